@@ -1,0 +1,119 @@
+/**
+ * The backend contract. A backend turns a legalized graph into a {@linkcode Program} and runs it.
+ * Everything the scheduler needs to choose between backends is here too: an honest
+ * {@linkcode DeviceProfile}, per-node support, a relative cost estimate, and a lifecycle that
+ * covers device loss. Most backends extend `BackendBase`, which fills in the per-op side from the
+ * whole-graph side or the other way round.
+ *
+ * @module
+ */
+import type { TensorData } from "../jit/dtype.ts";
+import type { Graph } from "../jit/graph.ts";
+import type { HostTensor } from "../jit/host_tensor.ts";
+import type { Attrs, ValueType } from "../jit/ops/mod.ts";
+import type { RefTensor } from "./reference/tensor_io.ts";
+
+/** What kind of hardware a backend drives; custom backends may name their own. */
+export type BackendKind = "cpu" | "cpu-simd" | "gpu" | (string & Record<never, never>);
+
+/** What a device can do. Unknown capabilities are reported as `false` / 0, never guessed. */
+export interface DeviceProfile {
+  /** Human-readable device description. */
+  readonly name: string;
+  /** Native f16 arithmetic. */
+  readonly f16: boolean;
+  /** Subgroup (SIMD-group) operations. */
+  readonly subgroups: boolean;
+  /** SIMD lanes on the CPU (128-bit WebAssembly SIMD). */
+  readonly simd: boolean;
+  /** Threads the backend can use. */
+  readonly threads: number;
+  /** Largest workgroup (invocations); 0 when not a GPU. */
+  readonly maxWorkgroupSize: number;
+  /** Largest storage buffer binding in bytes; 0 when unknown. */
+  readonly maxStorageBufferBytes: number;
+  /** Most storage buffers one kernel may bind; 0 when unlimited or unknown. */
+  readonly maxBindings: number;
+  /** GPU timestamp queries. */
+  readonly timestampQuery: boolean;
+}
+
+/** A node as a backend sees it when asked whether it can run it. */
+export interface NodeInfo {
+  /** Op name. */
+  readonly op: string;
+  /** Attributes. */
+  readonly attrs: Attrs;
+  /** Input types. */
+  readonly inputs: readonly ValueType[];
+  /** Output types. */
+  readonly outputs: readonly ValueType[];
+  /** Label for messages. */
+  readonly label: string;
+}
+
+/** A relative cost estimate (arbitrary but consistent units within one machine). */
+export interface Cost {
+  /** Time spent computing. */
+  readonly compute: number;
+  /** Time spent moving data to and from the device. */
+  readonly transfer: number;
+}
+
+/** How much work a graph is: used by cost estimates. */
+export interface Workload {
+  /** Floating-point (or integer) operations. */
+  readonly flops: number;
+  /** Bytes read and written by the nodes. */
+  readonly bytes: number;
+  /** Bytes crossing the host boundary (inputs, params, outputs). */
+  readonly hostBytes: number;
+}
+
+/** A compiled graph, ready to run on its backend. */
+export interface Program {
+  /**
+   * Runs the graph. `args` holds the graph's inputs followed by its params, in declaration order
+   * (already validated and converted to internal dtypes); `outputs` lists the indices of the graph
+   * outputs wanted. Returns their data in that order.
+   */
+  run(args: readonly RefTensor[], outputs: readonly number[]): Promise<TensorData[]>;
+  /** Releases what the program holds. */
+  dispose(): void;
+}
+
+/** Options passed to {@linkcode Backend.compile}. */
+export interface BackendCompileOptions {
+  /** A name for the program (for messages and profiling). */
+  readonly name?: string;
+}
+
+/** A kiln backend. */
+export interface Backend {
+  /** Unique id, e.g. `"reference"`, `"wasm"`, `"webgpu"`. */
+  readonly id: string;
+  /** Version of the backend implementation. */
+  readonly version: string;
+  /** Kind of hardware. */
+  readonly kind: BackendKind;
+  /** Whether the device was lost (GPU reset); `recover()` brings it back. */
+  readonly deviceLost: boolean;
+  /** The device's capabilities. */
+  capabilities(): DeviceProfile;
+  /** Whether this backend can run `node` as it is (legalization decomposes or rejects the rest). */
+  supports(node: NodeInfo): boolean;
+  /** Relative cost of running `graph` here. */
+  estimateCost(graph: Graph, workload: Workload): Cost;
+  /** Compiles a legalized graph. */
+  compile(graph: Graph, options?: BackendCompileOptions): Promise<Program>;
+  /** Acquires the device (idempotent). */
+  prepare(): Promise<void>;
+  /** Waits until submitted work is done. */
+  flush(): Promise<void>;
+  /** Releases the device and every program. */
+  dispose(): void;
+  /** Re-acquires a lost device; compiled programs must be recompiled. */
+  recover(): Promise<void>;
+  /** Runs one op on host tensors (the per-op side of the contract). */
+  op(op: string, inputs: readonly HostTensor[], attrs?: Attrs): Promise<HostTensor[]>;
+}

@@ -1,0 +1,182 @@
+/**
+ * Reference kernels for MatMul/Gemm, Conv and pooling. MatMul runs i-k-j with a float64 row
+ * accumulator: simple, exact to float64 before the final rounding, and fast enough that a
+ * 1024×1024 product takes about a second.
+ *
+ * @module
+ */
+import { resolveWindow, type Window } from "../../jit/ops/nn.ts";
+import { sizeOf, stridesOf, tryBroadcast } from "../../jit/shape.ts";
+import type { Kernel } from "./kernel.ts";
+import { read, type RefTensor, writer } from "./tensor_io.ts";
+
+/** Batched matmul of [..., m, k] × [..., k, n] with broadcast batch dims. */
+function matmul(a: RefTensor, b: RefTensor, out: { dtype: RefTensor["dtype"]; length: number }) {
+  const as = a.shape.length === 1 ? [1, a.shape[0]] : a.shape;
+  const bs = b.shape.length === 1 ? [b.shape[0], 1] : b.shape;
+  const m = as[as.length - 2], k = as[as.length - 1], n = bs[bs.length - 1];
+  const batch = tryBroadcast([as.slice(0, -2), bs.slice(0, -2)])!;
+  const batchOffsets = (shape: readonly number[], size: number) => {
+    const s = stridesOf(shape);
+    return (i: number) => {
+      let off = 0, rest = i;
+      for (let d = batch.length - 1; d >= 0; d--) {
+        const q = rest % batch[d];
+        rest = Math.floor(rest / batch[d]);
+        const j = d - (batch.length - shape.length);
+        if (j >= 0 && shape[j] !== 1) off += q * s[j];
+      }
+      return off * size;
+    };
+  };
+  const aOff = batchOffsets(as.slice(0, -2), m * k);
+  const bOff = batchOffsets(bs.slice(0, -2), k * n);
+  const x = read(a), y = read(b);
+  const w = writer(out.dtype, out.length);
+  const acc = new Float64Array(n);
+  for (let t = 0; t < sizeOf(batch); t++) {
+    const ao = aOff(t), bo = bOff(t), oo = t * m * n;
+    for (let i = 0; i < m; i++) {
+      acc.fill(0);
+      for (let p = 0; p < k; p++) {
+        const av = x[ao + i * k + p];
+        const row = bo + p * n;
+        for (let j = 0; j < n; j++) acc[j] += av * y[row + j];
+      }
+      for (let j = 0; j < n; j++) w.out[oo + i * n + j] = acc[j];
+    }
+  }
+  return w.finish();
+}
+
+/** Visits every output position of a 2-D window op with the input rows/cols its taps fall on (may lie outside). */
+function forEachWindow(
+  win: Window,
+  visit: (o: number, rows: number[], cols: number[]) => void,
+): void {
+  const [oh, ow] = win.out;
+  for (let y = 0; y < oh; y++) {
+    const rows = [...Array(win.kernel[0]).keys()].map((i) =>
+      y * win.strides[0] - win.padsBegin[0] + i * win.dilations[0]
+    );
+    for (let x = 0; x < ow; x++) {
+      const cols = [...Array(win.kernel[1]).keys()].map((i) =>
+        x * win.strides[1] - win.padsBegin[1] + i * win.dilations[1]
+      );
+      visit(y * ow + x, rows, cols);
+    }
+  }
+}
+
+/** Kernels of the linear-algebra and spatial family, by op name. */
+export const nnKernels: Record<string, Kernel> = {
+  MatMul: (
+    { inputs, outputs },
+  ) => [
+    matmul(inputs[0], inputs[1], { dtype: outputs[0].dtype, length: sizeOf(outputs[0].shape) }),
+  ],
+  Gemm: ({ inputs, outputs, ctx }) => {
+    const [a, b, c] = inputs;
+    const ta = ctx.int("transA", 0) !== 0, tb = ctx.int("transB", 0) !== 0;
+    const alpha = ctx.float("alpha", 1), beta = ctx.float("beta", 1);
+    const [m, n] = outputs[0].shape;
+    const k = ta ? a.shape[0] : a.shape[1];
+    const x = read(a), y = read(b), z = c ? read(c) : undefined;
+    const out = writer(outputs[0].dtype, m * n);
+    for (let i = 0; i < m; i++) {
+      for (let j = 0; j < n; j++) {
+        let s = 0;
+        for (let p = 0; p < k; p++) {
+          s += x[ta ? p * m + i : i * k + p] * y[tb ? j * k + p : p * n + j];
+        }
+        let bias = 0;
+        if (z) {
+          const cs = c!.shape;
+          const ci = cs.length === 2
+            ? (cs[0] === 1 ? 0 : i) * cs[1] + (cs[1] === 1 ? 0 : j)
+            : cs.length === 1
+            ? (cs[0] === 1 ? 0 : j)
+            : 0;
+          bias = z[ci];
+        }
+        out.out[i * n + j] = alpha * s + beta * bias;
+      }
+    }
+    return [out.finish()];
+  },
+  Conv: ({ inputs, outputs, ctx }) => {
+    const [xt, wt, bt] = inputs;
+    const [n, c, h, wd] = xt.shape;
+    const [m, cg, kh, kw] = wt.shape;
+    const group = ctx.int("group", 1);
+    const win = resolveWindow(ctx, [h, wd], [kh, kw]);
+    const [oh, ow] = win.out;
+    const x = read(xt), w = read(wt), b = bt ? read(bt) : undefined;
+    const out = writer(outputs[0].dtype, n * m * oh * ow);
+    const mg = m / group;
+    for (let img = 0; img < n; img++) {
+      for (let oc = 0; oc < m; oc++) {
+        const g = Math.floor(oc / mg);
+        const obase = (img * m + oc) * oh * ow;
+        forEachWindow(win, (o, rows, cols) => {
+          let s = b ? b[oc] : 0;
+          for (let ci = 0; ci < cg; ci++) {
+            const xc = (img * c + g * cg + ci) * h * wd;
+            const wc = (oc * cg + ci) * kh * kw;
+            for (let i = 0; i < kh; i++) {
+              if (rows[i] < 0 || rows[i] >= h) continue;
+              for (let j = 0; j < kw; j++) {
+                if (cols[j] >= 0 && cols[j] < wd) {
+                  s += x[xc + rows[i] * wd + cols[j]] * w[wc + i * kw + j];
+                }
+              }
+            }
+          }
+          out.out[obase + o] = s;
+        });
+      }
+    }
+    return [out.finish()];
+  },
+  MaxPool: (args) => pool(args.inputs[0], args, "max"),
+  AveragePool: (args) => pool(args.inputs[0], args, "avg"),
+};
+
+function pool(xt: RefTensor, { outputs, ctx }: Parameters<Kernel>[0], kind: "max" | "avg") {
+  if (xt.shape.length !== 4) {
+    return ctx.fail(
+      "the reference pools support 2-D spatial inputs only",
+      "reshape the input to N×C×H×W",
+      "unsupported",
+    );
+  }
+  const [n, c, h, wd] = xt.shape;
+  const win = resolveWindow(ctx, [h, wd], ctx.ints("kernel_shape"));
+  const includePad = ctx.int("count_include_pad", 0) !== 0;
+  const [oh, ow] = win.out;
+  const x = read(xt);
+  const out = writer(outputs[0].dtype, n * c * oh * ow);
+  for (let plane = 0; plane < n * c; plane++) {
+    const base = plane * h * wd;
+    forEachWindow(win, (o, rows, cols) => {
+      let acc = kind === "max" ? -Infinity : 0;
+      let count = 0;
+      for (const r of rows) {
+        for (const col of cols) {
+          if (r >= 0 && r < h && col >= 0 && col < wd) {
+            const v = x[base + r * wd + col];
+            acc = kind === "max" ? (Number.isNaN(acc) || acc >= v ? acc : v) : acc + v;
+            count++;
+          } else if (includePad && insidePads(r, h, win, 0) && insidePads(col, wd, win, 1)) count++;
+        }
+      }
+      out.out[plane * oh * ow + o] = kind === "max" ? acc : acc / count;
+    });
+  }
+  return [out.finish()];
+}
+
+/** Whether a window tap lies within the input or its explicit pads (not the ceil_mode overhang). */
+function insidePads(p: number, size: number, win: Window, axis: number): boolean {
+  return p >= -win.padsBegin[axis] && p < size + win.padsEnd[axis];
+}

@@ -1,0 +1,171 @@
+/**
+ * Reference kernels for reductions and row-wise composites. Every reduction is written as
+ * "outer × inner": the kept axes index rows, the reduced axes index elements within a row, both
+ * through strided offset maps, so any set of axes works without transposing. Accumulation is in
+ * float64.
+ *
+ * @module
+ */
+import type { TensorData } from "../../jit/dtype.ts";
+import { reduceAxes } from "../../jit/ops/reduce.ts";
+import { offsetsFor, type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
+import type { Kernel, KernelArgs } from "./kernel.ts";
+import { read, writer } from "./tensor_io.ts";
+
+/** Offsets of every row start (kept axes) and of every element within a row (reduced axes). */
+export function rowsAndColumns(
+  shape: Shape,
+  axes: readonly number[],
+): { rows: Int32Array; cols: Int32Array } {
+  const strides = stridesOf(shape);
+  const kept = shape.map((_, i) => i).filter((i) => !axes.includes(i));
+  const red = shape.map((_, i) => i).filter((i) => axes.includes(i));
+  return {
+    rows: offsetsFor(kept.map((i) => shape[i]), kept.map((i) => strides[i]), 0),
+    cols: offsetsFor(red.map((i) => shape[i]), red.map((i) => strides[i]), 0),
+  };
+}
+
+function reduction(
+  init: number,
+  step: (acc: number, x: number) => number,
+  finish?: (acc: number, n: number) => number,
+): Kernel {
+  return ({ inputs, attrs, outputs }) => {
+    const x = inputs[0];
+    const { rows, cols } = rowsAndColumns(x.shape, reduceAxes(attrs, x.shape.length));
+    const v = read(x);
+    const w = writer(outputs[0].dtype, rows.length);
+    for (let r = 0; r < rows.length; r++) {
+      let acc = init;
+      const base = rows[r];
+      for (let c = 0; c < cols.length; c++) acc = step(acc, v[base + cols[c]]);
+      w.out[r] = finish ? finish(acc, cols.length) : acc;
+    }
+    return [w.finish()];
+  };
+}
+
+const maxStep = (a: number, x: number) => (Number.isNaN(a) || a >= x ? a : x);
+const minStep = (a: number, x: number) => (Number.isNaN(a) || a <= x ? a : x);
+
+/** Applies `fn` to each row along the single axis `axis`, writing a row of the same length. */
+function rowwise(
+  args: KernelArgs,
+  axes: readonly number[],
+  fn: (row: Float64Array) => void,
+): TensorData[] {
+  const x = args.inputs[0];
+  const { rows, cols } = rowsAndColumns(x.shape, axes);
+  const v = read(x);
+  const w = writer(args.outputs[0].dtype, v.length);
+  const row = new Float64Array(cols.length);
+  for (let r = 0; r < rows.length; r++) {
+    for (let c = 0; c < cols.length; c++) row[c] = v[rows[r] + cols[c]];
+    fn(row);
+    for (let c = 0; c < cols.length; c++) w.out[rows[r] + cols[c]] = row[c];
+  }
+  return [w.finish()];
+}
+
+function softmaxRow(row: Float64Array, log: boolean): void {
+  let m = -Infinity;
+  for (const v of row) m = maxStep(m, v);
+  let s = 0;
+  for (let i = 0; i < row.length; i++) s += Math.exp(row[i] - m);
+  const lse = Math.log(s);
+  for (let i = 0; i < row.length; i++) row[i] = log ? row[i] - m - lse : Math.exp(row[i] - m) / s;
+}
+
+const axisOf = (args: KernelArgs, fallback: number): number =>
+  args.ctx.axis(args.ctx.int("axis", fallback), args.inputs[0].shape.length);
+
+/** Kernels of the reduction family, by op name. */
+export const reduceKernels: Record<string, Kernel> = {
+  ReduceSum: reduction(0, (a, x) => a + x),
+  ReduceMean: reduction(0, (a, x) => a + x, (a, n) => a / n),
+  ReduceMax: reduction(-Infinity, maxStep),
+  ReduceMin: reduction(Infinity, minStep),
+  ArgMax: (args) => {
+    const x = args.inputs[0];
+    const { rows, cols } = rowsAndColumns(x.shape, [axisOf(args, 0)]);
+    const last = args.attrs.select_last_index === 1;
+    const v = read(x);
+    const out = new Int32Array(rows.length);
+    for (let r = 0; r < rows.length; r++) {
+      let best = 0;
+      for (let c = 1; c < cols.length; c++) {
+        const a = v[rows[r] + cols[best]], b = v[rows[r] + cols[c]];
+        if (Number.isNaN(a)) break;
+        if (b > a || Number.isNaN(b) || (last && b === a)) best = c;
+      }
+      out[r] = best;
+    }
+    return [out];
+  },
+  CumSum: (args) => {
+    const exclusive = args.attrs.exclusive === 1, reverse = args.attrs.reverse === 1;
+    return rowwise(args, [axisOf(args, 0)], (row) => {
+      let acc = 0;
+      for (let k = 0; k < row.length; k++) {
+        const i = reverse ? row.length - 1 - k : k;
+        const v = row[i];
+        row[i] = exclusive ? acc : acc + v;
+        acc += v;
+      }
+    });
+  },
+  Softmax: (args) => rowwise(args, [axisOf(args, -1)], (row) => softmaxRow(row, false)),
+  LogSoftmax: (args) => rowwise(args, [axisOf(args, -1)], (row) => softmaxRow(row, true)),
+  LayerNormalization: (args) => {
+    const rank = args.inputs[0].shape.length;
+    const axis = axisOf(args, -1);
+    const eps = args.ctx.float("epsilon", 1e-5);
+    const norm = args.inputs[0].shape.slice(axis);
+    const param = (i: number) =>
+      args.inputs[i] ? expandTo(args.inputs[i].shape, norm, read(args.inputs[i])) : undefined;
+    const scale = param(1)!, bias = param(2);
+    return rowwise(args, [...Array(rank - axis).keys()].map((i) => i + axis), (row) => {
+      let mean = 0;
+      for (const v of row) mean += v;
+      mean /= row.length;
+      let variance = 0;
+      for (const v of row) variance += (v - mean) ** 2;
+      const inv = 1 / Math.sqrt(variance / row.length + eps);
+      for (let i = 0; i < row.length; i++) {
+        row[i] = (row[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0);
+      }
+    });
+  },
+  BatchNormalization: (args) => {
+    const [x, scale, bias, mean, variance] = args.inputs.map(read);
+    const shape = args.inputs[0].shape;
+    const eps = args.ctx.float("epsilon", 1e-5);
+    const inner = sizeOf(shape.slice(2));
+    const c = shape[1];
+    const w = writer(args.outputs[0].dtype, x.length);
+    for (let i = 0; i < x.length; i++) {
+      const ch = Math.floor(i / inner) % c;
+      w.out[i] = (x[i] - mean[ch]) / Math.sqrt(variance[ch] + eps) * scale[ch] + bias[ch];
+    }
+    return [w.finish()];
+  },
+  GlobalAveragePool: (args) => {
+    const rank = args.inputs[0].shape.length;
+    const axes = [...Array(rank - 2).keys()].map((i) => i + 2);
+    return reduction(0, (a, x) => a + x, (a, n) => a / n)({ ...args, attrs: { axes } });
+  },
+};
+
+/** Broadcasts a parameter of shape `from` over `to` (both trailing-aligned) into a dense array. */
+function expandTo(from: Shape, to: Shape, data: ArrayLike<number>): Float64Array {
+  const out = new Float64Array(sizeOf(to));
+  const strides = stridesOf(from);
+  const full = to.map((_, i) => {
+    const j = i - (to.length - from.length);
+    return j < 0 || from[j] === 1 ? 0 : strides[j];
+  });
+  const offs = offsetsFor(to, full, 0);
+  for (let i = 0; i < out.length; i++) out[i] = data[offs[i]];
+  return out;
+}

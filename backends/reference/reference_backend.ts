@@ -1,0 +1,135 @@
+/**
+ * The reference backend: plain TypeScript kernels for every op and every dtype, accumulating in
+ * float64. It is the oracle every other backend is tested against, so it favours clarity over
+ * speed and implements composite ops directly rather than through their decompositions.
+ *
+ * @module
+ */
+import type { TensorData } from "../../jit/dtype.ts";
+import { KilnError } from "../../jit/errors.ts";
+import { customOp } from "../../jit/custom_op.ts";
+import { checkHostTensor, type HostTensor } from "../../jit/host_tensor.ts";
+import { InferContext, opNames } from "../../jit/ops/mod.ts";
+import { formatShape, sizeOf } from "../../jit/shape.ts";
+import type { DeviceProfile, NodeInfo } from "../backend.ts";
+import { BackendBase } from "../backend_base.ts";
+import type { Kernel } from "./kernel.ts";
+import { elementwiseKernels } from "./kernels_elementwise.ts";
+import { movementKernels } from "./kernels_movement.ts";
+import { nnKernels } from "./kernels_nn.ts";
+import { reduceKernels } from "./kernels_reduce.ts";
+import { sourceKernels } from "./kernels_source.ts";
+import type { RefTensor } from "./tensor_io.ts";
+
+const kernels: Record<string, Kernel> = {
+  ...elementwiseKernels,
+  ...reduceKernels,
+  ...movementKernels,
+  ...nnKernels,
+  ...sourceKernels,
+};
+
+/** The reference backend (id `reference`). */
+export class ReferenceBackend extends BackendBase {
+  /** Always `"reference"`. */
+  readonly id = "reference";
+  /** Implementation version. */
+  readonly version = "0.1.0";
+  /** Plain CPU. */
+  readonly kind = "cpu";
+  /** Every built-in op. */
+  protected readonly nativeOps: ReadonlySet<string> = new Set(Object.keys(kernels));
+
+  /** A single-threaded CPU without SIMD. */
+  capabilities(): DeviceProfile {
+    return {
+      name: "TypeScript reference interpreter",
+      f16: false,
+      subgroups: false,
+      simd: false,
+      threads: 1,
+      maxWorkgroupSize: 0,
+      maxStorageBufferBytes: 0,
+      maxBindings: 0,
+      timestampQuery: false,
+    };
+  }
+
+  /** Every op, custom ones included (through their reference implementation). */
+  override supports(node: NodeInfo): boolean {
+    return this.nativeOps.has(node.op) || customOp(node.op) !== undefined;
+  }
+
+  /** Runs one node with its reference kernel. */
+  protected override executeNode(
+    node: NodeInfo,
+    inputs: readonly RefTensor[],
+  ): Promise<TensorData[]> {
+    try {
+      return Promise.resolve(this.#execute(node, inputs));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  #execute(node: NodeInfo, inputs: readonly RefTensor[]): TensorData[] {
+    const custom = customOp(node.op);
+    if (custom) return runCustom(node, inputs, custom.reference);
+    const kernel = kernels[node.op];
+    if (!kernel) {
+      throw new KilnError(`${node.label}: the reference backend has no kernel for ${node.op}`, {
+        code: "internal",
+        fix: "report this: every built-in op needs a reference kernel",
+      });
+    }
+    const ctx = new InferContext({
+      op: node.op,
+      where: node.label,
+      inputs: node.inputs,
+      attrs: node.attrs,
+    });
+    return kernel({ inputs, attrs: node.attrs, outputs: node.outputs, ctx });
+  }
+}
+
+function runCustom(
+  node: NodeInfo,
+  inputs: readonly RefTensor[],
+  reference: NonNullable<ReturnType<typeof customOp>>["reference"],
+): TensorData[] {
+  const raw = reference(inputs, node.attrs);
+  const list = Array.isArray(raw) ? raw : [raw];
+  if (list.length !== node.outputs.length) {
+    throw new KilnError(
+      `${node.label}: the reference returned ${list.length} outputs, the op declares ${node.outputs.length}`,
+      {
+        code: "backend",
+        fix: "return one array per output from the custom op's reference",
+      },
+    );
+  }
+  return list.map((r, i) => {
+    const want = node.outputs[i];
+    const t = ArrayBuffer.isView(r)
+      ? { data: r as TensorData, shape: want.shape, dtype: want.dtype }
+      : (r as HostTensor);
+    checkHostTensor(t, `${node.label} output ${i}`);
+    if (t.dtype !== want.dtype || sizeOf(t.shape) !== sizeOf(want.shape)) {
+      throw new KilnError(
+        `${node.label}: output ${i} is ${t.dtype}${
+          formatShape(t.shape)
+        }, inferShape said ${want.dtype}${formatShape(want.shape)}`,
+        {
+          code: "backend",
+          fix: "make the reference agree with inferShape",
+        },
+      );
+    }
+    return t.data;
+  });
+}
+
+/** Names of ops that have a reference kernel (every built-in). */
+export function referenceOps(): string[] {
+  return opNames().filter((op) => op in kernels);
+}

@@ -1,0 +1,47 @@
+/**
+ * How reference kernels see tensor data: {@linkcode read} gives every dtype as plain numbers
+ * (f16 decoded), {@linkcode writer} collects numbers and stores them in the output dtype. Kernels
+ * therefore compute in float64 JavaScript numbers and round once, on store, like an f32 device.
+ *
+ * @module
+ */
+import { allocate, type DType, fromF16Bits, type TensorData, toF16Bits } from "../../jit/dtype.ts";
+import type { Shape } from "../../jit/shape.ts";
+
+/** A tensor inside kiln: internal dtype, row-major data. */
+export interface RefTensor {
+  /** Row-major data. */
+  readonly data: TensorData;
+  /** Shape. */
+  readonly shape: Shape;
+  /** Internal dtype. */
+  readonly dtype: DType;
+}
+
+/** Numbers without copying, except f16, which is decoded. */
+export function read(t: RefTensor): ArrayLike<number> {
+  if (t.dtype === "f16") return Float32Array.from(t.data as Uint16Array, fromF16Bits);
+  return t.data as Exclude<TensorData, BigInt64Array>;
+}
+
+/** An output buffer: write numbers into `out`, then `finish()` gives the dtype's typed array. */
+export interface Writer {
+  /** Number-valued staging (the output array itself, except for f16). */
+  readonly out: { [i: number]: number; length: number };
+  /** The finished output data. */
+  finish(): TensorData;
+}
+
+/** A writer for `n` elements of `dtype`. Bool stores any non-zero number (NaN too) as 1. */
+export function writer(dtype: DType, n: number): Writer {
+  if (dtype === "f16") {
+    const out = new Float64Array(n);
+    return { out, finish: () => Uint16Array.from(out, toF16Bits) };
+  }
+  if (dtype === "bool") {
+    const out = new Float64Array(n);
+    return { out, finish: () => Uint8Array.from(out, (v) => (v !== 0 ? 1 : 0)) };
+  }
+  const out = allocate(dtype, n) as Exclude<TensorData, BigInt64Array>;
+  return { out, finish: () => out };
+}

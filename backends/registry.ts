@@ -1,0 +1,68 @@
+/**
+ * {@linkcode BackendRegistry}: the backends a program can place work on. The reference backend is
+ * always there (it is the oracle); `withDefaults()` adds every built-in backend that can run in
+ * the current environment.
+ *
+ * @module
+ */
+import { KilnError } from "../jit/errors.ts";
+import type { Backend, NodeInfo } from "./backend.ts";
+import { ReferenceBackend } from "./reference/reference_backend.ts";
+
+/** A set of backends keyed by id. */
+export class BackendRegistry {
+  #backends = new Map<string, Backend>();
+
+  /** A registry holding only the reference backend. */
+  constructor() {
+    this.register(new ReferenceBackend());
+  }
+
+  /** A registry with every built-in backend available here. */
+  static withDefaults(): BackendRegistry {
+    return new BackendRegistry();
+  }
+
+  /** Adds a backend; an id already present is refused unless `replace` is set. */
+  register(backend: Backend, options?: { replace?: boolean }): this {
+    if (typeof backend?.id !== "string" || typeof backend.compile !== "function") {
+      throw new KilnError("register() needs an object implementing Backend", {
+        code: "backend",
+        fix: "extend BackendBase or implement every member of the Backend interface",
+      });
+    }
+    if (this.#backends.has(backend.id) && !options?.replace) {
+      throw new KilnError(`A backend with id "${backend.id}" is already registered`, {
+        code: "duplicate-name",
+        fix: "give the backend another id, or pass { replace: true }",
+      });
+    }
+    this.#backends.set(backend.id, backend);
+    return this;
+  }
+
+  /** The backend with `id`; the error lists the registered ids. */
+  get(id: string): Backend {
+    const b = this.#backends.get(id);
+    if (b) return b;
+    throw new KilnError(`No backend "${id}" is registered`, {
+      code: "backend",
+      fix: `use one of: ${[...this.#backends.keys()].join(", ")}`,
+    });
+  }
+
+  /** Whether a backend with `id` is registered. */
+  has(id: string): boolean {
+    return this.#backends.has(id);
+  }
+
+  /** Every registered backend, in registration order. */
+  list(): Backend[] {
+    return [...this.#backends.values()];
+  }
+
+  /** The backends that can run `node` as it is (before any decomposition). */
+  backendsFor(node: NodeInfo): Backend[] {
+    return this.list().filter((b) => !b.deviceLost && b.supports(node));
+  }
+}

@@ -1,0 +1,66 @@
+/**
+ * Every failure kiln reports on purpose is a {@linkcode KilnError}: a stable `code` a program can
+ * branch on, a message that says what was wrong and where, and a `fix` hint that says what to do.
+ * The message always ends with the hint, so a log line alone is enough to act on.
+ *
+ * @module
+ */
+
+/** Stable, machine-readable categories of kiln errors. */
+export type KilnErrorCode =
+  | "invalid-graph"
+  | "shape-mismatch"
+  | "dtype-mismatch"
+  | "bad-axis"
+  | "bad-attribute"
+  | "unknown-op"
+  | "cycle"
+  | "dangling-input"
+  | "duplicate-name"
+  | "bad-input"
+  | "unsupported"
+  | "out-of-range"
+  | "disposed"
+  | "backend"
+  | "internal";
+
+/** Options for constructing a {@linkcode KilnError}. */
+export interface KilnErrorOptions {
+  /** Category of the failure. */
+  code: KilnErrorCode;
+  /** What to do about it; appended to the message as `Fix: …`. */
+  fix: string;
+  /** The underlying error, when this one wraps another. */
+  cause?: unknown;
+}
+
+/**
+ * The error type kiln throws for bad input, unsupported requests and runtime failures.
+ *
+ * @example Branch on the code, show the message
+ * ```ts
+ * import { KilnError } from "./errors.ts";
+ * try {
+ *   throw new KilnError("Reshape of [2, 3] to [4] changes the element count", {
+ *     code: "shape-mismatch",
+ *     fix: "use a target shape with 6 elements",
+ *   });
+ * } catch (e) {
+ *   if (e instanceof KilnError && e.code === "shape-mismatch") console.log(e.message);
+ * }
+ * ```
+ */
+export class KilnError extends Error {
+  /** Category of the failure. */
+  readonly code: KilnErrorCode;
+  /** The fix hint on its own (also part of `message`). */
+  readonly fix: string;
+
+  /** Creates an error whose message is `what` followed by `Fix: <fix>`. */
+  constructor(what: string, options: KilnErrorOptions) {
+    super(`${what.replace(/\.$/, "")}. Fix: ${options.fix}`, { cause: options.cause });
+    this.name = "KilnError";
+    this.code = options.code;
+    this.fix = options.fix;
+  }
+}

@@ -1,0 +1,185 @@
+/**
+ * {@linkcode Executable}: a compiled graph bound to a backend, with its parameters. `run` checks
+ * every input against the graph's declarations before anything executes, so bad data gets a clear
+ * error and the executable stays usable; results come back through a {@linkcode RunHandle} as
+ * fresh arrays that never alias the caller's inputs.
+ *
+ * @module
+ */
+import type { Backend, Program } from "../backends/backend.ts";
+import type { RefTensor } from "../backends/reference/tensor_io.ts";
+import { type TensorData, widenToI64 } from "./dtype.ts";
+import { KilnError } from "./errors.ts";
+import type { Graph } from "./graph.ts";
+import { acceptInput, type HostTensor } from "./host_tensor.ts";
+import { RunHandle } from "./run_handle.ts";
+
+/** Named host tensors: a run's inputs or results. */
+export type TensorMap = Record<string, HostTensor>;
+
+/** Options for {@linkcode Executable.run}. */
+export interface RunOptions {
+  /** Output names to read back (default: all). */
+  readonly outputs?: readonly string[];
+}
+
+/** What an executable is built from. */
+export interface ExecutableInit {
+  /** The graph as the user gave it (its declarations are what `run` checks against). */
+  readonly graph: Graph;
+  /** The backend it runs on. */
+  readonly backend: Backend;
+  /** The compiled program. */
+  readonly program: Program;
+  /** Milliseconds the compile took. */
+  readonly compileMs: number;
+}
+
+/** A compiled graph. */
+export class Executable {
+  /** The graph this executable was compiled from. */
+  readonly graph: Graph;
+  /** The backend it runs on. */
+  readonly backend: Backend;
+  /** Milliseconds spent compiling. */
+  readonly compileMs: number;
+  #program: Program;
+  #params = new Map<string, TensorData>();
+  #disposed = false;
+
+  /** Wraps a compiled program; use `compile()` rather than calling this. */
+  constructor(init: ExecutableInit) {
+    this.graph = init.graph;
+    this.backend = init.backend;
+    this.compileMs = init.compileMs;
+    this.#program = init.program;
+    for (const p of init.graph.params) if (p.data) this.#params.set(p.name, p.data);
+  }
+
+  /** Names of the inputs `run` expects. */
+  get inputNames(): string[] {
+    return this.graph.inputs.map((i) => i.name);
+  }
+
+  /** Names of the outputs `run` returns. */
+  get outputNames(): string[] {
+    return this.graph.outputs.map((o) => o.name);
+  }
+
+  /** Replaces a parameter's data (copied). Bad data throws and leaves the old value in place. */
+  setParam(name: string, value: HostTensor | TensorData): void {
+    this.#check();
+    const p = this.graph.params.find((q) => q.name === name);
+    if (!p) {
+      throw new KilnError(`No parameter "${name}"`, {
+        code: "bad-input",
+        fix: this.graph.params.length
+          ? `use one of: ${this.graph.params.map((q) => q.name).join(", ")}`
+          : "this graph has no parameters",
+      });
+    }
+    const t = ArrayBuffer.isView(value) ? { data: value, shape: p.shape, dtype: p.dtype } : value;
+    const accepted = acceptInput(t, p, `param "${name}"`);
+    this.#params.set(name, accepted.data === t.data ? accepted.data.slice() : accepted.data);
+  }
+
+  /** Runs the graph on `inputs`; await the handle (or poll it) for the outputs. */
+  run(inputs: TensorMap, options?: RunOptions): RunHandle<TensorMap> {
+    this.#check();
+    const args = this.#arguments(inputs);
+    const wanted = this.#outputs(options?.outputs);
+    const given = new Set<TensorData>(args.map((a) => a.data));
+    const promise = this.#program.run(args, wanted).then((data) => {
+      const out: TensorMap = {};
+      wanted.forEach((idx, k) => {
+        const o = this.graph.outputs[idx];
+        const v = this.graph.values[o.value];
+        const d = given.has(data[k]) ? data[k].slice() : data[k];
+        out[o.name] = {
+          data: o.dtype === "i64" ? widenToI64(d as Int32Array) : d,
+          shape: v.shape,
+          dtype: o.dtype,
+        };
+      });
+      return out;
+    });
+    return new RunHandle(promise);
+  }
+
+  /** Releases the compiled program; later calls throw. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    this.#program.dispose();
+  }
+
+  /** Disposes the executable at the end of a `using` block. */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  #check(): void {
+    if (this.#disposed) {
+      throw new KilnError("This executable was disposed", {
+        code: "disposed",
+        fix: "compile the graph again",
+      });
+    }
+  }
+
+  #arguments(inputs: TensorMap): RefTensor[] {
+    if (typeof inputs !== "object" || inputs === null) {
+      throw new KilnError(
+        `run() expects an object of named inputs, got ${inputs === null ? "null" : typeof inputs}`,
+        {
+          code: "bad-input",
+          fix: `pass { ${this.inputNames.map((n) => `${n}: HostTensor`).join(", ")} }`,
+        },
+      );
+    }
+    const expected = new Set(this.inputNames);
+    const unknown = Object.keys(inputs).filter((k) => !expected.has(k));
+    const missing = this.inputNames.filter((k) => !(k in inputs));
+    if (unknown.length || missing.length) {
+      const parts = [
+        missing.length ? `missing ${missing.join(", ")}` : "",
+        unknown.length ? `unknown ${unknown.join(", ")}` : "",
+      ];
+      throw new KilnError(
+        `run() inputs do not match the graph: ${parts.filter(Boolean).join("; ")}`,
+        {
+          code: "bad-input",
+          fix: `pass exactly: ${this.inputNames.join(", ") || "no inputs"}`,
+        },
+      );
+    }
+    const args: RefTensor[] = this.graph.inputs.map((i) =>
+      acceptInput(inputs[i.name], i, `input "${i.name}"`)
+    );
+    for (const p of this.graph.params) {
+      const data = this.#params.get(p.name);
+      if (!data) {
+        throw new KilnError(`Parameter "${p.name}" has no data`, {
+          code: "bad-input",
+          fix: `call setParam("${p.name}", data) before run()`,
+        });
+      }
+      args.push({ data, shape: p.shape, dtype: this.graph.values[p.value].dtype });
+    }
+    return args;
+  }
+
+  #outputs(names: readonly string[] | undefined): number[] {
+    if (!names) return this.graph.outputs.map((_, i) => i);
+    return names.map((n) => {
+      const i = this.graph.outputs.findIndex((o) => o.name === n);
+      if (i < 0) {
+        throw new KilnError(`No output "${n}"`, {
+          code: "bad-input",
+          fix: `request some of: ${this.outputNames.join(", ")}`,
+        });
+      }
+      return i;
+    });
+  }
+}

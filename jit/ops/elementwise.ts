@@ -1,0 +1,267 @@
+/**
+ * Elementwise ops: unary math, NumPy-broadcast binary arithmetic and comparisons, `Where`,
+ * `Cast`, and the activations. Activations and the derived comparisons are *not* primitive: each
+ * has a decomposition into primitives below, which is what legalization uses for a backend that
+ * lacks a fused kernel for them. NaN behaviour is part of each rule (Relu and Max keep NaN, as
+ * PyTorch and ONNX Runtime do).
+ *
+ * @module
+ */
+import { type DType, DTYPES } from "../dtype.ts";
+import { formatShape, tryBroadcast } from "../shape.ts";
+import {
+  type Attrs,
+  defineOps,
+  type EmitRef,
+  type Emitter,
+  type InferContext,
+  type OpDef,
+  type ValueType,
+} from "./registry.ts";
+
+/** Dtypes that support arithmetic. */
+export const NUMERIC: readonly DType[] = ["f32", "f16", "i32", "u32", "i8", "u8"];
+/** Floating-point dtypes. */
+export const FLOATS: readonly DType[] = ["f32", "f16"];
+/** Signed dtypes (where negation is meaningful). */
+export const SIGNED: readonly DType[] = ["f32", "f16", "i32", "i8"];
+
+/** The broadcast shape of every input, or a located `shape-mismatch` error. */
+export function broadcastInputs(ctx: InferContext): number[] {
+  const out = tryBroadcast(ctx.inputs.map((t) => t.shape));
+  if (!out) {
+    ctx.fail(
+      `shapes ${ctx.inputs.map((t) => formatShape(t.shape)).join(" and ")} do not broadcast`,
+      "make each dimension equal or 1 (NumPy broadcasting), e.g. with Reshape/Unsqueeze",
+      "shape-mismatch",
+    );
+  }
+  return out;
+}
+
+function unary(name: string, dtypes: readonly DType[], out?: DType): OpDef {
+  return {
+    name,
+    category: "elementwise",
+    arity: [1, 1],
+    primitive: true,
+    infer: (ctx) => [{ shape: ctx.input(0).shape, dtype: out ?? ctx.requireDType(0, dtypes) }],
+  };
+}
+
+function binary(name: string, dtypes: readonly DType[], out?: DType): OpDef {
+  return {
+    name,
+    category: "elementwise",
+    arity: [2, 2],
+    primitive: true,
+    infer: (ctx) => {
+      const d = ctx.sameDType();
+      ctx.requireDType(0, dtypes);
+      return [{ shape: broadcastInputs(ctx), dtype: out ?? d }];
+    },
+  };
+}
+
+type Decompose = (e: Emitter, x: readonly EmitRef[], attrs: Attrs) => EmitRef;
+
+function composite(
+  name: string,
+  arity: readonly [number, number],
+  infer: (ctx: InferContext) => ValueType[],
+  decompose: Decompose,
+): OpDef {
+  return {
+    name,
+    category: "elementwise",
+    arity,
+    primitive: false,
+    infer,
+    decompose: (e, x, attrs) => [decompose(e, x, attrs)],
+  };
+}
+
+const sameAsInput = (dtypes: readonly DType[]) => (ctx: InferContext): ValueType[] => [
+  { shape: ctx.input(0).shape, dtype: ctx.requireDType(0, dtypes) },
+];
+
+/** A scalar constant of `x`'s dtype. */
+function like(e: Emitter, x: EmitRef, value: number): EmitRef {
+  return e.scalar(value, e.typeOf(x).dtype);
+}
+
+function max2(e: Emitter, a: EmitRef, b: EmitRef): EmitRef {
+  return e.op("Where", [e.op("Or", [e.op("Greater", [a, b]), isNaN(e, a)]), a, b]);
+}
+
+function min2(e: Emitter, a: EmitRef, b: EmitRef): EmitRef {
+  return e.op("Where", [e.op("Or", [e.op("Less", [a, b]), isNaN(e, a)]), a, b]);
+}
+
+/** IsNaN for floats, constant false for integers. */
+function isNaN(e: Emitter, x: EmitRef): EmitRef {
+  const t = e.typeOf(x);
+  if (FLOATS.includes(t.dtype)) return e.op("IsNaN", [x]);
+  return e.op("Equal", [e.scalar(0, "bool"), e.scalar(1, "bool")]);
+}
+
+function clip(e: Emitter, x: EmitRef, lo: number | undefined, hi: number | undefined): EmitRef {
+  let y = x;
+  if (lo !== undefined) y = e.op("Where", [e.op("Less", [y, like(e, x, lo)]), like(e, x, lo), y]);
+  if (hi !== undefined) {
+    y = e.op("Where", [e.op("Greater", [y, like(e, x, hi)]), like(e, x, hi), y]);
+  }
+  return y;
+}
+
+function sigmoid(e: Emitter, x: EmitRef): EmitRef {
+  const one = like(e, x, 1);
+  return e.op("Div", [one, e.op("Add", [one, e.op("Exp", [e.op("Neg", [x])])])]);
+}
+
+function hardSigmoid(e: Emitter, x: EmitRef, alpha: number, beta: number): EmitRef {
+  return clip(e, e.op("Add", [e.op("Mul", [x, like(e, x, alpha)]), like(e, x, beta)]), 0, 1);
+}
+
+function tanh(e: Emitter, x: EmitRef): EmitRef {
+  // 1 - 2 / (exp(2x) + 1) saturates to ±1 instead of producing inf/inf.
+  const one = like(e, x, 1);
+  const ex = e.op("Exp", [e.op("Mul", [x, like(e, x, 2)])]);
+  return e.op("Sub", [one, e.op("Div", [like(e, x, 2), e.op("Add", [ex, one])])]);
+}
+
+const num = (v: unknown, fallback: number): number => typeof v === "number" ? v : fallback;
+
+const elementwiseOps: OpDef[] = [
+  binary("Add", NUMERIC),
+  binary("Sub", NUMERIC),
+  binary("Mul", NUMERIC),
+  binary("Div", NUMERIC),
+  binary("Pow", NUMERIC),
+  {
+    ...binary("Mod", NUMERIC),
+    infer: (ctx) => {
+      const d = ctx.sameDType();
+      ctx.requireDType(0, NUMERIC);
+      const fmod = ctx.int("fmod", 0);
+      if (FLOATS.includes(d) && fmod !== 1) {
+        ctx.fail(
+          "Mod of floats needs fmod = 1",
+          "set fmod: 1 (ONNX requires it for floats)",
+          "bad-attribute",
+        );
+      }
+      return [{ shape: broadcastInputs(ctx), dtype: d }];
+    },
+  },
+  binary("Equal", DTYPES, "bool"),
+  binary("Greater", NUMERIC, "bool"),
+  binary("Less", NUMERIC, "bool"),
+  binary("And", ["bool"]),
+  binary("Or", ["bool"]),
+  unary("Neg", SIGNED),
+  unary("Abs", NUMERIC),
+  unary("Sqrt", FLOATS),
+  unary("Exp", FLOATS),
+  unary("Log", FLOATS),
+  unary("Erf", FLOATS),
+  unary("Sin", FLOATS),
+  unary("Cos", FLOATS),
+  unary("Floor", FLOATS),
+  unary("Ceil", FLOATS),
+  unary("Round", FLOATS),
+  unary("Not", ["bool"]),
+  unary("IsNaN", FLOATS, "bool"),
+  {
+    name: "Cast",
+    category: "elementwise",
+    arity: [1, 1],
+    primitive: true,
+    infer: (ctx) => [{ shape: ctx.input(0).shape, dtype: ctx.dtype("to") }],
+  },
+  {
+    name: "Where",
+    category: "elementwise",
+    arity: [3, 3],
+    primitive: true,
+    infer: (ctx) => {
+      ctx.requireDType(0, ["bool"]);
+      if (ctx.input(1).dtype !== ctx.input(2).dtype) {
+        ctx.fail(
+          "the two branches have different dtypes",
+          "Cast both branches to one dtype",
+          "dtype-mismatch",
+        );
+      }
+      return [{ shape: broadcastInputs(ctx), dtype: ctx.input(1).dtype }];
+    },
+  },
+  composite("Reciprocal", [1, 1], sameAsInput(FLOATS), (e, [x]) => e.op("Div", [like(e, x, 1), x])),
+  composite("Relu", [1, 1], sameAsInput(SIGNED), (e, [x]) => {
+    const zero = like(e, x, 0);
+    return e.op("Where", [e.op("Less", [x, zero]), zero, x]);
+  }),
+  composite("LeakyRelu", [1, 1], sameAsInput(FLOATS), (e, [x], a) => {
+    const scaled = e.op("Mul", [x, like(e, x, num(a.alpha, 0.01))]);
+    return e.op("Where", [e.op("Less", [x, like(e, x, 0)]), scaled, x]);
+  }),
+  composite("Sigmoid", [1, 1], sameAsInput(FLOATS), (e, [x]) => sigmoid(e, x)),
+  composite("Tanh", [1, 1], sameAsInput(FLOATS), (e, [x]) => tanh(e, x)),
+  composite("Gelu", [1, 1], (ctx) => {
+    ctx.choice("approximate", ["none", "tanh"]);
+    return sameAsInput(FLOATS)(ctx);
+  }, (e, [x], a) => {
+    const half = e.op("Mul", [x, like(e, x, 0.5)]);
+    if (a.approximate === "tanh") {
+      const cube = e.op("Mul", [e.op("Mul", [x, x]), x]);
+      const inner = e.op("Add", [x, e.op("Mul", [cube, like(e, x, 0.044715)])]);
+      const t = tanh(e, e.op("Mul", [inner, like(e, x, Math.sqrt(2 / Math.PI))]));
+      return e.op("Mul", [half, e.op("Add", [like(e, x, 1), t])]);
+    }
+    const erf = e.op("Erf", [e.op("Mul", [x, like(e, x, Math.SQRT1_2)])]);
+    return e.op("Mul", [half, e.op("Add", [like(e, x, 1), erf])]);
+  }),
+  composite(
+    "HardSigmoid",
+    [1, 1],
+    sameAsInput(FLOATS),
+    (e, [x], a) => hardSigmoid(e, x, num(a.alpha, 0.2), num(a.beta, 0.5)),
+  ),
+  composite(
+    "HardSwish",
+    [1, 1],
+    sameAsInput(FLOATS),
+    (e, [x]) => e.op("Mul", [x, hardSigmoid(e, x, 1 / 6, 0.5)]),
+  ),
+  composite("Clip", [1, 1], (ctx) => {
+    if (ctx.has("min")) ctx.float("min");
+    if (ctx.has("max")) ctx.float("max");
+    return sameAsInput(NUMERIC)(ctx);
+  }, (e, [x], a) => clip(e, x, a.min as number | undefined, a.max as number | undefined)),
+  composite(
+    "Max",
+    [1, Infinity],
+    (ctx) => [{ shape: broadcastInputs(ctx), dtype: ctx.sameDType() }],
+    (e, xs) => xs.reduce((a, b) => max2(e, a, b)),
+  ),
+  composite(
+    "Min",
+    [1, Infinity],
+    (ctx) => [{ shape: broadcastInputs(ctx), dtype: ctx.sameDType() }],
+    (e, xs) => xs.reduce((a, b) => min2(e, a, b)),
+  ),
+  composite(
+    "GreaterOrEqual",
+    [2, 2],
+    (ctx) => binary("", NUMERIC, "bool").infer(ctx),
+    (e, [a, b]) => e.op("Or", [e.op("Greater", [a, b]), e.op("Equal", [a, b])]),
+  ),
+  composite(
+    "LessOrEqual",
+    [2, 2],
+    (ctx) => binary("", NUMERIC, "bool").infer(ctx),
+    (e, [a, b]) => e.op("Or", [e.op("Less", [a, b]), e.op("Equal", [a, b])]),
+  ),
+];
+
+defineOps(elementwiseOps);

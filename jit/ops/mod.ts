@@ -1,0 +1,24 @@
+/**
+ * The complete op vocabulary: importing this module defines every built-in op.
+ *
+ * Primitive ops (a backend implements them): the 30 of the backend contract — Add Sub Mul Div
+ * Neg Abs Sqrt Pow Exp Log MatMul ReduceSum ReduceMean ReduceMax ReduceMin Reshape Transpose
+ * Concat Slice Split Squeeze Unsqueeze Identity Cast Equal Greater Less Where Constant Gather — and
+ * the extensions that have no cheaper exact form: Erf Floor Ceil Round Sin Cos Mod Not And Or
+ * IsNaN Expand Pad GatherElements ArgMax CumSum Conv MaxPool AveragePool.
+ *
+ * Decomposed ops (rewritten into primitives when a backend lacks them): Relu LeakyRelu Sigmoid
+ * Tanh Gelu HardSigmoid HardSwish Reciprocal Clip Min Max GreaterOrEqual LessOrEqual Softmax
+ * LogSoftmax LayerNormalization BatchNormalization GlobalAveragePool Gemm Flatten
+ * ConstantOfShape Range. The reference backend also runs each of them directly, and the test
+ * suite checks that both paths agree.
+ *
+ * @module
+ */
+import "./elementwise.ts";
+import "./reduce.ts";
+import "./movement.ts";
+import "./nn.ts";
+import "./source.ts";
+
+export * from "./registry.ts";

@@ -1,0 +1,387 @@
+/**
+ * Movement and indexing ops: `Reshape`, `Transpose`, `Concat`, `Slice`, `Split`, `Squeeze`,
+ * `Unsqueeze`, `Identity`, `Expand`, `Flatten`, `Pad`, `Gather`, `GatherElements`. Their static
+ * configuration (target shapes, permutations, slice bounds, pads) is held in attributes: kiln
+ * shapes are static, and the ONNX importer folds ONNX's constant shape inputs into attributes.
+ * The parameter resolvers here are shared with the kernels so bounds are clamped in one place.
+ *
+ * @module
+ */
+
+import { formatShape, type Shape, sizeOf } from "../shape.ts";
+import { defineOps, type InferContext, type OpDef } from "./registry.ts";
+
+/** Resolves `0` (copy) and `-1` (infer) in a Reshape target. */
+export function resolveReshape(ctx: InferContext, from: Shape): number[] {
+  const target = ctx.ints("shape");
+  const allowZero = ctx.int("allowzero", 0) !== 0;
+  const out = target.map((d, i) => (d === 0 && !allowZero ? from[i] : d));
+  if (out.some((d) => d === undefined || d < -1)) {
+    ctx.fail(
+      `target shape [${target.join(", ")}] is invalid for ${formatShape(from)}`,
+      "use sizes ≥ 0, one -1 at most, 0 only where the input has that axis",
+      "shape-mismatch",
+    );
+  }
+  const infer = out.indexOf(-1);
+  if (infer !== out.lastIndexOf(-1)) {
+    ctx.fail("target shape has more than one -1", "infer at most one dimension", "shape-mismatch");
+  }
+  const known = out.reduce((p, d) => (d === -1 ? p : p * d), 1);
+  if (infer >= 0) {
+    if (known === 0 || sizeOf(from) % known !== 0) {
+      ctx.fail(
+        `cannot infer -1 in [${target.join(", ")}] from ${sizeOf(from)} elements`,
+        "make the known sizes divide the element count",
+        "shape-mismatch",
+      );
+    }
+    out[infer] = sizeOf(from) / known;
+  }
+  if (sizeOf(out) !== sizeOf(from)) {
+    ctx.fail(
+      `reshape to [${out.join(", ")}] changes the element count ${sizeOf(from)}`,
+      `use a target shape with ${sizeOf(from)} elements`,
+      "shape-mismatch",
+    );
+  }
+  return out;
+}
+
+/** Per-axis slice: first index, step, and element count. */
+export interface SliceAxis {
+  /** First index taken. */
+  start: number;
+  /** Step between taken indices (non-zero; negative walks backwards). */
+  step: number;
+  /** Number of indices taken. */
+  count: number;
+}
+
+/** Resolves ONNX Slice parameters (clamping as ONNX does) for every axis of `shape`. */
+export function resolveSlice(ctx: InferContext, shape: Shape): SliceAxis[] {
+  const starts = ctx.ints("starts");
+  const ends = ctx.ints("ends");
+  const axes = ctx.ints("axes", starts.map((_, i) => i));
+  const steps = ctx.ints("steps", starts.map(() => 1));
+  if (
+    ends.length !== starts.length || axes.length !== starts.length || steps.length !== starts.length
+  ) {
+    ctx.fail(
+      "starts, ends, axes and steps have different lengths",
+      "give one entry per sliced axis in each",
+      "bad-attribute",
+    );
+  }
+  const out: SliceAxis[] = shape.map((d) => ({ start: 0, step: 1, count: d }));
+  ctx.axes(axes, shape.length).forEach((axis, i) => {
+    const d = shape[axis];
+    const step = steps[i];
+    if (step === 0) ctx.fail(`step for axis ${axis} is 0`, "use a non-zero step", "bad-attribute");
+    let s = starts[i] < 0 ? starts[i] + d : starts[i];
+    let e = ends[i] < 0 ? ends[i] + d : ends[i];
+    if (step > 0) {
+      s = Math.min(Math.max(s, 0), d);
+      e = Math.min(Math.max(e, 0), d);
+    } else {
+      s = Math.min(Math.max(s, -1), d - 1);
+      e = Math.min(Math.max(e, -1), d - 1);
+    }
+    const count = Math.max(0, Math.ceil((e - s) / step));
+    out[axis] = { start: s, step, count };
+  });
+  return out;
+}
+
+/** Resolves Pad's `pads` into per-axis [before, after] amounts (negative crops). */
+export function resolvePads(
+  ctx: InferContext,
+  rank: number,
+): { before: number[]; after: number[] } {
+  const pads = ctx.ints("pads");
+  const axes = ctx.axes(ctx.ints("axes", [...Array(rank).keys()]), rank);
+  if (pads.length !== 2 * axes.length) {
+    ctx.fail(
+      `pads has ${pads.length} entries for ${axes.length} axes`,
+      "give a begin and an end pad per axis: [b0, b1, …, e0, e1, …]",
+      "bad-attribute",
+    );
+  }
+  const before = new Array<number>(rank).fill(0);
+  const after = new Array<number>(rank).fill(0);
+  axes.forEach((a, i) => {
+    before[a] = pads[i];
+    after[a] = pads[i + axes.length];
+  });
+  return { before, after };
+}
+
+/** Split sizes along the split axis. */
+export function resolveSplit(ctx: InferContext, dim: number): number[] {
+  if (ctx.has("split")) {
+    const split = ctx.ints("split");
+    if (split.reduce((a, b) => a + b, 0) !== dim || split.some((s) => s < 0)) {
+      ctx.fail(
+        `split sizes [${split.join(", ")}] do not add up to ${dim}`,
+        `give non-negative sizes that add up to ${dim}`,
+        "shape-mismatch",
+      );
+    }
+    return [...split];
+  }
+  const n = ctx.int("num_outputs");
+  if (n < 1) ctx.fail(`num_outputs is ${n}`, "split into at least one part", "bad-attribute");
+  const chunk = Math.ceil(dim / n);
+  return [...Array(n).keys()].map((i) => Math.max(0, Math.min(chunk, dim - i * chunk)));
+}
+
+/** Normalizes and validates a Transpose permutation. */
+export function resolvePerm(ctx: InferContext, rank: number): number[] {
+  const perm = ctx.has("perm") ? ctx.ints("perm") : [...Array(rank).keys()].reverse();
+  const sorted = [...perm].sort((a, b) => a - b);
+  if (perm.length !== rank || sorted.some((p, i) => p !== i)) {
+    ctx.fail(
+      `perm [${perm.join(", ")}] is not a permutation of ${rank} axes`,
+      `list each of 0..${rank - 1} once`,
+      "bad-axis",
+    );
+  }
+  return [...perm];
+}
+
+const movementOps: OpDef[] = [
+  {
+    name: "Identity",
+    category: "movement",
+    arity: [1, 1],
+    primitive: true,
+    infer: (ctx) => [ctx.input(0)],
+  },
+  {
+    name: "Reshape",
+    category: "movement",
+    arity: [1, 1],
+    primitive: true,
+    infer: (ctx) => [{ shape: resolveReshape(ctx, ctx.input(0).shape), dtype: ctx.input(0).dtype }],
+  },
+  {
+    name: "Flatten",
+    category: "movement",
+    arity: [1, 1],
+    primitive: false,
+    infer: (ctx) => {
+      const s = ctx.input(0).shape;
+      const axis = ctx.int("axis", 1);
+      const a = axis < 0 ? axis + s.length : axis;
+      if (a < 0 || a > s.length) {
+        ctx.fail(
+          `axis ${axis} is out of range for rank ${s.length}`,
+          `use an axis in [${-s.length}, ${s.length}]`,
+          "bad-axis",
+        );
+      }
+      return [{ shape: [sizeOf(s.slice(0, a)), sizeOf(s.slice(a))], dtype: ctx.input(0).dtype }];
+    },
+    decompose: (e, [x], attrs) => {
+      const s = e.typeOf(x).shape;
+      const axis = (attrs.axis as number | undefined) ?? 1;
+      const a = axis < 0 ? axis + s.length : axis;
+      return [e.op("Reshape", [x], { shape: [sizeOf(s.slice(0, a)), sizeOf(s.slice(a))] })];
+    },
+  },
+  {
+    name: "Squeeze",
+    category: "movement",
+    arity: [1, 1],
+    primitive: true,
+    infer: (ctx) => {
+      const s = ctx.input(0).shape;
+      const axes = ctx.has("axes")
+        ? ctx.axes(ctx.ints("axes"), s.length)
+        : s.flatMap((d, i) => (d === 1 ? [i] : []));
+      for (const a of axes) {
+        if (s[a] !== 1) {
+          ctx.fail(
+            `axis ${a} has size ${s[a]}, not 1`,
+            "squeeze only axes of size 1",
+            "shape-mismatch",
+          );
+        }
+      }
+      return [{ shape: s.filter((_, i) => !axes.includes(i)), dtype: ctx.input(0).dtype }];
+    },
+  },
+  {
+    name: "Unsqueeze",
+    category: "movement",
+    arity: [1, 1],
+    primitive: true,
+    infer: (ctx) => {
+      const s = ctx.input(0).shape;
+      const rank = s.length + ctx.ints("axes").length;
+      const axes = ctx.axes(ctx.ints("axes"), rank);
+      const out: number[] = [];
+      let j = 0;
+      for (let i = 0; i < rank; i++) out.push(axes.includes(i) ? 1 : s[j++]);
+      return [{ shape: out, dtype: ctx.input(0).dtype }];
+    },
+  },
+  {
+    name: "Transpose",
+    category: "movement",
+    arity: [1, 1],
+    primitive: true,
+    infer: (ctx) => {
+      const s = ctx.input(0).shape;
+      return [{ shape: resolvePerm(ctx, s.length).map((p) => s[p]), dtype: ctx.input(0).dtype }];
+    },
+  },
+  {
+    name: "Expand",
+    category: "movement",
+    arity: [1, 1],
+    primitive: true,
+    infer: (ctx) => {
+      const s = ctx.input(0).shape;
+      const target = ctx.shape("shape");
+      const rank = Math.max(s.length, target.length);
+      const out: number[] = [];
+      for (let i = 0; i < rank; i++) {
+        const a = s[i - (rank - s.length)] ?? 1;
+        const b = target[i - (rank - target.length)] ?? 1;
+        if (a !== b && a !== 1 && b !== 1) {
+          ctx.fail(
+            `cannot expand ${formatShape(s)} to ${formatShape(target)}`,
+            "each dimension must match or be 1",
+            "shape-mismatch",
+          );
+        }
+        out.push(a === 1 ? b : a);
+      }
+      return [{ shape: out, dtype: ctx.input(0).dtype }];
+    },
+  },
+  {
+    name: "Concat",
+    category: "movement",
+    arity: [1, Infinity],
+    primitive: true,
+    infer: (ctx) => {
+      const dtype = ctx.sameDType();
+      const first = ctx.input(0).shape;
+      const axis = ctx.axis(ctx.int("axis"), first.length);
+      let total = 0;
+      for (const t of ctx.inputs) {
+        if (
+          t.shape.length !== first.length || t.shape.some((d, i) => i !== axis && d !== first[i])
+        ) {
+          ctx.fail(
+            `shapes differ outside axis ${axis}`,
+            "make every input equal except along the concat axis",
+            "shape-mismatch",
+          );
+        }
+        total += t.shape[axis];
+      }
+      return [{ shape: first.map((d, i) => (i === axis ? total : d)), dtype }];
+    },
+  },
+  {
+    name: "Split",
+    category: "movement",
+    arity: [1, 1],
+    primitive: true,
+    infer: (ctx) => {
+      const s = ctx.input(0).shape;
+      const axis = ctx.axis(ctx.int("axis", 0), s.length);
+      const sizes = resolveSplit(ctx, s[axis]);
+      return sizes.map((n) => ({
+        shape: s.map((d, i) => (i === axis ? n : d)),
+        dtype: ctx.input(0).dtype,
+      }));
+    },
+  },
+  {
+    name: "Slice",
+    category: "movement",
+    arity: [1, 1],
+    primitive: true,
+    infer: (
+      ctx,
+    ) => [{
+      shape: resolveSlice(ctx, ctx.input(0).shape).map((a) => a.count),
+      dtype: ctx.input(0).dtype,
+    }],
+  },
+  {
+    name: "Pad",
+    category: "movement",
+    arity: [1, 1],
+    primitive: true,
+    infer: (ctx) => {
+      const s = ctx.input(0).shape;
+      const mode = ctx.choice("mode", ["constant", "reflect", "edge"]);
+      ctx.float("value", 0);
+      const { before, after } = resolvePads(ctx, s.length);
+      const out = s.map((d, i) => d + before[i] + after[i]);
+      if (out.some((d) => d < 0)) {
+        ctx.fail(
+          `pads crop ${formatShape(s)} below zero`,
+          "use smaller negative pads",
+          "shape-mismatch",
+        );
+      }
+      if (
+        mode === "reflect" &&
+        s.some((d, i) => (before[i] >= d || after[i] >= d) && (before[i] > 0 || after[i] > 0))
+      ) {
+        ctx.fail(
+          "reflect pads must be smaller than the padded axis",
+          "use edge mode or smaller pads",
+          "bad-attribute",
+        );
+      }
+      if (mode === "edge" && s.some((d, i) => d === 0 && (before[i] > 0 || after[i] > 0))) {
+        ctx.fail("edge padding of an empty axis", "use constant mode", "bad-attribute");
+      }
+      return [{ shape: out, dtype: ctx.input(0).dtype }];
+    },
+  },
+  {
+    name: "Gather",
+    category: "index",
+    arity: [2, 2],
+    primitive: true,
+    infer: (ctx) => {
+      const s = ctx.input(0).shape;
+      ctx.requireDType(1, ["i32"]);
+      const axis = ctx.axis(ctx.int("axis", 0), s.length);
+      return [{
+        shape: [...s.slice(0, axis), ...ctx.input(1).shape, ...s.slice(axis + 1)],
+        dtype: ctx.input(0).dtype,
+      }];
+    },
+  },
+  {
+    name: "GatherElements",
+    category: "index",
+    arity: [2, 2],
+    primitive: true,
+    infer: (ctx) => {
+      const s = ctx.input(0).shape;
+      const idx = ctx.input(1).shape;
+      ctx.requireDType(1, ["i32"]);
+      const axis = ctx.axis(ctx.int("axis", 0), s.length);
+      if (idx.length !== s.length || idx.some((d, i) => i !== axis && d > s[i])) {
+        ctx.fail(
+          "indices must have the data's rank and fit inside it off the gather axis",
+          "reshape the indices to the data's rank",
+          "shape-mismatch",
+        );
+      }
+      return [{ shape: idx, dtype: ctx.input(0).dtype }];
+    },
+  },
+];
+
+defineOps(movementOps);

@@ -1,0 +1,247 @@
+/**
+ * Linear algebra and spatial ops: `MatMul` (NumPy semantics: batched, broadcast batch dims, 1-D
+ * operands), `Gemm` (decomposes to MatMul), `Conv` (2-D with groups, strides, pads, dilations,
+ * auto_pad), `MaxPool` and `AveragePool`. {@linkcode resolveWindow} computes window geometry once
+ * for inference and every kernel.
+ *
+ * @module
+ */
+import { formatShape, type Shape, tryBroadcast } from "../shape.ts";
+import { FLOATS, NUMERIC } from "./elementwise.ts";
+import { defineOps, type InferContext, type OpDef } from "./registry.ts";
+
+/** Output shape of `MatMul(a, b)` under NumPy rules, or a located error. */
+export function matmulShape(ctx: InferContext, a: Shape, b: Shape): number[] {
+  if (a.length === 0 || b.length === 0) {
+    ctx.fail("MatMul operands must have rank ≥ 1", "reshape scalars to [1]", "shape-mismatch");
+  }
+  const a2 = a.length === 1 ? [1, a[0]] : a;
+  const b2 = b.length === 1 ? [b[0], 1] : b;
+  const k = a2[a2.length - 1];
+  if (b2[b2.length - 2] !== k) {
+    ctx.fail(
+      `inner dimensions differ: ${formatShape(a)} · ${formatShape(b)}`,
+      "make the last axis of A equal the second-to-last of B (transpose one?)",
+      "shape-mismatch",
+    );
+  }
+  const batch = tryBroadcast([a2.slice(0, -2), b2.slice(0, -2)]);
+  if (!batch) {
+    ctx.fail(
+      `batch dimensions of ${formatShape(a)} and ${formatShape(b)} do not broadcast`,
+      "make batch dimensions equal or 1",
+      "shape-mismatch",
+    );
+  }
+  const out = [...batch, a2[a2.length - 2], b2[b2.length - 1]];
+  if (a.length === 1) out.splice(out.length - 2, 1);
+  if (b.length === 1) out.splice(out.length - 1, 1);
+  return out;
+}
+
+/** Window geometry of a Conv/pool node over its spatial axes. */
+export interface Window {
+  /** Kernel extent per spatial axis. */
+  kernel: number[];
+  /** Stride per spatial axis. */
+  strides: number[];
+  /** Dilation per spatial axis. */
+  dilations: number[];
+  /** Padding before each spatial axis. */
+  padsBegin: number[];
+  /** Padding after each spatial axis. */
+  padsEnd: number[];
+  /** Output extent per spatial axis. */
+  out: number[];
+}
+
+/** Resolves kernel, strides, dilations and pads (incl. `auto_pad`, `ceil_mode`) for `spatial`. */
+export function resolveWindow(
+  ctx: InferContext,
+  spatial: Shape,
+  kernel: readonly number[],
+): Window {
+  const n = spatial.length;
+  const strides = [...ctx.ints("strides", kernel.map(() => 1))];
+  const dilations = [...ctx.ints("dilations", kernel.map(() => 1))];
+  const pads = ctx.ints("pads", kernel.map(() => 0).concat(kernel.map(() => 0)));
+  const autoPad = ctx.choice("auto_pad", ["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"]);
+  const ceil = ctx.int("ceil_mode", 0) !== 0;
+  if (
+    kernel.length !== n || strides.length !== n || dilations.length !== n || pads.length !== 2 * n
+  ) {
+    ctx.fail(
+      `kernel_shape/strides/dilations/pads do not match ${n} spatial axes`,
+      `give ${n} values each (${2 * n} for pads)`,
+      "bad-attribute",
+    );
+  }
+  if ([...kernel, ...strides, ...dilations].some((v) => v < 1) || pads.some((p) => p < 0)) {
+    ctx.fail(
+      "kernel, strides and dilations must be ≥ 1 and pads ≥ 0",
+      "fix the attribute values",
+      "bad-attribute",
+    );
+  }
+  const padsBegin = pads.slice(0, n);
+  const padsEnd = pads.slice(n);
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const extent = (kernel[i] - 1) * dilations[i] + 1;
+    if (autoPad === "VALID") {
+      padsBegin[i] = padsEnd[i] = 0;
+    } else if (autoPad !== "NOTSET") {
+      const o = Math.ceil(spatial[i] / strides[i]);
+      const total = Math.max(0, (o - 1) * strides[i] + extent - spatial[i]);
+      padsBegin[i] = autoPad === "SAME_UPPER" ? Math.floor(total / 2) : Math.ceil(total / 2);
+      padsEnd[i] = total - padsBegin[i];
+    }
+    const span = spatial[i] + padsBegin[i] + padsEnd[i] - extent;
+    if (span < 0) {
+      ctx.fail(
+        `the window (extent ${extent}) is larger than the padded input ${formatShape(spatial)}`,
+        "use a smaller kernel or more padding",
+        "shape-mismatch",
+      );
+    }
+    let o = (ceil ? Math.ceil(span / strides[i]) : Math.floor(span / strides[i])) + 1;
+    // With ceil_mode a window may not start inside the end padding (ONNX/PyTorch rule).
+    if (ceil && (o - 1) * strides[i] >= spatial[i] + padsBegin[i]) o--;
+    out.push(o);
+  }
+  return { kernel: [...kernel], strides, dilations, padsBegin, padsEnd, out };
+}
+
+const nnOps: OpDef[] = [
+  {
+    name: "MatMul",
+    category: "matmul",
+    arity: [2, 2],
+    primitive: true,
+    infer: (ctx) => {
+      const dtype = ctx.sameDType();
+      ctx.requireDType(0, NUMERIC);
+      return [{ shape: matmulShape(ctx, ctx.input(0).shape, ctx.input(1).shape), dtype }];
+    },
+  },
+  {
+    name: "Gemm",
+    category: "matmul",
+    arity: [2, 3],
+    primitive: false,
+    infer: (ctx) => {
+      const dtype = ctx.sameDType();
+      ctx.requireDType(0, NUMERIC);
+      const a = ctx.requireRank(0, 2);
+      const b = ctx.requireRank(1, 2);
+      const ta = ctx.int("transA", 0) !== 0;
+      const tb = ctx.int("transB", 0) !== 0;
+      ctx.float("alpha", 1);
+      ctx.float("beta", 1);
+      const [m, k] = ta ? [a[1], a[0]] : a;
+      const [k2, n] = tb ? [b[1], b[0]] : b;
+      if (k !== k2) {
+        ctx.fail(
+          `inner dimensions differ (${k} vs ${k2}) with transA=${+ta} transB=${+tb}`,
+          "check transA/transB or the operand shapes",
+          "shape-mismatch",
+        );
+      }
+      if (
+        ctx.inputs.length === 3 &&
+        !tryBroadcast([ctx.input(2).shape, [m, n]])?.every((d, i) => d === [m, n][i])
+      ) {
+        ctx.fail(
+          `C of shape ${formatShape(ctx.input(2).shape)} does not broadcast to [${m}, ${n}]`,
+          "pass C broadcastable to M×N",
+          "shape-mismatch",
+        );
+      }
+      return [{ shape: [m, n], dtype }];
+    },
+    decompose: (e, [a, b, c], attrs) => {
+      const tr = (x: typeof a) => e.op("Transpose", [x], { perm: [1, 0] });
+      const alpha = (attrs.alpha as number | undefined) ?? 1;
+      const beta = (attrs.beta as number | undefined) ?? 1;
+      const dtype = e.typeOf(a).dtype;
+      let y = e.op("MatMul", [attrs.transA ? tr(a) : a, attrs.transB ? tr(b) : b]);
+      if (alpha !== 1) y = e.op("Mul", [y, e.scalar(alpha, dtype)]);
+      if (!c) return [y];
+      const bias = beta === 1 ? c : e.op("Mul", [c, e.scalar(beta, dtype)]);
+      return [e.op("Add", [y, bias])];
+    },
+  },
+  {
+    name: "Conv",
+    category: "conv",
+    arity: [2, 3],
+    primitive: true,
+    infer: (ctx) => {
+      const dtype = ctx.sameDType();
+      ctx.requireDType(0, FLOATS);
+      const x = ctx.requireRank(0, 4);
+      const w = ctx.requireRank(1, 4);
+      const group = ctx.int("group", 1);
+      if (group < 1 || x[1] % group !== 0 || w[0] % group !== 0) {
+        ctx.fail(
+          `group ${group} does not divide channels (${x[1]} in, ${w[0]} out)`,
+          "use a group count that divides both channel counts",
+          "shape-mismatch",
+        );
+      }
+      if (w[1] * group !== x[1]) {
+        ctx.fail(
+          `weight expects ${w[1] * group} input channels, input has ${x[1]}`,
+          "pass weights of shape [M, C/group, kH, kW]",
+          "shape-mismatch",
+        );
+      }
+      const kernel = ctx.ints("kernel_shape", w.slice(2));
+      if (kernel.some((k, i) => k !== w[2 + i])) {
+        ctx.fail(
+          "kernel_shape differs from the weight's spatial shape",
+          "drop kernel_shape or make it match",
+          "shape-mismatch",
+        );
+      }
+      if (
+        ctx.inputs.length === 3 &&
+        (ctx.input(2).shape.length !== 1 || ctx.input(2).shape[0] !== w[0])
+      ) {
+        ctx.fail(
+          `bias must have shape [${w[0]}]`,
+          "pass one bias per output channel",
+          "shape-mismatch",
+        );
+      }
+      const win = resolveWindow(ctx, x.slice(2), kernel);
+      return [{ shape: [x[0], w[0], ...win.out], dtype }];
+    },
+  },
+  ...["MaxPool", "AveragePool"].map((name): OpDef => ({
+    name,
+    category: "pool",
+    arity: [1, 1],
+    primitive: true,
+    infer: (ctx) => {
+      const dtype = ctx.requireDType(0, FLOATS);
+      const x = ctx.input(0).shape;
+      if (x.length < 3) {
+        ctx.fail("input must be N×C×spatial", "reshape the input to N×C×H×W", "shape-mismatch");
+      }
+      const kernel = ctx.ints("kernel_shape");
+      if (name === "AveragePool") ctx.int("count_include_pad", 0);
+      if (name === "MaxPool" && ctx.int("storage_order", 0) !== 0) {
+        ctx.fail(
+          "storage_order 1 is not supported",
+          "use the default row-major order",
+          "unsupported",
+        );
+      }
+      const win = resolveWindow(ctx, x.slice(2), kernel);
+      return [{ shape: [x[0], x[1], ...win.out], dtype }];
+    },
+  })),
+];
+
+defineOps(nnOps);

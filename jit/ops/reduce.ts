@@ -1,0 +1,220 @@
+/**
+ * Reductions (`ReduceSum/Mean/Max/Min`, `ArgMax`, `CumSum`) and the row-wise composites built on
+ * them: `Softmax`, `LogSoftmax`, `LayerNormalization`, `BatchNormalization` (inference) and
+ * `GlobalAveragePool`. The composites decompose exactly as PyTorch exports them, which is the form
+ * fusion later recognizes.
+ *
+ * @module
+ */
+import type { DType } from "../dtype.ts";
+import type { Shape } from "../shape.ts";
+import { NUMERIC } from "./elementwise.ts";
+import {
+  type Attrs,
+  defineOps,
+  type EmitRef,
+  type Emitter,
+  type InferContext,
+  type OpDef,
+  type ValueType,
+} from "./registry.ts";
+
+/** Normalized reduction axes of a Reduce* node (`axes` absent or empty: all axes). */
+export function reduceAxes(attrs: Attrs, rank: number, ctx?: InferContext): number[] {
+  const axes = (attrs.axes as readonly number[] | undefined) ?? [];
+  if (axes.length === 0) return [...Array(rank).keys()];
+  return ctx ? ctx.axes(axes, rank) : axes.map((a) => (a < 0 ? a + rank : a));
+}
+
+/** The shape left after reducing `axes` of `shape`. */
+export function reducedShape(shape: Shape, axes: readonly number[], keepdims: boolean): number[] {
+  const out: number[] = [];
+  shape.forEach((d, i) => {
+    if (!axes.includes(i)) out.push(d);
+    else if (keepdims) out.push(1);
+  });
+  return out;
+}
+
+function reduce(name: string, dtypes: readonly DType[]): OpDef {
+  return {
+    name,
+    category: "reduce",
+    arity: [1, 1],
+    primitive: true,
+    infer: (ctx) => {
+      const dtype = ctx.requireDType(0, dtypes);
+      if (ctx.has("axes")) ctx.ints("axes");
+      const keep = ctx.int("keepdims", 1) !== 0;
+      const shape = ctx.input(0).shape;
+      return [{
+        shape: reducedShape(shape, reduceAxes(ctx.attrs, shape.length, ctx), keep),
+        dtype,
+      }];
+    },
+  };
+}
+
+function composite(
+  name: string,
+  arity: readonly [number, number],
+  infer: (ctx: InferContext) => ValueType[],
+  decompose: (e: Emitter, x: readonly EmitRef[], attrs: Attrs) => EmitRef,
+): OpDef {
+  return {
+    name,
+    category: "composite",
+    arity,
+    primitive: false,
+    infer,
+    decompose: (e, x, attrs) => [decompose(e, x, attrs)],
+  };
+}
+
+const floatRowInfer = (ctx: InferContext): ValueType[] => {
+  const dtype = ctx.requireFloat(0);
+  ctx.axis(ctx.int("axis", -1), ctx.input(0).shape.length);
+  return [{ shape: ctx.input(0).shape, dtype }];
+};
+
+const rowAxis = (e: Emitter, x: EmitRef, attrs: Attrs): number => {
+  const rank = e.typeOf(x).shape.length;
+  const axis = (attrs.axis as number | undefined) ?? -1;
+  return axis < 0 ? axis + rank : axis;
+};
+
+/** The shape `[1, C, 1, …]` that lines a per-channel vector up with an NC… tensor. */
+function channelShape(rank: number, c: number): number[] {
+  return [...Array(rank).keys()].map((i) => (i === 1 ? c : 1));
+}
+
+const reduceOps: OpDef[] = [
+  reduce("ReduceSum", NUMERIC),
+  reduce("ReduceMean", NUMERIC),
+  reduce("ReduceMax", NUMERIC),
+  reduce("ReduceMin", NUMERIC),
+  {
+    name: "ArgMax",
+    category: "reduce",
+    arity: [1, 1],
+    primitive: true,
+    infer: (ctx) => {
+      ctx.requireDType(0, NUMERIC);
+      const shape = ctx.input(0).shape;
+      const axis = ctx.axis(ctx.int("axis", 0), shape.length);
+      ctx.int("select_last_index", 0);
+      return [{ shape: reducedShape(shape, [axis], ctx.int("keepdims", 1) !== 0), dtype: "i32" }];
+    },
+  },
+  {
+    name: "CumSum",
+    category: "reduce",
+    arity: [1, 1],
+    primitive: true,
+    infer: (ctx) => {
+      const dtype = ctx.requireDType(0, NUMERIC);
+      ctx.axis(ctx.int("axis"), ctx.input(0).shape.length);
+      ctx.int("exclusive", 0);
+      ctx.int("reverse", 0);
+      return [{ shape: ctx.input(0).shape, dtype }];
+    },
+  },
+  composite("Softmax", [1, 1], floatRowInfer, (e, [x], attrs) => {
+    const axes = [rowAxis(e, x, attrs)];
+    const ex = e.op("Exp", [e.op("Sub", [x, e.op("ReduceMax", [x], { axes, keepdims: 1 })])]);
+    return e.op("Div", [ex, e.op("ReduceSum", [ex], { axes, keepdims: 1 })]);
+  }),
+  composite("LogSoftmax", [1, 1], floatRowInfer, (e, [x], attrs) => {
+    const axes = [rowAxis(e, x, attrs)];
+    const d = e.op("Sub", [x, e.op("ReduceMax", [x], { axes, keepdims: 1 })]);
+    const lse = e.op("Log", [e.op("ReduceSum", [e.op("Exp", [d])], { axes, keepdims: 1 })]);
+    return e.op("Sub", [d, lse]);
+  }),
+  composite("LayerNormalization", [2, 3], (ctx) => {
+    const dtype = ctx.requireFloat(0);
+    const shape = ctx.input(0).shape;
+    const axis = ctx.axis(ctx.int("axis", -1), shape.length);
+    ctx.float("epsilon", 1e-5);
+    const norm = shape.slice(axis);
+    for (let i = 1; i < ctx.inputs.length; i++) {
+      const p = ctx.input(i);
+      if (p.dtype !== dtype) {
+        ctx.fail(`input ${i} has dtype ${p.dtype}`, `Cast it to ${dtype}`, "dtype-mismatch");
+      }
+      if (
+        p.shape.length > norm.length ||
+        p.shape.some((d, j) => d !== 1 && d !== norm[norm.length - p.shape.length + j])
+      ) {
+        ctx.fail(
+          `input ${i} does not broadcast to the normalized shape [${norm.join(", ")}]`,
+          "pass scale/bias shaped like the normalized axes",
+          "shape-mismatch",
+        );
+      }
+    }
+    return [{ shape, dtype }];
+  }, (e, [x, scale, bias], attrs) => {
+    const rank = e.typeOf(x).shape.length;
+    const axes = [...Array(rank - rowAxis(e, x, attrs)).keys()].map((i) =>
+      i + rowAxis(e, x, attrs)
+    );
+    const d = e.op("Sub", [x, e.op("ReduceMean", [x], { axes, keepdims: 1 })]);
+    const variance = e.op("ReduceMean", [e.op("Mul", [d, d])], { axes, keepdims: 1 });
+    const eps = e.scalar((attrs.epsilon as number | undefined) ?? 1e-5, e.typeOf(x).dtype);
+    const y = e.op("Mul", [e.op("Div", [d, e.op("Sqrt", [e.op("Add", [variance, eps])])]), scale]);
+    return bias ? e.op("Add", [y, bias]) : y;
+  }),
+  composite("BatchNormalization", [5, 5], (ctx) => {
+    const dtype = ctx.requireFloat(0);
+    const shape = ctx.input(0).shape;
+    if (shape.length < 2) {
+      ctx.fail("input 0 needs a channel axis (rank ≥ 2)", "pass an N×C×… tensor", "shape-mismatch");
+    }
+    ctx.float("epsilon", 1e-5);
+    if (ctx.int("training_mode", 0) !== 0) {
+      ctx.fail(
+        "training mode is not supported",
+        "export the model in eval mode (training_mode = 0)",
+        "unsupported",
+      );
+    }
+    for (let i = 1; i < 5; i++) {
+      const p = ctx.input(i);
+      if (p.shape.length !== 1 || p.shape[0] !== shape[1] || p.dtype !== dtype) {
+        ctx.fail(
+          `input ${i} must be ${dtype}[${shape[1]}] (one value per channel)`,
+          "pass per-channel scale, bias, mean and variance",
+          "shape-mismatch",
+        );
+      }
+    }
+    return [{ shape, dtype }];
+  }, (e, [x, scale, bias, mean, variance], attrs) => {
+    const t = e.typeOf(x);
+    const shape = channelShape(t.shape.length, t.shape[1]);
+    const r = (v: EmitRef) => e.op("Reshape", [v], { shape });
+    const eps = e.scalar((attrs.epsilon as number | undefined) ?? 1e-5, t.dtype);
+    const inv = e.op("Div", [r(scale), e.op("Sqrt", [e.op("Add", [r(variance), eps])])]);
+    return e.op("Add", [e.op("Mul", [e.op("Sub", [x, r(mean)]), inv]), r(bias)]);
+  }),
+  composite("GlobalAveragePool", [1, 1], (ctx) => {
+    const dtype = ctx.requireFloat(0);
+    const shape = ctx.input(0).shape;
+    if (shape.length < 3) {
+      ctx.fail(
+        "input 0 must be N×C×spatial (rank ≥ 3)",
+        "reshape the input to N×C×H×W",
+        "shape-mismatch",
+      );
+    }
+    return [{ shape: shape.map((d, i) => (i < 2 ? d : 1)), dtype }];
+  }, (e, [x]) => {
+    const rank = e.typeOf(x).shape.length;
+    return e.op("ReduceMean", [x], {
+      axes: [...Array(rank - 2).keys()].map((i) => i + 2),
+      keepdims: 1,
+    });
+  }),
+];
+
+defineOps(reduceOps);

@@ -1,0 +1,326 @@
+/**
+ * The op vocabulary. Each {@linkcode OpDef} says how many inputs an op takes, how its output
+ * types follow from its input types and attributes, and whether it is *primitive* (a backend must
+ * implement it) or has a *decomposition* into other ops (legalization rewrites it for a backend
+ * that lacks it). Shape inference, the graph builder, the lazy Tensor API and the decompositions
+ * all go through {@linkcode inferNode}, so an op's rules live in exactly one place.
+ *
+ * @module
+ */
+import { type DType, DTYPES, isFloat } from "../dtype.ts";
+import { KilnError, type KilnErrorCode } from "../errors.ts";
+import type { HostTensor } from "../host_tensor.ts";
+import { formatShape, isValidShape, normalizeAxes, normalizeAxis, type Shape } from "../shape.ts";
+
+/** An attribute value: numbers, strings, booleans, integer lists, or a tensor (Constant). */
+export type AttrValue = number | string | boolean | readonly number[] | HostTensor;
+
+/** A node's attributes. */
+export type Attrs = Readonly<Record<string, AttrValue | undefined>>;
+
+/** The static type of a value: shape and dtype. */
+export interface ValueType {
+  /** The value's shape. */
+  readonly shape: Shape;
+  /** The value's element type. */
+  readonly dtype: DType;
+}
+
+/** A value inside an {@linkcode Emitter}; opaque to decompositions. */
+export interface EmitRef {
+  /** Identifier inside the emitter. */
+  readonly id: number;
+}
+
+/**
+ * What a decomposition writes its replacement ops into. Shapes are inferred as ops are emitted,
+ * so a decomposition can branch on them through {@linkcode Emitter.typeOf}.
+ */
+export interface Emitter {
+  /** Emits a single-output op and returns its result. */
+  op(op: string, inputs: readonly EmitRef[], attrs?: Attrs): EmitRef;
+  /** Emits a multi-output op and returns its results. */
+  opN(op: string, inputs: readonly EmitRef[], attrs: Attrs | undefined, outputs: number): EmitRef[];
+  /** Emits a scalar constant (shape `[]`). */
+  scalar(value: number, dtype: DType): EmitRef;
+  /** The type of an emitted or incoming value. */
+  typeOf(ref: EmitRef): ValueType;
+}
+
+/** Families of ops; later stages (fusion, codegen) dispatch on them. */
+export type OpCategory =
+  | "elementwise"
+  | "reduce"
+  | "movement"
+  | "matmul"
+  | "conv"
+  | "pool"
+  | "source"
+  | "index"
+  | "composite"
+  | "custom";
+
+/** The definition of an op. */
+export interface OpDef {
+  /** The op's name, e.g. `"MatMul"`. */
+  readonly name: string;
+  /** Family of the op. */
+  readonly category: OpCategory;
+  /** Smallest and largest input count (`Infinity` for variadic). */
+  readonly arity: readonly [number, number];
+  /** Whether backends must implement it (otherwise it has a decomposition). */
+  readonly primitive: boolean;
+  /** Output types from input types and attributes; throws through `ctx.fail`. */
+  infer(ctx: InferContext): ValueType[];
+  /** The op rewritten into other ops; present exactly when `primitive` is false. */
+  decompose?(e: Emitter, inputs: readonly EmitRef[], attrs: Attrs): EmitRef[];
+}
+
+/**
+ * Everything shape inference sees of a node, with typed attribute accessors that reject wrong
+ * attribute types with a clear message.
+ */
+export class InferContext {
+  /** The op being inferred. */
+  readonly op: string;
+  /** A label for messages, e.g. `node "fc1" (MatMul)`. */
+  readonly where: string;
+  /** Input types. */
+  readonly inputs: readonly ValueType[];
+  /** Raw attributes. */
+  readonly attrs: Attrs;
+
+  /** Creates a context for one node. */
+  constructor(init: { op: string; where: string; inputs: readonly ValueType[]; attrs: Attrs }) {
+    this.op = init.op;
+    this.where = init.where;
+    this.inputs = init.inputs;
+    this.attrs = init.attrs;
+  }
+
+  /** Throws a {@linkcode KilnError} located at this node, listing its input types. */
+  fail(what: string, fix: string, code: KilnErrorCode = "invalid-graph"): never {
+    const ins = this.inputs.map((t) => `${t.dtype}${formatShape(t.shape)}`).join(", ");
+    throw new KilnError(`${this.where}: ${what} (inputs: ${ins || "none"})`, { code, fix });
+  }
+
+  /** Input `i`'s type. */
+  input(i: number): ValueType {
+    return this.inputs[i];
+  }
+
+  /** An integer attribute, or `fallback` when absent. */
+  int(name: string, fallback?: number): number {
+    const v = this.attrs[name] ?? fallback;
+    if (typeof v !== "number" || !Number.isInteger(v)) {
+      this.fail(
+        `attribute ${name} must be an integer, got ${JSON.stringify(v)}`,
+        `set ${name} to an integer`,
+        "bad-attribute",
+      );
+    }
+    return v;
+  }
+
+  /** A numeric attribute, or `fallback` when absent. */
+  float(name: string, fallback?: number): number {
+    const v = this.attrs[name] ?? fallback;
+    if (typeof v !== "number") {
+      this.fail(
+        `attribute ${name} must be a number, got ${JSON.stringify(v)}`,
+        `set ${name} to a number`,
+        "bad-attribute",
+      );
+    }
+    return v;
+  }
+
+  /** An integer-list attribute, or `fallback` when absent. */
+  ints(name: string, fallback?: readonly number[]): readonly number[] {
+    const v = this.attrs[name] ?? fallback;
+    if (!Array.isArray(v) || !v.every((x) => Number.isInteger(x))) {
+      this.fail(
+        `attribute ${name} must be a list of integers, got ${JSON.stringify(v)}`,
+        `set ${name} to an integer array`,
+        "bad-attribute",
+      );
+    }
+    return v;
+  }
+
+  /** Whether an attribute is set. */
+  has(name: string): boolean {
+    return this.attrs[name] !== undefined;
+  }
+
+  /** A string attribute restricted to `choices`; the first choice is the default. */
+  choice<T extends string>(name: string, choices: readonly T[]): T {
+    const v = this.attrs[name] ?? choices[0];
+    if (!choices.includes(v as T)) {
+      this.fail(
+        `attribute ${name} is ${JSON.stringify(v)}`,
+        `use one of ${choices.join(", ")}`,
+        "bad-attribute",
+      );
+    }
+    return v as T;
+  }
+
+  /** A dtype attribute. */
+  dtype(name: string, fallback?: DType): DType {
+    const v = this.attrs[name] ?? fallback;
+    if (!DTYPES.includes(v as DType)) {
+      this.fail(
+        `attribute ${name} must be a dtype, got ${JSON.stringify(v)}`,
+        `use one of ${DTYPES.join(", ")}`,
+        "bad-attribute",
+      );
+    }
+    return v as DType;
+  }
+
+  /** A shape attribute (non-negative integers). */
+  shape(name: string): Shape {
+    const v = this.attrs[name];
+    if (!isValidShape(v)) {
+      this.fail(
+        `attribute ${name} must be a shape, got ${JSON.stringify(v)}`,
+        `set ${name} to a list of non-negative integers`,
+        "bad-attribute",
+      );
+    }
+    return v;
+  }
+
+  /** Normalizes `axis` against `rank`. */
+  axis(axis: number, rank: number): number {
+    return normalizeAxis(axis, rank, this.where);
+  }
+
+  /** Normalizes `axes` against `rank`. */
+  axes(axes: readonly number[], rank: number): number[] {
+    return normalizeAxes(axes, rank, this.where);
+  }
+
+  /** Requires every input to share one dtype and returns it. */
+  sameDType(): DType {
+    const d = this.inputs[0].dtype;
+    for (const t of this.inputs) {
+      if (t.dtype !== d) {
+        this.fail(
+          `inputs have different dtypes`,
+          `insert a Cast so all inputs are ${d}`,
+          "dtype-mismatch",
+        );
+      }
+    }
+    return d;
+  }
+
+  /** Requires input `i` to be one of `allowed` dtypes. */
+  requireDType(i: number, allowed: readonly DType[]): DType {
+    const d = this.inputs[i].dtype;
+    if (!allowed.includes(d)) {
+      this.fail(
+        `input ${i} has dtype ${d}, but ${this.op} takes ${allowed.join("/")}`,
+        `Cast input ${i} to ${allowed[0]}`,
+        "dtype-mismatch",
+      );
+    }
+    return d;
+  }
+
+  /** Requires a floating-point input `i`. */
+  requireFloat(i: number): DType {
+    const d = this.inputs[i].dtype;
+    if (!isFloat(d)) {
+      this.fail(
+        `input ${i} has dtype ${d}, but ${this.op} needs a float`,
+        `Cast input ${i} to f32`,
+        "dtype-mismatch",
+      );
+    }
+    return d;
+  }
+
+  /** Requires input `i` to have rank `rank`. */
+  requireRank(i: number, rank: number): Shape {
+    const s = this.inputs[i].shape;
+    if (s.length !== rank) {
+      this.fail(
+        `input ${i} must have rank ${rank}, got ${formatShape(s)}`,
+        `reshape input ${i} to rank ${rank}`,
+        "shape-mismatch",
+      );
+    }
+    return s;
+  }
+}
+
+const ops = new Map<string, OpDef>();
+
+/** Adds op definitions to the vocabulary; names must be new. */
+export function defineOps(defs: readonly OpDef[]): void {
+  for (const def of defs) {
+    if (ops.has(def.name)) {
+      throw new KilnError(`Op "${def.name}" is already defined`, {
+        code: "duplicate-name",
+        fix: 'give the op a unique name (custom ops can use a prefix such as "my.Op")',
+      });
+    }
+    if (def.primitive === (def.decompose !== undefined)) {
+      throw new KilnError(`Op "${def.name}" must be primitive or have a decomposition, not both`, {
+        code: "internal",
+        fix: "set primitive: true without decompose, or primitive: false with decompose",
+      });
+    }
+    ops.set(def.name, def);
+  }
+}
+
+/** The definition of `op`; throws an `unknown-op` error that lists close names. */
+export function getOp(op: string, where = `op "${op}"`): OpDef {
+  const def = ops.get(op);
+  if (def) return def;
+  const lower = op.toLowerCase();
+  const close = [...ops.keys()].filter((k) =>
+    k.toLowerCase() === lower || k.toLowerCase().includes(lower)
+  );
+  throw new KilnError(`${where}: unknown op "${op}"`, {
+    code: "unknown-op",
+    fix: close.length
+      ? `did you mean ${close.slice(0, 3).join(", ")}? Op names are case-sensitive`
+      : "use one of kiln's ops (opNames()) or add it with registerOp",
+  });
+}
+
+/** Whether `op` is defined. */
+export function hasOp(op: string): boolean {
+  return ops.has(op);
+}
+
+/** The names of every defined op. */
+export function opNames(): string[] {
+  return [...ops.keys()];
+}
+
+/**
+ * Infers a node's output types, checking its arity first. `where` labels the node in messages.
+ */
+export function inferNode(
+  op: string,
+  inputs: readonly ValueType[],
+  attrs: Attrs,
+  where: string,
+): ValueType[] {
+  const def = getOp(op, where);
+  const [min, max] = def.arity;
+  if (inputs.length < min || inputs.length > max) {
+    const want = min === max ? `${min}` : max === Infinity ? `at least ${min}` : `${min} to ${max}`;
+    throw new KilnError(`${where}: ${op} takes ${want} inputs, got ${inputs.length}`, {
+      code: "invalid-graph",
+      fix: `pass ${want} inputs to ${op}`,
+    });
+  }
+  return def.infer(new InferContext({ op, where, inputs, attrs }));
+}
