@@ -1,0 +1,170 @@
+/**
+ * Realization of lazy tensors: the pending expression DAG behind a tensor becomes a graph whose
+ * inputs are the leaf tensors' data, in discovery order. Because leaves are inputs (not constants)
+ * and names are generated, two identical chains over different data give the same structural
+ * hash, so the compiled executable is found in the cache instead of being compiled again.
+ *
+ * @module
+ */
+import { compile, defaultBackends } from "./compile.ts";
+import type { TensorData } from "./dtype.ts";
+import type { Executable } from "./executable.ts";
+import { Graph, type NodeSpec } from "./graph.ts";
+import type { Attrs, ValueType } from "./ops/mod.ts";
+
+/**
+ * A lazily computed value: output `src.index` of a pending op until realized, host data after.
+ * Realizing swaps `src` for `data`, so every chain that reads the value reuses the result and the
+ * producing subgraph can be collected.
+ */
+export interface Lazy {
+  /** Shape and dtype. */
+  readonly type: ValueType;
+  /** The data, once known. */
+  data?: TensorData;
+  /** The pending op and output index, until realized. */
+  src?: { readonly node: LazyOp; readonly index: number };
+}
+
+/** A pending op shared by all of its outputs. */
+export interface LazyOp {
+  /** Op name. */
+  readonly op: string;
+  /** Inputs. */
+  readonly inputs: readonly Lazy[];
+  /** Attributes. */
+  readonly attrs: Attrs;
+  /** Output types. */
+  readonly outputs: readonly ValueType[];
+}
+
+/** Counters of the realization cache. */
+export interface RealizeStats {
+  /** Realizations served by a cached executable. */
+  hits: number;
+  /** Realizations that compiled. */
+  misses: number;
+  /** Hash matches whose canonical forms differed (compiled anyway). */
+  collisions: number;
+  /** Milliseconds spent compiling. */
+  compileMs: number;
+  /** Executables held. */
+  entries: number;
+  /** Executables evicted (least recently used). */
+  evictions: number;
+}
+
+/** Options of the lazy Tensor runtime. */
+export interface TensorRuntimeOptions {
+  /** Backend id that realizes tensors (default `"reference"`). */
+  backend?: string;
+  /** Most executables kept (default 256). */
+  maxEntries?: number;
+}
+
+const options: Required<TensorRuntimeOptions> = { backend: "reference", maxEntries: 256 };
+const cache = new Map<string, { canonical: string; exe: Executable }>();
+const stats: RealizeStats = {
+  hits: 0,
+  misses: 0,
+  collisions: 0,
+  compileMs: 0,
+  entries: 0,
+  evictions: 0,
+};
+
+/** Changes the Tensor runtime's options; a new backend clears the cache. */
+export function configureTensors(next: TensorRuntimeOptions): void {
+  if (next.backend !== undefined) defaultBackends().get(next.backend);
+  if (next.backend !== undefined && next.backend !== options.backend) clearRealizeCache();
+  Object.assign(options, next);
+}
+
+/** A copy of the realization cache counters. */
+export function realizeStats(): RealizeStats {
+  return { ...stats, entries: cache.size };
+}
+
+/** Empties the realization cache (disposing its executables) and resets its counters. */
+export function clearRealizeCache(): void {
+  for (const { exe } of cache.values()) exe.dispose();
+  cache.clear();
+  Object.assign(stats, {
+    hits: 0,
+    misses: 0,
+    collisions: 0,
+    compileMs: 0,
+    entries: 0,
+    evictions: 0,
+  });
+}
+
+/** Builds the graph computing `target`, with the leaves it reads in input order. */
+export function graphOf(target: Lazy): { graph: Graph; leaves: Lazy[] } {
+  const leaves: Lazy[] = [];
+  const names = new Map<Lazy | LazyOp, string>();
+  const nodes: NodeSpec[] = [];
+  const visit = (v: Lazy): string => {
+    if (v.data !== undefined || !v.src) {
+      let name = names.get(v);
+      if (!name) {
+        names.set(v, name = `in${leaves.length}`);
+        leaves.push(v);
+      }
+      return name;
+    }
+    const { node, index } = v.src;
+    let base = names.get(node);
+    if (!base) {
+      const inputs = node.inputs.map(visit);
+      names.set(node, base = `v${nodes.length}`);
+      nodes.push({
+        op: node.op,
+        inputs,
+        outputs: node.outputs.map((_, i) => `${base}.${i}`),
+        attrs: node.attrs,
+      });
+    }
+    return `${base}.${index}`;
+  };
+  const out = visit(target);
+  const graph = Graph.create({
+    inputs: leaves.map((l, i) => ({ name: `in${i}`, shape: l.type.shape, dtype: l.type.dtype })),
+    nodes,
+    outputs: [{ name: "out", value: out }],
+  });
+  return { graph, leaves };
+}
+
+/** Computes `target`'s data, compiling its graph unless an isomorphic one is cached. */
+export async function realize(target: Lazy): Promise<TensorData> {
+  if (target.data !== undefined) return target.data;
+  const { graph, leaves } = graphOf(target);
+  const key = `${options.backend}:${graph.hash()}`;
+  let entry = cache.get(key);
+  if (entry && entry.canonical !== graph.canonical()) {
+    stats.collisions++;
+    entry = undefined;
+  }
+  if (entry) {
+    stats.hits++;
+    cache.delete(key);
+  } else {
+    stats.misses++;
+    const exe = await compile(graph, { backend: options.backend });
+    stats.compileMs += exe.compileMs;
+    entry = { canonical: graph.canonical(), exe };
+  }
+  cache.set(key, entry);
+  while (cache.size > options.maxEntries) {
+    const [oldest, { exe }] = cache.entries().next().value!;
+    cache.delete(oldest);
+    exe.dispose();
+    stats.evictions++;
+  }
+  const inputs = Object.fromEntries(leaves.map((l, i) => [`in${i}`, { ...l.type, data: l.data! }]));
+  const result = await entry.exe.run(inputs);
+  target.data = result.out.data;
+  target.src = undefined;
+  return target.data;
+}

@@ -1,0 +1,113 @@
+/**
+ * Test utilities shared by every backend's suite: closeness checks that understand NaN and
+ * infinities, and one-call helpers to run an op or a graph on a backend.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import type { Backend } from "../backends/backend.ts";
+import { compile } from "./compile.ts";
+import { fromF16Bits, type TensorData } from "./dtype.ts";
+import type { Graph } from "./graph.ts";
+import { GraphBuilder } from "./graph_builder.ts";
+import type { HostTensor } from "./host_tensor.ts";
+import type { Attrs } from "./ops/mod.ts";
+
+/** Options for {@linkcode assertClose}. */
+export interface CloseOptions {
+  /** Absolute tolerance (default 1e-6). */
+  atol?: number;
+  /** Relative tolerance (default 1e-5). */
+  rtol?: number;
+  /** Prefix for the failure message. */
+  message?: string;
+}
+
+/** Numbers of a tensor's data (f16 decoded when `f16` is set, i64 converted). */
+export function numbers(data: TensorData | ArrayLike<number>, f16 = false): number[] {
+  if (f16) return Array.from(data as Uint16Array, fromF16Bits);
+  return Array.from(data as ArrayLike<number | bigint>, Number);
+}
+
+/**
+ * Asserts `actual` ≈ `expected` elementwise: `|a - e| ≤ atol + rtol·|e|`; NaN matches NaN and
+ * infinities must match exactly. The message names the first differing index.
+ */
+export function assertClose(
+  actual: ArrayLike<number>,
+  expected: ArrayLike<number>,
+  options: CloseOptions = {},
+): void {
+  const atol = options.atol ?? 1e-6, rtol = options.rtol ?? 1e-5;
+  const prefix = options.message ? `${options.message}: ` : "";
+  assert.equal(
+    actual.length,
+    expected.length,
+    `${prefix}length ${actual.length} ≠ ${expected.length}`,
+  );
+  for (let i = 0; i < expected.length; i++) {
+    const a = actual[i], e = expected[i];
+    if (Number.isNaN(e) || Number.isNaN(a)) {
+      assert.ok(Number.isNaN(a) && Number.isNaN(e), `${prefix}index ${i}: got ${a}, expected ${e}`);
+    } else if (!Number.isFinite(e) || !Number.isFinite(a)) {
+      assert.equal(a, e, `${prefix}index ${i}: got ${a}, expected ${e}`);
+    } else {
+      assert.ok(
+        Math.abs(a - e) <= atol + rtol * Math.abs(e),
+        `${prefix}index ${i}: got ${a}, expected ${e} (|Δ| = ${Math.abs(a - e)})`,
+      );
+    }
+  }
+}
+
+/** Builds a one-node graph over `inputs` and returns its outputs, run on `backend`. */
+export async function runOp(
+  op: string,
+  inputs: readonly HostTensor[],
+  attrs: Attrs = {},
+  options: { backend?: string | Backend; outputs?: number } = {},
+): Promise<HostTensor[]> {
+  const b = new GraphBuilder();
+  const ins = inputs.map((t, i) => b.input(`x${i}`, t.shape, t.dtype));
+  const outs = b.opN(op, ins, attrs, options.outputs ?? 1);
+  outs.forEach((o, i) => b.output(`y${i}`, o));
+  const result = await runGraph(
+    b.build(),
+    Object.fromEntries(inputs.map((t, i) => [`x${i}`, t])),
+    options.backend,
+  );
+  return outs.map((_, i) => result[`y${i}`]);
+}
+
+/** Compiles and runs `graph` once on `backend`, disposing the executable. */
+export async function runGraph(
+  graph: Graph,
+  inputs: Record<string, HostTensor>,
+  backend?: string | Backend,
+): Promise<Record<string, HostTensor>> {
+  const exe = await compile(graph, { backend });
+  try {
+    return await exe.run(inputs);
+  } finally {
+    exe.dispose();
+  }
+}
+
+/** Shorthand for an f32 host tensor. */
+export function f32(values: ArrayLike<number>, shape?: readonly number[]): HostTensor {
+  return { data: Float32Array.from(values), shape: shape ?? [values.length], dtype: "f32" };
+}
+
+/** Shorthand for an i32 host tensor. */
+export function i32(values: ArrayLike<number>, shape?: readonly number[]): HostTensor {
+  return { data: Int32Array.from(values), shape: shape ?? [values.length], dtype: "i32" };
+}
+
+/** Shorthand for a bool host tensor. */
+export function bool(values: ArrayLike<number | boolean>, shape?: readonly number[]): HostTensor {
+  return {
+    data: Uint8Array.from(values, (v) => +!!v),
+    shape: shape ?? [values.length],
+    dtype: "bool",
+  };
+}

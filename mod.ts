@@ -1,0 +1,102 @@
+/**
+ * kiln: a JIT codegen runtime for tensor compute graphs.
+ *
+ * Build a graph (with {@linkcode GraphBuilder} or the lazy {@linkcode Tensor} API), `compile` it
+ * for a backend, and run it. The pipeline is graph → legalize → (fuse → schedule) → codegen →
+ * cache → execute → handle; the reference backend is the oracle every backend is tested against.
+ *
+ * @example Lazy tensors
+ * ```ts
+ * import * as kiln from "./mod.ts";
+ * const x = kiln.tensor([[1, 2, 3], [4, 5, 6]]);
+ * const y = x.mul(2).add(1).softmax(-1);
+ * console.log(await y.data());
+ * ```
+ *
+ * @example A graph, compiled and run
+ * ```ts
+ * import * as kiln from "./mod.ts";
+ * const b = new kiln.GraphBuilder();
+ * const x = b.input("x", [2, 3]);
+ * b.output("y", b.op("Relu", [x]));
+ * const exe = await kiln.compile(b.build());
+ * const { y } = await exe.run({ x: kiln.hostTensor(new Float32Array([1, -2, 3, -4, 5, -6]), [2, 3]) });
+ * console.log(y.data); // Float32Array [1, 0, 3, 0, 5, 0]
+ * ```
+ *
+ * @module
+ */
+export { KilnError, type KilnErrorCode, type KilnErrorOptions } from "./jit/errors.ts";
+export {
+  type BoundaryDType,
+  byteSize,
+  type DType,
+  DTYPES,
+  fromF16Bits,
+  type TensorData,
+  toF16Bits,
+  type TypedArrayFor,
+} from "./jit/dtype.ts";
+export type { Shape } from "./jit/shape.ts";
+export { type HostTensor, hostTensor, type TensorSpec } from "./jit/host_tensor.ts";
+export {
+  Graph,
+  type GraphInput,
+  type GraphOutput,
+  type GraphParam,
+  type GraphSpec,
+  type InputSpec,
+  type Node,
+  type NodeSpec,
+  type OutputSpec,
+  type ParamSpec,
+  type Value,
+} from "./jit/graph.ts";
+export { GraphBuilder, type OpOptions, type Sym } from "./jit/graph_builder.ts";
+export { type Attrs, type AttrValue, opNames, type ValueType } from "./jit/ops/mod.ts";
+export {
+  type CustomKernel,
+  type CustomKernelArgs,
+  type CustomOpSpec,
+  registerOp,
+} from "./jit/custom_op.ts";
+export { legalize } from "./jit/legalize.ts";
+export { estimateWork } from "./jit/workload.ts";
+export { compile, type CompileOptions, defaultBackends } from "./jit/compile.ts";
+export {
+  Executable,
+  type ExecutableInit,
+  type RunOptions,
+  type TensorMap,
+} from "./jit/executable.ts";
+export { RunHandle } from "./jit/run_handle.ts";
+export {
+  concat,
+  type LiveTensorInfo,
+  liveTensors,
+  type NestedArray,
+  Tensor,
+  tensor,
+  where,
+} from "./jit/tensor.ts";
+export {
+  clearRealizeCache,
+  configureTensors,
+  type RealizeStats,
+  realizeStats as cacheStats,
+  type TensorRuntimeOptions,
+} from "./jit/realize.ts";
+export type {
+  Backend,
+  BackendCompileOptions,
+  BackendKind,
+  Cost,
+  DeviceProfile,
+  NodeInfo,
+  Program,
+  Workload,
+} from "./backends/backend.ts";
+export { BackendBase } from "./backends/backend_base.ts";
+export { BackendRegistry } from "./backends/registry.ts";
+export { ReferenceBackend } from "./backends/reference/reference_backend.ts";
+export type { RefTensor } from "./backends/reference/tensor_io.ts";
