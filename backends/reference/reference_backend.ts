@@ -113,18 +113,18 @@ function runCustom(
     const t = ArrayBuffer.isView(r)
       ? { data: r as TensorData, shape: want.shape, dtype: want.dtype }
       : (r as HostTensor);
-    checkHostTensor(t, `${node.label} output ${i}`);
-    if (t.dtype !== want.dtype || sizeOf(t.shape) !== sizeOf(want.shape)) {
+    if (
+      t.dtype !== want.dtype || t.data?.length !== sizeOf(want.shape) ||
+      sizeOf(t.shape) !== sizeOf(want.shape)
+    ) {
       throw new KilnError(
-        `${node.label}: output ${i} is ${t.dtype}${
-          formatShape(t.shape)
-        }, inferShape said ${want.dtype}${formatShape(want.shape)}`,
-        {
-          code: "backend",
-          fix: "make the reference agree with inferShape",
-        },
+        `${node.label}: output ${i} of the reference has ${t.data?.length} ${t.dtype} elements, inferShape said ${want.dtype}${
+          formatShape(want.shape)
+        }`,
+        { code: "backend", fix: "make the custom op's reference agree with its inferShape" },
       );
     }
+    checkHostTensor(t, `${node.label} output ${i}`);
     return t.data;
   });
 }

@@ -1,0 +1,142 @@
+import assert from "node:assert/strict";
+import { compile } from "./compile.ts";
+import { KilnError } from "./errors.ts";
+import { GraphBuilder } from "./graph_builder.ts";
+import { assertClose, f32, i32, numbers } from "./testing.ts";
+
+function affine() {
+  const b = new GraphBuilder();
+  const x = b.input("x", [2, 2]);
+  const w = b.param("w", [2, 2], "f32", new Float32Array([1, 0, 0, 1]));
+  const bias = b.param("bias", [2]);
+  const y = b.op("Add", [b.op("MatMul", [x, w]), bias]);
+  b.output("y", y);
+  b.output("x_again", x);
+  b.output("sum", b.op("ReduceSum", [y], { keepdims: 0 }));
+  return b.build();
+}
+
+const isKiln = (code: string, pattern?: RegExp) => (e: unknown) =>
+  e instanceof KilnError && e.code === code && /Fix: /.test(e.message) &&
+  (!pattern || pattern.test(e.message));
+
+Deno.test("run handles can be polled and awaited", async () => {
+  const exe = await compile(affine());
+  exe.setParam("bias", new Float32Array([10, 20]));
+  const handle = exe.run({ x: f32([1, 2, 3, 4], [2, 2]) });
+  assert.equal(handle.isReady(), false);
+  assert.equal(handle.tryGet(), undefined);
+  const out = await handle;
+  assert.ok(handle.isReady());
+  assert.equal(handle.tryGet(), out);
+  assertClose(numbers(out.y.data), [11, 22, 13, 24]);
+  assertClose(numbers((await handle.result()).sum.data), [70]);
+});
+
+Deno.test("outputs never alias the caller's input arrays", async () => {
+  const exe = await compile(affine());
+  exe.setParam("bias", new Float32Array([0, 0]));
+  const x = f32([1, 2, 3, 4], [2, 2]);
+  const out = await exe.run({ x });
+  assert.notEqual(out.x_again.data, x.data);
+  (out.x_again.data as Float32Array)[0] = 42;
+  assert.equal(x.data[0], 1);
+});
+
+Deno.test("run({ outputs }) reads back only the requested outputs", async () => {
+  const exe = await compile(affine());
+  exe.setParam("bias", new Float32Array([0, 0]));
+  const out = await exe.run({ x: f32([1, 2, 3, 4], [2, 2]) }, { outputs: ["sum"] });
+  assert.deepEqual(Object.keys(out), ["sum"]);
+  assert.throws(
+    () => exe.run({ x: f32([1, 2, 3, 4], [2, 2]) }, { outputs: ["nope"] }),
+    isKiln("bad-input", /request some of: y, x_again, sum/),
+  );
+});
+
+Deno.test("bad inputs give clear errors and leave the executable usable", async () => {
+  const exe = await compile(affine());
+  assert.throws(
+    () => exe.run({ x: f32([1, 2, 3, 4], [2, 2]) }),
+    isKiln("bad-input", /Parameter "bias" has no data/),
+  );
+  exe.setParam("bias", f32([1, 1]));
+  assert.throws(() => exe.run({}), isKiln("bad-input", /missing x/));
+  assert.throws(
+    () => exe.run({ x: f32([1, 2, 3, 4], [2, 2]), z: f32([1]) }),
+    isKiln("bad-input", /unknown z/),
+  );
+  assert.throws(
+    () => exe.run({ x: f32([1, 2, 3], [3]) }),
+    isKiln("bad-input", /expected shape \[2, 2\], got \[3\]/),
+  );
+  assert.throws(
+    () => exe.run({ x: i32([1, 2, 3, 4], [2, 2]) }),
+    isKiln("bad-input", /expected dtype f32, got i32/),
+  );
+  assert.throws(
+    () => exe.run({ x: { data: new Float32Array(3), shape: [2, 2], dtype: "f32" } }),
+    isKiln("bad-input", /needs 4 elements, the data has 3/),
+  );
+  assert.throws(
+    () => exe.run({ x: { data: new Int32Array(4), shape: [2, 2], dtype: "f32" } }),
+    isKiln("bad-input", /cannot be stored in a Int32Array/),
+  );
+  assert.throws(() => exe.run(null as unknown as Record<string, never>), isKiln("bad-input"));
+  assert.throws(() => exe.setParam("w", new Float32Array(3)), isKiln("bad-input"));
+  assert.throws(
+    () => exe.setParam("nope", new Float32Array(3)),
+    isKiln("bad-input", /use one of: w, bias/),
+  );
+  const out = await exe.run({ x: f32([1, 2, 3, 4], [2, 2]) });
+  assertClose(numbers(out.y.data), [2, 3, 4, 5]);
+});
+
+Deno.test("setParam copies: later writes by the caller change nothing", async () => {
+  const exe = await compile(affine());
+  const bias = new Float32Array([1, 1]);
+  exe.setParam("bias", bias);
+  bias[0] = 1000;
+  const out = await exe.run({ x: f32([0, 0, 0, 0], [2, 2]) });
+  assertClose(numbers(out.y.data), [1, 1, 1, 1]);
+});
+
+Deno.test("i64 inputs and outputs at the boundary", async () => {
+  const b = new GraphBuilder();
+  const idx = b.input("idx", [2], "i64");
+  b.output("y", b.op("Add", [idx, b.constant(1, [], "i32")]), { dtype: "i64" });
+  const exe = await compile(b.build());
+  const out = await exe.run({
+    idx: { data: new BigInt64Array([5n, -7n]), shape: [2], dtype: "i64" },
+  });
+  assert.equal(out.y.dtype, "i64");
+  assert.deepEqual(Array.from(out.y.data as BigInt64Array), [6n, -6n]);
+  assert.throws(
+    () => exe.run({ idx: { data: new BigInt64Array([1n << 33n, 0n]), shape: [2], dtype: "i64" } }),
+    isKiln("out-of-range", /element 0/),
+  );
+});
+
+Deno.test("runtime failures reject the handle without leaving an unhandled rejection", async () => {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Gather", [b.input("x", [3]), b.input("i", [1], "i32")]));
+  const exe = await compile(b.build());
+  const handle = exe.run({ x: f32([1, 2, 3]), i: i32([7]) });
+  await assert.rejects(handle.result(), isKiln("out-of-range"));
+  assert.ok(handle.isReady());
+  assert.throws(() => handle.tryGet(), isKiln("out-of-range"));
+  const ok = await exe.run({ x: f32([1, 2, 3]), i: i32([-1]) });
+  assertClose(numbers(ok.y.data), [3]);
+});
+
+Deno.test("disposed executables refuse to run; using disposes", async () => {
+  const exe = await compile(affine());
+  exe.dispose();
+  assert.throws(() => exe.run({ x: f32([1, 2, 3, 4], [2, 2]) }), isKiln("disposed"));
+  let outer: typeof exe | undefined;
+  {
+    using scoped = await compile(affine());
+    outer = scoped;
+  }
+  assert.throws(() => outer!.setParam("bias", f32([1, 1])), isKiln("disposed"));
+});

@@ -1,0 +1,28 @@
+import assert from "node:assert/strict";
+
+Deno.test("the README's TypeScript examples run", async () => {
+  const readme = await Deno.readTextFile(new URL("./README.md", import.meta.url));
+  const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+  assert.ok(blocks.length > 0, "README has a ts example");
+  const dir = await Deno.makeTempDir();
+  try {
+    for (const [i, code] of blocks.entries()) {
+      const file = `${dir}/example_${i}.ts`;
+      await Deno.writeTextFile(
+        file,
+        code.replaceAll('"./mod.ts"', JSON.stringify(new URL("./mod.ts", import.meta.url).href)),
+      );
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: ["run", "--no-config", "--no-lock", "-A", file],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+      const stdout = new TextDecoder().decode(out.stdout);
+      assert.match(stdout, /\[ 2, 2 \] Float32Array\(4\) \[ 4, 1, 0, 0 \]/);
+      assert.match(stdout, /shape-mismatch/);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
