@@ -61,11 +61,32 @@ export {
   registerOp,
 } from "./jit/custom_op.ts";
 export { legalize } from "./jit/legalize.ts";
+export { fuse, type FuseOptions, type FusionResult } from "./jit/fuse.ts";
+export type {
+  Expr,
+  IndexStep,
+  KernelBuffer,
+  KernelIR,
+  KernelOutput,
+  KernelPattern,
+  Load,
+  ReduceOp,
+  Reduction,
+} from "./jit/kernel_ir.ts";
+export {
+  type CacheSource,
+  defaultKernelCache,
+  KernelCache,
+  type KernelCacheOptions,
+  type KernelCacheStats,
+} from "./jit/kernel_cache.ts";
+export type { MemoryPlan } from "./jit/memory_plan.ts";
 export { estimateWork } from "./jit/workload.ts";
 export { compile, type CompileOptions, defaultBackends } from "./jit/compile.ts";
 export {
   Executable,
   type ExecutableInit,
+  type PlanInfo,
   type RunOptions,
   type TensorMap,
 } from "./jit/executable.ts";
@@ -87,12 +108,15 @@ export {
   type TensorRuntimeOptions,
 } from "./jit/realize.ts";
 export type {
+  Artifact,
   Backend,
   BackendCompileOptions,
   BackendKind,
   Cost,
   DeviceProfile,
+  KernelCodegen,
   NodeInfo,
+  PreparedKernel,
   Program,
   Workload,
 } from "./backends/backend.ts";

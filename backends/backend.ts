@@ -10,6 +10,7 @@
 import type { TensorData } from "../jit/dtype.ts";
 import type { Graph } from "../jit/graph.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
+import type { KernelIR } from "../jit/kernel_ir.ts";
 import type { Attrs, ValueType } from "../jit/ops/mod.ts";
 import type { RefTensor } from "./reference/tensor_io.ts";
 
@@ -82,6 +83,28 @@ export interface Program {
   dispose(): void;
 }
 
+/** Generated code for one kernel: source text or a binary module. */
+export type Artifact = string | Uint8Array;
+
+/** A kernel loaded on its backend, ready to run on host buffers. */
+export interface PreparedKernel {
+  /** Runs the kernel on its inputs (in `kernel.inputs` order); returns one array per output. */
+  run(inputs: readonly RefTensor[]): TensorData[] | Promise<TensorData[]>;
+}
+
+/**
+ * The fused path of a backend: it generates code for kernel IR and loads it. Generated artifacts
+ * go through the kernel cache (memory and disk), so `generate` runs once per distinct kernel.
+ */
+export interface KernelCodegen {
+  /** Artifact format tag, part of the cache key (bump it when the generator changes). */
+  readonly format: string;
+  /** Generates the artifact for `kernel` (the "codegen" step counted in stats). */
+  generate(kernel: KernelIR): Artifact;
+  /** Loads an artifact (fresh or from the cache) into a runnable kernel. */
+  load(kernel: KernelIR, artifact: Artifact): PreparedKernel | Promise<PreparedKernel>;
+}
+
 /** Options passed to {@linkcode Backend.compile}. */
 export interface BackendCompileOptions {
   /** A name for the program (for messages and profiling). */
@@ -114,6 +137,8 @@ export interface Backend {
   dispose(): void;
   /** Re-acquires a lost device; compiled programs must be recompiled. */
   recover(): Promise<void>;
+  /** The fused path, when the backend consumes kernel IR. */
+  readonly codegen?: KernelCodegen;
   /** Runs one op on host tensors (the per-op side of the contract). */
   op(op: string, inputs: readonly HostTensor[], attrs?: Attrs): Promise<HostTensor[]>;
 }

@@ -12,7 +12,23 @@ import { type TensorData, widenToI64 } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
 import type { Graph } from "./graph.ts";
 import { acceptInput, type HostTensor } from "./host_tensor.ts";
+import type { KernelIR } from "./kernel_ir.ts";
+import type { MemoryPlan } from "./memory_plan.ts";
 import { RunHandle } from "./run_handle.ts";
+
+/** How an executable was compiled: its kernels and the decisions behind them. */
+export interface PlanInfo {
+  /** Backend the kernels run on. */
+  readonly backend: string;
+  /** Kernels in execution order. */
+  readonly kernels: readonly KernelIR[];
+  /** Fusion decisions (boundaries and their reasons). */
+  readonly log: readonly string[];
+  /** Intermediate buffer plan. */
+  readonly memory: MemoryPlan;
+  /** Where each kernel's code came from. */
+  readonly sources: Readonly<{ memory: number; disk: number; generated: number }>;
+}
 
 /** Named host tensors: a run's inputs or results. */
 export type TensorMap = Record<string, HostTensor>;
@@ -33,6 +49,8 @@ export interface ExecutableInit {
   readonly program: Program;
   /** Milliseconds the compile took. */
   readonly compileMs: number;
+  /** The fused plan, when the backend compiled kernel IR. */
+  readonly plan?: PlanInfo;
 }
 
 /** A compiled graph. */
@@ -43,6 +61,8 @@ export class Executable {
   readonly backend: Backend;
   /** Milliseconds spent compiling. */
   readonly compileMs: number;
+  /** The fused plan, when the backend compiled kernel IR. */
+  readonly plan?: PlanInfo;
   #program: Program;
   #params = new Map<string, TensorData>();
   #disposed = false;
@@ -52,6 +72,7 @@ export class Executable {
     this.graph = init.graph;
     this.backend = init.backend;
     this.compileMs = init.compileMs;
+    this.plan = init.plan;
     this.#program = init.program;
     for (const p of init.graph.params) if (p.data) this.#params.set(p.name, p.data);
   }

@@ -5,10 +5,10 @@
  *
  * @module
  */
-import { isInt } from "../../jit/dtype.ts";
 import { broadcastOffsets, sizeOf } from "../../jit/shape.ts";
 import type { Kernel } from "./kernel.ts";
-import { castValue, erf, intMod, roundHalfEven } from "./scalar_math.ts";
+import { erf } from "./scalar_math.ts";
+import { scalarOp } from "./scalar_ops.ts";
 import { read, writer } from "./tensor_io.ts";
 
 type Unary = (x: number) => number;
@@ -61,42 +61,54 @@ const hardSigmoid = (x: number, alpha: number, beta: number) => {
   return v < 0 ? 0 : v > 1 ? 1 : v;
 };
 
+/** A kernel applying the shared scalar semantics of a primitive elementwise op. */
+function primitive(op: string): Kernel {
+  return (args) => {
+    const fn = scalarOp(op, args.outputs[0].dtype, args.attrs)!;
+    return (args.inputs.length === 1
+      ? unary((x) => fn([x]))
+      : args.inputs.length === 2
+      ? binary((a, b) => fn([a, b]))
+      : map(fn))(args);
+  };
+}
+
+const PRIMITIVES = [
+  "Add",
+  "Sub",
+  "Mul",
+  "Div",
+  "Pow",
+  "Mod",
+  "Equal",
+  "Greater",
+  "Less",
+  "And",
+  "Or",
+  "Where",
+  "Neg",
+  "Abs",
+  "Sqrt",
+  "Exp",
+  "Log",
+  "Erf",
+  "Sin",
+  "Cos",
+  "Floor",
+  "Ceil",
+  "Round",
+  "Not",
+  "IsNaN",
+  "Cast",
+];
+
 /** Kernels of the elementwise family, by op name. */
 export const elementwiseKernels: Record<string, Kernel> = {
-  Add: binary((a, b) => a + b),
-  Sub: binary((a, b) => a - b),
-  Mul: (args) => binary(isInt(args.outputs[0].dtype) ? Math.imul : (a, b) => a * b)(args),
-  Div: binary((a, b) => a / b),
-  Pow: binary(Math.pow),
-  Mod: (args) =>
-    binary(
-      args.attrs.fmod === 1
-        ? (a, b) => (b === 0 && isInt(args.outputs[0].dtype) ? 0 : a % b)
-        : intMod,
-    )(args),
-  Equal: binary((a, b) => +(a === b)),
-  Greater: binary((a, b) => +(a > b)),
-  Less: binary((a, b) => +(a < b)),
+  ...Object.fromEntries(PRIMITIVES.map((op) => [op, primitive(op)])),
   GreaterOrEqual: binary((a, b) => +(a >= b)),
   LessOrEqual: binary((a, b) => +(a <= b)),
-  And: binary((a, b) => +(a !== 0 && b !== 0)),
-  Or: binary((a, b) => +(a !== 0 || b !== 0)),
   Max: map((xs) => xs.reduce((a, b) => (Number.isNaN(a) || a > b ? a : b))),
   Min: map((xs) => xs.reduce((a, b) => (Number.isNaN(a) || a < b ? a : b))),
-  Where: map(([c, a, b]) => (c !== 0 ? a : b)),
-  Neg: unary((x) => -x),
-  Abs: unary(Math.abs),
-  Sqrt: unary(Math.sqrt),
-  Exp: unary(Math.exp),
-  Log: unary(Math.log),
-  Erf: unary(erf),
-  Sin: unary(Math.sin),
-  Cos: unary(Math.cos),
-  Floor: unary(Math.floor),
-  Ceil: unary(Math.ceil),
-  Round: unary(roundHalfEven),
-  Not: unary((x) => +(x === 0)),
-  IsNaN: unary((x) => +Number.isNaN(x)),
   Reciprocal: unary((x) => 1 / x),
   Relu: unary((x) => (x < 0 ? 0 : x)),
   Sigmoid: unary(sigmoid),
@@ -122,9 +134,5 @@ export const elementwiseKernels: Record<string, Kernel> = {
     const lo = (args.attrs.min as number | undefined) ?? -Infinity;
     const hi = (args.attrs.max as number | undefined) ?? Infinity;
     return unary((x) => (x < lo ? lo : x > hi ? hi : x))(args);
-  },
-  Cast: (args) => {
-    const to = args.outputs[0].dtype;
-    return unary((x) => castValue(x, to))(args);
   },
 };

@@ -11,7 +11,15 @@ import { customOp } from "../../jit/custom_op.ts";
 import { checkHostTensor, type HostTensor } from "../../jit/host_tensor.ts";
 import { InferContext, opNames } from "../../jit/ops/mod.ts";
 import { formatShape, sizeOf } from "../../jit/shape.ts";
-import type { DeviceProfile, NodeInfo } from "../backend.ts";
+import type {
+  Artifact,
+  DeviceProfile,
+  KernelCodegen,
+  NodeInfo,
+  PreparedKernel,
+} from "../backend.ts";
+import { type KernelIR, kernelText } from "../../jit/kernel_ir.ts";
+import { interpretKernel } from "./kernel_interpreter.ts";
 import { BackendBase } from "../backend_base.ts";
 import type { Kernel } from "./kernel.ts";
 import { elementwiseKernels } from "./kernels_elementwise.ts";
@@ -39,6 +47,28 @@ export class ReferenceBackend extends BackendBase {
   readonly kind = "cpu";
   /** Every built-in op. */
   protected readonly nativeOps: ReadonlySet<string> = new Set(Object.keys(kernels));
+
+  /**
+   * The fused path: the "generated code" of a kernel is its canonical IR text, which the
+   * interpreter runs; opaque kernels run the op's reference kernel.
+   */
+  readonly codegen: KernelCodegen = {
+    format: "kernel-ir-1",
+    generate: (kernel: KernelIR): Artifact => kernelText(kernel),
+    load: (kernel: KernelIR): PreparedKernel => this.#load(kernel),
+  };
+
+  #load(kernel: KernelIR): PreparedKernel {
+    if (!kernel.opaque) return interpretKernel(kernel);
+    const node: NodeInfo = {
+      op: kernel.opaque.op,
+      attrs: kernel.opaque.attrs,
+      inputs: kernel.inputs,
+      outputs: kernel.outputs,
+      label: kernel.ops[0] ?? kernel.opaque.op,
+    };
+    return { run: (inputs) => this.#execute(node, inputs) };
+  }
 
   /** A single-threaded CPU without SIMD. */
   capabilities(): DeviceProfile {

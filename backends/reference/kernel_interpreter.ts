@@ -1,0 +1,265 @@
+/**
+ * The reference backend's interpreter of the kernel IR: the oracle for fusion. A kernel is turned
+ * once into closures (loads whose steps are bound-free affine maps fold into one strided offset;
+ * a subexpression shared inside the DAG is evaluated once per point), then run row by row:
+ * each reduction is a pass over the row's reduced coordinates (float64 accumulation), row outputs
+ * are stored once, full outputs in a final pass.
+ *
+ * @module
+ */
+import type { DType, TensorData } from "../../jit/dtype.ts";
+import { allocate, toF16Bits } from "../../jit/dtype.ts";
+import {
+  applyStep,
+  type Expr,
+  type IndexStep,
+  type KernelIR,
+  linearIndex,
+} from "../../jit/kernel_ir.ts";
+import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
+import { roundTo, scalarOp } from "./scalar_ops.ts";
+import { read, type RefTensor } from "./tensor_io.ts";
+
+type Coords = number[];
+type Eval = (c: Coords) => number;
+
+/** A kernel ready to run on host buffers. */
+export interface InterpretedKernel {
+  /** Runs the kernel; returns one data array per output. */
+  run(inputs: readonly RefTensor[]): TensorData[];
+}
+
+/** Compiles a step chain into a function from coordinates to an element offset (or -1 → fill). */
+function addresser(
+  steps: readonly IndexStep[],
+  shape: Shape,
+): { at: (c: Coords) => number; fill: (c: Coords) => number } {
+  const strides = stridesOf(shape);
+  if (steps.every((s) => s.kind === "affine" && !s.bounds)) {
+    // Compose the affine maps, then fold the buffer's strides in: offset = base + Σ k[d]·c[d].
+    let coeff: number[][] | undefined, offset: number[] | undefined;
+    for (const s of steps as Extract<IndexStep, { kind: "affine" }>[]) {
+      if (!coeff) {
+        coeff = s.coeff.map((r) => [...r]);
+        offset = [...s.offset];
+      } else {
+        const prevC: number[][] = coeff, prevO: number[] = offset!;
+        coeff = s.coeff.map((r) =>
+          prevC[0].map((_, d) => r.reduce((acc, w, j) => acc + w * prevC[j][d], 0))
+        );
+        offset = s.coeff.map((r, i) =>
+          s.offset[i] + r.reduce((acc, w, j) => acc + w * prevO[j], 0)
+        );
+      }
+    }
+    if (!coeff) return { at: (c) => linearIndex(c, shape), fill: () => 0 };
+    const k = coeff[0]?.map((_, d) =>
+      coeff!.reduce((acc, row, j) => acc + row[d] * strides[j], 0)
+    ) ?? [];
+    const base = offset!.reduce((acc, o, j) => acc + o * strides[j], 0);
+    const dims = k.flatMap((v, d) => (v !== 0 ? [d] : []));
+    const ks = dims.map((d) => k[d]);
+    return {
+      at: (c) => {
+        let off = base;
+        for (let i = 0; i < dims.length; i++) off += ks[i] * c[dims[i]];
+        return off;
+      },
+      fill: () => 0,
+    };
+  }
+  let lastFill = 0;
+  return {
+    at: (c) => {
+      let x: number[] | undefined = c;
+      for (const s of steps) {
+        x = applyStep(s, x);
+        if (!x) {
+          lastFill = (s as { fill?: number }).fill ?? 0;
+          return -1;
+        }
+      }
+      let off = 0;
+      for (let i = 0; i < x.length; i++) off += x[i] * strides[i];
+      return off;
+    },
+    fill: () => lastFill,
+  };
+}
+
+/** Prepares `kernel` for repeated runs. */
+export function interpretKernel(kernel: KernelIR): InterpretedKernel {
+  let generation = 0;
+  return {
+    run(inputs) {
+      const data = inputs.map(read);
+      const accs = new Float64Array(kernel.reductions.length);
+      const memo = new Map<Expr, Eval>();
+      const build = (e: Expr): Eval => {
+        const hit = memo.get(e);
+        if (hit) return hit;
+        let fn: Eval;
+        switch (e.kind) {
+          case "const": {
+            const v = roundTo(e.dtype, e.value);
+            fn = () => v;
+            break;
+          }
+          case "acc": {
+            const i = e.index;
+            fn = () => accs[i];
+            break;
+          }
+          case "load": {
+            const src = data[e.input];
+            const { at, fill } = addresser(e.steps, inputs[e.input].shape);
+            fn = (c) => {
+              const off = at(c);
+              return off < 0 ? fill(c) : src[off];
+            };
+            break;
+          }
+          case "alu": {
+            const op = scalarOp(e.op, e.dtype, e.attrs)!;
+            const args = e.args.map(build);
+            const dtype = e.dtype;
+            const vals = new Array<number>(args.length);
+            let seen = -1, cached = 0;
+            fn = (c) => {
+              if (seen === generation) return cached;
+              for (let i = 0; i < args.length; i++) vals[i] = args[i](c);
+              cached = roundTo(dtype, op(vals));
+              seen = generation;
+              return cached;
+            };
+            break;
+          }
+        }
+        memo.set(e, fn);
+        return fn;
+      };
+      const reductions = kernel.reductions.map((r) => ({ ...r, fn: build(r.expr) }));
+      const outputs = kernel.outputs.map((o) => ({
+        ...o,
+        fn: build(o.expr),
+        at: addresser(o.steps, o.shape).at,
+        buf: o.dtype === "f16" || o.dtype === "bool"
+          ? new Float64Array(sizeOf(o.shape))
+          : allocate(o.dtype, sizeOf(o.shape)) as Exclude<TensorData, BigInt64Array>,
+      }));
+      const rowOuts = outputs.filter((o) => o.level === "row");
+      const fullOuts = outputs.filter((o) => o.level === "full");
+      const space = kernel.space;
+      const kept = space.flatMap((_, i) => (kernel.reduced.includes(i) ? [] : [i]));
+      const red = kernel.reduced;
+      const coords = new Array<number>(space.length).fill(0);
+      const rows = sizeOf(kept.map((i) => space[i]));
+      const inner = sizeOf(red.map((i) => space[i]));
+      const setIndex = (axes: readonly number[], lin: number) => {
+        for (let j = axes.length - 1; j >= 0; j--) {
+          const d = space[axes[j]];
+          coords[axes[j]] = d > 0 ? lin % d : 0;
+          lin = d > 0 ? Math.floor(lin / d) : 0;
+        }
+      };
+      const table = kernel.pattern === "matmul"
+        ? contraction(kernel, reductions[0].expr, build, coords)
+        : undefined;
+      for (let r = 0; r < rows; r++) {
+        setIndex(kept, r);
+        reductions.forEach((red0, k) => {
+          if (table && k === 0) {
+            accs[0] = roundTo(red0.dtype, table[r]);
+            return;
+          }
+          let acc = red0.op === "max" ? -Infinity : red0.op === "min" ? Infinity : 0;
+          for (let i = 0; i < inner; i++) {
+            setIndex(red, i);
+            generation++;
+            const v = red0.fn(coords);
+            if (red0.op === "sum" || red0.op === "mean") acc += v;
+            else if (red0.op === "max") acc = Number.isNaN(acc) || acc >= v ? acc : v;
+            else acc = Number.isNaN(acc) || acc <= v ? acc : v;
+          }
+          accs[k] = roundTo(red0.dtype, red0.op === "mean" ? acc / inner : acc);
+        });
+        if (rowOuts.length) {
+          setIndex(red, 0);
+          generation++;
+          for (const o of rowOuts) o.buf[o.at(coords)] = o.fn(coords);
+        }
+        if (fullOuts.length) {
+          for (let i = 0; i < inner; i++) {
+            setIndex(red, i);
+            generation++;
+            for (const o of fullOuts) o.buf[o.at(coords)] = o.fn(coords);
+          }
+        }
+      }
+      return outputs.map((o) => finish(o.dtype, o.buf));
+    },
+  };
+}
+
+/**
+ * All accumulators of a matmul kernel at once, in i-k-j order with a float64 row accumulator (the
+ * cache-friendly loop of the per-op reference kernel): both operands are first gathered densely
+ * through their index maps. Space: [...batch, M, N, K]; rows are [...batch, M, N] row-major.
+ */
+function contraction(
+  kernel: KernelIR,
+  product: Expr,
+  build: (e: Expr) => Eval,
+  coords: Coords,
+): Float64Array | undefined {
+  if (product.kind !== "alu" || product.op !== "Mul") return undefined;
+  const [a, b] = product.args.map(build);
+  const space = kernel.space;
+  const nb = space.length - 3;
+  const [m, n, k] = space.slice(nb);
+  const batch = sizeOf(space.slice(0, nb));
+  const da = new Float64Array(batch * m * k), db = new Float64Array(batch * k * n);
+  const out = new Float64Array(batch * m * n);
+  const setBatch = (t: number) => {
+    for (let d = nb - 1; d >= 0; d--) {
+      coords[d] = t % space[d];
+      t = Math.floor(t / space[d]);
+    }
+  };
+  for (let t = 0; t < batch; t++) {
+    setBatch(t);
+    coords[nb + 1] = 0;
+    for (let i = 0; i < m; i++) {
+      coords[nb] = i;
+      for (let p = 0; p < k; p++) {
+        coords[nb + 2] = p;
+        da[(t * m + i) * k + p] = a(coords);
+      }
+    }
+    coords[nb] = 0;
+    for (let p = 0; p < k; p++) {
+      coords[nb + 2] = p;
+      for (let j = 0; j < n; j++) {
+        coords[nb + 1] = j;
+        db[(t * k + p) * n + j] = b(coords);
+      }
+    }
+    const acc = new Float64Array(n);
+    for (let i = 0; i < m; i++) {
+      acc.fill(0);
+      for (let p = 0; p < k; p++) {
+        const av = da[(t * m + i) * k + p];
+        const row = (t * k + p) * n;
+        for (let j = 0; j < n; j++) acc[j] += av * db[row + j];
+      }
+      out.set(acc, (t * m + i) * n);
+    }
+  }
+  return out;
+}
+
+function finish(dtype: DType, buf: ArrayLike<number> & { length: number }): TensorData {
+  if (dtype === "f16") return Uint16Array.from(buf as Float64Array, (v) => toF16Bits(v));
+  if (dtype === "bool") return Uint8Array.from(buf as Float64Array, (v) => (v !== 0 ? 1 : 0));
+  return buf as TensorData;
+}

@@ -1,0 +1,227 @@
+/**
+ * The kernel cache: generated code per kernel, keyed by the kernel IR's canonical text digest,
+ * the backend id, its artifact format and its device profile. Entries are collision-checked
+ * against the canonical text, held in a bounded LRU (entries and bytes), and written to a disk
+ * tier (`KILN_CACHE_DIR`, default `$XDG_CACHE_HOME/kiln` or `~/.cache/kiln`) so a second process
+ * loads artifacts instead of generating them. Disk trouble never fails a compile: the tier turns
+ * itself off and says so in `stats().diskErrors`.
+ *
+ * @module
+ */
+import type { Artifact, Backend } from "../backends/backend.ts";
+import { digest } from "./digest.ts";
+import { type KernelIR, kernelText } from "./kernel_ir.ts";
+
+/** Options of a {@linkcode KernelCache}. */
+export interface KernelCacheOptions {
+  /** Most entries in memory (default 1024). */
+  readonly maxEntries?: number;
+  /** Most artifact bytes in memory (default 64 MiB). */
+  readonly maxBytes?: number;
+  /** Disk directory, or `false` for memory only (default: `KILN_CACHE_DIR` or the user cache). */
+  readonly dir?: string | false;
+}
+
+/** Counters of a {@linkcode KernelCache}. */
+export interface KernelCacheStats {
+  /** Served from memory. */
+  hits: number;
+  /** Generated (codegen ran). */
+  misses: number;
+  /** Served from disk (no codegen). */
+  diskHits: number;
+  /** Same digest, different kernel (generated anyway). */
+  collisions: number;
+  /** Entries dropped from memory. */
+  evictions: number;
+  /** Milliseconds spent generating. */
+  compileMs: number;
+  /** Entries in memory. */
+  entries: number;
+  /** Artifact bytes in memory. */
+  bytes: number;
+  /** Disk reads or writes that failed. */
+  diskErrors: number;
+}
+
+interface Entry {
+  readonly text: string;
+  readonly artifact: Artifact;
+  readonly bytes: number;
+}
+
+interface DiskRecord {
+  format: string;
+  text: string;
+  artifact: string;
+  binary: boolean;
+}
+
+type Fs = typeof import("node:fs/promises");
+
+/** Where generated code for a kernel came from. */
+export type CacheSource = "memory" | "disk" | "generated";
+
+/** A bounded, collision-checked, optionally persistent cache of generated kernels. */
+export class KernelCache {
+  #entries = new Map<string, Entry>();
+  #stats: KernelCacheStats = {
+    hits: 0,
+    misses: 0,
+    diskHits: 0,
+    collisions: 0,
+    evictions: 0,
+    compileMs: 0,
+    entries: 0,
+    bytes: 0,
+    diskErrors: 0,
+  };
+  #maxEntries: number;
+  #maxBytes: number;
+  #dir: string | false;
+  #fs?: Promise<Fs | undefined>;
+
+  /** Creates a cache. */
+  constructor(options: KernelCacheOptions = {}) {
+    this.#maxEntries = options.maxEntries ?? 1024;
+    this.#maxBytes = options.maxBytes ?? 64 << 20;
+    this.#dir = options.dir === undefined ? defaultCacheDir() : options.dir;
+  }
+
+  /** The disk directory, or `false` when there is no disk tier. */
+  get dir(): string | false {
+    return this.#dir;
+  }
+
+  /** A copy of the counters. */
+  stats(): KernelCacheStats {
+    return { ...this.#stats, entries: this.#entries.size };
+  }
+
+  /** Drops every memory entry (the disk tier is kept). */
+  clear(): void {
+    this.#entries.clear();
+    this.#stats.bytes = 0;
+  }
+
+  /** The artifact for `kernel` on `backend`: from memory, from disk, or freshly generated. */
+  async artifact(
+    kernel: KernelIR,
+    backend: Backend,
+  ): Promise<{ artifact: Artifact; source: CacheSource }> {
+    const codegen = backend.codegen!;
+    const text = kernelText(kernel);
+    const key = `${backend.id}-${codegen.format}-${
+      digest(JSON.stringify(backend.capabilities())).slice(0, 8)
+    }-${digest(text)}`;
+    const hit = this.#entries.get(key);
+    if (hit && hit.text === text) {
+      this.#entries.delete(key);
+      this.#entries.set(key, hit);
+      this.#stats.hits++;
+      return { artifact: hit.artifact, source: "memory" };
+    }
+    if (hit) this.#stats.collisions++;
+    const disk = hit ? undefined : await this.#read(key, text, codegen.format);
+    if (disk !== undefined) {
+      this.#stats.diskHits++;
+      this.#remember(key, text, disk);
+      return { artifact: disk, source: "disk" };
+    }
+    const t0 = performance.now();
+    const artifact = codegen.generate(kernel);
+    this.#stats.compileMs += performance.now() - t0;
+    this.#stats.misses++;
+    this.#remember(key, text, artifact);
+    await this.#write(key, { format: codegen.format, text, ...encode(artifact) });
+    return { artifact, source: "generated" };
+  }
+
+  #remember(key: string, text: string, artifact: Artifact): void {
+    const bytes = typeof artifact === "string" ? artifact.length * 2 : artifact.byteLength;
+    this.#entries.set(key, { text, artifact, bytes });
+    this.#stats.bytes += bytes;
+    while (
+      this.#entries.size > this.#maxEntries ||
+      (this.#stats.bytes > this.#maxBytes && this.#entries.size > 1)
+    ) {
+      const [oldest, e] = this.#entries.entries().next().value!;
+      this.#entries.delete(oldest);
+      this.#stats.bytes -= e.bytes;
+      this.#stats.evictions++;
+    }
+  }
+
+  #filesystem(): Promise<Fs | undefined> {
+    if (this.#dir === false) return Promise.resolve(undefined);
+    return this.#fs ??= import("node:fs/promises").then((fs) => fs as Fs, () => undefined);
+  }
+
+  async #read(key: string, text: string, format: string): Promise<Artifact | undefined> {
+    const fs = await this.#filesystem();
+    if (!fs || this.#dir === false) return undefined;
+    try {
+      const record = JSON.parse(
+        await fs.readFile(`${this.#dir}/${key}.json`, "utf8"),
+      ) as DiskRecord;
+      if (record.format !== format || record.text !== text) return undefined;
+      return record.binary
+        ? Uint8Array.from(atob(record.artifact), (c) => c.charCodeAt(0))
+        : record.artifact;
+    } catch (e) {
+      if ((e as { code?: string }).code !== "ENOENT") this.#diskFailed();
+      return undefined;
+    }
+  }
+
+  async #write(key: string, record: DiskRecord): Promise<void> {
+    const fs = await this.#filesystem();
+    if (!fs || this.#dir === false) return;
+    try {
+      await fs.mkdir(this.#dir, { recursive: true });
+      const tmp = `${this.#dir}/${key}.${Math.random().toString(36).slice(2)}.tmp`;
+      await fs.writeFile(tmp, JSON.stringify(record));
+      await fs.rename(tmp, `${this.#dir}/${key}.json`);
+    } catch {
+      this.#diskFailed();
+    }
+  }
+
+  #diskFailed(): void {
+    this.#stats.diskErrors++;
+    if (this.#stats.diskErrors >= 3) this.#dir = false;
+  }
+}
+
+function encode(artifact: Artifact): { artifact: string; binary: boolean } {
+  if (typeof artifact === "string") return { artifact, binary: false };
+  let s = "";
+  for (const b of artifact) s += String.fromCharCode(b);
+  return { artifact: btoa(s), binary: true };
+}
+
+/** `KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`; `false` without an environment. */
+export function defaultCacheDir(): string | false {
+  const env = (name: string): string | undefined => {
+    try {
+      const g = globalThis as {
+        Deno?: { env: { get(k: string): string | undefined } };
+        process?: { env: Record<string, string | undefined> };
+      };
+      return g.Deno ? g.Deno.env.get(name) : g.process?.env[name];
+    } catch {
+      return undefined;
+    }
+  };
+  const explicit = env("KILN_CACHE_DIR");
+  if (explicit !== undefined) return explicit === "" || explicit === "off" ? false : explicit;
+  const base = env("XDG_CACHE_HOME") ?? (env("HOME") ? `${env("HOME")}/.cache` : undefined);
+  return base ? `${base}/kiln` : false;
+}
+
+let shared: KernelCache | undefined;
+
+/** The process-wide kernel cache. */
+export function defaultKernelCache(): KernelCache {
+  return shared ??= new KernelCache();
+}

@@ -1,0 +1,246 @@
+/**
+ * The kernel IR: one representation of a fused kernel that every code generator lowers (and the
+ * reference backend interprets). A kernel iterates over a `space`; some of its axes may be
+ * `reduced`. It evaluates, per point of the space, an expression DAG over typed loads:
+ *
+ * - a {@linkcode Load} reads an input buffer through an {@linkcode IndexStep} chain that maps the
+ *   kernel's coordinates to the buffer's: affine steps express broadcast, transpose, slice, pad
+ *   (bounds + fill), strided windows (conv, pool); reshape steps re-linearize. No movement op
+ *   ever copies data inside a kernel.
+ * - reductions run in order, one pass each over the reduced axes of a row; a later reduction (and
+ *   every output) may use earlier results through `acc` (softmax: max, then sum of exp(x - max)).
+ * - each output stores an expression through its own step chain: "row" outputs once per row,
+ *   "full" outputs at every point of the space.
+ *
+ * Every ALU result is rounded to its dtype, exactly as if stored, so a fused kernel computes what
+ * the unfused graph computes (up to reduction order). Ideas from tinygrad's UOps/ShapeTracker and
+ * jax-js's AluExp, kept smaller and typed.
+ *
+ * @module
+ */
+import type { DType } from "./dtype.ts";
+import type { Attrs } from "./ops/mod.ts";
+import { type Shape, sizeOf, stridesOf } from "./shape.ts";
+
+/**
+ * One step of an index map. `affine`: `out[j] = Σ_d coeff[j][d] · in[d] + offset[j]`; with
+ * `bounds`, a coordinate outside `[0, bounds[j])` makes the load return `fill`. `reshape`:
+ * re-linearizes coordinates of shape `from` into shape `to`.
+ */
+export type IndexStep =
+  | {
+    readonly kind: "affine";
+    readonly coeff: readonly (readonly number[])[];
+    readonly offset: readonly number[];
+    readonly bounds?: Shape;
+    readonly fill?: number;
+  }
+  | { readonly kind: "reshape"; readonly from: Shape; readonly to: Shape };
+
+/** A read of kernel input `input` at the coordinates the steps produce. */
+export interface Load {
+  /** Discriminant. */
+  readonly kind: "load";
+  /** Index into the kernel's `inputs`. */
+  readonly input: number;
+  /** Steps from kernel coordinates to the buffer's coordinates. */
+  readonly steps: readonly IndexStep[];
+  /** Element type. */
+  readonly dtype: DType;
+}
+
+/** An expression node of the kernel IR. */
+export type Expr =
+  | Load
+  | { readonly kind: "const"; readonly value: number; readonly dtype: DType }
+  | { readonly kind: "acc"; readonly index: number; readonly dtype: DType }
+  | {
+    readonly kind: "alu";
+    readonly op: string;
+    readonly args: readonly Expr[];
+    readonly dtype: DType;
+    readonly attrs?: Attrs;
+  };
+
+/** Reduction operators. */
+export type ReduceOp = "sum" | "mean" | "max" | "min";
+
+/** A reduction over the kernel's reduced axes. */
+export interface Reduction {
+  /** Operator. */
+  readonly op: ReduceOp;
+  /** Value reduced (may use earlier reductions through `acc`). */
+  readonly expr: Expr;
+  /** Result dtype. */
+  readonly dtype: DType;
+}
+
+/** A buffer a kernel reads or writes: a graph value. */
+export interface KernelBuffer {
+  /** Graph value id. */
+  readonly value: number;
+  /** Shape. */
+  readonly shape: Shape;
+  /** Element type. */
+  readonly dtype: DType;
+}
+
+/** An output of a kernel. */
+export interface KernelOutput extends KernelBuffer {
+  /** Value stored. */
+  readonly expr: Expr;
+  /** Steps from kernel coordinates to the output's coordinates. */
+  readonly steps: readonly IndexStep[];
+  /** `row`: stored once per row (may not depend on reduced axes); `full`: at every point. */
+  readonly level: "row" | "full";
+}
+
+/** What a kernel's computation is, for code generators that specialize and for `explain`. */
+export type KernelPattern =
+  | "elementwise"
+  | "reduce"
+  | "softmax"
+  | "layernorm"
+  | "matmul"
+  | "conv"
+  | "pool"
+  | "opaque";
+
+/** A fused kernel. */
+export interface KernelIR {
+  /** Readable unique name, e.g. `matmul_relu_1`. */
+  readonly name: string;
+  /** Recognized pattern. */
+  readonly pattern: KernelPattern;
+  /** Labels of the graph nodes fused into it. */
+  readonly ops: readonly string[];
+  /** Iteration space. */
+  readonly space: Shape;
+  /** Reduced axes of the space (sorted). */
+  readonly reduced: readonly number[];
+  /** Buffers read. */
+  readonly inputs: readonly KernelBuffer[];
+  /** Reductions, in evaluation order. */
+  readonly reductions: readonly Reduction[];
+  /** Buffers written. */
+  readonly outputs: readonly KernelOutput[];
+  /** For `opaque` kernels: the single op run through the backend's op kernels. */
+  readonly opaque?: { readonly op: string; readonly attrs: Attrs };
+}
+
+/** Applies one step to coordinates; `undefined` when out of bounds (the load yields `fill`). */
+export function applyStep(step: IndexStep, coords: readonly number[]): number[] | undefined {
+  if (step.kind === "reshape") {
+    const lin = coords.reduce((acc, c, i) => acc * step.from[i] + c, 0);
+    const out = new Array<number>(step.to.length);
+    let rest = lin;
+    for (let i = step.to.length - 1; i >= 0; i--) {
+      out[i] = rest % step.to[i];
+      rest = Math.floor(rest / step.to[i]);
+    }
+    return out;
+  }
+  const out = new Array<number>(step.coeff.length);
+  for (let j = 0; j < out.length; j++) {
+    let v = step.offset[j];
+    const row = step.coeff[j];
+    for (let d = 0; d < row.length; d++) v += row[d] * coords[d];
+    if (step.bounds && (v < 0 || v >= step.bounds[j])) return undefined;
+    out[j] = v;
+  }
+  return out;
+}
+
+/** Linear element offset of `coords` in `shape`. */
+export function linearIndex(coords: readonly number[], shape: Shape): number {
+  const strides = stridesOf(shape);
+  let off = 0;
+  for (let i = 0; i < coords.length; i++) off += coords[i] * strides[i];
+  return off;
+}
+
+/** Maps coordinates of `from` to `to` under NumPy broadcasting (`to` broadcasts to `from`). */
+export function broadcastStep(from: Shape, to: Shape): IndexStep[] {
+  if (from.length === to.length && from.every((d, i) => d === to[i])) return [];
+  const lead = from.length - to.length;
+  return [{
+    kind: "affine",
+    coeff: to.map((d, j) => from.map((_, i) => (i === j + lead && d !== 1 ? 1 : 0))),
+    offset: to.map(() => 0),
+  }];
+}
+
+/** A reshape step (or nothing when the shapes are equal). */
+export function reshapeStep(from: Shape, to: Shape): IndexStep[] {
+  if (from.length === to.length && from.every((d, i) => d === to[i])) return [];
+  return [{ kind: "reshape", from, to }];
+}
+
+/** Prepends `steps` to every load of `e` (re-indexes `e` into a consumer's coordinates). */
+export function reindex(e: Expr, steps: readonly IndexStep[]): Expr {
+  if (steps.length === 0) return e;
+  switch (e.kind) {
+    case "load":
+      return { ...e, steps: [...steps, ...e.steps] };
+    case "alu":
+      return { ...e, args: e.args.map((a) => reindex(a, steps)) };
+    default:
+      return e;
+  }
+}
+
+/** Calls `visit` on every node of `e` (children first), once per distinct object. */
+export function walk(e: Expr, visit: (e: Expr) => void, seen: Set<Expr> = new Set()): void {
+  if (seen.has(e)) return;
+  seen.add(e);
+  if (e.kind === "alu") { for (const a of e.args) walk(a, visit, seen); }
+  visit(e);
+}
+
+/** Number of ALU operations in `e` (shared subexpressions counted once). */
+export function aluCount(e: Expr): number {
+  let n = 0;
+  walk(e, (x) => x.kind === "alu" && n++);
+  return n;
+}
+
+/** Whether `e` uses a reduction result. */
+export function usesAcc(e: Expr): boolean {
+  let found = false;
+  walk(e, (x) => x.kind === "acc" && (found = true));
+  return found;
+}
+
+/** Canonical JSON of a kernel, excluding graph value ids (so equal computations share a key). */
+export function kernelText(k: KernelIR): string {
+  const buffer = (b: KernelBuffer) => ({ shape: b.shape, dtype: b.dtype });
+  return JSON.stringify(
+    {
+      pattern: k.pattern,
+      space: k.space,
+      reduced: k.reduced,
+      inputs: k.inputs.map(buffer),
+      reductions: k.reductions,
+      outputs: k.outputs.map((o) => ({
+        ...buffer(o),
+        expr: o.expr,
+        steps: o.steps,
+        level: o.level,
+      })),
+      opaque: k.opaque,
+    },
+    (
+      _key,
+      v,
+    ) => (typeof v === "number" && Object.is(v, -0)
+      ? "-0"
+      : typeof v === "number" && !Number.isFinite(v)
+      ? String(v)
+      : v),
+  );
+}
+
+/** Element count of the kernel's space with reduced axes removed. */
+export function rowCount(k: KernelIR): number {
+  return sizeOf(k.space.filter((_, i) => !k.reduced.includes(i)));
+}
