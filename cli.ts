@@ -8,6 +8,8 @@
 import { parseArgs } from "node:util";
 import { demoMlp } from "./examples/demo_mlp.ts";
 import { compile, defaultBackends } from "./jit/compile.ts";
+import { explain } from "./jit/explain.ts";
+import { defaultKernelCache } from "./jit/kernel_cache.ts";
 import { KilnError } from "./jit/errors.ts";
 import type { HostTensor } from "./jit/host_tensor.ts";
 import { opNames } from "./jit/ops/mod.ts";
@@ -19,6 +21,8 @@ Usage:
   kiln info [--json]                     backends, device profiles, versions
   kiln run [--backend ID] [--runs N] [--json]
                                          run the built-in demo MLP and summarize its outputs
+  kiln explain [--backend ID] [--json] [--dot FILE]
+                                         the fusion and placement plan of the demo MLP
   kiln help                              this text
 `;
 
@@ -96,6 +100,8 @@ async function run(args: string[]): Promise<number> {
       medianRunMs: round(median(times)),
       runs,
     },
+    kernels: exe.plan?.kernels.length ?? exe.graph.nodes.length,
+    cache: cacheReport(),
   };
   exe.dispose();
   if (values.json) {
@@ -111,10 +117,43 @@ async function run(args: string[]): Promise<number> {
     );
     console.log(`         head ${s.head.map((v) => v.toPrecision(4)).join(" ")}`);
   }
-  console.log(`compile  ${report.timings.compileMs} ms`);
+  console.log(
+    `compile  ${report.timings.compileMs} ms, ${report.kernels} kernel(s); cache ${report.cache.hits} hits, ${report.cache.misses} generated, ${report.cache.diskHits} from disk`,
+  );
   console.log(
     `run      first ${report.timings.runMs} ms, median ${report.timings.medianRunMs} ms over ${runs}`,
   );
+  return 0;
+}
+
+function cacheReport() {
+  const s = defaultKernelCache().stats();
+  return {
+    hits: s.hits,
+    misses: s.misses,
+    diskHits: s.diskHits,
+    compileMs: round(s.compileMs),
+    dir: defaultKernelCache().dir,
+  };
+}
+
+async function explainCommand(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      backend: { type: "string", default: "reference" },
+      json: { type: "boolean", default: false },
+      dot: { type: "string" },
+    },
+  });
+  const e = await explain(demoMlp().graph, { backend: values.backend });
+  if (values.dot) await Deno.writeTextFile(values.dot, e.dot());
+  if (values.json) {
+    const { text: _text, dot: _dot, ...data } = e;
+    console.log(JSON.stringify({ model: "demo-mlp", ...data }));
+  } else {
+    console.log(e.text());
+  }
   return 0;
 }
 
@@ -126,7 +165,13 @@ function info(args: string[]): number {
     version: b.version,
     capabilities: b.capabilities(),
   }));
-  const report = { kiln: VERSION, runtime: runtimeName(), ops: opNames().length, backends };
+  const report = {
+    kiln: VERSION,
+    runtime: runtimeName(),
+    ops: opNames().length,
+    backends,
+    cache: cacheReport(),
+  };
   if (values.json) {
     console.log(JSON.stringify(report));
     return 0;
@@ -159,6 +204,8 @@ export async function main(args: string[]): Promise<number> {
         return await run(rest);
       case "info":
         return info(rest);
+      case "explain":
+        return await explainCommand(rest);
       case "help":
       case "--help":
       case "-h":
@@ -166,7 +213,7 @@ export async function main(args: string[]): Promise<number> {
         return 0;
       default:
         console.error(
-          `kiln: unknown command "${command}". Fix: use one of run, info, help\n\n${HELP}`,
+          `kiln: unknown command "${command}". Fix: use one of run, explain, info, help\n\n${HELP}`,
         );
         return 2;
     }

@@ -1,7 +1,15 @@
 import assert from "node:assert/strict";
 
 async function kiln(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return await kilnWith({}, ...args);
+}
+
+async function kilnWith(
+  env: Record<string, string>,
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
   const cmd = new Deno.Command(Deno.execPath(), {
+    env,
     args: ["run", "-A", new URL("./cli.ts", import.meta.url).pathname, ...args],
     stdout: "piped",
     stderr: "piped",
@@ -42,4 +50,35 @@ Deno.test("CLI errors say what was wrong and how to fix it", async () => {
   const cmd = await kiln("explode");
   assert.equal(cmd.code, 2);
   assert.match(cmd.stderr, /unknown command "explode"/);
+});
+
+Deno.test("kiln explain --json lists each kernel with its backend and fused ops", async () => {
+  const { code, stdout } = await kiln("explain", "--json");
+  assert.equal(code, 0);
+  const plan = JSON.parse(stdout);
+  assert.ok(plan.kernels.length >= 1 && plan.kernels.length <= 3, `${plan.kernels.length} kernels`);
+  for (const k of plan.kernels) {
+    assert.equal(k.backend, "reference");
+    assert.ok(Array.isArray(k.ops) && k.ops.length > 0);
+  }
+  assert.deepEqual(plan.kernels.map((k: { ops: string[] }) => k.ops), [["MatMul", "Add", "Relu"], [
+    "MatMul",
+    "Add",
+  ], ["Softmax"]]);
+});
+
+Deno.test("a second kiln process takes every kernel from the disk cache (no codegen)", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const first = JSON.parse((await kilnWith({ KILN_CACHE_DIR: dir }, "run", "--json")).stdout);
+    assert.equal(first.cache.misses, first.kernels);
+    assert.equal(first.cache.diskHits, 0);
+    const second = JSON.parse((await kilnWith({ KILN_CACHE_DIR: dir }, "run", "--json")).stdout);
+    assert.equal(second.cache.diskHits, second.kernels);
+    assert.equal(second.cache.misses, 0);
+    assert.equal(second.cache.compileMs, 0);
+    assert.deepEqual(second.outputs, first.outputs);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -102,6 +102,8 @@ interface Sym {
   uses: number;
 }
 
+/** Labels a consumer inherits: none from stored buffers (their kernel already counts them). */
+const own = (s: Sym): readonly string[] => (s.buffer === undefined ? s.labels : []);
 const isBare = (s: Sym) => s.expr.kind === "load" || s.expr.kind === "const";
 
 /** Fuses `graph` into kernels. */
@@ -116,6 +118,7 @@ class Fuser {
   readonly #producer = new Map<number, Group>();
   readonly #log: string[] = [];
   readonly #constants = new Map<number, HostTensor>();
+  readonly #storedAs = new WeakMap<Sym, Sym>();
   #fresh: number;
 
   constructor(graph: Graph, options: FuseOptions) {
@@ -318,7 +321,7 @@ class Fuser {
     }
     const args: Expr[] = [];
     const pending: { sym: Sym; steps: IndexStep[] }[] = ins.map((s) => ({
-      sym: s,
+      sym: s.group && s.group !== group ? this.#stored(s, `read by ${label} in another kernel`) : s,
       steps: broadcastStep(shape, s.type.shape),
     }));
     if (group) {
@@ -334,6 +337,7 @@ class Fuser {
         group = undefined;
       }
     }
+    const used: Sym[] = [];
     for (const { sym, steps } of pending) {
       let s = sym;
       if (s.group && s.group !== group) s = this.#stored(s, `read by ${label} outside its kernel`);
@@ -344,9 +348,10 @@ class Fuser {
         s = this.#stored(s, `read by ${s.uses} consumers and too large to recompute`);
       }
       args.push(s.group ? s.expr : reindex(s.expr, group ? [...toOwn!, ...steps] : steps));
+      used.push(s);
     }
     const expr: Expr = { kind: "alu", op, args, dtype: type.dtype, attrs: aluAttrs(op, attrs) };
-    const labels = unique([...ins.flatMap((s) => (s.buffer === undefined ? s.labels : [])), label]);
+    const labels = unique([...used.flatMap(own), label]);
     if (group) labels.forEach((l) => group!.labels.add(l));
     return { type, expr, group, toOwn, labels, uses: 0 };
   }
@@ -432,7 +437,7 @@ class Fuser {
     } else {
       group = this.#newGroup(shape, sorted, "reduce");
     }
-    return this.#reduction(group, op, s.expr, label, type, s.labels);
+    return this.#reduction(group, op, s.expr, label, type, own(s));
   }
 
   #reduction(
@@ -480,7 +485,7 @@ class Fuser {
       args: [reindex(a.expr, aSteps), reindex(b.expr, bSteps)],
       dtype: type.dtype,
     };
-    return this.#reduction(group, "sum", product, label, type, [...a.labels, ...b.labels]);
+    return this.#reduction(group, "sum", product, label, type, [...own(a), ...own(b)]);
   }
 
   /** 2-D Conv as a contraction over [Cg, KH, KW] in the space [N, G, Mg, OH, OW, Cg, KH, KW]. */
@@ -523,7 +528,7 @@ class Fuser {
       args: [reindex(x.expr, [xStep]), reindex(w.expr, [wStep])],
       dtype: type.dtype,
     };
-    const acc = this.#reduction(group, "sum", product, label, type, [...x.labels, ...w.labels]);
+    const acc = this.#reduction(group, "sum", product, label, type, [...own(x), ...own(w)]);
     if (!bias) return acc;
     const bStep: IndexStep = { kind: "affine", coeff: [row({ 1: mg, 2: 1 })], offset: [0] };
     const expr: Expr = {
@@ -532,7 +537,7 @@ class Fuser {
       args: [acc.expr, reindex(bias.expr, [bStep])],
       dtype: type.dtype,
     };
-    return { ...acc, expr, labels: unique([...acc.labels, ...bias.labels]) };
+    return { ...acc, expr, labels: unique([...acc.labels, ...own(bias)]) };
   }
 
   /** MaxPool / AveragePool as a reduction over the window in [N, C, ...out, ...kernel]. */
@@ -592,9 +597,13 @@ class Fuser {
   /** Stores `s` (if it is not a buffer yet) and returns a load of it. */
   #stored(s: Sym, why: string): Sym {
     if (s.buffer !== undefined && s.expr.kind === "load" && s.expr.steps.length === 0) return s;
+    const done = this.#storedAs.get(s);
+    if (done) return done;
     const value = this.#fresh++;
     this.#store(s, value, why);
-    return this.#bufferSym(value, s.type, s.labels);
+    const stored = this.#bufferSym(value, s.type, s.labels);
+    this.#storedAs.set(s, stored);
+    return stored;
   }
 
   #store(s: Sym, value: number, why: string): void {
@@ -679,7 +688,7 @@ class Fuser {
       } else merged.push(g);
     }
     const order = this.#topo(merged);
-    return order.map((g, i) => this.#kernel(g, i));
+    return groupAttention(order.map((g, i) => this.#kernel(g, i)), this.#log);
   }
 
   #dependsOn(a: Group, b: Group): boolean {
@@ -743,6 +752,33 @@ class Fuser {
       opaque: g.opaque ? { op: g.opaque.op, attrs: g.opaque.attrs } : undefined,
     };
   }
+}
+
+/**
+ * Tags matmul → softmax → matmul chains (scores, attention weights, weighted values) as one
+ * attention group: each link's output is read only by the next link.
+ */
+function groupAttention(kernels: KernelIR[], log: string[]): KernelIR[] {
+  const readers = (value: number) => kernels.filter((k) => k.inputs.some((b) => b.value === value));
+  const onlyInto = (from: KernelIR, to: KernelIR) =>
+    from.outputs.length === 1 && readers(from.outputs[0].value).length === 1 &&
+    readers(from.outputs[0].value)[0] === to;
+  let count = 0;
+  const out = [...kernels];
+  kernels.forEach((scores) => {
+    if (scores.pattern !== "matmul") return;
+    const weights = kernels.find((k) => k.pattern === "softmax" && onlyInto(scores, k));
+    const values = weights && kernels.find((k) => k.pattern === "matmul" && onlyInto(weights, k));
+    if (!weights || !values) return;
+    const group = `attention_${count++}`;
+    for (const k of [scores, weights, values]) {
+      out[kernels.indexOf(k)] = { ...out[kernels.indexOf(k)], group };
+    }
+    log.push(
+      `${group}: ${scores.name} → ${weights.name} → ${values.name} form one attention group`,
+    );
+  });
+  return out;
 }
 
 /** Names row kernels after what they compute: softmax (max, sum of exp), layer norm (two means). */

@@ -126,6 +126,8 @@ export interface KernelIR {
   readonly outputs: readonly KernelOutput[];
   /** For `opaque` kernels: the single op run through the backend's op kernels. */
   readonly opaque?: { readonly op: string; readonly attrs: Attrs };
+  /** A multi-kernel pattern this kernel belongs to, e.g. `attention_0`. */
+  readonly group?: string;
 }
 
 /** Applies one step to coordinates; `undefined` when out of bounds (the load yields `fill`). */

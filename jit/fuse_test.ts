@@ -1,0 +1,258 @@
+import assert from "node:assert/strict";
+import { compile } from "./compile.ts";
+import type { Graph } from "./graph.ts";
+import { GraphBuilder, type Sym } from "./graph_builder.ts";
+import type { HostTensor } from "./host_tensor.ts";
+import { fuse } from "./fuse.ts";
+import { uniform } from "./random.ts";
+import { assertClose, numbers } from "./testing.ts";
+
+const f32 = (shape: number[], seed: number): HostTensor => ({
+  data: uniform(shape.reduce((a, b) => a * b, 1), seed),
+  shape,
+  dtype: "f32",
+});
+
+/** Fuses `graph`, checks the kernel count, and compares fused against unfused results. */
+async function check(
+  graph: Graph,
+  feeds: Record<string, HostTensor>,
+  kernels: number,
+  atol = 1e-5,
+) {
+  const result = fuse(graph);
+  assert.equal(
+    result.kernels.length,
+    kernels,
+    `kernels: ${result.kernels.map((k) => `${k.name}[${k.ops.join(" | ")}]`).join("; ")}\n${
+      result.log.join("\n")
+    }`,
+  );
+  const fused = await (await compile(graph, { cache: false })).run(feeds);
+  const plain = await (await compile(graph, { fuse: false })).run(feeds);
+  for (const name of Object.keys(plain)) {
+    assertClose(numbers(fused[name].data), numbers(plain[name].data), {
+      atol,
+      rtol: 1e-5,
+      message: name,
+    });
+  }
+  return result;
+}
+
+function w1(b: GraphBuilder, x: Sym): Sym {
+  const c = (v: number) => b.constant(v);
+  const left = b.op("Mul", [
+    b.op("Relu", [b.op("Add", [b.op("Mul", [x, c(1.5)]), c(0.5)])]),
+    b.op("Sigmoid", [x]),
+  ]);
+  return b.op("Sub", [left, b.op("Div", [b.op("Mul", [x, x]), c(8)])]);
+}
+
+Deno.test("W1 relu(x*1.5+0.5)*sigmoid(x)-(x*x)/8 is one kernel", async () => {
+  const b = new GraphBuilder();
+  b.output("y", w1(b, b.input("x", [1000])));
+  const r = await check(b.build(), { x: f32([1000], 1) }, 1);
+  assert.equal(r.kernels[0].pattern, "elementwise");
+});
+
+Deno.test("Softmax, as one op or decomposed, is one row kernel", async () => {
+  const one = new GraphBuilder();
+  one.output("y", one.op("Softmax", [one.input("x", [6, 33])], { axis: -1 }));
+  assert.equal((await check(one.build(), { x: f32([6, 33], 2) }, 1)).kernels[0].pattern, "softmax");
+  const d = new GraphBuilder();
+  const x = d.input("x", [6, 33]);
+  const e = d.op("Exp", [d.op("Sub", [x, d.op("ReduceMax", [x], { axes: [-1], keepdims: 1 })])]);
+  d.output("y", d.op("Div", [e, d.op("ReduceSum", [e], { axes: [-1], keepdims: 1 })]));
+  assert.equal((await check(d.build(), { x: f32([6, 33], 3) }, 1)).kernels[0].pattern, "softmax");
+  const mid = new GraphBuilder();
+  mid.output("y", mid.op("Softmax", [mid.input("x", [3, 5, 4])], { axis: 1 }));
+  await check(mid.build(), { x: f32([3, 5, 4], 4) }, 1);
+});
+
+Deno.test("LayerNormalization, as one op or as PyTorch decomposes it, is one row kernel", async () => {
+  const one = new GraphBuilder();
+  one.output(
+    "y",
+    one.op("LayerNormalization", [
+      one.input("x", [4, 32]),
+      one.input("s", [32]),
+      one.input("b", [32]),
+    ], { epsilon: 1e-5 }),
+  );
+  const feeds = { x: f32([4, 32], 5), s: f32([32], 6), b: f32([32], 7) };
+  assert.equal((await check(one.build(), feeds, 1)).kernels[0].pattern, "layernorm");
+  const d = new GraphBuilder();
+  const x = d.input("x", [4, 32]);
+  const mean = d.op("ReduceMean", [x], { axes: [-1], keepdims: 1 });
+  const diff = d.op("Sub", [x, mean]);
+  const variance = d.op("ReduceMean", [d.op("Pow", [diff, d.constant(2)])], {
+    axes: [-1],
+    keepdims: 1,
+  });
+  const norm = d.op("Div", [diff, d.op("Sqrt", [d.op("Add", [variance, d.constant(1e-5)])])]);
+  d.output("y", d.op("Add", [d.op("Mul", [norm, d.input("s", [32])]), d.input("b", [32])]));
+  assert.equal((await check(d.build(), feeds, 1)).kernels[0].pattern, "layernorm");
+});
+
+Deno.test("MLP softmax(relu(x·W1+b1)·W2+b2) is at most three kernels", async () => {
+  const b = new GraphBuilder();
+  const h = b.op("Relu", [
+    b.op("Add", [
+      b.op("MatMul", [b.input("x", [8, 20]), b.input("w1", [20, 16])]),
+      b.input("b1", [16]),
+    ]),
+  ]);
+  b.output(
+    "y",
+    b.op("Softmax", [
+      b.op("Add", [b.op("MatMul", [h, b.input("w2", [16, 10])]), b.input("b2", [10])]),
+    ]),
+  );
+  const r = await check(b.build(), {
+    x: f32([8, 20], 1),
+    w1: f32([20, 16], 2),
+    b1: f32([16], 3),
+    w2: f32([16, 10], 4),
+    b2: f32([10], 5),
+  }, 3);
+  assert.deepEqual(r.kernels.map((k) => k.pattern), ["matmul", "matmul", "softmax"]);
+});
+
+Deno.test("Gemm with transposed weights, batched MatMul with broadcasting, 1-D operands", async () => {
+  const g = new GraphBuilder();
+  g.output(
+    "y",
+    g.op("Relu", [
+      g.op("Gemm", [g.input("a", [5, 7]), g.input("w", [3, 7]), g.input("c", [3])], {
+        transB: 1,
+        alpha: 0.5,
+      }),
+    ]),
+  );
+  await check(g.build(), { a: f32([5, 7], 1), w: f32([3, 7], 2), c: f32([3], 3) }, 1);
+  const m = new GraphBuilder();
+  m.output("y", m.op("MatMul", [m.input("a", [2, 1, 3, 4]), m.input("b", [3, 4, 5])]));
+  await check(m.build(), { a: f32([2, 1, 3, 4], 4), b: f32([3, 4, 5], 5) }, 1);
+  const v = new GraphBuilder();
+  v.output("y", v.op("MatMul", [v.input("a", [4]), v.input("b", [2, 4, 3])]));
+  await check(v.build(), { a: f32([4], 6), b: f32([2, 4, 3], 7) }, 1);
+});
+
+Deno.test("Conv + bias + relu (+ residual) is one kernel; pools are one kernel", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [2, 4, 9, 8]);
+  const conv = b.op("Conv", [x, b.input("w", [6, 2, 3, 3]), b.input("c", [6])], {
+    pads: [1, 1, 1, 1],
+    strides: [2, 1],
+    group: 2,
+  });
+  b.output("y", b.op("Add", [b.op("Relu", [conv]), b.input("r", [2, 6, 5, 8])]));
+  const r = await check(b.build(), {
+    x: f32([2, 4, 9, 8], 1),
+    w: f32([6, 2, 3, 3], 2),
+    c: f32([6], 3),
+    r: f32([2, 6, 5, 8], 4),
+  }, 1);
+  assert.equal(r.kernels[0].pattern, "conv");
+  const p = new GraphBuilder();
+  p.output(
+    "y",
+    p.op("MaxPool", [p.input("x", [1, 2, 7, 7])], {
+      kernel_shape: [3, 3],
+      strides: [2, 2],
+      pads: [1, 1, 1, 1],
+      ceil_mode: 1,
+    }),
+  );
+  await check(p.build(), { x: f32([1, 2, 7, 7], 5) }, 1);
+  const a = new GraphBuilder();
+  a.output(
+    "y",
+    a.op("AveragePool", [a.input("x", [1, 2, 6, 6])], { kernel_shape: [2, 2], strides: [2, 2] }),
+  );
+  await check(a.build(), { x: f32([1, 2, 6, 6], 6) }, 1);
+});
+
+Deno.test("an elementwise DAG with shared values and several outputs is one kernel", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [3, 4]), y = b.input("y", [4]);
+  const e = b.op("Exp", [b.op("Add", [x, y])]);
+  b.output("a", b.op("Mul", [e, e]));
+  b.output("b", b.op("Sub", [e, x]));
+  b.output("c", b.op("Neg", [e]));
+  const r = await check(b.build(), { x: f32([3, 4], 1), y: f32([4], 2) }, 1);
+  assert.equal(r.kernels[0].outputs.length, 3);
+});
+
+Deno.test("a reduction absorbs its elementwise prologue and epilogue", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [5, 6]);
+  const s = b.op("ReduceSum", [b.op("Exp", [b.op("Mul", [x, b.constant(0.5)])])], {
+    axes: [0],
+    keepdims: 0,
+  });
+  b.output("y", b.op("Log", [b.op("Add", [s, b.input("z", [6])])]));
+  assert.equal(
+    (await check(b.build(), { x: f32([5, 6], 1), z: f32([6], 2) }, 1)).kernels[0].pattern,
+    "reduce",
+  );
+});
+
+Deno.test("movement ops are index maps, not copies", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [4, 6]);
+  const t = b.op("Transpose", [
+    b.op("Slice", [x], { starts: [1, 0], ends: [4, 6], steps: [1, 2] }),
+  ]);
+  const r = b.op("Reshape", [b.op("Pad", [t], { pads: [1, 0, 0, 1], value: 2 })], { shape: [-1] });
+  b.output(
+    "y",
+    b.op("Exp", [b.op("Expand", [b.op("Unsqueeze", [r], { axes: [0] })], { shape: [2, 16] })]),
+  );
+  await check(b.build(), { x: f32([4, 6], 1) }, 1);
+});
+
+Deno.test("gathers are boundaries, and the log says why", async () => {
+  const b = new GraphBuilder();
+  const x = b.op("Exp", [b.input("x", [4, 3])]);
+  const g = b.op("Gather", [x, b.input("i", [2], "i32")], { axis: 0 });
+  b.output("y", b.op("Neg", [g]));
+  const graph = b.build();
+  const r = fuse(graph);
+  assert.equal(r.kernels.length, 3);
+  assert.equal(r.kernels[1].pattern, "opaque");
+  assert.ok(r.log.some((l) => /runs as its own kernel/.test(l)), r.log.join("\n"));
+  const i: HostTensor = { data: new Int32Array([2, 0]), shape: [2], dtype: "i32" };
+  await check(graph, { x: f32([4, 3], 1), i }, 3);
+});
+
+Deno.test("a broadcast read of an expensive value is computed once, not per reuse", () => {
+  const b = new GraphBuilder();
+  const v = b.op("Exp", [b.op("Sin", [b.input("v", [64])])]);
+  b.output("y", b.op("Mul", [b.input("x", [64, 64]), v]));
+  const r = fuse(b.build());
+  assert.equal(r.kernels.length, 2);
+  assert.ok(r.log.some((l) => /broadcast \(recomputation\)/.test(l)));
+});
+
+Deno.test("attention MatMul(Q,Kᵀ)·scale + mask → Softmax → MatMul(·,V) is one group", async () => {
+  const b = new GraphBuilder();
+  const q = b.input("q", [2, 4, 8, 16]),
+    k = b.input("k", [2, 4, 8, 16]),
+    v = b.input("v", [2, 4, 8, 16]);
+  const scores = b.op("Mul", [
+    b.op("MatMul", [q, b.op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
+    b.constant(0.25),
+  ]);
+  const masked = b.op("Add", [scores, b.input("mask", [8, 8])]);
+  b.output("y", b.op("MatMul", [b.op("Softmax", [masked], { axis: -1 }), v]));
+  const feeds = {
+    q: f32([2, 4, 8, 16], 1),
+    k: f32([2, 4, 8, 16], 2),
+    v: f32([2, 4, 8, 16], 3),
+    mask: f32([8, 8], 4),
+  };
+  const r = await check(b.build(), feeds, 3);
+  assert.deepEqual(r.kernels.map((x) => x.group), ["attention_0", "attention_0", "attention_0"]);
+});
