@@ -3,7 +3,7 @@ import { checkAgainstReference } from "./differential.ts";
 import { fuse } from "./fuse.ts";
 import { randomGraph } from "./random_graph.ts";
 
-const COUNT = 1500;
+const COUNT = 2000;
 
 Deno.test(`differential: ${COUNT} random graphs, fused reference vs unfused reference`, async () => {
   let kernels = 0, nodes = 0;

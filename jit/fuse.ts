@@ -353,7 +353,7 @@ class Fuser {
     const expr: Expr = { kind: "alu", op, args, dtype: type.dtype, attrs: aluAttrs(op, attrs) };
     const labels = unique([...used.flatMap(own), label]);
     if (group) labels.forEach((l) => group!.labels.add(l));
-    return { type, expr, group, toOwn, labels, uses: 0 };
+    return { type, expr, group, toOwn: group ? toOwn : undefined, labels, uses: 0 };
   }
 
   #movement(op: string, s: Sym, attrs: Attrs, label: string, type: ValueType): Sym {
