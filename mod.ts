@@ -81,6 +81,9 @@ export {
   type KernelCacheStats,
 } from "./jit/kernel_cache.ts";
 export type { MemoryPlan } from "./jit/memory_plan.ts";
+export { type Policy, type Schedule, type Transfer } from "./jit/schedule.ts";
+export { type BackendRates, setBackendRates } from "./jit/cost_model.ts";
+export { explain, type ExplainedKernel, type Explanation } from "./jit/explain.ts";
 export { estimateWork } from "./jit/workload.ts";
 export { compile, type CompileOptions, defaultBackends } from "./jit/compile.ts";
 export {

@@ -6,6 +6,7 @@
  * @module
  */
 import type { Backend, Program } from "../backends/backend.ts";
+import { KilnError } from "./errors.ts";
 import { BackendRegistry } from "../backends/registry.ts";
 import { Executable, type PlanInfo } from "./executable.ts";
 import { fuse } from "./fuse.ts";
@@ -14,11 +15,14 @@ import { defaultKernelCache, type KernelCache } from "./kernel_cache.ts";
 import { legalize } from "./legalize.ts";
 import { planMemory } from "./memory_plan.ts";
 import { hostProgram } from "./program.ts";
+import { type Policy, schedule } from "./schedule.ts";
 
 /** Options for {@linkcode compile}. */
 export interface CompileOptions {
-  /** Backend id or instance (default `"reference"`). */
+  /** Backend id or instance: places everything there (the `named` policy). */
   readonly backend?: string | Backend;
+  /** Placement policy when no backend is named (default `auto`). */
+  readonly policy?: Policy | Policy["kind"];
   /** Registry to resolve backend ids in (default: the built-in backends). */
   readonly registry?: BackendRegistry;
   /** Kernel cache (default: the process-wide one); `false` generates every kernel afresh. */
@@ -49,36 +53,79 @@ export function defaultBackends(): BackendRegistry {
  */
 export async function compile(graph: Graph, options: CompileOptions = {}): Promise<Executable> {
   const registry = options.registry ?? defaultBackends();
-  const backend = typeof options.backend === "object"
-    ? options.backend
-    : registry.get(options.backend ?? "reference");
+  // Unfused compiles run node by node on one backend: the reference unless one is named.
+  const id = options.backend ?? (options.fuse === false ? "reference" : undefined);
+  const named = typeof id === "object" ? id : id === undefined ? undefined : registry.get(id);
   const start = performance.now();
-  await backend.prepare();
-  const legal = legalize(graph, backend, registry);
-  let program: Program;
-  let plan: PlanInfo | undefined;
-  if (backend.codegen && options.fuse !== false) {
-    const fusion = fuse(legal);
-    const cache = options.cache === false ? undefined : options.cache ?? defaultKernelCache();
-    const sources = { memory: 0, disk: 0, generated: 0 };
-    const prepared = await Promise.all(fusion.kernels.map(async (k) => {
-      const { artifact, source } = cache
-        ? await cache.artifact(k, backend)
-        : { artifact: backend.codegen!.generate(k), source: "generated" as const };
-      sources[source]++;
-      return backend.codegen!.load(k, artifact);
-    }));
-    const external = new Set([...legal.outputs.map((o) => o.value), ...fusion.constants.keys()]);
-    const memory = planMemory(fusion.kernels, external);
-    program = hostProgram({
-      graph: legal,
-      kernels: fusion.kernels,
-      prepared,
-      constants: fusion.constants,
-    });
-    plan = { backend: backend.id, kernels: fusion.kernels, log: fusion.log, memory, sources };
-  } else {
-    program = await backend.compile(legal, { name: "graph" });
+  if (named && (!named.codegen || options.fuse === false)) {
+    await named.prepare();
+    const program = await named.compile(legalize(graph, named, registry), { name: "graph" });
+    return new Executable({ graph, backend: named, program, compileMs: performance.now() - start });
   }
-  return new Executable({ graph, backend, program, compileMs: performance.now() - start, plan });
+  const legal = named ? legalize(graph, named, registry) : graph;
+  const policy: Policy = named
+    ? { kind: "named", backend: named.id }
+    : typeof options.policy === "string"
+    ? policyOf(options.policy)
+    : options.policy ?? { kind: "auto" };
+  const candidates = named ? [named] : registry.list();
+  const fusion = fuse(legal);
+  const external = new Set([...legal.outputs.map((o) => o.value), ...fusion.constants.keys()]);
+  const hostValues = new Set(
+    [...legal.inputs, ...legal.params].map((b) => b.value).concat([...fusion.constants.keys()]),
+  );
+  const placed = await schedule({
+    kernels: fusion.kernels,
+    backends: candidates,
+    policy,
+    hostValues,
+    outputs: new Set(legal.outputs.map((o) => o.value)),
+  });
+  const byId = new Map(candidates.map((b) => [b.id, b]));
+  await Promise.all([...new Set(placed.placement)].map((id) => byId.get(id)!.prepare()));
+  const cache = options.cache === false ? undefined : options.cache ?? defaultKernelCache();
+  const sources = { memory: 0, disk: 0, generated: 0 };
+  const prepared = await Promise.all(fusion.kernels.map(async (k, i) => {
+    const backend = byId.get(placed.placement[i])!;
+    const { artifact, source } = cache
+      ? await cache.artifact(k, backend)
+      : { artifact: backend.codegen!.generate(k), source: "generated" as const };
+    sources[source]++;
+    return backend.codegen!.load(k, artifact);
+  }));
+  const memory = planMemory(fusion.kernels, external);
+  const program: Program = hostProgram({
+    graph: legal,
+    kernels: fusion.kernels,
+    prepared,
+    constants: fusion.constants,
+  });
+  const main = byId.get(placed.placement[0] ?? candidates[0].id) ?? candidates[0];
+  const plan: PlanInfo = {
+    backend: main.id,
+    kernels: fusion.kernels,
+    log: fusion.log,
+    memory,
+    sources,
+    schedule: placed,
+  };
+  return new Executable({
+    graph,
+    backend: main,
+    program,
+    compileMs: performance.now() - start,
+    plan,
+  });
+}
+
+function policyOf(kind: Policy["kind"]): Policy {
+  if (kind === "named" || kind === "prefer") {
+    throw new KilnError(`Policy "${kind}" needs a target`, {
+      code: "bad-input",
+      fix: kind === "named"
+        ? 'pass { backend: "id" } instead'
+        : 'pass { policy: { kind: "prefer", backendKind: "gpu" } }',
+    });
+  }
+  return { kind };
 }

@@ -15,6 +15,7 @@ import { acceptInput, type HostTensor } from "./host_tensor.ts";
 import type { KernelIR } from "./kernel_ir.ts";
 import type { MemoryPlan } from "./memory_plan.ts";
 import { RunHandle } from "./run_handle.ts";
+import type { Schedule } from "./schedule.ts";
 
 /** How an executable was compiled: its kernels and the decisions behind them. */
 export interface PlanInfo {
@@ -28,6 +29,8 @@ export interface PlanInfo {
   readonly memory: MemoryPlan;
   /** Where each kernel's code came from. */
   readonly sources: Readonly<{ memory: number; disk: number; generated: number }>;
+  /** Placement of each kernel, transfers and cost estimates. */
+  readonly schedule: Schedule;
 }
 
 /** Named host tensors: a run's inputs or results. */

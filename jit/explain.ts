@@ -18,6 +18,8 @@ export interface ExplainedKernel {
   readonly name: string;
   /** Backend that runs it. */
   readonly backend: string;
+  /** Estimated milliseconds on that backend (the cost figure that placed it). */
+  readonly estimatedMs?: number;
   /** Recognized pattern. */
   readonly pattern: string;
   /** Ops of the graph nodes fused into it. */
@@ -44,6 +46,10 @@ export interface Explanation {
   readonly groups: Record<string, string[]>;
   /** Buffers passed from one kernel to another. */
   readonly edges: { from: string; to: string; tensor: string }[];
+  /** Buffers moved between memory spaces (host ↔ device). */
+  readonly transfers: { value: number; from: string; to: string; bytes: number }[];
+  /** Why kernels are placed where they are. */
+  readonly placement: string;
   /** Intermediate memory: planned bytes and bytes without reuse. */
   readonly memory: { plannedBytes: number; naiveBytes: number; slots: number };
   /** Fusion decisions. */
@@ -87,14 +93,17 @@ export async function explain(
       kernels,
       groups: {},
       edges: [],
+      transfers: [],
+      placement: `named: ${backend}`,
       memory: { plannedBytes: 0, naiveBytes: 0, slots: 0 },
       log: [`${backend} runs ${nodes.length} nodes one by one (no kernel IR)`],
       cache: { memory: 0, disk: 0, generated: 0 },
     });
   }
-  const kernels = plan.kernels.map((k): ExplainedKernel => ({
+  const kernels = plan.kernels.map((k, i): ExplainedKernel => ({
     name: k.name,
-    backend: plan.backend,
+    backend: plan.schedule.placement[i],
+    estimatedMs: plan.schedule.kernelMs[i],
     pattern: k.pattern,
     ops: [...new Set(k.ops.map(opOf))],
     nodes: [...k.ops],
@@ -124,6 +133,8 @@ export async function explain(
     kernels,
     groups,
     edges,
+    transfers: [...plan.schedule.transfers],
+    placement: plan.schedule.reason,
     memory: {
       plannedBytes: plan.memory.plannedBytes,
       naiveBytes: plan.memory.naiveBytes,
@@ -140,10 +151,13 @@ function explanation(e: Omit<Explanation, "text" | "dot">): Explanation {
     text: () => {
       const lines = [
         `plan on ${e.backend}: ${e.kernels.length} kernel(s), intermediates ${e.memory.plannedBytes} B planned (${e.memory.naiveBytes} B without reuse)`,
+        `placement: ${e.placement}; ${e.transfers.length} transfer(s), ${
+          e.transfers.reduce((s, t) => s + t.bytes, 0)
+        } B`,
       ];
       for (const k of e.kernels) {
         lines.push(
-          `  ${k.name}${k.group ? ` [${k.group}]` : ""}: ${k.ops.join(" + ")}  (${
+          `  ${k.name}${k.group ? ` [${k.group}]` : ""} on ${k.backend}: ${k.ops.join(" + ")}  (${
             k.inputs.join(", ")
           } → ${k.outputs.join(", ")})`,
         );

@@ -13,6 +13,7 @@ import { InferContext, opNames } from "../../jit/ops/mod.ts";
 import { formatShape, sizeOf } from "../../jit/shape.ts";
 import type {
   Artifact,
+  BackendKind,
   DeviceProfile,
   KernelCodegen,
   NodeInfo,
@@ -40,11 +41,11 @@ const kernels: Record<string, Kernel> = {
 /** The reference backend (id `reference`). */
 export class ReferenceBackend extends BackendBase {
   /** Always `"reference"`. */
-  readonly id = "reference";
+  readonly id: string = "reference";
   /** Implementation version. */
-  readonly version = "0.1.0";
+  readonly version: string = "0.1.0";
   /** Plain CPU. */
-  readonly kind = "cpu";
+  readonly kind: BackendKind = "cpu";
   /** Every built-in op. */
   protected readonly nativeOps: ReadonlySet<string> = new Set(Object.keys(kernels));
 

@@ -1,0 +1,110 @@
+/**
+ * The cost model: per backend, the rates that turn work into time on this machine — bytes/s and
+ * flop/s of its kernels, a fixed cost per dispatch, the latency of one synchronization with the
+ * host (Deno's GPU awaits cost about 11 ms), and bytes/s across the host boundary. Rates come from
+ * a short calibration run once per process (cached on disk beside the kernel cache) and can be
+ * overridden, e.g. to model a device that is not present.
+ *
+ * @module
+ */
+import type { Backend } from "../backends/backend.ts";
+import { compile } from "./compile.ts";
+import { GraphBuilder } from "./graph_builder.ts";
+import { uniform } from "./random.ts";
+
+/** Measured (or given) speed of one backend. */
+export interface BackendRates {
+  /** Bytes per millisecond its kernels stream. */
+  readonly bytesPerMs: number;
+  /** Operations per millisecond its kernels compute. */
+  readonly flopsPerMs: number;
+  /** Fixed milliseconds per kernel dispatch. */
+  readonly dispatchMs: number;
+  /** Milliseconds per host synchronization (once per run). */
+  readonly syncMs: number;
+  /** Bytes per millisecond to and from the host (Infinity for host-memory backends). */
+  readonly transferBytesPerMs: number;
+}
+
+const overrides = new Map<string, BackendRates>();
+const measured = new Map<string, Promise<BackendRates>>();
+const known = new Map<string, BackendRates>();
+
+/** Sets the rates of backend `id`, replacing calibration (pass `undefined` to recalibrate). */
+export function setBackendRates(id: string, rates: BackendRates | undefined): void {
+  if (rates) overrides.set(id, rates);
+  else overrides.delete(id);
+  measured.delete(id);
+  known.delete(id);
+}
+
+/** The rates of `backend` if already known (given or calibrated), without calibrating. */
+export function knownRates(backend: Backend): BackendRates | undefined {
+  return overrides.get(backend.id) ?? known.get(backend.id);
+}
+
+/** The rates of `backend`: an override, or a calibration run (once per process). */
+export function backendRates(backend: Backend): Promise<BackendRates> {
+  const fixed = overrides.get(backend.id);
+  if (fixed) return Promise.resolve(fixed);
+  let m = measured.get(backend.id);
+  if (!m) {
+    measured.set(backend.id, m = calibrate(backend));
+    m.then((r) => known.set(backend.id, r), () => measured.delete(backend.id));
+  }
+  return m;
+}
+
+/** Times a streaming kernel and a small matmul on `backend` (a few milliseconds in all). */
+async function calibrate(backend: Backend): Promise<BackendRates> {
+  const n = 1 << 16, m = 64;
+  const stream = new GraphBuilder();
+  stream.output(
+    "y",
+    stream.op("Add", [
+      stream.op("Mul", [stream.input("x", [n]), stream.constant(2)]),
+      stream.constant(1),
+    ]),
+  );
+  const mm = new GraphBuilder();
+  mm.output("y", mm.op("MatMul", [mm.input("a", [m, m]), mm.input("b", [m, m])]));
+  const tiny = new GraphBuilder();
+  tiny.output("y", tiny.op("Neg", [tiny.input("x", [1])]));
+  const time = async (
+    graph: ReturnType<GraphBuilder["build"]>,
+    inputs: Record<string, Float32Array>,
+    shape: Record<string, number[]>,
+  ) => {
+    const exe = await compile(graph, { backend, cache: false });
+    const feeds = Object.fromEntries(
+      Object.entries(inputs).map((
+        [k, v],
+      ) => [k, { data: v, shape: shape[k], dtype: "f32" as const }]),
+    );
+    await exe.run(feeds);
+    const t0 = performance.now();
+    const reps = 3;
+    for (let i = 0; i < reps; i++) await exe.run(feeds);
+    exe.dispose();
+    return (performance.now() - t0) / reps;
+  };
+  const tinyMs = await time(tiny.build(), { x: new Float32Array(1) }, { x: [1] });
+  const streamMs = Math.max(
+    await time(stream.build(), { x: uniform(n, 1) }, { x: [n] }) - tinyMs,
+    1e-3,
+  );
+  const mmMs = Math.max(
+    await time(mm.build(), { a: uniform(m * m, 2), b: uniform(m * m, 3) }, {
+      a: [m, m],
+      b: [m, m],
+    }) - tinyMs,
+    1e-3,
+  );
+  return {
+    bytesPerMs: (n * 8) / streamMs,
+    flopsPerMs: (2 * m * m * m) / mmMs,
+    dispatchMs: tinyMs / 2,
+    syncMs: tinyMs / 2,
+    transferBytesPerMs: backend.kind === "gpu" ? (n * 8) / streamMs : Infinity,
+  };
+}

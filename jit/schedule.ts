@@ -1,0 +1,264 @@
+/**
+ * Scheduling: which backend runs each fused kernel. Candidates are the backends that can run a
+ * kernel (any kernel-IR backend for fused kernels; for an opaque op, those that support it). The
+ * policy narrows or orders them; for the cost-driven policies a dynamic program over the kernels
+ * in execution order (state: the previous kernel's backend) minimizes compute + dispatch + sync +
+ * transfer time, so neighbouring kernels stay together instead of ping-ponging. Every buffer that
+ * crosses memory spaces becomes an explicit transfer in the plan.
+ *
+ * @module
+ */
+import type { Backend } from "../backends/backend.ts";
+import { byteSize } from "./dtype.ts";
+import { KilnError } from "./errors.ts";
+import type { KernelIR } from "./kernel_ir.ts";
+import { type BackendRates, backendRates, knownRates } from "./cost_model.ts";
+import { sizeOf } from "./shape.ts";
+
+/** How kernels are placed. */
+export type Policy =
+  | { readonly kind: "auto" }
+  | { readonly kind: "min-cost" }
+  | { readonly kind: "local-first" }
+  | { readonly kind: "prefer"; readonly backendKind: string }
+  | { readonly kind: "named"; readonly backend: string };
+
+/** A buffer moved between memory spaces. */
+export interface Transfer {
+  /** Graph value id. */
+  readonly value: number;
+  /** Backend that wrote it (or `host` for inputs). */
+  readonly from: string;
+  /** Backend that reads it (or `host` for outputs). */
+  readonly to: string;
+  /** Bytes moved. */
+  readonly bytes: number;
+}
+
+/** The placement of every kernel. */
+export interface Schedule {
+  /** Backend id per kernel (same order as the kernels). */
+  readonly placement: readonly string[];
+  /** Estimated milliseconds per kernel on its backend (compute + dispatch). */
+  readonly kernelMs: readonly number[];
+  /** Buffers crossing memory spaces. */
+  readonly transfers: readonly Transfer[];
+  /** Estimated milliseconds of the whole run. */
+  readonly totalMs: number;
+  /** Why the placement is what it is. */
+  readonly reason: string;
+}
+
+/** Inputs to {@linkcode schedule}. */
+export interface ScheduleRequest {
+  /** Kernels in execution order. */
+  readonly kernels: readonly KernelIR[];
+  /** Backends that may run them. */
+  readonly backends: readonly Backend[];
+  /** Placement policy. */
+  readonly policy: Policy;
+  /** Graph values the caller provides (inputs, params, constants): they start on the host. */
+  readonly hostValues: ReadonlySet<number>;
+  /** Graph values read back to the host. */
+  readonly outputs: ReadonlySet<number>;
+}
+
+/** Rates used when a policy places without calibration: estimates come out as NaN. */
+const UNKNOWN: BackendRates = {
+  bytesPerMs: NaN,
+  flopsPerMs: NaN,
+  dispatchMs: NaN,
+  syncMs: NaN,
+  transferBytesPerMs: NaN,
+};
+
+/** Memory space of a backend: GPUs have their own, everything else shares the host's. */
+export function memorySpace(b: Backend): string {
+  return b.kind === "gpu" ? b.id : "host";
+}
+
+/** Whether `b` can run `k`. */
+export function canRun(b: Backend, k: KernelIR): boolean {
+  if (b.deviceLost || !b.codegen) return false;
+  if (!k.opaque) return true;
+  return b.supports({
+    op: k.opaque.op,
+    attrs: k.opaque.attrs,
+    inputs: k.inputs,
+    outputs: k.outputs,
+    label: k.name,
+  });
+}
+
+const bytesOf = (b: { shape: readonly number[]; dtype: Parameters<typeof byteSize>[0] }) =>
+  sizeOf(b.shape) * byteSize(b.dtype);
+
+/** Estimated milliseconds of `k` on a backend with `rates` (excluding transfers and sync). */
+export function kernelCost(k: KernelIR, rates: BackendRates): number {
+  const bytes = [...k.inputs, ...k.outputs].reduce((s, b) => s + bytesOf(b), 0);
+  const points = sizeOf(k.space);
+  const flops = points * Math.max(1, k.reductions.length + k.outputs.length);
+  return rates.dispatchMs + Math.max(bytes / rates.bytesPerMs, flops / rates.flopsPerMs);
+}
+
+/** Places every kernel under `policy`. */
+export async function schedule(req: ScheduleRequest): Promise<Schedule> {
+  const { kernels, policy } = req;
+  if (kernels.length === 0) {
+    return {
+      placement: [],
+      kernelMs: [],
+      transfers: [],
+      totalMs: 0,
+      reason: "no kernels: the outputs are inputs",
+    };
+  }
+  let backends = req.backends.filter((b) => kernels.some((k) => canRun(b, k)));
+  if (policy.kind === "named") backends = backends.filter((b) => b.id === policy.backend);
+  if (policy.kind === "prefer") {
+    const preferred = backends.filter((b) => b.kind === policy.backendKind);
+    if (preferred.length) {
+      backends = [
+        ...preferred,
+        ...backends.filter((b) => b.kind !== policy.backendKind),
+      ];
+    }
+  }
+  // Only the cost-driven policies calibrate; the others use rates already known, if any.
+  const costDriven = policy.kind === "auto" || policy.kind === "min-cost";
+  const rates = costDriven
+    ? await Promise.all(backends.map(backendRates))
+    : backends.map((b) => knownRates(b) ?? UNKNOWN);
+  const stuck = kernels.filter((k) => !backends.some((b) => canRun(b, k)));
+  if (stuck.length) {
+    throw new KilnError(
+      `No ${
+        policy.kind === "named" ? `backend "${policy.backend}"` : "available backend"
+      } can run ${stuck.map((k) => `${k.name} (${k.ops.join(", ")})`).join("; ")}`,
+      {
+        code: "unsupported",
+        fix: "use another policy or backend, or register kernels for these ops",
+      },
+    );
+  }
+  const producer = new Map<number, number>();
+  kernels.forEach((k, i) => k.outputs.forEach((o) => producer.set(o.value, i)));
+
+  /** Transfer milliseconds into kernel `i` on backend `b`, given where its producers ran. */
+  const inbound = (i: number, b: number, placedAt: (j: number) => number) =>
+    kernels[i].inputs.reduce((ms, buf) => {
+      const j = producer.get(buf.value);
+      const from = j === undefined ? "host" : memorySpace(backends[placedAt(j)]);
+      return from === memorySpace(backends[b]) ? ms : ms +
+        bytesOf(buf) /
+          Math.min(
+            rates[b].transferBytesPerMs,
+            j === undefined ? Infinity : rates[placedAt(j)].transferBytesPerMs,
+          );
+    }, 0);
+
+  let placement: number[];
+  let reason: string;
+  if (policy.kind === "named" || policy.kind === "prefer") {
+    placement = kernels.map((k) => backends.findIndex((b) => canRun(b, k)));
+    reason = policy.kind === "named"
+      ? `named: every kernel on "${policy.backend}"`
+      : `prefer ${policy.backendKind}: first capable backend of that kind`;
+  } else if (policy.kind === "local-first") {
+    // Keep data where it lives: stay on the backend that produced a kernel's inputs, host first.
+    placement = [];
+    kernels.forEach((k) => {
+      const homes = k.inputs.map((buf) => producer.get(buf.value)).filter((j): j is number =>
+        j !== undefined
+      ).map((j) => placement[j]);
+      const candidates = backends.map((_, b) => b).filter((b) => canRun(backends[b], k));
+      placement.push(
+        candidates.find((b) => homes.includes(b)) ?? candidates.find((b) =>
+          memorySpace(backends[b]) === "host"
+        ) ?? candidates[0],
+      );
+    });
+    reason = "local-first: each kernel stays where its inputs live";
+  } else {
+    placement = dynamicProgram();
+    reason = `${policy.kind}: least estimated time (compute + dispatch + transfers + sync)`;
+  }
+  return summarize(placement, reason);
+
+  function dynamicProgram(): number[] {
+    // best[b] = (cost, placement) of the prefix with the last kernel on backend b. Transfers use
+    // each path's own placement, so the choice accounts for where producers ran.
+    let paths = backends.map(() => ({ cost: 0, placed: [] as number[] }));
+    kernels.forEach((k, i) => {
+      paths = backends.map((_, b) => {
+        if (!canRun(backends[b], k)) return { cost: Infinity, placed: [] };
+        let best = { cost: Infinity, placed: [] as number[] };
+        for (const p of i === 0 ? [paths[0]] : paths) {
+          if (p.cost === Infinity) continue;
+          const cost = p.cost + kernelCost(k, rates[b]) + inbound(i, b, (j) => p.placed[j]);
+          if (cost < best.cost) best = { cost, placed: [...p.placed, b] };
+        }
+        return best;
+      });
+    });
+    const total = (p: { cost: number; placed: number[] }) => p.cost + finalCost(p.placed);
+    return paths.filter((p) => p.cost < Infinity).reduce((a, b) => (total(b) < total(a) ? b : a))
+      .placed;
+  }
+
+  function finalCost(placed: number[]): number {
+    const used = new Set(placed);
+    const sync = [...used].reduce((s, b) => s + rates[b].syncMs, 0);
+    const out = [...req.outputs].reduce((s, v) => {
+      const j = producer.get(v);
+      if (j === undefined) return s;
+      const b = placed[j];
+      const buf = kernels[j].outputs.find((o) => o.value === v)!;
+      return memorySpace(backends[b]) === "host"
+        ? s
+        : s + bytesOf(buf) / rates[b].transferBytesPerMs;
+    }, 0);
+    return sync + out;
+  }
+
+  function summarize(placed: number[], why: string): Schedule {
+    const transfers: Transfer[] = [];
+    kernels.forEach((k, i) => {
+      for (const buf of k.inputs) {
+        const j = producer.get(buf.value);
+        const from = j === undefined ? "host" : backends[placed[j]].id;
+        const fromSpace = j === undefined ? "host" : memorySpace(backends[placed[j]]);
+        if (fromSpace !== memorySpace(backends[placed[i]])) {
+          transfers.push({
+            value: buf.value,
+            from,
+            to: backends[placed[i]].id,
+            bytes: bytesOf(buf),
+          });
+        }
+      }
+    });
+    for (const v of req.outputs) {
+      const j = producer.get(v);
+      if (j !== undefined && memorySpace(backends[placed[j]]) !== "host") {
+        transfers.push({
+          value: v,
+          from: backends[placed[j]].id,
+          to: "host",
+          bytes: bytesOf(kernels[j].outputs.find((o) => o.value === v)!),
+        });
+      }
+    }
+    const kernelMs = kernels.map((k, i) => kernelCost(k, rates[placed[i]]));
+    const totalMs = kernelMs.reduce((a, b) => a + b, 0) +
+      kernels.reduce((s, _, i) => s + inbound(i, placed[i], (j) => placed[j]), 0) +
+      finalCost(placed);
+    return {
+      placement: placed.map((b) => backends[b].id),
+      kernelMs,
+      transfers,
+      totalMs,
+      reason: why,
+    };
+  }
+}

@@ -1,0 +1,142 @@
+import assert from "node:assert/strict";
+import { ReferenceBackend } from "../backends/reference/reference_backend.ts";
+import { BackendRegistry } from "../backends/registry.ts";
+import { compile } from "./compile.ts";
+import { type BackendRates, setBackendRates } from "./cost_model.ts";
+import { explain } from "./explain.ts";
+import { GraphBuilder } from "./graph_builder.ts";
+import { KilnError } from "./errors.ts";
+import { uniform } from "./random.ts";
+import { assertClose, numbers } from "./testing.ts";
+
+/** A "GPU" that runs the reference kernels but is costed like a discrete GPU under Deno. */
+class FakeGpu extends ReferenceBackend {
+  override readonly id = "fake-gpu";
+  override readonly kind = "gpu";
+  lose(): void {
+    this.setDeviceLost(true);
+  }
+}
+
+class FakeSimd extends ReferenceBackend {
+  override readonly id = "fake-simd";
+  override readonly kind = "cpu-simd";
+}
+
+const cpu: BackendRates = {
+  bytesPerMs: 2e6,
+  flopsPerMs: 5e6,
+  dispatchMs: 0.001,
+  syncMs: 0,
+  transferBytesPerMs: Infinity,
+};
+const gpu: BackendRates = {
+  bytesPerMs: 2e9,
+  flopsPerMs: 2e10,
+  dispatchMs: 0.005,
+  syncMs: 11,
+  transferBytesPerMs: 1e7,
+};
+
+function setup() {
+  const registry = new BackendRegistry();
+  const fakeGpu = new FakeGpu();
+  registry.register(fakeGpu).register(new FakeSimd());
+  setBackendRates("reference", cpu);
+  setBackendRates("fake-simd", { ...cpu, bytesPerMs: 4e6, flopsPerMs: 2e7 });
+  setBackendRates("fake-gpu", gpu);
+  return { registry, fakeGpu };
+}
+
+function elementwise(n: number) {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Add", [b.op("Mul", [b.input("x", [n]), b.constant(2)]), b.constant(1)]));
+  return b.build();
+}
+
+function matmuls(n: number) {
+  const b = new GraphBuilder();
+  const a = b.input("a", [n, n]);
+  const h = b.op("Sigmoid", [b.op("MatMul", [a, b.input("w1", [n, n])])]);
+  const s = b.op("Softmax", [h]);
+  b.output("y", b.op("MatMul", [s, b.input("w2", [n, n])]));
+  return b.build();
+}
+
+Deno.test("auto keeps a tiny graph off the GPU and sends a large one to it", async () => {
+  const { registry } = setup();
+  const tiny = await compile(elementwise(16), { registry, cache: false });
+  assert.deepEqual(tiny.plan!.schedule.placement, ["fake-simd"]);
+  const big = await compile(matmuls(512), { registry, cache: false });
+  assert.deepEqual(big.plan!.schedule.placement, ["fake-gpu", "fake-gpu", "fake-gpu"]);
+  assert.ok(big.plan!.schedule.transfers.some((t) => t.from === "host" && t.to === "fake-gpu"));
+  assert.ok(big.plan!.schedule.transfers.some((t) => t.from === "fake-gpu" && t.to === "host"));
+  const out = await tiny.run({
+    x: { data: new Float32Array(16).fill(1), shape: [16], dtype: "f32" },
+  });
+  assertClose(numbers(out.y.data), new Array(16).fill(3));
+});
+
+Deno.test("the middle of a GPU chain stays on the GPU (no ping-pong)", async () => {
+  const { registry } = setup();
+  const exe = await compile(matmuls(256), { registry, cache: false });
+  const p = exe.plan!.schedule.placement;
+  assert.ok(p.every((b) => b === p[0]), `placement ${p}`);
+  assert.equal(
+    exe.plan!.schedule.transfers.filter((t) => t.from !== "host" && t.to !== "host").length,
+    0,
+  );
+});
+
+Deno.test("named, prefer, local-first and min-cost policies", async () => {
+  const { registry } = setup();
+  const g = elementwise(1 << 12);
+  assert.deepEqual(
+    (await compile(g, { registry, backend: "fake-gpu", cache: false })).plan!.schedule.placement,
+    ["fake-gpu"],
+  );
+  assert.deepEqual(
+    (await compile(g, { registry, policy: { kind: "prefer", backendKind: "gpu" }, cache: false }))
+      .plan!.schedule.placement,
+    ["fake-gpu"],
+  );
+  assert.deepEqual(
+    (await compile(g, { registry, policy: "local-first", cache: false })).plan!.schedule.placement,
+    ["reference"],
+  );
+  assert.deepEqual(
+    (await compile(g, { registry, policy: "min-cost", cache: false })).plan!.schedule.placement,
+    ["fake-simd"],
+  );
+  await assert.rejects(
+    () => compile(g, { registry, policy: "named" }),
+    (e: unknown) => e instanceof KilnError && /needs a target/.test(e.message),
+  );
+});
+
+Deno.test("auto falls back off a lost GPU", async () => {
+  const { registry, fakeGpu } = setup();
+  fakeGpu.lose();
+  const exe = await compile(matmuls(512), { registry, cache: false });
+  assert.ok(exe.plan!.schedule.placement.every((b) => b !== "fake-gpu"));
+});
+
+Deno.test("explain shows each kernel's backend, its cost estimate and the transfers", async () => {
+  const { registry } = setup();
+  const e = await explain(matmuls(256), { registry, cache: false });
+  assert.ok(
+    e.kernels.every((k) =>
+      k.backend === "fake-gpu" && typeof k.estimatedMs === "number" && k.estimatedMs > 0
+    ),
+  );
+  assert.ok(e.transfers.length >= 3);
+  assert.match(e.text(), /placement: auto: least estimated time/);
+  const feeds = {
+    a: { data: uniform(256 * 256, 1), shape: [256, 256], dtype: "f32" as const },
+    w1: { data: uniform(256 * 256, 2), shape: [256, 256], dtype: "f32" as const },
+    w2: { data: uniform(256 * 256, 3), shape: [256, 256], dtype: "f32" as const },
+  };
+  const placed = await (await compile(matmuls(256), { registry, cache: false })).run(feeds);
+  const plain = await (await compile(matmuls(256), { fuse: false })).run(feeds);
+  assertClose(numbers(placed.y.data), numbers(plain.y.data), { atol: 1e-5 });
+});
