@@ -16,6 +16,7 @@ import { legalize } from "./legalize.ts";
 import { planMemory } from "./memory_plan.ts";
 import { hostProgram } from "./program.ts";
 import { type Policy, schedule } from "./schedule.ts";
+import { count } from "./telemetry.ts";
 
 /** Options for {@linkcode compile}. */
 export interface CompileOptions {
@@ -29,6 +30,8 @@ export interface CompileOptions {
   readonly cache?: KernelCache | false;
   /** Fuse into kernels (default true); `false` runs the legalized graph node by node. */
   readonly fuse?: boolean;
+  /** State bindings: output name → input it refreshes after every run (e.g. a KV cache). */
+  readonly state?: Readonly<Record<string, string>>;
 }
 
 let defaultRegistry: BackendRegistry | undefined;
@@ -60,7 +63,15 @@ export async function compile(graph: Graph, options: CompileOptions = {}): Promi
   if (named && (!named.codegen || options.fuse === false)) {
     await named.prepare();
     const program = await named.compile(legalize(graph, named, registry), { name: "graph" });
-    return new Executable({ graph, backend: named, program, compileMs: performance.now() - start });
+    count("kiln_compiles_total");
+    count("kiln_compile_ms_total", performance.now() - start);
+    return new Executable({
+      graph,
+      backend: named,
+      program,
+      compileMs: performance.now() - start,
+      state: options.state,
+    });
   }
   const legal = named ? legalize(graph, named, registry) : graph;
   const policy: Policy = named
@@ -109,12 +120,15 @@ export async function compile(graph: Graph, options: CompileOptions = {}): Promi
     sources,
     schedule: placed,
   };
+  count("kiln_compiles_total");
+  count("kiln_compile_ms_total", performance.now() - start);
   return new Executable({
     graph,
     backend: main,
     program,
     compileMs: performance.now() - start,
     plan,
+    state: options.state,
   });
 }
 

@@ -16,6 +16,7 @@ import type { KernelIR } from "./kernel_ir.ts";
 import type { MemoryPlan } from "./memory_plan.ts";
 import { RunHandle } from "./run_handle.ts";
 import type { Schedule } from "./schedule.ts";
+import { count } from "./telemetry.ts";
 
 /** How an executable was compiled: its kernels and the decisions behind them. */
 export interface PlanInfo {
@@ -54,6 +55,8 @@ export interface ExecutableInit {
   readonly compileMs: number;
   /** The fused plan, when the backend compiled kernel IR. */
   readonly plan?: PlanInfo;
+  /** State bindings: output name → the input it refreshes after every run. */
+  readonly state?: Readonly<Record<string, string>>;
 }
 
 /** A compiled graph. */
@@ -66,8 +69,13 @@ export class Executable {
   readonly compileMs: number;
   /** The fused plan, when the backend compiled kernel IR. */
   readonly plan?: PlanInfo;
+  /** State bindings: output name → the input it refreshes after every run. */
+  readonly state: Readonly<Record<string, string>>;
+  #init: ExecutableInit;
   #program: Program;
   #params = new Map<string, TensorData>();
+  #stateData = new Map<string, TensorData>();
+  #queue: Promise<unknown> = Promise.resolve();
   #disposed = false;
 
   /** Wraps a compiled program; use `compile()` rather than calling this. */
@@ -76,8 +84,32 @@ export class Executable {
     this.backend = init.backend;
     this.compileMs = init.compileMs;
     this.plan = init.plan;
+    this.state = init.state ?? {};
+    this.#init = init;
     this.#program = init.program;
     for (const p of init.graph.params) if (p.data) this.#params.set(p.name, p.data);
+    this.#checkState();
+  }
+
+  /** A copy sharing the compiled program (no recompile) with its own params and state. */
+  clone(): Executable {
+    this.#check();
+    const copy = new Executable(this.#init);
+    for (const [k, v] of this.#params) copy.#params.set(k, v);
+    for (const [k, v] of this.#stateData) copy.#stateData.set(k, v);
+    return copy;
+  }
+
+  /**
+   * Runs several input sets back to back (state bindings flow from one to the next) and returns
+   * one handle per set; all are in flight at once, results arrive in order.
+   */
+  runPipelined(inputSets: readonly TensorMap[], options?: RunOptions): RunHandle<TensorMap>[] {
+    return inputSets.map((inputs) => {
+      const turn = this.#queue.then(() => this.run(inputs, options).result());
+      this.#queue = turn.catch(() => {});
+      return new RunHandle(turn);
+    });
   }
 
   /** Names of the inputs `run` expects. */
@@ -111,11 +143,27 @@ export class Executable {
   run(inputs: TensorMap, options?: RunOptions): RunHandle<TensorMap> {
     this.#check();
     const args = this.#arguments(inputs);
-    const wanted = this.#outputs(options?.outputs);
+    const requested = this.#outputs(options?.outputs);
+    const stateOutputs = this.graph.outputs.flatMap((
+      o,
+      i,
+    ) => (o.name in this.state && !requested.includes(i) ? [i] : []));
+    const wanted = [...requested, ...stateOutputs];
     const given = new Set<TensorData>(args.map((a) => a.data));
+    count("kiln_runs_total");
+    count("kiln_dispatches_total", this.plan?.kernels.length ?? this.graph.nodes.length);
+    for (const t of this.plan?.schedule.transfers ?? []) {
+      count("kiln_transfers_total");
+      if (t.from === "host") count("kiln_bytes_uploaded_total", t.bytes);
+      if (t.to === "host") count("kiln_bytes_downloaded_total", t.bytes);
+    }
     const promise = this.#program.run(args, wanted).then((data) => {
-      const out: TensorMap = {};
       wanted.forEach((idx, k) => {
+        const name = this.graph.outputs[idx].name;
+        if (name in this.state) this.#stateData.set(this.state[name], data[k].slice());
+      });
+      const out: TensorMap = {};
+      requested.forEach((idx, k) => {
         const o = this.graph.outputs[idx];
         const v = this.graph.values[o.value];
         const d = given.has(data[k]) ? data[k].slice() : data[k];
@@ -142,6 +190,36 @@ export class Executable {
     this.dispose();
   }
 
+  #checkState(): void {
+    for (const [out, input] of Object.entries(this.state)) {
+      const o = this.graph.outputs.find((x) => x.name === out);
+      const i = this.graph.inputs.find((x) => x.name === input);
+      if (!o || !i) {
+        throw new KilnError(
+          `State binding ${out} → ${input} names ${
+            !o ? `no output "${out}"` : `no input "${input}"`
+          }`,
+          {
+            code: "bad-input",
+            fix: `bind an output (${this.outputNames.join(", ")}) to an input (${
+              this.inputNames.join(", ")
+            })`,
+          },
+        );
+      }
+      const ov = this.graph.values[o.value], iv = this.graph.values[i.value];
+      if (ov.dtype !== iv.dtype || ov.shape.join() !== iv.shape.join()) {
+        throw new KilnError(
+          `State binding ${out} → ${input}: ${ov.dtype}[${ov.shape}] does not match ${iv.dtype}[${iv.shape}]`,
+          {
+            code: "shape-mismatch",
+            fix: "bind an output to an input of the same shape and dtype",
+          },
+        );
+      }
+    }
+  }
+
   #check(): void {
     if (this.#disposed) {
       throw new KilnError("This executable was disposed", {
@@ -163,7 +241,7 @@ export class Executable {
     }
     const expected = new Set(this.inputNames);
     const unknown = Object.keys(inputs).filter((k) => !expected.has(k));
-    const missing = this.inputNames.filter((k) => !(k in inputs));
+    const missing = this.inputNames.filter((k) => !(k in inputs) && !this.#stateData.has(k));
     if (unknown.length || missing.length) {
       const parts = [
         missing.length ? `missing ${missing.join(", ")}` : "",
@@ -178,7 +256,13 @@ export class Executable {
       );
     }
     const args: RefTensor[] = this.graph.inputs.map((i) =>
-      acceptInput(inputs[i.name], i, `input "${i.name}"`)
+      i.name in inputs || !this.#stateData.has(i.name)
+        ? acceptInput(inputs[i.name], i, `input "${i.name}"`)
+        : {
+          data: this.#stateData.get(i.name)!,
+          shape: i.shape,
+          dtype: this.graph.values[i.value].dtype,
+        }
     );
     for (const p of this.graph.params) {
       const data = this.#params.get(p.name);

@@ -140,3 +140,66 @@ Deno.test("disposed executables refuse to run; using disposes", async () => {
   }
   assert.throws(() => outer!.setParam("bias", f32([1, 1])), isKiln("disposed"));
 });
+
+function counter() {
+  const b = new GraphBuilder();
+  const cache = b.input("cache", [3]);
+  const step = b.input("step", [3]);
+  const next = b.op("Add", [cache, step]);
+  b.output("cache_out", next);
+  b.output("doubled", b.op("Mul", [next, b.constant(2)]));
+  return b.build();
+}
+
+Deno.test("state bindings feed an output back into an input every run (KV-cache pattern)", async () => {
+  const exe = await compile(counter(), { state: { cache_out: "cache" } });
+  const step = f32([1, 2, 3]);
+  const first = await exe.run({ cache: f32([0, 0, 0]), step });
+  assertClose(numbers(first.cache_out.data), [1, 2, 3]);
+  const second = await exe.run({ step }, { outputs: ["doubled"] });
+  assertClose(numbers(second.doubled.data), [4, 8, 12]);
+  const third = await exe.run({ step });
+  assertClose(numbers(third.cache_out.data), [3, 6, 9]);
+  const fresh = await compile(counter(), { state: { cache_out: "cache" } });
+  assert.throws(() => fresh.run({ step }), isKiln("bad-input", /missing cache/));
+  await assert.rejects(
+    () => compile(counter(), { state: { doubled: "step", nope: "cache" } }),
+    isKiln("bad-input", /no output "nope"/),
+  );
+});
+
+Deno.test("clone shares the compiled program but not params or state", async () => {
+  const exe = await compile(counter(), { state: { cache_out: "cache" } });
+  await exe.run({ cache: f32([10, 10, 10]), step: f32([1, 1, 1]) });
+  const copy = exe.clone();
+  assert.equal(copy.plan, exe.plan);
+  await copy.run({ step: f32([1, 1, 1]) });
+  const original = await exe.run({ step: f32([0, 0, 0]) });
+  assertClose(numbers(original.cache_out.data), [11, 11, 11]);
+});
+
+Deno.test("runPipelined keeps several runs in flight and delivers in order", async () => {
+  const exe = await compile(counter(), { state: { cache_out: "cache" } });
+  const handles = exe.runPipelined([
+    { cache: f32([0, 0, 0]), step: f32([1, 1, 1]) },
+    { step: f32([1, 1, 1]) },
+    { step: f32([1, 1, 1]) },
+  ]);
+  assert.equal(handles.length, 3);
+  const results = await Promise.all(handles.map((h) => h.result()));
+  assert.deepEqual(results.map((r) => numbers(r.cache_out.data)[0]), [1, 2, 3]);
+});
+
+Deno.test("stats() exposes stable counters and Prometheus text", async () => {
+  const { stats, prometheusText } = await import("./telemetry.ts");
+  const before = stats();
+  const exe = await compile(affine());
+  exe.setParam("bias", f32([0, 0]));
+  await exe.run({ x: f32([1, 2, 3, 4], [2, 2]) });
+  const after = stats();
+  assert.equal(after.kiln_runs_total, before.kiln_runs_total + 1);
+  assert.equal(after.kiln_compiles_total, before.kiln_compiles_total + 1);
+  assert.ok(after.kiln_dispatches_total > before.kiln_dispatches_total);
+  for (const v of Object.values(after)) assert.equal(typeof v, "number");
+  assert.match(prometheusText(), /^# TYPE kiln_runs_total counter\nkiln_runs_total \d+$/m);
+});
