@@ -127,3 +127,4 @@ export { BackendBase } from "./backends/backend_base.ts";
 export { BackendRegistry } from "./backends/registry.ts";
 export { ReferenceBackend } from "./backends/reference/reference_backend.ts";
 export type { RefTensor } from "./backends/reference/tensor_io.ts";
+export { type CounterName, prometheusText, stats } from "./jit/telemetry.ts";
