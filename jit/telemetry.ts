@@ -8,7 +8,17 @@
 import { defaultKernelCache } from "./kernel_cache.ts";
 import { realizeStats } from "./realize.ts";
 
-const counters = {
+/** Names of the counters kiln maintains itself. */
+export type CounterName =
+  | "kiln_runs_total"
+  | "kiln_dispatches_total"
+  | "kiln_compiles_total"
+  | "kiln_compile_ms_total"
+  | "kiln_bytes_uploaded_total"
+  | "kiln_bytes_downloaded_total"
+  | "kiln_transfers_total";
+
+const counters: Record<CounterName, number> = {
   kiln_runs_total: 0,
   kiln_dispatches_total: 0,
   kiln_compiles_total: 0,
@@ -17,9 +27,6 @@ const counters = {
   kiln_bytes_downloaded_total: 0,
   kiln_transfers_total: 0,
 };
-
-/** Names of the counters kiln maintains itself. */
-export type CounterName = keyof typeof counters;
 
 /** Adds `n` to a counter. */
 export function count(name: CounterName, n = 1): void {
