@@ -103,6 +103,11 @@ export class ReferenceBackend extends BackendBase {
     }
   }
 
+  /** Runs one node synchronously (see {@linkcode evaluateNode}). */
+  evaluate(node: NodeInfo, inputs: readonly RefTensor[]): TensorData[] {
+    return this.#execute(node, inputs);
+  }
+
   #execute(node: NodeInfo, inputs: readonly RefTensor[]): TensorData[] {
     const custom = customOp(node.op);
     if (custom) return runCustom(node, inputs, custom.reference);
@@ -160,7 +165,17 @@ function runCustom(
   });
 }
 
+/**
+ * Evaluates one node synchronously on the reference kernels: what importers use to fold
+ * constant subgraphs (ONNX shape arithmetic) at build time.
+ */
+export function evaluateNode(node: NodeInfo, inputs: readonly RefTensor[]): TensorData[] {
+  return folder.evaluate(node, inputs);
+}
+
 /** Names of ops that have a reference kernel (every built-in). */
 export function referenceOps(): string[] {
   return opNames().filter((op) => op in kernels);
 }
+
+const folder = new ReferenceBackend();

@@ -1,0 +1,398 @@
+/**
+ * ONNX node → kiln node conversion. kiln shapes are static, so an ONNX input that only
+ * configures an op (Reshape's shape, Slice's bounds, Squeeze's axes, Pad's pads, Clip's limits,
+ * …) must be a constant by the time the node is reached — the importer folds constant subgraphs
+ * (including `Shape` arithmetic) first — and becomes an attribute here. Each converter handles
+ * the attribute and input forms of opsets 13–21.
+ *
+ * @module
+ */
+import type { DType } from "../jit/dtype.ts";
+import { KilnError } from "../jit/errors.ts";
+import type { HostTensor } from "../jit/host_tensor.ts";
+import type { Attrs } from "../jit/ops/mod.ts";
+import type { ValueType } from "../jit/ops/mod.ts";
+import { type AttributeProto, dtypeOfCode, int, type NodeProto, tensorOf } from "./proto.ts";
+
+/** What the importer knows about an ONNX value: constant data, or a graph value. */
+export type Known =
+  | {
+    readonly kind: "const";
+    readonly tensor: HostTensor & { dtype: DType };
+    readonly i64: boolean;
+  }
+  | {
+    readonly kind: "value";
+    readonly name: string;
+    readonly type: ValueType;
+    readonly i64: boolean;
+  };
+
+/** What a converter can do. */
+export interface NodeContext {
+  /** The ONNX node. */
+  readonly node: NodeProto;
+  /** Label for messages. */
+  readonly label: string;
+  /** Input `i`, or `undefined` when absent (optional inputs). */
+  input(i: number): Known | undefined;
+  /** Every present input. */
+  inputs(): Known[];
+  /** Emits a kiln op (folded when its inputs are constant). */
+  emit(op: string, inputs: readonly Known[], attrs?: Attrs, outputs?: number): Known[];
+}
+
+type Converter = (c: NodeContext) => Known[];
+
+function attribute(c: NodeContext, name: string): AttributeProto | undefined {
+  return c.node.attribute?.find((a) => a.name === name);
+}
+
+/** ONNX attributes by name, read as numbers/lists/strings. */
+function attrs(c: NodeContext) {
+  return {
+    int: (name: string, fallback?: number) => {
+      const a = attribute(c, name);
+      return a ? int(a.i) : fallback;
+    },
+    ints: (name: string) => attribute(c, name)?.ints?.map(int),
+    float: (name: string, fallback?: number) => {
+      const a = attribute(c, name);
+      return a ? a.f ?? 0 : fallback;
+    },
+    string: (name: string, fallback?: string) => {
+      const a = attribute(c, name);
+      return a?.s ? new TextDecoder().decode(a.s) : fallback;
+    },
+    tensor: (name: string) => {
+      const a = attribute(c, name);
+      return a?.t ? tensorOf(a.t, `${c.label} attribute ${name}`) : undefined;
+    },
+  };
+}
+
+/** Input `i` as a constant integer list (kiln needs it static). */
+function constInts(c: NodeContext, i: number, what: string): number[] | undefined {
+  const k = c.input(i);
+  if (!k) return undefined;
+  if (k.kind !== "const") {
+    throw new KilnError(
+      `${c.label}: its ${what} input is computed at run time; kiln needs it constant`,
+      {
+        code: "unsupported",
+        fix: "export with fixed shapes (or bind symbolic input dims) so the importer can fold it",
+      },
+    );
+  }
+  return Array.from(k.tensor.data as ArrayLike<number>, Number);
+}
+
+/** Input `i` as a constant scalar. */
+function constScalar(c: NodeContext, i: number, what: string): number | undefined {
+  const v = constInts(c, i, what);
+  return v?.[0];
+}
+
+const pass = (op: string, pick?: (c: NodeContext) => Attrs): Converter => (c) =>
+  c.emit(op, c.inputs(), pick?.(c) ?? {});
+
+/** Kiln dtype of an ONNX Cast target (int64 → i32, double → f32). */
+function castTarget(c: NodeContext): { to: DType; i64: boolean } {
+  const code = attrs(c).int("to")!;
+  const d = dtypeOfCode(code, c.label);
+  return { to: d === "i64" ? "i32" : d, i64: d === "i64" };
+}
+
+function window(c: NodeContext): Attrs {
+  const a = attrs(c);
+  return {
+    kernel_shape: a.ints("kernel_shape"),
+    strides: a.ints("strides"),
+    pads: a.ints("pads"),
+    dilations: a.ints("dilations"),
+    auto_pad: a.string("auto_pad"),
+    ceil_mode: a.int("ceil_mode"),
+    count_include_pad: a.int("count_include_pad"),
+    storage_order: a.int("storage_order"),
+    group: a.int("group"),
+  };
+}
+
+/** Fails when an optional output the model uses cannot be produced. */
+function onlyFirstOutput(c: NodeContext, what: string): void {
+  if (c.node.output.slice(1).some((o) => o !== "")) {
+    throw new KilnError(`${c.label}: its ${what} output is not supported`, {
+      code: "unsupported",
+      fix: "export the model for inference, without that output",
+    });
+  }
+}
+
+function reduce(op: string): Converter {
+  return (c) => {
+    const a = attrs(c);
+    const axes = constInts(c, 1, "axes") ?? a.ints("axes") ?? [];
+    if (axes.length === 0 && a.int("noop_with_empty_axes", 0) === 1) {
+      return c.emit("Identity", [c.input(0)!]);
+    }
+    return c.emit(op, [c.input(0)!], { axes, keepdims: a.int("keepdims", 1) });
+  };
+}
+
+const with1 = (c: NodeContext, k: Known[], i64: boolean): Known[] => k.map((x) => ({ ...x, i64 }));
+
+/** Converters by ONNX op type. */
+export const CONVERTERS: Record<string, Converter> = {
+  ...Object.fromEntries(
+    [
+      "Add",
+      "Sub",
+      "Mul",
+      "Div",
+      "Pow",
+      "Neg",
+      "Abs",
+      "Sqrt",
+      "Exp",
+      "Log",
+      "Erf",
+      "Sin",
+      "Cos",
+      "Floor",
+      "Ceil",
+      "Round",
+      "Reciprocal",
+      "Relu",
+      "Sigmoid",
+      "Tanh",
+      "Not",
+      "And",
+      "Or",
+      "Equal",
+      "Greater",
+      "Less",
+      "GreaterOrEqual",
+      "LessOrEqual",
+      "IsNaN",
+      "Where",
+      "Max",
+      "Min",
+      "MatMul",
+      "HardSwish",
+      "Identity",
+    ].map((op) => [op, pass(op)]),
+  ),
+  Mod: pass("Mod", (c) => ({ fmod: attrs(c).int("fmod", 0) })),
+  LeakyRelu: pass("LeakyRelu", (c) => ({ alpha: attrs(c).float("alpha", 0.01) })),
+  HardSigmoid: pass(
+    "HardSigmoid",
+    (c) => ({ alpha: attrs(c).float("alpha", 0.2), beta: attrs(c).float("beta", 0.5) }),
+  ),
+  Gelu: pass("Gelu", (c) => ({ approximate: attrs(c).string("approximate", "none") })),
+  Softmax: pass("Softmax", (c) => ({ axis: attrs(c).int("axis", -1) })),
+  LogSoftmax: pass("LogSoftmax", (c) => ({ axis: attrs(c).int("axis", -1) })),
+  Flatten: pass("Flatten", (c) => ({ axis: attrs(c).int("axis", 1) })),
+  Transpose: pass("Transpose", (c) => ({ perm: attrs(c).ints("perm") })),
+  Concat: pass("Concat", (c) => ({ axis: attrs(c).int("axis") })),
+  Gather: (c) => {
+    // A constant scalar index is a slice: an index map that fuses, not a gather kernel.
+    const [x, idx] = [c.input(0)!, c.input(1)!];
+    const axis = attrs(c).int("axis", 0)!;
+    const shape = x.kind === "const" ? x.tensor.shape : x.type.shape;
+    if (idx.kind === "const" && idx.tensor.shape.length === 0 && x.kind === "value") {
+      const a = axis < 0 ? axis + shape.length : axis;
+      const i = Number((idx.tensor.data as ArrayLike<number>)[0]);
+      const start = i < 0 ? i + shape[a] : i;
+      if (start >= 0 && start < shape[a]) {
+        const [sliced] = c.emit("Slice", [x], { starts: [start], ends: [start + 1], axes: [a] });
+        return c.emit("Squeeze", [sliced], { axes: [a] });
+      }
+    }
+    return c.emit("Gather", [x, idx], { axis });
+  },
+  GatherElements: pass("GatherElements", (c) => ({ axis: attrs(c).int("axis", 0) })),
+  Gemm: pass("Gemm", (c) => {
+    const a = attrs(c);
+    return {
+      alpha: a.float("alpha", 1),
+      beta: a.float("beta", 1),
+      transA: a.int("transA", 0),
+      transB: a.int("transB", 0),
+    };
+  }),
+  Conv: pass("Conv", window),
+  AveragePool: pass("AveragePool", window),
+  MaxPool: (c) => {
+    onlyFirstOutput(c, "Indices");
+    return c.emit("MaxPool", [c.input(0)!], window(c));
+  },
+  GlobalAveragePool: pass("GlobalAveragePool"),
+  BatchNormalization: (c) => {
+    onlyFirstOutput(c, "running statistics");
+    return c.emit("BatchNormalization", c.inputs(), {
+      epsilon: attrs(c).float("epsilon", 1e-5),
+      training_mode: attrs(c).int("training_mode", 0),
+    });
+  },
+  LayerNormalization: (c) => {
+    onlyFirstOutput(c, "Mean/InvStdDev");
+    return c.emit("LayerNormalization", c.inputs(), {
+      axis: attrs(c).int("axis", -1),
+      epsilon: attrs(c).float("epsilon", 1e-5),
+    });
+  },
+  Dropout: (c) => {
+    onlyFirstOutput(c, "mask");
+    return c.emit("Identity", [c.input(0)!]);
+  },
+  Cast: (c) => {
+    const { to, i64 } = castTarget(c);
+    return with1(c, c.emit("Cast", [c.input(0)!], { to }), i64);
+  },
+  ArgMax: (c) => {
+    const a = attrs(c);
+    return with1(
+      c,
+      c.emit("ArgMax", [c.input(0)!], {
+        axis: a.int("axis", 0),
+        keepdims: a.int("keepdims", 1),
+        select_last_index: a.int("select_last_index", 0),
+      }),
+      true,
+    );
+  },
+  CumSum: (c) =>
+    c.emit("CumSum", [c.input(0)!], {
+      axis: constScalar(c, 1, "axis"),
+      exclusive: attrs(c).int("exclusive", 0),
+      reverse: attrs(c).int("reverse", 0),
+    }),
+  Reshape: (c) =>
+    c.emit("Reshape", [c.input(0)!], {
+      shape: constInts(c, 1, "shape"),
+      allowzero: attrs(c).int("allowzero", 0),
+    }),
+  Squeeze: (c) =>
+    c.emit("Squeeze", [c.input(0)!], { axes: constInts(c, 1, "axes") ?? attrs(c).ints("axes") }),
+  Unsqueeze: (c) =>
+    c.emit("Unsqueeze", [c.input(0)!], { axes: constInts(c, 1, "axes") ?? attrs(c).ints("axes") }),
+  Expand: (c) => c.emit("Expand", [c.input(0)!], { shape: constInts(c, 1, "shape") }),
+  Slice: (c) =>
+    c.emit("Slice", [c.input(0)!], {
+      starts: constInts(c, 1, "starts"),
+      ends: constInts(c, 2, "ends"),
+      axes: constInts(c, 3, "axes"),
+      steps: constInts(c, 4, "steps"),
+    }),
+  Split: (c) => {
+    const split = constInts(c, 1, "split") ?? attrs(c).ints("split");
+    const outputs = c.node.output.length;
+    return c.emit("Split", [c.input(0)!], {
+      axis: attrs(c).int("axis", 0),
+      split,
+      num_outputs: split ? undefined : outputs,
+    }, outputs);
+  },
+  Pad: (c) =>
+    c.emit("Pad", [c.input(0)!], {
+      pads: constInts(c, 1, "pads"),
+      value: c.input(2) ? constScalar(c, 2, "constant_value") : 0,
+      axes: constInts(c, 3, "axes"),
+      mode: attrs(c).string("mode", "constant"),
+    }),
+  Clip: (c) =>
+    c.emit("Clip", [c.input(0)!], { min: constScalar(c, 1, "min"), max: constScalar(c, 2, "max") }),
+  ReduceSum: reduce("ReduceSum"),
+  ReduceMean: reduce("ReduceMean"),
+  ReduceMax: reduce("ReduceMax"),
+  ReduceMin: reduce("ReduceMin"),
+  Sum: (c) => c.inputs().slice(1).reduce((acc, x) => c.emit("Add", [acc[0], x]), [c.input(0)!]),
+  Shape: (c) => {
+    const x = c.input(0)!;
+    const shape = x.kind === "const" ? x.tensor.shape : x.type.shape;
+    const a = attrs(c);
+    const rank = shape.length;
+    const clamp = (v: number) => Math.min(Math.max(v < 0 ? v + rank : v, 0), rank);
+    const dims = shape.slice(clamp(a.int("start", 0)!), clamp(a.int("end", rank)!));
+    return [{
+      kind: "const",
+      tensor: { data: Int32Array.from(dims), shape: [dims.length], dtype: "i32" },
+      i64: true,
+    }];
+  },
+  Size: (c) => {
+    const x = c.input(0)!;
+    const shape = x.kind === "const" ? x.tensor.shape : x.type.shape;
+    return [{
+      kind: "const",
+      tensor: {
+        data: Int32Array.from([shape.reduce((p, d) => p * d, 1)]),
+        shape: [],
+        dtype: "i32",
+      },
+      i64: true,
+    }];
+  },
+  Constant: (c) => {
+    const a = attrs(c);
+    const t = a.tensor("value");
+    const attr = c.node.attribute[0];
+    if (t) return [{ kind: "const", tensor: t, i64: attr?.t?.dataType === 7 }];
+    if (attribute(c, "value_float")) {
+      return [{
+        kind: "const",
+        tensor: { data: Float32Array.of(a.float("value_float")!), shape: [], dtype: "f32" },
+        i64: false,
+      }];
+    }
+    if (attribute(c, "value_floats")) {
+      const v = attribute(c, "value_floats")!.floats ?? [];
+      return [{
+        kind: "const",
+        tensor: { data: Float32Array.from(v), shape: [v.length], dtype: "f32" },
+        i64: false,
+      }];
+    }
+    if (attribute(c, "value_int")) {
+      return [{
+        kind: "const",
+        tensor: { data: Int32Array.of(a.int("value_int")!), shape: [], dtype: "i32" },
+        i64: true,
+      }];
+    }
+    if (attribute(c, "value_ints")) {
+      const v = a.ints("value_ints") ?? [];
+      return [{
+        kind: "const",
+        tensor: { data: Int32Array.from(v), shape: [v.length], dtype: "i32" },
+        i64: true,
+      }];
+    }
+    throw new KilnError(`${c.label}: unsupported Constant attribute ${attr?.name}`, {
+      code: "unsupported",
+      fix: "use value, value_float(s) or value_int(s)",
+    });
+  },
+  ConstantOfShape: (c) => {
+    const t = attrs(c).tensor("value");
+    const value = t ? Number((t.data as ArrayLike<number>)[0] ?? 0) : 0;
+    const dtype = t?.dtype ?? "f32";
+    const i64 = c.node.attribute[0]?.t?.dataType === 7;
+    return with1(
+      c,
+      c.emit("ConstantOfShape", [], { shape: constInts(c, 0, "shape"), value, dtype }),
+      i64,
+    );
+  },
+  Range: (c) => {
+    const x = c.input(0)!;
+    const dtype = x.kind === "const" ? x.tensor.dtype : x.type.dtype;
+    const k = c.emit("Range", [], {
+      start: constScalar(c, 0, "start"),
+      limit: constScalar(c, 1, "limit"),
+      delta: constScalar(c, 2, "delta"),
+      dtype,
+    });
+    return with1(c, k, x.i64);
+  },
+};

@@ -1,0 +1,237 @@
+/**
+ * ONNX import: model bytes → a validated kiln `Graph`. Initializers become params (weights stay
+ * out of the structural hash, and `setParam` can replace them); symbolic input dimensions are
+ * bound from the shapes the caller supplies; every node whose inputs are all known constants is
+ * evaluated at import time on the reference kernels, which folds PyTorch's `Shape`/`Gather`/
+ * `Concat` shape arithmetic into the static attributes kiln needs. Every unsupported op is
+ * reported at once.
+ *
+ * @module
+ */
+import { evaluateNode } from "../backends/reference/reference_backend.ts";
+import type { BoundaryDType } from "../jit/dtype.ts";
+import { KilnError } from "../jit/errors.ts";
+import type { Graph } from "../jit/graph.ts";
+import { GraphBuilder } from "../jit/graph_builder.ts";
+import { type Attrs, inferNode } from "../jit/ops/mod.ts";
+import { formatShape, type Shape, sizeOf } from "../jit/shape.ts";
+import { CONVERTERS, type Known, type NodeContext } from "./convert.ts";
+import { decodeModel, dtypeOfCode, int, type ModelProto, tensorOf } from "./proto.ts";
+
+/** A graph input as the model declares it: fixed sizes, or names for symbolic dimensions. */
+export interface OnnxInputInfo {
+  /** Input name. */
+  readonly name: string;
+  /** Dimensions: a size, or the symbolic name (e.g. `"batch"`). */
+  readonly dims: readonly (number | string)[];
+  /** Element type. */
+  readonly dtype: BoundaryDType;
+}
+
+/** Options of {@linkcode importOnnx}. */
+export interface OnnxImportOptions {
+  /** Concrete shapes for inputs with symbolic dimensions. */
+  readonly inputShapes?: Readonly<Record<string, Shape>>;
+}
+
+/** Opset versions of the default domain kiln accepts. */
+export const OPSETS: readonly [number, number] = [13, 21];
+
+/** Largest constant the importer folds eagerly (elements). */
+const FOLD_LIMIT = 1 << 20;
+
+/** The inputs a model declares (initializers excluded). */
+export function onnxInputs(model: ModelProto): OnnxInputInfo[] {
+  const inits = new Set(model.graph.initializer.map((t) => t.name));
+  return model.graph.input.filter((i) => !inits.has(i.name)).map((i) => {
+    const tt = i.type?.tensorType;
+    if (!tt) {
+      throw new KilnError(`Input "${i.name}" is not a tensor`, {
+        code: "unsupported",
+        fix: "kiln imports tensor inputs only",
+      });
+    }
+    const dims = (tt.shape?.dim ?? []).map((d) => (d.dimParam ? d.dimParam : int(d.dimValue)));
+    return { name: i.name, dims, dtype: dtypeOfCode(tt.elemType ?? 0, `input "${i.name}"`) };
+  });
+}
+
+/** Imports model bytes (or a decoded model) as a graph. */
+export function importOnnx(
+  source: Uint8Array | ModelProto,
+  options: OnnxImportOptions = {},
+): Graph {
+  const model = source instanceof Uint8Array ? decodeModel(source) : source;
+  checkOpset(model);
+  const g = model.graph;
+  const unknown = [
+    ...new Set(
+      g.node.filter((n) =>
+        !((n.domain ?? "") === "" || n.domain === "ai.onnx") || !CONVERTERS[n.opType]
+      ).map((n) => `${n.domain ? `${n.domain}::` : ""}${n.opType}`),
+    ),
+  ];
+  if (unknown.length) {
+    throw new KilnError(
+      `The model uses ops kiln cannot import: ${unknown.join(", ")} (no backend implements them)`,
+      {
+        code: "unknown-op",
+        fix: "re-export without them, or add them with registerOp and an importer converter",
+      },
+    );
+  }
+
+  const b = new GraphBuilder();
+  const env = new Map<string, Known>();
+  const symbols = new Map<Known, string>();
+  for (const t of g.initializer) {
+    env.set(t.name!, { kind: "const", tensor: tensorOf(t, "initializer"), i64: t.dataType === 7 });
+  }
+  for (const input of onnxInputs(model)) {
+    const shape = bindShape(input, options.inputShapes?.[input.name]);
+    b.input(input.name, shape, input.dtype);
+    env.set(input.name, {
+      kind: "value",
+      name: input.name,
+      type: { shape, dtype: input.dtype === "i64" ? "i32" : input.dtype },
+      i64: input.dtype === "i64",
+    });
+  }
+
+  const params = new Set<string>();
+  /** The graph value of `k`: constants become params (initializers) or Constant nodes. */
+  const symbol = (k: Known): string => {
+    if (k.kind === "value") return k.name;
+    let name = symbols.get(k);
+    if (name) return name;
+    const init = [...env].find(([, v]) => v === k)?.[0];
+    if (init !== undefined && g.initializer.some((t) => t.name === init) && !params.has(init)) {
+      params.add(init);
+      b.param(init, k.tensor.shape, k.tensor.dtype, k.tensor.data);
+      name = init;
+    } else {
+      name = b.constant(k.tensor.data, k.tensor.shape, k.tensor.dtype).name;
+    }
+    symbols.set(k, name);
+    return name;
+  };
+
+  g.node.forEach((node, index) => {
+    const label = `node "${node.name || node.output[0] || `#${index}`}" (${node.opType})`;
+    const inputs = node.input.map((name) => {
+      if (name === "") return undefined;
+      const k = env.get(name);
+      if (!k) {
+        throw new KilnError(`${label}: input "${name}" is not defined before it is used`, {
+          code: "dangling-input",
+          fix:
+            "the model must list nodes in topological order and declare every input; re-export it",
+        });
+      }
+      return k;
+    });
+    const ctx: NodeContext = {
+      node,
+      label,
+      input: (i) => inputs[i],
+      inputs: () => inputs.filter((k): k is Known => k !== undefined),
+      emit: (op, ins, attrs = {}, outputs = 1) => emit(op, ins, clean(attrs), outputs, label),
+    };
+    const outs = CONVERTERS[node.opType](ctx);
+    node.output.forEach((name, i) => {
+      if (name !== "" && outs[i]) env.set(name, outs[i]);
+    });
+  });
+
+  function emit(
+    op: string,
+    ins: readonly Known[],
+    attrs: Attrs,
+    outputs: number,
+    label: string,
+  ): Known[] {
+    const types = inferNode(
+      op,
+      ins.map((
+        k,
+      ) => (k.kind === "const" ? { shape: k.tensor.shape, dtype: k.tensor.dtype } : k.type)),
+      attrs,
+      label,
+    );
+    const i64 = ins.some((k) => k.i64) && types.every((t) => t.dtype === "i32");
+    if (ins.every((k) => k.kind === "const") && types.every((t) => sizeOf(t.shape) <= FOLD_LIMIT)) {
+      const tensors = ins.map((k) => (k as Extract<Known, { kind: "const" }>).tensor);
+      const data = evaluateNode({ op, attrs, inputs: tensors, outputs: types, label }, tensors);
+      return types.map((t, i) => ({
+        kind: "const",
+        tensor: { data: data[i], shape: t.shape, dtype: t.dtype },
+        i64,
+      }));
+    }
+    const syms = b.opN(op, ins.map(symbol), attrs, outputs, { name: label });
+    return syms.map((s, i) => ({ kind: "value", name: s.name, type: types[i], i64 }));
+  }
+
+  for (const o of g.output) {
+    const k = env.get(o.name);
+    if (!k) {
+      throw new KilnError(`Output "${o.name}" is not produced by any node`, {
+        code: "dangling-input",
+        fix: "re-export the model",
+      });
+    }
+    b.output(o.name, symbol(k), { dtype: k.i64 ? "i64" : undefined });
+  }
+  return b.build();
+}
+
+function clean(attrs: Attrs): Attrs {
+  return Object.fromEntries(Object.entries(attrs).filter(([, v]) => v !== undefined));
+}
+
+function checkOpset(model: ModelProto): void {
+  const entry = model.opsetImport.find((o) => (o.domain ?? "") === "" || o.domain === "ai.onnx");
+  const version = int(entry?.version);
+  if (version < OPSETS[0] || version > OPSETS[1]) {
+    throw new KilnError(
+      `The model uses opset ${version}; kiln imports opsets ${OPSETS[0]}–${OPSETS[1]}`,
+      {
+        code: "unsupported",
+        fix: "convert it with onnx.version_converter.convert_version(model, 17)",
+      },
+    );
+  }
+}
+
+function bindShape(input: OnnxInputInfo, given: Shape | undefined): number[] {
+  const symbolic = input.dims.filter((d) => typeof d === "string");
+  if (!given) {
+    if (symbolic.length) {
+      throw new KilnError(
+        `Input "${input.name}" has symbolic dimensions ${symbolic.join(", ")} [${
+          input.dims.join(", ")
+        }]`,
+        {
+          code: "bad-input",
+          fix: `pass inputShapes: { ${JSON.stringify(input.name)}: [${
+            input.dims.map((d) => (typeof d === "string" ? "…" : d)).join(", ")
+          }] } (run() binds them from the data)`,
+        },
+      );
+    }
+    return input.dims as number[];
+  }
+  if (
+    given.length !== input.dims.length ||
+    input.dims.some((d, i) => typeof d === "number" && d !== given[i])
+  ) {
+    throw new KilnError(
+      `Input "${input.name}" has shape [${input.dims.join(", ")}], got ${formatShape(given)}`,
+      {
+        code: "bad-input",
+        fix: "pass data whose fixed dimensions match the model",
+      },
+    );
+  }
+  return [...given];
+}

@@ -1,0 +1,299 @@
+/**
+ * The ONNX protobuf layer: decoding model bytes with `onnx-proto` (protobuf.js), and converting
+ * `TensorProto`s to host tensors and back. Anything malformed — truncated or corrupt bytes, an
+ * unsupported element type, external data — becomes a typed `KilnError` with a `Fix:` hint.
+ *
+ * @module
+ */
+import onnxProto from "npm:onnx-proto@8.0.1";
+import { type BoundaryDType, type DType, narrowI64, type TensorData } from "../jit/dtype.ts";
+import { KilnError } from "../jit/errors.ts";
+import type { HostTensor } from "../jit/host_tensor.ts";
+import type { Shape } from "../jit/shape.ts";
+
+/** A protobuf int64 as protobuf.js decodes it. */
+export type Int64 = number | { toNumber(): number; toString(): string };
+
+/** `AttributeProto`: one node attribute. */
+export interface AttributeProto {
+  name: string;
+  type?: number;
+  f?: number;
+  i?: Int64;
+  s?: Uint8Array;
+  t?: TensorProto;
+  floats?: number[];
+  ints?: Int64[];
+}
+
+/** `NodeProto`: one op. */
+export interface NodeProto {
+  opType: string;
+  domain?: string;
+  name?: string;
+  input: string[];
+  output: string[];
+  attribute: AttributeProto[];
+}
+
+/** `ValueInfoProto`: a graph input or output with its type. */
+export interface ValueInfoProto {
+  name: string;
+  type?: {
+    tensorType?: { elemType?: number; shape?: { dim?: { dimValue?: Int64; dimParam?: string }[] } };
+  };
+}
+
+/** `GraphProto`. */
+export interface GraphProto {
+  name?: string;
+  node: NodeProto[];
+  initializer: TensorProto[];
+  input: ValueInfoProto[];
+  output: ValueInfoProto[];
+}
+
+/** `ModelProto`. */
+export interface ModelProto {
+  irVersion?: Int64;
+  producerName?: string;
+  opsetImport: { domain?: string; version?: Int64 }[];
+  graph: GraphProto;
+}
+
+interface Codec {
+  ModelProto: {
+    decode(bytes: Uint8Array): ModelProto;
+    encode(model: ModelProto): { finish(): Uint8Array };
+    fromObject(model: unknown): ModelProto;
+  };
+}
+
+const codec = (onnxProto as unknown as { onnx: Codec }).onnx;
+
+/** Encodes a model to bytes. */
+export function encodeModel(model: ModelProto): Uint8Array {
+  return codec.ModelProto.encode(codec.ModelProto.fromObject(model)).finish();
+}
+
+/** The fields of `TensorProto` kiln reads. */
+export interface TensorProto {
+  name?: string;
+  dims?: Int64[];
+  dataType?: number;
+  rawData?: Uint8Array;
+  floatData?: number[];
+  int32Data?: number[];
+  int64Data?: Int64[];
+  doubleData?: number[];
+  uint64Data?: Int64[];
+  dataLocation?: number;
+  externalData?: unknown[];
+}
+
+/** ONNX `TensorProto.DataType` codes kiln handles, with their boundary dtype. */
+const DTYPE_OF_CODE: Record<number, BoundaryDType> = {
+  1: "f32",
+  2: "u8",
+  3: "i8",
+  6: "i32",
+  7: "i64",
+  9: "bool",
+  10: "f16",
+  11: "f32",
+  12: "u32",
+};
+const NAMES: Record<number, string> = {
+  1: "float",
+  2: "uint8",
+  3: "int8",
+  4: "uint16",
+  5: "int16",
+  6: "int32",
+  7: "int64",
+  8: "string",
+  9: "bool",
+  10: "float16",
+  11: "double",
+  12: "uint32",
+  13: "uint64",
+  14: "complex64",
+  15: "complex128",
+  16: "bfloat16",
+};
+
+/** The ONNX data type code of a kiln dtype (`i32` exports as int32). */
+export const CODE_OF_DTYPE: Record<BoundaryDType, number> = {
+  f32: 1,
+  u8: 2,
+  i8: 3,
+  i32: 6,
+  i64: 7,
+  bool: 9,
+  f16: 10,
+  u32: 12,
+};
+
+/** A number from a protobuf int64. */
+export function int(v: Int64 | undefined | null): number {
+  if (v === undefined || v === null) return 0;
+  return typeof v === "number" ? v : v.toNumber();
+}
+
+/** The boundary dtype of an ONNX element type code, or a typed error naming it. */
+export function dtypeOfCode(code: number, where: string): BoundaryDType {
+  const d = DTYPE_OF_CODE[code];
+  if (d) return d;
+  throw new KilnError(`${where}: element type ${NAMES[code] ?? code} is not supported`, {
+    code: "unsupported",
+    fix: "export the model with float32/float16/int32/int64/int8/uint8/bool tensors",
+  });
+}
+
+/** Decodes model bytes; malformed bytes give a typed error. */
+export function decodeModel(bytes: Uint8Array): ModelProto {
+  if (!(bytes instanceof Uint8Array) || bytes.byteLength === 0) {
+    throw new KilnError("The ONNX model is empty", {
+      code: "bad-input",
+      fix: "pass the bytes of a .onnx file",
+    });
+  }
+  let model: ModelProto;
+  try {
+    model = codec.ModelProto.decode(bytes);
+  } catch (e) {
+    throw new KilnError(
+      `The ONNX model could not be decoded (${
+        (e as Error).message
+      }); the file is truncated or not ONNX`,
+      {
+        code: "bad-input",
+        fix: "re-export the model, or check that the whole .onnx file was copied",
+        cause: e,
+      },
+    );
+  }
+  if (!model.graph) {
+    throw new KilnError("The ONNX model has no graph", {
+      code: "bad-input",
+      fix: "pass an ONNX model file (ModelProto with a graph)",
+    });
+  }
+  return model;
+}
+
+/** Converts a `TensorProto` to a host tensor in kiln's internal dtypes (int64 narrowed, double to f32). */
+export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: DType } {
+  const name = `${where}${t.name ? ` "${t.name}"` : ""}`;
+  if (t.dataLocation === 1 || (t.externalData && t.externalData.length)) {
+    throw new KilnError(`${name} keeps its data in an external file`, {
+      code: "unsupported",
+      fix:
+        "re-save the model with the data inline (onnx.save(model, path, save_as_external_data=False))",
+    });
+  }
+  const shape: Shape = (t.dims ?? []).map(int);
+  if (shape.some((d) => !Number.isSafeInteger(d) || d < 0)) {
+    throw new KilnError(`${name} has invalid dims [${shape}]`, {
+      code: "bad-input",
+      fix: "re-export the model",
+    });
+  }
+  const count = shape.reduce((a, b) => a * b, 1);
+  const code = t.dataType ?? 0;
+  const dtype = dtypeOfCode(code, name);
+  const raw = t.rawData && t.rawData.byteLength ? t.rawData : undefined;
+  const bytesPer = code === 11
+    ? 8
+    : code === 7
+    ? 8
+    : dtype === "f16"
+    ? 2
+    : dtype === "f32" || dtype === "i32" || dtype === "u32"
+    ? 4
+    : 1;
+  if (raw && raw.byteLength !== count * bytesPer) {
+    throw new KilnError(
+      `${name}: ${raw.byteLength} bytes of data for ${count} elements of ${NAMES[code]}`,
+      {
+        code: "bad-input",
+        fix: "the model is corrupt; re-export it",
+      },
+    );
+  }
+  const view = raw ? new DataView(raw.buffer, raw.byteOffset, raw.byteLength) : undefined;
+  const fields = (xs: ArrayLike<number> | undefined, what: string) => {
+    if (count > 0 && (!xs || xs.length !== count)) {
+      throw new KilnError(
+        `${name}: expected ${count} values in ${what}, found ${xs?.length ?? 0}`,
+        { code: "bad-input", fix: "the model is corrupt; re-export it" },
+      );
+    }
+    return xs ?? [];
+  };
+  let data: TensorData;
+  switch (code) {
+    case 1:
+      data = view
+        ? Float32Array.from({ length: count }, (_, i) => view.getFloat32(i * 4, true))
+        : Float32Array.from(fields(t.floatData, "float_data"));
+      break;
+    case 11:
+      data = view
+        ? Float32Array.from({ length: count }, (_, i) => view.getFloat64(i * 8, true))
+        : Float32Array.from(fields(t.doubleData, "double_data"));
+      break;
+    case 10:
+      data = view
+        ? Uint16Array.from({ length: count }, (_, i) => view.getUint16(i * 2, true))
+        : Uint16Array.from(fields(t.int32Data, "int32_data"));
+      break;
+    case 6:
+      data = view
+        ? Int32Array.from({ length: count }, (_, i) => view.getInt32(i * 4, true))
+        : Int32Array.from(fields(t.int32Data, "int32_data"));
+      break;
+    case 12:
+      data = view
+        ? Uint32Array.from({ length: count }, (_, i) => view.getUint32(i * 4, true))
+        : Uint32Array.from(fields((t.uint64Data ?? []).map(int), "uint64_data"));
+      break;
+    case 7: {
+      const big = view
+        ? BigInt64Array.from({ length: count }, (_, i) => view.getBigInt64(i * 8, true))
+        : BigInt64Array.from(fields((t.int64Data ?? []).map(int), "int64_data"), (v) => BigInt(v));
+      // INT64_MAX/MIN are ONNX's "to the end" sentinels (Slice ends): they saturate; any
+      // other value outside i32 is an error.
+      for (let i = 0; i < big.length; i++) {
+        if (big[i] === 9223372036854775807n) big[i] = 2147483647n;
+        else if (big[i] === -9223372036854775808n) big[i] = -2147483648n;
+      }
+      data = narrowI64(big, name);
+      break;
+    }
+    case 2:
+    case 9:
+      data = raw ? Uint8Array.from(raw) : Uint8Array.from(fields(t.int32Data, "int32_data"));
+      break;
+    default:
+      data = raw
+        ? Int8Array.from(new Int8Array(raw.buffer, raw.byteOffset, raw.byteLength))
+        : Int8Array.from(fields(t.int32Data, "int32_data"));
+  }
+  return { data, shape, dtype: dtype === "i64" ? "i32" : dtype };
+}
+
+/** Converts a host tensor to a `TensorProto` (raw little-endian data); `asI64` widens i32. */
+export function protoOf(name: string, t: HostTensor, asI64 = false): TensorProto {
+  const dtype: BoundaryDType = asI64 && t.dtype === "i32" ? "i64" : t.dtype;
+  let bytes: Uint8Array;
+  if (dtype === "i64" && t.dtype === "i32") {
+    const big = BigInt64Array.from(t.data as Int32Array, (v) => BigInt(v));
+    bytes = new Uint8Array(big.buffer);
+  } else {
+    bytes = new Uint8Array(
+      t.data.buffer.slice(t.data.byteOffset, t.data.byteOffset + t.data.byteLength),
+    );
+  }
+  return { name, dims: t.shape.map((d) => d), dataType: CODE_OF_DTYPE[dtype], rawData: bytes };
+}
