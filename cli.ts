@@ -1,29 +1,42 @@
 /**
- * The `kiln` command line: `kiln info` shows backends and their device profiles; `kiln run`
- * compiles and runs a model (the built-in demo MLP when none is given) and prints a summary of
- * its outputs and timings, or one JSON object with `--json`.
+ * The `kiln` command line — the main job. `kiln run [MODEL.onnx]` compiles and runs a model (the
+ * built-in demo MLP when none is given) and summarizes its outputs and timings; `--save DIR`
+ * writes each output as raw little-endian data plus `outputs.json`. `kiln explain` shows the
+ * fusion and placement plan, `kiln bench` times compile, first run and steady runs per backend,
+ * and `kiln info` lists backends, device profiles and the kernel cache.
  *
  * @module
  */
 import { parseArgs } from "node:util";
 import { demoMlp } from "./examples/demo_mlp.ts";
-import { compile, defaultBackends } from "./jit/compile.ts";
-import { explain } from "./jit/explain.ts";
-import { defaultKernelCache } from "./jit/kernel_cache.ts";
+import { allocate, type BoundaryDType, byteSize, type TensorData } from "./jit/dtype.ts";
+import { compile, type CompileOptions, defaultBackends } from "./jit/compile.ts";
 import { KilnError } from "./jit/errors.ts";
+import type { Executable, TensorMap } from "./jit/executable.ts";
+import { explain } from "./jit/explain.ts";
+import type { Graph } from "./jit/graph.ts";
 import type { HostTensor } from "./jit/host_tensor.ts";
+import { defaultKernelCache } from "./jit/kernel_cache.ts";
 import { opNames } from "./jit/ops/mod.ts";
+import { rng } from "./jit/random.ts";
+import { type Shape, sizeOf } from "./jit/shape.ts";
 import { VERSION } from "./jit/version.ts";
+import { OnnxModel } from "./onnx/model.ts";
 
 const HELP = `kiln ${VERSION}: a JIT codegen runtime for tensor compute graphs
 
 Usage:
-  kiln info [--json]                     backends, device profiles, versions
-  kiln run [--backend ID] [--runs N] [--json]
-                                         run the built-in demo MLP and summarize its outputs
-  kiln explain [--backend ID] [--json] [--dot FILE]
-                                         the fusion and placement plan of the demo MLP
-  kiln help                              this text
+  kiln run [MODEL.onnx] [--backend auto|ID] [--input NAME=FILE.bin ...] [--shape NAME=2x3 ...]
+           [--save DIR] [--runs N] [--json] [--explain]
+      Compile and run MODEL (default: the built-in demo MLP). Inputs are raw little-endian files
+      in the model's dtype; missing inputs are seeded random. --save writes DIR/<output>.bin and
+      DIR/outputs.json.
+  kiln explain [MODEL.onnx] [--backend auto|ID] [--shape NAME=2x3 ...] [--json] [--dot FILE]
+      The fusion and placement plan.
+  kiln bench [MODEL.onnx] [--backends ID,ID] [--runs N] [--json]
+      Compile time, first run, median and p90 run time per backend.
+  kiln info [--json]
+      Backends, device profiles, cache location and size.
 `;
 
 /** Summary statistics of one output. */
@@ -40,90 +53,192 @@ export interface OutputSummary {
   mean: number;
   /** The first few values. */
   head: number[];
+  /** File written by `--save`. */
+  file?: string;
 }
+
+interface Loaded {
+  name: string;
+  inputs: TensorMap;
+  sources: Record<string, string>;
+  compile(options: CompileOptions): Promise<Executable>;
+  graph(): Graph;
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const p90 = (xs: number[]): number =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.9))];
+const round = (x: number): number => Math.round(x * 1000) / 1000;
 
 function summarize(t: HostTensor): OutputSummary {
   const values = Array.from(t.data as ArrayLike<number | bigint>, Number);
-  const sum = values.reduce((a, b) => a + b, 0);
+  let min = Infinity, max = -Infinity, sum = 0;
+  for (const v of values) {
+    if (v < min) min = v;
+    if (v > max) max = v;
+    sum += v;
+  }
   return {
     shape: t.shape,
     dtype: t.dtype,
-    min: Math.min(...values),
-    max: Math.max(...values),
+    min,
+    max,
     mean: values.length ? sum / values.length : NaN,
     head: values.slice(0, 6),
   };
 }
 
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const round = (x: number): number => Math.round(x * 1000) / 1000;
+function pairs(list: string[] | undefined, flag: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const item of list ?? []) {
+    const eq = item.indexOf("=");
+    if (eq <= 0) {
+      throw new KilnError(`${flag} ${item} is not NAME=VALUE`, {
+        code: "bad-input",
+        fix: `write ${flag} x=path/to/file`,
+      });
+    }
+    out.set(item.slice(0, eq), item.slice(eq + 1));
+  }
+  return out;
+}
 
-async function run(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    options: {
-      backend: { type: "string", default: "reference" },
-      runs: { type: "string", default: "5" },
-      json: { type: "boolean", default: false },
-    },
-    allowPositionals: true,
-  });
-  if (positionals.length) {
-    throw new KilnError(`kiln run: model files are not supported yet (got ${positionals[0]})`, {
-      code: "unsupported",
-      fix: "run without a model to use the built-in demo; ONNX import is being added",
-    });
-  }
-  const runs = Number(values.runs);
-  if (!Number.isInteger(runs) || runs < 1) {
-    throw new KilnError(`kiln run: --runs must be a positive integer, got ${values.runs}`, {
+function parseShape(text: string, name: string): number[] {
+  const dims = text.split(/[x,]/).map(Number);
+  if (!text || dims.some((d) => !Number.isInteger(d) || d < 0)) {
+    throw new KilnError(`--shape ${name}=${text} is not a shape`, {
       code: "bad-input",
-      fix: "pass e.g. --runs 10",
+      fix: "write e.g. --shape x=2x16x128",
     });
   }
-  const model = demoMlp();
-  const exe = await compile(model.graph, { backend: values.backend });
-  const times: number[] = [];
-  let outputs: Record<string, HostTensor> = {};
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    outputs = await exe.run(model.inputs);
-    times.push(performance.now() - t0);
+  return dims;
+}
+
+function fromBytes(bytes: Uint8Array, dtype: BoundaryDType): TensorData {
+  const copy = bytes.slice();
+  switch (dtype) {
+    case "f32":
+      return new Float32Array(copy.buffer);
+    case "f16":
+      return new Uint16Array(copy.buffer);
+    case "i32":
+      return new Int32Array(copy.buffer);
+    case "u32":
+      return new Uint32Array(copy.buffer);
+    case "i8":
+      return new Int8Array(copy.buffer);
+    case "u8":
+    case "bool":
+      return copy;
+    case "i64":
+      return new BigInt64Array(copy.buffer);
   }
-  const report = {
-    model: "demo-mlp",
-    backend: exe.backend.id,
-    outputs: Object.fromEntries(Object.entries(outputs).map(([k, v]) => [k, summarize(v)])),
-    timings: {
-      compileMs: round(exe.compileMs),
-      runMs: round(times[0]),
-      medianRunMs: round(median(times)),
-      runs,
-    },
-    kernels: exe.plan?.kernels.length ?? exe.graph.nodes.length,
-    cache: cacheReport(),
+}
+
+function randomData(dtype: BoundaryDType, n: number, seed: number): TensorData {
+  const next = rng(seed);
+  const data = allocate(dtype, n);
+  for (let i = 0; i < n; i++) {
+    if (data instanceof BigInt64Array) data[i] = BigInt(Math.floor(next() * 10));
+    else if (dtype === "bool") data[i] = next() < 0.5 ? 1 : 0;
+    else if (dtype === "f32") data[i] = next() * 2 - 1;
+    else if (dtype === "f16") data[i] = 0x3c00;
+    else data[i] = Math.floor(next() * 10);
+  }
+  return data;
+}
+
+async function load(
+  modelPath: string | undefined,
+  inputFlags: string[] | undefined,
+  shapeFlags: string[] | undefined,
+): Promise<Loaded> {
+  if (!modelPath) {
+    if (inputFlags?.length || shapeFlags?.length) {
+      throw new KilnError("--input and --shape need a model", {
+        code: "bad-input",
+        fix: "pass MODEL.onnx before the flags",
+      });
+    }
+    const demo = demoMlp();
+    return {
+      name: "demo-mlp",
+      inputs: demo.inputs,
+      sources: { x: "seeded random" },
+      compile: (o) => compile(demo.graph, o),
+      graph: () => demo.graph,
+    };
+  }
+  const model = await OnnxModel.load(modelPath);
+  const files = pairs(inputFlags, "--input");
+  const shapes = pairs(shapeFlags, "--shape");
+  for (const name of [...files.keys(), ...shapes.keys()]) {
+    if (!model.inputs.some((i) => i.name === name)) {
+      throw new KilnError(`The model has no input "${name}"`, {
+        code: "bad-input",
+        fix: `use one of: ${model.inputs.map((i) => i.name).join(", ")}`,
+      });
+    }
+  }
+  const inputs: TensorMap = {};
+  const sources: Record<string, string> = {};
+  for (const [index, info] of model.inputs.entries()) {
+    const file = files.get(info.name);
+    const bytes = file ? await Deno.readFile(file) : undefined;
+    let shape: Shape;
+    if (shapes.has(info.name)) shape = parseShape(shapes.get(info.name)!, info.name);
+    else if (info.dims.every((d) => typeof d === "number")) shape = info.dims as number[];
+    else {
+      const symbolic = info.dims.filter((d) => typeof d === "string");
+      const known = info.dims.reduce<number>((p, d) => (typeof d === "number" ? p * d : p), 1);
+      const count = bytes ? bytes.byteLength / byteSize(info.dtype) : undefined;
+      if (symbolic.length !== 1 || count === undefined || count % known !== 0) {
+        throw new KilnError(
+          `Input "${info.name}" has symbolic dimensions [${info.dims.join(", ")}]`,
+          {
+            code: "bad-input",
+            fix: `pass --shape ${info.name}=${
+              info.dims.map((d) => (typeof d === "string" ? "N" : d)).join("x")
+            }`,
+          },
+        );
+      }
+      shape = info.dims.map((d) => (typeof d === "string" ? count / known : d));
+    }
+    const want = sizeOf(shape) * byteSize(info.dtype);
+    if (bytes && bytes.byteLength !== want) {
+      throw new KilnError(
+        `${file} has ${bytes.byteLength} bytes; input "${info.name}" ${info.dtype}[${
+          shape.join(", ")
+        }] needs ${want}`,
+        {
+          code: "bad-input",
+          fix:
+            "pass a raw little-endian file of the model's dtype and shape (or --shape to bind symbolic dimensions)",
+        },
+      );
+    }
+    inputs[info.name] = {
+      data: bytes
+        ? fromBytes(bytes, info.dtype)
+        : randomData(info.dtype, sizeOf(shape), 1000 + index),
+      shape,
+      dtype: info.dtype,
+    };
+    sources[info.name] = file ?? "seeded random";
+  }
+  const shapeMap = Object.fromEntries(Object.entries(inputs).map(([k, v]) => [k, v.shape]));
+  return {
+    name: modelPath,
+    inputs,
+    sources,
+    compile: (o) => model.compile(shapeMap, o),
+    graph: () => model.graph(shapeMap),
   };
-  exe.dispose();
-  if (values.json) {
-    console.log(JSON.stringify(report));
-    return 0;
-  }
-  console.log(`model    ${report.model} on ${report.backend}`);
-  for (const [name, s] of Object.entries(report.outputs)) {
-    console.log(
-      `output   ${name}: ${s.dtype}[${s.shape.join(", ")}] min ${s.min.toPrecision(4)} max ${
-        s.max.toPrecision(4)
-      } mean ${s.mean.toPrecision(4)}`,
-    );
-    console.log(`         head ${s.head.map((v) => v.toPrecision(4)).join(" ")}`);
-  }
-  console.log(
-    `compile  ${report.timings.compileMs} ms, ${report.kernels} kernel(s); cache ${report.cache.hits} hits, ${report.cache.misses} generated, ${report.cache.diskHits} from disk`,
-  );
-  console.log(
-    `run      first ${report.timings.runMs} ms, median ${report.timings.medianRunMs} ms over ${runs}`,
-  );
-  return 0;
+}
+
+function compileOptions(backend: string | undefined): CompileOptions {
+  return !backend || backend === "auto" ? {} : { backend };
 }
 
 function cacheReport() {
@@ -137,27 +252,214 @@ function cacheReport() {
   };
 }
 
-async function explainCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({
+function safeName(name: string): string {
+  return name.replace(/[^A-Za-z0-9._-]/g, "_");
+}
+
+async function save(
+  dir: string,
+  outputs: TensorMap,
+  summaries: Record<string, OutputSummary>,
+): Promise<void> {
+  await Deno.mkdir(dir, { recursive: true });
+  const index: Record<string, { shape: readonly number[]; dtype: string; file: string }> = {};
+  for (const [name, t] of Object.entries(outputs)) {
+    const file = `${safeName(name)}.bin`;
+    await Deno.writeFile(
+      `${dir}/${file}`,
+      new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength),
+    );
+    index[name] = { shape: t.shape, dtype: t.dtype, file };
+    summaries[name].file = `${dir}/${file}`;
+  }
+  await Deno.writeTextFile(`${dir}/outputs.json`, JSON.stringify(index, null, 2) + "\n");
+}
+
+async function run(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
     args,
     options: {
-      backend: { type: "string", default: "reference" },
+      backend: { type: "string", default: "auto" },
+      runs: { type: "string", default: "5" },
+      json: { type: "boolean", default: false },
+      explain: { type: "boolean", default: false },
+      input: { type: "string", multiple: true },
+      shape: { type: "string", multiple: true },
+      save: { type: "string" },
+    },
+    allowPositionals: true,
+  });
+  const runs = Number(values.runs);
+  if (!Number.isInteger(runs) || runs < 1) {
+    throw new KilnError(`kiln run: --runs must be a positive integer, got ${values.runs}`, {
+      code: "bad-input",
+      fix: "pass e.g. --runs 10",
+    });
+  }
+  const loaded = await load(positionals[0], values.input, values.shape);
+  const exe = await loaded.compile(compileOptions(values.backend));
+  const times: number[] = [];
+  let outputs: TensorMap = {};
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    outputs = await exe.run(loaded.inputs);
+    times.push(performance.now() - t0);
+  }
+  const summaries = Object.fromEntries(Object.entries(outputs).map(([k, v]) => [k, summarize(v)]));
+  if (values.save) await save(values.save, outputs, summaries);
+  const plan = await explain(exe);
+  const report = {
+    model: loaded.name,
+    backend: exe.backend.id,
+    inputs: Object.fromEntries(
+      Object.entries(loaded.inputs).map((
+        [k, v],
+      ) => [k, { shape: v.shape, dtype: v.dtype, source: loaded.sources[k] }]),
+    ),
+    outputs: summaries,
+    timings: {
+      compileMs: round(exe.compileMs),
+      runMs: round(times[0]),
+      medianRunMs: round(median(times)),
+      runs,
+    },
+    kernels: plan.kernels.map((k) => ({ name: k.name, backend: k.backend, ops: k.ops })),
+    cache: cacheReport(),
+    ...(values.explain ? { explain: plan.text() } : {}),
+  };
+  if (values.json) {
+    console.log(JSON.stringify(report));
+    return 0;
+  }
+  console.log(`model    ${report.model} on ${report.backend}`);
+  for (const [name, s] of Object.entries(summaries)) {
+    console.log(
+      `output   ${name}: ${s.dtype}[${s.shape.join(", ")}] min ${s.min.toPrecision(4)} max ${
+        s.max.toPrecision(4)
+      } mean ${s.mean.toPrecision(4)}`,
+    );
+    console.log(
+      `         head ${s.head.map((v) => v.toPrecision(4)).join(" ")}${
+        s.file ? `  → ${s.file}` : ""
+      }`,
+    );
+  }
+  console.log(
+    `compile  ${report.timings.compileMs} ms, ${report.kernels.length} kernel(s); cache ${report.cache.hits} hits, ${report.cache.misses} generated, ${report.cache.diskHits} from disk`,
+  );
+  console.log(
+    `run      first ${report.timings.runMs} ms, median ${report.timings.medianRunMs} ms over ${runs}`,
+  );
+  if (values.explain) console.log(plan.text());
+  return 0;
+}
+
+async function explainCommand(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: {
+      backend: { type: "string", default: "auto" },
       json: { type: "boolean", default: false },
       dot: { type: "string" },
+      shape: { type: "string", multiple: true },
     },
+    allowPositionals: true,
   });
-  const e = await explain(demoMlp().graph, { backend: values.backend });
+  const loaded = await load(positionals[0], undefined, values.shape);
+  const e = await explain(await loaded.compile(compileOptions(values.backend)));
   if (values.dot) await Deno.writeTextFile(values.dot, e.dot());
   if (values.json) {
     const { text: _text, dot: _dot, ...data } = e;
-    console.log(JSON.stringify({ model: "demo-mlp", ...data }));
+    console.log(JSON.stringify({ model: loaded.name, ...data }));
   } else {
     console.log(e.text());
   }
   return 0;
 }
 
-function info(args: string[]): number {
+async function bench(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: {
+      backends: { type: "string" },
+      runs: { type: "string", default: "20" },
+      json: { type: "boolean", default: false },
+      shape: { type: "string", multiple: true },
+    },
+    allowPositionals: true,
+  });
+  const runs = Number(values.runs);
+  if (!Number.isInteger(runs) || runs < 1) {
+    throw new KilnError(`kiln bench: --runs must be a positive integer, got ${values.runs}`, {
+      code: "bad-input",
+      fix: "pass e.g. --runs 20",
+    });
+  }
+  const ids = values.backends
+    ? values.backends.split(",")
+    : defaultBackends().list().filter((b) => b.codegen).map((b) => b.id);
+  for (const id of ids) defaultBackends().get(id);
+  const loaded = await load(positionals[0], undefined, values.shape);
+  const tty = !values.json && Deno.stderr.isTerminal();
+  const total = ids.length * (runs + 1);
+  let done = 0;
+  const progress = (label: string) => {
+    if (!tty) return;
+    const width = 30, filled = Math.round((done / total) * width);
+    Deno.stderr.writeSync(
+      new TextEncoder().encode(
+        `\r[${"#".repeat(filled)}${".".repeat(width - filled)}] ${done}/${total} ${label}   `,
+      ),
+    );
+  };
+  const rows = [];
+  for (const id of ids) {
+    const t0 = performance.now();
+    const exe = await loaded.compile({ backend: id, cache: false });
+    const compileMs = performance.now() - t0;
+    const t1 = performance.now();
+    await exe.run(loaded.inputs);
+    const firstMs = performance.now() - t1;
+    done++;
+    progress(id);
+    const times: number[] = [];
+    for (let i = 0; i < runs; i++) {
+      const t = performance.now();
+      await exe.run(loaded.inputs);
+      times.push(performance.now() - t);
+      done++;
+      progress(id);
+    }
+    rows.push({
+      backend: id,
+      compileMs: round(compileMs),
+      firstRunMs: round(firstMs),
+      medianMs: round(median(times)),
+      p90Ms: round(p90(times)),
+      runs,
+    });
+  }
+  if (tty) Deno.stderr.writeSync(new TextEncoder().encode("\r" + " ".repeat(60) + "\r"));
+  if (values.json) {
+    console.log(JSON.stringify({ model: loaded.name, results: rows }));
+    return 0;
+  }
+  const head = ["backend", "compile ms", "first run ms", "median ms", "p90 ms"];
+  const table = [
+    head,
+    ...rows.map((r) => [r.backend, r.compileMs, r.firstRunMs, r.medianMs, r.p90Ms].map(String)),
+  ];
+  const widths = head.map((_, c) => Math.max(...table.map((r) => r[c].length)));
+  console.log(`${loaded.name}, ${runs} runs per backend`);
+  for (const r of table) {
+    console.log(
+      r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join("  "),
+    );
+  }
+  return 0;
+}
+
+async function info(args: string[]): Promise<number> {
   const { values } = parseArgs({ args, options: { json: { type: "boolean", default: false } } });
   const backends = defaultBackends().list().map((b) => ({
     id: b.id,
@@ -165,12 +467,23 @@ function info(args: string[]): number {
     version: b.version,
     capabilities: b.capabilities(),
   }));
+  const dir = defaultKernelCache().dir;
+  let files = 0, bytes = 0;
+  if (dir) {
+    try {
+      for await (const e of Deno.readDir(dir)) {
+        if (!e.isFile) continue;
+        files++;
+        bytes += (await Deno.stat(`${dir}/${e.name}`)).size;
+      }
+    } catch { /* no cache directory yet */ }
+  }
   const report = {
     kiln: VERSION,
     runtime: runtimeName(),
     ops: opNames().length,
     backends,
-    cache: cacheReport(),
+    cache: { dir, files, bytes },
   };
   if (values.json) {
     console.log(JSON.stringify(report));
@@ -183,6 +496,9 @@ function info(args: string[]): number {
       `backend  ${b.id} (${b.kind}, v${b.version}): ${c.name}; threads ${c.threads}, simd ${c.simd}, f16 ${c.f16}`,
     );
   }
+  console.log(
+    `cache    ${dir === false ? "memory only" : `${dir}: ${files} kernel(s), ${bytes} bytes`}`,
+  );
   return 0;
 }
 
@@ -202,10 +518,12 @@ export async function main(args: string[]): Promise<number> {
     switch (command) {
       case "run":
         return await run(rest);
-      case "info":
-        return info(rest);
       case "explain":
         return await explainCommand(rest);
+      case "bench":
+        return await bench(rest);
+      case "info":
+        return await info(rest);
       case "help":
       case "--help":
       case "-h":
@@ -213,7 +531,7 @@ export async function main(args: string[]): Promise<number> {
         return 0;
       default:
         console.error(
-          `kiln: unknown command "${command}". Fix: use one of run, explain, info, help\n\n${HELP}`,
+          `kiln: unknown command "${command}". Fix: use one of run, explain, bench, info, help\n\n${HELP}`,
         );
         return 2;
     }

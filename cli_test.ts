@@ -71,14 +71,85 @@ Deno.test("a second kiln process takes every kernel from the disk cache (no code
   const dir = await Deno.makeTempDir();
   try {
     const first = JSON.parse((await kilnWith({ KILN_CACHE_DIR: dir }, "run", "--json")).stdout);
-    assert.equal(first.cache.misses, first.kernels);
+    assert.equal(first.cache.misses, first.kernels.length);
     assert.equal(first.cache.diskHits, 0);
     const second = JSON.parse((await kilnWith({ KILN_CACHE_DIR: dir }, "run", "--json")).stdout);
-    assert.equal(second.cache.diskHits, second.kernels);
+    assert.equal(second.cache.diskHits, second.kernels.length);
     assert.equal(second.cache.misses, 0);
     assert.equal(second.cache.compileMs, 0);
     assert.deepEqual(second.outputs, first.outputs);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+for (const name of ["mlp", "lenet", "transformer_block"]) {
+  Deno.test(`kiln run ${name}.onnx --input --save writes y.bin within 1e-4 of ONNX Runtime`, async () => {
+    const models = new URL("../shared/models/", import.meta.url).pathname;
+    const dir = await Deno.makeTempDir();
+    try {
+      const r = await kiln(
+        "run",
+        `${models}${name}.onnx`,
+        "--input",
+        `x=${models}${name}.in.x.float32.bin`,
+        "--save",
+        dir,
+        "--backend",
+        "reference",
+        "--runs",
+        "1",
+        "--json",
+      );
+      assert.equal(r.code, 0, r.stderr);
+      const got = new Float32Array((await Deno.readFile(`${dir}/y.bin`)).buffer);
+      const want = new Float32Array(
+        (await Deno.readFile(`${models}${name}.out.y.float32.bin`)).buffer,
+      );
+      assert.equal(got.length, want.length);
+      let worst = 0;
+      for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]));
+      assert.ok(worst <= 1e-4, `max abs difference ${worst}`);
+      const index = JSON.parse(await Deno.readTextFile(`${dir}/outputs.json`));
+      assert.equal(index.y.dtype, "f32");
+      assert.equal(JSON.parse(r.stdout).inputs.x.source.endsWith(`${name}.in.x.float32.bin`), true);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+}
+
+Deno.test("kiln run with a bad model path, wrong input size or unknown input says how to fix it", async () => {
+  const models = new URL("../shared/models/", import.meta.url).pathname;
+  const missing = await kiln("run", "/nonexistent/model.onnx");
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /Cannot read the model.*Fix: check the path/);
+  const size = await kiln(
+    "run",
+    `${models}mlp.onnx`,
+    "--input",
+    `x=${models}lenet.in.x.float32.bin`,
+  );
+  assert.equal(size.code, 1);
+  assert.match(size.stderr, /needs 25088.*Fix:/);
+  const unknown = await kiln(
+    "run",
+    `${models}mlp.onnx`,
+    "--input",
+    `z=${models}mlp.in.x.float32.bin`,
+  );
+  assert.match(unknown.stderr, /no input "z".*Fix: use one of: x/);
+  const notOnnx = await kiln("run", `${models}models.json`);
+  assert.match(notOnnx.stderr, /could not be decoded|no graph/);
+});
+
+Deno.test("kiln bench prints a table; kiln explain works on a model", async () => {
+  const models = new URL("../shared/models/", import.meta.url).pathname;
+  const b = await kiln("bench", `${models}mlp.onnx`, "--runs", "3");
+  assert.equal(b.code, 0, b.stderr);
+  assert.match(b.stdout, /backend\s+compile ms\s+first run ms\s+median ms\s+p90 ms/);
+  assert.match(b.stdout, /^reference\s/m);
+  const e = await kiln("explain", `${models}transformer_block.onnx`, "--json");
+  const plan = JSON.parse(e.stdout);
+  assert.ok(Object.keys(plan.groups).some((g) => g.startsWith("attention")));
 });

@@ -128,3 +128,10 @@ export { BackendRegistry } from "./backends/registry.ts";
 export { ReferenceBackend } from "./backends/reference/reference_backend.ts";
 export type { RefTensor } from "./backends/reference/tensor_io.ts";
 export { type CounterName, prometheusText, stats } from "./jit/telemetry.ts";
+export {
+  importOnnx,
+  type OnnxImportOptions,
+  type OnnxInputInfo,
+  OnnxModel,
+  OPSETS,
+} from "./onnx/mod.ts";

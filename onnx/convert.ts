@@ -139,7 +139,7 @@ function reduce(op: string): Converter {
   };
 }
 
-const with1 = (c: NodeContext, k: Known[], i64: boolean): Known[] => k.map((x) => ({ ...x, i64 }));
+const withI64 = (k: Known[], i64: boolean): Known[] => k.map((x) => ({ ...x, i64 }));
 
 /** Converters by ONNX op type. */
 export const CONVERTERS: Record<string, Converter> = {
@@ -247,7 +247,7 @@ export const CONVERTERS: Record<string, Converter> = {
   },
   Cast: (c) => {
     const { to, i64 } = castTarget(c);
-    return with1(c, c.emit("Cast", [c.input(0)!], { to }), i64);
+    return withI64(c.emit("Cast", [c.input(0)!], { to }), i64);
   },
   ArgMax: (c) => {
     const a = attrs(c);
@@ -393,6 +393,6 @@ export const CONVERTERS: Record<string, Converter> = {
       delta: constScalar(c, 2, "delta"),
       dtype,
     });
-    return with1(c, k, x.i64);
+    return withI64(k, x.i64);
   },
 };

@@ -1,0 +1,152 @@
+import assert from "node:assert/strict";
+import { compile } from "../jit/compile.ts";
+import { KilnError } from "../jit/errors.ts";
+import { rng } from "../jit/random.ts";
+import { assertClose, numbers } from "../jit/testing.ts";
+import { importOnnx } from "./import.ts";
+import { OnnxModel } from "./model.ts";
+import { decodeModel, encodeModel, type ModelProto } from "./proto.ts";
+import { MODEL_NAMES, referenceModel } from "./testdata.ts";
+
+for (const name of MODEL_NAMES) {
+  Deno.test(`${name}: matches ONNX Runtime within 1e-4, fused and unfused`, async () => {
+    const m = await referenceModel(name);
+    const graph = importOnnx(m.bytes);
+    for (const fuse of [true, false]) {
+      const exe = await compile(graph, { backend: "reference", fuse, cache: false });
+      const out = await exe.run({ x: m.x });
+      assertClose(numbers(out.y.data), m.y, {
+        atol: 1e-4,
+        rtol: 0,
+        message: `${name} fuse=${fuse}`,
+      });
+    }
+  });
+}
+
+Deno.test("OnnxModel binds symbolic dimensions from the data and compiles once per shape", async () => {
+  const m = await referenceModel("mlp");
+  const proto = decode(m.bytes);
+  proto.graph.input[0].type!.tensorType!.shape!.dim![0] = { dimParam: "batch" };
+  const model = OnnxModel.fromBytes(encodeModel(proto));
+  assert.deepEqual(model.inputs[0].dims, ["batch", 784]);
+  const full = await model.run({ x: m.x });
+  assertClose(numbers(full.y.data), m.y, { atol: 1e-4 });
+  const two = {
+    data: (m.x.data as Float32Array).slice(0, 2 * 784),
+    shape: [2, 784],
+    dtype: "f32" as const,
+  };
+  const part = await model.run({ x: two });
+  assert.deepEqual(part.y.shape, [2, 10]);
+  assertClose(numbers(part.y.data), m.y.slice(0, 20), { atol: 1e-4 });
+  assert.equal(await model.compile({ x: [2, 784] }), await model.compile({ x: [2, 784] }));
+  assert.throws(
+    () => importOnnx(proto),
+    (e: unknown) =>
+      e instanceof KilnError && /symbolic dimensions batch/.test(e.message) &&
+      /inputShapes/.test(e.message),
+  );
+  await assert.rejects(
+    () => model.run({ x: { data: new Float32Array(10), shape: [1, 10], dtype: "f32" } }),
+    (e: unknown) => e instanceof KilnError && /has shape \[batch, 784\]/.test(e.message),
+  );
+});
+
+Deno.test("wrong inputs to an imported model are typed errors", async () => {
+  const m = await referenceModel("mlp");
+  const model = OnnxModel.fromBytes(m.bytes);
+  await assert.rejects(
+    () => model.run({ y: m.x }),
+    (e: unknown) => e instanceof KilnError && /missing x/.test(e.message),
+  );
+  await assert.rejects(
+    () => model.run({ x: { ...m.x, dtype: "i32", data: new Int32Array(m.x.data.length) } }),
+    (e: unknown) => e instanceof KilnError && /expected dtype f32/.test(e.message),
+  );
+});
+
+Deno.test("unknown ops are listed together; external data and bad opsets are refused", async () => {
+  const m = await referenceModel("mlp");
+  const proto = decode(m.bytes);
+  proto.graph.node[0].opType = "FancyOp";
+  proto.graph.node[1].opType = "OtherOp";
+  assert.throws(
+    () => importOnnx(encodeModel(proto)),
+    (e: unknown) =>
+      e instanceof KilnError && e.code === "unknown-op" && /FancyOp, OtherOp/.test(e.message),
+  );
+  const ext = decode(m.bytes);
+  ext.graph.initializer[0].dataLocation = 1;
+  ext.graph.initializer[0].rawData = new Uint8Array();
+  assert.throws(
+    () => importOnnx(encodeModel(ext)),
+    (e: unknown) =>
+      e instanceof KilnError && /external file/.test(e.message) &&
+      /save_as_external_data/.test(e.message),
+  );
+  const old = decode(m.bytes);
+  old.opsetImport[0].version = 9;
+  assert.throws(
+    () => importOnnx(encodeModel(old)),
+    (e: unknown) =>
+      e instanceof KilnError && /opset 9/.test(e.message) && /version_converter/.test(e.message),
+  );
+  assert.throws(
+    () => importOnnx(new Uint8Array()),
+    (e: unknown) => e instanceof KilnError && /empty/.test(e.message),
+  );
+});
+
+Deno.test("fuzz: 1200 truncations and bit flips of real models give only typed errors", async () => {
+  const models = await Promise.all(["lenet", "mlp"].map(referenceModel));
+  const next = rng(7);
+  let typed = 0, imported = 0, ran = 0;
+  const originals = new Set(models.map((m) => importOnnx(m.bytes).hash()));
+  for (let i = 0; i < 1200; i++) {
+    const src = models[i % models.length].bytes;
+    let bytes: Uint8Array;
+    if (i % 3 === 0) bytes = src.slice(0, Math.floor(next() * src.length));
+    else {
+      bytes = src.slice();
+      // Flip bits in the structural head of the file more often than in the weights.
+      const flips = 1 + Math.floor(next() * 4);
+      for (let f = 0; f < flips; f++) {
+        const at = next() < 0.7
+          ? Math.floor(next() * Math.min(4096, bytes.length))
+          : Math.floor(next() * bytes.length);
+        bytes[at] ^= 1 << Math.floor(next() * 8);
+      }
+    }
+    try {
+      const graph = importOnnx(bytes);
+      imported++;
+      // A structurally changed model that still imports must also compile and run (or refuse).
+      if (!originals.has(graph.hash()) && ran < 40) {
+        ran++;
+        const exe = await compile(graph, { backend: "reference", cache: false });
+        const feeds = Object.fromEntries(
+          exe.graph.inputs.map((
+            inp,
+          ) => [inp.name, {
+            data: new Float32Array(inp.shape.reduce((a, b) => a * b, 1)),
+            shape: inp.shape,
+            dtype: inp.dtype,
+          }]),
+        );
+        await exe.run(feeds as never);
+      }
+    } catch (e) {
+      if (!(e instanceof KilnError)) {
+        throw new Error(`case ${i}: ${(e as Error)?.constructor?.name}: ${(e as Error)?.message}`);
+      }
+      assert.match(e.message, /Fix: \S/);
+      typed++;
+    }
+  }
+  assert.ok(typed > 300, `${typed} typed errors, ${imported} imported`);
+});
+
+function decode(bytes: Uint8Array): ModelProto {
+  return decodeModel(bytes);
+}

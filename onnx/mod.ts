@@ -1,0 +1,7 @@
+/**
+ * ONNX interchange: import models into kiln graphs, and run them.
+ *
+ * @module
+ */
+export { importOnnx, type OnnxImportOptions, type OnnxInputInfo, OPSETS } from "./import.ts";
+export { OnnxModel } from "./model.ts";
