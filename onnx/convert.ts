@@ -251,8 +251,7 @@ export const CONVERTERS: Record<string, Converter> = {
   },
   ArgMax: (c) => {
     const a = attrs(c);
-    return with1(
-      c,
+    return withI64(
       c.emit("ArgMax", [c.input(0)!], {
         axis: a.int("axis", 0),
         keepdims: a.int("keepdims", 1),
@@ -378,8 +377,7 @@ export const CONVERTERS: Record<string, Converter> = {
     const value = t ? Number((t.data as ArrayLike<number>)[0] ?? 0) : 0;
     const dtype = t?.dtype ?? "f32";
     const i64 = c.node.attribute[0]?.t?.dataType === 7;
-    return with1(
-      c,
+    return withI64(
       c.emit("ConstantOfShape", [], { shape: constInts(c, 0, "shape"), value, dtype }),
       i64,
     );
