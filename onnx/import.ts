@@ -56,12 +56,13 @@ export function onnxInputs(model: ModelProto): OnnxInputInfo[] {
   });
 }
 
-/** Imports model bytes (or a decoded model) as a graph. */
-export function importOnnx(
-  source: Uint8Array | ModelProto,
-  options: OnnxImportOptions = {},
-): Graph {
-  const model = source instanceof Uint8Array ? decodeModel(source) : source;
+/** Imports model bytes as a graph. */
+export function importOnnx(bytes: Uint8Array, options: OnnxImportOptions = {}): Graph {
+  return importModel(decodeModel(bytes), options);
+}
+
+/** Imports an already decoded model (what {@linkcode importOnnx} and `OnnxModel` share). */
+export function importModel(model: ModelProto, options: OnnxImportOptions = {}): Graph {
   checkOpset(model);
   const g = model.graph;
   const unknown = [

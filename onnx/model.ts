@@ -10,7 +10,7 @@ import type { Executable, RunOptions, TensorMap } from "../jit/executable.ts";
 import type { Graph } from "../jit/graph.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Shape } from "../jit/shape.ts";
-import { importOnnx, type OnnxInputInfo, onnxInputs } from "./import.ts";
+import { importModel, type OnnxInputInfo, onnxInputs } from "./import.ts";
 import { decodeModel, int, type ModelProto } from "./proto.ts";
 
 /** An imported ONNX model. */
@@ -59,7 +59,7 @@ export class OnnxModel {
   graph(inputShapes: Readonly<Record<string, Shape>> = {}): Graph {
     const key = JSON.stringify(this.inputs.map((i) => inputShapes[i.name] ?? null));
     let g = this.#graphs.get(key);
-    if (!g) this.#graphs.set(key, g = importOnnx(this.#proto, { inputShapes }));
+    if (!g) this.#graphs.set(key, g = importModel(this.#proto, { inputShapes }));
     return g;
   }
 
