@@ -88,8 +88,15 @@ export type Artifact = string | Uint8Array;
 
 /** A kernel loaded on its backend, ready to run on host buffers. */
 export interface PreparedKernel {
-  /** Runs the kernel on its inputs (in `kernel.inputs` order); returns one array per output. */
-  run(inputs: readonly RefTensor[]): TensorData[] | Promise<TensorData[]>;
+  /**
+   * Runs the kernel on its inputs (in `kernel.inputs` order) and returns one array per output.
+   * Where `into` holds an array for an output (the memory plan's slot), the kernel writes there
+   * and returns that array.
+   */
+  run(
+    inputs: readonly RefTensor[],
+    into?: readonly (TensorData | undefined)[],
+  ): TensorData[] | Promise<TensorData[]>;
 }
 
 /**

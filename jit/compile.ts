@@ -110,6 +110,7 @@ export async function compile(graph: Graph, options: CompileOptions = {}): Promi
     kernels: fusion.kernels,
     prepared,
     constants: fusion.constants,
+    memory,
   });
   const main = byId.get(placed.placement[0] ?? candidates[0].id) ?? candidates[0];
   const plan: PlanInfo = {

@@ -2,14 +2,16 @@
  * The cost model: per backend, the rates that turn work into time on this machine — bytes/s and
  * flop/s of its kernels, a fixed cost per dispatch, the latency of one synchronization with the
  * host (Deno's GPU awaits cost about 11 ms), and bytes/s across the host boundary. Rates come from
- * a short calibration run once per process (cached on disk beside the kernel cache) and can be
- * overridden, e.g. to model a device that is not present.
+ * a short calibration run, stored beside the kernel cache so later processes on the same machine
+ * reuse it, and can be overridden, e.g. to model a device that is not present.
  *
  * @module
  */
 import type { Backend } from "../backends/backend.ts";
 import { compile } from "./compile.ts";
 import { GraphBuilder } from "./graph_builder.ts";
+import { digest } from "./digest.ts";
+import { defaultKernelCache } from "./kernel_cache.ts";
 import { uniform } from "./random.ts";
 
 /** Measured (or given) speed of one backend. */
@@ -49,10 +51,42 @@ export function backendRates(backend: Backend): Promise<BackendRates> {
   if (fixed) return Promise.resolve(fixed);
   let m = measured.get(backend.id);
   if (!m) {
-    measured.set(backend.id, m = calibrate(backend));
+    measured.set(backend.id, m = persisted(backend));
     m.then((r) => known.set(backend.id, r), () => measured.delete(backend.id));
   }
   return m;
+}
+
+/** Calibration stored beside the kernel cache, keyed by backend and device profile. */
+async function persisted(backend: Backend): Promise<BackendRates> {
+  const dir = defaultKernelCache().dir;
+  const file = dir
+    ? `${dir}/rates-${backend.id}-${
+      digest(JSON.stringify(backend.capabilities())).slice(0, 12)
+    }.json`
+    : undefined;
+  const fs = file ? await import("node:fs/promises").catch(() => undefined) : undefined;
+  if (fs && file) {
+    try {
+      const r = JSON.parse(
+        await fs.readFile(file, "utf8"),
+        (_k, v) => (v === "Infinity" ? Infinity : v),
+      ) as BackendRates;
+      if (
+        [r.bytesPerMs, r.flopsPerMs, r.dispatchMs, r.syncMs, r.transferBytesPerMs].every((x) =>
+          typeof x === "number" && x > 0
+        )
+      ) return r;
+    } catch { /* not calibrated yet on this machine */ }
+  }
+  const rates = await calibrate(backend);
+  if (fs && file && dir) {
+    try {
+      await fs.mkdir(dir, { recursive: true });
+      await fs.writeFile(file, JSON.stringify(rates, (_k, v) => (v === Infinity ? "Infinity" : v)));
+    } catch { /* a read-only cache directory only costs a recalibration */ }
+  }
+  return rates;
 }
 
 /** Times a streaming kernel and a small matmul on `backend` (a few milliseconds in all). */

@@ -67,7 +67,16 @@ export interface FusionResult {
 }
 
 /** Ops that run as their own (opaque) kernel: data-dependent or piecewise indexing. */
-const OPAQUE = new Set(["Gather", "GatherElements", "Concat", "Split", "ArgMax", "CumSum"]);
+const OPAQUE = new Set([
+  "Gather",
+  "GatherElements",
+  "Concat",
+  "Split",
+  "ArgMax",
+  "CumSum",
+  "ToDevice",
+  "ToHost",
+]);
 const REDUCE: Record<string, ReduceOp> = {
   ReduceSum: "sum",
   ReduceMean: "mean",

@@ -11,6 +11,8 @@ import type { DType, TensorData } from "./dtype.ts";
 import type { Graph } from "./graph.ts";
 import type { HostTensor } from "./host_tensor.ts";
 import type { KernelIR } from "./kernel_ir.ts";
+import type { MemoryPlan } from "./memory_plan.ts";
+import { sizeOf } from "./shape.ts";
 
 /** What a host program is assembled from. */
 export interface HostProgramInit {
@@ -22,33 +24,81 @@ export interface HostProgramInit {
   readonly prepared: readonly PreparedKernel[];
   /** Constant buffers fusion kept (value id → data). */
   readonly constants: ReadonlyMap<number, HostTensor>;
+  /** Where intermediates live; their slots are allocated once and reused by every run. */
+  readonly memory: MemoryPlan;
 }
 
-/** Assembles a {@linkcode Program} that runs `kernels` on the host. */
+/**
+ * Assembles a {@linkcode Program} that runs `kernels` on the host. Intermediates are written into
+ * the memory plan's slots (one `ArrayBuffer` each, viewed as the dtype that lives there at the
+ * time); runs of one program are serialized because they share those slots.
+ */
 export function hostProgram(init: HostProgramInit): Program {
-  const { graph, kernels, prepared, constants } = init;
+  const { graph, kernels, prepared, constants, memory } = init;
   const lastUse = new Map<number, number>();
   kernels.forEach((k, i) => k.inputs.forEach((b) => lastUse.set(b.value, i)));
   const keep = new Set([...graph.outputs.map((o) => o.value), ...constants.keys()]);
   const constTensors = [...constants].map((
     [v, t],
   ): [number, RefTensor] => [v, { data: t.data, shape: t.shape, dtype: t.dtype as DType }]);
-  return {
-    async run(args, outputs) {
-      const env = new Map<number, RefTensor>(constTensors);
-      [...graph.inputs, ...graph.params].forEach((b, i) => env.set(b.value, args[i]));
-      for (let i = 0; i < kernels.length; i++) {
-        const k = kernels[i];
-        const data: TensorData[] = await prepared[i].run(k.inputs.map((b) => env.get(b.value)!));
-        k.outputs.forEach((o, j) =>
-          env.set(o.value, { data: data[j], shape: o.shape, dtype: o.dtype })
+  let slots: ArrayBuffer[] | undefined;
+  const into = kernels.map((k) =>
+    k.outputs.map((o) => {
+      const slot = memory.assignment.get(o.value);
+      return slot === undefined ? undefined : () =>
+        view(
+          (slots ??= memory.slots.map((b) => new ArrayBuffer(b)))[slot],
+          o.dtype,
+          sizeOf(o.shape),
         );
-        for (const b of k.inputs) {
-          if (lastUse.get(b.value) === i && !keep.has(b.value)) env.delete(b.value);
-        }
+    })
+  );
+  let queue: Promise<unknown> = Promise.resolve();
+  const runOnce = async (args: readonly RefTensor[], outputs: readonly number[]) => {
+    const env = new Map<number, RefTensor>(constTensors);
+    [...graph.inputs, ...graph.params].forEach((b, i) => env.set(b.value, args[i]));
+    for (let i = 0; i < kernels.length; i++) {
+      const k = kernels[i];
+      const data: TensorData[] = await prepared[i].run(
+        k.inputs.map((b) => env.get(b.value)!),
+        into[i].map((f) => f?.()),
+      );
+      k.outputs.forEach((o, j) =>
+        env.set(o.value, { data: data[j], shape: o.shape, dtype: o.dtype })
+      );
+      for (const b of k.inputs) {
+        if (lastUse.get(b.value) === i && !keep.has(b.value)) env.delete(b.value);
       }
-      return outputs.map((i) => env.get(graph.outputs[i].value)!.data);
-    },
-    dispose() {},
+    }
+    return outputs.map((i) => env.get(graph.outputs[i].value)!.data);
   };
+  return {
+    run(args, outputs) {
+      const result = queue.then(() => runOnce(args, outputs));
+      queue = result.catch(() => {});
+      return result;
+    },
+    dispose() {
+      slots = undefined;
+    },
+  };
+}
+
+/** A typed view of `n` elements of `dtype` at the start of `buffer`. */
+function view(buffer: ArrayBuffer, dtype: DType, n: number): TensorData {
+  switch (dtype) {
+    case "f32":
+      return new Float32Array(buffer, 0, n);
+    case "f16":
+      return new Uint16Array(buffer, 0, n);
+    case "i32":
+      return new Int32Array(buffer, 0, n);
+    case "u32":
+      return new Uint32Array(buffer, 0, n);
+    case "i8":
+      return new Int8Array(buffer, 0, n);
+    case "u8":
+    case "bool":
+      return new Uint8Array(buffer, 0, n);
+  }
 }

@@ -140,3 +140,25 @@ Deno.test("explain shows each kernel's backend, its cost estimate and the transf
   const plain = await (await compile(matmuls(256), { fuse: false })).run(feeds);
   assertClose(numbers(placed.y.data), numbers(plain.y.data), { atol: 1e-5 });
 });
+
+Deno.test("toDevice/toHost pin placement with explicit transfers; no device is a clear error", async () => {
+  const { registry } = setup();
+  const b = new GraphBuilder();
+  const onDevice = b.op("Exp", [b.op("ToDevice", [b.input("x", [64])])]);
+  b.output("y", b.op("Neg", [b.op("ToHost", [onDevice])]));
+  const graph = b.build();
+  const exe = await compile(graph, { registry, cache: false });
+  const placement = exe.plan!.schedule.placement;
+  const kernels = exe.plan!.kernels.map((k) => k.opaque?.op ?? k.pattern);
+  assert.equal(placement[kernels.indexOf("ToDevice")], "fake-gpu");
+  assert.notEqual(placement[kernels.indexOf("ToHost")], "fake-gpu");
+  assert.ok(exe.plan!.schedule.transfers.some((t) => t.from === "host" && t.to === "fake-gpu"));
+  const out = await exe.run({
+    x: { data: new Float32Array(64).fill(0), shape: [64], dtype: "f32" },
+  });
+  assertClose(numbers(out.y.data), new Array(64).fill(-1));
+  await assert.rejects(
+    () => compile(graph, { cache: false }),
+    (e: unknown) => e instanceof KilnError && /ToDevice/.test(e.message) && /Fix:/.test(e.message),
+  );
+});

@@ -363,6 +363,14 @@ export class Tensor {
   gather(indices: Tensor, axis = 0): Tensor {
     return Tensor.apply("Gather", [this, indices], { axis })[0];
   }
+  /** The same values, required to live on a device (GPU) from here on. */
+  toDevice(): Tensor {
+    return this.#op("ToDevice");
+  }
+  /** The same values, required back in host memory. */
+  toHost(): Tensor {
+    return this.#op("ToHost");
+  }
   /** Split along `axis` into parts of the given sizes. */
   split(sizes: readonly number[], axis = 0): Tensor[] {
     return Tensor.apply("Split", [this], { axis, split: sizes });

@@ -26,7 +26,7 @@ type Eval = (c: Coords) => number;
 /** A kernel ready to run on host buffers. */
 export interface InterpretedKernel {
   /** Runs the kernel; returns one data array per output. */
-  run(inputs: readonly RefTensor[]): TensorData[];
+  run(inputs: readonly RefTensor[], into?: readonly (TensorData | undefined)[]): TensorData[];
 }
 
 /** Compiles a step chain into a function from coordinates to an element offset (or -1 → fill). */
@@ -91,7 +91,7 @@ function addresser(
 export function interpretKernel(kernel: KernelIR): InterpretedKernel {
   let generation = 0;
   return {
-    run(inputs) {
+    run(inputs, into) {
       const data = inputs.map(read);
       const accs = new Float64Array(kernel.reductions.length);
       const memo = new Map<Expr, Eval>();
@@ -139,13 +139,13 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
         return fn;
       };
       const reductions = kernel.reductions.map((r) => ({ ...r, fn: build(r.expr) }));
-      const outputs = kernel.outputs.map((o) => ({
+      const outputs = kernel.outputs.map((o, k) => ({
         ...o,
         fn: build(o.expr),
         at: addresser(o.steps, o.shape).at,
         buf: o.dtype === "f16" || o.dtype === "bool"
           ? new Float64Array(sizeOf(o.shape))
-          : allocate(o.dtype, sizeOf(o.shape)) as Exclude<TensorData, BigInt64Array>,
+          : (into?.[k] ?? allocate(o.dtype, sizeOf(o.shape))) as Exclude<TensorData, BigInt64Array>,
       }));
       const rowOuts = outputs.filter((o) => o.level === "row");
       const fullOuts = outputs.filter((o) => o.level === "full");
@@ -196,7 +196,7 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
           }
         }
       }
-      return outputs.map((o) => finish(o.dtype, o.buf));
+      return outputs.map((o, k) => finish(o.dtype, o.buf, into?.[k]));
     },
   };
 }
@@ -258,8 +258,15 @@ function contraction(
   return out;
 }
 
-function finish(dtype: DType, buf: ArrayLike<number> & { length: number }): TensorData {
-  if (dtype === "f16") return Uint16Array.from(buf as Float64Array, (v) => toF16Bits(v));
-  if (dtype === "bool") return Uint8Array.from(buf as Float64Array, (v) => (v !== 0 ? 1 : 0));
-  return buf as TensorData;
+function finish(
+  dtype: DType,
+  buf: ArrayLike<number> & { length: number },
+  into?: TensorData,
+): TensorData {
+  if (dtype !== "f16" && dtype !== "bool") return buf as TensorData;
+  const out = (into ?? allocate(dtype, buf.length)) as Uint8Array | Uint16Array;
+  for (let i = 0; i < buf.length; i++) {
+    out[i] = dtype === "f16" ? toF16Bits(buf[i]) : buf[i] !== 0 ? 1 : 0;
+  }
+  return out;
 }

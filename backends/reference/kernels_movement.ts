@@ -77,6 +77,8 @@ function padOffsets(args: KernelArgs, x: RefTensor, out: Shape): Int32Array {
 /** Kernels of the movement and indexing family, by op name. */
 export const movementKernels: Record<string, Kernel> = {
   Identity: copy,
+  ToDevice: copy,
+  ToHost: copy,
   Reshape: copy,
   Flatten: copy,
   Squeeze: copy,

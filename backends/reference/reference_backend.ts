@@ -68,7 +68,15 @@ export class ReferenceBackend extends BackendBase {
       outputs: kernel.outputs,
       label: kernel.ops[0] ?? kernel.opaque.op,
     };
-    return { run: (inputs) => this.#execute(node, inputs) };
+    return {
+      run: (inputs, into) =>
+        this.#execute(node, inputs).map((data, k) => {
+          const slot = into?.[k] as Exclude<TensorData, BigInt64Array> | undefined;
+          if (!slot) return data;
+          slot.set(data as Exclude<TensorData, BigInt64Array>);
+          return slot;
+        }),
+    };
   }
 
   /** A single-threaded CPU without SIMD. */
@@ -88,6 +96,10 @@ export class ReferenceBackend extends BackendBase {
 
   /** Every op, custom ones included (through their reference implementation). */
   override supports(node: NodeInfo): boolean {
+    // Placement ops pin memory: this backend (or a subclass standing in for a device) can only
+    // produce data in its own memory space.
+    if (node.op === "ToDevice") return this.kind === "gpu";
+    if (node.op === "ToHost") return this.kind !== "gpu";
     return this.nativeOps.has(node.op) || customOp(node.op) !== undefined;
   }
 

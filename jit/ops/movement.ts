@@ -384,4 +384,17 @@ const movementOps: OpDef[] = [
   },
 ];
 
-defineOps(movementOps);
+/**
+ * Placement ops: identities that say where their result must live. `ToDevice` runs only on a
+ * backend with its own memory (a GPU), `ToHost` only on one that shares the host's, so the
+ * scheduler has to move the data there — an explicit transfer.
+ */
+const placementOps: OpDef[] = ["ToDevice", "ToHost"].map((name) => ({
+  name,
+  category: "placement",
+  arity: [1, 1],
+  primitive: true,
+  infer: (ctx) => [ctx.input(0)],
+}));
+
+defineOps([...movementOps, ...placementOps]);

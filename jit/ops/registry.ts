@@ -58,6 +58,7 @@ export type OpCategory =
   | "source"
   | "index"
   | "composite"
+  | "placement"
   | "custom";
 
 /** The definition of an op. */
