@@ -76,9 +76,14 @@ export interface Program {
   /**
    * Runs the graph. `args` holds the graph's inputs followed by its params, in declaration order
    * (already validated and converted to internal dtypes); `outputs` lists the indices of the graph
-   * outputs wanted. Returns their data in that order.
+   * outputs wanted. Returns their data in that order. `active` is the batch extent of a bucketed
+   * run (see `compile`'s `buckets`).
    */
-  run(args: readonly RefTensor[], outputs: readonly number[]): Promise<TensorData[]>;
+  run(
+    args: readonly RefTensor[],
+    outputs: readonly number[],
+    active?: number,
+  ): Promise<TensorData[]>;
   /** Releases what the program holds. */
   dispose(): void;
 }
@@ -91,11 +96,13 @@ export interface PreparedKernel {
   /**
    * Runs the kernel on its inputs (in `kernel.inputs` order) and returns one array per output.
    * Where `into` holds an array for an output (the memory plan's slot), the kernel writes there
-   * and returns that array.
+   * and returns that array. `active` (shape buckets) limits the run to the first `active` of the
+   * `space[0]` batch rows.
    */
   run(
     inputs: readonly RefTensor[],
     into?: readonly (TensorData | undefined)[],
+    active?: number,
   ): TensorData[] | Promise<TensorData[]>;
 }
 

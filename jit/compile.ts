@@ -17,6 +17,7 @@ import { planMemory } from "./memory_plan.ts";
 import { hostProgram } from "./program.ts";
 import { type Policy, schedule } from "./schedule.ts";
 import { count } from "./telemetry.ts";
+import { planBuckets } from "./buckets.ts";
 
 /** Options for {@linkcode compile}. */
 export interface CompileOptions {
@@ -32,6 +33,12 @@ export interface CompileOptions {
   readonly fuse?: boolean;
   /** State bindings: output name → input it refreshes after every run (e.g. a KV cache). */
   readonly state?: Readonly<Record<string, string>>;
+  /**
+   * Shape buckets: inputs whose axis 0 (the batch) is an upper bound. The executable then runs
+   * any smaller batch without recompiling, computing and returning only the active rows; a graph
+   * that mixes batch rows is refused at compile time.
+   */
+  readonly buckets?: readonly string[];
 }
 
 let defaultRegistry: BackendRegistry | undefined;
@@ -61,6 +68,12 @@ export async function compile(graph: Graph, options: CompileOptions = {}): Promi
   const named = typeof id === "object" ? id : id === undefined ? undefined : registry.get(id);
   const start = performance.now();
   if (named && (!named.codegen || options.fuse === false)) {
+    if (options.buckets?.length) {
+      throw new KilnError("Shape buckets need the fused path", {
+        code: "unsupported",
+        fix: "compile with fusion on a kernel-IR backend, or without buckets",
+      });
+    }
     await named.prepare();
     const program = await named.compile(legalize(graph, named, registry), { name: "graph" });
     count("kiln_compiles_total");
@@ -105,12 +118,16 @@ export async function compile(graph: Graph, options: CompileOptions = {}): Promi
     return backend.codegen!.load(k, artifact);
   }));
   const memory = planMemory(fusion.kernels, external);
+  const buckets = options.buckets?.length
+    ? planBuckets(legal, fusion.kernels, options.buckets)
+    : undefined;
   const program: Program = hostProgram({
     graph: legal,
     kernels: fusion.kernels,
     prepared,
     constants: fusion.constants,
     memory,
+    partial: buckets?.partial,
   });
   const main = byId.get(placed.placement[0] ?? candidates[0].id) ?? candidates[0];
   const plan: PlanInfo = {
@@ -130,6 +147,7 @@ export async function compile(graph: Graph, options: CompileOptions = {}): Promi
     compileMs: performance.now() - start,
     plan,
     state: options.state,
+    buckets,
   });
 }
 

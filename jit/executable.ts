@@ -10,13 +10,14 @@ import type { Backend, Program } from "../backends/backend.ts";
 import type { RefTensor } from "../backends/reference/tensor_io.ts";
 import { type TensorData, widenToI64 } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
-import type { Graph } from "./graph.ts";
+import type { Graph, GraphInput } from "./graph.ts";
 import { acceptInput, type HostTensor } from "./host_tensor.ts";
 import type { KernelIR } from "./kernel_ir.ts";
 import type { MemoryPlan } from "./memory_plan.ts";
 import { RunHandle } from "./run_handle.ts";
 import type { Schedule } from "./schedule.ts";
 import { count } from "./telemetry.ts";
+import type { BucketPlan } from "./buckets.ts";
 
 /** How an executable was compiled: its kernels and the decisions behind them. */
 export interface PlanInfo {
@@ -57,6 +58,8 @@ export interface ExecutableInit {
   readonly plan?: PlanInfo;
   /** State bindings: output name → the input it refreshes after every run. */
   readonly state?: Readonly<Record<string, string>>;
+  /** Shape buckets: which inputs may run with a smaller axis 0, and what follows them. */
+  readonly buckets?: BucketPlan;
 }
 
 /** A compiled graph. */
@@ -142,7 +145,8 @@ export class Executable {
   /** Runs the graph on `inputs`; await the handle (or poll it) for the outputs. */
   run(inputs: TensorMap, options?: RunOptions): RunHandle<TensorMap> {
     this.#check();
-    const args = this.#arguments(inputs);
+    const active = this.#activeExtent(inputs);
+    const args = this.#arguments(inputs, active);
     const requested = this.#outputs(options?.outputs);
     const stateOutputs = this.graph.outputs.flatMap((
       o,
@@ -157,7 +161,9 @@ export class Executable {
       if (t.from === "host") count("kiln_bytes_uploaded_total", t.bytes);
       if (t.to === "host") count("kiln_bytes_downloaded_total", t.bytes);
     }
-    const promise = this.#program.run(args, wanted).then((data) => {
+    const buckets = this.#init.buckets;
+    const partial = buckets && active !== undefined && active < buckets.bound ? active : undefined;
+    const promise = this.#program.run(args, wanted, partial).then((data) => {
       wanted.forEach((idx, k) => {
         const name = this.graph.outputs[idx].name;
         if (name in this.state) this.#stateData.set(this.state[name], data[k].slice());
@@ -166,10 +172,15 @@ export class Executable {
       requested.forEach((idx, k) => {
         const o = this.graph.outputs[idx];
         const v = this.graph.values[o.value];
-        const d = given.has(data[k]) ? data[k].slice() : data[k];
+        let shape = v.shape;
+        let d = given.has(data[k]) ? data[k].slice() : data[k];
+        if (partial !== undefined && buckets!.batched.has(o.value)) {
+          shape = [v.shape[0] / buckets!.bound * partial, ...v.shape.slice(1)];
+          d = d.slice(0, shape.reduce((a, b) => a * b, 1));
+        }
         out[o.name] = {
           data: o.dtype === "i64" ? widenToI64(d as Int32Array) : d,
-          shape: v.shape,
+          shape,
           dtype: o.dtype,
         };
       });
@@ -229,7 +240,33 @@ export class Executable {
     }
   }
 
-  #arguments(inputs: TensorMap): RefTensor[] {
+  /** The batch extent of a bucketed run (`undefined` when the executable has no buckets). */
+  #activeExtent(inputs: TensorMap): number | undefined {
+    const b = this.#init.buckets;
+    if (!b || typeof inputs !== "object" || inputs === null) return undefined;
+    const extents = [
+      ...new Set(b.inputs.flatMap((n) => (inputs[n]?.shape ? [inputs[n].shape[0]] : []))),
+    ];
+    if (extents.length > 1) {
+      throw new KilnError(
+        `Bucketed inputs ${b.inputs.join(", ")} have different batch sizes ${extents.join(", ")}`,
+        {
+          code: "bad-input",
+          fix: "pass the same axis-0 extent to every bucketed input",
+        },
+      );
+    }
+    const e = extents[0] ?? b.bound;
+    if (!Number.isInteger(e) || e < 0 || e > b.bound) {
+      throw new KilnError(`Batch size ${e} is outside this executable's bucket [0, ${b.bound}]`, {
+        code: "bad-input",
+        fix: `pass at most ${b.bound} rows, or compile for a larger bound`,
+      });
+    }
+    return e;
+  }
+
+  #arguments(inputs: TensorMap, active?: number): RefTensor[] {
     if (typeof inputs !== "object" || inputs === null) {
       throw new KilnError(
         `run() expects an object of named inputs, got ${inputs === null ? "null" : typeof inputs}`,
@@ -257,7 +294,7 @@ export class Executable {
     }
     const args: RefTensor[] = this.graph.inputs.map((i) =>
       i.name in inputs || !this.#stateData.has(i.name)
-        ? acceptInput(inputs[i.name], i, `input "${i.name}"`)
+        ? acceptInput(inputs[i.name], this.#bucketed(i, active), `input "${i.name}"`)
         : {
           data: this.#stateData.get(i.name)!,
           shape: i.shape,
@@ -275,6 +312,12 @@ export class Executable {
       args.push({ data, shape: p.shape, dtype: this.graph.values[p.value].dtype });
     }
     return args;
+  }
+
+  /** The declared spec of input `i`, with axis 0 set to the active extent when it is bucketed. */
+  #bucketed(i: GraphInput, active: number | undefined): GraphInput {
+    if (active === undefined || !this.#init.buckets!.inputs.includes(i.name)) return i;
+    return { ...i, shape: [active, ...i.shape.slice(1)] };
   }
 
   #outputs(names: readonly string[] | undefined): number[] {

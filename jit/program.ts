@@ -26,6 +26,8 @@ export interface HostProgramInit {
   readonly constants: ReadonlyMap<number, HostTensor>;
   /** Where intermediates live; their slots are allocated once and reused by every run. */
   readonly memory: MemoryPlan;
+  /** Per kernel: whether a bucketed run limits it to the active batch rows. */
+  readonly partial?: readonly boolean[];
 }
 
 /**
@@ -54,7 +56,11 @@ export function hostProgram(init: HostProgramInit): Program {
     })
   );
   let queue: Promise<unknown> = Promise.resolve();
-  const runOnce = async (args: readonly RefTensor[], outputs: readonly number[]) => {
+  const runOnce = async (
+    args: readonly RefTensor[],
+    outputs: readonly number[],
+    active?: number,
+  ) => {
     const env = new Map<number, RefTensor>(constTensors);
     [...graph.inputs, ...graph.params].forEach((b, i) => env.set(b.value, args[i]));
     for (let i = 0; i < kernels.length; i++) {
@@ -62,6 +68,7 @@ export function hostProgram(init: HostProgramInit): Program {
       const data: TensorData[] = await prepared[i].run(
         k.inputs.map((b) => env.get(b.value)!),
         into[i].map((f) => f?.()),
+        active !== undefined && init.partial?.[i] ? active : undefined,
       );
       k.outputs.forEach((o, j) =>
         env.set(o.value, { data: data[j], shape: o.shape, dtype: o.dtype })
@@ -73,8 +80,8 @@ export function hostProgram(init: HostProgramInit): Program {
     return outputs.map((i) => env.get(graph.outputs[i].value)!.data);
   };
   return {
-    run(args, outputs) {
-      const result = queue.then(() => runOnce(args, outputs));
+    run(args, outputs, active) {
+      const result = queue.then(() => runOnce(args, outputs, active));
       queue = result.catch(() => {});
       return result;
     },

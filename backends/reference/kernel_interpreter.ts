@@ -26,7 +26,11 @@ type Eval = (c: Coords) => number;
 /** A kernel ready to run on host buffers. */
 export interface InterpretedKernel {
   /** Runs the kernel; returns one data array per output. */
-  run(inputs: readonly RefTensor[], into?: readonly (TensorData | undefined)[]): TensorData[];
+  run(
+    inputs: readonly RefTensor[],
+    into?: readonly (TensorData | undefined)[],
+    active?: number,
+  ): TensorData[];
 }
 
 /** Compiles a step chain into a function from coordinates to an element offset (or -1 → fill). */
@@ -91,7 +95,7 @@ function addresser(
 export function interpretKernel(kernel: KernelIR): InterpretedKernel {
   let generation = 0;
   return {
-    run(inputs, into) {
+    run(inputs, into, active) {
       const data = inputs.map(read);
       const accs = new Float64Array(kernel.reductions.length);
       const memo = new Map<Expr, Eval>();
@@ -153,7 +157,9 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
       const kept = space.flatMap((_, i) => (kernel.reduced.includes(i) ? [] : [i]));
       const red = kernel.reduced;
       const coords = new Array<number>(space.length).fill(0);
-      const rows = sizeOf(kept.map((i) => space[i]));
+      const allRows = sizeOf(kept.map((i) => space[i]));
+      // Shape buckets: axis 0 is the outermost kept axis, so the active rows are a prefix.
+      const rows = active === undefined ? allRows : allRows / space[0] * active;
       const inner = sizeOf(red.map((i) => space[i]));
       const setIndex = (axes: readonly number[], lin: number) => {
         for (let j = axes.length - 1; j >= 0; j--) {
@@ -163,7 +169,7 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
         }
       };
       const table = kernel.pattern === "matmul"
-        ? contraction(kernel, reductions[0].expr, build, coords)
+        ? contraction(kernel, reductions[0].expr, build, coords, active)
         : undefined;
       for (let r = 0; r < rows; r++) {
         setIndex(kept, r);
@@ -211,13 +217,18 @@ function contraction(
   product: Expr,
   build: (e: Expr) => Eval,
   coords: Coords,
+  active: number | undefined,
 ): Float64Array | undefined {
   if (product.kind !== "alu" || product.op !== "Mul") return undefined;
   const [a, b] = product.args.map(build);
   const space = kernel.space;
   const nb = space.length - 3;
-  const [m, n, k] = space.slice(nb);
-  const batch = sizeOf(space.slice(0, nb));
+  const [fullM, n, k] = space.slice(nb);
+  let m = fullM, batch = sizeOf(space.slice(0, nb));
+  if (active !== undefined) {
+    if (nb > 0) batch = batch / space[0] * active;
+    else m = active;
+  }
   const da = new Float64Array(batch * m * k), db = new Float64Array(batch * k * n);
   const out = new Float64Array(batch * m * n);
   const setBatch = (t: number) => {
