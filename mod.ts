@@ -135,3 +135,4 @@ export {
   OnnxModel,
   OPSETS,
 } from "./onnx/mod.ts";
+export type { BucketPlan } from "./jit/buckets.ts";
