@@ -93,7 +93,12 @@ export async function compile(graph: Graph, options: CompileOptions = {}): Promi
     ? policyOf(options.policy)
     : options.policy ?? { kind: "auto" };
   const candidates = named ? [named] : registry.list();
-  const fusion = fuse(legal);
+  // Kernels must fit the tightest binding limit among the backends that may run them (one
+  // binding is kept for the output).
+  const limits = candidates.filter((b) => b.codegen && b.capabilities().maxBindings > 0).map((b) =>
+    b.capabilities().maxBindings - 1
+  );
+  const fusion = fuse(legal, { maxInputs: limits.length ? Math.min(...limits) : Infinity });
   const external = new Set([...legal.outputs.map((o) => o.value), ...fusion.constants.keys()]);
   const hostValues = new Set(
     [...legal.inputs, ...legal.params].map((b) => b.value).concat([...fusion.constants.keys()]),

@@ -203,3 +203,25 @@ Deno.test("stats() exposes stable counters and Prometheus text", async () => {
   for (const v of Object.values(after)) assert.equal(typeof v, "number");
   assert.match(prometheusText(), /^# TYPE kiln_runs_total counter\nkiln_runs_total \d+$/m);
 });
+
+Deno.test("typed I/O: f16, u8 and bool in and out", async () => {
+  const b = new GraphBuilder();
+  const h = b.input("h", [3], "f16");
+  const u = b.input("u", [3], "u8");
+  const m = b.input("m", [3], "bool");
+  b.output("h2", b.op("Mul", [h, h]));
+  b.output("u1", b.op("Add", [u, b.constant(1, [], "u8")]));
+  b.output("not", b.op("Not", [m]));
+  const exe = await compile(b.build());
+  const { toF16Bits } = await import("./dtype.ts");
+  const out = await exe.run({
+    h: { data: Uint16Array.from([1, 2, 3], (v) => toF16Bits(v)), shape: [3], dtype: "f16" },
+    u: { data: Uint8Array.from([1, 254, 255]), shape: [3], dtype: "u8" },
+    m: { data: Uint8Array.from([1, 0, 1]), shape: [3], dtype: "bool" },
+  });
+  assert.equal(out.h2.dtype, "f16");
+  assert.deepEqual(numbers(out.h2.data, true), [1, 4, 9]);
+  assert.deepEqual(numbers(out.u1.data), [2, 255, 0]);
+  assert.equal(out.not.dtype, "bool");
+  assert.deepEqual(numbers(out.not.data), [0, 1, 0]);
+});

@@ -359,10 +359,55 @@ class Fuser {
       args.push(s.group ? s.expr : reindex(s.expr, group ? [...toOwn!, ...steps] : steps));
       used.push(s);
     }
+    this.#bindingLimit(
+      args,
+      used,
+      pending.map((p) => (group ? [...toOwn!, ...p.steps] : p.steps)),
+      group,
+      label,
+    );
     const expr: Expr = { kind: "alu", op, args, dtype: type.dtype, attrs: aluAttrs(op, attrs) };
     const labels = unique([...used.flatMap(own), label]);
     if (group) labels.forEach((l) => group!.labels.add(l));
     return { type, expr, group, toOwn: group ? toOwn : undefined, labels, uses: 0 };
+  }
+
+  /**
+   * Keeps a kernel within the backend's binding limit: while the expression would read more
+   * buffers than allowed, the operand reading the most is stored (one buffer instead of many).
+   */
+  #bindingLimit(
+    args: Expr[],
+    used: Sym[],
+    steps: IndexStep[][],
+    group: Group | undefined,
+    label: string,
+  ): void {
+    const budget = this.#opts.maxInputs;
+    if (budget === Infinity) return;
+    const reads = (e: Expr) => {
+      const set = new Set<number>();
+      walk(e, (x) => x.kind === "load" && set.add(x.input));
+      return set;
+    };
+    const total = () =>
+      new Set([...args.flatMap((a) => [...reads(a)]), ...(group ? this.#loads(group) : [])]).size;
+    while (total() > budget) {
+      let widest = -1, width = 1;
+      used.forEach((s, i) => {
+        const w = !s.group && !isBare(s) ? reads(s.expr).size : 0;
+        if (w > width) [widest, width] = [i, w];
+      });
+      if (widest < 0) {
+        this.#log.push(`${label}: reads more than ${budget} buffers with nothing left to store`);
+        return;
+      }
+      used[widest] = this.#stored(
+        used[widest],
+        `${label} would read more than ${budget} buffers (binding limit)`,
+      );
+      args[widest] = reindex(used[widest].expr, steps[widest]);
+    }
   }
 
   #movement(op: string, s: Sym, attrs: Attrs, label: string, type: ValueType): Sym {

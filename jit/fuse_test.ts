@@ -256,3 +256,15 @@ Deno.test("attention MatMul(Q,Kᵀ)·scale + mask → Softmax → MatMul(·,V) i
   const r = await check(b.build(), feeds, 3);
   assert.deepEqual(r.kernels.map((x) => x.group), ["attention_0", "attention_0", "attention_0"]);
 });
+
+Deno.test("kernels stay within a backend's binding limit", () => {
+  const b = new GraphBuilder();
+  const xs = [...Array(10).keys()].map((i) => b.op("Exp", [b.input(`x${i}`, [16])]));
+  b.output("y", xs.reduce((acc, x) => b.op("Add", [acc, x])));
+  const graph = b.build();
+  const r = fuse(graph, { maxInputs: 4 });
+  assert.ok(r.kernels.length > 1);
+  for (const k of r.kernels) assert.ok(k.inputs.length <= 4, `${k.name} reads ${k.inputs.length}`);
+  assert.ok(r.log.some((l) => /binding limit/.test(l)));
+  assert.equal(fuse(graph).kernels.length, 1);
+});

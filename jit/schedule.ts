@@ -145,11 +145,27 @@ export async function schedule(req: ScheduleRequest): Promise<Schedule> {
   kernels.forEach((k, i) => k.outputs.forEach((o) => producer.set(o.value, i)));
 
   /** Transfer milliseconds into kernel `i` on backend `b`, given where its producers ran. */
+  /**
+   * Whether kernel `i` on backend `b` must receive `value`: not when it was produced in that
+   * memory space, nor when an earlier kernel there already received it (the copy is mirrored).
+   */
+  const needsCopy = (value: number, i: number, b: number, placedAt: (j: number) => number) => {
+    const j = producer.get(value);
+    const space = memorySpace(backends[b]);
+    if ((j === undefined ? "host" : memorySpace(backends[placedAt(j)])) === space) return false;
+    for (let e = 0; e < i; e++) {
+      if (
+        memorySpace(backends[placedAt(e)]) === space &&
+        kernels[e].inputs.some((x) => x.value === value)
+      ) return false;
+    }
+    return true;
+  };
+
   const inbound = (i: number, b: number, placedAt: (j: number) => number) =>
     kernels[i].inputs.reduce((ms, buf) => {
       const j = producer.get(buf.value);
-      const from = j === undefined ? "host" : memorySpace(backends[placedAt(j)]);
-      return from === memorySpace(backends[b]) ? ms : ms +
+      return !needsCopy(buf.value, i, b, placedAt) ? ms : ms +
         bytesOf(buf) /
           Math.min(
             rates[b].transferBytesPerMs,
@@ -227,8 +243,7 @@ export async function schedule(req: ScheduleRequest): Promise<Schedule> {
       for (const buf of k.inputs) {
         const j = producer.get(buf.value);
         const from = j === undefined ? "host" : backends[placed[j]].id;
-        const fromSpace = j === undefined ? "host" : memorySpace(backends[placed[j]]);
-        if (fromSpace !== memorySpace(backends[placed[i]])) {
+        if (needsCopy(buf.value, i, placed[i], (x) => placed[x])) {
           transfers.push({
             value: buf.value,
             from,

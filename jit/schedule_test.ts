@@ -162,3 +162,20 @@ Deno.test("toDevice/toHost pin placement with explicit transfers; no device is a
     (e: unknown) => e instanceof KilnError && /ToDevice/.test(e.message) && /Fix:/.test(e.message),
   );
 });
+
+Deno.test("a value copied to the device once is mirrored there, not copied again", async () => {
+  const { registry } = setup();
+  const b = new GraphBuilder();
+  const x = b.input("x", [512, 512]);
+  const w = b.input("w", [512, 512]);
+  const h = b.op("Gather", [b.op("MatMul", [x, w]), b.constant(new Int32Array([0, 1]))]);
+  b.output("y", b.op("MatMul", [h, w]));
+  const exe = await compile(b.build(), { registry, cache: false });
+  const copies = exe.plan!.schedule.transfers.filter((t) => t.to === "fake-gpu");
+  const wValue = exe.graph.inputs[1].value;
+  assert.equal(
+    copies.filter((t) => t.value === wValue).length,
+    1,
+    JSON.stringify(exe.plan!.schedule),
+  );
+});
