@@ -150,3 +150,36 @@ Deno.test("fuzz: 1200 truncations and bit flips of real models give only typed e
 function decode(bytes: Uint8Array): ModelProto {
   return decodeModel(bytes);
 }
+
+const TESTDATA = new URL("./testdata/", import.meta.url).pathname;
+
+for (const name of ["resnet_block", "mobile_block", "encoder_mask", "embedding_mlp"]) {
+  Deno.test(`${name} (exported from PyTorch) matches ONNX Runtime within 1e-4`, async () => {
+    const meta = JSON.parse(await Deno.readTextFile(`${TESTDATA}models.json`))[name];
+    const model = OnnxModel.fromBytes(await Deno.readFile(`${TESTDATA}${name}.onnx`));
+    const inputs = Object.fromEntries(
+      await Promise.all(
+        Object.entries(meta.inputs as Record<string, [number[], string]>).map(
+          async ([k, [shape, dtype]]) => {
+            const bytes = (await Deno.readFile(`${TESTDATA}${name}.in.${k}.${dtype}.bin`)).slice();
+            const data = dtype === "int64"
+              ? new BigInt64Array(bytes.buffer)
+              : new Float32Array(bytes.buffer);
+            return [k, { data, shape, dtype: dtype === "int64" ? "i64" as const : "f32" as const }];
+          },
+        ),
+      ),
+    );
+    const want = new Float32Array(
+      (await Deno.readFile(`${TESTDATA}${name}.out.y.float32.bin`)).buffer,
+    );
+    for (const fuse of [true, false]) {
+      const out = await model.run(inputs, { backend: "reference", fuse, cache: false });
+      assertClose(numbers(out.y.data), want, {
+        atol: 1e-4,
+        rtol: 0,
+        message: `${name} fuse=${fuse}`,
+      });
+    }
+  });
+}
