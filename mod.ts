@@ -112,6 +112,7 @@ export {
 } from "./jit/realize.ts";
 export type {
   Artifact,
+  AssemblyPlan,
   Backend,
   BackendCompileOptions,
   BackendKind,
@@ -136,3 +137,5 @@ export {
   OPSETS,
 } from "./onnx/mod.ts";
 export type { BucketPlan } from "./jit/buckets.ts";
+export { WebGpuBackend, type WebGpuOptions } from "./backends/webgpu/webgpu_backend.ts";
+export type { PoolStats } from "./backends/webgpu/buffer_pool.ts";

@@ -117,6 +117,25 @@ export interface KernelCodegen {
   generate(kernel: KernelIR): Artifact;
   /** Loads an artifact (fresh or from the cache) into a runnable kernel. */
   load(kernel: KernelIR, artifact: Artifact): PreparedKernel | Promise<PreparedKernel>;
+  /**
+   * Optionally, one program for a plan that runs wholly on this backend (a GPU keeps data
+   * resident and submits once per run); without it, kernels run one by one on host buffers.
+   */
+  assemble?(plan: AssemblyPlan): Promise<Program>;
+}
+
+/** What {@linkcode KernelCodegen.assemble} receives. */
+export interface AssemblyPlan {
+  /** The legalized graph. */
+  readonly graph: Graph;
+  /** Kernels in execution order. */
+  readonly kernels: readonly KernelIR[];
+  /** Each kernel's artifact (from the cache or freshly generated). */
+  readonly artifacts?: readonly Artifact[];
+  /** Constant buffers (value id → data). */
+  readonly constants: ReadonlyMap<number, HostTensor>;
+  /** Per kernel: whether a bucketed run limits it to the active rows. */
+  readonly partial?: readonly boolean[];
 }
 
 /** Options passed to {@linkcode Backend.compile}. */

@@ -8,6 +8,7 @@
 import { KilnError } from "../jit/errors.ts";
 import type { Backend, NodeInfo } from "./backend.ts";
 import { ReferenceBackend } from "./reference/reference_backend.ts";
+import { WebGpuBackend } from "./webgpu/webgpu_backend.ts";
 
 /** A set of backends keyed by id. */
 export class BackendRegistry {
@@ -18,9 +19,11 @@ export class BackendRegistry {
     this.register(new ReferenceBackend());
   }
 
-  /** A registry with every built-in backend available here. */
+  /** A registry with every built-in backend available here (WebGPU where `navigator.gpu` exists). */
   static withDefaults(): BackendRegistry {
-    return new BackendRegistry();
+    const r = new BackendRegistry();
+    if (WebGpuBackend.available()) r.register(new WebGpuBackend());
+    return r;
   }
 
   /** Adds a backend; an id already present is refused unless `replace` is set. */

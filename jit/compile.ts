@@ -114,26 +114,39 @@ export async function compile(graph: Graph, options: CompileOptions = {}): Promi
   await Promise.all([...new Set(placed.placement)].map((id) => byId.get(id)!.prepare()));
   const cache = options.cache === false ? undefined : options.cache ?? defaultKernelCache();
   const sources = { memory: 0, disk: 0, generated: 0 };
-  const prepared = await Promise.all(fusion.kernels.map(async (k, i) => {
+  const artifacts = await Promise.all(fusion.kernels.map(async (k, i) => {
     const backend = byId.get(placed.placement[i])!;
     const { artifact, source } = cache
       ? await cache.artifact(k, backend)
       : { artifact: backend.codegen!.generate(k), source: "generated" as const };
     sources[source]++;
-    return backend.codegen!.load(k, artifact);
+    return artifact;
   }));
   const memory = planMemory(fusion.kernels, external);
   const buckets = options.buckets?.length
     ? planBuckets(legal, fusion.kernels, options.buckets)
     : undefined;
-  const program: Program = hostProgram({
-    graph: legal,
-    kernels: fusion.kernels,
-    prepared,
-    constants: fusion.constants,
-    memory,
-    partial: buckets?.partial,
-  });
+  // A plan wholly on a backend that assembles programs (a GPU) becomes one program there;
+  // otherwise kernels run one by one over host buffers.
+  const only = new Set(placed.placement).size === 1 ? byId.get(placed.placement[0]) : undefined;
+  const program: Program = only?.codegen?.assemble
+    ? await only.codegen.assemble({
+      graph: legal,
+      kernels: fusion.kernels,
+      artifacts,
+      constants: fusion.constants,
+      partial: buckets?.partial,
+    })
+    : hostProgram({
+      graph: legal,
+      kernels: fusion.kernels,
+      prepared: await Promise.all(
+        fusion.kernels.map((k, i) => byId.get(placed.placement[i])!.codegen!.load(k, artifacts[i])),
+      ),
+      constants: fusion.constants,
+      memory,
+      partial: buckets?.partial,
+    });
   const main = byId.get(placed.placement[0] ?? candidates[0].id) ?? candidates[0];
   const plan: PlanInfo = {
     backend: main.id,

@@ -104,6 +104,13 @@ async function calibrate(backend: Backend): Promise<BackendRates> {
   mm.output("y", mm.op("MatMul", [mm.input("a", [m, m]), mm.input("b", [m, m])]));
   const tiny = new GraphBuilder();
   tiny.output("y", tiny.op("Neg", [tiny.input("x", [1])]));
+  // Eight kernels: reductions over alternating axes cannot share a kernel.
+  const chain = new GraphBuilder();
+  let v = chain.input("x", [4, 4]);
+  for (let i = 0; i < 8; i++) {
+    v = chain.op("Add", [v, chain.op("ReduceMax", [v], { axes: [i % 2], keepdims: 1 })]);
+  }
+  chain.output("y", v);
   const time = async (
     graph: ReturnType<GraphBuilder["build"]>,
     inputs: Record<string, Float32Array>,
@@ -123,6 +130,8 @@ async function calibrate(backend: Backend): Promise<BackendRates> {
     return (performance.now() - t0) / reps;
   };
   const tinyMs = await time(tiny.build(), { x: new Float32Array(1) }, { x: [1] });
+  const chainMs = await time(chain.build(), { x: new Float32Array(16) }, { x: [4, 4] });
+  const dispatchMs = Math.max((chainMs - tinyMs) / 7, 1e-3);
   const streamMs = Math.max(
     await time(stream.build(), { x: uniform(n, 1) }, { x: [n] }) - tinyMs,
     1e-3,
@@ -137,8 +146,8 @@ async function calibrate(backend: Backend): Promise<BackendRates> {
   return {
     bytesPerMs: (n * 8) / streamMs,
     flopsPerMs: (2 * m * m * m) / mmMs,
-    dispatchMs: tinyMs / 2,
-    syncMs: tinyMs / 2,
+    dispatchMs,
+    syncMs: Math.max(tinyMs - dispatchMs, 0),
     transferBytesPerMs: backend.kind === "gpu" ? (n * 8) / streamMs : Infinity,
   };
 }

@@ -29,7 +29,7 @@ export async function checkAgainstReference(
 ): Promise<void> {
   const oracle = await compile(c.graph, { fuse: false });
   const subject = await compile(c.graph, {
-    backend: options.backend,
+    backend: options.backend ?? "reference",
     fuse: options.fuse,
     cache: false,
   });

@@ -4,7 +4,7 @@ import { explain } from "./explain.ts";
 import { GraphBuilder } from "./graph_builder.ts";
 
 Deno.test("explain lists kernels with backend and fused ops, as text and DOT", async () => {
-  const e = await explain(demoMlp().graph, { cache: false });
+  const e = await explain(demoMlp().graph, { backend: "reference", cache: false });
   assert.equal(e.backend, "reference");
   assert.ok(e.kernels.length <= 3);
   assert.deepEqual(e.kernels[0].ops, ["MatMul", "Add", "Relu"]);

@@ -79,13 +79,13 @@ export async function runOp(
   return outs.map((_, i) => result[`y${i}`]);
 }
 
-/** Compiles and runs `graph` once on `backend`, disposing the executable. */
+/** Compiles and runs `graph` once on `backend` (default: the reference), disposing the executable. */
 export async function runGraph(
   graph: Graph,
   inputs: Record<string, HostTensor>,
   backend?: string | Backend,
 ): Promise<Record<string, HostTensor>> {
-  const exe = await compile(graph, { backend });
+  const exe = await compile(graph, { backend: backend ?? "reference" });
   try {
     return await exe.run(inputs);
   } finally {

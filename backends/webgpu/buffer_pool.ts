@@ -1,0 +1,146 @@
+/**
+ * GPU memory: a pool of buffers in power-of-two size buckets with separate free lists per usage,
+ * under a byte cap. Buffers go back to the pool only when the submit that used them is done
+ * (the caller releases after its one await); when the cap is exceeded, free buffers are destroyed
+ * oldest first, and an allocation that fails for lack of memory evicts everything free and
+ * retries once before giving a clear error.
+ *
+ * @module
+ */
+import { KilnError } from "../../jit/errors.ts";
+
+/** Counters of a {@linkcode BufferPool}. */
+export interface PoolStats {
+  /** Bytes of every live GPU buffer the pool created. */
+  allocatedBytes: number;
+  /** Bytes handed out and not yet released. */
+  inUseBytes: number;
+  /** Bytes of free buffers kept for reuse. */
+  pooledBytes: number;
+  /** Highest `allocatedBytes` seen. */
+  peakBytes: number;
+  /** Acquisitions served from the pool. */
+  reuses: number;
+  /** Buffers created. */
+  allocations: number;
+  /** Free buffers destroyed to stay under the cap. */
+  evictions: number;
+}
+
+/** The bucket size for a request: a power of two, at least 256 bytes. */
+export function bucketSize(bytes: number): number {
+  return Math.max(256, 2 ** Math.ceil(Math.log2(Math.max(bytes, 1))));
+}
+
+/** A bounded, size-bucketed pool of GPU buffers. */
+export class BufferPool {
+  #device: GPUDevice;
+  #cap: number;
+  #free = new Map<string, GPUBuffer[]>();
+  #sizes = new Map<GPUBuffer, number>();
+  #stats: PoolStats = {
+    allocatedBytes: 0,
+    inUseBytes: 0,
+    pooledBytes: 0,
+    peakBytes: 0,
+    reuses: 0,
+    allocations: 0,
+    evictions: 0,
+  };
+
+  /** A pool on `device` holding at most `capBytes` (in use plus pooled, when it can). */
+  constructor(device: GPUDevice, capBytes: number) {
+    this.#device = device;
+    this.#cap = capBytes;
+  }
+
+  /** A copy of the counters. */
+  stats(): PoolStats {
+    return { ...this.#stats };
+  }
+
+  /** A buffer of at least `bytes` with `usage`. */
+  async acquire(bytes: number, usage: number): Promise<GPUBuffer> {
+    const size = bucketSize(bytes);
+    const key = `${size}:${usage}`;
+    const reuse = this.#free.get(key)?.pop();
+    if (reuse) {
+      this.#stats.reuses++;
+      this.#stats.pooledBytes -= size;
+      this.#stats.inUseBytes += size;
+      return reuse;
+    }
+    this.#trim(size);
+    let buffer = await this.#create(size, usage);
+    if (!buffer) {
+      this.#trim(Infinity);
+      buffer = await this.#create(size, usage);
+    }
+    if (!buffer) {
+      throw new KilnError(
+        `The GPU is out of memory allocating ${size} bytes (${this.#stats.inUseBytes} bytes in use)`,
+        {
+          code: "backend",
+          fix: "run smaller inputs, lower the pool cap of other work, or use the wasm backend",
+        },
+      );
+    }
+    this.#sizes.set(buffer, size);
+    this.#stats.allocations++;
+    this.#stats.allocatedBytes += size;
+    this.#stats.inUseBytes += size;
+    this.#stats.peakBytes = Math.max(this.#stats.peakBytes, this.#stats.allocatedBytes);
+    return buffer;
+  }
+
+  /** Returns buffers whose GPU work is complete. */
+  release(buffers: Iterable<GPUBuffer>): void {
+    for (const b of buffers) {
+      const size = this.#sizes.get(b);
+      if (size === undefined) continue;
+      const key = `${size}:${b.usage}`;
+      this.#free.set(key, [...(this.#free.get(key) ?? []), b]);
+      this.#stats.inUseBytes -= size;
+      this.#stats.pooledBytes += size;
+    }
+    this.#trim(0);
+  }
+
+  /** Destroys every buffer. */
+  dispose(): void {
+    for (const b of this.#sizes.keys()) b.destroy();
+    this.#sizes.clear();
+    this.#free.clear();
+    Object.assign(this.#stats, { allocatedBytes: 0, inUseBytes: 0, pooledBytes: 0 });
+  }
+
+  /** Evicts free buffers until `incoming` more bytes fit under the cap. */
+  #trim(incoming: number): void {
+    for (const [key, list] of this.#free) {
+      while (
+        list.length &&
+        this.#stats.allocatedBytes + (incoming === Infinity ? this.#cap : incoming) > this.#cap
+      ) {
+        const b = list.shift()!;
+        const size = this.#sizes.get(b)!;
+        b.destroy();
+        this.#sizes.delete(b);
+        this.#stats.allocatedBytes -= size;
+        this.#stats.pooledBytes -= size;
+        this.#stats.evictions++;
+      }
+      if (!list.length) this.#free.delete(key);
+    }
+  }
+
+  async #create(size: number, usage: number): Promise<GPUBuffer | undefined> {
+    this.#device.pushErrorScope("out-of-memory");
+    const buffer = this.#device.createBuffer({ size, usage });
+    const error = await this.#device.popErrorScope();
+    if (error) {
+      buffer.destroy();
+      return undefined;
+    }
+    return buffer;
+  }
+}

@@ -1,0 +1,200 @@
+/**
+ * The GPU program: a whole fused plan on one device. Each run writes the inputs, encodes every
+ * kernel's dispatch into one command encoder, copies all requested outputs into one staging
+ * buffer, submits once and awaits exactly one `mapAsync` — in Deno every GPU await costs about
+ * 10 ms, so this is the main lever. Params and constants stay resident between runs;
+ * intermediates come from the pool and return to it after the run's single await.
+ *
+ * @module
+ */
+import type { Program } from "../backend.ts";
+import type { RefTensor } from "../reference/tensor_io.ts";
+import type { DType, TensorData } from "../../jit/dtype.ts";
+import { KilnError } from "../../jit/errors.ts";
+
+import type { HostTensor } from "../../jit/host_tensor.ts";
+import { type KernelIR, rowCount } from "../../jit/kernel_ir.ts";
+import { sizeOf } from "../../jit/shape.ts";
+import { workgroups } from "../../shaders/wgsl.ts";
+import type { BufferPool } from "./buffer_pool.ts";
+import { fromWords, toWords } from "./host_data.ts";
+
+/** What a GPU program runs on. */
+export interface GpuContext {
+  /** The device. */
+  readonly device: GPUDevice;
+  /** Its buffer pool. */
+  readonly pool: BufferPool;
+  /** Throws when the device was lost (or replaced) since the program was built. */
+  check(): void;
+}
+
+/** A plan for one device. */
+export interface GpuPlan {
+  /** Values bound from the run's arguments, in argument order; `resident` ones (params) stay uploaded. */
+  readonly bindings: readonly { readonly value: number; readonly resident: boolean }[];
+  /** The value of each output index `run` may be asked for. */
+  readonly outputs: readonly number[];
+  /** Kernels in execution order (none opaque). */
+  readonly kernels: readonly KernelIR[];
+  /** One pipeline per kernel (`undefined` for `ToDevice`, which is a buffer copy). */
+  readonly pipelines: readonly (GPUComputePipeline | undefined)[];
+  /** Constant buffers (value id → data). */
+  readonly constants: ReadonlyMap<number, HostTensor>;
+  /** Per kernel: whether a bucketed run dispatches only the active rows. */
+  readonly partial?: readonly boolean[];
+}
+
+const STORAGE = 0x80 | 0x08 | 0x04; // STORAGE | COPY_DST | COPY_SRC
+const STAGING = 0x01 | 0x08; // MAP_READ | COPY_DST
+
+const words = (shape: readonly number[]) => Math.max(1, sizeOf(shape)) * 4;
+
+/** `groups` workgroups folded past 65535 per dimension. */
+export function grid(groups: number): [number, number] {
+  return groups <= 65535 ? [groups, 1] : [65535, Math.ceil(groups / 65535)];
+}
+
+/** Builds the program for `plan` on `ctx`. */
+export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
+  const { bindings, kernels, pipelines, constants } = plan;
+  const { device, pool } = ctx;
+  const resident = new Map<TensorData, GPUBuffer>();
+  const types = new Map<number, { shape: readonly number[]; dtype: DType }>();
+  for (const k of kernels) for (const b of [...k.inputs, ...k.outputs]) types.set(b.value, b);
+  for (const [v, t] of constants) types.set(v, { shape: t.shape, dtype: t.dtype as DType });
+  let queue: Promise<unknown> = Promise.resolve();
+
+  const upload = (
+    data: TensorData,
+    dtype: DType,
+    keep: boolean,
+    acquired: GPUBuffer[],
+  ): Promise<GPUBuffer> => {
+    const hit = resident.get(data);
+    if (hit) return Promise.resolve(hit);
+    const w = toWords(data, dtype);
+    return pool.acquire(Math.max(4, w.byteLength), STORAGE).then((buffer) => {
+      if (w.byteLength) device.queue.writeBuffer(buffer, 0, w as Float32Array<ArrayBuffer>);
+      if (keep) resident.set(data, buffer);
+      else acquired.push(buffer);
+      return buffer;
+    });
+  };
+
+  const runOnce = async (
+    args: readonly RefTensor[],
+    outputs: readonly number[],
+    active?: number,
+  ): Promise<TensorData[]> => {
+    ctx.check();
+    const acquired: GPUBuffer[] = [];
+    const buffers = new Map<number, GPUBuffer>();
+    try {
+      await Promise.all(bindings.map(async (b, i) => {
+        if (types.has(b.value)) {
+          buffers.set(b.value, await upload(args[i].data, args[i].dtype, b.resident, acquired));
+        }
+      }));
+      for (const [v, t] of constants) {
+        buffers.set(v, await upload(t.data, t.dtype as DType, true, acquired));
+      }
+      for (const k of kernels) {
+        for (const o of k.outputs) {
+          const b = await pool.acquire(words(o.shape), STORAGE);
+          acquired.push(b);
+          buffers.set(o.value, b);
+        }
+      }
+      const wanted = outputs.map((i) => plan.outputs[i]).filter((v) =>
+        !bindings.some((b) => b.value === v)
+      );
+      const offsets = new Map<number, number>();
+      let total = 0;
+      for (const v of wanted) {
+        if (offsets.has(v)) continue;
+        offsets.set(v, total);
+        total += words(types.get(v)!.shape);
+      }
+      const staging = await pool.acquire(Math.max(4, total), STAGING);
+      acquired.push(staging);
+
+      device.pushErrorScope("validation");
+      const encoder = device.createCommandEncoder();
+      kernels.forEach((k, i) => {
+        if (k.opaque?.op === "ToDevice") {
+          encoder.copyBufferToBuffer(
+            buffers.get(k.inputs[0].value)!,
+            0,
+            buffers.get(k.outputs[0].value)!,
+            0,
+            words(k.outputs[0].shape),
+          );
+          return;
+        }
+        const rows = active !== undefined && plan.partial?.[i]
+          ? rowCount(k) / k.space[0] * active
+          : rowCount(k);
+        if (rows === 0) return;
+        const pass = encoder.beginComputePass({ label: k.name });
+        pass.setPipeline(pipelines[i]!);
+        pass.setBindGroup(
+          0,
+          device.createBindGroup({
+            layout: pipelines[i]!.getBindGroupLayout(0),
+            entries: [...k.inputs, ...k.outputs].map((b, j) => ({
+              binding: j,
+              resource: { buffer: buffers.get(b.value)! },
+            })),
+          }),
+        );
+        const [x, y] = grid(workgroups(k, rows));
+        pass.dispatchWorkgroups(x, y);
+        pass.end();
+      });
+      for (const [v, off] of offsets) {
+        encoder.copyBufferToBuffer(buffers.get(v)!, 0, staging, off, words(types.get(v)!.shape));
+      }
+      device.queue.submit([encoder.finish()]);
+      const error = await device.popErrorScope();
+      if (error) {
+        throw new KilnError(
+          `WebGPU rejected the run of ${kernels.map((k) => k.name).join(", ")}: ${error.message}`,
+          {
+            code: "backend",
+            fix:
+              "report this with the kernel's WGSL (explain shows it); use the reference backend meanwhile",
+          },
+        );
+      }
+      await staging.mapAsync(GPUMapMode.READ);
+      const bytes = staging.getMappedRange();
+      const data = outputs.map((i) => {
+        const v = plan.outputs[i];
+        const binding = bindings.findIndex((b) => b.value === v);
+        if (binding >= 0) return args[binding].data;
+        const t = types.get(v)!;
+        return fromWords(bytes, offsets.get(v)!, sizeOf(t.shape), t.dtype);
+      });
+      staging.unmap();
+      return data;
+    } catch (e) {
+      ctx.check();
+      throw e;
+    } finally {
+      pool.release(acquired);
+    }
+  };
+
+  return {
+    run(args, outputs, active) {
+      const result = queue.then(() => runOnce(args, outputs, active));
+      queue = result.catch(() => {});
+      return result;
+    },
+    dispose() {
+      pool.release(resident.values());
+      resident.clear();
+    },
+  };
+}

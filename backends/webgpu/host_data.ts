@@ -1,0 +1,50 @@
+/**
+ * Host ↔ GPU element formats. GPU storage is 32-bit words (see `shaders/wgsl.ts`), so narrow
+ * dtypes are widened on upload and narrowed on download.
+ *
+ * @module
+ */
+import { type DType, fromF16Bits, type TensorData, toF16Bits } from "../../jit/dtype.ts";
+
+/** `data` (of `dtype`) as 32-bit words ready for `writeBuffer`. */
+export function toWords(data: TensorData, dtype: DType): Float32Array | Int32Array | Uint32Array {
+  switch (dtype) {
+    case "f32":
+      return data as Float32Array;
+    case "f16":
+      return Float32Array.from(data as Uint16Array, fromF16Bits);
+    case "i32":
+      return data as Int32Array;
+    case "i8":
+      return Int32Array.from(data as Int8Array);
+    case "u32":
+      return data as Uint32Array;
+    case "u8":
+    case "bool":
+      return Uint32Array.from(data as Uint8Array);
+  }
+}
+
+/** `n` elements of `dtype` from 32-bit words at `offset` bytes of `buffer` (copied). */
+export function fromWords(
+  buffer: ArrayBuffer,
+  offset: number,
+  n: number,
+  dtype: DType,
+): TensorData {
+  switch (dtype) {
+    case "f32":
+      return new Float32Array(buffer.slice(offset, offset + n * 4));
+    case "f16":
+      return Uint16Array.from(new Float32Array(buffer, offset, n), (v) => toF16Bits(v));
+    case "i32":
+      return new Int32Array(buffer.slice(offset, offset + n * 4));
+    case "i8":
+      return Int8Array.from(new Int32Array(buffer, offset, n));
+    case "u32":
+      return new Uint32Array(buffer.slice(offset, offset + n * 4));
+    case "u8":
+    case "bool":
+      return Uint8Array.from(new Uint32Array(buffer, offset, n));
+  }
+}

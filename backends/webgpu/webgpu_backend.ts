@@ -1,0 +1,383 @@
+/**
+ * The WebGPU backend (id `webgpu`, kind `gpu`), through `navigator.gpu` — Deno's WebGPU, or the
+ * `webgpu` npm package (Dawn) on Node. Kernels are WGSL generated from the kernel IR
+ * (`shaders/wgsl.ts`) with one pipeline per kernel; a plan that runs wholly here becomes one
+ * submit and one readback per run (`gpu_program.ts`). Device loss marks the backend lost and
+ * fails pending and later runs with a clear error until `recover()` acquires a new device
+ * (programs built on the old one must be recompiled).
+ *
+ * @module
+ */
+import type {
+  Artifact,
+  Backend,
+  BackendKind,
+  Cost,
+  DeviceProfile,
+  KernelCodegen,
+  NodeInfo,
+  PreparedKernel,
+  Program,
+  Workload,
+} from "../backend.ts";
+import { customOp } from "../../jit/custom_op.ts";
+import type { TensorData } from "../../jit/dtype.ts";
+import { KilnError } from "../../jit/errors.ts";
+import { fuse } from "../../jit/fuse.ts";
+import type { Graph } from "../../jit/graph.ts";
+import type { HostTensor } from "../../jit/host_tensor.ts";
+import type { KernelIR } from "../../jit/kernel_ir.ts";
+import { type Attrs, getOp, InferContext } from "../../jit/ops/mod.ts";
+import { generateWgsl } from "../../shaders/wgsl.ts";
+import { BufferPool, type PoolStats } from "./buffer_pool.ts";
+import { type GpuContext, gpuProgram } from "./gpu_program.ts";
+
+/** Ops kiln runs as whole (opaque) kernels; this backend has no WGSL for them yet. */
+const WHOLE_OPS = new Set([
+  "Gather",
+  "GatherElements",
+  "Concat",
+  "Split",
+  "ArgMax",
+  "CumSum",
+  "ToHost",
+]);
+
+/** The run-time bindings of a graph: inputs then params (resident), and its outputs' values. */
+function planOf(
+  graph: Graph,
+): { bindings: { value: number; resident: boolean }[]; outputs: number[] } {
+  return {
+    bindings: [
+      ...graph.inputs.map((i) => ({ value: i.value, resident: false })),
+      ...graph.params.map((p) => ({ value: p.value, resident: true })),
+    ],
+    outputs: graph.outputs.map((o) => o.value),
+  };
+}
+
+/** Options of a {@linkcode WebGpuBackend}. */
+export interface WebGpuOptions {
+  /** Most bytes the buffer pool keeps (default: half of 8 × the largest storage binding, ≤ 2 GiB). */
+  readonly poolCapBytes?: number;
+  /** Adapter power preference. */
+  readonly powerPreference?: "low-power" | "high-performance";
+}
+
+/** The WebGPU backend. */
+export class WebGpuBackend implements Backend {
+  /** Always `"webgpu"`. */
+  readonly id: string = "webgpu";
+  /** Implementation version. */
+  readonly version: string = "0.1.0";
+  /** A GPU. */
+  readonly kind: BackendKind = "gpu";
+  #options: WebGpuOptions;
+  #adapter?: GPUAdapter;
+  #device?: GPUDevice;
+  #pool?: BufferPool;
+  #lost = false;
+  #lostReason = "";
+  #generation = 0;
+  #preparing?: Promise<void>;
+
+  /** Creates the backend; the device is acquired by `prepare()`. */
+  constructor(options: WebGpuOptions = {}) {
+    this.#options = options;
+  }
+
+  /** Whether `navigator.gpu` exists in this runtime. */
+  static available(): boolean {
+    return typeof navigator !== "undefined" && (navigator as { gpu?: unknown }).gpu !== undefined;
+  }
+
+  /** Whether the device was lost. */
+  get deviceLost(): boolean {
+    return this.#lost;
+  }
+
+  /** Buffer pool counters (zeros before `prepare()`). */
+  poolStats(): PoolStats {
+    return this.#pool?.stats() ??
+      {
+        allocatedBytes: 0,
+        inUseBytes: 0,
+        pooledBytes: 0,
+        peakBytes: 0,
+        reuses: 0,
+        allocations: 0,
+        evictions: 0,
+      };
+  }
+
+  /** The device's limits and features; zeros and `false` until `prepare()` has run. */
+  capabilities(): DeviceProfile {
+    const d = this.#device;
+    const info = this.#adapter?.info;
+    return {
+      name: info
+        ? `${info.vendor || "unknown vendor"} ${info.architecture || ""} ${info.description || ""}`
+          .replace(/\s+/g, " ").trim()
+        : "WebGPU (not acquired)",
+      f16: d?.features.has("shader-f16") ?? false,
+      subgroups: d?.features.has("subgroups") ?? false,
+      simd: false,
+      threads: 0,
+      maxWorkgroupSize: d?.limits.maxComputeInvocationsPerWorkgroup ?? 0,
+      maxStorageBufferBytes: d?.limits.maxStorageBufferBindingSize ?? 0,
+      maxBindings: d?.limits.maxStorageBuffersPerShaderStage ?? 0,
+      timestampQuery: d?.features.has("timestamp-query") ?? false,
+    };
+  }
+
+  /** Everything that fuses into kernel IR, plus `ToDevice`; whole-op kernels are not here yet. */
+  supports(node: NodeInfo): boolean {
+    if (getOp(node.op).category === "custom") {
+      return customOp(node.op)?.kernels?.[this.id] !== undefined && false;
+    }
+    if (WHOLE_OPS.has(node.op)) return false;
+    if (node.op === "Pad") return (node.attrs.mode ?? "constant") === "constant";
+    if (node.op === "AveragePool") {
+      const ctx = new InferContext({
+        op: node.op,
+        where: node.label,
+        inputs: node.inputs,
+        attrs: node.attrs,
+      });
+      const pads = ctx.ints("pads", []);
+      return ctx.int("count_include_pad", 0) === 1 || pads.every((p) => p === 0);
+    }
+    return node.inputs.every((t) =>
+      t.shape.reduce((a, b) => a * b, 1) * 4 <=
+        (this.#device?.limits.maxStorageBufferBindingSize ?? Infinity)
+    );
+  }
+
+  /** Placement uses the calibrated cost model; this is a static fallback. */
+  estimateCost(_graph: Graph, workload: Workload): Cost {
+    return {
+      compute: workload.flops / 1e11 + workload.bytes / 1e11,
+      transfer: workload.hostBytes / 1e10,
+    };
+  }
+
+  /** Kernel IR → WGSL, loaded as compute pipelines. */
+  readonly codegen: KernelCodegen = {
+    format: "wgsl-1",
+    generate: (kernel: KernelIR): Artifact => (kernel.opaque ? "" : generateWgsl(kernel)),
+    load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {
+      const pipeline = await this.#pipeline(kernel, artifact as string);
+      return this.#single(kernel, pipeline);
+    },
+    assemble: async (plan) => {
+      const pipelines = await Promise.all(
+        plan.kernels.map((k, i) =>
+          k.opaque
+            ? undefined
+            : this.#pipeline(k, (plan.artifacts?.[i] as string | undefined) || generateWgsl(k))
+        ),
+      );
+      return gpuProgram(this.#context(), {
+        ...planOf(plan.graph),
+        kernels: plan.kernels,
+        pipelines,
+        constants: plan.constants,
+        partial: plan.partial,
+      });
+    },
+  };
+
+  /** Acquires the adapter and device (idempotent). */
+  prepare(): Promise<void> {
+    if (this.#device && !this.#lost) return Promise.resolve();
+    return this.#preparing ??= this.#acquire().finally(() => (this.#preparing = undefined));
+  }
+
+  async #acquire(): Promise<void> {
+    if (!WebGpuBackend.available()) {
+      throw new KilnError("WebGPU is not available in this runtime", {
+        code: "backend",
+        fix:
+          "run under Deno (navigator.gpu), or on Node install the webgpu npm package and expose navigator.gpu",
+      });
+    }
+    const gpu = (navigator as unknown as { gpu: GPU }).gpu;
+    const adapter = await gpu.requestAdapter({ powerPreference: this.#options.powerPreference });
+    if (!adapter) {
+      throw new KilnError("No WebGPU adapter was found", {
+        code: "backend",
+        fix: "use the reference or wasm backend on this machine",
+      });
+    }
+    const want = ["shader-f16", "timestamp-query", "subgroups"].filter((f) =>
+      adapter.features.has(f as GPUFeatureName)
+    ) as GPUFeatureName[];
+    const device = await adapter.requestDevice({
+      requiredFeatures: want,
+      requiredLimits: {
+        maxStorageBuffersPerShaderStage: adapter.limits.maxStorageBuffersPerShaderStage,
+        maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+        maxBufferSize: adapter.limits.maxBufferSize,
+        maxComputeWorkgroupsPerDimension: adapter.limits.maxComputeWorkgroupsPerDimension,
+      },
+    });
+    const generation = ++this.#generation;
+    device.lost.then((info) => {
+      if (generation !== this.#generation) return;
+      this.#lost = true;
+      this.#lostReason = info.message || info.reason || "unknown reason";
+    });
+    this.#adapter = adapter;
+    this.#device = device;
+    this.#lost = false;
+    const cap = this.#options.poolCapBytes ??
+      Math.min(2 ** 31, device.limits.maxStorageBufferBindingSize * 8) / 2;
+    this.#pool = new BufferPool(device, cap);
+  }
+
+  /** Waits for submitted work. */
+  async flush(): Promise<void> {
+    await this.#device?.queue.onSubmittedWorkDone();
+  }
+
+  /** Releases the device. */
+  dispose(): void {
+    this.#pool?.dispose();
+    this.#device?.destroy();
+    this.#device = undefined;
+    this.#generation++;
+  }
+
+  /** Acquires a new device after a loss; programs built before must be recompiled. */
+  async recover(): Promise<void> {
+    this.#pool?.dispose();
+    this.#device = undefined;
+    this.#generation++;
+    this.#lost = false;
+    await this.prepare();
+  }
+
+  /** The device (for tests that simulate loss with `device.destroy()`). */
+  get device(): GPUDevice | undefined {
+    return this.#device;
+  }
+
+  /** Whole-graph compile: fuse, generate and assemble one program (no kernel cache). */
+  async compile(graph: Graph): Promise<Program> {
+    await this.prepare();
+    const fusion = fuse(graph, { maxInputs: this.capabilities().maxBindings - 1 });
+    const opaque = fusion.kernels.filter((k) => k.opaque && k.opaque.op !== "ToDevice");
+    if (opaque.length) {
+      throw new KilnError(
+        `webgpu cannot run ${opaque.map((k) => `${k.name} (${k.opaque!.op})`).join(", ")}`,
+        {
+          code: "unsupported",
+          fix: "compile with the auto policy (such ops run on the CPU) or the reference backend",
+        },
+      );
+    }
+    const pipelines = await Promise.all(
+      fusion.kernels.map((k) => (k.opaque ? undefined : this.#pipeline(k, generateWgsl(k)))),
+    );
+    return gpuProgram(this.#context(), {
+      ...planOf(graph),
+      kernels: fusion.kernels,
+      pipelines,
+      constants: fusion.constants,
+    });
+  }
+
+  /** Runs one op on host tensors (a one-node graph through the fused path). */
+  async op(op: string, inputs: readonly HostTensor[], attrs: Attrs = {}): Promise<HostTensor[]> {
+    const { GraphBuilder } = await import("../../jit/graph_builder.ts");
+    const { compile } = await import("../../jit/compile.ts");
+    const b = new GraphBuilder();
+    const outs = b.opN(
+      op,
+      inputs.map((t, i) => b.input(`x${i}`, t.shape, t.dtype)),
+      attrs,
+      getOp(op).name === "Split" ? (attrs.split as number[]).length : 1,
+    );
+    outs.forEach((o, i) => b.output(`y${i}`, o));
+    const exe = await compile(b.build(), { backend: this });
+    const result = await exe.run(Object.fromEntries(inputs.map((t, i) => [`x${i}`, t])));
+    exe.dispose();
+    return outs.map((_, i) => result[`y${i}`]);
+  }
+
+  #context(): GpuContext {
+    const device = this.#device!, pool = this.#pool!, generation = this.#generation;
+    return {
+      device,
+      pool,
+      check: () => {
+        if (this.#lost || generation !== this.#generation) {
+          throw new KilnError(`The WebGPU device was lost (${this.#lostReason || "replaced"})`, {
+            code: "backend",
+            fix:
+              "call recover() on the webgpu backend and compile again (the auto policy falls back to the CPU meanwhile)",
+          });
+        }
+      },
+    };
+  }
+
+  async #pipeline(kernel: KernelIR, code: string): Promise<GPUComputePipeline> {
+    await this.prepare();
+    const device = this.#device!;
+    device.pushErrorScope("validation");
+    const module = device.createShaderModule({ code, label: kernel.name });
+    const info = await module.getCompilationInfo();
+    const pipeline = await device.createComputePipelineAsync({
+      layout: "auto",
+      compute: { module, entryPoint: "main" },
+      label: kernel.name,
+    }).catch((e) => e as Error);
+    const error = await device.popErrorScope();
+    const messages = info.messages.filter((m) => m.type === "error");
+    if (messages.length || error || pipeline instanceof Error) {
+      const m = messages[0];
+      const line = m ? code.split("\n")[m.lineNum - 1]?.trim() : undefined;
+      throw new KilnError(
+        `WGSL for kernel ${kernel.name} (${kernel.ops.join(", ")}) failed: ${
+          m?.message ?? error?.message ?? (pipeline as Error).message
+        }${line ? ` at line ${m!.lineNum}: ${line}` : ""}`,
+        {
+          code: "backend",
+          fix: "report this with the kernel (kiln explain); use the reference backend meanwhile",
+        },
+      );
+    }
+    return pipeline as GPUComputePipeline;
+  }
+
+  /** One kernel on host data (used when a plan mixes backends): upload, dispatch, read back. */
+  #single(kernel: KernelIR, pipeline: GPUComputePipeline): PreparedKernel {
+    return {
+      run: async (inputs, _into, active) => {
+        // Inputs are bound positionally (duplicates share one value id); outputs follow them.
+        const n = kernel.inputs.length;
+        const renumbered: KernelIR = {
+          ...kernel,
+          inputs: kernel.inputs.map((b, i) => ({ ...b, value: i })),
+          outputs: kernel.outputs.map((o, k) => ({ ...o, value: n + k })),
+        };
+        const program = gpuProgram(this.#context(), {
+          bindings: kernel.inputs.map((_, i) => ({ value: i, resident: false })),
+          outputs: kernel.outputs.map((_, k) => n + k),
+          kernels: [renumbered],
+          pipelines: [pipeline],
+          constants: new Map(),
+          partial: [active !== undefined],
+        });
+        const out: TensorData[] = await program.run(
+          inputs,
+          kernel.outputs.map((_, k) => k),
+          active,
+        );
+        program.dispose();
+        return out;
+      },
+    };
+  }
+}
