@@ -111,7 +111,7 @@ export class KernelCache {
   ): Promise<{ artifact: Artifact; source: CacheSource }> {
     const codegen = backend.codegen!;
     const text = kernelText(kernel);
-    const key = `${backend.id}-${codegen.format}-${
+    const key = `${backend.id}-${backend.version}-${codegen.format}-${
       digest(JSON.stringify(backend.capabilities())).slice(0, 8)
     }-${digest(text)}`;
     const hit = this.#entries.get(key);

@@ -48,21 +48,33 @@ Deno.test("realized values are reused by later chains", async () => {
 });
 
 Deno.test("leak checks: dispose, using, and derived tensors outliving their inputs", async () => {
-  const before = liveTensors().length;
+  // Only this test's tensors are counted: the FinalizationRegistry may collect others meanwhile.
+  const live = (ids: number[]) => liveTensors().filter((t) => ids.includes(t.id)).length;
   const a = tensor([1, 2, 3]);
   const b = a.mul(2);
-  assert.equal(liveTensors().length, before + 2);
+  assert.equal(live([a.id, b.id]), 2);
   a.dispose();
   assertClose(numbers(await b.data()), [2, 4, 6]);
+  assert.equal(live([a.id, b.id]), 1);
   b.dispose();
-  assert.equal(liveTensors().length, before);
+  assert.equal(live([a.id, b.id]), 0);
+  const ids: number[] = [];
   {
     using c = tensor([1]);
     using d = c.neg();
-    assert.equal(liveTensors().length, before + 2);
+    ids.push(c.id, d.id);
+    assert.equal(live(ids), 2);
     await d.data();
   }
-  assert.equal(liveTensors().length, before);
+  assert.equal(live(ids), 0);
+  const described = tensor([1]).exp();
+  assert.deepEqual(liveTensors().find((t) => t.id === described.id), {
+    id: described.id,
+    shape: [1],
+    dtype: "f32",
+    origin: "Exp",
+  });
+  described.dispose();
 });
 
 Deno.test("using a disposed tensor is a clear error", () => {

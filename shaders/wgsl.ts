@@ -54,6 +54,13 @@ fn k_pow(a: f32, b: f32) -> f32 {
   return select(r, -r, abs(b % 2.0) == 1.0);
 }
 fn k_round(x: f32) -> f32 { return round(x); }
+// WGSL leaves a runtime float division by zero indeterminate; IEEE gives ±inf or NaN.
+fn k_fdiv(a: f32, b: f32) -> f32 {
+  if (b != 0.0) { return a / b; }
+  if (k_isnan(a) || a == 0.0) { return bitcast<f32>(0x7fc00000u); }
+  let negative = (a < 0.0) != ((bitcast<u32>(b) & 0x80000000u) != 0u);
+  return select(bitcast<f32>(0x7f800000u), bitcast<f32>(0xff800000u), negative);
+}
 fn k_f2i(x: f32, lo: i32, hi: i32) -> i32 {
   if (k_isnan(x)) { return 0; }
   if (x >= 2147483648.0) { return hi; }
@@ -120,14 +127,19 @@ function alu(
     case "Div":
       return int
         ? `select(${a[0]} / ${a[1]}, ${literal(0, d[0])}, ${a[1]} == ${literal(0, d[0])})`
-        : `(${a[0]} / ${a[1]})`;
+        : `k_fdiv(${a[0]}, ${a[1]})`;
     case "Pow":
       return int ? `${t}(round(k_pow(f32(${a[0]}), f32(${a[1]}))))` : `k_pow(${a[0]}, ${a[1]})`;
     case "Mod": {
       if (!int) return `(${a[0]} % ${a[1]})`;
       const zero = literal(0, d[0]);
-      if (attrs?.fmod === 1) return `select(${a[0]} % ${a[1]}, ${zero}, ${a[1]} == ${zero})`;
-      const r = `(${a[0]} % select(${a[1]}, ${literal(1, d[0])}, ${a[1]} == ${zero}))`;
+      const den = `select(${a[1]}, ${literal(1, d[0])}, ${a[1]} == ${zero})`;
+      if (attrs?.fmod === 1) {
+        return `select(${a[0]} - ${den} * (${a[0]} / ${den}), ${zero}, ${a[1]} == ${zero})`;
+      }
+      // a - b·(a / b), not %: a software driver seen here computes signed % as unsigned.
+      const safe = `select(${a[1]}, ${literal(1, d[0])}, ${a[1]} == ${zero})`;
+      const r = `(${a[0]} - ${safe} * (${a[0]} / ${safe}))`;
       const fix = t === "i32"
         ? `select(${r}, ${r} + ${a[1]}, ${r} != 0 && ((${r} < 0) != (${a[1]} < 0)))`
         : r;
@@ -380,7 +392,13 @@ export function generateWgsl(kernel: KernelIR): string {
     e.line("}");
     e.line(`acc${k} = sh_${t}[0];`);
     e.line("workgroupBarrier();");
-    if (r.op === "mean") e.line(`acc${k} = acc${k} / ${t}(${inner});`);
+    if (r.op === "mean") {
+      e.line(
+        inner === 0 && t === "f32"
+          ? `acc${k} = bitcast<f32>(0x7fc00000u);`
+          : `acc${k} = acc${k} / ${t}(${Math.max(inner, 1)});`,
+      );
+    }
     e.line(`acc${k} = ${rounded(`acc${k}`, r.dtype)};`);
   });
   const rowOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) => o.level === "row");

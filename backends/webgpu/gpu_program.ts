@@ -179,8 +179,19 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
       staging.unmap();
       return data;
     } catch (e) {
+      if (e instanceof KilnError) throw e;
+      // A destroyed device fails the map before its lost promise settles: give it a moment.
+      await new Promise((r) => setTimeout(r, 0));
       ctx.check();
-      throw e;
+      throw new KilnError(
+        `The WebGPU run failed (${(e as Error).message}); the device may have been lost`,
+        {
+          code: "backend",
+          fix:
+            "call recover() on the webgpu backend and compile again (the auto policy falls back to the CPU meanwhile)",
+          cause: e,
+        },
+      );
     } finally {
       pool.release(acquired);
     }
