@@ -8,6 +8,7 @@
 import { KilnError } from "../jit/errors.ts";
 import type { Backend, NodeInfo } from "./backend.ts";
 import { ReferenceBackend } from "./reference/reference_backend.ts";
+import { WasmBackend } from "./wasm/wasm_backend.ts";
 import { WebGpuBackend } from "./webgpu/webgpu_backend.ts";
 
 /** A set of backends keyed by id. */
@@ -19,9 +20,9 @@ export class BackendRegistry {
     this.register(new ReferenceBackend());
   }
 
-  /** A registry with every built-in backend available here (WebGPU where `navigator.gpu` exists). */
+  /** A registry with every built-in backend available here: reference, wasm, and WebGPU where `navigator.gpu` exists. */
   static withDefaults(): BackendRegistry {
-    const r = new BackendRegistry();
+    const r = new BackendRegistry().register(new WasmBackend());
     if (WebGpuBackend.available()) r.register(new WebGpuBackend());
     return r;
   }

@@ -109,3 +109,16 @@ function view(buffer: ArrayBuffer, dtype: DType, n: number): TensorData {
       return new Uint8Array(buffer, 0, n);
   }
 }
+
+/** The run-time bindings of a graph: inputs then params (resident), and its outputs' values. */
+export function bindingsOf(
+  graph: Graph,
+): { bindings: { value: number; resident: boolean }[]; outputs: number[] } {
+  return {
+    bindings: [
+      ...graph.inputs.map((i) => ({ value: i.value, resident: false })),
+      ...graph.params.map((p) => ({ value: p.value, resident: true })),
+    ],
+    outputs: graph.outputs.map((o) => o.value),
+  };
+}

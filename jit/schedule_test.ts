@@ -158,7 +158,7 @@ Deno.test("toDevice/toHost pin placement with explicit transfers; no device is a
   });
   assertClose(numbers(out.y.data), new Array(64).fill(-1));
   await assert.rejects(
-    () => compile(graph, { cache: false }),
+    () => compile(graph, { registry: new BackendRegistry(), cache: false }),
     (e: unknown) => e instanceof KilnError && /ToDevice/.test(e.message) && /Fix:/.test(e.message),
   );
 });

@@ -17,7 +17,7 @@ import { type KernelIR, rowCount } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { workgroups } from "../../shaders/wgsl.ts";
 import type { BufferPool } from "./buffer_pool.ts";
-import { fromWords, toWords } from "./host_data.ts";
+import { fromWords, toWords } from "../words.ts";
 
 /** What a GPU program runs on. */
 export interface GpuContext {

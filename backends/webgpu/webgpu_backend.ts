@@ -20,41 +20,18 @@ import type {
   Program,
   Workload,
 } from "../backend.ts";
-import { customOp } from "../../jit/custom_op.ts";
+import { fusable } from "../fusable.ts";
+import { bindingsOf as planOf } from "../../jit/program.ts";
 import type { TensorData } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
 import { fuse } from "../../jit/fuse.ts";
 import type { Graph } from "../../jit/graph.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
-import { type Attrs, getOp, InferContext } from "../../jit/ops/mod.ts";
+import { type Attrs, getOp } from "../../jit/ops/mod.ts";
 import { generateWgsl } from "../../shaders/wgsl.ts";
 import { BufferPool, type PoolStats } from "./buffer_pool.ts";
 import { type GpuContext, gpuProgram } from "./gpu_program.ts";
-
-/** Ops kiln runs as whole (opaque) kernels; this backend has no WGSL for them yet. */
-const WHOLE_OPS = new Set([
-  "Gather",
-  "GatherElements",
-  "Concat",
-  "Split",
-  "ArgMax",
-  "CumSum",
-  "ToHost",
-]);
-
-/** The run-time bindings of a graph: inputs then params (resident), and its outputs' values. */
-function planOf(
-  graph: Graph,
-): { bindings: { value: number; resident: boolean }[]; outputs: number[] } {
-  return {
-    bindings: [
-      ...graph.inputs.map((i) => ({ value: i.value, resident: false })),
-      ...graph.params.map((p) => ({ value: p.value, resident: true })),
-    ],
-    outputs: graph.outputs.map((o) => o.value),
-  };
-}
 
 /** Options of a {@linkcode WebGpuBackend}. */
 export interface WebGpuOptions {
@@ -130,27 +107,12 @@ export class WebGpuBackend implements Backend {
     };
   }
 
-  /** Everything that fuses into kernel IR, plus `ToDevice`; whole-op kernels are not here yet. */
+  /** What fuses into kernel IR (see `fusable`), plus `ToDevice`; never `ToHost`. */
   supports(node: NodeInfo): boolean {
-    if (getOp(node.op).category === "custom") {
-      return customOp(node.op)?.kernels?.[this.id] !== undefined && false;
-    }
-    if (WHOLE_OPS.has(node.op)) return false;
-    if (node.op === "Pad") return (node.attrs.mode ?? "constant") === "constant";
-    if (node.op === "AveragePool") {
-      const ctx = new InferContext({
-        op: node.op,
-        where: node.label,
-        inputs: node.inputs,
-        attrs: node.attrs,
-      });
-      const pads = ctx.ints("pads", []);
-      return ctx.int("count_include_pad", 0) === 1 || pads.every((p) => p === 0);
-    }
-    return node.inputs.every((t) =>
-      t.shape.reduce((a, b) => a * b, 1) * 4 <=
-        (this.#device?.limits.maxStorageBufferBindingSize ?? Infinity)
-    );
+    if (node.op === "ToHost") return false;
+    const limit = this.#device?.limits.maxStorageBufferBindingSize ?? Infinity;
+    return fusable(node) &&
+      node.inputs.every((t) => t.shape.reduce((a, b) => a * b, 1) * 4 <= limit);
   }
 
   /** Placement uses the calibrated cost model; this is a static fallback. */

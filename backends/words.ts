@@ -1,10 +1,10 @@
 /**
- * Host ↔ GPU element formats. GPU storage is 32-bit words (see `shaders/wgsl.ts`), so narrow
- * dtypes are widened on upload and narrowed on download.
+ * Host data ↔ 32-bit words, the element storage of the generated backends (WebGPU buffers and
+ * the WebAssembly arena): narrow dtypes are widened on the way in and narrowed on the way out.
  *
  * @module
  */
-import { type DType, fromF16Bits, type TensorData, toF16Bits } from "../../jit/dtype.ts";
+import { type DType, fromF16Bits, type TensorData, toF16Bits } from "../jit/dtype.ts";
 
 /** `data` (of `dtype`) as 32-bit words ready for `writeBuffer`. */
 export function toWords(data: TensorData, dtype: DType): Float32Array | Int32Array | Uint32Array {

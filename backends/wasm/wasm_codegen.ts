@@ -1,0 +1,502 @@
+/**
+ * WebAssembly generation from the kernel IR with Binaryen. Each kernel becomes one exported
+ * function `run(buffers…, rowStart, rowEnd)` taking the byte address of every input and output in
+ * a shared memory arena and the range of rows to compute (threads and shape buckets split rows).
+ * Per row it runs each reduction as a loop over the reduced coordinates, then stores row outputs
+ * once and full outputs in a final loop — the same schedule as the reference interpreter.
+ *
+ * Values are f32 (f32/f16) or i32 (integers and bool; u32 uses unsigned ops); storage is 32-bit
+ * words, widened and narrowed at the arena's edge. Every ALU result is re-rounded to its dtype.
+ * Float sums accumulate in f64, as the reference does. Transcendentals (exp, log, sin, cos, erf,
+ * pow, fmod) call the reference's own scalar functions through imports: exact first; vectorized
+ * approximations are the performance work still ahead.
+ *
+ * @module
+ */
+import type { DType } from "../../jit/dtype.ts";
+import type { Expr, IndexStep, KernelIR } from "../../jit/kernel_ir.ts";
+import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
+
+/** The subset of the Binaryen.js API this generator uses. */
+// deno-lint-ignore no-explicit-any
+export type Binaryen = any;
+
+/** Scalar helpers the generated code imports from the host (`env.*`, f64 → f64). */
+export const IMPORTS: readonly string[] = ["exp", "log", "sin", "cos", "erf", "pow", "fmod", "f16"];
+
+const isFloat = (d: DType) => d === "f32" || d === "f16";
+
+/** Generates the module for `kernel` (not for opaque kernels). */
+export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
+  const m = new binaryen.Module();
+  m.setFeatures(
+    binaryen.Features.NontrappingFPToInt | binaryen.Features.BulkMemory | binaryen.Features.SIMD128,
+  );
+  m.setMemory(1, 65536, null, [], false, false, "0");
+  m.addMemoryImport("0", "env", "memory");
+  const f64 = binaryen.f64, f32 = binaryen.f32, i32 = binaryen.i32;
+  for (const name of IMPORTS) {
+    m.addFunctionImport(
+      name,
+      "env",
+      name,
+      binaryen.createType(name === "pow" || name === "fmod" ? [f64, f64] : [f64]),
+      f64,
+    );
+  }
+
+  const nIn = kernel.inputs.length, nOut = kernel.outputs.length;
+  const params = nIn + nOut + 2;
+  const locals: number[] = [];
+  const local = (type: number) => params + locals.push(type) - 1;
+  const get = (l: number, type: number) => m.local.get(l, type);
+  const addrOf = (buffer: number) => get(buffer, i32);
+  const space = kernel.space;
+  const kept = space.flatMap((_, i) => (kernel.reduced.includes(i) ? [] : [i]));
+  const red = kernel.reduced;
+  const inner = sizeOf(red.map((i) => space[i]));
+  const coord = space.map(() => local(i32));
+  const row = local(i32), it = local(i32);
+  const ic = (n: number) => m.i32.const(n | 0);
+  const typeOf = (d: DType) => (isFloat(d) ? f32 : i32);
+  const call1 = (name: string, x: number) => m.f32.demote(m.call(name, [m.f64.promote(x)], f64));
+  const call2 = (name: string, x: number, y: number) =>
+    m.f32.demote(m.call(name, [m.f64.promote(x), m.f64.promote(y)], f64));
+
+  /** Statements that set coordinate locals for `axes` from the linear index in local `from`. */
+  const unravel = (axes: readonly number[], from: number): number[] => {
+    const out: number[] = [];
+    const rest = local(i32);
+    out.push(m.local.set(rest, get(from, i32)));
+    for (let j = axes.length - 1; j >= 0; j--) {
+      const d = space[axes[j]];
+      out.push(m.local.set(coord[axes[j]], d === 1 ? ic(0) : m.i32.rem_u(get(rest, i32), ic(d))));
+      if (j > 0) {
+        out.push(m.local.set(rest, d === 1 ? get(rest, i32) : m.i32.div_u(get(rest, i32), ic(d))));
+      }
+    }
+    return out;
+  };
+
+  /** Index steps as statements into fresh locals; returns the final coordinate locals and guards. */
+  const steps = (
+    list: readonly IndexStep[],
+    stmts: number[],
+  ): { coords: number[]; guards: { ok: number; fill: number }[] } => {
+    let c = coord;
+    const guards: { ok: number; fill: number }[] = [];
+    for (const s of list) {
+      if (s.kind === "reshape") {
+        const lin = local(i32);
+        const from = stridesOf(s.from);
+        stmts.push(
+          m.local.set(
+            lin,
+            c.reduce(
+              (
+                acc,
+                x,
+                i,
+              ) => (s.from[i] === 1 ? acc : m.i32.add(acc, m.i32.mul(get(x, i32), ic(from[i])))),
+              ic(0),
+            ),
+          ),
+        );
+        const to = stridesOf(s.to);
+        c = s.to.map((d, i) => {
+          const l = local(i32);
+          stmts.push(
+            m.local.set(
+              l,
+              d === 1 ? ic(0) : m.i32.rem_s(m.i32.div_s(get(lin, i32), ic(to[i])), ic(d)),
+            ),
+          );
+          return l;
+        });
+        continue;
+      }
+      const out = s.coeff.map((rowCoeff, j) => {
+        const l = local(i32);
+        const expr = rowCoeff.reduce(
+          (
+            acc,
+            w,
+            d,
+          ) => (w === 0
+            ? acc
+            : m.i32.add(acc, w === 1 ? get(c[d], i32) : m.i32.mul(get(c[d], i32), ic(w)))),
+          ic(s.offset[j]),
+        );
+        stmts.push(m.local.set(l, expr));
+        return l;
+      });
+      if (s.bounds) {
+        const ok = local(i32);
+        stmts.push(
+          m.local.set(
+            ok,
+            out.reduce((acc, l, j) =>
+              m.i32.and(
+                acc,
+                m.i32.and(
+                  m.i32.ge_s(get(l, i32), ic(0)),
+                  m.i32.lt_s(get(l, i32), ic(s.bounds![j])),
+                ),
+              ), ic(1)),
+          ),
+        );
+        guards.push({ ok, fill: s.fill ?? 0 });
+      }
+      c = out;
+    }
+    return { coords: c, guards };
+  };
+
+  const linear = (coords: number[], shape: Shape) => {
+    const strides = stridesOf(shape);
+    return coords.reduce(
+      (
+        acc,
+        l,
+        i,
+      ) => (shape[i] === 1 ? acc : m.i32.add(acc, m.i32.mul(get(l, i32), ic(strides[i])))),
+      ic(0),
+    );
+  };
+
+  const constant = (
+    value: number,
+    d: DType,
+  ) => (isFloat(d) ? m.f32.const(value) : ic(value >>> 0 === value ? value : value | 0));
+
+  const round = (x: number, d: DType): number => {
+    switch (d) {
+      case "f16":
+        return call1("f16", x);
+      case "i8":
+        return m.i32.shr_s(m.i32.shl(x, ic(24)), ic(24));
+      case "u8":
+        return m.i32.and(x, ic(255));
+      case "bool":
+        return m.i32.ne(x, ic(0));
+      default:
+        return x;
+    }
+  };
+
+  const cast = (x: number, from: DType, to: DType): number => {
+    if (to === "bool") return isFloat(from) ? m.f32.ne(x, m.f32.const(0)) : m.i32.ne(x, ic(0));
+    if (isFloat(to)) {
+      return isFloat(from) ? x : from === "u32" ? m.f32.convert_u.i32(x) : m.f32.convert_s.i32(x);
+    }
+    const clampS = (v: number, lo: number, hi: number) => {
+      const t = local(i32);
+      return m.block(null, [
+        m.local.set(t, v),
+        m.select(
+          m.i32.lt_s(get(t, i32), ic(lo)),
+          ic(lo),
+          m.select(m.i32.gt_s(get(t, i32), ic(hi)), ic(hi), get(t, i32)),
+        ),
+      ], i32);
+    };
+    if (isFloat(from)) {
+      if (to === "i32") return m.i32.trunc_s_sat.f32(x);
+      if (to === "u32") return m.i32.trunc_u_sat.f32(x);
+      return to === "i8"
+        ? clampS(m.i32.trunc_s_sat.f32(x), -128, 127)
+        : clampS(m.i32.trunc_s_sat.f32(x), 0, 255);
+    }
+    if (from === to) return x;
+    if (from === "u32") {
+      const t = local(i32);
+      const hi = to === "i32" ? 2147483647 : to === "i8" ? 127 : 255;
+      return m.block(null, [
+        m.local.set(t, x),
+        m.select(m.i32.gt_u(get(t, i32), ic(hi)), ic(hi), get(t, i32)),
+      ], i32);
+    }
+    if (to === "u32") return clampS(x, 0, 2147483647);
+    return to === "i8" ? clampS(x, -128, 127) : to === "u8" ? clampS(x, 0, 255) : x;
+  };
+
+  const alu = (
+    op: string,
+    a: number[],
+    d: DType[],
+    out: DType,
+    attrs: Record<string, unknown> | undefined,
+  ): number => {
+    const fl = isFloat(d[0] ?? out), u = d[0] === "u32";
+    const tmp = (v: number) => {
+      const l = local(i32);
+      return { set: m.local.set(l, v), get: () => get(l, i32) };
+    };
+    switch (op) {
+      case "Add":
+        return fl ? m.f32.add(a[0], a[1]) : m.i32.add(a[0], a[1]);
+      case "Sub":
+        return fl ? m.f32.sub(a[0], a[1]) : m.i32.sub(a[0], a[1]);
+      case "Mul":
+        return fl ? m.f32.mul(a[0], a[1]) : m.i32.mul(a[0], a[1]);
+      case "Div": {
+        if (fl) return m.f32.div(a[0], a[1]);
+        // select evaluates both arms, so the divisor is made safe first: x/0 gives 0 (as the
+        // reference) and INT_MIN / -1 wraps instead of trapping.
+        const x = tmp(a[0]), y = tmp(a[1]);
+        const zero = m.i32.eqz(y.get());
+        if (u) {
+          return m.block(null, [
+            x.set,
+            y.set,
+            m.select(zero, ic(0), m.i32.div_u(x.get(), m.select(zero, ic(1), y.get()))),
+          ], i32);
+        }
+        const minusOne = m.i32.eq(y.get(), ic(-1));
+        const safe = m.select(m.i32.or(m.i32.eqz(y.get()), minusOne), ic(1), y.get());
+        const q = m.select(
+          m.i32.eq(y.get(), ic(-1)),
+          m.i32.sub(ic(0), x.get()),
+          m.i32.div_s(x.get(), safe),
+        );
+        return m.block(null, [x.set, y.set, m.select(zero, ic(0), q)], i32);
+      }
+      case "Pow":
+        return fl ? call2("pow", a[0], a[1]) : m.i32.trunc_s_sat.f32(
+          call2("pow", m.f32.convert_s.i32(a[0]), m.f32.convert_s.i32(a[1])),
+        );
+      case "Mod": {
+        if (fl) return call2("fmod", a[0], a[1]);
+        const x = tmp(a[0]), y = tmp(a[1]);
+        const safe = m.select(m.i32.eqz(y.get()), ic(1), y.get());
+        const r = tmp(u ? m.i32.rem_u(x.get(), safe) : m.i32.rem_s(x.get(), safe));
+        const python = attrs?.fmod === 1 || u ? r.get() : m.select(
+          m.i32.and(
+            m.i32.ne(r.get(), ic(0)),
+            m.i32.ne(m.i32.lt_s(r.get(), ic(0)), m.i32.lt_s(y.get(), ic(0))),
+          ),
+          m.i32.add(r.get(), y.get()),
+          r.get(),
+        );
+        return m.block(
+          null,
+          [x.set, y.set, r.set, m.select(m.i32.eqz(y.get()), ic(0), python)],
+          i32,
+        );
+      }
+      case "Equal":
+        return fl ? m.f32.eq(a[0], a[1]) : m.i32.eq(a[0], a[1]);
+      case "Greater":
+        return fl ? m.f32.gt(a[0], a[1]) : u ? m.i32.gt_u(a[0], a[1]) : m.i32.gt_s(a[0], a[1]);
+      case "Less":
+        return fl ? m.f32.lt(a[0], a[1]) : u ? m.i32.lt_u(a[0], a[1]) : m.i32.lt_s(a[0], a[1]);
+      case "And":
+        return m.i32.and(m.i32.ne(a[0], ic(0)), m.i32.ne(a[1], ic(0)));
+      case "Or":
+        return m.i32.or(m.i32.ne(a[0], ic(0)), m.i32.ne(a[1], ic(0)));
+      case "Not":
+        return m.i32.eqz(a[0]);
+      case "Where":
+        return m.select(m.i32.ne(a[0], ic(0)), a[1], a[2]);
+      case "Neg":
+        return fl ? m.f32.neg(a[0]) : m.i32.sub(ic(0), a[0]);
+      case "Abs": {
+        if (fl) return m.f32.abs(a[0]);
+        const x = tmp(a[0]);
+        return m.block(null, [
+          x.set,
+          m.select(m.i32.lt_s(x.get(), ic(0)), m.i32.sub(ic(0), x.get()), x.get()),
+        ], i32);
+      }
+      case "Sqrt":
+        return m.f32.sqrt(a[0]);
+      case "Floor":
+        return m.f32.floor(a[0]);
+      case "Ceil":
+        return m.f32.ceil(a[0]);
+      case "Round":
+        return m.f32.nearest(a[0]);
+      case "Exp":
+      case "Log":
+      case "Sin":
+      case "Cos":
+      case "Erf":
+        return call1(op.toLowerCase(), a[0]);
+      case "IsNaN": {
+        const l = local(f32);
+        return m.block(null, [m.local.set(l, a[0]), m.f32.ne(get(l, f32), get(l, f32))], i32);
+      }
+      case "Cast":
+        return cast(a[0], d[0], out);
+    }
+    throw new Error(`wasm: no lowering for ALU op ${op}`);
+  };
+
+  /** Evaluates `expr` into locals (statements pushed to `stmts`); returns a getter expression. */
+  const value = (expr: Expr, memo: Map<Expr, number>, stmts: number[]): number => {
+    const hit = memo.get(expr);
+    if (hit !== undefined) return get(hit, typeOf(expr.dtype));
+    let code: number;
+    switch (expr.kind) {
+      case "const":
+        return constant(expr.value, expr.dtype);
+      case "acc":
+        return get(accs[expr.index], typeOf(expr.dtype));
+      case "load": {
+        const buf = kernel.inputs[expr.input];
+        const { coords, guards } = steps(expr.steps, stmts);
+        const all = guards.reduce((acc, g) => m.i32.and(acc, get(g.ok, i32)), ic(1));
+        const address = m.i32.add(
+          addrOf(expr.input),
+          m.i32.shl(m.select(all, linear(coords, buf.shape), ic(0)), ic(2)),
+        );
+        code = isFloat(expr.dtype) ? m.f32.load(0, 4, address) : m.i32.load(0, 4, address);
+        for (const g of [...guards].reverse()) {
+          code = m.select(get(g.ok, i32), code, constant(g.fill, expr.dtype));
+        }
+        break;
+      }
+      case "alu": {
+        const args = expr.args.map((a) => value(a, memo, stmts));
+        code = round(
+          alu(
+            expr.op,
+            args,
+            expr.args.map((a) => a.dtype),
+            expr.dtype,
+            expr.attrs as Record<string, unknown>,
+          ),
+          expr.dtype,
+        );
+        break;
+      }
+    }
+    const l = local(typeOf(expr.dtype));
+    stmts.push(m.local.set(l, code));
+    memo.set(expr, l);
+    return get(l, typeOf(expr.dtype));
+  };
+
+  const accs: number[] = kernel.reductions.map((r) => local(typeOf(r.dtype)));
+  const body: number[] = [];
+  const loop = (label: string, counter: number, count: number, inside: number[]): number[] => {
+    if (count === 0) return [];
+    return [
+      m.local.set(counter, ic(0)),
+      m.loop(
+        label,
+        m.block(null, [
+          ...inside,
+          m.local.set(counter, m.i32.add(get(counter, i32), ic(1))),
+          m.br(label, m.i32.lt_s(get(counter, i32), ic(count))),
+        ]),
+      ),
+    ];
+  };
+  const rowBody: number[] = [...unravel(kept, row)];
+  kernel.reductions.forEach((r, k) => {
+    const fl = isFloat(r.dtype);
+    const wide = fl && (r.op === "sum" || r.op === "mean");
+    const acc = wide ? local(f64) : accs[k];
+    const init = r.op === "max"
+      ? (fl ? m.f32.const(-Infinity) : ic(r.dtype === "u32" ? 0 : -2147483648))
+      : r.op === "min"
+      ? (fl ? m.f32.const(Infinity) : ic(r.dtype === "u32" ? -1 : 2147483647))
+      : wide
+      ? m.f64.const(0)
+      : ic(0);
+    rowBody.push(m.local.set(acc, init));
+    const stmts: number[] = [...unravel(red, it)];
+    const v = value(r.expr, new Map(), stmts);
+    if (wide) stmts.push(m.local.set(acc, m.f64.add(get(acc, f64), m.f64.promote(v))));
+    else if (r.op === "sum" || r.op === "mean") {
+      stmts.push(m.local.set(acc, m.i32.add(get(acc, i32), v)));
+    } else {
+      const t = typeOf(r.dtype);
+      const x = local(t);
+      stmts.push(m.local.set(x, v));
+      const keep = fl
+        ? m.i32.or(
+          m.f32.ne(get(acc, f32), get(acc, f32)),
+          r.op === "max"
+            ? m.f32.ge(get(acc, f32), get(x, f32))
+            : m.f32.le(get(acc, f32), get(x, f32)),
+        )
+        : r.op === "max"
+        ? (r.dtype === "u32"
+          ? m.i32.ge_u(get(acc, i32), get(x, i32))
+          : m.i32.ge_s(get(acc, i32), get(x, i32)))
+        : (r.dtype === "u32"
+          ? m.i32.le_u(get(acc, i32), get(x, i32))
+          : m.i32.le_s(get(acc, i32), get(x, i32)));
+      stmts.push(m.local.set(acc, m.select(keep, get(acc, t), get(x, t))));
+    }
+    rowBody.push(...loop(`r${k}`, it, inner, stmts));
+    if (wide) {
+      const total = r.op === "mean" ? m.f64.div(get(acc, f64), m.f64.const(inner)) : get(acc, f64);
+      rowBody.push(m.local.set(accs[k], round(m.f32.demote(total), r.dtype)));
+    } else if (r.op === "mean") {
+      rowBody.push(
+        m.local.set(accs[k], inner === 0 ? ic(0) : m.i32.div_s(get(accs[k], i32), ic(inner))),
+      );
+    }
+  });
+  const store = (
+    o: KernelIR["outputs"][number],
+    k: number,
+    memo: Map<Expr, number>,
+    stmts: number[],
+  ) => {
+    const v = value(o.expr, memo, stmts);
+    const { coords } = steps(o.steps, stmts);
+    const address = m.i32.add(addrOf(nIn + k), m.i32.shl(linear(coords, o.shape), ic(2)));
+    stmts.push(isFloat(o.dtype) ? m.f32.store(0, 4, address, v) : m.i32.store(0, 4, address, v));
+  };
+  const rowOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) => o.level === "row");
+  const fullOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) =>
+    o.level === "full"
+  );
+  if (rowOuts.length) {
+    const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
+    const memo = new Map<Expr, number>();
+    for (const [o, k] of rowOuts) store(o, k, memo, stmts);
+    rowBody.push(...stmts);
+  }
+  if (fullOuts.length) {
+    const stmts: number[] = [...unravel(red, it)];
+    const memo = new Map<Expr, number>();
+    for (const [o, k] of fullOuts) store(o, k, memo, stmts);
+    rowBody.push(...(red.length ? loop("full", it, inner, stmts) : stmts));
+  }
+  const start = nIn + nOut, end = nIn + nOut + 1;
+  body.push(
+    m.local.set(row, get(start, i32)),
+    m.if(
+      m.i32.lt_s(get(row, i32), get(end, i32)),
+      m.loop(
+        "rows",
+        m.block(null, [
+          ...rowBody,
+          m.local.set(row, m.i32.add(get(row, i32), ic(1))),
+          m.br("rows", m.i32.lt_s(get(row, i32), get(end, i32))),
+        ]),
+      ),
+    ),
+  );
+  m.addFunction(
+    "run",
+    binaryen.createType(new Array(params).fill(i32)),
+    binaryen.none,
+    locals,
+    m.block(null, body),
+  );
+  m.addFunctionExport("run", "run");
+  if (!m.validate()) {
+    m.dispose();
+    throw new Error(`wasm: generated module for ${kernel.name} failed validation`);
+  }
+  m.optimize();
+  const bytes = m.emitBinary();
+  m.dispose();
+  return bytes;
+}

@@ -1,0 +1,125 @@
+import assert from "node:assert/strict";
+import { compile } from "../../jit/compile.ts";
+import { checkAgainstReference } from "../../jit/differential.ts";
+import { fuse } from "../../jit/fuse.ts";
+import { GraphBuilder } from "../../jit/graph_builder.ts";
+import { randomGraph } from "../../jit/random_graph.ts";
+import { assertClose, f32, numbers, runOp } from "../../jit/testing.ts";
+import { importOnnx } from "../../onnx/import.ts";
+import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
+import type { Attrs } from "../../jit/ops/mod.ts";
+import { BackendRegistry } from "../registry.ts";
+import { WasmBackend } from "./wasm_backend.ts";
+
+const wasm = new WasmBackend();
+await wasm.prepare();
+
+Deno.test("ops on wasm match the reference exactly where the reference is exact", async () => {
+  const i32 = (v: number[]) => ({
+    data: Int32Array.from(v),
+    shape: [v.length],
+    dtype: "i32" as const,
+  });
+  const cases: [string, Parameters<typeof runOp>[1], Attrs][] = [
+    ["Add", [f32([1, 2, 3, 4, 5, 6], [2, 3]), f32([10, 20, 30], [3])], {}],
+    ["Exp", [f32([NaN, Infinity, -Infinity, 0, 1])], {}],
+    ["Log", [f32([0, -1, 1, Infinity, NaN])], {}],
+    ["Pow", [f32([-2, 2, 0, 0, -8]), f32([3, 0.5, -1, 0, 1 / 3])], {}],
+    ["Erf", [f32([-3, -0.5, 0, 0.3, 2.5, NaN])], {}],
+    ["Div", [f32([1, -1, 0, 1]), f32([0, 0, 0, -0])], {}],
+    ["Div", [i32([7, -7, 5, -2147483648]), i32([2, 2, 0, -1])], {}],
+    ["Mod", [i32([-7, 7, 7]), i32([3, -3, 0])], {}],
+    ["Mod", [f32([-7, 7.5]), f32([3, 2])], { fmod: 1 }],
+    ["Cast", [f32([1.9, -1.9, 300, -300, NaN, 3e9])], { to: "i8" }],
+    ["Cast", [f32([1.9, -1.9, 300, -300, NaN, 3e9])], { to: "u32" }],
+    ["Cast", [f32([1, 65504, 1e6, 1e-8])], { to: "f16" }],
+    ["Round", [f32([0.5, 1.5, 2.5, -0.5, -2.5])], {}],
+    ["Max", [f32([NaN, 1, 2]), f32([1, NaN, 3])], {}],
+    ["Softmax", [f32([1000, 1001, 1002, -1, 0, 1], [2, 3])], { axis: -1 }],
+    ["ReduceMean", [f32([], [2, 0])], { axes: [1] }],
+    ["ReduceSum", [f32(new Float32Array(1 << 16).fill(0.1))], { keepdims: 0 }],
+    ["MaxPool", [f32([...Array(25).keys()], [1, 1, 5, 5])], {
+      kernel_shape: [2, 2],
+      strides: [2, 2],
+      ceil_mode: 1,
+    }],
+    ["MatMul", [f32([...Array(24).keys()], [2, 3, 4]), f32([...Array(20).keys()], [4, 5])], {}],
+  ];
+  for (const [op, ins, attrs] of cases) {
+    const [w] = await runOp(op, ins, attrs, { backend: wasm });
+    const [r] = await runOp(op, ins, attrs);
+    assert.deepEqual(w.shape, r.shape, op);
+    assertClose(numbers(w.data, w.dtype === "f16"), numbers(r.data, r.dtype === "f16"), {
+      atol: 1e-6,
+      rtol: 1e-6,
+      message: `${op} ${JSON.stringify(attrs)}`,
+    });
+  }
+});
+
+Deno.test("differential: 300 random graphs on wasm (whole-op kernels on the reference beside it)", async () => {
+  const registry = new BackendRegistry().register(wasm);
+  let whole = 0;
+  for (let seed = 0; seed < 300; seed++) {
+    const c = randomGraph(seed);
+    const all = fuse(c.graph).kernels.every((k) => !k.opaque);
+    if (all) whole++;
+    await checkAgainstReference(
+      c,
+      all ? { backend: wasm } : ({
+        backend: undefined,
+        registry,
+        policy: { kind: "prefer", backendKind: "cpu-simd" },
+      } as never),
+    );
+  }
+  assert.ok(whole > 150, `${whole} graphs wholly on wasm`);
+});
+
+for (const name of MODEL_NAMES) {
+  Deno.test(`${name} on wasm matches ONNX Runtime within 1e-4`, async () => {
+    const m = await referenceModel(name);
+    const exe = await compile(importOnnx(m.bytes), { backend: wasm, cache: false });
+    const out = await exe.run({ x: m.x });
+    assertClose(numbers(out.y.data), m.y, { atol: 1e-4, rtol: 0, message: name });
+  });
+}
+
+Deno.test("wasm honours shape buckets and re-runs with new inputs without stale data", async () => {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Softmax", [b.op("Mul", [b.input("x", [8, 5]), b.constant(2)])]));
+  const exe = await compile(b.build(), { backend: wasm, buckets: ["x"], cache: false });
+  const x1 = f32([...Array(40).keys()].map((v) => v / 10), [8, 5]);
+  const full = await exe.run({ x: x1 });
+  const part = await exe.run({ x: { ...x1, data: x1.data.slice(0, 15), shape: [3, 5] } });
+  assert.deepEqual(part.y.shape, [3, 5]);
+  assertClose(numbers(part.y.data), numbers(full.y.data).slice(0, 15));
+  const x2 = f32(new Float32Array(40).fill(1), [8, 5]);
+  assertClose(numbers((await exe.run({ x: x2 })).y.data), new Array(40).fill(0.2), { rtol: 1e-6 });
+});
+
+Deno.test("kiln run --backend wasm --json works", async () => {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      new URL("../../cli.ts", import.meta.url).pathname,
+      "run",
+      "--backend",
+      "wasm",
+      "--json",
+      "--runs",
+      "2",
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const report = JSON.parse(new TextDecoder().decode(out.stdout));
+  assert.equal(report.backend, "wasm");
+  assert.ok(Math.abs(report.outputs.y.mean - 0.1) < 1e-6);
+});
+
+Deno.test("withDefaults includes wasm", () => {
+  assert.ok(BackendRegistry.withDefaults().list().some((b) => b.id === "wasm"));
+});
