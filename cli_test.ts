@@ -87,39 +87,46 @@ Deno.test("a second kiln process takes every kernel from the disk cache (no code
 });
 
 for (const name of ["mlp", "lenet", "transformer_block"]) {
-  Deno.test(`kiln run ${name}.onnx --input --save writes y.bin within 1e-4 of ONNX Runtime`, async () => {
-    const models = new URL("../shared/models/", import.meta.url).pathname;
-    const dir = await Deno.makeTempDir();
-    try {
-      const r = await kiln(
-        "run",
-        `${models}${name}.onnx`,
-        "--input",
-        `x=${models}${name}.in.x.float32.bin`,
-        "--save",
-        dir,
-        "--backend",
-        "reference",
-        "--runs",
-        "1",
-        "--json",
-      );
-      assert.equal(r.code, 0, r.stderr);
-      const got = new Float32Array((await Deno.readFile(`${dir}/y.bin`)).buffer);
-      const want = new Float32Array(
-        (await Deno.readFile(`${models}${name}.out.y.float32.bin`)).buffer,
-      );
-      assert.equal(got.length, want.length);
-      let worst = 0;
-      for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]));
-      assert.ok(worst <= 1e-4, `max abs difference ${worst}`);
-      const index = JSON.parse(await Deno.readTextFile(`${dir}/outputs.json`));
-      assert.equal(index.y.dtype, "f32");
-      assert.equal(JSON.parse(r.stdout).inputs.x.source.endsWith(`${name}.in.x.float32.bin`), true);
-    } finally {
-      await Deno.remove(dir, { recursive: true });
-    }
-  });
+  for (const backend of ["reference", "wasm", "webgpu"]) {
+    Deno.test(`kiln run ${name}.onnx --backend ${backend} --save writes y.bin within 1e-4 of ONNX Runtime`, async () => {
+      const models = new URL("../shared/models/", import.meta.url).pathname;
+      const dir = await Deno.makeTempDir();
+      try {
+        const r = await kiln(
+          "run",
+          `${models}${name}.onnx`,
+          "--input",
+          `x=${models}${name}.in.x.float32.bin`,
+          "--save",
+          dir,
+          "--backend",
+          backend,
+          "--runs",
+          "1",
+          "--json",
+        );
+        assert.equal(r.code, 0, r.stderr);
+        const got = new Float32Array((await Deno.readFile(`${dir}/y.bin`)).buffer);
+        const want = new Float32Array(
+          (await Deno.readFile(`${models}${name}.out.y.float32.bin`)).buffer,
+        );
+        assert.equal(got.length, want.length);
+        let worst = 0;
+        for (let i = 0; i < want.length; i++) {
+          worst = Math.max(worst, Math.abs(got[i] - want[i]));
+        }
+        assert.ok(worst <= 1e-4, `max abs difference ${worst}`);
+        const index = JSON.parse(await Deno.readTextFile(`${dir}/outputs.json`));
+        assert.equal(index.y.dtype, "f32");
+        assert.equal(
+          JSON.parse(r.stdout).inputs.x.source.endsWith(`${name}.in.x.float32.bin`),
+          true,
+        );
+      } finally {
+        await Deno.remove(dir, { recursive: true });
+      }
+    });
+  }
 }
 
 Deno.test("kiln run with a bad model path, wrong input size or unknown input says how to fix it", async () => {

@@ -74,7 +74,9 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   ];
   if (unknown.length) {
     throw new KilnError(
-      `The model uses ops kiln cannot import: ${unknown.join(", ")} (no backend implements them)`,
+      `The model uses ops kiln cannot import: ${
+        unknown.join(", ")
+      } (no kiln backend — reference, wasm or webgpu — implements them)`,
       {
         code: "unknown-op",
         fix: "re-export without them, or add them with registerOp and an importer converter",

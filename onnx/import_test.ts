@@ -183,3 +183,37 @@ for (const name of ["resnet_block", "mobile_block", "encoder_mask", "embedding_m
     }
   });
 }
+
+Deno.test("the extra PyTorch architectures run on wasm and webgpu too (whole ops beside them on the CPU)", async () => {
+  const meta = JSON.parse(await Deno.readTextFile(`${TESTDATA}models.json`));
+  for (const name of ["resnet_block", "mobile_block", "encoder_mask", "embedding_mlp"]) {
+    const model = OnnxModel.fromBytes(await Deno.readFile(`${TESTDATA}${name}.onnx`));
+    const inputs = Object.fromEntries(
+      await Promise.all(
+        Object.entries(meta[name].inputs as Record<string, [number[], string]>).map(
+          async ([k, [shape, dtype]]) => {
+            const bytes = (await Deno.readFile(`${TESTDATA}${name}.in.${k}.${dtype}.bin`)).slice();
+            const data = dtype === "int64"
+              ? new BigInt64Array(bytes.buffer)
+              : new Float32Array(bytes.buffer);
+            return [k, { data, shape, dtype: dtype === "int64" ? "i64" as const : "f32" as const }];
+          },
+        ),
+      ),
+    );
+    const want = new Float32Array(
+      (await Deno.readFile(`${TESTDATA}${name}.out.y.float32.bin`)).buffer,
+    );
+    for (const kind of ["cpu-simd", "gpu"]) {
+      const out = await model.run(inputs, {
+        policy: { kind: "prefer", backendKind: kind },
+        cache: false,
+      });
+      assertClose(numbers(out.y.data), want, {
+        atol: 1e-4,
+        rtol: 0,
+        message: `${name} on ${kind}`,
+      });
+    }
+  }
+});
