@@ -461,6 +461,8 @@ async function bench(args: string[]): Promise<number> {
 
 async function info(args: string[]): Promise<number> {
   const { values } = parseArgs({ args, options: { json: { type: "boolean", default: false } } });
+  // Profiles are only honest once each device is acquired; one that cannot be is reported as such.
+  await Promise.allSettled(defaultBackends().list().map((b) => b.prepare()));
   const backends = defaultBackends().list().map((b) => ({
     id: b.id,
     kind: b.kind,

@@ -1,0 +1,65 @@
+/**
+ * W1–W6 on the CPU: kiln's wasm backend (the baseline of each group, so `deno bench` prints the
+ * peers' ratios to it) and kiln's reference interpreter where it finishes in reasonable time,
+ * against TensorFlow.js (cpu, wasm), ONNX Runtime Web (wasm) and jax-js (wasm). Time is from the
+ * call until the result is a host typed array; every library's result is checked against float64
+ * before it is timed.
+ *
+ * Run: `deno task bench` (or `deno bench -A bench/cpu_bench.ts`).
+ *
+ * @module
+ */
+import { compile } from "../jit/compile.ts";
+import { jaxRunner, ortRunner, type PeerRun, tfjsRunner } from "./peers.ts";
+import { cpuWorkloads, type Workload } from "./workloads.ts";
+
+const TOLERANCE = 1e-3;
+
+async function checked(w: Workload, name: string, run: PeerRun): Promise<PeerRun | undefined> {
+  const err = w.check(await run());
+  if (!(err <= TOLERANCE)) {
+    console.error(`${w.id}: ${name} is off by ${err}; not timed`);
+    return undefined;
+  }
+  return run;
+}
+
+function kiln(w: Workload, backend: string): PeerRun {
+  const inputs = Object.fromEntries(
+    Object.entries(w.inputs).map(([k, v]) => [k, { ...v, dtype: "f32" as const }]),
+  );
+  let exe: Awaited<ReturnType<typeof compile>> | undefined;
+  return async () => {
+    exe ??= await compile(w.graph, { backend });
+    return (await exe.run(inputs)).y.data as Float32Array;
+  };
+}
+
+const slowForReference = new Set(["W1-16M", "W2-1024", "W3-softmax", "W4-layernorm"]);
+
+for (const w of cpuWorkloads()) {
+  const runners: [string, PeerRun | undefined][] = [
+    ["kiln wasm", await checked(w, "kiln wasm", kiln(w, "wasm"))],
+    [
+      "kiln reference",
+      slowForReference.has(w.id)
+        ? undefined
+        : await checked(w, "kiln reference", kiln(w, "reference")),
+    ],
+    ["tfjs cpu", await checked(w, "tfjs cpu", await tfjsRunner(w, "cpu"))],
+    ["tfjs wasm", await checked(w, "tfjs wasm", await tfjsRunner(w, "wasm"))],
+    ["onnxruntime-web wasm", await checked(w, "onnxruntime-web", await ortRunner(w))],
+    [
+      "jax-js wasm",
+      await jaxRunner(w).then((r) => (r ? checked(w, "jax-js", r) : undefined)).catch(() =>
+        undefined
+      ),
+    ],
+  ];
+  for (const [name, run] of runners) {
+    if (!run) continue;
+    Deno.bench(`${w.id} ${name}`, { group: w.id, baseline: name === "kiln wasm" }, async () => {
+      await run();
+    });
+  }
+}

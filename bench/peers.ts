@@ -1,0 +1,105 @@
+/**
+ * The peers, each loaded from npm at an exact version, with the benchmark workloads written in
+ * their own APIs: TensorFlow.js (cpu, wasm), ONNX Runtime Web (wasm, fed kiln's own ONNX export
+ * of the workload graph) and jax-js. Lessons from making them run under Deno: tfjs-wasm needs
+ * `setWasmPaths` pointing at its package's `dist/`; ONNX Runtime runs single-threaded here
+ * (`numThreads = 1`); jax-js needs `init()` and `defaultDevice`, and its ops consume their
+ * operands (`.ref` keeps one alive).
+ *
+ * @module
+ */
+import type { Workload } from "./workloads.ts";
+
+/** A peer's runner for one workload: resolves when the result is a host Float32Array. */
+export type PeerRun = () => Promise<Float32Array>;
+
+// deno-lint-ignore no-explicit-any
+type Any = any;
+
+let tfjs: Promise<Any> | undefined;
+
+/** TensorFlow.js with the cpu and wasm backends registered. */
+export function loadTfjs(): Promise<Any> {
+  return tfjs ??= (async () => {
+    const tf = await import("npm:@tensorflow/tfjs-core@4.22.0");
+    await import("npm:@tensorflow/tfjs-backend-cpu@4.22.0");
+    const wasm = await import("npm:@tensorflow/tfjs-backend-wasm@4.22.0");
+    wasm.setWasmPaths(
+      new URL(".", import.meta.resolve("npm:@tensorflow/tfjs-backend-wasm@4.22.0")).pathname,
+    );
+    return tf;
+  })();
+}
+
+/** The workload in TensorFlow.js on `backend`. */
+export async function tfjsRunner(w: Workload, backend: "cpu" | "wasm"): Promise<PeerRun> {
+  const tf = await loadTfjs();
+  await tf.setBackend(backend);
+  const t = Object.fromEntries(
+    Object.entries(w.inputs).map(([k, v]) => [k, tf.tensor(v.data, v.shape)]),
+  );
+  const f: () => Any = {
+    W1: () =>
+      tf.sub(
+        tf.mul(tf.relu(tf.add(tf.mul(t.x, 1.5), 0.5)), tf.sigmoid(t.x)),
+        tf.div(tf.mul(t.x, t.x), 8),
+      ),
+    W2: () => tf.matMul(t.a, t.b),
+    W3: () => tf.softmax(t.x),
+    W4: () => {
+      const { mean, variance } = tf.moments(t.x, -1, true);
+      return tf.div(tf.sub(t.x, mean), tf.sqrt(tf.add(variance, 1e-5)));
+    },
+    W5: () =>
+      tf.softmax(tf.add(tf.matMul(tf.relu(tf.add(tf.matMul(t.x, t.w1), t.b1)), t.w2), t.b2)),
+    W6: () => tf.add(t.x, 1),
+  }[w.id.slice(0, 2)]!;
+  return async () => {
+    if (tf.getBackend() !== backend) await tf.setBackend(backend);
+    const y = tf.tidy(f);
+    const data = await y.data();
+    y.dispose();
+    return data as Float32Array;
+  };
+}
+
+/** The workload in ONNX Runtime Web (wasm), from kiln's ONNX export of its graph. */
+export async function ortRunner(w: Workload): Promise<PeerRun> {
+  const ort: Any = await import("npm:onnxruntime-web@1.30.0");
+  ort.env.wasm.numThreads = 1;
+  const session = await ort.InferenceSession.create(await w.graph.toOnnx());
+  const feeds = Object.fromEntries(
+    Object.entries(w.inputs).map(([k, v]) => [k, new ort.Tensor("float32", v.data, v.shape)]),
+  );
+  return async () => (await session.run(feeds)).y.data as Float32Array;
+}
+
+let jaxjs: Promise<Any> | undefined;
+
+/** The workload in jax-js on its wasm device (jit-compiled), where its API covers it. */
+export async function jaxRunner(w: Workload): Promise<PeerRun | undefined> {
+  const jax = await (jaxjs ??= import("npm:@jax-js/jax@0.1.25").then(async (j) => {
+    await j.init();
+    j.defaultDevice("wasm");
+    return j;
+  }));
+  const np = jax.numpy, nn = jax.nn;
+  const fns: Record<string, (...a: Any[]) => Any> = {
+    W1: (x) =>
+      np.subtract(
+        np.multiply(nn.relu(np.add(np.multiply(x.ref, 1.5), 0.5)), nn.sigmoid(x.ref)),
+        np.divide(np.multiply(x.ref, x), 8),
+      ),
+    W2: (a, b) => np.matmul(a, b),
+    W3: (x) => nn.softmax(x, -1),
+    W6: (x) => np.add(x, 1),
+  };
+  const f = fns[w.id.slice(0, 2)];
+  if (!f) return undefined;
+  const jitted = jax.jit(f);
+  const names = Object.keys(w.inputs);
+  return async () => {
+    const args = names.map((k) => np.array(w.inputs[k].data).reshape(w.inputs[k].shape));
+    return await jitted(...args).data() as Float32Array;
+  };
+}
