@@ -51,9 +51,10 @@ for (const w of cpuWorkloads()) {
     ["onnxruntime-web wasm", await checked(w, "onnxruntime-web", await ortRunner(w))],
     [
       "jax-js wasm",
-      await jaxRunner(w).then((r) => (r ? checked(w, "jax-js", r) : undefined)).catch(() =>
-        undefined
-      ),
+      await jaxRunner(w).then((r) => (r ? checked(w, "jax-js", r) : undefined)).catch((e) => {
+        console.error(`${w.id}: jax-js failed: ${(e as Error).message}`);
+        return undefined;
+      }),
     ],
   ];
   for (const [name, run] of runners) {
