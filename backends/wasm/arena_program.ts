@@ -43,6 +43,14 @@ export function arenaProgram(plan: ArenaPlan): Program {
     offsets.set(v, top);
     top += Math.ceil(Math.max(1, sizeOf(t.shape)) * 4 / 16) * 16;
   }
+  // Scratch for kernels that keep a row of partial results (matmul's accumulators).
+  const scratch = top;
+  top += Math.ceil(
+    Math.max(
+      16,
+      ...plan.kernels.map((k) => (k.pattern === "matmul" ? k.space[k.space.length - 2] * 4 : 0)),
+    ) / 16,
+  ) * 16;
   const memory = new WebAssembly.Memory({
     initial: Math.max(1, Math.ceil(top / PAGE)),
     maximum: 65536,
@@ -77,6 +85,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
         runs[i](
           ...k.inputs.map((b) => offsets.get(b.value)!),
           ...k.outputs.map((b) => offsets.get(b.value)!),
+          scratch,
           0,
           rows,
         );

@@ -84,7 +84,7 @@ export class WasmBackend implements Backend {
 
   /** Kernel IR → WebAssembly modules. */
   readonly codegen: KernelCodegen = {
-    format: "wasm-1",
+    format: "wasm-2",
     generate: (
       kernel: KernelIR,
     ): Artifact => (kernel.opaque ? new Uint8Array() : generateWasm(this.#loaded(), kernel)),

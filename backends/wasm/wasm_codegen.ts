@@ -14,7 +14,13 @@
  * @module
  */
 import type { DType } from "../../jit/dtype.ts";
-import type { Expr, IndexStep, KernelIR } from "../../jit/kernel_ir.ts";
+import {
+  applyStep,
+  type Expr,
+  type IndexStep,
+  type KernelIR,
+  linearIndex,
+} from "../../jit/kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
 
 /** The subset of the Binaryen.js API this generator uses. */
@@ -30,7 +36,7 @@ const isFloat = (d: DType) => d === "f32" || d === "f16";
 export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
   const m = new binaryen.Module();
   m.setFeatures(
-    binaryen.Features.NontrappingFPToInt | binaryen.Features.BulkMemory | binaryen.Features.SIMD128,
+    binaryen.Features.NontrappingFPToInt | binaryen.Features.SIMD128,
   );
   m.setMemory(1, 65536, null, [], false, false, "0");
   m.addMemoryImport("0", "env", "memory");
@@ -46,7 +52,8 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
   }
 
   const nIn = kernel.inputs.length, nOut = kernel.outputs.length;
-  const params = nIn + nOut + 2;
+  // run(buffers…, scratch, rowStart, rowEnd)
+  const params = nIn + nOut + 3;
   const locals: number[] = [];
   const local = (type: number) => params + locals.push(type) - 1;
   const get = (l: number, type: number) => m.local.get(l, type);
@@ -332,6 +339,18 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
     throw new Error(`wasm: no lowering for ALU op ${op}`);
   };
 
+  /** The byte address a load reads (out-of-bounds reads are redirected to element 0) and its guards. */
+  function loadAddress(expr: Extract<Expr, { kind: "load" }>, stmts: number[]) {
+    const buf = kernel.inputs[expr.input];
+    const { coords, guards } = steps(expr.steps, stmts);
+    const all = guards.reduce((acc, g) => m.i32.and(acc, get(g.ok, i32)), ic(1));
+    const address = m.i32.add(
+      addrOf(expr.input),
+      m.i32.shl(m.select(all, linear(coords, buf.shape), ic(0)), ic(2)),
+    );
+    return { address, guards };
+  }
+
   /** Evaluates `expr` into locals (statements pushed to `stmts`); returns a getter expression. */
   const value = (expr: Expr, memo: Map<Expr, number>, stmts: number[]): number => {
     const hit = memo.get(expr);
@@ -343,13 +362,7 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
       case "acc":
         return get(accs[expr.index], typeOf(expr.dtype));
       case "load": {
-        const buf = kernel.inputs[expr.input];
-        const { coords, guards } = steps(expr.steps, stmts);
-        const all = guards.reduce((acc, g) => m.i32.and(acc, get(g.ok, i32)), ic(1));
-        const address = m.i32.add(
-          addrOf(expr.input),
-          m.i32.shl(m.select(all, linear(coords, buf.shape), ic(0)), ic(2)),
-        );
+        const { address, guards } = loadAddress(expr, stmts);
         code = isFloat(expr.dtype) ? m.f32.load(0, 4, address) : m.i32.load(0, 4, address);
         for (const g of [...guards].reverse()) {
           code = m.select(get(g.ok, i32), code, constant(g.fill, expr.dtype));
@@ -468,21 +481,160 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
     for (const [o, k] of fullOuts) store(o, k, memo, stmts);
     rowBody.push(...(red.length ? loop("full", it, inner, stmts) : stmts));
   }
-  const start = nIn + nOut, end = nIn + nOut + 1;
-  body.push(
-    m.local.set(row, get(start, i32)),
-    m.if(
-      m.i32.lt_s(get(row, i32), get(end, i32)),
-      m.loop(
-        "rows",
-        m.block(null, [
-          ...rowBody,
-          m.local.set(row, m.i32.add(get(row, i32), ic(1))),
-          m.br("rows", m.i32.lt_s(get(row, i32), get(end, i32))),
-        ]),
+  const scratch = nIn + nOut, start = nIn + nOut + 1, end = nIn + nOut + 2;
+  const gemm = matmulPlan(kernel);
+  if (gemm) body.push(...gemmBody(gemm));
+  else {body.push(
+      m.local.set(row, get(start, i32)),
+      m.if(
+        m.i32.lt_s(get(row, i32), get(end, i32)),
+        m.loop(
+          "rows",
+          m.block(null, [
+            ...rowBody,
+            m.local.set(row, m.i32.add(get(row, i32), ic(1))),
+            m.br("rows", m.i32.lt_s(get(row, i32), get(end, i32))),
+          ]),
+        ),
       ),
-    ),
-  );
+    );}
+  /**
+   * The i-k-j loop of an f32 matmul kernel: a scratch row of N accumulators per output row; for
+   * each k, A[m, k] is broadcast and B's row streamed — four lanes at a time when B's index map
+   * is contiguous in n. The epilogue then runs per n with the accumulator.
+   */
+  function gemmBody(plan: MatmulPlan): number[] {
+    const { nb, n, k, a, b } = plan;
+    const nAxis = nb + 1, kAxis = nb + 2;
+    const outer = local(i32),
+      kk = local(i32),
+      nn = local(i32),
+      aval = local(f32),
+      base = local(i32),
+      lin = local(i32);
+    const v128 = binaryen.v128;
+    const acc = local(v128);
+    const scratchAt = (i: number) => m.i32.add(get(scratch, i32), m.i32.shl(i, ic(2)));
+    const kLoop: number[] = [
+      m.local.set(coord[kAxis], get(kk, i32)),
+      m.local.set(coord[nAxis], ic(0)),
+    ];
+    kLoop.push(m.local.set(aval, value(a, new Map(), kLoop)));
+    const nLoop = (
+      inner: (stmts: number[]) => void,
+      step: number,
+      limit: number,
+      label: string,
+    ) => {
+      const stmts: number[] = [];
+      inner(stmts);
+      return m.if(
+        m.i32.lt_s(get(nn, i32), ic(limit)),
+        m.loop(
+          label,
+          m.block(null, [
+            ...stmts,
+            m.local.set(nn, m.i32.add(get(nn, i32), ic(step))),
+            m.br(label, m.i32.lt_s(get(nn, i32), ic(limit))),
+          ]),
+        ),
+      );
+    };
+    kLoop.push(m.local.set(nn, ic(0)));
+    if (plan.contiguous) {
+      const { address } = loadAddress(b, kLoop);
+      kLoop.push(m.local.set(base, address));
+      kLoop.push(nLoop(
+        (st) => {
+          st.push(m.local.set(acc, m.v128.load(0, 16, scratchAt(get(nn, i32)))));
+          st.push(
+            m.local.set(
+              acc,
+              m.f32x4.add(
+                get(acc, v128),
+                m.f32x4.mul(
+                  m.f32x4.splat(get(aval, f32)),
+                  m.v128.load(0, 4, m.i32.add(get(base, i32), m.i32.shl(get(nn, i32), ic(2)))),
+                ),
+              ),
+            ),
+          );
+          st.push(m.v128.store(0, 16, scratchAt(get(nn, i32)), get(acc, v128)));
+        },
+        4,
+        n - (n % 4),
+        "n4",
+      ));
+    }
+    kLoop.push(nLoop(
+      (st) => {
+        st.push(m.local.set(coord[nAxis], get(nn, i32)));
+        const bv = value(b, new Map(), st);
+        st.push(
+          m.f32.store(
+            0,
+            4,
+            scratchAt(get(nn, i32)),
+            m.f32.add(m.f32.load(0, 4, scratchAt(get(nn, i32))), m.f32.mul(get(aval, f32), bv)),
+          ),
+        );
+      },
+      1,
+      n,
+      "n1",
+    ));
+    const rowStmts: number[] = [m.local.set(lin, m.i32.div_u(get(outer, i32), ic(n)))];
+    rowStmts.push(...unravel(kept.slice(0, -1), lin));
+    rowStmts.push(m.local.set(nn, ic(0)));
+    rowStmts.push(
+      nLoop(
+        (st) => st.push(m.f32.store(0, 4, scratchAt(get(nn, i32)), m.f32.const(0))),
+        1,
+        n,
+        "zero",
+      ),
+    );
+    rowStmts.push(m.local.set(kk, ic(0)));
+    if (k > 0) {
+      rowStmts.push(
+        m.loop(
+          "k",
+          m.block(null, [
+            ...kLoop,
+            m.local.set(kk, m.i32.add(get(kk, i32), ic(1))),
+            m.br("k", m.i32.lt_s(get(kk, i32), ic(k))),
+          ]),
+        ),
+      );
+    }
+    rowStmts.push(m.local.set(nn, ic(0)));
+    rowStmts.push(nLoop(
+      (st) => {
+        st.push(m.local.set(coord[nAxis], get(nn, i32)), m.local.set(coord[kAxis], ic(0)));
+        st.push(m.local.set(accs[0], m.f32.load(0, 4, scratchAt(get(nn, i32)))));
+        const memo = new Map<Expr, number>();
+        kernel.outputs.forEach((o, j) => store(o, j, memo, st));
+      },
+      1,
+      n,
+      "epilogue",
+    ));
+    return [
+      m.local.set(outer, get(start, i32)),
+      m.if(
+        m.i32.lt_s(get(outer, i32), get(end, i32)),
+        m.loop(
+          "rows",
+          m.block(null, [
+            ...rowStmts,
+            m.local.set(outer, m.i32.add(get(outer, i32), ic(n))),
+            m.br("rows", m.i32.lt_s(get(outer, i32), get(end, i32))),
+          ]),
+        ),
+      ),
+    ];
+  }
+
   m.addFunction(
     "run",
     binaryen.createType(new Array(params).fill(i32)),
@@ -499,4 +651,46 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
   const bytes = m.emitBinary();
   m.dispose();
   return bytes;
+}
+
+/** What the i-k-j path needs to know about a matmul kernel. */
+interface MatmulPlan {
+  /** Number of batch axes. */
+  readonly nb: number;
+  /** Output columns. */
+  readonly n: number;
+  /** Contraction length. */
+  readonly k: number;
+  /** The A operand load (independent of n). */
+  readonly a: Extract<Expr, { kind: "load" }>;
+  /** The B operand load (independent of m). */
+  readonly b: Extract<Expr, { kind: "load" }>;
+  /** Whether B's elements for consecutive n are consecutive in memory (no bounds). */
+  readonly contiguous: boolean;
+}
+
+/** The i-k-j plan of an f32 matmul kernel whose outputs are all per-row, if it is one. */
+function matmulPlan(kernel: KernelIR): MatmulPlan | undefined {
+  const r = kernel.reductions[0];
+  if (
+    kernel.pattern !== "matmul" || kernel.reductions.length !== 1 || r.op !== "sum" ||
+    r.dtype !== "f32"
+  ) return undefined;
+  if (
+    r.expr.kind !== "alu" || r.expr.op !== "Mul" || kernel.outputs.some((o) => o.level !== "row")
+  ) return undefined;
+  const [a, b] = r.expr.args;
+  if (a.kind !== "load" || b.kind !== "load") return undefined;
+  const nb = kernel.space.length - 3;
+  const n = kernel.space[nb + 1], k = kernel.space[nb + 2];
+  const offset = (c: number[]) => {
+    let x: number[] | undefined = c;
+    for (const s of b.steps) if (x) x = applyStep(s, x);
+    return x ? linearIndex(x, kernel.inputs[b.input].shape) : NaN;
+  };
+  const probe = kernel.space.map((d) => Math.floor(d / 2));
+  const at = (nv: number) => offset(probe.map((c, i) => (i === nb + 1 ? nv : c)));
+  const contiguous = !b.steps.some((s) => s.kind === "affine" && s.bounds) && n > 1 &&
+    [...Array(n).keys()].every((nv) => at(nv) - at(0) === nv);
+  return { nb, n, k, a, b, contiguous };
 }
