@@ -37,27 +37,41 @@ function kiln(w: Workload, backend: string): PeerRun {
 
 const slowForReference = new Set(["W1-16M", "W2-1024", "W3-softmax", "W4-layernorm"]);
 
-for (const w of cpuWorkloads()) {
-  const runners: [string, PeerRun | undefined][] = [
-    ["kiln wasm", await checked(w, "kiln wasm", kiln(w, "wasm"))],
+// `bench:report` measures one library per process and says which; plain `deno bench` runs all.
+const only = Deno.env.get("KILN_BENCH_ONLY");
+const wanted = (library: string) => !only || only === library;
+const workloads = cpuWorkloads();
+
+// jax-js first: its worker pool starts at its first dispatch and fails once other peers loaded.
+const jax = new Map<string, PeerRun | undefined>();
+for (const w of workloads) {
+  if (!wanted("jax-js wasm")) break;
+  jax.set(
+    w.id,
+    await jaxRunner(w).then((r) => (r ? checked(w, "jax-js", r) : undefined)).catch((e) => {
+      console.error(`${w.id}: jax-js failed: ${(e as Error).message}`);
+      return undefined;
+    }),
+  );
+}
+
+for (const w of workloads) {
+  const make: [string, () => Promise<PeerRun | undefined>][] = [
+    ["kiln wasm", () => checked(w, "kiln wasm", kiln(w, "wasm"))],
     [
       "kiln reference",
-      slowForReference.has(w.id)
+      async () => (slowForReference.has(w.id)
         ? undefined
-        : await checked(w, "kiln reference", kiln(w, "reference")),
+        : await checked(w, "kiln reference", kiln(w, "reference"))),
     ],
-    ["tfjs cpu", await checked(w, "tfjs cpu", await tfjsRunner(w, "cpu"))],
-    ["tfjs wasm", await checked(w, "tfjs wasm", await tfjsRunner(w, "wasm"))],
-    ["onnxruntime-web wasm", await checked(w, "onnxruntime-web", await ortRunner(w))],
-    [
-      "jax-js wasm",
-      await jaxRunner(w).then((r) => (r ? checked(w, "jax-js", r) : undefined)).catch((e) => {
-        console.error(`${w.id}: jax-js failed: ${(e as Error).message}`);
-        return undefined;
-      }),
-    ],
+    ["tfjs cpu", async () => checked(w, "tfjs cpu", await tfjsRunner(w, "cpu"))],
+    ["tfjs wasm", async () => checked(w, "tfjs wasm", await tfjsRunner(w, "wasm"))],
+    ["onnxruntime-web wasm", async () => checked(w, "onnxruntime-web", await ortRunner(w))],
+    ["jax-js wasm", () => Promise.resolve(jax.get(w.id))],
   ];
-  for (const [name, run] of runners) {
+  for (const [name, create] of make) {
+    if (!wanted(name)) continue;
+    const run = await create();
     if (!run) continue;
     Deno.bench(`${w.id} ${name}`, { group: w.id, baseline: name === "kiln wasm" }, async () => {
       await run();

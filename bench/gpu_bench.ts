@@ -1,0 +1,173 @@
+/**
+ * GPU benchmarks for the device machine (`deno task bench:gpu`): kiln's webgpu backend against
+ * TensorFlow.js (webgpu), ONNX Runtime Web (webgpu) and jax-js (webgpu) on larger sizes, end to
+ * end (inputs from the host, result back on the host), plus a plain elementwise copy through
+ * kiln as the bandwidth yardstick of the same run. kiln-webgpu is each group's baseline.
+ * Lessons: tfjs-webgpu needs WEBGPU_CPU_FORWARD=false or small ops never touch the GPU; ONNX
+ * Runtime's WebGPU needs the `onnxruntime-web/webgpu` entry.
+ *
+ * @module
+ */
+import { compile } from "../jit/compile.ts";
+import { GraphBuilder } from "../jit/graph_builder.ts";
+import { uniform } from "../jit/random.ts";
+import { loadTfjs, type PeerRun } from "./peers.ts";
+import { cpuWorkloads, type Workload } from "./workloads.ts";
+
+// deno-lint-ignore no-explicit-any
+type Any = any;
+
+function square(n: number): Workload {
+  const b = new GraphBuilder();
+  b.output("y", b.op("MatMul", [b.input("a", [n, n]), b.input("b", [n, n])]));
+  const inputs = {
+    a: { data: uniform(n * n, 2), shape: [n, n] },
+    b: { data: uniform(n * n, 3), shape: [n, n] },
+  };
+  return {
+    id: `W2-${n}`,
+    graph: b.build(),
+    inputs,
+    check: (out) => {
+      let s = 0;
+      for (let k = 0; k < n; k++) s += inputs.a.data[k] * inputs.b.data[k * n];
+      return Math.abs(out[0] - s);
+    },
+  };
+}
+
+function copy(n: number): Workload {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Identity", [b.op("Neg", [b.op("Neg", [b.input("x", [n])])])]));
+  const x = uniform(n, 1);
+  return {
+    id: `copy-${n >> 20}M`,
+    graph: b.build(),
+    inputs: { x: { data: x, shape: [n] } },
+    check: (out) => Math.abs(out[7] - x[7]),
+  };
+}
+
+const workloads = [
+  ...cpuWorkloads().filter((w) =>
+    ["W1-16M", "W3-softmax", "W4-layernorm", "W2-1024", "W5-mlp", "W6-tiny"].includes(w.id)
+  ),
+  square(2048),
+  copy(1 << 24),
+];
+
+async function checked(w: Workload, name: string, run: PeerRun): Promise<PeerRun | undefined> {
+  try {
+    const err = w.check(await run());
+    if (err <= 1e-2) return run;
+    console.error(`${w.id}: ${name} is off by ${err}; not timed`);
+  } catch (e) {
+    console.error(`${w.id}: ${name} failed: ${(e as Error).message}`);
+  }
+  return undefined;
+}
+
+async function kiln(w: Workload): Promise<PeerRun> {
+  const exe = await compile(w.graph, { backend: "webgpu" });
+  const inputs = Object.fromEntries(
+    Object.entries(w.inputs).map(([k, v]) => [k, { ...v, dtype: "f32" as const }]),
+  );
+  return async () => (await exe.run(inputs)).y.data as Float32Array;
+}
+
+async function tfjsWebgpu(w: Workload): Promise<PeerRun> {
+  const tf = await loadTfjs();
+  await import("npm:@tensorflow/tfjs-backend-webgpu@4.22.0");
+  tf.env().set("WEBGPU_CPU_FORWARD", false);
+  await tf.setBackend("webgpu");
+  const t = Object.fromEntries(
+    Object.entries(w.inputs).map(([k, v]) => [k, tf.tensor(v.data, v.shape)]),
+  );
+  const f: () => Any = {
+    W1: () =>
+      tf.sub(
+        tf.mul(tf.relu(tf.add(tf.mul(t.x, 1.5), 0.5)), tf.sigmoid(t.x)),
+        tf.div(tf.mul(t.x, t.x), 8),
+      ),
+    W2: () => tf.matMul(t.a, t.b),
+    W3: () => tf.softmax(t.x),
+    W4: () => {
+      const { mean, variance } = tf.moments(t.x, -1, true);
+      return tf.div(tf.sub(t.x, mean), tf.sqrt(tf.add(variance, 1e-5)));
+    },
+    W5: () =>
+      tf.softmax(tf.add(tf.matMul(tf.relu(tf.add(tf.matMul(t.x, t.w1), t.b1)), t.w2), t.b2)),
+    W6: () => tf.add(t.x, 1),
+    co: () => tf.neg(tf.neg(t.x)),
+  }[w.id.slice(0, 2)]!;
+  return async () => {
+    const y = tf.tidy(f);
+    const data = await y.data();
+    y.dispose();
+    return data as Float32Array;
+  };
+}
+
+async function ortWebgpu(w: Workload): Promise<PeerRun> {
+  const ort: Any = await import("npm:onnxruntime-web@1.30.0/webgpu");
+  const session = await ort.InferenceSession.create(await w.graph.toOnnx(), {
+    executionProviders: ["webgpu"],
+  });
+  const feeds = Object.fromEntries(
+    Object.entries(w.inputs).map(([k, v]) => [k, new ort.Tensor("float32", v.data, v.shape)]),
+  );
+  return async () => (await (await session.run(feeds)).y.getData()) as Float32Array;
+}
+
+async function jaxWebgpu(w: Workload): Promise<PeerRun | undefined> {
+  const jax: Any = await import("npm:@jax-js/jax@0.1.25");
+  await jax.init();
+  jax.defaultDevice("webgpu");
+  const np = jax.numpy, nn = jax.nn;
+  const f = ({
+    W1: (x: Any) =>
+      np.subtract(
+        np.multiply(nn.relu(np.add(np.multiply(x.ref, 1.5), 0.5)), nn.sigmoid(x.ref)),
+        np.divide(np.multiply(x.ref, x), 8),
+      ),
+    W2: (a: Any, b: Any) => np.matmul(a, b),
+    W3: (x: Any) => nn.softmax(x, -1),
+  } as Record<string, (...a: Any[]) => Any>)[w.id.slice(0, 2)];
+  if (!f) return undefined;
+  const jitted = jax.jit(f);
+  const names = Object.keys(w.inputs);
+  return async () =>
+    await jitted(...names.map((k) => np.array(w.inputs[k].data).reshape(w.inputs[k].shape))).data();
+}
+
+for (const w of workloads) {
+  const heavy = w.id === "W2-2048" || w.id.startsWith("W1") || w.id.startsWith("copy");
+  const options = heavy ? { n: 5, warmup: 1 } : { n: 20, warmup: 2 };
+  const runners: [string, Promise<PeerRun | undefined>][] = [
+    ["kiln webgpu", kiln(w).then((r) => checked(w, "kiln webgpu", r))],
+    ["tfjs webgpu", tfjsWebgpu(w).then((r) => checked(w, "tfjs webgpu", r))],
+    [
+      "onnxruntime-web webgpu",
+      ortWebgpu(w).then((r) => checked(w, "ort webgpu", r)).catch((
+        e,
+      ) => (console.error(`${w.id}: ort failed: ${e.message}`), undefined)),
+    ],
+    [
+      "jax-js webgpu",
+      jaxWebgpu(w).then((r) => (r ? checked(w, "jax-js webgpu", r) : undefined)).catch((
+        e,
+      ) => (console.error(`${w.id}: jax failed: ${e.message}`), undefined)),
+    ],
+  ];
+  for (const [name, pending] of runners) {
+    const run = await pending;
+    if (!run) continue;
+    Deno.bench(
+      `${w.id} ${name}`,
+      { group: w.id, baseline: name === "kiln webgpu", ...options },
+      async () => {
+        await run();
+      },
+    );
+  }
+}
