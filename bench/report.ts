@@ -10,7 +10,10 @@
  */
 import { parseArgs } from "node:util";
 
-const { values: flags } = parseArgs({ args: Deno.args, options: { gpu: { type: "string" } } });
+const { values: flags } = parseArgs({
+  args: Deno.args,
+  options: { gpu: { type: "string" }, note: { type: "string", multiple: true } },
+});
 const GPU = flags.gpu !== undefined;
 const LIBRARIES = GPU
   ? ["kiln webgpu", "tfjs webgpu", "onnxruntime-web webgpu", "jax-js webgpu"]
@@ -134,6 +137,8 @@ const lines = [
       kiln && peers.length ? (kiln.avgMs / best).toFixed(2) : "—"
     } |`;
   }),
+  "",
+  ...(flags.note ?? []).map((n) => `- ${n}`),
   "",
   `![kiln vs peers](${GPU ? "report-gpu.svg" : "report.svg"})`,
   "",
