@@ -206,13 +206,6 @@ export function aluCount(e: Expr): number {
   return n;
 }
 
-/** Whether `e` uses a reduction result. */
-export function usesAcc(e: Expr): boolean {
-  let found = false;
-  walk(e, (x) => x.kind === "acc" && (found = true));
-  return found;
-}
-
 /** Canonical JSON of a kernel, excluding graph value ids (so equal computations share a key). */
 export function kernelText(k: KernelIR): string {
   const buffer = (b: KernelBuffer) => ({ shape: b.shape, dtype: b.dtype });

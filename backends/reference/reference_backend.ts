@@ -9,7 +9,7 @@ import type { TensorData } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
 import { customOp } from "../../jit/custom_op.ts";
 import { checkHostTensor, type HostTensor } from "../../jit/host_tensor.ts";
-import { InferContext, opNames } from "../../jit/ops/mod.ts";
+import { InferContext } from "../../jit/ops/mod.ts";
 import { formatShape, sizeOf } from "../../jit/shape.ts";
 import type {
   Artifact,
@@ -183,11 +183,6 @@ function runCustom(
  */
 export function evaluateNode(node: NodeInfo, inputs: readonly RefTensor[]): TensorData[] {
   return folder.evaluate(node, inputs);
-}
-
-/** Names of ops that have a reference kernel (every built-in). */
-export function referenceOps(): string[] {
-  return opNames().filter((op) => op in kernels);
 }
 
 const folder = new ReferenceBackend();

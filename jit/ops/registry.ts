@@ -295,11 +295,6 @@ export function getOp(op: string, where = `op "${op}"`): OpDef {
   });
 }
 
-/** Whether `op` is defined. */
-export function hasOp(op: string): boolean {
-  return ops.has(op);
-}
-
 /** The names of every defined op. */
 export function opNames(): string[] {
   return [...ops.keys()];
