@@ -195,6 +195,38 @@ export abstract class BackendBase implements Backend {
   }
 }
 
+/**
+ * Runs one op on `backend` as a one-node graph through the whole pipeline (legalize, fuse,
+ * codegen, run): the per-op side for backends whose primary path is whole-graph compilation.
+ */
+export async function runOpAsGraph(
+  backend: Backend,
+  op: string,
+  inputs: readonly HostTensor[],
+  attrs: Attrs = {},
+): Promise<HostTensor[]> {
+  // Imported on use: compile depends on the registry, which depends on the backends.
+  const { compile } = await import("../jit/compile.ts");
+  const names = inputs.map((_, i) => `x${i}`);
+  const types = inputs.map((t) => ({
+    shape: t.shape,
+    dtype: t.dtype === "i64" ? "i32" as const : t.dtype,
+  }));
+  const outputs = inferNode(op, types, attrs, `op ${op}`).map((_, i) => `y${i}`);
+  const graph = Graph.create({
+    inputs: inputs.map((t, i) => ({ name: names[i], shape: t.shape, dtype: t.dtype })),
+    nodes: [{ op, inputs: names, outputs, attrs }],
+    outputs: outputs.map((name) => ({ name, value: name })),
+  });
+  const exe = await compile(graph, { backend });
+  try {
+    const result = await exe.run(Object.fromEntries(inputs.map((t, i) => [names[i], t])));
+    return outputs.map((name) => result[name]);
+  } finally {
+    exe.dispose();
+  }
+}
+
 function neither(id: string): KilnError {
   return new KilnError(`Backend "${id}" implements neither compile() nor executeNode()`, {
     code: "backend",

@@ -18,6 +18,7 @@ import type {
   Program,
   Workload,
 } from "../backend.ts";
+import { runOpAsGraph } from "../backend_base.ts";
 import { fusable } from "../fusable.ts";
 import { bindingsOf as planOf } from "../../jit/program.ts";
 import { erf } from "../reference/scalar_math.ts";
@@ -152,21 +153,8 @@ export class WasmBackend implements Backend {
   }
 
   /** Runs one op on host tensors (a one-node graph through the fused path). */
-  async op(op: string, inputs: readonly HostTensor[], attrs: Attrs = {}): Promise<HostTensor[]> {
-    const { GraphBuilder } = await import("../../jit/graph_builder.ts");
-    const { compile } = await import("../../jit/compile.ts");
-    const b = new GraphBuilder();
-    const outs = b.opN(
-      op,
-      inputs.map((t, i) => b.input(`x${i}`, t.shape, t.dtype)),
-      attrs,
-      op === "Split" ? (attrs.split as number[]).length : 1,
-    );
-    outs.forEach((o, i) => b.output(`y${i}`, o));
-    const exe = await compile(b.build(), { backend: this });
-    const result = await exe.run(Object.fromEntries(inputs.map((t, i) => [`x${i}`, t])));
-    exe.dispose();
-    return outs.map((_, i) => result[`y${i}`]);
+  op(op: string, inputs: readonly HostTensor[], attrs: Attrs = {}): Promise<HostTensor[]> {
+    return runOpAsGraph(this, op, inputs, attrs);
   }
 
   #loaded(): Binaryen {

@@ -20,6 +20,7 @@ import type {
   Program,
   Workload,
 } from "../backend.ts";
+import { runOpAsGraph } from "../backend_base.ts";
 import { fusable } from "../fusable.ts";
 import { bindingsOf as planOf } from "../../jit/program.ts";
 import type { TensorData } from "../../jit/dtype.ts";
@@ -28,7 +29,7 @@ import { fuse } from "../../jit/fuse.ts";
 import type { Graph } from "../../jit/graph.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
-import { type Attrs, getOp } from "../../jit/ops/mod.ts";
+import type { Attrs } from "../../jit/ops/mod.ts";
 import { generateWgsl } from "../../shaders/wgsl.ts";
 import { BufferPool, type PoolStats } from "./buffer_pool.ts";
 import { type GpuContext, gpuProgram } from "./gpu_program.ts";
@@ -250,21 +251,8 @@ export class WebGpuBackend implements Backend {
   }
 
   /** Runs one op on host tensors (a one-node graph through the fused path). */
-  async op(op: string, inputs: readonly HostTensor[], attrs: Attrs = {}): Promise<HostTensor[]> {
-    const { GraphBuilder } = await import("../../jit/graph_builder.ts");
-    const { compile } = await import("../../jit/compile.ts");
-    const b = new GraphBuilder();
-    const outs = b.opN(
-      op,
-      inputs.map((t, i) => b.input(`x${i}`, t.shape, t.dtype)),
-      attrs,
-      getOp(op).name === "Split" ? (attrs.split as number[]).length : 1,
-    );
-    outs.forEach((o, i) => b.output(`y${i}`, o));
-    const exe = await compile(b.build(), { backend: this });
-    const result = await exe.run(Object.fromEntries(inputs.map((t, i) => [`x${i}`, t])));
-    exe.dispose();
-    return outs.map((_, i) => result[`y${i}`]);
+  op(op: string, inputs: readonly HostTensor[], attrs: Attrs = {}): Promise<HostTensor[]> {
+    return runOpAsGraph(this, op, inputs, attrs);
   }
 
   #context(): GpuContext {

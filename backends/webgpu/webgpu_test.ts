@@ -219,3 +219,8 @@ Deno.test("kiln run --backend webgpu --json works on the software adapter", asyn
   assert.ok(report.kernels.every((k: { backend: string }) => k.backend === "webgpu"));
   assert.ok(Math.abs(report.outputs.y.mean - 0.1) < 1e-6);
 });
+
+Deno.test("the per-op entry runs a one-node graph", async () => {
+  const [y] = await gpu.op("Mul", [f32([1, 2, 3]), f32([2])]);
+  assertClose(numbers(y.data), [2, 4, 6]);
+});
