@@ -20,9 +20,55 @@ import { type Shape, sizeOf, stridesOf } from "../jit/shape.ts";
 /** Invocations per workgroup of generated kernels. */
 export const WORKGROUP_SIZE = 64;
 
-/** Workgroups to dispatch for `rows` rows of `kernel`: one per row when it reduces. */
-export function workgroups(kernel: KernelIR, rows: number): number {
-  return kernel.reductions.length ? rows : Math.ceil(rows / WORKGROUP_SIZE);
+/**
+ * The dispatch for `rows` rows of `kernel` (fewer than all under shape buckets): tiled matmuls
+ * take (column tiles, row tiles, batch); others a count folded past 65535 per dimension — one
+ * workgroup per row when the kernel reduces, one invocation per point otherwise.
+ */
+export function dispatchSize(kernel: KernelIR, rows: number): [number, number, number] {
+  const tile = tiledMatmul(kernel);
+  if (tile) {
+    const perBatch = tile.m * tile.n;
+    const batches = Math.ceil(rows / perBatch);
+    const m = tile.nb > 0 ? tile.m : Math.ceil(rows / tile.n);
+    return [Math.ceil(tile.n / 64), Math.ceil(m / 64), Math.max(1, batches)];
+  }
+  const groups = kernel.reductions.length ? rows : Math.ceil(rows / WORKGROUP_SIZE);
+  return groups <= 65535 ? [groups, 1, 1] : [65535, Math.ceil(groups / 65535), 1];
+}
+
+/** Smallest M·N·K that uses the tiled matmul kernel. */
+export const TILE_THRESHOLD: number = 1 << 24;
+
+/** The tiling of an f32 matmul kernel (plain-load operands, per-row outputs, large enough), if any. */
+export function tiledMatmul(kernel: KernelIR):
+  | {
+    nb: number;
+    m: number;
+    n: number;
+    k: number;
+    a: Extract<Expr, { kind: "load" }>;
+    b: Extract<Expr, { kind: "load" }>;
+  }
+  | undefined {
+  const r = kernel.reductions[0];
+  if (
+    kernel.pattern !== "matmul" || kernel.reductions.length !== 1 || r.op !== "sum" ||
+    r.dtype !== "f32"
+  ) return undefined;
+  if (
+    r.expr.kind !== "alu" || r.expr.op !== "Mul" || kernel.outputs.some((o) => o.level !== "row")
+  ) return undefined;
+  const [a, b] = r.expr.args;
+  if (a.kind !== "load" || b.kind !== "load") return undefined;
+  const nb = kernel.space.length - 3;
+  const [m, n, k] = kernel.space.slice(nb);
+  const batch = kernel.space.slice(0, nb).reduce((x, y) => x * y, 1);
+  if (batch > 65535) return undefined;
+  // Tiles pay off on large products only: on small ones most of a 64×64 tile's threads idle, and
+  // the more complex shader costs seconds to compile on software adapters.
+  if (batch * m * n * k < TILE_THRESHOLD) return undefined;
+  return { nb, m, n, k, a, b };
 }
 
 /** The WGSL scalar type that holds a dtype. */
@@ -348,80 +394,144 @@ export function generateWgsl(kernel: KernelIR): string {
     e.line(`out${k}[u32(${linear(coords, o.shape)})] = ${v};`);
   };
 
-  // Elementwise kernels: one invocation per point. Kernels with reductions: one workgroup per
-  // row; its threads stride over the reduced coordinates and combine in workgroup memory (long
-  // serial loops are slow on GPUs, and some drivers cap a loop's iterations).
-  const grouped = kernel.reductions.length > 0;
-  const stride = grouped ? WORKGROUP_SIZE : 1;
-  const start = grouped ? "i32(lid.x)" : "0";
-  if (grouped) e.line(`let row = i32(wid.x + wid.y * nwg.x);`);
-  else e.line(`let row = i32(gid.x + gid.y * nwg.x * ${WORKGROUP_SIZE}u);`);
-  e.line(`if (row >= ${rows}) { return; }`);
-  for (const c of coord) e.line(`var ${c}: i32 = 0;`);
-  unravel(kept, "row");
-  const shared = new Set<string>();
-  kernel.reductions.forEach((r, k) => {
-    const t = wgslType(r.dtype);
-    const init = r.op === "max"
-      ? (t === "f32" ? NEG_INF : literal(t === "i32" ? -2147483648 : 0, r.dtype))
-      : r.op === "min"
-      ? (t === "f32" ? INF : literal(t === "i32" ? 2147483647 : 4294967295, r.dtype))
-      : literal(0, r.dtype);
-    const combine = (acc: string, v: string) => {
-      if (r.op === "sum" || r.op === "mean") return `${acc} + ${v}`;
-      const cmp = r.op === "max" ? ">=" : "<=";
-      const nan = t === "f32" ? `k_isnan(${acc}) || ` : "";
-      return `select(${v}, ${acc}, ${nan}${acc} ${cmp} ${v})`;
-    };
-    e.line(`var acc${k}: ${t} = ${init};`);
-    e.line(`for (var i: i32 = ${start}; i < ${inner}; i += ${stride}) {`);
+  const tile = tiledMatmul(kernel);
+  if (tile) {
+    // Tiled matmul: a 16×16 workgroup computes a 64×64 output tile, 4×4 per thread, stepping K
+    // by 16 through workgroup memory. Operand tiles are read with the generic index-map code, so
+    // transposed or broadcast operands work unchanged; the fused epilogue runs per output.
+    const { nb, m: M, n: N, k: K, a, b: bOp } = tile;
+    const [mAx, nAx, kAx] = [nb, nb + 1, nb + 2];
+    for (const c of coord) e.line(`var ${c}: i32 = 0;`);
+    e.line("let t = i32(lid.y * 16u + lid.x);");
+    e.line("let m0 = i32(wid.y) * 64;");
+    e.line("let n0 = i32(wid.x) * 64;");
+    unravel(coord.slice(0, nb).map((_, i) => i), "i32(wid.z)");
+    e.line("var acc: array<f32, 16>;");
+    e.line(`for (var k0 = 0; k0 < ${K}; k0 += 16) {`);
     e.indent += "  ";
-    unravel(red, "i");
-    const v = value(r.expr, new Map());
-    e.line(`acc${k} = ${combine(`acc${k}`, v)};`);
+    e.line("for (var j = 0; j < 4; j++) {");
+    e.indent += "  ";
+    e.line("let ia = t + j * 256;");
+    e.line(`${coord[mAx]} = m0 + ia / 16; ${coord[nAx]} = 0; ${coord[kAx]} = k0 + ia % 16;`);
+    e.line(`if (${coord[mAx]} < ${M} && ${coord[kAx]} < ${K}) {`);
+    e.line(`  tileA[ia] = ${value(a, new Map())};`);
+    e.line("} else { tileA[ia] = 0.0; }");
+    e.line("let ib = t + j * 256;");
+    e.line(`${coord[mAx]} = 0; ${coord[nAx]} = n0 + ib % 64; ${coord[kAx]} = k0 + ib / 64;`);
+    e.line(`if (${coord[nAx]} < ${N} && ${coord[kAx]} < ${K}) {`);
+    e.line(`  tileB[ib] = ${value(bOp, new Map())};`);
+    e.line("} else { tileB[ib] = 0.0; }");
     e.indent = e.indent.slice(2);
     e.line("}");
-    shared.add(t);
-    e.line(`sh_${t}[lid.x] = acc${k};`);
     e.line("workgroupBarrier();");
-    e.line(`for (var s = ${WORKGROUP_SIZE / 2}u; s > 0u; s = s >> 1u) {`);
+    e.line("for (var kk = 0; kk < 16; kk++) {");
+    e.line("  var av: array<f32, 4>;");
+    e.line("  for (var i = 0; i < 4; i++) { av[i] = tileA[(i32(lid.y) * 4 + i) * 16 + kk]; }");
+    e.line("  for (var jj = 0; jj < 4; jj++) {");
+    e.line("    let bv = tileB[kk * 64 + i32(lid.x) * 4 + jj];");
+    e.line("    for (var i = 0; i < 4; i++) { acc[i * 4 + jj] = acc[i * 4 + jj] + av[i] * bv; }");
+    e.line("  }");
+    e.line("}");
+    e.line("workgroupBarrier();");
+    e.indent = e.indent.slice(2);
+    e.line("}");
+    e.line("for (var i = 0; i < 4; i++) {");
+    e.line("  for (var jj = 0; jj < 4; jj++) {");
+    e.indent += "    ";
     e.line(
-      `  if (lid.x < s) { sh_${t}[lid.x] = ${combine(`sh_${t}[lid.x]`, `sh_${t}[lid.x + s]`)}; }`,
+      `${coord[mAx]} = m0 + i32(lid.y) * 4 + i; ${coord[nAx]} = n0 + i32(lid.x) * 4 + jj; ${
+        coord[kAx]
+      } = 0;`,
     );
-    e.line("  workgroupBarrier();");
-    e.line("}");
-    e.line(`acc${k} = sh_${t}[0];`);
-    e.line("workgroupBarrier();");
-    if (r.op === "mean") {
-      e.line(
-        inner === 0 && t === "f32"
-          ? `acc${k} = bitcast<f32>(0x7fc00000u);`
-          : `acc${k} = acc${k} / ${t}(${Math.max(inner, 1)});`,
-      );
-    }
-    e.line(`acc${k} = ${rounded(`acc${k}`, r.dtype)};`);
-  });
-  const rowOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) => o.level === "row");
-  const fullOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) =>
-    o.level === "full"
-  );
-  if (rowOuts.length) {
-    e.line(grouped ? "if (lid.x == 0u) {" : "{");
-    for (const a of red) e.line(`  ${coord[a]} = 0;`);
-    const memo = new Map<Expr, string>();
+    e.line(`if (${coord[mAx]} < ${M} && ${coord[nAx]} < ${N}) {`);
     e.indent += "  ";
-    for (const [o, k] of rowOuts) store(o, k, memo);
+    e.line("let acc0 = acc[i * 4 + jj];");
+    const memo = new Map<Expr, string>();
+    kernel.outputs.forEach((o, k) => store(o, k, memo));
     e.indent = e.indent.slice(2);
+    e.line("}");
+    e.indent = e.indent.slice(4);
+    e.line("  }");
     e.line("}");
   }
-  if (fullOuts.length) {
-    e.line(`for (var i: i32 = ${start}; i < ${inner}; i += ${stride}) {`);
-    e.indent += "  ";
-    unravel(red, "i");
-    const memo = new Map<Expr, string>();
-    for (const [o, k] of fullOuts) store(o, k, memo);
-    e.indent = e.indent.slice(2);
-    e.line("}");
+  const shared = new Set<string>();
+  if (!tile) {
+    // Elementwise kernels: one invocation per point. Kernels with reductions: one workgroup per
+    // row; its threads stride over the reduced coordinates and combine in workgroup memory (long
+    // serial loops are slow on GPUs, and some drivers cap a loop's iterations).
+    const grouped = kernel.reductions.length > 0;
+    const stride = grouped ? WORKGROUP_SIZE : 1;
+    const start = grouped ? "i32(lid.x)" : "0";
+    if (grouped) e.line(`let row = i32(wid.x + wid.y * nwg.x);`);
+    else e.line(`let row = i32(gid.x + gid.y * nwg.x * ${WORKGROUP_SIZE}u);`);
+    e.line(`if (row >= ${rows}) { return; }`);
+    for (const c of coord) e.line(`var ${c}: i32 = 0;`);
+    unravel(kept, "row");
+    kernel.reductions.forEach((r, k) => {
+      const t = wgslType(r.dtype);
+      const init = r.op === "max"
+        ? (t === "f32" ? NEG_INF : literal(t === "i32" ? -2147483648 : 0, r.dtype))
+        : r.op === "min"
+        ? (t === "f32" ? INF : literal(t === "i32" ? 2147483647 : 4294967295, r.dtype))
+        : literal(0, r.dtype);
+      const combine = (acc: string, v: string) => {
+        if (r.op === "sum" || r.op === "mean") return `${acc} + ${v}`;
+        const cmp = r.op === "max" ? ">=" : "<=";
+        const nan = t === "f32" ? `k_isnan(${acc}) || ` : "";
+        return `select(${v}, ${acc}, ${nan}${acc} ${cmp} ${v})`;
+      };
+      e.line(`var acc${k}: ${t} = ${init};`);
+      e.line(`for (var i: i32 = ${start}; i < ${inner}; i += ${stride}) {`);
+      e.indent += "  ";
+      unravel(red, "i");
+      const v = value(r.expr, new Map());
+      e.line(`acc${k} = ${combine(`acc${k}`, v)};`);
+      e.indent = e.indent.slice(2);
+      e.line("}");
+      shared.add(t);
+      e.line(`sh_${t}[lid.x] = acc${k};`);
+      e.line("workgroupBarrier();");
+      e.line(`for (var s = ${WORKGROUP_SIZE / 2}u; s > 0u; s = s >> 1u) {`);
+      e.line(
+        `  if (lid.x < s) { sh_${t}[lid.x] = ${combine(`sh_${t}[lid.x]`, `sh_${t}[lid.x + s]`)}; }`,
+      );
+      e.line("  workgroupBarrier();");
+      e.line("}");
+      e.line(`acc${k} = sh_${t}[0];`);
+      e.line("workgroupBarrier();");
+      if (r.op === "mean") {
+        e.line(
+          inner === 0 && t === "f32"
+            ? `acc${k} = bitcast<f32>(0x7fc00000u);`
+            : `acc${k} = acc${k} / ${t}(${Math.max(inner, 1)});`,
+        );
+      }
+      e.line(`acc${k} = ${rounded(`acc${k}`, r.dtype)};`);
+    });
+    const rowOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) =>
+      o.level === "row"
+    );
+    const fullOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) =>
+      o.level === "full"
+    );
+    if (rowOuts.length) {
+      e.line(grouped ? "if (lid.x == 0u) {" : "{");
+      for (const a of red) e.line(`  ${coord[a]} = 0;`);
+      const memo = new Map<Expr, string>();
+      e.indent += "  ";
+      for (const [o, k] of rowOuts) store(o, k, memo);
+      e.indent = e.indent.slice(2);
+      e.line("}");
+    }
+    if (fullOuts.length) {
+      e.line(`for (var i: i32 = ${start}; i < ${inner}; i += ${stride}) {`);
+      e.indent += "  ";
+      unravel(red, "i");
+      const memo = new Map<Expr, string>();
+      for (const [o, k] of fullOuts) store(o, k, memo);
+      e.indent = e.indent.slice(2);
+      e.line("}");
+    }
   }
   const bindings = [
     ...kernel.inputs.map((b, i) =>
@@ -438,7 +548,10 @@ export function generateWgsl(kernel: KernelIR): string {
     ...bindings,
     PRELUDE,
     ...[...shared].map((t) => `var<workgroup> sh_${t}: array<${t}, ${WORKGROUP_SIZE}>;`),
-    `@compute @workgroup_size(${WORKGROUP_SIZE})`,
+    ...(tile
+      ? ["var<workgroup> tileA: array<f32, 1024>;", "var<workgroup> tileB: array<f32, 1024>;"]
+      : []),
+    tile ? "@compute @workgroup_size(16, 16)" : `@compute @workgroup_size(${WORKGROUP_SIZE})`,
     "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,",
     "        @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
     ...e.lines,

@@ -15,7 +15,7 @@ import { KilnError } from "../../jit/errors.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import { type KernelIR, rowCount } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
-import { workgroups } from "../../shaders/wgsl.ts";
+import { dispatchSize } from "../../shaders/wgsl.ts";
 import type { BufferPool } from "./buffer_pool.ts";
 import { fromWords, toWords } from "../words.ts";
 
@@ -49,11 +49,6 @@ const STORAGE = 0x80 | 0x08 | 0x04; // STORAGE | COPY_DST | COPY_SRC
 const STAGING = 0x01 | 0x08; // MAP_READ | COPY_DST
 
 const words = (shape: readonly number[]) => Math.max(1, sizeOf(shape)) * 4;
-
-/** `groups` workgroups folded past 65535 per dimension. */
-export function grid(groups: number): [number, number] {
-  return groups <= 65535 ? [groups, 1] : [65535, Math.ceil(groups / 65535)];
-}
 
 /** Builds the program for `plan` on `ctx`. */
 export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
@@ -148,8 +143,8 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
             })),
           }),
         );
-        const [x, y] = grid(workgroups(k, rows));
-        pass.dispatchWorkgroups(x, y);
+        const [x, y, z] = dispatchSize(k, rows);
+        pass.dispatchWorkgroups(x, y, z);
         pass.end();
       });
       for (const [v, off] of offsets) {

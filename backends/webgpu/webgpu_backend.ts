@@ -126,7 +126,7 @@ export class WebGpuBackend implements Backend {
 
   /** Kernel IR → WGSL, loaded as compute pipelines. */
   readonly codegen: KernelCodegen = {
-    format: "wgsl-2",
+    format: "wgsl-3",
     generate: (kernel: KernelIR): Artifact => (kernel.opaque ? "" : generateWgsl(kernel)),
     load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {
       const pipeline = await this.#pipeline(kernel, artifact as string);
