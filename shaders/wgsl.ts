@@ -37,8 +37,11 @@ export function dispatchSize(kernel: KernelIR, rows: number): [number, number, n
   return groups <= 65535 ? [groups, 1, 1] : [65535, Math.ceil(groups / 65535), 1];
 }
 
-/** Smallest M·N·K that uses the tiled matmul kernel. */
+/** Smallest batch·M·N·K that uses the tiled matmul kernel. */
 export const TILE_THRESHOLD: number = 1 << 24;
+
+/** Fewest 64×64 output tiles that use the tiled matmul kernel. */
+export const MIN_TILES = 32;
 
 /** The tiling of an f32 matmul kernel (plain-load operands, per-row outputs, large enough), if any. */
 export function tiledMatmul(kernel: KernelIR):
@@ -66,8 +69,11 @@ export function tiledMatmul(kernel: KernelIR):
   const batch = kernel.space.slice(0, nb).reduce((x, y) => x * y, 1);
   if (batch > 65535) return undefined;
   // Tiles pay off on large products only: on small ones most of a 64×64 tile's threads idle, and
-  // the more complex shader costs seconds to compile on software adapters.
-  if (batch * m * n * k < TILE_THRESHOLD) return undefined;
+  // the more complex shader costs seconds to compile on software adapters. Too few tiles leave a
+  // large GPU idle (64×784·784×512 made 8 and ran 1.4× slower than one workgroup per output).
+  if (
+    batch * m * n * k < TILE_THRESHOLD || batch * Math.ceil(m / 64) * Math.ceil(n / 64) < MIN_TILES
+  ) return undefined;
   return { nb, m, n, k, a, b };
 }
 
