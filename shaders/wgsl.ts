@@ -87,6 +87,9 @@ export function wgslType(dtype: DType): "f32" | "i32" | "u32" {
 }
 
 const PRELUDE = `
+// Dawn's Tint rejects a constant expression whose value is NaN or ±inf, so non-finite floats are
+// bitcast from bits held in a private variable, which is not a constant expression.
+var<private> k_special: vec3<u32> = vec3<u32>(0x7fc00000u, 0x7f800000u, 0xff800000u);
 fn k_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn k_f16(x: f32) -> f32 { return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x; }
 fn k_erf(x: f32) -> f32 {
@@ -98,20 +101,20 @@ fn k_erf(x: f32) -> f32 {
 }
 fn k_pow(a: f32, b: f32) -> f32 {
   if (b == 0.0) { return 1.0; }
-  if (k_isnan(a) || k_isnan(b)) { return bitcast<f32>(0x7fc00000u); }
-    if (a == 0.0) { return select(bitcast<f32>(0x7f800000u), 0.0, b > 0.0); }
+  if (k_isnan(a) || k_isnan(b)) { return bitcast<f32>(k_special.x); }
+  if (a == 0.0) { return select(bitcast<f32>(k_special.y), 0.0, b > 0.0); }
   let r = exp2(b * log2(abs(a)));
   if (a > 0.0) { return r; }
-  if (b != trunc(b)) { return bitcast<f32>(0x7fc00000u); }
+  if (b != trunc(b)) { return bitcast<f32>(k_special.x); }
   return select(r, -r, abs(b % 2.0) == 1.0);
 }
 fn k_round(x: f32) -> f32 { return round(x); }
 // WGSL leaves a runtime float division by zero indeterminate; IEEE gives ±inf or NaN.
 fn k_fdiv(a: f32, b: f32) -> f32 {
   if (b != 0.0) { return a / b; }
-  if (k_isnan(a) || a == 0.0) { return bitcast<f32>(0x7fc00000u); }
+  if (k_isnan(a) || a == 0.0) { return bitcast<f32>(k_special.x); }
   let negative = (a < 0.0) != ((bitcast<u32>(b) & 0x80000000u) != 0u);
-  return select(bitcast<f32>(0x7f800000u), bitcast<f32>(0xff800000u), negative);
+  return select(bitcast<f32>(k_special.y), bitcast<f32>(k_special.z), negative);
 }
 fn k_f2i(x: f32, lo: i32, hi: i32) -> i32 {
   if (k_isnan(x)) { return 0; }
@@ -126,14 +129,15 @@ fn k_f2u(x: f32, hi: u32) -> u32 {
 }
 `;
 
-const INF = "bitcast<f32>(0x7f800000u)";
-const NEG_INF = "bitcast<f32>(0xff800000u)";
+const NAN = "bitcast<f32>(k_special.x)";
+const INF = "bitcast<f32>(k_special.y)";
+const NEG_INF = "bitcast<f32>(k_special.z)";
 
 /** A literal of `value` in the WGSL type of `dtype`. */
 function literal(value: number, dtype: DType): string {
   const t = wgslType(dtype);
   if (t === "f32") {
-    if (Number.isNaN(value)) return "bitcast<f32>(0x7fc00000u)";
+    if (Number.isNaN(value)) return NAN;
     if (value === Infinity) return INF;
     if (value === -Infinity) return NEG_INF;
     return `bitcast<f32>(${new Uint32Array(new Float32Array([value]).buffer)[0]}u)`;
@@ -508,7 +512,7 @@ export function generateWgsl(kernel: KernelIR): string {
       if (r.op === "mean") {
         e.line(
           inner === 0 && t === "f32"
-            ? `acc${k} = bitcast<f32>(0x7fc00000u);`
+            ? `acc${k} = ${NAN};`
             : `acc${k} = acc${k} / ${t}(${Math.max(inner, 1)});`,
         );
       }

@@ -47,6 +47,8 @@ export interface GpuPlan {
 
 const STORAGE = 0x80 | 0x08 | 0x04; // STORAGE | COPY_DST | COPY_SRC
 const STAGING = 0x01 | 0x08; // MAP_READ | COPY_DST
+// Numeric like the usages, so nothing needs the GPUMapMode global (absent on Node's `webgpu`).
+const MAP_READ = 0x01;
 
 const words = (shape: readonly number[]) => Math.max(1, sizeOf(shape)) * 4;
 
@@ -162,7 +164,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
           },
         );
       }
-      await staging.mapAsync(GPUMapMode.READ);
+      await staging.mapAsync(MAP_READ);
       const bytes = staging.getMappedRange();
       const data = outputs.map((i) => {
         const v = plan.outputs[i];

@@ -40,6 +40,16 @@ export interface WebGpuOptions {
   readonly poolCapBytes?: number;
   /** Adapter power preference. */
   readonly powerPreference?: "low-power" | "high-performance";
+  /**
+   * The WebGPU entry point (default: `navigator.gpu`). On Node pass the `webgpu` package's
+   * `create([])` so nothing global is patched.
+   */
+  readonly gpu?: GPU;
+  /**
+   * Adapter feature level (default: `"core"`). Dawn's software adapters (SwiftShader, llvmpipe
+   * through EGL) only offer `"compatibility"`.
+   */
+  readonly featureLevel?: "core" | "compatibility";
 }
 
 /** The WebGPU backend. */
@@ -126,7 +136,7 @@ export class WebGpuBackend implements Backend {
 
   /** Kernel IR → WGSL, loaded as compute pipelines. */
   readonly codegen: KernelCodegen = {
-    format: "wgsl-3",
+    format: "wgsl-4",
     generate: (kernel: KernelIR): Artifact => (kernel.opaque ? "" : generateWgsl(kernel)),
     load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {
       const pipeline = await this.#pipeline(kernel, artifact as string);
@@ -157,15 +167,18 @@ export class WebGpuBackend implements Backend {
   }
 
   async #acquire(): Promise<void> {
-    if (!WebGpuBackend.available()) {
+    if (!this.#options.gpu && !WebGpuBackend.available()) {
       throw new KilnError("WebGPU is not available in this runtime", {
         code: "backend",
         fix:
-          "run under Deno (navigator.gpu), or on Node install the webgpu npm package and expose navigator.gpu",
+          "run under Deno (navigator.gpu), or on Node pass the webgpu npm package's create([]) as the gpu option",
       });
     }
-    const gpu = (navigator as unknown as { gpu: GPU }).gpu;
-    const adapter = await gpu.requestAdapter({ powerPreference: this.#options.powerPreference });
+    const gpu = this.#options.gpu ?? (navigator as unknown as { gpu: GPU }).gpu;
+    const adapter = await gpu.requestAdapter({
+      powerPreference: this.#options.powerPreference,
+      ...(this.#options.featureLevel ? { featureLevel: this.#options.featureLevel } : {}),
+    });
     if (!adapter) {
       throw new KilnError("No WebGPU adapter was found", {
         code: "backend",
