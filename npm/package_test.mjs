@@ -1,0 +1,224 @@
+// Tests the npm tarball the way a Node user meets it: `npm install` into an empty project, then
+// the reference, wasm and WebGPU (Dawn, through the `webgpu` package) backends and ONNX import
+// through the package's own entry points, and its .d.ts checked by tsc.
+//
+// Run: `deno task build:npm && node --test npm/package_test.mjs` (Node >= 20). The tarball path
+// can be overridden with KILN_TARBALL.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const tarball = resolve(process.env.KILN_TARBALL ?? join(repo, "npm/dist/kiln.tgz"));
+const versions = { webgpu: "0.6.2", typescript: "5.9.3", types: "0.1.74" };
+let project = "";
+let kiln;
+let cli;
+let webgpu;
+
+before(() => {
+  project = mkdtempSync(join(tmpdir(), "kiln-npm-"));
+  writeFileSync(
+    join(project, "package.json"),
+    JSON.stringify({ name: "consumer", private: true, type: "module" }),
+  );
+  execFileSync("npm", [
+    "install",
+    "--no-audit",
+    "--no-fund",
+    "--loglevel=error",
+    tarball,
+    `webgpu@${versions.webgpu}`,
+    `typescript@${versions.typescript}`,
+    `@webgpu/types@${versions.types}`,
+  ], { cwd: project, stdio: ["ignore", "ignore", "inherit"] });
+  const require = createRequire(join(project, "package.json"));
+  const load = (name) => import(pathToFileURL(require.resolve(name)).href);
+  return Promise.all([load("@kiln/kiln"), load("@kiln/kiln/cli"), load("webgpu")]).then(
+    ([k, c, w]) => {
+      kiln = k;
+      cli = c;
+      webgpu = w;
+    },
+  );
+}, { timeout: 300_000 });
+
+after(() => {
+  if (project) rmSync(project, { recursive: true, force: true });
+});
+
+/** relu(x·W + b) then softmax over the last axis: matmul, bias, activation and a row reduction. */
+function smallModel() {
+  const b = new kiln.GraphBuilder();
+  const x = b.input("x", [4, 3]);
+  const w = b.param("w", [3, 5], "f32", Float32Array.from({ length: 15 }, (_, i) => (i % 7) - 3));
+  const bias = b.param("b", [5], "f32", new Float32Array([0.5, -1, 0, 1, 2]));
+  const h = b.op("Relu", [b.op("Add", [b.op("MatMul", [x, w]), bias])]);
+  b.output("y", b.op("Softmax", [h], { axis: -1 }));
+  return b.build();
+}
+
+const input = () => ({
+  x: kiln.hostTensor(Float32Array.from({ length: 12 }, (_, i) => (i - 6) / 4), [4, 3]),
+});
+
+/** The same model in float64, written out by hand. */
+function expected() {
+  const x = input().x.data;
+  const out = new Float64Array(20);
+  for (let r = 0; r < 4; r++) {
+    const h = [0.5, -1, 0, 1, 2].map((bias, c) => {
+      let s = bias;
+      for (let k = 0; k < 3; k++) s += x[r * 3 + k] * (((k * 5 + c) % 7) - 3);
+      return Math.max(s, 0);
+    });
+    const m = Math.max(...h);
+    const e = h.map((v) => Math.exp(v - m));
+    const z = e.reduce((a, v) => a + v, 0);
+    e.forEach((v, c) => (out[r * 5 + c] = v / z));
+  }
+  return out;
+}
+
+async function runOn(backend) {
+  const exe = await kiln.compile(smallModel(), { backend });
+  try {
+    const { y } = await exe.run(input());
+    assert.deepEqual(y.shape, [4, 5]);
+    const want = expected();
+    for (let i = 0; i < want.length; i++) {
+      assert.ok(Math.abs(y.data[i] - want[i]) <= 1e-6, `y[${i}] = ${y.data[i]}, want ${want[i]}`);
+    }
+  } finally {
+    exe.dispose();
+  }
+}
+
+test("reference backend computes the model", () => runOn("reference"));
+
+test("wasm backend computes the model with a Binaryen-generated kernel", () => runOn("wasm"));
+
+test("WebGPU backend computes the model on Dawn", async () => {
+  // Dawn's GL backend on a machine without a display (a software llvmpipe adapter in CI).
+  process.env.EGL_PLATFORM ??= "surfaceless";
+  const backend = new kiln.WebGpuBackend({
+    gpu: webgpu.create(["backend=opengles"]),
+    featureLevel: "compatibility",
+  });
+  await runOn(backend);
+});
+
+test("WebGPU on Dawn matches the reference on IEEE edge cases (x/0, NaN, pow, casts)", async () => {
+  process.env.EGL_PLATFORM ??= "surfaceless";
+  const b = new kiln.GraphBuilder();
+  const x = b.input("x", [8]);
+  const y = b.input("y", [8]);
+  b.output("div", b.op("Div", [x, y]));
+  b.output("pow", b.op("Pow", [x, y]));
+  b.output("max", b.op("ReduceMax", [b.op("Div", [x, y])], { axes: [0], keepdims: 0 }));
+  b.output("int", b.op("Cast", [b.op("Div", [x, y])], { to: "i32" }));
+  const graph = b.build();
+  const inputs = {
+    x: kiln.hostTensor(new Float32Array([1, -1, 0, NaN, 2, -8, 0, 3.5]), [8]),
+    y: kiln.hostTensor(new Float32Array([0, 0, 0, 1, 0.5, 1 / 3, -2, 2]), [8]),
+  };
+  const gpu = new kiln.WebGpuBackend({
+    gpu: webgpu.create(["backend=opengles"]),
+    featureLevel: "compatibility",
+  });
+  const [want, got] = await Promise.all(
+    ["reference", gpu].map(async (backend) => {
+      const exe = await kiln.compile(graph, { backend });
+      try {
+        return await exe.run(inputs);
+      } finally {
+        exe.dispose();
+      }
+    }),
+  );
+  for (const name of Object.keys(want)) {
+    const w = Array.from(want[name].data), g = Array.from(got[name].data);
+    for (let i = 0; i < w.length; i++) {
+      const same = Object.is(w[i], g[i]) || (w[i] === g[i]) ||
+        Math.abs(w[i] - g[i]) <= 1e-6 * Math.abs(w[i]);
+      assert.ok(same, `${name}[${i}]: webgpu ${g[i]}, reference ${w[i]}`);
+    }
+  }
+});
+
+test("lazy tensors realize and bad input is a KilnError with a Fix hint", async () => {
+  const y = kiln.tensor([[1, 2, 3], [4, 5, 6]]).mul(2).sum(-1);
+  assert.deepEqual(Array.from(await y.data()), [12, 30]);
+  assert.throws(
+    () => kiln.tensor([1, 2, 3]).add(kiln.tensor([1, 2])),
+    (e) => e instanceof kiln.KilnError && /Fix:/.test(e.message),
+  );
+});
+
+test("an ONNX model (PyTorch export) matches ONNX Runtime's output", async () => {
+  const dir = join(repo, "onnx/testdata");
+  const read = (f) => {
+    const b = readFileSync(join(dir, f));
+    return new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4);
+  };
+  const model = await kiln.OnnxModel.load(join(dir, "resnet_block.onnx"));
+  const { y } = await model.run({
+    x: kiln.hostTensor(read("resnet_block.in.x.float32.bin"), [2, 3, 32, 32]),
+  }, {
+    backend: "wasm",
+  });
+  const want = read("resnet_block.out.y.float32.bin");
+  assert.equal(y.data.length, want.length);
+  for (let i = 0; i < want.length; i++) assert.ok(Math.abs(y.data[i] - want[i]) <= 1e-5, `y[${i}]`);
+});
+
+test("the CLI entry runs the bundled demo model", async () => {
+  const logged = [];
+  const log = console.log;
+  console.log = (...a) => logged.push(a.join(" "));
+  try {
+    assert.equal(await cli.main(["run", "--backend", "wasm", "--json"]), 0);
+  } finally {
+    console.log = log;
+  }
+  const report = JSON.parse(logged.join("\n"));
+  assert.ok(report.outputs.y, JSON.stringify(report).slice(0, 200));
+});
+
+test("the package's .d.ts type-check a strict TypeScript consumer", () => {
+  writeFileSync(
+    join(project, "consumer.ts"),
+    `import * as kiln from "@kiln/kiln";
+const b = new kiln.GraphBuilder();
+b.output("y", b.op("Relu", [b.input("x", [2])]));
+const exe: Promise<kiln.Executable> = kiln.compile(b.build(), { backend: "wasm" });
+const gpu: kiln.WebGpuBackend = new kiln.WebGpuBackend({ featureLevel: "compatibility" });
+export { exe, gpu };
+`,
+  );
+  writeFileSync(
+    join(project, "tsconfig.json"),
+    JSON.stringify({
+      compilerOptions: {
+        strict: true,
+        noEmit: true,
+        module: "nodenext",
+        moduleResolution: "nodenext",
+        target: "es2022",
+        lib: ["es2023", "esnext.disposable", "dom"],
+        types: ["@webgpu/types"],
+      },
+      files: ["consumer.ts"],
+    }),
+  );
+  try {
+    execFileSync(join(project, "node_modules/.bin/tsc"), ["-p", project], { encoding: "utf8" });
+  } catch (e) {
+    assert.fail(`tsc rejected the package's types:\n${e.stdout}`);
+  }
+});
