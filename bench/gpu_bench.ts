@@ -4,8 +4,9 @@
  * end (inputs from the host, result back on the host), plus a plain elementwise copy through
  * kiln as the bandwidth yardstick of the same run. kiln-webgpu is each group's baseline.
  * Lessons: tfjs-webgpu needs WEBGPU_CPU_FORWARD=false or small ops never touch the GPU; ONNX
- * Runtime's WebGPU needs the `onnxruntime-web/webgpu` entry, and runs only with
- * `KILN_BENCH_ORT=1`: its packages alone exceed the 64 MiB a GPU run can carry.
+ * Runtime's WebGPU needs the `onnxruntime-web/webgpu` entry and `numThreads = 1`, and runs only
+ * with `KILN_BENCH_ORT=1`: its whole package exceeds the 64 MiB a GPU run can carry, so
+ * `bench/gpu_carry.sh` carries just the files that entry loads.
  *
  * @module
  */
@@ -116,6 +117,8 @@ async function tfjsWebgpu(w: Workload): Promise<PeerRun> {
 
 async function ortWebgpu(w: Workload): Promise<PeerRun> {
   const ort: Any = await import(ORT_WEBGPU);
+  // Deno looks like Node to ORT, whose worker-thread pool then fails to start.
+  ort.env.wasm.numThreads = 1;
   const session = await ort.InferenceSession.create(await w.graph.toOnnx(), {
     executionProviders: ["webgpu"],
   });
@@ -156,7 +159,7 @@ for (const w of workloads) {
     ["onnxruntime-web webgpu", async () => {
       if (!Deno.env.get("KILN_BENCH_ORT")) {
         throw new Error(
-          "skipped: set KILN_BENCH_ORT=1 (its packages exceed the 64 MiB a GPU run can carry)",
+          "skipped: set KILN_BENCH_ORT=1 (on the GPU machine, after bench/gpu_carry.sh)",
         );
       }
       return checked(w, "ort webgpu", await ortWebgpu(w));
