@@ -35,13 +35,16 @@ async function chromium(): Promise<string> {
     const found = await new Deno.Command("sh", { args: ["-c", `command -v ${name}`] }).output();
     if (found.success) return new TextDecoder().decode(found.stdout).trim();
   }
-  const install = await new Deno.Command("apt-get", {
-    args: ["install", "-y", "-q", "--no-install-recommends", "chromium"],
-    env: { DEBIAN_FRONTEND: "noninteractive" },
-    stdout: "null",
-    stderr: "inherit",
-  }).output().catch(() => undefined);
-  if (!install?.success) {
+  const aptGet = (...args: string[]) =>
+    new Deno.Command("apt-get", {
+      args,
+      env: { DEBIAN_FRONTEND: "noninteractive" },
+      stdout: "null",
+      stderr: "inherit",
+    }).output().then((o) => o.success, () => false);
+  const install = () => aptGet("install", "-y", "-q", "--no-install-recommends", "chromium");
+  // A fresh machine may have no package lists yet.
+  if (!await install() && !(await aptGet("update", "-q") && await install())) {
     throw new Error(
       "Chromium is not installed and `apt-get install chromium` failed. Fix: install Debian's chromium package (as root), then rerun",
     );
