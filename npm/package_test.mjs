@@ -160,21 +160,62 @@ test("lazy tensors realize and bad input is a KilnError with a Fix hint", async 
   );
 });
 
-test("an ONNX model (PyTorch export) matches ONNX Runtime's output", async () => {
-  const dir = join(repo, "onnx/testdata");
+/** The recorded inputs and ONNX Runtime's output of a model exported from PyTorch. */
+function modelCase(dir, name) {
+  const meta = JSON.parse(readFileSync(join(dir, "models.json"), "utf8"))[name];
   const read = (f) => {
     const b = readFileSync(join(dir, f));
-    return new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4);
+    return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength);
   };
-  const model = await kiln.OnnxModel.load(join(dir, "resnet_block.onnx"));
-  const { y } = await model.run({
-    x: kiln.hostTensor(read("resnet_block.in.x.float32.bin"), [2, 3, 32, 32]),
-  }, {
-    backend: "wasm",
+  const inputs = Object.fromEntries(
+    Object.entries(meta.inputs).map(([k, [shape, dtype]]) => {
+      const bytes = read(`${name}.in.${k}.${dtype}.bin`);
+      return [
+        k,
+        dtype === "int64"
+          ? kiln.hostTensor(new BigInt64Array(bytes), shape, "i64")
+          : kiln.hostTensor(new Float32Array(bytes), shape, "f32"),
+      ];
+    }),
+  );
+  return { inputs, want: new Float32Array(read(`${name}.out.y.float32.bin`)) };
+}
+
+const MODELS = [
+  ...["mlp", "lenet", "transformer_block"].map((name) => [join(repo, "../shared/models"), name]),
+  ...["resnet_block", "mobile_block", "encoder_mask", "embedding_mlp"].map((
+    name,
+  ) => [join(repo, "onnx/testdata"), name]),
+];
+
+test("ONNX models exported from PyTorch match ONNX Runtime on wasm and on Dawn", async () => {
+  process.env.EGL_PLATFORM ??= "surfaceless";
+  const dawn = new kiln.WebGpuBackend({
+    gpu: webgpu.create(["backend=opengles"]),
+    featureLevel: "compatibility",
   });
-  const want = read("resnet_block.out.y.float32.bin");
-  assert.equal(y.data.length, want.length);
-  for (let i = 0; i < want.length; i++) assert.ok(Math.abs(y.data[i] - want[i]) <= 1e-5, `y[${i}]`);
+  const registry = kiln.BackendRegistry.withDefaults().register(dawn);
+  const gpuWork = () => dawn.poolStats().allocations + dawn.poolStats().reuses;
+  for (const [dir, name] of MODELS) {
+    const model = await kiln.OnnxModel.load(join(dir, `${name}.onnx`));
+    const { inputs, want } = modelCase(dir, name);
+    for (const backendKind of ["cpu-simd", "gpu"]) {
+      const before = gpuWork();
+      const { y } = await model.run(inputs, {
+        registry,
+        policy: { kind: "prefer", backendKind },
+        cache: false,
+      });
+      if (backendKind === "gpu") assert.ok(gpuWork() > before, `${name}: nothing ran on Dawn`);
+      assert.equal(y.data.length, want.length);
+      for (let i = 0; i < want.length; i++) {
+        assert.ok(
+          Math.abs(y.data[i] - want[i]) <= 1e-4,
+          `${name} on ${backendKind}: y[${i}] = ${y.data[i]}, ONNX Runtime ${want[i]}`,
+        );
+      }
+    }
+  }
 });
 
 test("the CLI entry runs the bundled demo model", async () => {
