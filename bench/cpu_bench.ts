@@ -10,8 +10,8 @@
  * @module
  */
 import { compile } from "../jit/compile.ts";
-import { jaxRunner, ortRunner, type PeerRun, tfjsRunner } from "./peers.ts";
-import { cpuWorkloads, type Workload } from "./workloads.ts";
+import { jaxRunner, ortRunner, tfjsRunner } from "./peers.ts";
+import { cpuWorkloads, type PeerRun, type Workload } from "./workloads.ts";
 
 const TOLERANCE = 1e-3;
 

@@ -13,13 +13,11 @@
 import { compile } from "../jit/compile.ts";
 import { GraphBuilder } from "../jit/graph_builder.ts";
 import { uniform } from "../jit/random.ts";
-import { cpuWorkloads, type Workload } from "./workloads.ts";
+import { tfjsRun } from "./tfjs_program.ts";
+import { cpuWorkloads, type PeerRun, type Workload } from "./workloads.ts";
 
 // deno-lint-ignore no-explicit-any
 type Any = any;
-
-/** A library's runner for one workload: resolves when the result is a host Float32Array. */
-type PeerRun = () => Promise<Float32Array>;
 
 /** Not a literal, so the GPU run's module graph (and what must travel with it) leaves ORT out. */
 const ORT_WEBGPU = ["npm:onnxruntime-web@1.30.0", "webgpu"].join("/");
@@ -87,32 +85,7 @@ async function tfjsWebgpu(w: Workload): Promise<PeerRun> {
   await import("npm:@tensorflow/tfjs-backend-webgpu@4.22.0");
   tf.env().set("WEBGPU_CPU_FORWARD", false);
   await tf.setBackend("webgpu");
-  const t = Object.fromEntries(
-    Object.entries(w.inputs).map(([k, v]) => [k, tf.tensor(v.data, v.shape)]),
-  );
-  const f: () => Any = {
-    W1: () =>
-      tf.sub(
-        tf.mul(tf.relu(tf.add(tf.mul(t.x, 1.5), 0.5)), tf.sigmoid(t.x)),
-        tf.div(tf.mul(t.x, t.x), 8),
-      ),
-    W2: () => tf.matMul(t.a, t.b),
-    W3: () => tf.softmax(t.x),
-    W4: () => {
-      const { mean, variance } = tf.moments(t.x, -1, true);
-      return tf.div(tf.sub(t.x, mean), tf.sqrt(tf.add(variance, 1e-5)));
-    },
-    W5: () =>
-      tf.softmax(tf.add(tf.matMul(tf.relu(tf.add(tf.matMul(t.x, t.w1), t.b1)), t.w2), t.b2)),
-    W6: () => tf.add(t.x, 1),
-    co: () => tf.neg(tf.neg(t.x)),
-  }[w.id.slice(0, 2)]!;
-  return async () => {
-    const y = tf.tidy(f);
-    const data = await y.data();
-    y.dispose();
-    return data as Float32Array;
-  };
+  return tfjsRun(tf, w);
 }
 
 async function ortWebgpu(w: Workload): Promise<PeerRun> {

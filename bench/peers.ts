@@ -8,10 +8,8 @@
  *
  * @module
  */
-import type { Workload } from "./workloads.ts";
-
-/** A peer's runner for one workload: resolves when the result is a host Float32Array. */
-export type PeerRun = () => Promise<Float32Array>;
+import { tfjsRun } from "./tfjs_program.ts";
+import type { PeerRun, Workload } from "./workloads.ts";
 
 // deno-lint-ignore no-explicit-any
 type Any = any;
@@ -35,31 +33,10 @@ export function loadTfjs(): Promise<Any> {
 export async function tfjsRunner(w: Workload, backend: "cpu" | "wasm"): Promise<PeerRun> {
   const tf = await loadTfjs();
   await tf.setBackend(backend);
-  const t = Object.fromEntries(
-    Object.entries(w.inputs).map(([k, v]) => [k, tf.tensor(v.data, v.shape)]),
-  );
-  const f: () => Any = {
-    W1: () =>
-      tf.sub(
-        tf.mul(tf.relu(tf.add(tf.mul(t.x, 1.5), 0.5)), tf.sigmoid(t.x)),
-        tf.div(tf.mul(t.x, t.x), 8),
-      ),
-    W2: () => tf.matMul(t.a, t.b),
-    W3: () => tf.softmax(t.x),
-    W4: () => {
-      const { mean, variance } = tf.moments(t.x, -1, true);
-      return tf.div(tf.sub(t.x, mean), tf.sqrt(tf.add(variance, 1e-5)));
-    },
-    W5: () =>
-      tf.softmax(tf.add(tf.matMul(tf.relu(tf.add(tf.matMul(t.x, t.w1), t.b1)), t.w2), t.b2)),
-    W6: () => tf.add(t.x, 1),
-  }[w.id.slice(0, 2)]!;
+  const run = tfjsRun(tf, w);
   return async () => {
     if (tf.getBackend() !== backend) await tf.setBackend(backend);
-    const y = tf.tidy(f);
-    const data = await y.data();
-    y.dispose();
-    return data as Float32Array;
+    return await run();
   };
 }
 

@@ -21,6 +21,9 @@ export interface Workload {
   check(out: Float32Array): number;
 }
 
+/** A library's runner for one workload: resolves when the result is a host Float32Array. */
+export type PeerRun = () => Promise<Float32Array>;
+
 const f64 = {
   w1: (v: number) => Math.max(v * 1.5 + 0.5, 0) * (1 / (1 + Math.exp(-v))) - (v * v) / 8,
 };
