@@ -6,7 +6,7 @@ import { assertClose, numbers } from "../jit/testing.ts";
 import { importOnnx } from "./import.ts";
 import { OnnxModel } from "./model.ts";
 import { decodeModel, encodeModel, type ModelProto } from "./proto.ts";
-import { MODEL_NAMES, referenceModel } from "./testdata.ts";
+import { EXPORT_NAMES, exportedModel, MODEL_NAMES, referenceModel } from "./testdata.ts";
 
 for (const name of MODEL_NAMES) {
   Deno.test(`${name}: matches ONNX Runtime within 1e-4, fused and unfused`, async () => {
@@ -151,31 +151,13 @@ function decode(bytes: Uint8Array): ModelProto {
   return decodeModel(bytes);
 }
 
-const TESTDATA = new URL("./testdata/", import.meta.url).pathname;
-
-for (const name of ["resnet_block", "mobile_block", "encoder_mask", "embedding_mlp"]) {
+for (const name of EXPORT_NAMES) {
   Deno.test(`${name} (exported from PyTorch) matches ONNX Runtime within 1e-4`, async () => {
-    const meta = JSON.parse(await Deno.readTextFile(`${TESTDATA}models.json`))[name];
-    const model = OnnxModel.fromBytes(await Deno.readFile(`${TESTDATA}${name}.onnx`));
-    const inputs = Object.fromEntries(
-      await Promise.all(
-        Object.entries(meta.inputs as Record<string, [number[], string]>).map(
-          async ([k, [shape, dtype]]) => {
-            const bytes = (await Deno.readFile(`${TESTDATA}${name}.in.${k}.${dtype}.bin`)).slice();
-            const data = dtype === "int64"
-              ? new BigInt64Array(bytes.buffer)
-              : new Float32Array(bytes.buffer);
-            return [k, { data, shape, dtype: dtype === "int64" ? "i64" as const : "f32" as const }];
-          },
-        ),
-      ),
-    );
-    const want = new Float32Array(
-      (await Deno.readFile(`${TESTDATA}${name}.out.y.float32.bin`)).buffer,
-    );
+    const m = await exportedModel(name);
+    const model = OnnxModel.fromBytes(m.bytes);
     for (const fuse of [true, false]) {
-      const out = await model.run(inputs, { backend: "reference", fuse, cache: false });
-      assertClose(numbers(out.y.data), want, {
+      const out = await model.run(m.inputs, { backend: "reference", fuse, cache: false });
+      assertClose(numbers(out.y.data), m.y, {
         atol: 1e-4,
         rtol: 0,
         message: `${name} fuse=${fuse}`,
@@ -185,31 +167,15 @@ for (const name of ["resnet_block", "mobile_block", "encoder_mask", "embedding_m
 }
 
 Deno.test("the extra PyTorch architectures run on wasm and webgpu too (whole ops beside them on the CPU)", async () => {
-  const meta = JSON.parse(await Deno.readTextFile(`${TESTDATA}models.json`));
-  for (const name of ["resnet_block", "mobile_block", "encoder_mask", "embedding_mlp"]) {
-    const model = OnnxModel.fromBytes(await Deno.readFile(`${TESTDATA}${name}.onnx`));
-    const inputs = Object.fromEntries(
-      await Promise.all(
-        Object.entries(meta[name].inputs as Record<string, [number[], string]>).map(
-          async ([k, [shape, dtype]]) => {
-            const bytes = (await Deno.readFile(`${TESTDATA}${name}.in.${k}.${dtype}.bin`)).slice();
-            const data = dtype === "int64"
-              ? new BigInt64Array(bytes.buffer)
-              : new Float32Array(bytes.buffer);
-            return [k, { data, shape, dtype: dtype === "int64" ? "i64" as const : "f32" as const }];
-          },
-        ),
-      ),
-    );
-    const want = new Float32Array(
-      (await Deno.readFile(`${TESTDATA}${name}.out.y.float32.bin`)).buffer,
-    );
+  for (const name of EXPORT_NAMES) {
+    const m = await exportedModel(name);
+    const model = OnnxModel.fromBytes(m.bytes);
     for (const kind of ["cpu-simd", "gpu"]) {
-      const out = await model.run(inputs, {
+      const out = await model.run(m.inputs, {
         policy: { kind: "prefer", backendKind: kind },
         cache: false,
       });
-      assertClose(numbers(out.y.data), want, {
+      assertClose(numbers(out.y.data), m.y, {
         atol: 1e-4,
         rtol: 0,
         message: `${name} on ${kind}`,

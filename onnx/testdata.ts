@@ -39,3 +39,45 @@ export async function referenceModel(name: string): Promise<ReferenceModel> {
     y: new Float32Array((await Deno.readFile(`${MODELS_DIR}${name}.out.y.float32.bin`)).buffer),
   };
 }
+
+/** Directory of this repository's extra PyTorch exports (`onnx/testdata/`). */
+export const EXPORTS_DIR: string = new URL("./testdata/", import.meta.url).pathname;
+
+/** Names of the extra PyTorch exports. */
+export const EXPORT_NAMES: readonly string[] = [
+  "resnet_block",
+  "mobile_block",
+  "encoder_mask",
+  "embedding_mlp",
+];
+
+/** An extra PyTorch export with its recorded inputs (any names, f32 or i64) and ONNX Runtime's `y`. */
+export interface ExportedModel {
+  /** The model bytes. */
+  readonly bytes: Uint8Array;
+  /** Inputs by name. */
+  readonly inputs: Record<string, HostTensor>;
+  /** ONNX Runtime's output `y`. */
+  readonly y: Float32Array;
+}
+
+/** Loads an extra PyTorch export and its recorded inputs and output. */
+export async function exportedModel(name: string): Promise<ExportedModel> {
+  const meta = JSON.parse(await Deno.readTextFile(`${EXPORTS_DIR}models.json`))[name];
+  const read = async (file: string) =>
+    (await Deno.readFile(`${EXPORTS_DIR}${file}`)).slice().buffer;
+  const inputs: Record<string, HostTensor> = {};
+  for (
+    const [k, [shape, dtype]] of Object.entries(meta.inputs as Record<string, [number[], string]>)
+  ) {
+    const bytes = await read(`${name}.in.${k}.${dtype}.bin`);
+    inputs[k] = dtype === "int64"
+      ? { data: new BigInt64Array(bytes), shape, dtype: "i64" }
+      : { data: new Float32Array(bytes), shape, dtype: "f32" };
+  }
+  return {
+    bytes: await Deno.readFile(`${EXPORTS_DIR}${name}.onnx`),
+    inputs,
+    y: new Float32Array(await read(`${name}.out.y.float32.bin`)),
+  };
+}
