@@ -64,7 +64,7 @@ export interface TensorRuntimeOptions {
 
 const options: Required<TensorRuntimeOptions> = { backend: "reference", maxEntries: 256 };
 const cache = new Map<string, { canonical: string; exe: Executable }>();
-const stats: RealizeStats = {
+const ZERO: Readonly<RealizeStats> = {
   hits: 0,
   misses: 0,
   collisions: 0,
@@ -72,6 +72,7 @@ const stats: RealizeStats = {
   entries: 0,
   evictions: 0,
 };
+const stats: RealizeStats = { ...ZERO };
 
 /** Changes the Tensor runtime's options; a new backend clears the cache. */
 export function configureTensors(next: TensorRuntimeOptions): void {
@@ -89,14 +90,7 @@ export function realizeStats(): RealizeStats {
 export function clearRealizeCache(): void {
   for (const { exe } of cache.values()) exe.dispose();
   cache.clear();
-  Object.assign(stats, {
-    hits: 0,
-    misses: 0,
-    collisions: 0,
-    compileMs: 0,
-    entries: 0,
-    evictions: 0,
-  });
+  Object.assign(stats, ZERO);
 }
 
 /** Builds the graph computing `target`, with the leaves it reads in input order. */
