@@ -99,22 +99,22 @@ async function runOn(backend) {
   }
 }
 
+/** kiln's WebGPU backend on Dawn's GL backend: with no display (CI), a software llvmpipe adapter. */
+function dawn() {
+  process.env.EGL_PLATFORM ??= "surfaceless";
+  return new kiln.WebGpuBackend({
+    gpu: webgpu.create(["backend=opengles"]),
+    featureLevel: "compatibility",
+  });
+}
+
 test("reference backend computes the model", () => runOn("reference"));
 
 test("wasm backend computes the model with a Binaryen-generated kernel", () => runOn("wasm"));
 
-test("WebGPU backend computes the model on Dawn", async () => {
-  // Dawn's GL backend on a machine without a display (a software llvmpipe adapter in CI).
-  process.env.EGL_PLATFORM ??= "surfaceless";
-  const backend = new kiln.WebGpuBackend({
-    gpu: webgpu.create(["backend=opengles"]),
-    featureLevel: "compatibility",
-  });
-  await runOn(backend);
-});
+test("WebGPU backend computes the model on Dawn", () => runOn(dawn()));
 
 test("WebGPU on Dawn matches the reference on IEEE edge cases (x/0, NaN, pow, casts)", async () => {
-  process.env.EGL_PLATFORM ??= "surfaceless";
   const b = new kiln.GraphBuilder();
   const x = b.input("x", [8]);
   const y = b.input("y", [8]);
@@ -127,12 +127,8 @@ test("WebGPU on Dawn matches the reference on IEEE edge cases (x/0, NaN, pow, ca
     x: kiln.hostTensor(new Float32Array([1, -1, 0, NaN, 2, -8, 0, 3.5]), [8]),
     y: kiln.hostTensor(new Float32Array([0, 0, 0, 1, 0.5, 1 / 3, -2, 2]), [8]),
   };
-  const gpu = new kiln.WebGpuBackend({
-    gpu: webgpu.create(["backend=opengles"]),
-    featureLevel: "compatibility",
-  });
   const [want, got] = await Promise.all(
-    ["reference", gpu].map(async (backend) => {
+    ["reference", dawn()].map(async (backend) => {
       const exe = await kiln.compile(graph, { backend });
       try {
         return await exe.run(inputs);
@@ -189,13 +185,9 @@ const MODELS = [
 ];
 
 test("ONNX models exported from PyTorch match ONNX Runtime on wasm and on Dawn", async () => {
-  process.env.EGL_PLATFORM ??= "surfaceless";
-  const dawn = new kiln.WebGpuBackend({
-    gpu: webgpu.create(["backend=opengles"]),
-    featureLevel: "compatibility",
-  });
-  const registry = kiln.BackendRegistry.withDefaults().register(dawn);
-  const gpuWork = () => dawn.poolStats().allocations + dawn.poolStats().reuses;
+  const gpu = dawn();
+  const registry = kiln.BackendRegistry.withDefaults().register(gpu);
+  const gpuWork = () => gpu.poolStats().allocations + gpu.poolStats().reuses;
   for (const [dir, name] of MODELS) {
     const model = await kiln.OnnxModel.load(join(dir, `${name}.onnx`));
     const { inputs, want } = modelCase(dir, name);
