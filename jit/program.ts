@@ -55,7 +55,6 @@ export function hostProgram(init: HostProgramInit): Program {
         );
     })
   );
-  let queue: Promise<unknown> = Promise.resolve();
   const runOnce = async (
     args: readonly RefTensor[],
     outputs: readonly number[],
@@ -80,14 +79,23 @@ export function hostProgram(init: HostProgramInit): Program {
     return outputs.map((i) => env.get(graph.outputs[i].value)!.data);
   };
   return {
-    run(args, outputs, active) {
-      const result = queue.then(() => runOnce(args, outputs, active));
-      queue = result.catch(() => {});
-      return result;
-    },
+    run: serialized(runOnce),
     dispose() {
       slots = undefined;
     },
+  };
+}
+
+/**
+ * `run` behind a queue: a program's runs share its buffers, so each starts when the previous one
+ * has settled (a failed run does not block the next).
+ */
+export function serialized(run: Program["run"]): Program["run"] {
+  let queue: Promise<unknown> = Promise.resolve();
+  return (args, outputs, active) => {
+    const result = queue.then(() => run(args, outputs, active));
+    queue = result.catch(() => {});
+    return result;
   };
 }
 

@@ -14,6 +14,7 @@ import { KilnError } from "../../jit/errors.ts";
 
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import { type KernelIR, rowCount } from "../../jit/kernel_ir.ts";
+import { serialized } from "../../jit/program.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { dispatchSize } from "../../shaders/wgsl.ts";
 import type { BufferPool } from "./buffer_pool.ts";
@@ -60,7 +61,6 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
   const types = new Map<number, { shape: readonly number[]; dtype: DType }>();
   for (const k of kernels) for (const b of [...k.inputs, ...k.outputs]) types.set(b.value, b);
   for (const [v, t] of constants) types.set(v, { shape: t.shape, dtype: t.dtype as DType });
-  let queue: Promise<unknown> = Promise.resolve();
 
   const upload = (
     data: TensorData,
@@ -195,11 +195,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
   };
 
   return {
-    run(args, outputs, active) {
-      const result = queue.then(() => runOnce(args, outputs, active));
-      queue = result.catch(() => {});
-      return result;
-    },
+    run: serialized(runOnce),
     dispose() {
       pool.release(resident.values());
       resident.clear();
