@@ -6,14 +6,21 @@
  * @module
  */
 import type { Backend } from "../backends/backend.ts";
+import { BackendRegistry } from "../backends/registry.ts";
 import { compile } from "./compile.ts";
-import type { RandomCase } from "./random_graph.ts";
+import { fuse } from "./fuse.ts";
+import { type RandomCase, randomGraph } from "./random_graph.ts";
+import type { Policy } from "./schedule.ts";
 import { assertClose, numbers } from "./testing.ts";
 
 /** Options of {@linkcode checkAgainstReference}. */
 export interface DifferentialOptions {
-  /** Backend under test (default the reference, fused). */
+  /** Backend under test (default the reference, fused); ignored when `policy` is given. */
   readonly backend?: string | Backend;
+  /** Place the graph by this policy over `registry` instead of on one backend. */
+  readonly policy?: Policy;
+  /** Backends the policy chooses from (default: the built-in ones). */
+  readonly registry?: BackendRegistry;
   /** Fuse (default true). */
   readonly fuse?: boolean;
   /** Absolute tolerance (default 1e-4). */
@@ -29,7 +36,9 @@ export async function checkAgainstReference(
 ): Promise<void> {
   const oracle = await compile(c.graph, { fuse: false });
   const subject = await compile(c.graph, {
-    backend: options.backend ?? "reference",
+    ...(options.policy
+      ? { policy: options.policy, registry: options.registry }
+      : { backend: options.backend ?? "reference" }),
     fuse: options.fuse,
     cache: false,
   });
@@ -62,4 +71,24 @@ export async function checkAgainstReference(
     oracle.dispose();
     subject.dispose();
   }
+}
+
+/**
+ * Checks seeds `0 … count-1` of {@linkcode randomGraph} on `backend`: wholly on it when every
+ * fused kernel is generated code, otherwise placed by a policy preferring its kind, beside
+ * whole-op kernels on the reference. Returns how many graphs ran wholly on `backend`.
+ */
+export async function differentialOn(backend: Backend, count: number): Promise<number> {
+  const registry = new BackendRegistry().register(backend);
+  let whole = 0;
+  for (let seed = 0; seed < count; seed++) {
+    const c = randomGraph(seed);
+    const all = fuse(c.graph).kernels.every((k) => !k.opaque);
+    if (all) whole++;
+    await checkAgainstReference(
+      c,
+      all ? { backend } : { registry, policy: { kind: "prefer", backendKind: backend.kind } },
+    );
+  }
+  return whole;
 }

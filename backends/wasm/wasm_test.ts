@@ -1,9 +1,7 @@
 import assert from "node:assert/strict";
 import { compile } from "../../jit/compile.ts";
-import { checkAgainstReference } from "../../jit/differential.ts";
-import { fuse } from "../../jit/fuse.ts";
+import { differentialOn } from "../../jit/differential.ts";
 import { GraphBuilder } from "../../jit/graph_builder.ts";
-import { randomGraph } from "../../jit/random_graph.ts";
 import { assertClose, f32, numbers, runOp } from "../../jit/testing.ts";
 import { importOnnx } from "../../onnx/import.ts";
 import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
@@ -58,21 +56,7 @@ Deno.test("ops on wasm match the reference exactly where the reference is exact"
 });
 
 Deno.test("differential: 300 random graphs on wasm (whole-op kernels on the reference beside it)", async () => {
-  const registry = new BackendRegistry().register(wasm);
-  let whole = 0;
-  for (let seed = 0; seed < 300; seed++) {
-    const c = randomGraph(seed);
-    const all = fuse(c.graph).kernels.every((k) => !k.opaque);
-    if (all) whole++;
-    await checkAgainstReference(
-      c,
-      all ? { backend: wasm } : ({
-        backend: undefined,
-        registry,
-        policy: { kind: "prefer", backendKind: "cpu-simd" },
-      } as never),
-    );
-  }
+  const whole = await differentialOn(wasm, 300);
   assert.ok(whole > 150, `${whole} graphs wholly on wasm`);
 });
 

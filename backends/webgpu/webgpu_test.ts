@@ -1,12 +1,11 @@
 import assert from "node:assert/strict";
 import { compile } from "../../jit/compile.ts";
-import { checkAgainstReference } from "../../jit/differential.ts";
+import { differentialOn } from "../../jit/differential.ts";
 import { KilnError } from "../../jit/errors.ts";
 import { fuse } from "../../jit/fuse.ts";
 import { GraphBuilder } from "../../jit/graph_builder.ts";
 import { importOnnx } from "../../onnx/import.ts";
 import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
-import { randomGraph } from "../../jit/random_graph.ts";
 import { assertClose, f32, numbers, runOp } from "../../jit/testing.ts";
 import { BackendRegistry } from "../registry.ts";
 import { BufferPool } from "./buffer_pool.ts";
@@ -81,19 +80,7 @@ Deno.test("ops on WebGPU match the reference: broadcasting, NaN/Inf, integers, c
 });
 
 Deno.test("differential: 200 random graphs on WebGPU (whole-op kernels on the CPU beside it)", async () => {
-  const registry = new BackendRegistry().register(gpu);
-  let onGpu = 0;
-  for (let seed = 0; seed < 200; seed++) {
-    const c = randomGraph(seed);
-    const whole = fuse(c.graph).kernels.every((k) => !k.opaque);
-    if (whole) onGpu++;
-    await checkAgainstReference(
-      c,
-      whole
-        ? { backend: gpu }
-        : { backend: undefined, registry, policy: { kind: "prefer", backendKind: "gpu" } } as never,
-    );
-  }
+  const onGpu = await differentialOn(gpu, 200);
   assert.ok(onGpu > 100, `${onGpu} graphs wholly on the GPU`);
 });
 
