@@ -32,13 +32,9 @@ export function bucketSize(bytes: number): number {
   return Math.max(256, 2 ** Math.ceil(Math.log2(Math.max(bytes, 1))));
 }
 
-/** A bounded, size-bucketed pool of GPU buffers. */
-export class BufferPool {
-  #device: GPUDevice;
-  #cap: number;
-  #free = new Map<string, GPUBuffer[]>();
-  #sizes = new Map<GPUBuffer, number>();
-  #stats: PoolStats = {
+/** Counters of a pool that holds nothing and has done nothing yet. */
+export function emptyPoolStats(): PoolStats {
+  return {
     allocatedBytes: 0,
     inUseBytes: 0,
     pooledBytes: 0,
@@ -47,6 +43,15 @@ export class BufferPool {
     allocations: 0,
     evictions: 0,
   };
+}
+
+/** A bounded, size-bucketed pool of GPU buffers. */
+export class BufferPool {
+  #device: GPUDevice;
+  #cap: number;
+  #free = new Map<string, GPUBuffer[]>();
+  #sizes = new Map<GPUBuffer, number>();
+  #stats: PoolStats = emptyPoolStats();
 
   /** A pool on `device` holding at most `capBytes` (in use plus pooled, when it can). */
   constructor(device: GPUDevice, capBytes: number) {

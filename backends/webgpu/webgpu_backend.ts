@@ -31,7 +31,7 @@ import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { generateWgsl } from "../../shaders/wgsl.ts";
-import { BufferPool, type PoolStats } from "./buffer_pool.ts";
+import { BufferPool, emptyPoolStats, type PoolStats } from "./buffer_pool.ts";
 import { type GpuContext, gpuProgram } from "./gpu_program.ts";
 
 /** Options of a {@linkcode WebGpuBackend}. */
@@ -86,16 +86,7 @@ export class WebGpuBackend implements Backend {
 
   /** Buffer pool counters (zeros before `prepare()`). */
   poolStats(): PoolStats {
-    return this.#pool?.stats() ??
-      {
-        allocatedBytes: 0,
-        inUseBytes: 0,
-        pooledBytes: 0,
-        peakBytes: 0,
-        reuses: 0,
-        allocations: 0,
-        evictions: 0,
-      };
+    return this.#pool?.stats() ?? emptyPoolStats();
   }
 
   /** The device's limits and features; zeros and `false` until `prepare()` has run. */
