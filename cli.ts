@@ -289,13 +289,7 @@ async function run(args: string[]): Promise<number> {
     },
     allowPositionals: true,
   });
-  const runs = Number(values.runs);
-  if (!Number.isInteger(runs) || runs < 1) {
-    throw new KilnError(`kiln run: --runs must be a positive integer, got ${values.runs}`, {
-      code: "bad-input",
-      fix: "pass e.g. --runs 10",
-    });
-  }
+  const runs = runCount("run", values.runs, 10);
   const loaded = await load(positionals[0], values.input, values.shape);
   const exe = await loaded.compile(compileOptions(values.backend));
   const times: number[] = [];
@@ -388,13 +382,7 @@ async function bench(args: string[]): Promise<number> {
     },
     allowPositionals: true,
   });
-  const runs = Number(values.runs);
-  if (!Number.isInteger(runs) || runs < 1) {
-    throw new KilnError(`kiln bench: --runs must be a positive integer, got ${values.runs}`, {
-      code: "bad-input",
-      fix: "pass e.g. --runs 20",
-    });
-  }
+  const runs = runCount("bench", values.runs, 20);
   const ids = values.backends
     ? values.backends.split(",")
     : defaultBackends().list().filter((b) => b.codegen).map((b) => b.id);
@@ -511,6 +499,18 @@ function runtimeName(): string {
     : g.process
     ? `Node ${g.process.version}`
     : "unknown runtime";
+}
+
+/** `--runs` as a positive integer, or a usage error for `kiln command`. */
+function runCount(command: string, value: string | undefined, example: number): number {
+  const runs = Number(value);
+  if (!Number.isInteger(runs) || runs < 1) {
+    throw new KilnError(`kiln ${command}: --runs must be a positive integer, got ${value}`, {
+      code: "bad-input",
+      fix: `pass e.g. --runs ${example}`,
+    });
+  }
+  return runs;
 }
 
 /** Runs the CLI with `args`; returns the exit code. Errors print their message and `Fix:` hint. */
