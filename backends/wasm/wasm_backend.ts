@@ -2,7 +2,7 @@
  * The WebAssembly backend (id `wasm`, kind `cpu-simd`): kernels emitted with Binaryen from the
  * kernel IR (`wasm_codegen.ts`), compiled by the runtime's WebAssembly engine, and run in one
  * memory arena per program (`arena_program.ts`). Binaryen is loaded on `prepare()`, so importing
- * kiln stays cheap. The kernels are scalar and single-threaded for now: the profile says so.
+ * kiln stays cheap. Kernels use f32x4 SIMD where their accesses allow and run single-threaded.
  *
  * @module
  */
@@ -21,7 +21,6 @@ import type {
 import { runOpAsGraph } from "../backend_base.ts";
 import { fusable } from "../fusable.ts";
 import { bindingsOf as planOf } from "../../jit/program.ts";
-import { erf } from "../reference/scalar_math.ts";
 import { fromF16Bits, toF16Bits } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
 import { fuse } from "../../jit/fuse.ts";
@@ -36,11 +35,8 @@ let binaryen: Promise<Binaryen> | undefined;
 
 /** Host functions kernels import: the reference backend's own scalar semantics. */
 const IMPORTS: Record<string, (...args: number[]) => number> = {
-  exp: Math.exp,
-  log: Math.log,
   sin: Math.sin,
   cos: Math.cos,
-  erf,
   pow: Math.pow,
   fmod: (a, b) => a % b,
   f16: (x) => fromF16Bits(toF16Bits(x)),
@@ -58,13 +54,13 @@ export class WasmBackend implements Backend {
   readonly deviceLost: boolean = false;
   #binaryen?: Binaryen;
 
-  /** Scalar, single-threaded WebAssembly (honestly: no SIMD kernels or threads yet). */
+  /** SIMD128 WebAssembly, single-threaded. */
   capabilities(): DeviceProfile {
     return {
-      name: "WebAssembly (Binaryen-generated, scalar)",
+      name: "WebAssembly SIMD (Binaryen-generated)",
       f16: false,
       subgroups: false,
-      simd: false,
+      simd: true,
       threads: 1,
       maxWorkgroupSize: 0,
       maxStorageBufferBytes: 2 ** 32,
@@ -85,7 +81,7 @@ export class WasmBackend implements Backend {
 
   /** Kernel IR → WebAssembly modules. */
   readonly codegen: KernelCodegen = {
-    format: "wasm-2",
+    format: "wasm-3",
     generate: (
       kernel: KernelIR,
     ): Artifact => (kernel.opaque ? new Uint8Array() : generateWasm(this.#loaded(), kernel)),

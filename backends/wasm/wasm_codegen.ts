@@ -5,30 +5,77 @@
  * Per row it runs each reduction as a loop over the reduced coordinates, then stores row outputs
  * once and full outputs in a final loop — the same schedule as the reference interpreter.
  *
+ * Loops whose accesses are all affine and linear in the loop index (elementwise kernels over the
+ * longest such suffix of axes, a row kernel's reductions and full outputs over the reduced axes)
+ * walk each buffer from a base address with a constant stride, f32x4 at a time where the whole
+ * expression has a vector lowering, with a scalar tail; everything else keeps the per-element
+ * coordinate path.
+ *
  * Values are f32 (f32/f16) or i32 (integers and bool; u32 uses unsigned ops); storage is 32-bit
  * words, widened and narrowed at the arena's edge. Every ALU result is re-rounded to its dtype.
- * Float sums accumulate in f64, as the reference does. Transcendentals (exp, log, sin, cos, erf,
- * pow, fmod) call the reference's own scalar functions through imports: exact first; vectorized
- * approximations are the performance work still ahead.
+ * Float sums accumulate in f64 (two f64x2 lanes pairs in vector loops), as the reference does.
+ * exp, log and erf come from the in-module vector library (`wasm_math.ts`); sin, cos, pow and
+ * fmod call the host's scalar functions through imports, lane by lane.
  *
  * @module
  */
 import type { DType } from "../../jit/dtype.ts";
+import {
+  type AffineOffset,
+  affineOffset,
+  groupSize,
+  linearSuffix,
+  strideOver,
+} from "../../jit/access.ts";
 import {
   applyStep,
   type Expr,
   type IndexStep,
   type KernelIR,
   linearIndex,
+  type Reduction,
+  walk,
 } from "../../jit/kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
+import { addMathFunctions, type MathFunction } from "./wasm_math.ts";
 
 /** The subset of the Binaryen.js API this generator uses. */
 // deno-lint-ignore no-explicit-any
 export type Binaryen = any;
 
 /** Scalar helpers the generated code imports from the host (`env.*`, f64 → f64). */
-export const IMPORTS: readonly string[] = ["exp", "log", "sin", "cos", "erf", "pow", "fmod", "f16"];
+export const IMPORTS: readonly string[] = ["sin", "cos", "pow", "fmod", "f16"];
+
+type LoadExpr = Extract<Expr, { kind: "load" }>;
+
+/** Vector functions of the in-module math library, by IR op. */
+const MATH: Record<string, MathFunction> = { Exp: "vexp", Log: "vlog", Erf: "verf" };
+/** f32 → f32 ops with an f32x4 lowering (sin, cos, pow, fmod call the host per lane). */
+const VECTOR_F32 = new Set([
+  "Add",
+  "Sub",
+  "Mul",
+  "Div",
+  "Neg",
+  "Abs",
+  "Sqrt",
+  "Floor",
+  "Ceil",
+  "Round",
+  "Exp",
+  "Log",
+  "Erf",
+  "Sin",
+  "Cos",
+  "Pow",
+  "Mod",
+]);
+/** f32 comparisons giving lane masks. */
+const VECTOR_MASK = new Set(["Equal", "Greater", "Less", "IsNaN"]);
+/** Logic on lane masks. */
+const VECTOR_LOGIC = new Set(["And", "Or", "Not"]);
+/** Shuffle bringing lanes 2, 3 of an f32x4 down to 0, 1 (to widen them to f64x2). */
+const HIGH_HALF = [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7];
 
 const isFloat = (d: DType) => d === "f32" || d === "f16";
 
@@ -325,9 +372,13 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
         return m.f32.nearest(a[0]);
       case "Exp":
       case "Log":
+      case "Erf":
+        return m.f32x4.extract_lane(
+          m.call(MATH[op], [m.f32x4.splat(a[0])], binaryen.v128),
+          0,
+        );
       case "Sin":
       case "Cos":
-      case "Erf":
         return call1(op.toLowerCase(), a[0]);
       case "IsNaN": {
         const l = local(f32);
@@ -352,7 +403,12 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
   }
 
   /** Evaluates `expr` into locals (statements pushed to `stmts`); returns a getter expression. */
-  const value = (expr: Expr, memo: Map<Expr, number>, stmts: number[]): number => {
+  const value = (
+    expr: Expr,
+    memo: Map<Expr, number>,
+    stmts: number[],
+    loadOf?: (load: LoadExpr) => number,
+  ): number => {
     const hit = memo.get(expr);
     if (hit !== undefined) return get(hit, typeOf(expr.dtype));
     let code: number;
@@ -362,6 +418,10 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
       case "acc":
         return get(accs[expr.index], typeOf(expr.dtype));
       case "load": {
+        if (loadOf) {
+          code = loadOf(expr);
+          break;
+        }
         const { address, guards } = loadAddress(expr, stmts);
         code = isFloat(expr.dtype) ? m.f32.load(0, 4, address) : m.i32.load(0, 4, address);
         for (const g of [...guards].reverse()) {
@@ -370,7 +430,7 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
         break;
       }
       case "alu": {
-        const args = expr.args.map((a) => value(a, memo, stmts));
+        const args = expr.args.map((a) => value(a, memo, stmts, loadOf));
         code = round(
           alu(
             expr.op,
@@ -406,10 +466,416 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
       ),
     ];
   };
+  const wideSum = (r: Reduction) => isFloat(r.dtype) && (r.op === "sum" || r.op === "mean");
+  /** Statements folding value `v` into reduction `r`'s accumulator `acc` (f64 for float sums). */
+  const accumulate = (r: Reduction, acc: number, v: number): number[] => {
+    if (wideSum(r)) return [m.local.set(acc, m.f64.add(get(acc, f64), m.f64.promote(v)))];
+    if (r.op === "sum" || r.op === "mean") return [m.local.set(acc, m.i32.add(get(acc, i32), v))];
+    const fl = isFloat(r.dtype), t = typeOf(r.dtype);
+    const x = local(t);
+    // NaN sticks; on ties the earlier value stays, as in the reference.
+    const keep = fl
+      ? m.i32.or(
+        m.f32.ne(get(acc, f32), get(acc, f32)),
+        r.op === "max"
+          ? m.f32.ge(get(acc, f32), get(x, f32))
+          : m.f32.le(get(acc, f32), get(x, f32)),
+      )
+      : r.op === "max"
+      ? (r.dtype === "u32"
+        ? m.i32.ge_u(get(acc, i32), get(x, i32))
+        : m.i32.ge_s(get(acc, i32), get(x, i32)))
+      : (r.dtype === "u32"
+        ? m.i32.le_u(get(acc, i32), get(x, i32))
+        : m.i32.le_s(get(acc, i32), get(x, i32)));
+    return [m.local.set(x, v), m.local.set(acc, m.select(keep, get(acc, t), get(x, t)))];
+  };
+
+  // The linear path: when every access of a loop is affine and linear in the loop's index, each
+  // buffer is walked from a base address with a constant stride — four lanes at a time where the
+  // whole expression has an f32x4 lowering, one at a time for the tail and everything else.
+  const v128 = binaryen.v128, f4 = m.f32x4;
+  interface Walk {
+    readonly base: number;
+    readonly stride: number;
+  }
+  interface Linear {
+    readonly j: number;
+    readonly loads: Map<Expr, Walk>;
+    readonly stores: Map<number, Walk>;
+  }
+  interface Accesses {
+    readonly loads: [LoadExpr, AffineOffset][];
+    readonly stores: [number, AffineOffset][];
+  }
+  const accessesOf = (exprs: readonly Expr[], outs: readonly number[]): Accesses | undefined => {
+    const found = new Set<LoadExpr>();
+    for (const e of exprs) walk(e, (x) => x.kind === "load" && found.add(x));
+    const loads: [LoadExpr, AffineOffset][] = [];
+    for (const l of found) {
+      const a = affineOffset(l.steps, space, kernel.inputs[l.input].shape);
+      if (!a) return undefined;
+      loads.push([l, a]);
+    }
+    const stores: [number, AffineOffset][] = [];
+    for (const k of outs) {
+      const a = affineOffset(kernel.outputs[k].steps, space, kernel.outputs[k].shape);
+      if (!a) return undefined;
+      stores.push([k, a]);
+    }
+    return { loads, stores };
+  };
+  const linearOver = (acc: Accesses, group: readonly number[]) =>
+    [...acc.loads, ...acc.stores].every(([, a]) => strideOver(a, group, space) !== undefined);
+  /** Base addresses at the current coordinates (statements into `stmts`). */
+  const walks = (acc: Accesses, group: readonly number[], stmts: number[]): Linear => {
+    const lin: Linear = { j: local(i32), loads: new Map(), stores: new Map() };
+    for (const [l, a] of acc.loads) {
+      const base = local(i32);
+      stmts.push(m.local.set(base, loadAddress(l, stmts).address));
+      lin.loads.set(l, { base, stride: strideOver(a, group, space)! });
+    }
+    for (const [k, a] of acc.stores) {
+      const base = local(i32);
+      const { coords } = steps(kernel.outputs[k].steps, stmts);
+      stmts.push(
+        m.local.set(
+          base,
+          m.i32.add(addrOf(nIn + k), m.i32.shl(linear(coords, kernel.outputs[k].shape), ic(2))),
+        ),
+      );
+      lin.stores.set(k, { base, stride: strideOver(a, group, space)! });
+    }
+    return lin;
+  };
+  const at = (w: Walk, j: number, lane = 0) =>
+    w.stride === 0 ? get(w.base, i32) : m.i32.add(
+      get(w.base, i32),
+      m.i32.mul(lane ? m.i32.add(get(j, i32), ic(lane)) : get(j, i32), ic(4 * w.stride)),
+    );
+  const scalarLoads = (lin: Linear) => (l: LoadExpr) =>
+    isFloat(l.dtype)
+      ? m.f32.load(0, 4, at(lin.loads.get(l)!, lin.j))
+      : m.i32.load(0, 4, at(lin.loads.get(l)!, lin.j));
+
+  const kinds = new Map<Expr, "f32" | "mask" | undefined>();
+  /** How `e` lives in a vector: f32 lanes, an all-ones/zero lane mask (bool), or not at all. */
+  const vectorKind = (e: Expr): "f32" | "mask" | undefined => {
+    if (kinds.has(e)) return kinds.get(e);
+    let k: "f32" | "mask" | undefined;
+    if (e.kind === "const") k = e.dtype === "f32" ? "f32" : e.dtype === "bool" ? "mask" : undefined;
+    else if (e.kind !== "alu") k = e.dtype === "f32" ? "f32" : undefined;
+    else {
+      const args = e.args.map(vectorKind);
+      const all = (want: string) => args.every((a) => a === want);
+      if (e.dtype === "f32" && VECTOR_F32.has(e.op) && all("f32")) k = "f32";
+      else if (VECTOR_MASK.has(e.op) && all("f32")) k = "mask";
+      else if (VECTOR_LOGIC.has(e.op) && all("mask")) k = "mask";
+      else if (e.op === "Where" && args[0] === "mask" && args[1] === args[2]) k = args[1];
+      else if (e.op === "Cast" && e.dtype === "f32" && args[0] !== undefined) k = "f32";
+    }
+    kinds.set(e, k);
+    return k;
+  };
+  const vectorizable = (exprs: readonly Expr[], outs: readonly number[]) =>
+    exprs.every((e) => vectorKind(e) !== undefined) &&
+    outs.every((k) =>
+      vectorKind(kernel.outputs[k].expr) === (kernel.outputs[k].dtype === "bool" ? "mask" : "f32")
+    );
+  const lanes = (f: (lane: number) => number) =>
+    [1, 2, 3].reduce((v, l) => f4.replace_lane(v, l, f(l)), f4.splat(f(0)));
+  const valu = (e: Extract<Expr, { kind: "alu" }>, a: (i: number) => number): number => {
+    // Binaryen expressions are a tree: every use of an argument builds a fresh node.
+    const lane = (x: number, l: number) => f4.extract_lane(x, l);
+    switch (e.op) {
+      case "Add":
+        return f4.add(a(0), a(1));
+      case "Sub":
+        return f4.sub(a(0), a(1));
+      case "Mul":
+        return f4.mul(a(0), a(1));
+      case "Div":
+        return f4.div(a(0), a(1));
+      case "Neg":
+        return f4.neg(a(0));
+      case "Abs":
+        return f4.abs(a(0));
+      case "Sqrt":
+        return f4.sqrt(a(0));
+      case "Floor":
+        return f4.floor(a(0));
+      case "Ceil":
+        return f4.ceil(a(0));
+      case "Round":
+        return f4.nearest(a(0));
+      case "Exp":
+      case "Log":
+      case "Erf":
+        return m.call(MATH[e.op], [a(0)], v128);
+      case "Sin":
+      case "Cos":
+        return lanes((l) => call1(e.op.toLowerCase(), lane(a(0), l)));
+      case "Pow":
+      case "Mod":
+        return lanes(
+          (l) => call2(e.op === "Pow" ? "pow" : "fmod", lane(a(0), l), lane(a(1), l)),
+        );
+      case "Equal":
+        return f4.eq(a(0), a(1));
+      case "Greater":
+        return f4.gt(a(0), a(1));
+      case "Less":
+        return f4.lt(a(0), a(1));
+      case "IsNaN":
+        return f4.ne(a(0), a(0));
+      case "And":
+        return m.v128.and(a(0), a(1));
+      case "Or":
+        return m.v128.or(a(0), a(1));
+      case "Not":
+        return m.v128.not(a(0));
+      case "Where":
+        return m.v128.bitselect(a(1), a(2), a(0));
+      case "Cast":
+        return vectorKind(e.args[0]) === "mask" ? m.v128.and(a(0), f4.splat(m.f32.const(1))) : a(0);
+    }
+    throw new Error(`wasm: no vector lowering for ${e.op}`);
+  };
+  /** Evaluates `expr` for four consecutive points of a linear walk. */
+  const vvalue = (expr: Expr, lin: Linear, memo: Map<Expr, number>, stmts: number[]): number => {
+    const hit = memo.get(expr);
+    if (hit !== undefined) return get(hit, v128);
+    let code: number;
+    switch (expr.kind) {
+      case "const":
+        return expr.dtype === "bool"
+          ? m.i32x4.splat(ic(expr.value ? -1 : 0))
+          : f4.splat(m.f32.const(expr.value));
+      case "acc":
+        return f4.splat(get(accs[expr.index], f32));
+      case "load": {
+        const w = lin.loads.get(expr)!;
+        code = w.stride === 1
+          ? m.v128.load(0, 4, at(w, lin.j))
+          : lanes((l) => m.f32.load(0, 4, at(w, lin.j, w.stride === 0 ? 0 : l)));
+        break;
+      }
+      case "alu":
+        for (const a of expr.args) vvalue(a, lin, memo, stmts);
+        code = valu(expr, (i) => vvalue(expr.args[i], lin, memo, stmts));
+        break;
+    }
+    const l = local(v128);
+    stmts.push(m.local.set(l, code));
+    memo.set(expr, l);
+    return get(l, v128);
+  };
+  /** Stores output `k` for one (`width` 1) or four points of a linear walk. */
+  const storeLinear = (
+    k: number,
+    width: 1 | 4,
+    lin: Linear,
+    memo: Map<Expr, number>,
+    stmts: number[],
+  ) => {
+    const o = kernel.outputs[k], w = lin.stores.get(k)!;
+    if (width === 1) {
+      const v = value(o.expr, memo, stmts, scalarLoads(lin));
+      const address = at(w, lin.j);
+      stmts.push(isFloat(o.dtype) ? m.f32.store(0, 4, address, v) : m.i32.store(0, 4, address, v));
+      return;
+    }
+    let v = vvalue(o.expr, lin, memo, stmts);
+    if (o.dtype === "bool") v = m.v128.and(v, m.i32x4.splat(ic(1)));
+    if (w.stride === 1) stmts.push(m.v128.store(0, 4, at(w, lin.j), v));
+    else {
+      const t = local(v128);
+      stmts.push(m.local.set(t, v));
+      for (let l = 0; l < 4; l++) {
+        stmts.push(m.f32.store(0, 4, at(w, lin.j, l), f4.extract_lane(get(t, v128), l)));
+      }
+    }
+  };
+  /** `count` points of a linear walk: four at a time while they fit (if `vector`), then one. */
+  const linearLoop = (
+    lin: Linear,
+    count: () => number,
+    vector: ((stmts: number[]) => void) | undefined,
+    scalar: (stmts: number[]) => void,
+    between: number[] = [],
+  ): number[] => {
+    const j = () => get(lin.j, i32);
+    const more = (width: number) =>
+      width === 1 ? m.i32.lt_s(j(), count()) : m.i32.le_s(m.i32.add(j(), ic(width)), count());
+    const run = (width: number, fill: (stmts: number[]) => void) => {
+      const stmts: number[] = [];
+      fill(stmts);
+      const label = `lin${labels++}`;
+      return m.if(
+        more(width),
+        m.loop(
+          label,
+          m.block(null, [
+            ...stmts,
+            m.local.set(lin.j, m.i32.add(j(), ic(width))),
+            m.br(label, more(width)),
+          ]),
+        ),
+      );
+    };
+    return [
+      m.local.set(lin.j, ic(0)),
+      ...(vector ? [run(4, vector)] : []),
+      ...between,
+      run(1, scalar),
+    ];
+  };
+  let labels = 0;
+
+  /** Elementwise kernels: segments of the longest linear suffix of axes, no per-point unravel. */
+  function elementwiseBody(): number[] | undefined {
+    if (red.length || kernel.reductions.length) return undefined;
+    const outs = kernel.outputs.map((_, k) => k), exprs = kernel.outputs.map((o) => o.expr);
+    const acc = accessesOf(exprs, outs);
+    if (!acc) return undefined;
+    const group = linearSuffix([...acc.loads, ...acc.stores].map(([, a]) => a), space);
+    const size = groupSize(group, space);
+    const p = local(i32), n = local(i32);
+    const seg: number[] = unravel(space.map((_, i) => i), p);
+    seg.push(
+      m.local.set(n, m.i32.sub(ic(size), m.i32.rem_u(get(p, i32), ic(size)))),
+      m.local.set(
+        n,
+        m.select(
+          m.i32.lt_s(m.i32.sub(get(end, i32), get(p, i32)), get(n, i32)),
+          m.i32.sub(get(end, i32), get(p, i32)),
+          get(n, i32),
+        ),
+      ),
+    );
+    const lin = walks(acc, group, seg);
+    const each = (width: 1 | 4) => (stmts: number[]) => {
+      const memo = new Map<Expr, number>();
+      for (const k of outs) storeLinear(k, width, lin, memo, stmts);
+    };
+    seg.push(
+      ...linearLoop(
+        lin,
+        () => get(n, i32),
+        size >= 4 && vectorizable(exprs, outs) ? each(4) : undefined,
+        each(1),
+      ),
+      m.local.set(p, m.i32.add(get(p, i32), get(n, i32))),
+    );
+    return [
+      m.local.set(p, get(start, i32)),
+      m.if(
+        m.i32.lt_s(get(p, i32), get(end, i32)),
+        m.loop("seg", m.block(null, [...seg, m.br("seg", m.i32.lt_s(get(p, i32), get(end, i32)))])),
+      ),
+    ];
+  }
+
+  /** One reduction over a row along a linear walk, or `undefined` when its accesses are not. */
+  const linearReduction = (r: Reduction, acc: number): number[] | undefined => {
+    const access = accessesOf([r.expr], []);
+    if (!access || !linearOver(access, red)) return undefined;
+    const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
+    const lin = walks(access, red, stmts);
+    const vector = inner >= 4 && r.dtype === "f32" && vectorKind(r.expr) === "f32";
+    const wide = wideSum(r);
+    const lo = local(v128), hi = local(v128);
+    const between: number[] = [];
+    if (vector) {
+      stmts.push(
+        m.local.set(
+          lo,
+          wide
+            ? m.f64x2.splat(m.f64.const(0))
+            : f4.splat(m.f32.const(r.op === "max" ? -Infinity : Infinity)),
+        ),
+        m.local.set(hi, get(lo, v128)),
+      );
+      if (wide) {
+        between.push(
+          m.local.set(
+            acc,
+            [0, 1].reduce(
+              (s, l) =>
+                m.f64.add(
+                  s,
+                  m.f64.add(
+                    m.f64x2.extract_lane(get(lo, v128), l),
+                    m.f64x2.extract_lane(get(hi, v128), l),
+                  ),
+                ),
+              get(acc, f64),
+            ),
+          ),
+        );
+      } else {
+        for (let l = 0; l < 4; l++) {
+          between.push(...accumulate(r, acc, f4.extract_lane(get(lo, v128), l)));
+        }
+      }
+    }
+    stmts.push(
+      ...linearLoop(
+        lin,
+        () => ic(inner),
+        vector
+          ? (st) => {
+            const memo = new Map<Expr, number>();
+            const v = () => vvalue(r.expr, lin, memo, st);
+            if (wide) {
+              st.push(
+                m.local.set(lo, m.f64x2.add(get(lo, v128), m.f64x2.promote_low_f32x4(v()))),
+                m.local.set(
+                  hi,
+                  m.f64x2.add(
+                    get(hi, v128),
+                    m.f64x2.promote_low_f32x4(m.i8x16.shuffle(v(), v(), HIGH_HALF)),
+                  ),
+                ),
+              );
+            } else {
+              st.push(m.local.set(lo, (r.op === "max" ? f4.max : f4.min)(get(lo, v128), v())));
+            }
+          }
+          : undefined,
+        (st) => st.push(...accumulate(r, acc, value(r.expr, new Map(), st, scalarLoads(lin)))),
+        between,
+      ),
+    );
+    return stmts;
+  };
+
+  /** A row kernel's full outputs along a linear walk, or `undefined` when they are not linear. */
+  const linearOutputs = (outs: readonly number[]): number[] | undefined => {
+    const exprs = outs.map((k) => kernel.outputs[k].expr);
+    const access = accessesOf(exprs, outs);
+    if (!access || !linearOver(access, red)) return undefined;
+    const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
+    const lin = walks(access, red, stmts);
+    const each = (width: 1 | 4) => (st: number[]) => {
+      const memo = new Map<Expr, number>();
+      for (const k of outs) storeLinear(k, width, lin, memo, st);
+    };
+    stmts.push(
+      ...linearLoop(
+        lin,
+        () => ic(inner),
+        inner >= 4 && vectorizable(exprs, outs) ? each(4) : undefined,
+        each(1),
+      ),
+    );
+    return stmts;
+  };
+
   const rowBody: number[] = [...unravel(kept, row)];
   kernel.reductions.forEach((r, k) => {
     const fl = isFloat(r.dtype);
-    const wide = fl && (r.op === "sum" || r.op === "mean");
+    const wide = wideSum(r);
     const acc = wide ? local(f64) : accs[k];
     const init = r.op === "max"
       ? (fl ? m.f32.const(-Infinity) : ic(r.dtype === "u32" ? 0 : -2147483648))
@@ -419,32 +885,13 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
       ? m.f64.const(0)
       : ic(0);
     rowBody.push(m.local.set(acc, init));
-    const stmts: number[] = [...unravel(red, it)];
-    const v = value(r.expr, new Map(), stmts);
-    if (wide) stmts.push(m.local.set(acc, m.f64.add(get(acc, f64), m.f64.promote(v))));
-    else if (r.op === "sum" || r.op === "mean") {
-      stmts.push(m.local.set(acc, m.i32.add(get(acc, i32), v)));
-    } else {
-      const t = typeOf(r.dtype);
-      const x = local(t);
-      stmts.push(m.local.set(x, v));
-      const keep = fl
-        ? m.i32.or(
-          m.f32.ne(get(acc, f32), get(acc, f32)),
-          r.op === "max"
-            ? m.f32.ge(get(acc, f32), get(x, f32))
-            : m.f32.le(get(acc, f32), get(x, f32)),
-        )
-        : r.op === "max"
-        ? (r.dtype === "u32"
-          ? m.i32.ge_u(get(acc, i32), get(x, i32))
-          : m.i32.ge_s(get(acc, i32), get(x, i32)))
-        : (r.dtype === "u32"
-          ? m.i32.le_u(get(acc, i32), get(x, i32))
-          : m.i32.le_s(get(acc, i32), get(x, i32)));
-      stmts.push(m.local.set(acc, m.select(keep, get(acc, t), get(x, t))));
+    const linearStmts = inner > 0 ? linearReduction(r, acc) : [];
+    if (linearStmts) rowBody.push(...linearStmts);
+    else {
+      const stmts: number[] = [...unravel(red, it)];
+      stmts.push(...accumulate(r, acc, value(r.expr, new Map(), stmts)));
+      rowBody.push(...loop(`r${k}`, it, inner, stmts));
     }
-    rowBody.push(...loop(`r${k}`, it, inner, stmts));
     if (wide) {
       const total = r.op === "mean" ? m.f64.div(get(acc, f64), m.f64.const(inner)) : get(acc, f64);
       rowBody.push(m.local.set(accs[k], round(m.f32.demote(total), r.dtype)));
@@ -476,15 +923,24 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
     rowBody.push(...stmts);
   }
   if (fullOuts.length) {
-    const stmts: number[] = [...unravel(red, it)];
-    const memo = new Map<Expr, number>();
-    for (const [o, k] of fullOuts) store(o, k, memo, stmts);
-    rowBody.push(...(red.length ? loop("full", it, inner, stmts) : stmts));
+    const linearStmts = red.length && inner > 0
+      ? linearOutputs(fullOuts.map(([, k]) => k))
+      : undefined;
+    if (linearStmts) rowBody.push(...linearStmts);
+    else {
+      const stmts: number[] = [...unravel(red, it)];
+      const memo = new Map<Expr, number>();
+      for (const [o, k] of fullOuts) store(o, k, memo, stmts);
+      rowBody.push(...(red.length ? loop("full", it, inner, stmts) : stmts));
+    }
   }
   const scratch = nIn + nOut, start = nIn + nOut + 1, end = nIn + nOut + 2;
   const gemm = matmulPlan(kernel);
+  const elementwise = gemm ? undefined : elementwiseBody();
   if (gemm) body.push(...gemmBody(gemm));
-  else {body.push(
+  else if (elementwise) body.push(...elementwise);
+  else {
+    body.push(
       m.local.set(row, get(start, i32)),
       m.if(
         m.i32.lt_s(get(row, i32), get(end, i32)),
@@ -497,7 +953,8 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
           ]),
         ),
       ),
-    );}
+    );
+  }
   /**
    * The i-k-j loop of an f32 matmul kernel: a scratch row of N accumulators per output row; for
    * each k, A[m, k] is broadcast and B's row streamed — four lanes at a time when B's index map
@@ -643,6 +1100,11 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
     m.block(null, body),
   );
   m.addFunctionExport("run", "run");
+  const math = new Set<MathFunction>();
+  for (const e of [...kernel.reductions, ...kernel.outputs].map((x) => x.expr)) {
+    walk(e, (x) => x.kind === "alu" && MATH[x.op] && math.add(MATH[x.op]));
+  }
+  addMathFunctions(m, binaryen, math);
   if (!m.validate()) {
     m.dispose();
     throw new Error(`wasm: generated module for ${kernel.name} failed validation`);

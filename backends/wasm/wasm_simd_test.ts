@@ -1,0 +1,116 @@
+import assert from "node:assert/strict";
+import { erf } from "../reference/scalar_math.ts";
+import { assertClose, f32, numbers, runOp } from "../../jit/testing.ts";
+import type { HostTensor } from "../../jit/host_tensor.ts";
+import type { Attrs } from "../../jit/ops/mod.ts";
+import { WasmBackend } from "./wasm_backend.ts";
+
+const wasm = new WasmBackend();
+await wasm.prepare();
+
+/** Runs `op` on wasm; returns its f32 output as numbers. */
+async function onWasm(op: string, inputs: HostTensor[], attrs: Attrs = {}): Promise<number[]> {
+  const [out] = await runOp(op, inputs, attrs, { backend: wasm });
+  return numbers(out.data);
+}
+
+/** Max relative error of `got` against float64 `want` over normal f32 results. */
+function maxRelError(xs: Float32Array, got: number[], want: (x: number) => number): number {
+  let worst = 0;
+  for (let i = 0; i < xs.length; i++) {
+    const w = want(xs[i]);
+    if (!Number.isFinite(w) || Math.abs(w) < 2 ** -126) continue;
+    worst = Math.max(worst, Math.abs(got[i] - w) / Math.abs(w));
+  }
+  return worst;
+}
+
+const SPECIAL = [NaN, Infinity, -Infinity, 0, -0];
+
+Deno.test("vector exp, log and erf stay within 2e-6 relative error and get special values right", async () => {
+  const sweep = (lo: number, hi: number, n: number) =>
+    Float32Array.from({ length: n }, (_, i) => lo + (hi - lo) * i / (n - 1));
+  const expX = sweep(-103.9, 88.7, 200_003);
+  assert.ok(maxRelError(expX, await onWasm("Exp", [f32(expX)]), Math.exp) <= 2e-6);
+  // log over every binade, subnormals included.
+  const logX = Float32Array.from(
+    { length: 277 * 97 },
+    (_, i) => 2 ** (Math.floor(i / 97) - 149) * (1 + (i % 97) / 97),
+  );
+  assert.ok(maxRelError(logX, await onWasm("Log", [f32(logX)]), Math.log) <= 2e-6);
+  const erfX = sweep(-6, 6, 120_001);
+  assert.ok(maxRelError(erfX, await onWasm("Erf", [f32(erfX)]), erf) <= 2e-6);
+
+  const subnormal = await onWasm("Exp", [f32([-100, -103])]);
+  assertClose(subnormal, [Math.fround(Math.exp(-100)), Math.fround(Math.exp(-103))], {
+    rtol: 1e-3,
+  });
+  assert.deepEqual(await onWasm("Exp", [f32(SPECIAL)]), [NaN, Infinity, 0, 1, 1]);
+  assert.deepEqual(await onWasm("Exp", [f32([89, -104])]), [Infinity, 0]);
+  assert.deepEqual(await onWasm("Log", [f32([...SPECIAL, -1, 1])]), [
+    NaN,
+    Infinity,
+    NaN,
+    -Infinity,
+    -Infinity,
+    NaN,
+    0,
+  ]);
+  assert.deepEqual(await onWasm("Erf", [f32(SPECIAL)]), [NaN, 1, -1, 0, -0]);
+});
+
+/** Inputs in [-2, 2) from a fixed LCG, with a NaN and infinities when `special`. */
+function data(n: number, seed: number, special = false): Float32Array {
+  const out = new Float32Array(n);
+  let s = seed;
+  for (let i = 0; i < n; i++) {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    out[i] = (s / 2 ** 32) * 4 - 2;
+  }
+  if (special && n >= 3) [out[0], out[1], out[n - 1]] = [NaN, Infinity, -Infinity];
+  return out;
+}
+
+Deno.test("linear and vector paths match the reference at sizes 0 to 1000, broadcast, transposed and sliced", async () => {
+  const compare = async (op: string, inputs: HostTensor[], attrs: Attrs = {}) => {
+    const got = await runOp(op, inputs, attrs, { backend: wasm });
+    const want = await runOp(op, inputs, attrs);
+    for (const [i, w] of want.entries()) {
+      assert.deepEqual(got[i].shape, w.shape);
+      assertClose(numbers(got[i].data), numbers(w.data), {
+        atol: 1e-6,
+        rtol: 2e-6,
+        message: `${op} ${JSON.stringify(inputs.map((t) => t.shape))} ${JSON.stringify(attrs)}`,
+      });
+    }
+  };
+  for (const n of [0, 1, 3, 4, 5, 17, 1000]) {
+    const x = f32(data(n, n + 1, true));
+    for (const op of ["Sigmoid", "Tanh", "Relu", "Exp", "Abs", "Floor", "Gelu", "IsNaN"]) {
+      await compare(op, [x]);
+    }
+    await compare("Add", [x, f32([0.5])]);
+    await compare("Where", [
+      { ...x, dtype: "bool", data: Uint8Array.from(data(n, 7), (v) => (v > 0 ? 1 : 0)) },
+      x,
+      f32([3]),
+    ]);
+    // Rows of n: broadcasting along either axis, reductions over the last and the first axis.
+    const m = f32(data(3 * n, n + 2, true), [3, n]);
+    await compare("Mul", [m, f32(data(n, 5), [n])]);
+    await compare("Sub", [m, f32(data(3, 6), [3, 1])]);
+    await compare("Transpose", [m], { perm: [1, 0] });
+    await compare("Slice", [m], { starts: [0, -1], ends: [3, -2147483648], steps: [1, -1] });
+    for (const op of ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceMean"]) {
+      await compare(op, [m], { axes: [1] });
+      await compare(op, [m], { axes: [0] });
+    }
+    await compare("Softmax", [f32(data(3 * n, n + 3), [3, n])], { axis: -1 });
+    await compare("Softmax", [m], { axis: 0 });
+    if (n > 0) {
+      await compare("LayerNormalization", [f32(data(3 * n, n + 4), [3, n]), f32(data(n, 9))], {
+        axis: -1,
+      });
+    }
+  }
+});
