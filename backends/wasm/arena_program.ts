@@ -12,6 +12,7 @@ import type { HostTensor } from "../../jit/host_tensor.ts";
 import { type KernelIR, rowCount } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { fromWords, toWords } from "../words.ts";
+import { scratchBytes } from "./wasm_codegen.ts";
 
 /** A plan for the arena. */
 export interface ArenaPlan {
@@ -43,14 +44,8 @@ export function arenaProgram(plan: ArenaPlan): Program {
     offsets.set(v, top);
     top += Math.ceil(Math.max(1, sizeOf(t.shape)) * 4 / 16) * 16;
   }
-  // Scratch for kernels that keep a row of partial results (matmul's accumulators).
   const scratch = top;
-  top += Math.ceil(
-    Math.max(
-      16,
-      ...plan.kernels.map((k) => (k.pattern === "matmul" ? k.space[k.space.length - 2] * 4 : 0)),
-    ) / 16,
-  ) * 16;
+  top += Math.ceil(Math.max(16, ...plan.kernels.map(scratchBytes)) / 16) * 16;
   const memory = new WebAssembly.Memory({
     initial: Math.max(1, Math.ceil(top / PAGE)),
     maximum: 65536,

@@ -407,7 +407,7 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
     expr: Expr,
     memo: Map<Expr, number>,
     stmts: number[],
-    loadOf?: (load: LoadExpr) => number,
+    lin?: Linear,
   ): number => {
     const hit = memo.get(expr);
     if (hit !== undefined) return get(hit, typeOf(expr.dtype));
@@ -416,10 +416,13 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
       case "const":
         return constant(expr.value, expr.dtype);
       case "acc":
-        return get(accs[expr.index], typeOf(expr.dtype));
+        return lin?.acc
+          ? m.f32.load(0, 4, at(lin.acc, lin.j))
+          : get(accs[expr.index], typeOf(expr.dtype));
       case "load": {
-        if (loadOf) {
-          code = loadOf(expr);
+        if (lin) {
+          const address = at(lin.loads.get(expr)!, lin.j);
+          code = isFloat(expr.dtype) ? m.f32.load(0, 4, address) : m.i32.load(0, 4, address);
           break;
         }
         const { address, guards } = loadAddress(expr, stmts);
@@ -430,7 +433,7 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
         break;
       }
       case "alu": {
-        const args = expr.args.map((a) => value(a, memo, stmts, loadOf));
+        const args = expr.args.map((a) => value(a, memo, stmts, lin));
         code = round(
           alu(
             expr.op,
@@ -503,6 +506,8 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
     readonly j: number;
     readonly loads: Map<Expr, Walk>;
     readonly stores: Map<number, Walk>;
+    /** Where a matmul epilogue reads its accumulators (instead of the reduction's local). */
+    readonly acc?: Walk;
   }
   interface Accesses {
     readonly loads: [LoadExpr, AffineOffset][];
@@ -553,10 +558,6 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
       get(w.base, i32),
       m.i32.mul(lane ? m.i32.add(get(j, i32), ic(lane)) : get(j, i32), ic(4 * w.stride)),
     );
-  const scalarLoads = (lin: Linear) => (l: LoadExpr) =>
-    isFloat(l.dtype)
-      ? m.f32.load(0, 4, at(lin.loads.get(l)!, lin.j))
-      : m.i32.load(0, 4, at(lin.loads.get(l)!, lin.j));
 
   const kinds = new Map<Expr, "f32" | "mask" | undefined>();
   /** How `e` lives in a vector: f32 lanes, an all-ones/zero lane mask (bool), or not at all. */
@@ -652,7 +653,9 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
           ? m.i32x4.splat(ic(expr.value ? -1 : 0))
           : f4.splat(m.f32.const(expr.value));
       case "acc":
-        return f4.splat(get(accs[expr.index], f32));
+        return lin.acc
+          ? m.v128.load(0, 4, at(lin.acc, lin.j))
+          : f4.splat(get(accs[expr.index], f32));
       case "load": {
         const w = lin.loads.get(expr)!;
         code = w.stride === 1
@@ -680,7 +683,7 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
   ) => {
     const o = kernel.outputs[k], w = lin.stores.get(k)!;
     if (width === 1) {
-      const v = value(o.expr, memo, stmts, scalarLoads(lin));
+      const v = value(o.expr, memo, stmts, lin);
       const address = at(w, lin.j);
       stmts.push(isFloat(o.dtype) ? m.f32.store(0, 4, address, v) : m.i32.store(0, 4, address, v));
       return;
@@ -731,6 +734,11 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
     ];
   };
   let labels = 0;
+  /** `body` while `cond()` holds (checked first); `cond` builds a fresh expression per use. */
+  const whileLoop = (cond: () => number, body: number[]): number => {
+    const label = `while${labels++}`;
+    return m.if(cond(), m.loop(label, m.block(null, [...body, m.br(label, cond())])));
+  };
 
   /** Elementwise kernels: segments of the longest linear suffix of axes, no per-point unravel. */
   function elementwiseBody(): number[] | undefined {
@@ -843,7 +851,7 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
             }
           }
           : undefined,
-        (st) => st.push(...accumulate(r, acc, value(r.expr, new Map(), st, scalarLoads(lin)))),
+        (st) => st.push(...accumulate(r, acc, value(r.expr, new Map(), st, lin))),
         between,
       ),
     );
@@ -937,7 +945,7 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
   const scratch = nIn + nOut, start = nIn + nOut + 1, end = nIn + nOut + 2;
   const gemm = matmulPlan(kernel);
   const elementwise = gemm ? undefined : elementwiseBody();
-  if (gemm) body.push(...gemmBody(gemm));
+  if (gemm) body.push(...(tiledGemm(gemm) ?? gemmBody(gemm)));
   else if (elementwise) body.push(...elementwise);
   else {
     body.push(
@@ -954,6 +962,180 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
         ),
       ),
     );
+  }
+  /**
+   * Register-blocked f32 matmul. 4×8 output tiles live in eight f32x4 accumulators while k runs;
+   * the outer loop takes B in panels of 8 columns, so one panel stays in cache across all row
+   * tiles. Rows left over run 1×8 tiles, columns left over a scalar dot product per column. Each
+   * finished tile goes through the scratch to the epilogue, a linear walk over its columns.
+   * `undefined` when the operands are not affine, B is not contiguous in n, or B changes with the
+   * row (batched B): the i-k-j path below takes those.
+   */
+  function tiledGemm(plan: MatmulPlan): number[] | undefined {
+    const { nb, n, k, a, b } = plan;
+    const nAxis = nb + 1, kAxis = nb + 2;
+    const wa = affineOffset(a.steps, space, kernel.inputs[a.input].shape);
+    const wb = affineOffset(b.steps, space, kernel.inputs[b.input].shape);
+    const outs = kernel.outputs.map((_, j) => j), exprs = kernel.outputs.map((o) => o.expr);
+    const epilogue = accessesOf(exprs, outs);
+    if (
+      !wa || !wb || !epilogue || n < 8 || wa.weights[nAxis] !== 0 || wb.weights[nAxis] !== 1 ||
+      !linearOver(epilogue, [nAxis]) ||
+      space.slice(0, nAxis).some((d, i) => d !== 1 && wb.weights[i] !== 0)
+    ) return undefined;
+    const vectorEpilogue = vectorizable(exprs, outs);
+    const strideA = 4 * wa.weights[kAxis], strideB = 4 * wb.weights[kAxis];
+    const r = local(i32), r1 = local(i32), n0 = local(i32), kk = local(i32), rowAt = local(i32);
+    const bPtr = local(i32), av = local(v128), b0 = local(v128), b1 = local(v128);
+    const aPtr = [0, 1, 2, 3].map(() => local(i32));
+    const acc = [...Array(8).keys()].map(() => local(v128));
+    const v = (l: number) => get(l, v128);
+    /** Coordinates of flattened output row `row` (batch and m), column `col`, k = 0. */
+    const setRow = (row: number, col: number, st: number[]) =>
+      st.push(
+        m.local.set(rowAt, row),
+        ...unravel(kept.slice(0, -1), rowAt),
+        m.local.set(coord[nAxis], col),
+        m.local.set(coord[kAxis], ic(0)),
+      );
+    const epilogueRow = (row: number, col: number, width: number, accOffset: number) => {
+      const st: number[] = [];
+      setRow(row, col, st);
+      const base = local(i32);
+      st.push(m.local.set(base, m.i32.add(get(scratch, i32), ic(accOffset))));
+      const lin: Linear = { ...walks(epilogue, [nAxis], st), acc: { base, stride: 1 } };
+      const each = (lanes: 1 | 4) => (s: number[]) => {
+        const memo = new Map<Expr, number>();
+        for (const o of outs) storeLinear(o, lanes, lin, memo, s);
+      };
+      st.push(
+        ...linearLoop(
+          lin,
+          () => ic(width),
+          width >= 4 && vectorEpilogue ? each(4) : undefined,
+          each(1),
+        ),
+      );
+      return st;
+    };
+    const kLoop = (body: number[]) =>
+      k === 0 ? [] : [
+        m.local.set(kk, ic(0)),
+        whileLoop(() => m.i32.lt_s(get(kk, i32), ic(k)), [
+          ...body,
+          m.local.set(kk, m.i32.add(get(kk, i32), ic(1))),
+        ]),
+      ];
+    const tile = (rows: number): number[] => {
+      const st: number[] = [];
+      for (let i = 0; i < rows; i++) {
+        setRow(m.i32.add(get(r, i32), ic(i)), get(n0, i32), st);
+        st.push(m.local.set(aPtr[i], loadAddress(a, st).address));
+      }
+      st.push(m.local.set(bPtr, m.i32.add(get(scratch, i32), ic(PANEL))));
+      for (let i = 0; i < 2 * rows; i++) st.push(m.local.set(acc[i], f4.splat(m.f32.const(0))));
+      const body = [
+        m.local.set(b0, m.v128.load(0, 4, get(bPtr, i32))),
+        m.local.set(b1, m.v128.load(16, 4, get(bPtr, i32))),
+        m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(32))),
+      ];
+      for (let i = 0; i < rows; i++) {
+        body.push(
+          m.local.set(av, f4.splat(m.f32.load(0, 4, get(aPtr[i], i32)))),
+          m.local.set(acc[2 * i], f4.add(v(acc[2 * i]), f4.mul(v(av), v(b0)))),
+          m.local.set(acc[2 * i + 1], f4.add(v(acc[2 * i + 1]), f4.mul(v(av), v(b1)))),
+          m.local.set(aPtr[i], m.i32.add(get(aPtr[i], i32), ic(strideA))),
+        );
+      }
+      st.push(...kLoop(body));
+      for (let i = 0; i < 2 * rows; i++) {
+        st.push(m.v128.store(16 * i, 4, get(scratch, i32), v(acc[i])));
+      }
+      for (let i = 0; i < rows; i++) {
+        st.push(...epilogueRow(m.i32.add(get(r, i32), ic(i)), get(n0, i32), 8, 32 * i));
+      }
+      return st;
+    };
+    /**
+     * Copies B's panel of 8 columns at n0 into the scratch, k-major: B's rows are often a page
+     * apart, and streaming 32 bytes from each of k pages thrashes the caches' sets.
+     */
+    const pack = () => {
+      const st: number[] = [];
+      setRow(m.i32.div_u(get(start, i32), ic(n)), get(n0, i32), st);
+      const dst = local(i32);
+      st.push(
+        m.local.set(bPtr, loadAddress(b, st).address),
+        m.local.set(dst, m.i32.add(get(scratch, i32), ic(PANEL))),
+        ...kLoop([
+          m.v128.store(0, 4, get(dst, i32), m.v128.load(0, 4, get(bPtr, i32))),
+          m.v128.store(16, 4, get(dst, i32), m.v128.load(16, 4, get(bPtr, i32))),
+          m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(strideB))),
+          m.local.set(dst, m.i32.add(get(dst, i32), ic(32))),
+        ]),
+      );
+      return st;
+    };
+    const wide = n - (n % 8);
+    const stmts = [
+      m.local.set(r1, m.i32.div_u(get(end, i32), ic(n))),
+      m.local.set(n0, ic(0)),
+      whileLoop(() => m.i32.lt_s(get(n0, i32), ic(wide)), [
+        ...pack(),
+        m.local.set(r, m.i32.div_u(get(start, i32), ic(n))),
+        whileLoop(() => m.i32.le_s(m.i32.add(get(r, i32), ic(4)), get(r1, i32)), [
+          ...tile(4),
+          m.local.set(r, m.i32.add(get(r, i32), ic(4))),
+        ]),
+        whileLoop(() => m.i32.lt_s(get(r, i32), get(r1, i32)), [
+          ...tile(1),
+          m.local.set(r, m.i32.add(get(r, i32), ic(1))),
+        ]),
+        m.local.set(n0, m.i32.add(get(n0, i32), ic(8))),
+      ]),
+    ];
+    if (wide < n) {
+      const sum = local(f32);
+      const row: number[] = [];
+      setRow(get(r, i32), ic(wide), row);
+      row.push(
+        m.local.set(aPtr[0], loadAddress(a, row).address),
+        m.local.set(bPtr, loadAddress(b, row).address),
+      );
+      for (let c = 0; c < n - wide; c++) {
+        row.push(m.local.set(sum, m.f32.const(0)));
+        row.push(...kLoop([
+          m.local.set(
+            sum,
+            m.f32.add(
+              get(sum, f32),
+              m.f32.mul(
+                m.f32.load(
+                  0,
+                  4,
+                  m.i32.add(get(aPtr[0], i32), m.i32.mul(get(kk, i32), ic(strideA))),
+                ),
+                m.f32.load(
+                  4 * c,
+                  4,
+                  m.i32.add(get(bPtr, i32), m.i32.mul(get(kk, i32), ic(strideB))),
+                ),
+              ),
+            ),
+          ),
+        ]));
+        row.push(m.f32.store(4 * c, 4, get(scratch, i32), get(sum, f32)));
+      }
+      row.push(...epilogueRow(get(r, i32), ic(wide), n - wide, 0));
+      stmts.push(
+        m.local.set(r, m.i32.div_u(get(start, i32), ic(n))),
+        whileLoop(() => m.i32.lt_s(get(r, i32), get(r1, i32)), [
+          ...row,
+          m.local.set(r, m.i32.add(get(r, i32), ic(1))),
+        ]),
+      );
+    }
+    return stmts;
   }
   /**
    * The i-k-j loop of an f32 matmul kernel: a scratch row of N accumulators per output row; for
@@ -1113,6 +1295,16 @@ export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
   const bytes = m.emitBinary();
   m.dispose();
   return bytes;
+}
+
+/** Byte offset of the packed B panel in a matmul's scratch (after one 4×8 tile). */
+export const PANEL = 128;
+
+/** Scratch bytes a kernel needs: a matmul's tile and packed panel, or its row of accumulators. */
+export function scratchBytes(kernel: KernelIR): number {
+  if (kernel.pattern !== "matmul") return 0;
+  const [n, k] = kernel.space.slice(-2);
+  return Math.max(PANEL + 32 * k, 4 * n);
 }
 
 /** What the i-k-j path needs to know about a matmul kernel. */

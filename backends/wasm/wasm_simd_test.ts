@@ -114,3 +114,31 @@ Deno.test("linear and vector paths match the reference at sizes 0 to 1000, broad
     }
   }
 });
+
+Deno.test("tiled matmul matches the reference at every tile remainder, with epilogues and batches", async () => {
+  const close = async (op: string, inputs: HostTensor[], attrs: Attrs = {}) => {
+    const [got] = await runOp(op, inputs, attrs, { backend: wasm });
+    const [want] = await runOp(op, inputs, attrs);
+    assert.deepEqual(got.shape, want.shape);
+    assertClose(numbers(got.data), numbers(want.data), {
+      atol: 1e-5,
+      rtol: 1e-5,
+      message: `${op} ${JSON.stringify(inputs.map((t) => t.shape))} ${JSON.stringify(attrs)}`,
+    });
+  };
+  for (
+    const [mm, nn, kk] of [[1, 8, 3], [3, 9, 5], [4, 8, 1], [5, 17, 7], [9, 33, 16], [6, 7, 4]]
+  ) {
+    const a = f32(data(mm * kk, mm + kk), [mm, kk]);
+    const b = f32(data(kk * nn, nn + 1), [kk, nn]);
+    await close("MatMul", [a, b]);
+    await close("Gemm", [a, b, f32(data(nn, 3), [nn])], { alpha: 0.5, beta: 2 });
+    await close("Gemm", [a, f32(data(kk * nn, nn + 2), [nn, kk]), f32([1])], { transB: 1 });
+    await close("MatMul", [f32(data(2 * mm * kk, 4), [2, mm, kk]), b]);
+    await close("MatMul", [
+      f32(data(2 * mm * kk, 5), [2, mm, kk]),
+      f32(data(2 * kk * nn, 6), [2, kk, nn]),
+    ]);
+  }
+  await close("MatMul", [f32([], [3, 0]), f32([], [0, 8])]);
+});
