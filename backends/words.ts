@@ -25,24 +25,36 @@ export function toWords(data: TensorData, dtype: DType): Float32Array | Int32Arr
   }
 }
 
+/** A copy in a fresh (never shared) buffer: callers own what they get. */
+function copy<T extends Float32Array | Int32Array | Uint32Array>(
+  Type: { new (n: number): T; new (b: ArrayBufferLike, o: number, n: number): T },
+  buffer: ArrayBufferLike,
+  offset: number,
+  n: number,
+): T {
+  const out = new Type(n);
+  out.set(new Type(buffer, offset, n));
+  return out;
+}
+
 /** `n` elements of `dtype` from 32-bit words at `offset` bytes of `buffer` (copied). */
 export function fromWords(
-  buffer: ArrayBuffer,
+  buffer: ArrayBufferLike,
   offset: number,
   n: number,
   dtype: DType,
 ): TensorData {
   switch (dtype) {
     case "f32":
-      return new Float32Array(buffer.slice(offset, offset + n * 4));
+      return copy(Float32Array, buffer, offset, n);
     case "f16":
       return Uint16Array.from(new Float32Array(buffer, offset, n), (v) => toF16Bits(v));
     case "i32":
-      return new Int32Array(buffer.slice(offset, offset + n * 4));
+      return copy(Int32Array, buffer, offset, n);
     case "i8":
       return Int8Array.from(new Int32Array(buffer, offset, n));
     case "u32":
-      return new Uint32Array(buffer.slice(offset, offset + n * 4));
+      return copy(Uint32Array, buffer, offset, n);
     case "u8":
     case "bool":
       return Uint8Array.from(new Uint32Array(buffer, offset, n));

@@ -9,10 +9,16 @@
 import type { Program } from "../backend.ts";
 import type { DType, TensorData } from "../../jit/dtype.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
-import { type KernelIR, rowCount } from "../../jit/kernel_ir.ts";
+import { aluCount, type KernelIR, kernelText, rowCount } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { fromWords, toWords } from "../words.ts";
 import { scratchBytes } from "./wasm_codegen.ts";
+import { Crew, type WorkerClass } from "./worker_crew.ts";
+
+/** Rows a thread's share is a multiple of: whole 4-row tiles for a matmul, else 16 rows. */
+function rowUnit(k: KernelIR): number {
+  return k.pattern === "matmul" ? 4 * k.space[k.space.length - 2] : 16;
+}
 
 /** A plan for the arena. */
 export interface ArenaPlan {
@@ -30,6 +36,19 @@ export interface ArenaPlan {
   readonly partial?: readonly boolean[];
   /** Host functions the modules import (`env.*`). */
   readonly imports: Readonly<Record<string, (...args: number[]) => number>>;
+  /** Threads for large kernels (modules must import a shared memory when > 1). */
+  readonly threads?: number;
+  /** `node:worker_threads`' `Worker`, when threads are available. */
+  readonly Worker?: WorkerClass;
+}
+
+/** Element-operations below which a kernel runs on the calling thread alone (hand-off costs ~20 µs). */
+const THREADED_WORK = 1 << 18;
+
+/** Whether `k` is worth splitting, and may be: workers lack an exact f16 rounding on old Node. */
+function threadable(k: KernelIR): boolean {
+  const ops = [...k.reductions, ...k.outputs].reduce((n, x) => n + 1 + aluCount(x.expr), 0);
+  return sizeOf(k.space) * ops >= THREADED_WORK && !kernelText(k).includes('"f16"');
 }
 
 const PAGE = 65536;
@@ -44,17 +63,36 @@ export function arenaProgram(plan: ArenaPlan): Program {
     offsets.set(v, top);
     top += Math.ceil(Math.max(1, sizeOf(t.shape)) * 4 / 16) * 16;
   }
-  const scratch = top;
-  top += Math.ceil(Math.max(16, ...plan.kernels.map(scratchBytes)) / 16) * 16;
+  const threads = plan.Worker && plan.kernels.some(threadable) ? plan.threads ?? 1 : 1;
+  const scratch = top,
+    scratchSize = Math.ceil(Math.max(16, ...plan.kernels.map(scratchBytes)) / 16) * 16;
+  top += scratchSize * threads;
+  const pages = Math.max(1, Math.ceil(top / PAGE));
+  const shared = (plan.threads ?? 1) > 1;
   const memory = new WebAssembly.Memory({
-    initial: Math.max(1, Math.ceil(top / PAGE)),
-    maximum: 65536,
-  });
+    initial: pages,
+    maximum: shared ? pages : 65536,
+    shared,
+  } as WebAssembly.MemoryDescriptor);
   const runs = plan.modules.map((
     mod,
   ) => (new WebAssembly.Instance(mod, { env: { memory, ...plan.imports } }).exports.run as (
     ...a: number[]
   ) => void));
+  const addresses = plan.kernels.map((k) =>
+    [...k.inputs, ...k.outputs].map((b) => offsets.get(b.value)!)
+  );
+  const crew = threads > 1
+    ? new Crew({
+      threads,
+      Worker: plan.Worker!,
+      modules: plan.modules,
+      memory,
+      args: addresses,
+      scratch,
+      scratchBytes: scratchSize,
+    })
+    : undefined;
   const written = new Map<number, TensorData>();
   const write = (value: number, data: TensorData, dtype: DType) => {
     if (!types.has(value) || written.get(value) === data) return;
@@ -77,13 +115,9 @@ export function arenaProgram(plan: ArenaPlan): Program {
         const rows = active !== undefined && plan.partial?.[i]
           ? rowCount(k) / k.space[0] * active
           : rowCount(k);
-        runs[i](
-          ...k.inputs.map((b) => offsets.get(b.value)!),
-          ...k.outputs.map((b) => offsets.get(b.value)!),
-          scratch,
-          0,
-          rows,
-        );
+        const call = (start: number, end: number) => runs[i](...addresses[i], scratch, start, end);
+        if (crew && threadable(k)) crew.run(i, rows, rowUnit(k), call);
+        else call(0, rows);
       });
       return Promise.resolve(outputs.map((i) => {
         const v = plan.outputs[i];
@@ -94,6 +128,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
       }));
     },
     dispose() {
+      crew?.dispose();
       written.clear();
     },
   };

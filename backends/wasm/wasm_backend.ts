@@ -2,7 +2,8 @@
  * The WebAssembly backend (id `wasm`, kind `cpu-simd`): kernels emitted with Binaryen from the
  * kernel IR (`wasm_codegen.ts`), compiled by the runtime's WebAssembly engine, and run in one
  * memory arena per program (`arena_program.ts`). Binaryen is loaded on `prepare()`, so importing
- * kiln stays cheap. Kernels use f32x4 SIMD where their accesses allow and run single-threaded.
+ * kiln stays cheap. Kernels use f32x4 SIMD where their accesses allow; large ones split their rows
+ * over worker threads sharing the arena (`worker_crew.ts`).
  *
  * @module
  */
@@ -30,8 +31,20 @@ import type { KernelIR } from "../../jit/kernel_ir.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { arenaProgram } from "./arena_program.ts";
 import { type Binaryen, generateWasm } from "./wasm_codegen.ts";
+import type { WorkerClass } from "./worker_crew.ts";
 
 let binaryen: Promise<Binaryen> | undefined;
+let workers: Promise<WorkerClass | undefined> | undefined;
+
+/** `node:worker_threads`' Worker, or `undefined` (browsers); the specifier is kept from bundlers. */
+async function workerClass(): Promise<WorkerClass | undefined> {
+  const specifier = ["node", "worker_threads"].join(":");
+  try {
+    return (await import(specifier)).Worker as WorkerClass;
+  } catch {
+    return undefined;
+  }
+}
 
 /** Host functions kernels import: the reference backend's own scalar semantics. */
 const IMPORTS: Record<string, (...args: number[]) => number> = {
@@ -41,6 +54,16 @@ const IMPORTS: Record<string, (...args: number[]) => number> = {
   fmod: (a, b) => a % b,
   f16: (x) => fromF16Bits(toF16Bits(x)),
 };
+
+/** Options of {@linkcode WasmBackend}. */
+export interface WasmBackendOptions {
+  /**
+   * Threads for large kernels, the calling one included (default
+   * `navigator.hardwareConcurrency`). Threads need `node:worker_threads` (Deno, Node) and
+   * `SharedArrayBuffer`; where either is missing kernels run on the calling thread.
+   */
+  readonly threads?: number;
+}
 
 /** The WebAssembly backend. */
 export class WasmBackend implements Backend {
@@ -53,15 +76,58 @@ export class WasmBackend implements Backend {
   /** A CPU is never lost. */
   readonly deviceLost: boolean = false;
   #binaryen?: Binaryen;
+  #threads: number;
+  #Worker?: WorkerClass;
 
-  /** SIMD128 WebAssembly, single-threaded. */
+  /** A backend; see {@linkcode WasmBackendOptions}. */
+  constructor(options: WasmBackendOptions = {}) {
+    const threads = options.threads ?? globalThis.navigator?.hardwareConcurrency ?? 1;
+    if (!Number.isInteger(threads) || threads < 1) {
+      throw new KilnError(`WasmBackend: threads must be a positive integer, got ${threads}`, {
+        code: "out-of-range",
+        fix: "pass threads: 1 or more (or leave it out for navigator.hardwareConcurrency)",
+      });
+    }
+    this.#threads = typeof SharedArrayBuffer === "function" ? threads : 1;
+    this.codegen = {
+      format: this.#threads > 1 ? "wasm-3-shared" : "wasm-3",
+      generate: (kernel: KernelIR): Artifact =>
+        kernel.opaque
+          ? new Uint8Array()
+          : generateWasm(this.#loaded(), kernel, { shared: this.#threads > 1 }),
+      load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {
+        const module = await WebAssembly.compile(artifact as Uint8Array<ArrayBuffer>);
+        return this.#single(kernel, module);
+      },
+      assemble: async (plan) => {
+        const modules = await Promise.all(plan.kernels.map((k, i) => {
+          const bytes = (plan.artifacts?.[i] as Uint8Array | undefined)?.byteLength
+            ? plan.artifacts![i]
+            : this.codegen.generate(k);
+          return WebAssembly.compile(bytes as Uint8Array<ArrayBuffer>);
+        }));
+        return arenaProgram({
+          ...planOf(plan.graph),
+          kernels: plan.kernels,
+          modules,
+          constants: plan.constants,
+          partial: plan.partial,
+          imports: IMPORTS,
+          threads: this.#threads,
+          Worker: this.#Worker,
+        });
+      },
+    };
+  }
+
+  /** SIMD128 WebAssembly on `threads` threads. */
   capabilities(): DeviceProfile {
     return {
       name: "WebAssembly SIMD (Binaryen-generated)",
       f16: false,
       subgroups: false,
       simd: true,
-      threads: 1,
+      threads: this.#threads,
       maxWorkgroupSize: 0,
       maxStorageBufferBytes: 2 ** 32,
       maxBindings: 0,
@@ -79,38 +145,14 @@ export class WasmBackend implements Backend {
     return { compute: workload.flops / 5e8 + workload.bytes / 5e9, transfer: 0 };
   }
 
-  /** Kernel IR → WebAssembly modules. */
-  readonly codegen: KernelCodegen = {
-    format: "wasm-3",
-    generate: (
-      kernel: KernelIR,
-    ): Artifact => (kernel.opaque ? new Uint8Array() : generateWasm(this.#loaded(), kernel)),
-    load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {
-      const module = await WebAssembly.compile(artifact as Uint8Array<ArrayBuffer>);
-      return this.#single(kernel, module);
-    },
-    assemble: async (plan) => {
-      const modules = await Promise.all(plan.kernels.map((k, i) => {
-        const bytes = (plan.artifacts?.[i] as Uint8Array | undefined)?.byteLength
-          ? plan.artifacts![i]
-          : this.codegen.generate(k);
-        return WebAssembly.compile(bytes as Uint8Array<ArrayBuffer>);
-      }));
-      return arenaProgram({
-        ...planOf(plan.graph),
-        kernels: plan.kernels,
-        modules,
-        constants: plan.constants,
-        partial: plan.partial,
-        imports: IMPORTS,
-      });
-    },
-  };
+  /** Kernel IR → WebAssembly modules (format `wasm-3-shared` when threads are on). */
+  readonly codegen: KernelCodegen;
 
-  /** Loads Binaryen (once per process). */
+  /** Loads Binaryen (once per process) and, for threads, `node:worker_threads`. */
   async prepare(): Promise<void> {
     this.#binaryen ??=
       await (binaryen ??= import("npm:binaryen@132.0.0").then((m) => m.default as Binaryen));
+    if (this.#threads > 1) this.#Worker ??= await (workers ??= workerClass());
   }
 
   /** Nothing runs asynchronously. */
@@ -178,6 +220,7 @@ export class WasmBackend implements Backend {
       constants: new Map(),
       partial: [true],
       imports: IMPORTS,
+      threads: this.#threads,
     });
     return {
       run: (inputs, _into, active) => program.run(inputs, kernel.outputs.map((_, k) => k), active),

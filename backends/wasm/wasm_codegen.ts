@@ -79,13 +79,24 @@ const HIGH_HALF = [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7];
 
 const isFloat = (d: DType) => d === "f32" || d === "f16";
 
+/** Options of {@linkcode generateWasm}. */
+export interface GenerateOptions {
+  /** Import the arena as a shared memory (for worker threads). */
+  readonly shared?: boolean;
+}
+
 /** Generates the module for `kernel` (not for opaque kernels). */
-export function generateWasm(binaryen: Binaryen, kernel: KernelIR): Uint8Array {
+export function generateWasm(
+  binaryen: Binaryen,
+  kernel: KernelIR,
+  options: GenerateOptions = {},
+): Uint8Array {
   const m = new binaryen.Module();
   m.setFeatures(
-    binaryen.Features.NontrappingFPToInt | binaryen.Features.SIMD128,
+    binaryen.Features.NontrappingFPToInt | binaryen.Features.SIMD128 |
+      (options.shared ? binaryen.Features.Atomics : 0),
   );
-  m.setMemory(1, 65536, null, [], false, false, "0");
+  m.setMemory(1, 65536, null, [], options.shared ?? false, false, "0");
   m.addMemoryImport("0", "env", "memory");
   const f64 = binaryen.f64, f32 = binaryen.f32, i32 = binaryen.i32;
   for (const name of IMPORTS) {

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { erf } from "../reference/scalar_math.ts";
-import { assertClose, f32, numbers, runOp } from "../../jit/testing.ts";
+import { compile } from "../../jit/compile.ts";
+import { GraphBuilder } from "../../jit/graph_builder.ts";
+import { assertClose, f32, numbers, runGraph, runOp } from "../../jit/testing.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { WasmBackend } from "./wasm_backend.ts";
@@ -141,4 +143,43 @@ Deno.test("tiled matmul matches the reference at every tile remainder, with epil
     ]);
   }
   await close("MatMul", [f32([], [3, 0]), f32([], [0, 8])]);
+});
+
+Deno.test("large kernels give the same results with threads on and off", async () => {
+  const serial = new WasmBackend({ threads: 1 }), threaded = new WasmBackend({ threads: 2 });
+  await Promise.all([serial.prepare(), threaded.prepare()]);
+  assert.equal(threaded.capabilities().threads, 2);
+  const n = (1 << 18) + 3;
+  const cases: [string, HostTensor[], Attrs][] = [
+    ["Gelu", [f32(data(n, 1))], {}],
+    ["Softmax", [f32(data(300 * 1000, 2), [300, 1000])], { axis: -1 }],
+    ["ReduceSum", [f32(data(300 * 1000, 3), [300, 1000])], { axes: [1] }],
+    ["Gemm", [
+      f32(data(130 * 256, 4), [130, 256]),
+      f32(data(256 * 72, 5), [256, 72]),
+      f32(data(72, 6)),
+    ], {}],
+  ];
+  for (const [op, inputs, attrs] of cases) {
+    const b = new GraphBuilder();
+    b.output("y", b.op(op, inputs.map((t, i) => b.input(`x${i}`, t.shape, t.dtype)), attrs));
+    const graph = b.build();
+    const feeds = Object.fromEntries(inputs.map((t, i) => [`x${i}`, t]));
+    const [want, one] = await Promise.all(
+      ["reference", serial].map((backend) => runGraph(graph, feeds, backend)),
+    );
+    using exe = await compile(graph, { backend: threaded });
+    // The crew starts in the background: run, let the workers come up, run again.
+    const first = await exe.run(feeds);
+    await new Promise((r) => setTimeout(r, 300));
+    const again = await exe.run(feeds);
+    for (const got of [one, first, again]) {
+      assertClose(numbers(got.y.data), numbers(want.y.data), {
+        atol: 1e-4,
+        rtol: 1e-5,
+        message: op,
+      });
+    }
+  }
+  assert.throws(() => new WasmBackend({ threads: 0 }), /threads must be a positive integer/);
 });

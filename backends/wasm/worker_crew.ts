@@ -1,0 +1,160 @@
+/**
+ * Worker threads for one arena program. Each worker instantiates the program's modules on the
+ * shared arena, then waits on a control word; a kernel call splits its rows between the calling
+ * thread and every worker that is up. Workers start in the background — until one is ready the
+ * caller computes alone, so compiling never waits for threads — and are `unref`'d, so an
+ * undisposed program never keeps a process alive.
+ *
+ * Hand-off is through `Atomics` on a shared control block, not messages: a message round trip
+ * costs a trip through both event loops, an atomic one a few microseconds while the workers spin
+ * (they spin briefly after each job, then sleep in `Atomics.wait`).
+ *
+ * @module
+ */
+
+import { KilnError } from "../../jit/errors.ts";
+
+/** `node:worker_threads`' `Worker` (Deno and Node have it; browsers get no crew). */
+export type WorkerClass = new (
+  source: string,
+  options: { eval: true; workerData: unknown },
+) => { unref(): void; terminate(): unknown };
+
+/** What the workers need to run a program's kernels. */
+export interface CrewOptions {
+  /** Threads in all, the caller included (≥ 2). */
+  readonly threads: number;
+  /** The `Worker` class of `node:worker_threads`. */
+  readonly Worker: WorkerClass;
+  /** The program's compiled kernels. */
+  readonly modules: readonly WebAssembly.Module[];
+  /** The shared arena. */
+  readonly memory: WebAssembly.Memory;
+  /** Per kernel: its buffer addresses (the arguments before scratch and row range). */
+  readonly args: readonly (readonly number[])[];
+  /** Scratch of thread `t`: `scratch + t * scratchBytes`. */
+  readonly scratch: number;
+  /** Scratch bytes per thread. */
+  readonly scratchBytes: number;
+}
+
+const GEN = 0, PENDING = 1, KERNEL = 2, ROWS = 3, PARTS = 4, UNIT = 5, STOP = 6, FAILED = 7;
+const READY = 8;
+
+/** Rows `[start, end)` of part `part` when `rows` split into `parts` multiples of `unit`. */
+export function partOf(rows: number, parts: number, unit: number, part: number): [number, number] {
+  const chunk = Math.ceil(rows / parts / unit) * unit;
+  const start = Math.min(rows, part * chunk);
+  return [start, Math.min(rows, start + chunk)];
+}
+
+// Runs inside each worker (as source text, so it needs no module resolution there).
+const WORKER = `
+const { workerData } = require("node:worker_threads");
+const { control, memory, modules, args, scratch, scratchBytes, id } = workerData;
+const env = {
+  memory, sin: Math.sin, cos: Math.cos, pow: Math.pow, fmod: (a, b) => a % b,
+  f16: Math.f16round ?? (() => NaN),
+};
+const runs = modules.map((m) => new WebAssembly.Instance(m, { env }).exports.run);
+const c = new Int32Array(control);
+const partOf = ${partOf.toString()};
+Atomics.store(c, ${READY} + id, 1);
+let gen = Atomics.load(c, ${GEN});
+for (;;) {
+  for (let spin = 0; spin < 20000 && Atomics.load(c, ${GEN}) === gen; spin++);
+  Atomics.wait(c, ${GEN}, gen);
+  gen = Atomics.load(c, ${GEN});
+  if (Atomics.load(c, ${STOP})) break;
+  const parts = Atomics.load(c, ${PARTS});
+  if (id >= parts) continue;
+  const k = Atomics.load(c, ${KERNEL});
+  const [start, end] = partOf(Atomics.load(c, ${ROWS}), parts, Atomics.load(c, ${UNIT}), id);
+  try {
+    if (start < end) runs[k](...args[k], scratch + id * scratchBytes, start, end);
+  } catch {
+    Atomics.store(c, ${FAILED}, 1);
+  }
+  if (Atomics.sub(c, ${PENDING}, 1) === 1) Atomics.notify(c, ${PENDING});
+}`;
+
+/** Worker threads sharing one program's arena. */
+export class Crew {
+  #control: Int32Array;
+  #workers: { terminate(): unknown }[];
+
+  /** Starts `threads - 1` workers in the background. */
+  constructor(options: CrewOptions) {
+    this.#control = new Int32Array(new SharedArrayBuffer(4 * (READY + options.threads)));
+    this.#workers = Array.from({ length: options.threads - 1 }, (_, i) => {
+      const w = new options.Worker(WORKER, {
+        eval: true,
+        workerData: {
+          control: this.#control.buffer,
+          memory: options.memory,
+          modules: options.modules,
+          args: options.args,
+          scratch: options.scratch,
+          scratchBytes: options.scratchBytes,
+          id: i + 1,
+        },
+      });
+      w.unref();
+      return w;
+    });
+  }
+
+  /**
+   * Runs kernel `kernel` over `rows` rows split in multiples of `unit`: part 0 through `call` on
+   * this thread, the others on the ready workers; returns when all parts are done.
+   */
+  run(
+    kernel: number,
+    rows: number,
+    unit: number,
+    call: (start: number, end: number) => void,
+  ): void {
+    const c = this.#control;
+    const parts = 1 + this.ready();
+    if (parts > 1) {
+      Atomics.store(c, KERNEL, kernel);
+      Atomics.store(c, ROWS, rows);
+      Atomics.store(c, UNIT, unit);
+      Atomics.store(c, PARTS, parts);
+      Atomics.store(c, PENDING, parts - 1);
+      Atomics.add(c, GEN, 1);
+      Atomics.notify(c, GEN);
+    }
+    const [start, end] = partOf(rows, parts, unit, 0);
+    if (start < end) call(start, end);
+    for (
+      let left = Atomics.load(c, PENDING);
+      parts > 1 && left !== 0;
+      left = Atomics.load(c, PENDING)
+    ) {
+      Atomics.wait(c, PENDING, left, 1);
+    }
+    if (Atomics.exchange(c, FAILED, 0)) {
+      throw new KilnError(`wasm: kernel ${kernel} trapped on a worker thread`, {
+        code: "internal",
+        fix: "report this with the graph; WasmBackend({ threads: 1 }) avoids the threads meanwhile",
+      });
+    }
+  }
+
+  /** Workers up and waiting for work. */
+  ready(): number {
+    let n = 0;
+    while (n < this.#workers.length && Atomics.load(this.#control, READY + n + 1)) n++;
+    return n;
+  }
+
+  /** Stops the workers. */
+  dispose(): void {
+    Atomics.store(this.#control, STOP, 1);
+    Atomics.add(this.#control, GEN, 1);
+    Atomics.notify(this.#control, GEN);
+    for (const w of this.#workers) w.terminate();
+    this.#workers = [];
+  }
+}
