@@ -48,6 +48,35 @@ export const IMPORTS: readonly string[] = ["sin", "cos", "pow", "fmod", "f16"];
 
 type LoadExpr = Extract<Expr, { kind: "load" }>;
 
+/** Functions up to this size (bytes of code) are inlined when it helps. */
+const INLINE_BYTES = 400;
+
+/** Locals holding evaluated expressions, by structural key. */
+type Memo = Map<string, number>;
+
+const keys = new WeakMap<Expr, string>();
+/**
+ * A structural key: equal subexpressions (fusion often builds the same load or product twice,
+ * as distinct objects) are evaluated once per point.
+ */
+function keyOf(e: Expr): string {
+  let key = keys.get(e);
+  if (key === undefined) {
+    key = e.kind === "alu"
+      ? `${e.op}:${e.dtype}:${JSON.stringify(e.attrs ?? {})}(${e.args.map(keyOf).join(",")})`
+      : JSON.stringify(e);
+    keys.set(e, key);
+  }
+  return key;
+}
+
+/** `1 / x` when dividing by `x` is exactly multiplying by it (x a power of two in range). */
+function exactReciprocal(e: Expr): number | undefined {
+  if (e.kind !== "const" || e.value === 0 || !Number.isFinite(e.value)) return undefined;
+  const exponent = Math.log2(Math.abs(e.value));
+  return Number.isInteger(exponent) && Math.abs(exponent) < 126 ? 1 / e.value : undefined;
+}
+
 /** Vector functions of the in-module math library, by IR op. */
 const MATH: Record<string, MathFunction> = { Exp: "vexp", Log: "vlog", Erf: "verf" };
 /** f32 → f32 ops with an f32x4 lowering (sin, cos, pow, fmod call the host per lane). */
@@ -416,11 +445,11 @@ export function generateWasm(
   /** Evaluates `expr` into locals (statements pushed to `stmts`); returns a getter expression. */
   const value = (
     expr: Expr,
-    memo: Map<Expr, number>,
+    memo: Memo,
     stmts: number[],
     lin?: Linear,
   ): number => {
-    const hit = memo.get(expr);
+    const hit = memo.get(keyOf(expr));
     if (hit !== undefined) return get(hit, typeOf(expr.dtype));
     let code: number;
     switch (expr.kind) {
@@ -445,6 +474,11 @@ export function generateWasm(
       }
       case "alu": {
         const args = expr.args.map((a) => value(a, memo, stmts, lin));
+        const r = expr.op === "Div" && expr.dtype === "f32" && exactReciprocal(expr.args[1]);
+        if (r) {
+          code = m.f32.mul(args[0], m.f32.const(r));
+          break;
+        }
         code = round(
           alu(
             expr.op,
@@ -460,7 +494,7 @@ export function generateWasm(
     }
     const l = local(typeOf(expr.dtype));
     stmts.push(m.local.set(l, code));
-    memo.set(expr, l);
+    memo.set(keyOf(expr), l);
     return get(l, typeOf(expr.dtype));
   };
 
@@ -606,8 +640,10 @@ export function generateWasm(
         return f4.sub(a(0), a(1));
       case "Mul":
         return f4.mul(a(0), a(1));
-      case "Div":
-        return f4.div(a(0), a(1));
+      case "Div": {
+        const r = exactReciprocal(e.args[1]);
+        return r === undefined ? f4.div(a(0), a(1)) : f4.mul(a(0), f4.splat(m.f32.const(r)));
+      }
       case "Neg":
         return f4.neg(a(0));
       case "Abs":
@@ -654,8 +690,8 @@ export function generateWasm(
     throw new Error(`wasm: no vector lowering for ${e.op}`);
   };
   /** Evaluates `expr` for four consecutive points of a linear walk. */
-  const vvalue = (expr: Expr, lin: Linear, memo: Map<Expr, number>, stmts: number[]): number => {
-    const hit = memo.get(expr);
+  const vvalue = (expr: Expr, lin: Linear, memo: Memo, stmts: number[]): number => {
+    const hit = memo.get(keyOf(expr));
     if (hit !== undefined) return get(hit, v128);
     let code: number;
     switch (expr.kind) {
@@ -681,7 +717,7 @@ export function generateWasm(
     }
     const l = local(v128);
     stmts.push(m.local.set(l, code));
-    memo.set(expr, l);
+    memo.set(keyOf(expr), l);
     return get(l, v128);
   };
   /** Stores output `k` for one (`width` 1) or four points of a linear walk. */
@@ -689,7 +725,7 @@ export function generateWasm(
     k: number,
     width: 1 | 4,
     lin: Linear,
-    memo: Map<Expr, number>,
+    memo: Memo,
     stmts: number[],
   ) => {
     const o = kernel.outputs[k], w = lin.stores.get(k)!;
@@ -774,7 +810,7 @@ export function generateWasm(
     );
     const lin = walks(acc, group, seg);
     const each = (width: 1 | 4) => (stmts: number[]) => {
-      const memo = new Map<Expr, number>();
+      const memo = new Map<string, number>();
       for (const k of outs) storeLinear(k, width, lin, memo, stmts);
     };
     seg.push(
@@ -844,7 +880,7 @@ export function generateWasm(
         () => ic(inner),
         vector
           ? (st) => {
-            const memo = new Map<Expr, number>();
+            const memo = new Map<string, number>();
             const v = () => vvalue(r.expr, lin, memo, st);
             if (wide) {
               st.push(
@@ -877,7 +913,7 @@ export function generateWasm(
     const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
     const lin = walks(access, red, stmts);
     const each = (width: 1 | 4) => (st: number[]) => {
-      const memo = new Map<Expr, number>();
+      const memo = new Map<string, number>();
       for (const k of outs) storeLinear(k, width, lin, memo, st);
     };
     stmts.push(
@@ -923,7 +959,7 @@ export function generateWasm(
   const store = (
     o: KernelIR["outputs"][number],
     k: number,
-    memo: Map<Expr, number>,
+    memo: Memo,
     stmts: number[],
   ) => {
     const v = value(o.expr, memo, stmts);
@@ -937,7 +973,7 @@ export function generateWasm(
   );
   if (rowOuts.length) {
     const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
-    const memo = new Map<Expr, number>();
+    const memo = new Map<string, number>();
     for (const [o, k] of rowOuts) store(o, k, memo, stmts);
     rowBody.push(...stmts);
   }
@@ -948,7 +984,7 @@ export function generateWasm(
     if (linearStmts) rowBody.push(...linearStmts);
     else {
       const stmts: number[] = [...unravel(red, it)];
-      const memo = new Map<Expr, number>();
+      const memo = new Map<string, number>();
       for (const [o, k] of fullOuts) store(o, k, memo, stmts);
       rowBody.push(...(red.length ? loop("full", it, inner, stmts) : stmts));
     }
@@ -1016,7 +1052,7 @@ export function generateWasm(
       st.push(m.local.set(base, m.i32.add(get(scratch, i32), ic(accOffset))));
       const lin: Linear = { ...walks(epilogue, [nAxis], st), acc: { base, stride: 1 } };
       const each = (lanes: 1 | 4) => (s: number[]) => {
-        const memo = new Map<Expr, number>();
+        const memo = new Map<string, number>();
         for (const o of outs) storeLinear(o, lanes, lin, memo, s);
       };
       st.push(
@@ -1262,7 +1298,7 @@ export function generateWasm(
       (st) => {
         st.push(m.local.set(coord[nAxis], get(nn, i32)), m.local.set(coord[kAxis], ic(0)));
         st.push(m.local.set(accs[0], m.f32.load(0, 4, scratchAt(get(nn, i32)))));
-        const memo = new Map<Expr, number>();
+        const memo = new Map<string, number>();
         kernel.outputs.forEach((o, j) => store(o, j, memo, st));
       },
       1,
@@ -1302,6 +1338,8 @@ export function generateWasm(
     m.dispose();
     throw new Error(`wasm: generated module for ${kernel.name} failed validation`);
   }
+  // Inline the math library into the loops: a call per four lanes costs more than the body.
+  binaryen.setAlwaysInlineMaxSize(INLINE_BYTES);
   m.optimize();
   const bytes = m.emitBinary();
   m.dispose();
