@@ -139,6 +139,8 @@ export function generateWasm(
   }
 
   const nIn = kernel.inputs.length, nOut = kernel.outputs.length;
+  /** Buffer `i` of the kernel's parameters: inputs, then outputs (read back by reuse below). */
+  const bufferOf = (i: number) => (i < nIn ? kernel.inputs[i] : kernel.outputs[i - nIn]);
   // run(buffers…, scratch, rowStart, rowEnd)
   const params = nIn + nOut + 3;
   const locals: number[] = [];
@@ -432,7 +434,7 @@ export function generateWasm(
 
   /** The byte address a load reads (out-of-bounds reads are redirected to element 0) and its guards. */
   function loadAddress(expr: Extract<Expr, { kind: "load" }>, stmts: number[]) {
-    const buf = kernel.inputs[expr.input];
+    const buf = bufferOf(expr.input);
     const { coords, guards } = steps(expr.steps, stmts);
     const all = guards.reduce((acc, g) => m.i32.and(acc, get(g.ok, i32)), ic(1));
     const address = m.i32.add(
@@ -449,7 +451,7 @@ export function generateWasm(
     stmts: number[],
     lin?: Linear,
   ): number => {
-    const hit = memo.get(keyOf(expr));
+    const hit = memo.get(keyOf(expr)) ?? lin?.hoisted?.get(keyOf(expr));
     if (hit !== undefined) return get(hit, typeOf(expr.dtype));
     let code: number;
     switch (expr.kind) {
@@ -553,6 +555,8 @@ export function generateWasm(
     readonly stores: Map<number, Walk>;
     /** Where a matmul epilogue reads its accumulators (instead of the reduction's local). */
     readonly acc?: Walk;
+    /** Loop-invariant f32 subexpressions evaluated before the loop, by key. */
+    readonly hoisted?: Map<string, number>;
   }
   interface Accesses {
     readonly loads: [LoadExpr, AffineOffset][];
@@ -563,7 +567,7 @@ export function generateWasm(
     for (const e of exprs) walk(e, (x) => x.kind === "load" && found.add(x));
     const loads: [LoadExpr, AffineOffset][] = [];
     for (const l of found) {
-      const a = affineOffset(l.steps, space, kernel.inputs[l.input].shape);
+      const a = affineOffset(l.steps, space, bufferOf(l.input).shape);
       if (!a) return undefined;
       loads.push([l, a]);
     }
@@ -693,6 +697,8 @@ export function generateWasm(
   const vvalue = (expr: Expr, lin: Linear, memo: Memo, stmts: number[]): number => {
     const hit = memo.get(keyOf(expr));
     if (hit !== undefined) return get(hit, v128);
+    const invariant = lin.hoisted?.get(keyOf(expr));
+    if (invariant !== undefined) return f4.splat(get(invariant, f32));
     let code: number;
     switch (expr.kind) {
       case "const":
@@ -727,15 +733,16 @@ export function generateWasm(
     lin: Linear,
     memo: Memo,
     stmts: number[],
+    expr: Expr = kernel.outputs[k].expr,
   ) => {
     const o = kernel.outputs[k], w = lin.stores.get(k)!;
     if (width === 1) {
-      const v = value(o.expr, memo, stmts, lin);
+      const v = value(expr, memo, stmts, lin);
       const address = at(w, lin.j);
       stmts.push(isFloat(o.dtype) ? m.f32.store(0, 4, address, v) : m.i32.store(0, 4, address, v));
       return;
     }
-    let v = vvalue(o.expr, lin, memo, stmts);
+    let v = vvalue(expr, lin, memo, stmts);
     if (o.dtype === "bool") v = m.v128.and(v, m.i32x4.splat(ic(1)));
     if (w.stride === 1) stmts.push(m.v128.store(0, 4, at(w, lin.j), v));
     else {
@@ -745,6 +752,25 @@ export function generateWasm(
         stmts.push(m.f32.store(0, 4, at(w, lin.j, l), f4.extract_lane(get(t, v128), l)));
       }
     }
+  };
+  /**
+   * Evaluates, before a loop, the largest f32 subexpressions of `exprs` that read no buffer (they
+   * depend on reductions and constants only: LayerNorm's `sqrt(var + eps)`), for `lin` to reuse.
+   */
+  const hoist = (lin: Linear, exprs: readonly Expr[], stmts: number[]): Linear => {
+    const hoisted = new Map<string, number>(), memo = new Map<string, number>();
+    const readsNothing = (e: Expr): boolean =>
+      e.kind === "alu" ? e.args.every(readsNothing) : e.kind !== "load";
+    const visit = (e: Expr) => {
+      if (e.kind !== "alu" || hoisted.has(keyOf(e))) return;
+      if (e.dtype === "f32" && readsNothing(e)) {
+        const l = local(f32);
+        stmts.push(m.local.set(l, value(e, memo, stmts)));
+        hoisted.set(keyOf(e), l);
+      } else e.args.forEach(visit);
+    };
+    exprs.forEach(visit);
+    return { ...lin, hoisted };
   };
   /** `count` points of a linear walk: four at a time while they fit (if `vector`), then one. */
   const linearLoop = (
@@ -832,11 +858,11 @@ export function generateWasm(
   }
 
   /** One reduction over a row along a linear walk, or `undefined` when its accesses are not. */
-  const linearReduction = (r: Reduction, acc: number): number[] | undefined => {
-    const access = accessesOf([r.expr], []);
+  const linearReduction = (r: Reduction, acc: number, keep?: number): number[] | undefined => {
+    const access = accessesOf([r.expr], keep === undefined ? [] : [keep]);
     if (!access || !linearOver(access, red)) return undefined;
     const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
-    const lin = walks(access, red, stmts);
+    const lin = hoist(walks(access, red, stmts), [r.expr], stmts);
     const vector = inner >= 4 && r.dtype === "f32" && vectorKind(r.expr) === "f32";
     const wide = wideSum(r);
     const lo = local(v128), hi = local(v128);
@@ -882,6 +908,11 @@ export function generateWasm(
           ? (st) => {
             const memo = new Map<string, number>();
             const v = () => vvalue(r.expr, lin, memo, st);
+            if (keep !== undefined) {
+              st.push(
+                m.v128.store(0, 4, at(lin.stores.get(keep)!, lin.j), v()),
+              );
+            }
             if (wide) {
               st.push(
                 m.local.set(lo, m.f64x2.add(get(lo, v128), m.f64x2.promote_low_f32x4(v()))),
@@ -898,7 +929,12 @@ export function generateWasm(
             }
           }
           : undefined,
-        (st) => st.push(...accumulate(r, acc, value(r.expr, new Map(), st, lin))),
+        (st) => {
+          const memo = new Map<string, number>();
+          const v = () => value(r.expr, memo, st, lin);
+          if (keep !== undefined) st.push(m.f32.store(0, 4, at(lin.stores.get(keep)!, lin.j), v()));
+          st.push(...accumulate(r, acc, v()));
+        },
         between,
       ),
     );
@@ -906,25 +942,66 @@ export function generateWasm(
   };
 
   /** A row kernel's full outputs along a linear walk, or `undefined` when they are not linear. */
-  const linearOutputs = (outs: readonly number[]): number[] | undefined => {
-    const exprs = outs.map((k) => kernel.outputs[k].expr);
+  const linearOutputs = (
+    outs: readonly number[],
+    exprs: readonly Expr[] = outs.map((k) => kernel.outputs[k].expr),
+  ): number[] | undefined => {
     const access = accessesOf(exprs, outs);
     if (!access || !linearOver(access, red)) return undefined;
     const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
-    const lin = walks(access, red, stmts);
+    const lin = hoist(walks(access, red, stmts), exprs, stmts);
     const each = (width: 1 | 4) => (st: number[]) => {
       const memo = new Map<string, number>();
-      for (const k of outs) storeLinear(k, width, lin, memo, st);
+      outs.forEach((k, i) => storeLinear(k, width, lin, memo, st, exprs[i]));
     };
     stmts.push(
       ...linearLoop(
         lin,
         () => ic(inner),
-        inner >= 4 && vectorizable(exprs, outs) ? each(4) : undefined,
+        inner >= 4 &&
+          exprs.every((e, i) =>
+            vectorKind(e) === (kernel.outputs[outs[i]].dtype === "bool" ? "mask" : "f32")
+          )
+          ? each(4)
+          : undefined,
         each(1),
       ),
     );
     return stmts;
+  };
+
+  const fullOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) =>
+    o.level === "full"
+  );
+  /**
+   * Softmax's shape: an output `term / sum(term)` would evaluate `term` (an exp) twice per point.
+   * The sum's loop stores each term into the output instead, and the output loop divides what
+   * it reads back — the same f32 values, so the same results.
+   */
+  const reused: Map<number, number> = new Map();
+  const finals = fullOuts.map(([o, j]) => {
+    const e = o.expr;
+    if (
+      !red.length || e.kind !== "alu" || e.op !== "Div" || e.dtype !== "f32" || o.dtype !== "f32"
+    ) return e;
+    const [term, sum] = e.args;
+    const k = sum.kind === "acc" ? sum.index : -1;
+    const r = kernel.reductions[k];
+    const store = affineOffset(o.steps, space, o.shape);
+    if (
+      !r || r.op !== "sum" || keyOf(r.expr) !== keyOf(term) || [...reused.values()].includes(k) ||
+      !store || strideOver(store, red, space) !== 1
+    ) return e;
+    reused.set(j, k);
+    const back: Expr = { kind: "load", input: nIn + j, steps: o.steps, dtype: "f32" };
+    return { ...e, args: [back, sum] };
+  });
+  const linearFull = red.length > 0 && inner > 0 &&
+    accessesOf(fullOuts.map(([o]) => o.expr), fullOuts.map(([, j]) => j)) !== undefined &&
+    linearOver(accessesOf(fullOuts.map(([o]) => o.expr), fullOuts.map(([, j]) => j))!, red);
+  const keepOf = (k: number) => {
+    for (const [j, kk] of reused) if (kk === k && linearFull) return j;
+    return undefined;
   };
 
   const rowBody: number[] = [...unravel(kept, row)];
@@ -940,7 +1017,9 @@ export function generateWasm(
       ? m.f64.const(0)
       : ic(0);
     rowBody.push(m.local.set(acc, init));
-    const linearStmts = inner > 0 ? linearReduction(r, acc) : [];
+    const keep = keepOf(k);
+    const linearStmts = inner > 0 ? linearReduction(r, acc, keep) : [];
+    if (keep !== undefined && !linearStmts) reused.delete(keep);
     if (linearStmts) rowBody.push(...linearStmts);
     else {
       const stmts: number[] = [...unravel(red, it)];
@@ -968,9 +1047,6 @@ export function generateWasm(
     stmts.push(isFloat(o.dtype) ? m.f32.store(0, 4, address, v) : m.i32.store(0, 4, address, v));
   };
   const rowOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) => o.level === "row");
-  const fullOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) =>
-    o.level === "full"
-  );
   if (rowOuts.length) {
     const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
     const memo = new Map<string, number>();
@@ -978,8 +1054,11 @@ export function generateWasm(
     rowBody.push(...stmts);
   }
   if (fullOuts.length) {
-    const linearStmts = red.length && inner > 0
-      ? linearOutputs(fullOuts.map(([, k]) => k))
+    const linearStmts = linearFull
+      ? linearOutputs(
+        fullOuts.map(([, k]) => k),
+        fullOuts.map(([o, k], i) => (reused.has(k) ? finals[i] : o.expr)),
+      )
       : undefined;
     if (linearStmts) rowBody.push(...linearStmts);
     else {
