@@ -36,6 +36,26 @@ import type { WorkerClass } from "./worker_crew.ts";
 let binaryen: Promise<Binaryen> | undefined;
 let workers: Promise<WorkerClass | undefined> | undefined;
 
+let relaxed: boolean | undefined;
+
+/** Whether the engine compiles relaxed SIMD (a one-instruction probe module, checked once). */
+function hasRelaxedSimd(binaryen: Binaryen): boolean {
+  if (relaxed !== undefined) return relaxed;
+  const m = new binaryen.Module();
+  m.setFeatures(binaryen.Features.SIMD128 | binaryen.Features.RelaxedSIMD);
+  const zero = () => m.f32x4.splat(m.f32.const(0));
+  m.addFunction(
+    "f",
+    binaryen.none,
+    binaryen.v128,
+    [],
+    binaryen._BinaryenSIMDTernary(m.ptr, binaryen.RelaxedMaddVecF32x4, zero(), zero(), zero()),
+  );
+  relaxed = WebAssembly.validate(m.emitBinary());
+  m.dispose();
+  return relaxed;
+}
+
 /** `node:worker_threads`' Worker, or `undefined` (browsers); the specifier is kept from bundlers. */
 async function workerClass(): Promise<WorkerClass | undefined> {
   const specifier = ["node", "worker_threads"].join(":");
@@ -78,6 +98,7 @@ export class WasmBackend implements Backend {
   #binaryen?: Binaryen;
   #threads: number;
   #Worker?: WorkerClass;
+  #fma = false;
 
   /** A backend; see {@linkcode WasmBackendOptions}. */
   constructor(options: WasmBackendOptions = {}) {
@@ -89,12 +110,16 @@ export class WasmBackend implements Backend {
       });
     }
     this.#threads = typeof SharedArrayBuffer === "function" ? threads : 1;
+    // deno-lint-ignore no-this-alias
+    const backend = this;
     this.codegen = {
-      format: this.#threads > 1 ? "wasm-3-shared" : "wasm-3",
+      get format() {
+        return `wasm-3${backend.#threads > 1 ? "-shared" : ""}${backend.#fma ? "-fma" : ""}`;
+      },
       generate: (kernel: KernelIR): Artifact =>
         kernel.opaque
           ? new Uint8Array()
-          : generateWasm(this.#loaded(), kernel, { shared: this.#threads > 1 }),
+          : generateWasm(this.#loaded(), kernel, { shared: this.#threads > 1, fma: this.#fma }),
       load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {
         const module = await WebAssembly.compile(artifact as Uint8Array<ArrayBuffer>);
         return this.#single(kernel, module);
@@ -153,6 +178,7 @@ export class WasmBackend implements Backend {
     this.#binaryen ??=
       await (binaryen ??= import("npm:binaryen@132.0.0").then((m) => m.default as Binaryen));
     if (this.#threads > 1) this.#Worker ??= await (workers ??= workerClass());
+    this.#fma = hasRelaxedSimd(this.#binaryen);
   }
 
   /** Nothing runs asynchronously. */

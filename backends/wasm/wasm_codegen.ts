@@ -112,6 +112,11 @@ const isFloat = (d: DType) => d === "f32" || d === "f16";
 export interface GenerateOptions {
   /** Import the arena as a shared memory (for worker threads). */
   readonly shared?: boolean;
+  /**
+   * Use relaxed SIMD's fused multiply-add in matmul tiles (where the engine has it: V8 ≥ 11.4,
+   * not Node 20). Matmul sums are order-dependent anyway; fusing rounds once instead of twice.
+   */
+  readonly fma?: boolean;
 }
 
 /** Generates the module for `kernel` (not for opaque kernels). */
@@ -123,7 +128,8 @@ export function generateWasm(
   const m = new binaryen.Module();
   m.setFeatures(
     binaryen.Features.NontrappingFPToInt | binaryen.Features.SIMD128 |
-      (options.shared ? binaryen.Features.Atomics : 0),
+      (options.shared ? binaryen.Features.Atomics : 0) |
+      (options.fma ? binaryen.Features.RelaxedSIMD : 0),
   );
   m.setMemory(1, 65536, null, [], options.shared ?? false, false, "0");
   m.addMemoryImport("0", "env", "memory");
@@ -1165,11 +1171,15 @@ export function generateWasm(
         m.local.set(b1, m.v128.load(16, 4, get(bPtr, i32))),
         m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(32))),
       ];
+      const madd = (x: number, y: number, z: number) =>
+        options.fma
+          ? binaryen._BinaryenSIMDTernary(m.ptr, binaryen.RelaxedMaddVecF32x4, x, y, z)
+          : f4.add(z, f4.mul(x, y));
       for (let i = 0; i < rows; i++) {
         body.push(
           m.local.set(av, f4.splat(m.f32.load(0, 4, get(aPtr[i], i32)))),
-          m.local.set(acc[2 * i], f4.add(v(acc[2 * i]), f4.mul(v(av), v(b0)))),
-          m.local.set(acc[2 * i + 1], f4.add(v(acc[2 * i + 1]), f4.mul(v(av), v(b1)))),
+          m.local.set(acc[2 * i], madd(v(av), v(b0), v(acc[2 * i]))),
+          m.local.set(acc[2 * i + 1], madd(v(av), v(b1), v(acc[2 * i + 1]))),
           m.local.set(aPtr[i], m.i32.add(get(aPtr[i], i32), ic(strideA))),
         );
       }
