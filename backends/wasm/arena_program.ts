@@ -12,12 +12,12 @@ import type { HostTensor } from "../../jit/host_tensor.ts";
 import { aluCount, type KernelIR, kernelText, rowCount } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { fromWords, toWords } from "../words.ts";
-import { scratchBytes } from "./wasm_codegen.ts";
+import { scratchBytes, TILE_ROWS } from "./wasm_codegen.ts";
 import { Crew, type WorkerClass } from "./worker_crew.ts";
 
-/** Rows a thread's share is a multiple of: whole 4-row tiles for a matmul, else 16 rows. */
+/** Rows a thread's share is a multiple of: whole tiles of rows for a matmul, else 16 rows. */
 function rowUnit(k: KernelIR): number {
-  return k.pattern === "matmul" ? 4 * k.space[k.space.length - 2] : 16;
+  return k.pattern === "matmul" ? TILE_ROWS * k.space[k.space.length - 2] : 16;
 }
 
 /** A plan for the arena. */

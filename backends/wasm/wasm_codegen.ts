@@ -1096,7 +1096,7 @@ export function generateWasm(
     );
   }
   /**
-   * Register-blocked f32 matmul. 4×8 output tiles live in eight f32x4 accumulators while k runs;
+   * Register-blocked f32 matmul. 6×8 output tiles live in twelve f32x4 accumulators while k runs;
    * the outer loop takes B in panels of 8 columns, so one panel stays in cache across all row
    * tiles. Rows left over run 1×8 tiles, columns left over a scalar dot product per column. Each
    * finished tile goes through the scratch to the epilogue, a linear walk over its columns.
@@ -1119,8 +1119,8 @@ export function generateWasm(
     const strideA = 4 * wa.weights[kAxis], strideB = 4 * wb.weights[kAxis];
     const r = local(i32), r1 = local(i32), n0 = local(i32), kk = local(i32), rowAt = local(i32);
     const bPtr = local(i32), av = local(v128), b0 = local(v128), b1 = local(v128);
-    const aPtr = [0, 1, 2, 3].map(() => local(i32));
-    const acc = [...Array(8).keys()].map(() => local(v128));
+    const aPtr = [...Array(TILE_ROWS).keys()].map(() => local(i32));
+    const acc = [...Array(2 * TILE_ROWS).keys()].map(() => local(v128));
     const v = (l: number) => get(l, v128);
     /** Coordinates of flattened output row `row` (batch and m), column `col`, k = 0. */
     const setRow = (row: number, col: number, st: number[]) =>
@@ -1219,9 +1219,9 @@ export function generateWasm(
       whileLoop(() => m.i32.lt_s(get(n0, i32), ic(wide)), [
         ...pack(),
         m.local.set(r, m.i32.div_u(get(start, i32), ic(n))),
-        whileLoop(() => m.i32.le_s(m.i32.add(get(r, i32), ic(4)), get(r1, i32)), [
-          ...tile(4),
-          m.local.set(r, m.i32.add(get(r, i32), ic(4))),
+        whileLoop(() => m.i32.le_s(m.i32.add(get(r, i32), ic(TILE_ROWS)), get(r1, i32)), [
+          ...tile(TILE_ROWS),
+          m.local.set(r, m.i32.add(get(r, i32), ic(TILE_ROWS))),
         ]),
         whileLoop(() => m.i32.lt_s(get(r, i32), get(r1, i32)), [
           ...tile(1),
@@ -1435,8 +1435,11 @@ export function generateWasm(
   return bytes;
 }
 
-/** Byte offset of the packed B panel in a matmul's scratch (after one 4×8 tile). */
-export const PANEL = 128;
+/** Rows of a matmul tile (each two f32x4 accumulators wide). */
+export const TILE_ROWS = 6;
+
+/** Byte offset of the packed B panel in a matmul's scratch (after one tile). */
+export const PANEL: number = 32 * TILE_ROWS;
 
 /** Scratch bytes a kernel needs: a matmul's tile and packed panel, or its row of accumulators. */
 export function scratchBytes(kernel: KernelIR): number {
