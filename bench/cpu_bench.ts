@@ -1,9 +1,11 @@
 /**
- * W1–W6 on the CPU: kiln's wasm backend (the baseline of each group, so `deno bench` prints the
- * peers' ratios to it) and kiln's reference interpreter where it finishes in reasonable time,
- * against TensorFlow.js (cpu, wasm), ONNX Runtime Web (wasm) and jax-js (wasm). Time is from the
- * call until the result is a host typed array; every library's result is checked against float64
- * before it is timed.
+ * The CPU workloads (W1–W6, matmuls of 2048 and 4096, the shared reference models) on kiln's
+ * wasm backend (the baseline of each group, so `deno bench` prints the peers' ratios to it) and
+ * kiln's reference interpreter where it finishes in reasonable time, against TensorFlow.js (cpu,
+ * wasm), ONNX Runtime Web (wasm) and jax-js (wasm). Time is from the call until the result is a
+ * host typed array; every library's result is checked before it is timed (float64 or ONNX
+ * Runtime's recorded outputs). Each library's first run — setup and compile included — goes to
+ * stderr as `first-run <workload> <library> <ms>` lines, which `bench:report` tabulates.
  *
  * Run: `deno task bench` (or `deno bench -A bench/cpu_bench.ts`).
  *
@@ -11,16 +13,30 @@
  */
 import { compile } from "../jit/compile.ts";
 import { jaxRunner, ortRunner, tfjsRunner } from "./peers.ts";
-import { cpuWorkloads, type PeerRun, type Workload } from "./workloads.ts";
+import { cpuWorkloads, modelWorkloads, type PeerRun, type Workload } from "./workloads.ts";
 
 const TOLERANCE = 1e-3;
 
-async function checked(w: Workload, name: string, run: PeerRun): Promise<PeerRun | undefined> {
-  const err = w.check(await run());
+/** Creates a library's runner and runs it once: times that first run, then checks its result. */
+async function firstRun(
+  w: Workload,
+  library: string,
+  create: () => Promise<PeerRun | undefined>,
+): Promise<PeerRun | undefined> {
+  const start = performance.now();
+  const run = await create().catch((e) => {
+    console.error(`${w.id}: ${library} failed: ${(e as Error).message}`);
+    return undefined;
+  });
+  if (!run) return undefined;
+  const out = await run();
+  const ms = performance.now() - start;
+  const err = w.check(out);
   if (!(err <= TOLERANCE)) {
-    console.error(`${w.id}: ${name} is off by ${err}; not timed`);
+    console.error(`${w.id}: ${library} is off by ${err}; not timed`);
     return undefined;
   }
+  console.error(`first-run\t${w.id}\t${library}\t${ms}`);
   return run;
 }
 
@@ -35,46 +51,50 @@ function kiln(w: Workload, backend: string): PeerRun {
   };
 }
 
-const slowForReference = new Set(["W1-16M", "W2-1024", "W3-softmax", "W4-layernorm"]);
+const tooSlow: Record<string, Set<string>> = {
+  "kiln reference": new Set([
+    "W1-16M",
+    "W2-1024",
+    "W2-2048",
+    "W2-4096",
+    "W3-softmax",
+    "W4-layernorm",
+  ]),
+  "tfjs cpu": new Set(["W2-2048", "W2-4096"]),
+};
 
 // `bench:report` measures one library per process and says which; plain `deno bench` runs all.
 const only = Deno.env.get("KILN_BENCH_ONLY");
-const wanted = (library: string) => !only || only === library;
-const workloads = cpuWorkloads();
+const workloads = [...cpuWorkloads(), ...await modelWorkloads()];
+const libraries: [string, (w: Workload) => Promise<PeerRun | undefined>][] = [
+  // jax-js first: its worker pool starts at its first dispatch and fails once other peers loaded.
+  ["jax-js wasm", jaxRunner],
+  ["kiln wasm", (w) => Promise.resolve(kiln(w, "wasm"))],
+  ["kiln reference", (w) => Promise.resolve(kiln(w, "reference"))],
+  ["tfjs cpu", (w) => tfjsRunner(w, "cpu")],
+  ["tfjs wasm", (w) => tfjsRunner(w, "wasm")],
+  ["onnxruntime-web wasm", ortRunner],
+];
 
-// jax-js first: its worker pool starts at its first dispatch and fails once other peers loaded.
-const jax = new Map<string, PeerRun | undefined>();
-for (const w of workloads) {
-  if (!wanted("jax-js wasm")) break;
-  jax.set(
-    w.id,
-    await jaxRunner(w).then((r) => (r ? checked(w, "jax-js", r) : undefined)).catch((e) => {
-      console.error(`${w.id}: jax-js failed: ${(e as Error).message}`);
-      return undefined;
-    }),
-  );
+const runs = new Map<string, PeerRun>();
+for (const [library, create] of libraries) {
+  if (only && only !== library) continue;
+  for (const w of workloads) {
+    if (tooSlow[library]?.has(w.id)) continue;
+    const run = await firstRun(w, library, () => create(w));
+    if (run) runs.set(`${w.id} ${library}`, run);
+  }
 }
-
 for (const w of workloads) {
-  const make: [string, () => Promise<PeerRun | undefined>][] = [
-    ["kiln wasm", () => checked(w, "kiln wasm", kiln(w, "wasm"))],
-    [
-      "kiln reference",
-      async () => (slowForReference.has(w.id)
-        ? undefined
-        : await checked(w, "kiln reference", kiln(w, "reference"))),
-    ],
-    ["tfjs cpu", async () => checked(w, "tfjs cpu", await tfjsRunner(w, "cpu"))],
-    ["tfjs wasm", async () => checked(w, "tfjs wasm", await tfjsRunner(w, "wasm"))],
-    ["onnxruntime-web wasm", async () => checked(w, "onnxruntime-web", await ortRunner(w))],
-    ["jax-js wasm", () => Promise.resolve(jax.get(w.id))],
-  ];
-  for (const [name, create] of make) {
-    if (!wanted(name)) continue;
-    const run = await create();
+  for (const [library] of libraries) {
+    const run = runs.get(`${w.id} ${library}`);
     if (!run) continue;
-    Deno.bench(`${w.id} ${name}`, { group: w.id, baseline: name === "kiln wasm" }, async () => {
-      await run();
-    });
+    Deno.bench(
+      `${w.id} ${library}`,
+      { group: w.id, baseline: library === "kiln wasm", n: w.n, warmup: w.n && 1 },
+      async () => {
+        await run();
+      },
+    );
   }
 }

@@ -1,10 +1,11 @@
 /**
  * The peers, each loaded from npm at an exact version, with the benchmark workloads written in
- * their own APIs: TensorFlow.js (cpu, wasm), ONNX Runtime Web (wasm, fed kiln's own ONNX export
- * of the workload graph) and jax-js. Lessons from making them run under Deno: tfjs-wasm needs
- * `setWasmPaths` pointing at its package's `dist/`; ONNX Runtime runs single-threaded here
- * (`numThreads = 1`); jax-js needs `init()` and `defaultDevice`, and its ops consume their
- * operands (`.ref` keeps one alive).
+ * their own APIs: TensorFlow.js (cpu, wasm), ONNX Runtime Web (wasm, fed the workload's ONNX model
+ * or kiln's export of its graph) and jax-js. Lessons from making them run under Deno: tfjs-wasm
+ * needs `setWasmPaths` pointing at its package's `dist/` and runs single-threaded (it sees Node);
+ * ONNX Runtime's wasm threads work (`numThreads`, set to the core count as kiln's default);
+ * jax-js needs `init()` and `defaultDevice`, and its ops consume their operands (`.ref` keeps one
+ * alive). Model workloads (ONNX files) run on ONNX Runtime only among the peers.
  *
  * @module
  */
@@ -30,7 +31,11 @@ export function loadTfjs(): Promise<Any> {
 }
 
 /** The workload in TensorFlow.js on `backend`. */
-export async function tfjsRunner(w: Workload, backend: "cpu" | "wasm"): Promise<PeerRun> {
+export async function tfjsRunner(
+  w: Workload,
+  backend: "cpu" | "wasm",
+): Promise<PeerRun | undefined> {
+  if (w.onnx) return undefined;
   const tf = await loadTfjs();
   await tf.setBackend(backend);
   const run = tfjsRun(tf, w);
@@ -40,11 +45,12 @@ export async function tfjsRunner(w: Workload, backend: "cpu" | "wasm"): Promise<
   };
 }
 
-/** The workload in ONNX Runtime Web (wasm), from kiln's ONNX export of its graph. */
+/** The workload in ONNX Runtime Web (wasm): its ONNX model, or kiln's export of its graph. */
 export async function ortRunner(w: Workload): Promise<PeerRun> {
   const ort: Any = await import("npm:onnxruntime-web@1.30.0");
-  ort.env.wasm.numThreads = 1;
-  const session = await ort.InferenceSession.create(await w.graph.toOnnx());
+  // As many threads as kiln's wasm backend uses by default.
+  ort.env.wasm.numThreads = navigator.hardwareConcurrency;
+  const session = await ort.InferenceSession.create(w.onnx ?? await w.graph.toOnnx());
   const feeds = Object.fromEntries(
     Object.entries(w.inputs).map(([k, v]) => [k, new ort.Tensor("float32", v.data, v.shape)]),
   );
@@ -55,6 +61,7 @@ let jaxjs: Promise<Any> | undefined;
 
 /** The workload in jax-js on its wasm device (jit-compiled), where its API covers it. */
 export async function jaxRunner(w: Workload): Promise<PeerRun | undefined> {
+  if (w.onnx) return undefined;
   const jax = await (jaxjs ??= import("npm:@jax-js/jax@0.1.25").then(async (j) => {
     await j.init();
     j.defaultDevice("wasm");

@@ -8,6 +8,8 @@
 import type { Graph } from "../jit/graph.ts";
 import { GraphBuilder, type Sym } from "../jit/graph_builder.ts";
 import { uniform } from "../jit/random.ts";
+import { importOnnx } from "../onnx/import.ts";
+import { MODEL_NAMES, referenceModel } from "../onnx/testdata.ts";
 
 /** One benchmark workload. */
 export interface Workload {
@@ -19,6 +21,10 @@ export interface Workload {
   readonly inputs: Readonly<Record<string, { data: Float32Array; shape: number[] }>>;
   /** Max abs difference of `out` from a float64 computation (sampled for large outputs). */
   check(out: Float32Array): number;
+  /** The ONNX model it came from: ONNX Runtime runs that as is, libraries without ONNX skip it. */
+  readonly onnx?: Uint8Array;
+  /** Timed iterations, for workloads too slow for `deno bench`'s default (large matmuls). */
+  readonly n?: number;
 }
 
 /** A library's runner for one workload: resolves when the result is a host Float32Array. */
@@ -174,7 +180,27 @@ function w6(): Workload {
   };
 }
 
-/** The CPU workloads W1–W6. */
+/**
+ * The shared reference models (`../shared/models`: PyTorch exports with ONNX Runtime's outputs),
+ * checked against those outputs; none when the folder is missing.
+ */
+export async function modelWorkloads(): Promise<Workload[]> {
+  const out: Workload[] = [];
+  for (const name of MODEL_NAMES) {
+    const m = await referenceModel(name).catch(() => undefined);
+    if (!m) continue;
+    out.push({
+      id: name,
+      graph: importOnnx(m.bytes),
+      inputs: { x: { data: m.x.data as Float32Array, shape: [...m.x.shape] } },
+      onnx: m.bytes,
+      check: (y) => Math.max(...Array.from(m.y, (v, i) => Math.abs(y[i] - v))),
+    });
+  }
+  return out;
+}
+
+/** The CPU workloads: W1–W6 and matmuls of 2048 and 4096. */
 export function cpuWorkloads(): Workload[] {
   return [
     w1(1 << 20),
@@ -195,5 +221,7 @@ export function cpuWorkloads(): Workload[] {
     ),
     w5(),
     w6(),
+    { ...w2(2048), n: 5 },
+    { ...w2(4096), n: 2 },
   ];
 }

@@ -45,10 +45,24 @@ export interface ArenaPlan {
 /** Element-operations below which a kernel runs on the calling thread alone (hand-off costs ~20 µs). */
 const THREADED_WORK = 1 << 18;
 
+/**
+ * Element-operations of a kernel's first call in a run; each further call takes twice the rows
+ * of the one before. A fresh module runs in V8's baseline tier until its optimized code is
+ * ready, and a running call never switches tiers: one call would run a first 4096² matmul ten
+ * times slower than the next. Short first calls switch within milliseconds, and doubling keeps
+ * the calls few (a matmul call packs B once, so its calls must not stay short).
+ */
+const CHUNK_WORK = 1 << 24;
+
+/** Element-operations of a kernel (its space times the ALU ops per point, at least one). */
+function workOf(k: KernelIR): number {
+  const ops = [...k.reductions, ...k.outputs].reduce((n, x) => n + 1 + aluCount(x.expr), 0);
+  return sizeOf(k.space) * ops;
+}
+
 /** Whether `k` is worth splitting, and may be: workers lack an exact f16 rounding on old Node. */
 function threadable(k: KernelIR): boolean {
-  const ops = [...k.reductions, ...k.outputs].reduce((n, x) => n + 1 + aluCount(x.expr), 0);
-  return sizeOf(k.space) * ops >= THREADED_WORK && !kernelText(k).includes('"f16"');
+  return workOf(k) >= THREADED_WORK && !kernelText(k).includes('"f16"');
 }
 
 const PAGE = 65536;
@@ -93,6 +107,10 @@ export function arenaProgram(plan: ArenaPlan): Program {
       scratchBytes: scratchSize,
     })
     : undefined;
+  const split = plan.kernels.map((k) => {
+    const unit = rowUnit(k), work = workOf(k) / Math.max(1, rowCount(k));
+    return { unit, chunk: unit * Math.max(1, Math.floor(CHUNK_WORK / (work * unit))) };
+  });
   const written = new Map<number, TensorData>();
   const write = (value: number, data: TensorData, dtype: DType) => {
     if (!types.has(value) || written.get(value) === data) return;
@@ -115,8 +133,13 @@ export function arenaProgram(plan: ArenaPlan): Program {
         const rows = active !== undefined && plan.partial?.[i]
           ? rowCount(k) / k.space[0] * active
           : rowCount(k);
-        const call = (start: number, end: number) => runs[i](...addresses[i], scratch, start, end);
-        if (crew && threadable(k)) crew.run(i, rows, rowUnit(k), call);
+        const { chunk } = split[i];
+        const call = (start: number, end: number) => {
+          for (let s = start, n = chunk; s < end; s += n, n *= 2) {
+            runs[i](...addresses[i], scratch, s, Math.min(end, s + n));
+          }
+        };
+        if (crew && threadable(k)) crew.run(i, rows, split[i], call);
         else call(0, rows);
       });
       return Promise.resolve(outputs.map((i) => {

@@ -39,7 +39,7 @@ export interface CrewOptions {
 }
 
 const GEN = 0, PENDING = 1, KERNEL = 2, ROWS = 3, PARTS = 4, UNIT = 5, STOP = 6, FAILED = 7;
-const READY = 8;
+const CHUNK = 8, READY = 9;
 
 /** Rows `[start, end)` of part `part` when `rows` split into `parts` multiples of `unit`. */
 export function partOf(rows: number, parts: number, unit: number, part: number): [number, number] {
@@ -70,8 +70,11 @@ for (;;) {
   if (id >= parts) continue;
   const k = Atomics.load(c, ${KERNEL});
   const [start, end] = partOf(Atomics.load(c, ${ROWS}), parts, Atomics.load(c, ${UNIT}), id);
+  const chunk = Atomics.load(c, ${CHUNK});
   try {
-    if (start < end) runs[k](...args[k], scratch + id * scratchBytes, start, end);
+    for (let s = start, n = chunk; s < end; s += n, n *= 2) {
+      runs[k](...args[k], scratch + id * scratchBytes, s, Math.min(end, s + n));
+    }
   } catch {
     Atomics.store(c, ${FAILED}, 1);
   }
@@ -106,12 +109,13 @@ export class Crew {
 
   /**
    * Runs kernel `kernel` over `rows` rows split in multiples of `unit`: part 0 through `call` on
-   * this thread, the others on the ready workers; returns when all parts are done.
+   * this thread, the others on the ready workers (in calls of `chunk` rows, doubling); returns
+   * when all parts are done.
    */
   run(
     kernel: number,
     rows: number,
-    unit: number,
+    { unit, chunk }: { unit: number; chunk: number },
     call: (start: number, end: number) => void,
   ): void {
     const c = this.#control;
@@ -120,6 +124,7 @@ export class Crew {
       Atomics.store(c, KERNEL, kernel);
       Atomics.store(c, ROWS, rows);
       Atomics.store(c, UNIT, unit);
+      Atomics.store(c, CHUNK, chunk);
       Atomics.store(c, PARTS, parts);
       Atomics.store(c, PENDING, parts - 1);
       Atomics.add(c, GEN, 1);

@@ -62,7 +62,7 @@ Deno.test("a crew splits a kernel's rows between the caller and its workers", as
       assert.ok(t < 500, "workers did not start within 10 s");
       await new Promise((r) => setTimeout(r, 20));
     }
-    crew.run(0, 4000, 16, (start, end) => caller(0, 1000, start, end));
+    crew.run(0, 4000, { unit: 16, chunk: 100 }, (start, end) => caller(0, 1000, start, end));
     const marks = new Int32Array(memory.buffer, 0, 4000);
     // Parts of 1344 rows (a multiple of 16): caller's scratch 1000, workers' 1001 and 1002.
     assert.deepEqual([marks[0], marks[1343], marks[1344], marks[2687], marks[2688], marks[3999]], [
