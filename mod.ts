@@ -119,6 +119,7 @@ export type {
   Cost,
   DeviceProfile,
   KernelCodegen,
+  KernelTime,
   NodeInfo,
   PreparedKernel,
   Program,
@@ -139,4 +140,4 @@ export {
 export type { BucketPlan } from "./jit/buckets.ts";
 export { WebGpuBackend, type WebGpuOptions } from "./backends/webgpu/webgpu_backend.ts";
 export type { PoolStats } from "./backends/webgpu/buffer_pool.ts";
-export { WasmBackend } from "./backends/wasm/wasm_backend.ts";
+export { WasmBackend, type WasmBackendOptions } from "./backends/wasm/wasm_backend.ts";

@@ -86,6 +86,16 @@ export interface Program {
   ): Promise<TensorData[]>;
   /** Releases what the program holds. */
   dispose(): void;
+  /** Device time of each kernel in the last finished run, where the backend measures it. */
+  deviceTimes?(): readonly KernelTime[];
+}
+
+/** How long one kernel ran on its device. */
+export interface KernelTime {
+  /** The kernel's name (as in `explain`). */
+  readonly kernel: string;
+  /** Milliseconds between the start and the end of its pass, on the device's clock. */
+  readonly ms: number;
 }
 
 /** Generated code for one kernel: source text or a binary module. */

@@ -2,7 +2,9 @@
  * GPU benchmarks for the device machine (`deno task bench:gpu`): kiln's webgpu backend against
  * TensorFlow.js (webgpu), ONNX Runtime Web (webgpu) and jax-js (webgpu) on larger sizes, end to
  * end (inputs from the host, result back on the host), plus a plain elementwise copy through
- * kiln as the bandwidth yardstick of the same run. kiln-webgpu is each group's baseline.
+ * kiln as the bandwidth yardstick of the same run. kiln-webgpu is each group's baseline. kiln's
+ * device time comes from timestamp queries (a profiled executable, median of 5 runs) and goes to
+ * stderr as `device-time <workload> <ms>` lines, which `bench/report.ts --device` tabulates.
  * Lessons: tfjs-webgpu needs WEBGPU_CPU_FORWARD=false or small ops never touch the GPU; ONNX
  * Runtime's WebGPU needs the `onnxruntime-web/webgpu` entry and `numThreads = 1`, and runs only
  * with `KILN_BENCH_ORT=1`: its whole package exceeds the 64 MiB a GPU run can carry, so
@@ -10,6 +12,7 @@
  *
  * @module
  */
+import { WebGpuBackend } from "../backends/webgpu/webgpu_backend.ts";
 import { compile } from "../jit/compile.ts";
 import { GraphBuilder } from "../jit/graph_builder.ts";
 import { uniform } from "../jit/random.ts";
@@ -58,6 +61,7 @@ const workloads = [
     ["W1-16M", "W3-softmax", "W4-layernorm", "W2-1024", "W5-mlp", "W6-tiny"].includes(w.id)
   ),
   square(2048),
+  square(4096),
   copy(1 << 24),
 ];
 
@@ -72,11 +76,24 @@ async function checked(w: Workload, name: string, run: PeerRun): Promise<PeerRun
   return undefined;
 }
 
+const profiled = new WebGpuBackend({ profile: true });
+
 async function kiln(w: Workload): Promise<PeerRun> {
   const exe = await compile(w.graph, { backend: "webgpu" });
   const inputs = Object.fromEntries(
     Object.entries(w.inputs).map(([k, v]) => [k, { ...v, dtype: "f32" as const }]),
   );
+  await profiled.prepare();
+  if (profiled.capabilities().timestampQuery) {
+    using timed = await compile(w.graph, { backend: profiled });
+    const sums: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      await timed.run(inputs);
+      if (i) sums.push(timed.deviceTimes().reduce((s, t) => s + t.ms, 0));
+    }
+    sums.sort((a, b) => a - b);
+    console.error(`device-time\t${w.id}\t${sums[2]}`);
+  }
   return async () => (await exe.run(inputs)).y.data as Float32Array;
 }
 
@@ -123,7 +140,8 @@ async function jaxWebgpu(w: Workload): Promise<PeerRun | undefined> {
 }
 
 for (const w of workloads) {
-  const heavy = w.id === "W2-2048" || w.id.startsWith("W1") || w.id.startsWith("copy");
+  const heavy = w.id === "W2-2048" || w.id === "W2-4096" || w.id.startsWith("W1") ||
+    w.id.startsWith("copy");
   const options = heavy ? { n: 5, warmup: 1 } : { n: 20, warmup: 2 };
   // Set up one library at a time (they share the device); a failure skips that library only.
   const setups: [string, () => Promise<PeerRun | undefined>][] = [

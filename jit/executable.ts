@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { Backend, Program } from "../backends/backend.ts";
+import type { Backend, KernelTime, Program } from "../backends/backend.ts";
 import type { RefTensor } from "../backends/reference/tensor_io.ts";
 import { type TensorData, widenToI64 } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
@@ -187,6 +187,14 @@ export class Executable {
       return out;
     });
     return new RunHandle(promise);
+  }
+
+  /**
+   * Device time per kernel of the last finished run: WebGPU with `profile: true` on a device
+   * with `timestamp-query` measures it; elsewhere this is empty.
+   */
+  deviceTimes(): readonly KernelTime[] {
+    return this.#program.deviceTimes?.() ?? [];
   }
 
   /** Releases the compiled program; later calls throw. */

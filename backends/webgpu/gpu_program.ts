@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { Program } from "../backend.ts";
+import type { KernelTime, Program } from "../backend.ts";
 import type { RefTensor } from "../reference/tensor_io.ts";
 import type { DType, TensorData } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
@@ -26,6 +26,8 @@ export interface GpuContext {
   readonly device: GPUDevice;
   /** Its buffer pool. */
   readonly pool: BufferPool;
+  /** Whether to time each kernel with timestamp queries (the device has `timestamp-query`). */
+  readonly timestamps?: boolean;
   /** Throws when the device was lost (or replaced) since the program was built. */
   check(): void;
 }
@@ -48,6 +50,7 @@ export interface GpuPlan {
 
 const STORAGE = 0x80 | 0x08 | 0x04; // STORAGE | COPY_DST | COPY_SRC
 const STAGING = 0x01 | 0x08; // MAP_READ | COPY_DST
+const RESOLVE = 0x200 | 0x04; // QUERY_RESOLVE | COPY_SRC
 // Numeric like the usages, so nothing needs the GPUMapMode global (absent on Node's `webgpu`).
 const MAP_READ = 0x01;
 
@@ -58,6 +61,11 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
   const { bindings, kernels, pipelines, constants } = plan;
   const { device, pool } = ctx;
   const resident = new Map<TensorData, GPUBuffer>();
+  // Two timestamps per kernel (pass begin and end), resolved and read back with the outputs.
+  const queries = ctx.timestamps
+    ? device.createQuerySet({ type: "timestamp", count: 2 * Math.max(1, kernels.length) })
+    : undefined;
+  let times: KernelTime[] = [];
   const types = new Map<number, { shape: readonly number[]; dtype: DType }>();
   for (const k of kernels) for (const b of [...k.inputs, ...k.outputs]) types.set(b.value, b);
   for (const [v, t] of constants) types.set(v, { shape: t.shape, dtype: t.dtype as DType });
@@ -113,6 +121,11 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
         offsets.set(v, total);
         total += words(types.get(v)!.shape);
       }
+      const stamps = Math.ceil(total / 8) * 8, stampBytes = queries ? queries.count * 8 : 0;
+      total = stamps + stampBytes;
+      const resolved = queries ? await pool.acquire(stampBytes, RESOLVE) : undefined;
+      if (resolved) acquired.push(resolved);
+      const timed = new Set<number>();
       const staging = await pool.acquire(Math.max(4, total), STAGING);
       acquired.push(staging);
 
@@ -133,7 +146,19 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
           ? rowCount(k) / k.space[0] * active
           : rowCount(k);
         if (rows === 0) return;
-        const pass = encoder.beginComputePass({ label: k.name });
+        if (queries) timed.add(i);
+        const pass = encoder.beginComputePass({
+          label: k.name,
+          ...(queries
+            ? {
+              timestampWrites: {
+                querySet: queries,
+                beginningOfPassWriteIndex: 2 * i,
+                endOfPassWriteIndex: 2 * i + 1,
+              },
+            }
+            : {}),
+        });
         pass.setPipeline(pipelines[i]!);
         pass.setBindGroup(
           0,
@@ -151,6 +176,10 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
       });
       for (const [v, off] of offsets) {
         encoder.copyBufferToBuffer(buffers.get(v)!, 0, staging, off, words(types.get(v)!.shape));
+      }
+      if (queries && resolved) {
+        encoder.resolveQuerySet(queries, 0, queries.count, resolved, 0);
+        encoder.copyBufferToBuffer(resolved, 0, staging, stamps, stampBytes);
       }
       device.queue.submit([encoder.finish()]);
       const error = await device.popErrorScope();
@@ -173,6 +202,13 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
         const t = types.get(v)!;
         return fromWords(bytes, offsets.get(v)!, sizeOf(t.shape), t.dtype);
       });
+      if (queries) {
+        const t = new BigUint64Array(bytes, stamps, queries.count);
+        times = [...timed].map((i) => ({
+          kernel: kernels[i].name,
+          ms: Number(t[2 * i + 1] - t[2 * i]) / 1e6,
+        }));
+      }
       staging.unmap();
       return data;
     } catch (e) {
@@ -196,7 +232,9 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
 
   return {
     run: serialized(runOnce),
+    deviceTimes: () => times,
     dispose() {
+      queries?.destroy();
       pool.release(resident.values());
       resident.clear();
     },

@@ -50,6 +50,12 @@ export interface WebGpuOptions {
    * through EGL) only offer `"compatibility"`.
    */
   readonly featureLevel?: "core" | "compatibility";
+  /**
+   * Time every kernel on the device with timestamp queries (where the device has
+   * `timestamp-query`), read through `Executable.deviceTimes()`. Off by default: the queries
+   * ride along in each run's one readback, but they cost a little.
+   */
+  readonly profile?: boolean;
 }
 
 /** The WebGPU backend. */
@@ -264,6 +270,7 @@ export class WebGpuBackend implements Backend {
     return {
       device,
       pool,
+      timestamps: (this.#options.profile ?? false) && device.features.has("timestamp-query"),
       check: () => {
         if (this.#lost || generation !== this.#generation) {
           throw new KilnError(`The WebGPU device was lost (${this.#lostReason || "replaced"})`, {

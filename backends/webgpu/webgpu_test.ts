@@ -234,3 +234,31 @@ Deno.test("large matmuls use the tiled kernel (ragged edges, batch, fused epilog
   const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
   assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-3, rtol: 1e-4 });
 });
+
+Deno.test("profile: true times every kernel with timestamp queries in the run's one readback", async () => {
+  const profiled = new WebGpuBackend({ profile: true });
+  await profiled.prepare();
+  assert.ok(profiled.capabilities().timestampQuery, "llvmpipe offers timestamp-query");
+  const b = new GraphBuilder();
+  const x = b.input("x", [64, 256]);
+  const h = b.op("Relu", [
+    b.op("MatMul", [x, b.constant(new Float32Array(256 * 32).fill(0.01), [256, 32])]),
+  ]);
+  b.output("y", b.op("Softmax", [h], { axis: -1 }));
+  const graph = b.build();
+  const kernels = fuse(graph).kernels.map((k) => k.name);
+  const input = { x: f32(Array.from({ length: 64 * 256 }, (_, i) => Math.sin(i)), [64, 256]) };
+  using exe = await compile(graph, { backend: profiled, cache: false });
+  assert.deepEqual(exe.deviceTimes(), []);
+  const out = await exe.run(input);
+  const times = exe.deviceTimes();
+  assert.deepEqual(times.map((t) => t.kernel), kernels);
+  assert.ok(times.every((t) => t.ms >= 0) && times.some((t) => t.ms > 0), JSON.stringify(times));
+  using reference = await compile(graph, { backend: "reference" });
+  const want = (await reference.run(input)).y;
+  assertClose(numbers(out.y.data), numbers(want.data), { atol: 1e-5, rtol: 1e-5 });
+  using plain = await compile(graph, { backend: gpu, cache: false });
+  await plain.run(input);
+  assert.deepEqual(plain.deviceTimes(), []);
+  profiled.dispose();
+});
