@@ -1,6 +1,6 @@
 /**
  * The arena program: a whole fused plan in one `WebAssembly.Memory`. Every buffer has a fixed
- * place in the arena; each run writes the inputs (params and constants only when their data
+ * place in the arena (intermediates share places per the memory plan); each run writes the inputs (params and constants only when their data
  * changed), calls each kernel's `run` with its buffers' addresses and row range, and reads back
  * only the requested outputs.
  *
@@ -10,6 +10,7 @@ import type { Program } from "../backend.ts";
 import type { DType, TensorData } from "../../jit/dtype.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import { aluCount, type KernelIR, kernelText, rowCount } from "../../jit/kernel_ir.ts";
+import { planMemory } from "../../jit/memory_plan.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { fromWords, toWords } from "../words.ts";
 import { scratchBytes, TILE_ROWS } from "./wasm_codegen.ts";
@@ -71,11 +72,27 @@ const PAGE = 65536;
 export function arenaProgram(plan: ArenaPlan): Program {
   const types = new Map<number, { shape: readonly number[]; dtype: DType }>();
   for (const k of plan.kernels) for (const b of [...k.inputs, ...k.outputs]) types.set(b.value, b);
+  // Intermediates share places as the compiler's memory plan says (lifetimes that do not
+  // overlap); inputs, params, constants and outputs keep places of their own.
+  const external = new Set([
+    ...plan.bindings.map((b) => b.value),
+    ...plan.constants.keys(),
+    ...plan.outputs,
+  ]);
+  const memoryPlan = planMemory(plan.kernels, external);
+  const bytes = (v: number) => Math.ceil(Math.max(1, sizeOf(types.get(v)!.shape)) * 4 / 16) * 16;
+  const slotBytes = memoryPlan.slots.map(() => 0);
+  for (const [v, s] of memoryPlan.assignment) slotBytes[s] = Math.max(slotBytes[s], bytes(v));
   const offsets = new Map<number, number>();
   let top = 0;
-  for (const [v, t] of types) {
-    offsets.set(v, top);
-    top += Math.ceil(Math.max(1, sizeOf(t.shape)) * 4 / 16) * 16;
+  const slotAt = slotBytes.map((b) => (top += b) - b);
+  for (const v of types.keys()) {
+    const slot = memoryPlan.assignment.get(v);
+    if (slot !== undefined) offsets.set(v, slotAt[slot]);
+    else {
+      offsets.set(v, top);
+      top += bytes(v);
+    }
   }
   const threads = plan.Worker && plan.kernels.some(threadable) ? plan.threads ?? 1 : 1;
   const scratch = top,
