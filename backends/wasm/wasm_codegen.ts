@@ -14,7 +14,7 @@
  * Values are f32 (f32/f16) or i32 (integers and bool; u32 uses unsigned ops); storage is 32-bit
  * words, widened and narrowed at the arena's edge. Every ALU result is re-rounded to its dtype.
  * Float sums accumulate in f64 (two f64x2 lanes pairs in vector loops), as the reference does.
- * exp, log and erf come from the in-module vector library (`wasm_math.ts`); sin, cos, pow and
+ * exp, log, erf, sin and cos come from the in-module vector library (`wasm_math.ts`); pow and
  * fmod call the host's scalar functions through imports, lane by lane.
  *
  * @module
@@ -78,8 +78,14 @@ function exactReciprocal(e: Expr): number | undefined {
 }
 
 /** Vector functions of the in-module math library, by IR op. */
-const MATH: Record<string, MathFunction> = { Exp: "vexp", Log: "vlog", Erf: "verf" };
-/** f32 → f32 ops with an f32x4 lowering (sin, cos, pow, fmod call the host per lane). */
+const MATH: Record<string, MathFunction> = {
+  Exp: "vexp",
+  Log: "vlog",
+  Erf: "verf",
+  Sin: "vsin",
+  Cos: "vcos",
+};
+/** f32 → f32 ops with an f32x4 lowering (pow and fmod call the host per lane). */
 const VECTOR_F32 = new Set([
   "Add",
   "Sub",
@@ -421,13 +427,12 @@ export function generateWasm(
       case "Exp":
       case "Log":
       case "Erf":
+      case "Sin":
+      case "Cos":
         return m.f32x4.extract_lane(
           m.call(MATH[op], [m.f32x4.splat(a[0])], binaryen.v128),
           0,
         );
-      case "Sin":
-      case "Cos":
-        return call1(op.toLowerCase(), a[0]);
       case "IsNaN": {
         const l = local(f32);
         return m.block(null, [m.local.set(l, a[0]), m.f32.ne(get(l, f32), get(l, f32))], i32);
@@ -669,10 +674,9 @@ export function generateWasm(
       case "Exp":
       case "Log":
       case "Erf":
-        return m.call(MATH[e.op], [a(0)], v128);
       case "Sin":
       case "Cos":
-        return lanes((l) => call1(e.op.toLowerCase(), lane(a(0), l)));
+        return m.call(MATH[e.op], [a(0)], v128);
       case "Pow":
       case "Mod":
         return lanes(

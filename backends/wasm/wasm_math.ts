@@ -12,6 +12,11 @@
  *   ±1 beyond (erfc(3.92) is below half an f32 ulp of 1). Coefficients are least-squares fits
  *   against 30-digit erf (`mpmath`); max relative error 2e-7 evaluated in f32.
  *
+ * - sin, cos: octant reduction with π/4 in three parts and Taylor polynomials, both in f64x2
+ *   (an f32 reduction loses the relative accuracy of results near multiples of π); rounded once
+ *   to f32, so within half an ulp plus 1e-9. Beyond |x| = 2²⁰ (and for NaN, ±Inf) the lanes call
+ *   the host's `Math.sin`/`Math.cos`.
+ *
  * NaN propagates, ±Inf and ±0 follow C99 (exp(-Inf) = 0, log(0) = -Inf, log(x<0) = NaN,
  * erf(±Inf) = ±1). The tests check every claim against float64 over sampled f32 ranges.
  *
@@ -20,7 +25,15 @@
 import type { Binaryen } from "./wasm_codegen.ts";
 
 /** The vector math functions a module can call. */
-export type MathFunction = "vexp" | "vlog" | "verf";
+export type MathFunction = "vexp" | "vlog" | "verf" | "vsin" | "vcos";
+
+/** π/4 in three parts (Cephes): the first two products with an octant count < 2²⁹ are exact. */
+const DP = [7.85398125648498535156e-1, 3.77489470793079817668e-8, 2.69515142907905952645e-15];
+/** Taylor coefficients of sin(r)/r − 1 and cos(r) − 1 + r²/2 in r², enough on |r| ≤ π/4 in f64. */
+const SIN_POLY = [-1 / 6, 1 / 120, -1 / 5040, 1 / 362880];
+const COS_POLY = [1 / 24, -1 / 720, 1 / 40320, -1 / 3628800];
+/** Above this |x| (and for NaN, ±Inf) sin and cos call the host per lane. */
+const TRIG_LIMIT = 1048576;
 
 const EXP_POLY = [
   5.0000001201e-1,
@@ -137,6 +150,95 @@ export function addMathFunctions(m: Binaryen, binaryen: Binaryen, used: Set<Math
       ),
     ]);
   }
+  const f2 = m.f64x2;
+  const d = (x: number) => f2.splat(m.f64.const(x));
+  /** -1 in each 64-bit lane where lane 0 or 1 of the i32x4 `x` is non-zero. */
+  const wide = (x: number) => m.i64x2.extend_low_i32x4_s(i4.ne(x, ci(0)));
+  for (const name of ["vsin", "vcos"] as const) {
+    if (!used.has(name)) continue;
+    // locals: 1 half (f64x2), 2 r, 3 z, 4 octant (i32x4), 5 low result, 6 high result, 7 big, 8 out
+    define(name, 8, (set) => {
+      const half = (src: number, out: number): number[] => {
+        const y = () => f2.convert_low_i32x4_s(at(4));
+        const poly64 = (coeffs: readonly number[]) =>
+          coeffs.slice(0, -1).reduceRight(
+            (acc, k) => f2.add(f2.mul(acc, at(3)), d(k)),
+            d(coeffs[coeffs.length - 1]),
+          );
+        const sinPoly = f2.add(at(2), f2.mul(f2.mul(at(2), at(3)), poly64(SIN_POLY)));
+        const cosPoly = f2.add(
+          f2.sub(d(1), f2.mul(at(3), d(0.5))),
+          f2.mul(f2.mul(at(3), at(3)), poly64(COS_POLY)),
+        );
+        const odd = wide(m.v128.and(at(4), ci(2)));
+        const flip = m.v128.xor(
+          wide(m.v128.and(at(4), ci(4))),
+          name === "vsin" ? m.i64x2.shr_s(at(1), m.i32.const(63)) : wide(m.v128.and(at(4), ci(2))),
+        );
+        return [
+          set(1, src),
+          set(
+            4,
+            m.v128.and(
+              i4.add(i4.trunc_sat_f64x2_s_zero(f2.mul(f2.abs(at(1)), d(4 / Math.PI))), ci(1)),
+              ci(~1),
+            ),
+          ),
+          set(
+            2,
+            f2.sub(
+              f2.sub(f2.sub(f2.abs(at(1)), f2.mul(y(), d(DP[0]))), f2.mul(y(), d(DP[1]))),
+              f2.mul(y(), d(DP[2])),
+            ),
+          ),
+          set(3, f2.mul(at(2), at(2))),
+          set(
+            out,
+            name === "vsin"
+              ? m.v128.bitselect(cosPoly, sinPoly, odd)
+              : m.v128.bitselect(sinPoly, cosPoly, odd),
+          ),
+          set(out, m.v128.bitselect(f2.neg(at(out)), at(out), flip)),
+        ];
+      };
+      const host = name === "vsin" ? "sin" : "cos";
+      return [
+        ...half(f2.promote_low_f32x4(arg()), 5),
+        ...half(f2.promote_low_f32x4(m.i8x16.shuffle(arg(), arg(), HIGH)), 6),
+        set(
+          8,
+          m.i8x16.shuffle(
+            f4.demote_f64x2_zero(at(5)),
+            f4.demote_f64x2_zero(at(6)),
+            [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23],
+          ),
+        ),
+        set(7, m.v128.not(f4.le(f4.abs(arg()), c(TRIG_LIMIT)))),
+        m.if(
+          m.v128.any_true(at(7)),
+          m.block(
+            null,
+            [0, 1, 2, 3].map((l) =>
+              m.if(
+                i4.extract_lane(at(7), l),
+                set(
+                  8,
+                  f4.replace_lane(
+                    at(8),
+                    l,
+                    m.f32.demote(
+                      m.call(host, [m.f64.promote(f4.extract_lane(arg(), l))], binaryen.f64),
+                    ),
+                  ),
+                ),
+              )
+            ),
+          ),
+        ),
+        at(8),
+      ];
+    });
+  }
   if (used.has("verf")) {
     // locals: 1 |x|, 2 x², 3 |x| - 2.5, 4 sign bit
     define("verf", 4, (set) => [
@@ -158,3 +260,6 @@ export function addMathFunctions(m: Binaryen, binaryen: Binaryen, used: Set<Math
 }
 
 type SetLocal = (local: number, value: number) => number;
+
+/** Shuffle bringing lanes 2, 3 of an f32x4 down to 0, 1. */
+const HIGH = [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7];

@@ -61,6 +61,36 @@ Deno.test("vector exp, log and erf stay within 2e-6 relative error and get speci
   assert.deepEqual(await onWasm("Erf", [f32(SPECIAL)]), [NaN, 1, -1, 0, -0]);
 });
 
+Deno.test("vector sin and cos stay within 2e-6 relative error, near multiples of π too", async () => {
+  const near = Array.from({ length: 4000 }, (_, i) => {
+    const x = Math.fround(((i >> 2) + 1) * Math.PI / 2);
+    const ulp = Math.fround(x * (1 + 2 ** -23)) - x;
+    return x + ((i & 3) - 1.5) * 2 * ulp;
+  });
+  const xs = Float32Array.from([
+    ...near,
+    ...near.map((x) => -x),
+    ...Array.from({ length: 200_001 }, (_, i) => (i - 100_000) * 0.001),
+    ...Array.from({ length: 40_001 }, (_, i) => (i - 20_000) * 52.4287),
+    ...Array.from({ length: 200 }, (_, i) => 2 ** (i / 8) * 1e-3),
+  ]);
+  for (const [op, f] of [["Sin", Math.sin], ["Cos", Math.cos]] as const) {
+    const err = maxRelError(xs, await onWasm(op, [f32(xs)]), f);
+    assert.ok(err <= 2e-6, `${op}: ${err}`);
+  }
+  // Beyond 2^20 and for non-finite inputs the lanes call the host.
+  const big = [3e9, -1e30, 1048577.5];
+  assert.deepEqual(await onWasm("Sin", [f32([...big, ...SPECIAL])]), [
+    ...big.map((x) => Math.fround(Math.sin(Math.fround(x)))),
+    NaN,
+    NaN,
+    NaN,
+    0,
+    -0,
+  ]);
+  assert.deepEqual(await onWasm("Cos", [f32([NaN, Infinity, 0, -0])]), [NaN, NaN, 1, 1]);
+});
+
 /** Inputs in [-2, 2) from a fixed LCG, with a NaN and infinities when `special`. */
 function data(n: number, seed: number, special = false): Float32Array {
   const out = new Float32Array(n);
