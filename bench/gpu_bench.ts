@@ -4,7 +4,7 @@
  * end (inputs from the host, result back on the host), plus a plain elementwise copy through
  * kiln as the bandwidth yardstick of the same run. kiln-webgpu is each group's baseline. kiln's
  * device time comes from timestamp queries (a profiled executable, median of 5 runs) and goes to
- * stderr as `device-time <workload> <ms>` lines, which `bench/report.ts --device` tabulates.
+ * stderr as `device-time <workload> <ms>` lines, which `bench/report.ts --gpu` tabulates.
  * Lessons: tfjs-webgpu needs WEBGPU_CPU_FORWARD=false or small ops never touch the GPU; ONNX
  * Runtime's WebGPU needs the `onnxruntime-web/webgpu` entry and `numThreads = 1`, and runs only
  * with `KILN_BENCH_ORT=1`: its whole package exceeds the 64 MiB a GPU run can carry, so
@@ -139,6 +139,9 @@ async function jaxWebgpu(w: Workload): Promise<PeerRun | undefined> {
     await jitted(...names.map((k) => np.array(w.inputs[k].data).reshape(w.inputs[k].shape))).data();
 }
 
+// `bench/report.ts --gpu` measures one library per process and says which.
+const only = Deno.env.get("KILN_BENCH_ONLY");
+
 for (const w of workloads) {
   const heavy = w.id === "W2-2048" || w.id === "W2-4096" || w.id.startsWith("W1") ||
     w.id.startsWith("copy");
@@ -162,6 +165,7 @@ for (const w of workloads) {
   ];
   const runners: [string, Promise<PeerRun | undefined>][] = [];
   for (const [name, setup] of setups) {
+    if (only && only !== name) continue;
     runners.push([
       name,
       Promise.resolve(

@@ -5,9 +5,12 @@
  * and a table of first runs (setup + compile + run) — and `bench/report.svg` (a log-scale bar
  * chart). Progress goes to stderr.
  *
- * `deno run -A bench/report.ts --gpu FILE.json [--device FILE.err]` turns the JSON of a `deno task
- * bench:gpu` run on the GPU machine (and the `device-time` lines of its stderr: kiln's device time
- * from timestamp queries) into `bench/REPORT-gpu.md` and `bench/report-gpu.svg` the same way.
+ * `--gpu` does the same with `bench/gpu_bench.ts` (`deno task bench:gpu`, on the GPU machine) and
+ * adds kiln's device time from timestamp queries, writing `bench/REPORT-gpu.md` and
+ * `bench/report-gpu.svg`. A GPU run has a time limit per command, so the measurements can be
+ * split: `--libraries a,b` measures some libraries, `--raw FILE` saves what was measured, and
+ * `--from FILE…` renders the report from saved files instead of measuring. `KILN_BENCH_FLAGS`
+ * adds flags to each `deno bench` (`--no-lock --cached-only` on the offline GPU machine).
  *
  * @module
  */
@@ -16,22 +19,25 @@ import { parseArgs } from "node:util";
 const { values: flags } = parseArgs({
   args: Deno.args,
   options: {
-    gpu: { type: "string" },
-    device: { type: "string" },
+    gpu: { type: "boolean", default: false },
     note: { type: "string", multiple: true },
     processes: { type: "string", default: "3" },
+    libraries: { type: "string" },
+    raw: { type: "string" },
+    from: { type: "string", multiple: true },
   },
 });
 const PROCESSES = Number(flags.processes);
 if (!Number.isInteger(PROCESSES) || PROCESSES < 1) {
   throw new Error(`--processes must be a positive integer, got ${flags.processes}`);
 }
-const GPU = flags.gpu !== undefined;
+const GPU = flags.gpu;
 const LIBRARIES = GPU
   ? ["kiln webgpu", "tfjs webgpu", "onnxruntime-web webgpu", "jax-js webgpu"]
   : ["kiln wasm", "kiln reference", "tfjs cpu", "tfjs wasm", "onnxruntime-web wasm", "jax-js wasm"];
 const KILN = LIBRARIES[0];
-const BENCH = new URL("./cpu_bench.ts", import.meta.url).pathname;
+const BENCH = new URL(GPU ? "./gpu_bench.ts" : "./cpu_bench.ts", import.meta.url).pathname;
+const BENCH_FLAGS = (Deno.env.get("KILN_BENCH_FLAGS") ?? "").split(/\s+/).filter(Boolean);
 
 /** One process's mean time of one library on one workload. */
 interface Row {
@@ -40,25 +46,38 @@ interface Row {
   avgMs: number;
 }
 
-/** One process's first run (setup, compile and run) of one library on one workload. */
-interface FirstRun {
+/** One process's figure (a first run, or kiln's device time) of one library on one workload. */
+interface Figure {
   group: string;
   library: string;
   ms: number;
 }
 
-async function runLibrary(library: string): Promise<{ rows: Row[]; first: FirstRun[] }> {
+/** What the processes measured (the `--raw` file). */
+interface Measured {
+  runs: Row[];
+  firsts: Figure[];
+  devices: Figure[];
+}
+
+async function runLibrary(library: string): Promise<Measured> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["bench", "-A", "--json", "--filter", library, BENCH],
+    args: ["bench", "-A", ...BENCH_FLAGS, "--json", "--filter", library, BENCH],
     stdout: "piped",
     stderr: "piped",
     env: { NO_COLOR: "1", KILN_BENCH_ONLY: library },
   }).output();
-  const first = new TextDecoder().decode(out.stderr).split("\n").flatMap((line) => {
-    const [tag, group, lib, ms] = line.split("\t");
-    return tag === "first-run" && lib === library ? [{ group, library, ms: Number(ms) }] : [];
-  });
-  return { rows: rowsOf(new TextDecoder().decode(out.stdout), library), first };
+  const lines = new TextDecoder().decode(out.stderr).split("\n").map((l) => l.split("\t"));
+  return {
+    runs: rowsOf(new TextDecoder().decode(out.stdout), library),
+    // `first-run <workload> <library> <ms>` and `device-time <workload> <ms>` (kiln's only).
+    firsts: lines.flatMap(([tag, group, lib, ms]) =>
+      tag === "first-run" && lib === library ? [{ group, library, ms: Number(ms) }] : []
+    ),
+    devices: lines.flatMap(([tag, group, ms]) =>
+      tag === "device-time" ? [{ group, library, ms: Number(ms) }] : []
+    ),
+  };
 }
 
 function rowsOf(text: string, library: string): Row[] {
@@ -123,26 +142,37 @@ function svg(rows: Row[], groups: string[]): string {
   }" font-family="sans-serif">${legend.join("")}${parts.join("")}</svg>\n`;
 }
 
-const runs: Row[] = [], firsts: FirstRun[] = [];
-if (GPU) {
-  const text = await Deno.readTextFile(flags.gpu!);
-  for (const library of LIBRARIES) runs.push(...rowsOf(text, library));
+const measured: Measured = { runs: [], firsts: [], devices: [] };
+const add = (m: Measured) => {
+  measured.runs.push(...m.runs);
+  measured.firsts.push(...m.firsts);
+  measured.devices.push(...m.devices);
+};
+if (flags.from?.length) {
+  for (const file of flags.from) add(JSON.parse(await Deno.readTextFile(file)));
 } else {
-  const total = LIBRARIES.length * PROCESSES;
+  const wanted = flags.libraries?.split(",").map((l) => l.trim()) ?? LIBRARIES;
+  const unknown = wanted.filter((l) => !LIBRARIES.includes(l));
+  if (unknown.length) {
+    throw new Error(
+      `--libraries: unknown ${unknown.join(", ")}; choose from ${LIBRARIES.join(", ")}`,
+    );
+  }
+  const total = wanted.length * PROCESSES;
   let done = 0;
   for (let p = 0; p < PROCESSES; p++) {
-    for (const library of LIBRARIES) {
+    for (const library of wanted) {
       Deno.stderr.writeSync(
         new TextEncoder().encode(
           `[${++done}/${total}] ${library}, process ${p + 1} of ${PROCESSES}…\n`,
         ),
       );
-      const { rows, first } = await runLibrary(library);
-      runs.push(...rows);
-      firsts.push(...first);
+      add(await runLibrary(library));
     }
   }
+  if (flags.raw) await Deno.writeTextFile(flags.raw, JSON.stringify(measured));
 }
+const { runs, firsts, devices } = measured;
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b), h = s.length >> 1;
   return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
@@ -173,13 +203,8 @@ type Cell = (typeof rows)[number];
  * kiln's device time per workload (timestamp queries) beside its end-to-end time, with what it
  * means: bandwidth against the plain copy kernel of the same run, TFLOP/s for the matmuls.
  */
-function deviceTable(text: string): string[] {
-  const device = new Map(
-    text.split("\n").flatMap((line) => {
-      const [tag, group, ms] = line.split("\t");
-      return tag === "device-time" ? [[group, Number(ms)] as const] : [];
-    }),
-  );
+function deviceTable(times: Cell[]): string[] {
+  const device = new Map(times.map((c) => [c.group, c.avgMs]));
   const derived = (g: string, ms: number) => {
     const n = Number(g.match(/^W2-(\d+)$/)?.[1]);
     if (n) return `${(2 * n ** 3 / ms / 1e9).toFixed(1)} TFLOP/s`;
@@ -226,7 +251,7 @@ const lines = [
   GPU ? "# kiln GPU benchmarks" : "# kiln CPU benchmarks",
   "",
   GPU
-    ? `Produced on the GPU machine by \`deno task bench:gpu\` (its JSON converted with \`deno run -A bench/report.ts --gpu FILE\`). All libraries ran in one process on Deno's WebGPU; times are end to end (host inputs in, result back on the host), \`deno bench\` means, and every result was checked against float64 before it was timed. Workloads: \`bench/workloads.ts\`, \`bench/gpu_bench.ts\`.`
+    ? `Produced on the GPU machine by \`deno task bench:gpu\` (\`bench/report.ts --gpu\`). Each library ran in its own processes on Deno's WebGPU; a cell is the median of the processes' \`deno bench\` means and ±half their spread. Times are end to end (host inputs in, result back on the host), and every result was checked against float64 before it was timed. Workloads: \`bench/workloads.ts\`, \`bench/gpu_bench.ts\`.`
     : `Produced by \`deno task bench:report\` on ${
       new Date().toISOString().slice(0, 10)
     } (Deno ${Deno.version.deno}, ${cpu}, ${navigator.hardwareConcurrency} cores). Each library ran in its own process, ${PROCESSES} processes per library; a cell is the median of the processes' \`deno bench\` means (from the call until the result is a host typed array) and ±half their spread. kiln wasm and ONNX Runtime use ${navigator.hardwareConcurrency} threads, tfjs-wasm one (it sees Node). Every library's result was checked (float64, or ONNX Runtime's recorded outputs for the models) before it was timed. Workloads are defined in \`bench/workloads.ts\`.`,
@@ -241,7 +266,7 @@ const lines = [
       "",
     ]
     : []),
-  ...(flags.device ? deviceTable(await Deno.readTextFile(flags.device)) : []),
+  ...(devices.length ? deviceTable(cells(devices)) : []),
   ...(flags.note ?? []).map((n) => `- ${n}`),
   "",
   `![kiln vs peers](${GPU ? "report-gpu.svg" : "report.svg"})`,
