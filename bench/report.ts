@@ -9,7 +9,7 @@
  * adds kiln's device time from timestamp queries, writing `bench/REPORT-gpu.md` and
  * `bench/report-gpu.svg`. A GPU run has a time limit per command, so the measurements can be
  * split: `--libraries a,b` measures some libraries, `--raw FILE` saves what was measured, and
- * `--from FILE…` renders the report from saved files instead of measuring. `KILN_BENCH_FLAGS`
+ * `--from FILE` (repeatable) renders the report from saved files instead of measuring. `KILN_BENCH_FLAGS`
  * adds flags to each `deno bench` (`--no-lock --cached-only` on the offline GPU machine).
  *
  * @module
@@ -212,7 +212,7 @@ function deviceTable(times: Cell[]): string[] {
     return /^(W1|copy)-16M$/.test(g) ? `${(2 * 4 * 2 ** 24 / ms / 1e6).toFixed(0)} GB/s` : "";
   };
   return [
-    "kiln's device time (timestamp queries around each kernel's pass, summed over the run's kernels; median of 5 profiled runs) beside its end-to-end time, with the bandwidth or FLOP rate it implies:",
+    "kiln's device time (timestamp queries around each kernel's pass, summed over the run's kernels; median of 5 profiled runs in each process, then over the processes) beside its end-to-end time, with the bandwidth or FLOP rate it implies:",
     "",
     "| workload | device time | end to end | |",
     "| --- | ---: | ---: | --- |",
