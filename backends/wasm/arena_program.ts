@@ -126,7 +126,9 @@ export function arenaProgram(plan: ArenaPlan): Program {
     : undefined;
   const split = plan.kernels.map((k) => {
     const unit = rowUnit(k), work = workOf(k) / Math.max(1, rowCount(k));
-    return { unit, chunk: unit * Math.max(1, Math.floor(CHUNK_WORK / (work * unit))) };
+    // A matmul call packs B whole: its calls start at 11 tiles (66 rows) to amortize that.
+    const least = k.pattern === "matmul" ? 11 : 1;
+    return { unit, chunk: unit * Math.max(least, Math.floor(CHUNK_WORK / (work * unit))) };
   });
   const written = new Map<number, TensorData>();
   const write = (value: number, data: TensorData, dtype: DType) => {

@@ -1104,8 +1104,8 @@ export function generateWasm(
    * the outer loop takes B in panels of 8 columns, so one panel stays in cache across all row
    * tiles. Rows left over run 1×8 tiles, columns left over a scalar dot product per column. Each
    * finished tile goes through the scratch to the epilogue, a linear walk over its columns.
-   * `undefined` when the operands are not affine, B is not contiguous in n, or B changes with the
-   * row (batched B): the i-k-j path below takes those.
+   * `undefined` when the operands are not affine, B's columns run backwards, or B changes with
+   * the row (batched B): the i-k-j path below takes those.
    */
   function tiledGemm(plan: MatmulPlan): number[] | undefined {
     const { nb, n, k, a, b } = plan;
@@ -1115,12 +1115,13 @@ export function generateWasm(
     const outs = kernel.outputs.map((_, j) => j), exprs = kernel.outputs.map((o) => o.expr);
     const epilogue = accessesOf(exprs, outs);
     if (
-      !wa || !wb || !epilogue || n < 8 || wa.weights[nAxis] !== 0 || wb.weights[nAxis] !== 1 ||
+      !wa || !wb || !epilogue || n < 8 || wa.weights[nAxis] !== 0 || wb.weights[nAxis] <= 0 ||
       !linearOver(epilogue, [nAxis]) ||
       space.slice(0, nAxis).some((d, i) => d !== 1 && wb.weights[i] !== 0)
     ) return undefined;
     const vectorEpilogue = vectorizable(exprs, outs);
     const strideA = 4 * wa.weights[kAxis], strideB = 4 * wb.weights[kAxis];
+    const strideN = 4 * wb.weights[nAxis];
     const r = local(i32), r1 = local(i32), n0 = local(i32), kk = local(i32), rowAt = local(i32);
     const bPtr = local(i32), av = local(v128), b0 = local(v128), b1 = local(v128);
     const aPtr = [...Array(TILE_ROWS).keys()].map(() => local(i32));
@@ -1208,8 +1209,16 @@ export function generateWasm(
         m.local.set(bPtr, loadAddress(b, st).address),
         m.local.set(dst, m.i32.add(get(scratch, i32), ic(PANEL))),
         ...kLoop([
-          m.v128.store(0, 4, get(dst, i32), m.v128.load(0, 4, get(bPtr, i32))),
-          m.v128.store(16, 4, get(dst, i32), m.v128.load(16, 4, get(bPtr, i32))),
+          // Contiguous columns copy as two vectors; others (B transposed, as PyTorch's Linear
+          // exports it) gather eight scalars.
+          ...(strideN === 4
+            ? [
+              m.v128.store(0, 4, get(dst, i32), m.v128.load(0, 4, get(bPtr, i32))),
+              m.v128.store(16, 4, get(dst, i32), m.v128.load(16, 4, get(bPtr, i32))),
+            ]
+            : [...Array(8).keys()].map((c) =>
+              m.f32.store(4 * c, 4, get(dst, i32), m.f32.load(c * strideN, 4, get(bPtr, i32)))
+            )),
           m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(strideB))),
           m.local.set(dst, m.i32.add(get(dst, i32), ic(32))),
         ]),
@@ -1256,9 +1265,12 @@ export function generateWasm(
                   m.i32.add(get(aPtr[0], i32), m.i32.mul(get(kk, i32), ic(strideA))),
                 ),
                 m.f32.load(
-                  4 * c,
+                  0,
                   4,
-                  m.i32.add(get(bPtr, i32), m.i32.mul(get(kk, i32), ic(strideB))),
+                  m.i32.add(
+                    get(bPtr, i32),
+                    m.i32.add(m.i32.mul(get(kk, i32), ic(strideB)), ic(c * strideN)),
+                  ),
                 ),
               ),
             ),
