@@ -36,6 +36,21 @@ import type { WorkerClass } from "./worker_crew.ts";
 let binaryen: Promise<Binaryen> | undefined;
 let workers: Promise<WorkerClass | undefined> | undefined;
 
+/**
+ * Compiles a kernel's module. Synchronously where the engine allows: Deno resolves an async
+ * `WebAssembly.compile` only after ~300 ms even for a 2 KB module, while a synchronous compile
+ * (lazy, baseline tier first) takes 0.2 ms. Browsers refuse synchronous compiles of larger
+ * modules on their main thread (a RangeError); those go async.
+ */
+function compileModule(bytes: Uint8Array<ArrayBuffer>): Promise<WebAssembly.Module> {
+  try {
+    return Promise.resolve(new WebAssembly.Module(bytes));
+  } catch (e) {
+    if (e instanceof RangeError) return WebAssembly.compile(bytes);
+    throw e;
+  }
+}
+
 let relaxed: boolean | undefined;
 
 /** Whether the engine compiles relaxed SIMD (a one-instruction probe module, checked once). */
@@ -121,7 +136,7 @@ export class WasmBackend implements Backend {
           ? new Uint8Array()
           : generateWasm(this.#loaded(), kernel, { shared: this.#threads > 1, fma: this.#fma }),
       load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {
-        const module = await WebAssembly.compile(artifact as Uint8Array<ArrayBuffer>);
+        const module = await compileModule(artifact as Uint8Array<ArrayBuffer>);
         return this.#single(kernel, module);
       },
       assemble: async (plan) => {
@@ -129,7 +144,7 @@ export class WasmBackend implements Backend {
           const bytes = (plan.artifacts?.[i] as Uint8Array | undefined)?.byteLength
             ? plan.artifacts![i]
             : this.codegen.generate(k);
-          return WebAssembly.compile(bytes as Uint8Array<ArrayBuffer>);
+          return compileModule(bytes as Uint8Array<ArrayBuffer>);
         }));
         return arenaProgram({
           ...planOf(plan.graph),
