@@ -10,6 +10,7 @@ import type { Program } from "../backend.ts";
 import type { DType, TensorData } from "../../jit/dtype.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import { aluCount, type KernelIR, kernelText, rowCount } from "../../jit/kernel_ir.ts";
+import { KilnError } from "../../jit/errors.ts";
 import { planMemory } from "../../jit/memory_plan.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { fromWords, toWords } from "../words.ts";
@@ -67,6 +68,8 @@ function threadable(k: KernelIR): boolean {
 }
 
 const PAGE = 65536;
+/** 4 GiB: what a 32-bit WebAssembly memory can address. */
+const MAX_PAGES = 65536;
 
 /** Builds the program for `plan`. */
 export function arenaProgram(plan: ArenaPlan): Program {
@@ -99,10 +102,21 @@ export function arenaProgram(plan: ArenaPlan): Program {
     scratchSize = Math.ceil(Math.max(16, ...plan.kernels.map(scratchBytes)) / 16) * 16;
   top += scratchSize * threads;
   const pages = Math.max(1, Math.ceil(top / PAGE));
+  if (pages > MAX_PAGES) {
+    throw new KilnError(
+      `The wasm backend needs ${
+        (top / 2 ** 30).toFixed(1)
+      } GiB for this program's buffers; WebAssembly addresses at most 4 GiB`,
+      {
+        code: "unsupported",
+        fix: "run it on the webgpu or reference backend, or compile smaller pieces of the graph",
+      },
+    );
+  }
   const shared = (plan.threads ?? 1) > 1;
   const memory = new WebAssembly.Memory({
     initial: pages,
-    maximum: shared ? pages : 65536,
+    maximum: shared ? pages : MAX_PAGES,
     shared,
   } as WebAssembly.MemoryDescriptor);
   const runs = plan.modules.map((

@@ -95,7 +95,8 @@ export interface WasmBackendOptions {
   /**
    * Threads for large kernels, the calling one included (default
    * `navigator.hardwareConcurrency`). Threads need `node:worker_threads` (Deno, Node) and
-   * `SharedArrayBuffer`; where either is missing kernels run on the calling thread.
+   * `SharedArrayBuffer`; where either is missing kernels run on the calling thread. Each program
+   * with a large kernel starts its own `threads - 1` workers; `dispose()` ends them.
    */
   readonly threads?: number;
 }

@@ -213,3 +213,12 @@ Deno.test("large kernels give the same results with threads on and off", async (
   }
   assert.throws(() => new WasmBackend({ threads: 0 }), /threads must be a positive integer/);
 });
+
+Deno.test("a program beyond 4 GiB of buffers is refused with a clear error", async () => {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Neg", [b.input("x", [2 ** 29, 2])]));
+  await assert.rejects(
+    compile(b.build(), { backend: wasm, cache: false }),
+    /WebAssembly addresses at most 4 GiB[\s\S]*Fix: run it on the webgpu or reference backend/,
+  );
+});
