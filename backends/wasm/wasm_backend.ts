@@ -37,10 +37,14 @@ let binaryen: Promise<Binaryen> | undefined;
 let workers: Promise<WorkerClass | undefined> | undefined;
 
 /**
- * Compiles a kernel's module. Synchronously where the engine allows: Deno resolves an async
- * `WebAssembly.compile` only after ~300 ms even for a 2 KB module, while a synchronous compile
- * (lazy, baseline tier first) takes 0.2 ms. Browsers refuse synchronous compiles of larger
- * modules on their main thread (a RangeError); those go async.
+ * Compiles a kernel's module. Synchronously where the engine allows: Deno's async
+ * `WebAssembly.compile` optimizes eagerly and resolves only after ~300 ms even for a 2 KB module,
+ * while a synchronous compile (lazy, baseline tier first) takes 0.2 ms. The price: V8 tiers a
+ * small model's kernels up only after some 100 runs (the shared mlp runs 0.5 ms, then 0.16 ms).
+ * Swapping in an async compile's modules when they arrive does not work either: the promise
+ * settles only when the event loop turns, which a loop of awaited runs never does. Browsers
+ * refuse synchronous compiles of larger modules on their main thread (a RangeError); those go
+ * async.
  */
 function compileModule(bytes: Uint8Array<ArrayBuffer>): Promise<WebAssembly.Module> {
   try {

@@ -873,13 +873,18 @@ export function generateWasm(
   /** One reduction over a row along a linear walk, or `undefined` when its accesses are not. */
   const linearReduction = (r: Reduction, acc: number, keep?: number): number[] | undefined => {
     const access = accessesOf([r.expr], keep === undefined ? [] : [keep]);
-    if (!access || !linearOver(access, red)) return undefined;
+    if (!access) return undefined;
+    // Walk the reduced axes as one index where every access is linear in it; otherwise (conv's
+    // channel and window axes) loop over the outer ones and walk only the last.
+    const group = linearOver(access, red) ? red : red.slice(-1);
+    const outer = red.slice(0, red.length - group.length);
+    const count = groupSize(group, space);
     const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
-    const lin = hoist(walks(access, red, stmts), [r.expr], stmts);
-    const vector = inner >= 4 && r.dtype === "f32" && vectorKind(r.expr) === "f32";
+    const { hoisted } = hoist({ j: -1, loads: new Map(), stores: new Map() }, [r.expr], stmts);
+    const vector = count >= 4 && r.dtype === "f32" && vectorKind(r.expr) === "f32";
     const wide = wideSum(r);
     const lo = local(v128), hi = local(v128);
-    const between: number[] = [];
+    const combine: number[] = [];
     if (vector) {
       stmts.push(
         m.local.set(
@@ -891,7 +896,7 @@ export function generateWasm(
         m.local.set(hi, get(lo, v128)),
       );
       if (wide) {
-        between.push(
+        combine.push(
           m.local.set(
             acc,
             [0, 1].reduce(
@@ -909,14 +914,16 @@ export function generateWasm(
         );
       } else {
         for (let l = 0; l < 4; l++) {
-          between.push(...accumulate(r, acc, f4.extract_lane(get(lo, v128), l)));
+          combine.push(...accumulate(r, acc, f4.extract_lane(get(lo, v128), l)));
         }
       }
     }
-    stmts.push(
+    const walk: number[] = [];
+    const lin: Linear = { ...walks(access, group, walk), hoisted };
+    walk.push(
       ...linearLoop(
         lin,
-        () => ic(inner),
+        () => ic(count),
         vector
           ? (st) => {
             const memo = new Map<string, number>();
@@ -948,9 +955,20 @@ export function generateWasm(
           if (keep !== undefined) st.push(m.f32.store(0, 4, at(lin.stores.get(keep)!, lin.j), v()));
           st.push(...accumulate(r, acc, v()));
         },
-        between,
       ),
     );
+    // The outer axes as nested loops around the walk, innermost last.
+    const nest = outer.reduceRight(
+      (body, a) => [
+        m.local.set(coord[a], ic(0)),
+        whileLoop(() => m.i32.lt_s(get(coord[a], i32), ic(space[a])), [
+          ...body,
+          m.local.set(coord[a], m.i32.add(get(coord[a], i32), ic(1))),
+        ]),
+      ],
+      walk,
+    );
+    stmts.push(...nest, ...combine);
     return stmts;
   };
 
