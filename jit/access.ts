@@ -2,8 +2,9 @@
  * Access analysis: when an index-step chain makes a buffer's element offset an affine function of
  * the kernel's coordinates, code generators can walk it with one pointer and a constant stride
  * instead of re-deriving every element's coordinates (and can use vector loads where that stride
- * is 1). Chains with bounds (pad fills), or with a reshape followed by further steps, are not
- * affine in general and get `undefined`: generators keep their per-element path for those.
+ * is 1). Chains with bounds some point can leave (pad fills), or with a reshape followed by
+ * further steps, are not affine in general and get `undefined`: generators keep their
+ * per-element path for those.
  *
  * @module
  */
@@ -34,7 +35,6 @@ export function affineOffset(
       coordShape = s.from;
       break;
     }
-    if (s.bounds) return undefined;
     rows = s.coeff.map((c, j) =>
       rows[0] === undefined
         ? space.map(() => 0).concat(s.offset[j])
@@ -43,6 +43,9 @@ export function affineOffset(
           (col === space.length ? s.offset[j] : 0)
         )
     );
+    // Bounds that no point of the space can leave (a convolution without padding) change
+    // nothing; any other bounds make the load's value depend on more than its address.
+    if (s.bounds && !rows.every((r, j) => withinBounds(r, space, s.bounds![j]))) return undefined;
   }
   const strides = stridesOf(coordShape);
   const total = space.map((_, col) => rows.reduce((acc, r, d) => acc + strides[d] * r[col], 0));
@@ -73,6 +76,17 @@ export function strideOver(
     inner *= d;
   }
   return stride ?? 0;
+}
+
+/** Whether the affine coordinate `row` (weights per axis, then a constant) stays in `[0, bound)`. */
+function withinBounds(row: readonly number[], space: Shape, bound: number): boolean {
+  let lo = row[space.length], hi = row[space.length];
+  space.forEach((d, i) => {
+    const span = row[i] * Math.max(0, d - 1);
+    lo += Math.min(0, span);
+    hi += Math.max(0, span);
+  });
+  return lo >= 0 && hi < bound;
 }
 
 /** The longest suffix of the space's axes over which every access is linear. */
