@@ -14,7 +14,7 @@ import { KilnError } from "../../jit/errors.ts";
 import { planMemory } from "../../jit/memory_plan.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { fromWords, toWords } from "../words.ts";
-import { scratchBytes, TILE_ROWS } from "./wasm_codegen.ts";
+import { scratchBytes, TILE_ROWS } from "./wasm_matmul.ts";
 import { Crew, type WorkerClass } from "./worker_crew.ts";
 
 /** Rows a thread's share is a multiple of: whole tiles of rows for a matmul, else 16 rows. */

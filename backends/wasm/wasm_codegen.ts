@@ -28,16 +28,15 @@ import {
   strideOver,
 } from "../../jit/access.ts";
 import {
-  applyStep,
   type Expr,
   type IndexStep,
   type KernelIR,
-  linearIndex,
   type Reduction,
   walk,
 } from "../../jit/kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
 import { addMathFunctions, type MathFunction } from "./wasm_math.ts";
+import { gemmBody, type MatmulContext, matmulPlan, tiledGemm } from "./wasm_matmul.ts";
 
 /** The subset of the Binaryen.js API this generator uses. */
 // deno-lint-ignore no-explicit-any
@@ -46,7 +45,8 @@ export type Binaryen = any;
 /** Scalar helpers the generated code imports from the host (`env.*`, f64 → f64). */
 export const IMPORTS: readonly string[] = ["sin", "cos", "pow", "fmod", "f16"];
 
-type LoadExpr = Extract<Expr, { kind: "load" }>;
+/** A load node of the kernel IR. */
+export type LoadExpr = Extract<Expr, { kind: "load" }>;
 
 /** The Binaryen passes run on every module (see the end of `generateWasm`). */
 const PASSES = ["inlining", "simplify-locals", "vacuum", "coalesce-locals", "reorder-locals"];
@@ -116,6 +116,36 @@ const VECTOR_LOGIC = new Set(["And", "Or", "Not"]);
 const HIGH_HALF = [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7];
 
 const isFloat = (d: DType) => d === "f32" || d === "f16";
+
+/** A buffer walked by a linear loop: a base byte address (a local) and a stride in elements. */
+export interface Walk {
+  /** Local holding the base address. */
+  readonly base: number;
+  /** Elements per step of the loop index. */
+  readonly stride: number;
+}
+
+/** The walks of one linear loop. */
+export interface Linear {
+  /** Local holding the loop index. */
+  readonly j: number;
+  /** Each load's walk. */
+  readonly loads: Map<Expr, Walk>;
+  /** Each stored output's walk. */
+  readonly stores: Map<number, Walk>;
+  /** Where a matmul epilogue reads its accumulators (instead of the reduction's local). */
+  readonly acc?: Walk;
+  /** Loop-invariant f32 subexpressions evaluated before the loop, by key. */
+  readonly hoisted?: Map<string, number>;
+}
+
+/** The affine accesses of some expressions and stores. */
+export interface Accesses {
+  /** Loads with their offsets. */
+  readonly loads: [LoadExpr, AffineOffset][];
+  /** Output indices with their offsets. */
+  readonly stores: [number, AffineOffset][];
+}
 
 /** Options of {@linkcode generateWasm}. */
 export interface GenerateOptions {
@@ -559,23 +589,6 @@ export function generateWasm(
   // buffer is walked from a base address with a constant stride — four lanes at a time where the
   // whole expression has an f32x4 lowering, one at a time for the tail and everything else.
   const v128 = binaryen.v128, f4 = m.f32x4;
-  interface Walk {
-    readonly base: number;
-    readonly stride: number;
-  }
-  interface Linear {
-    readonly j: number;
-    readonly loads: Map<Expr, Walk>;
-    readonly stores: Map<number, Walk>;
-    /** Where a matmul epilogue reads its accumulators (instead of the reduction's local). */
-    readonly acc?: Walk;
-    /** Loop-invariant f32 subexpressions evaluated before the loop, by key. */
-    readonly hoisted?: Map<string, number>;
-  }
-  interface Accesses {
-    readonly loads: [LoadExpr, AffineOffset][];
-    readonly stores: [number, AffineOffset][];
-  }
   const accessesOf = (exprs: readonly Expr[], outs: readonly number[]): Accesses | undefined => {
     const found = new Set<LoadExpr>();
     for (const e of exprs) walk(e, (x) => x.kind === "load" && found.add(x));
@@ -1102,8 +1115,33 @@ export function generateWasm(
   const scratch = nIn + nOut, start = nIn + nOut + 1, end = nIn + nOut + 2;
   const gemm = matmulPlan(kernel);
   const elementwise = gemm ? undefined : elementwiseBody();
-  if (gemm) body.push(...(tiledGemm(gemm) ?? gemmBody(gemm)));
-  else if (elementwise) body.push(...elementwise);
+  if (gemm) {
+    const context: MatmulContext = {
+      m,
+      binaryen,
+      kernel,
+      fma: options.fma ?? false,
+      kept,
+      coord,
+      accs,
+      params: { scratch, start, end },
+      local,
+      get,
+      ic,
+      unravel,
+      loadAddress,
+      value,
+      store,
+      whileLoop,
+      accessesOf,
+      linearOver,
+      walks,
+      vectorizable,
+      storeLinear,
+      linearLoop,
+    };
+    body.push(...(tiledGemm(context, gemm) ?? gemmBody(context, gemm)));
+  } else if (elementwise) body.push(...elementwise);
   else {
     body.push(
       m.local.set(row, get(start, i32)),
@@ -1120,333 +1158,6 @@ export function generateWasm(
       ),
     );
   }
-  /**
-   * Register-blocked f32 matmul. 6×8 output tiles live in twelve f32x4 accumulators while k runs;
-   * the outer loop takes B in panels of 8 columns, so one panel stays in cache across all row
-   * tiles. Rows left over run 1×8 tiles, columns left over a scalar dot product per column. Each
-   * finished tile goes through the scratch to the epilogue, a linear walk over its columns.
-   * `undefined` when the operands are not affine, B's columns run backwards, or B changes with
-   * the row (batched B): the i-k-j path below takes those.
-   */
-  function tiledGemm(plan: MatmulPlan): number[] | undefined {
-    const { nb, n, k, a, b } = plan;
-    const nAxis = nb + 1, kAxis = nb + 2;
-    const wa = affineOffset(a.steps, space, kernel.inputs[a.input].shape);
-    const wb = affineOffset(b.steps, space, kernel.inputs[b.input].shape);
-    const outs = kernel.outputs.map((_, j) => j), exprs = kernel.outputs.map((o) => o.expr);
-    const epilogue = accessesOf(exprs, outs);
-    if (
-      !wa || !wb || !epilogue || n < 8 || wa.weights[nAxis] !== 0 || wb.weights[nAxis] <= 0 ||
-      !linearOver(epilogue, [nAxis]) ||
-      space.slice(0, nAxis).some((d, i) => d !== 1 && wb.weights[i] !== 0)
-    ) return undefined;
-    const vectorEpilogue = vectorizable(exprs, outs);
-    const strideA = 4 * wa.weights[kAxis], strideB = 4 * wb.weights[kAxis];
-    const strideN = 4 * wb.weights[nAxis];
-    const r = local(i32), r1 = local(i32), n0 = local(i32), kk = local(i32), rowAt = local(i32);
-    const bPtr = local(i32), av = local(v128), b0 = local(v128), b1 = local(v128);
-    const aPtr = [...Array(TILE_ROWS).keys()].map(() => local(i32));
-    const acc = [...Array(2 * TILE_ROWS).keys()].map(() => local(v128));
-    const v = (l: number) => get(l, v128);
-    /** Coordinates of flattened output row `row` (batch and m), column `col`, k = 0. */
-    const setRow = (row: number, col: number, st: number[]) =>
-      st.push(
-        m.local.set(rowAt, row),
-        ...unravel(kept.slice(0, -1), rowAt),
-        m.local.set(coord[nAxis], col),
-        m.local.set(coord[kAxis], ic(0)),
-      );
-    const epilogueRow = (row: number, col: number, width: number, accOffset: number) => {
-      const st: number[] = [];
-      setRow(row, col, st);
-      const base = local(i32);
-      st.push(m.local.set(base, m.i32.add(get(scratch, i32), ic(accOffset))));
-      const lin: Linear = { ...walks(epilogue, [nAxis], st), acc: { base, stride: 1 } };
-      const each = (lanes: 1 | 4) => (s: number[]) => {
-        const memo = new Map<string, number>();
-        for (const o of outs) storeLinear(o, lanes, lin, memo, s);
-      };
-      st.push(
-        ...linearLoop(
-          lin,
-          () => ic(width),
-          width >= 4 && vectorEpilogue ? each(4) : undefined,
-          each(1),
-        ),
-      );
-      return st;
-    };
-    const kLoop = (body: number[]) =>
-      k === 0 ? [] : [
-        m.local.set(kk, ic(0)),
-        whileLoop(() => m.i32.lt_s(get(kk, i32), ic(k)), [
-          ...body,
-          m.local.set(kk, m.i32.add(get(kk, i32), ic(1))),
-        ]),
-      ];
-    const tile = (rows: number): number[] => {
-      const st: number[] = [];
-      for (let i = 0; i < rows; i++) {
-        setRow(m.i32.add(get(r, i32), ic(i)), get(n0, i32), st);
-        st.push(m.local.set(aPtr[i], loadAddress(a, st).address));
-      }
-      st.push(m.local.set(bPtr, m.i32.add(get(scratch, i32), ic(PANEL))));
-      for (let i = 0; i < 2 * rows; i++) st.push(m.local.set(acc[i], f4.splat(m.f32.const(0))));
-      const body = [
-        m.local.set(b0, m.v128.load(0, 4, get(bPtr, i32))),
-        m.local.set(b1, m.v128.load(16, 4, get(bPtr, i32))),
-        m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(32))),
-      ];
-      const madd = (x: number, y: number, z: number) =>
-        options.fma
-          ? binaryen._BinaryenSIMDTernary(m.ptr, binaryen.RelaxedMaddVecF32x4, x, y, z)
-          : f4.add(z, f4.mul(x, y));
-      for (let i = 0; i < rows; i++) {
-        body.push(
-          m.local.set(av, f4.splat(m.f32.load(0, 4, get(aPtr[i], i32)))),
-          m.local.set(acc[2 * i], madd(v(av), v(b0), v(acc[2 * i]))),
-          m.local.set(acc[2 * i + 1], madd(v(av), v(b1), v(acc[2 * i + 1]))),
-          m.local.set(aPtr[i], m.i32.add(get(aPtr[i], i32), ic(strideA))),
-        );
-      }
-      st.push(...kLoop(body));
-      for (let i = 0; i < 2 * rows; i++) {
-        st.push(m.v128.store(16 * i, 4, get(scratch, i32), v(acc[i])));
-      }
-      for (let i = 0; i < rows; i++) {
-        st.push(...epilogueRow(m.i32.add(get(r, i32), ic(i)), get(n0, i32), 8, 32 * i));
-      }
-      return st;
-    };
-    /**
-     * Copies B's panel of 8 columns at n0 into the scratch, k-major: B's rows are often a page
-     * apart, and streaming 32 bytes from each of k pages thrashes the caches' sets.
-     */
-    const pack = () => {
-      const st: number[] = [];
-      setRow(m.i32.div_u(get(start, i32), ic(n)), get(n0, i32), st);
-      const dst = local(i32);
-      st.push(
-        m.local.set(bPtr, loadAddress(b, st).address),
-        m.local.set(dst, m.i32.add(get(scratch, i32), ic(PANEL))),
-        ...kLoop([
-          // Contiguous columns copy as two vectors; others (B transposed, as PyTorch's Linear
-          // exports it) gather eight scalars.
-          ...(strideN === 4
-            ? [
-              m.v128.store(0, 4, get(dst, i32), m.v128.load(0, 4, get(bPtr, i32))),
-              m.v128.store(16, 4, get(dst, i32), m.v128.load(16, 4, get(bPtr, i32))),
-            ]
-            : [...Array(8).keys()].map((c) =>
-              m.f32.store(4 * c, 4, get(dst, i32), m.f32.load(c * strideN, 4, get(bPtr, i32)))
-            )),
-          m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(strideB))),
-          m.local.set(dst, m.i32.add(get(dst, i32), ic(32))),
-        ]),
-      );
-      return st;
-    };
-    const wide = n - (n % 8);
-    const stmts = [
-      m.local.set(r1, m.i32.div_u(get(end, i32), ic(n))),
-      m.local.set(n0, ic(0)),
-      whileLoop(() => m.i32.lt_s(get(n0, i32), ic(wide)), [
-        ...pack(),
-        m.local.set(r, m.i32.div_u(get(start, i32), ic(n))),
-        whileLoop(() => m.i32.le_s(m.i32.add(get(r, i32), ic(TILE_ROWS)), get(r1, i32)), [
-          ...tile(TILE_ROWS),
-          m.local.set(r, m.i32.add(get(r, i32), ic(TILE_ROWS))),
-        ]),
-        whileLoop(() => m.i32.lt_s(get(r, i32), get(r1, i32)), [
-          ...tile(1),
-          m.local.set(r, m.i32.add(get(r, i32), ic(1))),
-        ]),
-        m.local.set(n0, m.i32.add(get(n0, i32), ic(8))),
-      ]),
-    ];
-    if (wide < n) {
-      const sum = local(f32);
-      const row: number[] = [];
-      setRow(get(r, i32), ic(wide), row);
-      row.push(
-        m.local.set(aPtr[0], loadAddress(a, row).address),
-        m.local.set(bPtr, loadAddress(b, row).address),
-      );
-      for (let c = 0; c < n - wide; c++) {
-        row.push(m.local.set(sum, m.f32.const(0)));
-        row.push(...kLoop([
-          m.local.set(
-            sum,
-            m.f32.add(
-              get(sum, f32),
-              m.f32.mul(
-                m.f32.load(
-                  0,
-                  4,
-                  m.i32.add(get(aPtr[0], i32), m.i32.mul(get(kk, i32), ic(strideA))),
-                ),
-                m.f32.load(
-                  0,
-                  4,
-                  m.i32.add(
-                    get(bPtr, i32),
-                    m.i32.add(m.i32.mul(get(kk, i32), ic(strideB)), ic(c * strideN)),
-                  ),
-                ),
-              ),
-            ),
-          ),
-        ]));
-        row.push(m.f32.store(4 * c, 4, get(scratch, i32), get(sum, f32)));
-      }
-      row.push(...epilogueRow(get(r, i32), ic(wide), n - wide, 0));
-      stmts.push(
-        m.local.set(r, m.i32.div_u(get(start, i32), ic(n))),
-        whileLoop(() => m.i32.lt_s(get(r, i32), get(r1, i32)), [
-          ...row,
-          m.local.set(r, m.i32.add(get(r, i32), ic(1))),
-        ]),
-      );
-    }
-    return stmts;
-  }
-  /**
-   * The i-k-j loop of an f32 matmul kernel: a scratch row of N accumulators per output row; for
-   * each k, A[m, k] is broadcast and B's row streamed — four lanes at a time when B's index map
-   * is contiguous in n. The epilogue then runs per n with the accumulator.
-   */
-  function gemmBody(plan: MatmulPlan): number[] {
-    const { nb, n, k, a, b } = plan;
-    const nAxis = nb + 1, kAxis = nb + 2;
-    const outer = local(i32),
-      kk = local(i32),
-      nn = local(i32),
-      aval = local(f32),
-      base = local(i32),
-      lin = local(i32);
-    const v128 = binaryen.v128;
-    const acc = local(v128);
-    const scratchAt = (i: number) => m.i32.add(get(scratch, i32), m.i32.shl(i, ic(2)));
-    const kLoop: number[] = [
-      m.local.set(coord[kAxis], get(kk, i32)),
-      m.local.set(coord[nAxis], ic(0)),
-    ];
-    kLoop.push(m.local.set(aval, value(a, new Map(), kLoop)));
-    const nLoop = (
-      inner: (stmts: number[]) => void,
-      step: number,
-      limit: number,
-      label: string,
-    ) => {
-      const stmts: number[] = [];
-      inner(stmts);
-      return m.if(
-        m.i32.lt_s(get(nn, i32), ic(limit)),
-        m.loop(
-          label,
-          m.block(null, [
-            ...stmts,
-            m.local.set(nn, m.i32.add(get(nn, i32), ic(step))),
-            m.br(label, m.i32.lt_s(get(nn, i32), ic(limit))),
-          ]),
-        ),
-      );
-    };
-    kLoop.push(m.local.set(nn, ic(0)));
-    if (plan.contiguous) {
-      const { address } = loadAddress(b, kLoop);
-      kLoop.push(m.local.set(base, address));
-      kLoop.push(nLoop(
-        (st) => {
-          st.push(m.local.set(acc, m.v128.load(0, 16, scratchAt(get(nn, i32)))));
-          st.push(
-            m.local.set(
-              acc,
-              m.f32x4.add(
-                get(acc, v128),
-                m.f32x4.mul(
-                  m.f32x4.splat(get(aval, f32)),
-                  m.v128.load(0, 4, m.i32.add(get(base, i32), m.i32.shl(get(nn, i32), ic(2)))),
-                ),
-              ),
-            ),
-          );
-          st.push(m.v128.store(0, 16, scratchAt(get(nn, i32)), get(acc, v128)));
-        },
-        4,
-        n - (n % 4),
-        "n4",
-      ));
-    }
-    kLoop.push(nLoop(
-      (st) => {
-        st.push(m.local.set(coord[nAxis], get(nn, i32)));
-        const bv = value(b, new Map(), st);
-        st.push(
-          m.f32.store(
-            0,
-            4,
-            scratchAt(get(nn, i32)),
-            m.f32.add(m.f32.load(0, 4, scratchAt(get(nn, i32))), m.f32.mul(get(aval, f32), bv)),
-          ),
-        );
-      },
-      1,
-      n,
-      "n1",
-    ));
-    const rowStmts: number[] = [m.local.set(lin, m.i32.div_u(get(outer, i32), ic(n)))];
-    rowStmts.push(...unravel(kept.slice(0, -1), lin));
-    rowStmts.push(m.local.set(nn, ic(0)));
-    rowStmts.push(
-      nLoop(
-        (st) => st.push(m.f32.store(0, 4, scratchAt(get(nn, i32)), m.f32.const(0))),
-        1,
-        n,
-        "zero",
-      ),
-    );
-    rowStmts.push(m.local.set(kk, ic(0)));
-    if (k > 0) {
-      rowStmts.push(
-        m.loop(
-          "k",
-          m.block(null, [
-            ...kLoop,
-            m.local.set(kk, m.i32.add(get(kk, i32), ic(1))),
-            m.br("k", m.i32.lt_s(get(kk, i32), ic(k))),
-          ]),
-        ),
-      );
-    }
-    rowStmts.push(m.local.set(nn, ic(0)));
-    rowStmts.push(nLoop(
-      (st) => {
-        st.push(m.local.set(coord[nAxis], get(nn, i32)), m.local.set(coord[kAxis], ic(0)));
-        st.push(m.local.set(accs[0], m.f32.load(0, 4, scratchAt(get(nn, i32)))));
-        const memo = new Map<string, number>();
-        kernel.outputs.forEach((o, j) => store(o, j, memo, st));
-      },
-      1,
-      n,
-      "epilogue",
-    ));
-    return [
-      m.local.set(outer, get(start, i32)),
-      m.if(
-        m.i32.lt_s(get(outer, i32), get(end, i32)),
-        m.loop(
-          "rows",
-          m.block(null, [
-            ...rowStmts,
-            m.local.set(outer, m.i32.add(get(outer, i32), ic(n))),
-            m.br("rows", m.i32.lt_s(get(outer, i32), get(end, i32))),
-          ]),
-        ),
-      ),
-    ];
-  }
-
   m.addFunction(
     "run",
     binaryen.createType(new Array(params).fill(i32)),
@@ -1472,59 +1183,4 @@ export function generateWasm(
   const bytes = m.emitBinary();
   m.dispose();
   return bytes;
-}
-
-/** Rows of a matmul tile (each two f32x4 accumulators wide). */
-export const TILE_ROWS = 6;
-
-/** Byte offset of the packed B panel in a matmul's scratch (after one tile). */
-export const PANEL: number = 32 * TILE_ROWS;
-
-/** Scratch bytes a kernel needs: a matmul's tile and packed panel, or its row of accumulators. */
-export function scratchBytes(kernel: KernelIR): number {
-  if (kernel.pattern !== "matmul") return 0;
-  const [n, k] = kernel.space.slice(-2);
-  return Math.max(PANEL + 32 * k, 4 * n);
-}
-
-/** What the i-k-j path needs to know about a matmul kernel. */
-interface MatmulPlan {
-  /** Number of batch axes. */
-  readonly nb: number;
-  /** Output columns. */
-  readonly n: number;
-  /** Contraction length. */
-  readonly k: number;
-  /** The A operand load (independent of n). */
-  readonly a: Extract<Expr, { kind: "load" }>;
-  /** The B operand load (independent of m). */
-  readonly b: Extract<Expr, { kind: "load" }>;
-  /** Whether B's elements for consecutive n are consecutive in memory (no bounds). */
-  readonly contiguous: boolean;
-}
-
-/** The i-k-j plan of an f32 matmul kernel whose outputs are all per-row, if it is one. */
-function matmulPlan(kernel: KernelIR): MatmulPlan | undefined {
-  const r = kernel.reductions[0];
-  if (
-    kernel.pattern !== "matmul" || kernel.reductions.length !== 1 || r.op !== "sum" ||
-    r.dtype !== "f32"
-  ) return undefined;
-  if (
-    r.expr.kind !== "alu" || r.expr.op !== "Mul" || kernel.outputs.some((o) => o.level !== "row")
-  ) return undefined;
-  const [a, b] = r.expr.args;
-  if (a.kind !== "load" || b.kind !== "load") return undefined;
-  const nb = kernel.space.length - 3;
-  const n = kernel.space[nb + 1], k = kernel.space[nb + 2];
-  const offset = (c: number[]) => {
-    let x: number[] | undefined = c;
-    for (const s of b.steps) if (x) x = applyStep(s, x);
-    return x ? linearIndex(x, kernel.inputs[b.input].shape) : NaN;
-  };
-  const probe = kernel.space.map((d) => Math.floor(d / 2));
-  const at = (nv: number) => offset(probe.map((c, i) => (i === nb + 1 ? nv : c)));
-  const contiguous = !b.steps.some((s) => s.kind === "affine" && s.bounds) && n > 1 &&
-    [...Array(n).keys()].every((nv) => at(nv) - at(0) === nv);
-  return { nb, n, k, a, b, contiguous };
 }
