@@ -235,6 +235,40 @@ export function kernelText(k: KernelIR): string {
   );
 }
 
+/** The shape and operands of an f32 matmul kernel (space `[...batch, m, n, k]`). */
+export interface MatmulOperands {
+  /** Number of batch axes. */
+  readonly nb: number;
+  /** Rows of the product. */
+  readonly m: number;
+  /** Columns of the product. */
+  readonly n: number;
+  /** Contraction length. */
+  readonly k: number;
+  /** The left operand's load. */
+  readonly a: Load;
+  /** The right operand's load. */
+  readonly b: Load;
+}
+
+/**
+ * The operands of a matmul kernel that code generators can tile: one f32 sum of a product of
+ * two plain loads, every output stored per row (the epilogue); `undefined` otherwise.
+ */
+export function matmulOperands(kernel: KernelIR): MatmulOperands | undefined {
+  const r = kernel.reductions[0];
+  if (
+    kernel.pattern !== "matmul" || kernel.reductions.length !== 1 || r.op !== "sum" ||
+    r.dtype !== "f32" || r.expr.kind !== "alu" || r.expr.op !== "Mul" ||
+    kernel.outputs.some((o) => o.level !== "row")
+  ) return undefined;
+  const [a, b] = r.expr.args;
+  if (a.kind !== "load" || b.kind !== "load") return undefined;
+  const nb = kernel.space.length - 3;
+  const [m, n, k] = kernel.space.slice(nb);
+  return { nb, m, n, k, a, b };
+}
+
 /** Element count of the kernel's space with reduced axes removed. */
 export function rowCount(k: KernelIR): number {
   return sizeOf(k.space.filter((_, i) => !k.reduced.includes(i)));

@@ -14,7 +14,13 @@
  * @module
  */
 import type { DType } from "../jit/dtype.ts";
-import type { Expr, IndexStep, KernelIR } from "../jit/kernel_ir.ts";
+import {
+  type Expr,
+  type IndexStep,
+  type KernelIR,
+  type MatmulOperands,
+  matmulOperands,
+} from "../jit/kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "../jit/shape.ts";
 
 /** Invocations per workgroup of generated kernels. */
@@ -44,28 +50,10 @@ export const TILE_THRESHOLD: number = 1 << 24;
 export const MIN_TILES = 32;
 
 /** The tiling of an f32 matmul kernel (plain-load operands, per-row outputs, large enough), if any. */
-export function tiledMatmul(kernel: KernelIR):
-  | {
-    nb: number;
-    m: number;
-    n: number;
-    k: number;
-    a: Extract<Expr, { kind: "load" }>;
-    b: Extract<Expr, { kind: "load" }>;
-  }
-  | undefined {
-  const r = kernel.reductions[0];
-  if (
-    kernel.pattern !== "matmul" || kernel.reductions.length !== 1 || r.op !== "sum" ||
-    r.dtype !== "f32"
-  ) return undefined;
-  if (
-    r.expr.kind !== "alu" || r.expr.op !== "Mul" || kernel.outputs.some((o) => o.level !== "row")
-  ) return undefined;
-  const [a, b] = r.expr.args;
-  if (a.kind !== "load" || b.kind !== "load") return undefined;
-  const nb = kernel.space.length - 3;
-  const [m, n, k] = kernel.space.slice(nb);
+export function tiledMatmul(kernel: KernelIR): MatmulOperands | undefined {
+  const operands = matmulOperands(kernel);
+  if (!operands) return undefined;
+  const { nb, m, n, k } = operands;
   const batch = kernel.space.slice(0, nb).reduce((x, y) => x * y, 1);
   if (batch > 65535) return undefined;
   // Tiles pay off on large products only: on small ones most of a 64×64 tile's threads idle, and
@@ -74,7 +62,7 @@ export function tiledMatmul(kernel: KernelIR):
   if (
     batch * m * n * k < TILE_THRESHOLD || batch * Math.ceil(m / 64) * Math.ceil(n / 64) < MIN_TILES
   ) return undefined;
-  return { nb, m, n, k, a, b };
+  return operands;
 }
 
 /** The WGSL scalar type that holds a dtype. */

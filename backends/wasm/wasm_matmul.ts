@@ -8,7 +8,13 @@
  * @module
  */
 import { affineOffset } from "../../jit/access.ts";
-import { applyStep, type Expr, type KernelIR, linearIndex } from "../../jit/kernel_ir.ts";
+import {
+  applyStep,
+  type Expr,
+  type KernelIR,
+  linearIndex,
+  matmulOperands,
+} from "../../jit/kernel_ir.ts";
 import type { Accesses, Binaryen, Linear, LoadExpr } from "./wasm_codegen.ts";
 
 /** What the matmul emitters use of the function being generated. */
@@ -441,18 +447,9 @@ export interface MatmulPlan {
 
 /** The i-k-j plan of an f32 matmul kernel whose outputs are all per-row, if it is one. */
 export function matmulPlan(kernel: KernelIR): MatmulPlan | undefined {
-  const r = kernel.reductions[0];
-  if (
-    kernel.pattern !== "matmul" || kernel.reductions.length !== 1 || r.op !== "sum" ||
-    r.dtype !== "f32"
-  ) return undefined;
-  if (
-    r.expr.kind !== "alu" || r.expr.op !== "Mul" || kernel.outputs.some((o) => o.level !== "row")
-  ) return undefined;
-  const [a, b] = r.expr.args;
-  if (a.kind !== "load" || b.kind !== "load") return undefined;
-  const nb = kernel.space.length - 3;
-  const n = kernel.space[nb + 1], k = kernel.space[nb + 2];
+  const operands = matmulOperands(kernel);
+  if (!operands) return undefined;
+  const { nb, n, k, a, b } = operands;
   const offset = (c: number[]) => {
     let x: number[] | undefined = c;
     for (const s of b.steps) if (x) x = applyStep(s, x);
