@@ -79,6 +79,32 @@ export async function runOp(
   return outs.map((_, i) => result[`y${i}`]);
 }
 
+/**
+ * Runs `op` on `backend` and on the reference and asserts the same shapes and dtypes and close
+ * values (`tolerance` as in {@linkcode assertClose}; f16 outputs compared decoded).
+ */
+export async function assertMatchesReference(
+  backend: string | Backend,
+  op: string,
+  inputs: readonly HostTensor[],
+  attrs: Attrs,
+  tolerance: { atol: number; rtol: number },
+): Promise<void> {
+  const [got, want] = await Promise.all([
+    runOp(op, inputs, attrs, { backend }),
+    runOp(op, inputs, attrs),
+  ]);
+  const message = `${op} ${JSON.stringify(inputs.map((t) => t.shape))} ${JSON.stringify(attrs)}`;
+  for (const [i, w] of want.entries()) {
+    assert.deepEqual(got[i].shape, w.shape, message);
+    assert.equal(got[i].dtype, w.dtype, message);
+    assertClose(numbers(got[i].data, got[i].dtype === "f16"), numbers(w.data, w.dtype === "f16"), {
+      ...tolerance,
+      message,
+    });
+  }
+}
+
 /** Compiles and runs `graph` once on `backend` (default: the reference), disposing the executable. */
 export async function runGraph(
   graph: Graph,

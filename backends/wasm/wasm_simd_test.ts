@@ -2,7 +2,14 @@ import assert from "node:assert/strict";
 import { erf } from "../reference/scalar_math.ts";
 import { compile } from "../../jit/compile.ts";
 import { GraphBuilder } from "../../jit/graph_builder.ts";
-import { assertClose, f32, numbers, runGraph, runOp } from "../../jit/testing.ts";
+import {
+  assertClose,
+  assertMatchesReference,
+  f32,
+  numbers,
+  runGraph,
+  runOp,
+} from "../../jit/testing.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { WasmBackend } from "./wasm_backend.ts";
@@ -104,18 +111,8 @@ function data(n: number, seed: number, special = false): Float32Array {
 }
 
 Deno.test("linear and vector paths match the reference at sizes 0 to 1000, broadcast, transposed and sliced", async () => {
-  const compare = async (op: string, inputs: HostTensor[], attrs: Attrs = {}) => {
-    const got = await runOp(op, inputs, attrs, { backend: wasm });
-    const want = await runOp(op, inputs, attrs);
-    for (const [i, w] of want.entries()) {
-      assert.deepEqual(got[i].shape, w.shape);
-      assertClose(numbers(got[i].data), numbers(w.data), {
-        atol: 1e-6,
-        rtol: 2e-6,
-        message: `${op} ${JSON.stringify(inputs.map((t) => t.shape))} ${JSON.stringify(attrs)}`,
-      });
-    }
-  };
+  const compare = (op: string, inputs: HostTensor[], attrs: Attrs = {}) =>
+    assertMatchesReference(wasm, op, inputs, attrs, { atol: 1e-6, rtol: 2e-6 });
   for (const n of [0, 1, 3, 4, 5, 17, 1000]) {
     const x = f32(data(n, n + 1, true));
     for (const op of ["Sigmoid", "Tanh", "Relu", "Exp", "Abs", "Floor", "Gelu", "IsNaN"]) {
@@ -148,16 +145,8 @@ Deno.test("linear and vector paths match the reference at sizes 0 to 1000, broad
 });
 
 Deno.test("tiled matmul matches the reference at every tile remainder, with epilogues and batches", async () => {
-  const close = async (op: string, inputs: HostTensor[], attrs: Attrs = {}) => {
-    const [got] = await runOp(op, inputs, attrs, { backend: wasm });
-    const [want] = await runOp(op, inputs, attrs);
-    assert.deepEqual(got.shape, want.shape);
-    assertClose(numbers(got.data), numbers(want.data), {
-      atol: 1e-5,
-      rtol: 1e-5,
-      message: `${op} ${JSON.stringify(inputs.map((t) => t.shape))} ${JSON.stringify(attrs)}`,
-    });
-  };
+  const close = (op: string, inputs: HostTensor[], attrs: Attrs = {}) =>
+    assertMatchesReference(wasm, op, inputs, attrs, { atol: 1e-5, rtol: 1e-5 });
   for (
     const [mm, nn, kk] of [[1, 8, 3], [3, 9, 5], [4, 8, 1], [5, 17, 7], [9, 33, 16], [6, 7, 4]]
   ) {
