@@ -546,20 +546,21 @@ export function generateWasm(
 
   const accs: number[] = kernel.reductions.map((r) => local(typeOf(r.dtype)));
   const body: number[] = [];
-  const loop = (label: string, counter: number, count: number, inside: number[]): number[] => {
-    if (count === 0) return [];
-    return [
-      m.local.set(counter, ic(0)),
-      m.loop(
-        label,
-        m.block(null, [
-          ...inside,
-          m.local.set(counter, m.i32.add(get(counter, i32), ic(1))),
-          m.br(label, m.i32.lt_s(get(counter, i32), ic(count))),
-        ]),
-      ),
-    ];
+  let labels = 0;
+  /** `body` while `cond()` holds (checked first); `cond` builds a fresh expression per use. */
+  const whileLoop = (cond: () => number, body: number[]): number => {
+    const label = `while${labels++}`;
+    return m.if(cond(), m.loop(label, m.block(null, [...body, m.br(label, cond())])));
   };
+  /** `inside` for `counter` = 0, 1, … `count` - 1 (a constant). */
+  const countedLoop = (counter: number, count: number, inside: number[]): number[] =>
+    count === 0 ? [] : [
+      m.local.set(counter, ic(0)),
+      whileLoop(() => m.i32.lt_s(get(counter, i32), ic(count)), [
+        ...inside,
+        m.local.set(counter, m.i32.add(get(counter, i32), ic(1))),
+      ]),
+    ];
   const wideSum = (r: Reduction) => isFloat(r.dtype) && (r.op === "sum" || r.op === "mean");
   /** Statements folding value `v` into reduction `r`'s accumulator `acc` (f64 for float sums). */
   const accumulate = (r: Reduction, acc: number, v: number): number[] => {
@@ -654,10 +655,10 @@ export function generateWasm(
     kinds.set(e, k);
     return k;
   };
+  /** Whether values `exprs`, stored as outputs `outs` (one each), have an f32x4 lowering. */
   const vectorizable = (exprs: readonly Expr[], outs: readonly number[]) =>
-    exprs.every((e) => vectorKind(e) !== undefined) &&
-    outs.every((k) =>
-      vectorKind(kernel.outputs[k].expr) === (kernel.outputs[k].dtype === "bool" ? "mask" : "f32")
+    outs.every((k, i) =>
+      vectorKind(exprs[i]) === (kernel.outputs[k].dtype === "bool" ? "mask" : "f32")
     );
   const lanes = (f: (lane: number) => number) =>
     [1, 2, 3].reduce((v, l) => f4.replace_lane(v, l, f(l)), f4.splat(f(0)));
@@ -804,39 +805,35 @@ export function generateWasm(
     count: () => number,
     vector: ((stmts: number[]) => void) | undefined,
     scalar: (stmts: number[]) => void,
-    between: number[] = [],
   ): number[] => {
     const j = () => get(lin.j, i32);
-    const more = (width: number) =>
-      width === 1 ? m.i32.lt_s(j(), count()) : m.i32.le_s(m.i32.add(j(), ic(width)), count());
     const run = (width: number, fill: (stmts: number[]) => void) => {
       const stmts: number[] = [];
       fill(stmts);
-      const label = `lin${labels++}`;
-      return m.if(
-        more(width),
-        m.loop(
-          label,
-          m.block(null, [
-            ...stmts,
-            m.local.set(lin.j, m.i32.add(j(), ic(width))),
-            m.br(label, more(width)),
-          ]),
-        ),
+      return whileLoop(
+        () =>
+          width === 1 ? m.i32.lt_s(j(), count()) : m.i32.le_s(m.i32.add(j(), ic(width)), count()),
+        [...stmts, m.local.set(lin.j, m.i32.add(j(), ic(width)))],
       );
     };
-    return [
-      m.local.set(lin.j, ic(0)),
-      ...(vector ? [run(4, vector)] : []),
-      ...between,
-      run(1, scalar),
-    ];
+    return [m.local.set(lin.j, ic(0)), ...(vector ? [run(4, vector)] : []), run(1, scalar)];
   };
-  let labels = 0;
-  /** `body` while `cond()` holds (checked first); `cond` builds a fresh expression per use. */
-  const whileLoop = (cond: () => number, body: number[]): number => {
-    const label = `while${labels++}`;
-    return m.if(cond(), m.loop(label, m.block(null, [...body, m.br(label, cond())])));
+  /**
+   * Stores outputs `outs` (the values `exprs`) at `count()` points of a linear walk, four at a
+   * time where `vector`.
+   */
+  const linearStores = (
+    lin: Linear,
+    count: () => number,
+    outs: readonly number[],
+    vector: boolean,
+    exprs: readonly Expr[] = outs.map((k) => kernel.outputs[k].expr),
+  ): number[] => {
+    const each = (width: 1 | 4) => (stmts: number[]) => {
+      const memo = new Map<string, number>();
+      outs.forEach((k, i) => storeLinear(k, width, lin, memo, stmts, exprs[i]));
+    };
+    return linearLoop(lin, count, vector ? each(4) : undefined, each(1));
   };
 
   /** Elementwise kernels: segments of the longest linear suffix of axes, no per-point unravel. */
@@ -861,25 +858,13 @@ export function generateWasm(
       ),
     );
     const lin = walks(acc, group, seg);
-    const each = (width: 1 | 4) => (stmts: number[]) => {
-      const memo = new Map<string, number>();
-      for (const k of outs) storeLinear(k, width, lin, memo, stmts);
-    };
     seg.push(
-      ...linearLoop(
-        lin,
-        () => get(n, i32),
-        size >= 4 && vectorizable(exprs, outs) ? each(4) : undefined,
-        each(1),
-      ),
+      ...linearStores(lin, () => get(n, i32), outs, size >= 4 && vectorizable(exprs, outs)),
       m.local.set(p, m.i32.add(get(p, i32), get(n, i32))),
     );
     return [
       m.local.set(p, get(start, i32)),
-      m.if(
-        m.i32.lt_s(get(p, i32), get(end, i32)),
-        m.loop("seg", m.block(null, [...seg, m.br("seg", m.i32.lt_s(get(p, i32), get(end, i32)))])),
-      ),
+      whileLoop(() => m.i32.lt_s(get(p, i32), get(end, i32)), seg),
     ];
   }
 
@@ -994,22 +979,8 @@ export function generateWasm(
     if (!access || !linearOver(access, red)) return undefined;
     const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
     const lin = hoist(walks(access, red, stmts), exprs, stmts);
-    const each = (width: 1 | 4) => (st: number[]) => {
-      const memo = new Map<string, number>();
-      outs.forEach((k, i) => storeLinear(k, width, lin, memo, st, exprs[i]));
-    };
     stmts.push(
-      ...linearLoop(
-        lin,
-        () => ic(inner),
-        inner >= 4 &&
-          exprs.every((e, i) =>
-            vectorKind(e) === (kernel.outputs[outs[i]].dtype === "bool" ? "mask" : "f32")
-          )
-          ? each(4)
-          : undefined,
-        each(1),
-      ),
+      ...linearStores(lin, () => ic(inner), outs, inner >= 4 && vectorizable(exprs, outs), exprs),
     );
     return stmts;
   };
@@ -1068,7 +1039,7 @@ export function generateWasm(
     else {
       const stmts: number[] = [...unravel(red, it)];
       stmts.push(...accumulate(r, acc, value(r.expr, new Map(), stmts)));
-      rowBody.push(...loop(`r${k}`, it, inner, stmts));
+      rowBody.push(...countedLoop(it, inner, stmts));
     }
     if (wide) {
       const total = r.op === "mean" ? m.f64.div(get(acc, f64), m.f64.const(inner)) : get(acc, f64);
@@ -1109,7 +1080,7 @@ export function generateWasm(
       const stmts: number[] = [...unravel(red, it)];
       const memo = new Map<string, number>();
       for (const [o, k] of fullOuts) store(o, k, memo, stmts);
-      rowBody.push(...(red.length ? loop("full", it, inner, stmts) : stmts));
+      rowBody.push(...(red.length ? countedLoop(it, inner, stmts) : stmts));
     }
   }
   const scratch = nIn + nOut, start = nIn + nOut + 1, end = nIn + nOut + 2;
@@ -1137,25 +1108,18 @@ export function generateWasm(
       linearOver,
       walks,
       vectorizable,
-      storeLinear,
-      linearLoop,
+      countedLoop,
+      linearStores,
     };
     body.push(...(tiledGemm(context, gemm) ?? gemmBody(context, gemm)));
   } else if (elementwise) body.push(...elementwise);
   else {
     body.push(
       m.local.set(row, get(start, i32)),
-      m.if(
-        m.i32.lt_s(get(row, i32), get(end, i32)),
-        m.loop(
-          "rows",
-          m.block(null, [
-            ...rowBody,
-            m.local.set(row, m.i32.add(get(row, i32), ic(1))),
-            m.br("rows", m.i32.lt_s(get(row, i32), get(end, i32))),
-          ]),
-        ),
-      ),
+      whileLoop(() => m.i32.lt_s(get(row, i32), get(end, i32)), [
+        ...rowBody,
+        m.local.set(row, m.i32.add(get(row, i32), ic(1))),
+      ]),
     );
   }
   m.addFunction(

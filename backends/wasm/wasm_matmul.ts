@@ -64,20 +64,14 @@ export interface MatmulContext {
   walks(access: Accesses, group: readonly number[], stmts: number[]): Linear;
   /** Whether `exprs` and outputs `outs` have an f32x4 lowering. */
   vectorizable(exprs: readonly Expr[], outs: readonly number[]): boolean;
-  /** Stores output `k` for one or four points of a linear walk. */
-  storeLinear(
-    k: number,
-    width: 1 | 4,
-    lin: Linear,
-    memo: Map<string, number>,
-    stmts: number[],
-  ): void;
-  /** `count()` points of a linear walk: four at a time (if `vector`), then one. */
-  linearLoop(
+  /** `inside` for `counter` = 0, 1, … `count` - 1 (a constant). */
+  countedLoop(counter: number, count: number, inside: number[]): number[];
+  /** Stores outputs `outs` at `count()` points of a linear walk, four at a time where `vector`. */
+  linearStores(
     lin: Linear,
     count: () => number,
-    vector: ((stmts: number[]) => void) | undefined,
-    scalar: (stmts: number[]) => void,
+    outs: readonly number[],
+    vector: boolean,
   ): number[];
 }
 
@@ -91,7 +85,7 @@ export interface MatmulContext {
  */
 export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
   const { m, binaryen, kernel, local, get, ic, kept, coord, unravel, loadAddress } = e;
-  const { whileLoop, accessesOf, linearOver, walks, vectorizable, storeLinear, linearLoop } = e;
+  const { whileLoop, countedLoop, accessesOf, linearOver, walks, vectorizable, linearStores } = e;
   const { scratch, start, end } = e.params;
   const space = kernel.space, f4 = m.f32x4;
   const i32 = binaryen.i32, f32 = binaryen.f32, v128 = binaryen.v128;
@@ -128,28 +122,10 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     const base = local(i32);
     st.push(m.local.set(base, m.i32.add(get(scratch, i32), ic(accOffset))));
     const lin: Linear = { ...walks(epilogue, [nAxis], st), acc: { base, stride: 1 } };
-    const each = (lanes: 1 | 4) => (s: number[]) => {
-      const memo = new Map<string, number>();
-      for (const o of outs) storeLinear(o, lanes, lin, memo, s);
-    };
-    st.push(
-      ...linearLoop(
-        lin,
-        () => ic(width),
-        width >= 4 && vectorEpilogue ? each(4) : undefined,
-        each(1),
-      ),
-    );
+    st.push(...linearStores(lin, () => ic(width), outs, width >= 4 && vectorEpilogue));
     return st;
   };
-  const kLoop = (body: number[]) =>
-    k === 0 ? [] : [
-      m.local.set(kk, ic(0)),
-      whileLoop(() => m.i32.lt_s(get(kk, i32), ic(k)), [
-        ...body,
-        m.local.set(kk, m.i32.add(get(kk, i32), ic(1))),
-      ]),
-    ];
+  const kLoop = (body: number[]) => countedLoop(kk, k, body);
   const tile = (rows: number): number[] => {
     const st: number[] = [];
     for (let i = 0; i < rows; i++) {
@@ -283,7 +259,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
  */
 export function gemmBody(e: MatmulContext, plan: MatmulPlan): number[] {
   const { m, binaryen, kernel, local, get, ic, kept, coord, accs, unravel, loadAddress } = e;
-  const { value, store } = e;
+  const { value, store, whileLoop, countedLoop } = e;
   const { scratch, start, end } = e.params;
   const i32 = binaryen.i32, f32 = binaryen.f32, v128 = binaryen.v128;
   const { nb, n, k, a, b } = plan;
@@ -301,25 +277,13 @@ export function gemmBody(e: MatmulContext, plan: MatmulPlan): number[] {
     m.local.set(coord[nAxis], ic(0)),
   ];
   kLoop.push(m.local.set(aval, value(a, new Map(), kLoop)));
-  const nLoop = (
-    inner: (stmts: number[]) => void,
-    step: number,
-    limit: number,
-    label: string,
-  ) => {
+  const nLoop = (inner: (stmts: number[]) => void, step: number, limit: number) => {
     const stmts: number[] = [];
     inner(stmts);
-    return m.if(
-      m.i32.lt_s(get(nn, i32), ic(limit)),
-      m.loop(
-        label,
-        m.block(null, [
-          ...stmts,
-          m.local.set(nn, m.i32.add(get(nn, i32), ic(step))),
-          m.br(label, m.i32.lt_s(get(nn, i32), ic(limit))),
-        ]),
-      ),
-    );
+    return whileLoop(() => m.i32.lt_s(get(nn, i32), ic(limit)), [
+      ...stmts,
+      m.local.set(nn, m.i32.add(get(nn, i32), ic(step))),
+    ]);
   };
   kLoop.push(m.local.set(nn, ic(0)));
   if (plan.contiguous) {
@@ -344,7 +308,6 @@ export function gemmBody(e: MatmulContext, plan: MatmulPlan): number[] {
       },
       4,
       n - (n % 4),
-      "n4",
     ));
   }
   kLoop.push(nLoop(
@@ -362,7 +325,6 @@ export function gemmBody(e: MatmulContext, plan: MatmulPlan): number[] {
     },
     1,
     n,
-    "n1",
   ));
   const rowStmts: number[] = [m.local.set(lin, m.i32.div_u(get(outer, i32), ic(n)))];
   rowStmts.push(...unravel(kept.slice(0, -1), lin));
@@ -372,22 +334,9 @@ export function gemmBody(e: MatmulContext, plan: MatmulPlan): number[] {
       (st) => st.push(m.f32.store(0, 4, scratchAt(get(nn, i32)), m.f32.const(0))),
       1,
       n,
-      "zero",
     ),
   );
-  rowStmts.push(m.local.set(kk, ic(0)));
-  if (k > 0) {
-    rowStmts.push(
-      m.loop(
-        "k",
-        m.block(null, [
-          ...kLoop,
-          m.local.set(kk, m.i32.add(get(kk, i32), ic(1))),
-          m.br("k", m.i32.lt_s(get(kk, i32), ic(k))),
-        ]),
-      ),
-    );
-  }
+  rowStmts.push(...countedLoop(kk, k, kLoop));
   rowStmts.push(m.local.set(nn, ic(0)));
   rowStmts.push(nLoop(
     (st) => {
@@ -398,21 +347,13 @@ export function gemmBody(e: MatmulContext, plan: MatmulPlan): number[] {
     },
     1,
     n,
-    "epilogue",
   ));
   return [
     m.local.set(outer, get(start, i32)),
-    m.if(
-      m.i32.lt_s(get(outer, i32), get(end, i32)),
-      m.loop(
-        "rows",
-        m.block(null, [
-          ...rowStmts,
-          m.local.set(outer, m.i32.add(get(outer, i32), ic(n))),
-          m.br("rows", m.i32.lt_s(get(outer, i32), get(end, i32))),
-        ]),
-      ),
-    ),
+    whileLoop(() => m.i32.lt_s(get(outer, i32), get(end, i32)), [
+      ...rowStmts,
+      m.local.set(outer, m.i32.add(get(outer, i32), ic(n))),
+    ]),
   ];
 }
 
