@@ -97,7 +97,9 @@ export function arenaProgram(plan: ArenaPlan): Program {
       top += bytes(v);
     }
   }
-  const threads = plan.Worker && plan.kernels.some(threadable) ? plan.threads ?? 1 : 1;
+  // Decided once per kernel: run() consults it on every call.
+  const threaded = plan.kernels.map(threadable);
+  const threads = plan.Worker && threaded.some(Boolean) ? plan.threads ?? 1 : 1;
   const scratch = top,
     scratchSize = Math.ceil(Math.max(16, ...plan.kernels.map(scratchBytes)) / 16) * 16;
   top += scratchSize * threads;
@@ -172,7 +174,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
             runs[i](...addresses[i], scratch, s, Math.min(end, s + n));
           }
         };
-        if (crew && threadable(k)) crew.run(i, rows, split[i], call);
+        if (crew && threaded[i]) crew.run(i, rows, split[i], call);
         else call(0, rows);
       });
       return Promise.resolve(outputs.map((i) => {

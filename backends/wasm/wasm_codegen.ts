@@ -35,7 +35,7 @@ import {
   walk,
 } from "../../jit/kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
-import { addMathFunctions, type MathFunction } from "./wasm_math.ts";
+import { addMathFunctions, HIGH_HALF, type MathFunction } from "./wasm_math.ts";
 import { gemmBody, type MatmulContext, matmulPlan, tiledGemm } from "./wasm_matmul.ts";
 
 /** The subset of the Binaryen.js API this generator uses. */
@@ -112,8 +112,6 @@ const VECTOR_F32 = new Set([
 const VECTOR_MASK = new Set(["Equal", "Greater", "Less", "IsNaN"]);
 /** Logic on lane masks. */
 const VECTOR_LOGIC = new Set(["And", "Or", "Not"]);
-/** Shuffle bringing lanes 2, 3 of an f32x4 down to 0, 1 (to widen them to f64x2). */
-const HIGH_HALF = [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7];
 
 const isFloat = (d: DType) => d === "f32" || d === "f16";
 

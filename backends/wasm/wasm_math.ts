@@ -204,7 +204,7 @@ export function addMathFunctions(m: Binaryen, binaryen: Binaryen, used: Set<Math
       const host = name === "vsin" ? "sin" : "cos";
       return [
         ...half(f2.promote_low_f32x4(arg()), 5),
-        ...half(f2.promote_low_f32x4(m.i8x16.shuffle(arg(), arg(), HIGH)), 6),
+        ...half(f2.promote_low_f32x4(m.i8x16.shuffle(arg(), arg(), HIGH_HALF)), 6),
         set(
           8,
           m.i8x16.shuffle(
@@ -261,5 +261,5 @@ export function addMathFunctions(m: Binaryen, binaryen: Binaryen, used: Set<Math
 
 type SetLocal = (local: number, value: number) => number;
 
-/** Shuffle bringing lanes 2, 3 of an f32x4 down to 0, 1. */
-const HIGH = [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7];
+/** Shuffle bringing lanes 2, 3 of an f32x4 down to 0, 1 (to widen them to f64x2). */
+export const HIGH_HALF: readonly number[] = [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7];
