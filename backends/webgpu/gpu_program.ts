@@ -16,7 +16,7 @@ import type { HostTensor } from "../../jit/host_tensor.ts";
 import { type KernelIR, rowCount } from "../../jit/kernel_ir.ts";
 import { serialized } from "../../jit/program.ts";
 import { sizeOf } from "../../jit/shape.ts";
-import { dispatchSize } from "../../shaders/wgsl.ts";
+import { dispatchSize, kernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
 import type { BufferPool } from "./buffer_pool.ts";
 import { fromWords, toWords } from "../words.ts";
 
@@ -26,6 +26,8 @@ export interface GpuContext {
   readonly device: GPUDevice;
   /** Its buffer pool. */
   readonly pool: BufferPool;
+  /** What its generated kernels were generated for (their layouts follow from it). */
+  readonly wgsl: WgslOptions;
   /** Whether to time each kernel with timestamp queries (the device has `timestamp-query`). */
   readonly timestamps?: boolean;
   /** Throws when the device was lost (or replaced) since the program was built. */
@@ -66,6 +68,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
     ? device.createQuerySet({ type: "timestamp", count: 2 * Math.max(1, kernels.length) })
     : undefined;
   let times: KernelTime[] = [];
+  const layouts = kernels.map((k) => (k.opaque ? undefined : kernelLayout(k, ctx.wgsl)));
   const types = new Map<number, { shape: readonly number[]; dtype: DType }>();
   for (const k of kernels) for (const b of [...k.inputs, ...k.outputs]) types.set(b.value, b);
   for (const [v, t] of constants) types.set(v, { shape: t.shape, dtype: t.dtype as DType });
@@ -170,7 +173,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
             })),
           }),
         );
-        const [x, y, z] = dispatchSize(k, rows);
+        const [x, y, z] = dispatchSize(layouts[i]!, rows);
         pass.dispatchWorkgroups(x, y, z);
         pass.end();
       });

@@ -30,7 +30,7 @@ import type { Graph } from "../../jit/graph.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
-import { generateWgsl } from "../../shaders/wgsl.ts";
+import { generateWgsl, type WgslOptions } from "../../shaders/wgsl.ts";
 import { BufferPool, emptyPoolStats, type PoolStats } from "./buffer_pool.ts";
 import { type GpuContext, gpuProgram } from "./gpu_program.ts";
 
@@ -132,22 +132,26 @@ export class WebGpuBackend implements Backend {
   }
 
   /** Kernel IR → WGSL, loaded as compute pipelines. */
-  readonly codegen: KernelCodegen = {
-    format: "wgsl-4",
-    generate: (kernel: KernelIR): Artifact => (kernel.opaque ? "" : generateWgsl(kernel)),
+  readonly codegen: KernelCodegen = ((backend: WebGpuBackend): KernelCodegen => ({
+    // Kernels depend on the device's workgroup limit, so it is part of every cache key.
+    get format(): string {
+      return `wgsl-5-i${backend.#wgsl().maxInvocations}`;
+    },
+    generate: (kernel: KernelIR): Artifact => (kernel.opaque ? "" : backend.#generate(kernel)),
     load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {
-      const pipeline = await this.#pipeline(kernel, artifact as string);
-      return this.#single(kernel, pipeline);
+      const pipeline = await backend.#pipeline(kernel, artifact as string);
+      return backend.#single(kernel, pipeline);
     },
     assemble: async (plan) => {
       const pipelines = await Promise.all(
         plan.kernels.map((k, i) =>
-          k.opaque
-            ? undefined
-            : this.#pipeline(k, (plan.artifacts?.[i] as string | undefined) || generateWgsl(k))
+          k.opaque ? undefined : backend.#pipeline(
+            k,
+            (plan.artifacts?.[i] as string | undefined) || backend.#generate(k),
+          )
         ),
       );
-      return gpuProgram(this.#context(), {
+      return gpuProgram(backend.#context(), {
         ...planOf(plan.graph),
         kernels: plan.kernels,
         pipelines,
@@ -155,7 +159,7 @@ export class WebGpuBackend implements Backend {
         partial: plan.partial,
       });
     },
-  };
+  }))(this);
 
   /** Acquires the adapter and device (idempotent). */
   prepare(): Promise<void> {
@@ -250,7 +254,7 @@ export class WebGpuBackend implements Backend {
       );
     }
     const pipelines = await Promise.all(
-      fusion.kernels.map((k) => (k.opaque ? undefined : this.#pipeline(k, generateWgsl(k)))),
+      fusion.kernels.map((k) => (k.opaque ? undefined : this.#pipeline(k, this.#generate(k)))),
     );
     return gpuProgram(this.#context(), {
       ...planOf(graph),
@@ -265,11 +269,21 @@ export class WebGpuBackend implements Backend {
     return runOpAsGraph(this, op, inputs, attrs);
   }
 
+  /** What generated kernels may use on this device (WebGPU's defaults before `prepare()`). */
+  #wgsl(): WgslOptions {
+    return { maxInvocations: this.#device?.limits.maxComputeInvocationsPerWorkgroup ?? 256 };
+  }
+
+  #generate(kernel: KernelIR): string {
+    return generateWgsl(kernel, this.#wgsl());
+  }
+
   #context(): GpuContext {
     const device = this.#device!, pool = this.#pool!, generation = this.#generation;
     return {
       device,
       pool,
+      wgsl: this.#wgsl(),
       timestamps: (this.#options.profile ?? false) && device.features.has("timestamp-query"),
       check: () => {
         if (this.#lost || generation !== this.#generation) {

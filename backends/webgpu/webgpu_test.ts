@@ -8,6 +8,9 @@ import { importOnnx } from "../../onnx/import.ts";
 import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
 import { assertClose, assertMatchesReference, f32, numbers } from "../../jit/testing.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
+import type { Graph } from "../../jit/graph.ts";
+import type { TensorMap } from "../../jit/executable.ts";
+import { generateWgsl, kernelLayout, TILE_THRESHOLD } from "../../shaders/wgsl.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
 import { BufferPool } from "./buffer_pool.ts";
@@ -203,27 +206,112 @@ Deno.test("the per-op entry runs a one-node graph", async () => {
   assertClose(numbers(y.data), [2, 4, 6]);
 });
 
+/** Values in [-1, 1) from a multiplicative hash, so tests need no RNG. */
+const hashed = (n: number, salt: number) =>
+  Array.from({ length: n }, (_, i) => (((i + 1) * salt) % 2000) / 1000 - 1);
+
+/** Runs `graph` on WebGPU and on the reference and compares every output. */
+async function matchesReference(graph: Graph, feeds: TensorMap, atol = 1e-5): Promise<void> {
+  using got = await compile(graph, { backend: gpu, cache: false });
+  using want = await compile(graph, { backend: "reference", cache: false });
+  const [g, w] = [await got.run(feeds), await want.run(feeds)];
+  for (const name of Object.keys(w)) {
+    assertClose(numbers(g[name].data), numbers(w[name].data), { atol, rtol: 1e-4, message: name });
+  }
+}
+
+const OPTIONS = { maxInvocations: 256 };
+
+Deno.test("elementwise kernels move vec4s along the last axis where every output can", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [6, 40]);
+  const row = b.input("row", [40]);
+  const col = b.input("col", [6, 1]);
+  const t = b.input("t", [40, 6]);
+  // x and row are read as vec4s, col once per four lanes, the transposed t lane by lane.
+  const y = b.op("Add", [
+    b.op("Mul", [b.op("Sigmoid", [x]), row]),
+    b.op("Mul", [col, b.op("Transpose", [t], { perm: [1, 0] })]),
+  ]);
+  b.output("y", y);
+  b.output("z", b.op("Sub", [y, b.op("Exp", [col])]));
+  const graph = b.build();
+  const kernel = fuse(graph).kernels.find((k) => k.outputs.length === 2)!;
+  const layout = kernelLayout(kernel, OPTIONS);
+  assert.equal(layout.width, 4);
+  assert.deepEqual(
+    [...layout.vectors].map((i) => kernel.inputs[i].shape.join("x")).sort(),
+    ["40", "6x40"],
+  );
+  assert.match(generateWgsl(kernel, OPTIONS), /array<vec4<f32>>/);
+  await matchesReference(graph, {
+    x: f32(hashed(240, 7), [6, 40]),
+    row: f32(hashed(40, 11), [40]),
+    col: f32(hashed(6, 13), [6, 1]),
+    t: f32(hashed(240, 17), [40, 6]),
+  });
+
+  // A last axis that is not a multiple of 4, or a store that is not aligned, stays scalar.
+  const odd = new GraphBuilder();
+  odd.output("y", odd.op("Relu", [odd.input("x", [3, 5])]));
+  assert.equal(kernelLayout(fuse(odd.build()).kernels[0], OPTIONS).width, 1);
+  const flipped = new GraphBuilder();
+  flipped.output(
+    "y",
+    flipped.op("Neg", [flipped.op("Slice", [flipped.input("x", [2, 8])], {
+      starts: [0, -1],
+      ends: [2, -2147483648],
+      steps: [1, -1],
+    })]),
+  );
+  const g2 = flipped.build();
+  await matchesReference(g2, { x: f32(hashed(16, 3), [2, 8]) });
+  // Integer and bool kernels take the same path.
+  const ints = new GraphBuilder();
+  const i = ints.input("i", [4, 8], "i32");
+  ints.output("m", ints.op("Greater", [ints.op("Mul", [i, i]), ints.input("j", [8], "i32")]));
+  const g3 = ints.build();
+  assert.equal(kernelLayout(fuse(g3).kernels[0], OPTIONS).width, 4);
+  await matchesReference(g3, {
+    i: { data: Int32Array.from(hashed(32, 5), (v) => v * 9), shape: [4, 8], dtype: "i32" },
+    j: { data: Int32Array.from(hashed(8, 3), (v) => v * 20), shape: [8], dtype: "i32" },
+  });
+});
+
 Deno.test("large matmuls use the tiled kernel (ragged edges, batch, fused epilogue) and stay exact", async () => {
-  const { TILE_THRESHOLD, tiledMatmul } = await import("../../shaders/wgsl.ts");
   const b = new GraphBuilder();
   const a = b.input("a", [4, 130, 256]);
   const w = b.input("w", [256, 200]);
   b.output("y", b.op("Relu", [b.op("Add", [b.op("MatMul", [a, w]), b.input("c", [200])])]));
   const graph = b.build();
   const [kernel] = fuse(graph).kernels;
-  assert.ok(4 * 130 * 200 * 256 >= TILE_THRESHOLD && tiledMatmul(kernel));
-  const feeds = {
-    a: f32([...Array(4 * 130 * 256).keys()].map((i) => ((i * 7919) % 200) / 100 - 1), [
-      4,
-      130,
-      256,
-    ]),
-    w: f32([...Array(256 * 200).keys()].map((i) => ((i * 104729) % 200) / 100 - 1), [256, 200]),
-    c: f32([...Array(200).keys()].map((i) => i / 200 - 0.5)),
-  };
-  const got = await (await compile(graph, { backend: gpu, cache: false })).run(feeds);
-  const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
-  assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-3, rtol: 1e-4 });
+  assert.ok(4 * 130 * 200 * 256 >= TILE_THRESHOLD);
+  assert.equal(kernelLayout(kernel, OPTIONS).tile?.per, 4);
+  assert.equal(kernelLayout(kernel, { maxInvocations: 128 }).kind, "rows");
+  await matchesReference(graph, {
+    a: f32(hashed(4 * 130 * 256, 7919), [4, 130, 256]),
+    w: f32(hashed(256 * 200, 104729), [256, 200]),
+    c: f32(hashed(200, 31), [200]),
+  }, 1e-3);
+});
+
+Deno.test("128×128 tiles: transposed operands, ragged M, N and K, a batch broadcast", async () => {
+  const b = new GraphBuilder();
+  const a = b.input("a", [16, 20, 260]); // used transposed: [16, 260, 20]
+  const w = b.input("w", [260, 20]); // used transposed: [20, 260], shared by the batch
+  const p = b.op("MatMul", [
+    b.op("Transpose", [a], { perm: [0, 2, 1] }),
+    b.op("Transpose", [w], { perm: [1, 0] }),
+  ]);
+  b.output("y", b.op("Tanh", [p]));
+  const graph = b.build();
+  const [kernel] = fuse(graph).kernels;
+  const layout = kernelLayout(kernel, OPTIONS);
+  assert.equal(layout.tile?.per, 8, "16 × 3 × 3 tiles of 128");
+  await matchesReference(graph, {
+    a: f32(hashed(16 * 20 * 260, 7919), [16, 20, 260]),
+    w: f32(hashed(260 * 20, 104729), [260, 20]),
+  }, 1e-4);
 });
 
 Deno.test("profile: true times every kernel with timestamp queries in the run's one readback", async () => {

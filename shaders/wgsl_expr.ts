@@ -1,0 +1,371 @@
+/**
+ * Scalar WGSL lowering shared by every generated kernel: the storage type of each dtype, literals,
+ * ALU ops with the reference's IEEE and integer semantics (re-rounded to the result dtype after
+ * every op), index-step arithmetic with its bounds checks, and a small emitter of named `let`s.
+ *
+ * @module
+ */
+import type { DType } from "../jit/dtype.ts";
+import type { Expr, IndexStep, KernelIR, KernelOutput } from "../jit/kernel_ir.ts";
+import { type Shape, stridesOf } from "../jit/shape.ts";
+/** The WGSL scalar type that holds a dtype. */
+export function wgslType(dtype: DType): "f32" | "i32" | "u32" {
+  return dtype === "f32" || dtype === "f16"
+    ? "f32"
+    : dtype === "i32" || dtype === "i8"
+    ? "i32"
+    : "u32";
+}
+
+/** Helper functions every generated shader starts with (IEEE specials, erf, pow, casts). */
+export const PRELUDE = `
+// Dawn's Tint rejects a constant expression whose value is NaN or ±inf, so non-finite floats are
+// bitcast from bits held in a private variable, which is not a constant expression.
+var<private> k_special: vec3<u32> = vec3<u32>(0x7fc00000u, 0x7f800000u, 0xff800000u);
+fn k_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn k_f16(x: f32) -> f32 { return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x; }
+fn k_erf(x: f32) -> f32 {
+  // Abramowitz & Stegun 7.1.26 in the odd form; |error| < 1.5e-7.
+  let a = abs(x);
+  let t = 1.0 / (1.0 + 0.3275911 * a);
+  let y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-a * a);
+  return select(sign(x) * y, x, k_isnan(x));
+}
+fn k_pow(a: f32, b: f32) -> f32 {
+  if (b == 0.0) { return 1.0; }
+  if (k_isnan(a) || k_isnan(b)) { return bitcast<f32>(k_special.x); }
+  if (a == 0.0) { return select(bitcast<f32>(k_special.y), 0.0, b > 0.0); }
+  let r = exp2(b * log2(abs(a)));
+  if (a > 0.0) { return r; }
+  if (b != trunc(b)) { return bitcast<f32>(k_special.x); }
+  return select(r, -r, abs(b % 2.0) == 1.0);
+}
+fn k_round(x: f32) -> f32 { return round(x); }
+// WGSL leaves a runtime float division by zero indeterminate; IEEE gives ±inf or NaN.
+fn k_fdiv(a: f32, b: f32) -> f32 {
+  if (b != 0.0) { return a / b; }
+  if (k_isnan(a) || a == 0.0) { return bitcast<f32>(k_special.x); }
+  let negative = (a < 0.0) != ((bitcast<u32>(b) & 0x80000000u) != 0u);
+  return select(bitcast<f32>(k_special.y), bitcast<f32>(k_special.z), negative);
+}
+fn k_f2i(x: f32, lo: i32, hi: i32) -> i32 {
+  if (k_isnan(x)) { return 0; }
+  if (x >= 2147483648.0) { return hi; }
+  if (x < -2147483648.0) { return lo; }
+  return clamp(i32(trunc(x)), lo, hi);
+}
+fn k_f2u(x: f32, hi: u32) -> u32 {
+  if (k_isnan(x) || x <= 0.0) { return 0u; }
+  if (x >= 4294967296.0) { return hi; }
+  return min(u32(trunc(x)), hi);
+}
+`;
+
+/** f32 NaN, +inf and -inf as WGSL expressions (Tint rejects them as constants). */
+export const NAN = "bitcast<f32>(k_special.x)";
+/** See {@linkcode NAN}. */
+export const INF = "bitcast<f32>(k_special.y)";
+/** See {@linkcode NAN}. */
+export const NEG_INF = "bitcast<f32>(k_special.z)";
+
+/** A literal of `value` in the WGSL type of `dtype`. */
+export function literal(value: number, dtype: DType): string {
+  const t = wgslType(dtype);
+  if (t === "f32") {
+    if (Number.isNaN(value)) return NAN;
+    if (value === Infinity) return INF;
+    if (value === -Infinity) return NEG_INF;
+    return `bitcast<f32>(${new Uint32Array(new Float32Array([value]).buffer)[0]}u)`;
+  }
+  if (t === "i32") return `i32(${Math.trunc(value) | 0})`;
+  return `${Math.trunc(value) >>> 0}u`;
+}
+
+/** Re-rounds `x` (of `dtype`'s WGSL type) to what storing it as `dtype` gives. */
+export function rounded(x: string, dtype: DType): string {
+  switch (dtype) {
+    case "f16":
+      return `k_f16(${x})`;
+    case "i8":
+      return `((${x} << 24u) >> 24u)`;
+    case "u8":
+      return `(${x} & 255u)`;
+    case "bool":
+      return `select(0u, 1u, ${x} != 0u)`;
+    default:
+      return x;
+  }
+}
+
+/** WGSL for one ALU op over argument expressions `a` of dtypes `d`, producing `out`. */
+export function alu(
+  op: string,
+  a: string[],
+  d: DType[],
+  out: DType,
+  attrs: Record<string, unknown> | undefined,
+): string {
+  const t = wgslType(d[0] ?? out);
+  const int = t !== "f32";
+  const flag = (cond: string) => `select(0u, 1u, ${cond})`;
+  switch (op) {
+    case "Add":
+      return `(${a[0]} + ${a[1]})`;
+    case "Sub":
+      return `(${a[0]} - ${a[1]})`;
+    case "Mul":
+      return `(${a[0]} * ${a[1]})`;
+    case "Div":
+      return int
+        ? `select(${a[0]} / ${a[1]}, ${literal(0, d[0])}, ${a[1]} == ${literal(0, d[0])})`
+        : `k_fdiv(${a[0]}, ${a[1]})`;
+    case "Pow":
+      return int ? `${t}(round(k_pow(f32(${a[0]}), f32(${a[1]}))))` : `k_pow(${a[0]}, ${a[1]})`;
+    case "Mod": {
+      if (!int) return `(${a[0]} % ${a[1]})`;
+      const zero = literal(0, d[0]);
+      const den = `select(${a[1]}, ${literal(1, d[0])}, ${a[1]} == ${zero})`;
+      if (attrs?.fmod === 1) {
+        return `select(${a[0]} - ${den} * (${a[0]} / ${den}), ${zero}, ${a[1]} == ${zero})`;
+      }
+      // a - b·(a / b), not %: a software driver seen here computes signed % as unsigned.
+      const safe = `select(${a[1]}, ${literal(1, d[0])}, ${a[1]} == ${zero})`;
+      const r = `(${a[0]} - ${safe} * (${a[0]} / ${safe}))`;
+      const fix = t === "i32"
+        ? `select(${r}, ${r} + ${a[1]}, ${r} != 0 && ((${r} < 0) != (${a[1]} < 0)))`
+        : r;
+      return `select(${fix}, ${zero}, ${a[1]} == ${zero})`;
+    }
+    case "Equal":
+      return flag(`${a[0]} == ${a[1]}`);
+    case "Greater":
+      return flag(`${a[0]} > ${a[1]}`);
+    case "Less":
+      return flag(`${a[0]} < ${a[1]}`);
+    case "And":
+      return flag(`${a[0]} != 0u && ${a[1]} != 0u`);
+    case "Or":
+      return flag(`${a[0]} != 0u || ${a[1]} != 0u`);
+    case "Not":
+      return flag(`${a[0]} == 0u`);
+    case "Where":
+      return `select(${a[2]}, ${a[1]}, ${a[0]} != 0u)`;
+    case "Neg":
+      return `(-${a[0]})`;
+    case "Abs":
+      return `abs(${a[0]})`;
+    case "Sqrt":
+    case "Exp":
+    case "Log":
+    case "Sin":
+    case "Cos":
+    case "Floor":
+    case "Ceil":
+      return `${op.toLowerCase()}(${a[0]})`;
+    case "Round":
+      return `k_round(${a[0]})`;
+    case "Erf":
+      return `k_erf(${a[0]})`;
+    case "IsNaN":
+      return flag(`k_isnan(${a[0]})`);
+    case "Cast":
+      return cast(a[0], d[0], out);
+  }
+  throw new Error(`WGSL: no lowering for ALU op ${op}`);
+}
+
+/** Casts follow the reference: truncate and saturate into integers, NaN → 0, bool is x != 0. */
+function cast(x: string, from: DType, to: DType): string {
+  const tt = wgslType(to), ft = wgslType(from);
+  if (to === "bool") return `select(0u, 1u, ${x} != ${literal(0, from)})`;
+  if (tt === "f32") return `f32(${x})`;
+  const hiU = to === "u8" ? 255 : 4294967295;
+  const [lo, hi] = to === "i8" ? [-128, 127] : [-2147483648, 2147483647];
+  if (ft === "f32") {
+    return tt === "i32" ? `k_f2i(${x}, ${literal(lo, "i32")}, ${hi})` : `k_f2u(${x}, ${hiU}u)`;
+  }
+  if (ft === "i32") {
+    return tt === "i32"
+      ? `clamp(${x}, ${literal(lo, "i32")}, ${hi})`
+      : `u32(clamp(${x}, 0, ${Math.min(hiU, 2147483647)}))`;
+  }
+  return tt === "i32" ? `i32(min(${x}, ${hi}u))` : `min(${x}, ${hiU}u)`;
+}
+
+/** Generates readable statements, one `let` per value. */
+export class Emitter {
+  /** The statements so far. */
+  readonly lines: string[] = [];
+  /** Indentation of the next statement. */
+  indent = "  ";
+  #n = 0;
+  /** A name not used before in this shader. */
+  fresh(prefix: string): string {
+    return `${prefix}${this.#n++}`;
+  }
+  /** Appends one statement at the current indentation. */
+  line(s: string): void {
+    this.lines.push(this.indent + s);
+  }
+  /** Emits `body` one level deeper, between `open` and `}`. */
+  block(open: string, body: () => void): void {
+    this.line(open);
+    this.indent += "  ";
+    body();
+    this.indent = this.indent.slice(2);
+    this.line("}");
+  }
+}
+
+/** A bounds check of one step and the value a load yields when it fails. */
+export interface Guard {
+  /** The condition, a WGSL bool. */
+  readonly ok: string;
+  /** The value loads yield where it fails. */
+  readonly fill: number;
+}
+
+/** The coordinate expressions after applying `steps` to `coords`, with each step's bounds check. */
+export function applySteps(
+  e: Emitter,
+  steps: readonly IndexStep[],
+  coords: string[],
+): { coords: string[]; guards: Guard[] } {
+  let c = coords;
+  const guards: Guard[] = [];
+  for (const s of steps) {
+    if (s.kind === "reshape") {
+      const lin = e.fresh("lin");
+      const from = stridesOf(s.from);
+      e.line(
+        `let ${lin} = ${
+          c.map((x, i) => (s.from[i] === 1 ? "" : `${x} * ${from[i]}`)).filter(Boolean).join(
+            " + ",
+          ) || "0"
+        };`,
+      );
+      const to = stridesOf(s.to);
+      c = s.to.map((d, i) => (d === 1 ? "0" : `((${lin} / ${to[i]}) % ${d})`));
+      continue;
+    }
+    const out = s.coeff.map((row, j) => {
+      const terms = row.flatMap((w, d) => (w === 0 ? [] : [w === 1 ? c[d] : `${c[d]} * ${w}`]));
+      if (s.offset[j] !== 0 || !terms.length) terms.push(String(s.offset[j]));
+      const name = e.fresh("c");
+      e.line(`let ${name} = ${terms.join(" + ")};`);
+      return name;
+    });
+    if (s.bounds) {
+      const ok = e.fresh("ok");
+      e.line(
+        `let ${ok} = ${
+          out.map((x, j) => `${x} >= 0 && ${x} < ${s.bounds![j]}`).join(" && ") || "true"
+        };`,
+      );
+      guards.push({ ok, fill: s.fill ?? 0 });
+    }
+    c = out;
+  }
+  return { coords: c, guards };
+}
+
+/** The row-major element offset of `coords` in a buffer of `shape`, as WGSL. */
+export function linear(coords: readonly string[], shape: Shape): string {
+  const strides = stridesOf(shape);
+  return coords.map((x, i) => (shape[i] === 1 ? "" : strides[i] === 1 ? x : `${x} * ${strides[i]}`))
+    .filter(Boolean).join(" + ") || "0";
+}
+
+/**
+ * One kernel's expressions lowered at the current point: `coords` names each space axis's
+ * coordinate (generators move it between lanes, tiles and helper functions), and every value is
+ * a named `let` in the emitter `e`, shared within a point through a memo.
+ */
+export class KernelLowering {
+  /** The kernel. */
+  readonly kernel: KernelIR;
+  /** Where statements go. */
+  e: Emitter = new Emitter();
+  /** The current point's coordinate per space axis, as WGSL `i32` expressions. */
+  coords: string[];
+
+  /** Lowers `kernel` with coordinates named `x0`, `x1`, … */
+  constructor(kernel: KernelIR) {
+    this.kernel = kernel;
+    this.coords = kernel.space.map((_, i) => `x${i}`);
+  }
+
+  /** The element offset a load's or store's `steps` reach in a buffer of `shape`, with its guards. */
+  offset(steps: readonly IndexStep[], shape: Shape): { index: string; guards: Guard[] } {
+    const { coords, guards } = applySteps(this.e, steps, this.coords);
+    return { index: linear(coords, shape), guards };
+  }
+
+  /** Emits `expr` at the current point; `memo` shares values within the point. */
+  value(expr: Expr, memo: Map<Expr, string>): string {
+    const hit = memo.get(expr);
+    if (hit) return hit;
+    let code: string;
+    switch (expr.kind) {
+      case "const":
+        code = literal(expr.value, expr.dtype);
+        break;
+      case "acc":
+        code = `acc${expr.index}`;
+        break;
+      case "load": {
+        const { index, guards } = this.offset(expr.steps, this.kernel.inputs[expr.input].shape);
+        if (guards.length) {
+          // The first failing step decides the fill, as in the interpreter; reads stay in range.
+          const all = guards.map((g) => g.ok).join(" && ");
+          code = `in${expr.input}[u32(select(0, ${index}, ${all}))]`;
+          for (const g of [...guards].reverse()) {
+            code = `select(${literal(g.fill, expr.dtype)}, ${code}, ${g.ok})`;
+          }
+        } else {
+          code = `in${expr.input}[u32(${index})]`;
+        }
+        break;
+      }
+      case "alu": {
+        const args = expr.args.map((a) => this.value(a, memo));
+        code = rounded(
+          alu(
+            expr.op,
+            args,
+            expr.args.map((a) => a.dtype),
+            expr.dtype,
+            expr.attrs as Record<string, unknown>,
+          ),
+          expr.dtype,
+        );
+        break;
+      }
+    }
+    const name = this.e.fresh("v");
+    this.e.line(`let ${name}: ${wgslType(expr.dtype)} = ${code};`);
+    memo.set(expr, name);
+    return name;
+  }
+
+  /** Stores output `k` at the current point. */
+  store(o: KernelOutput, k: number, memo: Map<Expr, string>): void {
+    const v = this.value(o.expr, memo);
+    this.e.line(`out${k}[u32(${this.offset(o.steps, o.shape).index})] = ${v};`);
+  }
+
+  /** Assigns the coordinates of `axes` (row-major) from the linear `index`. */
+  unravel(axes: readonly number[], index: string): void {
+    const space = this.kernel.space;
+    let rest = index;
+    for (let j = axes.length - 1; j >= 0; j--) {
+      const d = space[axes[j]];
+      this.e.line(`${this.coords[axes[j]]} = ${d === 1 ? "0" : `${rest} % ${d}`};`);
+      if (j > 0) {
+        const next = this.e.fresh("q");
+        this.e.line(`let ${next} = ${rest} / ${d};`);
+        rest = next;
+      }
+    }
+  }
+}
