@@ -87,12 +87,15 @@ export { explain, type ExplainedKernel, type Explanation } from "./jit/explain.t
 export { estimateWork } from "./jit/workload.ts";
 export { compile, type CompileOptions, defaultBackends } from "./jit/compile.ts";
 export {
+  type DeviceTensorMap,
   Executable,
   type ExecutableInit,
+  type InputMap,
   type PlanInfo,
   type RunOptions,
   type TensorMap,
 } from "./jit/executable.ts";
+export { type DeviceStorage, DeviceTensor, type ElementRange } from "./jit/device_tensor.ts";
 export { RunHandle } from "./jit/run_handle.ts";
 export {
   concat,
@@ -123,6 +126,7 @@ export type {
   NodeInfo,
   PreparedKernel,
   Program,
+  ResidentRunOptions,
   Workload,
 } from "./backends/backend.ts";
 export { BackendBase } from "./backends/backend_base.ts";

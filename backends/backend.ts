@@ -8,6 +8,7 @@
  * @module
  */
 import type { TensorData } from "../jit/dtype.ts";
+import type { DeviceTensor } from "../jit/device_tensor.ts";
 import type { Graph } from "../jit/graph.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import type { KernelIR } from "../jit/kernel_ir.ts";
@@ -88,6 +89,29 @@ export interface Program {
   dispose(): void;
   /** Device time of each kernel in the last finished run, where the backend measures it. */
   deviceTimes?(): readonly KernelTime[];
+  /**
+   * Runs with device-resident data, where the backend has device memory: arguments may be
+   * {@linkcode DeviceTensor}s of this backend (used in place), outputs may stay on the device,
+   * and `repeat` runs the graph several times in one submission with `feedback` outputs becoming
+   * arguments of the next repetition, reading back only at the end.
+   */
+  runResident?(
+    args: readonly (RefTensor | DeviceTensor)[],
+    outputs: readonly number[],
+    options: ResidentRunOptions,
+  ): Promise<(TensorData | DeviceTensor)[]>;
+}
+
+/** Options of {@linkcode Program.runResident}. */
+export interface ResidentRunOptions {
+  /** Repetitions of the graph (at least 1). */
+  readonly repeat: number;
+  /** `[output, arg]` pairs: after each repetition, that output becomes that argument. */
+  readonly feedback: readonly (readonly [output: number, arg: number])[];
+  /** Per requested output: whether it stays on the device (each kept one in its own memory). */
+  readonly keep: readonly boolean[];
+  /** The batch extent of a bucketed run. */
+  readonly active?: number;
 }
 
 /** How long one kernel ran on its device. */

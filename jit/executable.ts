@@ -8,6 +8,7 @@
  */
 import type { Backend, KernelTime, Program } from "../backends/backend.ts";
 import type { RefTensor } from "../backends/reference/tensor_io.ts";
+import { DeviceTensor } from "./device_tensor.ts";
 import { type TensorData, widenToI64 } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
 import type { Graph, GraphInput } from "./graph.ts";
@@ -38,11 +39,36 @@ export interface PlanInfo {
 /** Named host tensors: a run's inputs or results. */
 export type TensorMap = Record<string, HostTensor>;
 
+/** A run's named inputs: host tensors, or device tensors of the executable's backend. */
+export type InputMap = Record<string, HostTensor | DeviceTensor>;
+
+/** Named device tensors: the results of {@linkcode Executable.runOnDevice}. */
+export type DeviceTensorMap = Record<string, DeviceTensor>;
+
 /** Options for {@linkcode Executable.run}. */
 export interface RunOptions {
   /** Output names to read back (default: all). */
   readonly outputs?: readonly string[];
+  /**
+   * Runs the graph this many times back to back (default 1), each repetition's state outputs
+   * feeding the next one's state inputs; the outputs are the last repetition's. On a GPU the
+   * repetitions go into one submission with a single readback at the end.
+   */
+  readonly repeat?: number;
 }
+
+// Device tensors an executable holds as state may be shared with its clones (runs never write
+// into their inputs, so sharing is safe); the last holder to let go disposes them.
+const holders = new WeakMap<DeviceTensor, number>();
+const hold = (t: TensorData | DeviceTensor) => {
+  if (t instanceof DeviceTensor) holders.set(t, (holders.get(t) ?? 0) + 1);
+};
+const drop = (t: TensorData | DeviceTensor | undefined) => {
+  if (!(t instanceof DeviceTensor)) return;
+  const n = (holders.get(t) ?? 1) - 1;
+  holders.set(t, n);
+  if (n <= 0) t.dispose();
+};
 
 /** What an executable is built from. */
 export interface ExecutableInit {
@@ -77,7 +103,7 @@ export class Executable {
   #init: ExecutableInit;
   #program: Program;
   #params = new Map<string, TensorData>();
-  #stateData = new Map<string, TensorData>();
+  #stateData = new Map<string, TensorData | DeviceTensor>();
   #queue: Promise<unknown> = Promise.resolve();
   #disposed = false;
 
@@ -99,7 +125,10 @@ export class Executable {
     this.#check();
     const copy = new Executable(this.#init);
     for (const [k, v] of this.#params) copy.#params.set(k, v);
-    for (const [k, v] of this.#stateData) copy.#stateData.set(k, v);
+    for (const [k, v] of this.#stateData) {
+      hold(v);
+      copy.#stateData.set(k, v);
+    }
     return copy;
   }
 
@@ -107,7 +136,18 @@ export class Executable {
    * Runs several input sets back to back (state bindings flow from one to the next) and returns
    * one handle per set; all are in flight at once, results arrive in order.
    */
-  runPipelined(inputSets: readonly TensorMap[], options?: RunOptions): RunHandle<TensorMap>[] {
+  runPipelined(inputSets: readonly InputMap[], options?: RunOptions): RunHandle<TensorMap>[] {
+    if (Object.keys(this.state).length === 0) {
+      // Without state the runs are independent: all start now, and a GPU keeps them in flight
+      // together, each with its own buffers and staging.
+      return inputSets.map((inputs) => {
+        try {
+          return this.run(inputs, options);
+        } catch (e) {
+          return new RunHandle<TensorMap>(Promise.reject(e));
+        }
+      });
+    }
     return inputSets.map((inputs) => {
       const turn = this.#queue.then(() => this.run(inputs, options).result());
       this.#queue = turn.catch(() => {});
@@ -142,20 +182,62 @@ export class Executable {
     this.#params.set(name, accepted.data === t.data ? accepted.data.slice() : accepted.data);
   }
 
-  /** Runs the graph on `inputs`; await the handle (or poll it) for the outputs. */
-  run(inputs: TensorMap, options?: RunOptions): RunHandle<TensorMap> {
+  /** Runs the graph on `inputs`; await the handle (or poll it) for the outputs on the host. */
+  run(inputs: InputMap, options?: RunOptions): RunHandle<TensorMap> {
+    return new RunHandle(this.#execute(inputs, options, false) as Promise<TensorMap>);
+  }
+
+  /**
+   * Runs the graph and leaves its outputs in device memory as {@linkcode DeviceTensor}s (yours to
+   * `read()` and `dispose()`), where the backend has device memory (WebGPU). State outputs stay
+   * on the device too. Nothing is read back, so the handle settles without waiting for the device.
+   */
+  runOnDevice(inputs: InputMap, options?: RunOptions): RunHandle<DeviceTensorMap> {
+    return new RunHandle(this.#execute(inputs, options, true) as Promise<DeviceTensorMap>);
+  }
+
+  /** Validates a run synchronously (bad input throws here), then starts it. */
+  #execute(
+    inputs: InputMap,
+    options: RunOptions | undefined,
+    onDevice: boolean,
+  ): Promise<TensorMap | DeviceTensorMap> {
     this.#check();
+    const repeat = options?.repeat ?? 1;
+    if (!Number.isInteger(repeat) || repeat < 1) {
+      throw new KilnError(`repeat must be a whole number of at least 1, got ${repeat}`, {
+        code: "bad-input",
+        fix: "pass repeat: 1 or more (or leave it out)",
+      });
+    }
     const active = this.#activeExtent(inputs);
     const args = this.#arguments(inputs, active);
     const requested = this.#outputs(options?.outputs);
-    const stateOutputs = this.graph.outputs.flatMap((
+    const stateful = this.graph.outputs.flatMap((o, i) => (o.name in this.state ? [i] : []));
+    // A run on the device keeps its own copy of each state output; a host run reads state back.
+    const wanted = onDevice
+      ? [...requested, ...stateful]
+      : [...requested, ...stateful.filter((i) => !requested.includes(i))];
+    const feedback = stateful.map((o): [number, number] => [
       o,
-      i,
-    ) => (o.name in this.state && !requested.includes(i) ? [i] : []));
-    const wanted = [...requested, ...stateOutputs];
-    const given = new Set<TensorData>(args.map((a) => a.data));
-    count("kiln_runs_total");
-    count("kiln_dispatches_total", this.plan?.kernels.length ?? this.graph.nodes.length);
+      this.graph.inputs.findIndex((i) => i.name === this.state[this.graph.outputs[o].name]),
+    ]);
+    const resident = this.#program.runResident?.bind(this.#program);
+    const device = onDevice || args.some((a) => a instanceof DeviceTensor);
+    if (device && !resident) {
+      throw new KilnError(
+        `${
+          onDevice ? "runOnDevice" : "A device tensor input"
+        } needs a backend with device memory; this executable runs on ${this.backend.id}`,
+        {
+          code: "unsupported",
+          fix: "compile for webgpu, or read() device tensors to the host and run() with those",
+        },
+      );
+    }
+    const given = new Set(args.flatMap((a) => (a instanceof DeviceTensor ? [] : [a.data])));
+    count("kiln_runs_total", repeat);
+    count("kiln_dispatches_total", repeat * (this.plan?.kernels.length ?? this.graph.nodes.length));
     for (const t of this.plan?.schedule.transfers ?? []) {
       count("kiln_transfers_total");
       if (t.from === "host") count("kiln_bytes_uploaded_total", t.bytes);
@@ -163,30 +245,61 @@ export class Executable {
     }
     const buckets = this.#init.buckets;
     const partial = buckets && active !== undefined && active < buckets.bound ? active : undefined;
-    const promise = this.#program.run(args, wanted, partial).then((data) => {
+    const results = async (): Promise<(TensorData | DeviceTensor)[]> => {
+      if (resident && (device || repeat > 1)) {
+        return await resident(args, wanted, {
+          repeat,
+          feedback,
+          keep: wanted.map(() => onDevice),
+          active: partial,
+        });
+      }
+      let current = args.filter((a): a is RefTensor => !(a instanceof DeviceTensor));
+      let data: TensorData[] = [];
+      for (let r = 0; r < repeat; r++) {
+        data = await this.#program.run(current, wanted, partial);
+        const next = [...current];
+        for (const [o, a] of feedback) next[a] = { ...next[a], data: data[wanted.indexOf(o)] };
+        current = next;
+      }
+      return data;
+    };
+    return results().then((data) => {
+      const out: Record<string, HostTensor | DeviceTensor> = {};
       wanted.forEach((idx, k) => {
-        const name = this.graph.outputs[idx].name;
-        if (name in this.state) this.#stateData.set(this.state[name], data[k].slice());
-      });
-      const out: TensorMap = {};
-      requested.forEach((idx, k) => {
         const o = this.graph.outputs[idx];
         const v = this.graph.values[o.value];
         let shape = v.shape;
-        let d = given.has(data[k]) ? data[k].slice() : data[k];
         if (partial !== undefined && buckets!.batched.has(o.value)) {
           shape = [v.shape[0] / buckets!.bound * partial, ...v.shape.slice(1)];
-          d = d.slice(0, shape.reduce((a, b) => a * b, 1));
         }
+        const d = data[k];
+        if (k >= requested.length) {
+          this.#setState(this.state[o.name], d instanceof DeviceTensor ? d : d.slice());
+          return;
+        }
+        if (d instanceof DeviceTensor) {
+          out[o.name] = new DeviceTensor(d.storage(), shape, o.dtype);
+          return;
+        }
+        if (!onDevice && o.name in this.state) this.#setState(this.state[o.name], d.slice());
+        let host = given.has(d) ? d.slice() : d;
+        if (shape !== v.shape) host = host.slice(0, shape.reduce((a, b) => a * b, 1));
         out[o.name] = {
-          data: o.dtype === "i64" ? widenToI64(d as Int32Array) : d,
+          data: o.dtype === "i64" ? widenToI64(host as Int32Array) : host,
           shape,
           dtype: o.dtype,
         };
       });
-      return out;
+      return out as TensorMap | DeviceTensorMap;
     });
-    return new RunHandle(promise);
+  }
+
+  #setState(input: string, value: TensorData | DeviceTensor): void {
+    const old = this.#stateData.get(input);
+    hold(value);
+    this.#stateData.set(input, value);
+    drop(old);
   }
 
   /**
@@ -201,6 +314,8 @@ export class Executable {
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
+    for (const v of this.#stateData.values()) drop(v);
+    this.#stateData.clear();
     this.#program.dispose();
   }
 
@@ -249,7 +364,7 @@ export class Executable {
   }
 
   /** The batch extent of a bucketed run (`undefined` when the executable has no buckets). */
-  #activeExtent(inputs: TensorMap): number | undefined {
+  #activeExtent(inputs: InputMap): number | undefined {
     const b = this.#init.buckets;
     if (!b || typeof inputs !== "object" || inputs === null) return undefined;
     const extents = [
@@ -274,7 +389,7 @@ export class Executable {
     return e;
   }
 
-  #arguments(inputs: TensorMap, active?: number): RefTensor[] {
+  #arguments(inputs: InputMap, active?: number): (RefTensor | DeviceTensor)[] {
     if (typeof inputs !== "object" || inputs === null) {
       throw new KilnError(
         `run() expects an object of named inputs, got ${inputs === null ? "null" : typeof inputs}`,
@@ -300,15 +415,18 @@ export class Executable {
         },
       );
     }
-    const args: RefTensor[] = this.graph.inputs.map((i) =>
-      i.name in inputs || !this.#stateData.has(i.name)
-        ? acceptInput(inputs[i.name], this.#bucketed(i, active), `input "${i.name}"`)
-        : {
-          data: this.#stateData.get(i.name)!,
-          shape: i.shape,
-          dtype: this.graph.values[i.value].dtype,
-        }
-    );
+    const args: (RefTensor | DeviceTensor)[] = this.graph.inputs.map((i) => {
+      const given = inputs[i.name];
+      const state = this.#stateData.get(i.name);
+      if (given instanceof DeviceTensor) {
+        return acceptDevice(given, this.#bucketed(i, active), i.name);
+      }
+      if (i.name in inputs || state === undefined) {
+        return acceptInput(given, this.#bucketed(i, active), `input "${i.name}"`);
+      }
+      if (state instanceof DeviceTensor) return state;
+      return { data: state, shape: i.shape, dtype: this.graph.values[i.value].dtype };
+    });
     for (const p of this.graph.params) {
       const data = this.#params.get(p.name);
       if (!data) {
@@ -341,4 +459,24 @@ export class Executable {
       return i;
     });
   }
+}
+
+/** A device tensor given as input `name`: live, of the declared shape and dtype. */
+function acceptDevice(t: DeviceTensor, spec: GraphInput, name: string): DeviceTensor {
+  if (t.disposed) {
+    throw new KilnError(`input "${name}": the device tensor was disposed`, {
+      code: "disposed",
+      fix: "pass a live device tensor (dispose it only after its last run)",
+    });
+  }
+  if (t.dtype !== spec.dtype || t.shape.join() !== spec.shape.join()) {
+    throw new KilnError(
+      `input "${name}": expected ${spec.dtype}[${spec.shape}], got a device tensor ${t.dtype}[${t.shape}]`,
+      {
+        code: "bad-input",
+        fix: "pass a device tensor of the declared shape and dtype",
+      },
+    );
+  }
+  return t;
 }

@@ -7,18 +7,19 @@
  *
  * @module
  */
-import type { KernelTime, Program } from "../backend.ts";
+import type { KernelTime, Program, ResidentRunOptions } from "../backend.ts";
 import type { RefTensor } from "../reference/tensor_io.ts";
 import type { DType, TensorData } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
 
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import { type KernelIR, rowCount } from "../../jit/kernel_ir.ts";
-import { serialized } from "../../jit/program.ts";
+import { DeviceTensor, storedDType } from "../../jit/device_tensor.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { dispatchSize, kernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
 import type { BufferPool } from "./buffer_pool.ts";
 import { fromWords, toWords } from "../words.ts";
+import { GpuStorage, MAP_READ, STAGING, STORAGE } from "./gpu_storage.ts";
 
 /** What a GPU program runs on. */
 export interface GpuContext {
@@ -50,11 +51,7 @@ export interface GpuPlan {
   readonly partial?: readonly boolean[];
 }
 
-const STORAGE = 0x80 | 0x08 | 0x04; // STORAGE | COPY_DST | COPY_SRC
-const STAGING = 0x01 | 0x08; // MAP_READ | COPY_DST
 const RESOLVE = 0x200 | 0x04; // QUERY_RESOLVE | COPY_SRC
-// Numeric like the usages, so nothing needs the GPUMapMode global (absent on Node's `webgpu`).
-const MAP_READ = 0x01;
 
 const words = (shape: readonly number[]) => Math.max(1, sizeOf(shape)) * 4;
 
@@ -62,7 +59,8 @@ const words = (shape: readonly number[]) => Math.max(1, sizeOf(shape)) * 4;
 export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
   const { bindings, kernels, pipelines, constants } = plan;
   const { device, pool } = ctx;
-  const resident = new Map<TensorData, GPUBuffer>();
+  // Params and constants are uploaded once; concurrent first runs share the one upload.
+  const resident = new Map<TensorData, Promise<GPUBuffer>>();
   // Two timestamps per kernel (pass begin and end), resolved and read back with the outputs.
   const queries = ctx.timestamps
     ? device.createQuerySet({ type: "timestamp", count: 2 * Math.max(1, kernels.length) })
@@ -73,116 +71,190 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
   for (const k of kernels) for (const b of [...k.inputs, ...k.outputs]) types.set(b.value, b);
   for (const [v, t] of constants) types.set(v, { shape: t.shape, dtype: t.dtype as DType });
 
-  const upload = (
-    data: TensorData,
-    dtype: DType,
+  const upload = async (
+    t: RefTensor | DeviceTensor,
     keep: boolean,
     acquired: GPUBuffer[],
   ): Promise<GPUBuffer> => {
-    const hit = resident.get(data);
-    if (hit) return Promise.resolve(hit);
-    const w = toWords(data, dtype);
-    return pool.acquire(Math.max(4, w.byteLength), STORAGE).then((buffer) => {
+    if (t instanceof DeviceTensor) {
+      const storage = t.storage();
+      if (!(storage instanceof GpuStorage) || !storage.on(ctx)) {
+        throw new KilnError(`A device tensor of ${storage.backend} cannot feed this WebGPU run`, {
+          code: "bad-input",
+          fix: "read() it to the host and pass the host tensor (or run both on one device)",
+        });
+      }
+      return storage.buffer;
+    }
+    const hit = resident.get(t.data);
+    if (hit) return hit;
+    const w = toWords(t.data, t.dtype);
+    const buffer = pool.acquire(Math.max(4, w.byteLength), STORAGE).then((buffer) => {
       if (w.byteLength) device.queue.writeBuffer(buffer, 0, w as Float32Array<ArrayBuffer>);
-      if (keep) resident.set(data, buffer);
-      else acquired.push(buffer);
+      if (!keep) acquired.push(buffer);
       return buffer;
+    });
+    if (keep) resident.set(t.data, buffer);
+    return await buffer;
+  };
+
+  /** Encodes the kernels of one repetition over `buffers` (value → buffer). */
+  const encode = (
+    encoder: GPUCommandEncoder,
+    buffers: ReadonlyMap<number, GPUBuffer>,
+    active: number | undefined,
+    timed: Set<number>,
+  ) => {
+    kernels.forEach((k, i) => {
+      if (k.opaque?.op === "ToDevice") {
+        encoder.copyBufferToBuffer(
+          buffers.get(k.inputs[0].value)!,
+          0,
+          buffers.get(k.outputs[0].value)!,
+          0,
+          words(k.outputs[0].shape),
+        );
+        return;
+      }
+      const rows = active !== undefined && plan.partial?.[i]
+        ? rowCount(k) / k.space[0] * active
+        : rowCount(k);
+      if (rows === 0) return;
+      if (queries) timed.add(i);
+      const pass = encoder.beginComputePass({
+        label: k.name,
+        ...(queries
+          ? {
+            timestampWrites: {
+              querySet: queries,
+              beginningOfPassWriteIndex: 2 * i,
+              endOfPassWriteIndex: 2 * i + 1,
+            },
+          }
+          : {}),
+      });
+      pass.setPipeline(pipelines[i]!);
+      pass.setBindGroup(
+        0,
+        device.createBindGroup({
+          layout: pipelines[i]!.getBindGroupLayout(0),
+          entries: [...k.inputs, ...k.outputs].map((b, j) => ({
+            binding: j,
+            resource: { buffer: buffers.get(b.value)! },
+          })),
+        }),
+      );
+      const [x, y, z] = dispatchSize(layouts[i]!, rows);
+      pass.dispatchWorkgroups(x, y, z);
+      pass.end();
     });
   };
 
-  const runOnce = async (
-    args: readonly RefTensor[],
+  const runResident = async (
+    args: readonly (RefTensor | DeviceTensor)[],
     outputs: readonly number[],
-    active?: number,
-  ): Promise<TensorData[]> => {
+    options: ResidentRunOptions,
+  ): Promise<(TensorData | DeviceTensor)[]> => {
     ctx.check();
+    const { repeat, feedback, keep, active } = options;
     const acquired: GPUBuffer[] = [];
-    const buffers = new Map<number, GPUBuffer>();
+    const claimed = new Set<GPUBuffer>();
     try {
+      const given = new Map<number, GPUBuffer>();
+      const argOf = (v: number) => args[bindings.findIndex((b) => b.value === v)];
+      const typeOf = (v: number) => {
+        const arg = types.has(v) ? undefined : argOf(v);
+        return arg ? { shape: arg.shape, dtype: storedDType(arg.dtype) } : types.get(v)!;
+      };
+      // Host arguments that are also outputs come back as they are; everything else is read
+      // from the device (staged) or stays there (kept).
+      const passed = outputs.map((i) => {
+        const arg = argOf(plan.outputs[i]);
+        return arg !== undefined && !(arg instanceof DeviceTensor) ? arg : undefined;
+      });
+      const staged = outputs.map((_, j) => !keep[j] && !passed[j]);
+      const needed = new Set(outputs.flatMap((i, j) => (passed[j] ? [] : [plan.outputs[i]])));
       await Promise.all(bindings.map(async (b, i) => {
-        if (types.has(b.value)) {
-          buffers.set(b.value, await upload(args[i].data, args[i].dtype, b.resident, acquired));
+        if (types.has(b.value) || needed.has(b.value)) {
+          given.set(b.value, await upload(args[i], b.resident, acquired));
         }
       }));
       for (const [v, t] of constants) {
-        buffers.set(v, await upload(t.data, t.dtype as DType, true, acquired));
+        given.set(v, await upload({ ...t, dtype: t.dtype as DType }, true, acquired));
       }
-      for (const k of kernels) {
-        for (const o of k.outputs) {
-          const b = await pool.acquire(words(o.shape), STORAGE);
-          acquired.push(b);
-          buffers.set(o.value, b);
+      // Repetitions alternate between two sets of kernel outputs: one holds the state the next
+      // repetition reads while it writes the other (dispatches in one encoder run in order).
+      const sets: Map<number, GPUBuffer>[] = [];
+      for (let s = 0; s < Math.min(repeat, 2); s++) {
+        const set = new Map<number, GPUBuffer>();
+        for (const k of kernels) {
+          for (const o of k.outputs) {
+            const b = await pool.acquire(words(o.shape), STORAGE);
+            acquired.push(b);
+            set.set(o.value, b);
+          }
         }
+        sets.push(set);
       }
-      const wanted = outputs.map((i) => plan.outputs[i]).filter((v) =>
-        !bindings.some((b) => b.value === v)
-      );
+      const last = sets[(repeat - 1) % 2] ?? new Map<number, GPUBuffer>();
+      const bufferOf = (v: number, set: ReadonlyMap<number, GPUBuffer>) =>
+        set.get(v) ?? given.get(v)!;
       const offsets = new Map<number, number>();
       let total = 0;
-      for (const v of wanted) {
-        if (offsets.has(v)) continue;
+      outputs.forEach((i, j) => {
+        const v = plan.outputs[i];
+        if (!staged[j] || offsets.has(v)) return;
         offsets.set(v, total);
-        total += words(types.get(v)!.shape);
-      }
+        total += words(typeOf(v).shape);
+      });
       const stamps = Math.ceil(total / 8) * 8, stampBytes = queries ? queries.count * 8 : 0;
-      total = stamps + stampBytes;
       const resolved = queries ? await pool.acquire(stampBytes, RESOLVE) : undefined;
       if (resolved) acquired.push(resolved);
-      const timed = new Set<number>();
-      const staging = await pool.acquire(Math.max(4, total), STAGING);
-      acquired.push(staging);
+      const staging = total + stampBytes
+        ? await pool.acquire(stamps + stampBytes, STAGING)
+        : undefined;
+      if (staging) acquired.push(staging);
+      // Kept outputs take the last repetition's buffer; a value kept twice, or one that is not a
+      // kernel output (an input, param or constant), is copied into a buffer of its own.
+      const kept = await Promise.all(outputs.map(async (i, j) => {
+        if (!keep[j]) return undefined;
+        const v = plan.outputs[i];
+        const own = last.get(v);
+        if (own && !claimed.has(own)) {
+          claimed.add(own);
+          return { value: v, buffer: own, copy: false };
+        }
+        const buffer = await pool.acquire(words(typeOf(v).shape), STORAGE);
+        claimed.add(buffer);
+        return { value: v, buffer, copy: true };
+      }));
 
       device.pushErrorScope("validation");
       const encoder = device.createCommandEncoder();
-      kernels.forEach((k, i) => {
-        if (k.opaque?.op === "ToDevice") {
-          encoder.copyBufferToBuffer(
-            buffers.get(k.inputs[0].value)!,
-            0,
-            buffers.get(k.outputs[0].value)!,
-            0,
-            words(k.outputs[0].shape),
-          );
-          return;
+      const timed = new Set<number>();
+      for (let r = 0; r < repeat; r++) {
+        const set = sets[r % 2];
+        const buffers = new Map(given);
+        for (const [v, b] of set) buffers.set(v, b);
+        if (r > 0) {
+          for (const [o, a] of feedback) {
+            buffers.set(bindings[a].value, bufferOf(plan.outputs[o], sets[(r - 1) % 2]));
+          }
         }
-        const rows = active !== undefined && plan.partial?.[i]
-          ? rowCount(k) / k.space[0] * active
-          : rowCount(k);
-        if (rows === 0) return;
-        if (queries) timed.add(i);
-        const pass = encoder.beginComputePass({
-          label: k.name,
-          ...(queries
-            ? {
-              timestampWrites: {
-                querySet: queries,
-                beginningOfPassWriteIndex: 2 * i,
-                endOfPassWriteIndex: 2 * i + 1,
-              },
-            }
-            : {}),
-        });
-        pass.setPipeline(pipelines[i]!);
-        pass.setBindGroup(
-          0,
-          device.createBindGroup({
-            layout: pipelines[i]!.getBindGroupLayout(0),
-            entries: [...k.inputs, ...k.outputs].map((b, j) => ({
-              binding: j,
-              resource: { buffer: buffers.get(b.value)! },
-            })),
-          }),
-        );
-        const [x, y, z] = dispatchSize(layouts[i]!, rows);
-        pass.dispatchWorkgroups(x, y, z);
-        pass.end();
-      });
+        encode(encoder, buffers, active, timed);
+      }
+      for (const k of kept) {
+        if (k?.copy) {
+          const from = bufferOf(k.value, last);
+          encoder.copyBufferToBuffer(from, 0, k.buffer, 0, words(typeOf(k.value).shape));
+        }
+      }
       for (const [v, off] of offsets) {
-        encoder.copyBufferToBuffer(buffers.get(v)!, 0, staging, off, words(types.get(v)!.shape));
+        encoder.copyBufferToBuffer(bufferOf(v, last), 0, staging!, off, words(typeOf(v).shape));
       }
       if (queries && resolved) {
         encoder.resolveQuerySet(queries, 0, queries.count, resolved, 0);
-        encoder.copyBufferToBuffer(resolved, 0, staging, stamps, stampBytes);
+        encoder.copyBufferToBuffer(resolved, 0, staging!, stamps, stampBytes);
       }
       device.queue.submit([encoder.finish()]);
       const error = await device.popErrorScope();
@@ -196,25 +268,30 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
           },
         );
       }
-      await staging.mapAsync(MAP_READ);
-      const bytes = staging.getMappedRange();
-      const data = outputs.map((i) => {
+      // Without a readback nothing needs the device to finish: later work on these buffers
+      // (through the pool or device tensors) is ordered after this submit by the queue.
+      const bytes = staging
+        ? (await staging.mapAsync(MAP_READ), staging.getMappedRange())
+        : undefined;
+      const data = outputs.map((i, j): TensorData | DeviceTensor => {
         const v = plan.outputs[i];
-        const binding = bindings.findIndex((b) => b.value === v);
-        if (binding >= 0) return args[binding].data;
-        const t = types.get(v)!;
-        return fromWords(bytes, offsets.get(v)!, sizeOf(t.shape), t.dtype);
+        const t = typeOf(v);
+        const k = kept[j];
+        if (k) return new DeviceTensor(new GpuStorage(ctx, k.buffer, t.dtype), t.shape, t.dtype);
+        if (passed[j]) return passed[j].data;
+        return fromWords(bytes!, offsets.get(v)!, sizeOf(t.shape), t.dtype);
       });
-      if (queries) {
+      if (queries && bytes) {
         const t = new BigUint64Array(bytes, stamps, queries.count);
         times = [...timed].map((i) => ({
           kernel: kernels[i].name,
           ms: Number(t[2 * i + 1] - t[2 * i]) / 1e6,
         }));
       }
-      staging.unmap();
+      staging?.unmap();
       return data;
     } catch (e) {
+      pool.release(claimed);
       if (e instanceof KilnError) throw e;
       // A destroyed device fails the map before its lost promise settles: give it a moment.
       await new Promise((r) => setTimeout(r, 0));
@@ -229,16 +306,25 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
         },
       );
     } finally {
-      pool.release(acquired);
+      pool.release(acquired.filter((b) => !claimed.has(b)));
     }
   };
 
   return {
-    run: serialized(runOnce),
+    // Runs need no queue: each takes its own buffers and staging from the pool, so pipelined runs
+    // overlap their waits for the device.
+    run: async (args, outputs, active) =>
+      await runResident(args, outputs, {
+        repeat: 1,
+        feedback: [],
+        keep: outputs.map(() => false),
+        active,
+      }) as TensorData[],
+    runResident,
     deviceTimes: () => times,
     dispose() {
       queries?.destroy();
-      pool.release(resident.values());
+      Promise.all(resident.values()).then((buffers) => pool.release(buffers), () => {});
       resident.clear();
     },
   };

@@ -1,0 +1,152 @@
+import assert from "node:assert/strict";
+import { compile } from "../../jit/compile.ts";
+import { DeviceTensor } from "../../jit/device_tensor.ts";
+import { KilnError } from "../../jit/errors.ts";
+import { GraphBuilder } from "../../jit/graph_builder.ts";
+import { assertClose, f32, numbers } from "../../jit/testing.ts";
+import { WebGpuBackend } from "./webgpu_backend.ts";
+
+// CI has no GPU: these run on the software adapter (llvmpipe), slow but exact.
+const gpu = new WebGpuBackend();
+await gpu.prepare();
+
+/** y = relu(x·2 − 1), z = sum over the last axis of x. */
+function scaled() {
+  const b = new GraphBuilder();
+  const x = b.input("x", [4, 8]);
+  b.output("y", b.op("Relu", [b.op("Sub", [b.op("Mul", [x, b.constant(2)]), b.constant(1)])]));
+  b.output("z", b.op("ReduceSum", [x], { axes: [1] }));
+  return b.build();
+}
+
+/** One step of a recurrence: h' = tanh(h·0.5 + u), with the state binding h' → h. */
+function recurrence() {
+  const b = new GraphBuilder();
+  const h = b.input("h", [2, 8]);
+  const u = b.input("u", [2, 8]);
+  b.output("next", b.op("Tanh", [b.op("Add", [b.op("Mul", [h, b.constant(0.5)]), u])]));
+  b.output("mean", b.op("ReduceMean", [h], { axes: [1] }));
+  return b.build();
+}
+
+const ramp = (n: number, scale = 1) => Array.from({ length: n }, (_, i) => ((i % 9) - 4) * scale);
+
+Deno.test("outputs stay on the device, feed the next run, and read back whole or by range", async () => {
+  using first = await compile(scaled(), { backend: gpu, cache: false });
+  using second = await compile(scaled(), { backend: gpu, cache: false });
+  using reference = await compile(scaled(), { backend: "reference" });
+  const x = f32(ramp(32, 0.25), [4, 8]);
+  const { y, z } = await first.runOnDevice({ x });
+  assert.ok(y instanceof DeviceTensor && z instanceof DeviceTensor);
+  assert.deepEqual([y.shape, y.dtype, y.backend], [[4, 8], "f32", "webgpu"]);
+  // y (still on the device) is the next executable's input: no host round trip between them.
+  const chained = await second.run({ x: y });
+  const want1 = await reference.run({ x });
+  const want2 = await reference.run({ x: want1.y });
+  assertClose(numbers(chained.y.data), numbers(want2.y.data));
+  assertClose(numbers(chained.z.data), numbers(want2.z.data));
+  assertClose(numbers((await y.read()).data), numbers(want1.y.data));
+  const part = await y.read({ offset: 5, length: 10 });
+  assert.deepEqual(part.shape, [10]);
+  assertClose(numbers(part.data), numbers(want1.y.data).slice(5, 15));
+  // A ranged write lands before later runs; the caller's array is not kept.
+  const patch = new Float32Array([9, 9, 9]);
+  y.write(patch, 8);
+  patch.fill(0);
+  const patched = numbers(want1.y.data);
+  patched.splice(8, 3, 9, 9, 9);
+  assertClose(
+    numbers((await second.run({ x: y })).z.data),
+    numbers((await reference.run({ x: f32(patched, [4, 8]) })).z.data),
+  );
+  const held = gpu.poolStats().inUseBytes;
+  y.dispose();
+  z.dispose();
+  assert.ok(y.disposed);
+  assert.equal(held - gpu.poolStats().inUseBytes, 2 * 256, "both buffers back in the pool");
+  assert.throws(
+    () => y.read(),
+    (e: unknown) => e instanceof KilnError && /disposed/.test(e.message),
+  );
+  assert.throws(() => second.run({ x: y }), /disposed/);
+});
+
+Deno.test("device tensors: bad ranges, shapes and backends get clear errors", async () => {
+  using exe = await compile(scaled(), { backend: gpu, cache: false });
+  const { y, z } = await exe.runOnDevice({ x: f32(ramp(32), [4, 8]) });
+  assert.throws(() => y.read({ offset: 30, length: 5 }), /elements \[30, 35\) of a tensor of 32/);
+  assert.throws(() => y.write(new Float32Array(4), 30), /Fix: use a whole-number offset/);
+  assert.throws(() => y.write(new Int32Array(2)), /f32 cannot be stored in a Int32Array/);
+  assert.throws(() => exe.run({ x: z }), /expected f32\[4,8\], got a device tensor f32\[4,1\]/);
+  using cpu = await compile(scaled(), { backend: "wasm" });
+  assert.throws(
+    () => cpu.run({ x: y }),
+    (e: unknown) =>
+      e instanceof KilnError && /device memory; this executable runs on wasm/.test(e.message) &&
+      /read\(\) device tensors/.test(e.fix ?? ""),
+  );
+  assert.throws(() => cpu.runOnDevice({ x: f32(ramp(32), [4, 8]) }), /runOnDevice needs a backend/);
+  assert.throws(() => exe.run({ x: y }, { repeat: 0 }), /repeat must be a whole number/);
+  y.dispose();
+  z.dispose();
+});
+
+Deno.test("repeat: state feeds back on the device, one readback, same as the steps one by one", async () => {
+  const state = { next: "h" };
+  const h = f32(ramp(16, 0.3), [2, 8]);
+  const u = f32(ramp(16, -0.1), [2, 8]);
+  using onGpu = await compile(recurrence(), { backend: gpu, cache: false, state });
+  using stepwise = await compile(recurrence(), { backend: "reference", state });
+  let want;
+  for (let i = 0; i < 7; i++) want = await stepwise.run(i === 0 ? { h, u } : { u });
+  const got = await onGpu.run({ h, u }, { repeat: 7 });
+  assertClose(numbers(got.next.data), numbers(want!.next.data));
+  assertClose(numbers(got.mean.data), numbers(want!.mean.data));
+  // The state carries on from the last repetition, on every backend (the CPU loops on the host).
+  using onCpu = await compile(recurrence(), { backend: "wasm", state });
+  const cpu = await onCpu.run({ h, u }, { repeat: 7 });
+  assertClose(numbers(cpu.next.data), numbers(want!.next.data));
+  const more = await stepwise.run({ u }, { repeat: 3 });
+  assertClose(numbers((await onGpu.run({ u }, { repeat: 3 })).next.data), numbers(more.next.data));
+  assertClose(numbers((await onCpu.run({ u }, { repeat: 3 })).next.data), numbers(more.next.data));
+});
+
+Deno.test("runOnDevice keeps state on the device; clones share it safely", async () => {
+  const state = { next: "h" };
+  const h = f32(ramp(16, 0.3), [2, 8]);
+  const u = f32(ramp(16, -0.1), [2, 8]);
+  using stepwise = await compile(recurrence(), { backend: "reference", state });
+  const exe = await compile(recurrence(), { backend: gpu, cache: false, state });
+  const first = await exe.runOnDevice({ h, u }, { repeat: 2 });
+  const copy = exe.clone();
+  const second = await exe.runOnDevice({ u });
+  const want = [await stepwise.run({ h, u }, { repeat: 2 }), await stepwise.run({ u })];
+  assertClose(numbers((await first.next.read()).data), numbers(want[0].next.data));
+  assertClose(numbers((await second.next.read()).data), numbers(want[1].next.data));
+  // The user's outputs are theirs: disposing them leaves the executable's state intact.
+  for (const t of [...Object.values(first), ...Object.values(second)]) t.dispose();
+  exe.dispose();
+  // The clone still holds the state of the first run (three steps in, it matches step four).
+  const fromClone = await copy.run({ u });
+  assertClose(numbers(fromClone.next.data), numbers(want[1].next.data));
+  copy.dispose();
+});
+
+Deno.test("pipelined runs are in flight together, each with its own buffers, results in order", async () => {
+  const fresh = new WebGpuBackend();
+  await fresh.prepare();
+  using exe = await compile(scaled(), { backend: fresh, cache: false });
+  using reference = await compile(scaled(), { backend: "reference" });
+  const sets = Array.from({ length: 6 }, (_, i) => ({ x: f32(ramp(32, i + 1), [4, 8]) }));
+  await exe.run(sets[0]);
+  const one = fresh.poolStats();
+  const handles = exe.runPipelined(sets);
+  const results = await Promise.all(handles);
+  // Run after run on one set of buffers would allocate nothing new.
+  assert.ok(fresh.poolStats().allocations > one.allocations, "overlapping runs took more buffers");
+  assert.equal(fresh.poolStats().inUseBytes, one.inUseBytes);
+  for (const [i, r] of results.entries()) {
+    assertClose(numbers(r.y.data), numbers((await reference.run(sets[i])).y.data));
+  }
+  fresh.dispose();
+});

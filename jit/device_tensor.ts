@@ -1,0 +1,136 @@
+/**
+ * {@linkcode DeviceTensor}: a tensor that stays in a backend's device memory between runs. A run
+ * can leave its outputs on the device (`Executable.runOnDevice`) and take device tensors as
+ * inputs, so chained executables and repeated runs move no data through the host; `read` and
+ * `write` transfer the whole tensor or a range of its elements when the host needs them.
+ *
+ * @module
+ */
+import { type BoundaryDType, type DType, type TensorData, widenToI64 } from "./dtype.ts";
+import { KilnError } from "./errors.ts";
+import { acceptInput, type HostTensor } from "./host_tensor.ts";
+import type { Shape } from "./shape.ts";
+
+/** The backend's side of a device tensor: its memory and transfers. */
+export interface DeviceStorage {
+  /** Id of the backend whose device holds it. */
+  readonly backend: string;
+  /** Elements `[offset, offset + length)`, copied to the host. */
+  read(offset: number, length: number): Promise<TensorData>;
+  /** Overwrites elements from `offset` with `data` (of the storage's dtype), in queue order. */
+  write(data: TensorData, offset: number): void;
+  /** Gives the memory back to the backend. */
+  release(): void;
+}
+
+/** A range of a tensor's elements in row-major order. */
+export interface ElementRange {
+  /** First element (default 0). */
+  readonly offset?: number;
+  /** Number of elements (default: to the end). */
+  readonly length?: number;
+}
+
+/** A tensor resident in device memory. */
+export class DeviceTensor {
+  /** Shape. */
+  readonly shape: Shape;
+  /** Element type as the graph declares it (`i64` is held as 32-bit words, like every run). */
+  readonly dtype: BoundaryDType;
+  #storage?: DeviceStorage;
+
+  /** Wraps a backend's storage; backends create these, callers get them from runs. */
+  constructor(storage: DeviceStorage, shape: Shape, dtype: BoundaryDType) {
+    this.#storage = storage;
+    this.shape = shape;
+    this.dtype = dtype;
+  }
+
+  /** Id of the backend whose device holds the data. */
+  get backend(): string {
+    return this.storage().backend;
+  }
+
+  /** Whether `dispose()` was called. */
+  get disposed(): boolean {
+    return this.#storage === undefined;
+  }
+
+  /** Number of elements. */
+  get size(): number {
+    return this.shape.reduce((a, b) => a * b, 1);
+  }
+
+  /** The backend's storage (for the backend that runs on it); throws once disposed. */
+  storage(): DeviceStorage {
+    if (!this.#storage) {
+      throw new KilnError("This device tensor was disposed", {
+        code: "disposed",
+        fix: "keep the tensor until its last use, or run again to get a new one",
+      });
+    }
+    return this.#storage;
+  }
+
+  /**
+   * Copies the tensor (or `range` of its elements, as a 1-D tensor) to the host. Reads are
+   * ordered after every run already started on the same device; a bad range throws at once.
+   */
+  read(range: ElementRange = {}): Promise<HostTensor> {
+    const [offset, length] = this.#range(range, "read");
+    const whole = offset === 0 && length === this.size;
+    return this.storage().read(offset, length).then((data) => ({
+      data: this.dtype === "i64" ? widenToI64(data as Int32Array) : data,
+      shape: whole ? this.shape : [length],
+      dtype: this.dtype,
+    }));
+  }
+
+  /**
+   * Overwrites elements from `offset` (default 0) with `data`, of this tensor's dtype. Runs
+   * started later see the new values; the caller's array is not kept.
+   */
+  write(data: TensorData | HostTensor, offset = 0): void {
+    const t = ArrayBuffer.isView(data)
+      ? { data, shape: [data.length], dtype: this.dtype }
+      : data as HostTensor;
+    const n = t.shape.reduce((a, b) => a * b, 1);
+    const [start] = this.#range({ offset, length: n }, "write");
+    const accepted = acceptInput(t, { shape: [n], dtype: this.dtype }, "device tensor write");
+    this.storage().write(accepted.data, start);
+  }
+
+  /** Gives the device memory back; later uses throw. */
+  dispose(): void {
+    this.#storage?.release();
+    this.#storage = undefined;
+  }
+
+  /** Disposes at the end of a `using` block. */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  #range(range: ElementRange, what: string): [number, number] {
+    const offset = range.offset ?? 0;
+    const length = range.length ?? this.size - offset;
+    if (
+      !Number.isInteger(offset) || !Number.isInteger(length) || offset < 0 || length < 0 ||
+      offset + length > this.size
+    ) {
+      throw new KilnError(
+        `Cannot ${what} elements [${offset}, ${offset + length}) of a tensor of ${this.size}`,
+        {
+          code: "bad-input",
+          fix: `use a whole-number offset and length within [0, ${this.size}]`,
+        },
+      );
+    }
+    return [offset, length];
+  }
+}
+
+/** The internal dtype of a device tensor's words (`i64` travels as `i32`). */
+export function storedDType(dtype: BoundaryDType): DType {
+  return dtype === "i64" ? "i32" : dtype;
+}
