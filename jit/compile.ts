@@ -86,6 +86,8 @@ export async function compile(graph: Graph, options: CompileOptions = {}): Promi
       state: options.state,
     });
   }
+  // A named backend is prepared first: what it supports can depend on its device's limits.
+  await named?.prepare();
   const legal = named ? legalize(graph, named, registry) : graph;
   const policy: Policy = named
     ? { kind: "named", backend: named.id }

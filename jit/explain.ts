@@ -20,6 +20,11 @@ export interface ExplainedKernel {
   readonly backend: string;
   /** Estimated milliseconds on that backend (the cost figure that placed it). */
   readonly estimatedMs?: number;
+  /**
+   * Milliseconds it took on the device in the executable's last run, where the backend measures
+   * it (WebGPU with `profile: true` on a device with `timestamp-query`).
+   */
+  readonly deviceMs?: number;
   /** Recognized pattern. */
   readonly pattern: string;
   /** Ops of the graph nodes fused into it. */
@@ -100,10 +105,12 @@ export async function explain(
       cache: { memory: 0, disk: 0, generated: 0 },
     });
   }
+  const measured = new Map(exe.deviceTimes().map((t) => [t.kernel, t.ms]));
   const kernels = plan.kernels.map((k, i): ExplainedKernel => ({
     name: k.name,
     backend: plan.schedule.placement[i],
     estimatedMs: plan.schedule.kernelMs[i],
+    deviceMs: measured.get(k.name),
     pattern: k.pattern,
     ops: [...new Set(k.ops.map(opOf))],
     nodes: [...k.ops],
@@ -159,7 +166,9 @@ function explanation(e: Omit<Explanation, "text" | "dot">): Explanation {
         lines.push(
           `  ${k.name}${k.group ? ` [${k.group}]` : ""} on ${k.backend}: ${k.ops.join(" + ")}  (${
             k.inputs.join(", ")
-          } → ${k.outputs.join(", ")})`,
+          } → ${k.outputs.join(", ")})${
+            k.deviceMs === undefined ? "" : `  device ${k.deviceMs.toFixed(3)} ms`
+          }`,
         );
       }
       if (e.log.length) lines.push("fusion log:", ...e.log.map((l) => `  ${l}`));

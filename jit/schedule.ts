@@ -77,9 +77,33 @@ export function memorySpace(b: Backend): string {
   return b.kind === "gpu" ? b.id : "host";
 }
 
+/**
+ * Why `k` does not fit `b`'s memory: a buffer larger than the device's biggest storage binding
+ * (counted in the 32-bit words generated kernels store every dtype in). `undefined` if it fits.
+ */
+export function unfit(b: Backend, k: KernelIR): string | undefined {
+  const limit = b.capabilities().maxStorageBufferBytes;
+  const big = [...k.inputs, ...k.outputs].find((buf) => sizeOf(buf.shape) * 4 > limit);
+  if (limit <= 0 || !big) return undefined;
+  return `${k.name} holds a ${big.dtype}[${big.shape}] tensor of ${
+    sizeOf(big.shape) * 4
+  } bytes, more than ${b.id}'s largest binding (${limit} bytes)`;
+}
+
+/** The error for `kernels` that do not fit `b` (see {@linkcode unfit}), if any. */
+export function oversized(b: Backend, kernels: readonly KernelIR[]): KilnError | undefined {
+  const reasons = kernels.flatMap((k) => unfit(b, k) ?? []);
+  if (!reasons.length) return undefined;
+  return new KilnError(`Tensors too large for ${b.id}: ${reasons.join("; ")}`, {
+    code: "unsupported",
+    fix:
+      "split the work along a batch axis into parts under the limit, or compile with the auto policy (it runs such kernels on the CPU)",
+  });
+}
+
 /** Whether `b` can run `k`. */
 export function canRun(b: Backend, k: KernelIR): boolean {
-  if (b.deviceLost || !b.codegen) return false;
+  if (b.deviceLost || !b.codegen || unfit(b, k)) return false;
   if (!k.opaque) return true;
   return b.supports({
     op: k.opaque.op,
@@ -130,6 +154,9 @@ export async function schedule(req: ScheduleRequest): Promise<Schedule> {
     ? await Promise.all(backends.map(backendRates))
     : backends.map((b) => knownRates(b) ?? UNKNOWN);
   const stuck = kernels.filter((k) => !backends.some((b) => canRun(b, k)));
+  const named = policy.kind === "named" && req.backends.find((b) => b.id === policy.backend);
+  const tooLarge = named && oversized(named, stuck);
+  if (tooLarge) throw tooLarge;
   if (stuck.length) {
     throw new KilnError(
       `No ${

@@ -66,7 +66,9 @@ export class BufferPool {
 
   /** A buffer of at least `bytes` with `usage`. */
   async acquire(bytes: number, usage: number): Promise<GPUBuffer> {
-    const size = bucketSize(bytes);
+    // A bucket past the device's largest buffer would fail where the exact size fits.
+    const bucket = bucketSize(bytes);
+    const size = bucket <= this.#device.limits.maxBufferSize ? bucket : Math.ceil(bytes / 4) * 4;
     const key = `${size}:${usage}`;
     const reuse = this.#free.get(key)?.pop();
     if (reuse) {

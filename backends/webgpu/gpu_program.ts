@@ -138,9 +138,11 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
         0,
         device.createBindGroup({
           layout: pipelines[i]!.getBindGroupLayout(0),
+          // Bound at the tensor's size: pool buckets round up, past the binding limit for the
+          // largest tensors that fit it.
           entries: [...k.inputs, ...k.outputs].map((b, j) => ({
             binding: j,
-            resource: { buffer: buffers.get(b.value)! },
+            resource: { buffer: buffers.get(b.value)!, size: words(b.shape) },
           })),
         }),
       );

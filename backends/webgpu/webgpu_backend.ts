@@ -26,6 +26,7 @@ import { bindingsOf as planOf } from "../../jit/program.ts";
 import type { TensorData } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
 import { fuse } from "../../jit/fuse.ts";
+import { oversized } from "../../jit/schedule.ts";
 import type { Graph } from "../../jit/graph.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
@@ -115,12 +116,12 @@ export class WebGpuBackend implements Backend {
     };
   }
 
-  /** What fuses into kernel IR (see `fusable`), plus `ToDevice`; never `ToHost`. */
+  /**
+   * What fuses into kernel IR (see `fusable`), plus `ToDevice`; never `ToHost`. Tensors past the
+   * device's binding limit are the scheduler's concern (it places their kernels elsewhere).
+   */
   supports(node: NodeInfo): boolean {
-    if (node.op === "ToHost") return false;
-    const limit = this.#device?.limits.maxStorageBufferBindingSize ?? Infinity;
-    return fusable(node) &&
-      node.inputs.every((t) => t.shape.reduce((a, b) => a * b, 1) * 4 <= limit);
+    return node.op !== "ToHost" && fusable(node);
   }
 
   /** Placement uses the calibrated cost model; this is a static fallback. */
@@ -243,6 +244,8 @@ export class WebGpuBackend implements Backend {
   async compile(graph: Graph): Promise<Program> {
     await this.prepare();
     const fusion = fuse(graph, { maxInputs: this.capabilities().maxBindings - 1 });
+    const tooLarge = oversized(this, fusion.kernels);
+    if (tooLarge) throw tooLarge;
     const opaque = fusion.kernels.filter((k) => k.opaque && k.opaque.op !== "ToDevice");
     if (opaque.length) {
       throw new KilnError(

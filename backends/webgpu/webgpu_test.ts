@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { compile } from "../../jit/compile.ts";
 import { differentialOn } from "../../jit/differential.ts";
+import { explain } from "../../jit/explain.ts";
 import { KilnError } from "../../jit/errors.ts";
 import { fuse } from "../../jit/fuse.ts";
 import { GraphBuilder } from "../../jit/graph_builder.ts";
@@ -164,6 +165,26 @@ Deno.test("device loss: pending runs reject, auto falls back, recover() restores
     rtol: 1e-6,
   });
   local.dispose();
+});
+
+Deno.test("tensors past the binding limit: a clear error on webgpu, the CPU under auto", async () => {
+  const n = gpu.capabilities().maxStorageBufferBytes / 4 + 1024;
+  const b = new GraphBuilder();
+  b.output("y", b.op("Relu", [b.input("x", [n])]));
+  const graph = b.build();
+  const tooLarge = (e: unknown) =>
+    e instanceof KilnError && e.message.includes(`f32[${n}] tensor of ${4 * n} bytes`) &&
+    /auto policy/.test(e.fix ?? "");
+  await assert.rejects(compile(graph, { backend: gpu, cache: false }), tooLarge);
+  await assert.rejects(gpu.compile(graph), tooLarge);
+  const registry = new BackendRegistry().register(gpu);
+  using exe = await compile(graph, { registry, cache: false });
+  assert.ok(exe.plan!.schedule.placement.every((p) => p !== "webgpu"));
+  const x = new Float32Array(n);
+  x[0] = -2;
+  x[n - 1] = 3;
+  const { y } = await exe.run({ x: f32(x) });
+  assert.deepEqual([y.data[0], y.data[n - 1]], [0, 3]);
 });
 
 Deno.test("a WGSL error names the kernel and the offending line", async () => {
@@ -333,6 +354,9 @@ Deno.test("profile: true times every kernel with timestamp queries in the run's 
   const times = exe.deviceTimes();
   assert.deepEqual(times.map((t) => t.kernel), kernels);
   assert.ok(times.every((t) => t.ms >= 0) && times.some((t) => t.ms > 0), JSON.stringify(times));
+  const explained = await explain(exe);
+  assert.deepEqual(explained.kernels.map((k) => k.deviceMs), times.map((t) => t.ms));
+  assert.match(explained.text(), /device \d+\.\d{3} ms/);
   using reference = await compile(graph, { backend: "reference" });
   const want = (await reference.run(input)).y;
   assertClose(numbers(out.y.data), numbers(want.data), { atol: 1e-5, rtol: 1e-5 });
