@@ -3,7 +3,7 @@
  * TensorFlow.js (webgpu), ONNX Runtime Web (webgpu) and jax-js (webgpu) on larger sizes, end to
  * end (inputs from the host, result back on the host), plus a plain elementwise copy through
  * kiln as the bandwidth yardstick of the same run. kiln-webgpu is each group's baseline. kiln's
- * device time comes from timestamp queries (a profiled executable, median of 5 runs) and goes to
+ * device time comes from timestamp queries (a profiled executable, median of 11 runs) and goes to
  * stderr as `device-time <workload> <ms>` lines, which `bench/report.ts --gpu` tabulates.
  * Lessons: tfjs-webgpu needs WEBGPU_CPU_FORWARD=false or small ops never touch the GPU; ONNX
  * Runtime's WebGPU needs the `onnxruntime-web/webgpu` entry and `numThreads = 1`, and runs only
@@ -17,7 +17,7 @@ import { compile } from "../jit/compile.ts";
 import { GraphBuilder } from "../jit/graph_builder.ts";
 import { uniform } from "../jit/random.ts";
 import { tfjsRun } from "./tfjs_program.ts";
-import { cpuWorkloads, type PeerRun, type Workload } from "./workloads.ts";
+import { cpuWorkloads, type PeerRun, w1, type Workload } from "./workloads.ts";
 
 // deno-lint-ignore no-explicit-any
 type Any = any;
@@ -63,6 +63,9 @@ const workloads = [
   square(2048),
   square(4096),
   copy(1 << 24),
+  // 64M elements: long enough kernels for device times that do not hinge on launch overhead.
+  w1(1 << 26),
+  copy(1 << 26),
 ];
 
 async function checked(w: Workload, name: string, run: PeerRun): Promise<PeerRun | undefined> {
@@ -87,12 +90,12 @@ async function kiln(w: Workload): Promise<PeerRun> {
   if (profiled.capabilities().timestampQuery) {
     using timed = await compile(w.graph, { backend: profiled });
     const sums: number[] = [];
-    for (let i = 0; i < 6; i++) {
+    for (let i = 0; i < 12; i++) {
       await timed.run(inputs);
       if (i) sums.push(timed.deviceTimes().reduce((s, t) => s + t.ms, 0));
     }
     sums.sort((a, b) => a - b);
-    console.error(`device-time\t${w.id}\t${sums[2]}`);
+    console.error(`device-time\t${w.id}\t${sums[5]}`);
   }
   return async () => (await exe.run(inputs)).y.data as Float32Array;
 }
@@ -105,7 +108,9 @@ async function tfjsWebgpu(w: Workload): Promise<PeerRun> {
   return tfjsRun(tf, w);
 }
 
-async function ortWebgpu(w: Workload): Promise<PeerRun> {
+async function ortWebgpu(w: Workload): Promise<PeerRun | undefined> {
+  // Seconds per 16M-element run here; at 64M its runs alone would outlast a GPU command.
+  if (Object.values(w.inputs).some((t) => t.data.length > 1 << 24)) return undefined;
   const ort: Any = await import(ORT_WEBGPU);
   // Deno looks like Node to ORT, whose worker-thread pool then fails to start.
   ort.env.wasm.numThreads = 1;
@@ -156,7 +161,8 @@ for (const w of workloads) {
           "skipped: set KILN_BENCH_ORT=1 (on the GPU machine, after bench/gpu_carry.sh)",
         );
       }
-      return checked(w, "ort webgpu", await ortWebgpu(w));
+      const r = await ortWebgpu(w);
+      return r ? checked(w, "ort webgpu", r) : undefined;
     }],
     ["jax-js webgpu", async () => {
       const r = await jaxWebgpu(w);

@@ -208,11 +208,15 @@ function deviceTable(times: Cell[]): string[] {
   const derived = (g: string, ms: number) => {
     const n = Number(g.match(/^W2-(\d+)$/)?.[1]);
     if (n) return `${(2 * n ** 3 / ms / 1e9).toFixed(1)} TFLOP/s`;
-    // Elementwise over 16M f32: one read and one write per element.
-    return /^(W1|copy)-16M$/.test(g) ? `${(2 * 4 * 2 ** 24 / ms / 1e6).toFixed(0)} GB/s` : "";
+    // Elementwise over f32: one read and one write per element; W1 against the copy of its size.
+    const [, kind, mega] = g.match(/^(W1|copy)-(\d+)M$/) ?? [];
+    if (!kind) return "";
+    const rate = `${(2 * 4 * Number(mega) * 2 ** 20 / ms / 1e6).toFixed(0)} GB/s`;
+    const copy = device.get(`copy-${mega}M`);
+    return kind === "W1" && copy ? `${rate}, ${Math.round(copy / ms * 100)}% of the copy's` : rate;
   };
   return [
-    "kiln's device time (timestamp queries around each kernel's pass, summed over the run's kernels; median of 5 profiled runs in each process, then over the processes) beside its end-to-end time, with the bandwidth or FLOP rate it implies:",
+    "kiln's device time (timestamp queries around each kernel's pass, summed over the run's kernels; median of 11 profiled runs in each process, then over the processes) beside its end-to-end time, with the bandwidth or FLOP rate it implies:",
     "",
     "| workload | device time | end to end | |",
     "| --- | ---: | ---: | --- |",

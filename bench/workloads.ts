@@ -43,7 +43,8 @@ function sampled(n: number, count: number): number[] {
   return [...Array(count).keys()].map((i) => Math.floor((i * 2654435761) % n));
 }
 
-function w1(n: number): Workload {
+/** W1 over `n` elements: `relu(x·1.5 + 0.5)·sigmoid(x) − x²/8`. */
+export function w1(n: number): Workload {
   const b = new GraphBuilder();
   const x = b.input("x", [n]);
   const c = (v: number) => b.constant(v);
