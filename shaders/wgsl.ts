@@ -129,7 +129,11 @@ export function dispatchSize(layout: KernelLayout, rows: number): [number, numbe
     return [Math.ceil(tile.n / size), Math.ceil(m / size), Math.max(1, batches)];
   }
   const groups = layout.kind === "rows" ? rows : Math.ceil(rows / layout.width / layout.workgroup);
-  return groups <= 65535 ? [groups, 1, 1] : [65535, Math.ceil(groups / 65535), 1];
+  if (groups <= 65535) return [groups, 1, 1];
+  // Folded so that fewer than `y` workgroups idle: 65536 groups as 65535 × 2 launched a second
+  // row of 65534 empty ones and cost a quarter of a 64M-element copy's bandwidth on an H200.
+  const y = Math.ceil(groups / 65535);
+  return [Math.ceil(groups / y), y, 1];
 }
 
 /** The tiling of an f32 matmul kernel (plain-load operands, per-row outputs, large enough), if any. */

@@ -52,6 +52,8 @@ export interface GpuPlan {
 }
 
 const RESOLVE = 0x200 | 0x04; // QUERY_RESOLVE | COPY_SRC
+/** Bind groups kept per kernel (runs alternate among a few buffer sets). */
+const BIND_GROUPS = 8;
 
 const words = (shape: readonly number[]) => Math.max(1, sizeOf(shape)) * 4;
 
@@ -98,6 +100,41 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
     return await buffer;
   };
 
+  // Bind groups are cached per kernel by the buffers they bind: steady-state runs get the same
+  // buffers back from the pool and reuse their groups. Few per kernel are kept; a buffer the pool
+  // destroyed never matches again (a new buffer gets a new id).
+  const ids = new WeakMap<GPUBuffer, number>();
+  let nextId = 0;
+  const idOf = (b: GPUBuffer) => {
+    let id = ids.get(b);
+    if (id === undefined) ids.set(b, id = nextId++);
+    return id;
+  };
+  const groups = kernels.map(() => new Map<string, GPUBindGroup>());
+  const bindGroup = (
+    i: number,
+    bound: readonly { value: number; shape: readonly number[] }[],
+    buffers: ReadonlyMap<number, GPUBuffer>,
+  ): GPUBindGroup => {
+    const list = bound.map((b) => buffers.get(b.value)!);
+    const key = list.map(idOf).join();
+    const cache = groups[i];
+    const hit = cache.get(key);
+    cache.delete(key);
+    const group = hit ?? device.createBindGroup({
+      layout: pipelines[i]!.getBindGroupLayout(0),
+      // Bound at the tensor's size: pool buckets round up, past the binding limit for the
+      // largest tensors that fit it.
+      entries: list.map((buffer, j) => ({
+        binding: j,
+        resource: { buffer, size: words(bound[j].shape) },
+      })),
+    });
+    cache.set(key, group);
+    if (cache.size > BIND_GROUPS) cache.delete(cache.keys().next().value!);
+    return group;
+  };
+
   /** Encodes the kernels of one repetition over `buffers` (value → buffer). */
   const encode = (
     encoder: GPUCommandEncoder,
@@ -134,18 +171,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
           : {}),
       });
       pass.setPipeline(pipelines[i]!);
-      pass.setBindGroup(
-        0,
-        device.createBindGroup({
-          layout: pipelines[i]!.getBindGroupLayout(0),
-          // Bound at the tensor's size: pool buckets round up, past the binding limit for the
-          // largest tensors that fit it.
-          entries: [...k.inputs, ...k.outputs].map((b, j) => ({
-            binding: j,
-            resource: { buffer: buffers.get(b.value)!, size: words(b.shape) },
-          })),
-        }),
-      );
+      pass.setBindGroup(0, bindGroup(i, [...k.inputs, ...k.outputs], buffers));
       const [x, y, z] = dispatchSize(layouts[i]!, rows);
       pass.dispatchWorkgroups(x, y, z);
       pass.end();

@@ -11,7 +11,7 @@ import { assertClose, assertMatchesReference, f32, numbers } from "../../jit/tes
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { Graph } from "../../jit/graph.ts";
 import type { TensorMap } from "../../jit/executable.ts";
-import { generateWgsl, kernelLayout, TILE_THRESHOLD } from "../../shaders/wgsl.ts";
+import { dispatchSize, generateWgsl, kernelLayout, TILE_THRESHOLD } from "../../shaders/wgsl.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
 import { BufferPool } from "./buffer_pool.ts";
@@ -100,12 +100,18 @@ Deno.test("one submit and one readback per run; resident params; the pool return
   await exe.run(feeds);
   await exe.run(feeds, { outputs: ["y"] });
   const base = gpu.poolStats();
+  const device = gpu.device!;
+  const create = device.createBindGroup;
+  let created = 0;
+  device.createBindGroup = (d) => (created++, create.call(device, d));
   const t0 = performance.now();
   for (let i = 0; i < 20; i++) await exe.run(feeds, { outputs: i % 2 ? ["y"] : ["s", "y"] });
   const perRun = (performance.now() - t0) / 20;
+  device.createBindGroup = create;
   const after = gpu.poolStats();
   assert.equal(after.inUseBytes, base.inUseBytes);
   assert.equal(after.allocations, base.allocations, "steady-state runs reuse pooled buffers");
+  assert.equal(created, 0, "and the bind groups cached for those buffers");
   // One ~10 ms device poll per run on Deno, not one per kernel.
   assert.ok(perRun < 40, `${perRun} ms per run`);
 });
@@ -185,6 +191,17 @@ Deno.test("tensors past the binding limit: a clear error on webgpu, the CPU unde
   x[n - 1] = 3;
   const { y } = await exe.run({ x: f32(x) });
   assert.deepEqual([y.data[0], y.data[n - 1]], [0, 3]);
+});
+
+Deno.test("grids past 65535 workgroups fold into two dimensions with almost none idle", async () => {
+  const rowsLayout = { kind: "rows", workgroup: 32, width: 1, vectors: new Set<number>() } as const;
+  assert.deepEqual(dispatchSize(rowsLayout, 65535), [65535, 1, 1]);
+  assert.deepEqual(dispatchSize(rowsLayout, 65536), [32768, 2, 1]);
+  const [x, y] = dispatchSize(rowsLayout, 200_001);
+  assert.ok(x <= 65535 && x * y >= 200_001 && x * y - 200_001 < y, `${x} × ${y}`);
+  const b = new GraphBuilder();
+  b.output("s", b.op("ReduceSum", [b.input("x", [70_001, 3])], { axes: [1] }));
+  await matchesReference(b.build(), { x: f32(hashed(3 * 70_001, 7), [70_001, 3]) });
 });
 
 Deno.test("a WGSL error names the kernel and the offending line", async () => {
