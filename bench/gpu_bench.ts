@@ -3,7 +3,7 @@
  * TensorFlow.js (webgpu), ONNX Runtime Web (webgpu) and jax-js (webgpu) on larger sizes, end to
  * end (inputs from the host, result back on the host), plus a plain elementwise copy through
  * kiln as the bandwidth yardstick of the same run. kiln-webgpu is each group's baseline. kiln's
- * device time comes from timestamp queries (a profiled executable, median of 11 runs) and goes to
+ * device time comes from timestamp queries (a profiled executable: the last of 10 back-to-back repetitions, median of 5 such runs) and goes to
  * stderr as `device-time <workload> <ms>` lines, which `bench/report.ts --gpu` tabulates.
  * Lessons: tfjs-webgpu needs WEBGPU_CPU_FORWARD=false or small ops never touch the GPU; ONNX
  * Runtime's WebGPU needs the `onnxruntime-web/webgpu` entry and `numThreads = 1`, and runs only
@@ -89,13 +89,16 @@ async function kiln(w: Workload): Promise<PeerRun> {
   await profiled.prepare();
   if (profiled.capabilities().timestampQuery) {
     using timed = await compile(w.graph, { backend: profiled });
+    // Timed as the last of 10 repetitions in one submission: between end-to-end runs the H200
+    // drops its SM clock to 345 MHz (1980 MHz under load), and a matmul's device time follows
+    // the clock (5.3 ms at full clock, 30.8 ms after three idle seconds, in one process).
     const sums: number[] = [];
-    for (let i = 0; i < 12; i++) {
-      await timed.run(inputs);
+    for (let i = 0; i < 6; i++) {
+      await timed.run(inputs, { repeat: 10 });
       if (i) sums.push(timed.deviceTimes().reduce((s, t) => s + t.ms, 0));
     }
     sums.sort((a, b) => a - b);
-    console.error(`device-time\t${w.id}\t${sums[5]}`);
+    console.error(`device-time\t${w.id}\t${sums[2]}`);
   }
   return async () => (await exe.run(inputs)).y.data as Float32Array;
 }

@@ -216,7 +216,7 @@ function deviceTable(times: Cell[]): string[] {
     return kind === "W1" && copy ? `${rate}, ${Math.round(copy / ms * 100)}% of the copy's` : rate;
   };
   return [
-    "kiln's device time (timestamp queries around each kernel's pass, summed over the run's kernels; median of 11 profiled runs in each process, then over the processes) beside its end-to-end time, with the bandwidth or FLOP rate it implies:",
+    "kiln's device time (timestamp queries around each kernel's pass, summed over the run's kernels; the last of 10 back-to-back repetitions in one submission, so the GPU runs at its working clock; median of 5 such runs in each process, then over the processes) beside its end-to-end time, with the bandwidth or FLOP rate it implies:",
     "",
     "| workload | device time | end to end | |",
     "| --- | ---: | ---: | --- |",
