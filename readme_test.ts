@@ -25,6 +25,7 @@ Deno.test("the README's TypeScript examples run", async () => {
       } else {
         assert.match(stdout, /0\.03125/);
         assert.match(stdout, /\[ "matmul_0", "softmax_1" \]/);
+        assert.match(stdout, /\[ 4 \] webgpu/);
       }
     }
   } finally {
