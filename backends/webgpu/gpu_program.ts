@@ -123,11 +123,11 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
     cache.delete(key);
     const group = hit ?? device.createBindGroup({
       layout: pipelines[i]!.getBindGroupLayout(0),
-      // Bound at the tensor's size: pool buckets round up, past the binding limit for the
-      // largest tensors that fit it.
+      // Bound at the tensor's size (pool buckets round up, past the binding limit for the
+      // largest tensors that fit it), or less: a bucketed run uploads only its active rows.
       entries: list.map((buffer, j) => ({
         binding: j,
-        resource: { buffer, size: words(bound[j].shape) },
+        resource: { buffer, size: Math.min(words(bound[j].shape), buffer.size) },
       })),
     });
     cache.set(key, group);
