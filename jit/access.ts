@@ -19,40 +19,143 @@ export interface AffineOffset {
   readonly base: number;
 }
 
-/** The element offset `steps` give into a buffer of `shape` from a kernel `space`, if affine. */
+/**
+ * A coordinate during composition: an affine function of the space's axes (weights, then a
+ * constant), or one axis of a reshape that split an affine index: `(index / stride) % extent`.
+ */
+type Coord = { readonly row: number[] } | {
+  readonly split: number;
+  readonly stride: number;
+  readonly extent: number;
+};
+
+/**
+ * The element offset `steps` give into a buffer of `shape` from a kernel `space`, if affine.
+ * Reshapes may sit anywhere in the chain: merging axes is affine, and the axes a reshape splits
+ * off one index stay affine as long as later steps only use them together, as that index (a
+ * head split followed by a slice, an im2col view followed by a bias load).
+ */
 export function affineOffset(
   steps: readonly IndexStep[],
   space: Shape,
   shape: Shape,
 ): AffineOffset | undefined {
-  // rows: current coordinates as affine functions of the space's axes (last column: constant).
-  let rows: number[][] = space.map((_, i) => space.map((_, j) => (i === j ? 1 : 0)).concat(0));
-  let coordShape: Shape = shape;
-  for (const [i, s] of steps.entries()) {
-    if (s.kind === "reshape") {
-      if (i !== steps.length - 1) return undefined;
-      // A final reshape re-linearizes: the offset into `to` is the linear index into `from`.
-      coordShape = s.from;
-      break;
+  const n = space.length;
+  let coords: Coord[] = space.map((_, i) => ({
+    row: space.map((_, j) => (i === j ? 1 : 0)).concat(0),
+  }));
+  // Per reshape that split an index: that index, and the strides of the axes it split into.
+  const splits: { index: number[]; strides: number[] }[] = [];
+  // Σ weights[d] · coords[d] + constant as one affine row; split axes must appear all together,
+  // in proportion to their strides (then they contribute their index), else it is not affine.
+  const combine = (weights: readonly number[], constant: number): number[] | undefined => {
+    const row = new Array<number>(n + 1).fill(0);
+    row[n] = constant;
+    const used = new Map<number, Map<number, number>>();
+    for (const [d, c] of coords.entries()) {
+      const w = weights[d] ?? 0;
+      if (w === 0) continue;
+      if ("row" in c) {
+        c.row.forEach((v, i) => (row[i] += w * v));
+        continue;
+      }
+      const parts = used.get(c.split) ?? new Map<number, number>();
+      parts.set(c.stride, (parts.get(c.stride) ?? 0) + w);
+      used.set(c.split, parts);
     }
-    rows = s.coeff.map((c, j) =>
-      rows[0] === undefined
-        ? space.map(() => 0).concat(s.offset[j])
-        : rows[0].map((_, col) =>
-          c.reduce((acc, w, d) => acc + w * rows[d][col], 0) +
-          (col === space.length ? s.offset[j] : 0)
-        )
-    );
-    // Bounds that no point of the space can leave (a convolution without padding) change
-    // nothing; any other bounds make the load's value depend on more than its address.
-    if (s.bounds && !rows.every((r, j) => withinBounds(r, space, s.bounds![j]))) return undefined;
-  }
-  const strides = stridesOf(coordShape);
-  const total = space.map((_, col) => rows.reduce((acc, r, d) => acc + strides[d] * r[col], 0));
-  return {
-    weights: total,
-    base: rows.reduce((acc, r, d) => acc + strides[d] * r[space.length], 0),
+    for (const [g, parts] of used) {
+      const { index, strides } = splits[g];
+      const alpha = (parts.get(strides[0]) ?? 0) / strides[0];
+      if (!Number.isInteger(alpha) || strides.some((t) => (parts.get(t) ?? 0) !== alpha * t)) {
+        return undefined;
+      }
+      index.forEach((v, i) => (row[i] += alpha * v));
+    }
+    return row;
   };
+  for (const s of steps) {
+    if (s.kind === "reshape") {
+      const next: Coord[] = [];
+      for (const { from, to } of reshapeGroups(s.from, s.to)) {
+        const realFrom = from.filter((a) => s.from[a] !== 1);
+        const realTo = to.filter((a) => s.to[a] !== 1);
+        for (const a of to) if (s.to[a] === 1) next[a] = { row: new Array<number>(n + 1).fill(0) };
+        if (realFrom.length === 1 && realTo.length === 1) {
+          next[realTo[0]] = coords[realFrom[0]];
+          continue;
+        }
+        const inner = stridesOf(from.map((a) => s.from[a]));
+        const weights = s.from.map((_, a) => (from.includes(a) ? inner[from.indexOf(a)] : 0));
+        const index = combine(weights, 0);
+        if (!index) return undefined;
+        const outer = stridesOf(to.map((a) => s.to[a]));
+        const parts = to.map((a, j) => divide(index, outer[j], s.to[a], space));
+        if (parts.every((p) => p !== undefined)) {
+          to.forEach((a, j) => (next[a] = { row: parts[j]! }));
+          continue;
+        }
+        const strides: number[] = [];
+        for (const [j, a] of to.entries()) {
+          if (s.to[a] === 1) continue;
+          next[a] = { split: splits.length, stride: outer[j], extent: s.to[a] };
+          strides.push(outer[j]);
+        }
+        splits.push({ index, strides });
+      }
+      coords = next;
+      continue;
+    }
+    const next: Coord[] = [];
+    for (const [j, c] of s.coeff.entries()) {
+      // A coordinate passed through unchanged keeps what it is (a split axis stays one).
+      const only = c.findIndex((w) => w !== 0);
+      if (
+        s.offset[j] === 0 && !s.bounds && only >= 0 && c[only] === 1 &&
+        c.every((w, d) => d === only || w === 0)
+      ) {
+        next.push(coords[only]);
+        continue;
+      }
+      const row = combine(c, s.offset[j]);
+      if (!row) return undefined;
+      // Bounds that no point of the space can leave (a convolution without padding) change
+      // nothing; any other bounds make the load's value depend on more than its address.
+      if (s.bounds && !withinBounds(row, space, s.bounds[j])) return undefined;
+      next.push({ row });
+    }
+    coords = next;
+  }
+  const total = combine(stridesOf(shape), 0);
+  return total && { weights: total.slice(0, n), base: total[n] };
+}
+
+/**
+ * The axis groups of a reshape: consecutive axes of `from` and of `to` with equal products, each
+ * as small as possible (size-1 axes join the group they sit in).
+ */
+export function reshapeGroups(
+  from: Shape,
+  to: Shape,
+): { from: number[]; to: number[] }[] {
+  const groups: { from: number[]; to: number[] }[] = [];
+  let i = 0, j = 0;
+  while (i < from.length || j < to.length) {
+    const g = { from: [] as number[], to: [] as number[] };
+    let a = 1, b = 1;
+    do {
+      if (j >= to.length || (i < from.length && a <= b)) {
+        g.from.push(i);
+        a *= from[i++];
+      } else {
+        g.to.push(j);
+        b *= to[j++];
+      }
+    } while (a !== b && (i < from.length || j < to.length));
+    while (i < from.length && from[i] === 1) g.from.push(i++);
+    while (j < to.length && to[j] === 1) g.to.push(j++);
+    groups.push(g);
+  }
+  return groups;
 }
 
 /**
@@ -78,15 +181,45 @@ export function strideOver(
   return stride ?? 0;
 }
 
-/** Whether the affine coordinate `row` (weights per axis, then a constant) stays in `[0, bound)`. */
-function withinBounds(row: readonly number[], space: Shape, bound: number): boolean {
+/** The least and greatest value of the affine `row` (weights per axis, then a constant). */
+function range(row: readonly number[], space: Shape): [number, number] {
   let lo = row[space.length], hi = row[space.length];
   space.forEach((d, i) => {
     const span = row[i] * Math.max(0, d - 1);
     lo += Math.min(0, span);
     hi += Math.max(0, span);
   });
+  return [lo, hi];
+}
+
+/** Whether the affine coordinate `row` stays in `[0, bound)`. */
+function withinBounds(row: readonly number[], space: Shape, bound: number): boolean {
+  const [lo, hi] = range(row, space);
   return lo >= 0 && hi < bound;
+}
+
+/**
+ * `(index / stride) % extent` as an affine row, when both steps are exact term by term: for the
+ * quotient, the terms with weights that are multiples of `stride` divide and the rest stay in
+ * `[0, stride)`; for the remainder, the quotient's terms that are multiples of `extent` drop and
+ * the rest stay in `[0, extent)` (a head split at a head boundary).
+ */
+function divide(
+  index: readonly number[],
+  stride: number,
+  extent: number,
+  space: Shape,
+): number[] | undefined {
+  const split = (row: readonly number[], by: number) => {
+    const n = space.length;
+    const high = row.map((w, i) => (i === n ? Math.floor(w / by) : w % by === 0 ? w / by : 0));
+    const low = row.map((w, i) => w - by * high[i]);
+    const [lo, hi] = range(low, space);
+    return { high, low, exact: lo >= 0 && hi < by };
+  };
+  const quotient = split(index, stride);
+  const remainder = split(quotient.high, extent);
+  return quotient.exact && remainder.exact ? remainder.low : undefined;
 }
 
 /** The longest suffix of the space's axes over which every access is linear. */

@@ -14,6 +14,7 @@ import {
   type KernelIR,
   linearIndex,
   matmulOperands,
+  rowCount,
 } from "../../jit/kernel_ir.ts";
 import type { Accesses, Binaryen, Linear, LoadExpr } from "./wasm_codegen.ts";
 
@@ -95,13 +96,14 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   const wb = affineOffset(b.steps, space, kernel.inputs[b.input].shape);
   const outs = kernel.outputs.map((_, j) => j), exprs = kernel.outputs.map((o) => o.expr);
   const epilogue = accessesOf(exprs, outs);
+  const packed = packsA(kernel);
   if (
-    !wa || !wb || !epilogue || n < 8 || wa.weights[nAxis] !== 0 || wb.weights[nAxis] <= 0 ||
-    !linearOver(epilogue, [nAxis]) ||
+    !(wa || packed) || !wb || !epilogue || n < 8 || (wa && wa.weights[nAxis] !== 0) ||
+    wb.weights[nAxis] <= 0 || !linearOver(epilogue, [nAxis]) ||
     space.slice(0, nAxis).some((d, i) => d !== 1 && wb.weights[i] !== 0)
   ) return undefined;
   const vectorEpilogue = vectorizable(exprs, outs);
-  const strideA = 4 * wa.weights[kAxis], strideB = 4 * wb.weights[kAxis];
+  const strideA = wa ? 4 * wa.weights[kAxis] : 4, strideB = 4 * wb.weights[kAxis];
   const strideN = 4 * wb.weights[nAxis];
   const r = local(i32), r1 = local(i32), n0 = local(i32), kk = local(i32), rowAt = local(i32);
   const bPtr = local(i32), av = local(v128), b0 = local(v128), b1 = local(v128);
@@ -126,11 +128,20 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     return st;
   };
   const kLoop = (body: number[]) => countedLoop(kk, k, body);
+  // Packed A: row `row` of this call's rows starts at `PANEL + 32k + 4k·(row − first)`.
+  const first = local(i32);
+  const rowA = (row: number, st: number[]) =>
+    packed
+      ? m.i32.add(
+        get(scratch, i32),
+        m.i32.add(ic(PANEL + 32 * k), m.i32.mul(m.i32.sub(row, get(first, i32)), ic(4 * k))),
+      )
+      : loadAddress(a, st).address;
   const tile = (rows: number): number[] => {
     const st: number[] = [];
     for (let i = 0; i < rows; i++) {
       setRow(m.i32.add(get(r, i32), ic(i)), get(n0, i32), st);
-      st.push(m.local.set(aPtr[i], loadAddress(a, st).address));
+      st.push(m.local.set(aPtr[i], rowA(m.i32.add(get(r, i32), ic(i)), st)));
     }
     st.push(m.local.set(bPtr, m.i32.add(get(scratch, i32), ic(PANEL))));
     for (let i = 0; i < 2 * rows; i++) st.push(m.local.set(acc[i], f4.splat(m.f32.const(0))));
@@ -188,9 +199,36 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     );
     return st;
   };
+  /** Gathers this call's rows of A through its index map, k-contiguous, into the scratch. */
+  const packA = () => {
+    const st: number[] = [];
+    const dst = local(i32);
+    st.push(
+      m.local.set(dst, rowA(get(first, i32), st)),
+      m.local.set(r, get(first, i32)),
+    );
+    const row: number[] = [];
+    setRow(get(r, i32), ic(0), row);
+    const gather: number[] = [m.local.set(coord[kAxis], get(kk, i32))];
+    const value = e.value(a, new Map(), gather);
+    gather.push(
+      m.f32.store(0, 4, get(dst, i32), value),
+      m.local.set(dst, m.i32.add(get(dst, i32), ic(4))),
+    );
+    row.push(...kLoop(gather));
+    st.push(
+      whileLoop(() => m.i32.lt_s(get(r, i32), get(r1, i32)), [
+        ...row,
+        m.local.set(r, m.i32.add(get(r, i32), ic(1))),
+      ]),
+    );
+    return st;
+  };
   const wide = n - (n % 8);
   const stmts = [
     m.local.set(r1, m.i32.div_u(get(end, i32), ic(n))),
+    m.local.set(first, m.i32.div_u(get(start, i32), ic(n))),
+    ...(packed ? packA() : []),
     m.local.set(n0, ic(0)),
     whileLoop(() => m.i32.lt_s(get(n0, i32), ic(wide)), [
       ...pack(),
@@ -211,7 +249,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     const row: number[] = [];
     setRow(get(r, i32), ic(wide), row);
     row.push(
-      m.local.set(aPtr[0], loadAddress(a, row).address),
+      m.local.set(aPtr[0], rowA(get(r, i32), row)),
       m.local.set(bPtr, loadAddress(b, row).address),
     );
     for (let c = 0; c < n - wide; c++) {
@@ -363,11 +401,31 @@ export const TILE_ROWS = 6;
 /** Byte offset of the packed B panel in a matmul's scratch (after one tile). */
 export const PANEL: number = 32 * TILE_ROWS;
 
-/** Scratch bytes a kernel needs: a matmul's tile and packed panel, or its row of accumulators. */
+/** Most scratch bytes spent on a packed copy of A. */
+const PACK_LIMIT = 1 << 22;
+
+/**
+ * Whether the tiled path packs A: its load is not affine (a reshape that splits an index, as
+ * attention's head merge does), so its rows are gathered once into the scratch and read
+ * contiguously, instead of evaluating the index map for every multiply-add.
+ */
+function packsA(kernel: KernelIR): boolean {
+  const operands = matmulOperands(kernel);
+  if (!operands) return false;
+  const { a, k } = operands;
+  return affineOffset(a.steps, kernel.space, kernel.inputs[a.input].shape) === undefined &&
+    rowCount(kernel) * k * 4 <= PACK_LIMIT;
+}
+
+/**
+ * Scratch bytes a kernel needs: a matmul's tile, packed B panel and packed A rows, or its row of
+ * accumulators.
+ */
 export function scratchBytes(kernel: KernelIR): number {
   if (kernel.pattern !== "matmul") return 0;
   const [n, k] = kernel.space.slice(-2);
-  return Math.max(PANEL + 32 * k, 4 * n);
+  const packed = packsA(kernel) ? rowCount(kernel) * k * 4 : 0;
+  return Math.max(PANEL + 32 * k + packed, 4 * n);
 }
 
 /** What the i-k-j path needs to know about a matmul kernel. */
