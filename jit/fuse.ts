@@ -93,6 +93,8 @@ interface Group {
   readonly labels: Set<string>;
   pattern: KernelPattern;
   opaque?: { op: string; attrs: Attrs; inputs: number[] };
+  /** The kept axes in the order the group's values lay them out (default: space order). */
+  keptOrder?: readonly number[];
 }
 
 /** A value during fusion. */
@@ -542,7 +544,11 @@ class Fuser {
     return this.#reduction(group, "sum", product, label, type, [...own(a), ...own(b)]);
   }
 
-  /** 2-D Conv as a contraction over [Cg, KH, KW] in the space [N, G, Mg, OH, OW, Cg, KH, KW]. */
+  /**
+   * 2-D Conv as a contraction over [Cg, KH, KW] in the space [N, G, Mg, OH, OW, Cg, KH, KW]. With
+   * plain operands it is laid out as a matmul (implicit GEMM): [N, G, OH·OW, Mg, Cg·KH·KW], rows
+   * of patches times the filters, so backends run it through their matmul kernels.
+   */
   #conv(ins: Sym[], attrs: Attrs, label: string, type: ValueType): Sym {
     const [x, w, bias] = ins.map((s) => this.#operand(s, label));
     const [nImg, c, h, wd] = x.type.shape;
@@ -575,11 +581,27 @@ class Fuser {
       coeff: [row({ 1: mg, 2: 1 }), row({ 5: 1 }), row({ 6: 1 }), row({ 7: 1 })],
       offset: [0, 0, 0, 0],
     };
-    const group = this.#newGroup(space, [5, 6, 7], "conv");
+    // The GEMM layout reaches the 8-D coordinates through a permutation and a reshape.
+    const gemm = x.expr.kind === "load" && w.expr.kind === "load";
+    const [pixels, depth] = [win.out[0] * win.out[1], cg * kh * kw];
+    const view: IndexStep[] = gemm
+      ? [
+        {
+          kind: "affine",
+          coeff: [0, 1, 3, 2, 4].map((a) => [0, 1, 2, 3, 4].map((b) => (a === b ? 1 : 0))),
+          offset: [0, 0, 0, 0, 0],
+        },
+        { kind: "reshape", from: [nImg, groups, mg, pixels, depth], to: space },
+      ]
+      : [];
+    const group = gemm
+      ? this.#newGroup([nImg, groups, pixels, mg, depth], [4], "conv")
+      : this.#newGroup(space, [5, 6, 7], "conv");
+    if (gemm) group.keptOrder = [0, 1, 3, 2];
     const product: Expr = {
       kind: "alu",
       op: "Mul",
-      args: [reindex(x.expr, [xStep]), reindex(w.expr, [wStep])],
+      args: [reindex(x.expr, [...view, xStep]), reindex(w.expr, [...view, wStep])],
       dtype: type.dtype,
     };
     const acc = this.#reduction(group, "sum", product, label, type, [...own(x), ...own(w)]);
@@ -588,7 +610,7 @@ class Fuser {
     const expr: Expr = {
       kind: "alu",
       op: "Add",
-      args: [acc.expr, reindex(bias.expr, [bStep])],
+      args: [acc.expr, reindex(bias.expr, [...view, bStep])],
       dtype: type.dtype,
     };
     return { ...acc, expr, labels: unique([...acc.labels, ...own(bias)]) };
@@ -637,9 +659,10 @@ class Fuser {
   /** Steps from `group`'s coordinates to a value of `shape` iterating with it, if one does. */
   #relation(group: Group, shape: Shape): IndexStep[] | undefined {
     if (sameShape(shape, group.space)) return [];
-    const kept = group.space.filter((_, i) => !group.reduced.includes(i));
+    const keptAxes = group.keptOrder ??
+      group.space.flatMap((_, i) => (group.reduced.includes(i) ? [] : [i]));
+    const kept = keptAxes.map((i) => group.space[i]);
     if (group.reduced.length === 0 || sizeOf(shape) !== sizeOf(kept)) return undefined;
-    const keptAxes = group.space.flatMap((_, i) => (group.reduced.includes(i) ? [] : [i]));
     const drop: IndexStep = {
       kind: "affine",
       coeff: keptAxes.map((axis) => group.space.map((_, i) => (i === axis ? 1 : 0))),

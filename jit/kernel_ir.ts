@@ -252,13 +252,16 @@ export interface MatmulOperands {
 }
 
 /**
- * The operands of a matmul kernel that code generators can tile: one f32 sum of a product of
- * two plain loads, every output stored per row (the epilogue); `undefined` otherwise.
+ * The operands of a matmul kernel (or a convolution in its implicit-GEMM layout) that code
+ * generators can tile: one f32 sum of a product of two plain loads, every output stored per row
+ * (the epilogue); `undefined` otherwise.
  */
 export function matmulOperands(kernel: KernelIR): MatmulOperands | undefined {
   const r = kernel.reductions[0];
+  const contracts = kernel.pattern === "matmul" ||
+    (kernel.pattern === "conv" && kernel.reduced.join() === String(kernel.space.length - 1));
   if (
-    kernel.pattern !== "matmul" || kernel.reductions.length !== 1 || r.op !== "sum" ||
+    !contracts || kernel.reductions.length !== 1 || r.op !== "sum" ||
     r.dtype !== "f32" || r.expr.kind !== "alu" || r.expr.op !== "Mul" ||
     kernel.outputs.some((o) => o.level !== "row")
   ) return undefined;

@@ -15,6 +15,7 @@ import {
   type IndexStep,
   type KernelIR,
   linearIndex,
+  matmulOperands,
 } from "../../jit/kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
 import { roundTo, scalarOp } from "./scalar_ops.ts";
@@ -168,7 +169,7 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
           lin = d > 0 ? Math.floor(lin / d) : 0;
         }
       };
-      const table = kernel.pattern === "matmul"
+      const table = kernel.pattern === "matmul" || matmulOperands(kernel)
         ? contraction(kernel, reductions[0].expr, build, coords, active)
         : undefined;
       for (let r = 0; r < rows; r++) {

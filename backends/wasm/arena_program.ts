@@ -14,12 +14,12 @@ import { KilnError } from "../../jit/errors.ts";
 import { planMemory } from "../../jit/memory_plan.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { fromWords, toWords } from "../words.ts";
-import { scratchBytes, TILE_ROWS } from "./wasm_matmul.ts";
+import { contracts, scratchBytes, TILE_ROWS } from "./wasm_matmul.ts";
 import { Crew, type WorkerClass } from "./worker_crew.ts";
 
 /** Rows a thread's share is a multiple of: whole tiles of rows for a matmul, else 16 rows. */
 function rowUnit(k: KernelIR): number {
-  return k.pattern === "matmul" ? TILE_ROWS * k.space[k.space.length - 2] : 16;
+  return contracts(k) ? TILE_ROWS * k.space[k.space.length - 2] : 16;
 }
 
 /** A plan for the arena. */
@@ -143,7 +143,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
   const split = plan.kernels.map((k) => {
     const unit = rowUnit(k), work = workOf(k) / Math.max(1, rowCount(k));
     // A matmul call packs B whole: its calls start at 11 tiles (66 rows) to amortize that.
-    const least = k.pattern === "matmul" ? 11 : 1;
+    const least = contracts(k) ? 11 : 1;
     return { unit, chunk: unit * Math.max(least, Math.floor(CHUNK_WORK / (work * unit))) };
   });
   const written = new Map<number, TensorData>();

@@ -36,7 +36,7 @@ import {
 } from "../../jit/kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
 import { addMathFunctions, HIGH_HALF, type MathFunction } from "./wasm_math.ts";
-import { gemmBody, type MatmulContext, matmulPlan, tiledGemm } from "./wasm_matmul.ts";
+import { gemmBody, indirection, type MatmulContext, matmulPlan, tiledGemm } from "./wasm_matmul.ts";
 
 /** The subset of the Binaryen.js API this generator uses. */
 // deno-lint-ignore no-explicit-any
@@ -163,12 +163,22 @@ export function generateWasm(
   options: GenerateOptions = {},
 ): Uint8Array {
   const m = new binaryen.Module();
+  const indirect = indirection(kernel);
   m.setFeatures(
     binaryen.Features.NontrappingFPToInt | binaryen.Features.SIMD128 |
       (options.shared ? binaryen.Features.Atomics : 0) |
-      (options.fma ? binaryen.Features.RelaxedSIMD : 0),
+      (options.fma ? binaryen.Features.RelaxedSIMD : 0) |
+      (indirect ? binaryen.Features.BulkMemory : 0),
   );
-  m.setMemory(1, 65536, null, [], options.shared ?? false, false, "0");
+  m.setMemory(
+    1,
+    65536,
+    null,
+    indirect ? [{ offset: 0, data: new Uint8Array(indirect.table.buffer), passive: true }] : [],
+    options.shared ?? false,
+    false,
+    "0",
+  );
   m.addMemoryImport("0", "env", "memory");
   const f64 = binaryen.f64, f32 = binaryen.f32, i32 = binaryen.i32;
   for (const name of IMPORTS) {
@@ -1090,6 +1100,7 @@ export function generateWasm(
       binaryen,
       kernel,
       fma: options.fma ?? false,
+      indirection: indirect,
       kept,
       coord,
       accs,

@@ -28,6 +28,8 @@ export interface MatmulContext {
   readonly kernel: KernelIR;
   /** Whether relaxed-SIMD fused multiply-add may be used. */
   readonly fma: boolean;
+  /** A packed A's indirection table, when the module carries it as passive data segment 0. */
+  readonly indirection?: { readonly table: Int32Array; readonly fill: number };
   /** Kept (output) axes of the space. */
   readonly kept: readonly number[];
   /** Coordinate locals, one per axis of the space. */
@@ -98,7 +100,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   const epilogue = accessesOf(exprs, outs);
   const packed = packsA(kernel);
   if (
-    !(wa || packed) || !wb || !epilogue || n < 8 || (wa && wa.weights[nAxis] !== 0) ||
+    !(wa || packed) || !wb || !epilogue || (wa && wa.weights[nAxis] !== 0) ||
     wb.weights[nAxis] <= 0 || !linearOver(epilogue, [nAxis]) ||
     space.slice(0, nAxis).some((d, i) => d !== 1 && wb.weights[i] !== 0)
   ) return undefined;
@@ -199,14 +201,55 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     );
     return st;
   };
-  /** Gathers this call's rows of A through its index map, k-contiguous, into the scratch. */
+  /**
+   * Gathers this call's rows of A, k-contiguous, into the scratch: through the indirection
+   * table (a passive data segment, copied beside the packed rows), else through A's index map.
+   */
   const packA = () => {
     const st: number[] = [];
-    const dst = local(i32);
-    st.push(
-      m.local.set(dst, rowA(get(first, i32), st)),
-      m.local.set(r, get(first, i32)),
-    );
+    const dst = local(i32), idx = local(i32), at = local(i32), last = local(i32);
+    st.push(m.local.set(dst, rowA(get(first, i32), st)));
+    if (e.indirection) {
+      const bytes = m.i32.mul(m.i32.sub(get(r1, i32), get(first, i32)), ic(4 * k));
+      st.push(
+        m.local.set(at, m.i32.add(get(dst, i32), ic(4 * k * rowsOfA(kernel, n)))),
+        m.local.set(last, m.i32.add(get(dst, i32), bytes)),
+        m.memory.init(
+          "0",
+          get(at, i32),
+          m.i32.mul(get(first, i32), ic(4 * k)),
+          m.i32.mul(m.i32.sub(get(r1, i32), get(first, i32)), ic(4 * k)),
+          "0",
+        ),
+        whileLoop(() => m.i32.lt_u(get(dst, i32), get(last, i32)), [
+          m.local.set(idx, m.i32.load(0, 4, get(at, i32))),
+          m.f32.store(
+            0,
+            4,
+            get(dst, i32),
+            m.select(
+              m.i32.ge_s(get(idx, i32), ic(0)),
+              m.f32.load(
+                0,
+                4,
+                m.i32.add(
+                  get(a.input, i32),
+                  m.i32.shl(
+                    m.select(m.i32.ge_s(get(idx, i32), ic(0)), get(idx, i32), ic(0)),
+                    ic(2),
+                  ),
+                ),
+              ),
+              m.f32.const(e.indirection.fill),
+            ),
+          ),
+          m.local.set(dst, m.i32.add(get(dst, i32), ic(4))),
+          m.local.set(at, m.i32.add(get(at, i32), ic(4))),
+        ]),
+      );
+      return st;
+    }
+    st.push(m.local.set(r, get(first, i32)));
     const row: number[] = [];
     setRow(get(r, i32), ic(0), row);
     const gather: number[] = [m.local.set(coord[kAxis], get(kk, i32))];
@@ -401,30 +444,78 @@ export const TILE_ROWS = 6;
 /** Byte offset of the packed B panel in a matmul's scratch (after one tile). */
 export const PANEL: number = 32 * TILE_ROWS;
 
-/** Most scratch bytes spent on a packed copy of A. */
+/** Whether `kernel` runs through the matmul paths (a matmul, or a convolution as implicit GEMM). */
+export function contracts(kernel: KernelIR): boolean {
+  return kernel.pattern === "matmul" || matmulOperands(kernel) !== undefined;
+}
+
+/** Most scratch bytes spent on a packed copy of A (and as much on its indirection table). */
 const PACK_LIMIT = 1 << 22;
 
+/** Rows of A: the product's rows over every batch. */
+const rowsOfA = (kernel: KernelIR, n: number) => rowCount(kernel) / n;
+
 /**
- * Whether the tiled path packs A: its load is not affine (a reshape that splits an index, as
- * attention's head merge does), so its rows are gathered once into the scratch and read
- * contiguously, instead of evaluating the index map for every multiply-add.
+ * Whether the tiled path packs A: its load is not affine (a convolution's patches, or a reshape
+ * that splits an index, as attention's head merge does), so its rows are gathered once into
+ * the scratch and read contiguously, instead of evaluating the index map for every
+ * multiply-add.
  */
 function packsA(kernel: KernelIR): boolean {
   const operands = matmulOperands(kernel);
   if (!operands) return false;
-  const { a, k } = operands;
+  const { a, n, k } = operands;
   return affineOffset(a.steps, kernel.space, kernel.inputs[a.input].shape) === undefined &&
-    rowCount(kernel) * k * 4 <= PACK_LIMIT;
+    rowsOfA(kernel, n) * k * 4 <= PACK_LIMIT;
 }
 
 /**
- * Scratch bytes a kernel needs: a matmul's tile, packed B panel and packed A rows, or its row of
- * accumulators.
+ * The indirection table of a packed A (as XNNPACK's indirect convolution): the element offset
+ * A's index map reaches for every row and k, or -1 where it reads the fill. Computed once at
+ * code generation, it turns the gather into a table walk. `undefined` when A is not packed or
+ * its out-of-bounds reads have different fills.
+ */
+export function indirection(kernel: KernelIR): { table: Int32Array; fill: number } | undefined {
+  if (!packsA(kernel)) return undefined;
+  const { nb, n, k, a } = matmulOperands(kernel)!;
+  const space = kernel.space, shape = kernel.inputs[a.input].shape;
+  const rows = rowsOfA(kernel, n), table = new Int32Array(rows * k);
+  const rowAxes = space.slice(0, nb + 1);
+  let fill: number | undefined;
+  const coords = space.map(() => 0);
+  for (let r = 0; r < rows; r++) {
+    for (let d = nb, rest = r; d >= 0; d--) {
+      coords[d] = rest % rowAxes[d];
+      rest = Math.floor(rest / rowAxes[d]);
+    }
+    for (let p = 0; p < k; p++) {
+      coords[nb + 2] = p;
+      let x: number[] | undefined = coords;
+      for (const s of a.steps) {
+        const next: number[] | undefined = applyStep(s, x);
+        if (!next) {
+          const f = s.kind === "affine" ? s.fill ?? 0 : 0;
+          if (fill !== undefined && !Object.is(fill, f)) return undefined;
+          fill = f;
+          x = undefined;
+          break;
+        }
+        x = next;
+      }
+      table[r * k + p] = x ? linearIndex(x, shape) : -1;
+    }
+  }
+  return { table, fill: fill ?? 0 };
+}
+
+/**
+ * Scratch bytes a kernel needs: a matmul's tile, packed B panel, packed A rows and their
+ * indirection, or its row of accumulators.
  */
 export function scratchBytes(kernel: KernelIR): number {
-  if (kernel.pattern !== "matmul") return 0;
+  if (!contracts(kernel)) return 0;
   const [n, k] = kernel.space.slice(-2);
-  const packed = packsA(kernel) ? rowCount(kernel) * k * 4 : 0;
+  const packed = packsA(kernel) ? 2 * rowsOfA(kernel, n) * k * 4 : 0;
   return Math.max(PANEL + 32 * k + packed, 4 * n);
 }
 

@@ -164,6 +164,41 @@ Deno.test("tiled matmul matches the reference at every tile remainder, with epil
   await close("MatMul", [f32([], [3, 0]), f32([], [0, 8])]);
 });
 
+Deno.test("convolutions as implicit GEMM: padding, strides, dilation, groups, fills, epilogues", async () => {
+  const close = (op: string, inputs: HostTensor[], attrs: Attrs = {}) =>
+    assertMatchesReference(wasm, op, inputs, attrs, { atol: 1e-4, rtol: 1e-5 });
+  const x = (n: number, c: number, h: number, w: number, seed: number) =>
+    f32(data(n * c * h * w, seed), [n, c, h, w]);
+  const w = (m: number, c: number, k: number, seed: number) =>
+    f32(data(m * c * k * k, seed), [m, c, k, k]);
+  // Fewer than 8 filters (scalar columns) and more (register tiles with a remainder).
+  for (const m of [3, 12]) {
+    await close("Conv", [x(3, 2, 9, 7, 1), w(m, 2, 3, 2), f32(data(m, 3))], { pads: [1, 2, 1, 0] });
+    await close("Conv", [x(2, 3, 11, 10, 4), w(m, 3, 3, 5)], {
+      strides: [2, 3],
+      dilations: [2, 1],
+    });
+    await close("Conv", [x(1, 2, 6, 6, 6), w(m, 2, 1, 7)], {});
+  }
+  await close("Conv", [x(2, 4, 7, 7, 8), w(6, 2, 3, 9), f32(data(6, 10))], {
+    group: 2,
+    pads: [1, 1, 1, 1],
+  });
+  // A padded input of fill 0.5 read through the conv's own zero padding: two fills, so the
+  // gather follows the index map instead of the indirection table.
+  const b = new GraphBuilder();
+  const xi = b.input("x", [1, 2, 6, 6]);
+  const padded = b.op("Pad", [xi], { pads: [0, 0, 1, 1, 0, 0, 1, 1], value: 0.5 });
+  const conv = b.op("Conv", [padded, b.input("w", [9, 2, 3, 3])], { pads: [1, 1, 1, 1] });
+  b.output("y", b.op("Relu", [conv]));
+  const graph = b.build();
+  const feeds = { x: x(1, 2, 6, 6, 11), w: w(9, 2, 3, 12) };
+  const [want, got] = await Promise.all(
+    ["reference", wasm].map((backend) => runGraph(graph, feeds, backend)),
+  );
+  assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-4, rtol: 1e-5 });
+});
+
 Deno.test("large kernels give the same results with threads on and off", async () => {
   const serial = new WasmBackend({ threads: 1 }), threaded = new WasmBackend({ threads: 2 });
   await Promise.all([serial.prepare(), threaded.prepare()]);
@@ -178,6 +213,10 @@ Deno.test("large kernels give the same results with threads on and off", async (
       f32(data(256 * 72, 5), [256, 72]),
       f32(data(72, 6)),
     ], {}],
+    ["Conv", [
+      f32(data(2 * 8 * 40 * 40, 7), [2, 8, 40, 40]),
+      f32(data(16 * 8 * 3 * 3, 8), [16, 8, 3, 3]),
+    ], { pads: [1, 1, 1, 1] }],
   ];
   for (const [op, inputs, attrs] of cases) {
     const b = new GraphBuilder();
