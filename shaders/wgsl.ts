@@ -265,9 +265,14 @@ function emitVectorPoints(l: KernelLowering, layout: KernelLayout): void {
 /**
  * A workgroup per row: its threads stride over the reduced coordinates and combine in workgroup
  * memory (long serial loops are slow on GPUs, and some drivers cap a loop's iterations).
- * Returns the workgroup arrays it needs.
+ * Returns the workgroup arrays it needs. With `inside`, the row index `row` exists already (a
+ * phase of a larger kernel) and loop counters take names of their own.
  */
-function emitRows(l: KernelLowering, layout: KernelLayout): string[] {
+export function emitRows(
+  l: KernelLowering,
+  layout: Pick<KernelLayout, "workgroup">,
+  inside = false,
+): string[] {
   const { kernel, e } = l;
   const { space } = kernel;
   const kept = space.flatMap((_, i) => (kernel.reduced.includes(i) ? [] : [i]));
@@ -275,8 +280,10 @@ function emitRows(l: KernelLowering, layout: KernelLayout): string[] {
   const inner = sizeOf(red.map((i) => space[i]));
   const size = layout.workgroup;
   const loop = `for (var i: i32 = i32(lid.x); i < ${inner}; i += ${size}) {`;
-  e.line(`let row = i32(wid.x + wid.y * nwg.x);`);
-  e.line(`if (row >= ${sizeOf(kept.map((i) => space[i]))}) { return; }`);
+  if (!inside) {
+    e.line(`let row = i32(wid.x + wid.y * nwg.x);`);
+    e.line(`if (row >= ${sizeOf(kept.map((i) => space[i]))}) { return; }`);
+  }
   for (const c of l.coords) e.line(`var ${c}: i32 = 0;`);
   l.unravel(kept, "row");
   const shared = new Set<string>();

@@ -288,11 +288,26 @@ export class KernelLowering {
   e: Emitter = new Emitter();
   /** The current point's coordinate per space axis, as WGSL `i32` expressions. */
   coords: string[];
+  /** Binding name of each input. */
+  readonly inputs: readonly string[];
+  /** Binding name of each output. */
+  readonly outputs: readonly string[];
+  /**
+   * Inputs (by index) and outputs (by `"out" + index`) that live elsewhere than in a binding
+   * (fused attention keeps its intermediates in workgroup memory): the element at the current
+   * point, as an assignable WGSL expression.
+   */
+  readonly redirect: Map<string, () => string> = new Map();
 
-  /** Lowers `kernel` with coordinates named `x0`, `x1`, … */
-  constructor(kernel: KernelIR) {
+  /** Lowers `kernel` with coordinates `${prefix}0`, `${prefix}1`, …, bindings `in…`/`out…`. */
+  constructor(
+    kernel: KernelIR,
+    options: { prefix?: string; inputs?: readonly string[]; outputs?: readonly string[] } = {},
+  ) {
     this.kernel = kernel;
-    this.coords = kernel.space.map((_, i) => `x${i}`);
+    this.coords = kernel.space.map((_, i) => `${options.prefix ?? "x"}${i}`);
+    this.inputs = options.inputs ?? kernel.inputs.map((_, i) => `in${i}`);
+    this.outputs = options.outputs ?? kernel.outputs.map((_, k) => `out${k}`);
   }
 
   /** The element offset a load's or store's `steps` reach in a buffer of `shape`, with its guards. */
@@ -314,16 +329,22 @@ export class KernelLowering {
         code = `acc${expr.index}`;
         break;
       case "load": {
+        const elsewhere = this.redirect.get(String(expr.input));
+        if (elsewhere) {
+          code = elsewhere();
+          break;
+        }
         const { index, guards } = this.offset(expr.steps, this.kernel.inputs[expr.input].shape);
+        const name = this.inputs[expr.input];
         if (guards.length) {
           // The first failing step decides the fill, as in the interpreter; reads stay in range.
           const all = guards.map((g) => g.ok).join(" && ");
-          code = `in${expr.input}[u32(select(0, ${index}, ${all}))]`;
+          code = `${name}[u32(select(0, ${index}, ${all}))]`;
           for (const g of [...guards].reverse()) {
             code = `select(${literal(g.fill, expr.dtype)}, ${code}, ${g.ok})`;
           }
         } else {
-          code = `in${expr.input}[u32(${index})]`;
+          code = `${name}[u32(${index})]`;
         }
         break;
       }
@@ -351,7 +372,11 @@ export class KernelLowering {
   /** Stores output `k` at the current point. */
   store(o: KernelOutput, k: number, memo: Map<Expr, string>): void {
     const v = this.value(o.expr, memo);
-    this.e.line(`out${k}[u32(${this.offset(o.steps, o.shape).index})] = ${v};`);
+    const elsewhere = this.redirect.get(`out${k}`);
+    const target = elsewhere
+      ? elsewhere()
+      : `${this.outputs[k]}[u32(${this.offset(o.steps, o.shape).index})]`;
+    this.e.line(`${target} = ${v};`);
   }
 
   /** Assigns the coordinates of `axes` (row-major) from the linear `index`. */

@@ -32,6 +32,7 @@ import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { generateWgsl, type WgslOptions } from "../../shaders/wgsl.ts";
+import { attentionWgsl, withFusedAttention } from "../../shaders/wgsl_attention.ts";
 import { BufferPool, emptyPoolStats, type PoolStats } from "./buffer_pool.ts";
 import { type GpuContext, gpuProgram } from "./gpu_program.ts";
 
@@ -143,23 +144,14 @@ export class WebGpuBackend implements Backend {
       const pipeline = await backend.#pipeline(kernel, artifact as string);
       return backend.#single(kernel, pipeline);
     },
-    assemble: async (plan) => {
-      const pipelines = await Promise.all(
-        plan.kernels.map((k, i) =>
-          k.opaque ? undefined : backend.#pipeline(
-            k,
-            (plan.artifacts?.[i] as string | undefined) || backend.#generate(k),
-          )
-        ),
-      );
-      return gpuProgram(backend.#context(), {
-        ...planOf(plan.graph),
-        kernels: plan.kernels,
-        pipelines,
-        constants: plan.constants,
-        partial: plan.partial,
-      });
-    },
+    assemble: (plan) =>
+      backend.#program(
+        plan.graph,
+        plan.kernels,
+        plan.constants,
+        (i) => plan.artifacts?.[i] as string | undefined,
+        plan.partial,
+      ),
   }))(this);
 
   /** Acquires the adapter and device (idempotent). */
@@ -256,14 +248,36 @@ export class WebGpuBackend implements Backend {
         },
       );
     }
-    const pipelines = await Promise.all(
-      fusion.kernels.map((k) => (k.opaque ? undefined : this.#pipeline(k, this.#generate(k)))),
-    );
+    return await this.#program(graph, fusion.kernels, fusion.constants, () => undefined);
+  }
+
+  /**
+   * The program of `kernels` (attention groups fused into one kernel each), with each kernel's
+   * WGSL from `artifact(i)` (the kernel cache) or generated now.
+   */
+  async #program(
+    graph: Graph,
+    planned: readonly KernelIR[],
+    constants: ReadonlyMap<number, HostTensor>,
+    artifact: (i: number) => string | undefined,
+    partial?: readonly boolean[],
+  ): Promise<Program> {
+    const io = planOf(graph);
+    const { kernels, fused, from } = withFusedAttention(planned, new Set(io.outputs));
+    const pipelines = await Promise.all(kernels.map((k, i) => {
+      if (k.opaque) return undefined;
+      const group = fused.get(k);
+      return this.#pipeline(
+        k,
+        group ? attentionWgsl(group, this.#wgsl()) : artifact(from[i]) || this.#generate(k),
+      );
+    }));
     return gpuProgram(this.#context(), {
-      ...planOf(graph),
-      kernels: fusion.kernels,
+      ...io,
+      kernels,
       pipelines,
-      constants: fusion.constants,
+      constants,
+      partial: partial && from.map((i) => partial[i]),
     });
   }
 

@@ -12,6 +12,7 @@ import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { Graph } from "../../jit/graph.ts";
 import type { TensorMap } from "../../jit/executable.ts";
 import { dispatchSize, generateWgsl, kernelLayout, TILE_THRESHOLD } from "../../shaders/wgsl.ts";
+import { fusedAttention, MAX_KEYS } from "../../shaders/wgsl_attention.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
 import { BufferPool } from "./buffer_pool.ts";
@@ -191,6 +192,58 @@ Deno.test("tensors past the binding limit: a clear error on webgpu, the CPU unde
   x[n - 1] = 3;
   const { y } = await exe.run({ x: f32(x) });
   assert.deepEqual([y.data[0], y.data[n - 1]], [0, 3]);
+});
+
+/** softmax(q·kᵀ / 4 + mask)·v over [batch, heads, tokens, 16]; `keep` also outputs the scores. */
+function attention(tokens: number, keep = false): Graph {
+  const b = new GraphBuilder();
+  const [q, k, v] = ["q", "k", "v"].map((n) => b.input(n, [2, 3, tokens, 16]));
+  const scores = b.op("Add", [
+    b.op("Div", [
+      b.op("MatMul", [q, b.op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
+      b.constant(4),
+    ]),
+    b.input("mask", [tokens, tokens]),
+  ]);
+  b.output("y", b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]));
+  if (keep) b.output("scores", scores);
+  return b.build();
+}
+
+Deno.test("attention runs as one fused kernel: scores and weights stay in workgroup memory", async () => {
+  const profiled = new WebGpuBackend({ profile: true });
+  await profiled.prepare();
+  for (const [tokens, keep] of [[10, false], [70, false], [10, true]] as const) {
+    const graph = attention(tokens, keep);
+    const kernels = fuse(graph).kernels;
+    if (!keep) assert.ok(kernels.some((k) => k.group === "attention_0"), `tokens ${tokens}`);
+    const n = 2 * 3 * tokens * 16;
+    const feeds = {
+      q: f32(hashed(n, 7), [2, 3, tokens, 16]),
+      k: f32(hashed(n, 11), [2, 3, tokens, 16]),
+      v: f32(hashed(n, 13), [2, 3, tokens, 16]),
+      mask: f32(hashed(tokens * tokens, 17).map((x) => (x > 0.8 ? -Infinity : 0)), [
+        tokens,
+        tokens,
+      ]),
+    };
+    using exe = await compile(graph, { backend: profiled, cache: false });
+    using reference = await compile(graph, { backend: "reference" });
+    const [got, want] = [await exe.run(feeds), await reference.run(feeds)];
+    for (const name of Object.keys(want)) {
+      assertClose(numbers(got[name].data), numbers(want[name].data), { atol: 1e-5, rtol: 1e-4 });
+    }
+    // Scores that are also an output must be stored: then nothing is fused.
+    const names = exe.deviceTimes().map((t) => t.kernel);
+    assert.equal(names.includes("attention_0"), !keep, names.join(" "));
+  }
+  const group = fuse(attention(10)).kernels.filter((k) => k.group === "attention_0");
+  assert.ok(fusedAttention(group, new Set()));
+  const scores = group[0].outputs[0].value;
+  assert.equal(fusedAttention(group, new Set([scores])), undefined, "stored scores stay unfused");
+  const long = fuse(attention(MAX_KEYS + 1)).kernels.filter((k) => k.group === "attention_0");
+  assert.equal(fusedAttention(long, new Set()), undefined, "keys past MAX_KEYS stay unfused");
+  profiled.dispose();
 });
 
 Deno.test("grids past 65535 workgroups fold into two dimensions with almost none idle", async () => {

@@ -1,0 +1,240 @@
+/**
+ * Fused attention: the scores matmul, the softmax over them and the weighted sum of values of an
+ * attention group (see `groupAttention` in fusion) as one WGSL kernel, a workgroup per query row.
+ * The row's scores and then its weights live in workgroup memory, so neither intermediate goes
+ * through device memory and the three dispatches become one. Each phase is the kernel's own
+ * lowering in a scope of its own, reading and writing the intermediates through redirects.
+ * It applies to moderate key lengths (the row must fit in workgroup memory).
+ *
+ * @module
+ */
+import { affineOffset } from "../jit/access.ts";
+import type { Expr, KernelBuffer, KernelIR } from "../jit/kernel_ir.ts";
+import { matmulOperands } from "../jit/kernel_ir.ts";
+import { sizeOf } from "../jit/shape.ts";
+import { Emitter, KernelLowering, PRELUDE, wgslType } from "./wgsl_expr.ts";
+import { emitRows, type WgslOptions } from "./wgsl.ts";
+
+/** Longest key axis a fused attention kernel holds in workgroup memory. */
+export const MAX_KEYS = 1024;
+
+/** The three kernels of an attention group that one fused kernel can run. */
+export interface Attention {
+  /** `scores[row, j] = Σ_d q[row, d] · k[j, d]` (with its epilogue). */
+  readonly scores: KernelIR;
+  /** The softmax over each row of scores. */
+  readonly weights: KernelIR;
+  /** `out[row, e] = Σ_j weights[row, j] · v[j, e]` (with its epilogue). */
+  readonly values: KernelIR;
+  /** The fused kernel's buffers: every input of the three but the two intermediates. */
+  readonly inputs: readonly KernelBuffer[];
+}
+
+/**
+ * The fused form of `scores → weights → values`, if it applies: f32 matmuls whose batch and query
+ * axes are the softmax's rows, intermediates read exactly where they were written and by no
+ * one else (`external` holds the values the program must store), keys at most `MAX_KEYS`.
+ */
+export function fusedAttention(
+  [scores, weights, values]: readonly KernelIR[],
+  external: ReadonlySet<number>,
+): Attention | undefined {
+  const s = matmulOperands(scores), v = matmulOperands(values);
+  if (!s || !v || weights.pattern !== "softmax" || s.nb !== v.nb) return undefined;
+  const rowAxes = s.nb + 1, keys = s.n;
+  const same = (a: readonly number[], b: readonly number[]) =>
+    a.length === b.length && a.every((x, i) => x === b[i]);
+  if (
+    scores.outputs.length !== 1 || weights.outputs.length !== 1 || keys > MAX_KEYS ||
+    v.k !== keys || !same(weights.space, scores.space.slice(0, rowAxes + 1)) ||
+    !same(weights.reduced, [rowAxes]) ||
+    !same(values.space.slice(0, rowAxes), weights.space.slice(0, rowAxes)) ||
+    weights.outputs[0].level !== "full" ||
+    [scores, weights, values].some((k) => k.outputs.some((o) => o.dtype !== "f32"))
+  ) return undefined;
+  const [sOut, wOut] = [scores.outputs[0], weights.outputs[0]];
+  if (external.has(sOut.value) || external.has(wOut.value)) return undefined;
+  // Where each intermediate is written and read must be the same element of the same row.
+  const offset = (
+    steps: KernelIR["outputs"][number]["steps"],
+    k: KernelIR,
+    shape: readonly number[],
+  ) => affineOffset(steps, k.space, shape);
+  const written = offset(sOut.steps, scores, sOut.shape);
+  const weighted = offset(wOut.steps, weights, wOut.shape);
+  if (!written || !weighted) return undefined;
+  const rowsMatch = (a: { weights: readonly number[]; base: number }, b: typeof a, key: number) =>
+    a.base === b.base && a.weights.slice(0, rowAxes).every((w, i) => w === b.weights[i]) &&
+    a.weights[key] === 1;
+  let reads = true;
+  const loads = (e: Expr, visit: (l: Extract<Expr, { kind: "load" }>) => void) => {
+    if (e.kind === "load") visit(e);
+    if (e.kind === "alu") e.args.forEach((a) => loads(a, visit));
+  };
+  for (const expr of [...weights.reductions.map((r) => r.expr), wOut.expr]) {
+    loads(expr, (l) => {
+      if (weights.inputs[l.input].value !== sOut.value) return;
+      const at = offset(l.steps, weights, sOut.shape);
+      reads &&= at !== undefined && rowsMatch(at, written, rowAxes) &&
+        written.weights[rowAxes] === 1;
+    });
+  }
+  const a = offset(v.a.steps, values, wOut.shape);
+  if (
+    !reads || values.inputs[v.a.input].value !== wOut.value || !a ||
+    !rowsMatch(a, weighted, rowAxes + 1) || a.weights[rowAxes] !== 0 ||
+    weighted.weights[rowAxes] !== 1 || values.inputs[v.b.input].value === wOut.value
+  ) return undefined;
+  const inputs: KernelBuffer[] = [];
+  for (const k of [scores, weights, values]) {
+    for (const b of k.inputs) {
+      if (
+        b.value !== sOut.value && b.value !== wOut.value && !inputs.some((x) => x.value === b.value)
+      ) {
+        inputs.push(b);
+      }
+    }
+  }
+  return { scores, weights, values, inputs };
+}
+
+/** The fused attention kernel's WGSL: bindings as `plan.inputs`, then `values`' outputs. */
+export function attentionWgsl(plan: Attention, options: WgslOptions): string {
+  const { scores, weights, values, inputs } = plan;
+  const s = matmulOperands(scores)!, v = matmulOperands(values)!;
+  const rowAxes = s.nb + 1;
+  const rows = sizeOf(weights.space.slice(0, rowAxes));
+  const size = Math.max(
+    32,
+    Math.min(2 ** Math.floor(Math.log2(Math.min(256, options.maxInvocations))), 64),
+  );
+  const names = (k: KernelIR) =>
+    k.inputs.map((b) => {
+      const i = inputs.findIndex((x) => x.value === b.value);
+      return i < 0 ? "" : `in${i}`;
+    });
+  const body = new Emitter();
+  body.line(`let row = i32(wid.x + wid.y * nwg.x);`);
+  body.line(`if (row >= ${rows}) { return; }`);
+  const phase = (l: KernelLowering, emit: () => void) => {
+    l.e = new Emitter();
+    l.e.indent = "    ";
+    emit();
+    body.block("{", () => body.lines.push(...l.e.lines));
+    body.line("workgroupBarrier();");
+  };
+  const key = (l: KernelLowering, axis: number) => () => `att[u32(${l.coords[axis]})]`;
+
+  // Phase 1: the row's scores, a key per thread at a time, into `att`.
+  const ls = new KernelLowering(scores, { inputs: names(scores) });
+  ls.redirect.set("out0", key(ls, rowAxes));
+  phase(ls, () => {
+    for (const c of ls.coords) ls.e.line(`var ${c}: i32 = 0;`);
+    ls.unravel([...Array(rowAxes).keys()], "row");
+    ls.e.block(`for (var j: i32 = i32(lid.x); j < ${s.n}; j += ${size}) {`, () => {
+      ls.e.line(`${ls.coords[rowAxes]} = j;`);
+      ls.e.line("var acc0: f32 = 0.0;");
+      ls.e.block(`for (var t: i32 = 0; t < ${s.k}; t++) {`, () => {
+        ls.e.line(`${ls.coords[rowAxes + 1]} = t;`);
+        ls.e.line(`acc0 = acc0 + ${ls.value(scores.reductions[0].expr, new Map())};`);
+      });
+      ls.e.line(`${ls.coords[rowAxes + 1]} = 0;`);
+      ls.store(scores.outputs[0], 0, new Map());
+    });
+  });
+
+  // Phase 2: the softmax, reading the scores from `att` and writing the weights back over them
+  // (each thread rewrites only the keys it reads).
+  const lw = new KernelLowering(weights, { inputs: names(weights) });
+  const scoresInput = weights.inputs.findIndex((b) => b.value === scores.outputs[0].value);
+  lw.redirect.set(String(scoresInput), key(lw, rowAxes));
+  lw.redirect.set("out0", key(lw, rowAxes));
+  let shared: string[] = [];
+  phase(lw, () => (shared = emitRows(lw, { workgroup: size }, true)));
+
+  // Phase 3: the weighted values, an output column per thread at a time.
+  const lv = new KernelLowering(values, {
+    inputs: names(values),
+    outputs: values.outputs.map((_, k) => `out${k}`),
+  });
+  lv.redirect.set(String(v.a.input), key(lv, rowAxes + 1));
+  phase(lv, () => {
+    for (const c of lv.coords) lv.e.line(`var ${c}: i32 = 0;`);
+    lv.unravel([...Array(rowAxes).keys()], "row");
+    lv.e.block(`for (var e: i32 = i32(lid.x); e < ${v.n}; e += ${size}) {`, () => {
+      lv.e.line(`${lv.coords[rowAxes]} = e;`);
+      lv.e.line("var acc0: f32 = 0.0;");
+      lv.e.block(`for (var t: i32 = 0; t < ${v.k}; t++) {`, () => {
+        lv.e.line(`${lv.coords[rowAxes + 1]} = t;`);
+        lv.e.line(`acc0 = acc0 + ${lv.value(values.reductions[0].expr, new Map())};`);
+      });
+      lv.e.line(`${lv.coords[rowAxes + 1]} = 0;`);
+      const memo = new Map<Expr, string>();
+      values.outputs.forEach((o, k) => lv.store(o, k, memo));
+    });
+  });
+
+  return [
+    `// kiln fused attention: ${scores.name} → ${weights.name} → ${values.name}`,
+    ...inputs.map((b, i) =>
+      `@group(0) @binding(${i}) var<storage, read> in${i}: array<${wgslType(b.dtype)}>;`
+    ),
+    ...values.outputs.map((b, k) =>
+      `@group(0) @binding(${inputs.length + k}) var<storage, read_write> out${k}: array<${
+        wgslType(b.dtype)
+      }>;`
+    ),
+    PRELUDE,
+    `var<workgroup> att: array<f32, ${s.n}>;`,
+    ...shared,
+    `@compute @workgroup_size(${size})`,
+    "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,",
+    "        @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
+    ...body.lines,
+    "}",
+    "",
+  ].join("\n");
+}
+
+/**
+ * `kernels` with each attention group that {@linkcode fusedAttention} accepts replaced by one
+ * kernel: its buffers are the group's inputs and final outputs, its space the softmax's (a row
+ * per query, as the dispatch counts them). `fused` maps those kernels to their groups and `from`
+ * gives each kernel's index in the original list (the softmax's, for a fused one).
+ */
+export function withFusedAttention(
+  kernels: readonly KernelIR[],
+  external: ReadonlySet<number>,
+): { kernels: KernelIR[]; fused: Map<KernelIR, Attention>; from: number[] } {
+  const out: KernelIR[] = [], from: number[] = [];
+  const fused = new Map<KernelIR, Attention>();
+  for (let i = 0; i < kernels.length; i++) {
+    const k = kernels[i];
+    const members = k.group ? kernels.filter((x) => x.group === k.group) : [];
+    const att = members.length === 3 && members[0] === k &&
+        members.every((x, j) => kernels[i + j] === x)
+      ? fusedAttention(members, external)
+      : undefined;
+    if (!att) {
+      out.push(k);
+      from.push(i);
+      continue;
+    }
+    const one: KernelIR = {
+      name: k.group!,
+      pattern: "softmax",
+      ops: members.flatMap((x) => x.ops),
+      space: att.weights.space,
+      reduced: att.weights.reduced,
+      inputs: att.inputs,
+      reductions: att.weights.reductions,
+      outputs: att.values.outputs,
+      group: k.group,
+    };
+    fused.set(one, att);
+    out.push(one);
+    from.push(i + 1);
+    i += 2;
+  }
+  return { kernels: out, fused, from };
+}
