@@ -81,17 +81,18 @@ export interface MatmulContext {
 /**
  * Register-blocked f32 matmul. 6×8 output tiles live in twelve f32x4 accumulators while k runs;
  * the outer loop takes B in panels of 8 columns, so one panel stays in cache across all row
- * tiles. Rows left over run 1×8 tiles, columns left over a scalar dot product per column. Each
- * finished tile goes through the scratch to the epilogue, a linear walk over its columns.
- * `undefined` when the operands are not affine, B's columns run backwards, or B changes with
- * the row (batched B): the i-k-j path below takes those.
+ * tiles. Rows left over run 1×8 tiles; columns left over form a last panel padded with zeros
+ * (a convolution with 6 filters runs 6-of-8-wide tiles rather than scalar dot products). Each
+ * finished tile goes through the scratch to the epilogue, a linear walk over its valid columns.
+ * `undefined` when B is not affine (A may be packed), B's columns run backwards, or B changes
+ * with the row (batched B): the i-k-j path below takes those.
  */
 export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
   const { m, binaryen, kernel, local, get, ic, kept, coord, unravel, loadAddress } = e;
   const { whileLoop, countedLoop, accessesOf, linearOver, walks, vectorizable, linearStores } = e;
   const { scratch, start, end } = e.params;
   const space = kernel.space, f4 = m.f32x4;
-  const i32 = binaryen.i32, f32 = binaryen.f32, v128 = binaryen.v128;
+  const i32 = binaryen.i32, v128 = binaryen.v128;
   const { nb, n, k, a, b } = plan;
   const nAxis = nb + 1, kAxis = nb + 2;
   const wa = affineOffset(a.steps, space, kernel.inputs[a.input].shape);
@@ -139,7 +140,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
         m.i32.add(ic(PANEL + 32 * k), m.i32.mul(m.i32.sub(row, get(first, i32)), ic(4 * k))),
       )
       : loadAddress(a, st).address;
-  const tile = (rows: number): number[] => {
+  const tile = (rows: number, width: number): number[] => {
     const st: number[] = [];
     for (let i = 0; i < rows; i++) {
       setRow(m.i32.add(get(r, i32), ic(i)), get(n0, i32), st);
@@ -169,7 +170,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       st.push(m.v128.store(16 * i, 4, get(scratch, i32), v(acc[i])));
     }
     for (let i = 0; i < rows; i++) {
-      st.push(...epilogueRow(m.i32.add(get(r, i32), ic(i)), get(n0, i32), 8, 32 * i));
+      st.push(...epilogueRow(m.i32.add(get(r, i32), ic(i)), get(n0, i32), width, 32 * i));
     }
     return st;
   };
@@ -177,7 +178,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
    * Copies B's panel of 8 columns at n0 into the scratch, k-major: B's rows are often a page
    * apart, and streaming 32 bytes from each of k pages thrashes the caches' sets.
    */
-  const pack = () => {
+  const pack = (width: number) => {
     const st: number[] = [];
     setRow(m.i32.div_u(get(start, i32), ic(n)), get(n0, i32), st);
     const dst = local(i32);
@@ -186,14 +187,19 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       m.local.set(dst, m.i32.add(get(scratch, i32), ic(PANEL))),
       ...kLoop([
         // Contiguous columns copy as two vectors; others (B transposed, as PyTorch's Linear
-        // exports it) gather eight scalars.
-        ...(strideN === 4
+        // exports it) gather eight scalars, and a last panel of fewer columns pads with zeros.
+        ...(strideN === 4 && width === 8
           ? [
             m.v128.store(0, 4, get(dst, i32), m.v128.load(0, 4, get(bPtr, i32))),
             m.v128.store(16, 4, get(dst, i32), m.v128.load(16, 4, get(bPtr, i32))),
           ]
           : [...Array(8).keys()].map((c) =>
-            m.f32.store(4 * c, 4, get(dst, i32), m.f32.load(c * strideN, 4, get(bPtr, i32)))
+            m.f32.store(
+              4 * c,
+              4,
+              get(dst, i32),
+              c < width ? m.f32.load(c * strideN, 4, get(bPtr, i32)) : m.f32.const(0),
+            )
           )),
         m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(strideB))),
         m.local.set(dst, m.i32.add(get(dst, i32), ic(32))),
@@ -267,6 +273,19 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     );
     return st;
   };
+  /** One panel of `width` ≤ 8 columns at n0: packed, then every row tile over it. */
+  const panel = (width: number) => [
+    ...pack(width),
+    m.local.set(r, get(first, i32)),
+    whileLoop(() => m.i32.le_s(m.i32.add(get(r, i32), ic(TILE_ROWS)), get(r1, i32)), [
+      ...tile(TILE_ROWS, width),
+      m.local.set(r, m.i32.add(get(r, i32), ic(TILE_ROWS))),
+    ]),
+    whileLoop(() => m.i32.lt_s(get(r, i32), get(r1, i32)), [
+      ...tile(1, width),
+      m.local.set(r, m.i32.add(get(r, i32), ic(1))),
+    ]),
+  ];
   const wide = n - (n % 8);
   const stmts = [
     m.local.set(r1, m.i32.div_u(get(end, i32), ic(n))),
@@ -274,63 +293,11 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     ...(packed ? packA() : []),
     m.local.set(n0, ic(0)),
     whileLoop(() => m.i32.lt_s(get(n0, i32), ic(wide)), [
-      ...pack(),
-      m.local.set(r, m.i32.div_u(get(start, i32), ic(n))),
-      whileLoop(() => m.i32.le_s(m.i32.add(get(r, i32), ic(TILE_ROWS)), get(r1, i32)), [
-        ...tile(TILE_ROWS),
-        m.local.set(r, m.i32.add(get(r, i32), ic(TILE_ROWS))),
-      ]),
-      whileLoop(() => m.i32.lt_s(get(r, i32), get(r1, i32)), [
-        ...tile(1),
-        m.local.set(r, m.i32.add(get(r, i32), ic(1))),
-      ]),
+      ...panel(8),
       m.local.set(n0, m.i32.add(get(n0, i32), ic(8))),
     ]),
+    ...(wide < n ? panel(n - wide) : []),
   ];
-  if (wide < n) {
-    const sum = local(f32);
-    const row: number[] = [];
-    setRow(get(r, i32), ic(wide), row);
-    row.push(
-      m.local.set(aPtr[0], rowA(get(r, i32), row)),
-      m.local.set(bPtr, loadAddress(b, row).address),
-    );
-    for (let c = 0; c < n - wide; c++) {
-      row.push(m.local.set(sum, m.f32.const(0)));
-      row.push(...kLoop([
-        m.local.set(
-          sum,
-          m.f32.add(
-            get(sum, f32),
-            m.f32.mul(
-              m.f32.load(
-                0,
-                4,
-                m.i32.add(get(aPtr[0], i32), m.i32.mul(get(kk, i32), ic(strideA))),
-              ),
-              m.f32.load(
-                0,
-                4,
-                m.i32.add(
-                  get(bPtr, i32),
-                  m.i32.add(m.i32.mul(get(kk, i32), ic(strideB)), ic(c * strideN)),
-                ),
-              ),
-            ),
-          ),
-        ),
-      ]));
-      row.push(m.f32.store(4 * c, 4, get(scratch, i32), get(sum, f32)));
-    }
-    row.push(...epilogueRow(get(r, i32), ic(wide), n - wide, 0));
-    stmts.push(
-      m.local.set(r, m.i32.div_u(get(start, i32), ic(n))),
-      whileLoop(() => m.i32.lt_s(get(r, i32), get(r1, i32)), [
-        ...row,
-        m.local.set(r, m.i32.add(get(r, i32), ic(1))),
-      ]),
-    );
-  }
   return stmts;
 }
 /**
