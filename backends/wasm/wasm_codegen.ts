@@ -48,12 +48,6 @@ export const IMPORTS: readonly string[] = ["sin", "cos", "pow", "fmod", "f16"];
 /** A load node of the kernel IR. */
 export type LoadExpr = Extract<Expr, { kind: "load" }>;
 
-/** The Binaryen passes run on every module (see the end of `generateWasm`). */
-const PASSES = ["inlining", "simplify-locals", "vacuum", "coalesce-locals", "reorder-locals"];
-
-/** Functions up to this size (bytes of code) are inlined when it helps. */
-const INLINE_BYTES = 400;
-
 /** Locals holding evaluated expressions, by structural key. */
 type Memo = Map<string, number>;
 
@@ -1148,11 +1142,11 @@ export function generateWasm(
     m.dispose();
     throw new Error(`wasm: generated module for ${kernel.name} failed validation`);
   }
-  // Inline the math library into the loops (a call per four lanes cost more than the body), then
-  // only tidy locals: V8's optimizing tier does the rest. Binaryen's full -O2 pipeline cost 4x
-  // the codegen time (W5's three kernels: 36 ms against 10 ms) for no measurable speed.
-  binaryen.setAlwaysInlineMaxSize(INLINE_BYTES);
-  m.runPasses(PASSES);
+  // No Binaryen passes: V8 inlines the math functions and allocates registers itself. The full
+  // -O2 pipeline cost 4x the codegen time for no measured speed; the short list kept after it
+  // (inlining, simplify-locals, vacuum, coalesce-locals, reorder-locals) still took 44% of codegen
+  // (142 of 325 ms over the benchmarks' 33 kernels), and dropping it left every steady-state
+  // time unchanged while first runs fell (W1-16M 225 -> 155 ms, W2-1024 220 -> 135 ms).
   const bytes = m.emitBinary();
   m.dispose();
   return bytes;
