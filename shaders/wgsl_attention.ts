@@ -63,9 +63,10 @@ export function fusedAttention(
   const written = offset(sOut.steps, scores, sOut.shape);
   const weighted = offset(wOut.steps, weights, wOut.shape);
   if (!written || !weighted) return undefined;
+  // Row axes of extent 1 have coordinate 0 everywhere: their weights do not matter.
   const rowsMatch = (a: { weights: readonly number[]; base: number }, b: typeof a, key: number) =>
-    a.base === b.base && a.weights.slice(0, rowAxes).every((w, i) => w === b.weights[i]) &&
-    a.weights[key] === 1;
+    a.base === b.base && a.weights[key] === 1 &&
+    a.weights.slice(0, rowAxes).every((w, i) => weights.space[i] === 1 || w === b.weights[i]);
   let reads = true;
   const loads = (e: Expr, visit: (l: Extract<Expr, { kind: "load" }>) => void) => {
     if (e.kind === "load") visit(e);

@@ -195,9 +195,9 @@ Deno.test("tensors past the binding limit: a clear error on webgpu, the CPU unde
 });
 
 /** softmax(q·kᵀ / 4 + mask)·v over [batch, heads, tokens, 16]; `keep` also outputs the scores. */
-function attention(tokens: number, keep = false): Graph {
+function attention(tokens: number, keep = false, batch = 2): Graph {
   const b = new GraphBuilder();
-  const [q, k, v] = ["q", "k", "v"].map((n) => b.input(n, [2, 3, tokens, 16]));
+  const [q, k, v] = ["q", "k", "v"].map((n) => b.input(n, [batch, 3, tokens, 16]));
   const scores = b.op("Add", [
     b.op("Div", [
       b.op("MatMul", [q, b.op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
@@ -213,15 +213,15 @@ function attention(tokens: number, keep = false): Graph {
 Deno.test("attention runs as one fused kernel: scores and weights stay in workgroup memory", async () => {
   const profiled = new WebGpuBackend({ profile: true });
   await profiled.prepare();
-  for (const [tokens, keep] of [[10, false], [70, false], [10, true]] as const) {
-    const graph = attention(tokens, keep);
+  for (const [tokens, keep, batch] of [[10, false, 2], [70, false, 1], [10, true, 2]] as const) {
+    const graph = attention(tokens, keep, batch);
     const kernels = fuse(graph).kernels;
     if (!keep) assert.ok(kernels.some((k) => k.group === "attention_0"), `tokens ${tokens}`);
-    const n = 2 * 3 * tokens * 16;
+    const n = batch * 3 * tokens * 16;
     const feeds = {
-      q: f32(hashed(n, 7), [2, 3, tokens, 16]),
-      k: f32(hashed(n, 11), [2, 3, tokens, 16]),
-      v: f32(hashed(n, 13), [2, 3, tokens, 16]),
+      q: f32(hashed(n, 7), [batch, 3, tokens, 16]),
+      k: f32(hashed(n, 11), [batch, 3, tokens, 16]),
+      v: f32(hashed(n, 13), [batch, 3, tokens, 16]),
       mask: f32(hashed(tokens * tokens, 17).map((x) => (x > 0.8 ? -Infinity : 0)), [
         tokens,
         tokens,
