@@ -11,7 +11,13 @@ import { assertClose, assertMatchesReference, f32, numbers } from "../../jit/tes
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { Graph } from "../../jit/graph.ts";
 import type { TensorMap } from "../../jit/executable.ts";
-import { dispatchSize, generateWgsl, kernelLayout, TILE_THRESHOLD } from "../../shaders/wgsl.ts";
+import {
+  dispatchSize,
+  generateWgsl,
+  kernelLayout,
+  TILE_THRESHOLD,
+  tiledMatmul,
+} from "../../shaders/wgsl.ts";
 import { fusedAttention, MAX_KEYS } from "../../shaders/wgsl_attention.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
@@ -241,8 +247,12 @@ Deno.test("attention runs as one fused kernel: scores and weights stay in workgr
   assert.ok(fusedAttention(group, new Set()));
   const scores = group[0].outputs[0].value;
   assert.equal(fusedAttention(group, new Set([scores])), undefined, "stored scores stay unfused");
-  const long = fuse(attention(MAX_KEYS + 1)).kernels.filter((k) => k.group === "attention_0");
-  assert.equal(fusedAttention(long, new Set()), undefined, "keys past MAX_KEYS stay unfused");
+  for (const tokens of [600, MAX_KEYS + 1]) {
+    // Products large enough for tiled matmuls run as three kernels: the tiles are faster.
+    const long = fuse(attention(tokens)).kernels.filter((k) => k.group === "attention_0");
+    assert.ok(tiledMatmul(long[0]), `${tokens} tokens tile`);
+    assert.equal(fusedAttention(long, new Set()), undefined, `${tokens} tokens stay unfused`);
+  }
   profiled.dispose();
 });
 
