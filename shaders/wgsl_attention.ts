@@ -132,23 +132,27 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
   };
   const key = (l: KernelLowering, axis: number) => () => `att[u32(${l.coords[axis]})]`;
 
+  /** A matmul phase: each thread takes columns lid, lid + size, …: its sum over k, its outputs. */
+  const contract = (l: KernelLowering, { n, k }: { n: number; k: number }) => {
+    for (const c of l.coords) l.e.line(`var ${c}: i32 = 0;`);
+    l.unravel([...Array(rowAxes).keys()], "row");
+    l.e.block(`for (var j: i32 = i32(lid.x); j < ${n}; j += ${size}) {`, () => {
+      l.e.line(`${l.coords[rowAxes]} = j;`);
+      l.e.line("var acc0: f32 = 0.0;");
+      l.e.block(`for (var t: i32 = 0; t < ${k}; t++) {`, () => {
+        l.e.line(`${l.coords[rowAxes + 1]} = t;`);
+        l.e.line(`acc0 = acc0 + ${l.value(l.kernel.reductions[0].expr, new Map())};`);
+      });
+      l.e.line(`${l.coords[rowAxes + 1]} = 0;`);
+      const memo = new Map<Expr, string>();
+      l.kernel.outputs.forEach((o, i) => l.store(o, i, memo));
+    });
+  };
+
   // Phase 1: the row's scores, a key per thread at a time, into `att`.
   const ls = new KernelLowering(scores, { inputs: names(scores) });
   ls.redirect.set("out0", key(ls, rowAxes));
-  phase(ls, () => {
-    for (const c of ls.coords) ls.e.line(`var ${c}: i32 = 0;`);
-    ls.unravel([...Array(rowAxes).keys()], "row");
-    ls.e.block(`for (var j: i32 = i32(lid.x); j < ${s.n}; j += ${size}) {`, () => {
-      ls.e.line(`${ls.coords[rowAxes]} = j;`);
-      ls.e.line("var acc0: f32 = 0.0;");
-      ls.e.block(`for (var t: i32 = 0; t < ${s.k}; t++) {`, () => {
-        ls.e.line(`${ls.coords[rowAxes + 1]} = t;`);
-        ls.e.line(`acc0 = acc0 + ${ls.value(scores.reductions[0].expr, new Map())};`);
-      });
-      ls.e.line(`${ls.coords[rowAxes + 1]} = 0;`);
-      ls.store(scores.outputs[0], 0, new Map());
-    });
-  });
+  phase(ls, () => contract(ls, s));
 
   // Phase 2: the softmax, reading the scores from `att` and writing the weights back over them
   // (each thread rewrites only the keys it reads).
@@ -160,26 +164,9 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
   phase(lw, () => (shared = emitRows(lw, { workgroup: size }, true)));
 
   // Phase 3: the weighted values, an output column per thread at a time.
-  const lv = new KernelLowering(values, {
-    inputs: names(values),
-    outputs: values.outputs.map((_, k) => `out${k}`),
-  });
+  const lv = new KernelLowering(values, { inputs: names(values) });
   lv.redirect.set(String(v.a.input), key(lv, rowAxes + 1));
-  phase(lv, () => {
-    for (const c of lv.coords) lv.e.line(`var ${c}: i32 = 0;`);
-    lv.unravel([...Array(rowAxes).keys()], "row");
-    lv.e.block(`for (var e: i32 = i32(lid.x); e < ${v.n}; e += ${size}) {`, () => {
-      lv.e.line(`${lv.coords[rowAxes]} = e;`);
-      lv.e.line("var acc0: f32 = 0.0;");
-      lv.e.block(`for (var t: i32 = 0; t < ${v.k}; t++) {`, () => {
-        lv.e.line(`${lv.coords[rowAxes + 1]} = t;`);
-        lv.e.line(`acc0 = acc0 + ${lv.value(values.reductions[0].expr, new Map())};`);
-      });
-      lv.e.line(`${lv.coords[rowAxes + 1]} = 0;`);
-      const memo = new Map<Expr, string>();
-      values.outputs.forEach((o, k) => lv.store(o, k, memo));
-    });
-  });
+  phase(lv, () => contract(lv, v));
 
   return [
     `// kiln fused attention: ${scores.name} → ${weights.name} → ${values.name}`,
