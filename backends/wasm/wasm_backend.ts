@@ -134,7 +134,7 @@ export class WasmBackend implements Backend {
     const backend = this;
     this.codegen = {
       get format() {
-        return `wasm-3${backend.#threads > 1 ? "-shared" : ""}${backend.#fma ? "-fma" : ""}`;
+        return `wasm-4${backend.#threads > 1 ? "-shared" : ""}${backend.#fma ? "-fma" : ""}`;
       },
       generate: (kernel: KernelIR): Artifact =>
         kernel.opaque
@@ -190,7 +190,7 @@ export class WasmBackend implements Backend {
     return { compute: workload.flops / 5e8 + workload.bytes / 5e9, transfer: 0 };
   }
 
-  /** Kernel IR → WebAssembly modules (format `wasm-3-shared` when threads are on). */
+  /** Kernel IR → WebAssembly modules (format `wasm-4-shared` when threads are on). */
   readonly codegen: KernelCodegen;
 
   /** Loads Binaryen (once per process) and, for threads, `node:worker_threads`. */
