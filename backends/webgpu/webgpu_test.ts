@@ -396,6 +396,23 @@ Deno.test("large matmuls use the tiled kernel (ragged edges, batch, fused epilog
   }, 1e-3);
 });
 
+Deno.test("a large convolution runs the tiled matmul as implicit GEMM (padding through the fill)", async () => {
+  const b = new GraphBuilder();
+  const conv = b.op("Conv", [b.input("x", [2, 16, 34, 34]), b.input("w", [64, 16, 3, 3])], {
+    pads: [1, 1, 1, 1],
+  });
+  b.output("y", b.op("Relu", [b.op("Add", [conv, b.input("c", [64, 1, 1])])]));
+  const graph = b.build();
+  const [kernel] = fuse(graph).kernels;
+  assert.equal(kernel.pattern, "conv");
+  assert.equal(kernelLayout(kernel, OPTIONS).kind, "tiles");
+  await matchesReference(graph, {
+    x: f32(hashed(2 * 16 * 34 * 34, 7919), [2, 16, 34, 34]),
+    w: f32(hashed(64 * 16 * 9, 104729), [64, 16, 3, 3]),
+    c: f32(hashed(64, 31), [64, 1, 1]),
+  }, 1e-4);
+});
+
 Deno.test("128×128 tiles: transposed operands, ragged M, N and K, a batch broadcast", async () => {
   const b = new GraphBuilder();
   const a = b.input("a", [16, 20, 260]); // used transposed: [16, 260, 20]
