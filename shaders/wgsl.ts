@@ -37,7 +37,13 @@ import {
   rounded,
   wgslType,
 } from "./wgsl_expr.ts";
-import { emitTiledMatmul, type MatmulTile, TILE_THREADS, tileSize } from "./wgsl_matmul.ts";
+import {
+  emitTiledMatmul,
+  type MatmulTile,
+  TILE_THREADS,
+  tileSize,
+  tileVectors,
+} from "./wgsl_matmul.ts";
 
 /** What the device allows generated kernels. */
 export interface WgslOptions {
@@ -53,7 +59,7 @@ export interface KernelLayout {
   readonly workgroup: number;
   /** Points per invocation of a `points` kernel: 4 when it moves vec4s along the last axis. */
   readonly width: 1 | 4;
-  /** Inputs read as vec4 arrays (`width` 4 only). */
+  /** Inputs read as vec4 arrays (`points` of `width` 4, and tiles' contiguous B). */
   readonly vectors: ReadonlySet<number>;
   /** The tiling of a `tiles` kernel. */
   readonly tile?: MatmulTile;
@@ -73,7 +79,15 @@ export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayo
   const most = 2 ** Math.floor(Math.log2(Math.min(256, options.maxInvocations)));
   const none = new Set<number>();
   const tile = most >= TILE_THREADS ? tiledMatmul(kernel) : undefined;
-  if (tile) return { kind: "tiles", workgroup: TILE_THREADS, width: 1, vectors: none, tile };
+  if (tile) {
+    return {
+      kind: "tiles",
+      workgroup: TILE_THREADS,
+      width: 1,
+      vectors: tileVectors(kernel, tile),
+      tile,
+    };
+  }
   if (kernel.reductions.length) {
     // Each thread takes at least 8 of a row's points, so short rows do not idle wide workgroups.
     const inner = sizeOf(kernel.reduced.map((i) => kernel.space[i]));
@@ -157,7 +171,7 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   const layout = kernelLayout(kernel, options);
   const l = new KernelLowering(kernel);
   let decls: string[] = [], helpers: string[] = [];
-  if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile));
+  if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile, layout.vectors));
   else if (layout.kind === "rows") decls = emitRows(l, layout);
   else if (layout.width === 4) emitVectorPoints(l, layout);
   else emitPoints(l, layout);

@@ -10,7 +10,13 @@
  * @module
  */
 import { affineOffset } from "../jit/access.ts";
-import type { Expr, Load, MatmulOperands } from "../jit/kernel_ir.ts";
+import {
+  type Expr,
+  type KernelIR,
+  type Load,
+  type MatmulOperands,
+  walk,
+} from "../jit/kernel_ir.ts";
 import { Emitter, type KernelLowering } from "./wgsl_expr.ts";
 
 /** A matmul's operands with the outputs per thread along each tile axis. */
@@ -25,6 +31,23 @@ export const TILE_THREADS = 256;
 /** K consumed per step through workgroup memory. */
 const TK = 16;
 
+/**
+ * The operands of a tiled matmul read as vec4 arrays: B when its columns are contiguous, aligned
+ * and a multiple of 4 wide, and nothing else in the kernel reads it.
+ */
+export function tileVectors(kernel: KernelIR, tile: MatmulTile): Set<number> {
+  const { b, n, nb } = tile;
+  const space = kernel.space;
+  const access = affineOffset(b.steps, space, kernel.inputs[b.input].shape);
+  let reads = 0;
+  for (const e of [...kernel.outputs.map((o) => o.expr), ...kernel.reductions.map((r) => r.expr)]) {
+    walk(e, (x) => x.kind === "load" && x.input === b.input && reads++);
+  }
+  const aligned = access !== undefined && access.weights[nb + 1] === 1 && access.base % 4 === 0 &&
+    access.weights.every((w, i) => i === nb + 1 || space[i] === 1 || w % 4 === 0);
+  return aligned && n % 4 === 0 && reads === 1 ? new Set([b.input]) : new Set();
+}
+
 /** Output rows (and columns) of one tile. */
 export function tileSize(tile: MatmulTile): number {
   return 16 * tile.per;
@@ -34,6 +57,7 @@ export function tileSize(tile: MatmulTile): number {
 export function emitTiledMatmul(
   l: KernelLowering,
   tile: MatmulTile,
+  vectors: ReadonlySet<number>,
 ): { body: string[]; helpers: string[]; decls: string[] } {
   const { nb, m: M, n: N, k: K, per } = tile;
   const T = tileSize(tile), row4 = T / 4, groups = per / 4;
@@ -63,6 +87,18 @@ export function emitTiledMatmul(
           : `let q = s % ${row4}; let kq = s / ${row4};`,
       );
       e.line(`${x[kAx]} = k0 + kq;`);
+      if (vectors.has(op.input)) {
+        // Four consecutive elements, aligned: one vec4 load (all four are in bounds or none).
+        const v = e.fresh("w");
+        e.line(`var ${v} = vec4<f32>(0.0);`);
+        e.line(`${x[ax]} = ${o0} + q * 4;`);
+        e.block(`if (${x[ax]} < ${bound} && ${x[kAx]} < ${K}) {`, () => {
+          const { index } = l.offset(op.steps, l.kernel.inputs[op.input].shape);
+          e.line(`${v} = ${l.inputs[op.input]}[u32(${index}) / 4u];`);
+        });
+        e.line(`${name}[kq * ${row4} + q] = ${v};`);
+        return;
+      }
       const lanes = [0, 1, 2, 3].map((j) => {
         const v = e.fresh("w");
         e.line(`var ${v} = 0.0;`);

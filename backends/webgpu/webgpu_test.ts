@@ -388,6 +388,12 @@ Deno.test("large matmuls use the tiled kernel (ragged edges, batch, fused epilog
   const [kernel] = fuse(graph).kernels;
   assert.ok(4 * 130 * 200 * 256 >= TILE_THRESHOLD);
   assert.equal(kernelLayout(kernel, OPTIONS).tile?.per, 4);
+  // w's rows are contiguous and 200 wide: its tile fills load vec4s.
+  const w4 = [...kernelLayout(kernel, OPTIONS).vectors].map((i) =>
+    kernel.inputs[i].shape.join("x")
+  );
+  assert.deepEqual(w4, ["256x200"]);
+  assert.match(generateWgsl(kernel, OPTIONS), /array<vec4<f32>>/);
   assert.equal(kernelLayout(kernel, { maxInvocations: 128 }).kind, "rows");
   await matchesReference(graph, {
     a: f32(hashed(4 * 130 * 256, 7919), [4, 130, 256]),
