@@ -150,3 +150,20 @@ Deno.test("pipelined runs are in flight together, each with its own buffers, res
   }
   fresh.dispose();
 });
+
+Deno.test("device tensors of an i64 graph read back as i64 and feed i64 inputs", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [3], "i64");
+  const sum = b.op("Add", [x, b.constant(new BigInt64Array([5n, 6n, 7n]), [3], "i64")]);
+  b.output("y", sum, { dtype: "i64" });
+  using exe = await compile(b.build(), { backend: gpu, cache: false });
+  const { y } = await exe.runOnDevice({
+    x: { data: BigInt64Array.of(1n, -2n, 3n), shape: [3], dtype: "i64" },
+  });
+  assert.equal(y.dtype, "i64");
+  assert.deepEqual([...(await y.read()).data as BigInt64Array], [6n, 4n, 10n]);
+  y.write(BigInt64Array.of(-100n), 1);
+  const again = await exe.run({ x: y });
+  assert.deepEqual([...again.y.data as BigInt64Array], [11n, -94n, 17n]);
+  y.dispose();
+});
