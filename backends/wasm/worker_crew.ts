@@ -84,11 +84,22 @@ for (;;) {
 /** Worker threads sharing one program's arena. */
 export class Crew {
   #control: Int32Array;
-  #workers: { terminate(): unknown }[];
+  #workers: { terminate(): unknown }[] = [];
+  #stopped = false;
 
-  /** Starts `threads - 1` workers in the background. */
+  /**
+   * Starts `threads - 1` workers in the background: after the current task, since `new Worker`
+   * blocks the calling thread (20-30 ms each in Deno), which would otherwise land on every
+   * compile and first run.
+   */
   constructor(options: CrewOptions) {
     this.#control = new Int32Array(new SharedArrayBuffer(4 * (READY + options.threads)));
+    unref(setTimeout(() => {
+      if (!this.#stopped) this.#spawn(options);
+    }, 0));
+  }
+
+  #spawn(options: CrewOptions): void {
     this.#workers = Array.from({ length: options.threads - 1 }, (_, i) => {
       const w = new options.Worker(WORKER, {
         eval: true,
@@ -156,10 +167,20 @@ export class Crew {
 
   /** Stops the workers. */
   dispose(): void {
+    this.#stopped = true;
     Atomics.store(this.#control, STOP, 1);
     Atomics.add(this.#control, GEN, 1);
     Atomics.notify(this.#control, GEN);
     for (const w of this.#workers) w.terminate();
     this.#workers = [];
+  }
+}
+
+/** Keeps a timer from holding the process open (Node's timers are objects, Deno's numbers). */
+function unref(timer: unknown): void {
+  if (typeof timer === "object" && timer !== null && "unref" in timer) {
+    (timer as { unref(): void }).unref();
+  } else {
+    (globalThis as { Deno?: { unrefTimer(id: number): void } }).Deno?.unrefTimer(timer as number);
   }
 }
