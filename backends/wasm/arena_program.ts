@@ -17,6 +17,9 @@ import { fromWords, toWords } from "../words.ts";
 import { contracts, scratchBytes, TILE_ROWS } from "./wasm_matmul.ts";
 import { Crew, type WorkerClass } from "./worker_crew.ts";
 
+/** Element-ops of a program from which its workers spawn at compile (see `Crew`). */
+const EAGER_WORK = 2 ** 33;
+
 /** Rows a thread's share is a multiple of: whole tiles of rows for a matmul, else 16 rows. */
 function rowUnit(k: KernelIR): number {
   return contracts(k) ? TILE_ROWS * k.space[k.space.length - 2] : 16;
@@ -138,6 +141,10 @@ export function arenaProgram(plan: ArenaPlan): Program {
       args: addresses,
       scratch,
       scratchBytes: scratchSize,
+      // Spawning blocks this thread for 20-30 ms: worth it up front only for first runs that
+      // the second thread shortens by more (matmul 2048 first run 540 -> 390 ms; 1024 and
+      // W1-16M were as fast or faster without).
+      eager: plan.kernels.reduce((sum, k) => sum + workOf(k), 0) >= EAGER_WORK,
     })
     : undefined;
   const split = plan.kernels.map((k) => {

@@ -36,6 +36,8 @@ export interface CrewOptions {
   readonly scratch: number;
   /** Scratch bytes per thread. */
   readonly scratchBytes: number;
+  /** Spawn the workers now rather than after the current task. */
+  readonly eager?: boolean;
 }
 
 const GEN = 0, PENDING = 1, KERNEL = 2, ROWS = 3, PARTS = 4, UNIT = 5, STOP = 6, FAILED = 7;
@@ -90,10 +92,15 @@ export class Crew {
   /**
    * Starts `threads - 1` workers in the background: after the current task, since `new Worker`
    * blocks the calling thread (20-30 ms each in Deno), which would otherwise land on every
-   * compile and first run.
+   * compile and first run — or at once when `options.eager` (a first run long enough to want
+   * the threads).
    */
   constructor(options: CrewOptions) {
     this.#control = new Int32Array(new SharedArrayBuffer(4 * (READY + options.threads)));
+    if (options.eager) {
+      this.#spawn(options);
+      return;
+    }
     unref(setTimeout(() => {
       if (!this.#stopped) this.#spawn(options);
     }, 0));
