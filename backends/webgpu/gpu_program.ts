@@ -96,7 +96,11 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
       if (!keep) acquired.push(buffer);
       return buffer;
     });
-    if (keep) resident.set(t.data, buffer);
+    if (keep) {
+      resident.set(t.data, buffer);
+      // A failed upload (out of memory) must not stay cached for every later run.
+      buffer.catch(() => resident.delete(t.data));
+    }
     return await buffer;
   };
 

@@ -167,3 +167,30 @@ Deno.test("device tensors of an i64 graph read back as i64 and feed i64 inputs",
   assert.deepEqual([...again.y.data as BigInt64Array], [11n, -94n, 17n]);
   y.dispose();
 });
+
+Deno.test("a parameter upload that fails is retried by the next run, not cached", async () => {
+  const fresh = new WebGpuBackend();
+  await fresh.prepare();
+  const b = new GraphBuilder();
+  const w = b.param("w", [64, 4], "f32", new Float32Array(256).fill(0.5));
+  b.output("y", b.op("MatMul", [b.input("x", [2, 64]), w]));
+  using exe = await compile(b.build(), { backend: fresh, cache: false });
+  const device = fresh.device!;
+  const create = device.createBuffer;
+  let failed = false;
+  // The parameter's buffer (1 KiB; the input's is 512 B) fails once.
+  device.createBuffer = (d) => {
+    if (!failed && d.size === 1024) {
+      failed = true;
+      throw new Error("simulated allocation failure");
+    }
+    return create.call(device, d);
+  };
+  const x = f32(ramp(128), [2, 64]);
+  await assert.rejects(exe.run({ x }).result(), /simulated allocation failure/);
+  device.createBuffer = create;
+  const { y } = await exe.run({ x });
+  const sums = [0, 1].map((r) => ramp(128).slice(64 * r, 64 * r + 64).reduce((s, v) => s + v, 0));
+  assertClose(numbers(y.data), [...Array(8).keys()].map((i) => 0.5 * sums[i >> 2]));
+  fresh.dispose();
+});
