@@ -1,9 +1,12 @@
 /**
  * The GPU program: a whole fused plan on one device. Each run writes the inputs, encodes every
- * kernel's dispatch into one command encoder, copies all requested outputs into one staging
- * buffer, submits once and awaits exactly one `mapAsync` — in Deno every GPU await costs about
- * 10 ms, so this is the main lever. Params and constants stay resident between runs;
- * intermediates come from the pool and return to it after the run's single await.
+ * kernel's dispatch (for every repetition) into one command encoder, copies all requested host
+ * outputs into one staging buffer, submits once and awaits at most one `mapAsync` — in Deno
+ * every GPU await costs about 10 ms, so this is the main lever; a run whose outputs stay on the
+ * device awaits nothing. Params and constants stay resident between runs; device-tensor
+ * arguments are bound in place; intermediates come from the pool and return to it when the run
+ * settles (queue order keeps later work on them behind this submit), so runs need no queue of
+ * their own and pipelined runs overlap their waits.
  *
  * @module
  */

@@ -1,8 +1,9 @@
 /**
  * The WebGPU backend (id `webgpu`, kind `gpu`), through `navigator.gpu` — Deno's WebGPU, or the
  * `webgpu` npm package (Dawn) on Node. Kernels are WGSL generated from the kernel IR
- * (`shaders/wgsl.ts`) with one pipeline per kernel; a plan that runs wholly here becomes one
- * submit and one readback per run (`gpu_program.ts`). Device loss marks the backend lost and
+ * (`shaders/wgsl.ts`) with one pipeline per kernel, attention groups fused into one
+ * (`shaders/wgsl_attention.ts`); a plan that runs wholly here becomes one submit and at most one
+ * readback per run (`gpu_program.ts`). Device loss marks the backend lost and
  * fails pending and later runs with a clear error until `recover()` acquires a new device
  * (programs built on the old one must be recompiled).
  *
