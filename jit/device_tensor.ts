@@ -9,7 +9,7 @@
 import { type BoundaryDType, type DType, type TensorData, widenToI64 } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
 import { acceptInput, type HostTensor } from "./host_tensor.ts";
-import type { Shape } from "./shape.ts";
+import { type Shape, sizeOf } from "./shape.ts";
 
 /** The backend's side of a device tensor: its memory and transfers. */
 export interface DeviceStorage {
@@ -58,7 +58,7 @@ export class DeviceTensor {
 
   /** Number of elements. */
   get size(): number {
-    return this.shape.reduce((a, b) => a * b, 1);
+    return sizeOf(this.shape);
   }
 
   /** The backend's storage (for the backend that runs on it); throws once disposed. */
@@ -94,7 +94,7 @@ export class DeviceTensor {
     const t = ArrayBuffer.isView(data)
       ? { data, shape: [data.length], dtype: this.dtype }
       : data as HostTensor;
-    const n = t.shape.reduce((a, b) => a * b, 1);
+    const n = sizeOf(t.shape);
     const [start] = this.#range({ offset, length: n }, "write");
     const accepted = acceptInput(t, { shape: [n], dtype: this.dtype }, "device tensor write");
     this.storage().write(accepted.data, start);

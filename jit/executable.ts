@@ -16,6 +16,7 @@ import { acceptInput, type HostTensor } from "./host_tensor.ts";
 import type { KernelIR } from "./kernel_ir.ts";
 import type { MemoryPlan } from "./memory_plan.ts";
 import { RunHandle } from "./run_handle.ts";
+import { sizeOf } from "./shape.ts";
 import type { Schedule } from "./schedule.ts";
 import { count } from "./telemetry.ts";
 import type { BucketPlan } from "./buckets.ts";
@@ -284,7 +285,7 @@ export class Executable {
         }
         if (!onDevice && o.name in this.state) this.#setState(this.state[o.name], d.slice());
         let host = given.has(d) ? d.slice() : d;
-        if (shape !== v.shape) host = host.slice(0, shape.reduce((a, b) => a * b, 1));
+        if (shape !== v.shape) host = host.slice(0, sizeOf(shape));
         out[o.name] = {
           data: o.dtype === "i64" ? widenToI64(host as Int32Array) : host,
           shape,

@@ -83,11 +83,12 @@ export function memorySpace(b: Backend): string {
  */
 export function unfit(b: Backend, k: KernelIR): string | undefined {
   const limit = b.capabilities().maxStorageBufferBytes;
+  if (limit <= 0) return undefined;
   const big = [...k.inputs, ...k.outputs].find((buf) => sizeOf(buf.shape) * 4 > limit);
-  if (limit <= 0 || !big) return undefined;
-  return `${k.name} holds a ${big.dtype}[${big.shape}] tensor of ${
-    sizeOf(big.shape) * 4
-  } bytes, more than ${b.id}'s largest binding (${limit} bytes)`;
+  return big &&
+    `${k.name} holds a ${big.dtype}[${big.shape}] tensor of ${
+      sizeOf(big.shape) * 4
+    } bytes, more than ${b.id}'s largest binding (${limit} bytes)`;
 }
 
 /** The error for `kernels` that do not fit `b` (see {@linkcode unfit}), if any. */

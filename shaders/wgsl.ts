@@ -155,7 +155,7 @@ export function tiledMatmul(kernel: KernelIR): MatmulTile | undefined {
   const operands = matmulOperands(kernel);
   if (!operands) return undefined;
   const { nb, m, n, k } = operands;
-  const batch = kernel.space.slice(0, nb).reduce((x, y) => x * y, 1);
+  const batch = sizeOf(kernel.space.slice(0, nb));
   if (batch > 65535) return undefined;
   // Tiles pay off on large products only: on small ones most of a tile's threads idle, and the
   // more complex shader costs seconds to compile on software adapters. Too few tiles leave a
