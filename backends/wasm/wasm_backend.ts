@@ -134,7 +134,7 @@ export class WasmBackend implements Backend {
     const backend = this;
     this.codegen = {
       get format() {
-        return `wasm-4${backend.#threads > 1 ? "-shared" : ""}${backend.#fma ? "-fma" : ""}`;
+        return `wasm-5${backend.#threads > 1 ? "-shared" : ""}${backend.#fma ? "-fma" : ""}`;
       },
       generate: (kernel: KernelIR): Artifact =>
         kernel.opaque
