@@ -870,8 +870,15 @@ export function generateWasm(
     ];
   }
 
-  /** One reduction over a row along a linear walk, or `undefined` when its accesses are not. */
-  const linearReduction = (r: Reduction, acc: number, keep?: number): number[] | undefined => {
+  /**
+   * One reduction over a row along a linear walk into local `acc`, or `undefined` when its
+   * accesses are not linear. `keep`: an output that stores each reduced value on the way;
+   * `squares`: an f64 local that also sums the squares of the values (a float sum's only).
+   */
+  const linearReduction = (
+    r: Reduction,
+    { acc, keep, squares }: { acc: number; keep?: number; squares?: number },
+  ): number[] | undefined => {
     const access = accessesOf([r.expr], keep === undefined ? [] : [keep]);
     if (!access) return undefined;
     // Walk the reduced axes as one index where every access is linear in it; otherwise (conv's
@@ -883,7 +890,12 @@ export function generateWasm(
     const { hoisted } = hoist({ j: -1, loads: new Map(), stores: new Map() }, [r.expr], stmts);
     const vector = count >= 4 && r.dtype === "f32" && vectorKind(r.expr) === "f32";
     const wide = wideSum(r);
-    const lo = local(v128), hi = local(v128);
+    // Sums: f64 partial sums of the low (`lo`) and high (`hi`) lanes. Max/min: the extremes in
+    // `lo` by pmax/pmin (one instruction on x86, where max/min cost ~8 for their NaN and ±0 rules;
+    // with the accumulator first they keep it on ties, as the scalar rule does, and skip NaNs),
+    // and in `hi` a mask of the lanes that met a NaN, which then sticks.
+    const lo = local(v128), hi = local(v128), sqLo = local(v128), sqHi = local(v128);
+    const lanesLo = local(v128), lanesHi = local(v128);
     const combine: number[] = [];
     if (vector) {
       stmts.push(
@@ -893,29 +905,35 @@ export function generateWasm(
             ? m.f64x2.splat(m.f64.const(0))
             : f4.splat(m.f32.const(r.op === "max" ? -Infinity : Infinity)),
         ),
-        m.local.set(hi, get(lo, v128)),
+        m.local.set(hi, wide ? get(lo, v128) : m.v128.const(new Array(16).fill(0))),
+        m.local.set(sqLo, get(hi, v128)),
+        m.local.set(sqHi, get(hi, v128)),
       );
       if (wide) {
-        combine.push(
+        const total = (into: number, a: number, b: number) =>
           m.local.set(
-            acc,
+            into,
             [0, 1].reduce(
               (s, l) =>
                 m.f64.add(
                   s,
                   m.f64.add(
-                    m.f64x2.extract_lane(get(lo, v128), l),
-                    m.f64x2.extract_lane(get(hi, v128), l),
+                    m.f64x2.extract_lane(get(a, v128), l),
+                    m.f64x2.extract_lane(get(b, v128), l),
                   ),
                 ),
-              get(acc, f64),
+              get(into, f64),
             ),
-          ),
+          );
+        combine.push(
+          total(acc, lo, hi),
+          ...(squares === undefined ? [] : [total(squares, sqLo, sqHi)]),
         );
       } else {
         for (let l = 0; l < 4; l++) {
           combine.push(...accumulate(r, acc, f4.extract_lane(get(lo, v128), l)));
         }
+        combine.push(m.if(m.v128.any_true(get(hi, v128)), m.local.set(acc, m.f32.const(NaN))));
       }
     }
     const walk: number[] = [];
@@ -934,18 +952,30 @@ export function generateWasm(
               );
             }
             if (wide) {
+              const f2 = m.f64x2;
               st.push(
-                m.local.set(lo, m.f64x2.add(get(lo, v128), m.f64x2.promote_low_f32x4(v()))),
-                m.local.set(
-                  hi,
-                  m.f64x2.add(
-                    get(hi, v128),
-                    m.f64x2.promote_low_f32x4(m.i8x16.shuffle(v(), v(), HIGH_HALF)),
-                  ),
-                ),
+                m.local.set(lanesLo, f2.promote_low_f32x4(v())),
+                m.local.set(lanesHi, f2.promote_low_f32x4(m.i8x16.shuffle(v(), v(), HIGH_HALF))),
+                m.local.set(lo, f2.add(get(lo, v128), get(lanesLo, v128))),
+                m.local.set(hi, f2.add(get(hi, v128), get(lanesHi, v128))),
               );
+              if (squares !== undefined) {
+                st.push(
+                  m.local.set(
+                    sqLo,
+                    f2.add(get(sqLo, v128), f2.mul(get(lanesLo, v128), get(lanesLo, v128))),
+                  ),
+                  m.local.set(
+                    sqHi,
+                    f2.add(get(sqHi, v128), f2.mul(get(lanesHi, v128), get(lanesHi, v128))),
+                  ),
+                );
+              }
             } else {
-              st.push(m.local.set(lo, (r.op === "max" ? f4.max : f4.min)(get(lo, v128), v())));
+              st.push(
+                m.local.set(lo, (r.op === "max" ? f4.pmax : f4.pmin)(get(lo, v128), v())),
+                m.local.set(hi, m.v128.or(get(hi, v128), f4.ne(v(), v()))),
+              );
             }
           }
           : undefined,
@@ -954,6 +984,10 @@ export function generateWasm(
           const v = () => value(r.expr, memo, st, lin);
           if (keep !== undefined) st.push(m.f32.store(0, 4, at(lin.stores.get(keep)!, lin.j), v()));
           st.push(...accumulate(r, acc, v()));
+          if (squares !== undefined) {
+            const x = () => m.f64.promote(v());
+            st.push(m.local.set(squares, m.f64.add(get(squares, f64), m.f64.mul(x(), x()))));
+          }
         },
       ),
     );
@@ -1021,8 +1055,30 @@ export function generateWasm(
     return undefined;
   };
 
+  /**
+   * LayerNorm's shape: reduction `k` sums `(x - acc j)²` where reduction `j` sums `x`. Then `j`'s
+   * pass also sums `x²` (in f64, like every float sum) and `k` needs no pass of its own:
+   * `Σ(x - a)² = Σx² - 2aΣx + n·a²` with `a` the rounded result of `j`, the same deviations the
+   * reference squares; f64 keeps the cancellation harmless for f32 data unless the mean is
+   * some 10⁴ standard deviations from zero.
+   */
+  const variances = new Map<number, number>();
+  kernel.reductions.forEach((r, k) => {
+    const e = r.expr;
+    if (!wideSum(r) || r.dtype !== "f32" || e.kind !== "alu" || e.op !== "Mul") return;
+    const [d, d2] = e.args;
+    if (keyOf(d) !== keyOf(d2) || d.kind !== "alu" || d.op !== "Sub") return;
+    const [x, a] = d.args;
+    const j = a.kind === "acc" ? a.index : -1;
+    const rj = kernel.reductions[j];
+    if (rj && wideSum(rj) && rj.dtype === "f32" && keyOf(rj.expr) === keyOf(x)) {
+      if (![...variances.keys()].includes(j)) variances.set(j, k);
+    }
+  });
+  const folded = new Set<number>();
   const rowBody: number[] = [...unravel(kept, row)];
   kernel.reductions.forEach((r, k) => {
+    if (folded.has(k)) return;
     const fl = isFloat(r.dtype);
     const wide = wideSum(r);
     const acc = wide ? local(f64) : accs[k];
@@ -1035,7 +1091,10 @@ export function generateWasm(
       : ic(0);
     rowBody.push(m.local.set(acc, init));
     const keep = keepOf(k);
-    const linearStmts = inner > 0 ? linearReduction(r, acc, keep) : [];
+    const variance = variances.get(k);
+    const squares = variance === undefined ? undefined : local(f64);
+    if (squares !== undefined) rowBody.push(m.local.set(squares, m.f64.const(0)));
+    const linearStmts = inner > 0 ? linearReduction(r, { acc, keep, squares }) : [];
     if (keep !== undefined && !linearStmts) reused.delete(keep);
     if (linearStmts) rowBody.push(...linearStmts);
     else {
@@ -1046,6 +1105,20 @@ export function generateWasm(
     if (wide) {
       const total = r.op === "mean" ? m.f64.div(get(acc, f64), m.f64.const(inner)) : get(acc, f64);
       rowBody.push(m.local.set(accs[k], round(m.f32.demote(total), r.dtype)));
+      if (squares !== undefined && linearStmts) {
+        folded.add(variance!);
+        const a = () => m.f64.promote(get(accs[k], f32));
+        const sum = m.f64.max(
+          m.f64.const(0),
+          m.f64.add(
+            m.f64.sub(get(squares, f64), m.f64.mul(m.f64.mul(m.f64.const(2), a()), get(acc, f64))),
+            m.f64.mul(m.f64.const(inner), m.f64.mul(a(), a())),
+          ),
+        );
+        const rv = kernel.reductions[variance!];
+        const v = rv.op === "mean" ? m.f64.div(sum, m.f64.const(inner)) : sum;
+        rowBody.push(m.local.set(accs[variance!], m.f32.demote(v)));
+      }
     } else if (r.op === "mean") {
       rowBody.push(
         m.local.set(accs[k], inner === 0 ? ic(0) : m.i32.div_s(get(accs[k], i32), ic(inner))),

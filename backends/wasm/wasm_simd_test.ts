@@ -144,6 +144,32 @@ Deno.test("linear and vector paths match the reference at sizes 0 to 1000, broad
   }
 });
 
+Deno.test("row reductions: a NaN in any lane sticks; LayerNorm's one-pass moments hold far from zero", async () => {
+  const compare = (op: string, inputs: HostTensor[], attrs: Attrs = {}) =>
+    assertMatchesReference(wasm, op, inputs, attrs, { atol: 1e-5, rtol: 1e-5 });
+  for (const n of [5, 8, 17, 1000]) {
+    for (const at of [1, 2, 3, n - 1]) {
+      const x = data(2 * n, n);
+      x[at] = NaN;
+      x[n + at] = at % 2 ? Infinity : -Infinity;
+      for (const op of ["ReduceMax", "ReduceMin"]) {
+        await compare(op, [f32(x, [2, n])], { axes: [1] });
+      }
+      await compare("Softmax", [f32(x, [2, n])], { axis: -1 });
+      await compare("LayerNormalization", [f32(x, [2, n]), f32(data(n, 3))], { axis: -1 });
+    }
+    // Mean 1000, spread 2: Σx² - 2aΣx + n·a² cancels 24 bits, which f64 has to spare.
+    const far = data(4 * n, n + 1).map((v) => v + 1000);
+    await compare("LayerNormalization", [f32(far, [4, n]), f32(data(n, 4))], { axis: -1 });
+    const flat = new Float32Array(3 * n).fill(-7.25);
+    await compare("LayerNormalization", [f32(flat, [3, n]), f32(data(n, 5))], { axis: -1 });
+  }
+  const got = await onWasm("ReduceMax", [f32([-1, -2, -3, -4, 5, 6, NaN, 8], [1, 8])], {
+    axes: [1],
+  });
+  assert.ok(Number.isNaN(got[0]), `max over a row with a NaN is NaN, got ${got[0]}`);
+});
+
 Deno.test("tiled matmul matches the reference at every tile remainder, with epilogues and batches", async () => {
   const close = (op: string, inputs: HostTensor[], attrs: Attrs = {}) =>
     assertMatchesReference(wasm, op, inputs, attrs, { atol: 1e-5, rtol: 1e-5 });
