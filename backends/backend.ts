@@ -147,8 +147,11 @@ export interface PreparedKernel {
 export interface KernelCodegen {
   /** Artifact format tag, part of the cache key (bump it when the generator changes). */
   readonly format: string;
-  /** Generates the artifact for `kernel` (the "codegen" step counted in stats). */
-  generate(kernel: KernelIR): Artifact;
+  /**
+   * Generates the artifact for `kernel` (the "codegen" step counted in stats); asynchronous
+   * where the generator loads on first use, so a warm kernel cache never loads it.
+   */
+  generate(kernel: KernelIR): Artifact | Promise<Artifact>;
   /** Loads an artifact (fresh or from the cache) into a runnable kernel. */
   load(kernel: KernelIR, artifact: Artifact): PreparedKernel | Promise<PreparedKernel>;
   /**

@@ -120,7 +120,7 @@ export async function compile(graph: Graph, options: CompileOptions = {}): Promi
     const backend = byId.get(placed.placement[i])!;
     const { artifact, source } = cache
       ? await cache.artifact(k, backend)
-      : { artifact: backend.codegen!.generate(k), source: "generated" as const };
+      : { artifact: await backend.codegen!.generate(k), source: "generated" as const };
     sources[source]++;
     return artifact;
   }));

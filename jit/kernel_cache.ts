@@ -129,7 +129,7 @@ export class KernelCache {
       return { artifact: disk, source: "disk" };
     }
     const t0 = performance.now();
-    const artifact = codegen.generate(kernel);
+    const artifact = await codegen.generate(kernel);
     this.#stats.compileMs += performance.now() - t0;
     this.#stats.misses++;
     this.#remember(key, text, artifact);

@@ -14,7 +14,7 @@ class Counting extends ReferenceBackend {
   #inner = new ReferenceBackend().codegen;
   override readonly codegen: KernelCodegen = {
     format: "counting-1",
-    generate: (k: KernelIR): Artifact => {
+    generate: (k: KernelIR): Artifact | Promise<Artifact> => {
       this.generated++;
       return this.#inner.generate(k);
     },

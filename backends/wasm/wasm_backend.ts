@@ -1,8 +1,9 @@
 /**
  * The WebAssembly backend (id `wasm`, kind `cpu-simd`): kernels emitted with Binaryen from the
  * kernel IR (`wasm_codegen.ts`), compiled by the runtime's WebAssembly engine, and run in one
- * memory arena per program (`arena_program.ts`). Binaryen is loaded on `prepare()`, so importing
- * kiln stays cheap. Kernels use f32x4 SIMD where their accesses allow; large ones split their rows
+ * memory arena per program (`arena_program.ts`). Binaryen (~300 ms to load) is loaded when the
+ * first kernel is generated, so importing kiln, and compiling from a warm kernel cache, never
+ * pay for it. Kernels use f32x4 SIMD where their accesses allow; large ones split their rows
  * over worker threads sharing the arena (`worker_crew.ts`).
  *
  * @module
@@ -55,24 +56,44 @@ function compileModule(bytes: Uint8Array<ArrayBuffer>): Promise<WebAssembly.Modu
   }
 }
 
+/** A module of one function returning `f32x4.relaxed_madd` of three zero splats (Binaryen's bytes). */
+const RELAXED_PROBE = new Uint8Array([
+  0x00,
+  0x61,
+  0x73,
+  0x6d,
+  0x01,
+  0x00,
+  0x00,
+  0x00, // magic, version
+  0x01,
+  0x05,
+  0x01,
+  0x60,
+  0x00,
+  0x01,
+  0x7b, // types: () -> v128
+  0x03,
+  0x02,
+  0x01,
+  0x00, // functions: one of type 0
+  0x0a,
+  0x1c,
+  0x01,
+  0x1a,
+  0x00, // code: one body of 26 bytes, no locals
+  ...[0, 1, 2].flatMap(() => [0x43, 0x00, 0x00, 0x00, 0x00, 0xfd, 0x13]), // f32x4.splat(0) ×3
+  0xfd,
+  0x85,
+  0x02,
+  0x0b, // f32x4.relaxed_madd, end
+]);
+
 let relaxed: boolean | undefined;
 
-/** Whether the engine compiles relaxed SIMD (a one-instruction probe module, checked once). */
-function hasRelaxedSimd(binaryen: Binaryen): boolean {
-  if (relaxed !== undefined) return relaxed;
-  const m = new binaryen.Module();
-  m.setFeatures(binaryen.Features.SIMD128 | binaryen.Features.RelaxedSIMD);
-  const zero = () => m.f32x4.splat(m.f32.const(0));
-  m.addFunction(
-    "f",
-    binaryen.none,
-    binaryen.v128,
-    [],
-    binaryen._BinaryenSIMDTernary(m.ptr, binaryen.RelaxedMaddVecF32x4, zero(), zero(), zero()),
-  );
-  relaxed = WebAssembly.validate(m.emitBinary());
-  m.dispose();
-  return relaxed;
+/** Whether the engine compiles relaxed SIMD (checked once, without Binaryen). */
+function hasRelaxedSimd(): boolean {
+  return relaxed ??= WebAssembly.validate(RELAXED_PROBE);
 }
 
 /** `node:worker_threads`' Worker, or `undefined` (browsers); the specifier is kept from bundlers. */
@@ -115,7 +136,6 @@ export class WasmBackend implements Backend {
   readonly kind: BackendKind = "cpu-simd";
   /** A CPU is never lost. */
   readonly deviceLost: boolean = false;
-  #binaryen?: Binaryen;
   #threads: number;
   #Worker?: WorkerClass;
   #fma = false;
@@ -136,19 +156,20 @@ export class WasmBackend implements Backend {
       get format() {
         return `wasm-5${backend.#threads > 1 ? "-shared" : ""}${backend.#fma ? "-fma" : ""}`;
       },
-      generate: (kernel: KernelIR): Artifact =>
-        kernel.opaque
-          ? new Uint8Array()
-          : generateWasm(this.#loaded(), kernel, { shared: this.#threads > 1, fma: this.#fma }),
+      generate: async (kernel: KernelIR): Promise<Artifact> =>
+        kernel.opaque ? new Uint8Array() : generateWasm(await this.#binaryen(), kernel, {
+          shared: this.#threads > 1,
+          fma: this.#fma,
+        }),
       load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {
         const module = await compileModule(artifact as Uint8Array<ArrayBuffer>);
         return this.#single(kernel, module);
       },
       assemble: async (plan) => {
-        const modules = await Promise.all(plan.kernels.map((k, i) => {
+        const modules = await Promise.all(plan.kernels.map(async (k, i) => {
           const bytes = (plan.artifacts?.[i] as Uint8Array | undefined)?.byteLength
             ? plan.artifacts![i]
-            : this.codegen.generate(k);
+            : await this.codegen.generate(k);
           return compileModule(bytes as Uint8Array<ArrayBuffer>);
         }));
         return arenaProgram({
@@ -193,12 +214,10 @@ export class WasmBackend implements Backend {
   /** Kernel IR → WebAssembly modules (format `wasm-4-shared` when threads are on). */
   readonly codegen: KernelCodegen;
 
-  /** Loads Binaryen (once per process) and, for threads, `node:worker_threads`. */
+  /** Loads `node:worker_threads` for threads and probes for relaxed SIMD. */
   async prepare(): Promise<void> {
-    this.#binaryen ??=
-      await (binaryen ??= import("npm:binaryen@132.0.0").then((m) => m.default as Binaryen));
     if (this.#threads > 1) this.#Worker ??= await (workers ??= workerClass());
-    this.#fma = hasRelaxedSimd(this.#binaryen);
+    this.#fma = hasRelaxedSimd();
   }
 
   /** Nothing runs asynchronously. */
@@ -241,14 +260,9 @@ export class WasmBackend implements Backend {
     return runOpAsGraph(this, op, inputs, attrs);
   }
 
-  #loaded(): Binaryen {
-    if (!this.#binaryen) {
-      throw new KilnError("The wasm backend was used before prepare()", {
-        code: "internal",
-        fix: "await backend.prepare() first (compile() does)",
-      });
-    }
-    return this.#binaryen;
+  /** Binaryen, loaded once per process on the first kernel generated. */
+  #binaryen(): Promise<Binaryen> {
+    return binaryen ??= import("npm:binaryen@132.0.0").then((m) => m.default as Binaryen);
   }
 
   /** One kernel on host data, in an arena of its own (used when a plan mixes backends). */

@@ -98,6 +98,64 @@ Deno.test("kiln run --backend wasm --json works", async () => {
   assert.ok(Math.abs(report.outputs.y.mean - 0.1) < 1e-6);
 });
 
+Deno.test("a compile served from the disk cache never loads Binaryen", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    // The second process maps Binaryen to a module that throws: loading it fails the run.
+    await Deno.writeTextFile(`${dir}/throw.js`, 'throw new Error("Binaryen was loaded");');
+    await Deno.writeTextFile(
+      `${dir}/map.json`,
+      JSON.stringify({ imports: { "npm:binaryen@132.0.0": `${dir}/throw.js` } }),
+    );
+    const script = `${dir}/run.ts`;
+    await Deno.writeTextFile(
+      script,
+      `import { compile, GraphBuilder } from ${
+        JSON.stringify(new URL("../../mod.ts", import.meta.url).href)
+      };
+const b = new GraphBuilder();
+b.output("y", b.op("Sigmoid", [b.input("x", [9])]));
+const exe = await compile(b.build(), { backend: "wasm" });
+const { y } = await exe.run({ x: { data: new Float32Array(9), shape: [9], dtype: "f32" } });
+console.log(JSON.stringify({ y: Array.from(y.data), sources: exe.plan?.sources }));
+exe.dispose();`,
+    );
+    const run = async (...flags: string[]) => {
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: ["run", "-A", ...flags, script],
+        env: { KILN_CACHE_DIR: `${dir}/cache` },
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const err = new TextDecoder().decode(out.stderr);
+      return {
+        code: out.code,
+        err,
+        report: out.code ? undefined : JSON.parse(new TextDecoder().decode(out.stdout)),
+      };
+    };
+    const blocked = ["--import-map", `${dir}/map.json`];
+    const cold = await run(...blocked);
+    assert.notEqual(
+      cold.code,
+      0,
+      "a cold compile must load Binaryen (else the check proves nothing)",
+    );
+    assert.match(cold.err, /Binaryen was loaded/);
+    const first = await run();
+    assert.equal(first.code, 0, first.err);
+    assert.deepEqual(first.report.sources, { memory: 0, disk: 0, generated: 1 });
+    const warm = await run(...blocked);
+    assert.equal(warm.code, 0, warm.err);
+    assert.deepEqual(warm.report, {
+      y: new Array(9).fill(0.5),
+      sources: { memory: 0, disk: 1, generated: 0 },
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("withDefaults includes wasm", () => {
   assert.ok(BackendRegistry.withDefaults().list().some((b) => b.id === "wasm"));
 });

@@ -271,7 +271,7 @@ Deno.test("a WGSL error names the kernel and the offending line", async () => {
   const b = new GraphBuilder();
   b.output("y", b.op("Neg", [b.input("x", [4])]));
   const [kernel] = fuse(b.build()).kernels;
-  const broken = gpu.codegen!.generate(kernel).toString().replace("(-", "(- -)(");
+  const broken = String(await gpu.codegen!.generate(kernel)).replace("(-", "(- -)(");
   await assert.rejects(
     async () => await gpu.codegen!.load(kernel, broken),
     (e: unknown) =>
