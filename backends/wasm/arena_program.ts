@@ -15,9 +15,9 @@ import { planMemory } from "../../jit/memory_plan.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { fromWords, toWords } from "../words.ts";
 import { contracts, scratchBytes, TILE_ROWS } from "./wasm_matmul.ts";
-import { Crew, type WorkerClass } from "./worker_crew.ts";
+import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
-/** Element-ops of a program from which its workers spawn at compile (see `Crew`). */
+/** Element-ops of a program from which the worker pool spawns at compile (see `WorkerPool`). */
 const EAGER_WORK = 2 ** 33;
 
 /** Rows a thread's share is a multiple of: whole tiles of rows for a matmul, else 16 rows. */
@@ -43,8 +43,8 @@ export interface ArenaPlan {
   readonly imports: Readonly<Record<string, (...args: number[]) => number>>;
   /** Threads for large kernels (modules must import a shared memory when > 1). */
   readonly threads?: number;
-  /** `node:worker_threads`' `Worker`, when threads are available. */
-  readonly Worker?: WorkerClass;
+  /** `node:worker_threads`, when threads are available. */
+  readonly workers?: WorkerThreads;
 }
 
 /** Element-operations below which a kernel runs on the calling thread alone (hand-off costs ~20 µs). */
@@ -102,7 +102,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
   }
   // Decided once per kernel: run() consults it on every call.
   const threaded = plan.kernels.map(threadable);
-  const threads = plan.Worker && threaded.some(Boolean) ? plan.threads ?? 1 : 1;
+  const threads = plan.workers && threaded.some(Boolean) ? plan.threads ?? 1 : 1;
   const scratch = top,
     scratchSize = Math.ceil(Math.max(16, ...plan.kernels.map(scratchBytes)) / 16) * 16;
   top += scratchSize * threads;
@@ -133,9 +133,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
     [...k.inputs, ...k.outputs].map((b) => offsets.get(b.value)!)
   );
   const crew = threads > 1
-    ? new Crew({
-      threads,
-      Worker: plan.Worker!,
+    ? WorkerPool.of({ threads, ...plan.workers! }).enlist({
       modules: plan.modules,
       memory,
       args: addresses,

@@ -32,10 +32,10 @@ import type { KernelIR } from "../../jit/kernel_ir.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { arenaProgram } from "./arena_program.ts";
 import { type Binaryen, generateWasm } from "./wasm_codegen.ts";
-import type { WorkerClass } from "./worker_crew.ts";
+import type { WorkerThreads } from "./worker_crew.ts";
 
 let binaryen: Promise<Binaryen> | undefined;
-let workers: Promise<WorkerClass | undefined> | undefined;
+let workers: Promise<WorkerThreads | undefined> | undefined;
 
 /**
  * Compiles a kernel's module. Synchronously where the engine allows: Deno's async
@@ -96,11 +96,12 @@ function hasRelaxedSimd(): boolean {
   return relaxed ??= WebAssembly.validate(RELAXED_PROBE);
 }
 
-/** `node:worker_threads`' Worker, or `undefined` (browsers); the specifier is kept from bundlers. */
-async function workerClass(): Promise<WorkerClass | undefined> {
+/** `node:worker_threads`, or `undefined` (browsers); the specifier is kept from bundlers. */
+async function workerThreads(): Promise<WorkerThreads | undefined> {
   const specifier = ["node", "worker_threads"].join(":");
   try {
-    return (await import(specifier)).Worker as WorkerClass;
+    const { Worker, MessageChannel } = await import(specifier);
+    return { Worker, MessageChannel };
   } catch {
     return undefined;
   }
@@ -120,8 +121,9 @@ export interface WasmBackendOptions {
   /**
    * Threads for large kernels, the calling one included (default
    * `navigator.hardwareConcurrency`). Threads need `node:worker_threads` (Deno, Node) and
-   * `SharedArrayBuffer`; where either is missing kernels run on the calling thread. Each program
-   * with a large kernel starts its own `threads - 1` workers; `dispose()` ends them.
+   * `SharedArrayBuffer`; where either is missing kernels run on the calling thread. Programs with
+   * a large kernel share one process-wide pool of `threads - 1` workers per thread count
+   * (`unref`'d: they never keep the process alive).
    */
   readonly threads?: number;
 }
@@ -137,7 +139,7 @@ export class WasmBackend implements Backend {
   /** A CPU is never lost. */
   readonly deviceLost: boolean = false;
   #threads: number;
-  #Worker?: WorkerClass;
+  #workers?: WorkerThreads;
   #fma = false;
 
   /** A backend; see {@linkcode WasmBackendOptions}. */
@@ -180,7 +182,7 @@ export class WasmBackend implements Backend {
           partial: plan.partial,
           imports: IMPORTS,
           threads: this.#threads,
-          Worker: this.#Worker,
+          workers: this.#workers,
         });
       },
     };
@@ -216,7 +218,7 @@ export class WasmBackend implements Backend {
 
   /** Loads `node:worker_threads` for threads and probes for relaxed SIMD. */
   async prepare(): Promise<void> {
-    if (this.#threads > 1) this.#Worker ??= await (workers ??= workerClass());
+    if (this.#threads > 1) this.#workers ??= await (workers ??= workerThreads());
     this.#fma = hasRelaxedSimd();
   }
 

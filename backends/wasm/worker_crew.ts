@@ -1,13 +1,20 @@
 /**
- * Worker threads for one arena program. Each worker instantiates the program's modules on the
- * shared arena, then waits on a control word; a kernel call splits its rows between the calling
- * thread and every worker that is up. Workers start in the background — until one is ready the
- * caller computes alone, so compiling never waits for threads — and are `unref`'d, so an
- * undisposed program never keeps a process alive.
+ * Worker threads for arena programs: one pool per thread count for the whole process, which
+ * every program enlists in (a `Crew` is a program's place in it). Each worker instantiates a
+ * program's modules on that program's shared arena when its first job arrives, then waits on a
+ * control word; a kernel call splits its rows between the calling thread and every worker that
+ * is up. Workers start in the background — until one is ready the caller computes alone, so
+ * compiling never waits for threads — and are `unref`'d, so they never keep a process alive.
+ *
+ * One pool, not workers per program: `new Worker` blocks the calling thread 20-30 ms in Deno, and
+ * per-program workers made every compile after the first pay that once its event loop turned
+ * (the benchmarks' first timed iterations absorbed thirteen such spawns), and kept threads × programs
+ * threads alive.
  *
  * Hand-off is through `Atomics` on a shared control block, not messages: a message round trip
  * costs a trip through both event loops, an atomic one a few microseconds while the workers spin
- * (they spin briefly after each job, then sleep in `Atomics.wait`).
+ * (they spin briefly after each job, then sleep in `Atomics.wait`). Programs reach the workers as
+ * messages on a port each worker drains synchronously (`receiveMessageOnPort`) when it wakes.
  *
  * @module
  */
@@ -17,15 +24,17 @@ import { KilnError } from "../../jit/errors.ts";
 /** `node:worker_threads`' `Worker` (Deno and Node have it; browsers get no crew). */
 export type WorkerClass = new (
   source: string,
-  options: { eval: true; workerData: unknown },
+  options: { eval: true; workerData: unknown; transferList: unknown[] },
 ) => { unref(): void; terminate(): unknown };
+
+/** `node:worker_threads`' `MessageChannel`. */
+export type ChannelClass = new () => {
+  port1: { postMessage(message: unknown): void; unref?(): void };
+  port2: unknown;
+};
 
 /** What the workers need to run a program's kernels. */
 export interface CrewOptions {
-  /** Threads in all, the caller included (≥ 2). */
-  readonly threads: number;
-  /** The `Worker` class of `node:worker_threads`. */
-  readonly Worker: WorkerClass;
   /** The program's compiled kernels. */
   readonly modules: readonly WebAssembly.Module[];
   /** The shared arena. */
@@ -36,12 +45,26 @@ export interface CrewOptions {
   readonly scratch: number;
   /** Scratch bytes per thread. */
   readonly scratchBytes: number;
-  /** Spawn the workers now rather than after the current task. */
+  /** Spawn the pool's workers now (if they are not up) rather than after the current task. */
   readonly eager?: boolean;
 }
 
+/** What `node:worker_threads` provides for a pool. */
+export interface WorkerThreads {
+  /** Its `Worker` class. */
+  readonly Worker: WorkerClass;
+  /** Its `MessageChannel` class. */
+  readonly MessageChannel: ChannelClass;
+}
+
+/** A pool's threads and where they come from. */
+export interface PoolOptions extends WorkerThreads {
+  /** Threads in all, the caller included (≥ 2). */
+  readonly threads: number;
+}
+
 const GEN = 0, PENDING = 1, KERNEL = 2, ROWS = 3, PARTS = 4, UNIT = 5, STOP = 6, FAILED = 7;
-const CHUNK = 8, READY = 9;
+const CHUNK = 8, PROGRAM = 9, JOB = 10, READY = 11;
 
 /** Rows `[start, end)` of part `part` when `rows` split into `parts` multiples of `unit`. */
 export function partOf(rows: number, parts: number, unit: number, part: number): [number, number] {
@@ -52,13 +75,20 @@ export function partOf(rows: number, parts: number, unit: number, part: number):
 
 // Runs inside each worker (as source text, so it needs no module resolution there).
 const WORKER = `
-const { workerData } = require("node:worker_threads");
-const { control, memory, modules, args, scratch, scratchBytes, id } = workerData;
-const env = {
-  memory, sin: Math.sin, cos: Math.cos, pow: Math.pow, fmod: (a, b) => a % b,
+const { workerData, receiveMessageOnPort } = require("node:worker_threads");
+const { control, port, id } = workerData;
+const host = {
+  sin: Math.sin, cos: Math.cos, pow: Math.pow, fmod: (a, b) => a % b,
   f16: Math.f16round ?? (() => NaN),
 };
-const runs = modules.map((m) => new WebAssembly.Instance(m, { env }).exports.run);
+const programs = new Map();
+const drain = () => {
+  for (let m = receiveMessageOnPort(port); m; m = receiveMessageOnPort(port)) {
+    const p = m.message;
+    if (p.drop !== undefined) programs.delete(p.drop);
+    else programs.set(p.id, { ...p, runs: undefined });
+  }
+};
 const c = new Int32Array(control);
 const partOf = ${partOf.toString()};
 Atomics.store(c, ${READY} + id, 1);
@@ -68,14 +98,21 @@ for (;;) {
   Atomics.wait(c, ${GEN}, gen);
   gen = Atomics.load(c, ${GEN});
   if (Atomics.load(c, ${STOP})) break;
+  drain();
+  // A wake without a job (a program discharged) must not run the job published after it.
+  if (Atomics.load(c, ${JOB}) !== gen) continue;
   const parts = Atomics.load(c, ${PARTS});
   if (id >= parts) continue;
-  const k = Atomics.load(c, ${KERNEL});
-  const [start, end] = partOf(Atomics.load(c, ${ROWS}), parts, Atomics.load(c, ${UNIT}), id);
-  const chunk = Atomics.load(c, ${CHUNK});
   try {
+    const p = programs.get(Atomics.load(c, ${PROGRAM}));
+    p.runs ??= p.modules.map((m) =>
+      new WebAssembly.Instance(m, { env: { memory: p.memory, ...host } }).exports.run
+    );
+    const k = Atomics.load(c, ${KERNEL});
+    const [start, end] = partOf(Atomics.load(c, ${ROWS}), parts, Atomics.load(c, ${UNIT}), id);
+    const chunk = Atomics.load(c, ${CHUNK});
     for (let s = start, n = chunk; s < end; s += n, n *= 2) {
-      runs[k](...args[k], scratch + id * scratchBytes, s, Math.min(end, s + n));
+      p.runs[k](...p.args[k], p.scratch + id * p.scratchBytes, s, Math.min(end, s + n));
     }
   } catch {
     Atomics.store(c, ${FAILED}, 1);
@@ -83,54 +120,69 @@ for (;;) {
   if (Atomics.sub(c, ${PENDING}, 1) === 1) Atomics.notify(c, ${PENDING});
 }`;
 
-/** Worker threads sharing one program's arena. */
-export class Crew {
+/** The process's worker threads for one thread count, shared by every program. */
+export class WorkerPool {
+  static #pools = new Map<number, WorkerPool>();
+  #options: PoolOptions;
   #control: Int32Array;
-  #workers: { terminate(): unknown }[] = [];
-  #stopped = false;
+  #workers: { worker: { terminate(): unknown }; port: { postMessage(m: unknown): void } }[] = [];
+  #programs = new Map<number, CrewOptions>();
+  #ids = 0;
+  #scheduled = false;
+  #closed = false;
 
-  /**
-   * Starts `threads - 1` workers in the background: after the current task, since `new Worker`
-   * blocks the calling thread (20-30 ms each in Deno), which would otherwise land on every
-   * compile and first run — or at once when `options.eager` (a first run long enough to want
-   * the threads).
-   */
-  constructor(options: CrewOptions) {
-    this.#control = new Int32Array(new SharedArrayBuffer(4 * (READY + options.threads)));
-    if (options.eager) {
-      this.#spawn(options);
-      return;
+  /** The process-wide pool of `options.threads` threads (made on first use). */
+  static of(options: PoolOptions): WorkerPool {
+    let pool = WorkerPool.#pools.get(options.threads);
+    if (!pool || pool.#closed) {
+      WorkerPool.#pools.set(options.threads, pool = new WorkerPool(options));
     }
-    unref(setTimeout(() => {
-      if (!this.#stopped) this.#spawn(options);
-    }, 0));
+    return pool;
   }
 
-  #spawn(options: CrewOptions): void {
-    this.#workers = Array.from({ length: options.threads - 1 }, (_, i) => {
-      const w = new options.Worker(WORKER, {
+  private constructor(options: PoolOptions) {
+    this.#options = options;
+    this.#control = new Int32Array(new SharedArrayBuffer(4 * (READY + options.threads)));
+  }
+
+  /**
+   * Enlists a program. Its first enlistment starts the `threads - 1` workers: after the current
+   * task, since `new Worker` blocks the calling thread (20-30 ms each in Deno), which would
+   * otherwise land on a compile and its first run — or at once when `program.eager` (a first
+   * run long enough to want the threads).
+   */
+  enlist(program: CrewOptions): Crew {
+    const id = ++this.#ids;
+    this.#programs.set(id, program);
+    for (const w of this.#workers) w.port.postMessage(registration(id, program));
+    if (program.eager) this.#spawn();
+    else if (!this.#workers.length && !this.#scheduled) {
+      this.#scheduled = true;
+      unref(setTimeout(() => this.#spawn(), 0));
+    }
+    return new Crew(this, id);
+  }
+
+  #spawn(): void {
+    if (this.#workers.length || this.#closed) return;
+    const { threads, Worker, MessageChannel } = this.#options;
+    this.#workers = Array.from({ length: threads - 1 }, (_, i) => {
+      const { port1, port2 } = new MessageChannel();
+      port1.unref?.();
+      const worker = new Worker(WORKER, {
         eval: true,
-        workerData: {
-          control: this.#control.buffer,
-          memory: options.memory,
-          modules: options.modules,
-          args: options.args,
-          scratch: options.scratch,
-          scratchBytes: options.scratchBytes,
-          id: i + 1,
-        },
+        workerData: { control: this.#control.buffer, port: port2, id: i + 1 },
+        transferList: [port2],
       });
-      w.unref();
-      return w;
+      worker.unref();
+      for (const [id, p] of this.#programs) port1.postMessage(registration(id, p));
+      return { worker, port: port1 };
     });
   }
 
-  /**
-   * Runs kernel `kernel` over `rows` rows split in multiples of `unit`: part 0 through `call` on
-   * this thread, the others on the ready workers (in calls of `chunk` rows, doubling); returns
-   * when all parts are done.
-   */
+  /** Runs kernel `kernel` of program `program` (see {@linkcode Crew.run}). */
   run(
+    program: number,
     kernel: number,
     rows: number,
     { unit, chunk }: { unit: number; chunk: number },
@@ -139,20 +191,23 @@ export class Crew {
     const c = this.#control;
     const parts = 1 + this.ready();
     if (parts > 1) {
+      Atomics.store(c, PROGRAM, program);
       Atomics.store(c, KERNEL, kernel);
       Atomics.store(c, ROWS, rows);
       Atomics.store(c, UNIT, unit);
       Atomics.store(c, CHUNK, chunk);
       Atomics.store(c, PARTS, parts);
       Atomics.store(c, PENDING, parts - 1);
-      Atomics.add(c, GEN, 1);
+      const gen = Atomics.load(c, GEN) + 1;
+      Atomics.store(c, JOB, gen);
+      Atomics.store(c, GEN, gen);
       Atomics.notify(c, GEN);
     }
     const [start, end] = partOf(rows, parts, unit, 0);
     if (start < end) call(start, end);
     for (
       let left = Atomics.load(c, PENDING);
-      parts > 1 && left !== 0;
+      parts > 1 && left > 0;
       left = Atomics.load(c, PENDING)
     ) {
       Atomics.wait(c, PENDING, left, 1);
@@ -172,15 +227,79 @@ export class Crew {
     return n;
   }
 
-  /** Stops the workers. */
-  dispose(): void {
-    this.#stopped = true;
+  /** Programs enlisted and not yet discharged. */
+  get programs(): number {
+    return this.#programs.size;
+  }
+
+  /** Forgets program `id`; the workers drop its instances (and arena) when they next wake. */
+  discharge(id: number): void {
+    if (!this.#programs.delete(id)) return;
+    for (const w of this.#workers) w.port.postMessage({ drop: id });
+    if (this.ready()) this.#wake();
+  }
+
+  /** Stops the workers; the next {@linkcode WorkerPool.of} makes a fresh pool. */
+  close(): void {
+    this.#closed = true;
     Atomics.store(this.#control, STOP, 1);
+    this.#wake();
+    for (const w of this.#workers) w.worker.terminate();
+    this.#workers = [];
+    this.#programs.clear();
+  }
+
+  #wake(): void {
     Atomics.add(this.#control, GEN, 1);
     Atomics.notify(this.#control, GEN);
-    for (const w of this.#workers) w.terminate();
-    this.#workers = [];
   }
+}
+
+/** One program's place in a {@linkcode WorkerPool}. */
+export class Crew {
+  #pool: WorkerPool;
+  #id: number;
+
+  /** Made by {@linkcode WorkerPool.enlist}. */
+  constructor(pool: WorkerPool, id: number) {
+    this.#pool = pool;
+    this.#id = id;
+  }
+
+  /**
+   * Runs kernel `kernel` over `rows` rows split in multiples of `unit`: part 0 through `call` on
+   * this thread, the others on the ready workers (in calls of `chunk` rows, doubling); returns
+   * when all parts are done.
+   */
+  run(
+    kernel: number,
+    rows: number,
+    split: { unit: number; chunk: number },
+    call: (start: number, end: number) => void,
+  ): void {
+    this.#pool.run(this.#id, kernel, rows, split, call);
+  }
+
+  /** Workers up and waiting for work. */
+  ready(): number {
+    return this.#pool.ready();
+  }
+
+  /** Leaves the pool (its workers stay for other programs). */
+  dispose(): void {
+    this.#pool.discharge(this.#id);
+  }
+}
+
+function registration(id: number, p: CrewOptions) {
+  return {
+    id,
+    memory: p.memory,
+    modules: p.modules,
+    args: p.args,
+    scratch: p.scratch,
+    scratchBytes: p.scratchBytes,
+  };
 }
 
 /** Keeps a timer from holding the process open (Node's timers are objects, Deno's numbers). */

@@ -1,8 +1,11 @@
 import assert from "node:assert/strict";
-import { Worker } from "node:worker_threads";
-import { Crew, partOf, type WorkerClass } from "./worker_crew.ts";
+import { MessageChannel, Worker } from "node:worker_threads";
+import { partOf, WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
-/** run(out, scratch, start, end): out[i] = scratch for i in [start, end) — who computed what. */
+/**
+ * run(out, scratch, start, end): out[i] += scratch for i in [start, end) — who computed what, and
+ * how often.
+ */
 async function markerModule(): Promise<WebAssembly.Module> {
   const binaryen = (await import("npm:binaryen@132.0.0")).default;
   const m = new binaryen.Module();
@@ -21,7 +24,15 @@ async function markerModule(): Promise<WebAssembly.Module> {
         m.loop(
           "l",
           m.block(null, [
-            m.i32.store(0, 4, m.i32.add(get(0), m.i32.shl(get(2), m.i32.const(2))), get(1)),
+            m.i32.store(
+              0,
+              4,
+              m.i32.add(get(0), m.i32.shl(get(2), m.i32.const(2))),
+              m.i32.add(
+                m.i32.load(0, 4, m.i32.add(get(0), m.i32.shl(get(2), m.i32.const(2)))),
+                get(1),
+              ),
+            ),
             m.local.set(2, m.i32.add(get(2), m.i32.const(1))),
             m.br("l", m.i32.lt_s(get(2), get(3))),
           ]),
@@ -41,40 +52,70 @@ Deno.test("partOf splits rows in multiples of the unit and covers them once", ()
   assert.deepEqual([0, 1].map((p) => partOf(10, 2, 16, p)), [[0, 10], [10, 10]]);
 });
 
-Deno.test("a crew splits a kernel's rows between the caller and its workers", async () => {
-  const memory = new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true });
-  const module = await markerModule();
-  const caller = new WebAssembly.Instance(module, { env: { memory } }).exports.run as (
-    ...a: number[]
-  ) => void;
-  const crew = new Crew({
-    threads: 3,
-    Worker: Worker as unknown as WorkerClass,
-    modules: [module],
-    memory,
-    args: [[0]],
-    scratch: 1000,
-    scratchBytes: 1,
-  });
-  try {
-    // Until the workers are up, the caller computes everything itself.
-    for (let t = 0; crew.ready() < 2; t++) {
-      assert.ok(t < 500, "workers did not start within 10 s");
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    crew.run(0, 4000, { unit: 16, chunk: 100 }, (start, end) => caller(0, 1000, start, end));
-    const marks = new Int32Array(memory.buffer, 0, 4000);
-    // Parts of 1344 rows (a multiple of 16): caller's scratch 1000, workers' 1001 and 1002.
-    assert.deepEqual([marks[0], marks[1343], marks[1344], marks[2687], marks[2688], marks[3999]], [
-      1000,
-      1000,
-      1001,
-      1001,
-      1002,
-      1002,
-    ]);
-  } finally {
-    crew.dispose();
+const threads = { Worker, MessageChannel } as unknown as WorkerThreads;
+
+/** Waits until `pool` has `n` workers up. */
+async function ready(pool: WorkerPool, n: number): Promise<void> {
+  for (let t = 0; pool.ready() < n; t++) {
+    assert.ok(t < 500, "workers did not start within 10 s");
+    await new Promise((r) => setTimeout(r, 20));
   }
-  assert.equal(crew.ready(), 0);
+}
+
+Deno.test("a pool splits a kernel's rows between the caller and its workers, for every program", async () => {
+  const module = await markerModule();
+  const pool = WorkerPool.of({ threads: 3, ...threads });
+  const program = () => {
+    const memory = new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true });
+    const caller = new WebAssembly.Instance(module, { env: { memory } }).exports.run as (
+      ...a: number[]
+    ) => void;
+    const crew = pool.enlist({
+      modules: [module],
+      memory,
+      args: [[0]],
+      scratch: 1000,
+      scratchBytes: 1,
+    });
+    const run = () => {
+      new Int32Array(memory.buffer, 0, 4000).fill(0);
+      crew.run(0, 4000, { unit: 16, chunk: 100 }, (start, end) => caller(0, 1000, start, end));
+      const marks = new Int32Array(memory.buffer, 0, 4000);
+      return [marks[0], marks[1343], marks[1344], marks[2687], marks[2688], marks[3999]];
+    };
+    return { crew, run };
+  };
+  try {
+    assert.equal(WorkerPool.of({ threads: 3, ...threads }), pool, "one pool per thread count");
+    const a = program();
+    // Until the workers are up, the caller computes everything itself.
+    assert.deepEqual(a.run(), [1000, 1000, 1000, 1000, 1000, 1000]);
+    await ready(pool, 2);
+    // A program enlisted after the workers started reaches them too; a discharged one is gone.
+    const b = program();
+    assert.equal(pool.programs, 2);
+    a.crew.dispose();
+    assert.equal(pool.programs, 1);
+    // Parts of 1344 rows (a multiple of 16): caller's scratch 1000, workers' 1001 and 1002.
+    assert.deepEqual(b.run(), [1000, 1000, 1001, 1001, 1002, 1002]);
+    const c = program();
+    for (let i = 0; i < 50; i++) {
+      assert.deepEqual(c.run(), [1000, 1000, 1001, 1001, 1002, 1002]);
+      assert.deepEqual(b.run(), [1000, 1000, 1001, 1001, 1002, 1002]);
+    }
+    // Each discharge wakes the workers with no job; the run right after must run once per worker.
+    for (let i = 0; i < 200; i++) {
+      const d = program();
+      d.crew.dispose();
+      assert.deepEqual(c.run(), [1000, 1000, 1001, 1001, 1002, 1002]);
+    }
+    b.crew.dispose();
+    c.crew.dispose();
+    assert.equal(pool.programs, 0);
+  } finally {
+    pool.close();
+  }
+  assert.equal(pool.ready(), 0);
+  assert.notEqual(WorkerPool.of({ threads: 3, ...threads }), pool, "a closed pool is replaced");
+  WorkerPool.of({ threads: 3, ...threads }).close();
 });
