@@ -918,9 +918,16 @@ function sameMap(group: Group, a: readonly IndexStep[], b: readonly IndexStep[])
     const run = (steps: readonly IndexStep[]) => {
       let c: number[] | undefined = coords;
       for (const s of steps) if (c) c = applyStep(s, c);
-      return c?.join(",");
+      return c;
     };
-    if (run(a) !== run(b)) return false;
+    const x = run(a), y = run(b);
+    if (
+      x === undefined || y === undefined
+        ? x !== y
+        : x.length !== y.length || x.some((v, i) => v !== y[i])
+    ) {
+      return false;
+    }
   }
   return true;
 }
