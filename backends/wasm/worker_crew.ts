@@ -146,20 +146,16 @@ export class WorkerPool {
   }
 
   /**
-   * Enlists a program. Its first enlistment starts the `threads - 1` workers: after the current
-   * task, since `new Worker` blocks the calling thread (20-30 ms each in Deno), which would
-   * otherwise land on a compile and its first run — or at once when `program.eager` (a first
-   * run long enough to want the threads).
+   * Enlists a program. The `threads - 1` workers start after the task of the pool's first run,
+   * since `new Worker` blocks the calling thread (20-30 ms each in Deno), which would otherwise
+   * land on a compile (one awaiting the disk cache turns the event loop) or a first run — or at
+   * once for a `program.eager` (a first run long enough to want the threads).
    */
   enlist(program: CrewOptions): Crew {
     const id = ++this.#ids;
     this.#programs.set(id, program);
     for (const w of this.#workers) w.port.postMessage(registration(id, program));
     if (program.eager) this.#spawn();
-    else if (!this.#workers.length && !this.#scheduled) {
-      this.#scheduled = true;
-      unref(setTimeout(() => this.#spawn(), 0));
-    }
     return new Crew(this, id);
   }
 
@@ -189,6 +185,10 @@ export class WorkerPool {
     call: (start: number, end: number) => void,
   ): void {
     const c = this.#control;
+    if (!this.#workers.length && !this.#scheduled) {
+      this.#scheduled = true;
+      unref(setTimeout(() => this.#spawn(), 0));
+    }
     const parts = 1 + this.ready();
     if (parts > 1) {
       Atomics.store(c, PROGRAM, program);
