@@ -5,7 +5,8 @@
  * wasm), ONNX Runtime Web (wasm) and jax-js (wasm). Time is from the call until the result is a
  * host typed array; every library's result is checked before it is timed (float64 or ONNX
  * Runtime's recorded outputs). Each library's first run — setup and compile included — goes to
- * stderr as `first-run <workload> <library> <ms>` lines, which `bench:report` tabulates.
+ * stderr as `first-run <workload> <library> <ms>` lines, which `bench:report` tabulates
+ * (`KILN_BENCH_FIRST_ONLY=1` stops there, for its first runs from a warm kernel cache).
  *
  * Run: `deno task bench` (or `deno bench -A bench/cpu_bench.ts`).
  *
@@ -85,7 +86,9 @@ for (const [library, create] of libraries) {
     if (run) runs.set(`${w.id} ${library}`, run);
   }
 }
-for (const w of workloads) {
+// `bench:report` measures first runs from a warm kernel cache alone.
+const timed = !Deno.env.get("KILN_BENCH_FIRST_ONLY");
+for (const w of timed ? workloads : []) {
   for (const [library] of libraries) {
     const run = runs.get(`${w.id} ${library}`);
     if (!run) continue;

@@ -2,8 +2,9 @@
  * `deno task bench:report`: runs `bench/cpu_bench.ts` for one library per process (`deno bench
  * --json --filter`), `--processes N` times each (default 3), and writes `bench/REPORT.md` — per
  * cell the median of the processes' mean times and their spread, kiln's ratio to the best peer,
- * and a table of first runs (setup + compile + run) — and `bench/report.svg` (a log-scale bar
- * chart). Progress goes to stderr.
+ * and a table of first runs (setup + compile + run; kiln's kernel cache off, and once more from
+ * a cache directory another process filled) — and `bench/report.svg` (a log-scale bar chart).
+ * Progress goes to stderr.
  *
  * `--gpu` does the same with `bench/gpu_bench.ts` (`deno task bench:gpu`, on the GPU machine) and
  * adds kiln's device time from timestamp queries, writing `bench/REPORT-gpu.md` and
@@ -60,12 +61,27 @@ interface Measured {
   devices: Figure[];
 }
 
-async function runLibrary(library: string): Promise<Measured> {
+/** kiln's first runs in a process whose kernel cache on disk is warm (a column of its own). */
+const WARM = `${KILN}, warm cache`;
+
+/**
+ * Runs `library`'s benchmarks in a process of its own; kiln's kernel cache is off unless
+ * `cacheDir` is given, and `firstOnly` skips the timed runs.
+ */
+async function runLibrary(
+  library: string,
+  { cacheDir = "off", firstOnly = false }: { cacheDir?: string; firstOnly?: boolean } = {},
+): Promise<Measured> {
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["bench", "-A", ...BENCH_FLAGS, "--json", "--filter", library, BENCH],
     stdout: "piped",
     stderr: "piped",
-    env: { NO_COLOR: "1", KILN_BENCH_ONLY: library },
+    env: {
+      NO_COLOR: "1",
+      KILN_BENCH_ONLY: library,
+      KILN_CACHE_DIR: cacheDir,
+      ...(firstOnly ? { KILN_BENCH_FIRST_ONLY: "1" } : {}),
+    },
   }).output();
   const lines = new TextDecoder().decode(out.stderr).split("\n").map((l) => l.split("\t"));
   return {
@@ -170,8 +186,24 @@ if (flags.from?.length) {
       add(await runLibrary(library));
     }
   }
+  if (!GPU && wanted.includes(KILN)) {
+    Deno.stderr.writeSync(new TextEncoder().encode(`${WARM}: filling a cache, then measuring…\n`));
+    measured.firsts.push(...await warmFirsts());
+  }
   if (flags.raw) await Deno.writeTextFile(flags.raw, JSON.stringify(measured));
 }
+/** kiln's first runs after another process filled a fresh kernel cache directory. */
+async function warmFirsts(): Promise<Figure[]> {
+  const dir = await Deno.makeTempDir();
+  try {
+    await runLibrary(KILN, { cacheDir: dir, firstOnly: true });
+    const { firsts } = await runLibrary(KILN, { cacheDir: dir, firstOnly: true });
+    return firsts.map((f) => ({ ...f, library: WARM }));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 const { runs, firsts, devices } = measured;
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b), h = s.length >> 1;
@@ -228,24 +260,31 @@ function deviceTable(times: Cell[]): string[] {
   ];
 }
 
-/** A markdown table of `cells`: one row per workload, kiln's ratio to the best peer last. */
-function table(cells: Cell[], spread: boolean): string[] {
+/**
+ * A markdown table of `cells`: one row per workload, a column per library (and `extra`, a kiln
+ * variant), then each kiln column's ratio to the best peer.
+ */
+function table(cells: Cell[], spread: boolean, extra: string[] = []): string[] {
+  const columns = [...LIBRARIES, ...extra], kilns = [KILN, ...extra];
   return [
-    `| workload | ${LIBRARIES.join(" | ")} | ${KILN} ÷ best peer |`,
-    `| --- | ${LIBRARIES.map(() => "---:").join(" | ")} | ---: |`,
+    `| workload | ${columns.join(" | ")} | ${kilns.map((k) => `${k} ÷ best peer`).join(" | ")} |`,
+    `| --- | ${[...columns, ...kilns].map(() => "---:").join(" | ")} |`,
     ...groups.map((g) => {
       const cell = (lib: string) => cells.find((r) => r.group === g && r.library === lib);
       const peers = cells.filter((r) => r.group === g && !r.library.startsWith("kiln"));
       const best = Math.min(...peers.map((r) => r.avgMs));
-      const kiln = cell(KILN);
       const show = (c: Cell | undefined) =>
         !c
           ? "—"
           : spread && c.n > 1
           ? `${fmt(c.avgMs)} ±${Math.round(c.spread * 50)}%`
           : fmt(c.avgMs);
-      return `| ${g} | ${LIBRARIES.map((l) => show(cell(l))).join(" | ")} | ${
-        kiln && peers.length ? (kiln.avgMs / best).toFixed(2) : "—"
+      const ratio = (k: string) => {
+        const kiln = cell(k);
+        return kiln && peers.length ? (kiln.avgMs / best).toFixed(2) : "—";
+      };
+      return `| ${g} | ${columns.map((l) => show(cell(l))).join(" | ")} | ${
+        kilns.map(ratio).join(" | ")
       } |`;
     }),
   ];
@@ -264,9 +303,9 @@ const lines = [
   "",
   ...(firstRows.length
     ? [
-      "First runs — from creating the library's runner (model or session, compile) through the first result on the host; medians over the processes:",
+      `First runs — from creating the library's runner (model or session, compile) through the first result on the host; medians over the processes. kiln's kernel cache is off except in "${WARM}", a process after another one filled a fresh cache directory (what a program meets from its second start on: the disk cache is on by default):`,
       "",
-      ...table(firstRows, false),
+      ...table(firstRows, false, firstRows.some((c) => c.library === WARM) ? [WARM] : []),
       "",
     ]
     : []),
