@@ -9,12 +9,18 @@
 import type { Program } from "../backend.ts";
 import type { DType, TensorData } from "../../jit/dtype.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
-import { aluCount, type KernelIR, kernelText, rowCount } from "../../jit/kernel_ir.ts";
+import {
+  aluCount,
+  type KernelIR,
+  kernelText,
+  matmulOperands,
+  rowCount,
+} from "../../jit/kernel_ir.ts";
 import { KilnError } from "../../jit/errors.ts";
 import { planMemory } from "../../jit/memory_plan.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { fromWords, toWords } from "../words.ts";
-import { contracts, scratchBytes, TILE_ROWS } from "./wasm_matmul.ts";
+import { contracts, packedBBytes, scratchBytes, TILE_ROWS } from "./wasm_matmul.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
 /** Element-ops of a program from which the worker pool spawns at compile (see `WorkerPool`). */
@@ -106,6 +112,23 @@ export function arenaProgram(plan: ArenaPlan): Program {
   const scratch = top,
     scratchSize = Math.ceil(Math.max(16, ...plan.kernels.map(scratchBytes)) / 16) * 16;
   top += scratchSize * threads;
+  // A tiled matmul whose B the program holds fixed (a param or constant) gets it packed once per
+  // change of B, at a place of its own; 0 tells the kernel to pack per call.
+  const fixed = new Set([
+    ...plan.bindings.filter((b) => b.resident).map((b) => b.value),
+    ...plan.constants.keys(),
+  ]);
+  const packs = plan.kernels.map((k, i) => {
+    const b = matmulOperands(k)?.b;
+    const value = b && k.inputs[b.input].value;
+    if (value === undefined || !fixed.has(value)) return undefined;
+    if (!WebAssembly.Module.exports(plan.modules[i]).some((e) => e.name === "packsB")) {
+      return undefined;
+    }
+    const at = top;
+    top += Math.ceil(packedBBytes(k) / 16) * 16;
+    return { value, at };
+  });
   const pages = Math.max(1, Math.ceil(top / PAGE));
   if (pages > MAX_PAGES) {
     throw new KilnError(
@@ -137,6 +160,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
       modules: plan.modules,
       memory,
       args: addresses,
+      packs: packs.map((p) => p?.at ?? 0),
       scratch,
       scratchBytes: scratchSize,
       // Spawning blocks this thread for 20-30 ms: worth it up front only for first runs that
@@ -152,8 +176,11 @@ export function arenaProgram(plan: ArenaPlan): Program {
     return { unit, chunk: unit * Math.max(least, Math.floor(CHUNK_WORK / (work * unit))) };
   });
   const written = new Map<number, TensorData>();
+  /** Values written by the current run (a prepacked B among them is packed anew). */
+  const fresh = new Set<number>();
   const write = (value: number, data: TensorData, dtype: DType) => {
     if (!types.has(value) || written.get(value) === data) return;
+    fresh.add(value);
     const words = toWords(data, dtype);
     new Uint8Array(memory.buffer, offsets.get(value)!, words.byteLength).set(
       new Uint8Array(words.buffer, words.byteOffset, words.byteLength),
@@ -169,6 +196,10 @@ export function arenaProgram(plan: ArenaPlan): Program {
         write(v, t.data, t.dtype as DType);
         written.set(v, t.data);
       }
+      packs.forEach((p, i) => {
+        if (p && fresh.has(p.value)) runs[i](...addresses[i], scratch, -1, 0, p.at);
+      });
+      fresh.clear();
       plan.kernels.forEach((k, i) => {
         const rows = active !== undefined && plan.partial?.[i]
           ? rowCount(k) / k.space[0] * active
@@ -176,7 +207,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
         const { chunk } = split[i];
         const call = (start: number, end: number) => {
           for (let s = start, n = chunk; s < end; s += n, n *= 2) {
-            runs[i](...addresses[i], scratch, s, Math.min(end, s + n));
+            runs[i](...addresses[i], scratch, s, Math.min(end, s + n), packs[i]?.at ?? 0);
           }
         };
         if (crew && threaded[i]) crew.run(i, rows, split[i], call);

@@ -1,7 +1,9 @@
 /**
  * WebAssembly generation from the kernel IR with Binaryen. Each kernel becomes one exported
- * function `run(buffers…, rowStart, rowEnd)` taking the byte address of every input and output in
- * a shared memory arena and the range of rows to compute (threads and shape buckets split rows).
+ * function `run(buffers…, scratch, rowStart, rowEnd, packedB)` taking the byte address of every
+ * input and output in a shared memory arena, the thread's scratch, the range of rows to compute
+ * (threads and shape buckets split rows), and for tiled matmuls where B is prepacked (see
+ * `wasm_matmul.ts`).
  * Per row it runs each reduction as a loop over the reduced coordinates, then stores row outputs
  * once and full outputs in a final loop — the same schedule as the reference interpreter.
  *
@@ -188,8 +190,8 @@ export function generateWasm(
   const nIn = kernel.inputs.length, nOut = kernel.outputs.length;
   /** Buffer `i` of the kernel's parameters: inputs, then outputs (read back by reuse below). */
   const bufferOf = (i: number) => (i < nIn ? kernel.inputs[i] : kernel.outputs[i - nIn]);
-  // run(buffers…, scratch, rowStart, rowEnd)
-  const params = nIn + nOut + 3;
+  // run(buffers…, scratch, rowStart, rowEnd, packedB)
+  const params = nIn + nOut + 4;
   const locals: number[] = [];
   const local = (type: number) => params + locals.push(type) - 1;
   const get = (l: number, type: number) => m.local.get(l, type);
@@ -1158,7 +1160,7 @@ export function generateWasm(
       rowBody.push(...(red.length ? countedLoop(it, inner, stmts) : stmts));
     }
   }
-  const scratch = nIn + nOut, start = nIn + nOut + 1, end = nIn + nOut + 2;
+  const scratch = nIn + nOut, start = nIn + nOut + 1, end = nIn + nOut + 2, packedB = end + 1;
   const gemm = matmulPlan(kernel);
   const elementwise = gemm ? undefined : elementwiseBody();
   if (gemm) {
@@ -1171,7 +1173,7 @@ export function generateWasm(
       kept,
       coord,
       accs,
-      params: { scratch, start, end },
+      params: { scratch, start, end, packedB },
       local,
       get,
       ic,

@@ -36,8 +36,13 @@ export interface MatmulContext {
   readonly coord: readonly number[];
   /** Reduction result locals. */
   readonly accs: readonly number[];
-  /** Parameter locals: scratch address and the row range. */
-  readonly params: { readonly scratch: number; readonly start: number; readonly end: number };
+  /** Parameter locals: scratch address, the row range, and a prepacked B's address (or 0). */
+  readonly params: {
+    readonly scratch: number;
+    readonly start: number;
+    readonly end: number;
+    readonly packedB: number;
+  };
   /** A fresh local of `type`. */
   local(type: number): number;
   /** `local.get`. */
@@ -86,11 +91,16 @@ export interface MatmulContext {
  * finished tile goes through the scratch to the epilogue, a linear walk over its valid columns.
  * `undefined` when B is not affine (A may be packed), B's columns run backwards, or B changes
  * with the row (batched B): the i-k-j path below takes those.
+ *
+ * B's panels are packed per call into the scratch — or, when the program holds B fixed (a
+ * weight), once into `packedB` by a call with `rowStart` −1 (the module then exports the global
+ * `packsB`), and calls with a non-zero `packedB` read the panels there: a model's weights are
+ * not re-packed on every run by every thread, as ONNX Runtime prepacks them.
  */
 export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
   const { m, binaryen, kernel, local, get, ic, kept, coord, unravel, loadAddress } = e;
   const { whileLoop, countedLoop, accessesOf, linearOver, walks, vectorizable, linearStores } = e;
-  const { scratch, start, end } = e.params;
+  const { scratch, start, end, packedB } = e.params;
   const space = kernel.space, f4 = m.f32x4;
   const i32 = binaryen.i32, v128 = binaryen.v128;
   const { nb, n, k, a, b } = plan;
@@ -109,7 +119,8 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   const strideA = wa ? 4 * wa.weights[kAxis] : 4, strideB = 4 * wb.weights[kAxis];
   const strideN = 4 * wb.weights[nAxis];
   const r = local(i32), r1 = local(i32), n0 = local(i32), kk = local(i32), rowAt = local(i32);
-  const bPtr = local(i32), av = local(v128), b0 = local(v128), b1 = local(v128);
+  const bPtr = local(i32), bPanel = local(i32), av = local(v128), b0 = local(v128);
+  const b1 = local(v128);
   const aPtr = [...Array(TILE_ROWS).keys()].map(() => local(i32));
   const acc = [...Array(2 * TILE_ROWS).keys()].map(() => local(v128));
   const v = (l: number) => get(l, v128);
@@ -146,7 +157,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       setRow(m.i32.add(get(r, i32), ic(i)), get(n0, i32), st);
       st.push(m.local.set(aPtr[i], rowA(m.i32.add(get(r, i32), ic(i)), st)));
     }
-    st.push(m.local.set(bPtr, m.i32.add(get(scratch, i32), ic(PANEL))));
+    st.push(m.local.set(bPtr, get(bPanel, i32)));
     for (let i = 0; i < 2 * rows; i++) st.push(m.local.set(acc[i], f4.splat(m.f32.const(0))));
     const body = [
       m.local.set(b0, m.v128.load(0, 4, get(bPtr, i32))),
@@ -175,16 +186,17 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     return st;
   };
   /**
-   * Copies B's panel of 8 columns at n0 into the scratch, k-major: B's rows are often a page
-   * apart, and streaming 32 bytes from each of k pages thrashes the caches' sets.
+   * Copies B's panel of 8 columns at n0 to `to`, k-major: B's rows are often a page apart, and
+   * streaming 32 bytes from each of k pages thrashes the caches' sets. B is the same for every
+   * row (else this path is not taken), so row 0's coordinates reach it.
    */
-  const pack = (width: number) => {
+  const pack = (width: number, to: number) => {
     const st: number[] = [];
-    setRow(m.i32.div_u(get(start, i32), ic(n)), get(n0, i32), st);
+    setRow(ic(0), get(n0, i32), st);
     const dst = local(i32);
     st.push(
       m.local.set(bPtr, loadAddress(b, st).address),
-      m.local.set(dst, m.i32.add(get(scratch, i32), ic(PANEL))),
+      m.local.set(dst, to),
       ...kLoop([
         // Contiguous columns copy as two vectors; others (B transposed, as PyTorch's Linear
         // exports it) gather eight scalars, and a last panel of fewer columns pads with zeros.
@@ -273,9 +285,19 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     );
     return st;
   };
-  /** One panel of `width` ≤ 8 columns at n0: packed, then every row tile over it. */
+  /** Where the panel at n0 lives when B is prepacked. */
+  const prepacked = () =>
+    m.i32.add(get(packedB, i32), m.i32.mul(m.i32.shr_u(get(n0, i32), ic(3)), ic(32 * k)));
+  /** One panel of `width` ≤ 8 columns at n0: packed (unless prepacked), then every row tile. */
   const panel = (width: number) => [
-    ...pack(width),
+    m.if(
+      get(packedB, i32),
+      m.local.set(bPanel, prepacked()),
+      m.block(null, [
+        ...pack(width, m.i32.add(get(scratch, i32), ic(PANEL))),
+        m.local.set(bPanel, m.i32.add(get(scratch, i32), ic(PANEL))),
+      ]),
+    ),
     m.local.set(r, get(first, i32)),
     whileLoop(() => m.i32.le_s(m.i32.add(get(r, i32), ic(TILE_ROWS)), get(r1, i32)), [
       ...tile(TILE_ROWS, width),
@@ -287,16 +309,26 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     ]),
   ];
   const wide = n - (n % 8);
+  /** Statements for every panel of B: `each(width)` at n0 = 0, 8, …, the last one narrower. */
+  const panels = (each: (width: number) => number[]) => [
+    m.local.set(n0, ic(0)),
+    whileLoop(() => m.i32.lt_s(get(n0, i32), ic(wide)), [
+      ...each(8),
+      m.local.set(n0, m.i32.add(get(n0, i32), ic(8))),
+    ]),
+    ...(wide < n ? each(n - wide) : []),
+  ];
+  m.addGlobal("packsB", i32, false, ic(1));
+  m.addGlobalExport("packsB", "packsB");
   const stmts = [
+    m.if(
+      m.i32.lt_s(get(start, i32), ic(0)),
+      m.block(null, [...panels((width) => pack(width, prepacked())), m.return()]),
+    ),
     m.local.set(r1, m.i32.div_u(get(end, i32), ic(n))),
     m.local.set(first, m.i32.div_u(get(start, i32), ic(n))),
     ...(packed ? packA() : []),
-    m.local.set(n0, ic(0)),
-    whileLoop(() => m.i32.lt_s(get(n0, i32), ic(wide)), [
-      ...panel(8),
-      m.local.set(n0, m.i32.add(get(n0, i32), ic(8))),
-    ]),
-    ...(wide < n ? panel(n - wide) : []),
+    ...panels(panel),
   ];
   return stmts;
 }
@@ -473,6 +505,12 @@ export function indirection(kernel: KernelIR): { table: Int32Array; fill: number
     }
   }
   return { table, fill: fill ?? 0 };
+}
+
+/** Bytes of a matmul's prepacked B: panels of 8 columns (the last zero-padded), k-major. */
+export function packedBBytes(kernel: KernelIR): number {
+  const [n, k] = kernel.space.slice(-2);
+  return Math.ceil(n / 8) * 32 * k;
 }
 
 /**

@@ -190,6 +190,42 @@ Deno.test("tiled matmul matches the reference at every tile remainder, with epil
   await close("MatMul", [f32([], [3, 0]), f32([], [0, 8])]);
 });
 
+Deno.test("weights are packed once and again after setParam, on every thread, transposed or not", async () => {
+  for (const [m, transB] of [[1, 0], [7, 1], [600, 0], [600, 1]]) {
+    const [k, n] = [64, 20];
+    const b = new GraphBuilder();
+    const x = b.input("x", [m, k]);
+    const w = b.param("w", transB ? [n, k] : [k, n], "f32", data(k * n, 3));
+    b.output("y", b.op("Relu", [b.op("Gemm", [x, w, b.constant(data(n, 4), [n])], { transB })]));
+    const graph = b.build();
+    const [exe, ref] = await Promise.all([
+      compile(graph, { backend: wasm }),
+      compile(graph, { backend: "reference" }),
+    ]);
+    try {
+      const inputs = { x: f32(data(m * k, 5), [m, k]) };
+      const check = async (label: string) => {
+        const [got, want] = await Promise.all([exe.run(inputs), ref.run(inputs)]);
+        assertClose(numbers(got.y.data), numbers(want.y.data), {
+          atol: 1e-5,
+          rtol: 1e-5,
+          message: `m ${m} transB ${transB}: ${label}`,
+        });
+      };
+      await check("first run");
+      // The pool's workers start after the first run's task; later runs split the rows.
+      await new Promise((r) => setTimeout(r, 300));
+      await check("threaded run");
+      for (const e of [exe, ref]) e.setParam("w", data(k * n, 6));
+      await check("after setParam");
+      await check("again");
+    } finally {
+      exe.dispose();
+      ref.dispose();
+    }
+  }
+});
+
 Deno.test("convolutions as implicit GEMM: padding, strides, dilation, groups, fills, epilogues", async () => {
   const close = (op: string, inputs: HostTensor[], attrs: Attrs = {}) =>
     assertMatchesReference(wasm, op, inputs, attrs, { atol: 1e-4, rtol: 1e-5 });

@@ -41,6 +41,8 @@ export interface CrewOptions {
   readonly memory: WebAssembly.Memory;
   /** Per kernel: its buffer addresses (the arguments before scratch and row range). */
   readonly args: readonly (readonly number[])[];
+  /** Per kernel: its prepacked B's address, or 0 (the argument after the row range). */
+  readonly packs: readonly number[];
   /** Scratch of thread `t`: `scratch + t * scratchBytes`. */
   readonly scratch: number;
   /** Scratch bytes per thread. */
@@ -112,7 +114,7 @@ for (;;) {
     const [start, end] = partOf(Atomics.load(c, ${ROWS}), parts, Atomics.load(c, ${UNIT}), id);
     const chunk = Atomics.load(c, ${CHUNK});
     for (let s = start, n = chunk; s < end; s += n, n *= 2) {
-      p.runs[k](...p.args[k], p.scratch + id * p.scratchBytes, s, Math.min(end, s + n));
+      p.runs[k](...p.args[k], p.scratch + id * p.scratchBytes, s, Math.min(end, s + n), p.packs[k]);
     }
   } catch {
     Atomics.store(c, ${FAILED}, 1);
@@ -297,6 +299,7 @@ function registration(id: number, p: CrewOptions) {
     memory: p.memory,
     modules: p.modules,
     args: p.args,
+    packs: p.packs,
     scratch: p.scratch,
     scratchBytes: p.scratchBytes,
   };

@@ -74,6 +74,7 @@ Deno.test("a pool splits a kernel's rows between the caller and its workers, for
       modules: [module],
       memory,
       args: [[0]],
+      packs: [0],
       scratch: 1000,
       scratchBytes: 1,
     });
