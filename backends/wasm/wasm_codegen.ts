@@ -14,10 +14,10 @@
  * coordinate path.
  *
  * Values are f32 (f32/f16) or i32 (integers and bool; u32 uses unsigned ops); storage is 32-bit
- * words, widened and narrowed at the arena's edge. Every ALU result is re-rounded to its dtype.
+ * words, widened and narrowed at the arena's edge. Ops lower through `wasm_alu.ts` (every result
+ * re-rounded to its dtype); exp, log, erf, sin and cos come from the in-module vector library
+ * (`wasm_math.ts`); pow and fmod call the host's scalar functions through imports, lane by lane.
  * Float sums accumulate in f64 (two f64x2 lanes pairs in vector loops), as the reference does.
- * exp, log, erf, sin and cos come from the in-module vector library (`wasm_math.ts`); pow and
- * fmod call the host's scalar functions through imports, lane by lane.
  *
  * @module
  */
@@ -37,6 +37,7 @@ import {
   walk,
 } from "../../jit/kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
+import { aluLowering, exactReciprocal, isFloat, MATH } from "./wasm_alu.ts";
 import { addMathFunctions, HIGH_HALF, type MathFunction } from "./wasm_math.ts";
 import { gemmBody, indirection, type MatmulContext, matmulPlan, tiledGemm } from "./wasm_matmul.ts";
 
@@ -68,48 +69,6 @@ function keyOf(e: Expr): string {
   }
   return key;
 }
-
-/** `1 / x` when dividing by `x` is exactly multiplying by it (x a power of two in range). */
-function exactReciprocal(e: Expr): number | undefined {
-  if (e.kind !== "const" || e.value === 0 || !Number.isFinite(e.value)) return undefined;
-  const exponent = Math.log2(Math.abs(e.value));
-  return Number.isInteger(exponent) && Math.abs(exponent) < 126 ? 1 / e.value : undefined;
-}
-
-/** Vector functions of the in-module math library, by IR op. */
-const MATH: Record<string, MathFunction> = {
-  Exp: "vexp",
-  Log: "vlog",
-  Erf: "verf",
-  Sin: "vsin",
-  Cos: "vcos",
-};
-/** f32 → f32 ops with an f32x4 lowering (pow and fmod call the host per lane). */
-const VECTOR_F32 = new Set([
-  "Add",
-  "Sub",
-  "Mul",
-  "Div",
-  "Neg",
-  "Abs",
-  "Sqrt",
-  "Floor",
-  "Ceil",
-  "Round",
-  "Exp",
-  "Log",
-  "Erf",
-  "Sin",
-  "Cos",
-  "Pow",
-  "Mod",
-]);
-/** f32 comparisons giving lane masks. */
-const VECTOR_MASK = new Set(["Equal", "Greater", "Less", "IsNaN"]);
-/** Logic on lane masks. */
-const VECTOR_LOGIC = new Set(["And", "Or", "Not"]);
-
-const isFloat = (d: DType) => d === "f32" || d === "f16";
 
 /** A buffer walked by a linear loop: a base byte address (a local) and a stride in elements. */
 export interface Walk {
@@ -204,9 +163,11 @@ export function generateWasm(
   const row = local(i32), it = local(i32);
   const ic = (n: number) => m.i32.const(n | 0);
   const typeOf = (d: DType) => (isFloat(d) ? f32 : i32);
-  const call1 = (name: string, x: number) => m.f32.demote(m.call(name, [m.f64.promote(x)], f64));
-  const call2 = (name: string, x: number, y: number) =>
-    m.f32.demote(m.call(name, [m.f64.promote(x), m.f64.promote(y)], f64));
+  const { constant, round, alu, vectorKind, valu, lanes } = aluLowering({
+    m,
+    binaryen,
+    local,
+  });
 
   /** Statements that set coordinate locals for `axes` from the linear index in local `from`. */
   const unravel = (axes: readonly number[], from: number): number[] => {
@@ -307,177 +268,6 @@ export function generateWasm(
       ) => (shape[i] === 1 ? acc : m.i32.add(acc, m.i32.mul(get(l, i32), ic(strides[i])))),
       ic(0),
     );
-  };
-
-  const constant = (
-    value: number,
-    d: DType,
-  ) => (isFloat(d) ? m.f32.const(value) : ic(value >>> 0 === value ? value : value | 0));
-
-  const round = (x: number, d: DType): number => {
-    switch (d) {
-      case "f16":
-        return call1("f16", x);
-      case "i8":
-        return m.i32.shr_s(m.i32.shl(x, ic(24)), ic(24));
-      case "u8":
-        return m.i32.and(x, ic(255));
-      case "bool":
-        return m.i32.ne(x, ic(0));
-      default:
-        return x;
-    }
-  };
-
-  const cast = (x: number, from: DType, to: DType): number => {
-    if (to === "bool") return isFloat(from) ? m.f32.ne(x, m.f32.const(0)) : m.i32.ne(x, ic(0));
-    if (isFloat(to)) {
-      return isFloat(from) ? x : from === "u32" ? m.f32.convert_u.i32(x) : m.f32.convert_s.i32(x);
-    }
-    const clampS = (v: number, lo: number, hi: number) => {
-      const t = local(i32);
-      return m.block(null, [
-        m.local.set(t, v),
-        m.select(
-          m.i32.lt_s(get(t, i32), ic(lo)),
-          ic(lo),
-          m.select(m.i32.gt_s(get(t, i32), ic(hi)), ic(hi), get(t, i32)),
-        ),
-      ], i32);
-    };
-    if (isFloat(from)) {
-      if (to === "i32") return m.i32.trunc_s_sat.f32(x);
-      if (to === "u32") return m.i32.trunc_u_sat.f32(x);
-      return to === "i8"
-        ? clampS(m.i32.trunc_s_sat.f32(x), -128, 127)
-        : clampS(m.i32.trunc_s_sat.f32(x), 0, 255);
-    }
-    if (from === to) return x;
-    if (from === "u32") {
-      const t = local(i32);
-      const hi = to === "i32" ? 2147483647 : to === "i8" ? 127 : 255;
-      return m.block(null, [
-        m.local.set(t, x),
-        m.select(m.i32.gt_u(get(t, i32), ic(hi)), ic(hi), get(t, i32)),
-      ], i32);
-    }
-    if (to === "u32") return clampS(x, 0, 2147483647);
-    return to === "i8" ? clampS(x, -128, 127) : to === "u8" ? clampS(x, 0, 255) : x;
-  };
-
-  const alu = (
-    op: string,
-    a: number[],
-    d: DType[],
-    out: DType,
-    attrs: Record<string, unknown> | undefined,
-  ): number => {
-    const fl = isFloat(d[0] ?? out), u = d[0] === "u32";
-    const tmp = (v: number) => {
-      const l = local(i32);
-      return { set: m.local.set(l, v), get: () => get(l, i32) };
-    };
-    switch (op) {
-      case "Add":
-        return fl ? m.f32.add(a[0], a[1]) : m.i32.add(a[0], a[1]);
-      case "Sub":
-        return fl ? m.f32.sub(a[0], a[1]) : m.i32.sub(a[0], a[1]);
-      case "Mul":
-        return fl ? m.f32.mul(a[0], a[1]) : m.i32.mul(a[0], a[1]);
-      case "Div": {
-        if (fl) return m.f32.div(a[0], a[1]);
-        // select evaluates both arms, so the divisor is made safe first: x/0 gives 0 (as the
-        // reference) and INT_MIN / -1 wraps instead of trapping.
-        const x = tmp(a[0]), y = tmp(a[1]);
-        const zero = m.i32.eqz(y.get());
-        if (u) {
-          return m.block(null, [
-            x.set,
-            y.set,
-            m.select(zero, ic(0), m.i32.div_u(x.get(), m.select(zero, ic(1), y.get()))),
-          ], i32);
-        }
-        const minusOne = m.i32.eq(y.get(), ic(-1));
-        const safe = m.select(m.i32.or(m.i32.eqz(y.get()), minusOne), ic(1), y.get());
-        const q = m.select(
-          m.i32.eq(y.get(), ic(-1)),
-          m.i32.sub(ic(0), x.get()),
-          m.i32.div_s(x.get(), safe),
-        );
-        return m.block(null, [x.set, y.set, m.select(zero, ic(0), q)], i32);
-      }
-      case "Pow":
-        return fl ? call2("pow", a[0], a[1]) : m.i32.trunc_s_sat.f32(
-          call2("pow", m.f32.convert_s.i32(a[0]), m.f32.convert_s.i32(a[1])),
-        );
-      case "Mod": {
-        if (fl) return call2("fmod", a[0], a[1]);
-        const x = tmp(a[0]), y = tmp(a[1]);
-        const safe = m.select(m.i32.eqz(y.get()), ic(1), y.get());
-        const r = tmp(u ? m.i32.rem_u(x.get(), safe) : m.i32.rem_s(x.get(), safe));
-        const python = attrs?.fmod === 1 || u ? r.get() : m.select(
-          m.i32.and(
-            m.i32.ne(r.get(), ic(0)),
-            m.i32.ne(m.i32.lt_s(r.get(), ic(0)), m.i32.lt_s(y.get(), ic(0))),
-          ),
-          m.i32.add(r.get(), y.get()),
-          r.get(),
-        );
-        return m.block(
-          null,
-          [x.set, y.set, r.set, m.select(m.i32.eqz(y.get()), ic(0), python)],
-          i32,
-        );
-      }
-      case "Equal":
-        return fl ? m.f32.eq(a[0], a[1]) : m.i32.eq(a[0], a[1]);
-      case "Greater":
-        return fl ? m.f32.gt(a[0], a[1]) : u ? m.i32.gt_u(a[0], a[1]) : m.i32.gt_s(a[0], a[1]);
-      case "Less":
-        return fl ? m.f32.lt(a[0], a[1]) : u ? m.i32.lt_u(a[0], a[1]) : m.i32.lt_s(a[0], a[1]);
-      case "And":
-        return m.i32.and(m.i32.ne(a[0], ic(0)), m.i32.ne(a[1], ic(0)));
-      case "Or":
-        return m.i32.or(m.i32.ne(a[0], ic(0)), m.i32.ne(a[1], ic(0)));
-      case "Not":
-        return m.i32.eqz(a[0]);
-      case "Where":
-        return m.select(m.i32.ne(a[0], ic(0)), a[1], a[2]);
-      case "Neg":
-        return fl ? m.f32.neg(a[0]) : m.i32.sub(ic(0), a[0]);
-      case "Abs": {
-        if (fl) return m.f32.abs(a[0]);
-        const x = tmp(a[0]);
-        return m.block(null, [
-          x.set,
-          m.select(m.i32.lt_s(x.get(), ic(0)), m.i32.sub(ic(0), x.get()), x.get()),
-        ], i32);
-      }
-      case "Sqrt":
-        return m.f32.sqrt(a[0]);
-      case "Floor":
-        return m.f32.floor(a[0]);
-      case "Ceil":
-        return m.f32.ceil(a[0]);
-      case "Round":
-        return m.f32.nearest(a[0]);
-      case "Exp":
-      case "Log":
-      case "Erf":
-      case "Sin":
-      case "Cos":
-        return m.f32x4.extract_lane(
-          m.call(MATH[op], [m.f32x4.splat(a[0])], binaryen.v128),
-          0,
-        );
-      case "IsNaN": {
-        const l = local(f32);
-        return m.block(null, [m.local.set(l, a[0]), m.f32.ne(get(l, f32), get(l, f32))], i32);
-      }
-      case "Cast":
-        return cast(a[0], d[0], out);
-    }
-    throw new Error(`wasm: no lowering for ALU op ${op}`);
   };
 
   /** The byte address a load reads (out-of-bounds reads are redirected to element 0) and its guards. */
@@ -640,90 +430,11 @@ export function generateWasm(
       m.i32.mul(lane ? m.i32.add(get(j, i32), ic(lane)) : get(j, i32), ic(4 * w.stride)),
     );
 
-  const kinds = new Map<Expr, "f32" | "mask" | undefined>();
-  /** How `e` lives in a vector: f32 lanes, an all-ones/zero lane mask (bool), or not at all. */
-  const vectorKind = (e: Expr): "f32" | "mask" | undefined => {
-    if (kinds.has(e)) return kinds.get(e);
-    let k: "f32" | "mask" | undefined;
-    if (e.kind === "const") k = e.dtype === "f32" ? "f32" : e.dtype === "bool" ? "mask" : undefined;
-    else if (e.kind !== "alu") k = e.dtype === "f32" ? "f32" : undefined;
-    else {
-      const args = e.args.map(vectorKind);
-      const all = (want: string) => args.every((a) => a === want);
-      if (e.dtype === "f32" && VECTOR_F32.has(e.op) && all("f32")) k = "f32";
-      else if (VECTOR_MASK.has(e.op) && all("f32")) k = "mask";
-      else if (VECTOR_LOGIC.has(e.op) && all("mask")) k = "mask";
-      else if (e.op === "Where" && args[0] === "mask" && args[1] === args[2]) k = args[1];
-      else if (e.op === "Cast" && e.dtype === "f32" && args[0] !== undefined) k = "f32";
-    }
-    kinds.set(e, k);
-    return k;
-  };
   /** Whether values `exprs`, stored as outputs `outs` (one each), have an f32x4 lowering. */
   const vectorizable = (exprs: readonly Expr[], outs: readonly number[]) =>
     outs.every((k, i) =>
       vectorKind(exprs[i]) === (kernel.outputs[k].dtype === "bool" ? "mask" : "f32")
     );
-  const lanes = (f: (lane: number) => number) =>
-    [1, 2, 3].reduce((v, l) => f4.replace_lane(v, l, f(l)), f4.splat(f(0)));
-  const valu = (e: Extract<Expr, { kind: "alu" }>, a: (i: number) => number): number => {
-    // Binaryen expressions are a tree: every use of an argument builds a fresh node.
-    const lane = (x: number, l: number) => f4.extract_lane(x, l);
-    switch (e.op) {
-      case "Add":
-        return f4.add(a(0), a(1));
-      case "Sub":
-        return f4.sub(a(0), a(1));
-      case "Mul":
-        return f4.mul(a(0), a(1));
-      case "Div": {
-        const r = exactReciprocal(e.args[1]);
-        return r === undefined ? f4.div(a(0), a(1)) : f4.mul(a(0), f4.splat(m.f32.const(r)));
-      }
-      case "Neg":
-        return f4.neg(a(0));
-      case "Abs":
-        return f4.abs(a(0));
-      case "Sqrt":
-        return f4.sqrt(a(0));
-      case "Floor":
-        return f4.floor(a(0));
-      case "Ceil":
-        return f4.ceil(a(0));
-      case "Round":
-        return f4.nearest(a(0));
-      case "Exp":
-      case "Log":
-      case "Erf":
-      case "Sin":
-      case "Cos":
-        return m.call(MATH[e.op], [a(0)], v128);
-      case "Pow":
-      case "Mod":
-        return lanes(
-          (l) => call2(e.op === "Pow" ? "pow" : "fmod", lane(a(0), l), lane(a(1), l)),
-        );
-      case "Equal":
-        return f4.eq(a(0), a(1));
-      case "Greater":
-        return f4.gt(a(0), a(1));
-      case "Less":
-        return f4.lt(a(0), a(1));
-      case "IsNaN":
-        return f4.ne(a(0), a(0));
-      case "And":
-        return m.v128.and(a(0), a(1));
-      case "Or":
-        return m.v128.or(a(0), a(1));
-      case "Not":
-        return m.v128.not(a(0));
-      case "Where":
-        return m.v128.bitselect(a(1), a(2), a(0));
-      case "Cast":
-        return vectorKind(e.args[0]) === "mask" ? m.v128.and(a(0), f4.splat(m.f32.const(1))) : a(0);
-    }
-    throw new Error(`wasm: no vector lowering for ${e.op}`);
-  };
   /** Evaluates `expr` for four consecutive points of a linear walk. */
   const vvalue = (expr: Expr, lin: Linear, memo: Memo, stmts: number[]): number => {
     const hit = memo.get(keyOf(expr));
