@@ -14,6 +14,25 @@ import type { MathFunction } from "./wasm_math.ts";
 /** Whether `d` is held as f32 in generated code. */
 export const isFloat = (d: DType): boolean => d === "f32" || d === "f16";
 
+/** Locals holding evaluated expressions, by structural key. */
+export type Memo = Map<string, number>;
+
+const keys = new WeakMap<Expr, string>();
+/**
+ * A structural key: equal subexpressions (fusion often builds the same load or product twice,
+ * as distinct objects) are evaluated once per point.
+ */
+export function keyOf(e: Expr): string {
+  let key = keys.get(e);
+  if (key === undefined) {
+    key = e.kind === "alu"
+      ? `${e.op}:${e.dtype}:${JSON.stringify(e.attrs ?? {})}(${e.args.map(keyOf).join(",")})`
+      : JSON.stringify(e);
+    keys.set(e, key);
+  }
+  return key;
+}
+
 /** `1 / x` when dividing by `x` is exactly multiplying by it (x a power of two in range). */
 export function exactReciprocal(e: Expr): number | undefined {
   if (e.kind !== "const" || e.value === 0 || !Number.isFinite(e.value)) return undefined;

@@ -22,13 +22,7 @@
  * @module
  */
 import type { DType } from "../../jit/dtype.ts";
-import {
-  type AffineOffset,
-  affineOffset,
-  groupSize,
-  linearSuffix,
-  strideOver,
-} from "../../jit/access.ts";
+import { affineOffset, strideOver } from "../../jit/access.ts";
 import {
   type Expr,
   type IndexStep,
@@ -37,8 +31,9 @@ import {
   walk,
 } from "../../jit/kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
-import { aluLowering, exactReciprocal, isFloat, MATH } from "./wasm_alu.ts";
-import { addMathFunctions, HIGH_HALF, type MathFunction } from "./wasm_math.ts";
+import { aluLowering, exactReciprocal, isFloat, keyOf, MATH, type Memo } from "./wasm_alu.ts";
+import { type Linear, linearLowering, walkAt } from "./wasm_linear.ts";
+import { addMathFunctions, type MathFunction } from "./wasm_math.ts";
 import { gemmBody, indirection, type MatmulContext, matmulPlan, tiledGemm } from "./wasm_matmul.ts";
 
 /** The subset of the Binaryen.js API this generator uses. */
@@ -50,55 +45,6 @@ export const IMPORTS: readonly string[] = ["sin", "cos", "pow", "fmod", "f16"];
 
 /** A load node of the kernel IR. */
 export type LoadExpr = Extract<Expr, { kind: "load" }>;
-
-/** Locals holding evaluated expressions, by structural key. */
-type Memo = Map<string, number>;
-
-const keys = new WeakMap<Expr, string>();
-/**
- * A structural key: equal subexpressions (fusion often builds the same load or product twice,
- * as distinct objects) are evaluated once per point.
- */
-function keyOf(e: Expr): string {
-  let key = keys.get(e);
-  if (key === undefined) {
-    key = e.kind === "alu"
-      ? `${e.op}:${e.dtype}:${JSON.stringify(e.attrs ?? {})}(${e.args.map(keyOf).join(",")})`
-      : JSON.stringify(e);
-    keys.set(e, key);
-  }
-  return key;
-}
-
-/** A buffer walked by a linear loop: a base byte address (a local) and a stride in elements. */
-export interface Walk {
-  /** Local holding the base address. */
-  readonly base: number;
-  /** Elements per step of the loop index. */
-  readonly stride: number;
-}
-
-/** The walks of one linear loop. */
-export interface Linear {
-  /** Local holding the loop index. */
-  readonly j: number;
-  /** Each load's walk. */
-  readonly loads: Map<Expr, Walk>;
-  /** Each stored output's walk. */
-  readonly stores: Map<number, Walk>;
-  /** Where a matmul epilogue reads its accumulators (instead of the reduction's local). */
-  readonly acc?: Walk;
-  /** Loop-invariant f32 subexpressions evaluated before the loop, by key. */
-  readonly hoisted?: Map<string, number>;
-}
-
-/** The affine accesses of some expressions and stores. */
-export interface Accesses {
-  /** Loads with their offsets. */
-  readonly loads: [LoadExpr, AffineOffset][];
-  /** Output indices with their offsets. */
-  readonly stores: [number, AffineOffset][];
-}
 
 /** Options of {@linkcode generateWasm}. */
 export interface GenerateOptions {
@@ -151,6 +97,7 @@ export function generateWasm(
   const bufferOf = (i: number) => (i < nIn ? kernel.inputs[i] : kernel.outputs[i - nIn]);
   // run(buffers…, scratch, rowStart, rowEnd, packedB)
   const params = nIn + nOut + 4;
+  const scratch = nIn + nOut, start = nIn + nOut + 1, end = nIn + nOut + 2, packedB = end + 1;
   const locals: number[] = [];
   const local = (type: number) => params + locals.push(type) - 1;
   const get = (l: number, type: number) => m.local.get(l, type);
@@ -297,11 +244,11 @@ export function generateWasm(
         return constant(expr.value, expr.dtype);
       case "acc":
         return lin?.acc
-          ? m.f32.load(0, 4, at(lin.acc, lin.j))
+          ? m.f32.load(0, 4, walkAt({ m, binaryen }, lin.acc, lin.j))
           : get(accs[expr.index], typeOf(expr.dtype));
       case "load": {
         if (lin) {
-          const address = at(lin.loads.get(expr)!, lin.j);
+          const address = walkAt({ m, binaryen }, lin.loads.get(expr)!, lin.j);
           code = isFloat(expr.dtype) ? m.f32.load(0, 4, address) : m.i32.load(0, 4, address);
           break;
         }
@@ -380,359 +327,29 @@ export function generateWasm(
     return [m.local.set(x, v), m.local.set(acc, m.select(keep, get(acc, t), get(x, t)))];
   };
 
-  // The linear path: when every access of a loop is affine and linear in the loop's index, each
-  // buffer is walked from a base address with a constant stride — four lanes at a time where the
-  // whole expression has an f32x4 lowering, one at a time for the tail and everything else.
-  const v128 = binaryen.v128, f4 = m.f32x4;
-  const accessesOf = (exprs: readonly Expr[], outs: readonly number[]): Accesses | undefined => {
-    const found = new Set<LoadExpr>();
-    for (const e of exprs) walk(e, (x) => x.kind === "load" && found.add(x));
-    const loads: [LoadExpr, AffineOffset][] = [];
-    for (const l of found) {
-      const a = affineOffset(l.steps, space, bufferOf(l.input).shape);
-      if (!a) return undefined;
-      loads.push([l, a]);
-    }
-    const stores: [number, AffineOffset][] = [];
-    for (const k of outs) {
-      const a = affineOffset(kernel.outputs[k].steps, space, kernel.outputs[k].shape);
-      if (!a) return undefined;
-      stores.push([k, a]);
-    }
-    return { loads, stores };
-  };
-  const linearOver = (acc: Accesses, group: readonly number[]) =>
-    [...acc.loads, ...acc.stores].every(([, a]) => strideOver(a, group, space) !== undefined);
-  /** Base addresses at the current coordinates (statements into `stmts`). */
-  const walks = (acc: Accesses, group: readonly number[], stmts: number[]): Linear => {
-    const lin: Linear = { j: local(i32), loads: new Map(), stores: new Map() };
-    for (const [l, a] of acc.loads) {
-      const base = local(i32);
-      stmts.push(m.local.set(base, loadAddress(l, stmts).address));
-      lin.loads.set(l, { base, stride: strideOver(a, group, space)! });
-    }
-    for (const [k, a] of acc.stores) {
-      const base = local(i32);
-      const { coords } = steps(kernel.outputs[k].steps, stmts);
-      stmts.push(
-        m.local.set(
-          base,
-          m.i32.add(addrOf(nIn + k), m.i32.shl(linear(coords, kernel.outputs[k].shape), ic(2))),
-        ),
-      );
-      lin.stores.set(k, { base, stride: strideOver(a, group, space)! });
-    }
-    return lin;
-  };
-  const at = (w: Walk, j: number, lane = 0) =>
-    w.stride === 0 ? get(w.base, i32) : m.i32.add(
-      get(w.base, i32),
-      m.i32.mul(lane ? m.i32.add(get(j, i32), ic(lane)) : get(j, i32), ic(4 * w.stride)),
-    );
-
-  /** Whether values `exprs`, stored as outputs `outs` (one each), have an f32x4 lowering. */
-  const vectorizable = (exprs: readonly Expr[], outs: readonly number[]) =>
-    outs.every((k, i) =>
-      vectorKind(exprs[i]) === (kernel.outputs[k].dtype === "bool" ? "mask" : "f32")
-    );
-  /** Evaluates `expr` for four consecutive points of a linear walk. */
-  const vvalue = (expr: Expr, lin: Linear, memo: Memo, stmts: number[]): number => {
-    const hit = memo.get(keyOf(expr));
-    if (hit !== undefined) return get(hit, v128);
-    const invariant = lin.hoisted?.get(keyOf(expr));
-    if (invariant !== undefined) return f4.splat(get(invariant, f32));
-    let code: number;
-    switch (expr.kind) {
-      case "const":
-        return expr.dtype === "bool"
-          ? m.i32x4.splat(ic(expr.value ? -1 : 0))
-          : f4.splat(m.f32.const(expr.value));
-      case "acc":
-        return lin.acc
-          ? m.v128.load(0, 4, at(lin.acc, lin.j))
-          : f4.splat(get(accs[expr.index], f32));
-      case "load": {
-        const w = lin.loads.get(expr)!;
-        code = w.stride === 1
-          ? m.v128.load(0, 4, at(w, lin.j))
-          : lanes((l) => m.f32.load(0, 4, at(w, lin.j, w.stride === 0 ? 0 : l)));
-        break;
-      }
-      case "alu":
-        for (const a of expr.args) vvalue(a, lin, memo, stmts);
-        code = valu(expr, (i) => vvalue(expr.args[i], lin, memo, stmts));
-        break;
-    }
-    const l = local(v128);
-    stmts.push(m.local.set(l, code));
-    memo.set(keyOf(expr), l);
-    return get(l, v128);
-  };
-  /** Stores output `k` for one (`width` 1) or four points of a linear walk. */
-  const storeLinear = (
-    k: number,
-    width: 1 | 4,
-    lin: Linear,
-    memo: Memo,
-    stmts: number[],
-    expr: Expr = kernel.outputs[k].expr,
-  ) => {
-    const o = kernel.outputs[k], w = lin.stores.get(k)!;
-    if (width === 1) {
-      const v = value(expr, memo, stmts, lin);
-      const address = at(w, lin.j);
-      stmts.push(isFloat(o.dtype) ? m.f32.store(0, 4, address, v) : m.i32.store(0, 4, address, v));
-      return;
-    }
-    let v = vvalue(expr, lin, memo, stmts);
-    if (o.dtype === "bool") v = m.v128.and(v, m.i32x4.splat(ic(1)));
-    if (w.stride === 1) stmts.push(m.v128.store(0, 4, at(w, lin.j), v));
-    else {
-      const t = local(v128);
-      stmts.push(m.local.set(t, v));
-      for (let l = 0; l < 4; l++) {
-        stmts.push(m.f32.store(0, 4, at(w, lin.j, l), f4.extract_lane(get(t, v128), l)));
-      }
-    }
-  };
-  /**
-   * Evaluates, before a loop, the largest f32 subexpressions of `exprs` that read no buffer (they
-   * depend on reductions and constants only: LayerNorm's `sqrt(var + eps)`), for `lin` to reuse.
-   */
-  const hoist = (lin: Linear, exprs: readonly Expr[], stmts: number[]): Linear => {
-    const hoisted = new Map<string, number>(), memo = new Map<string, number>();
-    const readsNothing = (e: Expr): boolean =>
-      e.kind === "alu" ? e.args.every(readsNothing) : e.kind !== "load";
-    const visit = (e: Expr) => {
-      if (e.kind !== "alu" || hoisted.has(keyOf(e))) return;
-      if (e.dtype === "f32" && readsNothing(e)) {
-        const l = local(f32);
-        stmts.push(m.local.set(l, value(e, memo, stmts)));
-        hoisted.set(keyOf(e), l);
-      } else e.args.forEach(visit);
-    };
-    exprs.forEach(visit);
-    return { ...lin, hoisted };
-  };
-  /** `count` points of a linear walk: four at a time while they fit (if `vector`), then one. */
-  const linearLoop = (
-    lin: Linear,
-    count: () => number,
-    vector: ((stmts: number[]) => void) | undefined,
-    scalar: (stmts: number[]) => void,
-  ): number[] => {
-    const j = () => get(lin.j, i32);
-    const run = (width: number, fill: (stmts: number[]) => void) => {
-      const stmts: number[] = [];
-      fill(stmts);
-      return whileLoop(
-        () =>
-          width === 1 ? m.i32.lt_s(j(), count()) : m.i32.le_s(m.i32.add(j(), ic(width)), count()),
-        [...stmts, m.local.set(lin.j, m.i32.add(j(), ic(width)))],
-      );
-    };
-    return [m.local.set(lin.j, ic(0)), ...(vector ? [run(4, vector)] : []), run(1, scalar)];
-  };
-  /**
-   * Stores outputs `outs` (the values `exprs`) at `count()` points of a linear walk, four at a
-   * time where `vector`.
-   */
-  const linearStores = (
-    lin: Linear,
-    count: () => number,
-    outs: readonly number[],
-    vector: boolean,
-    exprs: readonly Expr[] = outs.map((k) => kernel.outputs[k].expr),
-  ): number[] => {
-    const each = (width: 1 | 4) => (stmts: number[]) => {
-      const memo = new Map<string, number>();
-      outs.forEach((k, i) => storeLinear(k, width, lin, memo, stmts, exprs[i]));
-    };
-    return linearLoop(lin, count, vector ? each(4) : undefined, each(1));
-  };
-
-  /** Elementwise kernels: segments of the longest linear suffix of axes, no per-point unravel. */
-  function elementwiseBody(): number[] | undefined {
-    if (red.length || kernel.reductions.length) return undefined;
-    const outs = kernel.outputs.map((_, k) => k), exprs = kernel.outputs.map((o) => o.expr);
-    const acc = accessesOf(exprs, outs);
-    if (!acc) return undefined;
-    const group = linearSuffix([...acc.loads, ...acc.stores].map(([, a]) => a), space);
-    const size = groupSize(group, space);
-    const p = local(i32), n = local(i32);
-    const seg: number[] = unravel(space.map((_, i) => i), p);
-    seg.push(
-      m.local.set(n, m.i32.sub(ic(size), m.i32.rem_u(get(p, i32), ic(size)))),
-      m.local.set(
-        n,
-        m.select(
-          m.i32.lt_s(m.i32.sub(get(end, i32), get(p, i32)), get(n, i32)),
-          m.i32.sub(get(end, i32), get(p, i32)),
-          get(n, i32),
-        ),
-      ),
-    );
-    const lin = walks(acc, group, seg);
-    seg.push(
-      ...linearStores(lin, () => get(n, i32), outs, size >= 4 && vectorizable(exprs, outs)),
-      m.local.set(p, m.i32.add(get(p, i32), get(n, i32))),
-    );
-    return [
-      m.local.set(p, get(start, i32)),
-      whileLoop(() => m.i32.lt_s(get(p, i32), get(end, i32)), seg),
-    ];
-  }
-
-  /**
-   * One reduction over a row along a linear walk into local `acc`, or `undefined` when its
-   * accesses are not linear. `keep`: an output that stores each reduced value on the way;
-   * `squares`: an f64 local that also sums the squares of the values (a float sum's only).
-   */
-  const linearReduction = (
-    r: Reduction,
-    { acc, keep, squares }: { acc: number; keep?: number; squares?: number },
-  ): number[] | undefined => {
-    const access = accessesOf([r.expr], keep === undefined ? [] : [keep]);
-    if (!access) return undefined;
-    // Walk the reduced axes as one index where every access is linear in it; otherwise (conv's
-    // channel and window axes) loop over the outer ones and walk only the last.
-    const group = linearOver(access, red) ? red : red.slice(-1);
-    const outer = red.slice(0, red.length - group.length);
-    const count = groupSize(group, space);
-    const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
-    const { hoisted } = hoist({ j: -1, loads: new Map(), stores: new Map() }, [r.expr], stmts);
-    const vector = count >= 4 && r.dtype === "f32" && vectorKind(r.expr) === "f32";
-    const wide = wideSum(r);
-    // Sums: f64 partial sums of the low (`lo`) and high (`hi`) lanes. Max/min: the extremes in
-    // `lo` by pmax/pmin (one instruction on x86, where max/min cost ~8 for their NaN and ±0 rules;
-    // with the accumulator first they keep it on ties, as the scalar rule does, and skip NaNs),
-    // and in `hi` a mask of the lanes that met a NaN, which then sticks.
-    const lo = local(v128), hi = local(v128), sqLo = local(v128), sqHi = local(v128);
-    const lanesLo = local(v128), lanesHi = local(v128);
-    const combine: number[] = [];
-    if (vector) {
-      stmts.push(
-        m.local.set(
-          lo,
-          wide
-            ? m.f64x2.splat(m.f64.const(0))
-            : f4.splat(m.f32.const(r.op === "max" ? -Infinity : Infinity)),
-        ),
-        m.local.set(hi, wide ? get(lo, v128) : m.v128.const(new Array(16).fill(0))),
-        m.local.set(sqLo, get(hi, v128)),
-        m.local.set(sqHi, get(hi, v128)),
-      );
-      if (wide) {
-        const total = (into: number, a: number, b: number) =>
-          m.local.set(
-            into,
-            [0, 1].reduce(
-              (s, l) =>
-                m.f64.add(
-                  s,
-                  m.f64.add(
-                    m.f64x2.extract_lane(get(a, v128), l),
-                    m.f64x2.extract_lane(get(b, v128), l),
-                  ),
-                ),
-              get(into, f64),
-            ),
-          );
-        combine.push(
-          total(acc, lo, hi),
-          ...(squares === undefined ? [] : [total(squares, sqLo, sqHi)]),
-        );
-      } else {
-        for (let l = 0; l < 4; l++) {
-          combine.push(...accumulate(r, acc, f4.extract_lane(get(lo, v128), l)));
-        }
-        combine.push(m.if(m.v128.any_true(get(hi, v128)), m.local.set(acc, m.f32.const(NaN))));
-      }
-    }
-    const walk: number[] = [];
-    const lin: Linear = { ...walks(access, group, walk), hoisted };
-    walk.push(
-      ...linearLoop(
-        lin,
-        () => ic(count),
-        vector
-          ? (st) => {
-            const memo = new Map<string, number>();
-            const v = () => vvalue(r.expr, lin, memo, st);
-            if (keep !== undefined) {
-              st.push(
-                m.v128.store(0, 4, at(lin.stores.get(keep)!, lin.j), v()),
-              );
-            }
-            if (wide) {
-              const f2 = m.f64x2;
-              st.push(
-                m.local.set(lanesLo, f2.promote_low_f32x4(v())),
-                m.local.set(lanesHi, f2.promote_low_f32x4(m.i8x16.shuffle(v(), v(), HIGH_HALF))),
-                m.local.set(lo, f2.add(get(lo, v128), get(lanesLo, v128))),
-                m.local.set(hi, f2.add(get(hi, v128), get(lanesHi, v128))),
-              );
-              if (squares !== undefined) {
-                st.push(
-                  m.local.set(
-                    sqLo,
-                    f2.add(get(sqLo, v128), f2.mul(get(lanesLo, v128), get(lanesLo, v128))),
-                  ),
-                  m.local.set(
-                    sqHi,
-                    f2.add(get(sqHi, v128), f2.mul(get(lanesHi, v128), get(lanesHi, v128))),
-                  ),
-                );
-              }
-            } else {
-              st.push(
-                m.local.set(lo, (r.op === "max" ? f4.pmax : f4.pmin)(get(lo, v128), v())),
-                m.local.set(hi, m.v128.or(get(hi, v128), f4.ne(v(), v()))),
-              );
-            }
-          }
-          : undefined,
-        (st) => {
-          const memo = new Map<string, number>();
-          const v = () => value(r.expr, memo, st, lin);
-          if (keep !== undefined) st.push(m.f32.store(0, 4, at(lin.stores.get(keep)!, lin.j), v()));
-          st.push(...accumulate(r, acc, v()));
-          if (squares !== undefined) {
-            const x = () => m.f64.promote(v());
-            st.push(m.local.set(squares, m.f64.add(get(squares, f64), m.f64.mul(x(), x()))));
-          }
-        },
-      ),
-    );
-    // The outer axes as nested loops around the walk, innermost last.
-    const nest = outer.reduceRight(
-      (body, a) => [
-        m.local.set(coord[a], ic(0)),
-        whileLoop(() => m.i32.lt_s(get(coord[a], i32), ic(space[a])), [
-          ...body,
-          m.local.set(coord[a], m.i32.add(get(coord[a], i32), ic(1))),
-        ]),
-      ],
-      walk,
-    );
-    stmts.push(...nest, ...combine);
-    return stmts;
-  };
-
-  /** A row kernel's full outputs along a linear walk, or `undefined` when they are not linear. */
-  const linearOutputs = (
-    outs: readonly number[],
-    exprs: readonly Expr[] = outs.map((k) => kernel.outputs[k].expr),
-  ): number[] | undefined => {
-    const access = accessesOf(exprs, outs);
-    if (!access || !linearOver(access, red)) return undefined;
-    const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
-    const lin = hoist(walks(access, red, stmts), exprs, stmts);
-    stmts.push(
-      ...linearStores(lin, () => ic(inner), outs, inner >= 4 && vectorizable(exprs, outs), exprs),
-    );
-    return stmts;
-  };
+  const path = linearLowering({
+    m,
+    binaryen,
+    kernel,
+    coord,
+    accs,
+    rows: { start, end },
+    bufferOf,
+    local,
+    get,
+    ic,
+    unravel,
+    steps,
+    linear,
+    loadAddress,
+    value,
+    whileLoop,
+    wideSum,
+    accumulate,
+    vectorKind,
+    valu,
+    lanes,
+  });
 
   const fullOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) =>
     o.level === "full"
@@ -760,9 +377,9 @@ export function generateWasm(
     const back: Expr = { kind: "load", input: nIn + j, steps: o.steps, dtype: "f32" };
     return { ...e, args: [back, sum] };
   });
-  const linearFull = red.length > 0 && inner > 0 &&
-    accessesOf(fullOuts.map(([o]) => o.expr), fullOuts.map(([, j]) => j)) !== undefined &&
-    linearOver(accessesOf(fullOuts.map(([o]) => o.expr), fullOuts.map(([, j]) => j))!, red);
+  const fullAccess = path.accessesOf(fullOuts.map(([o]) => o.expr), fullOuts.map(([, j]) => j));
+  const linearFull = red.length > 0 && inner > 0 && fullAccess !== undefined &&
+    path.linearOver(fullAccess, red);
   const keepOf = (k: number) => {
     for (const [j, kk] of reused) if (kk === k && linearFull) return j;
     return undefined;
@@ -807,7 +424,7 @@ export function generateWasm(
     const variance = variances.get(k);
     const squares = variance === undefined ? undefined : local(f64);
     if (squares !== undefined) rowBody.push(m.local.set(squares, m.f64.const(0)));
-    const linearStmts = inner > 0 ? linearReduction(r, { acc, keep, squares }) : [];
+    const linearStmts = inner > 0 ? path.linearReduction(r, { acc, keep, squares }) : [];
     if (keep !== undefined && !linearStmts) reused.delete(keep);
     if (linearStmts) rowBody.push(...linearStmts);
     else {
@@ -858,7 +475,7 @@ export function generateWasm(
   }
   if (fullOuts.length) {
     const linearStmts = linearFull
-      ? linearOutputs(
+      ? path.linearOutputs(
         fullOuts.map(([, k]) => k),
         fullOuts.map(([o, k], i) => (reused.has(k) ? finals[i] : o.expr)),
       )
@@ -871,9 +488,8 @@ export function generateWasm(
       rowBody.push(...(red.length ? countedLoop(it, inner, stmts) : stmts));
     }
   }
-  const scratch = nIn + nOut, start = nIn + nOut + 1, end = nIn + nOut + 2, packedB = end + 1;
   const gemm = matmulPlan(kernel);
-  const elementwise = gemm ? undefined : elementwiseBody();
+  const elementwise = gemm ? undefined : path.elementwiseBody();
   if (gemm) {
     const context: MatmulContext = {
       m,
@@ -893,12 +509,8 @@ export function generateWasm(
       value,
       store,
       whileLoop,
-      accessesOf,
-      linearOver,
-      walks,
-      vectorizable,
       countedLoop,
-      linearStores,
+      ...path,
     };
     body.push(...(tiledGemm(context, gemm) ?? gemmBody(context, gemm)));
   } else if (elementwise) body.push(...elementwise);

@@ -16,7 +16,8 @@ import {
   matmulOperands,
   rowCount,
 } from "../../jit/kernel_ir.ts";
-import type { Accesses, Binaryen, Linear, LoadExpr } from "./wasm_codegen.ts";
+import type { Binaryen, LoadExpr } from "./wasm_codegen.ts";
+import type { Accesses, Linear } from "./wasm_linear.ts";
 
 /** What the matmul emitters use of the function being generated. */
 export interface MatmulContext {

@@ -1,0 +1,508 @@
+/**
+ * The linear path of the WebAssembly generator: when every access of a loop is affine and linear
+ * in the loop's index (`jit/access.ts`), each buffer is walked from a base address with a
+ * constant stride — four lanes at a time where the whole expression has an f32x4 lowering, one
+ * at a time for the tail and everything else. Elementwise kernels run segments of the longest
+ * such suffix of axes; row kernels run their reductions and full outputs over the reduced axes;
+ * matmul epilogues walk a tile's columns. It emits into the function `generateWasm` is building,
+ * through a {@linkcode LinearContext}.
+ *
+ * @module
+ */
+import {
+  type AffineOffset,
+  affineOffset,
+  groupSize,
+  linearSuffix,
+  strideOver,
+} from "../../jit/access.ts";
+import type { Expr, IndexStep, KernelBuffer, KernelIR, Reduction } from "../../jit/kernel_ir.ts";
+import { walk } from "../../jit/kernel_ir.ts";
+import { type Shape, sizeOf } from "../../jit/shape.ts";
+import { type AluLowering, isFloat, keyOf, type Memo } from "./wasm_alu.ts";
+import type { Binaryen, LoadExpr } from "./wasm_codegen.ts";
+import { HIGH_HALF } from "./wasm_math.ts";
+
+/** A buffer walked by a linear loop: a base byte address (a local) and a stride in elements. */
+export interface Walk {
+  /** Local holding the base address. */
+  readonly base: number;
+  /** Elements per step of the loop index. */
+  readonly stride: number;
+}
+
+/** The walks of one linear loop. */
+export interface Linear {
+  /** Local holding the loop index. */
+  readonly j: number;
+  /** Each load's walk. */
+  readonly loads: Map<Expr, Walk>;
+  /** Each stored output's walk. */
+  readonly stores: Map<number, Walk>;
+  /** Where a matmul epilogue reads its accumulators (instead of the reduction's local). */
+  readonly acc?: Walk;
+  /** Loop-invariant f32 subexpressions evaluated before the loop, by key. */
+  readonly hoisted?: Map<string, number>;
+}
+
+/** The affine accesses of some expressions and stores. */
+export interface Accesses {
+  /** Loads with their offsets. */
+  readonly loads: [LoadExpr, AffineOffset][];
+  /** Output indices with their offsets. */
+  readonly stores: [number, AffineOffset][];
+}
+
+/** The byte address walk `w` reaches at the loop index in local `j` (plus `lane`). */
+export function walkAt(
+  { m, binaryen }: { m: Binaryen; binaryen: Binaryen },
+  w: Walk,
+  j: number,
+  lane = 0,
+): number {
+  const i32 = binaryen.i32, get = (l: number) => m.local.get(l, i32);
+  if (w.stride === 0) return get(w.base);
+  const index = lane ? m.i32.add(get(j), m.i32.const(lane)) : get(j);
+  return m.i32.add(get(w.base), m.i32.mul(index, m.i32.const(4 * w.stride)));
+}
+
+/** What the linear path uses of the function being generated. */
+export interface LinearContext extends Pick<AluLowering, "vectorKind" | "valu" | "lanes"> {
+  /** The Binaryen module. */
+  readonly m: Binaryen;
+  /** Binaryen itself (types). */
+  readonly binaryen: Binaryen;
+  /** The kernel. */
+  readonly kernel: KernelIR;
+  /** Coordinate locals, one per axis of the space. */
+  readonly coord: readonly number[];
+  /** Reduction result locals. */
+  readonly accs: readonly number[];
+  /** Parameter locals of the row range. */
+  readonly rows: { readonly start: number; readonly end: number };
+  /** Buffer `i` of the function's parameters: inputs, then outputs. */
+  bufferOf(i: number): KernelBuffer;
+  /** A fresh local of `type`. */
+  local(type: number): number;
+  /** `local.get`. */
+  get(local: number, type: number): number;
+  /** An i32 constant. */
+  ic(n: number): number;
+  /** Statements setting the coordinates of `axes` from the linear index in local `from`. */
+  unravel(axes: readonly number[], from: number): number[];
+  /** Index steps as statements into fresh locals: the final coordinate locals (and guards). */
+  steps(list: readonly IndexStep[], stmts: number[]): { coords: number[] };
+  /** The element offset of coordinate locals `coords` in `shape`. */
+  linear(coords: number[], shape: Shape): number;
+  /** A load's address at the current coordinates (statements into `stmts`). */
+  loadAddress(load: LoadExpr, stmts: number[]): { address: number };
+  /** Evaluates `expr` at the current point (of walk `lin`, when given) into locals. */
+  value(expr: Expr, memo: Memo, stmts: number[], lin?: Linear): number;
+  /** `body` while `cond()` holds. */
+  whileLoop(cond: () => number, body: number[]): number;
+  /** Whether `r` is a float sum (accumulated in f64). */
+  wideSum(r: Reduction): boolean;
+  /** Statements folding value `v` into reduction `r`'s accumulator `acc`. */
+  accumulate(r: Reduction, acc: number, v: number): number[];
+}
+
+/** The linear path's emitters. */
+export interface LinearLowering {
+  /** The affine accesses of `exprs` and outputs `outs`, if all are affine. */
+  accessesOf(exprs: readonly Expr[], outs: readonly number[]): Accesses | undefined;
+  /** Whether every access is linear over the axes `group`. */
+  linearOver(access: Accesses, group: readonly number[]): boolean;
+  /** Base addresses at the current coordinates (statements into `stmts`). */
+  walks(access: Accesses, group: readonly number[], stmts: number[]): Linear;
+  /** Whether values `exprs`, stored as outputs `outs` (one each), have an f32x4 lowering. */
+  vectorizable(exprs: readonly Expr[], outs: readonly number[]): boolean;
+  /** Stores outputs `outs` at `count()` points of a walk, four at a time where `vector`. */
+  linearStores(
+    lin: Linear,
+    count: () => number,
+    outs: readonly number[],
+    vector: boolean,
+    exprs?: readonly Expr[],
+  ): number[];
+  /** An elementwise kernel's body, or `undefined` when its accesses are not affine. */
+  elementwiseBody(): number[] | undefined;
+  /**
+   * One reduction over a row along a linear walk into local `acc`, or `undefined` when its
+   * accesses are not linear. `keep`: an output that stores each reduced value on the way;
+   * `squares`: an f64 local that also sums the squares of the values (a float sum's only).
+   */
+  linearReduction(
+    r: Reduction,
+    options: { acc: number; keep?: number; squares?: number },
+  ): number[] | undefined;
+  /** A row kernel's full outputs along a linear walk, or `undefined` when they are not linear. */
+  linearOutputs(outs: readonly number[], exprs?: readonly Expr[]): number[] | undefined;
+}
+
+/** The linear path's emitters for one function. */
+export function linearLowering(c: LinearContext): LinearLowering {
+  const { m, binaryen, kernel, coord, accs, bufferOf, local, get, ic, unravel, steps, linear } = c;
+  const { loadAddress, value, whileLoop, wideSum, accumulate, vectorKind, valu, lanes } = c;
+  const { start, end } = c.rows;
+  const i32 = binaryen.i32, f32 = binaryen.f32, f64 = binaryen.f64;
+  const v128 = binaryen.v128, f4 = m.f32x4;
+  const space = kernel.space, red = kernel.reduced, inner = sizeOf(red.map((i) => space[i]));
+  const nIn = kernel.inputs.length;
+  const addrOf = (buffer: number) => get(buffer, i32);
+  const accessesOf = (exprs: readonly Expr[], outs: readonly number[]): Accesses | undefined => {
+    const found = new Set<LoadExpr>();
+    for (const e of exprs) walk(e, (x) => x.kind === "load" && found.add(x));
+    const loads: [LoadExpr, AffineOffset][] = [];
+    for (const l of found) {
+      const a = affineOffset(l.steps, space, bufferOf(l.input).shape);
+      if (!a) return undefined;
+      loads.push([l, a]);
+    }
+    const stores: [number, AffineOffset][] = [];
+    for (const k of outs) {
+      const a = affineOffset(kernel.outputs[k].steps, space, kernel.outputs[k].shape);
+      if (!a) return undefined;
+      stores.push([k, a]);
+    }
+    return { loads, stores };
+  };
+  const linearOver = (acc: Accesses, group: readonly number[]) =>
+    [...acc.loads, ...acc.stores].every(([, a]) => strideOver(a, group, space) !== undefined);
+  /** Base addresses at the current coordinates (statements into `stmts`). */
+  const walks = (acc: Accesses, group: readonly number[], stmts: number[]): Linear => {
+    const lin: Linear = { j: local(i32), loads: new Map(), stores: new Map() };
+    for (const [l, a] of acc.loads) {
+      const base = local(i32);
+      stmts.push(m.local.set(base, loadAddress(l, stmts).address));
+      lin.loads.set(l, { base, stride: strideOver(a, group, space)! });
+    }
+    for (const [k, a] of acc.stores) {
+      const base = local(i32);
+      const { coords } = steps(kernel.outputs[k].steps, stmts);
+      stmts.push(
+        m.local.set(
+          base,
+          m.i32.add(addrOf(nIn + k), m.i32.shl(linear(coords, kernel.outputs[k].shape), ic(2))),
+        ),
+      );
+      lin.stores.set(k, { base, stride: strideOver(a, group, space)! });
+    }
+    return lin;
+  };
+  const at = (w: Walk, j: number, lane = 0) => walkAt(c, w, j, lane);
+
+  /** Whether values `exprs`, stored as outputs `outs` (one each), have an f32x4 lowering. */
+  const vectorizable = (exprs: readonly Expr[], outs: readonly number[]) =>
+    outs.every((k, i) =>
+      vectorKind(exprs[i]) === (kernel.outputs[k].dtype === "bool" ? "mask" : "f32")
+    );
+  /** Evaluates `expr` for four consecutive points of a linear walk. */
+  const vvalue = (expr: Expr, lin: Linear, memo: Memo, stmts: number[]): number => {
+    const hit = memo.get(keyOf(expr));
+    if (hit !== undefined) return get(hit, v128);
+    const invariant = lin.hoisted?.get(keyOf(expr));
+    if (invariant !== undefined) return f4.splat(get(invariant, f32));
+    let code: number;
+    switch (expr.kind) {
+      case "const":
+        return expr.dtype === "bool"
+          ? m.i32x4.splat(ic(expr.value ? -1 : 0))
+          : f4.splat(m.f32.const(expr.value));
+      case "acc":
+        return lin.acc
+          ? m.v128.load(0, 4, at(lin.acc, lin.j))
+          : f4.splat(get(accs[expr.index], f32));
+      case "load": {
+        const w = lin.loads.get(expr)!;
+        code = w.stride === 1
+          ? m.v128.load(0, 4, at(w, lin.j))
+          : lanes((l) => m.f32.load(0, 4, at(w, lin.j, w.stride === 0 ? 0 : l)));
+        break;
+      }
+      case "alu":
+        for (const a of expr.args) vvalue(a, lin, memo, stmts);
+        code = valu(expr, (i) => vvalue(expr.args[i], lin, memo, stmts));
+        break;
+    }
+    const l = local(v128);
+    stmts.push(m.local.set(l, code));
+    memo.set(keyOf(expr), l);
+    return get(l, v128);
+  };
+  /** Stores output `k` for one (`width` 1) or four points of a linear walk. */
+  const storeLinear = (
+    k: number,
+    width: 1 | 4,
+    lin: Linear,
+    memo: Memo,
+    stmts: number[],
+    expr: Expr = kernel.outputs[k].expr,
+  ) => {
+    const o = kernel.outputs[k], w = lin.stores.get(k)!;
+    if (width === 1) {
+      const v = value(expr, memo, stmts, lin);
+      const address = at(w, lin.j);
+      stmts.push(isFloat(o.dtype) ? m.f32.store(0, 4, address, v) : m.i32.store(0, 4, address, v));
+      return;
+    }
+    let v = vvalue(expr, lin, memo, stmts);
+    if (o.dtype === "bool") v = m.v128.and(v, m.i32x4.splat(ic(1)));
+    if (w.stride === 1) stmts.push(m.v128.store(0, 4, at(w, lin.j), v));
+    else {
+      const t = local(v128);
+      stmts.push(m.local.set(t, v));
+      for (let l = 0; l < 4; l++) {
+        stmts.push(m.f32.store(0, 4, at(w, lin.j, l), f4.extract_lane(get(t, v128), l)));
+      }
+    }
+  };
+  /**
+   * Evaluates, before a loop, the largest f32 subexpressions of `exprs` that read no buffer (they
+   * depend on reductions and constants only: LayerNorm's `sqrt(var + eps)`), for `lin` to reuse.
+   */
+  const hoist = (lin: Linear, exprs: readonly Expr[], stmts: number[]): Linear => {
+    const hoisted = new Map<string, number>(), memo = new Map<string, number>();
+    const readsNothing = (e: Expr): boolean =>
+      e.kind === "alu" ? e.args.every(readsNothing) : e.kind !== "load";
+    const visit = (e: Expr) => {
+      if (e.kind !== "alu" || hoisted.has(keyOf(e))) return;
+      if (e.dtype === "f32" && readsNothing(e)) {
+        const l = local(f32);
+        stmts.push(m.local.set(l, value(e, memo, stmts)));
+        hoisted.set(keyOf(e), l);
+      } else e.args.forEach(visit);
+    };
+    exprs.forEach(visit);
+    return { ...lin, hoisted };
+  };
+  /** `count` points of a linear walk: four at a time while they fit (if `vector`), then one. */
+  const linearLoop = (
+    lin: Linear,
+    count: () => number,
+    vector: ((stmts: number[]) => void) | undefined,
+    scalar: (stmts: number[]) => void,
+  ): number[] => {
+    const j = () => get(lin.j, i32);
+    const run = (width: number, fill: (stmts: number[]) => void) => {
+      const stmts: number[] = [];
+      fill(stmts);
+      return whileLoop(
+        () =>
+          width === 1 ? m.i32.lt_s(j(), count()) : m.i32.le_s(m.i32.add(j(), ic(width)), count()),
+        [...stmts, m.local.set(lin.j, m.i32.add(j(), ic(width)))],
+      );
+    };
+    return [m.local.set(lin.j, ic(0)), ...(vector ? [run(4, vector)] : []), run(1, scalar)];
+  };
+  /**
+   * Stores outputs `outs` (the values `exprs`) at `count()` points of a linear walk, four at a
+   * time where `vector`.
+   */
+  const linearStores = (
+    lin: Linear,
+    count: () => number,
+    outs: readonly number[],
+    vector: boolean,
+    exprs: readonly Expr[] = outs.map((k) => kernel.outputs[k].expr),
+  ): number[] => {
+    const each = (width: 1 | 4) => (stmts: number[]) => {
+      const memo = new Map<string, number>();
+      outs.forEach((k, i) => storeLinear(k, width, lin, memo, stmts, exprs[i]));
+    };
+    return linearLoop(lin, count, vector ? each(4) : undefined, each(1));
+  };
+
+  /** Elementwise kernels: segments of the longest linear suffix of axes, no per-point unravel. */
+  function elementwiseBody(): number[] | undefined {
+    if (red.length || kernel.reductions.length) return undefined;
+    const outs = kernel.outputs.map((_, k) => k), exprs = kernel.outputs.map((o) => o.expr);
+    const acc = accessesOf(exprs, outs);
+    if (!acc) return undefined;
+    const group = linearSuffix([...acc.loads, ...acc.stores].map(([, a]) => a), space);
+    const size = groupSize(group, space);
+    const p = local(i32), n = local(i32);
+    const seg: number[] = unravel(space.map((_, i) => i), p);
+    seg.push(
+      m.local.set(n, m.i32.sub(ic(size), m.i32.rem_u(get(p, i32), ic(size)))),
+      m.local.set(
+        n,
+        m.select(
+          m.i32.lt_s(m.i32.sub(get(end, i32), get(p, i32)), get(n, i32)),
+          m.i32.sub(get(end, i32), get(p, i32)),
+          get(n, i32),
+        ),
+      ),
+    );
+    const lin = walks(acc, group, seg);
+    seg.push(
+      ...linearStores(lin, () => get(n, i32), outs, size >= 4 && vectorizable(exprs, outs)),
+      m.local.set(p, m.i32.add(get(p, i32), get(n, i32))),
+    );
+    return [
+      m.local.set(p, get(start, i32)),
+      whileLoop(() => m.i32.lt_s(get(p, i32), get(end, i32)), seg),
+    ];
+  }
+
+  /**
+   * One reduction over a row along a linear walk into local `acc`, or `undefined` when its
+   * accesses are not linear. `keep`: an output that stores each reduced value on the way;
+   * `squares`: an f64 local that also sums the squares of the values (a float sum's only).
+   */
+  const linearReduction = (
+    r: Reduction,
+    { acc, keep, squares }: { acc: number; keep?: number; squares?: number },
+  ): number[] | undefined => {
+    const access = accessesOf([r.expr], keep === undefined ? [] : [keep]);
+    if (!access) return undefined;
+    // Walk the reduced axes as one index where every access is linear in it; otherwise (conv's
+    // channel and window axes) loop over the outer ones and walk only the last.
+    const group = linearOver(access, red) ? red : red.slice(-1);
+    const outer = red.slice(0, red.length - group.length);
+    const count = groupSize(group, space);
+    const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
+    const { hoisted } = hoist({ j: -1, loads: new Map(), stores: new Map() }, [r.expr], stmts);
+    const vector = count >= 4 && r.dtype === "f32" && vectorKind(r.expr) === "f32";
+    const wide = wideSum(r);
+    // Sums: f64 partial sums of the low (`lo`) and high (`hi`) lanes. Max/min: the extremes in
+    // `lo` by pmax/pmin (one instruction on x86, where max/min cost ~8 for their NaN and ±0 rules;
+    // with the accumulator first they keep it on ties, as the scalar rule does, and skip NaNs),
+    // and in `hi` a mask of the lanes that met a NaN, which then sticks.
+    const lo = local(v128), hi = local(v128), sqLo = local(v128), sqHi = local(v128);
+    const lanesLo = local(v128), lanesHi = local(v128);
+    const combine: number[] = [];
+    if (vector) {
+      stmts.push(
+        m.local.set(
+          lo,
+          wide
+            ? m.f64x2.splat(m.f64.const(0))
+            : f4.splat(m.f32.const(r.op === "max" ? -Infinity : Infinity)),
+        ),
+        m.local.set(hi, wide ? get(lo, v128) : m.v128.const(new Array(16).fill(0))),
+        m.local.set(sqLo, get(hi, v128)),
+        m.local.set(sqHi, get(hi, v128)),
+      );
+      if (wide) {
+        const total = (into: number, a: number, b: number) =>
+          m.local.set(
+            into,
+            [0, 1].reduce(
+              (s, l) =>
+                m.f64.add(
+                  s,
+                  m.f64.add(
+                    m.f64x2.extract_lane(get(a, v128), l),
+                    m.f64x2.extract_lane(get(b, v128), l),
+                  ),
+                ),
+              get(into, f64),
+            ),
+          );
+        combine.push(
+          total(acc, lo, hi),
+          ...(squares === undefined ? [] : [total(squares, sqLo, sqHi)]),
+        );
+      } else {
+        for (let l = 0; l < 4; l++) {
+          combine.push(...accumulate(r, acc, f4.extract_lane(get(lo, v128), l)));
+        }
+        combine.push(m.if(m.v128.any_true(get(hi, v128)), m.local.set(acc, m.f32.const(NaN))));
+      }
+    }
+    const walk: number[] = [];
+    const lin: Linear = { ...walks(access, group, walk), hoisted };
+    walk.push(
+      ...linearLoop(
+        lin,
+        () => ic(count),
+        vector
+          ? (st) => {
+            const memo = new Map<string, number>();
+            const v = () => vvalue(r.expr, lin, memo, st);
+            if (keep !== undefined) {
+              st.push(
+                m.v128.store(0, 4, at(lin.stores.get(keep)!, lin.j), v()),
+              );
+            }
+            if (wide) {
+              const f2 = m.f64x2;
+              st.push(
+                m.local.set(lanesLo, f2.promote_low_f32x4(v())),
+                m.local.set(lanesHi, f2.promote_low_f32x4(m.i8x16.shuffle(v(), v(), HIGH_HALF))),
+                m.local.set(lo, f2.add(get(lo, v128), get(lanesLo, v128))),
+                m.local.set(hi, f2.add(get(hi, v128), get(lanesHi, v128))),
+              );
+              if (squares !== undefined) {
+                st.push(
+                  m.local.set(
+                    sqLo,
+                    f2.add(get(sqLo, v128), f2.mul(get(lanesLo, v128), get(lanesLo, v128))),
+                  ),
+                  m.local.set(
+                    sqHi,
+                    f2.add(get(sqHi, v128), f2.mul(get(lanesHi, v128), get(lanesHi, v128))),
+                  ),
+                );
+              }
+            } else {
+              st.push(
+                m.local.set(lo, (r.op === "max" ? f4.pmax : f4.pmin)(get(lo, v128), v())),
+                m.local.set(hi, m.v128.or(get(hi, v128), f4.ne(v(), v()))),
+              );
+            }
+          }
+          : undefined,
+        (st) => {
+          const memo = new Map<string, number>();
+          const v = () => value(r.expr, memo, st, lin);
+          if (keep !== undefined) st.push(m.f32.store(0, 4, at(lin.stores.get(keep)!, lin.j), v()));
+          st.push(...accumulate(r, acc, v()));
+          if (squares !== undefined) {
+            const x = () => m.f64.promote(v());
+            st.push(m.local.set(squares, m.f64.add(get(squares, f64), m.f64.mul(x(), x()))));
+          }
+        },
+      ),
+    );
+    // The outer axes as nested loops around the walk, innermost last.
+    const nest = outer.reduceRight(
+      (body, a) => [
+        m.local.set(coord[a], ic(0)),
+        whileLoop(() => m.i32.lt_s(get(coord[a], i32), ic(space[a])), [
+          ...body,
+          m.local.set(coord[a], m.i32.add(get(coord[a], i32), ic(1))),
+        ]),
+      ],
+      walk,
+    );
+    stmts.push(...nest, ...combine);
+    return stmts;
+  };
+
+  /** A row kernel's full outputs along a linear walk, or `undefined` when they are not linear. */
+  const linearOutputs = (
+    outs: readonly number[],
+    exprs: readonly Expr[] = outs.map((k) => kernel.outputs[k].expr),
+  ): number[] | undefined => {
+    const access = accessesOf(exprs, outs);
+    if (!access || !linearOver(access, red)) return undefined;
+    const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
+    const lin = hoist(walks(access, red, stmts), exprs, stmts);
+    stmts.push(
+      ...linearStores(lin, () => ic(inner), outs, inner >= 4 && vectorizable(exprs, outs), exprs),
+    );
+    return stmts;
+  };
+
+  return {
+    accessesOf,
+    linearOver,
+    walks,
+    vectorizable,
+    linearStores,
+    elementwiseBody,
+    linearReduction,
+    linearOutputs,
+  };
+}
