@@ -51,8 +51,9 @@ export interface GenerateOptions {
   /** Import the arena as a shared memory (for worker threads). */
   readonly shared?: boolean;
   /**
-   * Use relaxed SIMD's fused multiply-add in matmul tiles (where the engine has it: V8 ≥ 11.4,
-   * not Node 20). Matmul sums are order-dependent anyway; fusing rounds once instead of twice.
+   * Use relaxed SIMD's fused multiply-add in matmul tiles and the math library's polynomials
+   * (where the engine has it: V8 ≥ 11.4, not Node 20). Matmul sums are order-dependent anyway;
+   * fusing rounds once instead of twice (exp over 4M floats: 6.3 -> 5.7 ms).
    */
   readonly fma?: boolean;
 }
@@ -535,7 +536,7 @@ export function generateWasm(
   for (const e of [...kernel.reductions, ...kernel.outputs].map((x) => x.expr)) {
     walk(e, (x) => x.kind === "alu" && MATH[x.op] && math.add(MATH[x.op]));
   }
-  addMathFunctions(m, binaryen, math);
+  addMathFunctions(m, binaryen, { used: math, fma: options.fma });
   if (!m.validate()) {
     m.dispose();
     throw new Error(`wasm: generated module for ${kernel.name} failed validation`);
