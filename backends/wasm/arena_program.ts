@@ -20,7 +20,7 @@ import { KilnError } from "../../jit/errors.ts";
 import { planMemory } from "../../jit/memory_plan.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { fromWords, toWords } from "../words.ts";
-import { contracts, packedBBytes, scratchBytes, TILE_ROWS } from "./wasm_matmul.ts";
+import { contracts, prepackBytes, scratchBytes, TILE_ROWS } from "./wasm_matmul.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
 /** Element-ops of a program from which the worker pool spawns at compile (see `WorkerPool`). */
@@ -126,7 +126,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
       return undefined;
     }
     const at = top;
-    top += Math.ceil(packedBBytes(k) / 16) * 16;
+    top += Math.ceil(prepackBytes(k) / 16) * 16;
     return { value, at };
   });
   const pages = Math.max(1, Math.ceil(top / PAGE));

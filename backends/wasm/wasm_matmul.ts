@@ -96,7 +96,8 @@ export interface MatmulContext {
  * B's panels are packed per call into the scratch — or, when the program holds B fixed (a
  * weight), once into `packedB` by a call with `rowStart` −1 (the module then exports the global
  * `packsB`), and calls with a non-zero `packedB` read the panels there: a model's weights are
- * not re-packed on every run by every thread, as ONNX Runtime prepacks them.
+ * not re-packed on every run by every thread, as ONNX Runtime prepacks them. A convolution's
+ * indirection table then lies after the panels too, instead of being copied per call.
  */
 export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
   const { m, binaryen, kernel, local, get, ic, kept, coord, unravel, loadAddress } = e;
@@ -106,6 +107,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   const i32 = binaryen.i32, v128 = binaryen.v128;
   const { nb, n, k, a, b } = plan;
   const nAxis = nb + 1, kAxis = nb + 2;
+  const panelBytes = panelsBytes(n, k);
   const wa = affineOffset(a.steps, space, kernel.inputs[a.input].shape);
   const wb = affineOffset(b.steps, space, kernel.inputs[b.input].shape);
   const outs = kernel.outputs.map((_, j) => j), exprs = kernel.outputs.map((o) => o.expr);
@@ -231,14 +233,27 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     if (e.indirection) {
       const bytes = m.i32.mul(m.i32.sub(get(r1, i32), get(first, i32)), ic(4 * k));
       st.push(
-        m.local.set(at, m.i32.add(get(dst, i32), ic(4 * k * rowsOfA(kernel, n)))),
         m.local.set(last, m.i32.add(get(dst, i32), bytes)),
-        m.memory.init(
-          "0",
-          get(at, i32),
-          m.i32.mul(get(first, i32), ic(4 * k)),
-          m.i32.mul(m.i32.sub(get(r1, i32), get(first, i32)), ic(4 * k)),
-          "0",
+        // The table lies beside a prepacked B; else this call copies its rows of it.
+        m.if(
+          get(packedB, i32),
+          m.local.set(
+            at,
+            m.i32.add(
+              get(packedB, i32),
+              m.i32.add(ic(panelBytes), m.i32.mul(get(first, i32), ic(4 * k))),
+            ),
+          ),
+          m.block(null, [
+            m.local.set(at, m.i32.add(get(dst, i32), ic(4 * k * rowsOfA(kernel, n)))),
+            m.memory.init(
+              "0",
+              get(at, i32),
+              m.i32.mul(get(first, i32), ic(4 * k)),
+              m.i32.mul(m.i32.sub(get(r1, i32), get(first, i32)), ic(4 * k)),
+              "0",
+            ),
+          ]),
         ),
         whileLoop(() => m.i32.lt_u(get(dst, i32), get(last, i32)), [
           m.local.set(idx, m.i32.load(0, 4, get(at, i32))),
@@ -321,10 +336,25 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   ];
   m.addGlobal("packsB", i32, false, ic(1));
   m.addGlobalExport("packsB", "packsB");
+  const tableBytes = e.indirection ? e.indirection.table.byteLength : 0;
   const stmts = [
     m.if(
       m.i32.lt_s(get(start, i32), ic(0)),
-      m.block(null, [...panels((width) => pack(width, prepacked())), m.return()]),
+      m.block(null, [
+        ...panels((width) => pack(width, prepacked())),
+        ...(tableBytes
+          ? [
+            m.memory.init(
+              "0",
+              m.i32.add(get(packedB, i32), ic(panelBytes)),
+              ic(0),
+              ic(tableBytes),
+              "0",
+            ),
+          ]
+          : []),
+        m.return(),
+      ]),
     ),
     m.local.set(r1, m.i32.div_u(get(end, i32), ic(n))),
     m.local.set(first, m.i32.div_u(get(start, i32), ic(n))),
@@ -452,6 +482,9 @@ export function contracts(kernel: KernelIR): boolean {
 /** Most scratch bytes spent on a packed copy of A (and as much on its indirection table). */
 const PACK_LIMIT = 1 << 22;
 
+/** Bytes of B's panels: 8 columns each (the last zero-padded), k-major. */
+const panelsBytes = (n: number, k: number) => Math.ceil(n / 8) * 32 * k;
+
 /** Rows of A: the product's rows over every batch. */
 const rowsOfA = (kernel: KernelIR, n: number) => rowCount(kernel) / n;
 
@@ -508,10 +541,14 @@ export function indirection(kernel: KernelIR): { table: Int32Array; fill: number
   return { table, fill: fill ?? 0 };
 }
 
-/** Bytes of a matmul's prepacked B: panels of 8 columns (the last zero-padded), k-major. */
-export function packedBBytes(kernel: KernelIR): number {
+/**
+ * Bytes a matmul keeps beside the arena for a prepacked B: its panels of 8 columns (the last
+ * zero-padded), k-major, then a packed A's indirection table, copied there once instead of per
+ * call.
+ */
+export function prepackBytes(kernel: KernelIR): number {
   const [n, k] = kernel.space.slice(-2);
-  return Math.ceil(n / 8) * 32 * k;
+  return panelsBytes(n, k) + (packsA(kernel) ? rowsOfA(kernel, n) * k * 4 : 0);
 }
 
 /**

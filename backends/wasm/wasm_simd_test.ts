@@ -191,32 +191,43 @@ Deno.test("tiled matmul matches the reference at every tile remainder, with epil
 });
 
 Deno.test("weights are packed once and again after setParam, on every thread, transposed or not", async () => {
-  for (const [m, transB] of [[1, 0], [7, 1], [600, 0], [600, 1]]) {
+  const gemm = (m: number, transB: number) => {
     const [k, n] = [64, 20];
     const b = new GraphBuilder();
     const x = b.input("x", [m, k]);
     const w = b.param("w", transB ? [n, k] : [k, n], "f32", data(k * n, 3));
     b.output("y", b.op("Relu", [b.op("Gemm", [x, w, b.constant(data(n, 4), [n])], { transB })]));
-    const graph = b.build();
+    return { graph: b.build(), x: f32(data(m * k, 5), [m, k]), size: k * n };
+  };
+  // A convolution's weights are its B, packed beside its patches' indirection table.
+  const conv = (batch: number) => {
+    const b = new GraphBuilder();
+    const x = b.input("x", [batch, 3, 20, 20]);
+    const w = b.param("w", [8, 3, 3, 3], "f32", data(8 * 27, 3));
+    b.output("y", b.op("Conv", [x, w], { pads: [1, 1, 1, 1] }));
+    return { graph: b.build(), x: f32(data(batch * 1200, 5), [batch, 3, 20, 20]), size: 8 * 27 };
+  };
+  const cases = [gemm(1, 0), gemm(7, 1), gemm(600, 0), gemm(600, 1), conv(1), conv(2)];
+  for (const [i, { graph, x, size }] of cases.entries()) {
     const [exe, ref] = await Promise.all([
       compile(graph, { backend: wasm }),
       compile(graph, { backend: "reference" }),
     ]);
     try {
-      const inputs = { x: f32(data(m * k, 5), [m, k]) };
+      const inputs = { x };
       const check = async (label: string) => {
         const [got, want] = await Promise.all([exe.run(inputs), ref.run(inputs)]);
         assertClose(numbers(got.y.data), numbers(want.y.data), {
           atol: 1e-5,
           rtol: 1e-5,
-          message: `m ${m} transB ${transB}: ${label}`,
+          message: `case ${i}: ${label}`,
         });
       };
       await check("first run");
       // The pool's workers start after the first run's task; later runs split the rows.
       await new Promise((r) => setTimeout(r, 300));
       await check("threaded run");
-      for (const e of [exe, ref]) e.setParam("w", data(k * n, 6));
+      for (const e of [exe, ref]) e.setParam("w", data(size, 6));
       await check("after setParam");
       await check("again");
     } finally {
