@@ -407,7 +407,7 @@ export function generateWasm(
     }
   });
   const folded = new Set<number>();
-  const rowBody: number[] = [...unravel(kept, row)];
+  const rowBody: number[] = [];
   kernel.reductions.forEach((r, k) => {
     if (folded.has(k)) return;
     const fl = isFloat(r.dtype);
@@ -516,10 +516,19 @@ export function generateWasm(
     body.push(...(tiledGemm(context, gemm) ?? gemmBody(context, gemm)));
   } else if (elementwise) body.push(...elementwise);
   else {
+    // The kept coordinates count up like an odometer from the first row's: unravelling every
+    // row took a division and a remainder per axis (lenet's first pool, 4704 rows: 104 -> 96 µs).
+    const next = kept.filter((a) => space[a] > 1).reverse().flatMap((a) => [
+      m.local.set(coord[a], m.i32.add(get(coord[a], i32), ic(1))),
+      m.br("row", m.i32.lt_s(get(coord[a], i32), ic(space[a]))),
+      m.local.set(coord[a], ic(0)),
+    ]);
     body.push(
       m.local.set(row, get(start, i32)),
+      ...unravel(kept, row),
       whileLoop(() => m.i32.lt_s(get(row, i32), get(end, i32)), [
         ...rowBody,
+        m.block("row", next),
         m.local.set(row, m.i32.add(get(row, i32), ic(1))),
       ]),
     );

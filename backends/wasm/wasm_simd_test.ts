@@ -144,7 +144,7 @@ Deno.test("linear and vector paths match the reference at sizes 0 to 1000, broad
   }
 });
 
-Deno.test("row reductions: a NaN in any lane sticks; LayerNorm's one-pass moments hold far from zero", async () => {
+Deno.test("row reductions: a NaN in any lane sticks, LayerNorm's moments hold far from zero, small windows unroll", async () => {
   const compare = (op: string, inputs: HostTensor[], attrs: Attrs = {}) =>
     assertMatchesReference(wasm, op, inputs, attrs, { atol: 1e-5, rtol: 1e-5 });
   for (const n of [5, 8, 17, 1000]) {
@@ -163,6 +163,19 @@ Deno.test("row reductions: a NaN in any lane sticks; LayerNorm's one-pass moment
     await compare("LayerNormalization", [f32(far, [4, n]), f32(data(n, 4))], { axis: -1 });
     const flat = new Float32Array(3 * n).fill(-7.25);
     await compare("LayerNormalization", [f32(flat, [3, n]), f32(data(n, 5))], { axis: -1 });
+  }
+  // Small windows that no single stride walks run unrolled: pools, reductions over split axes.
+  const img = data(2 * 3 * 9 * 9, 7);
+  img[40] = NaN;
+  for (const k of [2, 3, 4, 5]) {
+    for (const op of ["MaxPool", "AveragePool"]) {
+      await compare(op, [f32(img, [2, 3, 9, 9])], { kernel_shape: [k, k], strides: [2, 1] });
+    }
+  }
+  for (const axes of [[1, 3], [0, 2]]) {
+    for (const op of ["ReduceSum", "ReduceMax", "ReduceMean"]) {
+      await compare(op, [f32(img.subarray(0, 120), [2, 3, 4, 5])], { axes });
+    }
   }
   const got = await onWasm("ReduceMax", [f32([-1, -2, -3, -4, 5, 6, NaN, 8], [1, 8])], {
     axes: [1],
