@@ -129,6 +129,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
     top += Math.ceil(prepackBytes(k) / 16) * 16;
     return { value, at };
   });
+  const packedAt = packs.map((p) => p?.at ?? 0);
   const pages = Math.max(1, Math.ceil(top / PAGE));
   if (pages > MAX_PAGES) {
     throw new KilnError(
@@ -160,7 +161,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
       modules: plan.modules,
       memory,
       args: addresses,
-      packs: packs.map((p) => p?.at ?? 0),
+      packs: packedAt,
       scratch,
       scratchBytes: scratchSize,
       // Spawning blocks this thread for 20-30 ms: worth it up front only for first runs that
@@ -207,7 +208,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
         const { chunk } = split[i];
         const call = (start: number, end: number) => {
           for (let s = start, n = chunk; s < end; s += n, n *= 2) {
-            runs[i](...addresses[i], scratch, s, Math.min(end, s + n), packs[i]?.at ?? 0);
+            runs[i](...addresses[i], scratch, s, Math.min(end, s + n), packedAt[i]);
           }
         };
         if (crew && threaded[i]) crew.run(i, rows, split[i], call);

@@ -92,8 +92,6 @@ export interface AluLowering {
   constant(value: number, d: DType): number;
   /** `x` rounded to dtype `d` (f16, i8, u8, bool), as a store would. */
   round(x: number, d: DType): number;
-  /** `x` converted from `from` to `to` (saturating, as the reference). */
-  cast(x: number, from: DType, to: DType): number;
   /** Scalar op `op` on arguments `a` of dtypes `d`, giving `out`. */
   alu(
     op: string,
@@ -369,5 +367,5 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
     throw new Error(`wasm: no vector lowering for ${e.op}`);
   };
 
-  return { constant, round, cast, alu, vectorKind, valu, lanes };
+  return { constant, round, alu, vectorKind, valu, lanes };
 }

@@ -352,110 +352,6 @@ export function generateWasm(
     lanes,
   });
 
-  const fullOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) =>
-    o.level === "full"
-  );
-  /**
-   * Softmax's shape: an output `term / sum(term)` would evaluate `term` (an exp) twice per point.
-   * The sum's loop stores each term into the output instead, and the output loop divides what
-   * it reads back — the same f32 values, so the same results.
-   */
-  const reused: Map<number, number> = new Map();
-  const finals = fullOuts.map(([o, j]) => {
-    const e = o.expr;
-    if (
-      !red.length || e.kind !== "alu" || e.op !== "Div" || e.dtype !== "f32" || o.dtype !== "f32"
-    ) return e;
-    const [term, sum] = e.args;
-    const k = sum.kind === "acc" ? sum.index : -1;
-    const r = kernel.reductions[k];
-    const store = affineOffset(o.steps, space, o.shape);
-    if (
-      !r || r.op !== "sum" || keyOf(r.expr) !== keyOf(term) || [...reused.values()].includes(k) ||
-      !store || strideOver(store, red, space) !== 1
-    ) return e;
-    reused.set(j, k);
-    const back: Expr = { kind: "load", input: nIn + j, steps: o.steps, dtype: "f32" };
-    return { ...e, args: [back, sum] };
-  });
-  const fullAccess = path.accessesOf(fullOuts.map(([o]) => o.expr), fullOuts.map(([, j]) => j));
-  const linearFull = red.length > 0 && inner > 0 && fullAccess !== undefined &&
-    path.linearOver(fullAccess, red);
-  const keepOf = (k: number) => {
-    for (const [j, kk] of reused) if (kk === k && linearFull) return j;
-    return undefined;
-  };
-
-  /**
-   * LayerNorm's shape: reduction `k` sums `(x - acc j)²` where reduction `j` sums `x`. Then `j`'s
-   * pass also sums `x²` (in f64, like every float sum) and `k` needs no pass of its own:
-   * `Σ(x - a)² = Σx² - 2aΣx + n·a²` with `a` the rounded result of `j`, the same deviations the
-   * reference squares; f64 keeps the cancellation harmless for f32 data unless the mean is
-   * some 10⁴ standard deviations from zero.
-   */
-  const variances = new Map<number, number>();
-  kernel.reductions.forEach((r, k) => {
-    const e = r.expr;
-    if (!wideSum(r) || r.dtype !== "f32" || e.kind !== "alu" || e.op !== "Mul") return;
-    const [d, d2] = e.args;
-    if (keyOf(d) !== keyOf(d2) || d.kind !== "alu" || d.op !== "Sub") return;
-    const [x, a] = d.args;
-    const j = a.kind === "acc" ? a.index : -1;
-    const rj = kernel.reductions[j];
-    if (rj && wideSum(rj) && rj.dtype === "f32" && keyOf(rj.expr) === keyOf(x)) {
-      if (![...variances.keys()].includes(j)) variances.set(j, k);
-    }
-  });
-  const folded = new Set<number>();
-  const rowBody: number[] = [];
-  kernel.reductions.forEach((r, k) => {
-    if (folded.has(k)) return;
-    const fl = isFloat(r.dtype);
-    const wide = wideSum(r);
-    const acc = wide ? local(f64) : accs[k];
-    const init = r.op === "max"
-      ? (fl ? m.f32.const(-Infinity) : ic(r.dtype === "u32" ? 0 : -2147483648))
-      : r.op === "min"
-      ? (fl ? m.f32.const(Infinity) : ic(r.dtype === "u32" ? -1 : 2147483647))
-      : wide
-      ? m.f64.const(0)
-      : ic(0);
-    rowBody.push(m.local.set(acc, init));
-    const keep = keepOf(k);
-    const variance = variances.get(k);
-    const squares = variance === undefined ? undefined : local(f64);
-    if (squares !== undefined) rowBody.push(m.local.set(squares, m.f64.const(0)));
-    const linearStmts = inner > 0 ? path.linearReduction(r, { acc, keep, squares }) : [];
-    if (keep !== undefined && !linearStmts) reused.delete(keep);
-    if (linearStmts) rowBody.push(...linearStmts);
-    else {
-      const stmts: number[] = [...unravel(red, it)];
-      stmts.push(...accumulate(r, acc, value(r.expr, new Map(), stmts)));
-      rowBody.push(...countedLoop(it, inner, stmts));
-    }
-    if (wide) {
-      const total = r.op === "mean" ? m.f64.div(get(acc, f64), m.f64.const(inner)) : get(acc, f64);
-      rowBody.push(m.local.set(accs[k], round(m.f32.demote(total), r.dtype)));
-      if (squares !== undefined && linearStmts) {
-        folded.add(variance!);
-        const a = () => m.f64.promote(get(accs[k], f32));
-        const sum = m.f64.max(
-          m.f64.const(0),
-          m.f64.add(
-            m.f64.sub(get(squares, f64), m.f64.mul(m.f64.mul(m.f64.const(2), a()), get(acc, f64))),
-            m.f64.mul(m.f64.const(inner), m.f64.mul(a(), a())),
-          ),
-        );
-        const rv = kernel.reductions[variance!];
-        const v = rv.op === "mean" ? m.f64.div(sum, m.f64.const(inner)) : sum;
-        rowBody.push(m.local.set(accs[variance!], m.f32.demote(v)));
-      }
-    } else if (r.op === "mean") {
-      rowBody.push(
-        m.local.set(accs[k], inner === 0 ? ic(0) : m.i32.div_s(get(accs[k], i32), ic(inner))),
-      );
-    }
-  });
   const store = (
     o: KernelIR["outputs"][number],
     k: number,
@@ -467,28 +363,147 @@ export function generateWasm(
     const address = m.i32.add(addrOf(nIn + k), m.i32.shl(linear(coords, o.shape), ic(2)));
     stmts.push(isFloat(o.dtype) ? m.f32.store(0, 4, address, v) : m.i32.store(0, 4, address, v));
   };
-  const rowOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) => o.level === "row");
-  if (rowOuts.length) {
-    const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
-    const memo = new Map<string, number>();
-    for (const [o, k] of rowOuts) store(o, k, memo, stmts);
-    rowBody.push(...stmts);
-  }
-  if (fullOuts.length) {
-    const linearStmts = linearFull
-      ? path.linearOutputs(
-        fullOuts.map(([, k]) => k),
-        fullOuts.map(([o, k], i) => (reused.has(k) ? finals[i] : o.expr)),
-      )
-      : undefined;
-    if (linearStmts) rowBody.push(...linearStmts);
-    else {
-      const stmts: number[] = [...unravel(red, it)];
+  /**
+   * A row kernel's body: its reductions, then its row outputs, then its full outputs, each along
+   * a linear walk where the accesses allow (built only for kernels that take this path).
+   */
+  function rowKernelBody(): number[] {
+    const fullOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) =>
+      o.level === "full"
+    );
+    /**
+     * Softmax's shape: an output `term / sum(term)` would evaluate `term` (an exp) twice per point.
+     * The sum's loop stores each term into the output instead, and the output loop divides what
+     * it reads back — the same f32 values, so the same results.
+     */
+    const reused: Map<number, number> = new Map();
+    const finals = fullOuts.map(([o, j]) => {
+      const e = o.expr;
+      if (
+        !red.length || e.kind !== "alu" || e.op !== "Div" || e.dtype !== "f32" || o.dtype !== "f32"
+      ) return e;
+      const [term, sum] = e.args;
+      const k = sum.kind === "acc" ? sum.index : -1;
+      const r = kernel.reductions[k];
+      const store = affineOffset(o.steps, space, o.shape);
+      if (
+        !r || r.op !== "sum" || keyOf(r.expr) !== keyOf(term) || [...reused.values()].includes(k) ||
+        !store || strideOver(store, red, space) !== 1
+      ) return e;
+      reused.set(j, k);
+      const back: Expr = { kind: "load", input: nIn + j, steps: o.steps, dtype: "f32" };
+      return { ...e, args: [back, sum] };
+    });
+    const fullAccess = path.accessesOf(fullOuts.map(([o]) => o.expr), fullOuts.map(([, j]) => j));
+    const linearFull = red.length > 0 && inner > 0 && fullAccess !== undefined &&
+      path.linearOver(fullAccess, red);
+    const keepOf = (k: number) => {
+      for (const [j, kk] of reused) if (kk === k && linearFull) return j;
+      return undefined;
+    };
+
+    /**
+     * LayerNorm's shape: reduction `k` sums `(x - acc j)²` where reduction `j` sums `x`. Then `j`'s
+     * pass also sums `x²` (in f64, like every float sum) and `k` needs no pass of its own:
+     * `Σ(x - a)² = Σx² - 2aΣx + n·a²` with `a` the rounded result of `j`, the same deviations the
+     * reference squares; f64 keeps the cancellation harmless for f32 data unless the mean is
+     * some 10⁴ standard deviations from zero.
+     */
+    const variances = new Map<number, number>();
+    kernel.reductions.forEach((r, k) => {
+      const e = r.expr;
+      if (!wideSum(r) || r.dtype !== "f32" || e.kind !== "alu" || e.op !== "Mul") return;
+      const [d, d2] = e.args;
+      if (keyOf(d) !== keyOf(d2) || d.kind !== "alu" || d.op !== "Sub") return;
+      const [x, a] = d.args;
+      const j = a.kind === "acc" ? a.index : -1;
+      const rj = kernel.reductions[j];
+      if (rj && wideSum(rj) && rj.dtype === "f32" && keyOf(rj.expr) === keyOf(x)) {
+        if (!variances.has(j)) variances.set(j, k);
+      }
+    });
+    const folded = new Set<number>();
+    const rowBody: number[] = [];
+    kernel.reductions.forEach((r, k) => {
+      if (folded.has(k)) return;
+      const fl = isFloat(r.dtype);
+      const wide = wideSum(r);
+      const acc = wide ? local(f64) : accs[k];
+      const init = r.op === "max"
+        ? (fl ? m.f32.const(-Infinity) : ic(r.dtype === "u32" ? 0 : -2147483648))
+        : r.op === "min"
+        ? (fl ? m.f32.const(Infinity) : ic(r.dtype === "u32" ? -1 : 2147483647))
+        : wide
+        ? m.f64.const(0)
+        : ic(0);
+      rowBody.push(m.local.set(acc, init));
+      const keep = keepOf(k);
+      const variance = variances.get(k);
+      const squares = variance === undefined ? undefined : local(f64);
+      if (squares !== undefined) rowBody.push(m.local.set(squares, m.f64.const(0)));
+      const linearStmts = inner > 0 ? path.linearReduction(r, { acc, keep, squares }) : [];
+      if (keep !== undefined && !linearStmts) reused.delete(keep);
+      if (linearStmts) rowBody.push(...linearStmts);
+      else {
+        const stmts: number[] = [...unravel(red, it)];
+        stmts.push(...accumulate(r, acc, value(r.expr, new Map(), stmts)));
+        rowBody.push(...countedLoop(it, inner, stmts));
+      }
+      if (wide) {
+        const total = r.op === "mean"
+          ? m.f64.div(get(acc, f64), m.f64.const(inner))
+          : get(acc, f64);
+        rowBody.push(m.local.set(accs[k], round(m.f32.demote(total), r.dtype)));
+        if (squares !== undefined && linearStmts) {
+          folded.add(variance!);
+          const a = () => m.f64.promote(get(accs[k], f32));
+          const sum = m.f64.max(
+            m.f64.const(0),
+            m.f64.add(
+              m.f64.sub(
+                get(squares, f64),
+                m.f64.mul(m.f64.mul(m.f64.const(2), a()), get(acc, f64)),
+              ),
+              m.f64.mul(m.f64.const(inner), m.f64.mul(a(), a())),
+            ),
+          );
+          const rv = kernel.reductions[variance!];
+          const v = rv.op === "mean" ? m.f64.div(sum, m.f64.const(inner)) : sum;
+          rowBody.push(m.local.set(accs[variance!], m.f32.demote(v)));
+        }
+      } else if (r.op === "mean") {
+        rowBody.push(
+          m.local.set(accs[k], inner === 0 ? ic(0) : m.i32.div_s(get(accs[k], i32), ic(inner))),
+        );
+      }
+    });
+    const rowOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) =>
+      o.level === "row"
+    );
+    if (rowOuts.length) {
+      const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
       const memo = new Map<string, number>();
-      for (const [o, k] of fullOuts) store(o, k, memo, stmts);
-      rowBody.push(...(red.length ? countedLoop(it, inner, stmts) : stmts));
+      for (const [o, k] of rowOuts) store(o, k, memo, stmts);
+      rowBody.push(...stmts);
     }
+    if (fullOuts.length) {
+      const linearStmts = linearFull
+        ? path.linearOutputs(
+          fullOuts.map(([, k]) => k),
+          fullOuts.map(([o, k], i) => (reused.has(k) ? finals[i] : o.expr)),
+        )
+        : undefined;
+      if (linearStmts) rowBody.push(...linearStmts);
+      else {
+        const stmts: number[] = [...unravel(red, it)];
+        const memo = new Map<string, number>();
+        for (const [o, k] of fullOuts) store(o, k, memo, stmts);
+        rowBody.push(...(red.length ? countedLoop(it, inner, stmts) : stmts));
+      }
+    }
+    return rowBody;
   }
+
   const gemm = matmulPlan(kernel);
   const elementwise = gemm ? undefined : path.elementwiseBody();
   if (gemm) {
@@ -527,7 +542,7 @@ export function generateWasm(
       m.local.set(row, get(start, i32)),
       ...unravel(kept, row),
       whileLoop(() => m.i32.lt_s(get(row, i32), get(end, i32)), [
-        ...rowBody,
+        ...rowKernelBody(),
         m.block("row", next),
         m.local.set(row, m.i32.add(get(row, i32), ic(1))),
       ]),

@@ -368,12 +368,13 @@ export function linearLowering(c: LinearContext): LinearLowering {
   ): number[] | undefined => {
     const access = accessesOf([r.expr], keep === undefined ? [] : [keep]);
     if (!access) return undefined;
-    if (!linearOver(access, red) && inner <= UNROLLED && keep === undefined && !squares) {
+    const linearInRow = linearOver(access, red);
+    if (!linearInRow && inner <= UNROLLED && keep === undefined && squares === undefined) {
       return unrolled(r, acc, access);
     }
     // Walk the reduced axes as one index where every access is linear in it; otherwise (conv's
     // channel and window axes) loop over the outer ones and walk only the last.
-    const group = linearOver(access, red) ? red : red.slice(-1);
+    const group = linearInRow ? red : red.slice(-1);
     const outer = red.slice(0, red.length - group.length);
     const count = groupSize(group, space);
     const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
@@ -384,8 +385,10 @@ export function linearLowering(c: LinearContext): LinearLowering {
     // `lo` by pmax/pmin (one instruction on x86, where max/min cost ~8 for their NaN and ±0 rules;
     // with the accumulator first they keep it on ties, as the scalar rule does, and skip NaNs),
     // and in `hi` a mask of the lanes that met a NaN, which then sticks.
-    const lo = local(v128), hi = local(v128), sqLo = local(v128), sqHi = local(v128);
-    const lanesLo = local(v128), lanesHi = local(v128);
+    const lo = local(v128), hi = local(v128), lanesLo = local(v128), lanesHi = local(v128);
+    const sq = squares === undefined
+      ? undefined
+      : { sum: squares, lo: local(v128), hi: local(v128) };
     const combine: number[] = [];
     if (vector) {
       stmts.push(
@@ -396,8 +399,7 @@ export function linearLowering(c: LinearContext): LinearLowering {
             : f4.splat(m.f32.const(r.op === "max" ? -Infinity : Infinity)),
         ),
         m.local.set(hi, wide ? get(lo, v128) : m.v128.const(new Array(16).fill(0))),
-        m.local.set(sqLo, get(hi, v128)),
-        m.local.set(sqHi, get(hi, v128)),
+        ...(sq ? [m.local.set(sq.lo, get(hi, v128)), m.local.set(sq.hi, get(hi, v128))] : []),
       );
       if (wide) {
         const total = (into: number, a: number, b: number) =>
@@ -415,10 +417,7 @@ export function linearLowering(c: LinearContext): LinearLowering {
               get(into, f64),
             ),
           );
-        combine.push(
-          total(acc, lo, hi),
-          ...(squares === undefined ? [] : [total(squares, sqLo, sqHi)]),
-        );
+        combine.push(total(acc, lo, hi), ...(sq ? [total(sq.sum, sq.lo, sq.hi)] : []));
       } else {
         for (let l = 0; l < 4; l++) {
           combine.push(...accumulate(r, acc, f4.extract_lane(get(lo, v128), l)));
@@ -449,17 +448,13 @@ export function linearLowering(c: LinearContext): LinearLowering {
                 m.local.set(lo, f2.add(get(lo, v128), get(lanesLo, v128))),
                 m.local.set(hi, f2.add(get(hi, v128), get(lanesHi, v128))),
               );
-              if (squares !== undefined) {
-                st.push(
+              if (sq) {
+                const square = (into: number, lanes: number) =>
                   m.local.set(
-                    sqLo,
-                    f2.add(get(sqLo, v128), f2.mul(get(lanesLo, v128), get(lanesLo, v128))),
-                  ),
-                  m.local.set(
-                    sqHi,
-                    f2.add(get(sqHi, v128), f2.mul(get(lanesHi, v128), get(lanesHi, v128))),
-                  ),
-                );
+                    into,
+                    f2.add(get(into, v128), f2.mul(get(lanes, v128), get(lanes, v128))),
+                  );
+                st.push(square(sq.lo, lanesLo), square(sq.hi, lanesHi));
               }
             } else {
               st.push(
@@ -507,10 +502,10 @@ export function linearLowering(c: LinearContext): LinearLowering {
     const { hoisted } = hoist(origin, [r.expr], stmts);
     const extents = red.map((a) => space[a]);
     for (let p = 0; p < inner; p++) {
-      const at = unravelIndex(p, extents);
+      const point = unravelIndex(p, extents);
       const lin: Linear = { j: origin.j, loads: new Map(), stores: new Map(), hoisted };
       for (const [l, a] of access.loads) {
-        const offset = red.reduce((sum, axis, i) => sum + a.weights[axis] * at[i], 0);
+        const offset = red.reduce((sum, axis, i) => sum + a.weights[axis] * point[i], 0);
         const base = local(i32);
         stmts.push(
           m.local.set(base, m.i32.add(get(origin.loads.get(l)!.base, i32), ic(4 * offset))),
