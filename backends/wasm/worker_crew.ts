@@ -68,6 +68,9 @@ export interface PoolOptions extends WorkerThreads {
 const GEN = 0, PENDING = 1, KERNEL = 2, ROWS = 3, PARTS = 4, UNIT = 5, STOP = 6, FAILED = 7;
 const CHUNK = 8, PROGRAM = 9, JOB = 10, READY = 11;
 
+/** Runs this long (ms) without the spawn timer firing spawn the workers on the spot. */
+const STARVED_MS = 50;
+
 /** Rows `[start, end)` of part `part` when `rows` split into `parts` multiples of `unit`. */
 export function partOf(rows: number, parts: number, unit: number, part: number): [number, number] {
   const chunk = Math.ceil(rows / parts / unit) * unit;
@@ -130,7 +133,7 @@ export class WorkerPool {
   #workers: { worker: { terminate(): unknown }; port: { postMessage(m: unknown): void } }[] = [];
   #programs = new Map<number, CrewOptions>();
   #ids = 0;
-  #scheduled = false;
+  #scheduledAt: number | undefined;
   #closed = false;
 
   /** The process-wide pool of `options.threads` threads (made on first use). */
@@ -178,6 +181,20 @@ export class WorkerPool {
     });
   }
 
+  /**
+   * Spawns after the current task, or now once runs have gone on for {@linkcode STARVED_MS}
+   * without a task boundary: a caller awaiting runs back to back only ever turns microtasks, and
+   * would otherwise stay on one thread for good.
+   */
+  #spawnSoon(): void {
+    if (this.#scheduledAt === undefined) {
+      this.#scheduledAt = performance.now();
+      unref(setTimeout(() => this.#spawn(), 0));
+    } else if (performance.now() - this.#scheduledAt > STARVED_MS) {
+      this.#spawn();
+    }
+  }
+
   /** Runs kernel `kernel` of program `program` (see {@linkcode Crew.run}). */
   run(
     program: number,
@@ -187,10 +204,7 @@ export class WorkerPool {
     call: (start: number, end: number) => void,
   ): void {
     const c = this.#control;
-    if (!this.#workers.length && !this.#scheduled) {
-      this.#scheduled = true;
-      unref(setTimeout(() => this.#spawn(), 0));
-    }
+    if (!this.#workers.length) this.#spawnSoon();
     const parts = 1 + this.ready();
     if (parts > 1) {
       Atomics.store(c, PROGRAM, program);

@@ -120,3 +120,36 @@ Deno.test("a pool splits a kernel's rows between the caller and its workers, for
   assert.notEqual(WorkerPool.of({ threads: 3, ...threads }), pool, "a closed pool is replaced");
   WorkerPool.of({ threads: 3, ...threads }).close();
 });
+
+Deno.test("runs awaited back to back, with no task boundary, still get the workers", async () => {
+  const module = await markerModule();
+  const pool = WorkerPool.of({ threads: 2, ...threads });
+  const memory = new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true });
+  const caller = new WebAssembly.Instance(module, { env: { memory } }).exports.run as (
+    ...a: number[]
+  ) => void;
+  const crew = pool.enlist({
+    modules: [module],
+    memory,
+    args: [[0]],
+    packs: [0],
+    scratch: 1000,
+    scratchBytes: 1,
+  });
+  try {
+    const t0 = performance.now();
+    // Microtasks only (as `for (...) await program.run()` turns): the spawn timer never fires.
+    while (pool.ready() < 1) {
+      assert.ok(performance.now() - t0 < 10_000, "no worker within 10 s of back-to-back runs");
+      crew.run(0, 64, { unit: 16, chunk: 64 }, (start, end) => caller(0, 1000, start, end));
+      await Promise.resolve();
+    }
+    new Int32Array(memory.buffer, 0, 64).fill(0);
+    crew.run(0, 64, { unit: 16, chunk: 64 }, (start, end) => caller(0, 1000, start, end));
+    const marks = new Int32Array(memory.buffer, 0, 64);
+    assert.deepEqual([marks[0], marks[31], marks[32], marks[63]], [1000, 1000, 1001, 1001]);
+  } finally {
+    crew.dispose();
+    pool.close();
+  }
+});
