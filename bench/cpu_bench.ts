@@ -5,8 +5,9 @@
  * wasm), ONNX Runtime Web (wasm) and jax-js (wasm). Time is from the call until the result is a
  * host typed array; every library's result is checked before it is timed (float64 or ONNX
  * Runtime's recorded outputs). Each library's first run — setup and compile included — goes to
- * stderr as `first-run <workload> <library> <ms>` lines, which `bench:report` tabulates
- * (`KILN_BENCH_FIRST_ONLY=1` stops there, for its first runs from a warm kernel cache).
+ * stderr as `first-run <workload> <library> <ms>` lines, and each benchmark's median per call as a
+ * `median` line (`bench/timed.ts`), which `bench:report` tabulates (`KILN_BENCH_FIRST_ONLY=1` stops
+ * after the first runs, for its first runs from a warm kernel cache).
  *
  * Run: `deno task bench` (or `deno bench -A bench/cpu_bench.ts`).
  *
@@ -14,6 +15,7 @@
  */
 import { compile } from "../jit/compile.ts";
 import { jaxRunner, ortRunner, tfjsRunner } from "./peers.ts";
+import { timed } from "./timed.ts";
 import { cpuWorkloads, modelWorkloads, type PeerRun, type Workload } from "./workloads.ts";
 
 const TOLERANCE = 1e-3;
@@ -87,17 +89,15 @@ for (const [library, create] of libraries) {
   }
 }
 // `bench:report` measures first runs from a warm kernel cache alone.
-const timed = !Deno.env.get("KILN_BENCH_FIRST_ONLY");
-for (const w of timed ? workloads : []) {
+const measure = !Deno.env.get("KILN_BENCH_FIRST_ONLY");
+for (const w of measure ? workloads : []) {
   for (const [library] of libraries) {
     const run = runs.get(`${w.id} ${library}`);
     if (!run) continue;
     Deno.bench(
       `${w.id} ${library}`,
       { group: w.id, baseline: library === "kiln wasm", n: w.n, warmup: w.n && 1 },
-      async () => {
-        await run();
-      },
+      timed(w.id, library, run),
     );
   }
 }

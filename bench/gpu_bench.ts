@@ -17,6 +17,7 @@ import { compile } from "../jit/compile.ts";
 import { GraphBuilder } from "../jit/graph_builder.ts";
 import { uniform } from "../jit/random.ts";
 import { tfjsRun } from "./tfjs_program.ts";
+import { timed } from "./timed.ts";
 import { cpuWorkloads, type PeerRun, w1, type Workload } from "./workloads.ts";
 
 // deno-lint-ignore no-explicit-any
@@ -190,9 +191,7 @@ for (const w of workloads) {
     Deno.bench(
       `${w.id} ${name}`,
       { group: w.id, baseline: name === "kiln webgpu", ...options },
-      async () => {
-        await run();
-      },
+      timed(w.id, name, run),
     );
   }
 }

@@ -1,7 +1,8 @@
 /**
  * `deno task bench:report`: runs `bench/cpu_bench.ts` for one library per process (`deno bench
- * --json --filter`), `--processes N` times each (default 3), and writes `bench/REPORT.md` — per
- * cell the median of the processes' mean times and their spread, kiln's ratio to the best peer,
+ * --filter`), `--processes N` times each (default 3), and writes `bench/REPORT.md` — per cell the
+ * median of the processes' medians per call (`bench/timed.ts`) and their spread, kiln's ratio to
+ * the best peer,
  * and a table of first runs (setup + compile + run; kiln's kernel cache off, and once more from
  * a cache directory another process filled) — and `bench/report.svg` (a log-scale bar chart).
  * Progress goes to stderr.
@@ -16,6 +17,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
+import { median } from "./timed.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -40,13 +42,6 @@ const KILN = LIBRARIES[0];
 const BENCH = new URL(GPU ? "./gpu_bench.ts" : "./cpu_bench.ts", import.meta.url).pathname;
 const BENCH_FLAGS = (Deno.env.get("KILN_BENCH_FLAGS") ?? "").split(/\s+/).filter(Boolean);
 
-/** One process's mean time of one library on one workload. */
-interface Row {
-  group: string;
-  library: string;
-  avgMs: number;
-}
-
 /** One process's figure (a first run, or kiln's device time) of one library on one workload. */
 interface Figure {
   group: string;
@@ -54,9 +49,9 @@ interface Figure {
   ms: number;
 }
 
-/** What the processes measured (the `--raw` file). */
+/** What the processes measured (the `--raw` file); `runs` are per-call medians. */
 interface Measured {
-  runs: Row[];
+  runs: Figure[];
   firsts: Figure[];
   devices: Figure[];
 }
@@ -73,7 +68,7 @@ async function runLibrary(
   { cacheDir = "off", firstOnly = false }: { cacheDir?: string; firstOnly?: boolean } = {},
 ): Promise<Measured> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["bench", "-A", ...BENCH_FLAGS, "--json", "--filter", library, BENCH],
+    args: ["bench", "-A", ...BENCH_FLAGS, "--filter", library, BENCH],
     stdout: "piped",
     stderr: "piped",
     env: {
@@ -84,35 +79,19 @@ async function runLibrary(
     },
   }).output();
   const lines = new TextDecoder().decode(out.stderr).split("\n").map((l) => l.split("\t"));
+  const tagged = (name: string) =>
+    lines.flatMap(([tag, group, lib, ms]) =>
+      tag === name && lib === library ? [{ group, library, ms: Number(ms) }] : []
+    );
   return {
-    runs: rowsOf(new TextDecoder().decode(out.stdout), library),
-    // `first-run <workload> <library> <ms>` and `device-time <workload> <ms>` (kiln's only).
-    firsts: lines.flatMap(([tag, group, lib, ms]) =>
-      tag === "first-run" && lib === library ? [{ group, library, ms: Number(ms) }] : []
-    ),
+    // `median <workload> <library> <ms> <calls>` (bench/timed.ts), `first-run <workload>
+    // <library> <ms>` and `device-time <workload> <ms>` (kiln's only).
+    runs: tagged("median"),
+    firsts: tagged("first-run"),
     devices: lines.flatMap(([tag, group, ms]) =>
       tag === "device-time" ? [{ group, library, ms: Number(ms) }] : []
     ),
   };
-}
-
-function rowsOf(text: string, library: string): Row[] {
-  const report = JSON.parse(text.slice(text.indexOf("{")));
-  return report.benches.flatMap((
-    b: {
-      group: string;
-      name: string;
-      results: { ok?: { avg: number } }[];
-    },
-  ) =>
-    b.results[0]?.ok && b.name.endsWith(library)
-      ? [{
-        group: b.group,
-        library,
-        avgMs: b.results[0].ok.avg / 1e6,
-      }]
-      : []
-  );
 }
 
 const fmt = (
@@ -123,11 +102,11 @@ const fmt = (
   ? `${ms.toFixed(2)} ms`
   : `${ms.toFixed(1)} ms`);
 
-function svg(rows: Row[], groups: string[]): string {
+function svg(rows: Figure[], groups: string[]): string {
   const colors = ["#d9480f", "#f59f00", "#1971c2", "#4dabf7", "#2f9e44", "#9c36b5"];
   const barH = 9, gap = 14, left = 120, width = 560;
-  const maxLog = Math.log10(Math.max(...rows.map((r) => r.avgMs)) * 2),
-    minLog = Math.log10(Math.min(...rows.map((r) => r.avgMs)) / 2);
+  const maxLog = Math.log10(Math.max(...rows.map((r) => r.ms)) * 2),
+    minLog = Math.log10(Math.min(...rows.map((r) => r.ms)) / 2);
   const x = (ms: number) => ((Math.log10(ms) - minLog) / (maxLog - minLog)) * width;
   const parts: string[] = [];
   let y = 30;
@@ -137,12 +116,12 @@ function svg(rows: Row[], groups: string[]): string {
       const r = rows.find((q) => q.group === g && q.library === lib);
       if (!r) return;
       parts.push(
-        `<rect x="${left}" y="${y}" width="${x(r.avgMs).toFixed(1)}" height="${barH - 1}" fill="${
+        `<rect x="${left}" y="${y}" width="${x(r.ms).toFixed(1)}" height="${barH - 1}" fill="${
           colors[i]
         }"/>`,
       );
       parts.push(
-        `<text x="${left + x(r.avgMs) + 3}" y="${y + 7}" font-size="8">${fmt(r.avgMs)}</text>`,
+        `<text x="${left + x(r.ms) + 3}" y="${y + 7}" font-size="8">${fmt(r.ms)}</text>`,
       );
       y += barH;
     });
@@ -205,10 +184,6 @@ async function warmFirsts(): Promise<Figure[]> {
 }
 
 const { runs, firsts, devices } = measured;
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b), h = s.length >> 1;
-  return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
-};
 /** Per cell: the median over processes, and the spread (max − min) as a fraction of it. */
 const cells = (xs: { group: string; library: string; ms: number }[]) => {
   const by = new Map<string, number[]>();
@@ -220,13 +195,13 @@ const cells = (xs: { group: string; library: string; ms: number }[]) => {
     return {
       group,
       library,
-      avgMs: median(ms),
+      ms: median(ms),
       spread: (Math.max(...ms) - Math.min(...ms)) / median(ms),
       n: ms.length,
     };
   });
 };
-const rows = cells(runs.map((r) => ({ ...r, ms: r.avgMs })));
+const rows = cells(runs);
 const firstRows = cells(firsts);
 const groups = [...new Set(rows.map((r) => r.group))];
 type Cell = (typeof rows)[number];
@@ -236,7 +211,7 @@ type Cell = (typeof rows)[number];
  * means: bandwidth against the plain copy kernel of the same run, TFLOP/s for the matmuls.
  */
 function deviceTable(times: Cell[]): string[] {
-  const device = new Map(times.map((c) => [c.group, c.avgMs]));
+  const device = new Map(times.map((c) => [c.group, c.ms]));
   const derived = (g: string, ms: number) => {
     const n = Number(g.match(/^W2-(\d+)$/)?.[1]);
     if (n) return `${(2 * n ** 3 / ms / 1e9).toFixed(1)} TFLOP/s`;
@@ -254,7 +229,7 @@ function deviceTable(times: Cell[]): string[] {
     "| --- | ---: | ---: | --- |",
     ...[...device].map(([g, ms]) => {
       const e2e = rows.find((r) => r.group === g && r.library === KILN);
-      return `| ${g} | ${fmt(ms)} | ${e2e ? fmt(e2e.avgMs) : "—"} | ${derived(g, ms)} |`;
+      return `| ${g} | ${fmt(ms)} | ${e2e ? fmt(e2e.ms) : "—"} | ${derived(g, ms)} |`;
     }),
     "",
   ];
@@ -272,16 +247,12 @@ function table(cells: Cell[], spread: boolean, extra: string[] = []): string[] {
     ...groups.map((g) => {
       const cell = (lib: string) => cells.find((r) => r.group === g && r.library === lib);
       const peers = cells.filter((r) => r.group === g && !r.library.startsWith("kiln"));
-      const best = Math.min(...peers.map((r) => r.avgMs));
+      const best = Math.min(...peers.map((r) => r.ms));
       const show = (c: Cell | undefined) =>
-        !c
-          ? "—"
-          : spread && c.n > 1
-          ? `${fmt(c.avgMs)} ±${Math.round(c.spread * 50)}%`
-          : fmt(c.avgMs);
+        !c ? "—" : spread && c.n > 1 ? `${fmt(c.ms)} ±${Math.round(c.spread * 50)}%` : fmt(c.ms);
       const ratio = (k: string) => {
         const kiln = cell(k);
-        return kiln && peers.length ? (kiln.avgMs / best).toFixed(2) : "—";
+        return kiln && peers.length ? (kiln.ms / best).toFixed(2) : "—";
       };
       return `| ${g} | ${columns.map((l) => show(cell(l))).join(" | ")} | ${
         kilns.map(ratio).join(" | ")
@@ -294,10 +265,10 @@ const lines = [
   GPU ? "# kiln GPU benchmarks" : "# kiln CPU benchmarks",
   "",
   GPU
-    ? `Produced on the GPU machine by \`deno task bench:gpu\` (\`bench/report.ts --gpu\`). Each library ran in its own processes on Deno's WebGPU; a cell is the median of the processes' \`deno bench\` means and ±half their spread. Times are end to end (host inputs in, result back on the host), and every result was checked against float64 before it was timed. Workloads: \`bench/workloads.ts\`, \`bench/gpu_bench.ts\`.`
+    ? `Produced on the GPU machine by \`deno task bench:gpu\` (\`bench/report.ts --gpu\`). Each library ran in its own processes on Deno's WebGPU; a cell is the median over the processes of each one's median time per call (after \`deno bench\`'s warm-up) and ±half their spread. Times are end to end (host inputs in, result back on the host), and every result was checked against float64 before it was timed. Workloads: \`bench/workloads.ts\`, \`bench/gpu_bench.ts\`.`
     : `Produced by \`deno task bench:report\` on ${
       new Date().toISOString().slice(0, 10)
-    } (Deno ${Deno.version.deno}, ${cpu}, ${navigator.hardwareConcurrency} cores). Each library ran in its own process, ${PROCESSES} processes per library; a cell is the median of the processes' \`deno bench\` means (from the call until the result is a host typed array) and ±half their spread. kiln wasm and ONNX Runtime use ${navigator.hardwareConcurrency} threads, tfjs-wasm one (it sees Node). Every library's result was checked (float64, or ONNX Runtime's recorded outputs for the models) before it was timed. Workloads are defined in \`bench/workloads.ts\`.`,
+    } (Deno ${Deno.version.deno}, ${cpu}, ${navigator.hardwareConcurrency} cores). Each library ran in its own process, ${PROCESSES} processes per library; a cell is the median over the processes of each one's median time per call (from the call until the result is a host typed array; W1–W6 run at least 17 times each after \`deno bench\`'s warm-up) and ±half their spread. kiln wasm and ONNX Runtime use ${navigator.hardwareConcurrency} threads, tfjs-wasm one (it sees Node). Every library's result was checked (float64, or ONNX Runtime's recorded outputs for the models) before it was timed. Workloads are defined in \`bench/workloads.ts\`.`,
   "",
   ...table(rows, true),
   "",
