@@ -2,8 +2,8 @@
  * WebAssembly generation from the kernel IR with Binaryen. Each kernel becomes one exported
  * function `run(buffers…, scratch, rowStart, rowEnd, packedB)` taking the byte address of every
  * input and output in a shared memory arena, the thread's scratch, the range of rows to compute
- * (threads and shape buckets split rows), and for tiled matmuls where B is prepacked (see
- * `wasm_matmul.ts`).
+ * (threads and shape buckets split rows), and for tiled matmuls the address of B's packed
+ * panels (see `wasm_matmul.ts`; 0 for other kernels).
  * Per row it runs each reduction as a loop over the reduced coordinates, then stores row outputs
  * once and full outputs in a final loop — the same schedule as the reference interpreter.
  *

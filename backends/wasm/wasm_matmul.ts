@@ -37,7 +37,7 @@ export interface MatmulContext {
   readonly coord: readonly number[];
   /** Reduction result locals. */
   readonly accs: readonly number[];
-  /** Parameter locals: scratch address, the row range, and a prepacked B's address (or 0). */
+  /** Parameter locals: scratch address, the row range, and the address of B's packed panels. */
   readonly params: {
     readonly scratch: number;
     readonly start: number;
@@ -93,11 +93,11 @@ export interface MatmulContext {
  * `undefined` when B is not affine (A may be packed), B's columns run backwards, or B changes
  * with the row (batched B): the i-k-j path below takes those.
  *
- * B's panels are packed per call into the scratch — or, when the program holds B fixed (a
- * weight), once into `packedB` by a call with `rowStart` −1 (the module then exports the global
- * `packsB`), and calls with a non-zero `packedB` read the panels there: a model's weights are
- * not re-packed on every run by every thread, as ONNX Runtime prepacks them. A convolution's
- * indirection table then lies after the panels too, instead of being copied per call.
+ * B's panels live at `packedB`, packed by a call with `rowStart` −1 (the module exports the
+ * global `packsB` to say it takes one). The program packs a B it holds fixed (a weight) once
+ * per change, as ONNX Runtime prepacks weights, and any other B once per run before the
+ * kernel, not once per call and thread. A convolution's indirection table lies after the
+ * panels, copied there by the packing call.
  */
 export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
   const { m, binaryen, kernel, local, get, ic, kept, coord, unravel, loadAddress } = e;
@@ -145,13 +145,13 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     return st;
   };
   const kLoop = (body: number[]) => countedLoop(kk, k, body);
-  // Packed A: row `row` of this call's rows starts at `PANEL + 32k + 4k·(row − first)`.
+  // Packed A: row `row` of this call's rows starts at `TILE_BYTES + 4k·(row − first)`.
   const first = local(i32);
   const rowA = (row: number, st: number[]) =>
     packed
       ? m.i32.add(
         get(scratch, i32),
-        m.i32.add(ic(PANEL + 32 * k), m.i32.mul(m.i32.sub(row, get(first, i32)), ic(4 * k))),
+        m.i32.add(ic(TILE_BYTES), m.i32.mul(m.i32.sub(row, get(first, i32)), ic(4 * k))),
       )
       : loadAddress(a, st).address;
   const tile = (rows: number, width: number): number[] => {
@@ -224,7 +224,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   };
   /**
    * Gathers this call's rows of A, k-contiguous, into the scratch: through the indirection
-   * table (a passive data segment, copied beside the packed rows), else through A's index map.
+   * table (beside B's panels), else through A's index map.
    */
   const packA = () => {
     const st: number[] = [];
@@ -234,26 +234,12 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       const bytes = m.i32.mul(m.i32.sub(get(r1, i32), get(first, i32)), ic(4 * k));
       st.push(
         m.local.set(last, m.i32.add(get(dst, i32), bytes)),
-        // The table lies beside a prepacked B; else this call copies its rows of it.
-        m.if(
-          get(packedB, i32),
-          m.local.set(
-            at,
-            m.i32.add(
-              get(packedB, i32),
-              m.i32.add(ic(panelBytes), m.i32.mul(get(first, i32), ic(4 * k))),
-            ),
+        m.local.set(
+          at,
+          m.i32.add(
+            get(packedB, i32),
+            m.i32.add(ic(panelBytes), m.i32.mul(get(first, i32), ic(4 * k))),
           ),
-          m.block(null, [
-            m.local.set(at, m.i32.add(get(dst, i32), ic(4 * k * rowsOfA(kernel, n)))),
-            m.memory.init(
-              "0",
-              get(at, i32),
-              m.i32.mul(get(first, i32), ic(4 * k)),
-              m.i32.mul(m.i32.sub(get(r1, i32), get(first, i32)), ic(4 * k)),
-              "0",
-            ),
-          ]),
         ),
         whileLoop(() => m.i32.lt_u(get(dst, i32), get(last, i32)), [
           m.local.set(idx, m.i32.load(0, 4, get(at, i32))),
@@ -304,16 +290,9 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   /** Where the panel at n0 lives when B is prepacked. */
   const prepacked = () =>
     m.i32.add(get(packedB, i32), m.i32.mul(m.i32.shr_u(get(n0, i32), ic(3)), ic(32 * k)));
-  /** One panel of `width` ≤ 8 columns at n0: packed (unless prepacked), then every row tile. */
+  /** Every row tile against the panel of `width` ≤ 8 columns at n0. */
   const panel = (width: number) => [
-    m.if(
-      get(packedB, i32),
-      m.local.set(bPanel, prepacked()),
-      m.block(null, [
-        ...pack(width, m.i32.add(get(scratch, i32), ic(PANEL))),
-        m.local.set(bPanel, m.i32.add(get(scratch, i32), ic(PANEL))),
-      ]),
-    ),
+    m.local.set(bPanel, prepacked()),
     m.local.set(r, get(first, i32)),
     whileLoop(() => m.i32.le_s(m.i32.add(get(r, i32), ic(TILE_ROWS)), get(r1, i32)), [
       ...tile(TILE_ROWS, width),
@@ -337,11 +316,53 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   m.addGlobal("packsB", i32, false, ic(1));
   m.addGlobalExport("packsB", "packsB");
   const tableBytes = e.indirection ? e.indirection.table.byteLength : 0;
+  /**
+   * Packs a B whose columns are contiguous, `KB` rows of B at a time: for
+   * each panel, its piece of each of those rows. Reads stay within `KB` streams and each
+   * panel's writes are one contiguous run; walking B panel by panel instead reads 32 bytes a row
+   * with rows a power of two apart (W2-1024: 4 KB), landing in one cache set, and walking it row
+   * by row writes to every panel at once (W5's 64 panels).
+   */
+  const packRows = () => {
+    const st: number[] = [];
+    const src = local(i32), dst = local(i32), p = local(i32), kb = local(i32);
+    setRow(ic(0), ic(0), st);
+    /** Copies `count` rows from row kb (at bPtr) of every full panel. */
+    const block = (count: number) => [
+      m.local.set(p, ic(0)),
+      m.local.set(src, get(bPtr, i32)),
+      m.local.set(dst, m.i32.add(get(packedB, i32), m.i32.shl(get(kb, i32), ic(5)))),
+      whileLoop(() => m.i32.lt_s(get(p, i32), ic(wide / 8)), [
+        ...[...Array(count).keys()].flatMap((j) => [
+          m.v128.store(32 * j, 4, get(dst, i32), m.v128.load(j * strideB, 4, get(src, i32))),
+          m.v128.store(
+            32 * j + 16,
+            4,
+            get(dst, i32),
+            m.v128.load(j * strideB + 16, 4, get(src, i32)),
+          ),
+        ]),
+        m.local.set(src, m.i32.add(get(src, i32), ic(32))),
+        m.local.set(dst, m.i32.add(get(dst, i32), ic(32 * k))),
+        m.local.set(p, m.i32.add(get(p, i32), ic(1))),
+      ]),
+      m.local.set(kb, m.i32.add(get(kb, i32), ic(count))),
+      m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(count * strideB))),
+    ];
+    st.push(
+      m.local.set(bPtr, loadAddress(b, st).address),
+      m.local.set(kb, ic(0)),
+      whileLoop(() => m.i32.lt_s(get(kb, i32), ic(k - (k % KB))), block(KB)),
+      ...(k % KB ? block(k % KB) : []),
+    );
+    if (wide < n) st.push(m.local.set(n0, ic(wide)), ...pack(n - wide, prepacked()));
+    return st;
+  };
   const stmts = [
     m.if(
       m.i32.lt_s(get(start, i32), ic(0)),
       m.block(null, [
-        ...panels((width) => pack(width, prepacked())),
+        ...(strideN === 4 ? packRows() : panels((width) => pack(width, prepacked()))),
         ...(tableBytes
           ? [
             m.memory.init(
@@ -468,11 +489,14 @@ export function gemmBody(e: MatmulContext, plan: MatmulPlan): number[] {
   ];
 }
 
+/** Rows of B a contiguous B's packing copies per pass over its panels. */
+const KB = 8;
+
 /** Rows of a matmul tile (each two f32x4 accumulators wide). */
 export const TILE_ROWS = 6;
 
-/** Byte offset of the packed B panel in a matmul's scratch (after one tile). */
-export const PANEL: number = 32 * TILE_ROWS;
+/** Bytes of one output tile in a matmul's scratch; packed rows of A follow it. */
+const TILE_BYTES = 32 * TILE_ROWS;
 
 /** Whether `kernel` runs through the matmul paths (a matmul, or a convolution as implicit GEMM). */
 export function contracts(kernel: KernelIR): boolean {
@@ -552,14 +576,13 @@ export function prepackBytes(kernel: KernelIR): number {
 }
 
 /**
- * Scratch bytes a kernel needs: a matmul's tile, packed B panel, packed A rows and their
- * indirection, or its row of accumulators.
+ * Scratch bytes a kernel needs: a matmul's tile and packed A rows, or its row of accumulators.
  */
 export function scratchBytes(kernel: KernelIR): number {
   if (!contracts(kernel)) return 0;
   const [n, k] = kernel.space.slice(-2);
-  const packed = packsA(kernel) ? 2 * rowsOfA(kernel, n) * k * 4 : 0;
-  return Math.max(PANEL + 32 * k + packed, 4 * n);
+  const packed = packsA(kernel) ? rowsOfA(kernel, n) * k * 4 : 0;
+  return Math.max(TILE_BYTES + packed, 4 * n);
 }
 
 /** What the i-k-j path needs to know about a matmul kernel. */

@@ -203,6 +203,38 @@ Deno.test("tiled matmul matches the reference at every tile remainder, with epil
   await close("MatMul", [f32([], [3, 0]), f32([], [0, 8])]);
 });
 
+Deno.test("matmuls whose B changes per run (inputs, another matmul's product) repack it every run", async () => {
+  // Three tiled matmuls share one place for their packed B: b1 and d are inputs, q a product.
+  const b = new GraphBuilder();
+  const p = b.op("MatMul", [b.input("a", [4, 9]), b.input("b1", [9, 17])]);
+  const q = b.op("MatMul", [b.input("c", [17, 6]), b.input("d", [6, 10])]);
+  b.output("y", b.op("MatMul", [p, q]));
+  const graph = b.build();
+  const [exe, ref] = await Promise.all([
+    compile(graph, { backend: wasm }),
+    compile(graph, { backend: "reference" }),
+  ]);
+  try {
+    for (const seed of [1, 2, 3]) {
+      const inputs = {
+        a: f32(data(36, seed), [4, 9]),
+        b1: f32(data(153, seed + 10), [9, 17]),
+        c: f32(data(102, seed + 20), [17, 6]),
+        d: f32(data(60, seed + 30), [6, 10]),
+      };
+      const [got, want] = await Promise.all([exe.run(inputs), ref.run(inputs)]);
+      assertClose(numbers(got.y.data), numbers(want.y.data), {
+        atol: 1e-4,
+        rtol: 1e-5,
+        message: `inputs ${seed}`,
+      });
+    }
+  } finally {
+    exe.dispose();
+    ref.dispose();
+  }
+});
+
 Deno.test("weights are packed once and again after setParam, on every thread, transposed or not", async () => {
   const gemm = (m: number, transB: number) => {
     const [k, n] = [64, 20];
