@@ -298,10 +298,14 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       ...tile(TILE_ROWS, width),
       m.local.set(r, m.i32.add(get(r, i32), ic(TILE_ROWS))),
     ]),
-    whileLoop(() => m.i32.lt_s(get(r, i32), get(r1, i32)), [
-      ...tile(1, width),
-      m.local.set(r, m.i32.add(get(r, i32), ic(1))),
-    ]),
+    // Fewer than TILE_ROWS rows left: one tile of 4, 2 and 1 rows as needed (1-row tiles alone
+    // run at a quarter of the FMA rate: two accumulator chains cannot hide the latency).
+    ...[4, 2, 1].map((rows) =>
+      m.if(
+        m.i32.le_s(m.i32.add(get(r, i32), ic(rows)), get(r1, i32)),
+        m.block(null, [...tile(rows, width), m.local.set(r, m.i32.add(get(r, i32), ic(rows)))]),
+      )
+    ),
   ];
   const wide = n - (n % 8);
   /** Statements for every panel of B: `each(width)` at n0 = 0, 8, …, the last one narrower. */

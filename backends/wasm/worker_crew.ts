@@ -68,8 +68,11 @@ export interface PoolOptions extends WorkerThreads {
 const GEN = 0, PENDING = 1, KERNEL = 2, ROWS = 3, PARTS = 4, UNIT = 5, STOP = 6, FAILED = 7;
 const CHUNK = 8, PROGRAM = 9, JOB = 10, READY = 11;
 
-/** Runs this long (ms) without the spawn timer firing spawn the workers on the spot. */
-const STARVED_MS = 50;
+/**
+ * Milliseconds of kernels run alone (the spawn timer not having fired) after which the workers
+ * spawn on the spot: by then a second thread would have saved more than the spawn's 20-30 ms.
+ */
+const STARVED_MS = 100;
 
 /** Rows `[start, end)` of part `part` when `rows` split into `parts` multiples of `unit`. */
 export function partOf(rows: number, parts: number, unit: number, part: number): [number, number] {
@@ -133,7 +136,8 @@ export class WorkerPool {
   #workers: { worker: { terminate(): unknown }; port: { postMessage(m: unknown): void } }[] = [];
   #programs = new Map<number, CrewOptions>();
   #ids = 0;
-  #scheduledAt: number | undefined;
+  #scheduled = false;
+  #alone = 0;
   #closed = false;
 
   /** The process-wide pool of `options.threads` threads (made on first use). */
@@ -182,15 +186,15 @@ export class WorkerPool {
   }
 
   /**
-   * Spawns after the current task, or now once runs have gone on for {@linkcode STARVED_MS}
-   * without a task boundary: a caller awaiting runs back to back only ever turns microtasks, and
-   * would otherwise stay on one thread for good.
+   * Spawns after the current task, or now once kernels have run alone for {@linkcode STARVED_MS}:
+   * a caller awaiting runs back to back only ever turns microtasks, and would otherwise stay on
+   * one thread for good.
    */
   #spawnSoon(): void {
-    if (this.#scheduledAt === undefined) {
-      this.#scheduledAt = performance.now();
+    if (!this.#scheduled) {
+      this.#scheduled = true;
       unref(setTimeout(() => this.#spawn(), 0));
-    } else if (performance.now() - this.#scheduledAt > STARVED_MS) {
+    } else if (this.#alone > STARVED_MS) {
       this.#spawn();
     }
   }
@@ -204,7 +208,8 @@ export class WorkerPool {
     call: (start: number, end: number) => void,
   ): void {
     const c = this.#control;
-    if (!this.#workers.length) this.#spawnSoon();
+    const alone = !this.#workers.length, began = alone ? performance.now() : 0;
+    if (alone) this.#spawnSoon();
     const parts = 1 + this.ready();
     if (parts > 1) {
       Atomics.store(c, PROGRAM, program);
@@ -228,6 +233,7 @@ export class WorkerPool {
     ) {
       Atomics.wait(c, PENDING, left, 1);
     }
+    if (alone) this.#alone += performance.now() - began;
     if (Atomics.exchange(c, FAILED, 0)) {
       throw new KilnError(`wasm: kernel ${kernel} trapped on a worker thread`, {
         code: "internal",
