@@ -201,6 +201,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
   };
   return {
     run(args, outputs, active) {
+      crew?.prime();
       plan.bindings.forEach((b, i) => {
         write(b.value, args[i].data, args[i].dtype);
         if (b.resident) written.set(b.value, args[i].data);

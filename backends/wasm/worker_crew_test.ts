@@ -104,10 +104,16 @@ Deno.test("a pool splits a kernel's rows between the caller and its workers, for
       assert.deepEqual(c.run(), [1000, 1000, 1001, 1001, 1002, 1002]);
       assert.deepEqual(b.run(), [1000, 1000, 1001, 1001, 1002, 1002]);
     }
-    // Each discharge wakes the workers with no job; the run right after must run once per worker.
+    // Each discharge or prime wakes the workers with no job; the run right after must run once
+    // per worker.
     for (let i = 0; i < 200; i++) {
       const d = program();
       d.crew.dispose();
+      assert.deepEqual(c.run(), [1000, 1000, 1001, 1001, 1002, 1002]);
+      c.crew.prime();
+      assert.deepEqual(c.run(), [1000, 1000, 1001, 1001, 1002, 1002]);
+      c.crew.prime();
+      c.crew.prime();
       assert.deepEqual(c.run(), [1000, 1000, 1001, 1001, 1002, 1002]);
     }
     b.crew.dispose();
