@@ -294,13 +294,22 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   const panel = (width: number) => [
     m.local.set(bPanel, prepacked()),
     m.local.set(r, get(first, i32)),
-    whileLoop(() => m.i32.le_s(m.i32.add(get(r, i32), ic(TILE_ROWS)), get(r1, i32)), [
-      ...tile(TILE_ROWS, width),
-      m.local.set(r, m.i32.add(get(r, i32), ic(TILE_ROWS))),
+    // Eight rows left run as two tiles of 4, not 6 and 2; fewer than TILE_ROWS as one tile of 4,
+    // 2 and 1 rows as needed (tiles of 2 and 1 rows have too few accumulator chains to hide the
+    // FMA latency: half and a quarter of the rate).
+    whileLoop(
+      () =>
+        m.i32.and(
+          m.i32.le_s(m.i32.add(get(r, i32), ic(TILE_ROWS)), get(r1, i32)),
+          m.i32.ne(m.i32.add(get(r, i32), ic(8)), get(r1, i32)),
+        ),
+      [...tile(TILE_ROWS, width), m.local.set(r, m.i32.add(get(r, i32), ic(TILE_ROWS)))],
+    ),
+    whileLoop(() => m.i32.le_s(m.i32.add(get(r, i32), ic(4)), get(r1, i32)), [
+      ...tile(4, width),
+      m.local.set(r, m.i32.add(get(r, i32), ic(4))),
     ]),
-    // Fewer than TILE_ROWS rows left: one tile of 4, 2 and 1 rows as needed (1-row tiles alone
-    // run at a quarter of the FMA rate: two accumulator chains cannot hide the latency).
-    ...[4, 2, 1].map((rows) =>
+    ...[2, 1].map((rows) =>
       m.if(
         m.i32.le_s(m.i32.add(get(r, i32), ic(rows)), get(r1, i32)),
         m.block(null, [...tile(rows, width), m.local.set(r, m.i32.add(get(r, i32), ic(rows)))]),

@@ -187,7 +187,16 @@ Deno.test("tiled matmul matches the reference at every tile remainder, with epil
   const close = (op: string, inputs: HostTensor[], attrs: Attrs = {}) =>
     assertMatchesReference(wasm, op, inputs, attrs, { atol: 1e-5, rtol: 1e-5 });
   for (
-    const [mm, nn, kk] of [[1, 8, 3], [3, 9, 5], [4, 8, 1], [5, 17, 7], [9, 33, 16], [6, 7, 4]]
+    const [mm, nn, kk] of [
+      [1, 8, 3],
+      [3, 9, 5],
+      [4, 8, 1],
+      [5, 17, 7],
+      [9, 33, 16],
+      [6, 7, 4],
+      [8, 9, 7],
+      [14, 16, 9],
+    ]
   ) {
     const a = f32(data(mm * kk, mm + kk), [mm, kk]);
     const b = f32(data(kk * nn, nn + 1), [kk, nn]);
