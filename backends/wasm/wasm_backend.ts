@@ -32,7 +32,7 @@ import type { KernelIR } from "../../jit/kernel_ir.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { arenaProgram } from "./arena_program.ts";
 import { type Binaryen, generateWasm } from "./wasm_codegen.ts";
-import type { WorkerThreads } from "./worker_crew.ts";
+import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
 let binaryen: Promise<Binaryen> | undefined;
 let workers: Promise<WorkerThreads | undefined> | undefined;
@@ -262,8 +262,14 @@ export class WasmBackend implements Backend {
     return runOpAsGraph(this, op, inputs, attrs);
   }
 
-  /** Binaryen, loaded once per process on the first kernel generated. */
+  /**
+   * Binaryen, loaded once per process on the first kernel generated. That load takes ~300 ms,
+   * so the worker pool spawns beside it (20-30 ms) rather than in a first run later.
+   */
   #binaryen(): Promise<Binaryen> {
+    if (!binaryen && this.#threads > 1 && this.#workers) {
+      WorkerPool.of({ threads: this.#threads, ...this.#workers }).start();
+    }
     return binaryen ??= import("npm:binaryen@132.0.0").then((m) => m.default as Binaryen);
   }
 

@@ -164,20 +164,22 @@ export class WorkerPool {
   }
 
   /**
-   * Enlists a program. The `threads - 1` workers start after the task of the pool's first run,
-   * since `new Worker` blocks the calling thread (20-30 ms each in Deno), which would otherwise
-   * land on a compile (one awaiting the disk cache turns the event loop) or a first run — or at
-   * once for a `program.eager` (a first run long enough to want the threads).
+   * Enlists a program. Unless something {@linkcode WorkerPool.start}ed them (the wasm backend
+   * does as Binaryen loads), the `threads - 1` workers start after the task of the pool's first
+   * run, since `new Worker` blocks the calling thread (20-30 ms each in Deno), which would
+   * otherwise land on a compile (one awaiting the disk cache turns the event loop) or a first
+   * run — or at once for a `program.eager` (a first run long enough to want the threads).
    */
   enlist(program: CrewOptions): Crew {
     const id = ++this.#ids;
     this.#programs.set(id, program);
     for (const w of this.#workers) w.port.postMessage(registration(id, program));
-    if (program.eager) this.#spawn();
+    if (program.eager) this.start();
     return new Crew(this, id);
   }
 
-  #spawn(): void {
+  /** Spawns the workers now, if they are not up (this thread blocks 20-30 ms in Deno). */
+  start(): void {
     if (this.#workers.length || this.#closed) return;
     const { threads, Worker, MessageChannel } = this.#options;
     this.#workers = Array.from({ length: threads - 1 }, (_, i) => {
@@ -202,9 +204,9 @@ export class WorkerPool {
   #spawnSoon(): void {
     if (!this.#scheduled) {
       this.#scheduled = true;
-      unref(setTimeout(() => this.#spawn(), 0));
+      unref(setTimeout(() => this.start(), 0));
     } else if (this.#alone > STARVED_MS) {
-      this.#spawn();
+      this.start();
     }
   }
 

@@ -163,3 +163,14 @@ Deno.test("runs awaited back to back, with no task boundary, still get the worke
     pool.close();
   }
 });
+
+Deno.test("start spawns the workers before any run", async () => {
+  const pool = WorkerPool.of({ threads: 2, ...threads });
+  try {
+    assert.equal(pool.ready(), 0);
+    pool.start();
+    await ready(pool, 1);
+  } finally {
+    pool.close();
+  }
+});
