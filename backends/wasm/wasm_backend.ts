@@ -156,7 +156,7 @@ export class WasmBackend implements Backend {
     const backend = this;
     this.codegen = {
       get format() {
-        return `wasm-10${backend.#threads > 1 ? "-shared" : ""}${backend.#fma ? "-fma" : ""}`;
+        return `wasm-11${backend.#threads > 1 ? "-shared" : ""}${backend.#fma ? "-fma" : ""}`;
       },
       generate: async (kernel: KernelIR): Promise<Artifact> =>
         kernel.opaque ? new Uint8Array() : generateWasm(await this.#binaryen(), kernel, {
@@ -213,7 +213,7 @@ export class WasmBackend implements Backend {
     return { compute: workload.flops / 5e8 + workload.bytes / 5e9, transfer: 0 };
   }
 
-  /** Kernel IR → WebAssembly modules (format `wasm-10-shared` when threads are on). */
+  /** Kernel IR → WebAssembly modules (format `wasm-11-shared` when threads are on). */
   readonly codegen: KernelCodegen;
 
   /** Loads `node:worker_threads` for threads and probes for relaxed SIMD. */
