@@ -62,22 +62,31 @@ async function ready(pool: WorkerPool, n: number): Promise<void> {
   }
 }
 
+/**
+ * A program of `module` in a fresh shared memory, enlisted in `pool`: `caller(out, scratch,
+ * start, end)` runs it on this thread; the workers get scratch 1000 + their id.
+ */
+function enlist(pool: WorkerPool, module: WebAssembly.Module) {
+  const memory = new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true });
+  const caller = new WebAssembly.Instance(module, { env: { memory } }).exports.run as (
+    ...a: number[]
+  ) => void;
+  const crew = pool.enlist({
+    modules: [module],
+    memory,
+    args: [[0]],
+    packs: [0],
+    scratch: 1000,
+    scratchBytes: 1,
+  });
+  return { memory, caller, crew };
+}
+
 Deno.test("a pool splits a kernel's rows between the caller and its workers, for every program", async () => {
   const module = await markerModule();
   const pool = WorkerPool.of({ threads: 3, ...threads });
   const program = () => {
-    const memory = new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true });
-    const caller = new WebAssembly.Instance(module, { env: { memory } }).exports.run as (
-      ...a: number[]
-    ) => void;
-    const crew = pool.enlist({
-      modules: [module],
-      memory,
-      args: [[0]],
-      packs: [0],
-      scratch: 1000,
-      scratchBytes: 1,
-    });
+    const { memory, caller, crew } = enlist(pool, module);
     const run = () => {
       new Int32Array(memory.buffer, 0, 4000).fill(0);
       crew.run(0, 4000, { unit: 16, chunk: 100 }, (start, end) => caller(0, 1000, start, end));
@@ -130,18 +139,7 @@ Deno.test("a pool splits a kernel's rows between the caller and its workers, for
 Deno.test("runs awaited back to back, with no task boundary, still get the workers", async () => {
   const module = await markerModule();
   const pool = WorkerPool.of({ threads: 2, ...threads });
-  const memory = new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true });
-  const caller = new WebAssembly.Instance(module, { env: { memory } }).exports.run as (
-    ...a: number[]
-  ) => void;
-  const crew = pool.enlist({
-    modules: [module],
-    memory,
-    args: [[0]],
-    packs: [0],
-    scratch: 1000,
-    scratchBytes: 1,
-  });
+  const { memory, caller, crew } = enlist(pool, module);
   try {
     const t0 = performance.now();
     // Microtasks only (as `for (...) await program.run()` turns): the spawn timer never fires.
