@@ -185,8 +185,8 @@ export function arenaProgram(plan: ArenaPlan): Program {
     const least = contracts(k) ? 11 : 1;
     return { unit, chunk: tile * Math.max(least, Math.floor(CHUNK_WORK / (work * tile))) };
   });
-  // On this thread alone: splitting it between the threads measured slower (the hand-off
-  // outweighs a pack, 0.13 ms for W5's 1.6 MB of weights and 0.39 ms for W2-1024's 4 MB).
+  // On this thread alone: split between the threads (worker primed) it measured no faster —
+  // W5's 1.6 MB of weights 0.13 -> 0.11 ms, while W2-512 ran 3.57 -> 3.85 ms in all.
   const pack = (i: number) => runs[i](...addresses[i], scratch, -1, 0, packedAt[i]);
   const written = new Map<number, TensorData>();
   /** Values written by the current run (a prepacked B among them is packed anew). */

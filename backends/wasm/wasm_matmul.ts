@@ -287,35 +287,31 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     );
     return st;
   };
-  /** Where the panel at n0 lives when B is prepacked. */
+  /** Where the packed panel at n0 lives. */
   const prepacked = () =>
     m.i32.add(get(packedB, i32), m.i32.mul(m.i32.shr_u(get(n0, i32), ic(3)), ic(32 * k)));
   /** Every row tile against the panel of `width` ≤ 8 columns at n0. */
-  const panel = (width: number) => [
-    m.local.set(bPanel, prepacked()),
-    m.local.set(r, get(first, i32)),
-    // Eight rows left run as two tiles of 4, not 6 and 2; fewer than TILE_ROWS as one tile of 4,
-    // 2 and 1 rows as needed (tiles of 2 and 1 rows have too few accumulator chains to hide the
-    // FMA latency: half and a quarter of the rate).
-    whileLoop(
-      () =>
-        m.i32.and(
-          m.i32.le_s(m.i32.add(get(r, i32), ic(TILE_ROWS)), get(r1, i32)),
-          m.i32.ne(m.i32.add(get(r, i32), ic(8)), get(r1, i32)),
-        ),
-      [...tile(TILE_ROWS, width), m.local.set(r, m.i32.add(get(r, i32), ic(TILE_ROWS)))],
-    ),
-    whileLoop(() => m.i32.le_s(m.i32.add(get(r, i32), ic(4)), get(r1, i32)), [
-      ...tile(4, width),
-      m.local.set(r, m.i32.add(get(r, i32), ic(4))),
-    ]),
-    ...[2, 1].map((rows) =>
-      m.if(
-        m.i32.le_s(m.i32.add(get(r, i32), ic(rows)), get(r1, i32)),
-        m.block(null, [...tile(rows, width), m.local.set(r, m.i32.add(get(r, i32), ic(rows)))]),
-      )
-    ),
-  ];
+  const panel = (width: number) => {
+    /** A tile of `rows` rows at r, then r past it. */
+    const step = (rows: number) => [
+      ...tile(rows, width),
+      m.local.set(r, m.i32.add(get(r, i32), ic(rows))),
+    ];
+    const fits = (rows: number) => m.i32.le_s(m.i32.add(get(r, i32), ic(rows)), get(r1, i32));
+    return [
+      m.local.set(bPanel, prepacked()),
+      m.local.set(r, get(first, i32)),
+      // Eight rows left run as two tiles of 4, not 6 and 2; fewer than TILE_ROWS as one tile of 4,
+      // 2 and 1 rows as needed (tiles of 2 and 1 rows have too few accumulator chains to hide the
+      // FMA latency: half and a quarter of the rate).
+      whileLoop(
+        () => m.i32.and(fits(TILE_ROWS), m.i32.ne(m.i32.add(get(r, i32), ic(8)), get(r1, i32))),
+        step(TILE_ROWS),
+      ),
+      whileLoop(() => fits(4), step(4)),
+      ...[2, 1].map((rows) => m.if(fits(rows), m.block(null, step(rows)))),
+    ];
+  };
   const wide = n - (n % 8);
   /** Statements for every panel of B: `each(width)` at n0 = 0, 8, …, the last one narrower. */
   const panels = (each: (width: number) => number[]) => [
@@ -330,8 +326,8 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   m.addGlobalExport("packsB", "packsB");
   const tableBytes = e.indirection ? e.indirection.table.byteLength : 0;
   /**
-   * Packs a B whose columns are contiguous, `KB` rows of B at a time: for
-   * each panel, its piece of each of those rows. Reads stay within `KB` streams and each
+   * Packs a B whose columns are contiguous, `KB` rows of B at a time: for each panel, its
+   * piece of each of those rows. Reads stay within `KB` streams and each
    * panel's writes are one contiguous run; walking B panel by panel instead reads 32 bytes a row
    * with rows a power of two apart (W2-1024: 4 KB), landing in one cache set, and walking it row
    * by row writes to every panel at once (W5's 64 panels).

@@ -259,10 +259,9 @@ export class WorkerPool {
    */
   prime(): void {
     if (!this.ready()) return;
-    const c = this.#control, gen = Atomics.load(c, GEN) + 1;
-    Atomics.store(c, PRIMED, gen);
-    Atomics.store(c, GEN, gen);
-    Atomics.notify(c, GEN);
+    // Only this thread moves GEN: the wake below makes it exactly this value.
+    Atomics.store(this.#control, PRIMED, Atomics.load(this.#control, GEN) + 1);
+    this.#wake();
   }
 
   /** Workers up and waiting for work. */
