@@ -74,6 +74,7 @@ export function affineOffset(
     return row;
   };
   for (const s of steps) {
+    if (s.kind === "gather") return undefined;
     if (s.kind === "reshape") {
       const next: Coord[] = [];
       for (const { from, to } of reshapeGroups(s.from, s.to)) {

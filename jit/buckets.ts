@@ -13,6 +13,7 @@ import type { Graph } from "./graph.ts";
 import {
   applyStep,
   type Expr,
+  gathers,
   type IndexStep,
   type KernelIR,
   linearIndex,
@@ -62,9 +63,7 @@ export function planBuckets(
   const partial = kernels.map((k) => {
     if (!k.inputs.some((b) => batched.has(b.value))) return false;
     if (k.opaque) {
-      if (!["ToDevice", "ToHost"].includes(k.opaque.op)) {
-        fail(`${k.name} (${k.opaque.op}) runs as a whole op on batch data`);
-      }
+      fail(`${k.name} (${k.opaque.op}) runs as a whole op on batch data`);
     } else {
       if (k.space[0] !== bound || k.reduced.includes(0)) {
         fail(`${k.name} (${k.ops.join(", ")}) mixes batch rows`);
@@ -108,9 +107,12 @@ function check(k: KernelIR, batched: ReadonlySet<number>, bound: number): void {
   };
   const loads = (e: Expr) =>
     walk(e, (x) => {
-      if (x.kind === "load") {
-        verify(x.steps, k.inputs[x.input].shape, batched.has(k.inputs[x.input].value), "an input");
-      }
+      if (x.kind !== "load") return;
+      const isBatch = batched.has(k.inputs[x.input].value);
+      // A gathered load can reach any row of its buffer.
+      if (gathers(x.steps)) {
+        if (isBatch) fail(`${k.name} (${k.ops.join(", ")}) gathers from a batched input`);
+      } else verify(x.steps, k.inputs[x.input].shape, isBatch, "an input");
     });
   k.reductions.forEach((r) => loads(r.expr));
   k.outputs.forEach((o) => {

@@ -7,7 +7,40 @@ import { uniform } from "./random.ts";
 import { assertClose, f32, i32, numbers, runGraph } from "./testing.ts";
 
 /** One case per decomposable op: inputs, attributes, tolerance. */
-const cases: Record<string, { inputs: HostTensor[]; attrs?: Attrs; atol?: number }[]> = {
+const cases: Record<
+  string,
+  { inputs: HostTensor[]; attrs?: Attrs; atol?: number; outputs?: number }[]
+> = {
+  Concat: [
+    {
+      inputs: [f32([1, 2, 3, 4], [2, 2]), f32([5, 6], [2, 1]), f32([7, 8, -0, NaN], [2, 2])],
+      attrs: { axis: 1 },
+    },
+    { inputs: [f32([1, 2], [1, 2]), f32([], [0, 2]), f32([3, 4], [1, 2])], attrs: { axis: -2 } },
+    { inputs: [i32([1, 2, 3])], attrs: { axis: 0 } },
+  ],
+  Split: [
+    { inputs: [f32(uniform(24, 30), [2, 12])], attrs: { axis: 1, split: [3, 0, 9] }, outputs: 3 },
+    { inputs: [f32(uniform(10, 31), [5, 2])], attrs: { axis: 0, num_outputs: 2 }, outputs: 2 },
+  ],
+  ArgMax: [
+    { inputs: [f32([1, 3, 3, 2, NaN, 5, NaN, 0, -1], [3, 3])], attrs: { axis: 1 } },
+    {
+      inputs: [f32([1, 3, 3, 2, 2, 0], [2, 3])],
+      attrs: { axis: 1, select_last_index: 1, keepdims: 0 },
+    },
+    { inputs: [i32([4, -1, 9, 9], [2, 2])], attrs: { axis: 0 } },
+  ],
+  ArgMin: [
+    { inputs: [f32([1, -3, -3, 2, NaN, 5], [2, 3])], attrs: { axis: -1, keepdims: 0 } },
+    { inputs: [f32([2, 1, 1, 0, 0, 3], [3, 2])], attrs: { axis: 0, select_last_index: 1 } },
+  ],
+  CumSum: [
+    { inputs: [f32(uniform(24, 32), [2, 3, 4])], attrs: { axis: 1 }, atol: 1e-5 },
+    { inputs: [f32(uniform(12, 33), [3, 4])], attrs: { axis: -1, exclusive: 1 }, atol: 1e-5 },
+    { inputs: [i32([1, 2, 3, 4, 5])], attrs: { axis: 0, reverse: 1 } },
+    { inputs: [f32([1, 2, 3, 4])], attrs: { axis: 0, reverse: 1, exclusive: 1 } },
+  ],
   Reciprocal: [{ inputs: [f32([0.5, -2, 0, Infinity, NaN])] }],
   Relu: [{ inputs: [f32([-1, 0, 2, NaN, -Infinity])] }, { inputs: [i32([-3, 3])] }],
   LeakyRelu: [{ inputs: [f32([-1, 0, 2, NaN])], attrs: { alpha: 0.2 } }],
@@ -83,7 +116,7 @@ for (const [op, list] of Object.entries(cases)) {
     for (const c of list) {
       const b = new GraphBuilder();
       const xs = c.inputs.map((t, i) => b.input(`x${i}`, t.shape, t.dtype));
-      b.output("y", b.op(op, xs, c.attrs ?? {}));
+      b.opN(op, xs, c.attrs ?? {}, c.outputs ?? 1).forEach((y, k) => b.output(`y${k}`, y));
       const graph = b.build();
       const expanded = decompose(graph, () => true);
       assert.ok(
@@ -92,15 +125,18 @@ for (const [op, list] of Object.entries(cases)) {
       );
       assert.ok(!expanded.nodes.some((n) => n.op === op));
       const feeds = Object.fromEntries(c.inputs.map((t, i) => [`x${i}`, t]));
-      const direct = (await runGraph(graph, feeds)).y;
-      const viaPrimitives = (await runGraph(expanded, feeds)).y;
-      assert.deepEqual(viaPrimitives.shape, direct.shape);
-      assert.equal(viaPrimitives.dtype, direct.dtype);
-      assertClose(numbers(viaPrimitives.data), numbers(direct.data), {
-        atol: c.atol ?? 1e-6,
-        rtol: 1e-5,
-        message: op,
-      });
+      const direct = await runGraph(graph, feeds);
+      const viaPrimitives = await runGraph(expanded, feeds);
+      for (const [name, want] of Object.entries(direct)) {
+        const got = viaPrimitives[name];
+        assert.deepEqual(got.shape, want.shape);
+        assert.equal(got.dtype, want.dtype);
+        assertClose(numbers(got.data), numbers(want.data), {
+          atol: c.atol ?? 1e-6,
+          rtol: 1e-5,
+          message: `${op} ${name}`,
+        });
+      }
     }
   });
 }

@@ -23,28 +23,36 @@ import {
   aluCount,
   applyStep,
   broadcastStep,
+  buffersRead,
   type Expr,
+  gathers,
   type IndexStep,
   type KernelIR,
   type KernelOutput,
   type KernelPattern,
+  type Load,
+  mapLoads,
   type ReduceOp,
   type Reduction,
   reindex,
   reshapeStep,
-  walk,
 } from "./kernel_ir.ts";
-import { resolvePads, resolvePerm, resolveSlice } from "./ops/movement.ts";
+import { padByConcat, resolvePads, resolvePerm, resolveSlice } from "./ops/movement.ts";
+import { runsWhole } from "./fusable.ts";
 import { resolveWindow } from "./ops/nn.ts";
 import { reduceAxes } from "./ops/reduce.ts";
 import {
   type Attrs,
   type EmitRef,
+  type Emitter,
   getOp,
   InferContext,
   inferNode,
   type ValueType,
 } from "./ops/mod.ts";
+
+/** A decomposition: what an op's `decompose` is. */
+type Decomposition = (e: Emitter, inputs: readonly EmitRef[], attrs: Attrs) => EmitRef[];
 import { fromF16Bits } from "./dtype.ts";
 import { sameShape, type Shape, sizeOf } from "./shape.ts";
 
@@ -66,17 +74,6 @@ export interface FusionResult {
   readonly constants: ReadonlyMap<number, HostTensor>;
 }
 
-/** Ops that run as their own (opaque) kernel: data-dependent or piecewise indexing. */
-const OPAQUE = new Set([
-  "Gather",
-  "GatherElements",
-  "Concat",
-  "Split",
-  "ArgMax",
-  "CumSum",
-  "ToDevice",
-  "ToHost",
-]);
 const REDUCE: Record<string, ReduceOp> = {
   ReduceSum: "sum",
   ReduceMean: "mean",
@@ -93,6 +90,7 @@ interface Group {
   readonly labels: Set<string>;
   pattern: KernelPattern;
   opaque?: { op: string; attrs: Attrs; inputs: number[] };
+  placement?: "ToDevice" | "ToHost";
   /** The kept axes in the order the group's values lay them out (default: space order). */
   keptOrder?: readonly number[];
 }
@@ -193,11 +191,19 @@ class Fuser {
     values?: readonly number[],
   ): Sym[] {
     const def = getOp(op);
-    if (!def.primitive) return this.#expand(op, ins, attrs, label);
+    if (!def.primitive) return this.#expand(ins, attrs, label, def.decompose!);
     const out = (i: number) => values?.[i] ?? this.#fresh++;
     if (op === "Constant") return [this.#constant(attrs.value as HostTensor, label, out(0))];
-    if (OPAQUE.has(op) || def.category === "custom" || this.#needsOpaque(op, ins, attrs, label)) {
+    const inputs = ins.map((s) => s.type);
+    if (runsWhole({ op, attrs, inputs, label })) {
       return this.#opaque(op, ins, attrs, label, types, types.map((_, i) => out(i)));
+    }
+    if (op === "ToDevice" || op === "ToHost") return [this.#placement(op, ins[0], label, out(0))];
+    if (op === "Pad" && (attrs.mode ?? "constant") !== "constant") {
+      return this.#expand(ins, attrs, label, padByConcat);
+    }
+    if (op === "Gather" || op === "GatherElements") {
+      return [this.#gather(op, ins, attrs, label, types[0])];
     }
     switch (def.category) {
       case "elementwise":
@@ -227,8 +233,8 @@ class Fuser {
     });
   }
 
-  /** Expands a composite through its decomposition, routing emitted ops back into fusion. */
-  #expand(op: string, ins: Sym[], attrs: Attrs, label: string): Sym[] {
+  /** Expands a composite through a decomposition, routing emitted ops back into fusion. */
+  #expand(ins: Sym[], attrs: Attrs, label: string, decompose: Decomposition): Sym[] {
     const refs: Sym[] = [...ins];
     const ref = (s: Sym): EmitRef => ({ id: refs.push(s) - 1 });
     const emit = (o: string, xs: readonly EmitRef[], a: Attrs = {}) => {
@@ -236,7 +242,7 @@ class Fuser {
       const types = inferNode(o, syms.map((s) => s.type), a, label);
       return this.#apply(o, syms, a, label, types).map(ref);
     };
-    const outs = getOp(op).decompose!(
+    const outs = decompose(
       {
         op: (o, xs, a) => emit(o, xs, a)[0],
         opN: (o, xs, a) => emit(o, xs, a),
@@ -272,19 +278,25 @@ class Fuser {
     return this.#bufferSym(value, { shape: t.shape, dtype: t.dtype as DType }, [label]);
   }
 
-  /** Pad modes and pools whose edges are not affine run whole. */
-  #needsOpaque(op: string, ins: Sym[], attrs: Attrs, label: string): boolean {
-    if (op === "Pad") return (attrs.mode ?? "constant") !== "constant";
-    if (op !== "AveragePool") return false;
-    const ctx = new InferContext({ op, where: label, inputs: ins.map((s) => s.type), attrs });
-    const spatial = ins[0].type.shape.slice(2);
-    const win = resolveWindow(ctx, spatial, ctx.ints("kernel_shape"));
-    const padded = [...win.padsBegin, ...win.padsEnd].some((p) => p > 0);
-    const overhang = win.out.some((o, i) =>
-      (o - 1) * win.strides[i] + (win.kernel[i] - 1) * win.dilations[i] >=
-        spatial[i] + win.padsBegin[i] + win.padsEnd[i]
-    );
-    return overhang || (padded && ctx.int("count_include_pad", 0) === 0);
+  /**
+   * A placement op is a copy kernel of its own, tagged so the scheduler puts it where the data
+   * must live (every backend generates the copy; only the tag's side may run it).
+   */
+  #placement(op: "ToDevice" | "ToHost", x: Sym, label: string, value: number): Sym {
+    const from = this.#stored(x, `input of ${label}, which pins where data lives`);
+    const group = this.#newGroup(x.type.shape, [], "elementwise");
+    group.placement = op;
+    group.labels.add(label);
+    group.outputs.push({
+      value,
+      shape: x.type.shape,
+      dtype: x.type.dtype,
+      expr: from.expr,
+      steps: [],
+      level: "full",
+    });
+    this.#producer.set(value, group);
+    return this.#bufferSym(value, x.type, [label]);
   }
 
   #opaque(
@@ -387,11 +399,7 @@ class Fuser {
   ): void {
     const budget = this.#opts.maxInputs;
     if (budget === Infinity) return;
-    const reads = (e: Expr) => {
-      const set = new Set<number>();
-      walk(e, (x) => x.kind === "load" && set.add(x.input));
-      return set;
-    };
+    const reads = (e: Expr) => buffersRead(e);
     const total = () =>
       new Set([...args.flatMap((a) => [...reads(a)]), ...(group ? this.#loads(group) : [])]).size;
     while (total() > budget) {
@@ -468,6 +476,55 @@ class Fuser {
       type,
       expr: reindex(s.expr, steps),
       labels: unique([...(s.buffer === undefined ? s.labels : []), label]),
+      uses: 0,
+    };
+  }
+
+  /**
+   * Gather and GatherElements as a data-dependent index step on the data's loads: the indices
+   * (stored unless already a plain load) are read at the output's coordinates, so a gather fuses
+   * into whatever consumes it (an embedding lookup and the positional add are one kernel). A
+   * constant index is an affine step instead.
+   */
+  #gather(op: string, [data, indices]: Sym[], attrs: Attrs, label: string, type: ValueType): Sym {
+    const from = data.type.shape, to = type.shape;
+    const raw = (attrs.axis as number | undefined) ?? 0;
+    const axis = raw < 0 ? raw + from.length : raw;
+    const dim = from[axis];
+    const drop = op === "Gather" ? indices.type.shape.length : 1;
+    let ix = indices;
+    if (ix.group || !isBare(ix)) ix = this.#stored(ix, `indices of ${label}`);
+    const outer = (j: number) => (j < axis ? j : j - 1 + drop);
+    let step: IndexStep;
+    if (ix.expr.kind === "const") {
+      const c = ix.expr.value < 0 ? ix.expr.value + dim : ix.expr.value;
+      step = {
+        kind: "affine",
+        coeff: from.map((_, j) => to.map((_, d) => (j !== axis && d === outer(j) ? 1 : 0))),
+        offset: from.map((_, j) => (j === axis ? c : 0)),
+        bounds: from,
+        fill: 0,
+      };
+    } else {
+      // Gather reads its indices at the output axes they span; GatherElements at every axis.
+      const select: IndexStep[] = op === "Gather"
+        ? [{
+          kind: "affine",
+          coeff: indices.type.shape.map((_, j) => to.map((_, d) => (d === axis + j ? 1 : 0))),
+          offset: indices.type.shape.map(() => 0),
+        }]
+        : [];
+      step = { kind: "gather", axis, drop, dim, index: reindex(ix.expr, select) as Load };
+    }
+    let s = data;
+    if (s.group) s = this.#stored(s, `${label} gathers from it`);
+    if (!isBare(s) && sizeOf(to) > sizeOf(from)) {
+      s = this.#stored(s, `${label} reads it more often than it has elements (recomputation)`);
+    }
+    return {
+      type,
+      expr: reindex(s.expr, [step]),
+      labels: unique([...own(s), ...own(ix), label]),
       uses: 0,
     };
   }
@@ -721,11 +778,7 @@ class Fuser {
   #reaches(e: Expr, target: Group): boolean {
     const seen = new Set<Group>();
     const stack: Group[] = [];
-    walk(e, (x) => {
-      if (x.kind === "load" && this.#producer.has(x.input)) {
-        stack.push(this.#producer.get(x.input)!);
-      }
-    });
+    for (const v of buffersRead(e)) if (this.#producer.has(v)) stack.push(this.#producer.get(v)!);
     while (stack.length) {
       const g = stack.pop()!;
       if (g === target) return true;
@@ -739,7 +792,7 @@ class Fuser {
   #loads(g: Group): Set<number> {
     const out = new Set<number>(g.opaque?.inputs ?? []);
     for (const e of [...g.reductions.map((r) => r.expr), ...g.outputs.map((o) => o.expr)]) {
-      walk(e, (x) => x.kind === "load" && out.add(x.input));
+      buffersRead(e, out);
     }
     return out;
   }
@@ -749,9 +802,10 @@ class Fuser {
     const live = this.#groups.filter((g) => g.outputs.length > 0);
     const merged: Group[] = [];
     for (const g of live) {
-      const into = g.pattern === "elementwise"
+      const into = g.pattern === "elementwise" && !g.placement
         ? merged.find((m) =>
-          m.pattern === "elementwise" && sameShape(m.space, g.space) && !this.#dependsOn(g, m) &&
+          m.pattern === "elementwise" && !m.placement && sameShape(m.space, g.space) &&
+          !this.#dependsOn(g, m) &&
           !this.#dependsOn(m, g)
         )
         : undefined;
@@ -801,16 +855,7 @@ class Fuser {
       for (const k of this.#groups) for (const o of k.outputs) if (o.value === v) return o;
       throw new KilnError(`fusion lost buffer ${v}`, { code: "internal", fix: "report this" });
     };
-    const renumber = (e: Expr): Expr => {
-      switch (e.kind) {
-        case "load":
-          return { ...e, input: local.get(e.input)! };
-        case "alu":
-          return { ...e, args: e.args.map(renumber) };
-        default:
-          return e;
-      }
-    };
+    const renumber = (e: Expr): Expr => mapLoads(e, (l) => ({ ...l, input: local.get(l.input)! }));
     if (ids.length > this.#opts.maxInputs) {
       this.#log.push(
         `kernel #${g.id} reads ${ids.length} buffers, over the backend's limit of ${this.#opts.maxInputs}`,
@@ -827,6 +872,7 @@ class Fuser {
       reductions: g.reductions.map((r) => ({ ...r, expr: renumber(r.expr) })),
       outputs: g.outputs.map((o) => ({ ...o, expr: renumber(o.expr) })),
       opaque: g.opaque ? { op: g.opaque.op, attrs: g.opaque.attrs } : undefined,
+      placement: g.placement,
     };
   }
 }
@@ -901,6 +947,8 @@ function unique<T>(xs: readonly T[]): T[] {
  * so disagreement shows on generic points).
  */
 function sameMap(group: Group, a: readonly IndexStep[], b: readonly IndexStep[]): boolean {
+  // Data-dependent chains cannot be probed without data: only identical ones agree.
+  if (gathers(a) || gathers(b)) return JSON.stringify(a) === JSON.stringify(b);
   const space = group.space;
   const n = sizeOf(space);
   const probes = n <= 4096

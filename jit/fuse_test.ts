@@ -213,18 +213,42 @@ Deno.test("movement ops are index maps, not copies", async () => {
   await check(b.build(), { x: f32([4, 6], 1) }, 1);
 });
 
-Deno.test("gathers are boundaries, and the log says why", async () => {
+Deno.test("gathers fuse as data-dependent index steps: lookup, producer and consumer in one kernel", async () => {
   const b = new GraphBuilder();
   const x = b.op("Exp", [b.input("x", [4, 3])]);
-  const g = b.op("Gather", [x, b.input("i", [2], "i32")], { axis: 0 });
-  b.output("y", b.op("Neg", [g]));
+  const g = b.op("Gather", [x, b.input("i", [2, 2], "i32")], { axis: 0 });
+  const e = b.op("GatherElements", [g, b.input("j", [2, 2, 3], "i32")], { axis: 2 });
+  b.output("y", b.op("Neg", [e]));
   const graph = b.build();
   const r = fuse(graph);
-  assert.equal(r.kernels.length, 3);
-  assert.equal(r.kernels[1].pattern, "opaque");
-  assert.ok(r.log.some((l) => /runs as its own kernel/.test(l)), r.log.join("\n"));
-  const i: HostTensor = { data: new Int32Array([2, 0]), shape: [2], dtype: "i32" };
-  await check(graph, { x: f32([4, 3], 1), i }, 3);
+  assert.equal(r.kernels.length, 1, r.log.join("\n"));
+  assert.deepEqual(r.kernels[0].inputs.map((b) => String(b.shape)).sort(), ["2,2", "2,2,3", "4,3"]);
+  const i: HostTensor = { data: new Int32Array([2, 0, -1, 1]), shape: [2, 2], dtype: "i32" };
+  const j: HostTensor = {
+    data: new Int32Array([2, 1, 0, 0, 0, 0, -1, 2, 1, 1, 1, 1]),
+    shape: [2, 2, 3],
+    dtype: "i32",
+  };
+  await check(graph, { x: f32([4, 3], 1), i, j }, 1);
+});
+
+Deno.test("Concat, Split and edge/reflect Pad fuse into their consumers", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [3, 4]);
+  const [p, q] = b.opN("Split", [x], { axis: 1, split: [1, 3] }, 2);
+  const c = b.op("Concat", [q, b.op("Exp", [p])], { axis: 1 });
+  const e = b.op("Pad", [c], { pads: [1, 2, 2, 1], mode: "edge" });
+  const r = b.op("Pad", [c], { pads: [2, 0, 0, 3], mode: "reflect" });
+  b.output(
+    "y",
+    b.op("Add", [
+      b.op("Slice", [e], { starts: [0, 0], ends: [3, 4] }),
+      b.op("Slice", [r], { starts: [0, 0], ends: [3, 4] }),
+    ]),
+  );
+  const graph = b.build();
+  assert.ok(fuse(graph).kernels.every((k) => !k.opaque));
+  await check(graph, { x: f32([3, 4], 2) }, fuse(graph).kernels.length);
 });
 
 Deno.test("a broadcast read of an expensive value is computed once, not per reuse", () => {

@@ -19,6 +19,7 @@
  * @module
  */
 import type { DType } from "./dtype.ts";
+import { KilnError } from "./errors.ts";
 import type { Attrs } from "./ops/mod.ts";
 import { type Shape, sizeOf, stridesOf } from "./shape.ts";
 
@@ -35,7 +36,39 @@ export type IndexStep =
     readonly bounds?: Shape;
     readonly fill?: number;
   }
-  | { readonly kind: "reshape"; readonly from: Shape; readonly to: Shape };
+  | { readonly kind: "reshape"; readonly from: Shape; readonly to: Shape }
+  | GatherStep;
+
+/**
+ * A data-dependent step (Gather, GatherElements): reads an index through `index` at the incoming
+ * coordinates and puts it in place of the `drop` coordinates starting at `axis`. A negative index
+ * counts from `dim`. An index outside `[-dim, dim)` is an error (ONNX leaves the result
+ * undefined): the reference and wasm raise {@linkcode gatherOutOfRange}; WebGPU, which cannot
+ * raise from a shader, reads 0. No backend ever reads outside the buffer.
+ */
+export interface GatherStep {
+  /** Discriminant. */
+  readonly kind: "gather";
+  /** First coordinate replaced by the index. */
+  readonly axis: number;
+  /** How many coordinates it replaces: the indices' rank (Gather) or 1 (GatherElements). */
+  readonly drop: number;
+  /** Extent of the gathered axis. */
+  readonly dim: number;
+  /** The index (an integer load), read at this step's incoming coordinates. */
+  readonly index: Load;
+}
+
+/** The error of a gather index outside `[-dim, dim)`, which every backend that can detect it raises. */
+export function gatherOutOfRange(index: number, dim: number): KilnError {
+  return new KilnError(`Gather: index ${index} is out of range for an axis of size ${dim}`, {
+    code: "out-of-range",
+    fix: `use indices in [${-dim}, ${dim - 1}]`,
+  });
+}
+
+/** Reads a load's element at coordinates of the point where it is evaluated. */
+export type LoadReader = (load: Load, coords: readonly number[]) => number;
 
 /** A read of kernel input `input` at the coordinates the steps produce. */
 export interface Load {
@@ -126,12 +159,33 @@ export interface KernelIR {
   readonly outputs: readonly KernelOutput[];
   /** For `opaque` kernels: the single op run through the backend's op kernels. */
   readonly opaque?: { readonly op: string; readonly attrs: Attrs };
+  /** For the copy kernels of placement ops: the op, which decides the backends that may run it. */
+  readonly placement?: "ToDevice" | "ToHost";
   /** A multi-kernel pattern this kernel belongs to, e.g. `attention_0`. */
   readonly group?: string;
 }
 
-/** Applies one step to coordinates; `undefined` when out of bounds (the load yields `fill`). */
-export function applyStep(step: IndexStep, coords: readonly number[]): number[] | undefined {
+/**
+ * Applies one step to coordinates; `undefined` when out of bounds (the load yields `fill`).
+ * Gather steps read their index through `read`, which only callers holding data pass.
+ */
+export function applyStep(
+  step: IndexStep,
+  coords: readonly number[],
+  read?: LoadReader,
+): number[] | undefined {
+  if (step.kind === "gather") {
+    if (!read) {
+      throw new KilnError("a gather step was applied without data to read its index from", {
+        code: "internal",
+        fix: "report this",
+      });
+    }
+    let i = read(step.index, coords);
+    if (i < 0) i += step.dim;
+    if (!(i >= 0 && i < step.dim)) return undefined;
+    return [...coords.slice(0, step.axis), i, ...coords.slice(step.axis + step.drop)];
+  }
   if (step.kind === "reshape") {
     const lin = coords.reduce((acc, c, i) => acc * step.from[i] + c, 0);
     const out = new Array<number>(step.to.length);
@@ -191,12 +245,47 @@ export function reindex(e: Expr, steps: readonly IndexStep[]): Expr {
   }
 }
 
-/** Calls `visit` on every node of `e` (children first), once per distinct object. */
+/**
+ * Calls `visit` on every node of `e` (children first), once per distinct object. The index loads
+ * of gather steps are not nodes of the expression (they are read at the step's coordinates, not
+ * the kernel's): {@linkcode buffersRead} includes them.
+ */
 export function walk(e: Expr, visit: (e: Expr) => void, seen: Set<Expr> = new Set()): void {
   if (seen.has(e)) return;
   seen.add(e);
   if (e.kind === "alu") { for (const a of e.args) walk(a, visit, seen); }
   visit(e);
+}
+
+/** Every buffer `e` reads, the indices of its gather steps included. */
+export function buffersRead(e: Expr, into: Set<number> = new Set()): Set<number> {
+  walk(e, (x) => {
+    if (x.kind !== "load") return;
+    into.add(x.input);
+    for (const s of x.steps) if (s.kind === "gather") buffersRead(s.index, into);
+  });
+  return into;
+}
+
+/** Whether a step chain reads data (has a gather step). */
+export function gathers(steps: readonly IndexStep[]): boolean {
+  return steps.some((s) => s.kind === "gather");
+}
+
+/** Rewrites every load of `e`, the index loads of gather steps included (innermost first). */
+export function mapLoads(e: Expr, f: (load: Load) => Load): Expr {
+  switch (e.kind) {
+    case "load": {
+      const steps = e.steps.map((s) =>
+        s.kind === "gather" ? { ...s, index: mapLoads(s.index, f) as Load } : s
+      );
+      return f({ ...e, steps });
+    }
+    case "alu":
+      return { ...e, args: e.args.map((a) => mapLoads(a, f)) };
+    default:
+      return e;
+  }
 }
 
 /** Number of ALU operations in `e` (shared subexpressions counted once). */
@@ -266,7 +355,9 @@ export function matmulOperands(kernel: KernelIR): MatmulOperands | undefined {
     kernel.outputs.some((o) => o.level !== "row")
   ) return undefined;
   const [a, b] = r.expr.args;
-  if (a.kind !== "load" || b.kind !== "load") return undefined;
+  if (a.kind !== "load" || b.kind !== "load" || gathers(a.steps) || gathers(b.steps)) {
+    return undefined;
+  }
   const nb = kernel.space.length - 3;
   const [m, n, k] = kernel.space.slice(nb);
   return { nb, m, n, k, a, b };

@@ -105,10 +105,11 @@ export function oversized(b: Backend, kernels: readonly KernelIR[]): KilnError |
 /** Whether `b` can run `k`. */
 export function canRun(b: Backend, k: KernelIR): boolean {
   if (b.deviceLost || !b.codegen || unfit(b, k)) return false;
-  if (!k.opaque) return true;
+  const op = k.opaque?.op ?? k.placement;
+  if (!op) return true;
   return b.supports({
-    op: k.opaque.op,
-    attrs: k.opaque.attrs,
+    op,
+    attrs: k.opaque?.attrs ?? {},
     inputs: k.inputs,
     outputs: k.outputs,
     label: k.name,

@@ -149,7 +149,7 @@ Deno.test("toDevice/toHost pin placement with explicit transfers; no device is a
   const graph = b.build();
   const exe = await compile(graph, { registry, cache: false });
   const placement = exe.plan!.schedule.placement;
-  const kernels = exe.plan!.kernels.map((k) => k.opaque?.op ?? k.pattern);
+  const kernels = exe.plan!.kernels.map((k) => k.placement ?? k.pattern);
   assert.equal(placement[kernels.indexOf("ToDevice")], "fake-gpu");
   assert.notEqual(placement[kernels.indexOf("ToHost")], "fake-gpu");
   assert.ok(exe.plan!.schedule.transfers.some((t) => t.from === "host" && t.to === "fake-gpu"));

@@ -124,6 +124,8 @@ function vectorInputs(kernel: KernelIR): Set<number> | undefined {
       if (x.kind !== "load") return;
       const ok = aligned(x.steps, kernel.inputs[x.input].shape);
       loads.set(x.input, (loads.get(x.input) ?? true) && ok);
+      // A gather's indices are read one at a time, wherever the gather reads them.
+      for (const s of x.steps) if (s.kind === "gather") loads.set(s.index.input, false);
     });
   }
   return new Set([...loads].flatMap(([i, ok]) => (ok ? [i] : [])));

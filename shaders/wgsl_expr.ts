@@ -6,7 +6,8 @@
  * @module
  */
 import type { DType } from "../jit/dtype.ts";
-import type { Expr, IndexStep, KernelIR, KernelOutput } from "../jit/kernel_ir.ts";
+import { KilnError } from "../jit/errors.ts";
+import type { Expr, IndexStep, KernelIR, KernelOutput, Load } from "../jit/kernel_ir.ts";
 import { type Shape, stridesOf } from "../jit/shape.ts";
 /** The WGSL scalar type that holds a dtype. */
 export function wgslType(dtype: DType): "f32" | "i32" | "u32" {
@@ -230,10 +231,28 @@ export function applySteps(
   e: Emitter,
   steps: readonly IndexStep[],
   coords: string[],
+  readIndex?: (index: Load, coords: string[], prior: string) => string,
 ): { coords: string[]; guards: Guard[] } {
   let c = coords;
   const guards: Guard[] = [];
   for (const s of steps) {
+    if (s.kind === "gather") {
+      if (!readIndex) {
+        throw new KilnError("a gather step was lowered without its index buffer", {
+          code: "internal",
+          fix: "report this",
+        });
+      }
+      // The index, made non-negative; out of range it reads element 0 and yields the fill.
+      const raw = readIndex(s.index, c, guards.map((g) => g.ok).join(" && ") || "true");
+      const idx = e.fresh("g");
+      e.line(`let ${idx} = select(${raw}, ${raw} + ${s.dim}, ${raw} < 0);`);
+      const ok = e.fresh("ok");
+      e.line(`let ${ok} = ${idx} >= 0 && ${idx} < ${s.dim};`);
+      guards.push({ ok, fill: 0 });
+      c = [...c.slice(0, s.axis), idx, ...c.slice(s.axis + s.drop)];
+      continue;
+    }
     if (s.kind === "reshape") {
       const lin = e.fresh("lin");
       const from = stridesOf(s.from);
@@ -311,9 +330,35 @@ export class KernelLowering {
   }
 
   /** The element offset a load's or store's `steps` reach in a buffer of `shape`, with its guards. */
-  offset(steps: readonly IndexStep[], shape: Shape): { index: string; guards: Guard[] } {
-    const { coords, guards } = applySteps(this.e, steps, this.coords);
+  offset(
+    steps: readonly IndexStep[],
+    shape: Shape,
+    from: string[] = this.coords,
+  ): { index: string; guards: Guard[] } {
+    const { coords, guards } = applySteps(
+      this.e,
+      steps,
+      from,
+      (l, c, prior) => this.#read(l, c, prior),
+    );
     return { index: linear(coords, shape), guards };
+  }
+
+  /**
+   * A guarded read of input load `l` at coordinates `at` (the point's own by default), made only
+   * where `prior` (the bounds of the steps before a gather) holds.
+   */
+  #read(l: Load, at: string[] = this.coords, prior?: string): string {
+    const { index, guards } = this.offset(l.steps, this.kernel.inputs[l.input].shape, at);
+    const name = this.inputs[l.input];
+    if (!guards.length && !prior) return `${name}[u32(${index})]`;
+    // The first failing step decides the fill, as in the interpreter; reads stay in range.
+    const all = [...(prior ? [prior] : []), ...guards.map((g) => g.ok)].join(" && ");
+    let code = `${name}[u32(select(0, ${index}, ${all}))]`;
+    for (const g of [...guards].reverse()) {
+      code = `select(${literal(g.fill, l.dtype)}, ${code}, ${g.ok})`;
+    }
+    return code;
   }
 
   /** Emits `expr` at the current point; `memo` shares values within the point. */
@@ -334,18 +379,7 @@ export class KernelLowering {
           code = elsewhere();
           break;
         }
-        const { index, guards } = this.offset(expr.steps, this.kernel.inputs[expr.input].shape);
-        const name = this.inputs[expr.input];
-        if (guards.length) {
-          // The first failing step decides the fill, as in the interpreter; reads stay in range.
-          const all = guards.map((g) => g.ok).join(" && ");
-          code = `${name}[u32(select(0, ${index}, ${all}))]`;
-          for (const g of [...guards].reverse()) {
-            code = `select(${literal(g.fill, expr.dtype)}, ${code}, ${g.ok})`;
-          }
-        } else {
-          code = `${name}[u32(${index})]`;
-        }
+        code = this.#read(expr);
         break;
       }
       case "alu": {

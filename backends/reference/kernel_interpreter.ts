@@ -12,9 +12,11 @@ import { allocate, toF16Bits } from "../../jit/dtype.ts";
 import {
   applyStep,
   type Expr,
+  gatherOutOfRange,
   type IndexStep,
   type KernelIR,
   linearIndex,
+  type LoadReader,
   matmulOperands,
 } from "../../jit/kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
@@ -38,6 +40,7 @@ export interface InterpretedKernel {
 function addresser(
   steps: readonly IndexStep[],
   shape: Shape,
+  read?: LoadReader,
 ): { at: (c: Coords) => number; fill: (c: Coords) => number } {
   const strides = stridesOf(shape);
   if (steps.every((s) => s.kind === "affine" && !s.bounds)) {
@@ -78,7 +81,9 @@ function addresser(
     at: (c) => {
       let x: number[] | undefined = c;
       for (const s of steps) {
-        x = applyStep(s, x);
+        const from: number[] = x;
+        x = applyStep(s, x, read);
+        if (!x && s.kind === "gather") throw gatherOutOfRange(read!(s.index, from), s.dim);
         if (!x) {
           lastFill = (s as { fill?: number }).fill ?? 0;
           return -1;
@@ -100,6 +105,8 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
       const data = inputs.map(read);
       const accs = new Float64Array(kernel.reductions.length);
       const memo = new Map<Expr, Eval>();
+      // A gather step's index, read at the coordinates the step receives.
+      const readIndex: LoadReader = (l, c) => build(l)(c as Coords);
       const build = (e: Expr): Eval => {
         const hit = memo.get(e);
         if (hit) return hit;
@@ -117,7 +124,7 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
           }
           case "load": {
             const src = data[e.input];
-            const { at, fill } = addresser(e.steps, inputs[e.input].shape);
+            const { at, fill } = addresser(e.steps, inputs[e.input].shape, readIndex);
             fn = (c) => {
               const off = at(c);
               return off < 0 ? fill(c) : src[off];

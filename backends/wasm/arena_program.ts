@@ -17,6 +17,7 @@ import {
   rowCount,
 } from "../../jit/kernel_ir.ts";
 import { KilnError } from "../../jit/errors.ts";
+import { gatherOutOfRange } from "../../jit/kernel_ir.ts";
 import { planMemory } from "../../jit/memory_plan.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { fromWords, toWords } from "../words.ts";
@@ -82,6 +83,13 @@ function threadable(k: KernelIR): boolean {
   return workOf(k) >= THREADED_WORK && !kernelText(k).includes('"f16"');
 }
 
+/**
+ * Bytes at the arena's start where a kernel records a fault it cannot return: word 0 is set to 1,
+ * words 1 and 2 hold a gather's offending index and the extent it had to fit. A run checks it
+ * after its kernels and throws.
+ */
+export const FAULT_BYTES = 16;
+
 const PAGE = 65536;
 /** 4 GiB: what a 32-bit WebAssembly memory can address. */
 const MAX_PAGES = 65536;
@@ -102,7 +110,8 @@ export function arenaProgram(plan: ArenaPlan): Program {
   const slotBytes = memoryPlan.slots.map(() => 0);
   for (const [v, s] of memoryPlan.assignment) slotBytes[s] = Math.max(slotBytes[s], bytes(v));
   const offsets = new Map<number, number>();
-  let top = 0;
+  // The arena's first words are the fault record kernels write (see `FAULT`).
+  let top = FAULT_BYTES;
   const slotAt = slotBytes.map((b) => (top += b) - b);
   for (const v of types.keys()) {
     const slot = memoryPlan.assignment.get(v);
@@ -226,6 +235,12 @@ export function arenaProgram(plan: ArenaPlan): Program {
         if (crew && threaded[i]) crew.run(i, rows, split[i], call);
         else call(0, rows);
       });
+      const fault = new Int32Array(memory.buffer, 0, 3);
+      if (fault[0] !== 0) {
+        const error = gatherOutOfRange(fault[1], fault[2]);
+        fault.fill(0);
+        return Promise.reject(error);
+      }
       return Promise.resolve(outputs.map((i) => {
         const v = plan.outputs[i];
         const bound = plan.bindings.findIndex((b) => b.value === v);

@@ -21,7 +21,7 @@ import type {
   Workload,
 } from "../backend.ts";
 import { runOpAsGraph } from "../backend_base.ts";
-import { fusable } from "../fusable.ts";
+import { runsWhole } from "../../jit/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/program.ts";
 import { fromF16Bits, toF16Bits } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
@@ -203,9 +203,9 @@ export class WasmBackend implements Backend {
     };
   }
 
-  /** What fuses into kernel IR (see `fusable`), except the GPU's `ToDevice`. */
+  /** What fuses into kernel IR (see `runsWhole`), except the GPU's `ToDevice`. */
   supports(node: NodeInfo): boolean {
-    return node.op !== "ToDevice" && fusable(node);
+    return node.op !== "ToDevice" && !runsWhole(node);
   }
 
   /** Placement uses the calibrated cost model; this is a static fallback. */

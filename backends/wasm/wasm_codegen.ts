@@ -136,10 +136,56 @@ export function generateWasm(
   const steps = (
     list: readonly IndexStep[],
     stmts: number[],
+    from: readonly number[] = coord,
   ): { coords: number[]; guards: { ok: number; fill: number }[] } => {
-    let c = coord;
+    let c = [...from];
     const guards: { ok: number; fill: number }[] = [];
     for (const s of list) {
+      if (s.kind === "gather") {
+        // The index is read at these coordinates, made non-negative, and checked against the
+        // gathered extent.
+        // Only where the earlier steps are in bounds is the index read at all (a padded
+        // gather's border would read the index at coordinates outside its buffer).
+        const prior = local(i32);
+        stmts.push(
+          m.local.set(prior, guards.reduce((acc, g) => m.i32.and(acc, get(g.ok, i32)), ic(1))),
+        );
+        const { address, guards: inner } = loadAddress(s.index, stmts, c, prior);
+        const raw = local(i32), idx = local(i32), ok = local(i32);
+        let read = m.i32.load(0, 4, address);
+        for (const g of [...inner].reverse()) read = m.select(get(g.ok, i32), read, ic(g.fill));
+        stmts.push(m.local.set(raw, read), m.local.set(idx, get(raw, i32)));
+        stmts.push(
+          m.local.set(
+            idx,
+            m.select(
+              m.i32.lt_s(get(idx, i32), ic(0)),
+              m.i32.add(get(idx, i32), ic(s.dim)),
+              get(idx, i32),
+            ),
+          ),
+        );
+        stmts.push(
+          m.local.set(
+            ok,
+            m.i32.and(m.i32.ge_s(get(idx, i32), ic(0)), m.i32.lt_s(get(idx, i32), ic(s.dim))),
+          ),
+        );
+        // Out of range: record the fault (the run raises it) and read element 0 meanwhile.
+        stmts.push(
+          m.if(
+            m.i32.and(get(prior, i32), m.i32.eqz(get(ok, i32))),
+            m.block(null, [
+              m.i32.store(0, 4, ic(0), ic(1)),
+              m.i32.store(4, 4, ic(0), get(raw, i32)),
+              m.i32.store(8, 4, ic(0), ic(s.dim)),
+            ]),
+          ),
+        );
+        guards.push({ ok, fill: 0 });
+        c = [...c.slice(0, s.axis), idx, ...c.slice(s.axis + s.drop)];
+        continue;
+      }
       if (s.kind === "reshape") {
         const lin = local(i32);
         const from = stridesOf(s.from);
@@ -219,10 +265,18 @@ export function generateWasm(
   };
 
   /** The byte address a load reads (out-of-bounds reads are redirected to element 0) and its guards. */
-  function loadAddress(expr: Extract<Expr, { kind: "load" }>, stmts: number[]) {
+  function loadAddress(
+    expr: Extract<Expr, { kind: "load" }>,
+    stmts: number[],
+    from: readonly number[] = coord,
+    prior?: number,
+  ) {
     const buf = bufferOf(expr.input);
-    const { coords, guards } = steps(expr.steps, stmts);
-    const all = guards.reduce((acc, g) => m.i32.and(acc, get(g.ok, i32)), ic(1));
+    const { coords, guards } = steps(expr.steps, stmts, from);
+    const all = guards.reduce(
+      (acc, g) => m.i32.and(acc, get(g.ok, i32)),
+      prior === undefined ? ic(1) : get(prior, i32),
+    );
     const address = m.i32.add(
       addrOf(expr.input),
       m.i32.shl(m.select(all, linear(coords, buf.shape), ic(0)), ic(2)),

@@ -150,16 +150,6 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
     timed: Set<number>,
   ) => {
     kernels.forEach((k, i) => {
-      if (k.opaque?.op === "ToDevice") {
-        encoder.copyBufferToBuffer(
-          buffers.get(k.inputs[0].value)!,
-          0,
-          buffers.get(k.outputs[0].value)!,
-          0,
-          words(k.outputs[0].shape),
-        );
-        return;
-      }
       const rows = active !== undefined && plan.partial?.[i]
         ? rowCount(k) / k.space[0] * active
         : rowCount(k);

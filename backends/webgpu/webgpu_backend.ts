@@ -22,7 +22,7 @@ import type {
   Workload,
 } from "../backend.ts";
 import { runOpAsGraph } from "../backend_base.ts";
-import { fusable } from "../fusable.ts";
+import { runsWhole } from "../../jit/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/program.ts";
 import type { TensorData } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
@@ -119,11 +119,11 @@ export class WebGpuBackend implements Backend {
   }
 
   /**
-   * What fuses into kernel IR (see `fusable`), plus `ToDevice`; never `ToHost`. Tensors past the
+   * What fuses into kernel IR (see `runsWhole`), plus `ToDevice`; never `ToHost`. Tensors past the
    * device's binding limit are the scheduler's concern (it places their kernels elsewhere).
    */
   supports(node: NodeInfo): boolean {
-    return node.op !== "ToHost" && fusable(node);
+    return node.op !== "ToHost" && !runsWhole(node);
   }
 
   /** Placement uses the calibrated cost model; this is a static fallback. */
@@ -239,7 +239,7 @@ export class WebGpuBackend implements Backend {
     const fusion = fuse(graph, { maxInputs: this.capabilities().maxBindings - 1 });
     const tooLarge = oversized(this, fusion.kernels);
     if (tooLarge) throw tooLarge;
-    const opaque = fusion.kernels.filter((k) => k.opaque && k.opaque.op !== "ToDevice");
+    const opaque = fusion.kernels.filter((k) => k.opaque);
     if (opaque.length) {
       throw new KilnError(
         `webgpu cannot run ${opaque.map((k) => `${k.name} (${k.opaque!.op})`).join(", ")}`,

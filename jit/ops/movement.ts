@@ -8,8 +8,15 @@
  * @module
  */
 
-import { formatShape, type Shape, sizeOf } from "../shape.ts";
-import { defineOps, type InferContext, type OpDef } from "./registry.ts";
+import { formatShape, normalizeAxis, type Shape, sizeOf } from "../shape.ts";
+import {
+  type Attrs,
+  defineOps,
+  type EmitRef,
+  type Emitter,
+  type InferContext,
+  type OpDef,
+} from "./registry.ts";
 
 /** Resolves `0` (copy) and `-1` (infer) in a Reshape target. */
 export function resolveReshape(ctx: InferContext, from: Shape): number[] {
@@ -114,6 +121,99 @@ export function resolvePads(
     after[a] = pads[i + axes.length];
   });
   return { before, after };
+}
+
+/** Split sizes of an already validated Split node (see {@linkcode resolveSplit}). */
+function splitSizes(attrs: Attrs, dim: number): number[] {
+  if (attrs.split !== undefined) return [...attrs.split as readonly number[]];
+  const n = attrs.num_outputs as number, chunk = Math.ceil(dim / n);
+  return [...Array(n).keys()].map((i) => Math.max(0, Math.min(chunk, dim - i * chunk)));
+}
+
+/**
+ * A per-axis constant: `values` laid along `axis` of a rank-`rank` tensor (every other axis 1),
+ * so it broadcasts against any tensor of that rank. Decompositions use it for masks and iotas.
+ */
+export function axisConstant(
+  e: Emitter,
+  values: ArrayLike<number>,
+  options: { dtype: "bool" | "f32" | "i32"; rank: number; axis: number },
+): EmitRef {
+  const shape = [...Array(options.rank).keys()].map((
+    i,
+  ) => (i === options.axis ? values.length : 1));
+  const data = options.dtype === "bool"
+    ? Uint8Array.from(values)
+    : options.dtype === "i32"
+    ? Int32Array.from(values)
+    : Float32Array.from(values);
+  return e.op("Constant", [], { value: { data, shape, dtype: options.dtype } });
+}
+
+/**
+ * Concat as index arithmetic, so it fuses on every backend: each input is padded to the output's
+ * extent along `axis` (a bounded load) and a per-axis mask selects, for every output index, the
+ * input that covers it. Empty inputs drop out.
+ */
+function concatAsSelect(e: Emitter, xs: readonly EmitRef[], axisAttr: number): EmitRef {
+  const rank = e.typeOf(xs[0]).shape.length;
+  const axis = normalizeAxis(axisAttr, rank, "Concat");
+  const parts = xs.filter((x) => e.typeOf(x).shape[axis] > 0);
+  if (parts.length === 0) return e.op("Identity", [xs[0]]);
+  const sizes = parts.map((x) => e.typeOf(x).shape[axis]);
+  const total = sizes.reduce((a, b) => a + b, 0);
+  const ends: number[] = [];
+  sizes.reduce((at, n) => (ends.push(at + n), at + n), 0);
+  const padded = parts.map((x, k) => {
+    const before = ends[k] - sizes[k], after = total - ends[k];
+    if (before === 0 && after === 0) return x;
+    return e.op("Pad", [x], { pads: [before, after], axes: [axis] });
+  });
+  let out = padded[padded.length - 1];
+  for (let k = padded.length - 2; k >= 0; k--) {
+    const mask = [...Array(total).keys()].map((i) => (i < ends[k] ? 1 : 0));
+    out = e.op("Where", [axisConstant(e, mask, { dtype: "bool", rank, axis }), padded[k], out]);
+  }
+  return out;
+}
+
+/**
+ * Edge and reflect padding as slices and a concat per padded axis (the border is index
+ * arithmetic: repeated or mirrored slices), so every pad mode fuses. Negative pads crop first.
+ */
+export function padByConcat(e: Emitter, [x]: readonly EmitRef[], attrs: Attrs): EmitRef[] {
+  const shape = e.typeOf(x).shape;
+  const rank = shape.length;
+  const pads = attrs.pads as readonly number[];
+  const axes = ((attrs.axes as readonly number[] | undefined) ?? [...Array(rank).keys()])
+    .map((a) => (a < 0 ? a + rank : a));
+  const reflect = attrs.mode === "reflect";
+  let y = x;
+  axes.forEach((axis, i) => {
+    const before = pads[i], after = pads[i + axes.length];
+    const d = e.typeOf(y).shape[axis];
+    const cut = (start: number, end: number, step = 1) =>
+      e.op("Slice", [y], { starts: [start], ends: [end], axes: [axis], steps: [step] });
+    if (before < 0 || after < 0) {
+      y = cut(Math.max(0, -before), d - Math.max(0, -after));
+    }
+    const n = e.typeOf(y).shape[axis];
+    const parts: EmitRef[] = [];
+    const edge = (at: number, count: number) => {
+      const s = [...e.typeOf(y).shape];
+      s[axis] = count;
+      return e.op("Expand", [cut(at, at + 1)], { shape: s });
+    };
+    // A reversed slice ending before index 0 needs an end of -(n + 1): -1 would mean n - 1.
+    const backTo = (end: number) => (end < 0 ? -(n + 1) : end);
+    if (before > 0) parts.push(reflect ? cut(before, 0, -1) : edge(0, before));
+    parts.push(y);
+    if (after > 0) {
+      parts.push(reflect ? cut(n - 2, backTo(n - 2 - after), -1) : edge(n - 1, after));
+    }
+    if (parts.length > 1) y = e.op("Concat", parts, { axis });
+  });
+  return [y];
 }
 
 /** Split sizes along the split axis. */
@@ -265,7 +365,8 @@ const movementOps: OpDef[] = [
     name: "Concat",
     category: "movement",
     arity: [1, Infinity],
-    primitive: true,
+    primitive: false,
+    decompose: (e, xs, attrs) => [concatAsSelect(e, xs, attrs.axis as number)],
     infer: (ctx) => {
       const dtype = ctx.sameDType();
       const first = ctx.input(0).shape;
@@ -290,7 +391,15 @@ const movementOps: OpDef[] = [
     name: "Split",
     category: "movement",
     arity: [1, 1],
-    primitive: true,
+    primitive: false,
+    decompose: (e, [x], attrs) => {
+      const shape = e.typeOf(x).shape;
+      const axis = normalizeAxis((attrs.axis as number | undefined) ?? 0, shape.length, "Split");
+      let start = 0;
+      return splitSizes(attrs, shape[axis]).map((n) =>
+        e.op("Slice", [x], { starts: [start], ends: [start += n], axes: [axis] })
+      );
+    },
     infer: (ctx) => {
       const s = ctx.input(0).shape;
       const axis = ctx.axis(ctx.int("axis", 0), s.length);

@@ -9,6 +9,7 @@
 import type { DType } from "../dtype.ts";
 import type { Shape } from "../shape.ts";
 import { NUMERIC } from "./elementwise.ts";
+import { axisConstant } from "./movement.ts";
 import {
   type Attrs,
   defineOps,
@@ -88,16 +89,18 @@ function channelShape(rank: number, c: number): number[] {
   return [...Array(rank).keys()].map((i) => (i === 1 ? c : 1));
 }
 
-const reduceOps: OpDef[] = [
-  reduce("ReduceSum", NUMERIC),
-  reduce("ReduceMean", NUMERIC),
-  reduce("ReduceMax", NUMERIC),
-  reduce("ReduceMin", NUMERIC),
-  {
-    name: "ArgMax",
+/**
+ * ArgMax/ArgMin as two reductions over the same rows, so they fuse like softmax: the extreme
+ * value, then the least (or, with `select_last_index`, the greatest) position holding it. A NaN
+ * makes the extreme NaN and only NaN positions match, so the first NaN wins, as in the reference.
+ * Positions are f32 (exact up to 2^24); longer axes count in i32.
+ */
+function argReduce(name: "ArgMax" | "ArgMin"): OpDef {
+  return {
+    name,
     category: "reduce",
     arity: [1, 1],
-    primitive: true,
+    primitive: false,
     infer: (ctx) => {
       ctx.requireDType(0, NUMERIC);
       const shape = ctx.input(0).shape;
@@ -105,12 +108,73 @@ const reduceOps: OpDef[] = [
       ctx.int("select_last_index", 0);
       return [{ shape: reducedShape(shape, [axis], ctx.int("keepdims", 1) !== 0), dtype: "i32" }];
     },
-  },
+    decompose: (e, [x], attrs) => {
+      const { shape, dtype } = e.typeOf(x);
+      const rank = shape.length;
+      const raw = (attrs.axis as number | undefined) ?? 0;
+      const axis = raw < 0 ? raw + rank : raw;
+      const last = attrs.select_last_index === 1;
+      const n = shape[axis];
+      const extreme = e.op(name === "ArgMax" ? "ReduceMax" : "ReduceMin", [x], {
+        axes: [axis],
+        keepdims: 1,
+      });
+      let hit = e.op("Equal", [x, extreme]);
+      if (dtype === "f32" || dtype === "f16") hit = e.op("Or", [hit, e.op("IsNaN", [x])]);
+      const at = n <= 2 ** 24 ? "f32" : "i32";
+      const iota = axisConstant(e, Int32Array.from({ length: n }, (_, i) => i), {
+        dtype: at,
+        rank,
+        axis,
+      });
+      const position = e.op("Where", [hit, iota, e.scalar(last ? -1 : n, at)]);
+      const found = e.op(last ? "ReduceMax" : "ReduceMin", [position], {
+        axes: [axis],
+        keepdims: (attrs.keepdims as number | undefined) ?? 1,
+      });
+      return [at === "i32" ? found : e.op("Cast", [found], { to: "i32" })];
+    },
+  };
+}
+
+/**
+ * CumSum as a masked reduction: output position i sums the inputs j with j ≤ i (j < i when
+ * exclusive, reversed for `reverse`), the mask compared from two position vectors rather than
+ * stored. It costs n² per row of length n, fused into one kernel; rows of cumulative sums in
+ * models (position ids, masks) are short.
+ */
+function cumSumAsReduction(e: Emitter, x: EmitRef, attrs: Attrs): EmitRef {
+  const { shape, dtype } = e.typeOf(x);
+  const rank = shape.length;
+  const raw = attrs.axis as number;
+  const axis = raw < 0 ? raw + rank : raw;
+  const n = shape[axis];
+  // Space [..., i, j, ...]: i the output position (axis), j the summed one (axis + 1).
+  const spread = [...shape.slice(0, axis), n, n, ...shape.slice(axis + 1)];
+  const xj = e.op("Expand", [e.op("Unsqueeze", [x], { axes: [axis] })], { shape: spread });
+  const positions = Int32Array.from({ length: n }, (_, i) => i);
+  const i = axisConstant(e, positions, { dtype: "i32", rank: rank + 1, axis });
+  const j = axisConstant(e, positions, { dtype: "i32", rank: rank + 1, axis: axis + 1 });
+  const [a, b] = attrs.reverse === 1 ? [i, j] : [j, i];
+  const keep = attrs.exclusive === 1
+    ? e.op("Less", [a, b])
+    : e.op("Not", [e.op("Greater", [a, b])]);
+  const masked = e.op("Where", [keep, xj, e.scalar(0, dtype)]);
+  return e.op("ReduceSum", [masked], { axes: [axis + 1], keepdims: 0 });
+}
+
+const reduceOps: OpDef[] = [
+  reduce("ReduceSum", NUMERIC),
+  reduce("ReduceMean", NUMERIC),
+  reduce("ReduceMax", NUMERIC),
+  reduce("ReduceMin", NUMERIC),
+  argReduce("ArgMax"),
+  argReduce("ArgMin"),
   {
     name: "CumSum",
     category: "reduce",
     arity: [1, 1],
-    primitive: true,
+    primitive: false,
     infer: (ctx) => {
       const dtype = ctx.requireDType(0, NUMERIC);
       ctx.axis(ctx.int("axis"), ctx.input(0).shape.length);
@@ -118,6 +182,7 @@ const reduceOps: OpDef[] = [
       ctx.int("reverse", 0);
       return [{ shape: ctx.input(0).shape, dtype }];
     },
+    decompose: (e, [x], attrs) => [cumSumAsReduction(e, x, attrs)],
   },
   composite("Softmax", [1, 1], floatRowInfer, (e, [x], attrs) => {
     const axes = [rowAxis(e, x, attrs)];
