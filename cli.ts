@@ -483,7 +483,11 @@ async function info(args: string[]): Promise<number> {
   for (const b of backends) {
     const c = b.capabilities;
     console.log(
-      `backend  ${b.id} (${b.kind}, v${b.version}): ${c.name}; threads ${c.threads}, simd ${c.simd}, f16 ${c.f16}`,
+      `backend  ${b.id} (${b.kind}, v${b.version}): ${c.name}; threads ${c.threads}, simd ${c.simd}, f16 ${c.f16}${
+        c.software
+          ? "; software adapter: used only when named (KILN_ALLOW_SOFTWARE_GPU=1 lets auto use it)"
+          : ""
+      }`,
     );
   }
   console.log(

@@ -38,6 +38,12 @@ export interface DeviceProfile {
   readonly maxBindings: number;
   /** GPU timestamp queries. */
   readonly timestampQuery: boolean;
+  /**
+   * A software implementation of the device (llvmpipe, lavapipe, SwiftShader, WARP, a fallback
+   * adapter) that the caller did not opt into: exact but slow, so no policy but naming the
+   * backend places work on it.
+   */
+  readonly software?: boolean;
 }
 
 /** A node as a backend sees it when asked whether it can run it. */

@@ -59,6 +59,8 @@ export function backendRates(backend: Backend): Promise<BackendRates> {
 
 /** Calibration stored beside the kernel cache, keyed by backend and device profile. */
 async function persisted(backend: Backend): Promise<BackendRates> {
+  // The key is the prepared device's profile: before `prepare` a GPU reports zeros.
+  await backend.prepare();
   const dir = defaultKernelCache().dir;
   const file = dir
     ? `${dir}/rates-${backend.id}-${

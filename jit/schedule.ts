@@ -102,14 +102,16 @@ export function oversized(b: Backend, kernels: readonly KernelIR[]): KilnError |
   });
 }
 
-/** Whether `b` can run `k`. */
+/** Whether `b` can run `k` under a cost-driven or kind policy. */
 export function canRun(b: Backend, k: KernelIR): boolean {
   if (b.deviceLost || !b.codegen || unfit(b, k)) return false;
-  const op = k.opaque?.op ?? k.placement;
-  if (!op) return true;
+  // A placement copy runs where its op says the data must live: ToDevice in a device's own
+  // memory, ToHost in the host's.
+  if (k.placement) return (memorySpace(b) === "host") === (k.placement === "ToHost");
+  if (!k.opaque) return true;
   return b.supports({
-    op,
-    attrs: k.opaque?.attrs ?? {},
+    op: k.opaque.op,
+    attrs: k.opaque.attrs,
     inputs: k.inputs,
     outputs: k.outputs,
     label: k.name,
@@ -139,8 +141,20 @@ export async function schedule(req: ScheduleRequest): Promise<Schedule> {
       reason: "no kernels: the outputs are inputs",
     };
   }
-  let backends = req.backends.filter((b) => kernels.some((k) => canRun(b, k)));
+  // Naming a backend runs everything there: a placement copy is then a copy in its memory.
+  const runs = (b: Backend, k: KernelIR) =>
+    policy.kind === "named" && k.placement
+      ? !b.deviceLost && b.codegen !== undefined
+      : canRun(b, k);
+  let backends = req.backends.filter((b) => kernels.some((k) => runs(b, k)));
   if (policy.kind === "named") backends = backends.filter((b) => b.id === policy.backend);
+  else {
+    // A software device (an emulated GPU) is exact but slow: only naming it puts work there,
+    // unless nothing else can run some kernel.
+    await Promise.all(backends.map((b) => b.prepare().catch(() => {})));
+    const real = backends.filter((b) => !b.capabilities().software);
+    if (kernels.every((k) => real.some((b) => runs(b, k)))) backends = real;
+  }
   if (policy.kind === "prefer") {
     const preferred = backends.filter((b) => b.kind === policy.backendKind);
     if (preferred.length) {
@@ -155,7 +169,7 @@ export async function schedule(req: ScheduleRequest): Promise<Schedule> {
   const rates = costDriven
     ? await Promise.all(backends.map(backendRates))
     : backends.map((b) => knownRates(b) ?? UNKNOWN);
-  const stuck = kernels.filter((k) => !backends.some((b) => canRun(b, k)));
+  const stuck = kernels.filter((k) => !backends.some((b) => runs(b, k)));
   const named = policy.kind === "named" && req.backends.find((b) => b.id === policy.backend);
   const tooLarge = named && oversized(named, stuck);
   if (tooLarge) throw tooLarge;
@@ -205,7 +219,7 @@ export async function schedule(req: ScheduleRequest): Promise<Schedule> {
   let placement: number[];
   let reason: string;
   if (policy.kind === "named" || policy.kind === "prefer") {
-    placement = kernels.map((k) => backends.findIndex((b) => canRun(b, k)));
+    placement = kernels.map((k) => backends.findIndex((b) => runs(b, k)));
     reason = policy.kind === "named"
       ? `named: every kernel on "${policy.backend}"`
       : `prefer ${policy.backendKind}: first capable backend of that kind`;
@@ -216,12 +230,14 @@ export async function schedule(req: ScheduleRequest): Promise<Schedule> {
       const homes = k.inputs.map((buf) => producer.get(buf.value)).filter((j): j is number =>
         j !== undefined
       ).map((j) => placement[j]);
-      const candidates = backends.map((_, b) => b).filter((b) => canRun(backends[b], k));
-      placement.push(
-        candidates.find((b) => homes.includes(b)) ?? candidates.find((b) =>
-          memorySpace(backends[b]) === "host"
-        ) ?? candidates[0],
+      const candidates = backends.map((_, b) => b).filter((b) => runs(backends[b], k));
+      // Host data goes to the fastest CPU backend: the least estimated time where rates are
+      // known, else SIMD before plain (the reference interpreter only when nothing else runs it).
+      const host = candidates.filter((b) => memorySpace(backends[b]) === "host").sort((a, b) =>
+        kernelCost(k, rates[a]) - kernelCost(k, rates[b]) ||
+        Number(backends[a].kind !== "cpu-simd") - Number(backends[b].kind !== "cpu-simd")
       );
+      placement.push(candidates.find((b) => homes.includes(b)) ?? host[0] ?? candidates[0]);
     });
     reason = "local-first: each kernel stays where its inputs live";
   } else {
@@ -236,7 +252,7 @@ export async function schedule(req: ScheduleRequest): Promise<Schedule> {
     let paths = backends.map(() => ({ cost: 0, placed: [] as number[] }));
     kernels.forEach((k, i) => {
       paths = backends.map((_, b) => {
-        if (!canRun(backends[b], k)) return { cost: Infinity, placed: [] };
+        if (!runs(backends[b], k)) return { cost: Infinity, placed: [] };
         let best = { cost: Infinity, placed: [] as number[] };
         for (const p of i === 0 ? [paths[0]] : paths) {
           if (p.cost === Infinity) continue;

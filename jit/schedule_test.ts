@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { ReferenceBackend } from "../backends/reference/reference_backend.ts";
+import type { DeviceProfile } from "../backends/backend.ts";
 import { BackendRegistry } from "../backends/registry.ts";
 import { compile } from "./compile.ts";
 import { type BackendRates, setBackendRates } from "./cost_model.ts";
@@ -101,8 +102,9 @@ Deno.test("named, prefer, local-first and min-cost policies", async () => {
     ["fake-gpu"],
   );
   assert.deepEqual(
+    // Host inputs go to the fastest CPU backend, not the first registered (the reference).
     (await compile(g, { registry, policy: "local-first", cache: false })).plan!.schedule.placement,
-    ["reference"],
+    ["fake-simd"],
   );
   assert.deepEqual(
     (await compile(g, { registry, policy: "min-cost", cache: false })).plan!.schedule.placement,
@@ -178,4 +180,31 @@ Deno.test("a value copied to the device once is mirrored there, not copied again
     1,
     JSON.stringify(exe.plan!.schedule),
   );
+});
+
+/** A GPU that reports itself as a software adapter (llvmpipe) and is costed as infinitely fast. */
+class FakeSoftwareGpu extends ReferenceBackend {
+  override readonly id = "soft-gpu";
+  override readonly kind = "gpu";
+  override capabilities(): DeviceProfile {
+    return { ...super.capabilities(), software: true };
+  }
+}
+
+Deno.test("no policy but naming it places work on a software GPU, however fast it is costed", async () => {
+  const registry = new BackendRegistry().register(new FakeSoftwareGpu()).register(new FakeSimd());
+  setBackendRates("soft-gpu", { ...gpu, flopsPerMs: 1e15, bytesPerMs: 1e15, syncMs: 0 });
+  setBackendRates("fake-simd", cpu);
+  for (const policy of ["auto", "min-cost", "local-first"] as const) {
+    const exe = await compile(matmuls(64), { registry, policy, cache: false });
+    assert.ok(!exe.plan!.schedule.placement.includes("soft-gpu"), policy);
+  }
+  const gpuKind = await compile(matmuls(64), {
+    registry,
+    policy: { kind: "prefer", backendKind: "gpu" },
+    cache: false,
+  });
+  assert.ok(!gpuKind.plan!.schedule.placement.includes("soft-gpu"));
+  const named = await compile(matmuls(64), { registry, backend: "soft-gpu", cache: false });
+  assert.ok(named.plan!.schedule.placement.every((id) => id === "soft-gpu"));
 });

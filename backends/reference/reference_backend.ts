@@ -96,10 +96,7 @@ export class ReferenceBackend extends BackendBase {
 
   /** Every op, custom ones included (through their reference implementation). */
   override supports(node: NodeInfo): boolean {
-    // Placement ops pin memory: this backend (or a subclass standing in for a device) can only
-    // produce data in its own memory space.
-    if (node.op === "ToDevice") return this.kind === "gpu";
-    if (node.op === "ToHost") return this.kind !== "gpu";
+    // Placement ops are copies; the scheduler decides which memory space runs them.
     return this.nativeOps.has(node.op) || customOp(node.op) !== undefined;
   }
 

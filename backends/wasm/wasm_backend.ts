@@ -203,9 +203,12 @@ export class WasmBackend implements Backend {
     };
   }
 
-  /** What fuses into kernel IR (see `runsWhole`), except the GPU's `ToDevice`. */
+  /**
+   * What fuses into kernel IR (see `runsWhole`). Placement ops are copies: the scheduler puts
+   * them where their data must live, or here when this backend is named.
+   */
   supports(node: NodeInfo): boolean {
-    return node.op !== "ToDevice" && !runsWhole(node);
+    return !runsWhole(node);
   }
 
   /** Placement uses the calibrated cost model; this is a static fallback. */

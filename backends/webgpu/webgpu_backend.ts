@@ -59,6 +59,37 @@ export interface WebGpuOptions {
    * ride along in each run's one readback, but they cost a little.
    */
   readonly profile?: boolean;
+  /**
+   * Let cost-driven policies place work on a software adapter (llvmpipe, lavapipe, SwiftShader,
+   * WARP, or any `isFallbackAdapter`). Default: `KILN_ALLOW_SOFTWARE_GPU=1` in the environment,
+   * else `false` — such an adapter is then used only when the webgpu backend is named.
+   */
+  readonly allowSoftware?: boolean;
+}
+
+/** Adapter descriptions of software implementations of WebGPU. */
+const SOFTWARE_ADAPTER = /llvmpipe|lavapipe|swiftshader|softpipe|microsoft basic render|software/i;
+
+/** Whether the environment opts into software adapters (never throws without permissions). */
+function softwareAllowedByEnv(): boolean {
+  try {
+    const env = (globalThis as { Deno?: { env: { get(k: string): string | undefined } } }).Deno
+      ?.env ??
+      {
+        get: (k: string) =>
+          (globalThis as { process?: { env: Record<string, string> } }).process?.env[k],
+      };
+    return env.get("KILN_ALLOW_SOFTWARE_GPU") === "1";
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `adapter` is a software implementation. */
+export function isSoftwareAdapter(adapter: GPUAdapter): boolean {
+  const info = adapter.info as GPUAdapterInfo & { isFallbackAdapter?: boolean };
+  return info.isFallbackAdapter === true ||
+    SOFTWARE_ADAPTER.test(`${info.vendor} ${info.architecture} ${info.device} ${info.description}`);
 }
 
 /** The WebGPU backend. */
@@ -115,15 +146,18 @@ export class WebGpuBackend implements Backend {
       maxStorageBufferBytes: d?.limits.maxStorageBufferBindingSize ?? 0,
       maxBindings: d?.limits.maxStorageBuffersPerShaderStage ?? 0,
       timestampQuery: d?.features.has("timestamp-query") ?? false,
+      software: this.#adapter !== undefined && isSoftwareAdapter(this.#adapter) &&
+        !(this.#options.allowSoftware ?? softwareAllowedByEnv()),
     };
   }
 
   /**
-   * What fuses into kernel IR (see `runsWhole`), plus `ToDevice`; never `ToHost`. Tensors past the
+   * What fuses into kernel IR (see `runsWhole`). Placement ops are copies: the scheduler puts
+   * them where their data must live, or here when this backend is named. Tensors past the
    * device's binding limit are the scheduler's concern (it places their kernels elsewhere).
    */
   supports(node: NodeInfo): boolean {
-    return node.op !== "ToHost" && !runsWhole(node);
+    return !runsWhole(node);
   }
 
   /** Placement uses the calibrated cost model; this is a static fallback. */

@@ -468,3 +468,36 @@ Deno.test("profile: true times every kernel with timestamp queries in the run's 
   assert.deepEqual(plain.deviceTimes(), []);
   profiled.dispose();
 });
+
+Deno.test("x → ToDevice → Exp → ToHost → Neg runs under every policy and on every named backend", async () => {
+  const b = new GraphBuilder();
+  const d = b.op("Exp", [b.op("ToDevice", [b.input("x", [64])])]);
+  b.output("y", b.op("Neg", [b.op("ToHost", [d])]));
+  const graph = b.build();
+  const x = f32(new Array(64).fill(1), [64]);
+  const { WasmBackend } = await import("../wasm/wasm_backend.ts");
+  const registry = new BackendRegistry().register(new WasmBackend({ threads: 1 })).register(gpu);
+  const runs: string[][] = [];
+  for (
+    const options of [
+      { policy: "auto" },
+      { policy: "local-first" },
+      { policy: "min-cost" },
+      { backend: "reference" },
+      { backend: "wasm" },
+      { backend: "webgpu" },
+    ] as const
+  ) {
+    const exe = await compile(graph, { ...options, registry, cache: false });
+    assertClose(numbers((await exe.run({ x })).y.data), new Array(64).fill(-Math.E), {
+      atol: 1e-6,
+      message: JSON.stringify(options),
+    });
+    runs.push([...exe.plan!.schedule.placement]);
+    exe.dispose();
+  }
+  // The copy to the device runs on the GPU whenever a policy decides; local-first keeps the
+  // host side off the reference interpreter.
+  for (const placed of runs.slice(0, 3)) assert.equal(placed[0], "webgpu");
+  assert.ok(!runs[1].includes("reference"), String(runs[1]));
+});
