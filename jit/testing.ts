@@ -7,11 +7,11 @@
 import assert from "node:assert/strict";
 import type { Backend } from "../backends/backend.ts";
 import { compile } from "./compile.ts";
-import { fromF16Bits, type TensorData } from "./dtype.ts";
+import { type DType, fromF16Bits, type TensorData } from "./dtype.ts";
 import type { Graph } from "./graph.ts";
 import { GraphBuilder } from "./graph_builder.ts";
 import type { HostTensor } from "./host_tensor.ts";
-import type { Attrs } from "./ops/mod.ts";
+import { type Attrs, inferNode } from "./ops/mod.ts";
 
 /** Options for {@linkcode assertClose}. */
 export interface CloseOptions {
@@ -69,7 +69,10 @@ export async function runOp(
 ): Promise<HostTensor[]> {
   const b = new GraphBuilder();
   const ins = inputs.map((t, i) => b.input(`x${i}`, t.shape, t.dtype));
-  const outs = b.opN(op, ins, attrs, options.outputs ?? 1);
+  const count = options.outputs ??
+    inferNode(op, inputs.map((t) => ({ shape: t.shape, dtype: t.dtype as DType })), attrs, op)
+      .length;
+  const outs = b.opN(op, ins, attrs, count);
   outs.forEach((o, i) => b.output(`y${i}`, o));
   const result = await runGraph(
     b.build(),

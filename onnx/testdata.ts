@@ -9,7 +9,13 @@ import type { HostTensor } from "../jit/host_tensor.ts";
 export const MODELS_DIR: string = new URL("../../shared/models/", import.meta.url).pathname;
 
 /** Names of the shared reference models. */
-export const MODEL_NAMES: readonly string[] = ["mlp", "lenet", "transformer_block"];
+export const MODEL_NAMES: readonly string[] = [
+  "mlp",
+  "lenet",
+  "transformer_block",
+  "shufflenet_v2_x0_5",
+  "vit_tiny",
+];
 
 /** A shared model with its fixed input and ONNX Runtime's output. */
 export interface ReferenceModel {
