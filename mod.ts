@@ -64,6 +64,7 @@ export { legalize } from "./jit/legalize.ts";
 export { fuse, type FuseOptions, type FusionResult } from "./jit/fuse.ts";
 export type {
   Expr,
+  GatherStep,
   IndexStep,
   KernelBuffer,
   KernelIR,
