@@ -105,6 +105,8 @@ function dawn() {
   return new kiln.WebGpuBackend({
     gpu: webgpu.create(["backend=opengles"]),
     featureLevel: "compatibility",
+    // Dawn here runs on Mesa's llvmpipe: a software adapter the policies skip unless asked.
+    allowSoftware: true,
   });
 }
 
