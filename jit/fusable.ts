@@ -8,9 +8,8 @@
  *
  * @module
  */
-import { getOp, InferContext, type ValueType } from "./ops/mod.ts";
+import { type Attrs, getOp, InferContext, type ValueType } from "./ops/mod.ts";
 import { resolveWindow } from "./ops/nn.ts";
-import type { Attrs } from "./ops/mod.ts";
 
 /** What the predicate reads of a node. */
 export interface NodeShape {

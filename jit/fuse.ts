@@ -54,7 +54,7 @@ import {
 /** A decomposition: what an op's `decompose` is. */
 type Decomposition = (e: Emitter, inputs: readonly EmitRef[], attrs: Attrs) => EmitRef[];
 import { fromF16Bits } from "./dtype.ts";
-import { sameShape, type Shape, sizeOf } from "./shape.ts";
+import { normalizeAxis, sameShape, type Shape, sizeOf } from "./shape.ts";
 
 /** Options for {@linkcode fuse}. */
 export interface FuseOptions {
@@ -399,13 +399,13 @@ class Fuser {
   ): void {
     const budget = this.#opts.maxInputs;
     if (budget === Infinity) return;
-    const reads = (e: Expr) => buffersRead(e);
     const total = () =>
-      new Set([...args.flatMap((a) => [...reads(a)]), ...(group ? this.#loads(group) : [])]).size;
+      new Set([...args.flatMap((a) => [...buffersRead(a)]), ...(group ? this.#loads(group) : [])])
+        .size;
     while (total() > budget) {
       let widest = -1, width = 1;
       used.forEach((s, i) => {
-        const w = !s.group && !isBare(s) ? reads(s.expr).size : 0;
+        const w = !s.group && !isBare(s) ? buffersRead(s.expr).size : 0;
         if (w > width) [widest, width] = [i, w];
       });
       if (widest < 0) {
@@ -488,8 +488,7 @@ class Fuser {
    */
   #gather(op: string, [data, indices]: Sym[], attrs: Attrs, label: string, type: ValueType): Sym {
     const from = data.type.shape, to = type.shape;
-    const raw = (attrs.axis as number | undefined) ?? 0;
-    const axis = raw < 0 ? raw + from.length : raw;
+    const axis = normalizeAxis((attrs.axis as number | undefined) ?? 0, from.length, label);
     const dim = from[axis];
     const drop = op === "Gather" ? indices.type.shape.length : 1;
     let ix = indices;

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { envVar } from "./env.ts";
 import type { Artifact, Backend } from "../backends/backend.ts";
 import { digest } from "./digest.ts";
 import { type KernelIR, kernelText } from "./kernel_ir.ts";
@@ -218,20 +219,10 @@ function fromBase64(text: string): Uint8Array {
 
 /** `KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`; `false` without an environment. */
 export function defaultCacheDir(): string | false {
-  const env = (name: string): string | undefined => {
-    try {
-      const g = globalThis as {
-        Deno?: { env: { get(k: string): string | undefined } };
-        process?: { env: Record<string, string | undefined> };
-      };
-      return g.Deno ? g.Deno.env.get(name) : g.process?.env[name];
-    } catch {
-      return undefined;
-    }
-  };
-  const explicit = env("KILN_CACHE_DIR");
+  const explicit = envVar("KILN_CACHE_DIR");
   if (explicit !== undefined) return explicit === "" || explicit === "off" ? false : explicit;
-  const base = env("XDG_CACHE_HOME") ?? (env("HOME") ? `${env("HOME")}/.cache` : undefined);
+  const base = envVar("XDG_CACHE_HOME") ??
+    (envVar("HOME") ? `${envVar("HOME")}/.cache` : undefined);
   return base ? `${base}/kiln` : false;
 }
 

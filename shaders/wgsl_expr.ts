@@ -244,7 +244,10 @@ export function applySteps(
         });
       }
       // The index, made non-negative; out of range it reads element 0 and yields the fill.
-      const raw = readIndex(s.index, c, guards.map((g) => g.ok).join(" && ") || "true");
+      const raw = e.fresh("r");
+      e.line(
+        `let ${raw} = ${readIndex(s.index, c, guards.map((g) => g.ok).join(" && ") || "true")};`,
+      );
       const idx = e.fresh("g");
       e.line(`let ${idx} = select(${raw}, ${raw} + ${s.dim}, ${raw} < 0);`);
       const ok = e.fresh("ok");

@@ -110,7 +110,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
   const slotBytes = memoryPlan.slots.map(() => 0);
   for (const [v, s] of memoryPlan.assignment) slotBytes[s] = Math.max(slotBytes[s], bytes(v));
   const offsets = new Map<number, number>();
-  // The arena's first words are the fault record kernels write (see `FAULT`).
+  // The arena's first words are the fault record kernels write (see `FAULT_BYTES`).
   let top = FAULT_BYTES;
   const slotAt = slotBytes.map((b) => (top += b) - b);
   for (const v of types.keys()) {

@@ -154,14 +154,14 @@ export function generateWasm(
         const raw = local(i32), idx = local(i32), ok = local(i32);
         let read = m.i32.load(0, 4, address);
         for (const g of [...inner].reverse()) read = m.select(get(g.ok, i32), read, ic(g.fill));
-        stmts.push(m.local.set(raw, read), m.local.set(idx, get(raw, i32)));
         stmts.push(
+          m.local.set(raw, read),
           m.local.set(
             idx,
             m.select(
-              m.i32.lt_s(get(idx, i32), ic(0)),
-              m.i32.add(get(idx, i32), ic(s.dim)),
-              get(idx, i32),
+              m.i32.lt_s(get(raw, i32), ic(0)),
+              m.i32.add(get(raw, i32), ic(s.dim)),
+              get(raw, i32),
             ),
           ),
         );

@@ -22,6 +22,7 @@ import type {
   Workload,
 } from "../backend.ts";
 import { runOpAsGraph } from "../backend_base.ts";
+import { envVar } from "../../jit/env.ts";
 import { runsWhole } from "../../jit/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/program.ts";
 import type { TensorData } from "../../jit/dtype.ts";
@@ -69,21 +70,6 @@ export interface WebGpuOptions {
 
 /** Adapter descriptions of software implementations of WebGPU. */
 const SOFTWARE_ADAPTER = /llvmpipe|lavapipe|swiftshader|softpipe|microsoft basic render|software/i;
-
-/** Whether the environment opts into software adapters (never throws without permissions). */
-function softwareAllowedByEnv(): boolean {
-  try {
-    const env = (globalThis as { Deno?: { env: { get(k: string): string | undefined } } }).Deno
-      ?.env ??
-      {
-        get: (k: string) =>
-          (globalThis as { process?: { env: Record<string, string> } }).process?.env[k],
-      };
-    return env.get("KILN_ALLOW_SOFTWARE_GPU") === "1";
-  } catch {
-    return false;
-  }
-}
 
 /** Whether `adapter` is a software implementation. */
 export function isSoftwareAdapter(adapter: GPUAdapter): boolean {
@@ -147,7 +133,7 @@ export class WebGpuBackend implements Backend {
       maxBindings: d?.limits.maxStorageBuffersPerShaderStage ?? 0,
       timestampQuery: d?.features.has("timestamp-query") ?? false,
       software: this.#adapter !== undefined && isSoftwareAdapter(this.#adapter) &&
-        !(this.#options.allowSoftware ?? softwareAllowedByEnv()),
+        !(this.#options.allowSoftware ?? envVar("KILN_ALLOW_SOFTWARE_GPU") === "1"),
     };
   }
 

@@ -186,7 +186,7 @@ export function padByConcat(e: Emitter, [x]: readonly EmitRef[], attrs: Attrs): 
   const rank = shape.length;
   const pads = attrs.pads as readonly number[];
   const axes = ((attrs.axes as readonly number[] | undefined) ?? [...Array(rank).keys()])
-    .map((a) => (a < 0 ? a + rank : a));
+    .map((a) => normalizeAxis(a, rank, "Pad"));
   const reflect = attrs.mode === "reflect";
   let y = x;
   axes.forEach((axis, i) => {

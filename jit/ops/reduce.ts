@@ -7,7 +7,7 @@
  * @module
  */
 import type { DType } from "../dtype.ts";
-import type { Shape } from "../shape.ts";
+import { normalizeAxis, type Shape } from "../shape.ts";
 import { NUMERIC } from "./elementwise.ts";
 import { axisConstant } from "./movement.ts";
 import {
@@ -111,8 +111,7 @@ function argReduce(name: "ArgMax" | "ArgMin"): OpDef {
     decompose: (e, [x], attrs) => {
       const { shape, dtype } = e.typeOf(x);
       const rank = shape.length;
-      const raw = (attrs.axis as number | undefined) ?? 0;
-      const axis = raw < 0 ? raw + rank : raw;
+      const axis = normalizeAxis((attrs.axis as number | undefined) ?? 0, rank, name);
       const last = attrs.select_last_index === 1;
       const n = shape[axis];
       const extreme = e.op(name === "ArgMax" ? "ReduceMax" : "ReduceMin", [x], {
@@ -146,8 +145,7 @@ function argReduce(name: "ArgMax" | "ArgMin"): OpDef {
 function cumSumAsReduction(e: Emitter, x: EmitRef, attrs: Attrs): EmitRef {
   const { shape, dtype } = e.typeOf(x);
   const rank = shape.length;
-  const raw = attrs.axis as number;
-  const axis = raw < 0 ? raw + rank : raw;
+  const axis = normalizeAxis(attrs.axis as number, rank, "CumSum");
   const n = shape[axis];
   // Space [..., i, j, ...]: i the output position (axis), j the summed one (axis + 1).
   const spread = [...shape.slice(0, axis), n, n, ...shape.slice(axis + 1)];
