@@ -10,7 +10,7 @@
 import { parseArgs } from "node:util";
 import { demoMlp } from "./examples/demo_mlp.ts";
 import { allocate, type BoundaryDType, byteSize, type TensorData } from "./jit/dtype.ts";
-import { compile, type CompileOptions, defaultBackends } from "./jit/compile.ts";
+import { compile, type CompileOptions, defaultBackends } from "./mod.ts";
 import { KilnError } from "./jit/errors.ts";
 import type { Executable, TensorMap } from "./jit/executable.ts";
 import { explain } from "./jit/explain.ts";

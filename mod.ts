@@ -26,6 +26,9 @@
  *
  * @module
  */
+import { defaultBackends } from "./backends/registry.ts";
+import { setDefaultBackends } from "./jit/compile.ts";
+
 export { KilnError, type KilnErrorCode, type KilnErrorOptions } from "./jit/errors.ts";
 export {
   type BoundaryDType,
@@ -86,7 +89,8 @@ export { type Policy, type Schedule, type Transfer } from "./jit/schedule.ts";
 export { type BackendRates, setBackendRates } from "./jit/cost_model.ts";
 export { explain, type ExplainedKernel, type Explanation } from "./jit/explain.ts";
 export { estimateWork } from "./jit/workload.ts";
-export { compile, type CompileOptions, defaultBackends } from "./jit/compile.ts";
+export { compile, type CompileOptions } from "./jit/compile.ts";
+export { runOp, type RunOpOptions } from "./jit/run_op.ts";
 export {
   type DeviceTensorMap,
   Executable,
@@ -116,6 +120,7 @@ export {
 } from "./jit/realize.ts";
 export type {
   Artifact,
+  BackendSet,
   AssemblyPlan,
   Backend,
   BackendCompileOptions,
@@ -129,20 +134,25 @@ export type {
   Program,
   ResidentRunOptions,
   Workload,
-} from "./backends/backend.ts";
+} from "./jit/backend.ts";
 export { BackendBase } from "./backends/backend_base.ts";
-export { BackendRegistry } from "./backends/registry.ts";
+export { BackendRegistry, defaultBackends } from "./backends/registry.ts";
 export { ReferenceBackend } from "./backends/reference/reference_backend.ts";
-export type { RefTensor } from "./backends/reference/tensor_io.ts";
-export { type CounterName, prometheusText, stats } from "./jit/telemetry.ts";
+export type { RefTensor } from "./jit/host_tensor.ts";
+export type { CounterName } from "./jit/counters.ts";
+export { prometheusText, stats } from "./jit/telemetry.ts";
 export {
   importOnnx,
   type OnnxImportOptions,
   type OnnxInputInfo,
   OnnxModel,
   OPSETS,
+  toOnnx,
 } from "./onnx/mod.ts";
 export type { BucketPlan } from "./jit/buckets.ts";
 export { WebGpuBackend, type WebGpuOptions } from "./backends/webgpu/webgpu_backend.ts";
 export type { PoolStats } from "./backends/webgpu/buffer_pool.ts";
 export { WasmBackend, type WasmBackendOptions } from "./backends/wasm/wasm_backend.ts";
+
+// The core names no concrete backend; the public entry supplies the built-in registry.
+setDefaultBackends(defaultBackends);

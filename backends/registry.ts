@@ -6,13 +6,13 @@
  * @module
  */
 import { KilnError } from "../jit/errors.ts";
-import type { Backend, NodeInfo } from "./backend.ts";
+import type { Backend, BackendSet, NodeInfo } from "../jit/backend.ts";
 import { ReferenceBackend } from "./reference/reference_backend.ts";
 import { WasmBackend } from "./wasm/wasm_backend.ts";
 import { WebGpuBackend } from "./webgpu/webgpu_backend.ts";
 
 /** A set of backends keyed by id. */
-export class BackendRegistry {
+export class BackendRegistry implements BackendSet {
   #backends = new Map<string, Backend>();
 
   /** A registry holding only the reference backend. */
@@ -29,10 +29,13 @@ export class BackendRegistry {
 
   /** Adds a backend; an id already present is refused unless `replace` is set. */
   register(backend: Backend, options?: { replace?: boolean }): this {
-    if (typeof backend?.id !== "string" || typeof backend.compile !== "function") {
+    if (
+      typeof backend?.id !== "string" ||
+      (typeof backend.compile !== "function" && typeof backend.codegen?.generate !== "function")
+    ) {
       throw new KilnError("register() needs an object implementing Backend", {
         code: "backend",
-        fix: "extend BackendBase or implement every member of the Backend interface",
+        fix: "extend BackendBase or implement the Backend interface (compile(graph) or codegen)",
       });
     }
     if (this.#backends.has(backend.id) && !options?.replace) {
@@ -69,4 +72,14 @@ export class BackendRegistry {
   backendsFor(node: NodeInfo): Backend[] {
     return this.list().filter((b) => !b.deviceLost && b.supports(node));
   }
+}
+
+let defaults: BackendRegistry | undefined;
+
+/**
+ * The process-wide registry with the built-in backends (created on first use): what `compile`
+ * uses when no `registry` is given. Register custom backends here to make every policy see them.
+ */
+export function defaultBackends(): BackendRegistry {
+  return defaults ??= BackendRegistry.withDefaults();
 }

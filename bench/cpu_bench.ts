@@ -13,7 +13,7 @@
  *
  * @module
  */
-import { compile } from "../jit/compile.ts";
+import { compile } from "../mod.ts";
 import { jaxRunner, ortRunner, tfjsRunner } from "./peers.ts";
 import { timed } from "./timed.ts";
 import { cpuWorkloads, modelWorkloads, type PeerRun, type Workload } from "./workloads.ts";

@@ -13,9 +13,10 @@
  * @module
  */
 import { WebGpuBackend } from "../backends/webgpu/webgpu_backend.ts";
-import { compile } from "../jit/compile.ts";
+import { compile } from "../mod.ts";
 import { GraphBuilder } from "../jit/graph_builder.ts";
 import { uniform } from "../jit/random.ts";
+import { toOnnx } from "../onnx/export.ts";
 import { tfjsRun } from "./tfjs_program.ts";
 import { timed } from "./timed.ts";
 import { cpuWorkloads, type PeerRun, w1, type Workload } from "./workloads.ts";
@@ -118,7 +119,7 @@ async function ortWebgpu(w: Workload): Promise<PeerRun | undefined> {
   const ort: Any = await import(ORT_WEBGPU);
   // Deno looks like Node to ORT, whose worker-thread pool then fails to start.
   ort.env.wasm.numThreads = 1;
-  const session = await ort.InferenceSession.create(await w.graph.toOnnx(), {
+  const session = await ort.InferenceSession.create(toOnnx(w.graph), {
     executionProviders: ["webgpu"],
   });
   const feeds = Object.fromEntries(

@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { toOnnx } from "../onnx/export.ts";
 import { tfjsRun } from "./tfjs_program.ts";
 import type { PeerRun, Workload } from "./workloads.ts";
 
@@ -50,7 +51,7 @@ export async function ortRunner(w: Workload): Promise<PeerRun> {
   const ort: Any = await import("npm:onnxruntime-web@1.30.0");
   // As many threads as kiln's wasm backend uses by default.
   ort.env.wasm.numThreads = navigator.hardwareConcurrency;
-  const session = await ort.InferenceSession.create(w.onnx ?? await w.graph.toOnnx());
+  const session = await ort.InferenceSession.create(w.onnx ?? toOnnx(w.graph));
   const feeds = Object.fromEntries(
     Object.entries(w.inputs).map(([k, v]) => [k, new ort.Tensor("float32", v.data, v.shape)]),
   );

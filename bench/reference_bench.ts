@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { compile } from "../jit/compile.ts";
+import { compile } from "../mod.ts";
 import { GraphBuilder } from "../jit/graph_builder.ts";
 import type { Executable } from "../jit/executable.ts";
 import { uniform } from "../jit/random.ts";

@@ -1,8 +1,6 @@
 import assert from "node:assert/strict";
 import { demoMlp } from "../examples/demo_mlp.ts";
-import { importOnnx } from "../onnx/import.ts";
-import { referenceModel } from "../onnx/testdata.ts";
-import { compile } from "./compile.ts";
+import { compile } from "../mod.ts";
 import { KilnError } from "./errors.ts";
 import { GraphBuilder } from "./graph_builder.ts";
 import type { HostTensor } from "./host_tensor.ts";
@@ -32,14 +30,6 @@ Deno.test("a bucketed executable runs smaller batches without recompiling, only 
     (e: unknown) =>
       e instanceof KilnError && /outside this executable's bucket \[0, 8\]/.test(e.message),
   );
-});
-
-Deno.test("buckets work through convolutions (lenet) and are exact", async () => {
-  const m = await referenceModel("lenet");
-  const exe = await compile(importOnnx(m.bytes), { buckets: ["x"], cache: false });
-  const part = await exe.run({ x: rows(m.x, 3) });
-  assert.deepEqual(part.y.shape, [3, 10]);
-  assertClose(numbers(part.y.data), m.y.slice(0, 30), { atol: 1e-4 });
 });
 
 Deno.test("graphs that mix batch rows are refused at compile time", async () => {

@@ -5,9 +5,9 @@
  *
  * @module
  */
-import type { Backend, Program } from "../backends/backend.ts";
+import type { Backend, BackendSet, Program } from "./backend.ts";
+import { type BackendRates, backendRates, knownRates } from "./cost_model.ts";
 import { KilnError } from "./errors.ts";
-import { BackendRegistry } from "../backends/registry.ts";
 import { Executable, type PlanInfo } from "./executable.ts";
 import { fuse } from "./fuse.ts";
 import type { Graph } from "./graph.ts";
@@ -15,8 +15,8 @@ import { defaultKernelCache, type KernelCache } from "./kernel_cache.ts";
 import { legalize } from "./legalize.ts";
 import { planMemory } from "./memory_plan.ts";
 import { hostProgram } from "./program.ts";
-import { type Policy, schedule } from "./schedule.ts";
-import { count } from "./telemetry.ts";
+import { type Policy, schedule, UNKNOWN_RATES, usableBackends } from "./schedule.ts";
+import { count } from "./counters.ts";
 import { planBuckets } from "./buckets.ts";
 
 /** Options for {@linkcode compile}. */
@@ -25,11 +25,14 @@ export interface CompileOptions {
   readonly backend?: string | Backend;
   /** Placement policy when no backend is named (default `auto`). */
   readonly policy?: Policy | Policy["kind"];
-  /** Registry to resolve backend ids in (default: the built-in backends). */
-  readonly registry?: BackendRegistry;
+  /** The backends to resolve ids in and place work on (default: {@linkcode registeredBackends}). */
+  readonly registry?: BackendSet;
   /** Kernel cache (default: the process-wide one); `false` generates every kernel afresh. */
   readonly cache?: KernelCache | false;
-  /** Fuse into kernels (default true); `false` runs the legalized graph node by node. */
+  /**
+   * Fuse into kernels (default true); `false` runs the legalized graph node by node on a
+   * graph-level backend (the reference unless another is named).
+   */
   readonly fuse?: boolean;
   /** State bindings: output name → input it refreshes after every run (e.g. a KV cache). */
   readonly state?: Readonly<Record<string, string>>;
@@ -41,11 +44,23 @@ export interface CompileOptions {
   readonly buckets?: readonly string[];
 }
 
-let defaultRegistry: BackendRegistry | undefined;
+let provider: (() => BackendSet) | undefined;
 
-/** The process-wide registry with the built-in backends. */
-export function defaultBackends(): BackendRegistry {
-  return defaultRegistry ??= BackendRegistry.withDefaults();
+/**
+ * Sets where {@linkcode compile} finds backends when the caller passes no `registry`. The core
+ * names no concrete backend: the public entry (`mod.ts`) supplies the built-in registry.
+ */
+export function setDefaultBackends(backends: () => BackendSet): void {
+  provider = backends;
+}
+
+/** The backends a compile without `registry` uses (see {@linkcode setDefaultBackends}). */
+export function registeredBackends(): BackendSet {
+  if (provider) return provider();
+  throw new KilnError("No backends are registered with the compiler", {
+    code: "backend",
+    fix: 'import kiln from its entry point ("mod.ts"), or pass { registry } to compile()',
+  });
 }
 
 /**
@@ -62,12 +77,25 @@ export function defaultBackends(): BackendRegistry {
  * ```
  */
 export async function compile(graph: Graph, options: CompileOptions = {}): Promise<Executable> {
-  const registry = options.registry ?? defaultBackends();
   // Unfused compiles run node by node on one backend: the reference unless one is named.
   const id = options.backend ?? (options.fuse === false ? "reference" : undefined);
-  const named = typeof id === "object" ? id : id === undefined ? undefined : registry.get(id);
+  // A backend instance needs no registry (it only widens the suggestions of a legalize error).
+  const registry = options.registry ?? (typeof id === "object" ? undefined : registeredBackends());
+  const named = typeof id === "object" ? id : id === undefined ? undefined : registry!.get(id);
   const start = performance.now();
-  if (named && (!named.codegen || options.fuse === false)) {
+  if (named && !named.codegen && !named.compile) {
+    throw new KilnError(`Backend "${named.id}" has neither codegen nor compile()`, {
+      code: "backend",
+      fix: "implement KernelCodegen (codegen) or compile(graph) in the backend",
+    });
+  }
+  if (named?.codegen && !named.compile && options.fuse === false) {
+    throw new KilnError(`Backend "${named.id}" only runs fused kernels`, {
+      code: "unsupported",
+      fix: "compile with fusion on (the default), or name a graph-level backend such as reference",
+    });
+  }
+  if (named?.compile && (!named.codegen || options.fuse === false)) {
     if (options.buckets?.length) {
       throw new KilnError("Shape buckets need the fused path", {
         code: "unsupported",
@@ -94,7 +122,7 @@ export async function compile(graph: Graph, options: CompileOptions = {}): Promi
     : typeof options.policy === "string"
     ? policyOf(options.policy)
     : options.policy ?? { kind: "auto" };
-  const candidates = named ? [named] : registry.list();
+  const candidates = named ? [named] : registry!.list();
   // Kernels must fit the tightest binding limit among the backends that may run them (one
   // binding is kept for the output).
   const limits = candidates.filter((b) => b.codegen && b.capabilities().maxBindings > 0).map((b) =>
@@ -105,12 +133,17 @@ export async function compile(graph: Graph, options: CompileOptions = {}): Promi
   const hostValues = new Set(
     [...legal.inputs, ...legal.params].map((b) => b.value).concat([...fusion.constants.keys()]),
   );
-  const placed = await schedule({
+  // Capabilities are only known once a device is acquired (a software GPU, binding limits);
+  // a backend that fails to prepare is left out by its profile, not by an exception here.
+  if (!named) await Promise.all(candidates.map((b) => b.prepare().catch(() => {})));
+  const usable = usableBackends(fusion.kernels, candidates, policy);
+  const placed = schedule({
     kernels: fusion.kernels,
-    backends: candidates,
+    backends: usable,
     policy,
     hostValues,
     outputs: new Set(legal.outputs.map((o) => o.value)),
+    rates: await ratesOf(usable, policy),
   });
   const byId = new Map(candidates.map((b) => [b.id, b]));
   await Promise.all([...new Set(placed.placement)].map((id) => byId.get(id)!.prepare()));
@@ -181,4 +214,19 @@ function policyOf(kind: Policy["kind"]): Policy {
     });
   }
   return { kind };
+}
+
+/**
+ * Per backend, the rates its placement is estimated with. Only the cost-driven policies calibrate
+ * (once per machine, persisted); the others use rates already known, if any.
+ */
+async function ratesOf(backends: readonly Backend[], policy: Policy): Promise<BackendRates[]> {
+  if (policy.kind !== "auto" && policy.kind !== "min-cost") {
+    return backends.map((b) => knownRates(b) ?? UNKNOWN_RATES);
+  }
+  return await Promise.all(
+    backends.map((b) =>
+      backendRates(b, (graph: Graph) => compile(graph, { backend: b, cache: false }))
+    ),
+  );
 }

@@ -7,8 +7,9 @@
  *
  * @module
  */
-import type { Backend } from "../backends/backend.ts";
-import { compile } from "./compile.ts";
+import type { Backend } from "./backend.ts";
+import type { Executable } from "./executable.ts";
+import type { Graph } from "./graph.ts";
 import { GraphBuilder } from "./graph_builder.ts";
 import { digest } from "./digest.ts";
 import { defaultKernelCache } from "./kernel_cache.ts";
@@ -28,6 +29,12 @@ export interface BackendRates {
   readonly transferBytesPerMs: number;
 }
 
+/**
+ * How calibration compiles its probe graphs for one backend (the compiler hands itself in, so the
+ * cost model does not depend on it).
+ */
+export type ProbeCompiler = (graph: Graph) => Promise<Executable>;
+
 const overrides = new Map<string, BackendRates>();
 const measured = new Map<string, Promise<BackendRates>>();
 const known = new Map<string, BackendRates>();
@@ -45,20 +52,23 @@ export function knownRates(backend: Backend): BackendRates | undefined {
   return overrides.get(backend.id) ?? known.get(backend.id);
 }
 
-/** The rates of `backend`: an override, or a calibration run (once per process). */
-export function backendRates(backend: Backend): Promise<BackendRates> {
+/**
+ * The rates of `backend`: an override, or a calibration run compiled with `probe` (once per
+ * process, then persisted per machine).
+ */
+export function backendRates(backend: Backend, probe: ProbeCompiler): Promise<BackendRates> {
   const fixed = overrides.get(backend.id);
   if (fixed) return Promise.resolve(fixed);
   let m = measured.get(backend.id);
   if (!m) {
-    measured.set(backend.id, m = persisted(backend));
+    measured.set(backend.id, m = persisted(backend, probe));
     m.then((r) => known.set(backend.id, r), () => measured.delete(backend.id));
   }
   return m;
 }
 
 /** Calibration stored beside the kernel cache, keyed by backend and device profile. */
-async function persisted(backend: Backend): Promise<BackendRates> {
+async function persisted(backend: Backend, probe: ProbeCompiler): Promise<BackendRates> {
   // The key is the prepared device's profile: before `prepare` a GPU reports zeros.
   await backend.prepare();
   const dir = defaultKernelCache().dir;
@@ -81,7 +91,7 @@ async function persisted(backend: Backend): Promise<BackendRates> {
       ) return r;
     } catch { /* not calibrated yet on this machine */ }
   }
-  const rates = await calibrate(backend);
+  const rates = await calibrate(backend, probe);
   if (fs && file && dir) {
     try {
       await fs.mkdir(dir, { recursive: true });
@@ -92,7 +102,7 @@ async function persisted(backend: Backend): Promise<BackendRates> {
 }
 
 /** Times a streaming kernel and a small matmul on `backend` (a few milliseconds in all). */
-async function calibrate(backend: Backend): Promise<BackendRates> {
+async function calibrate(backend: Backend, probe: ProbeCompiler): Promise<BackendRates> {
   const n = 1 << 16, m = 64;
   const stream = new GraphBuilder();
   stream.output(
@@ -118,7 +128,7 @@ async function calibrate(backend: Backend): Promise<BackendRates> {
     inputs: Record<string, Float32Array>,
     shape: Record<string, number[]>,
   ) => {
-    const exe = await compile(graph, { backend, cache: false });
+    const exe = await probe(graph);
     const feeds = Object.fromEntries(
       Object.entries(inputs).map((
         [k, v],

@@ -6,8 +6,7 @@
  *
  * @module
  */
-import type { NodeInfo } from "../backends/backend.ts";
-import { nodeInfo } from "../backends/backend_base.ts";
+import { type NodeInfo, nodeInfo } from "./backend.ts";
 import { type DType, toF16Bits } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
 import { Graph, type NodeSpec } from "./graph.ts";

@@ -5,9 +5,8 @@
  *
  * @module
  */
-import type { Backend } from "../backends/backend.ts";
-import { BackendRegistry } from "../backends/registry.ts";
-import { compile } from "./compile.ts";
+import type { Backend } from "./backend.ts";
+import { BackendRegistry, compile } from "../mod.ts";
 import { fuse } from "./fuse.ts";
 import { type RandomCase, randomGraph } from "./random_graph.ts";
 import type { Policy } from "./schedule.ts";

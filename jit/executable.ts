@@ -6,8 +6,8 @@
  *
  * @module
  */
-import type { Backend, KernelTime, Program } from "../backends/backend.ts";
-import type { RefTensor } from "../backends/reference/tensor_io.ts";
+import type { Backend, KernelTime, Program } from "./backend.ts";
+import type { RefTensor } from "./host_tensor.ts";
 import { DeviceTensor } from "./device_tensor.ts";
 import { type TensorData, widenToI64 } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
@@ -18,7 +18,7 @@ import type { MemoryPlan } from "./memory_plan.ts";
 import { RunHandle } from "./run_handle.ts";
 import { sizeOf } from "./shape.ts";
 import type { Schedule } from "./schedule.ts";
-import { count } from "./telemetry.ts";
+import { count } from "./counters.ts";
 import type { BucketPlan } from "./buckets.ts";
 
 /** How an executable was compiled: its kernels and the decisions behind them. */

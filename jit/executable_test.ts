@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { compile } from "./compile.ts";
+import { compile } from "../mod.ts";
 import { KilnError } from "./errors.ts";
 import { GraphBuilder } from "./graph_builder.ts";
 import { assertClose, f32, i32, numbers } from "./testing.ts";

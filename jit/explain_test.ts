@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { demoMlp } from "../examples/demo_mlp.ts";
-import { explain } from "./explain.ts";
+import { explain } from "../mod.ts";
 import { GraphBuilder } from "./graph_builder.ts";
 
 Deno.test("explain lists kernels with backend and fused ops, as text and DOT", async () => {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { compile } from "./compile.ts";
+import { compile } from "../mod.ts";
 import type { Graph } from "./graph.ts";
 import { GraphBuilder, type Sym } from "./graph_builder.ts";
 import type { HostTensor } from "./host_tensor.ts";

@@ -176,15 +176,6 @@ export class Graph {
     return this.#consumers[id];
   }
 
-  /**
-   * The graph as ONNX model bytes (opset 17). The exporter is loaded on first use, which keeps
-   * protobuf out of the core's imports — hence the promise.
-   */
-  async toOnnx(): Promise<Uint8Array> {
-    const { toOnnx } = await import("../onnx/export.ts");
-    return toOnnx(this);
-  }
-
   /** A readable listing of the graph. */
   toString(): string {
     const t = (id: number) =>

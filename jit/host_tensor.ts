@@ -18,6 +18,16 @@ import {
 import { KilnError } from "./errors.ts";
 import { formatShape, isValidShape, type Shape, sizeOf } from "./shape.ts";
 
+/** A tensor inside kiln (what backends receive): internal dtype, row-major data. */
+export interface RefTensor {
+  /** Row-major data. */
+  readonly data: TensorData;
+  /** Shape. */
+  readonly shape: Shape;
+  /** Internal dtype. */
+  readonly dtype: DType;
+}
+
 /** A tensor held in host memory. */
 export interface HostTensor {
   /** Row-major element data. */

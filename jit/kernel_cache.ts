@@ -9,7 +9,7 @@
  * @module
  */
 import { envVar } from "./env.ts";
-import type { Artifact, Backend } from "../backends/backend.ts";
+import type { Artifact, Backend } from "./backend.ts";
 import { digest } from "./digest.ts";
 import { type KernelIR, kernelText } from "./kernel_ir.ts";
 

@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
-import type { Artifact, Backend, KernelCodegen } from "../backends/backend.ts";
-import { ReferenceBackend } from "../backends/reference/reference_backend.ts";
-import { compile } from "./compile.ts";
+import type { Artifact, Backend, KernelCodegen } from "./backend.ts";
+import { compile, ReferenceBackend } from "../mod.ts";
 import { Graph } from "./graph.ts";
 import { fuse } from "./fuse.ts";
 import { GraphBuilder } from "./graph_builder.ts";

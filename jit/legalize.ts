@@ -6,15 +6,13 @@
  *
  * @module
  */
-import type { Backend } from "../backends/backend.ts";
-import { nodeInfo } from "../backends/backend_base.ts";
-import type { BackendRegistry } from "../backends/registry.ts";
+import { type Backend, type BackendSet, nodeInfo } from "./backend.ts";
 import { decompose } from "./decompose.ts";
 import { KilnError } from "./errors.ts";
 import type { Graph } from "./graph.ts";
 
 /** Rewrites `graph` for `backend`; `registry` (optional) lets the error suggest other backends. */
-export function legalize(graph: Graph, backend: Backend, registry?: BackendRegistry): Graph {
+export function legalize(graph: Graph, backend: Backend, registry?: BackendSet): Graph {
   const legal = decompose(graph, (info) => !backend.supports(info));
   const bad = legal.nodes.map((n) => nodeInfo(legal, n.id)).filter((info) =>
     !backend.supports(info)

@@ -5,8 +5,8 @@
  *
  * @module
  */
-import type { PreparedKernel, Program } from "../backends/backend.ts";
-import type { RefTensor } from "../backends/reference/tensor_io.ts";
+import type { PreparedKernel, Program } from "./backend.ts";
+import type { RefTensor } from "./host_tensor.ts";
 import type { DType, TensorData } from "./dtype.ts";
 import type { Graph } from "./graph.ts";
 import type { HostTensor } from "./host_tensor.ts";

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { compile, defaultBackends } from "./compile.ts";
+import { compile, registeredBackends } from "./compile.ts";
 import type { TensorData } from "./dtype.ts";
 import type { Executable } from "./executable.ts";
 import { Graph, type NodeSpec } from "./graph.ts";
@@ -76,7 +76,7 @@ const stats: RealizeStats = { ...ZERO };
 
 /** Changes the Tensor runtime's options; a new backend clears the cache. */
 export function configureTensors(next: TensorRuntimeOptions): void {
-  if (next.backend !== undefined) defaultBackends().get(next.backend);
+  if (next.backend !== undefined) registeredBackends().get(next.backend);
   if (next.backend !== undefined && next.backend !== options.backend) clearRealizeCache();
   Object.assign(options, next);
 }

@@ -8,11 +8,11 @@
  *
  * @module
  */
-import type { Backend } from "../backends/backend.ts";
+import type { Backend } from "./backend.ts";
 import { byteSize } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
 import type { KernelIR } from "./kernel_ir.ts";
-import { type BackendRates, backendRates, knownRates } from "./cost_model.ts";
+import type { BackendRates } from "./cost_model.ts";
 import { sizeOf } from "./shape.ts";
 
 /** How kernels are placed. */
@@ -61,10 +61,12 @@ export interface ScheduleRequest {
   readonly hostValues: ReadonlySet<number>;
   /** Graph values read back to the host. */
   readonly outputs: ReadonlySet<number>;
+  /** Per backend (same order as `backends`), the rates its costs are estimated with. */
+  readonly rates: readonly BackendRates[];
 }
 
 /** Rates used when a policy places without calibration: estimates come out as NaN. */
-const UNKNOWN: BackendRates = {
+export const UNKNOWN_RATES: BackendRates = {
   bytesPerMs: NaN,
   flopsPerMs: NaN,
   dispatchMs: NaN,
@@ -129,9 +131,43 @@ export function kernelCost(k: KernelIR, rates: BackendRates): number {
   return rates.dispatchMs + Math.max(bytes / rates.bytesPerMs, flops / rates.flopsPerMs);
 }
 
-/** Places every kernel under `policy`. */
-export async function schedule(req: ScheduleRequest): Promise<Schedule> {
-  const { kernels, policy } = req;
+/** Whether `b` may run `k` under `policy` (naming a backend runs placement copies there too). */
+function runsUnder(policy: Policy, b: Backend, k: KernelIR): boolean {
+  return policy.kind === "named" && k.placement
+    ? !b.deviceLost && b.codegen !== undefined
+    : canRun(b, k);
+}
+
+/**
+ * The backends {@linkcode schedule} should weigh for `kernels` under `policy`, most preferred
+ * first: those that can run some kernel (the named one alone, always, under `named`), software devices
+ * (an emulated GPU: exact but slow) only when naming them or when nothing else runs some kernel,
+ * and the preferred kind first under `prefer`. Capabilities are read as they are, so callers
+ * prepare the backends first.
+ */
+export function usableBackends(
+  kernels: readonly KernelIR[],
+  backends: readonly Backend[],
+  policy: Policy,
+): Backend[] {
+  // The named backend stays even where it runs nothing: the error then says why.
+  if (policy.kind === "named") return backends.filter((b) => b.id === policy.backend);
+  let usable = backends.filter((b) => kernels.some((k) => runsUnder(policy, b, k)));
+  const real = usable.filter((b) => !b.capabilities().software);
+  if (kernels.every((k) => real.some((b) => runsUnder(policy, b, k)))) usable = real;
+  if (policy.kind === "prefer") {
+    const preferred = usable.filter((b) => b.kind === policy.backendKind);
+    usable = [...preferred, ...usable.filter((b) => b.kind !== policy.backendKind)];
+  }
+  return usable;
+}
+
+/**
+ * Places every kernel under `policy`: a pure function of the kernels, the backends (as
+ * {@linkcode usableBackends} narrows them) and their rates.
+ */
+export function schedule(req: ScheduleRequest): Schedule {
+  const { kernels, policy, backends, rates } = req;
   if (kernels.length === 0) {
     return {
       placement: [],
@@ -141,34 +177,7 @@ export async function schedule(req: ScheduleRequest): Promise<Schedule> {
       reason: "no kernels: the outputs are inputs",
     };
   }
-  // Naming a backend runs everything there: a placement copy is then a copy in its memory.
-  const runs = (b: Backend, k: KernelIR) =>
-    policy.kind === "named" && k.placement
-      ? !b.deviceLost && b.codegen !== undefined
-      : canRun(b, k);
-  let backends = req.backends.filter((b) => kernels.some((k) => runs(b, k)));
-  if (policy.kind === "named") backends = backends.filter((b) => b.id === policy.backend);
-  else {
-    // A software device (an emulated GPU) is exact but slow: only naming it puts work there,
-    // unless nothing else can run some kernel.
-    await Promise.all(backends.map((b) => b.prepare().catch(() => {})));
-    const real = backends.filter((b) => !b.capabilities().software);
-    if (kernels.every((k) => real.some((b) => runs(b, k)))) backends = real;
-  }
-  if (policy.kind === "prefer") {
-    const preferred = backends.filter((b) => b.kind === policy.backendKind);
-    if (preferred.length) {
-      backends = [
-        ...preferred,
-        ...backends.filter((b) => b.kind !== policy.backendKind),
-      ];
-    }
-  }
-  // Only the cost-driven policies calibrate; the others use rates already known, if any.
-  const costDriven = policy.kind === "auto" || policy.kind === "min-cost";
-  const rates = costDriven
-    ? await Promise.all(backends.map(backendRates))
-    : backends.map((b) => knownRates(b) ?? UNKNOWN);
+  const runs = (b: Backend, k: KernelIR) => runsUnder(policy, b, k);
   const stuck = kernels.filter((k) => !backends.some((b) => runs(b, k)));
   const named = policy.kind === "named" && req.backends.find((b) => b.id === policy.backend);
   const tooLarge = named && oversized(named, stuck);

@@ -1,8 +1,6 @@
 import assert from "node:assert/strict";
-import { ReferenceBackend } from "../backends/reference/reference_backend.ts";
-import type { DeviceProfile } from "../backends/backend.ts";
-import { BackendRegistry } from "../backends/registry.ts";
-import { compile } from "./compile.ts";
+import { BackendRegistry, compile, ReferenceBackend } from "../mod.ts";
+import type { DeviceProfile } from "./backend.ts";
 import { type BackendRates, setBackendRates } from "./cost_model.ts";
 import { explain } from "./explain.ts";
 import { GraphBuilder } from "./graph_builder.ts";

@@ -5,13 +5,13 @@
  * @module
  */
 import assert from "node:assert/strict";
-import type { Backend } from "../backends/backend.ts";
-import { compile } from "./compile.ts";
-import { type DType, fromF16Bits, type TensorData } from "./dtype.ts";
+import type { Backend } from "./backend.ts";
+import { compile } from "../mod.ts";
+import { fromF16Bits, type TensorData } from "./dtype.ts";
 import type { Graph } from "./graph.ts";
-import { GraphBuilder } from "./graph_builder.ts";
 import type { HostTensor } from "./host_tensor.ts";
-import { type Attrs, inferNode } from "./ops/mod.ts";
+import type { Attrs } from "./ops/mod.ts";
+import { runOp as runOpOn, type RunOpOptions } from "./run_op.ts";
 
 /** Options for {@linkcode assertClose}. */
 export interface CloseOptions {
@@ -60,26 +60,14 @@ export function assertClose(
   }
 }
 
-/** Builds a one-node graph over `inputs` and returns its outputs, run on `backend`. */
-export async function runOp(
+/** {@linkcode runOpOn} on the reference backend unless `options.backend` names another. */
+export function runOp(
   op: string,
   inputs: readonly HostTensor[],
   attrs: Attrs = {},
-  options: { backend?: string | Backend; outputs?: number } = {},
+  options: RunOpOptions = {},
 ): Promise<HostTensor[]> {
-  const b = new GraphBuilder();
-  const ins = inputs.map((t, i) => b.input(`x${i}`, t.shape, t.dtype));
-  const count = options.outputs ??
-    inferNode(op, inputs.map((t) => ({ shape: t.shape, dtype: t.dtype as DType })), attrs, op)
-      .length;
-  const outs = b.opN(op, ins, attrs, count);
-  outs.forEach((o, i) => b.output(`y${i}`, o));
-  const result = await runGraph(
-    b.build(),
-    Object.fromEntries(inputs.map((t, i) => [`x${i}`, t])),
-    options.backend,
-  );
-  return outs.map((_, i) => result[`y${i}`]);
+  return runOpOn(op, inputs, attrs, { ...options, backend: options.backend ?? "reference" });
 }
 
 /**

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { Workload } from "../backends/backend.ts";
+import type { Workload } from "./backend.ts";
 import { byteSize } from "./dtype.ts";
 import type { Graph, Node } from "./graph.ts";
 import { sizeOf } from "./shape.ts";

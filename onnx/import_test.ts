@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { compile } from "../jit/compile.ts";
+import { compile } from "../mod.ts";
 import { KilnError } from "../jit/errors.ts";
 import { rng } from "../jit/random.ts";
 import { assertClose, numbers } from "../jit/testing.ts";
@@ -179,4 +179,14 @@ Deno.test("the extra PyTorch architectures run whole on wasm and on webgpu", asy
       });
     }
   }
+});
+
+Deno.test("buckets work through convolutions (lenet) and are exact", async () => {
+  const m = await referenceModel("lenet");
+  const exe = await compile(importOnnx(m.bytes), { buckets: ["x"], cache: false });
+  const part = await exe.run({
+    x: { ...m.x, shape: [3, ...m.x.shape.slice(1)], data: m.x.data.slice(0, 3 * 784) },
+  });
+  assert.deepEqual(part.y.shape, [3, 10]);
+  assertClose(numbers(part.y.data), m.y.slice(0, 30), { atol: 1e-4 });
 });

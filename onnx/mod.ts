@@ -5,3 +5,4 @@
  */
 export { importOnnx, type OnnxImportOptions, type OnnxInputInfo, OPSETS } from "./import.ts";
 export { OnnxModel } from "./model.ts";
+export { toOnnx } from "./export.ts";

@@ -7,7 +7,7 @@
  */
 import type { TensorData } from "../../jit/dtype.ts";
 import type { Attrs, InferContext, ValueType } from "../../jit/ops/mod.ts";
-import type { RefTensor } from "./tensor_io.ts";
+import type { RefTensor } from "../../jit/host_tensor.ts";
 
 /** What a reference kernel receives. */
 export interface KernelArgs {

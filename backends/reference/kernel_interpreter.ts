@@ -21,7 +21,8 @@ import {
 } from "../../jit/kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
 import { roundTo, scalarOp } from "./scalar_ops.ts";
-import { read, type RefTensor } from "./tensor_io.ts";
+import type { RefTensor } from "../../jit/host_tensor.ts";
+import { read } from "./tensor_io.ts";
 
 type Coords = number[];
 type Eval = (c: Coords) => number;

@@ -10,7 +10,7 @@ import { KilnError } from "../../jit/errors.ts";
 import { resolvePads, resolvePerm, resolveSlice, resolveSplit } from "../../jit/ops/movement.ts";
 import { broadcastOffsets, offsetsFor, type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
 import type { Kernel, KernelArgs } from "./kernel.ts";
-import type { RefTensor } from "./tensor_io.ts";
+import type { RefTensor } from "../../jit/host_tensor.ts";
 
 function gather(src: RefTensor, offsets: ArrayLike<number>): TensorData {
   const out = allocate(src.dtype, offsets.length) as Exclude<TensorData, BigInt64Array>;

@@ -8,7 +8,8 @@
 import { resolveWindow, type Window } from "../../jit/ops/nn.ts";
 import { sizeOf, stridesOf, tryBroadcast } from "../../jit/shape.ts";
 import type { Kernel } from "./kernel.ts";
-import { read, type RefTensor, writer } from "./tensor_io.ts";
+import type { RefTensor } from "../../jit/host_tensor.ts";
+import { read, writer } from "./tensor_io.ts";
 
 /** Batched matmul of [..., m, k] × [..., k, n] with broadcast batch dims. */
 function matmul(a: RefTensor, b: RefTensor, out: { dtype: RefTensor["dtype"]; length: number }) {

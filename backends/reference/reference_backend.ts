@@ -18,7 +18,7 @@ import type {
   KernelCodegen,
   NodeInfo,
   PreparedKernel,
-} from "../backend.ts";
+} from "../../jit/backend.ts";
 import { type KernelIR, kernelText } from "../../jit/kernel_ir.ts";
 import { interpretKernel } from "./kernel_interpreter.ts";
 import { BackendBase } from "../backend_base.ts";
@@ -28,7 +28,7 @@ import { movementKernels } from "./kernels_movement.ts";
 import { nnKernels } from "./kernels_nn.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
-import type { RefTensor } from "./tensor_io.ts";
+import type { RefTensor } from "../../jit/host_tensor.ts";
 
 const kernels: Record<string, Kernel> = {
   ...elementwiseKernels,

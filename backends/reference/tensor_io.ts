@@ -6,17 +6,7 @@
  * @module
  */
 import { allocate, type DType, fromF16Bits, type TensorData, toF16Bits } from "../../jit/dtype.ts";
-import type { Shape } from "../../jit/shape.ts";
-
-/** A tensor inside kiln: internal dtype, row-major data. */
-export interface RefTensor {
-  /** Row-major data. */
-  readonly data: TensorData;
-  /** Shape. */
-  readonly shape: Shape;
-  /** Internal dtype. */
-  readonly dtype: DType;
-}
+import type { RefTensor } from "../../jit/host_tensor.ts";
 
 /** Numbers without copying, except f16, which is decoded. */
 export function read(t: RefTensor): ArrayLike<number> {

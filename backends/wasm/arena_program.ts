@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { Program } from "../backend.ts";
+import type { Program } from "../../jit/backend.ts";
 import type { DType, TensorData } from "../../jit/dtype.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import {

@@ -17,19 +17,14 @@ import type {
   KernelCodegen,
   NodeInfo,
   PreparedKernel,
-  Program,
   Workload,
-} from "../backend.ts";
-import { runOpAsGraph } from "../backend_base.ts";
+} from "../../jit/backend.ts";
 import { runsWhole } from "../../jit/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/program.ts";
 import { fromF16Bits, toF16Bits } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
-import { fuse } from "../../jit/fuse.ts";
 import type { Graph } from "../../jit/graph.ts";
-import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
-import type { Attrs } from "../../jit/ops/mod.ts";
 import { arenaProgram } from "./arena_program.ts";
 import { type Binaryen, generateWasm } from "./wasm_codegen.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
@@ -236,33 +231,6 @@ export class WasmBackend implements Backend {
   /** Nothing to recover. */
   recover(): Promise<void> {
     return Promise.resolve();
-  }
-
-  /** Whole-graph compile: fuse, generate and assemble one program (no kernel cache). */
-  async compile(graph: Graph): Promise<Program> {
-    await this.prepare();
-    const fusion = fuse(graph);
-    const opaque = fusion.kernels.filter((k) => k.opaque);
-    if (opaque.length) {
-      throw new KilnError(
-        `wasm cannot run ${opaque.map((k) => `${k.name} (${k.opaque!.op})`).join(", ")}`,
-        {
-          code: "unsupported",
-          fix:
-            "compile with the auto policy (such ops run on the reference beside it) or the reference backend",
-        },
-      );
-    }
-    return await this.codegen.assemble!({
-      graph,
-      kernels: fusion.kernels,
-      constants: fusion.constants,
-    });
-  }
-
-  /** Runs one op on host tensors (a one-node graph through the fused path). */
-  op(op: string, inputs: readonly HostTensor[], attrs: Attrs = {}): Promise<HostTensor[]> {
-    return runOpAsGraph(this, op, inputs, attrs);
   }
 
   /**

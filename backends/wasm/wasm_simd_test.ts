@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { erf } from "../reference/scalar_math.ts";
-import { compile } from "../../jit/compile.ts";
+import { compile } from "../../mod.ts";
 import { GraphBuilder } from "../../jit/graph_builder.ts";
 import {
   assertClose,

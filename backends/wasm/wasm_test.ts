@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { compile } from "../../jit/compile.ts";
+import { compile } from "../../mod.ts";
 import { differentialOn } from "../../jit/differential.ts";
 import { GraphBuilder } from "../../jit/graph_builder.ts";
-import { assertClose, assertMatchesReference, f32, numbers } from "../../jit/testing.ts";
+import { assertClose, assertMatchesReference, f32, numbers, runOp } from "../../jit/testing.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import { importOnnx } from "../../onnx/import.ts";
 import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
@@ -160,9 +160,9 @@ Deno.test("withDefaults includes wasm", () => {
   assert.ok(BackendRegistry.withDefaults().list().some((b) => b.id === "wasm"));
 });
 
-Deno.test("the per-op entry runs a one-node graph", async () => {
-  const [sum] = await wasm.op("Add", [f32([1, 2]), f32([10, 20])]);
+Deno.test("runOp runs a one-node graph on wasm", async () => {
+  const [sum] = await runOp("Add", [f32([1, 2]), f32([10, 20])], {}, { backend: wasm });
   assertClose(numbers(sum.data), [11, 22]);
-  const exps = await wasm.op("Exp", [f32([0, 1])]);
+  const exps = await runOp("Exp", [f32([0, 1])], {}, { backend: wasm });
   assertClose(numbers(exps[0].data), [1, Math.E], { rtol: 1e-6 });
 });

@@ -10,8 +10,8 @@
  *
  * @module
  */
-import type { KernelTime, Program, ResidentRunOptions } from "../backend.ts";
-import type { RefTensor } from "../reference/tensor_io.ts";
+import type { KernelTime, Program, ResidentRunOptions } from "../../jit/backend.ts";
+import type { RefTensor } from "../../jit/host_tensor.ts";
 import type { DType, TensorData } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
 

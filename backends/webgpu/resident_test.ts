@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { compile } from "../../jit/compile.ts";
+import { compile } from "../../mod.ts";
 import { DeviceTensor } from "../../jit/device_tensor.ts";
 import { KilnError } from "../../jit/errors.ts";
 import { GraphBuilder } from "../../jit/graph_builder.ts";

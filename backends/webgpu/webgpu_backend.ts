@@ -20,19 +20,15 @@ import type {
   PreparedKernel,
   Program,
   Workload,
-} from "../backend.ts";
-import { runOpAsGraph } from "../backend_base.ts";
+} from "../../jit/backend.ts";
 import { envVar } from "../../jit/env.ts";
 import { runsWhole } from "../../jit/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/program.ts";
 import type { TensorData } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
-import { fuse } from "../../jit/fuse.ts";
-import { oversized } from "../../jit/schedule.ts";
 import type { Graph } from "../../jit/graph.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
-import type { Attrs } from "../../jit/ops/mod.ts";
 import { generateWgsl, type WgslOptions } from "../../shaders/wgsl.ts";
 import { attentionWgsl, withFusedAttention } from "../../shaders/wgsl_attention.ts";
 import { BufferPool, emptyPoolStats, type PoolStats } from "./buffer_pool.ts";
@@ -253,25 +249,6 @@ export class WebGpuBackend implements Backend {
     return this.#device;
   }
 
-  /** Whole-graph compile: fuse, generate and assemble one program (no kernel cache). */
-  async compile(graph: Graph): Promise<Program> {
-    await this.prepare();
-    const fusion = fuse(graph, { maxInputs: this.capabilities().maxBindings - 1 });
-    const tooLarge = oversized(this, fusion.kernels);
-    if (tooLarge) throw tooLarge;
-    const opaque = fusion.kernels.filter((k) => k.opaque);
-    if (opaque.length) {
-      throw new KilnError(
-        `webgpu cannot run ${opaque.map((k) => `${k.name} (${k.opaque!.op})`).join(", ")}`,
-        {
-          code: "unsupported",
-          fix: "compile with the auto policy (such ops run on the CPU) or the reference backend",
-        },
-      );
-    }
-    return await this.#program(graph, fusion.kernels, fusion.constants, () => undefined);
-  }
-
   /**
    * The program of `kernels` (attention groups fused into one kernel each), with each kernel's
    * WGSL from `artifact(i)` (the kernel cache) or generated now.
@@ -300,11 +277,6 @@ export class WebGpuBackend implements Backend {
       constants,
       partial: partial && from.map((i) => partial[i]),
     });
-  }
-
-  /** Runs one op on host tensors (a one-node graph through the fused path). */
-  op(op: string, inputs: readonly HostTensor[], attrs: Attrs = {}): Promise<HostTensor[]> {
-    return runOpAsGraph(this, op, inputs, attrs);
   }
 
   /** What generated kernels may use on this device (WebGPU's defaults before `prepare()`). */

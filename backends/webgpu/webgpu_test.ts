@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { compile } from "../../jit/compile.ts";
+import { compile } from "../../mod.ts";
 import { differentialOn } from "../../jit/differential.ts";
 import { explain } from "../../jit/explain.ts";
 import { KilnError } from "../../jit/errors.ts";
@@ -7,7 +7,7 @@ import { fuse } from "../../jit/fuse.ts";
 import { GraphBuilder } from "../../jit/graph_builder.ts";
 import { importOnnx } from "../../onnx/import.ts";
 import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
-import { assertClose, assertMatchesReference, f32, numbers } from "../../jit/testing.ts";
+import { assertClose, assertMatchesReference, f32, numbers, runOp } from "../../jit/testing.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { Graph } from "../../jit/graph.ts";
 import type { TensorMap } from "../../jit/executable.ts";
@@ -189,7 +189,6 @@ Deno.test("tensors past the binding limit: a clear error on webgpu, the CPU unde
     e instanceof KilnError && e.message.includes(`f32[${n}] tensor of ${4 * n} bytes`) &&
     /auto policy/.test(e.fix ?? "");
   await assert.rejects(compile(graph, { backend: gpu, cache: false }), tooLarge);
-  await assert.rejects(gpu.compile(graph), tooLarge);
   const registry = new BackendRegistry().register(gpu);
   using exe = await compile(graph, { registry, cache: false });
   assert.ok(exe.plan!.schedule.placement.every((p) => p !== "webgpu"));
@@ -302,8 +301,8 @@ Deno.test("kiln run --backend webgpu --json works on the software adapter", asyn
   assert.ok(Math.abs(report.outputs.y.mean - 0.1) < 1e-6);
 });
 
-Deno.test("the per-op entry runs a one-node graph", async () => {
-  const [y] = await gpu.op("Mul", [f32([1, 2, 3]), f32([2])]);
+Deno.test("runOp runs a one-node graph on webgpu", async () => {
+  const [y] = await runOp("Mul", [f32([1, 2, 3]), f32([2])], {}, { backend: gpu });
   assertClose(numbers(y.data), [2, 4, 6]);
 });
 

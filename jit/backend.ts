@@ -1,19 +1,20 @@
 /**
- * The backend contract. A backend turns a legalized graph into a {@linkcode Program} and runs it.
- * Everything the scheduler needs to choose between backends is here too: an honest
- * {@linkcode DeviceProfile}, per-node support, a relative cost estimate, and a lifecycle that
- * covers device loss. Most backends extend `BackendBase`, which fills in the per-op side from the
- * whole-graph side or the other way round.
+ * The backend contract. A backend runs work in one of two ways: kernels (kernel IR through its
+ * {@linkcode KernelCodegen}: generate, load, run) or a whole legalized graph (`compile`, for
+ * graph-level backends such as the reference and those deriving from `BackendBase`). Everything
+ * the scheduler needs to choose between backends is here too: an honest {@linkcode DeviceProfile},
+ * per-node support, a relative cost estimate, and a lifecycle that covers device loss. The
+ * contract lives in the core (`jit/`), which never names a concrete backend.
  *
  * @module
  */
-import type { TensorData } from "../jit/dtype.ts";
-import type { DeviceTensor } from "../jit/device_tensor.ts";
-import type { Graph } from "../jit/graph.ts";
-import type { HostTensor } from "../jit/host_tensor.ts";
-import type { KernelIR } from "../jit/kernel_ir.ts";
-import type { Attrs, ValueType } from "../jit/ops/mod.ts";
-import type { RefTensor } from "./reference/tensor_io.ts";
+import type { TensorData } from "./dtype.ts";
+import type { DeviceTensor } from "./device_tensor.ts";
+import type { Graph } from "./graph.ts";
+import type { HostTensor } from "./host_tensor.ts";
+import type { KernelIR } from "./kernel_ir.ts";
+import type { Attrs, ValueType } from "./ops/mod.ts";
+import type { RefTensor } from "./host_tensor.ts";
 
 /** What kind of hardware a backend drives; custom backends may name their own. */
 export type BackendKind = "cpu" | "cpu-simd" | "gpu" | (string & Record<never, never>);
@@ -203,8 +204,12 @@ export interface Backend {
   supports(node: NodeInfo): boolean;
   /** Relative cost of running `graph` here. */
   estimateCost(graph: Graph, workload: Workload): Cost;
-  /** Compiles a legalized graph. */
-  compile(graph: Graph, options?: BackendCompileOptions): Promise<Program>;
+  /**
+   * Compiles a legalized graph: the path of graph-level backends (the reference, backends deriving
+   * from `BackendBase`). A backend with {@linkcode Backend.codegen} gets kernels instead and need
+   * not implement it; every backend has one of the two.
+   */
+  compile?(graph: Graph, options?: BackendCompileOptions): Promise<Program>;
   /** Acquires the device (idempotent). */
   prepare(): Promise<void>;
   /** Waits until submitted work is done. */
@@ -215,6 +220,27 @@ export interface Backend {
   recover(): Promise<void>;
   /** The fused path, when the backend consumes kernel IR. */
   readonly codegen?: KernelCodegen;
-  /** Runs one op on host tensors (the per-op side of the contract). */
-  op(op: string, inputs: readonly HostTensor[], attrs?: Attrs): Promise<HostTensor[]>;
+}
+
+/** Node info for node `id` of `graph`. */
+export function nodeInfo(graph: Graph, id: number): NodeInfo {
+  const n = graph.nodes[id];
+  return {
+    op: n.op,
+    attrs: n.attrs,
+    inputs: n.inputs.map((v) => graph.values[v]),
+    outputs: n.outputs.map((v) => graph.values[v]),
+    label: n.label,
+  };
+}
+
+/**
+ * The backends a compile may place work on, by id. `BackendRegistry` implements it; the core
+ * takes it as a parameter so that it never names a concrete backend.
+ */
+export interface BackendSet {
+  /** The backend with `id` (a `KilnError` listing the ids when there is none). */
+  get(id: string): Backend;
+  /** Every backend, in registration order. */
+  list(): Backend[];
 }
