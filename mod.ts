@@ -120,11 +120,11 @@ export {
 } from "./jit/realize.ts";
 export type {
   Artifact,
-  BackendSet,
   AssemblyPlan,
   Backend,
   BackendCompileOptions,
   BackendKind,
+  BackendSet,
   Cost,
   DeviceProfile,
   KernelCodegen,

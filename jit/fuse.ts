@@ -21,12 +21,14 @@ import type { Graph } from "./graph.ts";
 import type { HostTensor } from "./host_tensor.ts";
 import {
   aluCount,
+  type AluOp,
   applyStep,
   broadcastStep,
   buffersRead,
   type Expr,
   gathers,
   type IndexStep,
+  isAluOp,
   type KernelIR,
   type KernelOutput,
   type KernelPattern,
@@ -207,6 +209,12 @@ class Fuser {
     }
     switch (def.category) {
       case "elementwise":
+        if (!isAluOp(op)) {
+          throw new KilnError(`${label}: elementwise op ${op} has no ALU form`, {
+            code: "internal",
+            fix: "decompose it into ALU ops (its op definition's decompose) before fusion",
+          });
+        }
         return [this.#elementwise(op, ins, attrs, label, types[0])];
       case "movement":
         return [this.#movement(op, ins[0], attrs, label, types[0])];
@@ -327,7 +335,7 @@ class Fuser {
     });
   }
 
-  #elementwise(op: string, ins: Sym[], attrs: Attrs, label: string, type: ValueType): Sym {
+  #elementwise(op: AluOp, ins: Sym[], attrs: Attrs, label: string, type: ValueType): Sym {
     const shape = type.shape;
     // A tied input decides the group; inputs tied to other groups are stored first.
     const tied = ins.filter((s) => s.group).map((s) => s.group!);

@@ -82,18 +82,69 @@ export interface Load {
   readonly dtype: DType;
 }
 
+/**
+ * The ALU operations of kernel IR, a closed set: each backend lowers them through a table that
+ * `satisfies Record<AluOp, …>`, so an op added here does not type-check until every backend has it.
+ */
+export const ALU_OPS = [
+  "Add",
+  "Sub",
+  "Mul",
+  "Div",
+  "Pow",
+  "Mod",
+  "Equal",
+  "Greater",
+  "Less",
+  "And",
+  "Or",
+  "Not",
+  "Where",
+  "Neg",
+  "Abs",
+  "Sqrt",
+  "Exp",
+  "Log",
+  "Erf",
+  "Sin",
+  "Cos",
+  "Floor",
+  "Ceil",
+  "Round",
+  "IsNaN",
+  "Cast",
+] as const;
+
+/** One of {@linkcode ALU_OPS}. */
+export type AluOp = typeof ALU_OPS[number];
+
+const ALU_SET: ReadonlySet<string> = new Set(ALU_OPS);
+
+/** Whether `op` is an ALU operation of kernel IR. */
+export function isAluOp(op: string): op is AluOp {
+  return ALU_SET.has(op);
+}
+
+/** An ALU expression node. */
+export interface Alu {
+  /** Discriminant. */
+  readonly kind: "alu";
+  /** Operation. */
+  readonly op: AluOp;
+  /** Operands. */
+  readonly args: readonly Expr[];
+  /** Result dtype. */
+  readonly dtype: DType;
+  /** Attributes the lowering needs (Mod's `fmod`). */
+  readonly attrs?: Attrs;
+}
+
 /** An expression node of the kernel IR. */
 export type Expr =
   | Load
   | { readonly kind: "const"; readonly value: number; readonly dtype: DType }
   | { readonly kind: "acc"; readonly index: number; readonly dtype: DType }
-  | {
-    readonly kind: "alu";
-    readonly op: string;
-    readonly args: readonly Expr[];
-    readonly dtype: DType;
-    readonly attrs?: Attrs;
-  };
+  | Alu;
 
 /** Reduction operators. */
 export type ReduceOp = "sum" | "mean" | "max" | "min";

@@ -18,6 +18,7 @@
  *
  * @module
  */
+import { KilnError } from "../jit/errors.ts";
 import { affineOffset } from "../jit/access.ts";
 import {
   type Expr,
@@ -169,7 +170,12 @@ export function tiledMatmul(kernel: KernelIR): MatmulTile | undefined {
 
 /** Generates the WGSL compute shader for `kernel` (not for opaque kernels). */
 export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
-  if (kernel.opaque) throw new Error(`WGSL: opaque kernel ${kernel.name} has no generated form`);
+  if (kernel.opaque) {
+    throw new KilnError(`WGSL: opaque kernel ${kernel.name} has no generated form`, {
+      code: "internal",
+      fix: "run opaque kernels on a backend that supports their op (the scheduler does)",
+    });
+  }
   const layout = kernelLayout(kernel, options);
   const l = new KernelLowering(kernel);
   let decls: string[] = [], helpers: string[] = [];

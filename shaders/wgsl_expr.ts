@@ -7,7 +7,7 @@
  */
 import type { DType } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
-import type { Expr, IndexStep, KernelIR, KernelOutput, Load } from "../jit/kernel_ir.ts";
+import type { AluOp, Expr, IndexStep, KernelIR, KernelOutput, Load } from "../jit/kernel_ir.ts";
 import { type Shape, stridesOf } from "../jit/shape.ts";
 /** The WGSL scalar type that holds a dtype. */
 export function wgslType(dtype: DType): "f32" | "i32" | "u32" {
@@ -98,81 +98,82 @@ export function rounded(x: string, dtype: DType): string {
   }
 }
 
+/** What an ALU lowering sees: argument expressions, their dtypes, the result dtype. */
+interface AluArgs {
+  /** Argument expressions. */
+  readonly a: readonly string[];
+  /** Argument dtypes. */
+  readonly d: readonly DType[];
+  /** Result dtype. */
+  readonly out: DType;
+  /** The op's attributes. */
+  readonly attrs: Record<string, unknown> | undefined;
+  /** WGSL type of the first argument (of the result when there is none). */
+  readonly t: string;
+  /** Whether that type is an integer. */
+  readonly int: boolean;
+}
+
+const flag = (cond: string) => `select(0u, 1u, ${cond})`;
+const builtin = (name: string) => ({ a }: AluArgs) => `${name}(${a[0]})`;
+
+/** Per ALU op: its WGSL expression. */
+const WGSL_ALU = {
+  Add: ({ a }) => `(${a[0]} + ${a[1]})`,
+  Sub: ({ a }) => `(${a[0]} - ${a[1]})`,
+  Mul: ({ a }) => `(${a[0]} * ${a[1]})`,
+  Div: ({ a, d, int }) =>
+    int
+      ? `select(${a[0]} / ${a[1]}, ${literal(0, d[0])}, ${a[1]} == ${literal(0, d[0])})`
+      : `k_fdiv(${a[0]}, ${a[1]})`,
+  Pow: ({ a, t, int }) =>
+    int ? `${t}(round(k_pow(f32(${a[0]}), f32(${a[1]}))))` : `k_pow(${a[0]}, ${a[1]})`,
+  Mod: ({ a, d, t, int, attrs }) => {
+    if (!int) return `(${a[0]} % ${a[1]})`;
+    const zero = literal(0, d[0]);
+    const den = `select(${a[1]}, ${literal(1, d[0])}, ${a[1]} == ${zero})`;
+    if (attrs?.fmod === 1) {
+      return `select(${a[0]} - ${den} * (${a[0]} / ${den}), ${zero}, ${a[1]} == ${zero})`;
+    }
+    // a - b·(a / b), not %: a software driver seen here computes signed % as unsigned.
+    const r = `(${a[0]} - ${den} * (${a[0]} / ${den}))`;
+    const fix = t === "i32"
+      ? `select(${r}, ${r} + ${a[1]}, ${r} != 0 && ((${r} < 0) != (${a[1]} < 0)))`
+      : r;
+    return `select(${fix}, ${zero}, ${a[1]} == ${zero})`;
+  },
+  Equal: ({ a }) => flag(`${a[0]} == ${a[1]}`),
+  Greater: ({ a }) => flag(`${a[0]} > ${a[1]}`),
+  Less: ({ a }) => flag(`${a[0]} < ${a[1]}`),
+  And: ({ a }) => flag(`${a[0]} != 0u && ${a[1]} != 0u`),
+  Or: ({ a }) => flag(`${a[0]} != 0u || ${a[1]} != 0u`),
+  Not: ({ a }) => flag(`${a[0]} == 0u`),
+  Where: ({ a }) => `select(${a[2]}, ${a[1]}, ${a[0]} != 0u)`,
+  Neg: ({ a }) => `(-${a[0]})`,
+  Abs: builtin("abs"),
+  Sqrt: builtin("sqrt"),
+  Exp: builtin("exp"),
+  Log: builtin("log"),
+  Sin: builtin("sin"),
+  Cos: builtin("cos"),
+  Floor: builtin("floor"),
+  Ceil: builtin("ceil"),
+  Round: builtin("k_round"),
+  Erf: builtin("k_erf"),
+  IsNaN: ({ a }) => flag(`k_isnan(${a[0]})`),
+  Cast: ({ a, d, out }) => cast(a[0], d[0], out),
+} satisfies Record<AluOp, (args: AluArgs) => string>;
+
 /** WGSL for one ALU op over argument expressions `a` of dtypes `d`, producing `out`. */
 export function alu(
-  op: string,
-  a: string[],
-  d: DType[],
+  op: AluOp,
+  a: readonly string[],
+  d: readonly DType[],
   out: DType,
   attrs: Record<string, unknown> | undefined,
 ): string {
   const t = wgslType(d[0] ?? out);
-  const int = t !== "f32";
-  const flag = (cond: string) => `select(0u, 1u, ${cond})`;
-  switch (op) {
-    case "Add":
-      return `(${a[0]} + ${a[1]})`;
-    case "Sub":
-      return `(${a[0]} - ${a[1]})`;
-    case "Mul":
-      return `(${a[0]} * ${a[1]})`;
-    case "Div":
-      return int
-        ? `select(${a[0]} / ${a[1]}, ${literal(0, d[0])}, ${a[1]} == ${literal(0, d[0])})`
-        : `k_fdiv(${a[0]}, ${a[1]})`;
-    case "Pow":
-      return int ? `${t}(round(k_pow(f32(${a[0]}), f32(${a[1]}))))` : `k_pow(${a[0]}, ${a[1]})`;
-    case "Mod": {
-      if (!int) return `(${a[0]} % ${a[1]})`;
-      const zero = literal(0, d[0]);
-      const den = `select(${a[1]}, ${literal(1, d[0])}, ${a[1]} == ${zero})`;
-      if (attrs?.fmod === 1) {
-        return `select(${a[0]} - ${den} * (${a[0]} / ${den}), ${zero}, ${a[1]} == ${zero})`;
-      }
-      // a - b·(a / b), not %: a software driver seen here computes signed % as unsigned.
-      const safe = `select(${a[1]}, ${literal(1, d[0])}, ${a[1]} == ${zero})`;
-      const r = `(${a[0]} - ${safe} * (${a[0]} / ${safe}))`;
-      const fix = t === "i32"
-        ? `select(${r}, ${r} + ${a[1]}, ${r} != 0 && ((${r} < 0) != (${a[1]} < 0)))`
-        : r;
-      return `select(${fix}, ${zero}, ${a[1]} == ${zero})`;
-    }
-    case "Equal":
-      return flag(`${a[0]} == ${a[1]}`);
-    case "Greater":
-      return flag(`${a[0]} > ${a[1]}`);
-    case "Less":
-      return flag(`${a[0]} < ${a[1]}`);
-    case "And":
-      return flag(`${a[0]} != 0u && ${a[1]} != 0u`);
-    case "Or":
-      return flag(`${a[0]} != 0u || ${a[1]} != 0u`);
-    case "Not":
-      return flag(`${a[0]} == 0u`);
-    case "Where":
-      return `select(${a[2]}, ${a[1]}, ${a[0]} != 0u)`;
-    case "Neg":
-      return `(-${a[0]})`;
-    case "Abs":
-      return `abs(${a[0]})`;
-    case "Sqrt":
-    case "Exp":
-    case "Log":
-    case "Sin":
-    case "Cos":
-    case "Floor":
-    case "Ceil":
-      return `${op.toLowerCase()}(${a[0]})`;
-    case "Round":
-      return `k_round(${a[0]})`;
-    case "Erf":
-      return `k_erf(${a[0]})`;
-    case "IsNaN":
-      return flag(`k_isnan(${a[0]})`);
-    case "Cast":
-      return cast(a[0], d[0], out);
-  }
-  throw new Error(`WGSL: no lowering for ALU op ${op}`);
+  return WGSL_ALU[op]({ a, d, out, attrs, t, int: t !== "f32" });
 }
 
 /** Casts follow the reference: truncate and saturate into integers, NaN → 0, bool is x != 0. */

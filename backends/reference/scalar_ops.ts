@@ -6,6 +6,7 @@
  * @module
  */
 import { type DType, fromF16Bits, isInt, toF16Bits } from "../../jit/dtype.ts";
+import { type AluOp, isAluOp } from "../../jit/kernel_ir.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { castValue, erf, intMod, roundHalfEven } from "./scalar_math.ts";
 
@@ -32,65 +33,41 @@ export function roundTo(dtype: DType, v: number): number {
   }
 }
 
+/** Per ALU op: its scalar function for a result of `dtype`. */
+const SCALAR = {
+  Add: () => ([a, b]) => a + b,
+  Sub: () => ([a, b]) => a - b,
+  Mul: (dtype) => isInt(dtype) ? ([a, b]) => Math.imul(a, b) : ([a, b]) => a * b,
+  Div: () => ([a, b]) => a / b,
+  Pow: () => ([a, b]) => Math.pow(a, b),
+  Mod: (dtype, attrs) =>
+    attrs.fmod === 1 ? ([a, b]) => (b === 0 && isInt(dtype) ? 0 : a % b) : ([a, b]) => intMod(a, b),
+  Equal: () => ([a, b]) => +(a === b),
+  Greater: () => ([a, b]) => +(a > b),
+  Less: () => ([a, b]) => +(a < b),
+  And: () => ([a, b]) => +(a !== 0 && b !== 0),
+  Or: () => ([a, b]) => +(a !== 0 || b !== 0),
+  Not: () => ([x]) => +(x === 0),
+  Where: () => ([c, a, b]) => (c !== 0 ? a : b),
+  Neg: () => ([x]) => -x,
+  Abs: () => ([x]) => Math.abs(x),
+  Sqrt: () => ([x]) => Math.sqrt(x),
+  Exp: () => ([x]) => Math.exp(x),
+  Log: () => ([x]) => Math.log(x),
+  Erf: () => ([x]) => erf(x),
+  Sin: () => ([x]) => Math.sin(x),
+  Cos: () => ([x]) => Math.cos(x),
+  Floor: () => ([x]) => Math.floor(x),
+  Ceil: () => ([x]) => Math.ceil(x),
+  Round: () => ([x]) => roundHalfEven(x),
+  IsNaN: () => ([x]) => +Number.isNaN(x),
+  Cast: (dtype) => ([x]) => castValue(x, dtype),
+} satisfies Record<AluOp, (dtype: DType, attrs: Attrs) => ScalarFn>;
+
 /**
  * The scalar function of elementwise op `op` producing `dtype` (before rounding to it).
  * Returns `undefined` for ops that are not elementwise primitives.
  */
 export function scalarOp(op: string, dtype: DType, attrs: Attrs = {}): ScalarFn | undefined {
-  const int = isInt(dtype);
-  switch (op) {
-    case "Add":
-      return ([a, b]) => a + b;
-    case "Sub":
-      return ([a, b]) => a - b;
-    case "Mul":
-      return int ? ([a, b]) => Math.imul(a, b) : ([a, b]) => a * b;
-    case "Div":
-      return ([a, b]) => a / b;
-    case "Pow":
-      return ([a, b]) => Math.pow(a, b);
-    case "Mod":
-      return attrs.fmod === 1 ? ([a, b]) => (b === 0 && int ? 0 : a % b) : ([a, b]) => intMod(a, b);
-    case "Equal":
-      return ([a, b]) => +(a === b);
-    case "Greater":
-      return ([a, b]) => +(a > b);
-    case "Less":
-      return ([a, b]) => +(a < b);
-    case "And":
-      return ([a, b]) => +(a !== 0 && b !== 0);
-    case "Or":
-      return ([a, b]) => +(a !== 0 || b !== 0);
-    case "Where":
-      return ([c, a, b]) => (c !== 0 ? a : b);
-    case "Neg":
-      return ([x]) => -x;
-    case "Abs":
-      return ([x]) => Math.abs(x);
-    case "Sqrt":
-      return ([x]) => Math.sqrt(x);
-    case "Exp":
-      return ([x]) => Math.exp(x);
-    case "Log":
-      return ([x]) => Math.log(x);
-    case "Erf":
-      return ([x]) => erf(x);
-    case "Sin":
-      return ([x]) => Math.sin(x);
-    case "Cos":
-      return ([x]) => Math.cos(x);
-    case "Floor":
-      return ([x]) => Math.floor(x);
-    case "Ceil":
-      return ([x]) => Math.ceil(x);
-    case "Round":
-      return ([x]) => roundHalfEven(x);
-    case "Not":
-      return ([x]) => +(x === 0);
-    case "IsNaN":
-      return ([x]) => +Number.isNaN(x);
-    case "Cast":
-      return ([x]) => castValue(x, dtype);
-  }
-  return undefined;
+  return isAluOp(op) ? SCALAR[op](dtype, attrs) : undefined;
 }

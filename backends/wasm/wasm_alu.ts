@@ -7,8 +7,8 @@
  * @module
  */
 import type { DType } from "../../jit/dtype.ts";
-import type { Expr } from "../../jit/kernel_ir.ts";
-import type { Binaryen } from "./wasm_codegen.ts";
+import type { Alu, AluOp, Expr } from "../../jit/kernel_ir.ts";
+import type { Binaryen, BinaryenModule } from "./wasm_codegen.ts";
 import type { MathFunction } from "./wasm_math.ts";
 
 /** Whether `d` is held as f32 in generated code. */
@@ -41,13 +41,13 @@ export function exactReciprocal(e: Expr): number | undefined {
 }
 
 /** Vector functions of the in-module math library, by IR op. */
-export const MATH: Record<string, MathFunction> = {
+export const MATH = {
   Exp: "vexp",
   Log: "vlog",
   Erf: "verf",
   Sin: "vsin",
   Cos: "vcos",
-};
+} as const satisfies Partial<Record<AluOp, MathFunction>>;
 /** f32 → f32 ops with an f32x4 lowering (pow and fmod call the host per lane). */
 const VECTOR_F32 = new Set([
   "Add",
@@ -76,12 +76,31 @@ const VECTOR_LOGIC = new Set(["And", "Or", "Not"]);
 /** What the lowering needs of the function being generated. */
 export interface AluContext {
   /** The Binaryen module. */
-  readonly m: Binaryen;
+  readonly m: BinaryenModule;
   /** Binaryen itself (types). */
   readonly binaryen: Binaryen;
   /** A fresh local of `type`. */
   local(type: number): number;
 }
+
+/** What a scalar lowering sees. */
+interface ScalarArgs {
+  /** Argument expressions. */
+  readonly a: readonly number[];
+  /** Argument dtypes. */
+  readonly d: readonly DType[];
+  /** Result dtype. */
+  readonly out: DType;
+  /** The op's attributes. */
+  readonly attrs: Record<string, unknown> | undefined;
+  /** Whether the operands are floats (f32 in registers). */
+  readonly fl: boolean;
+  /** Whether the operands are u32. */
+  readonly u: boolean;
+}
+
+/** A vector lowering's argument builder: a fresh f32x4 expression of argument `i` per call. */
+type Arg = (i: number) => number;
 
 /** How an expression lives in a vector: f32 lanes, a lane mask (bool), or not at all. */
 export type VectorKind = "f32" | "mask" | undefined;
@@ -94,7 +113,7 @@ export interface AluLowering {
   round(x: number, d: DType): number;
   /** Scalar op `op` on arguments `a` of dtypes `d`, giving `out`. */
   alu(
-    op: string,
+    op: AluOp,
     a: number[],
     d: DType[],
     out: DType,
@@ -103,7 +122,7 @@ export interface AluLowering {
   /** How `e` lives in a vector. */
   vectorKind(e: Expr): VectorKind;
   /** The f32x4 lowering of `e`, its arguments' vectors built by `a(i)` (fresh per call). */
-  valu(e: Extract<Expr, { kind: "alu" }>, a: (i: number) => number): number;
+  valu(e: Alu, a: (i: number) => number): number;
   /** An f32x4 of four scalars `f(0)` … `f(3)`. */
   lanes(f: (lane: number) => number): number;
 }
@@ -173,120 +192,102 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
     return to === "i8" ? clampS(x, -128, 127) : to === "u8" ? clampS(x, 0, 255) : x;
   };
 
+  const tmp = (v: number) => {
+    const l = local(i32);
+    return { set: m.local.set(l, v), get: () => get(l, i32) };
+  };
+  const math = (op: keyof typeof MATH) => ({ a }: ScalarArgs) =>
+    m.f32x4.extract_lane(m.call(MATH[op], [m.f32x4.splat(a[0])], binaryen.v128), 0);
+  /** Per ALU op: its scalar lowering (f32 for floats, i32 for every other dtype). */
+  const scalar = {
+    Add: ({ a, fl }) => fl ? m.f32.add(a[0], a[1]) : m.i32.add(a[0], a[1]),
+    Sub: ({ a, fl }) => fl ? m.f32.sub(a[0], a[1]) : m.i32.sub(a[0], a[1]),
+    Mul: ({ a, fl }) => fl ? m.f32.mul(a[0], a[1]) : m.i32.mul(a[0], a[1]),
+    Div: ({ a, fl, u }) => {
+      if (fl) return m.f32.div(a[0], a[1]);
+      // select evaluates both arms, so the divisor is made safe first: x/0 gives 0 (as the
+      // reference) and INT_MIN / -1 wraps instead of trapping.
+      const x = tmp(a[0]), y = tmp(a[1]);
+      const zero = m.i32.eqz(y.get());
+      if (u) {
+        return m.block(null, [
+          x.set,
+          y.set,
+          m.select(zero, ic(0), m.i32.div_u(x.get(), m.select(zero, ic(1), y.get()))),
+        ], i32);
+      }
+      const minusOne = m.i32.eq(y.get(), ic(-1));
+      const safe = m.select(m.i32.or(m.i32.eqz(y.get()), minusOne), ic(1), y.get());
+      const q = m.select(
+        m.i32.eq(y.get(), ic(-1)),
+        m.i32.sub(ic(0), x.get()),
+        m.i32.div_s(x.get(), safe),
+      );
+      return m.block(null, [x.set, y.set, m.select(zero, ic(0), q)], i32);
+    },
+    Pow: ({ a, fl }) =>
+      fl ? call2("pow", a[0], a[1]) : m.i32.trunc_s_sat.f32(
+        call2("pow", m.f32.convert_s.i32(a[0]), m.f32.convert_s.i32(a[1])),
+      ),
+    Mod: ({ a, fl, u, attrs }) => {
+      if (fl) return call2("fmod", a[0], a[1]);
+      const x = tmp(a[0]), y = tmp(a[1]);
+      const safe = m.select(m.i32.eqz(y.get()), ic(1), y.get());
+      const r = tmp(u ? m.i32.rem_u(x.get(), safe) : m.i32.rem_s(x.get(), safe));
+      const python = attrs?.fmod === 1 || u ? r.get() : m.select(
+        m.i32.and(
+          m.i32.ne(r.get(), ic(0)),
+          m.i32.ne(m.i32.lt_s(r.get(), ic(0)), m.i32.lt_s(y.get(), ic(0))),
+        ),
+        m.i32.add(r.get(), y.get()),
+        r.get(),
+      );
+      return m.block(
+        null,
+        [x.set, y.set, r.set, m.select(m.i32.eqz(y.get()), ic(0), python)],
+        i32,
+      );
+    },
+    Equal: ({ a, fl }) => fl ? m.f32.eq(a[0], a[1]) : m.i32.eq(a[0], a[1]),
+    Greater: ({ a, fl, u }) =>
+      fl ? m.f32.gt(a[0], a[1]) : u ? m.i32.gt_u(a[0], a[1]) : m.i32.gt_s(a[0], a[1]),
+    Less: ({ a, fl, u }) =>
+      fl ? m.f32.lt(a[0], a[1]) : u ? m.i32.lt_u(a[0], a[1]) : m.i32.lt_s(a[0], a[1]),
+    And: ({ a }) => m.i32.and(m.i32.ne(a[0], ic(0)), m.i32.ne(a[1], ic(0))),
+    Or: ({ a }) => m.i32.or(m.i32.ne(a[0], ic(0)), m.i32.ne(a[1], ic(0))),
+    Not: ({ a }) => m.i32.eqz(a[0]),
+    Where: ({ a }) => m.select(m.i32.ne(a[0], ic(0)), a[1], a[2]),
+    Neg: ({ a, fl }) => fl ? m.f32.neg(a[0]) : m.i32.sub(ic(0), a[0]),
+    Abs: ({ a, fl }) => {
+      if (fl) return m.f32.abs(a[0]);
+      const x = tmp(a[0]);
+      return m.block(null, [
+        x.set,
+        m.select(m.i32.lt_s(x.get(), ic(0)), m.i32.sub(ic(0), x.get()), x.get()),
+      ], i32);
+    },
+    Sqrt: ({ a }) => m.f32.sqrt(a[0]),
+    Floor: ({ a }) => m.f32.floor(a[0]),
+    Ceil: ({ a }) => m.f32.ceil(a[0]),
+    Round: ({ a }) => m.f32.nearest(a[0]),
+    Exp: math("Exp"),
+    Log: math("Log"),
+    Erf: math("Erf"),
+    Sin: math("Sin"),
+    Cos: math("Cos"),
+    IsNaN: ({ a }) => {
+      const l = local(f32);
+      return m.block(null, [m.local.set(l, a[0]), m.f32.ne(get(l, f32), get(l, f32))], i32);
+    },
+    Cast: ({ a, d, out }) => cast(a[0], d[0], out),
+  } satisfies Record<AluOp, (args: ScalarArgs) => number>;
   const alu = (
-    op: string,
+    op: AluOp,
     a: number[],
     d: DType[],
     out: DType,
     attrs: Record<string, unknown> | undefined,
-  ): number => {
-    const fl = isFloat(d[0] ?? out), u = d[0] === "u32";
-    const tmp = (v: number) => {
-      const l = local(i32);
-      return { set: m.local.set(l, v), get: () => get(l, i32) };
-    };
-    switch (op) {
-      case "Add":
-        return fl ? m.f32.add(a[0], a[1]) : m.i32.add(a[0], a[1]);
-      case "Sub":
-        return fl ? m.f32.sub(a[0], a[1]) : m.i32.sub(a[0], a[1]);
-      case "Mul":
-        return fl ? m.f32.mul(a[0], a[1]) : m.i32.mul(a[0], a[1]);
-      case "Div": {
-        if (fl) return m.f32.div(a[0], a[1]);
-        // select evaluates both arms, so the divisor is made safe first: x/0 gives 0 (as the
-        // reference) and INT_MIN / -1 wraps instead of trapping.
-        const x = tmp(a[0]), y = tmp(a[1]);
-        const zero = m.i32.eqz(y.get());
-        if (u) {
-          return m.block(null, [
-            x.set,
-            y.set,
-            m.select(zero, ic(0), m.i32.div_u(x.get(), m.select(zero, ic(1), y.get()))),
-          ], i32);
-        }
-        const minusOne = m.i32.eq(y.get(), ic(-1));
-        const safe = m.select(m.i32.or(m.i32.eqz(y.get()), minusOne), ic(1), y.get());
-        const q = m.select(
-          m.i32.eq(y.get(), ic(-1)),
-          m.i32.sub(ic(0), x.get()),
-          m.i32.div_s(x.get(), safe),
-        );
-        return m.block(null, [x.set, y.set, m.select(zero, ic(0), q)], i32);
-      }
-      case "Pow":
-        return fl ? call2("pow", a[0], a[1]) : m.i32.trunc_s_sat.f32(
-          call2("pow", m.f32.convert_s.i32(a[0]), m.f32.convert_s.i32(a[1])),
-        );
-      case "Mod": {
-        if (fl) return call2("fmod", a[0], a[1]);
-        const x = tmp(a[0]), y = tmp(a[1]);
-        const safe = m.select(m.i32.eqz(y.get()), ic(1), y.get());
-        const r = tmp(u ? m.i32.rem_u(x.get(), safe) : m.i32.rem_s(x.get(), safe));
-        const python = attrs?.fmod === 1 || u ? r.get() : m.select(
-          m.i32.and(
-            m.i32.ne(r.get(), ic(0)),
-            m.i32.ne(m.i32.lt_s(r.get(), ic(0)), m.i32.lt_s(y.get(), ic(0))),
-          ),
-          m.i32.add(r.get(), y.get()),
-          r.get(),
-        );
-        return m.block(
-          null,
-          [x.set, y.set, r.set, m.select(m.i32.eqz(y.get()), ic(0), python)],
-          i32,
-        );
-      }
-      case "Equal":
-        return fl ? m.f32.eq(a[0], a[1]) : m.i32.eq(a[0], a[1]);
-      case "Greater":
-        return fl ? m.f32.gt(a[0], a[1]) : u ? m.i32.gt_u(a[0], a[1]) : m.i32.gt_s(a[0], a[1]);
-      case "Less":
-        return fl ? m.f32.lt(a[0], a[1]) : u ? m.i32.lt_u(a[0], a[1]) : m.i32.lt_s(a[0], a[1]);
-      case "And":
-        return m.i32.and(m.i32.ne(a[0], ic(0)), m.i32.ne(a[1], ic(0)));
-      case "Or":
-        return m.i32.or(m.i32.ne(a[0], ic(0)), m.i32.ne(a[1], ic(0)));
-      case "Not":
-        return m.i32.eqz(a[0]);
-      case "Where":
-        return m.select(m.i32.ne(a[0], ic(0)), a[1], a[2]);
-      case "Neg":
-        return fl ? m.f32.neg(a[0]) : m.i32.sub(ic(0), a[0]);
-      case "Abs": {
-        if (fl) return m.f32.abs(a[0]);
-        const x = tmp(a[0]);
-        return m.block(null, [
-          x.set,
-          m.select(m.i32.lt_s(x.get(), ic(0)), m.i32.sub(ic(0), x.get()), x.get()),
-        ], i32);
-      }
-      case "Sqrt":
-        return m.f32.sqrt(a[0]);
-      case "Floor":
-        return m.f32.floor(a[0]);
-      case "Ceil":
-        return m.f32.ceil(a[0]);
-      case "Round":
-        return m.f32.nearest(a[0]);
-      case "Exp":
-      case "Log":
-      case "Erf":
-      case "Sin":
-      case "Cos":
-        return m.f32x4.extract_lane(
-          m.call(MATH[op], [m.f32x4.splat(a[0])], binaryen.v128),
-          0,
-        );
-      case "IsNaN": {
-        const l = local(f32);
-        return m.block(null, [m.local.set(l, a[0]), m.f32.ne(get(l, f32), get(l, f32))], i32);
-      }
-      case "Cast":
-        return cast(a[0], d[0], out);
-    }
-    throw new Error(`wasm: no lowering for ALU op ${op}`);
-  };
+  ): number => scalar[op]({ a, d, out, attrs, fl: isFloat(d[0] ?? out), u: d[0] === "u32" });
   const kinds = new Map<Expr, VectorKind>();
   /** How `e` lives in a vector: f32 lanes, an all-ones/zero lane mask (bool), or not at all. */
   const vectorKind = (e: Expr): VectorKind => {
@@ -308,64 +309,47 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
   };
   const lanes = (f: (lane: number) => number) =>
     [1, 2, 3].reduce((v, l) => f4.replace_lane(v, l, f(l)), f4.splat(f(0)));
-  const valu = (e: Extract<Expr, { kind: "alu" }>, a: (i: number) => number): number => {
-    // Binaryen expressions are a tree: every use of an argument builds a fresh node.
-    const lane = (x: number, l: number) => f4.extract_lane(x, l);
-    switch (e.op) {
-      case "Add":
-        return f4.add(a(0), a(1));
-      case "Sub":
-        return f4.sub(a(0), a(1));
-      case "Mul":
-        return f4.mul(a(0), a(1));
-      case "Div": {
-        const r = exactReciprocal(e.args[1]);
-        return r === undefined ? f4.div(a(0), a(1)) : f4.mul(a(0), f4.splat(m.f32.const(r)));
-      }
-      case "Neg":
-        return f4.neg(a(0));
-      case "Abs":
-        return f4.abs(a(0));
-      case "Sqrt":
-        return f4.sqrt(a(0));
-      case "Floor":
-        return f4.floor(a(0));
-      case "Ceil":
-        return f4.ceil(a(0));
-      case "Round":
-        return f4.nearest(a(0));
-      case "Exp":
-      case "Log":
-      case "Erf":
-      case "Sin":
-      case "Cos":
-        return m.call(MATH[e.op], [a(0)], v128);
-      case "Pow":
-      case "Mod":
-        return lanes(
-          (l) => call2(e.op === "Pow" ? "pow" : "fmod", lane(a(0), l), lane(a(1), l)),
-        );
-      case "Equal":
-        return f4.eq(a(0), a(1));
-      case "Greater":
-        return f4.gt(a(0), a(1));
-      case "Less":
-        return f4.lt(a(0), a(1));
-      case "IsNaN":
-        return f4.ne(a(0), a(0));
-      case "And":
-        return m.v128.and(a(0), a(1));
-      case "Or":
-        return m.v128.or(a(0), a(1));
-      case "Not":
-        return m.v128.not(a(0));
-      case "Where":
-        return m.v128.bitselect(a(1), a(2), a(0));
-      case "Cast":
-        return vectorKind(e.args[0]) === "mask" ? m.v128.and(a(0), f4.splat(m.f32.const(1))) : a(0);
-    }
-    throw new Error(`wasm: no vector lowering for ${e.op}`);
-  };
+  const lane = (x: number, l: number) => f4.extract_lane(x, l);
+  const vmath = (op: keyof typeof MATH) => (_e: Alu, a: Arg) => m.call(MATH[op], [a(0)], v128);
+  const perLane = (name: string) => (_e: Alu, a: Arg) =>
+    lanes((l) => call2(name, lane(a(0), l), lane(a(1), l)));
+  /**
+   * Per ALU op: its f32x4 lowering (`vectorKind` decides which expressions take it). Binaryen
+   * expressions are a tree: every use of an argument builds a fresh node through `a(i)`.
+   */
+  const vector = {
+    Add: (_e, a) => f4.add(a(0), a(1)),
+    Sub: (_e, a) => f4.sub(a(0), a(1)),
+    Mul: (_e, a) => f4.mul(a(0), a(1)),
+    Div: (e, a) => {
+      const r = exactReciprocal(e.args[1]);
+      return r === undefined ? f4.div(a(0), a(1)) : f4.mul(a(0), f4.splat(m.f32.const(r)));
+    },
+    Neg: (_e, a) => f4.neg(a(0)),
+    Abs: (_e, a) => f4.abs(a(0)),
+    Sqrt: (_e, a) => f4.sqrt(a(0)),
+    Floor: (_e, a) => f4.floor(a(0)),
+    Ceil: (_e, a) => f4.ceil(a(0)),
+    Round: (_e, a) => f4.nearest(a(0)),
+    Exp: vmath("Exp"),
+    Log: vmath("Log"),
+    Erf: vmath("Erf"),
+    Sin: vmath("Sin"),
+    Cos: vmath("Cos"),
+    Pow: perLane("pow"),
+    Mod: perLane("fmod"),
+    Equal: (_e, a) => f4.eq(a(0), a(1)),
+    Greater: (_e, a) => f4.gt(a(0), a(1)),
+    Less: (_e, a) => f4.lt(a(0), a(1)),
+    IsNaN: (_e, a) => f4.ne(a(0), a(0)),
+    And: (_e, a) => m.v128.and(a(0), a(1)),
+    Or: (_e, a) => m.v128.or(a(0), a(1)),
+    Not: (_e, a) => m.v128.not(a(0)),
+    Where: (_e, a) => m.v128.bitselect(a(1), a(2), a(0)),
+    Cast: (e, a) =>
+      vectorKind(e.args[0]) === "mask" ? m.v128.and(a(0), f4.splat(m.f32.const(1))) : a(0),
+  } satisfies Record<AluOp, (e: Alu, a: Arg) => number>;
+  const valu = (e: Alu, a: Arg): number => vector[e.op](e, a);
 
   return { constant, round, alu, vectorKind, valu, lanes };
 }

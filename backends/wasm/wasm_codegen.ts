@@ -21,6 +21,8 @@
  *
  * @module
  */
+import type binaryenLib from "npm:binaryen@132.0.0";
+import { KilnError } from "../../jit/errors.ts";
 import type { DType } from "../../jit/dtype.ts";
 import { affineOffset, strideOver } from "../../jit/access.ts";
 import {
@@ -36,9 +38,10 @@ import { type Linear, linearLowering, walkAt } from "./wasm_linear.ts";
 import { addMathFunctions, type MathFunction } from "./wasm_math.ts";
 import { gemmBody, indirection, type MatmulContext, matmulPlan, tiledGemm } from "./wasm_matmul.ts";
 
-/** The subset of the Binaryen.js API this generator uses. */
-// deno-lint-ignore no-explicit-any
-export type Binaryen = any;
+/** The Binaryen.js library (types, module constructor, low-level helpers). */
+export type Binaryen = typeof binaryenLib;
+/** A Binaryen module being built (its methods build expressions). */
+export type BinaryenModule = binaryenLib.Module;
 
 /** Scalar helpers the generated code imports from the host (`env.*`, f64 → f64). */
 export const IMPORTS: readonly string[] = ["sin", "cos", "pow", "fmod", "f16"];
@@ -612,12 +615,19 @@ export function generateWasm(
   m.addFunctionExport("run", "run");
   const math = new Set<MathFunction>();
   for (const e of [...kernel.reductions, ...kernel.outputs].map((x) => x.expr)) {
-    walk(e, (x) => x.kind === "alu" && MATH[x.op] && math.add(MATH[x.op]));
+    walk(
+      e,
+      (x) =>
+        x.kind === "alu" && Object.hasOwn(MATH, x.op) && math.add(MATH[x.op as keyof typeof MATH]),
+    );
   }
   addMathFunctions(m, binaryen, { used: math, fma: options.fma });
   if (!m.validate()) {
     m.dispose();
-    throw new Error(`wasm: generated module for ${kernel.name} failed validation`);
+    throw new KilnError(`wasm: generated module for ${kernel.name} failed validation`, {
+      code: "internal",
+      fix: "report this kernel (kiln explain shows it); compile for another backend meanwhile",
+    });
   }
   // No Binaryen passes: V8 inlines the math functions and allocates registers itself. The full
   // -O2 pipeline cost 4x the codegen time for no measured speed; the short list kept after it

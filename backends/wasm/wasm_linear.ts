@@ -20,7 +20,7 @@ import type { Expr, IndexStep, KernelBuffer, KernelIR, Reduction } from "../../j
 import { walk } from "../../jit/kernel_ir.ts";
 import { type Shape, sizeOf } from "../../jit/shape.ts";
 import { type AluLowering, isFloat, keyOf, type Memo } from "./wasm_alu.ts";
-import type { Binaryen, LoadExpr } from "./wasm_codegen.ts";
+import type { Binaryen, BinaryenModule, LoadExpr } from "./wasm_codegen.ts";
 import { HIGH_HALF } from "./wasm_math.ts";
 
 /** A buffer walked by a linear loop: a base byte address (a local) and a stride in elements. */
@@ -68,7 +68,7 @@ function unravelIndex(p: number, extents: readonly number[]): number[] {
 
 /** The byte address walk `w` reaches at the loop index in local `j` (plus `lane`). */
 export function walkAt(
-  { m, binaryen }: { m: Binaryen; binaryen: Binaryen },
+  { m, binaryen }: { m: BinaryenModule; binaryen: Binaryen },
   w: Walk,
   j: number,
   lane = 0,
@@ -82,7 +82,7 @@ export function walkAt(
 /** What the linear path uses of the function being generated. */
 export interface LinearContext extends Pick<AluLowering, "vectorKind" | "valu" | "lanes"> {
   /** The Binaryen module. */
-  readonly m: Binaryen;
+  readonly m: BinaryenModule;
   /** Binaryen itself (types). */
   readonly binaryen: Binaryen;
   /** The kernel. */

@@ -23,7 +23,7 @@
  *
  * @module
  */
-import type { Binaryen } from "./wasm_codegen.ts";
+import type { Binaryen, BinaryenModule } from "./wasm_codegen.ts";
 
 /** The vector math functions a module can call. */
 export type MathFunction = "vexp" | "vlog" | "verf" | "vsin" | "vcos";
@@ -98,15 +98,34 @@ export interface MathOptions {
   readonly fma?: boolean;
 }
 
+/** Binaryen's C entry for SIMD ternaries: binaryen.js exports it but neither wraps nor types it. */
+interface SimdTernary {
+  _BinaryenSIMDTernary(module: number, op: number, a: number, b: number, c: number): number;
+}
+
+/** `a·b + c` as relaxed SIMD's f32x4 multiply-add (one rounding where the CPU has FMA). */
+export function relaxedMadd(
+  binaryen: Binaryen,
+  m: BinaryenModule,
+  a: number,
+  b: number,
+  c: number,
+): number {
+  const api = binaryen as unknown as SimdTernary;
+  return api._BinaryenSIMDTernary(m.ptr, binaryen.RelaxedMaddVecF32x4, a, b, c);
+}
+
 /** Adds the functions in `options.used` to module `m`. */
-export function addMathFunctions(m: Binaryen, binaryen: Binaryen, options: MathOptions): void {
+export function addMathFunctions(
+  m: BinaryenModule,
+  binaryen: Binaryen,
+  options: MathOptions,
+): void {
   const { used } = options;
   const v128 = binaryen.v128, f4 = m.f32x4, i4 = m.i32x4;
   /** `a·b + c`, fused when `options.fma`. */
   const madd = (a: number, b: number, c: number): number =>
-    options.fma
-      ? binaryen._BinaryenSIMDTernary(m.ptr, binaryen.RelaxedMaddVecF32x4, a, b, c)
-      : f4.add(f4.mul(a, b), c);
+    options.fma ? relaxedMadd(binaryen, m, a, b, c) : f4.add(f4.mul(a, b), c);
   const c = (x: number) => f4.splat(m.f32.const(x));
   const ci = (x: number) => i4.splat(m.i32.const(x));
   const arg = () => m.local.get(0, v128);

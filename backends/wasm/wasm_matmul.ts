@@ -16,13 +16,14 @@ import {
   matmulOperands,
   rowCount,
 } from "../../jit/kernel_ir.ts";
-import type { Binaryen, LoadExpr } from "./wasm_codegen.ts";
+import type { Binaryen, BinaryenModule, LoadExpr } from "./wasm_codegen.ts";
+import { relaxedMadd } from "./wasm_math.ts";
 import type { Accesses, Linear } from "./wasm_linear.ts";
 
 /** What the matmul emitters use of the function being generated. */
 export interface MatmulContext {
   /** The Binaryen module. */
-  readonly m: Binaryen;
+  readonly m: BinaryenModule;
   /** Binaryen itself (types, low-level calls). */
   readonly binaryen: Binaryen;
   /** The kernel. */
@@ -168,9 +169,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(32))),
     ];
     const madd = (x: number, y: number, z: number) =>
-      e.fma
-        ? binaryen._BinaryenSIMDTernary(m.ptr, binaryen.RelaxedMaddVecF32x4, x, y, z)
-        : f4.add(z, f4.mul(x, y));
+      e.fma ? relaxedMadd(binaryen, m, x, y, z) : f4.add(z, f4.mul(x, y));
     for (let i = 0; i < rows; i++) {
       body.push(
         m.local.set(av, f4.splat(m.f32.load(0, 4, get(aPtr[i], i32)))),
