@@ -66,6 +66,8 @@ export {
 export { legalize } from "./jit/legalize.ts";
 export { fuse, type FuseOptions, type FusionResult } from "./jit/fuse.ts";
 export type {
+  Alu,
+  AluOp,
   Expr,
   GatherStep,
   IndexStep,
