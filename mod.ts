@@ -79,6 +79,7 @@ export type {
   ReduceOp,
   Reduction,
 } from "./jit/kernel_ir.ts";
+export { ALU_OPS } from "./jit/kernel_ir.ts";
 export {
   type CacheSource,
   defaultKernelCache,
