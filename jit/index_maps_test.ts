@@ -1,0 +1,75 @@
+import assert from "node:assert/strict";
+import { applyStep, type IndexStep, type Load } from "./kernel_ir.ts";
+import { gatherStep, matmulMap, movementSteps, poolMap, relation, sameMap } from "./index_maps.ts";
+import { InferContext } from "./ops/mod.ts";
+import { resolveWindow } from "./ops/nn.ts";
+import type { Shape } from "./shape.ts";
+
+const at = (steps: readonly IndexStep[], coords: number[]) =>
+  steps.reduce<number[] | undefined>((c, s) => c && applyStep(s, c), coords);
+const ctx = (op: string, shape: Shape, attrs: Record<string, unknown>) =>
+  new InferContext({
+    op,
+    where: op,
+    inputs: [{ shape, dtype: "f32" }],
+    attrs: attrs as never,
+  });
+
+Deno.test("movement steps map output coordinates to input coordinates", () => {
+  // Transpose [2,3,4] by [2,0,1] → [4,2,3]: out (k,i,j) reads in (i,j,k).
+  const t = movementSteps(ctx("Transpose", [2, 3, 4], { perm: [2, 0, 1] }), [2, 3, 4], [4, 2, 3]);
+  assert.deepEqual(at(t, [3, 1, 2]), [1, 2, 3]);
+  // Slice [10] from 2 by 3 → [3]: out i reads 2 + 3i.
+  const s = movementSteps(
+    ctx("Slice", [10], { starts: [2], ends: [10], axes: [0], steps: [3] }),
+    [10],
+    [3],
+  );
+  assert.deepEqual([0, 1, 2].map((i) => at(s, [i])![0]), [2, 5, 8]);
+  // Pad [3] by 2 before → [6]: out 0, 1 are outside (fill), out 2 reads 0.
+  const p = movementSteps(ctx("Pad", [3], { pads: [2, 1] }), [3], [6]);
+  assert.equal(at(p, [1]), undefined);
+  assert.deepEqual(at(p, [2]), [0]);
+  // Reshape [2,6] → [3,4]: flat order is kept.
+  const r = movementSteps(ctx("Reshape", [2, 6], { shape: [3, 4] }), [2, 6], [3, 4]);
+  assert.deepEqual(at(r, [1, 3]), [1, 1]);
+});
+
+Deno.test("a constant gather is an affine step; a data gather reads its index", () => {
+  const index: Load = { kind: "load", input: 9, steps: [], dtype: "i32" };
+  const base = { from: [5, 3], to: [3], axis: 0, elements: false, indexShape: [], index };
+  assert.deepEqual(at([gatherStep({ ...base, constant: -1 })], [2]), [4, 2]);
+  assert.equal(at([gatherStep({ ...base, constant: 7 })], [2]), undefined);
+  const data = gatherStep({ ...base, to: [2, 3], indexShape: [2] });
+  assert.equal(data.kind, "gather");
+  assert.deepEqual(at(data.kind === "gather" ? [data.index.steps[0]] : [], [1, 2]), [1]);
+});
+
+Deno.test("matmul and pool maps place each operand in the contraction space", () => {
+  const mm = matmulMap([4, 2, 3], [3, 5]);
+  assert.deepEqual(mm.space, [4, 2, 5, 3]);
+  assert.deepEqual(mm.reduced, [3]);
+  // (b, m, n, k) reads A(b, m, k) and B(k, n).
+  assert.deepEqual(at(mm.operands[0], [3, 1, 4, 2]), [3, 1, 2]);
+  assert.deepEqual(at(mm.operands[1], [3, 1, 4, 2]), [2, 4]);
+  const c = new InferContext({
+    op: "MaxPool",
+    where: "pool",
+    inputs: [{ shape: [1, 1, 4, 4], dtype: "f32" }],
+    attrs: { kernel_shape: [2, 2], strides: [2, 2] },
+  });
+  const pool = poolMap([1, 1, 4, 4], resolveWindow(c, [4, 4], [2, 2]), -Infinity);
+  assert.deepEqual(pool.space, [1, 1, 2, 2, 2, 2]);
+  assert.deepEqual(at(pool.operands[0], [0, 0, 1, 0, 1, 1]), [0, 0, 3, 1]);
+});
+
+Deno.test("relation and sameMap: a row value iterates with its reduction's space", () => {
+  // Space [2, 3] reducing axis 1: a [2, 1] value is the kept axis, reshaped.
+  const steps = relation([2, 3], [1], [2, 1])!;
+  assert.deepEqual(at(steps, [1, 2]), [1, 0]);
+  assert.equal(relation([2, 3], [1], [3]), undefined);
+  assert.deepEqual(relation([2, 3], [], [2, 3]), []);
+  const t = movementSteps(ctx("Transpose", [3, 3], { perm: [1, 0] }), [3, 3], [3, 3]);
+  assert.ok(sameMap([3, 3], [...t, ...t], []));
+  assert.ok(!sameMap([3, 3], t, []));
+});
