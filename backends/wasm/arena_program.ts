@@ -21,7 +21,7 @@ import { gatherOutOfRange } from "../../jit/kernel_ir.ts";
 import { planMemory } from "../../jit/memory_plan.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { fromWords, toWords } from "../words.ts";
-import { contracts, prepackBytes, scratchBytes, TILE_ROWS } from "./wasm_matmul.ts";
+import { contracts, prepackBytes, scratchBytes, TILE_ROWS } from "./wasm_matmul_plan.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
 /** Element-ops of a program from which the worker pool spawns at compile (see `WorkerPool`). */

@@ -22,29 +22,20 @@
  * @module
  */
 import type binaryenLib from "npm:binaryen@132.0.0";
-import { KilnError } from "../../jit/errors.ts";
 import type { DType } from "../../jit/dtype.ts";
 import { affineOffset, strideOver } from "../../jit/access.ts";
-import {
-  type Expr,
-  type IndexStep,
-  type KernelIR,
-  type Reduction,
-  walk,
-} from "../../jit/kernel_ir.ts";
+import type { Expr, IndexStep, KernelIR, Reduction } from "../../jit/kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
-import { aluLowering, exactReciprocal, isFloat, keyOf, MATH, type Memo } from "./wasm_alu.ts";
+import { aluLowering, exactReciprocal, isFloat, keyOf, type Memo } from "./wasm_alu.ts";
 import { type Linear, linearLowering, walkAt } from "./wasm_linear.ts";
-import { addMathFunctions, type MathFunction } from "./wasm_math.ts";
-import { gemmBody, indirection, type MatmulContext, matmulPlan, tiledGemm } from "./wasm_matmul.ts";
+import { emitKernel, kernelModule } from "./wasm_module.ts";
+import { gemmBody, type MatmulContext, tiledGemm } from "./wasm_matmul.ts";
+import { indirection, matmulPlan } from "./wasm_matmul_plan.ts";
 
 /** The Binaryen.js library (types, module constructor, low-level helpers). */
 export type Binaryen = typeof binaryenLib;
 /** A Binaryen module being built (its methods build expressions). */
 export type BinaryenModule = binaryenLib.Module;
-
-/** Scalar helpers the generated code imports from the host (`env.*`, f64 → f64). */
-export const IMPORTS: readonly string[] = ["sin", "cos", "pow", "fmod", "f16"];
 
 /** A load node of the kernel IR. */
 export type LoadExpr = Extract<Expr, { kind: "load" }>;
@@ -67,35 +58,9 @@ export function generateWasm(
   kernel: KernelIR,
   options: GenerateOptions = {},
 ): Uint8Array {
-  const m = new binaryen.Module();
   const indirect = indirection(kernel);
-  m.setFeatures(
-    binaryen.Features.NontrappingFPToInt | binaryen.Features.SIMD128 |
-      (options.shared ? binaryen.Features.Atomics : 0) |
-      (options.fma ? binaryen.Features.RelaxedSIMD : 0) |
-      (indirect ? binaryen.Features.BulkMemory : 0),
-  );
-  m.setMemory(
-    1,
-    65536,
-    null,
-    indirect ? [{ offset: 0, data: new Uint8Array(indirect.table.buffer), passive: true }] : [],
-    options.shared ?? false,
-    false,
-    "0",
-  );
-  m.addMemoryImport("0", "env", "memory");
+  const m = kernelModule(binaryen, { ...options, table: indirect?.table });
   const f64 = binaryen.f64, f32 = binaryen.f32, i32 = binaryen.i32;
-  for (const name of IMPORTS) {
-    m.addFunctionImport(
-      name,
-      "env",
-      name,
-      binaryen.createType(name === "pow" || name === "fmod" ? [f64, f64] : [f64]),
-      f64,
-    );
-  }
-
   const nIn = kernel.inputs.length, nOut = kernel.outputs.length;
   /** Buffer `i` of the kernel's parameters: inputs, then outputs (read back by reuse below). */
   const bufferOf = (i: number) => (i < nIn ? kernel.inputs[i] : kernel.outputs[i - nIn]);
@@ -605,36 +570,5 @@ export function generateWasm(
       ]),
     );
   }
-  m.addFunction(
-    "run",
-    binaryen.createType(new Array(params).fill(i32)),
-    binaryen.none,
-    locals,
-    m.block(null, body),
-  );
-  m.addFunctionExport("run", "run");
-  const math = new Set<MathFunction>();
-  for (const e of [...kernel.reductions, ...kernel.outputs].map((x) => x.expr)) {
-    walk(
-      e,
-      (x) =>
-        x.kind === "alu" && Object.hasOwn(MATH, x.op) && math.add(MATH[x.op as keyof typeof MATH]),
-    );
-  }
-  addMathFunctions(m, binaryen, { used: math, fma: options.fma });
-  if (!m.validate()) {
-    m.dispose();
-    throw new KilnError(`wasm: generated module for ${kernel.name} failed validation`, {
-      code: "internal",
-      fix: "report this kernel (kiln explain shows it); compile for another backend meanwhile",
-    });
-  }
-  // No Binaryen passes: V8 inlines the math functions and allocates registers itself. The full
-  // -O2 pipeline cost 4x the codegen time for no measured speed; the short list kept after it
-  // (inlining, simplify-locals, vacuum, coalesce-locals, reorder-locals) still took 44% of codegen
-  // (142 of 325 ms over the benchmarks' 33 kernels), and dropping it left every steady-state
-  // time unchanged while first runs fell (W1-16M 225 -> 155 ms, W2-1024 220 -> 135 ms).
-  const bytes = m.emitBinary();
-  m.dispose();
-  return bytes;
+  return emitKernel(m, binaryen, kernel, { params, locals, body, fma: options.fma });
 }

@@ -8,17 +8,14 @@
  * @module
  */
 import { affineOffset } from "../../jit/access.ts";
-import {
-  applyStep,
-  type Expr,
-  type KernelIR,
-  linearIndex,
-  matmulOperands,
-  rowCount,
-} from "../../jit/kernel_ir.ts";
+import type { Expr, KernelIR } from "../../jit/kernel_ir.ts";
 import type { Binaryen, BinaryenModule, LoadExpr } from "./wasm_codegen.ts";
 import { relaxedMadd } from "./wasm_math.ts";
+import { type MatmulPlan, packsA, panelsBytes, TILE_BYTES, TILE_ROWS } from "./wasm_matmul_plan.ts";
 import type { Accesses, Linear } from "./wasm_linear.ts";
+
+/** Rows of B a contiguous B's packing copies per pass over its panels. */
+const KB = 8;
 
 /** What the matmul emitters use of the function being generated. */
 export interface MatmulContext {
@@ -495,133 +492,4 @@ export function gemmBody(e: MatmulContext, plan: MatmulPlan): number[] {
       m.local.set(outer, m.i32.add(get(outer, i32), ic(n))),
     ]),
   ];
-}
-
-/** Rows of B a contiguous B's packing copies per pass over its panels. */
-const KB = 8;
-
-/** Rows of a matmul tile (each two f32x4 accumulators wide). */
-export const TILE_ROWS = 6;
-
-/** Bytes of one output tile in a matmul's scratch; packed rows of A follow it. */
-const TILE_BYTES = 32 * TILE_ROWS;
-
-/** Whether `kernel` runs through the matmul paths (a matmul, or a convolution as implicit GEMM). */
-export function contracts(kernel: KernelIR): boolean {
-  return kernel.pattern === "matmul" || matmulOperands(kernel) !== undefined;
-}
-
-/** Most scratch bytes spent on a packed copy of A (and as much on its indirection table). */
-const PACK_LIMIT = 1 << 22;
-
-/** Bytes of B's panels: 8 columns each (the last zero-padded), k-major. */
-const panelsBytes = (n: number, k: number) => Math.ceil(n / 8) * 32 * k;
-
-/** Rows of A: the product's rows over every batch. */
-const rowsOfA = (kernel: KernelIR, n: number) => rowCount(kernel) / n;
-
-/**
- * Whether the tiled path packs A: its load is not affine (a convolution's patches, or a reshape
- * that splits an index, as attention's head merge does), so its rows are gathered once into
- * the scratch and read contiguously, instead of evaluating the index map for every
- * multiply-add.
- */
-function packsA(kernel: KernelIR): boolean {
-  const operands = matmulOperands(kernel);
-  if (!operands) return false;
-  const { a, n, k } = operands;
-  return affineOffset(a.steps, kernel.space, kernel.inputs[a.input].shape) === undefined &&
-    rowsOfA(kernel, n) * k * 4 <= PACK_LIMIT;
-}
-
-/**
- * The indirection table of a packed A (as XNNPACK's indirect convolution): the element offset
- * A's index map reaches for every row and k, or -1 where it reads the fill. Computed once at
- * code generation, it turns the gather into a table walk. `undefined` when A is not packed or
- * its out-of-bounds reads have different fills.
- */
-export function indirection(kernel: KernelIR): { table: Int32Array; fill: number } | undefined {
-  if (!packsA(kernel)) return undefined;
-  const { nb, n, k, a } = matmulOperands(kernel)!;
-  const space = kernel.space, shape = kernel.inputs[a.input].shape;
-  const rows = rowsOfA(kernel, n), table = new Int32Array(rows * k);
-  const rowAxes = space.slice(0, nb + 1);
-  let fill: number | undefined;
-  const coords = space.map(() => 0);
-  for (let r = 0; r < rows; r++) {
-    for (let d = nb, rest = r; d >= 0; d--) {
-      coords[d] = rest % rowAxes[d];
-      rest = Math.floor(rest / rowAxes[d]);
-    }
-    for (let p = 0; p < k; p++) {
-      coords[nb + 2] = p;
-      let x: number[] | undefined = coords;
-      for (const s of a.steps) {
-        const next: number[] | undefined = applyStep(s, x);
-        if (!next) {
-          const f = s.kind === "affine" ? s.fill ?? 0 : 0;
-          if (fill !== undefined && !Object.is(fill, f)) return undefined;
-          fill = f;
-          x = undefined;
-          break;
-        }
-        x = next;
-      }
-      table[r * k + p] = x ? linearIndex(x, shape) : -1;
-    }
-  }
-  return { table, fill: fill ?? 0 };
-}
-
-/**
- * Bytes a matmul keeps beside the arena for a prepacked B: its panels of 8 columns (the last
- * zero-padded), k-major, then a packed A's indirection table, copied there once instead of per
- * call.
- */
-export function prepackBytes(kernel: KernelIR): number {
-  const [n, k] = kernel.space.slice(-2);
-  return panelsBytes(n, k) + (packsA(kernel) ? rowsOfA(kernel, n) * k * 4 : 0);
-}
-
-/**
- * Scratch bytes a kernel needs: a matmul's tile and packed A rows, or its row of accumulators.
- */
-export function scratchBytes(kernel: KernelIR): number {
-  if (!contracts(kernel)) return 0;
-  const [n, k] = kernel.space.slice(-2);
-  const packed = packsA(kernel) ? rowsOfA(kernel, n) * k * 4 : 0;
-  return Math.max(TILE_BYTES + packed, 4 * n);
-}
-
-/** What the i-k-j path needs to know about a matmul kernel. */
-export interface MatmulPlan {
-  /** Number of batch axes. */
-  readonly nb: number;
-  /** Output columns. */
-  readonly n: number;
-  /** Contraction length. */
-  readonly k: number;
-  /** The A operand load (independent of n). */
-  readonly a: Extract<Expr, { kind: "load" }>;
-  /** The B operand load (independent of m). */
-  readonly b: Extract<Expr, { kind: "load" }>;
-  /** Whether B's elements for consecutive n are consecutive in memory (no bounds). */
-  readonly contiguous: boolean;
-}
-
-/** The i-k-j plan of an f32 matmul kernel whose outputs are all per-row, if it is one. */
-export function matmulPlan(kernel: KernelIR): MatmulPlan | undefined {
-  const operands = matmulOperands(kernel);
-  if (!operands) return undefined;
-  const { nb, n, k, a, b } = operands;
-  const offset = (c: number[]) => {
-    let x: number[] | undefined = c;
-    for (const s of b.steps) if (x) x = applyStep(s, x);
-    return x ? linearIndex(x, kernel.inputs[b.input].shape) : NaN;
-  };
-  const probe = kernel.space.map((d) => Math.floor(d / 2));
-  const at = (nv: number) => offset(probe.map((c, i) => (i === nb + 1 ? nv : c)));
-  const contiguous = !b.steps.some((s) => s.kind === "affine" && s.bounds) && n > 1 &&
-    [...Array(n).keys()].every((nv) => at(nv) - at(0) === nv);
-  return { nb, n, k, a, b, contiguous };
 }
