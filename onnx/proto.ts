@@ -67,6 +67,7 @@ interface Codec {
     encode(model: ModelProto): { finish(): Uint8Array };
     fromObject(model: unknown): ModelProto;
   };
+  TensorProto: { decode(bytes: Uint8Array): TensorProto };
 }
 
 const codec = (onnxProto as unknown as { onnx: Codec }).onnx;
@@ -180,6 +181,19 @@ export function decodeModel(bytes: Uint8Array): ModelProto {
     });
   }
   return model;
+}
+
+/** Decodes a serialized `TensorProto` (a test case's `input_0.pb`); malformed bytes give a typed error. */
+export function decodeTensor(bytes: Uint8Array, where: string): TensorProto {
+  try {
+    return codec.TensorProto.decode(bytes);
+  } catch (e) {
+    throw new KilnError(`${where} is not a serialized TensorProto (${(e as Error).message})`, {
+      code: "bad-input",
+      fix: "pass the bytes of a .pb file written by onnx.numpy_helper.from_array",
+      cause: e,
+    });
+  }
 }
 
 /** Converts a `TensorProto` to a host tensor in kiln's internal dtypes (int64 narrowed, double to f32). */
