@@ -8,7 +8,8 @@
  */
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { compile } from "../mod.ts";
+// Loading the public entry registers the built-in backends with the compiler.
+import "../mod.ts";
 import { fromF16Bits, type TensorData } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
@@ -87,10 +88,8 @@ export async function runCase(dir: string, backend: string): Promise<CaseResult>
     const [inputs, outputs] = await Promise.all([tensors(dir, "input"), tensors(dir, "output")]);
     // Inputs are the graph's non-initializer inputs in order; a case may omit trailing optional ones.
     const feeds = Object.fromEntries(inputs.map((t, k) => [model.inputs[k]?.name ?? `#${k}`, t]));
-    const shapes = Object.fromEntries(Object.entries(feeds).map(([k, t]) => [k, t.shape]));
-    const exe = await compile(model.graph(shapes), { backend, cache: false });
     try {
-      const result = await exe.run(feeds);
+      const result = await model.run(feeds, { backend, cache: false });
       for (const [k, want] of outputs.entries()) {
         const out = model.outputs[k];
         const got = result[out];
@@ -99,7 +98,7 @@ export async function runCase(dir: string, backend: string): Promise<CaseResult>
         if (bad) return { name, status: "fail", reason: bad };
       }
     } finally {
-      exe.dispose();
+      model.dispose();
     }
     return { name, status: "pass", reason: "" };
   } catch (e) {

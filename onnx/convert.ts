@@ -3,44 +3,18 @@
  * configures an op (Reshape's shape, Slice's bounds, Squeeze's axes, Pad's pads, Clip's limits,
  * …) must be a constant by the time the node is reached — the importer folds constant subgraphs
  * (including `Shape` arithmetic) first — and becomes an attribute here. Each converter handles
- * the attribute and input forms of opsets 13–21.
+ * the forms of opsets 6–21: attributes that later became inputs (Pad, Slice, Clip, Split,
+ * Squeeze, Unsqueeze, Reduce*), Softmax's 2-D coercion before 13, and the `broadcast`/`axis`
+ * attributes of opset 6 arithmetic.
  *
  * @module
  */
 import type { DType } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
-import type { HostTensor } from "../jit/host_tensor.ts";
 import type { Attrs } from "../jit/ops/mod.ts";
-import type { ValueType } from "../jit/ops/mod.ts";
-import { type AttributeProto, dtypeOfCode, int, type NodeProto, tensorOf } from "./proto.ts";
-
-/** What the importer knows about an ONNX value: constant data, or a graph value. */
-export type Known =
-  | {
-    readonly kind: "const";
-    readonly tensor: HostTensor & { dtype: DType };
-    readonly i64: boolean;
-  }
-  | {
-    readonly kind: "value";
-    readonly name: string;
-    readonly type: ValueType;
-    readonly i64: boolean;
-  };
-
-/** What a converter can do. */
-export interface NodeContext {
-  /** The ONNX node. */
-  readonly node: NodeProto;
-  /** Label for messages. */
-  readonly label: string;
-  /** Input `i`, or `undefined` when absent (optional inputs). */
-  input(i: number): Known | undefined;
-  /** Every present input. */
-  inputs(): Known[];
-  /** Emits a kiln op (folded when its inputs are constant). */
-  emit(op: string, inputs: readonly Known[], attrs?: Attrs, outputs?: number): Known[];
-}
+import { COMPOSITE_CONVERTERS } from "./convert_composite.ts";
+import { constInts, type Known, NeedsValue, type NodeContext } from "./node_context.ts";
+import { type AttributeProto, dtypeOfCode, int, tensorOf } from "./proto.ts";
 
 type Converter = (c: NodeContext) => Known[];
 
@@ -71,22 +45,6 @@ function attrs(c: NodeContext) {
   };
 }
 
-/** Input `i` as a constant integer list (kiln needs it static). */
-function constInts(c: NodeContext, i: number, what: string): number[] | undefined {
-  const k = c.input(i);
-  if (!k) return undefined;
-  if (k.kind !== "const") {
-    throw new KilnError(
-      `${c.label}: its ${what} input is computed at run time; kiln needs it constant`,
-      {
-        code: "unsupported",
-        fix: "export with fixed shapes (or bind symbolic input dims) so the importer can fold it",
-      },
-    );
-  }
-  return Array.from(k.tensor.data as ArrayLike<number>, Number);
-}
-
 /** Input `i` as a constant scalar. */
 function constScalar(c: NodeContext, i: number, what: string): number | undefined {
   const v = constInts(c, i, what);
@@ -95,6 +53,37 @@ function constScalar(c: NodeContext, i: number, what: string): number | undefine
 
 const pass = (op: string, pick?: (c: NodeContext) => Attrs): Converter => (c) =>
   c.emit(op, c.inputs(), pick?.(c) ?? {});
+
+/**
+ * A binary op with opset 6's explicit broadcast: with `broadcast=1`, B lines up with A from
+ * `axis` on (default: trailing), so B gets trailing 1s before NumPy broadcasting applies.
+ */
+const legacyBinary = (op: string): Converter => (c) => {
+  const [a, b] = [c.input(0)!, c.input(1)!];
+  const axis = attrs(c).int("axis");
+  if (c.opset >= 7 || attrs(c).int("broadcast", 0) !== 1 || axis === undefined) {
+    return c.emit(op, c.inputs());
+  }
+  const rank = (k: Known) => (k.kind === "const" ? k.tensor.shape : k.type.shape);
+  const bShape = rank(b);
+  const at = axis < 0 ? axis + rank(a).length : axis;
+  const shape = [...bShape, ...Array(Math.max(0, rank(a).length - at - bShape.length)).fill(1)];
+  const [aligned] = c.emit("Reshape", [b], { shape });
+  return c.emit(op, [a, aligned]);
+};
+
+/** Softmax-like ops before opset 13: the input is viewed as 2-D at `axis` (default 1). */
+const rowwise = (op: string): Converter => (c) => {
+  if (c.opset >= 13) return c.emit(op, c.inputs(), { axis: attrs(c).int("axis", -1) });
+  const x = c.input(0)!;
+  const shape = x.kind === "const" ? x.tensor.shape : x.type.shape;
+  const axis = attrs(c).int("axis", 1)!;
+  const at = axis < 0 ? axis + shape.length : axis;
+  const rows = shape.slice(0, at).reduce((p, d) => p * d, 1);
+  const [flat] = c.emit("Reshape", [x], { shape: [rows, -1] });
+  const [y] = c.emit(op, [flat], { axis: -1 });
+  return c.emit("Reshape", [y], { shape: [...shape] });
+};
 
 /** Kiln dtype of an ONNX Cast target (int64 → i32, double → f32). */
 function castTarget(c: NodeContext): { to: DType; i64: boolean } {
@@ -141,14 +130,24 @@ function reduce(op: string): Converter {
 
 const withI64 = (k: Known[], i64: boolean): Known[] => k.map((x) => ({ ...x, i64 }));
 
+function argReduce(op: "ArgMax" | "ArgMin"): Converter {
+  return (c) => {
+    const a = attrs(c);
+    return withI64(
+      c.emit(op, [c.input(0)!], {
+        axis: a.int("axis", 0),
+        keepdims: a.int("keepdims", 1),
+        select_last_index: a.int("select_last_index", 0),
+      }),
+      true,
+    );
+  };
+}
+
 /** Converters by ONNX op type. */
 export const CONVERTERS: Record<string, Converter> = {
   ...Object.fromEntries(
     [
-      "Add",
-      "Sub",
-      "Mul",
-      "Div",
       "Pow",
       "Neg",
       "Abs",
@@ -182,6 +181,10 @@ export const CONVERTERS: Record<string, Converter> = {
       "Identity",
     ].map((op) => [op, pass(op)]),
   ),
+  Add: legacyBinary("Add"),
+  Sub: legacyBinary("Sub"),
+  Mul: legacyBinary("Mul"),
+  Div: legacyBinary("Div"),
   Mod: pass("Mod", (c) => ({ fmod: attrs(c).int("fmod", 0) })),
   LeakyRelu: pass("LeakyRelu", (c) => ({ alpha: attrs(c).float("alpha", 0.01) })),
   HardSigmoid: pass(
@@ -189,8 +192,8 @@ export const CONVERTERS: Record<string, Converter> = {
     (c) => ({ alpha: attrs(c).float("alpha", 0.2), beta: attrs(c).float("beta", 0.5) }),
   ),
   Gelu: pass("Gelu", (c) => ({ approximate: attrs(c).string("approximate", "none") })),
-  Softmax: pass("Softmax", (c) => ({ axis: attrs(c).int("axis", -1) })),
-  LogSoftmax: pass("LogSoftmax", (c) => ({ axis: attrs(c).int("axis", -1) })),
+  Softmax: rowwise("Softmax"),
+  LogSoftmax: rowwise("LogSoftmax"),
   Flatten: pass("Flatten", (c) => ({ axis: attrs(c).int("axis", 1) })),
   Transpose: pass("Transpose", (c) => ({ perm: attrs(c).ints("perm") })),
   Concat: pass("Concat", (c) => ({ axis: attrs(c).int("axis") })),
@@ -243,23 +246,26 @@ export const CONVERTERS: Record<string, Converter> = {
   },
   Dropout: (c) => {
     onlyFirstOutput(c, "mask");
+    const [ratio, training] = [c.input(1), c.input(2)];
+    const off = (k: Known | undefined) => k?.kind === "const" && Number(k.tensor.data[0]) === 0;
+    // Training mode draws a random mask, unless the ratio drops nothing.
+    if (training?.kind === "value") throw new NeedsValue(c, "training_mode");
+    if (ratio?.kind === "value" && !off(training)) throw new NeedsValue(c, "ratio");
+    if (training && !off(training) && !off(ratio)) {
+      throw new KilnError(`${c.label}: training-mode Dropout draws a random mask`, {
+        code: "unsupported",
+        fix: "export the model in eval mode (model.eval()); kiln runs inference",
+      });
+    }
     return c.emit("Identity", [c.input(0)!]);
   },
   Cast: (c) => {
     const { to, i64 } = castTarget(c);
     return withI64(c.emit("Cast", [c.input(0)!], { to }), i64);
   },
-  ArgMax: (c) => {
-    const a = attrs(c);
-    return withI64(
-      c.emit("ArgMax", [c.input(0)!], {
-        axis: a.int("axis", 0),
-        keepdims: a.int("keepdims", 1),
-        select_last_index: a.int("select_last_index", 0),
-      }),
-      true,
-    );
-  },
+  ArgMax: argReduce("ArgMax"),
+  ArgMin: argReduce("ArgMin"),
+  ...COMPOSITE_CONVERTERS,
   CumSum: (c) =>
     c.emit("CumSum", [c.input(0)!], {
       axis: constScalar(c, 1, "axis"),
@@ -278,9 +284,10 @@ export const CONVERTERS: Record<string, Converter> = {
   Expand: (c) => c.emit("Expand", [c.input(0)!], { shape: constInts(c, 1, "shape") }),
   Slice: (c) =>
     c.emit("Slice", [c.input(0)!], {
-      starts: constInts(c, 1, "starts"),
-      ends: constInts(c, 2, "ends"),
-      axes: constInts(c, 3, "axes"),
+      // Before opset 10 the bounds are attributes.
+      starts: constInts(c, 1, "starts") ?? attrs(c).ints("starts"),
+      ends: constInts(c, 2, "ends") ?? attrs(c).ints("ends"),
+      axes: constInts(c, 3, "axes") ?? attrs(c).ints("axes"),
       steps: constInts(c, 4, "steps"),
     }),
   Split: (c) => {
@@ -294,13 +301,18 @@ export const CONVERTERS: Record<string, Converter> = {
   },
   Pad: (c) =>
     c.emit("Pad", [c.input(0)!], {
-      pads: constInts(c, 1, "pads"),
-      value: c.input(2) ? constScalar(c, 2, "constant_value") : 0,
+      // Before opset 11 the pads and the value are attributes.
+      pads: constInts(c, 1, "pads") ?? attrs(c).ints("pads"),
+      value: c.input(2) ? constScalar(c, 2, "constant_value") : attrs(c).float("value", 0),
       axes: constInts(c, 3, "axes"),
       mode: attrs(c).string("mode", "constant"),
     }),
   Clip: (c) =>
-    c.emit("Clip", [c.input(0)!], { min: constScalar(c, 1, "min"), max: constScalar(c, 2, "max") }),
+    c.emit("Clip", [c.input(0)!], {
+      // Before opset 11 the limits are attributes.
+      min: constScalar(c, 1, "min") ?? (c.opset < 11 ? attrs(c).float("min") : undefined),
+      max: constScalar(c, 2, "max") ?? (c.opset < 11 ? attrs(c).float("max") : undefined),
+    }),
   ReduceSum: reduce("ReduceSum"),
   ReduceMean: reduce("ReduceMean"),
   ReduceMax: reduce("ReduceMax"),

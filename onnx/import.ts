@@ -9,13 +9,15 @@
  * @module
  */
 import { evaluateNode } from "../backends/reference/reference_backend.ts";
-import type { BoundaryDType } from "../jit/dtype.ts";
+import type { BoundaryDType, DType } from "../jit/dtype.ts";
+import type { HostTensor } from "../jit/host_tensor.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Graph } from "../jit/graph.ts";
 import { GraphBuilder } from "../jit/graph_builder.ts";
 import { type Attrs, inferNode } from "../jit/ops/mod.ts";
 import { formatShape, type Shape, sizeOf } from "../jit/shape.ts";
-import { CONVERTERS, type Known, type NodeContext } from "./convert.ts";
+import { CONVERTERS } from "./convert.ts";
+import type { Known, NodeContext } from "./node_context.ts";
 import { decodeModel, dtypeOfCode, int, type ModelProto, tensorOf } from "./proto.ts";
 
 /** A graph input as the model declares it: fixed sizes, or names for symbolic dimensions. */
@@ -32,10 +34,15 @@ export interface OnnxInputInfo {
 export interface OnnxImportOptions {
   /** Concrete shapes for inputs with symbolic dimensions. */
   readonly inputShapes?: Readonly<Record<string, Shape>>;
+  /**
+   * Values of inputs that decide shapes or attributes (a Reshape's target, Slice bounds, …):
+   * they become constants and leave the graph's inputs (`OnnxModel` supplies them).
+   */
+  readonly inputValues?: Readonly<Record<string, HostTensor>>;
 }
 
 /** Opset versions of the default domain kiln accepts. */
-export const OPSETS: readonly [number, number] = [13, 21];
+export const OPSETS: readonly [number, number] = [6, 21];
 
 /** Largest constant the importer folds eagerly (elements). */
 const FOLD_LIMIT = 1 << 20;
@@ -63,7 +70,7 @@ export function importOnnx(bytes: Uint8Array, options: OnnxImportOptions = {}): 
 
 /** Imports an already decoded model (what {@linkcode importOnnx} and `OnnxModel` share). */
 export function importModel(model: ModelProto, options: OnnxImportOptions = {}): Graph {
-  checkOpset(model);
+  const opset = checkOpset(model);
   const g = model.graph;
   const unknown = [
     ...new Set(
@@ -91,6 +98,14 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
     env.set(t.name!, { kind: "const", tensor: tensorOf(t, "initializer"), i64: t.dataType === 7 });
   }
   for (const input of onnxInputs(model)) {
+    const value = options.inputValues?.[input.name];
+    if (value) {
+      const i64 = value.dtype === "i64";
+      const data = i64 ? Int32Array.from(value.data as BigInt64Array, Number) : value.data;
+      const dtype = i64 ? "i32" : value.dtype as DType;
+      env.set(input.name, { kind: "const", tensor: { data, shape: value.shape, dtype }, i64 });
+      continue;
+    }
     const shape = bindShape(input, options.inputShapes?.[input.name]);
     b.input(input.name, shape, input.dtype);
     env.set(input.name, {
@@ -136,6 +151,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
     const ctx: NodeContext = {
       node,
       label,
+      opset,
       input: (i) => inputs[i],
       inputs: () => inputs.filter((k): k is Known => k !== undefined),
       emit: (op, ins, attrs = {}, outputs = 1) => emit(op, ins, clean(attrs), outputs, label),
@@ -192,7 +208,8 @@ function clean(attrs: Attrs): Attrs {
   return Object.fromEntries(Object.entries(attrs).filter(([, v]) => v !== undefined));
 }
 
-function checkOpset(model: ModelProto): void {
+/** The default domain's opset version, checked against {@linkcode OPSETS}. */
+function checkOpset(model: ModelProto): number {
   const entry = model.opsetImport.find((o) => (o.domain ?? "") === "" || o.domain === "ai.onnx");
   const version = int(entry?.version);
   if (version < OPSETS[0] || version > OPSETS[1]) {
@@ -204,6 +221,7 @@ function checkOpset(model: ModelProto): void {
       },
     );
   }
+  return version;
 }
 
 function bindShape(input: OnnxInputInfo, given: Shape | undefined): number[] {

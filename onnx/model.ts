@@ -1,7 +1,10 @@
 /**
  * {@linkcode OnnxModel}: an imported model that compiles on demand. Symbolic input dimensions are
  * bound from the data passed to `run`; each distinct set of shapes (per backend and policy) is
- * imported and compiled once and then reused.
+ * imported and compiled once and then reused. Inputs that decide shapes or attributes (a
+ * Reshape's target, Slice bounds, axes, pads given as graph inputs) are read when the model runs:
+ * the model is then specialised on the values of its small inputs, one executable per distinct
+ * value set (the last {@linkcode SPECIALISATIONS} kept).
  *
  * @module
  */
@@ -10,8 +13,16 @@ import type { Executable, RunOptions, TensorMap } from "../jit/executable.ts";
 import type { Graph } from "../jit/graph.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Shape } from "../jit/shape.ts";
+import type { HostTensor } from "../jit/host_tensor.ts";
 import { importModel, type OnnxInputInfo, onnxInputs } from "./import.ts";
+import { NeedsValue } from "./node_context.ts";
 import { decodeModel, int, type ModelProto } from "./proto.ts";
+
+/** Most value-specialised executables an {@linkcode OnnxModel} keeps (least recently used go). */
+export const SPECIALISATIONS = 16;
+
+/** Elements up to which an input counts as small enough to specialise on. */
+const SMALL = 64;
 
 /** An imported ONNX model. */
 export class OnnxModel {
@@ -24,6 +35,8 @@ export class OnnxModel {
   #proto: ModelProto;
   #graphs = new Map<string, Graph>();
   #executables = new Map<string, Promise<Executable>>();
+  /** Inputs read at compile time, once the importer has asked for run-time values. */
+  #valueInputs?: ReadonlySet<string>;
 
   private constructor(proto: ModelProto) {
     this.#proto = proto;
@@ -84,11 +97,74 @@ export class OnnxModel {
     return exe;
   }
 
-  /** Runs the model, binding symbolic dimensions from `inputs`' shapes. */
+  /**
+   * Runs the model, binding symbolic dimensions from `inputs`' shapes (and, where the model
+   * needs them, specialising on the values of its small inputs).
+   */
   async run(inputs: TensorMap, options: CompileOptions & RunOptions = {}): Promise<TensorMap> {
     const shapes: Record<string, Shape> = {};
     for (const i of this.inputs) if (inputs[i.name]?.shape) shapes[i.name] = inputs[i.name].shape;
-    const exe = await this.compile(shapes, options);
-    return await exe.run(inputs, { outputs: options.outputs });
+    if (!this.#valueInputs) {
+      try {
+        const exe = await this.compile(shapes, options);
+        return await exe.run(inputs, { outputs: options.outputs });
+      } catch (e) {
+        if (!(e instanceof NeedsValue)) throw e;
+        this.#valueInputs = new Set(
+          this.inputs.filter((i) => {
+            const t = inputs[i.name];
+            return t?.shape && t.shape.reduce((p, d) => p * d, 1) <= SMALL;
+          }).map((i) => i.name),
+        );
+      }
+    }
+    const values: Record<string, HostTensor> = {};
+    const rest: Record<string, HostTensor> = {};
+    for (const [name, t] of Object.entries(inputs)) {
+      if (this.#valueInputs.has(name)) values[name] = t;
+      else rest[name] = t;
+    }
+    const exe = await this.#specialised(shapes, values, options);
+    return await exe.run(rest, { outputs: options.outputs });
+  }
+
+  /** The executable for these shapes and input values (cached, least recently used evicted). */
+  #specialised(
+    shapes: Record<string, Shape>,
+    values: Record<string, HostTensor>,
+    options: CompileOptions,
+  ): Promise<Executable> {
+    const backend = typeof options.backend === "object" ? options.backend.id : options.backend;
+    const key = JSON.stringify([
+      "values",
+      this.inputs.map((i) => shapes[i.name] ?? null),
+      Object.entries(values).map(([k, t]) => [k, t.dtype, t.shape, Array.from(t.data, String)]),
+      backend,
+      options.policy,
+      options.fuse,
+    ]);
+    let exe = this.#executables.get(key);
+    if (exe) {
+      this.#executables.delete(key);
+      this.#executables.set(key, exe);
+      return exe;
+    }
+    exe = Promise.resolve().then(() =>
+      compile(importModel(this.#proto, { inputShapes: shapes, inputValues: values }), options)
+    );
+    exe.catch(() => this.#executables.delete(key));
+    this.#executables.set(key, exe);
+    const specialised = [...this.#executables.keys()].filter((k) => k.startsWith('["values"'));
+    for (const old of specialised.slice(0, Math.max(0, specialised.length - SPECIALISATIONS))) {
+      this.#executables.get(old)!.then((x) => x.dispose(), () => {});
+      this.#executables.delete(old);
+    }
+    return exe;
+  }
+
+  /** Disposes every executable compiled for this model. */
+  dispose(): void {
+    for (const exe of this.#executables.values()) exe.then((x) => x.dispose(), () => {});
+    this.#executables.clear();
   }
 }

@@ -1,0 +1,184 @@
+/**
+ * ONNX ops that kiln imports as compositions of its own ops: the activations (Elu, Selu, Celu,
+ * PRelu, Softplus, Softsign, ThresholdedRelu), the reductions built from a sum or a max (ReduceL1,
+ * ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp), Trilu as a constant mask, and
+ * Xor, Sign, Mean, CastLike, the hyperbolic functions and Tan. They lower on every backend and
+ * fuse like the ops they are made of.
+ *
+ * @module
+ */
+import type { DType } from "../jit/dtype.ts";
+import { KilnError } from "../jit/errors.ts";
+import type { Attrs } from "../jit/ops/mod.ts";
+import { constInts, type Known, type NodeContext } from "./node_context.ts";
+import { int } from "./proto.ts";
+
+type Converter = (c: NodeContext) => Known[];
+
+const typeOf = (k: Known) => (k.kind === "const" ? k.tensor : k.type);
+
+/** A scalar constant of `dtype`. */
+function scalar(value: number, dtype: DType): Known {
+  const data = dtype === "f32"
+    ? Float32Array.of(value)
+    : dtype === "bool" || dtype === "u8"
+    ? Uint8Array.of(value)
+    : Int32Array.of(value);
+  if (dtype === "f16") {
+    throw new KilnError("f16 composite constants are not supported", {
+      code: "unsupported",
+      fix: "cast the model to f32",
+    });
+  }
+  return { kind: "const", tensor: { data, shape: [], dtype }, i64: false };
+}
+
+function floatAttr(c: NodeContext, name: string, fallback: number): number {
+  const a = c.node.attribute?.find((x) => x.name === name);
+  return a ? a.f ?? 0 : fallback;
+}
+
+function intAttr(c: NodeContext, name: string, fallback: number): number {
+  const a = c.node.attribute?.find((x) => x.name === name);
+  return a ? int(a.i) : fallback;
+}
+
+/** An op of one float input `x` built with `build(op, x, k)` (`k(v)`: a constant like x). */
+function unary(
+  build: (
+    op: (name: string, ...xs: Known[]) => Known,
+    x: Known,
+    k: (v: number) => Known,
+    c: NodeContext,
+  ) => Known,
+): Converter {
+  return (c) => {
+    const x = c.input(0)!;
+    const op = (name: string, ...xs: Known[]) => c.emit(name, xs)[0];
+    return [build(op, x, (v) => scalar(v, typeOf(x).dtype), c)];
+  };
+}
+
+/** `ReduceSum`/`ReduceMax` with the node's axes (attribute or input 1) and keepdims. */
+function reduceAxes(c: NodeContext): { axes: number[]; keepdims: number } | "identity" {
+  const axes = c.input(1)
+    ? constInts(c, 1, "axes")
+    : c.node.attribute?.find((a) => a.name === "axes")?.ints?.map(int);
+  if ((axes ?? []).length === 0 && intAttr(c, "noop_with_empty_axes", 0) === 1) return "identity";
+  return { axes: axes ?? [], keepdims: intAttr(c, "keepdims", 1) };
+}
+
+/** A reduction: `pre(x)` summed over the axes, then `post`. */
+function sumOf(
+  pre: (op: OpFn, x: Known) => Known,
+  post?: (op: OpFn, s: Known) => Known,
+): Converter {
+  return (c) => {
+    const x = c.input(0)!;
+    const op: OpFn = (name, xs, attrs) => c.emit(name, xs, attrs)[0];
+    const r = reduceAxes(c);
+    const v = pre(op, x);
+    if (r === "identity") return [post ? post(op, v) : v];
+    const s = op("ReduceSum", [v], r);
+    return [post ? post(op, s) : s];
+  };
+}
+
+type OpFn = (name: string, xs: Known[], attrs?: Attrs) => Known;
+
+/** Converters by ONNX op type. */
+export const COMPOSITE_CONVERTERS: Record<string, Converter> = {
+  Elu: unary((op, x, k, c) =>
+    op(
+      "Where",
+      op("Less", x, k(0)),
+      op("Mul", k(floatAttr(c, "alpha", 1)), op("Sub", op("Exp", x), k(1))),
+      x,
+    )
+  ),
+  Selu: unary((op, x, k, c) => {
+    const alpha = floatAttr(c, "alpha", 1.67326319217681884765625);
+    const gamma = floatAttr(c, "gamma", 1.05070102214813232421875);
+    const neg = op("Sub", op("Mul", k(alpha), op("Exp", x)), k(alpha));
+    return op("Mul", k(gamma), op("Where", op("Greater", x, k(0)), x, neg));
+  }),
+  Celu: unary((op, x, k, c) => {
+    const alpha = floatAttr(c, "alpha", 1);
+    const neg = op("Mul", k(alpha), op("Sub", op("Exp", op("Div", x, k(alpha))), k(1)));
+    return op("Add", op("Max", x, k(0)), op("Min", neg, k(0)));
+  }),
+  ThresholdedRelu: unary((op, x, k, c) =>
+    op("Where", op("Greater", x, k(floatAttr(c, "alpha", 1))), x, k(0))
+  ),
+  Softplus: unary((op, x, k) => op("Log", op("Add", op("Exp", x), k(1)))),
+  Softsign: unary((op, x, k) => op("Div", x, op("Add", op("Abs", x), k(1)))),
+  Sign: unary((op, x, k) =>
+    op("Where", op("Greater", x, k(0)), k(1), op("Where", op("Less", x, k(0)), k(-1), k(0)))
+  ),
+  Tan: unary((op, x) => op("Div", op("Sin", x), op("Cos", x))),
+  Sinh: unary((op, x, k) => op("Mul", op("Sub", op("Exp", x), op("Exp", op("Neg", x))), k(0.5))),
+  Cosh: unary((op, x, k) => op("Mul", op("Add", op("Exp", x), op("Exp", op("Neg", x))), k(0.5))),
+  Asinh: unary((op, x, k) => op("Log", op("Add", x, op("Sqrt", op("Add", op("Mul", x, x), k(1)))))),
+  Acosh: unary((op, x, k) => op("Log", op("Add", x, op("Sqrt", op("Sub", op("Mul", x, x), k(1)))))),
+  Atanh: unary((op, x, k) =>
+    op("Mul", op("Log", op("Div", op("Add", k(1), x), op("Sub", k(1), x))), k(0.5))
+  ),
+  PRelu: (c) => {
+    const [x, slope] = [c.input(0)!, c.input(1)!];
+    const zero = scalar(0, typeOf(x).dtype);
+    const [neg] = c.emit("Less", [x, zero]);
+    const [scaled] = c.emit("Mul", [x, slope]);
+    return c.emit("Where", [neg, scaled, x]);
+  },
+  Xor: (c) => {
+    const [same] = c.emit("Equal", c.inputs());
+    return c.emit("Not", [same]);
+  },
+  Mean: (c) => {
+    const xs = c.inputs();
+    const sum = xs.slice(1).reduce((acc, x) => c.emit("Add", [acc, x])[0], xs[0]);
+    return c.emit("Div", [sum, scalar(xs.length, typeOf(xs[0]).dtype)]);
+  },
+  CastLike: (c) => {
+    const target = c.input(1)!;
+    return c.emit("Cast", [c.input(0)!], { to: typeOf(target).dtype }).map((k) => ({
+      ...k,
+      i64: target.i64,
+    }));
+  },
+  ReduceL1: sumOf((op, x) => op("Abs", [x])),
+  ReduceL2: sumOf((op, x) => op("Mul", [x, x]), (op, s) => op("Sqrt", [s])),
+  ReduceSumSquare: sumOf((op, x) => op("Mul", [x, x])),
+  ReduceLogSum: sumOf((_, x) => x, (op, s) => op("Log", [s])),
+  ReduceLogSumExp: (c) => {
+    // log Σ exp(x) = m + log Σ exp(x − m), m the maximum: no overflow for large x.
+    const x = c.input(0)!;
+    const r = reduceAxes(c);
+    if (r === "identity") return [x];
+    const [m] = c.emit("ReduceMax", [x], { axes: r.axes, keepdims: 1 });
+    const [shifted] = c.emit("Exp", [c.emit("Sub", [x, m])[0]]);
+    const [sum] = c.emit("ReduceSum", [shifted], r);
+    const [mk] = r.keepdims ? [m] : c.emit("ReduceMax", [x], r);
+    return c.emit("Add", [c.emit("Log", [sum])[0], mk]);
+  },
+  Trilu: (c) => {
+    const x = c.input(0)!;
+    const shape = typeOf(x).shape;
+    const k = c.input(1) ? constInts(c, 1, "k")![0] : 0;
+    const upper = intAttr(c, "upper", 1) === 1;
+    const [rows, cols] = shape.slice(-2);
+    const mask = new Uint8Array(rows * cols);
+    for (let i = 0; i < rows; i++) {
+      for (let j = 0; j < cols; j++) mask[i * cols + j] = +(upper ? j - i >= k : j - i <= k);
+    }
+    const keep: Known = {
+      kind: "const",
+      tensor: { data: mask, shape: [rows, cols], dtype: "bool" },
+      i64: false,
+    };
+    return c.emit("Where", [keep, x, scalar(0, typeOf(x).dtype)]).map((o) => ({
+      ...o,
+      i64: x.i64,
+    }));
+  },
+};

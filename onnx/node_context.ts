@@ -1,0 +1,65 @@
+/**
+ * What an ONNX node converter works with: the importer's knowledge of each value (constant data
+ * or a graph value), the node's context, and the rule for inputs that must be constant.
+ *
+ * @module
+ */
+import type { DType } from "../jit/dtype.ts";
+import { KilnError } from "../jit/errors.ts";
+import type { HostTensor } from "../jit/host_tensor.ts";
+import type { Attrs, ValueType } from "../jit/ops/mod.ts";
+import type { NodeProto } from "./proto.ts";
+
+/** What the importer knows about an ONNX value: constant data, or a graph value. */
+export type Known =
+  | {
+    readonly kind: "const";
+    readonly tensor: HostTensor & { dtype: DType };
+    readonly i64: boolean;
+  }
+  | {
+    readonly kind: "value";
+    readonly name: string;
+    readonly type: ValueType;
+    readonly i64: boolean;
+  };
+
+/** What a converter can do. */
+export interface NodeContext {
+  /** The ONNX node. */
+  readonly node: NodeProto;
+  /** Label for messages. */
+  readonly label: string;
+  /** The model's opset version (old forms of an op are adapted by its converter). */
+  readonly opset: number;
+  /** Input `i`, or `undefined` when absent (optional inputs). */
+  input(i: number): Known | undefined;
+  /** Every present input. */
+  inputs(): Known[];
+  /** Emits a kiln op (folded when its inputs are constant). */
+  emit(op: string, inputs: readonly Known[], attrs?: Attrs, outputs?: number): Known[];
+}
+
+/**
+ * An input that decides shapes or attributes (Reshape's shape, Slice's bounds, axes, pads, …) is
+ * computed at run time. `OnnxModel` catches it and specialises the model on the values of its
+ * small inputs instead (one compile per distinct value set).
+ */
+export class NeedsValue extends KilnError {
+  /** The error for input `what` of the node `c` converts. */
+  constructor(c: NodeContext, what: string) {
+    super(`${c.label}: its ${what} input is computed at run time; kiln needs it constant`, {
+      code: "unsupported",
+      fix:
+        "run through OnnxModel (it specialises on such inputs' values), or export with fixed shapes so the importer can fold it",
+    });
+  }
+}
+
+/** Input `i` as a constant integer list (kiln needs it static). */
+export function constInts(c: NodeContext, i: number, what: string): number[] | undefined {
+  const k = c.input(i);
+  if (!k) return undefined;
+  if (k.kind !== "const") throw new NeedsValue(c, what);
+  return Array.from(k.tensor.data as ArrayLike<number>, Number);
+}
