@@ -5,8 +5,12 @@
  */
 import type { HostTensor } from "../jit/host_tensor.ts";
 
-/** Directory of the shared models. */
-export const MODELS_DIR: string = new URL("../../shared/models/", import.meta.url).pathname;
+/**
+ * Directory of the shared models: `../shared/models` beside the checkout, or `KILN_MODELS_DIR`
+ * (the GPU machine gets a copy carried in `.device/models/`).
+ */
+export const MODELS_DIR: string = Deno.env.get("KILN_MODELS_DIR") ??
+  new URL("../../shared/models/", import.meta.url).pathname;
 
 /** Names of the shared reference models. */
 export const MODEL_NAMES: readonly string[] = [

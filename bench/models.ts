@@ -1,0 +1,301 @@
+/**
+ * The models benchmark (`deno task bench:models`): every model of `../shared/models/` and
+ * `onnx/testdata/` on kiln (wasm, webgpu, auto) and ONNX Runtime Web (wasm with one thread per
+ * core, webgpu), each library and model in its own process. Each process reports its first run
+ * (load + compile + first result, kiln's kernel cache off) and the median and p90 of ≥ 20 runs
+ * after 3 warm-ups (fewer, and said so, where one run takes over a second), and checks the output
+ * against ONNX Runtime's recorded one. Results go to `bench/models-MACHINE.json`; `--report` turns
+ * every such file into `bench/REPORT-models.md` with a chart.
+ *
+ *   deno run -A bench/models.ts [--machine NAME] [--runners a,b] [--models a,b] [--out FILE]
+ *   deno run -A bench/models.ts --report
+ *
+ * @module
+ */
+import { spawnSync } from "node:child_process";
+import { availableParallelism, cpus } from "node:os";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { KilnError, OnnxModel, type TensorMap } from "../mod.ts";
+import { EXPORT_NAMES, exportedModel, MODEL_NAMES, referenceModel } from "../onnx/testdata.ts";
+import { median } from "./timed.ts";
+
+const HERE = new URL(".", import.meta.url).pathname;
+const RUNNERS = ["kiln-wasm", "kiln-webgpu", "kiln-auto", "ort-wasm", "ort-webgpu"] as const;
+type Runner = typeof RUNNERS[number];
+
+/** One model on one runner. */
+export interface ModelResult {
+  readonly model: string;
+  readonly runner: Runner;
+  /** Load, compile and first result, in ms. */
+  readonly firstMs?: number;
+  /** Median of the timed runs, in ms. */
+  readonly medianMs?: number;
+  /** 90th percentile of the timed runs, in ms. */
+  readonly p90Ms?: number;
+  /** Timed runs. */
+  readonly runs?: number;
+  /** Largest |output − ONNX Runtime's| over the largest |ONNX Runtime's|. */
+  readonly relError?: number;
+  /** Why it did not run. */
+  readonly error?: string;
+}
+
+/** A benchmark file: one machine's results. */
+interface Results {
+  readonly machine: string;
+  readonly cpu: string;
+  readonly cores: number;
+  readonly gpu?: string;
+  readonly date: string;
+  readonly results: ModelResult[];
+}
+
+/** The model, its inputs and ONNX Runtime's recorded output `y`. */
+async function load(name: string) {
+  if (MODEL_NAMES.includes(name)) {
+    const m = await referenceModel(name);
+    return { bytes: m.bytes, inputs: { x: m.x } as TensorMap, y: m.y };
+  }
+  const m = await exportedModel(name);
+  return { bytes: m.bytes, inputs: m.inputs as TensorMap, y: m.y };
+}
+
+/** A function that runs the model once and returns `y`. */
+type Run = () => Promise<ArrayLike<number>>;
+
+function kilnRunner(runner: Runner, bytes: Uint8Array, inputs: TensorMap): Run {
+  const model = OnnxModel.fromBytes(bytes);
+  const options = runner === "kiln-auto"
+    ? { cache: false as const }
+    : { backend: runner.slice(5), cache: false as const };
+  return async () => (await model.run(inputs, options)).y.data as Float32Array;
+}
+
+async function ortRunner(runner: Runner, bytes: Uint8Array, inputs: TensorMap): Promise<Run> {
+  // Deno resolves the package's "node" entry, which has no WebGPU: that is its own entry.
+  // deno-lint-ignore no-explicit-any
+  const ort: any = runner === "ort-webgpu"
+    ? await import("npm:onnxruntime-web@1.30.0/webgpu")
+    : await import("npm:onnxruntime-web@1.30.0");
+  // WebGPU's build spawns its wasm threads from blob URLs, which Deno cannot load: one thread
+  // there (its kernels run on the GPU).
+  ort.env.wasm.numThreads = runner === "ort-webgpu" ? 1 : navigator.hardwareConcurrency;
+  const session = await ort.InferenceSession.create(bytes, {
+    executionProviders: [runner === "ort-webgpu" ? "webgpu" : "wasm"],
+  });
+  const feeds = Object.fromEntries(
+    Object.entries(inputs).map((
+      [k, t],
+    ) => [k, new ort.Tensor(t.dtype === "i64" ? "int64" : "float32", t.data, t.shape)]),
+  );
+  return async () => (await session.run(feeds)).y.data as Float32Array;
+}
+
+/** Child mode: one model on one runner, the result as JSON on stdout. */
+async function one(name: string, runner: Runner, runs: number): Promise<ModelResult> {
+  const { bytes, inputs, y } = await load(name);
+  try {
+    const t0 = performance.now();
+    const run = runner.startsWith("kiln")
+      ? kilnRunner(runner, bytes, inputs)
+      : await ortRunner(runner, bytes, inputs);
+    const out = await run();
+    const firstMs = performance.now() - t0;
+    const scale = Math.max(...Array.from(y, Math.abs));
+    let err = 0;
+    for (let i = 0; i < y.length; i++) err = Math.max(err, Math.abs(Number(out[i]) - y[i]));
+    if (out.length !== y.length) err = Infinity;
+    for (let i = 0; i < 3; i++) await run();
+    const ms: number[] = [];
+    const budget = performance.now() + 20_000;
+    while (ms.length < runs && (ms.length < 5 || performance.now() < budget)) {
+      const s = performance.now();
+      await run();
+      ms.push(performance.now() - s);
+    }
+    const sorted = [...ms].sort((a, b) => a - b);
+    return {
+      model: name,
+      runner,
+      firstMs,
+      medianMs: median(ms),
+      p90Ms: sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.9))],
+      runs: ms.length,
+      relError: err / scale,
+    };
+  } catch (e) {
+    const message = e instanceof KilnError ? e.message.split("\n")[0] : String(e).split("\n")[0];
+    return { model: name, runner, error: message.slice(0, 200) };
+  }
+}
+
+/** The GPU adapter's description, if any. */
+async function gpuName(): Promise<string | undefined> {
+  const adapter = await navigator.gpu?.requestAdapter();
+  if (!adapter) return undefined;
+  const info = adapter.info;
+  return [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(" ");
+}
+
+async function measure(machine: string, runners: Runner[], models: string[], out: string) {
+  const results: ModelResult[] = [];
+  for (const model of models) {
+    for (const runner of runners) {
+      const child = spawnSync(
+        Deno.execPath(),
+        ["run", "-A", new URL(import.meta.url).pathname, "--one", model, "--runner", runner],
+        { encoding: "utf8", timeout: 300_000, env: { ...process.env, KILN_CACHE_DIR: "off" } },
+      );
+      const line = child.stdout?.split("\n").find((l) => l.startsWith("{"));
+      const r: ModelResult = line ? JSON.parse(line) : {
+        model,
+        runner,
+        error: `process ended without a result (${child.signal ?? child.status})`,
+      };
+      results.push(r);
+      console.log(
+        `${model.padEnd(20)} ${runner.padEnd(12)} ${
+          r.error ??
+            `first ${r.firstMs!.toFixed(1)} ms, median ${
+              r.medianMs!.toFixed(3)
+            } ms (${r.runs} runs), err ${r.relError!.toExponential(1)}`
+        }`,
+      );
+    }
+  }
+  const file: Results = {
+    machine,
+    cpu: cpus()[0]?.model ?? "unknown",
+    cores: availableParallelism(),
+    gpu: await gpuName(),
+    date: new Date().toISOString().slice(0, 10),
+    results,
+  };
+  writeFileSync(out, JSON.stringify(file, null, 1) + "\n");
+}
+
+const fmt = (ms: number | undefined) =>
+  ms === undefined ? "—" : ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2);
+
+/** The report of every `bench/models-*.json`. */
+function report(): string {
+  const files = readdirSync(HERE).filter((f) => /^models-.+\.json$/.test(f)).sort();
+  const all: Results[] = files.map((f) => JSON.parse(readFileSync(`${HERE}${f}`, "utf8")));
+  const lines = [
+    "# Real models: kiln against ONNX Runtime Web",
+    "",
+    "`deno task bench:models` (`bench/models.ts`): each model and library in its own process,",
+    "first run = load + compile + first result (kiln's kernel cache off), then the median of ≥ 20",
+    "runs after 3 warm-ups, result back on the host; outputs checked against ONNX Runtime's",
+    "recorded output (relative to its largest magnitude). ORT-web wasm uses one thread per core.",
+    "Ratios are kiln ÷ ORT-web (below 1: kiln faster).",
+    "",
+  ];
+  const svg: string[] = [];
+  for (const r of all) {
+    lines.push(
+      `## ${r.machine}: ${r.cores} cores (${r.cpu})${r.gpu ? `, GPU: ${r.gpu}` : ""}, ${r.date}`,
+      "",
+      "| model | kiln wasm | kiln webgpu | kiln auto | ORT wasm | ORT webgpu | wasm ÷ ORT wasm | auto ÷ best kiln | webgpu ÷ ORT webgpu | first run kiln wasm / ORT wasm | max rel. error (kiln) |",
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    );
+    const models = [...new Set(r.results.map((x) => x.model))];
+    for (const m of models) {
+      const get = (runner: Runner) => r.results.find((x) => x.model === m && x.runner === runner);
+      const med = (runner: Runner) => get(runner)?.medianMs;
+      const cell = (runner: Runner) => {
+        const x = get(runner);
+        return x?.error ? `✗ ${x.error.slice(0, 60).replaceAll("|", "/")}` : fmt(x?.medianMs);
+      };
+      const ratio = (a?: number, b?: number) => (a && b ? (a / b).toFixed(2) : "—");
+      const bestKiln = Math.min(
+        ...[med("kiln-wasm"), med("kiln-webgpu")].filter((v): v is number => v !== undefined),
+      );
+      const errs = (["kiln-wasm", "kiln-webgpu", "kiln-auto"] as Runner[]).map((k) =>
+        get(k)?.relError
+      )
+        .filter((v): v is number => v !== undefined);
+      lines.push(
+        `| ${m} | ${cell("kiln-wasm")} | ${cell("kiln-webgpu")} | ${cell("kiln-auto")} | ${
+          cell("ort-wasm")
+        } | ${cell("ort-webgpu")} | ${ratio(med("kiln-wasm"), med("ort-wasm"))} | ${
+          ratio(med("kiln-auto"), Number.isFinite(bestKiln) ? bestKiln : undefined)
+        } | ${ratio(med("kiln-webgpu"), med("ort-webgpu"))} | ${fmt(get("kiln-wasm")?.firstMs)} / ${
+          fmt(get("ort-wasm")?.firstMs)
+        } | ${errs.length ? Math.max(...errs).toExponential(1) : "—"} |`,
+      );
+    }
+    lines.push("", "Times in ms (median). ✗: did not run, with the reason.", "");
+    svg.push(chart(r));
+  }
+  writeFileSync(`${HERE}report-models.svg`, svgDoc(svg));
+  lines.push("![kiln wasm ÷ ORT-web wasm per model and machine](report-models.svg)", "");
+  return lines.join("\n");
+}
+
+/** Bars of kiln wasm ÷ ORT wasm per model for one machine (log scale around 1). */
+function chart(r: Results): string {
+  const models = [...new Set(r.results.map((x) => x.model))];
+  const rows = models.map((m) => {
+    const k = r.results.find((x) => x.model === m && x.runner === "kiln-wasm")?.medianMs;
+    const o = r.results.find((x) => x.model === m && x.runner === "ort-wasm")?.medianMs;
+    return { m, ratio: k && o ? k / o : undefined };
+  });
+  const parts = [
+    `<text x="0" y="14" font-weight="bold">${r.machine} (${r.cores} cores): kiln wasm ÷ ORT-web wasm</text>`,
+  ];
+  rows.forEach(({ m, ratio }, i) => {
+    const y = 24 + i * 18;
+    parts.push(`<text x="0" y="${y + 12}">${m}</text>`);
+    if (ratio === undefined) return;
+    const w = Math.max(1, 120 + 60 * Math.log2(ratio));
+    parts.push(
+      `<rect x="170" y="${y}" width="${w}" height="14" fill="${ratio <= 1 ? "#3a7" : "#c54"}"/>`,
+      `<text x="${175 + w}" y="${y + 12}">${ratio.toFixed(2)}</text>`,
+    );
+  });
+  parts.push(`<line x1="290" y1="20" x2="290" y2="${24 + rows.length * 18}" stroke="#000"/>`);
+  return `<g>${parts.join("")}</g>`;
+}
+
+function svgDoc(groups: string[]): string {
+  const h = groups.length * 170;
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="520" height="${h}" font-family="sans-serif" font-size="12">${
+    groups.map((g, i) => `<g transform="translate(10, ${10 + i * 170})">${g}</g>`).join("")
+  }</svg>\n`;
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      one: { type: "string" },
+      runner: { type: "string" },
+      runs: { type: "string", default: "20" },
+      machine: { type: "string", default: `${availableParallelism()}-core` },
+      runners: { type: "string", default: RUNNERS.join(",") },
+      models: { type: "string", default: [...MODEL_NAMES, ...EXPORT_NAMES].join(",") },
+      out: { type: "string" },
+      report: { type: "boolean", default: false },
+    },
+  });
+  if (values.one) {
+    console.log(
+      JSON.stringify(await one(values.one, values.runner as Runner, Number(values.runs))),
+    );
+    Deno.exit(0);
+  } else if (values.report) {
+    writeFileSync(`${HERE}REPORT-models.md`, report());
+  } else {
+    const out = values.out ?? `${HERE}models-${values.machine}.json`;
+    await measure(
+      values.machine,
+      values.runners.split(",") as Runner[],
+      values.models.split(","),
+      out,
+    );
+    if (existsSync(out)) writeFileSync(`${HERE}REPORT-models.md`, report());
+  }
+}

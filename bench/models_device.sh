@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Packs .device/ for the models benchmark on the GPU machine (bench/models.ts): the shared
+# prepare.sh, then the Deno cache again without what the benchmark never loads (ONNX Runtime
+# Web's source maps and its jsep/jspi/webgl/"all" builds, binaryen's command-line tools), which
+# keeps the carried tree under the device's 64 MiB. On the device:
+#   source .device/env.sh && KILN_MODELS_DIR=.device/models/ deno run -A bench/models.ts \
+#     --machine NAME --out $OUT/models-NAME.json
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+bash ../shared/device/prepare.sh bench/models.ts mod.ts
+cache=$(mktemp -d)
+DENO_DIR="$cache" deno cache --quiet bench/models.ts mod.ts
+ort=$(find "$cache" -type d -path '*onnxruntime-web/*/dist' | head -1)
+find "$ort" -type f \( -name '*.map' -o -name '*jsep*' -o -name '*jspi*' -o -name '*webgl*' \
+  -o -name 'ort.all*' -o -name 'ort.js' -o -name 'ort.mjs' -o -name 'ort.min.*' -o -name 'ort.wasm.*' \
+  -o -name 'ort.webgpu.js' -o -name 'ort.webgpu.mjs' -o -name 'ort.webgpu.min.*' -o -name 'ort.bundle*' \
+  -o -name 'ort.node.min.js' \) -delete
+tar -C "$cache" --exclude='binaryen/*/bin' -cf - . | xz -T0 -6 > .device/deno_dir.tar.xz
+rm -rf "$cache"
+du -sh .device | cut -f1 | xargs echo ".device/ for the models benchmark, size:"
+# ../shared does not travel: the models go along in .device (KILN_MODELS_DIR=.device/models/).
+rm -rf .device/models && cp -r ../shared/models .device/models
+du -sh .device | cut -f1 | xargs echo ".device/ with the models, size:"
