@@ -15,7 +15,16 @@ import { defaultKernelCache, type KernelCache } from "./kernel_cache.ts";
 import { legalize } from "./legalize.ts";
 import { planMemory } from "./memory_plan.ts";
 import { hostProgram } from "./program.ts";
-import { type Policy, schedule, UNKNOWN_RATES, usableBackends } from "./schedule.ts";
+import { storedVerdict, storeVerdict, trial, TRIAL_RATIO, trialKey } from "./placement_trial.ts";
+import {
+  canRun,
+  memorySpace,
+  type Policy,
+  type Schedule,
+  schedule,
+  UNKNOWN_RATES,
+  usableBackends,
+} from "./schedule.ts";
 import { count } from "./counters.ts";
 import { planBuckets } from "./buckets.ts";
 
@@ -137,71 +146,105 @@ export async function compile(graph: Graph, options: CompileOptions = {}): Promi
   // a backend that fails to prepare is left out by its profile, not by an exception here.
   if (!named) await Promise.all(candidates.map((b) => b.prepare().catch(() => {})));
   const usable = usableBackends(fusion.kernels, candidates, policy);
-  const placed = schedule({
-    kernels: fusion.kernels,
-    backends: usable,
-    policy,
-    hostValues,
-    outputs: new Set(legal.outputs.map((o) => o.value)),
-    rates: await ratesOf(usable, policy),
-  });
   const byId = new Map(candidates.map((b) => [b.id, b]));
-  await Promise.all([...new Set(placed.placement)].map((id) => byId.get(id)!.prepare()));
   const cache = options.cache === false ? undefined : options.cache ?? defaultKernelCache();
-  const sources = { memory: 0, disk: 0, generated: 0 };
-  const artifacts = await Promise.all(fusion.kernels.map(async (k, i) => {
-    const backend = byId.get(placed.placement[i])!;
-    const { artifact, source } = cache
-      ? await cache.artifact(k, backend)
-      : { artifact: await backend.codegen!.generate(k), source: "generated" as const };
-    sources[source]++;
-    return artifact;
-  }));
   const memory = planMemory(fusion.kernels, external);
   const buckets = options.buckets?.length
     ? planBuckets(legal, fusion.kernels, options.buckets)
     : undefined;
-  // A plan wholly on a backend that assembles programs (a GPU) becomes one program there;
-  // otherwise kernels run one by one over host buffers.
-  const only = new Set(placed.placement).size === 1 ? byId.get(placed.placement[0]) : undefined;
-  const program: Program = only?.codegen?.assemble
-    ? await only.codegen.assemble({
-      graph: legal,
+
+  /** The executable of one placement of the kernels. */
+  const build = async (placed: Schedule): Promise<Executable> => {
+    await Promise.all([...new Set(placed.placement)].map((id) => byId.get(id)!.prepare()));
+    const sources = { memory: 0, disk: 0, generated: 0 };
+    const artifacts = await Promise.all(fusion.kernels.map(async (k, i) => {
+      const backend = byId.get(placed.placement[i])!;
+      const { artifact, source } = cache
+        ? await cache.artifact(k, backend)
+        : { artifact: await backend.codegen!.generate(k), source: "generated" as const };
+      sources[source]++;
+      return artifact;
+    }));
+    // A plan wholly on a backend that assembles programs (a GPU) becomes one program there;
+    // otherwise kernels run one by one over host buffers.
+    const only = new Set(placed.placement).size === 1 ? byId.get(placed.placement[0]) : undefined;
+    const program: Program = only?.codegen?.assemble
+      ? await only.codegen.assemble({
+        graph: legal,
+        kernels: fusion.kernels,
+        artifacts,
+        constants: fusion.constants,
+        partial: buckets?.partial,
+      })
+      : hostProgram({
+        graph: legal,
+        kernels: fusion.kernels,
+        prepared: await Promise.all(
+          fusion.kernels.map((k, i) =>
+            byId.get(placed.placement[i])!.codegen!.load(k, artifacts[i])
+          ),
+        ),
+        constants: fusion.constants,
+        memory,
+        partial: buckets?.partial,
+      });
+    const main = byId.get(placed.placement[0] ?? candidates[0].id) ?? candidates[0];
+    const plan: PlanInfo = {
+      backend: main.id,
       kernels: fusion.kernels,
-      artifacts,
-      constants: fusion.constants,
-      partial: buckets?.partial,
-    })
-    : hostProgram({
-      graph: legal,
-      kernels: fusion.kernels,
-      prepared: await Promise.all(
-        fusion.kernels.map((k, i) => byId.get(placed.placement[i])!.codegen!.load(k, artifacts[i])),
-      ),
-      constants: fusion.constants,
+      log: fusion.log,
       memory,
-      partial: buckets?.partial,
+      sources,
+      schedule: placed,
+    };
+    return new Executable({
+      graph,
+      backend: main,
+      program,
+      compileMs: performance.now() - start,
+      plan,
+      state: options.state,
+      buckets,
     });
-  const main = byId.get(placed.placement[0] ?? candidates[0].id) ?? candidates[0];
-  const plan: PlanInfo = {
-    backend: main.id,
-    kernels: fusion.kernels,
-    log: fusion.log,
-    memory,
-    sources,
-    schedule: placed,
   };
+
+  const rates = await ratesOf(usable, policy);
+  const request = {
+    kernels: fusion.kernels,
+    hostValues,
+    outputs: new Set(legal.outputs.map((o) => o.value)),
+  };
+  const placed = schedule({ ...request, backends: usable, policy, rates });
+  // A device plan whose all-host alternative is estimated within TRIAL_RATIO is timed against
+  // it once per graph and machine: small programs are where estimates are least reliable.
+  const host = policy.kind === "auto" && !options.state && !buckets &&
+      placed.placement.some((id) => memorySpace(byId.get(id)!) !== "host")
+    ? usable.findIndex((b) =>
+      memorySpace(b) === "host" && b.kind !== "cpu" && fusion.kernels.every((k) => canRun(b, k))
+    )
+    : -1;
+  const onHost = host < 0 ? undefined : schedule({
+    ...request,
+    backends: [usable[host]],
+    policy: { kind: "named", backend: usable[host].id },
+    rates: [rates[host]],
+  });
+  let exe: Executable;
+  if (onHost && onHost.totalMs <= TRIAL_RATIO * placed.totalMs) {
+    const key = trialKey(legal, usable);
+    const stored = await storedVerdict(key);
+    if (stored) exe = await build(stored === "host" ? onHost : placed);
+    else {
+      const [device, alternative] = [await build(placed), await build(onHost)];
+      const record = await trial(device, alternative, legal);
+      if (record) await storeVerdict(key, record);
+      exe = record?.verdict === "host" ? alternative : device;
+      (exe === device ? alternative : device).dispose();
+    }
+  } else exe = await build(placed);
   count("kiln_compiles_total");
   count("kiln_compile_ms_total", performance.now() - start);
-  return new Executable({
-    graph,
-    backend: main,
-    program,
-    compileMs: performance.now() - start,
-    plan,
-    state: options.state,
-    buckets,
-  });
+  return exe;
 }
 
 function policyOf(kind: Policy["kind"]): Policy {

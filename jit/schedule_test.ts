@@ -1,12 +1,29 @@
 import assert from "node:assert/strict";
 import { BackendRegistry, compile, ReferenceBackend } from "../mod.ts";
-import type { DeviceProfile } from "./backend.ts";
+import type { DeviceProfile, KernelCodegen } from "./backend.ts";
 import { type BackendRates, setBackendRates } from "./cost_model.ts";
 import { explain } from "./explain.ts";
 import { GraphBuilder } from "./graph_builder.ts";
 import { KilnError } from "./errors.ts";
 import { uniform } from "./random.ts";
 import { assertClose, numbers } from "./testing.ts";
+
+/** `codegen` whose kernels each take `ms` longer (a slow device, measured by placement trials). */
+function delayed(codegen: KernelCodegen, ms: number): KernelCodegen {
+  return {
+    format: codegen.format,
+    generate: (k) => codegen.generate(k),
+    load: async (k, artifact) => {
+      const kernel = await codegen.load(k, artifact);
+      return {
+        run: async (inputs, into, active) => {
+          await new Promise((resolve) => setTimeout(resolve, ms));
+          return kernel.run(inputs, into, active);
+        },
+      };
+    },
+  };
+}
 
 /** A "GPU" that runs the reference kernels but is costed like a discrete GPU under Deno. */
 class FakeGpu extends ReferenceBackend {
@@ -17,9 +34,18 @@ class FakeGpu extends ReferenceBackend {
   }
 }
 
+/** A SIMD CPU costed slower than the GPU for large work, and measured so too (10 ms a kernel). */
 class FakeSimd extends ReferenceBackend {
   override readonly id = "fake-simd";
   override readonly kind = "cpu-simd";
+  override readonly codegen: KernelCodegen = delayed(new ReferenceBackend().codegen!, 10);
+}
+
+/** A GPU whose estimate wins but whose runs pay a real 25 ms per kernel (a slow readback). */
+class SlowSyncGpu extends ReferenceBackend {
+  override readonly id = "sync-gpu";
+  override readonly kind = "gpu";
+  override readonly codegen: KernelCodegen = delayed(new ReferenceBackend().codegen!, 25);
 }
 
 const cpu: BackendRates = {
@@ -170,7 +196,8 @@ Deno.test("a value copied to the device once is mirrored there, not copied again
   const w = b.input("w", [512, 512]);
   const h = b.op("Gather", [b.op("MatMul", [x, w]), b.constant(new Int32Array([0, 1]))]);
   b.output("y", b.op("MatMul", [h, w]));
-  const exe = await compile(b.build(), { registry, cache: false });
+  // The estimate's own plan (auto would time it against the all-host plan).
+  const exe = await compile(b.build(), { registry, cache: false, policy: "min-cost" });
   const copies = exe.plan!.schedule.transfers.filter((t) => t.to === "fake-gpu");
   const wValue = exe.graph.inputs[1].value;
   assert.equal(
@@ -205,4 +232,22 @@ Deno.test("no policy but naming it places work on a software GPU, however fast i
   assert.ok(!gpuKind.plan!.schedule.placement.includes("soft-gpu"));
   const named = await compile(matmuls(64), { registry, backend: "soft-gpu", cache: false });
   assert.ok(named.plan!.schedule.placement.every((id) => id === "soft-gpu"));
+});
+
+Deno.test("auto times a device plan against the all-host plan when estimates are close", async () => {
+  const registry = new BackendRegistry().register(new SlowSyncGpu()).register(new FakeSimd());
+  setBackendRates("reference", { ...cpu, flopsPerMs: 1, bytesPerMs: 1 });
+  // Estimated: the GPU finishes sooner than the host...
+  setBackendRates("sync-gpu", { ...gpu, syncMs: 0.1 });
+  setBackendRates("fake-simd", { ...cpu, flopsPerMs: 1e6 });
+  // ...but each of its kernels waits 25 ms, the host's 10 ms: the host wins when timed, once
+  // the estimate is within the trial ratio.
+  const b = new GraphBuilder();
+  b.output("y", b.op("Exp", [b.op("MatMul", [b.input("a", [64, 64]), b.input("w", [64, 64])])]));
+  const exe = await compile(b.build(), { registry, cache: false });
+  assert.deepEqual(exe.plan!.schedule.placement, ["fake-simd"]);
+  setBackendRates("fake-simd", { ...cpu, flopsPerMs: 1 });
+  const far = await compile(b.build(), { registry, cache: false });
+  assert.deepEqual(far.plan!.schedule.placement, ["sync-gpu"], "beyond the ratio, no trial");
+  for (const id of ["reference", "sync-gpu", "fake-simd"]) setBackendRates(id, undefined);
 });

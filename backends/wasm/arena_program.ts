@@ -64,6 +64,13 @@ export interface ArenaPlan {
 const THREADED_WORK = 1 << 18;
 
 /**
+ * Element-operations each thread of a split kernel gets at least: a kernel takes as many threads
+ * as its work fills, not every thread there is (waking fifteen workers for a kernel two could
+ * finish cost more than it saved on a 16-core machine).
+ */
+const PART_WORK = 1 << 17;
+
+/**
  * Element-operations of a kernel's first call in a run; each further call takes twice the rows
  * of the one before. A fresh module runs in V8's baseline tier until its optimized code is
  * ready, and a running call never switches tiers: one call would run a first 4096² matmul ten
@@ -192,7 +199,11 @@ export function arenaProgram(plan: ArenaPlan): Program {
     // A matmul call streams all of B's panels: its calls start at 11 tiles (66 rows) to
     // amortize that.
     const least = contracts(k) ? 11 : 1;
-    return { unit, chunk: tile * Math.max(least, Math.floor(CHUNK_WORK / (work * tile))) };
+    return {
+      unit,
+      chunk: tile * Math.max(least, Math.floor(CHUNK_WORK / (work * tile))),
+      parts: Math.max(1, Math.floor(workOf(k) / PART_WORK)),
+    };
   });
   // On this thread alone: split between the threads (worker primed) it measured no faster —
   // W5's 1.6 MB of weights 0.13 -> 0.11 ms, while W2-512 ran 3.57 -> 3.85 ms in all.

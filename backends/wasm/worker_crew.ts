@@ -60,6 +60,19 @@ export interface WorkerThreads {
   readonly MessageChannel: ChannelClass;
 }
 
+/**
+ * How a kernel's rows split: parts of multiples of `unit` rows, each run in calls of `chunk`
+ * rows (doubling), over at most `parts` threads (the caller's included).
+ */
+export interface Split {
+  /** Rows a part is a multiple of. */
+  readonly unit: number;
+  /** Rows of a part's first call. */
+  readonly chunk: number;
+  /** Most threads the kernel's work is worth (default: every ready one). */
+  readonly parts?: number;
+}
+
 /** A pool's threads and where they come from. */
 export interface PoolOptions extends WorkerThreads {
   /** Threads in all, the caller included (≥ 2). */
@@ -215,13 +228,13 @@ export class WorkerPool {
     program: number,
     kernel: number,
     rows: number,
-    { unit, chunk }: { unit: number; chunk: number },
+    { unit, chunk, parts: most }: Split,
     call: (start: number, end: number) => void,
   ): void {
     const c = this.#control;
     const alone = !this.#workers.length, began = alone ? performance.now() : 0;
     if (alone) this.#spawnSoon();
-    const parts = 1 + this.ready();
+    const parts = Math.min(1 + this.ready(), most ?? Infinity);
     if (parts > 1) {
       Atomics.store(c, PROGRAM, program);
       Atomics.store(c, KERNEL, kernel);
@@ -318,7 +331,7 @@ export class Crew {
   run(
     kernel: number,
     rows: number,
-    split: { unit: number; chunk: number },
+    split: Split,
     call: (start: number, end: number) => void,
   ): void {
     this.#pool.run(this.#id, kernel, rows, split, call);
