@@ -15,7 +15,14 @@ import { defaultKernelCache, type KernelCache } from "./kernel_cache.ts";
 import { legalize } from "./legalize.ts";
 import { planMemory } from "./memory_plan.ts";
 import { hostProgram } from "./program.ts";
-import { storedVerdict, storeVerdict, trial, TRIAL_RATIO, trialKey } from "./placement_trial.ts";
+import {
+  storedVerdict,
+  storeVerdict,
+  trial,
+  TRIAL_RATIO,
+  trialKey,
+  type Verdict,
+} from "./placement_trial.ts";
 import {
   canRun,
   memorySpace,
@@ -215,31 +222,39 @@ export async function compile(graph: Graph, options: CompileOptions = {}): Promi
     outputs: new Set(legal.outputs.map((o) => o.value)),
   };
   const placed = schedule({ ...request, backends: usable, policy, rates });
-  // A device plan whose all-host alternative is estimated within TRIAL_RATIO is timed against
-  // it once per graph and machine: small programs are where estimates are least reliable.
-  const host = policy.kind === "auto" && !options.state && !buckets &&
-      placed.placement.some((id) => memorySpace(byId.get(id)!) !== "host")
-    ? usable.findIndex((b) =>
-      memorySpace(b) === "host" && b.kind !== "cpu" && fusion.kernels.every((k) => canRun(b, k))
-    )
-    : -1;
-  const onHost = host < 0 ? undefined : schedule({
-    ...request,
-    backends: [usable[host]],
-    policy: { kind: "named", backend: usable[host].id },
-    rates: [rates[host]],
-  });
+  // A plan that uses a device is timed against its single-backend alternatives (all on the
+  // host's SIMD backend, all on that device) when their estimates are within TRIAL_RATIO, once
+  // per graph and machine: small programs are where estimates are least reliable.
+  const plans = new Map<Verdict, Schedule>([["plan", placed]]);
+  const device = placed.placement.map((id) => byId.get(id)!).find((b) => memorySpace(b) !== "host");
+  if (policy.kind === "auto" && !options.state && !buckets && device) {
+    const alone = (b: Backend | undefined, verdict: Verdict) => {
+      const at = b ? usable.indexOf(b) : -1;
+      if (at < 0 || !fusion.kernels.every((k) => canRun(b!, k))) return;
+      if (placed.placement.every((id) => id === b!.id)) return;
+      const only = schedule({
+        ...request,
+        backends: [b!],
+        policy: { kind: "named", backend: b!.id },
+        rates: [rates[at]],
+      });
+      if (only.totalMs <= TRIAL_RATIO * placed.totalMs) plans.set(verdict, only);
+    };
+    alone(usable.find((b) => memorySpace(b) === "host" && b.kind !== "cpu"), "host");
+    alone(device, "device");
+  }
   let exe: Executable;
-  if (onHost && onHost.totalMs <= TRIAL_RATIO * placed.totalMs) {
+  if (plans.size > 1) {
     const key = trialKey(legal, usable);
     const stored = await storedVerdict(key);
-    if (stored) exe = await build(stored === "host" ? onHost : placed);
+    if (stored && plans.has(stored)) exe = await build(plans.get(stored)!);
     else {
-      const [device, alternative] = [await build(placed), await build(onHost)];
-      const record = await trial(device, alternative, legal);
+      const built = new Map<Verdict, Executable>();
+      for (const [v, p] of plans) built.set(v, await build(p));
+      const record = await trial(built, legal);
       if (record) await storeVerdict(key, record);
-      exe = record?.verdict === "host" ? alternative : device;
-      (exe === device ? alternative : device).dispose();
+      exe = built.get(record?.verdict ?? "plan")!;
+      for (const other of built.values()) if (other !== exe) other.dispose();
     }
   } else exe = await build(placed);
   count("kiln_compiles_total");

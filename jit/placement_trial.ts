@@ -1,7 +1,8 @@
 /**
- * Measured placement. The cost model's estimate places a program, but where a device plan and an
- * all-host plan are within {@linkcode TRIAL_RATIO} of each other in estimated time, `compile`
- * builds both and times them on zero-filled inputs (the way autotuners do), keeps the faster, and
+ * Measured placement. The cost model's estimate places a program, but where the alternatives to
+ * a plan that uses a device (everything on the host's SIMD backend, or everything on that device)
+ * are within {@linkcode TRIAL_RATIO} of it in estimated time, `compile` builds them all and times
+ * them on zero-filled inputs (the way autotuners do), keeps the faster, and
  * stores the verdict beside the kernel cache keyed by graph and machine, so later compiles on
  * the same machine take it without timing. (On the H200, auto put mlp and lenet on the GPU, 12 ms
  * a run, one awaited readback, against 1.3–3.5 ms on wasm: estimates from micro-calibration miss
@@ -21,8 +22,13 @@ import { sizeOf } from "./shape.ts";
 /** Plans whose estimates differ by less than this factor are timed, not trusted. */
 export const TRIAL_RATIO = 20;
 
-/** Which plan won a trial. */
-export type Verdict = "device" | "host";
+/**
+ * Which plan won a trial: the estimate's own (`plan`, which may mix backends), everything on the
+ * host's SIMD backend (`host`), or everything on the device the plan uses (`device`).
+ */
+export type Verdict = "plan" | "host" | "device";
+
+const VERDICTS: readonly Verdict[] = ["plan", "host", "device"];
 
 /** The key of a trial: the graph and every backend's identity and device profile. */
 export function trialKey(graph: Graph, backends: readonly Backend[]): string {
@@ -42,7 +48,7 @@ export async function storedVerdict(key: string): Promise<Verdict | undefined> {
   try {
     const { readFile } = await import("node:fs/promises");
     const v = JSON.parse(await readFile(path, "utf8")).verdict;
-    return v === "device" || v === "host" ? v : undefined;
+    return VERDICTS.includes(v) ? v : undefined;
   } catch {
     return undefined;
   }
@@ -61,12 +67,10 @@ export async function storeVerdict(key: string, record: TrialRecord): Promise<vo
 
 /** What a trial measured. */
 export interface TrialRecord {
-  /** The faster plan. */
+  /** The fastest plan. */
   readonly verdict: Verdict;
-  /** Median milliseconds of the device plan's runs. */
-  readonly deviceMs: number;
-  /** Median milliseconds of the all-host plan's runs. */
-  readonly hostMs: number;
+  /** Median milliseconds of each timed plan's runs. */
+  readonly ms: Partial<Record<Verdict, number>>;
 }
 
 /** Zero-filled data for every input of `graph` (indices 0 are always in range). */
@@ -79,28 +83,29 @@ function zeros(graph: Graph): Record<string, HostTensor> {
 }
 
 /**
- * Times both executables (one warm-up, then three runs each, alternating) and returns the
- * record; `undefined` when either fails to run (the estimate stands then).
+ * Times the executables (one warm-up, then three runs each, taking turns) and returns the
+ * record; `undefined` when one fails to run (the estimate stands then).
  */
 export async function trial(
-  device: Executable,
-  host: Executable,
+  plans: ReadonlyMap<Verdict, Executable>,
   graph: Graph,
 ): Promise<TrialRecord | undefined> {
   const feeds = zeros(graph);
-  const times: [number[], number[]] = [[], []];
+  const times = new Map([...plans.keys()].map((v) => [v, [] as number[]]));
   try {
     for (let rep = 0; rep < 4; rep++) {
-      for (const [i, exe] of [device, host].entries()) {
+      for (const [v, exe] of plans) {
         const t0 = performance.now();
         await exe.run(feeds);
-        if (rep > 0) times[i].push(performance.now() - t0);
+        if (rep > 0) times.get(v)!.push(performance.now() - t0);
       }
     }
   } catch {
     return undefined;
   }
-  const median = (xs: number[]) => xs.sort((a, b) => a - b)[xs.length >> 1];
-  const deviceMs = median(times[0]), hostMs = median(times[1]);
-  return { verdict: hostMs <= deviceMs ? "host" : "device", deviceMs, hostMs };
+  const ms = Object.fromEntries(
+    [...times].map(([v, xs]) => [v, xs.sort((a, b) => a - b)[xs.length >> 1]]),
+  ) as Record<Verdict, number>;
+  const verdict = [...plans.keys()].reduce((a, b) => (ms[b] < ms[a] ? b : a));
+  return { verdict, ms };
 }

@@ -61,14 +61,14 @@ export interface ArenaPlan {
 }
 
 /** Element-operations below which a kernel runs on the calling thread alone (hand-off costs ~20 µs). */
-const THREADED_WORK = 1 << 18;
+const THREADED_WORK = 1 << 21;
 
 /**
  * Element-operations each thread of a split kernel gets at least: a kernel takes as many threads
  * as its work fills, not every thread there is (waking fifteen workers for a kernel two could
  * finish cost more than it saved on a 16-core machine).
  */
-const PART_WORK = 1 << 17;
+const PART_WORK = 1 << 20;
 
 /**
  * Element-operations of a kernel's first call in a run; each further call takes twice the rows
@@ -100,6 +100,51 @@ export const FAULT_BYTES = 16;
 const PAGE = 65536;
 /** 4 GiB: what a 32-bit WebAssembly memory can address. */
 const MAX_PAGES = 65536;
+
+/**
+ * Whether a program's runs use its worker threads, decided by timing: after
+ * {@linkcode ThreadTuner.WARM} runs, runs alternate between threaded and single-threaded until
+ * each way has {@linkcode ThreadTuner.SAMPLES} timings, then the faster way (by its fastest run)
+ * stays.
+ * Hand-off costs are the machine's, not the kernel's: on a 2-core machine lenet ran 0.50 ms on
+ * one thread and 1.01 ms on two; on 16 cores the threaded runs of small models were worse still.
+ */
+export class ThreadTuner {
+  /** Runs before timing starts (code tiers up, workers spawn). */
+  static readonly WARM = 8;
+  /** Timings per way. */
+  static readonly SAMPLES = 5;
+  #runs = 0;
+  #times: [number[], number[]] = [[], []];
+  #choice?: boolean;
+
+  /** Whether the next run should use the threads. */
+  next(): boolean {
+    if (this.#choice !== undefined) return this.#choice;
+    return this.#runs < ThreadTuner.WARM || (this.#runs - ThreadTuner.WARM) % 2 === 0;
+  }
+
+  /**
+   * Records a run that took `ms` with threads or without; `ready` says whether the workers were
+   * up (until they are, a threaded run is a single-threaded one and times nothing).
+   */
+  record(threads: boolean, ms: number, ready: boolean): void {
+    if (this.#choice !== undefined || !ready) return;
+    if (this.#runs++ < ThreadTuner.WARM) return;
+    const times = this.#times[threads ? 1 : 0];
+    times.push(ms);
+    const [alone, threaded] = this.#times;
+    if (alone.length >= ThreadTuner.SAMPLES && threaded.length >= ThreadTuner.SAMPLES) {
+      // The fastest of each: interference only ever adds time.
+      this.#choice = Math.min(...threaded) < Math.min(...alone);
+    }
+  }
+
+  /** The decision, once made. */
+  get choice(): boolean | undefined {
+    return this.#choice;
+  }
+}
 
 /** Builds the program for `plan`. */
 export function arenaProgram(plan: ArenaPlan): Program {
@@ -219,9 +264,12 @@ export function arenaProgram(plan: ArenaPlan): Program {
       new Uint8Array(words.buffer, words.byteOffset, words.byteLength),
     );
   };
+  const tuner = crew ? new ThreadTuner() : undefined;
   return {
     run(args, outputs, active) {
-      crew?.prime();
+      const threads = tuner?.next() ?? false;
+      if (threads) crew!.prime();
+      const began = performance.now();
       plan.bindings.forEach((b, i) => {
         write(b.value, args[i].data, args[i].dtype);
         if (b.resident) written.set(b.value, args[i].data);
@@ -243,9 +291,10 @@ export function arenaProgram(plan: ArenaPlan): Program {
             runs[i](...addresses[i], scratch, s, Math.min(end, s + n), packedAt[i]);
           }
         };
-        if (crew && threaded[i]) crew.run(i, rows, split[i], call);
+        if (threads && threaded[i]) crew!.run(i, rows, split[i], call);
         else call(0, rows);
       });
+      tuner?.record(threads, performance.now() - began, crew!.ready() > 0);
       const fault = new Int32Array(memory.buffer, 0, 3);
       if (fault[0] !== 0) {
         const error = gatherOutOfRange(fault[1], fault[2]);

@@ -1,3 +1,4 @@
+import { ThreadTuner } from "./arena_program.ts";
 import assert from "node:assert/strict";
 import { MessageChannel, Worker } from "node:worker_threads";
 import { partOf, WorkerPool, type WorkerThreads } from "./worker_crew.ts";
@@ -171,4 +172,26 @@ Deno.test("start spawns the workers before any run", async () => {
   } finally {
     pool.close();
   }
+});
+
+Deno.test("the thread tuner alternates after warming up and keeps the faster way", () => {
+  const tuner = new ThreadTuner();
+  // Nothing counts until the workers are up.
+  for (let i = 0; i < 20; i++) tuner.record(tuner.next(), 1, false);
+  assert.equal(tuner.choice, undefined);
+  const ways: boolean[] = [];
+  while (tuner.choice === undefined) {
+    const threads = tuner.next();
+    ways.push(threads);
+    tuner.record(threads, threads ? 3 : 1, true);
+  }
+  assert.ok(ways.slice(ThreadTuner.WARM).includes(false), "single-threaded runs were timed");
+  assert.equal(tuner.choice, false);
+  assert.equal(tuner.next(), false);
+  const fast = new ThreadTuner();
+  while (fast.choice === undefined) {
+    const threads = fast.next();
+    fast.record(threads, threads ? 1 : 3, true);
+  }
+  assert.equal(fast.next(), true);
 });
