@@ -61,14 +61,14 @@ export interface ArenaPlan {
 }
 
 /** Element-operations below which a kernel runs on the calling thread alone (hand-off costs ~20 µs). */
-const THREADED_WORK = 1 << 21;
+const THREADED_WORK = 1 << 20;
 
 /**
  * Element-operations each thread of a split kernel gets at least: a kernel takes as many threads
  * as its work fills, not every thread there is (waking fifteen workers for a kernel two could
  * finish cost more than it saved on a 16-core machine).
  */
-const PART_WORK = 1 << 20;
+const PART_WORK = 1 << 19;
 
 /**
  * Element-operations of a kernel's first call in a run; each further call takes twice the rows
@@ -111,9 +111,9 @@ const MAX_PAGES = 65536;
  */
 export class ThreadTuner {
   /** Runs before timing starts (code tiers up, workers spawn). */
-  static readonly WARM = 8;
+  static readonly WARM = 2;
   /** Timings per way. */
-  static readonly SAMPLES = 5;
+  static readonly SAMPLES = 3;
   #runs = 0;
   #times: [number[], number[]] = [[], []];
   #choice?: boolean;
