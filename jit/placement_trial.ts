@@ -83,8 +83,16 @@ function zeros(graph: Graph): Record<string, HostTensor> {
 }
 
 /**
- * Times the executables (one warm-up, then three runs each, taking turns) and returns the
- * record; `undefined` when one fails to run (the estimate stands then).
+ * Warm-up runs of each plan before it is timed (at most {@linkcode WARM_MS} of them): a backend
+ * may tune itself over its first runs (wasm times its runs with and without worker threads), and
+ * a plan timed mid-tuning lost to a slower one (vit_tiny on the H200 went to the GPU at 12.7 ms
+ * against 3.6 ms on wasm).
+ */
+const WARM_RUNS = 10, WARM_MS = 150;
+
+/**
+ * Times the executables (warmed up, then three runs each, taking turns) and returns the record;
+ * `undefined` when one fails to run (the estimate stands then).
  */
 export async function trial(
   plans: ReadonlyMap<Verdict, Executable>,
@@ -93,11 +101,15 @@ export async function trial(
   const feeds = zeros(graph);
   const times = new Map([...plans.keys()].map((v) => [v, [] as number[]]));
   try {
-    for (let rep = 0; rep < 4; rep++) {
+    for (const exe of plans.values()) {
+      const until = performance.now() + WARM_MS;
+      for (let i = 0; i < WARM_RUNS && performance.now() < until; i++) await exe.run(feeds);
+    }
+    for (let rep = 0; rep < 3; rep++) {
       for (const [v, exe] of plans) {
         const t0 = performance.now();
         await exe.run(feeds);
-        if (rep > 0) times.get(v)!.push(performance.now() - t0);
+        times.get(v)!.push(performance.now() - t0);
       }
     }
   } catch {
