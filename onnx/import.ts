@@ -75,7 +75,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   const unknown = [
     ...new Set(
       g.node.filter((n) =>
-        !((n.domain ?? "") === "" || n.domain === "ai.onnx") || !CONVERTERS[n.opType]
+        !((n.domain ?? "") === "" || n.domain === "ai.onnx") || !Object.hasOwn(CONVERTERS, n.opType)
       ).map((n) => `${n.domain ? `${n.domain}::` : ""}${n.opType}`),
     ),
   ];
@@ -134,6 +134,9 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
     return name;
   };
 
+  const written = new Map<string, string>(
+    [...env.keys()].map((name) => [name, "a graph input or initializer"]),
+  );
   g.node.forEach((node, index) => {
     const label = `node "${node.name || node.output[0] || `#${index}`}" (${node.opType})`;
     const inputs = node.input.map((name) => {
@@ -158,7 +161,19 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
     };
     const outs = CONVERTERS[node.opType](ctx);
     node.output.forEach((name, i) => {
-      if (name !== "" && outs[i]) env.set(name, outs[i]);
+      if (name === "" || !outs[i]) return;
+      // A value written twice would silently take the later node's result.
+      if (written.has(name)) {
+        throw new KilnError(
+          `${label}: output "${name}" is already written by ${written.get(name)}`,
+          {
+            code: "duplicate-name",
+            fix: "give every node output a unique name (re-export the model)",
+          },
+        );
+      }
+      written.set(name, label);
+      env.set(name, outs[i]);
     });
   });
 

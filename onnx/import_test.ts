@@ -223,3 +223,19 @@ Deno.test("an input that decides a shape is read at run time: one executable per
   }
   model.dispose();
 });
+
+Deno.test("ops named after Object.prototype members and outputs written twice are typed errors", async () => {
+  const m = await referenceModel("mlp");
+  const proto = decodeModel(m.bytes);
+  proto.graph.node[0].opType = "toString";
+  assert.throws(
+    () => importOnnx(encodeModel(proto)),
+    (e: unknown) => e instanceof KilnError && e.code === "unknown-op" && /toString/.test(e.message),
+  );
+  const twice = decodeModel(m.bytes);
+  twice.graph.node[1].output = [...twice.graph.node[0].output];
+  assert.throws(
+    () => importOnnx(encodeModel(twice)),
+    (e: unknown) => e instanceof KilnError && e.code === "duplicate-name" && /Fix:/.test(e.message),
+  );
+});

@@ -135,8 +135,9 @@ export class ThreadTuner {
     times.push(ms);
     const [alone, threaded] = this.#times;
     if (alone.length >= ThreadTuner.SAMPLES && threaded.length >= ThreadTuner.SAMPLES) {
-      // The fastest of each: interference only ever adds time.
-      this.#choice = Math.min(...threaded) < Math.min(...alone);
+      // The fastest of each (interference only ever adds time); threads must win by a margin,
+      // as a run on one thread leaves the other cores to the rest of the process.
+      this.#choice = Math.min(...threaded) < 0.9 * Math.min(...alone);
     }
   }
 
