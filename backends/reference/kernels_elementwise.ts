@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { ALU_OPS, type AluOp } from "../../jit/kernel_ir.ts";
 import { broadcastOffsets, sizeOf } from "../../jit/shape.ts";
 import type { Kernel } from "./kernel.ts";
 import { erf } from "./scalar_math.ts";
@@ -62,7 +63,7 @@ const hardSigmoid = (x: number, alpha: number, beta: number) => {
 };
 
 /** A kernel applying the shared scalar semantics of a primitive elementwise op. */
-function primitive(op: string): Kernel {
+function primitive(op: AluOp): Kernel {
   return (args) => {
     const fn = scalarOp(op, args.outputs[0].dtype, args.attrs)!;
     return (args.inputs.length === 1
@@ -73,38 +74,9 @@ function primitive(op: string): Kernel {
   };
 }
 
-const PRIMITIVES = [
-  "Add",
-  "Sub",
-  "Mul",
-  "Div",
-  "Pow",
-  "Mod",
-  "Equal",
-  "Greater",
-  "Less",
-  "And",
-  "Or",
-  "Where",
-  "Neg",
-  "Abs",
-  "Sqrt",
-  "Exp",
-  "Log",
-  "Erf",
-  "Sin",
-  "Cos",
-  "Floor",
-  "Ceil",
-  "Round",
-  "Not",
-  "IsNaN",
-  "Cast",
-];
-
 /** Kernels of the elementwise family, by op name. */
 export const elementwiseKernels: Record<string, Kernel> = {
-  ...Object.fromEntries(PRIMITIVES.map((op) => [op, primitive(op)])),
+  ...Object.fromEntries(ALU_OPS.map((op) => [op, primitive(op)])),
   GreaterOrEqual: binary((a, b) => +(a >= b)),
   LessOrEqual: binary((a, b) => +(a <= b)),
   Max: map((xs) => xs.reduce((a, b) => (Number.isNaN(a) || a > b ? a : b))),
