@@ -68,6 +68,7 @@ export { fuse, type FuseOptions, type FusionResult } from "./jit/fuse.ts";
 export type {
   Alu,
   AluOp,
+  AluOperands,
   Expr,
   GatherStep,
   IndexStep,

@@ -125,6 +125,21 @@ export function isAluOp(op: string): op is AluOp {
   return ALU_SET.has(op);
 }
 
+/**
+ * What a backend's lowering of one ALU op receives: its operands already lowered to `E` (WGSL
+ * text, Binaryen expressions, …), their dtypes, the result dtype and the op's attributes.
+ */
+export interface AluOperands<E> {
+  /** Lowered operands. */
+  readonly a: readonly E[];
+  /** Operand dtypes. */
+  readonly d: readonly DType[];
+  /** Result dtype. */
+  readonly out: DType;
+  /** The op's attributes. */
+  readonly attrs: Readonly<Record<string, unknown>> | undefined;
+}
+
 /** An ALU expression node. */
 export interface Alu {
   /** Discriminant. */

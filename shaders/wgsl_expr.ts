@@ -7,7 +7,15 @@
  */
 import type { DType } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
-import type { AluOp, Expr, IndexStep, KernelIR, KernelOutput, Load } from "../jit/kernel_ir.ts";
+import type {
+  AluOp,
+  AluOperands,
+  Expr,
+  IndexStep,
+  KernelIR,
+  KernelOutput,
+  Load,
+} from "../jit/kernel_ir.ts";
 import { type Shape, stridesOf } from "../jit/shape.ts";
 /** The WGSL scalar type that holds a dtype. */
 export function wgslType(dtype: DType): "f32" | "i32" | "u32" {
@@ -98,16 +106,8 @@ export function rounded(x: string, dtype: DType): string {
   }
 }
 
-/** What an ALU lowering sees: argument expressions, their dtypes, the result dtype. */
-interface AluArgs {
-  /** Argument expressions. */
-  readonly a: readonly string[];
-  /** Argument dtypes. */
-  readonly d: readonly DType[];
-  /** Result dtype. */
-  readonly out: DType;
-  /** The op's attributes. */
-  readonly attrs: Record<string, unknown> | undefined;
+/** What an ALU lowering sees: the operands as WGSL text, and their WGSL type. */
+interface AluArgs extends AluOperands<string> {
   /** WGSL type of the first argument (of the result when there is none). */
   readonly t: string;
   /** Whether that type is an integer. */

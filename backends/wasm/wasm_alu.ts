@@ -7,7 +7,7 @@
  * @module
  */
 import type { DType } from "../../jit/dtype.ts";
-import type { Alu, AluOp, Expr } from "../../jit/kernel_ir.ts";
+import type { Alu, AluOp, AluOperands, Expr } from "../../jit/kernel_ir.ts";
 import type { Binaryen, BinaryenModule } from "./wasm_codegen.ts";
 import type { MathFunction } from "./wasm_math.ts";
 
@@ -83,16 +83,8 @@ export interface AluContext {
   local(type: number): number;
 }
 
-/** What a scalar lowering sees. */
-interface ScalarArgs {
-  /** Argument expressions. */
-  readonly a: readonly number[];
-  /** Argument dtypes. */
-  readonly d: readonly DType[];
-  /** Result dtype. */
-  readonly out: DType;
-  /** The op's attributes. */
-  readonly attrs: Record<string, unknown> | undefined;
+/** What a scalar lowering sees: the operands as Binaryen expressions, and their kind. */
+interface ScalarArgs extends AluOperands<number> {
   /** Whether the operands are floats (f32 in registers). */
   readonly fl: boolean;
   /** Whether the operands are u32. */
