@@ -13,37 +13,19 @@ import type { DType } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Attrs } from "../jit/ops/mod.ts";
 import { COMPOSITE_CONVERTERS } from "./convert_composite.ts";
-import { constInts, type Known, NeedsValue, type NodeContext } from "./node_context.ts";
-import { type AttributeProto, dtypeOfCode, int, tensorOf } from "./proto.ts";
+import {
+  attribute,
+  attrs,
+  constInts,
+  type Known,
+  NeedsValue,
+  type NodeContext,
+  reduceAxes,
+  typeOf,
+} from "./node_context.ts";
+import { dtypeOfCode } from "./proto.ts";
 
 type Converter = (c: NodeContext) => Known[];
-
-function attribute(c: NodeContext, name: string): AttributeProto | undefined {
-  return c.node.attribute?.find((a) => a.name === name);
-}
-
-/** ONNX attributes by name, read as numbers/lists/strings. */
-function attrs(c: NodeContext) {
-  return {
-    int: (name: string, fallback?: number) => {
-      const a = attribute(c, name);
-      return a ? int(a.i) : fallback;
-    },
-    ints: (name: string) => attribute(c, name)?.ints?.map(int),
-    float: (name: string, fallback?: number) => {
-      const a = attribute(c, name);
-      return a ? a.f ?? 0 : fallback;
-    },
-    string: (name: string, fallback?: string) => {
-      const a = attribute(c, name);
-      return a?.s ? new TextDecoder().decode(a.s) : fallback;
-    },
-    tensor: (name: string) => {
-      const a = attribute(c, name);
-      return a?.t ? tensorOf(a.t, `${c.label} attribute ${name}`) : undefined;
-    },
-  };
-}
 
 /** Input `i` as a constant scalar. */
 function constScalar(c: NodeContext, i: number, what: string): number | undefined {
@@ -64,10 +46,9 @@ const legacyBinary = (op: string): Converter => (c) => {
   if (c.opset >= 7 || attrs(c).int("broadcast", 0) !== 1 || axis === undefined) {
     return c.emit(op, c.inputs());
   }
-  const rank = (k: Known) => (k.kind === "const" ? k.tensor.shape : k.type.shape);
-  const bShape = rank(b);
-  const at = axis < 0 ? axis + rank(a).length : axis;
-  const shape = [...bShape, ...Array(Math.max(0, rank(a).length - at - bShape.length)).fill(1)];
+  const [aRank, bShape] = [typeOf(a).shape.length, typeOf(b).shape];
+  const at = axis < 0 ? axis + aRank : axis;
+  const shape = [...bShape, ...Array(Math.max(0, aRank - at - bShape.length)).fill(1)];
   const [aligned] = c.emit("Reshape", [b], { shape });
   return c.emit(op, [a, aligned]);
 };
@@ -76,7 +57,7 @@ const legacyBinary = (op: string): Converter => (c) => {
 const rowwise = (op: string): Converter => (c) => {
   if (c.opset >= 13) return c.emit(op, c.inputs(), { axis: attrs(c).int("axis", -1) });
   const x = c.input(0)!;
-  const shape = x.kind === "const" ? x.tensor.shape : x.type.shape;
+  const shape = typeOf(x).shape;
   const axis = attrs(c).int("axis", 1)!;
   const at = axis < 0 ? axis + shape.length : axis;
   const rows = shape.slice(0, at).reduce((p, d) => p * d, 1);
@@ -119,12 +100,8 @@ function onlyFirstOutput(c: NodeContext, what: string): void {
 
 function reduce(op: string): Converter {
   return (c) => {
-    const a = attrs(c);
-    const axes = constInts(c, 1, "axes") ?? a.ints("axes") ?? [];
-    if (axes.length === 0 && a.int("noop_with_empty_axes", 0) === 1) {
-      return c.emit("Identity", [c.input(0)!]);
-    }
-    return c.emit(op, [c.input(0)!], { axes, keepdims: a.int("keepdims", 1) });
+    const r = reduceAxes(c);
+    return r === "identity" ? c.emit("Identity", [c.input(0)!]) : c.emit(op, [c.input(0)!], r);
   };
 }
 
@@ -201,7 +178,7 @@ export const CONVERTERS: Record<string, Converter> = {
     // A constant scalar index is a slice: an index map that fuses, not a gather kernel.
     const [x, idx] = [c.input(0)!, c.input(1)!];
     const axis = attrs(c).int("axis", 0)!;
-    const shape = x.kind === "const" ? x.tensor.shape : x.type.shape;
+    const shape = typeOf(x).shape;
     if (idx.kind === "const" && idx.tensor.shape.length === 0 && x.kind === "value") {
       const a = axis < 0 ? axis + shape.length : axis;
       const i = Number((idx.tensor.data as ArrayLike<number>)[0]);
@@ -320,7 +297,7 @@ export const CONVERTERS: Record<string, Converter> = {
   Sum: (c) => c.inputs().slice(1).reduce((acc, x) => c.emit("Add", [acc[0], x]), [c.input(0)!]),
   Shape: (c) => {
     const x = c.input(0)!;
-    const shape = x.kind === "const" ? x.tensor.shape : x.type.shape;
+    const shape = typeOf(x).shape;
     const a = attrs(c);
     const rank = shape.length;
     const clamp = (v: number) => Math.min(Math.max(v < 0 ? v + rank : v, 0), rank);
@@ -333,7 +310,7 @@ export const CONVERTERS: Record<string, Converter> = {
   },
   Size: (c) => {
     const x = c.input(0)!;
-    const shape = x.kind === "const" ? x.tensor.shape : x.type.shape;
+    const shape = typeOf(x).shape;
     return [{
       kind: "const",
       tensor: {
@@ -396,7 +373,7 @@ export const CONVERTERS: Record<string, Converter> = {
   },
   Range: (c) => {
     const x = c.input(0)!;
-    const dtype = x.kind === "const" ? x.tensor.dtype : x.type.dtype;
+    const dtype = typeOf(x).dtype;
     const k = c.emit("Range", [], {
       start: constScalar(c, 0, "start"),
       limit: constScalar(c, 1, "limit"),

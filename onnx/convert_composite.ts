@@ -10,12 +10,16 @@
 import type { DType } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Attrs } from "../jit/ops/mod.ts";
-import { constInts, type Known, type NodeContext } from "./node_context.ts";
-import { int } from "./proto.ts";
+import {
+  attrs,
+  constInts,
+  type Known,
+  type NodeContext,
+  reduceAxes,
+  typeOf,
+} from "./node_context.ts";
 
 type Converter = (c: NodeContext) => Known[];
-
-const typeOf = (k: Known) => (k.kind === "const" ? k.tensor : k.type);
 
 /** A scalar constant of `dtype`. */
 function scalar(value: number, dtype: DType): Known {
@@ -33,16 +37,6 @@ function scalar(value: number, dtype: DType): Known {
   return { kind: "const", tensor: { data, shape: [], dtype }, i64: false };
 }
 
-function floatAttr(c: NodeContext, name: string, fallback: number): number {
-  const a = c.node.attribute?.find((x) => x.name === name);
-  return a ? a.f ?? 0 : fallback;
-}
-
-function intAttr(c: NodeContext, name: string, fallback: number): number {
-  const a = c.node.attribute?.find((x) => x.name === name);
-  return a ? int(a.i) : fallback;
-}
-
 /** An op of one float input `x` built with `build(op, x, k)` (`k(v)`: a constant like x). */
 function unary(
   build: (
@@ -57,15 +51,6 @@ function unary(
     const op = (name: string, ...xs: Known[]) => c.emit(name, xs)[0];
     return [build(op, x, (v) => scalar(v, typeOf(x).dtype), c)];
   };
-}
-
-/** `ReduceSum`/`ReduceMax` with the node's axes (attribute or input 1) and keepdims. */
-function reduceAxes(c: NodeContext): { axes: number[]; keepdims: number } | "identity" {
-  const axes = c.input(1)
-    ? constInts(c, 1, "axes")
-    : c.node.attribute?.find((a) => a.name === "axes")?.ints?.map(int);
-  if ((axes ?? []).length === 0 && intAttr(c, "noop_with_empty_axes", 0) === 1) return "identity";
-  return { axes: axes ?? [], keepdims: intAttr(c, "keepdims", 1) };
 }
 
 /** A reduction: `pre(x)` summed over the axes, then `post`. */
@@ -92,23 +77,23 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter> = {
     op(
       "Where",
       op("Less", x, k(0)),
-      op("Mul", k(floatAttr(c, "alpha", 1)), op("Sub", op("Exp", x), k(1))),
+      op("Mul", k(attrs(c).float("alpha", 1)!), op("Sub", op("Exp", x), k(1))),
       x,
     )
   ),
   Selu: unary((op, x, k, c) => {
-    const alpha = floatAttr(c, "alpha", 1.67326319217681884765625);
-    const gamma = floatAttr(c, "gamma", 1.05070102214813232421875);
+    const alpha = attrs(c).float("alpha", 1.67326319217681884765625)!;
+    const gamma = attrs(c).float("gamma", 1.05070102214813232421875)!;
     const neg = op("Sub", op("Mul", k(alpha), op("Exp", x)), k(alpha));
     return op("Mul", k(gamma), op("Where", op("Greater", x, k(0)), x, neg));
   }),
   Celu: unary((op, x, k, c) => {
-    const alpha = floatAttr(c, "alpha", 1);
+    const alpha = attrs(c).float("alpha", 1)!;
     const neg = op("Mul", k(alpha), op("Sub", op("Exp", op("Div", x, k(alpha))), k(1)));
     return op("Add", op("Max", x, k(0)), op("Min", neg, k(0)));
   }),
   ThresholdedRelu: unary((op, x, k, c) =>
-    op("Where", op("Greater", x, k(floatAttr(c, "alpha", 1))), x, k(0))
+    op("Where", op("Greater", x, k(attrs(c).float("alpha", 1)!)), x, k(0))
   ),
   Softplus: unary((op, x, k) => op("Log", op("Add", op("Exp", x), k(1)))),
   Softsign: unary((op, x, k) => op("Div", x, op("Add", op("Abs", x), k(1)))),
@@ -165,7 +150,7 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter> = {
     const x = c.input(0)!;
     const shape = typeOf(x).shape;
     const k = c.input(1) ? constInts(c, 1, "k")![0] : 0;
-    const upper = intAttr(c, "upper", 1) === 1;
+    const upper = attrs(c).int("upper", 1) === 1;
     const [rows, cols] = shape.slice(-2);
     const mask = new Uint8Array(rows * cols);
     for (let i = 0; i < rows; i++) {

@@ -8,7 +8,7 @@ import type { DType } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import type { Attrs, ValueType } from "../jit/ops/mod.ts";
-import type { NodeProto } from "./proto.ts";
+import { type AttributeProto, int, type NodeProto, tensorOf } from "./proto.ts";
 
 /** What the importer knows about an ONNX value: constant data, or a graph value. */
 export type Known =
@@ -62,4 +62,62 @@ export function constInts(c: NodeContext, i: number, what: string): number[] | u
   if (!k) return undefined;
   if (k.kind !== "const") throw new NeedsValue(c, what);
   return Array.from(k.tensor.data as ArrayLike<number>, Number);
+}
+
+/** The type of a known value (a constant's tensor carries its shape and dtype). */
+export function typeOf(k: Known): ValueType {
+  return k.kind === "const" ? k.tensor : k.type;
+}
+
+/** The node's attribute `name`, as stored. */
+export function attribute(c: NodeContext, name: string): AttributeProto | undefined {
+  return c.node.attribute?.find((a) => a.name === name);
+}
+
+/** A node's ONNX attributes by name, each `undefined` (or the fallback) when absent. */
+export interface NodeAttrs {
+  /** An `INT` attribute. */
+  int(name: string, fallback?: number): number | undefined;
+  /** An `INTS` attribute. */
+  ints(name: string): number[] | undefined;
+  /** A `FLOAT` attribute. */
+  float(name: string, fallback?: number): number | undefined;
+  /** A `STRING` attribute. */
+  string(name: string, fallback?: string): string | undefined;
+  /** A `TENSOR` attribute, converted. */
+  tensor(name: string): (HostTensor & { dtype: DType }) | undefined;
+}
+
+/** The attributes of the node `c` converts. */
+export function attrs(c: NodeContext): NodeAttrs {
+  return {
+    int: (name, fallback) => {
+      const a = attribute(c, name);
+      return a ? int(a.i) : fallback;
+    },
+    ints: (name) => attribute(c, name)?.ints?.map(int),
+    float: (name, fallback) => {
+      const a = attribute(c, name);
+      return a ? a.f ?? 0 : fallback;
+    },
+    string: (name, fallback) => {
+      const a = attribute(c, name);
+      return a?.s ? new TextDecoder().decode(a.s) : fallback;
+    },
+    tensor: (name) => {
+      const a = attribute(c, name);
+      return a?.t ? tensorOf(a.t, `${c.label} attribute ${name}`) : undefined;
+    },
+  };
+}
+
+/**
+ * A Reduce* node's axes (input 1 from opset 18, the attribute before) and keepdims, or
+ * `"identity"` when the axes are empty and `noop_with_empty_axes` is set.
+ */
+export function reduceAxes(c: NodeContext): { axes: number[]; keepdims: number } | "identity" {
+  const a = attrs(c);
+  const axes = constInts(c, 1, "axes") ?? a.ints("axes") ?? [];
+  if (axes.length === 0 && a.int("noop_with_empty_axes", 0) === 1) return "identity";
+  return { axes, keepdims: a.int("keepdims", 1)! };
 }
