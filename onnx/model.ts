@@ -35,6 +35,8 @@ export class OnnxModel {
   #proto: ModelProto;
   #graphs = new Map<string, Graph>();
   #executables = new Map<string, Promise<Executable>>();
+  /** Executables specialised on input values, least recently used first. */
+  #specialisations = new Map<string, Promise<Executable>>();
   /** Inputs read at compile time, once the importer has asked for run-time values. */
   #valueInputs?: ReadonlySet<string>;
 
@@ -81,13 +83,7 @@ export class OnnxModel {
     inputShapes: Readonly<Record<string, Shape>> = {},
     options: CompileOptions = {},
   ): Promise<Executable> {
-    const backend = typeof options.backend === "object" ? options.backend.id : options.backend;
-    const key = JSON.stringify([
-      this.inputs.map((i) => inputShapes[i.name] ?? null),
-      backend,
-      options.policy,
-      options.fuse,
-    ]);
+    const key = this.#key(inputShapes, options);
     let exe = this.#executables.get(key);
     if (!exe) {
       exe = Promise.resolve().then(() => compile(this.graph(inputShapes), options));
@@ -134,37 +130,51 @@ export class OnnxModel {
     values: Record<string, HostTensor>,
     options: CompileOptions,
   ): Promise<Executable> {
-    const backend = typeof options.backend === "object" ? options.backend.id : options.backend;
-    const key = JSON.stringify([
-      "values",
-      this.inputs.map((i) => shapes[i.name] ?? null),
+    const key = this.#key(
+      shapes,
+      options,
       Object.entries(values).map(([k, t]) => [k, t.dtype, t.shape, Array.from(t.data, String)]),
-      backend,
-      options.policy,
-      options.fuse,
-    ]);
-    let exe = this.#executables.get(key);
+    );
+    const cache = this.#specialisations;
+    let exe = cache.get(key);
     if (exe) {
-      this.#executables.delete(key);
-      this.#executables.set(key, exe);
+      cache.delete(key);
+      cache.set(key, exe);
       return exe;
     }
     exe = Promise.resolve().then(() =>
       compile(importModel(this.#proto, { inputShapes: shapes, inputValues: values }), options)
     );
-    exe.catch(() => this.#executables.delete(key));
-    this.#executables.set(key, exe);
-    const specialised = [...this.#executables.keys()].filter((k) => k.startsWith('["values"'));
-    for (const old of specialised.slice(0, Math.max(0, specialised.length - SPECIALISATIONS))) {
-      this.#executables.get(old)!.then((x) => x.dispose(), () => {});
-      this.#executables.delete(old);
+    exe.catch(() => cache.delete(key));
+    cache.set(key, exe);
+    for (const old of [...cache.keys()].slice(0, Math.max(0, cache.size - SPECIALISATIONS))) {
+      cache.get(old)!.then((x) => x.dispose(), () => {});
+      cache.delete(old);
     }
     return exe;
   }
 
+  /** The cache key of an executable: input shapes, where it runs, and any specialised values. */
+  #key(
+    shapes: Readonly<Record<string, Shape>>,
+    options: CompileOptions,
+    values: unknown[] = [],
+  ): string {
+    const backend = typeof options.backend === "object" ? options.backend.id : options.backend;
+    return JSON.stringify([
+      this.inputs.map((i) => shapes[i.name] ?? null),
+      backend,
+      options.policy,
+      options.fuse,
+      values,
+    ]);
+  }
+
   /** Disposes every executable compiled for this model. */
   dispose(): void {
-    for (const exe of this.#executables.values()) exe.then((x) => x.dispose(), () => {});
-    this.#executables.clear();
+    for (const cache of [this.#executables, this.#specialisations]) {
+      for (const exe of cache.values()) exe.then((x) => x.dispose(), () => {});
+      cache.clear();
+    }
   }
 }
