@@ -71,33 +71,23 @@ export function backendRates(backend: Backend, probe: ProbeCompiler): Promise<Ba
 async function persisted(backend: Backend, probe: ProbeCompiler): Promise<BackendRates> {
   // The key is the prepared device's profile: before `prepare` a GPU reports zeros.
   await backend.prepare();
-  const dir = defaultKernelCache().dir;
-  const file = dir
-    ? `${dir}/rates-${backend.id}-${
-      digest(JSON.stringify(backend.capabilities())).slice(0, 12)
-    }.json`
-    : undefined;
-  const fs = file ? await import("node:fs/promises").catch(() => undefined) : undefined;
-  if (fs && file) {
-    try {
-      const r = JSON.parse(
-        await fs.readFile(file, "utf8"),
-        (_k, v) => (v === "Infinity" ? Infinity : v),
-      ) as BackendRates;
-      if (
-        [r.bytesPerMs, r.flopsPerMs, r.dispatchMs, r.syncMs, r.transferBytesPerMs].every((x) =>
-          typeof x === "number" && x > 0
-        )
-      ) return r;
-    } catch { /* not calibrated yet on this machine */ }
-  }
+  const cache = defaultKernelCache();
+  const name = `rates-${backend.id}-${
+    digest(JSON.stringify(backend.capabilities())).slice(0, 12)
+  }.json`;
+  try {
+    const text = await cache.readNote(name);
+    const r = text &&
+      JSON.parse(text, (_k, v) => (v === "Infinity" ? Infinity : v)) as BackendRates;
+    if (
+      r &&
+      [r.bytesPerMs, r.flopsPerMs, r.dispatchMs, r.syncMs, r.transferBytesPerMs].every((x) =>
+        typeof x === "number" && x > 0
+      )
+    ) return r;
+  } catch { /* not calibrated yet on this machine, or an unreadable note */ }
   const rates = await calibrate(backend, probe);
-  if (fs && file && dir) {
-    try {
-      await fs.mkdir(dir, { recursive: true });
-      await fs.writeFile(file, JSON.stringify(rates, (_k, v) => (v === Infinity ? "Infinity" : v)));
-    } catch { /* a read-only cache directory only costs a recalibration */ }
-  }
+  await cache.writeNote(name, JSON.stringify(rates, (_k, v) => (v === Infinity ? "Infinity" : v)));
   return rates;
 }
 

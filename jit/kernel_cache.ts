@@ -94,6 +94,30 @@ export class KernelCache {
     return this.#dir;
   }
 
+  /**
+   * A small text file kept beside the kernels (a calibration, a placement verdict): its contents,
+   * or `undefined` when it is missing or there is no disk tier.
+   */
+  async readNote(name: string): Promise<string | undefined> {
+    const fs = await this.#filesystem();
+    if (!fs || this.#dir === false) return undefined;
+    try {
+      return await fs.readFile(`${this.#dir}/${name}`, "utf8");
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Stores a note (see {@linkcode readNote}); a failure only costs recomputing it later. */
+  async writeNote(name: string, text: string): Promise<void> {
+    const fs = await this.#filesystem();
+    if (!fs || this.#dir === false) return;
+    try {
+      await fs.mkdir(this.#dir, { recursive: true });
+      await fs.writeFile(`${this.#dir}/${name}`, text);
+    } catch { /* a read-only cache directory */ }
+  }
+
   /** A copy of the counters. */
   stats(): KernelCacheStats {
     return { ...this.#stats, entries: this.#entries.size };

@@ -36,18 +36,12 @@ export function trialKey(graph: Graph, backends: readonly Backend[]): string {
   return digest(graph.canonical() + JSON.stringify(machine)).slice(0, 24);
 }
 
-function file(key: string): string | undefined {
-  const dir = defaultKernelCache().dir;
-  return dir ? `${dir}/placement-${key}.json` : undefined;
-}
+const note = (key: string) => `placement-${key}.json`;
 
 /** A stored verdict for `key`, if any. */
 export async function storedVerdict(key: string): Promise<Verdict | undefined> {
-  const path = file(key);
-  if (!path) return undefined;
   try {
-    const { readFile } = await import("node:fs/promises");
-    const v = JSON.parse(await readFile(path, "utf8")).verdict;
+    const v = JSON.parse(await defaultKernelCache().readNote(note(key)) ?? "{}").verdict;
     return VERDICTS.includes(v) ? v : undefined;
   } catch {
     return undefined;
@@ -55,14 +49,8 @@ export async function storedVerdict(key: string): Promise<Verdict | undefined> {
 }
 
 /** Stores a verdict (a read-only cache only costs a trial in the next process). */
-export async function storeVerdict(key: string, record: TrialRecord): Promise<void> {
-  const path = file(key);
-  if (!path) return;
-  try {
-    const { mkdir, writeFile } = await import("node:fs/promises");
-    await mkdir(path.slice(0, path.lastIndexOf("/")), { recursive: true });
-    await writeFile(path, JSON.stringify(record));
-  } catch { /* the verdict is an optimisation */ }
+export function storeVerdict(key: string, record: TrialRecord): Promise<void> {
+  return defaultKernelCache().writeNote(note(key), JSON.stringify(record));
 }
 
 /** What a trial measured. */
