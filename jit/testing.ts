@@ -47,17 +47,19 @@ export function assertClose(
   );
   for (let i = 0; i < expected.length; i++) {
     const a = actual[i], e = expected[i];
-    if (Number.isNaN(e) || Number.isNaN(a)) {
-      assert.ok(Number.isNaN(a) && Number.isNaN(e), `${prefix}index ${i}: got ${a}, expected ${e}`);
-    } else if (!Number.isFinite(e) || !Number.isFinite(a)) {
-      assert.equal(a, e, `${prefix}index ${i}: got ${a}, expected ${e}`);
-    } else {
-      assert.ok(
-        Math.abs(a - e) <= atol + rtol * Math.abs(e),
-        `${prefix}index ${i}: got ${a}, expected ${e} (|Δ| = ${Math.abs(a - e)})`,
-      );
-    }
+    const delta = Number.isFinite(a) && Number.isFinite(e) ? ` (|Δ| = ${Math.abs(a - e)})` : "";
+    assert.ok(isClose(a, e, atol, rtol), `${prefix}index ${i}: got ${a}, expected ${e}${delta}`);
   }
+}
+
+/**
+ * Whether `a` ≈ `e`: `|a - e| ≤ atol + rtol·|e|`, NaN matching only NaN and infinities matching
+ * only themselves (with both tolerances 0: exact equality, as integers are compared).
+ */
+export function isClose(a: number, e: number, atol: number, rtol: number): boolean {
+  if (Number.isNaN(e) || Number.isNaN(a)) return Number.isNaN(a) && Number.isNaN(e);
+  if (!Number.isFinite(e) || !Number.isFinite(a)) return a === e;
+  return Math.abs(a - e) <= atol + rtol * Math.abs(e);
 }
 
 /** {@linkcode runOpOn} on the reference backend unless `options.backend` names another. */

@@ -10,9 +10,9 @@ import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 // Loading the public entry registers the built-in backends with the compiler.
 import "../mod.ts";
-import { fromF16Bits, type TensorData } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
+import { isClose, numbers } from "../jit/testing.ts";
 import { OnnxModel } from "./model.ts";
 import { decodeTensor, tensorOf } from "./proto.ts";
 
@@ -45,31 +45,16 @@ async function tensors(dir: string, prefix: string): Promise<HostTensor[]> {
   }));
 }
 
-const numbers = (t: { data: TensorData; dtype: string }): number[] =>
-  t.dtype === "f16"
-    ? Array.from(t.data as Uint16Array, fromF16Bits)
-    : Array.from(t.data as ArrayLike<number | bigint>, Number);
-
 /** Why `got` does not match `want` (undefined when it does). */
 export function mismatch(got: HostTensor, want: HostTensor, name: string): string | undefined {
   if (got.shape.join() !== want.shape.join()) {
     return `${name}: shape [${got.shape}] ≠ expected [${want.shape}]`;
   }
-  const a = numbers(got), e = numbers(want);
-  const exact = !(want.dtype === "f32" || want.dtype === "f16");
-  for (let i = 0; i < e.length; i++) {
-    const x = a[i], y = e[i];
-    if (
-      Number.isNaN(y)
-        ? Number.isNaN(x)
-        : exact
-        ? x === y
-        : Number.isFinite(y)
-        ? Math.abs(x - y) <= ATOL + RTOL * Math.abs(y)
-        : x === y
-    ) continue;
-    return `${name}[${i}] = ${x}, expected ${y}`;
-  }
+  const a = numbers(got.data, got.dtype === "f16"), e = numbers(want.data, want.dtype === "f16");
+  // Integers and bools compare exactly.
+  const [atol, rtol] = want.dtype === "f32" || want.dtype === "f16" ? [ATOL, RTOL] : [0, 0];
+  const i = e.findIndex((y, k) => !isClose(a[k], y, atol, rtol));
+  if (i >= 0) return `${name}[${i}] = ${a[i]}, expected ${e[i]}`;
   return undefined;
 }
 
