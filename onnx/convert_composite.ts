@@ -23,17 +23,17 @@ type Converter = (c: NodeContext) => Known[];
 
 /** A scalar constant of `dtype`. */
 function scalar(value: number, dtype: DType): Known {
-  const data = dtype === "f32"
-    ? Float32Array.of(value)
-    : dtype === "bool" || dtype === "u8"
-    ? Uint8Array.of(value)
-    : Int32Array.of(value);
   if (dtype === "f16") {
     throw new KilnError("f16 composite constants are not supported", {
       code: "unsupported",
       fix: "cast the model to f32",
     });
   }
+  const data = dtype === "f32"
+    ? Float32Array.of(value)
+    : dtype === "bool" || dtype === "u8"
+    ? Uint8Array.of(value)
+    : Int32Array.of(value);
   return { kind: "const", tensor: { data, shape: [], dtype }, i64: false };
 }
 
