@@ -20,6 +20,7 @@ export type KilnErrorCode =
   | "bad-input"
   | "unsupported"
   | "out-of-range"
+  | "limit"
   | "disposed"
   | "backend"
   | "internal";

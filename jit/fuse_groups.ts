@@ -16,6 +16,7 @@ import {
   type KernelOutput,
   type KernelPattern,
   mapLoads,
+  shareExprs,
   type Reduction,
 } from "./kernel_ir.ts";
 import type { Attrs, ValueType } from "./ops/mod.ts";
@@ -210,7 +211,10 @@ export class KernelGroups {
       if (t) return t;
       throw new KilnError(`fusion lost buffer ${v}`, { code: "internal", fix: "report this" });
     };
-    const renumber = (e: Expr): Expr => mapLoads(e, (l) => ({ ...l, input: local.get(l.input)! }));
+    // One memo for every expression of the kernel keeps what they share shared.
+    const memo = new Map<Expr, Expr>();
+    const renumber = (e: Expr): Expr =>
+      mapLoads(e, (l) => ({ ...l, input: local.get(l.input)! }), memo);
     if (ids.length > maxInputs) {
       this.#log.push(
         `kernel #${g.id} reads ${ids.length} buffers, over the backend's limit of ${maxInputs}`,
@@ -221,7 +225,7 @@ export class KernelGroups {
       g.reductions.map((r) => r.op),
       g.outputs.some((o) => o.level === "full"),
     );
-    return {
+    return shareExprs({
       name: `${pattern}_${index}`,
       pattern,
       ops: [...g.labels],
@@ -232,6 +236,6 @@ export class KernelGroups {
       outputs: g.outputs.map((o) => ({ ...o, expr: renumber(o.expr) })),
       opaque: g.opaque ? { op: g.opaque.op, attrs: g.opaque.attrs } : undefined,
       placement: g.placement,
-    };
+    });
   }
 }

@@ -4,6 +4,7 @@ import type { Graph } from "./graph.ts";
 import { GraphBuilder, type Sym } from "./graph_builder.ts";
 import type { HostTensor } from "./host_tensor.ts";
 import { fuse } from "./fuse.ts";
+import { kernelText } from "./kernel_ir.ts";
 import { uniform } from "./random.ts";
 import { assertClose, numbers } from "./testing.ts";
 
@@ -291,4 +292,33 @@ Deno.test("kernels stay within a backend's binding limit", () => {
   for (const k of r.kernels) assert.ok(k.inputs.length <= 4, `${k.name} reads ${k.inputs.length}`);
   assert.ok(r.log.some((l) => /binding limit/.test(l)));
   assert.equal(fuse(graph).kernels.length, 1);
+});
+
+Deno.test("chains of ops that reuse an operand compile in linear time and size on every backend", async () => {
+  // Relu is Where(x < 0, 0, x): x twice. As a tree, 64 of them would be 2^64 nodes.
+  const depth = 64;
+  const b = new GraphBuilder();
+  let x = b.input("x", [2, 4]);
+  const ops = ["Relu", "LeakyRelu", "HardSwish", "Gelu"];
+  for (let i = 0; i < depth; i++) x = b.op(ops[i % ops.length], [x]);
+  b.output("y", x);
+  const graph = b.build();
+  const [kernel] = fuse(graph).kernels;
+  assert.ok(kernelText(kernel).length < depth * 2000, `text of ${kernelText(kernel).length} chars`);
+  const feeds = {
+    x: {
+      data: new Float32Array([NaN, -1, 1, 2, -3, 0.5, 4, -0.25]),
+      shape: [2, 4],
+      dtype: "f32" as const,
+    },
+  };
+  const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
+  assert.ok(Number.isNaN(numbers(want.y.data)[0]));
+  for (const backend of ["wasm", "webgpu"]) {
+    const got = await (await compile(graph, { backend, cache: false })).run(feeds);
+    assertClose(numbers(got.y.data).slice(1), numbers(want.y.data).slice(1), {
+      rtol: 1e-5,
+      message: backend,
+    });
+  }
 });

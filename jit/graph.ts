@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { checkBudget } from "./budget.ts";
 import { type BoundaryDType, type DType, isDType, narrowI64, type TensorData } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
 import { checkHostTensor, type HostTensor } from "./host_tensor.ts";
@@ -271,6 +272,7 @@ function validate(spec: GraphSpec): GraphParts {
         "duplicate-name",
       );
     }
+    checkBudget(shape, dtype, what);
     const id = values.length;
     values.push({ id, name, shape: Object.freeze([...shape]), dtype, producer });
     byName.set(name, id);

@@ -298,17 +298,32 @@ export function reshapeStep(from: Shape, to: Shape): IndexStep[] {
   return [{ kind: "reshape", from, to }];
 }
 
-/** Prepends `steps` to every load of `e` (re-indexes `e` into a consumer's coordinates). */
-export function reindex(e: Expr, steps: readonly IndexStep[]): Expr {
+/**
+ * Prepends `steps` to every load of `e` (re-indexes `e` into a consumer's coordinates). A shared
+ * subexpression stays shared: `memo` maps each node to its copy, so the work and the result are
+ * linear in the DAG, not in the tree it unfolds to.
+ */
+export function reindex(
+  e: Expr,
+  steps: readonly IndexStep[],
+  memo: Map<Expr, Expr> = new Map(),
+): Expr {
   if (steps.length === 0) return e;
+  const hit = memo.get(e);
+  if (hit) return hit;
+  let out: Expr;
   switch (e.kind) {
     case "load":
-      return { ...e, steps: [...steps, ...e.steps] };
+      out = { ...e, steps: [...steps, ...e.steps] };
+      break;
     case "alu":
-      return { ...e, args: e.args.map((a) => reindex(a, steps)) };
+      out = { ...e, args: e.args.map((a) => reindex(a, steps, memo)) };
+      break;
     default:
       return e;
   }
+  memo.set(e, out);
+  return out;
 }
 
 /**
@@ -338,20 +353,34 @@ export function gathers(steps: readonly IndexStep[]): boolean {
   return steps.some((s) => s.kind === "gather");
 }
 
-/** Rewrites every load of `e`, the index loads of gather steps included (innermost first). */
-export function mapLoads(e: Expr, f: (load: Load) => Load): Expr {
+/**
+ * Rewrites every load of `e`, the index loads of gather steps included (innermost first). Pass one
+ * `memo` to several calls to keep nodes shared between the expressions of one kernel.
+ */
+export function mapLoads(
+  e: Expr,
+  f: (load: Load) => Load,
+  memo: Map<Expr, Expr> = new Map(),
+): Expr {
+  const hit = memo.get(e);
+  if (hit) return hit;
+  let out: Expr;
   switch (e.kind) {
     case "load": {
       const steps = e.steps.map((s) =>
-        s.kind === "gather" ? { ...s, index: mapLoads(s.index, f) as Load } : s
+        s.kind === "gather" ? { ...s, index: mapLoads(s.index, f, memo) as Load } : s
       );
-      return f({ ...e, steps });
+      out = f({ ...e, steps });
+      break;
     }
     case "alu":
-      return { ...e, args: e.args.map((a) => mapLoads(a, f)) };
+      out = { ...e, args: e.args.map((a) => mapLoads(a, f, memo)) };
+      break;
     default:
       return e;
   }
+  memo.set(e, out);
+  return out;
 }
 
 /** Number of ALU operations in `e` (shared subexpressions counted once). */
@@ -361,33 +390,113 @@ export function aluCount(e: Expr): number {
   return n;
 }
 
-/** Canonical JSON of a kernel, excluding graph value ids (so equal computations share a key). */
-export function kernelText(k: KernelIR): string {
-  const buffer = (b: KernelBuffer) => ({ shape: b.shape, dtype: b.dtype });
-  return JSON.stringify(
-    {
-      pattern: k.pattern,
-      space: k.space,
-      reduced: k.reduced,
-      inputs: k.inputs.map(buffer),
-      reductions: k.reductions,
-      outputs: k.outputs.map((o) => ({
-        ...buffer(o),
-        expr: o.expr,
-        steps: o.steps,
-        level: o.level,
-      })),
-      opaque: k.opaque,
-    },
-    (
-      _key,
-      v,
-    ) => (typeof v === "number" && Object.is(v, -0)
+/** JSON that keeps -0, NaN and ±Infinity apart (plain JSON writes `0` and `null`). */
+function exactJson(v: unknown): string {
+  return JSON.stringify(v, (_key, x) =>
+    typeof x === "number" && Object.is(x, -0)
       ? "-0"
-      : typeof v === "number" && !Number.isFinite(v)
-      ? String(v)
-      : v),
-  );
+      : typeof x === "number" && !Number.isFinite(x)
+      ? String(x)
+      : x);
+}
+
+/**
+ * Hash-consing of expressions: structurally equal nodes get one id and one canonical object, so
+ * the expressions of a kernel form a DAG whose shared nodes every pass memoizing by identity
+ * (code generators, the interpreter, hashing) handles once. Each node's key names its operands by
+ * id, so interning is linear in the DAG's size however often its nodes are shared.
+ */
+export class ExprTable {
+  /** The distinct nodes in first-seen order, operands (and gather indices) written as ids. */
+  readonly nodes: string[] = [];
+  #ids = new Map<string, number>();
+  #of = new Map<Expr, number>();
+  #canonical: Expr[] = [];
+
+  /** The id of `e`'s structure. */
+  id(e: Expr): number {
+    const known = this.#of.get(e);
+    if (known !== undefined) return known;
+    let key: string, canonical: Expr;
+    if (e.kind === "alu") {
+      const args = e.args.map((a) => this.id(a));
+      key = exactJson({ alu: e.op, dtype: e.dtype, attrs: e.attrs ?? null, args });
+      canonical = { ...e, args: args.map((i) => this.#canonical[i]) };
+    } else if (e.kind === "load") {
+      const steps = this.#steps(e.steps);
+      key = exactJson({ load: e.input, dtype: e.dtype, steps: steps.ids });
+      canonical = { ...e, steps: steps.canonical };
+    } else {
+      key = exactJson(e);
+      canonical = e;
+    }
+    let id = this.#ids.get(key);
+    if (id === undefined) {
+      id = this.nodes.length;
+      this.nodes.push(key);
+      this.#ids.set(key, id);
+      this.#canonical.push(canonical);
+    }
+    this.#of.set(e, id);
+    return id;
+  }
+
+  /** The one object standing for every node structurally equal to `e`. */
+  canonical(e: Expr): Expr {
+    return this.#canonical[this.id(e)];
+  }
+
+  /** A step chain with each gather index as an id (for keys) and canonical (for the kernel). */
+  #steps(steps: readonly IndexStep[]): { ids: unknown[]; canonical: IndexStep[] } {
+    return {
+      ids: steps.map((s) => (s.kind === "gather" ? { ...s, index: this.id(s.index) } : s)),
+      canonical: steps.map((s) =>
+        s.kind === "gather" ? { ...s, index: this.canonical(s.index) as Load } : s
+      ),
+    };
+  }
+
+  /** A step chain's key, gather indices by id. */
+  stepsKey(steps: readonly IndexStep[]): unknown[] {
+    return this.#steps(steps).ids;
+  }
+}
+
+/** `kernel` with structurally equal subexpressions (across all its expressions) made one object. */
+export function shareExprs(kernel: KernelIR): KernelIR {
+  const table = new ExprTable();
+  return {
+    ...kernel,
+    reductions: kernel.reductions.map((r) => ({ ...r, expr: table.canonical(r.expr) })),
+    outputs: kernel.outputs.map((o) => ({ ...o, expr: table.canonical(o.expr) })),
+  };
+}
+
+/**
+ * Canonical text of a kernel, excluding graph value ids (so equal computations share a key). The
+ * expressions are written as a node table (operands by index), so the text grows with the DAG,
+ * not with the tree a shared subexpression would unfold to.
+ */
+export function kernelText(k: KernelIR): string {
+  const table = new ExprTable();
+  const buffer = (b: KernelBuffer) => ({ shape: b.shape, dtype: b.dtype });
+  const reductions = k.reductions.map((r) => ({ op: r.op, dtype: r.dtype, expr: table.id(r.expr) }));
+  const outputs = k.outputs.map((o) => ({
+    ...buffer(o),
+    expr: table.id(o.expr),
+    steps: table.stepsKey(o.steps),
+    level: o.level,
+  }));
+  const head = exactJson({
+    pattern: k.pattern,
+    space: k.space,
+    reduced: k.reduced,
+    inputs: k.inputs.map(buffer),
+    reductions,
+    outputs,
+    opaque: k.opaque,
+  });
+  return [head, ...table.nodes].join("\n");
 }
 
 /** The shape and operands of an f32 matmul kernel (space `[...batch, m, n, k]`). */

@@ -54,7 +54,7 @@ export class ReferenceBackend extends BackendBase {
    * interpreter runs; opaque kernels run the op's reference kernel.
    */
   readonly codegen: KernelCodegen = {
-    format: "kernel-ir-1",
+    format: "kernel-ir-2",
     generate: (kernel: KernelIR): Artifact => kernelText(kernel),
     load: (kernel: KernelIR): PreparedKernel => this.#load(kernel),
   };

@@ -7,31 +7,15 @@
  * @module
  */
 import type { DType } from "../../jit/dtype.ts";
-import type { Alu, AluOp, AluOperands, Expr } from "../../jit/kernel_ir.ts";
+import type { Alu, AluOp, AluOperands, Expr, ExprTable } from "../../jit/kernel_ir.ts";
 import type { Binaryen, BinaryenModule } from "./wasm_codegen.ts";
 import type { MathFunction } from "./wasm_math.ts";
 
 /** Whether `d` is held as f32 in generated code. */
 export const isFloat = (d: DType): boolean => d === "f32" || d === "f16";
 
-/** Locals holding evaluated expressions, by structural key. */
-export type Memo = Map<string, number>;
-
-const keys = new WeakMap<Expr, string>();
-/**
- * A structural key: equal subexpressions (fusion often builds the same load or product twice,
- * as distinct objects) are evaluated once per point.
- */
-export function keyOf(e: Expr): string {
-  let key = keys.get(e);
-  if (key === undefined) {
-    key = e.kind === "alu"
-      ? `${e.op}:${e.dtype}:${JSON.stringify(e.attrs ?? {})}(${e.args.map(keyOf).join(",")})`
-      : JSON.stringify(e);
-    keys.set(e, key);
-  }
-  return key;
-}
+/** Locals holding evaluated expressions, by structural id (see {@linkcode ExprTable}). */
+export type Memo = Map<number, number>;
 
 /** `1 / x` when dividing by `x` is exactly multiplying by it (x a power of two in range). */
 export function exactReciprocal(e: Expr): number | undefined {

@@ -24,9 +24,9 @@
 import type binaryenLib from "npm:binaryen@132.0.0";
 import type { DType } from "../../jit/dtype.ts";
 import { affineOffset, strideOver } from "../../jit/access.ts";
-import type { Expr, IndexStep, KernelIR, Reduction } from "../../jit/kernel_ir.ts";
+import { type Expr, ExprTable, type IndexStep, type KernelIR, type Reduction } from "../../jit/kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
-import { aluLowering, exactReciprocal, isFloat, keyOf, type Memo } from "./wasm_alu.ts";
+import { aluLowering, exactReciprocal, isFloat, type Memo } from "./wasm_alu.ts";
 import { type Linear, linearLowering, walkAt } from "./wasm_linear.ts";
 import { emitKernel, kernelModule } from "./wasm_module.ts";
 import { gemmBody, type MatmulContext, tiledGemm } from "./wasm_matmul.ts";
@@ -59,6 +59,10 @@ export function generateWasm(
   options: GenerateOptions = {},
 ): Uint8Array {
   const indirect = indirection(kernel);
+  // Equal subexpressions (fusion builds a DAG; decomposed ops reuse an operand) get one id, so
+  // each is evaluated once per point into one local.
+  const ids = new ExprTable();
+  const keyOf = (e: Expr): number => ids.id(e);
   const m = kernelModule(binaryen, { ...options, table: indirect?.table });
   const f64 = binaryen.f64, f32 = binaryen.f32, i32 = binaryen.i32;
   const nIn = kernel.inputs.length, nOut = kernel.outputs.length;
@@ -354,6 +358,7 @@ export function generateWasm(
     m,
     binaryen,
     kernel,
+    keyOf,
     coord,
     accs,
     rows: { start, end },
@@ -504,7 +509,7 @@ export function generateWasm(
     );
     if (rowOuts.length) {
       const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
-      const memo = new Map<string, number>();
+      const memo: Memo = new Map();
       for (const [o, k] of rowOuts) store(o, k, memo, stmts);
       rowBody.push(...stmts);
     }
@@ -518,7 +523,7 @@ export function generateWasm(
       if (linearStmts) rowBody.push(...linearStmts);
       else {
         const stmts: number[] = [...unravel(red, it)];
-        const memo = new Map<string, number>();
+        const memo: Memo = new Map();
         for (const [o, k] of fullOuts) store(o, k, memo, stmts);
         rowBody.push(...(red.length ? countedLoop(it, inner, stmts) : stmts));
       }

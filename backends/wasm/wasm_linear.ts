@@ -19,7 +19,7 @@ import {
 import type { Expr, IndexStep, KernelBuffer, KernelIR, Reduction } from "../../jit/kernel_ir.ts";
 import { walk } from "../../jit/kernel_ir.ts";
 import { type Shape, sizeOf } from "../../jit/shape.ts";
-import { type AluLowering, isFloat, keyOf, type Memo } from "./wasm_alu.ts";
+import { type AluLowering, isFloat, type Memo } from "./wasm_alu.ts";
 import type { Binaryen, BinaryenModule, LoadExpr } from "./wasm_codegen.ts";
 import { HIGH_HALF } from "./wasm_math.ts";
 
@@ -42,7 +42,7 @@ export interface Linear {
   /** Where a matmul epilogue reads its accumulators (instead of the reduction's local). */
   readonly acc?: Walk;
   /** Loop-invariant f32 subexpressions evaluated before the loop, by key. */
-  readonly hoisted?: Map<string, number>;
+  readonly hoisted?: Memo;
 }
 
 /** The affine accesses of some expressions and stores. */
@@ -87,6 +87,8 @@ export interface LinearContext extends Pick<AluLowering, "vectorKind" | "valu" |
   readonly binaryen: Binaryen;
   /** The kernel. */
   readonly kernel: KernelIR;
+  /** Structural id of an expression: equal subexpressions share one (and one local). */
+  keyOf(e: Expr): number;
   /** Coordinate locals, one per axis of the space. */
   readonly coord: readonly number[];
   /** Reduction result locals. */
@@ -155,6 +157,7 @@ export interface LinearLowering {
 /** The linear path's emitters for one function. */
 export function linearLowering(c: LinearContext): LinearLowering {
   const { m, binaryen, kernel, coord, accs, bufferOf, local, get, ic, unravel, steps, linear } = c;
+  const { keyOf } = c;
   const { loadAddress, value, whileLoop, wideSum, accumulate, vectorKind, valu, lanes } = c;
   const { start, end } = c.rows;
   const i32 = binaryen.i32, f32 = binaryen.f32, f64 = binaryen.f64;
@@ -274,11 +277,20 @@ export function linearLowering(c: LinearContext): LinearLowering {
    * depend on reductions and constants only: LayerNorm's `sqrt(var + eps)`), for `lin` to reuse.
    */
   const hoist = (lin: Linear, exprs: readonly Expr[], stmts: number[]): Linear => {
-    const hoisted = new Map<string, number>(), memo = new Map<string, number>();
-    const readsNothing = (e: Expr): boolean =>
-      e.kind === "alu" ? e.args.every(readsNothing) : e.kind !== "load";
+    const hoisted: Memo = new Map(), memo: Memo = new Map();
+    // Memoized by node: a shared subexpression is looked at once, not once per path to it.
+    const pure = new Map<Expr, boolean>(), seen = new Set<Expr>();
+    const readsNothing = (e: Expr): boolean => {
+      let r = pure.get(e);
+      if (r === undefined) {
+        r = e.kind === "alu" ? e.args.every(readsNothing) : e.kind !== "load";
+        pure.set(e, r);
+      }
+      return r;
+    };
     const visit = (e: Expr) => {
-      if (e.kind !== "alu" || hoisted.has(keyOf(e))) return;
+      if (e.kind !== "alu" || seen.has(e) || hoisted.has(keyOf(e))) return;
+      seen.add(e);
       if (e.dtype === "f32" && readsNothing(e)) {
         const l = local(f32);
         stmts.push(m.local.set(l, value(e, memo, stmts)));
@@ -319,7 +331,7 @@ export function linearLowering(c: LinearContext): LinearLowering {
     exprs: readonly Expr[] = outs.map((k) => kernel.outputs[k].expr),
   ): number[] => {
     const each = (width: 1 | 4) => (stmts: number[]) => {
-      const memo = new Map<string, number>();
+      const memo = new Map<number, number>();
       outs.forEach((k, i) => storeLinear(k, width, lin, memo, stmts, exprs[i]));
     };
     return linearLoop(lin, count, vector ? each(4) : undefined, each(1));
@@ -433,7 +445,7 @@ export function linearLowering(c: LinearContext): LinearLowering {
         () => ic(count),
         vector
           ? (st) => {
-            const memo = new Map<string, number>();
+            const memo = new Map<number, number>();
             const v = () => vvalue(r.expr, lin, memo, st);
             if (keep !== undefined) {
               st.push(
@@ -465,7 +477,7 @@ export function linearLowering(c: LinearContext): LinearLowering {
           }
           : undefined,
         (st) => {
-          const memo = new Map<string, number>();
+          const memo = new Map<number, number>();
           const v = () => value(r.expr, memo, st, lin);
           if (keep !== undefined) st.push(m.f32.store(0, 4, at(lin.stores.get(keep)!, lin.j), v()));
           st.push(...accumulate(r, acc, v()));

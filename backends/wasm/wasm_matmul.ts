@@ -13,6 +13,7 @@ import type { Binaryen, BinaryenModule, LoadExpr } from "./wasm_codegen.ts";
 import { relaxedMadd } from "./wasm_math.ts";
 import { type MatmulPlan, packsA, panelsBytes, TILE_BYTES, TILE_ROWS } from "./wasm_matmul_plan.ts";
 import type { Accesses, Linear } from "./wasm_linear.ts";
+import type { Memo } from "./wasm_alu.ts";
 
 /** Rows of B a contiguous B's packing copies per pass over its panels. */
 const KB = 8;
@@ -53,12 +54,12 @@ export interface MatmulContext {
   /** A load's address at the current coordinates (statements into `stmts`). */
   loadAddress(load: LoadExpr, stmts: number[]): { address: number };
   /** Evaluates an expression at the current coordinates. */
-  value(expr: Expr, memo: Map<string, number>, stmts: number[]): number;
+  value(expr: Expr, memo: Memo, stmts: number[]): number;
   /** Stores output `k` at the current coordinates. */
   store(
     output: KernelIR["outputs"][number],
     k: number,
-    memo: Map<string, number>,
+    memo: Memo,
     stmts: number[],
   ): void;
   /** `body` while `cond()` holds. */
@@ -479,7 +480,7 @@ export function gemmBody(e: MatmulContext, plan: MatmulPlan): number[] {
     (st) => {
       st.push(m.local.set(coord[nAxis], get(nn, i32)), m.local.set(coord[kAxis], ic(0)));
       st.push(m.local.set(accs[0], m.f32.load(0, 4, scratchAt(get(nn, i32)))));
-      const memo = new Map<string, number>();
+      const memo: Memo = new Map();
       kernel.outputs.forEach((o, j) => store(o, j, memo, st));
     },
     1,

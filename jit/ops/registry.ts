@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { checkBudget } from "../budget.ts";
 import { type DType, DTYPES, isFloat } from "../dtype.ts";
 import { KilnError, type KilnErrorCode } from "../errors.ts";
 import type { HostTensor } from "../host_tensor.ts";
@@ -318,5 +319,10 @@ export function inferNode(
       fix: `pass ${want} inputs to ${op}`,
     });
   }
-  return def.infer(new InferContext({ op, where, inputs, attrs }));
+  const outputs = def.infer(new InferContext({ op, where, inputs, attrs }));
+  // Before anything is evaluated or allocated: a hostile shape is refused here, in microseconds.
+  outputs.forEach((t, i) =>
+    checkBudget(t.shape, t.dtype, outputs.length > 1 ? `${where} output ${i}` : where)
+  );
+  return outputs;
 }
