@@ -93,6 +93,13 @@ export { type Policy, type Schedule, type Transfer } from "./jit/schedule.ts";
 export { type BackendRates, setBackendRates } from "./jit/cost_model.ts";
 export { explain, type ExplainedKernel, type Explanation } from "./jit/explain.ts";
 export { estimateWork } from "./jit/workload.ts";
+export {
+  checkBudget,
+  MAX_ELEMENTS,
+  type MemoryBudget,
+  memoryBudget,
+  setMemoryBudget,
+} from "./jit/budget.ts";
 export { compile, type CompileOptions } from "./jit/compile.ts";
 export { runOp, type RunOpOptions } from "./jit/run_op.ts";
 export {
