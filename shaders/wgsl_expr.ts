@@ -115,6 +115,19 @@ interface AluArgs extends AluOperands<string> {
 }
 
 const flag = (cond: string) => `select(0u, 1u, ${cond})`;
+/** A finite f32 literal as {@linkcode literal} writes it (NaN is written otherwise). */
+const LITERAL = /^bitcast<f32>\(\d+u\)$/;
+/**
+ * A float comparison that is false when an operand is NaN, as IEEE says. WGSL lets a compiler
+ * assume no NaNs: llvmpipe folds `select(x, 0, x < 0)` into `max(x, 0)`, so Relu(NaN) came out 0.
+ * The explicit bit-level NaN test keeps that fold from applying; literals need none.
+ */
+function ordered(op: string, { a, int }: AluArgs): string {
+  const cmp = `${a[0]} ${op} ${a[1]}`;
+  if (int) return cmp;
+  const checks = a.filter((x) => !LITERAL.test(x)).map((x) => ` && !k_isnan(${x})`);
+  return `(${cmp}${checks.join("")})`;
+}
 const builtin = (name: string) => ({ a }: AluArgs) => `${name}(${a[0]})`;
 
 /** Per ALU op: its WGSL expression. */
@@ -142,9 +155,9 @@ const WGSL_ALU = {
       : r;
     return `select(${fix}, ${zero}, ${a[1]} == ${zero})`;
   },
-  Equal: ({ a }) => flag(`${a[0]} == ${a[1]}`),
-  Greater: ({ a }) => flag(`${a[0]} > ${a[1]}`),
-  Less: ({ a }) => flag(`${a[0]} < ${a[1]}`),
+  Equal: (x) => flag(ordered("==", x)),
+  Greater: (x) => flag(ordered(">", x)),
+  Less: (x) => flag(ordered("<", x)),
   And: ({ a }) => flag(`${a[0]} != 0u && ${a[1]} != 0u`),
   Or: ({ a }) => flag(`${a[0]} != 0u || ${a[1]} != 0u`),
   Not: ({ a }) => flag(`${a[0]} == 0u`),

@@ -127,8 +127,8 @@ export interface WasmBackendOptions {
 export class WasmBackend implements Backend {
   /** Always `"wasm"`. */
   readonly id: string = "wasm";
-  /** Implementation version. */
-  readonly version: string = "0.1.0";
+  /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
+  readonly version: string = "0.2.0";
   /** CPU with WebAssembly. */
   readonly kind: BackendKind = "cpu-simd";
   /** A CPU is never lost. */

@@ -24,7 +24,13 @@
 import type binaryenLib from "npm:binaryen@132.0.0";
 import type { DType } from "../../jit/dtype.ts";
 import { affineOffset, strideOver } from "../../jit/access.ts";
-import { type Expr, ExprTable, type IndexStep, type KernelIR, type Reduction } from "../../jit/kernel_ir.ts";
+import {
+  type Expr,
+  ExprTable,
+  type IndexStep,
+  type KernelIR,
+  type Reduction,
+} from "../../jit/kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
 import { aluLowering, exactReciprocal, isFloat, type Memo } from "./wasm_alu.ts";
 import { type Linear, linearLowering, walkAt } from "./wasm_linear.ts";

@@ -78,8 +78,8 @@ export function isSoftwareAdapter(adapter: GPUAdapter): boolean {
 export class WebGpuBackend implements Backend {
   /** Always `"webgpu"`. */
   readonly id: string = "webgpu";
-  /** Implementation version. */
-  readonly version: string = "0.1.0";
+  /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
+  readonly version: string = "0.2.0";
   /** A GPU. */
   readonly kind: BackendKind = "gpu";
   #options: WebGpuOptions;
