@@ -12,6 +12,7 @@ import { Executable, type PlanInfo } from "./executable.ts";
 import { fuse } from "./fuse.ts";
 import type { Graph } from "./graph.ts";
 import { defaultKernelCache, type KernelCache } from "./kernel_cache.ts";
+import type { KernelIR } from "./kernel_ir.ts";
 import { legalize } from "./legalize.ts";
 import { planMemory } from "./memory_plan.ts";
 import { hostProgram } from "./program.ts";
@@ -164,33 +165,61 @@ export async function compile(graph: Graph, options: CompileOptions = {}): Promi
   const build = async (placed: Schedule): Promise<Executable> => {
     await Promise.all([...new Set(placed.placement)].map((id) => byId.get(id)!.prepare()));
     const sources = { memory: 0, disk: 0, generated: 0 };
-    const artifacts = await Promise.all(fusion.kernels.map(async (k, i) => {
-      const backend = byId.get(placed.placement[i])!;
-      const { artifact, source } = cache
-        ? await cache.artifact(k, backend)
+    const fetch = async (k: KernelIR, backend: Backend, refresh = false) =>
+      cache
+        ? await cache.artifact(k, backend, { refresh })
         : { artifact: await backend.codegen!.generate(k), source: "generated" as const };
-      sources[source]++;
-      return artifact;
-    }));
+    const fetched = await Promise.all(
+      fusion.kernels.map((k, i) => fetch(k, byId.get(placed.placement[i])!)),
+    );
+    for (const f of fetched) sources[f.source]++;
+    const artifacts = fetched.map((f) => f.artifact);
+    /**
+     * Regenerates kernel `i`'s cached artifact after it failed to load: the cache verifies what it
+     * reads, but an artifact from another engine version can still be refused.
+     */
+    const refresh = async (i: number, error: unknown) => {
+      if (fetched[i].source === "generated") throw error;
+      console.warn(
+        `kiln: the cached code of kernel ${fusion.kernels[i].name} failed to load (${
+          (error as Error)?.message
+        }); regenerating it`,
+      );
+      artifacts[i] =
+        (await fetch(fusion.kernels[i], byId.get(placed.placement[i])!, true)).artifact;
+    };
     // A plan wholly on a backend that assembles programs (a GPU) becomes one program there;
     // otherwise kernels run one by one over host buffers.
     const only = new Set(placed.placement).size === 1 ? byId.get(placed.placement[0]) : undefined;
-    const program: Program = only?.codegen?.assemble
-      ? await only.codegen.assemble({
+    const assemble = () =>
+      only!.codegen!.assemble!({
         graph: legal,
         kernels: fusion.kernels,
         artifacts,
         constants: fusion.constants,
         partial: buckets?.partial,
+      });
+    const load = async (i: number) => {
+      const codegen = byId.get(placed.placement[i])!.codegen!;
+      try {
+        return await codegen.load(fusion.kernels[i], artifacts[i]);
+      } catch (e) {
+        await refresh(i, e);
+        return await codegen.load(fusion.kernels[i], artifacts[i]);
+      }
+    };
+    const program: Program = only?.codegen?.assemble
+      ? await assemble().catch(async (e) => {
+        if (fetched.every((f) => f.source === "generated")) throw e;
+        for (let i = 0; i < fetched.length; i++) {
+          if (fetched[i].source !== "generated") await refresh(i, e);
+        }
+        return await assemble();
       })
       : hostProgram({
         graph: legal,
         kernels: fusion.kernels,
-        prepared: await Promise.all(
-          fusion.kernels.map((k, i) =>
-            byId.get(placed.placement[i])!.codegen!.load(k, artifacts[i])
-          ),
-        ),
+        prepared: await Promise.all(fusion.kernels.map((_, i) => load(i))),
         constants: fusion.constants,
         memory,
         partial: buckets?.partial,

@@ -6,6 +6,7 @@ import { fuse } from "./fuse.ts";
 import { GraphBuilder } from "./graph_builder.ts";
 import type { KernelIR } from "./kernel_ir.ts";
 import { KernelCache } from "./kernel_cache.ts";
+import { digest } from "./digest.ts";
 
 /** A reference backend that counts code generation. */
 class Counting extends ReferenceBackend {
@@ -110,4 +111,125 @@ Deno.test("an isomorphic graph built in another order hits the kernel cache", as
   const exe = await compile(b, { backend, cache });
   assert.equal(cache.stats().misses, before.misses);
   assert.equal(cache.stats().hits, before.hits + exe.plan!.kernels.length);
+});
+
+/** A three-kernel graph and its input. */
+function mlp() {
+  const b = new GraphBuilder();
+  const x = b.input("x", [4, 8]);
+  const w = b.param("w", [8, 8], "f32", Float32Array.from({ length: 64 }, (_, i) => (i % 7) / 7));
+  const h = b.op("Relu", [b.op("MatMul", [x, w])]);
+  b.output("y", b.op("Softmax", [b.op("MatMul", [h, w])], { axis: -1 }));
+  b.output("s", b.op("ReduceSum", [b.op("Exp", [x])], { axes: [1] }));
+  const feeds = {
+    x: {
+      data: Float32Array.from({ length: 32 }, (_, i) => i / 16 - 1),
+      shape: [4, 8],
+      dtype: "f32" as const,
+    },
+  };
+  return { graph: b.build(), feeds };
+}
+
+Deno.test("damaged disk entries are removed and regenerated, never trusted, never a hang", async () => {
+  const dir = await Deno.makeTempDir();
+  const warn = console.warn;
+  const warnings: string[] = [];
+  console.warn = (m: string) => warnings.push(m);
+  try {
+    const { graph, feeds } = mlp();
+    const run = async () => {
+      const cache = new KernelCache({ dir });
+      const exe = await compile(graph, { backend: "wasm", cache });
+      const out = await exe.run(feeds);
+      exe.dispose();
+      return { out, stats: cache.stats() };
+    };
+    const want = (await run()).out;
+    const files = async () => {
+      const names: string[] = [];
+      for await (const e of Deno.readDir(dir)) {
+        if (e.name.endsWith(".json")) names.push(`${dir}/${e.name}`);
+      }
+      return names.sort();
+    };
+    const damages: [string, (paths: string[]) => Promise<void>][] = [
+      ["swapped", async ([a, b]) => {
+        const [ta, tb] = [await Deno.readTextFile(a), await Deno.readTextFile(b)];
+        await Deno.writeTextFile(a, tb);
+        await Deno.writeTextFile(b, ta);
+      }],
+      ["truncated", async ([a]) => {
+        const t = await Deno.readTextFile(a);
+        await Deno.writeTextFile(a, t.slice(0, t.length >> 1));
+      }],
+      ["bit-flipped", async ([a]) => {
+        const bytes = await Deno.readFile(a);
+        const at = bytes.length - 40; // inside the base64 artifact
+        bytes[at] = bytes[at] === 65 ? 66 : 65;
+        await Deno.writeFile(a, bytes);
+      }],
+      ["a directory", async ([a]) => {
+        await Deno.remove(a);
+        await Deno.mkdir(a);
+      }],
+      ["a FIFO", async ([a]) => {
+        await Deno.remove(a);
+        const made = await new Deno.Command("mkfifo", { args: [a] }).output().catch(() =>
+          undefined
+        );
+        if (!made?.success) await Deno.mkdir(a);
+      }],
+      ["a link", async ([a, b]) => {
+        await Deno.remove(a);
+        await Deno.symlink(b, a);
+      }],
+    ];
+    for (const [what, damage] of damages) {
+      await damage(await files());
+      warnings.length = 0;
+      const { out, stats } = await run();
+      assert.ok(stats.rejected >= 1, `${what}: rejected ${stats.rejected}`);
+      assert.ok(warnings.some((w) => /damaged kernel cache entry/.test(w)), what);
+      for (const name of ["y", "s"]) assert.deepEqual(out[name].data, want[name].data, what);
+      // The damaged entry was rewritten: the next process reads everything from disk again.
+      const again = await run();
+      assert.equal(again.stats.rejected, 0, `${what}: rewritten`);
+      assert.equal(again.stats.misses, 0, `${what}: all from disk`);
+    }
+  } finally {
+    console.warn = warn;
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a verified cached artifact that fails to load is regenerated", async () => {
+  const dir = await Deno.makeTempDir();
+  const warn = console.warn;
+  console.warn = () => {};
+  try {
+    const { graph, feeds } = mlp();
+    const exe = await compile(graph, { backend: "wasm", cache: new KernelCache({ dir }) });
+    const want = await exe.run(feeds);
+    exe.dispose();
+    // A record that passes every check but holds a module the engine refuses.
+    for await (const e of Deno.readDir(dir)) {
+      if (!e.name.endsWith(".json")) continue;
+      const path = `${dir}/${e.name}`;
+      const record = JSON.parse(await Deno.readTextFile(path));
+      const artifact = btoa("\0asm not really");
+      await Deno.writeTextFile(
+        path,
+        JSON.stringify({ ...record, artifact, digest: digest(artifact) }),
+      );
+    }
+    const cache = new KernelCache({ dir });
+    const again = await compile(graph, { backend: "wasm", cache });
+    assert.deepEqual((await again.run(feeds)).y.data, want.y.data);
+    again.dispose();
+    assert.ok(cache.stats().diskHits >= 1 && cache.stats().misses >= 1);
+  } finally {
+    console.warn = warn;
+    await Deno.remove(dir, { recursive: true });
+  }
 });
