@@ -9,6 +9,7 @@ import type { Backend, BackendSet, Program } from "./backend.ts";
 import { type BackendRates, backendRates, knownRates } from "./cost_model.ts";
 import { KilnError } from "./errors.ts";
 import { Executable, type PlanInfo } from "./executable.ts";
+import { foldEmpty } from "./fold_empty.ts";
 import { fuse } from "./fuse.ts";
 import type { Graph } from "./graph.ts";
 import { defaultKernelCache, type KernelCache } from "./kernel_cache.ts";
@@ -93,7 +94,8 @@ export function registeredBackends(): BackendSet {
  * console.log(y.data); // Float32Array [1, 2.718…]
  * ```
  */
-export async function compile(graph: Graph, options: CompileOptions = {}): Promise<Executable> {
+export async function compile(input: Graph, options: CompileOptions = {}): Promise<Executable> {
+  const graph = foldEmpty(input);
   // Unfused compiles run node by node on one backend: the reference unless one is named.
   const id = options.backend ?? (options.fuse === false ? "reference" : undefined);
   // A backend instance needs no registry (it only widens the suggestions of a legalize error).

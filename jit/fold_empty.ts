@@ -1,0 +1,51 @@
+/**
+ * Empty tensors are constants: a node whose every output has no elements computes nothing its
+ * consumers could read, so it becomes an empty param before any backend sees it. Generated kernels
+ * never face a zero-sized space (a MatMul with an empty batch divided by zero in wasm address
+ * math and produced invalid WGSL), and no backend needs its own special case.
+ *
+ * @module
+ */
+import { allocate } from "./dtype.ts";
+import { Graph, type NodeSpec, type ParamSpec } from "./graph.ts";
+import { sizeOf } from "./shape.ts";
+
+/** `graph` with every all-empty node replaced by empty params (`graph` itself when there is none). */
+export function foldEmpty(graph: Graph): Graph {
+  const empty = (v: number) => sizeOf(graph.values[v].shape) === 0;
+  const folded = graph.nodes.filter((n) => n.outputs.length > 0 && n.outputs.every(empty));
+  if (folded.length === 0) return graph;
+  const params: ParamSpec[] = graph.params.map((p) => ({
+    name: p.name,
+    shape: p.shape,
+    dtype: graph.values[p.value].dtype,
+    data: p.data,
+  }));
+  const nodes: NodeSpec[] = [];
+  for (const n of graph.nodes) {
+    const name = (v: number) => graph.values[v].name;
+    if (folded.includes(n)) {
+      for (const v of n.outputs) {
+        const { shape, dtype } = graph.values[v];
+        params.push({ name: name(v), shape, dtype, data: allocate(dtype, 0) });
+      }
+      continue;
+    }
+    nodes.push({
+      op: n.op,
+      inputs: n.inputs.map(name),
+      outputs: n.outputs.map(name),
+      attrs: n.attrs,
+    });
+  }
+  return Graph.create({
+    inputs: graph.inputs.map((i) => ({ name: i.name, shape: i.shape, dtype: i.dtype })),
+    params,
+    nodes,
+    outputs: graph.outputs.map((o) => ({
+      name: o.name,
+      value: graph.values[o.value].name,
+      dtype: o.dtype,
+    })),
+  });
+}
