@@ -41,7 +41,7 @@ const pass = (op: string, pick?: (c: NodeContext) => Attrs): Converter => (c) =>
  * `axis` on (default: trailing), so B gets trailing 1s before NumPy broadcasting applies.
  */
 const legacyBinary = (op: string): Converter => (c) => {
-  const [a, b] = [c.input(0)!, c.input(1)!];
+  const [a, b] = [c.required(0), c.required(1)];
   const axis = attrs(c).int("axis");
   if (c.opset >= 7 || attrs(c).int("broadcast", 0) !== 1 || axis === undefined) {
     return c.emit(op, c.inputs());
@@ -56,7 +56,7 @@ const legacyBinary = (op: string): Converter => (c) => {
 /** Softmax-like ops before opset 13: the input is viewed as 2-D at `axis` (default 1). */
 const rowwise = (op: string): Converter => (c) => {
   if (c.opset >= 13) return c.emit(op, c.inputs(), { axis: attrs(c).int("axis", -1) });
-  const x = c.input(0)!;
+  const x = c.required(0);
   const shape = typeOf(x).shape;
   const axis = attrs(c).int("axis", 1)!;
   const at = axis < 0 ? axis + shape.length : axis;
@@ -101,7 +101,7 @@ function onlyFirstOutput(c: NodeContext, what: string): void {
 function reduce(op: string): Converter {
   return (c) => {
     const r = reduceAxes(c);
-    return r === "identity" ? c.emit("Identity", [c.input(0)!]) : c.emit(op, [c.input(0)!], r);
+    return r === "identity" ? c.emit("Identity", [c.required(0)]) : c.emit(op, [c.required(0)], r);
   };
 }
 
@@ -111,7 +111,7 @@ function argReduce(op: "ArgMax" | "ArgMin"): Converter {
   return (c) => {
     const a = attrs(c);
     return withI64(
-      c.emit(op, [c.input(0)!], {
+      c.emit(op, [c.required(0)], {
         axis: a.int("axis", 0),
         keepdims: a.int("keepdims", 1),
         select_last_index: a.int("select_last_index", 0),
@@ -176,7 +176,7 @@ export const CONVERTERS: Record<string, Converter> = {
   Concat: pass("Concat", (c) => ({ axis: attrs(c).int("axis") })),
   Gather: (c) => {
     // A constant scalar index is a slice: an index map that fuses, not a gather kernel.
-    const [x, idx] = [c.input(0)!, c.input(1)!];
+    const [x, idx] = [c.required(0), c.required(1)];
     const axis = attrs(c).int("axis", 0)!;
     const shape = typeOf(x).shape;
     if (idx.kind === "const" && idx.tensor.shape.length === 0 && x.kind === "value") {
@@ -204,7 +204,7 @@ export const CONVERTERS: Record<string, Converter> = {
   AveragePool: pass("AveragePool", window),
   MaxPool: (c) => {
     onlyFirstOutput(c, "Indices");
-    return c.emit("MaxPool", [c.input(0)!], window(c));
+    return c.emit("MaxPool", [c.required(0)], window(c));
   },
   GlobalAveragePool: pass("GlobalAveragePool"),
   BatchNormalization: (c) => {
@@ -234,33 +234,35 @@ export const CONVERTERS: Record<string, Converter> = {
         fix: "export the model in eval mode (model.eval()); kiln runs inference",
       });
     }
-    return c.emit("Identity", [c.input(0)!]);
+    return c.emit("Identity", [c.required(0)]);
   },
   Cast: (c) => {
     const { to, i64 } = castTarget(c);
-    return withI64(c.emit("Cast", [c.input(0)!], { to }), i64);
+    return withI64(c.emit("Cast", [c.required(0)], { to }), i64);
   },
   ArgMax: argReduce("ArgMax"),
   ArgMin: argReduce("ArgMin"),
   ...COMPOSITE_CONVERTERS,
   CumSum: (c) =>
-    c.emit("CumSum", [c.input(0)!], {
+    c.emit("CumSum", [c.required(0)], {
       axis: constScalar(c, 1, "axis"),
       exclusive: attrs(c).int("exclusive", 0),
       reverse: attrs(c).int("reverse", 0),
     }),
   Reshape: (c) =>
-    c.emit("Reshape", [c.input(0)!], {
+    c.emit("Reshape", [c.required(0)], {
       shape: constInts(c, 1, "shape"),
       allowzero: attrs(c).int("allowzero", 0),
     }),
   Squeeze: (c) =>
-    c.emit("Squeeze", [c.input(0)!], { axes: constInts(c, 1, "axes") ?? attrs(c).ints("axes") }),
+    c.emit("Squeeze", [c.required(0)], { axes: constInts(c, 1, "axes") ?? attrs(c).ints("axes") }),
   Unsqueeze: (c) =>
-    c.emit("Unsqueeze", [c.input(0)!], { axes: constInts(c, 1, "axes") ?? attrs(c).ints("axes") }),
-  Expand: (c) => c.emit("Expand", [c.input(0)!], { shape: constInts(c, 1, "shape") }),
+    c.emit("Unsqueeze", [c.required(0)], {
+      axes: constInts(c, 1, "axes") ?? attrs(c).ints("axes"),
+    }),
+  Expand: (c) => c.emit("Expand", [c.required(0)], { shape: constInts(c, 1, "shape") }),
   Slice: (c) =>
-    c.emit("Slice", [c.input(0)!], {
+    c.emit("Slice", [c.required(0)], {
       // Before opset 10 the bounds are attributes.
       starts: constInts(c, 1, "starts") ?? attrs(c).ints("starts"),
       ends: constInts(c, 2, "ends") ?? attrs(c).ints("ends"),
@@ -270,14 +272,14 @@ export const CONVERTERS: Record<string, Converter> = {
   Split: (c) => {
     const split = constInts(c, 1, "split") ?? attrs(c).ints("split");
     const outputs = c.node.output.length;
-    return c.emit("Split", [c.input(0)!], {
+    return c.emit("Split", [c.required(0)], {
       axis: attrs(c).int("axis", 0),
       split,
       num_outputs: split ? undefined : outputs,
     }, outputs);
   },
   Pad: (c) =>
-    c.emit("Pad", [c.input(0)!], {
+    c.emit("Pad", [c.required(0)], {
       // Before opset 11 the pads and the value are attributes.
       pads: constInts(c, 1, "pads") ?? attrs(c).ints("pads"),
       value: c.input(2) ? constScalar(c, 2, "constant_value") : attrs(c).float("value", 0),
@@ -285,7 +287,7 @@ export const CONVERTERS: Record<string, Converter> = {
       mode: attrs(c).string("mode", "constant"),
     }),
   Clip: (c) =>
-    c.emit("Clip", [c.input(0)!], {
+    c.emit("Clip", [c.required(0)], {
       // Before opset 11 the limits are attributes.
       min: constScalar(c, 1, "min") ?? (c.opset < 11 ? attrs(c).float("min") : undefined),
       max: constScalar(c, 2, "max") ?? (c.opset < 11 ? attrs(c).float("max") : undefined),
@@ -294,9 +296,9 @@ export const CONVERTERS: Record<string, Converter> = {
   ReduceMean: reduce("ReduceMean"),
   ReduceMax: reduce("ReduceMax"),
   ReduceMin: reduce("ReduceMin"),
-  Sum: (c) => c.inputs().slice(1).reduce((acc, x) => c.emit("Add", [acc[0], x]), [c.input(0)!]),
+  Sum: (c) => c.inputs().slice(1).reduce((acc, x) => c.emit("Add", [acc[0], x]), [c.required(0)]),
   Shape: (c) => {
-    const x = c.input(0)!;
+    const x = c.required(0);
     const shape = typeOf(x).shape;
     const a = attrs(c);
     const rank = shape.length;
@@ -309,7 +311,7 @@ export const CONVERTERS: Record<string, Converter> = {
     }];
   },
   Size: (c) => {
-    const x = c.input(0)!;
+    const x = c.required(0);
     const shape = typeOf(x).shape;
     return [{
       kind: "const",
@@ -372,7 +374,7 @@ export const CONVERTERS: Record<string, Converter> = {
     );
   },
   Range: (c) => {
-    const x = c.input(0)!;
+    const x = c.required(0);
     const dtype = typeOf(x).dtype;
     const k = c.emit("Range", [], {
       start: constScalar(c, 0, "start"),

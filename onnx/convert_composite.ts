@@ -47,7 +47,7 @@ function unary(
   ) => Known,
 ): Converter {
   return (c) => {
-    const x = c.input(0)!;
+    const x = c.required(0);
     const op = (name: string, ...xs: Known[]) => c.emit(name, xs)[0];
     return [build(op, x, (v) => scalar(v, typeOf(x).dtype), c)];
   };
@@ -59,7 +59,7 @@ function sumOf(
   post?: (op: OpFn, s: Known) => Known,
 ): Converter {
   return (c) => {
-    const x = c.input(0)!;
+    const x = c.required(0);
     const op: OpFn = (name, xs, attrs) => c.emit(name, xs, attrs)[0];
     const r = reduceAxes(c);
     const v = pre(op, x);
@@ -109,7 +109,7 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter> = {
     op("Mul", op("Log", op("Div", op("Add", k(1), x), op("Sub", k(1), x))), k(0.5))
   ),
   PRelu: (c) => {
-    const [x, slope] = [c.input(0)!, c.input(1)!];
+    const [x, slope] = [c.required(0), c.required(1)];
     const zero = scalar(0, typeOf(x).dtype);
     const [neg] = c.emit("Less", [x, zero]);
     const [scaled] = c.emit("Mul", [x, slope]);
@@ -120,13 +120,13 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter> = {
     return c.emit("Not", [same]);
   },
   Mean: (c) => {
-    const xs = c.inputs();
+    const xs = [c.required(0), ...c.inputs().slice(1)];
     const sum = xs.slice(1).reduce((acc, x) => c.emit("Add", [acc, x])[0], xs[0]);
     return c.emit("Div", [sum, scalar(xs.length, typeOf(xs[0]).dtype)]);
   },
   CastLike: (c) => {
-    const target = c.input(1)!;
-    return c.emit("Cast", [c.input(0)!], { to: typeOf(target).dtype }).map((k) => ({
+    const target = c.required(1);
+    return c.emit("Cast", [c.required(0)], { to: typeOf(target).dtype }).map((k) => ({
       ...k,
       i64: target.i64,
     }));
@@ -137,7 +137,7 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter> = {
   ReduceLogSum: sumOf((_, x) => x, (op, s) => op("Log", [s])),
   ReduceLogSumExp: (c) => {
     // log Σ exp(x) = m + log Σ exp(x − m), m the maximum: no overflow for large x.
-    const x = c.input(0)!;
+    const x = c.required(0);
     const r = reduceAxes(c);
     if (r === "identity") return [x];
     const [m] = c.emit("ReduceMax", [x], { axes: r.axes, keepdims: 1 });
@@ -147,7 +147,7 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter> = {
     return c.emit("Add", [c.emit("Log", [sum])[0], mk]);
   },
   Trilu: (c) => {
-    const x = c.input(0)!;
+    const x = c.required(0);
     const shape = typeOf(x).shape;
     const k = c.input(1) ? constInts(c, 1, "k")![0] : 0;
     const upper = attrs(c).int("upper", 1) === 1;

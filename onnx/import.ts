@@ -156,7 +156,11 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       label,
       opset,
       input: (i) => inputs[i],
-      inputs: () => inputs.filter((k): k is Known => k !== undefined),
+      required: (i) => inputs[i] ?? missingInput(label, i),
+      inputs: () => {
+        const n = inputs.findLastIndex((k) => k !== undefined) + 1;
+        return inputs.slice(0, n).map((k, i) => k ?? missingInput(label, i));
+      },
       emit: (op, ins, attrs = {}, outputs = 1) => emit(op, ins, clean(attrs), outputs, label),
     };
     const outs = CONVERTERS[node.opType](ctx);
@@ -270,4 +274,13 @@ function bindShape(input: OnnxInputInfo, given: Shape | undefined): number[] {
     );
   }
   return [...given];
+}
+
+/** The error of a required input the model leaves out (absent, or named ""). */
+function missingInput(label: string, i: number): never {
+  throw new KilnError(`${label}: input ${i} is required but missing`, {
+    code: "invalid-graph",
+    fix:
+      "give the node every input its op requires (see the ONNX operator spec); re-export the model",
+  });
 }

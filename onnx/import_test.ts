@@ -3,6 +3,7 @@ import { compile } from "../mod.ts";
 import { KilnError } from "../jit/errors.ts";
 import { rng } from "../jit/random.ts";
 import { assertClose, numbers } from "../jit/testing.ts";
+import { CONVERTERS } from "./convert.ts";
 import { importOnnx } from "./import.ts";
 import { OnnxModel } from "./model.ts";
 import { NeedsValue } from "./node_context.ts";
@@ -238,4 +239,35 @@ Deno.test("ops named after Object.prototype members and outputs written twice ar
     () => importOnnx(encodeModel(twice)),
     (e: unknown) => e instanceof KilnError && e.code === "duplicate-name" && /Fix:/.test(e.message),
   );
+});
+
+Deno.test("every converter: a missing or empty-named required input is a typed error, never a TypeError", () => {
+  const shapes = [[], [""], ["x", ""], ["", "x"], ["x", "", ""], ["x", "x", "x", "x", "x", "x"]];
+  for (const op of Object.keys(CONVERTERS)) {
+    for (const input of shapes) {
+      for (const version of [7, 13, 21]) {
+        const model: ModelProto = {
+          irVersion: 8,
+          opsetImport: [{ domain: "", version }],
+          graph: {
+            name: "g",
+            node: [{ opType: op, input, output: ["y"], attribute: [] }],
+            initializer: [],
+            input: [{
+              name: "x",
+              type: {
+                tensorType: { elemType: 1, shape: { dim: [{ dimValue: 2 }, { dimValue: 3 }] } },
+              },
+            }],
+            output: [{ name: "y", type: { tensorType: { elemType: 1 } } }],
+          },
+        };
+        try {
+          importOnnx(encodeModel(model));
+        } catch (e) {
+          assert.ok(e instanceof KilnError, `${op} opset ${version} [${input}]: ${e}`);
+        }
+      }
+    }
+  }
 });

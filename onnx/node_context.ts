@@ -34,7 +34,9 @@ export interface NodeContext {
   readonly opset: number;
   /** Input `i`, or `undefined` when absent (optional inputs). */
   input(i: number): Known | undefined;
-  /** Every present input. */
+  /** Input `i`, which the op requires: a typed error when the model leaves it out. */
+  required(i: number): Known;
+  /** Every input, in order; a typed error when one is left out before a present one. */
   inputs(): Known[];
   /** Emits a kiln op (folded when its inputs are constant). */
   emit(op: string, inputs: readonly Known[], attrs?: Attrs, outputs?: number): Known[];
