@@ -18,10 +18,19 @@ import type { Graph } from "./jit/graph.ts";
 import type { HostTensor } from "./jit/host_tensor.ts";
 import { defaultKernelCache } from "./jit/kernel_cache.ts";
 import { opNames } from "./jit/ops/mod.ts";
+import { envVar } from "./jit/env.ts";
 import { rng } from "./jit/random.ts";
 import { type Shape, sizeOf } from "./jit/shape.ts";
 import { VERSION } from "./jit/version.ts";
 import { OnnxModel } from "./onnx/model.ts";
+import { checkBudget, memoryBudget } from "./jit/budget.ts";
+import {
+  checkWritableDir,
+  checkWritableFile,
+  readInputFile,
+  saveOutputs,
+  writeTextFile,
+} from "./cli_files.ts";
 
 const HELP = `kiln ${VERSION}: a JIT codegen runtime for tensor compute graphs
 
@@ -184,11 +193,18 @@ async function load(
   const sources: Record<string, string> = {};
   for (const [index, info] of model.inputs.entries()) {
     const file = files.get(info.name);
-    const bytes = file ? await Deno.readFile(file) : undefined;
-    let shape: Shape;
+    let shape: Shape | undefined;
     if (shapes.has(info.name)) shape = parseShape(shapes.get(info.name)!, info.name);
     else if (info.dims.every((d) => typeof d === "number")) shape = info.dims as number[];
-    else {
+    // Refused before a byte is read or a random value drawn.
+    if (shape) checkBudget(shape, info.dtype, `input "${info.name}"`);
+    const bytes = file
+      ? await readInputFile(file, {
+        bytes: shape && sizeOf(shape) * byteSize(info.dtype),
+        maxBytes: memoryBudget().maxTensorBytes,
+      })
+      : undefined;
+    if (!shape) {
       const symbolic = info.dims.filter((d) => typeof d === "string");
       const known = info.dims.reduce<number>((p, d) => (typeof d === "number" ? p * d : p), 1);
       const count = bytes ? bytes.byteLength / byteSize(info.dtype) : undefined;
@@ -204,19 +220,7 @@ async function load(
         );
       }
       shape = info.dims.map((d) => (typeof d === "string" ? count / known : d));
-    }
-    const want = sizeOf(shape) * byteSize(info.dtype);
-    if (bytes && bytes.byteLength !== want) {
-      throw new KilnError(
-        `${file} has ${bytes.byteLength} bytes; input "${info.name}" ${info.dtype}[${
-          shape.join(", ")
-        }] needs ${want}`,
-        {
-          code: "bad-input",
-          fix:
-            "pass a raw little-endian file of the model's dtype and shape (or --shape to bind symbolic dimensions)",
-        },
-      );
+      checkBudget(shape, info.dtype, `input "${info.name}"`);
     }
     inputs[info.name] = {
       data: bytes
@@ -252,29 +256,6 @@ function cacheReport() {
   };
 }
 
-function safeName(name: string): string {
-  return name.replace(/[^A-Za-z0-9._-]/g, "_");
-}
-
-async function save(
-  dir: string,
-  outputs: TensorMap,
-  summaries: Record<string, OutputSummary>,
-): Promise<void> {
-  await Deno.mkdir(dir, { recursive: true });
-  const index: Record<string, { shape: readonly number[]; dtype: string; file: string }> = {};
-  for (const [name, t] of Object.entries(outputs)) {
-    const file = `${safeName(name)}.bin`;
-    await Deno.writeFile(
-      `${dir}/${file}`,
-      new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength),
-    );
-    index[name] = { shape: t.shape, dtype: t.dtype, file };
-    summaries[name].file = `${dir}/${file}`;
-  }
-  await Deno.writeTextFile(`${dir}/outputs.json`, JSON.stringify(index, null, 2) + "\n");
-}
-
 async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
@@ -290,6 +271,7 @@ async function run(args: string[]): Promise<number> {
     allowPositionals: true,
   });
   const runs = runCount("run", values.runs, 10);
+  if (values.save) await checkWritableDir(values.save, "--save");
   const loaded = await load(positionals[0], values.input, values.shape);
   const exe = await loaded.compile(compileOptions(values.backend));
   const times: number[] = [];
@@ -300,7 +282,9 @@ async function run(args: string[]): Promise<number> {
     times.push(performance.now() - t0);
   }
   const summaries = Object.fromEntries(Object.entries(outputs).map(([k, v]) => [k, summarize(v)]));
-  if (values.save) await save(values.save, outputs, summaries);
+  if (values.save) {
+    for (const [name, path] of await saveOutputs(values.save, outputs)) summaries[name].file = path;
+  }
   const plan = await explain(exe);
   const report = {
     model: loaded.name,
@@ -359,9 +343,10 @@ async function explainCommand(args: string[]): Promise<number> {
     },
     allowPositionals: true,
   });
+  if (values.dot) await checkWritableFile(values.dot, "--dot");
   const loaded = await load(positionals[0], undefined, values.shape);
   const e = await explain(await loaded.compile(compileOptions(values.backend)));
-  if (values.dot) await Deno.writeTextFile(values.dot, e.dot());
+  if (values.dot) await writeTextFile(values.dot, e.dot(), "--dot");
   if (values.json) {
     const { text: _text, dot: _dot, ...data } = e;
     console.log(JSON.stringify({ model: loaded.name, ...data }));
@@ -542,11 +527,22 @@ export async function main(args: string[]): Promise<number> {
         return 2;
     }
   } catch (e) {
-    if (e instanceof KilnError || (e as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
-      console.error(`kiln: ${(e as Error).message}`);
+    if (e instanceof KilnError) {
+      console.error(`kiln: ${e.message}`);
       return 1;
     }
-    throw e;
+    if ((e as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
+      console.error(`kiln: ${(e as Error).message}. Fix: see kiln help`);
+      return 2;
+    }
+    // Not a failure kiln reports on purpose: still one line with a fix, the stack on request.
+    console.error(
+      `kiln: unexpected ${(e as Error)?.name ?? "error"}: ${(e as Error)?.message ?? e}. Fix: ${
+        envVar("KILN_DEBUG") ? "" : "rerun with KILN_DEBUG=1 for the stack trace and "
+      }report it with the command line`,
+    );
+    if (envVar("KILN_DEBUG")) console.error((e as Error)?.stack);
+    return 70;
   }
 }
 

@@ -163,3 +163,42 @@ Deno.test("kiln bench prints a table; kiln explain works on a model", async () =
   const plan = JSON.parse(e.stdout);
   assert.ok(Object.keys(plan.groups).some((g) => g.startsWith("attention")));
 });
+
+Deno.test("hostile CLI arguments are typed errors checked before the compute, never stack traces", async () => {
+  const mlp = new URL("../shared/models/mlp.onnx", import.meta.url).pathname;
+  const dir = await Deno.makeTempDir();
+  try {
+    const file = `${dir}/file`;
+    await Deno.writeTextFile(file, "");
+    const cases: [string[], RegExp][] = [
+      [
+        ["run", mlp, "--input", "x=/nonexistent.bin"],
+        /--input \/nonexistent.bin does not exist.*Fix:/,
+      ],
+      [["run", mlp, "--input", `x=${dir}`], /is a directory.*Fix:/],
+      [["run", mlp, "--input", "x=/dev/zero"], /not a regular file.*Fix:/],
+      [["run", mlp, "--shape", "x=1e9x784"], /over the limit of \d+ elements.*Fix:/],
+      [["run", mlp, "--shape", "x=8x78400000"], /over the memory budget.*Fix:/],
+      [["run", mlp, "--save", `${file}/out`], /--save .* cannot be used|--save .*Fix:/],
+      [["explain", mlp, "--dot", `${dir}/missing/plan.dot`], /--dot .* does not exist.*Fix:/],
+      [["run", "/dev/zero"], /not a regular file.*Fix:/],
+      [["run", "--bogus"], /Unknown option.*Fix:/],
+    ];
+    for (const [args, want] of cases) {
+      const r = await kiln(...args);
+      assert.notEqual(r.code, 0, args.join(" "));
+      assert.match(r.stderr, want, args.join(" "));
+      assert.doesNotMatch(r.stderr, /^\s+at /m, `${args.join(" ")}: a stack trace`);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("distinct output names get distinct --save files", async () => {
+  const { outputFileNames } = await import("./cli_files.ts");
+  const files = outputFileNames(["a/b", "a_b", "A_b", "outputs.json", "..", ""]);
+  assert.equal(new Set(files.values()).size, 6);
+  assert.deepEqual([...files.values()].slice(0, 3), ["a_b.bin", "a_b-2.bin", "A_b-3.bin"]);
+  for (const f of files.values()) assert.match(f, /^[A-Za-z0-9_][A-Za-z0-9._-]*\.bin$/);
+});

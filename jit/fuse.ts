@@ -29,6 +29,7 @@ import {
   broadcastStep,
   buffersRead,
   type Expr,
+  exprDepth,
   type IndexStep,
   isAluOp,
   type KernelIR,
@@ -81,6 +82,11 @@ export interface FuseOptions {
   readonly maxInputs?: number;
   /** Largest expression (ALU ops) inlined into more than one consumer; default 16. */
   readonly maxSharedOps?: number;
+  /**
+   * Longest chain of ALU ops in one kernel; default 128. Code generators and the interpreter
+   * recurse over expressions: a chain of thousands of Adds would overflow their stacks.
+   */
+  readonly maxDepth?: number;
 }
 
 /** The kernels of a graph and the log of fusion decisions. */
@@ -112,6 +118,7 @@ class Fuser {
     this.#opts = {
       maxInputs: options.maxInputs ?? Infinity,
       maxSharedOps: options.maxSharedOps ?? 16,
+      maxDepth: options.maxDepth ?? 128,
     };
     this.#fresh = graph.values.length;
   }
@@ -307,6 +314,10 @@ class Fuser {
       sym: s.group && s.group !== group ? this.#stored(s, `read by ${label} in another kernel`) : s,
       steps: broadcastStep(shape, s.type.shape),
     }));
+    if (group && pending.some((p) => p.sym.group === group && this.#tooDeep(p.sym))) {
+      this.#log.push(`${label}: kernel #${group.id} reached the expression depth limit`);
+      group = undefined;
+    }
     if (group) {
       const blocked = pending.some(({ sym, steps }) =>
         sym.group
@@ -326,6 +337,9 @@ class Fuser {
       if (s.group && s.group !== group) s = this.#stored(s, `read by ${label} outside its kernel`);
       if (!s.group && !isBare(s) && broadcasts(shape, s.type.shape)) {
         s = this.#stored(s, `${label} reads it under a broadcast (recomputation)`);
+      }
+      if (!s.group && !isBare(s) && this.#tooDeep(s)) {
+        s = this.#stored(s, `the expression ${label} extends reached the depth limit`);
       }
       if (!s.group && !isBare(s) && s.uses > 1 && aluCount(s.expr) > this.#opts.maxSharedOps) {
         s = this.#stored(s, `read by ${s.uses} consumers and too large to recompute`);
@@ -557,6 +571,11 @@ class Fuser {
   }
 
   /** Steps from `group`'s coordinates to a value of `shape` iterating with it, if one does. */
+  /** Whether extending `s`'s expression would pass the depth limit. */
+  #tooDeep(s: Sym): boolean {
+    return exprDepth(s.expr) >= this.#opts.maxDepth;
+  }
+
   #relation(group: Group, shape: Shape): IndexStep[] | undefined {
     return relation(group.space, group.reduced, shape, group.keptOrder);
   }

@@ -16,8 +16,8 @@ import {
   type KernelOutput,
   type KernelPattern,
   mapLoads,
-  shareExprs,
   type Reduction,
+  shareExprs,
 } from "./kernel_ir.ts";
 import type { Attrs, ValueType } from "./ops/mod.ts";
 import { sameShape, type Shape } from "./shape.ts";
@@ -154,15 +154,19 @@ export class KernelGroups {
   finish(typeOf: (value: number) => ValueType | undefined, maxInputs: number): KernelIR[] {
     const live = this.#groups.filter((g) => g.outputs.length > 0);
     const merged: Group[] = [];
+    // What each group reads, walked once per group rather than once per dependency query.
+    const reads = new Map<Group, Set<number>>();
+    const loadsOf = (g: Group) => reads.get(g) ?? reads.set(g, this.loads(g)).get(g)!;
     for (const g of live) {
       const into = g.pattern === "elementwise" && !g.placement
         ? merged.find((m) =>
           m.pattern === "elementwise" && !m.placement && sameShape(m.space, g.space) &&
-          !this.#dependsOn(g, m) &&
-          !this.#dependsOn(m, g)
+          !this.#dependsOn(g, m, loadsOf) &&
+          !this.#dependsOn(m, g, loadsOf)
         )
         : undefined;
       if (into) {
+        reads.delete(into);
         into.outputs.push(...g.outputs);
         g.labels.forEach((l) => into.labels.add(l));
         for (const o of g.outputs) this.#producer.set(o.value, into);
@@ -176,11 +180,21 @@ export class KernelGroups {
     return groupChains(kernels, this.#log);
   }
 
-  #dependsOn(a: Group, b: Group): boolean {
-    return [...this.loads(a)].some((v) => {
-      const p = this.#producer.get(v);
-      return p !== undefined && (p === b || this.#dependsOn(p, b));
-    });
+  /** Whether `a` reads, transitively, a buffer `b` produces (each group visited once). */
+  #dependsOn(a: Group, b: Group, loadsOf: (g: Group) => Set<number>): boolean {
+    const seen = new Set<Group>([a]);
+    const stack = [a];
+    while (stack.length) {
+      for (const v of loadsOf(stack.pop()!)) {
+        const p = this.#producer.get(v);
+        if (p === b) return true;
+        if (p !== undefined && !seen.has(p)) {
+          seen.add(p);
+          stack.push(p);
+        }
+      }
+    }
+    return false;
   }
 
   #topo(groups: Group[]): Group[] {

@@ -383,6 +383,18 @@ export function mapLoads(
   return out;
 }
 
+const depths = new WeakMap<Expr, number>();
+/** Longest chain of ALU operations from `e` down to a leaf (memoized: linear in the DAG). */
+export function exprDepth(e: Expr): number {
+  if (e.kind !== "alu") return 0;
+  let d = depths.get(e);
+  if (d === undefined) {
+    d = 1 + Math.max(0, ...e.args.map(exprDepth));
+    depths.set(e, d);
+  }
+  return d;
+}
+
 /** Number of ALU operations in `e` (shared subexpressions counted once). */
 export function aluCount(e: Expr): number {
   let n = 0;
@@ -392,12 +404,15 @@ export function aluCount(e: Expr): number {
 
 /** JSON that keeps -0, NaN and ±Infinity apart (plain JSON writes `0` and `null`). */
 function exactJson(v: unknown): string {
-  return JSON.stringify(v, (_key, x) =>
-    typeof x === "number" && Object.is(x, -0)
-      ? "-0"
-      : typeof x === "number" && !Number.isFinite(x)
-      ? String(x)
-      : x);
+  return JSON.stringify(
+    v,
+    (_key, x) =>
+      typeof x === "number" && Object.is(x, -0)
+        ? "-0"
+        : typeof x === "number" && !Number.isFinite(x)
+        ? String(x)
+        : x,
+  );
 }
 
 /**
@@ -480,7 +495,11 @@ export function shareExprs(kernel: KernelIR): KernelIR {
 export function kernelText(k: KernelIR): string {
   const table = new ExprTable();
   const buffer = (b: KernelBuffer) => ({ shape: b.shape, dtype: b.dtype });
-  const reductions = k.reductions.map((r) => ({ op: r.op, dtype: r.dtype, expr: table.id(r.expr) }));
+  const reductions = k.reductions.map((r) => ({
+    op: r.op,
+    dtype: r.dtype,
+    expr: table.id(r.expr),
+  }));
   const outputs = k.outputs.map((o) => ({
     ...buffer(o),
     expr: table.id(o.expr),

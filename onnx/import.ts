@@ -94,8 +94,12 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   const b = new GraphBuilder();
   const env = new Map<string, Known>();
   const symbols = new Map<Known, string>();
+  /** Initializers by their constant, so each becomes a named param (found in O(1)). */
+  const initializers = new Map<Known, string>();
   for (const t of g.initializer) {
-    env.set(t.name!, { kind: "const", tensor: tensorOf(t, "initializer"), i64: t.dataType === 7 });
+    const k: Known = { kind: "const", tensor: tensorOf(t, "initializer"), i64: t.dataType === 7 };
+    env.set(t.name!, k);
+    initializers.set(k, t.name!);
   }
   for (const input of onnxInputs(model)) {
     const value = options.inputValues?.[input.name];
@@ -122,8 +126,9 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
     if (k.kind === "value") return k.name;
     let name = symbols.get(k);
     if (name) return name;
-    const init = [...env].find(([, v]) => v === k)?.[0];
-    if (init !== undefined && g.initializer.some((t) => t.name === init) && !params.has(init)) {
+    const init = initializers.get(k);
+    // An input given a value at import (inputValues) may shadow an initializer of its name.
+    if (init !== undefined && env.get(init) === k && !params.has(init)) {
       params.add(init);
       b.param(init, k.tensor.shape, k.tensor.dtype, k.tensor.data);
       name = init;

@@ -7,7 +7,9 @@ import { CONVERTERS } from "./convert.ts";
 import { importOnnx } from "./import.ts";
 import { OnnxModel } from "./model.ts";
 import { NeedsValue } from "./node_context.ts";
-import { decodeModel, encodeModel, type ModelProto } from "./proto.ts";
+import { decodeModel, encodeModel, type ModelProto, protoOf } from "./proto.ts";
+import { fuse } from "../jit/fuse.ts";
+import { exprDepth } from "../jit/kernel_ir.ts";
 import { EXPORT_NAMES, exportedModel, MODEL_NAMES, referenceModel } from "./testdata.ts";
 
 for (const name of MODEL_NAMES) {
@@ -270,4 +272,46 @@ Deno.test("every converter: a missing or empty-named required input is a typed e
       }
     }
   }
+});
+
+Deno.test("a model of 4000 chained Adds of distinct initializers imports and runs on wasm", async () => {
+  // Once: import quadratic in initializers, a wasm function of > 1000 params, a stack overflow
+  // in code generation. Fusion now bounds kernels' inputs and expression depth.
+  const n = 4000;
+  const node: ModelProto["graph"]["node"] = [];
+  const initializer = [];
+  let prev = "x";
+  for (let i = 0; i < n; i++) {
+    initializer.push(
+      protoOf(`c${i}`, { data: new Float32Array(4).fill(1), shape: [4], dtype: "f32" }),
+    );
+    node.push({ opType: "Add", input: [prev, `c${i}`], output: [`a${i}`], attribute: [] });
+    prev = `a${i}`;
+  }
+  const model: ModelProto = {
+    irVersion: 8,
+    opsetImport: [{ domain: "", version: 13 }],
+    graph: {
+      name: "g",
+      node,
+      initializer,
+      input: [{
+        name: "x",
+        type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 4 }] } } },
+      }],
+      output: [{ name: prev, type: { tensorType: { elemType: 1 } } }],
+    },
+  };
+  const graph = importOnnx(encodeModel(model));
+  const fusion = fuse(graph, { maxInputs: 255 });
+  for (const k of fusion.kernels) {
+    assert.ok(k.inputs.length <= 255);
+    for (const o of k.outputs) assert.ok(exprDepth(o.expr) <= 129);
+  }
+  const exe = await compile(graph, { backend: "wasm", cache: false });
+  const { [prev]: y } = await exe.run({
+    x: { data: new Float32Array(4), shape: [4], dtype: "f32" },
+  });
+  exe.dispose();
+  assert.deepEqual(numbers(y.data), [n, n, n, n]);
 });

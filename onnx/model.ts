@@ -24,6 +24,9 @@ export const SPECIALISATIONS = 16;
 /** Elements up to which an input counts as small enough to specialise on. */
 const SMALL = 64;
 
+/** Largest model file read: protobuf messages cannot exceed 2 GiB. */
+const MAX_MODEL_BYTES = 2 ** 31;
+
 /** An imported ONNX model. */
 export class OnnxModel {
   /** Declared inputs (symbolic dimensions by name). */
@@ -56,9 +59,15 @@ export class OnnxModel {
 
   /** Reads and parses a `.onnx` file. */
   static async load(path: string | URL): Promise<OnnxModel> {
-    const { readFile } = await import("node:fs/promises");
+    const { readFile, stat } = await import("node:fs/promises");
     let bytes: Uint8Array;
     try {
+      // Checked first: reading a device (/dev/zero) or a FIFO would never end.
+      const info = await stat(path);
+      if (!info.isFile()) throw new Error("not a regular file");
+      if (info.size > MAX_MODEL_BYTES) {
+        throw new Error(`${info.size} bytes, over ONNX's 2 GiB protobuf limit`);
+      }
       bytes = new Uint8Array(await readFile(path));
     } catch (e) {
       throw new KilnError(`Cannot read the model ${path}: ${(e as Error).message}`, {

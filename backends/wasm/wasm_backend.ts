@@ -193,7 +193,8 @@ export class WasmBackend implements Backend {
       threads: this.#threads,
       maxWorkgroupSize: 0,
       maxStorageBufferBytes: 2 ** 32,
-      maxBindings: 0,
+      // Buffers are function parameters, and engines refuse functions of over 1000.
+      maxBindings: 256,
       timestampQuery: false,
     };
   }
