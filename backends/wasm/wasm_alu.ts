@@ -7,14 +7,14 @@
  * @module
  */
 import type { DType } from "../../jit/dtype.ts";
-import type { Alu, AluOp, AluOperands, Expr, ExprTable } from "../../jit/kernel_ir.ts";
+import type { Alu, AluOp, AluOperands, Expr } from "../../jit/kernel_ir.ts";
 import type { Binaryen, BinaryenModule } from "./wasm_codegen.ts";
 import type { MathFunction } from "./wasm_math.ts";
 
 /** Whether `d` is held as f32 in generated code. */
 export const isFloat = (d: DType): boolean => d === "f32" || d === "f16";
 
-/** Locals holding evaluated expressions, by structural id (see {@linkcode ExprTable}). */
+/** Locals holding evaluated expressions, by structural id (`ExprTable` ids). */
 export type Memo = Map<number, number>;
 
 /** `1 / x` when dividing by `x` is exactly multiplying by it (x a power of two in range). */
