@@ -94,6 +94,12 @@ export interface Program {
   ): Promise<TensorData[]>;
   /** Releases what the program holds. */
   dispose(): void;
+  /**
+   * Whether `run` has read (copied) every argument before it returns its promise. Otherwise the
+   * executable hands it copies of the caller's arrays, which the caller may change right after
+   * calling `run()`.
+   */
+  readonly readsArgsOnCall?: boolean;
   /** Device time of each kernel in the last finished run, where the backend measures it. */
   deviceTimes?(): readonly KernelTime[];
   /**

@@ -107,6 +107,8 @@ export class Executable {
   #stateData = new Map<string, TensorData | DeviceTensor>();
   #queue: Promise<unknown> = Promise.resolve();
   #disposed = false;
+  /** Runs not yet settled: the program outlives them when disposed mid-run. */
+  #inflight = new Set<Promise<unknown>>();
 
   /** Wraps a compiled program; use `compile()` rather than calling this. */
   constructor(init: ExecutableInit) {
@@ -212,7 +214,7 @@ export class Executable {
       });
     }
     const active = this.#activeExtent(inputs);
-    const args = this.#arguments(inputs, active);
+    const args = this.#snapshot(this.#arguments(inputs, active), inputs);
     const requested = this.#outputs(options?.outputs);
     const stateful = this.graph.outputs.flatMap((o, i) => (o.name in this.state ? [i] : []));
     // A run on the device keeps its own copy of each state output; a host run reads state back.
@@ -265,7 +267,11 @@ export class Executable {
       }
       return data;
     };
-    return results().then((data) => {
+    const running = results();
+    this.#inflight.add(running);
+    const settle = () => this.#inflight.delete(running);
+    running.then(settle, settle);
+    return running.then((data) => {
       const out: Record<string, HostTensor | DeviceTensor> = {};
       wanted.forEach((idx, k) => {
         const o = this.graph.outputs[idx];
@@ -315,9 +321,17 @@ export class Executable {
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
-    for (const v of this.#stateData.values()) drop(v);
-    this.#stateData.clear();
-    this.#program.dispose();
+    // Runs already started finish on what they hold (a GPU program's resident buffers would
+    // otherwise return to the pool under them); the program goes once the last one settles.
+    const program = this.#program;
+    const pending = [...this.#inflight];
+    const release = () => {
+      for (const v of this.#stateData.values()) drop(v);
+      this.#stateData.clear();
+      program.dispose();
+    };
+    if (pending.length === 0) release();
+    else Promise.allSettled(pending).then(release);
   }
 
   /** Disposes the executable at the end of a `using` block. */
@@ -439,6 +453,23 @@ export class Executable {
       args.push({ data, shape: p.shape, dtype: this.graph.values[p.value].dtype });
     }
     return args;
+  }
+
+  /**
+   * The caller may reuse its arrays as soon as `run()` returns: a program that reads its
+   * arguments later (after an await) gets copies of the caller's.
+   */
+  #snapshot(
+    args: (RefTensor | DeviceTensor)[],
+    inputs: InputMap,
+  ): (RefTensor | DeviceTensor)[] {
+    if (this.#program.readsArgsOnCall) return args;
+    const theirs = new Set(
+      Object.values(inputs).map((t) => (t as { data?: unknown } | undefined)?.data),
+    );
+    return args.map((a) =>
+      a instanceof DeviceTensor || !theirs.has(a.data) ? a : { ...a, data: a.data.slice() }
+    );
   }
 
   /** The declared spec of input `i`, with axis 0 set to the active extent when it is bucketed. */

@@ -225,3 +225,33 @@ Deno.test("typed I/O: f16, u8 and bool in and out", async () => {
   assert.equal(out.not.dtype, "bool");
   assert.deepEqual(numbers(out.not.data), [0, 1, 0]);
 });
+
+Deno.test("run() snapshots the caller's arrays; dispose() mid-run lets started runs finish", async () => {
+  const build = (k: number) => {
+    const b = new GraphBuilder();
+    const x = b.input("x", [64, 64]);
+    b.output("y", b.op("Mul", [b.op("Relu", [b.op("MatMul", [x, x])]), b.constant(k)]));
+    return b.build();
+  };
+  for (const backend of ["reference", "wasm", "webgpu"]) {
+    const exe = await compile(build(1), { backend, cache: false });
+    const data = new Float32Array(64 * 64).fill(1);
+    const pending = [0, 1, 2].map(() => exe.run({ x: { data, shape: [64, 64], dtype: "f32" } }));
+    data.fill(-5); // the caller reuses its array at once
+    exe.dispose();
+    // Another executable takes pool buffers while the first one's runs are still in flight.
+    const other = await compile(build(2), { backend, cache: false });
+    const second = other.run({
+      x: { data: new Float32Array(64 * 64).fill(1), shape: [64, 64], dtype: "f32" },
+    });
+    for (const r of await Promise.all(pending)) {
+      assert.ok(
+        numbers(r.y.data).every((v) => v === 64),
+        `${backend}: a run saw the caller's later writes`,
+      );
+    }
+    assert.ok(numbers((await second).y.data).every((v) => v === 128), backend);
+    other.dispose();
+    assert.throws(() => exe.run({ x: { data, shape: [64, 64], dtype: "f32" } }), KilnError);
+  }
+});

@@ -267,6 +267,8 @@ export function arenaProgram(plan: ArenaPlan): Program {
   };
   const tuner = crew ? new ThreadTuner() : undefined;
   return {
+    // Arguments are copied into the arena before the first await.
+    readsArgsOnCall: true,
     run(args, outputs, active) {
       const threads = tuner?.next() ?? false;
       if (threads) crew!.prime();
