@@ -17,8 +17,15 @@ import { GraphBuilder } from "../jit/graph_builder.ts";
 import { type Attrs, inferNode } from "../jit/ops/mod.ts";
 import { formatShape, type Shape, sizeOf } from "../jit/shape.ts";
 import { CONVERTERS } from "./convert.ts";
-import type { Known, NodeContext } from "./node_context.ts";
-import { decodeModel, dtypeOfCode, int, type ModelProto, tensorOf } from "./proto.ts";
+import { type Known, type NodeContext, typeOf, unreadAttributes } from "./node_context.ts";
+import {
+  decodeModel,
+  dtypeOfCode,
+  int,
+  type ModelProto,
+  tensorOf,
+  type ValueInfoProto,
+} from "./proto.ts";
 
 /** A graph input as the model declares it: fixed sizes, or names for symbolic dimensions. */
 export interface OnnxInputInfo {
@@ -72,6 +79,17 @@ export function importOnnx(bytes: Uint8Array, options: OnnxImportOptions = {}): 
 export function importModel(model: ModelProto, options: OnnxImportOptions = {}): Graph {
   const opset = checkOpset(model);
   const g = model.graph;
+  const unnamed = [
+    ...g.input.filter((i) => !i.name).map(() => "an input"),
+    ...g.initializer.filter((t) => !t.name).map(() => "an initializer"),
+    ...g.output.filter((o) => !o.name).map(() => "an output"),
+  ];
+  if (unnamed.length) {
+    throw new KilnError(`The model's graph has ${unnamed[0]} with an empty name`, {
+      code: "invalid-graph",
+      fix: "name every graph input, initializer and output (re-export the model)",
+    });
+  }
   const unknown = [
     ...new Set(
       g.node.filter((n) =>
@@ -104,9 +122,11 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   for (const input of onnxInputs(model)) {
     const value = options.inputValues?.[input.name];
     if (value) {
-      const i64 = value.dtype === "i64";
-      const data = i64 ? Int32Array.from(value.data as BigInt64Array, Number) : value.data;
-      const dtype = i64 ? "i32" : value.dtype as DType;
+      // i64-ness is the model's: the value may come narrowed to i32 already.
+      const i64 = input.dtype === "i64";
+      const wide = value.dtype === "i64";
+      const data = wide ? Int32Array.from(value.data as BigInt64Array, Number) : value.data;
+      const dtype = wide ? "i32" : value.dtype as DType;
       env.set(input.name, { kind: "const", tensor: { data, shape: value.shape, dtype }, i64 });
       continue;
     }
@@ -169,6 +189,18 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       emit: (op, ins, attrs = {}, outputs = 1) => emit(op, ins, clean(attrs), outputs, label),
     };
     const outs = CONVERTERS[node.opType](ctx);
+    const unread = unreadAttributes(node).filter((a) => !IGNORABLE[node.opType]?.includes(a));
+    if (unread.length) {
+      throw new KilnError(
+        `${label}: kiln does not know attribute${unread.length > 1 ? "s" : ""} ${
+          unread.join(", ")
+        } of ${node.opType}; ignoring ${unread.length > 1 ? "them" : "it"} could change the result`,
+        {
+          code: "unsupported",
+          fix: "remove the attribute (or re-export the model with a standard opset)",
+        },
+      );
+    }
     node.output.forEach((name, i) => {
       if (name === "" || !outs[i]) return;
       // A value written twice would silently take the later node's result.
@@ -223,9 +255,44 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
         fix: "re-export the model",
       });
     }
+    checkDeclaredOutput(o, k);
     b.output(o.name, symbol(k), { dtype: k.i64 ? "i64" : undefined });
   }
   return b.build();
+}
+
+/**
+ * A graph output's declared element type must be what the graph computes (ONNX Runtime refuses
+ * such a model too): a mismatch means a corrupt or hand-edited file, and trusting either side would
+ * hand the caller data of a type it does not expect. A declared shape that differs is only
+ * warned about, as ONNX Runtime does: exporters often leave a batch dimension static.
+ */
+function checkDeclaredOutput(o: ValueInfoProto, k: Known): void {
+  const tt = o.type?.tensorType;
+  if (!tt) return;
+  const got = typeOf(k);
+  const dtype = k.i64 ? "i64" : got.dtype;
+  if (tt.elemType) {
+    const declared = dtypeOfCode(tt.elemType, `output "${o.name}"`);
+    if (declared !== dtype) {
+      throw new KilnError(`Output "${o.name}" is declared ${declared} but computes ${dtype}`, {
+        code: "dtype-mismatch",
+        fix: "the model's declared output type is wrong; re-export it (or fix its graph.output)",
+      });
+    }
+  }
+  const dims = tt.shape?.dim;
+  if (!dims) return;
+  const declared = dims.map((d) => (d.dimParam ? d.dimParam : int(d.dimValue)));
+  const differs = declared.length !== got.shape.length ||
+    declared.some((d, i) => typeof d === "number" && d > 0 && d !== got.shape[i]);
+  if (differs) {
+    console.warn(
+      `kiln: output "${o.name}" is declared [${declared.join(", ")}] but computes [${
+        got.shape.join(", ")
+      }]`,
+    );
+  }
 }
 
 function clean(attrs: Attrs): Attrs {
@@ -280,6 +347,17 @@ function bindShape(input: OnnxInputInfo, given: Shape | undefined): number[] {
   }
   return [...given];
 }
+
+/**
+ * Attributes that do not change an inference result, which converters need not read: training
+ * settings (BatchNormalization's momentum, is_test before opset 7; Dropout's seed and, before
+ * opset 12, its ratio) and Gemm's pre-opset-7 `broadcast` flag (kiln always broadcasts).
+ */
+const IGNORABLE: Readonly<Record<string, readonly string[]>> = {
+  BatchNormalization: ["momentum", "is_test"],
+  Dropout: ["seed", "ratio", "is_test"],
+  Gemm: ["broadcast"],
+};
 
 /** The error of a required input the model leaves out (absent, or named ""). */
 function missingInput(label: string, i: number): never {

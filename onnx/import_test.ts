@@ -315,3 +315,55 @@ Deno.test("a model of 4000 chained Adds of distinct initializers imports and run
   exe.dispose();
   assert.deepEqual(numbers(y.data), [n, n, n, n]);
 });
+
+/** A one-node model over `x: f32[2, 3]` (or as `edit` changes it). */
+function oneNode(node: ModelProto["graph"]["node"][0], edit?: (m: ModelProto) => void): Uint8Array {
+  const model: ModelProto = {
+    irVersion: 8,
+    opsetImport: [{ domain: "", version: 17 }],
+    graph: {
+      name: "g",
+      node: [node],
+      initializer: [],
+      input: [{
+        name: "x",
+        type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 2 }, { dimValue: 3 }] } } },
+      }],
+      output: [{ name: "y", type: { tensorType: { elemType: 1 } } }],
+    },
+  };
+  edit?.(model);
+  return encodeModel(model);
+}
+
+Deno.test("malformed models are typed errors: unknown attributes, wrong output types, empty names, oversize lengths", () => {
+  const relu = { opType: "Relu", input: ["x"], output: ["y"], attribute: [] };
+  const refused = (bytes: Uint8Array, pattern: RegExp) =>
+    assert.throws(
+      () => importOnnx(bytes),
+      (e) => e instanceof KilnError && pattern.test(e.message),
+    );
+  // An attribute kiln never reads would be silently ignored.
+  refused(
+    oneNode({ ...relu, attribute: [{ name: "alpah", type: 1, f: 0.1 }] }),
+    /does not know attribute alpah of Relu/,
+  );
+  // Ignorable training settings are not errors.
+  importOnnx(oneNode({
+    opType: "Dropout",
+    input: ["x"],
+    output: ["y"],
+    attribute: [{ name: "seed", type: 2, i: 3 }],
+  }));
+  refused(
+    oneNode(relu, (m) => (m.graph.output[0].type!.tensorType!.elemType = 7)),
+    /declared i64 but computes f32/,
+  );
+  refused(oneNode(relu, (m) => (m.graph.input[0].name = "")), /empty name/);
+  refused(oneNode(relu, (m) => (m.graph.output[0].name = "")), /empty name/);
+  // A length of 2^40 (read modulo 2^32 by the decoder) and an 11-byte varint.
+  const good = oneNode(relu);
+  const huge = new Uint8Array([...good, 0x3a, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20]);
+  refused(huge, /length of 1099511627776 past the end/);
+  refused(new Uint8Array([...good, 0x08, ...Array(10).fill(0xff), 0x01]), /varint longer than 10/);
+});

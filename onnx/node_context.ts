@@ -71,9 +71,22 @@ export function typeOf(k: Known): ValueType {
   return k.kind === "const" ? k.tensor : k.type;
 }
 
-/** The node's attribute `name`, as stored. */
+const consulted = new WeakMap<NodeProto, Set<string>>();
+
+/** The node's attribute `name`, as stored (the read is recorded: see {@linkcode unreadAttributes}). */
 export function attribute(c: NodeContext, name: string): AttributeProto | undefined {
+  const seen = consulted.get(c.node) ?? consulted.set(c.node, new Set()).get(c.node)!;
+  seen.add(name);
   return c.node.attribute?.find((a) => a.name === name);
+}
+
+/**
+ * The attributes of `node` its converter never looked at: ones kiln does not know (a typo, an
+ * extension) or ones it would silently ignore. Either way the model means something kiln does not.
+ */
+export function unreadAttributes(node: NodeProto): string[] {
+  const seen = consulted.get(node);
+  return (node.attribute ?? []).map((a) => a.name).filter((n) => !seen?.has(n));
 }
 
 /** A node's ONNX attributes by name, each `undefined` (or the fallback) when absent. */
@@ -120,6 +133,7 @@ export function attrs(c: NodeContext): NodeAttrs {
 export function reduceAxes(c: NodeContext): { axes: number[]; keepdims: number } | "identity" {
   const a = attrs(c);
   const axes = constInts(c, 1, "axes") ?? a.ints("axes") ?? [];
+  const keepdims = a.int("keepdims", 1)!; // read even when moot, so it is not reported unread
   if (axes.length === 0 && a.int("noop_with_empty_axes", 0) === 1) return "identity";
-  return { axes, keepdims: a.int("keepdims", 1)! };
+  return { axes, keepdims };
 }

@@ -8,6 +8,7 @@
 import onnxProto from "npm:onnx-proto@8.0.1";
 import { type BoundaryDType, type DType, narrowI64, type TensorData } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
+import { checkWireFormat } from "./wire_check.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import type { Shape } from "../jit/shape.ts";
 
@@ -159,6 +160,7 @@ export function decodeModel(bytes: Uint8Array): ModelProto {
       fix: "pass the bytes of a .onnx file",
     });
   }
+  checkWireFormat(bytes);
   let model: ModelProto;
   try {
     model = codec.ModelProto.decode(bytes);
