@@ -15,6 +15,7 @@ Deno.test("empty batches, rows and contractions run on every backend", async () 
     [[2, 0, 4], [4, 5]],
     [[2, 3, 0], [0, 5]],
     [[0, 2, 3, 4], [0, 2, 4, 5]],
+    [[0], [0, 3]],
   ];
   for (const [sa, sb] of cases) {
     const b = new GraphBuilder();

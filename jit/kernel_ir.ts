@@ -554,6 +554,8 @@ export function matmulOperands(kernel: KernelIR): MatmulOperands | undefined {
   }
   const nb = kernel.space.length - 3;
   const [m, n, k] = kernel.space.slice(nb);
+  // An empty contraction sums nothing: the generic reduction handles it; tilers would divide by 0.
+  if (k === 0) return undefined;
   return { nb, m, n, k, a, b };
 }
 

@@ -177,7 +177,7 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
           lin = d > 0 ? Math.floor(lin / d) : 0;
         }
       };
-      const table = kernel.pattern === "matmul" || matmulOperands(kernel)
+      const table = (kernel.pattern === "matmul" && inner > 0) || matmulOperands(kernel)
         ? contraction(kernel, reductions[0].expr, build, coords, active)
         : undefined;
       for (let r = 0; r < rows; r++) {
@@ -230,6 +230,7 @@ function contraction(
 ): Float64Array | undefined {
   if (product.kind !== "alu" || product.op !== "Mul") return undefined;
   const [a, b] = product.args.map(build);
+  const f32 = product.dtype === "f32";
   const space = kernel.space;
   const nb = space.length - 3;
   const [fullM, n, k] = space.slice(nb);
@@ -270,7 +271,10 @@ function contraction(
       for (let p = 0; p < k; p++) {
         const av = da[(t * m + i) * k + p];
         const row = (t * k + p) * n;
-        for (let j = 0; j < n; j++) acc[j] += av * db[row + j];
+        // An f32 product is rounded like every f32 ALU result (overflowing to ±inf as it would
+        // stored); the sum is wide, like every float reduction of the reference.
+        if (f32) { for (let j = 0; j < n; j++) acc[j] += Math.fround(av * db[row + j]); }
+        else for (let j = 0; j < n; j++) acc[j] += av * db[row + j];
       }
       out.set(acc, (t * m + i) * n);
     }

@@ -22,6 +22,8 @@ export const TILE_BYTES = 32 * TILE_ROWS;
 
 /** Whether `kernel` runs through the matmul paths (a matmul, or a convolution as implicit GEMM). */
 export function contracts(kernel: KernelIR): boolean {
+  // An empty contraction (K = 0) takes the generic reduction, which sums nothing to 0.
+  if (kernel.pattern === "matmul" && kernel.space.at(-1) === 0) return false;
   return kernel.pattern === "matmul" || matmulOperands(kernel) !== undefined;
 }
 
