@@ -150,7 +150,7 @@ Deno.test("kiln run with a bad model path, wrong input size or unknown input say
   );
   assert.match(unknown.stderr, /no input "z".*Fix: use one of: x/);
   const notOnnx = await kiln("run", `${models}models.json`);
-  assert.match(notOnnx.stderr, /could not be decoded|no graph/);
+  assert.match(notOnnx.stderr, /could not be decoded|no graph|malformed.*Fix:/);
 });
 
 Deno.test("kiln bench prints a table; kiln explain works on a model", async () => {

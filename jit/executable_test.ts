@@ -255,3 +255,20 @@ Deno.test("run() snapshots the caller's arrays; dispose() mid-run lets started r
     assert.throws(() => exe.run({ x: { data, shape: [64, 64], dtype: "f32" } }), KilnError);
   }
 });
+
+Deno.test("a graph output that folds to a constant is returned by every backend (a copy)", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [2, 3]);
+  b.output("y", b.op("Neg", [x]));
+  b.output("mask", b.op("ConstantOfShape", [], { shape: [2, 3], value: 1, dtype: "bool" }));
+  const graph = b.build();
+  for (const backend of ["reference", "wasm", "webgpu"]) {
+    const exe = await compile(graph, { backend, cache: false });
+    const first = await exe.run({ x: f32([1, 2, 3, 4, 5, 6], [2, 3]) });
+    assert.deepEqual(numbers(first.mask.data), [1, 1, 1, 1, 1, 1], backend);
+    (first.mask.data as Uint8Array).fill(0);
+    const again = await exe.run({ x: f32([1, 2, 3, 4, 5, 6], [2, 3]) });
+    assert.deepEqual(numbers(again.mask.data), [1, 1, 1, 1, 1, 1], `${backend}: a run changed it`);
+    exe.dispose();
+  }
+});

@@ -12,7 +12,10 @@
 import type { DType } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Attrs } from "../jit/ops/mod.ts";
-import { COMPOSITE_CONVERTERS } from "./convert_composite.ts";
+import { COMPOSITE_CONVERTERS, scalar } from "./convert_composite.ts";
+import { LOSS_CONVERTERS } from "./convert_loss.ts";
+import { RESIZE_CONVERTERS } from "./convert_resize.ts";
+import { CONV_CONVERTERS } from "./convert_conv.ts";
 import {
   attribute,
   attrs,
@@ -20,6 +23,7 @@ import {
   type Known,
   NeedsValue,
   type NodeContext,
+  onlyFirstOutput,
   reduceAxes,
   typeOf,
 } from "./node_context.ts";
@@ -71,31 +75,6 @@ function castTarget(c: NodeContext): { to: DType; i64: boolean } {
   const code = attrs(c).int("to")!;
   const d = dtypeOfCode(code, c.label);
   return { to: d === "i64" ? "i32" : d, i64: d === "i64" };
-}
-
-function window(c: NodeContext): Attrs {
-  const a = attrs(c);
-  return {
-    kernel_shape: a.ints("kernel_shape"),
-    strides: a.ints("strides"),
-    pads: a.ints("pads"),
-    dilations: a.ints("dilations"),
-    auto_pad: a.string("auto_pad"),
-    ceil_mode: a.int("ceil_mode"),
-    count_include_pad: a.int("count_include_pad"),
-    storage_order: a.int("storage_order"),
-    group: a.int("group"),
-  };
-}
-
-/** Fails when an optional output the model uses cannot be produced. */
-function onlyFirstOutput(c: NodeContext, what: string): void {
-  if (c.node.output.slice(1).some((o) => o !== "")) {
-    throw new KilnError(`${c.label}: its ${what} output is not supported`, {
-      code: "unsupported",
-      fix: "export the model for inference, without that output",
-    });
-  }
 }
 
 function reduce(op: string): Converter {
@@ -200,12 +179,6 @@ export const CONVERTERS: Record<string, Converter> = {
       transB: a.int("transB", 0),
     };
   }),
-  Conv: pass("Conv", window),
-  AveragePool: pass("AveragePool", window),
-  MaxPool: (c) => {
-    onlyFirstOutput(c, "Indices");
-    return c.emit("MaxPool", [c.required(0)], window(c));
-  },
   GlobalAveragePool: pass("GlobalAveragePool"),
   BatchNormalization: (c) => {
     onlyFirstOutput(c, "running statistics");
@@ -215,14 +188,26 @@ export const CONVERTERS: Record<string, Converter> = {
     });
   },
   LayerNormalization: (c) => {
-    onlyFirstOutput(c, "Mean/InvStdDev");
-    return c.emit("LayerNormalization", c.inputs(), {
-      axis: attrs(c).int("axis", -1),
-      epsilon: attrs(c).float("epsilon", 1e-5),
-    });
+    const axis = attrs(c).int("axis", -1)!, epsilon = attrs(c).float("epsilon", 1e-5)!;
+    // Statistics are computed in f32 whatever stash_type says (kiln has no wider float).
+    attrs(c).int("stash_type");
+    if (c.node.output.slice(1).every((o) => o === "")) {
+      return c.emit("LayerNormalization", c.inputs(), { axis, epsilon });
+    }
+    // Mean and InvStdDev wanted too: the same computation spelled out (it fuses the same way).
+    const [x, scale, bias] = [c.required(0), c.required(1), c.input(2)];
+    const op = (name: string, xs: Known[], a = {}) => c.emit(name, xs, a)[0];
+    const rank = typeOf(x).shape.length, from = axis < 0 ? axis + rank : axis;
+    const axes = { axes: [...Array(rank - from).keys()].map((i) => from + i), keepdims: 1 };
+    const mean = op("ReduceMean", [x], axes);
+    const d = op("Sub", [x, mean]);
+    const variance = op("ReduceMean", [op("Mul", [d, d])], axes);
+    const eps = scalar(epsilon, typeOf(x).dtype);
+    const inv = op("Reciprocal", [op("Sqrt", [op("Add", [variance, eps])])]);
+    const scaled = op("Mul", [op("Mul", [d, inv]), scale]);
+    return [bias ? op("Add", [scaled, bias]) : scaled, mean, inv];
   },
   Dropout: (c) => {
-    onlyFirstOutput(c, "mask");
     const [ratio, training] = [c.input(1), c.input(2)];
     const off = (k: Known | undefined) => k?.kind === "const" && Number(k.tensor.data[0]) === 0;
     // Training mode draws a random mask, unless the ratio drops nothing.
@@ -234,7 +219,11 @@ export const CONVERTERS: Record<string, Converter> = {
         fix: "export the model in eval mode (model.eval()); kiln runs inference",
       });
     }
-    return c.emit("Identity", [c.required(0)]);
+    const y = c.emit("Identity", [c.required(0)]);
+    if (!c.node.output[1]) return y;
+    // Inference keeps every element: the mask is all true.
+    const shape = typeOf(c.required(0)).shape;
+    return [...y, ...c.emit("ConstantOfShape", [], { shape, value: 1, dtype: "bool" })];
   },
   Cast: (c) => {
     const { to, i64 } = castTarget(c);
@@ -243,6 +232,9 @@ export const CONVERTERS: Record<string, Converter> = {
   ArgMax: argReduce("ArgMax"),
   ArgMin: argReduce("ArgMin"),
   ...COMPOSITE_CONVERTERS,
+  ...LOSS_CONVERTERS,
+  ...RESIZE_CONVERTERS,
+  ...CONV_CONVERTERS,
   CumSum: (c) =>
     c.emit("CumSum", [c.required(0)], {
       axis: constScalar(c, 1, "axis"),

@@ -22,7 +22,7 @@ import {
 type Converter = (c: NodeContext) => Known[];
 
 /** A scalar constant of `dtype`. */
-function scalar(value: number, dtype: DType): Known {
+export function scalar(value: number, dtype: DType): Known {
   if (dtype === "f16") {
     throw new KilnError("f16 composite constants are not supported", {
       code: "unsupported",

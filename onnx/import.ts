@@ -49,7 +49,7 @@ export interface OnnxImportOptions {
 }
 
 /** Opset versions of the default domain kiln accepts. */
-export const OPSETS: readonly [number, number] = [6, 21];
+export const OPSETS: readonly [number, number] = [1, 21];
 
 /** Largest constant the importer folds eagerly (elements). */
 const FOLD_LIMIT = 1 << 20;
@@ -189,7 +189,9 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       emit: (op, ins, attrs = {}, outputs = 1) => emit(op, ins, clean(attrs), outputs, label),
     };
     const outs = CONVERTERS[node.opType](ctx);
-    const unread = unreadAttributes(node).filter((a) => !IGNORABLE[node.opType]?.includes(a));
+    const unread = unreadAttributes(node).filter((a) =>
+      a !== "consumed_inputs" && !IGNORABLE[node.opType]?.includes(a)
+    );
     if (unread.length) {
       throw new KilnError(
         `${label}: kiln does not know attribute${unread.length > 1 ? "s" : ""} ${
@@ -351,7 +353,8 @@ function bindShape(input: OnnxInputInfo, given: Shape | undefined): number[] {
 /**
  * Attributes that do not change an inference result, which converters need not read: training
  * settings (BatchNormalization's momentum, is_test before opset 7; Dropout's seed and, before
- * opset 12, its ratio) and Gemm's pre-opset-7 `broadcast` flag (kiln always broadcasts).
+ * opset 12, its ratio) and Gemm's pre-opset-7 `broadcast` flag (kiln always broadcasts). Opset
+ * 1–5's `consumed_inputs` (an in-place memory hint) is ignorable on every op.
  */
 const IGNORABLE: Readonly<Record<string, readonly string[]>> = {
   BatchNormalization: ["momentum", "is_test"],

@@ -97,6 +97,8 @@ export interface NodeAttrs {
   ints(name: string): number[] | undefined;
   /** A `FLOAT` attribute. */
   float(name: string, fallback?: number): number | undefined;
+  /** A `FLOATS` attribute. */
+  floats(name: string): number[] | undefined;
   /** A `STRING` attribute. */
   string(name: string, fallback?: string): string | undefined;
   /** A `TENSOR` attribute, converted. */
@@ -114,6 +116,10 @@ export function attrs(c: NodeContext): NodeAttrs {
     float: (name, fallback) => {
       const a = attribute(c, name);
       return a ? a.f ?? 0 : fallback;
+    },
+    floats: (name) => {
+      const a = attribute(c, name);
+      return a?.floats ? [...a.floats] : undefined;
     },
     string: (name, fallback) => {
       const a = attribute(c, name);
@@ -136,4 +142,14 @@ export function reduceAxes(c: NodeContext): { axes: number[]; keepdims: number }
   const keepdims = a.int("keepdims", 1)!; // read even when moot, so it is not reported unread
   if (axes.length === 0 && a.int("noop_with_empty_axes", 0) === 1) return "identity";
   return { axes, keepdims };
+}
+
+/** Fails when an optional output the model uses cannot be produced. */
+export function onlyFirstOutput(c: NodeContext, what: string): void {
+  if (c.node.output.slice(1).some((o) => o !== "")) {
+    throw new KilnError(`${c.label}: its ${what} output is not supported`, {
+      code: "unsupported",
+      fix: "export the model for inference, without that output",
+    });
+  }
 }

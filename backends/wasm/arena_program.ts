@@ -308,6 +308,9 @@ export function arenaProgram(plan: ArenaPlan): Program {
         const v = plan.outputs[i];
         const bound = plan.bindings.findIndex((b) => b.value === v);
         if (bound >= 0) return args[bound].data;
+        // A graph output that is a folded constant: a copy, so the caller cannot change it.
+        const constant = plan.constants.get(v);
+        if (constant) return constant.data.slice();
         const t = types.get(v)!;
         return fromWords(memory.buffer as ArrayBuffer, offsets.get(v)!, sizeOf(t.shape), t.dtype);
       }));

@@ -1,0 +1,178 @@
+/**
+ * The windowed ops: Conv, MaxPool and AveragePool (1-D ones run as 2-D over a height of 1),
+ * ConvTranspose as a convolution of the stride-dilated, re-padded input with the flipped,
+ * group-transposed kernel, InstanceNormalization as per-channel moments, GlobalMaxPool as a
+ * reduction. All of them are kiln ops or compositions of kiln ops, so they fuse and run on every
+ * backend.
+ *
+ * @module
+ */
+import { KilnError } from "../jit/errors.ts";
+import type { Attrs } from "../jit/ops/mod.ts";
+import { scalar } from "./convert_composite.ts";
+import { attrs, type Known, type NodeContext, onlyFirstOutput, typeOf } from "./node_context.ts";
+
+type Converter = (c: NodeContext) => Known[];
+
+/** A window op's attributes as kiln takes them. */
+function window(c: NodeContext): Attrs {
+  const a = attrs(c);
+  return {
+    kernel_shape: a.ints("kernel_shape"),
+    strides: a.ints("strides"),
+    pads: a.ints("pads"),
+    dilations: a.ints("dilations"),
+    auto_pad: a.string("auto_pad"),
+    ceil_mode: a.int("ceil_mode"),
+    count_include_pad: a.int("count_include_pad"),
+    storage_order: a.int("storage_order"),
+    group: a.int("group"),
+  };
+}
+
+/** 1-D window attributes as 2-D ones over a height of 1 (pads `[b, e]` → `[0, b, 0, e]`). */
+function as2d(w: Attrs): Attrs {
+  const one = (xs: unknown, fill: number) =>
+    Array.isArray(xs) ? [fill, ...(xs as number[])] : undefined;
+  const pads = w.pads as number[] | undefined;
+  return {
+    ...w,
+    kernel_shape: one(w.kernel_shape, 1),
+    strides: one(w.strides, 1),
+    dilations: one(w.dilations, 1),
+    pads: pads ? [0, pads[0], 0, pads[1]] : undefined,
+  };
+}
+
+/**
+ * Emits window op `op` on `ins` (data first): 2-D as is, 1-D through an axis of size 1 inserted
+ * at 2 (in the data and, for Conv, the kernel), removed again after.
+ */
+function windowed(c: NodeContext, op: string, ins: Known[], w: Attrs): Known[] {
+  const rank = typeOf(ins[0]).shape.length;
+  if (rank !== 3) return c.emit(op, ins, w);
+  const up = (k: Known) => c.emit("Unsqueeze", [k], { axes: [2] })[0];
+  const lifted = ins.map((k, i) => (i < 2 ? up(k) : k));
+  const [y] = c.emit(op, lifted, as2d(w));
+  return c.emit("Squeeze", [y], { axes: [2] });
+}
+
+/** A constant i32 vector. */
+function ints(values: number[]): Known {
+  return {
+    kind: "const",
+    tensor: { data: Int32Array.from(values), shape: [values.length], dtype: "i32" },
+    i64: false,
+  };
+}
+
+/** ConvTranspose over 1 or 2 spatial axes. */
+function convTranspose(c: NodeContext): Known[] {
+  const op = (name: string, xs: Known[], a: Attrs = {}) => c.emit(name, xs, a)[0];
+  const a = attrs(c);
+  let x = c.required(0), w = c.required(1);
+  const bias = c.input(2);
+  const xs = typeOf(x).shape, ws = typeOf(w).shape;
+  const spatial = xs.length - 2;
+  if (spatial < 1 || spatial > 2 || ws.length !== xs.length) {
+    throw new KilnError(
+      `${c.label}: ConvTranspose of data [${xs}] with a kernel [${ws}] (kiln runs 1-D and 2-D)`,
+      { code: "unsupported", fix: "use a 1-D or 2-D transposed convolution" },
+    );
+  }
+  const group = a.int("group", 1)!;
+  const kernel = a.ints("kernel_shape") ?? ws.slice(2);
+  const strides = a.ints("strides") ?? kernel.map(() => 1);
+  const dilations = a.ints("dilations") ?? kernel.map(() => 1);
+  const outputPadding = a.ints("output_padding") ?? kernel.map(() => 0);
+  const autoPad = a.string("auto_pad", "NOTSET")!;
+  const outputShape = a.ints("output_shape");
+  let pads = a.ints("pads") ?? kernel.map(() => 0).concat(kernel.map(() => 0));
+  const cin = xs[1], coutPerGroup = ws[1];
+  if (cin !== ws[0] || cin % group !== 0 || kernel.some((k, i) => k !== ws[2 + i])) {
+    throw new KilnError(`${c.label}: data [${xs}] and kernel [${ws}] with group ${group}`, {
+      code: "shape-mismatch",
+      fix: "the kernel must be [C_in, C_out / group, k…] with C_in the data's channels",
+    });
+  }
+  // Output shape or SAME padding decide the pads (ONNX's formula; SAME_UPPER puts the odd one
+  // at the end, SAME_LOWER and an explicit output_shape at the start).
+  const natural = (i: number) =>
+    strides[i] * (xs[2 + i] - 1) + outputPadding[i] + (kernel[i] - 1) * dilations[i] + 1;
+  const target = outputShape?.slice(-spatial) ??
+    (autoPad.startsWith("SAME") ? xs.slice(2).map((d, i) => d * strides[i]) : undefined);
+  if (target) {
+    const total = target.map((t, i) => natural(i) - t);
+    // Floor division, as ONNX's reference: a negative total (output_shape past the natural
+    // size) extends the tail.
+    const small = total.map((t) => Math.floor(t / 2));
+    pads = autoPad === "SAME_UPPER"
+      ? [...small, ...total.map((t, i) => t - small[i])]
+      : [...total.map((t, i) => t - small[i]), ...small];
+  } else if (autoPad === "VALID") pads = pads.map(() => 0);
+  // The input, stride-dilated (s - 1 zeros between elements) and re-padded for a plain conv.
+  for (let i = 0; i < spatial; i++) {
+    const axis = 2 + i, s = strides[i], n = typeOf(x).shape[axis];
+    if (s > 1) {
+      const shape = typeOf(x).shape;
+      x = op("Unsqueeze", [x], { axes: [axis + 1] });
+      x = op("Pad", [x], { pads: [0, s - 1], axes: [axis + 1], mode: "constant", value: 0 });
+      const merged = [...shape.slice(0, axis), n * s, ...shape.slice(axis + 1)];
+      x = op("Reshape", [x], { shape: merged });
+    }
+    const reach = (kernel[i] - 1) * dilations[i];
+    const before = reach - pads[i];
+    const after = reach - pads[spatial + i] + outputPadding[i] - (s > 1 ? s - 1 : 0);
+    if (before !== 0 || after !== 0) {
+      x = op("Pad", [x], { pads: [before, after], axes: [axis], mode: "constant", value: 0 });
+    }
+  }
+  // [C_in, C_out/g, k…] → [C_out, C_in/g, k…], each kernel flipped.
+  const k = kernel;
+  w = op("Reshape", [w], { shape: [group, cin / group, coutPerGroup, ...k] });
+  w = op("Transpose", [w], { perm: [0, 2, 1, ...k.map((_, i) => 3 + i)] });
+  w = op("Reshape", [w], { shape: [group * coutPerGroup, cin / group, ...k] });
+  for (let i = 0; i < spatial; i++) {
+    const reversed = [...Array(k[i]).keys()].reverse();
+    w = op("Gather", [w, ints(reversed)], { axis: 2 + i });
+  }
+  const conv = {
+    kernel_shape: k,
+    strides: k.map(() => 1),
+    dilations,
+    pads: k.map(() => 0).concat(k.map(() => 0)),
+    group,
+  };
+  return windowed(c, "Conv", bias ? [x, w, bias] : [x, w], conv);
+}
+
+/** Converters by ONNX op type. */
+export const CONV_CONVERTERS: Record<string, Converter> = {
+  Conv: (c) => windowed(c, "Conv", c.inputs(), window(c)),
+  AveragePool: (c) => windowed(c, "AveragePool", [c.required(0)], window(c)),
+  MaxPool: (c) => {
+    onlyFirstOutput(c, "Indices");
+    return windowed(c, "MaxPool", [c.required(0)], window(c));
+  },
+  ConvTranspose: convTranspose,
+  GlobalMaxPool: (c) => {
+    const x = c.required(0);
+    const axes = typeOf(x).shape.slice(2).map((_, i) => 2 + i);
+    return c.emit("ReduceMax", [x], { axes, keepdims: 1 });
+  },
+  InstanceNormalization: (c) => {
+    const op = (name: string, xs: Known[], a: Attrs = {}) => c.emit(name, xs, a)[0];
+    const [x, scale, bias] = [c.required(0), c.required(1), c.required(2)];
+    const shape = typeOf(x).shape;
+    const axes = { axes: shape.slice(2).map((_, i) => 2 + i), keepdims: 1 };
+    const mean = op("ReduceMean", [x], axes);
+    const d = op("Sub", [x, mean]);
+    const variance = op("ReduceMean", [op("Mul", [d, d])], axes);
+    const eps = scalar(attrs(c).float("epsilon", 1e-5)!, typeOf(x).dtype);
+    const norm = op("Div", [d, op("Sqrt", [op("Add", [variance, eps])])]);
+    // Per channel: [C] → [C, 1, …] against [N, C, spatial…].
+    const perChannel = (k: Known) =>
+      op("Reshape", [k], { shape: [shape[1], ...shape.slice(2).map(() => 1)] });
+    return [op("Add", [op("Mul", [norm, perChannel(scale)]), perChannel(bias)])];
+  },
+};
