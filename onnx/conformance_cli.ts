@@ -253,7 +253,7 @@ async function main(): Promise<number> {
   );
   if (crashes.length) console.log(`untyped failures (defects):\n  ${crashes.join("\n  ")}`);
   if (values.update) {
-    writeFileSync(EXPECTED, JSON.stringify({ ...expected, ...passing }, null, 1) + "\n");
+    writeFileSync(EXPECTED, JSON.stringify({ ...expected, ...passing }, null, 2) + "\n");
   }
   // The summary line the CI script counts.
   const total = backends.reduce((s, b) => s + passing[b].length, 0);
