@@ -16,6 +16,8 @@ import { COMPOSITE_CONVERTERS, scalar } from "./convert_composite.ts";
 import { LOSS_CONVERTERS } from "./convert_loss.ts";
 import { RESIZE_CONVERTERS } from "./convert_resize.ts";
 import { CONV_CONVERTERS } from "./convert_conv.ts";
+import { TENSOR_CONVERTERS } from "./convert_tensor.ts";
+import { MATH_CONVERTERS } from "./convert_math.ts";
 import {
   attribute,
   attrs,
@@ -235,6 +237,8 @@ export const CONVERTERS: Record<string, Converter> = {
   ...LOSS_CONVERTERS,
   ...RESIZE_CONVERTERS,
   ...CONV_CONVERTERS,
+  ...TENSOR_CONVERTERS,
+  ...MATH_CONVERTERS,
   CumSum: (c) =>
     c.emit("CumSum", [c.required(0)], {
       axis: constScalar(c, 1, "axis"),

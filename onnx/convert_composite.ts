@@ -33,6 +33,10 @@ export function scalar(value: number, dtype: DType): Known {
     ? Float32Array.of(value)
     : dtype === "bool" || dtype === "u8"
     ? Uint8Array.of(value)
+    : dtype === "i8"
+    ? Int8Array.of(value)
+    : dtype === "u32"
+    ? Uint32Array.of(value)
     : Int32Array.of(value);
   return { kind: "const", tensor: { data, shape: [], dtype }, i64: false };
 }

@@ -1,0 +1,193 @@
+/**
+ * Arithmetic ops as composites of kiln ops: Pow across dtypes (ONNX lets the exponent's type
+ * differ; the result has the base's), IsInf, Shrink, Hardmax (a one-hot of ArgMax), ReduceProd
+ * (sign × exp Σ log|x|, exact for zeros, rounded for integers), BitShift (multiplication or
+ * division by powers of two, which wrap like the shifts), LRN (a channel-window sum as an average
+ * pool), and the quantization ops QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear for
+ * 8-bit types.
+ *
+ * @module
+ */
+import { type DType, isFloat } from "../jit/dtype.ts";
+import { KilnError } from "../jit/errors.ts";
+import type { Attrs } from "../jit/ops/mod.ts";
+import { scalar } from "./convert_composite.ts";
+import { attrs, type Known, type NodeContext, reduceAxes, typeOf } from "./node_context.ts";
+import { dtypeOfCode } from "./proto.ts";
+
+type Converter = (c: NodeContext) => Known[];
+type OpFn = (name: string, xs: Known[], a?: Attrs) => Known;
+
+const opOf = (c: NodeContext): OpFn => (name, xs, a = {}) => c.emit(name, xs, a)[0];
+
+/** Ranges of the 8-bit quantized types. */
+const RANGE: Partial<Record<DType, [number, number]>> = { u8: [0, 255], i8: [-128, 127] };
+
+/** `scale` reshaped to broadcast along `axis` of `shape` when it is per axis (1-D, not 1). */
+function alongAxis(op: OpFn, k: Known, shape: readonly number[], axis: number): Known {
+  const s = typeOf(k).shape;
+  if (s.length !== 1 || shape.length === 0) return k;
+  const at = axis < 0 ? axis + shape.length : axis;
+  return op("Reshape", [k], { shape: shape.map((_, i) => (i === at ? s[0] : 1)) });
+}
+
+/** `round(x / scale) + zero`, saturated into `dtype` and cast. */
+function quantize(op: OpFn, x: Known, scale: Known, zero: Known | undefined, dtype: DType): Known {
+  const [lo, hi] = RANGE[dtype]!;
+  let q = op("Round", [op("Div", [x, scale])]);
+  if (zero) q = op("Add", [q, op("Cast", [zero], { to: "f32" })]);
+  return op("Cast", [op("Clip", [q], { min: lo, max: hi })], { to: dtype });
+}
+
+function quantizedType(c: NodeContext, zero: Known | undefined): DType {
+  const code = attrs(c).int("output_dtype", 0)!;
+  const dtype = zero ? typeOf(zero).dtype : code ? dtypeOfCode(code, c.label) : "u8";
+  if (!RANGE[dtype as DType]) {
+    throw new KilnError(`${c.label}: quantization to ${dtype}`, {
+      code: "unsupported",
+      fix: "kiln quantizes to uint8 and int8",
+    });
+  }
+  return dtype as DType;
+}
+
+/** Converters by ONNX op type. */
+export const MATH_CONVERTERS: Record<string, Converter> = {
+  Pow: (c) => {
+    const op = opOf(c);
+    const [x, y] = [c.required(0), c.required(1)];
+    const [xt, yt] = [typeOf(x).dtype, typeOf(y).dtype];
+    if (xt === yt) return c.emit("Pow", [x, y]);
+    if (isFloat(xt)) return [op("Pow", [x, op("Cast", [y], { to: xt })])];
+    // An integer base: computed in float, the result in the base's type.
+    const p = op("Pow", [op("Cast", [x], { to: "f32" }), op("Cast", [y], { to: "f32" })]);
+    return [{ ...op("Cast", [p], { to: xt }), i64: x.i64 }];
+  },
+  IsInf: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const t = typeOf(x).dtype;
+    const neg = attrs(c).int("detect_negative", 1) === 1;
+    const pos = attrs(c).int("detect_positive", 1) === 1;
+    const hits = [
+      ...(pos ? [op("Equal", [x, scalar(Infinity, t)])] : []),
+      ...(neg ? [op("Equal", [x, scalar(-Infinity, t)])] : []),
+    ];
+    if (hits.length === 0) return [op("Less", [x, x])]; // nothing detected: all false
+    return [hits.reduce((a, b) => op("Or", [a, b]))];
+  },
+  Shrink: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const t = typeOf(x).dtype;
+    const bias = attrs(c).float("bias", 0)!, lambd = attrs(c).float("lambd", 0.5)!;
+    const low = op("Less", [x, scalar(-lambd, t)]), high = op("Greater", [x, scalar(lambd, t)]);
+    const inner = op("Where", [high, op("Sub", [x, scalar(bias, t)]), scalar(0, t)]);
+    return [op("Where", [low, op("Add", [x, scalar(bias, t)]), inner])];
+  },
+  Hardmax: (c) => {
+    const op = opOf(c);
+    let x = c.required(0);
+    const shape = typeOf(x).shape, rank = shape.length;
+    const a = attrs(c).int("axis", c.opset >= 13 ? -1 : 1)!;
+    let axis = a < 0 ? a + rank : a;
+    // Before opset 13 the input is seen as 2-D: [prod(shape[:axis]), prod(shape[axis:])].
+    if (c.opset < 13) {
+      const rows = shape.slice(0, axis).reduce((p, d) => p * d, 1);
+      x = op("Reshape", [x], { shape: [rows, -1] });
+      axis = 1;
+    }
+    const xs = typeOf(x).shape;
+    const best = op("ArgMax", [x], { axis, keepdims: 1 });
+    const iota: Known = {
+      kind: "const",
+      tensor: {
+        data: Int32Array.from({ length: xs[axis] }, (_, i) => i),
+        shape: xs.map((d, i) => (i === axis ? d : 1)),
+        dtype: "i32",
+      },
+      i64: false,
+    };
+    const y = op("Cast", [op("Equal", [iota, best])], { to: typeOf(x).dtype });
+    return [c.opset < 13 ? op("Reshape", [y], { shape: [...shape] }) : y];
+  },
+  ReduceProd: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const t = typeOf(x).dtype;
+    const r = reduceAxes(c);
+    if (r === "identity") return [op("Identity", [x])];
+    const xf = isFloat(t) ? x : op("Cast", [x], { to: "f32" });
+    const magnitude = op("Exp", [op("ReduceSum", [op("Log", [op("Abs", [xf])])], r)]);
+    const negatives = op("ReduceSum", [op("Cast", [op("Less", [xf, scalar(0, "f32")])], {
+      to: "f32",
+    })], r);
+    // (-1)^negatives as 1 - 2·(negatives mod 2).
+    const odd = op("Mod", [negatives, scalar(2, "f32")], { fmod: 1 });
+    const sign = op("Sub", [scalar(1, "f32"), op("Mul", [odd, scalar(2, "f32")])]);
+    const p = op("Mul", [magnitude, sign]);
+    if (isFloat(t)) return [p];
+    return [{ ...op("Cast", [op("Round", [p])], { to: t }), i64: x.i64 }];
+  },
+  BitShift: (c) => {
+    const op = opOf(c);
+    const [x, y] = [c.required(0), c.required(1)];
+    const t = typeOf(x).dtype;
+    const left = attrs(c).string("direction") === "LEFT";
+    const factor = op("Pow", [scalar(2, t), y]);
+    return [op(left ? "Mul" : "Div", [x, factor])];
+  },
+  LRN: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const shape = typeOf(x).shape;
+    const a = attrs(c);
+    const size = a.int("size")!, alpha = a.float("alpha", 1e-4)!;
+    const beta = a.float("beta", 0.75)!, bias = a.float("bias", 1)!;
+    // The sum of squares over a window of channels: an average pool over [C, H·W], times size.
+    const [n, ch] = shape, rest = shape.slice(2).reduce((p, d) => p * d, 1);
+    const squares = op("Reshape", [op("Mul", [x, x])], { shape: [n, 1, ch, rest] });
+    const lo = Math.floor((size - 1) / 2), hi = Math.ceil((size - 1) / 2);
+    const mean = op("AveragePool", [squares], {
+      kernel_shape: [size, 1],
+      pads: [lo, 0, hi, 0],
+      count_include_pad: 1,
+    });
+    const sum = op("Reshape", [mean], { shape: [...shape] });
+    const scaled = op("Add", [scalar(bias, "f32"), op("Mul", [sum, scalar(alpha, "f32")])]);
+    return [op("Div", [x, op("Pow", [scaled, scalar(beta, "f32")])])];
+  },
+  QuantizeLinear: (c) => {
+    const op = opOf(c);
+    const [x, scale, zero] = [c.required(0), c.required(1), c.input(2)];
+    const shape = typeOf(x).shape, axis = attrs(c).int("axis", 1)!;
+    attrs(c).int("saturate"); // float8 only; 8-bit integers always saturate
+    const s = alongAxis(op, scale, shape, axis);
+    const z = zero ? alongAxis(op, zero, shape, axis) : undefined;
+    return [quantize(op, x, s, z, quantizedType(c, zero))];
+  },
+  DequantizeLinear: (c) => {
+    const op = opOf(c);
+    const [x, scale, zero] = [c.required(0), c.required(1), c.input(2)];
+    const shape = typeOf(x).shape, axis = attrs(c).int("axis", 1)!;
+    const s = alongAxis(op, scale, shape, axis);
+    let v = op("Cast", [x], { to: "f32" });
+    if (zero) {
+      v = op("Sub", [v, op("Cast", [alongAxis(op, zero, shape, axis)], { to: "f32" })]);
+    }
+    return [op("Mul", [v, s])];
+  },
+  DynamicQuantizeLinear: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const all = { axes: typeOf(x).shape.map((_, i) => i), keepdims: 0 };
+    const zero = scalar(0, "f32");
+    const hi = op("Max", [op("ReduceMax", [x], all), zero]);
+    const lo = op("Min", [op("ReduceMin", [x], all), zero]);
+    const scale = op("Div", [op("Sub", [hi, lo]), scalar(255, "f32")]);
+    const zp = op("Cast", [
+      op("Clip", [op("Round", [op("Sub", [zero, op("Div", [lo, scale])])])], { min: 0, max: 255 }),
+    ], { to: "u8" });
+    return [quantize(op, x, scale, zp, "u8"), scale, zp];
+  },
+};

@@ -1,0 +1,290 @@
+/**
+ * Ops that rearrange, select or build tensors, as kiln movement ops and gathers: Tile,
+ * DepthToSpace, SpaceToDepth, EyeLike, OneHot, Compress, GatherND, the scatters
+ * (ScatterElements, ScatterND, the old Scatter) and the window functions (Hann, Hamming,
+ * Blackman). Whatever decides a shape or a position (repeats, the condition, scatter indices,
+ * window sizes) must be known when the model is compiled: `OnnxModel` specialises on it when it
+ * is an input. A scatter then becomes a gather of the updates by a precomputed source map, so it
+ * fuses like any gather.
+ *
+ * @module
+ */
+import { type DType, isFloat } from "../jit/dtype.ts";
+import { KilnError } from "../jit/errors.ts";
+import type { Attrs } from "../jit/ops/mod.ts";
+import { scalar } from "./convert_composite.ts";
+import { attrs, constInts, type Known, type NodeContext, typeOf } from "./node_context.ts";
+import { dtypeOfCode } from "./proto.ts";
+
+type Converter = (c: NodeContext) => Known[];
+type OpFn = (name: string, xs: Known[], a?: Attrs) => Known;
+
+const opOf = (c: NodeContext): OpFn => (name, xs, a = {}) => c.emit(name, xs, a)[0];
+
+/** A constant tensor of `dtype` (floats for f32, 0/1 for bool, integers otherwise). */
+function constant(values: ArrayLike<number>, shape: number[], dtype: DType): Known {
+  const data = dtype === "f32"
+    ? Float32Array.from(values)
+    : dtype === "bool" || dtype === "u8"
+    ? Uint8Array.from(values)
+    : dtype === "i8"
+    ? Int8Array.from(values)
+    : dtype === "u32"
+    ? Uint32Array.from(values)
+    : Int32Array.from(values);
+  return { kind: "const", tensor: { data, shape, dtype }, i64: false };
+}
+
+/** Input `i` as constant numbers (a typed error, or a specialisation, when it is not constant). */
+function known(c: NodeContext, i: number, what: string): number[] {
+  const v = constInts(c, i, what);
+  if (!v) {
+    throw new KilnError(`${c.label}: its ${what} input is missing`, {
+      code: "invalid-graph",
+      fix: `give the node its ${what} input`,
+    });
+  }
+  return v;
+}
+
+const strides = (shape: readonly number[]) => {
+  const s = shape.map(() => 1);
+  for (let i = shape.length - 2; i >= 0; i--) s[i] = s[i + 1] * shape[i + 1];
+  return s;
+};
+const size = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
+
+/**
+ * Replaces elements of `data` by elements of `updates`: `sources[p]` lists, for output element
+ * `p`, the flat indices of the updates written there, in order. Each layer of sources is one
+ * gather of the flattened updates, combined by `reduction`.
+ */
+function scatter(
+  c: NodeContext,
+  data: Known,
+  updates: Known,
+  sources: number[][],
+  reduction: string,
+): Known[] {
+  const op = opOf(c);
+  const shape = typeOf(data).shape;
+  const flat = op("Reshape", [updates], { shape: [-1] });
+  const layers = reduction === "none" ? 1 : Math.max(0, ...sources.map((s) => s.length));
+  let out = data;
+  for (let layer = 0; layer < layers; layer++) {
+    // "none": the last write wins (ONNX leaves duplicates undefined).
+    const at = (s: number[]) => (reduction === "none" ? s.at(-1) : s[layer]);
+    const has = constant(sources.map((s) => +(at(s) !== undefined)), [...shape], "bool");
+    const from = constant(sources.map((s) => at(s) ?? 0), [...shape], "i32");
+    const value = op("Gather", [flat, from], { axis: 0 });
+    const combined = reduction === "add"
+      ? op("Add", [out, value])
+      : reduction === "mul"
+      ? op("Mul", [out, value])
+      : reduction === "max"
+      ? op("Max", [out, value])
+      : reduction === "min"
+      ? op("Min", [out, value])
+      : value;
+    out = op("Where", [has, combined, out]);
+  }
+  return [layers === 0 ? op("Identity", [data]) : out];
+}
+
+function reductionOf(c: NodeContext): string {
+  const r = attrs(c).string("reduction", "none")!;
+  if (!["none", "add", "mul", "max", "min"].includes(r)) {
+    throw new KilnError(`${c.label}: reduction "${r}"`, {
+      code: "bad-attribute",
+      fix: 'use reduction "none", "add", "mul", "max" or "min"',
+    });
+  }
+  return r;
+}
+
+/** Index `i` of an axis of `dim`, negative counting from the end; a typed error outside. */
+function inRange(c: NodeContext, i: number, dim: number): number {
+  const j = i < 0 ? i + dim : i;
+  if (!(j >= 0 && j < dim)) {
+    throw new KilnError(`${c.label}: index ${i} is out of range for an axis of ${dim}`, {
+      code: "out-of-range",
+      fix: `use indices in [${-dim}, ${dim - 1}]`,
+    });
+  }
+  return j;
+}
+
+function scatterElements(c: NodeContext): Known[] {
+  const data = c.required(0), updates = c.required(2);
+  const shape = typeOf(data).shape, ushape = typeOf(updates).shape;
+  const indices = known(c, 1, "indices");
+  const rank = shape.length;
+  const axisAttr = attrs(c).int("axis", 0)!;
+  const axis = axisAttr < 0 ? axisAttr + rank : axisAttr;
+  const sources: number[][] = Array.from({ length: size(shape) }, () => []);
+  const us = strides(ushape), ds = strides(shape);
+  for (let j = 0; j < indices.length; j++) {
+    let p = 0;
+    for (let d = 0; d < rank; d++) {
+      const coord = Math.floor(j / us[d]) % ushape[d];
+      p += (d === axis ? inRange(c, indices[j], shape[d]) : coord) * ds[d];
+    }
+    sources[p].push(j);
+  }
+  return scatter(c, data, updates, sources, reductionOf(c));
+}
+
+function scatterND(c: NodeContext): Known[] {
+  const data = c.required(0), updates = c.required(2);
+  const shape = typeOf(data).shape;
+  const ishape = typeOf(c.required(1)).shape;
+  const indices = known(c, 1, "indices");
+  const k = ishape.at(-1)!, slice = size(shape.slice(k)), ds = strides(shape);
+  const sources: number[][] = Array.from({ length: size(shape) }, () => []);
+  for (let t = 0; t < indices.length / k; t++) {
+    let base = 0;
+    for (let d = 0; d < k; d++) base += inRange(c, indices[t * k + d], shape[d]) * ds[d];
+    for (let e = 0; e < slice; e++) sources[base + e].push(t * slice + e);
+  }
+  return scatter(c, data, updates, sources, reductionOf(c));
+}
+
+/** A window function's values. */
+function windowOf(kind: "hann" | "hamming" | "blackman"): Converter {
+  return (c) => {
+    const [n] = known(c, 0, "size");
+    const periodic = attrs(c).int("periodic", 1) === 1;
+    const code = attrs(c).int("output_datatype", 1)!;
+    const dtype = dtypeOfCode(code, c.label);
+    const span = periodic ? n : n - 1;
+    const values = Array.from({ length: n }, (_, i) => {
+      const x = span > 0 ? (2 * Math.PI * i) / span : 0;
+      return kind === "hann"
+        ? 0.5 - 0.5 * Math.cos(x)
+        : kind === "hamming"
+        ? 25 / 46 - (21 / 46) * Math.cos(x)
+        : 0.42 - 0.5 * Math.cos(x) + 0.08 * Math.cos(2 * x);
+    });
+    const internal = dtype === "i64" ? "i32" : dtype;
+    return [{ ...constant(values, [n], internal), i64: dtype === "i64" }];
+  };
+}
+
+/** Converters by ONNX op type. */
+export const TENSOR_CONVERTERS: Record<string, Converter> = {
+  Tile: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const shape = typeOf(x).shape;
+    const repeats = known(c, 1, "repeats");
+    if (repeats.length !== shape.length || repeats.some((r) => r < 0)) {
+      throw new KilnError(`${c.label}: repeats [${repeats}] for a tensor of rank ${shape.length}`, {
+        code: "bad-attribute",
+        fix: "give one non-negative repeat per axis",
+      });
+    }
+    // [d0, d1, …] → [1, d0, 1, d1, …] → expanded to [r0, d0, r1, d1, …] → [r0·d0, r1·d1, …].
+    const interleaved = shape.flatMap((d) => [1, d]);
+    const spread = shape.flatMap((d, i) => [repeats[i], d]);
+    const wide = op("Expand", [op("Reshape", [x], { shape: interleaved })], { shape: spread });
+    return [op("Reshape", [wide], { shape: shape.map((d, i) => d * repeats[i]) })];
+  },
+  DepthToSpace: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const [n, ch, h, w] = typeOf(x).shape;
+    const b = attrs(c).int("blocksize")!;
+    const crd = attrs(c).string("mode", "DCR") === "CRD";
+    const inner = crd ? [n, ch / (b * b), b, b, h, w] : [n, b, b, ch / (b * b), h, w];
+    const perm = crd ? [0, 1, 4, 2, 5, 3] : [0, 3, 4, 1, 5, 2];
+    const moved = op("Transpose", [op("Reshape", [x], { shape: inner })], { perm });
+    return [op("Reshape", [moved], { shape: [n, ch / (b * b), h * b, w * b] })];
+  },
+  SpaceToDepth: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const [n, ch, h, w] = typeOf(x).shape;
+    const b = attrs(c).int("blocksize")!;
+    const split = op("Reshape", [x], { shape: [n, ch, h / b, b, w / b, b] });
+    const moved = op("Transpose", [split], { perm: [0, 3, 5, 1, 2, 4] });
+    return [op("Reshape", [moved], { shape: [n, ch * b * b, h / b, w / b] })];
+  },
+  EyeLike: (c) => {
+    const x = c.required(0);
+    const [rows, cols] = typeOf(x).shape;
+    const code = attrs(c).int("dtype");
+    const boundary = code === undefined
+      ? (x.i64 ? "i64" : typeOf(x).dtype)
+      : dtypeOfCode(code, c.label);
+    const k = attrs(c).int("k", 0)!;
+    const values = Array.from(
+      { length: rows * cols },
+      (_, i) => +((i % cols) - Math.floor(i / cols) === k),
+    );
+    const dtype = boundary === "i64" ? "i32" : boundary;
+    return [{ ...constant(values, [rows, cols], dtype), i64: boundary === "i64" }];
+  },
+  OneHot: (c) => {
+    const op = opOf(c);
+    const indices = c.required(0), values = c.required(2);
+    const [depth] = known(c, 1, "depth");
+    const ishape = typeOf(indices).shape;
+    const rank = ishape.length + 1;
+    const a = attrs(c).int("axis", -1)!;
+    const axis = a < 0 ? a + rank : a;
+    const it = typeOf(indices).dtype;
+    const idx = isFloat(it) ? op("Cast", [op("Floor", [indices])], { to: "i32" }) : indices;
+    const idxType = typeOf(idx).dtype;
+    // Negative indices count from the end; others outside [0, depth) match no position.
+    const wrapped = op("Where", [
+      op("Less", [idx, scalar(0, idxType)]),
+      op("Add", [idx, scalar(depth, idxType)]),
+      idx,
+    ]);
+    const iotaShape = [...Array(rank)].map((_, i) => (i === axis ? depth : 1));
+    const iota = constant([...Array(depth).keys()], iotaShape, idxType);
+    const hit = op("Equal", [op("Unsqueeze", [wrapped], { axes: [axis] }), iota]);
+    const pick = (i: number) => op("Gather", [values, constant([i], [], "i32")], { axis: 0 });
+    return [{ ...op("Where", [hit, pick(1), pick(0)]), i64: values.i64 }];
+  },
+  Compress: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const condition = known(c, 1, "condition");
+    const axisAttr = attrs(c).int("axis");
+    const shape = typeOf(x).shape;
+    const source = axisAttr === undefined ? op("Reshape", [x], { shape: [-1] }) : x;
+    const axis = axisAttr === undefined ? 0 : axisAttr < 0 ? axisAttr + shape.length : axisAttr;
+    const extent = typeOf(source).shape[axis];
+    const keep = condition.slice(0, extent).flatMap((v, i) => (v ? [i] : []));
+    return [op("Gather", [source, constant(keep, [keep.length], "i32")], { axis })];
+  },
+  GatherND: (c) => {
+    const op = opOf(c);
+    const data = c.required(0);
+    const shape = typeOf(data).shape;
+    const ishape = typeOf(c.required(1)).shape;
+    const indices = known(c, 1, "indices");
+    const batch = attrs(c).int("batch_dims", 0)!;
+    const k = ishape.at(-1)!;
+    // Flat rows of data[batch…, k index axes…] and, per index tuple, the row it selects.
+    const batches = size(shape.slice(0, batch)), rows = size(shape.slice(batch, batch + k));
+    const rest = shape.slice(batch + k);
+    const tuples = indices.length / k, perBatch = tuples / batches;
+    const rs = strides(shape.slice(batch, batch + k));
+    const picks = Array.from({ length: tuples }, (_, t) => {
+      let r = Math.floor(t / perBatch) * rows;
+      for (let d = 0; d < k; d++) r += inRange(c, indices[t * k + d], shape[batch + d]) * rs[d];
+      return r;
+    });
+    const flat = op("Reshape", [data], { shape: [batches * rows, ...rest] });
+    const picked = op("Gather", [flat, constant(picks, [tuples], "i32")], { axis: 0 });
+    return [op("Reshape", [picked], { shape: [...ishape.slice(0, -1), ...rest] })];
+  },
+  ScatterElements: scatterElements,
+  Scatter: scatterElements,
+  ScatterND: scatterND,
+  HannWindow: windowOf("hann"),
+  HammingWindow: windowOf("hamming"),
+  BlackmanWindow: windowOf("blackman"),
+};
