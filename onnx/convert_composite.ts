@@ -113,7 +113,13 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter> = {
     op("Mul", op("Log", op("Div", op("Add", k(1), x), op("Sub", k(1), x))), k(0.5))
   ),
   PRelu: (c) => {
-    const [x, slope] = [c.required(0), c.required(1)];
+    const x = c.required(0);
+    let slope = c.required(1);
+    // Opsets before 7 (PyTorch's multi-parameter PReLU): a [C] slope is per channel (axis 1).
+    const xs = typeOf(x).shape, ss = typeOf(slope).shape;
+    if (ss.length === 1 && xs.length > 2 && ss[0] === xs[1] && ss[0] !== xs.at(-1)) {
+      [slope] = c.emit("Reshape", [slope], { shape: [ss[0], ...xs.slice(2).map(() => 1)] });
+    }
     const zero = scalar(0, typeOf(x).dtype);
     const [neg] = c.emit("Less", [x, zero]);
     const [scaled] = c.emit("Mul", [x, slope]);

@@ -20,6 +20,72 @@ type OpFn = (name: string, xs: Known[], a?: Attrs) => Known;
 
 const opOf = (c: NodeContext): OpFn => (name, xs, a = {}) => c.emit(name, xs, a)[0];
 
+/** A window op's attributes (ConvInteger's). */
+function windowAttrs(c: NodeContext): Attrs {
+  const a = attrs(c);
+  return {
+    kernel_shape: a.ints("kernel_shape"),
+    strides: a.ints("strides"),
+    pads: a.ints("pads"),
+    dilations: a.ints("dilations"),
+    auto_pad: a.string("auto_pad"),
+    group: a.int("group"),
+  };
+}
+
+/**
+ * MatMulInteger and ConvInteger: `(a − a_zero) ⋆ (b − b_zero)` in i32. The products of 8-bit
+ * values are exact in f32 while the sums stay under 2^24 (K·255² for K < 258; far past that the
+ * sums round, which ONNX Runtime's int32 accumulation does not).
+ */
+function integerProduct(c: NodeContext, kind: "MatMul" | "Conv", extra: Attrs): Known {
+  const op = opOf(c);
+  const [a, b, az, bz] = [c.required(0), c.required(1), c.input(2), c.input(3)];
+  const f = (x: Known) => op("Cast", [x], { to: "f32" });
+  // A per-channel zero point of b (1-D) lines up with b's output channels.
+  const bzero = (z: Known) =>
+    kind === "Conv" && typeOf(z).shape.length === 1
+      ? op("Reshape", [z], {
+        shape: [typeOf(z).shape[0], ...typeOf(b).shape.slice(1).map(() => 1)],
+      })
+      : z;
+  const av = az ? op("Sub", [f(a), f(az)]) : f(a);
+  const bv = bz ? op("Sub", [f(b), f(bzero(bz))]) : f(b);
+  return op("Cast", [op(kind, [av, bv], extra)], { to: "i32" });
+}
+
+/**
+ * QLinearMatMul and QLinearConv: the integer product of the zero-point-shifted operands (and
+ * Conv's i32 bias), rescaled by `a_scale · b_scale / y_scale` and requantized to y's type.
+ */
+function qlinear(c: NodeContext, kind: "MatMul" | "Conv"): Known {
+  const op = opOf(c);
+  const ins = [0, 1, 2, 3, 4, 5, 6, 7].map((i) => c.required(i));
+  const [a, as, az, b, bs, bz, ys, yz] = ins;
+  const f = (x: Known) => op("Cast", [x], { to: "f32" });
+  // Per output channel (Conv's weights, or MatMul's columns): a 1-D scale or zero point.
+  const perChannel = (k: Known) => {
+    const n = typeOf(k).shape;
+    if (n.length !== 1 || n[0] === 1) return k;
+    const rank = typeOf(kind === "Conv" ? b : a).shape.length;
+    return kind === "Conv" ? op("Reshape", [k], { shape: [n[0], ...Array(rank - 1).fill(1)] }) : k;
+  };
+  const av = op("Sub", [f(a), f(az)]), bv = op("Sub", [f(b), f(perChannel(bz))]);
+  let acc = op(kind, [av, bv], kind === "Conv" ? windowAttrs(c) : {});
+  const bias = kind === "Conv" ? c.input(8) : undefined;
+  const channels = (k: Known) =>
+    kind === "Conv" && typeOf(k).shape.length === 1
+      ? op("Reshape", [k], {
+        shape: [typeOf(k).shape[0], ...typeOf(acc).shape.slice(2).map(() => 1)],
+      })
+      : k;
+  if (bias) acc = op("Add", [acc, channels(f(bias))]);
+  const scale = op("Div", [op("Mul", [as, channels(bs)]), ys]);
+  const [lo, hi] = RANGE[typeOf(yz).dtype] ?? [0, 255];
+  const q = op("Add", [op("Round", [op("Mul", [acc, scale])]), f(yz)]);
+  return op("Cast", [op("Clip", [q], { min: lo, max: hi })], { to: typeOf(yz).dtype });
+}
+
 /** Ranges of the 8-bit quantized types. */
 const RANGE: Partial<Record<DType, [number, number]>> = { u8: [0, 255], i8: [-128, 127] };
 
@@ -51,8 +117,58 @@ function quantizedType(c: NodeContext, zero: Known | undefined): DType {
   return dtype as DType;
 }
 
+/**
+ * atan for |x| ≤ 1: two argument halvings (atan x = 2 atan(x / (1 + √(1 + x²)))) bring |x| under
+ * tan(π/16) ≈ 0.2, where the odd Taylor series to x¹⁵ is exact to f32 precision.
+ */
+function atanSmall(op: OpFn, x: Known): Known {
+  const k = (v: number) => scalar(v, "f32");
+  const half = (t: Known) =>
+    op("Div", [t, op("Add", [k(1), op("Sqrt", [op("Add", [k(1), op("Mul", [t, t])])])])]);
+  const t = half(half(x));
+  const t2 = op("Mul", [t, t]);
+  // Σ (−t²)^j / (2j + 1), by Horner in −t².
+  let sum = k(1 / 15);
+  for (let n = 13; n >= 1; n -= 2) sum = op("Sub", [k(1 / n), op("Mul", [t2, sum])]);
+  return op("Mul", [op("Mul", [t, sum]), k(4)]);
+}
+
+/** atan on the whole line: atan x = sign(x)·π/2 − atan(1/x) past |x| = 1. */
+function atan(op: OpFn, x: Known): Known {
+  const k = (v: number) => scalar(v, "f32");
+  const big = op("Greater", [op("Abs", [x]), k(1)]);
+  const inner = atanSmall(op, op("Where", [big, op("Div", [k(1), x]), x]));
+  const sign = op("Where", [op("Less", [x, k(0)]), k(-Math.PI / 2), k(Math.PI / 2)]);
+  return op("Where", [big, op("Sub", [sign, inner]), inner]);
+}
+
+/** asin x = 2 atan(x / (1 + √(1 − x²))): no division by zero at ±1. */
+function asin(op: OpFn, x: Known): Known {
+  const k = (v: number) => scalar(v, "f32");
+  const root = op("Sqrt", [op("Sub", [k(1), op("Mul", [x, x])])]);
+  return op("Mul", [k(2), atan(op, op("Div", [x, op("Add", [k(1), root])]))]);
+}
+
 /** Converters by ONNX op type. */
 export const MATH_CONVERTERS: Record<string, Converter> = {
+  Atan: (c) => [atan(opOf(c), c.required(0))],
+  Asin: (c) => [asin(opOf(c), c.required(0))],
+  Acos: (c) => {
+    const op = opOf(c);
+    return [op("Sub", [scalar(Math.PI / 2, "f32"), asin(op, c.required(0))])];
+  },
+  MeanVarianceNormalization: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const r = { axes: attrs(c).ints("axes") ?? [0, 2, 3], keepdims: 1 };
+    const d = op("Sub", [x, op("ReduceMean", [x], r)]);
+    const variance = op("ReduceMean", [op("Mul", [d, d])], r);
+    return [op("Div", [d, op("Add", [op("Sqrt", [variance]), scalar(1e-9, "f32")])])];
+  },
+  MatMulInteger: (c) => [integerProduct(c, "MatMul", {})],
+  QLinearMatMul: (c) => [qlinear(c, "MatMul")],
+  QLinearConv: (c) => [qlinear(c, "Conv")],
+  ConvInteger: (c) => [integerProduct(c, "Conv", windowAttrs(c))],
   Pow: (c) => {
     const op = opOf(c);
     const [x, y] = [c.required(0), c.required(1)];

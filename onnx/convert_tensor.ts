@@ -281,6 +281,29 @@ export const TENSOR_CONVERTERS: Record<string, Converter> = {
     const picked = op("Gather", [flat, constant(picks, [tuples], "i32")], { axis: 0 });
     return [op("Reshape", [picked], { shape: [...ishape.slice(0, -1), ...rest] })];
   },
+  NonZero: (c) => {
+    // The output's length depends on the data: known only for constant (or specialised) data.
+    const x = c.required(0);
+    const shape = typeOf(x).shape, values = known(c, 0, "data"), s = strides(shape);
+    const hits = values.flatMap((v, i) => (v ? [i] : []));
+    const coords = shape.flatMap((d, axis) => hits.map((i) => Math.floor(i / s[axis]) % d));
+    return [{ ...constant(coords, [shape.length, hits.length], "i32"), i64: true }];
+  },
+  ReverseSequence: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const shape = typeOf(x).shape;
+    const lens = known(c, 1, "sequence_lens");
+    const timeAxis = attrs(c).int("time_axis", 0)!, batchAxis = attrs(c).int("batch_axis", 1)!;
+    // Per element, the time index it reads: reversed within each batch's length.
+    const s = strides(shape);
+    const from = Array.from({ length: size(shape) }, (_, i) => {
+      const t = Math.floor(i / s[timeAxis]) % shape[timeAxis];
+      const b = Math.floor(i / s[batchAxis]) % shape[batchAxis];
+      return t < lens[b] ? lens[b] - 1 - t : t;
+    });
+    return [op("GatherElements", [x, constant(from, [...shape], "i32")], { axis: timeAxis })];
+  },
   ScatterElements: scatterElements,
   Scatter: scatterElements,
   ScatterND: scatterND,
