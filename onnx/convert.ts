@@ -18,6 +18,7 @@ import { RESIZE_CONVERTERS } from "./convert_resize.ts";
 import { CONV_CONVERTERS } from "./convert_conv.ts";
 import { TENSOR_CONVERTERS } from "./convert_tensor.ts";
 import { MATH_CONVERTERS } from "./convert_math.ts";
+import { RNN_CONVERTERS } from "./convert_rnn.ts";
 import {
   attribute,
   attrs,
@@ -239,6 +240,7 @@ export const CONVERTERS: Record<string, Converter> = {
   ...CONV_CONVERTERS,
   ...TENSOR_CONVERTERS,
   ...MATH_CONVERTERS,
+  ...RNN_CONVERTERS,
   CumSum: (c) =>
     c.emit("CumSum", [c.required(0)], {
       axis: constScalar(c, 1, "axis"),

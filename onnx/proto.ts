@@ -25,6 +25,7 @@ export interface AttributeProto {
   t?: TensorProto;
   floats?: number[];
   ints?: Int64[];
+  strings?: Uint8Array[];
 }
 
 /** `NodeProto`: one op. */
