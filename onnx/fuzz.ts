@@ -16,7 +16,7 @@
  *
  * @module
  */
-import { compile } from "../jit/compile.ts";
+import { compile } from "../mod.ts";
 import { allocate, type TensorData } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Graph } from "../jit/graph.ts";
