@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { checkBudget } from "../jit/budget.ts";
 import { KilnError } from "../jit/errors.ts";
 import { scalar } from "./convert_composite.ts";
 import { attrs, type Known, NeedsValue, type NodeContext, typeOf } from "./node_context.ts";
@@ -248,6 +249,7 @@ function resize(
       fix: "use positive scales and non-negative sizes",
     });
   }
+  checkBudget(sizes, typeOf(x).dtype, c.label);
   // roi per axis of `axes` ([starts…, ends…]), full range elsewhere.
   const roi = (d: number): [number, number] => {
     const i = axes.indexOf(d);

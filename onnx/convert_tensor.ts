@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { checkBudget } from "../jit/budget.ts";
 import { type DType, isFloat } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Attrs } from "../jit/ops/mod.ts";
@@ -114,11 +115,26 @@ function inRange(c: NodeContext, i: number, dim: number): number {
   return j;
 }
 
+/** A typed error for inputs whose shapes do not fit together. */
+function misfit(c: NodeContext, what: string): never {
+  throw new KilnError(`${c.label}: ${what}`, {
+    code: "shape-mismatch",
+    fix: "give the op inputs of the shapes the ONNX spec requires",
+  });
+}
+
 function scatterElements(c: NodeContext): Known[] {
   const data = c.required(0), updates = c.required(2);
   const shape = typeOf(data).shape, ushape = typeOf(updates).shape;
+  const ishape = typeOf(c.required(1)).shape;
   const indices = known(c, 1, "indices");
   const rank = shape.length;
+  if (ishape.join() !== ushape.join() || ushape.length !== rank) {
+    misfit(
+      c,
+      `indices [${ishape}] and updates [${ushape}] must have one shape, of data's rank ${rank}`,
+    );
+  }
   const axisAttr = attrs(c).int("axis", 0)!;
   const axis = axisAttr < 0 ? axisAttr + rank : axisAttr;
   const sources: number[][] = Array.from({ length: size(shape) }, () => []);
@@ -127,6 +143,7 @@ function scatterElements(c: NodeContext): Known[] {
     let p = 0;
     for (let d = 0; d < rank; d++) {
       const coord = Math.floor(j / us[d]) % ushape[d];
+      if (d !== axis && coord >= shape[d]) misfit(c, `updates [${ushape}] exceed data [${shape}]`);
       p += (d === axis ? inRange(c, indices[j], shape[d]) : coord) * ds[d];
     }
     sources[p].push(j);
@@ -140,6 +157,10 @@ function scatterND(c: NodeContext): Known[] {
   const ishape = typeOf(c.required(1)).shape;
   const indices = known(c, 1, "indices");
   const k = ishape.at(-1)!, slice = size(shape.slice(k)), ds = strides(shape);
+  const want = [...ishape.slice(0, -1), ...shape.slice(k)];
+  if (!(k >= 1 && k <= shape.length) || typeOf(updates).shape.join() !== want.join()) {
+    misfit(c, `indices [${ishape}] and updates [${typeOf(updates).shape}] for data [${shape}]`);
+  }
   const sources: number[][] = Array.from({ length: size(shape) }, () => []);
   for (let t = 0; t < indices.length / k; t++) {
     let base = 0;
@@ -153,6 +174,13 @@ function scatterND(c: NodeContext): Known[] {
 function windowOf(kind: "hann" | "hamming" | "blackman"): Converter {
   return (c) => {
     const [n] = known(c, 0, "size");
+    if (!(Number.isInteger(n) && n >= 0)) {
+      throw new KilnError(`${c.label}: window size ${n}`, {
+        code: "bad-attribute",
+        fix: "give the window a non-negative integer size",
+      });
+    }
+    checkBudget([n], "f32", c.label);
     const periodic = attrs(c).int("periodic", 1) === 1;
     const code = attrs(c).int("output_datatype", 1)!;
     const dtype = dtypeOfCode(code, c.label);
@@ -228,8 +256,15 @@ export const TENSOR_CONVERTERS: Record<string, Converter> = {
     const op = opOf(c);
     const indices = c.required(0), values = c.required(2);
     const [depth] = known(c, 1, "depth");
+    if (!(Number.isInteger(depth) && depth > 0)) {
+      throw new KilnError(`${c.label}: depth ${depth}`, {
+        code: "bad-attribute",
+        fix: "give OneHot a positive integer depth",
+      });
+    }
     const ishape = typeOf(indices).shape;
     const rank = ishape.length + 1;
+    checkBudget([...ishape, depth], typeOf(values).dtype, c.label);
     const a = attrs(c).int("axis", -1)!;
     const axis = a < 0 ? a + rank : a;
     const it = typeOf(indices).dtype;
