@@ -52,7 +52,15 @@ fn k_pow(a: f32, b: f32) -> f32 {
 fn k_round(x: f32) -> f32 { return round(x); }
 // WGSL leaves a runtime float division by zero indeterminate; IEEE gives ±inf or NaN.
 fn k_fdiv(a: f32, b: f32) -> f32 {
-  if (b != 0.0) { return a / b; }
+  if (b != 0.0) {
+    // WGSL's division may be 2.5 ulp off (it is on NVIDIA): one residual step rounds it as IEEE
+    // does, so an exact quotient stays exact (Round(x / scale) of quantization needs that).
+    let q = a / b;
+    let corrected = q + fma(-q, b, a) / b;
+    let finite = (bitcast<u32>(q) & 0x7f800000u) != 0x7f800000u &&
+      (bitcast<u32>(b) & 0x7f800000u) != 0x7f800000u;
+    return select(q, corrected, finite);
+  }
   if (k_isnan(a) || a == 0.0) { return bitcast<f32>(k_special.x); }
   let negative = (a < 0.0) != ((bitcast<u32>(b) & 0x80000000u) != 0u);
   return select(bitcast<f32>(k_special.y), bitcast<f32>(k_special.z), negative);
