@@ -19,6 +19,7 @@ import { CONV_CONVERTERS } from "./convert_conv.ts";
 import { TENSOR_CONVERTERS } from "./convert_tensor.ts";
 import { MATH_CONVERTERS } from "./convert_math.ts";
 import { RNN_CONVERTERS } from "./convert_rnn.ts";
+import { einsum } from "./convert_einsum.ts";
 import {
   attribute,
   attrs,
@@ -241,6 +242,7 @@ export const CONVERTERS: Record<string, Converter> = {
   ...TENSOR_CONVERTERS,
   ...MATH_CONVERTERS,
   ...RNN_CONVERTERS,
+  Einsum: einsum,
   CumSum: (c) =>
     c.emit("CumSum", [c.required(0)], {
       axis: constScalar(c, 1, "axis"),
