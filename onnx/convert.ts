@@ -20,6 +20,7 @@ import { TENSOR_CONVERTERS } from "./convert_tensor.ts";
 import { MATH_CONVERTERS } from "./convert_math.ts";
 import { RNN_CONVERTERS } from "./convert_rnn.ts";
 import { einsum } from "./convert_einsum.ts";
+import { SEQUENCE_CONVERTERS } from "./convert_sequence.ts";
 import {
   attribute,
   attrs,
@@ -29,11 +30,12 @@ import {
   type NodeContext,
   onlyFirstOutput,
   reduceAxes,
+  type Sequence,
   typeOf,
 } from "./node_context.ts";
 import { dtypeOfCode } from "./proto.ts";
 
-type Converter = (c: NodeContext) => Known[];
+type Converter = (c: NodeContext) => (Known | Sequence)[];
 
 /** Input `i` as a constant scalar. */
 function constScalar(c: NodeContext, i: number, what: string): number | undefined {
@@ -243,6 +245,7 @@ export const CONVERTERS: Record<string, Converter> = {
   ...MATH_CONVERTERS,
   ...RNN_CONVERTERS,
   Einsum: einsum,
+  ...SEQUENCE_CONVERTERS,
   CumSum: (c) =>
     c.emit("CumSum", [c.required(0)], {
       axis: constScalar(c, 1, "axis"),

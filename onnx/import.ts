@@ -162,10 +162,11 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   const written = new Map<string, string>(
     [...env.keys()].map((name) => [name, "a graph input or initializer"]),
   );
+  const sequences = new Map<string, readonly Known[]>();
   g.node.forEach((node, index) => {
     const label = `node "${node.name || node.output[0] || `#${index}`}" (${node.opType})`;
     const inputs = node.input.map((name) => {
-      if (name === "") return undefined;
+      if (name === "" || sequences.has(name)) return undefined;
       const k = env.get(name);
       if (!k) {
         throw new KilnError(`${label}: input "${name}" is not defined before it is used`, {
@@ -181,7 +182,9 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       label,
       opset,
       input: (i) => inputs[i],
-      required: (i) => inputs[i] ?? missingInput(label, i),
+      required: (i) =>
+        inputs[i] ?? (sequences.has(node.input[i]) ? notTensor(label, i) : missingInput(label, i)),
+      sequence: (i) => sequences.get(node.input[i]) ?? notSequence(label, i),
       inputs: () => {
         const n = inputs.findLastIndex((k) => k !== undefined) + 1;
         return inputs.slice(0, n).map((k, i) => k ?? missingInput(label, i));
@@ -204,7 +207,8 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       );
     }
     node.output.forEach((name, i) => {
-      if (name === "" || !outs[i]) return;
+      const out = outs[i];
+      if (name === "" || !out) return;
       // A value written twice would silently take the later node's result.
       if (written.has(name)) {
         throw new KilnError(
@@ -216,7 +220,8 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
         );
       }
       written.set(name, label);
-      env.set(name, outs[i]);
+      if (out.kind === "sequence") sequences.set(name, out.items);
+      else env.set(name, out);
     });
   });
 
@@ -251,6 +256,12 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
 
   for (const o of g.output) {
     const k = env.get(o.name);
+    if (!k && sequences.has(o.name)) {
+      throw new KilnError(`Output "${o.name}" is a sequence`, {
+        code: "unsupported",
+        fix: "make the model output tensors (ConcatFromSequence joins a sequence into one)",
+      });
+    }
     if (!k) {
       throw new KilnError(`Output "${o.name}" is not produced by any node`, {
         code: "dangling-input",
@@ -361,6 +372,22 @@ const IGNORABLE: Readonly<Record<string, readonly string[]>> = {
   Dropout: ["seed", "ratio", "is_test"],
   Gemm: ["broadcast"],
 };
+
+/** The error of a sequence given where a tensor is needed. */
+function notTensor(label: string, i: number): never {
+  throw new KilnError(`${label}: input ${i} is a sequence; the op needs a tensor`, {
+    code: "invalid-graph",
+    fix: "pass a tensor (SequenceAt or ConcatFromSequence make one from a sequence)",
+  });
+}
+
+/** The error of a tensor (or nothing) given where a sequence is needed. */
+function notSequence(label: string, i: number): never {
+  throw new KilnError(`${label}: input ${i} is not a sequence`, {
+    code: "invalid-graph",
+    fix: "pass a sequence (SequenceConstruct makes one from tensors)",
+  });
+}
 
 /** The error of a required input the model leaves out (absent, or named ""). */
 function missingInput(label: string, i: number): never {

@@ -24,6 +24,17 @@ export type Known =
     readonly i64: boolean;
   };
 
+/**
+ * An ONNX sequence, known element by element at import: sequence ops only rearrange tensors, so
+ * they run in the importer and never reach a graph.
+ */
+export interface Sequence {
+  /** Discriminant. */
+  readonly kind: "sequence";
+  /** The tensors, in order. */
+  readonly items: readonly Known[];
+}
+
 /** What a converter can do. */
 export interface NodeContext {
   /** The ONNX node. */
@@ -38,6 +49,8 @@ export interface NodeContext {
   required(i: number): Known;
   /** Every input, in order; a typed error when one is left out before a present one. */
   inputs(): Known[];
+  /** Input `i` as a sequence (a typed error when it is a tensor or absent). */
+  sequence(i: number): readonly Known[];
   /** Emits a kiln op (folded when its inputs are constant). */
   emit(op: string, inputs: readonly Known[], attrs?: Attrs, outputs?: number): Known[];
 }

@@ -1,0 +1,111 @@
+/**
+ * The sequence ops, run in the importer: a sequence is a list of tensors known element by element
+ * when the model is compiled, so SequenceConstruct, SequenceEmpty, SequenceInsert, SequenceErase,
+ * SequenceAt, SequenceLength, SplitToSequence and ConcatFromSequence only rearrange that list
+ * (positions must be constant). What reaches the graph are the tensors: Split, Concat, Unsqueeze.
+ *
+ * @module
+ */
+import { KilnError } from "../jit/errors.ts";
+import {
+  attrs,
+  constInts,
+  type Known,
+  type NodeContext,
+  type Sequence,
+  typeOf,
+} from "./node_context.ts";
+
+const sequence = (items: readonly Known[]): Sequence => ({ kind: "sequence", items });
+
+/** A position input (default `fallback`), negative counting from the end, checked against `n`. */
+function position(
+  c: NodeContext,
+  i: number,
+  n: number,
+  fallback: number,
+  inclusive = false,
+): number {
+  const p = constInts(c, i, "position")?.[0] ?? fallback;
+  const at = p < 0 ? p + n : p;
+  if (!(at >= 0 && (inclusive ? at <= n : at < n))) {
+    throw new KilnError(`${c.label}: position ${p} is outside a sequence of ${n}`, {
+      code: "out-of-range",
+      fix: `use a position in [${-n}, ${inclusive ? n : n - 1}]`,
+    });
+  }
+  return at;
+}
+
+/** Converters by ONNX op type. */
+export const SEQUENCE_CONVERTERS: Record<string, (c: NodeContext) => (Known | Sequence)[]> = {
+  SequenceEmpty: (c) => {
+    attrs(c).int("dtype");
+    return [sequence([])];
+  },
+  SequenceConstruct: (c) => [sequence(c.inputs())],
+  SequenceInsert: (c) => {
+    const items = [...c.sequence(0)];
+    items.splice(position(c, 2, items.length, items.length, true), 0, c.required(1));
+    return [sequence(items)];
+  },
+  SequenceErase: (c) => {
+    const items = [...c.sequence(0)];
+    items.splice(position(c, 1, items.length, -1), 1);
+    return [sequence(items)];
+  },
+  SequenceAt: (c) => {
+    const items = c.sequence(0);
+    return c.emit("Identity", [items[position(c, 1, items.length, 0)]]);
+  },
+  SequenceLength: (c) => [{
+    kind: "const",
+    tensor: { data: Int32Array.of(c.sequence(0).length), shape: [], dtype: "i32" },
+    i64: true,
+  }],
+  SplitToSequence: (c) => {
+    const x = c.required(0);
+    const shape = typeOf(x).shape;
+    const a = attrs(c);
+    const axisAttr = a.int("axis", 0)!;
+    const axis = axisAttr < 0 ? axisAttr + shape.length : axisAttr;
+    const keepdims = a.int("keepdims", 1) === 1;
+    const given = c.input(1) ? constInts(c, 1, "split")! : undefined;
+    const n = shape[axis];
+    // A scalar split is a chunk size (the last chunk smaller); a list gives every size.
+    const scalar = given && typeOf(c.required(1)).shape.length === 0;
+    const sizes = !given
+      ? Array(n).fill(1)
+      : scalar
+      ? Array.from({ length: Math.ceil(n / given[0]) }, (_, i) =>
+        Math.min(given[0], n - i * given[0]))
+      : given;
+    if (sizes.reduce((p, q) => p + q, 0) !== n || sizes.some((s) => s < 0)) {
+      throw new KilnError(`${c.label}: split [${sizes}] of an axis of ${n}`, {
+        code: "bad-attribute",
+        fix: "give split sizes that add up to the axis",
+      });
+    }
+    const parts = c.emit("Split", [x], { axis, split: sizes }, sizes.length);
+    const items = !given && !keepdims
+      ? parts.map((p) => c.emit("Squeeze", [p], { axes: [axis] })[0])
+      : parts;
+    return [sequence(items)];
+  },
+  ConcatFromSequence: (c) => {
+    const items = c.sequence(0);
+    const a = attrs(c);
+    const axis = a.int("axis")!;
+    const fresh = a.int("new_axis", 0) === 1;
+    if (items.length === 0) {
+      throw new KilnError(`${c.label}: an empty sequence has nothing to concatenate`, {
+        code: "invalid-graph",
+        fix: "concatenate a sequence with at least one tensor",
+      });
+    }
+    const parts = fresh ? items.map((k) => c.emit("Unsqueeze", [k], { axes: [axis] })[0]) : items;
+    return parts.length === 1
+      ? c.emit("Identity", [parts[0]])
+      : c.emit("Concat", [...parts], { axis });
+  },
+};
