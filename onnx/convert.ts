@@ -21,6 +21,7 @@ import { MATH_CONVERTERS } from "./convert_math.ts";
 import { RNN_CONVERTERS } from "./convert_rnn.ts";
 import { einsum } from "./convert_einsum.ts";
 import { SEQUENCE_CONVERTERS } from "./convert_sequence.ts";
+import { CONTROL_CONVERTERS } from "./convert_control.ts";
 import {
   attribute,
   attrs,
@@ -246,6 +247,7 @@ export const CONVERTERS: Record<string, Converter> = {
   ...RNN_CONVERTERS,
   Einsum: einsum,
   ...SEQUENCE_CONVERTERS,
+  ...CONTROL_CONVERTERS,
   CumSum: (c) =>
     c.emit("CumSum", [c.required(0)], {
       axis: constScalar(c, 1, "axis"),

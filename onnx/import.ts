@@ -17,12 +17,20 @@ import { GraphBuilder } from "../jit/graph_builder.ts";
 import { type Attrs, inferNode } from "../jit/ops/mod.ts";
 import { formatShape, type Shape, sizeOf } from "../jit/shape.ts";
 import { CONVERTERS } from "./convert.ts";
-import { type Known, type NodeContext, typeOf, unreadAttributes } from "./node_context.ts";
+import {
+  attribute,
+  type Known,
+  type NodeContext,
+  type Sequence,
+  typeOf,
+  unreadAttributes,
+} from "./node_context.ts";
 import {
   decodeModel,
   dtypeOfCode,
   int,
   type ModelProto,
+  type NodeProto,
   tensorOf,
   type ValueInfoProto,
 } from "./proto.ts";
@@ -162,68 +170,161 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   const written = new Map<string, string>(
     [...env.keys()].map((name) => [name, "a graph input or initializer"]),
   );
-  const sequences = new Map<string, readonly Known[]>();
-  g.node.forEach((node, index) => {
-    const label = `node "${node.name || node.output[0] || `#${index}`}" (${node.opType})`;
-    const inputs = node.input.map((name) => {
-      if (name === "" || sequences.has(name)) return undefined;
-      const k = env.get(name);
+  const top: Scope = { values: env, sequences: new Map(), written };
+  runNodes(g.node, top);
+
+  /** A name's tensor or sequence in `scope` or an enclosing one. */
+  function lookup(scope: Scope, name: string): Known | Sequence | undefined {
+    for (let s: Scope | undefined = scope; s; s = s.parent) {
+      const k = s.values.get(name);
+      if (k) return k;
+      const items = s.sequences.get(name);
+      if (items) return { kind: "sequence", items };
+    }
+    return undefined;
+  }
+
+  /** Converts `nodes` in order, defining their outputs in `scope`. */
+  function runNodes(nodes: readonly NodeProto[], scope: Scope): void {
+    nodes.forEach((node, index) => {
+      const label = `node "${node.name || node.output[0] || `#${index}`}" (${node.opType})`;
+      if (
+        !Object.hasOwn(CONVERTERS, node.opType) ||
+        !((node.domain ?? "") === "" || node.domain === "ai.onnx")
+      ) {
+        throw new KilnError(`${label}: kiln cannot import op ${node.opType} (in a subgraph)`, {
+          code: "unknown-op",
+          fix: "re-export without it, or add it with registerOp and an importer converter",
+        });
+      }
+      const found = node.input.map((name) => {
+        if (name === "") return undefined;
+        const k = lookup(scope, name);
+        if (!k) {
+          throw new KilnError(`${label}: input "${name}" is not defined before it is used`, {
+            code: "dangling-input",
+            fix:
+              "the model must list nodes in topological order and declare every input; re-export it",
+          });
+        }
+        return k;
+      });
+      const inputs = found.map((k) => (k?.kind === "sequence" ? undefined : k));
+      const ctx: NodeContext = {
+        node,
+        label,
+        opset,
+        input: (i) => inputs[i],
+        required: (i) =>
+          inputs[i] ??
+            (found[i]?.kind === "sequence" ? notTensor(label, i) : missingInput(label, i)),
+        sequence: (i) => {
+          const k = found[i];
+          return k?.kind === "sequence" ? k.items : notSequence(label, i);
+        },
+        inputs: () => {
+          const n = inputs.findLastIndex((k) => k !== undefined) + 1;
+          return inputs.slice(0, n).map((k, i) => k ?? missingInput(label, i));
+        },
+        emit: (op, ins, attrs = {}, outputs = 1) => emit(op, ins, clean(attrs), outputs, label),
+        subgraph: (name, args) => runSubgraph(ctx, name, args, scope),
+      };
+      const outs = CONVERTERS[node.opType](ctx);
+      const unread = unreadAttributes(node).filter((a) =>
+        a !== "consumed_inputs" && !IGNORABLE[node.opType]?.includes(a)
+      );
+      if (unread.length) {
+        throw new KilnError(
+          `${label}: kiln does not know attribute${unread.length > 1 ? "s" : ""} ${
+            unread.join(", ")
+          } of ${node.opType}; ignoring ${
+            unread.length > 1 ? "them" : "it"
+          } could change the result`,
+          {
+            code: "unsupported",
+            fix: "remove the attribute (or re-export the model with a standard opset)",
+          },
+        );
+      }
+      node.output.forEach((name, i) => {
+        const out = outs[i];
+        if (name === "" || !out) return;
+        // A value written twice would silently take the later node's result.
+        if (scope.written.has(name)) {
+          throw new KilnError(
+            `${label}: output "${name}" is already written by ${scope.written.get(name)}`,
+            {
+              code: "duplicate-name",
+              fix: "give every node output a unique name (re-export the model)",
+            },
+          );
+        }
+        scope.written.set(name, label);
+        if (out.kind === "sequence") scope.sequences.set(name, out.items);
+        else scope.values.set(name, out);
+      });
+    });
+  }
+
+  /**
+   * Inlines graph attribute `name` of the node `c` converts: its inputs bound to `args`, its
+   * initializers constants, outer names visible; returns its outputs.
+   */
+  function runSubgraph(
+    c: NodeContext,
+    name: string,
+    args: readonly (Known | Sequence)[],
+    outer: Scope,
+  ): (Known | Sequence)[] {
+    const body = attribute(c, name)?.g;
+    if (!body) {
+      throw new KilnError(`${c.label}: its ${name} subgraph is missing`, {
+        code: "invalid-graph",
+        fix: `give the node its ${name} attribute`,
+      });
+    }
+    const scope: Scope = {
+      values: new Map(),
+      sequences: new Map(),
+      written: new Map(),
+      parent: outer,
+    };
+    for (const t of body.initializer ?? []) {
+      scope.values.set(t.name!, {
+        kind: "const",
+        tensor: tensorOf(t, "initializer"),
+        i64: t.dataType === 7,
+      });
+    }
+    if (args.length !== (body.input ?? []).length) {
+      throw new KilnError(
+        `${c.label}: its ${name} subgraph takes ${
+          (body.input ?? []).length
+        } inputs, given ${args.length}`,
+        {
+          code: "invalid-graph",
+          fix: "re-export the model",
+        },
+      );
+    }
+    (body.input ?? []).forEach((input, i) => {
+      const a = args[i];
+      if (a.kind === "sequence") scope.sequences.set(input.name, a.items);
+      else scope.values.set(input.name, a);
+      scope.written.set(input.name, "a subgraph input");
+    });
+    runNodes(body.node ?? [], scope);
+    return (body.output ?? []).map((o) => {
+      const k = lookup(scope, o.name);
       if (!k) {
-        throw new KilnError(`${label}: input "${name}" is not defined before it is used`, {
+        throw new KilnError(`${c.label}: its ${name} subgraph never computes "${o.name}"`, {
           code: "dangling-input",
-          fix:
-            "the model must list nodes in topological order and declare every input; re-export it",
+          fix: "re-export the model",
         });
       }
       return k;
     });
-    const ctx: NodeContext = {
-      node,
-      label,
-      opset,
-      input: (i) => inputs[i],
-      required: (i) =>
-        inputs[i] ?? (sequences.has(node.input[i]) ? notTensor(label, i) : missingInput(label, i)),
-      sequence: (i) => sequences.get(node.input[i]) ?? notSequence(label, i),
-      inputs: () => {
-        const n = inputs.findLastIndex((k) => k !== undefined) + 1;
-        return inputs.slice(0, n).map((k, i) => k ?? missingInput(label, i));
-      },
-      emit: (op, ins, attrs = {}, outputs = 1) => emit(op, ins, clean(attrs), outputs, label),
-    };
-    const outs = CONVERTERS[node.opType](ctx);
-    const unread = unreadAttributes(node).filter((a) =>
-      a !== "consumed_inputs" && !IGNORABLE[node.opType]?.includes(a)
-    );
-    if (unread.length) {
-      throw new KilnError(
-        `${label}: kiln does not know attribute${unread.length > 1 ? "s" : ""} ${
-          unread.join(", ")
-        } of ${node.opType}; ignoring ${unread.length > 1 ? "them" : "it"} could change the result`,
-        {
-          code: "unsupported",
-          fix: "remove the attribute (or re-export the model with a standard opset)",
-        },
-      );
-    }
-    node.output.forEach((name, i) => {
-      const out = outs[i];
-      if (name === "" || !out) return;
-      // A value written twice would silently take the later node's result.
-      if (written.has(name)) {
-        throw new KilnError(
-          `${label}: output "${name}" is already written by ${written.get(name)}`,
-          {
-            code: "duplicate-name",
-            fix: "give every node output a unique name (re-export the model)",
-          },
-        );
-      }
-      written.set(name, label);
-      if (out.kind === "sequence") sequences.set(name, out.items);
-      else env.set(name, out);
-    });
-  });
+  }
 
   function emit(
     op: string,
@@ -256,7 +357,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
 
   for (const o of g.output) {
     const k = env.get(o.name);
-    if (!k && sequences.has(o.name)) {
+    if (!k && top.sequences.has(o.name)) {
       throw new KilnError(`Output "${o.name}" is a sequence`, {
         code: "unsupported",
         fix: "make the model output tensors (ConcatFromSequence joins a sequence into one)",
@@ -372,6 +473,18 @@ const IGNORABLE: Readonly<Record<string, readonly string[]>> = {
   Dropout: ["seed", "ratio", "is_test"],
   Gemm: ["broadcast"],
 };
+
+/** Names in scope while a graph or an inlined subgraph is converted. */
+interface Scope {
+  /** Tensors by name. */
+  readonly values: Map<string, Known>;
+  /** Sequences by name. */
+  readonly sequences: Map<string, readonly Known[]>;
+  /** Which node wrote each name (duplicates are errors). */
+  readonly written: Map<string, string>;
+  /** The enclosing graph's scope (a subgraph sees outer names). */
+  readonly parent?: Scope;
+}
 
 /** The error of a sequence given where a tensor is needed. */
 function notTensor(label: string, i: number): never {

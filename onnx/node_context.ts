@@ -51,6 +51,11 @@ export interface NodeContext {
   inputs(): Known[];
   /** Input `i` as a sequence (a typed error when it is a tensor or absent). */
   sequence(i: number): readonly Known[];
+  /**
+   * Inlines the node's graph attribute `name` (If's branches, a Loop or Scan body): its inputs
+   * bound to `args`, outer names visible; returns its outputs.
+   */
+  subgraph(name: string, args: readonly (Known | Sequence)[]): (Known | Sequence)[];
   /** Emits a kiln op (folded when its inputs are constant). */
   emit(op: string, inputs: readonly Known[], attrs?: Attrs, outputs?: number): Known[];
 }

@@ -26,6 +26,7 @@ export interface AttributeProto {
   floats?: number[];
   ints?: Int64[];
   strings?: Uint8Array[];
+  g?: GraphProto;
 }
 
 /** `NodeProto`: one op. */

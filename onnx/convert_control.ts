@@ -1,0 +1,144 @@
+/**
+ * Control flow, resolved when the model is compiled: If inlines the branch its (constant)
+ * condition picks; Loop and Scan unroll their body, inlined once per iteration, over a trip count
+ * and conditions known at import (Loop's condition output must fold to a constant each time).
+ * Scan outputs are stacked with Unsqueeze and Concat. A condition or trip count computed at run
+ * time makes `OnnxModel` specialise on it (small inputs) or is a typed error.
+ *
+ * @module
+ */
+import { KilnError } from "../jit/errors.ts";
+import {
+  attribute,
+  attrs,
+  constInts,
+  type Known,
+  type NodeContext,
+  type Sequence,
+  typeOf,
+} from "./node_context.ts";
+
+type Converter = (c: NodeContext) => (Known | Sequence)[];
+
+/** Most iterations a Loop is unrolled to. */
+const MAX_ITERATIONS = 4096;
+
+const tensorOnly = (c: NodeContext, k: Known | Sequence, what: string): Known => {
+  if (k.kind === "sequence") {
+    throw new KilnError(`${c.label}: its ${what} is a sequence`, {
+      code: "unsupported",
+      fix: "kiln unrolls loops over tensors",
+    });
+  }
+  return k;
+};
+
+const scalarConst = (value: number, dtype: "i32" | "bool", i64 = false): Known => ({
+  kind: "const",
+  tensor: {
+    data: dtype === "bool" ? Uint8Array.of(value) : Int32Array.of(value),
+    shape: [],
+    dtype,
+  },
+  i64,
+});
+
+/** Stacks per-iteration tensors along a new `axis` (reversed when `reverse`). */
+function stack(c: NodeContext, items: Known[], axis: number, reverse: boolean): Known {
+  const ordered = reverse ? [...items].reverse() : items;
+  const lifted = ordered.map((k) => c.emit("Unsqueeze", [k], { axes: [axis] })[0]);
+  return lifted.length === 1 ? lifted[0] : c.emit("Concat", lifted, { axis })[0];
+}
+
+/** Converters by ONNX op type. */
+export const CONTROL_CONVERTERS: Record<string, Converter> = {
+  If: (c) => {
+    const [cond] = constInts(c, 0, "cond")!;
+    // Both branches are attributes the node defines; the one not taken is read all the same.
+    attribute(c, cond ? "else_branch" : "then_branch");
+    return c.subgraph(cond ? "then_branch" : "else_branch", []);
+  },
+  Loop: (c) => {
+    const trips = c.input(0) ? constInts(c, 0, "M")![0] : undefined;
+    let cond = c.input(1) ? constInts(c, 1, "cond")![0] !== 0 : true;
+    let carried: (Known | Sequence)[] = c.node.input.slice(2).map((_, i) =>
+      c.input(2 + i) ?? { kind: "sequence", items: c.sequence(2 + i) }
+    );
+    const scans: Known[][] = [];
+    let i = 0;
+    for (; cond && (trips === undefined || i < trips); i++) {
+      if (i >= MAX_ITERATIONS) {
+        throw new KilnError(`${c.label}: more than ${MAX_ITERATIONS} iterations to unroll`, {
+          code: "limit",
+          fix: "bound the loop with a smaller trip count",
+        });
+      }
+      const outs = c.subgraph("body", [
+        scalarConst(i, "i32", true),
+        scalarConst(1, "bool"),
+        ...carried,
+      ]);
+      const next = tensorOnly(c, outs[0], "condition");
+      if (next.kind !== "const") {
+        throw new KilnError(`${c.label}: its condition is computed at run time`, {
+          code: "unsupported",
+          fix: "kiln unrolls loops: the condition must follow from constants (or use a trip count)",
+        });
+      }
+      cond = Number(next.tensor.data[0]) !== 0;
+      carried = outs.slice(1, 1 + carried.length);
+      outs.slice(1 + carried.length).forEach((k, j) =>
+        (scans[j] ??= []).push(tensorOnly(c, k, "scan output"))
+      );
+    }
+    if (i === 0 && (attribute(c, "body")?.g?.output?.length ?? 0) > 1 + carried.length) {
+      throw new KilnError(
+        `${c.label}: a loop that never runs has empty scan outputs of unknown shape`,
+        {
+          code: "unsupported",
+          fix: "run the loop at least once",
+        },
+      );
+    }
+    return [...carried, ...scans.map((items) => stack(c, items, 0, false))];
+  },
+  Scan: (c) => {
+    if (c.opset < 9) {
+      throw new KilnError(`${c.label}: Scan before opset 9 (batched, with sequence_lens)`, {
+        code: "unsupported",
+        fix: "convert the model to opset 9 or later",
+      });
+    }
+    const a = attrs(c);
+    const m = a.int("num_scan_inputs")!;
+    const inputs = c.inputs();
+    const n = inputs.length - m;
+    const states0 = inputs.slice(0, n), scanned = inputs.slice(n);
+    const axes = (a.ints("scan_input_axes") ?? scanned.map(() => 0)).map((x, i) =>
+      x < 0 ? x + typeOf(scanned[i]).shape.length : x
+    );
+    const directions = a.ints("scan_input_directions") ?? scanned.map(() => 0);
+    const length = scanned.length ? typeOf(scanned[0]).shape[axes[0]] : 0;
+    let states: (Known | Sequence)[] = states0;
+    const outs: Known[][] = [];
+    for (let t = 0; t < length; t++) {
+      const slices = scanned.map((x, i) => {
+        const at = directions[i] ? length - 1 - t : t;
+        return c.emit("Gather", [x, scalarConst(at, "i32")], { axis: axes[i] })[0];
+      });
+      const result = c.subgraph("body", [...states, ...slices]);
+      states = result.slice(0, n);
+      result.slice(n).forEach((k, j) => (outs[j] ??= []).push(tensorOnly(c, k, "scan output")));
+    }
+    const outAxes = a.ints("scan_output_axes") ?? outs.map(() => 0);
+    const outDirections = a.ints("scan_output_directions") ?? outs.map(() => 0);
+    return [
+      ...states,
+      ...outs.map((items, j) => {
+        const rank = typeOf(items[0]).shape.length + 1;
+        const axis = outAxes[j] < 0 ? outAxes[j] + rank : outAxes[j];
+        return stack(c, items, axis, outDirections[j] === 1);
+      }),
+    ];
+  },
+};
