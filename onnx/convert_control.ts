@@ -53,14 +53,25 @@ function stack(c: NodeContext, items: Known[], axis: number, reverse: boolean): 
 /** Converters by ONNX op type. */
 export const CONTROL_CONVERTERS: Record<string, Converter> = {
   If: (c) => {
+    c.required(0);
     const [cond] = constInts(c, 0, "cond")!;
     // Both branches are attributes the node defines; the one not taken is read all the same.
     attribute(c, cond ? "else_branch" : "then_branch");
     return c.subgraph(cond ? "then_branch" : "else_branch", []);
   },
   Loop: (c) => {
-    const trips = c.input(0) ? constInts(c, 0, "M")![0] : undefined;
-    let cond = c.input(1) ? constInts(c, 1, "cond")![0] !== 0 : true;
+    const scalar = (i: number, what: string) => {
+      const v = constInts(c, i, what)!;
+      if (v.length !== 1) {
+        throw new KilnError(`${c.label}: its ${what} has ${v.length} values`, {
+          code: "invalid-graph",
+          fix: `give the loop a scalar ${what}`,
+        });
+      }
+      return v[0];
+    };
+    const trips = c.input(0) ? scalar(0, "M") : undefined;
+    let cond = c.input(1) ? scalar(1, "cond") !== 0 : true;
     let carried: (Known | Sequence)[] = c.node.input.slice(2).map((_, i) =>
       c.input(2 + i) ?? { kind: "sequence", items: c.sequence(2 + i) }
     );

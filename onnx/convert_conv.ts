@@ -148,7 +148,10 @@ function convTranspose(c: NodeContext): Known[] {
 
 /** Converters by ONNX op type. */
 export const CONV_CONVERTERS: Record<string, Converter> = {
-  Conv: (c) => windowed(c, "Conv", c.inputs(), window(c)),
+  Conv: (c) => {
+    const [x, w, b] = [c.required(0), c.required(1), c.input(2)];
+    return windowed(c, "Conv", b ? [x, w, b] : [x, w], window(c));
+  },
   AveragePool: (c) => windowed(c, "AveragePool", [c.required(0)], window(c)),
   MaxPool: (c) => {
     onlyFirstOutput(c, "Indices");

@@ -89,11 +89,11 @@ Deno.test("unknown ops are listed together; external data and bad opsets are ref
       /save_as_external_data/.test(e.message),
   );
   const old = decode(m.bytes);
-  old.opsetImport[0].version = 5;
+  old.opsetImport[0].version = 0;
   assert.throws(
     () => importOnnx(encodeModel(old)),
     (e: unknown) =>
-      e instanceof KilnError && /opset 5/.test(e.message) && /version_converter/.test(e.message),
+      e instanceof KilnError && /opset 0/.test(e.message) && /version_converter/.test(e.message),
   );
   assert.throws(
     () => importOnnx(new Uint8Array()),
