@@ -32,6 +32,22 @@ export const PRELUDE = `
 // bitcast from bits held in a private variable, which is not a constant expression.
 var<private> k_special: vec3<u32> = vec3<u32>(0x7fc00000u, 0x7f800000u, 0xff800000u);
 fn k_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn k_isinf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
+fn k_iszero(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0u; }
+// A compiler assuming finite values may fold x - x to 0, x * 0 to 0, x / x to 1 (llvmpipe does):
+// the IEEE results of specials (NaN in, inf - inf, 0 · inf, inf / inf) are decided on the bits.
+fn k_add(a: f32, b: f32) -> f32 {
+  let bad = k_isnan(a) || k_isnan(b) || (k_isinf(a) && k_isinf(b) && bitcast<u32>(a) != bitcast<u32>(b));
+  return select(a + b, bitcast<f32>(k_special.x), bad);
+}
+fn k_sub(a: f32, b: f32) -> f32 {
+  let bad = k_isnan(a) || k_isnan(b) || (k_isinf(a) && bitcast<u32>(a) == bitcast<u32>(b));
+  return select(a - b, bitcast<f32>(k_special.x), bad);
+}
+fn k_mul(a: f32, b: f32) -> f32 {
+  let bad = k_isnan(a) || k_isnan(b) || (k_isinf(a) && k_iszero(b)) || (k_isinf(b) && k_iszero(a));
+  return select(a * b, bitcast<f32>(k_special.x), bad);
+}
 fn k_f16(x: f32) -> f32 { return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x; }
 fn k_erf(x: f32) -> f32 {
   // Abramowitz & Stegun 7.1.26 in the odd form; |error| < 1.5e-7.
@@ -52,7 +68,8 @@ fn k_pow(a: f32, b: f32) -> f32 {
 fn k_round(x: f32) -> f32 { return round(x); }
 // WGSL leaves a runtime float division by zero indeterminate; IEEE gives ±inf or NaN.
 fn k_fdiv(a: f32, b: f32) -> f32 {
-  if (b != 0.0) {
+  if (k_isnan(a) || k_isnan(b) || (k_isinf(a) && k_isinf(b))) { return bitcast<f32>(k_special.x); }
+  if (!k_iszero(b)) {
     // WGSL's division may be 2.5 ulp off (it is on NVIDIA): one residual step rounds it as IEEE
     // does, so an exact quotient stays exact (Round(x / scale) of quantization needs that).
     let q = a / b;
@@ -140,9 +157,9 @@ const builtin = (name: string) => ({ a }: AluArgs) => `${name}(${a[0]})`;
 
 /** Per ALU op: its WGSL expression. */
 const WGSL_ALU = {
-  Add: ({ a }) => `(${a[0]} + ${a[1]})`,
-  Sub: ({ a }) => `(${a[0]} - ${a[1]})`,
-  Mul: ({ a }) => `(${a[0]} * ${a[1]})`,
+  Add: ({ a, int }) => (int ? `(${a[0]} + ${a[1]})` : `k_add(${a[0]}, ${a[1]})`),
+  Sub: ({ a, int }) => (int ? `(${a[0]} - ${a[1]})` : `k_sub(${a[0]}, ${a[1]})`),
+  Mul: ({ a, int }) => (int ? `(${a[0]} * ${a[1]})` : `k_mul(${a[0]}, ${a[1]})`),
   Div: ({ a, d, int }) =>
     int
       ? `select(${a[0]} / ${a[1]}, ${literal(0, d[0])}, ${a[1]} == ${literal(0, d[0])})`
