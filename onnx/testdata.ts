@@ -59,6 +59,7 @@ export const EXPORT_NAMES: readonly string[] = [
   "mobile_block",
   "encoder_mask",
   "embedding_mlp",
+  "unet",
 ];
 
 /** An extra PyTorch export with its recorded inputs (any names, f32 or i64) and ONNX Runtime's `y`. */
