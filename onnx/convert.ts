@@ -20,6 +20,7 @@ import { TENSOR_CONVERTERS } from "./convert_tensor.ts";
 import { MATH_CONVERTERS } from "./convert_math.ts";
 import { RNN_CONVERTERS } from "./convert_rnn.ts";
 import { einsum } from "./convert_einsum.ts";
+import { dft } from "./convert_dft.ts";
 import { SEQUENCE_CONVERTERS } from "./convert_sequence.ts";
 import { CONTROL_CONVERTERS } from "./convert_control.ts";
 import {
@@ -246,6 +247,7 @@ export const CONVERTERS: Record<string, Converter> = {
   ...MATH_CONVERTERS,
   ...RNN_CONVERTERS,
   Einsum: einsum,
+  DFT: dft,
   ...SEQUENCE_CONVERTERS,
   ...CONTROL_CONVERTERS,
   CumSum: (c) =>

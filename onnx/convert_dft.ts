@@ -1,0 +1,82 @@
+/**
+ * DFT as two real matrix products: with the signal's axis moved last, the real and imaginary
+ * parts are multiplied by constant cosine and sine matrices (`dft_length` zero-pads or truncates
+ * the signal, `onesided` keeps the first n/2 + 1 bins, `inverse` conjugates and scales by 1/n),
+ * then stacked into the trailing [re, im] axis and moved back.
+ *
+ * @module
+ */
+import { KilnError } from "../jit/errors.ts";
+import type { Attrs } from "../jit/ops/mod.ts";
+import { attrs, constInts, type Known, type NodeContext, typeOf } from "./node_context.ts";
+
+const matrix = (values: number[], rows: number, cols: number): Known => ({
+  kind: "const",
+  tensor: { data: Float32Array.from(values), shape: [rows, cols], dtype: "f32" },
+  i64: false,
+});
+
+/** Converts a DFT node (opsets 17–19: `axis` an attribute; 20: an input). */
+export function dft(c: NodeContext): Known[] {
+  const op = (name: string, xs: Known[], a: Attrs = {}) => c.emit(name, xs, a)[0];
+  const x = c.required(0);
+  const shape = typeOf(x).shape, rank = shape.length;
+  const a = attrs(c);
+  const axisGiven = c.opset >= 20 ? constInts(c, 2, "axis")?.[0] : a.int("axis", 1);
+  const raw = axisGiven ?? (c.opset >= 20 ? -2 : 1);
+  const axis = raw < 0 ? raw + rank : raw;
+  const inverse = a.int("inverse", 0) === 1, onesided = a.int("onesided", 0) === 1;
+  if (shape.at(-1) !== 1 && shape.at(-1) !== 2 || axis < 0 || axis >= rank - 1) {
+    throw new KilnError(`${c.label}: signal [${shape}] with axis ${raw}`, {
+      code: "shape-mismatch",
+      fix: "give a signal [..., n, 1] (real) or [..., n, 2] (complex) and an axis before the last",
+    });
+  }
+  const n = shape[axis];
+  const length = c.input(1) ? constInts(c, 1, "dft_length")![0] : n;
+  const bins = onesided ? Math.floor(length / 2) + 1 : length;
+  // Real and imaginary parts [..., n] with the signal's axis last.
+  const part = (i: number) => {
+    if (i === 1 && shape.at(-1) === 1) return undefined;
+    const p = op("Squeeze", [op("Slice", [x], { starts: [i], ends: [i + 1], axes: [-1] })], {
+      axes: [rank - 1],
+    });
+    const perm = [...Array(rank - 1).keys()].filter((d) => d !== axis).concat(axis);
+    const moved = op("Transpose", [p], { perm });
+    // Zero-pad or truncate to dft_length.
+    return length === n ? moved : op("Pad", [moved], {
+      pads: [0, length - n],
+      axes: [-1],
+      mode: "constant",
+      value: 0,
+    });
+  };
+  const [re, im] = [part(0)!, part(1)];
+  const sign = inverse ? 1 : -1, scale = inverse ? 1 / length : 1;
+  const cos: number[] = [], sin: number[] = [];
+  for (let j = 0; j < length; j++) {
+    for (let k = 0; k < bins; k++) {
+      const t = (2 * Math.PI * ((j * k) % length)) / length;
+      cos.push(Math.cos(t) * scale);
+      sin.push(sign * Math.sin(t) * scale);
+    }
+  }
+  const C = matrix(cos, length, bins), S = matrix(sin, length, bins);
+  // (re + i·im)(cos + i·sin·sign): re·cos − im·sin', re·sin' + im·cos.
+  let outRe = op("MatMul", [re, C]), outIm = op("MatMul", [re, S]);
+  if (im) {
+    outRe = op("Sub", [outRe, op("MatMul", [im, S])]);
+    outIm = op("Add", [outIm, op("MatMul", [im, C])]);
+  }
+  const stacked = op("Concat", [
+    op("Unsqueeze", [outRe], { axes: [rank - 1] }),
+    op("Unsqueeze", [outIm], { axes: [rank - 1] }),
+  ], { axis: rank - 1 });
+  // Move the bins axis (now at rank - 2) back to `axis`.
+  const order = [...Array(rank - 1).keys()].filter((d) => d !== axis);
+  const back: number[] = Array(rank);
+  order.forEach((d, i) => (back[d] = i));
+  back[axis] = rank - 2;
+  back[rank - 1] = rank - 1;
+  return [op("Transpose", [stacked], { perm: back })];
+}
