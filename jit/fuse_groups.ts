@@ -158,9 +158,15 @@ export class KernelGroups {
     const reads = new Map<Group, Set<number>>();
     const loadsOf = (g: Group) => reads.get(g) ?? reads.set(g, this.loads(g)).get(g)!;
     for (const g of live) {
+      // Merged kernels stay within the binding limit: its inputs and all its outputs together
+      // (`maxInputs` leaves one binding for a single output).
+      const fits = (m: Group) =>
+        new Set([...loadsOf(m), ...loadsOf(g)]).size + m.outputs.length + g.outputs.length <=
+          maxInputs + 1;
       const into = g.pattern === "elementwise" && !g.placement
         ? merged.find((m) =>
           m.pattern === "elementwise" && !m.placement && sameShape(m.space, g.space) &&
+          fits(m) &&
           !this.#dependsOn(g, m, loadsOf) &&
           !this.#dependsOn(m, g, loadsOf)
         )

@@ -322,3 +322,18 @@ Deno.test("chains of ops that reuse an operand compile in linear time and size o
     });
   }
 });
+
+Deno.test("merging independent elementwise kernels respects the binding limit, outputs included", () => {
+  const b = new GraphBuilder();
+  for (let i = 0; i < 10; i++) {
+    b.output(`y${i}`, b.op("Exp", [b.input(`x${i}`, [4, 4])]));
+  }
+  const { kernels } = fuse(b.build(), { maxInputs: 4 });
+  for (const k of kernels) {
+    assert.ok(
+      k.inputs.length + k.outputs.length <= 5,
+      `${k.name}: ${k.inputs.length} in, ${k.outputs.length} out`,
+    );
+  }
+  assert.ok(kernels.length >= 4);
+});
