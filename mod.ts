@@ -157,6 +157,7 @@ export {
   type OnnxImportOptions,
   type OnnxInputInfo,
   OnnxModel,
+  type OnnxValue,
   OPSETS,
   toOnnx,
 } from "./onnx/mod.ts";

@@ -13,8 +13,15 @@ import "../mod.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import { isClose, numbers } from "../jit/testing.ts";
-import { OnnxModel } from "./model.ts";
-import { decodeTensor, tensorOf } from "./proto.ts";
+import { OnnxModel, type OnnxValue } from "./model.ts";
+import {
+  decodeModel,
+  decodeOptional,
+  decodeSequence,
+  decodeTensor,
+  tensorOf,
+  type TypeProto,
+} from "./proto.ts";
 
 /** How one case ended. */
 export interface CaseResult {
@@ -32,17 +39,52 @@ export interface CaseResult {
 /** ONNX's tolerances for floating-point outputs. */
 const RTOL = 1e-3, ATOL = 1e-7;
 
-/** The tensors of `dir/test_data_set_0` named `prefix_K.pb`, in K order. */
-async function tensors(dir: string, prefix: string): Promise<HostTensor[]> {
+/**
+ * The values of `dir/test_data_set_0` named `prefix_K.pb`, in K order, each decoded by its
+ * declared type: a tensor, a sequence (an array) or an optional (`null` when empty).
+ */
+async function values(
+  dir: string,
+  prefix: string,
+  types: readonly (TypeProto | undefined)[],
+): Promise<OnnxValue[]> {
   const set = join(dir, "test_data_set_0");
   const files = (await readdir(set)).filter((f) => f.startsWith(`${prefix}_`) && f.endsWith(".pb"))
     .sort((a, b) =>
       Number(a.slice(prefix.length + 1, -3)) - Number(b.slice(prefix.length + 1, -3))
     );
-  return await Promise.all(files.map(async (f) => {
-    const proto = decodeTensor(new Uint8Array(await readFile(join(set, f))), `${prefix} ${f}`);
-    return tensorOf(proto, f);
+  return await Promise.all(files.map(async (f, k) => {
+    const bytes = new Uint8Array(await readFile(join(set, f)));
+    const type = types[k];
+    if (type?.optionalType) return decodeOptional(bytes, f);
+    if (type?.sequenceType) return decodeSequence(bytes, f);
+    return tensorOf(decodeTensor(bytes, `${prefix} ${f}`), f);
   }));
+}
+
+/** Why value `got` does not match `want` (undefined when it does). */
+function valueMismatch(got: OnnxValue, want: OnnxValue, name: string): string | undefined {
+  if (want === null || got === null) {
+    return want === got
+      ? undefined
+      : `${name}: ${got === null ? "empty" : "a value"}, expected ${
+        want === null ? "empty" : "a value"
+      }`;
+  }
+  if (Array.isArray(want) || Array.isArray(got)) {
+    const [g, w] = [got as readonly HostTensor[], want as readonly HostTensor[]];
+    if (!Array.isArray(got) || !Array.isArray(want) || g.length !== w.length) {
+      return `${name}: a sequence of ${Array.isArray(got) ? g.length : "no"} tensors, expected ${
+        Array.isArray(want) ? w.length : "a tensor"
+      }`;
+    }
+    for (let i = 0; i < w.length; i++) {
+      const bad = mismatch(g[i], w[i], `${name}[${i}]`);
+      if (bad) return bad;
+    }
+    return undefined;
+  }
+  return mismatch(got as HostTensor, want as HostTensor, name);
 }
 
 /** Why `got` does not match `want` (undefined when it does). */
@@ -69,17 +111,23 @@ function brief(e: unknown): string {
 export async function runCase(dir: string, backend: string): Promise<CaseResult> {
   const name = dir.split("/").at(-1)!;
   try {
-    const model = OnnxModel.fromBytes(new Uint8Array(await readFile(join(dir, "model.onnx"))));
-    const [inputs, outputs] = await Promise.all([tensors(dir, "input"), tensors(dir, "output")]);
+    const bytes = new Uint8Array(await readFile(join(dir, "model.onnx")));
+    const model = OnnxModel.fromBytes(bytes);
+    const graph = decodeModel(bytes).graph;
+    const inits = new Set(graph.initializer.map((t) => t.name));
+    const declared = graph.input.filter((i) => !inits.has(i.name)).map((i) => i.type);
+    const [inputs, outputs] = await Promise.all([
+      values(dir, "input", declared),
+      values(dir, "output", graph.output.map((o) => o.type)),
+    ]);
     // Inputs are the graph's non-initializer inputs in order; a case may omit trailing optional ones.
     const feeds = Object.fromEntries(inputs.map((t, k) => [model.inputs[k]?.name ?? `#${k}`, t]));
     try {
-      const result = await model.run(feeds, { backend, cache: false });
+      const result = await model.runValues(feeds, { backend, cache: false });
       for (const [k, want] of outputs.entries()) {
         const out = model.outputs[k];
-        const got = result[out];
-        if (!got) return { name, status: "fail", reason: `output ${out} missing` };
-        const bad = mismatch(got, want, out);
+        if (!(out in result)) return { name, status: "fail", reason: `output ${out} missing` };
+        const bad = valueMismatch(result[out], want, out);
         if (bad) return { name, status: "fail", reason: bad };
       }
     } finally {

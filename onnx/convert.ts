@@ -31,6 +31,7 @@ import {
   type Known,
   NeedsValue,
   type NodeContext,
+  type None,
   onlyFirstOutput,
   reduceAxes,
   type Sequence,
@@ -38,7 +39,7 @@ import {
 } from "./node_context.ts";
 import { dtypeOfCode } from "./proto.ts";
 
-type Converter = (c: NodeContext) => (Known | Sequence)[];
+type Converter = (c: NodeContext) => (Known | Sequence | None)[];
 
 /** Input `i` as a constant scalar. */
 function constScalar(c: NodeContext, i: number, what: string): number | undefined {
@@ -143,7 +144,6 @@ export const CONVERTERS: Record<string, Converter> = {
       "Min",
       "MatMul",
       "HardSwish",
-      "Identity",
     ].map((op) => [op, pass(op)]),
   ),
   Add: legacyBinary("Add"),

@@ -14,21 +14,25 @@ import {
   constInts,
   type Known,
   type NodeContext,
+  type None,
   type Sequence,
   typeOf,
 } from "./node_context.ts";
 
-type Converter = (c: NodeContext) => (Known | Sequence)[];
+type Converter = (c: NodeContext) => (Known | Sequence | None)[];
 
 /** Most iterations a Loop is unrolled to. */
 const MAX_ITERATIONS = 4096;
 
-const tensorOnly = (c: NodeContext, k: Known | Sequence, what: string): Known => {
-  if (k.kind === "sequence") {
-    throw new KilnError(`${c.label}: its ${what} is a sequence`, {
-      code: "unsupported",
-      fix: "kiln unrolls loops over tensors",
-    });
+const tensorOnly = (c: NodeContext, k: Known | Sequence | None, what: string): Known => {
+  if (k.kind === "sequence" || k.kind === "none") {
+    throw new KilnError(
+      `${c.label}: its ${what} is a ${k.kind === "none" ? "missing optional" : "sequence"}`,
+      {
+        code: "unsupported",
+        fix: "kiln unrolls loops over tensors",
+      },
+    );
   }
   return k;
 };
@@ -72,8 +76,10 @@ export const CONTROL_CONVERTERS: Record<string, Converter> = {
     };
     const trips = c.input(0) ? scalar(0, "M") : undefined;
     let cond = c.input(1) ? scalar(1, "cond") !== 0 : true;
-    let carried: (Known | Sequence)[] = c.node.input.slice(2).map((_, i) =>
-      c.input(2 + i) ?? { kind: "sequence", items: c.sequence(2 + i) }
+    let carried: (Known | Sequence | None)[] = c.node.input.slice(2).map((_, i) =>
+      c.absent(2 + i)
+        ? { kind: "none" }
+        : c.input(2 + i) ?? { kind: "sequence", items: c.sequence(2 + i) }
     );
     const scans: Known[][] = [];
     let i = 0;
@@ -130,7 +136,7 @@ export const CONTROL_CONVERTERS: Record<string, Converter> = {
     );
     const directions = a.ints("scan_input_directions") ?? scanned.map(() => 0);
     const length = scanned.length ? typeOf(scanned[0]).shape[axes[0]] : 0;
-    let states: (Known | Sequence)[] = states0;
+    let states: (Known | Sequence | None)[] = states0;
     const outs: Known[][] = [];
     for (let t = 0; t < length; t++) {
       const slices = scanned.map((x, i) => {

@@ -8,15 +8,23 @@
  */
 import { KilnError } from "../jit/errors.ts";
 import {
+  attribute,
   attrs,
   constInts,
   type Known,
   type NodeContext,
+  type None,
   type Sequence,
   typeOf,
 } from "./node_context.ts";
 
 const sequence = (items: readonly Known[]): Sequence => ({ kind: "sequence", items });
+
+/** Input `i` as whatever it is: a tensor, a sequence, or an empty optional (also when left out). */
+function anything(c: NodeContext, i: number): Known | Sequence | None {
+  if (!c.node.input[i] || c.absent(i)) return { kind: "none" };
+  return c.input(i) ?? sequence(c.sequence(i));
+}
 
 /** A position input (default `fallback`), negative counting from the end, checked against `n`. */
 function position(
@@ -38,7 +46,54 @@ function position(
 }
 
 /** Converters by ONNX op type. */
-export const SEQUENCE_CONVERTERS: Record<string, (c: NodeContext) => (Known | Sequence)[]> = {
+export const SEQUENCE_CONVERTERS: Record<
+  string,
+  (c: NodeContext) => (Known | Sequence | None)[]
+> = {
+  // Identity passes any value through: a tensor, a sequence, an empty optional.
+  Identity: (c) => {
+    const v = anything(c, 0);
+    return [v.kind === "const" || v.kind === "value" ? c.emit("Identity", [v])[0] : v];
+  },
+  Optional: (c) => {
+    attribute(c, "type"); // the element type of an empty optional: nothing to compute from it
+    return [anything(c, 0)];
+  },
+  OptionalHasElement: (c) => [{
+    kind: "const",
+    tensor: { data: Uint8Array.of(+(anything(c, 0).kind !== "none")), shape: [], dtype: "bool" },
+    i64: false,
+  }],
+  OptionalGetElement: (c) => {
+    const v = anything(c, 0);
+    if (v.kind === "none") {
+      throw new KilnError(`${c.label}: the optional is empty`, {
+        code: "bad-input",
+        fix: "pass a value for the optional input (OptionalHasElement tells whether there is one)",
+      });
+    }
+    return [v.kind === "sequence" ? v : c.emit("Identity", [v])[0]];
+  },
+  SequenceMap: (c) => {
+    const items = c.sequence(0);
+    const extra = c.node.input.slice(1).map((_, i) => anything(c, 1 + i));
+    const outs: Known[][] = [];
+    items.forEach((item, t) => {
+      // A sequence among the extra inputs contributes its element t; a tensor, itself.
+      const args = extra.map((e) => (e.kind === "sequence" ? e.items[t] : e));
+      c.subgraph("body", [item, ...args]).forEach((o, j) => {
+        if (o.kind !== "const" && o.kind !== "value") {
+          throw new KilnError(`${c.label}: its body outputs a ${o.kind}`, {
+            code: "unsupported",
+            fix: "map to tensors",
+          });
+        }
+        (outs[j] ??= []).push(o);
+      });
+    });
+    const count = attribute(c, "body")?.g?.output?.length ?? outs.length;
+    return [...Array(count)].map((_, j) => sequence(outs[j] ?? []));
+  },
   SequenceEmpty: (c) => {
     attrs(c).int("dtype");
     return [sequence([])];

@@ -21,6 +21,7 @@ import {
   attribute,
   type Known,
   type NodeContext,
+  type None,
   type Sequence,
   typeOf,
   unreadAttributes,
@@ -39,6 +40,15 @@ import {
 export interface OnnxInputInfo {
   /** Input name. */
   readonly name: string;
+  /**
+   * `tensor`, or `sequence` of tensors of `dims`/`dtype` (bound element by element: element `i`
+   * is the graph input `name[i]`).
+   */
+  readonly kind: "tensor" | "sequence";
+  /** Whether the input is an ONNX optional: it may be left out (an empty optional). */
+  readonly optional: boolean;
+  /** Whether the type declares a shape at all (`dims` is then its rank's dimensions). */
+  readonly ranked: boolean;
   /** Dimensions: a size, or the symbolic name (e.g. `"batch"`). */
   readonly dims: readonly (number | string)[];
   /** Element type. */
@@ -66,15 +76,28 @@ const FOLD_LIMIT = 1 << 20;
 export function onnxInputs(model: ModelProto): OnnxInputInfo[] {
   const inits = new Set(model.graph.initializer.map((t) => t.name));
   return model.graph.input.filter((i) => !inits.has(i.name)).map((i) => {
-    const tt = i.type?.tensorType;
+    const optional = i.type?.optionalType !== undefined && i.type?.optionalType !== null;
+    const outer = optional ? i.type?.optionalType?.elemType : i.type;
+    const sequence = outer?.sequenceType !== undefined && outer?.sequenceType !== null;
+    const tt = sequence ? outer?.sequenceType?.elemType?.tensorType : outer?.tensorType;
     if (!tt) {
-      throw new KilnError(`Input "${i.name}" is not a tensor`, {
-        code: "unsupported",
-        fix: "kiln imports tensor inputs only",
-      });
+      throw new KilnError(
+        `Input "${i.name}" is not a tensor, a sequence of tensors or an optional of them`,
+        {
+          code: "unsupported",
+          fix: "kiln imports tensor inputs, sequences of tensors and optionals of either",
+        },
+      );
     }
     const dims = (tt.shape?.dim ?? []).map((d) => (d.dimParam ? d.dimParam : int(d.dimValue)));
-    return { name: i.name, dims, dtype: dtypeOfCode(tt.elemType ?? 0, `input "${i.name}"`) };
+    return {
+      name: i.name,
+      kind: sequence ? "sequence" : "tensor",
+      optional,
+      ranked: tt.shape !== undefined && tt.shape !== null,
+      dims,
+      dtype: dtypeOfCode(tt.elemType ?? 0, `input "${i.name}"`),
+    };
   });
 }
 
@@ -127,7 +150,28 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
     env.set(t.name!, k);
     initializers.set(k, t.name!);
   }
+  const absent = new Set<string>();
+  const boundSequences = new Map<string, readonly Known[]>();
   for (const input of onnxInputs(model)) {
+    const shapes = options.inputShapes ?? {};
+    if (input.kind === "sequence") {
+      // Element i is bound as the graph input `name[i]`, for as many elements as were given.
+      const items: Known[] = [];
+      for (let i = 0; shapes[`${input.name}[${i}]`]; i++) {
+        const name = `${input.name}[${i}]`, shape = bindShape({ ...input, name }, shapes[name]);
+        b.input(name, shape, input.dtype);
+        const dtype = input.dtype === "i64" ? "i32" : input.dtype;
+        items.push({ kind: "value", name, type: { shape, dtype }, i64: input.dtype === "i64" });
+      }
+      if (items.length === 0 && input.optional && !shapes[`${input.name}[]`]) {
+        absent.add(input.name);
+      } else boundSequences.set(input.name, items);
+      continue;
+    }
+    if (input.optional && !shapes[input.name] && !options.inputValues?.[input.name]) {
+      absent.add(input.name);
+      continue;
+    }
     const value = options.inputValues?.[input.name];
     if (value) {
       // i64-ness is the model's: the value may come narrowed to i32 already.
@@ -170,8 +214,17 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   const written = new Map<string, string>(
     [...env.keys()].map((name) => [name, "a graph input or initializer"]),
   );
-  const top: Scope = { values: env, sequences: new Map(), written };
+  const top: Scope = { values: env, sequences: boundSequences, written, absent };
   runNodes(g.node, top);
+
+  /** Whether `name` is an empty optional in `scope` or an enclosing one. */
+  function isAbsent(scope: Scope, name: string): boolean {
+    for (let s: Scope | undefined = scope; s; s = s.parent) {
+      if (s.absent.has(name)) return true;
+      if (s.values.has(name) || s.sequences.has(name)) return false;
+    }
+    return false;
+  }
 
   /** A name's tensor or sequence in `scope` or an enclosing one. */
   function lookup(scope: Scope, name: string): Known | Sequence | undefined {
@@ -198,7 +251,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
         });
       }
       const found = node.input.map((name) => {
-        if (name === "") return undefined;
+        if (name === "" || isAbsent(scope, name)) return undefined;
         const k = lookup(scope, name);
         if (!k) {
           throw new KilnError(`${label}: input "${name}" is not defined before it is used`, {
@@ -228,6 +281,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
         },
         emit: (op, ins, attrs = {}, outputs = 1) => emit(op, ins, clean(attrs), outputs, label),
         subgraph: (name, args) => runSubgraph(ctx, name, args, scope),
+        absent: (i) => !!node.input[i] && isAbsent(scope, node.input[i]),
       };
       const outs = CONVERTERS[node.opType](ctx);
       const unread = unreadAttributes(node).filter((a) =>
@@ -261,6 +315,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
         }
         scope.written.set(name, label);
         if (out.kind === "sequence") scope.sequences.set(name, out.items);
+        else if (out.kind === "none") scope.absent.add(name);
         else scope.values.set(name, out);
       });
     });
@@ -273,9 +328,9 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   function runSubgraph(
     c: NodeContext,
     name: string,
-    args: readonly (Known | Sequence)[],
+    args: readonly (Known | Sequence | None)[],
     outer: Scope,
-  ): (Known | Sequence)[] {
+  ): (Known | Sequence | None)[] {
     const body = attribute(c, name)?.g;
     if (!body) {
       throw new KilnError(`${c.label}: its ${name} subgraph is missing`, {
@@ -287,6 +342,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       values: new Map(),
       sequences: new Map(),
       written: new Map(),
+      absent: new Set(),
       parent: outer,
     };
     for (const t of body.initializer ?? []) {
@@ -310,11 +366,13 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
     (body.input ?? []).forEach((input, i) => {
       const a = args[i];
       if (a.kind === "sequence") scope.sequences.set(input.name, a.items);
+      else if (a.kind === "none") scope.absent.add(input.name);
       else scope.values.set(input.name, a);
       scope.written.set(input.name, "a subgraph input");
     });
     runNodes(body.node ?? [], scope);
-    return (body.output ?? []).map((o) => {
+    return (body.output ?? []).map((o): Known | Sequence | None => {
+      if (isAbsent(scope, o.name)) return { kind: "none" };
       const k = lookup(scope, o.name);
       if (!k) {
         throw new KilnError(`${c.label}: its ${name} subgraph never computes "${o.name}"`, {
@@ -356,13 +414,16 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   }
 
   for (const o of g.output) {
-    const k = env.get(o.name);
-    if (!k && top.sequences.has(o.name)) {
-      throw new KilnError(`Output "${o.name}" is a sequence`, {
-        code: "unsupported",
-        fix: "make the model output tensors (ConcatFromSequence joins a sequence into one)",
-      });
+    // An empty optional output has no graph output; a sequence's element i is output `name[i]`.
+    if (top.absent.has(o.name)) continue;
+    const items = top.sequences.get(o.name);
+    if (items) {
+      items.forEach((k, i) =>
+        b.output(`${o.name}[${i}]`, symbol(k), { dtype: k.i64 ? "i64" : undefined })
+      );
+      continue;
     }
+    const k = env.get(o.name);
     if (!k) {
       throw new KilnError(`Output "${o.name}" is not produced by any node`, {
         code: "dangling-input",
@@ -430,6 +491,8 @@ function checkOpset(model: ModelProto): number {
 }
 
 function bindShape(input: OnnxInputInfo, given: Shape | undefined): number[] {
+  // A type without a shape takes whatever shape the data has.
+  if (!input.ranked && given) return [...given];
   const symbolic = input.dims.filter((d) => typeof d === "string");
   if (!given) {
     if (symbolic.length) {
@@ -482,6 +545,8 @@ interface Scope {
   readonly sequences: Map<string, readonly Known[]>;
   /** Which node wrote each name (duplicates are errors). */
   readonly written: Map<string, string>;
+  /** Names bound to an empty optional. */
+  readonly absent: Set<string>;
   /** The enclosing graph's scope (a subgraph sees outer names). */
   readonly parent?: Scope;
 }

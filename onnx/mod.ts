@@ -4,5 +4,5 @@
  * @module
  */
 export { importOnnx, type OnnxImportOptions, type OnnxInputInfo, OPSETS } from "./import.ts";
-export { OnnxModel } from "./model.ts";
+export { OnnxModel, type OnnxValue } from "./model.ts";
 export { toOnnx } from "./export.ts";

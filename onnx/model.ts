@@ -27,6 +27,14 @@ const SMALL = 64;
 /** Largest model file read: protobuf messages cannot exceed 2 GiB. */
 const MAX_MODEL_BYTES = 2 ** 31;
 
+/** An ONNX value: a tensor, a sequence of tensors, or `null` (an empty optional). */
+export type OnnxValue = HostTensor | readonly HostTensor[] | null;
+
+/** A cache key of bound input shapes (sequence elements and empty-sequence markers included). */
+function shapesKey(shapes: Readonly<Record<string, Shape>>): string {
+  return JSON.stringify(Object.entries(shapes).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
 /** An imported ONNX model. */
 export class OnnxModel {
   /** Declared inputs (symbolic dimensions by name). */
@@ -81,7 +89,7 @@ export class OnnxModel {
 
   /** The graph for concrete input shapes (required for symbolic dimensions), imported once. */
   graph(inputShapes: Readonly<Record<string, Shape>> = {}): Graph {
-    const key = JSON.stringify(this.inputs.map((i) => inputShapes[i.name] ?? null));
+    const key = shapesKey(inputShapes);
     let g = this.#graphs.get(key);
     if (!g) this.#graphs.set(key, g = importModel(this.#proto, { inputShapes }));
     return g;
@@ -106,9 +114,57 @@ export class OnnxModel {
    * Runs the model, binding symbolic dimensions from `inputs`' shapes (and, where the model
    * needs them, specialising on the values of its small inputs).
    */
-  async run(inputs: TensorMap, options: CompileOptions & RunOptions = {}): Promise<TensorMap> {
+  run(inputs: TensorMap, options: CompileOptions & RunOptions = {}): Promise<TensorMap> {
     const shapes: Record<string, Shape> = {};
     for (const i of this.inputs) if (inputs[i.name]?.shape) shapes[i.name] = inputs[i.name].shape;
+    return this.#run(inputs, shapes, options);
+  }
+
+  /**
+   * Runs the model on ONNX values: a tensor, an array of tensors for a sequence input, `null`
+   * for an empty optional. Outputs come back the same way (sequences as arrays, an empty
+   * optional output as `null`).
+   */
+  async runValues(
+    inputs: Readonly<Record<string, OnnxValue>>,
+    options: CompileOptions & RunOptions = {},
+  ): Promise<Record<string, OnnxValue>> {
+    const feeds: Record<string, HostTensor> = {}, shapes: Record<string, Shape> = {};
+    for (const [name, v] of Object.entries(inputs)) {
+      if (v === null || v === undefined) continue;
+      if (Array.isArray(v)) {
+        // A sequence: element i is the graph input `name[i]`; `name[]` marks an empty one.
+        if (v.length === 0) shapes[`${name}[]`] = [];
+        v.forEach((t: HostTensor, i: number) => {
+          feeds[`${name}[${i}]`] = t;
+          shapes[`${name}[${i}]`] = t.shape;
+        });
+      } else {
+        const t = v as HostTensor;
+        feeds[name] = t;
+        if (t.shape) shapes[name] = t.shape;
+      }
+    }
+    const flat = await this.#run(feeds, shapes, options);
+    const out: Record<string, OnnxValue> = {};
+    for (const o of this.#proto.graph.output) {
+      const inner = o.type?.optionalType?.elemType ?? o.type;
+      if (inner?.sequenceType) {
+        const items: HostTensor[] = [];
+        for (let i = 0; flat[`${o.name}[${i}]`]; i++) items.push(flat[`${o.name}[${i}]`]);
+        out[o.name] = o.type?.optionalType && items.length === 0 && !(o.name in flat)
+          ? null
+          : items;
+      } else out[o.name] = flat[o.name] ?? null;
+    }
+    return out;
+  }
+
+  async #run(
+    inputs: TensorMap,
+    shapes: Record<string, Shape>,
+    options: CompileOptions & RunOptions,
+  ): Promise<TensorMap> {
     if (!this.#valueInputs) {
       try {
         const exe = await this.compile(shapes, options);
@@ -171,7 +227,7 @@ export class OnnxModel {
   ): string {
     const backend = typeof options.backend === "object" ? options.backend.id : options.backend;
     return JSON.stringify([
-      this.inputs.map((i) => shapes[i.name] ?? null),
+      shapesKey(shapes),
       backend,
       options.policy,
       options.fuse,

@@ -35,6 +35,12 @@ export interface Sequence {
   readonly items: readonly Known[];
 }
 
+/** An empty ONNX optional. */
+export interface None {
+  /** Discriminant. */
+  readonly kind: "none";
+}
+
 /** What a converter can do. */
 export interface NodeContext {
   /** The ONNX node. */
@@ -55,7 +61,9 @@ export interface NodeContext {
    * Inlines the node's graph attribute `name` (If's branches, a Loop or Scan body): its inputs
    * bound to `args`, outer names visible; returns its outputs.
    */
-  subgraph(name: string, args: readonly (Known | Sequence)[]): (Known | Sequence)[];
+  subgraph(name: string, args: readonly (Known | Sequence | None)[]): (Known | Sequence | None)[];
+  /** Whether input `i` names an empty optional. */
+  absent(i: number): boolean;
   /** Emits a kiln op (folded when its inputs are constant). */
   emit(op: string, inputs: readonly Known[], attrs?: Attrs, outputs?: number): Known[];
 }

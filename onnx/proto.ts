@@ -42,9 +42,14 @@ export interface NodeProto {
 /** `ValueInfoProto`: a graph input or output with its type. */
 export interface ValueInfoProto {
   name: string;
-  type?: {
-    tensorType?: { elemType?: number; shape?: { dim?: { dimValue?: Int64; dimParam?: string }[] } };
-  };
+  type?: TypeProto;
+}
+
+/** `TypeProto`: a tensor, or a sequence or optional of a type. */
+export interface TypeProto {
+  tensorType?: { elemType?: number; shape?: { dim?: { dimValue?: Int64; dimParam?: string }[] } };
+  sequenceType?: { elemType?: TypeProto };
+  optionalType?: { elemType?: TypeProto };
 }
 
 /** `GraphProto`. */
@@ -314,4 +319,70 @@ export function protoOf(name: string, t: HostTensor, asI64 = false): TensorProto
     );
   }
   return { name, dims: t.shape.map((d) => d), dataType: CODE_OF_DTYPE[dtype], rawData: bytes };
+}
+
+/** Length-delimited fields `field` of a serialized message (a minimal reader for the test data). */
+function fieldsOf(bytes: Uint8Array, where: string): Map<number, Uint8Array[]> {
+  const out = new Map<number, Uint8Array[]>();
+  let pos = 0;
+  const varint = () => {
+    let v = 0, scale = 1;
+    for (let i = 0; i < 10 && pos < bytes.length; i++) {
+      const b = bytes[pos++];
+      v += (b & 0x7f) * scale;
+      if (b < 0x80) return v;
+      scale *= 128;
+    }
+    throw new KilnError(`${where} is malformed (a bad varint)`, {
+      code: "bad-input",
+      fix: "pass a serialized SequenceProto or OptionalProto",
+    });
+  };
+  while (pos < bytes.length) {
+    const key = varint(), wire = key % 8, field = Math.floor(key / 8);
+    if (wire === 0) varint();
+    else if (wire === 1) pos += 8;
+    else if (wire === 5) pos += 4;
+    else if (wire === 2) {
+      const n = varint();
+      if (pos + n > bytes.length) {
+        throw new KilnError(`${where} is truncated`, {
+          code: "bad-input",
+          fix: "pass the whole file",
+        });
+      }
+      out.set(field, [...(out.get(field) ?? []), bytes.subarray(pos, pos + n)]);
+      pos += n;
+    } else {
+      throw new KilnError(`${where} is malformed (wire type ${wire})`, {
+        code: "bad-input",
+        fix: "pass a serialized SequenceProto or OptionalProto",
+      });
+    }
+  }
+  return out;
+}
+
+/** A serialized `SequenceProto` of tensors, as host tensors (the ONNX test data's form). */
+export function decodeSequence(
+  bytes: Uint8Array,
+  where: string,
+): (HostTensor & { dtype: DType })[] {
+  return (fieldsOf(bytes, where).get(3) ?? []).map((t, i) =>
+    tensorOf(decodeTensor(t, `${where} element ${i}`), `${where} element ${i}`)
+  );
+}
+
+/**
+ * A serialized `OptionalProto`: its tensor, its sequence of tensors, or `null` when it is empty.
+ */
+export function decodeOptional(
+  bytes: Uint8Array,
+  where: string,
+): (HostTensor & { dtype: DType }) | (HostTensor & { dtype: DType })[] | null {
+  const fields = fieldsOf(bytes, where);
+  const tensor = fields.get(3)?.[0];
+  if (tensor) return tensorOf(decodeTensor(tensor, where), where);
+  const seq = fields.get(5)?.[0];
+  return seq ? decodeSequence(seq, where) : null;
 }
