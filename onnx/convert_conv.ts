@@ -8,7 +8,9 @@
  * @module
  */
 import { KilnError } from "../jit/errors.ts";
-import type { Attrs } from "../jit/ops/mod.ts";
+import { runsWhole } from "../jit/fusable.ts";
+import { type Attrs, InferContext } from "../jit/ops/mod.ts";
+import { resolveWindow } from "../jit/ops/nn.ts";
 import { scalar } from "./convert_composite.ts";
 import { attrs, type Known, type NodeContext, onlyFirstOutput, typeOf } from "./node_context.ts";
 
@@ -146,13 +148,85 @@ function convTranspose(c: NodeContext): Known[] {
   return windowed(c, "Conv", bias ? [x, w, bias] : [x, w], conv);
 }
 
+/**
+ * AveragePool. Where padding is excluded from the count (the default) or a ceil-mode window
+ * overhangs the input, the divisor changes along the edges, which only the reference's whole-op
+ * kernel knows: then it is an average pool over the explicitly zero-padded input (every window
+ * whole), rescaled by a constant map of kernel size ÷ elements counted, and fuses on every backend.
+ */
+function averagePool(c: NodeContext): Known[] {
+  const x = c.required(0);
+  const w = window(c);
+  const shape = typeOf(x).shape;
+  if (
+    shape.length !== 4 ||
+    !runsWhole({ op: "AveragePool", attrs: clean(w), inputs: [typeOf(x)], label: c.label })
+  ) {
+    return windowed(c, "AveragePool", [x], w);
+  }
+  const op = (name: string, xs: Known[], a: Attrs = {}) => c.emit(name, xs, a)[0];
+  const ctx = new InferContext({
+    op: "AveragePool",
+    where: c.label,
+    inputs: [typeOf(x)],
+    attrs: clean(w),
+  });
+  const spatial = shape.slice(2);
+  const win = resolveWindow(ctx, spatial, ctx.ints("kernel_shape"));
+  const inclusive = (w.count_include_pad as number | undefined ?? 0) === 1;
+  // Pad so that every window lies inside: the declared pads, and more at the end for overhangs.
+  const reach = win.kernel.map((k, i) => (k - 1) * win.dilations[i] + 1);
+  const end = spatial.map((d, i) =>
+    Math.max(win.padsEnd[i], (win.out[i] - 1) * win.strides[i] + reach[i] - d - win.padsBegin[i])
+  );
+  const padded = op("Pad", [x], {
+    pads: [0, 0, ...win.padsBegin, 0, 0, ...end],
+    mode: "constant",
+    value: 0,
+  });
+  const mean = op("AveragePool", [padded], {
+    kernel_shape: win.kernel,
+    strides: win.strides,
+    dilations: win.dilations,
+  });
+  // Per output position: how many window elements count (inside the input, or inside the
+  // declared padding when it counts).
+  const counted = (axis: number, o: number) => {
+    const lo = inclusive ? -win.padsBegin[axis] : 0;
+    const hi = inclusive ? spatial[axis] + win.padsEnd[axis] : spatial[axis];
+    let n = 0;
+    for (let t = 0; t < win.kernel[axis]; t++) {
+      const at = o * win.strides[axis] - win.padsBegin[axis] + t * win.dilations[axis];
+      if (at >= lo && at < hi) n++;
+    }
+    return n;
+  };
+  const area = win.kernel.reduce((p, q) => p * q, 1);
+  const [oh, ow] = win.out;
+  const scale = new Float32Array(oh * ow);
+  for (let i = 0; i < oh; i++) {
+    for (let j = 0; j < ow; j++) scale[i * ow + j] = area / (counted(0, i) * counted(1, j));
+  }
+  const factor: Known = {
+    kind: "const",
+    tensor: { data: scale, shape: [1, 1, oh, ow], dtype: "f32" },
+    i64: false,
+  };
+  return [op("Mul", [mean, factor])];
+}
+
+/** `attrs` without its undefined entries. */
+function clean(attrs: Attrs): Attrs {
+  return Object.fromEntries(Object.entries(attrs).filter(([, v]) => v !== undefined));
+}
+
 /** Converters by ONNX op type. */
 export const CONV_CONVERTERS: Record<string, Converter> = {
   Conv: (c) => {
     const [x, w, b] = [c.required(0), c.required(1), c.input(2)];
     return windowed(c, "Conv", b ? [x, w, b] : [x, w], window(c));
   },
-  AveragePool: (c) => windowed(c, "AveragePool", [c.required(0)], window(c)),
+  AveragePool: averagePool,
   MaxPool: (c) => {
     onlyFirstOutput(c, "Indices");
     return windowed(c, "MaxPool", [c.required(0)], window(c));
