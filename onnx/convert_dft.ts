@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { checkBudget } from "../jit/budget.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Attrs } from "../jit/ops/mod.ts";
 import { attrs, constInts, type Known, type NodeContext, typeOf } from "./node_context.ts";
@@ -35,6 +36,14 @@ export function dft(c: NodeContext): Known[] {
   const n = shape[axis];
   const length = c.input(1) ? constInts(c, 1, "dft_length")![0] : n;
   const bins = onesided ? Math.floor(length / 2) + 1 : length;
+  if (!(Number.isInteger(length) && length > 0)) {
+    throw new KilnError(`${c.label}: dft_length ${length}`, {
+      code: "bad-attribute",
+      fix: "give a positive integer dft_length",
+    });
+  }
+  checkBudget([length, bins], "f32", c.label); // the cosine and sine matrices
+
   // Real and imaginary parts [..., n] with the signal's axis last.
   const part = (i: number) => {
     if (i === 1 && shape.at(-1) === 1) return undefined;

@@ -245,6 +245,7 @@ export const TENSOR_CONVERTERS: Record<string, Converter> = {
       ? (x.i64 ? "i64" : typeOf(x).dtype)
       : dtypeOfCode(code, c.label);
     const k = attrs(c).int("k", 0)!;
+    checkBudget([rows, cols], "f32", c.label); // before the values are built
     const values = Array.from(
       { length: rows * cols },
       (_, i) => +((i % cols) - Math.floor(i / cols) === k),
