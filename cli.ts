@@ -46,6 +46,11 @@ Usage:
       Compile time, first run, median and p90 run time per backend.
   kiln info [--json]
       Backends, device profiles, cache location and size.
+  kiln --version
+      The version. Every command takes --help.
+
+Exit codes: 0 ok, 1 bad input (a message with a Fix:), 2 usage (unknown command or option),
+70 an unexpected error (KILN_DEBUG=1 prints its stack).
 `;
 
 /** Summary statistics of one output. */
@@ -505,6 +510,15 @@ function runCount(command: string, value: string | undefined, example: number): 
 /** Runs the CLI with `args`; returns the exit code. Errors print their message and `Fix:` hint. */
 export async function main(args: string[]): Promise<number> {
   const [command = "help", ...rest] = args;
+  // Every command answers --help; --version stands alone or after any command.
+  if (command === "--version" || command === "-V" || rest.includes("--version")) {
+    console.log(`kiln ${VERSION}`);
+    return 0;
+  }
+  if (rest.includes("--help") || rest.includes("-h")) {
+    console.log(HELP);
+    return 0;
+  }
   try {
     switch (command) {
       case "run":

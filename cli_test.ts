@@ -205,3 +205,18 @@ Deno.test("distinct output names get distinct --save files", async () => {
   assert.deepEqual([...files.values()].slice(0, 3), ["a_b.bin", "a_b-2.bin", "A_b-3.bin"]);
   for (const f of files.values()) assert.match(f, /^[A-Za-z0-9_][A-Za-z0-9._-]*\.bin$/);
 });
+
+Deno.test("every command answers --help; --version prints the version", async () => {
+  for (
+    const args of [["run", "--help"], ["explain", "-h"], ["bench", "--help"], ["info", "--help"]]
+  ) {
+    const r = await kiln(...args);
+    assert.equal(r.code, 0, args.join(" "));
+    assert.match(r.stdout, /Usage:/);
+  }
+  for (const args of [["--version"], ["run", "--version"]]) {
+    const r = await kiln(...args);
+    assert.equal(r.code, 0);
+    assert.match(r.stdout, /^kiln \d+\.\d+\.\d+/);
+  }
+});

@@ -95,6 +95,8 @@ export interface Node {
   readonly attrs: Attrs;
   /** Label for messages, e.g. `node "fc1" (MatMul)`. */
   readonly label: string;
+  /** The node's name (its first output's when it was given none), e.g. `fc1`. */
+  readonly name: string;
 }
 
 /** A graph input or parameter bound to a value. */
@@ -393,7 +395,8 @@ function validate(spec: GraphSpec): GraphParts {
       );
     }
     const outs = types.map((t, k) => define(n.outputs[k], t.shape, t.dtype, id, where));
-    return { id, op: n.op, inputs: ins, outputs: outs, attrs, label: `${where} (${n.op})` };
+    const name = n.name ?? n.outputs[0] ?? `#${i}`;
+    return { id, op: n.op, inputs: ins, outputs: outs, attrs, label: `${where} (${n.op})`, name };
   });
 
   const outputs = spec.outputs.map((o): GraphOutput => {

@@ -104,7 +104,7 @@ export function toOnnx(graph: Graph): Uint8Array {
     nodes.push({
       opType: op,
       domain: "",
-      name: n.label,
+      name: n.name,
       input: [...inputs, ...extras],
       output: n.outputs.map(name),
       attribute: attrs,

@@ -240,7 +240,8 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   /** Converts `nodes` in order, defining their outputs in `scope`. */
   function runNodes(nodes: readonly NodeProto[], scope: Scope): void {
     nodes.forEach((node, index) => {
-      const label = `node "${node.name || node.output[0] || `#${index}`}" (${node.opType})`;
+      const name = node.name || node.output[0] || `#${index}`;
+      const label = `node "${name}" (${node.opType})`;
       if (
         !Object.hasOwn(CONVERTERS, node.opType) ||
         !((node.domain ?? "") === "" || node.domain === "ai.onnx")
@@ -279,7 +280,8 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
           const n = inputs.findLastIndex((k) => k !== undefined) + 1;
           return inputs.slice(0, n).map((k, i) => k ?? missingInput(label, i));
         },
-        emit: (op, ins, attrs = {}, outputs = 1) => emit(op, ins, clean(attrs), outputs, label),
+        emit: (op, ins, attrs = {}, outputs = 1) =>
+          emit(op, ins, clean(attrs), outputs, label, name),
         subgraph: (name, args) => runSubgraph(ctx, name, args, scope),
         absent: (i) => !!node.input[i] && isAbsent(scope, node.input[i]),
       };
@@ -390,6 +392,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
     attrs: Attrs,
     outputs: number,
     label: string,
+    name: string,
   ): Known[] {
     const types = inferNode(
       op,
@@ -409,7 +412,8 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
         i64,
       }));
     }
-    const syms = b.opN(op, ins.map(symbol), attrs, outputs, { name: label });
+    // The graph labels nodes `node "NAME" (Op)` itself: it gets the bare ONNX name.
+    const syms = b.opN(op, ins.map(symbol), attrs, outputs, { name });
     return syms.map((s, i) => ({ kind: "value", name: s.name, type: types[i], i64 }));
   }
 

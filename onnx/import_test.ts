@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { compile } from "../mod.ts";
+import { compile, toOnnx } from "../mod.ts";
 import { KilnError } from "../jit/errors.ts";
 import { assertClose, numbers } from "../jit/testing.ts";
 import { CONVERTERS } from "./convert.ts";
@@ -316,4 +316,14 @@ Deno.test("malformed models are typed errors: unknown attributes, wrong output t
   const huge = new Uint8Array([...good, 0x3a, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20]);
   refused(huge, /length of 1099511627776 past the end/);
   refused(new Uint8Array([...good, 0x08, ...Array(10).fill(0xff), 0x01]), /varint longer than 10/);
+});
+
+Deno.test("imported nodes keep their ONNX names, quoted once, through an export round trip", async () => {
+  const m = await referenceModel("transformer_block");
+  const graph = importOnnx(m.bytes);
+  const names = graph.nodes.map((n) => n.label);
+  assert.ok(names.some((l) => l.startsWith('node "/ln1/')), names.slice(0, 3).join("; "));
+  assert.ok(names.every((l) => !l.includes('node \\"') && !l.startsWith('node "node')));
+  const again = importOnnx(toOnnx(graph));
+  assert.ok(again.nodes.every((n) => !n.label.startsWith('node "node')));
 });
