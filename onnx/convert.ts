@@ -20,7 +20,7 @@ import { TENSOR_CONVERTERS } from "./convert_tensor.ts";
 import { MATH_CONVERTERS } from "./convert_math.ts";
 import { RNN_CONVERTERS } from "./convert_rnn.ts";
 import { einsum } from "./convert_einsum.ts";
-import { dft } from "./convert_dft.ts";
+import { dft, stft } from "./convert_dft.ts";
 import { gridSample } from "./convert_grid.ts";
 import { SEQUENCE_CONVERTERS } from "./convert_sequence.ts";
 import { CONTROL_CONVERTERS } from "./convert_control.ts";
@@ -249,6 +249,7 @@ export const CONVERTERS: Record<string, Converter> = {
   ...RNN_CONVERTERS,
   Einsum: einsum,
   DFT: dft,
+  STFT: stft,
   GridSample: gridSample,
   ...SEQUENCE_CONVERTERS,
   ...CONTROL_CONVERTERS,

@@ -2,7 +2,8 @@
  * DFT as two real matrix products: with the signal's axis moved last, the real and imaginary
  * parts are multiplied by constant cosine and sine matrices (`dft_length` zero-pads or truncates
  * the signal, `onesided` keeps the first n/2 + 1 bins, `inverse` conjugates and scales by 1/n),
- * then stacked into the trailing [re, im] axis and moved back.
+ * then stacked into the trailing [re, im] axis and moved back. STFT is the same over the
+ * signal's windowed frames.
  *
  * @module
  */
@@ -88,4 +89,73 @@ export function dft(c: NodeContext): Known[] {
   back[axis] = rank - 2;
   back[rank - 1] = rank - 1;
   return [op("Transpose", [stacked], { perm: back })];
+}
+
+/**
+ * STFT: the signal's frames (a constant gather, `frame_step` apart), each windowed, then the same
+ * two matrix products as DFT over the frame (`onesided` by default).
+ */
+export function stft(c: NodeContext): Known[] {
+  const op = (name: string, xs: Known[], a: Attrs = {}) => c.emit(name, xs, a)[0];
+  const x = c.required(0);
+  const shape = typeOf(x).shape;
+  const [step] = constInts(c, 1, "frame_step")!;
+  const window = c.input(2);
+  const frameLength = c.input(3)
+    ? constInts(c, 3, "frame_length")![0]
+    : window
+    ? typeOf(window).shape[0]
+    : undefined;
+  const onesided = attrs(c).int("onesided", 1) === 1;
+  if (shape.length !== 3 || !frameLength || !(step > 0) || frameLength > shape[1]) {
+    throw new KilnError(
+      `${c.label}: signal [${shape}], frame_step ${step}, frame_length ${frameLength}`,
+      {
+        code: "shape-mismatch",
+        fix:
+          "give a signal [batch, length, 1 or 2], a positive frame_step and a frame_length ≤ length",
+      },
+    );
+  }
+  const frames = Math.floor((shape[1] - frameLength) / step) + 1;
+  const bins = onesided ? Math.floor(frameLength / 2) + 1 : frameLength;
+  checkBudget([frameLength, bins], "f32", c.label);
+  const picks = Int32Array.from(
+    { length: frames * frameLength },
+    (_, i) => Math.floor(i / frameLength) * step + (i % frameLength),
+  );
+  const index: Known = {
+    kind: "const",
+    tensor: { data: picks, shape: [frames, frameLength], dtype: "i32" },
+    i64: false,
+  };
+  // [batch, frames, frame_length, 1 or 2]
+  const framed = op("Gather", [x, index], { axis: 1 });
+  const part = (i: number) => {
+    if (i === 1 && shape[2] === 1) return undefined;
+    let p = op("Squeeze", [op("Slice", [framed], { starts: [i], ends: [i + 1], axes: [3] })], {
+      axes: [3],
+    });
+    if (window) p = op("Mul", [p, window]);
+    return p;
+  };
+  const [re, im] = [part(0)!, part(1)];
+  const cos: number[] = [], sin: number[] = [];
+  for (let j = 0; j < frameLength; j++) {
+    for (let k = 0; k < bins; k++) {
+      const t = (2 * Math.PI * ((j * k) % frameLength)) / frameLength;
+      cos.push(Math.cos(t));
+      sin.push(-Math.sin(t));
+    }
+  }
+  const C = matrix(cos, frameLength, bins), S = matrix(sin, frameLength, bins);
+  let outRe = op("MatMul", [re, C]), outIm = op("MatMul", [re, S]);
+  if (im) {
+    outRe = op("Sub", [outRe, op("MatMul", [im, S])]);
+    outIm = op("Add", [outIm, op("MatMul", [im, C])]);
+  }
+  return [op("Concat", [
+    op("Unsqueeze", [outRe], { axes: [3] }),
+    op("Unsqueeze", [outIm], { axes: [3] }),
+  ], { axis: 3 })];
 }
