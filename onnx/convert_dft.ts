@@ -99,6 +99,7 @@ export function stft(c: NodeContext): Known[] {
   const op = (name: string, xs: Known[], a: Attrs = {}) => c.emit(name, xs, a)[0];
   const x = c.required(0);
   const shape = typeOf(x).shape;
+  c.required(1);
   const [step] = constInts(c, 1, "frame_step")!;
   const window = c.input(2);
   const frameLength = c.input(3)
