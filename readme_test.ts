@@ -22,6 +22,9 @@ Deno.test("the README's TypeScript examples run", async () => {
       if (i === 0) {
         assert.match(stdout, /\[ 2, 2 \] Float32Array\(4\) \[ 4, 1, 0, 0 \]/);
         assert.match(stdout, /shape-mismatch/);
+      } else if (i === 1) {
+        assert.match(stdout, /\[ "x: f32\[2,4\]" \]/);
+        assert.match(stdout, /\[ 2, 4 \] 0\.25/);
       } else {
         assert.match(stdout, /0\.03125/);
         assert.match(stdout, /\[ "matmul_0", "softmax_1" \]/);
