@@ -33,6 +33,7 @@ import {
   type NodeContext,
   type None,
   onlyFirstOutput,
+  opOf,
   reduceAxes,
   type Sequence,
   typeOf,
@@ -205,7 +206,7 @@ export const CONVERTERS: Record<string, Converter> = {
     }
     // Mean and InvStdDev wanted too: the same computation spelled out (it fuses the same way).
     const [x, scale, bias] = [c.required(0), c.required(1), c.input(2)];
-    const op = (name: string, xs: Known[], a = {}) => c.emit(name, xs, a)[0];
+    const op = opOf(c);
     const rank = typeOf(x).shape.length, from = axis < 0 ? axis + rank : axis;
     const axes = { axes: [...Array(rank - from).keys()].map((i) => from + i), keepdims: 1 };
     const mean = op("ReduceMean", [x], axes);

@@ -9,12 +9,14 @@
  */
 import type { DType } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
-import type { Attrs } from "../jit/ops/mod.ts";
 import {
   attrs,
+  constant,
   constInts,
   type Known,
   type NodeContext,
+  type OpFn,
+  opOf,
   reduceAxes,
   typeOf,
 } from "./node_context.ts";
@@ -29,16 +31,7 @@ export function scalar(value: number, dtype: DType): Known {
       fix: "cast the model to f32",
     });
   }
-  const data = dtype === "f32"
-    ? Float32Array.of(value)
-    : dtype === "bool" || dtype === "u8"
-    ? Uint8Array.of(value)
-    : dtype === "i8"
-    ? Int8Array.of(value)
-    : dtype === "u32"
-    ? Uint32Array.of(value)
-    : Int32Array.of(value);
-  return { kind: "const", tensor: { data, shape: [], dtype }, i64: false };
+  return constant([value], [], dtype);
 }
 
 /** An op of one float input `x` built with `build(op, x, k)` (`k(v)`: a constant like x). */
@@ -64,7 +57,7 @@ function sumOf(
 ): Converter {
   return (c) => {
     const x = c.required(0);
-    const op: OpFn = (name, xs, attrs) => c.emit(name, xs, attrs)[0];
+    const op = opOf(c);
     const r = reduceAxes(c);
     const v = pre(op, x);
     if (r === "identity") return [post ? post(op, v) : v];
@@ -72,8 +65,6 @@ function sumOf(
     return [post ? post(op, s) : s];
   };
 }
-
-type OpFn = (name: string, xs: Known[], attrs?: Attrs) => Known;
 
 /** Converters by ONNX op type. */
 export const COMPOSITE_CONVERTERS: Record<string, Converter> = {
@@ -166,11 +157,7 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter> = {
     for (let i = 0; i < rows; i++) {
       for (let j = 0; j < cols; j++) mask[i * cols + j] = +(upper ? j - i >= k : j - i <= k);
     }
-    const keep: Known = {
-      kind: "const",
-      tensor: { data: mask, shape: [rows, cols], dtype: "bool" },
-      i64: false,
-    };
+    const keep = constant(mask, [rows, cols], "bool");
     return c.emit("Where", [keep, x, scalar(0, typeOf(x).dtype)]).map((o) => ({
       ...o,
       i64: x.i64,

@@ -11,6 +11,7 @@ import { KilnError } from "../jit/errors.ts";
 import {
   attribute,
   attrs,
+  constant,
   constInts,
   type Known,
   type NodeContext,
@@ -36,16 +37,6 @@ const tensorOnly = (c: NodeContext, k: Known | Sequence | None, what: string): K
   }
   return k;
 };
-
-const scalarConst = (value: number, dtype: "i32" | "bool", i64 = false): Known => ({
-  kind: "const",
-  tensor: {
-    data: dtype === "bool" ? Uint8Array.of(value) : Int32Array.of(value),
-    shape: [],
-    dtype,
-  },
-  i64,
-});
 
 /** Stacks per-iteration tensors along a new `axis` (reversed when `reverse`). */
 function stack(c: NodeContext, items: Known[], axis: number, reverse: boolean): Known {
@@ -91,8 +82,8 @@ export const CONTROL_CONVERTERS: Record<string, Converter> = {
         });
       }
       const outs = c.subgraph("body", [
-        scalarConst(i, "i32", true),
-        scalarConst(1, "bool"),
+        constant([i], [], "i32", true),
+        constant([1], [], "bool"),
         ...carried,
       ]);
       const next = tensorOnly(c, outs[0], "condition");
@@ -141,7 +132,7 @@ export const CONTROL_CONVERTERS: Record<string, Converter> = {
     for (let t = 0; t < length; t++) {
       const slices = scanned.map((x, i) => {
         const at = directions[i] ? length - 1 - t : t;
-        return c.emit("Gather", [x, scalarConst(at, "i32")], { axis: axes[i] })[0];
+        return c.emit("Gather", [x, constant([at], [], "i32")], { axis: axes[i] })[0];
       });
       const result = c.subgraph("body", [...states, ...slices]);
       states = result.slice(0, n);

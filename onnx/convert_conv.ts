@@ -12,22 +12,39 @@ import { runsWhole } from "../jit/fusable.ts";
 import { type Attrs, InferContext } from "../jit/ops/mod.ts";
 import { resolveWindow } from "../jit/ops/nn.ts";
 import { scalar } from "./convert_composite.ts";
-import { attrs, type Known, type NodeContext, onlyFirstOutput, typeOf } from "./node_context.ts";
+import {
+  attrs,
+  clean,
+  constant,
+  type Known,
+  type NodeContext,
+  onlyFirstOutput,
+  opOf,
+  typeOf,
+} from "./node_context.ts";
 
 type Converter = (c: NodeContext) => Known[];
 
-/** A window op's attributes as kiln takes them. */
-function window(c: NodeContext): Attrs {
+/**
+ * A window op's attributes as kiln takes them; `pool: false` leaves out the pooling ones (they are
+ * then not read, so the importer reports them as unknown).
+ */
+export function window(c: NodeContext, options: { pool?: boolean } = {}): Attrs {
   const a = attrs(c);
+  const pool = options.pool ?? true;
   return {
     kernel_shape: a.ints("kernel_shape"),
     strides: a.ints("strides"),
     pads: a.ints("pads"),
     dilations: a.ints("dilations"),
     auto_pad: a.string("auto_pad"),
-    ceil_mode: a.int("ceil_mode"),
-    count_include_pad: a.int("count_include_pad"),
-    storage_order: a.int("storage_order"),
+    ...(pool
+      ? {
+        ceil_mode: a.int("ceil_mode"),
+        count_include_pad: a.int("count_include_pad"),
+        storage_order: a.int("storage_order"),
+      }
+      : {}),
     group: a.int("group"),
   };
 }
@@ -59,18 +76,9 @@ function windowed(c: NodeContext, op: string, ins: Known[], w: Attrs): Known[] {
   return c.emit("Squeeze", [y], { axes: [2] });
 }
 
-/** A constant i32 vector. */
-function ints(values: number[]): Known {
-  return {
-    kind: "const",
-    tensor: { data: Int32Array.from(values), shape: [values.length], dtype: "i32" },
-    i64: false,
-  };
-}
-
 /** ConvTranspose over 1 or 2 spatial axes. */
 function convTranspose(c: NodeContext): Known[] {
-  const op = (name: string, xs: Known[], a: Attrs = {}) => c.emit(name, xs, a)[0];
+  const op = opOf(c);
   const a = attrs(c);
   let x = c.required(0), w = c.required(1);
   const bias = c.input(2);
@@ -136,7 +144,7 @@ function convTranspose(c: NodeContext): Known[] {
   w = op("Reshape", [w], { shape: [group * coutPerGroup, cin / group, ...k] });
   for (let i = 0; i < spatial; i++) {
     const reversed = [...Array(k[i]).keys()].reverse();
-    w = op("Gather", [w, ints(reversed)], { axis: 2 + i });
+    w = op("Gather", [w, constant(reversed, [reversed.length], "i32")], { axis: 2 + i });
   }
   const conv = {
     kernel_shape: k,
@@ -164,7 +172,7 @@ function averagePool(c: NodeContext): Known[] {
   ) {
     return windowed(c, "AveragePool", [x], w);
   }
-  const op = (name: string, xs: Known[], a: Attrs = {}) => c.emit(name, xs, a)[0];
+  const op = opOf(c);
   const ctx = new InferContext({
     op: "AveragePool",
     where: c.label,
@@ -207,17 +215,7 @@ function averagePool(c: NodeContext): Known[] {
   for (let i = 0; i < oh; i++) {
     for (let j = 0; j < ow; j++) scale[i * ow + j] = area / (counted(0, i) * counted(1, j));
   }
-  const factor: Known = {
-    kind: "const",
-    tensor: { data: scale, shape: [1, 1, oh, ow], dtype: "f32" },
-    i64: false,
-  };
-  return [op("Mul", [mean, factor])];
-}
-
-/** `attrs` without its undefined entries. */
-function clean(attrs: Attrs): Attrs {
-  return Object.fromEntries(Object.entries(attrs).filter(([, v]) => v !== undefined));
+  return [op("Mul", [mean, constant(scale, [1, 1, oh, ow], "f32")])];
 }
 
 /** Converters by ONNX op type. */
@@ -238,7 +236,7 @@ export const CONV_CONVERTERS: Record<string, Converter> = {
     return c.emit("ReduceMax", [x], { axes, keepdims: 1 });
   },
   InstanceNormalization: (c) => {
-    const op = (name: string, xs: Known[], a: Attrs = {}) => c.emit(name, xs, a)[0];
+    const op = opOf(c);
     const [x, scale, bias] = [c.required(0), c.required(1), c.required(2)];
     const shape = typeOf(x).shape;
     const axes = { axes: shape.slice(2).map((_, i) => 2 + i), keepdims: 1 };

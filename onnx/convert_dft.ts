@@ -9,18 +9,19 @@
  */
 import { checkBudget } from "../jit/budget.ts";
 import { KilnError } from "../jit/errors.ts";
-import type { Attrs } from "../jit/ops/mod.ts";
-import { attrs, constInts, type Known, type NodeContext, typeOf } from "./node_context.ts";
-
-const matrix = (values: number[], rows: number, cols: number): Known => ({
-  kind: "const",
-  tensor: { data: Float32Array.from(values), shape: [rows, cols], dtype: "f32" },
-  i64: false,
-});
+import {
+  attrs,
+  constant,
+  constInts,
+  type Known,
+  type NodeContext,
+  opOf,
+  typeOf,
+} from "./node_context.ts";
 
 /** Converts a DFT node (opsets 17–19: `axis` an attribute; 20: an input). */
 export function dft(c: NodeContext): Known[] {
-  const op = (name: string, xs: Known[], a: Attrs = {}) => c.emit(name, xs, a)[0];
+  const op = opOf(c);
   const x = c.required(0);
   const shape = typeOf(x).shape, rank = shape.length;
   const a = attrs(c);
@@ -71,7 +72,7 @@ export function dft(c: NodeContext): Known[] {
       sin.push(sign * Math.sin(t) * scale);
     }
   }
-  const C = matrix(cos, length, bins), S = matrix(sin, length, bins);
+  const C = constant(cos, [length, bins], "f32"), S = constant(sin, [length, bins], "f32");
   // (re + i·im)(cos + i·sin·sign): re·cos − im·sin', re·sin' + im·cos.
   let outRe = op("MatMul", [re, C]), outIm = op("MatMul", [re, S]);
   if (im) {
@@ -96,7 +97,7 @@ export function dft(c: NodeContext): Known[] {
  * two matrix products as DFT over the frame (`onesided` by default).
  */
 export function stft(c: NodeContext): Known[] {
-  const op = (name: string, xs: Known[], a: Attrs = {}) => c.emit(name, xs, a)[0];
+  const op = opOf(c);
   const x = c.required(0);
   const shape = typeOf(x).shape;
   c.required(1);
@@ -125,11 +126,7 @@ export function stft(c: NodeContext): Known[] {
     { length: frames * frameLength },
     (_, i) => Math.floor(i / frameLength) * step + (i % frameLength),
   );
-  const index: Known = {
-    kind: "const",
-    tensor: { data: picks, shape: [frames, frameLength], dtype: "i32" },
-    i64: false,
-  };
+  const index = constant(picks, [frames, frameLength], "i32");
   // [batch, frames, frame_length, 1 or 2]
   const framed = op("Gather", [x, index], { axis: 1 });
   const part = (i: number) => {
@@ -149,7 +146,8 @@ export function stft(c: NodeContext): Known[] {
       sin.push(-Math.sin(t));
     }
   }
-  const C = matrix(cos, frameLength, bins), S = matrix(sin, frameLength, bins);
+  const C = constant(cos, [frameLength, bins], "f32");
+  const S = constant(sin, [frameLength, bins], "f32");
   let outRe = op("MatMul", [re, C]), outIm = op("MatMul", [re, S]);
   if (im) {
     outRe = op("Sub", [outRe, op("MatMul", [im, S])]);

@@ -8,10 +8,7 @@
  * @module
  */
 import { KilnError } from "../jit/errors.ts";
-import type { Attrs } from "../jit/ops/mod.ts";
-import { attrs, type Known, type NodeContext, typeOf } from "./node_context.ts";
-
-type OpFn = (name: string, xs: Known[], a?: Attrs) => Known;
+import { attrs, type Known, type NodeContext, type OpFn, opOf, typeOf } from "./node_context.ts";
 
 function bad(c: NodeContext, why: string): never {
   throw new KilnError(
@@ -39,7 +36,7 @@ function diagonal(op: OpFn, x: Known, i: number, j: number): Known {
 
 /** Converts an Einsum node. */
 export function einsum(c: NodeContext): Known[] {
-  const op: OpFn = (name, xs, a = {}) => c.emit(name, xs, a)[0];
+  const op = opOf(c);
   const equation = (attrs(c).string("equation") ?? bad(c, "is missing")).replace(/\s/g, "");
   const [lhs, rhsGiven] = equation.split("->");
   const inputs = c.inputs();

@@ -8,11 +8,8 @@
  * @module
  */
 import { KilnError } from "../jit/errors.ts";
-import type { Attrs } from "../jit/ops/mod.ts";
 import { scalar } from "./convert_composite.ts";
-import { attrs, type Known, type NodeContext, typeOf } from "./node_context.ts";
-
-type OpFn = (name: string, xs: Known[], a?: Attrs) => Known;
+import { attrs, type Known, type NodeContext, type OpFn, opOf, typeOf } from "./node_context.ts";
 
 /** Keys' cubic convolution weights (a = −0.75) of the 4 taps around fraction `t`. */
 function cubicWeights(op: OpFn, t: Known): Known[] {
@@ -42,7 +39,7 @@ function cubicWeights(op: OpFn, t: Known): Known[] {
 
 /** Converts a GridSample node. */
 export function gridSample(c: NodeContext): Known[] {
-  const op: OpFn = (name, xs, a = {}) => c.emit(name, xs, a)[0];
+  const op = opOf(c);
   const k = (v: number) => scalar(v, "f32");
   const [x, grid] = [c.required(0), c.required(1)];
   const xs = typeOf(x).shape, gs = typeOf(grid).shape;

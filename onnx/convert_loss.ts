@@ -11,11 +11,11 @@
  */
 import { KilnError } from "../jit/errors.ts";
 import { scalar } from "./convert_composite.ts";
-import { attrs, type Known, type NodeContext, typeOf } from "./node_context.ts";
+import { attrs, type Known, type NodeContext, opOf, typeOf } from "./node_context.ts";
 
 /** The loss of log-probabilities `logp` ([N, C, d…]) for the node `c` converts. */
 function nll(c: NodeContext, logp: Known, target: Known, weight: Known | undefined): Known {
-  const op = (name: string, xs: Known[], a = {}) => c.emit(name, xs, a)[0];
+  const op = opOf(c);
   const a = attrs(c);
   const reduction = a.string("reduction", "mean")!;
   if (!["none", "sum", "mean"].includes(reduction)) {

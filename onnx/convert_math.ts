@@ -12,26 +12,20 @@ import { type DType, isFloat } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Attrs } from "../jit/ops/mod.ts";
 import { scalar } from "./convert_composite.ts";
-import { attrs, type Known, type NodeContext, reduceAxes, typeOf } from "./node_context.ts";
+import { window } from "./convert_conv.ts";
+import {
+  attrs,
+  constant,
+  type Known,
+  type NodeContext,
+  type OpFn,
+  opOf,
+  reduceAxes,
+  typeOf,
+} from "./node_context.ts";
 import { dtypeOfCode } from "./proto.ts";
 
 type Converter = (c: NodeContext) => Known[];
-type OpFn = (name: string, xs: Known[], a?: Attrs) => Known;
-
-const opOf = (c: NodeContext): OpFn => (name, xs, a = {}) => c.emit(name, xs, a)[0];
-
-/** A window op's attributes (ConvInteger's). */
-function windowAttrs(c: NodeContext): Attrs {
-  const a = attrs(c);
-  return {
-    kernel_shape: a.ints("kernel_shape"),
-    strides: a.ints("strides"),
-    pads: a.ints("pads"),
-    dilations: a.ints("dilations"),
-    auto_pad: a.string("auto_pad"),
-    group: a.int("group"),
-  };
-}
 
 /**
  * MatMulInteger and ConvInteger: `(a − a_zero) ⋆ (b − b_zero)` in i32. The products of 8-bit
@@ -71,7 +65,7 @@ function qlinear(c: NodeContext, kind: "MatMul" | "Conv"): Known {
     return kind === "Conv" ? op("Reshape", [k], { shape: [n[0], ...Array(rank - 1).fill(1)] }) : k;
   };
   const av = op("Sub", [f(a), f(az)]), bv = op("Sub", [f(b), f(perChannel(bz))]);
-  let acc = op(kind, [av, bv], kind === "Conv" ? windowAttrs(c) : {});
+  let acc = op(kind, [av, bv], kind === "Conv" ? window(c, { pool: false }) : {});
   const bias = kind === "Conv" ? c.input(8) : undefined;
   const channels = (k: Known) =>
     kind === "Conv" && typeOf(k).shape.length === 1
@@ -168,7 +162,7 @@ export const MATH_CONVERTERS: Record<string, Converter> = {
   MatMulInteger: (c) => [integerProduct(c, "MatMul", {})],
   QLinearMatMul: (c) => [qlinear(c, "MatMul")],
   QLinearConv: (c) => [qlinear(c, "Conv")],
-  ConvInteger: (c) => [integerProduct(c, "Conv", windowAttrs(c))],
+  ConvInteger: (c) => [integerProduct(c, "Conv", window(c, { pool: false }))],
   Pow: (c) => {
     const op = opOf(c);
     const [x, y] = [c.required(0), c.required(1)];
@@ -215,15 +209,11 @@ export const MATH_CONVERTERS: Record<string, Converter> = {
     }
     const xs = typeOf(x).shape;
     const best = op("ArgMax", [x], { axis, keepdims: 1 });
-    const iota: Known = {
-      kind: "const",
-      tensor: {
-        data: Int32Array.from({ length: xs[axis] }, (_, i) => i),
-        shape: xs.map((d, i) => (i === axis ? d : 1)),
-        dtype: "i32",
-      },
-      i64: false,
-    };
+    const iota = constant(
+      [...Array(xs[axis]).keys()],
+      xs.map((d, i) => (i === axis ? d : 1)),
+      "i32",
+    );
     const y = op("Cast", [op("Equal", [iota, best])], { to: typeOf(x).dtype });
     return [c.opset < 13 ? op("Reshape", [y], { shape: [...shape] }) : y];
   },

@@ -12,7 +12,15 @@
 import { checkBudget } from "../jit/budget.ts";
 import { KilnError } from "../jit/errors.ts";
 import { scalar } from "./convert_composite.ts";
-import { attrs, type Known, NeedsValue, type NodeContext, typeOf } from "./node_context.ts";
+import {
+  attrs,
+  constant,
+  type Known,
+  NeedsValue,
+  type NodeContext,
+  opOf,
+  typeOf,
+} from "./node_context.ts";
 
 /** The taps of one output position along an axis: source indices and weights. */
 interface Taps {
@@ -156,12 +164,6 @@ function tapsAt(
   return { idx: idx.map((i) => Math.min(length - 1, Math.max(0, i))), w, outside: false };
 }
 
-/** A constant tensor. */
-function tensor(data: Float32Array | Int32Array | Uint8Array, shape: number[]): Known {
-  const dtype = data instanceof Float32Array ? "f32" : data instanceof Int32Array ? "i32" : "bool";
-  return { kind: "const", tensor: { data, shape, dtype }, i64: false };
-}
-
 /** Resamples `x` along `axis` to `out` positions. */
 function resizeAxis(
   c: NodeContext,
@@ -173,7 +175,7 @@ function resizeAxis(
   plan: AxisPlan,
   extrapolation: number,
 ): Known {
-  const op = (name: string, xs: Known[], a = {}) => c.emit(name, xs, a)[0];
+  const op = opOf(c);
   const type = typeOf(x);
   const length = type.shape[axis];
   const taps = [...Array(out).keys()].map((i) => tapsAt(i, length, scale, out, roi, plan));
@@ -184,7 +186,7 @@ function resizeAxis(
   const oneHot = taps.every((t) => t.w.every((w) => w === 0 || w === 1));
   if (oneHot || plan.mode === "nearest") {
     const pick = taps.map((t) => t.outside ? 0 : t.idx[t.w.findIndex((w) => w !== 0)] ?? 0);
-    y = op("Gather", [x, tensor(Int32Array.from(pick), [out])], { axis });
+    y = op("Gather", [x, constant(pick, [out], "i32")], { axis });
   } else {
     if (type.dtype !== "f32") {
       throw new KilnError(`${c.label}: ${plan.mode} Resize of ${type.dtype} data`, {
@@ -196,8 +198,8 @@ function resizeAxis(
     for (let t = 0; t < n; t++) {
       const idx = taps.map((p) => p.idx[t] ?? 0), w = taps.map((p) => p.w[t] ?? 0);
       const term = op("Mul", [
-        op("Gather", [x, tensor(Int32Array.from(idx), [out])], { axis }),
-        tensor(Float32Array.from(w), along(w)),
+        op("Gather", [x, constant(idx, [out], "i32")], { axis }),
+        constant(w, along(w), "f32"),
       ]);
       sum = sum ? op("Add", [sum, term]) : term;
     }
@@ -205,7 +207,7 @@ function resizeAxis(
   }
   if (taps.some((t) => t.outside)) {
     const mask = Uint8Array.from(taps, (t) => +t.outside);
-    y = op("Where", [tensor(mask, along(taps)), scalar(extrapolation, type.dtype), y]);
+    y = op("Where", [constant(mask, along(taps), "bool"), scalar(extrapolation, type.dtype), y]);
   }
   return y;
 }

@@ -9,18 +9,19 @@
  * @module
  */
 import { KilnError } from "../jit/errors.ts";
-import type { Attrs } from "../jit/ops/mod.ts";
 import { scalar } from "./convert_composite.ts";
 import {
   attribute,
   attrs,
+  constant,
   constInts,
   type Known,
   type NodeContext,
+  type OpFn,
+  opOf,
   typeOf,
 } from "./node_context.ts";
 
-type OpFn = (name: string, xs: Known[], a?: Attrs) => Known;
 type Activation = (x: Known) => Known;
 
 /** The recurrent cell kinds: gate count and default activations. */
@@ -91,7 +92,7 @@ function activation(
 /** Converts an RNN, GRU or LSTM node. */
 function recurrent(kind: keyof typeof CELLS) {
   return (c: NodeContext): Known[] => {
-    const op: OpFn = (name, xs, a = {}) => c.emit(name, xs, a)[0];
+    const op = opOf(c);
     const a = attrs(c);
     const cell = CELLS[kind];
     const G = cell.gates;
@@ -134,11 +135,7 @@ function recurrent(kind: keyof typeof CELLS) {
     // Per step, which batch rows are still inside their sequence ([batch, 1] masks).
     const live = (t: number): Known | undefined => {
       if (!lens || lens.every((l) => l >= seq)) return undefined;
-      return {
-        kind: "const",
-        tensor: { data: Uint8Array.from(lens, (l) => +(t < l)), shape: [batch, 1], dtype: "bool" },
-        i64: false,
-      };
+      return constant(lens.map((l) => +(t < l)), [batch, 1], "bool");
     };
     const ys: Known[][] = [], hs: Known[] = [], cs: Known[] = [];
     for (let d = 0; d < dirs; d++) {

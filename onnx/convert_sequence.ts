@@ -10,6 +10,7 @@ import { KilnError } from "../jit/errors.ts";
 import {
   attribute,
   attrs,
+  constant,
   constInts,
   type Known,
   type NodeContext,
@@ -59,11 +60,7 @@ export const SEQUENCE_CONVERTERS: Record<
     attribute(c, "type"); // the element type of an empty optional: nothing to compute from it
     return [anything(c, 0)];
   },
-  OptionalHasElement: (c) => [{
-    kind: "const",
-    tensor: { data: Uint8Array.of(+(anything(c, 0).kind !== "none")), shape: [], dtype: "bool" },
-    i64: false,
-  }],
+  OptionalHasElement: (c) => [constant([+(anything(c, 0).kind !== "none")], [], "bool")],
   OptionalGetElement: (c) => {
     const v = anything(c, 0);
     if (v.kind === "none") {
@@ -113,11 +110,7 @@ export const SEQUENCE_CONVERTERS: Record<
     const items = c.sequence(0);
     return c.emit("Identity", [items[position(c, 1, items.length, 0)]]);
   },
-  SequenceLength: (c) => [{
-    kind: "const",
-    tensor: { data: Int32Array.of(c.sequence(0).length), shape: [], dtype: "i32" },
-    i64: true,
-  }],
+  SequenceLength: (c) => [constant([c.sequence(0).length], [], "i32", true)],
   SplitToSequence: (c) => {
     const x = c.required(0);
     const shape = typeOf(x).shape;

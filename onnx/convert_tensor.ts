@@ -10,31 +10,21 @@
  * @module
  */
 import { checkBudget } from "../jit/budget.ts";
-import { type DType, isFloat } from "../jit/dtype.ts";
+import { isFloat } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
-import type { Attrs } from "../jit/ops/mod.ts";
 import { scalar } from "./convert_composite.ts";
-import { attrs, constInts, type Known, type NodeContext, typeOf } from "./node_context.ts";
+import {
+  attrs,
+  constant,
+  constInts,
+  type Known,
+  type NodeContext,
+  opOf,
+  typeOf,
+} from "./node_context.ts";
 import { dtypeOfCode } from "./proto.ts";
 
 type Converter = (c: NodeContext) => Known[];
-type OpFn = (name: string, xs: Known[], a?: Attrs) => Known;
-
-const opOf = (c: NodeContext): OpFn => (name, xs, a = {}) => c.emit(name, xs, a)[0];
-
-/** A constant tensor of `dtype` (floats for f32, 0/1 for bool, integers otherwise). */
-function constant(values: ArrayLike<number>, shape: number[], dtype: DType): Known {
-  const data = dtype === "f32"
-    ? Float32Array.from(values)
-    : dtype === "bool" || dtype === "u8"
-    ? Uint8Array.from(values)
-    : dtype === "i8"
-    ? Int8Array.from(values)
-    : dtype === "u32"
-    ? Uint32Array.from(values)
-    : Int32Array.from(values);
-  return { kind: "const", tensor: { data, shape, dtype }, i64: false };
-}
 
 /** Input `i` as constant numbers (a typed error, or a specialisation, when it is not constant). */
 function known(c: NodeContext, i: number, what: string): number[] {

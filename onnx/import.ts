@@ -19,6 +19,7 @@ import { formatShape, type Shape, sizeOf } from "../jit/shape.ts";
 import { CONVERTERS } from "./convert.ts";
 import {
   attribute,
+  clean,
   type Known,
   type NodeContext,
   type None,
@@ -472,10 +473,6 @@ function checkDeclaredOutput(o: ValueInfoProto, k: Known): void {
       }]`,
     );
   }
-}
-
-function clean(attrs: Attrs): Attrs {
-  return Object.fromEntries(Object.entries(attrs).filter(([, v]) => v !== undefined));
 }
 
 /** The default domain's opset version, checked against {@linkcode OPSETS}. */

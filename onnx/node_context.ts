@@ -41,6 +41,38 @@ export interface None {
   readonly kind: "none";
 }
 
+/** Emits one op and returns its (single) output: the shorthand composites are written in. */
+export type OpFn = (name: string, xs: Known[], attrs?: Attrs) => Known;
+
+/** `c.emit`'s first output, as an {@linkcode OpFn}. */
+export function opOf(c: NodeContext): OpFn {
+  return (name, xs, a = {}) => c.emit(name, xs, a)[0];
+}
+
+/** A constant tensor of `dtype` (floats for f32, 0/1 for bool, integers otherwise). */
+export function constant(
+  values: ArrayLike<number>,
+  shape: number[],
+  dtype: DType,
+  i64 = false,
+): Known {
+  const data = dtype === "f32"
+    ? Float32Array.from(values)
+    : dtype === "bool" || dtype === "u8"
+    ? Uint8Array.from(values)
+    : dtype === "i8"
+    ? Int8Array.from(values)
+    : dtype === "u32"
+    ? Uint32Array.from(values)
+    : Int32Array.from(values);
+  return { kind: "const", tensor: { data, shape, dtype }, i64 };
+}
+
+/** `attrs` without its undefined entries (absent ONNX attributes). */
+export function clean(attrs: Attrs): Attrs {
+  return Object.fromEntries(Object.entries(attrs).filter(([, v]) => v !== undefined));
+}
+
 /** What a converter can do. */
 export interface NodeContext {
   /** The ONNX node. */
