@@ -43,10 +43,9 @@ function machineMemory(): number | undefined {
 }
 
 function defaultBudget(): MemoryBudget {
-  const env = Number(envVar("KILN_MAX_TENSOR_BYTES"));
-  if (envVar("KILN_MAX_TENSOR_BYTES") !== undefined && Number.isFinite(env) && env > 0) {
-    return { maxTensorBytes: env };
-  }
+  const raw = envVar("KILN_MAX_TENSOR_BYTES");
+  const env = Number(raw);
+  if (raw !== undefined && Number.isFinite(env) && env > 0) return { maxTensorBytes: env };
   const total = machineMemory();
   return { maxTensorBytes: total ? Math.min(DEFAULT_CAP, Math.floor(total / 8)) : DEFAULT_CAP };
 }

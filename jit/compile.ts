@@ -167,12 +167,12 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   const build = async (placed: Schedule): Promise<Executable> => {
     await Promise.all([...new Set(placed.placement)].map((id) => byId.get(id)!.prepare()));
     const sources = { memory: 0, disk: 0, generated: 0 };
-    const fetch = async (k: KernelIR, backend: Backend, refresh = false) =>
+    const artifactOf = async (k: KernelIR, backend: Backend, refresh = false) =>
       cache
         ? await cache.artifact(k, backend, { refresh })
         : { artifact: await backend.codegen!.generate(k), source: "generated" as const };
     const fetched = await Promise.all(
-      fusion.kernels.map((k, i) => fetch(k, byId.get(placed.placement[i])!)),
+      fusion.kernels.map((k, i) => artifactOf(k, byId.get(placed.placement[i])!)),
     );
     for (const f of fetched) sources[f.source]++;
     const artifacts = fetched.map((f) => f.artifact);
@@ -188,7 +188,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
         }); regenerating it`,
       );
       artifacts[i] =
-        (await fetch(fusion.kernels[i], byId.get(placed.placement[i])!, true)).artifact;
+        (await artifactOf(fusion.kernels[i], byId.get(placed.placement[i])!, true)).artifact;
     };
     // A plan wholly on a backend that assembles programs (a GPU) becomes one program there;
     // otherwise kernels run one by one over host buffers.

@@ -74,11 +74,9 @@ fn k_fdiv(a: f32, b: f32) -> f32 {
     // does, so an exact quotient stays exact (Round(x / scale) of quantization needs that).
     let q = a / b;
     let corrected = q + fma(-q, b, a) / b;
-    let finite = (bitcast<u32>(q) & 0x7f800000u) != 0x7f800000u &&
-      (bitcast<u32>(b) & 0x7f800000u) != 0x7f800000u;
-    return select(q, corrected, finite);
+    return select(q, corrected, !k_isinf(q) && !k_isinf(b));
   }
-  if (k_isnan(a) || a == 0.0) { return bitcast<f32>(k_special.x); }
+  if (k_iszero(a)) { return bitcast<f32>(k_special.x); }
   let negative = (a < 0.0) != ((bitcast<u32>(b) & 0x80000000u) != 0u);
   return select(bitcast<f32>(k_special.y), bitcast<f32>(k_special.z), negative);
 }
