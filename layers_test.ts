@@ -104,3 +104,20 @@ Deno.test("no cycle of value imports", () => {
     `value-import cycles:\n${cycles.map((c) => c.join(" ↔ ")).join("\n")}`,
   );
 });
+
+Deno.test("the CLI's module graph holds kiln's own dependencies and no benchmark library", () => {
+  // The benchmark's peers (ONNX Runtime Web, TensorFlow.js, jax-js) live in bench/'s own config
+  // and lockfile: a user's first `deno task kiln run` must not download them (360 MB before).
+  const out = new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", "cli.ts"],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "null",
+  }).outputSync();
+  assert.ok(out.success, "deno info --json cli.ts failed");
+  const info = JSON.parse(new TextDecoder().decode(out.stdout));
+  const packages = Object.keys(info.npmPackages ?? {}).map((p: string) => p.replace(/@[^@]+$/, ""));
+  assert.deepEqual(packages, ["binaryen"]);
+  const lock = JSON.parse(readFileSync(join(ROOT, "deno.lock"), "utf8"));
+  assert.deepEqual(Object.keys(lock.npm ?? {}).map((p) => p.replace(/@[^@]+$/, "")), ["binaryen"]);
+});

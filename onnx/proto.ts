@@ -1,19 +1,19 @@
 /**
- * The ONNX protobuf layer: decoding model bytes with `onnx-proto` (protobuf.js), and converting
+ * The ONNX protobuf layer: decoding model bytes (`proto_codec.ts`), and converting
  * `TensorProto`s to host tensors and back. Anything malformed — truncated or corrupt bytes, an
  * unsupported element type, external data — becomes a typed `KilnError` with a `Fix:` hint.
  *
  * @module
  */
-import onnxProto from "npm:onnx-proto@8.0.1";
 import { type BoundaryDType, type DType, narrowI64, type TensorData } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import { checkWireFormat } from "./wire_check.ts";
+import { decode, encode, MESSAGES } from "./proto_codec.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import type { Shape } from "../jit/shape.ts";
 
-/** A protobuf int64 as protobuf.js decodes it. */
-export type Int64 = number | { toNumber(): number; toString(): string };
+/** A protobuf int64: decoded as a number; a bigint or a Long-like object also encodes. */
+export type Int64 = number | bigint | { toNumber(): number; toString(): string };
 
 /** `AttributeProto`: one node attribute. */
 export interface AttributeProto {
@@ -69,20 +69,9 @@ export interface ModelProto {
   graph: GraphProto;
 }
 
-interface Codec {
-  ModelProto: {
-    decode(bytes: Uint8Array): ModelProto;
-    encode(model: ModelProto): { finish(): Uint8Array };
-    fromObject(model: unknown): ModelProto;
-  };
-  TensorProto: { decode(bytes: Uint8Array): TensorProto };
-}
-
-const codec = (onnxProto as unknown as { onnx: Codec }).onnx;
-
 /** Encodes a model to bytes. */
 export function encodeModel(model: ModelProto): Uint8Array {
-  return codec.ModelProto.encode(codec.ModelProto.fromObject(model)).finish();
+  return encode(MESSAGES.model, model);
 }
 
 /** The fields of `TensorProto` kiln reads. */
@@ -146,7 +135,7 @@ export const CODE_OF_DTYPE: Record<BoundaryDType, number> = {
 /** A number from a protobuf int64. */
 export function int(v: Int64 | undefined | null): number {
   if (v === undefined || v === null) return 0;
-  return typeof v === "number" ? v : v.toNumber();
+  return typeof v === "number" ? v : typeof v === "bigint" ? Number(v) : v.toNumber();
 }
 
 /** The boundary dtype of an ONNX element type code, or a typed error naming it. */
@@ -170,7 +159,7 @@ export function decodeModel(bytes: Uint8Array): ModelProto {
   checkWireFormat(bytes);
   let model: ModelProto;
   try {
-    model = codec.ModelProto.decode(bytes);
+    model = decode(MESSAGES.model, bytes) as unknown as ModelProto;
   } catch (e) {
     throw new KilnError(
       `The ONNX model could not be decoded (${
@@ -195,7 +184,7 @@ export function decodeModel(bytes: Uint8Array): ModelProto {
 /** Decodes a serialized `TensorProto` (a test case's `input_0.pb`); malformed bytes give a typed error. */
 export function decodeTensor(bytes: Uint8Array, where: string): TensorProto {
   try {
-    return codec.TensorProto.decode(bytes);
+    return decode(MESSAGES.tensor, bytes) as unknown as TensorProto;
   } catch (e) {
     throw new KilnError(`${where} is not a serialized TensorProto (${(e as Error).message})`, {
       code: "bad-input",

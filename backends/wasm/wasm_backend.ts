@@ -128,7 +128,7 @@ export class WasmBackend implements Backend {
   /** Always `"wasm"`. */
   readonly id: string = "wasm";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.2.0";
+  readonly version: string = "0.3.0";
   /** CPU with WebAssembly. */
   readonly kind: BackendKind = "cpu-simd";
   /** A CPU is never lost. */
@@ -242,7 +242,7 @@ export class WasmBackend implements Backend {
     if (!binaryen && this.#threads > 1 && this.#workers) {
       WorkerPool.of({ threads: this.#threads, ...this.#workers }).start();
     }
-    return binaryen ??= import("npm:binaryen@132.0.0").then((m) => m.default as Binaryen);
+    return binaryen ??= import("npm:binaryen@116.0.0").then((m) => m.default as Binaryen);
   }
 
   /** One kernel on host data, in an arena of its own (used when a plan mixes backends). */

@@ -21,7 +21,7 @@
  *
  * @module
  */
-import type binaryenLib from "npm:binaryen@132.0.0";
+import type binaryenLib from "npm:binaryen@116.0.0";
 import type { DType } from "../../jit/dtype.ts";
 import { affineOffset, strideOver } from "../../jit/access.ts";
 import {

@@ -101,6 +101,8 @@ export interface MathOptions {
 /** Binaryen's C entry for SIMD ternaries: binaryen.js exports it but neither wraps nor types it. */
 interface SimdTernary {
   _BinaryenSIMDTernary(module: number, op: number, a: number, b: number, c: number): number;
+  /** The op's number (binaryen.js 116 exports it untyped, under this pre-standard name). */
+  readonly RelaxedFmaVecF32x4: number;
 }
 
 /** `a·b + c` as relaxed SIMD's f32x4 multiply-add (one rounding where the CPU has FMA). */
@@ -112,7 +114,7 @@ export function relaxedMadd(
   c: number,
 ): number {
   const api = binaryen as unknown as SimdTernary;
-  return api._BinaryenSIMDTernary(m.ptr, binaryen.RelaxedMaddVecF32x4, a, b, c);
+  return api._BinaryenSIMDTernary(m.ptr, api.RelaxedFmaVecF32x4, a, b, c);
 }
 
 /** Adds the functions in `options.used` to module `m`. */

@@ -372,7 +372,8 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
         ...(tableBytes
           ? [
             m.memory.init(
-              "0",
+              // binaryen.js 116 takes the segment's name, although its .d.ts says number.
+              "0" as unknown as number,
               m.i32.add(get(packedB, i32), ic(panelBytes)),
               ic(0),
               ic(tableBytes),

@@ -8,7 +8,7 @@ import { partOf, WorkerPool, type WorkerThreads } from "./worker_crew.ts";
  * how often.
  */
 async function markerModule(): Promise<WebAssembly.Module> {
-  const binaryen = (await import("npm:binaryen@132.0.0")).default;
+  const binaryen = (await import("npm:binaryen@116.0.0")).default;
   const m = new binaryen.Module();
   m.setFeatures(binaryen.Features.Atomics);
   m.setMemory(1, 1, null, [], true, false, "0");

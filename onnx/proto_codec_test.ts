@@ -1,0 +1,46 @@
+import assert from "node:assert/strict";
+import { decode, encode, MESSAGES } from "./proto_codec.ts";
+import { decodeModel, encodeModel } from "./proto.ts";
+import { MODEL_NAMES, referenceModel } from "./testdata.ts";
+
+Deno.test("ONNX models decode, re-encode and decode to the same messages", async () => {
+  for (const name of MODEL_NAMES) {
+    const { bytes } = await referenceModel(name);
+    const model = decodeModel(bytes);
+    assert.ok(model.graph.node.length > 0 && model.graph.initializer.length > 0, name);
+    assert.deepEqual(decodeModel(encodeModel(model)), model, name);
+  }
+});
+
+Deno.test("scalars: negative and 64-bit ints, packed and unpacked repeats, defaults, unknown fields", () => {
+  const tensor = {
+    dims: [3, 0, 2 ** 40],
+    dataType: 7,
+    int64Data: [-1, 2 ** 53 - 1, -(2 ** 31)],
+    floatData: [1.5, -0],
+    name: "t",
+  };
+  const back = decode(MESSAGES.tensor, encode(MESSAGES.tensor, tensor));
+  assert.deepEqual(back.dims, [3, 0, 2 ** 40]);
+  assert.deepEqual(back.int64Data, [-1, 2 ** 53 - 1, -(2 ** 31)]);
+  assert.deepEqual(back.floatData, [1.5, -0]);
+  assert.equal(back.name, "t");
+  assert.deepEqual(back.rawData, new Uint8Array());
+  assert.deepEqual(back.doubleData, []);
+  // dims written unpacked (field 1, varint 5), then packed (field 1, length 2: 6, 7); an unknown
+  // field 99 (varint) and an unknown field 98 (fixed32) are skipped.
+  const bytes = new Uint8Array([0x08, 5, 0x0a, 2, 6, 7, 0x98, 0x06, 1, 0x95, 0x06, 1, 2, 3, 4]);
+  assert.deepEqual(decode(MESSAGES.tensor, bytes).dims, [5, 6, 7]);
+});
+
+Deno.test("malformed bytes are errors, not hangs or wrong messages", () => {
+  const bad = [
+    new Uint8Array([0x0a]), // a length-delimited field without its length
+    new Uint8Array([0x42, 10, 1]), // name: 10 bytes announced, 1 there
+    new Uint8Array([0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]),
+    new Uint8Array([0x0f]), // wire type 7
+    new Uint8Array([0x25, 0, 0]), // float_data as a truncated fixed32
+    new Uint8Array([0x42, 2, 0xc3, 0x28]), // name: invalid UTF-8
+  ];
+  for (const b of bad) assert.throws(() => decode(MESSAGES.tensor, b), Error, `${b}`);
+});
