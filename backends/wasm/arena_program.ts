@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { Program } from "../../jit/backend.ts";
+import type { KernelTime, Program } from "../../jit/backend.ts";
 import type { DType, TensorData } from "../../jit/dtype.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import {
@@ -58,6 +58,8 @@ export interface ArenaPlan {
   readonly threads?: number;
   /** `node:worker_threads`, when threads are available. */
   readonly workers?: WorkerThreads;
+  /** Time each kernel of a run (wall clock, threads included) for `deviceTimes()`. */
+  readonly profile?: boolean;
 }
 
 /** Element-operations below which a kernel runs on the calling thread alone (hand-off costs ~20 µs). */
@@ -266,6 +268,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
     );
   };
   const tuner = crew ? new ThreadTuner() : undefined;
+  let times: KernelTime[] = [];
   return {
     // Arguments are copied into the arena before the first await.
     readsArgsOnCall: true,
@@ -283,7 +286,9 @@ export function arenaProgram(plan: ArenaPlan): Program {
       }
       packs.forEach((p, i) => p?.fixed && fresh.has(p.value) && pack(i));
       fresh.clear();
+      const timed: KernelTime[] = [];
       plan.kernels.forEach((k, i) => {
+        const start = plan.profile ? performance.now() : 0;
         if (packs[i] && !packs[i].fixed) pack(i);
         const rows = active !== undefined && plan.partial?.[i]
           ? rowCount(k) / k.space[0] * active
@@ -296,7 +301,9 @@ export function arenaProgram(plan: ArenaPlan): Program {
         };
         if (threads && threaded[i]) crew!.run(i, rows, split[i], call);
         else call(0, rows);
+        if (plan.profile) timed.push({ kernel: k.name, ms: performance.now() - start });
       });
+      times = timed;
       tuner?.record(threads, performance.now() - began, crew!.ready() > 0);
       const fault = new Int32Array(memory.buffer, 0, 3);
       if (fault[0] !== 0) {
@@ -315,6 +322,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
         return fromWords(memory.buffer as ArrayBuffer, offsets.get(v)!, sizeOf(t.shape), t.dtype);
       }));
     },
+    deviceTimes: () => times,
     dispose() {
       crew?.dispose();
       written.clear();

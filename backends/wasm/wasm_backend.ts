@@ -121,6 +121,11 @@ export interface WasmBackendOptions {
    * (`unref`'d: they never keep the process alive).
    */
   readonly threads?: number;
+  /**
+   * Time every kernel of a run on the host clock (`Executable.deviceTimes()`, `explain`'s
+   * measured column). Off by default: it adds two clock reads per kernel.
+   */
+  readonly profile?: boolean;
 }
 
 /** The WebAssembly backend. */
@@ -136,6 +141,7 @@ export class WasmBackend implements Backend {
   #threads: number;
   #workers?: WorkerThreads;
   #fma = false;
+  #profile: boolean;
 
   /** A backend; see {@linkcode WasmBackendOptions}. */
   constructor(options: WasmBackendOptions = {}) {
@@ -147,6 +153,7 @@ export class WasmBackend implements Backend {
       });
     }
     this.#threads = typeof SharedArrayBuffer === "function" ? threads : 1;
+    this.#profile = options.profile ?? false;
     // deno-lint-ignore no-this-alias
     const backend = this;
     this.codegen = {
@@ -178,6 +185,7 @@ export class WasmBackend implements Backend {
           imports: IMPORTS,
           threads: this.#threads,
           workers: this.#workers,
+          profile: this.#profile,
         });
       },
     };

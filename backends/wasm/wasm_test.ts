@@ -105,7 +105,7 @@ Deno.test("a compile served from the disk cache never loads Binaryen", async () 
     await Deno.writeTextFile(`${dir}/throw.js`, 'throw new Error("Binaryen was loaded");');
     await Deno.writeTextFile(
       `${dir}/map.json`,
-      JSON.stringify({ imports: { "npm:binaryen@132.0.0": `${dir}/throw.js` } }),
+      JSON.stringify({ imports: { "npm:binaryen@116.0.0": `${dir}/throw.js` } }),
     );
     const script = `${dir}/run.ts`;
     await Deno.writeTextFile(
@@ -165,4 +165,29 @@ Deno.test("runOp runs a one-node graph on wasm", async () => {
   assertClose(numbers(sum.data), [11, 22]);
   const exps = await runOp("Exp", [f32([0, 1])], {}, { backend: wasm });
   assertClose(numbers(exps[0].data), [1, Math.E], { rtol: 1e-6 });
+});
+
+Deno.test("profile: true times every kernel of a run, and explain shows the times", async () => {
+  const profiled = new WasmBackend({ threads: 1, profile: true });
+  await profiled.prepare();
+  const b = new GraphBuilder();
+  const x = b.input("x", [64, 32]);
+  b.output(
+    "y",
+    b.op("Softmax", [
+      b.op("MatMul", [x, b.constant(new Float32Array(32 * 16).fill(0.5), [32, 16])]),
+    ]),
+  );
+  using exe = await compile(b.build(), { backend: profiled, cache: false });
+  assert.deepEqual(exe.deviceTimes(), [], "no run yet");
+  await exe.run({ x: f32(new Float32Array(64 * 32).fill(1), [64, 32]) });
+  const times = exe.deviceTimes();
+  assert.deepEqual(times.map((t) => t.kernel), exe.plan!.kernels.map((k) => k.name));
+  assert.ok(times.every((t) => t.ms >= 0 && Number.isFinite(t.ms)));
+  const { explain } = await import("../../jit/explain.ts");
+  assert.ok((await explain(exe)).kernels.every((k) => k.deviceMs !== undefined));
+  // Unprofiled programs record nothing.
+  using plain = await compile(b.build(), { backend: wasm, cache: false });
+  await plain.run({ x: f32(new Float32Array(64 * 32).fill(1), [64, 32]) });
+  assert.deepEqual(plain.deviceTimes(), []);
 });
