@@ -56,3 +56,25 @@ Deno.test("index ops run on wasm and webgpu as the reference runs them", async (
     }
   }
 });
+
+Deno.test("padded windows (depthwise convs, pools) run on wasm and webgpu as the reference runs them", async () => {
+  const x = f32(uniform(2 * 6 * 9 * 9, 50, -3, 3), [2, 6, 9, 9]);
+  x.data[7] = NaN;
+  const w = f32(uniform(6 * 3 * 3, 51, -1, 1), [6, 1, 3, 3]);
+  const w5 = f32(uniform(6 * 5 * 5, 52, -1, 1), [6, 1, 5, 5]);
+  const bias = f32(uniform(6, 53), [6]);
+  const cases: [string, HostTensor[], Attrs][] = [
+    // Depthwise: a window per channel, not a GEMM (see fuse.ts); strides, pads, dilation, 5×5.
+    ["Conv", [x, w, bias], { group: 6, pads: [1, 1, 1, 1] }],
+    ["Conv", [x, w], { group: 6, pads: [1, 0, 2, 1], strides: [2, 2] }],
+    ["Conv", [x, w], { group: 6, pads: [2, 2, 2, 2], dilations: [2, 2] }],
+    ["Conv", [x, w5, bias], { group: 6, pads: [2, 2, 2, 2], strides: [2, 1] }],
+    ["MaxPool", [x], { kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 1, 1] }],
+    ["AveragePool", [x], { kernel_shape: [3, 3], pads: [1, 1, 1, 1], count_include_pad: 1 }],
+  ];
+  for (const backend of ["wasm", "webgpu"]) {
+    for (const [op, inputs, attrs] of cases) {
+      await assertMatchesReference(backend, op, inputs, attrs, { atol: 1e-5, rtol: 1e-5 });
+    }
+  }
+});

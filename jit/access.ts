@@ -130,6 +130,144 @@ export function affineOffset(
   return total && { weights: total.slice(0, n), base: total[n] };
 }
 
+/** An affine access whose last step has bounds some point leaves: the reads there get `fill`. */
+export interface GuardedOffset {
+  /** The element offset where every guard holds (outside, an address not to be read). */
+  readonly offset: AffineOffset;
+  /** Each coordinate that may leave its bound: `0 <= Σ weights·coord + base < bound`. */
+  readonly guards: readonly { readonly at: AffineOffset; readonly bound: number }[];
+  /** The value read where a guard fails. */
+  readonly fill: number;
+}
+
+/**
+ * A padded window's access (a pool's or a depthwise convolution's input): steps affine up to a
+ * last affine step with bounds, such as `affineOffset` refuses. Each bounded coordinate of that
+ * step is itself affine in the space (the steps before it, ending in it alone, read as a
+ * one-dimensional buffer of its bound); those that cannot leave their bound need no guard.
+ */
+export function guardedOffset(
+  steps: readonly IndexStep[],
+  space: Shape,
+  shape: Shape,
+): GuardedOffset | undefined {
+  const last = steps.at(-1);
+  if (!last || last.kind !== "affine" || !last.bounds) return undefined;
+  const before = steps.slice(0, -1);
+  const offset = affineOffset([...before, { ...last, bounds: undefined }], space, shape);
+  if (!offset) return undefined;
+  const guards: { at: AffineOffset; bound: number }[] = [];
+  for (const [j, bound] of last.bounds.entries()) {
+    const coordinate = {
+      kind: "affine" as const,
+      coeff: [last.coeff[j]],
+      offset: [last.offset[j]],
+    };
+    const at = affineOffset([...before, coordinate], space, [bound]);
+    if (!at) return undefined;
+    if (!withinBounds([...at.weights, at.base], space, bound)) guards.push({ at, bound });
+  }
+  return { offset, guards, fill: last.fill ?? 0 };
+}
+
+/**
+ * How an access moves along the axes `suffix` while the other axes stay fixed: the element offset
+ * is `f(other axes) + Σ weights[a] · coord[a]` over `suffix`, with `f` any function (reshapes
+ * that split a fixed axis, gathers at indices read at fixed coordinates) and every bound or
+ * gather decided by the fixed axes alone (`guarded` says whether there are bounds). A channel
+ * shuffle's loads split and transpose the channel axis but walk each image plane with stride 1:
+ * per plane, the generic path computes where each buffer starts and whether it is read at all,
+ * and the plane is walked. `undefined` when some step mixes the suffix into what it decides.
+ */
+export function segmentOffset(
+  steps: readonly IndexStep[],
+  space: Shape,
+  shape: Shape,
+  suffix: readonly number[],
+): { readonly weights: readonly number[]; readonly guarded: boolean } | undefined {
+  const n = space.length;
+  // A coordinate: its weights over the suffix axes, plus a part the fixed axes decide: a known
+  // constant `k`, or unknown (`undefined`).
+  type C = { readonly w: number[]; readonly k?: number };
+  const zero = () => new Array<number>(n).fill(0);
+  const start: C[] = space.map((_, a) => {
+    const w = zero();
+    if (!suffix.includes(a)) return { w };
+    w[a] = 1;
+    return { w, k: 0 };
+  });
+  const fixed = (c: C) => c.w.every((x) => x === 0);
+  let guarded = false;
+  const run = (list: readonly IndexStep[], from: C[]): C[] | undefined => {
+    let coords = from;
+    for (const s of list) {
+      if (s.kind === "gather") {
+        // Read at fixed coordinates, the index is fixed too.
+        if (!coords.every(fixed) || !run(s.index.steps, coords)?.every(fixed)) return undefined;
+        guarded = true;
+        coords = [...coords.slice(0, s.axis), { w: zero() }, ...coords.slice(s.axis + s.drop)];
+        continue;
+      }
+      if (s.kind === "reshape") {
+        const next: C[] = [];
+        for (const { from, to } of reshapeGroups(s.from, s.to)) {
+          const realFrom = from.filter((a) => s.from[a] !== 1);
+          const realTo = to.filter((a) => s.to[a] !== 1);
+          for (const a of to) next[a] = s.to[a] === 1 ? { w: zero(), k: 0 } : { w: zero() };
+          if (realFrom.every((a) => fixed(coords[a]))) continue;
+          if (realFrom.length === 1 && realTo.length === 1) {
+            next[realTo[0]] = coords[realFrom[0]];
+          } else if (realTo.length === 1) {
+            // Merging axes: the index is their row-major combination.
+            const inner = stridesOf(realFrom.map((a) => s.from[a]));
+            const w = zero();
+            let k: number | undefined = 0;
+            realFrom.forEach((a, i) => {
+              coords[a].w.forEach((x, d) => (w[d] += inner[i] * x));
+              k = k === undefined || coords[a].k === undefined
+                ? undefined
+                : k + inner[i] * coords[a].k!;
+            });
+            next[realTo[0]] = { w, k };
+          } else return undefined;
+        }
+        coords = next;
+        continue;
+      }
+      const next = s.coeff.map((c, j): C => {
+        const w = zero();
+        let k: number | undefined = s.offset[j];
+        c.forEach((x, d) => {
+          if (x === 0) return;
+          coords[d].w.forEach((y, e) => (w[e] += x * y));
+          k = k === undefined || coords[d].k === undefined ? undefined : k + x * coords[d].k!;
+        });
+        return { w, k };
+      });
+      if (s.bounds) {
+        for (const [j, c] of next.entries()) {
+          if (fixed(c)) {
+            guarded = true;
+            continue;
+          }
+          // Moving along the segment, it must stay in bounds from a known start.
+          if (c.k === undefined || !withinBounds([...c.w, c.k], space, s.bounds[j])) {
+            return undefined;
+          }
+        }
+      }
+      coords = next;
+    }
+    return coords;
+  };
+  const end = run(steps, start);
+  if (!end) return undefined;
+  const strides = stridesOf(shape);
+  const weights = zero();
+  end.forEach((c, i) => c.w.forEach((x, d) => (weights[d] += strides[i] * x)));
+  return { weights, guarded };
+}
+
 /**
  * The axis groups of a reshape: consecutive axes of `from` and of `to` with equal products, each
  * as small as possible (size-1 axes join the group they sit in).

@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { affineOffset, linearSuffix, reshapeGroups, strideOver } from "./access.ts";
+import {
+  affineOffset,
+  guardedOffset,
+  linearSuffix,
+  reshapeGroups,
+  segmentOffset,
+  strideOver,
+} from "./access.ts";
 import { fuse } from "./fuse.ts";
 import { applyStep, type IndexStep, linearIndex, walk } from "./kernel_ir.ts";
 import { randomGraph } from "./random_graph.ts";
@@ -119,4 +126,93 @@ Deno.test("affineOffset agrees with the index maps at every point of 400 random 
     }
   }
   assert.ok(affine > 1000, `${affine} affine accesses checked`);
+});
+
+/** Every access of `graphs` random graphs' kernels (no gathers: their steps need data). */
+function eachAccess(
+  graphs: number,
+  check: (steps: readonly IndexStep[], space: Shape, shape: Shape, where: string) => void,
+): void {
+  for (let seed = 0; seed < graphs; seed++) {
+    for (const k of fuse(randomGraph(seed).graph).kernels) {
+      const where = `seed ${seed} ${k.name}`;
+      for (const o of k.outputs) check(o.steps, k.space, o.shape, where);
+      for (const e of [...k.outputs.map((o) => o.expr), ...k.reductions.map((r) => r.expr)]) {
+        walk(e, (x) => {
+          if (x.kind !== "load" || x.steps.some((s) => s.kind === "gather")) return;
+          check(x.steps, k.space, k.inputs[x.input].shape, where);
+        });
+      }
+    }
+  }
+}
+
+/** The points of `space`, row-major. */
+function points(space: Shape): number[][] {
+  const count = space.reduce((x, y) => x * y, 1);
+  return Array.from({ length: count }, (_, p) => {
+    const c: number[] = [];
+    for (let i = space.length - 1, rest = p; i >= 0; i--) {
+      c[i] = rest % space[i];
+      rest = Math.floor(rest / space[i]);
+    }
+    return c;
+  });
+}
+
+const apply = (steps: readonly IndexStep[], c: number[]) => {
+  let x: number[] | undefined = c;
+  for (const s of steps) if (x) x = applyStep(s, x);
+  return x;
+};
+
+Deno.test("guardedOffset: a padded window reads where its guards hold, at the affine offset", () => {
+  // The padded window of 8 from above: guarded on its one coordinate.
+  const g = guardedOffset([window(-1)], [6, 3], [8])!;
+  assert.deepEqual(g.offset, { weights: [1, 1], base: -1 });
+  assert.deepEqual(g.guards, [{ at: { weights: [1, 1], base: -1 }, bound: 8 }]);
+  let guarded = 0;
+  eachAccess(400, (steps, space, shape, where) => {
+    if (affineOffset(steps, space, shape)) return;
+    const g = guardedOffset(steps, space, shape);
+    if (!g) return;
+    guarded++;
+    for (const c of points(space)) {
+      const x = apply(steps, c);
+      const value = (a: { weights: readonly number[]; base: number }): number =>
+        a.base + c.reduce((sum, v, i) => sum + v * a.weights[i], 0);
+      const inside: boolean = g.guards.every((q) => value(q.at) >= 0 && value(q.at) < q.bound);
+      assert.equal(inside, x !== undefined, `${where} at ${c}`);
+      if (x) assert.equal(value(g.offset), linearIndex(x, shape), `${where} at ${c}`);
+    }
+  });
+  assert.ok(guarded > 50, `${guarded} guarded accesses checked`);
+});
+
+Deno.test("segmentOffset: along the suffix, offsets step by the weights and guards do not change", () => {
+  let checked = 0;
+  eachAccess(150, (steps, space, shape, where) => {
+    for (let k = 1; k <= space.length; k++) {
+      const suffix = space.map((_, a) => a).slice(space.length - k);
+      const seg = segmentOffset(steps, space, shape, suffix);
+      if (!seg) continue;
+      checked++;
+      for (const c of points(space)) {
+        const x = apply(steps, c);
+        for (const a of suffix) {
+          if (c[a] + 1 >= space[a]) continue;
+          const next = c.with(a, c[a] + 1), y = apply(steps, next);
+          assert.equal(y !== undefined, x !== undefined, `${where} ${suffix} at ${c} +${a}`);
+          if (x && y) {
+            assert.equal(
+              linearIndex(y, shape) - linearIndex(x, shape),
+              seg.weights[a],
+              `${where} ${suffix} at ${c} +${a}: ${JSON.stringify(steps)}`,
+            );
+          }
+        }
+      }
+    }
+  });
+  assert.ok(checked > 1000, `${checked} accesses checked`);
 });

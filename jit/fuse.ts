@@ -27,7 +27,6 @@ import {
   aluCount,
   type AluOp,
   broadcastStep,
-  buffersRead,
   type Expr,
   exprDepth,
   type IndexStep,
@@ -42,6 +41,7 @@ import {
   aluAttrs,
   broadcasts,
   isBare,
+  keepWithinBindings,
   own,
   REDUCE,
   sameAxes,
@@ -347,54 +347,20 @@ class Fuser {
       args.push(s.group ? s.expr : reindex(s.expr, group ? [...toOwn!, ...steps] : steps));
       used.push(s);
     }
-    this.#bindingLimit(
+    keepWithinBindings({
       args,
       used,
-      pending.map((p) => (group ? [...toOwn!, ...p.steps] : p.steps)),
-      group,
+      steps: pending.map((p) => (group ? [...toOwn!, ...p.steps] : p.steps)),
+      alsoRead: group ? this.#groups.loads(group) : [],
+      budget: this.#opts.maxInputs,
+      store: (s, why) => this.#stored(s, why),
+      log: this.#log,
       label,
-    );
+    });
     const expr: Expr = { kind: "alu", op, args, dtype: type.dtype, attrs: aluAttrs(op, attrs) };
     const labels = unique([...used.flatMap(own), label]);
     if (group) labels.forEach((l) => group!.labels.add(l));
     return { type, expr, group, toOwn: group ? toOwn : undefined, labels, uses: 0 };
-  }
-
-  /**
-   * Keeps a kernel within the backend's binding limit: while the expression would read more
-   * buffers than allowed, the operand reading the most is stored (one buffer instead of many).
-   */
-  #bindingLimit(
-    args: Expr[],
-    used: Sym[],
-    steps: IndexStep[][],
-    group: Group | undefined,
-    label: string,
-  ): void {
-    const budget = this.#opts.maxInputs;
-    if (budget === Infinity) return;
-    const total = () =>
-      new Set([
-        ...args.flatMap((a) => [...buffersRead(a)]),
-        ...(group ? this.#groups.loads(group) : []),
-      ])
-        .size;
-    while (total() > budget) {
-      let widest = -1, width = 1;
-      used.forEach((s, i) => {
-        const w = !s.group && !isBare(s) ? buffersRead(s.expr).size : 0;
-        if (w > width) [widest, width] = [i, w];
-      });
-      if (widest < 0) {
-        this.#log.push(`${label}: reads more than ${budget} buffers with nothing left to store`);
-        return;
-      }
-      used[widest] = this.#stored(
-        used[widest],
-        `${label} would read more than ${budget} buffers (binding limit)`,
-      );
-      args[widest] = reindex(used[widest].expr, steps[widest]);
-    }
   }
 
   #movement(op: string, s: Sym, attrs: Attrs, label: string, type: ValueType): Sym {
@@ -529,9 +495,8 @@ class Fuser {
       attrs,
     });
     const win = resolveWindow(ctx, x.type.shape.slice(2), w.type.shape.slice(2));
-    // Plain operands take the GEMM layout, so backends run the conv through their matmul kernels.
-    const gemm = x.expr.kind === "load" && w.expr.kind === "load";
-    const map = convMap(x.type.shape, w.type.shape, ctx.int("group", 1), win, gemm);
+    const plain = x.expr.kind === "load" && w.expr.kind === "load";
+    const map = convMap(x.type.shape, w.type.shape, ctx.int("group", 1), win, plain);
     const group = this.#groups.create(map.space, map.reduced, "conv");
     group.keptOrder = map.keptOrder;
     const product: Expr = {

@@ -5,7 +5,7 @@
  * @module
  */
 import type { Group } from "./fuse_groups.ts";
-import type { Expr, IndexStep, ReduceOp } from "./kernel_ir.ts";
+import { buffersRead, type Expr, type IndexStep, type ReduceOp, reindex } from "./kernel_ir.ts";
 import type { Attrs, ValueType } from "./ops/mod.ts";
 import { type Shape, sizeOf } from "./shape.ts";
 
@@ -60,4 +60,41 @@ export function sameAxes(a: readonly number[], b: readonly number[]): boolean {
 /** `xs` without repeats, in first-seen order. */
 export function unique<T>(xs: readonly T[]): T[] {
   return [...new Set(xs)];
+}
+
+/**
+ * Keeps a kernel within the backend's binding limit: while the expression (its `args`, plus the
+ * buffers its kernel already reads, `alsoRead`) would read more than `budget` buffers, the
+ * operand reading the most is stored (one buffer instead of many) and read through its `steps`.
+ */
+export function keepWithinBindings(o: {
+  args: Expr[];
+  used: Sym[];
+  steps: readonly (readonly IndexStep[])[];
+  alsoRead: Iterable<number>;
+  budget: number;
+  store: (s: Sym, why: string) => Sym;
+  log: string[];
+  label: string;
+}): void {
+  const { args, used, budget, label } = o;
+  if (budget === Infinity) return;
+  const also = [...o.alsoRead];
+  const total = () => new Set([...args.flatMap((a) => [...buffersRead(a)]), ...also]).size;
+  while (total() > budget) {
+    let widest = -1, width = 1;
+    used.forEach((s, i) => {
+      const w = !s.group && !isBare(s) ? buffersRead(s.expr).size : 0;
+      if (w > width) [widest, width] = [i, w];
+    });
+    if (widest < 0) {
+      o.log.push(`${label}: reads more than ${budget} buffers with nothing left to store`);
+      return;
+    }
+    used[widest] = o.store(
+      used[widest],
+      `${label} would read more than ${budget} buffers (binding limit)`,
+    );
+    args[widest] = reindex(used[widest].expr, o.steps[widest]);
+  }
 }

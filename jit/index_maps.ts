@@ -146,22 +146,30 @@ export function matmulMap(aShape: Shape, bShape: Shape): Contraction {
   };
 }
 
+/** Largest window (input channels per group × kernel points) a depthwise conv keeps as a window. */
+const DEPTHWISE_WINDOW = 25;
+
 /**
  * 2-D Conv of `x` [N, C, H, W] with `w` [M, C/group, KH, KW] as a contraction over [Cg, KH, KW]
- * in [N, G, Mg, OH, OW, Cg, KH, KW]; operands are x, w and the bias. With `gemm` it is laid out
- * as a matmul (implicit GEMM): [N, G, OH·OW, Mg, Cg·KH·KW], rows of patches times the filters,
- * reached from the 8-D coordinates through a permutation and a reshape.
+ * in [N, G, Mg, OH, OW, Cg, KH, KW]; operands are x, w and the bias. With `plain` operands (loads)
+ * other than a small depthwise window it is laid out as a matmul (implicit GEMM):
+ * [N, G, OH·OW, Mg, Cg·KH·KW], rows of patches times the filters, reached from the 8-D
+ * coordinates through a permutation and a reshape.
  */
 export function convMap(
   xShape: Shape,
   wShape: Shape,
   group: number,
   win: Window,
-  gemm: boolean,
+  plain: boolean,
 ): Contraction {
   const [nImg, c, h, wd] = xShape;
   const [m, cg, kh, kw] = wShape;
   const mg = m / group;
+  // Plain operands take the GEMM layout, so backends run the conv through their matmul kernels,
+  // except a depthwise conv's small window: a matmul with one column per group (7 of a tile's 8
+  // idle) over patches packed point by point. As a padded window it runs like a pool.
+  const gemm = plain && !(mg === 1 && cg * kh * kw <= DEPTHWISE_WINDOW);
   const space = [nImg, group, mg, win.out[0], win.out[1], cg, kh, kw];
   const row = rowOf(space);
   const xStep = affine(

@@ -281,8 +281,12 @@ export function generateWasm(
           : get(accs[expr.index], typeOf(expr.dtype));
       case "load": {
         if (lin) {
-          const address = walkAt({ m, binaryen }, lin.loads.get(expr)!, lin.j);
+          const guard = lin.guards?.get(expr);
+          let address = walkAt({ m, binaryen }, lin.loads.get(expr)!, lin.j);
+          // Where a guard fails the walk may point outside the buffer: read its start instead.
+          if (guard) address = m.select(get(guard.ok, i32), address, addrOf(expr.input));
           code = isFloat(expr.dtype) ? m.f32.load(0, 4, address) : m.i32.load(0, 4, address);
+          if (guard) code = m.select(get(guard.ok, i32), code, constant(guard.fill, expr.dtype));
           break;
         }
         const { address, guards } = loadAddress(expr, stmts);

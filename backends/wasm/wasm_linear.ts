@@ -22,6 +22,7 @@ import { type Shape, sizeOf } from "../../jit/shape.ts";
 import { type AluLowering, isFloat, type Memo } from "./wasm_alu.ts";
 import type { Binaryen, BinaryenModule, LoadExpr } from "./wasm_codegen.ts";
 import { HIGH_HALF } from "./wasm_math.ts";
+import { GUARDED_UNROLLED, paddedWindow, segmentBody, unravelIndex } from "./wasm_padded.ts";
 
 /** A buffer walked by a linear loop: a base byte address (a local) and a stride in elements. */
 export interface Walk {
@@ -43,6 +44,11 @@ export interface Linear {
   readonly acc?: Walk;
   /** Loop-invariant f32 subexpressions evaluated before the loop, by key. */
   readonly hoisted?: Memo;
+  /**
+   * Loads of a padded window (see `guardedOffset`): where local `ok` is 0 the load reads `fill`
+   * (its walk then points at its buffer's start, so no address outside is formed).
+   */
+  readonly guards?: Map<Expr, { readonly ok: number; readonly fill: number }>;
 }
 
 /** The affine accesses of some expressions and stores. */
@@ -55,16 +61,6 @@ export interface Accesses {
 
 /** Reduction windows of at most this many points run unrolled (see `unrolled`). */
 const UNROLLED = 16;
-
-/** Coordinates of linear index `p` in a row-major space of `extents`. */
-function unravelIndex(p: number, extents: readonly number[]): number[] {
-  const out = extents.map(() => 0);
-  for (let i = extents.length - 1, rest = p; i >= 0; i--) {
-    out[i] = rest % extents[i];
-    rest = Math.floor(rest / extents[i]);
-  }
-  return out;
-}
 
 /** The byte address walk `w` reaches at the loop index in local `j` (plus `lane`). */
 export function walkAt(
@@ -109,8 +105,14 @@ export interface LinearContext extends Pick<AluLowering, "vectorKind" | "valu" |
   steps(list: readonly IndexStep[], stmts: number[]): { coords: number[] };
   /** The element offset of coordinate locals `coords` in `shape`. */
   linear(coords: number[], shape: Shape): number;
-  /** A load's address at the current coordinates (statements into `stmts`). */
-  loadAddress(load: LoadExpr, stmts: number[]): { address: number };
+  /**
+   * A load's address at the current coordinates (statements into `stmts`), element 0 where one
+   * of its guards (locals: 1 where the coordinates are in bounds) fails.
+   */
+  loadAddress(
+    load: LoadExpr,
+    stmts: number[],
+  ): { address: number; guards: readonly { ok: number; fill: number }[] };
   /** Evaluates `expr` at the current point (of walk `lin`, when given) into locals. */
   value(expr: Expr, memo: Memo, stmts: number[], lin?: Linear): number;
   /** `body` while `cond()` holds. */
@@ -342,7 +344,7 @@ export function linearLowering(c: LinearContext): LinearLowering {
     if (red.length || kernel.reductions.length) return undefined;
     const outs = kernel.outputs.map((_, k) => k), exprs = kernel.outputs.map((o) => o.expr);
     const acc = accessesOf(exprs, outs);
-    if (!acc) return undefined;
+    if (!acc) return segmentBody(c, linearStores, exprs, outs);
     const group = linearSuffix([...acc.loads, ...acc.stores].map(([, a]) => a), space);
     const size = groupSize(group, space);
     const p = local(i32), n = local(i32);
@@ -379,7 +381,10 @@ export function linearLowering(c: LinearContext): LinearLowering {
     { acc, keep, squares }: { acc: number; keep?: number; squares?: number },
   ): number[] | undefined => {
     const access = accessesOf([r.expr], keep === undefined ? [] : [keep]);
-    if (!access) return undefined;
+    if (!access) {
+      const plain = keep === undefined && squares === undefined && inner <= GUARDED_UNROLLED;
+      return plain ? paddedWindow(c, hoist, r, acc) : undefined;
+    }
     const linearInRow = linearOver(access, red);
     if (!linearInRow && inner <= UNROLLED && keep === undefined && squares === undefined) {
       return unrolled(r, acc, access);

@@ -1,0 +1,210 @@
+/**
+ * Padded and piecewise accesses on the WebAssembly generator's linear path: a pool's or a
+ * depthwise convolution's window whose border reads a fill (straight-line code, the guards
+ * skipped where the window is wholly inside), and elementwise kernels that are linear only
+ * along a suffix of axes once the others are fixed (a channel shuffle, a concat). Both take
+ * their accesses from `jit/access.ts` (`guardedOffset`, `segmentOffset`) and emit through the
+ * {@linkcode LinearContext} of the function being built.
+ *
+ * @module
+ */
+import {
+  type AffineOffset,
+  affineOffset,
+  groupSize,
+  type GuardedOffset,
+  guardedOffset,
+  segmentOffset,
+  strideOver,
+} from "../../jit/access.ts";
+import { type Expr, type Reduction, walk } from "../../jit/kernel_ir.ts";
+import { sizeOf } from "../../jit/shape.ts";
+import type { LoadExpr } from "./wasm_codegen.ts";
+import type { Linear, LinearContext, LinearLowering } from "./wasm_linear.ts";
+
+/** Padded windows (see `paddedWindow`) of at most this many points run unrolled: 5×5. */
+export const GUARDED_UNROLLED = 25;
+
+/** Coordinates of linear index `p` in a row-major space of `extents`. */
+export function unravelIndex(p: number, extents: readonly number[]): number[] {
+  const out = extents.map(() => 0);
+  for (let i = extents.length - 1, rest = p; i >= 0; i--) {
+    out[i] = rest % extents[i];
+    rest = Math.floor(rest / extents[i]);
+  }
+  return out;
+}
+
+/**
+ * A padded window (a pool's, a depthwise convolution's) as straight-line code, as
+ * `wasm_linear.ts` unrolls small unpadded ones: each load at its base plus a constant, the padded
+ * ones read only where their guards hold — one add and one unsigned compare per guard and point,
+ * from the guard's value at the window's origin. Before, each point took the per-element path:
+ * its coordinates by division and every bound checked (shufflenet's 3×3 pool: 6 ns a point).
+ */
+export function paddedWindow(
+  c: LinearContext,
+  hoist: (lin: Linear, exprs: readonly Expr[], stmts: number[]) => Linear,
+  r: Reduction,
+  acc: number,
+): number[] | undefined {
+  const { m, binaryen, kernel, coord, bufferOf, local, get, ic, value, accumulate } = c;
+  const i32 = binaryen.i32, space = kernel.space, red = kernel.reduced;
+  const inner = sizeOf(red.map((i) => space[i]));
+  const found = new Set<LoadExpr>();
+  walk(r.expr, (x) => x.kind === "load" && found.add(x));
+  const access: [LoadExpr, GuardedOffset][] = [];
+  for (const l of found) {
+    const shape = bufferOf(l.input).shape;
+    const plain = affineOffset(l.steps, space, shape);
+    const g = plain ? { offset: plain, guards: [], fill: 0 } : guardedOffset(l.steps, space, shape);
+    if (!g) return undefined;
+    access.push([l, g]);
+  }
+  const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
+  /** `Σ weights·coord + base` at the window's origin (reduced coordinates 0) into a local. */
+  const atOrigin = (a: AffineOffset, scale = 1, plus?: number) => {
+    const l = local(i32);
+    const sum = a.weights.reduce(
+      (e, w, d) =>
+        w === 0 || red.includes(d) ? e : m.i32.add(e, m.i32.mul(get(coord[d], i32), ic(w * scale))),
+      ic(a.base * scale),
+    );
+    stmts.push(m.local.set(l, plus === undefined ? sum : m.i32.add(get(plus, i32), sum)));
+    return l;
+  };
+  const origins = access.map(([l, g]) => ({
+    base: atOrigin(g.offset, 4, l.input),
+    guards: g.guards.map((x) => ({ value: atOrigin(x.at), ...x })),
+  }));
+  const { hoisted } = hoist({ j: -1, loads: new Map(), stores: new Map() }, [r.expr], stmts);
+  const extents = red.map((a) => space[a]);
+  const points = Array.from({ length: inner }, (_, p) => unravelIndex(p, extents));
+  const shift = (a: AffineOffset, point: readonly number[]) =>
+    red.reduce((sum, axis, i) => sum + a.weights[axis] * point[i], 0);
+  /** Every point, its padded loads guarded (`guarded`) or not. */
+  const taps = (guarded: boolean): number[] => {
+    const out: number[] = [];
+    for (const point of points) {
+      const lin: Linear = {
+        j: -1,
+        loads: new Map(),
+        stores: new Map(),
+        hoisted,
+        guards: new Map(),
+      };
+      access.forEach(([l, g], i) => {
+        const o = origins[i];
+        const base = local(i32);
+        out.push(m.local.set(base, m.i32.add(get(o.base, i32), ic(4 * shift(g.offset, point)))));
+        lin.loads.set(l, { base, stride: 0 });
+        if (!guarded || o.guards.length === 0) return;
+        const ok = local(i32);
+        const each = o.guards.map((x) =>
+          m.i32.lt_u(m.i32.add(get(x.value, i32), ic(shift(x.at, point))), ic(x.bound))
+        );
+        out.push(m.local.set(ok, each.reduce((a, b) => m.i32.and(a, b))));
+        lin.guards!.set(l, { ok, fill: g.fill });
+      });
+      out.push(...accumulate(r, acc, value(r.expr, new Map(), out, lin)));
+    }
+    return out;
+  };
+  // Windows wholly inside (most of them) skip the guards: each guard's least and greatest value
+  // over the window are in bounds (shufflenet's 3×3 pool: 35 -> 27 ns a window).
+  const inside = origins.flatMap((o) =>
+    o.guards.flatMap((x) => {
+      const shifts = points.map((point) => shift(x.at, point));
+      return [Math.min(...shifts), Math.max(...shifts)].map((d) =>
+        m.i32.lt_u(m.i32.add(get(x.value, i32), ic(d)), ic(x.bound))
+      );
+    })
+  ).reduce((a, b) => m.i32.and(a, b));
+  stmts.push(m.if(inside, m.block(null, taps(false)), m.block(null, taps(true))));
+  return stmts;
+}
+
+/**
+ * Elementwise kernels whose accesses are not affine but walk a suffix of axes linearly once the
+ * other axes are fixed (see `segmentOffset`: a channel shuffle, a concat, a gather of rows):
+ * per segment of that suffix, each buffer's start and guards come from the per-element path,
+ * and the segment is walked. Scalar, as a guard may send a load to its fill.
+ */
+export function segmentBody(
+  c: LinearContext,
+  linearStores: LinearLowering["linearStores"],
+  exprs: readonly Expr[],
+  outs: readonly number[],
+): number[] | undefined {
+  const { m, binaryen, kernel, bufferOf, local, get, ic, unravel, steps, linear } = c;
+  const { loadAddress, whileLoop } = c;
+  const { start, end } = c.rows;
+  const i32 = binaryen.i32, space = kernel.space, nIn = kernel.inputs.length;
+  const addrOf = (buffer: number) => get(buffer, i32);
+  const found = new Set<LoadExpr>();
+  for (const e of exprs) walk(e, (x) => x.kind === "load" && found.add(x));
+  const loads = [...found];
+  const accesses = [
+    ...loads.map((l) => ({ steps: l.steps, shape: bufferOf(l.input).shape, store: false })),
+    ...outs.map((k) => ({ ...kernel.outputs[k], store: true })),
+  ];
+  let group: number[] = [], offsets: { weights: readonly number[]; guarded: boolean }[] = [];
+  for (let a = space.length - 1; a >= 0; a--) {
+    const next = [a, ...group];
+    const each = accesses.map((x) => segmentOffset(x.steps, space, x.shape, next));
+    const ok = each.every((o, i) =>
+      o !== undefined && !(o.guarded && accesses[i].store) &&
+      strideOver({ weights: o.weights, base: 0 }, next, space) !== undefined
+    );
+    if (!ok) break;
+    [group, offsets] = [next, each as typeof offsets];
+  }
+  const size = groupSize(group, space);
+  if (size < 4) return undefined;
+  const strides = offsets.map((o) => strideOver({ weights: o.weights, base: 0 }, group, space)!);
+  const p = local(i32), n = local(i32);
+  const seg: number[] = unravel(space.map((_, i) => i), p);
+  seg.push(
+    m.local.set(n, m.i32.sub(ic(size), m.i32.rem_u(get(p, i32), ic(size)))),
+    m.local.set(
+      n,
+      m.select(
+        m.i32.lt_s(m.i32.sub(get(end, i32), get(p, i32)), get(n, i32)),
+        m.i32.sub(get(end, i32), get(p, i32)),
+        get(n, i32),
+      ),
+    ),
+  );
+  const lin: Linear = { j: local(i32), loads: new Map(), stores: new Map(), guards: new Map() };
+  for (const [i, l] of loads.entries()) {
+    const { address, guards } = loadAddress(l, seg);
+    const base = local(i32);
+    seg.push(m.local.set(base, address));
+    lin.loads.set(l, { base, stride: strides[i] });
+    if (guards.length === 0) continue;
+    // One fill per load (the per-element path applies each guard's own).
+    if (guards.some((g) => g.fill !== guards[0].fill)) return undefined;
+    const ok = local(i32);
+    seg.push(m.local.set(ok, guards.reduce((a, g) => m.i32.and(a, get(g.ok, i32)), ic(1))));
+    lin.guards!.set(l, { ok, fill: guards[0].fill });
+  }
+  outs.forEach((k, i) => {
+    const base = local(i32);
+    const { coords } = steps(kernel.outputs[k].steps, seg);
+    seg.push(
+      m.local.set(
+        base,
+        m.i32.add(addrOf(nIn + k), m.i32.shl(linear(coords, kernel.outputs[k].shape), ic(2))),
+      ),
+    );
+    lin.stores.set(k, { base, stride: strides[loads.length + i] });
+  });
+  seg.push(
+    ...linearStores(lin, () => get(n, i32), outs, false),
+    m.local.set(p, m.i32.add(get(p, i32), get(n, i32))),
+  );
+  return [
+    m.local.set(p, get(start, i32)),
+    whileLoop(() => m.i32.lt_s(get(p, i32), get(end, i32)), seg),
+  ];
+}
