@@ -2,7 +2,10 @@ import assert from "node:assert/strict";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import { type Attrs, getOp, opNames } from "../jit/ops/mod.ts";
 import { uniform } from "../jit/random.ts";
-import { assertMatchesReference, f32, i32 } from "../jit/testing.ts";
+import { assertClose, assertMatchesReference, f32, i32, numbers } from "../jit/testing.ts";
+import { compile } from "../jit/compile.ts";
+import { GraphBuilder } from "../jit/graph_builder.ts";
+import { KilnError } from "../jit/errors.ts";
 import { ReferenceBackend } from "./reference/reference_backend.ts";
 import { WasmBackend } from "./wasm/wasm_backend.ts";
 import { WebGpuBackend } from "./webgpu/webgpu_backend.ts";
@@ -76,5 +79,68 @@ Deno.test("padded windows (depthwise convs, pools) run on wasm and webgpu as the
     for (const [op, inputs, attrs] of cases) {
       await assertMatchesReference(backend, op, inputs, attrs, { atol: 1e-5, rtol: 1e-5 });
     }
+  }
+});
+
+Deno.test("a run that asks for some outputs runs only the kernels they need", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [64, 64]);
+  // Two branches that do not fuse into one kernel: a row softmax and a matmul.
+  b.output("a", b.op("Softmax", [b.op("Exp", [x])], { axis: 1 }));
+  b.output("c", b.op("Relu", [b.op("MatMul", [x, b.op("Transpose", [x])])]));
+  const graph = b.build();
+  const data = f32(uniform(64 * 64, 60, -1, 1), [64, 64]);
+  const backends = [
+    new WasmBackend({ threads: 1, profile: true, warmUpMs: 0 }),
+    new WebGpuBackend({ profile: true }),
+  ];
+  for (const backend of backends) {
+    await backend.prepare();
+    using exe = await compile(graph, { backend, cache: false });
+    const all = await exe.run({ x: data });
+    const kernels = exe.deviceTimes().length;
+    assert.ok(kernels >= 2, `${backend.id}: ${kernels} kernels`);
+    const a = await exe.run({ x: data }, { outputs: ["a"] });
+    assert.deepEqual(Object.keys(a), ["a"]);
+    assert.deepEqual(numbers(a.a.data), numbers(all.a.data), backend.id);
+    const ran = exe.deviceTimes().map((t) => t.kernel);
+    assert.ok(ran.length < kernels, `${backend.id} ran ${ran} for "a" alone`);
+    const c = await exe.run({ x: data }, { outputs: ["c"] });
+    assert.deepEqual(numbers(c.c.data), numbers(all.c.data), backend.id);
+    assert.ok(exe.deviceTimes().every((t) => !ran.includes(t.kernel)), backend.id);
+    backend.dispose();
+  }
+});
+
+Deno.test("ToDevice and ToHost compile and run under every policy and on every backend", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [4]);
+  b.output("y", b.op("Neg", [b.op("ToHost", [b.op("Exp", [b.op("ToDevice", [x])])])]));
+  const graph = b.build();
+  const want = [0, 1, 2, 3].map((v) => -Math.exp(v));
+  const choices = [
+    {},
+    { policy: "local-first" as const },
+    { policy: "minimize-cost" as const },
+    { backend: "reference" },
+    { backend: "wasm" },
+    { backend: "webgpu" },
+  ];
+  for (const options of choices) {
+    using exe = await compile(graph, { ...options, cache: false });
+    const y = await exe.run({ x: f32([0, 1, 2, 3]) });
+    assertClose(numbers(y.y.data), want, { rtol: 1e-6, message: JSON.stringify(options) });
+  }
+});
+
+Deno.test("an unknown placement policy is a typed error", async () => {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Exp", [b.input("x", [4])]));
+  for (const policy of ["fastest", { kind: "fastest" }, { kind: "prefer" }]) {
+    await assert.rejects(
+      () => compile(b.build(), { policy: policy as never, cache: false }),
+      (e: unknown) => e instanceof KilnError && /Unknown placement policy/.test(e.message),
+      JSON.stringify(policy),
+    );
   }
 });

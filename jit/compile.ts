@@ -41,8 +41,8 @@ import { planBuckets } from "./buckets.ts";
 export interface CompileOptions {
   /** Backend id or instance: places everything there (the `named` policy). */
   readonly backend?: string | Backend;
-  /** Placement policy when no backend is named (default `auto`). */
-  readonly policy?: Policy | Policy["kind"];
+  /** Placement policy when no backend is named (default `auto`; `"minimize-cost"` is `"min-cost"`). */
+  readonly policy?: Policy | Policy["kind"] | "minimize-cost";
   /** The backends to resolve ids in and place work on (default: {@linkcode registeredBackends}). */
   readonly registry?: BackendSet;
   /** Kernel cache (default: the process-wide one); `false` generates every kernel afresh. */
@@ -140,7 +140,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     ? { kind: "named", backend: named.id }
     : typeof options.policy === "string"
     ? policyOf(options.policy)
-    : options.policy ?? { kind: "auto" };
+    : checkedPolicy(options.policy ?? { kind: "auto" });
   const candidates = named ? [named] : registry!.list();
   // Kernels must fit the tightest binding limit among the backends that may run them (one
   // binding is kept for the output).
@@ -167,8 +167,10 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   const build = async (placed: Schedule): Promise<Executable> => {
     await Promise.all([...new Set(placed.placement)].map((id) => byId.get(id)!.prepare()));
     const sources = { memory: 0, disk: 0, generated: 0 };
+    // A custom op's kernel is the user's code, which may change under the same op name: never
+    // cached.
     const artifactOf = async (k: KernelIR, backend: Backend, refresh = false) =>
-      cache
+      cache && !k.opaque
         ? await cache.artifact(k, backend, { refresh })
         : { artifact: await backend.codegen!.generate(k), source: "generated" as const };
     const fetched = await Promise.all(
@@ -293,7 +295,26 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   return exe;
 }
 
-function policyOf(kind: Policy["kind"]): Policy {
+const POLICIES = ["auto", "min-cost", "local-first", "prefer", "named"];
+
+/** `policy`, if it is one (a JavaScript caller can pass anything). */
+function checkedPolicy(policy: Policy): Policy {
+  const ok = typeof policy === "object" && policy !== null && POLICIES.includes(policy.kind) &&
+    (policy.kind !== "prefer" || typeof policy.backendKind === "string") &&
+    (policy.kind !== "named" || typeof policy.backend === "string");
+  if (ok) return policy;
+  throw new KilnError(`Unknown placement policy ${JSON.stringify(policy)}`, {
+    code: "bad-input",
+    fix: `pass one of ${
+      POLICIES.slice(0, 3).map((p) => `"${p}"`).join(", ")
+    }, { kind: "prefer", backendKind }, or { backend: "id" }`,
+  });
+}
+
+function policyOf(kind: Policy["kind"] | "minimize-cost"): Policy {
+  // The seed contract's name for min-cost.
+  if (kind === "minimize-cost") return { kind: "min-cost" };
+  if (!POLICIES.includes(kind)) return checkedPolicy({ kind } as Policy);
   if (kind === "named" || kind === "prefer") {
     throw new KilnError(`Policy "${kind}" needs a target`, {
       code: "bad-input",

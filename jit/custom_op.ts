@@ -19,9 +19,22 @@ export interface CustomKernelArgs {
   readonly outputs: readonly ValueType[];
   /** Attributes. */
   readonly attrs: Attrs;
+  /** `wasm`: whether the imported `env.memory` is shared (the backend runs threads). */
+  readonly shared?: boolean;
 }
 
-/** Generates a backend's kernel for a custom op: WGSL source for `webgpu`, a WASM module for `wasm`. */
+/**
+ * Generates a backend's kernel for a custom op.
+ *
+ * - `webgpu`: WGSL with `@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id:
+ *   vec3<u32>)`. Bindings of group 0: the inputs (`var<storage, read>`), then the outputs
+ *   (`var<storage, read_write>`), as arrays of 32-bit elements (f32, i32 or u32; bool and 8-bit
+ *   types are stored one per word); every binding must be used. It is dispatched over the first
+ *   output's elements: element `id.x + id.y * 4194240` (65535 workgroups of 64 a row), so check it
+ *   against the count.
+ * - `wasm`: a module importing `env.memory` (shared when `shared`) and exporting
+ *   `run(input addresses…, output addresses…)`: byte addresses of 32-bit elements laid out as above.
+ */
 export type CustomKernel = (args: CustomKernelArgs) => string | Uint8Array;
 
 /** Definition of a custom op. */
@@ -91,4 +104,52 @@ export function registerOp(spec: CustomOpSpec): void {
 /** The custom op named `op`, if any. */
 export function customOp(op: string): CustomOpSpec | undefined {
   return customOps.get(op);
+}
+
+/** The kernel generator a custom op registered for `backend`, if any. */
+export function customKernel(op: string, backend: string): CustomKernel | undefined {
+  const k = customOps.get(op)?.kernels?.[backend];
+  return typeof k === "function" ? k : undefined;
+}
+
+/**
+ * Runs the generator of custom op `op` for `backend` on a kernel's buffers, checking that it gave
+ * the artifact kind the backend loads (WGSL text, or WebAssembly bytes).
+ */
+export function customArtifact(
+  backend: string,
+  opaque: { readonly op: string; readonly attrs: Attrs },
+  buffers: { readonly inputs: readonly ValueType[]; readonly outputs: readonly ValueType[] },
+  extra: { readonly shared?: boolean } = {},
+): string | Uint8Array {
+  const generate = customKernel(opaque.op, backend);
+  if (!generate) {
+    throw new KilnError(`Custom op ${opaque.op} has no ${backend} kernel`, {
+      code: "unsupported",
+      fix: `register one with registerOp({ kernels: { ${backend}: … } }), or run it elsewhere`,
+    });
+  }
+  const strip = (t: ValueType): ValueType => ({ shape: t.shape, dtype: t.dtype });
+  let out: unknown;
+  try {
+    out = generate({
+      inputs: buffers.inputs.map(strip),
+      outputs: buffers.outputs.map(strip),
+      attrs: opaque.attrs,
+      ...extra,
+    });
+  } catch (e) {
+    throw new KilnError(
+      `The ${backend} kernel generator of ${opaque.op} failed: ${(e as Error)?.message}`,
+      { code: "bad-input", fix: "fix the generator registered with registerOp", cause: e },
+    );
+  }
+  const wanted = backend === "webgpu" ? "string" : "Uint8Array";
+  if (backend === "webgpu" ? typeof out !== "string" : !(out instanceof Uint8Array)) {
+    throw new KilnError(`The ${backend} kernel of ${opaque.op} must return a ${wanted}`, {
+      code: "bad-input",
+      fix: backend === "webgpu" ? "return WGSL source text" : "return the module's bytes",
+    });
+  }
+  return out as string | Uint8Array;
 }

@@ -1,7 +1,7 @@
 /**
  * The host program: runs a fused plan's kernels in order over host buffers. Graph inputs, params
  * and constants seed the buffer table; each intermediate is dropped after the last kernel that
- * reads it (the memory plan's lifetimes), and only the requested outputs are returned.
+ * reads it (the memory plan's lifetimes), and only the kernels the requested outputs need run.
  *
  * @module
  */
@@ -40,6 +40,7 @@ export function hostProgram(init: HostProgramInit): Program {
   const lastUse = new Map<number, number>();
   kernels.forEach((k, i) => k.inputs.forEach((b) => lastUse.set(b.value, i)));
   const keep = new Set([...graph.outputs.map((o) => o.value), ...constants.keys()]);
+  const needed = neededKernels(kernels, graph.outputs.map((o) => o.value));
   const constTensors = [...constants].map((
     [v, t],
   ): [number, RefTensor] => [v, { data: t.data, shape: t.shape, dtype: t.dtype as DType }]);
@@ -62,7 +63,9 @@ export function hostProgram(init: HostProgramInit): Program {
   ) => {
     const env = new Map<number, RefTensor>(constTensors);
     [...graph.inputs, ...graph.params].forEach((b, i) => env.set(b.value, args[i]));
+    const run = needed(outputs);
     for (let i = 0; i < kernels.length; i++) {
+      if (!run[i]) continue;
       const k = kernels[i];
       const data: TensorData[] = await prepared[i].run(
         k.inputs.map((b) => env.get(b.value)!),
@@ -83,6 +86,42 @@ export function hostProgram(init: HostProgramInit): Program {
     dispose() {
       slots = undefined;
     },
+  };
+}
+
+/**
+ * Which of `kernels` (in execution order) a run must execute to produce `values`: those that
+ * write one of them or write an input of a kernel that must run. A run asking for some outputs
+ * skips the branches only the others need.
+ */
+export function kernelsFor(kernels: readonly KernelIR[], values: Iterable<number>): boolean[] {
+  const wanted = new Set(values);
+  const run = kernels.map(() => false);
+  for (let i = kernels.length - 1; i >= 0; i--) {
+    if (!kernels[i].outputs.some((o) => wanted.has(o.value))) continue;
+    run[i] = true;
+    for (const b of kernels[i].inputs) wanted.add(b.value);
+  }
+  return run;
+}
+
+/**
+ * {@linkcode kernelsFor} per set of requested output indices (`outputs` maps an index to its
+ * value), remembered: programs ask it on every run.
+ */
+export function neededKernels(
+  kernels: readonly KernelIR[],
+  outputs: readonly number[],
+): (requested: readonly number[]) => readonly boolean[] {
+  const memo = new Map<string, boolean[]>();
+  return (requested) => {
+    const key = requested.join();
+    let run = memo.get(key);
+    if (!run) {
+      run = kernelsFor(kernels, requested.map((i) => outputs[i]));
+      if (memo.size < 64) memo.set(key, run);
+    }
+    return run;
   };
 }
 

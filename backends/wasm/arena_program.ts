@@ -19,6 +19,7 @@ import {
 import { KilnError } from "../../jit/errors.ts";
 import { gatherOutOfRange } from "../../jit/kernel_ir.ts";
 import { planMemory } from "../../jit/memory_plan.ts";
+import { neededKernels } from "../../jit/program.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { fromWords, toWords } from "../words.ts";
 import { contracts, prepackBytes, scratchBytes, TILE_ROWS } from "./wasm_matmul_plan.ts";
@@ -44,7 +45,10 @@ export interface ArenaPlan {
   readonly bindings: readonly { readonly value: number; readonly resident: boolean }[];
   /** The value of each output index `run` may be asked for. */
   readonly outputs: readonly number[];
-  /** Kernels in execution order (none opaque). */
+  /**
+   * Kernels in execution order; opaque ones are custom ops whose registered module's `run` takes
+   * their buffers' addresses alone.
+   */
   readonly kernels: readonly KernelIR[];
   /** One compiled module per kernel. */
   readonly modules: readonly WebAssembly.Module[];
@@ -83,13 +87,14 @@ const CHUNK_WORK = 1 << 24;
 
 /** Element-operations of a kernel (its space times the ALU ops per point, at least one). */
 function workOf(k: KernelIR): number {
+  if (k.opaque) return sizeOf(k.outputs[0]?.shape ?? []);
   const ops = [...k.reductions, ...k.outputs].reduce((n, x) => n + 1 + aluCount(x.expr), 0);
   return sizeOf(k.space) * ops;
 }
 
 /** Whether `k` is worth splitting, and may be: workers lack an exact f16 rounding on old Node. */
 function threadable(k: KernelIR): boolean {
-  return workOf(k) >= THREADED_WORK && !kernelText(k).includes('"f16"');
+  return !k.opaque && workOf(k) >= THREADED_WORK && !kernelText(k).includes('"f16"');
 }
 
 /**
@@ -107,7 +112,9 @@ const MAX_PAGES = 65536;
  * Whether a program's runs use its worker threads, decided by timing: after
  * {@linkcode ThreadTuner.WARM} runs, runs alternate between threaded and single-threaded until
  * each way has {@linkcode ThreadTuner.SAMPLES} timings, then the faster way (by its fastest run)
- * stays.
+ * stays. {@linkcode ThreadTuner.RETUNE} runs later it is decided once more the same way: the first
+ * round times code V8 has not optimized yet, whose speed changes between the samples (vit_tiny
+ * kept 7 ms a run in some processes and 3.9 ms in others on 16 cores).
  * Hand-off costs are the machine's, not the kernel's: on a 2-core machine lenet ran 0.50 ms on
  * one thread and 1.01 ms on two; on 16 cores the threaded runs of small models were worse still.
  */
@@ -116,9 +123,15 @@ export class ThreadTuner {
   static readonly WARM = 2;
   /** Timings per way. */
   static readonly SAMPLES = 3;
+  /** Runs after the first decision at which the second round starts. */
+  static readonly RETUNE = 64;
   #runs = 0;
   #times: [number[], number[]] = [[], []];
   #choice?: boolean;
+  /** Runs since the first round's decision. */
+  #since = 0;
+  #round = 1;
+  #done = false;
 
   /** Whether the next run should use the threads. */
   next(): boolean {
@@ -131,7 +144,16 @@ export class ThreadTuner {
    * up (until they are, a threaded run is a single-threaded one and times nothing).
    */
   record(threads: boolean, ms: number, ready: boolean): void {
-    if (this.#choice !== undefined || !ready) return;
+    if (!ready || this.#done) return;
+    if (this.#choice !== undefined) {
+      if (++this.#since < ThreadTuner.RETUNE) return;
+      // The second round: alternate again from fresh timings.
+      this.#choice = undefined;
+      this.#times = [[], []];
+      this.#runs = ThreadTuner.WARM;
+      this.#round = 2;
+      return;
+    }
     if (this.#runs++ < ThreadTuner.WARM) return;
     const times = this.#times[threads ? 1 : 0];
     times.push(ms);
@@ -140,10 +162,11 @@ export class ThreadTuner {
       // The fastest of each (interference only ever adds time); threads must win by a margin,
       // as a run on one thread leaves the other cores to the rest of the process.
       this.#choice = Math.min(...threaded) < 0.9 * Math.min(...alone);
+      this.#done = this.#round === 2;
     }
   }
 
-  /** The decision, once made. */
+  /** The decision, once made (the first round's until the second round ends). */
   get choice(): boolean | undefined {
     return this.#choice;
   }
@@ -268,6 +291,7 @@ export function arenaProgram(plan: ArenaPlan): Program {
     );
   };
   const tuner = crew ? new ThreadTuner() : undefined;
+  const needed = neededKernels(plan.kernels, plan.outputs);
   let times: KernelTime[] = [];
   return {
     // Arguments are copied into the arena before the first await.
@@ -287,13 +311,20 @@ export function arenaProgram(plan: ArenaPlan): Program {
       packs.forEach((p, i) => p?.fixed && fresh.has(p.value) && pack(i));
       fresh.clear();
       const timed: KernelTime[] = [];
+      const wanted = needed(outputs);
       plan.kernels.forEach((k, i) => {
+        if (!wanted[i]) return;
         const start = plan.profile ? performance.now() : 0;
         if (packs[i] && !packs[i].fixed) pack(i);
         const rows = active !== undefined && plan.partial?.[i]
           ? rowCount(k) / k.space[0] * active
           : rowCount(k);
         const { chunk } = split[i];
+        if (k.opaque) {
+          runs[i](...addresses[i]);
+          if (plan.profile) timed.push({ kernel: k.name, ms: performance.now() - start });
+          return;
+        }
         const call = (start: number, end: number) => {
           for (let s = start, n = chunk; s < end; s += n, n *= 2) {
             runs[i](...addresses[i], scratch, s, Math.min(end, s + n), packedAt[i]);

@@ -168,7 +168,7 @@ Deno.test("runOp runs a one-node graph on wasm", async () => {
 });
 
 Deno.test("profile: true times every kernel of a run, and explain shows the times", async () => {
-  const profiled = new WasmBackend({ threads: 1, profile: true });
+  const profiled = new WasmBackend({ threads: 1, profile: true, warmUpMs: 0 });
   await profiled.prepare();
   const b = new GraphBuilder();
   const x = b.input("x", [64, 32]);
@@ -190,4 +190,28 @@ Deno.test("profile: true times every kernel of a run, and explain shows the time
   using plain = await compile(b.build(), { backend: wasm, cache: false });
   await plain.run({ x: f32(new Float32Array(64 * 32).fill(1), [64, 32]) });
   assert.deepEqual(plain.deviceTimes(), []);
+});
+
+Deno.test("a compiled program is warmed up before compile returns, within warmUpMs", async () => {
+  assert.throws(() => new WasmBackend({ warmUpMs: -1 }), /warmUpMs must be 0 or more/);
+  assert.throws(() => new WasmBackend({ warmUpMs: NaN }), /warmUpMs must be 0 or more/);
+  const b = new GraphBuilder();
+  b.output("y", b.op("Relu", [b.op("MatMul", [b.input("x", [64, 64]), b.param("w", [64, 64])])]));
+  const graph = b.build();
+  for (const warmUpMs of [0, 50]) {
+    const backend = new WasmBackend({ threads: 1, warmUpMs, profile: true });
+    await backend.prepare();
+    const t = performance.now();
+    using exe = await compile(graph, { backend, cache: false });
+    // Generous bound: binaryen's first load and codegen come on top of the warm-up.
+    assert.ok(performance.now() - t < 5000);
+    assert.deepEqual(exe.deviceTimes().length, warmUpMs ? 1 : 0, "warm-up runs are real runs");
+    // The warm-up ran on zeros; the first real run sees the caller's data and params.
+    const x = f32(new Float32Array(64 * 64).fill(1), [64, 64]);
+    const w = f32(new Float32Array(64 * 64).fill(-0.5), [64, 64]);
+    exe.setParam("w", w);
+    assert.deepEqual(numbers((await exe.run({ x })).y.data), new Array(64 * 64).fill(0));
+    exe.setParam("w", f32(new Float32Array(64 * 64).fill(0.25), [64, 64]));
+    assert.deepEqual(numbers((await exe.run({ x })).y.data), new Array(64 * 64).fill(16));
+  }
 });

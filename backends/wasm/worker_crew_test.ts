@@ -194,4 +194,17 @@ Deno.test("the thread tuner alternates after warming up and keeps the faster way
     fast.record(threads, threads ? 1 : 3, true);
   }
   assert.equal(fast.next(), true);
+  // A second round RETUNE runs later decides again, then for good: here threads got slower.
+  for (let i = 0; i < ThreadTuner.RETUNE; i++) fast.record(fast.next(), 1, true);
+  assert.equal(fast.choice, undefined, "the second round is timing");
+  const second: boolean[] = [];
+  while (fast.choice === undefined) {
+    const threads = fast.next();
+    second.push(threads);
+    fast.record(threads, threads ? 3 : 1, true);
+  }
+  assert.ok(second.includes(true) && second.includes(false));
+  assert.equal(fast.choice, false);
+  for (let i = 0; i < 500; i++) fast.record(fast.next(), 1, true);
+  assert.equal(fast.choice, false, "decided for good");
 });

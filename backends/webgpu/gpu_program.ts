@@ -18,6 +18,7 @@ import { KilnError } from "../../jit/errors.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import { type KernelIR, rowCount } from "../../jit/kernel_ir.ts";
 import { DeviceTensor, storedDType } from "../../jit/device_tensor.ts";
+import { neededKernels } from "../../jit/program.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { dispatchSize, kernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
 import type { BufferPool } from "./buffer_pool.ts";
@@ -44,7 +45,7 @@ export interface GpuPlan {
   readonly bindings: readonly { readonly value: number; readonly resident: boolean }[];
   /** The value of each output index `run` may be asked for. */
   readonly outputs: readonly number[];
-  /** Kernels in execution order (none opaque). */
+  /** Kernels in execution order (opaque ones are custom ops with registered WGSL). */
   readonly kernels: readonly KernelIR[];
   /** One pipeline per kernel (`undefined` for `ToDevice`, which is a buffer copy). */
   readonly pipelines: readonly (GPUComputePipeline | undefined)[];
@@ -60,6 +61,15 @@ const BIND_GROUPS = 8;
 
 const words = (shape: readonly number[]) => Math.max(1, sizeOf(shape)) * 4;
 
+/**
+ * A custom op's WGSL kernel runs one invocation per element of its first output, in workgroups of
+ * 64, 65535 workgroups a row (see `CustomKernel`).
+ */
+function customDispatch(k: KernelIR): [number, number, number] {
+  const groups = Math.max(1, Math.ceil(sizeOf(k.outputs[0]?.shape ?? []) / 64));
+  return [Math.min(groups, 65535), Math.ceil(groups / 65535), 1];
+}
+
 /** Builds the program for `plan` on `ctx`. */
 export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
   const { bindings, kernels, pipelines, constants } = plan;
@@ -72,6 +82,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
     : undefined;
   let times: KernelTime[] = [];
   const layouts = kernels.map((k) => (k.opaque ? undefined : kernelLayout(k, ctx.wgsl)));
+  const kernelsNeeded = neededKernels(kernels, plan.outputs);
   const types = new Map<number, { shape: readonly number[]; dtype: DType }>();
   for (const k of kernels) for (const b of [...k.inputs, ...k.outputs]) types.set(b.value, b);
   for (const [v, t] of constants) types.set(v, { shape: t.shape, dtype: t.dtype as DType });
@@ -148,8 +159,10 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
     buffers: ReadonlyMap<number, GPUBuffer>,
     active: number | undefined,
     timed: Set<number>,
+    wanted: readonly boolean[],
   ) => {
     kernels.forEach((k, i) => {
+      if (!wanted[i]) return;
       const rows = active !== undefined && plan.partial?.[i]
         ? rowCount(k) / k.space[0] * active
         : rowCount(k);
@@ -169,7 +182,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
       });
       pass.setPipeline(pipelines[i]!);
       pass.setBindGroup(0, bindGroup(i, [...k.inputs, ...k.outputs], buffers));
-      const [x, y, z] = dispatchSize(layouts[i]!, rows);
+      const [x, y, z] = layouts[i] ? dispatchSize(layouts[i]!, rows) : customDispatch(k);
       pass.dispatchWorkgroups(x, y, z);
       pass.end();
     });
@@ -257,6 +270,8 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
       device.pushErrorScope("validation");
       const encoder = device.createCommandEncoder();
       const timed = new Set<number>();
+      // Only the kernels the requested outputs (and the fed-back ones) need.
+      const wanted = kernelsNeeded([...outputs, ...feedback.map(([o]) => o)]);
       for (let r = 0; r < repeat; r++) {
         const set = sets[r % 2];
         const buffers = new Map(given);
@@ -266,7 +281,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
             buffers.set(bindings[a].value, bufferOf(plan.outputs[o], sets[(r - 1) % 2]));
           }
         }
-        encode(encoder, buffers, active, timed);
+        encode(encoder, buffers, active, timed, wanted);
       }
       for (const k of kept) {
         if (k?.copy) {

@@ -22,6 +22,7 @@ import type {
   Workload,
 } from "../../jit/backend.ts";
 import { envVar } from "../../jit/env.ts";
+import { customArtifact, customKernel } from "../../jit/custom_op.ts";
 import { runsWhole } from "../../jit/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/program.ts";
 import type { TensorData } from "../../jit/dtype.ts";
@@ -139,7 +140,7 @@ export class WebGpuBackend implements Backend {
    * device's binding limit are the scheduler's concern (it places their kernels elsewhere).
    */
   supports(node: NodeInfo): boolean {
-    return !runsWhole(node);
+    return !runsWhole(node) || customKernel(node.op, this.id) !== undefined;
   }
 
   /** Placement uses the calibrated cost model; this is a static fallback. */
@@ -156,7 +157,8 @@ export class WebGpuBackend implements Backend {
     get format(): string {
       return `wgsl-5-i${backend.#wgsl().maxInvocations}`;
     },
-    generate: (kernel: KernelIR): Artifact => (kernel.opaque ? "" : backend.#generate(kernel)),
+    generate: (kernel: KernelIR): Artifact =>
+      kernel.opaque ? backend.#custom(kernel) ?? "" : backend.#generate(kernel),
     load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {
       const pipeline = await backend.#pipeline(kernel, artifact as string);
       return backend.#single(kernel, pipeline);
@@ -263,7 +265,10 @@ export class WebGpuBackend implements Backend {
     const io = planOf(graph);
     const { kernels, fused, from } = withFusedAttention(planned, new Set(io.outputs));
     const pipelines = await Promise.all(kernels.map((k, i) => {
-      if (k.opaque) return undefined;
+      if (k.opaque) {
+        const code = artifact(from[i]) || this.#custom(k);
+        return code === undefined ? undefined : this.#pipeline(k, code);
+      }
       const group = fused.get(k);
       return this.#pipeline(
         k,
@@ -282,6 +287,13 @@ export class WebGpuBackend implements Backend {
   /** What generated kernels may use on this device (WebGPU's defaults before `prepare()`). */
   #wgsl(): WgslOptions {
     return { maxInvocations: this.#device?.limits.maxComputeInvocationsPerWorkgroup ?? 256 };
+  }
+
+  /** A custom op's registered WGSL for an opaque kernel, if it has one. */
+  #custom(kernel: KernelIR): string | undefined {
+    const op = kernel.opaque;
+    if (!op || !customKernel(op.op, this.id)) return undefined;
+    return customArtifact(this.id, op, kernel) as string;
   }
 
   #generate(kernel: KernelIR): string {
