@@ -7,17 +7,17 @@
  *
  * @module
  */
+import process from "node:process";
 import { parseArgs } from "node:util";
 import { demoMlp } from "./examples/demo_mlp.ts";
 import { allocate, type BoundaryDType, byteSize, type TensorData } from "./jit/dtype.ts";
-import { compile, type CompileOptions, defaultBackends } from "./mod.ts";
+import { compile, type CompileOptions, defaultBackends, WasmBackend } from "./mod.ts";
 import { KilnError } from "./jit/errors.ts";
 import type { Executable, TensorMap } from "./jit/executable.ts";
 import { explain } from "./jit/explain.ts";
 import type { Graph } from "./jit/graph.ts";
 import type { HostTensor } from "./jit/host_tensor.ts";
 import { defaultKernelCache } from "./jit/kernel_cache.ts";
-import { opNames } from "./jit/ops/mod.ts";
 import { envVar } from "./jit/env.ts";
 import { rng } from "./jit/random.ts";
 import { type Shape, sizeOf } from "./jit/shape.ts";
@@ -31,6 +31,7 @@ import {
   saveOutputs,
   writeTextFile,
 } from "./cli_files.ts";
+import { info } from "./cli_info.ts";
 
 const HELP = `kiln ${VERSION}: a JIT codegen runtime for tensor compute graphs
 
@@ -42,10 +43,12 @@ Usage:
       DIR/outputs.json.
   kiln explain [MODEL.onnx] [--backend auto|ID] [--shape NAME=2x3 ...] [--json] [--dot FILE]
       The fusion and placement plan.
-  kiln bench [MODEL.onnx] [--backends ID,ID] [--runs N] [--json]
-      Compile time, first run, median and p90 run time per backend.
-  kiln info [--json]
-      Backends, device profiles, cache location and size.
+  kiln bench [MODEL.onnx] [--backends ID,ID] [--runs N] [--warmup N] [--threads N] [--json]
+      Compile time, first run, median and p90 run time per backend (after --warmup runs, default
+      3; --threads sizes the wasm backend's thread pool; --backend ID is one backend).
+  kiln info [MODEL.onnx] [--json]
+      Backends, device profiles, cache location and size; with a model, its summary: producer,
+      opsets, inputs and outputs, parameters, op histogram and ops kiln cannot import.
   kiln --version
       The version. Every command takes --help.
 
@@ -366,40 +369,58 @@ async function bench(args: string[]): Promise<number> {
     args,
     options: {
       backends: { type: "string" },
+      backend: { type: "string" },
       runs: { type: "string", default: "20" },
+      warmup: { type: "string", default: "3" },
+      threads: { type: "string" },
       json: { type: "boolean", default: false },
       shape: { type: "string", multiple: true },
     },
     allowPositionals: true,
   });
   const runs = runCount("bench", values.runs, 20);
-  const ids = values.backends
-    ? values.backends.split(",")
+  const warmup = values.warmup === "0" ? 0 : runCount("bench", values.warmup, 3, "--warmup");
+  const threads = values.threads === undefined
+    ? undefined
+    : runCount("bench", values.threads, 4, "--threads");
+  const listed = values.backends ?? values.backend;
+  const ids = listed
+    ? listed.split(",")
     : defaultBackends().list().filter((b) => b.codegen).map((b) => b.id);
   for (const id of ids) defaultBackends().get(id);
   const loaded = await load(positionals[0], undefined, values.shape);
-  const tty = !values.json && Deno.stderr.isTerminal();
-  const total = ids.length * (runs + 1);
+  const tty = !values.json && process.stderr.isTTY === true;
+  const total = ids.length * (runs + warmup + 1);
   let done = 0;
+  const began = performance.now();
+  // A progress bar with an ETA from the pace so far (onnxruntime's perf_test prints progress).
   const progress = (label: string) => {
     if (!tty) return;
     const width = 30, filled = Math.round((done / total) * width);
-    Deno.stderr.writeSync(
-      new TextEncoder().encode(
-        `\r[${"#".repeat(filled)}${".".repeat(width - filled)}] ${done}/${total} ${label}   `,
-      ),
+    const left = ((performance.now() - began) / Math.max(1, done)) * (total - done) / 1000;
+    process.stderr.write(
+      `\r[${"#".repeat(filled)}${".".repeat(width - filled)}] ${done}/${total} ${label}, ETA ${
+        left.toFixed(0)
+      } s   `,
     );
   };
   const rows = [];
   for (const id of ids) {
     const t0 = performance.now();
-    const exe = await loaded.compile({ backend: id, cache: false });
+    // --threads sizes the wasm backend's pool (default: one thread per core).
+    const backend = threads !== undefined && id === "wasm" ? new WasmBackend({ threads }) : id;
+    const exe = await loaded.compile({ backend, cache: false });
     const compileMs = performance.now() - t0;
     const t1 = performance.now();
     await exe.run(loaded.inputs);
     const firstMs = performance.now() - t1;
     done++;
     progress(id);
+    for (let i = 0; i < warmup; i++) {
+      await exe.run(loaded.inputs);
+      done++;
+      progress(id);
+    }
     const times: number[] = [];
     for (let i = 0; i < runs; i++) {
       const t = performance.now();
@@ -415,9 +436,11 @@ async function bench(args: string[]): Promise<number> {
       medianMs: round(median(times)),
       p90Ms: round(p90(times)),
       runs,
+      warmup,
+      ...(threads !== undefined && id === "wasm" ? { threads } : {}),
     });
   }
-  if (tty) Deno.stderr.writeSync(new TextEncoder().encode("\r" + " ".repeat(60) + "\r"));
+  if (tty) process.stderr.write("\r" + " ".repeat(70) + "\r");
   if (values.json) {
     console.log(JSON.stringify({ model: loaded.name, results: rows }));
     return 0;
@@ -428,7 +451,7 @@ async function bench(args: string[]): Promise<number> {
     ...rows.map((r) => [r.backend, r.compileMs, r.firstRunMs, r.medianMs, r.p90Ms].map(String)),
   ];
   const widths = head.map((_, c) => Math.max(...table.map((r) => r[c].length)));
-  console.log(`${loaded.name}, ${runs} runs per backend`);
+  console.log(`${loaded.name}, ${runs} runs per backend after ${warmup} warm-up run(s)`);
   for (const r of table) {
     console.log(
       r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join("  "),
@@ -437,71 +460,18 @@ async function bench(args: string[]): Promise<number> {
   return 0;
 }
 
-async function info(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { json: { type: "boolean", default: false } } });
-  // Profiles are only honest once each device is acquired; one that cannot be is reported as such.
-  await Promise.allSettled(defaultBackends().list().map((b) => b.prepare()));
-  const backends = defaultBackends().list().map((b) => ({
-    id: b.id,
-    kind: b.kind,
-    version: b.version,
-    capabilities: b.capabilities(),
-  }));
-  const dir = defaultKernelCache().dir;
-  let files = 0, bytes = 0;
-  if (dir) {
-    try {
-      for await (const e of Deno.readDir(dir)) {
-        if (!e.isFile) continue;
-        files++;
-        bytes += (await Deno.stat(`${dir}/${e.name}`)).size;
-      }
-    } catch { /* no cache directory yet */ }
-  }
-  const report = {
-    kiln: VERSION,
-    runtime: runtimeName(),
-    ops: opNames().length,
-    backends,
-    cache: { dir, files, bytes },
-  };
-  if (values.json) {
-    console.log(JSON.stringify(report));
-    return 0;
-  }
-  console.log(`kiln ${report.kiln} on ${report.runtime}, ${report.ops} ops`);
-  for (const b of backends) {
-    const c = b.capabilities;
-    console.log(
-      `backend  ${b.id} (${b.kind}, v${b.version}): ${c.name}; threads ${c.threads}, simd ${c.simd}, f16 ${c.f16}${
-        c.software
-          ? "; software adapter: used only when named (KILN_ALLOW_SOFTWARE_GPU=1 lets auto use it)"
-          : ""
-      }`,
-    );
-  }
-  console.log(
-    `cache    ${dir === false ? "memory only" : `${dir}: ${files} kernel(s), ${bytes} bytes`}`,
-  );
-  return 0;
-}
-
-function runtimeName(): string {
-  const g = globalThis as { Deno?: { version: { deno: string } }; process?: { version: string } };
-  return g.Deno
-    ? `Deno ${g.Deno.version.deno}`
-    : g.process
-    ? `Node ${g.process.version}`
-    : "unknown runtime";
-}
-
-/** `--runs` as a positive integer, or a usage error for `kiln command`. */
-function runCount(command: string, value: string | undefined, example: number): number {
+/** `--runs` (or `flag`) as a positive integer, or a usage error for `kiln command`. */
+function runCount(
+  command: string,
+  value: string | undefined,
+  example: number,
+  flag = "--runs",
+): number {
   const runs = Number(value);
   if (!Number.isInteger(runs) || runs < 1) {
-    throw new KilnError(`kiln ${command}: --runs must be a positive integer, got ${value}`, {
+    throw new KilnError(`kiln ${command}: ${flag} must be a positive integer, got ${value}`, {
       code: "bad-input",
-      fix: `pass e.g. --runs ${example}`,
+      fix: `pass e.g. ${flag} ${example}`,
     });
   }
   return runs;

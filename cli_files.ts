@@ -2,20 +2,23 @@
  * The CLI's file handling, checked before any compute: inputs are read only from regular files of
  * exactly the size their shape needs (never `/dev/zero` without end), output locations are proven
  * writable before the model runs, and distinct output names always get distinct files. Every
- * failure is a {@linkcode KilnError} with a `Fix:`, never a raw `Deno.errors` stack.
+ * failure is a {@linkcode KilnError} with a `Fix:`, never a raw file-system error's stack. Written
+ * with `node:fs`, so the CLI runs the same under Deno and Node.
  *
  * @module
  */
+import { mkdir, open, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { KilnError } from "./jit/errors.ts";
 import type { TensorMap } from "./jit/executable.ts";
 
 /** What a file-system error means to a CLI user. */
 function fsError(what: string, path: string, e: unknown, fix: string): KilnError {
-  const reason = e instanceof Deno.errors.NotFound
+  const code = (e as { code?: string })?.code;
+  const reason = code === "ENOENT"
     ? "does not exist"
-    : e instanceof Deno.errors.PermissionDenied
+    : code === "EACCES" || code === "EPERM"
     ? "is not accessible (permission denied)"
-    : e instanceof Deno.errors.IsADirectory
+    : code === "EISDIR"
     ? "is a directory"
     : `cannot be used (${(e as Error)?.message ?? e})`;
   return new KilnError(`${what} ${path} ${reason}`, { code: "bad-input", fix, cause: e });
@@ -30,30 +33,33 @@ export async function readInputFile(
   limits: { bytes?: number; maxBytes: number },
 ): Promise<Uint8Array> {
   const fix = "pass --input NAME=FILE with a raw little-endian file of the input's dtype and shape";
-  let info: Deno.FileInfo;
+  let info: Awaited<ReturnType<typeof stat>>;
   try {
-    info = await Deno.stat(path);
+    info = await stat(path);
   } catch (e) {
     throw fsError("--input", path, e, fix);
   }
-  if (!info.isFile) {
-    const what = info.isDirectory ? "a directory" : "not a regular file (a device, FIFO or socket)";
+  if (!info.isFile()) {
+    const what = info.isDirectory()
+      ? "a directory"
+      : "not a regular file (a device, FIFO or socket)";
     throw new KilnError(`--input ${path} is ${what}`, { code: "bad-input", fix });
   }
-  if (limits.bytes !== undefined && info.size !== limits.bytes) {
-    throw new KilnError(`--input ${path} has ${info.size} bytes; the input needs ${limits.bytes}`, {
+  const size = Number(info.size);
+  if (limits.bytes !== undefined && size !== limits.bytes) {
+    throw new KilnError(`--input ${path} has ${size} bytes; the input needs ${limits.bytes}`, {
       code: "bad-input",
       fix,
     });
   }
-  if (info.size > limits.maxBytes) {
+  if (size > limits.maxBytes) {
     throw new KilnError(
-      `--input ${path} has ${info.size} bytes, over the budget of ${limits.maxBytes} per tensor`,
+      `--input ${path} has ${size} bytes, over the budget of ${limits.maxBytes} per tensor`,
       { code: "limit", fix: "pass a smaller input, or raise KILN_MAX_TENSOR_BYTES" },
     );
   }
   try {
-    return await Deno.readFile(path);
+    return new Uint8Array(await readFile(path));
   } catch (e) {
     throw fsError("--input", path, e, fix);
   }
@@ -63,9 +69,9 @@ export async function readInputFile(
 export async function checkWritableDir(dir: string, flag: string): Promise<void> {
   const probe = `${dir}/.kiln-write-test-${crypto.randomUUID()}`;
   try {
-    await Deno.mkdir(dir, { recursive: true });
-    await Deno.writeFile(probe, new Uint8Array());
-    await Deno.remove(probe);
+    await mkdir(dir, { recursive: true });
+    await writeFile(probe, new Uint8Array());
+    await rm(probe);
   } catch (e) {
     throw fsError(flag, dir, e, `pass a ${flag} directory you can write to`);
   }
@@ -74,8 +80,8 @@ export async function checkWritableDir(dir: string, flag: string): Promise<void>
 /** Proves file `path` can be written before the model runs (an existing file is left as is). */
 export async function checkWritableFile(path: string, flag: string): Promise<void> {
   try {
-    const f = await Deno.open(path, { write: true, create: true });
-    f.close();
+    // "a": create if missing, never truncate what is there.
+    await (await open(path, "a")).close();
   } catch (e) {
     throw fsError(flag, path, e, `pass a ${flag} path in a directory you can write to`);
   }
@@ -84,7 +90,7 @@ export async function checkWritableFile(path: string, flag: string): Promise<voi
 /** Writes `text` to `path` as a typed failure. */
 export async function writeTextFile(path: string, text: string, flag: string): Promise<void> {
   try {
-    await Deno.writeTextFile(path, text);
+    await writeFile(path, text);
   } catch (e) {
     throw fsError(flag, path, e, `pass a ${flag} path you can write to`);
   }
@@ -112,16 +118,16 @@ export async function saveOutputs(dir: string, outputs: TensorMap): Promise<Map<
   const files = outputFileNames(Object.keys(outputs));
   const index: Record<string, { shape: readonly number[]; dtype: string; file: string }> = {};
   try {
-    await Deno.mkdir(dir, { recursive: true });
+    await mkdir(dir, { recursive: true });
     for (const [name, t] of Object.entries(outputs)) {
       const file = files.get(name)!;
-      await Deno.writeFile(
+      await writeFile(
         `${dir}/${file}`,
         new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength),
       );
       index[name] = { shape: t.shape, dtype: t.dtype, file };
     }
-    await Deno.writeTextFile(`${dir}/outputs.json`, JSON.stringify(index, null, 2) + "\n");
+    await writeFile(`${dir}/outputs.json`, JSON.stringify(index, null, 2) + "\n");
   } catch (e) {
     throw fsError("--save", dir, e, "pass a --save directory you can write to");
   }

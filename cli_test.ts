@@ -220,3 +220,44 @@ Deno.test("every command answers --help; --version prints the version", async ()
     assert.match(r.stdout, /^kiln \d+\.\d+\.\d+/);
   }
 });
+
+Deno.test("kiln info MODEL summarizes the model; kiln bench takes --warmup, --threads, --backend", async () => {
+  const models = new URL("../shared/models/", import.meta.url).pathname;
+  const i = await kiln("info", `${models}lenet.onnx`, "--json");
+  assert.equal(i.code, 0, i.stderr);
+  const s = JSON.parse(i.stdout);
+  assert.deepEqual(s.inputs, [{ name: "x", type: "float32[4, 1, 28, 28]" }]);
+  assert.deepEqual(s.outputs, [{ name: "y", type: "float32[4, 10]" }]);
+  assert.equal(s.opsets[""], 17);
+  assert.ok(s.parameters.elements > 10_000 && s.parameters.bytes === 4 * s.parameters.elements);
+  assert.equal(s.ops.find((o: { op: string }) => o.op === "Conv")?.count, 2);
+  assert.deepEqual(s.unsupported, []);
+  const text = await kiln("info", `${models}vit_tiny.onnx`);
+  assert.match(text.stdout, /^input +x: float32\[2, 3, 64, 64\]$/m);
+  assert.match(text.stdout, /^support +every op imports$/m);
+  const two = await kiln("info", "a.onnx", "b.onnx");
+  assert.equal(two.code, 1);
+  const b = await kiln(
+    "bench",
+    `${models}mlp.onnx`,
+    "--backend",
+    "wasm",
+    "--warmup",
+    "0",
+    "--threads",
+    "1",
+    "--runs",
+    "2",
+    "--json",
+  );
+  assert.equal(b.code, 0, b.stderr);
+  assert.deepEqual(
+    JSON.parse(b.stdout).results.map((
+      r: Record<string, unknown>,
+    ) => [r.backend, r.warmup, r.threads]),
+    [["wasm", 0, 1]],
+  );
+  const bad = await kiln("bench", "--warmup", "x");
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /--warmup must be/);
+});

@@ -154,12 +154,14 @@ export type { CounterName } from "./jit/counters.ts";
 export { prometheusText, stats } from "./jit/telemetry.ts";
 export {
   importOnnx,
+  type ModelSummary,
   type OnnxImportOptions,
   type OnnxInputInfo,
   OnnxModel,
   type OnnxValue,
   OPSETS,
   toOnnx,
+  type ValueSummary,
 } from "./onnx/mod.ts";
 export type { BucketPlan } from "./jit/buckets.ts";
 export { WebGpuBackend, type WebGpuOptions } from "./backends/webgpu/webgpu_backend.ts";

@@ -225,6 +225,42 @@ test("the CLI entry runs the bundled demo model", async () => {
   assert.ok(report.outputs.y, JSON.stringify(report).slice(0, 200));
 });
 
+test("npx kiln runs a model from files, saves its output and exits with the CLI's codes", () => {
+  const models = resolve(repo, "../shared/models");
+  const out = join(project, "out");
+  const npx = (...args) =>
+    execFileSync("npx", ["--no-install", "kiln", ...args], { cwd: project, encoding: "utf8" });
+  assert.match(npx("--version"), /^kiln \d+\.\d+\.\d+/);
+  assert.match(npx("run", "--help"), /Usage:/);
+  const report = JSON.parse(npx(
+    "run",
+    join(models, "mlp.onnx"),
+    "--input",
+    `x=${join(models, "mlp.in.x.float32.bin")}`,
+    "--save",
+    out,
+    "--json",
+    "--backend",
+    "wasm",
+  ));
+  assert.deepEqual(report.outputs.y.shape, [8, 10]);
+  const y = new Float32Array(readFileSync(join(out, "y.bin")).buffer.slice(0));
+  const want = new Float32Array(
+    readFileSync(join(models, "mlp.out.y.float32.bin")).buffer.slice(0),
+  );
+  const scale = Math.max(...want.map(Math.abs));
+  assert.ok(y.every((v, i) => Math.abs(v - want[i]) <= 1e-4 * scale), "y.bin matches ONNX Runtime");
+  // A missing input file: a typed message with a Fix:, exit code 1, no stack trace.
+  try {
+    npx("run", join(models, "mlp.onnx"), "--input", "x=/nonexistent.bin");
+    assert.fail("expected exit code 1");
+  } catch (e) {
+    assert.equal(e.status, 1);
+    assert.match(String(e.stderr), /does not exist\. Fix:/);
+    assert.doesNotMatch(String(e.stderr), /\n\s+at /);
+  }
+});
+
 test("the package's .d.ts type-check a strict TypeScript consumer", () => {
   writeFileSync(
     join(project, "consumer.ts"),

@@ -17,6 +17,7 @@ import type { HostTensor } from "../jit/host_tensor.ts";
 import { importModel, type OnnxInputInfo, onnxInputs } from "./import.ts";
 import { NeedsValue } from "./node_context.ts";
 import { decodeModel, int, type ModelProto } from "./proto.ts";
+import { type ModelSummary, summarizeModel } from "./summary.ts";
 
 /** Most value-specialised executables an {@linkcode OnnxModel} keeps (least recently used go). */
 export const SPECIALISATIONS = 16;
@@ -85,6 +86,14 @@ export class OnnxModel {
       });
     }
     return OnnxModel.fromBytes(bytes);
+  }
+
+  /**
+   * Producer, opsets, declared inputs and outputs, parameter count and bytes, op histogram and
+   * unsupported ops (`kiln info MODEL`), read without importing the model.
+   */
+  summary(): ModelSummary {
+    return summarizeModel(this.#proto);
   }
 
   /** The graph for concrete input shapes (required for symbolic dimensions), imported once. */

@@ -65,6 +65,7 @@ export interface GraphProto {
 export interface ModelProto {
   irVersion?: Int64;
   producerName?: string;
+  producerVersion?: string;
   opsetImport: { domain?: string; version?: Int64 }[];
   graph: GraphProto;
 }
