@@ -327,3 +327,38 @@ Deno.test("imported nodes keep their ONNX names, quoted once, through an export 
   const again = importOnnx(toOnnx(graph));
   assert.ok(again.nodes.every((n) => !n.label.startsWith('node "node')));
 });
+
+Deno.test("OnnxModel.load reads files and fetches http and data URLs; failures are typed", async () => {
+  const { bytes } = await referenceModel("lenet");
+  const path = new URL("../../shared/models/lenet.onnx", import.meta.url).pathname;
+  assert.equal((await OnnxModel.load(path)).summary().nodes, decodeModel(bytes).graph.node.length);
+  const server = Deno.serve(
+    { port: 0, hostname: "127.0.0.1", onListen() {} },
+    (req) =>
+      new URL(req.url).pathname === "/lenet.onnx"
+        ? new Response(bytes.slice())
+        : new Response("no", { status: 404, statusText: "Not Found" }),
+  );
+  try {
+    const base = `http://127.0.0.1:${server.addr.port}`;
+    const model = await OnnxModel.load(`${base}/lenet.onnx`);
+    assert.deepEqual(model.outputs, ["y"]);
+    await assert.rejects(
+      () => OnnxModel.load(new URL(`${base}/missing.onnx`)),
+      (e: unknown) =>
+        e instanceof KilnError && /HTTP 404/.test(e.message) && e.code === "bad-input",
+    );
+  } finally {
+    await server.shutdown();
+  }
+  let binary = "";
+  for (let i = 0; i < bytes.length; i += 8192) {
+    binary += String.fromCharCode(...bytes.subarray(i, i + 8192));
+  }
+  const data = `data:application/octet-stream;base64,${btoa(binary)}`;
+  assert.deepEqual((await OnnxModel.load(data)).outputs, ["y"]);
+  await assert.rejects(
+    () => OnnxModel.load("http://127.0.0.1:9/nothing.onnx"),
+    (e: unknown) => e instanceof KilnError && /Cannot fetch the model/.test(e.message),
+  );
+});

@@ -28,6 +28,43 @@ const SMALL = 64;
 /** Largest model file read: protobuf messages cannot exceed 2 GiB. */
 const MAX_MODEL_BYTES = 2 ** 31;
 
+/** The bytes at `url`, at most {@linkcode MAX_MODEL_BYTES}; failures are typed errors. */
+async function fetched(url: string | URL): Promise<Uint8Array> {
+  const fail = (why: string, cause?: unknown) =>
+    new KilnError(`Cannot fetch the model ${url}: ${why}`, {
+      code: "bad-input",
+      fix: "check the URL (and, in a browser, that the server allows the page's origin)",
+      cause,
+    });
+  let response: Response;
+  try {
+    response = await fetch(url);
+  } catch (e) {
+    throw fail((e as Error)?.message ?? String(e), e);
+  }
+  if (!response.ok) throw fail(`HTTP ${response.status} ${response.statusText}`);
+  const declared = Number(response.headers.get("content-length") ?? 0);
+  if (declared > MAX_MODEL_BYTES) throw fail(`${declared} bytes, over ONNX's 2 GiB limit`);
+  // Read with a running total: a server may send more than it declared, or nothing at all.
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  const reader = response.body?.getReader();
+  while (reader) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > MAX_MODEL_BYTES) {
+      await reader.cancel();
+      throw fail(`over ONNX's 2 GiB limit`);
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(total);
+  let at = 0;
+  for (const c of chunks) bytes.set(c, (at += c.byteLength) - c.byteLength);
+  return bytes;
+}
+
 /** An ONNX value: a tensor, a sequence of tensors, or `null` (an empty optional). */
 export type OnnxValue = HostTensor | readonly HostTensor[] | null;
 
@@ -66,11 +103,17 @@ export class OnnxModel {
     return new OnnxModel(decodeModel(bytes));
   }
 
-  /** Reads and parses a `.onnx` file. */
+  /**
+   * Reads and parses a `.onnx` file, or fetches it when `path` is an `http:`, `https:`, `blob:`
+   * or `data:` URL (in browsers, and in Deno and Node too).
+   */
   static async load(path: string | URL): Promise<OnnxModel> {
-    const { readFile, stat } = await import("node:fs/promises");
+    if (/^(https?|blob|data):/i.test(String(path))) return OnnxModel.fromBytes(await fetched(path));
     let bytes: Uint8Array;
     try {
+      // Hidden from bundlers: a browser build has no file system and never takes this path.
+      const fs = ["node", "fs/promises"].join(":");
+      const { readFile, stat } = await import(fs) as typeof import("node:fs/promises");
       // Checked first: reading a device (/dev/zero) or a FIFO would never end.
       const info = await stat(path);
       if (!info.isFile()) throw new Error("not a regular file");
