@@ -8,7 +8,7 @@
  */
 import type { Backend, KernelTime, Program } from "./backend.ts";
 import type { RefTensor } from "./host_tensor.ts";
-import { DeviceTensor } from "./device_tensor.ts";
+import { DeviceTensor, storedDType } from "./device_tensor.ts";
 import { type TensorData, widenToI64 } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
 import type { Graph, GraphInput } from "./graph.ts";
@@ -226,18 +226,20 @@ export class Executable {
       this.graph.inputs.findIndex((i) => i.name === this.state[this.graph.outputs[o].name]),
     ]);
     const resident = this.#program.runResident?.bind(this.#program);
-    const device = onDevice || args.some((a) => a instanceof DeviceTensor);
-    if (device && !resident) {
+    if (onDevice && !resident) {
       throw new KilnError(
-        `${
-          onDevice ? "runOnDevice" : "A device tensor input"
-        } needs a backend with device memory; this executable runs on ${this.backend.id}`,
+        `runOnDevice needs a backend with device memory; this executable runs on ${this.backend.id}`,
         {
           code: "unsupported",
-          fix: "compile for webgpu, or read() device tensors to the host and run() with those",
+          fix: "compile for webgpu, or run() to get host outputs",
         },
       );
     }
+    // A program without device memory takes device tensors by copying them to the host: a
+    // transfer, counted as one (a program with device memory uses them in place, or refuses one
+    // of another device with a typed error).
+    const device = onDevice ||
+      (resident !== undefined && args.some((a) => a instanceof DeviceTensor));
     const given = new Set(args.flatMap((a) => (a instanceof DeviceTensor ? [] : [a.data])));
     count("kiln_runs_total", repeat);
     count("kiln_dispatches_total", repeat * (this.plan?.kernels.length ?? this.graph.nodes.length));
@@ -257,7 +259,13 @@ export class Executable {
           active: partial,
         });
       }
-      let current = args.filter((a): a is RefTensor => !(a instanceof DeviceTensor));
+      let current: RefTensor[] = await Promise.all(args.map(async (a) => {
+        if (!(a instanceof DeviceTensor)) return a;
+        const data = await a.storage().read(0, sizeOf(a.shape));
+        count("kiln_transfers_total");
+        count("kiln_bytes_downloaded_total", data.byteLength);
+        return { data, shape: a.shape, dtype: storedDType(a.dtype) };
+      }));
       let data: TensorData[] = [];
       for (let r = 0; r < repeat; r++) {
         data = await this.#program.run(current, wanted, partial);
