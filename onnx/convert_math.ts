@@ -16,6 +16,7 @@ import { window } from "./convert_conv.ts";
 import {
   attrs,
   constant,
+  constInts,
   type Known,
   type NodeContext,
   type OpFn,
@@ -216,6 +217,61 @@ export const MATH_CONVERTERS: Record<string, Converter> = {
     );
     const y = op("Cast", [op("Equal", [iota, best])], { to: typeOf(x).dtype });
     return [c.opset < 13 ? op("Reshape", [y], { shape: [...shape] }) : y];
+  },
+  TopK: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const k = (c.opset >= 10 ? constInts(c, 1, "K") : attrs(c).ints("k")) ?? [];
+    const { shape, dtype } = typeOf(x);
+    const rank = shape.length;
+    const a = attrs(c).int("axis", -1)!;
+    const axis = a < 0 ? a + rank : a;
+    const largest = attrs(c).int("largest", 1) === 1;
+    attrs(c).int("sorted", 1); // Sorted either way (unsorted allows any order).
+    const n = shape[axis];
+    if (k.length !== 1 || !(k[0] >= 0 && k[0] <= n) || !(axis >= 0 && axis < rank)) {
+      throw new KilnError(
+        `${c.label}: TopK of ${k} along axis ${a} of [${shape}] is out of range`,
+        {
+          code: "out-of-range",
+          fix: `pass K between 0 and ${n ?? "the axis extent"} and an axis of the input`,
+        },
+      );
+    }
+    // Ranks without sorting: element i's rank is how many elements beat it (ties go to the lower
+    // index, as ONNX orders them); output r gathers the element of rank r. O(n²) per row, from
+    // comparisons and sums every backend fuses.
+    const at = (extra: number) => op("Unsqueeze", [x], { axes: [axis + extra] });
+    const xi = at(1), xj = at(0); // [..., n_i, 1, ...] and [..., 1, n_j, ...]
+    const iota = (where: number) =>
+      constant(
+        [...Array(n).keys()],
+        [
+          ...shape.slice(0, axis).map(() => 1),
+          ...(where === 0 ? [n, 1] : [1, n]),
+          ...shape.slice(axis + 1).map(() => 1),
+        ],
+        "i32",
+      );
+    const beats = op("Or", [
+      op(largest ? "Greater" : "Less", [xj, xi]),
+      op("And", [op("Equal", [xj, xi]), op("Less", [iota(1), iota(0)])]),
+    ]);
+    const ranks = op("ReduceSum", [op("Cast", [beats], { to: "i32" })], {
+      axes: [axis + 1],
+      keepdims: 0,
+    }); // [..., n, ...]: each element's rank
+    const slots = constant(
+      [...Array(k[0]).keys()],
+      [...shape.slice(0, axis).map(() => 1), k[0], 1, ...shape.slice(axis + 1).map(() => 1)],
+      "i32",
+    );
+    const hit = op("Equal", [op("Unsqueeze", [ranks], { axes: [axis] }), slots]); // [..., k, n, ...]
+    const pick = (v: Known, zero: Known) =>
+      op("ReduceSum", [op("Where", [hit, v, zero])], { axes: [axis + 1], keepdims: 0 });
+    const values = pick(xj, scalar(0, dtype));
+    const indices = pick(iota(1), scalar(0, "i32"));
+    return [values, { ...indices, i64: true }];
   },
   ReduceProd: (c) => {
     const op = opOf(c);

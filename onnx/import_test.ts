@@ -362,3 +362,88 @@ Deno.test("OnnxModel.load reads files and fetches http and data URLs; failures a
     (e: unknown) => e instanceof KilnError && /Cannot fetch the model/.test(e.message),
   );
 });
+
+Deno.test("TopK: largest and smallest along any axis, ties to the lower index, on every backend", async () => {
+  // K is an initializer, x a graph input of 3·2·5 elements: the kernels run (nothing folds).
+  const tensorType = (elemType: number, dims: number[]) => ({
+    tensorType: { elemType, shape: { dim: dims.map((dimValue) => ({ dimValue })) } },
+  });
+  const model = (largest: number, axis: number) =>
+    OnnxModel.fromBytes(encodeModel({
+      irVersion: 8,
+      opsetImport: [{ domain: "", version: 17 }],
+      graph: {
+        name: "topk",
+        node: [{
+          opType: "TopK",
+          input: ["x", "k"],
+          output: ["v", "i"],
+          attribute: [{ name: "axis", type: 2, i: axis }, { name: "largest", type: 2, i: largest }],
+        }],
+        input: [{ name: "x", type: tensorType(1, [3, 2, 5]) }],
+        output: [{ name: "v", type: { tensorType: { elemType: 1 } } }, {
+          name: "i",
+          type: { tensorType: { elemType: 7 } },
+        }],
+        initializer: [protoOf("k", { data: Int32Array.from([2]), shape: [1], dtype: "i32" }, true)],
+      },
+    } as unknown as ModelProto));
+  const x = Float32Array.from(
+    { length: 30 },
+    (_, i) => [3, 1, 3, -2, 0.5][i % 5] + Math.floor(i / 10),
+  );
+  const want = (largest: boolean, axis: number) => {
+    const shape = [3, 2, 5], strides = [10, 5, 1], v: number[] = [], ix: number[] = [];
+    const outer = shape.map((d, a) => (a === axis ? 1 : d));
+    for (let a = 0; a < outer[0]; a++) {
+      for (let b = 0; b < outer[1]; b++) {
+        for (let c = 0; c < outer[2]; c++) {
+          const base = a * strides[0] + b * strides[1] + c * strides[2];
+          const row = [...Array(shape[axis]).keys()].map((j) => ({
+            j,
+            x: x[base + j * strides[axis]],
+          }));
+          row.sort((p, q) => (largest ? q.x - p.x : p.x - q.x) || p.j - q.j);
+          v.push(...row.slice(0, 2).map((r) => r.x));
+          ix.push(...row.slice(0, 2).map((r) => r.j));
+        }
+      }
+    }
+    return { v, ix };
+  };
+  for (const [largest, axis] of [[1, 2], [0, 2], [1, 0], [0, -2]] as const) {
+    const a = axis < 0 ? axis + 3 : axis;
+    const { v, ix } = want(largest === 1, a);
+    for (const backend of ["reference", "wasm", "webgpu"]) {
+      const out = await model(largest, axis).run(
+        { x: { data: x, shape: [3, 2, 5], dtype: "f32" } },
+        {
+          backend,
+          cache: false,
+        },
+      );
+      const order = (data: ArrayLike<number | bigint>) => {
+        // Outputs are [.., k, ..] at the axis; `want` lists k values per row: transpose back.
+        const shape = [3, 2, 5].map((d, i) => (i === a ? 2 : d));
+        const rows: number[] = [];
+        const strides = [shape[1] * shape[2], shape[2], 1];
+        const outer = shape.map((d, i) => (i === a ? 1 : d));
+        for (let p = 0; p < outer[0]; p++) {
+          for (let q = 0; q < outer[1]; q++) {
+            for (let r = 0; r < outer[2]; r++) {
+              for (let t = 0; t < 2; t++) {
+                rows.push(
+                  Number(data[p * strides[0] + q * strides[1] + r * strides[2] + t * strides[a]]),
+                );
+              }
+            }
+          }
+        }
+        return rows;
+      };
+      const where = `${backend} largest=${largest} axis=${axis}`;
+      assert.deepEqual(order(out.v.data as Float32Array), v, where);
+      assert.deepEqual(order(out.i.data as BigInt64Array), ix, where);
+    }
+  }
+});

@@ -6,7 +6,7 @@
  * @module
  */
 import { ALU_OPS, type AluOp } from "../../jit/kernel_ir.ts";
-import { broadcastOffsets, sizeOf } from "../../jit/shape.ts";
+import { broadcastOffsets, sameShape, sizeOf } from "../../jit/shape.ts";
 import type { Kernel } from "./kernel.ts";
 import { erf } from "./scalar_math.ts";
 import { scalarOp } from "./scalar_ops.ts";
@@ -48,7 +48,11 @@ function binary(fn: Binary): Kernel {
   const general = map(([a, b]) => fn(a, b));
   return (args) => {
     const [a, b] = args.inputs;
-    if (a.data.length !== b.data.length || a.shape.length !== b.shape.length) return general(args);
+    // The fast path only where nothing broadcasts: [3, 1, 4] and [3, 4, 1] have as many elements
+    // and axes, and broadcast to [3, 4, 4] (a length-and-rank test once paired them element by
+    // element, and import-time folding gave TopK's comparisons wrong values).
+    const out = args.outputs[0].shape;
+    if (!sameShape(a.shape, out) || !sameShape(b.shape, out)) return general(args);
     const x = read(a), y = read(b);
     const w = writer(args.outputs[0].dtype, x.length);
     for (let i = 0; i < x.length; i++) w.out[i] = fn(x[i], y[i]);

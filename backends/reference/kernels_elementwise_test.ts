@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { assertClose, bool, f32, i32, numbers, runOp } from "../../jit/testing.ts";
 import { toF16Bits } from "../../jit/dtype.ts";
 import { erf } from "./scalar_math.ts";
+import { evaluateNode } from "./reference_backend.ts";
 
 const one = async (op: string, inputs: Parameters<typeof runOp>[1], attrs = {}) =>
   (await runOp(op, inputs, attrs))[0];
@@ -16,6 +17,25 @@ Deno.test("binary ops broadcast NumPy-style, including rank extension", async ()
   const s = await one("Sub", [f32([5], []), f32([1, 2, 3], [3, 1])]);
   assert.deepEqual(s.shape, [3, 1]);
   assertClose(s.data as Float32Array, [4, 3, 2]);
+  // As many elements and axes, different shapes: [2, 1, 3] and [2, 3, 1] broadcast to [2, 3, 3],
+  // through the per-node kernels (import-time folding) as through fused kernels.
+  const x = [0, 1, 2, 3, 4, 5];
+  const want = [0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0];
+  const g = await one("Greater", [f32(x, [2, 1, 3]), f32(x, [2, 3, 1])]);
+  assert.deepEqual(g.shape, [2, 3, 3]);
+  assert.deepEqual(numbers(g.data), want);
+  const inputs = [f32(x, [2, 1, 3]), f32(x, [2, 3, 1])].map((t) => ({
+    ...t,
+    dtype: "f32" as const,
+  }));
+  const folded = evaluateNode({
+    op: "Greater",
+    attrs: {},
+    inputs,
+    outputs: [{ shape: [2, 3, 3], dtype: "bool" }],
+    label: "Greater",
+  }, inputs);
+  assert.deepEqual(numbers(folded[0]), want);
 });
 
 Deno.test("empty and one-element tensors", async () => {
