@@ -244,10 +244,14 @@ test("npx kiln runs a model from files, saves its output and exits with the CLI'
     "wasm",
   ));
   assert.deepEqual(report.outputs.y.shape, [8, 10]);
-  const y = new Float32Array(readFileSync(join(out, "y.bin")).buffer.slice(0));
-  const want = new Float32Array(
-    readFileSync(join(models, "mlp.out.y.float32.bin")).buffer.slice(0),
-  );
+  // readFileSync's Buffer may be a view into a shared pool: copy exactly its bytes.
+  const floats = (path) => {
+    const b = readFileSync(path);
+    return new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
+  };
+  const y = floats(join(out, "y.bin"));
+  const want = floats(join(models, "mlp.out.y.float32.bin"));
+  assert.equal(y.length, want.length);
   const scale = Math.max(...want.map(Math.abs));
   assert.ok(y.every((v, i) => Math.abs(v - want[i]) <= 1e-4 * scale), "y.bin matches ONNX Runtime");
   // A missing input file: a typed message with a Fix:, exit code 1, no stack trace.
