@@ -69,11 +69,67 @@ function as2d(w: Attrs): Attrs {
  */
 function windowed(c: NodeContext, op: string, ins: Known[], w: Attrs): Known[] {
   const rank = typeOf(ins[0]).shape.length;
+  if (rank === 5 && op === "Conv") return [conv3d(c, ins, w)];
   if (rank !== 3) return c.emit(op, ins, w);
   const up = (k: Known) => c.emit("Unsqueeze", [k], { axes: [2] })[0];
   const lifted = ins.map((k, i) => (i < 2 ? up(k) : k));
   const [y] = c.emit(op, lifted, as2d(w));
   return c.emit("Squeeze", [y], { axes: [2] });
+}
+
+/**
+ * A 3-D Conv as a sum over the kernel's depth of 2-D convs: for depth tap `kd`, the input's
+ * depth positions `od·stride + kd·dilation` (after the depth padding) become a batch of 2-D
+ * images, convolved with that tap's 2-D kernel; the taps' results add up. Every step is a kiln
+ * op, so it fuses and runs on every backend like the 2-D conv.
+ */
+function conv3d(c: NodeContext, [x, w, b]: Known[], attrs: Attrs): Known {
+  const op = opOf(c);
+  const xs = typeOf(x).shape, ws = typeOf(w).shape;
+  const ctx = new InferContext({
+    op: "Conv",
+    where: c.label,
+    inputs: [typeOf(x), typeOf(w)],
+    attrs,
+  });
+  const win = resolveWindow(ctx, xs.slice(2), ws.slice(2));
+  const [n, channels] = xs, [m] = ws;
+  const [od, oh, ow] = win.out;
+  const padded = op("Pad", [x], {
+    pads: [win.padsBegin[0], win.padsEnd[0]],
+    axes: [2],
+    mode: "constant",
+    value: 0,
+  });
+  const plane = {
+    kernel_shape: ws.slice(3),
+    strides: win.strides.slice(1),
+    dilations: win.dilations.slice(1),
+    pads: [win.padsBegin[1], win.padsBegin[2], win.padsEnd[1], win.padsEnd[2]],
+    group: attrs.group ?? 1,
+  };
+  let sum: Known | undefined;
+  for (let kd = 0; kd < ws[2]; kd++) {
+    const start = kd * win.dilations[0];
+    const slab = op("Slice", [padded], {
+      starts: [start],
+      ends: [start + win.strides[0] * (od - 1) + 1],
+      axes: [2],
+      steps: [win.strides[0]],
+    }); // [N, C, OD, H, W]
+    const images = op("Reshape", [op("Transpose", [slab], { perm: [0, 2, 1, 3, 4] })], {
+      shape: [n * od, channels, xs[3], xs[4]],
+    });
+    const tap = op("Squeeze", [op("Slice", [w], { starts: [kd], ends: [kd + 1], axes: [2] })], {
+      axes: [2],
+    });
+    const y = op("Conv", [images, tap], plane); // [N·OD, M, OH, OW]
+    sum = sum ? op("Add", [sum, y]) : y;
+  }
+  const back = op("Transpose", [op("Reshape", [sum!], { shape: [n, od, m, oh, ow] })], {
+    perm: [0, 2, 1, 3, 4],
+  });
+  return b ? op("Add", [back, op("Reshape", [b], { shape: [m, 1, 1, 1] })]) : back;
 }
 
 /** ConvTranspose over 1 or 2 spatial axes. */
