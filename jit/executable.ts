@@ -259,13 +259,21 @@ export class Executable {
           active: partial,
         });
       }
-      let current: RefTensor[] = await Promise.all(args.map(async (a) => {
-        if (!(a instanceof DeviceTensor)) return a;
-        const data = await a.storage().read(0, sizeOf(a.shape));
-        count("kiln_transfers_total");
-        count("kiln_bytes_downloaded_total", data.byteLength);
-        return { data, shape: a.shape, dtype: storedDType(a.dtype) };
-      }));
+      // Programs that read their arguments on call get them before the first await; reading a
+      // device tensor awaits, so the host arguments beside one are copied first.
+      let current: RefTensor[] = args.some((a) => a instanceof DeviceTensor)
+        ? await Promise.all(
+          args.map((a) => (a instanceof DeviceTensor ? a : { ...a, data: a.data.slice() })).map(
+            async (a) => {
+              if (!(a instanceof DeviceTensor)) return a;
+              const data = await a.storage().read(0, sizeOf(a.shape));
+              count("kiln_transfers_total");
+              count("kiln_bytes_downloaded_total", data.byteLength);
+              return { data, shape: a.shape, dtype: storedDType(a.dtype) };
+            },
+          ),
+        )
+        : args as RefTensor[];
       let data: TensorData[] = [];
       for (let r = 0; r < repeat; r++) {
         data = await this.#program.run(current, wanted, partial);
