@@ -35,6 +35,7 @@ import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
 import { aluLowering, exactReciprocal, isFloat, type Memo } from "./wasm_alu.ts";
 import { type Linear, linearLowering, walkAt } from "./wasm_linear.ts";
 import { emitKernel, kernelModule } from "./wasm_module.ts";
+import { vectorWindows } from "./wasm_padded.ts";
 import { gemmBody, type MatmulContext, tiledGemm } from "./wasm_matmul.ts";
 import { indirection, matmulPlan } from "./wasm_matmul_plan.ts";
 
@@ -364,7 +365,7 @@ export function generateWasm(
     return [m.local.set(x, v), m.local.set(acc, m.select(keep, get(acc, t), get(x, t)))];
   };
 
-  const path = linearLowering({
+  const context = {
     m,
     binaryen,
     kernel,
@@ -387,7 +388,8 @@ export function generateWasm(
     vectorKind,
     valu,
     lanes,
-  });
+  };
+  const path = linearLowering(context);
 
   const store = (
     o: KernelIR["outputs"][number],
@@ -400,6 +402,14 @@ export function generateWasm(
     const address = m.i32.add(addrOf(nIn + k), m.i32.shl(linear(coords, o.shape), ic(2)));
     stmts.push(isFloat(o.dtype) ? m.f32.store(0, 4, address, v) : m.i32.store(0, 4, address, v));
   };
+  /** A row kernel's row outputs (from the reductions' results) at the current coordinates. */
+  function rowStores(): number[] {
+    const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
+    const memo: Memo = new Map();
+    for (const [k, o] of kernel.outputs.entries()) if (o.level === "row") store(o, k, memo, stmts);
+    return stmts;
+  }
+
   /**
    * A row kernel's body: its reductions, then its row outputs, then its full outputs, each along
    * a linear walk where the accesses allow (built only for kernels that take this path).
@@ -517,12 +527,7 @@ export function generateWasm(
     const rowOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) =>
       o.level === "row"
     );
-    if (rowOuts.length) {
-      const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
-      const memo: Memo = new Map();
-      for (const [o, k] of rowOuts) store(o, k, memo, stmts);
-      rowBody.push(...stmts);
-    }
+    if (rowOuts.length) rowBody.push(...rowStores());
     if (fullOuts.length) {
       const linearStmts = linearFull
         ? path.linearOutputs(
@@ -575,11 +580,40 @@ export function generateWasm(
       m.br("row", m.i32.lt_s(get(coord[a], i32), ic(space[a]))),
       m.local.set(coord[a], ic(0)),
     ]);
+    const one = rowKernelBody();
+    // Four windows at once where a pool's or depthwise conv's windows lie inside (see
+    // `vectorWindows`); one window, guarded, elsewhere.
+    const four = vectorWindows(context, path);
+    let step = one;
+    if (four) {
+      const a = four.axis, first = local(i32);
+      const lanesDone = [0, 1, 2, 3].flatMap((l) => [
+        m.local.set(coord[a], m.i32.add(get(first, i32), ic(l))),
+        m.local.set(accs[0], get(four.lanes[l], f32)),
+        ...rowStores(),
+      ]);
+      const fits = m.i32.and(
+        m.i32.le_s(m.i32.add(get(coord[a], i32), ic(4)), ic(space[a])),
+        m.i32.le_s(m.i32.add(get(row, i32), ic(4)), get(end, i32)),
+      );
+      step = [
+        m.if(
+          m.i32.and(fits, four.inside()),
+          m.block(null, [
+            m.local.set(first, get(coord[a], i32)),
+            ...four.body,
+            ...lanesDone,
+            m.local.set(row, m.i32.add(get(row, i32), ic(3))),
+          ]),
+          m.block(null, one),
+        ),
+      ];
+    }
     body.push(
       m.local.set(row, get(start, i32)),
       ...unravel(kept, row),
       whileLoop(() => m.i32.lt_s(get(row, i32), get(end, i32)), [
-        ...rowKernelBody(),
+        ...step,
         m.block("row", next),
         m.local.set(row, m.i32.add(get(row, i32), ic(1))),
       ]),

@@ -154,6 +154,10 @@ export interface LinearLowering {
   ): number[] | undefined;
   /** A row kernel's full outputs along a linear walk, or `undefined` when they are not linear. */
   linearOutputs(outs: readonly number[], exprs?: readonly Expr[]): number[] | undefined;
+  /** Loop-invariant f32 subexpressions of `exprs`, evaluated into `stmts` for `lin` to reuse. */
+  hoist(lin: Linear, exprs: readonly Expr[], stmts: number[]): Linear;
+  /** `expr` at four consecutive points of walk `lin`, as f32x4 (statements into `stmts`). */
+  vvalue(expr: Expr, lin: Linear, memo: Memo, stmts: number[]): number;
 }
 
 /** The linear path's emitters for one function. */
@@ -232,9 +236,12 @@ export function linearLowering(c: LinearContext): LinearLowering {
           : f4.splat(get(accs[expr.index], f32));
       case "load": {
         const w = lin.loads.get(expr)!;
+        // A stride of 0 (a value broadcast along the walk) is one load, splatted.
         code = w.stride === 1
           ? m.v128.load(0, 4, at(w, lin.j))
-          : lanes((l) => m.f32.load(0, 4, at(w, lin.j, w.stride === 0 ? 0 : l)));
+          : w.stride === 0
+          ? f4.splat(m.f32.load(0, 4, at(w, lin.j)))
+          : lanes((l) => m.f32.load(0, 4, at(w, lin.j, l)));
         break;
       }
       case "alu":
@@ -558,5 +565,7 @@ export function linearLowering(c: LinearContext): LinearLowering {
     elementwiseBody,
     linearReduction,
     linearOutputs,
+    hoist,
+    vvalue,
   };
 }
