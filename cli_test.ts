@@ -261,3 +261,15 @@ Deno.test("kiln info MODEL summarizes the model; kiln bench takes --warmup, --th
   assert.equal(bad.code, 1);
   assert.match(bad.stderr, /--warmup must be/);
 });
+
+Deno.test("examples/demo_mlp.ts run as a script prints its plan and output", async () => {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL("./examples/demo_mlp.ts", import.meta.url).pathname],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const text = new TextDecoder().decode(out.stdout);
+  assert.match(text, /^demo MLP 784 → 128 → 10, batch 8: \d+ kernel\(s\)$/m);
+  assert.match(text, /^y\[0\] = \[(0\.\d{3}, ){9}0\.\d{3}\]$/m);
+});

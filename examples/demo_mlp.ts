@@ -36,3 +36,17 @@ export function demoMlp(options: { batch?: number; hidden?: number } = {}): Demo
     inputs: { x: { data: uniform(batch * 784, 5, 0, 1), shape: [batch, 784], dtype: "f32" } },
   };
 }
+
+// Run as a script (`deno run -A examples/demo_mlp.ts`, or by URL): compile, run, and print what
+// ran where and the first row of class probabilities.
+if (import.meta.main) {
+  const { compile, explain } = await import("../mod.ts");
+  const { graph, inputs } = demoMlp();
+  using exe = await compile(graph);
+  const { y } = await exe.run(inputs);
+  const plan = await explain(exe);
+  console.log(`demo MLP 784 → 128 → 10, batch 8: ${plan.kernels.length} kernel(s)`);
+  for (const k of plan.kernels) console.log(`  ${k.name} on ${k.backend}: ${k.ops.join(" + ")}`);
+  const row = Array.from(y.data as Float32Array).slice(0, 10).map((p) => p.toFixed(3));
+  console.log(`y[0] = [${row.join(", ")}]`);
+}
