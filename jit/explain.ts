@@ -179,7 +179,8 @@ function explanation(e: Omit<Explanation, "text" | "dot">): Explanation {
       const lines = ["digraph kiln {", "  rankdir=LR;", "  node [shape=box, fontname=monospace];"];
       for (const k of e.kernels) {
         lines.push(
-          `  ${q(k.name)} [label=${q(`${k.name}\\n${k.ops.join(" + ")}\\n${k.backend}`)}];`,
+          // Real newlines: q() writes them as DOT's \n escape (a line break in the label).
+          `  ${q(k.name)} [label=${q(`${k.name}\n${k.ops.join(" + ")}\n${k.backend}`)}];`,
         );
       }
       for (const edge of e.edges) {

@@ -14,6 +14,9 @@ Deno.test("explain lists kernels with backend and fused ops, as text and DOT", a
   const dot = e.dot();
   assert.match(dot, /^digraph kiln \{/);
   assert.match(dot, /"matmul_0" -> "matmul_1"/);
+  // Graphviz's line-break escape, once: a doubled backslash would print a literal "\n".
+  assert.match(dot, /\[label="matmul_0\\nMatMul \+ Add \+ Relu\\nreference"\]/);
+  assert.doesNotMatch(dot, /\\\\n/);
 });
 
 Deno.test("explain of a node-by-node compile says so", async () => {
