@@ -82,7 +82,7 @@ Deno.test("a second kiln process takes every kernel from the disk cache (no code
     const second = JSON.parse((await kilnWith({ KILN_CACHE_DIR: dir }, ...run)).stdout);
     assert.equal(second.cache.diskHits, second.kernels.length);
     assert.equal(second.cache.misses, 0);
-    assert.equal(second.cache.compileMs, 0);
+    assert.equal(second.cache.codegenMs, 0);
     assert.deepEqual(second.outputs, first.outputs);
   } finally {
     await Deno.remove(dir, { recursive: true });
