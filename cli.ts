@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { execFileSync } from "node:child_process";
 import process from "node:process";
 import { parseArgs } from "node:util";
 import { demoMlp } from "./examples/demo_mlp.ts";
@@ -42,7 +43,8 @@ Usage:
       in the model's dtype; missing inputs are seeded random. --save writes DIR/<output>.bin and
       DIR/outputs.json.
   kiln explain [MODEL.onnx] [--backend auto|ID] [--shape NAME=2x3 ...] [--json] [--dot FILE]
-      The fusion and placement plan.
+               [--svg FILE]
+      The fusion and placement plan; --dot writes it for Graphviz, --svg draws it with dot.
   kiln bench [MODEL.onnx] [--backends ID,ID] [--runs N] [--warmup N] [--threads N] [--json]
       Compile time, first run, median and p90 run time per backend (after --warmup runs, default
       3; --threads sizes the wasm backend's thread pool; --backend ID is one backend).
@@ -249,6 +251,27 @@ async function load(
   };
 }
 
+/** The plan drawn by Graphviz (`dot -Tsvg`), or a typed error naming what to install. */
+function renderSvg(dot: string): string {
+  try {
+    return execFileSync("dot", ["-Tsvg"], { input: dot, encoding: "utf8", timeout: 60_000 });
+  } catch (e) {
+    const missing = (e as { code?: string }).code === "ENOENT";
+    throw new KilnError(
+      missing
+        ? "--svg needs Graphviz's dot, which is not installed"
+        : `Graphviz's dot failed: ${(e as Error).message}`,
+      {
+        code: "unsupported",
+        fix: missing
+          ? "install Graphviz (apt install graphviz, brew install graphviz), or write --dot FILE"
+          : "write --dot FILE and render it yourself",
+        cause: e,
+      },
+    );
+  }
+}
+
 function compileOptions(backend: string | undefined): CompileOptions {
   return !backend || backend === "auto" ? {} : { backend };
 }
@@ -348,14 +371,17 @@ async function explainCommand(args: string[]): Promise<number> {
       backend: { type: "string", default: "auto" },
       json: { type: "boolean", default: false },
       dot: { type: "string" },
+      svg: { type: "string" },
       shape: { type: "string", multiple: true },
     },
     allowPositionals: true,
   });
   if (values.dot) await checkWritableFile(values.dot, "--dot");
+  if (values.svg) await checkWritableFile(values.svg, "--svg");
   const loaded = await load(positionals[0], undefined, values.shape);
   const e = await explain(await loaded.compile(compileOptions(values.backend)));
   if (values.dot) await writeTextFile(values.dot, e.dot(), "--dot");
+  if (values.svg) await writeTextFile(values.svg, renderSvg(e.dot()), "--svg");
   if (values.json) {
     const { text: _text, dot: _dot, ...data } = e;
     console.log(JSON.stringify({ model: loaded.name, ...data }));

@@ -273,3 +273,21 @@ Deno.test("examples/demo_mlp.ts run as a script prints its plan and output", asy
   assert.match(text, /^demo MLP 784 → 128 → 10, batch 8: \d+ kernel\(s\)$/m);
   assert.match(text, /^y\[0\] = \[(0\.\d{3}, ){9}0\.\d{3}\]$/m);
 });
+
+Deno.test("kiln explain --svg draws the plan with Graphviz, or says how to get it", async () => {
+  const svg = `${await Deno.makeTempDir()}/plan.svg`;
+  let hasDot = false;
+  try {
+    hasDot = (await new Deno.Command("dot", { args: ["-V"], stderr: "null" }).output()).success;
+  } catch {
+    // Not installed: the command cannot even start.
+  }
+  const r = await kiln("explain", "--svg", svg);
+  if (hasDot) {
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(await Deno.readTextFile(svg), /<svg[\s\S]*matmul_0/);
+  } else {
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /needs Graphviz's dot, which is not installed\. Fix: install Graphviz/);
+  }
+});
