@@ -42,9 +42,12 @@ export function demoMlp(options: { batch?: number; hidden?: number } = {}): Demo
 if (import.meta.main) {
   const { compile, explain } = await import("../mod.ts");
   const { graph, inputs } = demoMlp();
-  using exe = await compile(graph);
+  // Not `using`: this file ships in the npm package, and Node 20 has no explicit resource
+  // management syntax.
+  const exe = await compile(graph);
   const { y } = await exe.run(inputs);
   const plan = await explain(exe);
+  exe.dispose();
   console.log(`demo MLP 784 → 128 → 10, batch 8: ${plan.kernels.length} kernel(s)`);
   for (const k of plan.kernels) console.log(`  ${k.name} on ${k.backend}: ${k.ops.join(" + ")}`);
   const row = Array.from(y.data as Float32Array).slice(0, 10).map((p) => p.toFixed(3));

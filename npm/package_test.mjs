@@ -212,6 +212,13 @@ test("ONNX models exported from PyTorch match ONNX Runtime on wasm and on Dawn",
   }
 });
 
+test("the wasm backend takes one thread per core on Node, navigator or not", async () => {
+  const { availableParallelism } = await import("node:os");
+  const wasm = new kiln.WasmBackend();
+  await wasm.prepare();
+  assert.equal(wasm.capabilities().threads, availableParallelism());
+});
+
 test("the CLI entry runs the bundled demo model", async () => {
   const logged = [];
   const log = console.log;

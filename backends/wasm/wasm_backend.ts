@@ -150,6 +150,17 @@ async function warmUp(
   }
 }
 
+/** The machine's core count from `node:os` (Node without navigator), if it can be had. */
+async function cores(): Promise<number | undefined> {
+  try {
+    const os = await import(["node", "os"].join(":"));
+    const n = os.availableParallelism?.() ?? os.cpus().length;
+    return Number.isInteger(n) && n >= 1 ? n : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Host functions kernels import: the reference backend's own scalar semantics. */
 const IMPORTS: Record<string, (...args: number[]) => number> = {
   sin: Math.sin,
@@ -163,7 +174,8 @@ const IMPORTS: Record<string, (...args: number[]) => number> = {
 export interface WasmBackendOptions {
   /**
    * Threads for large kernels, the calling one included (default
-   * `navigator.hardwareConcurrency`). Threads need `node:worker_threads` (Deno, Node) and
+   * `navigator.hardwareConcurrency`, or on Node 20, which has no navigator, `node:os`'s
+   * `availableParallelism()` once `prepare()` has run). Threads need `node:worker_threads` (Deno, Node) and
    * `SharedArrayBuffer`; where either is missing kernels run on the calling thread. Programs with
    * a large kernel share one process-wide pool of `threads - 1` workers per thread count
    * (`unref`'d: they never keep the process alive).
@@ -199,6 +211,7 @@ export class WasmBackend implements Backend {
   #fma = false;
   #profile: boolean;
   #warmUpMs: number;
+  #countCores = false;
 
   /** A backend; see {@linkcode WasmBackendOptions}. */
   constructor(options: WasmBackendOptions = {}) {
@@ -206,10 +219,13 @@ export class WasmBackend implements Backend {
     if (!Number.isInteger(threads) || threads < 1) {
       throw new KilnError(`WasmBackend: threads must be a positive integer, got ${threads}`, {
         code: "out-of-range",
-        fix: "pass threads: 1 or more (or leave it out for navigator.hardwareConcurrency)",
+        fix: "pass threads: 1 or more (or leave it out for one per core)",
       });
     }
     this.#threads = typeof SharedArrayBuffer === "function" ? threads : 1;
+    // Node before 21 has no navigator: prepare() asks node:os how many cores there are.
+    this.#countCores = options.threads === undefined && globalThis.navigator === undefined &&
+      typeof SharedArrayBuffer === "function";
     this.#profile = options.profile ?? false;
     this.#warmUpMs = options.warmUpMs ?? 100;
     if (!(this.#warmUpMs >= 0)) {
@@ -300,6 +316,10 @@ export class WasmBackend implements Backend {
 
   /** Loads `node:worker_threads` for threads and probes for relaxed SIMD. */
   async prepare(): Promise<void> {
+    if (this.#countCores) {
+      this.#countCores = false;
+      this.#threads = await cores() ?? this.#threads;
+    }
     if (this.#threads > 1) this.#workers ??= await (workers ??= workerThreads());
     this.#fma = hasRelaxedSimd();
   }
