@@ -22,7 +22,14 @@ import { type Shape, sizeOf } from "../../jit/shape.ts";
 import { type AluLowering, isFloat, type Memo } from "./wasm_alu.ts";
 import type { Binaryen, BinaryenModule, LoadExpr } from "./wasm_codegen.ts";
 import { HIGH_HALF } from "./wasm_math.ts";
-import { GUARDED_UNROLLED, paddedWindow, segmentBody, unravelIndex } from "./wasm_padded.ts";
+import {
+  GUARDED_UNROLLED,
+  outputAddress,
+  paddedWindow,
+  segmentBody,
+  segmentStart,
+  unravelIndex,
+} from "./wasm_padded.ts";
 
 /** A buffer walked by a linear loop: a base byte address (a local) and a stride in elements. */
 export interface Walk {
@@ -162,15 +169,13 @@ export interface LinearLowering {
 
 /** The linear path's emitters for one function. */
 export function linearLowering(c: LinearContext): LinearLowering {
-  const { m, binaryen, kernel, coord, accs, bufferOf, local, get, ic, unravel, steps, linear } = c;
+  const { m, binaryen, kernel, coord, accs, bufferOf, local, get, ic } = c;
   const { keyOf } = c;
   const { loadAddress, value, whileLoop, wideSum, accumulate, vectorKind, valu, lanes } = c;
   const { start, end } = c.rows;
   const i32 = binaryen.i32, f32 = binaryen.f32, f64 = binaryen.f64;
   const v128 = binaryen.v128, f4 = m.f32x4;
   const space = kernel.space, red = kernel.reduced, inner = sizeOf(red.map((i) => space[i]));
-  const nIn = kernel.inputs.length;
-  const addrOf = (buffer: number) => get(buffer, i32);
   const accessesOf = (exprs: readonly Expr[], outs: readonly number[]): Accesses | undefined => {
     const found = new Set<LoadExpr>();
     for (const e of exprs) walk(e, (x) => x.kind === "load" && found.add(x));
@@ -200,13 +205,7 @@ export function linearLowering(c: LinearContext): LinearLowering {
     }
     for (const [k, a] of acc.stores) {
       const base = local(i32);
-      const { coords } = steps(kernel.outputs[k].steps, stmts);
-      stmts.push(
-        m.local.set(
-          base,
-          m.i32.add(addrOf(nIn + k), m.i32.shl(linear(coords, kernel.outputs[k].shape), ic(2))),
-        ),
-      );
+      stmts.push(m.local.set(base, outputAddress(c, k, stmts)));
       lin.stores.set(k, { base, stride: strideOver(a, group, space)! });
     }
     return lin;
@@ -354,19 +353,7 @@ export function linearLowering(c: LinearContext): LinearLowering {
     if (!acc) return segmentBody(c, linearStores, exprs, outs);
     const group = linearSuffix([...acc.loads, ...acc.stores].map(([, a]) => a), space);
     const size = groupSize(group, space);
-    const p = local(i32), n = local(i32);
-    const seg: number[] = unravel(space.map((_, i) => i), p);
-    seg.push(
-      m.local.set(n, m.i32.sub(ic(size), m.i32.rem_u(get(p, i32), ic(size)))),
-      m.local.set(
-        n,
-        m.select(
-          m.i32.lt_s(m.i32.sub(get(end, i32), get(p, i32)), get(n, i32)),
-          m.i32.sub(get(end, i32), get(p, i32)),
-          get(n, i32),
-        ),
-      ),
-    );
+    const { p, n, seg } = segmentStart(c, size);
     const lin = walks(acc, group, seg);
     seg.push(
       ...linearStores(lin, () => get(n, i32), outs, size >= 4 && vectorizable(exprs, outs)),

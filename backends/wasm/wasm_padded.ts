@@ -23,6 +23,76 @@ import type { LoadExpr } from "./wasm_codegen.ts";
 import { HIGH_HALF } from "./wasm_math.ts";
 import type { Linear, LinearContext, LinearLowering } from "./wasm_linear.ts";
 
+/**
+ * The loads of a window's reduction `expr` with their offsets: affine, or affine with guards
+ * (`guardedOffset`); `undefined` when some load is neither.
+ */
+function windowAccesses(c: LinearContext, expr: Expr): [LoadExpr, GuardedOffset][] | undefined {
+  const space = c.kernel.space;
+  const found = new Set<LoadExpr>();
+  walk(expr, (x) => x.kind === "load" && found.add(x));
+  const access: [LoadExpr, GuardedOffset][] = [];
+  for (const l of found) {
+    const shape = c.bufferOf(l.input).shape;
+    const plain = affineOffset(l.steps, space, shape);
+    const g = plain ? { offset: plain, guards: [], fill: 0 } : guardedOffset(l.steps, space, shape);
+    if (!g) return undefined;
+    access.push([l, g]);
+  }
+  return access;
+}
+
+/**
+ * `scale · (Σ weights·coord + base)` at a window's origin (its reduced coordinates taken as 0),
+ * plus the local `plus` when given (a buffer's address).
+ */
+function originOf(c: LinearContext, a: AffineOffset, scale = 1, plus?: number): number {
+  const { m, binaryen, kernel, coord, get, ic } = c;
+  const i32 = binaryen.i32, red = kernel.reduced;
+  const sum = a.weights.reduce(
+    (e, w, d) =>
+      w === 0 || red.includes(d) ? e : m.i32.add(e, m.i32.mul(get(coord[d], i32), ic(w * scale))),
+    ic(a.base * scale),
+  );
+  return plus === undefined ? sum : m.i32.add(get(plus, i32), sum);
+}
+
+/**
+ * The start of an elementwise segment loop: local `p` (the first point of a segment; from the
+ * row range's start) and `n`, the points left in the segment of `size` that `p` is in, capped
+ * at the range's end; `seg` begins the loop body (the coordinates of `p`, then `n`).
+ */
+export function segmentStart(
+  c: LinearContext,
+  size: number,
+): { p: number; n: number; seg: number[] } {
+  const { m, binaryen, kernel, local, get, ic, unravel } = c;
+  const { end } = c.rows;
+  const i32 = binaryen.i32;
+  const p = local(i32), n = local(i32);
+  const seg: number[] = unravel(kernel.space.map((_, i) => i), p);
+  seg.push(
+    m.local.set(n, m.i32.sub(ic(size), m.i32.rem_u(get(p, i32), ic(size)))),
+    m.local.set(
+      n,
+      m.select(
+        m.i32.lt_s(m.i32.sub(get(end, i32), get(p, i32)), get(n, i32)),
+        m.i32.sub(get(end, i32), get(p, i32)),
+        get(n, i32),
+      ),
+    ),
+  );
+  return { p, n, seg };
+}
+
+/** The byte address output `k` is stored at for the current coordinates (statements into `stmts`). */
+export function outputAddress(c: LinearContext, k: number, stmts: number[]): number {
+  const { m, binaryen, kernel, get, ic } = c;
+  const { coords } = c.steps(kernel.outputs[k].steps, stmts);
+  const buffer = get(kernel.inputs.length + k, binaryen.i32);
+  return m.i32.add(buffer, m.i32.shl(c.linear(coords, kernel.outputs[k].shape), ic(2)));
+}
+
 /** Padded windows (see `paddedWindow`) of at most this many points run unrolled: 5×5. */
 export const GUARDED_UNROLLED = 25;
 
@@ -49,29 +119,15 @@ export function paddedWindow(
   r: Reduction,
   acc: number,
 ): number[] | undefined {
-  const { m, binaryen, kernel, coord, bufferOf, local, get, ic, value, accumulate } = c;
+  const { m, binaryen, kernel, coord, local, get, ic, value, accumulate } = c;
   const i32 = binaryen.i32, space = kernel.space, red = kernel.reduced;
   const inner = sizeOf(red.map((i) => space[i]));
-  const found = new Set<LoadExpr>();
-  walk(r.expr, (x) => x.kind === "load" && found.add(x));
-  const access: [LoadExpr, GuardedOffset][] = [];
-  for (const l of found) {
-    const shape = bufferOf(l.input).shape;
-    const plain = affineOffset(l.steps, space, shape);
-    const g = plain ? { offset: plain, guards: [], fill: 0 } : guardedOffset(l.steps, space, shape);
-    if (!g) return undefined;
-    access.push([l, g]);
-  }
+  const access = windowAccesses(c, r.expr);
+  if (!access) return undefined;
   const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
-  /** `Σ weights·coord + base` at the window's origin (reduced coordinates 0) into a local. */
   const atOrigin = (a: AffineOffset, scale = 1, plus?: number) => {
     const l = local(i32);
-    const sum = a.weights.reduce(
-      (e, w, d) =>
-        w === 0 || red.includes(d) ? e : m.i32.add(e, m.i32.mul(get(coord[d], i32), ic(w * scale))),
-      ic(a.base * scale),
-    );
-    stmts.push(m.local.set(l, plus === undefined ? sum : m.i32.add(get(plus, i32), sum)));
+    stmts.push(m.local.set(l, originOf(c, a, scale, plus)));
     return l;
   };
   const origins = access.map(([l, g]) => ({
@@ -137,11 +193,10 @@ export function segmentBody(
   exprs: readonly Expr[],
   outs: readonly number[],
 ): number[] | undefined {
-  const { m, binaryen, kernel, bufferOf, local, get, ic, unravel, steps, linear } = c;
+  const { m, binaryen, kernel, bufferOf, local, get, ic } = c;
   const { loadAddress, whileLoop } = c;
   const { start, end } = c.rows;
-  const i32 = binaryen.i32, space = kernel.space, nIn = kernel.inputs.length;
-  const addrOf = (buffer: number) => get(buffer, i32);
+  const i32 = binaryen.i32, space = kernel.space;
   const found = new Set<LoadExpr>();
   for (const e of exprs) walk(e, (x) => x.kind === "load" && found.add(x));
   const loads = [...found];
@@ -163,19 +218,7 @@ export function segmentBody(
   const size = groupSize(group, space);
   if (size < 4) return undefined;
   const strides = offsets.map((o) => strideOver({ weights: o.weights, base: 0 }, group, space)!);
-  const p = local(i32), n = local(i32);
-  const seg: number[] = unravel(space.map((_, i) => i), p);
-  seg.push(
-    m.local.set(n, m.i32.sub(ic(size), m.i32.rem_u(get(p, i32), ic(size)))),
-    m.local.set(
-      n,
-      m.select(
-        m.i32.lt_s(m.i32.sub(get(end, i32), get(p, i32)), get(n, i32)),
-        m.i32.sub(get(end, i32), get(p, i32)),
-        get(n, i32),
-      ),
-    ),
-  );
+  const { p, n, seg } = segmentStart(c, size);
   const lin: Linear = { j: local(i32), loads: new Map(), stores: new Map(), guards: new Map() };
   for (const [i, l] of loads.entries()) {
     const { address, guards } = loadAddress(l, seg);
@@ -191,13 +234,7 @@ export function segmentBody(
   }
   outs.forEach((k, i) => {
     const base = local(i32);
-    const { coords } = steps(kernel.outputs[k].steps, seg);
-    seg.push(
-      m.local.set(
-        base,
-        m.i32.add(addrOf(nIn + k), m.i32.shl(linear(coords, kernel.outputs[k].shape), ic(2))),
-      ),
-    );
+    seg.push(m.local.set(base, outputAddress(c, k, seg)));
     lin.stores.set(k, { base, stride: strides[loads.length + i] });
   });
   seg.push(
@@ -242,7 +279,7 @@ export function vectorWindows(
   c: LinearContext,
   h: VectorHelpers,
 ): VectorWindows | undefined {
-  const { m, binaryen, kernel, coord, bufferOf, local, get, ic } = c;
+  const { m, binaryen, kernel, coord, local, get, ic } = c;
   const i32 = binaryen.i32, f32 = binaryen.f32, v128 = binaryen.v128;
   const space = kernel.space, red = kernel.reduced;
   const kept = space.map((_, i) => i).filter((i) => !red.includes(i));
@@ -255,16 +292,8 @@ export function vectorWindows(
     !["sum", "mean", "max", "min"].includes(r.op) || c.vectorKind(r.expr) !== "f32" ||
     kernel.outputs.some((o) => o.level === "full")
   ) return undefined;
-  const found = new Set<LoadExpr>();
-  walk(r.expr, (x) => x.kind === "load" && found.add(x));
-  const access: [LoadExpr, GuardedOffset][] = [];
-  for (const l of found) {
-    const shape = bufferOf(l.input).shape;
-    const plain = affineOffset(l.steps, space, shape);
-    const g = plain ? { offset: plain, guards: [], fill: 0 } : guardedOffset(l.steps, space, shape);
-    if (!g || l.dtype !== "f32") return undefined;
-    access.push([l, g]);
-  }
+  const access = windowAccesses(c, r.expr);
+  if (!access || access.some(([l]) => l.dtype !== "f32")) return undefined;
   // Where one stride walks every window, the one-window path sums in vector partial sums (another
   // order): these four lanes would not round as its rows do.
   if (access.every(([, g]) => !g.guards.length && strideOver(g.offset, red, space) !== undefined)) {
@@ -273,12 +302,7 @@ export function vectorWindows(
   const body: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
   const atOrigin = (a: AffineOffset, scale = 1, plus?: number) => {
     const l = local(i32);
-    const sum = a.weights.reduce(
-      (e, w, d) =>
-        w === 0 || red.includes(d) ? e : m.i32.add(e, m.i32.mul(get(coord[d], i32), ic(w * scale))),
-      ic(a.base * scale),
-    );
-    body.push(m.local.set(l, plus === undefined ? sum : m.i32.add(get(plus, i32), sum)));
+    body.push(m.local.set(l, originOf(c, a, scale, plus)));
     return l;
   };
   const extents = red.map((a) => space[a]);
@@ -290,11 +314,7 @@ export function vectorWindows(
     const tests: number[] = [];
     for (const [, g] of access) {
       for (const x of g.guards) {
-        const at = x.at.weights.reduce(
-          (e, w, d) =>
-            w === 0 || red.includes(d) ? e : m.i32.add(e, m.i32.mul(get(coord[d], i32), ic(w))),
-          ic(x.at.base),
-        );
+        const at = originOf(c, x.at);
         const shifts = points.map((p) => shift(x.at, p));
         const lastLane = 3 * x.at.weights[axis];
         for (const d of [Math.min(...shifts), Math.max(...shifts)]) {
