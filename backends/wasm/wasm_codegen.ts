@@ -24,16 +24,11 @@
 import type binaryenLib from "npm:binaryen@116.0.0";
 import type { DType } from "../../jit/dtype.ts";
 import { affineOffset, strideOver } from "../../jit/access.ts";
-import {
-  type Expr,
-  ExprTable,
-  type IndexStep,
-  type KernelIR,
-  type Reduction,
-} from "../../jit/kernel_ir.ts";
-import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
+import { type Expr, ExprTable, type KernelIR, type Reduction } from "../../jit/kernel_ir.ts";
+import { sizeOf } from "../../jit/shape.ts";
 import { aluLowering, exactReciprocal, isFloat, type Memo } from "./wasm_alu.ts";
 import { type Linear, linearLowering, walkAt } from "./wasm_linear.ts";
+import { indexLowering } from "./wasm_index.ts";
 import { emitKernel, kernelModule } from "./wasm_module.ts";
 import { vectorWindows } from "./wasm_padded.ts";
 import { gemmBody, type MatmulContext, tiledGemm } from "./wasm_matmul.ts";
@@ -111,157 +106,15 @@ export function generateWasm(
     return out;
   };
 
-  /** Index steps as statements into fresh locals; returns the final coordinate locals and guards. */
-  const steps = (
-    list: readonly IndexStep[],
-    stmts: number[],
-    from: readonly number[] = coord,
-  ): { coords: number[]; guards: { ok: number; fill: number }[] } => {
-    let c = [...from];
-    const guards: { ok: number; fill: number }[] = [];
-    for (const s of list) {
-      if (s.kind === "gather") {
-        // The index is read at these coordinates, made non-negative, and checked against the
-        // gathered extent.
-        // Only where the earlier steps are in bounds is the index read at all (a padded
-        // gather's border would read the index at coordinates outside its buffer).
-        const prior = local(i32);
-        stmts.push(
-          m.local.set(prior, guards.reduce((acc, g) => m.i32.and(acc, get(g.ok, i32)), ic(1))),
-        );
-        const { address, guards: inner } = loadAddress(s.index, stmts, c, prior);
-        const raw = local(i32), idx = local(i32), ok = local(i32);
-        let read = m.i32.load(0, 4, address);
-        for (const g of [...inner].reverse()) read = m.select(get(g.ok, i32), read, ic(g.fill));
-        stmts.push(
-          m.local.set(raw, read),
-          m.local.set(
-            idx,
-            m.select(
-              m.i32.lt_s(get(raw, i32), ic(0)),
-              m.i32.add(get(raw, i32), ic(s.dim)),
-              get(raw, i32),
-            ),
-          ),
-        );
-        stmts.push(
-          m.local.set(
-            ok,
-            m.i32.and(m.i32.ge_s(get(idx, i32), ic(0)), m.i32.lt_s(get(idx, i32), ic(s.dim))),
-          ),
-        );
-        // Out of range: record the fault (the run raises it) and read element 0 meanwhile.
-        stmts.push(
-          m.if(
-            m.i32.and(get(prior, i32), m.i32.eqz(get(ok, i32))),
-            m.block(null, [
-              m.i32.store(0, 4, ic(0), ic(1)),
-              m.i32.store(4, 4, ic(0), get(raw, i32)),
-              m.i32.store(8, 4, ic(0), ic(s.dim)),
-            ]),
-          ),
-        );
-        guards.push({ ok, fill: 0 });
-        c = [...c.slice(0, s.axis), idx, ...c.slice(s.axis + s.drop)];
-        continue;
-      }
-      if (s.kind === "reshape") {
-        const lin = local(i32);
-        const from = stridesOf(s.from);
-        stmts.push(
-          m.local.set(
-            lin,
-            c.reduce(
-              (
-                acc,
-                x,
-                i,
-              ) => (s.from[i] === 1 ? acc : m.i32.add(acc, m.i32.mul(get(x, i32), ic(from[i])))),
-              ic(0),
-            ),
-          ),
-        );
-        const to = stridesOf(s.to);
-        c = s.to.map((d, i) => {
-          const l = local(i32);
-          stmts.push(
-            m.local.set(
-              l,
-              d === 1 ? ic(0) : m.i32.rem_s(m.i32.div_s(get(lin, i32), ic(to[i])), ic(d)),
-            ),
-          );
-          return l;
-        });
-        continue;
-      }
-      const out = s.coeff.map((rowCoeff, j) => {
-        const l = local(i32);
-        const expr = rowCoeff.reduce(
-          (
-            acc,
-            w,
-            d,
-          ) => (w === 0
-            ? acc
-            : m.i32.add(acc, w === 1 ? get(c[d], i32) : m.i32.mul(get(c[d], i32), ic(w)))),
-          ic(s.offset[j]),
-        );
-        stmts.push(m.local.set(l, expr));
-        return l;
-      });
-      if (s.bounds) {
-        const ok = local(i32);
-        stmts.push(
-          m.local.set(
-            ok,
-            out.reduce((acc, l, j) =>
-              m.i32.and(
-                acc,
-                m.i32.and(
-                  m.i32.ge_s(get(l, i32), ic(0)),
-                  m.i32.lt_s(get(l, i32), ic(s.bounds![j])),
-                ),
-              ), ic(1)),
-          ),
-        );
-        guards.push({ ok, fill: s.fill ?? 0 });
-      }
-      c = out;
-    }
-    return { coords: c, guards };
-  };
-
-  const linear = (coords: number[], shape: Shape) => {
-    const strides = stridesOf(shape);
-    return coords.reduce(
-      (
-        acc,
-        l,
-        i,
-      ) => (shape[i] === 1 ? acc : m.i32.add(acc, m.i32.mul(get(l, i32), ic(strides[i])))),
-      ic(0),
-    );
-  };
-
-  /** The byte address a load reads (out-of-bounds reads are redirected to element 0) and its guards. */
-  function loadAddress(
-    expr: Extract<Expr, { kind: "load" }>,
-    stmts: number[],
-    from: readonly number[] = coord,
-    prior?: number,
-  ) {
-    const buf = bufferOf(expr.input);
-    const { coords, guards } = steps(expr.steps, stmts, from);
-    const all = guards.reduce(
-      (acc, g) => m.i32.and(acc, get(g.ok, i32)),
-      prior === undefined ? ic(1) : get(prior, i32),
-    );
-    const address = m.i32.add(
-      addrOf(expr.input),
-      m.i32.shl(m.select(all, linear(coords, buf.shape), ic(0)), ic(2)),
-    );
-    return { address, guards };
-  }
+  const { steps, linear, loadAddress } = indexLowering({
+    m,
+    binaryen,
+    local,
+    get,
+    ic,
+    coord,
+    bufferOf,
+  });
 
   /** Evaluates `expr` into locals (statements pushed to `stmts`); returns a getter expression. */
   const value = (
