@@ -1,5 +1,6 @@
 /**
- * The windowed ops: Conv, MaxPool and AveragePool (1-D ones run as 2-D over a height of 1),
+ * The windowed ops: Conv, MaxPool and AveragePool (1-D ones run as 2-D over a height of 1, a 3-D
+ * Conv as 2-D convs summed over its depth taps; MaxPool's Indices from its taps' ArgMax),
  * ConvTranspose as a convolution of the stride-dilated, re-padded input with the flipped,
  * group-transposed kernel, InstanceNormalization as per-channel moments, GlobalMaxPool as a
  * reduction. All of them are kiln ops or compositions of kiln ops, so they fuse and run on every
@@ -197,7 +198,7 @@ function maxPoolIndices(c: NodeContext, x: Known, attrs: Attrs): Known {
   return { ...op("Add", [image, within]), i64: true };
 }
 
-/** ConvTranspose over 1 or 2 spatial axes. */
+/** ConvTranspose over 1 to 3 spatial axes (the 3-D one through `conv3d`). */
 function convTranspose(c: NodeContext): Known[] {
   const op = opOf(c);
   const a = attrs(c);
@@ -205,10 +206,10 @@ function convTranspose(c: NodeContext): Known[] {
   const bias = c.input(2);
   const xs = typeOf(x).shape, ws = typeOf(w).shape;
   const spatial = xs.length - 2;
-  if (spatial < 1 || spatial > 2 || ws.length !== xs.length) {
+  if (spatial < 1 || spatial > 3 || ws.length !== xs.length) {
     throw new KilnError(
-      `${c.label}: ConvTranspose of data [${xs}] with a kernel [${ws}] (kiln runs 1-D and 2-D)`,
-      { code: "unsupported", fix: "use a 1-D or 2-D transposed convolution" },
+      `${c.label}: ConvTranspose of data [${xs}] with a kernel [${ws}] (kiln runs 1-D to 3-D)`,
+      { code: "unsupported", fix: "use a 1-D, 2-D or 3-D transposed convolution" },
     );
   }
   const group = a.int("group", 1)!;
