@@ -191,11 +191,34 @@ export const CONVERTERS: Record<string, Converter> = {
   }),
   GlobalAveragePool: pass("GlobalAveragePool"),
   BatchNormalization: (c) => {
-    onlyFirstOutput(c, "running statistics");
-    return c.emit("BatchNormalization", c.inputs(), {
-      epsilon: attrs(c).float("epsilon", 1e-5),
-      training_mode: attrs(c).int("training_mode", 0),
-    });
+    const training = attrs(c).int("training_mode", 0)!;
+    const epsilon = attrs(c).float("epsilon", 1e-5)!;
+    if (!training) {
+      onlyFirstOutput(c, "running statistics (outside training mode)");
+      return c.emit("BatchNormalization", c.inputs(), { epsilon, training_mode: 0 });
+    }
+    // Training mode: the batch's own mean and (population) variance per channel normalize it,
+    // and the running statistics blend them into the given ones with `momentum`, as ONNX's
+    // reference does.
+    const op = opOf(c);
+    const [x, scale, bias, mean, variance] = [0, 1, 2, 3, 4].map((i) => c.required(i));
+    const shape = typeOf(x).shape, dtype = typeOf(x).dtype;
+    const axes = [0, ...[...Array(shape.length - 2).keys()].map((i) => 2 + i)];
+    const perChannel = (k: Known) =>
+      op("Reshape", [k], { shape: [shape[1], ...shape.slice(2).map(() => 1)] });
+    const batchMean = op("ReduceMean", [x], { axes, keepdims: 1 });
+    const d = op("Sub", [x, batchMean]);
+    const batchVar = op("ReduceMean", [op("Mul", [d, d])], { axes, keepdims: 1 });
+    const norm = op("Div", [d, op("Sqrt", [op("Add", [batchVar, scalar(epsilon, dtype)])])]);
+    const y = op("Add", [op("Mul", [norm, perChannel(scale)]), perChannel(bias)]);
+    const m = attrs(c).float("momentum", 0.9)!;
+    const flat = (k: Known) => op("Reshape", [k], { shape: [shape[1]] });
+    const blend = (running: Known, batch: Known) =>
+      op("Add", [
+        op("Mul", [running, scalar(m, dtype)]),
+        op("Mul", [flat(batch), scalar(1 - m, dtype)]),
+      ]);
+    return [y, blend(mean, batchMean), blend(variance, batchVar)];
   },
   LayerNormalization: (c) => {
     const axis = attrs(c).int("axis", -1)!, epsilon = attrs(c).float("epsilon", 1e-5)!;
