@@ -188,8 +188,47 @@ function windowOf(kind: "hann" | "hamming" | "blackman"): Converter {
   };
 }
 
+/**
+ * MelWeightMatrix: triangular filters on the mel scale, [dft_length / 2 + 1, num_mel_bins],
+ * computed at import from its constant inputs as ONNX's reference computes it (band edges
+ * evenly spaced in mels, then floored to spectrogram bins).
+ */
+function melWeightMatrix(c: NodeContext): Known[] {
+  const [bins] = known(c, 0, "num_mel_bins"), [dftLength] = known(c, 1, "dft_length");
+  const [rate] = known(c, 2, "sample_rate");
+  const [lower] = known(c, 3, "lower_edge_hertz"), [upper] = known(c, 4, "upper_edge_hertz");
+  if (!(bins >= 1 && dftLength >= 1 && rate > 0 && lower >= 0 && upper > lower)) {
+    throw new KilnError(
+      `${c.label}: ${bins} mel bins over a ${dftLength}-point DFT at ${rate} Hz, [${lower}, ${upper}] Hz`,
+      { code: "bad-attribute", fix: "pass positive sizes and a frequency range below upper" },
+    );
+  }
+  const spectrum = Math.floor(dftLength / 2) + 1;
+  checkBudget([spectrum, bins], "f32", c.label);
+  const mel = (hz: number) => 2595 * Math.log10(1 + hz / 700);
+  const low = mel(lower), step = (mel(upper) - low) / (bins + 2);
+  const edges = Array.from({ length: bins + 2 }, (_, i) => {
+    const hz = 700 * (10 ** ((i * step + low) / 2595) - 1);
+    return Math.floor(((dftLength + 1) * hz) / rate);
+  });
+  const out = new Array<number>(spectrum * bins).fill(0);
+  const set = (j: number, i: number, v: number) => {
+    if (j >= 0 && j < spectrum) out[j * bins + i] = v;
+  };
+  for (let i = 0; i < bins; i++) {
+    const [left, center, right] = [edges[i], edges[i + 1], edges[i + 2]];
+    if (center === left) set(center, i, 1);
+    else for (let j = left; j <= center; j++) set(j, i, (j - left) / (center - left));
+    for (let j = center; j < right; j++) set(j, i, (right - j) / (right - center));
+  }
+  const dtype = dtypeOfCode(attrs(c).int("output_datatype", 1)!, c.label);
+  const internal = dtype === "i64" ? "i32" : dtype;
+  return [{ ...constant(out, [spectrum, bins], internal), i64: dtype === "i64" }];
+}
+
 /** Converters by ONNX op type. */
 export const TENSOR_CONVERTERS: Record<string, Converter> = {
+  MelWeightMatrix: melWeightMatrix,
   Tile: (c) => {
     const op = opOf(c);
     const x = c.required(0);
