@@ -107,6 +107,15 @@ function brief(e: unknown): string {
   return line.length > 160 ? `${line.slice(0, 157)}…` : line;
 }
 
+/**
+ * Cases whose expected outputs contradict their own model, checked by hand: their mismatch is
+ * reported with the reason (it stays a fail).
+ */
+const CONTRADICTED: Readonly<Record<string, string>> = {
+  test_adam_multiple: "ONNX's generator computed it with epsilon 1e-2, which the node does " +
+    "not carry; with the spec's default 1e-6 the value kiln gives is Adam's",
+};
+
 /** Runs case folder `dir` on `backend` (`reference`, `wasm` or `webgpu`). */
 export async function runCase(dir: string, backend: string): Promise<CaseResult> {
   const name = dir.split("/").at(-1)!;
@@ -128,7 +137,10 @@ export async function runCase(dir: string, backend: string): Promise<CaseResult>
         const out = model.outputs[k];
         if (!(out in result)) return { name, status: "fail", reason: `output ${out} missing` };
         const bad = valueMismatch(result[out], want, out);
-        if (bad) return { name, status: "fail", reason: bad };
+        if (bad) {
+          const why = CONTRADICTED[name];
+          return { name, status: "fail", reason: why ? `${bad} (${why})` : bad };
+        }
       }
     } finally {
       model.dispose();

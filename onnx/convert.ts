@@ -24,6 +24,7 @@ import { dft, stft } from "./convert_dft.ts";
 import { gridSample } from "./convert_grid.ts";
 import { SEQUENCE_CONVERTERS } from "./convert_sequence.ts";
 import { CONTROL_CONVERTERS } from "./convert_control.ts";
+import { TRAINING_CONVERTERS, TRAINING_DOMAIN } from "./convert_training.ts";
 import {
   attribute,
   attrs,
@@ -419,3 +420,20 @@ export const CONVERTERS: Record<string, Converter> = {
     return withI64(k, x.i64);
   },
 };
+
+/**
+ * The converter of op `opType` in `domain` (ONNX's default domain, or the training domain's
+ * optimizers), if kiln has one.
+ */
+export function converterOf(
+  domain: string | undefined,
+  opType: string,
+): ((c: NodeContext) => (Known | Sequence | None)[]) | undefined {
+  const d = domain ?? "";
+  const table: Record<string, Converter> | undefined = d === "" || d === "ai.onnx"
+    ? CONVERTERS
+    : d === TRAINING_DOMAIN
+    ? TRAINING_CONVERTERS
+    : undefined;
+  return table && Object.hasOwn(table, opType) ? table[opType] : undefined;
+}

@@ -16,7 +16,7 @@ import type { Graph } from "../jit/graph.ts";
 import { GraphBuilder } from "../jit/graph_builder.ts";
 import { type Attrs, inferNode } from "../jit/ops/mod.ts";
 import { formatShape, type Shape, sizeOf } from "../jit/shape.ts";
-import { CONVERTERS } from "./convert.ts";
+import { converterOf } from "./convert.ts";
 import {
   attribute,
   clean,
@@ -124,9 +124,9 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   }
   const unknown = [
     ...new Set(
-      g.node.filter((n) =>
-        !((n.domain ?? "") === "" || n.domain === "ai.onnx") || !Object.hasOwn(CONVERTERS, n.opType)
-      ).map((n) => `${n.domain ? `${n.domain}::` : ""}${n.opType}`),
+      g.node.filter((n) => !converterOf(n.domain, n.opType)).map((n) =>
+        `${n.domain ? `${n.domain}::` : ""}${n.opType}`
+      ),
     ),
   ];
   if (unknown.length) {
@@ -243,10 +243,8 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
     nodes.forEach((node, index) => {
       const name = node.name || node.output[0] || `#${index}`;
       const label = `node "${name}" (${node.opType})`;
-      if (
-        !Object.hasOwn(CONVERTERS, node.opType) ||
-        !((node.domain ?? "") === "" || node.domain === "ai.onnx")
-      ) {
+      const convert = converterOf(node.domain, node.opType);
+      if (!convert) {
         throw new KilnError(`${label}: kiln cannot import op ${node.opType} (in a subgraph)`, {
           code: "unknown-op",
           fix: "re-export without it, or add it with registerOp and an importer converter",
@@ -286,7 +284,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
         subgraph: (name, args) => runSubgraph(ctx, name, args, scope),
         absent: (i) => !!node.input[i] && isAbsent(scope, node.input[i]),
       };
-      const outs = CONVERTERS[node.opType](ctx);
+      const outs = convert(ctx);
       const unread = unreadAttributes(node).filter((a) =>
         a !== "consumed_inputs" && !IGNORABLE[node.opType]?.includes(a)
       );
@@ -478,6 +476,10 @@ function checkDeclaredOutput(o: ValueInfoProto, k: Known): void {
 /** The default domain's opset version, checked against {@linkcode OPSETS}. */
 function checkOpset(model: ModelProto): number {
   const entry = model.opsetImport.find((o) => (o.domain ?? "") === "" || o.domain === "ai.onnx");
+  // A model of other domains' ops only (the training optimizers) imports none of the default's.
+  const others = model.opsetImport.length > 0 &&
+    model.graph.node.every((n) => (n.domain ?? "") !== "" && n.domain !== "ai.onnx");
+  if (!entry && others) return OPSETS[1];
   const version = int(entry?.version);
   if (version < OPSETS[0] || version > OPSETS[1]) {
     throw new KilnError(

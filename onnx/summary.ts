@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { CONVERTERS } from "./convert.ts";
+import { converterOf } from "./convert.ts";
 import {
   type GraphProto,
   int,
@@ -103,7 +103,7 @@ export function summarizeModel(model: ModelProto): ModelSummary {
       const onnx = (n.domain ?? "") === "" || n.domain === "ai.onnx";
       const op = onnx ? n.opType : `${n.domain}::${n.opType}`;
       counts.set(op, (counts.get(op) ?? 0) + 1);
-      if (!onnx || !Object.hasOwn(CONVERTERS, n.opType)) unsupported.add(op);
+      if (!converterOf(n.domain, n.opType)) unsupported.add(op);
       for (const a of n.attribute) if (a.g) visit(a.g, depth + 1);
     }
   };
