@@ -273,6 +273,49 @@ export const MATH_CONVERTERS: Record<string, Converter> = {
     const indices = pick(iota(1), scalar(0, "i32"));
     return [values, { ...indices, i64: true }];
   },
+  Det: (c) => {
+    // The Leibniz formula, Σ over permutations of sign · Π A[i, σ(i)]: exact arithmetic every
+    // backend fuses, for matrices up to 5×5 (120 terms); no data-dependent pivoting.
+    const op = opOf(c);
+    const x = c.required(0);
+    const { shape, dtype } = typeOf(x);
+    const n = shape.at(-1)!;
+    if (shape.length < 2 || shape.at(-2) !== n || n > 5 || !isFloat(dtype)) {
+      throw new KilnError(`${c.label}: Det of ${dtype}[${shape}]`, {
+        code: "unsupported",
+        fix: "kiln takes the determinant of square float matrices up to 5×5",
+      });
+    }
+    if (n === 0) {
+      return [op("Add", [op("ReduceSum", [x], { axes: [-1, -2], keepdims: 0 }), scalar(1, dtype)])];
+    }
+    const flat = op("Reshape", [x], { shape: [...shape.slice(0, -2), n * n] });
+    const at = (i: number, j: number) =>
+      op("Squeeze", [
+        op("Slice", [flat], { starts: [i * n + j], ends: [i * n + j + 1], axes: [-1] }),
+      ], {
+        axes: [-1],
+      });
+    const permutations = (k: number): number[][] =>
+      k === 0
+        ? [[]]
+        : permutations(k - 1).flatMap((p) =>
+          [...Array(k).keys()].map((i) => [...p.slice(0, i), k - 1, ...p.slice(i)])
+        );
+    const sign = (p: number[]) =>
+      p.reduce((s, v, i) => s * p.slice(i + 1).reduce((t, w) => (w < v ? -t : t), 1), 1);
+    let det: Known | undefined;
+    for (const p of permutations(n)) {
+      let term = at(0, p[0]);
+      for (let i = 1; i < n; i++) term = op("Mul", [term, at(i, p[i])]);
+      det = det
+        ? op(sign(p) > 0 ? "Add" : "Sub", [det, term])
+        : sign(p) > 0
+        ? term
+        : op("Neg", [term]);
+    }
+    return [det!];
+  },
   ReduceProd: (c) => {
     const op = opOf(c);
     const x = c.required(0);
