@@ -21,7 +21,7 @@ import { MATH_CONVERTERS } from "./convert_math.ts";
 import { RNN_CONVERTERS } from "./convert_rnn.ts";
 import { einsum } from "./convert_einsum.ts";
 import { dft, stft } from "./convert_dft.ts";
-import { gridSample } from "./convert_grid.ts";
+import { gridSample, roiAlign } from "./convert_grid.ts";
 import { SEQUENCE_CONVERTERS } from "./convert_sequence.ts";
 import { CONTROL_CONVERTERS } from "./convert_control.ts";
 import { TRAINING_CONVERTERS, TRAINING_DOMAIN } from "./convert_training.ts";
@@ -276,6 +276,7 @@ export const CONVERTERS: Record<string, Converter> = {
   DFT: dft,
   STFT: stft,
   GridSample: gridSample,
+  RoiAlign: roiAlign,
   ...SEQUENCE_CONVERTERS,
   ...CONTROL_CONVERTERS,
   CumSum: (c) =>

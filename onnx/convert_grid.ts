@@ -9,7 +9,16 @@
  */
 import { KilnError } from "../jit/errors.ts";
 import { scalar } from "./convert_composite.ts";
-import { attrs, type Known, type NodeContext, type OpFn, opOf, typeOf } from "./node_context.ts";
+import {
+  attrs,
+  constant,
+  constInts,
+  type Known,
+  type NodeContext,
+  type OpFn,
+  opOf,
+  typeOf,
+} from "./node_context.ts";
 
 /** Keys' cubic convolution weights (a = −0.75) of the 4 taps around fraction `t`. */
 function cubicWeights(op: OpFn, t: Known): Known[] {
@@ -146,4 +155,100 @@ export function gridSample(c: NodeContext): Known[] {
     y = sum!;
   }
   return [op("Reshape", [y], { shape: [n, ch, ho, wo] })];
+}
+
+/**
+ * RoiAlign with its regions given at import (constant, or specialised on by `OnnxModel`: they
+ * are small inputs): each output point's bilinear samples are fixed (input position, weight)
+ * pairs, computed here as ONNX Runtime computes them, so the op is one gather of the
+ * channels-last input and a weighted sum (avg) or max over the samples' weighted corners.
+ */
+export function roiAlign(c: NodeContext): Known[] {
+  const op = opOf(c);
+  const a = attrs(c);
+  const x = c.required(0);
+  const rois = constInts(c, 1, "rois") ?? [], batch = constInts(c, 2, "batch_indices") ?? [];
+  const [n, ch, h, w] = typeOf(x).shape;
+  const oh = a.int("output_height", 1)!, ow = a.int("output_width", 1)!;
+  const ratio = a.int("sampling_ratio", 0)!, scale = a.float("spatial_scale", 1)!;
+  const mode = a.string("mode", "avg")!;
+  const half = a.string(
+    "coordinate_transformation_mode",
+    c.opset >= 16 ? "half_pixel" : "output_half_pixel",
+  ) ===
+    "half_pixel";
+  const r = batch.length;
+  if (typeOf(x).shape.length !== 4 || rois.length !== 4 * r || (mode !== "avg" && mode !== "max")) {
+    throw new KilnError(
+      `${c.label}: RoiAlign of [${typeOf(x).shape}] with ${rois.length / 4} rois`,
+      {
+        code: "bad-input",
+        fix: "pass X [N, C, H, W], rois [R, 4], batch_indices [R] and mode avg or max",
+      },
+    );
+  }
+  if (batch.some((b) => !(b >= 0 && b < n))) {
+    throw new KilnError(`${c.label}: batch index out of [0, ${n})`, {
+      code: "out-of-range",
+      fix: "pass batch indices of the input's batch",
+    });
+  }
+  const offset = half ? 0.5 : 0;
+  // Per output point (roi, ph, pw): its samples' corners as (flat index into [N·H·W], weight).
+  const points: [number, number][][] = [];
+  for (let i = 0; i < r; i++) {
+    const [x1, y1, x2, y2] = rois.slice(4 * i, 4 * i + 4).map((v) => v * scale - offset);
+    const rh = half ? y2 - y1 : Math.max(y2 - y1, 1), rw = half ? x2 - x1 : Math.max(x2 - x1, 1);
+    const bh = rh / oh, bw = rw / ow;
+    const gh = ratio > 0 ? ratio : Math.ceil(rh / oh), gw = ratio > 0 ? ratio : Math.ceil(rw / ow);
+    const count = Math.max(gh * gw, 1);
+    for (let ph = 0; ph < oh; ph++) {
+      for (let pw = 0; pw < ow; pw++) {
+        const corners: [number, number][] = [];
+        for (let iy = 0; iy < gh; iy++) {
+          for (let ix = 0; ix < gw; ix++) {
+            let yy = y1 + ph * bh + ((iy + 0.5) * bh) / gh;
+            let xx = x1 + pw * bw + ((ix + 0.5) * bw) / gw;
+            const base = batch[i] * h * w;
+            if (yy < -1 || yy > h || xx < -1 || xx > w) {
+              for (let k = 0; k < 4; k++) corners.push([base, 0]);
+              continue;
+            }
+            yy = Math.max(yy, 0);
+            xx = Math.max(xx, 0);
+            let yl = Math.floor(yy), xl = Math.floor(xx), yh = yl + 1, xh = xl + 1;
+            if (yl >= h - 1) yh = yl = h - 1, yy = yl;
+            if (xl >= w - 1) xh = xl = w - 1, xx = xl;
+            const ly = yy - yl, lx = xx - xl, hy = 1 - ly, hx = 1 - lx;
+            const scaleBy = mode === "avg" ? 1 / count : 1;
+            corners.push(
+              [base + yl * w + xl, hy * hx * scaleBy],
+              [base + yl * w + xh, hy * lx * scaleBy],
+              [base + yh * w + xl, ly * hx * scaleBy],
+              [base + yh * w + xh, ly * lx * scaleBy],
+            );
+          }
+        }
+        points.push(corners);
+      }
+    }
+  }
+  const k = Math.max(1, ...points.map((p) => p.length));
+  const index: number[] = [], weight: number[] = [], pad: number[] = [];
+  for (const p of points) {
+    for (let j = 0; j < k; j++) {
+      index.push(p[j]?.[0] ?? 0);
+      weight.push(p[j]?.[1] ?? 0);
+      pad.push(p[j] ? 0 : -Infinity);
+    }
+  }
+  // [N, C, H, W] → [N·H·W, C]: one gather reads every channel of a sample.
+  const rows = op("Reshape", [op("Transpose", [x], { perm: [0, 2, 3, 1] })], {
+    shape: [n * h * w, ch],
+  });
+  const picked = op("Gather", [rows, constant(index, [r, oh, ow, k], "i32")], { axis: 0 });
+  let v = op("Mul", [picked, constant(weight, [r, oh, ow, k, 1], "f32")]);
+  if (mode === "max") v = op("Add", [v, constant(pad, [r, oh, ow, k, 1], "f32")]);
+  const y = op(mode === "avg" ? "ReduceSum" : "ReduceMax", [v], { axes: [3], keepdims: 0 });
+  return [op("Transpose", [y], { perm: [0, 3, 1, 2] })];
 }
