@@ -260,18 +260,17 @@ export class Executable {
         });
       }
       // Programs that read their arguments on call get them before the first await; reading a
-      // device tensor awaits, so the host arguments beside one are copied first.
+      // device tensor awaits, so the host arguments beside one are copied (in this synchronous
+      // map, before any read settles).
+      const toHost = async (t: DeviceTensor): Promise<RefTensor> => {
+        const data = await t.storage().read(0, sizeOf(t.shape));
+        count("kiln_transfers_total");
+        count("kiln_bytes_downloaded_total", data.byteLength);
+        return { data, shape: t.shape, dtype: storedDType(t.dtype) };
+      };
       let current: RefTensor[] = args.some((a) => a instanceof DeviceTensor)
         ? await Promise.all(
-          args.map((a) => (a instanceof DeviceTensor ? a : { ...a, data: a.data.slice() })).map(
-            async (a) => {
-              if (!(a instanceof DeviceTensor)) return a;
-              const data = await a.storage().read(0, sizeOf(a.shape));
-              count("kiln_transfers_total");
-              count("kiln_bytes_downloaded_total", data.byteLength);
-              return { data, shape: a.shape, dtype: storedDType(a.dtype) };
-            },
-          ),
+          args.map((a) => (a instanceof DeviceTensor ? toHost(a) : { ...a, data: a.data.slice() })),
         )
         : args as RefTensor[];
       let data: TensorData[] = [];

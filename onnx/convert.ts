@@ -29,6 +29,7 @@ import {
   attribute,
   attrs,
   constInts,
+  type Converter,
   type Known,
   NeedsValue,
   type NodeContext,
@@ -40,8 +41,6 @@ import {
   typeOf,
 } from "./node_context.ts";
 import { dtypeOfCode } from "./proto.ts";
-
-type Converter = (c: NodeContext) => (Known | Sequence | None)[];
 
 /** Input `i` as a constant scalar. */
 function constScalar(c: NodeContext, i: number, what: string): number | undefined {

@@ -13,6 +13,7 @@ import {
   attrs,
   constant,
   constInts,
+  type Converter,
   type Known,
   type NodeContext,
   type OpFn,
@@ -20,8 +21,6 @@ import {
   reduceAxes,
   typeOf,
 } from "./node_context.ts";
-
-type Converter = (c: NodeContext) => Known[];
 
 /** A scalar constant of `dtype`. */
 export function scalar(value: number, dtype: DType): Known {
@@ -42,7 +41,7 @@ function unary(
     k: (v: number) => Known,
     c: NodeContext,
   ) => Known,
-): Converter {
+): Converter<Known> {
   return (c) => {
     const x = c.required(0);
     const op = (name: string, ...xs: Known[]) => c.emit(name, xs)[0];
@@ -54,7 +53,7 @@ function unary(
 function sumOf(
   pre: (op: OpFn, x: Known) => Known,
   post?: (op: OpFn, s: Known) => Known,
-): Converter {
+): Converter<Known> {
   return (c) => {
     const x = c.required(0);
     const op = opOf(c);
@@ -67,7 +66,7 @@ function sumOf(
 }
 
 /** Converters by ONNX op type. */
-export const COMPOSITE_CONVERTERS: Record<string, Converter> = {
+export const COMPOSITE_CONVERTERS: Record<string, Converter<Known>> = {
   Elu: unary((op, x, k, c) =>
     op(
       "Where",

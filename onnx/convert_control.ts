@@ -13,14 +13,13 @@ import {
   attrs,
   constant,
   constInts,
+  type Converter,
   type Known,
   type NodeContext,
   type None,
   type Sequence,
   typeOf,
 } from "./node_context.ts";
-
-type Converter = (c: NodeContext) => (Known | Sequence | None)[];
 
 /** Most iterations a Loop is unrolled to. */
 const MAX_ITERATIONS = 4096;

@@ -18,13 +18,12 @@ import {
   clean,
   constant,
   constInts,
+  type Converter,
   type Known,
   type NodeContext,
   opOf,
   typeOf,
 } from "./node_context.ts";
-
-type Converter = (c: NodeContext) => Known[];
 
 /**
  * A window op's attributes as kiln takes them; `pool: false` leaves out the pooling ones (they are
@@ -133,6 +132,10 @@ function conv3d(c: NodeContext, [x, w, b]: Known[], attrs: Attrs): Known {
   return b ? op("Add", [back, op("Reshape", [b], { shape: [m, 1, 1, 1] })]) : back;
 }
 
+/** The flat index of each image's first element in [N, C, plane] (an [N, C, 1, 1] constant). */
+const imageStarts = (n: number, ch: number, plane: number): Known =>
+  constant([...Array(n * ch).keys()].map((i) => i * plane), [n, ch, 1, 1], "i32");
+
 /**
  * MaxPool's Indices output (2-D): each window's taps as strided slices of the input padded with
  * −∞, stacked; ArgMax picks the first largest tap (ONNX Runtime's order: rows, then columns),
@@ -195,7 +198,7 @@ function maxPoolIndices(c: NodeContext, x: Known, attrs: Attrs): Known {
   const within = columnMajor
     ? op("Add", [row, op("Mul", [col, constant([h], [], "i32")])])
     : op("Add", [op("Mul", [row, constant([w], [], "i32")]), col]);
-  const image = constant([...Array(n * ch).keys()].map((i) => i * h * w), [n, ch, 1, 1], "i32");
+  const image = imageStarts(n, ch, h * w);
   return { ...op("Add", [image, within]), i64: true };
 }
 
@@ -254,7 +257,7 @@ function maxUnpool(c: NodeContext): Known[] {
   // Indices count in the unpooled shape the pool saw (`natural`); an output_shape past it only
   // pads (ONNX's reference), and the padding's `at` is −1, so it never matches.
   const [nh, nw] = natural;
-  const image = constant([...Array(n * ch).keys()].map((i) => i * nh * nw), [n, ch, 1, 1], "i32");
+  const image = imageStarts(n, ch, nh * nw);
   const flat = op("Add", [
     op("Add", [image, constant([...Array(oh).keys()].map((y) => y * nw), [1, 1, oh, 1], "i32")]),
     constant([...Array(ow).keys()], [1, 1, 1, ow], "i32"),
@@ -405,7 +408,7 @@ function averagePool(c: NodeContext): Known[] {
 }
 
 /** Converters by ONNX op type. */
-export const CONV_CONVERTERS: Record<string, Converter> = {
+export const CONV_CONVERTERS: Record<string, Converter<Known>> = {
   Conv: (c) => {
     const [x, w, b] = [c.required(0), c.required(1), c.input(2)];
     return windowed(c, "Conv", b ? [x, w, b] : [x, w], window(c));

@@ -17,6 +17,7 @@ import {
   attrs,
   constant,
   constInts,
+  type Converter,
   type Known,
   type NodeContext,
   type OpFn,
@@ -25,8 +26,6 @@ import {
   typeOf,
 } from "./node_context.ts";
 import { dtypeOfCode } from "./proto.ts";
-
-type Converter = (c: NodeContext) => Known[];
 
 /**
  * MatMulInteger and ConvInteger: `(a − a_zero) ⋆ (b − b_zero)` in i32. The products of 8-bit
@@ -145,7 +144,7 @@ function asin(op: OpFn, x: Known): Known {
 }
 
 /** Converters by ONNX op type. */
-export const MATH_CONVERTERS: Record<string, Converter> = {
+export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
   Atan: (c) => [atan(opOf(c), c.required(0))],
   Asin: (c) => [asin(opOf(c), c.required(0))],
   Acos: (c) => {

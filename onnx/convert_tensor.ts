@@ -17,14 +17,13 @@ import {
   attrs,
   constant,
   constInts,
+  type Converter,
   type Known,
   type NodeContext,
   opOf,
   typeOf,
 } from "./node_context.ts";
 import { dtypeOfCode } from "./proto.ts";
-
-type Converter = (c: NodeContext) => Known[];
 
 /** Input `i` as constant numbers (a typed error, or a specialisation, when it is not constant). */
 function known(c: NodeContext, i: number, what: string): number[] {
@@ -161,7 +160,7 @@ function scatterND(c: NodeContext): Known[] {
 }
 
 /** A window function's values. */
-function windowOf(kind: "hann" | "hamming" | "blackman"): Converter {
+function windowOf(kind: "hann" | "hamming" | "blackman"): Converter<Known> {
   return (c) => {
     const [n] = known(c, 0, "size");
     if (!(Number.isInteger(n) && n >= 0)) {
@@ -227,7 +226,7 @@ function melWeightMatrix(c: NodeContext): Known[] {
 }
 
 /** Converters by ONNX op type. */
-export const TENSOR_CONVERTERS: Record<string, Converter> = {
+export const TENSOR_CONVERTERS: Record<string, Converter<Known>> = {
   MelWeightMatrix: melWeightMatrix,
   Tile: (c) => {
     const op = opOf(c);

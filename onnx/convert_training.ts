@@ -8,9 +8,15 @@
  */
 import { KilnError } from "../jit/errors.ts";
 import { scalar } from "./convert_composite.ts";
-import { attrs, type Known, type NodeContext, type OpFn, opOf, typeOf } from "./node_context.ts";
-
-type Converter = (c: NodeContext) => Known[];
+import {
+  attrs,
+  type Converter,
+  type Known,
+  type NodeContext,
+  type OpFn,
+  opOf,
+  typeOf,
+} from "./node_context.ts";
 
 /** The domain these ops live in. */
 export const TRAINING_DOMAIN = "ai.onnx.preview.training";
@@ -44,7 +50,7 @@ const decayed = (op: OpFn, r: Known, tf: Known, decay: number) =>
   op("Div", [r, op("Add", [scalar(1, "f32"), op("Mul", [tf, scalar(decay, "f32")])])]);
 
 /** The three optimizers. */
-export const TRAINING_CONVERTERS: Record<string, Converter> = {
+export const TRAINING_CONVERTERS: Record<string, Converter<Known>> = {
   Adagrad: (c) => {
     const op = opOf(c);
     const a = attrs(c);

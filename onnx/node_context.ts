@@ -124,6 +124,12 @@ export function constInts(c: NodeContext, i: number, what: string): number[] | u
   return Array.from(k.tensor.data as ArrayLike<number>, Number);
 }
 
+/**
+ * An ONNX op's converter: the node's outputs as kiln values, in order (`Converter<Known>` for
+ * ops whose outputs are tensors).
+ */
+export type Converter<T = Known | Sequence | None> = (c: NodeContext) => T[];
+
 /** The type of a known value (a constant's tensor carries its shape and dtype). */
 export function typeOf(k: Known): ValueType {
   return k.kind === "const" ? k.tensor : k.type;

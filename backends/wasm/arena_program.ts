@@ -320,17 +320,13 @@ export function arenaProgram(plan: ArenaPlan): Program {
           ? rowCount(k) / k.space[0] * active
           : rowCount(k);
         const { chunk } = split[i];
-        if (k.opaque) {
-          runs[i](...addresses[i]);
-          if (plan.profile) timed.push({ kernel: k.name, ms: performance.now() - start });
-          return;
-        }
         const call = (start: number, end: number) => {
           for (let s = start, n = chunk; s < end; s += n, n *= 2) {
             runs[i](...addresses[i], scratch, s, Math.min(end, s + n), packedAt[i]);
           }
         };
-        if (threads && threaded[i]) crew!.run(i, rows, split[i], call);
+        if (k.opaque) runs[i](...addresses[i]);
+        else if (threads && threaded[i]) crew!.run(i, rows, split[i], call);
         else call(0, rows);
         if (plan.profile) timed.push({ kernel: k.name, ms: performance.now() - start });
       });

@@ -17,7 +17,7 @@ import {
   segmentOffset,
   strideOver,
 } from "../../jit/access.ts";
-import { type Expr, type Reduction, walk } from "../../jit/kernel_ir.ts";
+import { type Expr, type KernelIR, type Reduction, walk } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import type { LoadExpr } from "./wasm_codegen.ts";
 import { HIGH_HALF } from "./wasm_math.ts";
@@ -107,6 +107,28 @@ export function unravelIndex(p: number, extents: readonly number[]): number[] {
 }
 
 /**
+ * A window's points (its reduced coordinates, row-major), how far an affine offset moves from
+ * the window's origin to each, and the least and greatest such move (whether a guard can fail
+ * anywhere in the window is decided by those two).
+ */
+function windowPoints(kernel: KernelIR): {
+  points: number[][];
+  shift(a: AffineOffset, point: readonly number[]): number;
+  span(a: AffineOffset): [number, number];
+} {
+  const red = kernel.reduced;
+  const extents = red.map((a) => kernel.space[a]);
+  const points = Array.from({ length: sizeOf(extents) }, (_, p) => unravelIndex(p, extents));
+  const shift = (a: AffineOffset, point: readonly number[]) =>
+    red.reduce((sum, axis, i) => sum + a.weights[axis] * point[i], 0);
+  const span = (a: AffineOffset): [number, number] => {
+    const shifts = points.map((p) => shift(a, p));
+    return [Math.min(...shifts), Math.max(...shifts)];
+  };
+  return { points, shift, span };
+}
+
+/**
  * A padded window (a pool's, a depthwise convolution's) as straight-line code, as
  * `wasm_linear.ts` unrolls small unpadded ones: each load at its base plus a constant, the padded
  * ones read only where their guards hold — one add and one unsigned compare per guard and point,
@@ -120,8 +142,7 @@ export function paddedWindow(
   acc: number,
 ): number[] | undefined {
   const { m, binaryen, kernel, coord, local, get, ic, value, accumulate } = c;
-  const i32 = binaryen.i32, space = kernel.space, red = kernel.reduced;
-  const inner = sizeOf(red.map((i) => space[i]));
+  const i32 = binaryen.i32, red = kernel.reduced;
   const access = windowAccesses(c, r.expr);
   if (!access) return undefined;
   const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
@@ -135,10 +156,7 @@ export function paddedWindow(
     guards: g.guards.map((x) => ({ value: atOrigin(x.at), ...x })),
   }));
   const { hoisted } = hoist({ j: -1, loads: new Map(), stores: new Map() }, [r.expr], stmts);
-  const extents = red.map((a) => space[a]);
-  const points = Array.from({ length: inner }, (_, p) => unravelIndex(p, extents));
-  const shift = (a: AffineOffset, point: readonly number[]) =>
-    red.reduce((sum, axis, i) => sum + a.weights[axis] * point[i], 0);
+  const { points, shift, span } = windowPoints(kernel);
   /** Every point, its padded loads guarded (`guarded`) or not. */
   const taps = (guarded: boolean): number[] => {
     const out: number[] = [];
@@ -170,12 +188,9 @@ export function paddedWindow(
   // Windows wholly inside (most of them) skip the guards: each guard's least and greatest value
   // over the window are in bounds (shufflenet's 3×3 pool: 35 -> 27 ns a window).
   const inside = origins.flatMap((o) =>
-    o.guards.flatMap((x) => {
-      const shifts = points.map((point) => shift(x.at, point));
-      return [Math.min(...shifts), Math.max(...shifts)].map((d) =>
-        m.i32.lt_u(m.i32.add(get(x.value, i32), ic(d)), ic(x.bound))
-      );
-    })
+    o.guards.flatMap((x) =>
+      span(x.at).map((d) => m.i32.lt_u(m.i32.add(get(x.value, i32), ic(d)), ic(x.bound)))
+    )
   ).reduce((a, b) => m.i32.and(a, b));
   stmts.push(m.if(inside, m.block(null, taps(false)), m.block(null, taps(true))));
   return stmts;
@@ -305,19 +320,15 @@ export function vectorWindows(
     body.push(m.local.set(l, originOf(c, a, scale, plus)));
     return l;
   };
-  const extents = red.map((a) => space[a]);
-  const points = Array.from({ length: inner }, (_, p) => unravelIndex(p, extents));
-  const shift = (a: AffineOffset, point: readonly number[]) =>
-    red.reduce((sum, ax, i) => sum + a.weights[ax] * point[i], 0);
+  const { points, shift, span } = windowPoints(kernel);
   // The inside test reads the coordinates before `body` runs: its guard values are its own.
   const inside = () => {
     const tests: number[] = [];
     for (const [, g] of access) {
       for (const x of g.guards) {
         const at = originOf(c, x.at);
-        const shifts = points.map((p) => shift(x.at, p));
         const lastLane = 3 * x.at.weights[axis];
-        for (const d of [Math.min(...shifts), Math.max(...shifts)]) {
+        for (const d of span(x.at)) {
           for (const lane of [0, lastLane]) {
             tests.push(m.i32.lt_u(m.i32.add(at, ic(d + lane)), ic(x.bound)));
           }
