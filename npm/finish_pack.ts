@@ -4,12 +4,27 @@
  * run on), and `@webgpu/types` as an optional peer for TypeScript consumers; the executable gets
  * its mode bit. deno pack has no options for these.
  *
+ * Browsers get binaryen through the package's `browser` field: a copy of binaryen 116's module
+ * (`vendor/binaryen.js`) that bundlers can take whole. The published module cannot be bundled for
+ * a browser: it ends in a top-level await (which esbuild's default iife format refuses) and its
+ * Node branch imports the builtin `module` by a literal specifier (which no browser resolver
+ * finds). The copy exports the initialisation promise instead (kiln awaits `default` either way)
+ * and computes that specifier, so bundlers leave it to the Node branch that never runs there.
+ *
  *   deno run -A npm/finish_pack.ts npm/dist/kiln.tgz
  *
  * @module
  */
 import { execFileSync } from "node:child_process";
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -23,9 +38,31 @@ try {
   pkg.engines = { node: ">=20" };
   pkg.peerDependencies = { ...pkg.peerDependencies, "@webgpu/types": ">=0.1.40" };
   pkg.peerDependenciesMeta = { "@webgpu/types": { optional: true } };
+  pkg.browser = { binaryen: "./vendor/binaryen.js" };
   writeFileSync(path, JSON.stringify(pkg, null, 2) + "\n");
+  vendorBinaryen(join(dir, "package", "vendor"));
   chmodSync(join(dir, "package", "cli_node.js"), 0o755);
   execFileSync("tar", ["czf", tarball, "-C", dir, "package"]);
 } finally {
   rmSync(dir, { recursive: true, force: true });
+}
+
+/** Writes the bundlable copy of binaryen (see the module doc) and its licence into `dir`. */
+function vendorBinaryen(dir: string): void {
+  const info = JSON.parse(execFileSync(Deno.execPath(), ["info", "--json"], { encoding: "utf8" }));
+  const from = join(info.npmCache, "registry.npmjs.org", "binaryen", "116.0.0");
+  let code = readFileSync(join(from, "index.js"), "utf8");
+  const edits: [string, string][] = [
+    ['await import("module")', 'await import(["module"][0])'],
+    ["var YQ=await pI(),iQ=YQ;export{iQ as default};", "var iQ=pI();export{iQ as default};"],
+  ];
+  for (const [was, is] of edits) {
+    if (code.split(was).length !== 2) {
+      throw new Error(`binaryen 116's index.js no longer contains ${was} once; update the edits`);
+    }
+    code = code.replace(was, is);
+  }
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, "binaryen.js"), code);
+  copyFileSync(join(from, "LICENSE"), join(dir, "BINARYEN-LICENSE"));
 }

@@ -1,7 +1,10 @@
 /**
- * Smoke test of the browser bundle (`deno task build:web` → `npm/dist/kiln.web.js`): headless
- * Chromium loads it from a local server and runs a small graph on the wasm backend; the page
- * posts its result back here, where it is checked against float64 arithmetic. Chromium comes from
+ * Smoke tests of kiln in a browser: headless Chromium loads a bundle from a local server and runs
+ * a small graph on the wasm backend; the page posts its result back here, where it is checked
+ * against float64 arithmetic. Two bundles: the prebuilt one (`deno task build:web` →
+ * `npm/dist/kiln.web.js`, an ES module), and what a user's esbuild makes of the npm package
+ * (`deno task build:npm` → `npm/dist/kiln.tgz`, installed into a fresh project, bundled with
+ * `--bundle --platform=browser` and no externals into a classic script). Chromium comes from
  * Debian's `chromium` package, installed here when missing (as root, like CI).
  *
  * Run: `deno task test:web`.
@@ -9,26 +12,26 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 
 const dist = new URL("./dist/", import.meta.url);
-const bundle = new URL("kiln.web.js", dist);
+const ESBUILD = "0.25.0";
 
-/** The page's script: relu(x·W + b) on wasm, through the public API of the bundle. */
-const page = `<!doctype html><meta charset="utf-8"><script type="module">
-const report = (body) => fetch("/result", { method: "POST", body: JSON.stringify(body) });
-try {
-  const kiln = await import("/kiln.web.js");
-  const b = new kiln.GraphBuilder();
-  const x = b.input("x", [2, 3]);
-  const w = b.param("w", [3, 2], "f32", new Float32Array([1, 0, 0, 1, 1, 1]));
-  b.output("y", b.op("Relu", [b.op("Add", [b.op("MatMul", [x, w]), b.constant(0.5)])]));
-  const exe = await kiln.compile(b.build(), { backend: "wasm" });
-  const { y } = await exe.run({ x: kiln.hostTensor(new Float32Array([1, -2, 3, 4, 5, -6]), [2, 3]) });
-  await report({ shape: y.shape, data: Array.from(y.data) });
-} catch (e) {
-  await report({ error: String(e && e.stack || e) });
-}
-</script>`;
+/** The test's body, given the module namespace: relu(x·W + b) on wasm, reported to the server. */
+const program = `async (kiln) => {
+  const report = (body) => fetch("/result", { method: "POST", body: JSON.stringify(body) });
+  try {
+    const b = new kiln.GraphBuilder();
+    const x = b.input("x", [2, 3]);
+    const w = b.param("w", [3, 2], "f32", new Float32Array([1, 0, 0, 1, 1, 1]));
+    b.output("y", b.op("Relu", [b.op("Add", [b.op("MatMul", [x, w]), b.constant(0.5)])]));
+    const exe = await kiln.compile(b.build(), { backend: "wasm" });
+    const { y } = await exe.run({ x: kiln.hostTensor(new Float32Array([1, -2, 3, 4, 5, -6]), [2, 3]) });
+    await report({ shape: y.shape, data: Array.from(y.data) });
+  } catch (e) {
+    await report({ error: String(e && e.stack || e) });
+  }
+}`;
 
 async function chromium(): Promise<string> {
   for (const name of ["chromium", "chromium-browser", "google-chrome"]) {
@@ -64,11 +67,15 @@ async function removeWhenQuiet(dir: string): Promise<void> {
   }
 }
 
-Deno.test("the browser bundle runs a graph on the wasm backend in headless Chromium", async () => {
-  await Deno.stat(bundle).catch(() => {
-    throw new Error(`${bundle.pathname} is missing. Fix: run deno task build:web first`);
-  });
+/** Serves `files` under a page that loads `/app.js` as `type`; returns what the page reports. */
+async function inChromium(
+  files: Record<string, Uint8Array<ArrayBuffer>>,
+  type: "module" | "classic",
+): Promise<Record<string, unknown>> {
   const browser = await chromium();
+  const page = `<!doctype html><meta charset="utf-8"><script${
+    type === "module" ? ' type="module"' : ""
+  } src="/app.js"></script>`;
   const { promise: result, resolve } = Promise.withResolvers<Record<string, unknown>>();
   const server = Deno.serve({ port: 0, hostname: "127.0.0.1", onListen() {} }, async (req) => {
     const path = new URL(req.url).pathname;
@@ -76,10 +83,8 @@ Deno.test("the browser bundle runs a graph on the wasm backend in headless Chrom
       resolve(await req.json());
       return new Response("ok");
     }
-    if (path === "/kiln.web.js") {
-      return new Response(await Deno.readFile(bundle), {
-        headers: { "content-type": "text/javascript" },
-      });
+    if (files[path]) {
+      return new Response(files[path], { headers: { "content-type": "text/javascript" } });
     }
     if (path === "/") return new Response(page, { headers: { "content-type": "text/html" } });
     return new Response("not found", { status: 404 });
@@ -102,16 +107,71 @@ Deno.test("the browser bundle runs a graph on the wasm backend in headless Chrom
     120_000,
   );
   try {
-    const got = await result;
-    assert.equal(got.error, undefined, String(got.error));
-    assert.deepEqual(got.shape, [2, 2]);
-    // x·W = [[4, 1], [-2, -1]] for x = [[1, -2, 3], [4, 5, -6]]; + 0.5 then relu.
-    assert.deepEqual(got.data, [4.5, 1.5, 0, 0]);
+    return await result;
   } finally {
     clearTimeout(timer);
     child.kill();
     await child.status;
     await server.shutdown();
     await removeWhenQuiet(profile);
+  }
+}
+
+function checkResult(got: Record<string, unknown>): void {
+  assert.equal(got.error, undefined, String(got.error));
+  assert.deepEqual(got.shape, [2, 2]);
+  // x·W = [[4, 1], [-2, -1]] for x = [[1, -2, 3], [4, 5, -6]]; + 0.5 then relu.
+  assert.deepEqual(got.data, [4.5, 1.5, 0, 0]);
+}
+
+async function built(name: string, task: string): Promise<URL> {
+  const file = new URL(name, dist);
+  await Deno.stat(file).catch(() => {
+    throw new Error(`${file.pathname} is missing. Fix: run deno task ${task} first`);
+  });
+  return file;
+}
+
+Deno.test("the prebuilt browser bundle runs a graph on the wasm backend in headless Chromium", async () => {
+  const bundle = await Deno.readFile(await built("kiln.web.js", "build:web"));
+  const app = `import * as kiln from "/kiln.web.js";\n(${program})(kiln);\n`;
+  checkResult(
+    await inChromium(
+      { "/app.js": new TextEncoder().encode(app), "/kiln.web.js": bundle },
+      "module",
+    ),
+  );
+});
+
+Deno.test("esbuild bundles the npm package for the browser with no externals, and it runs", async () => {
+  const tarball = await built("kiln.tgz", "build:npm");
+  const project = await Deno.makeTempDir({ prefix: "kiln-esbuild-" });
+  try {
+    await Deno.writeTextFile(
+      `${project}/package.json`,
+      JSON.stringify({ name: "browser-app", private: true, type: "module" }),
+    );
+    execFileSync("npm", [
+      "install",
+      "--no-audit",
+      "--no-fund",
+      "--loglevel=error",
+      tarball.pathname,
+      `esbuild@${ESBUILD}`,
+    ], { cwd: project, stdio: ["ignore", "ignore", "inherit"] });
+    await Deno.writeTextFile(
+      `${project}/app.js`,
+      `import * as kiln from "@kiln/kiln";\n(${program})(kiln);\n`,
+    );
+    execFileSync(
+      `${project}/node_modules/.bin/esbuild`,
+      ["app.js", "--bundle", "--platform=browser", "--outfile=out.js", "--log-level=error"],
+      { cwd: project, stdio: ["ignore", "ignore", "inherit"] },
+    );
+    checkResult(
+      await inChromium({ "/app.js": await Deno.readFile(`${project}/out.js`) }, "classic"),
+    );
+  } finally {
+    await Deno.remove(project, { recursive: true });
   }
 });

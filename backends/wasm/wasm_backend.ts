@@ -345,6 +345,8 @@ export class WasmBackend implements Backend {
     if (!binaryen && this.#threads > 1 && this.#workers) {
       WorkerPool.of({ threads: this.#threads, ...this.#workers }).start();
     }
+    // `default` is the module, or (the npm package's browser copy) a promise of it: then() takes
+    // either.
     return binaryen ??= import("npm:binaryen@116.0.0").then((m) => m.default as Binaryen);
   }
 
