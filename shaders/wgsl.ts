@@ -4,9 +4,8 @@
  * - `points` (elementwise): one invocation per point, or per 4 consecutive points of the last axis
  *   when every output (and the inputs that can) is read and written as aligned vec4s — GPUs move
  *   memory in 16-byte words, so this is what reaches full bandwidth;
- * - `rows` (reductions): one workgroup per row whose threads stride over the row's reduced
- *   coordinates and combine through workgroup memory, then store row outputs once and full
- *   outputs strided across the workgroup;
+ * - `rows` (reductions): a group of threads per row, combining through workgroup memory; rows
+ *   that fit are held in registers, several to a workgroup when short (`wgsl_rows.ts`);
  * - `tiles`: large f32 matmuls in register-blocked tiles (`wgsl_matmul.ts`).
  * Index steps become integer arithmetic with constants baked in; every subexpression is a named
  * `let`, emitted once per point, so the generated source is readable and shared work is not
@@ -28,23 +27,9 @@ import {
   walk,
 } from "../jit/kernel_ir.ts";
 import { type Shape, sizeOf } from "../jit/shape.ts";
-import {
-  INF,
-  KernelLowering,
-  literal,
-  NAN,
-  NEG_INF,
-  PRELUDE,
-  rounded,
-  wgslType,
-} from "./wgsl_expr.ts";
-import {
-  emitTiledMatmul,
-  type MatmulTile,
-  TILE_THREADS,
-  tileSize,
-  tileVectors,
-} from "./wgsl_matmul.ts";
+import { KernelLowering, PRELUDE, wgslType } from "./wgsl_expr.ts";
+import { emitHeldRows, emitRows, type RowTiling, rowTiling } from "./wgsl_rows.ts";
+import { emitTiledMatmul, type MatmulTile, tileOf, tileShape, tileVectors } from "./wgsl_matmul.ts";
 
 /** What the device allows generated kernels. */
 export interface WgslOptions {
@@ -64,6 +49,8 @@ export interface KernelLayout {
   readonly vectors: ReadonlySet<number>;
   /** The tiling of a `tiles` kernel. */
   readonly tile?: MatmulTile;
+  /** How a `rows` kernel splits its rows among threads. */
+  readonly rows?: RowTiling;
 }
 
 /** Smallest batch·M·N·K that uses the tiled matmul kernel. */
@@ -72,29 +59,30 @@ export const TILE_THRESHOLD: number = 1 << 24;
 /** Fewest 64×64 output tiles that use the tiled matmul kernel. */
 export const MIN_TILES = 32;
 
-/** Fewest 128×128 tiles that use them (rather than 64×64 ones): enough to fill a large GPU. */
-const MIN_LARGE_TILES = 128;
-
 /** The layout of `kernel` (not opaque) on a device with `options`. */
 export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayout {
   const most = 2 ** Math.floor(Math.log2(Math.min(256, options.maxInvocations)));
   const none = new Set<number>();
-  const tile = most >= TILE_THREADS ? tiledMatmul(kernel) : undefined;
+  const tile = tiledMatmul(kernel, most);
   if (tile) {
     return {
       kind: "tiles",
-      workgroup: TILE_THREADS,
+      workgroup: tile.threads[0] * tile.threads[1],
       width: 1,
       vectors: tileVectors(kernel, tile),
       tile,
     };
   }
   if (kernel.reductions.length) {
-    // Each thread takes at least 8 of a row's points, so short rows do not idle wide workgroups.
-    const inner = sizeOf(kernel.reduced.map((i) => kernel.space[i]));
-    const fit = 2 ** Math.floor(Math.log2(Math.max(1, inner / 8)));
-    const workgroup = Math.min(most, Math.max(32, fit));
-    return { kind: "rows", workgroup, width: 1, vectors: none };
+    const rows = rowTiling(kernel, most);
+    const width = rows.vectorStores ? 4 : 1;
+    return {
+      kind: "rows",
+      workgroup: rows.threads * rows.rows,
+      width,
+      vectors: rows.vectors,
+      rows,
+    };
   }
   const vectors = vectorInputs(kernel);
   return vectors
@@ -140,12 +128,14 @@ function vectorInputs(kernel: KernelIR): Set<number> | undefined {
 export function dispatchSize(layout: KernelLayout, rows: number): [number, number, number] {
   const tile = layout.tile;
   if (tile) {
-    const size = tileSize(tile);
+    const [tm, tn] = tileOf(tile);
     const batches = Math.ceil(rows / (tile.m * tile.n));
     const m = tile.nb > 0 ? tile.m : Math.ceil(rows / tile.n);
-    return [Math.ceil(tile.n / size), Math.ceil(m / size), Math.max(1, batches)];
+    return [Math.ceil(tile.n / tn), Math.ceil(m / tm), Math.max(1, batches)];
   }
-  const groups = layout.kind === "rows" ? rows : Math.ceil(rows / layout.width / layout.workgroup);
+  const groups = layout.rows
+    ? Math.ceil(rows / layout.rows.rows)
+    : Math.ceil(rows / layout.width / layout.workgroup);
   if (groups <= 65535) return [groups, 1, 1];
   // Folded so that fewer than `y` workgroups idle: 65536 groups as 65535 × 2 launched a second
   // row of 65534 empty ones and cost a quarter of a 64M-element copy's bandwidth on an H200.
@@ -153,8 +143,11 @@ export function dispatchSize(layout: KernelLayout, rows: number): [number, numbe
   return [Math.ceil(groups / y), y, 1];
 }
 
-/** The tiling of an f32 matmul kernel (plain-load operands, per-row outputs, large enough), if any. */
-export function tiledMatmul(kernel: KernelIR): MatmulTile | undefined {
+/**
+ * The tiling of an f32 matmul kernel (plain-load operands, per-row outputs, large enough), if any,
+ * in workgroups of at most `most` threads.
+ */
+export function tiledMatmul(kernel: KernelIR, most = 256): MatmulTile | undefined {
   const operands = matmulOperands(kernel);
   if (!operands) return undefined;
   const { nb, m, n, k } = operands;
@@ -163,9 +156,10 @@ export function tiledMatmul(kernel: KernelIR): MatmulTile | undefined {
   // Tiles pay off on large products only: on small ones most of a tile's threads idle, and the
   // more complex shader costs seconds to compile on software adapters. Too few tiles leave a
   // large GPU idle (64×784·784×512 made 8 and ran 1.4× slower than one workgroup per output).
-  const tiles = (size: number) => batch * Math.ceil(m / size) * Math.ceil(n / size);
-  if (batch * m * n * k < TILE_THRESHOLD || tiles(64) < MIN_TILES) return undefined;
-  return { ...operands, per: tiles(128) >= MIN_LARGE_TILES ? 8 : 4 };
+  const tiles = (rows: number, cols: number) => batch * Math.ceil(m / rows) * Math.ceil(n / cols);
+  if (batch * m * n * k < TILE_THRESHOLD || tiles(64, 64) < MIN_TILES) return undefined;
+  const shape = tileShape(tiles, most);
+  return shape && { ...operands, ...shape };
 }
 
 /** Generates the WGSL compute shader for `kernel` (not for opaque kernels). */
@@ -180,8 +174,9 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   const l = new KernelLowering(kernel);
   let decls: string[] = [], helpers: string[] = [];
   if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile, layout.vectors));
-  else if (layout.kind === "rows") decls = emitRows(l, layout);
-  else if (layout.width === 4) emitVectorPoints(l, layout);
+  else if (layout.rows) {
+    decls = layout.rows.slots ? emitHeldRows(l, layout.rows) : emitRows(l, layout.rows.threads);
+  } else if (layout.width === 4) emitVectorPoints(l, layout);
   else emitPoints(l, layout);
   const array = (t: string, i: number) => layout.vectors.has(i) ? `vec4<${t}>` : t;
   const outArray = (t: string) => layout.width === 4 ? `vec4<${t}>` : t;
@@ -202,7 +197,7 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
     ...decls,
     ...helpers,
     layout.tile
-      ? "@compute @workgroup_size(16, 16)"
+      ? `@compute @workgroup_size(${layout.tile.threads.join(", ")})`
       : `@compute @workgroup_size(${layout.workgroup})`,
     "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,",
     "        @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
@@ -282,88 +277,4 @@ function emitVectorPoints(l: KernelLowering, layout: KernelLayout): void {
     const t = wgslType(o.dtype);
     l.e.line(`out${k}[u32(${index}) / 4u] = vec4<${t}>(${lanes.map((v) => v[k]).join(", ")});`);
   });
-}
-
-/**
- * A workgroup per row: its threads stride over the reduced coordinates and combine in workgroup
- * memory (long serial loops are slow on GPUs, and some drivers cap a loop's iterations).
- * Returns the workgroup arrays it needs. With `inside`, the row index `row` exists already (a
- * phase of a larger kernel) and loop counters take names of their own.
- */
-export function emitRows(
-  l: KernelLowering,
-  layout: Pick<KernelLayout, "workgroup">,
-  inside = false,
-): string[] {
-  const { kernel, e } = l;
-  const { space } = kernel;
-  const kept = space.flatMap((_, i) => (kernel.reduced.includes(i) ? [] : [i]));
-  const red = kernel.reduced;
-  const inner = sizeOf(red.map((i) => space[i]));
-  const size = layout.workgroup;
-  const loop = `for (var i: i32 = i32(lid.x); i < ${inner}; i += ${size}) {`;
-  if (!inside) {
-    e.line(`let row = i32(wid.x + wid.y * nwg.x);`);
-    e.line(`if (row >= ${sizeOf(kept.map((i) => space[i]))}) { return; }`);
-  }
-  for (const c of l.coords) e.line(`var ${c}: i32 = 0;`);
-  l.unravel(kept, "row");
-  const shared = new Set<string>();
-  kernel.reductions.forEach((r, k) => {
-    const t = wgslType(r.dtype);
-    const init = r.op === "max"
-      ? (t === "f32" ? NEG_INF : literal(t === "i32" ? -2147483648 : 0, r.dtype))
-      : r.op === "min"
-      ? (t === "f32" ? INF : literal(t === "i32" ? 2147483647 : 4294967295, r.dtype))
-      : literal(0, r.dtype);
-    const combine = (acc: string, v: string) => {
-      if (r.op === "sum" || r.op === "mean") return `${acc} + ${v}`;
-      const cmp = r.op === "max" ? ">=" : "<=";
-      const nan = t === "f32" ? `k_isnan(${acc}) || ` : "";
-      return `select(${v}, ${acc}, ${nan}${acc} ${cmp} ${v})`;
-    };
-    e.line(`var acc${k}: ${t} = ${init};`);
-    e.block(loop, () => {
-      l.unravel(red, "i");
-      e.line(`acc${k} = ${combine(`acc${k}`, l.value(r.expr, new Map()))};`);
-    });
-    shared.add(t);
-    e.line(`sh_${t}[lid.x] = acc${k};`);
-    e.line("workgroupBarrier();");
-    e.block(`for (var s = ${size / 2}u; s > 0u; s = s >> 1u) {`, () => {
-      e.line(
-        `if (lid.x < s) { sh_${t}[lid.x] = ${combine(`sh_${t}[lid.x]`, `sh_${t}[lid.x + s]`)}; }`,
-      );
-      e.line("workgroupBarrier();");
-    });
-    e.line(`acc${k} = sh_${t}[0];`);
-    e.line("workgroupBarrier();");
-    if (r.op === "mean") {
-      e.line(
-        inner === 0 && t === "f32"
-          ? `acc${k} = ${NAN};`
-          : `acc${k} = acc${k} / ${t}(${Math.max(inner, 1)});`,
-      );
-    }
-    e.line(`acc${k} = ${rounded(`acc${k}`, r.dtype)};`);
-  });
-  const outs = (level: "row" | "full") =>
-    kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) => o.level === level);
-  const store = (list: ReturnType<typeof outs>) => {
-    const memo = new Map<Expr, string>();
-    for (const [o, k] of list) l.store(o, k, memo);
-  };
-  if (outs("row").length) {
-    e.block("if (lid.x == 0u) {", () => {
-      for (const a of red) e.line(`${l.coords[a]} = 0;`);
-      store(outs("row"));
-    });
-  }
-  if (outs("full").length) {
-    e.block(loop, () => {
-      l.unravel(red, "i");
-      store(outs("full"));
-    });
-  }
-  return [...shared].map((t) => `var<workgroup> sh_${t}: array<${t}, ${size}>;`);
 }

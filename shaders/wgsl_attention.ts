@@ -15,7 +15,8 @@ import type { Expr, KernelBuffer, KernelIR } from "../jit/kernel_ir.ts";
 import { matmulOperands } from "../jit/kernel_ir.ts";
 import { sizeOf } from "../jit/shape.ts";
 import { Emitter, KernelLowering, PRELUDE, wgslType } from "./wgsl_expr.ts";
-import { emitRows, tiledMatmul, type WgslOptions } from "./wgsl.ts";
+import { type KernelLayout, tiledMatmul, type WgslOptions } from "./wgsl.ts";
+import { emitRows } from "./wgsl_rows.ts";
 
 /** Longest key axis a fused attention kernel holds in workgroup memory. */
 export const MAX_KEYS = 1024;
@@ -105,16 +106,33 @@ export function fusedAttention(
   return { scores, weights, values, inputs };
 }
 
+/** Threads of a fused attention workgroup (one query row). */
+function attentionThreads(options: WgslOptions): number {
+  return Math.max(
+    32,
+    Math.min(2 ** Math.floor(Math.log2(Math.min(256, options.maxInvocations))), 64),
+  );
+}
+
+/** The fused attention kernel's layout: a workgroup per query row. */
+export function attentionLayout(options: WgslOptions): KernelLayout {
+  const threads = attentionThreads(options), none = new Set<number>();
+  return {
+    kind: "rows",
+    workgroup: threads,
+    width: 1,
+    vectors: none,
+    rows: { threads, rows: 1, slots: 0, width: 1, vectors: none, vectorStores: false },
+  };
+}
+
 /** The fused attention kernel's WGSL: bindings as `plan.inputs`, then `values`' outputs. */
 export function attentionWgsl(plan: Attention, options: WgslOptions): string {
   const { scores, weights, values, inputs } = plan;
   const s = matmulOperands(scores)!, v = matmulOperands(values)!;
   const rowAxes = s.nb + 1;
   const rows = sizeOf(weights.space.slice(0, rowAxes));
-  const size = Math.max(
-    32,
-    Math.min(2 ** Math.floor(Math.log2(Math.min(256, options.maxInvocations))), 64),
-  );
+  const size = attentionThreads(options);
   const names = (k: KernelIR) =>
     k.inputs.map((b) => {
       const i = inputs.findIndex((x) => x.value === b.value);
@@ -161,7 +179,7 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
   lw.redirect.set(String(scoresInput), key(lw, rowAxes));
   lw.redirect.set("out0", key(lw, rowAxes));
   let shared: string[] = [];
-  phase(lw, () => (shared = emitRows(lw, { workgroup: size }, true)));
+  phase(lw, () => (shared = emitRows(lw, size, true)));
 
   // Phase 3: the weighted values, an output column per thread at a time.
   const lv = new KernelLowering(values, { inputs: names(values) });

@@ -1,11 +1,15 @@
 /**
- * The tiled WGSL matmul: a 16×16 workgroup computes a T×T output tile (T = 16·`per`), each thread
- * `per`×`per` outputs held in vec4 registers. K advances 16 at a time through workgroup memory
- * laid out k-major as vec4s, so the inner loop reads `per / 2` vec4s for `per`² FMAs; a thread's
- * rows and columns are 4-wide groups 64 apart, so the threads of a warp read consecutive vec4s.
+ * The tiled WGSL matmul: a workgroup of `tx`×`ty` threads computes a TM×TN output tile, each
+ * thread `pm`×`pn` outputs held in vec4 registers (TM = `ty`·`pm`, TN = `tx`·`pn`). K advances 16
+ * at a time through workgroup memory laid out k-major as vec4s, so the inner loop reads
+ * (`pm` + `pn`) / 4 vec4s for `pm`·`pn` FMAs; a thread's rows and columns are 4-wide groups a
+ * tile-width apart, so the threads of a warp read consecutive vec4s. The next K step's operand
+ * values are loaded into registers while the current step computes (one barrier pair a step).
  * Operand tiles are filled through the generic index-map code (transposed, broadcast or batched
  * operands work unchanged), each thread walking the operand's contiguous axis so neighbouring
  * threads read neighbouring words; the fused epilogue is a helper function called per output.
+ * Tile shapes go from 128×128 (256 threads) down to 64×64 (64 threads), the largest that still
+ * gives the GPU enough workgroups (`tileShape`).
  *
  * @module
  */
@@ -19,14 +23,43 @@ import {
 } from "../jit/kernel_ir.ts";
 import { Emitter, type KernelLowering } from "./wgsl_expr.ts";
 
-/** A matmul's operands with the outputs per thread along each tile axis. */
+/** A matmul's operands with its tile shape. */
 export interface MatmulTile extends MatmulOperands {
-  /** Outputs per thread along M and along N: 4 (64×64 tiles) or 8 (128×128 tiles). */
-  readonly per: 4 | 8;
+  /** Threads along N and along M. */
+  readonly threads: readonly [number, number];
+  /** Outputs per thread along M and along N: multiples of 4. */
+  readonly per: readonly [number, number];
 }
 
-/** Threads per workgroup of the tiled kernel (16×16). */
-export const TILE_THREADS = 256;
+/** Tile shapes, largest first: 128×128, 128×64 and 64×64 outputs, 8×8 per thread. */
+const SHAPES: readonly Pick<MatmulTile, "threads" | "per">[] = [
+  { threads: [16, 16], per: [8, 8] },
+  { threads: [8, 16], per: [8, 8] },
+  { threads: [8, 8], per: [8, 8] },
+];
+
+/**
+ * Workgroups a tile shape should yield before it is chosen over a smaller one: about two per
+ * compute unit of a large GPU (an H200 has 132), so none idles while the last wave runs.
+ */
+const FILL = 256;
+
+/**
+ * The tile shape for a matmul of `tiles(rows, cols)` tiles of each size, in workgroups of at most
+ * `most` threads: the largest that yields `FILL` workgroups, else the smallest.
+ */
+export function tileShape(
+  tiles: (rows: number, cols: number) => number,
+  most: number,
+): Pick<MatmulTile, "threads" | "per"> | undefined {
+  const fit = SHAPES.filter((s) => s.threads[0] * s.threads[1] <= most);
+  return fit.find((s) => tiles(...tileOf(s)) >= FILL) ?? fit[fit.length - 1];
+}
+
+/** Output rows and columns of one tile. */
+export function tileOf(tile: Pick<MatmulTile, "threads" | "per">): [number, number] {
+  return [tile.threads[1] * tile.per[0], tile.threads[0] * tile.per[1]];
+}
 
 /** K consumed per step through workgroup memory. */
 const TK = 16;
@@ -48,84 +81,102 @@ export function tileVectors(kernel: KernelIR, tile: MatmulTile): Set<number> {
   return aligned && n % 4 === 0 && reads === 1 ? new Set([b.input]) : new Set();
 }
 
-/** Output rows (and columns) of one tile. */
-export function tileSize(tile: MatmulTile): number {
-  return 16 * tile.per;
-}
-
 /** The kernel body, the epilogue helper and the workgroup arrays of a tiled matmul. */
 export function emitTiledMatmul(
   l: KernelLowering,
   tile: MatmulTile,
   vectors: ReadonlySet<number>,
 ): { body: string[]; helpers: string[]; decls: string[] } {
-  const { nb, m: M, n: N, k: K, per } = tile;
-  const T = tileSize(tile), row4 = T / 4, groups = per / 4;
+  const { nb, m: M, n: N, k: K } = tile;
+  const [tx, ty] = tile.threads, [pm, pn] = tile.per;
+  const [TM, TN] = tileOf(tile);
+  const threads = tx * ty;
   const space = l.kernel.space;
   const [mAx, nAx, kAx] = [nb, nb + 1, nb + 2];
   const x = l.coords;
   const e = l.e;
   for (const c of x) e.line(`var ${c}: i32 = 0;`);
-  e.line("let t = i32(lid.y * 16u + lid.x);");
-  e.line(`let m0 = i32(wid.y) * ${T};`);
-  e.line(`let n0 = i32(wid.x) * ${T};`);
+  e.line(`let t = i32(lid.y * ${tx}u + lid.x);`);
+  e.line(`let m0 = i32(wid.y) * ${TM};`);
+  e.line(`let n0 = i32(wid.x) * ${TN};`);
   l.unravel(x.slice(0, nb).map((_, i) => i), "i32(wid.z)");
-  for (let r = 0; r < per; r++) {
-    for (let h = 0; h < groups; h++) e.line(`var acc_${r}_${h} = vec4<f32>(0.0);`);
+  for (let r = 0; r < pm; r++) {
+    for (let h = 0; h < pn / 4; h++) e.line(`var acc_${r}_${h} = vec4<f32>(0.0);`);
   }
 
-  // Fills `name[k·row4 + q] = (op at (k0 + k, o0 + 4q + 0..3))` for the whole tile: each thread
-  // takes `T·TK / 4 / 256` vec4s, consecutive threads along the operand's contiguous axis.
-  const fill = (name: string, op: Load, ax: number, o0: string, bound: number) => {
+  // A tile's fill: `name[k·width/4 + q] = (op at (k0 + k, o0 + 4q + 0..3))` for the whole tile,
+  // `T·TK / 4 / threads` vec4s a thread, consecutive threads along the operand's contiguous axis.
+  // `load` reads the step at `k0` into registers `${name}_p…`; `store` puts them in the tile.
+  const filler = (name: string, op: Load, ax: number, o0: string, bound: number, width: number) => {
     const access = affineOffset(op.steps, space, l.kernel.inputs[op.input].shape);
     const kFast = access !== undefined && access.weights[kAx] === 1;
-    e.block(`for (var p = 0; p < ${T / 64}; p++) {`, () => {
-      e.line(`let s = t + p * ${TILE_THREADS};`);
-      e.line(
-        kFast
-          ? `let kq = s % ${TK}; let q = s / ${TK};`
-          : `let q = s % ${row4}; let kq = s / ${row4};`,
-      );
-      e.line(`${x[kAx]} = k0 + kq;`);
-      if (vectors.has(op.input)) {
-        // Four consecutive elements, aligned: one vec4 load (all four are in bounds or none).
-        const v = e.fresh("w");
-        e.line(`var ${v} = vec4<f32>(0.0);`);
-        e.line(`${x[ax]} = ${o0} + q * 4;`);
-        e.block(`if (${x[ax]} < ${bound} && ${x[kAx]} < ${K}) {`, () => {
-          const { index } = l.offset(op.steps, l.kernel.inputs[op.input].shape);
-          e.line(`${v} = ${l.inputs[op.input]}[u32(${index}) / 4u];`);
-        });
-        e.line(`${name}[kq * ${row4} + q] = ${v};`);
-        return;
-      }
-      const lanes = [0, 1, 2, 3].map((j) => {
-        const v = e.fresh("w");
-        e.line(`var ${v} = 0.0;`);
-        e.line(`${x[ax]} = ${o0} + q * 4 + ${j};`);
-        e.block(`if (${x[ax]} < ${bound} && ${x[kAx]} < ${K}) {`, () => {
-          e.line(`${v} = ${l.value(op as Expr, new Map())};`);
-        });
-        return v;
-      });
-      e.line(`${name}[kq * ${row4} + q] = vec4<f32>(${lanes.join(", ")});`);
+    const row4 = width / 4, count = (width * TK) / 4 / threads;
+    const slots = [...Array(count).keys()].map((p) => {
+      e.line(`let s${name}${p} = t + ${p * threads};`);
+      e.line(`var ${name}_${p} = vec4<f32>(0.0);`);
+      return kFast
+        ? [`s${name}${p} % ${TK}`, `s${name}${p} / ${TK}`]
+        : [`s${name}${p} / ${row4}`, `s${name}${p} % ${row4}`];
     });
+    const slot = (p: number) => slots[p];
+    const load = (k0: string) => {
+      for (let p = 0; p < count; p++) {
+        const [kq, q] = slot(p);
+        e.line(`${x[kAx]} = ${k0} + ${kq};`);
+        if (vectors.has(op.input)) {
+          // Four consecutive elements, aligned: one vec4 load (all four are in bounds or none).
+          e.line(`${x[ax]} = ${o0} + (${q}) * 4;`);
+          e.block(`if (${x[ax]} < ${bound} && ${x[kAx]} < ${K}) {`, () => {
+            const { index } = l.offset(op.steps, l.kernel.inputs[op.input].shape);
+            e.line(`${name}_${p} = ${l.inputs[op.input]}[u32(${index}) / 4u];`);
+          });
+          e.block("else {", () => e.line(`${name}_${p} = vec4<f32>(0.0);`));
+          continue;
+        }
+        for (let j = 0; j < 4; j++) {
+          const lane = `${name}_${p}.${"xyzw"[j]}`;
+          e.line(`${x[ax]} = ${o0} + (${q}) * 4 + ${j};`);
+          e.block(`if (${x[ax]} < ${bound} && ${x[kAx]} < ${K}) {`, () => {
+            e.line(`${lane} = ${l.value(op as Expr, new Map())};`);
+          });
+          e.block("else {", () => e.line(`${lane} = 0.0;`));
+        }
+      }
+    };
+    const store = () => {
+      for (let p = 0; p < count; p++) {
+        const [kq, q] = slot(p);
+        e.line(`${name}[(${kq}) * ${row4} + ${q}] = ${name}_${p};`);
+      }
+    };
+    return { load, store };
+  };
+  const fillA = filler("tileA", tile.a, mAx, "m0", M, TM);
+  const fillB = filler("tileB", tile.b, nAx, "n0", N, TN);
+  const load = (k0: string) => {
+    e.line(`${x[nAx]} = 0;`);
+    fillA.load(k0);
+    e.line(`${x[mAx]} = 0;`);
+    fillB.load(k0);
   };
 
+  load("0");
   e.block(`for (var k0 = 0; k0 < ${K}; k0 += ${TK}) {`, () => {
-    e.line(`${x[nAx]} = 0;`);
-    fill("tileA", tile.a, mAx, "m0", M);
-    e.line(`${x[mAx]} = 0;`);
-    fill("tileB", tile.b, nAx, "n0", N);
+    fillA.store();
+    fillB.store();
     e.line("workgroupBarrier();");
+    // The next step's operands travel from memory while this one computes.
+    e.block(`if (k0 + ${TK} < ${K}) {`, () => load(`k0 + ${TK}`));
     e.block(`for (var kk = 0; kk < ${TK}; kk++) {`, () => {
-      for (let h = 0; h < groups; h++) {
-        e.line(`let a${h} = tileA[kk * ${row4} + ${h * 16} + i32(lid.y)];`);
-        e.line(`let b${h} = tileB[kk * ${row4} + ${h * 16} + i32(lid.x)];`);
+      for (let h = 0; h < pm / 4; h++) {
+        e.line(`let a${h} = tileA[kk * ${TM / 4} + ${h * ty} + i32(lid.y)];`);
       }
-      for (let r = 0; r < per; r++) {
+      for (let h = 0; h < pn / 4; h++) {
+        e.line(`let b${h} = tileB[kk * ${TN / 4} + ${h * tx} + i32(lid.x)];`);
+      }
+      for (let r = 0; r < pm; r++) {
         const a = `a${r >> 2}.${"xyzw"[r & 3]}`;
-        for (let h = 0; h < groups; h++) {
+        for (let h = 0; h < pn / 4; h++) {
           e.line(`acc_${r}_${h} = fma(vec4<f32>(${a}), b${h}, acc_${r}_${h});`);
         }
       }
@@ -134,11 +185,11 @@ export function emitTiledMatmul(
   });
 
   const batch = x.slice(0, nb);
-  for (let r = 0; r < per; r++) {
-    const mExpr = `m0 + ${(r >> 2) * 64} + i32(lid.y) * 4 + ${r & 3}`;
-    for (let h = 0; h < groups; h++) {
+  for (let r = 0; r < pm; r++) {
+    const mExpr = `m0 + ${(r >> 2) * 4 * ty} + i32(lid.y) * 4 + ${r & 3}`;
+    for (let h = 0; h < pn / 4; h++) {
       for (let c = 0; c < 4; c++) {
-        const nExpr = `n0 + ${h * 64} + i32(lid.x) * 4 + ${c}`;
+        const nExpr = `n0 + ${h * 4 * tx} + i32(lid.x) * 4 + ${c}`;
         e.line(
           `epilogue(${[...batch, mExpr, nExpr, "0"].join(", ")}, acc_${r}_${h}.${"xyzw"[c]});`,
         );
@@ -163,8 +214,8 @@ export function emitTiledMatmul(
     body: e.lines,
     helpers,
     decls: [
-      `var<workgroup> tileA: array<vec4<f32>, ${TK * row4}>;`,
-      `var<workgroup> tileB: array<vec4<f32>, ${TK * row4}>;`,
+      `var<workgroup> tileA: array<vec4<f32>, ${(TK * TM) / 4}>;`,
+      `var<workgroup> tileB: array<vec4<f32>, ${(TK * TN) / 4}>;`,
     ],
   };
 }

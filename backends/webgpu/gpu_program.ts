@@ -20,7 +20,7 @@ import { type KernelIR, rowCount } from "../../jit/kernel_ir.ts";
 import { DeviceTensor, storedDType } from "../../jit/device_tensor.ts";
 import { neededKernels } from "../../jit/program.ts";
 import { sizeOf } from "../../jit/shape.ts";
-import { dispatchSize, kernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
+import { dispatchSize, type KernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
 import type { BufferPool } from "./buffer_pool.ts";
 import { fromWords, toWords } from "../words.ts";
 import { GpuStorage, MAP_READ, STAGING, STORAGE } from "./gpu_storage.ts";
@@ -49,6 +49,8 @@ export interface GpuPlan {
   readonly kernels: readonly KernelIR[];
   /** One pipeline per kernel (`undefined` for `ToDevice`, which is a buffer copy). */
   readonly pipelines: readonly (GPUComputePipeline | undefined)[];
+  /** Each generated kernel's layout (its dispatch follows it); `undefined` for custom ones. */
+  readonly layouts: readonly (KernelLayout | undefined)[];
   /** Constant buffers (value id → data). */
   readonly constants: ReadonlyMap<number, HostTensor>;
   /** Per kernel: whether a bucketed run dispatches only the active rows. */
@@ -81,7 +83,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
     ? device.createQuerySet({ type: "timestamp", count: 2 * Math.max(1, kernels.length) })
     : undefined;
   let times: KernelTime[] = [];
-  const layouts = kernels.map((k) => (k.opaque ? undefined : kernelLayout(k, ctx.wgsl)));
+  const layouts = plan.layouts;
   const kernelsNeeded = neededKernels(kernels, plan.outputs);
   const types = new Map<number, { shape: readonly number[]; dtype: DType }>();
   for (const k of kernels) for (const b of [...k.inputs, ...k.outputs]) types.set(b.value, b);

@@ -30,8 +30,12 @@ import { KilnError } from "../../jit/errors.ts";
 import type { Graph } from "../../jit/graph.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
-import { generateWgsl, type WgslOptions } from "../../shaders/wgsl.ts";
-import { attentionWgsl, withFusedAttention } from "../../shaders/wgsl_attention.ts";
+import { generateWgsl, kernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
+import {
+  attentionLayout,
+  attentionWgsl,
+  withFusedAttention,
+} from "../../shaders/wgsl_attention.ts";
 import { BufferPool, emptyPoolStats, type PoolStats } from "./buffer_pool.ts";
 import { type GpuContext, gpuProgram } from "./gpu_program.ts";
 
@@ -275,10 +279,16 @@ export class WebGpuBackend implements Backend {
         group ? attentionWgsl(group, this.#wgsl()) : artifact(from[i]) || this.#generate(k),
       );
     }));
+    const wgsl = this.#wgsl();
+    const layouts = kernels.map((k) => {
+      const group = fused.get(k);
+      return k.opaque ? undefined : group ? attentionLayout(wgsl) : kernelLayout(k, wgsl);
+    });
     return gpuProgram(this.#context(), {
       ...io,
       kernels,
       pipelines,
+      layouts,
       constants,
       partial: partial && from.map((i) => partial[i]),
     });
@@ -364,6 +374,7 @@ export class WebGpuBackend implements Backend {
           outputs: kernel.outputs.map((_, k) => n + k),
           kernels: [renumbered],
           pipelines: [pipeline],
+          layouts: [kernel.opaque ? undefined : kernelLayout(kernel, this.#wgsl())],
           constants: new Map(),
           partial: [active !== undefined],
         });

@@ -256,14 +256,34 @@ Deno.test("attention runs as one fused kernel: scores and weights stay in workgr
 });
 
 Deno.test("grids past 65535 workgroups fold into two dimensions with almost none idle", async () => {
-  const rowsLayout = { kind: "rows", workgroup: 32, width: 1, vectors: new Set<number>() } as const;
+  const none = new Set<number>();
+  const streamed = {
+    threads: 32,
+    rows: 1,
+    slots: 0,
+    width: 1,
+    vectors: none,
+    vectorStores: false,
+  } as const;
+  const rowsLayout = {
+    kind: "rows",
+    workgroup: 32,
+    width: 1,
+    vectors: none,
+    rows: streamed,
+  } as const;
   assert.deepEqual(dispatchSize(rowsLayout, 65535), [65535, 1, 1]);
   assert.deepEqual(dispatchSize(rowsLayout, 65536), [32768, 2, 1]);
   const [x, y] = dispatchSize(rowsLayout, 200_001);
   assert.ok(x <= 65535 && x * y >= 200_001 && x * y - 200_001 < y, `${x} × ${y}`);
+  // Short rows are held 256 to a workgroup: 70 001 rows leave the last workgroup part empty.
+  const held = { ...rowsLayout, workgroup: 256, rows: { ...streamed, threads: 1, rows: 256 } };
+  assert.deepEqual(dispatchSize(held, 70_001), [274, 1, 1]);
   const b = new GraphBuilder();
   b.output("s", b.op("ReduceSum", [b.input("x", [70_001, 3])], { axes: [1] }));
-  await matchesReference(b.build(), { x: f32(hashed(3 * 70_001, 7), [70_001, 3]) });
+  const graph = b.build();
+  assert.deepEqual(kernelLayout(fuse(graph).kernels[0], OPTIONS).rows?.rows, 256);
+  await matchesReference(graph, { x: f32(hashed(3 * 70_001, 7), [70_001, 3]) });
 });
 
 Deno.test("a WGSL error names the kernel and the offending line", async () => {
@@ -386,14 +406,15 @@ Deno.test("large matmuls use the tiled kernel (ragged edges, batch, fused epilog
   const graph = b.build();
   const [kernel] = fuse(graph).kernels;
   assert.ok(4 * 130 * 200 * 256 >= TILE_THRESHOLD);
-  assert.equal(kernelLayout(kernel, OPTIONS).tile?.per, 4);
+  assert.deepEqual(kernelLayout(kernel, OPTIONS).tile?.threads, [8, 8], "48 tiles of 64×64");
   // w's rows are contiguous and 200 wide: its tile fills load vec4s.
   const w4 = [...kernelLayout(kernel, OPTIONS).vectors].map((i) =>
     kernel.inputs[i].shape.join("x")
   );
   assert.deepEqual(w4, ["256x200"]);
   assert.match(generateWgsl(kernel, OPTIONS), /array<vec4<f32>>/);
-  assert.equal(kernelLayout(kernel, { maxInvocations: 128 }).kind, "rows");
+  assert.deepEqual(kernelLayout(kernel, { maxInvocations: 128 }).tile?.threads, [8, 8]);
+  assert.equal(kernelLayout(kernel, { maxInvocations: 32 }).kind, "rows");
   await matchesReference(graph, {
     a: f32(hashed(4 * 130 * 256, 7919), [4, 130, 256]),
     w: f32(hashed(256 * 200, 104729), [256, 200]),
@@ -418,23 +439,26 @@ Deno.test("a large convolution runs the tiled matmul as implicit GEMM (padding t
   }, 1e-4);
 });
 
-Deno.test("128×128 tiles: transposed operands, ragged M, N and K, a batch broadcast", async () => {
-  const b = new GraphBuilder();
-  const a = b.input("a", [16, 20, 260]); // used transposed: [16, 260, 20]
-  const w = b.input("w", [260, 20]); // used transposed: [20, 260], shared by the batch
-  const p = b.op("MatMul", [
-    b.op("Transpose", [a], { perm: [0, 2, 1] }),
-    b.op("Transpose", [w], { perm: [1, 0] }),
-  ]);
-  b.output("y", b.op("Tanh", [p]));
-  const graph = b.build();
-  const [kernel] = fuse(graph).kernels;
-  const layout = kernelLayout(kernel, OPTIONS);
-  assert.equal(layout.tile?.per, 8, "16 × 3 × 3 tiles of 128");
-  await matchesReference(graph, {
-    a: f32(hashed(16 * 20 * 260, 7919), [16, 20, 260]),
-    w: f32(hashed(260 * 20, 104729), [260, 20]),
-  }, 1e-4);
+Deno.test("every tile shape: transposed operands, ragged M, N and K, a batch broadcast", async () => {
+  // 260×260 outputs a batch item: 3×3 tiles of 128×128, 3×5 of 128×64, 5×5 of 64×64. The
+  // largest shape that still yields 256 workgroups is chosen.
+  for (const [batch, threads] of [[32, [16, 16]], [18, [8, 16]], [13, [8, 8]]] as const) {
+    const b = new GraphBuilder();
+    const a = b.input("a", [batch, 20, 260]); // used transposed: [batch, 260, 20]
+    const w = b.input("w", [260, 20]); // used transposed: [20, 260], shared by the batch
+    const p = b.op("MatMul", [
+      b.op("Transpose", [a], { perm: [0, 2, 1] }),
+      b.op("Transpose", [w], { perm: [1, 0] }),
+    ]);
+    b.output("y", b.op("Tanh", [p]));
+    const graph = b.build();
+    const [kernel] = fuse(graph).kernels;
+    assert.deepEqual(kernelLayout(kernel, OPTIONS).tile?.threads, threads, `batch ${batch}`);
+    await matchesReference(graph, {
+      a: f32(hashed(batch * 20 * 260, 7919), [batch, 20, 260]),
+      w: f32(hashed(260 * 20, 104729), [260, 20]),
+    }, 1e-4);
+  }
 });
 
 Deno.test("profile: true times every kernel with timestamp queries in the run's one readback", async () => {
