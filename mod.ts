@@ -101,6 +101,7 @@ export {
   setMemoryBudget,
 } from "./jit/budget.ts";
 export { compile, type CompileOptions } from "./jit/compile.ts";
+export type { Precision, Widened } from "./jit/precision.ts";
 export { runOp, type RunOpOptions } from "./jit/run_op.ts";
 export {
   type DeviceTensorMap,

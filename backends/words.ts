@@ -60,3 +60,44 @@ export function fromWords(
       return Uint8Array.from(new Uint32Array(buffer, offset, n));
   }
 }
+
+/**
+ * Element storage on a device that may hold f16 natively (WebGPU with `shader-f16`): there f16
+ * tensors take 2 bytes an element, everything else a 32-bit word.
+ */
+export interface Storage {
+  /** Whether f16 elements are stored as 16 bits. */
+  readonly half: boolean;
+}
+
+/** Bytes an element of `dtype` takes in `storage`. */
+export function elementBytes(dtype: DType, storage: Storage): 2 | 4 {
+  return storage.half && dtype === "f16" ? 2 : 4;
+}
+
+/** Bytes a tensor of `n` elements of `dtype` takes in `storage`, rounded up to whole words. */
+export function storedBytes(n: number, dtype: DType, storage: Storage): number {
+  return Math.ceil((n * elementBytes(dtype, storage)) / 4) * 4;
+}
+
+/** `data` as `storage` holds it, a whole number of words long (for `writeBuffer`). */
+export function toStored(data: TensorData, dtype: DType, storage: Storage): ArrayBufferView {
+  if (elementBytes(dtype, storage) === 4) return toWords(data, dtype);
+  const bits = data as Uint16Array;
+  if (bits.length % 2 === 0) return bits;
+  const padded = new Uint16Array(bits.length + 1);
+  padded.set(bits);
+  return padded;
+}
+
+/** `n` elements of `dtype` as `storage` holds them at `offset` bytes of `buffer` (copied). */
+export function fromStored(
+  buffer: ArrayBufferLike,
+  offset: number,
+  n: number,
+  dtype: DType,
+  storage: Storage,
+): TensorData {
+  if (elementBytes(dtype, storage) === 4) return fromWords(buffer, offset, n, dtype);
+  return new Uint16Array(buffer, offset, n).slice();
+}

@@ -36,6 +36,7 @@ import {
 } from "./schedule.ts";
 import { count } from "./counters.ts";
 import { planBuckets } from "./buckets.ts";
+import { applyPrecision, checkPrecision, type Precision } from "./precision.ts";
 
 /** Options for {@linkcode compile}. */
 export interface CompileOptions {
@@ -54,6 +55,13 @@ export interface CompileOptions {
   readonly fuse?: boolean;
   /** State bindings: output name → input it refreshes after every run (e.g. a KV cache). */
   readonly state?: Readonly<Record<string, string>>;
+  /**
+   * Precision of float tensors (default `"f32"`): `"f16-storage"` keeps the graph's float inputs
+   * and outputs in f16 on the device, `"f16"` every float tensor (f16 arithmetic, f32
+   * accumulation in reductions and matmuls). The caller's tensors stay f32 either way. Both need
+   * a named backend that stores f16 natively (WebGPU with `shader-f16`); see `jit/precision.ts`.
+   */
+  readonly precision?: Precision;
   /**
    * Shape buckets: inputs whose axis 0 (the batch) is an upper bound. The executable then runs
    * any smaller batch without recompiling, computing and returning only the active rows; a graph
@@ -95,13 +103,15 @@ export function registeredBackends(): BackendSet {
  * ```
  */
 export async function compile(input: Graph, options: CompileOptions = {}): Promise<Executable> {
-  const graph = foldEmpty(input);
+  const precision = checkPrecision(options.precision);
   // Unfused compiles run node by node on one backend: the reference unless one is named.
   const id = options.backend ?? (options.fuse === false ? "reference" : undefined);
   // A backend instance needs no registry (it only widens the suggestions of a legalize error).
   const registry = options.registry ?? (typeof id === "object" ? undefined : registeredBackends());
   const named = typeof id === "object" ? id : id === undefined ? undefined : registry!.get(id);
   const start = performance.now();
+  if (precision !== "f32") await checkHalf(named, precision);
+  const { graph, widened } = applyPrecision(foldEmpty(input), precision);
   if (named && !named.codegen && !named.compile) {
     throw new KilnError(`Backend "${named.id}" has neither codegen nor compile()`, {
       code: "backend",
@@ -131,6 +141,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
       program,
       compileMs: performance.now() - start,
       state: options.state,
+      widened,
     });
   }
   // A named backend is prepared first: what it supports can depend on its device's limits.
@@ -245,6 +256,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
       plan,
       state: options.state,
       buckets,
+      widened,
     });
   };
 
@@ -293,6 +305,26 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   count("kiln_compiles_total");
   count("kiln_compile_ms_total", performance.now() - start);
   return exe;
+}
+
+/** Refuses an f16 precision unless the named backend stores f16 natively (it would be slower). */
+async function checkHalf(named: Backend | undefined, precision: Precision): Promise<void> {
+  const fix =
+    `compile with backend: "webgpu" on a device with shader-f16, or with precision: "f32"`;
+  if (!named) {
+    throw new KilnError(`precision "${precision}" needs a named backend`, {
+      code: "unsupported",
+      fix,
+    });
+  }
+  await named.prepare();
+  if (!named.capabilities().f16) {
+    throw new KilnError(
+      `Backend "${named.id}" (${named.capabilities().name}) cannot store f16 natively, which ` +
+        `precision "${precision}" needs`,
+      { code: "unsupported", fix },
+    );
+  }
 }
 
 const POLICIES = ["auto", "min-cost", "local-first", "prefer", "named"];

@@ -29,7 +29,8 @@ export interface CustomKernelArgs {
  * - `webgpu`: WGSL with `@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id:
  *   vec3<u32>)`. Bindings of group 0: the inputs (`var<storage, read>`), then the outputs
  *   (`var<storage, read_write>`), as arrays of 32-bit elements (f32, i32 or u32; bool and 8-bit
- *   types are stored one per word); every binding must be used. It is dispatched over the first
+ *   types are stored one per word; f16 too, except on a device with `shader-f16`, where f16 tensors
+ *   are `array<f16>` and the shader must `enable f16;`); every binding must be used. It is dispatched over the first
  *   output's elements: element `id.x + id.y * 4194240` (65535 workgroups of 64 a row), so check it
  *   against the count.
  * - `wasm`: a module importing `env.memory` (shared when `shared`) and exporting

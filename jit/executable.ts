@@ -9,7 +9,8 @@
 import type { Backend, KernelTime, Program } from "./backend.ts";
 import type { RefTensor } from "./host_tensor.ts";
 import { DeviceTensor, storedDType } from "./device_tensor.ts";
-import { type TensorData, widenToI64 } from "./dtype.ts";
+import { fromF16Bits, type TensorData, widenToI64 } from "./dtype.ts";
+import { narrowed, type Widened } from "./precision.ts";
 import { KilnError } from "./errors.ts";
 import type { Graph, GraphInput } from "./graph.ts";
 import { acceptInput, type HostTensor } from "./host_tensor.ts";
@@ -87,6 +88,8 @@ export interface ExecutableInit {
   readonly state?: Readonly<Record<string, string>>;
   /** Shape buckets: which inputs may run with a smaller axis 0, and what follows them. */
   readonly buckets?: BucketPlan;
+  /** f16 inputs, params and outputs the caller passes and gets as f32 (a precision policy). */
+  readonly widened?: Widened;
 }
 
 /** A compiled graph. */
@@ -180,7 +183,10 @@ export class Executable {
           : "this graph has no parameters",
       });
     }
-    const t = ArrayBuffer.isView(value) ? { data: value, shape: p.shape, dtype: p.dtype } : value;
+    let t = ArrayBuffer.isView(value) ? { data: value, shape: p.shape, dtype: p.dtype } : value;
+    if (this.#init.widened?.params.has(name) && t?.data instanceof Float32Array) {
+      t = { ...t, data: narrowed(t.data), dtype: "f16" };
+    }
     const accepted = acceptInput(t, p, `param "${name}"`);
     this.#params.set(name, accepted.data === t.data ? accepted.data.slice() : accepted.data);
   }
@@ -307,6 +313,10 @@ export class Executable {
         if (!onDevice && o.name in this.state) this.#setState(this.state[o.name], d.slice());
         let host = given.has(d) ? d.slice() : d;
         if (shape !== v.shape) host = host.slice(0, sizeOf(shape));
+        if (this.#init.widened?.outputs.has(o.name) && host instanceof Uint16Array) {
+          out[o.name] = { data: Float32Array.from(host, fromF16Bits), shape, dtype: "f32" };
+          return;
+        }
         out[o.name] = {
           data: o.dtype === "i64" ? widenToI64(host as Int32Array) : host,
           shape,
@@ -452,7 +462,13 @@ export class Executable {
         return acceptDevice(given, this.#bucketed(i, active), i.name);
       }
       if (i.name in inputs || state === undefined) {
-        return acceptInput(given, this.#bucketed(i, active), `input "${i.name}"`);
+        const t = given as HostTensor | undefined;
+        // Under an f16 precision the caller's f32 data is narrowed here, before it travels.
+        const caller = this.#init.widened?.inputs.has(i.name) && t?.dtype === "f32" &&
+            t.data instanceof Float32Array
+          ? { ...t, data: narrowed(t.data), dtype: "f16" as const }
+          : given;
+        return acceptInput(caller, this.#bucketed(i, active), `input "${i.name}"`);
       }
       if (state instanceof DeviceTensor) return state;
       return { data: state, shape: i.shape, dtype: this.graph.values[i.value].dtype };

@@ -27,7 +27,7 @@ import {
   walk,
 } from "../jit/kernel_ir.ts";
 import { type Shape, sizeOf } from "../jit/shape.ts";
-import { KernelLowering, PRELUDE, wgslType } from "./wgsl_expr.ts";
+import { KernelLowering, NEVER, PRELUDE } from "./wgsl_expr.ts";
 import { emitHeldRows, emitRows, type RowTiling, rowTiling } from "./wgsl_rows.ts";
 import { emitTiledMatmul, type MatmulTile, tileOf, tileShape, tileVectors } from "./wgsl_matmul.ts";
 
@@ -35,6 +35,11 @@ import { emitTiledMatmul, type MatmulTile, tileOf, tileShape, tileVectors } from
 export interface WgslOptions {
   /** The device's `maxComputeInvocationsPerWorkgroup`. */
   readonly maxInvocations: number;
+  /**
+   * Whether f16 tensors are stored as 16 bits (`enable f16`, the device has `shader-f16`); they
+   * are computed in f32 either way, rounded to f16 after every op. Default false: 32-bit words.
+   */
+  readonly half?: boolean;
 }
 
 /** How a kernel maps onto the GPU; code generation and dispatch both follow it. */
@@ -171,7 +176,7 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
     });
   }
   const layout = kernelLayout(kernel, options);
-  const l = new KernelLowering(kernel);
+  const l = new KernelLowering(kernel, { half: options.half });
   let decls: string[] = [], helpers: string[] = [];
   if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile, layout.vectors));
   else if (layout.rows) {
@@ -182,15 +187,17 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   const outArray = (t: string) => layout.width === 4 ? `vec4<${t}>` : t;
   const bindings = [
     ...kernel.inputs.map((b, i) =>
-      `@group(0) @binding(${i}) var<storage, read> in${i}: array<${array(wgslType(b.dtype), i)}>;`
+      `@group(0) @binding(${i}) var<storage, read> in${i}: array<${array(l.stored(b.dtype), i)}>;`
     ),
     ...kernel.outputs.map((b, k) =>
       `@group(0) @binding(${kernel.inputs.length + k}) var<storage, read_write> out${k}: array<${
-        outArray(wgslType(b.dtype))
+        outArray(l.stored(b.dtype))
       }>;`
     ),
   ];
+  const half = [...kernel.inputs, ...kernel.outputs].some((b) => l.stored(b.dtype) === "f16");
   return [
+    ...(half ? ["enable f16;"] : []),
     `// kiln kernel ${kernel.name}: ${kernel.ops.join(" | ")}`,
     ...bindings,
     PRELUDE,
@@ -201,6 +208,7 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
       : `@compute @workgroup_size(${layout.workgroup})`,
     "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,",
     "        @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
+    `  ${NEVER}`,
     ...l.e.lines,
     "}",
     "",
@@ -257,7 +265,7 @@ function emitVectorPoints(l: KernelLowering, layout: KernelLayout): void {
       if (x.kind === "load" && layout.vectors.has(x.input) && !loads.has(x)) {
         const name = l.e.fresh("quad");
         const { index } = l.offset(x.steps, kernel.inputs[x.input].shape);
-        l.e.line(`let ${name} = in${x.input}[u32(${index}) / 4u];`);
+        l.e.line(`let ${name} = ${l.quad(x.input, index)};`);
         loads.set(x, name);
       }
     });
@@ -274,7 +282,7 @@ function emitVectorPoints(l: KernelLowering, layout: KernelLayout): void {
   l.coords = base;
   kernel.outputs.forEach((o, k) => {
     const { index } = l.offset(o.steps, o.shape);
-    const t = wgslType(o.dtype);
-    l.e.line(`out${k}[u32(${index}) / 4u] = vec4<${t}>(${lanes.map((v) => v[k]).join(", ")});`);
+    const value = l.toStored(lanes.map((v) => v[k]).join(", "), o.dtype, true);
+    l.e.line(`out${k}[u32(${index}) / 4u] = ${value};`);
   });
 }

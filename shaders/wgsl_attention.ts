@@ -14,7 +14,7 @@ import { affineOffset } from "../jit/access.ts";
 import type { Expr, KernelBuffer, KernelIR } from "../jit/kernel_ir.ts";
 import { matmulOperands } from "../jit/kernel_ir.ts";
 import { sizeOf } from "../jit/shape.ts";
-import { Emitter, KernelLowering, PRELUDE, wgslType } from "./wgsl_expr.ts";
+import { Emitter, KernelLowering, NEVER, PRELUDE, wgslType } from "./wgsl_expr.ts";
 import { type KernelLayout, tiledMatmul, type WgslOptions } from "./wgsl.ts";
 import { emitRows } from "./wgsl_rows.ts";
 
@@ -57,7 +57,9 @@ export function fusedAttention(
     !same(weights.reduced, [rowAxes]) ||
     !same(values.space.slice(0, rowAxes), weights.space.slice(0, rowAxes)) ||
     weights.outputs[0].level !== "full" ||
-    [scores, weights, values].some((k) => k.outputs.some((o) => o.dtype !== "f32"))
+    [scores, weights, values].some((k) =>
+      [...k.inputs, ...k.outputs].some((b) => b.dtype !== "f32" && b.dtype !== "i32")
+    )
   ) return undefined;
   const [sOut, wOut] = [scores.outputs[0], weights.outputs[0]];
   if (external.has(sOut.value) || external.has(wOut.value)) return undefined;
@@ -139,6 +141,7 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
       return i < 0 ? "" : `in${i}`;
     });
   const body = new Emitter();
+  body.line(NEVER);
   body.line(`let row = i32(wid.x + wid.y * nwg.x);`);
   body.line(`if (row >= ${rows}) { return; }`);
   const phase = (l: KernelLowering, emit: () => void) => {

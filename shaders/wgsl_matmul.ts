@@ -128,7 +128,7 @@ export function emitTiledMatmul(
           e.line(`${x[ax]} = ${o0} + (${q}) * 4;`);
           e.block(`if (${x[ax]} < ${bound} && ${x[kAx]} < ${K}) {`, () => {
             const { index } = l.offset(op.steps, l.kernel.inputs[op.input].shape);
-            e.line(`${name}_${p} = ${l.inputs[op.input]}[u32(${index}) / 4u];`);
+            e.line(`${name}_${p} = ${l.quad(op.input, index)};`);
           });
           e.block("else {", () => e.line(`${name}_${p} = vec4<f32>(0.0);`));
           continue;

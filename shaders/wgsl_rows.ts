@@ -81,9 +81,8 @@ function rowVectors(kernel: KernelIR): Set<number> | undefined {
     if (e.kind !== "load") return;
     const ok = aligned(kernel, e.steps, kernel.inputs[e.input].shape);
     loads.set(e.input, (loads.get(e.input) ?? true) && ok);
-    for (const s of e.steps) {
-      if (s.kind === "gather") loads.set(s.index.input, false), visit(s.index);
-    }
+    // A gather's indices are read one at a time, at coordinates of their own.
+    for (const s of e.steps) if (s.kind === "gather") loads.set(s.index.input, false);
   };
   for (const x of [...kernel.reductions, ...kernel.outputs]) visit(x.expr);
   return new Set([...loads].flatMap(([i, ok]) => (ok ? [i] : [])));
@@ -217,7 +216,7 @@ export function emitHeldRows(l: KernelLowering, tiling: RowTiling): string[] {
         let name = loaded.get(key);
         if (!name) {
           name = e.fresh("quad");
-          e.line(`let ${name} = ${l.inputs[x.input]}[u32(${index}) / 4u];`);
+          e.line(`let ${name} = ${l.quad(x.input, index)};`);
           loaded.set(key, name);
         }
         for (let j = 0; j < 4; j++) memos[s][j].set(x, `${name}.${"xyzw"[j]}`);
@@ -253,8 +252,8 @@ export function emitHeldRows(l: KernelLowering, tiling: RowTiling): string[] {
       e.block(`if (${when}) {`, () => {
         full.forEach(([o, k], i) => {
           const { index } = l.offset(o.steps, o.shape);
-          const t = wgslType(o.dtype);
-          e.line(`${l.outputs[k]}[u32(${index}) / 4u] = vec4<${t}>(${lanes.map((v) => v[i])});`);
+          const value = l.toStored(lanes.map((v) => v[i]).join(", "), o.dtype, true);
+          e.line(`${l.outputs[k]}[u32(${index}) / 4u] = ${value};`);
         });
       });
       continue;
@@ -264,7 +263,8 @@ export function emitHeldRows(l: KernelLowering, tiling: RowTiling): string[] {
       const values = full.map(([o]) => l.value(o.expr, memos[s][j]));
       e.block(`if (${when}) {`, () => {
         full.forEach(([o, k], i) => {
-          e.line(`${l.outputs[k]}[u32(${l.offset(o.steps, o.shape).index})] = ${values[i]};`);
+          const at = `${l.outputs[k]}[u32(${l.offset(o.steps, o.shape).index})]`;
+          e.line(`${at} = ${l.toStored(values[i], o.dtype)};`);
         });
       });
     }

@@ -22,7 +22,7 @@ import { neededKernels } from "../../jit/program.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { dispatchSize, type KernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
 import type { BufferPool } from "./buffer_pool.ts";
-import { fromWords, toWords } from "../words.ts";
+import { fromStored, storedBytes, toStored } from "../words.ts";
 import { GpuStorage, MAP_READ, STAGING, STORAGE } from "./gpu_storage.ts";
 
 /** What a GPU program runs on. */
@@ -35,6 +35,8 @@ export interface GpuContext {
   readonly wgsl: WgslOptions;
   /** Whether to time each kernel with timestamp queries (the device has `timestamp-query`). */
   readonly timestamps?: boolean;
+  /** Whether f16 tensors are stored as 16 bits (the device has `shader-f16`). */
+  readonly half: boolean;
   /** Throws when the device was lost (or replaced) since the program was built. */
   check(): void;
 }
@@ -61,8 +63,6 @@ const RESOLVE = 0x200 | 0x04; // QUERY_RESOLVE | COPY_SRC
 /** Bind groups kept per kernel (runs alternate among a few buffer sets). */
 const BIND_GROUPS = 8;
 
-const words = (shape: readonly number[]) => Math.max(1, sizeOf(shape)) * 4;
-
 /**
  * A custom op's WGSL kernel runs one invocation per element of its first output, in workgroups of
  * 64, 65535 workgroups a row (see `CustomKernel`).
@@ -76,6 +76,9 @@ function customDispatch(k: KernelIR): [number, number, number] {
 export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
   const { bindings, kernels, pipelines, constants } = plan;
   const { device, pool } = ctx;
+  /** Bytes a buffer for a tensor takes (at least one word: WebGPU binds no empty buffers). */
+  const bytesOf = (t: { shape: readonly number[]; dtype: DType }) =>
+    storedBytes(Math.max(1, sizeOf(t.shape)), t.dtype, ctx);
   // Params and constants are uploaded once; concurrent first runs share the one upload.
   const resident = new Map<TensorData, Promise<GPUBuffer>>();
   // Two timestamps per kernel (pass begin and end), resolved and read back with the outputs.
@@ -106,7 +109,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
     }
     const hit = resident.get(t.data);
     if (hit) return hit;
-    const w = toWords(t.data, t.dtype);
+    const w = toStored(t.data, t.dtype, ctx);
     const buffer = pool.acquire(Math.max(4, w.byteLength), STORAGE).then((buffer) => {
       if (w.byteLength) device.queue.writeBuffer(buffer, 0, w as Float32Array<ArrayBuffer>);
       if (!keep) acquired.push(buffer);
@@ -133,7 +136,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
   const groups = kernels.map(() => new Map<string, GPUBindGroup>());
   const bindGroup = (
     i: number,
-    bound: readonly { value: number; shape: readonly number[] }[],
+    bound: readonly { value: number; shape: readonly number[]; dtype: DType }[],
     buffers: ReadonlyMap<number, GPUBuffer>,
   ): GPUBindGroup => {
     const list = bound.map((b) => buffers.get(b.value)!);
@@ -147,7 +150,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
       // largest tensors that fit it), or less: a bucketed run uploads only its active rows.
       entries: list.map((buffer, j) => ({
         binding: j,
-        resource: { buffer, size: Math.min(words(bound[j].shape), buffer.size) },
+        resource: { buffer, size: Math.min(bytesOf(bound[j]), buffer.size) },
       })),
     });
     cache.set(key, group);
@@ -229,7 +232,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
         const set = new Map<number, GPUBuffer>();
         for (const k of kernels) {
           for (const o of k.outputs) {
-            const b = await pool.acquire(words(o.shape), STORAGE);
+            const b = await pool.acquire(bytesOf(o), STORAGE);
             acquired.push(b);
             set.set(o.value, b);
           }
@@ -245,7 +248,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
         const v = plan.outputs[i];
         if (!staged[j] || offsets.has(v)) return;
         offsets.set(v, total);
-        total += words(typeOf(v).shape);
+        total += bytesOf(typeOf(v));
       });
       const stamps = Math.ceil(total / 8) * 8, stampBytes = queries ? queries.count * 8 : 0;
       const resolved = queries ? await pool.acquire(stampBytes, RESOLVE) : undefined;
@@ -264,7 +267,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
           claimed.add(own);
           return { value: v, buffer: own, copy: false };
         }
-        const buffer = await pool.acquire(words(typeOf(v).shape), STORAGE);
+        const buffer = await pool.acquire(bytesOf(typeOf(v)), STORAGE);
         claimed.add(buffer);
         return { value: v, buffer, copy: true };
       }));
@@ -288,11 +291,11 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
       for (const k of kept) {
         if (k?.copy) {
           const from = bufferOf(k.value, last);
-          encoder.copyBufferToBuffer(from, 0, k.buffer, 0, words(typeOf(k.value).shape));
+          encoder.copyBufferToBuffer(from, 0, k.buffer, 0, bytesOf(typeOf(k.value)));
         }
       }
       for (const [v, off] of offsets) {
-        encoder.copyBufferToBuffer(bufferOf(v, last), 0, staging!, off, words(typeOf(v).shape));
+        encoder.copyBufferToBuffer(bufferOf(v, last), 0, staging!, off, bytesOf(typeOf(v)));
       }
       if (queries && resolved) {
         encoder.resolveQuerySet(queries, 0, queries.count, resolved, 0);
@@ -321,7 +324,7 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
         const k = kept[j];
         if (k) return new DeviceTensor(new GpuStorage(ctx, k.buffer, t.dtype), t.shape, t.dtype);
         if (passed[j]) return passed[j].data;
-        return fromWords(bytes!, offsets.get(v)!, sizeOf(t.shape), t.dtype);
+        return fromStored(bytes!, offsets.get(v)!, sizeOf(t.shape), t.dtype, ctx);
       });
       if (queries && bytes) {
         const t = new BigUint64Array(bytes, stamps, queries.count);

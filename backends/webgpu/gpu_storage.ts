@@ -1,5 +1,6 @@
 /**
- * Device tensors on WebGPU: a pool buffer of 32-bit words that outlives the run that produced it.
+ * Device tensors on WebGPU: a pool buffer of 32-bit words (16-bit elements for f16 on devices
+ * with `shader-f16`) that outlives the run that produced it.
  * Writes go through the queue (ordered before any later submit); reads copy the range into a
  * staging buffer and await one map.
  *
@@ -7,7 +8,8 @@
  */
 import type { DeviceStorage } from "../../jit/device_tensor.ts";
 import type { DType, TensorData } from "../../jit/dtype.ts";
-import { fromWords, toWords } from "../words.ts";
+import { KilnError } from "../../jit/errors.ts";
+import { elementBytes, fromStored, toStored } from "../words.ts";
 import type { GpuContext } from "./gpu_program.ts";
 
 /** `GPUBufferUsage` STORAGE | COPY_DST | COPY_SRC, numeric (Node's `webgpu` has no globals). */
@@ -43,13 +45,18 @@ export class GpuStorage implements DeviceStorage {
   async read(offset: number, length: number): Promise<TensorData> {
     this.#ctx.check();
     const { device, pool } = this.#ctx;
-    const staging = await pool.acquire(Math.max(4, length * 4), STAGING);
+    const size = elementBytes(this.dtype, this.#ctx);
+    // Copies move whole words: a range of 16-bit elements is widened to the words it touches.
+    const start = Math.floor((offset * size) / 4) * 4;
+    const end = Math.ceil(((offset + length) * size) / 4) * 4;
+    const staging = await pool.acquire(Math.max(4, end - start), STAGING);
     try {
       const encoder = device.createCommandEncoder();
-      if (length) encoder.copyBufferToBuffer(this.buffer, offset * 4, staging, 0, length * 4);
+      if (length) encoder.copyBufferToBuffer(this.buffer, start, staging, 0, end - start);
       device.queue.submit([encoder.finish()]);
       await staging.mapAsync(MAP_READ);
-      const data = fromWords(staging.getMappedRange(), 0, length, this.dtype);
+      const skip = offset * size - start;
+      const data = fromStored(staging.getMappedRange(), skip, length, this.dtype, this.#ctx);
       staging.unmap();
       return data;
     } finally {
@@ -60,11 +67,22 @@ export class GpuStorage implements DeviceStorage {
   /** Writes `data` from element `offset`, ordered before every later submit. */
   write(data: TensorData, offset: number): void {
     this.#ctx.check();
-    const words = toWords(data, this.dtype);
+    const size = elementBytes(this.dtype, this.#ctx);
+    if (size === 2 && (offset % 2 !== 0 || (data.length % 2 !== 0 && data.length > 0))) {
+      throw new KilnError(
+        `A write of ${data.length} f16 elements at element ${offset} is not whole 32-bit words`,
+        {
+          code: "bad-input",
+          fix: "write an even number of f16 elements at an even offset (this device stores f16 " +
+            "as 16 bits; queue writes move whole words)",
+        },
+      );
+    }
+    const words = toStored(data, this.dtype, this.#ctx);
     if (words.byteLength) {
       this.#ctx.device.queue.writeBuffer(
         this.buffer,
-        offset * 4,
+        offset * size,
         words as Float32Array<ArrayBuffer>,
       );
     }

@@ -296,7 +296,10 @@ export class WebGpuBackend implements Backend {
 
   /** What generated kernels may use on this device (WebGPU's defaults before `prepare()`). */
   #wgsl(): WgslOptions {
-    return { maxInvocations: this.#device?.limits.maxComputeInvocationsPerWorkgroup ?? 256 };
+    return {
+      maxInvocations: this.#device?.limits.maxComputeInvocationsPerWorkgroup ?? 256,
+      half: this.#device?.features.has("shader-f16") ?? false,
+    };
   }
 
   /** A custom op's registered WGSL for an opaque kernel, if it has one. */
@@ -317,6 +320,7 @@ export class WebGpuBackend implements Backend {
       pool,
       wgsl: this.#wgsl(),
       timestamps: (this.#options.profile ?? false) && device.features.has("timestamp-query"),
+      half: device.features.has("shader-f16"),
       check: () => {
         if (this.#lost || generation !== this.#generation) {
           throw new KilnError(`The WebGPU device was lost (${this.#lostReason || "replaced"})`, {
