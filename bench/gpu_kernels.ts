@@ -19,6 +19,7 @@ import { WebGpuBackend } from "../backends/webgpu/webgpu_backend.ts";
 import type { Graph } from "../jit/graph.ts";
 import { GraphBuilder } from "../jit/graph_builder.ts";
 import { uniform } from "../jit/random.ts";
+import { f64, w1 as workloadW1 } from "./workloads.ts";
 
 interface Kernel {
   readonly id: string;
@@ -151,24 +152,15 @@ function attention(B = 8, H = 16, T = 1024, D = 64): Kernel {
   };
 }
 
+/** W1 of the CPU workloads over `n` elements. */
 function w1(n: number): Kernel {
-  const b = new GraphBuilder();
-  const x = b.input("x", [n]);
-  const c = (v: number) => b.constant(v);
-  const left = b.op("Mul", [
-    b.op("Relu", [b.op("Add", [b.op("Mul", [x, c(1.5)]), c(0.5)])]),
-    b.op("Sigmoid", [x]),
-  ]);
-  b.output("y", b.op("Sub", [left, b.op("Div", [b.op("Mul", [x, x]), c(8)])]));
-  const data = uniform(n, 1);
+  const w = workloadW1(n);
+  const x = w.inputs.x.data;
   return {
-    id: `W1-${n >> 20}M`,
-    graph: b.build(),
-    inputs: { x: { data, shape: [n] } },
-    expect: (i) => {
-      const v = data[i];
-      return Math.max(v * 1.5 + 0.5, 0) / (1 + Math.exp(-v)) - v * v / 8;
-    },
+    id: w.id,
+    graph: w.graph,
+    inputs: { x: { data: x, shape: [n] } },
+    expect: (i) => f64.w1(x[i]),
     size: n,
     bytes: 8 * n,
   };

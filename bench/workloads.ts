@@ -30,8 +30,10 @@ export interface Workload {
 /** A library's runner for one workload: resolves when the result is a host Float32Array. */
 export type PeerRun = () => Promise<Float32Array>;
 
-const f64 = {
-  w1: (v: number) => Math.max(v * 1.5 + 0.5, 0) * (1 / (1 + Math.exp(-v))) - (v * v) / 8,
+/** Float64 references of the workloads' elementwise functions. */
+export const f64 = {
+  /** W1 at one point. */
+  w1: (v: number): number => Math.max(v * 1.5 + 0.5, 0) * (1 / (1 + Math.exp(-v))) - (v * v) / 8,
 };
 
 function input(shape: number[], seed: number) {
