@@ -153,7 +153,7 @@ export function dispatchSize(layout: KernelLayout, rows: number): [number, numbe
  * in workgroups of at most `most` threads.
  */
 export function tiledMatmul(kernel: KernelIR, most = 256): MatmulTile | undefined {
-  const operands = matmulOperands(kernel);
+  const operands = matmulOperands(tilerView(kernel));
   if (!operands) return undefined;
   const { nb, m, n, k } = operands;
   const batch = sizeOf(kernel.space.slice(0, nb));
@@ -165,6 +165,18 @@ export function tiledMatmul(kernel: KernelIR, most = 256): MatmulTile | undefine
   if (batch * m * n * k < TILE_THRESHOLD || tiles(64, 64) < MIN_TILES) return undefined;
   const shape = tileShape(tiles, most);
   return shape && { ...operands, ...shape };
+}
+
+/**
+ * The kernel as the tiler sees it: the tile multiplies and sums in f32 registers whatever the
+ * dtypes, so an f16 matmul's sum is rounded once, in the epilogue (f32 accumulation, as the
+ * precision policy promises, with exact products where the reference rounds each to f16 first).
+ */
+function tilerView(kernel: KernelIR): KernelIR {
+  const r = kernel.reductions[0];
+  if (r?.dtype !== "f16" || r.expr.kind !== "alu" || r.expr.op !== "Mul") return kernel;
+  if (!r.expr.args.every((e) => e.kind === "load" && e.dtype === "f16")) return kernel;
+  return { ...kernel, reductions: [{ ...r, dtype: "f32" }] };
 }
 
 /** Generates the WGSL compute shader for `kernel` (not for opaque kernels). */

@@ -21,7 +21,7 @@ import {
   type MatmulOperands,
   walk,
 } from "../jit/kernel_ir.ts";
-import { Emitter, type KernelLowering } from "./wgsl_expr.ts";
+import { Emitter, type KernelLowering, rounded } from "./wgsl_expr.ts";
 
 /** A matmul's operands with its tile shape. */
 export interface MatmulTile extends MatmulOperands {
@@ -204,8 +204,10 @@ export function emitTiledMatmul(
     const memo = new Map<Expr, string>();
     l.kernel.outputs.forEach((o, k) => l.store(o, k, memo));
   });
+  // The sum rounds once to its dtype (an f16 matmul accumulates in f32).
   const helpers = [
-    `fn epilogue(${x.map((c) => `${c}: i32`).join(", ")}, acc0: f32) {`,
+    `fn epilogue(${x.map((c) => `${c}: i32`).join(", ")}, sum: f32) {`,
+    `  let acc0 = ${rounded("sum", l.kernel.reductions[0].dtype)};`,
     ...l.e.lines,
     "}",
   ];

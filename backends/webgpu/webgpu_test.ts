@@ -8,6 +8,7 @@ import { GraphBuilder } from "../../jit/graph_builder.ts";
 import { importOnnx } from "../../onnx/import.ts";
 import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
 import { assertClose, assertMatchesReference, f32, numbers, runOp } from "../../jit/testing.ts";
+import { toF16Bits } from "../../jit/dtype.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { Graph } from "../../jit/graph.ts";
 import type { TensorMap } from "../../jit/executable.ts";
@@ -420,6 +421,30 @@ Deno.test("large matmuls use the tiled kernel (ragged edges, batch, fused epilog
     w: f32(hashed(256 * 200, 104729), [256, 200]),
     c: f32(hashed(200, 31), [200]),
   }, 1e-3);
+});
+
+Deno.test("f16 matmuls tile too, summing in f32 and rounding once", async () => {
+  const toHalf = (v: readonly number[]) => Uint16Array.from(v, (x) => toF16Bits(x));
+  const b = new GraphBuilder();
+  b.output(
+    "y",
+    b.op("Relu", [
+      b.op("MatMul", [b.input("a", [4, 130, 256], "f16"), b.input("w", [256, 200], "f16")]),
+    ]),
+  );
+  const graph = b.build();
+  const [kernel] = fuse(graph).kernels;
+  assert.ok(kernelLayout(kernel, OPTIONS).tile);
+  const feeds: TensorMap = {
+    a: { data: toHalf(hashed(4 * 130 * 256, 7919)), shape: [4, 130, 256], dtype: "f16" },
+    w: { data: toHalf(hashed(256 * 200, 104729)), shape: [256, 200], dtype: "f16" },
+  };
+  using got = await compile(graph, { backend: gpu, cache: false });
+  using want = await compile(graph, { backend: "reference", cache: false });
+  const [g, r] = [(await got.run(feeds)).y, (await want.run(feeds)).y];
+  // The tile's products are exact in f32 where the reference rounds each to f16: within f16's
+  // own rounding of the result.
+  assertClose(numbers(g.data, true), numbers(r.data, true), { atol: 1e-2, rtol: 2e-3 });
 });
 
 Deno.test("a large convolution runs the tiled matmul as implicit GEMM (padding through the fill)", async () => {
