@@ -78,9 +78,29 @@ function zeros(graph: Graph): Record<string, HostTensor> {
  */
 const WARM_RUNS = 10, WARM_MS = 150;
 
+/** Timed runs of each plan, taking turns (their median is compared). */
+const ROUNDS = 5;
+
 /**
- * Times the executables (warmed up, then three runs each, taking turns) and returns the record;
- * `undefined` when one fails to run (the estimate stands then).
+ * How much faster than the host-only plan another must be to win: a plan that moves data to a
+ * device varies more from run to run (transfers, an awaited readback) than it does in a few timed
+ * runs, and the host's plan is the one whose estimate the trial is there to check.
+ */
+export const HOST_MARGIN = 0.9;
+
+/** The verdict of timed runs (ms per plan): the fastest median, the host plan on near ties. */
+export function verdictOf(times: ReadonlyMap<Verdict, readonly number[]>): TrialRecord {
+  const ms = Object.fromEntries(
+    [...times].map(([v, xs]) => [v, [...xs].sort((a, b) => a - b)[xs.length >> 1]]),
+  ) as Record<Verdict, number>;
+  const fastest = [...times.keys()].reduce((a, b) => (ms[b] < ms[a] ? b : a));
+  const verdict = ms.host !== undefined && ms[fastest] > HOST_MARGIN * ms.host ? "host" : fastest;
+  return { verdict, ms };
+}
+
+/**
+ * Times the executables (warmed up, then {@linkcode ROUNDS} runs each, taking turns) and returns
+ * the record; `undefined` when one fails to run (the estimate stands then).
  */
 export async function trial(
   plans: ReadonlyMap<Verdict, Executable>,
@@ -93,7 +113,7 @@ export async function trial(
       const until = performance.now() + WARM_MS;
       for (let i = 0; i < WARM_RUNS && performance.now() < until; i++) await exe.run(feeds);
     }
-    for (let rep = 0; rep < 3; rep++) {
+    for (let rep = 0; rep < ROUNDS; rep++) {
       for (const [v, exe] of plans) {
         const t0 = performance.now();
         await exe.run(feeds);
@@ -103,9 +123,5 @@ export async function trial(
   } catch {
     return undefined;
   }
-  const ms = Object.fromEntries(
-    [...times].map(([v, xs]) => [v, xs.sort((a, b) => a - b)[xs.length >> 1]]),
-  ) as Record<Verdict, number>;
-  const verdict = [...plans.keys()].reduce((a, b) => (ms[b] < ms[a] ? b : a));
-  return { verdict, ms };
+  return verdictOf(times);
 }
