@@ -163,7 +163,10 @@ function w1(n: number): Kernel {
 }
 
 const profiled = new WebGpuBackend({ profile: true });
+/** The same device's kernels with attention as one flash kernel (off by default until measured). */
+const flash = new WebGpuBackend({ profile: true, flashAttention: true });
 await profiled.prepare();
+await flash.prepare();
 const device = profiled.device;
 if (!device || !profiled.capabilities().timestampQuery) {
   throw new Error("this benchmark needs a WebGPU device with timestamp-query");
@@ -249,8 +252,8 @@ interface Row {
   tbps?: number;
 }
 
-async function measure(k: Kernel, precision: Precision): Promise<Row> {
-  using exe = await compile(k.graph, { backend: profiled, cache: false, precision });
+async function measure(k: Kernel, precision: Precision, backend = profiled): Promise<Row> {
+  using exe = await compile(k.graph, { backend, cache: false, precision });
   const inputs = Object.fromEntries(
     Object.entries(k.inputs).map(([n, v]) => [n, { ...v, dtype: "f32" as const }]),
   );
@@ -323,12 +326,17 @@ console.log(
 for (const make of all) {
   const k = make();
   if (only && !only.some((o) => k.id.startsWith(o))) continue;
-  for (
-    const precision
-      of (f16 && k.half !== false ? ["f32", "f16-storage", "f16"] : ["f32"]) as Precision[]
-  ) {
+  const variants: [Precision, WebGpuBackend, string][] = [
+    ...(f16 && k.half !== false ? ["f32", "f16-storage", "f16"] : ["f32"]).map((
+      p,
+    ): [Precision, WebGpuBackend, string] => [p as Precision, profiled, ""]),
+    ...(k.id.startsWith("attention")
+      ? [["f32", flash, " flash"] as [Precision, WebGpuBackend, string]]
+      : []),
+  ];
+  for (const [precision, backend, label] of variants) {
     try {
-      const r = await measure(k, precision);
+      const r = { ...await measure(k, precision, backend), id: k.id + label };
       rows.push(r);
       const rate = r.tflops
         ? `${r.tflops.toFixed(1)} TFLOP/s`
@@ -341,7 +349,7 @@ for (const make of all) {
         } ms in ${r.kernels} kernel(s), ${rate}, max rel error ${r.error.toExponential(1)}`,
       );
     } catch (e) {
-      console.log(`${k.id} ${precision}: failed: ${(e as Error).message}`);
+      console.log(`${k.id}${label} ${precision}: failed: ${(e as Error).message}`);
     }
   }
 }

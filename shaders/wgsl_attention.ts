@@ -14,9 +14,10 @@ import { affineOffset } from "../jit/access.ts";
 import type { Expr, KernelBuffer, KernelIR } from "../jit/kernel_ir.ts";
 import { matmulOperands } from "../jit/kernel_ir.ts";
 import { sizeOf } from "../jit/shape.ts";
-import { Emitter, KernelLowering, NEVER, PRELUDE, wgslType } from "./wgsl_expr.ts";
+import { Emitter, KernelLowering, NEVER, PRELUDE } from "./wgsl_expr.ts";
 import { type KernelLayout, tiledMatmul, type WgslOptions } from "./wgsl.ts";
 import { emitRows } from "./wgsl_rows.ts";
+import { type Flash, flashAttention, groupBindings } from "./wgsl_flash.ts";
 
 /** Longest key axis a fused attention kernel holds in workgroup memory. */
 export const MAX_KEYS = 1024;
@@ -34,25 +35,35 @@ export interface Attention {
 }
 
 /**
- * The fused form of `scores → weights → values`, if it applies: f32 matmuls too small for tiles
- * whose batch and query axes are the softmax's rows, intermediates read exactly where they were
- * written and by no one else (`external` holds the values the program must store), keys at most
- * `MAX_KEYS`.
+ * The fused form of `scores → weights → values` in a workgroup per query row, if it applies: an
+ * attention group (see {@linkcode attentionGroup}) whose matmuls are too small for tiles and whose
+ * keys are at most `MAX_KEYS`.
  */
 export function fusedAttention(
+  kernels: readonly KernelIR[],
+  external: ReadonlySet<number>,
+): Attention | undefined {
+  const group = attentionGroup(kernels, external);
+  if (!group || tiledMatmul(group.scores) || tiledMatmul(group.values)) return undefined;
+  return matmulOperands(group.scores)!.n <= MAX_KEYS ? group : undefined;
+}
+
+/**
+ * `scores → weights → values` as one computation, if they are one: f32 matmuls whose batch and
+ * query axes are the softmax's rows, intermediates read exactly where they were written and by no
+ * one else (`external` holds the values the program must store).
+ */
+export function attentionGroup(
   [scores, weights, values]: readonly KernelIR[],
   external: ReadonlySet<number>,
 ): Attention | undefined {
   const s = matmulOperands(scores), v = matmulOperands(values);
-  if (
-    !s || !v || weights.pattern !== "softmax" || s.nb !== v.nb || tiledMatmul(scores) ||
-    tiledMatmul(values)
-  ) return undefined;
+  if (!s || !v || weights.pattern !== "softmax" || s.nb !== v.nb) return undefined;
   const rowAxes = s.nb + 1, keys = s.n;
   const same = (a: readonly number[], b: readonly number[]) =>
     a.length === b.length && a.every((x, i) => x === b[i]);
   if (
-    scores.outputs.length !== 1 || weights.outputs.length !== 1 || keys > MAX_KEYS ||
+    scores.outputs.length !== 1 || weights.outputs.length !== 1 ||
     v.k !== keys || !same(weights.space, scores.space.slice(0, rowAxes + 1)) ||
     !same(weights.reduced, [rowAxes]) ||
     !same(values.space.slice(0, rowAxes), weights.space.slice(0, rowAxes)) ||
@@ -191,14 +202,7 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
 
   return [
     `// kiln fused attention: ${scores.name} → ${weights.name} → ${values.name}`,
-    ...inputs.map((b, i) =>
-      `@group(0) @binding(${i}) var<storage, read> in${i}: array<${wgslType(b.dtype)}>;`
-    ),
-    ...values.outputs.map((b, k) =>
-      `@group(0) @binding(${inputs.length + k}) var<storage, read_write> out${k}: array<${
-        wgslType(b.dtype)
-      }>;`
-    ),
+    ...groupBindings(plan),
     PRELUDE,
     `var<workgroup> att: array<f32, ${s.n}>;`,
     ...shared,
@@ -212,24 +216,26 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
 }
 
 /**
- * `kernels` with each attention group that {@linkcode fusedAttention} accepts replaced by one
- * kernel: its buffers are the group's inputs and final outputs, its space the softmax's (a row
+ * `kernels` with each attention group that {@linkcode fusedAttention} (or, with `flash`, the
+ * flash kernel) accepts replaced by one kernel: its buffers are the group's inputs and final outputs, its space the softmax's (a row
  * per query, as the dispatch counts them). `fused` maps those kernels to their groups and `from`
  * gives each kernel's index in the original list (the softmax's, for a fused one).
  */
 export function withFusedAttention(
   kernels: readonly KernelIR[],
   external: ReadonlySet<number>,
-): { kernels: KernelIR[]; fused: Map<KernelIR, Attention>; from: number[] } {
+  flash = false,
+): { kernels: KernelIR[]; fused: Map<KernelIR, Attention | Flash>; from: number[] } {
   const out: KernelIR[] = [], from: number[] = [];
-  const fused = new Map<KernelIR, Attention>();
+  const fused = new Map<KernelIR, Attention | Flash>();
   for (let i = 0; i < kernels.length; i++) {
     const k = kernels[i];
     const members = k.group ? kernels.filter((x) => x.group === k.group) : [];
-    const att = members.length === 3 && members[0] === k &&
-        members.every((x, j) => kernels[i + j] === x)
-      ? fusedAttention(members, external)
-      : undefined;
+    const whole = members.length === 3 && members[0] === k &&
+      members.every((x, j) => kernels[i + j] === x);
+    const group = whole ? attentionGroup(members, external) : undefined;
+    const att = group && (fusedAttention(members, external) ??
+      (flash ? flashAttention(group) : undefined));
     if (!att) {
       out.push(k);
       from.push(i);

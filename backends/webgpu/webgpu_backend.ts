@@ -31,6 +31,7 @@ import type { Graph } from "../../jit/graph.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
 import { generateWgsl, kernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
+import { flashLayout, flashWgsl } from "../../shaders/wgsl_flash.ts";
 import {
   attentionLayout,
   attentionWgsl,
@@ -61,6 +62,12 @@ export interface WebGpuOptions {
    * ride along in each run's one readback, but they cost a little.
    */
   readonly profile?: boolean;
+  /**
+   * Run attention groups too long for the one-row kernel (scores → softmax → values) as one flash
+   * kernel (`shaders/wgsl_flash.ts`) instead of three. Default false until it is measured faster
+   * than the three on a GPU.
+   */
+  readonly flashAttention?: boolean;
   /**
    * Let cost-driven policies place work on a software adapter (llvmpipe, lavapipe, SwiftShader,
    * WARP, or any `isFallbackAdapter`). Default: `KILN_ALLOW_SOFTWARE_GPU=1` in the environment,
@@ -267,7 +274,11 @@ export class WebGpuBackend implements Backend {
     partial?: readonly boolean[],
   ): Promise<Program> {
     const io = planOf(graph);
-    const { kernels, fused, from } = withFusedAttention(planned, new Set(io.outputs));
+    const { kernels, fused, from } = withFusedAttention(
+      planned,
+      new Set(io.outputs),
+      this.#options.flashAttention ?? false,
+    );
     const pipelines = await Promise.all(kernels.map((k, i) => {
       if (k.opaque) {
         const code = artifact(from[i]) || this.#custom(k);
@@ -276,13 +287,17 @@ export class WebGpuBackend implements Backend {
       const group = fused.get(k);
       return this.#pipeline(
         k,
-        group ? attentionWgsl(group, this.#wgsl()) : artifact(from[i]) || this.#generate(k),
+        group
+          ? "rows" in group ? flashWgsl(group) : attentionWgsl(group, this.#wgsl())
+          : artifact(from[i]) || this.#generate(k),
       );
     }));
     const wgsl = this.#wgsl();
     const layouts = kernels.map((k) => {
       const group = fused.get(k);
-      return k.opaque ? undefined : group ? attentionLayout(wgsl) : kernelLayout(k, wgsl);
+      if (k.opaque) return undefined;
+      if (!group) return kernelLayout(k, wgsl);
+      return "rows" in group ? flashLayout(group) : attentionLayout(wgsl);
     });
     return gpuProgram(this.#context(), {
       ...io,

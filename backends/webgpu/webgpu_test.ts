@@ -19,7 +19,8 @@ import {
   TILE_THRESHOLD,
   tiledMatmul,
 } from "../../shaders/wgsl.ts";
-import { fusedAttention, MAX_KEYS } from "../../shaders/wgsl_attention.ts";
+import { attentionGroup, fusedAttention, MAX_KEYS } from "../../shaders/wgsl_attention.ts";
+import { flashAttention } from "../../shaders/wgsl_flash.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
 import { BufferPool } from "./buffer_pool.ts";
@@ -254,6 +255,37 @@ Deno.test("attention runs as one fused kernel: scores and weights stay in workgr
     assert.equal(fusedAttention(long, new Set()), undefined, `${tokens} tokens stay unfused`);
   }
   profiled.dispose();
+});
+
+Deno.test("flash attention: long groups as one kernel, masks, ragged key tiles, fully masked rows", async () => {
+  const flash = new WebGpuBackend({ profile: true, flashAttention: true });
+  await flash.prepare();
+  // Past the one-row kernel's key limit: workgroups of 64 rows.
+  const long = fuse(attention(1088, false, 1)).kernels.filter((k) => k.group === "attention_0");
+  assert.equal(flashAttention(attentionGroup(long, new Set())!)?.rows, 64);
+  // 656 tokens: tiled matmuls, 41 workgroups of 16 rows a head, the last key tile half full.
+  for (const tokens of [656]) {
+    const graph = attention(tokens, false, 2);
+    const group = fuse(graph).kernels.filter((k) => k.group === "attention_0");
+    assert.equal(fusedAttention(group, new Set()), undefined);
+    assert.equal(flashAttention(attentionGroup(group, new Set())!)?.rows, 16);
+    const n = 2 * 3 * tokens * 16;
+    const mask = hashed(tokens * tokens, 17).map((x) => (x > 0.8 ? -Infinity : 0));
+    mask.fill(-Infinity, 0, tokens); // query 0 sees no key: its softmax is NaN
+    const feeds = {
+      q: f32(hashed(n, 7), [2, 3, tokens, 16]),
+      k: f32(hashed(n, 11), [2, 3, tokens, 16]),
+      v: f32(hashed(n, 13), [2, 3, tokens, 16]),
+      mask: f32(mask, [tokens, tokens]),
+    };
+    using exe = await compile(graph, { backend: flash, cache: false });
+    using reference = await compile(graph, { backend: "reference" });
+    const [got, want] = [await exe.run(feeds), await reference.run(feeds)];
+    assert.ok(Number.isNaN(want.y.data[0]));
+    assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-5, rtol: 1e-4 });
+    assert.deepEqual(exe.deviceTimes().map((t) => t.kernel), ["attention_0"]);
+  }
+  flash.dispose();
 });
 
 Deno.test("grids past 65535 workgroups fold into two dimensions with almost none idle", async () => {
