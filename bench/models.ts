@@ -190,7 +190,9 @@ function report(): string {
     "first run = load + compile + first result (kiln's kernel cache off), then the median of ≥ 20",
     "runs after 3 warm-ups, result back on the host; outputs checked against ONNX Runtime's",
     "recorded output (relative to its largest magnitude). ORT-web wasm uses one thread per core.",
-    "Ratios are kiln ÷ ORT-web (below 1: kiln faster).",
+    "Ratios are kiln ÷ ORT-web (below 1: kiln faster). Each cell is one process: on the 2-core VM",
+    "the same configuration varied 2–3× between processes for sub-millisecond models (lenet on",
+    "kiln wasm: 0.14–0.39 ms over 5 processes, 2026-11-23), so ratios of such models are noisy.",
     "",
   ];
   const svg: string[] = [];

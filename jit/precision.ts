@@ -2,7 +2,7 @@
  * The precision policy of a compile (`compile(graph, { precision })`), as a rewrite of the graph
  * before it is legalized and fused. The caller's tensors stay f32 either way: the executable
  * converts f32 inputs to f16 on the host before they travel, and f16 outputs back (see
- * {@linkcode Widened}).
+ * {@linkcode Widened}); outputs kept on the device (`runOnDevice`) stay f16 device tensors.
  *
  * - `"f32"` (default): the graph as it is.
  * - `"f16-storage"`: the graph's float inputs and outputs travel and are stored in f16 (half the
