@@ -12,7 +12,13 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { demoMlp } from "./examples/demo_mlp.ts";
 import { allocate, type BoundaryDType, byteSize, type TensorData } from "./jit/dtype.ts";
-import { compile, type CompileOptions, defaultBackends, WasmBackend } from "./mod.ts";
+import {
+  compile,
+  type CompileOptions,
+  defaultBackends,
+  type Precision,
+  WasmBackend,
+} from "./mod.ts";
 import { KilnError } from "./jit/errors.ts";
 import type { Executable, TensorMap } from "./jit/executable.ts";
 import { explain } from "./jit/explain.ts";
@@ -38,14 +44,16 @@ const HELP = `kiln ${VERSION}: a JIT codegen runtime for tensor compute graphs
 
 Usage:
   kiln run [MODEL.onnx] [--backend auto|ID] [--input NAME=FILE.bin ...] [--shape NAME=2x3 ...]
-           [--save DIR] [--runs N] [--json] [--explain]
+           [--save DIR] [--runs N] [--json] [--explain] [--precision f32|f16-storage|f16]
       Compile and run MODEL (default: the built-in demo MLP). Inputs are raw little-endian files
       in the model's dtype; missing inputs are seeded random. --save writes DIR/<output>.bin and
-      DIR/outputs.json.
+      DIR/outputs.json. --precision f16 (or f16-storage) needs --backend webgpu on a GPU with
+      shader-f16; inputs and outputs stay f32.
   kiln explain [MODEL.onnx] [--backend auto|ID] [--shape NAME=2x3 ...] [--json] [--dot FILE]
                [--svg FILE]
       The fusion and placement plan; --dot writes it for Graphviz, --svg draws it with dot.
   kiln bench [MODEL.onnx] [--backends ID,ID] [--runs N] [--warmup N] [--threads N] [--json]
+             [--precision f32|f16-storage|f16]
       Compile time, first run, median and p90 run time per backend (after --warmup runs, default
       3; --threads sizes the wasm backend's thread pool; --backend ID is one backend).
   kiln info [MODEL.onnx] [--json]
@@ -272,8 +280,11 @@ function renderSvg(dot: string): string {
   }
 }
 
-function compileOptions(backend: string | undefined): CompileOptions {
-  return !backend || backend === "auto" ? {} : { backend };
+function compileOptions(backend: string | undefined, precision?: string): CompileOptions {
+  // compile() checks the precision: an unknown one, or one the backend cannot store, is a
+  // KilnError with a Fix.
+  const p = precision === undefined ? {} : { precision: precision as Precision };
+  return !backend || backend === "auto" ? p : { backend, ...p };
 }
 
 function cacheReport() {
@@ -293,6 +304,7 @@ async function run(args: string[]): Promise<number> {
     args,
     options: {
       backend: { type: "string", default: "auto" },
+      precision: { type: "string" },
       runs: { type: "string", default: "5" },
       json: { type: "boolean", default: false },
       explain: { type: "boolean", default: false },
@@ -305,7 +317,7 @@ async function run(args: string[]): Promise<number> {
   const runs = runCount("run", values.runs, 10);
   if (values.save) await checkWritableDir(values.save, "--save");
   const loaded = await load(positionals[0], values.input, values.shape);
-  const exe = await loaded.compile(compileOptions(values.backend));
+  const exe = await loaded.compile(compileOptions(values.backend, values.precision));
   const times: number[] = [];
   let outputs: TensorMap = {};
   for (let i = 0; i < runs; i++) {
@@ -397,6 +409,7 @@ async function bench(args: string[]): Promise<number> {
     options: {
       backends: { type: "string" },
       backend: { type: "string" },
+      precision: { type: "string" },
       runs: { type: "string", default: "20" },
       warmup: { type: "string", default: "3" },
       threads: { type: "string" },
@@ -436,7 +449,11 @@ async function bench(args: string[]): Promise<number> {
     const t0 = performance.now();
     // --threads sizes the wasm backend's pool (default: one thread per core).
     const backend = threads !== undefined && id === "wasm" ? new WasmBackend({ threads }) : id;
-    const exe = await loaded.compile({ backend, cache: false });
+    const exe = await loaded.compile({
+      ...compileOptions(undefined, values.precision),
+      backend,
+      cache: false,
+    });
     const compileMs = performance.now() - t0;
     const t1 = performance.now();
     await exe.run(loaded.inputs);
