@@ -1,8 +1,13 @@
 /**
  * Finishes the tarball `deno pack` wrote (`deno task build:npm`): package.json gains the `kiln`
  * executable (`bin`, so `npx kiln` works), `engines` (Node 20 or later, what the package tests
- * run on), and `@webgpu/types` as an optional peer for TypeScript consumers; the executable gets
- * its mode bit. deno pack has no options for these.
+ * run on) and `@webgpu/types`; the executable gets its mode bit. deno pack has no options for
+ * these.
+ *
+ * The entry points' declarations reference WebGPU's types and `kiln-globals.d.ts`, which
+ * declares `Symbol.dispose` and `Disposable` the way newer libs do, so that a TypeScript consumer
+ * type-checks with `lib: ["es2022", "dom"]` and nothing else set (the declarations use `using`'s
+ * protocol and WebGPU's types).
  *
  * Browsers get binaryen through the package's `browser` field: a copy of binaryen 116's module
  * (`vendor/binaryen.js`) that bundlers can take whole. The published module cannot be bundled for
@@ -28,6 +33,22 @@ import {
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
+/** What the entry declarations need from newer libs, declared compatibly with them. */
+const GLOBALS =
+  `// Declarations kiln's types need from lib.esnext.disposable, for consumers on older libs; they
+// merge with the lib's own where it is present.
+declare global {
+  interface SymbolConstructor {
+    readonly dispose: unique symbol;
+    readonly asyncDispose: unique symbol;
+  }
+  interface Disposable {
+    [Symbol.dispose](): void;
+  }
+}
+export {};
+`;
+
 const tarball = resolve(Deno.args[0] ?? "npm/dist/kiln.tgz");
 const dir = mkdtempSync(join(tmpdir(), "kiln-pack-"));
 try {
@@ -36,11 +57,12 @@ try {
   const pkg = JSON.parse(readFileSync(path, "utf8"));
   pkg.bin = { kiln: "./cli_node.js" };
   pkg.engines = { node: ">=20" };
-  pkg.peerDependencies = { ...pkg.peerDependencies, "@webgpu/types": ">=0.1.40" };
-  pkg.peerDependenciesMeta = { "@webgpu/types": { optional: true } };
+  // The declarations name WebGPU's types (GPU, GPUDevice): they come with the package.
+  pkg.dependencies = { ...pkg.dependencies, "@webgpu/types": "^0.1.74" };
   pkg.browser = { binaryen: "./vendor/binaryen.js" };
   writeFileSync(path, JSON.stringify(pkg, null, 2) + "\n");
   vendorBinaryen(join(dir, "package", "vendor"));
+  typeEntries(join(dir, "package"));
   chmodSync(join(dir, "package", "cli_node.js"), 0o755);
   execFileSync("tar", ["czf", tarball, "-C", dir, "package"]);
 } finally {
@@ -65,4 +87,15 @@ function vendorBinaryen(dir: string): void {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, "binaryen.js"), code);
   copyFileSync(join(from, "LICENSE"), join(dir, "BINARYEN-LICENSE"));
+}
+
+/** Writes `kiln-globals.d.ts` and points the entry declarations at it and at WebGPU's types. */
+function typeEntries(dir: string): void {
+  writeFileSync(join(dir, "kiln-globals.d.ts"), GLOBALS);
+  const head =
+    '/// <reference types="@webgpu/types" />\n/// <reference path="./kiln-globals.d.ts" />\n';
+  for (const entry of ["mod.d.ts", "cli.d.ts", "cli_node.d.ts"]) {
+    const path = join(dir, entry);
+    writeFileSync(path, head + readFileSync(path, "utf8"));
+  }
 }
