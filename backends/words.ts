@@ -101,3 +101,20 @@ export function fromStored(
   if (elementBytes(dtype, storage) === 4) return fromWords(buffer, offset, n, dtype);
   return new Uint16Array(buffer, offset, n).slice();
 }
+
+/**
+ * The whole words holding elements `[offset, offset + length)` of `dtype` in `storage`: byte
+ * `start` and `end` (copies move whole words), and `skip`, the bytes from `start` to the first
+ * element.
+ */
+export function storedRange(
+  offset: number,
+  length: number,
+  dtype: DType,
+  storage: Storage,
+): { start: number; end: number; skip: number } {
+  const size = elementBytes(dtype, storage);
+  const start = Math.floor((offset * size) / 4) * 4;
+  const end = Math.ceil(((offset + length) * size) / 4) * 4;
+  return { start, end, skip: offset * size - start };
+}

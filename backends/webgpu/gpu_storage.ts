@@ -9,7 +9,7 @@
 import type { DeviceStorage } from "../../jit/device_tensor.ts";
 import type { DType, TensorData } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
-import { elementBytes, fromStored, toStored } from "../words.ts";
+import { elementBytes, fromStored, storedRange, toStored } from "../words.ts";
 import type { GpuContext } from "./gpu_program.ts";
 
 /** `GPUBufferUsage` STORAGE | COPY_DST | COPY_SRC, numeric (Node's `webgpu` has no globals). */
@@ -45,17 +45,14 @@ export class GpuStorage implements DeviceStorage {
   async read(offset: number, length: number): Promise<TensorData> {
     this.#ctx.check();
     const { device, pool } = this.#ctx;
-    const size = elementBytes(this.dtype, this.#ctx);
     // Copies move whole words: a range of 16-bit elements is widened to the words it touches.
-    const start = Math.floor((offset * size) / 4) * 4;
-    const end = Math.ceil(((offset + length) * size) / 4) * 4;
+    const { start, end, skip } = storedRange(offset, length, this.dtype, this.#ctx);
     const staging = await pool.acquire(Math.max(4, end - start), STAGING);
     try {
       const encoder = device.createCommandEncoder();
       if (length) encoder.copyBufferToBuffer(this.buffer, start, staging, 0, end - start);
       device.queue.submit([encoder.finish()]);
       await staging.mapAsync(MAP_READ);
-      const skip = offset * size - start;
       const data = fromStored(staging.getMappedRange(), skip, length, this.dtype, this.#ctx);
       staging.unmap();
       return data;
