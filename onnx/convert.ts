@@ -13,6 +13,7 @@ import type { DType } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Attrs } from "../jit/ops/mod.ts";
 import { COMPOSITE_CONVERTERS, scalar } from "./convert_composite.ts";
+import { TFIDF_CONVERTERS } from "./convert_tfidf.ts";
 import { LOSS_CONVERTERS } from "./convert_loss.ts";
 import { RESIZE_CONVERTERS } from "./convert_resize.ts";
 import { CONV_CONVERTERS } from "./convert_conv.ts";
@@ -265,6 +266,7 @@ export const CONVERTERS: Record<string, Converter> = {
   ArgMax: argReduce("ArgMax"),
   ArgMin: argReduce("ArgMin"),
   ...COMPOSITE_CONVERTERS,
+  ...TFIDF_CONVERTERS,
   ...LOSS_CONVERTERS,
   ...RESIZE_CONVERTERS,
   ...CONV_CONVERTERS,
