@@ -1,7 +1,8 @@
 /**
  * Smoke tests of kiln in a browser: headless Chromium loads a bundle from a local server and runs
- * a small graph on the wasm backend; the page posts its result back here, where it is checked
- * against float64 arithmetic. Two bundles: the prebuilt one (`deno task build:web` →
+ * a small graph and a real model (the shared mlp, fetched by URL with `OnnxModel.load`) on the
+ * wasm backend; the page posts its results back here, where they are checked against float64
+ * arithmetic and ONNX Runtime's recorded output. Two bundles: the prebuilt one (`deno task build:web` →
  * `npm/dist/kiln.web.js`, an ES module), and what a user's esbuild makes of the npm package
  * (`deno task build:npm` → `npm/dist/kiln.tgz`, installed into a fresh project, bundled with
  * `--bundle --platform=browser` and no externals into a classic script). Chromium comes from
@@ -27,7 +28,11 @@ const program = `async (kiln) => {
     b.output("y", b.op("Relu", [b.op("Add", [b.op("MatMul", [x, w]), b.constant(0.5)])]));
     const exe = await kiln.compile(b.build(), { backend: "wasm" });
     const { y } = await exe.run({ x: kiln.hostTensor(new Float32Array([1, -2, 3, 4, 5, -6]), [2, 3]) });
-    await report({ shape: y.shape, data: Array.from(y.data) });
+    // A real model, fetched by URL, with its recorded input.
+    const model = await kiln.OnnxModel.load(new URL("/mlp.onnx", location.href));
+    const input = new Float32Array(await (await fetch("/mlp.in.bin")).arrayBuffer());
+    const out = await model.run({ x: kiln.hostTensor(input, [8, 784]) }, { backend: "wasm" });
+    await report({ shape: y.shape, data: Array.from(y.data), mlp: Array.from(out.y.data) });
   } catch (e) {
     await report({ error: String(e && e.stack || e) });
   }
@@ -117,11 +122,28 @@ async function inChromium(
   }
 }
 
-function checkResult(got: Record<string, unknown>): void {
+/** The shared mlp model, its input and ONNX Runtime's output (the tests need `../shared`). */
+const models = new URL("../../shared/models/", import.meta.url);
+const mlpFiles = async (): Promise<Record<string, Uint8Array<ArrayBuffer>>> => ({
+  "/mlp.onnx": await Deno.readFile(new URL("mlp.onnx", models)),
+  "/mlp.in.bin": await Deno.readFile(new URL("mlp.in.x.float32.bin", models)),
+});
+
+async function checkResult(got: Record<string, unknown>): Promise<void> {
   assert.equal(got.error, undefined, String(got.error));
   assert.deepEqual(got.shape, [2, 2]);
   // x·W = [[4, 1], [-2, -1]] for x = [[1, -2, 3], [4, 5, -6]]; + 0.5 then relu.
   assert.deepEqual(got.data, [4.5, 1.5, 0, 0]);
+  // mlp within 1e-4 of ONNX Runtime's output, relative to its largest magnitude.
+  const want = new Float32Array(
+    (await Deno.readFile(new URL("mlp.out.y.float32.bin", models))).buffer,
+  );
+  const mlp = got.mlp as number[];
+  assert.equal(mlp.length, want.length);
+  const scale = Math.max(...Array.from(want, Math.abs));
+  mlp.forEach((v, i) =>
+    assert.ok(Math.abs(v - want[i]) <= 1e-4 * scale, `mlp y[${i}] = ${v}, want ${want[i]}`)
+  );
 }
 
 async function built(name: string, task: string): Promise<URL> {
@@ -132,12 +154,12 @@ async function built(name: string, task: string): Promise<URL> {
   return file;
 }
 
-Deno.test("the prebuilt browser bundle runs a graph on the wasm backend in headless Chromium", async () => {
+Deno.test("the prebuilt browser bundle runs a graph and a real model on wasm in headless Chromium", async () => {
   const bundle = await Deno.readFile(await built("kiln.web.js", "build:web"));
   const app = `import * as kiln from "/kiln.web.js";\n(${program})(kiln);\n`;
-  checkResult(
+  await checkResult(
     await inChromium(
-      { "/app.js": new TextEncoder().encode(app), "/kiln.web.js": bundle },
+      { "/app.js": new TextEncoder().encode(app), "/kiln.web.js": bundle, ...await mlpFiles() },
       "module",
     ),
   );
@@ -168,8 +190,11 @@ Deno.test("esbuild bundles the npm package for the browser with no externals, an
       ["app.js", "--bundle", "--platform=browser", "--outfile=out.js", "--log-level=error"],
       { cwd: project, stdio: ["ignore", "ignore", "inherit"] },
     );
-    checkResult(
-      await inChromium({ "/app.js": await Deno.readFile(`${project}/out.js`) }, "classic"),
+    await checkResult(
+      await inChromium(
+        { "/app.js": await Deno.readFile(`${project}/out.js`), ...await mlpFiles() },
+        "classic",
+      ),
     );
   } finally {
     await Deno.remove(project, { recursive: true });
