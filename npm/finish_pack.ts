@@ -4,6 +4,8 @@
  * run on) and `@webgpu/types`; the executable gets its mode bit. deno pack has no options for
  * these.
  *
+ * Inline source maps are dropped (see {@linkcode dropSourceMaps}).
+ *
  * The entry points' declarations reference WebGPU's types and `kiln-globals.d.ts`, which
  * declares `Symbol.dispose` and `Disposable` the way newer libs do, so that a TypeScript consumer
  * type-checks with `lib: ["es2022", "dom"]` and nothing else set (the declarations use `using`'s
@@ -26,6 +28,7 @@ import {
   copyFileSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   writeFileSync,
@@ -64,6 +67,7 @@ try {
   vendorBinaryen(join(dir, "package", "vendor"));
   typeEntries(join(dir, "package"));
   chmodSync(join(dir, "package", "cli_node.js"), 0o755);
+  dropSourceMaps(join(dir, "package"));
   execFileSync("tar", ["czf", tarball, "-C", dir, "package"]);
 } finally {
   rmSync(dir, { recursive: true, force: true });
@@ -97,5 +101,19 @@ function typeEntries(dir: string): void {
   for (const entry of ["mod.d.ts", "cli.d.ts", "cli_node.d.ts"]) {
     const path = join(dir, entry);
     writeFileSync(path, head + readFileSync(path, "utf8"));
+  }
+}
+
+/**
+ * Removes the inline source maps deno pack appends to every module: they were most of the
+ * package's JavaScript (1.37 of 1.88 MB), and the TypeScript they map to is not in the tarball.
+ */
+function dropSourceMaps(dir: string): void {
+  const inline = /\n\/\/# sourceMappingURL=data:application\/json;base64,[A-Za-z0-9+/=]*\s*$/;
+  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile() || !entry.name.endsWith(".js")) continue;
+    const path = join(entry.parentPath, entry.name);
+    const code = readFileSync(path, "utf8");
+    if (inline.test(code)) writeFileSync(path, code.replace(inline, "\n"));
   }
 }

@@ -7,7 +7,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -268,6 +268,18 @@ test("npx kiln runs a model from files, saves its output and exits with the CLI'
     assert.equal(e.status, 1);
     assert.match(String(e.stderr), /does not exist\. Fix:/);
     assert.doesNotMatch(String(e.stderr), /\n\s+at /);
+  }
+});
+
+test("the tarball carries no inline source maps (they were most of its JavaScript)", () => {
+  const root = dirname(createRequire(join(project, "package.json")).resolve("@kiln/kiln"));
+  const js = readdirSync(root, { recursive: true }).filter((f) => String(f).endsWith(".js"));
+  assert.ok(js.length > 50, `${js.length} modules`);
+  for (const f of js) {
+    assert.ok(
+      !readFileSync(join(root, String(f)), "utf8").includes("sourceMappingURL=data:"),
+      String(f),
+    );
   }
 });
 
