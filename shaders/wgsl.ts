@@ -19,16 +19,11 @@
  */
 import { KilnError } from "../jit/errors.ts";
 import { affineOffset } from "../jit/access.ts";
-import {
-  type Expr,
-  type IndexStep,
-  type KernelIR,
-  matmulOperands,
-  walk,
-} from "../jit/kernel_ir.ts";
-import { type Shape, sizeOf } from "../jit/shape.ts";
+import { type Expr, type KernelIR, matmulOperands, walk } from "../jit/kernel_ir.ts";
+import { sizeOf } from "../jit/shape.ts";
 import { KernelLowering, NEVER, PRELUDE } from "./wgsl_expr.ts";
 import { emitHeldRows, emitRows, type RowTiling, rowTiling } from "./wgsl_rows.ts";
+import { quadAligned, quadInputs } from "./wgsl_quads.ts";
 import { emitTiledMatmul, type MatmulTile, tileOf, tileShape, tileVectors } from "./wgsl_matmul.ts";
 
 /** What the device allows generated kernels. */
@@ -106,23 +101,8 @@ function vectorInputs(kernel: KernelIR): Set<number> | undefined {
   if (last < 0 || kernel.reduced.length || space[last] % 4 !== 0 || sizeOf(space) === 0) {
     return undefined;
   }
-  const aligned = (steps: readonly IndexStep[], shape: Shape) => {
-    const a = affineOffset(steps, space, shape);
-    return a !== undefined && a.weights[last] === 1 && a.base % 4 === 0 &&
-      a.weights.every((w, i) => i === last || space[i] === 1 || w % 4 === 0);
-  };
-  if (!kernel.outputs.every((o) => aligned(o.steps, o.shape))) return undefined;
-  const loads = new Map<number, boolean>();
-  for (const o of kernel.outputs) {
-    walk(o.expr, (x) => {
-      if (x.kind !== "load") return;
-      const ok = aligned(x.steps, kernel.inputs[x.input].shape);
-      loads.set(x.input, (loads.get(x.input) ?? true) && ok);
-      // A gather's indices are read one at a time, wherever the gather reads them.
-      for (const s of x.steps) if (s.kind === "gather") loads.set(s.index.input, false);
-    });
-  }
-  return new Set([...loads].flatMap(([i, ok]) => (ok ? [i] : [])));
+  if (!kernel.outputs.every((o) => quadAligned(o.steps, space, o.shape, last))) return undefined;
+  return quadInputs(kernel, kernel.outputs.map((o) => o.expr), last);
 }
 
 /**

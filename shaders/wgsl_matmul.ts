@@ -22,6 +22,7 @@ import {
   walk,
 } from "../jit/kernel_ir.ts";
 import { Emitter, type KernelLowering, rounded } from "./wgsl_expr.ts";
+import { quadAligned } from "./wgsl_quads.ts";
 
 /** A matmul's operands with its tile shape. */
 export interface MatmulTile extends MatmulOperands {
@@ -70,14 +71,11 @@ const TK = 16;
  */
 export function tileVectors(kernel: KernelIR, tile: MatmulTile): Set<number> {
   const { b, n, nb } = tile;
-  const space = kernel.space;
-  const access = affineOffset(b.steps, space, kernel.inputs[b.input].shape);
   let reads = 0;
   for (const e of [...kernel.outputs.map((o) => o.expr), ...kernel.reductions.map((r) => r.expr)]) {
     walk(e, (x) => x.kind === "load" && x.input === b.input && reads++);
   }
-  const aligned = access !== undefined && access.weights[nb + 1] === 1 && access.base % 4 === 0 &&
-    access.weights.every((w, i) => i === nb + 1 || space[i] === 1 || w % 4 === 0);
+  const aligned = quadAligned(b.steps, kernel.space, kernel.inputs[b.input].shape, nb + 1);
   return aligned && n % 4 === 0 && reads === 1 ? new Set([b.input]) : new Set();
 }
 

@@ -13,9 +13,9 @@
  *
  * @module
  */
-import { affineOffset } from "../jit/access.ts";
-import type { Expr, IndexStep, KernelIR, Reduction } from "../jit/kernel_ir.ts";
-import { type Shape, sizeOf } from "../jit/shape.ts";
+import type { Expr, KernelIR, Reduction } from "../jit/kernel_ir.ts";
+import { sizeOf } from "../jit/shape.ts";
+import { quadAligned, quadInputs } from "./wgsl_quads.ts";
 import { INF, type KernelLowering, literal, NAN, NEG_INF, rounded, wgslType } from "./wgsl_expr.ts";
 
 /** Most points of a row one thread holds in registers. */
@@ -55,16 +55,10 @@ export function rowTiling(kernel: KernelIR, most: number): RowTiling {
   const total = sizeOf(kernel.space.filter((_, i) => !kernel.reduced.includes(i)));
   const rows = Math.max(1, Math.min(most / threads, 2 ** Math.ceil(Math.log2(total))));
   const vectorStores = !!vectors &&
-    kernel.outputs.every((o) => o.level === "full" && aligned(kernel, o.steps, o.shape));
+    kernel.outputs.every((o) =>
+      o.level === "full" && quadAligned(o.steps, kernel.space, o.shape, kernel.space.length - 1)
+    );
   return { threads, rows, slots, width, vectors: vectors ?? new Set(), vectorStores };
-}
-
-function aligned(kernel: KernelIR, steps: readonly IndexStep[], shape: Shape): boolean {
-  const { space } = kernel;
-  const last = space.length - 1;
-  const a = affineOffset(steps, space, shape);
-  return a !== undefined && a.weights[last] === 1 && a.base % 4 === 0 &&
-    a.weights.every((w, i) => i === last || space[i] === 1 || w % 4 === 0);
 }
 
 /**
@@ -75,17 +69,7 @@ function rowVectors(kernel: KernelIR): Set<number> | undefined {
   const { space } = kernel;
   const last = space.length - 1;
   if (!kernel.reduced.includes(last) || space[last] % 4 !== 0) return undefined;
-  const loads = new Map<number, boolean>();
-  const visit = (e: Expr) => {
-    if (e.kind === "alu") e.args.forEach(visit);
-    if (e.kind !== "load") return;
-    const ok = aligned(kernel, e.steps, kernel.inputs[e.input].shape);
-    loads.set(e.input, (loads.get(e.input) ?? true) && ok);
-    // A gather's indices are read one at a time, at coordinates of their own.
-    for (const s of e.steps) if (s.kind === "gather") loads.set(s.index.input, false);
-  };
-  for (const x of [...kernel.reductions, ...kernel.outputs]) visit(x.expr);
-  return new Set([...loads].flatMap(([i, ok]) => (ok ? [i] : [])));
+  return quadInputs(kernel, [...kernel.reductions, ...kernel.outputs].map((x) => x.expr), last);
 }
 
 /** A reduction's starting value and its combining step, as WGSL. */
