@@ -10,7 +10,7 @@ import type { Backend, KernelTime, Program } from "./backend.ts";
 import type { RefTensor } from "./host_tensor.ts";
 import { DeviceTensor, storedDType } from "./device_tensor.ts";
 import { fromF16Bits, type TensorData, widenToI64 } from "./dtype.ts";
-import { narrowed, type Widened } from "./precision.ts";
+import { toF16, type Widened } from "./precision.ts";
 import { KilnError } from "./errors.ts";
 import type { Graph, GraphInput } from "./graph.ts";
 import { acceptInput, type HostTensor } from "./host_tensor.ts";
@@ -185,7 +185,7 @@ export class Executable {
     }
     let t = ArrayBuffer.isView(value) ? { data: value, shape: p.shape, dtype: p.dtype } : value;
     if (this.#init.widened?.params.has(name) && t?.data instanceof Float32Array) {
-      t = { ...t, data: narrowed(t.data), dtype: "f16" };
+      t = { ...t, data: toF16(t.data), dtype: "f16" };
     }
     const accepted = acceptInput(t, p, `param "${name}"`);
     this.#params.set(name, accepted.data === t.data ? accepted.data.slice() : accepted.data);
@@ -466,7 +466,7 @@ export class Executable {
         // Under an f16 precision the caller's f32 data is narrowed here, before it travels.
         const caller = this.#init.widened?.inputs.has(i.name) && t?.dtype === "f32" &&
             t.data instanceof Float32Array
-          ? { ...t, data: narrowed(t.data), dtype: "f16" as const }
+          ? { ...t, data: toF16(t.data), dtype: "f16" as const }
           : given;
         return acceptInput(caller, this.#bucketed(i, active), `input "${i.name}"`);
       }

@@ -16,7 +16,7 @@
  *
  * @module
  */
-import { type BoundaryDType, type TensorData, toF16Bits } from "./dtype.ts";
+import { type BoundaryDType, toF16Bits } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
 import { Graph, type GraphSpec, type NodeSpec } from "./graph.ts";
 import type { Attrs } from "./ops/mod.ts";
@@ -166,9 +166,4 @@ export function applyPrecision(
     graph: Graph.create(spec),
     widened: { inputs: new Set(inputs), params: new Set(), outputs: new Set(outputs) },
   };
-}
-
-/** A caller's f32 data for an f16 tensor, as f16 bits (other data as it is). */
-export function narrowed(data: TensorData): TensorData {
-  return data instanceof Float32Array ? toF16(data) : data;
 }
