@@ -73,21 +73,17 @@ export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayo
       tile,
     };
   }
-  if (kernel.reductions.length) {
-    const rows = rowTiling(kernel, most);
-    const width = rows.vectorStores ? 4 : 1;
-    return {
-      kind: "rows",
-      workgroup: rows.threads * rows.rows,
-      width,
-      vectors: rows.vectors,
-      rows,
-    };
-  }
+  if (kernel.reductions.length) return rowsLayout(rowTiling(kernel, most));
   const vectors = vectorInputs(kernel);
   return vectors
     ? { kind: "points", workgroup: most, width: 4, vectors }
     : { kind: "points", workgroup: most, width: 1, vectors: none };
+}
+
+/** The layout of a `rows` kernel whose rows split among threads as `rows` says. */
+export function rowsLayout(rows: RowTiling): KernelLayout {
+  const width = rows.vectorStores ? 4 : 1;
+  return { kind: "rows", workgroup: rows.threads * rows.rows, width, vectors: rows.vectors, rows };
 }
 
 /**

@@ -15,8 +15,8 @@ import type { Expr, KernelBuffer, KernelIR } from "../jit/kernel_ir.ts";
 import { matmulOperands } from "../jit/kernel_ir.ts";
 import { sizeOf } from "../jit/shape.ts";
 import { Emitter, KernelLowering, NEVER, PRELUDE } from "./wgsl_expr.ts";
-import { type KernelLayout, tiledMatmul, type WgslOptions } from "./wgsl.ts";
-import { emitRows } from "./wgsl_rows.ts";
+import { type KernelLayout, rowsLayout, tiledMatmul, type WgslOptions } from "./wgsl.ts";
+import { emitRows, streamedRows } from "./wgsl_rows.ts";
 import { type Flash, flashAttention, groupBindings } from "./wgsl_flash.ts";
 
 /** Longest key axis a fused attention kernel holds in workgroup memory. */
@@ -129,14 +129,7 @@ function attentionThreads(options: WgslOptions): number {
 
 /** The fused attention kernel's layout: a workgroup per query row. */
 export function attentionLayout(options: WgslOptions): KernelLayout {
-  const threads = attentionThreads(options), none = new Set<number>();
-  return {
-    kind: "rows",
-    workgroup: threads,
-    width: 1,
-    vectors: none,
-    rows: { threads, rows: 1, slots: 0, width: 1, vectors: none, vectorStores: false },
-  };
+  return rowsLayout(streamedRows(attentionThreads(options), 1));
 }
 
 /** The fused attention kernel's WGSL: bindings as `plan.inputs`, then `values`' outputs. */

@@ -21,7 +21,8 @@ import { sizeOf } from "../jit/shape.ts";
 import type { Attention } from "./wgsl_attention.ts";
 import { Emitter, KernelLowering, NEG_INF, NEVER, PRELUDE, wgslType } from "./wgsl_expr.ts";
 import { Structure } from "./wgsl_cancel.ts";
-import type { KernelLayout } from "./wgsl.ts";
+import { type KernelLayout, rowsLayout } from "./wgsl.ts";
+import { streamedRows } from "./wgsl_rows.ts";
 
 /** Widest head (query, key and value rows) held in registers. */
 export const MAX_HEAD = 128;
@@ -78,14 +79,7 @@ export function groupBindings({ inputs, values }: Attention): string[] {
 
 /** The flash kernel's layout: `rows` query rows a workgroup. */
 export function flashLayout(plan: Flash): KernelLayout {
-  const none = new Set<number>();
-  return {
-    kind: "rows",
-    workgroup: plan.rows,
-    width: 1,
-    vectors: none,
-    rows: { threads: 1, rows: plan.rows, slots: 0, width: 1, vectors: none, vectorStores: false },
-  };
+  return rowsLayout(streamedRows(1, plan.rows));
 }
 
 /** The flash kernel's WGSL: bindings as `plan.inputs`, then `values`' outputs. */

@@ -37,6 +37,11 @@ export interface RowTiling {
   readonly vectorStores: boolean;
 }
 
+/** A tiling of `threads` threads a row and `rows` rows a workgroup, rows not held (scalar). */
+export function streamedRows(threads: number, rows: number): RowTiling {
+  return { threads, rows, slots: 0, width: 1, vectors: new Set(), vectorStores: false };
+}
+
 /** The row tiling of a reducing kernel whose workgroups hold at most `most` threads. */
 export function rowTiling(kernel: KernelIR, most: number): RowTiling {
   const inner = sizeOf(kernel.reduced.map((i) => kernel.space[i]));
@@ -49,8 +54,7 @@ export function rowTiling(kernel: KernelIR, most: number): RowTiling {
     // Streamed: each thread takes at least 8 of a row's points, so short rows do not idle wide
     // workgroups.
     const fit = 2 ** Math.floor(Math.log2(Math.max(1, inner / 8)));
-    const size = Math.min(most, Math.max(32, fit));
-    return { threads: size, rows: 1, slots: 0, width: 1, vectors: new Set(), vectorStores: false };
+    return streamedRows(Math.min(most, Math.max(32, fit)), 1);
   }
   const total = sizeOf(kernel.space.filter((_, i) => !kernel.reduced.includes(i)));
   const rows = Math.max(1, Math.min(most / threads, 2 ** Math.ceil(Math.log2(total))));

@@ -16,9 +16,11 @@ import {
   dispatchSize,
   generateWgsl,
   kernelLayout,
+  rowsLayout,
   TILE_THRESHOLD,
   tiledMatmul,
 } from "../../shaders/wgsl.ts";
+import { streamedRows } from "../../shaders/wgsl_rows.ts";
 import { attentionGroup, fusedAttention, MAX_KEYS } from "../../shaders/wgsl_attention.ts";
 import { flashAttention } from "../../shaders/wgsl_flash.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
@@ -289,29 +291,13 @@ Deno.test("flash attention: long groups as one kernel, masks, ragged key tiles, 
 });
 
 Deno.test("grids past 65535 workgroups fold into two dimensions with almost none idle", async () => {
-  const none = new Set<number>();
-  const streamed = {
-    threads: 32,
-    rows: 1,
-    slots: 0,
-    width: 1,
-    vectors: none,
-    vectorStores: false,
-  } as const;
-  const rowsLayout = {
-    kind: "rows",
-    workgroup: 32,
-    width: 1,
-    vectors: none,
-    rows: streamed,
-  } as const;
-  assert.deepEqual(dispatchSize(rowsLayout, 65535), [65535, 1, 1]);
-  assert.deepEqual(dispatchSize(rowsLayout, 65536), [32768, 2, 1]);
-  const [x, y] = dispatchSize(rowsLayout, 200_001);
+  const streamed = rowsLayout(streamedRows(32, 1));
+  assert.deepEqual(dispatchSize(streamed, 65535), [65535, 1, 1]);
+  assert.deepEqual(dispatchSize(streamed, 65536), [32768, 2, 1]);
+  const [x, y] = dispatchSize(streamed, 200_001);
   assert.ok(x <= 65535 && x * y >= 200_001 && x * y - 200_001 < y, `${x} × ${y}`);
   // Short rows are held 256 to a workgroup: 70 001 rows leave the last workgroup part empty.
-  const held = { ...rowsLayout, workgroup: 256, rows: { ...streamed, threads: 1, rows: 256 } };
-  assert.deepEqual(dispatchSize(held, 70_001), [274, 1, 1]);
+  assert.deepEqual(dispatchSize(rowsLayout(streamedRows(1, 256)), 70_001), [274, 1, 1]);
   const b = new GraphBuilder();
   b.output("s", b.op("ReduceSum", [b.input("x", [70_001, 3])], { axes: [1] }));
   const graph = b.build();
