@@ -1,6 +1,7 @@
 /**
- * Which float adds, subtracts and multiplies need their IEEE specials decided on the bits in WGSL
- * (see {@linkcode mayCancel}), by the structure of their operands.
+ * What the structure of its operands lets a float op's WGSL skip: which adds, subtracts and
+ * multiplies need their IEEE specials decided on the bits ({@linkcode mayCancel}), and which
+ * divisions are an exact scaling ({@linkcode exactScale}).
  *
  * @module
  */
@@ -70,4 +71,15 @@ export function mayCancel(op: AluOp, args: readonly Expr[], structure: Structure
   if (op === "Mul") return args.some((x) => x.kind === "const" && x.value === 0);
   if (op !== "Add" && op !== "Sub") return false;
   return structure.of(core(args[0])) === structure.of(core(args[1]));
+}
+
+/**
+ * 1 / v for a divisor that is the constant ±2^k with 1 / v normal: division by it is exact
+ * scaling, the same as multiplying by its reciprocal (no residual step needed).
+ */
+export function exactScale(divisor: Expr): number | undefined {
+  if (divisor.kind !== "const") return undefined;
+  const v = Math.fround(divisor.value);
+  const k = Math.log2(Math.abs(v));
+  return Number.isInteger(k) && Math.abs(k) <= 126 ? 1 / v : undefined;
 }

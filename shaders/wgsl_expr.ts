@@ -17,7 +17,7 @@ import type {
   Load,
 } from "../jit/kernel_ir.ts";
 import { type Shape, stridesOf } from "../jit/shape.ts";
-import { mayCancel, Structure } from "./wgsl_cancel.ts";
+import { exactScale, mayCancel, Structure } from "./wgsl_cancel.ts";
 /** The WGSL scalar type that holds a dtype. */
 export function wgslType(dtype: DType): "f32" | "i32" | "u32" {
   return dtype === "f32" || dtype === "f16"
@@ -151,6 +151,8 @@ interface AluArgs extends AluOperands<string> {
   readonly int: boolean;
   /** Whether the operands may cancel (see {@linkcode mayCancel}): IEEE specials need care. */
   readonly cancel: boolean;
+  /** A float Div's divisor as an exact reciprocal to multiply by (see {@linkcode exactScale}). */
+  readonly scale?: number;
 }
 
 const flag = (cond: string) => `select(0u, 1u, ${cond})`;
@@ -169,27 +171,19 @@ function ordered(op: string, { a, int }: AluArgs): string {
 }
 const builtin = (name: string) => ({ a }: AluArgs) => `${name}(${a[0]})`;
 
-/** 1 / v for a literal v (as {@linkcode literal} writes it) that is ±2^k with 1 / v normal. */
-function reciprocalOfPowerOfTwo(text: string): number | undefined {
-  if (!LITERAL.test(text)) return undefined;
-  const v = new Float32Array(new Uint32Array([Number(text.slice(13, -2))]).buffer)[0];
-  const k = Math.log2(Math.abs(v));
-  return Number.isInteger(k) && Math.abs(k) <= 126 ? 1 / v : undefined;
-}
-
 /** Per ALU op: its WGSL expression. */
 const WGSL_ALU = {
   Add: ({ a, cancel }) => (cancel ? `k_add(${a[0]}, ${a[1]})` : `(${a[0]} + ${a[1]})`),
   Sub: ({ a, cancel }) => (cancel ? `k_sub(${a[0]}, ${a[1]})` : `(${a[0]} - ${a[1]})`),
   Mul: ({ a, int, cancel }) =>
     int ? `(${a[0]} * ${a[1]})` : `${cancel ? "k_mul" : "k_prod"}(${a[0]}, ${a[1]})`,
-  Div: ({ a, d, int }) => {
+  Div: ({ a, d, int, scale }) => {
     if (int) {
       return `select(${a[0]} / ${a[1]}, ${literal(0, d[0])}, ${a[1]} == ${literal(0, d[0])})`;
     }
-    // By a power of two, division is exact scaling: the same as multiplying by its reciprocal.
-    const r = reciprocalOfPowerOfTwo(a[1]);
-    return r === undefined ? `k_fdiv(${a[0]}, ${a[1]})` : `(${a[0]} * ${literal(r, "f32")})`;
+    return scale === undefined
+      ? `k_fdiv(${a[0]}, ${a[1]})`
+      : `(${a[0]} * ${literal(scale, "f32")})`;
   },
   Pow: ({ a, t, int }) =>
     int ? `${t}(round(k_pow(f32(${a[0]}), f32(${a[1]}))))` : `k_pow(${a[0]}, ${a[1]})`,
@@ -230,8 +224,9 @@ const WGSL_ALU = {
 } satisfies Record<AluOp, (args: AluArgs) => string>;
 
 /**
- * WGSL for one ALU op over argument expressions `a` of dtypes `d`, producing `out`; `cancel`
- * says whether float operands may cancel (see {@linkcode mayCancel}).
+ * WGSL for one ALU op over argument expressions `a` of dtypes `d`, producing `out`. `exact` says
+ * what the operands' structure allows: whether float operands may cancel (default: assume they
+ * may, see {@linkcode mayCancel}) and a Div's exact reciprocal scale ({@linkcode exactScale}).
  */
 export function alu(
   op: AluOp,
@@ -239,11 +234,12 @@ export function alu(
   d: readonly DType[],
   out: DType,
   attrs: Record<string, unknown> | undefined,
-  cancel = true,
+  exact: { cancel?: boolean; scale?: number } = {},
 ): string {
   const t = wgslType(d[0] ?? out);
   const int = t !== "f32";
-  return WGSL_ALU[op]({ a, d, out, attrs, t, int, cancel: cancel && !int });
+  const cancel = (exact.cancel ?? true) && !int;
+  return WGSL_ALU[op]({ a, d, out, attrs, t, int, cancel, scale: exact.scale });
 }
 
 /** Casts follow the reference: truncate and saturate into integers, NaN → 0, bool is x != 0. */
@@ -498,7 +494,10 @@ export class KernelLowering {
             expr.args.map((a) => a.dtype),
             expr.dtype,
             expr.attrs as Record<string, unknown>,
-            mayCancel(expr.op, expr.args, this.#structure),
+            {
+              cancel: mayCancel(expr.op, expr.args, this.#structure),
+              scale: expr.op === "Div" ? exactScale(expr.args[1]) : undefined,
+            },
           ),
           expr.dtype,
         );
