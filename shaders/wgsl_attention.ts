@@ -17,7 +17,7 @@ import { sizeOf } from "../jit/shape.ts";
 import { Emitter, KernelLowering, NEVER, PRELUDE } from "./wgsl_expr.ts";
 import { type KernelLayout, rowsLayout, tiledMatmul, type WgslOptions } from "./wgsl.ts";
 import { emitRows, streamedRows } from "./wgsl_rows.ts";
-import { type Flash, flashAttention, groupBindings } from "./wgsl_flash.ts";
+import { type Flash, flashAttention, groupBindings, groupInputNames } from "./wgsl_flash.ts";
 
 /** Longest key axis a fused attention kernel holds in workgroup memory. */
 export const MAX_KEYS = 1024;
@@ -134,16 +134,12 @@ export function attentionLayout(options: WgslOptions): KernelLayout {
 
 /** The fused attention kernel's WGSL: bindings as `plan.inputs`, then `values`' outputs. */
 export function attentionWgsl(plan: Attention, options: WgslOptions): string {
-  const { scores, weights, values, inputs } = plan;
+  const { scores, weights, values } = plan;
   const s = matmulOperands(scores)!, v = matmulOperands(values)!;
   const rowAxes = s.nb + 1;
   const rows = sizeOf(weights.space.slice(0, rowAxes));
   const size = attentionThreads(options);
-  const names = (k: KernelIR) =>
-    k.inputs.map((b) => {
-      const i = inputs.findIndex((x) => x.value === b.value);
-      return i < 0 ? "" : `in${i}`;
-    });
+  const names = (k: KernelIR) => groupInputNames(plan, k);
   const body = new Emitter();
   body.line(NEVER);
   body.line(`let row = i32(wid.x + wid.y * nwg.x);`);

@@ -63,6 +63,17 @@ export function flashAttention(group: Attention): Flash | undefined {
   return { ...group, rows };
 }
 
+/**
+ * The binding names of kernel `k`'s inputs in a kernel for its whole group (`in…` by position in
+ * `plan.inputs`; the group's intermediates, which are not bound, get "").
+ */
+export function groupInputNames({ inputs }: Attention, k: KernelIR): string[] {
+  return k.inputs.map((b) => {
+    const i = inputs.findIndex((x) => x.value === b.value);
+    return i < 0 ? "" : `in${i}`;
+  });
+}
+
 /** The bindings of a kernel for a whole group: `plan.inputs`, then the values' outputs. */
 export function groupBindings({ inputs, values }: Attention): string[] {
   return [
@@ -84,15 +95,11 @@ export function flashLayout(plan: Flash): KernelLayout {
 
 /** The flash kernel's WGSL: bindings as `plan.inputs`, then `values`' outputs. */
 export function flashWgsl(plan: Flash): string {
-  const { scores, weights, values, inputs, rows } = plan;
+  const { scores, weights, values, rows } = plan;
   const s = matmulOperands(scores)!, v = matmulOperands(values)!;
   const nb = s.nb, D = s.k, E = v.n, T = s.n;
   const total = sizeOf(weights.space.slice(0, nb + 1));
-  const names = (k: KernelIR) =>
-    k.inputs.map((b) => {
-      const i = inputs.findIndex((x) => x.value === b.value);
-      return i < 0 ? "" : `in${i}`;
-    });
+  const names = (k: KernelIR) => groupInputNames(plan, k);
   const e = new Emitter();
   const lowering = (k: KernelIR, prefix: string) => {
     const l = new KernelLowering(k, { prefix, inputs: names(k) });
