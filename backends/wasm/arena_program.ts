@@ -109,34 +109,53 @@ const PAGE = 65536;
 const MAX_PAGES = 65536;
 
 /**
- * Whether a program's runs use its worker threads, decided by timing: after
- * {@linkcode ThreadTuner.WARM} runs, runs alternate between threaded and single-threaded until
- * each way has {@linkcode ThreadTuner.SAMPLES} timings, then the faster way (by its fastest run)
- * stays. {@linkcode ThreadTuner.RETUNE} runs later it is decided once more the same way: the first
- * round times code V8 has not optimized yet, whose speed changes between the samples (vit_tiny
- * kept 7 ms a run in some processes and 3.9 ms in others on 16 cores).
+ * Whether a program's runs use its worker threads, decided by timing and kept under review.
+ *
+ * After {@linkcode ThreadTuner.WARM} runs, runs alternate between threaded and single-threaded
+ * until each way has {@linkcode ThreadTuner.SAMPLES} timings; the faster way (by the fastest of
+ * its latest timings) is chosen. The first threaded run with the workers up is not a sample: a
+ * worker instantiates the program's modules in it. A verdict too close to call (see
+ * {@linkcode ThreadTuner.CLOSE}) takes more samples, up to {@linkcode ThreadTuner.MOST} a way.
+ *
+ * The first verdict times code V8 is still optimizing, on every core: on the 2-core machine
+ * vit_tiny's early threaded runs read 3–8 ms and its steady ones 1.4 ms (2.2 ms alone), so one
+ * process in two kept one thread for good. So the verdict stays under review: after
+ * {@linkcode ThreadTuner.FIRST_PROBE} runs, then at doubling gaps (at most
+ * {@linkcode ThreadTuner.LAST_PROBE}), one run goes the other way, and the choice switches when
+ * the other way's latest timings beat the chosen way's by the margin. A probe costs at most one
+ * run in eight, fewer as the gaps grow.
  * Hand-off costs are the machine's, not the kernel's: on a 2-core machine lenet ran 0.50 ms on
  * one thread and 1.01 ms on two; on 16 cores the threaded runs of small models were worse still.
  */
 export class ThreadTuner {
   /** Runs before timing starts (code tiers up, workers spawn). */
   static readonly WARM = 2;
-  /** Timings per way. */
+  /** Timings per way for a first verdict, and the latest timings a verdict reads. */
   static readonly SAMPLES = 3;
-  /** Runs after the first decision at which the second round starts. */
-  static readonly RETUNE = 64;
+  /** Timings per way at most, when the first verdict is close. */
+  static readonly MOST = 8;
+  /** Threaded ÷ single-threaded (fastest runs) between which a first verdict is close. */
+  static readonly CLOSE: readonly [number, number] = [0.8, 1.05];
+  /** Runs after the first verdict at which the other way is first tried again. */
+  static readonly FIRST_PROBE = 8;
+  /** The longest gap between two such tries. */
+  static readonly LAST_PROBE = 1024;
   #runs = 0;
+  /** Timings single-threaded and threaded, latest last. */
   #times: [number[], number[]] = [[], []];
   #choice?: boolean;
-  /** Runs since the first round's decision. */
-  #since = 0;
-  #round = 1;
-  #done = false;
+  /** Whether a threaded run with the workers up has happened (the workers' warm-up). */
+  #warmThreads = false;
+  /** Runs until the next probe, and the gap after it. */
+  #untilProbe = ThreadTuner.FIRST_PROBE;
+  #gap = ThreadTuner.FIRST_PROBE;
 
   /** Whether the next run should use the threads. */
   next(): boolean {
-    if (this.#choice !== undefined) return this.#choice;
-    return this.#runs < ThreadTuner.WARM || (this.#runs - ThreadTuner.WARM) % 2 === 0;
+    if (this.#choice === undefined) {
+      return this.#runs < ThreadTuner.WARM || (this.#runs - ThreadTuner.WARM) % 2 === 0;
+    }
+    return this.#untilProbe === 0 ? !this.#choice : this.#choice;
   }
 
   /**
@@ -144,29 +163,34 @@ export class ThreadTuner {
    * up (until they are, a threaded run is a single-threaded one and times nothing).
    */
   record(threads: boolean, ms: number, ready: boolean): void {
-    if (!ready || this.#done) return;
-    if (this.#choice !== undefined) {
-      if (++this.#since < ThreadTuner.RETUNE) return;
-      // The second round: alternate again from fresh timings.
-      this.#choice = undefined;
-      this.#times = [[], []];
-      this.#runs = ThreadTuner.WARM;
-      this.#round = 2;
+    if (!ready) return;
+    if (this.#runs++ < ThreadTuner.WARM) return;
+    if (threads && !this.#warmThreads) {
+      this.#warmThreads = true;
       return;
     }
-    if (this.#runs++ < ThreadTuner.WARM) return;
     const times = this.#times[threads ? 1 : 0];
     times.push(ms);
-    const [alone, threaded] = this.#times;
-    if (alone.length >= ThreadTuner.SAMPLES && threaded.length >= ThreadTuner.SAMPLES) {
-      // The fastest of each (interference only ever adds time); threads must win by a margin,
-      // as a run on one thread leaves the other cores to the rest of the process.
-      this.#choice = Math.min(...threaded) < 0.9 * Math.min(...alone);
-      this.#done = this.#round === 2;
+    if (times.length > ThreadTuner.MOST) times.shift();
+    const [alone, threaded] = this.#times.map((t) => Math.min(...t.slice(-ThreadTuner.SAMPLES)));
+    // Threads must win by a margin, as a run on one thread leaves the other cores to the rest of
+    // the process; the fastest timing of each way, as interference only ever adds time.
+    const ratio = threaded / alone;
+    if (this.#choice === undefined) {
+      const samples = Math.min(...this.#times.map((t) => t.length));
+      const [low, high] = ThreadTuner.CLOSE;
+      if (samples < ThreadTuner.SAMPLES) return;
+      if (ratio >= low && ratio < high && samples < ThreadTuner.MOST) return;
+      this.#choice = ratio < 0.9;
+      return;
     }
+    if (this.#untilProbe-- > 0) return;
+    this.#gap = Math.min(ThreadTuner.LAST_PROBE, this.#gap * 2);
+    this.#untilProbe = this.#gap;
+    this.#choice = ratio < (this.#choice ? 1 / 0.9 : 0.9);
   }
 
-  /** The decision, once made (the first round's until the second round ends). */
+  /** The way runs take now, once a first verdict is in. */
   get choice(): boolean | undefined {
     return this.#choice;
   }
@@ -312,24 +336,29 @@ export function arenaProgram(plan: ArenaPlan): Program {
       fresh.clear();
       const timed: KernelTime[] = [];
       const wanted = needed(outputs);
-      plan.kernels.forEach((k, i) => {
-        if (!wanted[i]) return;
-        const start = plan.profile ? performance.now() : 0;
-        if (packs[i] && !packs[i].fixed) pack(i);
-        const rows = active !== undefined && plan.partial?.[i]
-          ? rowCount(k) / k.space[0] * active
-          : rowCount(k);
-        const { chunk } = split[i];
-        const call = (start: number, end: number) => {
-          for (let s = start, n = chunk; s < end; s += n, n *= 2) {
-            runs[i](...addresses[i], scratch, s, Math.min(end, s + n), packedAt[i]);
-          }
-        };
-        if (k.opaque) runs[i](...addresses[i]);
-        else if (threads && threaded[i]) crew!.run(i, rows, split[i], call);
-        else call(0, rows);
-        if (plan.profile) timed.push({ kernel: k.name, ms: performance.now() - start });
-      });
+      try {
+        plan.kernels.forEach((k, i) => {
+          if (!wanted[i]) return;
+          const start = plan.profile ? performance.now() : 0;
+          if (packs[i] && !packs[i].fixed) pack(i);
+          const rows = active !== undefined && plan.partial?.[i]
+            ? rowCount(k) / k.space[0] * active
+            : rowCount(k);
+          const { chunk } = split[i];
+          const call = (start: number, end: number) => {
+            for (let s = start, n = chunk; s < end; s += n, n *= 2) {
+              runs[i](...addresses[i], scratch, s, Math.min(end, s + n), packedAt[i]);
+            }
+          };
+          if (k.opaque) runs[i](...addresses[i]);
+          else if (threads && threaded[i]) crew!.run(i, rows, split[i], call);
+          else call(0, rows);
+          if (plan.profile) timed.push({ kernel: k.name, ms: performance.now() - start });
+        });
+      } finally {
+        // The workers spun through the run for its jobs (see `WorkerPool.prime`).
+        if (threads) crew!.rest();
+      }
       times = timed;
       tuner?.record(threads, performance.now() - began, crew!.ready() > 0);
       const fault = new Int32Array(memory.buffer, 0, 3);

@@ -80,10 +80,20 @@ export interface PoolOptions extends WorkerThreads {
 }
 
 const GEN = 0, PENDING = 1, KERNEL = 2, ROWS = 3, PARTS = 4, UNIT = 5, STOP = 6, FAILED = 7;
-const CHUNK = 8, PROGRAM = 9, JOB = 10, PRIMED = 11, READY = 12;
+const CHUNK = 8, PROGRAM = 9, JOB = 10, ACTIVE = 11, READY = 12;
 
-/** Spins of a worker between jobs, and after {@linkcode WorkerPool.prime} (~0.15 ms, ~3 ms). */
-const SPIN = 20000, PRIMED_SPIN = 400000;
+/**
+ * Spins of a worker after a job before it sleeps in `Atomics.wait` (~0.15 ms), unless a run is
+ * under way: then it spins for the run's next job, checking the clock every
+ * {@linkcode CLOCK_SPINS} spins, for at most {@linkcode ACTIVE_MS}.
+ *
+ * Spinning through the run, not a count of spins: a worker asleep takes tens of microseconds to
+ * wake, and a count of spins lasts as long as V8 makes the loop run (interpreted, then
+ * optimized). On the 2-core machine vit_tiny's threaded runs took 1.4 ms in some processes and
+ * 3.3 ms in others — its ~40 threaded kernels, between kernels run on the calling thread alone,
+ * each woke a worker that had fallen asleep.
+ */
+const SPIN = 20000, CLOCK_SPINS = 4096, ACTIVE_MS = 50;
 
 /**
  * Milliseconds of kernels run alone (the spawn timer not having fired) after which the workers
@@ -117,20 +127,21 @@ const drain = () => {
 const c = new Int32Array(control);
 const partOf = ${partOf.toString()};
 Atomics.store(c, ${READY} + id, 1);
-let gen = Atomics.load(c, ${GEN}), budget = ${SPIN};
+let gen = Atomics.load(c, ${GEN});
 for (;;) {
-  for (let spin = 0; spin < budget && Atomics.load(c, ${GEN}) === gen; spin++);
-  budget = ${SPIN};
+  const until = performance.now() + ${ACTIVE_MS};
+  for (let spin = 1; Atomics.load(c, ${GEN}) === gen; spin++) {
+    if (spin < ${SPIN}) continue;
+    if (!Atomics.load(c, ${ACTIVE})) break;
+    if (spin % ${CLOCK_SPINS} === 0 && performance.now() > until) break;
+  }
   Atomics.wait(c, ${GEN}, gen);
   gen = Atomics.load(c, ${GEN});
   if (Atomics.load(c, ${STOP})) break;
   drain();
-  // A wake without a job (a program discharged, or a run priming) must not run the job
-  // published after it; a primed worker spins for that job instead of sleeping.
-  if (Atomics.load(c, ${JOB}) !== gen) {
-    if (Atomics.load(c, ${PRIMED}) === gen) budget = ${PRIMED_SPIN};
-    continue;
-  }
+  // A wake without a job (a program discharged, or a run starting) must not run the job
+  // published after it; during a run the loop above spins for that job.
+  if (Atomics.load(c, ${JOB}) !== gen) continue;
   const parts = Atomics.load(c, ${PARTS});
   if (id >= parts) continue;
   try {
@@ -267,14 +278,18 @@ export class WorkerPool {
   }
 
   /**
-   * Wakes the ready workers to spin for a job that is coming (a run writing its inputs): a worker
-   * asleep in `Atomics.wait` takes tens of microseconds to wake for it.
+   * Starts a run: the ready workers wake and spin for its jobs until {@linkcode WorkerPool.rest}
+   * (a worker asleep in `Atomics.wait` takes tens of microseconds to wake for each).
    */
   prime(): void {
     if (!this.ready()) return;
-    // Only this thread moves GEN: the wake below makes it exactly this value.
-    Atomics.store(this.#control, PRIMED, Atomics.load(this.#control, GEN) + 1);
+    Atomics.store(this.#control, ACTIVE, 1);
     this.#wake();
+  }
+
+  /** Ends a run: the workers sleep once their spin after the last job is over. */
+  rest(): void {
+    Atomics.store(this.#control, ACTIVE, 0);
   }
 
   /** Workers up and waiting for work. */
@@ -340,6 +355,11 @@ export class Crew {
   /** Wakes the workers for kernels this thread is about to run (see {@linkcode WorkerPool.prime}). */
   prime(): void {
     this.#pool.prime();
+  }
+
+  /** Lets the workers sleep after a run (see {@linkcode WorkerPool.rest}). */
+  rest(): void {
+    this.#pool.rest();
   }
 
   /** Workers up and waiting for work. */
