@@ -66,15 +66,20 @@ export interface ArenaPlan {
   readonly profile?: boolean;
 }
 
-/** Element-operations below which a kernel runs on the calling thread alone (hand-off costs ~20 µs). */
-const THREADED_WORK = 1 << 20;
+/**
+ * Element-operations below which a kernel runs on the calling thread alone. Workers spin through
+ * a run (see `worker_crew.ts`), so a hand-off costs a few microseconds, not a wake-up: on the
+ * 16-core H200 host, 2^20 left shufflenet's depthwise convs and vit's row kernels on one thread
+ * (shufflenet 21 -> 9 ms, vit 2.8 -> 1.7 ms at 2^16; 2 cores: 10.1 -> 8.4, 2.5 -> 1.8 ms).
+ */
+const THREADED_WORK = 1 << 16;
 
 /**
  * Element-operations each thread of a split kernel gets at least: a kernel takes as many threads
  * as its work fills, not every thread there is (waking fifteen workers for a kernel two could
  * finish cost more than it saved on a 16-core machine).
  */
-const PART_WORK = 1 << 19;
+const PART_WORK = 1 << 14;
 
 /**
  * Element-operations of a kernel's first call in a run; each further call takes twice the rows
