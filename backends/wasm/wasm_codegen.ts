@@ -30,7 +30,7 @@ import { aluLowering, exactReciprocal, isFloat, type Memo } from "./wasm_alu.ts"
 import { type Linear, linearLowering, walkAt } from "./wasm_linear.ts";
 import { indexLowering } from "./wasm_index.ts";
 import { emitKernel, kernelModule } from "./wasm_module.ts";
-import { vectorWindows } from "./wasm_padded.ts";
+import { vectorWindows } from "./wasm_windows.ts";
 import { gemmBody, type MatmulContext, tiledGemm } from "./wasm_matmul.ts";
 import { indirection, matmulPlan } from "./wasm_matmul_plan.ts";
 
@@ -436,32 +436,8 @@ export function generateWasm(
     const one = rowKernelBody();
     // Four windows at once where a pool's or depthwise conv's windows lie inside (see
     // `vectorWindows`); one window, guarded, elsewhere.
-    const four = vectorWindows(context, path);
-    let step = one;
-    if (four) {
-      const a = four.axis, first = local(i32);
-      const lanesDone = [0, 1, 2, 3].flatMap((l) => [
-        m.local.set(coord[a], m.i32.add(get(first, i32), ic(l))),
-        m.local.set(accs[0], get(four.lanes[l], f32)),
-        ...rowStores(),
-      ]);
-      const fits = m.i32.and(
-        m.i32.le_s(m.i32.add(get(coord[a], i32), ic(4)), ic(space[a])),
-        m.i32.le_s(m.i32.add(get(row, i32), ic(4)), get(end, i32)),
-      );
-      step = [
-        m.if(
-          m.i32.and(fits, four.inside()),
-          m.block(null, [
-            m.local.set(first, get(coord[a], i32)),
-            ...four.body,
-            ...lanesDone,
-            m.local.set(row, m.i32.add(get(row, i32), ic(3))),
-          ]),
-          m.block(null, one),
-        ),
-      ];
-    }
+    const four = vectorWindows(context, path, { row, rowStores });
+    const step = four ? [m.if(four.enter(), m.block(null, four.run), m.block(null, one))] : one;
     body.push(
       m.local.set(row, get(start, i32)),
       ...unravel(kept, row),

@@ -148,6 +148,8 @@ export interface LinearLowering {
     vector: boolean,
     exprs?: readonly Expr[],
   ): number[];
+  /** Stores output `k` (the value `expr`, or its own) at four consecutive points of walk `lin`. */
+  storeFour(k: number, lin: Linear, memo: Memo, stmts: number[], expr?: Expr): void;
   /** An elementwise kernel's body, or `undefined` when its accesses are not affine. */
   elementwiseBody(): number[] | undefined;
   /**
@@ -241,6 +243,15 @@ export function linearLowering(c: LinearContext): LinearLowering {
           : w.stride === 0
           ? f4.splat(m.f32.load(0, 4, at(w, lin.j)))
           : lanes((l) => m.f32.load(0, 4, at(w, lin.j, l)));
+        // A padded tap whose guard holds or fails along the whole walk (see `vectorWindows`):
+        // where it fails, the fill, and no load (the walk may point outside the buffer).
+        const guard = lin.guards?.get(expr);
+        if (guard) {
+          const fill = expr.dtype === "f32"
+            ? f4.splat(m.f32.const(guard.fill))
+            : m.i32x4.splat(ic(guard.fill));
+          code = m.if(get(guard.ok, i32), code, fill);
+        }
         break;
       }
       case "alu":
@@ -549,6 +560,7 @@ export function linearLowering(c: LinearContext): LinearLowering {
     walks,
     vectorizable,
     linearStores,
+    storeFour: (k, lin, memo, stmts, expr) => storeLinear(k, 4, lin, memo, stmts, expr),
     elementwiseBody,
     linearReduction,
     linearOutputs,

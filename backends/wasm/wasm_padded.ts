@@ -20,14 +20,16 @@ import {
 import { type Expr, type KernelIR, type Reduction, walk } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import type { LoadExpr } from "./wasm_codegen.ts";
-import { HIGH_HALF } from "./wasm_math.ts";
 import type { Linear, LinearContext, LinearLowering } from "./wasm_linear.ts";
 
 /**
  * The loads of a window's reduction `expr` with their offsets: affine, or affine with guards
  * (`guardedOffset`); `undefined` when some load is neither.
  */
-function windowAccesses(c: LinearContext, expr: Expr): [LoadExpr, GuardedOffset][] | undefined {
+export function windowAccesses(
+  c: LinearContext,
+  expr: Expr,
+): [LoadExpr, GuardedOffset][] | undefined {
   const space = c.kernel.space;
   const found = new Set<LoadExpr>();
   walk(expr, (x) => x.kind === "load" && found.add(x));
@@ -46,7 +48,7 @@ function windowAccesses(c: LinearContext, expr: Expr): [LoadExpr, GuardedOffset]
  * `scale · (Σ weights·coord + base)` at a window's origin (its reduced coordinates taken as 0),
  * plus the local `plus` when given (a buffer's address).
  */
-function originOf(c: LinearContext, a: AffineOffset, scale = 1, plus?: number): number {
+export function originOf(c: LinearContext, a: AffineOffset, scale = 1, plus?: number): number {
   const { m, binaryen, kernel, coord, get, ic } = c;
   const i32 = binaryen.i32, red = kernel.reduced;
   const sum = a.weights.reduce(
@@ -111,7 +113,7 @@ export function unravelIndex(p: number, extents: readonly number[]): number[] {
  * the window's origin to each, and the least and greatest such move (whether a guard can fail
  * anywhere in the window is decided by those two).
  */
-function windowPoints(kernel: KernelIR): {
+export function windowPoints(kernel: KernelIR): {
   points: number[][];
   shift(a: AffineOffset, point: readonly number[]): number;
   span(a: AffineOffset): [number, number];
@@ -260,151 +262,4 @@ export function segmentBody(
     m.local.set(p, get(start, i32)),
     whileLoop(() => m.i32.lt_s(get(p, i32), get(end, i32)), seg),
   ];
-}
-
-/** Four neighbouring windows of a row kernel computed at once (see {@linkcode vectorWindows}). */
-export interface VectorWindows {
-  /** The axis the four windows step along (the last kept axis: rows are consecutive in it). */
-  readonly axis: number;
-  /** Whether the four windows from the current coordinates all lie wholly inside. */
-  inside(): number;
-  /** Statements computing the four windows' reduction into {@linkcode lanes}. */
-  readonly body: number[];
-  /** f32 locals: each window's reduction, rounded as the one-window path rounds it. */
-  readonly lanes: readonly number[];
-}
-
-/** What {@linkcode vectorWindows} uses of the linear path. */
-export interface VectorHelpers {
-  /** Loop-invariant subexpressions (see `wasm_linear.ts`). */
-  hoist(lin: Linear, exprs: readonly Expr[], stmts: number[]): Linear;
-  /** An expression's value at four consecutive points of a walk, as f32x4. */
-  vvalue(expr: Expr, lin: Linear, memo: Map<number, number>, stmts: number[]): number;
-}
-
-/**
- * A pool's or depthwise conv's reduction for four windows that follow each other along the last
- * kept axis, as f32x4: each tap's loads are four elements a constant stride apart (one vector
- * load where the stride is 1), sums accumulate per lane in f64 and extremes by pmax/pmin with a
- * NaN mask — the same per-lane operations in the same order as the one-window path, so the same
- * results. Only for windows wholly inside (`inside()`): the row loop takes the one-window path
- * elsewhere. `undefined` when the kernel does not have this shape.
- */
-export function vectorWindows(
-  c: LinearContext,
-  h: VectorHelpers,
-): VectorWindows | undefined {
-  const { m, binaryen, kernel, coord, local, get, ic } = c;
-  const i32 = binaryen.i32, f32 = binaryen.f32, v128 = binaryen.v128;
-  const space = kernel.space, red = kernel.reduced;
-  const kept = space.map((_, i) => i).filter((i) => !red.includes(i));
-  const axis = kept.at(-1);
-  const inner = sizeOf(red.map((i) => space[i]));
-  const [r] = kernel.reductions;
-  if (
-    kernel.reductions.length !== 1 || axis === undefined || space[axis] < 4 || red.length === 0 ||
-    inner === 0 || inner > GUARDED_UNROLLED || r.dtype !== "f32" ||
-    !["sum", "mean", "max", "min"].includes(r.op) || c.vectorKind(r.expr) !== "f32" ||
-    kernel.outputs.some((o) => o.level === "full")
-  ) return undefined;
-  const access = windowAccesses(c, r.expr);
-  if (!access || access.some(([l]) => l.dtype !== "f32")) return undefined;
-  // Where one stride walks every window, the one-window path sums in vector partial sums (another
-  // order): these four lanes would not round as its rows do.
-  if (access.every(([, g]) => !g.guards.length && strideOver(g.offset, red, space) !== undefined)) {
-    return undefined;
-  }
-  const body: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
-  const atOrigin = (a: AffineOffset, scale = 1, plus?: number) => {
-    const l = local(i32);
-    body.push(m.local.set(l, originOf(c, a, scale, plus)));
-    return l;
-  };
-  const { points, shift, span } = windowPoints(kernel);
-  // The inside test reads the coordinates before `body` runs: its guard values are its own.
-  const inside = () => {
-    const tests: number[] = [];
-    for (const [, g] of access) {
-      for (const x of g.guards) {
-        const at = originOf(c, x.at);
-        const lastLane = 3 * x.at.weights[axis];
-        for (const d of span(x.at)) {
-          for (const lane of [0, lastLane]) {
-            tests.push(m.i32.lt_u(m.i32.add(at, ic(d + lane)), ic(x.bound)));
-          }
-        }
-      }
-    }
-    return tests.length ? tests.reduce((a, b) => m.i32.and(a, b)) : ic(1);
-  };
-  const origins = access.map(([l, g]) => atOrigin(g.offset, 4, l.input));
-  const { hoisted } = h.hoist({ j: -1, loads: new Map(), stores: new Map() }, [r.expr], body);
-  const zero = local(i32);
-  body.push(m.local.set(zero, ic(0)));
-  const wide = r.op === "sum" || r.op === "mean";
-  const lo = local(v128), hi = local(v128), lanesLo = local(v128), lanesHi = local(v128);
-  body.push(
-    m.local.set(
-      lo,
-      wide
-        ? m.f64x2.splat(m.f64.const(0))
-        : m.f32x4.splat(m.f32.const(r.op === "max" ? -Infinity : Infinity)),
-    ),
-    m.local.set(hi, wide ? get(lo, v128) : m.v128.const(new Array(16).fill(0))),
-  );
-  for (const point of points) {
-    const lin: Linear = { j: zero, loads: new Map(), stores: new Map(), hoisted };
-    access.forEach(([l, g], i) => {
-      const base = local(i32);
-      body.push(m.local.set(base, m.i32.add(get(origins[i], i32), ic(4 * shift(g.offset, point)))));
-      lin.loads.set(l, { base, stride: g.offset.weights[axis] });
-    });
-    const v = local(v128);
-    body.push(m.local.set(v, h.vvalue(r.expr, lin, new Map(), body)));
-    if (wide) {
-      const f2 = m.f64x2;
-      body.push(
-        m.local.set(lanesLo, f2.promote_low_f32x4(get(v, v128))),
-        m.local.set(
-          lanesHi,
-          f2.promote_low_f32x4(m.i8x16.shuffle(get(v, v128), get(v, v128), HIGH_HALF)),
-        ),
-        m.local.set(lo, f2.add(get(lo, v128), get(lanesLo, v128))),
-        m.local.set(hi, f2.add(get(hi, v128), get(lanesHi, v128))),
-      );
-    } else {
-      body.push(
-        m.local.set(
-          lo,
-          (r.op === "max" ? m.f32x4.pmax : m.f32x4.pmin)(get(lo, v128), get(v, v128)),
-        ),
-        m.local.set(hi, m.v128.or(get(hi, v128), m.f32x4.ne(get(v, v128), get(v, v128)))),
-      );
-    }
-  }
-  const lanes = [0, 1, 2, 3].map((lane) => {
-    const out = local(f32);
-    if (wide) {
-      const sum = m.f64x2.extract_lane(get(lane < 2 ? lo : hi, v128), lane % 2);
-      body.push(
-        m.local.set(
-          out,
-          m.f32.demote(r.op === "mean" ? m.f64.div(sum, m.f64.const(inner)) : sum),
-        ),
-      );
-    } else {
-      body.push(
-        m.local.set(
-          out,
-          m.select(
-            m.i32x4.extract_lane(get(hi, v128), lane),
-            m.f32.const(NaN),
-            m.f32x4.extract_lane(get(lo, v128), lane),
-          ),
-        ),
-      );
-    }
-    return out;
-  });
-  return { axis, inside, body, lanes };
 }

@@ -1,0 +1,236 @@
+/**
+ * Pools and depthwise convolutions four windows at a time on the WebAssembly generator's row
+ * path: along a run of windows wholly inside the padding, every tap's address is a constant
+ * offset from the run's start plus the window's index, so the guards, the base addresses and the
+ * output's address are worked out once per run, not once per window; the row outputs (a bias, an
+ * activation) are evaluated and stored as f32x4 where they have that lowering.
+ *
+ * @module
+ */
+import { type AffineOffset, strideOver } from "../../jit/access.ts";
+import { type Expr, walk } from "../../jit/kernel_ir.ts";
+import { sizeOf } from "../../jit/shape.ts";
+import { HIGH_HALF } from "./wasm_math.ts";
+import type { Linear, LinearContext, LinearLowering } from "./wasm_linear.ts";
+import { GUARDED_UNROLLED, originOf, windowAccesses, windowPoints } from "./wasm_padded.ts";
+
+/** Runs of four neighbouring windows of a row kernel (see {@linkcode vectorWindows}). */
+export interface VectorWindows {
+  /**
+   * Whether the four windows from the current coordinates lie in the row range, on their axis
+   * and wholly inside the padding (a fresh expression per call).
+   */
+  enter(): number;
+  /**
+   * Statements for when `enter()` holds: windows four at a time while the next four still lie
+   * inside, their row outputs stored; the coordinates and the row are left at the last window
+   * computed, for the row loop to step past.
+   */
+  readonly run: number[];
+}
+
+/** What {@linkcode vectorWindows} uses of the linear path. */
+export type VectorHelpers = Pick<
+  LinearLowering,
+  "hoist" | "vvalue" | "accessesOf" | "walks" | "vectorizable" | "storeFour"
+>;
+
+/** What {@linkcode vectorWindows} uses of the row loop it runs in. */
+export interface WindowRows {
+  /** Local holding the current row. */
+  readonly row: number;
+  /** The row outputs at the current coordinates, from the reduction's local (one window's). */
+  rowStores(): number[];
+}
+
+/**
+ * A pool's or depthwise conv's reduction for windows that follow each other along the last kept
+ * axis, four at a time as f32x4: each tap's loads are four elements a constant stride apart (one
+ * vector load where the stride is 1), sums accumulate per lane in f64 and extremes by pmax/pmin
+ * with a NaN mask — the same per-lane operations in the same order as the one-window path, so
+ * the same results. Only where the windows lie wholly inside: the row loop takes the one-window
+ * path elsewhere. `undefined` when the kernel does not have this shape.
+ */
+export function vectorWindows(
+  c: LinearContext,
+  h: VectorHelpers,
+  rows: WindowRows,
+): VectorWindows | undefined {
+  const { m, binaryen, kernel, coord, local, get, ic } = c;
+  const i32 = binaryen.i32, v128 = binaryen.v128, f4 = m.f32x4, f2 = m.f64x2;
+  const space = kernel.space, red = kernel.reduced, { row } = rows, { end } = c.rows;
+  const kept = space.map((_, i) => i).filter((i) => !red.includes(i));
+  const axis = kept.at(-1);
+  const inner = sizeOf(red.map((i) => space[i]));
+  const [r] = kernel.reductions;
+  if (
+    kernel.reductions.length !== 1 || axis === undefined || space[axis] < 4 || red.length === 0 ||
+    inner === 0 || inner > GUARDED_UNROLLED || r.dtype !== "f32" ||
+    !["sum", "mean", "max", "min"].includes(r.op) || c.vectorKind(r.expr) !== "f32" ||
+    kernel.outputs.some((o) => o.level === "full")
+  ) return undefined;
+  const access = windowAccesses(c, r.expr);
+  if (!access || access.some(([l]) => l.dtype !== "f32")) return undefined;
+  // Where one stride walks every window, the one-window path sums in vector partial sums (another
+  // order): these four lanes would not round as its rows do.
+  if (access.every(([, g]) => !g.guards.length && strideOver(g.offset, red, space) !== undefined)) {
+    return undefined;
+  }
+  // Guards that move along the axis decide where a run may go; the others (a window's rows at
+  // the top and bottom border, for a run along its columns) hold or fail for a tap the whole run
+  // long: such a tap reads its fill in every window of the run (`vvalue`'s guarded loads).
+  const guards = access.flatMap(([, g]) => g.guards);
+  const moving = guards.filter((x) => x.at.weights[axis] !== 0);
+  if (moving.some((x) => x.at.weights[axis] < 0)) return undefined;
+  const { points, shift, span } = windowPoints(kernel);
+
+  // The entry test reads the coordinates before `run` does: its guard values are its own.
+  const enter = () => {
+    const tests = [
+      m.i32.le_s(m.i32.add(get(coord[axis], i32), ic(4)), ic(space[axis])),
+      m.i32.le_s(m.i32.add(get(row, i32), ic(4)), get(end, i32)),
+    ];
+    for (const x of moving) {
+      for (const d of span(x.at)) {
+        for (const lane of [0, 3 * x.at.weights[axis]]) {
+          tests.push(m.i32.lt_u(m.i32.add(originOf(c, x.at), ic(d + lane)), ic(x.bound)));
+        }
+      }
+    }
+    return tests.reduce((a, b) => m.i32.and(a, b));
+  };
+
+  const run: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
+  const j = local(i32), first = local(i32), n = local(i32), most = local(i32);
+  const atOrigin = (a: AffineOffset, scale = 1, plus?: number) => {
+    const l = local(i32);
+    run.push(m.local.set(l, originOf(c, a, scale, plus)));
+    return l;
+  };
+  const least = (into: number, value: number) =>
+    run.push(
+      m.local.set(most, value),
+      m.local.set(
+        into,
+        m.select(m.i32.lt_s(get(most, i32), get(into, i32)), get(most, i32), get(into, i32)),
+      ),
+    );
+  // `n`: the windows of the run — to the axis' end, the row range's end, and the last window
+  // each moving guard holds for at its greatest tap.
+  run.push(
+    m.local.set(first, get(coord[axis], i32)),
+    m.local.set(n, m.i32.sub(ic(space[axis]), get(first, i32))),
+  );
+  least(n, m.i32.sub(get(end, i32), get(row, i32)));
+  for (const x of moving) {
+    const w = x.at.weights[axis], at = atOrigin(x.at);
+    least(n, m.i32.div_s(m.i32.sub(ic(x.bound - 1 - span(x.at)[1] + w), get(at, i32)), ic(w)));
+  }
+  const origins = access.map(([l, g]) => atOrigin(g.offset, 4, l.input));
+  const fixed = access.map(([, g]) => g.guards.filter((x) => x.at.weights[axis] === 0));
+  const fixedAt = fixed.map((list) => list.map((x) => atOrigin(x.at)));
+  const { hoisted } = h.hoist({ j: -1, loads: new Map(), stores: new Map() }, [r.expr], run);
+  // Each tap's loads: a base (and where padded, whether it reads) per run, four windows a step.
+  const taps = points.map((point) => {
+    const lin: Linear = { j, loads: new Map(), stores: new Map(), hoisted, guards: new Map() };
+    access.forEach(([l, g], i) => {
+      const base = local(i32);
+      run.push(m.local.set(base, m.i32.add(get(origins[i], i32), ic(4 * shift(g.offset, point)))));
+      lin.loads.set(l, { base, stride: g.offset.weights[axis] });
+      if (!fixed[i].length) return;
+      const ok = local(i32);
+      const each = fixed[i].map((x, k) =>
+        m.i32.lt_u(m.i32.add(get(fixedAt[i][k], i32), ic(shift(x.at, point))), ic(x.bound))
+      );
+      run.push(m.local.set(ok, each.reduce((a, b) => m.i32.and(a, b))));
+      lin.guards!.set(l, { ok, fill: g.fill });
+    });
+    return lin;
+  });
+
+  // The row outputs as one f32x4 store each where their accesses walk the axis.
+  const outs = kernel.outputs.flatMap((o, k) => (o.level === "row" ? [k] : []));
+  const exprs = outs.map((k) => kernel.outputs[k].expr);
+  const accesses = h.accessesOf(exprs, outs);
+  const epilogue = accesses && h.vectorizable(exprs, outs)
+    ? { ...h.walks(accesses, [axis], run), j }
+    : undefined;
+
+  const body: number[] = [];
+  const wide = r.op === "sum" || r.op === "mean";
+  const lo = local(v128), hi = local(v128), lanesLo = local(v128), lanesHi = local(v128);
+  body.push(
+    m.local.set(
+      lo,
+      wide
+        ? f2.splat(m.f64.const(0))
+        : f4.splat(m.f32.const(r.op === "max" ? -Infinity : Infinity)),
+    ),
+    m.local.set(hi, wide ? get(lo, v128) : m.v128.const(new Array(16).fill(0))),
+  );
+  for (const lin of taps) {
+    const v = local(v128);
+    body.push(m.local.set(v, h.vvalue(r.expr, lin, new Map(), body)));
+    if (wide) {
+      body.push(
+        m.local.set(lanesLo, f2.promote_low_f32x4(get(v, v128))),
+        m.local.set(
+          lanesHi,
+          f2.promote_low_f32x4(m.i8x16.shuffle(get(v, v128), get(v, v128), HIGH_HALF)),
+        ),
+        m.local.set(lo, f2.add(get(lo, v128), get(lanesLo, v128))),
+        m.local.set(hi, f2.add(get(hi, v128), get(lanesHi, v128))),
+      );
+    } else {
+      body.push(
+        m.local.set(lo, (r.op === "max" ? f4.pmax : f4.pmin)(get(lo, v128), get(v, v128))),
+        m.local.set(hi, m.v128.or(get(hi, v128), f4.ne(get(v, v128), get(v, v128)))),
+      );
+    }
+  }
+  // The four results as f32x4, each rounded as the one-window path rounds it.
+  const result = local(v128);
+  if (wide) {
+    const count = f2.splat(m.f64.const(inner));
+    const half = (x: number) =>
+      f4.demote_f64x2_zero(r.op === "mean" ? f2.div(get(x, v128), count) : get(x, v128));
+    // Lanes 0-1 of the low half, then 0-1 of the high half.
+    const join = [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23];
+    body.push(m.local.set(result, m.i8x16.shuffle(half(lo), half(hi), join)));
+  } else {
+    body.push(
+      m.local.set(
+        result,
+        m.v128.bitselect(f4.splat(m.f32.const(NaN)), get(lo, v128), get(hi, v128)),
+      ),
+    );
+  }
+  if (epilogue) {
+    const memo = new Map<number, number>();
+    for (const e of exprs) walk(e, (x: Expr) => x.kind === "acc" && memo.set(c.keyOf(x), result));
+    outs.forEach((k, i) => h.storeFour(k, epilogue, memo, body, exprs[i]));
+  } else {
+    for (let lane = 0; lane < 4; lane++) {
+      body.push(
+        m.local.set(coord[axis], m.i32.add(get(first, i32), m.i32.add(get(j, i32), ic(lane)))),
+        m.local.set(c.accs[0], f4.extract_lane(get(result, v128), lane)),
+        ...rows.rowStores(),
+      );
+    }
+  }
+  // Four windows a step; where fewer than four are left, the last four (recomputing some: the
+  // same values, stored again) rather than one window at a time.
+  const last = () => m.i32.sub(get(n, i32), ic(4));
+  body.push(
+    m.br("done", m.i32.ge_s(get(j, i32), last())),
+    m.local.set(j, m.i32.add(get(j, i32), ic(4))),
+    m.local.set(j, m.select(m.i32.lt_s(get(j, i32), last()), get(j, i32), last())),
+  );
+  run.push(
+    m.local.set(j, ic(0)),
+    m.block("done", [m.loop("windows", m.block(null, [...body, m.br("windows")]))]),
+    m.local.set(coord[axis], m.i32.add(get(first, i32), m.i32.sub(get(n, i32), ic(1)))),
+    m.local.set(row, m.i32.add(get(row, i32), m.i32.sub(get(n, i32), ic(1)))),
+  );
+  return { enter, run };
+}
