@@ -299,6 +299,11 @@ export class WorkerPool {
     return n;
   }
 
+  /** Workers once all are up: the thread count less the calling thread. */
+  get size(): number {
+    return this.#options.threads - 1;
+  }
+
   /** Programs enlisted and not yet discharged. */
   get programs(): number {
     return this.#programs.size;
@@ -365,6 +370,11 @@ export class Crew {
   /** Workers up and waiting for work. */
   ready(): number {
     return this.#pool.ready();
+  }
+
+  /** Workers the pool has once all are up (threads - 1). */
+  get workers(): number {
+    return this.#pool.size;
   }
 
   /** Leaves the pool (its workers stay for other programs). */

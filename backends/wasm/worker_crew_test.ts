@@ -242,9 +242,29 @@ Deno.test("the thread tuner alternates after warming up and keeps the faster way
     fast.record(threads, threads ? 3 : 1, true);
   }
   assert.equal(fast.choice, false, "slower probes do not switch back");
-  const gaps = tries.slice(1).map((t, i) => t - tries[i]);
-  // The gap after the first probe is 2 * FIRST_PROBE runs; each probe's own run adds one.
-  assert.equal(tries[0], 2 * ThreadTuner.FIRST_PROBE);
-  assert.deepEqual(gaps.slice(0, 3), [33, 65, 129]);
-  assert.ok(gaps.every((g) => g <= ThreadTuner.LAST_PROBE + 1));
+  // A probe of the threads is two runs in a row: one wakes the workers, the next is timed.
+  const starts = tries.filter((_, i) => i % 2 === 0);
+  assert.deepEqual(tries, starts.flatMap((t) => [t, t + 1]));
+  const gaps = starts.slice(1).map((t, i) => t - starts[i]);
+  // The gap after the first probe is 2 * FIRST_PROBE runs; each probe's own runs add two.
+  assert.equal(starts[0], 2 * ThreadTuner.FIRST_PROBE);
+  assert.deepEqual(gaps.slice(0, 3), [34, 66, 130]);
+  assert.ok(gaps.every((g) => g <= ThreadTuner.LAST_PROBE + 2));
+});
+
+Deno.test("the thread tuner's probe of the threads does not time the run that wakes the workers", () => {
+  const tuner = new ThreadTuner();
+  while (tuner.choice === undefined) {
+    const threads = tuner.next();
+    tuner.record(threads, threads ? 3 : 2, true);
+  }
+  assert.equal(tuner.choice, false);
+  // Now the threads became faster (1 ms), but waking them after single-threaded runs costs 50.
+  let woken = false;
+  for (let i = 0; i < 100 && tuner.choice === false; i++) {
+    const threads = tuner.next();
+    tuner.record(threads, threads ? (woken ? 1 : 50) : 2, true);
+    woken = threads;
+  }
+  assert.equal(tuner.choice, true, "the timed run of the first probe switches");
 });
