@@ -163,7 +163,7 @@ function w1(n: number): Kernel {
 }
 
 const profiled = new WebGpuBackend({ profile: true });
-/** The same device's kernels with attention as one flash kernel (off by default until measured). */
+/** The same device's kernels with attention as one flash kernel (off by default: slower). */
 const flash = new WebGpuBackend({ profile: true, flashAttention: true });
 await profiled.prepare();
 await flash.prepare();
@@ -272,8 +272,9 @@ async function measure(k: Kernel, precision: Precision, backend = profiled): Pro
   for (const [n, v] of Object.entries(k.inputs)) {
     upload.output(n, upload.op("ToDevice", [upload.input(n, v.shape)]));
   }
-  // Under the same precision, so the device tensors have the dtype the executable stores.
-  using uploader = await compile(upload.build(), { backend: profiled, cache: false, precision });
+  // Under the same precision and on the backend under test (a device tensor feeds only its own
+  // device), so the device tensors have the dtype the executable stores.
+  using uploader = await compile(upload.build(), { backend, cache: false, precision });
   const resident = await uploader.runOnDevice(inputs);
   const sums: number[] = [];
   const sum = () => exe.deviceTimes().reduce((s, t) => s + t.ms, 0);

@@ -9,9 +9,11 @@
  *
  * It applies where the softmax is the plain one (max, then the sum of exp(x − max), then
  * exp(x − max) / sum over the same x), heads are at most `MAX_HEAD` wide and the query axis is a
- * multiple of the rows a workgroup takes (a workgroup's rows share their keys). Enabled with
- * `new WebGpuBackend({ flashAttention: true })` until it is measured against the three kernels it
- * replaces on a GPU (see bench/REPORT-gpu.md).
+ * multiple of the rows a workgroup takes (a workgroup's rows share their keys). Only with
+ * `new WebGpuBackend({ flashAttention: true })`: measured on the H200 (`bench/gpu_kernels.ts`,
+ * 2026-11-24) it was 17× slower than the three kernels it replaces (B8 H16 T1024 D64: 41.9 against
+ * 2.4 ms; T256: 3.5 against 0.20 ms): one thread a query row walks every key in sequence, where
+ * the three kernels spread scores and values over tiles of threads.
  *
  * @module
  */
