@@ -164,6 +164,7 @@ for (;;) {
 /** The process's worker threads for one thread count, shared by every program. */
 export class WorkerPool {
   static #pools = new Map<number, WorkerPool>();
+  static #hooked = false;
   #options: PoolOptions;
   #control: Int32Array;
   #workers: { worker: { terminate(): unknown }; port: { postMessage(m: unknown): void } }[] = [];
@@ -218,6 +219,15 @@ export class WorkerPool {
       for (const [id, p] of this.#programs) port1.postMessage(registration(id, p));
       return { worker, port: port1 };
     });
+    if (!WorkerPool.#hooked) {
+      WorkerPool.#hooked = true;
+      // Stop the workers before the runtime tears them down at exit: a CI test process aborted
+      // once in three at exit ("corrupted size vs. prev_size" from glibc) after every test had
+      // passed, with the workers still spinning or asleep on the shared control words.
+      globalThis.addEventListener?.("unload", () => {
+        for (const pool of WorkerPool.#pools.values()) pool.close();
+      });
+    }
   }
 
   /**
