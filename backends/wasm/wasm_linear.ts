@@ -167,6 +167,26 @@ export interface LinearLowering {
   hoist(lin: Linear, exprs: readonly Expr[], stmts: number[]): Linear;
   /** `expr` at four consecutive points of walk `lin`, as f32x4 (statements into `stmts`). */
   vvalue(expr: Expr, lin: Linear, memo: Memo, stmts: number[]): number;
+  /** Per-lane partial results of an f32 reduction over f32x4 values (see {@linkcode LaneFold}). */
+  laneFold(op: Reduction["op"]): LaneFold;
+}
+
+/** Per-lane partial results of an f32 reduction over f32x4 values, in locals. */
+export interface LaneFold {
+  /** Whether it sums (f64 partial sums) rather than takes extremes. */
+  readonly wide: boolean;
+  /** Sums: low lanes' f64 partial sums. Max/min: the extremes so far. */
+  readonly lo: number;
+  /** Sums: high lanes' f64 partial sums. Max/min: the mask of lanes that met a NaN. */
+  readonly hi: number;
+  /** Sums: the low half of the last value folded, widened to f64. */
+  readonly lanesLo: number;
+  /** Sums: the high half of the last value folded, widened to f64. */
+  readonly lanesHi: number;
+  /** Statements that start the partial results. */
+  readonly init: readonly number[];
+  /** Statements folding in the f32x4 value `v()` builds (a fresh node each call). */
+  fold(v: () => number): number[];
 }
 
 /** The linear path's emitters for one function. */
@@ -377,6 +397,42 @@ export function linearLowering(c: LinearContext): LinearLowering {
   }
 
   /**
+   * Per-lane partial results of an f32 reduction `op` over f32x4 values. Sums: f64 partial sums
+   * of the low (`lo`) and high (`hi`) lanes (`lanesLo`/`lanesHi`: the last value's halves,
+   * widened). Max/min: the extremes in `lo` by pmax/pmin (one instruction on x86, where max/min
+   * cost ~8 for their NaN and ±0 rules; with the accumulator first they keep it on ties, as the
+   * scalar rule does, and skip NaNs), and in `hi` a mask of the lanes that met a NaN, which then
+   * sticks. `init` starts them; `fold(v)` folds in the value `v()` builds (a fresh node a call).
+   */
+  const laneFold = (op: Reduction["op"]): LaneFold => {
+    const wide = op === "sum" || op === "mean";
+    const lo = local(v128), hi = local(v128), lanesLo = local(v128), lanesHi = local(v128);
+    const f2 = m.f64x2;
+    const init = [
+      m.local.set(
+        lo,
+        wide
+          ? f2.splat(m.f64.const(0))
+          : f4.splat(m.f32.const(op === "max" ? -Infinity : Infinity)),
+      ),
+      m.local.set(hi, wide ? get(lo, v128) : m.v128.const(new Array(16).fill(0))),
+    ];
+    const fold = (v: () => number): number[] =>
+      wide
+        ? [
+          m.local.set(lanesLo, f2.promote_low_f32x4(v())),
+          m.local.set(lanesHi, f2.promote_low_f32x4(m.i8x16.shuffle(v(), v(), HIGH_HALF))),
+          m.local.set(lo, f2.add(get(lo, v128), get(lanesLo, v128))),
+          m.local.set(hi, f2.add(get(hi, v128), get(lanesHi, v128))),
+        ]
+        : [
+          m.local.set(lo, (op === "max" ? f4.pmax : f4.pmin)(get(lo, v128), v())),
+          m.local.set(hi, m.v128.or(get(hi, v128), f4.ne(v(), v()))),
+        ];
+    return { wide, lo, hi, lanesLo, lanesHi, init, fold };
+  };
+
+  /**
    * One reduction over a row along a linear walk into local `acc`, or `undefined` when its
    * accesses are not linear. `keep`: an output that stores each reduced value on the way;
    * `squares`: an f64 local that also sums the squares of the values (a float sum's only).
@@ -403,24 +459,14 @@ export function linearLowering(c: LinearContext): LinearLowering {
     const { hoisted } = hoist({ j: -1, loads: new Map(), stores: new Map() }, [r.expr], stmts);
     const vector = count >= 4 && r.dtype === "f32" && vectorKind(r.expr) === "f32";
     const wide = wideSum(r);
-    // Sums: f64 partial sums of the low (`lo`) and high (`hi`) lanes. Max/min: the extremes in
-    // `lo` by pmax/pmin (one instruction on x86, where max/min cost ~8 for their NaN and ±0 rules;
-    // with the accumulator first they keep it on ties, as the scalar rule does, and skip NaNs),
-    // and in `hi` a mask of the lanes that met a NaN, which then sticks.
-    const lo = local(v128), hi = local(v128), lanesLo = local(v128), lanesHi = local(v128);
+    const { lo, hi, lanesLo, lanesHi, init, fold } = laneFold(r.op);
     const sq = squares === undefined
       ? undefined
       : { sum: squares, lo: local(v128), hi: local(v128) };
     const combine: number[] = [];
     if (vector) {
       stmts.push(
-        m.local.set(
-          lo,
-          wide
-            ? m.f64x2.splat(m.f64.const(0))
-            : f4.splat(m.f32.const(r.op === "max" ? -Infinity : Infinity)),
-        ),
-        m.local.set(hi, wide ? get(lo, v128) : m.v128.const(new Array(16).fill(0))),
+        ...init,
         ...(sq ? [m.local.set(sq.lo, get(hi, v128)), m.local.set(sq.hi, get(hi, v128))] : []),
       );
       if (wide) {
@@ -462,27 +508,14 @@ export function linearLowering(c: LinearContext): LinearLowering {
                 m.v128.store(0, 4, at(lin.stores.get(keep)!, lin.j), v()),
               );
             }
-            if (wide) {
-              const f2 = m.f64x2;
-              st.push(
-                m.local.set(lanesLo, f2.promote_low_f32x4(v())),
-                m.local.set(lanesHi, f2.promote_low_f32x4(m.i8x16.shuffle(v(), v(), HIGH_HALF))),
-                m.local.set(lo, f2.add(get(lo, v128), get(lanesLo, v128))),
-                m.local.set(hi, f2.add(get(hi, v128), get(lanesHi, v128))),
-              );
-              if (sq) {
-                const square = (into: number, lanes: number) =>
-                  m.local.set(
-                    into,
-                    f2.add(get(into, v128), f2.mul(get(lanes, v128), get(lanes, v128))),
-                  );
-                st.push(square(sq.lo, lanesLo), square(sq.hi, lanesHi));
-              }
-            } else {
-              st.push(
-                m.local.set(lo, (r.op === "max" ? f4.pmax : f4.pmin)(get(lo, v128), v())),
-                m.local.set(hi, m.v128.or(get(hi, v128), f4.ne(v(), v()))),
-              );
+            st.push(...fold(v));
+            if (sq) {
+              const square = (into: number, lanes: number) =>
+                m.local.set(
+                  into,
+                  m.f64x2.add(get(into, v128), m.f64x2.mul(get(lanes, v128), get(lanes, v128))),
+                );
+              st.push(square(sq.lo, lanesLo), square(sq.hi, lanesHi));
             }
           }
           : undefined,
@@ -566,5 +599,6 @@ export function linearLowering(c: LinearContext): LinearLowering {
     linearOutputs,
     hoist,
     vvalue,
+    laneFold,
   };
 }

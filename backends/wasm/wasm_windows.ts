@@ -10,7 +10,6 @@
 import { type AffineOffset, strideOver } from "../../jit/access.ts";
 import { type Expr, walk } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
-import { HIGH_HALF } from "./wasm_math.ts";
 import type { Linear, LinearContext, LinearLowering } from "./wasm_linear.ts";
 import { GUARDED_UNROLLED, originOf, windowAccesses, windowPoints } from "./wasm_padded.ts";
 
@@ -32,7 +31,7 @@ export interface VectorWindows {
 /** What {@linkcode vectorWindows} uses of the linear path. */
 export type VectorHelpers = Pick<
   LinearLowering,
-  "hoist" | "vvalue" | "accessesOf" | "walks" | "vectorizable" | "storeFour"
+  "hoist" | "vvalue" | "laneFold" | "accessesOf" | "walks" | "vectorizable" | "storeFour"
 >;
 
 /** What {@linkcode vectorWindows} uses of the row loop it runs in. */
@@ -156,37 +155,11 @@ export function vectorWindows(
     ? { ...h.walks(accesses, [axis], run), j }
     : undefined;
 
-  const body: number[] = [];
-  const wide = r.op === "sum" || r.op === "mean";
-  const lo = local(v128), hi = local(v128), lanesLo = local(v128), lanesHi = local(v128);
-  body.push(
-    m.local.set(
-      lo,
-      wide
-        ? f2.splat(m.f64.const(0))
-        : f4.splat(m.f32.const(r.op === "max" ? -Infinity : Infinity)),
-    ),
-    m.local.set(hi, wide ? get(lo, v128) : m.v128.const(new Array(16).fill(0))),
-  );
+  const { wide, lo, hi, init, fold } = h.laneFold(r.op);
+  const body: number[] = [...init];
   for (const lin of taps) {
     const v = local(v128);
-    body.push(m.local.set(v, h.vvalue(r.expr, lin, new Map(), body)));
-    if (wide) {
-      body.push(
-        m.local.set(lanesLo, f2.promote_low_f32x4(get(v, v128))),
-        m.local.set(
-          lanesHi,
-          f2.promote_low_f32x4(m.i8x16.shuffle(get(v, v128), get(v, v128), HIGH_HALF)),
-        ),
-        m.local.set(lo, f2.add(get(lo, v128), get(lanesLo, v128))),
-        m.local.set(hi, f2.add(get(hi, v128), get(lanesHi, v128))),
-      );
-    } else {
-      body.push(
-        m.local.set(lo, (r.op === "max" ? f4.pmax : f4.pmin)(get(lo, v128), get(v, v128))),
-        m.local.set(hi, m.v128.or(get(hi, v128), f4.ne(get(v, v128), get(v, v128)))),
-      );
-    }
+    body.push(m.local.set(v, h.vvalue(r.expr, lin, new Map(), body)), ...fold(() => get(v, v128)));
   }
   // The four results as f32x4, each rounded as the one-window path rounds it.
   const result = local(v128);
