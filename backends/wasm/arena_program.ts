@@ -8,7 +8,7 @@
  */
 import type { KernelTime, Program } from "../../jit/backend.ts";
 import type { DType, TensorData } from "../../jit/dtype.ts";
-import type { HostTensor } from "../../jit/host_tensor.ts";
+import type { HostTensor, RefTensor } from "../../jit/host_tensor.ts";
 import {
   aluCount,
   type KernelIR,
@@ -81,6 +81,9 @@ const THREADED_WORK = 1 << 16;
  */
 const PART_WORK = 1 << 14;
 
+/** Pieces per thread of a split kernel that is not a matmul (see `Split.pieces`). */
+const PIECES = 4;
+
 /**
  * Element-operations of a kernel's first call in a run; each further call takes twice the rows
  * of the one before. A fresh module runs in V8's baseline tier until its optimized code is
@@ -118,8 +121,8 @@ const MAX_PAGES = 65536;
  *
  * After {@linkcode ThreadTuner.WARM} runs, runs alternate between threaded and single-threaded
  * until each way has {@linkcode ThreadTuner.SAMPLES} timings; the faster way (by the fastest of
- * its latest timings) is chosen. The first threaded run with the workers up is not a sample: a
- * worker instantiates the program's modules in it. A verdict too close to call (see
+ * its latest timings) is chosen. The first threaded run with the workers up is not a sample:
+ * its workers' code is cold. A verdict too close to call (see
  * {@linkcode ThreadTuner.CLOSE}) takes more samples, up to {@linkcode ThreadTuner.MOST} a way.
  *
  * The first verdict times code V8 is still optimizing, on every core: on the 2-core machine
@@ -142,7 +145,7 @@ export class ThreadTuner {
   /** Threaded ÷ single-threaded (fastest runs) between which a first verdict is close. */
   static readonly CLOSE: readonly [number, number] = [0.8, 1.05];
   /** Runs after the first verdict at which the other way is first tried again. */
-  static readonly FIRST_PROBE = 8;
+  static readonly FIRST_PROBE = 2;
   /** The longest gap between two such tries. */
   static readonly LAST_PROBE = 1024;
   #runs = 0;
@@ -211,8 +214,21 @@ export class ThreadTuner {
   }
 }
 
+/** A program in one arena. */
+export interface ArenaProgram extends Program {
+  /**
+   * Runs on the calling thread alone, untimed by the thread tuner: a warm-up. V8 tiers a wasm
+   * function up once one instance has run it enough, so runs split over threads, each instance
+   * running a share, stay in baseline code threads times longer (resnet_block on 2 cores: 0.10 ms
+   * from the 5th run alone, from the 30th threaded).
+   */
+  runAlone(args: readonly RefTensor[], outputs: readonly number[]): Promise<TensorData[]>;
+  /** Whether runs take one way for now: single-threaded, or the thread tuner has a verdict. */
+  readonly settled: boolean;
+}
+
 /** Builds the program for `plan`. */
-export function arenaProgram(plan: ArenaPlan): Program {
+export function arenaProgram(plan: ArenaPlan): ArenaProgram {
   const types = new Map<number, { shape: readonly number[]; dtype: DType }>();
   for (const k of plan.kernels) for (const b of [...k.inputs, ...k.outputs]) types.set(b.value, b);
   // Intermediates share places as the compiler's memory plan says (lifetimes that do not
@@ -313,6 +329,9 @@ export function arenaProgram(plan: ArenaPlan): Program {
       unit,
       chunk: tile * Math.max(least, Math.floor(CHUNK_WORK / (work * tile))),
       parts: Math.max(1, Math.floor(workOf(k) / PART_WORK)),
+      // A late thread's share goes to the others in quarters; a matmul keeps one piece a
+      // thread, as each call streams B's panels.
+      pieces: contracts(k) ? 1 : PIECES,
     };
   });
   // On this thread alone: split between the threads (worker primed) it measured no faster —
@@ -332,68 +351,78 @@ export function arenaProgram(plan: ArenaPlan): Program {
   const tuner = crew ? new ThreadTuner() : undefined;
   const needed = neededKernels(plan.kernels, plan.outputs);
   let times: KernelTime[] = [];
+  const execute = (
+    args: readonly RefTensor[],
+    outputs: readonly number[],
+    active: number | undefined,
+    tuned: boolean,
+  ): Promise<TensorData[]> => {
+    const threads = tuned && (tuner?.next() ?? false);
+    if (threads) crew!.prime();
+    const began = performance.now();
+    plan.bindings.forEach((b, i) => {
+      write(b.value, args[i].data, args[i].dtype);
+      if (b.resident) written.set(b.value, args[i].data);
+    });
+    for (const [v, t] of plan.constants) {
+      write(v, t.data, t.dtype as DType);
+      written.set(v, t.data);
+    }
+    packs.forEach((p, i) => p?.fixed && fresh.has(p.value) && pack(i));
+    fresh.clear();
+    const timed: KernelTime[] = [];
+    const wanted = needed(outputs);
+    try {
+      plan.kernels.forEach((k, i) => {
+        if (!wanted[i]) return;
+        const start = plan.profile ? performance.now() : 0;
+        if (packs[i] && !packs[i].fixed) pack(i);
+        const rows = active !== undefined && plan.partial?.[i]
+          ? rowCount(k) / k.space[0] * active
+          : rowCount(k);
+        const { chunk } = split[i];
+        const call = (start: number, end: number) => {
+          for (let s = start, n = chunk; s < end; s += n, n *= 2) {
+            runs[i](...addresses[i], scratch, s, Math.min(end, s + n), packedAt[i]);
+          }
+        };
+        if (k.opaque) runs[i](...addresses[i]);
+        else if (threads && threaded[i]) crew!.run(i, rows, split[i], call);
+        else call(0, rows);
+        if (plan.profile) timed.push({ kernel: k.name, ms: performance.now() - start });
+      });
+    } finally {
+      // The workers spun through the run for its jobs (see `WorkerPool.prime`).
+      if (threads) crew!.rest();
+    }
+    times = timed;
+    // Until every worker is up a threaded run splits over fewer threads than it will (and
+    // each worker's first job instantiates the program): such runs time nothing.
+    if (tuned) tuner?.record(threads, performance.now() - began, crew!.ready() === crew!.workers);
+    const fault = new Int32Array(memory.buffer, 0, 3);
+    if (fault[0] !== 0) {
+      const error = gatherOutOfRange(fault[1], fault[2]);
+      fault.fill(0);
+      return Promise.reject(error);
+    }
+    return Promise.resolve(outputs.map((i) => {
+      const v = plan.outputs[i];
+      const bound = plan.bindings.findIndex((b) => b.value === v);
+      if (bound >= 0) return args[bound].data;
+      // A graph output that is a folded constant: a copy, so the caller cannot change it.
+      const constant = plan.constants.get(v);
+      if (constant) return constant.data.slice();
+      const t = types.get(v)!;
+      return fromWords(memory.buffer as ArrayBuffer, offsets.get(v)!, sizeOf(t.shape), t.dtype);
+    }));
+  };
   return {
     // Arguments are copied into the arena before the first await.
     readsArgsOnCall: true,
-    run(args, outputs, active) {
-      const threads = tuner?.next() ?? false;
-      if (threads) crew!.prime();
-      const began = performance.now();
-      plan.bindings.forEach((b, i) => {
-        write(b.value, args[i].data, args[i].dtype);
-        if (b.resident) written.set(b.value, args[i].data);
-      });
-      for (const [v, t] of plan.constants) {
-        write(v, t.data, t.dtype as DType);
-        written.set(v, t.data);
-      }
-      packs.forEach((p, i) => p?.fixed && fresh.has(p.value) && pack(i));
-      fresh.clear();
-      const timed: KernelTime[] = [];
-      const wanted = needed(outputs);
-      try {
-        plan.kernels.forEach((k, i) => {
-          if (!wanted[i]) return;
-          const start = plan.profile ? performance.now() : 0;
-          if (packs[i] && !packs[i].fixed) pack(i);
-          const rows = active !== undefined && plan.partial?.[i]
-            ? rowCount(k) / k.space[0] * active
-            : rowCount(k);
-          const { chunk } = split[i];
-          const call = (start: number, end: number) => {
-            for (let s = start, n = chunk; s < end; s += n, n *= 2) {
-              runs[i](...addresses[i], scratch, s, Math.min(end, s + n), packedAt[i]);
-            }
-          };
-          if (k.opaque) runs[i](...addresses[i]);
-          else if (threads && threaded[i]) crew!.run(i, rows, split[i], call);
-          else call(0, rows);
-          if (plan.profile) timed.push({ kernel: k.name, ms: performance.now() - start });
-        });
-      } finally {
-        // The workers spun through the run for its jobs (see `WorkerPool.prime`).
-        if (threads) crew!.rest();
-      }
-      times = timed;
-      // Until every worker is up a threaded run splits over fewer threads than it will (and
-      // each worker's first job instantiates the program): such runs time nothing.
-      tuner?.record(threads, performance.now() - began, crew!.ready() === crew!.workers);
-      const fault = new Int32Array(memory.buffer, 0, 3);
-      if (fault[0] !== 0) {
-        const error = gatherOutOfRange(fault[1], fault[2]);
-        fault.fill(0);
-        return Promise.reject(error);
-      }
-      return Promise.resolve(outputs.map((i) => {
-        const v = plan.outputs[i];
-        const bound = plan.bindings.findIndex((b) => b.value === v);
-        if (bound >= 0) return args[bound].data;
-        // A graph output that is a folded constant: a copy, so the caller cannot change it.
-        const constant = plan.constants.get(v);
-        if (constant) return constant.data.slice();
-        const t = types.get(v)!;
-        return fromWords(memory.buffer as ArrayBuffer, offsets.get(v)!, sizeOf(t.shape), t.dtype);
-      }));
+    run: (args, outputs, active) => execute(args, outputs, active, true),
+    runAlone: (args, outputs) => execute(args, outputs, undefined, false),
+    get settled() {
+      return tuner?.choice !== undefined || !tuner;
     },
     deviceTimes: () => times,
     dispose() {
@@ -401,4 +430,53 @@ export function arenaProgram(plan: ArenaPlan): Program {
       written.clear();
     },
   };
+}
+
+/** A warm-up lasts at most this many (baseline) runs' time. */
+const RUNS_WORTH = 400;
+/** Programs whose baseline runs take less are not warmed up. */
+const TINY_MS = 0.02;
+
+/**
+ * Warms `program` up on `args`: first on this thread alone (see
+ * {@linkcode ArenaProgram.runAlone}) for up to `ms` (or {@linkcode RUNS_WORTH} runs' time), until
+ * its runs got faster — the fastest of the last five under 0.6 of the fastest of runs 2-6 (the first also
+ * compiles each function's baseline code; single slow runs do not count) — then through its
+ * thread tuner until that has a verdict (half as long again at most), so that a caller's first runs neither alternate between
+ * threads and one thread nor time code V8 has yet to optimize. Errors (a gather of index 0 into
+ * an empty axis) end it: the caller's runs report them with real data.
+ */
+export async function warmUp(
+  program: Pick<ArenaProgram, "run" | "runAlone" | "settled">,
+  args: readonly RefTensor[],
+  outputs: readonly number[],
+  ms: number,
+): Promise<void> {
+  if (ms <= 0) return;
+  const start = performance.now();
+  let until = start + ms;
+  const times: number[] = [];
+  try {
+    while (performance.now() < until) {
+      const t = performance.now();
+      await program.runAlone(args, outputs);
+      times.push(performance.now() - t);
+      // At most some hundred runs' worth; none for a tiny program, whose runs cost microseconds
+      // either way.
+      if (times.length === 2) {
+        if (times[1] < TINY_MS) return;
+        until = Math.min(until, start + times[0] + RUNS_WORTH * times[1]);
+      }
+      if (
+        times.length >= 11 && Math.min(...times.slice(-5)) < 0.6 * Math.min(...times.slice(1, 6))
+      ) {
+        break;
+      }
+    }
+    // Half as long again at most: a verdict takes a dozen runs.
+    const settle = performance.now() + (until - start) / 2;
+    while (!program.settled && performance.now() < settle) await program.run(args, outputs);
+  } catch {
+    return;
+  }
 }

@@ -17,10 +17,8 @@ import type {
   KernelCodegen,
   NodeInfo,
   PreparedKernel,
-  Program,
   Workload,
 } from "../../jit/backend.ts";
-import type { RefTensor } from "../../jit/host_tensor.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { customArtifact, customKernel } from "../../jit/custom_op.ts";
 import { runsWhole } from "../../jit/fusable.ts";
@@ -29,7 +27,7 @@ import { allocate, fromF16Bits, toF16Bits } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
 import type { Graph } from "../../jit/graph.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
-import { arenaProgram } from "./arena_program.ts";
+import { arenaProgram, warmUp } from "./arena_program.ts";
 import { type Binaryen, generateWasm } from "./wasm_codegen.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
@@ -106,50 +104,6 @@ async function workerThreads(): Promise<WorkerThreads | undefined> {
   }
 }
 
-/** A warm-up lasts at most this many (baseline) runs' time. */
-const RUNS_WORTH = 400;
-/** Programs whose baseline runs take less are not warmed up. */
-const TINY_MS = 0.02;
-
-/**
- * Runs `program` on `args` until `ms` have passed (or {@linkcode RUNS_WORTH} runs' time), or
- * until its runs got faster: the fastest of the last five under 0.6 of the fastest of runs 2-6
- * (the first also compiles each function's baseline code; single slow runs, a worker spawning, do
- * not count). Errors (a gather of index 0 into an empty axis) end it: the caller's runs report
- * them with real data.
- */
-async function warmUp(
-  program: Program,
-  args: readonly RefTensor[],
-  outputs: readonly number[],
-  ms: number,
-): Promise<void> {
-  if (ms <= 0) return;
-  const start = performance.now();
-  let until = start + ms;
-  const times: number[] = [];
-  try {
-    while (performance.now() < until) {
-      const t = performance.now();
-      await program.run(args, outputs);
-      times.push(performance.now() - t);
-      // At most some hundred runs' worth; none for a tiny program, whose runs cost microseconds
-      // either way.
-      if (times.length === 2) {
-        if (times[1] < TINY_MS) return;
-        until = Math.min(until, start + times[0] + RUNS_WORTH * times[1]);
-      }
-      if (
-        times.length >= 11 && Math.min(...times.slice(-5)) < 0.6 * Math.min(...times.slice(1, 6))
-      ) {
-        return;
-      }
-    }
-  } catch {
-    return;
-  }
-}
-
 /** The machine's core count from `node:os` (Node without navigator), if it can be had. */
 async function cores(): Promise<number | undefined> {
   try {
@@ -159,6 +113,19 @@ async function cores(): Promise<number | undefined> {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Threads the backend uses by default on `cores` cores: all of them up to 4, a quarter fewer
+ * beyond. The workers spin through a run, so every thread of ours holds a core; V8's compiler
+ * and GC threads then preempt one of them for a scheduler tick (4 ms), and a run waits for the
+ * piece that thread holds. On the 16-core H200 host (140 runs each, 2026-11-25), 12 threads
+ * against 16: runs over twice the median 2-5 in 100 against 6-15, medians equal or lower
+ * (transformer_block 0.47 against 0.49 ms, vit_tiny 1.33 against 1.36, unet 0.81 against 0.85);
+ * 8 threads lost on vit_tiny (1.85 ms).
+ */
+export function threadsFor(cores: number): number {
+  return cores <= 4 ? cores : cores - Math.floor(cores / 4);
 }
 
 /** Host functions kernels import: the reference backend's own scalar semantics. */
@@ -173,7 +140,8 @@ const IMPORTS: Record<string, (...args: number[]) => number> = {
 /** Options of {@linkcode WasmBackend}. */
 export interface WasmBackendOptions {
   /**
-   * Threads for large kernels, the calling one included (default
+   * Threads for large kernels, the calling one included (default: one per core up to 4 cores,
+   * a quarter fewer beyond — see {@linkcode threadsFor}; cores from
    * `navigator.hardwareConcurrency`, or on Node 20, which has no navigator, `node:os`'s
    * `availableParallelism()` once `prepare()` has run). Threads need `node:worker_threads` (Deno, Node) and
    * `SharedArrayBuffer`; where either is missing kernels run on the calling thread. Programs with
@@ -190,8 +158,9 @@ export interface WasmBackendOptions {
    * Most milliseconds a compiled program spends running on zeros before it is handed out
    * (default 100; 0 turns it off). V8 runs a module's code unoptimized until each function has
    * executed enough, so a small model's kernels stayed slow for its first 50-250 runs (resnet_block
-   * 0.55 ms a run over runs 4-24, 0.19 ms later, on 16 cores); the warm-up also settles the
-   * program's thread choice (see `ThreadTuner`). It stops early once runs got faster.
+   * 0.55 ms a run over runs 4-24, 0.19 ms later, on 16 cores). The warm-up runs on the calling
+   * thread alone, where V8 counts all of a kernel's work toward its tier-up; it stops early once
+   * runs got faster.
    */
   readonly warmUpMs?: number;
 }
@@ -215,7 +184,7 @@ export class WasmBackend implements Backend {
 
   /** A backend; see {@linkcode WasmBackendOptions}. */
   constructor(options: WasmBackendOptions = {}) {
-    const threads = options.threads ?? globalThis.navigator?.hardwareConcurrency ?? 1;
+    const threads = options.threads ?? threadsFor(globalThis.navigator?.hardwareConcurrency ?? 1);
     if (!Number.isInteger(threads) || threads < 1) {
       throw new KilnError(`WasmBackend: threads must be a positive integer, got ${threads}`, {
         code: "out-of-range",
@@ -318,7 +287,8 @@ export class WasmBackend implements Backend {
   async prepare(): Promise<void> {
     if (this.#countCores) {
       this.#countCores = false;
-      this.#threads = await cores() ?? this.#threads;
+      const n = await cores();
+      if (n) this.#threads = threadsFor(n);
     }
     if (this.#threads > 1) this.#workers ??= await (workers ??= workerThreads());
     this.#fma = hasRelaxedSimd();

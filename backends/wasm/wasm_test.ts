@@ -8,7 +8,7 @@ import { importOnnx } from "../../onnx/import.ts";
 import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
-import { WasmBackend } from "./wasm_backend.ts";
+import { threadsFor, WasmBackend } from "./wasm_backend.ts";
 
 const wasm = new WasmBackend();
 await wasm.prepare();
@@ -214,4 +214,8 @@ Deno.test("a compiled program is warmed up before compile returns, within warmUp
     exe.setParam("w", f32(new Float32Array(64 * 64).fill(0.25), [64, 64]));
     assert.deepEqual(numbers((await exe.run({ x })).y.data), new Array(64 * 64).fill(16));
   }
+});
+
+Deno.test("by default wasm uses every core up to 4, and leaves a quarter free beyond", () => {
+  assert.deepEqual([1, 2, 4, 6, 8, 16, 64].map(threadsFor), [1, 2, 4, 5, 6, 12, 48]);
 });

@@ -1,10 +1,11 @@
 /**
  * Worker threads for arena programs: one pool per thread count for the whole process, which
  * every program enlists in (a `Crew` is a program's place in it). Each worker instantiates a
- * program's modules on that program's shared arena when its first job arrives, then waits on a
- * control word; a kernel call splits its rows between the calling thread and every worker that
- * is up. Workers start in the background — until one is ready the caller computes alone, so
- * compiling never waits for threads — and are `unref`'d, so they never keep a process alive.
+ * program's modules on that program's shared arena as soon as the program is enlisted, then
+ * waits on a control word; a kernel call splits its rows into pieces that the calling thread and
+ * the workers that are up claim one at a time. Workers start in the background — until one is
+ * ready the caller computes alone, so compiling never waits for threads — and are `unref`'d, so
+ * they never keep a process alive.
  *
  * One pool, not workers per program: `new Worker` blocks the calling thread 20-30 ms in Deno, and
  * per-program workers made every compile after the first pay that once its event loop turned
@@ -61,16 +62,21 @@ export interface WorkerThreads {
 }
 
 /**
- * How a kernel's rows split: parts of multiples of `unit` rows, each run in calls of `chunk`
- * rows (doubling), over at most `parts` threads (the caller's included).
+ * How a kernel's rows split: pieces of multiples of `unit` rows, `pieces` per thread the kernel
+ * is worth (`parts`, the caller's included), each run in calls of `chunk` rows (doubling).
  */
 export interface Split {
-  /** Rows a part is a multiple of. */
+  /** Rows a piece is a multiple of. */
   readonly unit: number;
-  /** Rows of a part's first call. */
+  /** Rows of a piece's first call. */
   readonly chunk: number;
   /** Most threads the kernel's work is worth (default: every ready one). */
   readonly parts?: number;
+  /**
+   * Pieces per thread (default 1). More pieces balance better (a late thread leaves less for the
+   * others to take over) but cost a claim each, and a matmul call streams all of B's panels.
+   */
+  readonly pieces?: number;
 }
 
 /** A pool's threads and where they come from. */
@@ -79,8 +85,18 @@ export interface PoolOptions extends WorkerThreads {
   readonly threads: number;
 }
 
-const GEN = 0, PENDING = 1, KERNEL = 2, ROWS = 3, PARTS = 4, UNIT = 5, STOP = 6, FAILED = 7;
-const CHUNK = 8, PROGRAM = 9, JOB = 10, ACTIVE = 11, READY = 12;
+const GEN = 0, DONE = 1, KERNEL = 2, ROWS = 3, PARTS = 4, SIZE = 5, STOP = 6, FAILED = 7;
+const CHUNK = 8, PROGRAM = 9, JOB = 10, ACTIVE = 11, NEXT = 12, COUNT = 13, READY = 14;
+
+/**
+ * A job's pieces are claimed from {@linkcode NEXT}: the job's generation in the high bits, the
+ * next piece in the low {@linkcode INDEX_BITS}. A claim is a compare-exchange that fails once the
+ * word moved on to another job, so a worker that read a job's parameters late (descheduled, or
+ * waking as the next job is written) can never run a piece of one job with another's parameters.
+ */
+const INDEX_BITS = 12, INDEX_MASK = (1 << INDEX_BITS) - 1;
+/** Most pieces a job has (an index of all ones marks a job whose pieces are not open yet). */
+const MOST_PIECES = INDEX_MASK - 1;
 
 /**
  * Spins of a worker after a job before it sleeps in `Atomics.wait` (~0.15 ms), unless a run is
@@ -101,11 +117,18 @@ const SPIN = 20000, CLOCK_SPINS = 4096, ACTIVE_MS = 50;
  */
 const STARVED_MS = 100;
 
-/** Rows `[start, end)` of part `part` when `rows` split into `parts` multiples of `unit`. */
-export function partOf(rows: number, parts: number, unit: number, part: number): [number, number] {
-  const chunk = Math.ceil(rows / parts / unit) * unit;
-  const start = Math.min(rows, part * chunk);
-  return [start, Math.min(rows, start + chunk)];
+/**
+ * Rows of each piece when `rows` split into about `pieces` pieces of multiples of `unit`, and how
+ * many pieces that makes (at most {@linkcode MOST_PIECES}).
+ */
+export function piecesOf(
+  rows: number,
+  pieces: number,
+  unit: number,
+): [size: number, count: number] {
+  const units = Math.ceil(rows / unit);
+  const size = unit * Math.max(Math.ceil(units / pieces), Math.ceil(units / MOST_PIECES));
+  return [size, Math.ceil(rows / size)];
 }
 
 // Runs inside each worker (as source text, so it needs no module resolution there).
@@ -121,11 +144,20 @@ const drain = () => {
   for (let m = receiveMessageOnPort(port); m; m = receiveMessageOnPort(port)) {
     const p = m.message;
     if (p.drop !== undefined) programs.delete(p.drop);
-    else programs.set(p.id, { ...p, runs: undefined });
+    else {
+      // A program this worker cannot instantiate is one it takes no piece of.
+      let runs;
+      try {
+        runs = p.modules.map((m) =>
+          new WebAssembly.Instance(m, { env: { memory: p.memory, ...host } }).exports.run
+        );
+      } catch {}
+      programs.set(p.id, { ...p, runs });
+    }
   }
 };
 const c = new Int32Array(control);
-const partOf = ${partOf.toString()};
+drain();
 Atomics.store(c, ${READY} + id, 1);
 let gen = Atomics.load(c, ${GEN});
 for (;;) {
@@ -142,23 +174,35 @@ for (;;) {
   // A wake without a job (a program discharged, or a run starting) must not run the job
   // published after it; during a run the loop above spins for that job.
   if (Atomics.load(c, ${JOB}) !== gen) continue;
-  const parts = Atomics.load(c, ${PARTS});
-  if (id >= parts) continue;
+  if (id >= Atomics.load(c, ${PARTS})) continue;
+  const tag = gen << ${INDEX_BITS};
   try {
+    // A program read from a later job than ours may not have reached us yet: our claims would
+    // fail then anyway.
     const p = programs.get(Atomics.load(c, ${PROGRAM}));
-    p.runs ??= p.modules.map((m) =>
-      new WebAssembly.Instance(m, { env: { memory: p.memory, ...host } }).exports.run
-    );
-    const k = Atomics.load(c, ${KERNEL});
-    const [start, end] = partOf(Atomics.load(c, ${ROWS}), parts, Atomics.load(c, ${UNIT}), id);
+    if (!p?.runs) continue;
+    const k = Atomics.load(c, ${KERNEL}), rows = Atomics.load(c, ${ROWS});
+    const size = Atomics.load(c, ${SIZE}), count = Atomics.load(c, ${COUNT});
     const chunk = Atomics.load(c, ${CHUNK});
-    for (let s = start, n = chunk; s < end; s += n, n *= 2) {
-      p.runs[k](...p.args[k], p.scratch + id * p.scratchBytes, s, Math.min(end, s + n), p.packs[k]);
+    for (;;) {
+      const v = Atomics.load(c, ${NEXT});
+      const piece = v & ${INDEX_MASK};
+      if ((v & ~${INDEX_MASK}) !== tag || piece >= count) break;
+      if (Atomics.compareExchange(c, ${NEXT}, v, v + 1) !== v) continue;
+      try {
+        const end = Math.min(rows, (piece + 1) * size), args = p.args[k];
+        const scratch = p.scratch + id * p.scratchBytes;
+        for (let s = piece * size, n = chunk; s < end; s += n, n *= 2) {
+          p.runs[k](...args, scratch, s, Math.min(end, s + n), p.packs[k]);
+        }
+      } catch {
+        Atomics.store(c, ${FAILED}, 1);
+      }
+      if (Atomics.add(c, ${DONE}, 1) === count - 1) Atomics.notify(c, ${DONE});
     }
   } catch {
     Atomics.store(c, ${FAILED}, 1);
   }
-  if (Atomics.sub(c, ${PENDING}, 1) === 1) Atomics.notify(c, ${PENDING});
 }`;
 
 /** The process's worker threads for one thread count, shared by every program. */
@@ -199,6 +243,9 @@ export class WorkerPool {
     const id = ++this.#ids;
     this.#programs.set(id, program);
     for (const w of this.#workers) w.port.postMessage(registration(id, program));
+    // Woken now, the workers instantiate the program while the caller still compiles, not in
+    // its first threaded run.
+    if (this.ready()) this.#wake();
     if (program.eager) this.start();
     return new Crew(this, id);
   }
@@ -249,42 +296,77 @@ export class WorkerPool {
     program: number,
     kernel: number,
     rows: number,
-    { unit, chunk, parts: most }: Split,
+    split: Split,
     call: (start: number, end: number) => void,
   ): void {
-    const c = this.#control;
     const alone = !this.#workers.length, began = alone ? performance.now() : 0;
     if (alone) this.#spawnSoon();
-    const parts = Math.min(1 + this.ready(), most ?? Infinity);
-    if (parts > 1) {
-      Atomics.store(c, PROGRAM, program);
-      Atomics.store(c, KERNEL, kernel);
-      Atomics.store(c, ROWS, rows);
-      Atomics.store(c, UNIT, unit);
-      Atomics.store(c, CHUNK, chunk);
-      Atomics.store(c, PARTS, parts);
-      Atomics.store(c, PENDING, parts - 1);
-      const gen = Atomics.load(c, GEN) + 1;
-      Atomics.store(c, JOB, gen);
-      Atomics.store(c, GEN, gen);
-      Atomics.notify(c, GEN);
-    }
-    const [start, end] = partOf(rows, parts, unit, 0);
-    if (start < end) call(start, end);
-    for (
-      let left = Atomics.load(c, PENDING);
-      parts > 1 && left > 0;
-      left = Atomics.load(c, PENDING)
-    ) {
-      Atomics.wait(c, PENDING, left, 1);
-    }
+    const parts = Math.min(1 + this.ready(), split.parts ?? Infinity);
+    if (parts <= 1) call(0, rows);
+    else this.#share(program, kernel, rows, parts, split, call);
     if (alone) this.#alone += performance.now() - began;
-    if (Atomics.exchange(c, FAILED, 0)) {
+    if (Atomics.exchange(this.#control, FAILED, 0)) {
       throw new KilnError(`wasm: kernel ${kernel} trapped on a worker thread`, {
         code: "internal",
         fix: "report this with the graph; WasmBackend({ threads: 1 }) avoids the threads meanwhile",
       });
     }
+  }
+
+  /**
+   * Publishes a job of `rows` rows in pieces that this thread and the first `parts - 1` workers
+   * claim one at a time, runs pieces until none is left, and waits for those claimed elsewhere.
+   *
+   * Claimed, not assigned: on the 16-core H200 host a worker woke 4–11 ms late in one threaded
+   * run in three (the scheduler's tick: V8's background threads and fifteen spinning workers on
+   * sixteen cores), and a fixed part made the whole run wait for it (lenet 0.22 ms a run once
+   * warm, 12–31 ms in such runs). A late worker now finds the pieces taken.
+   */
+  #share(
+    program: number,
+    kernel: number,
+    rows: number,
+    parts: number,
+    { unit, chunk, pieces = 1 }: Split,
+    call: (start: number, end: number) => void,
+  ): void {
+    const c = this.#control;
+    const [size, count] = piecesOf(rows, parts * pieces, unit);
+    const gen = Atomics.load(c, GEN) + 1, tag = gen << INDEX_BITS;
+    // Closed first, so that a worker still reading the previous job's parameters cannot claim.
+    Atomics.store(c, NEXT, tag | INDEX_MASK);
+    Atomics.store(c, PROGRAM, program);
+    Atomics.store(c, KERNEL, kernel);
+    Atomics.store(c, ROWS, rows);
+    Atomics.store(c, SIZE, size);
+    Atomics.store(c, COUNT, count);
+    Atomics.store(c, CHUNK, chunk);
+    Atomics.store(c, PARTS, parts);
+    Atomics.store(c, DONE, 0);
+    Atomics.store(c, NEXT, tag);
+    Atomics.store(c, JOB, gen);
+    Atomics.store(c, GEN, gen);
+    Atomics.notify(c, GEN);
+    let failure: { error: unknown } | undefined, claimed = count;
+    for (let v = Atomics.load(c, NEXT); (v & INDEX_MASK) < count; v = Atomics.load(c, NEXT)) {
+      if (Atomics.compareExchange(c, NEXT, v, v + 1) !== v) continue;
+      const piece = v & INDEX_MASK;
+      try {
+        call(piece * size, Math.min(rows, (piece + 1) * size));
+      } catch (error) {
+        failure = { error };
+      }
+      Atomics.add(c, DONE, 1);
+      if (failure) {
+        // Pieces a worker claimed still write the arena: wait for those before throwing.
+        claimed = Math.min(count, Atomics.exchange(c, NEXT, tag | INDEX_MASK) & INDEX_MASK);
+        break;
+      }
+    }
+    for (let done = Atomics.load(c, DONE); done < claimed; done = Atomics.load(c, DONE)) {
+      Atomics.wait(c, DONE, done, 1);
+    }
+    if (failure) throw failure.error;
   }
 
   /**
