@@ -1,7 +1,8 @@
 /**
  * The layering rules, checked on the source: the core (`jit/`) and the shader generators
  * (`shaders/`) never import a backend or the ONNX frontend, and no module imports itself back
- * through a chain of value imports (type-only imports vanish at run time and may point anywhere).
+ * through a chain of value imports (type-only imports vanish at run time and may point anywhere),
+ * and no file grows past 600 lines (one past that has earned a split).
  */
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
@@ -66,6 +67,14 @@ Deno.test("jit/ and shaders/ import neither backends/ nor onnx/", () => {
       : []
   );
   assert.deepEqual(bad, []);
+});
+
+Deno.test("no source file is over 600 lines", () => {
+  const long = files.flatMap((f) => {
+    const lines = readFileSync(join(ROOT, f), "utf8").split("\n").length - 1;
+    return lines > 600 ? [`${f}: ${lines} lines`] : [];
+  });
+  assert.deepEqual(long, []);
 });
 
 Deno.test("no cycle of value imports", () => {

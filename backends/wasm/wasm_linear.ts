@@ -22,6 +22,7 @@ import { type Shape, sizeOf } from "../../jit/shape.ts";
 import { type AluLowering, isFloat, type Memo } from "./wasm_alu.ts";
 import type { Binaryen, BinaryenModule, LoadExpr } from "./wasm_codegen.ts";
 import { HIGH_HALF } from "./wasm_math.ts";
+import { type Accesses, type Linear, type Walk, walkAt } from "./wasm_walk.ts";
 import {
   GUARDED_UNROLLED,
   outputAddress,
@@ -31,56 +32,8 @@ import {
   unravelIndex,
 } from "./wasm_padded.ts";
 
-/** A buffer walked by a linear loop: a base byte address (a local) and a stride in elements. */
-export interface Walk {
-  /** Local holding the base address. */
-  readonly base: number;
-  /** Elements per step of the loop index. */
-  readonly stride: number;
-}
-
-/** The walks of one linear loop. */
-export interface Linear {
-  /** Local holding the loop index. */
-  readonly j: number;
-  /** Each load's walk. */
-  readonly loads: Map<Expr, Walk>;
-  /** Each stored output's walk. */
-  readonly stores: Map<number, Walk>;
-  /** Where a matmul epilogue reads its accumulators (instead of the reduction's local). */
-  readonly acc?: Walk;
-  /** Loop-invariant f32 subexpressions evaluated before the loop, by key. */
-  readonly hoisted?: Memo;
-  /**
-   * Loads of a padded window (see `guardedOffset`): where local `ok` is 0 the load reads `fill`
-   * (its walk then points at its buffer's start, so no address outside is formed).
-   */
-  readonly guards?: Map<Expr, { readonly ok: number; readonly fill: number }>;
-}
-
-/** The affine accesses of some expressions and stores. */
-export interface Accesses {
-  /** Loads with their offsets. */
-  readonly loads: [LoadExpr, AffineOffset][];
-  /** Output indices with their offsets. */
-  readonly stores: [number, AffineOffset][];
-}
-
 /** Reduction windows of at most this many points run unrolled (see `unrolled`). */
 const UNROLLED = 16;
-
-/** The byte address walk `w` reaches at the loop index in local `j` (plus `lane`). */
-export function walkAt(
-  { m, binaryen }: { m: BinaryenModule; binaryen: Binaryen },
-  w: Walk,
-  j: number,
-  lane = 0,
-): number {
-  const i32 = binaryen.i32, get = (l: number) => m.local.get(l, i32);
-  if (w.stride === 0) return get(w.base);
-  const index = lane ? m.i32.add(get(j), m.i32.const(lane)) : get(j);
-  return m.i32.add(get(w.base), m.i32.mul(index, m.i32.const(4 * w.stride)));
-}
 
 /** What the linear path uses of the function being generated. */
 export interface LinearContext extends Pick<AluLowering, "vectorKind" | "valu" | "lanes"> {

@@ -12,7 +12,7 @@ import type { Expr, KernelIR } from "../../jit/kernel_ir.ts";
 import type { Binaryen, BinaryenModule, LoadExpr } from "./wasm_codegen.ts";
 import { relaxedMadd } from "./wasm_math.ts";
 import { type MatmulPlan, packsA, panelsBytes, TILE_BYTES, TILE_ROWS } from "./wasm_matmul_plan.ts";
-import type { Accesses, Linear } from "./wasm_linear.ts";
+import type { Accesses, Linear } from "./wasm_walk.ts";
 import type { Memo } from "./wasm_alu.ts";
 
 /** Rows of B a contiguous B's packing copies per pass over its panels. */

@@ -20,7 +20,8 @@ import {
 import { type Expr, type KernelIR, type Reduction, walk } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import type { LoadExpr } from "./wasm_codegen.ts";
-import type { Linear, LinearContext, LinearLowering } from "./wasm_linear.ts";
+import type { LinearContext, LinearLowering } from "./wasm_linear.ts";
+import type { Linear } from "./wasm_walk.ts";
 
 /**
  * The loads of a window's reduction `expr` with their offsets: affine, or affine with guards

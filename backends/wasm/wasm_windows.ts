@@ -10,7 +10,8 @@
 import { type AffineOffset, strideOver } from "../../jit/access.ts";
 import { type Expr, walk } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
-import type { Linear, LinearContext, LinearLowering } from "./wasm_linear.ts";
+import type { LinearContext, LinearLowering } from "./wasm_linear.ts";
+import type { Linear } from "./wasm_walk.ts";
 import { GUARDED_UNROLLED, originOf, windowAccesses, windowPoints } from "./wasm_padded.ts";
 
 /** Runs of four neighbouring windows of a row kernel (see {@linkcode vectorWindows}). */

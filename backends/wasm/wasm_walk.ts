@@ -1,0 +1,59 @@
+/**
+ * Linear walks: how a loop whose accesses are affine in its index reaches each buffer — a base
+ * byte address in a local and a constant stride — shared by the linear, padded, windowed and
+ * matmul paths of the WebAssembly generator.
+ *
+ * @module
+ */
+import type { AffineOffset } from "../../jit/access.ts";
+import type { Expr } from "../../jit/kernel_ir.ts";
+import type { Memo } from "./wasm_alu.ts";
+import type { Binaryen, BinaryenModule, LoadExpr } from "./wasm_codegen.ts";
+
+/** A buffer walked by a linear loop: a base byte address (a local) and a stride in elements. */
+export interface Walk {
+  /** Local holding the base address. */
+  readonly base: number;
+  /** Elements per step of the loop index. */
+  readonly stride: number;
+}
+
+/** The walks of one linear loop. */
+export interface Linear {
+  /** Local holding the loop index. */
+  readonly j: number;
+  /** Each load's walk. */
+  readonly loads: Map<Expr, Walk>;
+  /** Each stored output's walk. */
+  readonly stores: Map<number, Walk>;
+  /** Where a matmul epilogue reads its accumulators (instead of the reduction's local). */
+  readonly acc?: Walk;
+  /** Loop-invariant f32 subexpressions evaluated before the loop, by key. */
+  readonly hoisted?: Memo;
+  /**
+   * Loads of a padded window (see `guardedOffset`): where local `ok` is 0 the load reads `fill`
+   * (its walk then points at its buffer's start, so no address outside is formed).
+   */
+  readonly guards?: Map<Expr, { readonly ok: number; readonly fill: number }>;
+}
+
+/** The affine accesses of some expressions and stores. */
+export interface Accesses {
+  /** Loads with their offsets. */
+  readonly loads: [LoadExpr, AffineOffset][];
+  /** Output indices with their offsets. */
+  readonly stores: [number, AffineOffset][];
+}
+
+/** The byte address walk `w` reaches at the loop index in local `j` (plus `lane`). */
+export function walkAt(
+  { m, binaryen }: { m: BinaryenModule; binaryen: Binaryen },
+  w: Walk,
+  j: number,
+  lane = 0,
+): number {
+  const i32 = binaryen.i32, get = (l: number) => m.local.get(l, i32);
+  if (w.stride === 0) return get(w.base);
+  const index = lane ? m.i32.add(get(j), m.i32.const(lane)) : get(j);
+  return m.i32.add(get(w.base), m.i32.mul(index, m.i32.const(4 * w.stride)));
+}
