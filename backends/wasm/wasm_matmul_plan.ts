@@ -9,6 +9,7 @@ import { affineOffset } from "../../jit/access.ts";
 import {
   applyStep,
   type Expr,
+  type IndexStep,
   type KernelIR,
   linearIndex,
   matmulOperands,
@@ -59,9 +60,10 @@ export function packsA(kernel: KernelIR): boolean {
 export function indirection(kernel: KernelIR): { table: Int32Array; fill: number } | undefined {
   if (!packsA(kernel)) return undefined;
   const { nb, n, k, a } = matmulOperands(kernel)!;
-  const space = kernel.space, shape = kernel.inputs[a.input].shape;
+  const space = kernel.space;
   const rows = rowsOfA(kernel, n), table = new Int32Array(rows * k);
   const rowAxes = space.slice(0, nb + 1);
+  const offsetAt = stepChain(a.steps, space.length, kernel.inputs[a.input].shape);
   let fill: number | undefined;
   const coords = space.map(() => 0);
   for (let r = 0; r < rows; r++) {
@@ -71,22 +73,73 @@ export function indirection(kernel: KernelIR): { table: Int32Array; fill: number
     }
     for (let p = 0; p < k; p++) {
       coords[nb + 2] = p;
-      let x: number[] | undefined = coords;
-      for (const s of a.steps) {
-        const next: number[] | undefined = applyStep(s, x);
-        if (!next) {
-          const f = s.kind === "affine" ? s.fill ?? 0 : 0;
-          if (fill !== undefined && !Object.is(fill, f)) return undefined;
-          fill = f;
-          x = undefined;
-          break;
-        }
-        x = next;
+      const at = offsetAt(coords);
+      if (at < 0) {
+        const step = a.steps[-at - 1];
+        const f = step.kind === "affine" ? step.fill ?? 0 : 0;
+        if (fill !== undefined && !Object.is(fill, f)) return undefined;
+        fill = f;
       }
-      table[r * k + p] = x ? linearIndex(x, shape) : -1;
+      table[r * k + p] = at < 0 ? -1 : at;
     }
   }
   return { table, fill: fill ?? 0 };
+}
+
+/**
+ * `applyStep` over a chain of steps followed by `linearIndex` into `shape`, for coordinates of
+ * rank `rank`, without allocating: the element offset, or `-(i + 1)` when step `i` reads out of
+ * bounds. shufflenet's 37 tables hold 1.6M entries (its first conv's 0.68M); allocating arrays
+ * per step and entry took 0.94 s of its 1.5 s of code generation on 2 cores, this 0.39 s.
+ */
+function stepChain(
+  steps: readonly IndexStep[],
+  rank: number,
+  shape: readonly number[],
+): (coords: readonly number[]) => number {
+  const ranks = [rank];
+  for (const s of steps) {
+    const r = ranks[ranks.length - 1];
+    ranks.push(
+      s.kind === "affine" ? s.coeff.length : s.kind === "reshape" ? s.to.length : r - s.drop + 1,
+    );
+  }
+  const buffers = ranks.map((r) => new Float64Array(r));
+  // An affine step's rows hold a few nonzero coefficients among many zeros: only those are kept.
+  const terms = steps.map((s) =>
+    s.kind === "affine" ? s.coeff.map((row) => row.flatMap((c, d) => (c ? [d, c] : []))) : []
+  );
+  const strides = shape.map((_, i) => shape.slice(i + 1).reduce((p, d) => p * d, 1));
+  return (coords) => {
+    let x: ArrayLike<number> = coords;
+    for (let i = 0; i < steps.length; i++) {
+      const step = steps[i], out = buffers[i + 1];
+      if (step.kind === "gather") {
+        // No data to read the index from at code generation: applyStep says so.
+        applyStep(step, Array.from(x));
+      } else if (step.kind === "reshape") {
+        let rest = 0;
+        for (let d = 0; d < x.length; d++) rest = rest * step.from[d] + x[d];
+        for (let d = step.to.length - 1; d >= 0; d--) {
+          out[d] = rest % step.to[d];
+          rest = Math.floor(rest / step.to[d]);
+        }
+      } else {
+        const rows = terms[i], bounds = step.bounds;
+        for (let j = 0; j < out.length; j++) {
+          let v = step.offset[j];
+          const row = rows[j];
+          for (let t = 0; t < row.length; t += 2) v += row[t + 1] * x[row[t]];
+          if (bounds && (v < 0 || v >= bounds[j])) return -(i + 1);
+          out[j] = v;
+        }
+      }
+      x = out;
+    }
+    let at = 0;
+    for (let d = 0; d < strides.length; d++) at += x[d] * strides[d];
+    return at;
+  };
 }
 
 /**
