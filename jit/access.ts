@@ -29,6 +29,9 @@ type Coord = { readonly row: number[] } | {
   readonly extent: number;
 };
 
+/** Whether `c` is the constant 0 (an axis of extent 1). */
+const isZero = (c: Coord) => "row" in c && c.row.every((v) => v === 0);
+
 /**
  * The element offset `steps` give into a buffer of `shape` from a kernel `space`, if affine.
  * Reshapes may sit anywhere in the chain: merging axes is affine, and the axes a reshape splits
@@ -108,13 +111,18 @@ export function affineOffset(
     }
     const next: Coord[] = [];
     for (const [j, c] of s.coeff.entries()) {
-      // A coordinate passed through unchanged keeps what it is (a split axis stays one).
-      const only = c.findIndex((w) => w !== 0);
+      // A coordinate passed through unchanged keeps what it is (a split axis stays one); axes of
+      // extent 1 beside it add nothing (a 1×1 convolution's kernel offsets), and a bound it
+      // cannot leave changes nothing (that convolution's spatial axes, split off one index).
+      const live = c.flatMap((w, d) => (w !== 0 && !isZero(coords[d]) ? [d] : []));
+      const only = coords[live[0]];
       if (
-        s.offset[j] === 0 && !s.bounds && only >= 0 && c[only] === 1 &&
-        c.every((w, d) => d === only || w === 0)
+        s.offset[j] === 0 && live.length === 1 && c[live[0]] === 1 &&
+        (!s.bounds || ("row" in only
+          ? withinBounds(only.row, space, s.bounds[j])
+          : only.extent <= s.bounds[j]))
       ) {
-        next.push(coords[only]);
+        next.push(only);
         continue;
       }
       const row = combine(c, s.offset[j]);

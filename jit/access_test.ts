@@ -79,6 +79,39 @@ Deno.test("reshapes inside a chain: merges are affine, splits while used as thei
     affineOffset([split, { kind: "reshape", from: [2, 3], to: [6] }], [6], [6]),
     { weights: [1], base: 0 },
   );
+  // A 1×1 convolution's patches as implicit GEMM over space (b, g, m, n, k): the spatial index m
+  // splits into (h, w) and each passes a bound it cannot leave, beside kernel offsets of
+  // extent 1; x[b, c, h, w] of [2, 24, 56, 56] is read at b·75264 + k·3136 + m (g is always 0).
+  const conv1x1: IndexStep[] = [
+    {
+      kind: "affine",
+      coeff: [[1, 0, 0, 0, 0], [0, 1, 0, 0, 0], [0, 0, 0, 1, 0], [0, 0, 1, 0, 0], [0, 0, 0, 0, 1]],
+      offset: [0, 0, 0, 0, 0],
+    },
+    { kind: "reshape", from: [2, 1, 24, 3136, 24], to: [2, 1, 24, 56, 56, 24, 1, 1] },
+    {
+      kind: "affine",
+      coeff: [
+        [1, 0, 0, 0, 0, 0, 0, 0],
+        [0, 24, 0, 0, 0, 1, 0, 0],
+        [0, 0, 0, 1, 0, 0, 1, 0],
+        [0, 0, 0, 0, 1, 0, 0, 1],
+      ],
+      offset: [0, 0, 0, 0],
+      bounds: [2, 24, 56, 56],
+      fill: 0,
+    },
+  ];
+  const space = [2, 1, 3136, 24, 24], shape = [2, 24, 56, 56];
+  assert.deepEqual(affineOffset(conv1x1, space, shape), {
+    weights: [75264, 0, 1, 0, 3136],
+    base: 0,
+  });
+  // With a 3×3 kernel the offsets move h and w out of bounds: not affine.
+  const conv3x3 = conv1x1.map((s) =>
+    s.kind === "reshape" ? { ...s, from: [2, 1, 24, 3136, 27], to: [2, 1, 24, 56, 56, 3, 3, 3] } : s
+  );
+  assert.equal(affineOffset(conv3x3, [2, 1, 3136, 24, 27], [2, 3, 56, 56]), undefined);
 });
 
 Deno.test("reshapeGroups pairs the axes a reshape merges and splits", () => {
