@@ -128,7 +128,8 @@ const MAX_PAGES = 65536;
  * The first verdict times code V8 is still optimizing, on every core: on the 2-core machine
  * vit_tiny's early threaded runs read 3–8 ms and its steady ones 1.4 ms (2.2 ms alone), so one
  * process in two kept one thread for good. So the verdict stays under review: after
- * {@linkcode ThreadTuner.FIRST_PROBE} runs, then at doubling gaps (at most
+ * {@linkcode ThreadTuner.FIRST_PROBE} runs ({@linkcode ThreadTuner.CLEAR_PROBE} when one way
+ * was twice as fast), then at doubling gaps (at most
  * {@linkcode ThreadTuner.LAST_PROBE}), one run goes the other way, and the choice switches when
  * the other way's latest timings beat the chosen way's by the margin. A probe costs at most one
  * run in eight, fewer as the gaps grow.
@@ -146,6 +147,8 @@ export class ThreadTuner {
   static readonly CLOSE: readonly [number, number] = [0.8, 1.05];
   /** Runs after the first verdict at which the other way is first tried again. */
   static readonly FIRST_PROBE = 2;
+  /** Runs after a first verdict of a 2× or wider margin at which the other way is first tried. */
+  static readonly CLEAR_PROBE = 32;
   /** The longest gap between two such tries. */
   static readonly LAST_PROBE = 1024;
   #runs = 0;
@@ -200,6 +203,10 @@ export class ThreadTuner {
       if (samples < ThreadTuner.SAMPLES) return;
       if (ratio >= low && ratio < high && samples < ThreadTuner.MOST) return;
       this.#choice = ratio < 0.9;
+      // A probe of a way two or more times slower costs that much: on the 16-core host one run
+      // of shufflenet alone took 25-35 ms against 6 threaded, and probes at runs 2, 6 and 14 put
+      // three of those among a caller's first twenty runs.
+      if (ratio < 0.5 || ratio > 2) this.#untilProbe = this.#gap = ThreadTuner.CLEAR_PROBE;
       return;
     }
     if (this.#untilProbe-- > 0) return;

@@ -119,7 +119,7 @@ async function cores(): Promise<number | undefined> {
  * Threads the backend uses by default on `cores` cores: all of them up to 4, a quarter fewer
  * beyond. The workers spin through a run, so every thread of ours holds a core; V8's compiler
  * and GC threads then preempt one of them for a scheduler tick (4 ms), and a run waits for the
- * piece that thread holds. On the 16-core H200 host (140 runs each, 2026-11-25), 12 threads
+ * piece that thread holds. On the 16-core H200 host (140 runs each, 2026-11-24), 12 threads
  * against 16: runs over twice the median 2-5 in 100 against 6-15, medians equal or lower
  * (transformer_block 0.47 against 0.49 ms, vit_tiny 1.33 against 1.36, unet 0.81 against 0.85);
  * 8 threads lost on vit_tiny (1.85 ms).
