@@ -118,9 +118,8 @@ export function affineOffset(
       const only = coords[live[0]];
       if (
         s.offset[j] === 0 && live.length === 1 && c[live[0]] === 1 &&
-        (!s.bounds || ("row" in only
-          ? withinBounds(only.row, space, s.bounds[j])
-          : only.extent <= s.bounds[j]))
+        (!s.bounds ||
+          ("row" in only ? withinBounds(only.row, space, s.bounds[j]) : only.extent <= s.bounds[j]))
       ) {
         next.push(only);
         continue;
