@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { Backend, BackendSet, Program } from "./backend.ts";
+import type { Backend, BackendSet, KernelCodegen, Program } from "./backend.ts";
 import { type BackendRates, backendRates, knownRates } from "./cost_model.ts";
 import { KilnError } from "./errors.ts";
 import { Executable, type PlanInfo } from "./executable.ts";
@@ -13,7 +13,7 @@ import { foldEmpty } from "./fold_empty.ts";
 import { fuse } from "./fuse.ts";
 import type { Graph } from "./graph.ts";
 import { defaultKernelCache, type KernelCache } from "./kernel_cache.ts";
-import type { KernelIR } from "./kernel_ir.ts";
+import { type KernelIR, kernelText } from "./kernel_ir.ts";
 import { legalize } from "./legalize.ts";
 import { planMemory } from "./memory_plan.ts";
 import { hostProgram } from "./program.ts";
@@ -180,10 +180,16 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     const sources = { memory: 0, disk: 0, generated: 0 };
     // A custom op's kernel is the user's code, which may change under the same op name: never
     // cached.
-    const artifactOf = async (k: KernelIR, backend: Backend, refresh = false) =>
-      cache && !k.opaque
-        ? await cache.artifact(k, backend, { refresh })
-        : { artifact: await backend.codegen!.generate(k), source: "generated" as const };
+    // Without a cache, structurally equal kernels of the plan are still generated once: a
+    // network repeats its blocks (shufflenet's 75 kernels are 23 distinct ones, unet's 29 are 20).
+    const generated = new Map<string, ReturnType<KernelCodegen["generate"]>>();
+    const artifactOf = async (k: KernelIR, backend: Backend, refresh = false) => {
+      if (cache && !k.opaque) return await cache.artifact(k, backend, { refresh });
+      const key = `${backend.id}\n${kernelText(k)}`;
+      let artifact = refresh ? undefined : generated.get(key);
+      if (!artifact) generated.set(key, artifact = backend.codegen!.generate(k));
+      return { artifact: await artifact, source: "generated" as const };
+    };
     const fetched = await Promise.all(
       fusion.kernels.map((k, i) => artifactOf(k, byId.get(placed.placement[i])!)),
     );

@@ -223,11 +223,18 @@ export class WasmBackend implements Backend {
         return this.#single(kernel, module);
       },
       assemble: async (plan) => {
+        // Kernels with the same artifact (a repeated block) share one module: compiled once,
+        // and tiered up once for all of them.
+        const compiled = new Map<unknown, Promise<WebAssembly.Module>>();
         const modules = await Promise.all(plan.kernels.map(async (k, i) => {
           const bytes = (plan.artifacts?.[i] as Uint8Array | undefined)?.byteLength
             ? plan.artifacts![i]
             : await this.codegen.generate(k);
-          return compileModule(bytes as Uint8Array<ArrayBuffer>);
+          let module = compiled.get(bytes);
+          if (!module) {
+            compiled.set(bytes, module = compileModule(bytes as Uint8Array<ArrayBuffer>));
+          }
+          return module;
         }));
         const bound = planOf(plan.graph);
         const program = arenaProgram({

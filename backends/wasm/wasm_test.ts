@@ -219,3 +219,28 @@ Deno.test("a compiled program is warmed up before compile returns, within warmUp
 Deno.test("by default wasm uses every core up to 4, and leaves a quarter free beyond", () => {
   assert.deepEqual([1, 2, 4, 6, 8, 16, 64].map(threadsFor), [1, 2, 4, 5, 6, 12, 48]);
 });
+
+Deno.test("without a cache, kernels equal in structure are generated and compiled once", async () => {
+  const backend = new WasmBackend({ threads: 1, warmUpMs: 0 });
+  const generate = backend.codegen.generate.bind(backend.codegen);
+  let calls = 0;
+  backend.codegen.generate = (k) => (calls++, generate(k));
+  const b = new GraphBuilder();
+  const h = b.op("MatMul", [b.input("x", [8, 8]), b.param("w1", [8, 8])]);
+  b.output("y", b.op("MatMul", [h, b.param("w2", [8, 8])]));
+  const graph = b.build();
+  using exe = await compile(graph, { backend, cache: false });
+  assert.equal(exe.plan?.kernels.length, 2);
+  assert.equal(calls, 1, "two equal matmuls, one generation");
+  const x = f32(numbers(new Float32Array(64).map((_, i) => i % 7 - 3)), [8, 8]);
+  const w1 = f32(new Float32Array(64).map((_, i) => (i % 5) / 4), [8, 8]);
+  const w2 = f32(new Float32Array(64).map((_, i) => (i % 3) - 1), [8, 8]);
+  exe.setParam("w1", w1);
+  exe.setParam("w2", w2);
+  using ref = await compile(graph, { backend: "reference" });
+  ref.setParam("w1", w1);
+  ref.setParam("w2", w2);
+  assertClose(numbers((await exe.run({ x })).y.data), numbers((await ref.run({ x })).y.data), {
+    atol: 1e-5,
+  });
+});
