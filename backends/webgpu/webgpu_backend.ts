@@ -279,13 +279,20 @@ export class WebGpuBackend implements Backend {
       new Set(io.outputs),
       this.#options.flashAttention ?? false,
     );
+    // Kernels of the same code (a repeated block) share one pipeline, compiled once.
+    const compiled = new Map<string, Promise<GPUComputePipeline>>();
+    const pipelineOf = (k: KernelIR, code: string) => {
+      let pipeline = compiled.get(code);
+      if (!pipeline) compiled.set(code, pipeline = this.#pipeline(k, code));
+      return pipeline;
+    };
     const pipelines = await Promise.all(kernels.map((k, i) => {
       if (k.opaque) {
         const code = artifact(from[i]) || this.#custom(k);
-        return code === undefined ? undefined : this.#pipeline(k, code);
+        return code === undefined ? undefined : pipelineOf(k, code);
       }
       const group = fused.get(k);
-      return this.#pipeline(
+      return pipelineOf(
         k,
         group
           ? "rows" in group ? flashWgsl(group) : attentionWgsl(group, this.#wgsl())
