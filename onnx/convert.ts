@@ -18,6 +18,7 @@ import { LOSS_CONVERTERS } from "./convert_loss.ts";
 import { RESIZE_CONVERTERS } from "./convert_resize.ts";
 import { CONV_CONVERTERS } from "./convert_conv.ts";
 import { TENSOR_CONVERTERS } from "./convert_tensor.ts";
+import { SELECT_CONVERTERS } from "./convert_select.ts";
 import { MATH_CONVERTERS } from "./convert_math.ts";
 import { RNN_CONVERTERS } from "./convert_rnn.ts";
 import { einsum } from "./convert_einsum.ts";
@@ -271,6 +272,7 @@ export const CONVERTERS: Record<string, Converter> = {
   ...RESIZE_CONVERTERS,
   ...CONV_CONVERTERS,
   ...TENSOR_CONVERTERS,
+  ...SELECT_CONVERTERS,
   ...MATH_CONVERTERS,
   ...RNN_CONVERTERS,
   Einsum: einsum,
