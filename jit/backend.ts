@@ -103,6 +103,12 @@ export interface Program {
   /** Device time of each kernel in the last finished run, where the backend measures it. */
   deviceTimes?(): readonly KernelTime[];
   /**
+   * The verdict of the program's own run-time tuning once it has one (wasm: threads or one
+   * thread, and how many), as text a later compile hands back through
+   * {@linkcode AssemblyPlan.tuning}; `undefined` while undecided or where nothing is tuned.
+   */
+  readonly tuning?: string;
+  /**
    * Runs with device-resident data, where the backend has device memory: arguments may be
    * {@linkcode DeviceTensor}s of this backend (used in place), outputs may stay on the device,
    * and `repeat` runs the graph several times in one submission with `feedback` outputs becoming
@@ -186,6 +192,12 @@ export interface AssemblyPlan {
   readonly constants: ReadonlyMap<number, HostTensor>;
   /** Per kernel: whether a bucketed run limits it to the active rows. */
   readonly partial?: readonly boolean[];
+  /**
+   * The {@linkcode Program.tuning} an earlier compile of the same kernels on this machine
+   * reached (read from beside the kernel cache): the program starts from it instead of timing
+   * its ways again.
+   */
+  readonly tuning?: string;
 }
 
 /** Options passed to {@linkcode Backend.compile}. */

@@ -35,6 +35,7 @@ import {
   usableBackends,
 } from "./schedule.ts";
 import { count } from "./counters.ts";
+import { digest } from "./digest.ts";
 import { planBuckets } from "./buckets.ts";
 import { applyPrecision, checkPrecision, type Precision } from "./precision.ts";
 
@@ -212,6 +213,12 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     // A plan wholly on a backend that assembles programs (a GPU) becomes one program there;
     // otherwise kernels run one by one over host buffers.
     const only = new Set(placed.placement).size === 1 ? byId.get(placed.placement[0]) : undefined;
+    // A program's run-time tuning verdict (wasm's thread choice) is kept beside the kernels,
+    // by backend and kernels, and handed to the next compile of the same plan on this machine.
+    const tuningNote = only?.codegen?.assemble && cache
+      ? `tuning-${only.id}-${only.version}-${digest(fusion.kernels.map(kernelText).join("\n"))}`
+      : undefined;
+    const tuning = tuningNote ? await cache!.readNote(tuningNote) : undefined;
     const assemble = () =>
       only!.codegen!.assemble!({
         graph: legal,
@@ -219,6 +226,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
         artifacts,
         constants: fusion.constants,
         partial: buckets?.partial,
+        tuning,
       });
     const load = async (i: number) => {
       const codegen = byId.get(placed.placement[i])!.codegen!;
@@ -245,6 +253,9 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
         memory,
         partial: buckets?.partial,
       });
+    if (tuningNote && program.tuning !== undefined && program.tuning !== tuning) {
+      await cache!.writeNote(tuningNote, program.tuning);
+    }
     const main = byId.get(placed.placement[0] ?? candidates[0].id) ?? candidates[0];
     const plan: PlanInfo = {
       backend: main.id,

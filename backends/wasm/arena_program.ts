@@ -64,6 +64,8 @@ export interface ArenaPlan {
   readonly workers?: WorkerThreads;
   /** Time each kernel of a run (wall clock, threads included) for `deviceTimes()`. */
   readonly profile?: boolean;
+  /** The thread verdict of an earlier compile of these kernels (see `Program.tuning`). */
+  readonly tuning?: string;
 }
 
 /**
@@ -162,6 +164,16 @@ export class ThreadTuner {
   /** Runs until the next probe, and the gap after it. */
   #untilProbe = ThreadTuner.FIRST_PROBE;
   #gap = ThreadTuner.FIRST_PROBE;
+
+  /**
+   * A tuner, starting from `verdict` when an earlier process on this machine reached one (the
+   * first probe of the other way then comes after {@linkcode ThreadTuner.CLEAR_PROBE} runs).
+   */
+  constructor(verdict?: boolean) {
+    if (verdict === undefined) return;
+    this.#choice = verdict;
+    this.#untilProbe = this.#gap = ThreadTuner.CLEAR_PROBE;
+  }
 
   /** Whether the next run should use the threads. */
   next(): boolean {
@@ -355,7 +367,12 @@ export function arenaProgram(plan: ArenaPlan): ArenaProgram {
       new Uint8Array(words.buffer, words.byteOffset, words.byteLength),
     );
   };
-  const tuner = crew ? new ThreadTuner() : undefined;
+  // A stored verdict counts for the same thread count only (another machine, another setting).
+  const [way, count] = plan.tuning?.split(" ") ?? [];
+  const stored = Number(count) === threads && (way === "threads" || way === "alone")
+    ? way === "threads"
+    : undefined;
+  const tuner = crew ? new ThreadTuner(stored) : undefined;
   const needed = neededKernels(plan.kernels, plan.outputs);
   let times: KernelTime[] = [];
   const execute = (
@@ -430,6 +447,10 @@ export function arenaProgram(plan: ArenaPlan): ArenaProgram {
     runAlone: (args, outputs) => execute(args, outputs, undefined, false),
     get settled() {
       return tuner?.choice !== undefined || !tuner;
+    },
+    get tuning() {
+      const choice = tuner?.choice;
+      return choice === undefined ? undefined : `${choice ? "threads" : "alone"} ${threads}`;
     },
     deviceTimes: () => times,
     dispose() {

@@ -247,6 +247,7 @@ export class WasmBackend implements Backend {
           threads: this.#threads,
           workers: this.#workers,
           profile: this.#profile,
+          tuning: plan.tuning,
         });
         const zeros = bound.bindings.map(({ value }) => {
           const { shape, dtype } = plan.graph.values[value];

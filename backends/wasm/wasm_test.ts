@@ -9,6 +9,8 @@ import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
 import { threadsFor, WasmBackend } from "./wasm_backend.ts";
+import { ThreadTuner } from "./arena_program.ts";
+import { KernelCache } from "../../jit/kernel_cache.ts";
 
 const wasm = new WasmBackend();
 await wasm.prepare();
@@ -243,4 +245,48 @@ Deno.test("without a cache, kernels equal in structure are generated and compile
   assertClose(numbers((await exe.run({ x })).y.data), numbers((await ref.run({ x })).y.data), {
     atol: 1e-5,
   });
+});
+
+Deno.test("a program's thread verdict is kept beside the kernel cache for the next compile", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const b = new GraphBuilder();
+    const x = b.input("x", [256, 256]);
+    b.output("y", b.op("Tanh", [b.op("Exp", [b.op("Sin", [x])])]));
+    const graph = b.build();
+    const notes = async () =>
+      (await Array.fromAsync(Deno.readDir(dir))).filter((e) => e.name.startsWith("tuning-"));
+    const backend = new WasmBackend({ threads: 2, warmUpMs: 2000 });
+    await compile(graph, { backend, cache: new KernelCache({ dir }) }).then((e) => e.dispose());
+    const [note] = await notes();
+    assert.ok(note, "the verdict was stored");
+    const verdict = await Deno.readTextFile(`${dir}/${note.name}`);
+    assert.match(verdict, /^(threads|alone) 2$/);
+    // The next compile starts from it (nothing to store anew) and still computes right.
+    await Deno.writeTextFile(
+      `${dir}/${note.name}`,
+      verdict === "alone 2" ? "threads 2" : "alone 2",
+    );
+    using exe = await compile(graph, { backend, cache: new KernelCache({ dir }) });
+    assert.notEqual(await Deno.readTextFile(`${dir}/${note.name}`), verdict, "the seed was used");
+    const data = new Float32Array(256 * 256).map((_, i) => (i % 13) / 7);
+    const got = numbers((await exe.run({ x: f32(data, [256, 256]) })).y.data);
+    assert.ok(got.every((v, i) => Math.abs(v - Math.tanh(Math.exp(Math.sin(data[i])))) < 1e-5));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a thread tuner seeded with a verdict takes it at once and probes later", () => {
+  for (const seed of [true, false]) {
+    const tuner = new ThreadTuner(seed);
+    assert.equal(tuner.choice, seed);
+    const ways: boolean[] = [];
+    for (let i = 0; i < ThreadTuner.CLEAR_PROBE + 8 && ways.every((w) => w === seed); i++) {
+      const threads = tuner.next();
+      ways.push(threads);
+      tuner.record(threads, 1, true);
+    }
+    assert.ok(ways.length > ThreadTuner.CLEAR_PROBE, `probed after ${ways.length} runs`);
+  }
 });
