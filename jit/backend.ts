@@ -198,6 +198,11 @@ export interface AssemblyPlan {
    * its ways again.
    */
   readonly tuning?: string;
+  /**
+   * Called with the program's {@linkcode Program.tuning} whenever it changes (a first verdict,
+   * or a later probe that overturns it), so the stored verdict follows the latest one.
+   */
+  readonly onTuning?: (verdict: string) => void;
 }
 
 /** Options passed to {@linkcode Backend.compile}. */

@@ -219,6 +219,12 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
       ? `tuning-${only.id}-${only.version}-${digest(fusion.kernels.map(kernelText).join("\n"))}`
       : undefined;
     const tuning = tuningNote ? await cache!.readNote(tuningNote) : undefined;
+    // Verdicts reached in the warm-up are stored before compile returns; later ones (a probe
+    // overturning the first) in the background.
+    let storing: Promise<void> | undefined;
+    const onTuning = tuningNote
+      ? (verdict: string) => void (storing = cache!.writeNote(tuningNote, verdict))
+      : undefined;
     const assemble = () =>
       only!.codegen!.assemble!({
         graph: legal,
@@ -227,6 +233,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
         constants: fusion.constants,
         partial: buckets?.partial,
         tuning,
+        onTuning,
       });
     const load = async (i: number) => {
       const codegen = byId.get(placed.placement[i])!.codegen!;
@@ -253,9 +260,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
         memory,
         partial: buckets?.partial,
       });
-    if (tuningNote && program.tuning !== undefined && program.tuning !== tuning) {
-      await cache!.writeNote(tuningNote, program.tuning);
-    }
+    await storing;
     const main = byId.get(placed.placement[0] ?? candidates[0].id) ?? candidates[0];
     const plan: PlanInfo = {
       backend: main.id,

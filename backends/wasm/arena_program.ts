@@ -66,6 +66,8 @@ export interface ArenaPlan {
   readonly profile?: boolean;
   /** The thread verdict of an earlier compile of these kernels (see `Program.tuning`). */
   readonly tuning?: string;
+  /** Told each new thread verdict (see `AssemblyPlan.onTuning`). */
+  readonly onTuning?: (verdict: string) => void;
 }
 
 /**
@@ -373,6 +375,9 @@ export function arenaProgram(plan: ArenaPlan): ArenaProgram {
     ? way === "threads"
     : undefined;
   const tuner = crew ? new ThreadTuner(stored) : undefined;
+  const verdict = () =>
+    tuner?.choice === undefined ? undefined : `${tuner.choice ? "threads" : "alone"} ${threads}`;
+  let reported = verdict();
   const needed = neededKernels(plan.kernels, plan.outputs);
   let times: KernelTime[] = [];
   const execute = (
@@ -422,7 +427,11 @@ export function arenaProgram(plan: ArenaPlan): ArenaProgram {
     times = timed;
     // Until every worker is up a threaded run splits over fewer threads than it will (and
     // each worker's first job instantiates the program): such runs time nothing.
-    if (tuned) tuner?.record(threads, performance.now() - began, crew!.ready() === crew!.workers);
+    if (tuned && tuner) {
+      tuner.record(threads, performance.now() - began, crew!.ready() === crew!.workers);
+      const now = verdict();
+      if (now !== reported && now !== undefined) plan.onTuning?.(reported = now);
+    }
     const fault = new Int32Array(memory.buffer, 0, 3);
     if (fault[0] !== 0) {
       const error = gatherOutOfRange(fault[1], fault[2]);
@@ -449,8 +458,7 @@ export function arenaProgram(plan: ArenaPlan): ArenaProgram {
       return tuner?.choice !== undefined || !tuner;
     },
     get tuning() {
-      const choice = tuner?.choice;
-      return choice === undefined ? undefined : `${choice ? "threads" : "alone"} ${threads}`;
+      return verdict();
     },
     deviceTimes: () => times,
     dispose() {

@@ -248,6 +248,7 @@ export class WasmBackend implements Backend {
           workers: this.#workers,
           profile: this.#profile,
           tuning: plan.tuning,
+          onTuning: plan.onTuning,
         });
         const zeros = bound.bindings.map(({ value }) => {
           const { shape, dtype } = plan.graph.values[value];

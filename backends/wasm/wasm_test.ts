@@ -269,6 +269,10 @@ Deno.test("a program's thread verdict is kept beside the kernel cache for the ne
     );
     using exe = await compile(graph, { backend, cache: new KernelCache({ dir }) });
     assert.notEqual(await Deno.readTextFile(`${dir}/${note.name}`), verdict, "the seed was used");
+    // A verdict for another thread count (another machine, another setting) is timed anew.
+    await Deno.writeTextFile(`${dir}/${note.name}`, "threads 7");
+    await compile(graph, { backend, cache: new KernelCache({ dir }) }).then((e) => e.dispose());
+    assert.match(await Deno.readTextFile(`${dir}/${note.name}`), /^(threads|alone) 2$/);
     const data = new Float32Array(256 * 256).map((_, i) => (i % 13) / 7);
     const got = numbers((await exe.run({ x: f32(data, [256, 256]) })).y.data);
     assert.ok(got.every((v, i) => Math.abs(v - Math.tanh(Math.exp(Math.sin(data[i])))) < 1e-5));
