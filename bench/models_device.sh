@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs .device/ for the models benchmark on the GPU machine (bench/models.ts): the shared
 # prepare.sh, then the Deno cache again without what the benchmark never loads (ONNX Runtime
-# Web's source maps and its jsep/jspi/webgl/"all" builds, binaryen's command-line tools), which
-# keeps the carried tree under the device's 64 MiB. On the device:
+# Web's source maps and its jspi/webgl/"all" builds, binaryen's command-line tools), which
+# keeps the carried tree under the device's 64 MiB. Its JSEP build stays: the webgpu runner
+# loads it (3.8 MB compressed). On the device:
 #   source .device/env.sh && KILN_MODELS_DIR=.device/models/ deno run -A bench/models.ts \
 #     --machine NAME --out $OUT/models-NAME.json
 set -euo pipefail
@@ -11,7 +12,8 @@ bash ../shared/device/prepare.sh bench/models.ts mod.ts
 cache=$(mktemp -d)
 DENO_DIR="$cache" deno cache --quiet bench/models.ts mod.ts
 ort=$(find "$cache" -type d -path '*onnxruntime-web/*/dist' | head -1)
-find "$ort" -type f \( -name '*.map' -o -name '*jsep*' -o -name '*jspi*' -o -name '*webgl*' \
+find "$ort" -type f \( -name '*.map' -o -name '*jspi*' -o -name '*webgl*' \
+  -o \( -name '*jsep*' -a ! -name 'ort-wasm-simd-threaded.jsep.*' \) \
   -o -name 'ort.all*' -o -name 'ort.js' -o -name 'ort.mjs' -o -name 'ort.min.*' -o -name 'ort.wasm.*' \
   -o -name 'ort.webgpu.js' -o -name 'ort.webgpu.mjs' -o -name 'ort.webgpu.min.*' -o -name 'ort.bundle*' \
   -o -name 'ort.node.min.js' \) -delete
