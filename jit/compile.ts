@@ -215,7 +215,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     const only = new Set(placed.placement).size === 1 ? byId.get(placed.placement[0]) : undefined;
     // A program's run-time tuning verdict (wasm's thread choice) is kept beside the kernels,
     // by backend and kernels, and handed to the next compile of the same plan on this machine.
-    const tuningNote = only?.codegen?.assemble && cache
+    const tuningNote = only?.codegen?.assemble && cache && cache.dir !== false
       ? `tuning-${only.id}-${only.version}-${digest(fusion.kernels.map(kernelText).join("\n"))}`
       : undefined;
     const tuning = tuningNote ? await cache!.readNote(tuningNote) : undefined;

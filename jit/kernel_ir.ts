@@ -487,12 +487,21 @@ export function shareExprs(kernel: KernelIR): KernelIR {
   };
 }
 
+/** Each kernel's text, computed once: the cache key, compile's dedupe and its tuning note. */
+const texts = new WeakMap<KernelIR, string>();
+
 /**
  * Canonical text of a kernel, excluding graph value ids (so equal computations share a key). The
  * expressions are written as a node table (operands by index), so the text grows with the DAG,
  * not with the tree a shared subexpression would unfold to.
  */
 export function kernelText(k: KernelIR): string {
+  let text = texts.get(k);
+  if (text === undefined) texts.set(k, text = writeKernelText(k));
+  return text;
+}
+
+function writeKernelText(k: KernelIR): string {
   const table = new ExprTable();
   const buffer = (b: KernelBuffer) => ({ shape: b.shape, dtype: b.dtype });
   const reductions = k.reductions.map((r) => ({

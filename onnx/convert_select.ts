@@ -11,26 +11,13 @@ import { KilnError } from "../jit/errors.ts";
 import {
   attrs,
   constant,
+  constInput,
   constInts,
   type Converter,
   type Known,
-  NeedsValue,
   type NodeContext,
   typeOf,
 } from "./node_context.ts";
-
-/** Input `i`'s constant tensor (a specialisation request when it is computed). */
-function constTensor(c: NodeContext, i: number, what: string) {
-  const k = c.input(i);
-  if (!k) {
-    throw new KilnError(`${c.label}: its ${what} input is missing`, {
-      code: "invalid-graph",
-      fix: `give the node its ${what} input`,
-    });
-  }
-  if (k.kind !== "const") throw new NeedsValue(c, what);
-  return k;
-}
 
 /** An optional scalar input's value, or `fallback` when it is absent or empty. */
 function optionalScalar(c: NodeContext, i: number, what: string, fallback: number): number {
@@ -66,7 +53,7 @@ function suppresses(
  * threshold, at most `max_output_boxes_per_class` of them; rows `[batch, class, box]`.
  */
 function nonMaxSuppression(c: NodeContext): Known[] {
-  const boxes = constTensor(c, 0, "boxes"), scores = constTensor(c, 1, "scores");
+  const boxes = constInput(c, 0, "boxes"), scores = constInput(c, 1, "scores");
   const [batches, count] = typeOf(boxes).shape, classes = typeOf(scores).shape[1];
   const most = Math.max(0, optionalScalar(c, 2, "max_output_boxes_per_class", 0));
   const iou = optionalScalar(c, 3, "iou_threshold", 0);
@@ -99,7 +86,7 @@ function nonMaxSuppression(c: NodeContext): Known[] {
  * occurrence; then each one's first index, each slice's position among them, and their counts.
  */
 function unique(c: NodeContext): Known[] {
-  const x = constTensor(c, 0, "X");
+  const x = constInput(c, 0, "X");
   const a = attrs(c), shape = typeOf(x).shape, data = x.tensor.data as TensorData;
   const given = a.int("axis");
   const axis = given === undefined ? undefined : given < 0 ? given + shape.length : given;

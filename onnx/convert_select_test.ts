@@ -61,7 +61,7 @@ Deno.test("NonMaxSuppression keeps boxes by score, drops overlaps, caps per clas
       ],
       ["i64:y"],
     );
-  // Corners in either order: box 1 overlaps box 0 by 0.81/1.19, box 3 touches nothing, box 4
+  // Corners in either order: box 1 overlaps box 0 with IoU 0.81, box 3 touches nothing, box 4
   // equals box 2 with the same score (the lower index wins the tie).
   const boxes = f32(
     [
@@ -88,7 +88,7 @@ Deno.test("NonMaxSuppression keeps boxes by score, drops overlaps, caps per clas
   // Class 0: 0 (0.9) kept, 1 (0.8) overlaps it, 2 (0.7) kept, 4 (0.7, after 2) overlaps 2, 3 is
   // under the floor. Class 1: 4, 3 kept, 2 overlaps 4, 1 kept, 0 overlaps 1.
   assert.deepEqual(await run(m, 10, 0.5, 0.15), [0, 0, 0, 0, 0, 2, 0, 1, 4, 0, 1, 3, 0, 1, 1]);
-  // At most one box a class; with a threshold of 0.9 nothing overlaps enough.
+  // At most one box a class; with a threshold of 0.9 only boxes 2 and 4 (IoU 1) suppress.
   assert.deepEqual(await run(m, 1, 0.5, 0), [0, 0, 0, 0, 1, 4]);
   assert.deepEqual((await run(m, 3, 0.9, 0)).length, 18);
   assert.deepEqual(await run(m, 0, 0.5, 0), []);

@@ -16,7 +16,7 @@ import { scalar } from "./convert_composite.ts";
 import {
   attrs,
   constant,
-  constInts,
+  constInput,
   type Converter,
   type Known,
   type NodeContext,
@@ -27,14 +27,7 @@ import { dtypeOfCode } from "./proto.ts";
 
 /** Input `i` as constant numbers (a typed error, or a specialisation, when it is not constant). */
 function known(c: NodeContext, i: number, what: string): number[] {
-  const v = constInts(c, i, what);
-  if (!v) {
-    throw new KilnError(`${c.label}: its ${what} input is missing`, {
-      code: "invalid-graph",
-      fix: `give the node its ${what} input`,
-    });
-  }
-  return v;
+  return Array.from(constInput(c, i, what).tensor.data as ArrayLike<number>, Number);
 }
 
 const strides = (shape: readonly number[]) => {

@@ -125,6 +125,26 @@ export function constInts(c: NodeContext, i: number, what: string): number[] | u
 }
 
 /**
+ * Input `i` as a constant tensor: a typed error when it is missing, a specialisation request
+ * ({@linkcode NeedsValue}) when it is computed.
+ */
+export function constInput(
+  c: NodeContext,
+  i: number,
+  what: string,
+): Extract<Known, { kind: "const" }> {
+  const k = c.input(i);
+  if (!k) {
+    throw new KilnError(`${c.label}: its ${what} input is missing`, {
+      code: "invalid-graph",
+      fix: `give the node its ${what} input`,
+    });
+  }
+  if (k.kind !== "const") throw new NeedsValue(c, what);
+  return k;
+}
+
+/**
  * An ONNX op's converter: the node's outputs as kiln values, in order (`Converter<Known>` for
  * ops whose outputs are tensors).
  */

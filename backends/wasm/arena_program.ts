@@ -425,8 +425,8 @@ export function arenaProgram(plan: ArenaPlan): ArenaProgram {
       if (threads) crew!.rest();
     }
     times = timed;
-    // Until every worker is up a threaded run splits over fewer threads than it will (and
-    // each worker's first job instantiates the program): such runs time nothing.
+    // Until every worker is up a threaded run splits over fewer threads than it will: such
+    // runs time nothing.
     if (tuned && tuner) {
       tuner.record(threads, performance.now() - began, crew!.ready() === crew!.workers);
       const now = verdict();
