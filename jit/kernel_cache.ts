@@ -113,8 +113,14 @@ export class KernelCache {
   async readNote(name: string): Promise<string | undefined> {
     const fs = await this.#filesystem();
     if (!fs || this.#dir === false) return undefined;
+    const path = `${this.#dir}/${name}`;
     try {
-      return await fs.readFile(`${this.#dir}/${name}`, "utf8");
+      // As for records: a FIFO named like a note would block the read forever.
+      const info = await fs.lstat(path);
+      if (!info.isFile() || info.size > MAX_NOTE_BYTES) {
+        return this.#reject(fs, path, info.isFile() ? "oversized" : "not a regular file");
+      }
+      return await fs.readFile(path, "utf8");
     } catch {
       return undefined;
     }
@@ -126,7 +132,10 @@ export class KernelCache {
     if (!fs || this.#dir === false) return;
     try {
       await fs.mkdir(this.#dir, { recursive: true });
-      await fs.writeFile(`${this.#dir}/${name}`, text);
+      // Written aside and renamed: a concurrent reader sees the old note or the new one whole.
+      const tmp = `${this.#dir}/${name}.${Math.random().toString(36).slice(2)}.tmp`;
+      await fs.writeFile(tmp, text);
+      await fs.rename(tmp, `${this.#dir}/${name}`);
     } catch { /* a read-only cache directory */ }
   }
 
@@ -280,6 +289,8 @@ export class KernelCache {
 
 /** Largest record the disk tier reads (a conv kernel with its table is ~0.5 MB). */
 const MAX_RECORD_BYTES = 64 << 20;
+/** Largest note read (a calibration or a verdict is under 1 KB). */
+const MAX_NOTE_BYTES = 64 << 10;
 
 /** Base64 codecs of engines that have them (Deno, recent V8); Node 20 has not. */
 const base64 = Uint8Array as unknown as {

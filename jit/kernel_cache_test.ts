@@ -203,6 +203,46 @@ Deno.test("damaged disk entries are removed and regenerated, never trusted, neve
   }
 });
 
+Deno.test("notes beside the kernels: a FIFO, a directory or an oversized note is skipped, never a hang", async () => {
+  const dir = await Deno.makeTempDir();
+  const warn = console.warn;
+  console.warn = () => {};
+  try {
+    const cache = new KernelCache({ dir });
+    await cache.writeNote("n", "threads 2");
+    assert.equal(await cache.readNote("n"), "threads 2");
+    await Deno.remove(`${dir}/n`);
+    const fifo = await new Deno.Command("mkfifo", { args: [`${dir}/n`] }).output().catch(() =>
+      undefined
+    );
+    if (!fifo?.success) await Deno.mkdir(`${dir}/n`);
+    assert.equal(await cache.readNote("n"), undefined);
+    await Deno.writeTextFile(`${dir}/big`, "x".repeat(1 << 20));
+    assert.equal(await cache.readNote("big"), undefined);
+    // Both were removed, so the next write lands as a regular file again.
+    await cache.writeNote("n", "alone 2");
+    assert.equal(await cache.readNote("n"), "alone 2");
+    const left = [...Deno.readDirSync(dir)].map((e) => e.name).sort();
+    assert.deepEqual(left, ["n"]);
+    // A compile whose stored thread verdict is a FIFO still compiles and runs.
+    const { graph, feeds } = mlp();
+    const first = await compile(graph, { backend: "wasm", cache: new KernelCache({ dir }) });
+    await first.run(feeds);
+    first.dispose();
+    for (const e of Deno.readDirSync(dir)) {
+      if (!e.name.startsWith("tuning-")) continue;
+      await Deno.remove(`${dir}/${e.name}`);
+      await new Deno.Command("mkfifo", { args: [`${dir}/${e.name}`] }).output().catch(() => {});
+    }
+    const exe = await compile(graph, { backend: "wasm", cache: new KernelCache({ dir }) });
+    await exe.run(feeds);
+    exe.dispose();
+  } finally {
+    console.warn = warn;
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("a verified cached artifact that fails to load is regenerated", async () => {
   const dir = await Deno.makeTempDir();
   const warn = console.warn;
