@@ -15,12 +15,10 @@ import {
   type Backend,
   type BackendCompileOptions,
   type BackendKind,
-  type Cost,
   type DeviceProfile,
   type NodeInfo,
   nodeInfo,
   type Program,
-  type Workload,
 } from "../jit/backend.ts";
 import type { RefTensor } from "../jit/host_tensor.ts";
 
@@ -54,11 +52,6 @@ export abstract class BackendBase implements Backend {
     const def = getOp(node.op);
     if (def.category === "custom") return customOp(node.op)?.kernels?.[this.id] !== undefined;
     return this.nativeOps.has(node.op);
-  }
-
-  /** A default estimate: a fixed rate for compute, nothing for transfers. */
-  estimateCost(_graph: Graph, workload: Workload): Cost {
-    return { compute: workload.flops / 1e9 + workload.bytes / 1e10, transfer: 0 };
   }
 
   /** Default: an interpreter over {@linkcode executeNode}. */

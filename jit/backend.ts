@@ -61,11 +61,11 @@ export interface NodeInfo {
   readonly label: string;
 }
 
-/** A relative cost estimate (arbitrary but consistent units within one machine). */
+/** A backend's own time estimate ({@linkcode Backend.estimateCost}), in milliseconds. */
 export interface Cost {
-  /** Time spent computing. */
+  /** Milliseconds spent computing. */
   readonly compute: number;
-  /** Time spent moving data to and from the device. */
+  /** Milliseconds spent moving the work's data to and from the device (0 in host memory). */
   readonly transfer: number;
 }
 
@@ -225,8 +225,13 @@ export interface Backend {
   capabilities(): DeviceProfile;
   /** Whether this backend can run `node` as it is (legalization decomposes or rejects the rest). */
   supports(node: NodeInfo): boolean;
-  /** Relative cost of running `graph` here. */
-  estimateCost(graph: Graph, workload: Workload): Cost;
+  /**
+   * The backend's own estimate, in milliseconds, of doing `workload` (one kernel's work, or the
+   * whole of `graph` for a graph-level backend) here. When present, every cost-driven placement
+   * uses it in place of the rates calibrated on the machine: the way a custom backend states its
+   * speed. The built-in backends leave it out (they are calibrated).
+   */
+  estimateCost?(graph: Graph, workload: Workload): Cost;
   /**
    * Compiles a legalized graph: the path of graph-level backends (the reference, backends deriving
    * from `BackendBase`). A backend with {@linkcode Backend.codegen} gets kernels instead and need

@@ -38,6 +38,7 @@ import { count } from "./counters.ts";
 import { digest } from "./digest.ts";
 import { planBuckets } from "./buckets.ts";
 import { applyPrecision, checkPrecision, type Precision } from "./precision.ts";
+import { estimateWork } from "./workload.ts";
 
 /** Options for {@linkcode compile}. */
 export interface CompileOptions {
@@ -125,25 +126,30 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
       fix: "compile with fusion on (the default), or name a graph-level backend such as reference",
     });
   }
-  if (named?.compile && (!named.codegen || options.fuse === false)) {
+  /** The executable of a graph-level backend running the whole graph (`legal` for it). */
+  const whole = async (b: Backend, legal: Graph, reason?: string) => {
     if (options.buckets?.length) {
       throw new KilnError("Shape buckets need the fused path", {
         code: "unsupported",
         fix: "compile with fusion on a kernel-IR backend, or without buckets",
       });
     }
-    await named.prepare();
-    const program = await named.compile(legalize(graph, named, registry), { name: "graph" });
+    await b.prepare();
+    const program = await b.compile!(legal, { name: "graph" });
     count("kiln_compiles_total");
     count("kiln_compile_ms_total", performance.now() - start);
     return new Executable({
       graph,
-      backend: named,
+      backend: b,
       program,
       compileMs: performance.now() - start,
       state: options.state,
       widened,
+      reason,
     });
+  };
+  if (named?.compile && (!named.codegen || options.fuse === false)) {
+    return await whole(named, legalize(graph, named, registry));
   }
   // A named backend is prepared first: what it supports can depend on its device's limits.
   await named?.prepare();
@@ -288,7 +294,11 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     hostValues,
     outputs: new Set(legal.outputs.map((o) => o.value)),
   };
-  const placed = schedule({ ...request, backends: usable, policy, rates });
+  const placed = schedule({ ...request, graph: legal, backends: usable, policy, rates });
+  if (!named && !options.buckets?.length) {
+    const chosen = await graphLevelChoice(legal, candidates, placed, policy);
+    if (chosen) return await whole(chosen.backend, chosen.legal, chosen.reason);
+  }
   // A plan that uses a device is timed against its single-backend alternatives (all on the
   // host's SIMD backend, all on that device) when their estimates are within TRIAL_RATIO, once
   // per graph and machine: small programs are where estimates are least reliable.
@@ -301,6 +311,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
       if (placed.placement.every((id) => id === b!.id)) return;
       const only = schedule({
         ...request,
+        graph: legal,
         backends: [b!],
         policy: { kind: "named", backend: b!.id },
         rates: [rates[at]],
@@ -393,4 +404,64 @@ async function ratesOf(backends: readonly Backend[], policy: Policy): Promise<Ba
       backendRates(b, (graph: Graph) => compile(graph, { backend: b, cache: false }))
     ),
   );
+}
+
+/**
+ * A graph-level backend (a registered custom backend with `compile(graph)` and no kernel codegen)
+ * cannot take single kernels, so it takes part in placement as one more plan: the whole graph
+ * there. It is chosen when it can run every node and the policy prefers it: under `auto`,
+ * `min-cost` and `local-first` (a host backend only: the inputs live on the host) when its
+ * estimate, its own {@linkcode Backend.estimateCost} or else its calibrated rates, beats the
+ * kernel plan's; under `prefer` when it is of the preferred kind and no kernel backend of that
+ * kind took part in the plan.
+ */
+async function graphLevelChoice(
+  graph: Graph,
+  candidates: readonly Backend[],
+  plan: Schedule,
+  policy: Policy,
+): Promise<{ backend: Backend; legal: Graph; reason: string } | undefined> {
+  const fit = candidates.flatMap((b) => {
+    if (b.codegen || !b.compile || b.deviceLost || b.capabilities().software) return [];
+    if (policy.kind === "local-first" && memorySpace(b) !== "host") return [];
+    if (policy.kind === "prefer" && b.kind !== policy.backendKind) return [];
+    try {
+      return [{ backend: b, legal: legalize(graph, b) }];
+    } catch {
+      return []; // it lacks some op: the kernel plan runs instead
+    }
+  });
+  if (!fit.length) return undefined;
+  if (policy.kind === "prefer") {
+    const kindOf = (id: string) => candidates.find((b) => b.id === id)?.kind;
+    if (plan.placement.some((id) => kindOf(id) === policy.backendKind)) return undefined;
+    const [first] = fit;
+    return {
+      ...first,
+      reason: `prefer ${policy.backendKind}: ${first.backend.id} runs the whole graph`,
+    };
+  }
+  const costed = await Promise.all(fit.map(async (f) => ({
+    ...f,
+    ms: await graphCost(f.backend, f.legal, policy),
+  })));
+  const best = costed.filter((c) => c.ms < plan.totalMs).sort((a, b) => a.ms - b.ms)[0];
+  return best && {
+    backend: best.backend,
+    legal: best.legal,
+    reason: `${policy.kind}: ${best.backend.id} runs the whole graph (est. ${
+      best.ms.toPrecision(3)
+    } ms against ${plan.totalMs.toPrecision(3)} ms for the kernel plan)`,
+  };
+}
+
+/** Estimated milliseconds of the whole of `graph` on graph-level backend `b`. */
+async function graphCost(b: Backend, graph: Graph, policy: Policy): Promise<number> {
+  const work = estimateWork(graph);
+  const own = b.estimateCost?.(graph, work);
+  if (own) return own.compute + own.transfer;
+  const [r] = await ratesOf([b], policy);
+  return r.dispatchMs * graph.nodes.length + r.syncMs +
+    Math.max(work.bytes / r.bytesPerMs, work.flops / r.flopsPerMs) +
+    work.hostBytes / r.transferBytesPerMs;
 }

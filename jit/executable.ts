@@ -90,6 +90,8 @@ export interface ExecutableInit {
   readonly buckets?: BucketPlan;
   /** f16 inputs, params and outputs the caller passes and gets as f32 (a precision policy). */
   readonly widened?: Widened;
+  /** Why a graph-level backend runs the whole graph (a policy chose it); `explain` shows it. */
+  readonly reason?: string;
 }
 
 /** A compiled graph. */
@@ -104,6 +106,8 @@ export class Executable {
   readonly plan?: PlanInfo;
   /** State bindings: output name → the input it refreshes after every run. */
   readonly state: Readonly<Record<string, string>>;
+  /** Why the work runs where it does, when there is no fused plan (a graph-level backend). */
+  readonly reason?: string;
   #init: ExecutableInit;
   #program: Program;
   #params = new Map<string, TensorData>();
@@ -120,6 +124,7 @@ export class Executable {
     this.compileMs = init.compileMs;
     this.plan = init.plan;
     this.state = init.state ?? {};
+    this.reason = init.reason;
     this.#init = init;
     this.#program = init.program;
     for (const p of init.graph.params) if (p.data) this.#params.set(p.name, p.data);

@@ -99,7 +99,7 @@ export async function explain(
       groups: {},
       edges: [],
       transfers: [],
-      placement: `named: ${backend}`,
+      placement: exe.reason ?? `named: ${backend}`,
       memory: { plannedBytes: 0, naiveBytes: 0, slots: 0 },
       log: [`${backend} runs ${nodes.length} nodes one by one (no kernel IR)`],
       cache: { memory: 0, disk: 0, generated: 0 },

@@ -3,12 +3,14 @@
  * kernel (any kernel-IR backend for fused kernels; for an opaque op, those that support it). The
  * policy narrows or orders them; for the cost-driven policies a dynamic program over the kernels
  * in execution order (state: the previous kernel's backend) minimizes compute + dispatch + sync +
- * transfer time, so neighbouring kernels stay together instead of ping-ponging. Every buffer that
- * crosses memory spaces becomes an explicit transfer in the plan.
+ * transfer time, so neighbouring kernels stay together instead of ping-ponging. A backend that
+ * estimates its own cost (`Backend.estimateCost`) is costed by that instead of its rates. Every
+ * buffer that crosses memory spaces becomes an explicit transfer in the plan.
  *
  * @module
  */
-import type { Backend } from "./backend.ts";
+import type { Backend, Workload } from "./backend.ts";
+import type { Graph } from "./graph.ts";
 import { byteSize } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
 import type { KernelIR } from "./kernel_ir.ts";
@@ -63,6 +65,11 @@ export interface ScheduleRequest {
   readonly outputs: ReadonlySet<number>;
   /** Per backend (same order as `backends`), the rates its costs are estimated with. */
   readonly rates: readonly BackendRates[];
+  /**
+   * The graph the kernels come from, handed to a backend's own
+   * {@linkcode Backend.estimateCost} (without it, only the rates are used).
+   */
+  readonly graph?: Graph;
 }
 
 /** Rates used when a policy places without calibration: estimates come out as NaN. */
@@ -123,12 +130,26 @@ export function canRun(b: Backend, k: KernelIR): boolean {
 const bytesOf = (b: { shape: readonly number[]; dtype: Parameters<typeof byteSize>[0] }) =>
   sizeOf(b.shape) * byteSize(b.dtype);
 
-/** Estimated milliseconds of `k` on a backend with `rates` (excluding transfers and sync). */
-export function kernelCost(k: KernelIR, rates: BackendRates): number {
+/** The {@linkcode Workload} of one kernel: what it reads and writes, and its operations. */
+export function kernelWork(k: KernelIR): Workload {
   const bytes = [...k.inputs, ...k.outputs].reduce((s, b) => s + bytesOf(b), 0);
-  const points = sizeOf(k.space);
-  const flops = points * Math.max(1, k.reductions.length + k.outputs.length);
-  return rates.dispatchMs + Math.max(bytes / rates.bytesPerMs, flops / rates.flopsPerMs);
+  const flops = sizeOf(k.space) * Math.max(1, k.reductions.length + k.outputs.length);
+  return { flops, bytes, hostBytes: bytes };
+}
+
+/**
+ * Estimated milliseconds of `k` on a backend with `rates` (excluding transfers into it and sync),
+ * or the backend's own estimate when it makes one and `graph` is known.
+ */
+export function kernelCost(
+  k: KernelIR,
+  rates: BackendRates,
+  own?: { backend: Backend; graph: Graph },
+): number {
+  const work = kernelWork(k);
+  const estimate = own?.backend.estimateCost?.(own.graph, work);
+  if (estimate) return estimate.compute + estimate.transfer;
+  return rates.dispatchMs + Math.max(work.bytes / rates.bytesPerMs, work.flops / rates.flopsPerMs);
 }
 
 /** Whether `b` may run `k` under `policy` (naming a backend runs placement copies there too). */
@@ -195,6 +216,9 @@ export function schedule(req: ScheduleRequest): Schedule {
   }
   const producer = new Map<number, number>();
   kernels.forEach((k, i) => k.outputs.forEach((o) => producer.set(o.value, i)));
+  /** Milliseconds of kernel `k` on backend `b`: the backend's own estimate, else its rates. */
+  const costOf = (k: KernelIR, b: number) =>
+    kernelCost(k, rates[b], req.graph && { backend: backends[b], graph: req.graph });
 
   /** Transfer milliseconds into kernel `i` on backend `b`, given where its producers ran. */
   /**
@@ -243,7 +267,7 @@ export function schedule(req: ScheduleRequest): Schedule {
       // Host data goes to the fastest CPU backend: the least estimated time where rates are
       // known, else SIMD before plain (the reference interpreter only when nothing else runs it).
       const host = candidates.filter((b) => memorySpace(backends[b]) === "host").sort((a, b) =>
-        kernelCost(k, rates[a]) - kernelCost(k, rates[b]) ||
+        costOf(k, a) - costOf(k, b) ||
         Number(backends[a].kind !== "cpu-simd") - Number(backends[b].kind !== "cpu-simd")
       );
       placement.push(candidates.find((b) => homes.includes(b)) ?? host[0] ?? candidates[0]);
@@ -265,7 +289,7 @@ export function schedule(req: ScheduleRequest): Schedule {
         let best = { cost: Infinity, placed: [] as number[] };
         for (const p of i === 0 ? [paths[0]] : paths) {
           if (p.cost === Infinity) continue;
-          const cost = p.cost + kernelCost(k, rates[b]) + inbound(i, b, (j) => p.placed[j]);
+          const cost = p.cost + costOf(k, b) + inbound(i, b, (j) => p.placed[j]);
           if (cost < best.cost) best = { cost, placed: [...p.placed, b] };
         }
         return best;
@@ -318,7 +342,7 @@ export function schedule(req: ScheduleRequest): Schedule {
         });
       }
     }
-    const kernelMs = kernels.map((k, i) => kernelCost(k, rates[placed[i]]));
+    const kernelMs = kernels.map((k, i) => costOf(k, placed[i]));
     const totalMs = kernelMs.reduce((a, b) => a + b, 0) +
       kernels.reduce((s, _, i) => s + inbound(i, placed[i], (j) => placed[j]), 0) +
       finalCost(placed);

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
-import { BackendRegistry, compile, ReferenceBackend } from "../mod.ts";
-import type { DeviceProfile, KernelCodegen } from "./backend.ts";
+import { BackendRegistry, compile, type CompileOptions, ReferenceBackend } from "../mod.ts";
+import type { Cost, DeviceProfile, KernelCodegen, Program, Workload } from "./backend.ts";
+import type { Graph } from "./graph.ts";
+import { BackendBase } from "../backends/backend_base.ts";
 import { type BackendRates, setBackendRates } from "./cost_model.ts";
 import { explain } from "./explain.ts";
 import { GraphBuilder } from "./graph_builder.ts";
@@ -256,4 +258,111 @@ Deno.test("auto times a device plan against the all-host plan when estimates are
   const far = await compile(b.build(), { registry, cache: false });
   assert.deepEqual(far.plan!.schedule.placement, ["sync-gpu"], "beyond the ratio, no trial");
   for (const id of ["reference", "sync-gpu", "quick-simd"]) setBackendRates(id, undefined);
+});
+
+/** A SIMD CPU that states its own cost: `ms` per kernel, whatever its rates say. */
+class Priced extends ReferenceBackend {
+  override readonly kind = "cpu-simd";
+  constructor(override readonly id: string, readonly ms: number) {
+    super();
+  }
+  estimateCost(_graph: Graph, work: Workload): Cost {
+    assert.ok(work.flops > 0 && work.bytes > 0);
+    return { compute: this.ms, transfer: 0 };
+  }
+}
+
+Deno.test("a backend's own estimateCost replaces its rates under every cost-driven policy", async () => {
+  const registry = new BackendRegistry().register(new Priced("cheap", 1e-6))
+    .register(new Priced("dear", 1e6)).register(new FakeGpu());
+  // By their rates "dear" is the fastest and "cheap" the slowest of all.
+  setBackendRates("cheap", { ...cpu, flopsPerMs: 1, bytesPerMs: 1 });
+  setBackendRates("dear", { ...cpu, flopsPerMs: 1e12, bytesPerMs: 1e12 });
+  setBackendRates("fake-gpu", gpu);
+  for (const policy of ["auto", "min-cost", "local-first"] as const) {
+    for (const g of [elementwise(1 << 12), matmuls(256)]) {
+      const exe = await compile(g, { registry, policy, cache: false });
+      assert.ok(exe.plan!.schedule.placement.every((id) => id === "cheap"), policy);
+      const e = await explain(exe);
+      assert.ok(e.kernels.every((k) => k.estimatedMs === 1e-6), policy);
+    }
+  }
+  for (const id of ["cheap", "dear", "fake-gpu"]) setBackendRates(id, undefined);
+});
+
+/** A custom backend that compiles whole graphs only (no kernel codegen), of a chosen kind. */
+class WholeGraph extends BackendBase {
+  readonly version = "1";
+  protected readonly nativeOps: ReadonlySet<string> = new Set([
+    "Constant",
+    "Add",
+    "Mul",
+    "MatMul",
+    "Exp",
+  ]);
+  compiled = 0;
+  /** Its own estimate, when it was given one. */
+  readonly estimateCost?: (graph: Graph, work: Workload) => Cost;
+  constructor(readonly id: string, readonly kind: "cpu" | "gpu", ms: number | undefined) {
+    super();
+    if (ms === undefined) return;
+    this.estimateCost = (graph, work) => {
+      assert.ok(graph.nodes.length > 0 && work.flops > 0);
+      return { compute: ms, transfer: 0 };
+    };
+  }
+  capabilities(): DeviceProfile {
+    return { ...new ReferenceBackend().capabilities(), name: this.id };
+  }
+  override async compile(graph: Graph): Promise<Program> {
+    this.compiled++;
+    return await new ReferenceBackend().compile(graph);
+  }
+}
+
+Deno.test("a graph-level custom backend takes part in every policy, as a whole-graph plan", async () => {
+  const feeds = { x: { data: uniform(1 << 12, 4), shape: [1 << 12], dtype: "f32" as const } };
+  const want = numbers(
+    (await (await compile(elementwise(1 << 12), { fuse: false })).run(feeds)).y.data,
+  );
+  const place = async (backend: WholeGraph, policy: CompileOptions["policy"]) => {
+    const registry = new BackendRegistry().register(new QuickSimd()).register(backend);
+    setBackendRates("quick-simd", { ...cpu, bytesPerMs: 4e6, flopsPerMs: 2e7 });
+    setBackendRates("reference", cpu);
+    const exe = await compile(elementwise(1 << 12), { registry, policy, cache: false });
+    assertClose(numbers((await exe.run(feeds)).y.data), want);
+    return exe;
+  };
+  for (const policy of ["auto", "min-cost", "local-first"] as const) {
+    const fast = new WholeGraph("whole-fast", "cpu", 1e-6);
+    const exe = await place(fast, policy);
+    assert.equal(exe.backend.id, "whole-fast", policy);
+    assert.equal(fast.compiled, 1);
+    assert.match((await explain(exe)).text(), /whole-fast runs the whole graph \(est\./);
+    // A dearer estimate keeps the kernel plan.
+    const slow = await place(new WholeGraph("whole-slow", "cpu", 1e6), policy);
+    assert.equal(slow.plan!.schedule.placement[0], "quick-simd", policy);
+  }
+  // Without its own estimate, it is costed by its calibrated rates.
+  setBackendRates("whole-rated", { ...cpu, flopsPerMs: 1e15, bytesPerMs: 1e15 });
+  assert.equal(
+    (await place(new WholeGraph("whole-rated", "cpu", undefined), "auto")).backend.id,
+    "whole-rated",
+  );
+  setBackendRates("whole-rated", undefined);
+  // prefer: the preferred kind runs the graph when no kernel backend of that kind can.
+  const gpuKind = await place(new WholeGraph("whole-gpu", "gpu", 1e6), {
+    kind: "prefer",
+    backendKind: "gpu",
+  });
+  assert.equal(gpuKind.backend.id, "whole-gpu");
+  assert.match((await explain(gpuKind)).placement, /prefer gpu: whole-gpu runs the whole graph/);
+  // A graph it cannot run (Sigmoid is not among its ops, nor decomposes into them) stays on kernels.
+  const registry = new BackendRegistry().register(new QuickSimd())
+    .register(new WholeGraph("whole-partial", "cpu", 1e-6));
+  const b = new GraphBuilder();
+  b.output("y", b.op("Sigmoid", [b.input("x", [8])]));
+  const exe = await compile(b.build(), { registry, cache: false });
+  assert.equal(exe.plan!.schedule.placement[0], "quick-simd");
+  for (const id of ["quick-simd", "reference"]) setBackendRates(id, undefined);
 });

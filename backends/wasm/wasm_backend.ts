@@ -12,12 +12,10 @@ import type {
   Artifact,
   Backend,
   BackendKind,
-  Cost,
   DeviceProfile,
   KernelCodegen,
   NodeInfo,
   PreparedKernel,
-  Workload,
 } from "../../jit/backend.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { customArtifact, customKernel } from "../../jit/custom_op.ts";
@@ -25,7 +23,6 @@ import { runsWhole } from "../../jit/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/program.ts";
 import { allocate, fromF16Bits, toF16Bits } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
-import type { Graph } from "../../jit/graph.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
 import { arenaProgram, warmUp } from "./arena_program.ts";
 import { type Binaryen, generateWasm } from "./wasm_codegen.ts";
@@ -282,11 +279,6 @@ export class WasmBackend implements Backend {
    */
   supports(node: NodeInfo): boolean {
     return !runsWhole(node) || customKernel(node.op, this.id) !== undefined;
-  }
-
-  /** Placement uses the calibrated cost model; this is a static fallback. */
-  estimateCost(_graph: Graph, workload: Workload): Cost {
-    return { compute: workload.flops / 5e8 + workload.bytes / 5e9, transfer: 0 };
   }
 
   /** Kernel IR → WebAssembly modules (format `wasm-11-shared` when threads are on). */

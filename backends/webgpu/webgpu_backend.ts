@@ -13,13 +13,11 @@ import type {
   Artifact,
   Backend,
   BackendKind,
-  Cost,
   DeviceProfile,
   KernelCodegen,
   NodeInfo,
   PreparedKernel,
   Program,
-  Workload,
 } from "../../jit/backend.ts";
 import { envVar } from "../../jit/env.ts";
 import { customArtifact, customKernel } from "../../jit/custom_op.ts";
@@ -152,14 +150,6 @@ export class WebGpuBackend implements Backend {
    */
   supports(node: NodeInfo): boolean {
     return !runsWhole(node) || customKernel(node.op, this.id) !== undefined;
-  }
-
-  /** Placement uses the calibrated cost model; this is a static fallback. */
-  estimateCost(_graph: Graph, workload: Workload): Cost {
-    return {
-      compute: workload.flops / 1e11 + workload.bytes / 1e11,
-      transfer: workload.hostBytes / 1e10,
-    };
   }
 
   /** Kernel IR → WGSL, loaded as compute pipelines. */
