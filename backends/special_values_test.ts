@@ -1,10 +1,12 @@
 /**
  * Special values (NaN, ±Infinity, ±0, huge and tiny magnitudes) through every op family on every
  * backend, against the reference. WGSL lets a compiler assume there are no NaNs; these cases
- * caught llvmpipe folding `select(x, 0, x < 0)` into `max(x, 0)` (Relu(NaN) = 0).
+ * caught llvmpipe folding `select(x, 0, x < 0)` into `max(x, 0)` (Relu(NaN) = 0); the fuzzer
+ * on the H200 caught (x − r) + r folded to x and a padded matmul's 0 · −inf folded to 0.
  */
 import type { Attrs } from "../jit/ops/mod.ts";
-import { assertMatchesReference, f32 } from "../jit/testing.ts";
+import { GraphBuilder } from "../jit/graph_builder.ts";
+import { assertClose, assertMatchesReference, f32, numbers, runGraph } from "../jit/testing.ts";
 
 const SPECIAL = [NaN, -1, 1, NaN, Infinity, -Infinity, 0, -0, 3e38, 2e38, 0.5, -2.5];
 const OTHER = [1, NaN, 2, -Infinity, NaN, 0, -0, 0, Infinity, 1, 0.5, 3];
@@ -49,6 +51,37 @@ for (const backend of ["wasm", "webgpu"]) {
   Deno.test(`${backend}: NaN, infinities and signed zeros flow through every op as on the reference`, async () => {
     for (const [op, inputs, attrs] of CASES) {
       await assertMatchesReference(backend, op, inputs, attrs, { atol: 1e-6, rtol: 2e-5 });
+    }
+  });
+}
+
+/** Sums a compiler may reassociate, and products with a padded zero it may fold (fuzz cases). */
+function folds() {
+  const b = new GraphBuilder();
+  const x = b.input("x", [3, 4]), y = b.input("y", [3, 4]);
+  const r = b.op("ReduceMin", [x], { axes: [1], keepdims: 1 });
+  b.output("sub_add", b.op("Add", [b.op("Sub", [y, r]), r]));
+  b.output("add_sub", b.op("Sub", [b.op("Add", [y, x]), x]));
+  b.output("sub_sub", b.op("Sub", [y, b.op("Sub", [y, x])]));
+  b.output("neg_add", b.op("Add", [b.op("Neg", [x]), b.op("Add", [x, y])]));
+  // Row 3 of w is -inf and meets only the padded column of x: 0 · −inf is NaN.
+  const w = b.input("w", [5, 2]);
+  b.output("pad_mm", b.op("MatMul", [b.op("Pad", [x], { pads: [0, 0, 0, 1] }), w]));
+  return b.build();
+}
+
+for (const backend of ["wasm", "webgpu"]) {
+  Deno.test(`${backend}: specials survive sums a compiler may reassociate and padded products`, async () => {
+    const w = f32([1, 2, 3, 4, 5, 6, 7, 8, -Infinity, 1], [5, 2]);
+    const feeds = { x: x, y: y, w };
+    const want = await runGraph(folds(), feeds);
+    const got = await runGraph(folds(), feeds, backend);
+    for (const name of Object.keys(want)) {
+      assertClose(numbers(got[name].data), numbers(want[name].data), {
+        atol: 1e-6,
+        rtol: 2e-5,
+        message: name,
+      });
     }
   });
 }

@@ -60,7 +60,10 @@ function core(e: Expr): Expr {
 
 /**
  * Whether a float Add, Sub or Mul could be folded wrongly by a compiler that assumes no NaN or
- * infinity (WGSL allows it; llvmpipe does it): x − x and x + (−x) to 0, x · 0 to 0. Those need
+ * infinity (WGSL allows it; llvmpipe and NVIDIA's compiler do): x − x and x + (−x) to 0, and
+ * through reassociation (x − y) + y and (x + y) − y to x, x − (x − y) to y; x · 0 to 0, where the 0
+ * is a constant or a padded load's fill (a compiler that unrolls a small kernel may see the fill
+ * as a constant: a padded matmul then dropped 0 · −inf, which is NaN). Those need
  * their specials decided on the bits (`k_add`, `k_sub`, `k_mul`); any other pair of operands
  * leaves the compiler nothing to fold, and the hardware's own IEEE result stands (other products
  * only pass through `k_prod`, against contraction). Costly to apply everywhere: the guards took
@@ -68,9 +71,43 @@ function core(e: Expr): Expr {
  * 16384×4096 from 0.18 to 0.31 ms.
  */
 export function mayCancel(op: AluOp, args: readonly Expr[], structure: Structure): boolean {
-  if (op === "Mul") return args.some((x) => x.kind === "const" && x.value === 0);
+  if (op === "Mul") return args.some(mayBeZero);
   if (op !== "Add" && op !== "Sub") return false;
-  return structure.of(core(args[0])) === structure.of(core(args[1]));
+  // A term on one side cancels one of the opposite sign on the other.
+  const left = terms(args[0], 1, structure);
+  return [...terms(args[1], op === "Add" ? -1 : 1, structure)].some((t) => left.has(t));
+}
+
+/** Whether `e` is 0 at compile time somewhere: a constant 0, or a load outside its bounds. */
+function mayBeZero(e: Expr): boolean {
+  const c = core(e);
+  if (c.kind === "const") return c.value === 0;
+  return c.kind === "load" &&
+    c.steps.some((s) => s.kind === "affine" && s.bounds !== undefined && (s.fill ?? 0) === 0);
+}
+
+/** Most terms a side of a sum is unfolded into (a DAG can repeat a term exponentially). */
+const MAX_TERMS = 32;
+
+/**
+ * The signed terms of a sum, as a compiler may reassociate it: `e`'s Add/Sub/Neg tree unfolded
+ * (under `sign`), each leaf by structure with its sign (`id` for +, `-id - 1` for −).
+ */
+function terms(e: Expr, sign: 1 | -1, structure: Structure): Set<number> {
+  const out = new Set<number>();
+  const walk = (x: Expr, s: 1 | -1): void => {
+    if (out.size >= MAX_TERMS) return;
+    if (x.kind === "const" && x.value === 0) return; // ±0 adds nothing to cancel
+    if (x.kind === "alu" && x.op === "Neg") return walk(x.args[0], -s as 1 | -1);
+    if (x.kind === "alu" && (x.op === "Add" || x.op === "Sub")) {
+      walk(x.args[0], s);
+      return walk(x.args[1], x.op === "Add" ? s : -s as 1 | -1);
+    }
+    const id = structure.of(core(x));
+    out.add(s === 1 ? id : -id - 1);
+  };
+  walk(e, sign);
+  return out;
 }
 
 /**

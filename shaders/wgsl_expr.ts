@@ -40,13 +40,15 @@ fn k_isinf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f80000
 fn k_iszero(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0u; }
 // A compiler assuming finite values may fold x - x to 0, x * 0 to 0, x / x to 1 (llvmpipe does):
 // the IEEE results of specials (NaN in, inf - inf, 0 · inf, inf / inf) are decided on the bits.
+// The sums also reassociate ((y + x) - x to y, losing y's rounding against a huge x): their first
+// operand passes through k_never (below), which no compiler can see through.
 fn k_add(a: f32, b: f32) -> f32 {
   let bad = k_isnan(a) || k_isnan(b) || (k_isinf(a) && k_isinf(b) && bitcast<u32>(a) != bitcast<u32>(b));
-  return select(a + b, bitcast<f32>(k_special.x), bad);
+  return select(select(a, b, k_never) + b, bitcast<f32>(k_special.x), bad);
 }
 fn k_sub(a: f32, b: f32) -> f32 {
   let bad = k_isnan(a) || k_isnan(b) || (k_isinf(a) && bitcast<u32>(a) == bitcast<u32>(b));
-  return select(a - b, bitcast<f32>(k_special.x), bad);
+  return select(select(a, b, k_never) - b, bitcast<f32>(k_special.x), bad);
 }
 fn k_mul(a: f32, b: f32) -> f32 {
   let bad = k_isnan(a) || k_isnan(b) || (k_isinf(a) && k_iszero(b)) || (k_isinf(b) && k_iszero(a));
