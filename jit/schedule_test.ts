@@ -1,8 +1,13 @@
 import assert from "node:assert/strict";
-import { BackendRegistry, compile, type CompileOptions, ReferenceBackend } from "../mod.ts";
+import {
+  BackendBase,
+  BackendRegistry,
+  compile,
+  type CompileOptions,
+  ReferenceBackend,
+} from "../mod.ts";
 import type { Cost, DeviceProfile, KernelCodegen, Program, Workload } from "./backend.ts";
 import type { Graph } from "./graph.ts";
-import { BackendBase } from "../backends/backend_base.ts";
 import { type BackendRates, setBackendRates } from "./cost_model.ts";
 import { explain } from "./explain.ts";
 import { GraphBuilder } from "./graph_builder.ts";
