@@ -102,6 +102,7 @@ export {
 } from "./jit/budget.ts";
 export { compile, type CompileOptions } from "./jit/compile.ts";
 export type { Precision, Widened } from "./jit/precision.ts";
+export type { DrawnInput } from "./jit/random_inputs.ts";
 export { runOp, type RunOpOptions } from "./jit/run_op.ts";
 export {
   type DeviceTensorMap,

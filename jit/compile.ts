@@ -39,6 +39,7 @@ import { digest } from "./digest.ts";
 import { planBuckets } from "./buckets.ts";
 import { applyPrecision, checkPrecision, type Precision } from "./precision.ts";
 import { estimateWork } from "./workload.ts";
+import { hoistRandom } from "./random_inputs.ts";
 
 /** Options for {@linkcode compile}. */
 export interface CompileOptions {
@@ -113,7 +114,9 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   const named = typeof id === "object" ? id : id === undefined ? undefined : registry!.get(id);
   const start = performance.now();
   if (precision !== "f32") await checkHalf(named, precision);
-  const { graph, widened } = applyPrecision(foldEmpty(input), precision);
+  // Random ops become inputs the executable draws on every run.
+  const { graph: drawing, drawn } = hoistRandom(input);
+  const { graph, widened } = applyPrecision(foldEmpty(drawing), precision);
   if (named && !named.codegen && !named.compile) {
     throw new KilnError(`Backend "${named.id}" has neither codegen nor compile()`, {
       code: "backend",
@@ -145,6 +148,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
       compileMs: performance.now() - start,
       state: options.state,
       widened,
+      drawn,
       reason,
     });
   };
@@ -285,6 +289,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
       state: options.state,
       buckets,
       widened,
+      drawn,
     });
   };
 

@@ -21,6 +21,7 @@ import { sizeOf } from "./shape.ts";
 import type { Schedule } from "./schedule.ts";
 import { count } from "./counters.ts";
 import type { BucketPlan } from "./buckets.ts";
+import { type DrawnInput, Draws } from "./random_inputs.ts";
 
 /** How an executable was compiled: its kernels and the decisions behind them. */
 export interface PlanInfo {
@@ -92,6 +93,8 @@ export interface ExecutableInit {
   readonly widened?: Widened;
   /** Why a graph-level backend runs the whole graph (a policy chose it); `explain` shows it. */
   readonly reason?: string;
+  /** Inputs drawn at random on every run (the graph's random ops; see `random_inputs.ts`). */
+  readonly drawn?: readonly DrawnInput[];
 }
 
 /** A compiled graph. */
@@ -113,6 +116,7 @@ export class Executable {
   #params = new Map<string, TensorData>();
   #stateData = new Map<string, TensorData | DeviceTensor>();
   #queue: Promise<unknown> = Promise.resolve();
+  #draws: Draws;
   #disposed = false;
   /** Runs not yet settled: the program outlives them when disposed mid-run. */
   #inflight = new Set<Promise<unknown>>();
@@ -126,6 +130,7 @@ export class Executable {
     this.state = init.state ?? {};
     this.reason = init.reason;
     this.#init = init;
+    this.#draws = new Draws(init.drawn ?? []);
     this.#program = init.program;
     for (const p of init.graph.params) if (p.data) this.#params.set(p.name, p.data);
     this.#checkState();
@@ -166,9 +171,10 @@ export class Executable {
     });
   }
 
-  /** Names of the inputs `run` expects. */
+  /** Names of the inputs `run` expects (drawn inputs are the executable's own). */
   get inputNames(): string[] {
-    return this.graph.inputs.map((i) => i.name);
+    const drawn = this.#draws.names;
+    return this.graph.inputs.map((i) => i.name).filter((n) => !drawn.includes(n));
   }
 
   /** Names of the outputs `run` returns. */
@@ -461,6 +467,9 @@ export class Executable {
       );
     }
     const args: (RefTensor | DeviceTensor)[] = this.graph.inputs.map((i) => {
+      if (this.#draws.names.includes(i.name)) {
+        return { data: this.#draws.next(i.name), shape: i.shape, dtype: "f32" };
+      }
       const given = inputs[i.name];
       const state = this.#stateData.get(i.name);
       if (given instanceof DeviceTensor) {

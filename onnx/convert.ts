@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { RANDOM_CONVERTERS, trainingDropout } from "./convert_random.ts";
 import type { DType } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Attrs } from "../jit/ops/mod.ts";
@@ -249,10 +250,15 @@ export const CONVERTERS: Record<string, Converter> = {
     if (training?.kind === "value") throw new NeedsValue(c, "training_mode");
     if (ratio?.kind === "value" && !off(training)) throw new NeedsValue(c, "ratio");
     if (training && !off(training) && !off(ratio)) {
-      throw new KilnError(`${c.label}: training-mode Dropout draws a random mask`, {
-        code: "unsupported",
-        fix: "export the model in eval mode (model.eval()); kiln runs inference",
-      });
+      // ratio defaults to 0.5; it is a probability to drop, below 1.
+      const p = ratio?.kind === "const" ? Number(ratio.tensor.data[0]) : 0.5;
+      if (!(p >= 0 && p < 1)) {
+        throw new KilnError(`${c.label}: Dropout ratio ${p} is outside [0, 1)`, {
+          code: "bad-input",
+          fix: "pass a ratio of at least 0 and below 1",
+        });
+      }
+      return trainingDropout(c, p);
     }
     const y = c.emit("Identity", [c.required(0)]);
     if (!c.node.output[1]) return y;
@@ -273,6 +279,7 @@ export const CONVERTERS: Record<string, Converter> = {
   ...CONV_CONVERTERS,
   ...TENSOR_CONVERTERS,
   ...SELECT_CONVERTERS,
+  ...RANDOM_CONVERTERS,
   ...MATH_CONVERTERS,
   ...RNN_CONVERTERS,
   Einsum: einsum,

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { RANDOM_OPS } from "../jit/random_inputs.ts";
 import { evaluateNode } from "../backends/reference/reference_backend.ts";
 import type { BoundaryDType, DType } from "../jit/dtype.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
@@ -402,7 +403,10 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       label,
     );
     const i64 = ins.some((k) => k.i64) && types.every((t) => t.dtype === "i32");
-    if (ins.every((k) => k.kind === "const") && types.every((t) => sizeOf(t.shape) <= FOLD_LIMIT)) {
+    if (
+      ins.every((k) => k.kind === "const") && types.every((t) => sizeOf(t.shape) <= FOLD_LIMIT) &&
+      !RANDOM_OPS.has(op) // drawn anew on every run
+    ) {
       const tensors = ins.map((k) => (k as Extract<Known, { kind: "const" }>).tensor);
       const data = evaluateNode({ op, attrs, inputs: tensors, outputs: types, label }, tensors);
       return types.map((t, i) => ({

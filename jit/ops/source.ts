@@ -1,6 +1,8 @@
 /**
  * Ops without data inputs: `Constant` (primitive), and `ConstantOfShape` and `Range`, which
- * decompose into constants because their shapes are static.
+ * decompose into constants because their shapes are static; `RandomUniform`, which `compile`
+ * turns into an input drawn on every run (`random_inputs.ts`), and `RandomNormal`, two of those
+ * through the Box–Muller transform.
  *
  * @module
  */
@@ -40,6 +42,14 @@ export function rangeParams(
     );
   }
   return { start, delta, count: Math.max(Math.ceil((limit - start) / delta), 0), dtype };
+}
+
+/** The dtype of a random draw: f32 (the converters cast to others). */
+function drawnType(ctx: InferContext): DType {
+  if (ctx.dtype("dtype", "f32") !== "f32") {
+    ctx.fail("random ops draw f32 here", "draw f32 and Cast the result", "bad-attribute");
+  }
+  return "f32";
 }
 
 const sourceOps: OpDef[] = [
@@ -91,6 +101,52 @@ const sourceOps: OpDef[] = [
         value: { data, shape: [count], dtype: dtype === "f16" ? "f32" : dtype },
       });
       return [dtype === "f16" ? e.op("Cast", [value], { to: "f16" }) : value];
+    },
+  },
+  {
+    name: "RandomUniform",
+    category: "source",
+    arity: [0, 0],
+    primitive: true,
+    infer: (ctx) => {
+      const low = ctx.float("low", 0), high = ctx.float("high", 1);
+      if (ctx.has("seed")) ctx.float("seed");
+      ctx.int("stream", 0);
+      if (!(low <= high) || !Number.isFinite(high - low)) {
+        ctx.fail(`needs finite low ≤ high, got [${low}, ${high})`, "fix low/high", "bad-attribute");
+      }
+      return [{ shape: ctx.shape("shape"), dtype: drawnType(ctx) }];
+    },
+  },
+  {
+    name: "RandomNormal",
+    category: "source",
+    arity: [0, 0],
+    primitive: false,
+    infer: (ctx) => {
+      ctx.float("mean", 0);
+      ctx.float("scale", 1);
+      if (ctx.has("seed")) ctx.float("seed");
+      return [{ shape: ctx.shape("shape"), dtype: drawnType(ctx) }];
+    },
+    // Box–Muller: √(−2 ln(1 − u)) · cos(2πv) is standard normal for independent uniform u, v in
+    // [0, 1) (1 − u keeps the logarithm finite).
+    decompose: (e, _x, attrs) => {
+      const draw = (stream: number) =>
+        e.op("RandomUniform", [], {
+          shape: attrs.shape,
+          stream,
+          ...(attrs.seed === undefined ? {} : { seed: attrs.seed }),
+        });
+      const [u, v] = [draw(0), draw(1)];
+      const f = (x: number) => e.scalar(x, "f32");
+      const radius = e.op("Sqrt", [
+        e.op("Mul", [f(-2), e.op("Log", [e.op("Sub", [f(1), u])])]),
+      ]);
+      const z = e.op("Mul", [radius, e.op("Cos", [e.op("Mul", [v, f(2 * Math.PI)])])]);
+      const mean = (attrs.mean as number | undefined) ?? 0;
+      const scale = (attrs.scale as number | undefined) ?? 1;
+      return [e.op("Add", [e.op("Mul", [z, f(scale)]), f(mean)])];
     },
   },
 ];

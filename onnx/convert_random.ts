@@ -1,0 +1,92 @@
+/**
+ * ONNX's random ops: RandomUniform, RandomNormal, their `*Like` forms and Bernoulli. Each becomes
+ * kiln's `RandomUniform`/`RandomNormal` (drawn anew on every run, from the node's `seed` when it
+ * has one; see `jit/random_inputs.ts`), with the comparison or cast around it as ordinary ops that
+ * fuse. kiln's generator is not numpy's: a seeded model gives the same numbers in every kiln run,
+ * not the ones ONNX's reference outputs were drawn with.
+ *
+ * @module
+ */
+import type { DType } from "../jit/dtype.ts";
+import type { Attrs } from "../jit/ops/mod.ts";
+import { scalar } from "./convert_composite.ts";
+import { dtypeOfCode, int } from "./proto.ts";
+import {
+  attribute,
+  attrs,
+  type Converter,
+  type Known,
+  type NodeContext,
+  opOf,
+  typeOf,
+} from "./node_context.ts";
+
+/** The output dtype of a random node: its `dtype` attribute, else `fallback`. */
+function drawnDType(c: NodeContext, fallback: DType): DType {
+  const code = attrs(c).int("dtype");
+  if (code === undefined) return fallback;
+  const d = dtypeOfCode(code, c.label);
+  return d === "i64" ? "i32" : d;
+}
+
+/** The seed attribute, when the node has one (a FLOAT on the random ops, an INT on Dropout). */
+function seedOf(c: NodeContext): Attrs {
+  const a = attribute(c, "seed");
+  if (!a) return {};
+  return { seed: a.type === 2 ? int(a.i) : a.f ?? 0 };
+}
+
+/** `k` as `dtype` (drawn numbers are f32). */
+function as(c: NodeContext, k: Known, dtype: DType): Known {
+  return dtype === "f32" ? k : opOf(c)("Cast", [k], { to: dtype });
+}
+
+/** RandomUniform/RandomNormal over `shape` (the attribute, or the `*Like` input's). */
+function draw(normal: boolean, like: boolean): Converter {
+  return (c) => {
+    const a = attrs(c);
+    const x = like ? c.required(0) : undefined;
+    const shape = x ? typeOf(x).shape : a.ints("shape");
+    const params = normal
+      ? { mean: a.float("mean", 0), scale: a.float("scale", 1) }
+      : { low: a.float("low", 0), high: a.float("high", 1) };
+    const k = opOf(c)(normal ? "RandomNormal" : "RandomUniform", [], {
+      shape,
+      ...params,
+      ...seedOf(c),
+    });
+    return [as(c, k, drawnDType(c, x ? typeOf(x).dtype : "f32"))];
+  };
+}
+
+/** The converters of this file, by ONNX op type. */
+export const RANDOM_CONVERTERS: Readonly<Record<string, Converter>> = {
+  RandomUniform: draw(false, false),
+  RandomNormal: draw(true, false),
+  RandomUniformLike: draw(false, true),
+  RandomNormalLike: draw(true, true),
+  Bernoulli: (c) => {
+    // 1 with probability p: a uniform draw below p.
+    const p = c.required(0);
+    const op = opOf(c);
+    const u = op("RandomUniform", [], { shape: typeOf(p).shape, ...seedOf(c) });
+    const pf = as(c, p, "f32");
+    return [op("Cast", [op("Less", [u, pf])], { to: drawnDType(c, typeOf(p).dtype) })];
+  },
+};
+
+/**
+ * Training-mode Dropout with a known `ratio`: ONNX's mask is a uniform draw ≥ ratio, the output
+ * `x · mask / (1 − ratio)`.
+ */
+export function trainingDropout(c: NodeContext, ratio: number): Known[] {
+  const x = c.required(0);
+  const op = opOf(c);
+  const { shape, dtype } = typeOf(x);
+  const u = op("RandomUniform", [], { shape, ...seedOf(c) });
+  const mask = op("Not", [op("Less", [u, scalar(ratio, "f32")])]);
+  // Multiplied, not selected: a NaN dropped stays NaN, as in ONNX's reference (0 · NaN).
+  const kept = op("Mul", [x, op("Cast", [mask], { to: dtype })]);
+  const y = op("Mul", [kept, scalar(1 / (1 - ratio), dtype)]);
+  return c.node.output[1] ? [y, mask] : [y];
+}
