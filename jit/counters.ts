@@ -13,7 +13,8 @@ export type CounterName =
   | "kiln_compile_ms_total"
   | "kiln_bytes_uploaded_total"
   | "kiln_bytes_downloaded_total"
-  | "kiln_transfers_total";
+  | "kiln_transfers_total"
+  | "kiln_worker_pieces_total";
 
 const counters: Record<CounterName, number> = {
   kiln_runs_total: 0,
@@ -23,6 +24,7 @@ const counters: Record<CounterName, number> = {
   kiln_bytes_uploaded_total: 0,
   kiln_bytes_downloaded_total: 0,
   kiln_transfers_total: 0,
+  kiln_worker_pieces_total: 0,
 };
 
 /** Adds `n` to a counter. */

@@ -1,7 +1,8 @@
 /**
  * Smoke tests of kiln in a browser: headless Chromium loads a bundle from a local server and runs
  * a small graph and a real model (the shared mlp, fetched by URL with `OnnxModel.load`) on the
- * wasm backend; the page posts its results back here, where they are checked against float64
+ * wasm backend, and, the page being cross-origin isolated, a large kernel on Web Workers; the
+ * page posts its results back here, where they are checked against float64
  * arithmetic and ONNX Runtime's recorded output. Two bundles: the prebuilt one (`deno task build:web` →
  * `npm/dist/kiln.web.js`, an ES module), and what a user's esbuild makes of the npm package
  * (`deno task build:npm` → `npm/dist/kiln.tgz`, installed into a fresh project, bundled with
@@ -32,7 +33,26 @@ const program = `async (kiln) => {
     const model = await kiln.OnnxModel.load(new URL("/mlp.onnx", location.href));
     const input = new Float32Array(await (await fetch("/mlp.in.bin")).arrayBuffer());
     const out = await model.run({ x: kiln.hostTensor(input, [8, 784]) }, { backend: "wasm" });
-    await report({ shape: y.shape, data: Array.from(y.data), mlp: Array.from(out.y.data) });
+    // The page is cross-origin isolated: a kernel of 1M elements splits over Web Workers.
+    const big = new kiln.GraphBuilder();
+    const bx = big.input("x", [512, 2048]);
+    big.output("y", big.op("Add", [big.op("Mul", [bx, big.constant(2)]), big.constant(1)]));
+    const wide = await kiln.compile(big.build(), { backend: "wasm" });
+    const data = new Float32Array(512 * 2048).map((_, i) => i % 7);
+    let exact = true;
+    for (let i = 0; i < 80; i++) {
+      const r = await wide.run({ x: kiln.hostTensor(data, [512, 2048]) });
+      exact &&= r.y.data.every((v, j) => v === 2 * (j % 7) + 1);
+      await new Promise((next) => setTimeout(next, 0));
+    }
+    await report({
+      shape: y.shape,
+      data: Array.from(y.data),
+      mlp: Array.from(out.y.data),
+      isolated: crossOriginIsolated,
+      workerPieces: kiln.stats().kiln_worker_pieces_total,
+      exact,
+    });
   } catch (e) {
     await report({ error: String(e && e.stack || e) });
   }
@@ -88,10 +108,19 @@ async function inChromium(
       resolve(await req.json());
       return new Response("ok");
     }
+    // Cross-origin isolation gives the page shared memory, hence worker threads.
+    const isolated = {
+      "cross-origin-opener-policy": "same-origin",
+      "cross-origin-embedder-policy": "require-corp",
+    };
     if (files[path]) {
-      return new Response(files[path], { headers: { "content-type": "text/javascript" } });
+      return new Response(files[path], {
+        headers: { "content-type": "text/javascript", ...isolated },
+      });
     }
-    if (path === "/") return new Response(page, { headers: { "content-type": "text/html" } });
+    if (path === "/") {
+      return new Response(page, { headers: { "content-type": "text/html", ...isolated } });
+    }
     return new Response("not found", { status: 404 });
   });
   const profile = await Deno.makeTempDir({ prefix: "kiln-chromium-" });
@@ -131,6 +160,10 @@ const mlpFiles = async (): Promise<Record<string, Uint8Array<ArrayBuffer>>> => (
 
 async function checkResult(got: Record<string, unknown>): Promise<void> {
   assert.equal(got.error, undefined, String(got.error));
+  // Threads: the isolated page's large kernel ran partly on Web Workers, exactly.
+  assert.equal(got.isolated, true);
+  assert.equal(got.exact, true);
+  assert.ok((got.workerPieces as number) > 0, `worker pieces: ${got.workerPieces}`);
   assert.deepEqual(got.shape, [2, 2]);
   // x·W = [[4, 1], [-2, -1]] for x = [[1, -2, 3], [4, 5, -6]]; + 0.5 then relu.
   assert.deepEqual(got.data, [4.5, 1.5, 0, 0]);

@@ -27,6 +27,7 @@ import type { KernelIR } from "../../jit/kernel_ir.ts";
 import { arenaProgram, warmUp } from "./arena_program.ts";
 import { type Binaryen, generateWasm } from "./wasm_codegen.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
+import { webWorkers } from "./web_workers.ts";
 
 let binaryen: Promise<Binaryen> | undefined;
 let workers: Promise<WorkerThreads | undefined> | undefined;
@@ -90,14 +91,17 @@ function hasRelaxedSimd(): boolean {
   return relaxed ??= WebAssembly.validate(RELAXED_PROBE);
 }
 
-/** `node:worker_threads`, or `undefined` (browsers); the specifier is kept from bundlers. */
+/**
+ * `node:worker_threads` (Deno, Node; the specifier is kept from bundlers), else a cross-origin
+ * isolated page's Web Workers, else `undefined` (one thread).
+ */
 async function workerThreads(): Promise<WorkerThreads | undefined> {
   const specifier = ["node", "worker_threads"].join(":");
   try {
     const { Worker, MessageChannel } = await import(specifier);
     return { Worker, MessageChannel };
   } catch {
-    return undefined;
+    return webWorkers();
   }
 }
 
@@ -140,8 +144,9 @@ export interface WasmBackendOptions {
    * Threads for large kernels, the calling one included (default: one per core up to 4 cores,
    * a quarter fewer beyond — see {@linkcode threadsFor}; cores from
    * `navigator.hardwareConcurrency`, or on Node 20, which has no navigator, `node:os`'s
-   * `availableParallelism()` once `prepare()` has run). Threads need `node:worker_threads` (Deno, Node) and
-   * `SharedArrayBuffer`; where either is missing kernels run on the calling thread. Programs with
+   * `availableParallelism()` once `prepare()` has run). Threads need `SharedArrayBuffer` and workers:
+   * `node:worker_threads` (Deno, Node) or, in a cross-origin isolated page, Web Workers; where
+   * either is missing kernels run on the calling thread. Programs with
    * a large kernel share one process-wide pool of `threads - 1` workers per thread count
    * (`unref`'d: they never keep the process alive).
    */

@@ -16,14 +16,16 @@
  * costs a trip through both event loops, an atomic one a few microseconds while the workers spin
  * (they spin briefly after each job, then sleep in `Atomics.wait`; a run wakes them as it starts,
  * so they spin while it writes its inputs). Programs reach the workers as
- * messages on a port each worker drains synchronously (`receiveMessageOnPort`) when it wakes.
+ * messages on a port each worker drains synchronously (`receiveMessageOnPort`) when it wakes; in
+ * a browser, whose workers sleep in `Atomics.waitAsync`, they queue up while it sleeps.
  *
  * @module
  */
 
+import { count as tally } from "../../jit/counters.ts";
 import { KilnError } from "../../jit/errors.ts";
 
-/** `node:worker_threads`' `Worker` (Deno and Node have it; browsers get no crew). */
+/** `node:worker_threads`' `Worker` (Deno, Node; a browser's Web Workers through `web_workers.ts`). */
 export type WorkerClass = new (
   source: string,
   options: { eval: true; workerData: unknown; transferList: unknown[] },
@@ -131,17 +133,22 @@ export function piecesOf(
   return [size, Math.ceil(rows / size)];
 }
 
-// Runs inside each worker (as source text, so it needs no module resolution there).
-const WORKER = `
-const { workerData, receiveMessageOnPort } = require("node:worker_threads");
-const { control, port, id } = workerData;
+/**
+ * What each worker runs (as source text, so it needs no module resolution there), given its data,
+ * a way to take a message off its port without blocking (`{ message }`, or undefined when none
+ * waits) and a way to sleep until a control word changes. Node's and Deno's workers block in
+ * `Atomics.wait` and read their port synchronously; a browser's must return to its event loop
+ * for messages to arrive, so it sleeps in `Atomics.waitAsync` and its port's messages queue up
+ * meanwhile (see {@linkcode WEB_WORKER}).
+ */
+const BODY = `async ({ control, port, id }, receive, sleep) => {
 const host = {
   sin: Math.sin, cos: Math.cos, pow: Math.pow, fmod: (a, b) => a % b,
   f16: Math.f16round ?? (() => NaN),
 };
 const programs = new Map();
 const drain = () => {
-  for (let m = receiveMessageOnPort(port); m; m = receiveMessageOnPort(port)) {
+  for (let m = receive(port); m; m = receive(port)) {
     const p = m.message;
     if (p.drop !== undefined) programs.delete(p.drop);
     else {
@@ -167,7 +174,7 @@ for (;;) {
     if (!Atomics.load(c, ${ACTIVE})) break;
     if (spin % ${CLOCK_SPINS} === 0 && performance.now() > until) break;
   }
-  Atomics.wait(c, ${GEN}, gen);
+  await sleep(c, ${GEN}, gen);
   gen = Atomics.load(c, ${GEN});
   if (Atomics.load(c, ${STOP})) break;
   drain();
@@ -203,7 +210,25 @@ for (;;) {
   } catch {
     Atomics.store(c, ${FAILED}, 1);
   }
+}
 }`;
+
+/** Node's and Deno's workers (`node:worker_threads`, evaluated as a script). */
+const WORKER = `
+const { workerData, receiveMessageOnPort } = require("node:worker_threads");
+(${BODY})(workerData, receiveMessageOnPort, (c, i, v) => Atomics.wait(c, i, v));`;
+
+/**
+ * A browser's Web Worker (cross-origin isolated pages: shared memory): its data arrives as the
+ * first message, and its port's messages queue while it awaits.
+ */
+export const WEB_WORKER = `
+onmessage = ({ data }) => {
+  onmessage = null;
+  const queue = [];
+  data.port.onmessage = (m) => queue.push({ message: m.data });
+  (${BODY})(data, () => queue.shift(), (c, i, v) => Atomics.waitAsync(c, i, v).value);
+};`;
 
 /** The process's worker threads for one thread count, shared by every program. */
 export class WorkerPool {
@@ -347,10 +372,11 @@ export class WorkerPool {
     Atomics.store(c, JOB, gen);
     Atomics.store(c, GEN, gen);
     Atomics.notify(c, GEN);
-    let failure: { error: unknown } | undefined, claimed = count;
+    let failure: { error: unknown } | undefined, claimed = count, mine = 0;
     for (let v = Atomics.load(c, NEXT); (v & INDEX_MASK) < count; v = Atomics.load(c, NEXT)) {
       if (Atomics.compareExchange(c, NEXT, v, v + 1) !== v) continue;
       const piece = v & INDEX_MASK;
+      mine++;
       try {
         call(piece * size, Math.min(rows, (piece + 1) * size));
       } catch (error) {
@@ -363,10 +389,13 @@ export class WorkerPool {
         break;
       }
     }
+    // A browser's main thread may not block: it spins instead.
+    const block = canBlock();
     for (let done = Atomics.load(c, DONE); done < claimed; done = Atomics.load(c, DONE)) {
-      Atomics.wait(c, DONE, done, 1);
+      if (block) Atomics.wait(c, DONE, done, 1);
     }
     if (failure) throw failure.error;
+    tally("kiln_worker_pieces_total", claimed - mine);
   }
 
   /**
@@ -494,4 +523,19 @@ function unref(timer: unknown): void {
   } else {
     (globalThis as { Deno?: { unrefTimer(id: number): void } }).Deno?.unrefTimer(timer as number);
   }
+}
+
+let blocks: boolean | undefined;
+
+/** Whether this thread may block in `Atomics.wait` (a browser's main thread may not). */
+function canBlock(): boolean {
+  if (blocks === undefined) {
+    try {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 1, 0);
+      blocks = true;
+    } catch {
+      blocks = false;
+    }
+  }
+  return blocks;
 }
