@@ -25,6 +25,8 @@ import { attentionGroup, fusedAttention, MAX_KEYS } from "../../shaders/wgsl_att
 import { flashAttention } from "../../shaders/wgsl_flash.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
+import { setBackendRates } from "../../jit/cost_model.ts";
+import { WasmBackend } from "../wasm/wasm_backend.ts";
 import { BufferPool } from "./buffer_pool.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 
@@ -201,6 +203,23 @@ Deno.test("tensors past the binding limit: a clear error on webgpu, the CPU unde
   x[n - 1] = 3;
   const { y } = await exe.run({ x: f32(x) });
   assert.deepEqual([y.data[0], y.data[n - 1]], [0, 3]);
+  // A GPU not prepared yet, with rates that make it look fastest, still has its limits checked:
+  // compile prepares every candidate before placing (it once read a binding limit of 0).
+  setBackendRates("webgpu", {
+    bytesPerMs: 1e12,
+    flopsPerMs: 1e15,
+    dispatchMs: 0,
+    syncMs: 0,
+    transferBytesPerMs: 1e12,
+  });
+  try {
+    const fresh = new WebGpuBackend({ allowSoftware: true });
+    const cpu = new BackendRegistry().register(fresh).register(new WasmBackend({ threads: 1 }));
+    using placed = await compile(graph, { registry: cpu, cache: false });
+    assert.deepEqual(placed.plan!.schedule.placement, ["wasm"]);
+  } finally {
+    setBackendRates("webgpu", undefined);
+  }
 });
 
 /** softmax(q·kᵀ / 4 + mask)·v over [batch, heads, tokens, 16]; `keep` also outputs the scores. */
