@@ -9,7 +9,7 @@
 import { type NodeInfo, nodeInfo } from "./backend.ts";
 import { type DType, toF16Bits } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
-import { Graph, type NodeSpec } from "./graph.ts";
+import { boundaryOf, Graph, type NodeSpec } from "./graph.ts";
 import {
   type Attrs,
   type EmitRef,
@@ -79,17 +79,7 @@ export function decompose(graph: Graph, expand: ExpandPredicate): Graph {
       alias.set(n.outputs[k], refs[r.id].name);
     });
   }
-  return Graph.create({
-    inputs: graph.inputs.map((i) => ({ name: i.name, shape: i.shape, dtype: i.dtype })),
-    params: graph.params.map((p) => ({
-      name: p.name,
-      shape: p.shape,
-      dtype: graph.values[p.value].dtype,
-      data: p.data,
-    })),
-    nodes,
-    outputs: graph.outputs.map((o) => ({ name: o.name, value: nameOf(o.value), dtype: o.dtype })),
-  });
+  return Graph.create({ ...boundaryOf(graph, nameOf), nodes });
 }
 
 interface EmitState {

@@ -7,7 +7,7 @@
  * @module
  */
 import { allocate } from "./dtype.ts";
-import { Graph, type NodeSpec, type ParamSpec } from "./graph.ts";
+import { boundaryOf, Graph, type NodeSpec } from "./graph.ts";
 import { sizeOf } from "./shape.ts";
 
 /** `graph` with every all-empty node replaced by empty params (`graph` itself when there is none). */
@@ -15,12 +15,8 @@ export function foldEmpty(graph: Graph): Graph {
   const empty = (v: number) => sizeOf(graph.values[v].shape) === 0;
   const folded = graph.nodes.filter((n) => n.outputs.length > 0 && n.outputs.every(empty));
   if (folded.length === 0) return graph;
-  const params: ParamSpec[] = graph.params.map((p) => ({
-    name: p.name,
-    shape: p.shape,
-    dtype: graph.values[p.value].dtype,
-    data: p.data,
-  }));
+  const boundary = boundaryOf(graph);
+  const { params } = boundary;
   const nodes: NodeSpec[] = [];
   for (const n of graph.nodes) {
     const name = (v: number) => graph.values[v].name;
@@ -38,14 +34,5 @@ export function foldEmpty(graph: Graph): Graph {
       attrs: n.attrs,
     });
   }
-  return Graph.create({
-    inputs: graph.inputs.map((i) => ({ name: i.name, shape: i.shape, dtype: i.dtype })),
-    params,
-    nodes,
-    outputs: graph.outputs.map((o) => ({
-      name: o.name,
-      value: graph.values[o.value].name,
-      dtype: o.dtype,
-    })),
-  });
+  return Graph.create({ ...boundary, nodes });
 }

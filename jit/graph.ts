@@ -197,6 +197,26 @@ export class Graph {
   }
 }
 
+/**
+ * The inputs, params and outputs of `graph` as a {@linkcode GraphSpec} declares them, for a pass
+ * that rebuilds the graph around new nodes; `name` renames the output values (default: theirs).
+ */
+export function boundaryOf(
+  graph: Graph,
+  name: (value: number) => string = (v) => graph.values[v].name,
+): Pick<GraphSpec, "inputs" | "outputs"> & { params: ParamSpec[] } {
+  return {
+    inputs: graph.inputs.map((i) => ({ name: i.name, shape: i.shape, dtype: i.dtype })),
+    params: graph.params.map((p) => ({
+      name: p.name,
+      shape: p.shape,
+      dtype: graph.values[p.value].dtype,
+      data: p.data,
+    })),
+    outputs: graph.outputs.map((o) => ({ name: o.name, value: name(o.value), dtype: o.dtype })),
+  };
+}
+
 function fail(what: string, fix: string, code: KilnError["code"]): never {
   throw new KilnError(what, { code, fix });
 }

@@ -12,7 +12,7 @@
  * @module
  */
 import { decompose } from "./decompose.ts";
-import { Graph, type NodeSpec } from "./graph.ts";
+import { boundaryOf, Graph, type NodeSpec } from "./graph.ts";
 import { rng } from "./random.ts";
 import type { Shape } from "./shape.ts";
 import { sizeOf } from "./shape.ts";
@@ -68,19 +68,14 @@ export function hoistRandom(graph: Graph): { graph: Graph; drawn: DrawnInput[] }
       stream: (n.attrs.stream as number | undefined) ?? 0,
     });
   }
+  const boundary = boundaryOf(g);
   const hoisted = Graph.create({
+    ...boundary,
     inputs: [
-      ...g.inputs.map((i) => ({ name: i.name, shape: i.shape, dtype: i.dtype })),
+      ...boundary.inputs,
       ...drawn.map((d) => ({ name: d.name, shape: d.shape, dtype: "f32" as const })),
     ],
-    params: g.params.map((p) => ({
-      name: p.name,
-      shape: p.shape,
-      dtype: g.values[p.value].dtype,
-      data: p.data,
-    })),
     nodes,
-    outputs: g.outputs.map((o) => ({ name: o.name, value: name(o.value), dtype: o.dtype })),
   });
   return { graph: hoisted, drawn };
 }
