@@ -90,17 +90,25 @@ export interface TensorProto {
   externalData?: unknown[];
 }
 
-/** ONNX `TensorProto.DataType` codes kiln handles, with their boundary dtype. */
+/**
+ * ONNX `TensorProto.DataType` codes kiln handles, with their boundary dtype. Types kiln has no
+ * storage for are held in a wider one, as double is held in f32: int16 in i32, uint16 in u32, and
+ * uint64 in u32 with a range check (as int64 in i32), so their values, not their bits, cross the
+ * boundary, and arithmetic on them is 32-bit.
+ */
 const DTYPE_OF_CODE: Record<number, BoundaryDType> = {
   1: "f32",
   2: "u8",
   3: "i8",
+  4: "u32",
+  5: "i32",
   6: "i32",
   7: "i64",
   9: "bool",
   10: "f16",
   11: "f32",
   12: "u32",
+  13: "u32",
 };
 const NAMES: Record<number, string> = {
   1: "float",
@@ -145,7 +153,8 @@ export function dtypeOfCode(code: number, where: string): BoundaryDType {
   if (d) return d;
   throw new KilnError(`${where}: element type ${NAMES[code] ?? code} is not supported`, {
     code: "unsupported",
-    fix: "export the model with float32/float16/int32/int64/int8/uint8/bool tensors",
+    fix:
+      "export the model with float32/float16/double or (u)int8/16/32/64 or bool tensors (strings, bfloat16 and complex are not supported)",
   });
 }
 
@@ -235,11 +244,9 @@ export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: D
   const code = t.dataType ?? 0;
   const dtype = dtypeOfCode(code, name);
   const raw = t.rawData && t.rawData.byteLength ? t.rawData : undefined;
-  const bytesPer = code === 11
+  const bytesPer = code === 11 || code === 7 || code === 13
     ? 8
-    : code === 7
-    ? 8
-    : dtype === "f16"
+    : dtype === "f16" || code === 4 || code === 5
     ? 2
     : dtype === "f32" || dtype === "i32" || dtype === "u32"
     ? 4
@@ -291,6 +298,37 @@ export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: D
           Int32Array.from({ length: count }, (_, i) => view.getInt32(i * 4, true))
         : Int32Array.from(fields(t.int32Data, "int32_data"));
       break;
+    case 4:
+      data = Uint32Array.from(
+        view
+          ? Uint16Array.from({ length: count }, (_, i) => view.getUint16(i * 2, true))
+          : fields(t.int32Data, "int32_data"),
+      );
+      break;
+    case 5:
+      data = Int32Array.from(
+        view
+          ? Int16Array.from({ length: count }, (_, i) => view.getInt16(i * 2, true))
+          : fields(t.int32Data, "int32_data"),
+      );
+      break;
+    case 13: {
+      const big = view
+        ? BigUint64Array.from({ length: count }, (_, i) => view.getBigUint64(i * 8, true))
+        : BigUint64Array.from(
+          fields((t.uint64Data ?? []).map(int), "uint64_data"),
+          (v) => BigInt(v),
+        );
+      const over = big.findIndex((v) => v > 0xffffffffn);
+      if (over >= 0) {
+        throw new KilnError(
+          `${name}: uint64 value ${big[over]} is past 2^32 - 1, which kiln holds uint64 in`,
+          { code: "unsupported", fix: "keep uint64 values below 2^32 (kiln computes in 32 bits)" },
+        );
+      }
+      data = Uint32Array.from(big, Number);
+      break;
+    }
     case 12:
       data = view
         ? little(Uint32Array, raw!, count) ??

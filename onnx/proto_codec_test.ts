@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { decode, encode, MESSAGES } from "./proto_codec.ts";
-import { decodeModel, encodeModel } from "./proto.ts";
+import { decodeModel, encodeModel, tensorOf } from "./proto.ts";
+import { KilnError } from "../jit/errors.ts";
 import { MODEL_NAMES, referenceModel } from "./testdata.ts";
 
 Deno.test("ONNX models decode, re-encode and decode to the same messages", async () => {
@@ -43,4 +44,20 @@ Deno.test("malformed bytes are errors, not hangs or wrong messages", () => {
     new Uint8Array([0x42, 2, 0xc3, 0x28]), // name: invalid UTF-8
   ];
   for (const b of bad) assert.throws(() => decode(MESSAGES.tensor, b), Error, `${b}`);
+});
+
+Deno.test("int16, uint16 and uint64 tensors are held in 32 bits; uint64 past 2^32 - 1 is refused", () => {
+  const raw = (bytes: number[]) => new Uint8Array(bytes);
+  const i16 = tensorOf({ dataType: 5, dims: [2], rawData: raw([0xff, 0xff, 0x02, 0x00]) }, "t");
+  assert.deepEqual([i16.dtype, [...i16.data]], ["i32", [-1, 2]]);
+  const u16 = tensorOf({ dataType: 4, dims: [2], rawData: raw([0xff, 0xff, 0x02, 0x00]) }, "t");
+  assert.deepEqual([u16.dtype, [...u16.data]], ["u32", [65535, 2]]);
+  const u64 = tensorOf({ dataType: 13, dims: [1], uint64Data: [4294967295] }, "t");
+  assert.deepEqual([u64.dtype, [...u64.data]], ["u32", [4294967295]]);
+  const big = new Uint8Array(8);
+  big[4] = 1; // 2^32, little-endian
+  assert.throws(
+    () => tensorOf({ dataType: 13, dims: [1], rawData: big }, "t"),
+    (e) => e instanceof KilnError && /past 2\^32 - 1/.test(e.message) && /Fix:/.test(e.message),
+  );
 });
