@@ -503,11 +503,18 @@ Deno.test("a large convolution runs the tiled matmul as implicit GEMM (padding t
 
 Deno.test("every tile shape: transposed operands, ragged M, N and K, a batch broadcast", async () => {
   // 260×260 outputs a batch item: 3×3 tiles of 128×128, 3×5 of 128×64, 5×5 of 64×64. The
-  // largest shape that still yields 256 workgroups is chosen.
-  for (const [batch, threads] of [[32, [16, 16]], [18, [8, 16]], [13, [8, 8]]] as const) {
+  // largest shape that still yields 256 workgroups is chosen (64×64 in 256 threads before 64),
+  // else the smallest (10 items: 250 tiles; K = 32 keeps the product large enough to tile).
+  const cases = [
+    [32, 20, [16, 16], [8, 8]],
+    [18, 20, [8, 16], [8, 8]],
+    [13, 20, [16, 16], [4, 4]],
+    [10, 32, [8, 8], [8, 8]],
+  ] as const;
+  for (const [batch, k, threads, per] of cases) {
     const b = new GraphBuilder();
-    const a = b.input("a", [batch, 20, 260]); // used transposed: [batch, 260, 20]
-    const w = b.input("w", [260, 20]); // used transposed: [20, 260], shared by the batch
+    const a = b.input("a", [batch, k, 260]); // used transposed: [batch, 260, k]
+    const w = b.input("w", [260, k]); // used transposed: [k, 260], shared by the batch
     const p = b.op("MatMul", [
       b.op("Transpose", [a], { perm: [0, 2, 1] }),
       b.op("Transpose", [w], { perm: [1, 0] }),
@@ -515,10 +522,11 @@ Deno.test("every tile shape: transposed operands, ragged M, N and K, a batch bro
     b.output("y", b.op("Tanh", [p]));
     const graph = b.build();
     const [kernel] = fuse(graph).kernels;
-    assert.deepEqual(kernelLayout(kernel, OPTIONS).tile?.threads, threads, `batch ${batch}`);
+    const tile = kernelLayout(kernel, OPTIONS).tile;
+    assert.deepEqual([tile?.threads, tile?.per], [threads, per], `batch ${batch}`);
     await matchesReference(graph, {
-      a: f32(hashed(batch * 20 * 260, 7919), [batch, 20, 260]),
-      w: f32(hashed(260 * 20, 104729), [260, 20]),
+      a: f32(hashed(batch * k * 260, 7919), [batch, k, 260]),
+      w: f32(hashed(260 * k, 104729), [260, k]),
     }, 1e-4);
   }
 });
