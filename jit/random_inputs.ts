@@ -7,7 +7,8 @@
  *
  * A node with a `seed` draws the same sequence in every executable compiled from it (the first run
  * the same numbers, the second the next ones, as a seeded ONNX Runtime session does); one without
- * draws from a seed taken from the platform's random source.
+ * draws from a seed taken from the platform's random source. A clone starts its streams over, as
+ * a fresh executable does; a run with `repeat` draws once for all its repetitions.
  *
  * @module
  */
