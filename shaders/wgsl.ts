@@ -21,7 +21,7 @@ import { KilnError } from "../jit/errors.ts";
 import { affineOffset } from "../jit/access.ts";
 import { type Expr, type KernelIR, matmulOperands, walk } from "../jit/kernel_ir.ts";
 import { sizeOf } from "../jit/shape.ts";
-import { KernelLowering, NEVER, PRELUDE } from "./wgsl_expr.ts";
+import { KernelLowering, NEVER, PRELUDE, storageBindings } from "./wgsl_expr.ts";
 import { emitHeldRows, emitRows, type RowTiling, rowTiling } from "./wgsl_rows.ts";
 import { quadAligned, quadInputs } from "./wgsl_quads.ts";
 import { emitTiledMatmul, type MatmulTile, tileOf, tileShape, tileVectors } from "./wgsl_matmul.ts";
@@ -173,16 +173,10 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   else emitPoints(l, layout);
   const array = (t: string, i: number) => layout.vectors.has(i) ? `vec4<${t}>` : t;
   const outArray = (t: string) => layout.width === 4 ? `vec4<${t}>` : t;
-  const bindings = [
-    ...kernel.inputs.map((b, i) =>
-      `@group(0) @binding(${i}) var<storage, read> in${i}: array<${array(l.stored(b.dtype), i)}>;`
-    ),
-    ...kernel.outputs.map((b, k) =>
-      `@group(0) @binding(${kernel.inputs.length + k}) var<storage, read_write> out${k}: array<${
-        outArray(l.stored(b.dtype))
-      }>;`
-    ),
-  ];
+  const bindings = storageBindings(
+    kernel.inputs.map((b, i) => array(l.stored(b.dtype), i)),
+    kernel.outputs.map((b) => outArray(l.stored(b.dtype))),
+  );
   const half = [...kernel.inputs, ...kernel.outputs].some((b) => l.stored(b.dtype) === "f16");
   return [
     ...(half ? ["enable f16;"] : []),

@@ -28,6 +28,19 @@ export function wgslType(dtype: DType): "f32" | "i32" | "u32" {
 }
 
 /**
+ * A kernel's storage buffers: inputs `in0…` (read-only) of element types `ins`, then outputs
+ * `out0…` of `outs`, bound in that order.
+ */
+export function storageBindings(ins: readonly string[], outs: readonly string[]): string[] {
+  return [
+    ...ins.map((t, i) => `@group(0) @binding(${i}) var<storage, read> in${i}: array<${t}>;`),
+    ...outs.map((t, k) =>
+      `@group(0) @binding(${ins.length + k}) var<storage, read_write> out${k}: array<${t}>;`
+    ),
+  ];
+}
+
+/**
  * Helper functions every generated shader starts with (IEEE specials, erf, pow, casts). Its entry
  * point must begin with {@linkcode NEVER}.
  */

@@ -17,11 +17,20 @@
  *
  * @module
  */
+import type { DType } from "../jit/dtype.ts";
 import type { Expr, KernelIR } from "../jit/kernel_ir.ts";
 import { matmulOperands } from "../jit/kernel_ir.ts";
 import { sizeOf } from "../jit/shape.ts";
 import type { Attention } from "./wgsl_attention.ts";
-import { Emitter, KernelLowering, NEG_INF, NEVER, PRELUDE, wgslType } from "./wgsl_expr.ts";
+import {
+  Emitter,
+  KernelLowering,
+  NEG_INF,
+  NEVER,
+  PRELUDE,
+  storageBindings,
+  wgslType,
+} from "./wgsl_expr.ts";
 import { Structure } from "./wgsl_cancel.ts";
 import { type KernelLayout, rowsLayout } from "./wgsl.ts";
 import { streamedRows } from "./wgsl_rows.ts";
@@ -78,16 +87,8 @@ export function groupInputNames({ inputs }: Attention, k: KernelIR): string[] {
 
 /** The bindings of a kernel for a whole group: `plan.inputs`, then the values' outputs. */
 export function groupBindings({ inputs, values }: Attention): string[] {
-  return [
-    ...inputs.map((b, i) =>
-      `@group(0) @binding(${i}) var<storage, read> in${i}: array<${wgslType(b.dtype)}>;`
-    ),
-    ...values.outputs.map((b, k) =>
-      `@group(0) @binding(${inputs.length + k}) var<storage, read_write> out${k}: array<${
-        wgslType(b.dtype)
-      }>;`
-    ),
-  ];
+  const type = (b: { dtype: DType }) => wgslType(b.dtype);
+  return storageBindings(inputs.map(type), values.outputs.map(type));
 }
 
 /** The flash kernel's layout: `rows` query rows a workgroup. */
