@@ -173,8 +173,7 @@ export class Executable {
 
   /** Names of the inputs `run` expects (drawn inputs are the executable's own). */
   get inputNames(): string[] {
-    const drawn = this.#draws.names;
-    return this.graph.inputs.map((i) => i.name).filter((n) => !drawn.includes(n));
+    return this.graph.inputs.map((i) => i.name).filter((n) => !this.#draws.has(n));
   }
 
   /** Names of the outputs `run` returns. */
@@ -467,7 +466,7 @@ export class Executable {
       );
     }
     const args: (RefTensor | DeviceTensor)[] = this.graph.inputs.map((i) => {
-      if (this.#draws.names.includes(i.name)) {
+      if (this.#draws.has(i.name)) {
         return { data: this.#draws.next(i.name), shape: i.shape, dtype: "f32" };
       }
       const given = inputs[i.name];

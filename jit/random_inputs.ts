@@ -83,27 +83,24 @@ export function hoistRandom(graph: Graph): { graph: Graph; drawn: DrawnInput[] }
 
 /** The generators of an executable's drawn inputs: one stream per input, advancing per run. */
 export class Draws {
-  #drawn: readonly DrawnInput[];
-  #streams: (() => number)[];
+  #drawn = new Map<string, { input: DrawnInput; next: () => number }>();
 
   /** Streams for `drawn`, seeded from each input's seed (or at random). */
   constructor(drawn: readonly DrawnInput[]) {
-    this.#drawn = drawn;
-    this.#streams = drawn.map((d) =>
-      rng(d.seed === undefined ? freshSeed() : mix(d.seed, d.stream))
-    );
+    for (const d of drawn) {
+      const seed = d.seed === undefined ? freshSeed() : mix(d.seed, d.stream);
+      this.#drawn.set(d.name, { input: d, next: rng(seed) });
+    }
   }
 
-  /** Names of the drawn inputs. */
-  get names(): readonly string[] {
-    return this.#drawn.map((d) => d.name);
+  /** Whether input `name` is drawn (checked per input on every run: no allocation). */
+  has(name: string): boolean {
+    return this.#drawn.has(name);
   }
 
-  /** The next numbers of input `name` (a fresh array per run). */
+  /** The next numbers of drawn input `name` (a fresh array per run). */
   next(name: string): Float32Array {
-    const i = this.#drawn.findIndex((d) => d.name === name);
-    const { shape, low, high } = this.#drawn[i];
-    const next = this.#streams[i];
+    const { input: { shape, low, high }, next } = this.#drawn.get(name)!;
     const out = new Float32Array(sizeOf(shape));
     // Math.fround may round low + (high - low)·u up to high itself: drawn again, [low, high).
     for (let k = 0; k < out.length; k++) {
