@@ -10,7 +10,6 @@
  * @module
  */
 import { RANDOM_CONVERTERS, trainingDropout } from "./convert_random.ts";
-import type { DType } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Attrs } from "../jit/ops/mod.ts";
 import { COMPOSITE_CONVERTERS, scalar } from "./convert_composite.ts";
@@ -33,6 +32,7 @@ import {
   attrs,
   constInts,
   type Converter,
+  dtypeAttr,
   type Known,
   NeedsValue,
   type NodeContext,
@@ -43,7 +43,6 @@ import {
   type Sequence,
   typeOf,
 } from "./node_context.ts";
-import { dtypeOfCode } from "./proto.ts";
 
 /** Input `i` as a constant scalar. */
 function constScalar(c: NodeContext, i: number, what: string): number | undefined {
@@ -83,13 +82,6 @@ const rowwise = (op: string): Converter => (c) => {
   const [y] = c.emit(op, [flat], { axis: -1 });
   return c.emit("Reshape", [y], { shape: [...shape] });
 };
-
-/** Kiln dtype of an ONNX Cast target (int64 → i32, double → f32). */
-function castTarget(c: NodeContext): { to: DType; i64: boolean } {
-  const code = attrs(c).int("to")!;
-  const d = dtypeOfCode(code, c.label);
-  return { to: d === "i64" ? "i32" : d, i64: d === "i64" };
-}
 
 function reduce(op: string): Converter {
   return (c) => {
@@ -267,8 +259,8 @@ export const CONVERTERS: Record<string, Converter> = {
     return [...y, ...c.emit("ConstantOfShape", [], { shape, value: 1, dtype: "bool" })];
   },
   Cast: (c) => {
-    const { to, i64 } = castTarget(c);
-    return withI64(c.emit("Cast", [c.required(0)], { to }), i64);
+    const { dtype, i64 } = dtypeAttr(c, "to");
+    return withI64(c.emit("Cast", [c.required(0)], { to: dtype }), i64);
   },
   ArgMax: argReduce("ArgMax"),
   ArgMin: argReduce("ArgMin"),

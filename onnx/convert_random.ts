@@ -7,27 +7,19 @@
  *
  * @module
  */
-import type { DType } from "../jit/dtype.ts";
 import type { Attrs } from "../jit/ops/mod.ts";
 import { scalar } from "./convert_composite.ts";
-import { dtypeOfCode, int } from "./proto.ts";
+import { int } from "./proto.ts";
 import {
   attribute,
   attrs,
   type Converter,
+  dtypeAttr,
   type Known,
   type NodeContext,
   opOf,
   typeOf,
 } from "./node_context.ts";
-
-/** The output dtype of a random node: its `dtype` attribute, else `fallback`. */
-function drawnDType(c: NodeContext, fallback: DType): DType {
-  const code = attrs(c).int("dtype");
-  if (code === undefined) return fallback;
-  const d = dtypeOfCode(code, c.label);
-  return d === "i64" ? "i32" : d;
-}
 
 /** The seed attribute, when the node has one (a FLOAT on the random ops, an INT on Dropout). */
 function seedOf(c: NodeContext): Attrs {
@@ -36,9 +28,16 @@ function seedOf(c: NodeContext): Attrs {
   return { seed: a.type === 2 ? int(a.i) : a.f ?? 0 };
 }
 
-/** `k` as `dtype` (drawn numbers are f32). */
-function as(c: NodeContext, k: Known, dtype: DType): Known {
-  return dtype === "f32" ? k : opOf(c)("Cast", [k], { to: dtype });
+/**
+ * `k` (drawn f32 numbers, or a comparison of them) as the node's `dtype` attribute says, else as
+ * `like` is typed (f32 without one).
+ */
+function as(c: NodeContext, k: Known, like?: Known): Known {
+  const { dtype, i64 } = dtypeAttr(c, "dtype", {
+    dtype: like ? typeOf(like).dtype : "f32",
+    i64: like?.i64 ?? false,
+  });
+  return { ...(dtype === typeOf(k).dtype ? k : opOf(c)("Cast", [k], { to: dtype })), i64 };
 }
 
 /** RandomUniform/RandomNormal over `shape` (the attribute, or the `*Like` input's). */
@@ -55,7 +54,7 @@ function draw(normal: boolean, like: boolean): Converter {
       ...params,
       ...seedOf(c),
     });
-    return [as(c, k, drawnDType(c, x ? typeOf(x).dtype : "f32"))];
+    return [as(c, k, x)];
   };
 }
 
@@ -70,8 +69,8 @@ export const RANDOM_CONVERTERS: Readonly<Record<string, Converter>> = {
     const p = c.required(0);
     const op = opOf(c);
     const u = op("RandomUniform", [], { shape: typeOf(p).shape, ...seedOf(c) });
-    const pf = as(c, p, "f32");
-    return [op("Cast", [op("Less", [u, pf])], { to: drawnDType(c, typeOf(p).dtype) })];
+    const pf = typeOf(p).dtype === "f32" ? p : op("Cast", [p], { to: "f32" });
+    return [as(c, op("Less", [u, pf]), p)];
   },
 };
 

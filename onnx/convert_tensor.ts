@@ -18,6 +18,7 @@ import {
   constant,
   constInput,
   type Converter,
+  dtypeAttr,
   type Known,
   type NodeContext,
   opOf,
@@ -261,18 +262,14 @@ export const TENSOR_CONVERTERS: Record<string, Converter<Known>> = {
   EyeLike: (c) => {
     const x = c.required(0);
     const [rows, cols] = typeOf(x).shape;
-    const code = attrs(c).int("dtype");
-    const boundary = code === undefined
-      ? (x.i64 ? "i64" : typeOf(x).dtype)
-      : dtypeOfCode(code, c.label);
+    const { dtype, i64 } = dtypeAttr(c, "dtype", { dtype: typeOf(x).dtype, i64: x.i64 });
     const k = attrs(c).int("k", 0)!;
     checkBudget([rows, cols], "f32", c.label); // before the values are built
     const values = Array.from(
       { length: rows * cols },
       (_, i) => +((i % cols) - Math.floor(i / cols) === k),
     );
-    const dtype = boundary === "i64" ? "i32" : boundary;
-    return [{ ...constant(values, [rows, cols], dtype), i64: boundary === "i64" }];
+    return [{ ...constant(values, [rows, cols], dtype), i64 }];
   },
   OneHot: (c) => {
     const op = opOf(c);

@@ -8,7 +8,7 @@ import type { DType } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import type { Attrs, ValueType } from "../jit/ops/mod.ts";
-import { type AttributeProto, int, type NodeProto, tensorOf } from "./proto.ts";
+import { type AttributeProto, dtypeOfCode, int, type NodeProto, tensorOf } from "./proto.ts";
 
 /** What the importer knows about an ONNX value: constant data, or a graph value. */
 export type Known =
@@ -187,6 +187,21 @@ export interface NodeAttrs {
   string(name: string, fallback?: string): string | undefined;
   /** A `TENSOR` attribute, converted. */
   tensor(name: string): (HostTensor & { dtype: DType }) | undefined;
+}
+
+/**
+ * The element type ONNX dtype attribute `name` of the node `c` converts names, as kiln holds it
+ * (int64 as i32, marked `i64`), or `fallback` when the node has no such attribute.
+ */
+export function dtypeAttr(
+  c: NodeContext,
+  name: string,
+  fallback?: { dtype: DType; i64: boolean },
+): { dtype: DType; i64: boolean } {
+  const code = attrs(c).int(name);
+  if (code === undefined && fallback) return fallback;
+  const d = dtypeOfCode(code!, c.label);
+  return { dtype: d === "i64" ? "i32" : d, i64: d === "i64" };
 }
 
 /** The attributes of the node `c` converts. */
