@@ -9,7 +9,7 @@
 import { type NodeInfo, nodeInfo } from "./backend.ts";
 import { type DType, toF16Bits } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
-import { boundaryOf, Graph, type NodeSpec } from "./graph.ts";
+import { boundaryOf, Graph, type NodeSpec, nodeSpecOf } from "./graph.ts";
 import {
   type Attrs,
   type EmitRef,
@@ -44,12 +44,7 @@ export function decompose(graph: Graph, expand: ExpandPredicate): Graph {
   for (const n of graph.nodes) {
     const info = infos[n.id];
     if (!selected(info)) {
-      nodes.push({
-        op: n.op,
-        inputs: n.inputs.map(nameOf),
-        outputs: n.outputs.map((v) => graph.values[v].name),
-        attrs: n.attrs,
-      });
+      nodes.push(nodeSpecOf(graph, n, nameOf));
       continue;
     }
     const base = graph.values[n.outputs[0]].name;

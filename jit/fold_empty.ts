@@ -7,7 +7,7 @@
  * @module
  */
 import { allocate } from "./dtype.ts";
-import { boundaryOf, Graph, type NodeSpec } from "./graph.ts";
+import { boundaryOf, Graph, type NodeSpec, nodeSpecOf } from "./graph.ts";
 import { sizeOf } from "./shape.ts";
 
 /** `graph` with every all-empty node replaced by empty params (`graph` itself when there is none). */
@@ -19,20 +19,14 @@ export function foldEmpty(graph: Graph): Graph {
   const { params } = boundary;
   const nodes: NodeSpec[] = [];
   for (const n of graph.nodes) {
-    const name = (v: number) => graph.values[v].name;
     if (folded.includes(n)) {
       for (const v of n.outputs) {
-        const { shape, dtype } = graph.values[v];
-        params.push({ name: name(v), shape, dtype, data: allocate(dtype, 0) });
+        const { name, shape, dtype } = graph.values[v];
+        params.push({ name, shape, dtype, data: allocate(dtype, 0) });
       }
       continue;
     }
-    nodes.push({
-      op: n.op,
-      inputs: n.inputs.map(name),
-      outputs: n.outputs.map(name),
-      attrs: n.attrs,
-    });
+    nodes.push(nodeSpecOf(graph, n));
   }
   return Graph.create({ ...boundary, nodes });
 }

@@ -217,6 +217,23 @@ export function boundaryOf(
   };
 }
 
+/**
+ * Node `n` of `graph` as a {@linkcode NodeSpec} for a pass that rebuilds the graph, its values by
+ * name; `input` names its inputs (default: their own names, as `boundaryOf` names values).
+ */
+export function nodeSpecOf(
+  graph: Graph,
+  n: Node,
+  input: (value: number) => string = (v) => graph.values[v].name,
+): NodeSpec {
+  return {
+    op: n.op,
+    inputs: n.inputs.map(input),
+    outputs: n.outputs.map((v) => graph.values[v].name),
+    attrs: n.attrs,
+  };
+}
+
 function fail(what: string, fix: string, code: KilnError["code"]): never {
   throw new KilnError(what, { code, fix });
 }

@@ -13,7 +13,7 @@
  * @module
  */
 import { decompose } from "./decompose.ts";
-import { boundaryOf, Graph, type NodeSpec } from "./graph.ts";
+import { boundaryOf, Graph, type NodeSpec, nodeSpecOf } from "./graph.ts";
 import { rng } from "./random.ts";
 import type { Shape } from "./shape.ts";
 import { sizeOf } from "./shape.ts";
@@ -51,12 +51,7 @@ export function hoistRandom(graph: Graph): { graph: Graph; drawn: DrawnInput[] }
   const nodes: NodeSpec[] = [];
   for (const n of g.nodes) {
     if (n.op !== "RandomUniform") {
-      nodes.push({
-        op: n.op,
-        inputs: n.inputs.map(name),
-        outputs: n.outputs.map(name),
-        attrs: n.attrs,
-      });
+      nodes.push(nodeSpecOf(g, n));
       continue;
     }
     const seed = n.attrs.seed as number | undefined;
