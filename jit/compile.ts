@@ -33,6 +33,7 @@ import {
   schedule,
   UNKNOWN_RATES,
   usableBackends,
+  workMs,
 } from "./schedule.ts";
 import { count } from "./counters.ts";
 import { digest } from "./digest.ts";
@@ -466,7 +467,6 @@ async function graphCost(b: Backend, graph: Graph, policy: Policy): Promise<numb
   const own = b.estimateCost?.(graph, work);
   if (own) return own.compute + own.transfer;
   const [r] = await ratesOf([b], policy);
-  return r.dispatchMs * graph.nodes.length + r.syncMs +
-    Math.max(work.bytes / r.bytesPerMs, work.flops / r.flopsPerMs) +
+  return r.dispatchMs * graph.nodes.length + r.syncMs + workMs(work, r) +
     work.hostBytes / r.transferBytesPerMs;
 }

@@ -137,6 +137,11 @@ export function kernelWork(k: KernelIR): Workload {
   return { flops, bytes, hostBytes: bytes };
 }
 
+/** Milliseconds `work` streams or computes at `rates`, whichever bounds it (no dispatch, no sync). */
+export function workMs(work: Workload, rates: BackendRates): number {
+  return Math.max(work.bytes / rates.bytesPerMs, work.flops / rates.flopsPerMs);
+}
+
 /**
  * Estimated milliseconds of `k` on a backend with `rates` (excluding transfers into it and sync),
  * or the backend's own estimate when it makes one and `graph` is known.
@@ -149,7 +154,7 @@ export function kernelCost(
   const work = kernelWork(k);
   const estimate = own?.backend.estimateCost?.(own.graph, work);
   if (estimate) return estimate.compute + estimate.transfer;
-  return rates.dispatchMs + Math.max(work.bytes / rates.bytesPerMs, work.flops / rates.flopsPerMs);
+  return rates.dispatchMs + workMs(work, rates);
 }
 
 /** Whether `b` may run `k` under `policy` (naming a backend runs placement copies there too). */
