@@ -8,7 +8,7 @@
  */
 import { allocate, type DType, DTYPES } from "../dtype.ts";
 import type { HostTensor } from "../host_tensor.ts";
-import { defineOps, type InferContext, type OpDef } from "./registry.ts";
+import { defineOps, type InferContext, type OpDef, type ValueType } from "./registry.ts";
 
 /** The `value` tensor of a Constant node, validated. */
 export function constantValue(ctx: InferContext): HostTensor {
@@ -44,12 +44,13 @@ export function rangeParams(
   return { start, delta, count: Math.max(Math.ceil((limit - start) / delta), 0), dtype };
 }
 
-/** The dtype of a random draw: f32 (the converters cast to others). */
-function drawnType(ctx: InferContext): DType {
+/** The type of a random draw: its `shape`, in f32 (the converters cast to others); checks `seed`. */
+function drawnType(ctx: InferContext): ValueType {
+  if (ctx.has("seed")) ctx.float("seed");
   if (ctx.dtype("dtype", "f32") !== "f32") {
     ctx.fail("random ops draw f32 here", "draw f32 and Cast the result", "bad-attribute");
   }
-  return "f32";
+  return { shape: ctx.shape("shape"), dtype: "f32" };
 }
 
 const sourceOps: OpDef[] = [
@@ -110,12 +111,11 @@ const sourceOps: OpDef[] = [
     primitive: true,
     infer: (ctx) => {
       const low = ctx.float("low", 0), high = ctx.float("high", 1);
-      if (ctx.has("seed")) ctx.float("seed");
       ctx.int("stream", 0);
       if (!(low <= high) || !Number.isFinite(high - low)) {
         ctx.fail(`needs finite low ≤ high, got [${low}, ${high})`, "fix low/high", "bad-attribute");
       }
-      return [{ shape: ctx.shape("shape"), dtype: drawnType(ctx) }];
+      return [drawnType(ctx)];
     },
   },
   {
@@ -126,8 +126,7 @@ const sourceOps: OpDef[] = [
     infer: (ctx) => {
       ctx.float("mean", 0);
       ctx.float("scale", 1);
-      if (ctx.has("seed")) ctx.float("seed");
-      return [{ shape: ctx.shape("shape"), dtype: drawnType(ctx) }];
+      return [drawnType(ctx)];
     },
     // Box–Muller: √(−2 ln(1 − u)) · cos(2πv) is standard normal for independent uniform u, v in
     // [0, 1) (1 − u keeps the logarithm finite).
