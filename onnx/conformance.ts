@@ -112,16 +112,21 @@ function typeMismatch(got: OnnxValue, want: OnnxValue, name: string): string | u
     return valueMismatch(got, want, name);
   }
   const [g, w] = [got as HostTensor, want as HostTensor];
-  if (g.shape.join() !== w.shape.join()) return `${name}: shape [${g.shape}] ≠ [${w.shape}]`;
-  if (g.dtype !== w.dtype) return `${name}: ${g.dtype} ≠ expected ${w.dtype}`;
-  return undefined;
+  return shapeMismatch(g, w, name) ??
+    (g.dtype !== w.dtype ? `${name}: ${g.dtype} ≠ expected ${w.dtype}` : undefined);
+}
+
+/** Why `got`'s shape is not `want`'s (undefined when it is). */
+function shapeMismatch(got: HostTensor, want: HostTensor, name: string): string | undefined {
+  return got.shape.join() !== want.shape.join()
+    ? `${name}: shape [${got.shape}] ≠ expected [${want.shape}]`
+    : undefined;
 }
 
 /** Why `got` does not match `want` (undefined when it does). */
 export function mismatch(got: HostTensor, want: HostTensor, name: string): string | undefined {
-  if (got.shape.join() !== want.shape.join()) {
-    return `${name}: shape [${got.shape}] ≠ expected [${want.shape}]`;
-  }
+  const shape = shapeMismatch(got, want, name);
+  if (shape) return shape;
   const a = numbers(got.data, got.dtype === "f16"), e = numbers(want.data, want.dtype === "f16");
   // Integers and bools compare exactly.
   const [atol, rtol] = want.dtype === "f32" || want.dtype === "f16" ? [ATOL, RTOL] : [0, 0];

@@ -422,16 +422,22 @@ function agree(a: number, e: number, float: boolean): boolean {
     (float && overflowed(a) && overflowed(e));
 }
 
+/** `feeds` with `f` applied to every f32 element, in order (other dtypes untouched). */
+function mapF32(
+  feeds: Record<string, HostTensor>,
+  f: (v: number) => number,
+): Record<string, HostTensor> {
+  return Object.fromEntries(
+    Object.entries(feeds).map((
+      [k, t],
+    ) => [k, t.dtype === "f32" ? { ...t, data: (t.data as Float32Array).map(f) } : t]),
+  );
+}
+
 /** `feeds` with every float nudged by a relative 2^-20 at random (integers untouched). */
 function perturbed(feeds: Record<string, HostTensor>): Record<string, HostTensor> {
   const next = rng(0x5eed);
-  return Object.fromEntries(
-    Object.entries(feeds).map(([k, t]) => {
-      if (t.dtype !== "f32") return [k, t];
-      const data = (t.data as Float32Array).map((v) => v * (1 + (next() * 2 - 1) * 2 ** -20));
-      return [k, { ...t, data }];
-    }),
-  );
+  return mapF32(feeds, (v) => v * (1 + (next() * 2 - 1) * 2 ** -20));
 }
 
 /** `feeds` with every subnormal f32 flushed to a zero of its sign, or `undefined` if none is. */
@@ -440,14 +446,7 @@ function flushed(feeds: Record<string, HostTensor>): Record<string, HostTensor> 
   const any = Object.values(feeds).some((t) =>
     t.dtype === "f32" && (t.data as Float32Array).some(tiny)
   );
-  if (!any) return undefined;
-  return Object.fromEntries(
-    Object.entries(feeds).map(([k, t]) => {
-      if (t.dtype !== "f32") return [k, t];
-      const data = (t.data as Float32Array).map((v) => tiny(v) ? (v < 0 ? -0 : 0) : v);
-      return [k, { ...t, data }];
-    }),
-  );
+  return any ? mapF32(feeds, (v) => tiny(v) ? (v < 0 ? -0 : 0) : v) : undefined;
 }
 
 /**
