@@ -316,7 +316,10 @@ const all: (() => Kernel)[] = [
   softmax,
   layerNorm,
   () => attention(),
+  () => attention(8, 16, 128, 64),
   () => attention(8, 16, 256, 64),
+  () => attention(8, 16, 512, 64),
+  () => attention(1, 16, 4096, 64),
 ];
 const only = arg("--only")?.split(",");
 const rows: Row[] = [];

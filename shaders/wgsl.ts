@@ -35,6 +35,8 @@ export interface WgslOptions {
    * are computed in f32 either way, rounded to f16 after every op. Default false: 32-bit words.
    */
   readonly half?: boolean;
+  /** The device's `maxComputeWorkgroupStorageSize` in bytes. Default 16384 (WebGPU's minimum). */
+  readonly workgroupBytes?: number;
 }
 
 /** How a kernel maps onto the GPU; code generation and dispatch both follow it. */

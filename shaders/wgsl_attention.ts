@@ -205,15 +205,16 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
 }
 
 /**
- * `kernels` with each attention group that {@linkcode fusedAttention} (or, with `flash`, the
- * flash kernel) accepts replaced by one kernel: its buffers are the group's inputs and final outputs, its space the softmax's (a row
- * per query, as the dispatch counts them). `fused` maps those kernels to their groups and `from`
- * gives each kernel's index in the original list (the softmax's, for a fused one).
+ * `kernels` with each attention group that the flash kernel (with `options.flash`, first) or
+ * {@linkcode fusedAttention} accepts replaced by one kernel: its buffers are the group's inputs
+ * and final outputs, its space the softmax's (a row per query, as the dispatch counts them).
+ * `fused` maps those kernels to their groups and `from` gives each kernel's index in the original
+ * list (the softmax's, for a fused one).
  */
 export function withFusedAttention(
   kernels: readonly KernelIR[],
   external: ReadonlySet<number>,
-  flash = false,
+  options: WgslOptions & { readonly flash?: boolean },
 ): { kernels: KernelIR[]; fused: Map<KernelIR, Attention | Flash>; from: number[] } {
   const out: KernelIR[] = [], from: number[] = [];
   const fused = new Map<KernelIR, Attention | Flash>();
@@ -223,8 +224,8 @@ export function withFusedAttention(
     const whole = members.length === 3 && members[0] === k &&
       members.every((x, j) => kernels[i + j] === x);
     const group = whole ? attentionGroup(members, external) : undefined;
-    const att = group && (fusedAttention(members, external) ??
-      (flash ? flashAttention(group) : undefined));
+    const flash = group && options.flash ? flashAttention(group, options) : undefined;
+    const att = group && (flash ?? fusedAttention(members, external));
     if (!att) {
       out.push(k);
       from.push(i);

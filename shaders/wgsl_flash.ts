@@ -1,26 +1,31 @@
 /**
  * Flash attention: an attention group of any length (`scores → softmax → values`, see
  * `attentionGroup`) as one WGSL kernel that never stores the scores. A workgroup takes `rows`
- * query rows of one batch item, a thread a row, its query and output rows in registers; keys and
- * values stream through workgroup memory `keys` at a time. Each thread keeps the softmax online: the
- * running maximum and sum of its row, rescaling its output row when the maximum grows. The scores'
- * epilogue (scale, masks) and the softmax's own prologue are the group's kernels' lowerings at
- * each (row, key); the values' epilogue runs once per output at the end.
+ * query rows of one batch item; its query tile stays in workgroup memory while key and value
+ * tiles of `KEYS` keys stream through it. Each tile is two small matmuls, laid out as the tiled
+ * matmul's are (k-major vec4 tiles, a thread `per` rows × 4 keys of scores and `per` rows × 4·G
+ * output columns, the threads of a warp reading consecutive vec4s): scores = Q·Kᵀ, then the
+ * online softmax (the running row maximum through workgroup memory, each thread keeping its
+ * share of the running sum and rescaling its outputs when the maximum grows), then out += P·V
+ * with P through workgroup memory. The scores' epilogue (scale, masks) and the softmax's prologue
+ * run per score through a helper function of the group's own lowerings; the values' epilogue runs
+ * once per output at the end.
  *
  * It applies where the softmax is the plain one (max, then the sum of exp(x − max), then
- * exp(x − max) / sum over the same x), heads are at most `MAX_HEAD` wide and the query axis is a
- * multiple of the rows a workgroup takes (a workgroup's rows share their keys). Only with
- * `new WebGpuBackend({ flashAttention: true })`: measured on the H200 (`bench/gpu_kernels.ts`,
- * 2026-11-24) it was 17× slower than the three kernels it replaces (B8 H16 T1024 D64: 41.9 against
- * 2.4 ms; T256: 3.5 against 0.20 ms): one thread a query row walks every key in sequence, where
- * the three kernels spread scores and values over tiles of threads.
+ * exp(x − max) / sum over the same x), heads are at most `MAX_HEAD` wide, the query axis is a
+ * multiple of the rows a workgroup takes (its rows share their keys) and the tiles fit the
+ * device's workgroup memory. Only with `new WebGpuBackend({ flashAttention: true })`: on the H200
+ * (device time, `bench/gpu_kernels.ts`, 2026-11-25) it ran B8 H16 T1024 D64 in 5.66 ms against
+ * 2.41 ms for the three kernels it replaces (the one-thread-a-row kernel it succeeds: 42.0 ms), and
+ * 1.4–2.4× the three kernels' time from 128 to 4096 tokens. Taking out the fills, the per-score
+ * epilogue calls or the P·V product each saved 1.0–1.7 ms; taking out all three left 1.48 ms.
  *
  * @module
  */
+import { affineOffset } from "../jit/access.ts";
 import type { DType } from "../jit/dtype.ts";
-import type { Expr, KernelIR } from "../jit/kernel_ir.ts";
+import type { Expr, KernelIR, Load } from "../jit/kernel_ir.ts";
 import { matmulOperands } from "../jit/kernel_ir.ts";
-import { sizeOf } from "../jit/shape.ts";
 import type { Attention } from "./wgsl_attention.ts";
 import {
   Emitter,
@@ -32,28 +37,59 @@ import {
   wgslType,
 } from "./wgsl_expr.ts";
 import { Structure } from "./wgsl_cancel.ts";
-import { type KernelLayout, rowsLayout } from "./wgsl.ts";
+import { type KernelLayout, rowsLayout, type WgslOptions } from "./wgsl.ts";
 import { streamedRows } from "./wgsl_rows.ts";
 
-/** Widest head (query, key and value rows) held in registers. */
-export const MAX_HEAD = 128;
+/** Widest head (query, key and value rows) a flash kernel takes. */
+export const MAX_HEAD = 64;
 
 /** Keys (and values) a tile streams through workgroup memory. */
 const KEYS = 32;
 
+/** Threads across a tile's keys (4 keys each) and across the output's columns (4·G each). */
+const TX = KEYS / 4;
+
 /** An attention group that runs as one flash kernel. */
 export interface Flash extends Attention {
-  /** Query rows of a workgroup (a thread each). */
+  /** Query rows of a workgroup. */
   readonly rows: number;
+  /** Query rows of a thread: 4 or 8. */
+  readonly per: number;
 }
 
-/** The flash form of an attention `group`, if it applies (see the module doc). */
-export function flashAttention(group: Attention): Flash | undefined {
+/** Output columns the value tile holds: the head's width rounded up to 32 or 64. */
+function paddedWidth(e: number): number {
+  return e <= 32 ? 32 : 64;
+}
+
+/** Workgroup memory of a flash kernel: query, key, value and weight tiles, the row partials. */
+export function flashBytes(d: number, e: number, rows: number): number {
+  const vec4s = d * rows / 4 + d * TX + KEYS * paddedWidth(e) / 4 + KEYS * rows / 4;
+  return 16 * vec4s + 4 * rows * TX;
+}
+
+/**
+ * Workgroup shapes, best first: 64 query rows of 4 a thread (128 threads), then 32 and 16 rows of
+ * 4 (64 and 32 threads) where the query axis or the device's workgroup memory allows no more. On
+ * the H200 at B8 H16 T1024 D64, 64 rows of 8 a thread took 8.99 ms and 32 rows of 4 12.9 ms,
+ * against 5.66 ms for 64 rows of 4.
+ */
+const SHAPES: readonly { rows: number; per: number }[] = [
+  { rows: 64, per: 4 },
+  { rows: 32, per: 4 },
+  { rows: 16, per: 4 },
+];
+
+/** The flash form of an attention `group` on a device with `options`, if it applies. */
+export function flashAttention(group: Attention, options: WgslOptions): Flash | undefined {
   const { scores, weights, values } = group;
   const s = matmulOperands(scores)!, v = matmulOperands(values)!;
   if (s.k > MAX_HEAD || v.n > MAX_HEAD || weights.reductions.length !== 2) return undefined;
-  const rows = [64, 32, 16].find((r) => s.m % r === 0);
-  if (!rows) return undefined;
+  const shape = SHAPES.find(({ rows, per }) =>
+    s.m % rows === 0 && (rows / per) * TX <= options.maxInvocations &&
+    flashBytes(s.k, v.n, rows) <= (options.workgroupBytes ?? 16384)
+  );
+  if (!shape) return undefined;
   // The softmax must be max(x), Σ exp(x − max), exp(x − max) / Σ over one x.
   const [max, sum] = weights.reductions;
   const x = max.expr;
@@ -71,7 +107,7 @@ export function flashAttention(group: Attention): Flash | undefined {
     max.op !== "max" || sum.op !== "sum" || !is(sum.expr, p) ||
     !is(weights.outputs[0].expr, alu("Div", [p, acc(1)]))
   ) return undefined;
-  return { ...group, rows };
+  return { ...group, ...shape };
 }
 
 /**
@@ -91,114 +127,236 @@ export function groupBindings({ inputs, values }: Attention): string[] {
   return storageBindings(inputs.map(type), values.outputs.map(type));
 }
 
-/** The flash kernel's layout: `rows` query rows a workgroup. */
+/** The flash kernel's layout: `rows` query rows a workgroup of `rows / per · 8` threads. */
 export function flashLayout(plan: Flash): KernelLayout {
-  return rowsLayout(streamedRows(1, plan.rows));
+  return rowsLayout(streamedRows(TX / plan.per, plan.rows));
 }
 
 /** The flash kernel's WGSL: bindings as `plan.inputs`, then `values`' outputs. */
 export function flashWgsl(plan: Flash): string {
-  const { scores, weights, values, rows } = plan;
+  const { scores, weights, values, rows: R, per: P } = plan;
   const s = matmulOperands(scores)!, v = matmulOperands(values)!;
   const nb = s.nb, D = s.k, E = v.n, T = s.n;
-  const total = sizeOf(weights.space.slice(0, nb + 1));
+  const EP = paddedWidth(E), G = EP / 32, RQ = R / 4, TY = R / P, threads = TY * TX;
+  const [mAx, nAx, kAx] = [nb, nb + 1, nb + 2];
   const names = (k: KernelIR) => groupInputNames(plan, k);
+  const lowering = (k: KernelIR, prefix: string) =>
+    new KernelLowering(k, { prefix, inputs: names(k) });
+  const ls = lowering(scores, "s"), lw = lowering(weights, "w"), lv = lowering(values, "o");
+  const batch = [...Array(nb).keys()].map((i) => `b${i}`);
+  const params = [...batch.map((b) => `${b}: i32`), "row: i32", "col: i32", "acc0: f32"].join(", ");
+  // Sets lowering `l`'s coordinates in a helper: batch from the parameters, then `rest`.
+  const enter = (l: KernelLowering, rest: string[]) => {
+    l.e = new Emitter();
+    l.e.indent = "  ";
+    l.coords.forEach((c, i) => l.e.line(`var ${c}: i32 = ${i < nb ? batch[i] : rest[i - nb]};`));
+  };
+
+  // score(…, row, key, dot): the scores' epilogue, then the softmax's prologue x at (row, key).
+  enter(ls, ["row", "col", "0"]);
+  const score = ls.value(scores.outputs[0].expr, new Map());
+  lw.e = ls.e;
+  lw.coords.forEach((c, i) =>
+    ls.e.line(`var ${c}: i32 = ${i < nb ? batch[i] : ["row", "col"][i - nb]};`)
+  );
+  lw.redirect.set(
+    String(weights.inputs.findIndex((b) => b.value === scores.outputs[0].value)),
+    () => score,
+  );
+  const x = lw.value(weights.reductions[0].expr, new Map());
+  const scoreFn = [`fn score(${params}) -> f32 {`, ...ls.e.lines, `  return ${x};`, "}"];
+
+  // emit(…, row, col, out): the values' epilogue at (row, col).
+  enter(lv, ["row", "col", "0"]);
+  lv.e.block(`if (col < ${E}) {`, () => {
+    const memo = new Map<Expr, string>();
+    values.outputs.forEach((o, k) => lv.store(o, k, memo));
+  });
+  const emitFn = [`fn emit(${params}) {`, ...lv.e.lines, "}"];
+
   const e = new Emitter();
-  const lowering = (k: KernelIR, prefix: string) => {
-    const l = new KernelLowering(k, { prefix, inputs: names(k) });
+  e.line(NEVER);
+  e.line("let t = i32(lid.x);");
+  e.line(`let tx = t % ${TX};`);
+  e.line(`let ty = t / ${TX};`);
+  e.line(`let row0 = i32(wid.x + wid.y * nwg.x) * ${R};`);
+  for (const l of [ls, lv]) {
     l.e = e;
     for (const c of l.coords) e.line(`var ${c}: i32 = 0;`);
-    return l;
-  };
-  e.line(NEVER);
-  e.line(`let raw = i32(wid.x + wid.y * nwg.x) * ${rows} + i32(lid.x);`);
-  e.line(`let row = min(raw, ${total - 1});`);
-  const ls = lowering(scores, "s"), lw = lowering(weights, "w"), lv = lowering(values, "o");
-  // Batch and query coordinates of this thread's row, in each kernel's space.
-  for (const l of [ls, lw, lv]) l.unravel([...Array(nb + 1).keys()], "row");
+    l.unravel([...Array(nb + 1).keys()], "row0");
+  }
+  e.line(`let first = ${ls.coords[mAx]};`);
+  const args = (row: string, col: string, value: string) =>
+    [...ls.coords.slice(0, nb), row, col, value].join(", ");
 
-  // The query row in registers.
-  e.line(`var q: array<f32, ${D}>;`);
-  e.block(`for (var d = 0; d < ${D}; d++) {`, () => {
-    e.line(`${ls.coords[nb + 2]} = d;`);
-    e.line(`q[d] = ${ls.value(s.a, new Map())};`);
+  /**
+   * Fills tile `name` from load `op` of lowering `l`: `name[a · groups + g]` holds the elements at
+   * `lane` axis coordinates `lane0 + 4g + 0..3` and `along` axis coordinate `along0 + a`, zero past
+   * the bounds. Consecutive threads walk whichever axis is contiguous in memory.
+   */
+  const fill = (
+    name: string,
+    l: KernelLowering,
+    op: Load,
+    lane: { axis: number; base: string; bound: number; groups: number },
+    along: { axis: number; base: string; bound: number; extent: number },
+  ) => {
+    const access = affineOffset(op.steps, l.kernel.space, l.kernel.inputs[op.input].shape);
+    const alongFast = access !== undefined && access.weights[along.axis] === 1;
+    const total = lane.groups * along.extent;
+    e.block(`for (var p = t; p < ${total}; p += ${threads}) {`, () => {
+      e.line(
+        alongFast
+          ? `let a = p % ${along.extent}; let g = p / ${along.extent};`
+          : `let a = p / ${lane.groups}; let g = p % ${lane.groups};`,
+      );
+      e.line(`let at = ${along.base} + a;`);
+      e.line(`${l.coords[along.axis]} = min(at, ${along.bound - 1});`);
+      e.line("var q = vec4<f32>(0.0);");
+      for (let i = 0; i < 4; i++) {
+        e.block("{", () => {
+          e.line(`let c = ${lane.base} + 4 * g + ${i};`);
+          e.line(`${l.coords[lane.axis]} = min(c, ${lane.bound - 1});`);
+          const value = l.value(op, new Map());
+          e.line(
+            `q.${"xyzw"[i]} = select(0.0, ${value}, c < ${lane.bound} && at < ${along.bound});`,
+          );
+        });
+      }
+      e.line(`${name}[a * ${lane.groups} + g] = q;`);
+    });
+  };
+
+  // The query tile, once: qt[d · R/4 + r/4] holds rows r..r+3 at d.
+  fill("qt", ls, s.a, { axis: mAx, base: "first", bound: s.m, groups: RQ }, {
+    axis: kAx,
+    base: "0",
+    bound: D,
+    extent: D,
   });
-  e.line(`var acc: array<f32, ${E}>;`);
-  e.line(`var m = ${NEG_INF};`);
-  e.line("var total = 0.0;");
-  e.line(`var sc: array<f32, ${KEYS}>;`);
+  // A thread's rows: vec4 groups ty, ty + TY, … of the query tile; its output columns 4·(tx + 8g).
+  const rowOf = (r: number) => `${4 * (r >> 2) * TY} + ty * 4 + ${r & 3}`;
+  const lanes = (r: number) => `${"xyzw"[r & 3]}`;
+  for (let r = 0; r < P; r++) {
+    for (let g = 0; g < G; g++) e.line(`var o_${r}_${g} = vec4<f32>(0.0);`);
+    e.line(`var m_${r} = ${NEG_INF};`);
+    e.line(`var l_${r} = 0.0;`);
+  }
   e.block(`for (var t0 = 0; t0 < ${T}; t0 += ${KEYS}) {`, () => {
-    // The tile's keys and values, loaded by all the workgroup's threads (the workgroup's rows
-    // share their batch coordinates: the first row's are this one's).
     e.line("workgroupBarrier();");
-    const tile = (l: KernelLowering, name: string, width: number, key: number, col: number) => {
-      const op = l === ls ? s.b : v.b;
-      e.block(`for (var p = i32(lid.x); p < ${KEYS * width}; p += ${rows}) {`, () => {
-        e.line(`let j = t0 + p / ${width};`);
-        e.line(`${l.coords[key]} = min(j, ${T - 1});`);
-        e.line(`${l.coords[col]} = p % ${width};`);
-        e.line(`${name}[p] = select(0.0, ${l.value(op, new Map())}, j < ${T});`);
-      });
-    };
-    tile(ls, "tk", D, nb + 1, nb + 2);
-    tile(lv, "tv", E, nb + 2, nb + 1);
+    // kt[d · 8 + j/4] holds keys j..j+3 at d; vt[j · EP/4 + c/4] columns c..c+3 of key j.
+    fill("kt", ls, s.b, { axis: nAx, base: "t0", bound: T, groups: TX }, {
+      axis: kAx,
+      base: "0",
+      bound: D,
+      extent: D,
+    });
+    fill("vt", lv, v.b, { axis: nAx, base: "0", bound: E, groups: EP / 4 }, {
+      axis: kAx,
+      base: "t0",
+      bound: T,
+      extent: KEYS,
+    });
     e.line("workgroupBarrier();");
-    // Scores of this tile (after the scores' epilogue and the softmax's prologue) and their max.
-    e.line("var mt = m;");
-    e.block(`for (var jj = 0; jj < ${KEYS}; jj++) {`, () => {
-      e.line("let j = t0 + jj;");
-      e.line("var dot = 0.0;");
-      e.block(`for (var d = 0; d < ${D}; d++) {`, () => {
-        e.line(`dot = fma(q[d], tk[jj * ${D} + d], dot);`);
-      });
+    // Scores: rows × 4 keys a thread.
+    for (let r = 0; r < P; r++) e.line(`var s_${r} = vec4<f32>(0.0);`);
+    e.block(`for (var d = 0; d < ${D}; d++) {`, () => {
+      e.line(`let kk = kt[d * ${TX} + tx];`);
+      for (let h = 0; h < P / 4; h++) e.line(`let qq${h} = qt[d * ${RQ} + ${h * TY} + ty];`);
+      for (let r = 0; r < P; r++) {
+        e.line(`s_${r} = fma(vec4<f32>(qq${r >> 2}.${lanes(r)}), kk, s_${r});`);
+      }
+    });
+    // The epilogue and prologue per score (keys past the end at −∞), and each row's share of
+    // the tile's maximum (NaN wins, as in the row kernel's max).
+    const nanMax = (a: string, b: string) =>
+      `select(${b}, ${a}, k_isnan(${a}) || (!k_isnan(${b}) && ${a} >= ${b}))`;
+    for (let r = 0; r < P; r++) {
+      for (let c = 0; c < 4; c++) {
+        const lane = `s_${r}.${"xyzw"[c]}`;
+        e.block("{", () => {
+          e.line(`let key = t0 + 4 * tx + ${c};`);
+          e.line(
+            `${lane} = select(${NEG_INF}, score(${
+              args(`first + ${rowOf(r)}`, `min(key, ${T - 1})`, lane)
+            }), key < ${T});`,
+          );
+        });
+      }
+      const [a, b, c, d] = [..."xyzw"].map((k) => `s_${r}.${k}`);
+      e.line(`red[(${rowOf(r)}) * ${TX} + tx] = ${nanMax(nanMax(a, b), nanMax(c, d))};`);
+    }
+    e.line("workgroupBarrier();");
+    // The rows' new maxima; what the rows hold so far rescales to them. A row whose maximum is
+    // still −∞ (every key so far masked) weighs its keys 0: a row that never sees another sums to
+    // 0, and 0 / 0 makes it NaN, as the softmax of all −∞ is.
+    for (let r = 0; r < P; r++) {
       e.block("{", () => {
-        e.line("let acc0 = dot;");
-        e.line(`${ls.coords[nb + 1]} = min(j, ${T - 1});`);
-        e.line(`${ls.coords[nb + 2]} = 0;`);
-        const score = ls.value(scores.outputs[0].expr, new Map());
-        const scoresInput = weights.inputs.findIndex((b) => b.value === scores.outputs[0].value);
-        lw.redirect.set(String(scoresInput), () => score);
-        e.line(`${lw.coords[nb + 1]} = min(j, ${T - 1});`);
-        const x = lw.value(weights.reductions[0].expr, new Map());
-        e.line(`sc[jj] = select(${NEG_INF}, ${x}, j < ${T});`);
+        e.line(`var mt = m_${r};`);
+        e.block(`for (var u = 0; u < ${TX}; u++) {`, () => {
+          e.line(`let y = red[(${rowOf(r)}) * ${TX} + u];`);
+          e.line(`mt = ${nanMax("mt", "y")};`);
+        });
+        e.line(`let scale = select(exp(m_${r} - mt), 1.0, m_${r} == mt);`);
+        e.line(`l_${r} = l_${r} * scale;`);
+        for (let g = 0; g < G; g++) e.line(`o_${r}_${g} = o_${r}_${g} * scale;`);
+        e.line(
+          `s_${r} = select(exp(s_${r} - vec4<f32>(mt)), vec4<f32>(0.0), mt < 0.0 && k_isinf(mt));`,
+        );
+        e.line(`l_${r} = l_${r} + (s_${r}.x + s_${r}.y) + (s_${r}.z + s_${r}.w);`);
+        e.line(`m_${r} = mt;`);
       });
-      // NaN wins, as in the row kernel's max.
-      e.line("mt = select(sc[jj], mt, k_isnan(mt) || (!k_isnan(sc[jj]) && mt >= sc[jj]));");
-    });
-    // Rescale what the row has so far to the new maximum, then add this tile's weighted values.
-    e.line("let scale = select(exp(m - mt), 1.0, m == mt);");
-    e.line("total = total * scale;");
-    e.block(`for (var c = 0; c < ${E}; c++) {`, () => e.line("acc[c] = acc[c] * scale;"));
-    e.block(`for (var jj = 0; jj < ${KEYS}; jj++) {`, () => {
-      // Keys at −∞ (masked) weigh 0 while the row has seen nothing else; a row that never does
-      // sums to 0, and 0 / 0 makes it NaN, as the softmax of all −∞ is.
-      e.line("let p = select(exp(sc[jj] - mt), 0.0, sc[jj] == mt && mt < 0.0 && k_isinf(mt));");
-      e.line("total = total + p;");
-      e.block(`for (var c = 0; c < ${E}; c++) {`, () => {
-        e.line(`acc[c] = fma(p, tv[jj * ${E} + c], acc[c]);`);
-      });
-    });
-    e.line("m = mt;");
-  });
-  // The values' epilogue per output of the row.
-  e.block(`if (raw < ${total}) {`, () => {
-    e.block(`for (var c = 0; c < ${E}; c++) {`, () => {
-      e.line(`${lv.coords[nb + 1]} = c;`);
-      e.line(`${lv.coords[nb + 2]} = 0;`);
-      e.block("{", () => {
-        e.line("let acc0 = k_fdiv(acc[c], total);");
-        const memo = new Map<Expr, string>();
-        values.outputs.forEach((o, k) => lv.store(o, k, memo));
-      });
+    }
+    // pt[j · R/4 + r/4] holds the weights of rows r..r+3 for key j.
+    for (let c = 0; c < 4; c++) {
+      for (let h = 0; h < P / 4; h++) {
+        const lanesOf = [0, 1, 2, 3].map((i) => `s_${4 * h + i}.${"xyzw"[c]}`).join(", ");
+        e.line(`pt[(4 * tx + ${c}) * ${RQ} + ${h * TY} + ty] = vec4<f32>(${lanesOf});`);
+      }
+    }
+    e.line("workgroupBarrier();");
+    // out += P · V: rows × 4·G columns a thread.
+    e.block(`for (var j = 0; j < ${KEYS}; j++) {`, () => {
+      for (let h = 0; h < P / 4; h++) e.line(`let pp${h} = pt[j * ${RQ} + ${h * TY} + ty];`);
+      for (let g = 0; g < G; g++) e.line(`let vv${g} = vt[j * ${EP / 4} + ${g * TX} + tx];`);
+      for (let r = 0; r < P; r++) {
+        for (let g = 0; g < G; g++) {
+          e.line(`o_${r}_${g} = fma(vec4<f32>(pp${r >> 2}.${lanes(r)}), vv${g}, o_${r}_${g});`);
+        }
+      }
     });
   });
+  // Each row's sum from the threads' shares, then the values' epilogue per output.
+  e.line("workgroupBarrier();");
+  for (let r = 0; r < P; r++) e.line(`red[(${rowOf(r)}) * ${TX} + tx] = l_${r};`);
+  e.line("workgroupBarrier();");
+  for (let r = 0; r < P; r++) {
+    e.block("{", () => {
+      e.line("var total = 0.0;");
+      e.block(`for (var u = 0; u < ${TX}; u++) {`, () => {
+        e.line(`total = total + red[(${rowOf(r)}) * ${TX} + u];`);
+      });
+      for (let g = 0; g < G; g++) {
+        for (let c = 0; c < 4; c++) {
+          const col = `${4 * g * TX} + 4 * tx + ${c}`;
+          const out = `k_fdiv(o_${r}_${g}.${"xyzw"[c]}, total)`;
+          e.line(`emit(${args(`first + ${rowOf(r)}`, col, out)});`);
+        }
+      }
+    });
+  }
   return [
     `// kiln flash attention: ${scores.name} → ${weights.name} → ${values.name}`,
     ...groupBindings(plan),
     PRELUDE,
-    `var<workgroup> tk: array<f32, ${KEYS * D}>;`,
-    `var<workgroup> tv: array<f32, ${KEYS * E}>;`,
-    `@compute @workgroup_size(${rows})`,
+    `var<workgroup> qt: array<vec4<f32>, ${D * RQ}>;`,
+    `var<workgroup> kt: array<vec4<f32>, ${D * TX}>;`,
+    `var<workgroup> vt: array<vec4<f32>, ${KEYS * EP / 4}>;`,
+    `var<workgroup> pt: array<vec4<f32>, ${KEYS * RQ}>;`,
+    `var<workgroup> red: array<f32, ${R * TX}>;`,
+    ...scoreFn,
+    ...emitFn,
+    `@compute @workgroup_size(${threads})`,
     "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,",
     "        @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
     ...e.lines,

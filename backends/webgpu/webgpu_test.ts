@@ -278,33 +278,91 @@ Deno.test("attention runs as one fused kernel: scores and weights stay in workgr
   profiled.dispose();
 });
 
-Deno.test("flash attention: long groups as one kernel, masks, ragged key tiles, fully masked rows", async () => {
+/**
+ * Attention over `tokens` keys with `rows` queries, heads `d` wide and values `e` wide; with
+ * `transposed` the keys come stored key-minor ([…, d, tokens]) and the values [… e, tokens]; with
+ * `mask` an additive mask input.
+ */
+function flashGraph(
+  { tokens, rows = tokens, batch = 2, d = 16, e = d, transposed = false, mask = false }: {
+    tokens: number;
+    mask?: boolean;
+    rows?: number;
+    batch?: number;
+    d?: number;
+    e?: number;
+    transposed?: boolean;
+  },
+): Graph {
+  const b = new GraphBuilder();
+  const q = b.input("q", [batch, 3, rows, d]);
+  const k = transposed
+    ? b.input("k", [batch, 3, d, tokens])
+    : b.op("Transpose", [b.input("k", [batch, 3, tokens, d])], { perm: [0, 1, 3, 2] });
+  const v = transposed
+    ? b.op("Transpose", [b.input("v", [batch, 3, e, tokens])], { perm: [0, 1, 3, 2] })
+    : b.input("v", [batch, 3, tokens, e]);
+  const scaled = b.op("Mul", [b.op("MatMul", [q, k]), b.constant(1 / Math.sqrt(d))]);
+  const scores = mask ? b.op("Add", [scaled, b.input("mask", [rows, tokens])]) : scaled;
+  b.output("y", b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]));
+  return b.build();
+}
+
+Deno.test("flash attention: tiles of queries, keys and values, masks, ragged key tiles, fully masked rows", async () => {
   const flash = new WebGpuBackend({ profile: true, flashAttention: true });
   await flash.prepare();
-  // Past the one-row kernel's key limit: workgroups of 64 rows.
-  const long = fuse(attention(1088, false, 1)).kernels.filter((k) => k.group === "attention_0");
-  assert.equal(flashAttention(attentionGroup(long, new Set())!)?.rows, 64);
-  // 656 tokens: tiled matmuls, 41 workgroups of 16 rows a head, the last key tile half full.
-  for (const tokens of [656]) {
-    const graph = attention(tokens, false, 2);
-    const group = fuse(graph).kernels.filter((k) => k.group === "attention_0");
-    assert.equal(fusedAttention(group, new Set()), undefined);
-    assert.equal(flashAttention(attentionGroup(group, new Set())!)?.rows, 16);
-    const n = 2 * 3 * tokens * 16;
-    const mask = hashed(tokens * tokens, 17).map((x) => (x > 0.8 ? -Infinity : 0));
+  const wgsl = {
+    maxInvocations: 256,
+    workgroupBytes: flash.device!.limits.maxComputeWorkgroupStorageSize,
+  };
+  const plan = (g: Graph) =>
+    flashAttention(
+      attentionGroup(fuse(g).kernels.filter((k) => k.group === "attention_0"), new Set())!,
+      wgsl,
+    );
+  // Workgroup memory decides the rows a workgroup takes: 64 of 64-wide heads need 42 KB.
+  const wide = attentionGroup(
+    fuse(flashGraph({ tokens: 1024, d: 64 })).kernels.filter((k) => k.group === "attention_0"),
+    new Set(),
+  )!;
+  assert.equal(flashAttention(wide, { maxInvocations: 256, workgroupBytes: 49152 })?.rows, 64);
+  assert.equal(flashAttention(wide, { maxInvocations: 256, workgroupBytes: 32768 })?.rows, 32);
+  assert.equal(flashAttention(wide, { maxInvocations: 256 }), undefined, "16 KB fits no tile");
+  assert.equal(plan(flashGraph({ tokens: 1024, d: 80 })), undefined, "heads past 64");
+  // llvmpipe takes 7–10 s to compile a flash kernel of 16 rows and 16-wide heads, 25–30 s at 64
+  // rows or 64-wide heads (the H200's shapes, timed by `bench/gpu_kernels.ts`): CI runs shapes of
+  // 16 rows, which take every branch of the generator.
+  const cases = [
+    // 656 keys: the last key tile half full; 41 workgroups a head; fully masked rows.
+    { tokens: 656, mask: true },
+    // Keys and values stored key-minor, values wider than the heads (two column groups).
+    { tokens: 600, rows: 144, d: 16, e: 40, transposed: true },
+  ];
+  for (const c of cases) {
+    const graph = flashGraph(c);
+    const { tokens, rows = tokens, d = 16, e = d, transposed = false } = c;
+    const batch = 2;
+    assert.ok(plan(graph), JSON.stringify(c));
+    const mask = hashed(rows * tokens, 17).map((x) => (x > 0.8 ? -Infinity : 0));
     mask.fill(-Infinity, 0, tokens); // query 0 sees no key: its softmax is NaN
     const feeds = {
-      q: f32(hashed(n, 7), [2, 3, tokens, 16]),
-      k: f32(hashed(n, 11), [2, 3, tokens, 16]),
-      v: f32(hashed(n, 13), [2, 3, tokens, 16]),
-      mask: f32(mask, [tokens, tokens]),
+      q: f32(hashed(batch * 3 * rows * d, 7), [batch, 3, rows, d]),
+      k: f32(
+        hashed(batch * 3 * tokens * d, 11),
+        transposed ? [batch, 3, d, tokens] : [batch, 3, tokens, d],
+      ),
+      v: f32(
+        hashed(batch * 3 * tokens * e, 13),
+        transposed ? [batch, 3, e, tokens] : [batch, 3, tokens, e],
+      ),
+      ...(c.mask ? { mask: f32(mask, [rows, tokens]) } : {}),
     };
     using exe = await compile(graph, { backend: flash, cache: false });
     using reference = await compile(graph, { backend: "reference" });
     const [got, want] = [await exe.run(feeds), await reference.run(feeds)];
-    assert.ok(Number.isNaN(want.y.data[0]));
+    assert.equal(Number.isNaN(want.y.data[0]), c.mask ?? false);
     assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-5, rtol: 1e-4 });
-    assert.deepEqual(exe.deviceTimes().map((t) => t.kernel), ["attention_0"]);
+    assert.deepEqual(exe.deviceTimes().map((t) => t.kernel), ["attention_0"], JSON.stringify(c));
   }
   flash.dispose();
 });
