@@ -7,7 +7,8 @@
  * output columns, the threads of a warp reading consecutive vec4s): scores = Q·Kᵀ, then the
  * online softmax (the running row maximum through workgroup memory, each thread keeping its
  * share of the running sum and rescaling its outputs when the maximum grows), then out += P·V
- * with P through workgroup memory. The scores' epilogue (scale, masks) and the softmax's prologue
+ * with P through workgroup memory. The next tile's keys and values are read into registers while
+ * the current tile computes, as the tiled matmul does. The scores' epilogue (scale, masks) and the softmax's prologue
  * run per score through a helper function of the group's own lowerings; the values' epilogue runs
  * once per output at the end.
  *
@@ -15,10 +16,11 @@
  * exp(x − max) / sum over the same x), heads are at most `MAX_HEAD` wide, the query axis is a
  * multiple of the rows a workgroup takes (its rows share their keys) and the tiles fit the
  * device's workgroup memory. Only with `new WebGpuBackend({ flashAttention: true })`: on the H200
- * (device time, `bench/gpu_kernels.ts`, 2026-11-25) it ran B8 H16 T1024 D64 in 5.66 ms against
- * 2.41 ms for the three kernels it replaces (the one-thread-a-row kernel it succeeds: 42.0 ms), and
- * 1.4–2.4× the three kernels' time from 128 to 4096 tokens. Taking out the fills, the per-score
- * epilogue calls or the P·V product each saved 1.0–1.7 ms; taking out all three left 1.48 ms.
+ * (device time, `bench/gpu_kernels.ts`, 2026-11-25) it ran B8 H16 T1024 D64 in 4.52 ms against
+ * 2.40 ms for the three kernels it replaces (the one-thread-a-row kernel it succeeds: 42.0 ms), and
+ * 1.3–1.9× the three kernels' time from 128 to 4096 tokens. Before the next tile's prefetch (5.66
+ * ms), taking out the fills, the per-score epilogue calls or the P·V product each saved 1.0–1.7
+ * ms; taking out all three left 1.48 ms.
  *
  * @module
  */
@@ -190,50 +192,93 @@ export function flashWgsl(plan: Flash): string {
     [...ls.coords.slice(0, nb), row, col, value].join(", ");
 
   /**
-   * Fills tile `name` from load `op` of lowering `l`: `name[a · groups + g]` holds the elements at
-   * `lane` axis coordinates `lane0 + 4g + 0..3` and `along` axis coordinate `along0 + a`, zero past
-   * the bounds. Consecutive threads walk whichever axis is contiguous in memory.
+   * Tile `name` from load `op` of lowering `l`: `name[a · groups + g]` holds the elements at `lane`
+   * axis coordinates `lane.base(t) + 4g + 0..3` and `along` axis coordinate `along.base(t) + a`,
+   * zero past the bounds, for the tile starting at key `t`. `load(t)` reads a thread's share into
+   * registers `${name}_…`, `store()` puts them in the tile, so the next tile's reads can travel
+   * while this one computes. Consecutive threads walk whichever axis is contiguous in memory.
    */
-  const fill = (
+  const filler = (
     name: string,
     l: KernelLowering,
     op: Load,
-    lane: { axis: number; base: string; bound: number; groups: number },
-    along: { axis: number; base: string; bound: number; extent: number },
+    lane: { axis: number; base: (t: string) => string; bound: number; groups: number },
+    along: { axis: number; base: (t: string) => string; bound: number; extent: number },
   ) => {
     const access = affineOffset(op.steps, l.kernel.space, l.kernel.inputs[op.input].shape);
     const alongFast = access !== undefined && access.weights[along.axis] === 1;
-    const total = lane.groups * along.extent;
-    e.block(`for (var p = t; p < ${total}; p += ${threads}) {`, () => {
+    const total = lane.groups * along.extent, count = Math.ceil(total / threads);
+    const slot = (k: number) => {
+      e.line(`let p = t + ${k * threads};`);
       e.line(
         alongFast
           ? `let a = p % ${along.extent}; let g = p / ${along.extent};`
           : `let a = p / ${lane.groups}; let g = p % ${lane.groups};`,
       );
-      e.line(`let at = ${along.base} + a;`);
-      e.line(`${l.coords[along.axis]} = min(at, ${along.bound - 1});`);
-      e.line("var q = vec4<f32>(0.0);");
-      for (let i = 0; i < 4; i++) {
-        e.block("{", () => {
-          e.line(`let c = ${lane.base} + 4 * g + ${i};`);
-          e.line(`${l.coords[lane.axis]} = min(c, ${lane.bound - 1});`);
-          const value = l.value(op, new Map());
-          e.line(
-            `q.${"xyzw"[i]} = select(0.0, ${value}, c < ${lane.bound} && at < ${along.bound});`,
-          );
-        });
+    };
+    // Only the last slot can pass the tile's end, and only when threads do not divide it.
+    const guarded = (k: number, body: () => void) =>
+      (k + 1) * threads > total ? e.block(`if (t + ${k * threads} < ${total}) {`, body) : body();
+    for (let k = 0; k < count; k++) e.line(`var ${name}_${k} = vec4<f32>(0.0);`);
+    const load = (t: string) => {
+      for (let k = 0; k < count; k++) {
+        guarded(k, () =>
+          e.block("{", () => {
+            slot(k);
+            e.line(`let at = ${along.base(t)} + a;`);
+            e.line(`${l.coords[along.axis]} = min(at, ${along.bound - 1});`);
+            for (let i = 0; i < 4; i++) {
+              e.block("{", () => {
+                e.line(`let c = ${lane.base(t)} + 4 * g + ${i};`);
+                e.line(`${l.coords[lane.axis]} = min(c, ${lane.bound - 1});`);
+                const value = l.value(op, new Map());
+                e.line(
+                  `${name}_${k}.${
+                    "xyzw"[i]
+                  } = select(0.0, ${value}, c < ${lane.bound} && at < ${along.bound});`,
+                );
+              });
+            }
+          }));
       }
-      e.line(`${name}[a * ${lane.groups} + g] = q;`);
-    });
+    };
+    const store = () => {
+      for (let k = 0; k < count; k++) {
+        guarded(k, () =>
+          e.block("{", () => {
+            slot(k);
+            e.line(`${name}[a * ${lane.groups} + g] = ${name}_${k};`);
+          }));
+      }
+    };
+    return { load, store };
   };
 
   // The query tile, once: qt[d · R/4 + r/4] holds rows r..r+3 at d.
-  fill("qt", ls, s.a, { axis: mAx, base: "first", bound: s.m, groups: RQ }, {
+  const zero = () => "0", key = (t: string) => t;
+  const fillQ = filler("qt", ls, s.a, { axis: mAx, base: () => "first", bound: s.m, groups: RQ }, {
     axis: kAx,
-    base: "0",
+    base: zero,
     bound: D,
     extent: D,
   });
+  fillQ.load("0");
+  fillQ.store();
+  // kt[d · 8 + j/4] holds keys j..j+3 at d; vt[j · EP/4 + c/4] columns c..c+3 of key j.
+  const fillK = filler("kt", ls, s.b, { axis: nAx, base: key, bound: T, groups: TX }, {
+    axis: kAx,
+    base: zero,
+    bound: D,
+    extent: D,
+  });
+  const fillV = filler("vt", lv, v.b, { axis: nAx, base: zero, bound: E, groups: EP / 4 }, {
+    axis: kAx,
+    base: key,
+    bound: T,
+    extent: KEYS,
+  });
+  fillK.load("0");
+  fillV.load("0");
   // A thread's rows: vec4 groups ty, ty + TY, … of the query tile; its output columns 4·(tx + 8g).
   const rowOf = (r: number) => `${4 * (r >> 2) * TY} + ty * 4 + ${r & 3}`;
   const lanes = (r: number) => `${"xyzw"[r & 3]}`;
@@ -244,20 +289,14 @@ export function flashWgsl(plan: Flash): string {
   }
   e.block(`for (var t0 = 0; t0 < ${T}; t0 += ${KEYS}) {`, () => {
     e.line("workgroupBarrier();");
-    // kt[d · 8 + j/4] holds keys j..j+3 at d; vt[j · EP/4 + c/4] columns c..c+3 of key j.
-    fill("kt", ls, s.b, { axis: nAx, base: "t0", bound: T, groups: TX }, {
-      axis: kAx,
-      base: "0",
-      bound: D,
-      extent: D,
-    });
-    fill("vt", lv, v.b, { axis: nAx, base: "0", bound: E, groups: EP / 4 }, {
-      axis: kAx,
-      base: "t0",
-      bound: T,
-      extent: KEYS,
-    });
+    fillK.store();
+    fillV.store();
     e.line("workgroupBarrier();");
+    // The next tile's keys and values travel from memory while this one computes.
+    e.block(`if (t0 + ${KEYS} < ${T}) {`, () => {
+      fillK.load(`t0 + ${KEYS}`);
+      fillV.load(`t0 + ${KEYS}`);
+    });
     // Scores: rows × 4 keys a thread.
     for (let r = 0; r < P; r++) e.line(`var s_${r} = vec4<f32>(0.0);`);
     e.block(`for (var d = 0; d < ${D}; d++) {`, () => {

@@ -63,7 +63,7 @@ export interface WebGpuOptions {
   /**
    * Run attention groups (scores → softmax → values) as one flash kernel wherever it applies
    * (`shaders/wgsl_flash.ts`): the scores never reach device memory. Default false: on the H200
-   * the tiled flash kernel took 1.4–2.4× the time of the kernels it replaces (see its module).
+   * the tiled flash kernel took 1.3–1.9× the time of the kernels it replaces (see its module).
    */
   readonly flashAttention?: boolean;
   /**

@@ -1,0 +1,162 @@
+/**
+ * Attention on WebGPU: the one-row fused kernel and the tiled flash kernel against the reference.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { compile } from "../../mod.ts";
+import { fuse } from "../../jit/fuse.ts";
+import { GraphBuilder } from "../../jit/graph_builder.ts";
+import { assertClose, f32, numbers } from "../../jit/testing.ts";
+import type { Graph } from "../../jit/graph.ts";
+import { tiledMatmul } from "../../shaders/wgsl.ts";
+import { attentionGroup, fusedAttention, MAX_KEYS } from "../../shaders/wgsl_attention.ts";
+import { flashAttention } from "../../shaders/wgsl_flash.ts";
+import { WebGpuBackend } from "./webgpu_backend.ts";
+
+const hashed = (n: number, salt: number) =>
+  Array.from({ length: n }, (_, i) => (((i + 1) * salt) % 2000) / 1000 - 1);
+
+function attention(tokens: number, keep = false, batch = 2): Graph {
+  const b = new GraphBuilder();
+  const [q, k, v] = ["q", "k", "v"].map((n) => b.input(n, [batch, 3, tokens, 16]));
+  const scores = b.op("Add", [
+    b.op("Div", [
+      b.op("MatMul", [q, b.op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
+      b.constant(4),
+    ]),
+    b.input("mask", [tokens, tokens]),
+  ]);
+  b.output("y", b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]));
+  if (keep) b.output("scores", scores);
+  return b.build();
+}
+
+Deno.test("attention runs as one fused kernel: scores and weights stay in workgroup memory", async () => {
+  const profiled = new WebGpuBackend({ profile: true });
+  await profiled.prepare();
+  for (const [tokens, keep, batch] of [[10, false, 2], [70, false, 1], [10, true, 2]] as const) {
+    const graph = attention(tokens, keep, batch);
+    const kernels = fuse(graph).kernels;
+    if (!keep) assert.ok(kernels.some((k) => k.group === "attention_0"), `tokens ${tokens}`);
+    const n = batch * 3 * tokens * 16;
+    const feeds = {
+      q: f32(hashed(n, 7), [batch, 3, tokens, 16]),
+      k: f32(hashed(n, 11), [batch, 3, tokens, 16]),
+      v: f32(hashed(n, 13), [batch, 3, tokens, 16]),
+      mask: f32(hashed(tokens * tokens, 17).map((x) => (x > 0.8 ? -Infinity : 0)), [
+        tokens,
+        tokens,
+      ]),
+    };
+    using exe = await compile(graph, { backend: profiled, cache: false });
+    using reference = await compile(graph, { backend: "reference" });
+    const [got, want] = [await exe.run(feeds), await reference.run(feeds)];
+    for (const name of Object.keys(want)) {
+      assertClose(numbers(got[name].data), numbers(want[name].data), { atol: 1e-5, rtol: 1e-4 });
+    }
+    // Scores that are also an output must be stored: then nothing is fused.
+    const names = exe.deviceTimes().map((t) => t.kernel);
+    assert.equal(names.includes("attention_0"), !keep, names.join(" "));
+  }
+  const group = fuse(attention(10)).kernels.filter((k) => k.group === "attention_0");
+  assert.ok(fusedAttention(group, new Set()));
+  const scores = group[0].outputs[0].value;
+  assert.equal(fusedAttention(group, new Set([scores])), undefined, "stored scores stay unfused");
+  for (const tokens of [600, MAX_KEYS + 1]) {
+    // Products large enough for tiled matmuls run as three kernels: the tiles are faster.
+    const long = fuse(attention(tokens)).kernels.filter((k) => k.group === "attention_0");
+    assert.ok(tiledMatmul(long[0]), `${tokens} tokens tile`);
+    assert.equal(fusedAttention(long, new Set()), undefined, `${tokens} tokens stay unfused`);
+  }
+  profiled.dispose();
+});
+
+/**
+ * Attention over `tokens` keys with `rows` queries, heads `d` wide and values `e` wide; with
+ * `transposed` the keys come stored key-minor ([…, d, tokens]) and the values [… e, tokens]; with
+ * `mask` an additive mask input.
+ */
+function flashGraph(
+  { tokens, rows = tokens, batch = 2, d = 16, e = d, transposed = false, mask = false }: {
+    tokens: number;
+    mask?: boolean;
+    rows?: number;
+    batch?: number;
+    d?: number;
+    e?: number;
+    transposed?: boolean;
+  },
+): Graph {
+  const b = new GraphBuilder();
+  const q = b.input("q", [batch, 3, rows, d]);
+  const k = transposed
+    ? b.input("k", [batch, 3, d, tokens])
+    : b.op("Transpose", [b.input("k", [batch, 3, tokens, d])], { perm: [0, 1, 3, 2] });
+  const v = transposed
+    ? b.op("Transpose", [b.input("v", [batch, 3, e, tokens])], { perm: [0, 1, 3, 2] })
+    : b.input("v", [batch, 3, tokens, e]);
+  const scaled = b.op("Mul", [b.op("MatMul", [q, k]), b.constant(1 / Math.sqrt(d))]);
+  const scores = mask ? b.op("Add", [scaled, b.input("mask", [rows, tokens])]) : scaled;
+  b.output("y", b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]));
+  return b.build();
+}
+
+Deno.test("flash attention: tiles of queries, keys and values, masks, ragged key tiles, fully masked rows", async () => {
+  const flash = new WebGpuBackend({ profile: true, flashAttention: true });
+  await flash.prepare();
+  const wgsl = {
+    maxInvocations: 256,
+    workgroupBytes: flash.device!.limits.maxComputeWorkgroupStorageSize,
+  };
+  const plan = (g: Graph) =>
+    flashAttention(
+      attentionGroup(fuse(g).kernels.filter((k) => k.group === "attention_0"), new Set())!,
+      wgsl,
+    );
+  // Workgroup memory decides the rows a workgroup takes: 64 of 64-wide heads need 42 KB.
+  const wide = attentionGroup(
+    fuse(flashGraph({ tokens: 1024, d: 64 })).kernels.filter((k) => k.group === "attention_0"),
+    new Set(),
+  )!;
+  assert.equal(flashAttention(wide, { maxInvocations: 256, workgroupBytes: 49152 })?.rows, 64);
+  assert.equal(flashAttention(wide, { maxInvocations: 256, workgroupBytes: 32768 })?.rows, 32);
+  assert.equal(flashAttention(wide, { maxInvocations: 256 }), undefined, "16 KB fits no tile");
+  assert.equal(plan(flashGraph({ tokens: 1024, d: 80 })), undefined, "heads past 64");
+  // llvmpipe compiles these two 16-row kernels in about 45 s together, and one of 64 rows or
+  // 64-wide heads (the H200's shapes, timed by `bench/gpu_kernels.ts`) in 25–45 s: CI runs
+  // shapes of 16 rows, which take every branch of the generator.
+  const cases = [
+    // 656 keys: the last key tile half full; 41 workgroups a head; fully masked rows.
+    { tokens: 656, mask: true },
+    // Keys and values stored key-minor, values wider than the heads (two column groups).
+    { tokens: 600, rows: 144, d: 16, e: 40, transposed: true },
+  ];
+  for (const c of cases) {
+    const graph = flashGraph(c);
+    const { tokens, rows = tokens, d = 16, e = d, transposed = false } = c;
+    const batch = 2;
+    assert.ok(plan(graph), JSON.stringify(c));
+    const mask = hashed(rows * tokens, 17).map((x) => (x > 0.8 ? -Infinity : 0));
+    mask.fill(-Infinity, 0, tokens); // query 0 sees no key: its softmax is NaN
+    const feeds = {
+      q: f32(hashed(batch * 3 * rows * d, 7), [batch, 3, rows, d]),
+      k: f32(
+        hashed(batch * 3 * tokens * d, 11),
+        transposed ? [batch, 3, d, tokens] : [batch, 3, tokens, d],
+      ),
+      v: f32(
+        hashed(batch * 3 * tokens * e, 13),
+        transposed ? [batch, 3, e, tokens] : [batch, 3, tokens, e],
+      ),
+      ...(c.mask ? { mask: f32(mask, [rows, tokens]) } : {}),
+    };
+    using exe = await compile(graph, { backend: flash, cache: false });
+    using reference = await compile(graph, { backend: "reference" });
+    const [got, want] = [await exe.run(feeds), await reference.run(feeds)];
+    assert.equal(Number.isNaN(want.y.data[0]), c.mask ?? false);
+    assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-5, rtol: 1e-4 });
+    assert.deepEqual(exe.deviceTimes().map((t) => t.kernel), ["attention_0"], JSON.stringify(c));
+  }
+  flash.dispose();
+});
