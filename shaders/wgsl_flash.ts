@@ -3,14 +3,14 @@
  * `attentionGroup`) as one WGSL kernel that never stores the scores. A workgroup takes `rows`
  * query rows of one batch item; its query tile stays in workgroup memory while key and value
  * tiles of `KEYS` keys stream through it. Each tile is two small matmuls, laid out as the tiled
- * matmul's are (k-major vec4 tiles, a thread `per` rows × 4 keys of scores and `per` rows × 4·G
- * output columns, the threads of a warp reading consecutive vec4s): scores = Q·Kᵀ, then the
- * online softmax (the running row maximum through workgroup memory, each thread keeping its
- * share of the running sum and rescaling its outputs when the maximum grows), then out += P·V
- * with P through workgroup memory. The next tile's keys and values are read into registers while
- * the current tile computes, as the tiled matmul does. The scores' epilogue (scale, masks) and the softmax's prologue
- * run per score through a helper function of the group's own lowerings; the values' epilogue runs
- * once per output at the end.
+ * matmul's are (k-major vec4 tiles, a thread 4 rows × 4 keys of scores and 4 rows × 4·G output
+ * columns, the threads of a warp reading consecutive vec4s): scores = Q·Kᵀ, then the online
+ * softmax (the running row maximum through workgroup memory, each thread keeping its share of the
+ * running sum and rescaling its outputs when the maximum grows), then out += P·V with P through
+ * workgroup memory. The next tile's keys and values are read into registers while the current
+ * tile computes, as the tiled matmul does. The scores' epilogue (scale, masks) and the softmax's
+ * prologue run per score through a helper function of the group's own lowerings; the values'
+ * epilogue runs once per output at the end.
  *
  * It applies where the softmax is the plain one (max, then the sum of exp(x − max), then
  * exp(x − max) / sum over the same x), heads are at most `MAX_HEAD` wide, the query axis is a
@@ -40,7 +40,7 @@ import {
 } from "./wgsl_expr.ts";
 import { Structure } from "./wgsl_cancel.ts";
 import { type KernelLayout, rowsLayout, type WgslOptions } from "./wgsl.ts";
-import { streamedRows } from "./wgsl_rows.ts";
+import { combiner, streamedRows } from "./wgsl_rows.ts";
 
 /** Widest head (query, key and value rows) a flash kernel takes. */
 export const MAX_HEAD = 64;
@@ -53,10 +53,8 @@ const TX = KEYS / 4;
 
 /** An attention group that runs as one flash kernel. */
 export interface Flash extends Attention {
-  /** Query rows of a workgroup. */
+  /** Query rows of a workgroup (4 a thread). */
   readonly rows: number;
-  /** Query rows of a thread: 4 or 8. */
-  readonly per: number;
 }
 
 /** Output columns the value tile holds: the head's width rounded up to 32 or 64. */
@@ -70,28 +68,27 @@ export function flashBytes(d: number, e: number, rows: number): number {
   return 16 * vec4s + 4 * rows * TX;
 }
 
+/** Threads a workgroup has for each of its query rows (a thread takes 4 rows × `TX` threads). */
+const THREADS_A_ROW = TX / 4;
+
 /**
- * Workgroup shapes, best first: 64 query rows of 4 a thread (128 threads), then 32 and 16 rows of
- * 4 (64 and 32 threads) where the query axis or the device's workgroup memory allows no more. On
- * the H200 at B8 H16 T1024 D64, 64 rows of 8 a thread took 8.99 ms and 32 rows of 4 12.9 ms,
- * against 5.66 ms for 64 rows of 4.
+ * Query rows of a workgroup, best first: 64 (128 threads), then 32 and 16 (64 and 32 threads)
+ * where the query axis or the device's workgroup memory allows no more. On the H200 at B8 H16
+ * T1024 D64 (before the prefetch), 64 rows took 5.66 ms, 32 rows 12.9 ms, and 64 rows of 8 a
+ * thread 8.99 ms.
  */
-const SHAPES: readonly { rows: number; per: number }[] = [
-  { rows: 64, per: 4 },
-  { rows: 32, per: 4 },
-  { rows: 16, per: 4 },
-];
+const ROWS: readonly number[] = [64, 32, 16];
 
 /** The flash form of an attention `group` on a device with `options`, if it applies. */
 export function flashAttention(group: Attention, options: WgslOptions): Flash | undefined {
   const { scores, weights, values } = group;
   const s = matmulOperands(scores)!, v = matmulOperands(values)!;
   if (s.k > MAX_HEAD || v.n > MAX_HEAD || weights.reductions.length !== 2) return undefined;
-  const shape = SHAPES.find(({ rows, per }) =>
-    s.m % rows === 0 && (rows / per) * TX <= options.maxInvocations &&
-    flashBytes(s.k, v.n, rows) <= (options.workgroupBytes ?? 16384)
+  const rows = ROWS.find((r) =>
+    s.m % r === 0 && r * THREADS_A_ROW <= options.maxInvocations &&
+    flashBytes(s.k, v.n, r) <= (options.workgroupBytes ?? 16384)
   );
-  if (!shape) return undefined;
+  if (!rows) return undefined;
   // The softmax must be max(x), Σ exp(x − max), exp(x − max) / Σ over one x.
   const [max, sum] = weights.reductions;
   const x = max.expr;
@@ -109,7 +106,7 @@ export function flashAttention(group: Attention, options: WgslOptions): Flash | 
     max.op !== "max" || sum.op !== "sum" || !is(sum.expr, p) ||
     !is(weights.outputs[0].expr, alu("Div", [p, acc(1)]))
   ) return undefined;
-  return { ...group, ...shape };
+  return { ...group, rows };
 }
 
 /**
@@ -129,17 +126,17 @@ export function groupBindings({ inputs, values }: Attention): string[] {
   return storageBindings(inputs.map(type), values.outputs.map(type));
 }
 
-/** The flash kernel's layout: `rows` query rows a workgroup of `rows / per · 8` threads. */
+/** The flash kernel's layout: `rows` query rows a workgroup of `rows / 4 · 8` threads. */
 export function flashLayout(plan: Flash): KernelLayout {
-  return rowsLayout(streamedRows(TX / plan.per, plan.rows));
+  return rowsLayout(streamedRows(THREADS_A_ROW, plan.rows));
 }
 
 /** The flash kernel's WGSL: bindings as `plan.inputs`, then `values`' outputs. */
 export function flashWgsl(plan: Flash): string {
-  const { scores, weights, values, rows: R, per: P } = plan;
+  const { scores, weights, values, rows: R } = plan;
   const s = matmulOperands(scores)!, v = matmulOperands(values)!;
   const nb = s.nb, D = s.k, E = v.n, T = s.n;
-  const EP = paddedWidth(E), G = EP / 32, RQ = R / 4, TY = R / P, threads = TY * TX;
+  const EP = paddedWidth(E), G = EP / 32, RQ = R / 4, threads = R * THREADS_A_ROW;
   const [mAx, nAx, kAx] = [nb, nb + 1, nb + 2];
   const names = (k: KernelIR) => groupInputNames(plan, k);
   const lowering = (k: KernelIR, prefix: string) =>
@@ -147,20 +144,22 @@ export function flashWgsl(plan: Flash): string {
   const ls = lowering(scores, "s"), lw = lowering(weights, "w"), lv = lowering(values, "o");
   const batch = [...Array(nb).keys()].map((i) => `b${i}`);
   const params = [...batch.map((b) => `${b}: i32`), "row: i32", "col: i32", "acc0: f32"].join(", ");
-  // Sets lowering `l`'s coordinates in a helper: batch from the parameters, then `rest`.
-  const enter = (l: KernelLowering, rest: string[]) => {
-    l.e = new Emitter();
-    l.e.indent = "  ";
+  // Lowering `l` in helper body `body`, its coordinates the batch parameters, then row and col.
+  const enter = (l: KernelLowering, body: Emitter) => {
+    l.e = body;
+    const rest = ["row", "col", "0"];
     l.coords.forEach((c, i) => l.e.line(`var ${c}: i32 = ${i < nb ? batch[i] : rest[i - nb]};`));
+  };
+  const helper = () => {
+    const body = new Emitter();
+    body.indent = "  ";
+    return body;
   };
 
   // score(…, row, key, dot): the scores' epilogue, then the softmax's prologue x at (row, key).
-  enter(ls, ["row", "col", "0"]);
+  enter(ls, helper());
   const score = ls.value(scores.outputs[0].expr, new Map());
-  lw.e = ls.e;
-  lw.coords.forEach((c, i) =>
-    ls.e.line(`var ${c}: i32 = ${i < nb ? batch[i] : ["row", "col"][i - nb]};`)
-  );
+  enter(lw, ls.e);
   lw.redirect.set(
     String(weights.inputs.findIndex((b) => b.value === scores.outputs[0].value)),
     () => score,
@@ -169,7 +168,7 @@ export function flashWgsl(plan: Flash): string {
   const scoreFn = [`fn score(${params}) -> f32 {`, ...ls.e.lines, `  return ${x};`, "}"];
 
   // emit(…, row, col, out): the values' epilogue at (row, col).
-  enter(lv, ["row", "col", "0"]);
+  enter(lv, helper());
   lv.e.block(`if (col < ${E}) {`, () => {
     const memo = new Map<Expr, string>();
     values.outputs.forEach((o, k) => lv.store(o, k, memo));
@@ -279,10 +278,10 @@ export function flashWgsl(plan: Flash): string {
   });
   fillK.load("0");
   fillV.load("0");
-  // A thread's rows: vec4 groups ty, ty + TY, … of the query tile; its output columns 4·(tx + 8g).
-  const rowOf = (r: number) => `${4 * (r >> 2) * TY} + ty * 4 + ${r & 3}`;
-  const lanes = (r: number) => `${"xyzw"[r & 3]}`;
-  for (let r = 0; r < P; r++) {
+  // A thread's rows: vec4 ty of the query tile; its output columns 4·(tx + 8g).
+  const rowOf = (r: number) => `ty * 4 + ${r}`;
+  const lane = (i: number) => "xyzw"[i];
+  for (let r = 0; r < 4; r++) {
     for (let g = 0; g < G; g++) e.line(`var o_${r}_${g} = vec4<f32>(0.0);`);
     e.line(`var m_${r} = ${NEG_INF};`);
     e.line(`var l_${r} = 0.0;`);
@@ -298,43 +297,43 @@ export function flashWgsl(plan: Flash): string {
       fillV.load(`t0 + ${KEYS}`);
     });
     // Scores: rows × 4 keys a thread.
-    for (let r = 0; r < P; r++) e.line(`var s_${r} = vec4<f32>(0.0);`);
+    for (let r = 0; r < 4; r++) e.line(`var s_${r} = vec4<f32>(0.0);`);
     e.block(`for (var d = 0; d < ${D}; d++) {`, () => {
       e.line(`let kk = kt[d * ${TX} + tx];`);
-      for (let h = 0; h < P / 4; h++) e.line(`let qq${h} = qt[d * ${RQ} + ${h * TY} + ty];`);
-      for (let r = 0; r < P; r++) {
-        e.line(`s_${r} = fma(vec4<f32>(qq${r >> 2}.${lanes(r)}), kk, s_${r});`);
-      }
+      e.line(`let qq = qt[d * ${RQ} + ty];`);
+      for (let r = 0; r < 4; r++) e.line(`s_${r} = fma(vec4<f32>(qq.${lane(r)}), kk, s_${r});`);
     });
     // The epilogue and prologue per score (keys past the end at −∞), and each row's share of
     // the tile's maximum (NaN wins, as in the row kernel's max).
-    const nanMax = (a: string, b: string) =>
-      `select(${b}, ${a}, k_isnan(${a}) || (!k_isnan(${b}) && ${a} >= ${b}))`;
-    for (let r = 0; r < P; r++) {
+    const { combine } = combiner(weights.reductions[0]);
+    for (let r = 0; r < 4; r++) {
       for (let c = 0; c < 4; c++) {
-        const lane = `s_${r}.${"xyzw"[c]}`;
+        const held = `s_${r}.${lane(c)}`;
         e.block("{", () => {
           e.line(`let key = t0 + 4 * tx + ${c};`);
           e.line(
-            `${lane} = select(${NEG_INF}, score(${
-              args(`first + ${rowOf(r)}`, `min(key, ${T - 1})`, lane)
+            `${held} = select(${NEG_INF}, score(${
+              args(`first + ${rowOf(r)}`, `min(key, ${T - 1})`, held)
             }), key < ${T});`,
           );
         });
       }
-      const [a, b, c, d] = [..."xyzw"].map((k) => `s_${r}.${k}`);
-      e.line(`red[(${rowOf(r)}) * ${TX} + tx] = ${nanMax(nanMax(a, b), nanMax(c, d))};`);
+      e.block("{", () => {
+        e.line(`let low = ${combine(`s_${r}.x`, `s_${r}.y`)};`);
+        e.line(`let high = ${combine(`s_${r}.z`, `s_${r}.w`)};`);
+        e.line(`red[(${rowOf(r)}) * ${TX} + tx] = ${combine("low", "high")};`);
+      });
     }
     e.line("workgroupBarrier();");
     // The rows' new maxima; what the rows hold so far rescales to them. A row whose maximum is
     // still −∞ (every key so far masked) weighs its keys 0: a row that never sees another sums to
     // 0, and 0 / 0 makes it NaN, as the softmax of all −∞ is.
-    for (let r = 0; r < P; r++) {
+    for (let r = 0; r < 4; r++) {
       e.block("{", () => {
         e.line(`var mt = m_${r};`);
         e.block(`for (var u = 0; u < ${TX}; u++) {`, () => {
           e.line(`let y = red[(${rowOf(r)}) * ${TX} + u];`);
-          e.line(`mt = ${nanMax("mt", "y")};`);
+          e.line(`mt = ${combine("mt", "y")};`);
         });
         e.line(`let scale = select(exp(m_${r} - mt), 1.0, m_${r} == mt);`);
         e.line(`l_${r} = l_${r} * scale;`);
@@ -348,28 +347,26 @@ export function flashWgsl(plan: Flash): string {
     }
     // pt[j · R/4 + r/4] holds the weights of rows r..r+3 for key j.
     for (let c = 0; c < 4; c++) {
-      for (let h = 0; h < P / 4; h++) {
-        const lanesOf = [0, 1, 2, 3].map((i) => `s_${4 * h + i}.${"xyzw"[c]}`).join(", ");
-        e.line(`pt[(4 * tx + ${c}) * ${RQ} + ${h * TY} + ty] = vec4<f32>(${lanesOf});`);
-      }
+      const rows = [0, 1, 2, 3].map((r) => `s_${r}.${lane(c)}`).join(", ");
+      e.line(`pt[(4 * tx + ${c}) * ${RQ} + ty] = vec4<f32>(${rows});`);
     }
     e.line("workgroupBarrier();");
     // out += P · V: rows × 4·G columns a thread.
     e.block(`for (var j = 0; j < ${KEYS}; j++) {`, () => {
-      for (let h = 0; h < P / 4; h++) e.line(`let pp${h} = pt[j * ${RQ} + ${h * TY} + ty];`);
+      e.line(`let pp = pt[j * ${RQ} + ty];`);
       for (let g = 0; g < G; g++) e.line(`let vv${g} = vt[j * ${EP / 4} + ${g * TX} + tx];`);
-      for (let r = 0; r < P; r++) {
+      for (let r = 0; r < 4; r++) {
         for (let g = 0; g < G; g++) {
-          e.line(`o_${r}_${g} = fma(vec4<f32>(pp${r >> 2}.${lanes(r)}), vv${g}, o_${r}_${g});`);
+          e.line(`o_${r}_${g} = fma(vec4<f32>(pp.${lane(r)}), vv${g}, o_${r}_${g});`);
         }
       }
     });
   });
   // Each row's sum from the threads' shares, then the values' epilogue per output.
   e.line("workgroupBarrier();");
-  for (let r = 0; r < P; r++) e.line(`red[(${rowOf(r)}) * ${TX} + tx] = l_${r};`);
+  for (let r = 0; r < 4; r++) e.line(`red[(${rowOf(r)}) * ${TX} + tx] = l_${r};`);
   e.line("workgroupBarrier();");
-  for (let r = 0; r < P; r++) {
+  for (let r = 0; r < 4; r++) {
     e.block("{", () => {
       e.line("var total = 0.0;");
       e.block(`for (var u = 0; u < ${TX}; u++) {`, () => {
@@ -378,7 +375,7 @@ export function flashWgsl(plan: Flash): string {
       for (let g = 0; g < G; g++) {
         for (let c = 0; c < 4; c++) {
           const col = `${4 * g * TX} + 4 * tx + ${c}`;
-          const out = `k_fdiv(o_${r}_${g}.${"xyzw"[c]}, total)`;
+          const out = `k_fdiv(o_${r}_${g}.${lane(c)}, total)`;
           e.line(`emit(${args(`first + ${rowOf(r)}`, col, out)});`);
         }
       }

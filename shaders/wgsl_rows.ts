@@ -77,7 +77,9 @@ function rowVectors(kernel: KernelIR): Set<number> | undefined {
 }
 
 /** A reduction's starting value and its combining step, as WGSL. */
-function combiner(r: Reduction): { init: string; combine: (acc: string, v: string) => string } {
+export function combiner(
+  r: Reduction,
+): { init: string; combine: (acc: string, v: string) => string } {
   const t = wgslType(r.dtype);
   const init = r.op === "max"
     ? (t === "f32" ? NEG_INF : literal(t === "i32" ? -2147483648 : 0, r.dtype))

@@ -265,10 +265,11 @@ export class WebGpuBackend implements Backend {
     partial?: readonly boolean[],
   ): Promise<Program> {
     const io = planOf(graph);
+    const wgsl = this.#wgsl();
     const { kernels, fused, from } = withFusedAttention(
       planned,
       new Set(io.outputs),
-      { ...this.#wgsl(), flash: this.#options.flashAttention },
+      { ...wgsl, flash: this.#options.flashAttention },
     );
     // Kernels of the same code (a repeated block) share one pipeline, compiled once.
     const compiled = new Map<string, Promise<GPUComputePipeline>>();
@@ -286,11 +287,10 @@ export class WebGpuBackend implements Backend {
       return pipelineOf(
         k,
         group
-          ? "rows" in group ? flashWgsl(group) : attentionWgsl(group, this.#wgsl())
+          ? "rows" in group ? flashWgsl(group) : attentionWgsl(group, wgsl)
           : artifact(from[i]) || this.#generate(k),
       );
     }));
-    const wgsl = this.#wgsl();
     const layouts = kernels.map((k) => {
       const group = fused.get(k);
       if (k.opaque) return undefined;
