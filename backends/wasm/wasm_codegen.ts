@@ -33,7 +33,7 @@ import { indexLowering } from "./wasm_index.ts";
 import { emitKernel, kernelModule } from "./wasm_module.ts";
 import { vectorWindows } from "./wasm_windows.ts";
 import { gemmBody, type MatmulContext, tiledGemm } from "./wasm_matmul.ts";
-import { indirection, matmulPlan } from "./wasm_matmul_plan.ts";
+import { indirectionFill, matmulPlan } from "./wasm_matmul_plan.ts";
 
 /** The Binaryen.js library (types, module constructor, low-level helpers). */
 export type Binaryen = typeof binaryenLib;
@@ -61,12 +61,11 @@ export function generateWasm(
   kernel: KernelIR,
   options: GenerateOptions = {},
 ): Uint8Array {
-  const indirect = indirection(kernel);
   // Equal subexpressions (fusion builds a DAG; decomposed ops reuse an operand) get one id, so
   // each is evaluated once per point into one local.
   const ids = new ExprTable();
   const keyOf = (e: Expr): number => ids.id(e);
-  const m = kernelModule(binaryen, { ...options, table: indirect?.table });
+  const m = kernelModule(binaryen, options);
   const f64 = binaryen.f64, f32 = binaryen.f32, i32 = binaryen.i32;
   const nIn = kernel.inputs.length, nOut = kernel.outputs.length;
   /** Buffer `i` of the kernel's parameters: inputs, then outputs (read back by reuse below). */
@@ -408,7 +407,7 @@ export function generateWasm(
       binaryen,
       kernel,
       fma: options.fma ?? false,
-      indirection: indirect,
+      tableFill: indirectionFill(kernel),
       kept,
       coord,
       accs,

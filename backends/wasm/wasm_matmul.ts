@@ -11,7 +11,15 @@ import { affineOffset } from "../../jit/access.ts";
 import type { Expr, KernelIR } from "../../jit/kernel_ir.ts";
 import type { Binaryen, BinaryenModule, LoadExpr } from "./wasm_codegen.ts";
 import { relaxedMadd } from "./wasm_math.ts";
-import { type MatmulPlan, packsA, panelsBytes, TILE_BYTES, TILE_ROWS } from "./wasm_matmul_plan.ts";
+import type { Guard } from "./wasm_index.ts";
+import {
+  type MatmulPlan,
+  packsA,
+  panelsBytes,
+  rowsOfA,
+  TILE_BYTES,
+  TILE_ROWS,
+} from "./wasm_matmul_plan.ts";
 import type { Accesses, Linear } from "./wasm_walk.ts";
 import type { Memo } from "./wasm_alu.ts";
 
@@ -28,8 +36,8 @@ export interface MatmulContext {
   readonly kernel: KernelIR;
   /** Whether relaxed-SIMD fused multiply-add may be used. */
   readonly fma: boolean;
-  /** A packed A's indirection table, when the module carries it as passive data segment 0. */
-  readonly indirection?: { readonly table: Int32Array; readonly fill: number };
+  /** The fill of a packed A's indirection table, when it takes one (see `indirectionFill`). */
+  readonly tableFill?: number;
   /** Kept (output) axes of the space. */
   readonly kept: readonly number[];
   /** Coordinate locals, one per axis of the space. */
@@ -52,7 +60,7 @@ export interface MatmulContext {
   /** Statements setting the coordinates of `axes` from the linear index in local `from`. */
   unravel(axes: readonly number[], from: number): number[];
   /** A load's address at the current coordinates (statements into `stmts`). */
-  loadAddress(load: LoadExpr, stmts: number[]): { address: number };
+  loadAddress(load: LoadExpr, stmts: number[]): { address: number; guards: readonly Guard[] };
   /** Evaluates an expression at the current coordinates. */
   value(expr: Expr, memo: Memo, stmts: number[]): number;
   /** Stores output `k` at the current coordinates. */
@@ -96,7 +104,7 @@ export interface MatmulContext {
  * global `packsB` to say it takes one). The program packs a B it holds fixed (a weight) once
  * per change, as ONNX Runtime prepacks weights, and any other B once per run before the
  * kernel, not once per call and thread. A convolution's indirection table lies after the
- * panels, copied there by the packing call.
+ * panels, built there by the packing call.
  */
 export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
   const { m, binaryen, kernel, local, get, ic, kept, coord, unravel, loadAddress } = e;
@@ -227,7 +235,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     const st: number[] = [];
     const dst = local(i32), idx = local(i32), at = local(i32), last = local(i32);
     st.push(m.local.set(dst, rowA(get(first, i32), st)));
-    if (e.indirection) {
+    if (e.tableFill !== undefined) {
       const bytes = m.i32.mul(m.i32.sub(get(r1, i32), get(first, i32)), ic(4 * k));
       st.push(
         m.local.set(last, m.i32.add(get(dst, i32), bytes)),
@@ -257,7 +265,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
                   ),
                 ),
               ),
-              m.f32.const(e.indirection.fill),
+              m.f32.const(e.tableFill),
             ),
           ),
           m.local.set(dst, m.i32.add(get(dst, i32), ic(4))),
@@ -321,7 +329,29 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   ];
   m.addGlobal("packsB", i32, false, ic(1));
   m.addGlobalExport("packsB", "packsB");
-  const tableBytes = e.indirection ? e.indirection.table.byteLength : 0;
+  /**
+   * The indirection table after B's panels: A's element offset for every row and k, -1 out of
+   * bounds (one pass of A's index map, which the calls then walk instead of evaluating it).
+   */
+  const buildTable = () => {
+    const st: number[] = [], dst = local(i32), row: number[] = [];
+    const entry: number[] = [m.local.set(coord[kAxis], get(kk, i32))];
+    const { address, guards } = loadAddress(a, entry);
+    const inBounds = guards.reduce((all, g) => m.i32.and(all, get(g.ok, i32)), ic(1));
+    const offset = m.i32.shr_u(m.i32.sub(address, get(a.input, i32)), ic(2));
+    entry.push(
+      m.i32.store(0, 4, get(dst, i32), m.select(inBounds, offset, ic(-1))),
+      m.local.set(dst, m.i32.add(get(dst, i32), ic(4))),
+    );
+    setRow(get(r, i32), ic(0), row);
+    row.push(...kLoop(entry), m.local.set(r, m.i32.add(get(r, i32), ic(1))));
+    st.push(
+      m.local.set(dst, m.i32.add(get(packedB, i32), ic(panelBytes))),
+      m.local.set(r, ic(0)),
+      whileLoop(() => m.i32.lt_s(get(r, i32), ic(rowsOfA(kernel, n))), row),
+    );
+    return st;
+  };
   /**
    * Packs a B whose columns are contiguous, `KB` rows of B at a time: for each panel, its
    * piece of each of those rows. Reads stay within `KB` streams and each
@@ -369,18 +399,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       m.i32.lt_s(get(start, i32), ic(0)),
       m.block(null, [
         ...(strideN === 4 ? packRows() : panels((width) => pack(width, prepacked()))),
-        ...(tableBytes
-          ? [
-            m.memory.init(
-              // binaryen.js 116 takes the segment's name, although its .d.ts says number.
-              "0" as unknown as number,
-              m.i32.add(get(packedB, i32), ic(panelBytes)),
-              ic(0),
-              ic(tableBytes),
-              "0",
-            ),
-          ]
-          : []),
+        ...(e.tableFill !== undefined ? buildTable() : []),
         m.return(),
       ]),
     ),

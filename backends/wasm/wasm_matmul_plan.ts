@@ -9,7 +9,6 @@ import { affineOffset } from "../../jit/access.ts";
 import {
   applyStep,
   type Expr,
-  type IndexStep,
   type KernelIR,
   linearIndex,
   matmulOperands,
@@ -34,8 +33,8 @@ const PACK_LIMIT = 1 << 22;
 /** Bytes of B's panels: 8 columns each (the last zero-padded), k-major. */
 export const panelsBytes = (n: number, k: number) => Math.ceil(n / 8) * 32 * k;
 
-/** Rows of A: the product's rows over every batch. */
-const rowsOfA = (kernel: KernelIR, n: number) => rowCount(kernel) / n;
+/** Rows of A: the product's rows over every batch (of a packed A's indirection table too). */
+export const rowsOfA = (kernel: KernelIR, n: number) => rowCount(kernel) / n;
 
 /**
  * Whether the tiled path packs A: its load is not affine (a convolution's patches, or a reshape
@@ -52,94 +51,20 @@ export function packsA(kernel: KernelIR): boolean {
 }
 
 /**
- * The indirection table of a packed A (as XNNPACK's indirect convolution): the element offset
- * A's index map reaches for every row and k, or -1 where it reads the fill. Computed once at
- * code generation, it turns the gather into a table walk. `undefined` when A is not packed or
- * its out-of-bounds reads have different fills.
+ * The fill of a packed A's indirection table (as XNNPACK's indirect convolution), if it takes
+ * one: the table holds the element offset A's index map reaches for every row and k, or -1 where
+ * it reads the fill. The packing call builds it in WebAssembly, once per change of B (see
+ * `tiledGemm`), and each call's gather walks it. Built here at code generation it cost
+ * shufflenet 0.10 s of its first run on 2 cores and 6.4 MB of data segments to write, cache
+ * and compile. `undefined` when A is not packed, its index map reads data (a gather: the table
+ * would outlive the index it read), or its out-of-bounds reads have different fills.
  */
-export function indirection(kernel: KernelIR): { table: Int32Array; fill: number } | undefined {
+export function indirectionFill(kernel: KernelIR): number | undefined {
   if (!packsA(kernel)) return undefined;
-  const { nb, n, k, a } = matmulOperands(kernel)!;
-  const space = kernel.space;
-  const rows = rowsOfA(kernel, n), table = new Int32Array(rows * k);
-  const rowAxes = space.slice(0, nb + 1);
-  const offsetAt = stepChain(a.steps, space.length, kernel.inputs[a.input].shape);
-  let fill: number | undefined;
-  const coords = space.map(() => 0);
-  for (let r = 0; r < rows; r++) {
-    for (let d = nb, rest = r; d >= 0; d--) {
-      coords[d] = rest % rowAxes[d];
-      rest = Math.floor(rest / rowAxes[d]);
-    }
-    for (let p = 0; p < k; p++) {
-      coords[nb + 2] = p;
-      const at = offsetAt(coords);
-      if (at < 0) {
-        const step = a.steps[-at - 1];
-        const f = step.kind === "affine" ? step.fill ?? 0 : 0;
-        if (fill !== undefined && !Object.is(fill, f)) return undefined;
-        fill = f;
-      }
-      table[r * k + p] = at < 0 ? -1 : at;
-    }
-  }
-  return { table, fill: fill ?? 0 };
-}
-
-/**
- * `applyStep` over a chain of steps followed by `linearIndex` into `shape`, for coordinates of
- * rank `rank`, without allocating: the element offset, or `-(i + 1)` when step `i` reads out of
- * bounds. shufflenet's 37 tables hold 1.6M entries (its first conv's 0.68M); allocating arrays
- * per step and entry took 0.94 s of its 1.5 s of code generation on 2 cores, this 0.39 s.
- */
-function stepChain(
-  steps: readonly IndexStep[],
-  rank: number,
-  shape: readonly number[],
-): (coords: readonly number[]) => number {
-  const ranks = [rank];
-  for (const s of steps) {
-    const r = ranks[ranks.length - 1];
-    ranks.push(
-      s.kind === "affine" ? s.coeff.length : s.kind === "reshape" ? s.to.length : r - s.drop + 1,
-    );
-  }
-  const buffers = ranks.map((r) => new Float64Array(r));
-  // An affine step's rows hold a few nonzero coefficients among many zeros: only those are kept.
-  const terms = steps.map((s) =>
-    s.kind === "affine" ? s.coeff.map((row) => row.flatMap((c, d) => (c ? [d, c] : []))) : []
-  );
-  const strides = shape.map((_, i) => shape.slice(i + 1).reduce((p, d) => p * d, 1));
-  return (coords) => {
-    let x: ArrayLike<number> = coords;
-    for (let i = 0; i < steps.length; i++) {
-      const step = steps[i], out = buffers[i + 1];
-      if (step.kind === "gather") {
-        // No data to read the index from at code generation: applyStep says so.
-        applyStep(step, Array.from(x));
-      } else if (step.kind === "reshape") {
-        let rest = 0;
-        for (let d = 0; d < x.length; d++) rest = rest * step.from[d] + x[d];
-        for (let d = step.to.length - 1; d >= 0; d--) {
-          out[d] = rest % step.to[d];
-          rest = Math.floor(rest / step.to[d]);
-        }
-      } else {
-        const rows = terms[i], bounds = step.bounds;
-        for (let j = 0; j < out.length; j++) {
-          let v = step.offset[j];
-          const row = rows[j];
-          for (let t = 0; t < row.length; t += 2) v += row[t + 1] * x[row[t]];
-          if (bounds && (v < 0 || v >= bounds[j])) return -(i + 1);
-          out[j] = v;
-        }
-      }
-      x = out;
-    }
-    let at = 0;
-    for (let d = 0; d < strides.length; d++) at += x[d] * strides[d];
-    return at;
-  };
+  const { a } = matmulOperands(kernel)!;
+  if (a.steps.some((s) => s.kind === "gather")) return undefined;
+  const fills = a.steps.flatMap((s) => (s.kind === "affine" && s.bounds ? [s.fill ?? 0] : []));
+  return fills.every((f) => Object.is(f, fills[0])) ? fills[0] ?? 0 : undefined;
 }
 
 /**

@@ -20,25 +20,21 @@ export interface ModuleOptions {
   readonly shared?: boolean;
   /** Enable relaxed SIMD (fused multiply-add). */
   readonly fma?: boolean;
-  /** A gather table stored as a passive data segment (bulk memory copies it in). */
-  readonly table?: Int32Array;
 }
 
 /** A new module with the features, memory import and host imports every kernel uses. */
 export function kernelModule(binaryen: Binaryen, options: ModuleOptions): BinaryenModule {
   const m = new binaryen.Module();
-  const { table } = options;
   m.setFeatures(
     binaryen.Features.NontrappingFPToInt | binaryen.Features.SIMD128 |
       (options.shared ? binaryen.Features.Atomics : 0) |
-      (options.fma ? binaryen.Features.RelaxedSIMD : 0) |
-      (table ? binaryen.Features.BulkMemory : 0),
+      (options.fma ? binaryen.Features.RelaxedSIMD : 0),
   );
   m.setMemory(
     1,
     65536,
     null,
-    table ? [{ offset: 0, data: new Uint8Array(table.buffer), passive: true }] : [],
+    [],
     options.shared ?? false,
     false,
     "0",

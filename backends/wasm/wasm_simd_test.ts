@@ -12,7 +12,9 @@ import {
 } from "../../jit/testing.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
+import { fuse } from "../../jit/fuse.ts";
 import { WasmBackend } from "./wasm_backend.ts";
+import { indirectionFill, packsA } from "./wasm_matmul_plan.ts";
 
 const wasm = new WasmBackend();
 await wasm.prepare();
@@ -320,6 +322,24 @@ Deno.test("convolutions as implicit GEMM: padding, strides, dilation, groups, fi
   b.output("y", b.op("Relu", [conv]));
   const graph = b.build();
   const feeds = { x: x(1, 2, 6, 6, 11), w: w(9, 2, 3, 12) };
+  const [want, got] = await Promise.all(
+    ["reference", wasm].map((backend) => runGraph(graph, feeds, backend)),
+  );
+  assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-4, rtol: 1e-5 });
+});
+
+Deno.test("a convolution's indirection table is built by its packing call, not carried in the module", async () => {
+  // 4096 rows of 144 patch elements: a 2.4 MB table, which the module once held as data.
+  const b = new GraphBuilder();
+  const x = b.input("x", [1, 16, 64, 64]);
+  const w = b.param("w", [16, 16, 3, 3], "f32", data(16 * 144, 2));
+  b.output("y", b.op("Conv", [x, w], { pads: [1, 1, 1, 1] }));
+  const graph = b.build();
+  const [conv] = fuse(graph).kernels;
+  assert(packsA(conv) && indirectionFill(conv) === 0);
+  const bytes = await wasm.codegen.generate(conv) as Uint8Array;
+  assert(bytes.byteLength < 32_768, `module of ${bytes.byteLength} bytes`);
+  const feeds = { x: f32(data(16 * 4096, 3), [1, 16, 64, 64]) };
   const [want, got] = await Promise.all(
     ["reference", wasm].map((backend) => runGraph(graph, feeds, backend)),
   );
