@@ -248,6 +248,13 @@ export interface Backend {
   recover(): Promise<void>;
   /** The fused path, when the backend consumes kernel IR. */
   readonly codegen?: KernelCodegen;
+  /**
+   * Values of `kernels` that this backend never stores when it runs all of the kernels that
+   * touch them (`outputs`: the values needed past them), because it makes one kernel of several
+   * and keeps them in registers and workgroup memory — a flash attention's scores. The scheduler
+   * exempts them from the binding limit and keeps their kernels together here.
+   */
+  elided?(kernels: readonly KernelIR[], outputs: ReadonlySet<number>): ReadonlySet<number>;
 }
 
 /** Node info for node `id` of `graph`. */

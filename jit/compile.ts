@@ -27,6 +27,7 @@ import {
 } from "./placement_trial.ts";
 import {
   canRun,
+  elidedBy,
   memorySpace,
   type Policy,
   type Schedule,
@@ -178,7 +179,8 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   // Capabilities are only known once a device is acquired (a software GPU, binding limits);
   // a backend that fails to prepare is left out by its profile, not by an exception here.
   if (!named) await Promise.all(candidates.map((b) => b.prepare().catch(() => {})));
-  const usable = usableBackends(fusion.kernels, candidates, policy);
+  const outputs = new Set(legal.outputs.map((o) => o.value));
+  const usable = usableBackends(fusion.kernels, candidates, policy, outputs);
   const byId = new Map(candidates.map((b) => [b.id, b]));
   const cache = options.cache === false ? undefined : options.cache ?? defaultKernelCache();
   const memory = planMemory(fusion.kernels, external);
@@ -298,7 +300,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   const request = {
     kernels: fusion.kernels,
     hostValues,
-    outputs: new Set(legal.outputs.map((o) => o.value)),
+    outputs,
   };
   const placed = schedule({ ...request, graph: legal, backends: usable, policy, rates });
   if (!named && !options.buckets?.length) {
@@ -313,7 +315,8 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   if (policy.kind === "auto" && !options.state && !buckets && device) {
     const alone = (b: Backend | undefined, verdict: Verdict) => {
       const at = b ? usable.indexOf(b) : -1;
-      if (at < 0 || !fusion.kernels.every((k) => canRun(b!, k))) return;
+      const elided = elidedBy(b!, fusion.kernels, outputs);
+      if (at < 0 || !fusion.kernels.every((k) => canRun(b!, k, elided))) return;
       if (placed.placement.every((id) => id === b!.id)) return;
       const only = schedule({
         ...request,

@@ -88,16 +88,64 @@ export function memorySpace(b: Backend): string {
 
 /**
  * Why `k` does not fit `b`'s memory: a buffer larger than the device's biggest storage binding
- * (counted in the 32-bit words generated kernels store every dtype in). `undefined` if it fits.
+ * (counted in the 32-bit words generated kernels store every dtype in), other than the values
+ * `b` elides (see {@linkcode elidedBy}). `undefined` if it fits.
  */
-export function unfit(b: Backend, k: KernelIR): string | undefined {
+export function unfit(
+  b: Backend,
+  k: KernelIR,
+  elided: ReadonlySet<number> = NONE,
+): string | undefined {
   const limit = b.capabilities().maxStorageBufferBytes;
   if (limit <= 0) return undefined;
-  const big = [...k.inputs, ...k.outputs].find((buf) => sizeOf(buf.shape) * 4 > limit);
+  const big = [...k.inputs, ...k.outputs].find((buf) =>
+    sizeOf(buf.shape) * 4 > limit && !elided.has(buf.value)
+  );
   return big &&
     `${k.name} holds a ${big.dtype}[${big.shape}] tensor of ${
       sizeOf(big.shape) * 4
     } bytes, more than ${b.id}'s largest binding (${limit} bytes)`;
+}
+
+const NONE: ReadonlySet<number> = new Set();
+
+/**
+ * The values of `kernels` that `b` never stores when it runs every kernel touching them
+ * (`Backend.elided`; `outputs` are needed past the kernels).
+ */
+export function elidedBy(
+  b: Backend,
+  kernels: readonly KernelIR[],
+  outputs: ReadonlySet<number>,
+): ReadonlySet<number> {
+  return b.deviceLost ? NONE : b.elided?.(kernels, outputs) ?? NONE;
+}
+
+/**
+ * `placement` (backend indices per kernel) with every kernel that touches a value `elided[b]`
+ * names on backend `b` once any of them is there: split across backends, the value would have
+ * to be stored, and the elision was what let it past `b`'s binding limit.
+ */
+export function keepElidedTogether(
+  kernels: readonly KernelIR[],
+  placement: readonly number[],
+  elided: readonly ReadonlySet<number>[],
+): number[] {
+  const placed = [...placement];
+  const touches = (k: KernelIR, v: number) =>
+    k.inputs.some((x) => x.value === v) || k.outputs.some((x) => x.value === v);
+  // Each pass moves kernels onto a backend and never off one that elides what they touch.
+  for (let changed = true; changed;) {
+    changed = false;
+    elided.forEach((values, b) => {
+      for (const v of values) {
+        const group = kernels.flatMap((k, i) => (touches(k, v) ? [i] : []));
+        if (!group.some((i) => placed[i] === b)) continue;
+        for (const i of group) if (placed[i] !== b) (placed[i] = b, changed = true);
+      }
+    });
+  }
+  return placed;
 }
 
 /** The error for `kernels` that do not fit `b` (see {@linkcode unfit}), if any. */
@@ -111,9 +159,12 @@ export function oversized(b: Backend, kernels: readonly KernelIR[]): KilnError |
   });
 }
 
-/** Whether `b` can run `k` under a cost-driven or kind policy. */
-export function canRun(b: Backend, k: KernelIR): boolean {
-  if (b.deviceLost || !b.codegen || unfit(b, k)) return false;
+/**
+ * Whether `b` can run `k` under a cost-driven or kind policy, given the values `b` elides among
+ * `k`'s kernels (see {@linkcode elidedBy}).
+ */
+export function canRun(b: Backend, k: KernelIR, elided: ReadonlySet<number> = NONE): boolean {
+  if (b.deviceLost || !b.codegen || unfit(b, k, elided)) return false;
   // A placement copy runs where its op says the data must live: ToDevice in a device's own
   // memory, ToHost in the host's.
   if (k.placement) return (memorySpace(b) === "host") === (k.placement === "ToHost");
@@ -158,10 +209,15 @@ export function kernelCost(
 }
 
 /** Whether `b` may run `k` under `policy` (naming a backend runs placement copies there too). */
-function runsUnder(policy: Policy, b: Backend, k: KernelIR): boolean {
+function runsUnder(
+  policy: Policy,
+  b: Backend,
+  k: KernelIR,
+  elided: ReadonlySet<number> = NONE,
+): boolean {
   return policy.kind === "named" && k.placement
     ? !b.deviceLost && b.codegen !== undefined
-    : canRun(b, k);
+    : canRun(b, k, elided);
 }
 
 /**
@@ -169,18 +225,21 @@ function runsUnder(policy: Policy, b: Backend, k: KernelIR): boolean {
  * first: those that can run some kernel (the named one alone, always, under `named`), software devices
  * (an emulated GPU: exact but slow) only when naming them or when nothing else runs some kernel,
  * and the preferred kind first under `prefer`. Capabilities are read as they are, so callers
- * prepare the backends first.
+ * prepare the backends first. `outputs` are the values needed past the kernels.
  */
 export function usableBackends(
   kernels: readonly KernelIR[],
   backends: readonly Backend[],
   policy: Policy,
+  outputs: ReadonlySet<number> = NONE,
 ): Backend[] {
   // The named backend stays even where it runs nothing: the error then says why.
   if (policy.kind === "named") return backends.filter((b) => b.id === policy.backend);
-  let usable = backends.filter((b) => kernels.some((k) => runsUnder(policy, b, k)));
+  const elided = new Map(backends.map((b) => [b, elidedBy(b, kernels, outputs)]));
+  const runs = (b: Backend, k: KernelIR) => runsUnder(policy, b, k, elided.get(b));
+  let usable = backends.filter((b) => kernels.some((k) => runs(b, k)));
   const real = usable.filter((b) => !b.capabilities().software);
-  if (kernels.every((k) => real.some((b) => runsUnder(policy, b, k)))) usable = real;
+  if (kernels.every((k) => real.some((b) => runs(b, k)))) usable = real;
   if (policy.kind === "prefer") {
     const preferred = usable.filter((b) => b.kind === policy.backendKind);
     usable = [...preferred, ...usable.filter((b) => b.kind !== policy.backendKind)];
@@ -203,7 +262,8 @@ export function schedule(req: ScheduleRequest): Schedule {
       reason: "no kernels: the outputs are inputs",
     };
   }
-  const runs = (b: Backend, k: KernelIR) => runsUnder(policy, b, k);
+  const elided = backends.map((b) => elidedBy(b, kernels, req.outputs));
+  const runs = (b: Backend, k: KernelIR) => runsUnder(policy, b, k, elided[backends.indexOf(b)]);
   const stuck = kernels.filter((k) => !backends.some((b) => runs(b, k)));
   const named = policy.kind === "named" && req.backends.find((b) => b.id === policy.backend);
   const tooLarge = named && oversized(named, stuck);
@@ -282,7 +342,7 @@ export function schedule(req: ScheduleRequest): Schedule {
     placement = dynamicProgram();
     reason = `${policy.kind}: least estimated time (compute + dispatch + transfers + sync)`;
   }
-  return summarize(placement, reason);
+  return summarize(keepElidedTogether(kernels, placement, elided), reason);
 
   function dynamicProgram(): number[] {
     // best[b] = (cost, placement) of the prefix with the last kernel on backend b. Transfers use

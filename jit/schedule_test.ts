@@ -12,6 +12,8 @@ import { type BackendRates, setBackendRates } from "./cost_model.ts";
 import { explain } from "./explain.ts";
 import { GraphBuilder } from "./graph_builder.ts";
 import { KilnError } from "./errors.ts";
+import type { KernelIR } from "./kernel_ir.ts";
+import { keepElidedTogether } from "./schedule.ts";
 import { uniform } from "./random.ts";
 import { assertClose, numbers } from "./testing.ts";
 
@@ -370,4 +372,35 @@ Deno.test("a graph-level custom backend takes part in every policy, as a whole-g
   const exe = await compile(b.build(), { registry, cache: false });
   assert.equal(exe.plan!.schedule.placement[0], "quick-simd");
   for (const id of ["quick-simd", "reference"]) setBackendRates(id, undefined);
+});
+
+Deno.test("kernels touching a value a backend elides move there together, and only then", () => {
+  const kernel = (name: string, inputs: number[], outputs: number[]): KernelIR => ({
+    name,
+    pattern: "elementwise",
+    ops: [],
+    space: [1],
+    reduced: [],
+    inputs: inputs.map((value) => ({ value, shape: [1], dtype: "f32" })),
+    reductions: [],
+    outputs: outputs.map((value) => ({
+      value,
+      shape: [1],
+      dtype: "f32",
+      expr: { kind: "const", value: 0, dtype: "f32" },
+      steps: [],
+      level: "full",
+    })),
+  });
+  // 0 → a → 1 → b → 2 → c → 3 → d → 4; backend 1 elides values 2 and 3 (b, c, d's group).
+  const ks = [
+    kernel("a", [0], [1]),
+    kernel("b", [1], [2]),
+    kernel("c", [2], [3]),
+    kernel("d", [3], [4]),
+  ];
+  const elided = [new Set<number>(), new Set([2, 3])];
+  assert.deepEqual(keepElidedTogether(ks, [0, 0, 1, 0], elided), [0, 1, 1, 1]);
+  assert.deepEqual(keepElidedTogether(ks, [1, 0, 0, 0], elided), [1, 0, 0, 0]);
+  assert.deepEqual(keepElidedTogether(ks, [0, 1, 1, 1], elided), [0, 1, 1, 1]);
 });

@@ -37,6 +37,11 @@ export interface WgslOptions {
   readonly half?: boolean;
   /** The device's `maxComputeWorkgroupStorageSize` in bytes. Default 16384 (WebGPU's minimum). */
   readonly workgroupBytes?: number;
+  /**
+   * The device's largest storage binding in bytes: an attention group with a buffer past it
+   * runs as a flash kernel where one applies (it could not run otherwise). Default: no limit.
+   */
+  readonly bindingBytes?: number;
 }
 
 /** How a kernel maps onto the GPU; code generation and dispatch both follow it. */

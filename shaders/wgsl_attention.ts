@@ -205,11 +205,12 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
 }
 
 /**
- * `kernels` with each attention group that the flash kernel (with `options.flash`, first) or
- * {@linkcode fusedAttention} accepts replaced by one kernel: its buffers are the group's inputs
- * and final outputs, its space the softmax's (a row per query, as the dispatch counts them).
- * `fused` maps those kernels to their groups and `from` gives each kernel's index in the original
- * list (the softmax's, for a fused one).
+ * `kernels` with each attention group that the flash kernel (first with `options.flash`, or
+ * where a buffer of the group is past `options.bindingBytes`) or {@linkcode fusedAttention}
+ * accepts replaced by one kernel: its buffers are the group's inputs and final outputs, its space
+ * the softmax's (a row per query, as the dispatch counts them). `fused` maps those kernels to
+ * their groups and `from` gives each kernel's index in the original list (the softmax's, for a
+ * fused one).
  */
 export function withFusedAttention(
   kernels: readonly KernelIR[],
@@ -218,13 +219,18 @@ export function withFusedAttention(
 ): { kernels: KernelIR[]; fused: Map<KernelIR, Attention | Flash>; from: number[] } {
   const out: KernelIR[] = [], from: number[] = [];
   const fused = new Map<KernelIR, Attention | Flash>();
+  const limit = options.bindingBytes ?? Infinity;
+  const tooLarge = (k: KernelIR) =>
+    [...k.inputs, ...k.outputs].some((b) => 4 * sizeOf(b.shape) > limit);
   for (let i = 0; i < kernels.length; i++) {
     const k = kernels[i];
     const members = k.group ? kernels.filter((x) => x.group === k.group) : [];
     const whole = members.length === 3 && members[0] === k &&
       members.every((x, j) => kernels[i + j] === x);
     const group = whole ? attentionGroup(members, external) : undefined;
-    const flash = group && options.flash ? flashAttention(group, options) : undefined;
+    const flash = group && (options.flash || members.some(tooLarge))
+      ? flashAttention(group, options)
+      : undefined;
     const att = group && (flash ?? fusedAttention(members, external));
     if (!att) {
       out.push(k);

@@ -15,7 +15,9 @@
  * It applies where the softmax is the plain one (max, then the sum of exp(x − max), then
  * exp(x − max) / sum over the same x), heads are at most `MAX_HEAD` wide, the query axis is a
  * multiple of the rows a workgroup takes (its rows share their keys) and the tiles fit the
- * device's workgroup memory. Only with `new WebGpuBackend({ flashAttention: true })`: on the H200
+ * device's workgroup memory. It runs where the group's scores do not fit the device's largest
+ * storage binding (a long sequence: the three kernels could not run there at all), and
+ * everywhere with `new WebGpuBackend({ flashAttention: true })`. Not by default: on the H200
  * (device time, `bench/gpu_kernels.ts`, 2026-11-25) it ran B8 H16 T1024 D64 in 4.52 ms against
  * 2.40 ms for the three kernels it replaces (the one-thread-a-row kernel it succeeds: 42.0 ms), and
  * 1.3–1.9× the three kernels' time from 128 to 4096 tokens. Before the next tile's prefetch (5.66

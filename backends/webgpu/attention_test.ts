@@ -4,7 +4,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { compile } from "../../mod.ts";
+import { BackendRegistry, compile, KilnError } from "../../mod.ts";
 import { fuse } from "../../jit/fuse.ts";
 import { GraphBuilder } from "../../jit/graph_builder.ts";
 import { assertClose, f32, numbers } from "../../jit/testing.ts";
@@ -12,6 +12,7 @@ import type { Graph } from "../../jit/graph.ts";
 import { tiledMatmul } from "../../shaders/wgsl.ts";
 import { attentionGroup, fusedAttention, MAX_KEYS } from "../../shaders/wgsl_attention.ts";
 import { flashAttention } from "../../shaders/wgsl_flash.ts";
+import { WasmBackend } from "../wasm/wasm_backend.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 
 const hashed = (n: number, salt: number) =>
@@ -159,4 +160,51 @@ Deno.test("flash attention: tiles of queries, keys and values, masks, ragged key
     assert.deepEqual(exe.deviceTimes().map((t) => t.kernel), ["attention_0"], JSON.stringify(c));
   }
   flash.dispose();
+});
+
+Deno.test("attention past the binding limit runs as flash attention, its kernels kept together", async () => {
+  // Scores of 2·3·656·656 floats (10.3 MB) past a 2 MB binding; every other buffer fits.
+  const small = new WebGpuBackend({
+    profile: true,
+    maxStorageBufferBytes: 2 ** 21,
+    allowSoftware: true,
+  });
+  await small.prepare();
+  const [tokens, rows, d] = [656, 656, 16];
+  const graph = flashGraph({ tokens, mask: true });
+  const mask = hashed(rows * tokens, 17).map((x) => (x > 0.8 ? -Infinity : 0));
+  const feeds = {
+    q: f32(hashed(2 * 3 * rows * d, 7), [2, 3, rows, d]),
+    k: f32(hashed(2 * 3 * tokens * d, 11), [2, 3, tokens, d]),
+    v: f32(hashed(2 * 3 * tokens * d, 13), [2, 3, tokens, d]),
+    mask: f32(mask, [rows, tokens]),
+  };
+  using reference = await compile(graph, { backend: "reference" });
+  const want = await reference.run(feeds);
+  // Named: the three kernels would not fit; the flash kernel does.
+  using named = await compile(graph, { backend: small, cache: false });
+  assertClose(numbers((await named.run(feeds)).y.data), numbers(want.y.data), {
+    atol: 1e-5,
+    rtol: 1e-4,
+  });
+  assert.deepEqual(named.deviceTimes().map((t) => t.kernel), ["attention_0"]);
+  // Under auto the group stays whole, wherever it goes.
+  const registry = new BackendRegistry().register(small).register(new WasmBackend({ threads: 1 }));
+  using auto = await compile(graph, { registry, cache: false });
+  const group = fuse(graph).kernels.flatMap((k, i) => (k.group === "attention_0" ? [i] : []));
+  const places = new Set(group.map((i) => auto.plan!.schedule.placement[i]));
+  assert.equal(places.size, 1, [...places].join(" "));
+  assertClose(numbers((await auto.run(feeds)).y.data), numbers(want.y.data), {
+    atol: 1e-5,
+    rtol: 1e-4,
+  });
+  // Stored scores cannot be elided: then the group is too large for this device.
+  const keep = new GraphBuilder();
+  const [q, k] = ["q", "k"].map((n) => keep.input(n, [2, 3, tokens, d]));
+  keep.output("s", keep.op("MatMul", [q, keep.op("Transpose", [k], { perm: [0, 1, 3, 2] })]));
+  await assert.rejects(
+    compile(keep.build(), { backend: small, cache: false }),
+    (e: unknown) => e instanceof KilnError && /largest binding/.test(e.message),
+  );
+  small.dispose();
 });

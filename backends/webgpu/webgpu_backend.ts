@@ -28,6 +28,7 @@ import { KilnError } from "../../jit/errors.ts";
 import type { Graph } from "../../jit/graph.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
+import { sizeOf } from "../../jit/shape.ts";
 import { generateWgsl, kernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
 import { flashLayout, flashWgsl } from "../../shaders/wgsl_flash.ts";
 import {
@@ -62,10 +63,17 @@ export interface WebGpuOptions {
   readonly profile?: boolean;
   /**
    * Run attention groups (scores → softmax → values) as one flash kernel wherever it applies
-   * (`shaders/wgsl_flash.ts`): the scores never reach device memory. Default false: on the H200
+   * (`shaders/wgsl_flash.ts`): the scores never reach device memory. Default false: only groups
+   * whose scores do not fit the largest storage binding run as flash kernels, since on the H200
    * the tiled flash kernel took 1.3–1.9× the time of the kernels it replaces (see its module).
    */
   readonly flashAttention?: boolean;
+  /**
+   * Take the largest storage binding to be this many bytes where the device allows more, as a
+   * device with that limit would (to check that a program fits one). Kernels with larger buffers
+   * run elsewhere, attention groups among them as flash kernels where one applies.
+   */
+  readonly maxStorageBufferBytes?: number;
   /**
    * Let cost-driven policies place work on a software adapter (llvmpipe, lavapipe, SwiftShader,
    * WARP, or any `isFallbackAdapter`). Default: `KILN_ALLOW_SOFTWARE_GPU=1` in the environment,
@@ -89,7 +97,7 @@ export class WebGpuBackend implements Backend {
   /** Always `"webgpu"`. */
   readonly id: string = "webgpu";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.6.4";
+  readonly version: string = "0.6.5";
   /** A GPU. */
   readonly kind: BackendKind = "gpu";
   #options: WebGpuOptions;
@@ -135,7 +143,10 @@ export class WebGpuBackend implements Backend {
       simd: false,
       threads: 0,
       maxWorkgroupSize: d?.limits.maxComputeInvocationsPerWorkgroup ?? 0,
-      maxStorageBufferBytes: d?.limits.maxStorageBufferBindingSize ?? 0,
+      maxStorageBufferBytes: Math.min(
+        d?.limits.maxStorageBufferBindingSize ?? 0,
+        this.#options.maxStorageBufferBytes ?? Infinity,
+      ),
       maxBindings: d?.limits.maxStorageBuffersPerShaderStage ?? 0,
       timestampQuery: d?.features.has("timestamp-query") ?? false,
       software: this.#adapter !== undefined && isSoftwareAdapter(this.#adapter) &&
@@ -150,6 +161,25 @@ export class WebGpuBackend implements Backend {
    */
   supports(node: NodeInfo): boolean {
     return !runsWhole(node) || customKernel(node.op, this.id) !== undefined;
+  }
+
+  /**
+   * The intermediates of attention groups this backend runs as flash kernels (see
+   * `shaders/wgsl_flash.ts`): the scores and softmax weights never reach device memory, which is
+   * what lets a long sequence's attention past the binding limit.
+   */
+  elided(kernels: readonly KernelIR[], outputs: ReadonlySet<number>): ReadonlySet<number> {
+    const limit = this.capabilities().maxStorageBufferBytes;
+    const { fused } = withFusedAttention(kernels, outputs, {
+      ...this.#wgsl(),
+      flash: this.#options.flashAttention,
+    });
+    const values = [...fused].flatMap(([one, group]) =>
+      "rows" in group && [...one.inputs, ...one.outputs].every((b) => 4 * sizeOf(b.shape) <= limit)
+        ? [...group.scores.outputs, ...group.weights.outputs].map((o) => o.value)
+        : []
+    );
+    return new Set(values);
   }
 
   /** Kernel IR → WGSL, loaded as compute pipelines. */
@@ -313,6 +343,7 @@ export class WebGpuBackend implements Backend {
       maxInvocations: this.#device?.limits.maxComputeInvocationsPerWorkgroup ?? 256,
       half: this.#device?.features.has("shader-f16") ?? false,
       workgroupBytes: this.#device?.limits.maxComputeWorkgroupStorageSize ?? 16384,
+      bindingBytes: this.capabilities().maxStorageBufferBytes || undefined,
     };
   }
 
