@@ -5,6 +5,7 @@
  * on the H200 caught (x − r) + r folded to x and a padded matmul's 0 · −inf folded to 0.
  */
 import type { Attrs } from "../jit/ops/mod.ts";
+import type { HostTensor } from "../jit/host_tensor.ts";
 import { GraphBuilder } from "../jit/graph_builder.ts";
 import { assertClose, assertMatchesReference, f32, numbers, runGraph } from "../jit/testing.ts";
 
@@ -51,6 +52,50 @@ for (const backend of ["wasm", "webgpu"]) {
   Deno.test(`${backend}: NaN, infinities and signed zeros flow through every op as on the reference`, async () => {
     for (const [op, inputs, attrs] of CASES) {
       await assertMatchesReference(backend, op, inputs, attrs, { atol: 1e-6, rtol: 2e-5 });
+    }
+  });
+}
+
+const INT_MIN = -(2 ** 31), INT_MAX = 2 ** 31 - 1;
+const tensor = (
+  dtype: "i32" | "u32" | "i8" | "u8",
+  values: number[],
+): HostTensor => ({
+  data: { i32: Int32Array, u32: Uint32Array, i8: Int8Array, u8: Uint8Array }[dtype].from(values),
+  shape: [values.length],
+  dtype,
+});
+/** Integer divisions by zero, by −1 at the most negative value, and of every sign pairing. */
+const DIVIDENDS = {
+  i32: [7, -7, 7, -7, 0, INT_MIN, INT_MIN, 5, -5, INT_MAX, 3, -3, INT_MIN],
+  u32: [7, 2 ** 32 - 1, 0, 5, 2 ** 31, 9, 2 ** 32 - 1, 1, 6, 0, 3, 8, 2 ** 31 + 5],
+  i8: [7, -7, 7, -7, 0, -128, -128, 5, -5, 127, 3, -3, -128],
+  u8: [7, 255, 0, 5, 128, 9, 255, 1, 6, 0, 3, 8, 200],
+};
+const DIVISORS = {
+  i32: [2, 2, -2, -2, 3, -1, 1, 0, 0, -1, 0, 7, INT_MIN],
+  u32: [2, 16, 3, 0, 3, 0, 2 ** 32 - 1, 2 ** 31, 4, 7, 0, 3, 2 ** 31],
+  i8: [2, 2, -2, -2, 3, -1, 1, 0, 0, -1, 0, 7, -128],
+  u8: [2, 16, 3, 0, 3, 0, 255, 128, 4, 7, 0, 3, 100],
+};
+/** Floats past every integer range, NaN, and values that round either way. */
+const TO_CAST = [NaN, Infinity, -Infinity, 3e9, -3e9, 2 ** 31, -(2 ** 31), 300, -300, 255.9, -0.9];
+
+for (const backend of ["wasm", "webgpu"]) {
+  Deno.test(`${backend}: integer Div and Mod by zero and −1, every sign, and saturating Casts, as on the reference`, async () => {
+    const exact = { atol: 0, rtol: 0 };
+    for (const dtype of ["i32", "u32", "i8", "u8"] as const) {
+      const a = tensor(dtype, DIVIDENDS[dtype]), b = tensor(dtype, DIVISORS[dtype]);
+      await assertMatchesReference(backend, "Div", [a, b], {}, exact);
+      for (const fmod of [0, 1]) {
+        await assertMatchesReference(backend, "Mod", [a, b], { fmod }, exact);
+      }
+      await assertMatchesReference(backend, "Cast", [f32(TO_CAST)], { to: dtype }, exact);
+      for (const from of ["i32", "u32"] as const) {
+        await assertMatchesReference(backend, "Cast", [tensor(from, DIVIDENDS[from])], {
+          to: dtype,
+        }, exact);
+      }
     }
   });
 }

@@ -48,6 +48,7 @@ import {
   type Sym,
   unique,
 } from "./fuse_values.ts";
+import { withIntegerRules } from "./integer_rules.ts";
 import {
   convMap,
   gatherStep,
@@ -357,7 +358,13 @@ class Fuser {
       log: this.#log,
       label,
     });
-    const expr: Expr = { kind: "alu", op, args, dtype: type.dtype, attrs: aluAttrs(op, attrs) };
+    const expr = withIntegerRules({
+      kind: "alu",
+      op,
+      args,
+      dtype: type.dtype,
+      attrs: aluAttrs(op, attrs),
+    });
     const labels = unique([...used.flatMap(own), label]);
     if (group) labels.forEach((l) => group!.labels.add(l));
     return { type, expr, group, toOwn: group ? toOwn : undefined, labels, uses: 0 };

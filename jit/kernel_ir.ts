@@ -85,6 +85,8 @@ export interface Load {
 /**
  * The ALU operations of kernel IR, a closed set: each backend lowers them through a table that
  * `satisfies Record<AluOp, …>`, so an op added here does not type-check until every backend has it.
+ * An integer Div or Mod never sees a zero divisor and Mod is the truncated remainder: fusion
+ * writes ONNX's rules around them (`integer_rules.ts`).
  */
 export const ALU_OPS = [
   "Add",
@@ -127,7 +129,9 @@ export function isAluOp(op: string): op is AluOp {
 
 /**
  * What a backend's lowering of one ALU op receives: its operands already lowered to `E` (WGSL
- * text, Binaryen expressions, …), their dtypes, the result dtype and the op's attributes.
+ * text, Binaryen expressions, …), their dtypes and the result dtype. No lowering needs the op's
+ * attributes: Cast's target is the result dtype, and Mod is always the truncated remainder in
+ * kernel IR (`integer_rules.ts`).
  */
 export interface AluOperands<E> {
   /** Lowered operands. */
@@ -136,8 +140,6 @@ export interface AluOperands<E> {
   readonly d: readonly DType[];
   /** Result dtype. */
   readonly out: DType;
-  /** The op's attributes. */
-  readonly attrs: Readonly<Record<string, unknown>> | undefined;
 }
 
 /** An ALU expression node. */

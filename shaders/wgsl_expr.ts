@@ -192,30 +192,18 @@ const WGSL_ALU = {
   Sub: ({ a, cancel }) => (cancel ? `k_sub(${a[0]}, ${a[1]})` : `(${a[0]} - ${a[1]})`),
   Mul: ({ a, int, cancel }) =>
     int ? `(${a[0]} * ${a[1]})` : `${cancel ? "k_mul" : "k_prod"}(${a[0]}, ${a[1]})`,
-  Div: ({ a, d, int, scale }) => {
-    if (int) {
-      return `select(${a[0]} / ${a[1]}, ${literal(0, d[0])}, ${a[1]} == ${literal(0, d[0])})`;
-    }
+  // Integer divisors are never zero here (see `jit/integer_rules.ts`).
+  Div: ({ a, int, scale }) => {
+    if (int) return `(${a[0]} / ${a[1]})`;
     return scale === undefined
       ? `k_fdiv(${a[0]}, ${a[1]})`
       : `(${a[0]} * ${literal(scale, "f32")})`;
   },
   Pow: ({ a, t, int }) =>
     int ? `${t}(round(k_pow(f32(${a[0]}), f32(${a[1]}))))` : `k_pow(${a[0]}, ${a[1]})`,
-  Mod: ({ a, d, t, int, attrs }) => {
-    if (!int) return `(${a[0]} % ${a[1]})`;
-    const zero = literal(0, d[0]);
-    const den = `select(${a[1]}, ${literal(1, d[0])}, ${a[1]} == ${zero})`;
-    if (attrs?.fmod === 1) {
-      return `select(${a[0]} - ${den} * (${a[0]} / ${den}), ${zero}, ${a[1]} == ${zero})`;
-    }
-    // a - b·(a / b), not %: a software driver seen here computes signed % as unsigned.
-    const r = `(${a[0]} - ${den} * (${a[0]} / ${den}))`;
-    const fix = t === "i32"
-      ? `select(${r}, ${r} + ${a[1]}, ${r} != 0 && ((${r} < 0) != (${a[1]} < 0)))`
-      : r;
-    return `select(${fix}, ${zero}, ${a[1]} == ${zero})`;
-  },
+  // The truncated remainder (fmod): a − b·(a / b), not %, which a software driver seen here
+  // computes as unsigned for signed operands.
+  Mod: ({ a, int }) => int ? `(${a[0]} - ${a[1]} * (${a[0]} / ${a[1]}))` : `(${a[0]} % ${a[1]})`,
   Equal: (x) => flag(ordered("==", x)),
   Greater: (x) => flag(ordered(">", x)),
   Less: (x) => flag(ordered("<", x)),
@@ -248,13 +236,12 @@ export function alu(
   a: readonly string[],
   d: readonly DType[],
   out: DType,
-  attrs: Record<string, unknown> | undefined,
   exact: { cancel?: boolean; scale?: number } = {},
 ): string {
   const t = wgslType(d[0] ?? out);
   const int = t !== "f32";
   const cancel = (exact.cancel ?? true) && !int;
-  return WGSL_ALU[op]({ a, d, out, attrs, t, int, cancel, scale: exact.scale });
+  return WGSL_ALU[op]({ a, d, out, t, int, cancel, scale: exact.scale });
 }
 
 /** Casts follow the reference: truncate and saturate into integers, NaN → 0, bool is x != 0. */
@@ -508,7 +495,6 @@ export class KernelLowering {
             args,
             expr.args.map((a) => a.dtype),
             expr.dtype,
-            expr.attrs as Record<string, unknown>,
             {
               cancel: mayCancel(expr.op, expr.args, this.#structure),
               scale: expr.op === "Div" ? exactScale(expr.args[1]) : undefined,

@@ -88,13 +88,7 @@ export interface AluLowering {
   /** `x` rounded to dtype `d` (f16, i8, u8, bool), as a store would. */
   round(x: number, d: DType): number;
   /** Scalar op `op` on arguments `a` of dtypes `d`, giving `out`. */
-  alu(
-    op: AluOp,
-    a: number[],
-    d: DType[],
-    out: DType,
-    attrs: Record<string, unknown> | undefined,
-  ): number;
+  alu(op: AluOp, a: number[], d: DType[], out: DType): number;
   /** How `e` lives in a vector. */
   vectorKind(e: Expr): VectorKind;
   /** The f32x4 lowering of `e`, its arguments' vectors built by `a(i)` (fresh per call). */
@@ -179,51 +173,23 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
     Add: ({ a, fl }) => fl ? m.f32.add(a[0], a[1]) : m.i32.add(a[0], a[1]),
     Sub: ({ a, fl }) => fl ? m.f32.sub(a[0], a[1]) : m.i32.sub(a[0], a[1]),
     Mul: ({ a, fl }) => fl ? m.f32.mul(a[0], a[1]) : m.i32.mul(a[0], a[1]),
+    // Integer divisors are never zero here (see `jit/integer_rules.ts`); the most negative value
+    // divided by −1, which traps, wraps instead.
     Div: ({ a, fl, u }) => {
       if (fl) return m.f32.div(a[0], a[1]);
-      // select evaluates both arms, so the divisor is made safe first: x/0 gives 0 (as the
-      // reference) and INT_MIN / -1 wraps instead of trapping.
+      if (u) return m.i32.div_u(a[0], a[1]);
       const x = tmp(a[0]), y = tmp(a[1]);
-      const zero = m.i32.eqz(y.get());
-      if (u) {
-        return m.block(null, [
-          x.set,
-          y.set,
-          m.select(zero, ic(0), m.i32.div_u(x.get(), m.select(zero, ic(1), y.get()))),
-        ], i32);
-      }
       const minusOne = m.i32.eq(y.get(), ic(-1));
-      const safe = m.select(m.i32.or(m.i32.eqz(y.get()), minusOne), ic(1), y.get());
-      const q = m.select(
-        m.i32.eq(y.get(), ic(-1)),
-        m.i32.sub(ic(0), x.get()),
-        m.i32.div_s(x.get(), safe),
-      );
-      return m.block(null, [x.set, y.set, m.select(zero, ic(0), q)], i32);
+      const q = m.i32.div_s(x.get(), m.select(minusOne, ic(1), y.get()));
+      return m.block(null, [x.set, y.set, m.select(minusOne, m.i32.sub(ic(0), x.get()), q)], i32);
     },
     Pow: ({ a, fl }) =>
       fl ? call2("pow", a[0], a[1]) : m.i32.trunc_s_sat.f32(
         call2("pow", m.f32.convert_s.i32(a[0]), m.f32.convert_s.i32(a[1])),
       ),
-    Mod: ({ a, fl, u, attrs }) => {
-      if (fl) return call2("fmod", a[0], a[1]);
-      const x = tmp(a[0]), y = tmp(a[1]);
-      const safe = m.select(m.i32.eqz(y.get()), ic(1), y.get());
-      const r = tmp(u ? m.i32.rem_u(x.get(), safe) : m.i32.rem_s(x.get(), safe));
-      const python = attrs?.fmod === 1 || u ? r.get() : m.select(
-        m.i32.and(
-          m.i32.ne(r.get(), ic(0)),
-          m.i32.ne(m.i32.lt_s(r.get(), ic(0)), m.i32.lt_s(y.get(), ic(0))),
-        ),
-        m.i32.add(r.get(), y.get()),
-        r.get(),
-      );
-      return m.block(
-        null,
-        [x.set, y.set, r.set, m.select(m.i32.eqz(y.get()), ic(0), python)],
-        i32,
-      );
-    },
+    // The truncated remainder (fmod); rem_s does not trap at the most negative value by −1.
+    Mod: ({ a, fl, u }) =>
+      fl ? call2("fmod", a[0], a[1]) : u ? m.i32.rem_u(a[0], a[1]) : m.i32.rem_s(a[0], a[1]),
     Equal: ({ a, fl }) => fl ? m.f32.eq(a[0], a[1]) : m.i32.eq(a[0], a[1]),
     Greater: ({ a, fl, u }) =>
       fl ? m.f32.gt(a[0], a[1]) : u ? m.i32.gt_u(a[0], a[1]) : m.i32.gt_s(a[0], a[1]),
@@ -257,13 +223,8 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
     },
     Cast: ({ a, d, out }) => cast(a[0], d[0], out),
   } satisfies Record<AluOp, (args: ScalarArgs) => number>;
-  const alu = (
-    op: AluOp,
-    a: number[],
-    d: DType[],
-    out: DType,
-    attrs: Record<string, unknown> | undefined,
-  ): number => scalar[op]({ a, d, out, attrs, fl: isFloat(d[0] ?? out), u: d[0] === "u32" });
+  const alu = (op: AluOp, a: number[], d: DType[], out: DType): number =>
+    scalar[op]({ a, d, out, fl: isFloat(d[0] ?? out), u: d[0] === "u32" });
   const kinds = new Map<Expr, VectorKind>();
   /** How `e` lives in a vector: f32 lanes, an all-ones/zero lane mask (bool), or not at all. */
   const vectorKind = (e: Expr): VectorKind => {

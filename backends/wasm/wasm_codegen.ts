@@ -158,13 +158,7 @@ export function generateWasm(
           break;
         }
         code = round(
-          alu(
-            expr.op,
-            args,
-            expr.args.map((a) => a.dtype),
-            expr.dtype,
-            expr.attrs as Record<string, unknown>,
-          ),
+          alu(expr.op, args, expr.args.map((a) => a.dtype), expr.dtype),
           expr.dtype,
         );
         break;
