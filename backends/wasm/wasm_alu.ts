@@ -8,8 +8,8 @@
  */
 import type { DType } from "../../jit/dtype.ts";
 import type { Alu, AluOp, AluOperands, Expr } from "../../jit/kernel_ir.ts";
-import type { Binaryen, BinaryenModule } from "./wasm_codegen.ts";
 import type { MathFunction } from "./wasm_math.ts";
+import type { KernelFunction } from "./wasm_module.ts";
 
 /** Whether `d` is held as f32 in generated code. */
 export const isFloat = (d: DType): boolean => d === "f32" || d === "f16";
@@ -58,14 +58,7 @@ const VECTOR_MASK = new Set(["Equal", "Greater", "Less", "IsNaN"]);
 const VECTOR_LOGIC = new Set(["And", "Or", "Not"]);
 
 /** What the lowering needs of the function being generated. */
-export interface AluContext {
-  /** The Binaryen module. */
-  readonly m: BinaryenModule;
-  /** Binaryen itself (types). */
-  readonly binaryen: Binaryen;
-  /** A fresh local of `type`. */
-  local(type: number): number;
-}
+export type AluContext = Pick<KernelFunction, "m" | "binaryen" | "local">;
 
 /** What a scalar lowering sees: the operands as Binaryen expressions, and their kind. */
 interface ScalarArgs extends AluOperands<number> {

@@ -27,10 +27,10 @@ import { affineOffset, strideOver } from "../../jit/access.ts";
 import { type Expr, ExprTable, type KernelIR, type Reduction } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { aluLowering, exactReciprocal, isFloat, type Memo } from "./wasm_alu.ts";
-import { linearLowering } from "./wasm_linear.ts";
+import { type LinearContext, linearLowering } from "./wasm_linear.ts";
 import { type Linear, walkAt } from "./wasm_walk.ts";
 import { indexLowering } from "./wasm_index.ts";
-import { emitKernel, kernelModule } from "./wasm_module.ts";
+import { KernelFunction, type ModuleOptions } from "./wasm_module.ts";
 import { vectorWindows } from "./wasm_windows.ts";
 import { gemmBody, type MatmulContext, tiledGemm } from "./wasm_matmul.ts";
 import { indirectionFill, matmulPlan } from "./wasm_matmul_plan.ts";
@@ -43,78 +43,29 @@ export type BinaryenModule = binaryenLib.Module;
 /** A load node of the kernel IR. */
 export type LoadExpr = Extract<Expr, { kind: "load" }>;
 
-/** Options of {@linkcode generateWasm}. */
-export interface GenerateOptions {
-  /** Import the arena as a shared memory (for worker threads). */
-  readonly shared?: boolean;
-  /**
-   * Use relaxed SIMD's fused multiply-add in matmul tiles and the math library's polynomials
-   * (where the engine has it: V8 ≥ 11.4, not Node 20). Matmul sums are order-dependent anyway;
-   * fusing rounds once instead of twice (exp over 4M floats: 6.3 -> 5.7 ms).
-   */
-  readonly fma?: boolean;
-}
-
 /** Generates the module for `kernel` (not for opaque kernels). */
 export function generateWasm(
   binaryen: Binaryen,
   kernel: KernelIR,
-  options: GenerateOptions = {},
+  options: ModuleOptions = {},
 ): Uint8Array {
   // Equal subexpressions (fusion builds a DAG; decomposed ops reuse an operand) get one id, so
   // each is evaluated once per point into one local.
   const ids = new ExprTable();
   const keyOf = (e: Expr): number => ids.id(e);
-  const m = kernelModule(binaryen, options);
+  const fn = new KernelFunction(binaryen, kernel, options);
+  const { m, local, get, ic, coord, kept, unravel, whileLoop, countedLoop } = fn;
+  const { start, end } = fn.params;
   const f64 = binaryen.f64, f32 = binaryen.f32, i32 = binaryen.i32;
-  const nIn = kernel.inputs.length, nOut = kernel.outputs.length;
-  /** Buffer `i` of the kernel's parameters: inputs, then outputs (read back by reuse below). */
-  const bufferOf = (i: number) => (i < nIn ? kernel.inputs[i] : kernel.outputs[i - nIn]);
-  // run(buffers…, scratch, rowStart, rowEnd, packedB)
-  const params = nIn + nOut + 4;
-  const scratch = nIn + nOut, start = nIn + nOut + 1, end = nIn + nOut + 2, packedB = end + 1;
-  const locals: number[] = [];
-  const local = (type: number) => params + locals.push(type) - 1;
-  const get = (l: number, type: number) => m.local.get(l, type);
+  const nIn = kernel.inputs.length;
   const addrOf = (buffer: number) => get(buffer, i32);
   const space = kernel.space;
-  const kept = space.flatMap((_, i) => (kernel.reduced.includes(i) ? [] : [i]));
   const red = kernel.reduced;
   const inner = sizeOf(red.map((i) => space[i]));
-  const coord = space.map(() => local(i32));
   const row = local(i32), it = local(i32);
-  const ic = (n: number) => m.i32.const(n | 0);
   const typeOf = (d: DType) => (isFloat(d) ? f32 : i32);
-  const { constant, round, alu, vectorKind, valu, lanes } = aluLowering({
-    m,
-    binaryen,
-    local,
-  });
-
-  /** Statements that set coordinate locals for `axes` from the linear index in local `from`. */
-  const unravel = (axes: readonly number[], from: number): number[] => {
-    const out: number[] = [];
-    const rest = local(i32);
-    out.push(m.local.set(rest, get(from, i32)));
-    for (let j = axes.length - 1; j >= 0; j--) {
-      const d = space[axes[j]];
-      out.push(m.local.set(coord[axes[j]], d === 1 ? ic(0) : m.i32.rem_u(get(rest, i32), ic(d))));
-      if (j > 0) {
-        out.push(m.local.set(rest, d === 1 ? get(rest, i32) : m.i32.div_u(get(rest, i32), ic(d))));
-      }
-    }
-    return out;
-  };
-
-  const { steps, linear, loadAddress } = indexLowering({
-    m,
-    binaryen,
-    local,
-    get,
-    ic,
-    coord,
-    bufferOf,
-  });
+  const { constant, round, alu, vectorKind, valu, lanes } = aluLowering(fn);
+  const { steps, linear, loadAddress } = indexLowering(fn);
 
   /** Evaluates `expr` into locals (statements pushed to `stmts`); returns a getter expression. */
   const value = (
@@ -172,21 +123,6 @@ export function generateWasm(
 
   const accs: number[] = kernel.reductions.map((r) => local(typeOf(r.dtype)));
   const body: number[] = [];
-  let labels = 0;
-  /** `body` while `cond()` holds (checked first); `cond` builds a fresh expression per use. */
-  const whileLoop = (cond: () => number, body: number[]): number => {
-    const label = `while${labels++}`;
-    return m.if(cond(), m.loop(label, m.block(null, [...body, m.br(label, cond())])));
-  };
-  /** `inside` for `counter` = 0, 1, … `count` - 1 (a constant). */
-  const countedLoop = (counter: number, count: number, inside: number[]): number[] =>
-    count === 0 ? [] : [
-      m.local.set(counter, ic(0)),
-      whileLoop(() => m.i32.lt_s(get(counter, i32), ic(count)), [
-        ...inside,
-        m.local.set(counter, m.i32.add(get(counter, i32), ic(1))),
-      ]),
-    ];
   const wideSum = (r: Reduction) => isFloat(r.dtype) && (r.op === "sum" || r.op === "mean");
   /** Statements folding value `v` into reduction `r`'s accumulator `acc` (f64 for float sums). */
   const accumulate = (r: Reduction, acc: number, v: number): number[] => {
@@ -212,24 +148,14 @@ export function generateWasm(
     return [m.local.set(x, v), m.local.set(acc, m.select(keep, get(acc, t), get(x, t)))];
   };
 
-  const context = {
-    m,
-    binaryen,
-    kernel,
+  const context: LinearContext = {
+    fn,
     keyOf,
-    coord,
     accs,
-    rows: { start, end },
-    bufferOf,
-    local,
-    get,
-    ic,
-    unravel,
     steps,
     linear,
     loadAddress,
     value,
-    whileLoop,
     wideSum,
     accumulate,
     vectorKind,
@@ -397,24 +323,12 @@ export function generateWasm(
   const elementwise = gemm ? undefined : path.elementwiseBody();
   if (gemm) {
     const context: MatmulContext = {
-      m,
-      binaryen,
-      kernel,
-      fma: options.fma ?? false,
+      fn,
       tableFill: indirectionFill(kernel),
-      kept,
-      coord,
       accs,
-      params: { scratch, start, end, packedB },
-      local,
-      get,
-      ic,
-      unravel,
       loadAddress,
       value,
       store,
-      whileLoop,
-      countedLoop,
       ...path,
     };
     body.push(...(tiledGemm(context, gemm) ?? gemmBody(context, gemm)));
@@ -442,5 +356,5 @@ export function generateWasm(
       ]),
     );
   }
-  return emitKernel(m, binaryen, kernel, { params, locals, body, fma: options.fma });
+  return fn.finish(body);
 }

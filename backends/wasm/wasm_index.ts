@@ -8,27 +8,16 @@
  *
  * @module
  */
-import type { IndexStep, KernelBuffer } from "../../jit/kernel_ir.ts";
+import type { IndexStep } from "../../jit/kernel_ir.ts";
 import { type Shape, stridesOf } from "../../jit/shape.ts";
-import type { Binaryen, BinaryenModule, LoadExpr } from "./wasm_codegen.ts";
+import type { LoadExpr } from "./wasm_codegen.ts";
+import type { KernelFunction } from "./wasm_module.ts";
 
 /** What the index lowering uses of the function being generated. */
-export interface IndexContext {
-  /** The Binaryen module. */
-  readonly m: BinaryenModule;
-  /** Binaryen itself (types). */
-  readonly binaryen: Binaryen;
-  /** A fresh local of `type`. */
-  local(type: number): number;
-  /** `local.get`. */
-  get(local: number, type: number): number;
-  /** An i32 constant. */
-  ic(n: number): number;
-  /** Coordinate locals, one per axis of the space. */
-  readonly coord: readonly number[];
-  /** Buffer `i` of the function's parameters: inputs, then outputs. */
-  bufferOf(i: number): KernelBuffer;
-}
+export type IndexContext = Pick<
+  KernelFunction,
+  "m" | "binaryen" | "local" | "get" | "ic" | "coord" | "bufferOf"
+>;
 
 /** A guard: local `ok` is 1 where the point is in bounds; elsewhere the load reads `fill`. */
 export interface Guard {

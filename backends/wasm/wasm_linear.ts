@@ -16,12 +16,14 @@ import {
   linearSuffix,
   strideOver,
 } from "../../jit/access.ts";
-import type { Expr, IndexStep, KernelBuffer, KernelIR, Reduction } from "../../jit/kernel_ir.ts";
+import type { Expr, Reduction } from "../../jit/kernel_ir.ts";
 import { walk } from "../../jit/kernel_ir.ts";
-import { type Shape, sizeOf } from "../../jit/shape.ts";
+import { sizeOf } from "../../jit/shape.ts";
 import { type AluLowering, isFloat, type Memo } from "./wasm_alu.ts";
-import type { Binaryen, BinaryenModule, LoadExpr } from "./wasm_codegen.ts";
 import { HIGH_HALF } from "./wasm_math.ts";
+import type { IndexLowering } from "./wasm_index.ts";
+import type { LoadExpr } from "./wasm_codegen.ts";
+import type { KernelFunction } from "./wasm_module.ts";
 import { type Accesses, type Linear, type Walk, walkAt } from "./wasm_walk.ts";
 import {
   GUARDED_UNROLLED,
@@ -35,48 +37,20 @@ import {
 /** Reduction windows of at most this many points run unrolled (see `unrolled`). */
 const UNROLLED = 16;
 
-/** What the linear path uses of the function being generated. */
-export interface LinearContext extends Pick<AluLowering, "vectorKind" | "valu" | "lanes"> {
-  /** The Binaryen module. */
-  readonly m: BinaryenModule;
-  /** Binaryen itself (types). */
-  readonly binaryen: Binaryen;
-  /** The kernel. */
-  readonly kernel: KernelIR;
+/**
+ * What the linear path uses of the function being generated: the function itself, its index
+ * lowering, and its evaluation of values and reductions.
+ */
+export interface LinearContext
+  extends Pick<AluLowering, "vectorKind" | "valu" | "lanes">, IndexLowering {
+  /** The function being built. */
+  readonly fn: KernelFunction;
   /** Structural id of an expression: equal subexpressions share one (and one local). */
   keyOf(e: Expr): number;
-  /** Coordinate locals, one per axis of the space. */
-  readonly coord: readonly number[];
   /** Reduction result locals. */
   readonly accs: readonly number[];
-  /** Parameter locals of the row range. */
-  readonly rows: { readonly start: number; readonly end: number };
-  /** Buffer `i` of the function's parameters: inputs, then outputs. */
-  bufferOf(i: number): KernelBuffer;
-  /** A fresh local of `type`. */
-  local(type: number): number;
-  /** `local.get`. */
-  get(local: number, type: number): number;
-  /** An i32 constant. */
-  ic(n: number): number;
-  /** Statements setting the coordinates of `axes` from the linear index in local `from`. */
-  unravel(axes: readonly number[], from: number): number[];
-  /** Index steps as statements into fresh locals: the final coordinate locals (and guards). */
-  steps(list: readonly IndexStep[], stmts: number[]): { coords: number[] };
-  /** The element offset of coordinate locals `coords` in `shape`. */
-  linear(coords: number[], shape: Shape): number;
-  /**
-   * A load's address at the current coordinates (statements into `stmts`), element 0 where one
-   * of its guards (locals: 1 where the coordinates are in bounds) fails.
-   */
-  loadAddress(
-    load: LoadExpr,
-    stmts: number[],
-  ): { address: number; guards: readonly { ok: number; fill: number }[] };
   /** Evaluates `expr` at the current point (of walk `lin`, when given) into locals. */
   value(expr: Expr, memo: Memo, stmts: number[], lin?: Linear): number;
-  /** `body` while `cond()` holds. */
-  whileLoop(cond: () => number, body: number[]): number;
   /** Whether `r` is a float sum (accumulated in f64). */
   wideSum(r: Reduction): boolean;
   /** Statements folding value `v` into reduction `r`'s accumulator `acc`. */
@@ -144,10 +118,10 @@ export interface LaneFold {
 
 /** The linear path's emitters for one function. */
 export function linearLowering(c: LinearContext): LinearLowering {
-  const { m, binaryen, kernel, coord, accs, bufferOf, local, get, ic } = c;
-  const { keyOf } = c;
-  const { loadAddress, value, whileLoop, wideSum, accumulate, vectorKind, valu, lanes } = c;
-  const { start, end } = c.rows;
+  const { m, binaryen, kernel, coord, bufferOf, local, get, ic, whileLoop } = c.fn;
+  const { keyOf, accs } = c;
+  const { loadAddress, value, wideSum, accumulate, vectorKind, valu, lanes } = c;
+  const { start, end } = c.fn.params;
   const i32 = binaryen.i32, f32 = binaryen.f32, f64 = binaryen.f64;
   const v128 = binaryen.v128, f4 = m.f32x4;
   const space = kernel.space, red = kernel.reduced, inner = sizeOf(red.map((i) => space[i]));
@@ -185,7 +159,7 @@ export function linearLowering(c: LinearContext): LinearLowering {
     }
     return lin;
   };
-  const at = (w: Walk, j: number, lane = 0) => walkAt(c, w, j, lane);
+  const at = (w: Walk, j: number, lane = 0) => walkAt(c.fn, w, j, lane);
 
   /** Whether values `exprs`, stored as outputs `outs` (one each), have an f32x4 lowering. */
   const vectorizable = (exprs: readonly Expr[], outs: readonly number[]) =>

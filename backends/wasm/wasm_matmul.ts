@@ -9,9 +9,11 @@
  */
 import { affineOffset } from "../../jit/access.ts";
 import type { Expr, KernelIR } from "../../jit/kernel_ir.ts";
-import type { Binaryen, BinaryenModule, LoadExpr } from "./wasm_codegen.ts";
+import type { LoadExpr } from "./wasm_codegen.ts";
 import { relaxedMadd } from "./wasm_math.ts";
 import type { Guard } from "./wasm_index.ts";
+import type { LinearLowering } from "./wasm_linear.ts";
+import type { KernelFunction } from "./wasm_module.ts";
 import {
   type MatmulPlan,
   packsA,
@@ -20,45 +22,25 @@ import {
   TILE_BYTES,
   TILE_ROWS,
 } from "./wasm_matmul_plan.ts";
-import type { Accesses, Linear } from "./wasm_walk.ts";
+import type { Linear } from "./wasm_walk.ts";
 import type { Memo } from "./wasm_alu.ts";
 
 /** Rows of B a contiguous B's packing copies per pass over its panels. */
 const KB = 8;
 
-/** What the matmul emitters use of the function being generated. */
-export interface MatmulContext {
-  /** The Binaryen module. */
-  readonly m: BinaryenModule;
-  /** Binaryen itself (types, low-level calls). */
-  readonly binaryen: Binaryen;
-  /** The kernel. */
-  readonly kernel: KernelIR;
-  /** Whether relaxed-SIMD fused multiply-add may be used. */
-  readonly fma: boolean;
+/**
+ * What the matmul emitters use of the function being generated: the function itself, how it
+ * evaluates and stores values, and the linear path's emitters for the epilogue.
+ */
+export interface MatmulContext
+  extends
+    Pick<LinearLowering, "accessesOf" | "linearOver" | "walks" | "vectorizable" | "linearStores"> {
+  /** The function being built. */
+  readonly fn: KernelFunction;
   /** The fill of a packed A's indirection table, when it takes one (see `indirectionFill`). */
   readonly tableFill?: number;
-  /** Kept (output) axes of the space. */
-  readonly kept: readonly number[];
-  /** Coordinate locals, one per axis of the space. */
-  readonly coord: readonly number[];
   /** Reduction result locals. */
   readonly accs: readonly number[];
-  /** Parameter locals: scratch address, the row range, and the address of B's packed panels. */
-  readonly params: {
-    readonly scratch: number;
-    readonly start: number;
-    readonly end: number;
-    readonly packedB: number;
-  };
-  /** A fresh local of `type`. */
-  local(type: number): number;
-  /** `local.get`. */
-  get(local: number, type: number): number;
-  /** An i32 constant. */
-  ic(n: number): number;
-  /** Statements setting the coordinates of `axes` from the linear index in local `from`. */
-  unravel(axes: readonly number[], from: number): number[];
   /** A load's address at the current coordinates (statements into `stmts`). */
   loadAddress(load: LoadExpr, stmts: number[]): { address: number; guards: readonly Guard[] };
   /** Evaluates an expression at the current coordinates. */
@@ -70,25 +52,6 @@ export interface MatmulContext {
     memo: Memo,
     stmts: number[],
   ): void;
-  /** `body` while `cond()` holds. */
-  whileLoop(cond: () => number, body: number[]): number;
-  /** The affine accesses of `exprs` and outputs `outs`, if all are affine. */
-  accessesOf(exprs: readonly Expr[], outs: readonly number[]): Accesses | undefined;
-  /** Whether every access is linear over `group`. */
-  linearOver(access: Accesses, group: readonly number[]): boolean;
-  /** Base addresses at the current coordinates. */
-  walks(access: Accesses, group: readonly number[], stmts: number[]): Linear;
-  /** Whether `exprs` and outputs `outs` have an f32x4 lowering. */
-  vectorizable(exprs: readonly Expr[], outs: readonly number[]): boolean;
-  /** `inside` for `counter` = 0, 1, … `count` - 1 (a constant). */
-  countedLoop(counter: number, count: number, inside: number[]): number[];
-  /** Stores outputs `outs` at `count()` points of a linear walk, four at a time where `vector`. */
-  linearStores(
-    lin: Linear,
-    count: () => number,
-    outs: readonly number[],
-    vector: boolean,
-  ): number[];
 }
 
 /**
@@ -107,9 +70,10 @@ export interface MatmulContext {
  * panels, built there by the packing call.
  */
 export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
-  const { m, binaryen, kernel, local, get, ic, kept, coord, unravel, loadAddress } = e;
-  const { whileLoop, countedLoop, accessesOf, linearOver, walks, vectorizable, linearStores } = e;
-  const { scratch, start, end, packedB } = e.params;
+  const { m, binaryen, kernel, local, get, ic, kept, coord, unravel } = e.fn;
+  const { whileLoop, countedLoop } = e.fn;
+  const { loadAddress, accessesOf, linearOver, walks, vectorizable, linearStores } = e;
+  const { scratch, start, end, packedB } = e.fn.params;
   const space = kernel.space, f4 = m.f32x4;
   const i32 = binaryen.i32, v128 = binaryen.v128;
   const { nb, n, k, a, b } = plan;
@@ -175,7 +139,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(32))),
     ];
     const madd = (x: number, y: number, z: number) =>
-      e.fma ? relaxedMadd(binaryen, m, x, y, z) : f4.add(z, f4.mul(x, y));
+      e.fn.fma ? relaxedMadd(binaryen, m, x, y, z) : f4.add(z, f4.mul(x, y));
     for (let i = 0; i < rows; i++) {
       body.push(
         m.local.set(av, f4.splat(m.f32.load(0, 4, get(aPtr[i], i32)))),
@@ -416,9 +380,10 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
  * is contiguous in n. The epilogue then runs per n with the accumulator.
  */
 export function gemmBody(e: MatmulContext, plan: MatmulPlan): number[] {
-  const { m, binaryen, kernel, local, get, ic, kept, coord, accs, unravel, loadAddress } = e;
-  const { value, store, whileLoop, countedLoop } = e;
-  const { scratch, start, end } = e.params;
+  const { m, binaryen, kernel, local, get, ic, kept, coord, unravel } = e.fn;
+  const { whileLoop, countedLoop } = e.fn;
+  const { accs, loadAddress, value, store } = e;
+  const { scratch, start, end } = e.fn.params;
   const i32 = binaryen.i32, f32 = binaryen.f32, v128 = binaryen.v128;
   const { nb, n, k, a, b } = plan;
   const nAxis = nb + 1, kAxis = nb + 2;

@@ -31,12 +31,12 @@ export function windowAccesses(
   c: LinearContext,
   expr: Expr,
 ): [LoadExpr, GuardedOffset][] | undefined {
-  const space = c.kernel.space;
+  const space = c.fn.kernel.space;
   const found = new Set<LoadExpr>();
   walk(expr, (x) => x.kind === "load" && found.add(x));
   const access: [LoadExpr, GuardedOffset][] = [];
   for (const l of found) {
-    const shape = c.bufferOf(l.input).shape;
+    const shape = c.fn.bufferOf(l.input).shape;
     const plain = affineOffset(l.steps, space, shape);
     const g = plain ? { offset: plain, guards: [], fill: 0 } : guardedOffset(l.steps, space, shape);
     if (!g) return undefined;
@@ -50,7 +50,7 @@ export function windowAccesses(
  * plus the local `plus` when given (a buffer's address).
  */
 export function originOf(c: LinearContext, a: AffineOffset, scale = 1, plus?: number): number {
-  const { m, binaryen, kernel, coord, get, ic } = c;
+  const { m, binaryen, kernel, coord, get, ic } = c.fn;
   const i32 = binaryen.i32, red = kernel.reduced;
   const sum = a.weights.reduce(
     (e, w, d) =>
@@ -69,8 +69,8 @@ export function segmentStart(
   c: LinearContext,
   size: number,
 ): { p: number; n: number; seg: number[] } {
-  const { m, binaryen, kernel, local, get, ic, unravel } = c;
-  const { end } = c.rows;
+  const { m, binaryen, kernel, local, get, ic, unravel } = c.fn;
+  const { end } = c.fn.params;
   const i32 = binaryen.i32;
   const p = local(i32), n = local(i32);
   const seg: number[] = unravel(kernel.space.map((_, i) => i), p);
@@ -90,7 +90,7 @@ export function segmentStart(
 
 /** The byte address output `k` is stored at for the current coordinates (statements into `stmts`). */
 export function outputAddress(c: LinearContext, k: number, stmts: number[]): number {
-  const { m, binaryen, kernel, get, ic } = c;
+  const { m, binaryen, kernel, get, ic } = c.fn;
   const { coords } = c.steps(kernel.outputs[k].steps, stmts);
   const buffer = get(kernel.inputs.length + k, binaryen.i32);
   return m.i32.add(buffer, m.i32.shl(c.linear(coords, kernel.outputs[k].shape), ic(2)));
@@ -144,7 +144,8 @@ export function paddedWindow(
   r: Reduction,
   acc: number,
 ): number[] | undefined {
-  const { m, binaryen, kernel, coord, local, get, ic, value, accumulate } = c;
+  const { m, binaryen, kernel, coord, local, get, ic } = c.fn;
+  const { value, accumulate } = c;
   const i32 = binaryen.i32, red = kernel.reduced;
   const access = windowAccesses(c, r.expr);
   if (!access) return undefined;
@@ -211,9 +212,9 @@ export function segmentBody(
   exprs: readonly Expr[],
   outs: readonly number[],
 ): number[] | undefined {
-  const { m, binaryen, kernel, bufferOf, local, get, ic } = c;
-  const { loadAddress, whileLoop } = c;
-  const { start, end } = c.rows;
+  const { m, binaryen, kernel, bufferOf, local, get, ic, whileLoop } = c.fn;
+  const { loadAddress } = c;
+  const { start, end } = c.fn.params;
   const i32 = binaryen.i32, space = kernel.space;
   const found = new Set<LoadExpr>();
   for (const e of exprs) walk(e, (x) => x.kind === "load" && found.add(x));

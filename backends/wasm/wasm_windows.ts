@@ -56,9 +56,9 @@ export function vectorWindows(
   h: VectorHelpers,
   rows: WindowRows,
 ): VectorWindows | undefined {
-  const { m, binaryen, kernel, coord, local, get, ic } = c;
+  const { m, binaryen, kernel, coord, local, get, ic } = c.fn;
   const i32 = binaryen.i32, v128 = binaryen.v128, f4 = m.f32x4, f2 = m.f64x2;
-  const space = kernel.space, red = kernel.reduced, { row } = rows, { end } = c.rows;
+  const space = kernel.space, red = kernel.reduced, { row } = rows, { end } = c.fn.params;
   const kept = space.map((_, i) => i).filter((i) => !red.includes(i));
   const axis = kept.at(-1);
   const inner = sizeOf(red.map((i) => space[i]));
