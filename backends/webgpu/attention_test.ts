@@ -179,32 +179,38 @@ Deno.test("attention past the binding limit runs as flash attention, its kernels
     v: f32(hashed(2 * 3 * tokens * d, 13), [2, 3, tokens, d]),
     mask: f32(mask, [rows, tokens]),
   };
-  using reference = await compile(graph, { backend: "reference" });
-  const want = await reference.run(feeds);
-  // Named: the three kernels would not fit; the flash kernel does.
-  using named = await compile(graph, { backend: small, cache: false });
-  assertClose(numbers((await named.run(feeds)).y.data), numbers(want.y.data), {
-    atol: 1e-5,
-    rtol: 1e-4,
-  });
-  assert.deepEqual(named.deviceTimes().map((t) => t.kernel), ["attention_0"]);
-  // Under auto the group stays whole, wherever it goes.
-  const registry = new BackendRegistry().register(small).register(new WasmBackend({ threads: 1 }));
-  using auto = await compile(graph, { registry, cache: false });
-  const group = fuse(graph).kernels.flatMap((k, i) => (k.group === "attention_0" ? [i] : []));
-  const places = new Set(group.map((i) => auto.plan!.schedule.placement[i]));
-  assert.equal(places.size, 1, [...places].join(" "));
-  assertClose(numbers((await auto.run(feeds)).y.data), numbers(want.y.data), {
-    atol: 1e-5,
-    rtol: 1e-4,
-  });
-  // Stored scores cannot be elided: then the group is too large for this device.
-  const keep = new GraphBuilder();
-  const [q, k] = ["q", "k"].map((n) => keep.input(n, [2, 3, tokens, d]));
-  keep.output("s", keep.op("MatMul", [q, keep.op("Transpose", [k], { perm: [0, 1, 3, 2] })]));
-  await assert.rejects(
-    compile(keep.build(), { backend: small, cache: false }),
-    (e: unknown) => e instanceof KilnError && /largest binding/.test(e.message),
-  );
-  small.dispose();
+  // Executables go before their backend's device does.
+  try {
+    using reference = await compile(graph, { backend: "reference" });
+    const want = await reference.run(feeds);
+    // Named: the three kernels would not fit; the flash kernel does.
+    using named = await compile(graph, { backend: small, cache: false });
+    assertClose(numbers((await named.run(feeds)).y.data), numbers(want.y.data), {
+      atol: 1e-5,
+      rtol: 1e-4,
+    });
+    assert.deepEqual(named.deviceTimes().map((t) => t.kernel), ["attention_0"]);
+    // Under auto the group stays whole, wherever it goes.
+    const registry = new BackendRegistry().register(small).register(
+      new WasmBackend({ threads: 1 }),
+    );
+    using auto = await compile(graph, { registry, cache: false });
+    const group = fuse(graph).kernels.flatMap((k, i) => (k.group === "attention_0" ? [i] : []));
+    const places = new Set(group.map((i) => auto.plan!.schedule.placement[i]));
+    assert.equal(places.size, 1, [...places].join(" "));
+    assertClose(numbers((await auto.run(feeds)).y.data), numbers(want.y.data), {
+      atol: 1e-5,
+      rtol: 1e-4,
+    });
+    // Stored scores cannot be elided: then the group is too large for this device.
+    const keep = new GraphBuilder();
+    const [q, k] = ["q", "k"].map((n) => keep.input(n, [2, 3, tokens, d]));
+    keep.output("s", keep.op("MatMul", [q, keep.op("Transpose", [k], { perm: [0, 1, 3, 2] })]));
+    await assert.rejects(
+      compile(keep.build(), { backend: small, cache: false }),
+      (e: unknown) => e instanceof KilnError && /largest binding/.test(e.message),
+    );
+  } finally {
+    small.dispose();
+  }
 });
