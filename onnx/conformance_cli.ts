@@ -20,6 +20,10 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { type CaseResult, runCase } from "./conformance.ts";
+import { devMain } from "./dev_cli.ts";
+
+const USAGE = `deno run -A onnx/conformance_cli.ts [--data DIR] [--backends reference,wasm,webgpu]
+  [--jobs N] [--timeout S] [--check] [--update] [--filter REGEXP]`;
 
 const HERE = dirname(new URL(import.meta.url).pathname);
 const SUITES = ["node", "pytorch-operator", "pytorch-converted", "simple"] as const;
@@ -265,4 +269,4 @@ async function main(): Promise<number> {
   return status;
 }
 
-if (import.meta.main) Deno.exit(await main());
+if (import.meta.main) Deno.exit(await devMain(USAGE, Deno.args, main));

@@ -14,6 +14,11 @@ import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 import { fuzzCase, fuzzInstance, type FuzzOptions, type FuzzOutcome } from "./fuzz.ts";
 import { EXPORT_NAMES, EXPORTS_DIR } from "./testdata.ts";
+import { devMain } from "./dev_cli.ts";
+
+const USAGE =
+  `deno task fuzz [--cases 2000] [--seed 1] [--jobs N] [--backends wasm,webgpu] [--json FILE]
+deno task fuzz --seed S --case ID     (reproduce one case)`;
 
 /** The mutation corpus: the repository's PyTorch exports (random graphs are made per case). */
 export function fuzzCorpus(): Uint8Array[] {
@@ -177,4 +182,4 @@ async function main(): Promise<number> {
   return bugs.length ? 1 : 0;
 }
 
-if (import.meta.main) Deno.exit(await main());
+if (import.meta.main) Deno.exit(await devMain(USAGE, Deno.args, main));
