@@ -22,14 +22,11 @@
  * @module
  */
 import type binaryenLib from "npm:binaryen@116.0.0";
-import type { DType } from "../../jit/dtype.ts";
 import { affineOffset, strideOver } from "../../jit/access.ts";
-import { type Expr, ExprTable, type KernelIR, type Reduction } from "../../jit/kernel_ir.ts";
+import type { Expr, KernelIR } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
-import { aluLowering, exactReciprocal, isFloat, type Memo } from "./wasm_alu.ts";
-import { type LinearContext, linearLowering } from "./wasm_linear.ts";
-import { type Linear, walkAt } from "./wasm_walk.ts";
-import { indexLowering } from "./wasm_index.ts";
+import { isFloat, type Memo } from "./wasm_alu.ts";
+import { linearLowering } from "./wasm_linear.ts";
 import { KernelFunction, type ModuleOptions } from "./wasm_module.ts";
 import { vectorWindows } from "./wasm_windows.ts";
 import { gemmBody, type MatmulContext, tiledGemm } from "./wasm_matmul.ts";
@@ -49,132 +46,18 @@ export function generateWasm(
   kernel: KernelIR,
   options: ModuleOptions = {},
 ): Uint8Array {
-  // Equal subexpressions (fusion builds a DAG; decomposed ops reuse an operand) get one id, so
-  // each is evaluated once per point into one local.
-  const ids = new ExprTable();
-  const keyOf = (e: Expr): number => ids.id(e);
   const fn = new KernelFunction(binaryen, kernel, options);
-  const { m, local, get, ic, coord, kept, unravel, whileLoop, countedLoop } = fn;
+  const { m, local, get, ic, coord, kept, unravel, whileLoop, countedLoop, row, it } = fn;
+  const { keyOf, value, store, accumulate, wideSum, accs } = fn;
   const { start, end } = fn.params;
   const f64 = binaryen.f64, f32 = binaryen.f32, i32 = binaryen.i32;
   const nIn = kernel.inputs.length;
-  const addrOf = (buffer: number) => get(buffer, i32);
   const space = kernel.space;
   const red = kernel.reduced;
   const inner = sizeOf(red.map((i) => space[i]));
-  const row = local(i32), it = local(i32);
-  const typeOf = (d: DType) => (isFloat(d) ? f32 : i32);
-  const { constant, round, alu, vectorKind, valu, lanes } = aluLowering(fn);
-  const { steps, linear, loadAddress } = indexLowering(fn);
-
-  /** Evaluates `expr` into locals (statements pushed to `stmts`); returns a getter expression. */
-  const value = (
-    expr: Expr,
-    memo: Memo,
-    stmts: number[],
-    lin?: Linear,
-  ): number => {
-    const hit = memo.get(keyOf(expr)) ?? lin?.hoisted?.get(keyOf(expr));
-    if (hit !== undefined) return get(hit, typeOf(expr.dtype));
-    let code: number;
-    switch (expr.kind) {
-      case "const":
-        return constant(expr.value, expr.dtype);
-      case "acc":
-        return lin?.acc
-          ? m.f32.load(0, 4, walkAt({ m, binaryen }, lin.acc, lin.j))
-          : get(accs[expr.index], typeOf(expr.dtype));
-      case "load": {
-        if (lin) {
-          const guard = lin.guards?.get(expr);
-          let address = walkAt({ m, binaryen }, lin.loads.get(expr)!, lin.j);
-          // Where a guard fails the walk may point outside the buffer: read its start instead.
-          if (guard) address = m.select(get(guard.ok, i32), address, addrOf(expr.input));
-          code = isFloat(expr.dtype) ? m.f32.load(0, 4, address) : m.i32.load(0, 4, address);
-          if (guard) code = m.select(get(guard.ok, i32), code, constant(guard.fill, expr.dtype));
-          break;
-        }
-        const { address, guards } = loadAddress(expr, stmts);
-        code = isFloat(expr.dtype) ? m.f32.load(0, 4, address) : m.i32.load(0, 4, address);
-        for (const g of [...guards].reverse()) {
-          code = m.select(get(g.ok, i32), code, constant(g.fill, expr.dtype));
-        }
-        break;
-      }
-      case "alu": {
-        const args = expr.args.map((a) => value(a, memo, stmts, lin));
-        const r = expr.op === "Div" && expr.dtype === "f32" && exactReciprocal(expr.args[1]);
-        if (r) {
-          code = m.f32.mul(args[0], m.f32.const(r));
-          break;
-        }
-        code = round(
-          alu(expr.op, args, expr.args.map((a) => a.dtype), expr.dtype),
-          expr.dtype,
-        );
-        break;
-      }
-    }
-    const l = local(typeOf(expr.dtype));
-    stmts.push(m.local.set(l, code));
-    memo.set(keyOf(expr), l);
-    return get(l, typeOf(expr.dtype));
-  };
-
-  const accs: number[] = kernel.reductions.map((r) => local(typeOf(r.dtype)));
   const body: number[] = [];
-  const wideSum = (r: Reduction) => isFloat(r.dtype) && (r.op === "sum" || r.op === "mean");
-  /** Statements folding value `v` into reduction `r`'s accumulator `acc` (f64 for float sums). */
-  const accumulate = (r: Reduction, acc: number, v: number): number[] => {
-    if (wideSum(r)) return [m.local.set(acc, m.f64.add(get(acc, f64), m.f64.promote(v)))];
-    if (r.op === "sum" || r.op === "mean") return [m.local.set(acc, m.i32.add(get(acc, i32), v))];
-    const fl = isFloat(r.dtype), t = typeOf(r.dtype);
-    const x = local(t);
-    // NaN sticks; on ties the earlier value stays, as in the reference.
-    const keep = fl
-      ? m.i32.or(
-        m.f32.ne(get(acc, f32), get(acc, f32)),
-        r.op === "max"
-          ? m.f32.ge(get(acc, f32), get(x, f32))
-          : m.f32.le(get(acc, f32), get(x, f32)),
-      )
-      : r.op === "max"
-      ? (r.dtype === "u32"
-        ? m.i32.ge_u(get(acc, i32), get(x, i32))
-        : m.i32.ge_s(get(acc, i32), get(x, i32)))
-      : (r.dtype === "u32"
-        ? m.i32.le_u(get(acc, i32), get(x, i32))
-        : m.i32.le_s(get(acc, i32), get(x, i32)));
-    return [m.local.set(x, v), m.local.set(acc, m.select(keep, get(acc, t), get(x, t)))];
-  };
+  const path = linearLowering(fn);
 
-  const context: LinearContext = {
-    fn,
-    keyOf,
-    accs,
-    steps,
-    linear,
-    loadAddress,
-    value,
-    wideSum,
-    accumulate,
-    vectorKind,
-    valu,
-    lanes,
-  };
-  const path = linearLowering(context);
-
-  const store = (
-    o: KernelIR["outputs"][number],
-    k: number,
-    memo: Memo,
-    stmts: number[],
-  ) => {
-    const v = value(o.expr, memo, stmts);
-    const { coords } = steps(o.steps, stmts);
-    const address = m.i32.add(addrOf(nIn + k), m.i32.shl(linear(coords, o.shape), ic(2)));
-    stmts.push(isFloat(o.dtype) ? m.f32.store(0, 4, address, v) : m.i32.store(0, 4, address, v));
-  };
   /** A row kernel's row outputs (from the reductions' results) at the current coordinates. */
   function rowStores(): number[] {
     const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
@@ -273,7 +156,7 @@ export function generateWasm(
         const total = r.op === "mean"
           ? m.f64.div(get(acc, f64), m.f64.const(inner))
           : get(acc, f64);
-        rowBody.push(m.local.set(accs[k], round(m.f32.demote(total), r.dtype)));
+        rowBody.push(m.local.set(accs[k], fn.ops.round(m.f32.demote(total), r.dtype)));
         if (squares !== undefined && linearStmts) {
           folded.add(variance!);
           const a = () => m.f64.promote(get(accs[k], f32));
@@ -322,15 +205,7 @@ export function generateWasm(
   const gemm = matmulPlan(kernel);
   const elementwise = gemm ? undefined : path.elementwiseBody();
   if (gemm) {
-    const context: MatmulContext = {
-      fn,
-      tableFill: indirectionFill(kernel),
-      accs,
-      loadAddress,
-      value,
-      store,
-      ...path,
-    };
+    const context: MatmulContext = { fn, tableFill: indirectionFill(kernel), ...path };
     body.push(...(tiledGemm(context, gemm) ?? gemmBody(context, gemm)));
   } else if (elementwise) body.push(...elementwise);
   else {
@@ -344,7 +219,7 @@ export function generateWasm(
     const one = rowKernelBody();
     // Four windows at once where a pool's or depthwise conv's windows lie inside (see
     // `vectorWindows`); one window, guarded, elsewhere.
-    const four = vectorWindows(context, path, { row, rowStores });
+    const four = vectorWindows(fn, path, { row, rowStores });
     const step = four ? [m.if(four.enter(), m.block(null, four.run), m.block(null, one))] : one;
     body.push(
       m.local.set(row, get(start, i32)),

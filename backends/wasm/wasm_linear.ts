@@ -4,8 +4,8 @@
  * constant stride — four lanes at a time where the whole expression has an f32x4 lowering, one
  * at a time for the tail and everything else. Elementwise kernels run segments of the longest
  * such suffix of axes; row kernels run their reductions and full outputs over the reduced axes;
- * matmul epilogues walk a tile's columns. It emits into the function `generateWasm` is building,
- * through a {@linkcode LinearContext}.
+ * matmul epilogues walk a tile's columns. It emits into the `KernelFunction` that
+ * `generateWasm` is building.
  *
  * @module
  */
@@ -19,9 +19,8 @@ import {
 import type { Expr, Reduction } from "../../jit/kernel_ir.ts";
 import { walk } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
-import { type AluLowering, isFloat, type Memo } from "./wasm_alu.ts";
+import { isFloat, type Memo } from "./wasm_alu.ts";
 import { HIGH_HALF } from "./wasm_math.ts";
-import type { IndexLowering } from "./wasm_index.ts";
 import type { LoadExpr } from "./wasm_codegen.ts";
 import type { KernelFunction } from "./wasm_module.ts";
 import { type Accesses, type Linear, type Walk, walkAt } from "./wasm_walk.ts";
@@ -36,26 +35,6 @@ import {
 
 /** Reduction windows of at most this many points run unrolled (see `unrolled`). */
 const UNROLLED = 16;
-
-/**
- * What the linear path uses of the function being generated: the function itself, its index
- * lowering, and its evaluation of values and reductions.
- */
-export interface LinearContext
-  extends Pick<AluLowering, "vectorKind" | "valu" | "lanes">, IndexLowering {
-  /** The function being built. */
-  readonly fn: KernelFunction;
-  /** Structural id of an expression: equal subexpressions share one (and one local). */
-  keyOf(e: Expr): number;
-  /** Reduction result locals. */
-  readonly accs: readonly number[];
-  /** Evaluates `expr` at the current point (of walk `lin`, when given) into locals. */
-  value(expr: Expr, memo: Memo, stmts: number[], lin?: Linear): number;
-  /** Whether `r` is a float sum (accumulated in f64). */
-  wideSum(r: Reduction): boolean;
-  /** Statements folding value `v` into reduction `r`'s accumulator `acc`. */
-  accumulate(r: Reduction, acc: number, v: number): number[];
-}
 
 /** The linear path's emitters. */
 export interface LinearLowering {
@@ -117,11 +96,13 @@ export interface LaneFold {
 }
 
 /** The linear path's emitters for one function. */
-export function linearLowering(c: LinearContext): LinearLowering {
-  const { m, binaryen, kernel, coord, bufferOf, local, get, ic, whileLoop } = c.fn;
-  const { keyOf, accs } = c;
-  const { loadAddress, value, wideSum, accumulate, vectorKind, valu, lanes } = c;
-  const { start, end } = c.fn.params;
+export function linearLowering(fn: KernelFunction): LinearLowering {
+  const { m, binaryen, kernel, coord, bufferOf, local, get, ic, whileLoop } = fn;
+  const { keyOf, accs } = fn;
+  const { value, wideSum, accumulate } = fn;
+  const { loadAddress } = fn.index;
+  const { vectorKind, valu, lanes } = fn.ops;
+  const { start, end } = fn.params;
   const i32 = binaryen.i32, f32 = binaryen.f32, f64 = binaryen.f64;
   const v128 = binaryen.v128, f4 = m.f32x4;
   const space = kernel.space, red = kernel.reduced, inner = sizeOf(red.map((i) => space[i]));
@@ -154,12 +135,12 @@ export function linearLowering(c: LinearContext): LinearLowering {
     }
     for (const [k, a] of acc.stores) {
       const base = local(i32);
-      stmts.push(m.local.set(base, outputAddress(c, k, stmts)));
+      stmts.push(m.local.set(base, outputAddress(fn, k, stmts)));
       lin.stores.set(k, { base, stride: strideOver(a, group, space)! });
     }
     return lin;
   };
-  const at = (w: Walk, j: number, lane = 0) => walkAt(c.fn, w, j, lane);
+  const at = (w: Walk, j: number, lane = 0) => walkAt(fn, w, j, lane);
 
   /** Whether values `exprs`, stored as outputs `outs` (one each), have an f32x4 lowering. */
   const vectorizable = (exprs: readonly Expr[], outs: readonly number[]) =>
@@ -308,10 +289,10 @@ export function linearLowering(c: LinearContext): LinearLowering {
     if (red.length || kernel.reductions.length) return undefined;
     const outs = kernel.outputs.map((_, k) => k), exprs = kernel.outputs.map((o) => o.expr);
     const acc = accessesOf(exprs, outs);
-    if (!acc) return segmentBody(c, linearStores, exprs, outs);
+    if (!acc) return segmentBody(fn, linearStores, exprs, outs);
     const group = linearSuffix([...acc.loads, ...acc.stores].map(([, a]) => a), space);
     const size = groupSize(group, space);
-    const { p, n, seg } = segmentStart(c, size);
+    const { p, n, seg } = segmentStart(fn, size);
     const lin = walks(acc, group, seg);
     seg.push(
       ...linearStores(lin, () => get(n, i32), outs, size >= 4 && vectorizable(exprs, outs)),
@@ -371,7 +352,7 @@ export function linearLowering(c: LinearContext): LinearLowering {
     const access = accessesOf([r.expr], keep === undefined ? [] : [keep]);
     if (!access) {
       const plain = keep === undefined && squares === undefined && inner <= GUARDED_UNROLLED;
-      return plain ? paddedWindow(c, hoist, r, acc) : undefined;
+      return plain ? paddedWindow(fn, hoist, r, acc) : undefined;
     }
     const linearInRow = linearOver(access, red);
     if (!linearInRow && inner <= UNROLLED && keep === undefined && squares === undefined) {

@@ -8,10 +8,7 @@
  * @module
  */
 import { affineOffset } from "../../jit/access.ts";
-import type { Expr, KernelIR } from "../../jit/kernel_ir.ts";
-import type { LoadExpr } from "./wasm_codegen.ts";
 import { relaxedMadd } from "./wasm_math.ts";
-import type { Guard } from "./wasm_index.ts";
 import type { LinearLowering } from "./wasm_linear.ts";
 import type { KernelFunction } from "./wasm_module.ts";
 import {
@@ -29,8 +26,8 @@ import type { Memo } from "./wasm_alu.ts";
 const KB = 8;
 
 /**
- * What the matmul emitters use of the function being generated: the function itself, how it
- * evaluates and stores values, and the linear path's emitters for the epilogue.
+ * What the matmul emitters use: the function being generated, the linear path's emitters for
+ * the epilogue, and how a packed A is gathered.
  */
 export interface MatmulContext
   extends
@@ -39,19 +36,6 @@ export interface MatmulContext
   readonly fn: KernelFunction;
   /** The fill of a packed A's indirection table, when it takes one (see `indirectionFill`). */
   readonly tableFill?: number;
-  /** Reduction result locals. */
-  readonly accs: readonly number[];
-  /** A load's address at the current coordinates (statements into `stmts`). */
-  loadAddress(load: LoadExpr, stmts: number[]): { address: number; guards: readonly Guard[] };
-  /** Evaluates an expression at the current coordinates. */
-  value(expr: Expr, memo: Memo, stmts: number[]): number;
-  /** Stores output `k` at the current coordinates. */
-  store(
-    output: KernelIR["outputs"][number],
-    k: number,
-    memo: Memo,
-    stmts: number[],
-  ): void;
 }
 
 /**
@@ -72,7 +56,8 @@ export interface MatmulContext
 export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
   const { m, binaryen, kernel, local, get, ic, kept, coord, unravel } = e.fn;
   const { whileLoop, countedLoop } = e.fn;
-  const { loadAddress, accessesOf, linearOver, walks, vectorizable, linearStores } = e;
+  const { loadAddress } = e.fn.index;
+  const { accessesOf, linearOver, walks, vectorizable, linearStores } = e;
   const { scratch, start, end, packedB } = e.fn.params;
   const space = kernel.space, f4 = m.f32x4;
   const i32 = binaryen.i32, v128 = binaryen.v128;
@@ -242,7 +227,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     const row: number[] = [];
     setRow(get(r, i32), ic(0), row);
     const gather: number[] = [m.local.set(coord[kAxis], get(kk, i32))];
-    const value = e.value(a, new Map(), gather);
+    const value = e.fn.value(a, new Map(), gather);
     gather.push(
       m.f32.store(0, 4, get(dst, i32), value),
       m.local.set(dst, m.i32.add(get(dst, i32), ic(4))),
@@ -382,7 +367,8 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
 export function gemmBody(e: MatmulContext, plan: MatmulPlan): number[] {
   const { m, binaryen, kernel, local, get, ic, kept, coord, unravel } = e.fn;
   const { whileLoop, countedLoop } = e.fn;
-  const { accs, loadAddress, value, store } = e;
+  const { accs, value, store } = e.fn;
+  const { loadAddress } = e.fn.index;
   const { scratch, start, end } = e.fn.params;
   const i32 = binaryen.i32, f32 = binaryen.f32, v128 = binaryen.v128;
   const { nb, n, k, a, b } = plan;

@@ -7,11 +7,20 @@
  *
  * @module
  */
+import { type DType, isFloat } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
-import { type KernelIR, walk } from "../../jit/kernel_ir.ts";
-import { MATH } from "./wasm_alu.ts";
+import {
+  type Expr,
+  ExprTable,
+  type KernelBuffer,
+  type KernelIR,
+  type Reduction,
+  walk,
+} from "../../jit/kernel_ir.ts";
+import { type AluLowering, aluLowering, exactReciprocal, MATH, type Memo } from "./wasm_alu.ts";
 import type { Binaryen, BinaryenModule } from "./wasm_codegen.ts";
-import type { KernelBuffer } from "../../jit/kernel_ir.ts";
+import { type IndexLowering, indexLowering } from "./wasm_index.ts";
+import { type Linear, walkAt } from "./wasm_walk.ts";
 import { addMathFunctions, type MathFunction } from "./wasm_math.ts";
 
 /** Scalar helpers the generated code imports from the host (`env.*`, f64 → f64). */
@@ -54,9 +63,10 @@ function kernelModule(binaryen: Binaryen, options: ModuleOptions): BinaryenModul
 
 /**
  * One kernel's exported function `run(buffers…, scratch, rowStart, rowEnd, packedB)` as it is
- * built: its module, parameters, locals (a coordinate local per axis of the space first) and the
- * statement forms every generator uses. Its members are bound, so generators destructure what
- * they use; {@linkcode KernelFunction.finish} ends it.
+ * built: its module, parameters and locals (coordinates, row, reduction results first), the
+ * statement forms every generator uses, and the lowering of values: loads (through the index
+ * steps, guarded), ALU ops, accumulations and stores. Its members are bound, so generators
+ * destructure what they use; {@linkcode KernelFunction.finish} ends it.
  */
 export class KernelFunction {
   /** The module being built. */
@@ -78,6 +88,19 @@ export class KernelFunction {
   readonly coord: readonly number[];
   /** The kept (not reduced) axes of the space. */
   readonly kept: readonly number[];
+  /** The row local of a row loop, and a counter over the reduced axes. */
+  readonly row: number;
+  /** A counter over the reduced axes. */
+  readonly it: number;
+  /** Reduction result locals (f64 for float sums). */
+  readonly accs: readonly number[];
+  /** The ALU ops' scalar and vector lowerings. */
+  readonly ops: AluLowering;
+  /** Index steps, offsets and load addresses (`wasm_index.ts`). */
+  readonly index: IndexLowering;
+  // Equal subexpressions (fusion builds a DAG; decomposed ops reuse an operand) get one id, so
+  // each is evaluated once per point into one local.
+  #ids = new ExprTable();
   #params: number;
   #locals: number[] = [];
   #labels = 0;
@@ -93,7 +116,108 @@ export class KernelFunction {
     this.#params = buffers + 4;
     this.kept = kernel.space.flatMap((_, i) => (kernel.reduced.includes(i) ? [] : [i]));
     this.coord = kernel.space.map(() => this.local(binaryen.i32));
+    this.row = this.local(binaryen.i32);
+    this.it = this.local(binaryen.i32);
+    this.ops = aluLowering(this);
+    this.index = indexLowering(this);
+    this.accs = kernel.reductions.map((r) => this.local(this.typeOf(r.dtype)));
   }
+
+  /** The Binaryen type values of `d` live in: f32 for floats, i32 for the rest. */
+  readonly typeOf = (d: DType): number => (isFloat(d) ? this.binaryen.f32 : this.binaryen.i32);
+
+  /** Structural id of an expression: equal subexpressions share one (and one local). */
+  readonly keyOf = (e: Expr): number => this.#ids.id(e);
+
+  /**
+   * Evaluates `expr` at the current point (of walk `lin`, when given) into locals (statements
+   * pushed to `stmts`); returns a getter expression.
+   */
+  readonly value = (expr: Expr, memo: Memo, stmts: number[], lin?: Linear): number => {
+    const { m, binaryen, get, keyOf, typeOf } = this, i32 = binaryen.i32;
+    const { constant, round, alu } = this.ops;
+    const hit = memo.get(keyOf(expr)) ?? lin?.hoisted?.get(keyOf(expr));
+    if (hit !== undefined) return get(hit, typeOf(expr.dtype));
+    let code: number;
+    switch (expr.kind) {
+      case "const":
+        return constant(expr.value, expr.dtype);
+      case "acc":
+        return lin?.acc
+          ? m.f32.load(0, 4, walkAt(this, lin.acc, lin.j))
+          : get(this.accs[expr.index], typeOf(expr.dtype));
+      case "load": {
+        if (lin) {
+          const guard = lin.guards?.get(expr);
+          let address = walkAt(this, lin.loads.get(expr)!, lin.j);
+          // Where a guard fails the walk may point outside the buffer: read its start instead.
+          if (guard) address = m.select(get(guard.ok, i32), address, get(expr.input, i32));
+          code = isFloat(expr.dtype) ? m.f32.load(0, 4, address) : m.i32.load(0, 4, address);
+          if (guard) code = m.select(get(guard.ok, i32), code, constant(guard.fill, expr.dtype));
+          break;
+        }
+        const { address, guards } = this.index.loadAddress(expr, stmts);
+        code = isFloat(expr.dtype) ? m.f32.load(0, 4, address) : m.i32.load(0, 4, address);
+        for (const g of [...guards].reverse()) {
+          code = m.select(get(g.ok, i32), code, constant(g.fill, expr.dtype));
+        }
+        break;
+      }
+      case "alu": {
+        const args = expr.args.map((a) => this.value(a, memo, stmts, lin));
+        const r = expr.op === "Div" && expr.dtype === "f32" && exactReciprocal(expr.args[1]);
+        if (r) {
+          code = m.f32.mul(args[0], m.f32.const(r));
+          break;
+        }
+        code = round(alu(expr.op, args, expr.args.map((a) => a.dtype), expr.dtype), expr.dtype);
+        break;
+      }
+    }
+    const l = this.local(typeOf(expr.dtype));
+    stmts.push(m.local.set(l, code));
+    memo.set(keyOf(expr), l);
+    return get(l, typeOf(expr.dtype));
+  };
+
+  /** Whether `r` is a float sum (accumulated in f64). */
+  readonly wideSum = (r: Reduction): boolean =>
+    isFloat(r.dtype) && (r.op === "sum" || r.op === "mean");
+
+  /** Statements folding value `v` into reduction `r`'s accumulator `acc` (f64 for float sums). */
+  readonly accumulate = (r: Reduction, acc: number, v: number): number[] => {
+    const { m, get } = this, { f64, f32, i32 } = this.binaryen;
+    if (this.wideSum(r)) return [m.local.set(acc, m.f64.add(get(acc, f64), m.f64.promote(v)))];
+    if (r.op === "sum" || r.op === "mean") return [m.local.set(acc, m.i32.add(get(acc, i32), v))];
+    const fl = isFloat(r.dtype), t = this.typeOf(r.dtype);
+    const x = this.local(t);
+    // NaN sticks; on ties the earlier value stays, as in the reference.
+    const keep = fl
+      ? m.i32.or(
+        m.f32.ne(get(acc, f32), get(acc, f32)),
+        r.op === "max"
+          ? m.f32.ge(get(acc, f32), get(x, f32))
+          : m.f32.le(get(acc, f32), get(x, f32)),
+      )
+      : r.op === "max"
+      ? (r.dtype === "u32"
+        ? m.i32.ge_u(get(acc, i32), get(x, i32))
+        : m.i32.ge_s(get(acc, i32), get(x, i32)))
+      : (r.dtype === "u32"
+        ? m.i32.le_u(get(acc, i32), get(x, i32))
+        : m.i32.le_s(get(acc, i32), get(x, i32)));
+    return [m.local.set(x, v), m.local.set(acc, m.select(keep, get(acc, t), get(x, t)))];
+  };
+
+  /** Stores output `k` (evaluated into `memo`'s locals) at the current coordinates. */
+  readonly store = (o: KernelIR["outputs"][number], k: number, memo: Memo, stmts: number[]) => {
+    const { m, get, ic } = this, i32 = this.binaryen.i32;
+    const v = this.value(o.expr, memo, stmts);
+    const { coords } = this.index.steps(o.steps, stmts);
+    const buffer = get(this.kernel.inputs.length + k, i32);
+    const address = m.i32.add(buffer, m.i32.shl(this.index.linear(coords, o.shape), ic(2)));
+    stmts.push(isFloat(o.dtype) ? m.f32.store(0, 4, address, v) : m.i32.store(0, 4, address, v));
+  };
 
   /** A fresh local of `type`. */
   readonly local = (type: number): number => this.#params + this.#locals.push(type) - 1;

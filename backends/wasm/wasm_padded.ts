@@ -4,7 +4,7 @@
  * skipped where the window is wholly inside), and elementwise kernels that are linear only
  * along a suffix of axes once the others are fixed (a channel shuffle, a concat). Both take
  * their accesses from `jit/access.ts` (`guardedOffset`, `segmentOffset`) and emit through the
- * {@linkcode LinearContext} of the function being built.
+ * `KernelFunction` being built.
  *
  * @module
  */
@@ -20,7 +20,8 @@ import {
 import { type Expr, type KernelIR, type Reduction, walk } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import type { LoadExpr } from "./wasm_codegen.ts";
-import type { LinearContext, LinearLowering } from "./wasm_linear.ts";
+import type { LinearLowering } from "./wasm_linear.ts";
+import type { KernelFunction } from "./wasm_module.ts";
 import type { Linear } from "./wasm_walk.ts";
 
 /**
@@ -28,15 +29,15 @@ import type { Linear } from "./wasm_walk.ts";
  * (`guardedOffset`); `undefined` when some load is neither.
  */
 export function windowAccesses(
-  c: LinearContext,
+  fn: KernelFunction,
   expr: Expr,
 ): [LoadExpr, GuardedOffset][] | undefined {
-  const space = c.fn.kernel.space;
+  const space = fn.kernel.space;
   const found = new Set<LoadExpr>();
   walk(expr, (x) => x.kind === "load" && found.add(x));
   const access: [LoadExpr, GuardedOffset][] = [];
   for (const l of found) {
-    const shape = c.fn.bufferOf(l.input).shape;
+    const shape = fn.bufferOf(l.input).shape;
     const plain = affineOffset(l.steps, space, shape);
     const g = plain ? { offset: plain, guards: [], fill: 0 } : guardedOffset(l.steps, space, shape);
     if (!g) return undefined;
@@ -49,8 +50,8 @@ export function windowAccesses(
  * `scale · (Σ weights·coord + base)` at a window's origin (its reduced coordinates taken as 0),
  * plus the local `plus` when given (a buffer's address).
  */
-export function originOf(c: LinearContext, a: AffineOffset, scale = 1, plus?: number): number {
-  const { m, binaryen, kernel, coord, get, ic } = c.fn;
+export function originOf(fn: KernelFunction, a: AffineOffset, scale = 1, plus?: number): number {
+  const { m, binaryen, kernel, coord, get, ic } = fn;
   const i32 = binaryen.i32, red = kernel.reduced;
   const sum = a.weights.reduce(
     (e, w, d) =>
@@ -66,11 +67,11 @@ export function originOf(c: LinearContext, a: AffineOffset, scale = 1, plus?: nu
  * at the range's end; `seg` begins the loop body (the coordinates of `p`, then `n`).
  */
 export function segmentStart(
-  c: LinearContext,
+  fn: KernelFunction,
   size: number,
 ): { p: number; n: number; seg: number[] } {
-  const { m, binaryen, kernel, local, get, ic, unravel } = c.fn;
-  const { end } = c.fn.params;
+  const { m, binaryen, kernel, local, get, ic, unravel } = fn;
+  const { end } = fn.params;
   const i32 = binaryen.i32;
   const p = local(i32), n = local(i32);
   const seg: number[] = unravel(kernel.space.map((_, i) => i), p);
@@ -89,11 +90,11 @@ export function segmentStart(
 }
 
 /** The byte address output `k` is stored at for the current coordinates (statements into `stmts`). */
-export function outputAddress(c: LinearContext, k: number, stmts: number[]): number {
-  const { m, binaryen, kernel, get, ic } = c.fn;
-  const { coords } = c.steps(kernel.outputs[k].steps, stmts);
+export function outputAddress(fn: KernelFunction, k: number, stmts: number[]): number {
+  const { m, binaryen, kernel, get, ic } = fn;
+  const { coords } = fn.index.steps(kernel.outputs[k].steps, stmts);
   const buffer = get(kernel.inputs.length + k, binaryen.i32);
-  return m.i32.add(buffer, m.i32.shl(c.linear(coords, kernel.outputs[k].shape), ic(2)));
+  return m.i32.add(buffer, m.i32.shl(fn.index.linear(coords, kernel.outputs[k].shape), ic(2)));
 }
 
 /** Padded windows (see `paddedWindow`) of at most this many points run unrolled: 5×5. */
@@ -139,20 +140,20 @@ export function windowPoints(kernel: KernelIR): {
  * its coordinates by division and every bound checked (shufflenet's 3×3 pool: 6 ns a point).
  */
 export function paddedWindow(
-  c: LinearContext,
+  fn: KernelFunction,
   hoist: (lin: Linear, exprs: readonly Expr[], stmts: number[]) => Linear,
   r: Reduction,
   acc: number,
 ): number[] | undefined {
-  const { m, binaryen, kernel, coord, local, get, ic } = c.fn;
-  const { value, accumulate } = c;
+  const { m, binaryen, kernel, coord, local, get, ic } = fn;
+  const { value, accumulate } = fn;
   const i32 = binaryen.i32, red = kernel.reduced;
-  const access = windowAccesses(c, r.expr);
+  const access = windowAccesses(fn, r.expr);
   if (!access) return undefined;
   const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
   const atOrigin = (a: AffineOffset, scale = 1, plus?: number) => {
     const l = local(i32);
-    stmts.push(m.local.set(l, originOf(c, a, scale, plus)));
+    stmts.push(m.local.set(l, originOf(fn, a, scale, plus)));
     return l;
   };
   const origins = access.map(([l, g]) => ({
@@ -207,14 +208,14 @@ export function paddedWindow(
  * and the segment is walked. Scalar, as a guard may send a load to its fill.
  */
 export function segmentBody(
-  c: LinearContext,
+  fn: KernelFunction,
   linearStores: LinearLowering["linearStores"],
   exprs: readonly Expr[],
   outs: readonly number[],
 ): number[] | undefined {
-  const { m, binaryen, kernel, bufferOf, local, get, ic, whileLoop } = c.fn;
-  const { loadAddress } = c;
-  const { start, end } = c.fn.params;
+  const { m, binaryen, kernel, bufferOf, local, get, ic, whileLoop } = fn;
+  const { loadAddress } = fn.index;
+  const { start, end } = fn.params;
   const i32 = binaryen.i32, space = kernel.space;
   const found = new Set<LoadExpr>();
   for (const e of exprs) walk(e, (x) => x.kind === "load" && found.add(x));
@@ -237,7 +238,7 @@ export function segmentBody(
   const size = groupSize(group, space);
   if (size < 4) return undefined;
   const strides = offsets.map((o) => strideOver({ weights: o.weights, base: 0 }, group, space)!);
-  const { p, n, seg } = segmentStart(c, size);
+  const { p, n, seg } = segmentStart(fn, size);
   const lin: Linear = { j: local(i32), loads: new Map(), stores: new Map(), guards: new Map() };
   for (const [i, l] of loads.entries()) {
     const { address, guards } = loadAddress(l, seg);
@@ -253,7 +254,7 @@ export function segmentBody(
   }
   outs.forEach((k, i) => {
     const base = local(i32);
-    seg.push(m.local.set(base, outputAddress(c, k, seg)));
+    seg.push(m.local.set(base, outputAddress(fn, k, seg)));
     lin.stores.set(k, { base, stride: strides[loads.length + i] });
   });
   seg.push(

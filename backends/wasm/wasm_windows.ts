@@ -10,7 +10,8 @@
 import { type AffineOffset, strideOver } from "../../jit/access.ts";
 import { type Expr, walk } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
-import type { LinearContext, LinearLowering } from "./wasm_linear.ts";
+import type { LinearLowering } from "./wasm_linear.ts";
+import type { KernelFunction } from "./wasm_module.ts";
 import type { Linear } from "./wasm_walk.ts";
 import { GUARDED_UNROLLED, originOf, windowAccesses, windowPoints } from "./wasm_padded.ts";
 
@@ -52,13 +53,13 @@ export interface WindowRows {
  * path elsewhere. `undefined` when the kernel does not have this shape.
  */
 export function vectorWindows(
-  c: LinearContext,
+  fn: KernelFunction,
   h: VectorHelpers,
   rows: WindowRows,
 ): VectorWindows | undefined {
-  const { m, binaryen, kernel, coord, local, get, ic } = c.fn;
+  const { m, binaryen, kernel, coord, local, get, ic } = fn;
   const i32 = binaryen.i32, v128 = binaryen.v128, f4 = m.f32x4, f2 = m.f64x2;
-  const space = kernel.space, red = kernel.reduced, { row } = rows, { end } = c.fn.params;
+  const space = kernel.space, red = kernel.reduced, { row } = rows, { end } = fn.params;
   const kept = space.map((_, i) => i).filter((i) => !red.includes(i));
   const axis = kept.at(-1);
   const inner = sizeOf(red.map((i) => space[i]));
@@ -66,10 +67,10 @@ export function vectorWindows(
   if (
     kernel.reductions.length !== 1 || axis === undefined || space[axis] < 4 || red.length === 0 ||
     inner === 0 || inner > GUARDED_UNROLLED || r.dtype !== "f32" ||
-    !["sum", "mean", "max", "min"].includes(r.op) || c.vectorKind(r.expr) !== "f32" ||
+    !["sum", "mean", "max", "min"].includes(r.op) || fn.ops.vectorKind(r.expr) !== "f32" ||
     kernel.outputs.some((o) => o.level === "full")
   ) return undefined;
-  const access = windowAccesses(c, r.expr);
+  const access = windowAccesses(fn, r.expr);
   if (!access || access.some(([l]) => l.dtype !== "f32")) return undefined;
   // Where one stride walks every window, the one-window path sums in vector partial sums (another
   // order): these four lanes would not round as its rows do.
@@ -93,7 +94,7 @@ export function vectorWindows(
     for (const x of moving) {
       for (const d of span(x.at)) {
         for (const lane of [0, 3 * x.at.weights[axis]]) {
-          tests.push(m.i32.lt_u(m.i32.add(originOf(c, x.at), ic(d + lane)), ic(x.bound)));
+          tests.push(m.i32.lt_u(m.i32.add(originOf(fn, x.at), ic(d + lane)), ic(x.bound)));
         }
       }
     }
@@ -104,7 +105,7 @@ export function vectorWindows(
   const j = local(i32), first = local(i32), n = local(i32), most = local(i32);
   const atOrigin = (a: AffineOffset, scale = 1, plus?: number) => {
     const l = local(i32);
-    run.push(m.local.set(l, originOf(c, a, scale, plus)));
+    run.push(m.local.set(l, originOf(fn, a, scale, plus)));
     return l;
   };
   const least = (into: number, value: number) =>
@@ -181,13 +182,13 @@ export function vectorWindows(
   }
   if (epilogue) {
     const memo = new Map<number, number>();
-    for (const e of exprs) walk(e, (x: Expr) => x.kind === "acc" && memo.set(c.keyOf(x), result));
+    for (const e of exprs) walk(e, (x: Expr) => x.kind === "acc" && memo.set(fn.keyOf(x), result));
     outs.forEach((k, i) => h.storeFour(k, epilogue, memo, body, exprs[i]));
   } else {
     for (let lane = 0; lane < 4; lane++) {
       body.push(
         m.local.set(coord[axis], m.i32.add(get(first, i32), m.i32.add(get(j, i32), ic(lane)))),
-        m.local.set(c.accs[0], f4.extract_lane(get(result, v128), lane)),
+        m.local.set(fn.accs[0], f4.extract_lane(get(result, v128), lane)),
         ...rows.rowStores(),
       );
     }
