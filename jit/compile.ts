@@ -315,8 +315,9 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   if (policy.kind === "auto" && !options.state && !buckets && device) {
     const alone = (b: Backend | undefined, verdict: Verdict) => {
       const at = b ? usable.indexOf(b) : -1;
+      if (at < 0) return;
       const elided = elidedBy(b!, fusion.kernels, outputs);
-      if (at < 0 || !fusion.kernels.every((k) => canRun(b!, k, elided))) return;
+      if (!fusion.kernels.every((k) => canRun(b!, k, elided))) return;
       if (placed.placement.every((id) => id === b!.id)) return;
       const only = schedule({
         ...request,

@@ -404,3 +404,27 @@ Deno.test("kernels touching a value a backend elides move there together, and on
   assert.deepEqual(keepElidedTogether(ks, [1, 0, 0, 0], elided), [1, 0, 0, 0]);
   assert.deepEqual(keepElidedTogether(ks, [0, 1, 1, 1], elided), [0, 1, 1, 1]);
 });
+
+Deno.test("auto with a GPU and no SIMD CPU backend places and times without one", async () => {
+  const registry = new BackendRegistry().register(new FakeGpu());
+  setBackendRates("reference", cpu);
+  setBackendRates("fake-gpu", gpu);
+  using exe = await compile(matmuls(256), { registry, cache: false });
+  assert.ok(exe.plan!.schedule.placement.includes("fake-gpu"), exe.plan!.schedule.placement.join());
+  const n = 256 * 256;
+  const feed = (seed: number) => ({
+    data: uniform(n, seed),
+    shape: [256, 256],
+    dtype: "f32" as const,
+  });
+  const inputs = { a: feed(1), w1: feed(2), w2: feed(3) };
+  using reference = await compile(matmuls(256), { backend: "reference" });
+  assertClose(
+    numbers((await exe.run(inputs)).y.data),
+    numbers((await reference.run(inputs)).y.data),
+    {
+      atol: 1e-5,
+      rtol: 1e-4,
+    },
+  );
+});
