@@ -60,6 +60,13 @@ export const EXPORT_NAMES: readonly string[] = [
   "encoder_mask",
   "embedding_mlp",
   "unet",
+  "decoder_causal",
+  "lstm2",
+  "gru_bi",
+  "generator",
+  "mobilenet_v2ish",
+  "audio_conv1d",
+  "misc_ops",
 ];
 
 /** An extra PyTorch export with its recorded inputs (any names, f32 or i64) and ONNX Runtime's `y`. */
