@@ -256,7 +256,10 @@ export function relation(
  * data: only identical ones agree.
  */
 export function sameMap(space: Shape, a: readonly IndexStep[], b: readonly IndexStep[]): boolean {
-  if (gathers(a) || gathers(b)) return JSON.stringify(a) === JSON.stringify(b);
+  // Identical chains agree without probing: the common case, which probing made 70% of fusion's
+  // time (unet: 27 of 39 ms).
+  const identical = JSON.stringify(a) === JSON.stringify(b);
+  if (identical || gathers(a) || gathers(b)) return identical;
   const n = sizeOf(space);
   const probes = n <= 4096
     ? [...Array(n).keys()]
