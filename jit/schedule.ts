@@ -148,9 +148,16 @@ export function keepElidedTogether(
   return placed;
 }
 
-/** The error for `kernels` that do not fit `b` (see {@linkcode unfit}), if any. */
-export function oversized(b: Backend, kernels: readonly KernelIR[]): KilnError | undefined {
-  const reasons = kernels.flatMap((k) => unfit(b, k) ?? []);
+/**
+ * The error for `kernels` that do not fit `b` (see {@linkcode unfit}; `elided` as there), if
+ * any.
+ */
+export function oversized(
+  b: Backend,
+  kernels: readonly KernelIR[],
+  elided: ReadonlySet<number> = NONE,
+): KilnError | undefined {
+  const reasons = kernels.flatMap((k) => unfit(b, k, elided) ?? []);
   if (!reasons.length) return undefined;
   return new KilnError(`Tensors too large for ${b.id}: ${reasons.join("; ")}`, {
     code: "unsupported",
@@ -266,7 +273,7 @@ export function schedule(req: ScheduleRequest): Schedule {
   const runs = (b: Backend, k: KernelIR) => runsUnder(policy, b, k, elided[backends.indexOf(b)]);
   const stuck = kernels.filter((k) => !backends.some((b) => runs(b, k)));
   const named = policy.kind === "named" && req.backends.find((b) => b.id === policy.backend);
-  const tooLarge = named && oversized(named, stuck);
+  const tooLarge = named && oversized(named, stuck, elided[backends.indexOf(named)]);
   if (tooLarge) throw tooLarge;
   if (stuck.length) {
     throw new KilnError(

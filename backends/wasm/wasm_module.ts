@@ -88,11 +88,11 @@ export class KernelFunction {
   readonly coord: readonly number[];
   /** The kept (not reduced) axes of the space. */
   readonly kept: readonly number[];
-  /** The row local of a row loop, and a counter over the reduced axes. */
+  /** The row local of a row loop. */
   readonly row: number;
   /** A counter over the reduced axes. */
   readonly it: number;
-  /** Reduction result locals (f64 for float sums). */
+  /** Reduction result locals (the results: float sums accumulate in f64 locals of their own). */
   readonly accs: readonly number[];
   /** The ALU ops' scalar and vector lowerings. */
   readonly ops: AluLowering;

@@ -28,7 +28,7 @@ import { KilnError } from "../../jit/errors.ts";
 import type { Graph } from "../../jit/graph.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
-import { sizeOf } from "../../jit/shape.ts";
+import { unfit } from "../../jit/schedule.ts";
 import { generateWgsl, kernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
 import { flashLayout, flashWgsl } from "../../shaders/wgsl_flash.ts";
 import {
@@ -169,13 +169,13 @@ export class WebGpuBackend implements Backend {
    * what lets a long sequence's attention past the binding limit.
    */
   elided(kernels: readonly KernelIR[], outputs: ReadonlySet<number>): ReadonlySet<number> {
-    const limit = this.capabilities().maxStorageBufferBytes;
     const { fused } = withFusedAttention(kernels, outputs, {
       ...this.#wgsl(),
       flash: this.#options.flashAttention,
     });
+    // The flash kernel's own buffers must fit, or it cannot run here either.
     const values = [...fused].flatMap(([one, group]) =>
-      "rows" in group && [...one.inputs, ...one.outputs].every((b) => 4 * sizeOf(b.shape) <= limit)
+      "rows" in group && !unfit(this, one)
         ? [...group.scores.outputs, ...group.weights.outputs].map((o) => o.value)
         : []
     );
