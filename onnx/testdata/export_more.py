@@ -1,7 +1,9 @@
 # Runs on the GPU machine (torch, onnx, onnxruntime): exports more architectures with ONNX
-# Runtime's outputs, and checks kiln's own ONNX exports against ONNX Runtime.
+# Runtime's outputs (export_record.py beside it), and checks kiln's own ONNX exports against ONNX
+# Runtime.
 import os, sys, json, tarfile, numpy as np, torch, onnx, onnxruntime as ort
 from torch import nn
+from export_record import export
 torch.manual_seed(0); np.random.seed(0)
 out = sys.argv[1]; tmp = "/tmp/more"; os.makedirs(tmp, exist_ok=True)
 report = {"versions": {"torch": torch.__version__, "onnx": onnx.__version__, "ort": ort.__version__}}
@@ -52,22 +54,8 @@ models = {
     "embedding_mlp": (Embed().eval(), (torch.randint(0, 50, (4, 7)),), ["ids"], {"ids": {0: "batch"}}),
 }
 for name, (m, args, names, dyn) in models.items():
-    path = f"{tmp}/{name}.onnx"
-    ok = False
-    for dynamo in (False, True):
-        try:
-            torch.onnx.export(m, args, path, input_names=names, output_names=["y"], opset_version=17, dynamo=dynamo, do_constant_folding=True, dynamic_axes=dyn)
-            ok = True; break
-        except Exception as e: print(name, "dynamo", dynamo, "failed:", str(e)[:300])
-    if not ok: continue
-    mp = onnx.load(path, load_external_data=True); onnx.save(mp, path)
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
-    y = sess.run(None, feeds)[0]
-    for k, v in feeds.items(): v.tofile(f"{tmp}/{name}.in.{k}.{v.dtype}.bin")
-    y.astype(np.float32).tofile(f"{tmp}/{name}.out.y.float32.bin")
-    report[name] = {"inputs": {k: [list(v.shape), str(v.dtype)] for k, v in feeds.items()}, "output": [list(y.shape), "float32"], "ops": sorted({n.op_type for n in mp.graph.node}), "opset": [o.version for o in mp.opset_import]}
-    print(name, report[name]["ops"])
+    entry = export(tmp, name, m, args, names, dyn)
+    if entry: report[name] = entry
 
 # kiln's exports, checked by ONNX Runtime.
 meta = json.load(open(".device_in/meta.json")); worst = {}

@@ -1,8 +1,10 @@
 # Runs on the GPU machine (torch, onnx, onnxruntime): a small U-Net — InstanceNorm'd conv blocks,
 # max-pool downsampling, a ConvTranspose and a bilinear Resize upsampling, Concat skips — exported
 # with ONNX Runtime's output, for onnx/testdata/unet.*.  usage: python3 export_unet.py OUT_DIR
-import sys, json, numpy as np, torch, onnx, onnxruntime as ort
+# (export_record.py beside it)
+import sys, json, torch
 from torch import nn
+from export_record import export
 torch.manual_seed(0)
 out = sys.argv[1]
 
@@ -28,14 +30,6 @@ class UNet(nn.Module):
 
 model = UNet().eval()
 x = torch.randn(1, 3, 32, 32)
-path = f"{out}/unet.onnx"
-torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["y"], opset_version=17, dynamo=False, do_constant_folding=True)
-mp = onnx.load(path); onnx.save(mp, path)
-sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-y = sess.run(None, {"x": x.numpy()})[0]
-x.numpy().tofile(f"{out}/unet.in.x.float32.bin")
-y.astype(np.float32).tofile(f"{out}/unet.out.y.float32.bin")
-info = {"inputs": {"x": [list(x.shape), "float32"]}, "output": [list(y.shape), "float32"],
-        "ops": sorted({n.op_type for n in mp.graph.node}), "opset": [o.version for o in mp.opset_import]}
+info = export(out, "unet", model, (x,), ["x"])
 json.dump(info, open(f"{out}/unet.json", "w"), indent=1)
 print(json.dumps(info))

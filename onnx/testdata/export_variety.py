@@ -2,9 +2,11 @@
 # with ONNX Runtime's output, for onnx/testdata/ — a GPT-style causal decoder, a 2-layer LSTM, a
 # bidirectional GRU, a generator (ConvTranspose, GroupNorm, InstanceNorm, bilinear Resize, SiLU),
 # a MobileNetV2-like net, a Conv1d audio model, and a mix of ops (Einsum, CumSum, ArgMax,
-# GatherElements, ReduceProd). usage: python3 export_variety.py OUT_DIR (writes variety.tar.gz)
-import os, sys, json, tarfile, numpy as np, torch, onnx, onnxruntime as ort
+# GatherElements, ReduceProd). usage: python3 export_variety.py OUT_DIR (writes variety.tar.gz;
+# export_record.py beside it)
+import os, sys, json, tarfile, numpy as np, torch
 from torch import nn
+from export_record import export
 torch.manual_seed(0); np.random.seed(0)
 F = nn.functional
 out = sys.argv[1]; tmp = "/tmp/variety"; os.makedirs(tmp, exist_ok=True)
@@ -78,18 +80,7 @@ models = {
     "audio_conv1d": (Audio().eval(), (torch.randn(2, 1, 400),), ["w"]),
     "misc_ops": (Misc().eval(), (torch.randn(2, 5, 8),), ["x"]),
 }
-report = {}
-for name, (m, args, names) in models.items():
-    path = f"{tmp}/{name}.onnx"
-    torch.onnx.export(m, args, path, input_names=names, output_names=["y"], opset_version=17, dynamo=False, do_constant_folding=True)
-    mp = onnx.load(path, load_external_data=True); onnx.save(mp, path)
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
-    y = sess.run(None, feeds)[0]
-    for k, v in feeds.items(): v.tofile(f"{tmp}/{name}.in.{k}.{v.dtype}.bin")
-    y.astype(np.float32).tofile(f"{tmp}/{name}.out.y.float32.bin")
-    report[name] = {"inputs": {k: [list(v.shape), str(v.dtype)] for k, v in feeds.items()}, "output": [list(y.shape), "float32"], "ops": sorted({n.op_type for n in mp.graph.node}), "opset": [o.version for o in mp.opset_import]}
-    print(name, report[name]["ops"])
+report = {name: export(tmp, name, m, args, names) for name, (m, args, names) in models.items()}
 json.dump(report, open(f"{tmp}/variety.json", "w"), indent=1)
 with tarfile.open(f"{out}/variety.tar.gz", "w:gz") as t:
     for f in os.listdir(tmp): t.add(f"{tmp}/{f}", arcname=f)

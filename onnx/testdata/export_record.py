@@ -1,0 +1,31 @@
+# What the export scripts share (run on the GPU machine: torch, onnx, onnxruntime): one PyTorch
+# model exported to ONNX and recorded with ONNX Runtime's output. Keep it beside the script that
+# imports it.
+import numpy as np, onnx, onnxruntime as ort, torch
+
+
+def export(out, name, model, args, names, dynamic_axes=None):
+    """Exports `model` on `args` to OUT/NAME.onnx (the TorchScript exporter, the dynamo one where
+    that fails), runs ONNX Runtime's CPU provider on it, writes each input and the output beside
+    it (NAME.in.K.DTYPE.bin, NAME.out.y.float32.bin) and returns the models.json entry, or None
+    when neither exporter could."""
+    path = f"{out}/{name}.onnx"
+    for dynamo in (False, True):
+        try:
+            torch.onnx.export(model, args, path, input_names=names, output_names=["y"], opset_version=17,
+                              dynamo=dynamo, do_constant_folding=True, dynamic_axes=dynamic_axes)
+            break
+        except Exception as e:
+            print(name, "dynamo", dynamo, "failed:", str(e)[:300])
+    else:
+        return None
+    mp = onnx.load(path, load_external_data=True); onnx.save(mp, path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
+    y = sess.run(None, feeds)[0]
+    for k, v in feeds.items(): v.tofile(f"{out}/{name}.in.{k}.{v.dtype}.bin")
+    y.astype(np.float32).tofile(f"{out}/{name}.out.y.float32.bin")
+    entry = {"inputs": {k: [list(v.shape), str(v.dtype)] for k, v in feeds.items()}, "output": [list(y.shape), "float32"],
+             "ops": sorted({n.op_type for n in mp.graph.node}), "opset": [o.version for o in mp.opset_import]}
+    print(name, entry["ops"])
+    return entry
