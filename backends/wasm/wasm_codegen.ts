@@ -17,7 +17,8 @@
  * words, widened and narrowed at the arena's edge. Ops lower through `wasm_alu.ts` (every result
  * re-rounded to its dtype); exp, log, erf, sin and cos come from the in-module vector library
  * (`wasm_math.ts`); pow and fmod call the host's scalar functions through imports, lane by lane.
- * Float sums accumulate in f64 (two f64x2 lanes pairs in vector loops), as the reference does.
+ * Float sums accumulate in f64 (two f64x2 lanes pairs in vector loops), as the reference does,
+ * except the single sum of a small window (`KernelFunction.narrowSums`).
  *
  * @module
  */
@@ -138,6 +139,8 @@ export function generateWasm(
         ? (fl ? m.f32.const(Infinity) : ic(r.dtype === "u32" ? -1 : 2147483647))
         : wide
         ? m.f64.const(0)
+        : fl
+        ? m.f32.const(0)
         : ic(0);
       rowBody.push(m.local.set(acc, init));
       const keep = keepOf(k);
@@ -175,9 +178,12 @@ export function generateWasm(
           rowBody.push(m.local.set(accs[variance!], m.f32.demote(v)));
         }
       } else if (r.op === "mean") {
-        rowBody.push(
-          m.local.set(accs[k], inner === 0 ? ic(0) : m.i32.div_s(get(accs[k], i32), ic(inner))),
-        );
+        const mean = fl
+          ? m.f32.div(get(accs[k], f32), m.f32.const(inner))
+          : inner === 0
+          ? ic(0)
+          : m.i32.div_s(get(accs[k], i32), ic(inner));
+        rowBody.push(m.local.set(accs[k], mean));
       }
     });
     const rowOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) =>

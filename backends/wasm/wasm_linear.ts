@@ -73,17 +73,22 @@ export interface LinearLowering {
   hoist(lin: Linear, exprs: readonly Expr[], stmts: number[]): Linear;
   /** `expr` at four consecutive points of walk `lin`, as f32x4 (statements into `stmts`). */
   vvalue(expr: Expr, lin: Linear, memo: Memo, stmts: number[]): number;
-  /** Per-lane partial results of an f32 reduction over f32x4 values (see {@linkcode LaneFold}). */
-  laneFold(op: Reduction["op"]): LaneFold;
+  /**
+   * Per-lane partial results of f32 reduction `r` over f32x4 values (see {@linkcode LaneFold}).
+   */
+  laneFold(r: Reduction): LaneFold;
 }
 
 /** Per-lane partial results of an f32 reduction over f32x4 values, in locals. */
 export interface LaneFold {
-  /** Whether it sums (f64 partial sums) rather than takes extremes. */
+  /** Whether it sums in f64 partial sums (a wide sum, see `KernelFunction.wideSum`). */
   readonly wide: boolean;
-  /** Sums: low lanes' f64 partial sums. Max/min: the extremes so far. */
+  /**
+   * Wide sums: low lanes' f64 partial sums. Narrow sums: the four lanes' f32 sums. Max/min: the
+   * extremes so far.
+   */
   readonly lo: number;
-  /** Sums: high lanes' f64 partial sums. Max/min: the mask of lanes that met a NaN. */
+  /** Wide sums: high lanes' f64 partial sums. Max/min: the mask of lanes that met a NaN. */
   readonly hi: number;
   /** Sums: the low half of the last value folded, widened to f64. */
   readonly lanesLo: number;
@@ -171,6 +176,13 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
           : w.stride === 0
           ? f4.splat(m.f32.load(0, 4, at(w, lin.j)))
           : lanes((l) => m.f32.load(0, 4, at(w, lin.j, l)));
+        // Four windows at a row's end: the lanes outside the padding read the fill, one by one.
+        const edge = lin.lanes?.get(expr);
+        if (edge) {
+          code = lanes((l) =>
+            edge.lanes[l] ? m.f32.load(0, 4, at(w, lin.j, l)) : m.f32.const(edge.fill)
+          );
+        }
         // A padded tap whose guard holds or fails along the whole walk (see `vectorWindows`):
         // where it fails, the fill, and no load (the walk may point outside the buffer).
         const guard = lin.guards?.get(expr);
@@ -305,15 +317,16 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
   }
 
   /**
-   * Per-lane partial results of an f32 reduction `op` over f32x4 values. Sums: f64 partial sums
+   * Per-lane partial results of f32 reduction `r` over f32x4 values. Wide sums: f64 partial sums
    * of the low (`lo`) and high (`hi`) lanes (`lanesLo`/`lanesHi`: the last value's halves,
-   * widened). Max/min: the extremes in `lo` by pmax/pmin (one instruction on x86, where max/min
+   * widened); narrow sums: f32 sums in `lo`, lane by lane as the scalar path adds. Max/min: the extremes in `lo` by pmax/pmin (one instruction on x86, where max/min
    * cost ~8 for their NaN and ±0 rules; with the accumulator first they keep it on ties, as the
    * scalar rule does, and skip NaNs), and in `hi` a mask of the lanes that met a NaN, which then
    * sticks. `init` starts them; `fold(v)` folds in the value `v()` builds (a fresh node a call).
    */
-  const laneFold = (op: Reduction["op"]): LaneFold => {
-    const wide = op === "sum" || op === "mean";
+  const laneFold = (r: Reduction): LaneFold => {
+    const op = r.op, wide = wideSum(r);
+    const narrow = !wide && (op === "sum" || op === "mean");
     const lo = local(v128), hi = local(v128), lanesLo = local(v128), lanesHi = local(v128);
     const f2 = m.f64x2;
     const init = [
@@ -321,6 +334,8 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
         lo,
         wide
           ? f2.splat(m.f64.const(0))
+          : narrow
+          ? f4.splat(m.f32.const(0))
           : f4.splat(m.f32.const(op === "max" ? -Infinity : Infinity)),
       ),
       m.local.set(hi, wide ? get(lo, v128) : m.v128.const(new Array(16).fill(0))),
@@ -333,6 +348,8 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
           m.local.set(lo, f2.add(get(lo, v128), get(lanesLo, v128))),
           m.local.set(hi, f2.add(get(hi, v128), get(lanesHi, v128))),
         ]
+        : narrow
+        ? [m.local.set(lo, f4.add(get(lo, v128), v()))]
         : [
           m.local.set(lo, (op === "max" ? f4.pmax : f4.pmin)(get(lo, v128), v())),
           m.local.set(hi, m.v128.or(get(hi, v128), f4.ne(v(), v()))),
@@ -366,8 +383,7 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
     const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
     const { hoisted } = hoist({ j: -1, loads: new Map(), stores: new Map() }, [r.expr], stmts);
     const vector = count >= 4 && r.dtype === "f32" && vectorKind(r.expr) === "f32";
-    const wide = wideSum(r);
-    const { lo, hi, lanesLo, lanesHi, init, fold } = laneFold(r.op);
+    const { wide, lo, hi, lanesLo, lanesHi, init, fold } = laneFold(r);
     const sq = squares === undefined
       ? undefined
       : { sum: squares, lo: local(v128), hi: local(v128) };
@@ -398,7 +414,9 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
         for (let l = 0; l < 4; l++) {
           combine.push(...accumulate(r, acc, f4.extract_lane(get(lo, v128), l)));
         }
-        combine.push(m.if(m.v128.any_true(get(hi, v128)), m.local.set(acc, m.f32.const(NaN))));
+        if (r.op === "max" || r.op === "min") {
+          combine.push(m.if(m.v128.any_true(get(hi, v128)), m.local.set(acc, m.f32.const(NaN))));
+        }
       }
     }
     const walk: number[] = [];

@@ -23,6 +23,9 @@ import { type IndexLowering, indexLowering } from "./wasm_index.ts";
 import { type Linear, walkAt } from "./wasm_walk.ts";
 import { addMathFunctions, type MathFunction } from "./wasm_math.ts";
 
+/** Most terms a kernel's single float sum may have and still accumulate in f32 (5×5 windows). */
+export const NARROW_SUM_TERMS = 25;
+
 /** Scalar helpers the generated code imports from the host (`env.*`, f64 → f64). */
 export const IMPORTS: readonly string[] = ["sin", "cos", "pow", "fmod", "f16"];
 
@@ -92,8 +95,18 @@ export class KernelFunction {
   readonly row: number;
   /** A counter over the reduced axes. */
   readonly it: number;
-  /** Reduction result locals (the results: float sums accumulate in f64 locals of their own). */
+  /** Reduction result locals (the results: wide float sums accumulate in f64 locals of their own). */
   readonly accs: readonly number[];
+  /**
+   * Whether the kernel's float sums accumulate in f32 rather than f64: a kernel whose one
+   * reduction sums at most {@linkcode NARROW_SUM_TERMS} terms (a depthwise conv's window, a
+   * pool's). Such a sum's f32 rounding error is within the f32 result's own tolerance, as a
+   * matmul's f32 sums are, and four windows then fold with one f32x4 add instead of two f64x2
+   * widenings and adds (see `wasm_windows.ts`).
+   * Every path of the kernel sums in the same order, so results do not depend on which path
+   * (the four-window run or the one-window border) or which thread computed a window.
+   */
+  readonly narrowSums: boolean;
   /** The ALU ops' scalar and vector lowerings. */
   readonly ops: AluLowering;
   /** Index steps, offsets and load addresses (`wasm_index.ts`). */
@@ -121,6 +134,9 @@ export class KernelFunction {
     this.ops = aluLowering(this);
     this.index = indexLowering(this);
     this.accs = kernel.reductions.map((r) => this.local(this.typeOf(r.dtype)));
+    const inner = kernel.reduced.reduce((n, a) => n * kernel.space[a], 1);
+    this.narrowSums = kernel.reductions.length === 1 && kernel.reductions[0].dtype === "f32" &&
+      inner <= NARROW_SUM_TERMS;
   }
 
   /** The Binaryen type values of `d` live in: f32 for floats, i32 for the rest. */
@@ -180,15 +196,24 @@ export class KernelFunction {
     return get(l, typeOf(expr.dtype));
   };
 
-  /** Whether `r` is a float sum (accumulated in f64). */
+  /**
+   * Whether `r` is a float sum accumulated in f64: every float sum except a small window's (see
+   * {@linkcode narrowSums}).
+   */
   readonly wideSum = (r: Reduction): boolean =>
-    isFloat(r.dtype) && (r.op === "sum" || r.op === "mean");
+    isFloat(r.dtype) && (r.op === "sum" || r.op === "mean") && !this.narrowSums;
 
-  /** Statements folding value `v` into reduction `r`'s accumulator `acc` (f64 for float sums). */
+  /** Statements folding value `v` into reduction `r`'s accumulator `acc` (f64 for wide sums). */
   readonly accumulate = (r: Reduction, acc: number, v: number): number[] => {
     const { m, get } = this, { f64, f32, i32 } = this.binaryen;
     if (this.wideSum(r)) return [m.local.set(acc, m.f64.add(get(acc, f64), m.f64.promote(v)))];
-    if (r.op === "sum" || r.op === "mean") return [m.local.set(acc, m.i32.add(get(acc, i32), v))];
+    if (r.op === "sum" || r.op === "mean") {
+      return [
+        isFloat(r.dtype)
+          ? m.local.set(acc, m.f32.add(get(acc, f32), v))
+          : m.local.set(acc, m.i32.add(get(acc, i32), v)),
+      ];
+    }
     const fl = isFloat(r.dtype), t = this.typeOf(r.dtype);
     const x = this.local(t);
     // NaN sticks; on ties the earlier value stays, as in the reference.

@@ -35,6 +35,11 @@ export interface Linear {
    * (its walk then points at its buffer's start, so no address outside is formed).
    */
   readonly guards?: Map<Expr, { readonly ok: number; readonly fill: number }>;
+  /**
+   * Loads of four windows at a row's end (see `vectorWindows`): which of the four lanes read;
+   * the others read `fill` and form no address.
+   */
+  readonly lanes?: Map<Expr, { readonly lanes: readonly boolean[]; readonly fill: number }>;
 }
 
 /** The affine accesses of some expressions and stores. */
