@@ -1,10 +1,15 @@
 /**
- * Finishes the tarball `deno pack` wrote (`deno task build:npm`): package.json gains the `kiln`
- * executable (`bin`, so `npx kiln` works), `engines` (Node 20 or later, what the package tests
- * run on) and `@webgpu/types`; the executable gets its mode bit. deno pack has no options for
- * these.
+ * Builds the npm tarball (`deno task build:npm`): `deno pack` (without source maps: they were most
+ * of the package's JavaScript, 1.37 of 1.88 MB, and map to TypeScript the tarball does not hold),
+ * then what deno pack has no options for: package.json gains the `kiln` executable (`bin`, so
+ * `npx kiln` works), `engines` (Node 20 or later, what the package tests run on) and
+ * `@webgpu/types`; the executable gets its mode bit.
  *
- * Inline source maps are dropped (see {@linkcode dropSourceMaps}).
+ * deno pack 2.9 warns "Could not generate types" for every module no public declaration needs
+ * (denoland/deno#36829: a private module, fully typed, whose types nothing imports). Each such
+ * line is checked against the declarations packed (see {@linkcode privateOnly}): where some
+ * declaration imports the module, its types really are missing and the build fails; otherwise
+ * the line says nothing about the package and is left out, so the build's output is clean.
  *
  * The entry points' declarations reference WebGPU's types and `kiln-globals.d.ts`, which
  * declares `Symbol.dispose` and `Disposable` the way newer libs do, so that a TypeScript consumer
@@ -18,11 +23,11 @@
  * finds). The copy exports the initialisation promise instead (kiln awaits `default` either way)
  * and computes that specifier, so bundlers leave it to the Node branch that never runs there.
  *
- *   deno run -A npm/finish_pack.ts npm/dist/kiln.tgz
+ *   deno run -A npm/pack.ts npm/dist/kiln.tgz
  *
  * @module
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import {
   chmodSync,
   copyFileSync,
@@ -34,7 +39,9 @@ import {
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
+import process from "node:process";
+import { fileURLToPath as fromFileUrl } from "node:url";
 
 /** What the entry declarations need from newer libs, declared compatibly with them. */
 const GLOBALS =
@@ -53,9 +60,21 @@ export {};
 `;
 
 const tarball = resolve(Deno.args[0] ?? "npm/dist/kiln.tgz");
+mkdirSync(dirname(tarball), { recursive: true });
+const packed = spawnSync(
+  Deno.execPath(),
+  ["pack", "--allow-dirty", "--no-source-maps", "--output", tarball],
+  { encoding: "utf8", env: { ...process.env, NO_COLOR: "1" } },
+);
+const untyped = /^Could not generate types for '(file:\/\/[^']+)'\. Types will not be included/;
+const log = `${packed.stdout}${packed.stderr}`.split("\n");
+const warned = log.flatMap((line) => untyped.exec(line)?.[1] ?? []);
+console.log(log.filter((line) => !untyped.test(line)).join("\n").trimEnd());
+if (packed.status !== 0) Deno.exit(packed.status ?? 1);
 const dir = mkdtempSync(join(tmpdir(), "kiln-pack-"));
 try {
   execFileSync("tar", ["xzf", tarball, "-C", dir]);
+  privateOnly(join(dir, "package"), warned.map((url) => relative(Deno.cwd(), fromFileUrl(url))));
   const path = join(dir, "package", "package.json");
   const pkg = JSON.parse(readFileSync(path, "utf8"));
   pkg.bin = { kiln: "./cli_node.js" };
@@ -67,7 +86,6 @@ try {
   vendorBinaryen(join(dir, "package", "vendor"));
   typeEntries(join(dir, "package"));
   chmodSync(join(dir, "package", "cli_node.js"), 0o755);
-  dropSourceMaps(join(dir, "package"));
   execFileSync("tar", ["czf", tarball, "-C", dir, "package"]);
 } finally {
   rmSync(dir, { recursive: true, force: true });
@@ -105,15 +123,26 @@ function typeEntries(dir: string): void {
 }
 
 /**
- * Removes the inline source maps deno pack appends to every module: they were most of the
- * package's JavaScript (1.37 of 1.88 MB), and the TypeScript they map to is not in the tarball.
+ * Fails unless every module of `sources` (paths of TypeScript files, relative to the package
+ * root) is private: no declaration in package folder `dir` imports it (generated declarations
+ * import modules by their `.js` paths). deno pack left those modules without types; a consumer
+ * only misses them where a declaration refers to them.
  */
-function dropSourceMaps(dir: string): void {
-  const inline = /\n\/\/# sourceMappingURL=data:application\/json;base64,[A-Za-z0-9+/=]*\s*$/;
+function privateOnly(dir: string, sources: readonly string[]): void {
+  const untyped = new Set(sources.map((s) => s.replace(/\.ts$/, ".js")));
+  const specifier = /(?:from|import\()\s*"(\.{1,2}\/[^"]+\.js)"/g;
   for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile() || !entry.name.endsWith(".js")) continue;
+    if (!entry.isFile() || !entry.name.endsWith(".d.ts")) continue;
     const path = join(entry.parentPath, entry.name);
-    const code = readFileSync(path, "utf8");
-    if (inline.test(code)) writeFileSync(path, code.replace(inline, "\n"));
+    for (const [, spec] of readFileSync(path, "utf8").matchAll(specifier)) {
+      const target = relative(dir, resolve(entry.parentPath, spec));
+      if (untyped.has(target)) {
+        throw new Error(
+          `${relative(dir, path)} imports ${target}, whose types deno pack could not generate. ` +
+            `Fix: give ${target.replace(/\.js$/, ".ts")}'s exports explicit types (deno publish ` +
+            `--dry-run lists what fast check refuses)`,
+        );
+      }
+    }
   }
 }
