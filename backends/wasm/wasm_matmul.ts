@@ -9,6 +9,7 @@
  */
 import { affineOffset } from "../../jit/access.ts";
 import { relaxedMadd } from "./wasm_math.ts";
+import { originOf } from "./wasm_padded.ts";
 import type { LinearLowering } from "./wasm_linear.ts";
 import type { KernelFunction } from "./wasm_module.ts";
 import {
@@ -81,6 +82,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   const bPtr = local(i32), bPanel = local(i32), av = local(v128), b0 = local(v128);
   const b1 = local(v128);
   const aPtr = [...Array(TILE_ROWS).keys()].map(() => local(i32));
+  const accAt = [...Array(TILE_ROWS).keys()].map(() => local(i32));
   const acc = [...Array(2 * TILE_ROWS).keys()].map(() => local(v128));
   const v = (l: number) => get(l, v128);
   /** Coordinates of flattened output row `row` (batch and m), column `col`, k = 0. */
@@ -91,17 +93,11 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       m.local.set(coord[nAxis], col),
       m.local.set(coord[kAxis], ic(0)),
     );
-  const epilogueRow = (row: number, col: number, width: number, accOffset: number) => {
-    const st: number[] = [];
-    setRow(row, col, st);
-    const base = local(i32);
-    st.push(m.local.set(base, m.i32.add(get(scratch, i32), ic(accOffset))));
-    const lin: Linear = { ...walks(epilogue, [nAxis], st), acc: { base, stride: 1 } };
-    st.push(...linearStores(lin, () => ic(width), outs, width >= 4 && vectorEpilogue));
-    return st;
-  };
   const kLoop = (body: number[]) => countedLoop(kk, k, body);
-  // Packed A: row `row` of this call's rows starts at `TILE_BYTES + 4k·(row − first)`.
+  // Packed A: row `row` of this call's rows starts at `TILE_BYTES + 4k·(row − first)`. An affine
+  // A's row starts where its offset puts the row's coordinates (its index steps, evaluated,
+  // unravel a conv's pixel and patch indices by division: 6 rows a tile, a quarter of a 1×1
+  // conv's time at K = 16).
   const first = local(i32);
   const rowA = (row: number, st: number[]) =>
     packed
@@ -109,12 +105,18 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
         get(scratch, i32),
         m.i32.add(ic(TILE_BYTES), m.i32.mul(m.i32.sub(row, get(first, i32)), ic(4 * k))),
       )
+      : wa
+      ? originOf(e.fn, wa, 4, a.input)
       : loadAddress(a, st).address;
   const tile = (rows: number, width: number): number[] => {
     const st: number[] = [];
+    // Each row's coordinates once: its A pointer and its epilogue's walks (kept for after k).
+    const lins: Linear[] = [];
     for (let i = 0; i < rows; i++) {
       setRow(m.i32.add(get(r, i32), ic(i)), get(n0, i32), st);
       st.push(m.local.set(aPtr[i], rowA(m.i32.add(get(r, i32), ic(i)), st)));
+      st.push(m.local.set(accAt[i], m.i32.add(get(scratch, i32), ic(32 * i))));
+      lins.push({ ...walks(epilogue, [nAxis], st), acc: { base: accAt[i], stride: 1 } });
     }
     st.push(m.local.set(bPtr, get(bPanel, i32)));
     for (let i = 0; i < 2 * rows; i++) st.push(m.local.set(acc[i], f4.splat(m.f32.const(0))));
@@ -137,8 +139,8 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     for (let i = 0; i < 2 * rows; i++) {
       st.push(m.v128.store(16 * i, 4, get(scratch, i32), v(acc[i])));
     }
-    for (let i = 0; i < rows; i++) {
-      st.push(...epilogueRow(m.i32.add(get(r, i32), ic(i)), get(n0, i32), width, 32 * i));
+    for (const lin of lins) {
+      st.push(...linearStores(lin, () => ic(width), outs, width >= 4 && vectorEpilogue));
     }
     return st;
   };
