@@ -91,20 +91,29 @@ fn k_pow(a: f32, b: f32) -> f32 {
   return select(r, -r, abs(b % 2.0) == 1.0);
 }
 fn k_round(x: f32) -> f32 { return round(x); }
-// WGSL leaves a runtime float division by zero indeterminate; IEEE gives ±inf or NaN.
-fn k_fdiv(a: f32, b: f32) -> f32 {
-  if (k_isnan(a) || k_isnan(b) || (k_isinf(a) && k_isinf(b))) { return bitcast<f32>(k_special.x); }
-  if (!k_iszero(b)) {
-    // WGSL's division may be 2.5 ulp off (it is on NVIDIA): one residual step rounds it as IEEE
-    // does, so an exact quotient stays exact (Round(x / scale) of quantization needs that). The
-    // quotient passes through k_never so that no compiler simplifies the residual a - q·b away.
-    let q = select(a / b, a, k_never);
-    let corrected = q + fma(-q, b, a) / b;
-    return select(q, corrected, !k_isinf(q) && !k_isinf(b));
-  }
-  if (k_iszero(a)) { return bitcast<f32>(k_special.x); }
+// WGSL leaves a runtime float division by zero indeterminate; IEEE gives ±inf or NaN. Where
+// k_divnan or a zero divisor holds, k_divspecial is the IEEE quotient.
+fn k_divnan(a: f32, b: f32) -> bool { return k_isnan(a) || k_isnan(b) || (k_isinf(a) && k_isinf(b)); }
+fn k_divspecial(a: f32, b: f32) -> f32 {
+  if (k_divnan(a, b) || k_iszero(a)) { return bitcast<f32>(k_special.x); }
   let negative = (a < 0.0) != ((bitcast<u32>(b) & 0x80000000u) != 0u);
   return select(bitcast<f32>(k_special.y), bitcast<f32>(k_special.z), negative);
+}
+fn k_fdiv(a: f32, b: f32) -> f32 {
+  if (k_divnan(a, b) || k_iszero(b)) { return k_divspecial(a, b); }
+  // WGSL's division may be 2.5 ulp off (it is on NVIDIA): one residual step rounds it as IEEE
+  // does, so an exact quotient stays exact (Round(x / scale) of quantization needs that). The
+  // quotient passes through k_never so that no compiler simplifies the residual a - q·b away.
+  let q = select(a / b, a, k_never);
+  let corrected = q + fma(-q, b, a) / b;
+  return select(q, corrected, !k_isinf(q) && !k_isinf(b));
+}
+// An f16 quotient (its caller rounds it to f16): WGSL's f32 division, within 2.5 f32 ulp, rounds
+// to the IEEE f16 quotient except within those ulp of an f16 rounding midpoint (an exact f16
+// quotient stays exact), so k_fdiv's residual step, a second division, is not needed.
+fn k_hdiv(a: f32, b: f32) -> f32 {
+  if (k_divnan(a, b) || k_iszero(b)) { return k_divspecial(a, b); }
+  return a / b;
 }
 fn k_f2i(x: f32, lo: i32, hi: i32) -> i32 {
   if (k_isnan(x)) { return 0; }
@@ -193,11 +202,10 @@ const WGSL_ALU = {
   Mul: ({ a, int, cancel }) =>
     int ? `(${a[0]} * ${a[1]})` : `${cancel ? "k_mul" : "k_prod"}(${a[0]}, ${a[1]})`,
   // Integer divisors are never zero here (see `jit/integer_rules.ts`).
-  Div: ({ a, int, scale }) => {
+  Div: ({ a, int, scale, out }) => {
     if (int) return `(${a[0]} / ${a[1]})`;
-    return scale === undefined
-      ? `k_fdiv(${a[0]}, ${a[1]})`
-      : `(${a[0]} * ${literal(scale, "f32")})`;
+    if (scale !== undefined) return `(${a[0]} * ${literal(scale, "f32")})`;
+    return `${out === "f16" ? "k_hdiv" : "k_fdiv"}(${a[0]}, ${a[1]})`;
   },
   Pow: ({ a, t, int }) =>
     int ? `${t}(round(k_pow(f32(${a[0]}), f32(${a[1]}))))` : `k_pow(${a[0]}, ${a[1]})`,

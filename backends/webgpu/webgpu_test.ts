@@ -37,6 +37,13 @@ Deno.test("the software adapter is real: a profile from its limits", () => {
   assert.equal(gpu.kind, "gpu");
 });
 
+/** An f16 vector of `values`. */
+const f16 = (values: number[]): HostTensor => ({
+  data: Uint16Array.from(values, toF16Bits),
+  shape: [values.length],
+  dtype: "f16",
+});
+
 Deno.test("ops on WebGPU match the reference: broadcasting, NaN/Inf, integers, casts, f16", async () => {
   const cases: [string, HostTensor[], Attrs][] = [
     ["Add", [f32([1, 2, 3, 4, 5, 6], [2, 3]), f32([10, 20, 30], [3])], {}],
@@ -44,6 +51,11 @@ Deno.test("ops on WebGPU match the reference: broadcasting, NaN/Inf, integers, c
     ["Log", [f32([0, -1, 1, Infinity, NaN])], {}],
     ["Sqrt", [f32([-1, 0, 4, Infinity])], {}],
     ["Div", [f32([1, -1, 0, 1, NaN]), f32([0, 0, 0, -0, 0])], {}],
+    // f16 quotients take the f32 division without k_fdiv's residual step (k_hdiv).
+    ["Div", [
+      f16([1, -1, 0, 1, NaN, Infinity, 3, 1, 65504, 7, -5, 1e-3, 6]),
+      f16([0, 0, 0, -0, 0, Infinity, 2, 3, 0.5, 1e-3, 7, 3, Infinity]),
+    ], {}],
     ["Pow", [f32([-2, 2, 0, 0, -8]), f32([3, 0.5, -1, 0, 1 / 3])], {}],
     ["Erf", [f32([-3, -0.5, 0, 0.3, 2.5, NaN])], {}],
     ["Div", [{ data: Int32Array.of(7, -7, 5), shape: [3], dtype: "i32" }, {
