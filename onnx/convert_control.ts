@@ -2,8 +2,9 @@
  * Control flow, resolved when the model is compiled: If inlines the branch its (constant)
  * condition picks; Loop and Scan unroll their body, inlined once per iteration, over a trip count
  * and conditions known at import (Loop's condition output must fold to a constant each time).
- * Scan outputs are stacked with Unsqueeze and Concat. A condition or trip count computed at run
- * time makes `OnnxModel` specialise on it (small inputs) or is a typed error.
+ * Scan outputs are stacked with Unsqueeze and Concat; opset 8's batched Scan unrolls each batch
+ * element's scan. A condition or trip count computed at run time makes `OnnxModel` specialise on
+ * it (small inputs) or is a typed error.
  *
  * @module
  */
@@ -110,33 +111,18 @@ export const CONTROL_CONVERTERS: Record<string, Converter> = {
     return [...carried, ...scans.map((items) => stack(c, items, 0, false))];
   },
   Scan: (c) => {
-    if (c.opset < 9) {
-      throw new KilnError(`${c.label}: Scan before opset 9 (batched, with sequence_lens)`, {
-        code: "unsupported",
-        fix: "convert the model to opset 9 or later",
-      });
-    }
     const a = attrs(c);
     const m = a.int("num_scan_inputs")!;
+    if (c.opset < 9) return batchedScan(c, m, a.ints("directions"));
     const inputs = c.inputs();
     const n = inputs.length - m;
-    const states0 = inputs.slice(0, n), scanned = inputs.slice(n);
+    const scanned = inputs.slice(n);
     const axes = (a.ints("scan_input_axes") ?? scanned.map(() => 0)).map((x, i) =>
       x < 0 ? x + typeOf(scanned[i]).shape.length : x
     );
-    const directions = a.ints("scan_input_directions") ?? scanned.map(() => 0);
-    const length = scanned.length ? typeOf(scanned[0]).shape[axes[0]] : 0;
-    let states: (Known | Sequence | None)[] = states0;
-    const outs: Known[][] = [];
-    for (let t = 0; t < length; t++) {
-      const slices = scanned.map((x, i) => {
-        const at = directions[i] ? length - 1 - t : t;
-        return c.emit("Gather", [x, constant([at], [], "i32")], { axis: axes[i] })[0];
-      });
-      const result = c.subgraph("body", [...states, ...slices]);
-      states = result.slice(0, n);
-      result.slice(n).forEach((k, j) => (outs[j] ??= []).push(tensorOnly(c, k, "scan output")));
-    }
+    const { states, outs } = unrollScan(c, inputs.slice(0, n), scanned, axes, {
+      directions: a.ints("scan_input_directions"),
+    });
     const outAxes = a.ints("scan_output_axes") ?? outs.map(() => 0);
     const outDirections = a.ints("scan_output_directions") ?? outs.map(() => 0);
     return [
@@ -149,3 +135,71 @@ export const CONTROL_CONVERTERS: Record<string, Converter> = {
     ];
   },
 };
+
+/**
+ * Scan's body inlined once per step along each scanned input's axis (reversed where its
+ * direction is 1): the final states and each scan output's per-step values.
+ */
+function unrollScan(
+  c: NodeContext,
+  states0: readonly (Known | Sequence | None)[],
+  scanned: readonly Known[],
+  axes: readonly number[],
+  { directions }: { directions?: readonly number[] },
+): { states: (Known | Sequence | None)[]; outs: Known[][] } {
+  const length = scanned.length ? typeOf(scanned[0]).shape[axes[0]] : 0;
+  let states = [...states0];
+  const outs: Known[][] = [];
+  for (let t = 0; t < length; t++) {
+    const slices = scanned.map((x, i) => {
+      const at = directions?.[i] ? length - 1 - t : t;
+      return c.emit("Gather", [x, constant([at], [], "i32")], { axis: axes[i] })[0];
+    });
+    const result = c.subgraph("body", [...states, ...slices]);
+    states = result.slice(0, states0.length);
+    result.slice(states0.length).forEach((k, j) =>
+      (outs[j] ??= []).push(tensorOnly(c, k, "scan output"))
+    );
+  }
+  return { states, outs };
+}
+
+/**
+ * Scan of opsets 8 and before: every state, scanned input and output has a batch axis first, the
+ * sequence runs along axis 1, and input 0 is the optional `sequence_lens`. Each batch element's
+ * scan is unrolled on its own (the body sees no batch axis) and the results stacked back along
+ * axis 0. Sequence lengths shorter than the inputs' are a typed error.
+ */
+function batchedScan(c: NodeContext, m: number, directions?: readonly number[]): Known[] {
+  const inputs = c.node.input.slice(1).map((_, i) => c.required(1 + i));
+  const n = inputs.length - m;
+  const [batch, length] = typeOf(inputs[n] ?? inputs[0]).shape;
+  if (c.input(0)) {
+    const lens = constInts(c, 0, "sequence_lens")!;
+    if (lens.some((l) => l !== length)) {
+      throw new KilnError(
+        `${c.label}: sequence_lens ${JSON.stringify(lens)} leave some of the ${length} steps out`,
+        { code: "unsupported", fix: "give every batch element the full sequence length" },
+      );
+    }
+  }
+  const finals: Known[][] = inputs.slice(0, n).map(() => []);
+  const outs: Known[][] = [];
+  for (let b = 0; b < batch; b++) {
+    const element = inputs.map((x) =>
+      c.emit("Gather", [x, constant([b], [], "i32")], { axis: 0 })[0]
+    );
+    const run = unrollScan(
+      c,
+      element.slice(0, n),
+      element.slice(n),
+      element.slice(n).map(() => 0),
+      {
+        directions,
+      },
+    );
+    run.states.forEach((k, i) => finals[i].push(tensorOnly(c, k, "state")));
+    run.outs.forEach((items, j) => (outs[j] ??= []).push(stack(c, items, 0, false)));
+  }
+  return [...finals, ...outs].map((items) => stack(c, items, 0, false));
+}
