@@ -173,7 +173,16 @@ function unrollScan(
 function batchedScan(c: NodeContext, m: number, directions?: readonly number[]): Known[] {
   const inputs = c.node.input.slice(1).map((_, i) => c.required(1 + i));
   const n = inputs.length - m;
-  const [batch, length] = typeOf(inputs[n] ?? inputs[0]).shape;
+  const rank = (x: Known) => typeOf(x).shape.length;
+  if (!(m >= 1 && n >= 0) || inputs.some((x, i) => rank(x) < (i < n ? 1 : 2))) {
+    throw new KilnError(
+      `${c.label}: an opset-8 Scan needs its states (batch, …), then num_scan_inputs ≥ 1 ` +
+        `scanned inputs (batch, sequence, …); it has ${inputs.length} inputs and ` +
+        `num_scan_inputs ${m}`,
+      { code: "invalid-graph", fix: "give Scan its states, then its num_scan_inputs inputs" },
+    );
+  }
+  const [batch, length] = typeOf(inputs[n]).shape;
   if (c.input(0)) {
     const lens = constInts(c, 0, "sequence_lens")!;
     if (lens.some((l) => l !== length)) {
