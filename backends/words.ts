@@ -90,14 +90,21 @@ export function toStored(data: TensorData, dtype: DType, storage: Storage): Arra
   return padded;
 }
 
-/** `n` elements of `dtype` as `storage` holds them at `offset` bytes of `buffer` (copied). */
+/**
+ * `n` elements of `dtype` as `storage` holds them at `offset` bytes of `buffer`: copied, or where
+ * the caller hands `buffer` over (`owned`) and the words are the elements (f32, i32, u32), a view.
+ */
 export function fromStored(
   buffer: ArrayBufferLike,
   offset: number,
   n: number,
   dtype: DType,
   storage: Storage,
+  owned = false,
 ): TensorData {
+  if (owned && dtype === "f32") return new Float32Array(buffer, offset, n);
+  if (owned && dtype === "i32") return new Int32Array(buffer, offset, n);
+  if (owned && dtype === "u32") return new Uint32Array(buffer, offset, n);
   if (elementBytes(dtype, storage) === 4) return fromWords(buffer, offset, n, dtype);
   return new Uint16Array(buffer, offset, n).slice();
 }

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 cache=$(mktemp -d)
 entry="$cache/ort_webgpu_entry.ts"
 echo 'import "npm:onnxruntime-web@1.30.0/webgpu";' >"$entry"
-DENO_DIR="$cache/deno" deno cache --no-lock --quiet mod.ts bench/gpu_bench.ts "$entry"
+DENO_DIR="$cache/deno" deno cache --no-lock --quiet --config bench/deno.json mod.ts bench/gpu_bench.ts "$entry"
 npm_dir="$cache/deno/npm/registry.npmjs.org"
 find "$npm_dir/onnxruntime-web/1.30.0/dist" -type f ! -name 'ort.webgpu.bundle.min.mjs' \
   ! -name 'ort-wasm-simd-threaded.asyncify.*' -delete

@@ -40,6 +40,9 @@ const LIBRARIES = GPU
   : ["kiln wasm", "kiln reference", "tfjs cpu", "tfjs wasm", "onnxruntime-web wasm", "jax-js wasm"];
 const KILN = LIBRARIES[0];
 const BENCH = new URL(GPU ? "./gpu_bench.ts" : "./cpu_bench.ts", import.meta.url).pathname;
+// The root config excludes bench/ (its peers stay out of kiln's own dependencies): each process
+// takes this folder's config, as the bench tasks do.
+const CONFIG = new URL("./deno.json", import.meta.url).pathname;
 const BENCH_FLAGS = (Deno.env.get("KILN_BENCH_FLAGS") ?? "").split(/\s+/).filter(Boolean);
 
 /** One process's figure (a first run, or kiln's device time) of one library on one workload. */
@@ -68,7 +71,7 @@ async function runLibrary(
   { cacheDir = "off", firstOnly = false }: { cacheDir?: string; firstOnly?: boolean } = {},
 ): Promise<Measured> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["bench", "-A", ...BENCH_FLAGS, "--filter", library, BENCH],
+    args: ["bench", "-A", "--config", CONFIG, ...BENCH_FLAGS, "--filter", library, BENCH],
     stdout: "piped",
     stderr: "piped",
     env: {

@@ -23,7 +23,7 @@ import { sizeOf } from "../../jit/shape.ts";
 import { dispatchSize, type KernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
 import type { BufferPool } from "./buffer_pool.ts";
 import { fromStored, storedBytes, toStored } from "../words.ts";
-import { GpuStorage, MAP_READ, STAGING, STORAGE } from "./gpu_storage.ts";
+import { GpuStorage, mapForRead, STAGING, STORAGE } from "./gpu_storage.ts";
 
 /** What a GPU program runs on. */
 export interface GpuContext {
@@ -315,16 +315,17 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
       }
       // Without a readback nothing needs the device to finish: later work on these buffers
       // (through the pool or device tensors) is ordered after this submit by the queue.
-      const bytes = staging
-        ? (await staging.mapAsync(MAP_READ), staging.getMappedRange())
-        : undefined;
+      const mapped = staging ? await mapForRead(staging, stamps + stampBytes) : undefined;
+      const bytes = mapped?.range;
+      // One output's own copy is handed out as it is; outputs sharing one are copied out of it.
+      const owned = mapped?.owned === true && staged.filter(Boolean).length === 1 && !queries;
       const data = outputs.map((i, j): TensorData | DeviceTensor => {
         const v = plan.outputs[i];
         const t = typeOf(v);
         const k = kept[j];
         if (k) return new DeviceTensor(new GpuStorage(ctx, k.buffer, t.dtype), t.shape, t.dtype);
         if (passed[j]) return passed[j].data;
-        return fromStored(bytes!, offsets.get(v)!, sizeOf(t.shape), t.dtype, ctx);
+        return fromStored(bytes!, offsets.get(v)!, sizeOf(t.shape), t.dtype, ctx, owned);
       });
       if (queries && bytes) {
         const t = new BigUint64Array(bytes, stamps, queries.count);

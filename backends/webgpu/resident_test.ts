@@ -206,3 +206,32 @@ Deno.test("a parameter upload that fails is retried by the next run, not cached"
   assertClose(numbers(y.data), [...Array(8).keys()].map((i) => 0.5 * sums[i >> 2]));
   fresh.dispose();
 });
+
+Deno.test("host outputs are the caller's: later runs and reads through the same staging buffers leave them as they were", async () => {
+  // One output (handed over whole where the runtime's mapped range is a copy) and two (copied
+  // out of one staging buffer), read from runs and from a device tensor.
+  const one = new GraphBuilder();
+  one.output("y", one.op("Neg", [one.input("x", [4, 8])]));
+  using single = await compile(one.build(), { backend: gpu, cache: false });
+  using pair = await compile(scaled(), { backend: gpu, cache: false });
+  const runs = [ramp(32, 0.25), ramp(32, -3), ramp(32, 7)].map((v) => f32(v, [4, 8]));
+  const kept = [];
+  for (const x of runs) {
+    const { y } = await single.run({ x });
+    const both = await pair.run({ x });
+    const device = (await pair.runOnDevice({ x })).z as DeviceTensor;
+    const read = await device.read();
+    device.dispose();
+    kept.push({ x, y, both, read });
+    // The single output owns its buffer: nothing else lives in it.
+    assert.equal((y.data as Float32Array).buffer.byteLength, 32 * 4);
+  }
+  using reference = await compile(scaled(), { backend: "reference" });
+  for (const { x, y, both, read } of kept) {
+    assert.deepEqual(numbers(y.data), numbers(x.data).map((v) => -v));
+    const want = await reference.run({ x });
+    assertClose(numbers(both.y.data), numbers(want.y.data));
+    assertClose(numbers(both.z.data), numbers(want.z.data));
+    assertClose(numbers(read.data), numbers(want.z.data));
+  }
+});
