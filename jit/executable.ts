@@ -230,7 +230,7 @@ export class Executable {
       });
     }
     const active = this.#activeExtent(inputs);
-    const args = this.#snapshot(this.#arguments(inputs, active), inputs);
+    const args = this.#snapshot(this.#arguments(inputs, active), inputs, repeat);
     const requested = this.#outputs(options?.outputs);
     const stateful = this.graph.outputs.flatMap((o, i) => (o.name in this.state ? [i] : []));
     // A run on the device keeps its own copy of each state output; a host run reads state back.
@@ -501,13 +501,16 @@ export class Executable {
 
   /**
    * The caller may reuse its arrays as soon as `run()` returns: a program that reads its
-   * arguments later (after an await) gets copies of the caller's.
+   * arguments later (after an await) gets copies of the caller's. So do repeated runs of a
+   * program that reads them on call but has no `runResident`: each repetition calls it again.
    */
   #snapshot(
     args: (RefTensor | DeviceTensor)[],
     inputs: InputMap,
+    repeat: number,
   ): (RefTensor | DeviceTensor)[] {
-    if (this.#program.readsArgsOnCall) return args;
+    const once = repeat === 1 || this.#program.runResident !== undefined;
+    if (this.#program.readsArgsOnCall && once) return args;
     const theirs = new Set(
       Object.values(inputs).map((t) => (t as { data?: unknown } | undefined)?.data),
     );

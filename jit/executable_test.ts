@@ -236,7 +236,11 @@ Deno.test("run() snapshots the caller's arrays; dispose() mid-run lets started r
   for (const backend of ["reference", "wasm", "webgpu"]) {
     const exe = await compile(build(1), { backend, cache: false });
     const data = new Float32Array(64 * 64).fill(1);
+    // A finished run leaves pooled buffers: a run takes one at once and writes its input then.
+    await exe.run({ x: { data: new Float32Array(64 * 64), shape: [64, 64], dtype: "f32" } });
     const pending = [0, 1, 2].map(() => exe.run({ x: { data, shape: [64, 64], dtype: "f32" } }));
+    // Repetitions read the input again (wasm calls its program once a repetition).
+    pending.push(exe.run({ x: { data, shape: [64, 64], dtype: "f32" } }, { repeat: 3 }));
     data.fill(-5); // the caller reuses its array at once
     exe.dispose();
     // Another executable takes pool buffers while the first one's runs are still in flight.

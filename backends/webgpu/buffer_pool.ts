@@ -64,19 +64,23 @@ export class BufferPool {
     return { ...this.#stats };
   }
 
-  /** A buffer of at least `bytes` with `usage`. */
-  async acquire(bytes: number, usage: number): Promise<GPUBuffer> {
-    // A bucket past the device's largest buffer would fail where the exact size fits.
-    const bucket = bucketSize(bytes);
-    const size = bucket <= this.#device.limits.maxBufferSize ? bucket : Math.ceil(bytes / 4) * 4;
-    const key = `${size}:${usage}`;
-    const reuse = this.#free.get(key)?.pop();
+  /** A pooled buffer of at least `bytes` with `usage`, at once, or `undefined` when none is free. */
+  reuse(bytes: number, usage: number): GPUBuffer | undefined {
+    const size = this.#sizeOf(bytes);
+    const reuse = this.#free.get(`${size}:${usage}`)?.pop();
     if (reuse) {
       this.#stats.reuses++;
       this.#stats.pooledBytes -= size;
       this.#stats.inUseBytes += size;
-      return reuse;
     }
+    return reuse;
+  }
+
+  /** A buffer of at least `bytes` with `usage`. */
+  async acquire(bytes: number, usage: number): Promise<GPUBuffer> {
+    const reuse = this.reuse(bytes, usage);
+    if (reuse) return reuse;
+    const size = this.#sizeOf(bytes);
     this.#trim(size);
     let buffer = await this.#create(size, usage);
     if (!buffer) {
@@ -119,6 +123,13 @@ export class BufferPool {
     this.#sizes.clear();
     this.#free.clear();
     Object.assign(this.#stats, { allocatedBytes: 0, inUseBytes: 0, pooledBytes: 0 });
+  }
+
+  /** The bucket a request of `bytes` takes. */
+  #sizeOf(bytes: number): number {
+    // A bucket past the device's largest buffer would fail where the exact size fits.
+    const bucket = bucketSize(bytes);
+    return bucket <= this.#device.limits.maxBufferSize ? bucket : Math.ceil(bytes / 4) * 4;
   }
 
   /** Evicts free buffers until `incoming` more bytes fit under the cap. */
