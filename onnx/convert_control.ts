@@ -120,9 +120,13 @@ export const CONTROL_CONVERTERS: Record<string, Converter> = {
     const axes = (a.ints("scan_input_axes") ?? scanned.map(() => 0)).map((x, i) =>
       x < 0 ? x + typeOf(scanned[i]).shape.length : x
     );
-    const { states, outs } = unrollScan(c, inputs.slice(0, n), scanned, axes, {
-      directions: a.ints("scan_input_directions"),
-    });
+    const { states, outs } = unrollScan(
+      c,
+      inputs.slice(0, n),
+      scanned,
+      axes,
+      a.ints("scan_input_directions"),
+    );
     const outAxes = a.ints("scan_output_axes") ?? outs.map(() => 0);
     const outDirections = a.ints("scan_output_directions") ?? outs.map(() => 0);
     return [
@@ -145,7 +149,7 @@ function unrollScan(
   states0: readonly (Known | Sequence | None)[],
   scanned: readonly Known[],
   axes: readonly number[],
-  { directions }: { directions?: readonly number[] },
+  directions?: readonly number[],
 ): { states: (Known | Sequence | None)[]; outs: Known[][] } {
   const length = scanned.length ? typeOf(scanned[0]).shape[axes[0]] : 0;
   let states = [...states0];
@@ -198,15 +202,8 @@ function batchedScan(c: NodeContext, m: number, directions?: readonly number[]):
     const element = inputs.map((x) =>
       c.emit("Gather", [x, constant([b], [], "i32")], { axis: 0 })[0]
     );
-    const run = unrollScan(
-      c,
-      element.slice(0, n),
-      element.slice(n),
-      element.slice(n).map(() => 0),
-      {
-        directions,
-      },
-    );
+    const scanned = element.slice(n);
+    const run = unrollScan(c, element.slice(0, n), scanned, scanned.map(() => 0), directions);
     run.states.forEach((k, i) => finals[i].push(tensorOnly(c, k, "state")));
     run.outs.forEach((items, j) => (outs[j] ??= []).push(stack(c, items, 0, false)));
   }

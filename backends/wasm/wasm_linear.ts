@@ -170,19 +170,16 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
           : f4.splat(get(accs[expr.index], f32));
       case "load": {
         const w = lin.loads.get(expr)!;
+        // Four windows at a row's end: the lanes outside the padding read the fill, one by one.
         // A stride of 0 (a value broadcast along the walk) is one load, splatted.
-        code = w.stride === 1
+        const edge = lin.lanes?.get(expr);
+        code = edge
+          ? lanes((l) => edge.lanes[l] ? m.f32.load(0, 4, at(w, lin.j, l)) : m.f32.const(edge.fill))
+          : w.stride === 1
           ? m.v128.load(0, 4, at(w, lin.j))
           : w.stride === 0
           ? f4.splat(m.f32.load(0, 4, at(w, lin.j)))
           : lanes((l) => m.f32.load(0, 4, at(w, lin.j, l)));
-        // Four windows at a row's end: the lanes outside the padding read the fill, one by one.
-        const edge = lin.lanes?.get(expr);
-        if (edge) {
-          code = lanes((l) =>
-            edge.lanes[l] ? m.f32.load(0, 4, at(w, lin.j, l)) : m.f32.const(edge.fill)
-          );
-        }
         // A padded tap whose guard holds or fails along the whole walk (see `vectorWindows`):
         // where it fails, the fill, and no load (the walk may point outside the buffer).
         const guard = lin.guards?.get(expr);
@@ -319,9 +316,10 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
   /**
    * Per-lane partial results of f32 reduction `r` over f32x4 values. Wide sums: f64 partial sums
    * of the low (`lo`) and high (`hi`) lanes (`lanesLo`/`lanesHi`: the last value's halves,
-   * widened); narrow sums: f32 sums in `lo`, lane by lane as the scalar path adds. Max/min: the extremes in `lo` by pmax/pmin (one instruction on x86, where max/min
-   * cost ~8 for their NaN and ±0 rules; with the accumulator first they keep it on ties, as the
-   * scalar rule does, and skip NaNs), and in `hi` a mask of the lanes that met a NaN, which then
+   * widened); narrow sums: f32 sums in `lo`, lane by lane as the scalar path adds. Max/min: the
+   * extremes in `lo` by pmax/pmin (one instruction on x86, where max/min cost ~8 for their NaN
+   * and ±0 rules; with the accumulator first they keep it on ties, as the scalar rule does, and
+   * skip NaNs), and in `hi` a mask of the lanes that met a NaN, which then
    * sticks. `init` starts them; `fold(v)` folds in the value `v()` builds (a fresh node a call).
    */
   const laneFold = (r: Reduction): LaneFold => {

@@ -115,7 +115,6 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     for (let i = 0; i < rows; i++) {
       setRow(m.i32.add(get(r, i32), ic(i)), get(n0, i32), st);
       st.push(m.local.set(aPtr[i], rowA(m.i32.add(get(r, i32), ic(i)), st)));
-      st.push(m.local.set(accAt[i], m.i32.add(get(scratch, i32), ic(32 * i))));
       lins.push({ ...walks(epilogue, [nAxis], st), acc: { base: accAt[i], stride: 1 } });
     }
     st.push(m.local.set(bPtr, get(bPanel, i32)));
@@ -357,6 +356,8 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     m.local.set(r1, m.i32.div_u(get(end, i32), ic(n))),
     m.local.set(first, m.i32.div_u(get(start, i32), ic(n))),
     ...(packed ? packA() : []),
+    // Where each tile row's accumulators land in the scratch, for its epilogue to read.
+    ...accAt.map((l, i) => m.local.set(l, m.i32.add(get(scratch, i32), ic(32 * i)))),
     ...panels(panel),
   ];
   return stmts;

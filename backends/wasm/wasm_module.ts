@@ -95,7 +95,9 @@ export class KernelFunction {
   readonly row: number;
   /** A counter over the reduced axes. */
   readonly it: number;
-  /** Reduction result locals (the results: wide float sums accumulate in f64 locals of their own). */
+  /**
+   * Reduction result locals (the results: wide float sums accumulate in f64 locals of their own).
+   */
   readonly accs: readonly number[];
   /**
    * Whether the kernel's float sums accumulate in f32 rather than f64: a kernel whose one

@@ -52,10 +52,11 @@ export interface WindowRows {
 /**
  * A pool's or depthwise conv's reduction for windows that follow each other along the last kept
  * axis, four at a time as f32x4: each tap's loads are four elements a constant stride apart (one
- * vector load where the stride is 1), sums accumulate per lane (in f32 or f64, as the kernel sums) and extremes by pmax/pmin
- * with a NaN mask — the same per-lane operations in the same order as the one-window path, so
- * the same results. Only where the windows lie wholly inside: the row loop takes the one-window
- * path elsewhere. `undefined` when the kernel does not have this shape.
+ * vector load where the stride is 1), sums accumulate per lane (in f32 or f64, as the kernel
+ * sums) and extremes by pmax/pmin with a NaN mask — the same per-lane operations in the same
+ * order as the one-window path, so the same results. Whole rows where the padding allows (see
+ * `wholeRow`), else runs of windows wholly inside, the row loop taking the one-window path
+ * elsewhere. `undefined` when the kernel does not have this shape.
  */
 export function vectorWindows(
   fn: KernelFunction,
@@ -159,14 +160,14 @@ export function vectorWindows(
   const accesses = h.accessesOf(exprs, outs);
 
   /**
-   * Four windows from `first + j`, their row outputs stored. `edge`: the static window index the
-   * step starts at, for a step at a row's end: taps whose moving guards fail for some of its
+   * Four windows from `first() + j`, their row outputs stored. `edge`: the static window index
+   * the step starts at, for a step at a row's end: taps whose moving guards fail for some of its
    * windows read those lanes' fill (see `laneReads`).
    */
   const step = (
     { taps, epilogue }: ReturnType<typeof prologue>,
     j: number,
-    first: number,
+    first: () => number,
     edge?: number,
   ): number[] => {
     const { wide, lo, hi, init, fold } = h.laneFold(r);
@@ -184,9 +185,11 @@ export function vectorWindows(
     }
     // The four results as f32x4, each rounded as the one-window path rounds it.
     const result = local(v128);
-    if (r.op === "sum" && !wide) body.push(m.local.set(result, get(lo, v128)));
-    else if (r.op === "mean" && !wide) {
-      body.push(m.local.set(result, f4.div(get(lo, v128), f4.splat(m.f32.const(inner)))));
+    if (!wide && (r.op === "sum" || r.op === "mean")) {
+      const sums = get(lo, v128);
+      body.push(
+        m.local.set(result, r.op === "mean" ? f4.div(sums, f4.splat(m.f32.const(inner))) : sums),
+      );
     } else if (wide) {
       const count = f2.splat(m.f64.const(inner));
       const half = (x: number) =>
@@ -211,7 +214,7 @@ export function vectorWindows(
     } else {
       for (let lane = 0; lane < 4; lane++) {
         body.push(
-          m.local.set(coord[axis], m.i32.add(get(first, i32), m.i32.add(get(j, i32), ic(lane)))),
+          m.local.set(coord[axis], m.i32.add(first(), m.i32.add(get(j, i32), ic(lane)))),
           m.local.set(fn.accs[0], f4.extract_lane(get(result, v128), lane)),
           ...rows.rowStores(),
         );
@@ -219,6 +222,17 @@ export function vectorWindows(
     }
     return body;
   };
+
+  /**
+   * Steps `j` on by four to `last()` at most, leaving block `done` once `j` has reached it:
+   * where fewer than four windows are left, the last four are computed (recomputing some: the
+   * same values, stored again) rather than one window at a time.
+   */
+  const advance = (j: number, last: () => number, done: string): number[] => [
+    m.br(done, m.i32.ge_s(get(j, i32), last())),
+    m.local.set(j, m.i32.add(get(j, i32), ic(4))),
+    m.local.set(j, m.select(m.i32.lt_s(get(j, i32), last()), get(j, i32), last())),
+  ];
 
   /**
    * Which of the four windows from static index `at` read tap `point` of each moving-guarded
@@ -260,24 +274,18 @@ export function vectorWindows(
     const stops = width >= 9 ? [Math.min(4, width - 8), width - 8] : [];
     if (stops.length && !(inside(stops[0]) && inside(stops[1]))) return undefined;
     const stmts: number[] = [];
-    const wj = local(i32), wfirst = local(i32);
-    stmts.push(m.local.set(wfirst, ic(0)));
+    const wj = local(i32), rowStart = () => ic(0);
     const setup = prologue(stmts, wj);
-    stmts.push(m.local.set(wj, ic(0)), ...step(setup, wj, wfirst, 0));
+    stmts.push(m.local.set(wj, ic(0)), ...step(setup, wj, rowStart, 0));
     if (stops.length) {
-      const interior = step(setup, wj, wfirst);
-      const lastStop = ic(stops.at(-1)!);
-      interior.push(
-        m.br("edge", m.i32.ge_s(get(wj, i32), lastStop)),
-        m.local.set(wj, m.i32.add(get(wj, i32), ic(4))),
-        m.local.set(wj, m.select(m.i32.lt_s(get(wj, i32), lastStop), get(wj, i32), lastStop)),
-      );
+      const interior = step(setup, wj, rowStart);
+      interior.push(...advance(wj, () => ic(stops[1]), "edge"));
       stmts.push(
         m.local.set(wj, ic(stops[0])),
         m.block("edge", [m.loop("inner", m.block(null, [...interior, m.br("inner")]))]),
       );
     }
-    stmts.push(m.local.set(wj, ic(width - 4)), ...step(setup, wj, wfirst, width - 4));
+    stmts.push(m.local.set(wj, ic(width - 4)), ...step(setup, wj, rowStart, width - 4));
     stmts.push(
       m.local.set(coord[axis], ic(width - 1)),
       m.local.set(row, m.i32.add(get(row, i32), ic(width - 1))),
@@ -314,15 +322,8 @@ export function vectorWindows(
     run.push(m.local.set(at, originOf(fn, x.at)));
     least(n, m.i32.div_s(m.i32.sub(ic(x.bound - 1 - span(x.at)[1] + w), get(at, i32)), ic(w)));
   }
-  const body = step(prologue(run, j), j, first);
-  // Four windows a step; where fewer than four are left, the last four (recomputing some: the
-  // same values, stored again) rather than one window at a time.
-  const last = () => m.i32.sub(get(n, i32), ic(4));
-  body.push(
-    m.br("done", m.i32.ge_s(get(j, i32), last())),
-    m.local.set(j, m.i32.add(get(j, i32), ic(4))),
-    m.local.set(j, m.select(m.i32.lt_s(get(j, i32), last()), get(j, i32), last())),
-  );
+  const body = step(prologue(run, j), j, () => get(first, i32));
+  body.push(...advance(j, () => m.i32.sub(get(n, i32), ic(4)), "done"));
   run.push(
     m.local.set(j, ic(0)),
     m.block("done", [m.loop("windows", m.block(null, [...body, m.br("windows")]))]),
