@@ -82,7 +82,7 @@ const DIVISORS = {
 const TO_CAST = [NaN, Infinity, -Infinity, 3e9, -3e9, 2 ** 31, -(2 ** 31), 300, -300, 255.9, -0.9];
 
 for (const backend of ["wasm", "webgpu"]) {
-  Deno.test(`${backend}: integer Div and Mod by zero and −1, every sign, and saturating Casts, as on the reference`, async () => {
+  Deno.test(`${backend}: integer Div and Mod by zero and −1, every sign, saturating Casts and Bitcasts, as on the reference`, async () => {
     const exact = { atol: 0, rtol: 0 };
     for (const dtype of ["i32", "u32", "i8", "u8"] as const) {
       const a = tensor(dtype, DIVIDENDS[dtype]), b = tensor(dtype, DIVISORS[dtype]);
@@ -91,6 +91,14 @@ for (const backend of ["wasm", "webgpu"]) {
         await assertMatchesReference(backend, "Mod", [a, b], { fmod }, exact);
       }
       await assertMatchesReference(backend, "Cast", [f32(TO_CAST)], { to: dtype }, exact);
+      if (dtype === "i32" || dtype === "u32") {
+        // Bits both ways, subnormals and infinities included (NaN payloads are not kept).
+        await assertMatchesReference(backend, "Bitcast", [f32([...TO_CAST.slice(1), 1e-40, -0])], {
+          to: dtype,
+        }, exact);
+        const bits = tensor(dtype, DIVIDENDS[dtype].filter((v) => (v >>> 23 & 255) !== 255));
+        await assertMatchesReference(backend, "Bitcast", [bits], { to: "f32" }, exact);
+      }
       for (const from of ["i32", "u32"] as const) {
         await assertMatchesReference(backend, "Cast", [tensor(from, DIVIDENDS[from])], {
           to: dtype,

@@ -40,9 +40,9 @@ export const REDUCE: Record<string, ReduceOp> = {
   ReduceMin: "min",
 };
 
-/** The attributes an ALU node keeps (Cast's target, Mod's mode). */
+/** The attributes an ALU node keeps (Cast's and Bitcast's target, Mod's mode). */
 export function aluAttrs(op: string, attrs: Attrs): Attrs | undefined {
-  if (op === "Cast") return { to: attrs.to };
+  if (op === "Cast" || op === "Bitcast") return { to: attrs.to };
   if (op === "Mod") return { fmod: attrs.fmod ?? 0 };
   return undefined;
 }

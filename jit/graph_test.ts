@@ -60,6 +60,11 @@ Deno.test("bad axes, dtype clashes, bad attributes", () => {
   const d = new GraphBuilder();
   d.output("y", d.op("Add", [d.input("a", [2]), d.input("b", [2], "i32")]));
   throwsKiln(() => d.build(), "dtype-mismatch", /Cast/);
+  for (const [from, to] of [["f32", "f32"], ["i32", "u32"], ["f16", "i32"]] as const) {
+    const c = new GraphBuilder();
+    c.output("y", c.op("Bitcast", [c.input("a", [2], from)], { to }));
+    throwsKiln(() => c.build(), "dtype-mismatch", /Bitcast between f32 and i32\/u32|Bitcast takes/);
+  }
   const f = new GraphBuilder();
   f.output("y", f.op("Exp", [f.input("a", [2], "i32")]));
   throwsKiln(() => f.build(), "dtype-mismatch", /Exp takes f32\/f16/);

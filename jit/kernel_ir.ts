@@ -115,6 +115,7 @@ export const ALU_OPS = [
   "Round",
   "IsNaN",
   "Cast",
+  "Bitcast",
 ] as const;
 
 /** One of {@linkcode ALU_OPS}. */

@@ -40,6 +40,7 @@ import {
   onlyFirstOutput,
   opOf,
   reduceAxes,
+  roundToBf16,
   type Sequence,
   typeOf,
 } from "./node_context.ts";
@@ -259,8 +260,9 @@ export const CONVERTERS: Record<string, Converter> = {
     return [...y, ...c.emit("ConstantOfShape", [], { shape, value: 1, dtype: "bool" })];
   },
   Cast: (c) => {
-    const { dtype, i64 } = dtypeAttr(c, "to");
-    return withI64(c.emit("Cast", [c.required(0)], { to: dtype }), i64);
+    const { dtype, i64, bf16 } = dtypeAttr(c, "to");
+    const y = withI64(c.emit("Cast", [c.required(0)], { to: dtype }), i64);
+    return bf16 ? [roundToBf16(opOf(c), y[0])] : y;
   },
   ArgMax: argReduce("ArgMax"),
   ArgMin: argReduce("ArgMin"),

@@ -19,6 +19,7 @@ import {
   type OpFn,
   opOf,
   reduceAxes,
+  roundToBf16,
   typeOf,
 } from "./node_context.ts";
 
@@ -126,10 +127,11 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter<Known>> = {
   },
   CastLike: (c) => {
     const target = c.required(1);
-    return c.emit("Cast", [c.required(0)], { to: typeOf(target).dtype }).map((k) => ({
+    const y = c.emit("Cast", [c.required(0)], { to: typeOf(target).dtype }).map((k) => ({
       ...k,
       i64: target.i64,
     }));
+    return target.bf16 ? [roundToBf16(opOf(c), y[0])] : y;
   },
   ReduceL1: sumOf((op, x) => op("Abs", [x])),
   ReduceL2: sumOf((op, x) => op("Mul", [x, x]), (op, s) => op("Sqrt", [s])),

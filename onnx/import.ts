@@ -20,10 +20,13 @@ import { formatShape, type Shape, sizeOf } from "../jit/shape.ts";
 import { converterOf } from "./convert.ts";
 import {
   attribute,
+  BF16,
   clean,
+  initializerOf,
   type Known,
   type NodeContext,
   type None,
+  roundToBf16,
   type Sequence,
   typeOf,
   unreadAttributes,
@@ -34,7 +37,6 @@ import {
   int,
   type ModelProto,
   type NodeProto,
-  tensorOf,
   type ValueInfoProto,
 } from "./proto.ts";
 
@@ -148,10 +150,13 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   /** Initializers by their constant, so each becomes a named param (found in O(1)). */
   const initializers = new Map<Known, string>();
   for (const t of g.initializer) {
-    const k: Known = { kind: "const", tensor: tensorOf(t, "initializer"), i64: t.dataType === 7 };
+    const k = initializerOf(t);
     env.set(t.name!, k);
     initializers.set(k, t.name!);
   }
+  const bf16Inputs = new Set(
+    g.input.filter((i) => i.type?.tensorType?.elemType === BF16).map((i) => i.name),
+  );
   const absent = new Set<string>();
   const boundSequences = new Map<string, readonly Known[]>();
   for (const input of onnxInputs(model)) {
@@ -191,6 +196,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       name: input.name,
       type: { shape, dtype: input.dtype === "i64" ? "i32" : input.dtype },
       i64: input.dtype === "i64",
+      bf16: bf16Inputs.has(input.name),
     });
   }
 
@@ -348,11 +354,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       parent: outer,
     };
     for (const t of body.initializer ?? []) {
-      scope.values.set(t.name!, {
-        kind: "const",
-        tensor: tensorOf(t, "initializer"),
-        i64: t.dataType === 7,
-      });
+      scope.values.set(t.name!, initializerOf(t));
     }
     if (args.length !== (body.input ?? []).length) {
       throw new KilnError(
@@ -403,6 +405,8 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       label,
     );
     const i64 = ins.some((k) => k.i64) && types.every((t) => t.dtype === "i32");
+    // bfloat16 arithmetic is f32 arithmetic: the type carries on, rounded where the model asks.
+    const bf16 = ins.some((k) => k.bf16) && types.every((t) => t.dtype === "f32");
     if (
       ins.every((k) => k.kind === "const") && types.every((t) => sizeOf(t.shape) <= FOLD_LIMIT) &&
       !RANDOM_OPS.has(op) // drawn anew on every run
@@ -413,11 +417,12 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
         kind: "const",
         tensor: { data: data[i], shape: t.shape, dtype: t.dtype },
         i64,
+        bf16,
       }));
     }
     // The graph labels nodes `node "NAME" (Op)` itself: it gets the bare ONNX name.
     const syms = b.opN(op, ins.map(symbol), attrs, outputs, { name });
-    return syms.map((s, i) => ({ kind: "value", name: s.name, type: types[i], i64 }));
+    return syms.map((s, i) => ({ kind: "value", name: s.name, type: types[i], i64, bf16 }));
   }
 
   for (const o of g.output) {
@@ -430,7 +435,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       );
       continue;
     }
-    const k = env.get(o.name);
+    let k = env.get(o.name);
     if (!k) {
       throw new KilnError(`Output "${o.name}" is not produced by any node`, {
         code: "dangling-input",
@@ -438,6 +443,13 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       });
     }
     checkDeclaredOutput(o, k);
+    // A bfloat16 output holds bfloat16 values, whatever f32 arithmetic produced it.
+    if (o.type?.tensorType?.elemType === BF16) {
+      k = roundToBf16(
+        (op, xs, a = {}) => emit(op, xs, a, 1, `output "${o.name}"`, `${o.name}.bf16`)[0],
+        k,
+      );
+    }
     b.output(o.name, symbol(k), { dtype: k.i64 ? "i64" : undefined });
   }
   return b.build();

@@ -8,7 +8,14 @@ import type { DType } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import type { Attrs, ValueType } from "../jit/ops/mod.ts";
-import { type AttributeProto, dtypeOfCode, int, type NodeProto, tensorOf } from "./proto.ts";
+import {
+  type AttributeProto,
+  dtypeOfCode,
+  int,
+  type NodeProto,
+  tensorOf,
+  type TensorProto,
+} from "./proto.ts";
 
 /** What the importer knows about an ONNX value: constant data, or a graph value. */
 export type Known =
@@ -16,12 +23,16 @@ export type Known =
     readonly kind: "const";
     readonly tensor: HostTensor & { dtype: DType };
     readonly i64: boolean;
+    /** Whether the model types it bfloat16 (held in f32). */
+    readonly bf16?: boolean;
   }
   | {
     readonly kind: "value";
     readonly name: string;
     readonly type: ValueType;
     readonly i64: boolean;
+    /** Whether the model types it bfloat16 (held in f32). */
+    readonly bf16?: boolean;
   };
 
 /**
@@ -197,11 +208,39 @@ export function dtypeAttr(
   c: NodeContext,
   name: string,
   fallback?: { dtype: DType; i64: boolean },
-): { dtype: DType; i64: boolean } {
+): { dtype: DType; i64: boolean; bf16?: boolean } {
   const code = attrs(c).int(name);
   if (code === undefined && fallback) return fallback;
   const d = dtypeOfCode(code!, c.label);
-  return { dtype: d === "i64" ? "i32" : d, i64: d === "i64" };
+  return { dtype: d === "i64" ? "i32" : d, i64: d === "i64", bf16: code === BF16 };
+}
+
+/** ONNX's element type code of bfloat16. */
+export const BF16 = 16;
+
+/** What the importer knows of an initializer: its data, and whether the model types it int64 or bfloat16. */
+export function initializerOf(t: TensorProto): Known {
+  return {
+    kind: "const",
+    tensor: tensorOf(t, "initializer"),
+    i64: t.dataType === 7,
+    bf16: t.dataType === BF16,
+  };
+}
+
+/**
+ * `x` (f32) rounded to the nearest bfloat16, ties to even, as ONNX Runtime and ONNX's later Cast
+ * spec round: on the f32's bits, add half of the dropped 16 bits' unit (minus one unless the kept
+ * last bit is odd) and clear them. NaN stays NaN; past the largest bfloat16 rounds to infinity.
+ */
+export function roundToBf16(op: OpFn, x: Known): Known {
+  const u32 = (v: number) => constant([v], [], "u32");
+  const bits = op("Bitcast", [x], { to: "u32" });
+  const odd = op("Mod", [op("Div", [bits, u32(65536)]), u32(2)]);
+  const up = op("Add", [op("Add", [bits, u32(0x7fff)]), odd]);
+  const kept = op("Sub", [up, op("Mod", [up, u32(65536)])]);
+  const y = op("Where", [op("IsNaN", [x]), x, op("Bitcast", [kept], { to: "f32" })]);
+  return { ...y, bf16: true };
 }
 
 /** The attributes of the node `c` converts. */

@@ -92,9 +92,10 @@ export interface TensorProto {
 
 /**
  * ONNX `TensorProto.DataType` codes kiln handles, with their boundary dtype. Types kiln has no
- * storage for are held in a wider one, as double is held in f32: int16 in i32, uint16 in u32, and
- * uint64 in u32 with a range check (as int64 in i32), so their values, not their bits, cross the
- * boundary, and arithmetic on them is 32-bit.
+ * storage for are held in a wider one, as double is held in f32: int16 in i32, uint16 in u32,
+ * uint64 in u32 with a range check (as int64 in i32), and bfloat16 in f32 (exactly: a bfloat16 is
+ * the top half of an f32), so their values, not their bits, cross the boundary, and arithmetic on
+ * them is 32-bit. The importer rounds to bfloat16 where the model asks for it (Cast, outputs).
  */
 const DTYPE_OF_CODE: Record<number, BoundaryDType> = {
   1: "f32",
@@ -109,6 +110,7 @@ const DTYPE_OF_CODE: Record<number, BoundaryDType> = {
   11: "f32",
   12: "u32",
   13: "u32",
+  16: "f32",
 };
 const NAMES: Record<number, string> = {
   1: "float",
@@ -154,7 +156,7 @@ export function dtypeOfCode(code: number, where: string): BoundaryDType {
   throw new KilnError(`${where}: element type ${NAMES[code] ?? code} is not supported`, {
     code: "unsupported",
     fix:
-      "export the model with float32/float16/double or (u)int8/16/32/64 or bool tensors (strings, bfloat16 and complex are not supported)",
+      "export the model with float32/float16/bfloat16/double or (u)int8/16/32/64 or bool tensors (strings and complex are not supported)",
   });
 }
 
@@ -261,7 +263,7 @@ export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: D
   const raw = t.rawData && t.rawData.byteLength ? t.rawData : undefined;
   const bytesPer = code === 11 || code === 7 || code === 13
     ? 8
-    : dtype === "f16" || code === 4 || code === 5
+    : dtype === "f16" || code === 4 || code === 5 || code === 16
     ? 2
     : dtype === "f32" || dtype === "i32" || dtype === "u32"
     ? 4
@@ -303,6 +305,14 @@ export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: D
         ? fromRaw(Uint16Array, raw, count, (v, at) => v.getUint16(at, true))
         : Uint16Array.from(fields(t.int32Data, "int32_data"));
       break;
+    case 16: {
+      // A bfloat16 is the high 16 bits of the f32 with the same value.
+      const bits = raw
+        ? fromRaw(Uint16Array, raw, count, (v, at) => v.getUint16(at, true))
+        : Uint16Array.from(fields(t.int32Data, "int32_data"));
+      data = new Float32Array(Uint32Array.from(bits, (b) => b << 16).buffer);
+      break;
+    }
     case 6:
       data = raw
         ? fromRaw(Int32Array, raw, count, (v, at) => v.getInt32(at, true))

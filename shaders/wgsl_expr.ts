@@ -232,6 +232,7 @@ const WGSL_ALU = {
   Erf: builtin("k_erf"),
   IsNaN: ({ a }) => flag(`k_isnan(${a[0]})`),
   Cast: ({ a, d, out }) => cast(a[0], d[0], out),
+  Bitcast: ({ a, out }) => `bitcast<${wgslType(out)}>(${a[0]})`,
 } satisfies Record<AluOp, (args: AluArgs) => string>;
 
 /**

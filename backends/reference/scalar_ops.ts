@@ -33,6 +33,12 @@ export function roundTo(dtype: DType, v: number): number {
   }
 }
 
+/** One 32-bit word seen as a float and as an unsigned integer, for Bitcast. */
+const BITS = (() => {
+  const word = new ArrayBuffer(4);
+  return { f32: new Float32Array(word), u32: new Uint32Array(word) };
+})();
+
 /** Per ALU op: its scalar function for a result of `dtype`. */
 const SCALAR = {
   Add: () => ([a, b]) => a + b,
@@ -62,6 +68,11 @@ const SCALAR = {
   Round: () => ([x]) => roundHalfEven(x),
   IsNaN: () => ([x]) => +Number.isNaN(x),
   Cast: (dtype) => ([x]) => castValue(x, dtype),
+  // Bitcast is f32 ↔ i32/u32 only, so a float result means integer bits in, and the reverse.
+  Bitcast: (dtype) =>
+    dtype === "f32"
+      ? ([x]) => ((BITS.u32[0] = x), BITS.f32[0])
+      : ([x]) => ((BITS.f32[0] = x), BITS.u32[0]),
 } satisfies Record<AluOp, (dtype: DType, attrs: Attrs) => ScalarFn>;
 
 /**

@@ -215,6 +215,7 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
       return m.block(null, [m.local.set(l, a[0]), m.f32.ne(get(l, f32), get(l, f32))], i32);
     },
     Cast: ({ a, d, out }) => cast(a[0], d[0], out),
+    Bitcast: ({ a, out }) => isFloat(out) ? m.f32.reinterpret(a[0]) : m.i32.reinterpret(a[0]),
   } satisfies Record<AluOp, (args: ScalarArgs) => number>;
   const alu = (op: AluOp, a: number[], d: DType[], out: DType): number =>
     scalar[op]({ a, d, out, fl: isFloat(d[0] ?? out), u: d[0] === "u32" });
@@ -278,6 +279,8 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
     Where: (_e, a) => m.v128.bitselect(a(1), a(2), a(0)),
     Cast: (e, a) =>
       vectorKind(e.args[0]) === "mask" ? m.v128.and(a(0), f4.splat(m.f32.const(1))) : a(0),
+    // Never chosen (integers do not live in vectors), but a v128 is the same bits either way.
+    Bitcast: (_e, a) => a(0),
   } satisfies Record<AluOp, (e: Alu, a: Arg) => number>;
   const valu = (e: Alu, a: Arg): number => vector[e.op](e, a);
 

@@ -180,6 +180,26 @@ const elementwiseOps: OpDef[] = [
     infer: (ctx) => [{ shape: ctx.input(0).shape, dtype: ctx.dtype("to") }],
   },
   {
+    // The same 32 bits read as another type: f32 ↔ i32/u32 only, so every backend knows the
+    // source from the target (bf16 rounding and other bit tricks are integer arithmetic on it).
+    name: "Bitcast",
+    category: "elementwise",
+    arity: [1, 1],
+    primitive: true,
+    infer: (ctx) => {
+      const from = ctx.requireDType(0, ["f32", "i32", "u32"]);
+      const to = ctx.dtype("to");
+      if (!["f32", "i32", "u32"].includes(to) || (from === "f32") === (to === "f32")) {
+        ctx.fail(
+          `cannot reinterpret ${from} as ${to}`,
+          "Bitcast between f32 and i32/u32 only; use Cast to convert values",
+          "dtype-mismatch",
+        );
+      }
+      return [{ shape: ctx.input(0).shape, dtype: to }];
+    },
+  },
+  {
     name: "Where",
     category: "elementwise",
     arity: [3, 3],

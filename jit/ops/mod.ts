@@ -5,7 +5,7 @@
  * Neg Abs Sqrt Pow Exp Log MatMul ReduceSum ReduceMean ReduceMax ReduceMin Reshape Transpose
  * Concat Slice Split Squeeze Unsqueeze Identity Cast Equal Greater Less Where Constant Gather — and
  * the extensions that have no cheaper exact form: Erf Floor Ceil Round Sin Cos Mod Not And Or
- * IsNaN Expand Pad GatherElements ArgMax CumSum Conv MaxPool AveragePool, and the placement ops
+ * IsNaN Bitcast Expand Pad GatherElements ArgMax CumSum Conv MaxPool AveragePool, and the placement ops
  * ToDevice ToHost.
  *
  * Decomposed ops (rewritten into primitives when a backend lacks them): Relu LeakyRelu Sigmoid
