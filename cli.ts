@@ -210,6 +210,12 @@ async function load(
   const inputs: TensorMap = {};
   const sources: Record<string, string> = {};
   for (const [index, info] of model.inputs.entries()) {
+    if (info.dtype === "string") {
+      throw new KilnError(`Input "${info.name}" is a tensor of strings`, {
+        code: "unsupported",
+        fix: "kiln run feeds numbers; run string models from code with OnnxModel.runValues",
+      });
+    }
     const file = files.get(info.name);
     let shape: Shape | undefined;
     if (shapes.has(info.name)) shape = parseShape(shapes.get(info.name)!, info.name);

@@ -162,6 +162,7 @@ export {
   OnnxModel,
   type OnnxValue,
   OPSETS,
+  type StringTensor,
   toOnnx,
   type ValueSummary,
 } from "./onnx/mod.ts";

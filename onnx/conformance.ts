@@ -15,6 +15,7 @@ import type { HostTensor } from "../jit/host_tensor.ts";
 import { isClose, numbers } from "../jit/testing.ts";
 import { OnnxModel, type OnnxValue } from "./model.ts";
 import { BF16 } from "./node_context.ts";
+import { isStringTensor, STRING, stringsOf, type StringTensor } from "./string_ops.ts";
 import {
   decodeModel,
   decodeOptional,
@@ -63,6 +64,7 @@ async function values(
     if (type?.optionalType) return decodeOptional(bytes, f);
     if (type?.sequenceType) return decodeSequence(bytes, f);
     const t = decodeTensor(bytes, `${prefix} ${f}`);
+    if (t.dataType === STRING) return stringsOf(t, f);
     // numpy has no bfloat16: ONNX 1.12 saved bfloat16 data as its uint16 bits.
     const bf16 = type?.tensorType?.elemType === BF16 && t.dataType === UINT16;
     return tensorOf(bf16 ? { ...t, dataType: BF16 } : t, f);
@@ -90,6 +92,15 @@ function valueMismatch(got: OnnxValue, want: OnnxValue, name: string): string | 
       if (bad) return bad;
     }
     return undefined;
+  }
+  if (isStringTensor(want) || isStringTensor(got)) {
+    const [g, w] = [got as StringTensor, want as StringTensor];
+    if (!isStringTensor(got) || !isStringTensor(want)) return `${name}: ${g.dtype} ≠ ${w.dtype}`;
+    const i = w.data.findIndex((s, k) => g.data[k] !== s);
+    return shapeMismatch(g, w, name) ??
+      (i >= 0
+        ? `${name}[${i}] = ${JSON.stringify(g.data[i])}, expected ${JSON.stringify(w.data[i])}`
+        : undefined);
   }
   return mismatch(got as HostTensor, want as HostTensor, name);
 }
@@ -124,7 +135,11 @@ function typeMismatch(got: OnnxValue, want: OnnxValue, name: string): string | u
 }
 
 /** Why `got`'s shape is not `want`'s (undefined when it is). */
-function shapeMismatch(got: HostTensor, want: HostTensor, name: string): string | undefined {
+function shapeMismatch(
+  got: { shape: readonly number[] },
+  want: { shape: readonly number[] },
+  name: string,
+): string | undefined {
   return got.shape.join() !== want.shape.join()
     ? `${name}: shape [${got.shape}] ≠ expected [${want.shape}]`
     : undefined;

@@ -27,7 +27,8 @@ import { rng } from "../jit/random.ts";
 import { isClose } from "../jit/testing.ts";
 import { CONVERTERS } from "./convert.ts";
 import { toOnnx } from "./export.ts";
-import { importModel, onnxInputs } from "./import.ts";
+import { importModel } from "./import.ts";
+import { onnxInputs } from "./inputs.ts";
 import { decodeModel, encodeModel, type ModelProto } from "./proto.ts";
 
 /** How one case ended. */

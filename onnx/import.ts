@@ -10,14 +10,15 @@
  */
 import { RANDOM_OPS } from "../jit/random_inputs.ts";
 import { evaluateNode } from "../backends/reference/reference_backend.ts";
-import type { BoundaryDType, DType } from "../jit/dtype.ts";
+import type { DType } from "../jit/dtype.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Graph } from "../jit/graph.ts";
 import { GraphBuilder } from "../jit/graph_builder.ts";
 import { type Attrs, inferNode } from "../jit/ops/mod.ts";
-import { formatShape, type Shape, sizeOf } from "../jit/shape.ts";
+import { type Shape, sizeOf } from "../jit/shape.ts";
 import { converterOf } from "./convert.ts";
+import { bindShape, onnxInputs } from "./inputs.ts";
 import {
   attribute,
   BF16,
@@ -40,25 +41,6 @@ import {
   type ValueInfoProto,
 } from "./proto.ts";
 
-/** A graph input as the model declares it: fixed sizes, or names for symbolic dimensions. */
-export interface OnnxInputInfo {
-  /** Input name. */
-  readonly name: string;
-  /**
-   * `tensor`, or `sequence` of tensors of `dims`/`dtype` (bound element by element: element `i`
-   * is the graph input `name[i]`).
-   */
-  readonly kind: "tensor" | "sequence";
-  /** Whether the input is an ONNX optional: it may be left out (an empty optional). */
-  readonly optional: boolean;
-  /** Whether the type declares a shape at all (`dims` is then its rank's dimensions). */
-  readonly ranked: boolean;
-  /** Dimensions: a size, or the symbolic name (e.g. `"batch"`). */
-  readonly dims: readonly (number | string)[];
-  /** Element type. */
-  readonly dtype: BoundaryDType;
-}
-
 /** Options of {@linkcode importOnnx}. */
 export interface OnnxImportOptions {
   /** Concrete shapes for inputs with symbolic dimensions. */
@@ -75,35 +57,6 @@ export const OPSETS: readonly [number, number] = [1, 21];
 
 /** Largest constant the importer folds eagerly (elements). */
 const FOLD_LIMIT = 1 << 20;
-
-/** The inputs a model declares (initializers excluded). */
-export function onnxInputs(model: ModelProto): OnnxInputInfo[] {
-  const inits = new Set(model.graph.initializer.map((t) => t.name));
-  return model.graph.input.filter((i) => !inits.has(i.name)).map((i) => {
-    const optional = i.type?.optionalType !== undefined && i.type?.optionalType !== null;
-    const outer = optional ? i.type?.optionalType?.elemType : i.type;
-    const sequence = outer?.sequenceType !== undefined && outer?.sequenceType !== null;
-    const tt = sequence ? outer?.sequenceType?.elemType?.tensorType : outer?.tensorType;
-    if (!tt) {
-      throw new KilnError(
-        `Input "${i.name}" is not a tensor, a sequence of tensors or an optional of them`,
-        {
-          code: "unsupported",
-          fix: "kiln imports tensor inputs, sequences of tensors and optionals of either",
-        },
-      );
-    }
-    const dims = (tt.shape?.dim ?? []).map((d) => (d.dimParam ? d.dimParam : int(d.dimValue)));
-    return {
-      name: i.name,
-      kind: sequence ? "sequence" : "tensor",
-      optional,
-      ranked: tt.shape !== undefined && tt.shape !== null,
-      dims,
-      dtype: dtypeOfCode(tt.elemType ?? 0, `input "${i.name}"`),
-    };
-  });
-}
 
 /** Imports model bytes as a graph. */
 export function importOnnx(bytes: Uint8Array, options: OnnxImportOptions = {}): Graph {
@@ -160,6 +113,12 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   const absent = new Set<string>();
   const boundSequences = new Map<string, readonly Known[]>();
   for (const input of onnxInputs(model)) {
+    if (input.dtype === "string") {
+      throw new KilnError(`Input "${input.name}" is a tensor of strings`, {
+        code: "unsupported",
+        fix: "run the model with OnnxModel.runValues: string ops run on the host around the graph",
+      });
+    }
     const shapes = options.inputShapes ?? {};
     if (input.kind === "sequence") {
       // Element i is bound as the graph input `name[i]`, for as many elements as were given.
@@ -507,41 +466,6 @@ function checkOpset(model: ModelProto): number {
     );
   }
   return version;
-}
-
-function bindShape(input: OnnxInputInfo, given: Shape | undefined): number[] {
-  // A type without a shape takes whatever shape the data has.
-  if (!input.ranked && given) return [...given];
-  const symbolic = input.dims.filter((d) => typeof d === "string");
-  if (!given) {
-    if (symbolic.length) {
-      throw new KilnError(
-        `Input "${input.name}" has symbolic dimensions ${symbolic.join(", ")} [${
-          input.dims.join(", ")
-        }]`,
-        {
-          code: "bad-input",
-          fix: `pass inputShapes: { ${JSON.stringify(input.name)}: [${
-            input.dims.map((d) => (typeof d === "string" ? "…" : d)).join(", ")
-          }] } (run() binds them from the data)`,
-        },
-      );
-    }
-    return input.dims as number[];
-  }
-  if (
-    given.length !== input.dims.length ||
-    input.dims.some((d, i) => typeof d === "number" && d !== given[i])
-  ) {
-    throw new KilnError(
-      `Input "${input.name}" has shape [${input.dims.join(", ")}], got ${formatShape(given)}`,
-      {
-        code: "bad-input",
-        fix: "pass data whose fixed dimensions match the model",
-      },
-    );
-  }
-  return [...given];
 }
 
 /**

@@ -14,10 +14,13 @@ import type { Graph } from "../jit/graph.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Shape } from "../jit/shape.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
-import { importModel, type OnnxInputInfo, onnxInputs } from "./import.ts";
+import { importModel } from "./import.ts";
+import { type OnnxInputInfo, onnxInputs } from "./inputs.ts";
 import { NeedsValue } from "./node_context.ts";
 import { decodeModel, int, type ModelProto } from "./proto.ts";
 import { type ModelSummary, summarizeModel } from "./summary.ts";
+import type { StringTensor } from "./string_ops.ts";
+import { StringStage, type Value } from "./strings.ts";
 
 /** Most value-specialised executables an {@linkcode OnnxModel} keeps (least recently used go). */
 export const SPECIALISATIONS = 16;
@@ -65,8 +68,11 @@ async function fetched(url: string | URL): Promise<Uint8Array> {
   return bytes;
 }
 
-/** An ONNX value: a tensor, a sequence of tensors, or `null` (an empty optional). */
-export type OnnxValue = HostTensor | readonly HostTensor[] | null;
+/**
+ * An ONNX value: a tensor, a tensor of strings, a sequence of tensors, or `null` (an empty
+ * optional).
+ */
+export type OnnxValue = HostTensor | StringTensor | readonly HostTensor[] | null;
 
 /** A cache key of bound input shapes (sequence elements and empty-sequence markers included). */
 function shapesKey(shapes: Readonly<Record<string, Shape>>): string {
@@ -88,9 +94,14 @@ export class OnnxModel {
   #specialisations = new Map<string, Promise<Executable>>();
   /** Inputs read at compile time, once the importer has asked for run-time values. */
   #valueInputs?: ReadonlySet<string>;
+  /** How a model with string tensors splits around its numeric part (undefined without). */
+  #strings?: StringStage;
+  /** That numeric part, as a model of its own. */
+  #numeric?: OnnxModel;
 
   private constructor(proto: ModelProto) {
     this.#proto = proto;
+    this.#strings = StringStage.of(proto);
     this.inputs = onnxInputs(proto);
     this.outputs = proto.graph.output.map((o) => o.name);
     this.opset = int(
@@ -166,7 +177,19 @@ export class OnnxModel {
    * Runs the model, binding symbolic dimensions from `inputs`' shapes (and, where the model
    * needs them, specialising on the values of its small inputs).
    */
-  run(inputs: TensorMap, options: CompileOptions & RunOptions = {}): Promise<TensorMap> {
+  async run(inputs: TensorMap, options: CompileOptions & RunOptions = {}): Promise<TensorMap> {
+    if (this.#strings) {
+      const out = await this.runValues(inputs, options);
+      for (const [name, v] of Object.entries(out)) {
+        if (v === null || Array.isArray(v) || (v as StringTensor).dtype === "string") {
+          throw new KilnError(`Output "${name}" is not a numeric tensor`, {
+            code: "unsupported",
+            fix: "run the model with runValues, which returns strings, sequences and optionals",
+          });
+        }
+      }
+      return out as TensorMap;
+    }
     const shapes: Record<string, Shape> = {};
     for (const i of this.inputs) if (inputs[i.name]?.shape) shapes[i.name] = inputs[i.name].shape;
     return this.#run(inputs, shapes, options);
@@ -181,6 +204,12 @@ export class OnnxModel {
     inputs: Readonly<Record<string, OnnxValue>>,
     options: CompileOptions & RunOptions = {},
   ): Promise<Record<string, OnnxValue>> {
+    if (this.#strings) {
+      return await this.#strings.run(inputs as Record<string, Value>, (core, feeds) => {
+        this.#numeric ??= new OnnxModel(core);
+        return this.#numeric.runValues(feeds as Record<string, OnnxValue>, options);
+      });
+    }
     const feeds: Record<string, HostTensor> = {}, shapes: Record<string, Shape> = {};
     for (const [name, v] of Object.entries(inputs)) {
       if (v === null || v === undefined) continue;
@@ -289,6 +318,7 @@ export class OnnxModel {
 
   /** Disposes every executable compiled for this model. */
   dispose(): void {
+    this.#numeric?.dispose();
     for (const cache of [this.#executables, this.#specialisations]) {
       for (const exe of cache.values()) exe.then((x) => x.dispose(), () => {});
       cache.clear();

@@ -83,6 +83,7 @@ export interface TensorProto {
   rawData?: Uint8Array;
   floatData?: number[];
   int32Data?: number[];
+  stringData?: Uint8Array[];
   int64Data?: Int64[];
   doubleData?: number[];
   uint64Data?: Int64[];

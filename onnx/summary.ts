@@ -7,6 +7,7 @@
  * @module
  */
 import { converterOf } from "./convert.ts";
+import { HOST_STRING_OPS } from "./string_ops.ts";
 import {
   type GraphProto,
   int,
@@ -103,7 +104,9 @@ export function summarizeModel(model: ModelProto): ModelSummary {
       const onnx = (n.domain ?? "") === "" || n.domain === "ai.onnx";
       const op = onnx ? n.opType : `${n.domain}::${n.opType}`;
       counts.set(op, (counts.get(op) ?? 0) + 1);
-      if (!converterOf(n.domain, n.opType)) unsupported.add(op);
+      // The string-only ops run on the host (`strings.ts`), outside any graph.
+      const host = onnx && HOST_STRING_OPS.has(n.opType);
+      if (!converterOf(n.domain, n.opType) && !host) unsupported.add(op);
       for (const a of n.attribute) if (a.g) visit(a.g, depth + 1);
     }
   };
