@@ -18,11 +18,10 @@
  * device's workgroup memory. It runs where the group's scores do not fit the device's largest
  * storage binding (a long sequence: the three kernels could not run there at all), and
  * everywhere with `new WebGpuBackend({ flashAttention: true })`. Not by default: on the H200
- * (device time, `bench/gpu_kernels.ts`, 2026-11-25) it ran B8 H16 T1024 D64 in 4.52 ms against
- * 2.40 ms for the three kernels it replaces (the one-thread-a-row kernel it succeeds: 42.0 ms), and
- * 1.3–1.9× the three kernels' time from 128 to 4096 tokens. Before the next tile's prefetch (5.66
- * ms), taking out the fills, the per-score epilogue calls or the P·V product each saved 1.0–1.7
- * ms; taking out all three left 1.48 ms.
+ * (device time, `bench/gpu_kernels.ts`, 2026-11-25, codegen 0.6.9 with its inner loops unrolled)
+ * it ran B8 H16 T1024 D64 in 2.64 ms against 2.43 ms for the three kernels it replaces (4.52 ms
+ * with the loops kept; the one-thread-a-row kernel it succeeds: 42.0 ms), the same time as they
+ * at 128 and 256 tokens, and 1.1× theirs at 512 and 4096.
  *
  * @module
  */
@@ -283,6 +282,11 @@ export function flashWgsl(plan: Flash): string {
   // A thread's rows: vec4 ty of the query tile; its output columns 4·(tx + 8g).
   const rowOf = (r: number) => `ty * 4 + ${r}`;
   const lane = (i: number) => "xyzw"[i];
+  // Inner loops unrolled: every workgroup-memory read at a constant offset (NVIDIA's compiler
+  // kept the tiled matmul's loop, which unrolled ran 1.25× faster).
+  const unrolled = (n: number, body: (i: number) => void) => {
+    for (let i = 0; i < n; i++) e.block("{", () => body(i));
+  };
   for (let r = 0; r < 4; r++) {
     for (let g = 0; g < G; g++) e.line(`var o_${r}_${g} = vec4<f32>(0.0);`);
     e.line(`var m_${r} = ${NEG_INF};`);
@@ -300,9 +304,9 @@ export function flashWgsl(plan: Flash): string {
     });
     // Scores: rows × 4 keys a thread.
     for (let r = 0; r < 4; r++) e.line(`var s_${r} = vec4<f32>(0.0);`);
-    e.block(`for (var d = 0; d < ${D}; d++) {`, () => {
-      e.line(`let kk = kt[d * ${TX} + tx];`);
-      e.line(`let qq = qt[d * ${RQ} + ty];`);
+    unrolled(D, (d) => {
+      e.line(`let kk = kt[${d * TX} + tx];`);
+      e.line(`let qq = qt[${d * RQ} + ty];`);
       for (let r = 0; r < 4; r++) e.line(`s_${r} = fma(vec4<f32>(qq.${lane(r)}), kk, s_${r});`);
     });
     // The epilogue and prologue per score (keys past the end at −∞), and each row's share of
@@ -333,8 +337,8 @@ export function flashWgsl(plan: Flash): string {
     for (let r = 0; r < 4; r++) {
       e.block("{", () => {
         e.line(`var mt = m_${r};`);
-        e.block(`for (var u = 0; u < ${TX}; u++) {`, () => {
-          e.line(`let y = red[(${rowOf(r)}) * ${TX} + u];`);
+        unrolled(TX, (u) => {
+          e.line(`let y = red[(${rowOf(r)}) * ${TX} + ${u}];`);
           e.line(`mt = ${combine("mt", "y")};`);
         });
         e.line(`let scale = select(exp(m_${r} - mt), 1.0, m_${r} == mt);`);
@@ -354,9 +358,9 @@ export function flashWgsl(plan: Flash): string {
     }
     e.line("workgroupBarrier();");
     // out += P · V: rows × 4·G columns a thread.
-    e.block(`for (var j = 0; j < ${KEYS}; j++) {`, () => {
-      e.line(`let pp = pt[j * ${RQ} + ty];`);
-      for (let g = 0; g < G; g++) e.line(`let vv${g} = vt[j * ${EP / 4} + ${g * TX} + tx];`);
+    unrolled(KEYS, (j) => {
+      e.line(`let pp = pt[${j * RQ} + ty];`);
+      for (let g = 0; g < G; g++) e.line(`let vv${g} = vt[${j * EP / 4 + g * TX} + tx];`);
       for (let r = 0; r < 4; r++) {
         for (let g = 0; g < G; g++) {
           e.line(`o_${r}_${g} = fma(vec4<f32>(pp.${lane(r)}), vv${g}, o_${r}_${g});`);

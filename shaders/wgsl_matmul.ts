@@ -4,7 +4,8 @@
  * at a time through workgroup memory laid out k-major as vec4s, so the inner loop reads
  * (`pm` + `pn`) / 4 vec4s for `pm`·`pn` FMAs; a thread's rows and columns are 4-wide groups a
  * tile-width apart, so the threads of a warp read consecutive vec4s. The next K step's operand
- * values are loaded into registers while the current step computes (one barrier pair a step).
+ * values are loaded into registers while the current step computes (one barrier pair a step);
+ * the step's 16 K values are unrolled.
  * Operand tiles are filled through the generic index-map code (transposed, broadcast or batched
  * operands work unchanged), each thread walking the operand's contiguous axis so neighbouring
  * threads read neighbouring words; the fused epilogue is a helper function called per output.
@@ -111,7 +112,15 @@ export function emitTiledMatmul(
   // A tile's fill: `name[k·width/4 + q] = (op at (k0 + k, o0 + 4q + 0..3))` for the whole tile,
   // `T·TK / 4 / threads` vec4s a thread, consecutive threads along the operand's contiguous axis.
   // `load` reads the step at `k0` into registers `${name}_p…`; `store` puts them in the tile.
+  // Shapes of whole tiles and whole K steps need no bounds checks on the operand fills (on the
+  // H200: 4096 from 26.5 to 28.6 TFLOP/s, 2048 from 25.5 to 27.4).
+  const kWhole = K % TK === 0;
   const filler = (name: string, op: Load, ax: number, o0: string, bound: number, width: number) => {
+    const guarded = (fill: () => void, zero: () => void) => {
+      if (kWhole && bound % width === 0) return fill();
+      e.block(`if (${x[ax]} < ${bound} && ${x[kAx]} < ${K}) {`, fill);
+      e.block("else {", zero);
+    };
     const access = affineOffset(op.steps, space, l.kernel.inputs[op.input].shape);
     const kFast = access !== undefined && access.weights[kAx] === 1;
     const row4 = width / 4, count = (width * TK) / 4 / threads;
@@ -130,20 +139,19 @@ export function emitTiledMatmul(
         if (vectors.has(op.input)) {
           // Four consecutive elements, aligned: one vec4 load (all four are in bounds or none).
           e.line(`${x[ax]} = ${o0} + (${q}) * 4;`);
-          e.block(`if (${x[ax]} < ${bound} && ${x[kAx]} < ${K}) {`, () => {
+          guarded(() => {
             const { index } = l.offset(op.steps, l.kernel.inputs[op.input].shape);
             e.line(`${name}_${p} = ${l.quad(op.input, index)};`);
-          });
-          e.block("else {", () => e.line(`${name}_${p} = vec4<f32>(0.0);`));
+          }, () => e.line(`${name}_${p} = vec4<f32>(0.0);`));
           continue;
         }
         for (let j = 0; j < 4; j++) {
           const lane = `${name}_${p}.${"xyzw"[j]}`;
           e.line(`${x[ax]} = ${o0} + (${q}) * 4 + ${j};`);
-          e.block(`if (${x[ax]} < ${bound} && ${x[kAx]} < ${K}) {`, () => {
-            e.line(`${lane} = ${l.value(op as Expr, new Map())};`);
-          });
-          e.block("else {", () => e.line(`${lane} = 0.0;`));
+          guarded(
+            () => e.line(`${lane} = ${l.value(op as Expr, new Map())};`),
+            () => e.line(`${lane} = 0.0;`),
+          );
         }
       }
     };
@@ -171,12 +179,12 @@ export function emitTiledMatmul(
     e.line("workgroupBarrier();");
     // The next step's operands travel from memory while this one computes.
     e.block(`if (k0 + ${TK} < ${K}) {`, () => load(`k0 + ${TK}`));
-    e.block(`for (var kk = 0; kk < ${TK}; kk++) {`, () => {
+    const body = (kk: string) => {
       for (let h = 0; h < pm / 4; h++) {
-        e.line(`let a${h} = tileA[kk * ${TM / 4} + ${h * ty} + i32(lid.y)];`);
+        e.line(`let a${h} = tileA[${kk} * ${TM / 4} + ${h * ty} + i32(lid.y)];`);
       }
       for (let h = 0; h < pn / 4; h++) {
-        e.line(`let b${h} = tileB[kk * ${TN / 4} + ${h * tx} + i32(lid.x)];`);
+        e.line(`let b${h} = tileB[${kk} * ${TN / 4} + ${h * tx} + i32(lid.x)];`);
       }
       for (let r = 0; r < pm; r++) {
         const a = `a${r >> 2}.${"xyzw"[r & 3]}`;
@@ -184,7 +192,10 @@ export function emitTiledMatmul(
           e.line(`acc_${r}_${h} = fma(vec4<f32>(${a}), b${h}, acc_${r}_${h});`);
         }
       }
-    });
+    };
+    // Unrolled, so every workgroup-memory read has a constant offset: NVIDIA's compiler kept
+    // the loop (H200: 1024 16.7 -> 21.3 TFLOP/s, 2048 27.4 -> 33.6, 4096 28.6 -> 36.0).
+    for (let kk = 0; kk < TK; kk++) e.block("{", () => body(String(kk)));
     e.line("workgroupBarrier();");
   });
 
