@@ -220,22 +220,31 @@ export function flashWgsl(plan: Flash): string {
     const guarded = (k: number, body: () => void) =>
       (k + 1) * threads > total ? e.block(`if (t + ${k * threads} < ${total}) {`, body) : body();
     for (let k = 0; k < count; k++) e.line(`var ${name}_${k} = vec4<f32>(0.0);`);
+    // Bounds that whole tiles divide need no clamps or zero fill (tile starts are multiples).
+    const laneWhole = lane.bound % (4 * lane.groups) === 0;
+    const alongWhole = along.bound % along.extent === 0;
+    const clamp = (c: string, bound: number, whole: boolean) =>
+      whole ? c : `min(${c}, ${bound - 1})`;
     const load = (t: string) => {
       for (let k = 0; k < count; k++) {
         guarded(k, () =>
           e.block("{", () => {
             slot(k);
             e.line(`let at = ${along.base(t)} + a;`);
-            e.line(`${l.coords[along.axis]} = min(at, ${along.bound - 1});`);
+            e.line(`${l.coords[along.axis]} = ${clamp("at", along.bound, alongWhole)};`);
             for (let i = 0; i < 4; i++) {
               e.block("{", () => {
                 e.line(`let c = ${lane.base(t)} + 4 * g + ${i};`);
-                e.line(`${l.coords[lane.axis]} = min(c, ${lane.bound - 1});`);
+                e.line(`${l.coords[lane.axis]} = ${clamp("c", lane.bound, laneWhole)};`);
                 const value = l.value(op, new Map());
+                const inside = [
+                  ...(laneWhole ? [] : [`c < ${lane.bound}`]),
+                  ...(alongWhole ? [] : [`at < ${along.bound}`]),
+                ];
                 e.line(
-                  `${name}_${k}.${
-                    "xyzw"[i]
-                  } = select(0.0, ${value}, c < ${lane.bound} && at < ${along.bound});`,
+                  `${name}_${k}.${"xyzw"[i]} = ${
+                    inside.length ? `select(0.0, ${value}, ${inside.join(" && ")})` : value
+                  };`,
                 );
               });
             }
@@ -317,6 +326,10 @@ export function flashWgsl(plan: Flash): string {
         const held = `s_${r}.${lane(c)}`;
         e.block("{", () => {
           e.line(`let key = t0 + 4 * tx + ${c};`);
+          if (T % KEYS === 0) {
+            e.line(`${held} = score(${args(`first + ${rowOf(r)}`, "key", held)});`);
+            return;
+          }
           e.line(
             `${held} = select(${NEG_INF}, score(${
               args(`first + ${rowOf(r)}`, `min(key, ${T - 1})`, held)

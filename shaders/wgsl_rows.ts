@@ -115,13 +115,14 @@ function combineAcross(
   const { combine } = combiner(r);
   e.line(`sh_${t}[lid.x] = acc${k};`);
   e.line("workgroupBarrier();");
-  if (threads > 1) {
-    e.block(`for (var s = ${threads / 2}u; s > 0u; s = s >> 1u) {`, () => {
-      e.line(
-        `if (lane < s) { sh_${t}[lid.x] = ${combine(`sh_${t}[lid.x]`, `sh_${t}[lid.x + s]`)}; }`,
-      );
-      e.line("workgroupBarrier();");
-    });
+  // The halving steps unrolled: each reads at a constant distance.
+  for (let s = threads >> 1; s >= 1; s >>= 1) {
+    e.line(
+      `if (lane < ${s}u) { sh_${t}[lid.x] = ${
+        combine(`sh_${t}[lid.x]`, `sh_${t}[lid.x + ${s}u]`)
+      }; }`,
+    );
+    e.line("workgroupBarrier();");
   }
   e.line(`acc${k} = sh_${t}[${base}];`);
   e.line("workgroupBarrier();");
