@@ -1,6 +1,6 @@
 /**
  * The optimizers of ONNX's training domain (`ai.onnx.preview.training`): Adagrad, Momentum
- * (standard and Nesterov) and Adam, one update step of several tensors, each formula as ONNX
+ * (standard and Nesterov) and Adam (and, from `convert_gradient.ts`, Gradient), one update step of several tensors, each formula as ONNX
  * specifies it. They are elementwise arithmetic over the inputs, so they fuse and run on every
  * backend. The learning rate R and step count T are run-time scalars.
  *
@@ -8,6 +8,7 @@
  */
 import { KilnError } from "../jit/errors.ts";
 import { scalar } from "./convert_composite.ts";
+import { GRADIENT_CONVERTERS } from "./convert_gradient.ts";
 import {
   attrs,
   type Converter,
@@ -51,6 +52,7 @@ const decayed = (op: OpFn, r: Known, tf: Known, decay: number) =>
 
 /** The three optimizers. */
 export const TRAINING_CONVERTERS: Record<string, Converter<Known>> = {
+  ...GRADIENT_CONVERTERS,
   Adagrad: (c) => {
     const op = opOf(c);
     const a = attrs(c);

@@ -27,6 +27,7 @@ import {
   type Known,
   type NodeContext,
   type None,
+  type Producer,
   roundToBf16,
   type Sequence,
   typeOf,
@@ -181,7 +182,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   const written = new Map<string, string>(
     [...env.keys()].map((name) => [name, "a graph input or initializer"]),
   );
-  const top: Scope = { values: env, sequences: boundSequences, written, absent };
+  const top: Scope = { values: env, sequences: boundSequences, written, absent, made: new Map() };
   runNodes(g.node, top);
 
   /** Whether `name` is an empty optional in `scope` or an enclosing one. */
@@ -248,6 +249,17 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
         emit: (op, ins, attrs = {}, outputs = 1) =>
           emit(op, ins, clean(attrs), outputs, label, name),
         subgraph: (name, args) => runSubgraph(ctx, name, args, scope),
+        producer: (name) => {
+          for (let s: Scope | undefined = scope; s; s = s.parent) {
+            const p = s.made.get(name);
+            if (p) return p;
+          }
+          return undefined;
+        },
+        value: (name) => {
+          const k = lookup(scope, name);
+          return k?.kind === "sequence" ? undefined : k;
+        },
         absent: (i) => !!node.input[i] && isAbsent(scope, node.input[i]),
       };
       const outs = convert(ctx);
@@ -281,6 +293,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
           );
         }
         scope.written.set(name, label);
+        scope.made.set(name, { node, inputs });
         if (out.kind === "sequence") scope.sequences.set(name, out.items);
         else if (out.kind === "none") scope.absent.add(name);
         else scope.values.set(name, out);
@@ -309,6 +322,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       values: new Map(),
       sequences: new Map(),
       written: new Map(),
+      made: new Map(),
       absent: new Set(),
       parent: outer,
     };
@@ -490,6 +504,8 @@ interface Scope {
   readonly written: Map<string, string>;
   /** Names bound to an empty optional. */
   readonly absent: Set<string>;
+  /** The node that made each name, with its inputs (what Gradient differentiates). */
+  readonly made: Map<string, Producer>;
   /** The enclosing graph's scope (a subgraph sees outer names). */
   readonly parent?: Scope;
 }

@@ -84,6 +84,14 @@ export function clean(attrs: Attrs): Attrs {
   return Object.fromEntries(Object.entries(attrs).filter(([, v]) => v !== undefined));
 }
 
+/** The node that made a value, and what its inputs were (undefined: left out). */
+export interface Producer {
+  /** The node. */
+  readonly node: NodeProto;
+  /** Its inputs as converted. */
+  readonly inputs: readonly (Known | undefined)[];
+}
+
 /** What a converter can do. */
 export interface NodeContext {
   /** The ONNX node. */
@@ -107,6 +115,10 @@ export interface NodeContext {
   subgraph(name: string, args: readonly (Known | Sequence | None)[]): (Known | Sequence | None)[];
   /** Whether input `i` names an empty optional. */
   absent(i: number): boolean;
+  /** The node that made tensor `name` (here or in an enclosing graph), with its inputs. */
+  producer(name: string): Producer | undefined;
+  /** The tensor `name` names, here or in an enclosing graph. */
+  value(name: string): Known | undefined;
   /** Emits a kiln op (folded when its inputs are constant). */
   emit(op: string, inputs: readonly Known[], attrs?: Attrs, outputs?: number): Known[];
 }
