@@ -260,6 +260,8 @@ export const CONVERTERS: Record<string, Converter> = {
     return [...y, ...c.emit("ConstantOfShape", [], { shape, value: 1, dtype: "bool" })];
   },
   Cast: (c) => {
+    // Opset 19's saturate concerns float8 targets only, which kiln refuses by their type.
+    attrs(c).int("saturate");
     const { dtype, i64, bf16 } = dtypeAttr(c, "to");
     const y = withI64(c.emit("Cast", [c.required(0)], { to: dtype }), i64);
     return bf16 ? [roundToBf16(opOf(c), y[0])] : y;
@@ -312,6 +314,16 @@ export const CONVERTERS: Record<string, Converter> = {
   Split: (c) => {
     const split = constInts(c, 1, "split") ?? attrs(c).ints("split");
     const outputs = c.node.output.length;
+    // Opset 18's num_outputs (what PyTorch's dynamo exporter writes) names the outputs' count.
+    const declared = attrs(c).int("num_outputs");
+    if (declared !== undefined && (declared !== outputs || split)) {
+      throw new KilnError(
+        `${c.label}: num_outputs is ${declared} but the node has ${outputs} outputs${
+          split ? " and split sizes" : ""
+        }`,
+        { code: "bad-attribute", fix: "give num_outputs equal to the outputs, and no split sizes" },
+      );
+    }
     return c.emit("Split", [c.required(0)], {
       axis: attrs(c).int("axis", 0),
       split,

@@ -126,6 +126,7 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter<Known>> = {
     return c.emit("Div", [sum, scalar(xs.length, typeOf(xs[0]).dtype)]);
   },
   CastLike: (c) => {
+    attrs(c).int("saturate"); // float8 only (see Cast)
     const target = c.required(1);
     const y = c.emit("Cast", [c.required(0)], { to: typeOf(target).dtype }).map((k) => ({
       ...k,

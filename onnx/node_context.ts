@@ -289,8 +289,10 @@ export function attrs(c: NodeContext): NodeAttrs {
 export function reduceAxes(c: NodeContext): { axes: number[]; keepdims: number } | "identity" {
   const a = attrs(c);
   const axes = constInts(c, 1, "axes") ?? a.ints("axes") ?? [];
-  const keepdims = a.int("keepdims", 1)!; // read even when moot, so it is not reported unread
-  if (axes.length === 0 && a.int("noop_with_empty_axes", 0) === 1) return "identity";
+  // Both read even when moot, so they are not reported unread (dynamo exports set both).
+  const keepdims = a.int("keepdims", 1)!;
+  const noop = a.int("noop_with_empty_axes", 0) === 1;
+  if (axes.length === 0 && noop) return "identity";
   return { axes, keepdims };
 }
 

@@ -67,6 +67,12 @@ export const EXPORT_NAMES: readonly string[] = [
   "mobilenet_v2ish",
   "audio_conv1d",
   "misc_ops",
+  // PyTorch's dynamo exporter (its default), opset 20: Split's num_outputs, ReduceMean's
+  // noop_with_empty_axes, Gelu, GatherND, SDPA's pattern (`export_probe.py`).
+  "gpt_dynamo",
+  "llama_dynamo",
+  "vgg_dynamo",
+  "efficient_se_dynamo",
 ];
 
 /** An extra PyTorch export with its recorded inputs (any names, f32 or i64) and ONNX Runtime's `y`. */
