@@ -21,6 +21,7 @@ import { TENSOR_CONVERTERS } from "./convert_tensor.ts";
 import { SELECT_CONVERTERS } from "./convert_select.ts";
 import { MATH_CONVERTERS } from "./convert_math.ts";
 import { RNN_CONVERTERS } from "./convert_rnn.ts";
+import { NEWER_CONVERTERS, wrapPad } from "./convert_newer.ts";
 import { einsum } from "./convert_einsum.ts";
 import { dft, stft } from "./convert_dft.ts";
 import { gridSample, roiAlign } from "./convert_grid.ts";
@@ -278,6 +279,7 @@ export const CONVERTERS: Record<string, Converter> = {
   ...RANDOM_CONVERTERS,
   ...MATH_CONVERTERS,
   ...RNN_CONVERTERS,
+  ...NEWER_CONVERTERS,
   Einsum: einsum,
   DFT: dft,
   STFT: stft,
@@ -330,14 +332,28 @@ export const CONVERTERS: Record<string, Converter> = {
       num_outputs: split ? undefined : outputs,
     }, outputs);
   },
-  Pad: (c) =>
-    c.emit("Pad", [c.required(0)], {
-      // Before opset 11 the pads and the value are attributes.
-      pads: constInts(c, 1, "pads") ?? attrs(c).ints("pads"),
+  Pad: (c) => {
+    // Before opset 11 the pads and the value are attributes.
+    const pads = constInts(c, 1, "pads") ?? attrs(c).ints("pads");
+    const axes = constInts(c, 3, "axes"), mode = attrs(c).string("mode", "constant");
+    if (mode === "wrap" && pads) {
+      // Opset 19's wrap: pads of the listed axes (every axis by default), begins then ends.
+      const x = c.required(0), rank = typeOf(x).shape.length;
+      const listed = (axes ?? [...Array(rank).keys()]).map((a) => (a < 0 ? a + rank : a));
+      const full = new Array(2 * rank).fill(0);
+      listed.forEach((a, i) => {
+        full[a] = pads[i];
+        full[a + rank] = pads[i + listed.length];
+      });
+      return [wrapPad(opOf(c), x, full, c.label)];
+    }
+    return c.emit("Pad", [c.required(0)], {
+      pads,
       value: c.input(2) ? constScalar(c, 2, "constant_value") : attrs(c).float("value", 0),
-      axes: constInts(c, 3, "axes"),
-      mode: attrs(c).string("mode", "constant"),
-    }),
+      axes,
+      mode,
+    });
+  },
   Clip: (c) =>
     c.emit("Clip", [c.required(0)], {
       // Before opset 11 the limits are attributes.

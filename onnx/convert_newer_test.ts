@@ -1,0 +1,172 @@
+import type { HostTensor } from "../jit/host_tensor.ts";
+import { assertClose, numbers } from "../jit/testing.ts";
+import { OnnxModel } from "./model.ts";
+import { type AttributeProto, encodeModel, type TensorProto } from "./proto.ts";
+import "../mod.ts";
+
+const ints = (name: string, v: number[]): AttributeProto => ({ name, type: 7, ints: v });
+const int = (name: string, i: number): AttributeProto => ({ name, type: 2, i });
+const str = (name: string, s: string): AttributeProto => ({
+  name,
+  type: 3,
+  s: new TextEncoder().encode(s),
+});
+const i64 = (name: string, v: number[]): TensorProto => ({
+  name,
+  dims: [v.length],
+  dataType: 7,
+  int64Data: v,
+});
+const f32 = (data: number[], shape: number[]): HostTensor => ({
+  data: Float32Array.from(data),
+  shape,
+  dtype: "f32",
+});
+
+/** One node `op` on input x (shape `shape`) with constant inputs `consts`, opset 20. */
+function one(
+  op: string,
+  shape: number[],
+  attribute: AttributeProto[],
+  consts: TensorProto[] = [],
+): OnnxModel {
+  return OnnxModel.fromBytes(encodeModel({
+    irVersion: 9,
+    opsetImport: [{ domain: "", version: 20 }],
+    graph: {
+      name: "g",
+      node: [{ opType: op, input: ["x", ...consts.map((t) => t.name!)], output: ["y"], attribute }],
+      initializer: consts,
+      input: [{
+        name: "x",
+        type: { tensorType: { elemType: 1, shape: { dim: shape.map((d) => ({ dimValue: d })) } } },
+      }],
+      output: [{ name: "y", type: { tensorType: { elemType: 1 } } }],
+    },
+  }));
+}
+
+const ramp = (n: number, f = (i: number) => i) => Array.from({ length: n }, (_, i) => f(i));
+
+/** Window sums of |x|^p over [H, W] planes with zero padding, as LpPool defines them. */
+function lpPool(
+  x: number[],
+  [n, c, h, w]: number[],
+  k: number,
+  s: number,
+  pad: number,
+  oh: number,
+  ow: number,
+  p: number,
+) {
+  const out: number[] = [];
+  for (let b = 0; b < n * c; b++) {
+    for (let i = 0; i < oh; i++) {
+      for (let j = 0; j < ow; j++) {
+        let sum = 0;
+        for (let di = 0; di < k; di++) {
+          for (let dj = 0; dj < k; dj++) {
+            const r = i * s - pad + di, q = j * s - pad + dj;
+            if (r >= 0 && r < h && q >= 0 && q < w) sum += Math.abs(x[b * h * w + r * w + q]) ** p;
+          }
+        }
+        out.push(sum ** (1 / p));
+      }
+    }
+  }
+  return out;
+}
+
+for (const backend of ["reference", "wasm", "webgpu"]) {
+  Deno.test(`${backend}: Mish, LpPool, AffineGrid, CenterCropPad and Pad's wrap mode`, async () => {
+    const run = async (m: OnnxModel, x: HostTensor) => {
+      try {
+        return numbers((await m.run({ x }, { backend, cache: false })).y.data);
+      } finally {
+        m.dispose();
+      }
+    };
+    const close = (got: number[], want: number[], message: string) =>
+      assertClose(got, want, { atol: 1e-5, rtol: 1e-5, message });
+
+    const xs = [-30, -2, -0.5, 0, 0.5, 2, 19, 30];
+    const mish = (v: number) => v * Math.tanh(v > 20 ? v : Math.log1p(Math.exp(v)));
+    close(await run(one("Mish", [8], []), f32(xs, [8])), xs.map(mish), "Mish");
+
+    // 5×5 planes, 2×2 windows of stride 2: padding 1, and ceil mode with none (a ragged edge).
+    const x = ramp(50, (i) => Math.sin(i) * 3);
+    const lp = one("LpPool", [1, 2, 5, 5], [
+      ints("kernel_shape", [2, 2]),
+      ints("strides", [2, 2]),
+      ints("pads", [1, 1, 1, 1]),
+    ]);
+    close(
+      await run(lp, f32(x, [1, 2, 5, 5])),
+      lpPool(x, [1, 2, 5, 5], 2, 2, 1, 3, 3, 2),
+      "LpPool pads",
+    );
+    const ceil = one("LpPool", [1, 2, 5, 5], [
+      ints("kernel_shape", [2, 2]),
+      ints("strides", [2, 2]),
+      int("ceil_mode", 1),
+      int("p", 3),
+    ]);
+    close(
+      await run(ceil, f32(x, [1, 2, 5, 5])),
+      lpPool(x, [1, 2, 5, 5], 2, 2, 0, 3, 3, 3),
+      "LpPool ceil",
+    );
+
+    // θ of two batch items over a 2×3 grid; rows of the grid are (x, y), x along W.
+    const theta = [1, 0, 0, 0, 1, 0, 0.5, -1, 0.25, 2, 0, -0.5];
+    for (const align of [0, 1]) {
+      const g = one("AffineGrid", [2, 2, 3], [int("align_corners", align)], [
+        i64("size", [2, 1, 2, 3]),
+      ]);
+      const at = (i: number, n: number) => align ? -1 + (2 * i) / (n - 1) : (2 * i + 1) / n - 1;
+      const want = [0, 1].flatMap((b) =>
+        [0, 1].flatMap((r) =>
+          [0, 1, 2].flatMap((q) => {
+            const [px, py] = [at(q, 3), at(r, 2)], t = theta.slice(b * 6, b * 6 + 6);
+            return [t[0] * px + t[1] * py + t[2], t[3] * px + t[4] * py + t[5]];
+          })
+        )
+      );
+      close(await run(g, f32(theta, [2, 2, 3])), want, `AffineGrid align_corners=${align}`);
+    }
+
+    // [3, 6] → [5, 4]: rows padded 1 and 1, columns cropped from 1.
+    const crop = one("CenterCropPad", [3, 6], [], [i64("shape", [5, 4])]);
+    const m = ramp(18, (i) => i + 1);
+    const row = (
+      r: number,
+    ) => (r < 1 || r > 3 ? [0, 0, 0, 0] : m.slice((r - 1) * 6 + 1, (r - 1) * 6 + 5));
+    close(await run(crop, f32(m, [3, 6])), ramp(5).flatMap(row), "CenterCropPad");
+
+    // Pad wrap on axis 1 only (axes input): 1 before, 2 after.
+    const model = OnnxModel.fromBytes(encodeModel({
+      irVersion: 9,
+      opsetImport: [{ domain: "", version: 20 }],
+      graph: {
+        name: "g",
+        node: [{
+          opType: "Pad",
+          input: ["x", "pads", "", "axes"],
+          output: ["y"],
+          attribute: [str("mode", "wrap")],
+        }],
+        initializer: [i64("pads", [1, 2]), i64("axes", [1])],
+        input: [{
+          name: "x",
+          type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 2 }, { dimValue: 3 }] } } },
+        }],
+        output: [{ name: "y", type: { tensorType: { elemType: 1 } } }],
+      },
+    }));
+    close(
+      await run(model, f32([1, 2, 3, 4, 5, 6], [2, 3])),
+      [3, 1, 2, 3, 1, 2, 6, 4, 5, 6, 4, 5],
+      "Pad wrap",
+    );
+  });
+}
