@@ -91,6 +91,9 @@ for (const backend of ["wasm", "webgpu"]) {
         await assertMatchesReference(backend, "Mod", [a, b], { fmod }, exact);
       }
       await assertMatchesReference(backend, "Cast", [f32(TO_CAST)], { to: dtype }, exact);
+      // And, Or and Not are bitwise on integers.
+      for (const op of ["And", "Or"]) await assertMatchesReference(backend, op, [a, b], {}, exact);
+      await assertMatchesReference(backend, "Not", [a], {}, exact);
       if (dtype === "i32" || dtype === "u32") {
         // Bits both ways, subnormals and infinities included (NaN payloads are not kept).
         await assertMatchesReference(backend, "Bitcast", [f32([...TO_CAST.slice(1), 1e-40, -0])], {

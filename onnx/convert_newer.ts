@@ -1,6 +1,6 @@
 /**
  * Ops the later opsets added (18–20), as compositions of kiln ops so they fuse and run on every
- * backend: Mish, LpPool (a depthwise all-ones convolution of |x|^p: padding adds nothing to a
+ * backend: the bitwise ops on integers, Mish, LpPool (a depthwise all-ones convolution of |x|^p: padding adds nothing to a
  * sum), AffineGrid (a constant base grid times θᵀ), CenterCropPad (Slice, then Pad), and Pad's
  * `wrap` mode (each padded axis as slices of the far side, concatenated).
  *
@@ -179,8 +179,28 @@ export function wrapPad(op: OpFn, x: Known, pads: readonly number[], label: stri
   return y;
 }
 
+/** Opset 18's bitwise ops on integers: kiln's And, Or and Not are bitwise there. */
+function bitwise(kind: "And" | "Or" | "Xor" | "Not"): Converter<Known> {
+  return (c) => {
+    const op = opOf(c), xs = kind === "Not" ? [c.required(0)] : [c.required(0), c.required(1)];
+    if (xs.some((x) => !["i32", "u32", "i8", "u8"].includes(typeOf(x).dtype))) {
+      throw new KilnError(`${c.label}: Bitwise${kind} of ${xs.map((x) => typeOf(x).dtype)}`, {
+        code: "dtype-mismatch",
+        fix: "bitwise ops take integer tensors (use And/Or/Xor/Not for bool)",
+      });
+    }
+    if (kind !== "Xor") return [op(kind, xs)];
+    // a ^ b = (a | b) & ~(a & b)
+    return [op("And", [op("Or", xs), op("Not", [op("And", xs)])])];
+  };
+}
+
 /** Converters by ONNX op type. */
 export const NEWER_CONVERTERS: Record<string, Converter<Known>> = {
+  BitwiseAnd: bitwise("And"),
+  BitwiseOr: bitwise("Or"),
+  BitwiseXor: bitwise("Xor"),
+  BitwiseNot: bitwise("Not"),
   Mish: mish,
   LpPool: lpPool,
   AffineGrid: affineGrid,

@@ -170,3 +170,58 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
     );
   });
 }
+
+/** Bitwise ops on i32 and u8 inputs a and b, values computed by JavaScript's operators. */
+function bitwise(op: string, elemType: number, arity: number): OnnxModel {
+  const input = (name: string) => ({
+    name,
+    type: { tensorType: { elemType, shape: { dim: [{ dimValue: 4 }] } } },
+  });
+  return OnnxModel.fromBytes(encodeModel({
+    irVersion: 9,
+    opsetImport: [{ domain: "", version: 18 }],
+    graph: {
+      name: "g",
+      node: [{ opType: op, input: ["a", "b"].slice(0, arity), output: ["y"], attribute: [] }],
+      initializer: [],
+      input: ["a", "b"].slice(0, arity).map(input),
+      output: [{ name: "y", type: { tensorType: { elemType } } }],
+    },
+  }));
+}
+
+for (const backend of ["reference", "wasm", "webgpu"]) {
+  Deno.test(`${backend}: BitwiseAnd, Or, Xor and Not on i32 and u8`, async () => {
+    const cases = [
+      { elemType: 6, a: [12, -1, 0x7fffffff, -8], b: [10, 5, -2, 3], wrap: (v: number) => v | 0 },
+      { elemType: 2, a: [12, 255, 128, 7], b: [10, 5, 1, 0], wrap: (v: number) => v & 255 },
+    ];
+    const ops: [string, (a: number, b: number) => number][] = [
+      ["BitwiseAnd", (a, b) => a & b],
+      ["BitwiseOr", (a, b) => a | b],
+      ["BitwiseXor", (a, b) => a ^ b],
+      ["BitwiseNot", (a) => ~a],
+    ];
+    for (const { elemType, a, b, wrap } of cases) {
+      const Data = elemType === 6 ? Int32Array : Uint8Array;
+      const dtype = elemType === 6 ? "i32" : "u8";
+      for (const [op, f] of ops) {
+        const m = bitwise(op, elemType, op === "BitwiseNot" ? 1 : 2);
+        const feeds = {
+          a: { data: Data.from(a), shape: [4], dtype },
+          b: { data: Data.from(b), shape: [4], dtype },
+        } as const;
+        const out = await m.run(op === "BitwiseNot" ? { a: feeds.a } : feeds, {
+          backend,
+          cache: false,
+        });
+        assertClose(numbers(out.y.data), a.map((x, i) => wrap(f(x, b[i]))), {
+          atol: 0,
+          rtol: 0,
+          message: `${op} ${dtype}`,
+        });
+        m.dispose();
+      }
+    }
+  });
+}

@@ -215,9 +215,12 @@ const WGSL_ALU = {
   Equal: (x) => flag(ordered("==", x)),
   Greater: (x) => flag(ordered(">", x)),
   Less: (x) => flag(ordered("<", x)),
-  And: ({ a }) => flag(`${a[0]} != 0u && ${a[1]} != 0u`),
-  Or: ({ a }) => flag(`${a[0]} != 0u || ${a[1]} != 0u`),
-  Not: ({ a }) => flag(`${a[0]} == 0u`),
+  // Logical on bool, bitwise on integers (re-rounded to i8/u8 after, as every op is).
+  And: ({ a, out }) =>
+    out === "bool" ? flag(`${a[0]} != 0u && ${a[1]} != 0u`) : `(${a[0]} & ${a[1]})`,
+  Or: ({ a, out }) =>
+    out === "bool" ? flag(`${a[0]} != 0u || ${a[1]} != 0u`) : `(${a[0]} | ${a[1]})`,
+  Not: ({ a, out }) => (out === "bool" ? flag(`${a[0]} == 0u`) : `(~${a[0]})`),
   Where: ({ a }) => `select(${a[2]}, ${a[1]}, ${a[0]} != 0u)`,
   Neg: ({ a }) => `(-${a[0]})`,
   Abs: builtin("abs"),

@@ -51,9 +51,10 @@ const SCALAR = {
   Equal: () => ([a, b]) => +(a === b),
   Greater: () => ([a, b]) => +(a > b),
   Less: () => ([a, b]) => +(a < b),
-  And: () => ([a, b]) => +(a !== 0 && b !== 0),
-  Or: () => ([a, b]) => +(a !== 0 || b !== 0),
-  Not: () => ([x]) => +(x === 0),
+  // Logical on bool, bitwise on integers (stored back to the dtype: u32 and u8 wrap).
+  And: (dtype) => dtype === "bool" ? ([a, b]) => +(a !== 0 && b !== 0) : ([a, b]) => a & b,
+  Or: (dtype) => dtype === "bool" ? ([a, b]) => +(a !== 0 || b !== 0) : ([a, b]) => a | b,
+  Not: (dtype) => dtype === "bool" ? ([x]) => +(x === 0) : ([x]) => ~x,
   Where: () => ([c, a, b]) => (c !== 0 ? a : b),
   Neg: () => ([x]) => -x,
   Abs: () => ([x]) => Math.abs(x),

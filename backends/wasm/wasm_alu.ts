@@ -188,9 +188,16 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
       fl ? m.f32.gt(a[0], a[1]) : u ? m.i32.gt_u(a[0], a[1]) : m.i32.gt_s(a[0], a[1]),
     Less: ({ a, fl, u }) =>
       fl ? m.f32.lt(a[0], a[1]) : u ? m.i32.lt_u(a[0], a[1]) : m.i32.lt_s(a[0], a[1]),
-    And: ({ a }) => m.i32.and(m.i32.ne(a[0], ic(0)), m.i32.ne(a[1], ic(0))),
-    Or: ({ a }) => m.i32.or(m.i32.ne(a[0], ic(0)), m.i32.ne(a[1], ic(0))),
-    Not: ({ a }) => m.i32.eqz(a[0]),
+    // Logical on bool, bitwise on integers (u8 is re-rounded after Not like any op).
+    And: ({ a, out }) =>
+      out === "bool"
+        ? m.i32.and(m.i32.ne(a[0], ic(0)), m.i32.ne(a[1], ic(0)))
+        : m.i32.and(a[0], a[1]),
+    Or: ({ a, out }) =>
+      out === "bool"
+        ? m.i32.or(m.i32.ne(a[0], ic(0)), m.i32.ne(a[1], ic(0)))
+        : m.i32.or(a[0], a[1]),
+    Not: ({ a, out }) => out === "bool" ? m.i32.eqz(a[0]) : m.i32.xor(a[0], ic(-1)),
     Where: ({ a }) => m.select(m.i32.ne(a[0], ic(0)), a[1], a[2]),
     Neg: ({ a, fl }) => fl ? m.f32.neg(a[0]) : m.i32.sub(ic(0), a[0]),
     Abs: ({ a, fl }) => {

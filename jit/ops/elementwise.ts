@@ -23,6 +23,8 @@ import {
 export const NUMERIC: readonly DType[] = ["f32", "f16", "i32", "u32", "i8", "u8"];
 /** Floating-point dtypes. */
 export const FLOATS: readonly DType[] = ["f32", "f16"];
+/** Integer dtypes (bool excluded). */
+export const INTEGERS: readonly DType[] = ["i32", "u32", "i8", "u8"];
 /** Signed dtypes (where negation is meaningful). */
 export const SIGNED: readonly DType[] = ["f32", "f16", "i32", "i8"];
 
@@ -157,8 +159,9 @@ const elementwiseOps: OpDef[] = [
   binary("Equal", DTYPES, "bool"),
   binary("Greater", NUMERIC, "bool"),
   binary("Less", NUMERIC, "bool"),
-  binary("And", ["bool"]),
-  binary("Or", ["bool"]),
+  // Logical on bool, bitwise on integers (ONNX's BitwiseAnd/Or/Not).
+  binary("And", ["bool", ...INTEGERS]),
+  binary("Or", ["bool", ...INTEGERS]),
   unary("Neg", SIGNED),
   unary("Abs", NUMERIC),
   unary("Sqrt", FLOATS),
@@ -170,7 +173,7 @@ const elementwiseOps: OpDef[] = [
   unary("Floor", FLOATS),
   unary("Ceil", FLOATS),
   unary("Round", FLOATS),
-  unary("Not", ["bool"]),
+  unary("Not", ["bool", ...INTEGERS]),
   unary("IsNaN", FLOATS, "bool"),
   {
     name: "Cast",
