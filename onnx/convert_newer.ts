@@ -96,6 +96,7 @@ function coordinates(n: number, alignCorners: boolean): number[] {
 /** AffineGrid: each output point's (x, y[, z], 1) times θᵀ, θ of [N, 2, 3] or [N, 3, 4]. */
 function affineGrid(c: NodeContext): Known[] {
   const op = opOf(c), theta = c.required(0);
+  c.required(1); // a typed error when left out
   const size = constInts(c, 1, "size")!;
   const align = attrs(c).int("align_corners", 0) === 1;
   const spatial = size.length - 2, [n] = typeOf(theta).shape;
@@ -128,6 +129,7 @@ function affineGrid(c: NodeContext): Known[] {
 /** CenterCropPad: each axis cropped or zero-padded to its target, centred. */
 function centerCropPad(c: NodeContext): Known[] {
   const op = opOf(c), x = c.required(0), shape = typeOf(x).shape;
+  c.required(1); // a typed error when left out
   const target = constInts(c, 1, "shape")!;
   const axes = (attrs(c).ints("axes") ?? shape.map((_, i) => i)).map((a) =>
     a < 0 ? a + shape.length : a
