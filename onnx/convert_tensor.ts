@@ -2,10 +2,11 @@
  * Ops that rearrange, select or build tensors, as kiln movement ops and gathers: Tile,
  * DepthToSpace, SpaceToDepth, EyeLike, OneHot, Compress, GatherND, the scatters
  * (ScatterElements, ScatterND, the old Scatter) and the window functions (Hann, Hamming,
- * Blackman). Whatever decides a shape or a position (repeats, the condition, scatter indices,
- * window sizes) must be known when the model is compiled: `OnnxModel` specialises on it when it
- * is an input. A scatter then becomes a gather of the updates by a precomputed source map, so it
- * fuses like any gather.
+ * Blackman). Whatever decides a shape (repeats, the condition, window sizes) must be known when
+ * the model is compiled: `OnnxModel` specialises on it when it is an input. Scatter indices known
+ * then make a gather of the updates by a precomputed source map, which fuses like any gather;
+ * ScatterElements' indices computed at run time match every update against the axis instead
+ * (`scatterByMatch`; ScatterND and a "mul" reduction still need them known).
  *
  * @module
  */
@@ -21,6 +22,7 @@ import {
   dtypeAttr,
   type Known,
   type NodeContext,
+  type OpFn,
   opOf,
   typeOf,
 } from "./node_context.ts";
@@ -37,6 +39,12 @@ const strides = (shape: readonly number[]) => {
   return s;
 };
 const size = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
+
+/** What a scatter writes where `value` lands on `out`, by ONNX's `reduction`. */
+function combined(op: OpFn, reduction: string, out: Known, value: Known): Known {
+  const kind = { add: "Add", mul: "Mul", max: "Max", min: "Min" }[reduction];
+  return kind ? op(kind, [out, value]) : value;
+}
 
 /**
  * Replaces elements of `data` by elements of `updates`: `sources[p]` lists, for output element
@@ -61,16 +69,7 @@ function scatter(
     const has = constant(sources.map((s) => +(at(s) !== undefined)), [...shape], "bool");
     const from = constant(sources.map((s) => at(s) ?? 0), [...shape], "i32");
     const value = op("Gather", [flat, from], { axis: 0 });
-    const combined = reduction === "add"
-      ? op("Add", [out, value])
-      : reduction === "mul"
-      ? op("Mul", [out, value])
-      : reduction === "max"
-      ? op("Max", [out, value])
-      : reduction === "min"
-      ? op("Min", [out, value])
-      : value;
-    out = op("Where", [has, combined, out]);
+    out = op("Where", [has, combined(op, reduction, out, value), out]);
   }
   return [layers === 0 ? op("Identity", [data]) : out];
 }
@@ -110,7 +109,6 @@ function scatterElements(c: NodeContext): Known[] {
   const data = c.required(0), updates = c.required(2);
   const shape = typeOf(data).shape, ushape = typeOf(updates).shape;
   const ishape = typeOf(c.required(1)).shape;
-  const indices = known(c, 1, "indices");
   const rank = shape.length;
   if (ishape.join() !== ushape.join() || ushape.length !== rank) {
     misfit(
@@ -120,6 +118,15 @@ function scatterElements(c: NodeContext): Known[] {
   }
   const axisAttr = attrs(c).int("axis", 0)!;
   const axis = axisAttr < 0 ? axisAttr + rank : axisAttr;
+  if (ushape.some((u, d) => d !== axis && u > shape[d])) {
+    misfit(c, `updates [${ushape}] exceed data [${shape}]`);
+  }
+  const reduction = reductionOf(c);
+  const runtime = c.required(1).kind === "value" &&
+    (reduction === "none" || reduction === "add" ||
+      ((reduction === "max" || reduction === "min") && isFloat(typeOf(updates).dtype)));
+  if (runtime) return [scatterByMatch(c, data, c.required(1), updates, axis, reduction)];
+  const indices = known(c, 1, "indices");
   const sources: number[][] = Array.from({ length: size(shape) }, () => []);
   const us = strides(ushape), ds = strides(shape);
   for (let j = 0; j < indices.length; j++) {
@@ -151,6 +158,62 @@ function scatterND(c: NodeContext): Known[] {
     for (let e = 0; e < slice; e++) sources[base + e].push(t * slice + e);
   }
   return scatter(c, data, updates, sources, reductionOf(c));
+}
+
+/**
+ * ScatterElements with indices computed at run time: each update is matched against every
+ * position of the scatter axis (a one-hot of `U × n` for updates of shape U and an axis of n), and
+ * the matches reduce over the updates' axis: a sum for "add", a max or min, and for "none" the
+ * last update in ONNX's order (the largest position along the axis), as the constant path does.
+ * The indices pass through a Gather of 0..n−1, which resolves negative ones and raises an
+ * out-of-range one as every Gather does.
+ */
+function scatterByMatch(
+  c: NodeContext,
+  data: Known,
+  indices: Known,
+  updates: Known,
+  axis: number,
+  reduction: string,
+): Known {
+  const op = opOf(c);
+  const shape = typeOf(data).shape, ushape = typeOf(updates).shape, rank = shape.length;
+  const n = shape[axis], t = typeOf(updates).dtype;
+  checkBudget([...ushape, n], t, c.label);
+  const iota = (k: number) => constant(Array.from({ length: k }, (_, i) => i), [k], "i32");
+  const at = op("Gather", [iota(n), op("Cast", [indices], { to: "i32" })], { axis: 0 });
+  const hits = op("Equal", [op("Unsqueeze", [at], { axes: [rank] }), iota(n)]);
+  const values = op("Unsqueeze", [updates], { axes: [rank] });
+  const over = { axes: [axis], keepdims: 1 };
+  const fill = (v: number) => scalar(v, t);
+  let picked = hits;
+  if (reduction === "none") {
+    // Along the updates' axis, the last position that hits.
+    const pos = op("Reshape", [iota(ushape[axis])], {
+      shape: ushape.map((u, d) => (d === axis ? u : 1)).concat(1),
+    });
+    const last = op("ReduceMax", [op("Where", [hits, pos, scalar(-1, "i32")])], over);
+    picked = op("And", [hits, op("Equal", [pos, last])]);
+  }
+  const reduced = reduction === "max"
+    ? op("ReduceMax", [op("Where", [hits, values, fill(-Infinity)])], over)
+    : reduction === "min"
+    ? op("ReduceMin", [op("Where", [hits, values, fill(Infinity)])], over)
+    : op("ReduceSum", [op("Where", [picked, values, fill(0)])], over);
+  const any = op("ReduceMax", [op("Cast", [hits], { to: "i32" })], over);
+  // [U with 1 at axis, n] → the data's layout: n at axis, then padded to the data's shape.
+  const perm = [...Array(rank + 1).keys()];
+  [perm[axis], perm[rank]] = [rank, axis];
+  const place = (k: Known) => {
+    const moved = op("Reshape", [op("Transpose", [k], { perm })], {
+      shape: ushape.map((u, d) => (d === axis ? n : u)),
+    });
+    const pads = shape.map(() => 0).concat(shape.map((s, d) => s - (d === axis ? n : ushape[d])));
+    return pads.some((p) => p) ? op("Pad", [moved], { pads, mode: "constant", value: 0 }) : moved;
+  };
+  const value = place(reduced);
+  const hit = op("Greater", [place(any), scalar(0, "i32")]);
+  return op("Where", [hit, combined(op, reduction, data, value), data]);
 }
 
 /** A window function's values. */

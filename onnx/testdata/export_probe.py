@@ -9,7 +9,6 @@ import os, sys, json, tarfile, numpy as np, onnx, onnxruntime as ort, torch
 from torch import nn
 torch.manual_seed(0); np.random.seed(0)
 F = nn.functional
-out = sys.argv[1]; tmp = "/tmp/probe"; os.makedirs(tmp, exist_ok=True)
 
 
 class ConvNeXt(nn.Module):  # depthwise 7x7, channels-last LayerNorm, GELU MLP, layer scale
@@ -93,33 +92,41 @@ models = {
     "vgg_pools": (Vgg().eval(), (torch.randn(2, 3, 28, 28),), ["x"]),
     "llama_rms": (Llama().eval(), (torch.randn(2, 7, 32),), ["x"]),
 }
-report = {}
-for name, (m, args, names) in models.items():
-    for dynamo in (False, True):
-        tag = f"{name}_{'dyn' if dynamo else 'ts'}"; path = f"{tmp}/{tag}.onnx"
-        try:
-            with torch.no_grad():
-                if dynamo:
-                    torch.onnx.export(m, args, path, input_names=names, output_names=["y"], dynamo=True)
-                else:
-                    torch.onnx.export(m, args, path, input_names=names, output_names=["y"], opset_version=17,
-                                      dynamo=False, do_constant_folding=True)
-            mp = onnx.load(path, load_external_data=True); onnx.save(mp, path)
-            sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-            feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
-            y = sess.run(None, feeds)[0]
-            with torch.no_grad():
-                ref = m(*args).numpy()
-            for k, v in feeds.items(): v.tofile(f"{tmp}/{tag}.in.{k}.{v.dtype}.bin")
-            y.astype(np.float32).tofile(f"{tmp}/{tag}.out.y.float32.bin")
-            report[tag] = {"inputs": {k: [list(v.shape), str(v.dtype)] for k, v in feeds.items()},
-                           "output": [list(y.shape), "float32"], "ort_vs_torch": float(np.abs(y - ref).max()),
-                           "ops": sorted({n.op_type for n in mp.graph.node}),
-                           "opset": [o.version for o in mp.opset_import], "bytes": os.path.getsize(path)}
-            print(tag, "ok", report[tag]["opset"], report[tag]["ops"])
-        except Exception as e:
-            print(tag, "failed:", str(e)[:400])
-report["versions"] = {"torch": torch.__version__, "onnx": onnx.__version__, "ort": ort.__version__}
-json.dump(report, open(f"{tmp}/probe.json", "w"), indent=1)
-with tarfile.open(f"{out}/probe.tar.gz", "w:gz") as t:
-    for f in os.listdir(tmp): t.add(f"{tmp}/{f}", arcname=f)
+def probe(models, out, tmp, archive):
+    """Exports each model through both exporters into tmp, with ONNX Runtime's output and the
+    inputs, writes probe.json there and OUT/ARCHIVE (a .tar.gz of tmp)."""
+    os.makedirs(tmp, exist_ok=True)
+    report = {}
+    for name, (m, args, names) in models.items():
+        for dynamo in (False, True):
+            tag = f"{name}_{'dyn' if dynamo else 'ts'}"; path = f"{tmp}/{tag}.onnx"
+            try:
+                with torch.no_grad():
+                    if dynamo:
+                        torch.onnx.export(m, args, path, input_names=names, output_names=["y"], dynamo=True)
+                    else:
+                        torch.onnx.export(m, args, path, input_names=names, output_names=["y"], opset_version=17,
+                                          dynamo=False, do_constant_folding=True)
+                mp = onnx.load(path, load_external_data=True); onnx.save(mp, path)
+                sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+                feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
+                y = sess.run(None, feeds)[0]
+                with torch.no_grad():
+                    ref = m(*args).numpy()
+                for k, v in feeds.items(): v.tofile(f"{tmp}/{tag}.in.{k}.{v.dtype}.bin")
+                y.astype(np.float32).tofile(f"{tmp}/{tag}.out.y.float32.bin")
+                report[tag] = {"inputs": {k: [list(v.shape), str(v.dtype)] for k, v in feeds.items()},
+                               "output": [list(y.shape), "float32"], "ort_vs_torch": float(np.abs(y - ref).max()),
+                               "ops": sorted({n.op_type for n in mp.graph.node}),
+                               "opset": [o.version for o in mp.opset_import], "bytes": os.path.getsize(path)}
+                print(tag, "ok", report[tag]["opset"], report[tag]["ops"])
+            except Exception as e:
+                print(tag, "failed:", str(e)[:400])
+    report["versions"] = {"torch": torch.__version__, "onnx": onnx.__version__, "ort": ort.__version__}
+    json.dump(report, open(f"{tmp}/probe.json", "w"), indent=1)
+    with tarfile.open(f"{out}/{archive}", "w:gz") as t:
+        for f in os.listdir(tmp): t.add(f"{tmp}/{f}", arcname=f)
+
+
+if __name__ == "__main__":
+    probe(models, sys.argv[1], "/tmp/probe", "probe.tar.gz")
