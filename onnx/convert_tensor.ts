@@ -6,7 +6,8 @@
  * the model is compiled: `OnnxModel` specialises on it when it is an input. Scatter indices known
  * then make a gather of the updates by a precomputed source map, which fuses like any gather;
  * ScatterElements' indices computed at run time match every update against the axis instead
- * (`scatterByMatch`; ScatterND and a "mul" reduction still need them known).
+ * (`scatterByMatch`), and ScatterND's land their slices by a matmul of the matches
+ * (`scatterSlices`); a "mul" reduction, and integer ScatterND updates, still need them known.
  *
  * @module
  */
@@ -145,12 +146,19 @@ function scatterND(c: NodeContext): Known[] {
   const data = c.required(0), updates = c.required(2);
   const shape = typeOf(data).shape;
   const ishape = typeOf(c.required(1)).shape;
-  const indices = known(c, 1, "indices");
   const k = ishape.at(-1)!, slice = size(shape.slice(k)), ds = strides(shape);
   const want = [...ishape.slice(0, -1), ...shape.slice(k)];
   if (!(k >= 1 && k <= shape.length) || typeOf(updates).shape.join() !== want.join()) {
     misfit(c, `indices [${ishape}] and updates [${typeOf(updates).shape}] for data [${shape}]`);
   }
+  const reduction = reductionOf(c);
+  if (
+    c.required(1).kind === "value" && (reduction === "none" || reduction === "add") &&
+    isFloat(typeOf(updates).dtype)
+  ) {
+    return [scatterSlices(c, data, c.required(1), updates, k, reduction)];
+  }
+  const indices = known(c, 1, "indices");
   const sources: number[][] = Array.from({ length: size(shape) }, () => []);
   for (let t = 0; t < indices.length / k; t++) {
     let base = 0;
@@ -214,6 +222,58 @@ function scatterByMatch(
   const value = place(reduced);
   const hit = op("Greater", [place(any), scalar(0, "i32")]);
   return op("Where", [hit, combined(op, reduction, data, value), data]);
+}
+
+/**
+ * ScatterND with indices computed at run time (a KV cache's write position, say): each index
+ * tuple becomes the flat position of its slice in the first `k` axes, matched against every such
+ * position (T × P for T tuples and P positions), and the slices land by a matmul of the matches
+ * with the updates as rows: summed for "add"; for "none" only the last tuple to hit a position
+ * counts, as in ONNX's order. The indices pass through Gathers, which resolve negative ones and
+ * raise out-of-range ones as every Gather does.
+ */
+function scatterSlices(
+  c: NodeContext,
+  data: Known,
+  indices: Known,
+  updates: Known,
+  k: number,
+  reduction: string,
+): Known {
+  const op = opOf(c);
+  const shape = typeOf(data).shape, ishape = typeOf(indices).shape, t = typeOf(updates).dtype;
+  const tuples = size(ishape.slice(0, -1)), places = size(shape.slice(0, k));
+  const rest = size(shape.slice(k));
+  checkBudget([tuples, places], t, c.label);
+  const iota = (n: number, dims = [n]) =>
+    constant(Array.from({ length: n }, (_, i) => i), dims, "i32");
+  const flat = op("Reshape", [op("Cast", [indices], { to: "i32" })], { shape: [tuples, k] });
+  const within = strides(shape.slice(0, k));
+  let at: Known | undefined;
+  for (let d = 0; d < k; d++) {
+    const column = op("Slice", [flat], { starts: [d], ends: [d + 1], axes: [1] });
+    const coord = op("Gather", [iota(shape[d]), column], { axis: 0 });
+    const term = op("Mul", [coord, scalar(within[d], "i32")]);
+    at = at ? op("Add", [at, term]) : term;
+  }
+  let hits = op("Equal", [at!, iota(places, [1, places])]); // [T, P]
+  if (reduction === "none") {
+    const order = iota(tuples, [tuples, 1]);
+    const last = op("ReduceMax", [op("Where", [hits, order, scalar(-1, "i32")])], {
+      axes: [0],
+      keepdims: 1,
+    });
+    hits = op("And", [hits, op("Equal", [order, last])]);
+  }
+  const weights = op("Transpose", [op("Cast", [hits], { to: t })], { perm: [1, 0] }); // [P, T]
+  const rows = op("Reshape", [updates], { shape: [tuples, rest] });
+  const value = op("Reshape", [op("MatMul", [weights, rows])], { shape: [...shape] });
+  if (reduction === "add") return op("Add", [data, value]);
+  const any = op("ReduceMax", [op("Cast", [hits], { to: "i32" })], { axes: [0], keepdims: 0 });
+  const hit = op("Reshape", [op("Greater", [any, scalar(0, "i32")])], {
+    shape: [...shape.slice(0, k), ...shape.slice(k).map(() => 1)],
+  });
+  return op("Where", [hit, value, data]);
 }
 
 /** A window function's values. */
