@@ -22,6 +22,7 @@ import { SELECT_CONVERTERS } from "./convert_select.ts";
 import { MATH_CONVERTERS } from "./convert_math.ts";
 import { RNN_CONVERTERS } from "./convert_rnn.ts";
 import { NEWER_CONVERTERS, wrapPad } from "./convert_newer.ts";
+import { MS_DOMAIN, MS_QUANT_CONVERTERS } from "./convert_ms_quant.ts";
 import { einsum } from "./convert_einsum.ts";
 import { dft, stft } from "./convert_dft.ts";
 import { gridSample, roiAlign } from "./convert_grid.ts";
@@ -455,8 +456,8 @@ export const CONVERTERS: Record<string, Converter> = {
 };
 
 /**
- * The converter of op `opType` in `domain` (ONNX's default domain, or the training domain's
- * optimizers), if kiln has one.
+ * The converter of op `opType` in `domain` (ONNX's default domain, the training domain, or ONNX
+ * Runtime's quantized contrib ops), if kiln has one.
  */
 export function converterOf(
   domain: string | undefined,
@@ -467,6 +468,8 @@ export function converterOf(
     ? CONVERTERS
     : d === TRAINING_DOMAIN
     ? TRAINING_CONVERTERS
+    : d === MS_DOMAIN
+    ? MS_QUANT_CONVERTERS
     : undefined;
   return table && Object.hasOwn(table, opType) ? table[opType] : undefined;
 }

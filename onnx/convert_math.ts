@@ -92,11 +92,24 @@ function alongAxis(op: OpFn, k: Known, shape: readonly number[], axis: number): 
 }
 
 /** `round(x / scale) + zero`, saturated into `dtype` and cast. */
-function quantize(op: OpFn, x: Known, scale: Known, zero: Known | undefined, dtype: DType): Known {
+export function quantize(
+  op: OpFn,
+  x: Known,
+  scale: Known,
+  zero: Known | undefined,
+  dtype: DType,
+): Known {
   const [lo, hi] = RANGE[dtype]!;
   let q = op("Round", [op("Div", [x, scale])]);
   if (zero) q = op("Add", [q, op("Cast", [zero], { to: "f32" })]);
   return op("Cast", [op("Clip", [q], { min: lo, max: hi })], { to: dtype });
+}
+
+/** `(x − zero) · scale` in f32. */
+export function dequantize(op: OpFn, x: Known, scale: Known, zero: Known | undefined): Known {
+  let v = op("Cast", [x], { to: "f32" });
+  if (zero) v = op("Sub", [v, op("Cast", [zero], { to: "f32" })]);
+  return op("Mul", [v, scale]);
 }
 
 function quantizedType(c: NodeContext, zero: Known | undefined): DType {
@@ -374,12 +387,14 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     const op = opOf(c);
     const [x, scale, zero] = [c.required(0), c.required(1), c.input(2)];
     const shape = typeOf(x).shape, axis = attrs(c).int("axis", 1)!;
-    const s = alongAxis(op, scale, shape, axis);
-    let v = op("Cast", [x], { to: "f32" });
-    if (zero) {
-      v = op("Sub", [v, op("Cast", [alongAxis(op, zero, shape, axis)], { to: "f32" })]);
-    }
-    return [op("Mul", [v, s])];
+    return [
+      dequantize(
+        op,
+        x,
+        alongAxis(op, scale, shape, axis),
+        zero && alongAxis(op, zero, shape, axis),
+      ),
+    ];
   },
   DynamicQuantizeLinear: (c) => {
     const op = opOf(c);

@@ -73,6 +73,10 @@ export const EXPORT_NAMES: readonly string[] = [
   "llama_dynamo",
   "vgg_dynamo",
   "efficient_se_dynamo",
+  // Quantized by ONNX Runtime's own tools (`export_probe3.py`): QOperator (QLinearConv and
+  // com.microsoft's QGemm) and dynamic (DynamicQuantizeLinear, ConvInteger, MatMulInteger).
+  "quant_qoperator",
+  "quant_dynamic",
 ];
 
 /** An extra PyTorch export with its recorded inputs (any names, f32 or i64) and ONNX Runtime's `y`. */

@@ -1,0 +1,122 @@
+/**
+ * The quantized ops of ONNX Runtime's `com.microsoft` domain that its own quantizer writes in the
+ * QOperator format (`quantize_static(…, quant_format=QuantFormat.QOperator)`): QGemm, QLinearAdd,
+ * QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat and
+ * QLinearSoftmax. Each dequantizes its inputs, runs the float op, and quantizes the result as
+ * QuantizeLinear does (round half to even, saturated to the zero point's type), so they fuse
+ * like the standard quantization ops around them.
+ *
+ * @module
+ */
+import { KilnError } from "../jit/errors.ts";
+import { scalar } from "./convert_composite.ts";
+import { dequantize, quantize } from "./convert_math.ts";
+import {
+  attrs,
+  type Converter,
+  type Known,
+  type NodeContext,
+  opOf,
+  typeOf,
+} from "./node_context.ts";
+
+/** ONNX Runtime's contrib-op domain. */
+export const MS_DOMAIN = "com.microsoft";
+
+/** Input `i`, dequantized by inputs `i + 1` (scale) and `i + 2` (zero point). */
+const real = (c: NodeContext, i: number) =>
+  dequantize(opOf(c), c.required(i), c.required(i + 1), c.input(i + 2));
+
+/** `y` quantized by inputs `i` (scale) and `i + 1` (zero point). */
+function requantize(c: NodeContext, y: Known, i: number): Known {
+  const zero = c.input(i + 1);
+  const dtype = zero ? typeOf(zero).dtype : "u8";
+  if (dtype !== "u8" && dtype !== "i8") {
+    throw new KilnError(`${c.label}: quantization to ${dtype}`, {
+      code: "unsupported",
+      fix: "kiln quantizes to uint8 and int8",
+    });
+  }
+  return quantize(opOf(c), y, c.required(i), zero, dtype);
+}
+
+/** A float op between dequantized inputs and a quantized result. */
+function around(
+  inputs: readonly number[],
+  output: number,
+  body: (c: NodeContext, xs: Known[]) => Known,
+): Converter<Known> {
+  return (c) => [requantize(c, body(c, inputs.map((i) => real(c, i))), output)];
+}
+
+/** QGemm: `alpha · A·B + C` on dequantized A and B (C an i32 bias at scale a·b), quantized when y's scale is given. */
+function qGemm(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c);
+  const [transA, transB] = [a.int("transA", 0) === 1, a.int("transB", 0) === 1];
+  const alpha = a.float("alpha", 1)!;
+  const t = (x: Known) => op("Transpose", [x], { perm: [1, 0] });
+  const [x, xs, xz] = [c.required(0), c.required(1), c.input(2)];
+  const [w, ws, wz] = [c.required(3), c.required(4), c.input(5)];
+  const f = (k: Known) => op("Cast", [k], { to: "f32" });
+  // A per-column zero point of B lines up with B's N axis: its rows when B comes transposed.
+  const column = (k: Known) =>
+    transB && typeOf(k).shape.length === 1 && typeOf(k).shape[0] > 1
+      ? op("Reshape", [k], { shape: [typeOf(k).shape[0], 1] })
+      : k;
+  const av = xz ? op("Sub", [f(x), f(xz)]) : f(x);
+  const bv = wz ? op("Sub", [f(w), f(column(wz))]) : f(w);
+  const scale = op("Mul", [xs, ws]); // per column of the product when ws is 1-D
+  let y = op("Mul", [op("MatMul", [transA ? t(av) : av, transB ? t(bv) : bv]), scale]);
+  if (alpha !== 1) y = op("Mul", [y, scalar(alpha, "f32")]);
+  const bias = c.input(6);
+  if (bias) y = op("Add", [y, op("Mul", [f(bias), scale])]);
+  return [c.input(7) ? requantize(c, y, 7) : y];
+}
+
+/** QLinearSoftmax: `opset` below 13 keeps Softmax's old flatten-to-2-D meaning. */
+function qSoftmax(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c);
+  const x = real(c, 0), shape = typeOf(x).shape;
+  const raw = a.int("axis", -1)!, axis = raw < 0 ? raw + shape.length : raw;
+  if (a.int("opset", 13)! >= 13) return [requantize(c, op("Softmax", [x], { axis }), 3)];
+  const rows = shape.slice(0, axis).reduce((p, d) => p * d, 1);
+  const flat = op("Reshape", [x], { shape: [rows, -1] });
+  const y = op("Reshape", [op("Softmax", [flat], { axis: 1 })], { shape: [...shape] });
+  return [requantize(c, y, 3)];
+}
+
+/** Converters by op type in {@linkcode MS_DOMAIN}. */
+export const MS_QUANT_CONVERTERS: Record<string, Converter<Known>> = {
+  QGemm: qGemm,
+  QLinearAdd: around([0, 3], 6, (c, [x, y]) => opOf(c)("Add", [x, y])),
+  QLinearMul: around([0, 3], 6, (c, [x, y]) => opOf(c)("Mul", [x, y])),
+  QLinearSigmoid: around([0], 3, (c, [x]) => opOf(c)("Sigmoid", [x])),
+  QLinearLeakyRelu: around(
+    [0],
+    3,
+    (c, [x]) => opOf(c)("LeakyRelu", [x], { alpha: attrs(c).float("alpha", 0.01) }),
+  ),
+  QLinearGlobalAveragePool: around([0], 3, (c, [x]) => {
+    const rank = typeOf(x).shape.length, last = attrs(c).int("channels_last", 0) === 1;
+    const axes = [...Array(rank - 2).keys()].map((i) => i + (last ? 1 : 2));
+    return opOf(c)("ReduceMean", [x], { axes, keepdims: 1 });
+  }),
+  QLinearConcat: (c) => {
+    const op = opOf(c), count = c.inputs().length - 2;
+    if (count < 3 || count % 3 !== 0) {
+      throw new KilnError(
+        `${c.label}: ${
+          count + 2
+        } inputs; QLinearConcat takes y's scale and zero point, then (x, scale, zero point) per input`,
+        {
+          code: "bad-input",
+          fix: "re-quantize the model",
+        },
+      );
+    }
+    const xs = [...Array(count / 3).keys()].map((k) => real(c, 2 + 3 * k));
+    const y = op("Concat", xs, { axis: attrs(c).int("axis", 0) });
+    return [requantize(c, y, 0)];
+  },
+  QLinearSoftmax: qSoftmax,
+};
