@@ -111,6 +111,18 @@ for (const backend of ["wasm", "webgpu"]) {
   });
 }
 
+for (const backend of ["wasm", "webgpu"]) {
+  Deno.test(`${backend}: f32 division is IEEE's, rounding ties included`, async () => {
+    // −0.85000002 / 0.02 lies a hair past a tie; the rest are quotients of scattered values.
+    const n = 200, a = [Math.fround(-17 * Math.fround(0.05))], b = [0.02];
+    for (let i = 1; i < n; i++) {
+      a.push(Math.sin(i * 12.9898) * 43758.5453 % 7);
+      b.push(Math.cos(i * 78.233) * 0.37 + (i % 2 ? 0.5 : -0.5));
+    }
+    await assertMatchesReference(backend, "Div", [f32(a), f32(b)], {}, { atol: 0, rtol: 0 });
+  });
+}
+
 /** Sums a compiler may reassociate, and products with a padded zero it may fold (fuzz cases). */
 function folds() {
   const b = new GraphBuilder();

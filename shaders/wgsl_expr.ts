@@ -73,6 +73,14 @@ fn k_mul(a: f32, b: f32) -> f32 {
 // contract a * b + c; DynamicQuantizeLinear's Round then came out one off).
 var<private> k_never: bool;
 fn k_prod(a: f32, b: f32) -> f32 { return select(a * b, a, k_never); }
+// WGSL leaves fma's rounding to the implementation: NVIDIA fuses it, llvmpipe rounds the product
+// first. Every entry point finds out (from a builtin, so no compiler folds it): 1 + 2^-12 squared
+// has a 2^-24 that only a fused fma keeps.
+var<private> k_fused: bool;
+fn k_fma_fused(n: u32) -> bool {
+  let t = 1.0 + bitcast<f32>(0x39800000u) * f32(min(n, 1u));
+  return fma(t, t, -(t * t)) != 0.0;
+}
 fn k_f16(x: f32) -> f32 { return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x; }
 fn k_erf(x: f32) -> f32 {
   // Abramowitz & Stegun 7.1.26 in the odd form; |error| < 1.5e-7.
@@ -106,7 +114,9 @@ fn k_fdiv(a: f32, b: f32) -> f32 {
   // quotient passes through k_never so that no compiler simplifies the residual a - q·b away.
   let q = select(a / b, a, k_never);
   let corrected = q + fma(-q, b, a) / b;
-  return select(q, corrected, !k_isinf(q) && !k_isinf(b));
+  // The residual a - q·b is exact only through a fused fma; an unfused one made llvmpipe's
+  // correctly rounded −0.85000002 / 0.02 one ulp off. Without it the division stands.
+  return select(q, corrected, k_fused && !k_isinf(q) && !k_isinf(b));
 }
 // An f16 quotient (its caller rounds it to f16): WGSL's f32 division, within 2.5 f32 ulp, rounds
 // to the IEEE f16 quotient except within those ulp of an f16 rounding midpoint (an exact f16
@@ -128,8 +138,8 @@ fn k_f2u(x: f32, hi: u32) -> u32 {
 }
 `;
 
-/** The first statement of every entry point using {@linkcode PRELUDE} (it has `nwg`). */
-export const NEVER = "k_never = nwg.x == 0u;";
+/** The first statements of every entry point using {@linkcode PRELUDE} (it has `nwg`). */
+export const NEVER = "k_never = nwg.x == 0u; k_fused = k_fma_fused(nwg.x);";
 
 /** f32 NaN, +inf and -inf as WGSL expressions (Tint rejects them as constants). */
 export const NAN = "bitcast<f32>(k_special.x)";
