@@ -45,15 +45,17 @@ const HELP = `kiln ${VERSION}: a JIT codegen runtime for tensor compute graphs
 Usage:
   kiln run [MODEL.onnx] [--backend auto|ID] [--input NAME=FILE.bin ...] [--shape NAME=2x3 ...]
            [--save DIR] [--runs N] [--json] [--explain] [--precision f32|f16-storage|f16]
+           [--narrow-f64]
       Compile and run MODEL (default: the built-in demo MLP). Inputs are raw little-endian files
       in the model's dtype; missing inputs are seeded random. --save writes DIR/<output>.bin and
       DIR/outputs.json. --precision f16 (or f16-storage) needs --backend webgpu on a GPU with
-      shader-f16; inputs and outputs stay f32.
+      shader-f16; inputs and outputs stay f32. --narrow-f64 lets a backend without f64 (webgpu)
+      compute a double model in f32; inputs and outputs stay f64.
   kiln explain [MODEL.onnx] [--backend auto|ID] [--shape NAME=2x3 ...] [--json] [--dot FILE]
                [--svg FILE]
       The fusion and placement plan; --dot writes it for Graphviz, --svg draws it with dot.
   kiln bench [MODEL.onnx] [--backends ID,ID] [--runs N] [--warmup N] [--threads N] [--json]
-             [--precision f32|f16-storage|f16]
+             [--precision f32|f16-storage|f16] [--narrow-f64]
       Compile time, first run, median and p90 run time per backend (after --warmup runs, default
       3; --threads sizes the wasm backend's thread pool; --backend ID is one backend).
   kiln info [MODEL.onnx] [--json]
@@ -141,25 +143,11 @@ function parseShape(text: string, name: string): number[] {
   return dims;
 }
 
+/** A raw little-endian file's bytes as `dtype` elements (copied into a fresh array). */
 function fromBytes(bytes: Uint8Array, dtype: BoundaryDType): TensorData {
-  const copy = bytes.slice();
-  switch (dtype) {
-    case "f32":
-      return new Float32Array(copy.buffer);
-    case "f16":
-      return new Uint16Array(copy.buffer);
-    case "i32":
-      return new Int32Array(copy.buffer);
-    case "u32":
-      return new Uint32Array(copy.buffer);
-    case "i8":
-      return new Int8Array(copy.buffer);
-    case "u8":
-    case "bool":
-      return copy;
-    case "i64":
-      return new BigInt64Array(copy.buffer);
-  }
+  const data = allocate(dtype, bytes.byteLength / byteSize(dtype));
+  new Uint8Array(data.buffer).set(bytes);
+  return data;
 }
 
 function randomData(dtype: BoundaryDType, n: number, seed: number): TensorData {
@@ -168,7 +156,7 @@ function randomData(dtype: BoundaryDType, n: number, seed: number): TensorData {
   for (let i = 0; i < n; i++) {
     if (data instanceof BigInt64Array) data[i] = BigInt(Math.floor(next() * 10));
     else if (dtype === "bool") data[i] = next() < 0.5 ? 1 : 0;
-    else if (dtype === "f32") data[i] = next() * 2 - 1;
+    else if (dtype === "f32" || dtype === "f64") data[i] = next() * 2 - 1;
     else if (dtype === "f16") data[i] = 0x3c00;
     else data[i] = Math.floor(next() * 10);
   }
@@ -286,10 +274,17 @@ function renderSvg(dot: string): string {
   }
 }
 
-function compileOptions(backend: string | undefined, precision?: string): CompileOptions {
+function compileOptions(
+  backend: string | undefined,
+  precision?: string,
+  narrowF64 = false,
+): CompileOptions {
   // compile() checks the precision: an unknown one, or one the backend cannot store, is a
   // KilnError with a Fix.
-  const p = precision === undefined ? {} : { precision: precision as Precision };
+  const p = {
+    ...(precision === undefined ? {} : { precision: precision as Precision }),
+    narrowF64,
+  };
   return !backend || backend === "auto" ? p : { backend, ...p };
 }
 
@@ -311,6 +306,7 @@ async function run(args: string[]): Promise<number> {
     options: {
       backend: { type: "string", default: "auto" },
       precision: { type: "string" },
+      "narrow-f64": { type: "boolean", default: false },
       runs: { type: "string", default: "5" },
       json: { type: "boolean", default: false },
       explain: { type: "boolean", default: false },
@@ -323,7 +319,9 @@ async function run(args: string[]): Promise<number> {
   const runs = runCount("run", values.runs, 10);
   if (values.save) await checkWritableDir(values.save, "--save");
   const loaded = await load(positionals[0], values.input, values.shape);
-  const exe = await loaded.compile(compileOptions(values.backend, values.precision));
+  const exe = await loaded.compile(
+    compileOptions(values.backend, values.precision, values["narrow-f64"]),
+  );
   const times: number[] = [];
   let outputs: TensorMap = {};
   for (let i = 0; i < runs; i++) {
@@ -416,6 +414,7 @@ async function bench(args: string[]): Promise<number> {
       backends: { type: "string" },
       backend: { type: "string" },
       precision: { type: "string" },
+      "narrow-f64": { type: "boolean", default: false },
       runs: { type: "string", default: "20" },
       warmup: { type: "string", default: "3" },
       threads: { type: "string" },
@@ -456,7 +455,7 @@ async function bench(args: string[]): Promise<number> {
     // --threads sizes the wasm backend's pool (default: one thread per core).
     const backend = threads !== undefined && id === "wasm" ? new WasmBackend({ threads }) : id;
     const exe = await loaded.compile({
-      ...compileOptions(undefined, values.precision),
+      ...compileOptions(undefined, values.precision, values["narrow-f64"]),
       backend,
       cache: false,
     });

@@ -297,3 +297,44 @@ Deno.test("kiln explain --svg draws the plan with Graphviz, or says how to get i
     assert.match(r.stderr, /needs Graphviz's dot, which is not installed\. Fix: install Graphviz/);
   }
 });
+
+Deno.test("kiln run on a double model: f64 on wasm, refused or --narrow-f64 on webgpu", async () => {
+  const { GraphBuilder } = await import("./jit/graph_builder.ts");
+  const { toOnnx } = await import("./onnx/export.ts");
+  const b = new GraphBuilder();
+  const x = b.input("x", [4], "f64");
+  b.output(
+    "y",
+    b.op("Add", [b.op("Mul", [x, b.constant(1e200, [], "f64")]), b.constant(1, [], "f64")]),
+  );
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeFile(`${dir}/double.onnx`, toOnnx(b.build()));
+    await Deno.writeFile(
+      `${dir}/x.bin`,
+      new Uint8Array(new Float64Array([1, 2, 3, 1e-300]).buffer),
+    );
+    const args = ["run", `${dir}/double.onnx`, "--input", `x=${dir}/x.bin`, "--runs", "1"];
+    const wasm = await kiln(...args, "--backend", "wasm", "--save", `${dir}/wasm`);
+    assert.equal(wasm.code, 0, wasm.stderr);
+    const y = new Float64Array((await Deno.readFile(`${dir}/wasm/y.bin`)).buffer);
+    assert.deepEqual(Array.from(y), [1e200 + 1, 2e200 + 1, 3e200 + 1, 1e-100 + 1]);
+    const refused = await kiln(...args, "--backend", "webgpu");
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /no f64 arithmetic.*Fix: .*narrowF64/);
+    const narrow = await kiln(
+      ...args,
+      "--backend",
+      "webgpu",
+      "--narrow-f64",
+      "--save",
+      `${dir}/gpu`,
+    );
+    assert.equal(narrow.code, 0, narrow.stderr);
+    const z = new Float64Array((await Deno.readFile(`${dir}/gpu/y.bin`)).buffer);
+    // In f32, 1e200 overflows and 1e-300 flushes to 0: 0 · ∞ is NaN.
+    assert.deepEqual(Array.from(z), [Infinity, Infinity, Infinity, NaN]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

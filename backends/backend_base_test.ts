@@ -16,6 +16,7 @@ import type { RefTensor } from "../jit/host_tensor.ts";
 const profile: DeviceProfile = {
   name: "fake",
   f16: false,
+  f64: true,
   subgroups: false,
   simd: false,
   threads: 1,

@@ -1,14 +1,20 @@
 /**
  * Host data ↔ 32-bit words, the element storage of the generated backends (WebGPU buffers and
  * the WebAssembly arena): narrow dtypes are widened on the way in and narrowed on the way out.
+ * f64 (the arena only: WGSL has none) keeps its 64-bit elements.
  *
  * @module
  */
 import { type DType, fromF16Bits, type TensorData, toF16Bits } from "../jit/dtype.ts";
 
 /** `data` (of `dtype`) as 32-bit words ready for `writeBuffer`. */
-export function toWords(data: TensorData, dtype: DType): Float32Array | Int32Array | Uint32Array {
+export function toWords(
+  data: TensorData,
+  dtype: DType,
+): Float64Array | Float32Array | Int32Array | Uint32Array {
   switch (dtype) {
+    case "f64":
+      return data as Float64Array;
     case "f32":
       return data as Float32Array;
     case "f16":
@@ -26,7 +32,7 @@ export function toWords(data: TensorData, dtype: DType): Float32Array | Int32Arr
 }
 
 /** A copy in a fresh (never shared) buffer: callers own what they get. */
-function copy<T extends Float32Array | Int32Array | Uint32Array>(
+function copy<T extends Float64Array | Float32Array | Int32Array | Uint32Array>(
   Type: { new (n: number): T; new (b: ArrayBufferLike, o: number, n: number): T },
   buffer: ArrayBufferLike,
   offset: number,
@@ -45,6 +51,8 @@ export function fromWords(
   dtype: DType,
 ): TensorData {
   switch (dtype) {
+    case "f64":
+      return copy(Float64Array, buffer, offset, n);
     case "f32":
       return copy(Float32Array, buffer, offset, n);
     case "f16":
@@ -71,7 +79,8 @@ export interface Storage {
 }
 
 /** Bytes an element of `dtype` takes in `storage`. */
-export function elementBytes(dtype: DType, storage: Storage): 2 | 4 {
+export function elementBytes(dtype: DType, storage: Storage): 2 | 4 | 8 {
+  if (dtype === "f64") return 8;
   return storage.half && dtype === "f16" ? 2 : 4;
 }
 
@@ -82,7 +91,7 @@ export function storedBytes(n: number, dtype: DType, storage: Storage): number {
 
 /** `data` as `storage` holds it, a whole number of words long (for `writeBuffer`). */
 export function toStored(data: TensorData, dtype: DType, storage: Storage): ArrayBufferView {
-  if (elementBytes(dtype, storage) === 4) return toWords(data, dtype);
+  if (elementBytes(dtype, storage) !== 2) return toWords(data, dtype);
   const bits = data as Uint16Array;
   if (bits.length % 2 === 0) return bits;
   const padded = new Uint16Array(bits.length + 1);
@@ -105,7 +114,7 @@ export function fromStored(
   if (owned && dtype === "f32") return new Float32Array(buffer, offset, n);
   if (owned && dtype === "i32") return new Int32Array(buffer, offset, n);
   if (owned && dtype === "u32") return new Uint32Array(buffer, offset, n);
-  if (elementBytes(dtype, storage) === 4) return fromWords(buffer, offset, n, dtype);
+  if (elementBytes(dtype, storage) !== 2) return fromWords(buffer, offset, n, dtype);
   return new Uint16Array(buffer, offset, n).slice();
 }
 

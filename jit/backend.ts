@@ -25,6 +25,8 @@ export interface DeviceProfile {
   readonly name: string;
   /** Native f16 arithmetic. */
   readonly f16: boolean;
+  /** f64 arithmetic (kernels with f64 values run only where this is true). */
+  readonly f64: boolean;
   /** Subgroup (SIMD-group) operations. */
   readonly subgroups: boolean;
   /** SIMD lanes on the CPU (128-bit WebAssembly SIMD). */

@@ -39,7 +39,13 @@ import {
 import { count } from "./counters.ts";
 import { digest } from "./digest.ts";
 import { planBuckets } from "./buckets.ts";
-import { applyPrecision, checkPrecision, type Precision } from "./precision.ts";
+import {
+  applyPrecision,
+  checkPrecision,
+  narrowF64,
+  type Precision,
+  type Widened,
+} from "./precision.ts";
 import { estimateWork } from "./workload.ts";
 import { hoistRandom } from "./random_inputs.ts";
 
@@ -67,6 +73,13 @@ export interface CompileOptions {
    * a named backend that stores f16 natively (WebGPU with `shader-f16`); see `jit/precision.ts`.
    */
   readonly precision?: Precision;
+  /**
+   * Where the named backend has no f64 arithmetic (WebGPU: WGSL has none), compute the graph's
+   * f64 tensors in f32 instead of refusing it (default false). The caller still passes and gets
+   * f64 data. Under a policy, f64 kernels are placed on a backend that has f64 (wasm) and this
+   * does nothing.
+   */
+  readonly narrowF64?: boolean;
   /**
    * Shape buckets: inputs whose axis 0 (the batch) is an upper bound. The executable then runs
    * any smaller batch without recompiling, computing and returning only the active rows; a graph
@@ -118,7 +131,11 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   if (precision !== "f32") await checkHalf(named, precision);
   // Random ops become inputs the executable draws on every run.
   const { graph: drawing, drawn } = hoistRandom(input);
-  const { graph, widened } = applyPrecision(foldEmpty(drawing), precision);
+  const { graph, widened } = withoutF64(
+    applyPrecision(foldEmpty(drawing), precision),
+    named,
+    options.narrowF64 ?? false,
+  );
   if (named && !named.codegen && !named.compile) {
     throw new KilnError(`Backend "${named.id}" has neither codegen nor compile()`, {
       code: "backend",
@@ -348,6 +365,34 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   count("kiln_compiles_total");
   count("kiln_compile_ms_total", performance.now() - start);
   return exe;
+}
+
+/**
+ * `prepared` (the graph and what the executable widens) as a named backend without f64 runs it:
+ * narrowed to f32 where the caller allows it, else refused with a `Fix:` if it has f64 values.
+ */
+function withoutF64(
+  prepared: { graph: Graph; widened?: Widened },
+  named: Backend | undefined,
+  allow: boolean,
+): { graph: Graph; widened?: Widened } {
+  const { graph } = prepared;
+  if (!named || named.capabilities().f64) return prepared;
+  const wide = graph.values.filter((v) => v.dtype === "f64");
+  if (!wide.length) return prepared;
+  if (allow && !prepared.widened) return narrowF64(graph);
+  const what = `Backend "${named.id}" has no f64 arithmetic, and the graph computes ${
+    wide.slice(0, 3).map((v) => `"${v.name}"`).join(", ")
+  }${wide.length > 3 ? ` and ${wide.length - 3} more` : ""} in f64`;
+  throw new KilnError(
+    allow ? `${what}; narrowF64 cannot combine with an f16 precision` : what,
+    {
+      code: "unsupported",
+      fix: allow
+        ? 'compile with precision: "f32" to narrow f64 to f32, or on backend "wasm"'
+        : 'compile with backend "wasm" or "reference" (f64 there), the auto policy (it runs f64 kernels on the CPU), or narrowF64: true to compute them in f32 here',
+    },
+  );
 }
 
 /** Refuses an f16 precision unless the named backend stores f16 natively (it would be slower). */

@@ -1,5 +1,7 @@
 /**
- * Element types. Inside kiln every value has one of {@linkcode DType}; `i64` exists only at the
+ * Element types. Inside kiln every value has one of {@linkcode DType}; `f64` is computed in f64
+ * where the backend has it (reference, wasm) and narrowed to f32 only where the caller allows it
+ * (WGSL has no f64); `i64` exists only at the
  * boundary (graph inputs/outputs, constants from ONNX), where it is narrowed to `i32` with a range
  * check, because no backend we target has 64-bit integer arithmetic worth using. `f16` is a storage
  * type: its bits live in a `Uint16Array` (Node 20 has no `Float16Array`) and arithmetic happens in
@@ -10,13 +12,15 @@
 import { KilnError } from "./errors.ts";
 
 /** Element types a value inside a kiln graph can have. */
-export type DType = "f32" | "f16" | "i32" | "u32" | "i8" | "u8" | "bool";
+export type DType = "f64" | "f32" | "f16" | "i32" | "u32" | "i8" | "u8" | "bool";
 
 /** Element types accepted at a graph's boundary: {@linkcode DType} plus `i64`. */
 export type BoundaryDType = DType | "i64";
 
 /** The typed array that stores each {@linkcode DType}. */
 export interface TypedArrayFor {
+  /** 64-bit float. */
+  f64: Float64Array;
   /** 32-bit float. */
   f32: Float32Array;
   /** 16-bit float, stored as raw bits. */
@@ -37,6 +41,7 @@ export interface TypedArrayFor {
 
 /** Any typed array kiln stores tensor data in. */
 export type TensorData =
+  | Float64Array
   | Float32Array
   | Uint16Array
   | Int32Array
@@ -46,9 +51,10 @@ export type TensorData =
   | BigInt64Array;
 
 /** Every internal dtype, in a stable order. */
-export const DTYPES: readonly DType[] = ["f32", "f16", "i32", "u32", "i8", "u8", "bool"];
+export const DTYPES: readonly DType[] = ["f32", "f16", "f64", "i32", "u32", "i8", "u8", "bool"];
 
 const BYTES: Record<BoundaryDType, number> = {
+  f64: 8,
   f32: 4,
   f16: 2,
   i32: 4,
@@ -66,7 +72,7 @@ export function byteSize(dtype: BoundaryDType): number {
 
 /** Whether `dtype` is a floating-point type. */
 export function isFloat(dtype: DType): boolean {
-  return dtype === "f32" || dtype === "f16";
+  return dtype === "f32" || dtype === "f16" || dtype === "f64";
 }
 
 /** Whether `dtype` is an integer type (bool excluded). */
@@ -82,6 +88,8 @@ export function isDType(s: unknown): s is BoundaryDType {
 /** Allocates a zeroed typed array of `length` elements for `dtype`. */
 export function allocate<D extends BoundaryDType>(dtype: D, length: number): TypedArrayFor[D] {
   switch (dtype) {
+    case "f64":
+      return new Float64Array(length) as TypedArrayFor[D];
     case "f32":
       return new Float32Array(length) as TypedArrayFor[D];
     case "f16":
@@ -104,9 +112,26 @@ export function allocate<D extends BoundaryDType>(dtype: D, length: number): Typ
   });
 }
 
+/** `values` stored as `dtype` (f16 rounded to its bits, bool as 0/1, integers truncated). */
+export function fromNumbers(dtype: DType, values: ArrayLike<number>): TensorData {
+  switch (dtype) {
+    case "f16":
+      return Uint16Array.from(values, (v) => toF16Bits(v));
+    case "bool":
+      return Uint8Array.from(values, (v) => +(v !== 0));
+    default: {
+      const out = allocate(dtype, values.length) as Exclude<TensorData, BigInt64Array>;
+      out.set(values);
+      return out;
+    }
+  }
+}
+
 /** Whether `data` is the typed array kind that stores `dtype`. */
 export function matchesDType(data: TensorData, dtype: BoundaryDType): boolean {
   switch (dtype) {
+    case "f64":
+      return data instanceof Float64Array;
     case "f32":
       return data instanceof Float32Array;
     case "f16":
@@ -128,6 +153,7 @@ export function matchesDType(data: TensorData, dtype: BoundaryDType): boolean {
 /** The dtype a typed array most naturally holds (`Uint8Array` → `u8`, `Uint16Array` → `f16`). */
 export function dtypeOfData(data: TensorData): BoundaryDType {
   if (data instanceof Float32Array) return "f32";
+  if (data instanceof Float64Array) return "f64";
   if (data instanceof Uint16Array) return "f16";
   if (data instanceof Int32Array) return "i32";
   if (data instanceof Uint32Array) return "u32";

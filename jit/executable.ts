@@ -9,8 +9,8 @@
 import type { Backend, KernelTime, Program } from "./backend.ts";
 import type { RefTensor } from "./host_tensor.ts";
 import { DeviceTensor, storedDType } from "./device_tensor.ts";
-import { fromF16Bits, type TensorData, widenToI64 } from "./dtype.ts";
-import { toF16, type Widened } from "./precision.ts";
+import { matchesDType, type TensorData, widenToI64 } from "./dtype.ts";
+import { convertData, type Widened } from "./precision.ts";
 import { KilnError } from "./errors.ts";
 import type { Graph, GraphInput } from "./graph.ts";
 import { acceptInput, type HostTensor } from "./host_tensor.ts";
@@ -194,8 +194,9 @@ export class Executable {
       });
     }
     let t = ArrayBuffer.isView(value) ? { data: value, shape: p.shape, dtype: p.dtype } : value;
-    if (this.#init.widened?.params.has(name) && t?.data instanceof Float32Array) {
-      t = { ...t, data: toF16(t.data), dtype: "f16" };
+    const widened = this.#init.widened;
+    if (widened?.params.has(name) && t?.data && matchesDType(t.data, widened.wide)) {
+      t = { ...t, data: convertData(t.data, widened.wide, widened.narrow), dtype: widened.narrow };
     }
     const accepted = acceptInput(t, p, `param "${name}"`);
     this.#params.set(name, accepted.data === t.data ? accepted.data.slice() : accepted.data);
@@ -323,8 +324,10 @@ export class Executable {
         if (!onDevice && o.name in this.state) this.#setState(this.state[o.name], d.slice());
         let host = given.has(d) ? d.slice() : d;
         if (shape !== v.shape) host = host.slice(0, sizeOf(shape));
-        if (this.#init.widened?.outputs.has(o.name) && host instanceof Uint16Array) {
-          out[o.name] = { data: Float32Array.from(host, fromF16Bits), shape, dtype: "f32" };
+        const widened = this.#init.widened;
+        if (widened?.outputs.has(o.name) && matchesDType(host, widened.narrow)) {
+          const data = convertData(host, widened.narrow, widened.wide);
+          out[o.name] = { data, shape, dtype: widened.wide };
           return;
         }
         out[o.name] = {
@@ -476,10 +479,12 @@ export class Executable {
       }
       if (i.name in inputs || state === undefined) {
         const t = given as HostTensor | undefined;
-        // Under an f16 precision the caller's f32 data is narrowed here, before it travels.
-        const caller = this.#init.widened?.inputs.has(i.name) && t?.dtype === "f32" &&
-            t.data instanceof Float32Array
-          ? { ...t, data: toF16(t.data), dtype: "f16" as const }
+        // Under an f16 precision (or narrowF64) the caller's data is narrowed here, before it
+        // travels.
+        const widened = this.#init.widened;
+        const caller = widened?.inputs.has(i.name) && t?.dtype === widened.wide &&
+            matchesDType(t.data, widened.wide)
+          ? { ...t, data: convertData(t.data, widened.wide, widened.narrow), dtype: widened.narrow }
           : given;
         return acceptInput(caller, this.#bucketed(i, active), `input "${i.name}"`);
       }

@@ -138,6 +138,8 @@ function nameOf(v: Sym | string): string {
 
 function numberData(value: number, dtype: BoundaryDType): TensorData {
   switch (dtype) {
+    case "f64":
+      return new Float64Array([value]);
     case "f32":
       return new Float32Array([value]);
     case "i32":

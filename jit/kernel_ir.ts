@@ -341,6 +341,16 @@ export function walk(e: Expr, visit: (e: Expr) => void, seen: Set<Expr> = new Se
   visit(e);
 }
 
+/** Whether any buffer, reduction or subexpression of kernel `k` is f64. */
+export function usesF64(k: KernelIR): boolean {
+  if ([...k.inputs, ...k.outputs, ...k.reductions].some((b) => b.dtype === "f64")) return true;
+  let found = false;
+  for (const x of [...k.reductions, ...k.outputs]) {
+    walk(x.expr, (e) => (found ||= e.dtype === "f64"));
+  }
+  return found;
+}
+
 /** Every buffer `e` reads, the indices of its gather steps included. */
 export function buffersRead(e: Expr, into: Set<number> = new Set()): Set<number> {
   walk(e, (x) => {

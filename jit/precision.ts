@@ -14,9 +14,18 @@
  * Both need a device that stores f16 natively (WebGPU with `shader-f16`): elsewhere they would be
  * slower than f32, so they are refused with a `Fix:`.
  *
+ * The same rewrite narrows f64 to f32 where the caller allows it (`compile(…, { narrowF64 })`)
+ * for a backend without f64 arithmetic (WGSL has none): the caller keeps f64 tensors.
+ *
  * @module
  */
-import { type BoundaryDType, toF16Bits } from "./dtype.ts";
+import {
+  type BoundaryDType,
+  type DType,
+  fromF16Bits,
+  fromNumbers,
+  type TensorData,
+} from "./dtype.ts";
 import { KilnError } from "./errors.ts";
 import { Graph, type GraphSpec, type NodeSpec } from "./graph.ts";
 import type { Attrs } from "./ops/mod.ts";
@@ -36,8 +45,15 @@ export function checkPrecision(value: unknown): Precision {
   });
 }
 
-/** Inputs, params and outputs whose f16 tensors the caller sees as f32. */
+/**
+ * Inputs, params and outputs whose `narrow` tensors the caller sees as `wide` (f16 as f32 under an
+ * f16 precision, f32 as f64 under `narrowF64`).
+ */
 export interface Widened {
+  /** The caller's dtype. */
+  readonly wide: DType;
+  /** The graph's dtype. */
+  readonly narrow: DType;
   /** Input names. */
   readonly inputs: ReadonlySet<string>;
   /** Parameter names. */
@@ -46,24 +62,68 @@ export interface Widened {
   readonly outputs: ReadonlySet<string>;
 }
 
-/** f32 data as f16 bits. */
-export function toF16(data: Float32Array): Uint16Array {
-  const out = new Uint16Array(data.length);
-  for (let i = 0; i < data.length; i++) out[i] = toF16Bits(data[i]);
-  return out;
+/** `data` (of `from`) as `to` stores it: f16 decoded from and rounded to its bits. */
+export function convertData(data: TensorData, from: DType, to: DType): TensorData {
+  const values = from === "f16" ? Float32Array.from(data as Uint16Array, fromF16Bits) : data;
+  return fromNumbers(to, values as ArrayLike<number>);
 }
 
-/** The value's dtype in the rewritten graph. */
-const half = (d: BoundaryDType): BoundaryDType => (d === "f32" ? "f16" : d);
+/**
+ * `graph` with every `wide` tensor made `narrow`: inputs, parameters, constants, intermediates,
+ * outputs and the dtype attributes (`to`, `dtype`) that name `wide`.
+ */
+function retype(graph: Graph, wide: DType, narrow: DType): { graph: Graph; widened: Widened } {
+  const name = (v: number) => graph.values[v].name;
+  const swap = (d: BoundaryDType): BoundaryDType => (d === wide ? narrow : d);
+  const attr = (key: string, v: unknown): unknown => {
+    if ((key === "to" || key === "dtype") && v === wide) return narrow;
+    const t = v as { data?: TensorData; shape?: unknown; dtype?: unknown } | undefined;
+    if (t && typeof t === "object" && t.dtype === wide && ArrayBuffer.isView(t.data)) {
+      return { ...t, data: convertData(t.data, wide, narrow), dtype: narrow };
+    }
+    return v;
+  };
+  const spec: GraphSpec = {
+    inputs: graph.inputs.map((i) => ({ name: i.name, shape: i.shape, dtype: swap(i.dtype) })),
+    params: graph.params.map((p) => ({
+      name: p.name,
+      shape: p.shape,
+      dtype: swap(p.dtype),
+      data: p.dtype === wide && p.data ? convertData(p.data, wide, narrow) : p.data,
+    })),
+    nodes: graph.nodes.map((n): NodeSpec => ({
+      op: n.op,
+      name: n.name,
+      inputs: n.inputs.map(name),
+      outputs: n.outputs.map(name),
+      attrs: Object.fromEntries(Object.entries(n.attrs).map(([k, v]) => [k, attr(k, v)])) as Attrs,
+    })),
+    outputs: graph.outputs.map((o) => ({
+      name: o.name,
+      value: name(o.value),
+      dtype: swap(o.dtype),
+    })),
+  };
+  const of = (xs: readonly { name: string; dtype: BoundaryDType }[]) =>
+    new Set(xs.filter((x) => x.dtype === wide).map((x) => x.name));
+  return {
+    graph: Graph.create(spec),
+    widened: {
+      wide,
+      narrow,
+      inputs: of(graph.inputs),
+      params: of(graph.params),
+      outputs: of(graph.outputs.filter((o) => graph.values[o.value].dtype === wide)),
+    },
+  };
+}
 
-/** An attribute with its f32 tensors and dtype names made f16. */
-function halfAttr(key: string, v: unknown): unknown {
-  if ((key === "to" || key === "dtype") && v === "f32") return "f16";
-  const t = v as { data?: unknown; shape?: unknown; dtype?: unknown } | undefined;
-  if (t && typeof t === "object" && t.dtype === "f32" && t.data instanceof Float32Array) {
-    return { ...t, data: toF16(t.data), dtype: "f16" };
-  }
-  return v;
+/**
+ * `graph` with its f64 tensors computed in f32, for a backend without f64 arithmetic; the caller
+ * keeps f64 tensors (`widened`). A graph without f64 comes back as it is.
+ */
+export function narrowF64(graph: Graph): { graph: Graph; widened?: Widened } {
+  return graph.values.some((v) => v.dtype === "f64") ? retype(graph, "f64", "f32") : { graph };
 }
 
 /** `graph` under `precision`, with what the executable widens back to f32 for the caller. */
@@ -72,6 +132,7 @@ export function applyPrecision(
   precision: Precision,
 ): { graph: Graph; widened?: Widened } {
   if (precision === "f32") return { graph };
+  if (precision === "f16") return retype(graph, "f32", "f16");
   const name = (v: number) => graph.values[v].name;
   const f32 = (v: number) => graph.values[v].dtype === "f32";
   const taken = new Set(graph.values.map((v) => v.name));
@@ -83,36 +144,6 @@ export function applyPrecision(
   };
   const inputs = graph.inputs.filter((i) => i.dtype === "f32").map((i) => i.name);
   const outputs = graph.outputs.filter((o) => o.dtype === "f32" && f32(o.value)).map((o) => o.name);
-  if (precision === "f16") {
-    const spec: GraphSpec = {
-      inputs: graph.inputs.map((i) => ({ name: i.name, shape: i.shape, dtype: half(i.dtype) })),
-      params: graph.params.map((p) => ({
-        name: p.name,
-        shape: p.shape,
-        dtype: half(p.dtype),
-        data: p.dtype === "f32" && p.data ? toF16(p.data as Float32Array) : p.data,
-      })),
-      nodes: graph.nodes.map((n): NodeSpec => ({
-        op: n.op,
-        name: n.name,
-        inputs: n.inputs.map(name),
-        outputs: n.outputs.map(name),
-        attrs: Object.fromEntries(
-          Object.entries(n.attrs).map(([k, v]) => [k, halfAttr(k, v)]),
-        ) as Attrs,
-      })),
-      outputs: graph.outputs.map((o) => ({
-        name: o.name,
-        value: name(o.value),
-        dtype: half(o.dtype),
-      })),
-    };
-    const params = graph.params.filter((p) => p.dtype === "f32").map((p) => p.name);
-    return {
-      graph: Graph.create(spec),
-      widened: { inputs: new Set(inputs), params: new Set(params), outputs: new Set(outputs) },
-    };
-  }
   // f16-storage: f16 at the edges, a cast to f32 after each such input and before each output.
   const renamed = new Map<number, string>();
   const casts: NodeSpec[] = [];
@@ -138,7 +169,11 @@ export function applyPrecision(
     outputNames.set(o.name, narrow);
   }
   const spec: GraphSpec = {
-    inputs: graph.inputs.map((i) => ({ name: i.name, shape: i.shape, dtype: half(i.dtype) })),
+    inputs: graph.inputs.map((i) => ({
+      name: i.name,
+      shape: i.shape,
+      dtype: i.dtype === "f32" ? "f16" : i.dtype,
+    })),
     params: graph.params.map((p) => ({
       name: p.name,
       shape: p.shape,
@@ -164,6 +199,12 @@ export function applyPrecision(
   };
   return {
     graph: Graph.create(spec),
-    widened: { inputs: new Set(inputs), params: new Set(), outputs: new Set(outputs) },
+    widened: {
+      wide: "f32",
+      narrow: "f16",
+      inputs: new Set(inputs),
+      params: new Set(),
+      outputs: new Set(outputs),
+    },
   };
 }

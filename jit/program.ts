@@ -141,6 +141,8 @@ export function serialized(run: Program["run"]): Program["run"] {
 /** A typed view of `n` elements of `dtype` at the start of `buffer`. */
 function view(buffer: ArrayBuffer, dtype: DType, n: number): TensorData {
   switch (dtype) {
+    case "f64":
+      return new Float64Array(buffer, 0, n);
     case "f32":
       return new Float32Array(buffer, 0, n);
     case "f16":

@@ -13,7 +13,7 @@ import type { Backend, Workload } from "./backend.ts";
 import type { Graph } from "./graph.ts";
 import { byteSize } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
-import type { KernelIR } from "./kernel_ir.ts";
+import { type KernelIR, usesF64 } from "./kernel_ir.ts";
 import type { BackendRates } from "./cost_model.ts";
 import { sizeOf } from "./shape.ts";
 
@@ -172,6 +172,7 @@ export function oversized(
  */
 export function canRun(b: Backend, k: KernelIR, elided: ReadonlySet<number> = NONE): boolean {
   if (b.deviceLost || !b.codegen || unfit(b, k, elided)) return false;
+  if (!b.capabilities().f64 && usesF64(k)) return false;
   // A placement copy runs where its op says the data must live: ToDevice in a device's own
   // memory, ToHost in the host's.
   if (k.placement) return (memorySpace(b) === "host") === (k.placement === "ToHost");

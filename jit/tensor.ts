@@ -11,9 +11,9 @@ import {
   type DType,
   dtypeOfData,
   fromF16Bits,
+  fromNumbers,
   isDType,
   type TensorData,
-  toF16Bits,
 } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
 import { acceptInput } from "./host_tensor.ts";
@@ -132,7 +132,7 @@ export class Tensor {
     if (v instanceof Tensor) return v.#lazy(op);
     return {
       type: { shape: [], dtype },
-      data: dtype === "f16" ? new Uint16Array([toF16Bits(v)]) : toTyped([v], dtype),
+      data: fromNumbers(dtype, [v]),
     };
   }
 
@@ -422,7 +422,7 @@ export function tensor(data: TensorData | NestedArray, shape?: Shape, dtype?: DT
     });
   }
   const target = shape ?? dims;
-  const typed = ArrayBuffer.isView(flat) ? flat : toTyped(flat, type);
+  const typed = ArrayBuffer.isView(flat) ? flat : fromNumbers(type, flat);
   const accepted = acceptInput(
     { data: typed, shape: target, dtype: typed instanceof BigInt64Array ? "i64" : type },
     { shape: target, dtype: typed instanceof BigInt64Array ? "i64" : type },
@@ -460,23 +460,4 @@ function flatten(
     dims,
     natural: flat.length && typeof flat[0] === "boolean" ? "bool" : "f32",
   };
-}
-
-function toTyped(values: number[], dtype: DType): TensorData {
-  switch (dtype) {
-    case "f32":
-      return Float32Array.from(values);
-    case "f16":
-      return Uint16Array.from(values, (v) => toF16Bits(v));
-    case "i32":
-      return Int32Array.from(values);
-    case "u32":
-      return Uint32Array.from(values);
-    case "i8":
-      return Int8Array.from(values);
-    case "u8":
-      return Uint8Array.from(values);
-    case "bool":
-      return Uint8Array.from(values, (v) => +(v !== 0));
-  }
 }

@@ -12,6 +12,7 @@ import type { Graph } from "./graph.ts";
 import type { HostTensor } from "./host_tensor.ts";
 import type { Attrs } from "./ops/mod.ts";
 import { runOp as runOpOn, type RunOpOptions } from "./run_op.ts";
+import { setBackendRates } from "./cost_model.ts";
 
 /** Options for {@linkcode assertClose}. */
 export interface CloseOptions {
@@ -129,4 +130,23 @@ export function bool(values: ArrayLike<number | boolean>, shape?: readonly numbe
     shape: shape ?? [values.length],
     dtype: "bool",
   };
+}
+
+/**
+ * Runs `body` while backend `id` has rates that make it look fastest at everything: for placement
+ * rules that must hold whatever the costs (a limit, a missing capability).
+ */
+export async function withFastestRates(id: string, body: () => Promise<void>): Promise<void> {
+  setBackendRates(id, {
+    bytesPerMs: 1e12,
+    flopsPerMs: 1e15,
+    dispatchMs: 0,
+    syncMs: 0,
+    transferBytesPerMs: 1e12,
+  });
+  try {
+    await body();
+  } finally {
+    setBackendRates(id, undefined);
+  }
 }

@@ -300,7 +300,10 @@ export class OnnxModel {
     return exe;
   }
 
-  /** The cache key of an executable: input shapes, where it runs, and any specialised values. */
+  /**
+   * The cache key of an executable: input shapes, where it runs, its precision and any
+   * specialised values.
+   */
   #key(
     shapes: Readonly<Record<string, Shape>>,
     options: CompileOptions,
@@ -312,6 +315,8 @@ export class OnnxModel {
       backend,
       options.policy,
       options.fuse,
+      options.precision,
+      options.narrowF64,
       values,
     ]);
   }

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { DType } from "../jit/dtype.ts";
+import { type DType, fromNumbers } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import type { Attrs, ValueType } from "../jit/ops/mod.ts";
@@ -67,16 +67,7 @@ export function constant(
   dtype: DType,
   i64 = false,
 ): Known {
-  const data = dtype === "f32"
-    ? Float32Array.from(values)
-    : dtype === "bool" || dtype === "u8"
-    ? Uint8Array.from(values)
-    : dtype === "i8"
-    ? Int8Array.from(values)
-    : dtype === "u32"
-    ? Uint32Array.from(values)
-    : Int32Array.from(values);
-  return { kind: "const", tensor: { data, shape, dtype }, i64 };
+  return { kind: "const", tensor: { data: fromNumbers(dtype, values), shape, dtype }, i64 };
 }
 
 /** `attrs` without its undefined entries (absent ONNX attributes). */

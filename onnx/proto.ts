@@ -93,7 +93,7 @@ export interface TensorProto {
 
 /**
  * ONNX `TensorProto.DataType` codes kiln handles, with their boundary dtype. Types kiln has no
- * storage for are held in a wider one, as double is held in f32: int16 in i32, uint16 in u32,
+ * storage for are held in a wider one: int16 in i32, uint16 in u32,
  * uint64 in u32 with a range check (as int64 in i32), and bfloat16 in f32 (exactly: a bfloat16 is
  * the top half of an f32), so their values, not their bits, cross the boundary, and arithmetic on
  * them is 32-bit. The importer rounds to bfloat16 where the model asks for it (Cast, outputs).
@@ -108,7 +108,7 @@ const DTYPE_OF_CODE: Record<number, BoundaryDType> = {
   7: "i64",
   9: "bool",
   10: "f16",
-  11: "f32",
+  11: "f64",
   12: "u32",
   13: "u32",
   16: "f32",
@@ -135,6 +135,7 @@ const NAMES: Record<number, string> = {
 /** The ONNX data type code of a kiln dtype (`i32` exports as int32). */
 export const CODE_OF_DTYPE: Record<BoundaryDType, number> = {
   f32: 1,
+  f64: 11,
   u8: 2,
   i8: 3,
   i32: 6,
@@ -241,7 +242,7 @@ function fromRaw<T extends RawElements>(
   return out;
 }
 
-/** Converts a `TensorProto` to a host tensor in kiln's internal dtypes (int64 narrowed, double to f32). */
+/** Converts a `TensorProto` to a host tensor in kiln's internal dtypes (int64 narrowed). */
 export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: DType } {
   const name = `${where}${t.name ? ` "${t.name}"` : ""}`;
   if (t.dataLocation === 1 || (t.externalData && t.externalData.length)) {
@@ -295,11 +296,9 @@ export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: D
         : Float32Array.from(fields(t.floatData, "float_data"));
       break;
     case 11:
-      data = Float32Array.from(
-        raw
-          ? fromRaw(Float64Array, raw, count, (v, at) => v.getFloat64(at, true))
-          : fields(t.doubleData, "double_data"),
-      );
+      data = raw
+        ? fromRaw(Float64Array, raw, count, (v, at) => v.getFloat64(at, true))
+        : Float64Array.from(fields(t.doubleData, "double_data"));
       break;
     case 10:
       data = raw

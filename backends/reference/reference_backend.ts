@@ -84,6 +84,7 @@ export class ReferenceBackend extends BackendBase {
     return {
       name: "TypeScript reference interpreter",
       f16: false,
+      f64: true,
       subgroups: false,
       simd: false,
       threads: 1,

@@ -6,10 +6,13 @@
  */
 import type { DType } from "../../jit/dtype.ts";
 
-const TWO_OVER_SQRT_PI = 1.1283791670955126;
-
-/** erf(x) to about 1e-15: Taylor series below |x| = 2.5, continued fraction for erfc above. */
+/**
+ * erf(x) to about 1e-15: Taylor series below |x| = 2.5, continued fraction for erfc above.
+ * Self-contained (it names nothing outside itself): the wasm backend's workers get its source
+ * text, so their f64 kernels compute the same bits.
+ */
 export function erf(x: number): number {
+  const TWO_OVER_SQRT_PI = 1.1283791670955126;
   if (Number.isNaN(x)) return NaN;
   const a = Math.abs(x);
   if (a < 2.5) {

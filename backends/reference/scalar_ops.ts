@@ -16,6 +16,8 @@ export type ScalarFn = (args: readonly number[]) => number;
 /** The number a value becomes when stored as `dtype`. */
 export function roundTo(dtype: DType, v: number): number {
   switch (dtype) {
+    case "f64":
+      return v;
     case "f32":
       return Math.fround(v);
     case "f16":

@@ -21,7 +21,10 @@ import { gatherOutOfRange } from "../../jit/kernel_ir.ts";
 import { planMemory } from "../../jit/memory_plan.ts";
 import { neededKernels } from "../../jit/program.ts";
 import { sizeOf } from "../../jit/shape.ts";
-import { fromWords, toWords } from "../words.ts";
+import { elementBytes, fromWords, type Storage, toWords } from "../words.ts";
+
+/** The arena stores every dtype in 32-bit words, f64 in 64-bit ones (see `words.ts`). */
+const WORDS: Storage = { half: false };
 import { contracts, prepackBytes, scratchBytes, TILE_ROWS } from "./wasm_matmul_plan.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
@@ -260,7 +263,10 @@ export function arenaProgram(plan: ArenaPlan): ArenaProgram {
     ...plan.outputs,
   ]);
   const memoryPlan = planMemory(plan.kernels, external);
-  const bytes = (v: number) => Math.ceil(Math.max(1, sizeOf(types.get(v)!.shape)) * 4 / 16) * 16;
+  const bytes = (v: number) => {
+    const { shape, dtype } = types.get(v)!;
+    return Math.ceil(Math.max(1, sizeOf(shape)) * elementBytes(dtype, WORDS) / 16) * 16;
+  };
   const slotBytes = memoryPlan.slots.map(() => 0);
   for (const [v, s] of memoryPlan.assignment) slotBytes[s] = Math.max(slotBytes[s], bytes(v));
   const offsets = new Map<number, number>();

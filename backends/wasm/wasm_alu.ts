@@ -1,8 +1,9 @@
 /**
- * The kernel IR's ALU ops in WebAssembly: each op on scalars (f32 for f32/f16, i32 for integers
- * and bool, rounded to its dtype as if stored), and on f32x4 vectors where an expression has a
- * vector lowering (bool as all-ones/zero lane masks). The loops around them are
- * `wasm_codegen.ts`'s; transcendentals call the module's vector library (`wasm_math.ts`).
+ * The kernel IR's ALU ops in WebAssembly: each op on scalars (f32 for f32/f16, f64 for f64, i32
+ * for integers and bool, rounded to its dtype as if stored), and on f32x4 vectors where an
+ * expression has a vector lowering (bool as all-ones/zero lane masks). The loops around them are
+ * `wasm_codegen.ts`'s; f32 transcendentals call the module's vector library (`wasm_math.ts`), f64
+ * ones the host's (the reference backend's own functions, so f64 results are the same bits).
  *
  * @module
  */
@@ -10,9 +11,13 @@ import type { DType } from "../../jit/dtype.ts";
 import type { Alu, AluOp, AluOperands, Expr } from "../../jit/kernel_ir.ts";
 import type { MathFunction } from "./wasm_math.ts";
 import type { KernelFunction } from "./wasm_module.ts";
+import type { BinaryenModule } from "./wasm_codegen.ts";
 
-/** Whether `d` is held as f32 in generated code. */
-export const isFloat = (d: DType): boolean => d === "f32" || d === "f16";
+/** Whether `d` is a float in generated code (f32 for f32/f16, f64 for f64). */
+export const isFloat = (d: DType): boolean => d === "f32" || d === "f16" || d === "f64";
+
+/** Whether kernel values of `d` live in f64 (scalar code only: f64 has no vector path here). */
+export const isWide = (d: DType): boolean => d === "f64";
 
 /** Locals holding evaluated expressions, by structural id (`ExprTable` ids). */
 export type Memo = Map<number, number>;
@@ -62,11 +67,33 @@ export type AluContext = Pick<KernelFunction, "m" | "binaryen" | "local">;
 
 /** What a scalar lowering sees: the operands as Binaryen expressions, and their kind. */
 interface ScalarArgs extends AluOperands<number> {
-  /** Whether the operands are floats (f32 in registers). */
+  /** Whether the operands are floats. */
   readonly fl: boolean;
+  /** The operands' float instructions (f64 for f64 operands, else f32). */
+  readonly F: FloatOps;
   /** Whether the operands are u32. */
   readonly u: boolean;
 }
+
+/** Binaryen's instructions of one float type (the names f32 and f64 share). */
+type FloatOps = Pick<
+  BinaryenModule["f32"] | BinaryenModule["f64"],
+  | "add"
+  | "sub"
+  | "mul"
+  | "div"
+  | "neg"
+  | "abs"
+  | "sqrt"
+  | "floor"
+  | "ceil"
+  | "nearest"
+  | "eq"
+  | "ne"
+  | "gt"
+  | "lt"
+  | "const"
+>;
 
 /** A vector lowering's argument builder: a fresh f32x4 expression of argument `i` per call. */
 type Arg = (i: number) => number;
@@ -99,10 +126,15 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
   const call1 = (name: string, x: number) => m.f32.demote(m.call(name, [m.f64.promote(x)], f64));
   const call2 = (name: string, x: number, y: number) =>
     m.f32.demote(m.call(name, [m.f64.promote(x), m.f64.promote(y)], f64));
-  const constant = (
-    value: number,
-    d: DType,
-  ) => (isFloat(d) ? m.f32.const(value) : ic(value >>> 0 === value ? value : value | 0));
+  /** A host function of f64 operands (f32 ones widened, the result narrowed back). */
+  const host = (name: string, wide: boolean, ...xs: number[]) =>
+    wide ? m.call(name, xs, f64) : xs.length === 1 ? call1(name, xs[0]) : call2(name, xs[0], xs[1]);
+  const constant = (value: number, d: DType) =>
+    isWide(d)
+      ? m.f64.const(value)
+      : isFloat(d)
+      ? m.f32.const(value)
+      : ic(value >>> 0 === value ? value : value | 0);
 
   const round = (x: number, d: DType): number => {
     switch (d) {
@@ -120,9 +152,20 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
   };
 
   const cast = (x: number, from: DType, to: DType): number => {
-    if (to === "bool") return isFloat(from) ? m.f32.ne(x, m.f32.const(0)) : m.i32.ne(x, ic(0));
+    const F = isWide(from) ? m.f64 : m.f32;
+    if (to === "bool") return isFloat(from) ? F.ne(x, F.const(0)) : m.i32.ne(x, ic(0));
     if (isFloat(to)) {
-      return isFloat(from) ? x : from === "u32" ? m.f32.convert_u.i32(x) : m.f32.convert_s.i32(x);
+      const T = isWide(to) ? m.f64 : m.f32;
+      if (isWide(from) !== isWide(to) && isFloat(from)) {
+        return isWide(to) ? m.f64.promote(x) : m.f32.demote(x);
+      }
+      return isFloat(from) ? x : from === "u32" ? T.convert_u.i32(x) : T.convert_s.i32(x);
+    }
+    if (isWide(from)) {
+      if (to === "i32") return m.i32.trunc_s_sat.f64(x);
+      if (to === "u32") return m.i32.trunc_u_sat.f64(x);
+      x = m.f32.demote(x);
+      from = "f32";
     }
     const clampS = (v: number, lo: number, hi: number) => {
       const t = local(i32);
@@ -159,35 +202,41 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
     const l = local(i32);
     return { set: m.local.set(l, v), get: () => get(l, i32) };
   };
-  const math = (op: keyof typeof MATH) => ({ a }: ScalarArgs) =>
-    m.f32x4.extract_lane(m.call(MATH[op], [m.f32x4.splat(a[0])], binaryen.v128), 0);
-  /** Per ALU op: its scalar lowering (f32 for floats, i32 for every other dtype). */
+  const math = (op: keyof typeof MATH) => ({ a, d }: ScalarArgs) =>
+    isWide(d[0])
+      ? m.call(op.toLowerCase(), [a[0]], f64)
+      : m.f32x4.extract_lane(m.call(MATH[op], [m.f32x4.splat(a[0])], binaryen.v128), 0);
+  /** Per ALU op: its scalar lowering (f32 or f64 for floats, i32 for every other dtype). */
   const scalar = {
-    Add: ({ a, fl }) => fl ? m.f32.add(a[0], a[1]) : m.i32.add(a[0], a[1]),
-    Sub: ({ a, fl }) => fl ? m.f32.sub(a[0], a[1]) : m.i32.sub(a[0], a[1]),
-    Mul: ({ a, fl }) => fl ? m.f32.mul(a[0], a[1]) : m.i32.mul(a[0], a[1]),
+    Add: ({ a, fl, F }) => fl ? F.add(a[0], a[1]) : m.i32.add(a[0], a[1]),
+    Sub: ({ a, fl, F }) => fl ? F.sub(a[0], a[1]) : m.i32.sub(a[0], a[1]),
+    Mul: ({ a, fl, F }) => fl ? F.mul(a[0], a[1]) : m.i32.mul(a[0], a[1]),
     // Integer divisors are never zero here (see `jit/integer_rules.ts`); the most negative value
     // divided by −1, which traps, wraps instead.
-    Div: ({ a, fl, u }) => {
-      if (fl) return m.f32.div(a[0], a[1]);
+    Div: ({ a, fl, u, F }) => {
+      if (fl) return F.div(a[0], a[1]);
       if (u) return m.i32.div_u(a[0], a[1]);
       const x = tmp(a[0]), y = tmp(a[1]);
       const minusOne = m.i32.eq(y.get(), ic(-1));
       const q = m.i32.div_s(x.get(), m.select(minusOne, ic(1), y.get()));
       return m.block(null, [x.set, y.set, m.select(minusOne, m.i32.sub(ic(0), x.get()), q)], i32);
     },
-    Pow: ({ a, fl }) =>
-      fl ? call2("pow", a[0], a[1]) : m.i32.trunc_s_sat.f32(
+    Pow: ({ a, fl, d }) =>
+      fl ? host("pow", isWide(d[0]), a[0], a[1]) : m.i32.trunc_s_sat.f32(
         call2("pow", m.f32.convert_s.i32(a[0]), m.f32.convert_s.i32(a[1])),
       ),
     // The truncated remainder (fmod); rem_s does not trap at the most negative value by −1.
-    Mod: ({ a, fl, u }) =>
-      fl ? call2("fmod", a[0], a[1]) : u ? m.i32.rem_u(a[0], a[1]) : m.i32.rem_s(a[0], a[1]),
-    Equal: ({ a, fl }) => fl ? m.f32.eq(a[0], a[1]) : m.i32.eq(a[0], a[1]),
-    Greater: ({ a, fl, u }) =>
-      fl ? m.f32.gt(a[0], a[1]) : u ? m.i32.gt_u(a[0], a[1]) : m.i32.gt_s(a[0], a[1]),
-    Less: ({ a, fl, u }) =>
-      fl ? m.f32.lt(a[0], a[1]) : u ? m.i32.lt_u(a[0], a[1]) : m.i32.lt_s(a[0], a[1]),
+    Mod: ({ a, fl, u, d }) =>
+      fl
+        ? host("fmod", isWide(d[0]), a[0], a[1])
+        : u
+        ? m.i32.rem_u(a[0], a[1])
+        : m.i32.rem_s(a[0], a[1]),
+    Equal: ({ a, fl, F }) => fl ? F.eq(a[0], a[1]) : m.i32.eq(a[0], a[1]),
+    Greater: ({ a, fl, u, F }) =>
+      fl ? F.gt(a[0], a[1]) : u ? m.i32.gt_u(a[0], a[1]) : m.i32.gt_s(a[0], a[1]),
+    Less: ({ a, fl, u, F }) =>
+      fl ? F.lt(a[0], a[1]) : u ? m.i32.lt_u(a[0], a[1]) : m.i32.lt_s(a[0], a[1]),
     // Logical on bool, bitwise on integers (u8 is re-rounded after Not like any op).
     And: ({ a, out }) =>
       out === "bool"
@@ -199,33 +248,36 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
         : m.i32.or(a[0], a[1]),
     Not: ({ a, out }) => out === "bool" ? m.i32.eqz(a[0]) : m.i32.xor(a[0], ic(-1)),
     Where: ({ a }) => m.select(m.i32.ne(a[0], ic(0)), a[1], a[2]),
-    Neg: ({ a, fl }) => fl ? m.f32.neg(a[0]) : m.i32.sub(ic(0), a[0]),
-    Abs: ({ a, fl }) => {
-      if (fl) return m.f32.abs(a[0]);
+    Neg: ({ a, fl, F }) => fl ? F.neg(a[0]) : m.i32.sub(ic(0), a[0]),
+    Abs: ({ a, fl, F }) => {
+      if (fl) return F.abs(a[0]);
       const x = tmp(a[0]);
       return m.block(null, [
         x.set,
         m.select(m.i32.lt_s(x.get(), ic(0)), m.i32.sub(ic(0), x.get()), x.get()),
       ], i32);
     },
-    Sqrt: ({ a }) => m.f32.sqrt(a[0]),
-    Floor: ({ a }) => m.f32.floor(a[0]),
-    Ceil: ({ a }) => m.f32.ceil(a[0]),
-    Round: ({ a }) => m.f32.nearest(a[0]),
+    Sqrt: ({ a, F }) => F.sqrt(a[0]),
+    Floor: ({ a, F }) => F.floor(a[0]),
+    Ceil: ({ a, F }) => F.ceil(a[0]),
+    Round: ({ a, F }) => F.nearest(a[0]),
     Exp: math("Exp"),
     Log: math("Log"),
     Erf: math("Erf"),
     Sin: math("Sin"),
     Cos: math("Cos"),
-    IsNaN: ({ a }) => {
-      const l = local(f32);
-      return m.block(null, [m.local.set(l, a[0]), m.f32.ne(get(l, f32), get(l, f32))], i32);
+    IsNaN: ({ a, d, F }) => {
+      const t = isWide(d[0]) ? f64 : f32, l = local(t);
+      return m.block(null, [m.local.set(l, a[0]), F.ne(get(l, t), get(l, t))], i32);
     },
     Cast: ({ a, d, out }) => cast(a[0], d[0], out),
     Bitcast: ({ a, out }) => isFloat(out) ? m.f32.reinterpret(a[0]) : m.i32.reinterpret(a[0]),
   } satisfies Record<AluOp, (args: ScalarArgs) => number>;
-  const alu = (op: AluOp, a: number[], d: DType[], out: DType): number =>
-    scalar[op]({ a, d, out, fl: isFloat(d[0] ?? out), u: d[0] === "u32" });
+  const alu = (op: AluOp, a: number[], d: DType[], out: DType): number => {
+    const operand = d[0] ?? out;
+    const F = isWide(operand) ? m.f64 : m.f32;
+    return scalar[op]({ a, d, out, F, fl: isFloat(operand), u: d[0] === "u32" });
+  };
   const kinds = new Map<Expr, VectorKind>();
   /** How `e` lives in a vector: f32 lanes, an all-ones/zero lane mask (bool), or not at all. */
   const vectorKind = (e: Expr): VectorKind => {

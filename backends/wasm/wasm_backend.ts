@@ -24,6 +24,7 @@ import { bindingsOf as planOf } from "../../jit/program.ts";
 import { allocate, fromF16Bits, toF16Bits } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
+import { erf } from "../reference/scalar_math.ts";
 import { arenaProgram, warmUp } from "./arena_program.ts";
 import { type Binaryen, generateWasm } from "./wasm_codegen.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
@@ -131,6 +132,9 @@ export function threadsFor(cores: number): number {
 
 /** Host functions kernels import: the reference backend's own scalar semantics. */
 const IMPORTS: Record<string, (...args: number[]) => number> = {
+  exp: Math.exp,
+  log: Math.log,
+  erf,
   sin: Math.sin,
   cos: Math.cos,
   pow: Math.pow,
@@ -172,7 +176,7 @@ export class WasmBackend implements Backend {
   /** Always `"wasm"`. */
   readonly id: string = "wasm";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.6.8";
+  readonly version: string = "0.6.9";
   /** CPU with WebAssembly. */
   readonly kind: BackendKind = "cpu-simd";
   /** A CPU is never lost. */
@@ -267,6 +271,7 @@ export class WasmBackend implements Backend {
     return {
       name: "WebAssembly SIMD (Binaryen-generated)",
       f16: false,
+      f64: true,
       subgroups: false,
       simd: true,
       threads: this.#threads,

@@ -13,8 +13,9 @@
  * expression has a vector lowering, with a scalar tail; everything else keeps the per-element
  * coordinate path.
  *
- * Values are f32 (f32/f16) or i32 (integers and bool; u32 uses unsigned ops); storage is 32-bit
- * words, widened and narrowed at the arena's edge. Ops lower through `wasm_alu.ts` (every result
+ * Values are f32 (f32/f16), f64 (f64) or i32 (integers and bool; u32 uses unsigned ops); storage
+ * is 32-bit words (f64: 64-bit), widened and narrowed at the arena's edge. Kernels with f64
+ * values take the per-element scalar path only (`KernelFunction.wide`). Ops lower through `wasm_alu.ts` (every result
  * re-rounded to its dtype); exp, log, erf, sin and cos come from the in-module vector library
  * (`wasm_math.ts`); pow and fmod call the host's scalar functions through imports, lane by lane.
  * Float sums accumulate in f64 (two f64x2 lanes pairs in vector loops), as the reference does,
@@ -26,7 +27,7 @@ import type binaryenLib from "npm:binaryen@116.0.0";
 import { affineOffset, strideOver } from "../../jit/access.ts";
 import type { Expr, KernelIR } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
-import { isFloat, type Memo } from "./wasm_alu.ts";
+import { isFloat, isWide, type Memo } from "./wasm_alu.ts";
 import { linearLowering } from "./wasm_linear.ts";
 import { KernelFunction, type ModuleOptions } from "./wasm_module.ts";
 import { vectorWindows } from "./wasm_windows.ts";
@@ -131,16 +132,17 @@ export function generateWasm(
     kernel.reductions.forEach((r, k) => {
       if (folded.has(k)) return;
       const fl = isFloat(r.dtype);
+      const F = isWide(r.dtype) ? m.f64 : m.f32;
       const wide = wideSum(r);
       const acc = wide ? local(f64) : accs[k];
       const init = r.op === "max"
-        ? (fl ? m.f32.const(-Infinity) : ic(r.dtype === "u32" ? 0 : -2147483648))
+        ? (fl ? F.const(-Infinity) : ic(r.dtype === "u32" ? 0 : -2147483648))
         : r.op === "min"
-        ? (fl ? m.f32.const(Infinity) : ic(r.dtype === "u32" ? -1 : 2147483647))
+        ? (fl ? F.const(Infinity) : ic(r.dtype === "u32" ? -1 : 2147483647))
         : wide
         ? m.f64.const(0)
         : fl
-        ? m.f32.const(0)
+        ? F.const(0)
         : ic(0);
       rowBody.push(m.local.set(acc, init));
       const keep = keepOf(k);
@@ -179,7 +181,7 @@ export function generateWasm(
         }
       } else if (r.op === "mean") {
         const mean = fl
-          ? m.f32.div(get(accs[k], f32), m.f32.const(inner))
+          ? F.div(get(accs[k], fn.typeOf(r.dtype)), F.const(inner))
           : inner === 0
           ? ic(0)
           : m.i32.div_s(get(accs[k], i32), ic(inner));
@@ -208,7 +210,7 @@ export function generateWasm(
     return rowBody;
   }
 
-  const gemm = matmulPlan(kernel);
+  const gemm = fn.wide ? undefined : matmulPlan(kernel);
   const elementwise = gemm ? undefined : path.elementwiseBody();
   if (gemm) {
     const context: MatmulContext = { fn, tableFill: indirectionFill(kernel), ...path };
@@ -225,7 +227,7 @@ export function generateWasm(
     const one = rowKernelBody();
     // Four windows at once where a pool's or depthwise conv's windows lie inside (see
     // `vectorWindows`); one window, guarded, elsewhere.
-    const four = vectorWindows(fn, path, { row, rowStores });
+    const four = fn.wide ? undefined : vectorWindows(fn, path, { row, rowStores });
     const step = four ? [m.if(four.enter(), m.block(null, four.run), m.block(null, one))] : one;
     body.push(
       m.local.set(row, get(start, i32)),

@@ -198,7 +198,7 @@ export function indexLowering(c: IndexContext): IndexLowering {
     );
     const address = m.i32.add(
       addrOf(expr.input),
-      m.i32.shl(m.select(all, linear(coords, buf.shape), ic(0)), ic(2)),
+      m.i32.shl(m.select(all, linear(coords, buf.shape), ic(0)), ic(buf.dtype === "f64" ? 3 : 2)),
     );
     return { address, guards };
   }

@@ -112,6 +112,8 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
   const v128 = binaryen.v128, f4 = m.f32x4;
   const space = kernel.space, red = kernel.reduced, inner = sizeOf(red.map((i) => space[i]));
   const accessesOf = (exprs: readonly Expr[], outs: readonly number[]): Accesses | undefined => {
+    // Walks step 32-bit elements: f64 kernels keep the per-element path.
+    if (fn.wide) return undefined;
     const found = new Set<LoadExpr>();
     for (const e of exprs) walk(e, (x) => x.kind === "load" && found.add(x));
     const loads: [LoadExpr, AffineOffset][] = [];
@@ -295,7 +297,7 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
 
   /** Elementwise kernels: segments of the longest linear suffix of axes, no per-point unravel. */
   function elementwiseBody(): number[] | undefined {
-    if (red.length || kernel.reductions.length) return undefined;
+    if (fn.wide || red.length || kernel.reductions.length) return undefined;
     const outs = kernel.outputs.map((_, k) => k), exprs = kernel.outputs.map((o) => o.expr);
     const acc = accessesOf(exprs, outs);
     if (!acc) return segmentBody(fn, linearStores, exprs, outs);
@@ -366,7 +368,8 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
   ): number[] | undefined => {
     const access = accessesOf([r.expr], keep === undefined ? [] : [keep]);
     if (!access) {
-      const plain = keep === undefined && squares === undefined && inner <= GUARDED_UNROLLED;
+      const plain = !fn.wide && keep === undefined && squares === undefined &&
+        inner <= GUARDED_UNROLLED;
       return plain ? paddedWindow(fn, hoist, r, acc) : undefined;
     }
     const linearInRow = linearOver(access, red);

@@ -15,9 +15,17 @@ import {
   type KernelBuffer,
   type KernelIR,
   type Reduction,
+  usesF64,
   walk,
 } from "../../jit/kernel_ir.ts";
-import { type AluLowering, aluLowering, exactReciprocal, MATH, type Memo } from "./wasm_alu.ts";
+import {
+  type AluLowering,
+  aluLowering,
+  exactReciprocal,
+  isWide,
+  MATH,
+  type Memo,
+} from "./wasm_alu.ts";
 import type { Binaryen, BinaryenModule } from "./wasm_codegen.ts";
 import { type IndexLowering, indexLowering } from "./wasm_index.ts";
 import { type Linear, walkAt } from "./wasm_walk.ts";
@@ -27,7 +35,7 @@ import { addMathFunctions, type MathFunction } from "./wasm_math.ts";
 export const NARROW_SUM_TERMS = 25;
 
 /** Scalar helpers the generated code imports from the host (`env.*`, f64 → f64). */
-export const IMPORTS: readonly string[] = ["sin", "cos", "pow", "fmod", "f16"];
+export const IMPORTS: readonly string[] = ["exp", "log", "erf", "sin", "cos", "pow", "fmod", "f16"];
 
 /** Options of a {@linkcode KernelFunction} (and of `generateWasm`). */
 export interface ModuleOptions {
@@ -137,12 +145,29 @@ export class KernelFunction {
     this.index = indexLowering(this);
     this.accs = kernel.reductions.map((r) => this.local(this.typeOf(r.dtype)));
     const inner = kernel.reduced.reduce((n, a) => n * kernel.space[a], 1);
+    this.wide = usesF64(kernel);
     this.narrowSums = kernel.reductions.length === 1 && kernel.reductions[0].dtype === "f32" &&
       inner <= NARROW_SUM_TERMS;
   }
 
-  /** The Binaryen type values of `d` live in: f32 for floats, i32 for the rest. */
-  readonly typeOf = (d: DType): number => (isFloat(d) ? this.binaryen.f32 : this.binaryen.i32);
+  /** The Binaryen type values of `d` live in: f64 for f64, f32 for other floats, i32 for the rest. */
+  readonly typeOf = (d: DType): number =>
+    isWide(d) ? this.binaryen.f64 : isFloat(d) ? this.binaryen.f32 : this.binaryen.i32;
+
+  /**
+   * Whether any value of the kernel is f64. Such kernels take the per-element scalar path only
+   * (no f32x4 walks, windows or matmul tiles): an f64 model is about exact results, and every
+   * fast path assumes 32-bit elements.
+   */
+  readonly wide: boolean;
+
+  /** A load of a `d` element at byte `address`. */
+  readonly load = (d: DType, address: number): number =>
+    isWide(d)
+      ? this.m.f64.load(0, 8, address)
+      : isFloat(d)
+      ? this.m.f32.load(0, 4, address)
+      : this.m.i32.load(0, 4, address);
 
   /** Structural id of an expression: equal subexpressions share one (and one local). */
   readonly keyOf = (e: Expr): number => this.#ids.id(e);
@@ -170,12 +195,12 @@ export class KernelFunction {
           let address = walkAt(this, lin.loads.get(expr)!, lin.j);
           // Where a guard fails the walk may point outside the buffer: read its start instead.
           if (guard) address = m.select(get(guard.ok, i32), address, get(expr.input, i32));
-          code = isFloat(expr.dtype) ? m.f32.load(0, 4, address) : m.i32.load(0, 4, address);
+          code = this.load(expr.dtype, address);
           if (guard) code = m.select(get(guard.ok, i32), code, constant(guard.fill, expr.dtype));
           break;
         }
         const { address, guards } = this.index.loadAddress(expr, stmts);
-        code = isFloat(expr.dtype) ? m.f32.load(0, 4, address) : m.i32.load(0, 4, address);
+        code = this.load(expr.dtype, address);
         for (const g of [...guards].reverse()) {
           code = m.select(get(g.ok, i32), code, constant(g.fill, expr.dtype));
         }
@@ -203,28 +228,28 @@ export class KernelFunction {
    * {@linkcode narrowSums}).
    */
   readonly wideSum = (r: Reduction): boolean =>
-    isFloat(r.dtype) && (r.op === "sum" || r.op === "mean") && !this.narrowSums;
+    isFloat(r.dtype) && !isWide(r.dtype) && (r.op === "sum" || r.op === "mean") &&
+    !this.narrowSums;
 
   /** Statements folding value `v` into reduction `r`'s accumulator `acc` (f64 for wide sums). */
   readonly accumulate = (r: Reduction, acc: number, v: number): number[] => {
     const { m, get } = this, { f64, f32, i32 } = this.binaryen;
     if (this.wideSum(r)) return [m.local.set(acc, m.f64.add(get(acc, f64), m.f64.promote(v)))];
+    const fl = isFloat(r.dtype), t = this.typeOf(r.dtype);
+    const F = isWide(r.dtype) ? m.f64 : m.f32, ft = isWide(r.dtype) ? f64 : f32;
     if (r.op === "sum" || r.op === "mean") {
       return [
-        isFloat(r.dtype)
-          ? m.local.set(acc, m.f32.add(get(acc, f32), v))
+        fl
+          ? m.local.set(acc, F.add(get(acc, ft), v))
           : m.local.set(acc, m.i32.add(get(acc, i32), v)),
       ];
     }
-    const fl = isFloat(r.dtype), t = this.typeOf(r.dtype);
     const x = this.local(t);
     // NaN sticks; on ties the earlier value stays, as in the reference.
     const keep = fl
       ? m.i32.or(
-        m.f32.ne(get(acc, f32), get(acc, f32)),
-        r.op === "max"
-          ? m.f32.ge(get(acc, f32), get(x, f32))
-          : m.f32.le(get(acc, f32), get(x, f32)),
+        F.ne(get(acc, ft), get(acc, ft)),
+        r.op === "max" ? F.ge(get(acc, ft), get(x, ft)) : F.le(get(acc, ft), get(x, ft)),
       )
       : r.op === "max"
       ? (r.dtype === "u32"
@@ -242,8 +267,17 @@ export class KernelFunction {
     const v = this.value(o.expr, memo, stmts);
     const { coords } = this.index.steps(o.steps, stmts);
     const buffer = get(this.kernel.inputs.length + k, i32);
-    const address = m.i32.add(buffer, m.i32.shl(this.index.linear(coords, o.shape), ic(2)));
-    stmts.push(isFloat(o.dtype) ? m.f32.store(0, 4, address, v) : m.i32.store(0, 4, address, v));
+    const address = m.i32.add(
+      buffer,
+      m.i32.shl(this.index.linear(coords, o.shape), ic(isWide(o.dtype) ? 3 : 2)),
+    );
+    stmts.push(
+      isWide(o.dtype)
+        ? m.f64.store(0, 8, address, v)
+        : isFloat(o.dtype)
+        ? m.f32.store(0, 4, address, v)
+        : m.i32.store(0, 4, address, v),
+    );
   };
 
   /** A fresh local of `type`. */

@@ -24,6 +24,7 @@
 
 import { count as tally } from "../../jit/counters.ts";
 import { KilnError } from "../../jit/errors.ts";
+import { erf } from "../reference/scalar_math.ts";
 
 /** `node:worker_threads`' `Worker` (Deno, Node; a browser's Web Workers through `web_workers.ts`). */
 export type WorkerClass = new (
@@ -143,6 +144,7 @@ export function piecesOf(
  */
 const BODY = `async ({ control, port, id }, receive, sleep) => {
 const host = {
+  exp: Math.exp, log: Math.log, erf: ${erf},
   sin: Math.sin, cos: Math.cos, pow: Math.pow, fmod: (a, b) => a % b,
   f16: Math.f16round ?? (() => NaN),
 };

@@ -139,6 +139,8 @@ export class WebGpuBackend implements Backend {
           .replace(/\s+/g, " ").trim()
         : "WebGPU (not acquired)",
       f16: d?.features.has("shader-f16") ?? false,
+      // WGSL has no f64: f64 graphs run here only narrowed to f32 (compile's narrowF64).
+      f64: false,
       subgroups: d?.features.has("subgroups") ?? false,
       simd: false,
       threads: 0,

@@ -7,7 +7,14 @@ import { fuse } from "../../jit/fuse.ts";
 import { GraphBuilder } from "../../jit/graph_builder.ts";
 import { importOnnx } from "../../onnx/import.ts";
 import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
-import { assertClose, assertMatchesReference, f32, numbers, runOp } from "../../jit/testing.ts";
+import {
+  assertClose,
+  assertMatchesReference,
+  f32,
+  numbers,
+  runOp,
+  withFastestRates,
+} from "../../jit/testing.ts";
 import { toF16Bits } from "../../jit/dtype.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { Graph } from "../../jit/graph.ts";
@@ -22,7 +29,6 @@ import {
 import { streamedRows } from "../../shaders/wgsl_rows.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
-import { setBackendRates } from "../../jit/cost_model.ts";
 import { WasmBackend } from "../wasm/wasm_backend.ts";
 import { BufferPool } from "./buffer_pool.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
@@ -214,21 +220,12 @@ Deno.test("tensors past the binding limit: a clear error on webgpu, the CPU unde
   assert.deepEqual([y.data[0], y.data[n - 1]], [0, 3]);
   // A GPU not prepared yet, with rates that make it look fastest, still has its limits checked:
   // compile prepares every candidate before placing (it once read a binding limit of 0).
-  setBackendRates("webgpu", {
-    bytesPerMs: 1e12,
-    flopsPerMs: 1e15,
-    dispatchMs: 0,
-    syncMs: 0,
-    transferBytesPerMs: 1e12,
-  });
-  try {
+  await withFastestRates("webgpu", async () => {
     const fresh = new WebGpuBackend({ allowSoftware: true });
     const cpu = new BackendRegistry().register(fresh).register(new WasmBackend({ threads: 1 }));
     using placed = await compile(graph, { registry: cpu, cache: false });
     assert.deepEqual(placed.plan!.schedule.placement, ["wasm"]);
-  } finally {
-    setBackendRates("webgpu", undefined);
-  }
+  });
 });
 
 /** softmax(q·kᵀ / 4 + mask)·v over [batch, heads, tokens, 16]; `keep` also outputs the scores. */
