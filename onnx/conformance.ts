@@ -22,9 +22,11 @@ import {
   decodeOptional,
   decodeSequence,
   decodeTensor,
+  encodeModel,
   tensorOf,
   type TypeProto,
 } from "./proto.ts";
+import { AS_DOUBLE, asDouble, doubleInput } from "./conformance_double.ts";
 
 /** How one case ended. */
 export interface CaseResult {
@@ -195,19 +197,38 @@ function pastF32(t: OnnxValue): boolean {
     data.some((v) => Number.isFinite(v) && !Number.isFinite(Math.fround(v)));
 }
 
-/** Runs case folder `dir` on `backend` (`reference`, `wasm` or `webgpu`). */
-export async function runCase(dir: string, backend: string): Promise<CaseResult> {
-  const name = dir.split("/").at(-1)!;
+/** A float case's input as its double form takes it. */
+function widened(v: OnnxValue): OnnxValue {
+  if (v === null || isStringTensor(v)) return v;
+  return Array.isArray(v) ? v.map(doubleInput) : doubleInput(v as HostTensor);
+}
+
+/**
+ * Runs case folder `dir` on `backend` (`reference`, `wasm` or `webgpu`); a folder with the
+ * {@linkcode AS_DOUBLE} suffix runs the case's double form against its float outputs.
+ */
+export async function runCase(id: string, backend: string): Promise<CaseResult> {
+  const name = id.split("/").at(-1)!;
+  const double = id.endsWith(AS_DOUBLE);
+  const dir = double ? id.slice(0, -AS_DOUBLE.length) : id;
   try {
     const bytes = new Uint8Array(await readFile(join(dir, "model.onnx")));
-    const model = OnnxModel.fromBytes(bytes);
+    // The data are decoded by the float case's types, then widened for its double form.
     const graph = decodeModel(bytes).graph;
+    const wide = double ? asDouble(decodeModel(bytes)) : undefined;
+    if (double && !wide) {
+      return { name, status: "error", reason: "bad-input: the case has no double form" };
+    }
+    const model = OnnxModel.fromBytes(wide ? encodeModel(wide) : bytes);
     const inits = new Set(graph.initializer.map((t) => t.name));
     const declared = graph.input.filter((i) => !inits.has(i.name)).map((i) => i.type);
-    const [inputs, outputs] = await Promise.all([
+    const [given, wanted] = await Promise.all([
       values(dir, "input", declared),
       values(dir, "output", graph.output.map((o) => o.type)),
     ]);
+    // The double form's outputs are the float ones, widened: the same values, its own type.
+    const inputs = double ? given.map(widened) : given;
+    const outputs = double ? wanted.map(widened) : wanted;
     // Inputs are the graph's non-initializer inputs in order; a case may omit trailing optional ones.
     const feeds = Object.fromEntries(inputs.map((t, k) => [model.inputs[k]?.name ?? `#${k}`, t]));
     const random = draws(graph.node);
@@ -227,7 +248,8 @@ export async function runCase(dir: string, backend: string): Promise<CaseResult>
           drawn ||= !bad;
         }
         if (bad) {
-          const why = CONTRADICTED[name] ?? (narrowF64 && pastF32(want) ? PAST_F32 : undefined);
+          const why = CONTRADICTED[name.replace(AS_DOUBLE, "")] ??
+            (narrowF64 && pastF32(want) ? PAST_F32 : undefined);
           return { name, status: "fail", reason: why ? `${bad} (${why})` : bad };
         }
       }
@@ -238,7 +260,7 @@ export async function runCase(dir: string, backend: string): Promise<CaseResult>
     return { name, status: "pass", reason: "" };
   } catch (e) {
     if (e instanceof KilnError) {
-      const why = CONTRADICTED[name];
+      const why = CONTRADICTED[name.replace(AS_DOUBLE, "")];
       return { name, status: "error", reason: `${e.code}: ${brief(e)}${why ? ` (${why})` : ""}` };
     }
     const kind = e instanceof Error ? e.name : typeof e;

@@ -20,6 +20,8 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { type CaseResult, runCase } from "./conformance.ts";
+import { AS_DOUBLE, asDouble } from "./conformance_double.ts";
+import { decodeModel } from "./proto.ts";
 import { devMain } from "./dev_cli.ts";
 
 const USAGE = `deno run -A onnx/conformance_cli.ts [--data DIR] [--backends reference,wasm,webgpu]
@@ -27,6 +29,8 @@ const USAGE = `deno run -A onnx/conformance_cli.ts [--data DIR] [--backends refe
 
 const HERE = dirname(new URL(import.meta.url).pathname);
 const SUITES = ["node", "pytorch-operator", "pytorch-converted", "simple"] as const;
+/** The derived suite: node cases in double (`conformance_double.ts`), not counted in **all**. */
+const DOUBLE_SUITE = "node as double";
 const EXPECTED = join(HERE, "conformance_expected.json");
 const REPORT = join(HERE, "CONFORMANCE.md");
 
@@ -105,15 +109,22 @@ function runAll(
 
 const name = (dir: string) => dir.split("/").at(-1)!;
 
-/** The case folders of every suite under `data`, as `suite/case`. */
+/**
+ * The case folders of every suite under `data`, as `suite/case`, then the node cases' double
+ * forms (suite {@linkcode DOUBLE_SUITE}, ids with the {@linkcode AS_DOUBLE} suffix).
+ */
 function listCases(data: string, filter?: string): { dir: string; suite: string }[] {
-  return SUITES.flatMap((suite) => {
+  const cases = SUITES.flatMap((suite) => {
     const root = join(data, suite);
     if (!existsSync(root)) return [];
     return readdirSync(root).filter((c) =>
       existsSync(join(root, c, "model.onnx")) && (!filter || new RegExp(filter).test(c))
     ).sort().map((c) => ({ dir: join(root, c), suite }));
   });
+  const doubled = cases.filter((c) =>
+    c.suite === "node" && asDouble(decodeModel(readFileSync(join(c.dir, "model.onnx"))))
+  );
+  return [...cases, ...doubled.map((c) => ({ dir: c.dir + AS_DOUBLE, suite: DOUBLE_SUITE }))];
 }
 
 type Outcomes = Record<string, Map<string, CaseResult>>;
@@ -130,7 +141,8 @@ function report(
   const bySuite = (suite: string) => cases.filter((c) => c.suite === suite).map((c) => name(c.dir));
   const passes = (b: string, names: string[]) =>
     names.filter((n) => outcomes[b].get(n)?.status === "pass").length;
-  const all = cases.map((c) => name(c.dir));
+  const all = cases.filter((c) => c.suite !== DOUBLE_SUITE).map((c) => name(c.dir));
+  const doubled = bySuite(DOUBLE_SUITE);
   const lines = [
     "# ONNX conformance",
     "",
@@ -139,6 +151,11 @@ function report(
     "atol 1e-7), kernel cache off. WebGPU is the machine's adapter (llvmpipe in CI). Reference and",
     "wasm compute double in f64; WGSL has none, so WebGPU runs the double cases narrowed to f32",
     "(`narrowF64`), as a caller who allows it would.",
+    "",
+    `The last row is kiln's own derived suite (\`onnx/conformance_double.ts\`): every node case with`,
+    "float inputs or outputs, its float tensors made double, against the float case's expected",
+    "values, where ONNX allows double (not quantization, TfIdfVectorizer or bfloat16 casts). It is",
+    "not counted in **all**.",
     "",
     `| suite | cases | ${backends.join(" | ")} |`,
     `| --- | ---: | ${backends.map(() => "---:").join(" | ")} |`,
@@ -150,6 +167,9 @@ function report(
         `**${passes(b, all)}** (${(100 * passes(b, all) / all.length).toFixed(1)}%)`
       )
         .join(" | ")
+    } |`,
+    `| ${DOUBLE_SUITE} | ${doubled.length} | ${
+      backends.map((b) => passes(b, doubled)).join(" | ")
     } |`,
     "",
     "Outcomes other than a pass, per backend: `random` (a case of random ops that ran with",

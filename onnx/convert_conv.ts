@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { isFloat } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import { runsWhole } from "../jit/fusable.ts";
 import { type Attrs, InferContext } from "../jit/ops/mod.ts";
@@ -145,8 +146,8 @@ const imageStarts = (n: number, ch: number, plane: number): Known =>
 function maxPoolIndices(c: NodeContext, x: Known, attrs: Attrs): Known {
   const op = opOf(c);
   const { shape, dtype } = typeOf(x);
-  if (shape.length !== 4 || dtype !== "f32") {
-    throw new KilnError(`${c.label}: MaxPool's Indices output is supported for 2-D f32 pools`, {
+  if (shape.length !== 4 || !isFloat(dtype)) {
+    throw new KilnError(`${c.label}: MaxPool's Indices output is supported for 2-D float pools`, {
       code: "unsupported",
       fix: "export the model without the Indices output",
     });
@@ -404,7 +405,7 @@ function averagePool(c: NodeContext): Known[] {
   for (let i = 0; i < oh; i++) {
     for (let j = 0; j < ow; j++) scale[i * ow + j] = area / (counted(0, i) * counted(1, j));
   }
-  return [op("Mul", [mean, constant(scale, [1, 1, oh, ow], "f32")])];
+  return [op("Mul", [mean, constant(scale, [1, 1, oh, ow], typeOf(x).dtype)])];
 }
 
 /** Converters by ONNX op type. */

@@ -72,7 +72,8 @@ export function dft(c: NodeContext): Known[] {
       sin.push(sign * Math.sin(t) * scale);
     }
   }
-  const C = constant(cos, [length, bins], "f32"), S = constant(sin, [length, bins], "f32");
+  const t = typeOf(x).dtype;
+  const C = constant(cos, [length, bins], t), S = constant(sin, [length, bins], t);
   // (re + i·im)(cos + i·sin·sign): re·cos − im·sin', re·sin' + im·cos.
   let outRe = op("MatMul", [re, C]), outIm = op("MatMul", [re, S]);
   if (im) {
@@ -146,8 +147,8 @@ export function stft(c: NodeContext): Known[] {
       sin.push(-Math.sin(t));
     }
   }
-  const C = constant(cos, [frameLength, bins], "f32");
-  const S = constant(sin, [frameLength, bins], "f32");
+  const C = constant(cos, [frameLength, bins], typeOf(x).dtype);
+  const S = constant(sin, [frameLength, bins], typeOf(x).dtype);
   let outRe = op("MatMul", [re, C]), outIm = op("MatMul", [re, S]);
   if (im) {
     outRe = op("Sub", [outRe, op("MatMul", [im, S])]);

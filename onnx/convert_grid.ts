@@ -22,7 +22,7 @@ import {
 
 /** Keys' cubic convolution weights (a = −0.75) of the 4 taps around fraction `t`. */
 function cubicWeights(op: OpFn, t: Known): Known[] {
-  const k = (v: number) => scalar(v, "f32");
+  const k = (v: number) => scalar(v, typeOf(t).dtype);
   const a = -0.75;
   const poly = (x: Known, near: boolean) =>
     near
@@ -49,8 +49,11 @@ function cubicWeights(op: OpFn, t: Known): Known[] {
 /** Converts a GridSample node. */
 export function gridSample(c: NodeContext): Known[] {
   const op = opOf(c);
-  const k = (v: number) => scalar(v, "f32");
-  const [x, grid] = [c.required(0), c.required(1)];
+  const x = c.required(0), t = typeOf(x).dtype;
+  // Coordinates are computed in the data's float type (the grid's may differ).
+  const given = c.required(1);
+  const grid = typeOf(given).dtype === t ? given : op("Cast", [given], { to: t });
+  const k = (v: number) => scalar(v, t);
   const xs = typeOf(x).shape, gs = typeOf(grid).shape;
   if (xs.length !== 4 || gs.length !== 4 || gs[3] !== 2 || gs[0] !== xs[0]) {
     throw new KilnError(`${c.label}: data [${xs}] and grid [${gs}]`, {
@@ -247,8 +250,9 @@ export function roiAlign(c: NodeContext): Known[] {
     shape: [n * h * w, ch],
   });
   const picked = op("Gather", [rows, constant(index, [r, oh, ow, k], "i32")], { axis: 0 });
-  let v = op("Mul", [picked, constant(weight, [r, oh, ow, k, 1], "f32")]);
-  if (mode === "max") v = op("Add", [v, constant(pad, [r, oh, ow, k, 1], "f32")]);
+  const t = typeOf(x).dtype;
+  let v = op("Mul", [picked, constant(weight, [r, oh, ow, k, 1], t)]);
+  if (mode === "max") v = op("Add", [v, constant(pad, [r, oh, ow, k, 1], t)]);
   const y = op(mode === "avg" ? "ReduceSum" : "ReduceMax", [v], { axes: [3], keepdims: 0 });
   return [op("Transpose", [y], { perm: [0, 3, 1, 2] })];
 }

@@ -129,7 +129,7 @@ function quantizedType(c: NodeContext, zero: Known | undefined): DType {
  * tan(π/16) ≈ 0.2, where the odd Taylor series to x¹⁵ is exact to f32 precision.
  */
 function atanSmall(op: OpFn, x: Known): Known {
-  const k = (v: number) => scalar(v, "f32");
+  const k = (v: number) => scalar(v, typeOf(x).dtype);
   const half = (t: Known) =>
     op("Div", [t, op("Add", [k(1), op("Sqrt", [op("Add", [k(1), op("Mul", [t, t])])])])]);
   const t = half(half(x));
@@ -142,7 +142,7 @@ function atanSmall(op: OpFn, x: Known): Known {
 
 /** atan on the whole line: atan x = sign(x)·π/2 − atan(1/x) past |x| = 1. */
 function atan(op: OpFn, x: Known): Known {
-  const k = (v: number) => scalar(v, "f32");
+  const k = (v: number) => scalar(v, typeOf(x).dtype);
   const big = op("Greater", [op("Abs", [x]), k(1)]);
   const inner = atanSmall(op, op("Where", [big, op("Div", [k(1), x]), x]));
   const sign = op("Where", [op("Less", [x, k(0)]), k(-Math.PI / 2), k(Math.PI / 2)]);
@@ -151,7 +151,7 @@ function atan(op: OpFn, x: Known): Known {
 
 /** asin x = 2 atan(x / (1 + √(1 − x²))): no division by zero at ±1. */
 function asin(op: OpFn, x: Known): Known {
-  const k = (v: number) => scalar(v, "f32");
+  const k = (v: number) => scalar(v, typeOf(x).dtype);
   const root = op("Sqrt", [op("Sub", [k(1), op("Mul", [x, x])])]);
   return op("Mul", [k(2), atan(op, op("Div", [x, op("Add", [k(1), root])]))]);
 }
@@ -162,7 +162,8 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
   Asin: (c) => [asin(opOf(c), c.required(0))],
   Acos: (c) => {
     const op = opOf(c);
-    return [op("Sub", [scalar(Math.PI / 2, "f32"), asin(op, c.required(0))])];
+    const x = c.required(0);
+    return [op("Sub", [scalar(Math.PI / 2, typeOf(x).dtype), asin(op, x)])];
   },
   MeanVarianceNormalization: (c) => {
     const op = opOf(c);
@@ -170,7 +171,8 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     const r = { axes: attrs(c).ints("axes") ?? [0, 2, 3], keepdims: 1 };
     const d = op("Sub", [x, op("ReduceMean", [x], r)]);
     const variance = op("ReduceMean", [op("Mul", [d, d])], r);
-    return [op("Div", [d, op("Add", [op("Sqrt", [variance]), scalar(1e-9, "f32")])])];
+    const eps = scalar(1e-9, typeOf(x).dtype);
+    return [op("Div", [d, op("Add", [op("Sqrt", [variance]), eps])])];
   },
   MatMulInteger: (c) => [integerProduct(c, "MatMul", {})],
   QLinearMatMul: (c) => [qlinear(c, "MatMul")],
@@ -334,14 +336,15 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     const t = typeOf(x).dtype;
     const r = reduceAxes(c);
     if (r === "identity") return [op("Identity", [x])];
-    const xf = isFloat(t) ? x : op("Cast", [x], { to: "f32" });
+    const ft = isFloat(t) ? t : "f32";
+    const xf = isFloat(t) ? x : op("Cast", [x], { to: ft });
     const magnitude = op("Exp", [op("ReduceSum", [op("Log", [op("Abs", [xf])])], r)]);
-    const negatives = op("ReduceSum", [op("Cast", [op("Less", [xf, scalar(0, "f32")])], {
-      to: "f32",
+    const negatives = op("ReduceSum", [op("Cast", [op("Less", [xf, scalar(0, ft)])], {
+      to: ft,
     })], r);
     // (-1)^negatives as 1 - 2·(negatives mod 2).
-    const odd = op("Mod", [negatives, scalar(2, "f32")], { fmod: 1 });
-    const sign = op("Sub", [scalar(1, "f32"), op("Mul", [odd, scalar(2, "f32")])]);
+    const odd = op("Mod", [negatives, scalar(2, ft)], { fmod: 1 });
+    const sign = op("Sub", [scalar(1, ft), op("Mul", [odd, scalar(2, ft)])]);
     const p = op("Mul", [magnitude, sign]);
     if (isFloat(t)) return [p];
     return [{ ...op("Cast", [op("Round", [p])], { to: t }), i64: x.i64 }];
@@ -371,8 +374,9 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
       count_include_pad: 1,
     });
     const sum = op("Reshape", [mean], { shape: [...shape] });
-    const scaled = op("Add", [scalar(bias, "f32"), op("Mul", [sum, scalar(alpha, "f32")])]);
-    return [op("Div", [x, op("Pow", [scaled, scalar(beta, "f32")])])];
+    const t = typeOf(x).dtype;
+    const scaled = op("Add", [scalar(bias, t), op("Mul", [sum, scalar(alpha, t)])]);
+    return [op("Div", [x, op("Pow", [scaled, scalar(beta, t)])])];
   },
   QuantizeLinear: (c) => {
     const op = opOf(c);

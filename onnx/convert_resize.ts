@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { isFloat } from "../jit/dtype.ts";
 import { checkBudget } from "../jit/budget.ts";
 import { KilnError } from "../jit/errors.ts";
 import { scalar } from "./convert_composite.ts";
@@ -188,7 +189,7 @@ function resizeAxis(
     const pick = taps.map((t) => t.outside ? 0 : t.idx[t.w.findIndex((w) => w !== 0)] ?? 0);
     y = op("Gather", [x, constant(pick, [out], "i32")], { axis });
   } else {
-    if (type.dtype !== "f32") {
+    if (!isFloat(type.dtype)) {
       throw new KilnError(`${c.label}: ${plan.mode} Resize of ${type.dtype} data`, {
         code: "unsupported",
         fix: "cast the data to float before resizing (or use nearest mode)",
@@ -199,7 +200,7 @@ function resizeAxis(
       const idx = taps.map((p) => p.idx[t] ?? 0), w = taps.map((p) => p.w[t] ?? 0);
       const term = op("Mul", [
         op("Gather", [x, constant(idx, [out], "i32")], { axis }),
-        constant(w, along(w), "f32"),
+        constant(w, along(w), type.dtype),
       ]);
       sum = sum ? op("Add", [sum, term]) : term;
     }

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import type { DType } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import { scalar } from "./convert_composite.ts";
 import {
@@ -37,8 +38,9 @@ function activation(
   op: OpFn,
   name: string,
   params: { alphas: number[]; betas: number[] },
+  dtype: DType,
 ): Activation {
-  const k = (v: number) => scalar(v, "f32");
+  const k = (v: number) => scalar(v, dtype);
   const take = (list: number[], fallback: number) => list.length ? list.shift()! : fallback;
   switch (name.toLowerCase()) {
     case "sigmoid":
@@ -105,6 +107,7 @@ function recurrent(kind: keyof typeof CELLS) {
     let x = c.required(0);
     if (layout === 1) x = op("Transpose", [x], { perm: [1, 0, 2] });
     const [seq, batch] = typeOf(x).shape;
+    const dt = typeOf(x).dtype;
     const w = c.required(1), r = c.required(2);
     const hidden = a.int("hidden_size") ?? typeOf(r).shape[2];
     const bias = c.input(3);
@@ -120,7 +123,7 @@ function recurrent(kind: keyof typeof CELLS) {
     const perDir = cell.defaults.length;
     const acts = [...Array(dirs)].map((_, d) =>
       [...Array(perDir)].map((_, i) =>
-        activation(c, op, listed?.[d * perDir + i] ?? cell.defaults[i], params)
+        activation(c, op, listed?.[d * perDir + i] ?? cell.defaults[i], params, dt)
       )
     );
     const sel = (t: Known, d: number) =>
@@ -129,7 +132,7 @@ function recurrent(kind: keyof typeof CELLS) {
       op("Slice", [t], { starts: [i * hidden], ends: [(i + 1) * hidden], axes: [axis] });
     const clipped = (t: Known) =>
       clip === undefined ? t : op("Clip", [t], { min: -clip, max: clip });
-    const zeros = scalar(0, "f32");
+    const zeros = scalar(0, dt);
     const state = (init: Known | undefined, d: number) =>
       init ? sel(init, d) : op("Expand", [zeros], { shape: [batch, hidden] });
     // Per step, which batch rows are still inside their sequence ([batch, 1] masks).
@@ -181,7 +184,7 @@ function recurrent(kind: keyof typeof CELLS) {
           }
           const hc = g(clipped(cand));
           hNew = op("Add", [
-            op("Mul", [op("Sub", [scalar(1, "f32"), z]), hc]),
+            op("Mul", [op("Sub", [scalar(1, dt), z]), hc]),
             op("Mul", [z, h]),
           ]);
         } else {
@@ -198,7 +201,7 @@ function recurrent(kind: keyof typeof CELLS) {
               return clipped(v);
             };
             const ig = f(pre(0, 0, cstate));
-            const fg = inputForget ? op("Sub", [scalar(1, "f32"), ig]) : f(pre(2, 2, cstate));
+            const fg = inputForget ? op("Sub", [scalar(1, dt), ig]) : f(pre(2, 2, cstate));
             const cc = g(pre(3));
             cNew = op("Add", [op("Mul", [fg, cstate!]), op("Mul", [ig, cc])]);
             const og = f(pre(1, 1, cNew));

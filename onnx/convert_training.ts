@@ -6,6 +6,7 @@
  *
  * @module
  */
+import type { DType } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import { scalar } from "./convert_composite.ts";
 import { GRADIENT_CONVERTERS } from "./convert_gradient.ts";
@@ -38,17 +39,23 @@ function operands(c: NodeContext, groups: number): { r: Known; t: Known; sets: K
 
 /** `norm_coefficient · X + G`, the regularized gradient. */
 const regularized = (op: OpFn, x: Known, g: Known, norm: number) =>
-  op("Add", [op("Mul", [x, scalar(norm, "f32")]), g]);
+  op("Add", [op("Mul", [x, scalar(norm, typeOf(x).dtype)]), g]);
 
-/** T as f32, and whether it is positive (the first step skips some terms). */
-const step = (op: OpFn, t: Known) => {
-  const tf = op("Cast", [t], { to: "f32" });
-  return { tf, later: op("Greater", [tf, scalar(0, "f32")]) };
+/**
+ * T and R in `d` (the updated tensors' float type: R may be f32 where they are f64), and whether
+ * T is positive (the first step skips some terms).
+ */
+const step = (op: OpFn, t: Known, r: Known, d: DType) => {
+  const tf = op("Cast", [t], { to: d });
+  const rate = typeOf(r).dtype === d ? r : op("Cast", [r], { to: d });
+  return { tf, rate, later: op("Greater", [tf, scalar(0, d)]) };
 };
 
 /** R / (1 + T · decay_factor). */
-const decayed = (op: OpFn, r: Known, tf: Known, decay: number) =>
-  op("Div", [r, op("Add", [scalar(1, "f32"), op("Mul", [tf, scalar(decay, "f32")])])]);
+const decayed = (op: OpFn, r: Known, tf: Known, decay: number) => {
+  const d = typeOf(tf).dtype;
+  return op("Div", [r, op("Add", [scalar(1, d), op("Mul", [tf, scalar(decay, d)])])]);
+};
 
 /** The three optimizers. */
 export const TRAINING_CONVERTERS: Record<string, Converter<Known>> = {
@@ -58,15 +65,17 @@ export const TRAINING_CONVERTERS: Record<string, Converter<Known>> = {
     const a = attrs(c);
     const decay = a.float("decay_factor", 0)!, eps = a.float("epsilon", 1e-6)!;
     const norm = a.float("norm_coefficient", 0)!;
-    const { r, t, sets: [xs, gs, hs] } = operands(c, 3);
-    const rate = decayed(op, r, step(op, t).tf, decay);
+    const { r: r0, t, sets: [xs, gs, hs] } = operands(c, 3);
+    const d = typeOf(xs[0]).dtype;
+    const { tf, rate: r } = step(op, t, r0, d);
+    const rate = decayed(op, r, tf, decay);
     const hNew = xs.map((x, i) => {
       const g = regularized(op, x, gs[i], norm);
       return op("Add", [hs[i], op("Mul", [g, g])]);
     });
     const xNew = xs.map((x, i) => {
       const g = regularized(op, x, gs[i], norm);
-      const denom = op("Add", [op("Sqrt", [hNew[i]]), scalar(eps, "f32")]);
+      const denom = op("Add", [op("Sqrt", [hNew[i]]), scalar(eps, d)]);
       return op("Sub", [x, op("Div", [op("Mul", [rate, g]), denom])]);
     });
     return [...xNew, ...hNew];
@@ -82,19 +91,20 @@ export const TRAINING_CONVERTERS: Record<string, Converter<Known>> = {
         fix: 'use mode "standard" or "nesterov"',
       });
     }
-    const { r, t, sets: [xs, gs, vs] } = operands(c, 3);
-    const { later } = step(op, t);
+    const { r: r0, t, sets: [xs, gs, vs] } = operands(c, 3);
+    const d = typeOf(xs[0]).dtype;
+    const { later, rate: r } = step(op, t, r0, d);
     // The gradient's coefficient is 1 at the first step (T = 0), beta after.
-    const coefficient = op("Where", [later, scalar(beta, "f32"), scalar(1, "f32")]);
+    const coefficient = op("Where", [later, scalar(beta, d), scalar(1, d)]);
     const vNew = xs.map((x, i) => {
       const g = regularized(op, x, gs[i], norm);
-      return op("Add", [op("Mul", [vs[i], scalar(alpha, "f32")]), op("Mul", [g, coefficient])]);
+      return op("Add", [op("Mul", [vs[i], scalar(alpha, d)]), op("Mul", [g, coefficient])]);
     });
     const xNew = xs.map((x, i) => {
       const g = regularized(op, x, gs[i], norm);
       const move = mode === "standard"
         ? vNew[i]
-        : op("Add", [g, op("Mul", [vNew[i], scalar(alpha, "f32")])]);
+        : op("Add", [g, op("Mul", [vNew[i], scalar(alpha, d)])]);
       return op("Sub", [x, op("Mul", [r, move])]);
     });
     return [...xNew, ...vNew];
@@ -105,40 +115,41 @@ export const TRAINING_CONVERTERS: Record<string, Converter<Known>> = {
     const alpha = a.float("alpha", 0.9)!, beta = a.float("beta", 0.999)!;
     const eps = a.float("epsilon", 1e-6)!, norm = a.float("norm_coefficient", 0)!;
     const post = a.float("norm_coefficient_post", 0)!;
-    const { r, t, sets: [xs, gs, vs, hs] } = operands(c, 4);
-    const { tf, later } = step(op, t);
+    const { r: r0, t, sets: [xs, gs, vs, hs] } = operands(c, 4);
+    const d = typeOf(xs[0]).dtype;
+    const { tf, later, rate: r } = step(op, t, r0, d);
     // R · sqrt(1 − β^T) / (1 − α^T) after the first step (bias correction).
     const corrected = op("Div", [
       op("Mul", [
         r,
-        op("Sqrt", [op("Sub", [scalar(1, "f32"), op("Pow", [scalar(beta, "f32"), tf])])]),
+        op("Sqrt", [op("Sub", [scalar(1, d), op("Pow", [scalar(beta, d), tf])])]),
       ]),
-      op("Sub", [scalar(1, "f32"), op("Pow", [scalar(alpha, "f32"), tf])]),
+      op("Sub", [scalar(1, d), op("Pow", [scalar(alpha, d), tf])]),
     ]);
     const rate = op("Where", [later, corrected, r]);
     const g = xs.map((x, i) => regularized(op, x, gs[i], norm));
     const vNew = g.map((gi, i) =>
       op("Add", [
-        op("Mul", [vs[i], scalar(alpha, "f32")]),
-        op("Mul", [gi, scalar(1 - alpha, "f32")]),
+        op("Mul", [vs[i], scalar(alpha, d)]),
+        op("Mul", [gi, scalar(1 - alpha, d)]),
       ])
     );
     const hNew = g.map((gi, i) =>
       op("Add", [
-        op("Mul", [hs[i], scalar(beta, "f32")]),
-        op("Mul", [op("Mul", [gi, gi]), scalar(1 - beta, "f32")]),
+        op("Mul", [hs[i], scalar(beta, d)]),
+        op("Mul", [op("Mul", [gi, gi]), scalar(1 - beta, d)]),
       ])
     );
     const xNew = xs.map((x, i) => {
-      const denom = op("Add", [op("Sqrt", [hNew[i]]), scalar(eps, "f32")]);
+      const denom = op("Add", [op("Sqrt", [hNew[i]]), scalar(eps, d)]);
       const moved = op("Sub", [x, op("Div", [op("Mul", [rate, vNew[i]]), denom])]);
-      return post ? op("Mul", [moved, scalar(1 - post, "f32")]) : moved;
+      return post ? op("Mul", [moved, scalar(1 - post, d)]) : moved;
     });
     for (const x of xs) {
-      if (typeOf(x).dtype !== "f32") {
+      if (typeOf(x).dtype !== "f32" && typeOf(x).dtype !== "f64") {
         throw new KilnError(`${c.label}: Adam of ${typeOf(x).dtype} tensors`, {
           code: "dtype-mismatch",
-          fix: "update f32 tensors",
+          fix: "update f32 or f64 tensors",
         });
       }
     }

@@ -91,7 +91,7 @@ const text = (node: NodeProto, name: string, fallback: string) => {
 
 /**
  * A float as ONNX's reference writes it (numpy's `str`): the shortest decimal that reads back as
- * the same f32 (or f16, when `same` says so), positional between 1e-4 and 1e16, else scientific
+ * the same f32 (or f16 or f64, when `same` says so), positional between 1e-4 and 1e16, else scientific
  * (`1e-05`); `NaN`, `INF` and `-INF` as ONNX's Cast spells them. (ONNX Runtime's `%.8g` is not
  * always enough digits to read back the same f32.)
  */
@@ -135,6 +135,9 @@ function fromStrings(node: NodeProto, x: StringTensor, code: number): HostTensor
     values.map((v) => (Number.isNaN(v) ? 0 : Math.min(hi, Math.max(lo, Math.trunc(v)))));
   let data: HostTensor["data"];
   switch (dtype) {
+    case "f64":
+      data = Float64Array.from(values);
+      break;
     case "f32":
       data = code === 16 ? Float32Array.from(values, bf16) : Float32Array.from(values);
       break;
@@ -179,6 +182,8 @@ function toStrings(x: HostTensor): StringTensor {
     )
     : x.dtype === "f32"
     ? Array.from(x.data as Float32Array, (v) => formatFloat(v))
+    : x.dtype === "f64"
+    ? Array.from(x.data as Float64Array, (v) => formatFloat(v, (y) => y === v))
     : Array.from(x.data as ArrayLike<number | bigint>, String);
   return { dtype: "string", shape: x.shape, data };
 }

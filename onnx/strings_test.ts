@@ -105,6 +105,23 @@ Deno.test("floats are written as the shortest decimal that reads back, as ONNX's
   }
 });
 
+Deno.test("Cast between strings and double keeps f64's digits both ways", () => {
+  const [d] = runStringNode(node("Cast", ["s"], ["d"], [{ name: "to", type: 2, i: 11 }]), [
+    strings(["0.1", "-2.5e-300", "INF", "123456789.123456789"]),
+  ]);
+  assert.equal(d.dtype, "f64");
+  assert.deepEqual(Array.from(d.data as Float64Array), [
+    0.1,
+    -2.5e-300,
+    Infinity,
+    123456789.12345679,
+  ]);
+  const [s] = runStringNode(node("Cast", ["d"], ["s"], [{ name: "to", type: 2, i: 8 }]), [
+    { data: new Float64Array([0.1, 1 / 3, 1e-5]), shape: [3], dtype: "f64" },
+  ]);
+  assert.deepEqual((s as StringTensor).data, ["0.1", "0.3333333333333333", "1e-05"]);
+});
+
 Deno.test("StringSplit, StringConcat and RegexFullMatch follow ONNX's definitions", () => {
   const x = strings(["a,b,,c", "d", ""]);
   const [y, n] = runStringNode(
