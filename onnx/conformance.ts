@@ -26,7 +26,7 @@ import {
   tensorOf,
   type TypeProto,
 } from "./proto.ts";
-import { AS_DOUBLE, asDouble, doubleInput } from "./conformance_double.ts";
+import { asForm, type Form, formInput, formOf } from "./conformance_forms.ts";
 
 /** How one case ended. */
 export interface CaseResult {
@@ -74,8 +74,16 @@ async function values(
   }));
 }
 
+/** Tolerances for float outputs: absolute, relative. */
+type Tolerance = readonly [number, number];
+
 /** Why value `got` does not match `want` (undefined when it does). */
-function valueMismatch(got: OnnxValue, want: OnnxValue, name: string): string | undefined {
+function valueMismatch(
+  got: OnnxValue,
+  want: OnnxValue,
+  name: string,
+  tolerance: Tolerance = [ATOL, RTOL],
+): string | undefined {
   if (want === null || got === null) {
     return want === got
       ? undefined
@@ -91,7 +99,7 @@ function valueMismatch(got: OnnxValue, want: OnnxValue, name: string): string | 
       }`;
     }
     for (let i = 0; i < w.length; i++) {
-      const bad = mismatch(g[i], w[i], `${name}[${i}]`);
+      const bad = mismatch(g[i], w[i], `${name}[${i}]`, tolerance);
       if (bad) return bad;
     }
     return undefined;
@@ -105,7 +113,7 @@ function valueMismatch(got: OnnxValue, want: OnnxValue, name: string): string | 
         ? `${name}[${i}] = ${JSON.stringify(g.data[i])}, expected ${JSON.stringify(w.data[i])}`
         : undefined);
   }
-  return mismatch(got as HostTensor, want as HostTensor, name);
+  return mismatch(got as HostTensor, want as HostTensor, name, tolerance);
 }
 
 /** ONNX ops that draw at random (Dropout only in training mode: its third input set). */
@@ -149,12 +157,17 @@ function shapeMismatch(
 }
 
 /** Why `got` does not match `want` (undefined when it does). */
-export function mismatch(got: HostTensor, want: HostTensor, name: string): string | undefined {
+export function mismatch(
+  got: HostTensor,
+  want: HostTensor,
+  name: string,
+  tolerance: Tolerance = [ATOL, RTOL],
+): string | undefined {
   const shape = shapeMismatch(got, want, name);
   if (shape) return shape;
   const a = numbers(got.data, got.dtype === "f16"), e = numbers(want.data, want.dtype === "f16");
   // Integers and bools compare exactly.
-  const [atol, rtol] = want.dtype !== "i64" && isFloat(want.dtype) ? [ATOL, RTOL] : [0, 0];
+  const [atol, rtol] = want.dtype !== "i64" && isFloat(want.dtype) ? tolerance : [0, 0];
   const i = e.findIndex((y, k) => !isClose(a[k], y, atol, rtol));
   if (i >= 0) return `${name}[${i}] = ${a[i]}, expected ${e[i]}`;
   return undefined;
@@ -197,38 +210,40 @@ function pastF32(t: OnnxValue): boolean {
     data.some((v) => Number.isFinite(v) && !Number.isFinite(Math.fround(v)));
 }
 
-/** A float case's input as its double form takes it. */
-function widened(v: OnnxValue): OnnxValue {
+/** A float case's value as its `form` takes it. */
+function retyped(v: OnnxValue, form: Form): OnnxValue {
   if (v === null || isStringTensor(v)) return v;
-  return Array.isArray(v) ? v.map(doubleInput) : doubleInput(v as HostTensor);
+  return Array.isArray(v) ? v.map((t) => formInput(t, form)) : formInput(v as HostTensor, form);
 }
 
 /**
- * Runs case folder `dir` on `backend` (`reference`, `wasm` or `webgpu`); a folder with the
- * {@linkcode AS_DOUBLE} suffix runs the case's double form against its float outputs.
+ * Runs case folder `dir` on `backend` (`reference`, `wasm` or `webgpu`); a folder with a form's
+ * suffix (`conformance_forms.ts`) runs the case's double or float16 form against its float
+ * outputs.
  */
 export async function runCase(id: string, backend: string): Promise<CaseResult> {
   const name = id.split("/").at(-1)!;
-  const double = id.endsWith(AS_DOUBLE);
-  const dir = double ? id.slice(0, -AS_DOUBLE.length) : id;
+  const form = formOf(id);
+  const dir = form ? id.slice(0, -form.suffix.length) : id;
+  const base = form ? name.slice(0, -form.suffix.length) : name;
   try {
     const bytes = new Uint8Array(await readFile(join(dir, "model.onnx")));
-    // The data are decoded by the float case's types, then widened for its double form.
+    // The data are decoded by the float case's types, then retyped for its form.
     const graph = decodeModel(bytes).graph;
-    const wide = double ? asDouble(decodeModel(bytes)) : undefined;
-    if (double && !wide) {
-      return { name, status: "error", reason: "bad-input: the case has no double form" };
+    const derived = form ? asForm(decodeModel(bytes), form) : undefined;
+    if (form && !derived) {
+      return { name, status: "error", reason: `bad-input: the case has no ${form.suite} form` };
     }
-    const model = OnnxModel.fromBytes(wide ? encodeModel(wide) : bytes);
+    const model = OnnxModel.fromBytes(derived ? encodeModel(derived) : bytes);
     const inits = new Set(graph.initializer.map((t) => t.name));
     const declared = graph.input.filter((i) => !inits.has(i.name)).map((i) => i.type);
     const [given, wanted] = await Promise.all([
       values(dir, "input", declared),
       values(dir, "output", graph.output.map((o) => o.type)),
     ]);
-    // The double form's outputs are the float ones, widened: the same values, its own type.
-    const inputs = double ? given.map(widened) : given;
-    const outputs = double ? wanted.map(widened) : wanted;
+    // A form's outputs are the float ones in its type (f16: rounded to it).
+    const inputs = form ? given.map((v) => retyped(v, form)) : given;
+    const outputs = form ? wanted.map((v) => retyped(v, form)) : wanted;
     // Inputs are the graph's non-initializer inputs in order; a case may omit trailing optional ones.
     const feeds = Object.fromEntries(inputs.map((t, k) => [model.inputs[k]?.name ?? `#${k}`, t]));
     const random = draws(graph.node);
@@ -242,13 +257,13 @@ export async function runCase(id: string, backend: string): Promise<CaseResult> 
         const out = model.outputs[k];
         if (!(out in result)) return { name, status: "fail", reason: `output ${out} missing` };
         // A drawing case whose values differ still has to have ONNX's shapes and types.
-        let bad = valueMismatch(result[out], want, out);
+        let bad = valueMismatch(result[out], want, out, form?.tolerance);
         if (bad && random) {
           bad = typeMismatch(result[out], want, out);
           drawn ||= !bad;
         }
         if (bad) {
-          const why = CONTRADICTED[name.replace(AS_DOUBLE, "")] ??
+          const why = CONTRADICTED[base] ?? form?.beyond[base] ??
             (narrowF64 && pastF32(want) ? PAST_F32 : undefined);
           return { name, status: "fail", reason: why ? `${bad} (${why})` : bad };
         }
@@ -260,7 +275,7 @@ export async function runCase(id: string, backend: string): Promise<CaseResult> 
     return { name, status: "pass", reason: "" };
   } catch (e) {
     if (e instanceof KilnError) {
-      const why = CONTRADICTED[name.replace(AS_DOUBLE, "")];
+      const why = CONTRADICTED[base];
       return { name, status: "error", reason: `${e.code}: ${brief(e)}${why ? ` (${why})` : ""}` };
     }
     const kind = e instanceof Error ? e.name : typeof e;

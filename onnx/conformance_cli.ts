@@ -20,7 +20,7 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { type CaseResult, runCase } from "./conformance.ts";
-import { AS_DOUBLE, asDouble } from "./conformance_double.ts";
+import { asForm, FORMS } from "./conformance_forms.ts";
 import { decodeModel } from "./proto.ts";
 import { devMain } from "./dev_cli.ts";
 
@@ -29,8 +29,8 @@ const USAGE = `deno run -A onnx/conformance_cli.ts [--data DIR] [--backends refe
 
 const HERE = dirname(new URL(import.meta.url).pathname);
 const SUITES = ["node", "pytorch-operator", "pytorch-converted", "simple"] as const;
-/** The derived suite: node cases in double (`conformance_double.ts`), not counted in **all**. */
-const DOUBLE_SUITE = "node as double";
+/** The derived suites (`conformance_forms.ts`): not counted in **all**. */
+const DERIVED = new Set(FORMS.map((f) => f.suite));
 const EXPECTED = join(HERE, "conformance_expected.json");
 const REPORT = join(HERE, "CONFORMANCE.md");
 
@@ -110,8 +110,8 @@ function runAll(
 const name = (dir: string) => dir.split("/").at(-1)!;
 
 /**
- * The case folders of every suite under `data`, as `suite/case`, then the node cases' double
- * forms (suite {@linkcode DOUBLE_SUITE}, ids with the {@linkcode AS_DOUBLE} suffix).
+ * The case folders of every suite under `data`, as `suite/case`, then the node cases' derived
+ * forms (`conformance_forms.ts`: ids with the form's suffix).
  */
 function listCases(data: string, filter?: string): { dir: string; suite: string }[] {
   const cases = SUITES.flatMap((suite) => {
@@ -121,10 +121,12 @@ function listCases(data: string, filter?: string): { dir: string; suite: string 
       existsSync(join(root, c, "model.onnx")) && (!filter || new RegExp(filter).test(c))
     ).sort().map((c) => ({ dir: join(root, c), suite }));
   });
-  const doubled = cases.filter((c) =>
-    c.suite === "node" && asDouble(decodeModel(readFileSync(join(c.dir, "model.onnx"))))
+  const node = cases.filter((c) => c.suite === "node");
+  const derived = FORMS.flatMap((form) =>
+    node.filter((c) => asForm(decodeModel(readFileSync(join(c.dir, "model.onnx"))), form))
+      .map((c) => ({ dir: c.dir + form.suffix, suite: form.suite }))
   );
-  return [...cases, ...doubled.map((c) => ({ dir: c.dir + AS_DOUBLE, suite: DOUBLE_SUITE }))];
+  return [...cases, ...derived];
 }
 
 type Outcomes = Record<string, Map<string, CaseResult>>;
@@ -141,8 +143,7 @@ function report(
   const bySuite = (suite: string) => cases.filter((c) => c.suite === suite).map((c) => name(c.dir));
   const passes = (b: string, names: string[]) =>
     names.filter((n) => outcomes[b].get(n)?.status === "pass").length;
-  const all = cases.filter((c) => c.suite !== DOUBLE_SUITE).map((c) => name(c.dir));
-  const doubled = bySuite(DOUBLE_SUITE);
+  const all = cases.filter((c) => !DERIVED.has(c.suite)).map((c) => name(c.dir));
   const lines = [
     "# ONNX conformance",
     "",
@@ -152,10 +153,11 @@ function report(
     "wasm compute double in f64; WGSL has none, so WebGPU runs the double cases narrowed to f32",
     "(`narrowF64`), as a caller who allows it would.",
     "",
-    `The last row is kiln's own derived suite (\`onnx/conformance_double.ts\`): every node case with`,
-    "float inputs or outputs, its float tensors made double, against the float case's expected",
-    "values, where ONNX allows double (not quantization, TfIdfVectorizer or bfloat16 casts). It is",
-    "not counted in **all**.",
+    "The last rows are kiln's own derived suites (`onnx/conformance_forms.ts`), not counted in",
+    "**all**: every node case with float inputs or outputs, its float tensors made double or",
+    "float16, against the float case's expected values (float16 within atol 1e-3, rtol 1e-2),",
+    "where ONNX allows the type (not quantization, TfIdfVectorizer, bfloat16 or string casts; the",
+    "optimizers not in float16).",
     "",
     `| suite | cases | ${backends.join(" | ")} |`,
     `| --- | ---: | ${backends.map(() => "---:").join(" | ")} |`,
@@ -168,9 +170,11 @@ function report(
       )
         .join(" | ")
     } |`,
-    `| ${DOUBLE_SUITE} | ${doubled.length} | ${
-      backends.map((b) => passes(b, doubled)).join(" | ")
-    } |`,
+    ...FORMS.map((f) =>
+      `| ${f.suite} | ${bySuite(f.suite).length} | ${
+        backends.map((b) => passes(b, bySuite(f.suite))).join(" | ")
+      } |`
+    ),
     "",
     "Outcomes other than a pass, per backend: `random` (a case of random ops that ran with",
     "ONNX's shapes and types; its expected values are numpy's draws, which another generator",

@@ -45,6 +45,7 @@ import {
   roundToBf16,
   type Sequence,
   typeOf,
+  valuesOf,
 } from "./node_context.ts";
 
 /** Input `i` as a constant scalar. */
@@ -240,13 +241,13 @@ export const CONVERTERS: Record<string, Converter> = {
   },
   Dropout: (c) => {
     const [ratio, training] = [c.input(1), c.input(2)];
-    const off = (k: Known | undefined) => k?.kind === "const" && Number(k.tensor.data[0]) === 0;
+    const off = (k: Known | undefined) => k?.kind === "const" && valuesOf(k.tensor)[0] === 0;
     // Training mode draws a random mask, unless the ratio drops nothing.
     if (training?.kind === "value") throw new NeedsValue(c, "training_mode");
     if (ratio?.kind === "value" && !off(training)) throw new NeedsValue(c, "ratio");
     if (training && !off(training) && !off(ratio)) {
       // ratio defaults to 0.5; it is a probability to drop, below 1.
-      const p = ratio?.kind === "const" ? Number(ratio.tensor.data[0]) : 0.5;
+      const p = ratio?.kind === "const" ? valuesOf(ratio.tensor)[0] : 0.5;
       if (!(p >= 0 && p < 1)) {
         throw new KilnError(`${c.label}: Dropout ratio ${p} is outside [0, 1)`, {
           code: "bad-input",
@@ -434,7 +435,7 @@ export const CONVERTERS: Record<string, Converter> = {
   },
   ConstantOfShape: (c) => {
     const t = attrs(c).tensor("value");
-    const value = t ? Number((t.data as ArrayLike<number>)[0] ?? 0) : 0;
+    const value = t ? valuesOf(t)[0] ?? 0 : 0;
     const dtype = t?.dtype ?? "f32";
     const i64 = c.node.attribute[0]?.t?.dataType === 7;
     return withI64(

@@ -8,7 +8,6 @@
  * @module
  */
 import type { DType } from "../jit/dtype.ts";
-import { KilnError } from "../jit/errors.ts";
 import {
   attrs,
   constant,
@@ -23,14 +22,8 @@ import {
   typeOf,
 } from "./node_context.ts";
 
-/** A scalar constant of `dtype`. */
+/** A scalar constant of `dtype` (f16: the nearest half, as the model's own constants are). */
 export function scalar(value: number, dtype: DType): Known {
-  if (dtype === "f16") {
-    throw new KilnError("f16 composite constants are not supported", {
-      code: "unsupported",
-      fix: "cast the model to f32",
-    });
-  }
   return constant([value], [], dtype);
 }
 

@@ -21,6 +21,7 @@ import {
   type NodeContext,
   opOf,
   typeOf,
+  valuesOf,
 } from "./node_context.ts";
 
 /** The taps of one output position along an axis: source indices and weights. */
@@ -45,7 +46,7 @@ function constNumbers(c: NodeContext, i: number, what: string): number[] | undef
   const k = c.input(i);
   if (!k) return undefined;
   if (k.kind !== "const") throw new NeedsValue(c, what);
-  const xs = Array.from(k.tensor.data as ArrayLike<number>, Number);
+  const xs = valuesOf(k.tensor);
   return xs.length ? xs : undefined;
 }
 

@@ -17,6 +17,7 @@ import {
   type Known,
   type NodeContext,
   typeOf,
+  valuesOf,
 } from "./node_context.ts";
 
 /** An optional scalar input's value, or `fallback` when it is absent or empty. */
@@ -59,7 +60,8 @@ function nonMaxSuppression(c: NodeContext): Known[] {
   const iou = optionalScalar(c, 3, "iou_threshold", 0);
   const floor = c.input(4) ? optionalScalar(c, 4, "score_threshold", -Infinity) : -Infinity;
   const center = attrs(c).int("center_point_box", 0) === 1;
-  const box = boxes.tensor.data as Float32Array, score = scores.tensor.data as Float32Array;
+  const box = Float64Array.from(valuesOf(boxes.tensor));
+  const score = Float64Array.from(valuesOf(scores.tensor));
   const rows: number[] = [];
   for (let b = 0; b < batches; b++) {
     const boxOf = (i: number) => box.subarray((b * count + i) * 4, (b * count + i) * 4 + 4);

@@ -26,12 +26,13 @@ import {
   type OpFn,
   opOf,
   typeOf,
+  valuesOf,
 } from "./node_context.ts";
 import { dtypeOfCode } from "./proto.ts";
 
 /** Input `i` as constant numbers (a typed error, or a specialisation, when it is not constant). */
 function known(c: NodeContext, i: number, what: string): number[] {
-  return Array.from(constInput(c, i, what).tensor.data as ArrayLike<number>, Number);
+  return valuesOf(constInput(c, i, what).tensor);
 }
 
 const strides = (shape: readonly number[]) => {

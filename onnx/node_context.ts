@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type DType, fromNumbers } from "../jit/dtype.ts";
+import { type DType, fromF16Bits, fromNumbers } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import type { Attrs, ValueType } from "../jit/ops/mod.ts";
@@ -135,7 +135,14 @@ export function constInts(c: NodeContext, i: number, what: string): number[] | u
   const k = c.input(i);
   if (!k) return undefined;
   if (k.kind !== "const") throw new NeedsValue(c, what);
-  return Array.from(k.tensor.data as ArrayLike<number>, Number);
+  return valuesOf(k.tensor);
+}
+
+/** A constant tensor's elements as numbers: f16 decoded from its bits, i64 made numbers. */
+export function valuesOf(t: HostTensor): number[] {
+  return t.dtype === "f16"
+    ? Array.from(t.data as Uint16Array, fromF16Bits)
+    : Array.from(t.data as ArrayLike<number>, Number);
 }
 
 /**
