@@ -14,7 +14,7 @@
  */
 import { decompose } from "./decompose.ts";
 import { boundaryOf, Graph, type NodeSpec, nodeSpecOf } from "./graph.ts";
-import { rng } from "./random.ts";
+import { mt19937 } from "./random.ts";
 import type { Shape } from "./shape.ts";
 import { sizeOf } from "./shape.ts";
 
@@ -83,8 +83,12 @@ export class Draws {
   /** Streams for `drawn`, seeded from each input's seed (or at random). */
   constructor(drawn: readonly DrawnInput[]) {
     for (const d of drawn) {
-      const seed = d.seed === undefined ? freshSeed() : mix(d.seed, d.stream);
-      this.#drawn.set(d.name, { input: d, next: rng(seed) });
+      // A whole seed's first stream is numpy's `np.random.seed(seed)`, as ONNX's reference
+      // draws; other streams and seeds are mixed into a 32-bit one.
+      const whole = d.seed !== undefined && d.stream === 0 && Number.isInteger(d.seed) &&
+        d.seed >= 0 && d.seed < 2 ** 32;
+      const seed = d.seed === undefined ? freshSeed() : whole ? d.seed : mix(d.seed, d.stream);
+      this.#drawn.set(d.name, { input: d, next: mt19937(seed) });
     }
   }
 

@@ -60,3 +60,23 @@ Deno.test("random draws fuse with what consumes them, and bad attributes are typ
     (e) => e instanceof KilnError && /low ≤ high/.test(e.message) && /Fix:/.test(e.message),
   );
 });
+
+Deno.test("a seeded draw is numpy's np.random.seed(seed) stream, as ONNX's reference draws", async () => {
+  const { mt19937 } = await import("./random.ts");
+  // numpy: np.random.seed(0); np.random.random_sample(3) and np.random.seed(42); random_sample().
+  const zero = mt19937(0);
+  assert.deepEqual([zero(), zero(), zero()], [
+    0.5488135039273248,
+    0.7151893663724195,
+    0.6027633760716439,
+  ]);
+  assert.equal(mt19937(42)(), 0.3745401188473625);
+  const b = new GraphBuilder();
+  b.output("u", b.op("RandomUniform", [], { shape: [2], seed: 0 }));
+  using exe = await compile(b.build(), { backend: "wasm", cache: false });
+  const { u } = await exe.run({});
+  assert.deepEqual(
+    Array.from(u.data as Float32Array),
+    [0.5488135039273248, 0.7151893663724195].map(Math.fround),
+  );
+});

@@ -132,8 +132,9 @@ function draws(nodes: readonly { opType?: string; input?: readonly string[] }[])
   );
 }
 
-const RANDOM_REASON = "ran with the expected shapes and dtypes; its values are draws of " +
-  "kiln's generator, ONNX's of numpy's, so they are not compared";
+const RANDOM_REASON = "ran with the expected shapes and dtypes; ONNX's expected values are " +
+  "draws of numpy's global generator, whatever the node's seed, which no run can reproduce, so " +
+  "they are not compared";
 
 /** Why `got` does not have `want`'s shape and element type (undefined when it does). */
 function typeMismatch(got: OnnxValue, want: OnnxValue, name: string): string | undefined {

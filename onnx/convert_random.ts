@@ -2,8 +2,9 @@
  * ONNX's random ops: RandomUniform, RandomNormal, their `*Like` forms and Bernoulli. Each becomes
  * kiln's `RandomUniform`/`RandomNormal` (drawn anew on every run, from the node's `seed` when it
  * has one; see `jit/random_inputs.ts`), with the comparison or cast around it as ordinary ops that
- * fuse. kiln's generator is not numpy's: a seeded model gives the same numbers in every kiln run,
- * not the ones ONNX's reference outputs were drawn with.
+ * fuse. A seeded draw is numpy's `np.random.seed(seed)` stream (`jit/random.ts`), so training
+ * Dropout's mask is the one ONNX's reference draws; its Bernoulli draws from numpy's global state,
+ * which no seed reproduces.
  *
  * @module
  */
