@@ -21,13 +21,15 @@ export function toWords(
       return Float32Array.from(data as Uint16Array, fromF16Bits);
     case "i32":
       return data as Int32Array;
+    case "i16":
     case "i8":
-      return Int32Array.from(data as Int8Array);
+      return Int32Array.from(data as Int8Array | Int16Array);
     case "u32":
       return data as Uint32Array;
+    case "u16":
     case "u8":
     case "bool":
-      return Uint32Array.from(data as Uint8Array);
+      return Uint32Array.from(data as Uint8Array | Uint16Array);
   }
 }
 
@@ -59,6 +61,10 @@ export function fromWords(
       return Uint16Array.from(new Float32Array(buffer, offset, n), (v) => toF16Bits(v));
     case "i32":
       return copy(Int32Array, buffer, offset, n);
+    case "i16":
+      return Int16Array.from(new Int32Array(buffer, offset, n));
+    case "u16":
+      return Uint16Array.from(new Uint32Array(buffer, offset, n));
     case "i8":
       return Int8Array.from(new Int32Array(buffer, offset, n));
     case "u32":

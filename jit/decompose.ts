@@ -7,7 +7,7 @@
  * @module
  */
 import { type NodeInfo, nodeInfo } from "./backend.ts";
-import { type DType, toF16Bits } from "./dtype.ts";
+import { type DType, fromNumbers } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
 import { boundaryOf, Graph, type NodeSpec, nodeSpecOf } from "./graph.ts";
 import {
@@ -137,16 +137,5 @@ function makeEmitter(s: EmitState): Emitter & {
 }
 
 function scalarTensor(value: number, dtype: DType) {
-  const data = dtype === "f16"
-    ? new Uint16Array([toF16Bits(value)])
-    : dtype === "f32"
-    ? new Float32Array([value])
-    : dtype === "i32"
-    ? new Int32Array([value])
-    : dtype === "u32"
-    ? new Uint32Array([value])
-    : dtype === "i8"
-    ? new Int8Array([value])
-    : new Uint8Array([dtype === "bool" ? +(value !== 0) : value]);
-  return { data, shape: [], dtype };
+  return { data: fromNumbers(dtype, [value]), shape: [], dtype };
 }

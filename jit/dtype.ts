@@ -5,14 +5,15 @@
  * boundary (graph inputs/outputs, constants from ONNX), where it is narrowed to `i32` with a range
  * check, because no backend we target has 64-bit integer arithmetic worth using. `f16` is a storage
  * type: its bits live in a `Uint16Array` (Node 20 has no `Float16Array`) and arithmetic happens in
- * wider floats.
+ * wider floats. The narrow integers (`i16`, `u16`, `i8`, `u8`) are computed in 32 bits and wrap to
+ * their width after every op, as a store would.
  *
  * @module
  */
 import { KilnError } from "./errors.ts";
 
 /** Element types a value inside a kiln graph can have. */
-export type DType = "f64" | "f32" | "f16" | "i32" | "u32" | "i8" | "u8" | "bool";
+export type DType = "f64" | "f32" | "f16" | "i32" | "u32" | "i16" | "u16" | "i8" | "u8" | "bool";
 
 /** Element types accepted at a graph's boundary: {@linkcode DType} plus `i64`. */
 export type BoundaryDType = DType | "i64";
@@ -29,6 +30,10 @@ export interface TypedArrayFor {
   i32: Int32Array;
   /** 32-bit unsigned integer. */
   u32: Uint32Array;
+  /** 16-bit signed integer. */
+  i16: Int16Array;
+  /** 16-bit unsigned integer (the same array kind as f16's bits: the dtype tells them apart). */
+  u16: Uint16Array;
   /** 8-bit signed integer. */
   i8: Int8Array;
   /** 8-bit unsigned integer. */
@@ -46,12 +51,24 @@ export type TensorData =
   | Uint16Array
   | Int32Array
   | Uint32Array
+  | Int16Array
   | Int8Array
   | Uint8Array
   | BigInt64Array;
 
 /** Every internal dtype, in a stable order. */
-export const DTYPES: readonly DType[] = ["f32", "f16", "f64", "i32", "u32", "i8", "u8", "bool"];
+export const DTYPES: readonly DType[] = [
+  "f32",
+  "f16",
+  "f64",
+  "i32",
+  "u32",
+  "i16",
+  "u16",
+  "i8",
+  "u8",
+  "bool",
+];
 
 const BYTES: Record<BoundaryDType, number> = {
   f64: 8,
@@ -59,6 +76,8 @@ const BYTES: Record<BoundaryDType, number> = {
   f16: 2,
   i32: 4,
   u32: 4,
+  i16: 2,
+  u16: 2,
   i8: 1,
   u8: 1,
   bool: 1,
@@ -75,9 +94,24 @@ export function isFloat(dtype: DType): boolean {
   return dtype === "f32" || dtype === "f16" || dtype === "f64";
 }
 
+const RANGES: Partial<Record<DType, readonly [number, number]>> = {
+  i32: [-2147483648, 2147483647],
+  u32: [0, 4294967295],
+  i16: [-32768, 32767],
+  u16: [0, 65535],
+  i8: [-128, 127],
+  u8: [0, 255],
+};
+
+/** The values integer `dtype` holds, `[lowest, highest]` (undefined for floats and bool). */
+export function intRange(dtype: DType): readonly [number, number] | undefined {
+  return RANGES[dtype];
+}
+
 /** Whether `dtype` is an integer type (bool excluded). */
 export function isInt(dtype: DType): boolean {
-  return dtype === "i32" || dtype === "u32" || dtype === "i8" || dtype === "u8";
+  return dtype === "i32" || dtype === "u32" || dtype === "i16" || dtype === "u16" ||
+    dtype === "i8" || dtype === "u8";
 }
 
 /** Whether `s` names a boundary dtype. */
@@ -98,6 +132,10 @@ export function allocate<D extends BoundaryDType>(dtype: D, length: number): Typ
       return new Int32Array(length) as TypedArrayFor[D];
     case "u32":
       return new Uint32Array(length) as TypedArrayFor[D];
+    case "i16":
+      return new Int16Array(length) as TypedArrayFor[D];
+    case "u16":
+      return new Uint16Array(length) as TypedArrayFor[D];
     case "i8":
       return new Int8Array(length) as TypedArrayFor[D];
     case "u8":
@@ -140,6 +178,10 @@ export function matchesDType(data: TensorData, dtype: BoundaryDType): boolean {
       return data instanceof Int32Array;
     case "u32":
       return data instanceof Uint32Array;
+    case "i16":
+      return data instanceof Int16Array;
+    case "u16":
+      return data instanceof Uint16Array;
     case "i8":
       return data instanceof Int8Array;
     case "u8":
@@ -157,6 +199,7 @@ export function dtypeOfData(data: TensorData): BoundaryDType {
   if (data instanceof Uint16Array) return "f16";
   if (data instanceof Int32Array) return "i32";
   if (data instanceof Uint32Array) return "u32";
+  if (data instanceof Int16Array) return "i16";
   if (data instanceof Int8Array) return "i8";
   if (data instanceof Uint8Array) return "u8";
   return "i64";

@@ -146,6 +146,10 @@ function numberData(value: number, dtype: BoundaryDType): TensorData {
       return new Int32Array([value]);
     case "u32":
       return new Uint32Array([value]);
+    case "i16":
+      return new Int16Array([value]);
+    case "u16":
+      return new Uint16Array([value]);
     case "i8":
       return new Int8Array([value]);
     case "u8":

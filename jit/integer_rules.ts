@@ -33,7 +33,9 @@ export function withIntegerRules(alu: Alu): Expr {
   const byZero = node("Equal", [b, zero], "bool");
   const safe = node("Where", [byZero, constant(1, dtype), b], dtype);
   let result = node(op, [a, safe], dtype, op === "Mod" ? { fmod: 1 } : undefined);
-  if (op === "Mod" && alu.attrs?.fmod !== 1 && (dtype === "i32" || dtype === "i8")) {
+  if (
+    op === "Mod" && alu.attrs?.fmod !== 1 && (dtype === "i32" || dtype === "i16" || dtype === "i8")
+  ) {
     // A nonzero remainder whose sign differs from the divisor's moves by one divisor.
     const r = result;
     const negative = (x: Expr) => node("Less", [x, zero], "bool");

@@ -151,6 +151,10 @@ function view(buffer: ArrayBuffer, dtype: DType, n: number): TensorData {
       return new Int32Array(buffer, 0, n);
     case "u32":
       return new Uint32Array(buffer, 0, n);
+    case "i16":
+      return new Int16Array(buffer, 0, n);
+    case "u16":
+      return new Uint16Array(buffer, 0, n);
     case "i8":
       return new Int8Array(buffer, 0, n);
     case "u8":

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { isInt } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import { scalar } from "./convert_composite.ts";
 import {
@@ -185,7 +186,7 @@ export function wrapPad(op: OpFn, x: Known, pads: readonly number[], label: stri
 function bitwise(kind: "And" | "Or" | "Xor" | "Not"): Converter<Known> {
   return (c) => {
     const op = opOf(c), xs = kind === "Not" ? [c.required(0)] : [c.required(0), c.required(1)];
-    if (xs.some((x) => !["i32", "u32", "i8", "u8"].includes(typeOf(x).dtype))) {
+    if (xs.some((x) => !isInt(typeOf(x).dtype))) {
       throw new KilnError(`${c.label}: Bitwise${kind} of ${xs.map((x) => typeOf(x).dtype)}`, {
         code: "dtype-mismatch",
         fix: "bitwise ops take integer tensors (use And/Or/Xor/Not for bool)",

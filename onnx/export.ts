@@ -7,7 +7,7 @@
  * @module
  */
 import { decompose } from "../jit/decompose.ts";
-import { type BoundaryDType, type DType, toF16Bits } from "../jit/dtype.ts";
+import { type BoundaryDType, type DType, fromNumbers } from "../jit/dtype.ts";
 import type { Graph } from "../jit/graph.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import type { AttrValue } from "../jit/ops/mod.ts";
@@ -159,18 +159,7 @@ function attribute(name: string, value: AttrValue): AttributeProto {
 }
 
 function scalar(v: number, dtype: DType): HostTensor {
-  const data = dtype === "f32"
-    ? Float32Array.of(v)
-    : dtype === "f16"
-    ? Uint16Array.of(toF16Bits(v))
-    : dtype === "i32"
-    ? Int32Array.of(v)
-    : dtype === "u32"
-    ? Uint32Array.of(v)
-    : dtype === "i8"
-    ? Int8Array.of(v)
-    : Uint8Array.of(v);
-  return { data, shape: [], dtype };
+  return { data: fromNumbers(dtype, [v]), shape: [], dtype };
 }
 
 /** The sizes of a Split's parts along its axis, read off its outputs. */

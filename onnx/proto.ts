@@ -93,8 +93,7 @@ export interface TensorProto {
 
 /**
  * ONNX `TensorProto.DataType` codes kiln handles, with their boundary dtype. Types kiln has no
- * storage for are held in a wider one: int16 in i32, uint16 in u32,
- * uint64 in u32 with a range check (as int64 in i32), and bfloat16 in f32 (exactly: a bfloat16 is
+ * storage for are held in a wider one: uint64 in u32 with a range check (as int64 in i32), and bfloat16 in f32 (exactly: a bfloat16 is
  * the top half of an f32), so their values, not their bits, cross the boundary, and arithmetic on
  * them is 32-bit. The importer rounds to bfloat16 where the model asks for it (Cast, outputs).
  */
@@ -102,8 +101,8 @@ const DTYPE_OF_CODE: Record<number, BoundaryDType> = {
   1: "f32",
   2: "u8",
   3: "i8",
-  4: "u32",
-  5: "i32",
+  4: "u16",
+  5: "i16",
   6: "i32",
   7: "i64",
   9: "bool",
@@ -138,6 +137,8 @@ export const CODE_OF_DTYPE: Record<BoundaryDType, number> = {
   f64: 11,
   u8: 2,
   i8: 3,
+  u16: 4,
+  i16: 5,
   i32: 6,
   i64: 7,
   bool: 9,
@@ -319,18 +320,14 @@ export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: D
         : Int32Array.from(fields(t.int32Data, "int32_data"));
       break;
     case 4:
-      data = Uint32Array.from(
-        raw
-          ? fromRaw(Uint16Array, raw, count, (v, at) => v.getUint16(at, true))
-          : fields(t.int32Data, "int32_data"),
-      );
+      data = raw
+        ? fromRaw(Uint16Array, raw, count, (v, at) => v.getUint16(at, true))
+        : Uint16Array.from(fields(t.int32Data, "int32_data"));
       break;
     case 5:
-      data = Int32Array.from(
-        raw
-          ? fromRaw(Int16Array, raw, count, (v, at) => v.getInt16(at, true))
-          : fields(t.int32Data, "int32_data"),
-      );
+      data = raw
+        ? fromRaw(Int16Array, raw, count, (v, at) => v.getInt16(at, true))
+        : Int16Array.from(fields(t.int32Data, "int32_data"));
       break;
     case 13: {
       const big = raw

@@ -46,12 +46,14 @@ Deno.test("malformed bytes are errors, not hangs or wrong messages", () => {
   for (const b of bad) assert.throws(() => decode(MESSAGES.tensor, b), Error, `${b}`);
 });
 
-Deno.test("int16, uint16 and uint64 tensors are held in 32 bits; uint64 past 2^32 - 1 is refused", () => {
+Deno.test("int16 and uint16 tensors are i16 and u16; uint64 is held in u32, refused past 2^32 - 1", () => {
   const raw = (bytes: number[]) => new Uint8Array(bytes);
   const i16 = tensorOf({ dataType: 5, dims: [2], rawData: raw([0xff, 0xff, 0x02, 0x00]) }, "t");
-  assert.deepEqual([i16.dtype, [...i16.data]], ["i32", [-1, 2]]);
+  assert.ok(i16.data instanceof Int16Array);
+  assert.deepEqual([i16.dtype, [...i16.data]], ["i16", [-1, 2]]);
   const u16 = tensorOf({ dataType: 4, dims: [2], rawData: raw([0xff, 0xff, 0x02, 0x00]) }, "t");
-  assert.deepEqual([u16.dtype, [...u16.data]], ["u32", [65535, 2]]);
+  assert.ok(u16.data instanceof Uint16Array);
+  assert.deepEqual([u16.dtype, [...u16.data]], ["u16", [65535, 2]]);
   const u64 = tensorOf({ dataType: 13, dims: [1], uint64Data: [4294967295] }, "t");
   assert.deepEqual([u64.dtype, [...u64.data]], ["u32", [4294967295]]);
   const big = new Uint8Array(8);

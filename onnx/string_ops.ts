@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { fromF16Bits, toF16Bits } from "../jit/dtype.ts";
+import { fromF16Bits, fromNumbers, intRange, toF16Bits } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import { type Shape, sizeOf, stridesOf, tryBroadcast } from "../jit/shape.ts";
@@ -150,17 +150,10 @@ function fromStrings(node: NodeProto, x: StringTensor, code: number): HostTensor
     case "bool":
       data = Uint8Array.from(values, (v) => (v !== 0 ? 1 : 0));
       break;
-    case "i32":
-      data = Int32Array.from(ints(-(2 ** 31), 2 ** 31 - 1));
-      break;
-    case "u32":
-      data = Uint32Array.from(ints(0, 2 ** 32 - 1));
-      break;
-    case "i8":
-      data = Int8Array.from(ints(-128, 127));
-      break;
-    default:
-      data = Uint8Array.from(ints(0, 255));
+    default: {
+      const [lo, hi] = intRange(dtype)!;
+      data = fromNumbers(dtype, ints(lo, hi));
+    }
   }
   return { dtype, shape: x.shape, data };
 }

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { DType } from "../jit/dtype.ts";
+import { type DType, intRange } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type {
   AluOp,
@@ -22,7 +22,7 @@ import { exactScale, mayCancel, Structure } from "./wgsl_cancel.ts";
 export function wgslType(dtype: DType): "f32" | "i32" | "u32" {
   return dtype === "f32" || dtype === "f16"
     ? "f32"
-    : dtype === "i32" || dtype === "i8"
+    : dtype === "i32" || dtype === "i16" || dtype === "i8"
     ? "i32"
     : "u32";
 }
@@ -166,6 +166,10 @@ export function rounded(x: string, dtype: DType): string {
   switch (dtype) {
     case "f16":
       return `k_f16(${x})`;
+    case "i16":
+      return `((${x} << 16u) >> 16u)`;
+    case "u16":
+      return `(${x} & 65535u)`;
     case "i8":
       return `((${x} << 24u) >> 24u)`;
     case "u8":
@@ -271,8 +275,8 @@ function cast(x: string, from: DType, to: DType): string {
   const tt = wgslType(to), ft = wgslType(from);
   if (to === "bool") return `select(0u, 1u, ${x} != ${literal(0, from)})`;
   if (tt === "f32") return `f32(${x})`;
-  const hiU = to === "u8" ? 255 : 4294967295;
-  const [lo, hi] = to === "i8" ? [-128, 127] : [-2147483648, 2147483647];
+  const [lo, hi] = intRange(to)!;
+  const hiU = hi;
   if (ft === "f32") {
     return tt === "i32" ? `k_f2i(${x}, ${literal(lo, "i32")}, ${hi})` : `k_f2u(${x}, ${hiU}u)`;
   }

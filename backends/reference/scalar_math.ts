@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { DType } from "../../jit/dtype.ts";
+import { type DType, intRange } from "../../jit/dtype.ts";
 
 /**
  * erf(x) to about 1e-15: Taylor series below |x| = 2.5, continued fraction for erfc above.
@@ -41,16 +41,9 @@ export function roundHalfEven(x: number): number {
   return Math.abs(x % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
 
-const RANGES: Partial<Record<DType, [number, number]>> = {
-  i32: [-2147483648, 2147483647],
-  u32: [0, 4294967295],
-  i8: [-128, 127],
-  u8: [0, 255],
-};
-
 /** Converts a number for a Cast to `to`: truncate toward zero and saturate for integers, NaN → 0. */
 export function castValue(v: number, to: DType): number {
-  const range = RANGES[to];
+  const range = intRange(to);
   if (!range) return v;
   if (Number.isNaN(v)) return 0;
   return Math.min(Math.max(Math.trunc(v), range[0]), range[1]);

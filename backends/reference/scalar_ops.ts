@@ -26,6 +26,10 @@ export function roundTo(dtype: DType, v: number): number {
       return v | 0;
     case "u32":
       return v >>> 0;
+    case "i16":
+      return ((v | 0) << 16) >> 16;
+    case "u16":
+      return (v | 0) & 0xffff;
     case "i8":
       return ((v | 0) << 24) >> 24;
     case "u8":

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { DType } from "../../jit/dtype.ts";
+import { type DType, intRange } from "../../jit/dtype.ts";
 import type { Alu, AluOp, AluOperands, Expr } from "../../jit/kernel_ir.ts";
 import type { MathFunction } from "./wasm_math.ts";
 import type { KernelFunction } from "./wasm_module.ts";
@@ -140,6 +140,10 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
     switch (d) {
       case "f16":
         return call1("f16", x);
+      case "i16":
+        return m.i32.shr_s(m.i32.shl(x, ic(16)), ic(16));
+      case "u16":
+        return m.i32.and(x, ic(65535));
       case "i8":
         return m.i32.shr_s(m.i32.shl(x, ic(24)), ic(24));
       case "u8":
@@ -161,12 +165,6 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
       }
       return isFloat(from) ? x : from === "u32" ? T.convert_u.i32(x) : T.convert_s.i32(x);
     }
-    if (isWide(from)) {
-      if (to === "i32") return m.i32.trunc_s_sat.f64(x);
-      if (to === "u32") return m.i32.trunc_u_sat.f64(x);
-      x = m.f32.demote(x);
-      from = "f32";
-    }
     const clampS = (v: number, lo: number, hi: number) => {
       const t = local(i32);
       return m.block(null, [
@@ -178,24 +176,24 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
         ),
       ], i32);
     };
+    // Integer targets saturate (the reference's castValue): i32 and u32 by the truncation itself.
+    const [lo, hi] = intRange(to)!;
     if (isFloat(from)) {
-      if (to === "i32") return m.i32.trunc_s_sat.f32(x);
-      if (to === "u32") return m.i32.trunc_u_sat.f32(x);
-      return to === "i8"
-        ? clampS(m.i32.trunc_s_sat.f32(x), -128, 127)
-        : clampS(m.i32.trunc_s_sat.f32(x), 0, 255);
+      const wide = isWide(from);
+      if (to === "u32") return wide ? m.i32.trunc_u_sat.f64(x) : m.i32.trunc_u_sat.f32(x);
+      const t = wide ? m.i32.trunc_s_sat.f64(x) : m.i32.trunc_s_sat.f32(x);
+      return to === "i32" ? t : clampS(t, lo, hi);
     }
     if (from === to) return x;
     if (from === "u32") {
-      const t = local(i32);
-      const hi = to === "i32" ? 2147483647 : to === "i8" ? 127 : 255;
+      const t = local(i32), top = Math.min(hi, 2147483647);
       return m.block(null, [
         m.local.set(t, x),
-        m.select(m.i32.gt_u(get(t, i32), ic(hi)), ic(hi), get(t, i32)),
+        m.select(m.i32.gt_u(get(t, i32), ic(top)), ic(top), get(t, i32)),
       ], i32);
     }
     if (to === "u32") return clampS(x, 0, 2147483647);
-    return to === "i8" ? clampS(x, -128, 127) : to === "u8" ? clampS(x, 0, 255) : x;
+    return to === "i32" ? x : clampS(x, lo, hi);
   };
 
   const tmp = (v: number) => {
