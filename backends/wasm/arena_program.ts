@@ -9,13 +9,7 @@
 import type { KernelTime, Program } from "../../jit/backend.ts";
 import type { DType, TensorData } from "../../jit/dtype.ts";
 import type { HostTensor, RefTensor } from "../../jit/host_tensor.ts";
-import {
-  aluCount,
-  type KernelIR,
-  kernelText,
-  matmulOperands,
-  rowCount,
-} from "../../jit/kernel_ir.ts";
+import { aluCount, type KernelIR, matmulOperands, rowCount } from "../../jit/kernel_ir.ts";
 import { KilnError } from "../../jit/errors.ts";
 import { gatherOutOfRange } from "../../jit/kernel_ir.ts";
 import { planMemory } from "../../jit/memory_plan.ts";
@@ -107,9 +101,9 @@ function workOf(k: KernelIR): number {
   return sizeOf(k.space) * ops;
 }
 
-/** Whether `k` is worth splitting, and may be: workers lack an exact f16 rounding on old Node. */
+/** Whether `k` is worth splitting. */
 function threadable(k: KernelIR): boolean {
-  return !k.opaque && workOf(k) >= THREADED_WORK && !kernelText(k).includes('"f16"');
+  return !k.opaque && workOf(k) >= THREADED_WORK;
 }
 
 /**

@@ -139,7 +139,7 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
   const round = (x: number, d: DType): number => {
     switch (d) {
       case "f16":
-        return call1("f16", x);
+        return m.f32x4.extract_lane(m.call("vf16", [m.f32x4.splat(x)], v128), 0);
       case "i16":
         return m.i32.shr_s(m.i32.shl(x, ic(16)), ic(16));
       case "u16":
@@ -280,17 +280,19 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
   /** How `e` lives in a vector: f32 lanes, an all-ones/zero lane mask (bool), or not at all. */
   const vectorKind = (e: Expr): VectorKind => {
     if (kinds.has(e)) return kinds.get(e);
+    // f16 values live in f32 lanes too (the arena widens them), rounded after every op.
+    const lanesF32 = e.dtype === "f32" || e.dtype === "f16";
     let k: VectorKind;
-    if (e.kind === "const") k = e.dtype === "f32" ? "f32" : e.dtype === "bool" ? "mask" : undefined;
-    else if (e.kind !== "alu") k = e.dtype === "f32" ? "f32" : undefined;
+    if (e.kind === "const") k = lanesF32 ? "f32" : e.dtype === "bool" ? "mask" : undefined;
+    else if (e.kind !== "alu") k = lanesF32 ? "f32" : undefined;
     else {
       const args = e.args.map(vectorKind);
       const all = (want: string) => args.every((a) => a === want);
-      if (e.dtype === "f32" && VECTOR_F32.has(e.op) && all("f32")) k = "f32";
+      if (lanesF32 && VECTOR_F32.has(e.op) && all("f32")) k = "f32";
       else if (VECTOR_MASK.has(e.op) && all("f32")) k = "mask";
       else if (VECTOR_LOGIC.has(e.op) && all("mask")) k = "mask";
       else if (e.op === "Where" && args[0] === "mask" && args[1] === args[2]) k = args[1];
-      else if (e.op === "Cast" && e.dtype === "f32" && args[0] !== undefined) k = "f32";
+      else if (e.op === "Cast" && lanesF32 && args[0] !== undefined) k = "f32";
     }
     kinds.set(e, k);
     return k;
@@ -339,7 +341,10 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
     // Never chosen (integers do not live in vectors), but a v128 is the same bits either way.
     Bitcast: (_e, a) => a(0),
   } satisfies Record<AluOp, (e: Alu, a: Arg) => number>;
-  const valu = (e: Alu, a: Arg): number => vector[e.op](e, a);
+  const valu = (e: Alu, a: Arg): number => {
+    const v = vector[e.op](e, a);
+    return e.dtype === "f16" ? m.call("vf16", [v], v128) : v;
+  };
 
   return { constant, round, alu, vectorKind, valu, lanes };
 }

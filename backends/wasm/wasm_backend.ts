@@ -21,12 +21,13 @@ import { sizeOf } from "../../jit/shape.ts";
 import { customArtifact, customKernel } from "../../jit/custom_op.ts";
 import { runsWhole } from "../../jit/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/program.ts";
-import { allocate, fromF16Bits, toF16Bits } from "../../jit/dtype.ts";
+import { allocate } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
 import { erf } from "../reference/scalar_math.ts";
 import { arenaProgram, warmUp } from "./arena_program.ts";
 import { type Binaryen, generateWasm } from "./wasm_codegen.ts";
+import { halfMatmulView } from "./wasm_matmul_plan.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 import { webWorkers } from "./web_workers.ts";
 
@@ -139,7 +140,6 @@ const IMPORTS: Record<string, (...args: number[]) => number> = {
   cos: Math.cos,
   pow: Math.pow,
   fmod: (a, b) => a % b,
-  f16: (x) => fromF16Bits(toF16Bits(x)),
 };
 
 /** Options of {@linkcode WasmBackend}. */
@@ -176,7 +176,7 @@ export class WasmBackend implements Backend {
   /** Always `"wasm"`. */
   readonly id: string = "wasm";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.6.10";
+  readonly version: string = "0.6.12";
   /** CPU with WebAssembly. */
   readonly kind: BackendKind = "cpu-simd";
   /** A CPU is never lost. */
@@ -220,7 +220,7 @@ export class WasmBackend implements Backend {
           ? (customKernel(kernel.opaque.op, this.id)
             ? customArtifact(this.id, kernel.opaque, kernel, { shared: this.#threads > 1 })
             : new Uint8Array())
-          : generateWasm(await this.#binaryen(), kernel, {
+          : generateWasm(await this.#binaryen(), halfMatmulView(kernel), {
             shared: this.#threads > 1,
             fma: this.#fma,
           }),
@@ -245,7 +245,8 @@ export class WasmBackend implements Backend {
         const bound = planOf(plan.graph);
         const program = arenaProgram({
           ...bound,
-          kernels: plan.kernels,
+          // As generated (see `halfMatmulView`): the program packs B for the tiles it runs.
+          kernels: plan.kernels.map(halfMatmulView),
           modules,
           constants: plan.constants,
           partial: plan.partial,
@@ -332,8 +333,8 @@ export class WasmBackend implements Backend {
   }
 
   /** One kernel on host data, in an arena of its own (used when a plan mixes backends). */
-  #single(kernel: KernelIR, module: WebAssembly.Module): PreparedKernel {
-    const n = kernel.inputs.length;
+  #single(given: KernelIR, module: WebAssembly.Module): PreparedKernel {
+    const kernel = halfMatmulView(given), n = kernel.inputs.length;
     const program = arenaProgram({
       bindings: kernel.inputs.map((_, i) => ({ value: i, resident: false })),
       outputs: kernel.outputs.map((_, k) => n + k),

@@ -35,7 +35,7 @@ import { addMathFunctions, type MathFunction } from "./wasm_math.ts";
 export const NARROW_SUM_TERMS = 25;
 
 /** Scalar helpers the generated code imports from the host (`env.*`, f64 → f64). */
-export const IMPORTS: readonly string[] = ["exp", "log", "erf", "sin", "cos", "pow", "fmod", "f16"];
+export const IMPORTS: readonly string[] = ["exp", "log", "erf", "sin", "cos", "pow", "fmod"];
 
 /** Options of a {@linkcode KernelFunction} (and of `generateWasm`). */
 export interface ModuleOptions {
@@ -350,8 +350,11 @@ export class KernelFunction {
         if (x.kind === "alu" && Object.hasOwn(MATH, x.op)) {
           math.add(MATH[x.op as keyof typeof MATH]);
         }
+        // Every f16 result is rounded to f16 (`AluLowering.round`).
+        if (x.dtype === "f16") math.add("vf16");
       });
     }
+    if ([...kernel.reductions, ...kernel.outputs].some((x) => x.dtype === "f16")) math.add("vf16");
     addMathFunctions(m, binaryen, { used: math, fma: this.fma });
     if (!m.validate()) {
       m.dispose();

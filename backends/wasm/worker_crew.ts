@@ -146,7 +146,6 @@ const BODY = `async ({ control, port, id }, receive, sleep) => {
 const host = {
   exp: Math.exp, log: Math.log, erf: ${erf},
   sin: Math.sin, cos: Math.cos, pow: Math.pow, fmod: (a, b) => a % b,
-  f16: Math.f16round ?? (() => NaN),
 };
 const programs = new Map();
 const drain = () => {
