@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type BoundaryDType, dtypeOfData, type TensorData, toF16Bits } from "./dtype.ts";
+import { type BoundaryDType, dtypeOfData, fromNumbers, type TensorData } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
 import { Graph, type InputSpec, type NodeSpec, type OutputSpec, type ParamSpec } from "./graph.ts";
 import type { Attrs } from "./ops/mod.ts";
@@ -137,27 +137,8 @@ function nameOf(v: Sym | string): string {
 }
 
 function numberData(value: number, dtype: BoundaryDType): TensorData {
-  switch (dtype) {
-    case "f64":
-      return new Float64Array([value]);
-    case "f32":
-      return new Float32Array([value]);
-    case "i32":
-      return new Int32Array([value]);
-    case "u32":
-      return new Uint32Array([value]);
-    case "i16":
-      return new Int16Array([value]);
-    case "u16":
-      return new Uint16Array([value]);
-    case "i8":
-      return new Int8Array([value]);
-    case "u8":
-    case "bool":
-      return new Uint8Array([value]);
-    case "i64":
-      return new BigInt64Array([BigInt(Math.trunc(value))]);
-    case "f16":
-      return new Uint16Array([toF16Bits(value)]);
-  }
+  if (dtype === "i64") return new BigInt64Array([BigInt(Math.trunc(value))]);
+  // A bool constant keeps the number it was given (fromNumbers would make it 0/1).
+  if (dtype === "bool") return new Uint8Array([value]);
+  return fromNumbers(dtype, [value]);
 }

@@ -581,6 +581,17 @@ export function matmulOperands(kernel: KernelIR): MatmulOperands | undefined {
   return { nb, m, n, k, a, b };
 }
 
+/**
+ * Whether `kernel`'s one reduction sums f16 products of two f16 loads (an f16 matmul): the tilers
+ * sum those exact products in f32 and round once, as the precision policy promises.
+ */
+export function sumsHalfProducts(kernel: KernelIR): boolean {
+  const r = kernel.reductions[0];
+  return kernel.reductions.length === 1 && r.dtype === "f16" && r.op === "sum" &&
+    r.expr.kind === "alu" && r.expr.op === "Mul" &&
+    r.expr.args.every((e) => e.kind === "load" && e.dtype === "f16");
+}
+
 /** Element count of the kernel's space with reduced axes removed. */
 export function rowCount(k: KernelIR): number {
   return sizeOf(k.space.filter((_, i) => !k.reduced.includes(i)));

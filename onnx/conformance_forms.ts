@@ -9,9 +9,11 @@
  *
  * @module
  */
-import { toF16Bits } from "../jit/dtype.ts";
+import type { DType } from "../jit/dtype.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
+import { convertData } from "../jit/precision.ts";
 import {
+  dtypeOfCode,
   type GraphProto,
   type ModelProto,
   protoOf,
@@ -166,8 +168,6 @@ export function asForm(model: ModelProto, form: Form): ModelProto | undefined {
 /** A float input tensor as `form`'s case takes it (other tensors as they are). */
 export function formInput(t: HostTensor, form: Form): HostTensor {
   if (t.dtype !== "f32") return t;
-  const data = t.data as Float32Array;
-  return form.code === AS_HALF.code
-    ? { ...t, data: Uint16Array.from(data, toF16Bits), dtype: "f16" }
-    : { ...t, data: Float64Array.from(data), dtype: "f64" };
+  const dtype = dtypeOfCode(form.code, "form") as DType;
+  return { ...t, data: convertData(t.data, "f32", dtype), dtype };
 }

@@ -19,7 +19,13 @@
  */
 import { KilnError } from "../jit/errors.ts";
 import { affineOffset } from "../jit/access.ts";
-import { type Expr, type KernelIR, matmulOperands, walk } from "../jit/kernel_ir.ts";
+import {
+  type Expr,
+  type KernelIR,
+  matmulOperands,
+  sumsHalfProducts,
+  walk,
+} from "../jit/kernel_ir.ts";
 import { sizeOf } from "../jit/shape.ts";
 import { KernelLowering, NEVER, PRELUDE, storageBindings } from "./wgsl_expr.ts";
 import { emitHeldRows, emitRows, type RowTiling, rowTiling } from "./wgsl_rows.ts";
@@ -156,10 +162,8 @@ export function tiledMatmul(kernel: KernelIR, most = 256): MatmulTile | undefine
  * precision policy promises, with exact products where the reference rounds each to f16 first).
  */
 function tilerView(kernel: KernelIR): KernelIR {
-  const r = kernel.reductions[0];
-  if (r?.dtype !== "f16" || r.expr.kind !== "alu" || r.expr.op !== "Mul") return kernel;
-  if (!r.expr.args.every((e) => e.kind === "load" && e.dtype === "f16")) return kernel;
-  return { ...kernel, reductions: [{ ...r, dtype: "f32" }] };
+  if (!sumsHalfProducts(kernel)) return kernel;
+  return { ...kernel, reductions: [{ ...kernel.reductions[0], dtype: "f32" }] };
 }
 
 /** Generates the WGSL compute shader for `kernel` (not for opaque kernels). */

@@ -16,11 +16,17 @@ import { planMemory } from "../../jit/memory_plan.ts";
 import { neededKernels } from "../../jit/program.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { elementBytes, fromWords, type Storage, toWords } from "../words.ts";
+import {
+  contracts,
+  halfMatmulView,
+  prepackBytes,
+  scratchBytes,
+  TILE_ROWS,
+} from "./wasm_matmul_plan.ts";
+import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
 /** The arena stores every dtype in 32-bit words, f64 in 64-bit ones (see `words.ts`). */
 const WORDS: Storage = { half: false };
-import { contracts, prepackBytes, scratchBytes, TILE_ROWS } from "./wasm_matmul_plan.ts";
-import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
 /** Element-ops of a program from which the worker pool spawns at compile (see `WorkerPool`). */
 const EAGER_WORK = 2 ** 33;
@@ -246,7 +252,9 @@ export interface ArenaProgram extends Program {
 }
 
 /** Builds the program for `plan`. */
-export function arenaProgram(plan: ArenaPlan): ArenaProgram {
+export function arenaProgram(given: ArenaPlan): ArenaProgram {
+  // The kernels as generated (`generateWasm`): an f16 matmul's B is packed for its tiles.
+  const plan = { ...given, kernels: given.kernels.map(halfMatmulView) };
   const types = new Map<number, { shape: readonly number[]; dtype: DType }>();
   for (const k of plan.kernels) for (const b of [...k.inputs, ...k.outputs]) types.set(b.value, b);
   // Intermediates share places as the compiler's memory plan says (lifetimes that do not

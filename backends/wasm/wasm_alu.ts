@@ -19,6 +19,9 @@ export const isFloat = (d: DType): boolean => d === "f32" || d === "f16" || d ==
 /** Whether kernel values of `d` live in f64 (scalar code only: f64 has no vector path here). */
 export const isWide = (d: DType): boolean => d === "f64";
 
+/** log2 of the bytes an element of `d` takes in the arena (8 for f64, a 32-bit word otherwise). */
+export const elementShift = (d: DType): number => (isWide(d) ? 3 : 2);
+
 /** Locals holding evaluated expressions, by structural id (`ExprTable` ids). */
 export type Memo = Map<number, number>;
 

@@ -27,7 +27,6 @@ import type { KernelIR } from "../../jit/kernel_ir.ts";
 import { erf } from "../reference/scalar_math.ts";
 import { arenaProgram, warmUp } from "./arena_program.ts";
 import { type Binaryen, generateWasm } from "./wasm_codegen.ts";
-import { halfMatmulView } from "./wasm_matmul_plan.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 import { webWorkers } from "./web_workers.ts";
 
@@ -220,7 +219,7 @@ export class WasmBackend implements Backend {
           ? (customKernel(kernel.opaque.op, this.id)
             ? customArtifact(this.id, kernel.opaque, kernel, { shared: this.#threads > 1 })
             : new Uint8Array())
-          : generateWasm(await this.#binaryen(), halfMatmulView(kernel), {
+          : generateWasm(await this.#binaryen(), kernel, {
             shared: this.#threads > 1,
             fma: this.#fma,
           }),
@@ -245,8 +244,7 @@ export class WasmBackend implements Backend {
         const bound = planOf(plan.graph);
         const program = arenaProgram({
           ...bound,
-          // As generated (see `halfMatmulView`): the program packs B for the tiles it runs.
-          kernels: plan.kernels.map(halfMatmulView),
+          kernels: plan.kernels,
           modules,
           constants: plan.constants,
           partial: plan.partial,
@@ -333,8 +331,8 @@ export class WasmBackend implements Backend {
   }
 
   /** One kernel on host data, in an arena of its own (used when a plan mixes backends). */
-  #single(given: KernelIR, module: WebAssembly.Module): PreparedKernel {
-    const kernel = halfMatmulView(given), n = kernel.inputs.length;
+  #single(kernel: KernelIR, module: WebAssembly.Module): PreparedKernel {
+    const n = kernel.inputs.length;
     const program = arenaProgram({
       bindings: kernel.inputs.map((_, i) => ({ value: i, resident: false })),
       outputs: kernel.outputs.map((_, k) => n + k),

@@ -32,7 +32,7 @@ import { linearLowering } from "./wasm_linear.ts";
 import { KernelFunction, type ModuleOptions } from "./wasm_module.ts";
 import { vectorWindows } from "./wasm_windows.ts";
 import { gemmBody, type MatmulContext, tiledGemm } from "./wasm_matmul.ts";
-import { indirectionFill, matmulPlan } from "./wasm_matmul_plan.ts";
+import { halfMatmulView, indirectionFill, matmulPlan } from "./wasm_matmul_plan.ts";
 
 /** The Binaryen.js library (types, module constructor, low-level helpers). */
 export type Binaryen = typeof binaryenLib;
@@ -45,9 +45,11 @@ export type LoadExpr = Extract<Expr, { kind: "load" }>;
 /** Generates the module for `kernel` (not for opaque kernels). */
 export function generateWasm(
   binaryen: Binaryen,
-  kernel: KernelIR,
+  given: KernelIR,
   options: ModuleOptions = {},
 ): Uint8Array {
+  // An f16 matmul is generated as the tiles compute it (the program packs B for it the same way).
+  const kernel = halfMatmulView(given);
   const fn = new KernelFunction(binaryen, kernel, options);
   const { m, local, get, ic, coord, kept, unravel, whileLoop, countedLoop, row, it } = fn;
   const { keyOf, value, store, accumulate, wideSum, accs } = fn;

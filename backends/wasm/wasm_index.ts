@@ -11,6 +11,7 @@
 import type { IndexStep } from "../../jit/kernel_ir.ts";
 import { type Shape, stridesOf } from "../../jit/shape.ts";
 import type { LoadExpr } from "./wasm_codegen.ts";
+import { elementShift } from "./wasm_alu.ts";
 import type { KernelFunction } from "./wasm_module.ts";
 
 /** What the index lowering uses of the function being generated. */
@@ -198,7 +199,7 @@ export function indexLowering(c: IndexContext): IndexLowering {
     );
     const address = m.i32.add(
       addrOf(expr.input),
-      m.i32.shl(m.select(all, linear(coords, buf.shape), ic(0)), ic(buf.dtype === "f64" ? 3 : 2)),
+      m.i32.shl(m.select(all, linear(coords, buf.shape), ic(0)), ic(elementShift(buf.dtype))),
     );
     return { address, guards };
   }

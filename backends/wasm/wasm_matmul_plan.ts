@@ -13,6 +13,7 @@ import {
   linearIndex,
   matmulOperands,
   rowCount,
+  sumsHalfProducts,
 } from "../../jit/kernel_ir.ts";
 /** Rows of a matmul tile (each two f32x4 accumulators wide). */
 export const TILE_ROWS = 6;
@@ -127,12 +128,8 @@ export function matmulPlan(kernel: KernelIR): MatmulPlan | undefined {
  * to f16 and took 14.5 ms for one 2×16×512×128 matmul of an fp16 transformer block.
  */
 export function halfMatmulView(kernel: KernelIR): KernelIR {
+  if (!sumsHalfProducts(kernel)) return kernel;
   const r = kernel.reductions[0];
-  if (
-    kernel.reductions.length !== 1 || r.dtype !== "f16" || r.op !== "sum" ||
-    r.expr.kind !== "alu" || r.expr.op !== "Mul" ||
-    !r.expr.args.every((e) => e.kind === "load" && e.dtype === "f16")
-  ) return kernel;
   const sum: Expr = { kind: "acc", index: 0, dtype: "f32" };
   const once: Expr = { kind: "alu", op: "Cast", args: [sum], dtype: "f16" };
   const memo = new Map<Expr, Expr>();

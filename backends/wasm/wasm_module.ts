@@ -21,6 +21,7 @@ import {
 import {
   type AluLowering,
   aluLowering,
+  elementShift,
   exactReciprocal,
   isWide,
   MATH,
@@ -269,7 +270,7 @@ export class KernelFunction {
     const buffer = get(this.kernel.inputs.length + k, i32);
     const address = m.i32.add(
       buffer,
-      m.i32.shl(this.index.linear(coords, o.shape), ic(isWide(o.dtype) ? 3 : 2)),
+      m.i32.shl(this.index.linear(coords, o.shape), ic(elementShift(o.dtype))),
     );
     stmts.push(
       isWide(o.dtype)
@@ -345,16 +346,16 @@ export class KernelFunction {
     );
     m.addFunctionExport("run", "run");
     const math = new Set<MathFunction>();
-    for (const e of [...kernel.reductions, ...kernel.outputs].map((x) => x.expr)) {
-      walk(e, (x) => {
-        if (x.kind === "alu" && Object.hasOwn(MATH, x.op)) {
-          math.add(MATH[x.op as keyof typeof MATH]);
+    for (const x of [...kernel.reductions, ...kernel.outputs]) {
+      // Every f16 result (an expression's, a reduction's) is rounded to f16 (`AluLowering.round`).
+      if (x.dtype === "f16") math.add("vf16");
+      walk(x.expr, (e) => {
+        if (e.kind === "alu" && Object.hasOwn(MATH, e.op)) {
+          math.add(MATH[e.op as keyof typeof MATH]);
         }
-        // Every f16 result is rounded to f16 (`AluLowering.round`).
-        if (x.dtype === "f16") math.add("vf16");
+        if (e.dtype === "f16") math.add("vf16");
       });
     }
-    if ([...kernel.reductions, ...kernel.outputs].some((x) => x.dtype === "f16")) math.add("vf16");
     addMathFunctions(m, binaryen, { used: math, fma: this.fma });
     if (!m.validate()) {
       m.dispose();
