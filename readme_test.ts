@@ -29,9 +29,12 @@ Deno.test("the README's TypeScript examples run", async () => {
         assert.match(stdout, /0\.03125/);
         assert.match(stdout, /\[ "matmul_0", "softmax_1" \]/);
         assert.match(stdout, /\[ 4 \] webgpu/);
-      } else {
+      } else if (i === 3) {
         // The precision example: f16 results where the GPU has shader-f16, else the refusal.
         assert.match(stdout, /^(Float32Array\(2\) \[ 0\.69970703125, 7 \]|unsupported)$/m);
+      } else {
+        // The f64 example: f64 digits on wasm, webgpu's refusal, then its narrowed f32 values.
+        assert.match(stdout, /\[ 1e\+300, 1\.000000000001 \]\nunsupported\n\[ Infinity, 1 \]/);
       }
     }
   } finally {
