@@ -20,6 +20,7 @@ import type { Graph } from "../jit/graph.ts";
 import { GraphBuilder } from "../jit/graph_builder.ts";
 import { uniform } from "../jit/random.ts";
 import { f64, w1 as workloadW1 } from "./workloads.ts";
+import { PassTimer } from "./timed.ts";
 
 interface Kernel {
   readonly id: string;
@@ -194,46 +195,24 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     entries: [{ binding: 0, resource: { buffer: src } }, { binding: 1, resource: { buffer: dst } }],
   });
   const groups = n / 4 / 256, y = Math.ceil(groups / 65535);
-  const queries = gpu.createQuerySet({ type: "timestamp", count: 2 });
-  const resolve = gpu.createBuffer({
-    size: 16,
-    usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC,
-  });
-  const read = gpu.createBuffer({
-    size: 16,
-    usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
-  });
+  const timer = new PassTimer(gpu);
   const times: number[] = [];
   for (let run = 0; run < 6; run++) {
     const enc = gpu.createCommandEncoder();
     // The first submission (untimed) warms the GPU to its working clock.
     const reps = run === 0 ? 300 : 10;
     for (let r = 0; r < reps; r++) {
-      const pass = enc.beginComputePass(
-        r === reps - 1
-          ? {
-            timestampWrites: {
-              querySet: queries,
-              beginningOfPassWriteIndex: 0,
-              endOfPassWriteIndex: 1,
-            },
-          }
-          : {},
-      );
+      const pass = enc.beginComputePass(r === reps - 1 ? { timestampWrites: timer.writes } : {});
       pass.setPipeline(pipeline);
       pass.setBindGroup(0, bind);
       pass.dispatchWorkgroups(Math.ceil(groups / y), y);
       pass.end();
     }
-    enc.resolveQuerySet(queries, 0, 2, resolve, 0);
-    enc.copyBufferToBuffer(resolve, 0, read, 0, 16);
-    gpu.queue.submit([enc.finish()]);
-    await read.mapAsync(GPUMapMode.READ);
-    const [t0, t1] = new BigUint64Array(read.getMappedRange());
-    read.unmap();
-    if (run) times.push(Number(t1 - t0) / 1e6);
+    const ms = await timer.submit(enc);
+    if (run) times.push(ms);
   }
-  for (const b of [src, dst, resolve, read]) b.destroy();
+  for (const b of [src, dst]) b.destroy();
+  timer.destroy();
   return median(times);
 }
 

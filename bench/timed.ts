@@ -42,3 +42,44 @@ addEventListener("unload", () => {
     if (measured.length) console.error(`median\t${key}\t${median(measured)}\t${measured.length}`);
   }
 });
+
+/**
+ * Device milliseconds between the start and the end of timestamped compute passes (a device with
+ * `timestamp-query`): begin a pass with {@linkcode PassTimer.writes} (or the first of several
+ * with its start and the last with its end), then {@linkcode PassTimer.submit} the encoder.
+ */
+export class PassTimer {
+  /** Timestamp writes for a pass descriptor: its start and its end. */
+  readonly writes: GPUComputePassTimestampWrites;
+  #device: GPUDevice;
+  #resolve: GPUBuffer;
+  #read: GPUBuffer;
+
+  /** Queries and buffers on `device`. */
+  constructor(device: GPUDevice) {
+    this.#device = device;
+    const querySet = device.createQuerySet({ type: "timestamp", count: 2 });
+    this.writes = { querySet, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 };
+    const buffer = (usage: number) => device.createBuffer({ size: 16, usage });
+    this.#resolve = buffer(GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC);
+    this.#read = buffer(GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
+  }
+
+  /** Submits `encoder` with the queries' readback; the milliseconds between them. */
+  async submit(encoder: GPUCommandEncoder): Promise<number> {
+    encoder.resolveQuerySet(this.writes.querySet, 0, 2, this.#resolve, 0);
+    encoder.copyBufferToBuffer(this.#resolve, 0, this.#read, 0, 16);
+    this.#device.queue.submit([encoder.finish()]);
+    await this.#read.mapAsync(GPUMapMode.READ);
+    const [start, end] = new BigUint64Array(this.#read.getMappedRange());
+    this.#read.unmap();
+    return Number(end - start) / 1e6;
+  }
+
+  /** Frees the queries and buffers. */
+  destroy(): void {
+    this.writes.querySet.destroy();
+    this.#resolve.destroy();
+    this.#read.destroy();
+  }
+}

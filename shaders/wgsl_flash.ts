@@ -7,7 +7,7 @@
  * columns, the threads of a warp reading consecutive vec4s): scores = Q·Kᵀ, then the online
  * softmax (the running row maximum through workgroup memory, each thread keeping its share of the
  * running sum and rescaling its outputs when the maximum grows), then out += P·V with P through
- * workgroup memory. The next tile's keys and values are read into registers while the current
+ * the key tile's workgroup memory. The next tile's keys and values are read into registers while the current
  * tile computes, as the tiled matmul does. The scores' epilogue (scale, masks) and the softmax's
  * prologue run per score through a helper function of the group's own lowerings; the values'
  * epilogue runs once per output at the end.
@@ -63,9 +63,18 @@ function paddedWidth(e: number): number {
   return e <= 32 ? 32 : 64;
 }
 
-/** Workgroup memory of a flash kernel: query, key, value and weight tiles, the row partials. */
+/**
+ * Vec4s of the tile that holds a key tile and then the same tile's weights: every thread reads
+ * its keys for the scores before the barrier that precedes the first weight written, and the
+ * weights before the barrier that precedes the next keys.
+ */
+function keyTile(d: number, rows: number): number {
+  return Math.max(d * TX, KEYS * rows / 4);
+}
+
+/** Workgroup memory of a flash kernel: query, key/weight and value tiles, the row partials. */
 export function flashBytes(d: number, e: number, rows: number): number {
-  const vec4s = d * rows / 4 + d * TX + KEYS * paddedWidth(e) / 4 + KEYS * rows / 4;
+  const vec4s = d * rows / 4 + keyTile(d, rows) + KEYS * paddedWidth(e) / 4;
   return 16 * vec4s + 4 * rows * TX;
 }
 
@@ -364,15 +373,15 @@ export function flashWgsl(plan: Flash): string {
         e.line(`m_${r} = mt;`);
       });
     }
-    // pt[j · R/4 + r/4] holds the weights of rows r..r+3 for key j.
+    // kt[j · R/4 + r/4] now holds the weights of rows r..r+3 for key j (see `keyTile`).
     for (let c = 0; c < 4; c++) {
       const rows = [0, 1, 2, 3].map((r) => `s_${r}.${lane(c)}`).join(", ");
-      e.line(`pt[(4 * tx + ${c}) * ${RQ} + ty] = vec4<f32>(${rows});`);
+      e.line(`kt[(4 * tx + ${c}) * ${RQ} + ty] = vec4<f32>(${rows});`);
     }
     e.line("workgroupBarrier();");
     // out += P · V: rows × 4·G columns a thread.
     unrolled(KEYS, (j) => {
-      e.line(`let pp = pt[${j * RQ} + ty];`);
+      e.line(`let pp = kt[${j * RQ} + ty];`);
       for (let g = 0; g < G; g++) e.line(`let vv${g} = vt[${j * EP / 4 + g * TX} + tx];`);
       for (let r = 0; r < 4; r++) {
         for (let g = 0; g < G; g++) {
@@ -405,9 +414,8 @@ export function flashWgsl(plan: Flash): string {
     ...groupBindings(plan),
     PRELUDE,
     `var<workgroup> qt: array<vec4<f32>, ${D * RQ}>;`,
-    `var<workgroup> kt: array<vec4<f32>, ${D * TX}>;`,
+    `var<workgroup> kt: array<vec4<f32>, ${keyTile(D, R)}>;`,
     `var<workgroup> vt: array<vec4<f32>, ${KEYS * EP / 4}>;`,
-    `var<workgroup> pt: array<vec4<f32>, ${KEYS * RQ}>;`,
     `var<workgroup> red: array<f32, ${R * TX}>;`,
     ...scoreFn,
     ...emitFn,

@@ -115,7 +115,7 @@ Deno.test("flash attention: tiles of queries, keys and values, masks, ragged key
       attentionGroup(fuse(g).kernels.filter((k) => k.group === "attention_0"), new Set())!,
       wgsl,
     );
-  // Workgroup memory decides the rows a workgroup takes: 64 of 64-wide heads need 42 KB.
+  // Workgroup memory decides the rows a workgroup takes: 64 of 64-wide heads need 34 KB.
   const wide = attentionGroup(
     fuse(flashGraph({ tokens: 1024, d: 64 })).kernels.filter((k) => k.group === "attention_0"),
     new Set(),

@@ -1,0 +1,69 @@
+/**
+ * The least time any WebGPU result takes to reach the host in Deno: a 4 KB readback by
+ * `mapAsync` right after its copy is submitted, `onSubmittedWorkDone` alone, and a second buffer
+ * mapped while a first one is pending (each timed from its own call). Any adapter will do, the
+ * software one included:
+ *
+ *   deno run -A bench/readback_floor.ts
+ *
+ * Deno's `mapAsync` polls the device and then sleeps 10 ms before it looks at whether the map
+ * is done (`ext/webgpu/buffer.rs`, `map_async`, in Deno's source of 2025), so every awaited
+ * readback costs 10 ms or more however little the GPU did: 10.2–11.6 ms in Deno 2.9.6, on
+ * llvmpipe and on the H200 alike. The models report (`bench/REPORT-models.md`) cites this.
+ *
+ * @module
+ */
+const adapter = await navigator.gpu.requestAdapter();
+if (!adapter) throw new Error("this probe needs a WebGPU adapter");
+const device = await adapter.requestDevice();
+const bytes = 4096;
+const source = device.createBuffer({
+  size: bytes,
+  usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+});
+device.queue.writeBuffer(source, 0, new Float32Array(bytes / 4).fill(3));
+const staging = () =>
+  device.createBuffer({ size: bytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+const [a, b] = [staging(), staging()];
+
+/** Submits a copy of `source` into `target`. */
+function copyInto(target: GPUBuffer): void {
+  const encoder = device.createCommandEncoder();
+  encoder.copyBufferToBuffer(source, 0, target, 0, bytes);
+  device.queue.submit([encoder.finish()]);
+}
+
+/** Milliseconds until `start()`'s promise settles. */
+async function timed(start: () => Promise<unknown>): Promise<number> {
+  const t = performance.now();
+  await start();
+  return performance.now() - t;
+}
+
+const median = (xs: number[]) => xs.sort((p, q) => p - q)[xs.length >> 1];
+const rows: [string, number[]][] = [["mapAsync after a copy", []], [
+  "onSubmittedWorkDone after an empty submit",
+  [],
+], ["mapAsync of a second buffer 5 ms into a pending one", []]];
+for (let i = 0; i < 11; i++) {
+  copyInto(a);
+  rows[0][1].push(await timed(() => a.mapAsync(GPUMapMode.READ)));
+  a.unmap();
+  device.queue.submit([]);
+  rows[1][1].push(await timed(() => device.queue.onSubmittedWorkDone()));
+  const first = a.mapAsync(GPUMapMode.READ);
+  await new Promise((r) => setTimeout(r, 5));
+  copyInto(b);
+  rows[2][1].push(await timed(() => b.mapAsync(GPUMapMode.READ)));
+  await first;
+  a.unmap();
+  b.unmap();
+}
+console.log(`Deno ${Deno.version.deno}, ${adapter.info.vendor} ${adapter.info.description}`);
+for (const [name, ms] of rows) {
+  console.log(
+    `${name}: median ${median(ms).toFixed(2)} ms (${Math.min(...ms).toFixed(2)}–${
+      Math.max(...ms).toFixed(2)
+    })`,
+  );
+}
