@@ -327,11 +327,18 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
     maximum: shared ? pages : MAX_PAGES,
     shared,
   } as WebAssembly.MemoryDescriptor);
-  const runs = plan.modules.map((
-    mod,
-  ) => (new WebAssembly.Instance(mod, { env: { memory, ...plan.imports } }).exports.run as (
-    ...a: number[]
-  ) => void));
+  // One instance per module: kernels of the same code (a repeated block, an RNN's steps) share
+  // it, and with it V8's tier-up budget, so their code is optimized as soon as one kernel's would
+  // be if it ran as often as they all do.
+  const instances = new Map<WebAssembly.Module, (...a: number[]) => void>();
+  const runs = plan.modules.map((mod) => {
+    let run = instances.get(mod);
+    if (!run) {
+      const instance = new WebAssembly.Instance(mod, { env: { memory, ...plan.imports } });
+      instances.set(mod, run = instance.exports.run as (...a: number[]) => void);
+    }
+    return run;
+  });
   const addresses = plan.kernels.map((k) =>
     [...k.inputs, ...k.outputs].map((b) => offsets.get(b.value)!)
   );
