@@ -153,12 +153,17 @@ const drain = () => {
     const p = m.message;
     if (p.drop !== undefined) programs.delete(p.drop);
     else {
-      // A program this worker cannot instantiate is one it takes no piece of.
+      // A program this worker cannot instantiate is one it takes no piece of. Kernels of one
+      // module share an instance, as on the calling thread (see arenaProgram).
       let runs;
       try {
-        runs = p.modules.map((m) =>
-          new WebAssembly.Instance(m, { env: { memory: p.memory, ...host } }).exports.run
-        );
+        const made = new Map();
+        runs = p.modules.map((m) => {
+          if (!made.has(m)) {
+            made.set(m, new WebAssembly.Instance(m, { env: { memory: p.memory, ...host } }).exports.run);
+          }
+          return made.get(m);
+        });
       } catch {}
       programs.set(p.id, { ...p, runs });
     }
