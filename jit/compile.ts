@@ -20,9 +20,9 @@ import { hostProgram } from "./program.ts";
 import {
   storedVerdict,
   storeVerdict,
-  trial,
   TRIAL_RATIO,
   trialKey,
+  trialOf,
   type Verdict,
 } from "./placement_trial.ts";
 import {
@@ -354,9 +354,8 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     const stored = await storedVerdict(key);
     if (stored && plans.has(stored)) exe = await build(plans.get(stored)!);
     else {
-      const built = new Map<Verdict, Executable>();
-      for (const [v, p] of plans) built.set(v, await build(p));
-      const record = await trial(built, legal);
+      const syncMs = device ? rates[usable.indexOf(device)].syncMs : 0;
+      const { record, built } = await trialOf(plans, build, legal, syncMs);
       if (record) await storeVerdict(key, record);
       exe = built.get(record?.verdict ?? "plan")!;
       for (const other of built.values()) if (other !== exe) other.dispose();

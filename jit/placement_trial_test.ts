@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
-import { HOST_MARGIN, type Verdict, verdictOf } from "./placement_trial.ts";
+import type { Executable } from "./executable.ts";
+import { GraphBuilder } from "./graph_builder.ts";
+import { HOST_MARGIN, trialOf, type Verdict, verdictOf } from "./placement_trial.ts";
 
 const times = (entries: [Verdict, number[]][]) => new Map<Verdict, number[]>(entries);
 
@@ -16,4 +18,33 @@ Deno.test("a trial keeps the fastest median, and the host plan unless another be
   assert.equal(near.verdict, "host");
   // Without a host plan the fastest wins outright.
   assert.equal(verdictOf(times([["plan", [2]], ["device", [1.9]]])).verdict, "device");
+});
+
+Deno.test("a host plan faster than the device's sync wins without the other plans being built", async () => {
+  const g = new GraphBuilder();
+  g.output("y", g.op("Relu", [g.input("x", [4])]));
+  const graph = g.build();
+  // A plan "runs" in its milliseconds; building one records its verdict.
+  type Plan = { verdict: Verdict; ms: number };
+  const plans = (hostMs: number) =>
+    new Map<Verdict, Plan>(
+      ([["plan", 0.5], ["host", hostMs], ["device", 0.5]] as [Verdict, number][]).map((
+        [verdict, ms],
+      ) => [verdict, { verdict, ms }]),
+    );
+  const built: Verdict[] = [];
+  const build = ({ verdict, ms }: Plan) => {
+    built.push(verdict);
+    const run = () => new Promise((done) => setTimeout(done, ms));
+    return Promise.resolve({ run, dispose: () => {} } as unknown as Executable);
+  };
+  // Every device plan waits 30 ms a run: the 2 ms host plan wins, nothing else is built.
+  const fast = await trialOf(plans(2), build, graph, 30);
+  assert.equal(fast.record?.verdict, "host");
+  assert.deepEqual(built, ["host"]);
+  // A host plan slower than that is timed against the others, which are built then.
+  built.length = 0;
+  const slow = await trialOf(plans(40), build, graph, 30);
+  assert.deepEqual(built, ["host", "plan", "device"]);
+  assert.notEqual(slow.record?.verdict, "host");
 });
