@@ -47,6 +47,12 @@ export interface DeviceProfile {
    * backend places work on it.
    */
   readonly software?: boolean;
+  /**
+   * An interpreter (the reference backend: plain TypeScript, the oracle): exact but slow, so
+   * policies weigh it only where no compiled backend runs a kernel (and it is never calibrated
+   * then).
+   */
+  readonly interpreter?: boolean;
 }
 
 /** A node as a backend sees it when asked whether it can run it. */

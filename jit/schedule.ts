@@ -231,8 +231,8 @@ function runsUnder(
 /**
  * The backends {@linkcode schedule} should weigh for `kernels` under `policy`, most preferred
  * first: those that can run some kernel (the named one alone, always, under `named`), software devices
- * (an emulated GPU: exact but slow) only when naming them or when nothing else runs some kernel,
- * and the preferred kind first under `prefer`. Capabilities are read as they are, so callers
+ * (an emulated GPU: exact but slow) and then interpreters (the reference backend) only when naming
+ * them or when nothing else runs some kernel, and the preferred kind first under `prefer`. Capabilities are read as they are, so callers
  * prepare the backends first. `outputs` are the values needed past the kernels.
  */
 export function usableBackends(
@@ -246,8 +246,13 @@ export function usableBackends(
   const elided = new Map(backends.map((b) => [b, elidedBy(b, kernels, outputs)]));
   const runs = (b: Backend, k: KernelIR) => runsUnder(policy, b, k, elided.get(b));
   let usable = backends.filter((b) => kernels.some((k) => runs(b, k)));
-  const real = usable.filter((b) => !b.capabilities().software);
-  if (kernels.every((k) => real.some((b) => runs(b, k)))) usable = real;
+  // Software devices, then interpreters, only where the others leave some kernel unrun.
+  const unless = (slow: (b: Backend) => boolean | undefined) => {
+    const rest = usable.filter((b) => !slow(b));
+    if (kernels.every((k) => rest.some((b) => runs(b, k)))) usable = rest;
+  };
+  unless((b) => b.capabilities().software);
+  unless((b) => b.capabilities().interpreter);
   if (policy.kind === "prefer") {
     const preferred = usable.filter((b) => b.kind === policy.backendKind);
     usable = [...preferred, ...usable.filter((b) => b.kind !== policy.backendKind)];

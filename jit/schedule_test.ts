@@ -13,7 +13,8 @@ import { explain } from "./explain.ts";
 import { GraphBuilder } from "./graph_builder.ts";
 import { KilnError } from "./errors.ts";
 import type { KernelIR } from "./kernel_ir.ts";
-import { keepElidedTogether } from "./schedule.ts";
+import { keepElidedTogether, usableBackends } from "./schedule.ts";
+import { fuse } from "./fuse.ts";
 import { uniform } from "./random.ts";
 import { assertClose, numbers } from "./testing.ts";
 
@@ -427,4 +428,28 @@ Deno.test("auto with a GPU and no SIMD CPU backend places and times without one"
       rtol: 1e-4,
     },
   );
+});
+
+/** A compiled SIMD backend (not an interpreter) without f64. */
+class NoF64Simd extends ReferenceBackend {
+  override readonly id = "no-f64-simd";
+  override readonly kind = "cpu-simd";
+  override capabilities(): DeviceProfile {
+    return { ...super.capabilities(), interpreter: false, f64: false };
+  }
+}
+
+Deno.test("the reference interpreter is weighed only where no compiled backend runs a kernel", () => {
+  const backends = [new ReferenceBackend(), new NoF64Simd()];
+  // y = Relu(x), and z = Relu(w) in `dtype`: two kernels.
+  const usable = (dtype: "f32" | "f64") => {
+    const b = new GraphBuilder();
+    b.output("y", b.op("Relu", [b.input("x", [8])]));
+    b.output("z", b.op("Relu", [b.input("w", [5], dtype)]));
+    return usableBackends(fuse(b.build()).kernels, backends, { kind: "auto" }).map((x) => x.id);
+  };
+  // Left in, it was calibrated (the interpreter's probes: 0.12 s of a 2-core first run) for
+  // placements that never chose it.
+  assert.deepEqual(usable("f32"), ["no-f64-simd"]);
+  assert.deepEqual(usable("f64"), ["reference", "no-f64-simd"]);
 });

@@ -92,6 +92,7 @@ export class ReferenceBackend extends BackendBase {
       maxStorageBufferBytes: 0,
       maxBindings: 0,
       timestampQuery: false,
+      interpreter: true,
     };
   }
 
