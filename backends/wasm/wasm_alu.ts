@@ -287,6 +287,8 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
     const lanesF32 = e.dtype === "f32" || e.dtype === "f16";
     let k: VectorKind;
     if (e.kind === "const") k = lanesF32 ? "f32" : e.dtype === "bool" ? "mask" : undefined;
+    // A bool buffer holds 0/1 words: loaded four at a time, they become a lane mask.
+    else if (e.kind === "load") k = lanesF32 ? "f32" : e.dtype === "bool" ? "mask" : undefined;
     else if (e.kind !== "alu") k = lanesF32 ? "f32" : undefined;
     else {
       const args = e.args.map(vectorKind);

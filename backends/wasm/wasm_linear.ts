@@ -175,12 +175,20 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
         // Four windows at a row's end: the lanes outside the padding read the fill, one by one.
         // A stride of 0 (a value broadcast along the walk) is one load, splatted.
         const edge = lin.lanes?.get(expr);
+        const bool = expr.dtype === "bool";
         code = edge
           ? lanes((l) => edge.lanes[l] ? m.f32.load(0, 4, at(w, lin.j, l)) : m.f32.const(edge.fill))
           : w.stride === 1
           ? m.v128.load(0, 4, at(w, lin.j))
+          : w.stride === 0 && bool
+          ? m.i32x4.splat(m.i32.load(0, 4, at(w, lin.j)))
           : w.stride === 0
           ? f4.splat(m.f32.load(0, 4, at(w, lin.j)))
+          : bool
+          ? [1, 2, 3].reduce(
+            (v, l) => m.i32x4.replace_lane(v, l, m.i32.load(0, 4, at(w, lin.j, l))),
+            m.i32x4.splat(m.i32.load(0, 4, at(w, lin.j))),
+          )
           : lanes((l) => m.f32.load(0, 4, at(w, lin.j, l)));
         // A padded tap whose guard holds or fails along the whole walk (see `vectorWindows`):
         // where it fails, the fill, and no load (the walk may point outside the buffer).
@@ -191,6 +199,8 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
             : m.i32x4.splat(ic(guard.fill));
           code = m.if(get(guard.ok, i32), code, fill);
         }
+        // Bool words are 0 or 1; a lane mask is all ones or zeros.
+        if (bool) code = m.i32x4.neg(code);
         break;
       }
       case "alu":
@@ -300,7 +310,7 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
     if (fn.wide || red.length || kernel.reductions.length) return undefined;
     const outs = kernel.outputs.map((_, k) => k), exprs = kernel.outputs.map((o) => o.expr);
     const acc = accessesOf(exprs, outs);
-    if (!acc) return segmentBody(fn, linearStores, exprs, outs);
+    if (!acc) return segmentBody(fn, linearStores, exprs, outs, vectorizable(exprs, outs));
     const group = linearSuffix([...acc.loads, ...acc.stores].map(([, a]) => a), space);
     const size = groupSize(group, space);
     const { p, n, seg } = segmentStart(fn, size);

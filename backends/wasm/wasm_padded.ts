@@ -205,13 +205,15 @@ export function paddedWindow(
  * Elementwise kernels whose accesses are not affine but walk a suffix of axes linearly once the
  * other axes are fixed (see `segmentOffset`: a channel shuffle, a concat, a gather of rows):
  * per segment of that suffix, each buffer's start and guards come from the per-element path,
- * and the segment is walked. Scalar, as a guard may send a load to its fill.
+ * and the segment is walked, four points at a time where the values are `vectorizable` (a guard
+ * holds or fails along a whole segment: where it fails, the fill, and no load).
  */
 export function segmentBody(
   fn: KernelFunction,
   linearStores: LinearLowering["linearStores"],
   exprs: readonly Expr[],
   outs: readonly number[],
+  vectorizable: boolean,
 ): number[] | undefined {
   const { m, binaryen, kernel, bufferOf, local, get, ic, whileLoop } = fn;
   const { loadAddress } = fn.index;
@@ -258,7 +260,7 @@ export function segmentBody(
     lin.stores.set(k, { base, stride: strides[loads.length + i] });
   });
   seg.push(
-    ...linearStores(lin, () => get(n, i32), outs, false),
+    ...linearStores(lin, () => get(n, i32), outs, size >= 4 && vectorizable),
     m.local.set(p, m.i32.add(get(p, i32), get(n, i32))),
   );
   return [
