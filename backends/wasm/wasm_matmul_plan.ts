@@ -70,12 +70,12 @@ export function indirectionFill(kernel: KernelIR): number | undefined {
 
 /**
  * Bytes a matmul keeps beside the arena for a prepacked B: its panels of 8 columns (the last
- * zero-padded), k-major, then a packed A's indirection table, copied there once instead of per
- * call.
+ * zero-padded), k-major, then a packed A's indirection table and the cell holding its fill,
+ * copied there once instead of per call.
  */
 export function prepackBytes(kernel: KernelIR): number {
   const [n, k] = kernel.space.slice(-2);
-  return panelsBytes(n, k) + (packsA(kernel) ? rowsOfA(kernel, n) * k * 4 : 0);
+  return panelsBytes(n, k) + (packsA(kernel) ? rowsOfA(kernel, n) * k * 4 + 4 : 0);
 }
 
 /**
