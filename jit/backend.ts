@@ -53,6 +53,13 @@ export interface DeviceProfile {
    * then).
    */
   readonly interpreter?: boolean;
+  /**
+   * The least milliseconds a result of this device takes to reach the host (one awaited
+   * readback of a few bytes), measured when it was prepared: every run of a plan that reads
+   * back from it takes at least that. Deno's WebGPU: about 11 ms (its `mapAsync` sleeps 10 ms
+   * after polling the device). Absent where unknown.
+   */
+  readonly readbackMs?: number;
 }
 
 /** A node as a backend sees it when asked whether it can run it. */

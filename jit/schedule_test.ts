@@ -453,3 +453,38 @@ Deno.test("the reference interpreter is weighed only where no compiled backend r
   assert.deepEqual(usable("f32"), ["no-f64-simd"]);
   assert.deepEqual(usable("f64"), ["reference", "no-f64-simd"]);
 });
+
+/** A GPU whose readbacks take at least `readbackMs`, counting the kernels generated for it. */
+class ReadbackGpu extends ReferenceBackend {
+  override readonly id = "readback-gpu";
+  override readonly kind = "gpu";
+  generated = 0;
+  override readonly codegen: KernelCodegen;
+  constructor(readonly readbackMs: number) {
+    super();
+    const inner = new ReferenceBackend().codegen!;
+    this.codegen = {
+      ...inner,
+      generate: (k) => {
+        this.generated++;
+        return inner.generate(k);
+      },
+    };
+  }
+  override capabilities(): DeviceProfile {
+    return { ...super.capabilities(), interpreter: false, readbackMs: this.readbackMs };
+  }
+}
+
+Deno.test("auto tries no device whose readback alone outlasts the host plan's run", async () => {
+  for (const [readbackMs, tried] of [[1000, false], [1e-3, true]] as const) {
+    const device = new ReadbackGpu(readbackMs);
+    const registry = new BackendRegistry().register(device).register(new NoF64Simd());
+    // Costed far faster than the host, and within the trial ratio of it.
+    setBackendRates("readback-gpu", { ...gpu, syncMs: 0.01 });
+    setBackendRates("no-f64-simd", cpu);
+    await compile(elementwise(1 << 18), { registry, cache: false });
+    assert.equal(device.generated > 0, tried, `readback ${readbackMs} ms`);
+    for (const id of ["readback-gpu", "no-f64-simd"]) setBackendRates(id, undefined);
+  }
+});

@@ -106,6 +106,7 @@ export class WebGpuBackend implements Backend {
   #pool?: BufferPool;
   #lost = false;
   #lostReason = "";
+  #readbackMs?: number;
   #generation = 0;
   #preparing?: Promise<void>;
 
@@ -153,6 +154,7 @@ export class WebGpuBackend implements Backend {
       timestampQuery: d?.features.has("timestamp-query") ?? false,
       software: this.#adapter !== undefined && isSoftwareAdapter(this.#adapter) &&
         !(this.#options.allowSoftware ?? envVar("KILN_ALLOW_SOFTWARE_GPU") === "1"),
+      ...(this.#readbackMs === undefined ? {} : { readbackMs: this.#readbackMs }),
     };
   }
 
@@ -256,6 +258,7 @@ export class WebGpuBackend implements Backend {
     const cap = this.#options.poolCapBytes ??
       Math.min(2 ** 31, device.limits.maxStorageBufferBindingSize * 8) / 2;
     this.#pool = new BufferPool(device, cap);
+    this.#readbackMs = await readbackMs(device);
   }
 
   /** Waits for submitted work. */
@@ -439,4 +442,32 @@ export class WebGpuBackend implements Backend {
       },
     };
   }
+}
+
+/**
+ * The least of two timed readbacks of 4 bytes on `device` (see `DeviceProfile.readbackMs`; the
+ * first also warms the queue up).
+ */
+async function readbackMs(device: GPUDevice): Promise<number> {
+  const source = device.createBuffer({
+    size: 4,
+    usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC,
+  });
+  const read = device.createBuffer({
+    size: 4,
+    usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+  });
+  let least = Infinity;
+  for (let i = 0; i < 2; i++) {
+    const t0 = performance.now();
+    const encoder = device.createCommandEncoder();
+    encoder.copyBufferToBuffer(source, 0, read, 0, 4);
+    device.queue.submit([encoder.finish()]);
+    await read.mapAsync(GPUMapMode.READ);
+    least = Math.min(least, performance.now() - t0);
+    read.unmap();
+  }
+  source.destroy();
+  read.destroy();
+  return least;
 }
