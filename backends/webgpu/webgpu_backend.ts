@@ -258,7 +258,8 @@ export class WebGpuBackend implements Backend {
     const cap = this.#options.poolCapBytes ??
       Math.min(2 ** 31, device.limits.maxStorageBufferBindingSize * 8) / 2;
     this.#pool = new BufferPool(device, cap);
-    this.#readbackMs = await readbackMs(device);
+    // Only auto weighs it, and auto leaves a software adapter out anyway (22 ms a prepare).
+    this.#readbackMs = this.capabilities().software ? undefined : await readbackMs(device);
   }
 
   /** Waits for submitted work. */
