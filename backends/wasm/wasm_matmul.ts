@@ -183,7 +183,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
    */
   const packA = () => {
     const st: number[] = [];
-    const dst = local(i32), idx = local(i32), at = local(i32), last = local(i32);
+    const dst = local(i32), at = local(i32), last = local(i32);
     st.push(m.local.set(dst, rowA(get(first, i32), st)));
     if (e.tableFill !== undefined) {
       // Each entry is the address to read (A's element, or the fill's cell): two loads and a
