@@ -38,6 +38,7 @@ import {
 } from "../../shaders/wgsl_attention.ts";
 import { BufferPool, emptyPoolStats, type PoolStats } from "./buffer_pool.ts";
 import { type GpuContext, gpuProgram } from "./gpu_program.ts";
+import { MAP_READ, STAGING, STORAGE } from "./gpu_storage.ts";
 
 /** Options of a {@linkcode WebGpuBackend}. */
 export interface WebGpuOptions {
@@ -450,21 +451,16 @@ export class WebGpuBackend implements Backend {
  * first also warms the queue up).
  */
 async function readbackMs(device: GPUDevice): Promise<number> {
-  const source = device.createBuffer({
-    size: 4,
-    usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC,
-  });
-  const read = device.createBuffer({
-    size: 4,
-    usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
-  });
+  // Numeric flags: Node's `webgpu` package has no GPUBufferUsage or GPUMapMode globals.
+  const source = device.createBuffer({ size: 4, usage: STORAGE });
+  const read = device.createBuffer({ size: 4, usage: STAGING });
   let least = Infinity;
   for (let i = 0; i < 2; i++) {
     const t0 = performance.now();
     const encoder = device.createCommandEncoder();
     encoder.copyBufferToBuffer(source, 0, read, 0, 4);
     device.queue.submit([encoder.finish()]);
-    await read.mapAsync(GPUMapMode.READ);
+    await read.mapAsync(MAP_READ);
     least = Math.min(least, performance.now() - t0);
     read.unmap();
   }
