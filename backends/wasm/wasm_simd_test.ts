@@ -131,6 +131,14 @@ Deno.test("linear and vector paths match the reference at sizes 0 to 1000, broad
     await compare("Mul", [m, f32(data(n, 5), [n])]);
     await compare("Sub", [m, f32(data(3, 6), [3, 1])]);
     await compare("Transpose", [m], { perm: [1, 0] });
+    // A bool selector broadcast along rows (one word a row) and concatenations (the walk of a
+    // row takes one source, chosen by a bool selector: four points at a time).
+    const rows = { data: Uint8Array.from([1, 0, 1]), shape: [3, 1], dtype: "bool" as const };
+    await compare("Where", [rows, m, f32([2])]);
+    await compare("Concat", [m, f32(data(2 * n, n + 8), [2, n])], { axis: 0 });
+    await compare("Concat", [f32(data(2 * n, n + 9), [2, 1, n]), f32(data(4 * n, n), [2, 2, n])], {
+      axis: 1,
+    });
     await compare("Slice", [m], { starts: [0, -1], ends: [3, -2147483648], steps: [1, -1] });
     for (const op of ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceMean"]) {
       await compare(op, [m], { axes: [1] });
