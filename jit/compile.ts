@@ -343,7 +343,11 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
       });
     } catch { /* some kernel runs on the device only */ }
     if (only) {
-      const exe = await build(only);
+      // Seen only where it holds: the executable is kept only if its runs were that fast.
+      const reason = `auto: the host plan runs in less than the least readback of ${
+        usable.filter((b) => memorySpace(b) !== "host").map((b) => b.id).join(", ")
+      } (${floor.toFixed(1)} ms a run), so no device plan was tried`;
+      const exe = await build({ ...only, reason });
       const record = await trial(new Map([["host", exe]]), legal);
       if (record && record.ms.host! < HOST_MARGIN * floor) {
         count("kiln_compiles_total");
