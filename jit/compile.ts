@@ -207,15 +207,16 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     ? planBuckets(legal, fusion.kernels, options.buckets)
     : undefined;
 
+  // Without a cache, structurally equal kernels are still generated once, in every plan this
+  // compile builds: a network repeats its blocks (shufflenet's 75 kernels are 23 distinct ones,
+  // unet's 29 are 20), and auto may build the host plan before and again in its trial.
+  const generated = new Map<string, ReturnType<KernelCodegen["generate"]>>();
   /** The executable of one placement of the kernels. */
   const build = async (placed: Schedule): Promise<Executable> => {
     await Promise.all([...new Set(placed.placement)].map((id) => byId.get(id)!.prepare()));
     const sources = { memory: 0, disk: 0, generated: 0 };
     // A custom op's kernel is the user's code, which may change under the same op name: never
     // cached.
-    // Without a cache, structurally equal kernels of the plan are still generated once: a
-    // network repeats its blocks (shufflenet's 75 kernels are 23 distinct ones, unet's 29 are 20).
-    const generated = new Map<string, ReturnType<KernelCodegen["generate"]>>();
     const artifactOf = async (k: KernelIR, backend: Backend, refresh = false) => {
       if (cache && !k.opaque) return await cache.artifact(k, backend, { refresh });
       const key = `${backend.id}\n${kernelText(k)}`;
@@ -324,10 +325,11 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   // host plan that runs in less. Under auto the host plan is built and timed first, and where it
   // is that fast the device is neither calibrated nor tried: both took 0.2-0.3 s of every first
   // run of a small model on the H200 host, where wasm ran it in well under a millisecond.
-  const floor = Math.min(
-    ...usable.filter((b) => memorySpace(b) !== "host").map((b) => b.capabilities().readbackMs ?? 0),
-  );
+  const devices = usable.filter((b) => memorySpace(b) !== "host");
+  const floor = Math.min(...devices.map((b) => b.capabilities().readbackMs ?? 0));
   const host = usable.filter((b) => memorySpace(b) === "host");
+  // Whether the host plan was timed against that floor and found slower.
+  let hostTimed = false;
   if (
     policy.kind === "auto" && !options.state && !buckets && floor > 0 && floor < Infinity &&
     host.length && candidates.every((b) => b.codegen || !b.compile)
@@ -345,7 +347,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     if (only) {
       // Seen only where it holds: the executable is kept only if its runs were that fast.
       const reason = `auto: the host plan runs in less than the least readback of ${
-        usable.filter((b) => memorySpace(b) !== "host").map((b) => b.id).join(", ")
+        devices.map((b) => b.id).join(", ")
       } (${floor.toFixed(1)} ms a run), so no device plan was tried`;
       const exe = await build({ ...only, reason });
       const record = await trial(new Map([["host", exe]]), legal);
@@ -355,6 +357,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
         return exe;
       }
       exe.dispose();
+      hostTimed = true;
     }
   }
   const rates = await ratesOf(usable, policy);
@@ -393,7 +396,8 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     const stored = await storedVerdict(key);
     if (stored && plans.has(stored)) exe = await build(plans.get(stored)!);
     else {
-      const syncMs = device ? rates[usable.indexOf(device)].syncMs : 0;
+      // Timed against the readback already, the host plan need not be timed alone again.
+      const syncMs = device && !hostTimed ? rates[usable.indexOf(device)].syncMs : 0;
       const { record, built } = await trialOf(plans, build, legal, syncMs);
       if (record) await storeVerdict(key, record);
       exe = built.get(record?.verdict ?? "plan")!;
