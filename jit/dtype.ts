@@ -1,9 +1,9 @@
 /**
  * Element types. Inside kiln every value has one of {@linkcode DType}; `f64` is computed in f64
  * where the backend has it (reference, wasm) and narrowed to f32 only where the caller allows it
- * (WGSL has no f64); `i64` exists only at the
- * boundary (graph inputs/outputs, constants from ONNX), where it is narrowed to `i32` with a range
- * check, because no backend we target has 64-bit integer arithmetic worth using. `f16` is a storage
+ * (WGSL has no f64); `i64` exists only at the boundary (graph inputs/outputs, constants from
+ * ONNX), where it is narrowed to `i32` with a range check, because no backend we target has 64-bit
+ * integer arithmetic worth using. `f16` is a storage
  * type: its bits live in a `Uint16Array` (Node 20 has no `Float16Array`) and arithmetic happens in
  * wider floats. The narrow integers (`i16`, `u16`, `i8`, `u8`) are computed in 32 bits and wrap to
  * their width after every op, as a store would.
@@ -110,8 +110,7 @@ export function intRange(dtype: DType): readonly [number, number] | undefined {
 
 /** Whether `dtype` is an integer type (bool excluded). */
 export function isInt(dtype: DType): boolean {
-  return dtype === "i32" || dtype === "u32" || dtype === "i16" || dtype === "u16" ||
-    dtype === "i8" || dtype === "u8";
+  return intRange(dtype) !== undefined;
 }
 
 /** Whether `s` names a boundary dtype. */

@@ -230,10 +230,11 @@ function runsUnder(
 
 /**
  * The backends {@linkcode schedule} should weigh for `kernels` under `policy`, most preferred
- * first: those that can run some kernel (the named one alone, always, under `named`), software devices
- * (an emulated GPU: exact but slow) and then interpreters (the reference backend) only when naming
- * them or when nothing else runs some kernel, and the preferred kind first under `prefer`. Capabilities are read as they are, so callers
- * prepare the backends first. `outputs` are the values needed past the kernels.
+ * first: those that can run some kernel (the named one alone, always, under `named`), software
+ * devices (an emulated GPU: exact but slow) and then interpreters (the reference backend) only
+ * when naming them or when nothing else runs some kernel, and the preferred kind first under
+ * `prefer`. Capabilities are read as they are, so callers prepare the backends first. `outputs`
+ * are the values needed past the kernels.
  */
 export function usableBackends(
   kernels: readonly KernelIR[],

@@ -276,16 +276,15 @@ function cast(x: string, from: DType, to: DType): string {
   if (to === "bool") return `select(0u, 1u, ${x} != ${literal(0, from)})`;
   if (tt === "f32") return `f32(${x})`;
   const [lo, hi] = intRange(to)!;
-  const hiU = hi;
   if (ft === "f32") {
-    return tt === "i32" ? `k_f2i(${x}, ${literal(lo, "i32")}, ${hi})` : `k_f2u(${x}, ${hiU}u)`;
+    return tt === "i32" ? `k_f2i(${x}, ${literal(lo, "i32")}, ${hi})` : `k_f2u(${x}, ${hi}u)`;
   }
   if (ft === "i32") {
     return tt === "i32"
       ? `clamp(${x}, ${literal(lo, "i32")}, ${hi})`
-      : `u32(clamp(${x}, 0, ${Math.min(hiU, 2147483647)}))`;
+      : `u32(clamp(${x}, 0, ${Math.min(hi, 2147483647)}))`;
   }
-  return tt === "i32" ? `i32(min(${x}, ${hi}u))` : `min(${x}, ${hiU}u)`;
+  return tt === "i32" ? `i32(min(${x}, ${hi}u))` : `min(${x}, ${hi}u)`;
 }
 
 /** Generates readable statements, one `let` per value. */

@@ -7,10 +7,10 @@
  * columns, the threads of a warp reading consecutive vec4s): scores = Q·Kᵀ, then the online
  * softmax (the running row maximum through workgroup memory, each thread keeping its share of the
  * running sum and rescaling its outputs when the maximum grows), then out += P·V with P through
- * the key tile's workgroup memory. The next tile's keys and values are read into registers while the current
- * tile computes, as the tiled matmul does. The scores' epilogue (scale, masks) and the softmax's
- * prologue run per score through a helper function of the group's own lowerings; the values'
- * epilogue runs once per output at the end.
+ * the key tile's workgroup memory. The next tile's keys and values are read into registers while
+ * the current tile computes, as the tiled matmul does. The scores' epilogue (scale, masks) and the
+ * softmax's prologue run per score through a helper function of the group's own lowerings; the
+ * values' epilogue runs once per output at the end.
  *
  * It applies where the softmax is the plain one (max, then the sum of exp(x − max), then
  * exp(x − max) / sum over the same x), heads are at most `MAX_HEAD` wide, the query axis is a

@@ -15,9 +15,10 @@
  *
  * Values are f32 (f32/f16), f64 (f64) or i32 (integers and bool; u32 uses unsigned ops); storage
  * is 32-bit words (f64: 64-bit), widened and narrowed at the arena's edge. Kernels with f64
- * values take the per-element scalar path only (`KernelFunction.wide`). Ops lower through `wasm_alu.ts` (every result
- * re-rounded to its dtype); exp, log, erf, sin and cos come from the in-module vector library
- * (`wasm_math.ts`); pow and fmod call the host's scalar functions through imports, lane by lane.
+ * values take the per-element scalar path only (`KernelFunction.wide`). Ops lower through
+ * `wasm_alu.ts` (every result re-rounded to its dtype); exp, log, erf, sin and cos come from the
+ * in-module vector library (`wasm_math.ts`); pow and fmod call the host's scalar functions through
+ * imports, lane by lane.
  * Float sums accumulate in f64 (two f64x2 lanes pairs in vector loops), as the reference does,
  * except the single sum of a small window (`KernelFunction.narrowSums`).
  *

@@ -175,24 +175,21 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
         // Four windows at a row's end: the lanes outside the padding read the fill, one by one.
         // A stride of 0 (a value broadcast along the walk) is one load, splatted.
         const edge = lin.lanes?.get(expr);
-        const bool = expr.dtype === "bool";
         // Bool lanes are i32 words (0/1), made a mask below.
-        const word = (l: number) => m.i32.load(0, 4, at(w, lin.j, l));
-        const words = (f: (l: number) => number) =>
-          [1, 2, 3].reduce((v, l) => m.i32x4.replace_lane(v, l, f(l)), m.i32x4.splat(f(0)));
-        code = edge && bool
-          ? words((l) => edge.lanes[l] ? word(l) : ic(edge.fill))
-          : edge
-          ? lanes((l) => edge.lanes[l] ? m.f32.load(0, 4, at(w, lin.j, l)) : m.f32.const(edge.fill))
+        const bool = expr.dtype === "bool";
+        const one = (l: number) =>
+          bool ? m.i32.load(0, 4, at(w, lin.j, l)) : m.f32.load(0, 4, at(w, lin.j, l));
+        const four = bool
+          ? (f: (l: number) => number) =>
+            [1, 2, 3].reduce((v, l) => m.i32x4.replace_lane(v, l, f(l)), m.i32x4.splat(f(0)))
+          : lanes;
+        code = edge
+          ? four((l) => edge.lanes[l] ? one(l) : bool ? ic(edge.fill) : m.f32.const(edge.fill))
           : w.stride === 1
           ? m.v128.load(0, 4, at(w, lin.j))
-          : w.stride === 0 && bool
-          ? m.i32x4.splat(word(0))
           : w.stride === 0
-          ? f4.splat(m.f32.load(0, 4, at(w, lin.j)))
-          : bool
-          ? words(word)
-          : lanes((l) => m.f32.load(0, 4, at(w, lin.j, l)));
+          ? (bool ? m.i32x4.splat(one(0)) : f4.splat(one(0)))
+          : four(one);
         // A padded tap whose guard holds or fails along the whole walk (see `vectorWindows`):
         // where it fails, the fill, and no load (the walk may point outside the buffer).
         const guard = lin.guards?.get(expr);

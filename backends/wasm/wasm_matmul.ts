@@ -284,11 +284,10 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     );
     setRow(get(r, i32), ic(0), row);
     row.push(...kLoop(entry), m.local.set(r, m.i32.add(get(r, i32), ic(1))));
-    const table = m.i32.add(get(packedB, i32), ic(panelBytes));
     st.push(
-      m.local.set(cell, m.i32.add(table, ic(rowsOfA(kernel, n) * k * 4))),
-      m.f32.store(0, 4, get(cell, i32), m.f32.const(e.tableFill!)),
       m.local.set(dst, m.i32.add(get(packedB, i32), ic(panelBytes))),
+      m.local.set(cell, m.i32.add(get(dst, i32), ic(rowsOfA(kernel, n) * k * 4))),
+      m.f32.store(0, 4, get(cell, i32), m.f32.const(e.tableFill!)),
       m.local.set(r, ic(0)),
       whileLoop(() => m.i32.lt_s(get(r, i32), ic(rowsOfA(kernel, n))), row),
     );

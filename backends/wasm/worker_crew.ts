@@ -158,12 +158,8 @@ const drain = () => {
       let runs;
       try {
         const made = new Map();
-        runs = p.modules.map((m) => {
-          if (!made.has(m)) {
-            made.set(m, new WebAssembly.Instance(m, { env: { memory: p.memory, ...host } }).exports.run);
-          }
-          return made.get(m);
-        });
+        const instance = (m) => new WebAssembly.Instance(m, { env: { memory: p.memory, ...host } });
+        runs = p.modules.map((m) => made.get(m) ?? made.set(m, instance(m).exports.run).get(m));
       } catch {}
       programs.set(p.id, { ...p, runs });
     }
