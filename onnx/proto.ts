@@ -355,11 +355,12 @@ export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: D
       const big = raw
         ? fromRaw(BigInt64Array, raw, count, (v, at) => v.getBigInt64(at, true))
         : BigInt64Array.from(fields((t.int64Data ?? []).map(int), "int64_data"), (v) => BigInt(v));
-      // INT64_MAX/MIN are ONNX's "to the end" sentinels (Slice ends): they saturate; any
-      // other value outside i32 is an error.
+      // INT64_MAX, INT64_MIN and −INT64_MAX are the exporters' "to the end" sentinels (Slice
+      // starts and ends; torchvision's Swin slices from −INT64_MAX): they saturate, which
+      // clamps the same. Any other value outside i32 is an error.
       for (let i = 0; i < big.length; i++) {
         if (big[i] === 9223372036854775807n) big[i] = 2147483647n;
-        else if (big[i] === -9223372036854775808n) big[i] = -2147483648n;
+        else if (big[i] <= -9223372036854775807n) big[i] = -2147483648n;
       }
       data = narrowI64(big, name);
       break;

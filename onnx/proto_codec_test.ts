@@ -63,3 +63,19 @@ Deno.test("int16 and uint16 tensors are i16 and u16; uint64 is held in u32, refu
     (e) => e instanceof KilnError && /past 2\^32 - 1/.test(e.message) && /Fix:/.test(e.message),
   );
 });
+
+Deno.test("int64 tensors: the exporters' end sentinels saturate to i32, other values past it are refused", () => {
+  const raw = (...values: bigint[]) => {
+    const bytes = new Uint8Array(8 * values.length);
+    values.forEach((v, i) => new DataView(bytes.buffer).setBigInt64(8 * i, v, true));
+    return bytes;
+  };
+  const max = 9223372036854775807n;
+  const t = tensorOf({ dataType: 7, dims: [4], rawData: raw(max, -max, -max - 1n, -5n) }, "t");
+  assert.deepEqual([t.dtype, [...t.data]], ["i32", [2147483647, -2147483648, -2147483648, -5]]);
+  assert.throws(
+    () => tensorOf({ dataType: 7, dims: [1], rawData: raw(max - 1n) }, "t"),
+    (e) =>
+      e instanceof KilnError && /does not fit in i32/.test(e.message) && /Fix:/.test(e.message),
+  );
+});

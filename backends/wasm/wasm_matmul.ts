@@ -14,6 +14,7 @@ import type { LinearLowering } from "./wasm_linear.ts";
 import type { KernelFunction } from "./wasm_module.ts";
 import {
   type MatmulPlan,
+  packBlockRows,
   packsA,
   panelsBytes,
   rowsOfA,
@@ -94,16 +95,18 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       m.local.set(coord[kAxis], ic(0)),
     );
   const kLoop = (body: number[]) => countedLoop(kk, k, body);
-  // Packed A: row `row` of this call's rows starts at `TILE_BYTES + 4k·(row − first)`. An affine
+  // Packed A: row `row` of this block's rows starts at `TILE_BYTES + 4k·(row − lo)`. An affine
   // A's row starts where its offset puts the row's coordinates (its index steps, evaluated,
   // unravel a conv's pixel and patch indices by division: 6 rows a tile, a quarter of a 1×1
   // conv's time at K = 16).
-  const first = local(i32);
+  // This call's rows are [first, r1); a block of them, [lo, hi), is packed and multiplied at a
+  // time (all of them unless A is packed past `packBlockRows`).
+  const first = local(i32), lo = local(i32), hi = local(i32);
   const rowA = (row: number, st: number[]) =>
     packed
       ? m.i32.add(
         get(scratch, i32),
-        m.i32.add(ic(TILE_BYTES), m.i32.mul(m.i32.sub(row, get(first, i32)), ic(4 * k))),
+        m.i32.add(ic(TILE_BYTES), m.i32.mul(m.i32.sub(row, get(lo, i32)), ic(4 * k))),
       )
       : wa
       ? originOf(e.fn, wa, 4, a.input)
@@ -178,18 +181,18 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     return st;
   };
   /**
-   * Gathers this call's rows of A, k-contiguous, into the scratch: through the indirection
+   * Gathers this block's rows of A, k-contiguous, into the scratch: through the indirection
    * table (beside B's panels), else through A's index map.
    */
   const packA = () => {
     const st: number[] = [];
     const dst = local(i32), at = local(i32), last = local(i32);
-    st.push(m.local.set(dst, rowA(get(first, i32), st)));
+    st.push(m.local.set(dst, rowA(get(lo, i32), st)));
     if (e.tableFill !== undefined) {
       // Each entry is the address to read (A's element, or the fill's cell): two loads and a
       // store an element, four at a time (conv stems' patches: 1.2 of shufflenet's 2.3 ms stem
       // went to a select-guarded gather).
-      const bytes = m.i32.mul(m.i32.sub(get(r1, i32), get(first, i32)), ic(4 * k));
+      const bytes = m.i32.mul(m.i32.sub(get(hi, i32), get(lo, i32)), ic(4 * k));
       const copy = (j: number) =>
         m.f32.store(4 * j, 4, get(dst, i32), m.f32.load(0, 4, m.i32.load(4 * j, 4, get(at, i32))));
       const step = (count: number) => [
@@ -202,7 +205,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
           at,
           m.i32.add(
             get(packedB, i32),
-            m.i32.add(ic(panelBytes), m.i32.mul(get(first, i32), ic(4 * k))),
+            m.i32.add(ic(panelBytes), m.i32.mul(get(lo, i32), ic(4 * k))),
           ),
         ),
         whileLoop(
@@ -213,7 +216,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       );
       return st;
     }
-    st.push(m.local.set(r, get(first, i32)));
+    st.push(m.local.set(r, get(lo, i32)));
     const row: number[] = [];
     setRow(get(r, i32), ic(0), row);
     const gather: number[] = [m.local.set(coord[kAxis], get(kk, i32))];
@@ -224,7 +227,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     );
     row.push(...kLoop(gather));
     st.push(
-      whileLoop(() => m.i32.lt_s(get(r, i32), get(r1, i32)), [
+      whileLoop(() => m.i32.lt_s(get(r, i32), get(hi, i32)), [
         ...row,
         m.local.set(r, m.i32.add(get(r, i32), ic(1))),
       ]),
@@ -241,15 +244,15 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       ...tile(rows, width),
       m.local.set(r, m.i32.add(get(r, i32), ic(rows))),
     ];
-    const fits = (rows: number) => m.i32.le_s(m.i32.add(get(r, i32), ic(rows)), get(r1, i32));
+    const fits = (rows: number) => m.i32.le_s(m.i32.add(get(r, i32), ic(rows)), get(hi, i32));
     return [
       m.local.set(bPanel, prepacked()),
-      m.local.set(r, get(first, i32)),
+      m.local.set(r, get(lo, i32)),
       // Eight rows left run as two tiles of 4, not 6 and 2; fewer than TILE_ROWS as one tile of 4,
       // 2 and 1 rows as needed (tiles of 2 and 1 rows have too few accumulator chains to hide the
       // FMA latency: half and a quarter of the rate).
       whileLoop(
-        () => m.i32.and(fits(TILE_ROWS), m.i32.ne(m.i32.add(get(r, i32), ic(8)), get(r1, i32))),
+        () => m.i32.and(fits(TILE_ROWS), m.i32.ne(m.i32.add(get(r, i32), ic(8)), get(hi, i32))),
         step(TILE_ROWS),
       ),
       whileLoop(() => fits(4), step(4)),
@@ -346,10 +349,20 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     ),
     m.local.set(r1, m.i32.div_u(get(end, i32), ic(n))),
     m.local.set(first, m.i32.div_u(get(start, i32), ic(n))),
-    ...(packed ? packA() : []),
     // Where each tile row's accumulators land in the scratch, for its epilogue to read.
     ...accAt.map((l, i) => m.local.set(l, m.i32.add(get(scratch, i32), ic(32 * i)))),
-    ...panels(panel),
+    m.local.set(lo, get(first, i32)),
+    ...(packed
+      ? [
+        whileLoop(() => m.i32.lt_s(get(lo, i32), get(r1, i32)), [
+          m.local.set(hi, m.i32.add(get(lo, i32), ic(packBlockRows(kernel)))),
+          m.if(m.i32.gt_s(get(hi, i32), get(r1, i32)), m.local.set(hi, get(r1, i32))),
+          ...packA(),
+          ...panels(panel),
+          m.local.set(lo, get(hi, i32)),
+        ]),
+      ]
+      : [m.local.set(hi, get(r1, i32)), ...panels(panel)]),
   ];
   return stmts;
 }

@@ -14,7 +14,7 @@ import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { fuse } from "../../jit/fuse.ts";
 import { WasmBackend } from "./wasm_backend.ts";
-import { indirectionFill, packsA } from "./wasm_matmul_plan.ts";
+import { indirectionFill, packBlockRows, packsA, rowsOfA } from "./wasm_matmul_plan.ts";
 
 const wasm = new WasmBackend();
 await wasm.prepare();
@@ -352,6 +352,29 @@ Deno.test("a convolution's indirection table is built by its packing call, not c
     ["reference", wasm].map((backend) => runGraph(graph, feeds, backend)),
   );
   assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-4, rtol: 1e-5 });
+});
+
+Deno.test("a convolution whose patches pass the packing limit packs them a block of rows at a time", async () => {
+  // 4608-long patches (512 channels, 3×3): 227 rows a block. 16×16 pixels are two blocks with a
+  // table (4.7 MB); 32×33 four, gathered through the index map (a 19 MB table is too large).
+  for (const [h, wd, table] of [[16, 16, true], [32, 33, false]] as const) {
+    const b = new GraphBuilder();
+    const x = b.input("x", [1, 512, h, wd]);
+    const w = b.param("w", [8, 512, 3, 3], "f32", data(8 * 4608, 21));
+    b.output("y", b.op("Relu", [b.op("Conv", [x, w], { pads: [1, 1, 1, 1] })]));
+    const graph = b.build();
+    const [conv] = fuse(graph).kernels;
+    assert(packsA(conv) && packBlockRows(conv) === 227 && rowsOfA(conv, 8) === h * wd);
+    assert.equal(indirectionFill(conv) === 0, table);
+    const feeds = { x: f32(data(512 * h * wd, 22), [1, 512, h, wd]) };
+    const threaded = new WasmBackend({ threads: 2 });
+    using exe = await compile(graph, { backend: threaded, cache: false });
+    const want = await runGraph(graph, feeds, "reference");
+    // Sums of 4608 products in another order: 1e-4 of the outputs' scale (about 30).
+    for (const got of [await runGraph(graph, feeds, wasm), await exe.run(feeds)]) {
+      assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 3e-3, rtol: 1e-5 });
+    }
+  }
 });
 
 Deno.test("large kernels give the same results with threads on and off", async () => {
