@@ -13,6 +13,8 @@ import { originOf } from "./wasm_padded.ts";
 import type { LinearLowering } from "./wasm_linear.ts";
 import type { KernelFunction } from "./wasm_module.ts";
 import {
+  batchAxesOfB,
+  batchesOfB,
   type MatmulPlan,
   packBlockRows,
   packsA,
@@ -73,13 +75,16 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   const packed = packsA(kernel);
   if (
     !(wa || packed) || !wb || !epilogue || (wa && wa.weights[nAxis] !== 0) ||
-    wb.weights[nAxis] <= 0 || !linearOver(epilogue, [nAxis]) ||
-    space.slice(0, nAxis).some((d, i) => d !== 1 && wb.weights[i] !== 0)
+    wb.weights[nAxis] <= 0 || !linearOver(epilogue, [nAxis]) || wb.weights[nb] !== 0
   ) return undefined;
+  const axesOfB = batchAxesOfB(kernel), bAxes = (i: number) => axesOfB.includes(i);
+  const batches = batchesOfB(kernel), perBatch = space[nb];
   const vectorEpilogue = vectorizable(exprs, outs);
   const strideA = wa ? 4 * wa.weights[kAxis] : 4, strideB = 4 * wb.weights[kAxis];
   const strideN = 4 * wb.weights[nAxis];
   const r = local(i32), r1 = local(i32), n0 = local(i32), kk = local(i32), rowAt = local(i32);
+  // B's panels for the batch of rows [from, to), at `slot` bytes past the first batch's.
+  const from = local(i32), to = local(i32), slot = local(i32);
   const bPtr = local(i32), bPanel = local(i32), av = local(v128), b0 = local(v128);
   const b1 = local(v128);
   const aPtr = [...Array(TILE_ROWS).keys()].map(() => local(i32));
@@ -151,13 +156,13 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
    * streaming 32 bytes from each of k pages thrashes the caches' sets. B is the same for every
    * row (else this path is not taken), so row 0's coordinates reach it.
    */
-  const pack = (width: number, to: number) => {
+  const pack = (width: number, into: number) => {
     const st: number[] = [];
-    setRow(ic(0), get(n0, i32), st);
+    setRow(get(r, i32), get(n0, i32), st);
     const dst = local(i32);
     st.push(
       m.local.set(bPtr, loadAddress(b, st).address),
-      m.local.set(dst, to),
+      m.local.set(dst, into),
       ...kLoop([
         // Contiguous columns copy as two vectors; others (B transposed, as PyTorch's Linear
         // exports it) gather eight scalars, and a last panel of fewer columns pads with zeros.
@@ -205,7 +210,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
           at,
           m.i32.add(
             get(packedB, i32),
-            m.i32.add(ic(panelBytes), m.i32.mul(get(lo, i32), ic(4 * k))),
+            m.i32.add(ic(panelBytes * batches), m.i32.mul(get(lo, i32), ic(4 * k))),
           ),
         ),
         whileLoop(
@@ -234,9 +239,12 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     );
     return st;
   };
-  /** Where the packed panel at n0 lives. */
+  /** Where the packed panel at n0 lives (of the current batch's, where B is batched). */
   const prepacked = () =>
-    m.i32.add(get(packedB, i32), m.i32.mul(m.i32.shr_u(get(n0, i32), ic(3)), ic(32 * k)));
+    m.i32.add(
+      batches > 1 ? m.i32.add(get(packedB, i32), get(slot, i32)) : get(packedB, i32),
+      m.i32.mul(m.i32.shr_u(get(n0, i32), ic(3)), ic(32 * k)),
+    );
   /** Every row tile against the panel of `width` ≤ 8 columns at n0. */
   const panel = (width: number) => {
     /** A tile of `rows` rows at r, then r past it. */
@@ -244,21 +252,45 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       ...tile(rows, width),
       m.local.set(r, m.i32.add(get(r, i32), ic(rows))),
     ];
-    const fits = (rows: number) => m.i32.le_s(m.i32.add(get(r, i32), ic(rows)), get(hi, i32));
+    const fits = (rows: number) => m.i32.le_s(m.i32.add(get(r, i32), ic(rows)), get(to, i32));
     return [
       m.local.set(bPanel, prepacked()),
-      m.local.set(r, get(lo, i32)),
+      m.local.set(r, get(from, i32)),
       // Eight rows left run as two tiles of 4, not 6 and 2; fewer than TILE_ROWS as one tile of 4,
       // 2 and 1 rows as needed (tiles of 2 and 1 rows have too few accumulator chains to hide the
       // FMA latency: half and a quarter of the rate).
       whileLoop(
-        () => m.i32.and(fits(TILE_ROWS), m.i32.ne(m.i32.add(get(r, i32), ic(8)), get(hi, i32))),
+        () => m.i32.and(fits(TILE_ROWS), m.i32.ne(m.i32.add(get(r, i32), ic(8)), get(to, i32))),
         step(TILE_ROWS),
       ),
       whileLoop(() => fits(4), step(4)),
       ...[2, 1].map((rows) => m.if(fits(rows), m.block(null, step(rows)))),
     ];
   };
+  /**
+   * Every row of the block [lo, hi) against every panel: where B is batched, a batch's rows at a
+   * time against that batch's panels (a grouped conv's groups, attention's heads).
+   */
+  const rowsOfBlock = () =>
+    batches > 1
+      ? [
+        m.local.set(from, get(lo, i32)),
+        whileLoop(() => m.i32.lt_s(get(from, i32), get(hi, i32)), [
+          m.local.set(r, get(from, i32)),
+          ...slotOf(),
+          m.local.set(
+            to,
+            m.i32.add(
+              m.i32.sub(get(from, i32), m.i32.rem_u(get(from, i32), ic(perBatch))),
+              ic(perBatch),
+            ),
+          ),
+          m.if(m.i32.gt_s(get(to, i32), get(hi, i32)), m.local.set(to, get(hi, i32))),
+          ...panels(panel),
+          m.local.set(from, get(to, i32)),
+        ]),
+      ]
+      : [m.local.set(from, get(lo, i32)), m.local.set(to, get(hi, i32)), ...panels(panel)];
   const wide = n - (n % 8);
   /** Statements for every panel of B: `each(width)` at n0 = 0, 8, …, the last one narrower. */
   const panels = (each: (width: number) => number[]) => [
@@ -272,7 +304,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   m.addGlobal("packsB", i32, false, ic(1));
   m.addGlobalExport("packsB", "packsB");
   /**
-   * The indirection table after B's panels: the byte address of A's element for every row and k,
+   * The indirection table after B's panels (every batch's): the byte address of A's element for every row and k,
    * or of the cell after the table, which holds the fill, out of bounds (one pass of A's index
    * map, which the calls then walk instead of evaluating it; the arena's places are fixed).
    */
@@ -288,7 +320,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     setRow(get(r, i32), ic(0), row);
     row.push(...kLoop(entry), m.local.set(r, m.i32.add(get(r, i32), ic(1))));
     st.push(
-      m.local.set(dst, m.i32.add(get(packedB, i32), ic(panelBytes))),
+      m.local.set(dst, m.i32.add(get(packedB, i32), ic(panelBytes * batches))),
       m.local.set(cell, m.i32.add(get(dst, i32), ic(rowsOfA(kernel, n) * k * 4))),
       m.f32.store(0, 4, get(cell, i32), m.f32.const(e.tableFill!)),
       m.local.set(r, ic(0)),
@@ -306,12 +338,12 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   const packRows = () => {
     const st: number[] = [];
     const src = local(i32), dst = local(i32), p = local(i32), kb = local(i32);
-    setRow(ic(0), ic(0), st);
+    setRow(get(r, i32), ic(0), st);
     /** Copies `count` rows from row kb (at bPtr) of every full panel. */
     const block = (count: number) => [
       m.local.set(p, ic(0)),
       m.local.set(src, get(bPtr, i32)),
-      m.local.set(dst, m.i32.add(get(packedB, i32), m.i32.shl(get(kb, i32), ic(5)))),
+      m.local.set(dst, m.i32.add(prepacked(), m.i32.shl(get(kb, i32), ic(5)))),
       whileLoop(() => m.i32.lt_s(get(p, i32), ic(wide / 8)), [
         ...[...Array(count).keys()].flatMap((j) => [
           m.v128.store(32 * j, 4, get(dst, i32), m.v128.load(j * strideB, 4, get(src, i32))),
@@ -331,6 +363,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     ];
     st.push(
       m.local.set(bPtr, loadAddress(b, st).address),
+      m.local.set(n0, ic(0)),
       m.local.set(kb, ic(0)),
       whileLoop(() => m.i32.lt_s(get(kb, i32), ic(k - (k % KB))), block(KB)),
       ...(k % KB ? block(k % KB) : []),
@@ -338,11 +371,33 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     if (wide < n) st.push(m.local.set(n0, ic(wide)), ...pack(n - wide, prepacked()));
     return st;
   };
+  const packB = strideN === 4 ? packRows() : panels((width) => pack(width, prepacked()));
+  /** B's batch (a panel set each) of the row at r, into `slot`. */
+  const slotOf = () => {
+    const st: number[] = [];
+    setRow(get(r, i32), ic(0), st);
+    let at = ic(0);
+    for (let i = 0, size = 1; i < nb; size *= bAxes(i) ? space[i] : 1, i++) {
+      if (bAxes(i)) at = m.i32.add(at, m.i32.mul(get(coord[i], i32), ic(size)));
+    }
+    return [...st, m.local.set(slot, m.i32.mul(at, ic(panelBytes)))];
+  };
   const stmts = [
     m.if(
       m.i32.lt_s(get(start, i32), ic(0)),
       m.block(null, [
-        ...(strideN === 4 ? packRows() : panels((width) => pack(width, prepacked()))),
+        m.local.set(r, ic(0)),
+        // A batched B packs each batch's panels from its first row's coordinates (batches of
+        // rows that share B pack the same panels again: once per change of a weight).
+        ...(batches > 1
+          ? [
+            whileLoop(() => m.i32.lt_s(get(r, i32), ic(rowsOfA(kernel, n))), [
+              ...slotOf(),
+              ...packB,
+              m.local.set(r, m.i32.add(get(r, i32), ic(perBatch))),
+            ]),
+          ]
+          : packB),
         ...(e.tableFill !== undefined ? buildTable() : []),
         m.return(),
       ]),
@@ -358,11 +413,11 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
           m.local.set(hi, m.i32.add(get(lo, i32), ic(packBlockRows(kernel)))),
           m.if(m.i32.gt_s(get(hi, i32), get(r1, i32)), m.local.set(hi, get(r1, i32))),
           ...packA(),
-          ...panels(panel),
+          ...rowsOfBlock(),
           m.local.set(lo, get(hi, i32)),
         ]),
       ]
-      : [m.local.set(hi, get(r1, i32)), ...panels(panel)]),
+      : [m.local.set(hi, get(r1, i32)), ...rowsOfBlock()]),
   ];
   return stmts;
 }

@@ -48,6 +48,23 @@ export const panelsBytes = (n: number, k: number) => Math.ceil(n / 8) * 32 * k;
 export const rowsOfA = (kernel: KernelIR, n: number) => rowCount(kernel) / n;
 
 /**
+ * Batch axes along which a matmul's B changes (a grouped convolution's groups, attention's
+ * batches and heads): the tiled path packs a set of B's panels for each such batch.
+ */
+export function batchAxesOfB(kernel: KernelIR): number[] {
+  const operands = matmulOperands(kernel);
+  if (!operands) return [];
+  const { nb, b } = operands;
+  const wb = affineOffset(b.steps, kernel.space, kernel.inputs[b.input].shape);
+  if (!wb) return [];
+  return [...Array(nb).keys()].filter((i) => kernel.space[i] !== 1 && wb.weights[i] !== 0);
+}
+
+/** Sets of B's panels a matmul packs: one per batch of B (see {@linkcode batchAxesOfB}). */
+export const batchesOfB = (kernel: KernelIR): number =>
+  batchAxesOfB(kernel).reduce((p, i) => p * kernel.space[i], 1);
+
+/**
  * Whether the tiled path packs A: its load is not affine (a convolution's patches, or a reshape
  * that splits an index, as attention's head merge does), so its rows are gathered once into
  * the scratch and read contiguously, instead of evaluating the index map for every
@@ -97,7 +114,7 @@ export function indirectionFill(kernel: KernelIR): number | undefined {
 export function prepackBytes(kernel: KernelIR): number {
   const [n, k] = kernel.space.slice(-2);
   const table = indirectionFill(kernel) !== undefined ? rowsOfA(kernel, n) * k * 4 + 4 : 0;
-  return panelsBytes(n, k) + table;
+  return panelsBytes(n, k) * batchesOfB(kernel) + table;
 }
 
 /**

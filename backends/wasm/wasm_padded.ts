@@ -97,8 +97,8 @@ export function outputAddress(fn: KernelFunction, k: number, stmts: number[]): n
   return m.i32.add(buffer, m.i32.shl(fn.index.linear(coords, kernel.outputs[k].shape), ic(2)));
 }
 
-/** Padded windows (see `paddedWindow`) of at most this many points run unrolled: 5×5. */
-export const GUARDED_UNROLLED = 25;
+/** Padded windows (see `paddedWindow`) of at most this many points run unrolled: 7×7, ConvNeXt's. */
+export const GUARDED_UNROLLED = 49;
 
 /** Coordinates of linear index `p` in a row-major space of `extents`. */
 export function unravelIndex(p: number, extents: readonly number[]): number[] {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { erf } from "../reference/scalar_math.ts";
 import { compile, setMemoryBudget } from "../../mod.ts";
-import { GraphBuilder } from "../../jit/graph_builder.ts";
+import { GraphBuilder, type Sym } from "../../jit/graph_builder.ts";
 import {
   assertClose,
   assertMatchesReference,
@@ -14,7 +14,7 @@ import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { fuse } from "../../jit/fuse.ts";
 import { WasmBackend } from "./wasm_backend.ts";
-import { indirectionFill, packBlockRows, packsA, rowsOfA } from "./wasm_matmul_plan.ts";
+import { batchesOfB, indirectionFill, packBlockRows, packsA, rowsOfA } from "./wasm_matmul_plan.ts";
 
 const wasm = new WasmBackend();
 await wasm.prepare();
@@ -375,6 +375,56 @@ Deno.test("a convolution whose patches pass the packing limit packs them a block
       assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 3e-3, rtol: 1e-5 });
     }
   }
+});
+
+Deno.test("a B that changes with the batch tiles a panel set a batch: grouped convs, attention's matmuls", async () => {
+  const threaded = new WasmBackend({ threads: 2 });
+  type Build = (b: GraphBuilder, x: Sym, y: Sym) => Sym;
+  const cases: [string, HostTensor[], Build][] = [
+    // RegNet's groups of 8 (one panel each) and 12 filters (a narrower last panel); 2 images
+    // of 11×13 pixels (batches of 143 rows, not whole tiles), the second image packing again.
+    ...[8, 12].map((mg): [string, HostTensor[], Build] => [
+      `grouped conv, ${mg} filters a group`,
+      [f32(data(2 * 40 * 143, 30), [2, 40, 11, 13]), f32(data(5 * mg * 72, 31), [5 * mg, 8, 3, 3])],
+      (b, x, y) => b.op("Conv", [x, y], { group: 5, pads: [1, 1, 1, 1] }),
+    ]),
+    // Heads' weights·V (B's columns contiguous) and scores Q·Kᵀ (B's columns strided).
+    [
+      "weights·V",
+      [f32(data(6 * 19 * 16, 32), [2, 3, 19, 16]), f32(data(6 * 16 * 21, 33), [2, 3, 16, 21])],
+      (b, x, y) => b.op("MatMul", [x, y]),
+    ],
+    [
+      "Q·Kᵀ",
+      [f32(data(6 * 19 * 16, 34), [2, 3, 19, 16]), f32(data(6 * 21 * 16, 35), [2, 3, 21, 16])],
+      (b, x, y) => b.op("MatMul", [x, b.op("Transpose", [y], { perm: [0, 1, 3, 2] })]),
+    ],
+  ];
+  for (const [name, inputs, build] of cases) {
+    const b = new GraphBuilder();
+    const [x, y] = inputs.map((t, i) => b.input(`x${i}`, t.shape));
+    b.output("y", build(b, x, y));
+    const graph = b.build();
+    const [kernel] = fuse(graph).kernels;
+    assert(batchesOfB(kernel) > 1, name);
+    const bytes = await wasm.codegen.generate(kernel) as Uint8Array<ArrayBuffer>;
+    const module = new WebAssembly.Module(bytes);
+    assert(WebAssembly.Module.exports(module).some((e) => e.name === "packsB"), `${name}: tiled`);
+    const feeds = Object.fromEntries(inputs.map((t, i) => [`x${i}`, t]));
+    const want = await runGraph(graph, feeds, "reference");
+    using exe = await compile(graph, { backend: threaded, cache: false });
+    await exe.run(feeds);
+    await new Promise((r) => setTimeout(r, 300));
+    const runs = [await runGraph(graph, feeds, wasm), await exe.run(feeds), await exe.run(feeds)];
+    for (const got of runs) {
+      assertClose(numbers(got.y.data), numbers(want.y.data), {
+        atol: 1e-4,
+        rtol: 1e-5,
+        message: name,
+      });
+    }
+  }
+  threaded.dispose();
 });
 
 Deno.test("large kernels give the same results with threads on and off", async () => {
