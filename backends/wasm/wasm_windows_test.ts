@@ -103,8 +103,9 @@ Deno.test("whole rows of windows: overlapping edge steps, one interior step, pad
       [2, 3, 6, 16],
       (g, x) => conv(g, x, [3, 3], { pads: [1, 1, 1, 1], strides: [2, 2] }),
     ],
-    // ConvNeXt's depthwise 7×7 (49 taps, unrolled; a 7-wide padding on 14 columns).
+    // ConvNeXt's depthwise 7×7 and an 11×11, unrolled.
     ["7×7 padded by 3", [2, 3, 9, 14], (g, x) => conv(g, x, [7, 7], { pads: [3, 3, 3, 3] })],
+    ["11×11 padded by 5", [1, 3, 12, 17], (g, x) => conv(g, x, [11, 11], { pads: [5, 5, 5, 5] })],
     // A 1×11 window padded by 5: windows 4-7 read the padding, so the row takes runs of four
     // between one-window borders instead.
     ["1×11 padded by 5", X, (g, x) => conv(g, x, [1, 11], { pads: [0, 5, 0, 5] })],
