@@ -50,8 +50,13 @@ export async function referenceModel(name: string): Promise<ReferenceModel> {
   };
 }
 
-/** Directory of this repository's extra PyTorch exports (`onnx/testdata/`). */
-export const EXPORTS_DIR: string = new URL("./testdata/", import.meta.url).pathname;
+/**
+ * Directory of this repository's extra PyTorch exports (`onnx/testdata/`), or `KILN_EXPORTS_DIR`
+ * (a directory of the same layout, e.g. what `testdata/export_zoo.py` wrote, with its entries
+ * merged into one `models.json`).
+ */
+export const EXPORTS_DIR: string = Deno.env.get("KILN_EXPORTS_DIR") ??
+  new URL("./testdata/", import.meta.url).pathname;
 
 /** Names of the extra PyTorch exports. */
 export const EXPORT_NAMES: readonly string[] = [

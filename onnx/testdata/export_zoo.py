@@ -1,0 +1,165 @@
+# Runs on the GPU machine (torch, torchvision, timm, transformers, onnx, onnxruntime): the library
+# architectures a new user exports as they come (torchvision, timm, Hugging Face configs at tiny
+# sizes), random weights (no downloads), each through the TorchScript exporter at opset 17 (as
+# ../shared/models was made) and, for the names in DYNAMO, through the dynamo one too, with
+# ONNX Runtime's output. usage: python3 export_zoo.py OUT_DIR [PREFIX ...]: the models whose names
+# start with a PREFIX (default all); writes OUT_DIR/zoo-PREFIX.json (the models.json layout) beside
+# the models, so that several exports can run at once; check_zoo.py then runs them on kiln.
+import os, sys, json, signal, time, numpy as np, onnx, onnxruntime as ort, torch
+from torch import nn
+torch.manual_seed(0); np.random.seed(0)
+
+
+def calibrated(m, shape):  # BatchNorm statistics from random batches, so outputs are O(0.1-1)
+    m.train()
+    with torch.no_grad():
+        for _ in range(3): m(torch.randn(*shape))
+    return m.eval()
+
+
+class First(nn.Module):  # the main tensor of a Hugging Face output
+    def __init__(s, m, key, kw):
+        super().__init__(); s.m = m; s.key = key; s.kw = kw
+    def forward(s, *xs):
+        return getattr(s.m(**dict(zip(s.kw, xs))), s.key)
+
+
+def tv(name, size=224, **kw):
+    import torchvision
+    return lambda: (calibrated(getattr(torchvision.models, name)(weights=None, **kw), (4, 3, size, size)),
+                    (torch.randn(2, 3, size, size),), ["x"])
+
+
+def tm(name, size=224, **kw):
+    import timm
+    return lambda: (calibrated(timm.create_model(name, pretrained=False, **kw), (4, 3, size, size)),
+                    (torch.randn(2, 3, size, size),), ["x"])
+
+
+def text(cls, cfg, key="last_hidden_state", mask=True, T=16, vocab=1000):
+    def make():
+        import transformers
+        m = getattr(transformers, cls)(getattr(transformers, cfg[0])(**cfg[1])).eval()
+        ids = torch.randint(0, vocab, (2, T))
+        if not mask: return First(m, key, ["input_ids"]).eval(), (ids,), ["ids"]
+        am = torch.ones(2, T, dtype=torch.int64); am[1, T - 5:] = 0  # the second sequence padded
+        return First(m, key, ["input_ids", "attention_mask"]).eval(), (ids, am), ["ids", "mask"]
+    return make
+
+
+def image(cls, cfg, key="last_hidden_state", size=64):
+    def make():
+        import transformers
+        m = getattr(transformers, cls)(getattr(transformers, cfg[0])(**cfg[1])).eval()
+        return First(m, key, ["pixel_values"]).eval(), (torch.randn(2, 3, size, size),), ["x"]
+    return make
+
+
+def whisper():
+    import transformers
+    cfg = transformers.WhisperConfig(d_model=128, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=256,
+                                     decoder_layers=1, decoder_attention_heads=2, decoder_ffn_dim=256,
+                                     num_mel_bins=80, max_source_positions=50, vocab_size=1000)
+    enc = transformers.WhisperModel(cfg).get_encoder().eval()
+    return First(enc, "last_hidden_state", ["input_features"]).eval(), (torch.randn(2, 80, 100),), ["x"]
+
+
+small = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512)
+ZOO = {
+    # torchvision
+    "tv_squeezenet1_1": tv("squeezenet1_1"),
+    "tv_resnet18": tv("resnet18"),
+    "tv_mobilenet_v2": tv("mobilenet_v2"),
+    "tv_mobilenet_v3_small": tv("mobilenet_v3_small"),
+    "tv_efficientnet_b0": tv("efficientnet_b0"),
+    "tv_shufflenet_v2_x1_0": tv("shufflenet_v2_x1_0"),
+    "tv_mnasnet0_5": tv("mnasnet0_5"),
+    "tv_regnet_y_400mf": tv("regnet_y_400mf"),
+    "tv_densenet121": tv("densenet121", size=128),
+    "tv_googlenet": tv("googlenet", aux_logits=False, init_weights=True),
+    "tv_convnext_tiny": tv("convnext_tiny", size=128),
+    "tv_swin_t": tv("swin_t"),
+    "tv_vit_b_16": tv("vit_b_16"),
+    "tv_resnet50": tv("resnet50", size=160),
+    # timm
+    "timm_vit_tiny": tm("vit_tiny_patch16_224"),
+    "timm_deit_tiny_distilled": tm("deit_tiny_distilled_patch16_224"),
+    "timm_mobilevit_xxs": tm("mobilevit_xxs", size=256),
+    "timm_levit_128s": tm("levit_128s"),
+    "timm_convnext_atto": tm("convnext_atto"),
+    "timm_ghostnet_050": tm("ghostnet_050"),
+    "timm_edgenext_xx_small": tm("edgenext_xx_small", size=256),
+    "timm_efficientformer_l1": tm("efficientformer_l1"),
+    "timm_resnet18d": tm("resnet18d"),
+    "timm_poolformer_s12": tm("poolformer_s12"),
+    # Hugging Face, tiny configurations
+    "hf_bert": text("BertModel", ("BertConfig", dict(vocab_size=1000, max_position_embeddings=64, **small))),
+    "hf_gpt2": text("GPT2LMHeadModel", ("GPT2Config", dict(vocab_size=1000, n_positions=64, n_embd=128, n_layer=2, n_head=2)), key="logits"),
+    "hf_distilbert": text("DistilBertModel", ("DistilBertConfig", dict(vocab_size=1000, max_position_embeddings=64, dim=128, n_layers=2, n_heads=2, hidden_dim=256))),
+    "hf_roberta": text("RobertaModel", ("RobertaConfig", dict(vocab_size=1000, max_position_embeddings=66, **small))),
+    "hf_albert": text("AlbertModel", ("AlbertConfig", dict(vocab_size=1000, max_position_embeddings=64, embedding_size=64, **small))),
+    "hf_deberta_v2": text("DebertaV2Model", ("DebertaV2Config", dict(vocab_size=1000, max_position_embeddings=64, relative_attention=True, position_buckets=32, pos_att_type=["p2c", "c2p"], **small))),
+    "hf_t5_encoder": text("T5EncoderModel", ("T5Config", dict(vocab_size=1000, d_model=128, d_kv=32, d_ff=256, num_layers=2, num_heads=4))),
+    "hf_llama": text("LlamaForCausalLM", ("LlamaConfig", dict(vocab_size=1000, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)), key="logits"),
+    "hf_qwen2": text("Qwen2ForCausalLM", ("Qwen2Config", dict(vocab_size=1000, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)), key="logits"),
+    "hf_electra": text("ElectraModel", ("ElectraConfig", dict(vocab_size=1000, max_position_embeddings=64, embedding_size=64, **small))),
+    "hf_vit": image("ViTForImageClassification", ("ViTConfig", dict(image_size=64, patch_size=8, num_labels=10, **small)), key="logits"),
+    "hf_clip_vision": image("CLIPVisionModel", ("CLIPVisionConfig", dict(image_size=64, patch_size=8, **small))),
+    "hf_segformer": image("SegformerForSemanticSegmentation", ("SegformerConfig", dict(num_labels=5)), key="logits", size=128),
+    "hf_whisper_encoder": whisper,
+}
+DYNAMO = {"tv_squeezenet1_1", "tv_mobilenet_v3_small", "tv_efficientnet_b0", "tv_resnet18", "timm_vit_tiny",
+          "hf_bert", "hf_gpt2", "hf_llama", "hf_t5_encoder", "hf_vit", "hf_whisper_encoder", "hf_distilbert"}
+
+
+class Timeout(Exception): pass
+
+
+def alarm(*_): raise Timeout("took over 240 s")
+
+
+def export(out, tag, m, args, names, dynamo):
+    path = f"{out}/{tag}.onnx"
+    with torch.no_grad():
+        if dynamo:
+            torch.onnx.export(m, args, path, input_names=names, output_names=["y"], dynamo=True)
+        else:
+            torch.onnx.export(m, args, path, input_names=names, output_names=["y"], opset_version=17,
+                              dynamo=False, do_constant_folding=True)
+    mp = onnx.load(path, load_external_data=True); onnx.save(mp, path)
+    for f in os.listdir(out):  # external data the save inlined
+        if f.startswith(tag) and f.endswith(".data"): os.remove(f"{out}/{f}")
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
+    y = sess.run(None, feeds)[0]
+    with torch.no_grad():
+        ref = m(*args).numpy()
+    for k, v in feeds.items(): v.tofile(f"{out}/{tag}.in.{k}.{v.dtype}.bin")
+    y.astype(np.float32).tofile(f"{out}/{tag}.out.y.float32.bin")
+    return {"inputs": {k: [list(v.shape), str(v.dtype)] for k, v in feeds.items()}, "output": [list(y.shape), "float32"],
+            "ort_vs_torch": float(np.abs(y - ref).max() / max(np.abs(ref).max(), 1e-30)),
+            "ops": sorted({n.op_type for n in mp.graph.node}), "opset": [o.version for o in mp.opset_import],
+            "bytes": os.path.getsize(path)}
+
+
+if __name__ == "__main__":
+    out = sys.argv[1]; os.makedirs(out, exist_ok=True)
+    only = tuple(sys.argv[2:])
+    report = {"versions": {"torch": torch.__version__, "onnx": onnx.__version__, "ort": ort.__version__}}
+    signal.signal(signal.SIGALRM, alarm)
+    for name, make in ZOO.items():
+        if only and not name.startswith(only): continue
+        try:
+            torch.manual_seed(0); m, args, names = make()
+        except Exception as e:
+            print(name, "build failed:", str(e)[:300], flush=True); continue
+        for dynamo in (False, True) if name in DYNAMO else (False,):
+            tag = f"{name}{'_dyn' if dynamo else ''}"; t = time.time(); signal.alarm(240)
+            try:
+                report[tag] = export(out, tag, m, args, names, dynamo)
+                print(tag, f"ok {time.time() - t:.1f}s", report[tag]["bytes"], report[tag]["ops"], flush=True)
+            except BaseException as e:
+                print(tag, "export failed:", str(e)[:300], flush=True)
+            finally:
+                signal.alarm(0)
+        json.dump(report, open(f"{out}/zoo-{'-'.join(only) or 'all'}.json", "w"), indent=1)
