@@ -8,7 +8,7 @@ import { importOnnx } from "../../onnx/import.ts";
 import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
-import { threadsFor, WasmBackend } from "./wasm_backend.ts";
+import { threadsFor, warmUpBudget, WasmBackend } from "./wasm_backend.ts";
 import { ThreadTuner } from "./arena_program.ts";
 import { KernelCache } from "../../jit/kernel_cache.ts";
 
@@ -216,6 +216,18 @@ Deno.test("a compiled program is warmed up before compile returns, within warmUp
     exe.setParam("w", f32(new Float32Array(64 * 64).fill(0.25), [64, 64]));
     assert.deepEqual(numbers((await exe.run({ x })).y.data), new Array(64 * 64).fill(16));
   }
+  // A program whose one unoptimized run would outlast the warm-up is not warmed up: 268 MFLOP
+  // against 50 ms at 3 GFLOP/s.
+  const heavy = new GraphBuilder();
+  heavy.output(
+    "y",
+    heavy.op("MatMul", [heavy.input("x", [512, 512]), heavy.param("w", [512, 512])]),
+  );
+  assert.equal(warmUpBudget(heavy.build(), 50), 0);
+  assert.equal(warmUpBudget(graph, 50), 50);
+  const backend = new WasmBackend({ threads: 1, warmUpMs: 50, profile: true });
+  using exe = await compile(heavy.build(), { backend, cache: false });
+  assert.deepEqual(exe.deviceTimes().length, 0, "no warm-up run");
 });
 
 Deno.test("by default wasm uses every core up to 4, and leaves a quarter free beyond", () => {
