@@ -21,6 +21,7 @@ import {
   halfMatmulView,
   prepackBytes,
   scratchBytes,
+  tableRows,
   TILE_ROWS,
 } from "./wasm_matmul_plan.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
@@ -376,7 +377,13 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
   });
   // On this thread alone: split between the threads (worker primed) it measured no faster —
   // W5's 1.6 MB of weights 0.13 -> 0.11 ms, while W2-512 ran 3.57 -> 3.85 ms in all.
-  const pack = (i: number) => runs[i](...addresses[i], scratch, -1, 0, packedAt[i]);
+  // B's panels, and a table's rows in calls of 64 rows, then twice as many each (see `tableRows`).
+  const tables = plan.kernels.map((k) => (contracts(k) ? tableRows(k) : 0));
+  const pack = (i: number) => {
+    for (let s = 0, n = 64; s === 0 || s < tables[i]; s += n, n *= 2) {
+      runs[i](...addresses[i], scratch, -1 - s, Math.min(tables[i], s + n), packedAt[i]);
+    }
+  };
   const written = new Map<number, TensorData>();
   /** Values written by the current run (a prepacked B among them is packed anew). */
   const fresh = new Set<number>();

@@ -319,12 +319,14 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     );
     setRow(get(r, i32), ic(0), row);
     row.push(...kLoop(entry), m.local.set(r, m.i32.add(get(r, i32), ic(1))));
+    // Rows [−1 − start, end) of it, a call's share (see `tableRows`).
     st.push(
       m.local.set(dst, m.i32.add(get(packedB, i32), ic(panelBytes * batches))),
       m.local.set(cell, m.i32.add(get(dst, i32), ic(rowsOfA(kernel, n) * k * 4))),
       m.f32.store(0, 4, get(cell, i32), m.f32.const(e.tableFill!)),
-      m.local.set(r, ic(0)),
-      whileLoop(() => m.i32.lt_s(get(r, i32), ic(rowsOfA(kernel, n))), row),
+      m.local.set(r, m.i32.sub(ic(-1), get(start, i32))),
+      m.local.set(dst, m.i32.add(get(dst, i32), m.i32.mul(get(r, i32), ic(4 * k)))),
+      whileLoop(() => m.i32.lt_s(get(r, i32), get(end, i32)), row),
     );
     return st;
   };
@@ -386,6 +388,9 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     m.if(
       m.i32.lt_s(get(start, i32), ic(0)),
       m.block(null, [
+        ...(e.tableFill !== undefined ? buildTable() : []),
+        // B's panels with the table's first rows (a start of −1) only.
+        m.if(m.i32.ne(get(start, i32), ic(-1)), m.return()),
         m.local.set(r, ic(0)),
         // A batched B packs each batch's panels from its first row's coordinates (batches of
         // rows that share B pack the same panels again: once per change of a weight).
@@ -398,7 +403,6 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
             ]),
           ]
           : packB),
-        ...(e.tableFill !== undefined ? buildTable() : []),
         m.return(),
       ]),
     ),
