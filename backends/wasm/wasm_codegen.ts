@@ -33,7 +33,7 @@ import { linearLowering } from "./wasm_linear.ts";
 import { KernelFunction, type ModuleOptions } from "./wasm_module.ts";
 import { vectorWindows } from "./wasm_windows.ts";
 import { gemmBody, type MatmulContext, tiledGemm } from "./wasm_matmul.ts";
-import { halfMatmulView, indirectionFill, matmulPlan } from "./wasm_matmul_plan.ts";
+import { halfMatmulView, indirectionFill, matmulPlan, tableTaps } from "./wasm_matmul_plan.ts";
 
 /** The Binaryen.js library (types, module constructor, low-level helpers). */
 export type Binaryen = typeof binaryenLib;
@@ -216,7 +216,9 @@ export function generateWasm(
   const gemm = fn.wide ? undefined : matmulPlan(kernel);
   const elementwise = gemm ? undefined : path.elementwiseBody();
   if (gemm) {
-    const context: MatmulContext = { fn, tableFill: indirectionFill(kernel), ...path };
+    const tableFill = indirectionFill(kernel);
+    const taps = tableFill === undefined ? undefined : tableTaps(kernel);
+    const context: MatmulContext = { fn, tableFill, taps, ...path };
     body.push(...(tiledGemm(context, gemm) ?? gemmBody(context, gemm)));
   } else if (elementwise) body.push(...elementwise);
   else {

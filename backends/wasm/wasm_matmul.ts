@@ -20,6 +20,7 @@ import {
   packsA,
   panelsBytes,
   rowsOfA,
+  type TableTaps,
   TILE_BYTES,
   TILE_ROWS,
 } from "./wasm_matmul_plan.ts";
@@ -40,7 +41,12 @@ export interface MatmulContext
   readonly fn: KernelFunction;
   /** The fill of a packed A's indirection table, when it takes one (see `indirectionFill`). */
   readonly tableFill?: number;
+  /** How that table factors into taps, where it does (see `tableTaps`). */
+  readonly taps?: TableTaps;
 }
+
+/** Taps a factored table's gather keeps in locals (a row's addresses and masks); more loop. */
+const LOCAL_TAPS = 49;
 
 /**
  * Register-blocked f32 matmul. 6×8 output tiles live in twelve f32x4 accumulators while k runs;
@@ -193,6 +199,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     const st: number[] = [];
     const dst = local(i32), at = local(i32), last = local(i32);
     st.push(m.local.set(dst, rowA(get(lo, i32), st)));
+    if (e.taps) return [...st, ...gatherTaps(e.taps, dst)];
     if (e.tableFill !== undefined) {
       // Each entry is the address to read (A's element, or the fill's cell): two loads and a
       // store an element, four at a time (conv stems' patches: 1.2 of shufflenet's 2.3 ms stem
@@ -238,6 +245,83 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       ]),
     );
     return st;
+  };
+  /** Where a factored table's row `row` starts (see `gatherTaps`). */
+  const tapRow = (row: number, taps: TableTaps) =>
+    m.i32.add(
+      get(packedB, i32),
+      m.i32.add(ic(panelBytes * batches), m.i32.mul(row, ic(8 * taps.taps))),
+    );
+  /**
+   * Gathers this block's rows of A into the scratch (at `dst`) through a factored table: each
+   * tap's address and mask once a row, then every channel's element of every tap, a channel
+   * `stride` further on; a masked-out tap adds nothing to the fill cell's address.
+   */
+  const gatherTaps = (taps: TableTaps, dst: number): number[] => {
+    const at = local(i32), off = local(i32), c = local(i32);
+    const unrolled = taps.taps <= LOCAL_TAPS;
+    const addr = unrolled ? [...Array(taps.taps).keys()].map(() => local(i32)) : [];
+    const mask = unrolled ? [...Array(taps.taps).keys()].map(() => local(i32)) : [];
+    const t = local(i32), p = local(i32);
+    const read = (address: number, masked: number) =>
+      m.f32.load(0, 4, m.i32.add(address, m.i32.and(get(off, i32), masked)));
+    /** A channel's taps, in locals: masked, or where every tap is in bounds, not. */
+    const unrolledChannel = (masked: boolean) => [
+      ...addr.map((l, j) =>
+        m.f32.store(
+          4 * j,
+          4,
+          get(dst, i32),
+          masked
+            ? read(get(l, i32), get(mask[j], i32))
+            : m.f32.load(0, 4, m.i32.add(get(l, i32), get(off, i32))),
+        )
+      ),
+      m.local.set(dst, m.i32.add(get(dst, i32), ic(4 * taps.taps))),
+    ];
+    const channels = (channel: number[]) => [
+      m.local.set(off, ic(0)),
+      ...countedLoop(c, taps.channels, [
+        ...channel,
+        m.local.set(off, m.i32.add(get(off, i32), ic(4 * taps.stride))),
+      ]),
+    ];
+    const walked = [
+      m.local.set(p, get(at, i32)),
+      ...countedLoop(t, taps.taps, [
+        m.f32.store(
+          0,
+          4,
+          get(dst, i32),
+          read(m.i32.load(0, 4, get(p, i32)), m.i32.load(4, 4, get(p, i32))),
+        ),
+        m.local.set(dst, m.i32.add(get(dst, i32), ic(4))),
+        m.local.set(p, m.i32.add(get(p, i32), ic(8))),
+      ]),
+    ];
+    // Most rows (pixels away from the border) read every tap in bounds: they skip the masks.
+    const whole = mask.reduce((all, l) => m.i32.and(all, get(l, i32)), ic(-1));
+    return [
+      m.local.set(r, get(lo, i32)),
+      m.local.set(at, tapRow(get(lo, i32), taps)),
+      whileLoop(() => m.i32.lt_s(get(r, i32), get(hi, i32)), [
+        ...addr.flatMap((l, j) => [
+          m.local.set(l, m.i32.load(8 * j, 4, get(at, i32))),
+          m.local.set(mask[j], m.i32.load(8 * j + 4, 4, get(at, i32))),
+        ]),
+        ...(unrolled
+          ? [
+            m.if(
+              m.i32.eq(whole, ic(-1)),
+              m.block(null, channels(unrolledChannel(false))),
+              m.block(null, channels(unrolledChannel(true))),
+            ),
+          ]
+          : channels(walked)),
+        m.local.set(at, m.i32.add(get(at, i32), ic(8 * taps.taps))),
+        m.local.set(r, m.i32.add(get(r, i32), ic(1))),
+      ]),
+    ];
   };
   /** Where the packed panel at n0 lives (of the current batch's, where B is batched). */
   const prepacked = () =>
@@ -310,22 +394,29 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
    */
   const buildTable = () => {
     const st: number[] = [], dst = local(i32), cell = local(i32), row: number[] = [];
+    // A factored table holds a row's taps (k < taps), each an address and a mask (all ones, or
+    // none where the tap reads the fill, whose cell the address is then).
+    const entries = e.taps?.taps ?? k, width = e.taps ? 8 : 4;
     const entry: number[] = [m.local.set(coord[kAxis], get(kk, i32))];
     const { address, guards } = loadAddress(a, entry);
     const inBounds = guards.reduce((all, g) => m.i32.and(all, get(g.ok, i32)), ic(1));
     entry.push(
       m.i32.store(0, 4, get(dst, i32), m.select(inBounds, address, get(cell, i32))),
-      m.local.set(dst, m.i32.add(get(dst, i32), ic(4))),
+      ...(e.taps ? [m.i32.store(4, 4, get(dst, i32), m.i32.sub(ic(0), inBounds))] : []),
+      m.local.set(dst, m.i32.add(get(dst, i32), ic(width))),
     );
     setRow(get(r, i32), ic(0), row);
-    row.push(...kLoop(entry), m.local.set(r, m.i32.add(get(r, i32), ic(1))));
+    row.push(
+      ...countedLoop(kk, entries, entry),
+      m.local.set(r, m.i32.add(get(r, i32), ic(1))),
+    );
     // Rows [−1 − start, end) of it, a call's share (see `tableRows`).
     st.push(
       m.local.set(dst, m.i32.add(get(packedB, i32), ic(panelBytes * batches))),
-      m.local.set(cell, m.i32.add(get(dst, i32), ic(rowsOfA(kernel, n) * k * 4))),
+      m.local.set(cell, m.i32.add(get(dst, i32), ic(rowsOfA(kernel, n) * entries * width))),
       m.f32.store(0, 4, get(cell, i32), m.f32.const(e.tableFill!)),
       m.local.set(r, m.i32.sub(ic(-1), get(start, i32))),
-      m.local.set(dst, m.i32.add(get(dst, i32), m.i32.mul(get(r, i32), ic(4 * k)))),
+      m.local.set(dst, m.i32.add(get(dst, i32), m.i32.mul(get(r, i32), ic(width * entries)))),
       whileLoop(() => m.i32.lt_s(get(r, i32), get(end, i32)), row),
     );
     return st;

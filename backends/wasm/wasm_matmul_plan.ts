@@ -36,8 +36,8 @@ const PACK_LIMIT = 1 << 22;
 
 /**
  * Most bytes of a convolution's indirection table (see {@linkcode indirectionFill}); a larger A
- * gathers through its index map instead. ResNet's 3×3 convs at 56×56 need 14.5 MB, its stem
- * 14.7 MB: the table's two loads an element beside the index map's divisions.
+ * gathers through its index map instead. Factored into taps (see {@linkcode tableTaps}),
+ * ResNet-18's largest takes 1.8 MB (25088 pixels × 49 taps of its stem); whole, 14.7 MB.
  */
 const TABLE_LIMIT = 1 << 24;
 
@@ -89,21 +89,105 @@ export function packBlockRows(kernel: KernelIR): number {
 
 /**
  * The fill of a packed A's indirection table (as XNNPACK's indirect convolution), if it takes
- * one: the table holds the element offset A's index map reaches for every row and k, or -1 where
- * it reads the fill. The packing call builds it in WebAssembly, once per change of B (see
- * `tiledGemm`), and each call's gather walks it. Built here at code generation it cost
- * shufflenet 0.10 s of its first run on 2 cores and 6.4 MB of data segments to write, cache
- * and compile. `undefined` when A is not packed, its index map reads data (a gather: the table
- * would outlive the index it read), or its out-of-bounds reads have different fills.
+ * one: the table holds the element offset A's index map reaches for every row and k (or, where it
+ * factors, for every row and tap: see {@linkcode tableTaps}), or the fill's cell where it reads
+ * the fill. The packing call builds it in WebAssembly, once per change of B (see `tiledGemm`),
+ * and each call's gather walks it. Built here at code generation it cost shufflenet 0.10 s of
+ * its first run on 2 cores and 6.4 MB of data segments to write, cache and compile. `undefined`
+ * when A is not packed, its index map reads data (a gather: the table would outlive the index it
+ * read), its out-of-bounds reads have different fills, or the table would pass 16 MB.
  */
 export function indirectionFill(kernel: KernelIR): number | undefined {
+  const fill = fillOf(kernel);
+  return fill !== undefined && tableBytes(kernel) <= TABLE_LIMIT ? fill : undefined;
+}
+
+/** {@linkcode indirectionFill} at any table size. */
+function fillOf(kernel: KernelIR): number | undefined {
   if (!packsA(kernel)) return undefined;
-  const { a, n, k } = matmulOperands(kernel)!;
-  if (a.steps.some((s) => s.kind === "gather") || rowsOfA(kernel, n) * k * 4 > TABLE_LIMIT) {
-    return undefined;
-  }
+  const { a } = matmulOperands(kernel)!;
+  if (a.steps.some((s) => s.kind === "gather")) return undefined;
   const fills = a.steps.flatMap((s) => (s.kind === "affine" && s.bounds ? [s.fill ?? 0] : []));
   return fills.every((f) => Object.is(f, fills[0])) ? fills[0] ?? 0 : undefined;
+}
+
+/**
+ * How a convolution's indirection table factors: A's element `k = c·taps + t` of a row is its
+ * tap `t`'s element plus `c·stride` (a channel further on), in bounds exactly where tap `t` is.
+ * The table then holds a row's taps only (XNNPACK's indirection buffer: per output pixel and
+ * kernel point), 1/C of the entries: ResNet-18's took 20M entries and 0.74 s of its first run.
+ */
+export interface TableTaps {
+  /** Kernel points (the table's entries a row). */
+  readonly taps: number;
+  /** Channels a group (A's row is `channels · taps` long). */
+  readonly channels: number;
+  /** Elements between a tap's consecutive channels. */
+  readonly stride: number;
+}
+
+/** Rows sampled (all of their `k`) to check a factorization: ends, middle, and near them. */
+const SAMPLED_ROWS = (rows: number) =>
+  [...new Set([0, 1, rows >> 2, rows >> 1, rows - 2, rows - 1])].filter((r) => r >= 0 && r < rows);
+
+/**
+ * The factorization of a convolution's indirection table (see {@linkcode TableTaps}), where its
+ * patches come from a conv's 8-D window space and A's index map, evaluated at every tap of
+ * sampled rows (the first and last hold padded taps) and sampled channels, bears it out;
+ * `undefined` otherwise.
+ */
+export function tableTaps(kernel: KernelIR): TableTaps | undefined {
+  if (!factored.has(kernel)) factored.set(kernel, factorTable(kernel));
+  return factored.get(kernel);
+}
+
+/** {@linkcode tableTaps} by kernel: the planning asks for it several times. */
+const factored = new WeakMap<KernelIR, TableTaps | undefined>();
+
+/** Sampled channels of a factorization's check (the ends and the middle of them). */
+const SAMPLED_CHANNELS = (channels: number) =>
+  [...new Set([1, 2, channels >> 1, channels - 1])].filter((c) => c >= 1 && c < channels);
+
+function factorTable(kernel: KernelIR): TableTaps | undefined {
+  if (fillOf(kernel) === undefined || kernel.pattern !== "conv") return undefined;
+  const { a, nb, n, k } = matmulOperands(kernel)!;
+  const window = a.steps.find((s) => s.kind === "reshape" && s.to.length === 8);
+  if (window?.kind !== "reshape") return undefined;
+  const [channels, kh, kw] = window.to.slice(5), taps = kh * kw;
+  if (channels < 2 || channels * taps !== k) return undefined;
+  const shape = kernel.inputs[a.input].shape, outer = kernel.space.slice(0, nb + 1);
+  /** A's element offset at (row, k), or undefined where it reads the fill. */
+  const at = (row: number, kk: number) => {
+    const coords: number[] = [];
+    for (let i = outer.length - 1, rest = row; i >= 0; i--) {
+      coords[i] = rest % outer[i];
+      rest = Math.floor(rest / outer[i]);
+    }
+    let x: number[] | undefined = [...coords, 0, kk];
+    for (const st of a.steps) if (x) x = applyStep(st, x);
+    return x ? linearIndex(x, shape) : undefined;
+  };
+  let stride: number | undefined;
+  for (const row of SAMPLED_ROWS(rowsOfA(kernel, n))) {
+    for (let t = 0; t < taps; t++) {
+      const base = at(row, t);
+      for (const c of SAMPLED_CHANNELS(channels)) {
+        const v = at(row, c * taps + t);
+        if ((v === undefined) !== (base === undefined)) return undefined;
+        if (v === undefined || base === undefined) continue;
+        stride ??= (v - base) / c;
+        if (v !== base + c * stride) return undefined;
+      }
+    }
+  }
+  return stride === undefined ? undefined : { taps, channels, stride };
+}
+
+/** Bytes of a matmul's indirection table: 8 a tap (address and mask) or 4 an element. */
+function tableBytes(kernel: KernelIR): number {
+  const { n, k } = matmulOperands(kernel)!;
+  const taps = tableTaps(kernel);
+  return rowsOfA(kernel, n) * (taps ? 8 * taps.taps : 4 * k);
 }
 
 /**
@@ -123,7 +207,7 @@ export function tableRows(kernel: KernelIR): number {
  */
 export function prepackBytes(kernel: KernelIR): number {
   const [n, k] = kernel.space.slice(-2);
-  const table = indirectionFill(kernel) !== undefined ? rowsOfA(kernel, n) * k * 4 + 4 : 0;
+  const table = indirectionFill(kernel) !== undefined ? tableBytes(kernel) + 4 : 0;
   return panelsBytes(n, k) * batchesOfB(kernel) + table;
 }
 

@@ -14,7 +14,15 @@ import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { fuse } from "../../jit/fuse.ts";
 import { WasmBackend } from "./wasm_backend.ts";
-import { batchesOfB, indirectionFill, packBlockRows, packsA, rowsOfA } from "./wasm_matmul_plan.ts";
+import {
+  batchesOfB,
+  indirectionFill,
+  packBlockRows,
+  packsA,
+  rowsOfA,
+  type TableTaps,
+  tableTaps,
+} from "./wasm_matmul_plan.ts";
 
 const wasm = new WasmBackend();
 await wasm.prepare();
@@ -354,27 +362,79 @@ Deno.test("a convolution's indirection table is built by its packing call, not c
   assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-4, rtol: 1e-5 });
 });
 
-Deno.test("a convolution whose patches pass the packing limit packs them a block of rows at a time", async () => {
-  // 4608-long patches (512 channels, 3×3): 227 rows a block. 16×16 pixels are two blocks with a
-  // table (4.7 MB); 32×33 four, gathered through the index map (a 19 MB table is too large).
-  for (const [h, wd, table] of [[16, 16, true], [32, 33, false]] as const) {
+Deno.test("convolutions past the packing limit pack a block of rows at a time; tables factor into taps", async () => {
+  type Case = {
+    name: string;
+    x: number[];
+    w: number[];
+    attrs: Attrs;
+    /** A Pad of fill 0.5 before the conv (two fills: no table, the index map gathers). */
+    pad?: boolean;
+    blocks: number;
+    taps?: TableTaps;
+  };
+  const cases: Case[] = [
+    // 4608-long patches (512 channels, 3×3): 227 rows a block, 256 rows.
+    {
+      name: "3×3 over 512 channels",
+      x: [1, 512, 16, 16],
+      w: [8, 512, 3, 3],
+      attrs: { pads: [1, 1, 1, 1] },
+      blocks: 2,
+      taps: { taps: 9, channels: 512, stride: 256 },
+    },
+    {
+      name: "the same, padded with 0.5 first",
+      x: [1, 512, 16, 16],
+      w: [8, 512, 3, 3],
+      attrs: { pads: [1, 1, 1, 1] },
+      pad: true,
+      blocks: 2,
+    },
+    // A stem: 49 taps, each row's in locals; 64 taps, walked from the table.
+    {
+      name: "7×7 stride 2",
+      x: [2, 3, 30, 31],
+      w: [10, 3, 7, 7],
+      attrs: { pads: [3, 3, 3, 3], strides: [2, 2] },
+      blocks: 1,
+      taps: { taps: 49, channels: 3, stride: 930 },
+    },
+    {
+      name: "8×8 stride 2",
+      x: [2, 3, 30, 31],
+      w: [10, 3, 8, 8],
+      attrs: { pads: [3, 3, 3, 3], strides: [2, 2] },
+      blocks: 1,
+      taps: { taps: 64, channels: 3, stride: 930 },
+    },
+  ];
+  const threaded = new WasmBackend({ threads: 2 });
+  for (const { name, x: xs, w: ws, attrs, pad, blocks, taps } of cases) {
     const b = new GraphBuilder();
-    const x = b.input("x", [1, 512, h, wd]);
-    const w = b.param("w", [8, 512, 3, 3], "f32", data(8 * 4608, 21));
-    b.output("y", b.op("Relu", [b.op("Conv", [x, w], { pads: [1, 1, 1, 1] })]));
+    let x = b.input("x", xs);
+    if (pad) x = b.op("Pad", [x], { pads: [0, 0, 1, 1, 0, 0, 1, 1], value: 0.5 });
+    const w = b.param("w", ws, "f32", data(ws.reduce((p, d) => p * d), 21));
+    b.output("y", b.op("Relu", [b.op("Conv", [x, w], attrs)]));
     const graph = b.build();
     const [conv] = fuse(graph).kernels;
-    assert(packsA(conv) && packBlockRows(conv) === 227 && rowsOfA(conv, 8) === h * wd);
-    assert.equal(indirectionFill(conv) === 0, table);
-    const feeds = { x: f32(data(512 * h * wd, 22), [1, 512, h, wd]) };
-    const threaded = new WasmBackend({ threads: 2 });
+    const rows = rowsOfA(conv, ws[0]);
+    assert(packsA(conv) && Math.ceil(rows / packBlockRows(conv)) === blocks, name);
+    assert.deepEqual(tableTaps(conv), taps, name);
+    assert.equal(indirectionFill(conv) === 0, !pad, name);
+    const feeds = { x: f32(data(xs.reduce((p, d) => p * d), 22), xs) };
     using exe = await compile(graph, { backend: threaded, cache: false });
     const want = await runGraph(graph, feeds, "reference");
     // Sums of 4608 products in another order: 1e-4 of the outputs' scale (about 30).
     for (const got of [await runGraph(graph, feeds, wasm), await exe.run(feeds)]) {
-      assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 3e-3, rtol: 1e-5 });
+      assertClose(numbers(got.y.data), numbers(want.y.data), {
+        atol: 3e-3,
+        rtol: 1e-5,
+        message: name,
+      });
     }
   }
+  threaded.dispose();
 });
 
 Deno.test("a B that changes with the batch tiles a panel set a batch: grouped convs, attention's matmuls", async () => {
