@@ -32,7 +32,8 @@ import { isFloat, isWide, type Memo } from "./wasm_alu.ts";
 import { linearLowering } from "./wasm_linear.ts";
 import { KernelFunction, type ModuleOptions } from "./wasm_module.ts";
 import { vectorWindows } from "./wasm_windows.ts";
-import { gemmBody, type MatmulContext, tiledGemm } from "./wasm_matmul.ts";
+import { type MatmulContext, tiledGemm } from "./wasm_matmul.ts";
+import { gemmBody } from "./wasm_matmul_ikj.ts";
 import { halfMatmulView, indirectionFill, matmulPlan, tableTaps } from "./wasm_matmul_plan.ts";
 
 /** The Binaryen.js library (types, module constructor, low-level helpers). */

@@ -10,6 +10,7 @@ import {
   runGraph,
   runOp,
 } from "../../jit/testing.ts";
+import type { Graph } from "../../jit/graph.ts";
 import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { fuse } from "../../jit/fuse.ts";
@@ -362,6 +363,27 @@ Deno.test("a convolution's indirection table is built by its packing call, not c
   assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-4, rtol: 1e-5 });
 });
 
+/**
+ * `graph` on one wasm thread, and compiled on `threaded` (run, its workers let come up, run
+ * twice), gives what the reference gives within `atol`.
+ */
+async function assertThreadedLikeReference(
+  name: string,
+  graph: Graph,
+  feeds: Record<string, HostTensor>,
+  threaded: WasmBackend,
+  atol: number,
+) {
+  const want = await runGraph(graph, feeds, "reference");
+  using exe = await compile(graph, { backend: threaded, cache: false });
+  await exe.run(feeds);
+  await new Promise((r) => setTimeout(r, 300));
+  const runs = [await runGraph(graph, feeds, wasm), await exe.run(feeds), await exe.run(feeds)];
+  for (const got of runs) {
+    assertClose(numbers(got.y.data), numbers(want.y.data), { atol, rtol: 1e-5, message: name });
+  }
+}
+
 Deno.test("convolutions past the packing limit pack a block of rows at a time; tables factor into taps", async () => {
   type Case = {
     name: string;
@@ -392,22 +414,14 @@ Deno.test("convolutions past the packing limit pack a block of rows at a time; t
       blocks: 2,
     },
     // A stem: 49 taps, each row's in locals; 64 taps, walked from the table.
-    {
-      name: "7×7 stride 2",
+    ...[7, 8].map((side): Case => ({
+      name: `${side}×${side} stride 2`,
       x: [2, 3, 30, 31],
-      w: [10, 3, 7, 7],
+      w: [10, 3, side, side],
       attrs: { pads: [3, 3, 3, 3], strides: [2, 2] },
       blocks: 1,
-      taps: { taps: 49, channels: 3, stride: 930 },
-    },
-    {
-      name: "8×8 stride 2",
-      x: [2, 3, 30, 31],
-      w: [10, 3, 8, 8],
-      attrs: { pads: [3, 3, 3, 3], strides: [2, 2] },
-      blocks: 1,
-      taps: { taps: 64, channels: 3, stride: 930 },
-    },
+      taps: { taps: side * side, channels: 3, stride: 930 },
+    })),
   ];
   const threaded = new WasmBackend({ threads: 2 });
   for (const { name, x: xs, w: ws, attrs, pad, blocks, taps } of cases) {
@@ -423,16 +437,8 @@ Deno.test("convolutions past the packing limit pack a block of rows at a time; t
     assert.deepEqual(tableTaps(conv), taps, name);
     assert.equal(indirectionFill(conv) === 0, !pad, name);
     const feeds = { x: f32(data(xs.reduce((p, d) => p * d), 22), xs) };
-    using exe = await compile(graph, { backend: threaded, cache: false });
-    const want = await runGraph(graph, feeds, "reference");
     // Sums of 4608 products in another order: 1e-4 of the outputs' scale (about 30).
-    for (const got of [await runGraph(graph, feeds, wasm), await exe.run(feeds)]) {
-      assertClose(numbers(got.y.data), numbers(want.y.data), {
-        atol: 3e-3,
-        rtol: 1e-5,
-        message: name,
-      });
-    }
+    await assertThreadedLikeReference(name, graph, feeds, threaded, 3e-3);
   }
   threaded.dispose();
 });
@@ -471,18 +477,7 @@ Deno.test("a B that changes with the batch tiles a panel set a batch: grouped co
     const module = new WebAssembly.Module(bytes);
     assert(WebAssembly.Module.exports(module).some((e) => e.name === "packsB"), `${name}: tiled`);
     const feeds = Object.fromEntries(inputs.map((t, i) => [`x${i}`, t]));
-    const want = await runGraph(graph, feeds, "reference");
-    using exe = await compile(graph, { backend: threaded, cache: false });
-    await exe.run(feeds);
-    await new Promise((r) => setTimeout(r, 300));
-    const runs = [await runGraph(graph, feeds, wasm), await exe.run(feeds), await exe.run(feeds)];
-    for (const got of runs) {
-      assertClose(numbers(got.y.data), numbers(want.y.data), {
-        atol: 1e-4,
-        rtol: 1e-5,
-        message: name,
-      });
-    }
+    await assertThreadedLikeReference(name, graph, feeds, threaded, 1e-4);
   }
   threaded.dispose();
 });

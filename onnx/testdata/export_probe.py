@@ -6,6 +6,7 @@
 # noop_with_empty_axes; four dynamo exports are kept here: gpt_split_dyn as gpt_dynamo, llama_rms_dyn
 # as llama_dynamo, vgg_pools_dyn as vgg_dynamo, efficient_se_dyn as efficient_se_dynamo.
 import os, sys, json, tarfile, numpy as np, onnx, onnxruntime as ort, torch
+from export_record import export_one
 from torch import nn
 torch.manual_seed(0); np.random.seed(0)
 F = nn.functional
@@ -99,26 +100,9 @@ def probe(models, out, tmp, archive):
     report = {}
     for name, (m, args, names) in models.items():
         for dynamo in (False, True):
-            tag = f"{name}_{'dyn' if dynamo else 'ts'}"; path = f"{tmp}/{tag}.onnx"
+            tag = f"{name}_{'dyn' if dynamo else 'ts'}"
             try:
-                with torch.no_grad():
-                    if dynamo:
-                        torch.onnx.export(m, args, path, input_names=names, output_names=["y"], dynamo=True)
-                    else:
-                        torch.onnx.export(m, args, path, input_names=names, output_names=["y"], opset_version=17,
-                                          dynamo=False, do_constant_folding=True)
-                mp = onnx.load(path, load_external_data=True); onnx.save(mp, path)
-                sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-                feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
-                y = sess.run(None, feeds)[0]
-                with torch.no_grad():
-                    ref = m(*args).numpy()
-                for k, v in feeds.items(): v.tofile(f"{tmp}/{tag}.in.{k}.{v.dtype}.bin")
-                y.astype(np.float32).tofile(f"{tmp}/{tag}.out.y.float32.bin")
-                report[tag] = {"inputs": {k: [list(v.shape), str(v.dtype)] for k, v in feeds.items()},
-                               "output": [list(y.shape), "float32"], "ort_vs_torch": float(np.abs(y - ref).max()),
-                               "ops": sorted({n.op_type for n in mp.graph.node}),
-                               "opset": [o.version for o in mp.opset_import], "bytes": os.path.getsize(path)}
+                report[tag] = export_one(tmp, tag, m, args, names, dynamo)
                 print(tag, "ok", report[tag]["opset"], report[tag]["ops"])
             except Exception as e:
                 print(tag, "failed:", str(e)[:400])

@@ -1,7 +1,7 @@
 # What the export scripts share (run on the GPU machine: torch, onnx, onnxruntime): one PyTorch
 # model exported to ONNX and recorded with ONNX Runtime's output. Keep it beside the script that
 # imports it.
-import numpy as np, onnx, onnxruntime as ort, torch
+import os, numpy as np, onnx, onnxruntime as ort, torch
 
 
 def export(out, name, model, args, names, dynamic_axes=None):
@@ -29,3 +29,30 @@ def export(out, name, model, args, names, dynamic_axes=None):
              "ops": sorted({n.op_type for n in mp.graph.node}), "opset": [o.version for o in mp.opset_import]}
     print(name, entry["ops"])
     return entry
+
+
+def export_one(out, tag, m, args, names, dynamo):
+    """Exports `m` on `args` to OUT/TAG.onnx through one exporter (dynamo, or TorchScript at
+    opset 17), inlines its external data, writes the inputs and ONNX Runtime's output `y` beside
+    it and returns its entry (the models.json layout, with ONNX Runtime's error against torch)."""
+    path = f"{out}/{tag}.onnx"
+    with torch.no_grad():
+        if dynamo:
+            torch.onnx.export(m, args, path, input_names=names, output_names=["y"], dynamo=True)
+        else:
+            torch.onnx.export(m, args, path, input_names=names, output_names=["y"], opset_version=17,
+                              dynamo=False, do_constant_folding=True)
+    mp = onnx.load(path, load_external_data=True); onnx.save(mp, path)
+    for f in os.listdir(out):  # external data the save inlined
+        if f.startswith(tag) and f.endswith(".data"): os.remove(f"{out}/{f}")
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
+    y = sess.run(None, feeds)[0]
+    with torch.no_grad():
+        ref = m(*args).numpy()
+    for k, v in feeds.items(): v.tofile(f"{out}/{tag}.in.{k}.{v.dtype}.bin")
+    y.astype(np.float32).tofile(f"{out}/{tag}.out.y.float32.bin")
+    return {"inputs": {k: [list(v.shape), str(v.dtype)] for k, v in feeds.items()}, "output": [list(y.shape), "float32"],
+            "ort_vs_torch": float(np.abs(y - ref).max() / max(np.abs(ref).max(), 1e-30)),
+            "ops": sorted({n.op_type for n in mp.graph.node}), "opset": [o.version for o in mp.opset_import],
+            "bytes": os.path.getsize(path)}

@@ -6,6 +6,7 @@
 # start with a PREFIX (default all); writes OUT_DIR/zoo-PREFIX.json (the models.json layout) beside
 # the models, so that several exports can run at once; check_zoo.py then runs them on kiln.
 import os, sys, json, signal, time, numpy as np, onnx, onnxruntime as ort, torch
+from export_record import export_one
 from torch import nn
 torch.manual_seed(0); np.random.seed(0)
 
@@ -118,30 +119,6 @@ class Timeout(Exception): pass
 def alarm(*_): raise Timeout("took over 240 s")
 
 
-def export(out, tag, m, args, names, dynamo):
-    path = f"{out}/{tag}.onnx"
-    with torch.no_grad():
-        if dynamo:
-            torch.onnx.export(m, args, path, input_names=names, output_names=["y"], dynamo=True)
-        else:
-            torch.onnx.export(m, args, path, input_names=names, output_names=["y"], opset_version=17,
-                              dynamo=False, do_constant_folding=True)
-    mp = onnx.load(path, load_external_data=True); onnx.save(mp, path)
-    for f in os.listdir(out):  # external data the save inlined
-        if f.startswith(tag) and f.endswith(".data"): os.remove(f"{out}/{f}")
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
-    y = sess.run(None, feeds)[0]
-    with torch.no_grad():
-        ref = m(*args).numpy()
-    for k, v in feeds.items(): v.tofile(f"{out}/{tag}.in.{k}.{v.dtype}.bin")
-    y.astype(np.float32).tofile(f"{out}/{tag}.out.y.float32.bin")
-    return {"inputs": {k: [list(v.shape), str(v.dtype)] for k, v in feeds.items()}, "output": [list(y.shape), "float32"],
-            "ort_vs_torch": float(np.abs(y - ref).max() / max(np.abs(ref).max(), 1e-30)),
-            "ops": sorted({n.op_type for n in mp.graph.node}), "opset": [o.version for o in mp.opset_import],
-            "bytes": os.path.getsize(path)}
-
-
 if __name__ == "__main__":
     out = sys.argv[1]; os.makedirs(out, exist_ok=True)
     only = tuple(sys.argv[2:])
@@ -156,7 +133,7 @@ if __name__ == "__main__":
         for dynamo in (False, True) if name in DYNAMO else (False,):
             tag = f"{name}{'_dyn' if dynamo else ''}"; t = time.time(); signal.alarm(240)
             try:
-                report[tag] = export(out, tag, m, args, names, dynamo)
+                report[tag] = export_one(out, tag, m, args, names, dynamo)
                 print(tag, f"ok {time.time() - t:.1f}s", report[tag]["bytes"], report[tag]["ops"], flush=True)
             except BaseException as e:
                 print(tag, "export failed:", str(e)[:300], flush=True)
