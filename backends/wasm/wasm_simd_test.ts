@@ -466,6 +466,19 @@ Deno.test("a B that changes with the batch tiles a panel set a batch: grouped co
       (b, x, y) => b.op("MatMul", [x, b.op("Transpose", [y], { perm: [0, 1, 3, 2] })]),
     ],
   ];
+  // Swin's shifted windows: the scores plus a mask per window, read through a batch axis split
+  // into images and windows (no pointer walks that along n: the epilogue runs point by point).
+  const mask = f32(data(2 * 21 * 21, 36), [2, 1, 21, 21]);
+  cases.push([
+    "Q·Kᵀ + a mask through a split batch axis",
+    [f32(data(6 * 21 * 16, 37), [6, 21, 16]), f32(data(6 * 21 * 16, 38), [6, 21, 16])],
+    (b, x, y) => {
+      const scores = b.op("MatMul", [x, b.op("Transpose", [y], { perm: [0, 2, 1] })]);
+      const windows = b.op("Reshape", [scores], { shape: [2, 3, 21, 21] });
+      const masked = b.op("Add", [windows, b.constant(mask.data as Float32Array, mask.shape)]);
+      return b.op("Reshape", [masked], { shape: [6, 21, 21] });
+    },
+  ]);
   for (const [name, inputs, build] of cases) {
     const b = new GraphBuilder();
     const [x, y] = inputs.map((t, i) => b.input(`x${i}`, t.shape));
