@@ -233,6 +233,16 @@ export class ThreadTuner {
     this.#choice = ratio < (this.#choice ? 1 / 0.9 : 0.9);
   }
 
+  /**
+   * Takes one thread as the verdict, where none is in yet, as a stored verdict would be (the
+   * threads are first tried after {@linkcode ThreadTuner.CLEAR_PROBE} runs).
+   */
+  presumeAlone(): void {
+    if (this.#choice !== undefined) return;
+    this.#choice = false;
+    this.#untilProbe = this.#gap = ThreadTuner.CLEAR_PROBE;
+  }
+
   /** The way runs take now, once a first verdict is in. */
   get choice(): boolean | undefined {
     return this.#choice;
@@ -250,6 +260,8 @@ export interface ArenaProgram extends Program {
   runAlone(args: readonly RefTensor[], outputs: readonly number[]): Promise<TensorData[]>;
   /** Whether runs take one way for now: single-threaded, or the thread tuner has a verdict. */
   readonly settled: boolean;
+  /** Runs on one thread from now on, unless the thread tuner's later probes find threads faster. */
+  presumeAlone(): void;
 }
 
 /** Builds the program for `plan`. */
@@ -483,6 +495,11 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
     get settled() {
       return tuner?.choice !== undefined || !tuner;
     },
+    presumeAlone: () => {
+      // A presumption, not a timing: kept from the stored verdicts unless a probe overturns it.
+      tuner?.presumeAlone();
+      reported = verdict();
+    },
     get tuning() {
       return verdict();
     },
@@ -498,6 +515,12 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
 const RUNS_WORTH = 400;
 /** Programs whose baseline runs take less are not warmed up. */
 const TINY_MS = 0.02;
+/**
+ * Programs whose warm run on one thread takes less start on one thread: waking the workers and
+ * handing off costs more. mlp on the 16-core host: 0.28 ms a run over runs 4-23 while the tuner
+ * probed the threads, 0.16 ms once it chose one thread; lenet on 2 cores: 0.50 alone, 1.01 on two.
+ */
+const ALONE_MS = 0.25;
 
 /**
  * Warms `program` up on `args`: first on this thread alone (see
@@ -509,7 +532,7 @@ const TINY_MS = 0.02;
  * an empty axis) end it: the caller's runs report them with real data.
  */
 export async function warmUp(
-  program: Pick<ArenaProgram, "run" | "runAlone" | "settled">,
+  program: Pick<ArenaProgram, "run" | "runAlone" | "settled" | "presumeAlone">,
   args: readonly RefTensor[],
   outputs: readonly number[],
   ms: number,
@@ -526,7 +549,7 @@ export async function warmUp(
       // At most some hundred runs' worth; none for a tiny program, whose runs cost microseconds
       // either way.
       if (times.length === 2) {
-        if (times[1] < TINY_MS) return;
+        if (times[1] < TINY_MS) return program.presumeAlone();
         until = Math.min(until, start + times[0] + RUNS_WORTH * times[1]);
       }
       if (
@@ -535,6 +558,7 @@ export async function warmUp(
         break;
       }
     }
+    if (times.length > 1 && Math.min(...times.slice(1)) < ALONE_MS) program.presumeAlone();
     // Half as long again at most: a verdict takes a dozen runs.
     const settle = performance.now() + (until - start) / 2;
     while (!program.settled && performance.now() < settle) await program.run(args, outputs);

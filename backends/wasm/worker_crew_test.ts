@@ -370,14 +370,15 @@ Deno.test("a warm-up runs alone until runs get faster, then until the thread tun
     for (const t = performance.now(); performance.now() - t < ms;);
     return Promise.resolve([]);
   };
-  let tuned = 0;
+  let tuned = 0, presumed = false;
   const program = {
-    // Baseline code at 1 ms a run, optimized from the 8th run on at 0.2.
-    runAlone: () => busy(calls.push("alone") < 8 ? 1 : 0.2),
-    run: () => (calls.push("tuned"), tuned++, busy(0.2)),
+    // Baseline code at 1 ms a run, optimized from the 8th run on at 0.4.
+    runAlone: () => busy(calls.push("alone") < 8 ? 1 : 0.4),
+    run: () => (calls.push("tuned"), tuned++, busy(0.4)),
     get settled() {
-      return tuned >= 6;
+      return tuned >= 6 || presumed;
     },
+    presumeAlone: () => void (presumed = true),
   };
   await warmUp(program, [], [], 1000);
   const alone = calls.filter((c) => c === "alone").length;
@@ -400,4 +401,31 @@ Deno.test("a warm-up runs alone until runs get faster, then until the thread tun
   assert.ok(solo.length >= 2 && solo.every((t) => t < 20.5), `alone at ${solo}`);
   assert.ok(later.length > 0 && later[0] >= 20 - 1e-3, `tuned from ${later[0]}`);
   assert.ok(later.every((t) => t < later[0] + 10.5), `tuned at ${later}`);
+  assert(!presumed, "1 ms runs are worth threads");
+  // Optimized runs shorter than a hand-off to the workers (0.1 ms): one thread is presumed, and
+  // the tuner takes no runs to decide.
+  calls.length = 0;
+  tuned = 0;
+  program.runAlone = () => busy(calls.push("alone") < 8 ? 1 : 0.1);
+  await warmUp(program, [], [], 1000);
+  assert(presumed && tuned === 0 && calls.length >= 11, `${calls.length} runs, ${tuned} tuned`);
+});
+
+Deno.test("a presumed single thread is a verdict the tuner's later probes can overturn", () => {
+  const tuner = new ThreadTuner();
+  tuner.presumeAlone();
+  assert.equal(tuner.choice, false);
+  // One thread until the first probe, CLEAR_PROBE runs on; then the workers' first threaded
+  // run and a wake, neither timed, then a timed probe.
+  const ways: boolean[] = [];
+  for (let i = 0; i < ThreadTuner.WARM + ThreadTuner.CLEAR_PROBE + 3; i++) {
+    const threads = tuner.next();
+    ways.push(threads);
+    tuner.record(threads, threads ? 0.05 : 0.2, true);
+  }
+  assert.ok(ways.slice(0, ThreadTuner.WARM + ThreadTuner.CLEAR_PROBE).every((t) => !t));
+  assert.equal(tuner.choice, true, "threads four times faster win the probe");
+  // A measured verdict is not overridden.
+  tuner.presumeAlone();
+  assert.equal(tuner.choice, true);
 });
