@@ -126,7 +126,7 @@ export interface TableTaps {
   readonly stride: number;
 }
 
-/** Rows sampled (all of their `k`) to check a factorization: ends, middle, and near them. */
+/** Rows sampled to check a factorization: both ends, the middle, a quarter in, and beside them. */
 const SAMPLED_ROWS = (rows: number) =>
   [...new Set([0, 1, rows >> 2, rows >> 1, rows - 2, rows - 1])].filter((r) => r >= 0 && r < rows);
 
@@ -148,6 +148,7 @@ const factored = new WeakMap<KernelIR, TableTaps | undefined>();
 const SAMPLED_CHANNELS = (channels: number) =>
   [...new Set([1, 2, channels >> 1, channels - 1])].filter((c) => c >= 1 && c < channels);
 
+/** {@linkcode tableTaps}, worked out. */
 function factorTable(kernel: KernelIR): TableTaps | undefined {
   if (fillOf(kernel) === undefined || kernel.pattern !== "conv") return undefined;
   const { a, nb, n, k } = matmulOperands(kernel)!;
