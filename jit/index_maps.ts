@@ -149,9 +149,9 @@ export function matmulMap(aShape: Shape, bShape: Shape): Contraction {
 /**
  * Largest window (input channels per group × kernel points) a depthwise conv keeps as a window:
  * 11×11 (ConvNeXt's are 7×7). As a GEMM (one column a group) its 96×32×32 conv took 116 ms on
- * one wasm thread, as a window 2.9 ms.
+ * one wasm thread, as a window 2.9 ms. Backends run windows this large unrolled.
  */
-const DEPTHWISE_WINDOW = 121;
+export const DEPTHWISE_WINDOW = 121;
 
 /**
  * 2-D Conv of `x` [N, C, H, W] with `w` [M, C/group, KH, KW] as a contraction over [Cg, KH, KW]

@@ -390,7 +390,7 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
   // On this thread alone: split between the threads (worker primed) it measured no faster —
   // W5's 1.6 MB of weights 0.13 -> 0.11 ms, while W2-512 ran 3.57 -> 3.85 ms in all.
   // B's panels, and a table's rows in calls of 64 rows, then twice as many each (see `tableRows`).
-  const tables = plan.kernels.map((k) => (contracts(k) ? tableRows(k) : 0));
+  const tables = plan.kernels.map(tableRows);
   const pack = (i: number) => {
     for (let s = 0, n = 64; s === 0 || s < tables[i]; s += n, n *= 2) {
       runs[i](...addresses[i], scratch, -1 - s, Math.min(tables[i], s + n), packedAt[i]);

@@ -46,6 +46,23 @@ export interface MatmulContext
   readonly taps?: TableTaps;
 }
 
+/**
+ * Statements storing every output of a matmul kernel at column `n` of the current row, its sum
+ * being `sum` (an f32 expression): the epilogue evaluated point by point, as the i-k-j loop does
+ * and the tiled one where no pointer walks its epilogue along n.
+ */
+export function pointOutputs(fn: KernelFunction, nb: number, n: number, sum: number): number[] {
+  const { m, coord, ic } = fn;
+  const st = [
+    m.local.set(coord[nb + 1], n),
+    m.local.set(coord[nb + 2], ic(0)),
+    m.local.set(fn.accs[0], sum),
+  ];
+  const memo: Memo = new Map();
+  fn.kernel.outputs.forEach((o, j) => fn.store(o, j, memo, st));
+  return st;
+}
+
 /** Taps a factored table's gather keeps in locals (a row's addresses and masks); more loop. */
 const LOCAL_TAPS = 49;
 
@@ -168,24 +185,20 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   };
   /** Row `i` of the tile at r: its `width` outputs, each from its accumulator in the scratch. */
   const pointwise = (i: number, width: number): number[] => {
-    const st: number[] = [], point: number[] = [];
+    const st: number[] = [];
     setRow(m.i32.add(get(r, i32), ic(i)), get(n0, i32), st);
-    point.push(
-      m.local.set(coord[nAxis], m.i32.add(get(n0, i32), get(column, i32))),
-      m.local.set(coord[kAxis], ic(0)),
-      m.local.set(
-        e.fn.accs[0],
-        m.f32.load(32 * i, 4, m.i32.add(get(scratch, i32), m.i32.shl(get(column, i32), ic(2)))),
-      ),
+    const sum = m.f32.load(
+      32 * i,
+      4,
+      m.i32.add(get(scratch, i32), m.i32.shl(get(column, i32), ic(2))),
     );
-    const memo: Memo = new Map();
-    kernel.outputs.forEach((o, j) => e.fn.store(o, j, memo, point));
+    const point = pointOutputs(e.fn, nb, m.i32.add(get(n0, i32), get(column, i32)), sum);
     return [...st, ...countedLoop(column, width, point)];
   };
   /**
-   * Copies B's panel of 8 columns at n0 to `to`, k-major: B's rows are often a page apart, and
+   * Copies B's panel of 8 columns at n0 to `into`, k-major: B's rows are often a page apart, and
    * streaming 32 bytes from each of k pages thrashes the caches' sets. B is the same for every
-   * row (else this path is not taken), so row 0's coordinates reach it.
+   * row of a batch, so the coordinates of row r (its batch's first) reach it.
    */
   const pack = (width: number, into: number) => {
     const st: number[] = [];
@@ -221,11 +234,11 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
    * table (beside B's panels), else through A's index map.
    */
   const packA = () => {
-    const st: number[] = [];
-    const dst = local(i32), at = local(i32), last = local(i32);
+    const st: number[] = [], dst = local(i32);
     st.push(m.local.set(dst, rowA(get(lo, i32), st)));
     if (e.taps) return [...st, ...gatherTaps(e.taps, dst)];
     if (e.tableFill !== undefined) {
+      const at = local(i32), last = local(i32);
       // Each entry is the address to read (A's element, or the fill's cell): two loads and a
       // store an element, four at a time (conv stems' patches: 1.2 of shufflenet's 2.3 ms stem
       // went to a select-guarded gather).
@@ -413,9 +426,10 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   m.addGlobal("packsB", i32, false, ic(1));
   m.addGlobalExport("packsB", "packsB");
   /**
-   * The indirection table after B's panels (every batch's): the byte address of A's element for every row and k,
-   * or of the cell after the table, which holds the fill, out of bounds (one pass of A's index
-   * map, which the calls then walk instead of evaluating it; the arena's places are fixed).
+   * The indirection table after B's panels (every batch's): the byte address of A's element for
+   * every row and k (factored: every row and tap, with a mask), or of the cell after the table,
+   * which holds the fill, out of bounds (one pass of A's index map, which the calls then walk
+   * instead of evaluating it; the arena's places are fixed).
    */
   const buildTable = () => {
     const st: number[] = [], dst = local(i32), cell = local(i32), row: number[] = [];

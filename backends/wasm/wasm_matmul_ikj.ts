@@ -1,12 +1,11 @@
 /**
  * The i-k-j matmul loop for the WebAssembly generator: what the tiled path (`wasm_matmul.ts`)
- * does not take (B walking backwards, operands no pointer can walk, f64 sums).
+ * does not take (a B no pointer walks, or walking backwards along n, or changing with the row).
  *
  * @module
  */
-import type { MatmulContext } from "./wasm_matmul.ts";
+import { type MatmulContext, pointOutputs } from "./wasm_matmul.ts";
 import type { MatmulPlan } from "./wasm_matmul_plan.ts";
-import type { Memo } from "./wasm_alu.ts";
 
 /**
  * The i-k-j loop of an f32 matmul kernel: a scratch row of N accumulators per output row; for
@@ -14,9 +13,8 @@ import type { Memo } from "./wasm_alu.ts";
  * is contiguous in n. The epilogue then runs per n with the accumulator.
  */
 export function gemmBody(e: MatmulContext, plan: MatmulPlan): number[] {
-  const { m, binaryen, kernel, local, get, ic, kept, coord, unravel } = e.fn;
-  const { whileLoop, countedLoop } = e.fn;
-  const { accs, value, store } = e.fn;
+  const { m, binaryen, local, get, ic, kept, coord, unravel } = e.fn;
+  const { whileLoop, countedLoop, value } = e.fn;
   const { loadAddress } = e.fn.index;
   const { scratch, start, end } = e.fn.params;
   const i32 = binaryen.i32, f32 = binaryen.f32, v128 = binaryen.v128;
@@ -97,12 +95,10 @@ export function gemmBody(e: MatmulContext, plan: MatmulPlan): number[] {
   rowStmts.push(...countedLoop(kk, k, kLoop));
   rowStmts.push(m.local.set(nn, ic(0)));
   rowStmts.push(nLoop(
-    (st) => {
-      st.push(m.local.set(coord[nAxis], get(nn, i32)), m.local.set(coord[kAxis], ic(0)));
-      st.push(m.local.set(accs[0], m.f32.load(0, 4, scratchAt(get(nn, i32)))));
-      const memo: Memo = new Map();
-      kernel.outputs.forEach((o, j) => store(o, j, memo, st));
-    },
+    (st) =>
+      st.push(
+        ...pointOutputs(e.fn, nb, get(nn, i32), m.f32.load(0, 4, scratchAt(get(nn, i32)))),
+      ),
     1,
     n,
   ));

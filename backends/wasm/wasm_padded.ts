@@ -18,6 +18,7 @@ import {
   strideOver,
 } from "../../jit/access.ts";
 import { type Expr, type KernelIR, type Reduction, walk } from "../../jit/kernel_ir.ts";
+import { DEPTHWISE_WINDOW } from "../../jit/index_maps.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import type { LoadExpr } from "./wasm_codegen.ts";
 import type { LinearLowering } from "./wasm_linear.ts";
@@ -98,10 +99,11 @@ export function outputAddress(fn: KernelFunction, k: number, stmts: number[]): n
 }
 
 /**
- * Padded windows (see `paddedWindow`) of at most this many points run unrolled: 11×11. Larger
- * ones take the generic path, 30× slower (a 9×9 depthwise conv: 110 ms, unrolled 3.1 ms).
+ * Padded windows (see `paddedWindow`) of at most this many points run unrolled: every depthwise
+ * conv fusion keeps as a window (11×11). Larger ones take the generic path, 30× slower (a 9×9
+ * depthwise conv: 110 ms, unrolled 3.1 ms).
  */
-export const GUARDED_UNROLLED = 121;
+export const GUARDED_UNROLLED: number = DEPTHWISE_WINDOW;
 
 /** Coordinates of linear index `p` in a row-major space of `extents`. */
 export function unravelIndex(p: number, extents: readonly number[]): number[] {
