@@ -14,6 +14,7 @@ import type { Graph } from "../jit/graph.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Shape } from "../jit/shape.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
+import { type ExternalReader, fileReader, inlineExternalData, urlReader } from "./external_data.ts";
 import { importModel } from "./import.ts";
 import { type OnnxInputInfo, onnxInputs } from "./inputs.ts";
 import { NeedsValue } from "./node_context.ts";
@@ -119,7 +120,9 @@ export class OnnxModel {
    * or `data:` URL (in browsers, and in Deno and Node too).
    */
   static async load(path: string | URL): Promise<OnnxModel> {
-    if (/^(https?|blob|data):/i.test(String(path))) return OnnxModel.fromBytes(await fetched(path));
+    if (/^(https?|blob|data):/i.test(String(path))) {
+      return await OnnxModel.#withData(await fetched(path), urlReader(path, fetched));
+    }
     let bytes: Uint8Array;
     try {
       // Hidden from bundlers: a browser build has no file system and never takes this path.
@@ -139,7 +142,16 @@ export class OnnxModel {
         cause: e,
       });
     }
-    return OnnxModel.fromBytes(bytes);
+    const file = path instanceof URL ? decodeURIComponent(path.pathname) : path;
+    const slash = Math.max(file.lastIndexOf("/"), file.lastIndexOf("\\"));
+    return await OnnxModel.#withData(bytes, fileReader(slash < 0 ? "." : file.slice(0, slash)));
+  }
+
+  /** The model of `bytes`, its external data (files beside it) read through `read`. */
+  static async #withData(bytes: Uint8Array, read: ExternalReader): Promise<OnnxModel> {
+    const proto = decodeModel(bytes);
+    await inlineExternalData(proto, read);
+    return new OnnxModel(proto);
   }
 
   /**

@@ -243,14 +243,26 @@ function fromRaw<T extends RawElements>(
   return out;
 }
 
+/** Bytes of one element of ONNX element type `code` in raw data (a typed error for unsupported ones). */
+export function elementBytes(code: number, where: string): number {
+  const dtype = dtypeOfCode(code, where);
+  return code === 11 || code === 7 || code === 13
+    ? 8
+    : dtype === "f16" || code === 4 || code === 5 || code === 16
+    ? 2
+    : dtype === "f32" || dtype === "i32" || dtype === "u32"
+    ? 4
+    : 1;
+}
+
 /** Converts a `TensorProto` to a host tensor in kiln's internal dtypes (int64 narrowed). */
 export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: DType } {
   const name = `${where}${t.name ? ` "${t.name}"` : ""}`;
   if (t.dataLocation === 1 || (t.externalData && t.externalData.length)) {
-    throw new KilnError(`${name} keeps its data in an external file`, {
-      code: "unsupported",
+    throw new KilnError(`${name} keeps its data in an external file, which was not read`, {
+      code: "bad-input",
       fix:
-        "re-save the model with the data inline (onnx.save(model, path, save_as_external_data=False))",
+        "load the model from its path (OnnxModel.load(path), kiln run PATH) so that the data file beside it is read, or re-save it with the data inline (onnx.save(onnx.load(path), path))",
     });
   }
   const shape: Shape = (t.dims ?? []).map(int);
@@ -264,13 +276,7 @@ export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: D
   const code = t.dataType ?? 0;
   const dtype = dtypeOfCode(code, name);
   const raw = t.rawData && t.rawData.byteLength ? t.rawData : undefined;
-  const bytesPer = code === 11 || code === 7 || code === 13
-    ? 8
-    : dtype === "f16" || code === 4 || code === 5 || code === 16
-    ? 2
-    : dtype === "f32" || dtype === "i32" || dtype === "u32"
-    ? 4
-    : 1;
+  const bytesPer = elementBytes(code, name);
   if (raw && raw.byteLength !== count * bytesPer) {
     throw new KilnError(
       `${name}: ${raw.byteLength} bytes of data for ${count} elements of ${NAMES[code]}`,
