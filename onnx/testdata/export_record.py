@@ -31,20 +31,28 @@ def export(out, name, model, args, names, dynamic_axes=None):
     return entry
 
 
-def export_one(out, tag, m, args, names, dynamo):
-    """Exports `m` on `args` to OUT/TAG.onnx through one exporter (dynamo, or TorchScript at
-    opset 17), inlines its external data, writes the inputs and ONNX Runtime's output `y` beside
-    it and returns its entry (the models.json layout, with ONNX Runtime's error against torch)."""
+def export_one(out, tag, m, args, names, dynamo, opset=17, dynamic_axes=None, inline=True):
+    """Exports `m` on `args` to OUT/TAG.onnx through one exporter (dynamo at its default opset,
+    or TorchScript at `opset`, 17 unless told), with `dynamic_axes` (TorchScript) or every input
+    axis 0 dynamic (dynamo, where `dynamic_axes` is given); inlines its external data unless
+    `inline` is false (dynamo then leaves TAG.onnx.data beside it, as a user gets it); writes the
+    inputs and ONNX Runtime's output `y` beside it and returns its entry (the models.json layout,
+    with ONNX Runtime's error against torch)."""
     path = f"{out}/{tag}.onnx"
     with torch.no_grad():
         if dynamo:
-            torch.onnx.export(m, args, path, input_names=names, output_names=["y"], dynamo=True)
+            batch = torch.export.Dim("batch")
+            dyn = {"dynamic_shapes": tuple({0: batch} for _ in args)} if dynamic_axes else {}
+            torch.onnx.export(m, args, path, input_names=names, output_names=["y"], dynamo=True,
+                              external_data=not inline, **dyn)
         else:
-            torch.onnx.export(m, args, path, input_names=names, output_names=["y"], opset_version=17,
-                              dynamo=False, do_constant_folding=True)
-    mp = onnx.load(path, load_external_data=True); onnx.save(mp, path)
-    for f in os.listdir(out):  # external data the save inlined
-        if f.startswith(tag) and f.endswith(".data"): os.remove(f"{out}/{f}")
+            torch.onnx.export(m, args, path, input_names=names, output_names=["y"], opset_version=opset,
+                              dynamo=False, do_constant_folding=True, dynamic_axes=dynamic_axes)
+    mp = onnx.load(path, load_external_data=True)
+    if inline:
+        onnx.save(mp, path)
+        for f in os.listdir(out):  # external data the save inlined
+            if f.startswith(tag) and f.endswith(".data"): os.remove(f"{out}/{f}")
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
     y = sess.run(None, feeds)[0]
@@ -55,4 +63,4 @@ def export_one(out, tag, m, args, names, dynamo):
     return {"inputs": {k: [list(v.shape), str(v.dtype)] for k, v in feeds.items()}, "output": [list(y.shape), "float32"],
             "ort_vs_torch": float(np.abs(y - ref).max() / max(np.abs(ref).max(), 1e-30)),
             "ops": sorted({n.op_type for n in mp.graph.node}), "opset": [o.version for o in mp.opset_import],
-            "bytes": os.path.getsize(path)}
+            "bytes": os.path.getsize(path), "external": sorted(f for f in os.listdir(out) if f.startswith(f"{tag}.onnx."))}
