@@ -123,6 +123,15 @@ export function emitTiledMatmul(
     };
     const access = affineOffset(op.steps, space, l.kernel.inputs[op.input].shape);
     const kFast = access !== undefined && access.weights[kAx] === 1;
+    // An operand that is not an affine view (a convolution's patches) is a gather whose index
+    // code runs to some 20 lines an element: its fill is a loop over a vec4's lanes, not four
+    // copies of that code, since Deno's shader-module creation (WGSL parsing and validation)
+    // grows with the code. ResNet-18 on the H200 (2026-11-26): WebGPU compile with the driver's
+    // shader cache warm 0.94-0.97 -> 0.59 s (module creation on llvmpipe 0.84-1.08 -> 0.47-0.71
+    // s), device time 12.10 -> 12.27 ms a run. As a helper function called once a vec4 the
+    // modules took 0.24-0.28 s but the kernels 12.86 ms. Affine fills (plain matmuls) stay
+    // unrolled, their code a line an element.
+    const gathered = access === undefined && !vectors.has(op.input);
     const row4 = width / 4, count = (width * TK) / 4 / threads;
     const slots = [...Array(count).keys()].map((p) => {
       e.line(`let s${name}${p} = t + ${p * threads};`);
@@ -143,6 +152,16 @@ export function emitTiledMatmul(
             const { index } = l.offset(op.steps, l.kernel.inputs[op.input].shape);
             e.line(`${name}_${p} = ${l.quad(op.input, index)};`);
           }, () => e.line(`${name}_${p} = vec4<f32>(0.0);`));
+          continue;
+        }
+        if (gathered) {
+          e.block("for (var j = 0; j < 4; j++) {", () => {
+            e.line(`${x[ax]} = ${o0} + (${q}) * 4 + j;`);
+            guarded(
+              () => e.line(`${name}_${p}[j] = ${l.value(op as Expr, new Map())};`),
+              () => e.line(`${name}_${p}[j] = 0.0;`),
+            );
+          });
           continue;
         }
         for (let j = 0; j < 4; j++) {
