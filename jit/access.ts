@@ -383,3 +383,52 @@ export function linearSuffix(accesses: readonly AffineOffset[], space: Shape): n
 export function groupSize(group: readonly number[], space: Shape): number {
   return sizeOf(group.map((a) => space[a]));
 }
+
+/**
+ * One coordinate of a reshape, `(flat / stride) % extent` of the flat index over the source
+ * axes, as a division of part of it: `(Σ coord[axis] · mul) / div`, then `% mod` unless `mod`
+ * is 0.
+ */
+export interface ReshapeCoord {
+  /** Source axes (of the reshape's `from`) and their multipliers, summed. */
+  readonly terms: readonly { readonly axis: number; readonly mul: number }[];
+  /** Whether `terms` are the whole flat index (code generators name it once for all axes). */
+  readonly whole: boolean;
+  /** The divisor (1: none). */
+  readonly div: number;
+  /** The modulus, or 0 where the quotient stays below the extent. */
+  readonly mod: number;
+}
+
+function gcd(a: number, b: number): number {
+  return b === 0 ? a : gcd(b, a % b);
+}
+
+/**
+ * Coordinate `(Σ coord·stride_from / stride) % extent` of a reshape from `from`, simplified as
+ * mixed radices allow, each source coordinate in `[0, from[axis])`: terms that are multiples of
+ * stride·extent drop out; terms whose strides share a factor g with `stride` divide by it where
+ * the smaller terms together stay below g (they cannot carry into the quotient); the modulus
+ * goes where the quotient stays below `extent`. A convolution's patch index (an im2col's rows
+ * and kernel taps, each split out of one flattened index) becomes a division or two of small
+ * coordinates instead of seven of one large one. Where a source coordinate is out of range, the
+ * value differs from the plain form's, but only where a bounds check already discards it.
+ */
+export function reshapeCoord(from: Shape, stride: number, extent: number): ReshapeCoord {
+  const strides = stridesOf(from);
+  const all = from.flatMap((n, axis) => (n === 1 ? [] : [{ axis, f: strides[axis], n }]));
+  const live = all.filter(({ f }) => f % (stride * extent) !== 0).sort((a, b) => b.f - a.f);
+  for (let split = 0;; split++) {
+    const high = live.slice(0, split), low = live.slice(split);
+    const g = high.reduce((acc, { f }) => gcd(acc, f), stride);
+    if (low.reduce((sum, { f, n }) => sum + f * (n - 1), 0) >= g) continue;
+    const div = stride / g;
+    const max = high.reduce((acc, { f, n }) => acc + (f / g) * (n - 1), 0);
+    return {
+      terms: high.map(({ axis, f }) => ({ axis, mul: f / g })),
+      whole: g === 1 && high.length === all.length && all.length > 1,
+      div,
+      mod: Math.floor(max / div) < extent ? 0 : extent,
+    };
+  }
+}

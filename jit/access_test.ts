@@ -3,6 +3,7 @@ import {
   affineOffset,
   guardedOffset,
   linearSuffix,
+  reshapeCoord,
   reshapeGroups,
   segmentOffset,
   strideOver,
@@ -10,7 +11,7 @@ import {
 import { fuse } from "./fuse.ts";
 import { applyStep, type IndexStep, linearIndex, walk } from "./kernel_ir.ts";
 import { randomGraph } from "./random_graph.ts";
-import type { Shape } from "./shape.ts";
+import { type Shape, stridesOf } from "./shape.ts";
 
 // A 3-wide window over a row of 8: out[i, k] = x[i + k], i < 6, k < 3.
 const window = (offset: number): IndexStep => ({
@@ -248,4 +249,44 @@ Deno.test("segmentOffset: along the suffix, offsets step by the weights and guar
     }
   });
   assert.ok(checked > 1000, `${checked} accesses checked`);
+});
+
+Deno.test("reshapeCoord: the simplified division equals (flat / stride) % extent at every point", () => {
+  // Reshapes as im2col, head splits, flattens and shuffles make them, with size-1 axes.
+  const cases: [Shape, Shape][] = [
+    [[2, 4, 6, 9], [2, 24, 9]],
+    [[2, 4, 6, 9], [2, 4, 2, 3, 3, 3]],
+    [[6, 4], [2, 3, 2, 2]],
+    [[3, 1, 8], [2, 12]],
+    [[5, 7], [35]],
+    [[35], [5, 7]],
+    [[4, 6, 10], [12, 5, 2, 2]],
+    [[1, 12, 1], [3, 1, 4]],
+    [[2, 3, 4, 5], [5, 4, 3, 2]],
+  ];
+  let simplified = 0;
+  for (const [from, to] of cases) {
+    const fromStrides = stridesOf(from), toStrides = stridesOf(to);
+    const n = from.reduce((a, b) => a * b, 1);
+    for (let j = 0; j < to.length; j++) {
+      const r = reshapeCoord(from, toStrides[j], to[j]);
+      if (!r.whole) simplified++;
+      for (let flat = 0; flat < n; flat++) {
+        const coord = from.map((d, i) => Math.floor(flat / fromStrides[i]) % d);
+        const sum = r.whole
+          ? flat
+          : r.terms.reduce((acc, { axis, mul }) => acc + coord[axis] * mul, 0);
+        const q = Math.floor(sum / r.div);
+        const got = r.mod ? q % r.mod : q;
+        assert.equal(got, Math.floor(flat / toStrides[j]) % to[j], `${from} -> ${to} axis ${j}`);
+        if (!r.mod) assert.ok(got < to[j]);
+      }
+    }
+  }
+  assert.ok(simplified > 20, `${simplified} coordinates simplified`);
+  // An im2col's tap coordinate: seven divisions of one flat index become two of small ones.
+  const tap = reshapeCoord([2, 28 * 28, 128 * 9], 3, 3);
+  assert.deepEqual(tap, { terms: [{ axis: 2, mul: 1 }], whole: false, div: 3, mod: 3 });
+  const row = reshapeCoord([2, 28 * 28, 128 * 9], 128 * 9 * 28, 28);
+  assert.deepEqual(row, { terms: [{ axis: 1, mul: 1 }], whole: false, div: 28, mod: 0 });
 });

@@ -17,6 +17,7 @@ import type {
   Load,
 } from "../jit/kernel_ir.ts";
 import { type Shape, stridesOf } from "../jit/shape.ts";
+import { reshapeCoord } from "../jit/access.ts";
 import { exactScale, mayCancel, Structure } from "./wgsl_cancel.ts";
 /** The WGSL scalar type that holds a dtype. */
 export function wgslType(dtype: DType): "f32" | "i32" | "u32" {
@@ -351,17 +352,27 @@ export function applySteps(
       continue;
     }
     if (s.kind === "reshape") {
-      const lin = e.fresh("lin");
-      const from = stridesOf(s.from);
-      e.line(
-        `let ${lin} = ${
-          c.map((x, i) => (s.from[i] === 1 ? "" : `${x} * ${from[i]}`)).filter(Boolean).join(
-            " + ",
-          ) || "0"
-        };`,
-      );
+      // The whole flat index, named once where a coordinate needs all of it.
+      let lin: string | undefined;
+      const whole = () => {
+        if (!lin) {
+          lin = e.fresh("lin");
+          e.line(`let ${lin} = ${linear(c, s.from)};`);
+        }
+        return lin;
+      };
       const to = stridesOf(s.to);
-      c = s.to.map((d, i) => (d === 1 ? "0" : `((${lin} / ${to[i]}) % ${d})`));
+      c = s.to.map((d, i) => {
+        if (d === 1) return "0";
+        const { terms, whole: all, div, mod } = reshapeCoord(s.from, to[i], d);
+        const sum = all
+          ? whole()
+          : terms.map(({ axis, mul }) => (mul === 1 ? c[axis] : `${c[axis]} * ${mul}`)).join(
+            " + ",
+          ) || "0";
+        const q = div === 1 ? sum : `(${sum}) / ${div}`;
+        return mod ? `((${q}) % ${mod})` : `(${q})`;
+      });
       continue;
     }
     const out = s.coeff.map((row, j) => {

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { reshapeCoord } from "../../jit/access.ts";
 import type { IndexStep } from "../../jit/kernel_ir.ts";
 import { type Shape, stridesOf } from "../../jit/shape.ts";
 import type { LoadExpr } from "./wasm_codegen.ts";
@@ -107,30 +108,36 @@ export function indexLowering(c: IndexContext): IndexLowering {
         continue;
       }
       if (s.kind === "reshape") {
-        const lin = local(i32);
+        // The whole flat index, computed once where a coordinate needs all of it.
+        let lin: number | undefined;
         const from = stridesOf(s.from);
-        stmts.push(
-          m.local.set(
-            lin,
-            c.reduce(
-              (
-                acc,
-                x,
-                i,
-              ) => (s.from[i] === 1 ? acc : m.i32.add(acc, m.i32.mul(get(x, i32), ic(from[i])))),
+        const whole = () => {
+          if (lin === undefined) {
+            lin = local(i32);
+            const sum = c.reduce(
+              (acc, x, i) =>
+                s.from[i] === 1 ? acc : m.i32.add(acc, m.i32.mul(get(x, i32), ic(from[i]))),
               ic(0),
-            ),
-          ),
-        );
+            );
+            stmts.push(m.local.set(lin, sum));
+          }
+          return get(lin, i32);
+        };
         const to = stridesOf(s.to);
         c = s.to.map((d, i) => {
           const l = local(i32);
-          stmts.push(
-            m.local.set(
-              l,
-              d === 1 ? ic(0) : m.i32.rem_s(m.i32.div_s(get(lin, i32), ic(to[i])), ic(d)),
-            ),
+          if (d === 1) {
+            stmts.push(m.local.set(l, ic(0)));
+            return l;
+          }
+          const { terms, whole: all, div, mod } = reshapeCoord(s.from, to[i], d);
+          let q = all ? whole() : terms.reduce(
+            (acc, { axis, mul }) =>
+              m.i32.add(acc, mul === 1 ? get(c[axis], i32) : m.i32.mul(get(c[axis], i32), ic(mul))),
+            ic(0),
           );
+          if (div !== 1) q = m.i32.div_s(q, ic(div));
+          stmts.push(m.local.set(l, mod ? m.i32.rem_s(q, ic(mod)) : q));
           return l;
         });
         continue;
