@@ -371,12 +371,18 @@ export function applySteps(
             " + ",
           ) || "0";
         const q = div === 1 ? sum : `(${sum}) / ${div}`;
-        return mod ? `((${q}) % ${mod})` : `(${q})`;
+        return mod ? `((${q}) % ${mod})` : /^\w+$/.test(q) ? q : `(${q})`;
       });
       continue;
     }
     const out = s.coeff.map((row, j) => {
-      const terms = row.flatMap((w, d) => (w === 0 ? [] : [w === 1 ? c[d] : `${c[d]} * ${w}`]));
+      const terms = row.flatMap((w, d) =>
+        w === 0 || c[d] === "0" ? [] : [w === 1 ? c[d] : `${c[d]} * ${w}`]
+      );
+      // A coordinate passed through as it is keeps its name (no copy to parse and validate).
+      if (s.offset[j] === 0 && terms.length === 1 && /^[A-Za-z_]\w*$/.test(terms[0])) {
+        return terms[0];
+      }
       if (s.offset[j] !== 0 || !terms.length) terms.push(String(s.offset[j]));
       const name = e.fresh("c");
       e.line(`let ${name} = ${terms.join(" + ")};`);
