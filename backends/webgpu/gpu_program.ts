@@ -175,6 +175,10 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
     timed: Set<number>,
     wanted: readonly boolean[],
   ) => {
+    // One compute pass for all the kernels unless each is timed (timestamps go per pass): WebGPU
+    // orders a pass's dispatches and makes each one's writes visible to the next, and a pass a
+    // kernel cost each run its own begin and end.
+    let shared: GPUComputePassEncoder | undefined;
     kernels.forEach((k, i) => {
       if (!wanted[i]) return;
       const rows = active !== undefined && plan.partial?.[i]
@@ -182,24 +186,23 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
         : rowCount(k);
       if (rows === 0) return;
       if (queries) timed.add(i);
-      const pass = encoder.beginComputePass({
-        label: k.name,
-        ...(queries
-          ? {
-            timestampWrites: {
-              querySet: queries,
-              beginningOfPassWriteIndex: 2 * i,
-              endOfPassWriteIndex: 2 * i + 1,
-            },
-          }
-          : {}),
-      });
+      const pass = queries
+        ? encoder.beginComputePass({
+          label: k.name,
+          timestampWrites: {
+            querySet: queries,
+            beginningOfPassWriteIndex: 2 * i,
+            endOfPassWriteIndex: 2 * i + 1,
+          },
+        })
+        : shared ??= encoder.beginComputePass();
       pass.setPipeline(pipelines[i]!);
       pass.setBindGroup(0, bindGroup(i, [...k.inputs, ...k.outputs], buffers));
       const [x, y, z] = layouts[i] ? dispatchSize(layouts[i]!, rows) : customDispatch(k);
       pass.dispatchWorkgroups(x, y, z);
-      pass.end();
+      if (queries) pass.end();
     });
+    shared?.end();
   };
 
   const runResident = async (
