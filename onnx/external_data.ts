@@ -21,8 +21,16 @@ export interface ExternalRef {
   readonly length: number;
 }
 
-/** Reads `length` bytes at `offset` of `location` (relative to the model); typed errors. */
-export type ExternalReader = (ref: ExternalRef) => Promise<Uint8Array>;
+/**
+ * Reads `length` bytes at `offset` of `location` (relative to the model), with typed errors;
+ * `close` releases what the reads opened.
+ */
+export interface ExternalReader {
+  /** The bytes of one tensor. */
+  read(ref: ExternalRef): Promise<Uint8Array>;
+  /** Releases open files (called once every tensor is read, or on the first failure). */
+  close(): Promise<void>;
+}
 
 /** Every tensor of `graph` and its subgraphs (initializers, tensor attributes). */
 function* tensorsOf(graph: GraphProto): Generator<TensorProto> {
@@ -96,29 +104,44 @@ export function externalRef(t: TensorProto): ExternalRef {
  * Reads every external tensor of `model` through `read` and holds its bytes as raw data, in
  * place (the model was just decoded and belongs to the caller of `load`).
  */
-export async function inlineExternalData(model: ModelProto, read: ExternalReader): Promise<void> {
-  for (const t of externalTensors(model)) {
-    const ref = externalRef(t);
-    t.rawData = ref.length ? await read(ref) : new Uint8Array();
-    t.externalData = undefined;
-    t.dataLocation = 0;
+export async function inlineExternalData(model: ModelProto, reader: ExternalReader): Promise<void> {
+  try {
+    for (const t of externalTensors(model)) {
+      const ref = externalRef(t);
+      t.rawData = ref.length ? await reader.read(ref) : new Uint8Array();
+      t.externalData = undefined;
+      t.dataLocation = 0;
+    }
+  } finally {
+    await reader.close();
   }
 }
 
-/** An {@linkcode ExternalReader} over a folder of the file system (Deno, Node, Bun). */
+/**
+ * An {@linkcode ExternalReader} over a folder of the file system (Deno, Node, Bun): each data file
+ * opened once (an exporter puts every tensor in one), read at each tensor's offset.
+ */
 export function fileReader(folder: string): ExternalReader {
-  return async ({ location, offset, length }) => {
-    const path = `${folder}/${location}`;
-    try {
-      // Hidden from bundlers, as the model's own read: a browser build has no file system.
-      const fs = ["node", "fs/promises"].join(":");
-      const { open } = await import(fs) as typeof import("node:fs/promises");
-      const file = await open(path, "r");
+  type Handle = import("node:fs/promises").FileHandle;
+  const files = new Map<string, Promise<{ file: Handle; size: number }>>();
+  const open = async (path: string) => {
+    // Hidden from bundlers, as the model's own read: a browser build has no file system.
+    const fs = ["node", "fs/promises"].join(":");
+    const file = await (await import(fs) as typeof import("node:fs/promises")).open(path, "r");
+    const info = await file.stat();
+    if (info.isFile()) return { file, size: info.size };
+    await file.close();
+    throw new Error("not a regular file");
+  };
+  return {
+    async read({ location, offset, length }) {
+      const path = `${folder}/${location}`;
       try {
-        const info = await file.stat();
-        if (!info.isFile()) throw new Error("not a regular file");
-        if (offset + length > info.size) {
-          throw new Error(`${length} bytes at offset ${offset} pass its end (${info.size} bytes)`);
+        let opened = files.get(path);
+        if (!opened) files.set(path, opened = open(path));
+        const { file, size } = await opened;
+        if (offset + length > size) {
+          throw new Error(`${length} bytes at offset ${offset} pass its end (${size} bytes)`);
         }
         const bytes = new Uint8Array(length);
         for (let at = 0; at < length;) {
@@ -127,20 +150,24 @@ export function fileReader(folder: string): ExternalReader {
           at += bytesRead;
         }
         return bytes;
-      } finally {
-        await file.close();
+      } catch (e) {
+        throw new KilnError(
+          `Cannot read the model's external data ${path}: ${(e as Error).message}`,
+          {
+            code: "bad-input",
+            fix:
+              "keep the data file the model names beside it (as the exporter wrote them), or re-save the model with the data inline (onnx.save(onnx.load(path), path))",
+            cause: e,
+          },
+        );
       }
-    } catch (e) {
-      throw new KilnError(
-        `Cannot read the model's external data ${path}: ${(e as Error).message}`,
-        {
-          code: "bad-input",
-          fix:
-            "keep the data file the model names beside it (as the exporter wrote them), or re-save the model with the data inline (onnx.save(onnx.load(path), path))",
-          cause: e,
-        },
+    },
+    async close() {
+      const opened = await Promise.allSettled(files.values());
+      await Promise.all(
+        opened.flatMap((o) => (o.status === "fulfilled" ? [o.value.file.close()] : [])),
       );
-    }
+    },
   };
 }
 
@@ -150,30 +177,36 @@ export function urlReader(
   fetched: (url: URL) => Promise<Uint8Array>,
 ): ExternalReader {
   const files = new Map<string, Promise<Uint8Array>>();
-  return async ({ location, offset, length }) => {
-    let at: URL;
-    try {
-      at = new URL(location, url);
-    } catch (e) {
-      throw new KilnError(
-        `The model at ${url} names external data "${location}", which has no URL beside it`,
-        {
-          code: "bad-input",
-          fix:
-            "serve the model and its data file over http(s) side by side, or re-save the model with the data inline (onnx.save(onnx.load(path), path))",
-          cause: e,
-        },
-      );
-    }
-    let file = files.get(at.href);
-    if (!file) files.set(at.href, file = fetched(at));
-    const bytes = await file;
-    if (offset + length > bytes.byteLength) {
-      throw new KilnError(
-        `The model's external data ${at.href}: ${length} bytes at offset ${offset} pass its end (${bytes.byteLength} bytes)`,
-        { code: "bad-input", fix: "re-export the model, or serve the data file it was saved with" },
-      );
-    }
-    return bytes.subarray(offset, offset + length);
+  return {
+    async read({ location, offset, length }) {
+      let at: URL;
+      try {
+        at = new URL(location, url);
+      } catch (e) {
+        throw new KilnError(
+          `The model at ${url} names external data "${location}", which has no URL beside it`,
+          {
+            code: "bad-input",
+            fix:
+              "serve the model and its data file over http(s) side by side, or re-save the model with the data inline (onnx.save(onnx.load(path), path))",
+            cause: e,
+          },
+        );
+      }
+      let file = files.get(at.href);
+      if (!file) files.set(at.href, file = fetched(at));
+      const bytes = await file;
+      if (offset + length > bytes.byteLength) {
+        throw new KilnError(
+          `The model's external data ${at.href}: ${length} bytes at offset ${offset} pass its end (${bytes.byteLength} bytes)`,
+          {
+            code: "bad-input",
+            fix: "re-export the model, or serve the data file it was saved with",
+          },
+        );
+      }
+      return bytes.subarray(offset, offset + length);
+    },
+    close: () => Promise.resolve(),
   };
 }
