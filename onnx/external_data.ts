@@ -47,12 +47,12 @@ function* tensorsOf(graph: GraphProto): Generator<TensorProto> {
 }
 
 /** Whether tensor `t` keeps its data in an external file. */
-export function isExternal(t: TensorProto): boolean {
+function isExternal(t: TensorProto): boolean {
   return t.dataLocation === 1 || (t.externalData?.length ?? 0) > 0;
 }
 
 /** The tensors of `model` whose data is external. */
-export function externalTensors(model: ModelProto): TensorProto[] {
+function externalTensors(model: ModelProto): TensorProto[] {
   return [...tensorsOf(model.graph)].filter(isExternal);
 }
 
