@@ -9,7 +9,14 @@
  * @module
  */
 import { KilnError } from "../jit/errors.ts";
-import { elementBytes, type GraphProto, int, type ModelProto, type TensorProto } from "./proto.ts";
+import {
+  elementBytes,
+  type GraphProto,
+  int,
+  isExternal,
+  type ModelProto,
+  type TensorProto,
+} from "./proto.ts";
 
 /** Where one tensor's bytes are: a file relative to the model, a byte offset and a length. */
 export interface ExternalRef {
@@ -44,11 +51,6 @@ function* tensorsOf(graph: GraphProto): Generator<TensorProto> {
       for (const g of more.graphs ?? []) yield* tensorsOf(g);
     }
   }
-}
-
-/** Whether tensor `t` keeps its data in an external file. */
-function isExternal(t: TensorProto): boolean {
-  return t.dataLocation === 1 || (t.externalData?.length ?? 0) > 0;
 }
 
 /** The tensors of `model` whose data is external. */

@@ -255,10 +255,15 @@ export function elementBytes(code: number, where: string): number {
     : 1;
 }
 
+/** Whether tensor `t` keeps its data in an external file (see `external_data.ts`). */
+export function isExternal(t: TensorProto): boolean {
+  return t.dataLocation === 1 || (t.externalData?.length ?? 0) > 0;
+}
+
 /** Converts a `TensorProto` to a host tensor in kiln's internal dtypes (int64 narrowed). */
 export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: DType } {
   const name = `${where}${t.name ? ` "${t.name}"` : ""}`;
-  if (t.dataLocation === 1 || (t.externalData && t.externalData.length)) {
+  if (isExternal(t)) {
     throw new KilnError(`${name} keeps its data in an external file, which was not read`, {
       code: "bad-input",
       fix:

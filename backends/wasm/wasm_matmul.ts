@@ -233,6 +233,12 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
    * Gathers this block's rows of A, k-contiguous, into the scratch: through the indirection
    * table (beside B's panels), else through A's index map.
    */
+  /**
+   * Where row `row` of the indirection table starts: after every batch's panels of B, `bytes` a
+   * row (4 an element; 8 a tap, factored).
+   */
+  const tableRow = (row: number, bytes: number) =>
+    m.i32.add(get(packedB, i32), m.i32.add(ic(panelBytes * batches), m.i32.mul(row, ic(bytes))));
   const packA = () => {
     const st: number[] = [], dst = local(i32);
     st.push(m.local.set(dst, rowA(get(lo, i32), st)));
@@ -251,13 +257,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       ];
       st.push(
         m.local.set(last, m.i32.add(get(dst, i32), bytes)),
-        m.local.set(
-          at,
-          m.i32.add(
-            get(packedB, i32),
-            m.i32.add(ic(panelBytes * batches), m.i32.mul(get(lo, i32), ic(4 * k))),
-          ),
-        ),
+        m.local.set(at, tableRow(get(lo, i32), 4 * k)),
         whileLoop(
           () => m.i32.le_u(m.i32.add(get(dst, i32), ic(16)), get(last, i32)),
           [copy(0), copy(1), copy(2), copy(3), ...step(4)],
@@ -284,12 +284,6 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     );
     return st;
   };
-  /** Where a factored table's row `row` starts (see `gatherTaps`). */
-  const tapRow = (row: number, taps: TableTaps) =>
-    m.i32.add(
-      get(packedB, i32),
-      m.i32.add(ic(panelBytes * batches), m.i32.mul(row, ic(8 * taps.taps))),
-    );
   /**
    * Gathers this block's rows of A into the scratch (at `dst`) through a factored table: each
    * tap's address and mask once a row, then every channel's element of every tap, a channel
@@ -341,7 +335,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     const whole = mask.reduce((all, l) => m.i32.and(all, get(l, i32)), ic(-1));
     return [
       m.local.set(r, get(lo, i32)),
-      m.local.set(at, tapRow(get(lo, i32), taps)),
+      m.local.set(at, tableRow(get(lo, i32), 8 * taps.taps)),
       whileLoop(() => m.i32.lt_s(get(r, i32), get(hi, i32)), [
         ...addr.flatMap((l, j) => [
           m.local.set(l, m.i32.load(8 * j, 4, get(at, i32))),
@@ -451,11 +445,10 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     );
     // Rows [−1 − start, end) of it, a call's share (see `tableRows`).
     st.push(
-      m.local.set(dst, m.i32.add(get(packedB, i32), ic(panelBytes * batches))),
-      m.local.set(cell, m.i32.add(get(dst, i32), ic(rowsOfA(kernel, n) * entries * width))),
+      m.local.set(cell, tableRow(ic(rowsOfA(kernel, n)), width * entries)),
       m.f32.store(0, 4, get(cell, i32), m.f32.const(e.tableFill!)),
       m.local.set(r, m.i32.sub(ic(-1), get(start, i32))),
-      m.local.set(dst, m.i32.add(get(dst, i32), m.i32.mul(get(r, i32), ic(width * entries)))),
+      m.local.set(dst, tableRow(get(r, i32), width * entries)),
       whileLoop(() => m.i32.lt_s(get(r, i32), get(end, i32)), row),
     );
     return st;
