@@ -62,6 +62,18 @@ export interface DeviceProfile {
   readonly readbackMs?: number;
 }
 
+/**
+ * A device profile as the key of what persists across processes (kernel code, calibrated rates,
+ * placement verdicts): every field but `readbackMs`, which is measured anew in each process and
+ * differs between them. (Keyed with it, every process on the H200 host calibrated, generated
+ * and ran its placement trials again, and a calibration that caught a slow readback put
+ * ResNet-18 on wasm at 57 ms against the GPU's 31.)
+ */
+export function profileKey(profile: DeviceProfile): string {
+  const { readbackMs: _measured, ...fixed } = profile;
+  return JSON.stringify(fixed);
+}
+
 /** A node as a backend sees it when asked whether it can run it. */
 export interface NodeInfo {
   /** Op name. */

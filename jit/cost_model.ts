@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { Backend } from "./backend.ts";
+import { type Backend, profileKey } from "./backend.ts";
 import type { Executable } from "./executable.ts";
 import type { Graph } from "./graph.ts";
 import { GraphBuilder } from "./graph_builder.ts";
@@ -73,7 +73,7 @@ async function persisted(backend: Backend, probe: ProbeCompiler): Promise<Backen
   await backend.prepare();
   const cache = defaultKernelCache();
   const name = `rates-${backend.id}-${
-    digest(JSON.stringify(backend.capabilities())).slice(0, 12)
+    digest(profileKey(backend.capabilities())).slice(0, 12)
   }.json`;
   try {
     const text = await cache.readNote(name);

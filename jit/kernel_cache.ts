@@ -15,7 +15,7 @@
  * @module
  */
 import { envVar } from "./env.ts";
-import type { Artifact, Backend } from "./backend.ts";
+import { type Artifact, type Backend, profileKey } from "./backend.ts";
 import { digest } from "./digest.ts";
 import { type KernelIR, kernelText } from "./kernel_ir.ts";
 
@@ -162,7 +162,7 @@ export class KernelCache {
     const codegen = backend.codegen!;
     const text = kernelText(kernel);
     const key = `${backend.id}-${backend.version}-${codegen.format}-${
-      digest(JSON.stringify(backend.capabilities())).slice(0, 8)
+      digest(profileKey(backend.capabilities())).slice(0, 8)
     }-${digest(text)}`;
     const hit = options.refresh ? undefined : this.#entries.get(key);
     if (options.refresh) this.#forget(key);

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { Artifact, Backend, KernelCodegen } from "./backend.ts";
+import type { Artifact, Backend, DeviceProfile, KernelCodegen } from "./backend.ts";
 import { compile, ReferenceBackend } from "../mod.ts";
 import { Graph } from "./graph.ts";
 import { fuse } from "./fuse.ts";
@@ -64,6 +64,34 @@ Deno.test("disk tier: a fresh cache (a second process) loads instead of generati
     }
     const third = new KernelCache({ dir });
     assert.equal((await third.artifact(ks[0], backend)).source, "generated");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** A device whose readback, measured as each process prepares it, took `ms`. */
+class Measured extends Counting {
+  constructor(readonly ms: number) {
+    super();
+  }
+  override capabilities(): DeviceProfile {
+    return { ...super.capabilities(), readbackMs: this.ms };
+  }
+}
+
+Deno.test("a device's readback, measured anew in each process, does not key its cached code", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const [k] = kernelsOf(1);
+    await new KernelCache({ dir }).artifact(k, new Measured(11.2));
+    assert.equal((await new KernelCache({ dir }).artifact(k, new Measured(12.9))).source, "disk");
+    // What the device can do still keys it: another profile generates its own code.
+    const other = new (class extends Measured {
+      override capabilities(): DeviceProfile {
+        return { ...super.capabilities(), f16: !super.capabilities().f16 };
+      }
+    })(11.2);
+    assert.equal((await new KernelCache({ dir }).artifact(k, other)).source, "generated");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

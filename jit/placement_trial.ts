@@ -10,7 +10,7 @@
  *
  * @module
  */
-import type { Backend } from "./backend.ts";
+import { type Backend, profileKey } from "./backend.ts";
 import { digest } from "./digest.ts";
 import { allocate } from "./dtype.ts";
 import type { Executable } from "./executable.ts";
@@ -32,7 +32,7 @@ const VERDICTS: readonly Verdict[] = ["plan", "host", "device"];
 
 /** The key of a trial: the graph and every backend's identity and device profile. */
 export function trialKey(graph: Graph, backends: readonly Backend[]): string {
-  const machine = backends.map((b) => [b.id, b.version, b.capabilities()]);
+  const machine = backends.map((b) => [b.id, b.version, profileKey(b.capabilities())]);
   return digest(graph.canonical() + JSON.stringify(machine)).slice(0, 24);
 }
 
