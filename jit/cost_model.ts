@@ -91,7 +91,10 @@ async function persisted(backend: Backend, probe: ProbeCompiler): Promise<Backen
   return rates;
 }
 
-/** Times a streaming kernel and a small matmul on `backend` (a few milliseconds in all). */
+/**
+ * Times a streaming kernel and a small matmul on `backend` (a few milliseconds in all); on a GPU,
+ * where one run is its readback, the device rates come from repeated probes ({@linkcode deviceRate}).
+ */
 async function calibrate(backend: Backend, probe: ProbeCompiler): Promise<BackendRates> {
   const n = 1 << 16, m = 64;
   const stream = new GraphBuilder();
@@ -145,11 +148,100 @@ async function calibrate(backend: Backend, probe: ProbeCompiler): Promise<Backen
     }) - tinyMs,
     1e-3,
   );
+  const gpu = backend.kind === "gpu";
   return {
-    bytesPerMs: (n * 8) / streamMs,
-    flopsPerMs: (2 * m * m * m) / mmMs,
+    bytesPerMs: gpu
+      ? await deviceRate(probe, streamProbe, [1 << 20, 1 << 22, 1 << 24], (n * 8) / streamMs)
+      : (n * 8) / streamMs,
+    flopsPerMs: gpu
+      ? await deviceRate(probe, matmulProbe, [256, 512, 1024], (2 * m * m * m) / mmMs)
+      : (2 * m * m * m) / mmMs,
     dispatchMs,
     syncMs: Math.max(tinyMs - dispatchMs, 0),
-    transferBytesPerMs: backend.kind === "gpu" ? (n * 8) / streamMs : Infinity,
+    transferBytesPerMs: gpu ? (n * 8) / streamMs : Infinity,
   };
+}
+
+/** A probe graph of some size, its feeds and the work one run of it does (bytes or flops). */
+interface Probe {
+  readonly graph: Graph;
+  readonly feeds: Record<string, { data: Float32Array; shape: number[]; dtype: "f32" }>;
+  readonly work: number;
+}
+
+const feed = (data: Float32Array, shape: number[]) => ({ data, shape, dtype: "f32" as const });
+
+/** `y = x · 2 + 1` over `n` elements: 8 bytes an element. */
+function streamProbe(n: number): Probe {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Add", [b.op("Mul", [b.input("x", [n]), b.constant(2)]), b.constant(1)]));
+  return { graph: b.build(), feeds: { x: feed(uniform(n, 1), [n]) }, work: n * 8 };
+}
+
+/** An `m`×`m` matmul: 2m³ flops. */
+function matmulProbe(m: number): Probe {
+  const b = new GraphBuilder();
+  b.output("y", b.op("MatMul", [b.input("a", [m, m]), b.input("b", [m, m])]));
+  const feeds = { a: feed(uniform(m * m, 2), [m, m]), b: feed(uniform(m * m, 3), [m, m]) };
+  return { graph: b.build(), feeds, work: 2 * m * m * m };
+}
+
+/** Milliseconds of repeated work that make a device's rate measurable past one readback. */
+const MEASURABLE_MS = 40;
+
+/** The most repetitions of a probe in one submission. */
+const MAX_REPEAT = 4096;
+
+/**
+ * A device's rate (work per millisecond) from repetitions of a probe in one submission, on the
+ * largest of `sizes` it needs. Timed end to end, one run of a probe is mostly its readback
+ * (Deno: about 11 ms, in steps of its 10 ms map polling), so the H200's rates came out as the
+ * clamp's 524 TB/s in one process and 2 GFLOP/s in the next, and the second kept ResNet-18 off
+ * the GPU. Here a probe's repetitions grow until they add {@linkcode MEASURABLE_MS} to one run;
+ * the next size is tried while a repetition takes under 0.2 ms (dispatch-bound), none past what
+ * the device can bind (the last rate measured stands, else `fallback`, the end-to-end one).
+ */
+async function deviceRate(
+  probe: ProbeCompiler,
+  make: (size: number) => Probe,
+  sizes: readonly number[],
+  fallback: number,
+): Promise<number> {
+  let rate = fallback;
+  for (const size of sizes) {
+    const { graph, feeds, work } = make(size);
+    let exe: Executable;
+    try {
+      exe = await probe(graph);
+    } catch {
+      break; // past the device's limits: the last size's rate stands
+    }
+    try {
+      await exe.run(feeds);
+      const once = performance.now();
+      await exe.run(feeds);
+      const oneMs = performance.now() - once;
+      let repeat = 16, perMs = 0;
+      for (let tries = 0; tries < 4; tries++) {
+        const t0 = performance.now();
+        await exe.run(feeds, { repeat });
+        const extra = performance.now() - t0 - oneMs;
+        perMs = Math.max(extra, 0) / (repeat - 1);
+        if (extra >= MEASURABLE_MS || repeat === MAX_REPEAT) break;
+        // Aim past the target: the readback's steps make a short extra uncertain.
+        repeat = Math.min(
+          MAX_REPEAT,
+          perMs > 0 ? Math.ceil(2 * MEASURABLE_MS / perMs) : 16 * repeat,
+        );
+      }
+      if (perMs <= 0) continue;
+      rate = work / perMs;
+      if (perMs >= 0.2) break;
+    } catch {
+      break;
+    } finally {
+      exe.dispose();
+    }
+  }
+  return rate;
 }

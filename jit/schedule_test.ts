@@ -268,6 +268,23 @@ Deno.test("auto times a device plan against the all-host plan when estimates are
   for (const id of ["reference", "sync-gpu", "quick-simd"]) setBackendRates(id, undefined);
 });
 
+Deno.test("auto times the device's plan against an all-host estimate too, and keeps the faster", async () => {
+  const { registry } = setup();
+  // Estimated: the host's SIMD backend is faster (a GPU calibrated slow)...
+  setBackendRates("fake-simd", { ...cpu, flopsPerMs: 1e7, bytesPerMs: 1e7 });
+  setBackendRates("fake-gpu", { ...gpu, flopsPerMs: 5e6, bytesPerMs: 5e6, syncMs: 0.1 });
+  // ...but each of its kernels takes 40 ms, the GPU's none: timed, the GPU's plan wins.
+  const b = new GraphBuilder();
+  b.output("y", b.op("Exp", [b.op("MatMul", [b.input("a", [64, 64]), b.input("w", [64, 64])])]));
+  const exe = await compile(b.build(), { registry, cache: false });
+  assert.deepEqual(exe.plan!.schedule.placement, ["fake-gpu"]);
+  // Beyond the trial ratio the estimate stands, untimed.
+  setBackendRates("fake-gpu", { ...gpu, flopsPerMs: 1e3, bytesPerMs: 1e3, syncMs: 0.1 });
+  const far = await compile(b.build(), { registry, cache: false });
+  assert.deepEqual(far.plan!.schedule.placement, ["fake-simd"]);
+  for (const id of ["reference", "fake-simd", "fake-gpu"]) setBackendRates(id, undefined);
+});
+
 /** A SIMD CPU that states its own cost: `ms` per kernel, whatever its rates say. */
 class Priced extends ReferenceBackend {
   override readonly kind = "cpu-simd";

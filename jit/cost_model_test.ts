@@ -1,0 +1,35 @@
+import assert from "node:assert/strict";
+import { ReferenceBackend } from "../mod.ts";
+import { backendRates, setBackendRates } from "./cost_model.ts";
+import type { Executable, RunOptions } from "./executable.ts";
+import type { Graph } from "./graph.ts";
+import { sizeOf } from "./shape.ts";
+
+/** A GPU as Deno shows one: every run waits a 10 ms readback, whatever its work. */
+class ReadbackGpu extends ReferenceBackend {
+  override readonly id = "readback-gpu-rates";
+  override readonly kind = "gpu";
+}
+
+Deno.test("a GPU's rates come from repeated work in one submission, not from a readback", async () => {
+  const bytesPerMs = 1e8, flopsPerMs = 1e9;
+  // A probe "runs" in the readback plus its repetitions' work at the rates above: a matmul's
+  // inputs are square (2m³ flops), a stream moves 8 bytes an element.
+  const probe = (graph: Graph) => {
+    const [x] = graph.inputs;
+    const ms = x.shape.length === 2 && x.shape[0] > 4
+      ? 2 * x.shape[0] ** 3 / flopsPerMs
+      : 8 * sizeOf(x.shape) / bytesPerMs;
+    const run = (_feeds: unknown, options?: RunOptions) =>
+      new Promise((done) => setTimeout(done, 10 + (options?.repeat ?? 1) * ms));
+    return Promise.resolve({ run, dispose() {} } as unknown as Executable);
+  };
+  const rates = await backendRates(new ReadbackGpu(), probe);
+  setBackendRates("readback-gpu-rates", undefined);
+  // Timed one run at a time, both came out as the clamp (about 5e8): the readback is all one sees.
+  const near = (got: number, want: number) =>
+    assert.ok(Math.abs(got / want - 1) < 0.25, `${got} against ${want}`);
+  near(rates.bytesPerMs, bytesPerMs);
+  near(rates.flopsPerMs, flopsPerMs);
+  assert.ok(rates.syncMs > 8 && rates.syncMs < 14, `sync ${rates.syncMs}`);
+});
