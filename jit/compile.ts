@@ -391,7 +391,10 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
         policy: { kind: "named", backend: b!.id },
         rates: [rates[at]],
       });
-      if (only.totalMs <= TRIAL_RATIO * placed.totalMs) plans.set(verdict, only);
+      const reason = `auto: every kernel on "${
+        b!.id
+      }", timed against the least estimated time's plan`;
+      if (only.totalMs <= TRIAL_RATIO * placed.totalMs) plans.set(verdict, { ...only, reason });
     };
     alone(hostSimd, "host");
     alone(device, "device");

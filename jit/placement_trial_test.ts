@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { Executable } from "./executable.ts";
 import { GraphBuilder } from "./graph_builder.ts";
-import { HOST_MARGIN, trialOf, type Verdict, verdictOf } from "./placement_trial.ts";
+import { HOST_MARGIN, trial, trialOf, type Verdict, verdictOf } from "./placement_trial.ts";
 
 const times = (entries: [Verdict, number[]][]) => new Map<Verdict, number[]>(entries);
 
@@ -47,4 +47,27 @@ Deno.test("a host plan faster than the device's sync wins without the other plan
   const slow = await trialOf(plans(40), build, graph, 30);
   assert.deepEqual(built, ["host", "plan", "device"]);
   assert.notEqual(slow.record?.verdict, "host");
+});
+
+Deno.test("a plan far slower than the fastest in a round runs no more rounds", async () => {
+  const g = new GraphBuilder();
+  g.output("y", g.op("Relu", [g.input("x", [4])]));
+  const runs = new Map<Verdict, number>();
+  const plan = (verdict: Verdict, ms: number) => {
+    const run = () => {
+      runs.set(verdict, (runs.get(verdict) ?? 0) + 1);
+      return new Promise((done) => setTimeout(done, ms));
+    };
+    return { run, dispose: () => {} } as unknown as Executable;
+  };
+  // The 60 ms plan warms up for 150 ms (at most 3 runs), is timed once and left out after that:
+  // five timed rounds would make it at least 6 runs.
+  const record = await trial(
+    new Map([["host", plan("host", 2)], ["plan", plan("plan", 60)]]),
+    g.build(),
+  );
+  assert.equal(record?.verdict, "host");
+  assert.ok(runs.get("plan")! <= 3 + 1, `${runs.get("plan")} runs`);
+  assert.ok(runs.get("host")! >= 1 + 5);
+  assert.ok(record!.ms.plan! >= 55);
 });

@@ -299,7 +299,6 @@ export function schedule(req: ScheduleRequest): Schedule {
   const costOf = (k: KernelIR, b: number) =>
     kernelCost(k, rates[b], req.graph && { backend: backends[b], graph: req.graph });
 
-  /** Transfer milliseconds into kernel `i` on backend `b`, given where its producers ran. */
   /**
    * Whether kernel `i` on backend `b` must receive `value`: not when it was produced in that
    * memory space, nor when an earlier kernel there already received it (the copy is mirrored).
@@ -317,15 +316,21 @@ export function schedule(req: ScheduleRequest): Schedule {
     return true;
   };
 
+  /**
+   * Transfer milliseconds into kernel `i` on backend `b`, given where its producers ran. A copy
+   * from a device to the host waits for that device (a readback: Deno's GPU takes about 11 ms
+   * however little it did), so it costs the device's sync as well as its bytes: counted only at
+   * the run's end, a plan crossing back and forth looked cheap, and DenseNet-121's auto trial
+   * timed one at 2.7 s a run against 44 ms on wasm.
+   */
   const inbound = (i: number, b: number, placedAt: (j: number) => number) =>
     kernels[i].inputs.reduce((ms, buf) => {
       const j = producer.get(buf.value);
-      return !needsCopy(buf.value, i, b, placedAt) ? ms : ms +
-        bytesOf(buf) /
-          Math.min(
-            rates[b].transferBytesPerMs,
-            j === undefined ? Infinity : rates[placedAt(j)].transferBytesPerMs,
-          );
+      if (!needsCopy(buf.value, i, b, placedAt)) return ms;
+      const from = j === undefined ? undefined : rates[placedAt(j)];
+      const wait = from && memorySpace(backends[b]) === "host" ? from.syncMs : 0;
+      return ms + wait +
+        bytesOf(buf) / Math.min(rates[b].transferBytesPerMs, from?.transferBytesPerMs ?? Infinity);
     }, 0);
 
   let placement: number[];
