@@ -360,8 +360,24 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
       hostTimed = true;
     }
   }
-  const rates = await ratesOf(usable, policy);
-  const placed = schedule({ ...request, graph: legal, backends: usable, policy, rates });
+  // One backend runs every kernel and no whole-graph backend competes: there is nothing to weigh,
+  // so nothing is calibrated (its probes' compiles and runs were part of every first run).
+  const sole = usable.length === 1 && policy.kind === "auto" &&
+    !candidates.some((b) => !b.codegen && b.compile) &&
+    fusion.kernels.every((k) => canRun(usable[0], k, elidedBy(usable[0], fusion.kernels, outputs)));
+  const rates = sole ? [knownRates(usable[0]) ?? UNKNOWN_RATES] : await ratesOf(usable, policy);
+  const placed = sole
+    ? {
+      ...schedule({
+        ...request,
+        graph: legal,
+        backends: usable,
+        policy: { kind: "named", backend: usable[0].id },
+        rates,
+      }),
+      reason: `auto: only "${usable[0].id}" runs every kernel here`,
+    }
+    : schedule({ ...request, graph: legal, backends: usable, policy, rates });
   if (!named && !options.buckets?.length) {
     const chosen = await graphLevelChoice(legal, candidates, placed, policy);
     if (chosen) return await whole(chosen.backend, chosen.legal, chosen.reason);

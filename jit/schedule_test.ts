@@ -8,7 +8,7 @@ import {
 } from "../mod.ts";
 import type { Cost, DeviceProfile, KernelCodegen, Program, Workload } from "./backend.ts";
 import type { Graph } from "./graph.ts";
-import { type BackendRates, setBackendRates } from "./cost_model.ts";
+import { type BackendRates, knownRates, setBackendRates } from "./cost_model.ts";
 import { explain } from "./explain.ts";
 import { GraphBuilder } from "./graph_builder.ts";
 import { KilnError } from "./errors.ts";
@@ -306,6 +306,22 @@ Deno.test("auto times the device's plan against an all-host estimate too, and ke
   const far = await compile(b.build(), { registry, cache: false });
   assert.deepEqual(far.plan!.schedule.placement, ["fake-simd"]);
   for (const id of ["reference", "fake-simd", "fake-gpu"]) setBackendRates(id, undefined);
+});
+
+Deno.test("auto with one backend for every kernel calibrates nothing: there is nothing to weigh", async () => {
+  class Lone extends ReferenceBackend {
+    override readonly id = "lone-simd";
+    override readonly kind = "cpu-simd";
+    override capabilities(): DeviceProfile {
+      return { ...super.capabilities(), interpreter: false };
+    }
+  }
+  const lone = new Lone();
+  const registry = new BackendRegistry().register(lone);
+  const exe = await compile(elementwise(16), { registry, cache: false });
+  assert.deepEqual(exe.plan!.schedule.placement, ["lone-simd"]);
+  assert.match((await explain(exe)).text(), /placement: auto: only "lone-simd"/);
+  assert.equal(knownRates(lone), undefined, "its probes were not compiled and run");
 });
 
 /** A SIMD CPU that states its own cost: `ms` per kernel, whatever its rates say. */
