@@ -69,8 +69,8 @@ export interface KernelLayout {
 /** Smallest batch·M·N·K that uses the tiled matmul kernel. */
 export const TILE_THRESHOLD: number = 1 << 24;
 
-/** Fewest 64×64 output tiles that use the tiled matmul kernel. */
-export const MIN_TILES = 32;
+/** Fewest 32×32 output tiles that use the tiled matmul kernel. */
+export const MIN_TILES = 16;
 
 /** The layout of `kernel` (not opaque) on a device with `options`. */
 export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayout {
@@ -151,7 +151,7 @@ export function tiledMatmul(kernel: KernelIR, most = 256): MatmulTile | undefine
   // more complex shader costs seconds to compile on software adapters. Too few tiles leave a
   // large GPU idle (64×784·784×512 made 8 and ran 1.4× slower than one workgroup per output).
   const tiles = (rows: number, cols: number) => batch * Math.ceil(m / rows) * Math.ceil(n / cols);
-  if (batch * m * n * k < TILE_THRESHOLD || tiles(64, 64) < MIN_TILES) return undefined;
+  if (batch * m * n * k < TILE_THRESHOLD || tiles(32, 32) < MIN_TILES) return undefined;
   const shape = tileShape(tiles, most);
   return shape && { ...operands, ...shape };
 }

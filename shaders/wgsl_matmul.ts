@@ -9,8 +9,8 @@
  * Operand tiles are filled through the generic index-map code (transposed, broadcast or batched
  * operands work unchanged), each thread walking the operand's contiguous axis so neighbouring
  * threads read neighbouring words; the fused epilogue is a helper function called per output.
- * Tile shapes go from 128×128 (256 threads) down to 64×64 (256 threads, then 64), the largest
- * that still gives the GPU enough workgroups (`tileShape`).
+ * Tile shapes go from 128×128 (256 threads) down to 32×32 (64 threads), the largest that still
+ * gives the GPU enough workgroups (`tileShape`).
  *
  * @module
  */
@@ -34,16 +34,21 @@ export interface MatmulTile extends MatmulOperands {
 }
 
 /**
- * Tile shapes, largest first: 128×128, 128×64 and 64×64 outputs, 8×8 per thread, with a 64×64
- * tile of 256 threads (4×4 each) before the 64-thread one. On the H200 (device time, 2026-11-25)
- * matmul 1024 — 256 tiles of 64×64 — ran at 17.0 TFLOP/s with 256 threads a tile against 13.8
- * with 64; 32×128 tiles of 128 threads gave 16.8, the other 64×64 splits 14.4–15.6.
+ * Tile shapes, largest first: 128×128 and 128×64 outputs, 8×8 per thread, 64×64 of 256 threads
+ * (4×4 each), then 32×64 and 32×32 (4×4 each) for products of few rows. On the H200 (device time, 2026-11-25) matmul 1024 — 256 tiles of 64×64 —
+ * ran at 17.0 TFLOP/s with 256 threads a tile against 13.8 with 64; 32×128 tiles of 128 threads
+ * gave 16.8, the other 64×64 splits 14.4–15.6. The small tiles (2026-11-26, same call, old and
+ * new alternating): ResNet-18's late convolutions (M = 98 or 392 rows of patches) had made 16-28
+ * tiles of 64×64 (the smallest then, also in 64 threads of 8×8), or too few to tile at all, and ran 0.58-0.68 ms each; with 32×32 tiles the
+ * model's kernels took 4.98 ms a run against 6.62, ConvNeXt-T's (its late stages' matmuls of 32
+ * and 128 rows) 4.13 against 5.03.
  */
 const SHAPES: readonly Pick<MatmulTile, "threads" | "per">[] = [
   { threads: [16, 16], per: [8, 8] },
   { threads: [8, 16], per: [8, 8] },
   { threads: [16, 16], per: [4, 4] },
-  { threads: [8, 8], per: [8, 8] },
+  { threads: [16, 8], per: [4, 4] },
+  { threads: [8, 8], per: [4, 4] },
 ];
 
 /**

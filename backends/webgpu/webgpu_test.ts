@@ -364,7 +364,8 @@ Deno.test("large matmuls use the tiled kernel (ragged edges, batch, fused epilog
   const graph = b.build();
   const [kernel] = fuse(graph).kernels;
   assert.ok(4 * 130 * 200 * 256 >= TILE_THRESHOLD);
-  assert.deepEqual(kernelLayout(kernel, OPTIONS).tile?.threads, [8, 8], "48 tiles of 64×64");
+  const { threads, per } = kernelLayout(kernel, OPTIONS).tile!;
+  assert.deepEqual([threads, per], [[8, 8], [4, 4]], "140 tiles of 32×32");
   // w's rows are contiguous and 200 wide: its tile fills load vec4s.
   const w4 = [...kernelLayout(kernel, OPTIONS).vectors].map((i) =>
     kernel.inputs[i].shape.join("x")
@@ -422,14 +423,15 @@ Deno.test("a large convolution runs the tiled matmul as implicit GEMM (padding t
 });
 
 Deno.test("every tile shape: transposed operands, ragged M, N and K, a batch broadcast", async () => {
-  // 260×260 outputs a batch item: 3×3 tiles of 128×128, 3×5 of 128×64, 5×5 of 64×64. The
-  // largest shape that still yields 256 workgroups is chosen (64×64 in 256 threads before 64),
-  // else the smallest (10 items: 250 tiles; K = 32 keeps the product large enough to tile).
+  // 260×260 outputs a batch item: 3×3 tiles of 128×128, 3×5 of 128×64, 5×5 of 64×64, 9×5 of
+  // 32×64, 9×9 of 32×32. The largest shape that still yields 256 workgroups is chosen, else the
+  // smallest (5 items: 225 tiles of 32×64; K = 64 keeps the product large enough to tile).
   const cases = [
     [32, 20, [16, 16], [8, 8]],
     [18, 20, [8, 16], [8, 8]],
     [13, 20, [16, 16], [4, 4]],
-    [10, 32, [8, 8], [8, 8]],
+    [10, 32, [16, 8], [4, 4]],
+    [5, 64, [8, 8], [4, 4]],
   ] as const;
   for (const [batch, k, threads, per] of cases) {
     const b = new GraphBuilder();
