@@ -30,7 +30,15 @@ import { sizeOf } from "../jit/shape.ts";
 import { KernelLowering, NEVER, PRELUDE, storageBindings } from "./wgsl_expr.ts";
 import { emitHeldRows, emitRows, type RowTiling, rowTiling } from "./wgsl_rows.ts";
 import { quadAligned, quadInputs } from "./wgsl_quads.ts";
-import { emitTiledMatmul, type MatmulTile, tileOf, tileShape, tileVectors } from "./wgsl_matmul.ts";
+import {
+  emitTiledMatmul,
+  foldedRows,
+  type MatmulTile,
+  sliceCount,
+  tileOf,
+  tileShape,
+  tileVectors,
+} from "./wgsl_matmul.ts";
 
 /** What the device allows generated kernels. */
 export interface WgslOptions {
@@ -48,6 +56,12 @@ export interface WgslOptions {
    * runs as a flash kernel where one applies (it could not run otherwise). Default: no limit.
    */
   readonly bindingBytes?: number;
+  /**
+   * Whether a matmul whose tiles are too few to fill the GPU splits its K among slices of a
+   * workgroup (`MatmulTile.slices`). Default true. llvmpipe's shader compiler takes 7-40 s for
+   * such a kernel, so the backend turns it off on software adapters unless asked.
+   */
+  readonly splitK?: boolean;
 }
 
 /** How a kernel maps onto the GPU; code generation and dispatch both follow it. */
@@ -76,13 +90,15 @@ export const MIN_TILES = 16;
 export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayout {
   const most = 2 ** Math.floor(Math.log2(Math.min(256, options.maxInvocations)));
   const none = new Set<number>();
-  const tile = tiledMatmul(kernel, most);
+  const sliceBytes = options.splitK === false ? undefined : options.workgroupBytes ?? 16384;
+  const folded = foldedRows(kernel);
+  const tile = tiledMatmul(folded, most, sliceBytes);
   if (tile) {
     return {
       kind: "tiles",
-      workgroup: tile.threads[0] * tile.threads[1],
+      workgroup: tile.threads[0] * tile.threads[1] * tile.slices,
       width: 1,
-      vectors: tileVectors(kernel, tile),
+      vectors: tileVectors(folded, tile),
       tile,
     };
   }
@@ -139,9 +155,14 @@ export function dispatchSize(layout: KernelLayout, rows: number): [number, numbe
 
 /**
  * The tiling of an f32 matmul kernel (plain-load operands, per-row outputs, large enough), if any,
- * in workgroups of at most `most` threads.
+ * in workgroups of at most `most` threads, its K split into slices where its tiles are too few
+ * and `sliceBytes` of workgroup memory hold them (none without).
  */
-export function tiledMatmul(kernel: KernelIR, most = 256): MatmulTile | undefined {
+export function tiledMatmul(
+  kernel: KernelIR,
+  most = 256,
+  sliceBytes?: number,
+): MatmulTile | undefined {
   const operands = matmulOperands(tilerView(kernel));
   if (!operands) return undefined;
   const { nb, m, n, k } = operands;
@@ -153,7 +174,11 @@ export function tiledMatmul(kernel: KernelIR, most = 256): MatmulTile | undefine
   const tiles = (rows: number, cols: number) => batch * Math.ceil(m / rows) * Math.ceil(n / cols);
   if (batch * m * n * k < TILE_THRESHOLD || tiles(32, 32) < MIN_TILES) return undefined;
   const shape = tileShape(tiles, most);
-  return shape && { ...operands, ...shape };
+  if (!shape) return undefined;
+  const slices = sliceBytes === undefined
+    ? 1
+    : sliceCount(shape, tiles(...tileOf(shape)), k, most, sliceBytes);
+  return { ...operands, ...shape, slices };
 }
 
 /**
@@ -175,6 +200,8 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
     });
   }
   const layout = kernelLayout(kernel, options);
+  // A tiled kernel is generated as the tiler saw it (its batch folded into rows, if it was).
+  if (layout.kind === "tiles") kernel = foldedRows(kernel);
   const l = new KernelLowering(kernel, { half: options.half });
   let decls: string[] = [], helpers: string[] = [];
   if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile, layout.vectors));
@@ -197,7 +224,9 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
     ...decls,
     ...helpers,
     layout.tile
-      ? `@compute @workgroup_size(${layout.tile.threads.join(", ")})`
+      ? `@compute @workgroup_size(${layout.tile.threads[0]}, ${
+        layout.tile.threads[1] * layout.tile.slices
+      })`
       : `@compute @workgroup_size(${layout.workgroup})`,
     "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,",
     "        @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",

@@ -17,11 +17,16 @@
 import { affineOffset } from "../jit/access.ts";
 import {
   type Expr,
+  gathers,
+  type IndexStep,
   type KernelIR,
   type Load,
+  mapLoads,
   type MatmulOperands,
+  matmulOperands,
   walk,
 } from "../jit/kernel_ir.ts";
+import { sizeOf } from "../jit/shape.ts";
 import { Emitter, type KernelLowering, rounded } from "./wgsl_expr.ts";
 import { quadAligned } from "./wgsl_quads.ts";
 
@@ -31,6 +36,11 @@ export interface MatmulTile extends MatmulOperands {
   readonly threads: readonly [number, number];
   /** Outputs per thread along M and along N: multiples of 4. */
   readonly per: readonly [number, number];
+  /**
+   * Parts of K a workgroup splits among as many groups of `threads` (1: none): each group sums
+   * its part into its own registers, and the first adds the others' through workgroup memory.
+   */
+  readonly slices: number;
 }
 
 /**
@@ -69,9 +79,76 @@ export function tileShape(
   return fit.find((s) => tiles(...tileOf(s)) >= FILL) ?? fit[fit.length - 1];
 }
 
+/**
+ * K slices for a tile of `shape` that yields `count` workgroups over a K of `k`: none where the
+ * workgroups fill the GPU; else up to 4, as the workgroup's `most` threads, its `bytes` of
+ * workgroup memory and K (at least two steps a slice) allow.
+ */
+export function sliceCount(
+  shape: Pick<MatmulTile, "threads" | "per">,
+  count: number,
+  k: number,
+  most: number,
+  bytes: number,
+): number {
+  let slices = 1;
+  while (
+    slices < 4 && count * slices < FILL && k >= 2 * TK * 2 * slices &&
+    shape.threads[0] * shape.threads[1] * 2 * slices <= most &&
+    tileBytes({ ...shape, slices: 2 * slices }) <= bytes
+  ) slices *= 2;
+  return slices;
+}
+
+/** Workgroup memory of a tile: its slices' operand tiles and the partial sums they hand over. */
+export function tileBytes(tile: Pick<MatmulTile, "threads" | "per" | "slices">): number {
+  const [TM, TN] = tileOf(tile);
+  return 4 * (tile.slices * TK * (TM + TN) + (tile.slices - 1) * TM * TN);
+}
+
 /** Output rows and columns of one tile. */
 export function tileOf(tile: Pick<MatmulTile, "threads" | "per">): [number, number] {
   return [tile.threads[1] * tile.per[0], tile.threads[0] * tile.per[1]];
+}
+
+/**
+ * `kernel`, a matmul whose B ignores its batch axes (shared weights), as one product of batch·M
+ * rows: the space [...batch, M, N, K] becomes [batch·M, N, K], every load and store reached
+ * through a reshape back, so the rows tile together. ConvNeXt's MLPs over [2, 4, 4, 768] were 8
+ * products of 4 rows, each in a tile of 32 or more. Unchanged where A's rows would then not be an
+ * affine read (a transposed A), B depends on the batch, or a load gathers. Only the GPU's tiler
+ * folds: the wasm kernels of transformer_block's MLPs ran 1.35× slower folded (2-core VM).
+ */
+export function foldedRows(kernel: KernelIR): KernelIR {
+  const operands = matmulOperands(kernel);
+  if (!operands || operands.nb === 0) return kernel;
+  const { nb, m, n, k, b } = operands;
+  const rows = sizeOf(kernel.space.slice(0, nb)) * m;
+  const bAccess = affineOffset(b.steps, kernel.space, kernel.inputs[b.input].shape);
+  if (rows * k === 0 || !bAccess || bAccess.weights.slice(0, nb).some((w) => w !== 0)) {
+    return kernel;
+  }
+  let gathering = false;
+  const exprs = [...kernel.reductions, ...kernel.outputs].map((x) => x.expr);
+  for (const e of exprs) {
+    walk(e, (x) => x.kind === "load" && gathers(x.steps) && (gathering = true));
+  }
+  if (gathering) return kernel;
+  const space = [rows, n, k];
+  const back: IndexStep = { kind: "reshape", from: space, to: kernel.space };
+  const memo = new Map<Expr, Expr>();
+  const folded = (e: Expr) =>
+    mapLoads(e, (load) => ({ ...load, steps: [back, ...load.steps] }), memo);
+  const result: KernelIR = {
+    ...kernel,
+    space,
+    reduced: [2],
+    reductions: kernel.reductions.map((r) => ({ ...r, expr: folded(r.expr) })),
+    outputs: kernel.outputs.map((o) => ({ ...o, expr: folded(o.expr), steps: [back, ...o.steps] })),
+  };
+  const a = matmulOperands(result)?.a;
+  const affine = a && affineOffset(a.steps, space, kernel.inputs[a.input].shape);
+  return affine ? result : kernel;
 }
 
 /** K consumed per step through workgroup memory. */
@@ -97,16 +174,32 @@ export function emitTiledMatmul(
   tile: MatmulTile,
   vectors: ReadonlySet<number>,
 ): { body: string[]; helpers: string[]; decls: string[] } {
-  const { nb, m: M, n: N, k: K } = tile;
+  const { nb, m: M, n: N, k: K, slices: S } = tile;
   const [tx, ty] = tile.threads, [pm, pn] = tile.per;
   const [TM, TN] = tileOf(tile);
   const threads = tx * ty;
+  // K in slices: slice `kslice` (the workgroup's rows of `ty` threads, `lid.y / ty`) sums STEPS
+  // steps from `kb`, in its own part of the tiles. (A third workgroup axis for the slices took
+  // llvmpipe 40-50 s to compile.)
+  const STEPS = Math.ceil(K / S / TK), sliced = S > 1;
   const space = l.kernel.space;
   const [mAx, nAx, kAx] = [nb, nb + 1, nb + 2];
   const x = l.coords;
   const e = l.e;
   for (const c of x) e.line(`var ${c}: i32 = 0;`);
-  e.line(`let t = i32(lid.y * ${tx}u + lid.x);`);
+  // A thread's row of the tile (`ly`) and index in its slice (`t`).
+  const ly = sliced ? "ly" : "i32(lid.y)";
+  if (sliced) {
+    e.line(`let ly = i32(lid.y) % ${ty};`);
+    e.line(`let t = ly * ${tx} + i32(lid.x);`);
+  } else e.line(`let t = i32(lid.y * ${tx}u + lid.x);`);
+  if (sliced) {
+    e.line(`let kslice = i32(lid.y) / ${ty};`);
+    e.line(`let kb = kslice * ${STEPS * TK};`);
+    e.line(`let ta = kslice * ${(TK * TM) / 4};`);
+    e.line(`let tb = kslice * ${(TK * TN) / 4};`);
+  }
+  const at = (name: string) => (sliced ? (name === "tileA" ? "ta + " : "tb + ") : "");
   e.line(`let m0 = i32(wid.y) * ${TM};`);
   e.line(`let n0 = i32(wid.x) * ${TN};`);
   l.unravel(x.slice(0, nb).map((_, i) => i), "i32(wid.z)");
@@ -119,7 +212,7 @@ export function emitTiledMatmul(
   // `load` reads the step at `k0` into registers `${name}_p…`; `store` puts them in the tile.
   // Shapes of whole tiles and whole K steps need no bounds checks on the operand fills (on the
   // H200: 4096 from 26.5 to 28.6 TFLOP/s, 2048 from 25.5 to 27.4).
-  const kWhole = K % TK === 0;
+  const kWhole = K % (TK * S) === 0;
   const filler = (name: string, op: Load, ax: number, o0: string, bound: number, width: number) => {
     const guarded = (fill: () => void, zero: () => void) => {
       if (kWhole && bound % width === 0) return fill();
@@ -182,7 +275,7 @@ export function emitTiledMatmul(
     const store = () => {
       for (let p = 0; p < count; p++) {
         const [kq, q] = slot(p);
-        e.line(`${name}[(${kq}) * ${row4} + ${q}] = ${name}_${p};`);
+        e.line(`${name}[${at(name)}(${kq}) * ${row4} + ${q}] = ${name}_${p};`);
       }
     };
     return { load, store };
@@ -196,19 +289,26 @@ export function emitTiledMatmul(
     fillB.load(k0);
   };
 
-  load("0");
-  e.block(`for (var k0 = 0; k0 < ${K}; k0 += ${TK}) {`, () => {
+  load(sliced ? "kb" : "0");
+  // A slice's loop runs on a step count, the same in every slice: its barriers stay in uniform
+  // control flow, as WGSL requires.
+  const loop = sliced
+    ? `for (var kq = 0; kq < ${STEPS * TK}; kq += ${TK}) {`
+    : `for (var k0 = 0; k0 < ${K}; k0 += ${TK}) {`;
+  e.block(loop, () => {
+    if (sliced) e.line(`let k0 = kb + kq;`);
     fillA.store();
     fillB.store();
     e.line("workgroupBarrier();");
     // The next step's operands travel from memory while this one computes.
-    e.block(`if (k0 + ${TK} < ${K}) {`, () => load(`k0 + ${TK}`));
+    const more = sliced ? `kq + ${TK} < ${STEPS * TK}` : `k0 + ${TK} < ${K}`;
+    e.block(`if (${more}) {`, () => load(`k0 + ${TK}`));
     const body = (kk: string) => {
       for (let h = 0; h < pm / 4; h++) {
-        e.line(`let a${h} = tileA[${kk} * ${TM / 4} + ${h * ty} + i32(lid.y)];`);
+        e.line(`let a${h} = tileA[${at("tileA")}${kk} * ${TM / 4} + ${h * ty} + ${ly}];`);
       }
       for (let h = 0; h < pn / 4; h++) {
-        e.line(`let b${h} = tileB[${kk} * ${TN / 4} + ${h * tx} + i32(lid.x)];`);
+        e.line(`let b${h} = tileB[${at("tileB")}${kk} * ${TN / 4} + ${h * tx} + i32(lid.x)];`);
       }
       for (let r = 0; r < pm; r++) {
         const a = `a${r >> 2}.${"xyzw"[r & 3]}`;
@@ -224,17 +324,44 @@ export function emitTiledMatmul(
   });
 
   const batch = x.slice(0, nb);
-  for (let r = 0; r < pm; r++) {
-    const mExpr = `m0 + ${(r >> 2) * 4 * ty} + i32(lid.y) * 4 + ${r & 3}`;
-    for (let h = 0; h < pn / 4; h++) {
-      for (let c = 0; c < 4; c++) {
-        const nExpr = `n0 + ${h * 4 * tx} + i32(lid.x) * 4 + ${c}`;
-        e.line(
-          `epilogue(${[...batch, mExpr, nExpr, "0"].join(", ")}, acc_${r}_${h}.${"xyzw"[c]});`,
-        );
+  const epilogues = (rowBase: string) => {
+    for (let r = 0; r < pm; r++) {
+      const mExpr = `${rowBase} + ${(r >> 2) * 4 * ty} + ${ly} * 4 + ${r & 3}`;
+      for (let h = 0; h < pn / 4; h++) {
+        for (let c = 0; c < 4; c++) {
+          const nExpr = `n0 + ${h * 4 * tx} + i32(lid.x) * 4 + ${c}`;
+          e.line(
+            `epilogue(${[...batch, mExpr, nExpr, "0"].join(", ")}, acc_${r}_${h}.${"xyzw"[c]});`,
+          );
+        }
       }
     }
-  }
+  };
+  // Slices past the first hand their sums over, one vec4 a thread at a time (consecutive
+  // threads, consecutive vec4s); the first adds them and stores. The others call the epilogue at
+  // rows past M, which stores nothing: epilogue calls inside a branch after the barrier took
+  // llvmpipe 40 s to compile (0.1 s this way).
+  const held = (pm * pn) / 4;
+  const part = (sl: string, r: number, h: number) =>
+    `partial[((${sl} - 1) * ${held} + ${r * (pn / 4) + h}) * ${threads} + t]`;
+  if (sliced) {
+    e.block("if (kslice > 0) {", () => {
+      for (let r = 0; r < pm; r++) {
+        for (let h = 0; h < pn / 4; h++) e.line(`${part("kslice", r, h)} = acc_${r}_${h};`);
+      }
+    });
+    e.line("workgroupBarrier();");
+    e.block("if (kslice == 0) {", () => {
+      e.block(`for (var other = 1; other < ${S}; other++) {`, () => {
+        for (let r = 0; r < pm; r++) {
+          for (let h = 0; h < pn / 4; h++) {
+            e.line(`acc_${r}_${h} = acc_${r}_${h} + ${part("other", r, h)};`);
+          }
+        }
+      });
+    });
+    epilogues(`select(${M}, m0, kslice == 0)`);
+  } else epilogues("m0");
 
   // The epilogue: the kernel's outputs at one point of the product, as a function of that point.
   const main = l.e;
@@ -255,8 +382,9 @@ export function emitTiledMatmul(
     body: e.lines,
     helpers,
     decls: [
-      `var<workgroup> tileA: array<vec4<f32>, ${(TK * TM) / 4}>;`,
-      `var<workgroup> tileB: array<vec4<f32>, ${(TK * TN) / 4}>;`,
+      `var<workgroup> tileA: array<vec4<f32>, ${(S * TK * TM) / 4}>;`,
+      `var<workgroup> tileB: array<vec4<f32>, ${(S * TK * TN) / 4}>;`,
+      ...(sliced ? [`var<workgroup> partial: array<vec4<f32>, ${((S - 1) * TM * TN) / 4}>;`] : []),
     ],
   };
 }

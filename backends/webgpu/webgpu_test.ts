@@ -25,6 +25,7 @@ import {
   kernelLayout,
   rowsLayout,
   TILE_THRESHOLD,
+  type WgslOptions,
 } from "../../shaders/wgsl.ts";
 import { streamedRows } from "../../shaders/wgsl_rows.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
@@ -289,8 +290,13 @@ const hashed = (n: number, salt: number) =>
   Array.from({ length: n }, (_, i) => (((i + 1) * salt) % 2000) / 1000 - 1);
 
 /** Runs `graph` on WebGPU and on the reference and compares every output. */
-async function matchesReference(graph: Graph, feeds: TensorMap, atol = 1e-5): Promise<void> {
-  using got = await compile(graph, { backend: gpu, cache: false });
+async function matchesReference(
+  graph: Graph,
+  feeds: TensorMap,
+  atol = 1e-5,
+  backend: WebGpuBackend = gpu,
+): Promise<void> {
+  using got = await compile(graph, { backend, cache: false });
   using want = await compile(graph, { backend: "reference", cache: false });
   const [g, w] = [await got.run(feeds), await want.run(feeds)];
   for (const name of Object.keys(w)) {
@@ -365,7 +371,7 @@ Deno.test("large matmuls use the tiled kernel (ragged edges, batch, fused epilog
   const [kernel] = fuse(graph).kernels;
   assert.ok(4 * 130 * 200 * 256 >= TILE_THRESHOLD);
   const { threads, per } = kernelLayout(kernel, OPTIONS).tile!;
-  assert.deepEqual([threads, per], [[8, 8], [4, 4]], "140 tiles of 32×32");
+  assert.deepEqual([threads, per], [[8, 8], [4, 4]], "w shared: 520 rows, 17×7 tiles of 32×32");
   // w's rows are contiguous and 200 wide: its tile fills load vec4s.
   const w4 = [...kernelLayout(kernel, OPTIONS).vectors].map((i) =>
     kernel.inputs[i].shape.join("x")
@@ -422,10 +428,60 @@ Deno.test("a large convolution runs the tiled matmul as implicit GEMM (padding t
   }, 1e-4);
 });
 
+Deno.test("shared weights over batched rows tile as one product of all the rows", async () => {
+  // [2, 4, 4, 512] · [512, 1024] + bias: 8 products of 4 rows, tiled as 32 rows (a GELU-style
+  // epilogue and the bias reached through the fold's reshape).
+  const b = new GraphBuilder();
+  const p = b.op("MatMul", [b.input("a", [2, 4, 4, 512]), b.input("w", [512, 1024])]);
+  b.output("y", b.op("Tanh", [b.op("Add", [p, b.input("c", [1024])])]));
+  const graph = b.build();
+  const [kernel] = fuse(graph).kernels;
+  const tile = kernelLayout(kernel, OPTIONS).tile!;
+  assert.deepEqual([tile.nb, tile.m, tile.n], [0, 32, 1024]);
+  await matchesReference(graph, {
+    a: f32(hashed(32 * 512, 7919), [2, 4, 4, 512]),
+    w: f32(hashed(512 * 1024, 104729), [512, 1024]),
+    c: f32(hashed(1024, 31), [1024]),
+  }, 1e-4);
+});
+
+Deno.test("few tiles split K among slices of a workgroup (ragged M and K, slices past K)", async () => {
+  // 60×2048 outputs in 2×64 tiles of 32×32, far fewer than the 256 workgroups wanted: K = 144
+  // splits in two slices of 80 (the second reads 64 past K as zeros), summed through workgroup
+  // memory before the fused epilogue.
+  const b = new GraphBuilder();
+  const p = b.op("MatMul", [b.input("a", [60, 144]), b.input("w", [144, 2048])]);
+  b.output("y", b.op("Tanh", [b.op("Add", [p, b.input("c", [2048])])]));
+  const graph = b.build();
+  const [kernel] = fuse(graph).kernels;
+  const layout = (options: WgslOptions) => kernelLayout(kernel, options).tile?.slices;
+  assert.equal(layout({ maxInvocations: 256, workgroupBytes: 32768 }), 2);
+  assert.equal(layout({ maxInvocations: 256, workgroupBytes: 32768, splitK: false }), 1);
+  assert.equal(layout({ maxInvocations: 256, workgroupBytes: 8192 }), 1, "12 KB do not fit");
+  assert.equal(layout({ maxInvocations: 64, workgroupBytes: 32768 }), 1, "64 threads at most");
+  // Software adapters leave it off (their compiler takes seconds for such a kernel): asked for.
+  const split = new WebGpuBackend({ splitK: true });
+  try {
+    await matchesReference(
+      graph,
+      {
+        a: f32(hashed(60 * 144, 7919), [60, 144]),
+        w: f32(hashed(144 * 2048, 104729), [144, 2048]),
+        c: f32(hashed(2048, 31), [2048]),
+      },
+      1e-4,
+      split,
+    );
+  } finally {
+    split.dispose();
+  }
+});
+
 Deno.test("every tile shape: transposed operands, ragged M, N and K, a batch broadcast", async () => {
-  // 260×260 outputs a batch item: 3×3 tiles of 128×128, 3×5 of 128×64, 5×5 of 64×64, 9×5 of
-  // 32×64, 9×9 of 32×32. The largest shape that still yields 256 workgroups is chosen, else the
-  // smallest (5 items: 225 tiles of 32×64; K = 64 keeps the product large enough to tile).
+  // 260×260 outputs a batch item (a transposed A keeps its batch axis): 3×3 tiles of 128×128,
+  // 3×5 of 128×64, 5×5 of 64×64, 9×5 of 32×64, 9×9 of 32×32. The largest shape that still yields
+  // 256 workgroups is chosen, else the smallest (5 items: 225 tiles of 32×64; K = 64 keeps the
+  // product large enough to tile).
   const cases = [
     [32, 20, [16, 16], [8, 8]],
     [18, 20, [8, 16], [8, 8]],
