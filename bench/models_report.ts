@@ -217,6 +217,23 @@ const ZOO_TEXT = [
   "host plan for seconds in its trial while the GPU idled, so it starts its timed runs at lower",
   "clocks; the placement itself is the webgpu runner's. Acquiring the GPU does not slow wasm",
   "(shufflenet 4.0–4.7 ms, vit_tiny 1.15–1.37, alternating with and without it held).",
+  "",
+  "Matmuls of few tiles on the GPU (e59b0d1, 88bb6d7). Timed per kernel (timestamp queries),",
+  "ResNet-18's late convolutions (98 or 392 rows of patches, K = 2304 or 4608) had made 16–28",
+  "tiles of 64×64 on a GPU of 132 SMs, or too few to tile at all, and ran at 0.4–0.5 TFLOP/s",
+  "(0.6–1.2 ms each); ConvNeXt-T's MLPs over [2, 4, 4, 768] were 8 products of 4 rows, each in",
+  "a 64-row tile. The tiler now has 32×64 and 32×32 tiles, folds a batch over shared weights",
+  "into rows of one product (on the GPU only: folded in the IR for every backend,",
+  "transformer_block's wasm MLPs ran 1.35× slower on the 2-core VM), and splits K among up to",
+  "four slices of a workgroup where the tiles still cannot fill the GPU. Device time a run, same",
+  "call, old and new alternating: ResNet-18 6.62 -> 4.98 (tiles) -> 2.20 ms (fold and slices),",
+  "ConvNeXt-T 5.03 -> 4.13 -> 1.83, EfficientNet-B0 2.71 -> 2.01, ViT-tiny 2.99 -> 2.87; end",
+  "to end ResNet-18 17.3 -> 14.4–14.6 ms, ConvNeXt-T 16.8–17.4 -> 14.6.",
+  "`zoo-h200-16core-webgpu-88bb6d7.json` (kiln webgpu and ORT webgpu only, one process each,",
+  "a fresh machine): kiln webgpu ≤ 0.5× ORT webgpu on all eight, 0.23–0.43 (ConvNeXt-T 14.7",
+  "against 53.6 ms, 0.27, where it was 0.53; ResNet-18 0.24; DenseNet-121 0.43). First runs",
+  "there were the NVIDIA driver's first compile of each kernel: 0.9–14.5 s against ORT's",
+  "1.7–5.2 s.",
 ];
 
 /** The report of every `bench/models-*.json`. */
