@@ -233,7 +233,13 @@ const ZOO_TEXT = [
   "a fresh machine): kiln webgpu ≤ 0.5× ORT webgpu on all eight, 0.23–0.43 (ConvNeXt-T 14.7",
   "against 53.6 ms, 0.27, where it was 0.53; ResNet-18 0.24; DenseNet-121 0.43). First runs",
   "there were the NVIDIA driver's first compile of each kernel: 0.9–14.5 s against ORT's",
-  "1.7–5.2 s.",
+  "1.7–5.2 s. kiln's three runners again after them (`zoo-h200-16core-auto-853b6d6.json`, one",
+  "call, the driver's cache warm): auto within 10% of the faster kiln backend on five of eight",
+  "(ResNet-18 1.07, DenseNet-121 0.94, ViT-tiny 1.02, ConvNeXt-T 1.04, BERT 0.97), MobileNet-V2",
+  "1.10, EfficientNet-B0 1.19 and RegNet-Y 1.25 (18.0 and 18.4 ms against webgpu's 15.1 and",
+  "14.7: the same GPU plans, run after auto's trial left the GPU idle, as above); auto's first",
+  "runs 4.1–5.5 s on the CNNs (DenseNet-121 15.7) against webgpu's 0.5–1.1 (3.9): it builds",
+  "and times the wasm plan too.",
 ];
 
 /** The report of every `bench/models-*.json`. */
