@@ -45,13 +45,14 @@ export interface MatmulTile extends MatmulOperands {
 
 /**
  * Tile shapes, largest first: 128×128 and 128×64 outputs, 8×8 per thread, 64×64 of 256 threads
- * (4×4 each), then 32×64 and 32×32 (4×4 each) for products of few rows. On the H200 (device time, 2026-11-25) matmul 1024 — 256 tiles of 64×64 —
- * ran at 17.0 TFLOP/s with 256 threads a tile against 13.8 with 64; 32×128 tiles of 128 threads
- * gave 16.8, the other 64×64 splits 14.4–15.6. The small tiles (2026-11-26, same call, old and
- * new alternating): ResNet-18's late convolutions (M = 98 or 392 rows of patches) had made 16-28
- * tiles of 64×64 (the smallest then, also in 64 threads of 8×8), or too few to tile at all, and ran 0.58-0.68 ms each; with 32×32 tiles the
- * model's kernels took 4.98 ms a run against 6.62, ConvNeXt-T's (its late stages' matmuls of 32
- * and 128 rows) 4.13 against 5.03.
+ * (4×4 each), then 32×64 and 32×32 (4×4 each) for products of few rows. On the H200 (device
+ * time, 2026-11-25) matmul 1024 — 256 tiles of 64×64 — ran at 17.0 TFLOP/s with 256 threads a
+ * tile against 13.8 with 64; 32×128 tiles of 128 threads gave 16.8, the other 64×64 splits
+ * 14.4–15.6. The small tiles (2026-11-26, same call, old and new alternating): ResNet-18's late
+ * convolutions (M = 98 or 392 rows of patches) had made 16-28 tiles of 64×64 (the smallest then,
+ * also in 64 threads of 8×8), or too few to tile at all, and ran 0.58-0.68 ms each; with 32×32
+ * tiles the model's kernels took 4.98 ms a run against 6.62, ConvNeXt-T's (its late stages'
+ * matmuls of 32 and 128 rows) 4.13 against 5.03.
  */
 const SHAPES: readonly Pick<MatmulTile, "threads" | "per">[] = [
   { threads: [16, 16], per: [8, 8] },
@@ -117,7 +118,8 @@ export function tileOf(tile: Pick<MatmulTile, "threads" | "per">): [number, numb
  * through a reshape back, so the rows tile together. ConvNeXt's MLPs over [2, 4, 4, 768] were 8
  * products of 4 rows, each in a tile of 32 or more. Unchanged where A's rows would then not be an
  * affine read (a transposed A), B depends on the batch, or a load gathers. Only the GPU's tiler
- * folds: the wasm kernels of transformer_block's MLPs ran 1.35× slower folded (2-core VM).
+ * folds, where it was measured: folded in the IR for every backend, transformer_block's wasm MLPs
+ * took 0.89 ms a run against 0.66 in one A/B on the 2-core VM (medians of 3 processes).
  */
 export function foldedRows(kernel: KernelIR): KernelIR {
   const operands = matmulOperands(kernel);
