@@ -360,11 +360,15 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
       hostTimed = true;
     }
   }
+  /** Whether `b` can run every kernel, given the values it elides among them. */
+  const runsAll = (b: Backend) => {
+    const elided = elidedBy(b, fusion.kernels, outputs);
+    return fusion.kernels.every((k) => canRun(b, k, elided));
+  };
   // One backend runs every kernel and no whole-graph backend competes: there is nothing to weigh,
   // so nothing is calibrated (its probes' compiles and runs were part of every first run).
   const sole = usable.length === 1 && policy.kind === "auto" &&
-    !candidates.some((b) => !b.codegen && b.compile) &&
-    fusion.kernels.every((k) => canRun(usable[0], k, elidedBy(usable[0], fusion.kernels, outputs)));
+    !candidates.some((b) => !b.codegen && b.compile) && runsAll(usable[0]);
   const rates = sole ? [knownRates(usable[0]) ?? UNKNOWN_RATES] : await ratesOf(usable, policy);
   const placed = sole
     ? {
@@ -396,9 +400,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   if (policy.kind === "auto" && !options.state && !buckets && device) {
     const alone = (b: Backend | undefined, verdict: Verdict) => {
       const at = b ? usable.indexOf(b) : -1;
-      if (at < 0) return;
-      const elided = elidedBy(b!, fusion.kernels, outputs);
-      if (!fusion.kernels.every((k) => canRun(b!, k, elided))) return;
+      if (at < 0 || !runsAll(b!)) return;
       if (placed.placement.every((id) => id === b!.id)) return;
       const only = schedule({
         ...request,

@@ -96,17 +96,6 @@ async function persisted(backend: Backend, probe: ProbeCompiler): Promise<Backen
  * where one run is its readback, the device rates come from repeated probes ({@linkcode deviceRate}).
  */
 async function calibrate(backend: Backend, probe: ProbeCompiler): Promise<BackendRates> {
-  const n = 1 << 16, m = 64;
-  const stream = new GraphBuilder();
-  stream.output(
-    "y",
-    stream.op("Add", [
-      stream.op("Mul", [stream.input("x", [n]), stream.constant(2)]),
-      stream.constant(1),
-    ]),
-  );
-  const mm = new GraphBuilder();
-  mm.output("y", mm.op("MatMul", [mm.input("a", [m, m]), mm.input("b", [m, m])]));
   const tiny = new GraphBuilder();
   tiny.output("y", tiny.op("Neg", [tiny.input("x", [1])]));
   // Eight kernels: reductions over alternating axes cannot share a kernel.
@@ -116,17 +105,9 @@ async function calibrate(backend: Backend, probe: ProbeCompiler): Promise<Backen
     v = chain.op("Add", [v, chain.op("ReduceMax", [v], { axes: [i % 2], keepdims: 1 })]);
   }
   chain.output("y", v);
-  const time = async (
-    graph: ReturnType<GraphBuilder["build"]>,
-    inputs: Record<string, Float32Array>,
-    shape: Record<string, number[]>,
-  ) => {
+  /** Milliseconds a run of a probe takes, end to end, after one untimed run. */
+  const time = async ({ graph, feeds }: Pick<Probe, "graph" | "feeds">) => {
     const exe = await probe(graph);
-    const feeds = Object.fromEntries(
-      Object.entries(inputs).map((
-        [k, v],
-      ) => [k, { data: v, shape: shape[k], dtype: "f32" as const }]),
-    );
     await exe.run(feeds);
     const t0 = performance.now();
     const reps = 3;
@@ -134,31 +115,24 @@ async function calibrate(backend: Backend, probe: ProbeCompiler): Promise<Backen
     exe.dispose();
     return (performance.now() - t0) / reps;
   };
-  const tinyMs = await time(tiny.build(), { x: new Float32Array(1) }, { x: [1] });
-  const chainMs = await time(chain.build(), { x: new Float32Array(16) }, { x: [4, 4] });
+  const tinyMs = await time({ graph: tiny.build(), feeds: { x: feed(new Float32Array(1), [1]) } });
+  const chainMs = await time({
+    graph: chain.build(),
+    feeds: { x: feed(new Float32Array(16), [4, 4]) },
+  });
   const dispatchMs = Math.max((chainMs - tinyMs) / 7, 1e-3);
-  const streamMs = Math.max(
-    await time(stream.build(), { x: uniform(n, 1) }, { x: [n] }) - tinyMs,
-    1e-3,
-  );
-  const mmMs = Math.max(
-    await time(mm.build(), { a: uniform(m * m, 2), b: uniform(m * m, 3) }, {
-      a: [m, m],
-      b: [m, m],
-    }) - tinyMs,
-    1e-3,
-  );
+  const stream = streamProbe(1 << 16), mm = matmulProbe(64);
+  const streamRate = stream.work / Math.max(await time(stream) - tinyMs, 1e-3);
+  const mmRate = mm.work / Math.max(await time(mm) - tinyMs, 1e-3);
   const gpu = backend.kind === "gpu";
   return {
     bytesPerMs: gpu
-      ? await deviceRate(probe, streamProbe, [1 << 20, 1 << 22, 1 << 24], (n * 8) / streamMs)
-      : (n * 8) / streamMs,
-    flopsPerMs: gpu
-      ? await deviceRate(probe, matmulProbe, [256, 512, 1024], (2 * m * m * m) / mmMs)
-      : (2 * m * m * m) / mmMs,
+      ? await deviceRate(probe, streamProbe, [1 << 20, 1 << 22, 1 << 24], streamRate)
+      : streamRate,
+    flopsPerMs: gpu ? await deviceRate(probe, matmulProbe, [256, 512, 1024], mmRate) : mmRate,
     dispatchMs,
     syncMs: Math.max(tinyMs - dispatchMs, 0),
-    transferBytesPerMs: gpu ? (n * 8) / streamMs : Infinity,
+    transferBytesPerMs: gpu ? streamRate : Infinity,
   };
 }
 

@@ -126,8 +126,9 @@ export async function trial(
       for (const [v, exe] of running) {
         const t0 = performance.now();
         await exe.run(feeds);
-        round.set(v, performance.now() - t0);
-        times.get(v)!.push(round.get(v)!);
+        const ms = performance.now() - t0;
+        round.set(v, ms);
+        times.get(v)!.push(ms);
       }
       const best = Math.min(...round.values());
       for (const [v, ms] of round) if (ms > HOPELESS * best) running.delete(v);

@@ -58,7 +58,7 @@ export interface WgslOptions {
   readonly bindingBytes?: number;
   /**
    * Whether a matmul whose tiles are too few to fill the GPU splits its K among slices of a
-   * workgroup (`MatmulTile.slices`). Default true. llvmpipe's shader compiler takes 7-40 s for
+   * workgroup (`MatmulTile.slices`). Default true. llvmpipe's shader compiler takes 7-50 s for
    * such a kernel, so the backend turns it off on software adapters unless asked.
    */
   readonly splitK?: boolean;

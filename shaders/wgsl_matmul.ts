@@ -181,8 +181,7 @@ export function emitTiledMatmul(
   const [TM, TN] = tileOf(tile);
   const threads = tx * ty;
   // K in slices: slice `kslice` (the workgroup's rows of `ty` threads, `lid.y / ty`) sums STEPS
-  // steps from `kb`, in its own part of the tiles. (A third workgroup axis for the slices took
-  // llvmpipe 40-50 s to compile.)
+  // steps from `kb`, in its own part of the tiles.
   const STEPS = Math.ceil(K / S / TK), sliced = S > 1;
   const space = l.kernel.space;
   const [mAx, nAx, kAx] = [nb, nb + 1, nb + 2];
@@ -194,13 +193,11 @@ export function emitTiledMatmul(
   if (sliced) {
     e.line(`let ly = i32(lid.y) % ${ty};`);
     e.line(`let t = ly * ${tx} + i32(lid.x);`);
-  } else e.line(`let t = i32(lid.y * ${tx}u + lid.x);`);
-  if (sliced) {
     e.line(`let kslice = i32(lid.y) / ${ty};`);
     e.line(`let kb = kslice * ${STEPS * TK};`);
     e.line(`let ta = kslice * ${(TK * TM) / 4};`);
     e.line(`let tb = kslice * ${(TK * TN) / 4};`);
-  }
+  } else e.line(`let t = i32(lid.y * ${tx}u + lid.x);`);
   const at = (name: string) => (sliced ? (name === "tileA" ? "ta + " : "tb + ") : "");
   e.line(`let m0 = i32(wid.y) * ${TM};`);
   e.line(`let n0 = i32(wid.x) * ${TN};`);
@@ -341,8 +338,7 @@ export function emitTiledMatmul(
   };
   // Slices past the first hand their sums over, one vec4 a thread at a time (consecutive
   // threads, consecutive vec4s); the first adds them and stores. The others call the epilogue at
-  // rows past M, which stores nothing: epilogue calls inside a branch after the barrier took
-  // llvmpipe 40 s to compile (0.1 s this way).
+  // rows past M, which stores nothing, so the calls stay outside a branch.
   const held = (pm * pn) / 4;
   const part = (sl: string, r: number, h: number) =>
     `partial[((${sl} - 1) * ${held} + ${r * (pn / 4) + h}) * ${threads} + t]`;

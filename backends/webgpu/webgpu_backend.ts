@@ -72,7 +72,7 @@ export interface WebGpuOptions {
   /**
    * Split the K of a matmul (or convolution) whose output tiles are too few to fill the GPU
    * among up to four slices of each workgroup, summed through workgroup memory. Default: on,
-   * except on a software adapter, whose shader compiler took 7-40 s for each such kernel. On the
+   * except on a software adapter, whose shader compiler took 7-50 s for each such kernel. On the
    * H200 it took ResNet-18's kernels from 4.99 to 2.22 ms a run.
    */
   readonly splitK?: boolean;
