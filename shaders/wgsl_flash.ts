@@ -5,12 +5,17 @@
  * tiles of `KEYS` keys stream through it. Each tile is two small matmuls, laid out as the tiled
  * matmul's are (k-major vec4 tiles, a thread 4 rows × 4 keys of scores and 4 rows × 4·G output
  * columns, the threads of a warp reading consecutive vec4s): scores = Q·Kᵀ, then the online
- * softmax (the running row maximum through workgroup memory, each thread keeping its share of the
- * running sum and rescaling its outputs when the maximum grows), then out += P·V with P through
- * the key tile's workgroup memory. The next tile's keys and values are read into registers while
- * the current tile computes, as the tiled matmul does. The scores' epilogue (scale, masks) and the
- * softmax's prologue run per score through a helper function of the group's own lowerings; the
- * values' epilogue runs once per output at the end.
+ * softmax, then out += P·V with P through workgroup memory. The softmax weighs a tile's scores
+ * against the rows' running maxima as they stand, with no exchange between threads, and only
+ * where a weight would pass e^8 (the first tile, a score rising that far, a NaN or an infinity)
+ * does the tile exchange the rows' maxima through workgroup memory, rescale what the rows hold
+ * and weigh again: a tile then has three barriers (two of them the uniform load of that verdict)
+ * where exchanging every tile took four. The
+ * next tile's keys and values are read into registers while the current tile computes, as the
+ * tiled matmul does, and stored once every thread is past the tile's scores (keys) and products
+ * (values). The scores' epilogue (scale, masks) and the softmax's prologue run per score through
+ * a helper function of the group's own lowerings; the values' epilogue runs once per output at
+ * the end.
  *
  * It applies where the softmax is the plain one (max, then the sum of exp(x − max), then
  * exp(x − max) / sum over the same x), heads are at most `MAX_HEAD` wide, the query axis is a
@@ -63,20 +68,17 @@ function paddedWidth(e: number): number {
   return e <= 32 ? 32 : 64;
 }
 
-/**
- * Vec4s of the tile that holds a key tile and then the same tile's weights: every thread reads
- * its keys for the scores before the barrier that precedes the first weight written, and the
- * weights before the barrier that precedes the next keys.
- */
-function keyTile(d: number, rows: number): number {
-  return Math.max(d * TX, KEYS * rows / 4);
+/** Workgroup memory of a flash kernel: query, key, weight and value tiles, the row partials. */
+export function flashBytes(d: number, e: number, rows: number): number {
+  const vec4s = d * rows / 4 + d * TX + KEYS * rows / 4 + KEYS * paddedWidth(e) / 4;
+  return 16 * vec4s + 4 * rows * TX + 4;
 }
 
-/** Workgroup memory of a flash kernel: query, key/weight and value tiles, the row partials. */
-export function flashBytes(d: number, e: number, rows: number): number {
-  const vec4s = d * rows / 4 + keyTile(d, rows) + KEYS * paddedWidth(e) / 4;
-  return 16 * vec4s + 4 * rows * TX;
-}
+/**
+ * Bits of e^8 as an f32: a tile whose weights against the running maxima stay below it needs no
+ * exchange of the maxima (see `flashWgsl`).
+ */
+const LAZY_BITS = new Uint32Array(new Float32Array([Math.exp(8)]).buffer)[0];
 
 /** Threads a workgroup has for each of its query rows (a thread takes 4 rows × `TX` threads). */
 const THREADS_A_ROW = TX / 4;
@@ -295,8 +297,12 @@ export function flashWgsl(plan: Flash): string {
     bound: T,
     extent: KEYS,
   });
+  // The first tile's keys and values go straight to workgroup memory.
   fillK.load("0");
   fillV.load("0");
+  fillK.store();
+  fillV.store();
+  e.line("workgroupBarrier();");
   // A thread's rows: vec4 ty of the query tile; its output columns 4·(tx + 8g).
   const rowOf = (r: number) => `ty * 4 + ${r}`;
   const lane = (i: number) => "xyzw"[i];
@@ -310,13 +316,19 @@ export function flashWgsl(plan: Flash): string {
     e.line(`var m_${r} = ${NEG_INF};`);
     e.line(`var l_${r} = 0.0;`);
   }
+  const { combine } = combiner(weights.reductions[0]);
+  // This thread's weights `${w}_r` of the tile into pt[j · R/4 + r/4] (rows r..r+3 of key j).
+  const storeWeights = (w: string) => {
+    for (let c = 0; c < 4; c++) {
+      const rows = [0, 1, 2, 3].map((r) => `${w}_${r}.${lane(c)}`).join(", ");
+      e.line(`pt[(4 * tx + ${c}) * ${RQ} + ty] = vec4<f32>(${rows});`);
+    }
+  };
   e.block(`for (var t0 = 0; t0 < ${T}; t0 += ${KEYS}) {`, () => {
-    e.line("workgroupBarrier();");
-    fillK.store();
-    fillV.store();
-    e.line("workgroupBarrier();");
+    e.line(`let tile = t0 / ${KEYS} + 1;`);
+    e.line(`let more = t0 + ${KEYS} < ${T};`);
     // The next tile's keys and values travel from memory while this one computes.
-    e.block(`if (t0 + ${KEYS} < ${T}) {`, () => {
+    e.block("if (more) {", () => {
       fillK.load(`t0 + ${KEYS}`);
       fillV.load(`t0 + ${KEYS}`);
     });
@@ -327,9 +339,7 @@ export function flashWgsl(plan: Flash): string {
       e.line(`let qq = qt[${d * RQ} + ty];`);
       for (let r = 0; r < 4; r++) e.line(`s_${r} = fma(vec4<f32>(qq.${lane(r)}), kk, s_${r});`);
     });
-    // The epilogue and prologue per score (keys past the end at −∞), and each row's share of
-    // the tile's maximum (NaN wins, as in the row kernel's max).
-    const { combine } = combiner(weights.reductions[0]);
+    // The epilogue and prologue per score, keys past the end at −∞.
     for (let r = 0; r < 4; r++) {
       for (let c = 0; c < 4; c++) {
         const held = `s_${r}.${lane(c)}`;
@@ -346,42 +356,63 @@ export function flashWgsl(plan: Flash): string {
           );
         });
       }
-      e.block("{", () => {
-        e.line(`let low = ${combine(`s_${r}.x`, `s_${r}.y`)};`);
-        e.line(`let high = ${combine(`s_${r}.z`, `s_${r}.w`)};`);
-        e.line(`red[(${rowOf(r)}) * ${TX} + tx] = ${combine("low", "high")};`);
-      });
     }
-    e.line("workgroupBarrier();");
-    // The rows' new maxima; what the rows hold so far rescales to them. A row whose maximum is
-    // still −∞ (every key so far masked) weighs its keys 0: a row that never sees another sums to
-    // 0, and 0 / 0 makes it NaN, as the softmax of all −∞ is.
-    for (let r = 0; r < 4; r++) {
-      e.block("{", () => {
-        e.line(`var mt = m_${r};`);
-        unrolled(TX, (u) => {
-          e.line(`let y = red[(${rowOf(r)}) * ${TX} + ${u}];`);
-          e.line(`mt = ${combine("mt", "y")};`);
+    // Weights against the rows' running maxima as they stand, with no exchange between threads.
+    // They are exact (the softmax's quotient is the same for any subtrahend) while none passes
+    // e^8: the sum of a row's weights then stays finite. A weight past that, a NaN or an
+    // infinite score (and the first tile, whose maxima are −∞) make the sum of this thread's
+    // weights, decided on its bits, pass e^8; then the tile retakes the exchange below.
+    for (let r = 0; r < 4; r++) e.line(`let p_${r} = exp(s_${r} - vec4<f32>(m_${r}));`);
+    e.line(
+      `let held = ${
+        [0, 1, 2, 3].map((r) => `(p_${r}.x + p_${r}.y) + (p_${r}.z + p_${r}.w)`).join(" + ")
+      };`,
+    );
+    e.block(`if ((bitcast<u32>(held) & 0x7fffffffu) > ${LAZY_BITS}u) {`, () => {
+      e.line("atomicMax(&flag, tile);");
+    });
+    storeWeights("p");
+    for (let r = 0; r < 4; r++) e.line(`var w_${r} = p_${r};`);
+    e.block("if (workgroupUniformLoad(&flag) == tile) {", () => {
+      // Each row's share of the tile's maximum (NaN wins, as in the row kernel's max).
+      for (let r = 0; r < 4; r++) {
+        e.block("{", () => {
+          e.line(`let low = ${combine(`s_${r}.x`, `s_${r}.y`)};`);
+          e.line(`let high = ${combine(`s_${r}.z`, `s_${r}.w`)};`);
+          e.line(`red[(${rowOf(r)}) * ${TX} + tx] = ${combine("low", "high")};`);
         });
-        e.line(`let scale = select(exp(m_${r} - mt), 1.0, m_${r} == mt);`);
-        e.line(`l_${r} = l_${r} * scale;`);
-        for (let g = 0; g < G; g++) e.line(`o_${r}_${g} = o_${r}_${g} * scale;`);
-        e.line(
-          `s_${r} = select(exp(s_${r} - vec4<f32>(mt)), vec4<f32>(0.0), mt < 0.0 && k_isinf(mt));`,
-        );
-        e.line(`l_${r} = l_${r} + (s_${r}.x + s_${r}.y) + (s_${r}.z + s_${r}.w);`);
-        e.line(`m_${r} = mt;`);
-      });
+      }
+      e.line("workgroupBarrier();");
+      // The rows' new maxima; what the rows hold so far rescales to them. A row whose maximum
+      // is still −∞ (every key so far masked) weighs its keys 0: a row that never sees another
+      // sums to 0, and 0 / 0 makes it NaN, as the softmax of all −∞ is.
+      for (let r = 0; r < 4; r++) {
+        e.block("{", () => {
+          e.line(`var mt = m_${r};`);
+          unrolled(TX, (u) => {
+            e.line(`let y = red[(${rowOf(r)}) * ${TX} + ${u}];`);
+            e.line(`mt = ${combine("mt", "y")};`);
+          });
+          e.line(`let scale = select(exp(m_${r} - mt), 1.0, m_${r} == mt);`);
+          e.line(`l_${r} = l_${r} * scale;`);
+          for (let g = 0; g < G; g++) e.line(`o_${r}_${g} = o_${r}_${g} * scale;`);
+          e.line(
+            `w_${r} = select(exp(s_${r} - vec4<f32>(mt)), vec4<f32>(0.0), mt < 0.0 && k_isinf(mt));`,
+          );
+          e.line(`m_${r} = mt;`);
+        });
+      }
+      storeWeights("w");
+      e.line("workgroupBarrier();");
+    });
+    for (let r = 0; r < 4; r++) {
+      e.line(`l_${r} = l_${r} + (w_${r}.x + w_${r}.y) + (w_${r}.z + w_${r}.w);`);
     }
-    // kt[j · R/4 + r/4] now holds the weights of rows r..r+3 for key j (see `keyTile`).
-    for (let c = 0; c < 4; c++) {
-      const rows = [0, 1, 2, 3].map((r) => `s_${r}.${lane(c)}`).join(", ");
-      e.line(`kt[(4 * tx + ${c}) * ${RQ} + ty] = vec4<f32>(${rows});`);
-    }
-    e.line("workgroupBarrier();");
+    // Every thread is past its scores: the next keys may replace these.
+    e.block("if (more) {", () => fillK.store());
     // out += P · V: rows × 4·G columns a thread.
     unrolled(KEYS, (j) => {
-      e.line(`let pp = kt[${j * RQ} + ty];`);
+      e.line(`let pp = pt[${j * RQ} + ty];`);
       for (let g = 0; g < G; g++) e.line(`let vv${g} = vt[${j * EP / 4 + g * TX} + tx];`);
       for (let r = 0; r < 4; r++) {
         for (let g = 0; g < G; g++) {
@@ -389,6 +420,8 @@ export function flashWgsl(plan: Flash): string {
         }
       }
     });
+    e.line("workgroupBarrier();");
+    e.block("if (more) {", () => fillV.store());
   });
   // Each row's sum from the threads' shares, then the values' epilogue per output.
   e.line("workgroupBarrier();");
@@ -414,9 +447,11 @@ export function flashWgsl(plan: Flash): string {
     ...groupBindings(plan),
     PRELUDE,
     `var<workgroup> qt: array<vec4<f32>, ${D * RQ}>;`,
-    `var<workgroup> kt: array<vec4<f32>, ${keyTile(D, R)}>;`,
+    `var<workgroup> kt: array<vec4<f32>, ${D * TX}>;`,
+    `var<workgroup> pt: array<vec4<f32>, ${KEYS * RQ}>;`,
     `var<workgroup> vt: array<vec4<f32>, ${KEYS * EP / 4}>;`,
     `var<workgroup> red: array<f32, ${R * TX}>;`,
+    "var<workgroup> flag: atomic<i32>;",
     ...scoreFn,
     ...emitFn,
     `@compute @workgroup_size(${threads})`,
