@@ -10,7 +10,10 @@
  * the last repetition's kernel times are summed; the median of 5 such runs is reported, after
  * about 300 ms of the same work brought the GPU to its working clock.
  *
- *   deno run -A --config bench/deno.json bench/gpu_kernels.ts [--only ID,ID] [--out FILE.json]
+ *   deno run -A --config bench/deno.json bench/gpu_kernels.ts [--only ID,ID] [--f32] [--out FILE.json]
+ *
+ * `--only` keeps the kernels whose ids start with one of its prefixes; `--f32` leaves out the f16
+ * precisions.
  *
  * @module
  */
@@ -172,7 +175,7 @@ const device = profiled.device;
 if (!device || !profiled.capabilities().timestampQuery) {
   throw new Error("this benchmark needs a WebGPU device with timestamp-query");
 }
-const f16 = device.features.has("shader-f16");
+const f16 = device.features.has("shader-f16") && !Deno.args.includes("--f32");
 
 /** Median device ms of the hand-written vec4 copy of `n` f32s: the bandwidth yardstick. */
 async function copyMs(n: number): Promise<number> {

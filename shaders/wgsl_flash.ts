@@ -68,9 +68,18 @@ function paddedWidth(e: number): number {
   return e <= 32 ? 32 : 64;
 }
 
-/** Workgroup memory of a flash kernel: query, key, weight and value tiles, the row partials. */
+/** Where key `j`'s row of the weight tile starts, in vec4s (`rq` of them a key, a pad every 4). */
+function weightRow(j: number, rq: number): number {
+  return j * rq + (j >> 2);
+}
+
+/**
+ * Workgroup memory of a flash kernel: query, key, weight and value tiles (the key and value rows
+ * padded, as they may be), the row partials and the verdict.
+ */
 export function flashBytes(d: number, e: number, rows: number): number {
-  const vec4s = d * rows / 4 + d * TX + KEYS * rows / 4 + KEYS * paddedWidth(e) / 4;
+  const vec4s = d * rows / 4 + d * (TX + 1) + weightRow(KEYS, rows / 4) +
+    KEYS * (paddedWidth(e) / 4 + 1);
   return 16 * vec4s + 4 * rows * TX + 4;
 }
 
@@ -207,7 +216,10 @@ export function flashWgsl(plan: Flash): string {
    * axis coordinates `lane.base(t) + 4g + 0..3` and `along` axis coordinate `along.base(t) + a`,
    * zero past the bounds, for the tile starting at key `t`. `load(t)` reads a thread's share into
    * registers `${name}_…`, `store()` puts them in the tile, so the next tile's reads can travel
-   * while this one computes. Consecutive threads walk whichever axis is contiguous in memory.
+   * while this one computes. Consecutive threads walk whichever axis is contiguous in memory;
+   * where that is the `along` axis, with `padded` a tile row is `groups + 1` vec4s long, so that
+   * eight threads storing one lane group at consecutive rows hit eight different banks (a
+   * stride of 8 or 16 vec4s put them all in one: an 8-way conflict).
    */
   const filler = (
     name: string,
@@ -215,9 +227,11 @@ export function flashWgsl(plan: Flash): string {
     op: Load,
     lane: { axis: number; base: (t: string) => string; bound: number; groups: number },
     along: { axis: number; base: (t: string) => string; bound: number; extent: number },
+    padded = true,
   ) => {
     const access = affineOffset(op.steps, l.kernel.space, l.kernel.inputs[op.input].shape);
     const alongFast = access !== undefined && access.weights[along.axis] === 1;
+    const stride = lane.groups + (alongFast && padded ? 1 : 0);
     const total = lane.groups * along.extent, count = Math.ceil(total / threads);
     const slot = (k: number) => {
       e.line(`let p = t + ${k * threads};`);
@@ -267,24 +281,26 @@ export function flashWgsl(plan: Flash): string {
         guarded(k, () =>
           e.block("{", () => {
             slot(k);
-            e.line(`${name}[a * ${lane.groups} + g] = ${name}_${k};`);
+            e.line(`${name}[a * ${stride} + g] = ${name}_${k};`);
           }));
       }
     };
-    return { load, store };
+    return { load, store, stride };
   };
 
-  // The query tile, once: qt[d · R/4 + r/4] holds rows r..r+3 at d.
+  // The query tile, once (unpadded: stored once, its conflicts cost nothing a tile):
+  // qt[d · R/4 + r/4] holds rows r..r+3 at d.
   const zero = () => "0", key = (t: string) => t;
   const fillQ = filler("qt", ls, s.a, { axis: mAx, base: () => "first", bound: s.m, groups: RQ }, {
     axis: kAx,
     base: zero,
     bound: D,
     extent: D,
-  });
+  }, false);
   fillQ.load("0");
   fillQ.store();
-  // kt[d · 8 + j/4] holds keys j..j+3 at d; vt[j · EP/4 + c/4] columns c..c+3 of key j.
+  // kt[d · sk + j/4] holds keys j..j+3 at d; vt[j · sv + c/4] columns c..c+3 of key j (sk, sv:
+  // the tiles' row strides, 8 and EP/4 vec4s or one more).
   const fillK = filler("kt", ls, s.b, { axis: nAx, base: key, bound: T, groups: TX }, {
     axis: kAx,
     base: zero,
@@ -317,11 +333,13 @@ export function flashWgsl(plan: Flash): string {
     e.line(`var l_${r} = 0.0;`);
   }
   const { combine } = combiner(weights.reductions[0]);
-  // This thread's weights `${w}_r` of the tile into pt[j · R/4 + r/4] (rows r..r+3 of key j).
+  // This thread's weights `${w}_r` of the tile into pt[weightRow(j) + r/4] (rows r..r+3 of key
+  // j), a pad vec4 after every 4 keys: the 8 threads of a row group, 4 keys apart, store to 8
+  // different banks (without the pad, all to one).
   const storeWeights = (w: string) => {
     for (let c = 0; c < 4; c++) {
       const rows = [0, 1, 2, 3].map((r) => `${w}_${r}.${lane(c)}`).join(", ");
-      e.line(`pt[(4 * tx + ${c}) * ${RQ} + ty] = vec4<f32>(${rows});`);
+      e.line(`pt[(4 * tx + ${c}) * ${RQ} + tx + ty] = vec4<f32>(${rows});`);
     }
   };
   e.block(`for (var t0 = 0; t0 < ${T}; t0 += ${KEYS}) {`, () => {
@@ -335,7 +353,7 @@ export function flashWgsl(plan: Flash): string {
     // Scores: rows × 4 keys a thread.
     for (let r = 0; r < 4; r++) e.line(`var s_${r} = vec4<f32>(0.0);`);
     unrolled(D, (d) => {
-      e.line(`let kk = kt[${d * TX} + tx];`);
+      e.line(`let kk = kt[${d * fillK.stride} + tx];`);
       e.line(`let qq = qt[${d * RQ} + ty];`);
       for (let r = 0; r < 4; r++) e.line(`s_${r} = fma(vec4<f32>(qq.${lane(r)}), kk, s_${r});`);
     });
@@ -412,8 +430,8 @@ export function flashWgsl(plan: Flash): string {
     e.block("if (more) {", () => fillK.store());
     // out += P · V: rows × 4·G columns a thread.
     unrolled(KEYS, (j) => {
-      e.line(`let pp = pt[${j * RQ} + ty];`);
-      for (let g = 0; g < G; g++) e.line(`let vv${g} = vt[${j * EP / 4 + g * TX} + tx];`);
+      e.line(`let pp = pt[${weightRow(j, RQ)} + ty];`);
+      for (let g = 0; g < G; g++) e.line(`let vv${g} = vt[${j * fillV.stride + g * TX} + tx];`);
       for (let r = 0; r < 4; r++) {
         for (let g = 0; g < G; g++) {
           e.line(`o_${r}_${g} = fma(vec4<f32>(pp.${lane(r)}), vv${g}, o_${r}_${g});`);
@@ -447,9 +465,9 @@ export function flashWgsl(plan: Flash): string {
     ...groupBindings(plan),
     PRELUDE,
     `var<workgroup> qt: array<vec4<f32>, ${D * RQ}>;`,
-    `var<workgroup> kt: array<vec4<f32>, ${D * TX}>;`,
-    `var<workgroup> pt: array<vec4<f32>, ${KEYS * RQ}>;`,
-    `var<workgroup> vt: array<vec4<f32>, ${KEYS * EP / 4}>;`,
+    `var<workgroup> kt: array<vec4<f32>, ${D * fillK.stride}>;`,
+    `var<workgroup> pt: array<vec4<f32>, ${weightRow(KEYS, RQ)}>;`,
+    `var<workgroup> vt: array<vec4<f32>, ${KEYS * fillV.stride}>;`,
     `var<workgroup> red: array<f32, ${R * TX}>;`,
     "var<workgroup> flag: atomic<i32>;",
     ...scoreFn,

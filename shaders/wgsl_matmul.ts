@@ -101,10 +101,13 @@ export function sliceCount(
   return slices;
 }
 
-/** Workgroup memory of a tile: its slices' operand tiles and the partial sums they hand over. */
+/**
+ * Workgroup memory of a tile: its slices' operand tiles (each row padded by a vec4, as it may
+ * be: see `matmulBody`) and the partial sums they hand over.
+ */
 export function tileBytes(tile: Pick<MatmulTile, "threads" | "per" | "slices">): number {
   const [TM, TN] = tileOf(tile);
-  return 4 * (tile.slices * TK * (TM + TN) + (tile.slices - 1) * TM * TN);
+  return 4 * (tile.slices * TK * (TM + TN + 8) + (tile.slices - 1) * TM * TN);
 }
 
 /** Output rows and columns of one tile. */
@@ -188,6 +191,17 @@ export function emitTiledMatmul(
   const x = l.coords;
   const e = l.e;
   for (const c of x) e.line(`var ${c}: i32 = 0;`);
+  // Whether consecutive threads fill an operand's tile along K (its contiguous axis in memory),
+  // and so the tile's row stride in vec4s: 8 such threads store one column of 8 rows, which a
+  // stride of 16 or 32 vec4s put in one bank (an 8-way conflict); one vec4 more a row spreads
+  // them over all.
+  const kFast = (op: Load) => {
+    const access = affineOffset(op.steps, space, l.kernel.inputs[op.input].shape);
+    return access !== undefined && access.weights[kAx] === 1;
+  };
+  const [RA, RB] = [[tile.a, TM], [tile.b, TN]].map(([op, w]) =>
+    (w as number) / 4 + (kFast(op as Load) ? 1 : 0)
+  );
   // A thread's row of the tile (`ly`) and index in its slice (`t`).
   const ly = sliced ? "ly" : "i32(lid.y)";
   if (sliced) {
@@ -195,8 +209,8 @@ export function emitTiledMatmul(
     e.line(`let t = ly * ${tx} + i32(lid.x);`);
     e.line(`let kslice = i32(lid.y) / ${ty};`);
     e.line(`let kb = kslice * ${STEPS * TK};`);
-    e.line(`let ta = kslice * ${(TK * TM) / 4};`);
-    e.line(`let tb = kslice * ${(TK * TN) / 4};`);
+    e.line(`let ta = kslice * ${TK * RA};`);
+    e.line(`let tb = kslice * ${TK * RB};`);
   } else e.line(`let t = i32(lid.y * ${tx}u + lid.x);`);
   const at = (name: string) => (sliced ? (name === "tileA" ? "ta + " : "tb + ") : "");
   e.line(`let m0 = i32(wid.y) * ${TM};`);
@@ -206,20 +220,27 @@ export function emitTiledMatmul(
     for (let h = 0; h < pn / 4; h++) e.line(`var acc_${r}_${h} = vec4<f32>(0.0);`);
   }
 
-  // A tile's fill: `name[k·width/4 + q] = (op at (k0 + k, o0 + 4q + 0..3))` for the whole tile,
+  // A tile's fill: `name[k·stride + q] = (op at (k0 + k, o0 + 4q + 0..3))` for the whole tile,
   // `T·TK / 4 / threads` vec4s a thread, consecutive threads along the operand's contiguous axis.
   // `load` reads the step at `k0` into registers `${name}_p…`; `store` puts them in the tile.
   // Shapes of whole tiles and whole K steps need no bounds checks on the operand fills (on the
   // H200: 4096 from 26.5 to 28.6 TFLOP/s, 2048 from 25.5 to 27.4).
   const kWhole = K % (TK * S) === 0;
-  const filler = (name: string, op: Load, ax: number, o0: string, bound: number, width: number) => {
+  const filler = (
+    name: string,
+    op: Load,
+    ax: number,
+    o0: string,
+    bound: number,
+    width: number,
+    stride: number,
+  ) => {
     const guarded = (fill: () => void, zero: () => void) => {
       if (kWhole && bound % width === 0) return fill();
       e.block(`if (${x[ax]} < ${bound} && ${x[kAx]} < ${K}) {`, fill);
       e.block("else {", zero);
     };
     const access = affineOffset(op.steps, space, l.kernel.inputs[op.input].shape);
-    const kFast = access !== undefined && access.weights[kAx] === 1;
     // An operand that is not an affine view (a convolution's patches) is a gather whose index
     // code runs to some 20 lines an element: its fill is a loop over a vec4's lanes, not four
     // copies of that code, since Deno's shader-module creation (WGSL parsing and validation)
@@ -233,7 +254,7 @@ export function emitTiledMatmul(
     const slots = [...Array(count).keys()].map((p) => {
       e.line(`let s${name}${p} = t + ${p * threads};`);
       e.line(`var ${name}_${p} = vec4<f32>(0.0);`);
-      return kFast
+      return kFast(op)
         ? [`s${name}${p} % ${TK}`, `s${name}${p} / ${TK}`]
         : [`s${name}${p} / ${row4}`, `s${name}${p} % ${row4}`];
     });
@@ -274,13 +295,13 @@ export function emitTiledMatmul(
     const store = () => {
       for (let p = 0; p < count; p++) {
         const [kq, q] = slot(p);
-        e.line(`${name}[${at(name)}(${kq}) * ${row4} + ${q}] = ${name}_${p};`);
+        e.line(`${name}[${at(name)}(${kq}) * ${stride} + ${q}] = ${name}_${p};`);
       }
     };
     return { load, store };
   };
-  const fillA = filler("tileA", tile.a, mAx, "m0", M, TM);
-  const fillB = filler("tileB", tile.b, nAx, "n0", N, TN);
+  const fillA = filler("tileA", tile.a, mAx, "m0", M, TM, RA);
+  const fillB = filler("tileB", tile.b, nAx, "n0", N, TN, RB);
   const load = (k0: string) => {
     e.line(`${x[nAx]} = 0;`);
     fillA.load(k0);
@@ -304,10 +325,10 @@ export function emitTiledMatmul(
     e.block(`if (${more}) {`, () => load(`k0 + ${TK}`));
     const body = (kk: string) => {
       for (let h = 0; h < pm / 4; h++) {
-        e.line(`let a${h} = tileA[${at("tileA")}${kk} * ${TM / 4} + ${h * ty} + ${ly}];`);
+        e.line(`let a${h} = tileA[${at("tileA")}${kk} * ${RA} + ${h * ty} + ${ly}];`);
       }
       for (let h = 0; h < pn / 4; h++) {
-        e.line(`let b${h} = tileB[${at("tileB")}${kk} * ${TN / 4} + ${h * tx} + i32(lid.x)];`);
+        e.line(`let b${h} = tileB[${at("tileB")}${kk} * ${RB} + ${h * tx} + i32(lid.x)];`);
       }
       for (let r = 0; r < pm; r++) {
         const a = `a${r >> 2}.${"xyzw"[r & 3]}`;
@@ -380,8 +401,8 @@ export function emitTiledMatmul(
     body: e.lines,
     helpers,
     decls: [
-      `var<workgroup> tileA: array<vec4<f32>, ${(S * TK * TM) / 4}>;`,
-      `var<workgroup> tileB: array<vec4<f32>, ${(S * TK * TN) / 4}>;`,
+      `var<workgroup> tileA: array<vec4<f32>, ${S * TK * RA}>;`,
+      `var<workgroup> tileB: array<vec4<f32>, ${S * TK * RB}>;`,
       ...(sliced ? [`var<workgroup> partial: array<vec4<f32>, ${((S - 1) * TM * TN) / 4}>;`] : []),
     ],
   };
