@@ -166,8 +166,9 @@ function w1(n: number): Kernel {
   };
 }
 
-const profiled = new WebGpuBackend({ profile: true });
-/** The same device's kernels with attention as one flash kernel (off by default: slower). */
+/** The device's kernels, attention as three kernels where they fit (the flash kernel's baseline). */
+const profiled = new WebGpuBackend({ profile: true, flashAttention: false });
+/** The same device's kernels with attention as one flash kernel wherever one applies. */
 const flash = new WebGpuBackend({ profile: true, flashAttention: true });
 await profiled.prepare();
 await flash.prepare();

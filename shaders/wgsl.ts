@@ -62,6 +62,12 @@ export interface WgslOptions {
    * such a kernel, so the backend turns it off on software adapters unless asked.
    */
   readonly splitK?: boolean;
+  /**
+   * Attention groups as one flash kernel (`wgsl_flash.ts`): true wherever one applies; false only
+   * where the group's buffers are past `bindingBytes`; by default also where it was measured
+   * faster than the three kernels it replaces (`flashPays`).
+   */
+  readonly flash?: boolean;
 }
 
 /** How a kernel maps onto the GPU; code generation and dispatch both follow it. */

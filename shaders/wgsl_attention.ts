@@ -17,7 +17,13 @@ import { sizeOf } from "../jit/shape.ts";
 import { Emitter, KernelLowering, NEVER, PRELUDE } from "./wgsl_expr.ts";
 import { type KernelLayout, rowsLayout, tiledMatmul, type WgslOptions } from "./wgsl.ts";
 import { emitRows, streamedRows } from "./wgsl_rows.ts";
-import { type Flash, flashAttention, groupBindings, groupInputNames } from "./wgsl_flash.ts";
+import {
+  type Flash,
+  flashAttention,
+  flashPays,
+  groupBindings,
+  groupInputNames,
+} from "./wgsl_flash.ts";
 
 /** Longest key axis a fused attention kernel holds in workgroup memory. */
 export const MAX_KEYS = 1024;
@@ -205,8 +211,9 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
 }
 
 /**
- * `kernels` with each attention group that the flash kernel (first with `options.flash`, or
- * where a buffer of the group is past `options.bindingBytes`) or {@linkcode fusedAttention}
+ * `kernels` with each attention group that the flash kernel (where `options.flash` is true, where
+ * it is not false and the flash kernel pays (`flashPays`), and where a buffer of the group is past
+ * `options.bindingBytes`) or {@linkcode fusedAttention}
  * accepts replaced by one kernel: its buffers are the group's inputs and final outputs, its space
  * the softmax's (a row per query, as the dispatch counts them). `fused` maps those kernels to
  * their groups and `from` gives each kernel's index in the original list (the softmax's, for a
@@ -215,7 +222,7 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
 export function withFusedAttention(
   kernels: readonly KernelIR[],
   external: ReadonlySet<number>,
-  options: WgslOptions & { readonly flash?: boolean },
+  options: WgslOptions,
 ): { kernels: KernelIR[]; fused: Map<KernelIR, Attention | Flash>; from: number[] } {
   const out: KernelIR[] = [], from: number[] = [];
   const fused = new Map<KernelIR, Attention | Flash>();
@@ -228,9 +235,11 @@ export function withFusedAttention(
     const whole = members.length === 3 && members[0] === k &&
       members.every((x, j) => kernels[i + j] === x);
     const group = whole ? attentionGroup(members, external) : undefined;
-    const flash = group && (options.flash || members.some(tooLarge))
+    const needed = members.some(tooLarge);
+    const plan = group && (options.flash !== false || needed)
       ? flashAttention(group, options)
       : undefined;
+    const flash = plan && (options.flash === true || needed || flashPays(plan)) ? plan : undefined;
     const att = group && (flash ?? fusedAttention(members, external));
     if (!att) {
       out.push(k);

@@ -21,17 +21,18 @@
  * exp(x − max) / sum over the same x), heads are at most `MAX_HEAD` wide, the query axis is a
  * multiple of the rows a workgroup takes (its rows share their keys) and the tiles fit the
  * device's workgroup memory. It runs where the group's scores do not fit the device's largest
- * storage binding (a long sequence: the three kernels could not run there at all), and
- * everywhere with `new WebGpuBackend({ flashAttention: true })`. Not by default: on the H200
- * (device time, `bench/gpu_kernels.ts`, 2026-11-25, codegen 0.6.9 with its inner loops unrolled)
- * it ran B8 H16 T1024 D64 in 2.64 ms against 2.43 ms for the three kernels it replaces (4.52 ms
- * with the loops kept; the one-thread-a-row kernel it succeeds: 42.0 ms), the same time as they
- * at 128 and 256 tokens, and 1.1× theirs at 512 and 4096.
+ * storage binding (a long sequence: the three kernels could not run there at all), by default
+ * where it was measured faster than those three kernels (`flashPays`: 256 keys or more, 256
+ * workgroups or more), and everywhere with `new WebGpuBackend({ flashAttention: true })`. On
+ * the H200 (device time, `bench/gpu_kernels.ts`, 2026-11-26, codegen webgpu 0.6.21) it ran
+ * B8 H16 T1024 D64 in 2.12 ms against 2.27 ms for the three kernels (16.2 TFLOP/s; the
+ * one-thread-a-row kernel it succeeds took 42.0 ms).
  *
  * @module
  */
 import { affineOffset } from "../jit/access.ts";
 import type { DType } from "../jit/dtype.ts";
+import { sizeOf } from "../jit/shape.ts";
 import type { Expr, KernelIR, Load } from "../jit/kernel_ir.ts";
 import { matmulOperands } from "../jit/kernel_ir.ts";
 import type { Attention } from "./wgsl_attention.ts";
@@ -99,6 +100,23 @@ const THREADS_A_ROW = TX / 4;
  * thread 8.99 ms.
  */
 const ROWS: readonly number[] = [64, 32, 16];
+
+/**
+ * Keys and workgroups from which the flash kernel runs by default, where it was measured faster
+ * than the three kernels it replaces (H200 device time, 2026-11-26, codegen webgpu 0.6.21,
+ * `bench/gpu_kernels.ts`, D = 64): B8 H16 at 256 keys 0.181 against 0.202 ms, 512 0.605 against
+ * 0.638, 1024 2.12 against 2.27, B1 H16 T4096 4.31 against 4.46; at 128 keys 0.0605 against
+ * 0.055. A workgroup takes a tile of 64 query rows, so fewer rows than some 256 tiles would leave
+ * most of the GPU idle, where the three kernels' matmuls split K or take smaller tiles.
+ */
+const FLASH_KEYS = 256, FLASH_WORKGROUPS = 256;
+
+/** Whether `plan` is where the flash kernel was measured faster than three kernels. */
+export function flashPays(plan: Flash): boolean {
+  const s = matmulOperands(plan.scores)!;
+  const batch = sizeOf(plan.scores.space.slice(0, s.nb));
+  return s.n >= FLASH_KEYS && batch * s.m / plan.rows >= FLASH_WORKGROUPS;
+}
 
 /** The flash form of an attention `group` on a device with `options`, if it applies. */
 export function flashAttention(group: Attention, options: WgslOptions): Flash | undefined {

@@ -10,8 +10,13 @@ import { GraphBuilder } from "../../jit/graph_builder.ts";
 import { assertClose, f32, numbers } from "../../jit/testing.ts";
 import type { Graph } from "../../jit/graph.ts";
 import { tiledMatmul } from "../../shaders/wgsl.ts";
-import { attentionGroup, fusedAttention, MAX_KEYS } from "../../shaders/wgsl_attention.ts";
-import { flashAttention } from "../../shaders/wgsl_flash.ts";
+import {
+  attentionGroup,
+  fusedAttention,
+  MAX_KEYS,
+  withFusedAttention,
+} from "../../shaders/wgsl_attention.ts";
+import { flashAttention, flashPays } from "../../shaders/wgsl_flash.ts";
 import { WasmBackend } from "../wasm/wasm_backend.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 
@@ -124,6 +129,28 @@ Deno.test("flash attention: tiles of queries, keys and values, masks, ragged key
   assert.equal(flashAttention(wide, { maxInvocations: 256, workgroupBytes: 32768 })?.rows, 32);
   assert.equal(flashAttention(wide, { maxInvocations: 256 }), undefined, "16 KB fits no tile");
   assert.equal(plan(flashGraph({ tokens: 1024, d: 80 })), undefined, "heads past 64");
+  // By default the flash kernel runs where it was measured faster: 256 keys or more, over 256
+  // workgroups of 64 rows or more (here batch · 3 heads · tokens / 64).
+  const h200 = { maxInvocations: 256, workgroupBytes: 49152 };
+  const group = (g: Graph) => fuse(g).kernels.filter((k) => k.group === "attention_0");
+  const fusedAs = (g: Graph, flash?: boolean) => [
+    ...withFusedAttention(fuse(g).kernels, new Set(), { ...h200, flash }).fused.values(),
+  ];
+  const measured = [
+    { tokens: 1024, batch: 6, pays: true }, // 288 workgroups
+    { tokens: 1024, batch: 5, pays: false }, // 240
+    { tokens: 256, batch: 22, pays: true }, // 264
+    { tokens: 256, batch: 21, pays: false }, // 252
+    { tokens: 128, batch: 48, pays: false }, // 288, but 128 keys
+  ];
+  for (const { tokens, batch, pays } of measured) {
+    const g = flashGraph({ tokens, batch, d: 64 });
+    const c = { tokens, batch };
+    assert.equal(flashPays(flashAttention(attentionGroup(group(g), new Set())!, h200)!), pays);
+    assert.equal(fusedAs(g).some((a) => "rows" in a), pays, JSON.stringify(c));
+    assert.ok(fusedAs(g, true).some((a) => "rows" in a), "flash: true runs it anyway");
+    assert.ok(!fusedAs(g, false).some((a) => "rows" in a), "flash: false does not");
+  }
   // llvmpipe compiles these two 16-row kernels in about 60 s together, and one of 64 rows or
   // 64-wide heads (the H200's shapes, timed by `bench/gpu_kernels.ts`) in 25–45 s: CI runs
   // shapes of 16 rows, which take every branch of the generator.

@@ -63,10 +63,11 @@ export interface WebGpuOptions {
    */
   readonly profile?: boolean;
   /**
-   * Run attention groups (scores → softmax → values) as one flash kernel wherever it applies
-   * (`shaders/wgsl_flash.ts`): the scores never reach device memory. Default false: only groups
-   * whose scores do not fit the largest storage binding run as flash kernels, since on the H200
-   * the tiled flash kernel took 1.3–1.9× the time of the kernels it replaces (see its module).
+   * Run attention groups (scores → softmax → values) as one flash kernel (`shaders/wgsl_flash.ts`,
+   * the scores never reach device memory): true wherever one applies; false only for groups whose
+   * scores do not fit the largest storage binding. Default: also where it was measured faster than
+   * the three kernels it replaces (256 keys or more, 256 workgroups or more: `flashPays`), except
+   * on a software adapter, whose shader compiler takes 25-45 s for a flash kernel of 64 rows.
    */
   readonly flashAttention?: boolean;
   /**
@@ -105,7 +106,7 @@ export class WebGpuBackend implements Backend {
   /** Always `"webgpu"`. */
   readonly id: string = "webgpu";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.6.20";
+  readonly version: string = "0.6.21";
   /** A GPU. */
   readonly kind: BackendKind = "gpu";
   #options: WebGpuOptions;
@@ -181,10 +182,7 @@ export class WebGpuBackend implements Backend {
    * what lets a long sequence's attention past the binding limit.
    */
   elided(kernels: readonly KernelIR[], outputs: ReadonlySet<number>): ReadonlySet<number> {
-    const { fused } = withFusedAttention(kernels, outputs, {
-      ...this.#wgsl(),
-      flash: this.#options.flashAttention,
-    });
+    const { fused } = withFusedAttention(kernels, outputs, this.#wgsl());
     // The flash kernel's own buffers must fit, or it cannot run here either.
     const values = [...fused].flatMap(([one, group]) =>
       "rows" in group && !unfit(this, one)
@@ -310,11 +308,7 @@ export class WebGpuBackend implements Backend {
   ): Promise<Program> {
     const io = planOf(graph);
     const wgsl = this.#wgsl();
-    const { kernels, fused, from } = withFusedAttention(
-      planned,
-      new Set(io.outputs),
-      { ...wgsl, flash: this.#options.flashAttention },
-    );
+    const { kernels, fused, from } = withFusedAttention(planned, new Set(io.outputs), wgsl);
     // Kernels of the same code (a repeated block) share one pipeline, compiled once.
     const compiled = new Map<string, Promise<GPUComputePipeline>>();
     const pipelineOf = (k: KernelIR, code: string) => {
@@ -353,13 +347,14 @@ export class WebGpuBackend implements Backend {
 
   /** What generated kernels may use on this device (WebGPU's defaults before `prepare()`). */
   #wgsl(): WgslOptions {
+    const software = this.#adapter !== undefined && isSoftwareAdapter(this.#adapter);
     return {
       maxInvocations: this.#device?.limits.maxComputeInvocationsPerWorkgroup ?? 256,
       half: this.#device?.features.has("shader-f16") ?? false,
       workgroupBytes: this.#device?.limits.maxComputeWorkgroupStorageSize ?? 16384,
       bindingBytes: this.capabilities().maxStorageBufferBytes || undefined,
-      splitK: this.#options.splitK ??
-        !(this.#adapter !== undefined && isSoftwareAdapter(this.#adapter)),
+      splitK: this.#options.splitK ?? !software,
+      flash: this.#options.flashAttention ?? (software ? false : undefined),
     };
   }
 
