@@ -155,8 +155,9 @@ Deno.test("flash attention: tiles of queries, keys and values, masks, ragged key
   // 64-wide heads (the H200's shapes, timed by `bench/gpu_kernels.ts`) in 25–45 s: CI runs
   // shapes of 16 rows, which take every branch of the generator.
   const cases = [
-    // 656 keys: the last key tile half full; 41 workgroups a head; fully masked rows.
-    { tokens: 656, mask: true },
+    // 656 keys: the last key tile half full; 41 workgroups a head; fully masked rows; heads of
+    // 24, a chunk of 16 steps and 8 more.
+    { tokens: 656, mask: true, d: 24 },
     // Keys and values stored key-minor, values wider than the heads (two column groups); whole
     // key tiles and value columns, so no fill is clamped and no key masked.
     { tokens: 608, rows: 144, d: 16, e: 64, transposed: true },
