@@ -22,10 +22,10 @@
  * multiple of the rows a workgroup takes (its rows share their keys) and the tiles fit the
  * device's workgroup memory. It runs where the group's scores do not fit the device's largest
  * storage binding (a long sequence: the three kernels could not run there at all), by default
- * where it was measured faster than those three kernels (`flashPays`: 256 keys or more, 256
+ * where it was measured faster than those three kernels (`flashPays`: 128 keys or more, 256
  * workgroups or more), and everywhere with `new WebGpuBackend({ flashAttention: true })`. On
- * the H200 (device time, `bench/gpu_kernels.ts`, 2026-11-26, codegen webgpu 0.6.21) it ran
- * B8 H16 T1024 D64 in 2.12 ms against 2.27 ms for the three kernels (16.2 TFLOP/s; the
+ * the H200 (device time, `bench/gpu_kernels.ts`, 2026-11-26, codegen webgpu 0.6.22) it ran
+ * B8 H16 T1024 D64 in 1.59 ms against 2.27 ms for the three kernels (21.6 TFLOP/s; the
  * one-thread-a-row kernel it succeeds took 42.0 ms).
  *
  * @module
@@ -113,13 +113,13 @@ const ROWS: readonly number[] = [64, 32, 16];
 
 /**
  * Keys and workgroups from which the flash kernel runs by default, where it was measured faster
- * than the three kernels it replaces (H200 device time, 2026-11-26, codegen webgpu 0.6.21,
- * `bench/gpu_kernels.ts`, D = 64): B8 H16 at 256 keys 0.181 against 0.202 ms, 512 0.605 against
- * 0.638, 1024 2.12 against 2.27, B1 H16 T4096 4.31 against 4.46; at 128 keys 0.0605 against
- * 0.055. A workgroup takes a tile of 64 query rows, so fewer rows than some 256 tiles would leave
- * most of the GPU idle, where the three kernels' matmuls split K or take smaller tiles.
+ * than the three kernels it replaces (H200 device time, 2026-11-26, codegen webgpu 0.6.22,
+ * `bench/gpu_kernels.ts`, D = 64): B8 H16 at 128 keys 0.049 against 0.059 ms, 256 0.132 against
+ * 0.202, 512 0.448 against 0.640, 1024 1.59 against 2.27, B1 H16 T4096 3.00 against 4.45. A
+ * workgroup takes a tile of 64 query rows, so fewer rows than some 256 tiles would leave most of
+ * the GPU idle, where the three kernels' matmuls split K or take smaller tiles.
  */
-const FLASH_KEYS = 256, FLASH_WORKGROUPS = 256;
+const FLASH_KEYS = 128, FLASH_WORKGROUPS = 256;
 
 /** Whether `plan` is where the flash kernel was measured faster than three kernels. */
 export function flashPays(plan: Flash): boolean {
