@@ -15,6 +15,7 @@
  * @module
  */
 import { envVar } from "./env.ts";
+import { type HostFs, hostFs } from "./host_fs.ts";
 import { type Artifact, type Backend, profileKey } from "./backend.ts";
 import { digest } from "./digest.ts";
 import { type KernelIR, kernelText } from "./kernel_ir.ts";
@@ -69,8 +70,6 @@ interface DiskRecord {
   binary: boolean;
 }
 
-type Fs = typeof import("node:fs/promises");
-
 /** Where generated code for a kernel came from. */
 export type CacheSource = "memory" | "disk" | "generated";
 
@@ -92,7 +91,6 @@ export class KernelCache {
   #maxEntries: number;
   #maxBytes: number;
   #dir: string | false;
-  #fs?: Promise<Fs | undefined>;
 
   /** Creates a cache. */
   constructor(options: KernelCacheOptions = {}) {
@@ -117,10 +115,10 @@ export class KernelCache {
     try {
       // As for records: a FIFO named like a note would block the read forever.
       const info = await fs.lstat(path);
-      if (!info.isFile() || info.size > MAX_NOTE_BYTES) {
-        return this.#reject(fs, path, info.isFile() ? "oversized" : "not a regular file");
+      if (!info.isFile || info.size > MAX_NOTE_BYTES) {
+        return this.#reject(fs, path, info.isFile ? "oversized" : "not a regular file");
       }
-      return await fs.readFile(path, "utf8");
+      return await fs.readTextFile(path);
     } catch {
       return undefined;
     }
@@ -131,10 +129,10 @@ export class KernelCache {
     const fs = await this.#filesystem();
     if (!fs || this.#dir === false) return;
     try {
-      await fs.mkdir(this.#dir, { recursive: true });
+      await fs.mkdirAll(this.#dir);
       // Written aside and renamed: a concurrent reader sees the old note or the new one whole.
       const tmp = `${this.#dir}/${name}.${Math.random().toString(36).slice(2)}.tmp`;
-      await fs.writeFile(tmp, text);
+      await fs.writeTextFile(tmp, text);
       await fs.rename(tmp, `${this.#dir}/${name}`);
     } catch { /* a read-only cache directory */ }
   }
@@ -217,9 +215,8 @@ export class KernelCache {
     }
   }
 
-  #filesystem(): Promise<Fs | undefined> {
-    if (this.#dir === false) return Promise.resolve(undefined);
-    return this.#fs ??= import("node:fs/promises").then((fs) => fs as Fs, () => undefined);
+  #filesystem(): Promise<HostFs | undefined> {
+    return this.#dir === false ? Promise.resolve(undefined) : hostFs();
   }
 
   async #read(key: string, text: string, format: string): Promise<Artifact | undefined> {
@@ -230,10 +227,10 @@ export class KernelCache {
     try {
       // lstat first: reading a FIFO blocks forever, a link may point anywhere.
       const info = await fs.lstat(path);
-      if (!info.isFile() || info.size > MAX_RECORD_BYTES) {
-        return this.#reject(fs, path, info.isFile() ? "oversized" : "not a regular file");
+      if (!info.isFile || info.size > MAX_RECORD_BYTES) {
+        return this.#reject(fs, path, info.isFile ? "oversized" : "not a regular file");
       }
-      raw = await fs.readFile(path, "utf8");
+      raw = await fs.readTextFile(path);
     } catch (e) {
       if ((e as { code?: string }).code !== "ENOENT") this.#diskFailed();
       return undefined;
@@ -259,11 +256,11 @@ export class KernelCache {
     }
   }
 
-  async #reject(fs: Fs, path: string, why: string): Promise<undefined> {
+  async #reject(fs: HostFs, path: string, why: string): Promise<undefined> {
     this.#stats.rejected++;
     console.warn(`kiln: ignoring damaged kernel cache entry ${path} (${why}); regenerating it`);
     try {
-      await fs.rm(path, { force: true, recursive: true });
+      await fs.removeAll(path);
     } catch { /* a read-only directory: the entry is skipped each time */ }
     return undefined;
   }
@@ -272,9 +269,9 @@ export class KernelCache {
     const fs = await this.#filesystem();
     if (!fs || this.#dir === false) return;
     try {
-      await fs.mkdir(this.#dir, { recursive: true });
+      await fs.mkdirAll(this.#dir);
       const tmp = `${this.#dir}/${key}.${Math.random().toString(36).slice(2)}.tmp`;
-      await fs.writeFile(tmp, JSON.stringify(record));
+      await fs.writeTextFile(tmp, JSON.stringify(record));
       await fs.rename(tmp, `${this.#dir}/${key}.json`);
     } catch {
       this.#diskFailed();

@@ -16,6 +16,7 @@ import type { Shape } from "../jit/shape.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import { type ExternalReader, fileReader, inlineExternalData, urlReader } from "./external_data.ts";
 import { importModel } from "./import.ts";
+import { hostFs } from "../jit/host_fs.ts";
 import { type OnnxInputInfo, onnxInputs } from "./inputs.ts";
 import { NeedsValue } from "./node_context.ts";
 import { decodeModel, int, type ModelProto } from "./proto.ts";
@@ -125,16 +126,15 @@ export class OnnxModel {
     }
     let bytes: Uint8Array;
     try {
-      // Hidden from bundlers: a browser build has no file system and never takes this path.
-      const fs = ["node", "fs/promises"].join(":");
-      const { readFile, stat } = await import(fs) as typeof import("node:fs/promises");
+      const fs = await hostFs();
+      if (!fs) throw new Error("this host has no file system: pass a URL or the bytes");
       // Checked first: reading a device (/dev/zero) or a FIFO would never end.
-      const info = await stat(path);
-      if (!info.isFile()) throw new Error("not a regular file");
+      const info = await fs.stat(path);
+      if (!info.isFile) throw new Error("not a regular file");
       if (info.size > MAX_MODEL_BYTES) {
         throw new Error(`${info.size} bytes, over ONNX's 2 GiB protobuf limit`);
       }
-      bytes = new Uint8Array(await readFile(path));
+      bytes = await fs.readFile(path);
     } catch (e) {
       throw new KilnError(`Cannot read the model ${path}: ${(e as Error).message}`, {
         code: "bad-input",

@@ -1,0 +1,93 @@
+/**
+ * The few file-system calls kiln makes (the kernel cache's disk tier, reading a model), through
+ * Deno's own API where there is one and `node:fs/promises` elsewhere (Node, Bun). Deno loads its
+ * Node compatibility layer on the first `node:` import: 35-38 ms of a first run on the 2-core VM
+ * (2026-11-26), paid by every process that touched the kernel cache or loaded a model by path.
+ *
+ * @module
+ */
+
+/** What `stat` tells of a path. */
+export interface HostStat {
+  /** Whether it is a regular file (not a directory, FIFO, device or, for `lstat`, a link). */
+  readonly isFile: boolean;
+  /** Its size in bytes. */
+  readonly size: number;
+}
+
+/** The file-system calls kiln makes; errors carry Node's `code` (`ENOENT`, …) on both hosts. */
+export interface HostFs {
+  /** The path's own entry (a link is not followed). */
+  lstat(path: string): Promise<HostStat>;
+  /** The entry the path (or `file:` URL) leads to (links followed). */
+  stat(path: string | URL): Promise<HostStat>;
+  /** The file's bytes. */
+  readFile(path: string | URL): Promise<Uint8Array>;
+  /** The file as UTF-8 text. */
+  readTextFile(path: string): Promise<string>;
+  /** Writes `text` to the file, replacing it. */
+  writeTextFile(path: string, text: string): Promise<void>;
+  /** Makes the directory and its parents. */
+  mkdirAll(path: string): Promise<void>;
+  /** Moves `from` to `to`, replacing `to`. */
+  rename(from: string, to: string): Promise<void>;
+  /** Removes the path and anything under it; a missing path is no error. */
+  removeAll(path: string): Promise<void>;
+}
+
+interface DenoFs {
+  lstat(path: string): Promise<HostStat>;
+  stat(path: string | URL): Promise<HostStat>;
+  readFile(path: string | URL): Promise<Uint8Array>;
+  readTextFile(path: string): Promise<string>;
+  writeTextFile(path: string, text: string): Promise<void>;
+  mkdir(path: string, options: { recursive: boolean }): Promise<void>;
+  rename(from: string, to: string): Promise<void>;
+  remove(path: string, options: { recursive: boolean }): Promise<void>;
+}
+
+let host: Promise<HostFs | undefined> | undefined;
+
+/** The host's file system, or `undefined` where there is none (a browser). */
+export function hostFs(): Promise<HostFs | undefined> {
+  return host ??= load();
+}
+
+async function load(): Promise<HostFs | undefined> {
+  const deno = (globalThis as { Deno?: DenoFs }).Deno;
+  if (deno && typeof deno.lstat === "function") {
+    return {
+      lstat: (p) => deno.lstat(p),
+      stat: (p) => deno.stat(p),
+      readFile: (p) => deno.readFile(p),
+      readTextFile: (p) => deno.readTextFile(p),
+      writeTextFile: (p, text) => deno.writeTextFile(p, text),
+      mkdirAll: (p) => deno.mkdir(p, { recursive: true }),
+      rename: (a, b) => deno.rename(a, b),
+      removeAll: async (p) => {
+        try {
+          await deno.remove(p, { recursive: true });
+        } catch (e) {
+          if ((e as { code?: string }).code !== "ENOENT") throw e;
+        }
+      },
+    };
+  }
+  try {
+    // Hidden from bundlers: a browser build has no file system and never takes this path.
+    const fs = await import(["node", "fs/promises"].join(":")) as typeof import("node:fs/promises");
+    const info = (s: { isFile(): boolean; size: number }) => ({ isFile: s.isFile(), size: s.size });
+    return {
+      lstat: async (p) => info(await fs.lstat(p)),
+      stat: async (p) => info(await fs.stat(p)),
+      readFile: async (p) => new Uint8Array(await fs.readFile(p)),
+      readTextFile: (p) => fs.readFile(p, "utf8"),
+      writeTextFile: (p, text) => fs.writeFile(p, text),
+      mkdirAll: async (p) => void await fs.mkdir(p, { recursive: true }),
+      rename: (a, b) => fs.rename(a, b),
+      removeAll: (p) => fs.rm(p, { force: true, recursive: true }),
+    };
+  } catch {
+    return undefined;
+  }
+}
