@@ -354,7 +354,8 @@ export function flashWgsl(plan: Flash): string {
     for (let i = 0; i < n; i++) e.block("{", () => body(i));
   };
   // `n` steps in loops of `CHUNK` unrolled ones (see `CHUNK`), the rest unrolled after them:
-  // `body(i, base)` emits step i of a chunk whose first step is `base` (a WGSL i32 expression).
+  // `body(i, base)` emits step i of a chunk, `base(scale)` being the chunk's first step times
+  // `scale` (a WGSL i32 expression).
   const chunked = (n: number, body: (i: number, base: (scale: number) => string) => void) => {
     const whole = n - n % CHUNK;
     const at = (first: number) => (scale: number) => `${first * scale}`;
@@ -415,11 +416,11 @@ export function flashWgsl(plan: Flash): string {
     // weights, decided on its bits, pass e^8; then the tile retakes the exchange below.
     for (let r = 0; r < 4; r++) e.line(`let p_${r} = exp(s_${r} - vec4<f32>(m_${r}));`);
     e.line(
-      `let held = ${
+      `let tileSum = ${
         [0, 1, 2, 3].map((r) => `(p_${r}.x + p_${r}.y) + (p_${r}.z + p_${r}.w)`).join(" + ")
       };`,
     );
-    e.block(`if ((bitcast<u32>(held) & 0x7fffffffu) > ${LAZY_BITS}u) {`, () => {
+    e.block(`if ((bitcast<u32>(tileSum) & 0x7fffffffu) > ${LAZY_BITS}u) {`, () => {
       e.line("atomicMax(&flag, tile);");
     });
     storeWeights("p");
