@@ -203,30 +203,40 @@ Deno.test("device loss: pending runs reject, auto falls back, recover() restores
 });
 
 Deno.test("tensors past the binding limit: a clear error on webgpu, the CPU under auto", async () => {
-  const n = gpu.capabilities().maxStorageBufferBytes / 4 + 1024;
-  const b = new GraphBuilder();
-  b.output("y", b.op("Relu", [b.input("x", [n])]));
-  const graph = b.build();
-  const tooLarge = (e: unknown) =>
-    e instanceof KilnError && e.message.includes(`f32[${n}] tensor of ${4 * n} bytes`) &&
-    /auto policy/.test(e.fix ?? "");
-  await assert.rejects(compile(graph, { backend: gpu, cache: false }), tooLarge);
-  const registry = new BackendRegistry().register(gpu);
-  using exe = await compile(graph, { registry, cache: false });
-  assert.ok(exe.plan!.schedule.placement.every((p) => p !== "webgpu"));
-  const x = new Float32Array(n);
-  x[0] = -2;
-  x[n - 1] = 3;
-  const { y } = await exe.run({ x: f32(x) });
-  assert.deepEqual([y.data[0], y.data[n - 1]], [0, 3]);
-  // A GPU not prepared yet, with rates that make it look fastest, still has its limits checked:
-  // compile prepares every candidate before placing (it once read a binding limit of 0).
-  await withFastestRates("webgpu", async () => {
-    const fresh = new WebGpuBackend({ allowSoftware: true });
-    const cpu = new BackendRegistry().register(fresh).register(new WasmBackend({ threads: 1 }));
-    using placed = await compile(graph, { registry: cpu, cache: false });
-    assert.deepEqual(placed.plan!.schedule.placement, ["wasm"]);
-  });
+  // A 1 MiB binding, as a small device has: the device's own (2 GiB on an H200) is past the
+  // default budget of a tensor, which would refuse the graph first.
+  const limit = 2 ** 20;
+  const gpu = new WebGpuBackend({ maxStorageBufferBytes: limit, allowSoftware: true });
+  await gpu.prepare();
+  // Executables go before their backend's device does.
+  try {
+    const n = limit / 4 + 1024;
+    const b = new GraphBuilder();
+    b.output("y", b.op("Relu", [b.input("x", [n])]));
+    const graph = b.build();
+    const tooLarge = (e: unknown) =>
+      e instanceof KilnError && e.message.includes(`f32[${n}] tensor of ${4 * n} bytes`) &&
+      /auto policy/.test(e.fix ?? "");
+    await assert.rejects(compile(graph, { backend: gpu, cache: false }), tooLarge);
+    const registry = new BackendRegistry().register(gpu);
+    using exe = await compile(graph, { registry, cache: false });
+    assert.ok(exe.plan!.schedule.placement.every((p) => p !== "webgpu"));
+    const x = new Float32Array(n);
+    x[0] = -2;
+    x[n - 1] = 3;
+    const { y } = await exe.run({ x: f32(x) });
+    assert.deepEqual([y.data[0], y.data[n - 1]], [0, 3]);
+    // A GPU not prepared yet, with rates that make it look fastest, still has its limits checked:
+    // compile prepares every candidate before placing (it once read a binding limit of 0).
+    await withFastestRates("webgpu", async () => {
+      const fresh = new WebGpuBackend({ allowSoftware: true, maxStorageBufferBytes: limit });
+      const cpu = new BackendRegistry().register(fresh).register(new WasmBackend({ threads: 1 }));
+      using placed = await compile(graph, { registry: cpu, cache: false });
+      assert.deepEqual(placed.plan!.schedule.placement, ["wasm"]);
+    });
+  } finally {
+    gpu.dispose();
+  }
 });
 
 /** softmax(q·kᵀ / 4 + mask)·v over [batch, heads, tokens, 16]; `keep` also outputs the scores. */
