@@ -22,7 +22,7 @@
  * multiple of the rows a workgroup takes (its rows share their keys) and the tiles fit the
  * device's workgroup memory. It runs where the group's scores do not fit the device's largest
  * storage binding (a long sequence: the three kernels could not run there at all), by default
- * where it was measured faster than those three kernels (`flashPays`: 128 keys or more, 256
+ * where it was measured faster than those three kernels (`flashPays`: heads over 32, 128 keys or more, 256
  * workgroups or more), and everywhere with `new WebGpuBackend({ flashAttention: true })`. On
  * the H200 (device time, `bench/gpu_kernels.ts`, 2026-11-26, codegen webgpu 0.6.22) it ran
  * B8 H16 T1024 D64 in 1.59 ms against 2.27 ms for the three kernels (21.6 TFLOP/s; the
@@ -117,7 +117,9 @@ const ROWS: readonly number[] = [64, 32, 16];
  * `bench/gpu_kernels.ts`, D = 64): B8 H16 at 128 keys 0.049 against 0.059 ms, 256 0.132 against
  * 0.202, 512 0.448 against 0.640, 1024 1.59 against 2.27, B1 H16 T4096 3.00 against 4.45. A
  * workgroup takes a tile of 64 query rows, so fewer rows than some 256 tiles would leave most of
- * the GPU idle, where the three kernels' matmuls split K or take smaller tiles.
+ * the GPU idle, where the three kernels' matmuls split K or take smaller tiles. Heads of 32 or
+ * fewer (a value tile of 32 columns, less work a tile for the same barriers) were not measured:
+ * they keep the three kernels.
  */
 const FLASH_KEYS = 128, FLASH_WORKGROUPS = 256;
 
@@ -125,7 +127,9 @@ const FLASH_KEYS = 128, FLASH_WORKGROUPS = 256;
 export function flashPays(plan: Flash): boolean {
   const s = matmulOperands(plan.scores)!;
   const batch = sizeOf(plan.scores.space.slice(0, s.nb));
-  return s.n >= FLASH_KEYS && batch * s.m / plan.rows >= FLASH_WORKGROUPS;
+  const v = matmulOperands(plan.values)!;
+  return s.k > 32 && v.n > 32 && s.n >= FLASH_KEYS &&
+    batch * s.m / plan.rows >= FLASH_WORKGROUPS;
 }
 
 /** The flash form of an attention `group` on a device with `options`, if it applies. */

@@ -129,7 +129,7 @@ Deno.test("flash attention: tiles of queries, keys and values, masks, ragged key
   assert.equal(flashAttention(wide, { maxInvocations: 256, workgroupBytes: 32768 })?.rows, 32);
   assert.equal(flashAttention(wide, { maxInvocations: 256 }), undefined, "16 KB fits no tile");
   assert.equal(plan(flashGraph({ tokens: 1024, d: 80 })), undefined, "heads past 64");
-  // By default the flash kernel runs where it was measured faster: 128 keys or more, over 256
+  // By default the flash kernel runs where it was measured faster: heads over 32, 128 keys or more, over 256
   // workgroups of 64 rows or more (here batch · 3 heads · tokens / 64).
   const h200 = { maxInvocations: 256, workgroupBytes: 49152 };
   const group = (g: Graph) => fuse(g).kernels.filter((k) => k.group === "attention_0");
@@ -141,10 +141,11 @@ Deno.test("flash attention: tiles of queries, keys and values, masks, ragged key
     { tokens: 1024, batch: 5, pays: false }, // 240
     { tokens: 128, batch: 43, pays: true }, // 258
     { tokens: 128, batch: 42, pays: false }, // 252
+    { tokens: 1024, batch: 6, d: 32, pays: false }, // 288, but heads of 32 (not measured)
     { tokens: 96, batch: 96, pays: false }, // 432, but 96 keys
   ];
-  for (const { tokens, batch, pays } of measured) {
-    const g = flashGraph({ tokens, batch, d: 64 });
+  for (const { tokens, batch, d = 64, pays } of measured) {
+    const g = flashGraph({ tokens, batch, d });
     const c = { tokens, batch };
     assert.equal(flashPays(flashAttention(attentionGroup(group(g), new Set())!, h200)!), pays);
     assert.equal(fusedAs(g).some((a) => "rows" in a), pays, JSON.stringify(c));

@@ -66,8 +66,9 @@ export interface WebGpuOptions {
    * Run attention groups (scores → softmax → values) as one flash kernel (`shaders/wgsl_flash.ts`,
    * the scores never reach device memory): true wherever one applies; false only for groups whose
    * scores do not fit the largest storage binding. Default: also where it was measured faster than
-   * the three kernels it replaces (128 keys or more, 256 workgroups or more: `flashPays`), except
-   * on a software adapter, whose shader compiler takes 25-45 s for a flash kernel of 64 rows.
+   * the three kernels it replaces (heads over 32, 128 keys or more, 256 workgroups or more:
+   * `flashPays`), except on a software adapter, whose shader compiler takes 25-45 s for a flash
+   * kernel of 64 rows.
    */
   readonly flashAttention?: boolean;
   /**
