@@ -103,7 +103,7 @@ export function sliceCount(
 
 /**
  * Workgroup memory of a tile: its slices' operand tiles (each row padded by a vec4, as it may
- * be: see `matmulBody`) and the partial sums they hand over.
+ * be: see `emitTiledMatmul`) and the partial sums they hand over.
  */
 export function tileBytes(tile: Pick<MatmulTile, "threads" | "per" | "slices">): number {
   const [TM, TN] = tileOf(tile);
@@ -199,9 +199,8 @@ export function emitTiledMatmul(
     const access = affineOffset(op.steps, space, l.kernel.inputs[op.input].shape);
     return access !== undefined && access.weights[kAx] === 1;
   };
-  const [RA, RB] = [[tile.a, TM], [tile.b, TN]].map(([op, w]) =>
-    (w as number) / 4 + (kFast(op as Load) ? 1 : 0)
-  );
+  const stride = (op: Load, width: number) => width / 4 + (kFast(op) ? 1 : 0);
+  const RA = stride(tile.a, TM), RB = stride(tile.b, TN);
   // A thread's row of the tile (`ly`) and index in its slice (`t`).
   const ly = sliced ? "ly" : "i32(lid.y)";
   if (sliced) {
