@@ -230,9 +230,15 @@ Deno.test("tensors past the binding limit: a clear error on webgpu, the CPU unde
     // compile prepares every candidate before placing (it once read a binding limit of 0).
     await withFastestRates("webgpu", async () => {
       const fresh = new WebGpuBackend({ allowSoftware: true, maxStorageBufferBytes: limit });
-      const cpu = new BackendRegistry().register(fresh).register(new WasmBackend({ threads: 1 }));
-      using placed = await compile(graph, { registry: cpu, cache: false });
-      assert.deepEqual(placed.plan!.schedule.placement, ["wasm"]);
+      try {
+        const cpu = new BackendRegistry().register(fresh).register(
+          new WasmBackend({ threads: 1 }),
+        );
+        using placed = await compile(graph, { registry: cpu, cache: false });
+        assert.deepEqual(placed.plan!.schedule.placement, ["wasm"]);
+      } finally {
+        fresh.dispose();
+      }
     });
   } finally {
     gpu.dispose();
