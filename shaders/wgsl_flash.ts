@@ -376,12 +376,12 @@ export function flashWgsl(plan: Flash): string {
     e.line(`var l_${r} = 0.0;`);
   }
   const { combine } = combiner(weights.reductions[0]);
-  // This thread's weights `${w}_r` of the tile into pt[weightRow(j) + r/4] (rows r..r+3 of key
-  // j), a pad vec4 after every 4 keys: the 8 threads of a row group, 4 keys apart, store to 8
+  // This thread's weights `p_r` of the tile into pt[weightRow(j) + r/4] (rows r..r+3 of key j),
+  // a pad vec4 after every 4 keys: the 8 threads of a row group, 4 keys apart, store to 8
   // different banks (without the pad, all to one).
-  const storeWeights = (w: string) => {
+  const storeWeights = () => {
     for (let c = 0; c < 4; c++) {
-      const rows = [0, 1, 2, 3].map((r) => `${w}_${r}.${lane(c)}`).join(", ");
+      const rows = [0, 1, 2, 3].map((r) => `p_${r}.${lane(c)}`).join(", ");
       e.line(`pt[(4 * tx + ${c}) * ${RQ} + tx + ty] = vec4<f32>(${rows});`);
     }
   };
@@ -418,7 +418,7 @@ export function flashWgsl(plan: Flash): string {
     // e^8: the sum of a row's weights then stays finite. A weight past that, a NaN or an
     // infinite score (and the first tile, whose maxima are −∞) make the sum of this thread's
     // weights, decided on its bits, pass e^8; then the tile retakes the exchange below.
-    for (let r = 0; r < 4; r++) e.line(`let p_${r} = exp(s_${r} - vec4<f32>(m_${r}));`);
+    for (let r = 0; r < 4; r++) e.line(`var p_${r} = exp(s_${r} - vec4<f32>(m_${r}));`);
     e.line(
       `let tileSum = ${
         [0, 1, 2, 3].map((r) => `(p_${r}.x + p_${r}.y) + (p_${r}.z + p_${r}.w)`).join(" + ")
@@ -427,8 +427,7 @@ export function flashWgsl(plan: Flash): string {
     e.block(`if ((bitcast<u32>(tileSum) & 0x7fffffffu) > ${LAZY_BITS}u) {`, () => {
       e.line("atomicMax(&flag, tile);");
     });
-    storeWeights("p");
-    for (let r = 0; r < 4; r++) e.line(`var w_${r} = p_${r};`);
+    storeWeights();
     e.block("if (workgroupUniformLoad(&flag) == tile) {", () => {
       // Each row's share of the tile's maximum (NaN wins, as in the row kernel's max).
       for (let r = 0; r < 4; r++) {
@@ -453,16 +452,16 @@ export function flashWgsl(plan: Flash): string {
           e.line(`l_${r} = l_${r} * scale;`);
           for (let g = 0; g < G; g++) e.line(`o_${r}_${g} = o_${r}_${g} * scale;`);
           e.line(
-            `w_${r} = select(exp(s_${r} - vec4<f32>(mt)), vec4<f32>(0.0), mt < 0.0 && k_isinf(mt));`,
+            `p_${r} = select(exp(s_${r} - vec4<f32>(mt)), vec4<f32>(0.0), mt < 0.0 && k_isinf(mt));`,
           );
           e.line(`m_${r} = mt;`);
         });
       }
-      storeWeights("w");
+      storeWeights();
       e.line("workgroupBarrier();");
     });
     for (let r = 0; r < 4; r++) {
-      e.line(`l_${r} = l_${r} + (w_${r}.x + w_${r}.y) + (w_${r}.z + w_${r}.w);`);
+      e.line(`l_${r} = l_${r} + (p_${r}.x + p_${r}.y) + (p_${r}.z + p_${r}.w);`);
     }
     // The next tile's keys and values travel from memory while this one's products compute.
     // Read before the scores instead, they held 32 registers through them (1.645 -> 1.590 ms at
