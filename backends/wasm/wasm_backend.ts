@@ -30,7 +30,7 @@ import { erf } from "../reference/scalar_math.ts";
 import { arenaProgram, warmUp } from "./arena_program.ts";
 import { type Binaryen, generateWasm } from "./wasm_codegen.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
-import { webWorkers } from "./web_workers.ts";
+import { denoWorkers, webWorkers } from "./web_workers.ts";
 
 let binaryen: Promise<Binaryen> | undefined;
 let workers: Promise<WorkerThreads | undefined> | undefined;
@@ -95,10 +95,13 @@ function hasRelaxedSimd(): boolean {
 }
 
 /**
- * `node:worker_threads` (Deno, Node; the specifier is kept from bundlers), else a cross-origin
- * isolated page's Web Workers, else `undefined` (one thread).
+ * Deno's own workers, else `node:worker_threads` (Node, or a Deno whose workers cannot be
+ * unref'd; the specifier is kept from bundlers), else a cross-origin isolated page's Web Workers,
+ * else `undefined` (one thread).
  */
 async function workerThreads(): Promise<WorkerThreads | undefined> {
+  const own = denoWorkers();
+  if (own) return own;
   const specifier = ["node", "worker_threads"].join(":");
   try {
     const { Worker, MessageChannel } = await import(specifier);

@@ -1,6 +1,7 @@
 import { ThreadTuner, warmUp } from "./arena_program.ts";
 import assert from "node:assert/strict";
 import { MessageChannel, Worker } from "node:worker_threads";
+import { denoWorkers } from "./web_workers.ts";
 import { piecesOf, WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
 /**
@@ -56,7 +57,33 @@ Deno.test("piecesOf splits rows in multiples of the unit, at most 4094 pieces", 
   assert.ok(count <= 4094 && size * count >= 1e7 && size * (count - 1) < 1e7);
 });
 
-const threads = { Worker, MessageChannel } as unknown as WorkerThreads;
+/** Both kinds of workers a pool takes in Deno: every pool test runs on each. */
+const ADAPTERS: [string, WorkerThreads][] = [
+  ["node:worker_threads", { Worker, MessageChannel } as unknown as WorkerThreads],
+  ["Deno's workers", denoWorkers()!],
+];
+
+Deno.test("Deno's own workers are found and unref'd, and a process using them still exits", async () => {
+  assert.ok(denoWorkers(), "Deno's Worker has its unref method");
+  // A pool whose workers are up, left running: the process must end by itself.
+  const script = `
+    import { denoWorkers } from "${new URL("./web_workers.ts", import.meta.url)}";
+    import { WorkerPool } from "${new URL("./worker_crew.ts", import.meta.url)}";
+    const pool = WorkerPool.of({ threads: 3, ...denoWorkers() });
+    pool.start();
+    while (pool.ready() < 2) await new Promise((r) => setTimeout(r, 10));
+    console.log("up");`;
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--ext=ts", script],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const timer = setTimeout(() => child.kill(), 20_000);
+  const { code, stdout, stderr } = await child.output();
+  clearTimeout(timer);
+  assert.equal(new TextDecoder().decode(stdout).trim(), "up", new TextDecoder().decode(stderr));
+  assert.equal(code, 0, "the process ended by itself");
+});
 
 /** Waits until `pool` has `n` workers up. */
 async function ready(pool: WorkerPool, n: number): Promise<void> {
@@ -105,159 +132,161 @@ function slow(caller: (...a: number[]) => void, ms: number) {
   };
 }
 
-Deno.test("a pool shares a kernel's pieces between the caller and its workers, for every program", async () => {
-  const module = await markerModule();
-  const pool = WorkerPool.of({ threads: 3, ...threads });
-  const program = () => {
-    const { memory, caller, crew } = enlist(pool, module);
-    const run = (ms = 0) => {
-      new Int32Array(memory.buffer, 0, 4000).fill(0);
-      const call = ms ? slow(caller, ms) : (s: number, e: number) => caller(0, 1000, s, e);
-      crew.run(0, 4000, { unit: 16, chunk: 100, pieces: 4 }, call);
-      return computedBy(memory, 4000);
+for (const [name, threads] of ADAPTERS) {
+  Deno.test(`a pool shares a kernel's pieces between the caller and its workers, for every program (${name})`, async () => {
+    const module = await markerModule();
+    const pool = WorkerPool.of({ threads: 3, ...threads });
+    const program = () => {
+      const { memory, caller, crew } = enlist(pool, module);
+      const run = (ms = 0) => {
+        new Int32Array(memory.buffer, 0, 4000).fill(0);
+        const call = ms ? slow(caller, ms) : (s: number, e: number) => caller(0, 1000, s, e);
+        crew.run(0, 4000, { unit: 16, chunk: 100, pieces: 4 }, call);
+        return computedBy(memory, 4000);
+      };
+      return { crew, run };
     };
-    return { crew, run };
-  };
-  try {
-    assert.equal(WorkerPool.of({ threads: 3, ...threads }), pool, "one pool per thread count");
-    const a = program();
-    // Until the workers are up, the caller computes everything itself.
-    assert.deepEqual([...a.run()], [1000]);
-    await ready(pool, 2);
-    // A program enlisted after the workers started reaches them too; a discharged one is gone.
-    const b = program();
-    assert.equal(pool.programs, 2);
-    a.crew.dispose();
-    assert.equal(pool.programs, 1);
-    // Pieces of 336 rows the caller takes 2 ms over: both workers claim some.
-    const seen = new Set<number>();
-    for (let i = 0; i < 20 && seen.size < 3; i++) for (const id of b.run(2)) seen.add(id);
-    assert.deepEqual([...seen].sort(), [1000, 1001, 1002]);
-    const c = program();
-    for (let i = 0; i < 50; i++) {
-      c.run();
-      b.run();
-    }
-    // Each discharge or prime wakes the workers with no job; the run right after must still
-    // compute each row once.
-    for (let i = 0; i < 200; i++) {
-      const d = program();
-      d.crew.dispose();
-      c.run();
-      c.crew.prime();
-      c.run();
-      c.crew.prime();
-      c.crew.prime();
-      c.run();
-    }
-    b.crew.dispose();
-    c.crew.dispose();
-    assert.equal(pool.programs, 0);
-  } finally {
-    pool.close();
-  }
-  assert.equal(pool.ready(), 0);
-  assert.notEqual(WorkerPool.of({ threads: 3, ...threads }), pool, "a closed pool is replaced");
-  WorkerPool.of({ threads: 3, ...threads }).close();
-});
-
-Deno.test("jobs back to back of other sizes and programs never mix, with workers spinning", async () => {
-  const module = await markerModule();
-  const pool = WorkerPool.of({ threads: 4, ...threads });
-  const programs = [enlist(pool, module), enlist(pool, module)];
-  try {
-    pool.start();
-    await ready(pool, 3);
-    programs[0].crew.prime();
-    // Workers left behind by one job must not claim a piece of the next with their stale rows,
-    // size or program: each run below marks exactly its own rows.
-    for (let i = 0; i < 15000; i++) {
-      const { memory, caller, crew } = programs[i % 2];
-      const rows = 16 + (i * 37) % 3000;
-      new Int32Array(memory.buffer, 0, 4000).fill(0);
-      crew.run(0, rows, { unit: 16, chunk: 16 + i % 64, pieces: 1 + i % 5 }, (s, e) => {
-        caller(0, 1000, s, e);
-      });
-      computedBy(memory, rows);
-      const beyond = new Int32Array(memory.buffer, 4 * rows, 4000 - rows);
-      assert.ok(beyond.every((m) => m === 0), `run ${i} wrote past its ${rows} rows`);
-    }
-  } finally {
-    programs[0].crew.rest();
-    pool.close();
-  }
-});
-
-Deno.test("a piece that throws on the caller fails the run after the workers' pieces end", async () => {
-  const module = await markerModule();
-  const pool = WorkerPool.of({ threads: 3, ...threads });
-  const { memory, caller, crew } = enlist(pool, module);
-  try {
-    pool.start();
-    await ready(pool, 2);
-    // The caller's first piece throws after 2 ms, the workers having claimed others meanwhile.
-    // (Workers that wake first may take every piece: the run is then fine, and tried again.)
-    let thrown: unknown;
-    for (let i = 0; i < 20 && !thrown; i++) {
-      await new Promise((r) => setTimeout(r, 20));
-      try {
-        crew.run(0, 4000, { unit: 16, chunk: 100, pieces: 4 }, () => {
-          for (const t = performance.now(); performance.now() - t < 2;);
-          throw new Error("trap");
-        });
-      } catch (e) {
-        thrown = e;
+    try {
+      assert.equal(WorkerPool.of({ threads: 3, ...threads }), pool, "one pool per thread count");
+      const a = program();
+      // Until the workers are up, the caller computes everything itself.
+      assert.deepEqual([...a.run()], [1000]);
+      await ready(pool, 2);
+      // A program enlisted after the workers started reaches them too; a discharged one is gone.
+      const b = program();
+      assert.equal(pool.programs, 2);
+      a.crew.dispose();
+      assert.equal(pool.programs, 1);
+      // Pieces of 336 rows the caller takes 2 ms over: both workers claim some.
+      const seen = new Set<number>();
+      for (let i = 0; i < 20 && seen.size < 3; i++) for (const id of b.run(2)) seen.add(id);
+      assert.deepEqual([...seen].sort(), [1000, 1001, 1002]);
+      const c = program();
+      for (let i = 0; i < 50; i++) {
+        c.run();
+        b.run();
       }
+      // Each discharge or prime wakes the workers with no job; the run right after must still
+      // compute each row once.
+      for (let i = 0; i < 200; i++) {
+        const d = program();
+        d.crew.dispose();
+        c.run();
+        c.crew.prime();
+        c.run();
+        c.crew.prime();
+        c.crew.prime();
+        c.run();
+      }
+      b.crew.dispose();
+      c.crew.dispose();
+      assert.equal(pool.programs, 0);
+    } finally {
+      pool.close();
     }
-    assert.match(String(thrown), /trap/);
-    new Int32Array(memory.buffer, 0, 4000).fill(0);
-    crew.run(0, 4000, { unit: 16, chunk: 100 }, (s, e) => caller(0, 1000, s, e));
-    computedBy(memory, 4000);
-  } finally {
-    crew.dispose();
-    pool.close();
-  }
-});
-
-Deno.test("runs awaited back to back, with no task boundary, still get the workers", async () => {
-  const module = await markerModule();
-  const pool = WorkerPool.of({ threads: 2, ...threads });
-  const { memory, caller, crew } = enlist(pool, module);
-  try {
-    const t0 = performance.now();
-    // Microtasks only (as `for (...) await program.run()` turns): the spawn timer never fires.
-    while (pool.ready() < 1) {
-      assert.ok(performance.now() - t0 < 10_000, "no worker within 10 s of back-to-back runs");
-      crew.run(0, 64, { unit: 16, chunk: 64 }, (start, end) => {
-        // Kernels of 5 ms: the workers spawn once kernels ran alone for 100 ms.
-        for (const t = performance.now(); performance.now() - t < 5;);
-        caller(0, 1000, start, end);
-      });
-      await Promise.resolve();
-    }
-    const seen = new Set<number>();
-    for (let i = 0; i < 20 && seen.size < 2; i++) {
-      new Int32Array(memory.buffer, 0, 64).fill(0);
-      crew.run(0, 64, { unit: 16, chunk: 64 }, slow(caller, 2));
-      for (const id of computedBy(memory, 64)) seen.add(id);
-    }
-    assert.deepEqual([...seen].sort(), [1000, 1001]);
-  } finally {
-    crew.dispose();
-    pool.close();
-  }
-});
-
-Deno.test("start spawns the workers before any run", async () => {
-  const pool = WorkerPool.of({ threads: 2, ...threads });
-  try {
     assert.equal(pool.ready(), 0);
-    pool.start();
-    await ready(pool, 1);
-  } finally {
-    pool.close();
-  }
-});
+    assert.notEqual(WorkerPool.of({ threads: 3, ...threads }), pool, "a closed pool is replaced");
+    WorkerPool.of({ threads: 3, ...threads }).close();
+  });
+
+  Deno.test(`jobs back to back of other sizes and programs never mix, with workers spinning (${name})`, async () => {
+    const module = await markerModule();
+    const pool = WorkerPool.of({ threads: 4, ...threads });
+    const programs = [enlist(pool, module), enlist(pool, module)];
+    try {
+      pool.start();
+      await ready(pool, 3);
+      programs[0].crew.prime();
+      // Workers left behind by one job must not claim a piece of the next with their stale rows,
+      // size or program: each run below marks exactly its own rows.
+      for (let i = 0; i < 15000; i++) {
+        const { memory, caller, crew } = programs[i % 2];
+        const rows = 16 + (i * 37) % 3000;
+        new Int32Array(memory.buffer, 0, 4000).fill(0);
+        crew.run(0, rows, { unit: 16, chunk: 16 + i % 64, pieces: 1 + i % 5 }, (s, e) => {
+          caller(0, 1000, s, e);
+        });
+        computedBy(memory, rows);
+        const beyond = new Int32Array(memory.buffer, 4 * rows, 4000 - rows);
+        assert.ok(beyond.every((m) => m === 0), `run ${i} wrote past its ${rows} rows`);
+      }
+    } finally {
+      programs[0].crew.rest();
+      pool.close();
+    }
+  });
+
+  Deno.test(`a piece that throws on the caller fails the run after the workers' pieces end (${name})`, async () => {
+    const module = await markerModule();
+    const pool = WorkerPool.of({ threads: 3, ...threads });
+    const { memory, caller, crew } = enlist(pool, module);
+    try {
+      pool.start();
+      await ready(pool, 2);
+      // The caller's first piece throws after 2 ms, the workers having claimed others meanwhile.
+      // (Workers that wake first may take every piece: the run is then fine, and tried again.)
+      let thrown: unknown;
+      for (let i = 0; i < 20 && !thrown; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        try {
+          crew.run(0, 4000, { unit: 16, chunk: 100, pieces: 4 }, () => {
+            for (const t = performance.now(); performance.now() - t < 2;);
+            throw new Error("trap");
+          });
+        } catch (e) {
+          thrown = e;
+        }
+      }
+      assert.match(String(thrown), /trap/);
+      new Int32Array(memory.buffer, 0, 4000).fill(0);
+      crew.run(0, 4000, { unit: 16, chunk: 100 }, (s, e) => caller(0, 1000, s, e));
+      computedBy(memory, 4000);
+    } finally {
+      crew.dispose();
+      pool.close();
+    }
+  });
+
+  Deno.test(`runs awaited back to back, with no task boundary, still get the workers (${name})`, async () => {
+    const module = await markerModule();
+    const pool = WorkerPool.of({ threads: 2, ...threads });
+    const { memory, caller, crew } = enlist(pool, module);
+    try {
+      const t0 = performance.now();
+      // Microtasks only (as `for (...) await program.run()` turns): the spawn timer never fires.
+      while (pool.ready() < 1) {
+        assert.ok(performance.now() - t0 < 10_000, "no worker within 10 s of back-to-back runs");
+        crew.run(0, 64, { unit: 16, chunk: 64 }, (start, end) => {
+          // Kernels of 5 ms: the workers spawn once kernels ran alone for 100 ms.
+          for (const t = performance.now(); performance.now() - t < 5;);
+          caller(0, 1000, start, end);
+        });
+        await Promise.resolve();
+      }
+      const seen = new Set<number>();
+      for (let i = 0; i < 20 && seen.size < 2; i++) {
+        new Int32Array(memory.buffer, 0, 64).fill(0);
+        crew.run(0, 64, { unit: 16, chunk: 64 }, slow(caller, 2));
+        for (const id of computedBy(memory, 64)) seen.add(id);
+      }
+      assert.deepEqual([...seen].sort(), [1000, 1001]);
+    } finally {
+      crew.dispose();
+      pool.close();
+    }
+  });
+
+  Deno.test(`start spawns the workers before any run (${name})`, async () => {
+    const pool = WorkerPool.of({ threads: 2, ...threads });
+    try {
+      assert.equal(pool.ready(), 0);
+      pool.start();
+      await ready(pool, 1);
+    } finally {
+      pool.close();
+    }
+  });
+}
 
 Deno.test("the thread tuner skips the workers' first run and samples more when it is close", () => {
   const tuner = new ThreadTuner();
