@@ -15,10 +15,7 @@
  * tiled matmul does, and stored once every thread is past the tile's scores (keys) and products
  * (values). The scores' epilogue (scale, masks) and the softmax's prologue run per score through
  * a helper function of the group's own lowerings; the values' epilogue runs once per output at
- * the end. Where a mask can make scores −∞ whatever their dot (an added or selected −∞: a causal
- * mask), the threads vote on each tile as its keys and values arrive, and a tile whose scores
- * all are is skipped where skipping gives the same bits (`wgsl_masks.ts`); the vote's uniform
- * load is the barrier the tile had.
+ * the end.
  *
  * It applies where the softmax is the plain one (max, then the sum of exp(x − max), then
  * exp(x − max) / sum over the same x), heads are at most `MAX_HEAD` wide, the query axis is a
@@ -51,14 +48,6 @@ import {
 import { Structure } from "./wgsl_cancel.ts";
 import { type KernelLayout, rowsLayout, type WgslOptions } from "./wgsl.ts";
 import { combiner, streamedRows } from "./wgsl_rows.ts";
-import {
-  boundQueries,
-  startVotes,
-  type TileMask,
-  tileMask,
-  voteMemory,
-  voteTile,
-} from "./wgsl_masks.ts";
 
 /** Widest head (query, key and value rows) a flash kernel takes. */
 export const MAX_HEAD = 64;
@@ -102,7 +91,7 @@ function weightRow(j: number, rq: number): number {
 export function flashBytes(d: number, e: number, rows: number): number {
   const vec4s = d * rows / 4 + d * (TX + 1) + weightRow(KEYS, rows / 4) +
     KEYS * (paddedWidth(e) / 4 + 1);
-  return 16 * vec4s + 4 * rows * TX + 12;
+  return 16 * vec4s + 4 * rows * TX + 4;
 }
 
 /**
@@ -190,16 +179,6 @@ export function groupBindings({ inputs, values }: Attention): string[] {
   return storageBindings(inputs.map(type), values.outputs.map(type));
 }
 
-/**
- * Where `plan`'s key tiles may be skipped (see `wgsl_masks.ts`): f32 scores that the softmax
- * takes as they are.
- */
-export function flashMask({ scores, weights }: Attention): TileMask | undefined {
-  const out = scores.outputs[0], x = weights.reductions[0].expr;
-  const plain = x.kind === "load" && weights.inputs[x.input].value === out.value;
-  return plain && out.dtype === "f32" ? tileMask(out.expr) : undefined;
-}
-
 /** The flash kernel's layout: `rows` query rows a workgroup of `rows / 4 · 8` threads. */
 export function flashLayout(plan: Flash): KernelLayout {
   return rowsLayout(streamedRows(THREADS_A_ROW, plan.rows));
@@ -240,18 +219,6 @@ export function flashWgsl(plan: Flash): string {
   );
   const x = lw.value(weights.reductions[0].expr, new Map());
   const scoreFn = [`fn score(${params}) -> f32 {`, ...ls.e.lines, `  return ${x};`, "}"];
-
-  // masked(…, row, key): whether the score at (row, key) is −∞ whatever its dot (see
-  // `wgsl_masks.ts`); with it, a tile whose scores all are is skipped.
-  const mask = flashMask(plan);
-  const maskFn: string[] = [];
-  if (mask) {
-    enter(ls, helper());
-    const memo = new Map<Expr, string>();
-    const condition = mask.masked((x) => ls.value(x, memo));
-    const head = params.replace(", acc0: f32", "");
-    maskFn.push(`fn masked(${head}) -> bool {`, ...ls.e.lines, `  return ${condition};`, "}");
-  }
 
   // emit(…, row, col, out): the values' epilogue at (row, col).
   enter(lv, helper());
@@ -350,7 +317,7 @@ export function flashWgsl(plan: Flash): string {
           }));
       }
     };
-    return { load, store, stride, count };
+    return { load, store, stride };
   };
 
   // The query tile, once (unpadded: stored once, its conflicts cost nothing a tile):
@@ -363,7 +330,6 @@ export function flashWgsl(plan: Flash): string {
     extent: D,
   }, false);
   fillQ.load("0");
-  if (mask) boundQueries(e, mask, fillQ.count);
   fillQ.store();
   // kt[d · sk + j/4] holds keys j..j+3 at d; vt[j · sv + c/4] columns c..c+3 of key j (sk, sv:
   // the tiles' row strides, 8 and EP/4 vec4s or one more).
@@ -379,29 +345,14 @@ export function flashWgsl(plan: Flash): string {
     bound: T,
     extent: KEYS,
   });
-  // A thread's rows: vec4 ty of the query tile; its output columns 4·(tx + 8g).
-  const rowOf = (r: number) => `ty * 4 + ${r}`;
-  const vote = (t: string, tile: string) =>
-    voteTile(e, mask!, {
-      t,
-      tile,
-      keys: T,
-      batch: ls.coords.slice(0, nb),
-      k: fillK.count,
-      v: fillV.count,
-    });
   // The first tile's keys and values go straight to workgroup memory.
   fillK.load("0");
   fillV.load("0");
-  if (mask) {
-    startVotes(e, mask, D);
-    vote("0", "1");
-  }
   fillK.store();
   fillV.store();
-  e.line(mask ? "var go = workgroupUniformLoad(&live) == 1;" : "workgroupBarrier();");
-  // With a mask, a tile's scores, weights and products run only where it was voted in (`go`).
-  const computed = (body: () => void) => mask ? e.block("if (go) {", body) : body();
+  e.line("workgroupBarrier();");
+  // A thread's rows: vec4 ty of the query tile; its output columns 4·(tx + 8g).
+  const rowOf = (r: number) => `ty * 4 + ${r}`;
   const lane = (i: number) => "xyzw"[i];
   const unrolled = (n: number, body: (i: number) => void) => {
     for (let i = 0; i < n; i++) e.block("{", () => body(i));
@@ -437,110 +388,105 @@ export function flashWgsl(plan: Flash): string {
   e.block(`for (var t0 = 0; t0 < ${T}; t0 += ${KEYS}) {`, () => {
     e.line(`let tile = t0 / ${KEYS} + 1;`);
     e.line(`let more = t0 + ${KEYS} < ${T};`);
-    computed(() => {
-      // Scores: rows × 4 keys a thread.
-      for (let r = 0; r < 4; r++) e.line(`var s_${r} = vec4<f32>(0.0);`);
-      chunked(D, (d, base) => {
-        e.line(`let kk = kt[${base(fillK.stride)} + ${d * fillK.stride} + tx];`);
-        e.line(`let qq = qt[${base(RQ)} + ${d * RQ} + ty];`);
-        for (let r = 0; r < 4; r++) e.line(`s_${r} = fma(vec4<f32>(qq.${lane(r)}), kk, s_${r});`);
-      });
-      // The epilogue and prologue per score, keys past the end at −∞.
-      for (let r = 0; r < 4; r++) {
-        for (let c = 0; c < 4; c++) {
-          const held = `s_${r}.${lane(c)}`;
-          e.block("{", () => {
-            e.line(`let key = t0 + 4 * tx + ${c};`);
-            if (T % KEYS === 0) {
-              e.line(`${held} = score(${args(`first + ${rowOf(r)}`, "key", held)});`);
-              return;
-            }
-            e.line(
-              `${held} = select(${NEG_INF}, score(${
-                args(`first + ${rowOf(r)}`, `min(key, ${T - 1})`, held)
-              }), key < ${T});`,
-            );
-          });
-        }
-      }
-      // Weights against the rows' running maxima as they stand, with no exchange between threads.
-      // They are exact (the softmax's quotient is the same for any subtrahend) while none passes
-      // e^8: the sum of a row's weights then stays finite. A weight past that, a NaN or an
-      // infinite score (and the first tile, whose maxima are −∞) make the sum of this thread's
-      // weights, decided on its bits, pass e^8; then the tile retakes the exchange below.
-      for (let r = 0; r < 4; r++) e.line(`var p_${r} = exp(s_${r} - vec4<f32>(m_${r}));`);
-      e.line(
-        `let tileSum = ${
-          [0, 1, 2, 3].map((r) => `(p_${r}.x + p_${r}.y) + (p_${r}.z + p_${r}.w)`).join(" + ")
-        };`,
-      );
-      e.block(`if ((bitcast<u32>(tileSum) & 0x7fffffffu) > ${LAZY_BITS}u) {`, () => {
-        e.line("atomicMax(&flag, tile);");
-      });
-      storeWeights();
-      e.block("if (workgroupUniformLoad(&flag) == tile) {", () => {
-        // Each row's share of the tile's maximum (NaN wins, as in the row kernel's max).
-        for (let r = 0; r < 4; r++) {
-          e.block("{", () => {
-            e.line(`let low = ${combine(`s_${r}.x`, `s_${r}.y`)};`);
-            e.line(`let high = ${combine(`s_${r}.z`, `s_${r}.w`)};`);
-            e.line(`red[(${rowOf(r)}) * ${TX} + tx] = ${combine("low", "high")};`);
-          });
-        }
-        e.line("workgroupBarrier();");
-        // The rows' new maxima; what the rows hold so far rescales to them. A row whose maximum
-        // is still −∞ (every key so far masked) weighs its keys 0: a row that never sees another
-        // sums to 0, and 0 / 0 makes it NaN, as the softmax of all −∞ is.
-        for (let r = 0; r < 4; r++) {
-          e.block("{", () => {
-            e.line(`var mt = m_${r};`);
-            unrolled(TX, (u) => {
-              e.line(`let y = red[(${rowOf(r)}) * ${TX} + ${u}];`);
-              e.line(`mt = ${combine("mt", "y")};`);
-            });
-            e.line(`let scale = select(exp(m_${r} - mt), 1.0, m_${r} == mt);`);
-            e.line(`l_${r} = l_${r} * scale;`);
-            for (let g = 0; g < G; g++) e.line(`o_${r}_${g} = o_${r}_${g} * scale;`);
-            e.line(
-              `p_${r} = select(exp(s_${r} - vec4<f32>(mt)), vec4<f32>(0.0), mt < 0.0 && k_isinf(mt));`,
-            );
-            e.line(`m_${r} = mt;`);
-          });
-        }
-        storeWeights();
-        e.line("workgroupBarrier();");
-      });
-      for (let r = 0; r < 4; r++) {
-        e.line(`l_${r} = l_${r} + (p_${r}.x + p_${r}.y) + (p_${r}.z + p_${r}.w);`);
-      }
+    // Scores: rows × 4 keys a thread.
+    for (let r = 0; r < 4; r++) e.line(`var s_${r} = vec4<f32>(0.0);`);
+    chunked(D, (d, base) => {
+      e.line(`let kk = kt[${base(fillK.stride)} + ${d * fillK.stride} + tx];`);
+      e.line(`let qq = qt[${base(RQ)} + ${d * RQ} + ty];`);
+      for (let r = 0; r < 4; r++) e.line(`s_${r} = fma(vec4<f32>(qq.${lane(r)}), kk, s_${r});`);
     });
+    // The epilogue and prologue per score, keys past the end at −∞.
+    for (let r = 0; r < 4; r++) {
+      for (let c = 0; c < 4; c++) {
+        const held = `s_${r}.${lane(c)}`;
+        e.block("{", () => {
+          e.line(`let key = t0 + 4 * tx + ${c};`);
+          if (T % KEYS === 0) {
+            e.line(`${held} = score(${args(`first + ${rowOf(r)}`, "key", held)});`);
+            return;
+          }
+          e.line(
+            `${held} = select(${NEG_INF}, score(${
+              args(`first + ${rowOf(r)}`, `min(key, ${T - 1})`, held)
+            }), key < ${T});`,
+          );
+        });
+      }
+    }
+    // Weights against the rows' running maxima as they stand, with no exchange between threads.
+    // They are exact (the softmax's quotient is the same for any subtrahend) while none passes
+    // e^8: the sum of a row's weights then stays finite. A weight past that, a NaN or an
+    // infinite score (and the first tile, whose maxima are −∞) make the sum of this thread's
+    // weights, decided on its bits, pass e^8; then the tile retakes the exchange below.
+    for (let r = 0; r < 4; r++) e.line(`var p_${r} = exp(s_${r} - vec4<f32>(m_${r}));`);
+    e.line(
+      `let tileSum = ${
+        [0, 1, 2, 3].map((r) => `(p_${r}.x + p_${r}.y) + (p_${r}.z + p_${r}.w)`).join(" + ")
+      };`,
+    );
+    e.block(`if ((bitcast<u32>(tileSum) & 0x7fffffffu) > ${LAZY_BITS}u) {`, () => {
+      e.line("atomicMax(&flag, tile);");
+    });
+    storeWeights();
+    e.block("if (workgroupUniformLoad(&flag) == tile) {", () => {
+      // Each row's share of the tile's maximum (NaN wins, as in the row kernel's max).
+      for (let r = 0; r < 4; r++) {
+        e.block("{", () => {
+          e.line(`let low = ${combine(`s_${r}.x`, `s_${r}.y`)};`);
+          e.line(`let high = ${combine(`s_${r}.z`, `s_${r}.w`)};`);
+          e.line(`red[(${rowOf(r)}) * ${TX} + tx] = ${combine("low", "high")};`);
+        });
+      }
+      e.line("workgroupBarrier();");
+      // The rows' new maxima; what the rows hold so far rescales to them. A row whose maximum
+      // is still −∞ (every key so far masked) weighs its keys 0: a row that never sees another
+      // sums to 0, and 0 / 0 makes it NaN, as the softmax of all −∞ is.
+      for (let r = 0; r < 4; r++) {
+        e.block("{", () => {
+          e.line(`var mt = m_${r};`);
+          unrolled(TX, (u) => {
+            e.line(`let y = red[(${rowOf(r)}) * ${TX} + ${u}];`);
+            e.line(`mt = ${combine("mt", "y")};`);
+          });
+          e.line(`let scale = select(exp(m_${r} - mt), 1.0, m_${r} == mt);`);
+          e.line(`l_${r} = l_${r} * scale;`);
+          for (let g = 0; g < G; g++) e.line(`o_${r}_${g} = o_${r}_${g} * scale;`);
+          e.line(
+            `p_${r} = select(exp(s_${r} - vec4<f32>(mt)), vec4<f32>(0.0), mt < 0.0 && k_isinf(mt));`,
+          );
+          e.line(`m_${r} = mt;`);
+        });
+      }
+      storeWeights();
+      e.line("workgroupBarrier();");
+    });
+    for (let r = 0; r < 4; r++) {
+      e.line(`l_${r} = l_${r} + (p_${r}.x + p_${r}.y) + (p_${r}.z + p_${r}.w);`);
+    }
     // The next tile's keys and values travel from memory while this one's products compute.
     // Read before the scores instead, they held 32 registers through them (1.645 -> 1.590 ms at
     // B8 H16 T1024 D64 in chunks of 16; unchunked, the same 2.13 either way).
     e.block("if (more) {", () => {
       fillK.load(`t0 + ${KEYS}`);
       fillV.load(`t0 + ${KEYS}`);
-      if (mask) vote(`t0 + ${KEYS}`, "tile + 1");
     });
-    computed(() => {
-      // out += P · V: rows × 4·G columns a thread. weightRow(c0 + j) is c0 · (4·RQ + 1) / 4 +
-      // weightRow(j), chunks starting at multiples of 4.
-      chunked(KEYS, (j, base) => {
-        e.line(`let pp = pt[${base(4 * RQ + 1)} / 4 + ${weightRow(j, RQ)} + ty];`);
+    // out += P · V: rows × 4·G columns a thread. weightRow(c0 + j) is c0 · (4·RQ + 1) / 4 +
+    // weightRow(j), chunks starting at multiples of 4.
+    chunked(KEYS, (j, base) => {
+      e.line(`let pp = pt[${base(4 * RQ + 1)} / 4 + ${weightRow(j, RQ)} + ty];`);
+      for (let g = 0; g < G; g++) {
+        e.line(`let vv${g} = vt[${base(fillV.stride)} + ${j * fillV.stride + g * TX} + tx];`);
+      }
+      for (let r = 0; r < 4; r++) {
         for (let g = 0; g < G; g++) {
-          e.line(`let vv${g} = vt[${base(fillV.stride)} + ${j * fillV.stride + g * TX} + tx];`);
+          e.line(`o_${r}_${g} = fma(vec4<f32>(pp.${lane(r)}), vv${g}, o_${r}_${g});`);
         }
-        for (let r = 0; r < 4; r++) {
-          for (let g = 0; g < G; g++) {
-            e.line(`o_${r}_${g} = fma(vec4<f32>(pp.${lane(r)}), vv${g}, o_${r}_${g});`);
-          }
-        }
-      });
+      }
     });
     // Every thread is past its scores: the next keys may replace these; the values, once every
     // thread is past its products.
     e.block("if (more) {", () => fillK.store());
-    e.line(mask ? "go = workgroupUniformLoad(&live) == tile + 1;" : "workgroupBarrier();");
+    e.line("workgroupBarrier();");
     e.block("if (more) {", () => fillV.store());
   });
   // Each row's sum from the threads' shares, then the values' epilogue per output.
@@ -572,9 +518,7 @@ export function flashWgsl(plan: Flash): string {
     `var<workgroup> vt: array<vec4<f32>, ${KEYS * fillV.stride}>;`,
     `var<workgroup> red: array<f32, ${R * TX}>;`,
     "var<workgroup> flag: atomic<i32>;",
-    ...(mask ? voteMemory(mask) : []),
     ...scoreFn,
-    ...maskFn,
     ...emitFn,
     `@compute @workgroup_size(${threads})`,
     "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,",
