@@ -113,21 +113,28 @@ function layerNorm(): Kernel {
   };
 }
 
-function attention(B = 8, H = 16, T = 1024, D = 64): Kernel {
+/**
+ * Attention over [B, H, T, D]; `causal`: with an added mask of 0 and −∞ (key after query), as
+ * PyTorch exports `is_causal`, its flops still counted whole (4·B·H·T²·D).
+ */
+function attention(B = 8, H = 16, T = 1024, D = 64, causal = false): Kernel {
   const b = new GraphBuilder();
   const shape = [B, H, T, D];
   const [q, k, v] = ["q", "k", "v"].map((n) => b.input(n, shape));
   const scale = 1 / Math.sqrt(D);
-  const scores = b.op("Mul", [
+  const scaled = b.op("Mul", [
     b.op("MatMul", [q, b.op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
     b.constant(scale),
   ]);
+  const scores = causal ? b.op("Add", [scaled, b.input("mask", [T, T])]) : scaled;
   b.output("y", b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]));
   const data = [8, 9, 10].map((s) => uniform(B * H * T * D, s));
+  const mask = new Float32Array(T * T).map((_, i) => i % T > Math.floor(i / T) ? -Infinity : 0);
+  const inputs = Object.fromEntries(["q", "k", "v"].map((n, i) => [n, { data: data[i], shape }]));
   return {
-    id: `attention-B${B}H${H}T${T}D${D}`,
+    id: `attention-${causal ? "causal-" : ""}B${B}H${H}T${T}D${D}`,
     graph: b.build(),
-    inputs: Object.fromEntries(["q", "k", "v"].map((n, i) => [n, { data: data[i], shape }])),
+    inputs: causal ? { ...inputs, mask: { data: mask, shape: [T, T] } } : inputs,
     expect: (i) => {
       const e = i % D, row = Math.floor(i / D), t = row % T, bh = Math.floor(row / T);
       const [Q, K, V] = data, base = bh * T * D;
@@ -135,7 +142,7 @@ function attention(B = 8, H = 16, T = 1024, D = 64): Kernel {
       for (let j = 0; j < T; j++) {
         let dot = 0;
         for (let d = 0; d < D; d++) dot += Q[base + t * D + d] * K[base + j * D + d];
-        s[j] = dot * scale;
+        s[j] = causal && j > t ? -Infinity : dot * scale;
       }
       const m = Math.max(...s);
       let sum = 0, out = 0;
@@ -303,6 +310,8 @@ const all: (() => Kernel)[] = [
   () => attention(8, 16, 256, 64),
   () => attention(8, 16, 512, 64),
   () => attention(1, 16, 4096, 64),
+  () => attention(8, 16, 1024, 64, true),
+  () => attention(1, 16, 4096, 64, true),
   // Scores of 4.3 GB, past the H200's 2 GB binding: only the flash kernel runs it (on both
   // backends). The graph holds them, past the default budget of 2 GiB a tensor (raised below).
   () => attention(1, 16, 8192, 64),

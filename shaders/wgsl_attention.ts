@@ -54,6 +54,9 @@ export function fusedAttention(
   return matmulOperands(group.scores)!.n <= MAX_KEYS ? group : undefined;
 }
 
+/** Buffers a group's kernels take: 32-bit words (a selection mask's bools among them), no f16. */
+const GROUP_DTYPES: ReadonlySet<string> = new Set(["f32", "i32", "bool"]);
+
 /**
  * `scores → weights → values` as one computation, if they are one: f32 matmuls whose batch and
  * query axes are the softmax's rows, intermediates read exactly where they were written and by no
@@ -75,7 +78,7 @@ export function attentionGroup(
     !same(values.space.slice(0, rowAxes), weights.space.slice(0, rowAxes)) ||
     weights.outputs[0].level !== "full" ||
     [scores, weights, values].some((k) =>
-      [...k.inputs, ...k.outputs].some((b) => b.dtype !== "f32" && b.dtype !== "i32")
+      [...k.inputs, ...k.outputs].some((b) => !GROUP_DTYPES.has(b.dtype))
     )
   ) return undefined;
   const [sOut, wOut] = [scores.outputs[0], weights.outputs[0]];

@@ -78,6 +78,49 @@ Deno.test("attention runs as one fused kernel: scores and weights stay in workgr
   profiled.dispose();
 });
 
+Deno.test("attention with a selection mask of bools runs fused, the bools its input", async () => {
+  // As exports write `masked_fill(mask == 0, -inf)`: a bool tensor selects −∞ over the scores.
+  const tokens = 70, shape = [2, 3, tokens, 16];
+  const b = new GraphBuilder();
+  const [q, k, v] = ["q", "k", "v"].map((n) => b.input(n, shape));
+  const scaled = b.op("Mul", [
+    b.op("MatMul", [q, b.op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
+    b.constant(0.25),
+  ]);
+  const keep = b.op("Cast", [b.input("keep", [tokens, tokens])], { to: "bool" });
+  const scores = b.op("Where", [keep, scaled, b.constant(-Infinity)]);
+  b.output("y", b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]));
+  const graph = b.build();
+  const kernels = fuse(graph).kernels;
+  assert.ok(
+    kernels.some((k) => k.group === "attention_0" && k.inputs.some((i) => i.dtype === "bool")),
+  );
+  const profiled = new WebGpuBackend({ profile: true });
+  await profiled.prepare();
+  const n = 2 * 3 * tokens * 16;
+  const feeds = {
+    q: f32(hashed(n, 7), shape),
+    k: f32(hashed(n, 11), shape),
+    v: f32(hashed(n, 13), shape),
+    // Causal, and query 0 sees no key at all: its softmax is NaN.
+    keep: f32(
+      Array.from(
+        { length: tokens * tokens },
+        (_, i) => i % tokens <= Math.floor(i / tokens) && i >= tokens ? 1 : 0,
+      ),
+      [tokens, tokens],
+    ),
+  };
+  using exe = await compile(graph, { backend: profiled, cache: false });
+  using reference = await compile(graph, { backend: "reference" });
+  const [got, want] = [await exe.run(feeds), await reference.run(feeds)];
+  assert.ok(Number.isNaN(want.y.data[0]));
+  assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-5, rtol: 1e-4 });
+  // The bools are a kernel of their own; scores, softmax and values one kernel.
+  assert.deepEqual(exe.deviceTimes().map((t) => t.kernel), ["elementwise_0", "attention_0"]);
+  profiled.dispose();
+});
+
 /**
  * Attention over `tokens` keys with `rows` queries, heads `d` wide and values `e` wide; with
  * `transposed` the keys come stored key-minor ([…, d, tokens]) and the values [… e, tokens]; with
