@@ -107,7 +107,7 @@ export class WebGpuBackend implements Backend {
   /** Always `"webgpu"`. */
   readonly id: string = "webgpu";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.6.24";
+  readonly version: string = "0.6.25";
   /** A GPU. */
   readonly kind: BackendKind = "gpu";
   #options: WebGpuOptions;
@@ -215,9 +215,11 @@ export class WebGpuBackend implements Backend {
       ),
   }))(this);
 
-  /** Acquires the adapter and device (idempotent). */
+  /** Acquires the adapter and device (idempotent; a lost one waits for `recover()`). */
   prepare(): Promise<void> {
-    if (this.#device && !this.#lost) return Promise.resolve();
+    // A lost device stays lost until `recover()`: preparing it again (compile prepares every
+    // candidate) had quietly replaced it, and auto placed work on it (seen on the H200).
+    if (this.#device) return Promise.resolve();
     return this.#preparing ??= this.#acquire().finally(() => (this.#preparing = undefined));
   }
 
