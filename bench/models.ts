@@ -2,7 +2,8 @@
  * The models benchmark (`deno task bench:models`): every model of `../shared/models/` and
  * `onnx/testdata/` on kiln (wasm, webgpu, auto) and ONNX Runtime Web (wasm with one thread per
  * core, webgpu), each library and model in its own process. Each process reports its first run
- * (load + compile + first result, kiln's kernel cache off) and the median and p90 of ≥ 20 runs
+ * (load + compile + first result, kiln's kernel cache off; `kiln-warm`: kiln wasm with the cache
+ * filled by a process before) and the median and p90 of ≥ 20 runs
  * after 3 warm-ups (fewer, and said so, where one run takes over a second), and checks the output
  * against ONNX Runtime's recorded one. Results go to `bench/models-MACHINE.json`; `--report` turns
  * every such file into `bench/REPORT-models.md` with a chart.
@@ -40,6 +41,8 @@ function kilnRunner(runner: Runner, bytes: Uint8Array, inputs: TensorMap): Run {
   const model = OnnxModel.fromBytes(bytes);
   const options = runner === "kiln-auto"
     ? { cache: false as const }
+    : runner === "kiln-warm"
+    ? { backend: "wasm" }
     : { backend: runner.slice(5), cache: false as const };
   return async () => (await model.run(inputs, options)).y.data as Float32Array;
 }
@@ -110,13 +113,21 @@ async function gpuName(): Promise<string | undefined> {
   return [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(" ");
 }
 
-/** One model on one runner in a process of its own. */
+/**
+ * One model on one runner in a process of its own; `kiln-warm` in a second process, its kernel
+ * cache (a fresh directory) filled by the first.
+ */
 function inProcess(model: string, runner: Runner): ModelResult {
-  const child = spawnSync(
-    Deno.execPath(),
-    ["run", "-A", new URL(import.meta.url).pathname, "--one", model, "--runner", runner],
-    { encoding: "utf8", timeout: 300_000, env: { ...process.env, KILN_CACHE_DIR: "off" } },
-  );
+  const cache = runner === "kiln-warm" ? Deno.makeTempDirSync({ prefix: "kiln-warm-" }) : "off";
+  const spawn = () =>
+    spawnSync(
+      Deno.execPath(),
+      ["run", "-A", new URL(import.meta.url).pathname, "--one", model, "--runner", runner],
+      { encoding: "utf8", timeout: 300_000, env: { ...process.env, KILN_CACHE_DIR: cache } },
+    );
+  if (cache !== "off") spawn();
+  const child = spawn();
+  if (cache !== "off") Deno.removeSync(cache, { recursive: true });
   const line = child.stdout?.split("\n").find((l) => l.startsWith("{"));
   return line ? JSON.parse(line) : {
     model,

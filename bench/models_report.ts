@@ -10,8 +10,18 @@ import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 
 const HERE = new URL(".", import.meta.url).pathname;
 
-/** The runners, each library on one backend. */
-export const RUNNERS = ["kiln-wasm", "kiln-webgpu", "kiln-auto", "ort-wasm", "ort-webgpu"] as const;
+/**
+ * The runners, each library on one backend; `kiln-warm` is kiln wasm in a process whose kernel
+ * cache an earlier process filled (its first run is the one of interest).
+ */
+export const RUNNERS = [
+  "kiln-wasm",
+  "kiln-webgpu",
+  "kiln-auto",
+  "ort-wasm",
+  "ort-webgpu",
+  "kiln-warm",
+] as const;
 /** One runner. */
 export type Runner = typeof RUNNERS[number];
 
@@ -265,8 +275,8 @@ export function report(): string {
     lines.push(
       `## ${r.machine}: ${r.cores} cores (${r.cpu})${r.gpu ? `, GPU: ${r.gpu}` : ""}, ${r.date}`,
       "",
-      "| model | kiln wasm | kiln webgpu | kiln auto | ORT wasm | ORT webgpu | wasm ÷ ORT wasm | auto ÷ best kiln | webgpu ÷ ORT webgpu | first run kiln wasm / ORT wasm | max rel. error (kiln) |",
-      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+      "| model | kiln wasm | kiln webgpu | kiln auto | ORT wasm | ORT webgpu | wasm ÷ ORT wasm | auto ÷ best kiln | webgpu ÷ ORT webgpu | first run kiln wasm / ORT wasm | warm cache: first run ÷ ORT's | max rel. error (kiln) |",
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     );
     const models = [...new Set(r.results.map((x) => x.model))];
     for (const m of models) {
@@ -291,7 +301,9 @@ export function report(): string {
           ratio(med("kiln-auto"), Number.isFinite(bestKiln) ? bestKiln : undefined)
         } | ${ratio(med("kiln-webgpu"), med("ort-webgpu"))} | ${fmt(get("kiln-wasm")?.firstMs)} / ${
           fmt(get("ort-wasm")?.firstMs)
-        } | ${errs.length ? Math.max(...errs).toExponential(1) : "—"} |`,
+        } | ${ratio(get("kiln-warm")?.firstMs, get("ort-wasm")?.firstMs)} | ${
+          errs.length ? Math.max(...errs).toExponential(1) : "—"
+        } |`,
       );
     }
     lines.push("", "Times in ms (median). ✗: did not run, with the reason.", "");
@@ -304,26 +316,58 @@ export function report(): string {
     ...zooSection(),
     "## Targets missed, and what bounds them",
     "",
-    "The H200 table is of 2026-11-26, evening: all five runners in one call, one process each,",
-    "23 models, code of bbd19c0 (codegen wasm 0.6.23, webgpu 0.6.17; auto with the placement",
-    "fixes of the library section). kiln wasm ≤ ORT wasm on 21 of 23 (0.14–0.87; lstm2 1.03,",
-    "0.181 against 0.176 ms, llama_dynamo 1.05, 0.149 against 0.142; mlp 0.87), first run ≤",
-    "ORT's on 22 of 23 (0.63–1.04, unet); kiln auto within 10% of the faster kiln on 19 of 23",
-    "(misses shufflenet 1.31, misc_ops 1.48, efficient_se_dynamo 1.18, quant_qoperator 1.28, each",
-    "run by auto on wasm alone, as the wasm runner runs it); auto's first run ≤ ORT wasm's on 9",
-    "of 23 (1.00–1.28 on the rest: it acquires the GPU and times its readback); kiln webgpu ≤",
-    "0.5× ORT webgpu on 3 (shufflenet 0.22, vit_tiny 0.25, quant_dynamic 0.23), 0.68–0.88 on the",
-    "rest, bound by the readback (below). The bullets below on the H200 host are of the earlier",
-    "tables of that day (7d9f6b2, e13485c). The 2-core table's CPU runners (kiln wasm, kiln",
-    "auto, ORT wasm) are of c17a223's code (codegen wasm 0.6.23), medians of 3 processes, 23",
-    "models, one run of all three on 2026-11-26, evening (Intel Xeon VM): kiln wasm ≤ ORT wasm",
-    "on 22 of 23 (0.18–0.95; mlp 1.06, 0.143 against 0.135 ms; shufflenet 0.95), first run ≤",
-    "ORT's on 13 of 23 (0.65–1.36), kiln auto within 10% of kiln wasm on 16 of 23 (auto runs",
-    "them all on wasm alone there; in four alternating calls minutes later the same code gave",
-    "lstm2 0.12–0.32 ms on either runner, so sub-millisecond ratios on this VM are noise). Its",
-    "GPU columns (llvmpipe, one process) are of 0f27daf and cover the first 17. The 2-core VM",
-    "varies between processes and days: compare within a table. The bullets below on the",
-    "2-core VM are of its earlier tables.",
+    "The H200 table is of 2026-11-27: the CPU runners (kiln wasm, kiln auto, ORT wasm) in one",
+    "call, the GPU runners in the next and kiln wasm with a warm kernel cache (`kiln-warm`) in a",
+    "third, one process each, 23 models, code of ac00192 (codegen wasm 0.6.23, webgpu 0.6.25),",
+    "whose wasm threads are Deno's own workers (01f07b6): kiln wasm ≤ ORT wasm on 22 of 23",
+    "(0.16–0.98; mlp 1.00, 0.146 against 0.145 ms); first run ≤ ORT's on all 23 at 0.35–0.70 of",
+    "its time (0.63–1.04 the day before: fifteen `node:worker_threads` spawns blocked the caller",
+    "45–77 ms each, Deno's own 19–23), auto's first run on all 23 (0.61–0.99); with a warm kernel",
+    "cache ≤ 0.3× of ORT's first run on all 23 (0.03–0.29: mlp 30 ms, vit_tiny 177, shufflenet",
+    "334 against 1146); kiln auto within 10% of the faster kiln on 14 of 23 (misses 1.10–1.87,",
+    "each a model under 0.35 ms run on wasm alone: mobile_block, lstm2, gru_bi, mobilenet_v2ish,",
+    "audio_conv1d, gpt_dynamo, llama_dynamo, vgg_dynamo, efficient_se_dynamo). Four of them",
+    "again, medians of 3 processes, twice, the code before 01f07b6 and after alternating: auto",
+    "and wasm cross each other from one call to the next (lstm2 0.096 and 0.145 ms on auto, 0.129",
+    "and 0.110 on wasm; gru_bi 0.092/0.052 against 0.067/0.145; vgg_dynamo 0.174/0.183 against",
+    "0.172/0.201), noise of sub-millisecond runs; gpt_dynamo took 0.25–0.31 ms on both runners",
+    "after 01f07b6 and 0.16–0.29 before, which may be the wake of Deno's workers (they sleep in",
+    "`Atomics.waitAsync`, `node:worker_threads` ones in `Atomics.wait`). kiln webgpu ≤ 0.5× ORT",
+    "webgpu on 3 (shufflenet 0.18, vit_tiny 0.25, quant_dynamic 0.24), 0.59–0.90 on the rest,",
+    "bound by the readback (below). A warm-cache process's runs after its first are slower than",
+    "a cold one's (vit_tiny's 20 timed runs 4.8 against 1.2 ms): its compile is too short for",
+    "the eleven workers to boot (about 0.5 s each on this host) before they run.",
+    "",
+    "The 2-core table is of 2026-11-27, same code (Intel Xeon VM, slower and more erratic that",
+    "day than the day before: ORT wasm's transformer_block 6.95 against 1.86 ms): CPU runners and",
+    "`kiln-warm` medians of 3 processes, GPU runners (llvmpipe) one process. kiln wasm ≤ ORT wasm",
+    "on all 23 (0.09–0.72); first run ≤ ORT's on 18 of 23 (0.56–1.62; misses transformer_block",
+    "1.12, vit_tiny 1.02, unet 1.62, gru_bi 1.15, mobilenet_v2ish 1.03); with a warm kernel cache",
+    "≤ 0.3× of ORT's first run on 20 of 23 (0.07–0.48; shufflenet 0.33, vit_tiny 0.38, unet 0.48:",
+    "their warm-up before the first result, V8 tiering every kernel up, is most of it; see the",
+    "first-run bullet below); kiln auto within 10% of kiln wasm on 14 of 23 (all sub-2 ms models",
+    "run on wasm alone by both runners).",
+    "",
+    "- **H200 table of 2026-11-26, evening** (the one before): all five runners in one call, one",
+    "  process each, code of bbd19c0 (codegen wasm 0.6.23, webgpu 0.6.17; auto with the placement",
+    "  fixes of the library section). kiln wasm ≤ ORT wasm on 21 of 23 (0.14–0.87; lstm2 1.03,",
+    "  0.181 against 0.176 ms, llama_dynamo 1.05, 0.149 against 0.142; mlp 0.87), first run ≤",
+    "  ORT's on 22 of 23 (0.63–1.04, unet); kiln auto within 10% of the faster kiln on 19 of 23",
+    "  (misses shufflenet 1.31, misc_ops 1.48, efficient_se_dynamo 1.18, quant_qoperator 1.28,",
+    "  each run by auto on wasm alone, as the wasm runner runs it); auto's first run ≤ ORT wasm's",
+    "  on 9 of 23 (1.00–1.28 on the rest: it acquires the GPU and times its readback); kiln webgpu",
+    "  ≤ 0.5× ORT webgpu on 3 (shufflenet 0.22, vit_tiny 0.25, quant_dynamic 0.23), 0.68–0.88 on",
+    "  the rest, bound by the readback (below). The bullets below on the H200 host are of the",
+    "  earlier tables of that day (7d9f6b2, e13485c).",
+    "",
+    "- **2-core table of 2026-11-26, evening** (the one before): CPU runners of c17a223's code",
+    "  (codegen wasm 0.6.23), medians of 3 processes, 23 models: kiln wasm ≤ ORT wasm on 22 of 23",
+    "  (0.18–0.95; mlp 1.06, 0.143 against 0.135 ms; shufflenet 0.95), first run ≤ ORT's on 13",
+    "  of 23 (0.65–1.36), kiln auto within 10% of kiln wasm on 16 of 23 (auto runs them all on",
+    "  wasm alone there; in four alternating calls minutes later the same code gave lstm2",
+    "  0.12–0.32 ms on either runner, so sub-millisecond ratios on this VM are noise); GPU columns",
+    "  (llvmpipe, one process) of 0f27daf. The 2-core VM varies between processes and days:",
+    "  compare within a table. The bullets below on the 2-core VM are of its earlier tables.",
     "",
     "- **2-core run of e8e5a77** (the table before): kiln wasm ≤ ORT wasm on 20 of 23 (0.13–0.94;",
     "  misses mlp 1.16, 0.215 against 0.186 ms; embedding_mlp 1.08; shufflenet 1.24, 10.7 against",
