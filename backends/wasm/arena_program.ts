@@ -64,7 +64,7 @@ export interface ArenaPlan {
   readonly imports: Readonly<Record<string, (...args: number[]) => number>>;
   /** Threads for large kernels (modules must import a shared memory when > 1). */
   readonly threads?: number;
-  /** `node:worker_threads`, when threads are available. */
+  /** The worker threads (Deno's, `node:worker_threads` or a page's), when there are any. */
   readonly workers?: WorkerThreads;
   /** Time each kernel of a run (wall clock, threads included) for `deviceTimes()`. */
   readonly profile?: boolean;

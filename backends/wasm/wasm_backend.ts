@@ -152,11 +152,11 @@ export interface WasmBackendOptions {
    * Threads for large kernels, the calling one included (default: one per core up to 4 cores,
    * a quarter fewer beyond — see {@linkcode threadsFor}; cores from
    * `navigator.hardwareConcurrency`, or on Node 20, which has no navigator, `node:os`'s
-   * `availableParallelism()` once `prepare()` has run). Threads need `SharedArrayBuffer` and workers:
-   * `node:worker_threads` (Deno, Node) or, in a cross-origin isolated page, Web Workers; where
-   * either is missing kernels run on the calling thread. Programs with
-   * a large kernel share one process-wide pool of `threads - 1` workers per thread count
-   * (`unref`'d: they never keep the process alive).
+   * `availableParallelism()` once `prepare()` has run). Threads need `SharedArrayBuffer` and
+   * workers: Deno's own workers, `node:worker_threads` (Node) or, in a cross-origin isolated page,
+   * Web Workers; where either is missing kernels run on the calling thread. Programs with a large
+   * kernel share one process-wide pool of `threads - 1` workers per thread count (`unref`'d: they
+   * never keep the process alive).
    */
   readonly threads?: number;
   /**
@@ -315,7 +315,7 @@ export class WasmBackend implements Backend {
   /** Kernel IR → WebAssembly modules (format `wasm-11-shared` when threads are on). */
   readonly codegen: KernelCodegen;
 
-  /** Loads `node:worker_threads` for threads and probes for relaxed SIMD. */
+  /** Finds the worker threads (Deno's, Node's or a page's) and probes for relaxed SIMD. */
   async prepare(): Promise<void> {
     if (this.#countCores) {
       this.#countCores = false;
