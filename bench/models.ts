@@ -3,9 +3,9 @@
  * `onnx/testdata/` on kiln (wasm, webgpu, auto) and ONNX Runtime Web (wasm with one thread per
  * core, webgpu), each library and model in its own process. Each process reports its first run
  * (load + compile + first result, kiln's kernel cache off; `kiln-warm`: kiln wasm with the cache
- * filled by a process before) and the median and p90 of ≥ 20 runs
- * after 3 warm-ups (fewer, and said so, where one run takes over a second), and checks the output
- * against ONNX Runtime's recorded one. Results go to `bench/models-MACHINE.json`; `--report` turns
+ * filled by a process before) and the median and p90 of ≥ 20 runs after 3 warm-ups (fewer, and
+ * said so, where one run takes over a second), and checks the output against ONNX Runtime's
+ * recorded one. Results go to `bench/models-MACHINE.json`; `--report` turns
  * every such file into `bench/REPORT-models.md` with a chart.
  *
  *   deno run -A bench/models.ts [--machine NAME] [--runners a,b] [--models a,b] [--out FILE]
@@ -118,16 +118,17 @@ async function gpuName(): Promise<string | undefined> {
  * cache (a fresh directory) filled by the first.
  */
 function inProcess(model: string, runner: Runner): ModelResult {
-  const cache = runner === "kiln-warm" ? Deno.makeTempDirSync({ prefix: "kiln-warm-" }) : "off";
+  const warm = runner === "kiln-warm";
+  const cache = warm ? Deno.makeTempDirSync({ prefix: "kiln-warm-" }) : "off";
   const spawn = () =>
     spawnSync(
       Deno.execPath(),
       ["run", "-A", new URL(import.meta.url).pathname, "--one", model, "--runner", runner],
       { encoding: "utf8", timeout: 300_000, env: { ...process.env, KILN_CACHE_DIR: cache } },
     );
-  if (cache !== "off") spawn();
+  if (warm) spawn();
   const child = spawn();
-  if (cache !== "off") Deno.removeSync(cache, { recursive: true });
+  if (warm) Deno.removeSync(cache, { recursive: true });
   const line = child.stdout?.split("\n").find((l) => l.startsWith("{"));
   return line ? JSON.parse(line) : {
     model,

@@ -290,7 +290,7 @@ export function report(): string {
       const bestKiln = Math.min(
         ...[med("kiln-wasm"), med("kiln-webgpu")].filter((v): v is number => v !== undefined),
       );
-      const errs = (["kiln-wasm", "kiln-webgpu", "kiln-auto"] as Runner[]).map((k) =>
+      const errs = (["kiln-wasm", "kiln-webgpu", "kiln-auto", "kiln-warm"] as Runner[]).map((k) =>
         get(k)?.relError
       )
         .filter((v): v is number => v !== undefined);

@@ -218,9 +218,8 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
  * it is not false and the flash kernel pays (`flashPays`), and where a buffer of the group is past
  * `options.bindingBytes`) or {@linkcode fusedAttention} accepts replaced by one kernel: its
  * buffers are the group's inputs and final outputs, its space the softmax's (a row per query, as
- * the dispatch counts them). `fused` maps those kernels to
- * their groups and `from` gives each kernel's index in the original list (the softmax's, for a
- * fused one).
+ * the dispatch counts them). `fused` maps those kernels to their groups and `from` gives each
+ * kernel's index in the original list (the softmax's, for a fused one).
  */
 export function withFusedAttention(
   kernels: readonly KernelIR[],
