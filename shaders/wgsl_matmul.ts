@@ -249,11 +249,11 @@ export function emitTiledMatmul(
     // modules took 0.24-0.28 s but the kernels 12.86 ms. Affine fills (plain matmuls) stay
     // unrolled, their code a line an element.
     const gathered = access === undefined && !vectors.has(op.input);
-    const row4 = width / 4, count = (width * TK) / 4 / threads;
+    const row4 = width / 4, count = (width * TK) / 4 / threads, alongK = kFast(op);
     const slots = [...Array(count).keys()].map((p) => {
       e.line(`let s${name}${p} = t + ${p * threads};`);
       e.line(`var ${name}_${p} = vec4<f32>(0.0);`);
-      return kFast(op)
+      return alongK
         ? [`s${name}${p} % ${TK}`, `s${name}${p} / ${TK}`]
         : [`s${name}${p} / ${row4}`, `s${name}${p} % ${row4}`];
     });
