@@ -24,7 +24,7 @@ import {
   tableRows,
   TILE_ROWS,
 } from "./wasm_matmul_plan.ts";
-import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
+import { type Split, WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
 /** The arena stores every dtype in 32-bit words, f64 in 64-bit ones (see `words.ts`). */
 const WORDS: Storage = { half: false };
@@ -343,22 +343,26 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
   // One instance per module: kernels of the same code (a repeated block, an RNN's steps) share
   // it, and with it V8's tier-up budget, so their code is optimized as soon as one kernel's would
   // be if it ran as often as they all do.
-  const instances = new Map<WebAssembly.Module, (...a: number[]) => void>();
-  const runs = plan.modules.map((mod) => {
-    let run = instances.get(mod);
-    if (!run) {
-      const instance = new WebAssembly.Instance(mod, { env: { memory, ...plan.imports } });
-      instances.set(mod, run = instance.exports.run as (...a: number[]) => void);
+  const instances = new Map<WebAssembly.Module, WebAssembly.Exports>();
+  const exported = plan.modules.map((mod) => {
+    let exports = instances.get(mod);
+    if (!exports) {
+      exports = new WebAssembly.Instance(mod, { env: { memory, ...plan.imports } }).exports;
+      instances.set(mod, exports);
     }
-    return run;
+    return exports;
   });
+  const runs = exported.map((e) => e.run as (...a: number[]) => void);
   const addresses = plan.kernels.map((k) =>
     [...k.inputs, ...k.outputs].map((b) => offsets.get(b.value)!)
   );
   // Each kernel's call with its buffers bound, and its rows: a run of a small model is mostly
   // calls (lstm2: 47 kernels in 0.13 ms), so nothing is spread or counted per call.
   const bound = runs.map((run, i) => run.bind(null, ...addresses[i], scratch));
-  const rowsOf = plan.kernels.map((k) => rowCount(k));
+  // A matmul of few rows ranges over B's panels instead (see `panelSplit`): its calls cover
+  // every row.
+  const panels = exported.map((e) => (e.panelSplit as WebAssembly.Global | undefined)?.value ?? 0);
+  const rowsOf = plan.kernels.map((k, i) => panels[i] || rowCount(k));
   const crew = threads > 1
     ? WorkerPool.of({ threads, ...plan.workers! }).enlist({
       modules: plan.modules,
@@ -373,7 +377,9 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
       eager: plan.kernels.reduce((sum, k) => sum + workOf(k), 0) >= EAGER_WORK,
     })
     : undefined;
-  const split = plan.kernels.map((k) => {
+  const split = plan.kernels.map((k, i): Split => {
+    const parts = Math.max(1, Math.floor(workOf(k) / PART_WORK));
+    if (panels[i]) return { unit: 1, chunk: panels[i], parts };
     const { unit, tile } = rowUnit(k), work = workOf(k) / Math.max(1, rowCount(k));
     // A matmul call streams all of B's panels: its calls start at 11 tiles (66 rows) to
     // amortize that.
@@ -381,7 +387,7 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
     return {
       unit,
       chunk: tile * Math.max(least, Math.floor(CHUNK_WORK / (work * tile))),
-      parts: Math.max(1, Math.floor(workOf(k) / PART_WORK)),
+      parts,
       // A late thread's share goes to the others in quarters; a matmul keeps one piece a
       // thread, as each call streams B's panels.
       pieces: contracts(k) ? 1 : PIECES,
@@ -450,7 +456,9 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
         if (!wanted[i]) return;
         const start = plan.profile ? performance.now() : 0;
         if (packs[i] && !packs[i].fixed) pack(i);
-        const rows = active !== undefined && plan.partial?.[i]
+        // A panel split computes every row, the stale ones past the active rows too (harmless:
+        // see `panelSplit`).
+        const rows = active !== undefined && plan.partial?.[i] && !panels[i]
           ? rowsOf[i] / k.space[0] * active
           : rowsOf[i];
         if (k.opaque) runs[i](...addresses[i]);

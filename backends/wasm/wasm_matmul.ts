@@ -20,6 +20,7 @@ import {
   packBlockRows,
   packsA,
   panelsBytes,
+  panelSplit,
   rowsOfA,
   type TableTaps,
   TILE_BYTES,
@@ -402,21 +403,37 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
             ),
           ),
           m.if(m.i32.gt_s(get(to, i32), get(hi, i32)), m.local.set(to, get(hi, i32))),
-          ...panels(panel),
+          ...panels(panel, true),
           m.local.set(from, get(to, i32)),
         ]),
       ]
-      : [m.local.set(from, get(lo, i32)), m.local.set(to, get(hi, i32)), ...panels(panel)];
+      : [m.local.set(from, get(lo, i32)), m.local.set(to, get(hi, i32)), ...panels(panel, true)];
   const wide = n - (n % 8);
-  /** Statements for every panel of B: `each(width)` at n0 = 0, 8, …, the last one narrower. */
-  const panels = (each: (width: number) => number[]) => [
-    m.local.set(n0, ic(0)),
-    whileLoop(() => m.i32.lt_s(get(n0, i32), ic(wide)), [
-      ...each(8),
-      m.local.set(n0, m.i32.add(get(n0, i32), ic(8))),
-    ]),
-    ...(wide < n ? each(n - wide) : []),
-  ];
+  // Where this product's calls range over B's panels, not its rows (see `panelSplit`).
+  const split = panelSplit(kernel);
+  if (split) {
+    m.addGlobal("panelSplit", i32, false, ic(split));
+    m.addGlobalExport("panelSplit", "panelSplit");
+  }
+  /**
+   * Statements for every panel of B, or (`ranged`, where the calls split the panels) the call's
+   * panels [start, end): `each(width)` at n0 = 0, 8, …, the last one narrower.
+   */
+  const panels = (each: (width: number) => number[], ranged = false) => {
+    const range = ranged && split > 0;
+    const stop = local(i32), past = m.i32.shl(get(end, i32), ic(3));
+    return [
+      m.local.set(n0, range ? m.i32.shl(get(start, i32), ic(3)) : ic(0)),
+      m.local.set(stop, range ? m.select(m.i32.lt_s(past, ic(wide)), past, ic(wide)) : ic(wide)),
+      whileLoop(() => m.i32.lt_s(get(n0, i32), get(stop, i32)), [
+        ...each(8),
+        m.local.set(n0, m.i32.add(get(n0, i32), ic(8))),
+      ]),
+      ...(wide < n
+        ? range ? [m.if(m.i32.gt_s(past, ic(wide)), m.block(null, each(n - wide)))] : each(n - wide)
+        : []),
+    ];
+  };
   m.addGlobal("packsB", i32, false, ic(1));
   m.addGlobalExport("packsB", "packsB");
   /**
@@ -529,8 +546,9 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
         m.return(),
       ]),
     ),
-    m.local.set(r1, m.i32.div_u(get(end, i32), ic(n))),
-    m.local.set(first, m.i32.div_u(get(start, i32), ic(n))),
+    // A call's range is of output points (whole rows), or of panels with every row.
+    m.local.set(r1, split ? ic(rowsOfA(kernel, n)) : m.i32.div_u(get(end, i32), ic(n))),
+    m.local.set(first, split ? ic(0) : m.i32.div_u(get(start, i32), ic(n))),
     // Where each tile row's accumulators land in the scratch, for its epilogue to read.
     ...accAt.map((l, i) => m.local.set(l, m.i32.add(get(scratch, i32), ic(32 * i)))),
     m.local.set(lo, get(first, i32)),

@@ -9,11 +9,13 @@ import { affineOffset } from "../../jit/access.ts";
 import {
   applyStep,
   type Expr,
+  gathers,
   type KernelIR,
   linearIndex,
   matmulOperands,
   rowCount,
   sumsHalfProducts,
+  walk,
 } from "../../jit/kernel_ir.ts";
 /** Rows of a matmul tile (each two f32x4 accumulators wide). */
 export const TILE_ROWS = 6;
@@ -46,6 +48,31 @@ export const panelsBytes = (n: number, k: number) => Math.ceil(n / 8) * 32 * k;
 
 /** Rows of A: the product's rows over every batch (of a packed A's indirection table too). */
 export const rowsOfA = (kernel: KernelIR, n: number) => rowCount(kernel) / n;
+
+/**
+ * Most rows of A whose product splits B's panels among threads rather than its rows (the first
+ * call of a row split is 11 tiles: 66 rows).
+ */
+const PANEL_SPLIT_ROWS = 64;
+
+/**
+ * Panels of 8 columns a tiled matmul's calls range over, where its threads split B's columns
+ * rather than its rows; 0 where they split rows. A product of few rows (a batch of one to a few
+ * dozen through a linear layer) split by rows gave each thread a tile or two of rows (two-row
+ * tiles compute at half the rate) and every thread streamed all of B: mlp's 8 × 784 × 256 layer
+ * ran no faster on 16 threads than on one. Split by panels, each thread streams its share of B
+ * and keeps whole row tiles.
+ */
+export function panelSplit(kernel: KernelIR): number {
+  const n = kernel.space.at(-2)!;
+  if (rowsOfA(kernel, n) > PANEL_SPLIT_ROWS || n <= 8) return 0;
+  // Its calls compute every row, also under shape buckets, whose runs compute the active rows
+  // only: rows past them hold stale data, harmless except as a gather's index (a fault).
+  let gather = false;
+  const visit = (e: Expr) => void (gather ||= e.kind === "load" && gathers(e.steps));
+  for (const x of [...kernel.reductions, ...kernel.outputs]) walk(x.expr, visit);
+  return gather ? 0 : Math.ceil(n / 8);
+}
 
 /**
  * Batch axes along which a matmul's B changes (a grouped convolution's groups, attention's
