@@ -168,10 +168,12 @@ async function measure(
 ) {
   const results: ModelResult[] = [];
   for (const model of models) {
-    for (const runner of runners) {
-      const r = acrossProcesses(
-        Array.from({ length: processes }, () => inProcess(model, runner)),
-      );
+    // Round by round, every runner once a round: this VM's speed moves in phases of a second
+    // or more (a fixed loop ran 1.9 or 3.4 ms a call for seconds at a time, 2026-11-27), and a
+    // runner's processes back to back would share a phase its peers' do not.
+    const rounds = Array.from({ length: processes }, () => runners.map((r) => inProcess(model, r)));
+    for (const [i, runner] of runners.entries()) {
+      const r = acrossProcesses(rounds.map((round) => round[i]));
       results.push(r);
       console.log(
         `${model.padEnd(20)} ${runner.padEnd(12)} ${
