@@ -11,14 +11,15 @@
  *   deno run -A bench/models.ts [--machine NAME] [--runners a,b] [--models a,b] [--out FILE]
  *     [--processes N]   (each cell the median over N processes; default 1)
  *   deno run -A bench/models.ts --report
+ *   deno run -A bench/models.ts --placement FILE   (adds kiln auto's plan where FILE lacks it)
  *
  * @module
  */
 import { spawnSync } from "node:child_process";
 import { availableParallelism, cpus } from "node:os";
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { KilnError, OnnxModel, type TensorMap } from "../mod.ts";
+import { type Executable, explain, KilnError, OnnxModel, type TensorMap } from "../mod.ts";
 import { EXPORT_NAMES, exportedModel, MODEL_NAMES, referenceModel } from "../onnx/testdata.ts";
 import { median } from "./timed.ts";
 import { type ModelResult, report, type Results, type Runner, RUNNERS } from "./models_report.ts";
@@ -37,14 +38,32 @@ async function load(name: string) {
 /** A function that runs the model once and returns `y`. */
 type Run = () => Promise<ArrayLike<number>>;
 
-function kilnRunner(runner: Runner, bytes: Uint8Array, inputs: TensorMap): Run {
+/** A kiln runner's run, and the backends its plan put the kernels on (see `placementOf`). */
+function kilnRunner(
+  runner: Runner,
+  bytes: Uint8Array,
+  inputs: TensorMap,
+): { run: Run; placement: () => Promise<string> } {
   const model = OnnxModel.fromBytes(bytes);
   const options = runner === "kiln-auto"
     ? { cache: false as const }
     : runner === "kiln-warm"
     ? { backend: "wasm" }
     : { backend: runner.slice(5), cache: false as const };
-  return async () => (await model.run(inputs, options)).y.data as Float32Array;
+  const shapes = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, t.shape]));
+  return {
+    run: async () => (await model.run(inputs, options)).y.data as Float32Array,
+    placement: async () => placementOf(await model.compile(shapes, options)),
+  };
+}
+
+/** Kernels a backend in `exe`'s plan, as `wasm 3` or `wasm 10 + webgpu 2`. */
+async function placementOf(exe: Executable): Promise<string> {
+  const counts = new Map<string, number>();
+  for (const k of (await explain(exe)).kernels) {
+    counts.set(k.backend, (counts.get(k.backend) ?? 0) + 1);
+  }
+  return [...counts].map(([b, n]) => `${b} ${n}`).join(" + ");
 }
 
 async function ortRunner(runner: Runner, bytes: Uint8Array, inputs: TensorMap): Promise<Run> {
@@ -72,9 +91,8 @@ async function one(name: string, runner: Runner, runs: number): Promise<ModelRes
   const { bytes, inputs, y } = await load(name);
   try {
     const t0 = performance.now();
-    const run = runner.startsWith("kiln")
-      ? kilnRunner(runner, bytes, inputs)
-      : await ortRunner(runner, bytes, inputs);
+    const kiln = runner.startsWith("kiln") ? kilnRunner(runner, bytes, inputs) : undefined;
+    const run = kiln?.run ?? await ortRunner(runner, bytes, inputs);
     const out = await run();
     const firstMs = performance.now() - t0;
     const scale = Math.max(...Array.from(y, Math.abs));
@@ -98,11 +116,28 @@ async function one(name: string, runner: Runner, runs: number): Promise<ModelRes
       p90Ms: sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.9))],
       runs: ms.length,
       relError: err / scale,
+      placement: await kiln?.placement(),
     };
   } catch (e) {
     const message = e instanceof KilnError ? e.message.split("\n")[0] : String(e).split("\n")[0];
     return { model: name, runner, error: message.slice(0, 200) };
   }
+}
+
+/**
+ * Adds kiln auto's plan to the results in `file` that lack it (files from before results
+ * carried it), compiled here as the runner compiles it.
+ */
+async function addPlacements(file: string): Promise<void> {
+  const results: Results = JSON.parse(readFileSync(file, "utf8"));
+  for (const [i, r] of results.results.entries()) {
+    if (r.runner !== "kiln-auto" || r.error || r.placement) continue;
+    const { bytes, inputs } = await load(r.model);
+    const placement = await kilnRunner(r.runner, bytes, inputs).placement();
+    results.results[i] = { ...r, placement };
+    console.log(`${r.model.padEnd(20)} ${placement}`);
+  }
+  writeFileSync(file, JSON.stringify(results, null, 1) + "\n");
 }
 
 /** The GPU adapter's description, if any. */
@@ -156,6 +191,8 @@ export function acrossProcesses(rs: readonly ModelResult[]): ModelResult {
     p90Ms: mid((r) => r.p90Ms),
     runs: rs.reduce((s, r) => s + (r.runs ?? 0), 0),
     relError: Math.max(...rs.map((r) => r.relError ?? 0)),
+    // Processes whose plans differ (auto's trial timed apart) show each.
+    placement: [...new Set(rs.map((r) => r.placement))].join(" / ") || undefined,
   };
 }
 
@@ -209,6 +246,7 @@ if (import.meta.main) {
       out: { type: "string" },
       report: { type: "boolean", default: false },
       processes: { type: "string", default: "1" },
+      placement: { type: "string" },
     },
   });
   if (values.one) {
@@ -216,6 +254,8 @@ if (import.meta.main) {
       JSON.stringify(await one(values.one, values.runner as Runner, Number(values.runs))),
     );
     Deno.exit(0);
+  } else if (values.placement) {
+    await addPlacements(values.placement);
   } else if (values.report) {
     writeFileSync(`${HERE}REPORT-models.md`, report());
   } else {

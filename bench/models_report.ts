@@ -41,6 +41,8 @@ export interface ModelResult {
   readonly relError?: number;
   /** Why it did not run. */
   readonly error?: string;
+  /** kiln's runners: kernels a backend in the plan, as `wasm 3` or `wasm 10 + webgpu 2`. */
+  readonly placement?: string;
 }
 
 /** A benchmark file: one machine's results. */
@@ -275,8 +277,8 @@ export function report(): string {
     lines.push(
       `## ${r.machine}: ${r.cores} cores (${r.cpu})${r.gpu ? `, GPU: ${r.gpu}` : ""}, ${r.date}`,
       "",
-      "| model | kiln wasm | kiln webgpu | kiln auto | ORT wasm | ORT webgpu | wasm ÷ ORT wasm | auto ÷ best kiln | webgpu ÷ ORT webgpu | first run kiln wasm / ORT wasm | warm cache: first run ÷ ORT's | max rel. error (kiln) |",
-      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+      "| model | kiln wasm | kiln webgpu | kiln auto | ORT wasm | ORT webgpu | wasm ÷ ORT wasm | auto ÷ best kiln | auto's plan | webgpu ÷ ORT webgpu | first run kiln wasm / ORT wasm | warm cache: first run ÷ ORT's | max rel. error (kiln) |",
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     );
     const models = [...new Set(r.results.map((x) => x.model))];
     for (const m of models) {
@@ -299,14 +301,20 @@ export function report(): string {
           cell("ort-wasm")
         } | ${cell("ort-webgpu")} | ${ratio(med("kiln-wasm"), med("ort-wasm"))} | ${
           ratio(med("kiln-auto"), Number.isFinite(bestKiln) ? bestKiln : undefined)
-        } | ${ratio(med("kiln-webgpu"), med("ort-webgpu"))} | ${fmt(get("kiln-wasm")?.firstMs)} / ${
-          fmt(get("ort-wasm")?.firstMs)
-        } | ${ratio(get("kiln-warm")?.firstMs, get("ort-wasm")?.firstMs)} | ${
-          errs.length ? Math.max(...errs).toExponential(1) : "—"
-        } |`,
+        } | ${get("kiln-auto")?.placement ?? "—"} | ${
+          ratio(med("kiln-webgpu"), med("ort-webgpu"))
+        } | ${fmt(get("kiln-wasm")?.firstMs)} / ${fmt(get("ort-wasm")?.firstMs)} | ${
+          ratio(get("kiln-warm")?.firstMs, get("ort-wasm")?.firstMs)
+        } | ${errs.length ? Math.max(...errs).toExponential(1) : "—"} |`,
       );
     }
-    lines.push("", "Times in ms (median). ✗: did not run, with the reason.", "");
+    lines.push(
+      "",
+      "Times in ms (median). ✗: did not run, with the reason. auto's plan: the kernels auto put on",
+      "each backend; where it is every kernel on wasm, auto ÷ best kiln compares the wasm runner's",
+      "plan with itself in other processes.",
+      "",
+    );
     svg.push(chart(r));
   }
   writeFileSync(`${HERE}report-models.svg`, svgDoc(svg));
