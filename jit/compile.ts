@@ -185,19 +185,24 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     ? policyOf(options.policy)
     : checkedPolicy(options.policy ?? { kind: "auto" });
   const candidates = named ? [named] : registry!.list();
+  // Capabilities are only known once a device is acquired (a software GPU, binding limits);
+  // a backend that fails to prepare is left out by its profile, not by an exception here.
+  // Prepared before fusion, which reads their limits: otherwise a process's first compile
+  // fused for no device limit and the next ones for the device's.
+  if (!named) await Promise.all(candidates.map((b) => b.prepare().catch(() => {})));
   // Kernels must fit the tightest binding limit among the backends that may run them (one
-  // binding is kept for the output).
-  const limits = candidates.filter((b) => b.codegen && b.capabilities().maxBindings > 0).map((b) =>
-    b.capabilities().maxBindings - 1
-  );
+  // binding is kept for the output). A software device runs nothing where another backend runs
+  // every kernel (see `usableBackends`): its limit split lstm2's 47 kernels into 51 on the
+  // 2-core VM, all of them then run on wasm.
+  const limits = candidates.filter((b) => {
+    const { maxBindings, software } = b.capabilities();
+    return b.codegen && maxBindings > 0 && (named !== undefined || !software);
+  }).map((b) => b.capabilities().maxBindings - 1);
   const fusion = fuse(legal, { maxInputs: limits.length ? Math.min(...limits) : Infinity });
   const external = new Set([...legal.outputs.map((o) => o.value), ...fusion.constants.keys()]);
   const hostValues = new Set(
     [...legal.inputs, ...legal.params].map((b) => b.value).concat([...fusion.constants.keys()]),
   );
-  // Capabilities are only known once a device is acquired (a software GPU, binding limits);
-  // a backend that fails to prepare is left out by its profile, not by an exception here.
-  if (!named) await Promise.all(candidates.map((b) => b.prepare().catch(() => {})));
   const outputs = new Set(legal.outputs.map((o) => o.value));
   const usable = usableBackends(fusion.kernels, candidates, policy, outputs);
   const byId = new Map(candidates.map((b) => [b.id, b]));

@@ -136,7 +136,7 @@ export function threadsFor(cores: number): number {
 }
 
 /** Host functions kernels import: the reference backend's own scalar semantics. */
-const IMPORTS: Record<string, (...args: number[]) => number> = {
+export const HOST_FUNCTIONS: Readonly<Record<string, (...args: number[]) => number>> = {
   exp: Math.exp,
   log: Math.log,
   erf,
@@ -269,7 +269,7 @@ export class WasmBackend implements Backend {
           modules,
           constants: plan.constants,
           partial: plan.partial,
-          imports: IMPORTS,
+          imports: HOST_FUNCTIONS,
           threads: this.#threads,
           workers: this.#workers,
           profile: this.#profile,
@@ -366,7 +366,7 @@ export class WasmBackend implements Backend {
       modules: [module],
       constants: new Map(),
       partial: [true],
-      imports: IMPORTS,
+      imports: HOST_FUNCTIONS,
       threads: this.#threads,
     });
     return {

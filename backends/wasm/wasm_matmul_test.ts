@@ -7,8 +7,7 @@ import type { HostTensor } from "../../jit/host_tensor.ts";
 import { KernelCache } from "../../jit/kernel_cache.ts";
 import { uniform } from "../../jit/random.ts";
 import { assertClose, f32, numbers } from "../../jit/testing.ts";
-import { erf } from "../reference/scalar_math.ts";
-import { WasmBackend } from "./wasm_backend.ts";
+import { HOST_FUNCTIONS, WasmBackend } from "./wasm_backend.ts";
 import { panelSplit, prepackBytes, scratchBytes } from "./wasm_matmul_plan.ts";
 
 Deno.test("a panel-split matmul's call computes panels [start, end) of every row and nothing else", async () => {
@@ -21,16 +20,7 @@ Deno.test("a panel-split matmul's call computes panels [start, end) of every row
   const backend = new WasmBackend({ threads: 1, warmUpMs: 0 });
   const bytes = await backend.codegen!.generate(kernel) as Uint8Array<ArrayBuffer>;
   const memory = new WebAssembly.Memory({ initial: 16, maximum: 65536 });
-  const env = {
-    memory,
-    exp: Math.exp,
-    log: Math.log,
-    erf,
-    sin: Math.sin,
-    cos: Math.cos,
-    pow: Math.pow,
-    fmod: (a: number, b: number) => a % b,
-  };
+  const env = { memory, ...HOST_FUNCTIONS };
   const run = new WebAssembly.Instance(new WebAssembly.Module(bytes), { env }).exports.run as (
     ...args: number[]
   ) => void;
