@@ -22,6 +22,7 @@ import { SELECT_CONVERTERS } from "./convert_select.ts";
 import { MATH_CONVERTERS } from "./convert_math.ts";
 import { RNN_CONVERTERS } from "./convert_rnn.ts";
 import { NEWER_CONVERTERS, wrapPad } from "./convert_newer.ts";
+import { LLM_CONVERTERS } from "./convert_llm.ts";
 import { MS_DOMAIN, MS_QUANT_CONVERTERS } from "./convert_ms_quant.ts";
 import { einsum } from "./convert_einsum.ts";
 import { dft, stft } from "./convert_dft.ts";
@@ -282,6 +283,7 @@ export const CONVERTERS: Record<string, Converter> = {
   ...MATH_CONVERTERS,
   ...RNN_CONVERTERS,
   ...NEWER_CONVERTERS,
+  ...LLM_CONVERTERS,
   Einsum: einsum,
   DFT: dft,
   STFT: stft,

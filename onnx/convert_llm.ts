@@ -1,0 +1,293 @@
+/**
+ * The language-model ops of opset 23 (Attention, RMSNormalization, RotaryEmbedding) as
+ * compositions of kiln ops, so they fuse as a model spelling them out does (attention into one
+ * group, RMS norm into one row kernel) and run on every backend. Each follows ONNX's reference
+ * (`onnx/reference/ops/op_attention.py` and its neighbours), which ONNX's own cases check.
+ *
+ * @module
+ */
+import { KilnError } from "../jit/errors.ts";
+import type { DType } from "../jit/dtype.ts";
+import { scalar } from "./convert_composite.ts";
+import {
+  attrs,
+  constant,
+  type Converter,
+  type Known,
+  type NodeContext,
+  opOf,
+  typeOf,
+} from "./node_context.ts";
+
+/** ONNX's FLOAT and FLOAT16 element types (softmax_precision). */
+const ONNX_FLOAT = 1, ONNX_FLOAT16 = 10;
+
+const fail = (c: NodeContext, what: string, fix: string): never => {
+  throw new KilnError(`${c.label}: ${what}`, { code: "unsupported", fix });
+};
+
+/** The axes from `axis` (negative counts from the end) to the last of a rank-`rank` tensor. */
+const trailing = (axis: number, rank: number) => {
+  const from = axis < 0 ? axis + rank : axis;
+  return [...Array(rank - from).keys()].map((i) => from + i);
+};
+
+/** RMSNormalization: x / sqrt(mean(x²) over the axes from `axis` on + ε), times the scale. */
+function rmsNormalization(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), x = c.required(0), scale = c.required(1);
+  const { shape, dtype } = typeOf(x);
+  const axes = trailing(a.int("axis", -1)!, shape.length);
+  // Statistics in f32 whatever stash_type says, as LayerNormalization's (kiln has no wider float).
+  a.int("stash_type");
+  const mean = op("ReduceMean", [op("Mul", [x, x])], { axes, keepdims: 1 });
+  const eps = scalar(a.float("epsilon", 1e-5)!, dtype);
+  const inv = op("Reciprocal", [op("Sqrt", [op("Add", [mean, eps])])]);
+  return [op("Mul", [op("Mul", [x, inv]), scale])];
+}
+
+/**
+ * RotaryEmbedding: each head's first `rotary_embedding_dim` channels rotated in pairs (halves, or
+ * neighbours when `interleaved`) by the angle whose cosine and sine the caches hold for the
+ * token's position (`position_ids` into them, or the caches already per token).
+ */
+function rotaryEmbedding(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), x = c.required(0);
+  const [cosCache, sinCache, positions] = [c.required(1), c.required(2), c.input(3)];
+  const { shape } = typeOf(x);
+  const interleaved = a.int("interleaved", 0) === 1;
+  const heads = a.int("num_heads", 0)!;
+  let x4: Known;
+  if (shape.length === 4) {
+    // [batch, heads, sequence, head size] → [batch, sequence, heads, head size].
+    x4 = op("Transpose", [x], { perm: [0, 2, 1, 3] });
+  } else if (shape.length === 3 && heads > 0 && shape[2] % heads === 0) {
+    x4 = op("Reshape", [x], { shape: [shape[0], shape[1], heads, shape[2] / heads] });
+  } else {
+    return fail(
+      c,
+      `input of shape [${shape}] with num_heads ${heads}`,
+      "pass a 4-D input [batch, heads, sequence, head size], or a 3-D one with num_heads dividing its last axis",
+    );
+  }
+  const [b, s, h, d] = typeOf(x4).shape;
+  const dim = a.int("rotary_embedding_dim", 0) || d;
+  if (dim % 2 !== 0 || dim > d) {
+    fail(
+      c,
+      `rotary_embedding_dim ${dim} of heads ${d} wide`,
+      "use an even dimension ≤ the head size",
+    );
+  }
+  const half = dim / 2;
+  const slice = (k: Known, start: number, end: number, step = 1) =>
+    op("Slice", [k], { starts: [start], ends: [end], axes: [3], steps: [step] });
+  // The caches per token ([batch, sequence, dim / 2]), one head axis to broadcast over.
+  const perToken = (cache: Known) => {
+    const rows = positions ? op("Gather", [cache, positions], { axis: 0 }) : cache;
+    if (typeOf(rows).shape.at(-1) !== half) {
+      fail(
+        c,
+        `a cache ${typeOf(rows).shape.at(-1)} wide for ${half} pairs`,
+        "pass caches rotary_embedding_dim / 2 wide",
+      );
+    }
+    return op("Unsqueeze", [rows], { axes: [2] });
+  };
+  const cos = perToken(cosCache), sin = perToken(sinCache);
+  const [x1, x2] = interleaved
+    ? [slice(x4, 0, dim, 2), slice(x4, 1, dim, 2)]
+    : [slice(x4, 0, half), slice(x4, half, dim)];
+  const real = op("Sub", [op("Mul", [cos, x1]), op("Mul", [sin, x2])]);
+  const imag = op("Add", [op("Mul", [sin, x1]), op("Mul", [cos, x2])]);
+  const rotated = interleaved
+    ? op("Reshape", [
+      op("Concat", [
+        op("Unsqueeze", [real], { axes: [4] }),
+        op("Unsqueeze", [imag], { axes: [4] }),
+      ], { axis: 4 }),
+    ], { shape: [b, s, h, dim] })
+    : op("Concat", [real, imag], { axis: 3 });
+  const y4 = dim < d ? op("Concat", [rotated, slice(x4, dim, d)], { axis: 3 }) : rotated;
+  return [
+    shape.length === 4
+      ? op("Transpose", [y4], { perm: [0, 2, 1, 3] })
+      : op("Reshape", [y4], { shape: [...shape] }),
+  ];
+}
+
+/**
+ * Attention (opset 23): softmax(Q·Kᵀ·scale [softcapped] + bias)·V over heads, for 3-D inputs
+ * ([batch, sequence, heads · head size]) or 4-D ones ([batch, heads, sequence, head size]), with
+ * a past key and value before the new ones, grouped-query heads (each K/V head serving
+ * `q_num_heads / kv_num_heads` consecutive query heads), a boolean or additive mask (padded with
+ * masked keys to the keys' length) and a causal mask aligned to the last query. A row whose bias
+ * masks every key has weights 0 (the reference's), not the NaN of a softmax of −∞ alone.
+ */
+function attention(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c);
+  const [q0, k0, v0] = [c.required(0), c.required(1), c.required(2)];
+  const [mask0, pastKey, pastValue] = [c.input(3), c.input(4), c.input(5)];
+  const { shape: qShape, dtype } = typeOf(q0);
+  const rank = qShape.length;
+  const causal = a.int("is_causal", 0) === 1;
+  const softcap = a.float("softcap", 0)!;
+  const mode = a.int("qk_matmul_output_mode", 0)!;
+  const precision = a.int("softmax_precision");
+  let qHeads = a.int("q_num_heads"), kvHeads = a.int("kv_num_heads");
+  if ((pastKey === undefined) !== (pastValue === undefined)) {
+    fail(
+      c,
+      "a past key without a past value, or the reverse",
+      "pass both past_key and past_value, or neither",
+    );
+  }
+  /** A 3-D input [batch, sequence, heads · size] as [batch, heads, sequence, size]. */
+  const split = (x: Known, heads: number) => {
+    const [b, s, hidden] = typeOf(x).shape;
+    if (hidden % heads !== 0) {
+      fail(
+        c,
+        `${hidden} channels over ${heads} heads`,
+        "pass head counts that divide Q's, K's and V's last axes",
+      );
+    }
+    const perHead = op("Reshape", [x], { shape: [b, s, heads, hidden / heads] });
+    return op("Transpose", [perHead], { perm: [0, 2, 1, 3] });
+  };
+  let q = q0, k = k0, v = v0;
+  if (rank === 3) {
+    if (!qHeads || !kvHeads) {
+      fail(
+        c,
+        "3-D inputs without q_num_heads and kv_num_heads",
+        "set both attributes, or pass 4-D inputs",
+      );
+    }
+    [q, k, v] = [split(q0, qHeads!), split(k0, kvHeads!), split(v0, kvHeads!)];
+  } else if (rank !== 4 || typeOf(k0).shape.length !== 4 || typeOf(v0).shape.length !== 4) {
+    fail(c, `Q of rank ${rank}`, "pass Q, K and V all 3-D or all 4-D");
+  }
+  const presentKey = pastKey ? op("Concat", [pastKey, k], { axis: 2 }) : k;
+  const presentValue = pastValue ? op("Concat", [pastValue, v], { axis: 2 }) : v;
+  const [batch, hq, sq, dq] = typeOf(q).shape;
+  const [, hkv, skv] = typeOf(presentKey).shape;
+  const past = pastKey ? typeOf(pastKey).shape[2] : 0;
+  qHeads = hq;
+  kvHeads = hkv;
+  if (qHeads % kvHeads !== 0) {
+    fail(
+      c,
+      `${qHeads} query heads over ${kvHeads} key heads`,
+      "use a key head count that divides the query heads'",
+    );
+  }
+  // Grouped-query attention: query head i reads key and value head ⌊i / group⌋.
+  const group = qHeads / kvHeads;
+  const share = (x: Known) =>
+    group === 1 ? x : op("Gather", [
+      x,
+      constant(
+        Array.from({ length: qHeads! }, (_, i) => Math.floor(i / group)),
+        [qHeads!],
+        "i32",
+      ),
+    ], { axis: 1 });
+  const scale = a.float("scale") ?? 1 / Math.sqrt(dq);
+  // The reference scales Q and K by √scale, each rounded to its type: so do f16 inputs (a scale
+  // of the products lands a float16 step off). Others scale the products, which fuses into the
+  // matmul's epilogue (√scale on Q and K took two kernels of their own).
+  const halfRoot = dtype === "f16" ? scalar(Math.sqrt(scale), dtype) : undefined;
+  const scaled = (x: Known) => (halfRoot ? op("Mul", [x, halfRoot]) : x);
+  const keysT = op("Transpose", [scaled(share(presentKey))], { perm: [0, 1, 3, 2] });
+  const products = op("MatMul", [scaled(q), keysT]);
+  let qk = halfRoot ? products : op("Mul", [products, scalar(scale, dtype)]);
+  if (softcap > 0) {
+    const cap = scalar(softcap, dtype);
+    qk = op("Mul", [op("Tanh", [op("Div", [qk, cap])]), cap]);
+  }
+  const bias = attentionBias(c, dtype, { mask: mask0, causal, sq, skv, past });
+  const scores = bias ? op("Add", [qk, bias]) : qk;
+  // Softmax in the precision asked for: f32 for f16 inputs (kiln rounds f16 after every op).
+  const wide = dtype === "f16" && precision === ONNX_FLOAT;
+  if (
+    precision !== undefined && !wide && precision !== (dtype === "f16" ? ONNX_FLOAT16 : ONNX_FLOAT)
+  ) {
+    fail(
+      c,
+      `softmax_precision ${precision} for ${dtype} inputs`,
+      "leave softmax_precision unset, or FLOAT",
+    );
+  }
+  const cast = (x: Known, to: DType) => op("Cast", [x], { to });
+  let weights = op("Softmax", [wide ? cast(scores, "f32") : scores], { axis: -1 });
+  if (mask0) {
+    const none = op("Equal", [
+      op("ReduceMax", [bias!], { axes: [-1], keepdims: 1 }),
+      scalar(-Infinity, dtype),
+    ]);
+    weights = op("Where", [none, scalar(0, wide ? "f32" : dtype), weights]);
+  }
+  const values = share(presentValue);
+  let y = op("MatMul", [weights, wide ? cast(values, "f32") : values]);
+  if (wide) y = cast(y, dtype);
+  if (rank === 3) {
+    const heads = op("Transpose", [y], { perm: [0, 2, 1, 3] });
+    y = op("Reshape", [heads], { shape: [batch, sq, qHeads * typeOf(y).shape[3]] });
+  }
+  const outputs = [y, presentKey, presentValue];
+  if ((c.node.output[3] ?? "") !== "") {
+    const chosen = [qk, qk, scores, weights][mode] ??
+      fail(c, `qk_matmul_output_mode ${mode}`, "use a mode of 0 to 3");
+    outputs.push(typeOf(chosen).dtype === dtype ? chosen : cast(chosen, dtype));
+  }
+  return outputs;
+}
+
+/**
+ * The bias added to the scores, `undefined` without mask or causality: a boolean mask as 0
+ * (attend) or −∞, a float mask as it is, padded with −∞ to the keys' length; the causal mask
+ * (key j after query i + past) added on top.
+ */
+function attentionBias(
+  c: NodeContext,
+  dtype: DType,
+  o: { mask?: Known; causal: boolean; sq: number; skv: number; past: number },
+): Known | undefined {
+  const op = opOf(c);
+  let bias: Known | undefined;
+  if (o.mask) {
+    const { shape, dtype: maskType } = typeOf(o.mask);
+    let mask = maskType === "bool"
+      ? op("Where", [o.mask, scalar(0, dtype), scalar(-Infinity, dtype)])
+      : o.mask;
+    const short = o.skv - shape[shape.length - 1];
+    if (short > 0) {
+      const fill = constant(
+        new Array(shape.slice(0, -1).reduce((n, d) => n * d, short)).fill(-Infinity),
+        [...shape.slice(0, -1), short],
+        dtype,
+      );
+      mask = op("Concat", [mask, fill], { axis: -1 });
+    }
+    bias = mask;
+  }
+  if (o.causal) {
+    const causal = constant(
+      Array.from(
+        { length: o.sq * o.skv },
+        (_, i) => i % o.skv <= Math.floor(i / o.skv) + o.past ? 0 : -Infinity,
+      ),
+      [o.sq, o.skv],
+      dtype,
+    );
+    bias = bias ? op("Add", [bias, causal]) : causal;
+  }
+  return bias;
+}
+
+/** Converters of the opset-23 language-model ops. */
+export const LLM_CONVERTERS: Record<string, Converter> = {
+  Attention: attention,
+  RMSNormalization: rmsNormalization,
+  RotaryEmbedding: rotaryEmbedding,
+};
