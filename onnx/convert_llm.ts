@@ -272,14 +272,14 @@ function attentionBias(
     bias = mask;
   }
   if (o.causal) {
-    const causal = constant(
-      Array.from(
-        { length: o.sq * o.skv },
-        (_, i) => i % o.skv <= Math.floor(i / o.skv) + o.past ? 0 : -Infinity,
-      ),
-      [o.sq, o.skv],
-      dtype,
-    );
+    // From positions, not a [queries, keys] constant: the importer folds it where it is small,
+    // and past that it stays index arithmetic the scores' kernel computes (a constant of 4096
+    // queries by 4096 keys would be 64 MB).
+    const range = (start: number, n: number) =>
+      op("Range", [], { start, limit: start + n, delta: 1, dtype: "i32" });
+    const queries = op("Unsqueeze", [range(o.past, o.sq)], { axes: [1] });
+    const allowed = op("LessOrEqual", [range(0, o.skv), queries]);
+    const causal = op("Where", [allowed, scalar(0, dtype), scalar(-Infinity, dtype)]);
     bias = bias ? op("Add", [bias, causal]) : causal;
   }
   return bias;

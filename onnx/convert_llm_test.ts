@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { runCase } from "./conformance.ts";
 import { OnnxModel } from "./model.ts";
+import { encodeModel } from "./proto.ts";
 
 /**
  * ONNX's own node cases of Attention, RMSNormalization and RotaryEmbedding at opset 23 (written
@@ -64,6 +65,60 @@ Deno.test("a decoder block PyTorch exports at opset 23 (Attention with grouped-q
     let err = 0;
     for (let i = 0; i < want.length; i++) err = Math.max(err, Math.abs(Number(y[i]) - want[i]));
     assert.ok(err / scale < 1e-5, `${backend}: error ${err / scale}`);
+  }
+  model.dispose();
+});
+
+Deno.test("a causal Attention's mask is index arithmetic in the scores' kernel, not a queries × keys constant", async () => {
+  // 1100 queries and keys: a constant mask would be 1.21M elements, past what the importer folds.
+  const [b, h, t, d] = [1, 1, 1100, 4];
+  const dims = (shape: number[]) => ({ dim: shape.map((n) => ({ dimValue: n })) });
+  const model = OnnxModel.fromBytes(encodeModel({
+    irVersion: 10,
+    opsetImport: [{ domain: "", version: 23 }],
+    graph: {
+      name: "g",
+      node: [{
+        opType: "Attention",
+        input: ["q", "k", "v"],
+        output: ["y"],
+        attribute: [{ name: "is_causal", type: 2, i: 1 }],
+      }],
+      initializer: [],
+      input: ["q", "k", "v"].map((name) => ({
+        name,
+        type: { tensorType: { elemType: 1, shape: dims([b, h, t, d]) } },
+      })),
+      output: [{ name: "y", type: { tensorType: { elemType: 1 } } }],
+    },
+  }));
+  const input = (seed: number) => ({
+    data: Float32Array.from({ length: b * h * t * d }, (_, i) => Math.sin(i * seed) * 2),
+    shape: [b, h, t, d],
+    dtype: "f32" as const,
+  });
+  const inputs = { q: input(0.37), k: input(0.11), v: input(0.53) };
+  const shapes = { q: [b, h, t, d], k: [b, h, t, d], v: [b, h, t, d] };
+  const graph = model.graph(shapes);
+  for (const n of graph.nodes.filter((n) => n.op === "Constant")) {
+    const size = graph.values[n.outputs[0]].shape.reduce((p, m) => p * m, 1);
+    assert.ok(size <= t, `a constant of ${size} elements`);
+  }
+  using exe = await model.compile(shapes, { backend: "wasm", cache: false });
+  // Each query's output: the softmax-weighted values of the keys up to it, in float64.
+  const y = (await exe.run(inputs)).y.data;
+  for (const i of [0, 1, 550, t - 1]) {
+    const s = Array.from({ length: i + 1 }, (_, j) => {
+      let dot = 0;
+      for (let c = 0; c < d; c++) dot += inputs.q.data[i * d + c] * inputs.k.data[j * d + c];
+      return dot / Math.sqrt(d);
+    });
+    const m = Math.max(...s), w = s.map((x) => Math.exp(x - m));
+    const sum = w.reduce((p, x) => p + x, 0);
+    for (let c = 0; c < d; c++) {
+      const want = w.reduce((p, x, j) => p + x * inputs.v.data[j * d + c], 0) / sum;
+      assert.ok(Math.abs(Number(y[i * d + c]) - want) < 1e-4, `query ${i} channel ${c}`);
+    }
   }
   model.dispose();
 });
