@@ -31,9 +31,9 @@ def export(out, name, model, args, names, dynamic_axes=None):
     return entry
 
 
-def export_one(out, tag, m, args, names, dynamo, opset=17, dynamic_axes=None, inline=True):
-    """Exports `m` on `args` to OUT/TAG.onnx through one exporter (dynamo at its default opset,
-    or TorchScript at `opset`, 17 unless told), with `dynamic_axes` (TorchScript) or every input
+def export_one(out, tag, m, args, names, dynamo, opset=17, dynamic_axes=None, inline=True, dynamo_opset=None):
+    """Exports `m` on `args` to OUT/TAG.onnx through one exporter (dynamo at `dynamo_opset`, its
+    default unless told, or TorchScript at `opset`, 17 unless told), with `dynamic_axes` (TorchScript) or every input
     axis 0 dynamic (dynamo, where `dynamic_axes` is given); inlines its external data unless
     `inline` is false (dynamo then leaves TAG.onnx.data beside it, as a user gets it); writes the
     inputs and ONNX Runtime's output `y` beside it and returns its entry (the models.json layout,
@@ -43,8 +43,9 @@ def export_one(out, tag, m, args, names, dynamo, opset=17, dynamic_axes=None, in
         if dynamo:
             batch = torch.export.Dim("batch")
             dyn = {"dynamic_shapes": tuple({0: batch} for _ in args)} if dynamic_axes else {}
+            at = {"opset_version": dynamo_opset} if dynamo_opset else {}
             torch.onnx.export(m, args, path, input_names=names, output_names=["y"], dynamo=True,
-                              external_data=not inline, **dyn)
+                              external_data=not inline, **dyn, **at)
         else:
             torch.onnx.export(m, args, path, input_names=names, output_names=["y"], opset_version=opset,
                               dynamo=False, do_constant_folding=True, dynamic_axes=dynamic_axes)

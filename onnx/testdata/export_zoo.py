@@ -133,7 +133,9 @@ if __name__ == "__main__":
         for dynamo in (False, True) if name in DYNAMO else (False,):
             tag = f"{name}{'_dyn' if dynamo else ''}"; t = time.time(); signal.alarm(240)
             try:
-                report[tag] = export_one(out, tag, m, args, names, dynamo)
+                # ZOO_OPSET=23: the dynamo exports at that opset (SDPA as ONNX's Attention).
+                report[tag] = export_one(out, tag, m, args, names, dynamo,
+                                         dynamo_opset=int(os.environ.get("ZOO_OPSET", 0)) or None)
                 print(tag, f"ok {time.time() - t:.1f}s", report[tag]["bytes"], report[tag]["ops"], flush=True)
             except BaseException as e:
                 print(tag, "export failed:", str(e)[:300], flush=True)
