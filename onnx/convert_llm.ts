@@ -1,8 +1,9 @@
 /**
- * The language-model ops of opset 23 (Attention, RMSNormalization, RotaryEmbedding) as
- * compositions of kiln ops, so they fuse as a model spelling them out does (attention into one
- * group, RMS norm into one row kernel) and run on every backend. Each follows ONNX's reference
- * (`onnx/reference/ops/op_attention.py` and its neighbours), which ONNX's own cases check.
+ * The language-model ops of opsets 23 and 24 (Attention, RMSNormalization, RotaryEmbedding;
+ * Attention's nonpad_kv_seqlen, Swish, TensorScatter) as compositions of kiln ops, so they fuse
+ * as a model spelling them out does (attention into one group, RMS norm into one row kernel) and
+ * run on every backend. Each follows ONNX's reference (`onnx/reference/ops/op_attention.py` and
+ * its neighbours), which ONNX's own cases check.
  *
  * @module
  */
@@ -126,7 +127,7 @@ function rotaryEmbedding(c: NodeContext): Known[] {
 function attention(c: NodeContext): Known[] {
   const op = opOf(c), a = attrs(c);
   const [q0, k0, v0] = [c.required(0), c.required(1), c.required(2)];
-  const [mask0, pastKey, pastValue] = [c.input(3), c.input(4), c.input(5)];
+  const [mask0, pastKey, pastValue, nonpad] = [c.input(3), c.input(4), c.input(5), c.input(6)];
   const { shape: qShape, dtype } = typeOf(q0);
   const rank = qShape.length;
   const causal = a.int("is_causal", 0) === 1;
@@ -139,6 +140,13 @@ function attention(c: NodeContext): Known[] {
       c,
       "a past key without a past value, or the reverse",
       "pass both past_key and past_value, or neither",
+    );
+  }
+  if (nonpad && pastKey) {
+    fail(
+      c,
+      "nonpad_kv_seqlen with a past key and value",
+      "pass one kind of cache: past_key and past_value, or nonpad_kv_seqlen",
     );
   }
   /** A 3-D input [batch, sequence, heads · size] as [batch, heads, sequence, size]. */
@@ -205,7 +213,7 @@ function attention(c: NodeContext): Known[] {
     const cap = scalar(softcap, dtype);
     qk = op("Mul", [op("Tanh", [op("Div", [qk, cap])]), cap]);
   }
-  const bias = attentionBias(c, dtype, { mask: mask0, causal, sq, skv, past });
+  const bias = attentionBias(c, dtype, { mask: mask0, causal, sq, skv, past, nonpad, batch });
   const scores = bias ? op("Add", [qk, bias]) : qk;
   // Softmax in the precision asked for: f32 for f16 inputs (kiln rounds f16 after every op).
   const wide = dtype === "f16" && precision === ONNX_FLOAT;
@@ -220,7 +228,7 @@ function attention(c: NodeContext): Known[] {
   }
   const cast = (x: Known, to: DType) => op("Cast", [x], { to });
   let weights = op("Softmax", [wide ? cast(scores, "f32") : scores], { axis: -1 });
-  if (mask0) {
+  if (mask0 || nonpad) {
     const none = op("Equal", [
       op("ReduceMax", [bias!], { axes: [-1], keepdims: 1 }),
       scalar(-Infinity, dtype),
@@ -251,7 +259,15 @@ function attention(c: NodeContext): Known[] {
 function attentionBias(
   c: NodeContext,
   dtype: DType,
-  o: { mask?: Known; causal: boolean; sq: number; skv: number; past: number },
+  o: {
+    mask?: Known;
+    causal: boolean;
+    sq: number;
+    skv: number;
+    past: number;
+    nonpad?: Known;
+    batch: number;
+  },
 ): Known | undefined {
   const op = opOf(c);
   let bias: Known | undefined;
@@ -271,23 +287,90 @@ function attentionBias(
     }
     bias = mask;
   }
+  const range = (start: number, n: number) =>
+    op("Range", [], { start, limit: start + n, delta: 1, dtype: "i32" });
+  const keys = range(0, o.skv);
+  const allowedBias = (allowed: Known) =>
+    op("Where", [allowed, scalar(0, dtype), scalar(-Infinity, dtype)]);
+  const add = (x: Known | undefined, y: Known) => (x ? op("Add", [x, y]) : y);
+  // Valid keys per batch, [batch, 1, 1, 1] (nonpad_kv_seqlen, opset 24).
+  const valid = o.nonpad
+    ? op("Reshape", [op("Cast", [o.nonpad], { to: "i32" })], { shape: [o.batch, 1, 1, 1] })
+    : undefined;
   if (o.causal) {
     // From positions, not a [queries, keys] constant: the importer folds it where it is small,
     // and past that it stays index arithmetic the scores' kernel computes (a constant of 4096
     // queries by 4096 keys would be 64 MB).
-    const range = (start: number, n: number) =>
-      op("Range", [], { start, limit: start + n, delta: 1, dtype: "i32" });
-    const queries = op("Unsqueeze", [range(o.past, o.sq)], { axes: [1] });
-    const allowed = op("LessOrEqual", [range(0, o.skv), queries]);
-    const causal = op("Where", [allowed, scalar(0, dtype), scalar(-Infinity, dtype)]);
-    bias = bias ? op("Add", [bias, causal]) : causal;
+    // With nonpad_kv_seqlen (an external cache), each batch's last query sits at its last
+    // valid key: the offset is per batch.
+    const offset = valid ? op("Sub", [valid, scalar(o.sq, "i32")]) : scalar(o.past, "i32");
+    const queries = op("Add", [op("Unsqueeze", [range(0, o.sq)], { axes: [1] }), offset]);
+    bias = add(bias, allowedBias(op("LessOrEqual", [keys, queries])));
   }
+  // Keys past a batch's nonpad_kv_seqlen are padding.
+  if (valid) bias = add(bias, allowedBias(op("Less", [keys, valid])));
   return bias;
 }
 
-/** Converters of the opset-23 language-model ops. */
+/** Swish (opset 24): x · sigmoid(alpha · x). */
+function swish(c: NodeContext): Known[] {
+  const op = opOf(c), x = c.required(0), { dtype } = typeOf(x);
+  const alpha = attrs(c).float("alpha", 1)!;
+  const scaled = alpha === 1 ? x : op("Mul", [x, scalar(alpha, dtype)]);
+  return [op("Mul", [x, op("Sigmoid", [scaled])])];
+}
+
+/**
+ * TensorScatter (opset 24): the cache with each batch's update written along `axis` from that
+ * batch's write index on (modulo the cache's length in `circular` mode), as a gather: every
+ * cache position takes the update's element it receives, or keeps its own. A linear write past
+ * the cache's end writes nothing there (ONNX leaves it undefined).
+ */
+function tensorScatter(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c);
+  const [past, update, at] = [c.required(0), c.required(1), c.input(2)];
+  const shape = typeOf(past).shape, rank = shape.length, ushape = typeOf(update).shape;
+  const given = a.int("axis", -2)!, axis = given < 0 ? given + rank : given;
+  const mode = a.string("mode", "linear")!;
+  if (mode !== "linear" && mode !== "circular") {
+    fail(c, `mode "${mode}"`, 'use mode "linear" or "circular"');
+  }
+  const fits = ushape.length === rank &&
+    ushape.every((d, i) => (i === axis ? d <= shape[i] : d === shape[i]));
+  if (axis < 1 || axis >= rank || !fits) {
+    fail(
+      c,
+      `an update [${ushape}] into a cache [${shape}] along axis ${given}`,
+      "pass an update shaped as the cache but along the sequence axis (not 0), at most as long",
+    );
+  }
+  const [max, length] = [shape[axis], ushape[axis]];
+  /** A shape of ones but `n` on axis `at` (broadcasts along the others). */
+  const only = (at: number, n: number) => shape.map((_, i) => (i === at ? n : 1));
+  const positions = op("Reshape", [
+    op("Range", [], { start: 0, limit: max, delta: 1, dtype: "i32" }),
+  ], { shape: only(axis, max) });
+  const starts = at
+    ? op("Reshape", [op("Cast", [at], { to: "i32" })], { shape: only(0, shape[0]) })
+    : scalar(0, "i32");
+  let offset = op("Sub", [positions, starts]);
+  if (mode === "circular") offset = op("Mod", [offset, scalar(max, "i32")]);
+  const written = op("And", [
+    op("GreaterOrEqual", [offset, scalar(0, "i32")]),
+    op("Less", [offset, scalar(length, "i32")]),
+  ]);
+  const index = op("Expand", [op("Where", [written, offset, scalar(0, "i32")])], {
+    shape: [...shape],
+  });
+  const taken = op("GatherElements", [update, index], { axis });
+  return [op("Where", [written, taken, past])];
+}
+
+/** Converters of the language-model ops of opsets 23 and 24. */
 export const LLM_CONVERTERS: Record<string, Converter> = {
   Attention: attention,
   RMSNormalization: rmsNormalization,
   RotaryEmbedding: rotaryEmbedding,
+  Swish: swish,
+  TensorScatter: tensorScatter,
 };

@@ -4,12 +4,14 @@ import { OnnxModel } from "./model.ts";
 import { encodeModel } from "./proto.ts";
 
 /**
- * ONNX's own node cases of Attention, RMSNormalization and RotaryEmbedding at opset 23 (written
- * by ONNX 1.23.1's case generators on the GPU machine: `onnx/backend/test/case/node/attention.py`
- * and its neighbours, expected values from its reference), run as the conformance runner runs
- * its suite. Their `_expanded` forms (the ops' function bodies) pass too and are not kept here.
+ * ONNX's own node cases of Attention, RMSNormalization and RotaryEmbedding (opset 23) and of
+ * Attention, Swish and TensorScatter (opset 24), written by ONNX 1.23.1's case generators on the
+ * GPU machine (`onnx/backend/test/case/node/attention.py` and its neighbours, expected values
+ * from its reference) and run as the conformance runner runs its suite. Their `_expanded` forms
+ * (the ops' function bodies) pass too and are not kept here; the opset-25 ones (attention
+ * windows) are refused with a typed error.
  */
-const CASES = new URL("./testdata/onnx23/", import.meta.url).pathname;
+const CASES = new URL("./testdata/onnx_llm/", import.meta.url).pathname;
 
 /**
  * bfloat16 outputs one bfloat16 step (2^-8, relative) from the reference's, whose every op rounds
@@ -20,6 +22,8 @@ const BF16 = [
   "test_attention_3d_causal_bf16",
   "test_attention_4d_attn_mask_causal_bf16",
   "test_attention_4d_causal_bf16",
+  "test_attention_4d_causal_padded_kv_bf16",
+  "test_attention_4d_padded_kv_bf16",
 ];
 
 /** Cases that do not pass, per backend. */
@@ -33,8 +37,8 @@ const KNOWN: Record<string, string[]> = {
 const cases = [...Deno.readDirSync(CASES)].map((e) => e.name).sort();
 
 for (const backend of Object.keys(KNOWN)) {
-  Deno.test(`ONNX's opset-23 cases of Attention, RMSNormalization, RotaryEmbedding on ${backend}`, async () => {
-    assert.equal(cases.length, 96);
+  Deno.test(`ONNX's cases of the opset-23 and 24 language-model ops on ${backend}`, async () => {
+    assert.equal(cases.length, 113);
     const missed: string[] = [];
     for (const name of cases) {
       const r = await runCase(`${CASES}${name}`, backend);
