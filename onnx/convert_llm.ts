@@ -1,6 +1,6 @@
 /**
- * The language-model ops of opsets 23 and 24 (Attention, RMSNormalization, RotaryEmbedding;
- * Attention's nonpad_kv_seqlen, Swish, TensorScatter) as compositions of kiln ops, so they fuse
+ * The language-model ops of opsets 23 to 25 (Attention, RMSNormalization, RotaryEmbedding;
+ * Attention's nonpad_kv_seqlen, Swish, TensorScatter; Attention's windows) as compositions of kiln ops, so they fuse
  * as a model spelling them out does (attention into one group, RMS norm into one row kernel) and
  * run on every backend. Each follows ONNX's reference (`onnx/reference/ops/op_attention.py` and
  * its neighbours), which ONNX's own cases check.
@@ -20,8 +20,11 @@ import {
   typeOf,
 } from "./node_context.ts";
 
-/** ONNX's FLOAT and FLOAT16 element types (softmax_precision). */
-const ONNX_FLOAT = 1, ONNX_FLOAT16 = 10;
+/** softmax_precision's ONNX element types, as kiln holds them. */
+const PRECISIONS: Record<number, DType> = { 1: "f32", 10: "f16", 11: "f64" };
+
+/** Bytes of a float type, to take the wider of two as numpy promotes them. */
+const WIDTH: Partial<Record<DType, number>> = { f16: 2, f32: 4, f64: 8 };
 
 const fail = (c: NodeContext, what: string, fix: string): never => {
   throw new KilnError(`${c.label}: ${what}`, { code: "unsupported", fix });
@@ -135,6 +138,15 @@ function attention(c: NodeContext): Known[] {
   const mode = a.int("qk_matmul_output_mode", 0)!;
   const precision = a.int("softmax_precision");
   let qHeads = a.int("q_num_heads"), kvHeads = a.int("kv_num_heads");
+  // Opset 25: a window of keys around each query's position (-1: unbounded on that side).
+  const window = { left: a.int("left_window_size", -1)!, right: a.int("right_window_size", -1)! };
+  if (window.left < -1 || window.right < -1) {
+    fail(
+      c,
+      `window sizes ${window.left} and ${window.right}`,
+      "use -1 (unbounded) or sizes of 0 and up",
+    );
+  }
   if ((pastKey === undefined) !== (pastValue === undefined)) {
     fail(
       c,
@@ -174,6 +186,12 @@ function attention(c: NodeContext): Known[] {
     [q, k, v] = [split(q0, qHeads!), split(k0, kvHeads!), split(v0, kvHeads!)];
   } else if (rank !== 4 || typeOf(k0).shape.length !== 4 || typeOf(v0).shape.length !== 4) {
     fail(c, `Q of rank ${rank}`, "pass Q, K and V all 3-D or all 4-D");
+  } else if (c.opset >= 25 && (qHeads !== undefined || kvHeads !== undefined)) {
+    fail(
+      c,
+      "head counts with 4-D inputs",
+      "leave q_num_heads and kv_num_heads out for 4-D inputs (opset 25)",
+    );
   }
   const presentKey = pastKey ? op("Concat", [pastKey, k], { axis: 2 }) : k;
   const presentValue = pastValue ? op("Concat", [pastValue, v], { axis: 2 }) : v;
@@ -213,31 +231,35 @@ function attention(c: NodeContext): Known[] {
     const cap = scalar(softcap, dtype);
     qk = op("Mul", [op("Tanh", [op("Div", [qk, cap])]), cap]);
   }
-  const bias = attentionBias(c, dtype, { mask: mask0, causal, sq, skv, past, nonpad, batch });
+  const bias = attentionBias(c, dtype, {
+    mask: mask0,
+    causal,
+    window,
+    sq,
+    skv,
+    past,
+    nonpad,
+    batch,
+  });
   const scores = bias ? op("Add", [qk, bias]) : qk;
-  // Softmax in the precision asked for: f32 for f16 inputs (kiln rounds f16 after every op).
-  const wide = dtype === "f16" && precision === ONNX_FLOAT;
-  if (
-    precision !== undefined && !wide && precision !== (dtype === "f16" ? ONNX_FLOAT16 : ONNX_FLOAT)
-  ) {
-    fail(
-      c,
-      `softmax_precision ${precision} for ${dtype} inputs`,
-      "leave softmax_precision unset, or FLOAT",
-    );
+  // The softmax in the precision asked for, and its product with V in the wider of that and the
+  // inputs' type, as numpy promotes them in the reference (kiln rounds f16 after every op).
+  const target = precision === undefined ? dtype : PRECISIONS[precision];
+  if (!target) {
+    fail(c, `softmax_precision ${precision}`, "use FLOAT, FLOAT16 or DOUBLE, or leave it unset");
   }
-  const cast = (x: Known, to: DType) => op("Cast", [x], { to });
-  let weights = op("Softmax", [wide ? cast(scores, "f32") : scores], { axis: -1 });
-  if (mask0 || nonpad) {
+  const product = (WIDTH[target!] ?? 0) >= (WIDTH[dtype] ?? 0) ? target! : dtype;
+  const cast = (x: Known, to: DType) => (typeOf(x).dtype === to ? x : op("Cast", [x], { to }));
+  let weights = op("Softmax", [cast(scores, target!)], { axis: -1 });
+  if (mask0 || nonpad || window.left >= 0 || window.right >= 0) {
     const none = op("Equal", [
       op("ReduceMax", [bias!], { axes: [-1], keepdims: 1 }),
       scalar(-Infinity, dtype),
     ]);
-    weights = op("Where", [none, scalar(0, wide ? "f32" : dtype), weights]);
+    weights = op("Where", [none, scalar(0, target!), weights]);
   }
   const values = share(presentValue);
-  let y = op("MatMul", [weights, wide ? cast(values, "f32") : values]);
-  if (wide) y = cast(y, dtype);
+  let y = cast(op("MatMul", [cast(weights, product), cast(values, product)]), dtype);
   if (rank === 3) {
     const heads = op("Transpose", [y], { perm: [0, 2, 1, 3] });
     y = op("Reshape", [heads], { shape: [batch, sq, qHeads * typeOf(y).shape[3]] });
@@ -262,6 +284,7 @@ function attentionBias(
   o: {
     mask?: Known;
     causal: boolean;
+    window: { left: number; right: number };
     sq: number;
     skv: number;
     past: number;
@@ -297,15 +320,24 @@ function attentionBias(
   const valid = o.nonpad
     ? op("Reshape", [op("Cast", [o.nonpad], { to: "i32" })], { shape: [o.batch, 1, 1, 1] })
     : undefined;
-  if (o.causal) {
-    // From positions, not a [queries, keys] constant: the importer folds it where it is small,
-    // and past that it stays index arithmetic the scores' kernel computes (a constant of 4096
-    // queries by 4096 keys would be 64 MB).
-    // With nonpad_kv_seqlen (an external cache), each batch's last query sits at its last
-    // valid key: the offset is per batch.
-    const offset = valid ? op("Sub", [valid, scalar(o.sq, "i32")]) : scalar(o.past, "i32");
-    const queries = op("Add", [op("Unsqueeze", [range(0, o.sq)], { axes: [1] }), offset]);
-    bias = add(bias, allowedBias(op("LessOrEqual", [keys, queries])));
+  // Masks from positions, not [queries, keys] constants: the importer folds them where they are
+  // small, and past that they stay index arithmetic the scores' kernel computes (a constant of
+  // 4096 queries by 4096 keys would be 64 MB). A query's position is its index plus the keys
+  // before it: the past's, or with nonpad_kv_seqlen (an external cache) its batch's valid keys
+  // less the queries, so that the last query sits at the last valid key.
+  const offset = valid ? op("Sub", [valid, scalar(o.sq, "i32")]) : scalar(o.past, "i32");
+  const queries = op("Add", [op("Unsqueeze", [range(0, o.sq)], { axes: [1] }), offset]);
+  if (o.causal) bias = add(bias, allowedBias(op("LessOrEqual", [keys, queries])));
+  const { left, right } = o.window;
+  if (left >= 0 || right >= 0) {
+    // Keys from `left` before the query's position to `right` after it.
+    const lo = left >= 0
+      ? op("GreaterOrEqual", [keys, op("Sub", [queries, scalar(left, "i32")])])
+      : undefined;
+    const hi = right >= 0
+      ? op("LessOrEqual", [keys, op("Add", [queries, scalar(right, "i32")])])
+      : undefined;
+    bias = add(bias, allowedBias(lo && hi ? op("And", [lo, hi]) : (lo ?? hi)!));
   }
   // Keys past a batch's nonpad_kv_seqlen are padding.
   if (valid) bias = add(bias, allowedBias(op("Less", [keys, valid])));

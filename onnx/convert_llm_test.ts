@@ -4,12 +4,11 @@ import { OnnxModel } from "./model.ts";
 import { encodeModel } from "./proto.ts";
 
 /**
- * ONNX's own node cases of Attention, RMSNormalization and RotaryEmbedding (opset 23) and of
- * Attention, Swish and TensorScatter (opset 24), written by ONNX 1.23.1's case generators on the
- * GPU machine (`onnx/backend/test/case/node/attention.py` and its neighbours, expected values
- * from its reference) and run as the conformance runner runs its suite. Their `_expanded` forms
- * (the ops' function bodies) pass too and are not kept here; the opset-25 ones (attention
- * windows) are refused with a typed error.
+ * ONNX's own node cases of Attention, RMSNormalization and RotaryEmbedding (opset 23), of
+ * Attention, Swish and TensorScatter (opset 24) and of Attention's windows (opset 25), written by
+ * ONNX 1.23.1's case generators on the GPU machine (`onnx/backend/test/case/node/attention.py`
+ * and its neighbours, expected values from its reference) and run as the conformance runner runs
+ * its suite. Their `_expanded` forms (the ops' function bodies) pass too and are not kept here.
  */
 const CASES = new URL("./testdata/onnx_llm/", import.meta.url).pathname;
 
@@ -37,8 +36,8 @@ const KNOWN: Record<string, string[]> = {
 const cases = [...Deno.readDirSync(CASES)].map((e) => e.name).sort();
 
 for (const backend of Object.keys(KNOWN)) {
-  Deno.test(`ONNX's cases of the opset-23 and 24 language-model ops on ${backend}`, async () => {
-    assert.equal(cases.length, 113);
+  Deno.test(`ONNX's cases of the language-model ops of opsets 23-25 on ${backend}`, async () => {
+    assert.equal(cases.length, 124);
     const missed: string[] = [];
     for (const name of cases) {
       const r = await runCase(`${CASES}${name}`, backend);

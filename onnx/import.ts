@@ -54,7 +54,7 @@ export interface OnnxImportOptions {
 }
 
 /** Opset versions of the default domain kiln accepts. */
-export const OPSETS: readonly [number, number] = [1, 24];
+export const OPSETS: readonly [number, number] = [1, 25];
 
 /** Largest constant the importer folds eagerly (elements). */
 const FOLD_LIMIT = 1 << 20;
