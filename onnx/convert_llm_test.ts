@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { KilnError } from "../jit/errors.ts";
 import { runCase } from "./conformance.ts";
 import { OnnxModel } from "./model.ts";
 import { encodeModel } from "./proto.ts";
@@ -124,4 +125,62 @@ Deno.test("a causal Attention's mask is index arithmetic in the scores' kernel, 
     }
   }
   model.dispose();
+});
+
+Deno.test("the language-model ops refuse what they cannot run with a KilnError that says how to fix it", () => {
+  const dims = (shape: number[]) => ({ dim: shape.map((n) => ({ dimValue: n })) });
+  /** One `op` node over float inputs of the given shapes, at `opset`. */
+  const node = (
+    op: string,
+    shapes: number[][],
+    attribute: { name: string; type: number; i: number }[],
+    opset: number,
+  ) =>
+    OnnxModel.fromBytes(encodeModel({
+      irVersion: 10,
+      opsetImport: [{ domain: "", version: opset }],
+      graph: {
+        name: "g",
+        node: [{ opType: op, input: shapes.map((_, i) => `x${i}`), output: ["y"], attribute }],
+        initializer: [],
+        input: shapes.map((shape, i) => ({
+          name: `x${i}`,
+          type: { tensorType: { elemType: 1, shape: dims(shape) } },
+        })),
+        output: [{ name: "y", type: { tensorType: { elemType: 1 } } }],
+      },
+    }));
+  const cases: [string, () => OnnxModel, RegExp][] = [
+    [
+      "Attention",
+      () => node("Attention", [[1, 4, 8], [1, 4, 8], [1, 4, 8]], [], 23),
+      /q_num_heads/,
+    ],
+    [
+      "Attention",
+      () => node("Attention", [[1, 3, 4, 8], [1, 2, 4, 8], [1, 2, 4, 8]], [], 23),
+      /3 query heads over 2 key heads/,
+    ],
+    [
+      "RotaryEmbedding",
+      () =>
+        node("RotaryEmbedding", [[1, 2, 4, 8], [1, 4, 2], [1, 4, 2]], [
+          { name: "rotary_embedding_dim", type: 2, i: 3 },
+        ], 23),
+      /rotary_embedding_dim 3/,
+    ],
+    [
+      "TensorScatter",
+      () => node("TensorScatter", [[2, 3, 8, 4], [2, 3, 9, 4]], [], 24),
+      /an update \[2,3,9,4\] into a cache \[2,3,8,4\]/,
+    ],
+  ];
+  for (const [op, make, what] of cases) {
+    assert.throws(() => make().graph(), (e: unknown) => {
+      assert.ok(e instanceof KilnError, `${op}: ${e}`);
+      assert.match(e.message, what);
+      assert.match(e.message, /Fix:/);
+      return true;
+    });
+  }
 });
