@@ -274,9 +274,10 @@ function attention(c: NodeContext): Known[] {
 }
 
 /**
- * The bias added to the scores, `undefined` without mask or causality: a boolean mask as 0
- * (attend) or −∞, a float mask as it is, padded with −∞ to the keys' length; the causal mask
- * (key j after query i + past) added on top.
+ * The bias added to the scores, `undefined` without any mask: a boolean mask as 0 (attend) or
+ * −∞, a float mask as it is, padded with −∞ to the keys' length; then −∞ for the keys after a
+ * query's position (causal), outside its window (opset 25) and past its batch's valid keys
+ * (nonpad_kv_seqlen, opset 24).
  */
 function attentionBias(
   c: NodeContext,
