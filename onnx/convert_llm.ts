@@ -8,23 +8,18 @@
  * @module
  */
 import { KilnError } from "../jit/errors.ts";
-import type { DType } from "../jit/dtype.ts";
+import { byteSize, type DType, isFloat } from "../jit/dtype.ts";
 import { scalar } from "./convert_composite.ts";
 import {
   attrs,
   constant,
   type Converter,
+  dtypeAttr,
   type Known,
   type NodeContext,
   opOf,
   typeOf,
 } from "./node_context.ts";
-
-/** softmax_precision's ONNX element types, as kiln holds them. */
-const PRECISIONS: Record<number, DType> = { 1: "f32", 10: "f16", 11: "f64" };
-
-/** Bytes of a float type, to take the wider of two as numpy promotes them. */
-const WIDTH: Partial<Record<DType, number>> = { f16: 2, f32: 4, f64: 8 };
 
 const fail = (c: NodeContext, what: string, fix: string): never => {
   throw new KilnError(`${c.label}: ${what}`, { code: "unsupported", fix });
@@ -136,7 +131,6 @@ function attention(c: NodeContext): Known[] {
   const causal = a.int("is_causal", 0) === 1;
   const softcap = a.float("softcap", 0)!;
   const mode = a.int("qk_matmul_output_mode", 0)!;
-  const precision = a.int("softmax_precision");
   let qHeads = a.int("q_num_heads"), kvHeads = a.int("kv_num_heads");
   // Opset 25: a window of keys around each query's position (-1: unbounded on that side).
   const window = { left: a.int("left_window_size", -1)!, right: a.int("right_window_size", -1)! };
@@ -244,19 +238,20 @@ function attention(c: NodeContext): Known[] {
   const scores = bias ? op("Add", [qk, bias]) : qk;
   // The softmax in the precision asked for, and its product with V in the wider of that and the
   // inputs' type, as numpy promotes them in the reference (kiln rounds f16 after every op).
-  const target = precision === undefined ? dtype : PRECISIONS[precision];
-  if (!target) {
-    fail(c, `softmax_precision ${precision}`, "use FLOAT, FLOAT16 or DOUBLE, or leave it unset");
+  const precision = dtypeAttr(c, "softmax_precision", { dtype, i64: false });
+  const target = precision.dtype;
+  if (!isFloat(target) || precision.bf16) {
+    fail(c, `softmax_precision of ${target}`, "use FLOAT, FLOAT16 or DOUBLE, or leave it unset");
   }
-  const product = (WIDTH[target!] ?? 0) >= (WIDTH[dtype] ?? 0) ? target! : dtype;
+  const product = byteSize(target) >= byteSize(dtype) ? target : dtype;
   const cast = (x: Known, to: DType) => (typeOf(x).dtype === to ? x : op("Cast", [x], { to }));
-  let weights = op("Softmax", [cast(scores, target!)], { axis: -1 });
+  let weights = op("Softmax", [cast(scores, target)], { axis: -1 });
   if (mask0 || nonpad || window.left >= 0 || window.right >= 0) {
     const none = op("Equal", [
       op("ReduceMax", [bias!], { axes: [-1], keepdims: 1 }),
       scalar(-Infinity, dtype),
     ]);
-    weights = op("Where", [none, scalar(0, target!), weights]);
+    weights = op("Where", [none, scalar(0, target), weights]);
   }
   const values = share(presentValue);
   let y = cast(op("MatMul", [cast(weights, product), cast(values, product)]), dtype);

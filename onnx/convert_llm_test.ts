@@ -73,36 +73,47 @@ Deno.test("a decoder block PyTorch exports at opset 23 (Attention with grouped-q
   model.dispose();
 });
 
-Deno.test("a causal Attention's mask is index arithmetic in the scores' kernel, not a queries × keys constant", async () => {
-  // 1100 queries and keys: a constant mask would be 1.21M elements, past what the importer folds.
-  const [b, h, t, d] = [1, 1, 1100, 4];
+/** One `op` node over float inputs `x0`, `x1`, … of `shapes`, output `y`, at `opset`. */
+function node(
+  op: string,
+  shapes: number[][],
+  attribute: { name: string; type: number; i: number }[],
+  opset: number,
+): OnnxModel {
   const dims = (shape: number[]) => ({ dim: shape.map((n) => ({ dimValue: n })) });
-  const model = OnnxModel.fromBytes(encodeModel({
+  return OnnxModel.fromBytes(encodeModel({
     irVersion: 10,
-    opsetImport: [{ domain: "", version: 23 }],
+    opsetImport: [{ domain: "", version: opset }],
     graph: {
       name: "g",
-      node: [{
-        opType: "Attention",
-        input: ["q", "k", "v"],
-        output: ["y"],
-        attribute: [{ name: "is_causal", type: 2, i: 1 }],
-      }],
+      node: [{ opType: op, input: shapes.map((_, i) => `x${i}`), output: ["y"], attribute }],
       initializer: [],
-      input: ["q", "k", "v"].map((name) => ({
-        name,
-        type: { tensorType: { elemType: 1, shape: dims([b, h, t, d]) } },
+      input: shapes.map((shape, i) => ({
+        name: `x${i}`,
+        type: { tensorType: { elemType: 1, shape: dims(shape) } },
       })),
       output: [{ name: "y", type: { tensorType: { elemType: 1 } } }],
     },
   }));
+}
+
+Deno.test("a causal Attention's mask is index arithmetic in the scores' kernel, not a queries × keys constant", async () => {
+  // 1100 queries and keys: a constant mask would be 1.21M elements, past what the importer folds.
+  const [b, h, t, d] = [1, 1, 1100, 4];
+  const shape = [b, h, t, d];
+  const model = node(
+    "Attention",
+    [shape, shape, shape],
+    [{ name: "is_causal", type: 2, i: 1 }],
+    23,
+  );
   const input = (seed: number) => ({
     data: Float32Array.from({ length: b * h * t * d }, (_, i) => Math.sin(i * seed) * 2),
-    shape: [b, h, t, d],
+    shape,
     dtype: "f32" as const,
   });
-  const inputs = { q: input(0.37), k: input(0.11), v: input(0.53) };
-  const shapes = { q: [b, h, t, d], k: [b, h, t, d], v: [b, h, t, d] };
+  const inputs = { x0: input(0.37), x1: input(0.11), x2: input(0.53) };
+  const shapes = { x0: shape, x1: shape, x2: shape };
   const graph = model.graph(shapes);
   for (const n of graph.nodes.filter((n) => n.op === "Constant")) {
     const size = graph.values[n.outputs[0]].shape.reduce((p, m) => p * m, 1);
@@ -114,13 +125,13 @@ Deno.test("a causal Attention's mask is index arithmetic in the scores' kernel, 
   for (const i of [0, 1, 550, t - 1]) {
     const s = Array.from({ length: i + 1 }, (_, j) => {
       let dot = 0;
-      for (let c = 0; c < d; c++) dot += inputs.q.data[i * d + c] * inputs.k.data[j * d + c];
+      for (let c = 0; c < d; c++) dot += inputs.x0.data[i * d + c] * inputs.x1.data[j * d + c];
       return dot / Math.sqrt(d);
     });
     const m = Math.max(...s), w = s.map((x) => Math.exp(x - m));
     const sum = w.reduce((p, x) => p + x, 0);
     for (let c = 0; c < d; c++) {
-      const want = w.reduce((p, x, j) => p + x * inputs.v.data[j * d + c], 0) / sum;
+      const want = w.reduce((p, x, j) => p + x * inputs.x2.data[j * d + c], 0) / sum;
       assert.ok(Math.abs(Number(y[i * d + c]) - want) < 1e-4, `query ${i} channel ${c}`);
     }
   }
@@ -128,28 +139,6 @@ Deno.test("a causal Attention's mask is index arithmetic in the scores' kernel, 
 });
 
 Deno.test("the language-model ops refuse what they cannot run with a KilnError that says how to fix it", () => {
-  const dims = (shape: number[]) => ({ dim: shape.map((n) => ({ dimValue: n })) });
-  /** One `op` node over float inputs of the given shapes, at `opset`. */
-  const node = (
-    op: string,
-    shapes: number[][],
-    attribute: { name: string; type: number; i: number }[],
-    opset: number,
-  ) =>
-    OnnxModel.fromBytes(encodeModel({
-      irVersion: 10,
-      opsetImport: [{ domain: "", version: opset }],
-      graph: {
-        name: "g",
-        node: [{ opType: op, input: shapes.map((_, i) => `x${i}`), output: ["y"], attribute }],
-        initializer: [],
-        input: shapes.map((shape, i) => ({
-          name: `x${i}`,
-          type: { tensorType: { elemType: 1, shape: dims(shape) } },
-        })),
-        output: [{ name: "y", type: { tensorType: { elemType: 1 } } }],
-      },
-    }));
   const cases: [string, () => OnnxModel, RegExp][] = [
     [
       "Attention",
