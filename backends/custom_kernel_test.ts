@@ -8,6 +8,7 @@ import { uniform } from "../jit/random.ts";
 import { assertClose, f32, numbers } from "../jit/testing.ts";
 import { ReferenceBackend } from "./reference/reference_backend.ts";
 import { WasmBackend } from "./wasm/wasm_backend.ts";
+import { wasm } from "./wasm/wasm_encoder.ts";
 import { WebGpuBackend } from "./webgpu/webgpu_backend.ts";
 
 /** `y = 2x + 1` as WGSL, by the `CustomKernel` conventions. */
@@ -21,15 +22,12 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
   y[i] = 2.0 * x[i] + 1.0;
 }`;
 
-const binaryen = (await import("npm:binaryen@116.0.0")).default;
-
 /** `y = 2x + 1` as a WebAssembly module: `run(x, y)` over `n` floats of the imported memory. */
 function wasmModule(n: number, shared: boolean): Uint8Array {
-  const m = new binaryen.Module();
-  m.setFeatures(binaryen.Features.MVP | (shared ? binaryen.Features.Atomics : 0));
-  m.setMemory(1, 65536, null, [], shared, false, "0");
-  m.addMemoryImport("0", "env", "memory");
-  const i32 = binaryen.i32, x = 0, y = 1, i = 2;
+  const m = new wasm.Module();
+  m.setMemory(1, 65536, shared);
+  m.addMemoryImport("env", "memory");
+  const i32 = wasm.i32, x = 0, y = 1, i = 2;
   const get = (l: number) => m.local.get(l, i32);
   const at = (base: number) => m.i32.add(get(base), m.i32.shl(get(i), m.i32.const(2)));
   const body = m.block(null, [
@@ -51,12 +49,10 @@ function wasmModule(n: number, shared: boolean): Uint8Array {
       ),
     ),
   ]);
-  m.addFunction("run", binaryen.createType([i32, i32]), binaryen.none, [i32], body);
+  m.addFunction("run", wasm.createType([i32, i32]), wasm.none, [i32], body);
   m.addFunctionExport("run", "run");
   if (!m.validate()) throw new Error("invalid test module");
-  const bytes = m.emitBinary();
-  m.dispose();
-  return bytes;
+  return m.emitBinary();
 }
 
 registerOp({

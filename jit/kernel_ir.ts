@@ -130,7 +130,7 @@ export function isAluOp(op: string): op is AluOp {
 
 /**
  * What a backend's lowering of one ALU op receives: its operands already lowered to `E` (WGSL
- * text, Binaryen expressions, …), their dtypes and the result dtype. No lowering needs the op's
+ * text, wasm encoder expressions, …), their dtypes and the result dtype. No lowering needs the op's
  * attributes: Cast's target is the result dtype, and Mod is always the truncated remainder in
  * kernel IR (`integer_rules.ts`).
  */

@@ -16,13 +16,6 @@
  * type-checks with `lib: ["es2022", "dom"]` and nothing else set (the declarations use `using`'s
  * protocol and WebGPU's types).
  *
- * Browsers get binaryen through the package's `browser` field: a copy of binaryen 116's module
- * (`vendor/binaryen.js`) that bundlers can take whole. The published module cannot be bundled for
- * a browser: it ends in a top-level await (which esbuild's default iife format refuses) and its
- * Node branch imports the builtin `module` by a literal specifier (which no browser resolver
- * finds). The copy exports the initialisation promise instead (kiln awaits `default` either way)
- * and computes that specifier, so bundlers leave it to the Node branch that never runs there.
- *
  *   deno run -A npm/pack.ts npm/dist/kiln.tgz
  *
  * @module
@@ -30,7 +23,6 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import {
   chmodSync,
-  copyFileSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -81,34 +73,12 @@ try {
   pkg.engines = { node: ">=20" };
   // The declarations name WebGPU's types (GPU, GPUDevice): they come with the package.
   pkg.dependencies = { ...pkg.dependencies, "@webgpu/types": "^0.1.74" };
-  pkg.browser = { binaryen: "./vendor/binaryen.js" };
   writeFileSync(path, JSON.stringify(pkg, null, 2) + "\n");
-  vendorBinaryen(join(dir, "package", "vendor"));
   typeEntries(join(dir, "package"));
   chmodSync(join(dir, "package", "cli_node.js"), 0o755);
   execFileSync("tar", ["czf", tarball, "-C", dir, "package"]);
 } finally {
   rmSync(dir, { recursive: true, force: true });
-}
-
-/** Writes the bundlable copy of binaryen (see the module doc) and its licence into `dir`. */
-function vendorBinaryen(dir: string): void {
-  const info = JSON.parse(execFileSync(Deno.execPath(), ["info", "--json"], { encoding: "utf8" }));
-  const from = join(info.npmCache, "registry.npmjs.org", "binaryen", "116.0.0");
-  let code = readFileSync(join(from, "index.js"), "utf8");
-  const edits: [string, string][] = [
-    ['await import("module")', 'await import(["module"][0])'],
-    ["var YQ=await pI(),iQ=YQ;export{iQ as default};", "var iQ=pI();export{iQ as default};"],
-  ];
-  for (const [was, is] of edits) {
-    if (code.split(was).length !== 2) {
-      throw new Error(`binaryen 116's index.js no longer contains ${was} once; update the edits`);
-    }
-    code = code.replace(was, is);
-  }
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, "binaryen.js"), code);
-  copyFileSync(join(from, "LICENSE"), join(dir, "BINARYEN-LICENSE"));
 }
 
 /** Writes `kiln-globals.d.ts` and points the entry declarations at it and at WebGPU's types. */

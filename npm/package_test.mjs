@@ -111,7 +111,7 @@ function dawn() {
 
 test("reference backend computes the model", () => runOn("reference"));
 
-test("wasm backend computes the model with a Binaryen-generated kernel", () => runOn("wasm"));
+test("wasm backend computes the model with a generated kernel", () => runOn("wasm"));
 
 test("WebGPU backend computes the model on Dawn", () => runOn(dawn()));
 

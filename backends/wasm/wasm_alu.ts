@@ -11,7 +11,7 @@ import { type DType, intRange } from "../../jit/dtype.ts";
 import type { Alu, AluOp, AluOperands, Expr } from "../../jit/kernel_ir.ts";
 import type { MathFunction } from "./wasm_math.ts";
 import type { KernelFunction } from "./wasm_module.ts";
-import type { BinaryenModule } from "./wasm_codegen.ts";
+import type { WasmModule } from "./wasm_encoder.ts";
 
 /** Whether `d` is a float in generated code (f32 for f32/f16, f64 for f64). */
 export const isFloat = (d: DType): boolean => d === "f32" || d === "f16" || d === "f64";
@@ -66,9 +66,9 @@ const VECTOR_MASK = new Set(["Equal", "Greater", "Less", "IsNaN"]);
 const VECTOR_LOGIC = new Set(["And", "Or", "Not"]);
 
 /** What the lowering needs of the function being generated. */
-export type AluContext = Pick<KernelFunction, "m" | "binaryen" | "local">;
+export type AluContext = Pick<KernelFunction, "m" | "wasm" | "local">;
 
-/** What a scalar lowering sees: the operands as Binaryen expressions, and their kind. */
+/** What a scalar lowering sees: the operands as encoder expressions, and their kind. */
 interface ScalarArgs extends AluOperands<number> {
   /** Whether the operands are floats. */
   readonly fl: boolean;
@@ -78,9 +78,9 @@ interface ScalarArgs extends AluOperands<number> {
   readonly u: boolean;
 }
 
-/** Binaryen's instructions of one float type (the names f32 and f64 share). */
+/** The instructions of one float type (the names f32 and f64 share). */
 type FloatOps = Pick<
-  BinaryenModule["f32"] | BinaryenModule["f64"],
+  WasmModule["f32"] | WasmModule["f64"],
   | "add"
   | "sub"
   | "mul"
@@ -104,7 +104,7 @@ type Arg = (i: number) => number;
 /** How an expression lives in a vector: f32 lanes, a lane mask (bool), or not at all. */
 export type VectorKind = "f32" | "mask" | undefined;
 
-/** The scalar and vector lowerings (each returns a Binaryen expression). */
+/** The scalar and vector lowerings (each returns an encoder expression). */
 export interface AluLowering {
   /** A constant of dtype `d`. */
   constant(value: number, d: DType): number;
@@ -121,8 +121,8 @@ export interface AluLowering {
 }
 
 /** The lowerings for one function. */
-export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
-  const f64 = binaryen.f64, f32 = binaryen.f32, i32 = binaryen.i32, v128 = binaryen.v128;
+export function aluLowering({ m, wasm, local }: AluContext): AluLowering {
+  const f64 = wasm.f64, f32 = wasm.f32, i32 = wasm.i32, v128 = wasm.v128;
   const f4 = m.f32x4;
   const get = (l: number, type: number) => m.local.get(l, type);
   const ic = (n: number) => m.i32.const(n | 0);
@@ -206,7 +206,7 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
   const math = (op: keyof typeof MATH) => ({ a, d }: ScalarArgs) =>
     isWide(d[0])
       ? m.call(op.toLowerCase(), [a[0]], f64)
-      : m.f32x4.extract_lane(m.call(MATH[op], [m.f32x4.splat(a[0])], binaryen.v128), 0);
+      : m.f32x4.extract_lane(m.call(MATH[op], [m.f32x4.splat(a[0])], wasm.v128), 0);
   /** Per ALU op: its scalar lowering (f32 or f64 for floats, i32 for every other dtype). */
   const scalar = {
     Add: ({ a, fl, F }) => fl ? F.add(a[0], a[1]) : m.i32.add(a[0], a[1]),
@@ -309,7 +309,7 @@ export function aluLowering({ m, binaryen, local }: AluContext): AluLowering {
   const perLane = (name: string) => (_e: Alu, a: Arg) =>
     lanes((l) => call2(name, lane(a(0), l), lane(a(1), l)));
   /**
-   * Per ALU op: its f32x4 lowering (`vectorKind` decides which expressions take it). Binaryen
+   * Per ALU op: its f32x4 lowering (`vectorKind` decides which expressions take it). Encoder
    * expressions are a tree: every use of an argument builds a fresh node through `a(i)`.
    */
   const vector = {

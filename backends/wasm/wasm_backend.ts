@@ -1,10 +1,9 @@
 /**
- * The WebAssembly backend (id `wasm`, kind `cpu-simd`): kernels emitted with Binaryen from the
- * kernel IR (`wasm_codegen.ts`), compiled by the runtime's WebAssembly engine, and run in one
- * memory arena per program (`arena_program.ts`). Binaryen (~300 ms to load) is loaded when the
- * first kernel is generated, so importing kiln, and compiling from a warm kernel cache, never
- * pay for it. Kernels use f32x4 SIMD where their accesses allow; large ones split their rows
- * over worker threads sharing the arena (`worker_crew.ts`).
+ * The WebAssembly backend (id `wasm`, kind `cpu-simd`): kernels generated from the kernel IR
+ * (`wasm_codegen.ts`) by kiln's own module encoder (`wasm_encoder.ts`), compiled by the runtime's
+ * WebAssembly engine, and run in one memory arena per program (`arena_program.ts`). Kernels use
+ * f32x4 SIMD where their accesses allow; large ones split their rows over worker threads sharing
+ * the arena (`worker_crew.ts`).
  *
  * @module
  */
@@ -28,11 +27,11 @@ import type { KernelIR } from "../../jit/kernel_ir.ts";
 import type { Graph } from "../../jit/graph.ts";
 import { erf } from "../reference/scalar_math.ts";
 import { arenaProgram, warmUp } from "./arena_program.ts";
-import { type Binaryen, generateWasm } from "./wasm_codegen.ts";
+import { generateWasm } from "./wasm_codegen.ts";
+import { wasm } from "./wasm_encoder.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 import { denoWorkers, webWorkers } from "./web_workers.ts";
 
-let binaryen: Promise<Binaryen> | undefined;
 let workers: Promise<WorkerThreads | undefined> | undefined;
 
 /**
@@ -54,44 +53,16 @@ function compileModule(bytes: Uint8Array<ArrayBuffer>): Promise<WebAssembly.Modu
   }
 }
 
-/** A module of one function returning `f32x4.relaxed_madd` of three zero splats (Binaryen's bytes). */
-const RELAXED_PROBE = new Uint8Array([
-  0x00,
-  0x61,
-  0x73,
-  0x6d,
-  0x01,
-  0x00,
-  0x00,
-  0x00, // magic, version
-  0x01,
-  0x05,
-  0x01,
-  0x60,
-  0x00,
-  0x01,
-  0x7b, // types: () -> v128
-  0x03,
-  0x02,
-  0x01,
-  0x00, // functions: one of type 0
-  0x0a,
-  0x1c,
-  0x01,
-  0x1a,
-  0x00, // code: one body of 26 bytes, no locals
-  ...[0, 1, 2].flatMap(() => [0x43, 0x00, 0x00, 0x00, 0x00, 0xfd, 0x13]), // f32x4.splat(0) ×3
-  0xfd,
-  0x85,
-  0x02,
-  0x0b, // f32x4.relaxed_madd, end
-]);
-
 let relaxed: boolean | undefined;
 
-/** Whether the engine compiles relaxed SIMD (checked once, without Binaryen). */
+/** Whether the engine compiles relaxed SIMD (checked once, on a module of one multiply-add). */
 function hasRelaxedSimd(): boolean {
-  return relaxed ??= WebAssembly.validate(RELAXED_PROBE);
+  if (relaxed === undefined) {
+    const m = new wasm.Module(), zero = () => m.f32x4.splat(m.f32.const(0));
+    m.addFunction("f", wasm.none, wasm.v128, [], m.f32x4.relaxed_madd(zero(), zero(), zero()));
+    relaxed = m.validate();
+  }
+  return relaxed;
 }
 
 /**
@@ -196,7 +167,7 @@ export class WasmBackend implements Backend {
   /** Always `"wasm"`. */
   readonly id: string = "wasm";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.6.24";
+  readonly version: string = "0.7.0";
   /** CPU with WebAssembly. */
   readonly kind: BackendKind = "cpu-simd";
   /** A CPU is never lost. */
@@ -235,15 +206,18 @@ export class WasmBackend implements Backend {
       get format() {
         return `wasm-11${backend.#threads > 1 ? "-shared" : ""}${backend.#fma ? "-fma" : ""}`;
       },
-      generate: async (kernel: KernelIR): Promise<Artifact> =>
-        kernel.opaque
-          ? (customKernel(kernel.opaque.op, this.id)
-            ? customArtifact(this.id, kernel.opaque, kernel, { shared: this.#threads > 1 })
-            : new Uint8Array())
-          : generateWasm(await this.#binaryen(), kernel, {
-            shared: this.#threads > 1,
-            fma: this.#fma,
-          }),
+      // In a promise's callback, so a refusal rejects rather than throws.
+      generate: (kernel: KernelIR): Promise<Artifact> =>
+        Promise.resolve().then(() =>
+          kernel.opaque
+            ? (customKernel(kernel.opaque.op, this.id)
+              ? customArtifact(this.id, kernel.opaque, kernel, { shared: this.#threads > 1 })
+              : new Uint8Array())
+            : generateWasm(this.#encoder(), kernel, {
+              shared: this.#threads > 1,
+              fma: this.#fma,
+            })
+        ),
       load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {
         const module = await compileModule(artifact as Uint8Array<ArrayBuffer>);
         return this.#single(kernel, module);
@@ -290,7 +264,7 @@ export class WasmBackend implements Backend {
   /** SIMD128 WebAssembly on `threads` threads. */
   capabilities(): DeviceProfile {
     return {
-      name: "WebAssembly SIMD (Binaryen-generated)",
+      name: "WebAssembly SIMD",
       f16: false,
       f64: true,
       subgroups: false,
@@ -340,16 +314,14 @@ export class WasmBackend implements Backend {
   }
 
   /**
-   * Binaryen, loaded once per process on the first kernel generated. That load takes ~300 ms,
-   * so the worker pool spawns beside it (20-30 ms) rather than in a first run later.
+   * The encoder, on the first kernel generated starting the worker pool (its spawns take 20–30
+   * ms, paid beside code generation rather than in a first run later).
    */
-  #binaryen(): Promise<Binaryen> {
-    if (!binaryen && this.#threads > 1 && this.#workers) {
+  #encoder(): typeof wasm {
+    if (this.#threads > 1 && this.#workers) {
       WorkerPool.of({ threads: this.#threads, ...this.#workers }).start();
     }
-    // `default` is the module, or (the npm package's browser copy) a promise of it: then() takes
-    // either.
-    return binaryen ??= import("npm:binaryen@116.0.0").then((m) => m.default as Binaryen);
+    return wasm;
   }
 
   /** One kernel on host data, in an arena of its own (used when a plan mixes backends). */

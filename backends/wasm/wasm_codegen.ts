@@ -1,5 +1,5 @@
 /**
- * WebAssembly generation from the kernel IR with Binaryen. Each kernel becomes one exported
+ * WebAssembly generation from the kernel IR (`wasm_encoder.ts` writes the module). Each kernel becomes one exported
  * function `run(buffers…, scratch, rowStart, rowEnd, packedB)` taking the byte address of every
  * input and output in a shared memory arena, the thread's scratch, the range of rows to compute
  * (threads and shape buckets split rows), and for tiled matmuls the address of B's packed
@@ -24,39 +24,34 @@
  *
  * @module
  */
-import type binaryenLib from "npm:binaryen@116.0.0";
 import { affineOffset, strideOver } from "../../jit/access.ts";
 import type { Expr, KernelIR } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { isFloat, isWide, type Memo } from "./wasm_alu.ts";
 import { linearLowering } from "./wasm_linear.ts";
+import type { Wasm } from "./wasm_encoder.ts";
 import { KernelFunction, type ModuleOptions } from "./wasm_module.ts";
 import { vectorWindows } from "./wasm_windows.ts";
 import { type MatmulContext, tiledGemm } from "./wasm_matmul.ts";
 import { gemmBody } from "./wasm_matmul_ikj.ts";
 import { halfMatmulView, indirectionFill, matmulPlan, tableTaps } from "./wasm_matmul_plan.ts";
 
-/** The Binaryen.js library (types, module constructor, low-level helpers). */
-export type Binaryen = typeof binaryenLib;
-/** A Binaryen module being built (its methods build expressions). */
-export type BinaryenModule = binaryenLib.Module;
-
 /** A load node of the kernel IR. */
 export type LoadExpr = Extract<Expr, { kind: "load" }>;
 
 /** Generates the module for `kernel` (not for opaque kernels). */
 export function generateWasm(
-  binaryen: Binaryen,
+  wasm: Wasm,
   given: KernelIR,
   options: ModuleOptions = {},
 ): Uint8Array {
   // An f16 matmul is generated as the tiles compute it (the program packs B for it the same way).
   const kernel = halfMatmulView(given);
-  const fn = new KernelFunction(binaryen, kernel, options);
+  const fn = new KernelFunction(wasm, kernel, options);
   const { m, local, get, ic, coord, kept, unravel, whileLoop, countedLoop, row, it } = fn;
   const { keyOf, value, store, accumulate, wideSum, accs } = fn;
   const { start, end } = fn.params;
-  const f64 = binaryen.f64, f32 = binaryen.f32, i32 = binaryen.i32;
+  const f64 = wasm.f64, f32 = wasm.f32, i32 = wasm.i32;
   const nIn = kernel.inputs.length;
   const space = kernel.space;
   const red = kernel.reduced;

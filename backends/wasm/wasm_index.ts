@@ -18,7 +18,7 @@ import type { KernelFunction } from "./wasm_module.ts";
 /** What the index lowering uses of the function being generated. */
 export type IndexContext = Pick<
   KernelFunction,
-  "m" | "binaryen" | "local" | "get" | "ic" | "coord" | "bufferOf"
+  "m" | "wasm" | "local" | "get" | "ic" | "coord" | "bufferOf"
 >;
 
 /** A guard: local `ok` is 1 where the point is in bounds; elsewhere the load reads `fill`. */
@@ -50,8 +50,8 @@ export interface IndexLowering {
 
 /** The index lowering for one function. */
 export function indexLowering(c: IndexContext): IndexLowering {
-  const { m, binaryen, local, get, ic, coord, bufferOf } = c;
-  const i32 = binaryen.i32;
+  const { m, wasm, local, get, ic, coord, bufferOf } = c;
+  const i32 = wasm.i32;
   const addrOf = (buffer: number) => get(buffer, i32);
 
   const steps = (

@@ -102,14 +102,14 @@ export interface LaneFold {
 
 /** The linear path's emitters for one function. */
 export function linearLowering(fn: KernelFunction): LinearLowering {
-  const { m, binaryen, kernel, coord, bufferOf, local, get, ic, whileLoop } = fn;
+  const { m, wasm, kernel, coord, bufferOf, local, get, ic, whileLoop } = fn;
   const { keyOf, accs } = fn;
   const { value, wideSum, accumulate } = fn;
   const { loadAddress } = fn.index;
   const { vectorKind, valu, lanes } = fn.ops;
   const { start, end } = fn.params;
-  const i32 = binaryen.i32, f32 = binaryen.f32, f64 = binaryen.f64;
-  const v128 = binaryen.v128, f4 = m.f32x4;
+  const i32 = wasm.i32, f32 = wasm.f32, f64 = wasm.f64;
+  const v128 = wasm.v128, f4 = m.f32x4;
   const space = kernel.space, red = kernel.reduced, inner = sizeOf(red.map((i) => space[i]));
   const accessesOf = (exprs: readonly Expr[], outs: readonly number[]): Accesses | undefined => {
     // Walks step 32-bit elements: f64 kernels keep the per-element path.

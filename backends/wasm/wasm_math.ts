@@ -23,7 +23,7 @@
  *
  * @module
  */
-import type { Binaryen, BinaryenModule } from "./wasm_codegen.ts";
+import type { Wasm, WasmModule } from "./wasm_encoder.ts";
 
 /** The vector math functions a module can call. */
 export type MathFunction = "vexp" | "vlog" | "verf" | "vsin" | "vcos" | "vf16";
@@ -98,36 +98,17 @@ export interface MathOptions {
   readonly fma?: boolean;
 }
 
-/** Binaryen's C entry for SIMD ternaries: binaryen.js exports it but neither wraps nor types it. */
-interface SimdTernary {
-  _BinaryenSIMDTernary(module: number, op: number, a: number, b: number, c: number): number;
-  /** The op's number (binaryen.js 116 exports it untyped, under this pre-standard name). */
-  readonly RelaxedFmaVecF32x4: number;
-}
-
-/** `a·b + c` as relaxed SIMD's f32x4 multiply-add (one rounding where the CPU has FMA). */
-export function relaxedMadd(
-  binaryen: Binaryen,
-  m: BinaryenModule,
-  a: number,
-  b: number,
-  c: number,
-): number {
-  const api = binaryen as unknown as SimdTernary;
-  return api._BinaryenSIMDTernary(m.ptr, api.RelaxedFmaVecF32x4, a, b, c);
-}
-
 /** Adds the functions in `options.used` to module `m`. */
 export function addMathFunctions(
-  m: BinaryenModule,
-  binaryen: Binaryen,
+  m: WasmModule,
+  wasm: Wasm,
   options: MathOptions,
 ): void {
   const { used } = options;
-  const v128 = binaryen.v128, f4 = m.f32x4, i4 = m.i32x4;
+  const v128 = wasm.v128, f4 = m.f32x4, i4 = m.i32x4;
   /** `a·b + c`, fused when `options.fma`. */
   const madd = (a: number, b: number, c: number): number =>
-    options.fma ? relaxedMadd(binaryen, m, a, b, c) : f4.add(f4.mul(a, b), c);
+    options.fma ? f4.relaxed_madd(a, b, c) : f4.add(f4.mul(a, b), c);
   const c = (x: number) => f4.splat(m.f32.const(x));
   const ci = (x: number) => i4.splat(m.i32.const(x));
   const arg = () => m.local.get(0, v128);
@@ -279,7 +260,7 @@ export function addMathFunctions(
                     at(8),
                     l,
                     m.f32.demote(
-                      m.call(host, [m.f64.promote(f4.extract_lane(arg(), l))], binaryen.f64),
+                      m.call(host, [m.f64.promote(f4.extract_lane(arg(), l))], wasm.f64),
                     ),
                   ),
                 ),

@@ -9,7 +9,6 @@
  * @module
  */
 import { affineOffset } from "../../jit/access.ts";
-import { relaxedMadd } from "./wasm_math.ts";
 import { originOf } from "./wasm_padded.ts";
 import type { LinearLowering } from "./wasm_linear.ts";
 import type { KernelFunction } from "./wasm_module.ts";
@@ -83,13 +82,13 @@ const LOCAL_TAPS = 49;
  * panels, built there by the packing call.
  */
 export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
-  const { m, binaryen, kernel, local, get, ic, kept, coord, unravel } = e.fn;
+  const { m, wasm, kernel, local, get, ic, kept, coord, unravel } = e.fn;
   const { whileLoop, countedLoop } = e.fn;
   const { loadAddress } = e.fn.index;
   const { accessesOf, linearOver, walks, vectorizable, linearStores } = e;
   const { scratch, start, end, packedB } = e.fn.params;
   const space = kernel.space, f4 = m.f32x4;
-  const i32 = binaryen.i32, v128 = binaryen.v128;
+  const i32 = wasm.i32, v128 = wasm.v128;
   const { nb, n, k, a, b } = plan;
   const nAxis = nb + 1, kAxis = nb + 2;
   const panelBytes = panelsBytes(n, k);
@@ -165,7 +164,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(32))),
     ];
     const madd = (x: number, y: number, z: number) =>
-      e.fn.fma ? relaxedMadd(binaryen, m, x, y, z) : f4.add(z, f4.mul(x, y));
+      e.fn.fma ? f4.relaxed_madd(x, y, z) : f4.add(z, f4.mul(x, y));
     for (let i = 0; i < rows; i++) {
       body.push(
         m.local.set(av, f4.splat(m.f32.load(0, 4, get(aPtr[i], i32)))),

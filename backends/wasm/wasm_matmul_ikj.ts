@@ -13,11 +13,11 @@ import type { MatmulPlan } from "./wasm_matmul_plan.ts";
  * is contiguous in n. The epilogue then runs per n with the accumulator.
  */
 export function gemmBody(e: MatmulContext, plan: MatmulPlan): number[] {
-  const { m, binaryen, local, get, ic, kept, coord, unravel } = e.fn;
+  const { m, wasm, local, get, ic, kept, coord, unravel } = e.fn;
   const { whileLoop, countedLoop, value } = e.fn;
   const { loadAddress } = e.fn.index;
   const { scratch, start, end } = e.fn.params;
-  const i32 = binaryen.i32, f32 = binaryen.f32, v128 = binaryen.v128;
+  const i32 = wasm.i32, f32 = wasm.f32, v128 = wasm.v128;
   const { nb, n, k, a, b } = plan;
   const nAxis = nb + 1, kAxis = nb + 2;
   const outer = local(i32),

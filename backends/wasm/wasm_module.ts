@@ -27,7 +27,7 @@ import {
   MATH,
   type Memo,
 } from "./wasm_alu.ts";
-import type { Binaryen, BinaryenModule } from "./wasm_codegen.ts";
+import type { Wasm, WasmModule } from "./wasm_encoder.ts";
 import { type IndexLowering, indexLowering } from "./wasm_index.ts";
 import { type Linear, walkAt } from "./wasm_walk.ts";
 import { addMathFunctions, type MathFunction } from "./wasm_math.ts";
@@ -51,22 +51,17 @@ export interface ModuleOptions {
 }
 
 /** A new module with the features, memory import and host imports every kernel uses. */
-function kernelModule(binaryen: Binaryen, options: ModuleOptions): BinaryenModule {
-  const m = new binaryen.Module();
-  m.setFeatures(
-    binaryen.Features.NontrappingFPToInt | binaryen.Features.SIMD128 |
-      (options.shared ? binaryen.Features.Atomics : 0) |
-      (options.fma ? binaryen.Features.RelaxedSIMD : 0),
-  );
-  m.setMemory(1, 65536, null, [], options.shared ?? false, false, "0");
-  m.addMemoryImport("0", "env", "memory");
-  const f64 = binaryen.f64;
+function kernelModule(wasm: Wasm, options: ModuleOptions): WasmModule {
+  const m = new wasm.Module();
+  m.setMemory(1, 65536, options.shared ?? false);
+  m.addMemoryImport("env", "memory");
+  const f64 = wasm.f64;
   for (const name of IMPORTS) {
     m.addFunctionImport(
       name,
       "env",
       name,
-      binaryen.createType(name === "pow" || name === "fmod" ? [f64, f64] : [f64]),
+      wasm.createType(name === "pow" || name === "fmod" ? [f64, f64] : [f64]),
       f64,
     );
   }
@@ -82,9 +77,9 @@ function kernelModule(binaryen: Binaryen, options: ModuleOptions): BinaryenModul
  */
 export class KernelFunction {
   /** The module being built. */
-  readonly m: BinaryenModule;
-  /** Binaryen itself (types, low-level helpers). */
-  readonly binaryen: Binaryen;
+  readonly m: WasmModule;
+  /** The encoder (value types, parameter lists). */
+  readonly wasm: Wasm;
   /** The kernel. */
   readonly kernel: KernelIR;
   /** Whether relaxed SIMD's fused multiply-add may be used. */
@@ -130,18 +125,18 @@ export class KernelFunction {
   #labels = 0;
 
   /** Starts `kernel`'s function in a module of its own. */
-  constructor(binaryen: Binaryen, kernel: KernelIR, options: ModuleOptions) {
-    this.m = kernelModule(binaryen, options);
-    this.binaryen = binaryen;
+  constructor(wasm: Wasm, kernel: KernelIR, options: ModuleOptions) {
+    this.m = kernelModule(wasm, options);
+    this.wasm = wasm;
     this.kernel = kernel;
     this.fma = options.fma ?? false;
     const buffers = kernel.inputs.length + kernel.outputs.length;
     this.params = { scratch: buffers, start: buffers + 1, end: buffers + 2, packedB: buffers + 3 };
     this.#params = buffers + 4;
     this.kept = kernel.space.flatMap((_, i) => (kernel.reduced.includes(i) ? [] : [i]));
-    this.coord = kernel.space.map(() => this.local(binaryen.i32));
-    this.row = this.local(binaryen.i32);
-    this.it = this.local(binaryen.i32);
+    this.coord = kernel.space.map(() => this.local(wasm.i32));
+    this.row = this.local(wasm.i32);
+    this.it = this.local(wasm.i32);
     this.ops = aluLowering(this);
     this.index = indexLowering(this);
     this.accs = kernel.reductions.map((r) => this.local(this.typeOf(r.dtype)));
@@ -151,9 +146,9 @@ export class KernelFunction {
       inner <= NARROW_SUM_TERMS;
   }
 
-  /** The Binaryen type values of `d` live in: f64 for f64, f32 for other floats, i32 for the rest. */
+  /** The wasm type values of `d` live in: f64 for f64, f32 for other floats, i32 for the rest. */
   readonly typeOf = (d: DType): number =>
-    isWide(d) ? this.binaryen.f64 : isFloat(d) ? this.binaryen.f32 : this.binaryen.i32;
+    isWide(d) ? this.wasm.f64 : isFloat(d) ? this.wasm.f32 : this.wasm.i32;
 
   /**
    * Whether any value of the kernel is f64. Such kernels take the per-element scalar path only
@@ -178,7 +173,7 @@ export class KernelFunction {
    * pushed to `stmts`); returns a getter expression.
    */
   readonly value = (expr: Expr, memo: Memo, stmts: number[], lin?: Linear): number => {
-    const { m, binaryen, get, keyOf, typeOf } = this, i32 = binaryen.i32;
+    const { m, wasm, get, keyOf, typeOf } = this, i32 = wasm.i32;
     const { constant, round, alu } = this.ops;
     const hit = memo.get(keyOf(expr)) ?? lin?.hoisted?.get(keyOf(expr));
     if (hit !== undefined) return get(hit, typeOf(expr.dtype));
@@ -234,7 +229,7 @@ export class KernelFunction {
 
   /** Statements folding value `v` into reduction `r`'s accumulator `acc` (f64 for wide sums). */
   readonly accumulate = (r: Reduction, acc: number, v: number): number[] => {
-    const { m, get } = this, { f64, f32, i32 } = this.binaryen;
+    const { m, get } = this, { f64, f32, i32 } = this.wasm;
     if (this.wideSum(r)) return [m.local.set(acc, m.f64.add(get(acc, f64), m.f64.promote(v)))];
     const fl = isFloat(r.dtype), t = this.typeOf(r.dtype);
     const F = isWide(r.dtype) ? m.f64 : m.f32, ft = isWide(r.dtype) ? f64 : f32;
@@ -264,7 +259,7 @@ export class KernelFunction {
 
   /** Stores output `k` (evaluated into `memo`'s locals) at the current coordinates. */
   readonly store = (o: KernelIR["outputs"][number], k: number, memo: Memo, stmts: number[]) => {
-    const { m, get, ic } = this, i32 = this.binaryen.i32;
+    const { m, get, ic } = this, i32 = this.wasm.i32;
     const v = this.value(o.expr, memo, stmts);
     const { coords } = this.index.steps(o.steps, stmts);
     const buffer = get(this.kernel.inputs.length + k, i32);
@@ -305,7 +300,7 @@ export class KernelFunction {
 
   /** `inside` for `counter` = 0, 1, … `count` - 1 (a constant). */
   readonly countedLoop = (counter: number, count: number, inside: number[]): number[] => {
-    const { m, get, ic } = this, i32 = this.binaryen.i32;
+    const { m, get, ic } = this, i32 = this.wasm.i32;
     return count === 0 ? [] : [
       m.local.set(counter, ic(0)),
       this.whileLoop(() => m.i32.lt_s(get(counter, i32), ic(count)), [
@@ -317,7 +312,7 @@ export class KernelFunction {
 
   /** Statements that set coordinate locals for `axes` from the linear index in local `from`. */
   readonly unravel = (axes: readonly number[], from: number): number[] => {
-    const { m, get, ic, coord } = this, i32 = this.binaryen.i32, space = this.kernel.space;
+    const { m, get, ic, coord } = this, i32 = this.wasm.i32, space = this.kernel.space;
     const out: number[] = [];
     const rest = this.local(i32);
     out.push(m.local.set(rest, get(from, i32)));
@@ -333,14 +328,14 @@ export class KernelFunction {
 
   /**
    * Adds `body` as the exported `run` with the math functions the kernel calls, validates the
-   * module and returns its binary (the module is disposed).
+   * module and returns its binary.
    */
   finish(body: readonly number[]): Uint8Array {
-    const { m, binaryen, kernel } = this;
+    const { m, wasm, kernel } = this;
     m.addFunction(
       "run",
-      binaryen.createType(new Array(this.#params).fill(binaryen.i32)),
-      binaryen.none,
+      wasm.createType(new Array(this.#params).fill(wasm.i32)),
+      wasm.none,
       [...this.#locals],
       m.block(null, [...body]),
     );
@@ -356,22 +351,19 @@ export class KernelFunction {
         if (e.dtype === "f16") math.add("vf16");
       });
     }
-    addMathFunctions(m, binaryen, { used: math, fma: this.fma });
+    addMathFunctions(m, wasm, { used: math, fma: this.fma });
     if (!m.validate()) {
-      m.dispose();
       throw new KilnError(`wasm: generated module for ${kernel.name} failed validation`, {
         code: "internal",
         fix: "report this kernel (kiln explain shows it); compile for another backend meanwhile",
       });
     }
-    // No Binaryen passes: V8 inlines the math functions and allocates registers itself. The full
-    // -O2 pipeline cost 4x the codegen time for no measured speed; the short list kept after it
-    // (inlining, simplify-locals, vacuum, coalesce-locals, reorder-locals) still took 44% of
-    // codegen (142 of 325 ms over the benchmarks' 33 kernels), and dropping it left every
-    // steady-state time unchanged while first runs fell (W1-16M 225 -> 155 ms, W2-1024 220 -> 135
-    // ms).
+    // No optimization passes: V8 inlines the math functions and allocates registers itself.
+    // Binaryen's -O2 pipeline (when kiln generated through Binaryen) cost 4x the codegen time for
+    // no measured speed; its short list (inlining, simplify-locals, vacuum, coalesce-locals,
+    // reorder-locals) still took 44% of codegen, and dropping it left every steady-state time
+    // unchanged while first runs fell (W1-16M 225 -> 155 ms, W2-1024 220 -> 135 ms).
     const bytes = m.emitBinary();
-    m.dispose();
     return bytes;
   }
 }

@@ -52,8 +52,8 @@ export function windowAccesses(
  * plus the local `plus` when given (a buffer's address).
  */
 export function originOf(fn: KernelFunction, a: AffineOffset, scale = 1, plus?: number): number {
-  const { m, binaryen, kernel, coord, get, ic } = fn;
-  const i32 = binaryen.i32, red = kernel.reduced;
+  const { m, wasm, kernel, coord, get, ic } = fn;
+  const i32 = wasm.i32, red = kernel.reduced;
   const sum = a.weights.reduce(
     (e, w, d) =>
       w === 0 || red.includes(d) ? e : m.i32.add(e, m.i32.mul(get(coord[d], i32), ic(w * scale))),
@@ -71,9 +71,9 @@ export function segmentStart(
   fn: KernelFunction,
   size: number,
 ): { p: number; n: number; seg: number[] } {
-  const { m, binaryen, kernel, local, get, ic, unravel } = fn;
+  const { m, wasm, kernel, local, get, ic, unravel } = fn;
   const { end } = fn.params;
-  const i32 = binaryen.i32;
+  const i32 = wasm.i32;
   const p = local(i32), n = local(i32);
   const seg: number[] = unravel(kernel.space.map((_, i) => i), p);
   seg.push(
@@ -92,9 +92,9 @@ export function segmentStart(
 
 /** The byte address output `k` is stored at for the current coordinates (statements into `stmts`). */
 export function outputAddress(fn: KernelFunction, k: number, stmts: number[]): number {
-  const { m, binaryen, kernel, get, ic } = fn;
+  const { m, wasm, kernel, get, ic } = fn;
   const { coords } = fn.index.steps(kernel.outputs[k].steps, stmts);
-  const buffer = get(kernel.inputs.length + k, binaryen.i32);
+  const buffer = get(kernel.inputs.length + k, wasm.i32);
   return m.i32.add(buffer, m.i32.shl(fn.index.linear(coords, kernel.outputs[k].shape), ic(2)));
 }
 
@@ -150,9 +150,9 @@ export function paddedWindow(
   r: Reduction,
   acc: number,
 ): number[] | undefined {
-  const { m, binaryen, kernel, coord, local, get, ic } = fn;
+  const { m, wasm, kernel, coord, local, get, ic } = fn;
   const { value, accumulate } = fn;
-  const i32 = binaryen.i32, red = kernel.reduced;
+  const i32 = wasm.i32, red = kernel.reduced;
   const access = windowAccesses(fn, r.expr);
   if (!access) return undefined;
   const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
@@ -220,10 +220,10 @@ export function segmentBody(
   outs: readonly number[],
   vectorizable: boolean,
 ): number[] | undefined {
-  const { m, binaryen, kernel, bufferOf, local, get, ic, whileLoop } = fn;
+  const { m, wasm, kernel, bufferOf, local, get, ic, whileLoop } = fn;
   const { loadAddress } = fn.index;
   const { start, end } = fn.params;
-  const i32 = binaryen.i32, space = kernel.space;
+  const i32 = wasm.i32, space = kernel.space;
   const found = new Set<LoadExpr>();
   for (const e of exprs) walk(e, (x) => x.kind === "load" && found.add(x));
   const loads = [...found];

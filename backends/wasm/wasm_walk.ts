@@ -8,7 +8,8 @@
 import type { AffineOffset } from "../../jit/access.ts";
 import type { Expr } from "../../jit/kernel_ir.ts";
 import type { Memo } from "./wasm_alu.ts";
-import type { Binaryen, BinaryenModule, LoadExpr } from "./wasm_codegen.ts";
+import type { LoadExpr } from "./wasm_codegen.ts";
+import type { Wasm, WasmModule } from "./wasm_encoder.ts";
 
 /** A buffer walked by a linear loop: a base byte address (a local) and a stride in elements. */
 export interface Walk {
@@ -52,12 +53,12 @@ export interface Accesses {
 
 /** The byte address walk `w` reaches at the loop index in local `j` (plus `lane`). */
 export function walkAt(
-  { m, binaryen }: { m: BinaryenModule; binaryen: Binaryen },
+  { m, wasm }: { m: WasmModule; wasm: Wasm },
   w: Walk,
   j: number,
   lane = 0,
 ): number {
-  const i32 = binaryen.i32, get = (l: number) => m.local.get(l, i32);
+  const i32 = wasm.i32, get = (l: number) => m.local.get(l, i32);
   if (w.stride === 0) return get(w.base);
   const index = lane ? m.i32.add(get(j), m.i32.const(lane)) : get(j);
   return m.i32.add(get(w.base), m.i32.mul(index, m.i32.const(4 * w.stride)));

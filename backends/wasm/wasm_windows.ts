@@ -63,8 +63,8 @@ export function vectorWindows(
   h: VectorHelpers,
   rows: WindowRows,
 ): VectorWindows | undefined {
-  const { m, binaryen, kernel, coord, local, get, ic } = fn;
-  const i32 = binaryen.i32, v128 = binaryen.v128, f4 = m.f32x4, f2 = m.f64x2;
+  const { m, wasm, kernel, coord, local, get, ic } = fn;
+  const i32 = wasm.i32, v128 = wasm.v128, f4 = m.f32x4, f2 = m.f64x2;
   const space = kernel.space, red = kernel.reduced, { row } = rows, { end } = fn.params;
   const kept = space.map((_, i) => i).filter((i) => !red.includes(i));
   const axis = kept.at(-1);

@@ -2,23 +2,22 @@ import { ThreadTuner, warmUp } from "./arena_program.ts";
 import assert from "node:assert/strict";
 import { MessageChannel, Worker } from "node:worker_threads";
 import { denoWorkers } from "./web_workers.ts";
+import { wasm } from "./wasm_encoder.ts";
 import { piecesOf, WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
 /**
  * run(out, scratch, start, end): out[i] += scratch for i in [start, end) — who computed what, and
  * how often.
  */
-async function markerModule(): Promise<WebAssembly.Module> {
-  const binaryen = (await import("npm:binaryen@116.0.0")).default;
-  const m = new binaryen.Module();
-  m.setFeatures(binaryen.Features.Atomics);
-  m.setMemory(1, 1, null, [], true, false, "0");
-  m.addMemoryImport("0", "env", "memory");
-  const i32 = binaryen.i32, get = (l: number) => m.local.get(l, i32);
+function markerModule(): Promise<WebAssembly.Module> {
+  const m = new wasm.Module();
+  m.setMemory(1, 1, true);
+  m.addMemoryImport("env", "memory");
+  const i32 = wasm.i32, get = (l: number) => m.local.get(l, i32);
   m.addFunction(
     "run",
-    binaryen.createType([i32, i32, i32, i32]),
-    binaryen.none,
+    wasm.createType([i32, i32, i32, i32]),
+    wasm.none,
     [],
     m.block(null, [
       m.if(
@@ -44,9 +43,7 @@ async function markerModule(): Promise<WebAssembly.Module> {
   );
   m.addFunctionExport("run", "run");
   assert.ok(m.validate());
-  const module = new WebAssembly.Module(m.emitBinary() as Uint8Array<ArrayBuffer>);
-  m.dispose();
-  return module;
+  return Promise.resolve(new WebAssembly.Module(m.emitBinary() as Uint8Array<ArrayBuffer>));
 }
 
 Deno.test("piecesOf splits rows in multiples of the unit, at most 4094 pieces", () => {
