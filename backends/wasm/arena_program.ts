@@ -363,6 +363,11 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
   // every row.
   const panels = exported.map((e) => (e.panelSplit as WebAssembly.Global | undefined)?.value ?? 0);
   const rowsOf = plan.kernels.map((k, i) => panels[i] || rowCount(k));
+  // A stored verdict counts for the same thread count only (another machine, another setting).
+  const [way, count] = plan.tuning?.split(" ") ?? [];
+  const stored = Number(count) === threads && (way === "threads" || way === "alone")
+    ? way === "threads"
+    : undefined;
   const crew = threads > 1
     ? WorkerPool.of({ threads, ...plan.workers! }).enlist({
       modules: plan.modules,
@@ -371,10 +376,13 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
       packs: packedAt,
       scratch,
       scratchBytes: scratchSize,
-      // Spawning blocks this thread for 20-30 ms: worth it up front only for first runs that
-      // the second thread shortens by more (matmul 2048 first run 540 -> 390 ms; 1024 and
-      // W1-16M were as fast or faster without).
-      eager: plan.kernels.reduce((sum, k) => sum + workOf(k), 0) >= EAGER_WORK,
+      // Spawning blocks this thread for 20-30 ms a worker: worth it up front for first runs
+      // that the threads shorten by more (matmul 2048 first run 540 -> 390 ms; 1024 and W1-16M
+      // were as fast or faster without), and where an earlier compile found the threads faster.
+      // Spawned lazily instead, the workers came only after 100 ms of runs alone: on the 16-core
+      // host a process compiling from the disk cache ran mobilenet_v2ish 0.93 ms a run for its
+      // first 110 runs and 0.33 after, generator 1.24 for 100 and 0.50 after.
+      eager: stored === true || plan.kernels.reduce((sum, k) => sum + workOf(k), 0) >= EAGER_WORK,
     })
     : undefined;
   const split = plan.kernels.map((k, i): Split => {
@@ -413,11 +421,6 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
       new Uint8Array(words.buffer, words.byteOffset, words.byteLength),
     );
   };
-  // A stored verdict counts for the same thread count only (another machine, another setting).
-  const [way, count] = plan.tuning?.split(" ") ?? [];
-  const stored = Number(count) === threads && (way === "threads" || way === "alone")
-    ? way === "threads"
-    : undefined;
   const tuner = crew ? new ThreadTuner(stored) : undefined;
   const verdict = () =>
     tuner?.choice === undefined ? undefined : `${tuner.choice ? "threads" : "alone"} ${threads}`;

@@ -10,6 +10,8 @@ import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
 import { threadsFor, warmUpBudget, WasmBackend } from "./wasm_backend.ts";
 import { ThreadTuner } from "./arena_program.ts";
+import { WorkerPool } from "./worker_crew.ts";
+import { denoWorkers } from "./web_workers.ts";
 import { KernelCache } from "../../jit/kernel_cache.ts";
 
 const wasm = new WasmBackend();
@@ -275,6 +277,37 @@ Deno.test("a program's thread verdict is kept beside the kernel cache for the ne
     const got = numbers((await exe.run({ x: f32(data, [256, 256]) })).y.data);
     assert.ok(got.every((v, i) => Math.abs(v - Math.tanh(Math.exp(Math.sin(data[i])))) < 1e-5));
   } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a compile from the disk cache spawns the workers at once where its verdict is threads", async () => {
+  const dir = await Deno.makeTempDir();
+  // A thread count no other test uses: the pool is process-wide, one per count.
+  const pool = () => WorkerPool.of({ threads: 3, ...denoWorkers()! });
+  try {
+    const b = new GraphBuilder();
+    b.output("y", b.op("Tanh", [b.op("Exp", [b.op("Sin", [b.input("x", [256, 256])])])]));
+    const graph = b.build();
+    const backend = new WasmBackend({ threads: 3, warmUpMs: 2000 });
+    await compile(graph, { backend, cache: new KernelCache({ dir }) }).then((e) => e.dispose());
+    const [note] = (await Array.fromAsync(Deno.readDir(dir))).filter((e) =>
+      e.name.startsWith("tuning-")
+    );
+    for (const verdict of ["alone", "threads"]) {
+      pool().close();
+      await Deno.writeTextFile(`${dir}/${note.name}`, `${verdict} 3`);
+      const warm = new WasmBackend({ threads: 3, warmUpMs: 0 });
+      using exe = await compile(graph, { backend: warm, cache: new KernelCache({ dir }) });
+      assert.equal(exe.plan?.sources.disk, 1, "served from the disk cache");
+      // No run yet: a pool started lazily has no worker; one started by the compile boots two.
+      for (let t = 0; t < (verdict === "threads" ? 250 : 25) && pool().ready() < 2; t++) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.equal(pool().ready(), verdict === "threads" ? 2 : 0, verdict);
+    }
+  } finally {
+    pool().close();
     await Deno.remove(dir, { recursive: true });
   }
 });
