@@ -319,31 +319,38 @@ export class WasmModule {
   /** Adds function `name` with parameters `params` (see {@linkcode createType}) and locals `vars`. */
   addFunction(name: string, params: Type, results: Type, vars: readonly Type[], body: Ref): void {
     this.#functions.push({ name, params, results, vars: [...vars], body });
+    this.#binary = undefined;
   }
   /** Adds an import of function `module.base`, called as `name`. */
   addFunctionImport(name: string, module: string, base: string, params: Type, results: Type): void {
     this.#imports.push({ name, module, base, params, results });
+    this.#binary = undefined;
   }
   /** Exports function `internal` as `external`. */
   addFunctionExport(internal: string, external: string): void {
     this.#exports.push({ name: external, kind: 0, internal });
+    this.#binary = undefined;
   }
   /** Adds global `name` of `type`, initialized by constant expression `init`. */
   addGlobal(name: string, type: Type, mutable: boolean, init: Ref): void {
     this.#globals.push({ name, type, mutable, init });
+    this.#binary = undefined;
   }
   /** Exports global `internal` as `external`. */
   addGlobalExport(internal: string, external: string): void {
     this.#exports.push({ name: external, kind: 3, internal });
+    this.#binary = undefined;
   }
   /** The module's memory: `initial` and `maximum` pages of 64 KiB, shared between threads or not. */
   setMemory(initial: number, maximum: number, shared = false): void {
     this.#memory = { initial, maximum, shared };
+    this.#binary = undefined;
   }
   /** Imports the memory (set by {@linkcode setMemory}) as `module.base`. */
   addMemoryImport(module: string, base: string): void {
     if (!this.#memory) throw internal("addMemoryImport before setMemory");
     this.#memory.import = { name: "memory", module, base };
+    this.#binary = undefined;
   }
 
   /** Whether the module is valid WebAssembly (the engine's validator on its binary). */
@@ -351,7 +358,7 @@ export class WasmModule {
     return WebAssembly.validate(this.emitBinary() as Uint8Array<ArrayBuffer>);
   }
 
-  /** The module in the binary format. */
+  /** The module in the binary format (written once until the module changes). */
   emitBinary(): Uint8Array {
     return this.#binary ??= this.#write();
   }

@@ -204,6 +204,19 @@ Deno.test("globals and exports: a constant global reads back, a shared memory im
   assert.equal((exports.answer as WebAssembly.Global).value, 42);
 });
 
+Deno.test("a module written, then added to, is written anew", () => {
+  const m = new WasmModule();
+  m.addFunction("f", none, i32, [], m.i32.const(1));
+  const before = m.emitBinary();
+  m.addFunctionExport("f", "f");
+  const after = m.emitBinary();
+  assert.ok(after.length > before.length);
+  const { exports } = new WebAssembly.Instance(
+    new WebAssembly.Module(after as Uint8Array<ArrayBuffer>),
+  );
+  assert.equal((exports.f as () => number)(), 1);
+});
+
 Deno.test("a branch to no enclosing label or a call of no function is an internal KilnError", () => {
   const branch = new WasmModule();
   branch.addFunction("f", none, none, [], branch.block("a", [branch.br("b")]));
