@@ -268,9 +268,8 @@ function maxUnpool(c: NodeContext): Known[] {
 
 /** ConvTranspose over 1 to 3 spatial axes (the 3-D one through `conv3d`). */
 function convTranspose(c: NodeContext): Known[] {
-  const op = opOf(c);
   const a = attrs(c);
-  let x = c.required(0), w = c.required(1);
+  const x = c.required(0), w = c.required(1);
   const bias = c.input(2);
   const xs = typeOf(x).shape, ws = typeOf(w).shape;
   const spatial = xs.length - 2;
@@ -288,7 +287,7 @@ function convTranspose(c: NodeContext): Known[] {
   const autoPad = a.string("auto_pad", "NOTSET")!;
   const outputShape = a.ints("output_shape");
   let pads = a.ints("pads") ?? kernel.map(() => 0).concat(kernel.map(() => 0));
-  const cin = xs[1], coutPerGroup = ws[1];
+  const cin = xs[1];
   if (cin !== ws[0] || cin % group !== 0 || kernel.some((k, i) => k !== ws[2 + i])) {
     throw new KilnError(`${c.label}: data [${xs}] and kernel [${ws}] with group ${group}`, {
       code: "shape-mismatch",
@@ -310,6 +309,39 @@ function convTranspose(c: NodeContext): Known[] {
       ? [...small, ...total.map((t, i) => t - small[i])]
       : [...total.map((t, i) => t - small[i]), ...small];
   } else if (autoPad === "VALID") pads = pads.map(() => 0);
+  return transposedConv(c, x, w, bias, { group, kernel, strides, dilations, outputPadding, pads });
+}
+
+/** A transposed convolution's parameters, every one given (see `transposedConv`). */
+export interface TransposedConv {
+  /** Groups of channels. */
+  readonly group: number;
+  /** The kernel's spatial extent. */
+  readonly kernel: readonly number[];
+  /** Strides, one per spatial axis. */
+  readonly strides: readonly number[];
+  /** Dilations, one per spatial axis. */
+  readonly dilations: readonly number[];
+  /** Extra output at each axis's end. */
+  readonly outputPadding: readonly number[];
+  /** Cropping: every axis's start, then every axis's end. */
+  readonly pads: readonly number[];
+}
+
+/**
+ * ConvTranspose of data `x` with kernel `w` ([C_in, C_out / group, k…]) as a convolution of the
+ * stride-dilated, re-padded input with the flipped, group-transposed kernel (Col2Im takes it too).
+ */
+export function transposedConv(
+  c: NodeContext,
+  data: Known,
+  kernelWeights: Known,
+  bias: Known | undefined,
+  { group, kernel, strides, dilations, outputPadding, pads }: TransposedConv,
+): Known[] {
+  const op = opOf(c);
+  let x = data, w = kernelWeights;
+  const spatial = kernel.length, cin = typeOf(x).shape[1], coutPerGroup = typeOf(w).shape[1];
   // The input, stride-dilated (s - 1 zeros between elements) and re-padded for a plain conv.
   for (let i = 0; i < spatial; i++) {
     const axis = 2 + i, s = strides[i], n = typeOf(x).shape[axis];

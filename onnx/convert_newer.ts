@@ -1,14 +1,19 @@
 /**
- * Ops the later opsets added (18–20), as compositions of kiln ops so they fuse and run on every
- * backend: the bitwise ops on integers, Mish, LpPool (a depthwise all-ones convolution of |x|^p: padding adds nothing to a
- * sum), AffineGrid (a constant base grid times θᵀ), CenterCropPad (Slice, then Pad), and Pad's
- * `wrap` mode (each padded axis as slices of the far side, concatenated).
+ * Ops the later opsets added (18–21), and the Lp ops, as compositions of kiln ops so they fuse
+ * and run on every backend: the bitwise ops on integers, Mish, LpPool (a depthwise all-ones
+ * convolution of |x|^p: padding adds nothing to a sum), GlobalLpPool and LpNormalization (sums of
+ * |x|^p), AffineGrid (a constant base grid times θᵀ), CenterCropPad (Slice, then Pad), Pad's
+ * `wrap` mode (each padded axis as slices of the far side, concatenated), GroupNormalization
+ * (moments over each group's channels) and Col2Im (a transposed convolution with a one-hot
+ * kernel: each patch row added at its place in the image).
  *
  * @module
  */
-import { isInt } from "../jit/dtype.ts";
+import { isFloat, isInt } from "../jit/dtype.ts";
+import { sizeOf } from "../jit/shape.ts";
 import { KilnError } from "../jit/errors.ts";
 import { scalar } from "./convert_composite.ts";
+import { transposedConv } from "./convert_conv.ts";
 import {
   attrs,
   constant,
@@ -198,6 +203,146 @@ function bitwise(kind: "And" | "Or" | "Xor" | "Not"): Converter<Known> {
   };
 }
 
+/** (Σ |x|^p)^(1/p) over `axes`, kept as size-1 axes. */
+function lpNorm(op: OpFn, x: Known, p: number, axes: number[]): Known {
+  const t = typeOf(x).dtype, keep = { axes, keepdims: 1 };
+  if (p === 1) return op("ReduceSum", [op("Abs", [x])], keep);
+  if (p === 2) return op("Sqrt", [op("ReduceSum", [op("Mul", [x, x])], keep)]);
+  const sum = op("ReduceSum", [op("Pow", [op("Abs", [x]), scalar(p, t)])], keep);
+  return op("Pow", [sum, scalar(1 / p, t)]);
+}
+
+/** GlobalLpPool: each channel's (Σ |x|^p)^(1/p) over its spatial axes. */
+function globalLpPool(c: NodeContext): Known[] {
+  const x = c.required(0), rank = typeOf(x).shape.length;
+  const axes = [...Array(Math.max(0, rank - 2)).keys()].map((i) => i + 2);
+  return [lpNorm(opOf(c), x, attrs(c).int("p", 2)!, axes)];
+}
+
+/** LpNormalization: x over its p-norm along `axis` (p 1 or 2). */
+function lpNormalization(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), x = c.required(0), rank = typeOf(x).shape.length;
+  const p = a.int("p", 2)!, given = a.int("axis", -1)!, axis = given < 0 ? given + rank : given;
+  if ((p !== 1 && p !== 2) || axis < 0 || axis >= rank) {
+    throw new KilnError(
+      `${c.label}: LpNormalization with p ${p} along axis ${given} of rank ${rank}`,
+      {
+        code: "bad-input",
+        fix: "ONNX's LpNormalization takes p 1 or 2 and an axis of the input",
+      },
+    );
+  }
+  // A zero norm gives 0, as ONNX's reference has it (not 0 / 0).
+  const norm = lpNorm(op, x, p, [axis]), zero = scalar(0, typeOf(x).dtype);
+  return [op("Where", [op("Equal", [norm, zero]), zero, op("Div", [x, norm])])];
+}
+
+/**
+ * GroupNormalization: each group of channels normalized by its own mean and variance, then scaled
+ * and shifted per channel (opset 21: scale and bias of [C]) or per group (opset 18: of
+ * [num_groups]). At opset 21 the moments of f16 data are taken in f32 (`stash_type` 1, its
+ * default; kiln holds bfloat16 data as f32 already) and the normalized values cast back before
+ * the scale and bias, as ONNX's function does.
+ */
+function groupNormalization(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), x = c.required(0), scale = c.required(1);
+  const bias = c.required(2), shape = typeOf(x).shape, dtype = typeOf(x).dtype;
+  const groups = a.int("num_groups"), channels = shape[1] ?? 0;
+  const perChannel = c.opset >= 21, width = perChannel ? channels : groups;
+  const fits = (k: Known) => typeOf(k).shape.join() === `${width}`;
+  if (!groups || shape.length < 2 || channels % groups !== 0 || !fits(scale) || !fits(bias)) {
+    throw new KilnError(
+      `${c.label}: GroupNormalization of [${shape}] in ${groups} groups, scale [${
+        typeOf(scale).shape
+      }], bias [${typeOf(bias).shape}]`,
+      {
+        code: "shape-mismatch",
+        fix: `num_groups must divide the channels; scale and bias are [${
+          perChannel ? "C" : "num_groups"
+        }] at opset ${c.opset}`,
+      },
+    );
+  }
+  const stash = a.int("stash_type", 1)!, narrow = dtype === "f16";
+  const wide = perChannel && narrow && stash === 1 ? op("Cast", [x], { to: "f32" }) : x;
+  const t = typeOf(wide).dtype, per = sizeOf(shape) / shape[0] / groups;
+  const grouped = op("Reshape", [wide], { shape: [shape[0], groups, per] });
+  const keep = { axes: [2], keepdims: 1 };
+  const mean = op("ReduceMean", [grouped], keep);
+  const d = op("Sub", [grouped, mean]);
+  const variance = op("ReduceMean", [op("Mul", [d, d])], keep);
+  const eps = scalar(a.float("epsilon", 1e-5)!, t);
+  let y = op("Div", [d, op("Sqrt", [op("Add", [variance, eps])])]);
+  if (wide !== x) y = op("Cast", [y], { to: dtype });
+  // Scale and bias as [G, 1] against [N, G, per], or as [C, 1, …] against [N, C, spatial…].
+  const spread = (k: Known) =>
+    op("Reshape", [k], {
+      shape: perChannel ? [channels, ...shape.slice(2).map(() => 1)] : [groups, 1],
+    });
+  if (perChannel) y = op("Reshape", [y], { shape });
+  y = op("Add", [op("Mul", [y, spread(scale)]), spread(bias)]);
+  return [perChannel ? y : op("Reshape", [y], { shape })];
+}
+
+/**
+ * Col2Im: the patches of `[N, C·∏block, L]` (L blocks, row-major over the image's axes) added
+ * into `[N, C, …image_shape]`. That is a transposed convolution of the blocks' grid with a one-hot
+ * kernel in C groups (patch entry o of channel c lands at its offset in the kernel), uncropped,
+ * then cut to the image from the start padding.
+ */
+function col2Im(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), x = c.required(0), shape = typeOf(x).shape;
+  const image = constInts(c, 1, "image_shape")!, block = constInts(c, 2, "block_shape")!;
+  const n = image.length, size = block.reduce((p, k) => p * k, 1);
+  const strides = a.ints("strides") ?? block.map(() => 1);
+  const dilations = a.ints("dilations") ?? block.map(() => 1);
+  const pads = a.ints("pads") ?? block.map(() => 0).concat(block.map(() => 0));
+  const grid = image.map((d, i) =>
+    Math.floor((d + pads[i] + pads[n + i] - dilations[i] * (block[i] - 1) - 1) / strides[i]) + 1
+  );
+  const blocks = grid.reduce((p, g) => p * g, 1), channels = shape[1] / size;
+  if (
+    shape.length !== 3 || block.length !== n || n < 1 || n > 3 || !Number.isInteger(channels) ||
+    grid.some((g) => g < 1) || blocks !== shape[2] || strides.length !== n ||
+    dilations.length !== n || pads.length !== 2 * n || !isFloat(typeOf(x).dtype)
+  ) {
+    throw new KilnError(
+      `${c.label}: Col2Im of ${typeOf(x).dtype} [${shape}] into [${image}] by blocks [${block}]`,
+      {
+        code: "shape-mismatch",
+        fix: `give float data [N, C·${size}, L] with L the ${
+          grid.join("×")
+        } blocks the image, strides, dilations and pads make (1 to 3 image axes)`,
+      },
+    );
+  }
+  // Kernel [C·∏block, 1, …block]: input channel c·∏block + o has a 1 at block offset o.
+  const ones = new Float32Array(shape[1] * size);
+  for (let ch = 0; ch < shape[1]; ch++) ones[ch * size + (ch % size)] = 1;
+  const kernel = constant(ones, [shape[1], 1, ...block], "f32");
+  const w = typeOf(x).dtype === "f32" ? kernel : op("Cast", [kernel], { to: typeOf(x).dtype });
+  const zeros = block.map(() => 0);
+  let y =
+    transposedConv(c, op("Reshape", [x], { shape: [shape[0], shape[1], ...grid] }), w, undefined, {
+      group: channels,
+      kernel: block,
+      strides,
+      dilations,
+      outputPadding: zeros,
+      pads: [...zeros, ...zeros],
+    })[0];
+  // The uncropped image starts at -pads[i]: keep [pads[i], pads[i] + image[i]), zeros past it.
+  image.forEach((d, i) => {
+    const axis = 2 + i, full = typeOf(y).shape[axis], start = pads[i];
+    y = op("Slice", [y], { starts: [start], ends: [Math.min(full, start + d)], axes: [axis] });
+    const short = d - (Math.min(full, start + d) - start);
+    if (short > 0) {
+      y = op("Pad", [y], { pads: [0, short], axes: [axis], mode: "constant", value: 0 });
+    }
+  });
+  return [y];
+}
+
 /** Converters by ONNX op type. */
 export const NEWER_CONVERTERS: Record<string, Converter<Known>> = {
   BitwiseAnd: bitwise("And"),
@@ -208,4 +353,8 @@ export const NEWER_CONVERTERS: Record<string, Converter<Known>> = {
   LpPool: lpPool,
   AffineGrid: affineGrid,
   CenterCropPad: centerCropPad,
+  GlobalLpPool: globalLpPool,
+  LpNormalization: lpNormalization,
+  GroupNormalization: groupNormalization,
+  Col2Im: col2Im,
 };

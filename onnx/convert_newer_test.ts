@@ -1,5 +1,8 @@
+import assert from "node:assert/strict";
+import { KilnError } from "../jit/errors.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import { assertClose, numbers } from "../jit/testing.ts";
+import { runCase } from "./conformance.ts";
 import { OnnxModel } from "./model.ts";
 import { type AttributeProto, encodeModel, type TensorProto } from "./proto.ts";
 import "../mod.ts";
@@ -225,3 +228,97 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
     }
   });
 }
+
+/**
+ * ONNX's own node cases of GroupNormalization (opset 21, with their `_expanded` function bodies),
+ * Col2Im (opset 18: 2-D and 3-D images, strides, dilations, pads) and LpNormalization, written by
+ * ONNX 1.23.1's case generators on the GPU machine, expected values from its reference.
+ */
+const CASES = new URL("./testdata/onnx_newer/", import.meta.url).pathname;
+
+/** A PyTorch export at opset 23 (`testdata/export_norm_fold.py`): nn.GroupNorm and nn.Fold. */
+const at = (file: string) => new URL(`./testdata/${file}`, import.meta.url);
+
+for (const backend of ["reference", "wasm", "webgpu"]) {
+  Deno.test(`${backend}: ONNX's cases of GroupNormalization, Col2Im and LpNormalization`, async () => {
+    const cases = [...Deno.readDirSync(CASES)].map((e) => e.name).sort();
+    assert.equal(cases.length, 15);
+    for (const name of cases) {
+      const r = await runCase(`${CASES}${name}`, backend);
+      assert.equal(r.status, "pass", `${name}: ${r.reason}`);
+    }
+  });
+
+  Deno.test(`${backend}: a PyTorch export with GroupNormalization and Col2Im matches ONNX Runtime`, async () => {
+    const model = await OnnxModel.load(at("norm_fold_opset23.onnx"));
+    const x = new Float32Array(
+      (await Deno.readFile(at("norm_fold_opset23.in.x.float32.bin"))).buffer,
+    );
+    const want = new Float32Array(
+      (await Deno.readFile(at("norm_fold_opset23.out.y.float32.bin"))).buffer,
+    );
+    const out = await model.run({ x: f32([...x], [2, 3, 8, 8]) }, { backend, cache: false });
+    const scale = Math.max(...want.map(Math.abs));
+    assertClose(numbers(out.y.data), [...want], { atol: 1e-5 * scale, rtol: 0 });
+    model.dispose();
+  });
+
+  Deno.test(`${backend}: GroupNormalization of opset 18 scales per group; GlobalLpPool`, async () => {
+    // [1, 4, 2, 1] in 2 groups: group g's values (x - mean) / sqrt(var + eps) · scale[g] + bias[g].
+    const x = [1, 2, 3, 4, -1, 0, 5, 8];
+    const scale = { name: "s", dims: [2], dataType: 1, floatData: [2, -1] };
+    const bias = { name: "b", dims: [2], dataType: 1, floatData: [0.5, 1] };
+    const m = one("GroupNormalization", [1, 4, 2, 1], [int("num_groups", 2)], [scale, bias]);
+    const want = [0, 1].flatMap((g) => {
+      const v = x.slice(4 * g, 4 * g + 4), mean = v.reduce((a, b) => a + b) / 4;
+      const variance = v.reduce((a, b) => a + (b - mean) ** 2, 0) / 4;
+      return v.map((e) =>
+        (e - mean) / Math.sqrt(variance + 1e-5) * scale.floatData[g] + bias.floatData[g]
+      );
+    });
+    const y = (await m.run({ x: f32(x, [1, 4, 2, 1]) }, { backend, cache: false })).y;
+    assertClose(numbers(y.data), want, { atol: 1e-5 });
+    m.dispose();
+    for (const p of [1, 2, 3]) {
+      const pool = one("GlobalLpPool", [1, 2, 2, 2], [int("p", p)]);
+      const got = (await pool.run({ x: f32(x, [1, 2, 2, 2]) }, { backend, cache: false })).y;
+      assert.deepEqual(got.shape, [1, 2, 1, 1]);
+      const norms = [0, 1].map((ch) =>
+        x.slice(4 * ch, 4 * ch + 4).reduce((a, b) => a + Math.abs(b) ** p, 0) ** (1 / p)
+      );
+      assertClose(numbers(got.data), norms, { rtol: 1e-5, message: `p ${p}` });
+      pool.dispose();
+    }
+  });
+}
+
+Deno.test("GroupNormalization and Col2Im refuse shapes that do not fit, with a Fix", async () => {
+  const params = (n: number) => [
+    { name: "s", dims: [n], dataType: 1, floatData: new Array(n).fill(1) },
+    { name: "b", dims: [n], dataType: 1, floatData: new Array(n).fill(0) },
+  ];
+  const refused = async (m: OnnxModel, shape: number[], pattern: RegExp) => {
+    await assert.rejects(
+      () => m.run({ x: f32(new Array(shape.reduce((a, b) => a * b)).fill(0), shape) }),
+      (e) => e instanceof KilnError && pattern.test(e.message) && /Fix:/.test(String(e)),
+    );
+    m.dispose();
+  };
+  // 6 channels in 4 groups; then a scale per channel at opset 20 (per group there).
+  await refused(
+    one("GroupNormalization", [1, 6, 2], [int("num_groups", 4)], params(4)),
+    [1, 6, 2],
+    /GroupNormalization of \[1,6,2\] in 4 groups/,
+  );
+  await refused(
+    one("GroupNormalization", [1, 6, 2], [int("num_groups", 3)], params(6)),
+    [1, 6, 2],
+    /scale \[6\]/,
+  );
+  // A 4×4 image of 2×2 blocks has 9 of them at stride 1, not 5.
+  await refused(
+    one("Col2Im", [1, 4, 5], [], [i64("image", [4, 4]), i64("block", [2, 2])]),
+    [1, 4, 5],
+    /Col2Im of f32 \[1,4,5\] into \[4,4\] by blocks \[2,2\]/,
+  );
+});
