@@ -60,12 +60,44 @@ def whisper():
     import transformers
     cfg = transformers.WhisperConfig(d_model=128, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=256,
                                      decoder_layers=1, decoder_attention_heads=2, decoder_ffn_dim=256,
-                                     num_mel_bins=80, max_source_positions=50, vocab_size=1000)
+                                     num_mel_bins=80, max_source_positions=50, vocab_size=1000, pad_token_id=0,
+                                     bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
     enc = transformers.WhisperModel(cfg).get_encoder().eval()
     return First(enc, "last_hidden_state", ["input_features"]).eval(), (torch.randn(2, 80, 100),), ["x"]
 
 
+class Key(nn.Module):  # one entry of a dict output (torchvision's segmentation models)
+    def __init__(s, m, key):
+        super().__init__(); s.m = m; s.key = key
+    def forward(s, x):
+        return s.m(x)[s.key]
+
+
+def segmentation(name, size=128):
+    import torchvision
+    make = getattr(torchvision.models.segmentation, name)
+    return lambda: (calibrated(Key(make(weights=None, weights_backbone=None, aux_loss=None), "out"), (2, 3, size, size)),
+                    (torch.randn(2, 3, size, size),), ["x"])
+
+
+def video(name):
+    import torchvision
+    return lambda: (calibrated(getattr(torchvision.models.video, name)(weights=None), (2, 3, 4, 56, 56)),
+                    (torch.randn(1, 3, 4, 56, 56),), ["x"])
+
+
+def wav2vec2():  # convolutional feature extractor with GroupNorm, then a transformer encoder
+    import transformers
+    cfg = transformers.Wav2Vec2Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+                                      conv_dim=(32, 32, 32), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
+                                      num_feat_extract_layers=3, num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4)
+    m = transformers.Wav2Vec2Model(cfg).eval()
+    return First(m, "last_hidden_state", ["input_values"]).eval(), (torch.randn(2, 4000),), ["x"]
+
+
 small = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512)
+lm = dict(vocab_size=1000, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+          max_position_embeddings=64)
 ZOO = {
     # torchvision
     "tv_squeezenet1_1": tv("squeezenet1_1"),
@@ -108,9 +140,52 @@ ZOO = {
     "hf_clip_vision": image("CLIPVisionModel", ("CLIPVisionConfig", dict(image_size=64, patch_size=8, **small))),
     "hf_segformer": image("SegformerForSemanticSegmentation", ("SegformerConfig", dict(num_labels=5)), key="logits", size=128),
     "hf_whisper_encoder": whisper,
+    # more architectures (2026-11-27): segmentation, video, grouped and re-parameterized convs, hybrid
+    # attention, more language models, audio
+    "tv_deeplabv3_mobilenet": segmentation("deeplabv3_mobilenet_v3_large"),
+    "tv_lraspp": segmentation("lraspp_mobilenet_v3_large"),
+    "tv_r3d_18": video("r3d_18"),
+    "tv_resnext50": tv("resnext50_32x4d", size=96),
+    "tv_efficientnet_v2_s": tv("efficientnet_v2_s", size=96),
+    "tv_regnet_x_400mf": tv("regnet_x_400mf", size=128),
+    "tv_maxvit_t": tv("maxvit_t"),
+    "timm_resnest14d": tm("resnest14d", size=128),
+    "timm_dla34": tm("dla34", size=128),
+    "timm_rexnet_100": tm("rexnet_100", size=128),
+    "timm_repvgg_a0": tm("repvgg_a0", size=128),
+    "timm_nfnet_l0": tm("nfnet_l0", size=128),
+    "timm_xcit_nano": tm("xcit_nano_12_p16_224"),
+    "timm_pit_ti": tm("pit_ti_224"),
+    "timm_fastvit_t8": tm("fastvit_t8", size=128),
+    "timm_efficientvit_b0": tm("efficientvit_b0", size=128),
+    "timm_lcnet_050": tm("lcnet_050", size=128),
+    "timm_mobilenetv4_small": tm("mobilenetv4_conv_small", size=128),
+    "timm_hgnetv2_b0": tm("hgnetv2_b0", size=128),
+    "timm_gcvit_xxtiny": tm("gcvit_xxtiny"),
+    "timm_coatnet_nano": tm("coatnet_nano_rw_224"),
+    "timm_mixer_s16": tm("mixer_s16_224"),
+    "hf_mobilebert": text("MobileBertModel", ("MobileBertConfig", dict(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, embedding_size=64, intra_bottleneck_size=64))),
+    "hf_bart": text("BartModel", ("BartConfig", dict(vocab_size=1000, d_model=64, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=64))),
+    "hf_gptneox": text("GPTNeoXForCausalLM", ("GPTNeoXConfig", dict(lm)), key="logits"),
+    "hf_phi": text("PhiForCausalLM", ("PhiConfig", dict(lm)), key="logits"),
+    "hf_gemma": text("GemmaForCausalLM", ("GemmaConfig", dict(lm, num_key_value_heads=2, head_dim=32)), key="logits"),
+    "hf_mistral": text("MistralForCausalLM", ("MistralConfig", dict(lm, num_key_value_heads=2, sliding_window=8)), key="logits"),
+    "hf_opt": text("OPTForCausalLM", ("OPTConfig", dict(vocab_size=1000, hidden_size=64, ffn_dim=128, num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=64, word_embed_proj_dim=64)), key="logits"),
+    "hf_bloom": text("BloomForCausalLM", ("BloomConfig", dict(vocab_size=1000, hidden_size=64, n_layer=2, n_head=2)), key="logits"),
+    "hf_mpnet": text("MPNetModel", ("MPNetConfig", dict(vocab_size=1000, max_position_embeddings=66, **small))),
+    "hf_convbert": text("ConvBertModel", ("ConvBertConfig", dict(vocab_size=1000, max_position_embeddings=64, embedding_size=64, **small))),
+    "hf_squeezebert": text("SqueezeBertModel", ("SqueezeBertConfig", dict(vocab_size=1000, max_position_embeddings=64, embedding_size=128, **small))),
+    "hf_wav2vec2": wav2vec2,
+    "hf_swin": image("SwinModel", ("SwinConfig", dict(image_size=64, patch_size=4, embed_dim=32, depths=[1, 1], num_heads=[2, 2], window_size=4))),
+    "hf_beit": image("BeitModel", ("BeitConfig", dict(image_size=64, patch_size=8, use_relative_position_bias=True, **small))),
+    "hf_dinov2": image("Dinov2Model", ("Dinov2Config", dict(image_size=64, patch_size=8, **small))),
+    "hf_convnextv2": image("ConvNextV2Model", ("ConvNextV2Config", dict(hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1])), key="pooler_output"),
+    "hf_mobilevitv2": image("MobileViTV2Model", ("MobileViTV2Config", dict(image_size=64)), key="pooler_output"),
 }
 DYNAMO = {"tv_squeezenet1_1", "tv_mobilenet_v3_small", "tv_efficientnet_b0", "tv_resnet18", "timm_vit_tiny",
-          "hf_bert", "hf_gpt2", "hf_llama", "hf_t5_encoder", "hf_vit", "hf_whisper_encoder", "hf_distilbert"}
+          "hf_bert", "hf_gpt2", "hf_llama", "hf_t5_encoder", "hf_vit", "hf_whisper_encoder", "hf_distilbert",
+          # nn.Fold (Col2Im) and, at ZOO_OPSET=23, GroupNormalization
+          "hf_mobilevitv2", "hf_wav2vec2", "hf_mistral", "tv_maxvit_t", "timm_coatnet_nano"}
 
 
 class Timeout(Exception): pass
