@@ -26,7 +26,7 @@ import { LLM_CONVERTERS } from "./convert_llm.ts";
 import { MS_DOMAIN, MS_QUANT_CONVERTERS } from "./convert_ms_quant.ts";
 import { einsum } from "./convert_einsum.ts";
 import { dft, stft } from "./convert_dft.ts";
-import { gridSample, roiAlign } from "./convert_grid.ts";
+import { deformConv, gridSample, roiAlign } from "./convert_grid.ts";
 import { SEQUENCE_CONVERTERS } from "./convert_sequence.ts";
 import { CONTROL_CONVERTERS } from "./convert_control.ts";
 import { TRAINING_CONVERTERS, TRAINING_DOMAIN } from "./convert_training.ts";
@@ -289,6 +289,7 @@ export const CONVERTERS: Record<string, Converter> = {
   STFT: stft,
   GridSample: gridSample,
   RoiAlign: roiAlign,
+  DeformConv: deformConv,
   ...SEQUENCE_CONVERTERS,
   ...CONTROL_CONVERTERS,
   CumSum: (c) =>

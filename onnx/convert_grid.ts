@@ -3,7 +3,9 @@
  * pixel coordinates (`align_corners`), out-of-range ones clamped or reflected (`padding_mode`),
  * and each output point gathers its 1 (nearest), 4 (bilinear) or 16 (bicubic) taps from the
  * flattened image with GatherElements, weighted and summed. A tap outside the image reads 0
- * (zeros), the edge (border) or its reflection (reflection), as ONNX's reference does.
+ * (zeros), the edge (border) or its reflection (reflection), as ONNX's reference does. RoiAlign
+ * samples fixed places the regions give; DeformConv samples each kernel tap at its learned offset
+ * and meets the samples with the kernel in a MatMul.
  *
  * @module
  */
@@ -255,4 +257,102 @@ export function roiAlign(c: NodeContext): Known[] {
   if (mode === "max") v = op("Add", [v, constant(pad, [r, oh, ow, k, 1], t)]);
   const y = op(mode === "avg" ? "ReduceSum" : "ReduceMax", [v], { axes: [3], keepdims: 0 });
   return [op("Transpose", [y], { perm: [0, 3, 1, 2] })];
+}
+
+/**
+ * DeformConv (2-D, opset 19): each kernel tap of each output point samples the input bilinearly
+ * at its place plus its learned offset (0 outside the image, as GridSample's zeros padding with
+ * aligned corners, which ONNX's reference uses), times its mask where given; the samples are the
+ * im2col columns, which meet the kernel in one grouped MatMul.
+ */
+export function deformConv(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c);
+  const x = c.required(0), weights = c.required(1), offset = c.required(2);
+  const bias = c.input(3), mask = c.input(4);
+  const xs = typeOf(x).shape, ws = typeOf(weights).shape, os = typeOf(offset).shape;
+  const t = typeOf(x).dtype, k = (v: number) => scalar(v, t);
+  const group = a.int("group", 1)!, groups = a.int("offset_group", 1)!;
+  const kernel = a.ints("kernel_shape") ?? ws.slice(2);
+  const strides = a.ints("strides") ?? [1, 1], dilations = a.ints("dilations") ?? [1, 1];
+  const pads = a.ints("pads") ?? [0, 0, 0, 0];
+  const [n, ch, h, w] = xs, [m, perGroup, kh, kw] = ws, [oh, ow] = os.slice(2);
+  const taps = kh * kw, points = oh * ow, span = taps * points;
+  const extent = (i: number) =>
+    Math.floor(
+      (xs[2 + i] + pads[i] + pads[2 + i] - (kernel[i] - 1) * dilations[i] - 1) / strides[i],
+    ) +
+    1;
+  if (
+    xs.length !== 4 || ws.length !== 4 || os.length !== 4 || kernel.join() !== `${kh},${kw}` ||
+    ch !== perGroup * group || m % group !== 0 || ch % groups !== 0 ||
+    os.join() !== `${n},${groups * taps * 2},${extent(0)},${extent(1)}` ||
+    (mask && typeOf(mask).shape.join() !== `${n},${groups * taps},${oh},${ow}`) ||
+    (bias && typeOf(bias).shape.join() !== `${m}`)
+  ) {
+    throw new KilnError(
+      `${c.label}: DeformConv of [${xs}] with kernel [${ws}], offsets [${os}], group ${group}, ` +
+        `offset_group ${groups}`,
+      {
+        code: "shape-mismatch",
+        fix: "kiln runs 2-D DeformConv: data [N, C, H, W], kernel [M, C / group, kH, kW], " +
+          "offsets [N, offset_group·kH·kW·2, H_out, W_out] and a mask of half their channels",
+      },
+    );
+  }
+  // Each tap's place at each output point (tap-major, then row-major points), before offsets.
+  const baseY = new Float32Array(span), baseX = new Float32Array(span);
+  for (let tap = 0; tap < taps; tap++) {
+    for (let p = 0; p < points; p++) {
+      const i = Math.floor(p / ow), j = p % ow;
+      baseY[tap * points + p] = -pads[0] + i * strides[0] + Math.floor(tap / kw) * dilations[0];
+      baseX[tap * points + p] = -pads[1] + j * strides[1] + (tap % kw) * dilations[1];
+    }
+  }
+  const shifts = op("Reshape", [offset], { shape: [n, groups, taps, 2, points] });
+  const place = (axis: number, base: Float32Array) =>
+    op("Add", [
+      op("Reshape", [op("Slice", [shifts], { starts: [axis], ends: [axis + 1], axes: [3] })], {
+        shape: [n, groups, span],
+      }),
+      constant(base, [span], t),
+    ]);
+  const py = place(0, baseY), px = place(1, baseX);
+  const y0 = op("Floor", [py]), x0 = op("Floor", [px]);
+  const fy = op("Sub", [py, y0]), fx = op("Sub", [px, x0]);
+  const image = op("Reshape", [x], { shape: [n, groups, ch / groups, h * w] });
+  const spread = (v: Known) => op("Reshape", [v], { shape: [n, groups, 1, span] });
+  /** The input at integer places `iy`, `ix` ([N, groups, span]), 0 outside, per channel. */
+  const pixel = (iy: Known, ix: Known): Known => {
+    const inside = (v: Known, size: number) =>
+      op("And", [op("Not", [op("Less", [v, k(0)])]), op("Less", [v, k(size)])]);
+    const at = op("Add", [
+      op("Mul", [op("Clip", [iy], { min: 0, max: h - 1 }), k(w)]),
+      op("Clip", [ix], { min: 0, max: w - 1 }),
+    ]);
+    const index = op("Expand", [spread(op("Cast", [at], { to: "i32" }))], {
+      shape: [n, groups, ch / groups, span],
+    });
+    const v = op("GatherElements", [image, index], { axis: 3 });
+    return op("Where", [spread(op("And", [inside(iy, h), inside(ix, w)])), v, k(0)]);
+  };
+  const one = (f: Known) => op("Sub", [k(1), f]);
+  const y1 = op("Add", [y0, k(1)]), x1 = op("Add", [x0, k(1)]);
+  const corners: [Known, Known, Known][] = [
+    [y0, x0, op("Mul", [one(fy), one(fx)])],
+    [y0, x1, op("Mul", [one(fy), fx])],
+    [y1, x0, op("Mul", [fy, one(fx)])],
+    [y1, x1, op("Mul", [fy, fx])],
+  ];
+  let sampled = corners
+    .map(([iy, ix, weight]) => op("Mul", [pixel(iy, ix), spread(weight)]))
+    .reduce((s, v) => op("Add", [s, v]));
+  if (mask) {
+    sampled = op("Mul", [sampled, spread(op("Reshape", [mask], { shape: [n, groups, span] }))]);
+  }
+  // Columns [N, group, (C / group)·taps, points] in the kernel's order (channel, then tap).
+  const columns = op("Reshape", [sampled], { shape: [n, group, perGroup * taps, points] });
+  const matrix = op("Reshape", [weights], { shape: [group, m / group, perGroup * taps] });
+  let y = op("Reshape", [op("MatMul", [matrix, columns])], { shape: [n, m, oh, ow] });
+  if (bias) y = op("Add", [y, op("Reshape", [bias], { shape: [m, 1, 1] })]);
+  return [y];
 }

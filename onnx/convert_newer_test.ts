@@ -231,7 +231,8 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
 
 /**
  * ONNX's own node cases of GroupNormalization (opset 21, with their `_expanded` function bodies),
- * Col2Im (opset 18: 2-D and 3-D images, strides, dilations, pads) and LpNormalization, written by
+ * Col2Im (opset 18: 2-D and 3-D images, strides, dilations, pads), DeformConv (opset 19: padding,
+ * a mask and bias, several offset groups) and LpNormalization, written by
  * ONNX 1.23.1's case generators on the GPU machine, expected values from its reference.
  */
 const CASES = new URL("./testdata/onnx_newer/", import.meta.url).pathname;
@@ -240,9 +241,9 @@ const CASES = new URL("./testdata/onnx_newer/", import.meta.url).pathname;
 const at = (file: string) => new URL(`./testdata/${file}`, import.meta.url);
 
 for (const backend of ["reference", "wasm", "webgpu"]) {
-  Deno.test(`${backend}: ONNX's cases of GroupNormalization, Col2Im and LpNormalization`, async () => {
+  Deno.test(`${backend}: ONNX's cases of GroupNormalization, Col2Im, DeformConv, LpNormalization`, async () => {
     const cases = [...Deno.readDirSync(CASES)].map((e) => e.name).sort();
-    assert.equal(cases.length, 15);
+    assert.equal(cases.length, 19);
     for (const name of cases) {
       const r = await runCase(`${CASES}${name}`, backend);
       assert.equal(r.status, "pass", `${name}: ${r.reason}`);
@@ -292,7 +293,7 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
   });
 }
 
-Deno.test("GroupNormalization and Col2Im refuse shapes that do not fit, with a Fix", async () => {
+Deno.test("GroupNormalization, DeformConv and Col2Im refuse shapes that do not fit, with a Fix", async () => {
   const params = (n: number) => [
     { name: "s", dims: [n], dataType: 1, floatData: new Array(n).fill(1) },
     { name: "b", dims: [n], dataType: 1, floatData: new Array(n).fill(0) },
@@ -314,6 +315,14 @@ Deno.test("GroupNormalization and Col2Im refuse shapes that do not fit, with a F
     one("GroupNormalization", [1, 6, 2], [int("num_groups", 3)], params(6)),
     [1, 6, 2],
     /scale \[6\]/,
+  );
+  // A 2×2 kernel over [1, 1, 3, 3] takes offsets of 8 channels, not 4.
+  const weights = { name: "w", dims: [1, 1, 2, 2], dataType: 1, floatData: [1, 1, 1, 1] };
+  const offsets = { name: "o", dims: [1, 4, 2, 2], dataType: 1, floatData: new Array(16).fill(0) };
+  await refused(
+    one("DeformConv", [1, 1, 3, 3], [], [weights, offsets]),
+    [1, 1, 3, 3],
+    /DeformConv of \[1,1,3,3\] with kernel \[1,1,2,2\], offsets \[1,4,2,2\]/,
   );
   // A 4×4 image of 2×2 blocks has 9 of them at stride 1, not 5.
   await refused(
