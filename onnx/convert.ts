@@ -24,6 +24,7 @@ import { RNN_CONVERTERS } from "./convert_rnn.ts";
 import { NEWER_CONVERTERS, wrapPad } from "./convert_newer.ts";
 import { LLM_CONVERTERS } from "./convert_llm.ts";
 import { MS_DOMAIN, MS_QUANT_CONVERTERS } from "./convert_ms_quant.ts";
+import { MS_FUSED_CONVERTERS, ORT_DEFAULT_DOMAIN_CONVERTERS } from "./convert_ms_fused.ts";
 import { einsum } from "./convert_einsum.ts";
 import { dft, stft } from "./convert_dft.ts";
 import { deformConv, gridSample, roiAlign } from "./convert_grid.ts";
@@ -273,6 +274,7 @@ export const CONVERTERS: Record<string, Converter> = {
   ArgMax: argReduce("ArgMax"),
   ArgMin: argReduce("ArgMin"),
   ...COMPOSITE_CONVERTERS,
+  ...ORT_DEFAULT_DOMAIN_CONVERTERS,
   ...TFIDF_CONVERTERS,
   ...LOSS_CONVERTERS,
   ...RESIZE_CONVERTERS,
@@ -459,9 +461,12 @@ export const CONVERTERS: Record<string, Converter> = {
   },
 };
 
+/** ONNX Runtime's `com.microsoft` ops kiln imports. */
+const MS_CONVERTERS: Record<string, Converter> = { ...MS_QUANT_CONVERTERS, ...MS_FUSED_CONVERTERS };
+
 /**
  * The converter of op `opType` in `domain` (ONNX's default domain, the training domain, or ONNX
- * Runtime's quantized contrib ops), if kiln has one.
+ * Runtime's quantized and fused contrib ops), if kiln has one.
  */
 export function converterOf(
   domain: string | undefined,
@@ -473,7 +478,7 @@ export function converterOf(
     : d === TRAINING_DOMAIN
     ? TRAINING_CONVERTERS
     : d === MS_DOMAIN
-    ? MS_QUANT_CONVERTERS
+    ? MS_CONVERTERS
     : undefined;
   return table && Object.hasOwn(table, opType) ? table[opType] : undefined;
 }
