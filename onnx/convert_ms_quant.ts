@@ -4,7 +4,8 @@
  * QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat and
  * QLinearSoftmax. Each dequantizes its inputs, runs the float op, and quantizes the result as
  * QuantizeLinear does (round half to even, saturated to the zero point's type), so they fuse
- * like the standard quantization ops around them.
+ * like the standard quantization ops around them. And MatMulNBits, the block-quantized weights
+ * (2 to 8 bits) of ONNX Runtime's int4 language models and transformers.js's `q4` exports.
  *
  * @module
  */
@@ -13,11 +14,14 @@ import { scalar } from "./convert_composite.ts";
 import { dequantize, quantize } from "./convert_math.ts";
 import {
   attrs,
+  constant,
+  constInput,
   type Converter,
   type Known,
   type NodeContext,
   opOf,
   typeOf,
+  valuesOf,
 } from "./node_context.ts";
 
 /** ONNX Runtime's contrib-op domain. */
@@ -85,6 +89,81 @@ function qSoftmax(c: NodeContext): Known[] {
   return [requantize(c, y, 3)];
 }
 
+/**
+ * MatMulNBits: A times Bᵀ, B of [N, K] stored as `bits`-bit unsigned values in blocks of
+ * `block_size` along K (each block its scale and zero point; without zero points the middle
+ * value, 2^(bits−1)). B, its scales and zero points are the model's weights: they are
+ * dequantized once, at import, into a [K, N] constant (kiln's arena holds every element in 32
+ * bits anyway), and the op is a MatMul (+ bias).
+ */
+function matMulNBits(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), x = c.required(0);
+  const k = a.int("K"), n = a.int("N"), bits = a.int("bits", 4)!, block = a.int("block_size");
+  if (!k || !n || !block || bits < 2 || bits > 8 || block < 16 || (block & (block - 1)) !== 0) {
+    throw new KilnError(
+      `${c.label}: MatMulNBits with K ${k}, N ${n}, ${bits} bits, blocks of ${block}`,
+      {
+        code: "bad-attribute",
+        fix: "MatMulNBits takes K, N, bits 2 to 8 and a block_size of a power of two from 16",
+      },
+    );
+  }
+  if (c.input(4)) {
+    throw new KilnError(`${c.label}: MatMulNBits with g_idx (act-order)`, {
+      code: "unsupported",
+      fix: "re-quantize without act-order (desc_act / g_idx)",
+    });
+  }
+  const blocks = Math.ceil(k / block), blob = (block * bits) / 8, mask = (1 << bits) - 1;
+  const q = valuesOf(constInput(c, 1, "B").tensor);
+  const scales = valuesOf(constInput(c, 2, "scales").tensor);
+  const zeroInput = c.input(3) ? constInput(c, 3, "zero_points").tensor : undefined;
+  const zeros = zeroInput && valuesOf(zeroInput), packed = zeroInput?.dtype === "u8";
+  const zeroStride = Math.ceil((blocks * bits) / 8);
+  if (
+    q.length !== n * blocks * blob || scales.length !== n * blocks ||
+    (zeros && zeros.length !== (packed ? n * zeroStride : n * blocks)) ||
+    typeOf(x).shape.at(-1) !== k
+  ) {
+    throw new KilnError(
+      `${c.label}: MatMulNBits of A [${
+        typeOf(x).shape
+      }] with ${q.length} bytes of B, ${scales.length} scales`,
+      {
+        code: "shape-mismatch",
+        fix: `give A a last axis of K = ${k}, B [${n}, ${blocks}, ${blob}] and ${
+          n * blocks
+        } scales`,
+      },
+    );
+  }
+  /** The `bits`-bit value at bit `at` of the bytes from `base` (values may cross a byte). */
+  const read = (bytes: number[], base: number, at: number) => {
+    const i = base + (at >> 3), word = bytes[i] | ((bytes[i + 1] ?? 0) << 8);
+    return (word >> (at & 7)) & mask;
+  };
+  const w = new Float32Array(k * n);
+  for (let col = 0; col < n; col++) {
+    for (let b = 0; b < blocks; b++) {
+      const scale = scales[col * blocks + b];
+      const zero = !zeros
+        ? 1 << (bits - 1)
+        : packed
+        ? read(zeros, col * zeroStride, b * bits)
+        : zeros[col * blocks + b];
+      for (let j = 0; j < block && b * block + j < k; j++) {
+        const v = read(q, (col * blocks + b) * blob, j * bits);
+        w[(b * block + j) * n + col] = (v - zero) * scale;
+      }
+    }
+  }
+  const dtype = typeOf(x).dtype, weight = constant(w, [k, n], "f32");
+  let y = op("MatMul", [x, dtype === "f32" ? weight : op("Cast", [weight], { to: dtype })]);
+  const bias = c.input(5);
+  if (bias) y = op("Add", [y, bias]);
+  return [y];
+}
+
 /** Converters by op type in {@linkcode MS_DOMAIN}. */
 export const MS_QUANT_CONVERTERS: Record<string, Converter<Known>> = {
   QGemm: qGemm,
@@ -119,4 +198,5 @@ export const MS_QUANT_CONVERTERS: Record<string, Converter<Known>> = {
     return [requantize(c, y, 0)];
   },
   QLinearSoftmax: qSoftmax,
+  MatMulNBits: matMulNBits,
 };
