@@ -98,32 +98,3 @@ Deno.test("BiasAdd adds its bias and skip; a simplified skip norm refuses to giv
   );
   norm.dispose();
 });
-
-/**
- * MatMulNBits over 2-, 4- and 8-bit blocks (a K past the last whole block, packed and float zero
- * points, a bias), against ONNX Runtime Web 1.30 (`bench/export_matmul_nbits.ts`).
- */
-const NBITS = new URL("./testdata/matmul_nbits/", import.meta.url).pathname;
-const nbits = [...Deno.readDirSync(NBITS)].map((e) => e.name).filter((f) => f.endsWith(".onnx"))
-  .map((f) => f.slice(0, -5)).sort();
-
-for (const backend of ["reference", "wasm", "webgpu"]) {
-  Deno.test(`${backend}: MatMulNBits matches ONNX Runtime Web`, async () => {
-    assert.equal(nbits.length, 5);
-    for (const name of nbits) {
-      const model = await OnnxModel.load(`${NBITS}${name}.onnx`);
-      const a = new Float32Array((await Deno.readFile(`${NBITS}${name}.in.A.float32.bin`)).buffer);
-      const want = new Float32Array(
-        (await Deno.readFile(`${NBITS}${name}.out.Y.float32.bin`)).buffer,
-      );
-      const shape = model.inputs[0].dims as number[];
-      const { Y } = await model.run({ A: { data: a, shape, dtype: "f32" } }, {
-        backend,
-        cache: false,
-      });
-      const scale = Math.max(...want.map(Math.abs));
-      assertClose(numbers(Y.data), [...want], { atol: 1e-5 * scale, rtol: 0, message: name });
-      model.dispose();
-    }
-  });
-}
