@@ -292,6 +292,7 @@ function groupNormalization(c: NodeContext): Known[] {
  */
 function col2Im(c: NodeContext): Known[] {
   const op = opOf(c), a = attrs(c), x = c.required(0), shape = typeOf(x).shape;
+  c.required(1), c.required(2); // typed errors when left out
   const image = constInts(c, 1, "image_shape")!, block = constInts(c, 2, "block_shape")!;
   const n = image.length, size = block.reduce((p, k) => p * k, 1);
   const strides = a.ints("strides") ?? block.map(() => 1);

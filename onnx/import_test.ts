@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { compile, toOnnx } from "../mod.ts";
 import { KilnError } from "../jit/errors.ts";
 import { assertClose, numbers } from "../jit/testing.ts";
+import { MS_QUANT_CONVERTERS } from "./convert_ms_quant.ts";
+import { MS_FUSED_CONVERTERS } from "./convert_ms_fused.ts";
 import { CONVERTERS } from "./convert.ts";
 import { importOnnx } from "./import.ts";
 import { OnnxModel } from "./model.ts";
@@ -195,15 +197,20 @@ Deno.test("ops named after Object.prototype members and outputs written twice ar
 
 Deno.test("every converter: a missing or empty-named required input is a typed error, never a TypeError", () => {
   const shapes = [[], [""], ["x", ""], ["", "x"], ["x", "", ""], ["x", "x", "x", "x", "x", "x"]];
-  for (const op of Object.keys(CONVERTERS)) {
+  const ms = { ...MS_QUANT_CONVERTERS, ...MS_FUSED_CONVERTERS };
+  const ops = [
+    ...Object.keys(CONVERTERS).map((op) => ["", op]),
+    ...Object.keys(ms).map((op) => ["com.microsoft", op]),
+  ];
+  for (const [domain, op] of ops) {
     for (const input of shapes) {
       for (const version of [7, 13, 21]) {
         const model: ModelProto = {
           irVersion: 8,
-          opsetImport: [{ domain: "", version }],
+          opsetImport: [{ domain: "", version }, { domain: "com.microsoft", version: 1 }],
           graph: {
             name: "g",
-            node: [{ opType: op, input, output: ["y"], attribute: [] }],
+            node: [{ opType: op, domain, input, output: ["y"], attribute: [] }],
             initializer: [],
             input: [{
               name: "x",
