@@ -25,6 +25,7 @@ import { NEWER_CONVERTERS, wrapPad } from "./convert_newer.ts";
 import { LLM_CONVERTERS } from "./convert_llm.ts";
 import { MS_DOMAIN, MS_QUANT_CONVERTERS } from "./convert_ms_quant.ts";
 import { MS_FUSED_CONVERTERS, ORT_DEFAULT_DOMAIN_CONVERTERS } from "./convert_ms_fused.ts";
+import { MS_ATTENTION_CONVERTERS } from "./convert_ms_attention.ts";
 import { einsum } from "./convert_einsum.ts";
 import { dft, stft } from "./convert_dft.ts";
 import { deformConv, gridSample, roiAlign } from "./convert_grid.ts";
@@ -462,7 +463,11 @@ export const CONVERTERS: Record<string, Converter> = {
 };
 
 /** ONNX Runtime's `com.microsoft` ops kiln imports. */
-const MS_CONVERTERS: Record<string, Converter> = { ...MS_QUANT_CONVERTERS, ...MS_FUSED_CONVERTERS };
+const MS_CONVERTERS: Record<string, Converter> = {
+  ...MS_QUANT_CONVERTERS,
+  ...MS_FUSED_CONVERTERS,
+  ...MS_ATTENTION_CONVERTERS,
+};
 
 /**
  * The converter of op `opType` in `domain` (ONNX's default domain, the training domain, or ONNX

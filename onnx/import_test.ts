@@ -4,6 +4,7 @@ import { KilnError } from "../jit/errors.ts";
 import { assertClose, numbers } from "../jit/testing.ts";
 import { MS_QUANT_CONVERTERS } from "./convert_ms_quant.ts";
 import { MS_FUSED_CONVERTERS } from "./convert_ms_fused.ts";
+import { MS_ATTENTION_CONVERTERS } from "./convert_ms_attention.ts";
 import { CONVERTERS } from "./convert.ts";
 import { importOnnx } from "./import.ts";
 import { OnnxModel } from "./model.ts";
@@ -197,7 +198,7 @@ Deno.test("ops named after Object.prototype members and outputs written twice ar
 
 Deno.test("every converter: a missing or empty-named required input is a typed error, never a TypeError", () => {
   const shapes = [[], [""], ["x", ""], ["", "x"], ["x", "", ""], ["x", "x", "x", "x", "x", "x"]];
-  const ms = { ...MS_QUANT_CONVERTERS, ...MS_FUSED_CONVERTERS };
+  const ms = { ...MS_QUANT_CONVERTERS, ...MS_FUSED_CONVERTERS, ...MS_ATTENTION_CONVERTERS };
   const ops = [
     ...Object.keys(CONVERTERS).map((op) => ["", op]),
     ...Object.keys(ms).map((op) => ["com.microsoft", op]),

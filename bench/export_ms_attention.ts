@@ -1,0 +1,206 @@
+/**
+ * One-node models of ONNX Runtime's com.microsoft attention ops (Attention with every mask
+ * format, causal and with an attention bias; MultiHeadAttention; EmbedLayerNormalization), with
+ * ONNX Runtime Web 1.30's outputs (wasm, one thread), written as ONNX's node cases are into
+ * `onnx/testdata/onnx_ms_attention/`.
+ *
+ *   deno run -A --config bench/deno.json bench/export_ms_attention.ts
+ *
+ * @module
+ */
+import { type AttributeProto, encodeModel, type TensorProto } from "../onnx/proto.ts";
+import { encode, MESSAGES } from "../onnx/proto_codec.ts";
+
+// deno-lint-ignore no-explicit-any
+const ort: any = await import("npm:onnxruntime-web@1.30.0");
+ort.env.wasm.numThreads = 1;
+const OUT = new URL("../onnx/testdata/onnx_ms_attention/", import.meta.url).pathname;
+
+let seed = 7;
+/** A fixed pseudo-random stream in [-1, 1). */
+const random = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x40000000) - 1;
+const int = (name: string, i: number): AttributeProto => ({ name, type: 2, i });
+const ints = (name: string, v: number[]): AttributeProto => ({ name, type: 7, ints: v });
+const float = (name: string, f: number): AttributeProto => ({ name, type: 1, f });
+const size = (dims: number[]) => dims.reduce((p, d) => p * d, 1);
+
+/** A float input or initializer of `dims`, or an int32 one of `values`. */
+type Data = { dims: number[]; f32?: Float32Array; i32?: Int32Array };
+const f32 = (...dims: number[]): Data => ({
+  dims,
+  f32: Float32Array.from({ length: size(dims) }, random),
+});
+const i32 = (dims: number[], values: number[]): Data => ({ dims, i32: Int32Array.from(values) });
+
+const proto = (name: string, d: Data): TensorProto =>
+  d.f32
+    ? { name, dims: d.dims, dataType: 1, floatData: Array.from(d.f32) }
+    : { name, dims: d.dims, dataType: 6, int32Data: Array.from(d.i32!) };
+
+/** One case: `inputs` fed, `inits` constant ("" leaves an optional input out). */
+async function write(
+  name: string,
+  op: string,
+  inputs: [string, Data | undefined][],
+  inits: Record<string, Data>,
+  attribute: AttributeProto[],
+  outputs: string[],
+): Promise<void> {
+  const fed = inputs.filter(([, d]) => d) as [string, Data][];
+  const model = encodeModel({
+    irVersion: 8,
+    opsetImport: [{ domain: "", version: 17 }, { domain: "com.microsoft", version: 1 }],
+    graph: {
+      name,
+      node: [{
+        opType: op,
+        domain: "com.microsoft",
+        input: inputs.map(([n, d]) => (d || n in inits ? n : "")),
+        output: outputs,
+        attribute,
+      }],
+      initializer: Object.entries(inits).map(([n, d]) => proto(n, d)),
+      input: fed.filter(([n]) => !(n in inits)).map(([n, d]) => ({
+        name: n,
+        type: {
+          tensorType: {
+            elemType: d.f32 ? 1 : 6,
+            shape: { dim: d.dims.map((v) => ({ dimValue: v })) },
+          },
+        },
+      })),
+      output: outputs.map((o) => ({
+        name: o,
+        type: { tensorType: { elemType: o === "mask_index" ? 6 : 1 } },
+      })),
+    },
+  });
+  const session = await ort.InferenceSession.create(model);
+  const feeds = Object.fromEntries(
+    fed.filter(([n]) => !(n in inits)).map((
+      [n, d],
+    ) => [n, new ort.Tensor(d.f32 ? "float32" : "int32", d.f32 ?? d.i32, d.dims)]),
+  );
+  const results = await session.run(feeds);
+  const dir = `${OUT}${name}/test_data_set_0`;
+  Deno.mkdirSync(dir, { recursive: true });
+  Deno.writeFileSync(`${OUT}${name}/model.onnx`, model);
+  fed.filter(([n]) => !(n in inits)).forEach(([n, d], i) =>
+    Deno.writeFileSync(`${dir}/input_${i}.pb`, encode(MESSAGES.tensor, proto(n, d)))
+  );
+  outputs.forEach((o, i) => {
+    const r = results[o];
+    const d: Data = r.type === "int32"
+      ? { dims: r.dims, i32: r.data as Int32Array }
+      : { dims: r.dims, f32: r.data as Float32Array };
+    Deno.writeFileSync(`${dir}/output_${i}.pb`, encode(MESSAGES.tensor, proto(o, d)));
+  });
+  console.log(name, outputs.map((o) => results[o].dims.join("x")).join(" "));
+}
+
+const heads = [int("num_heads", 2)];
+const x = f32(2, 4, 8), w = { w: f32(8, 24), b: f32(24) };
+await write("attention", "Attention", [["x", x], ["w", w.w], ["b", w.b]], w, heads, ["y"]);
+await write(
+  "attention_raw_mask",
+  "Attention",
+  [["x", x], ["w", w.w], ["b", w.b], ["mask", i32([2, 4], [1, 1, 1, 1, 1, 1, 0, 0])]],
+  w,
+  heads,
+  ["y"],
+);
+await write(
+  "attention_key_lengths",
+  "Attention",
+  [["x", x], ["w", w.w], ["b", w.b], ["mask", i32([2], [4, 2])]],
+  w,
+  heads,
+  ["y"],
+);
+await write(
+  "attention_causal_masked",
+  "Attention",
+  [["x", x], ["w", w.w], ["b", w.b], ["mask", i32([2, 4], [1, 1, 1, 0, 1, 1, 1, 1])]],
+  w,
+  [...heads, int("unidirectional", 1)],
+  ["y"],
+);
+await write(
+  "attention_bias_scale",
+  "Attention",
+  [["x", x], ["w", w.w], ["b", w.b], ["", undefined], ["", undefined], ["bias", f32(1, 2, 4, 4)]],
+  w,
+  [...heads, float("scale", 0.3)],
+  ["y"],
+);
+const narrow = { w: f32(8, 20), b: f32(20) };
+await write(
+  "attention_qkv_sizes",
+  "Attention",
+  [["x", x], ["w", narrow.w], ["b", narrow.b]],
+  narrow,
+  [...heads, ints("qkv_hidden_sizes", [8, 8, 4])],
+  ["y"],
+);
+await write(
+  "multi_head_attention",
+  "MultiHeadAttention",
+  [
+    ["q", f32(2, 4, 8)],
+    ["k", f32(2, 5, 8)],
+    ["v", f32(2, 5, 6)],
+    ["bias", f32(22)],
+    ["mask", i32([2, 5], [1, 1, 1, 1, 1, 1, 1, 1, 0, 0])],
+  ],
+  {},
+  heads,
+  ["y"],
+);
+await write(
+  "multi_head_attention_plain",
+  "MultiHeadAttention",
+  [["q", f32(2, 3, 8)], ["k", f32(2, 3, 8)], ["v", f32(2, 3, 8)]],
+  {},
+  [...heads, float("scale", 0.5)],
+  ["y"],
+);
+const tables = {
+  word: f32(10, 8),
+  pos: f32(6, 8),
+  seg: f32(2, 8),
+  gamma: f32(8),
+  beta: f32(8),
+};
+await write(
+  "embed_layer_normalization",
+  "EmbedLayerNormalization",
+  [
+    ["ids", i32([2, 4], [1, 5, 9, 0, 3, 3, 7, 2])],
+    ["segments", i32([2, 4], [0, 0, 1, 1, 0, 1, 1, 1])],
+    ["word", tables.word],
+    ["pos", tables.pos],
+    ["seg", tables.seg],
+    ["gamma", tables.gamma],
+    ["beta", tables.beta],
+    ["mask", i32([2, 4], [1, 1, 1, 1, 1, 1, 0, 0])],
+  ],
+  tables,
+  [float("epsilon", 1e-5)],
+  ["y", "mask_index", "sum"],
+);
+await write(
+  "embed_layer_normalization_words_only",
+  "EmbedLayerNormalization",
+  [
+    ["ids", i32([2, 3], [4, 0, 9, 8, 1, 1])],
+    ["", undefined],
+    ["word", tables.word],
+    ["pos", tables.pos],
+    ["", undefined],
+    ["gamma", tables.gamma],
+    ["beta", tables.beta],
+  ],
+  { word: tables.word, pos: tables.pos, gamma: tables.gamma, beta: tables.beta },
+  [],
+  ["y", "mask_index"],
+);

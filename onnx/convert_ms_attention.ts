@@ -1,0 +1,195 @@
+/**
+ * The attention ops of ONNX Runtime's `com.microsoft` domain that its transformer optimizer writes
+ * into BERT- and GPT-style models: Attention (the input projected by packed Q, K and V weights),
+ * MultiHeadAttention (projected query, key and value) and EmbedLayerNormalization (word, position
+ * and segment embeddings summed and layer-normalized, with the mask's token counts). Attention
+ * becomes scores → softmax → values in kiln ops, which kiln fuses as it fuses any attention;
+ * masks add ONNX Runtime's `mask_filter_value` (-10000 unless set) where a key is hidden, as its
+ * kernels do, so a row with every key hidden weighs them alike instead of giving NaN.
+ *
+ * @module
+ */
+import { KilnError } from "../jit/errors.ts";
+import { scalar } from "./convert_composite.ts";
+import {
+  attrs,
+  constant,
+  type Converter,
+  type Known,
+  type NodeContext,
+  type OpFn,
+  opOf,
+  typeOf,
+} from "./node_context.ts";
+
+/** [B, S, N·h] → [B, N, S, h]. */
+function heads(op: OpFn, x: Known, n: number): Known {
+  const [b, s, d] = typeOf(x).shape;
+  const split = op("Reshape", [x], { shape: [b, s, n, d / n] });
+  return op("Transpose", [split], { perm: [0, 2, 1, 3] });
+}
+
+/** softmax(Q·Kᵀ·scale + bias)·V over `n` heads: [B, S, N·h] in, [B, S, N·hv] out. */
+function attend(
+  op: OpFn,
+  [q, k, v]: Known[],
+  n: number,
+  scale: number | undefined,
+  bias: Known | undefined,
+): Known {
+  const [b, s, d] = typeOf(q).shape, t = typeOf(q).dtype;
+  const keys = op("Transpose", [heads(op, k, n)], { perm: [0, 1, 3, 2] });
+  let scores = op("Mul", [
+    op("MatMul", [heads(op, q, n), keys]),
+    scalar(scale ?? 1 / Math.sqrt(d / n), t),
+  ]);
+  if (bias) scores = op("Add", [scores, bias]);
+  const out = op("MatMul", [op("Softmax", [scores], { axis: -1 }), heads(op, v, n)]);
+  const width = typeOf(v).shape[2];
+  return op("Reshape", [op("Transpose", [out], { perm: [0, 2, 1, 3] })], { shape: [b, s, width] });
+}
+
+/**
+ * The additive mask of `mask` (`mask_index` formats: [B] key counts, [2B] ends then starts, raw
+ * 0/1 of [B, L], [B, S, L] or [B, 1, M, M]) for B × S queries over L keys, as [B, 1, S or 1, L].
+ */
+function maskBias(c: NodeContext, mask: Known, [b, s, l]: number[], filter: number): Known {
+  const op = opOf(c), shape = typeOf(mask).shape;
+  const t = "f32", fill = (hidden: Known) => op("Where", [hidden, scalar(filter, t), scalar(0, t)]);
+  const positions = constant([...Array(l).keys()], [1, l], "i32");
+  const asInt = (k: Known) => op("Cast", [k], { to: "i32" });
+  if (shape.length === 1 && (shape[0] === b || shape[0] === 2 * b)) {
+    const part = (from: number) =>
+      op("Reshape", [op("Slice", [asInt(mask)], { starts: [from], ends: [from + b], axes: [0] })], {
+        shape: [b, 1],
+      });
+    let hidden = op("Not", [op("Less", [positions, part(0)])]);
+    if (shape[0] === 2 * b) hidden = op("Or", [hidden, op("Less", [positions, part(b)])]);
+    return op("Reshape", [fill(hidden)], { shape: [b, 1, 1, l] });
+  }
+  const hidden = (k: Known) => op("Equal", [asInt(k), scalar(0, "i32")]);
+  if (shape.length === 2) return op("Reshape", [fill(hidden(mask))], { shape: [b, 1, 1, l] });
+  if (shape.length === 3) return op("Reshape", [fill(hidden(mask))], { shape: [b, 1, s, l] });
+  if (shape.length === 4 && shape[1] === 1 && shape[2] >= s && shape[3] >= l) {
+    const part = op("Slice", [mask], { starts: [0, 0], ends: [s, l], axes: [2, 3] });
+    return fill(hidden(part));
+  }
+  throw new KilnError(
+    `${c.label}: an attention mask of [${shape}] for ${b} × ${s} queries over ${l} keys`,
+    {
+      code: "shape-mismatch",
+      fix: "give mask_index as [B], [2B], [B, L], [B, S, L] or [B, 1, M, M]",
+    },
+  );
+}
+
+/** The biases a node adds to its scores: its mask's, causal ones, and `attention_bias`. */
+function scoreBias(
+  c: NodeContext,
+  [b, s, l]: number[],
+  mask: Known | undefined,
+  extra: Known | undefined,
+  dtype: string,
+): Known | undefined {
+  const op = opOf(c), a = attrs(c), filter = a.float("mask_filter_value", -10000)!;
+  const parts: Known[] = [];
+  if (mask) parts.push(maskBias(c, mask, [b, s, l], filter));
+  if (a.int("unidirectional", 0) === 1) {
+    // Query i (of the last S of L positions) sees keys up to L - S + i.
+    const causal = new Float32Array(s * l);
+    for (let i = 0; i < s; i++) for (let j = l - s + i + 1; j < l; j++) causal[i * l + j] = filter;
+    parts.push(constant(causal, [1, 1, s, l], "f32"));
+  }
+  if (extra) parts.push(extra);
+  if (!parts.length) return undefined;
+  const sum = parts.reduce((x, y) => op("Add", [x, y]));
+  return typeOf(sum).dtype === dtype ? sum : op("Cast", [sum], { to: dtype });
+}
+
+/** Refuses the features kiln does not import (past state, rotary, packed or 4-D inputs). */
+function refuse(c: NodeContext, what: string, fix: string): never {
+  throw new KilnError(`${c.label}: ${what}`, { code: "unsupported", fix });
+}
+
+/** Attention: input·weights (+ bias) split into Q, K and V, then attention over `num_heads`. */
+function attention(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), x = c.required(0), w = c.required(1);
+  const n = a.int("num_heads")!, [b, s] = typeOf(x).shape, total = typeOf(w).shape[1];
+  if (c.input(4) || c.input(6) || a.int("do_rotary", 0) || a.int("past_present_share_buffer", 0)) {
+    refuse(c, "Attention with past state or rotary embedding", "export without the KV cache");
+  }
+  const sizes = a.ints("qkv_hidden_sizes") ?? [total / 3, total / 3, total / 3];
+  if (!n || typeOf(x).shape.length !== 3 || sizes.reduce((p, v) => p + v, 0) !== total) {
+    throw new KilnError(
+      `${c.label}: Attention of [${typeOf(x).shape}] by weights [${typeOf(w).shape}]`,
+      {
+        code: "shape-mismatch",
+        fix: "give input [B, S, D], weights [D, Q + K + V] and num_heads",
+      },
+    );
+  }
+  let qkv = op("MatMul", [x, w]);
+  const bias = c.input(2);
+  if (bias) qkv = op("Add", [qkv, bias]);
+  const parts = c.emit("Split", [qkv], { axis: 2, split: sizes }, 3);
+  const scores = scoreBias(c, [b, s, s], c.input(3), c.input(5), typeOf(x).dtype);
+  return [attend(op, parts, n, a.float("scale"), scores)];
+}
+
+/** MultiHeadAttention over query [B, S, D], key [B, L, D] and value [B, L, Dv]. */
+function multiHeadAttention(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), n = a.int("num_heads")!;
+  const q = c.required(0), k = c.input(1), v = c.input(2);
+  if (!k || !v || typeOf(k).shape.length !== 3 || c.input(6) || c.input(7)) {
+    refuse(
+      c,
+      "MultiHeadAttention with packed, 4-D or past key and value",
+      "give query [B, S, D], key [B, L, D] and value [B, L, Dv], without a KV cache",
+    );
+  }
+  const bias = c.input(3);
+  let [qq, kk, vv] = [q, k, v];
+  if (bias) {
+    const d = typeOf(q).shape[2], dv = typeOf(v).shape[2];
+    const [bq, bk, bv] = c.emit("Split", [bias], { axis: 0, split: [d, d, dv] }, 3);
+    [qq, kk, vv] = [op("Add", [q, bq]), op("Add", [k, bk]), op("Add", [v, bv])];
+  }
+  const [b, s] = typeOf(q).shape, l = typeOf(k).shape[1];
+  const scores = scoreBias(c, [b, s, l], c.input(4), c.input(5), typeOf(q).dtype);
+  return [attend(op, [qq, kk, vv], n, a.float("scale"), scores)];
+}
+
+/**
+ * EmbedLayerNormalization: word + position (+ segment) embeddings, layer-normalized over the
+ * hidden axis; its second output each sequence's count of unmasked tokens (0 without a mask),
+ * its third the sum before the normalization.
+ */
+function embedLayerNormalization(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), ids = c.required(0);
+  const [words, positionsTable] = [c.required(2), c.required(3)];
+  const [gamma, beta] = [c.required(5), c.required(6)], [b, s] = typeOf(ids).shape;
+  const given = c.input(8);
+  const positions = given ?? constant([...Array(s).keys()], [1, s], "i32");
+  let sum = op("Add", [
+    op("Gather", [words, ids], { axis: 0 }),
+    op("Gather", [positionsTable, positions], { axis: 0 }),
+  ]);
+  const segments = c.input(1), segmentTable = c.input(4);
+  if (segments && segmentTable) {
+    sum = op("Add", [sum, op("Gather", [segmentTable, segments], { axis: 0 })]);
+  }
+  const epsilon = a.float("epsilon", 1e-12)!;
+  const y = op("LayerNormalization", [sum, gamma, beta], { axis: -1, epsilon });
+  const mask = c.input(7);
+  const counts = mask
+    ? op("ReduceSum", [op("Cast", [mask], { to: "i32" })], { axes: [1], keepdims: 0 })
+    : constant(new Array(b).fill(0), [b], "i32");
+  return [y, counts, sum];
+}
+
+/** Converters of `com.microsoft` attention ops, by op type. */
+export const MS_ATTENTION_CONVERTERS: Record<string, Converter<Known>> = {
+  Attention: attention,
+  MultiHeadAttention: multiHeadAttention,
+  EmbedLayerNormalization: embedLayerNormalization,
+};
