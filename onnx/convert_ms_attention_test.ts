@@ -6,7 +6,7 @@ import { encodeModel } from "./proto.ts";
 import "../mod.ts";
 
 /**
- * One-node models of ONNX Runtime's com.microsoft attention ops (`bench/export_ms_attention.ts`):
+ * One-node models of ONNX Runtime's com.microsoft attention ops (`bench/export_ms_cases.ts`):
  * Attention plain, with a raw 0/1 mask, key lengths, causal with a mask, an attention bias and
  * scale, and qkv_hidden_sizes; MultiHeadAttention with bias and a key padding mask, and plain;
  * EmbedLayerNormalization with segments and a mask (its token counts and sum), and words only.

@@ -4,8 +4,9 @@
  * QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat and
  * QLinearSoftmax. Each dequantizes its inputs, runs the float op, and quantizes the result as
  * QuantizeLinear does (round half to even, saturated to the zero point's type), so they fuse
- * like the standard quantization ops around them. And MatMulNBits, the block-quantized weights
- * (2 to 8 bits) of ONNX Runtime's int4 language models and transformers.js's `q4` exports.
+ * like the standard quantization ops around them. And MatMulNBits and GatherBlockQuantized, the
+ * block-quantized weights and embedding tables (2 to 8 bits) of ONNX Runtime's int4 language
+ * models and transformers.js's `q4` exports.
  *
  * @module
  */
@@ -164,6 +165,53 @@ function matMulNBits(c: NodeContext): Known[] {
   return [y];
 }
 
+/**
+ * GatherBlockQuantized (uint8 data, gathered along axis 0, quantized in blocks along the last
+ * axis, `bits` 2, 4 or 8 packed low bits first): the table, its scales and zero points are the
+ * model's weights, dequantized once at import; the op is then a Gather.
+ */
+function gatherBlockQuantized(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), indices = c.required(1);
+  const table = constInput(c, 0, "data").tensor, scaleInput = constInput(c, 2, "scales").tensor;
+  const bits = a.int("bits", 4)!, block = a.int("block_size", 128)!, shape = table.shape;
+  const rank = shape.length, quantized = a.int("quantize_axis", rank - 1)!;
+  const width = ((shape[rank - 1] ?? 0) * 8) / bits, blocks = Math.ceil(width / block);
+  const rows = shape.slice(0, -1).reduce((p, d) => p * d, 1), per = 8 / bits;
+  const zeroInput = c.input(3) ? constInput(c, 3, "zero_points").tensor : undefined;
+  if (
+    table.dtype !== "u8" || ![2, 4, 8].includes(bits) || a.int("gather_axis", 0) !== 0 ||
+    (quantized !== rank - 1 && quantized !== -1) || block < 16 || (block & (block - 1)) !== 0 ||
+    scaleInput.data.length !== rows * blocks ||
+    (zeroInput && zeroInput.data.length !== rows * Math.ceil(blocks / per))
+  ) {
+    throw new KilnError(
+      `${c.label}: GatherBlockQuantized of ${table.dtype} [${shape}] with ${bits} bits, blocks of ${block}`,
+      {
+        code: "unsupported",
+        fix: "kiln takes uint8 data of 2, 4 or 8 bits gathered along axis 0 and quantized in " +
+          "blocks of a power of two from 16 along its last axis, a scale per block",
+      },
+    );
+  }
+  const q = valuesOf(table),
+    scales = valuesOf(scaleInput),
+    zeros = zeroInput && valuesOf(zeroInput);
+  const mask = (1 << bits) - 1, zeroStride = Math.ceil(blocks / per);
+  const nibble = (bytes: number[], i: number) =>
+    (bytes[Math.floor(i / per)] >> ((i % per) * bits)) & mask;
+  const w = new Float32Array(rows * width);
+  for (let r = 0; r < rows; r++) {
+    for (let j = 0; j < width; j++) {
+      const b = Math.floor(j / block);
+      const zero = zeros ? nibble(zeros, r * zeroStride * per + b) : 1 << (bits - 1);
+      w[r * width + j] = (nibble(q, r * width + j) - zero) * scales[r * blocks + b];
+    }
+  }
+  const dequantized = constant(w, [...shape.slice(0, -1), width], "f32");
+  const y = op("Gather", [dequantized, indices], { axis: 0 });
+  return [scaleInput.dtype === "f32" ? y : op("Cast", [y], { to: scaleInput.dtype })];
+}
+
 /** Converters by op type in {@linkcode MS_DOMAIN}. */
 export const MS_QUANT_CONVERTERS: Record<string, Converter<Known>> = {
   QGemm: qGemm,
@@ -199,4 +247,5 @@ export const MS_QUANT_CONVERTERS: Record<string, Converter<Known>> = {
   },
   QLinearSoftmax: qSoftmax,
   MatMulNBits: matMulNBits,
+  GatherBlockQuantized: gatherBlockQuantized,
 };

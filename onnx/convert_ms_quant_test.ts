@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { assertClose, numbers } from "../jit/testing.ts";
+import { runCase } from "./conformance.ts";
 import { OnnxModel } from "./model.ts";
 import { type AttributeProto, encodeModel, type TensorProto } from "./proto.ts";
 import "../mod.ts";
@@ -171,6 +172,23 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
       const scale = Math.max(...want.map(Math.abs));
       assertClose(numbers(Y.data), [...want], { atol: 1e-5 * scale, rtol: 0, message: name });
       model.dispose();
+    }
+  });
+}
+
+/**
+ * GatherBlockQuantized over 2-, 4- and 8-bit tables, with and without zero points, against ONNX
+ * Runtime Web 1.30 (`bench/export_ms_cases.ts`).
+ */
+const QUANT = new URL("./testdata/onnx_ms_quant/", import.meta.url).pathname;
+
+for (const backend of ["reference", "wasm", "webgpu"]) {
+  Deno.test(`${backend}: GatherBlockQuantized matches ONNX Runtime Web`, async () => {
+    const cases = [...Deno.readDirSync(QUANT)].map((e) => e.name).sort();
+    assert.equal(cases.length, 4);
+    for (const name of cases) {
+      const r = await runCase(`${QUANT}${name}`, backend);
+      assert.equal(r.status, "pass", `${name}: ${r.reason}`);
     }
   });
 }

@@ -1,10 +1,10 @@
 /**
- * One-node models of ONNX Runtime's com.microsoft attention ops (Attention with every mask
- * format, causal and with an attention bias; MultiHeadAttention; EmbedLayerNormalization), with
- * ONNX Runtime Web 1.30's outputs (wasm, one thread), written as ONNX's node cases are into
- * `onnx/testdata/onnx_ms_attention/`.
+ * One-node models of ONNX Runtime's com.microsoft ops, with ONNX Runtime Web 1.30's outputs (wasm,
+ * one thread), written as ONNX's node cases are: the attention ops (Attention with every mask
+ * format, causal and with an attention bias; MultiHeadAttention; EmbedLayerNormalization) into
+ * `onnx/testdata/onnx_ms_attention/`, GatherBlockQuantized into `onnx/testdata/onnx_ms_quant/`.
  *
- *   deno run -A --config bench/deno.json bench/export_ms_attention.ts
+ *   deno run -A --config bench/deno.json bench/export_ms_cases.ts
  *
  * @module
  */
@@ -14,7 +14,8 @@ import { encode, MESSAGES } from "../onnx/proto_codec.ts";
 // deno-lint-ignore no-explicit-any
 const ort: any = await import("npm:onnxruntime-web@1.30.0");
 ort.env.wasm.numThreads = 1;
-const OUT = new URL("../onnx/testdata/onnx_ms_attention/", import.meta.url).pathname;
+const TESTDATA = new URL("../onnx/testdata/", import.meta.url).pathname;
+let OUT = `${TESTDATA}onnx_ms_attention/`;
 
 let seed = 7;
 /** A fixed pseudo-random stream in [-1, 1). */
@@ -25,16 +26,24 @@ const float = (name: string, f: number): AttributeProto => ({ name, type: 1, f }
 const size = (dims: number[]) => dims.reduce((p, d) => p * d, 1);
 
 /** A float input or initializer of `dims`, or an int32 one of `values`. */
-type Data = { dims: number[]; f32?: Float32Array; i32?: Int32Array };
+type Data = { dims: number[]; f32?: Float32Array; i32?: Int32Array; u8?: Uint8Array };
 const f32 = (...dims: number[]): Data => ({
   dims,
   f32: Float32Array.from({ length: size(dims) }, random),
 });
 const i32 = (dims: number[], values: number[]): Data => ({ dims, i32: Int32Array.from(values) });
 
+/** A uint8 tensor of `dims`, its bytes drawn. */
+const u8 = (...dims: number[]): Data => ({
+  dims,
+  u8: Uint8Array.from({ length: size(dims) }, () => Math.floor((random() + 1) * 128)),
+});
+
 const proto = (name: string, d: Data): TensorProto =>
   d.f32
     ? { name, dims: d.dims, dataType: 1, floatData: Array.from(d.f32) }
+    : d.u8
+    ? { name, dims: d.dims, dataType: 2, rawData: d.u8 }
     : { name, dims: d.dims, dataType: 6, int32Data: Array.from(d.i32!) };
 
 /** One case: `inputs` fed, `inits` constant ("" leaves an optional input out). */
@@ -204,3 +213,24 @@ await write(
   [],
   ["y", "mask_index"],
 );
+
+OUT = `${TESTDATA}onnx_ms_quant/`;
+const blocks = (bits: number, zeros: boolean) => ({
+  data: u8(5, (32 * bits) / 8),
+  scales: { dims: [5, 2], f32: Float32Array.from({ length: 10 }, () => 0.01 + random() * 0.05) },
+  ...(zeros ? { zp: u8(5, Math.ceil((2 * bits) / 8)) } : {}),
+});
+for (const [bits, zeros] of [[4, false], [4, true], [8, true], [2, true]] as const) {
+  const t = blocks(bits, zeros);
+  await write(
+    `gather_block_quantized_${bits}${zeros ? "_zp" : ""}`,
+    "GatherBlockQuantized",
+    [["data", t.data], ["ids", i32([2, 2], [0, 4, 2, 4])], ["scales", t.scales], [
+      "zp",
+      t.zp,
+    ]],
+    t,
+    [int("bits", bits), int("block_size", 16), int("gather_axis", 0), int("quantize_axis", 1)],
+    ["y"],
+  );
+}
