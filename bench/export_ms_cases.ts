@@ -2,7 +2,8 @@
  * One-node models of ONNX Runtime's com.microsoft ops, with ONNX Runtime Web 1.30's outputs (wasm,
  * one thread), written as ONNX's node cases are: the attention ops (Attention with every mask
  * format, causal and with an attention bias; MultiHeadAttention; EmbedLayerNormalization) into
- * `onnx/testdata/onnx_ms_attention/`, GatherBlockQuantized into `onnx/testdata/onnx_ms_quant/`.
+ * `onnx/testdata/onnx_ms_attention/`, GatherBlockQuantized into `onnx/testdata/onnx_ms_quant/`;
+ * and opset 21's 4-bit blocked QDQ weights into `onnx/testdata/onnx_qdq4/`.
  *
  *   deno run -A --config bench/deno.json bench/export_ms_cases.ts
  *
@@ -234,3 +235,98 @@ for (const [bits, zeros] of [[4, false], [4, true], [8, true], [2, true]] as con
     ["y"],
   );
 }
+
+// Opset 21's 4-bit and blocked quantization (QDQ weights as ONNX Runtime's 4-bit quantizer writes
+// them): DequantizeLinear (and QuantizeLinear) of uint4/int4 initializers in blocks, into a MatMul.
+OUT = `${TESTDATA}onnx_qdq4/`;
+/** Two 4-bit values a byte, the first in the low bits. */
+const nibbles = (values: number[]) => {
+  const bytes = new Uint8Array(Math.ceil(values.length / 2));
+  values.forEach((v, i) => bytes[i >> 1] |= (v & 15) << ((i & 1) * 4));
+  return bytes;
+};
+const fours = (name: string, dims: number[], signed: boolean): TensorProto => ({
+  name,
+  dims,
+  dataType: signed ? 22 : 21,
+  rawData: nibbles(
+    Array.from({ length: size(dims) }, () => Math.floor((random() + 1) * 8) - (signed ? 8 : 0)),
+  ),
+});
+const scales = (name: string, dims: number[]): TensorProto => ({
+  name,
+  dims,
+  dataType: 1,
+  floatData: Array.from({ length: size(dims) }, () => 0.05 + (random() + 1) * 0.1),
+});
+
+/** A graph of `nodes` at opset 21 over float input `a`, `inits` constant, output `y`. */
+async function qdq(
+  name: string,
+  a: Data,
+  nodes: { opType: string; input: string[]; output: string[]; axis: number; block: number }[],
+  inits: TensorProto[],
+): Promise<void> {
+  const model = encodeModel({
+    irVersion: 10,
+    opsetImport: [{ domain: "", version: 21 }],
+    graph: {
+      name,
+      node: nodes.map((n) => ({
+        opType: n.opType,
+        input: n.input,
+        output: n.output,
+        attribute: n.opType === "MatMul" ? [] : [int("axis", n.axis), int("block_size", n.block)],
+      })),
+      initializer: inits,
+      input: [{
+        name: "a",
+        type: { tensorType: { elemType: 1, shape: { dim: a.dims.map((d) => ({ dimValue: d })) } } },
+      }],
+      output: [{ name: "y", type: { tensorType: { elemType: 1 } } }],
+    },
+  });
+  const session = await ort.InferenceSession.create(model);
+  const { y } = await session.run({ a: new ort.Tensor("float32", a.f32, a.dims) });
+  const dir = `${OUT}${name}/test_data_set_0`;
+  Deno.mkdirSync(dir, { recursive: true });
+  Deno.writeFileSync(`${OUT}${name}/model.onnx`, model);
+  Deno.writeFileSync(`${dir}/input_0.pb`, encode(MESSAGES.tensor, proto("a", a)));
+  Deno.writeFileSync(
+    `${dir}/output_0.pb`,
+    encode(MESSAGES.tensor, proto("y", { dims: y.dims, f32: y.data })),
+  );
+  console.log(name, y.dims.join("x"));
+}
+
+const dq = (axis: number, block: number, z = true) => ({
+  opType: "DequantizeLinear",
+  input: ["w", "s", ...(z ? ["z"] : [])],
+  output: ["wf"],
+  axis,
+  block,
+});
+const matmul = { opType: "MatMul", input: ["a", "wf"], output: ["y"], axis: 0, block: 0 };
+await qdq("dequantize_int4_blocks_matmul", f32(2, 4), [dq(1, 4), matmul], [
+  fours("w", [4, 8], true),
+  scales("s", [4, 2]),
+  fours("z", [4, 2], true),
+]);
+await qdq("dequantize_uint4_blocks_axis0_matmul", f32(3, 8), [dq(0, 4), matmul], [
+  fours("w", [8, 6], false),
+  scales("s", [2, 6]),
+  fours("z", [2, 6], false),
+]);
+await qdq("dequantize_uint4_ragged_blocks_no_zero", f32(2, 5), [dq(1, 4, false), matmul], [
+  fours("w", [5, 10], false),
+  scales("s", [5, 3]),
+]);
+await qdq(
+  "quantize_dequantize_int4_blocks",
+  { dims: [3, 8], f32: Float32Array.from({ length: 24 }, () => random() * 3) },
+  [
+    { opType: "QuantizeLinear", input: ["a", "s", "z"], output: ["q"], axis: 1, block: 4 },
+    { opType: "DequantizeLinear", input: ["q", "s", "z"], output: ["y"], axis: 1, block: 4 },
+  ],
+  [scales("s", [3, 2]), fours("z", [3, 2], true)],
+);

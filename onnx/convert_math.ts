@@ -91,15 +91,47 @@ function alongAxis(op: OpFn, k: Known, shape: readonly number[], axis: number): 
   return op("Reshape", [k], { shape: shape.map((_, i) => (i === at ? s[0] : 1)) });
 }
 
-/** `round(x / scale) + zero`, saturated into `dtype` and cast. */
+/**
+ * Scales (and zero points) against `shape`: per tensor, per axis (1-D along `axis`), or, with
+ * opset 21's `block_size`, per block along `axis` (each entry repeated over its block's elements).
+ */
+function perBlock(c: NodeContext, shape: readonly number[], axis: number): (k: Known) => Known {
+  const op = opOf(c), block = attrs(c).int("block_size", 0)!;
+  const at = axis < 0 ? axis + shape.length : axis;
+  if (!block) return (k) => alongAxis(op, k, shape, axis);
+  return (k) => {
+    const ks = typeOf(k).shape;
+    if (ks.length !== shape.length || ks[at] !== Math.ceil(shape[at] / block)) {
+      throw new KilnError(
+        `${c.label}: blocks of ${block} along axis ${axis} of [${shape}] with [${ks}]`,
+        {
+          code: "shape-mismatch",
+          fix: "give the scale and zero point the input's shape, ceil(size / block_size) on axis",
+        },
+      );
+    }
+    const wide = [...ks.slice(0, at + 1), block, ...ks.slice(at + 1)];
+    let y = op("Expand", [op("Unsqueeze", [k], { axes: [at + 1] })], { shape: wide });
+    y = op("Reshape", [y], { shape: [...ks.slice(0, at), ks[at] * block, ...ks.slice(at + 1)] });
+    return ks[at] * block === shape[at]
+      ? y
+      : op("Slice", [y], { starts: [0], ends: [shape[at]], axes: [at] });
+  };
+}
+
+/**
+ * `round(x / scale) + zero`, saturated into `dtype` and cast; into 4 bits' range with `fourBit`
+ * (a uint4 or int4 zero point, held in u8 or i8).
+ */
 export function quantize(
   op: OpFn,
   x: Known,
   scale: Known,
   zero: Known | undefined,
   dtype: DType,
+  fourBit = false,
 ): Known {
-  const [lo, hi] = RANGE[dtype]!;
+  const [lo, hi] = fourBit ? (dtype === "i8" ? [-8, 7] : [0, 15]) : RANGE[dtype]!;
   let q = op("Round", [op("Div", [x, scale])]);
   if (zero) q = op("Add", [q, op("Cast", [zero], { to: "f32" })]);
   return op("Cast", [op("Clip", [q], { min: lo, max: hi })], { to: dtype });
@@ -383,22 +415,15 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     const [x, scale, zero] = [c.required(0), c.required(1), c.input(2)];
     const shape = typeOf(x).shape, axis = attrs(c).int("axis", 1)!;
     attrs(c).int("saturate"); // float8 only; 8-bit integers always saturate
-    const s = alongAxis(op, scale, shape, axis);
-    const z = zero ? alongAxis(op, zero, shape, axis) : undefined;
-    return [quantize(op, x, s, z, quantizedType(c, zero))];
+    const spread = perBlock(c, shape, axis);
+    const four = zero?.kind === "const" && zero.fourBit === true;
+    const z = zero && spread(zero);
+    return [quantize(op, x, spread(scale), z, quantizedType(c, zero), four)];
   },
   DequantizeLinear: (c) => {
-    const op = opOf(c);
     const [x, scale, zero] = [c.required(0), c.required(1), c.input(2)];
-    const shape = typeOf(x).shape, axis = attrs(c).int("axis", 1)!;
-    return [
-      dequantize(
-        op,
-        x,
-        alongAxis(op, scale, shape, axis),
-        zero && alongAxis(op, zero, shape, axis),
-      ),
-    ];
+    const spread = perBlock(c, typeOf(x).shape, attrs(c).int("axis", 1)!);
+    return [dequantize(opOf(c), x, spread(scale), zero && spread(zero))];
   },
   DynamicQuantizeLinear: (c) => {
     const op = opOf(c);

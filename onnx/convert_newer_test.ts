@@ -4,7 +4,7 @@ import type { HostTensor } from "../jit/host_tensor.ts";
 import { assertClose, numbers } from "../jit/testing.ts";
 import { runCase } from "./conformance.ts";
 import { OnnxModel } from "./model.ts";
-import { type AttributeProto, encodeModel, type TensorProto } from "./proto.ts";
+import { type AttributeProto, encodeModel, tensorOf, type TensorProto } from "./proto.ts";
 import "../mod.ts";
 
 const ints = (name: string, v: number[]): AttributeProto => ({ name, type: 7, ints: v });
@@ -329,5 +329,35 @@ Deno.test("GroupNormalization, DeformConv and Col2Im refuse shapes that do not f
     one("Col2Im", [1, 4, 5], [], [i64("image", [4, 4]), i64("block", [2, 2])]),
     [1, 4, 5],
     /Col2Im of f32 \[1,4,5\] into \[4,4\] by blocks \[2,2\]/,
+  );
+});
+
+/**
+ * Opset 21's 4-bit and blocked quantization, as ONNX Runtime's 4-bit quantizer writes QDQ weights:
+ * int4 and uint4 initializers dequantized in blocks along either axis (a ragged last block,
+ * without zero points) into a MatMul, and a QuantizeLinear to int4 saturating to [-8, 7]; ONNX
+ * Runtime Web 1.30's outputs (`bench/export_ms_cases.ts`).
+ */
+const QDQ4 = new URL("./testdata/onnx_qdq4/", import.meta.url).pathname;
+
+for (const backend of ["reference", "wasm", "webgpu"]) {
+  Deno.test(`${backend}: 4-bit blocked QuantizeLinear and DequantizeLinear match ONNX Runtime Web`, async () => {
+    const cases = [...Deno.readDirSync(QDQ4)].map((e) => e.name).sort();
+    assert.equal(cases.length, 4);
+    for (const name of cases) {
+      const r = await runCase(`${QDQ4}${name}`, backend);
+      assert.equal(r.status, "pass", `${name}: ${r.reason}`);
+    }
+  });
+}
+
+Deno.test("a 4-bit tensor decodes two values a byte, int4 sign-extended; a short one is refused", () => {
+  const t = (dataType: number, raw: number[], dims: number[]) =>
+    tensorOf({ name: "w", dims, dataType, rawData: Uint8Array.from(raw) }, "initializer");
+  assert.deepEqual([...t(22, [0x8f, 0x07], [3]).data], [-1, -8, 7]);
+  assert.deepEqual([...t(21, [0x8f, 0x07], [3]).data], [15, 8, 7]);
+  assert.throws(
+    () => t(22, [0x12], [3]),
+    (e) => e instanceof KilnError && /1 bytes of raw data for 3 int4/.test(e.message),
   );
 });

@@ -12,9 +12,11 @@ import {
   type AttributeProto,
   dtypeOfCode,
   int,
+  INT4,
   type NodeProto,
   tensorOf,
   type TensorProto,
+  UINT4,
 } from "./proto.ts";
 
 /** What the importer knows about an ONNX value: constant data, or a graph value. */
@@ -25,6 +27,8 @@ export type Known =
     readonly i64: boolean;
     /** Whether the model types it bfloat16 (held in f32). */
     readonly bf16?: boolean;
+    /** Whether the model types it uint4 or int4 (held in u8 or i8). */
+    readonly fourBit?: boolean;
   }
   | {
     readonly kind: "value";
@@ -228,13 +232,17 @@ export function dtypeAttr(
 /** ONNX's element type code of bfloat16. */
 export const BF16 = 16;
 
-/** What the importer knows of an initializer: its data, and whether the model types it int64 or bfloat16. */
+/**
+ * What the importer knows of an initializer: its data, and whether the model types it int64,
+ * bfloat16 or 4-bit.
+ */
 export function initializerOf(t: TensorProto): Known {
   return {
     kind: "const",
     tensor: tensorOf(t, "initializer"),
     i64: t.dataType === 7,
     bf16: t.dataType === BF16,
+    fourBit: t.dataType === UINT4 || t.dataType === INT4,
   };
 }
 

@@ -129,6 +129,8 @@ const NAMES: Record<number, string> = {
   14: "complex64",
   15: "complex128",
   16: "bfloat16",
+  21: "uint4",
+  22: "int4",
 };
 
 /** The ONNX data type code of a kiln dtype (`i32` exports as int32). */
@@ -260,6 +262,40 @@ export function isExternal(t: TensorProto): boolean {
   return t.dataLocation === 1 || (t.externalData?.length ?? 0) > 0;
 }
 
+/** ONNX's element type codes of uint4 and int4 (opset 21: QDQ weights of 4 bits). */
+export const UINT4 = 21, INT4 = 22;
+
+/**
+ * A uint4 or int4 tensor (two elements a byte, the first in the low bits) held in u8 or i8: the
+ * values of 4-bit weights, which DequantizeLinear reads. Only raw data is read (the form every
+ * exporter writes).
+ */
+function fourBit(
+  t: TensorProto,
+  code: number,
+  shape: Shape,
+  count: number,
+  name: string,
+): HostTensor & { dtype: DType } {
+  const raw = t.rawData ?? new Uint8Array();
+  if (raw.byteLength !== Math.ceil(count / 2)) {
+    throw new KilnError(
+      `${name}: ${raw.byteLength} bytes of raw data for ${count} ${
+        code === INT4 ? "int4" : "uint4"
+      } elements`,
+      { code: "bad-input", fix: "give 4-bit tensors as raw_data, two elements a byte" },
+    );
+  }
+  const nibble = (i: number) => (raw[i >> 1] >> ((i & 1) * 4)) & 15;
+  return code === INT4
+    ? {
+      data: Int8Array.from({ length: count }, (_, i) => (nibble(i) << 28) >> 28),
+      shape,
+      dtype: "i8",
+    }
+    : { data: Uint8Array.from({ length: count }, (_, i) => nibble(i)), shape, dtype: "u8" };
+}
+
 /** Converts a `TensorProto` to a host tensor in kiln's internal dtypes (int64 narrowed). */
 export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: DType } {
   const name = `${where}${t.name ? ` "${t.name}"` : ""}`;
@@ -279,6 +315,7 @@ export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: D
   }
   const count = shape.reduce((a, b) => a * b, 1);
   const code = t.dataType ?? 0;
+  if (code === UINT4 || code === INT4) return fourBit(t, code, shape, count, name);
   const dtype = dtypeOfCode(code, name);
   const raw = t.rawData && t.rawData.byteLength ? t.rawData : undefined;
   const bytesPer = elementBytes(code, name);
