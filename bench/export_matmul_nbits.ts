@@ -79,7 +79,13 @@ async function write(
         domain: "com.microsoft",
         input: inputs,
         output: ["Y"],
-        attribute: [int("K", k), int("N", n), int("bits", bits), int("block_size", block)],
+        attribute: [
+          int("K", k),
+          int("N", n),
+          int("bits", bits),
+          int("block_size", block),
+          int("accuracy_level", 0),
+        ],
       }],
       initializer: inits,
       input: [{

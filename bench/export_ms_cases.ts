@@ -195,7 +195,7 @@ await write(
     ["mask", i32([2, 4], [1, 1, 1, 1, 1, 1, 0, 0])],
   ],
   tables,
-  [float("epsilon", 1e-5)],
+  [float("epsilon", 1e-5), int("mask_index_type", 1)],
   ["y", "mask_index", "sum"],
 );
 await write(

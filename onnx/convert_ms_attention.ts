@@ -179,6 +179,7 @@ function embedLayerNormalization(c: NodeContext): Known[] {
     sum = op("Add", [sum, op("Gather", [segmentTable, segments], { axis: 0 })]);
   }
   const epsilon = a.float("epsilon", 1e-12)!;
+  a.int("mask_index_type"); // whether output 1 exists: kiln gives it whenever it is named
   const y = op("LayerNormalization", [sum, gamma, beta], { axis: -1, epsilon });
   const mask = c.input(7);
   const counts = mask

@@ -109,6 +109,8 @@ function simplifiedLayerNormalization(c: NodeContext): Known[] {
   const given = attrs(c).int("axis", -1)!, from = given < 0 ? given + rank : given;
   const axes = [...Array(rank - from).keys()].map((i) => from + i);
   const eps = scalar(attrs(c).float("epsilon", 1e-5)!, typeOf(x).dtype);
+  // Statistics in f32 whatever stash_type says (kiln has no wider float), as RMSNormalization's.
+  attrs(c).int("stash_type");
   const inv = op("Reciprocal", [
     op("Sqrt", [op("Add", [op("ReduceMean", [op("Mul", [x, x])], { axes, keepdims: 1 }), eps])]),
   ]);

@@ -100,6 +100,7 @@ function qSoftmax(c: NodeContext): Known[] {
 function matMulNBits(c: NodeContext): Known[] {
   const op = opOf(c), a = attrs(c), x = c.required(0);
   const k = a.int("K"), n = a.int("N"), bits = a.int("bits", 4)!, block = a.int("block_size");
+  a.int("accuracy_level"); // ONNX Runtime's own compute precision: kiln computes in f32 anyway
   if (!k || !n || !block || bits < 2 || bits > 8 || block < 16 || (block & (block - 1)) !== 0) {
     throw new KilnError(
       `${c.label}: MatMulNBits with K ${k}, N ${n}, ${bits} bits, blocks of ${block}`,
