@@ -3,7 +3,8 @@
  * one thread), written as ONNX's node cases are: the attention ops (Attention with every mask
  * format, causal and with an attention bias; MultiHeadAttention; EmbedLayerNormalization) into
  * `onnx/testdata/onnx_ms_attention/`, GatherBlockQuantized into `onnx/testdata/onnx_ms_quant/`;
- * and opset 21's 4-bit blocked QDQ weights into `onnx/testdata/onnx_qdq4/`.
+ * opset 21's 4-bit blocked QDQ weights into `onnx/testdata/onnx_qdq4/`, and ONNX's MaxRoiPool
+ * into `onnx/testdata/onnx_max_roi_pool/`.
  *
  *   deno run -A --config bench/deno.json bench/export_ms_cases.ts
  *
@@ -55,6 +56,7 @@ async function write(
   inits: Record<string, Data>,
   attribute: AttributeProto[],
   outputs: string[],
+  domain = "com.microsoft",
 ): Promise<void> {
   const fed = inputs.filter(([, d]) => d) as [string, Data][];
   const model = encodeModel({
@@ -64,7 +66,7 @@ async function write(
       name,
       node: [{
         opType: op,
-        domain: "com.microsoft",
+        domain,
         input: inputs.map(([n, d]) => (d || n in inits ? n : "")),
         output: outputs,
         attribute,
@@ -330,3 +332,25 @@ await qdq(
   ],
   [scales("s", [3, 2]), fours("z", [3, 2], true)],
 );
+
+// MaxRoiPool (ONNX's own, opset 1): regions inside, across and past the image, a zero scale's
+// single pixel, bins of one pixel and of several.
+OUT = `${TESTDATA}onnx_max_roi_pool/`;
+const image = f32(2, 3, 6, 7);
+for (
+  const [name, rois, pooled, scale] of [
+    ["max_roi_pool", [0, 0, 0, 6, 5, 1, 2, 1, 5, 4], [2, 2], 1],
+    ["max_roi_pool_scaled_past_edge", [1, 4, 2, 20, 12, 0, 1, 1, 1, 1], [3, 2], 0.5],
+    ["max_roi_pool_fine_bins", [0, 1, 0, 3, 5, 1, 0, 0, 6, 5], [4, 3], 1],
+  ] as const
+) {
+  await write(
+    name,
+    "MaxRoiPool",
+    [["x", image], ["rois", { dims: [2, 5], f32: Float32Array.from(rois) }]],
+    { rois: { dims: [2, 5], f32: Float32Array.from(rois) } },
+    [ints("pooled_shape", [...pooled]), float("spatial_scale", scale)],
+    ["y"],
+    "",
+  );
+}

@@ -28,7 +28,7 @@ import { MS_FUSED_CONVERTERS, ORT_DEFAULT_DOMAIN_CONVERTERS } from "./convert_ms
 import { MS_ATTENTION_CONVERTERS } from "./convert_ms_attention.ts";
 import { einsum } from "./convert_einsum.ts";
 import { dft, stft } from "./convert_dft.ts";
-import { deformConv, gridSample, roiAlign } from "./convert_grid.ts";
+import { deformConv, gridSample, maxRoiPool, roiAlign } from "./convert_grid.ts";
 import { SEQUENCE_CONVERTERS } from "./convert_sequence.ts";
 import { CONTROL_CONVERTERS } from "./convert_control.ts";
 import { TRAINING_CONVERTERS, TRAINING_DOMAIN } from "./convert_training.ts";
@@ -293,6 +293,7 @@ export const CONVERTERS: Record<string, Converter> = {
   GridSample: gridSample,
   RoiAlign: roiAlign,
   DeformConv: deformConv,
+  MaxRoiPool: maxRoiPool,
   ...SEQUENCE_CONVERTERS,
   ...CONTROL_CONVERTERS,
   CumSum: (c) =>

@@ -4,8 +4,9 @@
  * and each output point gathers its 1 (nearest), 4 (bilinear) or 16 (bicubic) taps from the
  * flattened image with GatherElements, weighted and summed. A tap outside the image reads 0
  * (zeros), the edge (border) or its reflection (reflection), as ONNX's reference does. RoiAlign
- * samples fixed places the regions give; DeformConv samples each kernel tap at its learned offset
- * and meets the samples with the kernel in a MatMul.
+ * samples fixed places the regions give, MaxRoiPool takes the max of each bin's fixed pixels, and
+ * DeformConv samples each kernel tap at its learned offset and meets the samples with the kernel
+ * in a MatMul.
  *
  * @module
  */
@@ -355,4 +356,72 @@ export function deformConv(c: NodeContext): Known[] {
   let y = op("Reshape", [op("MatMul", [matrix, columns])], { shape: [n, m, oh, ow] });
   if (bias) y = op("Add", [y, op("Reshape", [bias], { shape: [m, 1, 1] })]);
   return [y];
+}
+
+/**
+ * MaxRoiPool with its regions given at import (constant, or specialised on by `OnnxModel`): each
+ * bin's pixels are fixed, found as ONNX Runtime finds them (the region's corners rounded after
+ * `spatial_scale`, bins of its size ÷ the pooled shape, floored and ceiled), so each bin is a max
+ * over gathered pixels, padded to the largest bin with −∞; an empty bin is 0.
+ */
+export function maxRoiPool(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), x = c.required(0);
+  c.required(1); // a typed error when left out
+  const rois = constInts(c, 1, "rois")!, [n, ch, h, w] = typeOf(x).shape;
+  const [ph, pw] = a.ints("pooled_shape") ?? [], scale = a.float("spatial_scale", 1)!;
+  const r = rois.length / 5, t = typeOf(x).dtype;
+  if (typeOf(x).shape.length !== 4 || !Number.isInteger(r) || !(ph > 0) || !(pw > 0)) {
+    throw new KilnError(
+      `${c.label}: MaxRoiPool of [${typeOf(x).shape}] with ${rois.length} roi values`,
+      {
+        code: "bad-input",
+        fix: "pass X [N, C, H, W], rois [R, 5] (batch, x1, y1, x2, y2) and a pooled_shape",
+      },
+    );
+  }
+  const bins: number[][] = [], batches: number[] = [];
+  for (let i = 0; i < r; i++) {
+    const [b, x1, y1, x2, y2] = rois.slice(5 * i, 5 * i + 5);
+    if (!(b >= 0 && b < n)) {
+      throw new KilnError(`${c.label}: roi ${i}'s batch ${b} outside [0, ${n})`, {
+        code: "out-of-range",
+        fix: "give each roi the batch index of an input image",
+      });
+    }
+    batches.push(b);
+    const [sw, sh, ew, eh] = [x1, y1, x2, y2].map((v) => Math.round(v * scale));
+    const bh = Math.max(eh - sh + 1, 1) / ph, bw = Math.max(ew - sw + 1, 1) / pw;
+    const clamp = (v: number, size: number) => Math.min(Math.max(v, 0), size);
+    for (let py = 0; py < ph; py++) {
+      for (let px = 0; px < pw; px++) {
+        const [hs, he] = [
+          clamp(Math.floor(py * bh) + sh, h),
+          clamp(Math.ceil((py + 1) * bh) + sh, h),
+        ];
+        const [ws, we] = [
+          clamp(Math.floor(px * bw) + sw, w),
+          clamp(Math.ceil((px + 1) * bw) + sw, w),
+        ];
+        const pixels: number[] = [];
+        for (let yy = hs; yy < he; yy++) for (let xx = ws; xx < we; xx++) pixels.push(yy * w + xx);
+        bins.push(pixels);
+      }
+    }
+  }
+  // Index h·w is the −∞ column appended to every image: padding, and the whole of an empty bin.
+  const most = Math.max(1, ...bins.map((p) => p.length)), per = ph * pw * most;
+  const index = new Array(r * per).fill(h * w);
+  bins.forEach((p, k) => p.forEach((v, j) => (index[k * most + j] = v)));
+  const images = op("Gather", [x, constant(batches, [r], "i32")], { axis: 0 });
+  const flat = op("Concat", [
+    op("Reshape", [images], { shape: [r, ch, h * w] }),
+    op("Expand", [scalar(-Infinity, t)], { shape: [r, ch, 1] }),
+  ], { axis: 2 });
+  const spread = op("Expand", [constant(index, [r, 1, per], "i32")], { shape: [r, ch, per] });
+  const taken = op("Reshape", [op("GatherElements", [flat, spread], { axis: 2 })], {
+    shape: [r, ch, ph * pw, most],
+  });
+  const max = op("ReduceMax", [taken], { axes: [3], keepdims: 0 });
+  const empty = constant(bins.map((p) => (p.length ? 0 : 1)), [r, 1, ph * pw], "bool");
+  return [op("Reshape", [op("Where", [empty, scalar(0, t), max])], { shape: [r, ch, ph, pw] })];
 }
