@@ -218,6 +218,21 @@ function retyped(v: OnnxValue, form: Form): OnnxValue {
 }
 
 /**
+ * Runs every case folder in `dir` on `backend` (at most `count` of them, a typed check that the
+ * folder holds what a test expects); returns the ones that did not pass, with their reasons.
+ */
+export async function failingCases(dir: string, backend: string, count: number): Promise<string[]> {
+  const names = (await readdir(dir)).sort();
+  if (names.length !== count) return [`${dir}: ${names.length} cases, expected ${count}`];
+  const failed: string[] = [];
+  for (const name of names) {
+    const r = await runCase(join(dir, name), backend);
+    if (r.status !== "pass") failed.push(`${name}: ${r.status}: ${r.reason}`);
+  }
+  return failed;
+}
+
+/**
  * Runs case folder `dir` on `backend` (`reference`, `wasm` or `webgpu`); a folder with a form's
  * suffix (`conformance_forms.ts`) runs the case's double or float16 form against its float
  * outputs.
