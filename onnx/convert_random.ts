@@ -1,5 +1,6 @@
 /**
- * ONNX's random ops: RandomUniform, RandomNormal, their `*Like` forms and Bernoulli. Each becomes
+ * ONNX's random ops: RandomUniform, RandomNormal, their `*Like` forms, Bernoulli and Multinomial
+ * (a uniform draw located in the classes' cumulative probabilities). Each becomes
  * kiln's `RandomUniform`/`RandomNormal` (drawn anew on every run, from the node's `seed` when it
  * has one; see `jit/random_inputs.ts`), with the comparison or cast around it as ordinary ops that
  * fuse. A seeded draw is numpy's `np.random.seed(seed)` stream (`jit/random.ts`), so training
@@ -59,6 +60,24 @@ function draw(normal: boolean, like: boolean): Converter {
   };
 }
 
+/**
+ * Multinomial: `sample_size` class indices a row, drawn with the probabilities of the softmax of
+ * its unnormalized log-probabilities: each draw u counts the classes whose cumulative probability
+ * lies below u (clamped to the last class, where rounding leaves the total under 1).
+ */
+function multinomial(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), x = c.required(0);
+  const [batch, classes] = typeOf(x).shape, samples = a.int("sample_size", 1)!;
+  const logits = typeOf(x).dtype === "f32" ? x : op("Cast", [x], { to: "f32" });
+  const cumulative = op("CumSum", [op("Softmax", [logits], { axis: 1 })], { axis: 1 });
+  const u = op("RandomUniform", [], { shape: [batch, samples, 1], ...seedOf(c) });
+  const below = op("Less", [op("Unsqueeze", [cumulative], { axes: [1] }), u]);
+  const counted = op("ReduceSum", [op("Cast", [below], { to: "i32" })], { axes: [2], keepdims: 0 });
+  const index = op("Min", [counted, scalar(classes - 1, "i32")]);
+  const { dtype, i64 } = dtypeAttr(c, "dtype", { dtype: "i32", i64: false });
+  return [{ ...(dtype === "i32" ? index : op("Cast", [index], { to: dtype })), i64 }];
+}
+
 /** The converters of this file, by ONNX op type. */
 export const RANDOM_CONVERTERS: Readonly<Record<string, Converter>> = {
   RandomUniform: draw(false, false),
@@ -73,6 +92,7 @@ export const RANDOM_CONVERTERS: Readonly<Record<string, Converter>> = {
     const pf = typeOf(p).dtype === "f32" ? p : op("Cast", [p], { to: "f32" });
     return [as(c, op("Less", [u, pf]), p)];
   },
+  Multinomial: multinomial,
 };
 
 /**

@@ -61,3 +61,48 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
     bernoulli.dispose();
   });
 }
+
+for (const backend of ["reference", "wasm", "webgpu"]) {
+  Deno.test(`${backend}: Multinomial draws each class as often as its softmax probability`, async () => {
+    const probabilities = [[0.2, 0.3, 0.5], [0.9, 0.05, 0.05]];
+    const logits = {
+      tensorType: { elemType: 1, shape: { dim: [{ dimValue: 2 }, { dimValue: 3 }] } },
+    };
+    const m = OnnxModel.fromBytes(encodeModel({
+      irVersion: 8,
+      opsetImport: [{ domain: "", version: 17 }],
+      graph: {
+        name: "g",
+        node: [{
+          opType: "Multinomial",
+          input: ["x"],
+          output: ["y"],
+          attribute: [
+            { name: "sample_size", type: 2, i: N },
+            { name: "seed", type: 1, f: 3 },
+            { name: "dtype", type: 2, i: 7 },
+          ],
+        }],
+        initializer: [],
+        input: [{ name: "x", type: logits }],
+        output: [{ name: "y", type: {} }],
+      },
+    }));
+    const x = {
+      data: Float32Array.from(probabilities.flat(), Math.log),
+      shape: [2, 3],
+      dtype: "f32" as const,
+    };
+    const { y } = await m.run({ x }, { backend, cache: false });
+    assert.deepEqual(y.shape, [2, N]);
+    const draws = Array.from(y.data as ArrayLike<number>, Number);
+    probabilities.forEach((row, b) =>
+      row.forEach((p, k) => {
+        const seen = draws.slice(b * N, (b + 1) * N).filter((d) => d === k).length / N;
+        assert.ok(Math.abs(seen - p) < 0.03, `row ${b} class ${k}: ${seen} against ${p}`);
+      })
+    );
+    assert.ok(draws.every((d) => d >= 0 && d <= 2));
+    m.dispose();
+  });
+}
