@@ -354,3 +354,94 @@ for (
     "",
   );
 }
+
+// GroupQueryAttention: first prompts (padded too, packed QKV, rotary halves and interleaved
+// pairs of part of each head, a local window with softcap) and a decoding step after a past.
+OUT = `${TESTDATA}onnx_ms_attention/`;
+const caches = (rows: number, half: number) => {
+  const angle = (p: number, i: number) => p / 10000 ** (i / half);
+  const grid = (f: (v: number) => number) =>
+    Float32Array.from({ length: rows * half }, (_, k) => f(angle(Math.floor(k / half), k % half)));
+  return {
+    cos: { dims: [rows, half], f32: grid(Math.cos) },
+    sin: { dims: [rows, half], f32: grid(Math.sin) },
+  };
+};
+const gqa = [int("num_heads", 4), int("kv_num_heads", 2)];
+const total = (v: number) => ({ dims: [], i32: Int32Array.from([v]) });
+await write(
+  "group_query_attention_prompt",
+  "GroupQueryAttention",
+  [
+    ["q", f32(2, 4, 32)],
+    ["k", f32(2, 4, 16)],
+    ["v", f32(2, 4, 16)],
+    ["", undefined],
+    ["", undefined],
+    ["seqlens", i32([2], [3, 3])],
+    ["total", total(4)],
+  ],
+  {},
+  gqa,
+  ["y", "present_key", "present_value"],
+);
+await write(
+  "group_query_attention_prompt_padded_packed",
+  "GroupQueryAttention",
+  [
+    ["qkv", f32(2, 4, 64)],
+    ["", undefined],
+    ["", undefined],
+    ["", undefined],
+    ["", undefined],
+    ["seqlens", i32([2], [3, 1])],
+    ["total", total(4)],
+  ],
+  {},
+  gqa,
+  ["y", "present_key", "present_value"],
+);
+for (
+  const [name, interleaved, h, half] of [["rotary", 0, 16, 8], [
+    "rotary_interleaved_partial",
+    1,
+    32,
+    8,
+  ]] as const
+) {
+  const { cos, sin } = caches(16, half);
+  await write(
+    `group_query_attention_decode_${name}`,
+    "GroupQueryAttention",
+    [
+      ["q", f32(1, 1, 4 * h)],
+      ["k", f32(1, 1, 2 * h)],
+      ["v", f32(1, 1, 2 * h)],
+      ["past_key", f32(1, 2, 3, h)],
+      ["past_value", f32(1, 2, 3, h)],
+      ["seqlens", i32([1], [3])],
+      ["total", total(4)],
+      ["cos", cos],
+      ["sin", sin],
+    ],
+    { cos, sin },
+    [...gqa, int("do_rotary", 1), int("rotary_interleaved", interleaved)],
+    ["y", "present_key", "present_value"],
+  );
+}
+await write(
+  "group_query_attention_window_softcap",
+  "GroupQueryAttention",
+  [
+    ["q", f32(1, 5, 32)],
+    ["k", f32(1, 5, 16)],
+    ["v", f32(1, 5, 16)],
+    ["", undefined],
+    ["", undefined],
+    ["seqlens", i32([1], [4])],
+    ["total", total(5)],
+  ],
+  {},
+  [...gqa, int("local_window_size", 2), float("softcap", 2)],
+  ["y", "present_key", "present_value"],
+);

@@ -2,7 +2,9 @@
  * The attention ops of ONNX Runtime's `com.microsoft` domain that its transformer optimizer writes
  * into BERT- and GPT-style models: Attention (the input projected by packed Q, K and V weights),
  * MultiHeadAttention (projected query, key and value) and EmbedLayerNormalization (word, position
- * and segment embeddings summed and layer-normalized, with the mask's token counts). Attention
+ * and segment embeddings summed and layer-normalized, with the mask's token counts); and
+ * GroupQueryAttention, the attention of onnxruntime-genai's language models (a KV cache of fewer
+ * heads, rotary embedding). Attention
  * becomes scores → softmax → values in kiln ops, which kiln fuses as it fuses any attention;
  * masks add ONNX Runtime's `mask_filter_value` (-10000 unless set) where a key is hidden, as its
  * kernels do, so a row with every key hidden weighs them alike instead of giving NaN.
@@ -14,6 +16,7 @@ import { scalar } from "./convert_composite.ts";
 import {
   attrs,
   constant,
+  constInts,
   type Converter,
   type Known,
   type NodeContext,
@@ -188,9 +191,145 @@ function embedLayerNormalization(c: NodeContext): Known[] {
   return [y, counts, sum];
 }
 
+/**
+ * Rotary embedding of `x` ([B, S, heads·h]) at `positions` ([B, S] into the caches' rows): its
+ * first 2·cache-width channels of each head turned in halves or, `interleaved`, in neighbours.
+ */
+function rotate(
+  op: OpFn,
+  x: Known,
+  heads: number,
+  [cos, sin]: Known[],
+  positions: Known,
+  interleaved: boolean,
+): Known {
+  const [b, s, d] = typeOf(x).shape, h = d / heads, half = typeOf(cos).shape[1], rot = 2 * half;
+  const x4 = op("Reshape", [x], { shape: [b, s, heads, h] });
+  const at = (cache: Known) =>
+    op("Unsqueeze", [op("Gather", [cache, positions], { axis: 0 })], { axes: [2] });
+  const [c, n] = [at(cos), at(sin)];
+  const part = (from: number, to: number, axis = 3) =>
+    op("Slice", [x4], { starts: [from], ends: [to], axes: [axis] });
+  let turned: Known;
+  if (interleaved) {
+    const pairs = op("Reshape", [part(0, rot)], { shape: [b, s, heads, half, 2] });
+    const pick = (i: number) =>
+      op("Squeeze", [op("Slice", [pairs], { starts: [i], ends: [i + 1], axes: [4] })], {
+        axes: [4],
+      });
+    const [e, o] = [pick(0), pick(1)];
+    const first = op("Sub", [op("Mul", [e, c]), op("Mul", [o, n])]);
+    const second = op("Add", [op("Mul", [o, c]), op("Mul", [e, n])]);
+    const stacked = op("Concat", [
+      op("Unsqueeze", [first], { axes: [4] }),
+      op("Unsqueeze", [second], { axes: [4] }),
+    ], { axis: 4 });
+    turned = op("Reshape", [stacked], { shape: [b, s, heads, rot] });
+  } else {
+    const [x1, x2] = [part(0, half), part(half, rot)];
+    turned = op("Concat", [
+      op("Sub", [op("Mul", [x1, c]), op("Mul", [x2, n])]),
+      op("Add", [op("Mul", [x2, c]), op("Mul", [x1, n])]),
+    ], { axis: 3 });
+  }
+  if (rot < h) turned = op("Concat", [turned, part(rot, h)], { axis: 3 });
+  return op("Reshape", [turned], { shape: [b, s, d] });
+}
+
+/**
+ * GroupQueryAttention without a shared KV buffer: the new keys and values appended to the past
+ * ones (the present outputs), `kv_num_heads` of them shared by `num_heads / kv_num_heads` query
+ * heads each; a query at position p sees keys up to p and up to its sequence's last valid one
+ * (`seqlens_k`), and past `local_window_size` back where that is set; rotary embedding from the
+ * caches where `do_rotary` is. Decoding (a past) runs one sequence at a time.
+ */
+function groupQueryAttention(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c);
+  const n = a.int("num_heads")!, kv = a.int("kv_num_heads")!;
+  const window = a.int("local_window_size", -1)!, softcap = a.float("softcap", 0)!;
+  if (a.int("smooth_softmax", 0) || a.int("qk_output", 0) || c.input(11)) {
+    refuse(
+      c,
+      "GroupQueryAttention with smooth_softmax, head_sink or qk_output",
+      "export without them",
+    );
+  }
+  let q = c.required(0), k = c.input(1), v = c.input(2);
+  const [b, s, width] = typeOf(q).shape;
+  const h = k ? width / n : width / (n + 2 * kv);
+  if (!k || !v) {
+    [q, k, v] = c.emit("Split", [q], { axis: 2, split: [n * h, kv * h, kv * h] }, 3);
+  }
+  const pastKey = c.input(3), pastValue = c.input(4), seqlens = c.required(5);
+  const past = pastKey ? typeOf(pastKey).shape[2] : 0, total = past + s;
+  const given = constInts(c, 6, "total_sequence_length");
+  if (!n || !kv || n % kv !== 0 || (given && given[0] !== total) || (past > 0 && b > 1)) {
+    throw new KilnError(
+      `${c.label}: GroupQueryAttention of ${n} heads over ${kv}, ${s} new tokens after ${past}, ` +
+        `batch ${b}, total ${given?.[0]}`,
+      {
+        code: "unsupported",
+        fix: "kiln runs heads that kv_num_heads divides, a total of past + new tokens (no shared " +
+          "buffer), and a past for one sequence at a time",
+      },
+    );
+  }
+  // Positions of the new tokens: 0… for a first prompt, after the past otherwise.
+  const steps = constant([...Array(s).keys()], [1, s], "i32");
+  const lengths = op("Reshape", [op("Cast", [seqlens], { to: "i32" })], { shape: [b, 1] });
+  const start = op("Sub", [lengths, past ? scalar(s - 1, "i32") : lengths]);
+  const positions = op("Add", [start, steps]); // [B, S]
+  if (a.int("do_rotary", 0)) {
+    const caches = [c.required(7), c.required(8)],
+      interleaved = a.int("rotary_interleaved", 0) === 1;
+    const at = c.input(9) ? op("Cast", [c.input(9)!], { to: "i32" }) : positions;
+    q = rotate(op, q, n, caches, at, interleaved);
+    k = rotate(op, k, kv, caches, at, interleaved);
+  }
+  const append = (pastState: Known | undefined, fresh: Known) => {
+    const heads4 = heads(op, fresh, kv);
+    return pastState ? op("Concat", [pastState, heads4], { axis: 2 }) : heads4;
+  };
+  const [presentKey, presentValue] = [append(pastKey, k), append(pastValue, v)];
+  // Each of the kv heads serves n / kv query heads: [B, kv, T, h] → [B, n, T, h].
+  const shared = (state: Known) =>
+    op("Reshape", [
+      op("Expand", [op("Unsqueeze", [state], { axes: [2] })], { shape: [b, kv, n / kv, total, h] }),
+    ], { shape: [b, n, total, h] });
+  const t = typeOf(q).dtype;
+  let scores = op("Mul", [
+    op("MatMul", [heads(op, q, n), op("Transpose", [shared(presentKey)], { perm: [0, 1, 3, 2] })]),
+    scalar(a.float("scale") ?? 1 / Math.sqrt(h), t),
+  ]);
+  if (softcap > 0) {
+    scores = op("Mul", [op("Tanh", [op("Div", [scores, scalar(softcap, t)])]), scalar(softcap, t)]);
+  }
+
+  const keys = constant([...Array(total).keys()], [1, 1, 1, total], "i32");
+  const queryAt = op("Reshape", [positions], { shape: [b, 1, s, 1] });
+  let visible = op("And", [
+    op("Not", [op("Greater", [keys, queryAt])]),
+    op("Not", [op("Greater", [keys, op("Reshape", [lengths], { shape: [b, 1, 1, 1] })])]),
+  ]);
+  if (window > 0) {
+    visible = op("And", [
+      visible,
+      op("Greater", [keys, op("Sub", [queryAt, scalar(window, "i32")])]),
+    ]);
+  }
+  const hidden = op("Where", [visible, scalar(0, t), scalar(-Infinity, t)]);
+  scores = op("Add", [scores, c.input(10) ? op("Add", [hidden, c.input(10)!]) : hidden]);
+  const out = op("MatMul", [op("Softmax", [scores], { axis: -1 }), shared(presentValue)]);
+  const y = op("Reshape", [op("Transpose", [out], { perm: [0, 2, 1, 3] })], {
+    shape: [b, s, n * h],
+  });
+  return [y, presentKey, presentValue];
+}
+
 /** Converters of `com.microsoft` attention ops, by op type. */
 export const MS_ATTENTION_CONVERTERS: Record<string, Converter<Known>> = {
   Attention: attention,
   MultiHeadAttention: multiHeadAttention,
   EmbedLayerNormalization: embedLayerNormalization,
+  GroupQueryAttention: groupQueryAttention,
 };

@@ -9,37 +9,43 @@ import "../mod.ts";
  * One-node models of ONNX Runtime's com.microsoft attention ops (`bench/export_ms_cases.ts`):
  * Attention plain, with a raw 0/1 mask, key lengths, causal with a mask, an attention bias and
  * scale, and qkv_hidden_sizes; MultiHeadAttention with bias and a key padding mask, and plain;
- * EmbedLayerNormalization with segments and a mask (its token counts and sum), and words only.
+ * EmbedLayerNormalization with segments and a mask (its token counts and sum), and words only;
+ * GroupQueryAttention's first prompts (padded, packed QKV, a local window with softcap) and
+ * decoding steps after a past with rotary embedding (halves, and interleaved pairs of part of
+ * each head).
  * Expected outputs ONNX Runtime Web 1.30's (wasm).
  */
 const CASES = new URL("./testdata/onnx_ms_attention/", import.meta.url).pathname;
 
 for (const backend of ["reference", "wasm", "webgpu"]) {
   Deno.test(`${backend}: ONNX Runtime's attention contrib ops match ONNX Runtime Web`, async () => {
-    assert.deepEqual(await failingCases(CASES, backend, 10), []);
+    assert.deepEqual(await failingCases(CASES, backend, 15), []);
   });
 }
 
-Deno.test("Attention with a KV cache or an odd mask is refused with a Fix", async () => {
-  const attention = (inputs: string[], shapes: number[][]) =>
+Deno.test("Attention with a KV cache, an odd mask, or a batched GQA past is refused with a Fix", async () => {
+  const attention = (inputs: string[], shapes: number[][], op = "Attention") =>
     OnnxModel.fromBytes(encodeModel({
       irVersion: 8,
       opsetImport: [{ domain: "", version: 17 }, { domain: "com.microsoft", version: 1 }],
       graph: {
         name: "g",
         node: [{
-          opType: "Attention",
+          opType: op,
           domain: "com.microsoft",
           input: inputs,
           output: ["y"],
-          attribute: [{ name: "num_heads", type: 2, i: 2 }],
+          attribute: [
+            { name: "num_heads", type: 2, i: 2 },
+            ...(op === "Attention" ? [] : [{ name: "kv_num_heads", type: 2, i: 1 }]),
+          ],
         }],
         initializer: [],
         input: inputs.filter((n) => n).map((n, i) => ({
           name: n,
           type: {
             tensorType: {
-              elemType: n === "mask" ? 6 : 1,
+              elemType: n === "mask" || n === "seqlens" ? 6 : 1,
               shape: { dim: shapes[i].map((d) => ({ dimValue: d })) },
             },
           },
@@ -50,19 +56,32 @@ Deno.test("Attention with a KV cache or an odd mask is refused with a Fix", asyn
   const feed = (shapes: Record<string, number[]>) =>
     Object.fromEntries(
       Object.entries(shapes).map(([n, shape]) => [n, {
-        data: n === "mask"
-          ? new Int32Array(shape.reduce((a, b) => a * b))
-          : new Float32Array(shape.reduce((a, b) => a * b)),
+        data: n === "mask" || n === "seqlens"
+          ? new Int32Array(shape.reduce((a, b) => a * b, 1))
+          : new Float32Array(shape.reduce((a, b) => a * b, 1)),
         shape,
-        dtype: n === "mask" ? "i32" as const : "f32" as const,
+        dtype: n === "mask" || n === "seqlens" ? "i32" as const : "f32" as const,
       }]),
     );
-  const cases: [string[], Record<string, number[]>, RegExp][] = [
+  const cases: [string[], Record<string, number[]>, RegExp, string?][] = [
     [["x", "w", "", "", "past"], { x: [1, 2, 4], w: [4, 12], past: [2, 1, 2, 1, 2] }, /past state/],
     [["x", "w", "", "mask"], { x: [1, 2, 4], w: [4, 12], mask: [3] }, /attention mask of \[3\]/],
+    [
+      ["q", "k", "v", "pk", "pv", "seqlens"],
+      {
+        q: [2, 1, 8],
+        k: [2, 1, 4],
+        v: [2, 1, 4],
+        pk: [2, 1, 3, 4],
+        pv: [2, 1, 3, 4],
+        seqlens: [2],
+      },
+      /1 new tokens after 3, batch 2/,
+      "GroupQueryAttention",
+    ],
   ];
-  for (const [inputs, shapes, pattern] of cases) {
-    const m = attention(inputs, Object.values(shapes));
+  for (const [inputs, shapes, pattern, op] of cases) {
+    const m = attention(inputs, Object.values(shapes), op);
     await assert.rejects(
       () => m.run(feed(shapes)),
       (e) => e instanceof KilnError && pattern.test(e.message) && /Fix:/.test(String(e)),
