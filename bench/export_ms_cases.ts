@@ -28,7 +28,13 @@ const float = (name: string, f: number): AttributeProto => ({ name, type: 1, f }
 const size = (dims: number[]) => dims.reduce((p, d) => p * d, 1);
 
 /** A float input or initializer of `dims`, or an int32 one of `values`. */
-type Data = { dims: number[]; f32?: Float32Array; i32?: Int32Array; u8?: Uint8Array };
+type Data = {
+  dims: number[];
+  f32?: Float32Array;
+  i32?: Int32Array;
+  u8?: Uint8Array;
+  i64?: number[];
+};
 const f32 = (...dims: number[]): Data => ({
   dims,
   f32: Float32Array.from({ length: size(dims) }, random),
@@ -46,6 +52,8 @@ const proto = (name: string, d: Data): TensorProto =>
     ? { name, dims: d.dims, dataType: 1, floatData: Array.from(d.f32) }
     : d.u8
     ? { name, dims: d.dims, dataType: 2, rawData: d.u8 }
+    : d.i64
+    ? { name, dims: d.dims, dataType: 7, int64Data: d.i64 }
     : { name, dims: d.dims, dataType: 6, int32Data: Array.from(d.i32!) };
 
 /** One case: `inputs` fed, `inits` constant ("" leaves an optional input out). */
@@ -76,7 +84,7 @@ async function write(
         name: n,
         type: {
           tensorType: {
-            elemType: d.f32 ? 1 : 6,
+            elemType: d.f32 ? 1 : d.i64 ? 7 : 6,
             shape: { dim: d.dims.map((v) => ({ dimValue: v })) },
           },
         },
@@ -91,7 +99,12 @@ async function write(
   const feeds = Object.fromEntries(
     fed.filter(([n]) => !(n in inits)).map((
       [n, d],
-    ) => [n, new ort.Tensor(d.f32 ? "float32" : "int32", d.f32 ?? d.i32, d.dims)]),
+    ) => [
+      n,
+      d.i64
+        ? new ort.Tensor("int64", BigInt64Array.from(d.i64, BigInt), d.dims)
+        : new ort.Tensor(d.f32 ? "float32" : "int32", d.f32 ?? d.i32, d.dims),
+    ]),
   );
   const results = await session.run(feeds);
   const dir = `${OUT}${name}/test_data_set_0`;
@@ -445,3 +458,29 @@ await write(
   [...gqa, int("local_window_size", 2), float("softcap", 2)],
   ["y", "present_key", "present_value"],
 );
+
+// RotaryEmbedding (ONNX Runtime's): 3-D input with position ids, 4-D with one offset, interleaved.
+for (
+  const [name, x, ids, attrs] of [
+    ["rotary_embedding", f32(2, 3, 64), { dims: [2, 3], i64: [0, 1, 2, 5, 6, 7] }, [
+      int("num_heads", 4),
+    ]],
+    ["rotary_embedding_4d_offset", f32(1, 2, 3, 16), { dims: [1], i64: [4] }, []],
+    [
+      "rotary_embedding_interleaved",
+      f32(1, 3, 32),
+      { dims: [1, 3], i64: [2, 3, 4] },
+      [int("num_heads", 2), int("interleaved", 1)],
+    ],
+  ] as const
+) {
+  const { cos, sin } = caches(16, 8);
+  await write(
+    name,
+    "RotaryEmbedding",
+    [["x", x], ["ids", { dims: [...ids.dims], i64: [...ids.i64] }], ["cos", cos], ["sin", sin]],
+    { cos, sin },
+    [...attrs],
+    ["y"],
+  );
+}

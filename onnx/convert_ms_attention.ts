@@ -4,7 +4,7 @@
  * MultiHeadAttention (projected query, key and value) and EmbedLayerNormalization (word, position
  * and segment embeddings summed and layer-normalized, with the mask's token counts); and
  * GroupQueryAttention, the attention of onnxruntime-genai's language models (a KV cache of fewer
- * heads, rotary embedding). Attention
+ * heads, rotary embedding), and RotaryEmbedding on its own. Attention
  * becomes scores → softmax → values in kiln ops, which kiln fuses as it fuses any attention;
  * masks add ONNX Runtime's `mask_filter_value` (-10000 unless set) where a key is hidden, as its
  * kernels do, so a row with every key hidden weighs them alike instead of giving NaN.
@@ -326,10 +326,45 @@ function groupQueryAttention(c: NodeContext): Known[] {
   return [y, presentKey, presentValue];
 }
 
+/**
+ * RotaryEmbedding (ONNX Runtime's): input [B, S, hidden] or [B, N, S, h] turned by `rotate` at
+ * `position_ids` ([B, S], or one offset for every sequence).
+ */
+function msRotaryEmbedding(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), x = c.required(0), ids = c.required(1);
+  const caches = [c.required(2), c.required(3)], shape = typeOf(x).shape;
+  const half = typeOf(caches[0]).shape[1], given = a.int("rotary_embedding_dim", 0)!;
+  a.float("scale"); // unused by ONNX Runtime's kernels
+  if (a.int("is_packed_batching", 0) || (given && given !== 2 * half)) {
+    refuse(
+      c,
+      "RotaryEmbedding with packed batching, or a rotary_embedding_dim apart from the caches'",
+      "export the unpacked form",
+    );
+  }
+  const four = shape.length === 4;
+  const flat = four
+    ? op("Reshape", [op("Transpose", [x], { perm: [0, 2, 1, 3] })], {
+      shape: [shape[0], shape[2], shape[1] * shape[3]],
+    })
+    : x;
+  const [b, s, width] = typeOf(flat).shape;
+  const heads = four ? shape[1] : a.int("num_heads", 0) || width / (2 * half);
+  const steps = constant([...Array(s).keys()], [1, s], "i32");
+  const at = typeOf(ids).shape.length === 1
+    ? op("Add", [op("Cast", [ids], { to: "i32" }), steps])
+    : op("Cast", [ids], { to: "i32" });
+  const y = rotate(op, flat, heads, caches, at, a.int("interleaved", 0) === 1);
+  if (!four) return [y];
+  const back = op("Reshape", [y], { shape: [b, s, shape[1], shape[3]] });
+  return [op("Transpose", [back], { perm: [0, 2, 1, 3] })];
+}
+
 /** Converters of `com.microsoft` attention ops, by op type. */
 export const MS_ATTENTION_CONVERTERS: Record<string, Converter<Known>> = {
   Attention: attention,
   MultiHeadAttention: multiHeadAttention,
   EmbedLayerNormalization: embedLayerNormalization,
   GroupQueryAttention: groupQueryAttention,
+  RotaryEmbedding: msRotaryEmbedding,
 };
