@@ -484,3 +484,20 @@ for (
     ["y"],
   );
 }
+
+// Attention after a past (GPT-2 as ONNX Runtime's optimizer fuses it): causal, a raw mask over
+// past and new tokens, the present output.
+await write(
+  "attention_past_causal",
+  "Attention",
+  [
+    ["x", f32(1, 2, 8)],
+    ["w", w.w],
+    ["b", w.b],
+    ["mask", i32([1, 5], [0, 1, 1, 1, 1])],
+    ["past", f32(2, 1, 2, 3, 4)],
+  ],
+  w,
+  [...heads, int("unidirectional", 1)],
+  ["y", "present"],
+);

@@ -1,6 +1,7 @@
 /**
  * The attention ops of ONNX Runtime's `com.microsoft` domain that its transformer optimizer writes
- * into BERT- and GPT-style models: Attention (the input projected by packed Q, K and V weights),
+ * into BERT- and GPT-style models: Attention (the input projected by packed Q, K and V weights,
+ * after a past of keys and values where GPT-2's decoding has one),
  * MultiHeadAttention (projected query, key and value) and EmbedLayerNormalization (word, position
  * and segment embeddings summed and layer-normalized, with the mask's token counts); and
  * GroupQueryAttention, the attention of onnxruntime-genai's language models (a KV cache of fewer
@@ -32,24 +33,48 @@ function heads(op: OpFn, x: Known, n: number): Known {
   return op("Transpose", [split], { perm: [0, 2, 1, 3] });
 }
 
-/** softmax(Q·Kᵀ·scale + bias)·V over `n` heads: [B, S, N·h] in, [B, S, N·hv] out. */
+/**
+ * softmax(Q·Kᵀ·scale + bias)·V over `n` heads: [B, S, N·h] in, [B, S, N·hv] out, and with
+ * `present` the keys and values attended (after `past`'s), stacked as Attention's present.
+ */
 function attend(
   op: OpFn,
   [q, k, v]: Known[],
   n: number,
   scale: number | undefined,
   bias: Known | undefined,
-): Known {
+  past?: Known,
+  present = false,
+): Known[] {
   const [b, s, d] = typeOf(q).shape, t = typeOf(q).dtype;
-  const keys = op("Transpose", [heads(op, k, n)], { perm: [0, 1, 3, 2] });
+  // A past [2, B, N, P, h] goes before the new keys and values; [2, B, N, P + S, h] is present.
+  const state = (i: number, fresh: Known) =>
+    past
+      ? op("Concat", [
+        op("Squeeze", [op("Slice", [past], { starts: [i], ends: [i + 1], axes: [0] })], {
+          axes: [0],
+        }),
+        fresh,
+      ], { axis: 2 })
+      : fresh;
+  const [keyHeads, valueHeads] = [state(0, heads(op, k, n)), state(1, heads(op, v, n))];
+  const keys = op("Transpose", [keyHeads], { perm: [0, 1, 3, 2] });
   let scores = op("Mul", [
     op("MatMul", [heads(op, q, n), keys]),
     scalar(scale ?? 1 / Math.sqrt(d / n), t),
   ]);
   if (bias) scores = op("Add", [scores, bias]);
-  const out = op("MatMul", [op("Softmax", [scores], { axis: -1 }), heads(op, v, n)]);
+  const out = op("MatMul", [op("Softmax", [scores], { axis: -1 }), valueHeads]);
   const width = typeOf(v).shape[2];
-  return op("Reshape", [op("Transpose", [out], { perm: [0, 2, 1, 3] })], { shape: [b, s, width] });
+  const y = op("Reshape", [op("Transpose", [out], { perm: [0, 2, 1, 3] })], {
+    shape: [b, s, width],
+  });
+  if (!present) return [y];
+  const stacked = op("Concat", [
+    op("Unsqueeze", [keyHeads], { axes: [0] }),
+    op("Unsqueeze", [valueHeads], { axes: [0] }),
+  ], { axis: 0 });
+  return [y, stacked];
 }
 
 /**
@@ -118,16 +143,22 @@ function refuse(c: NodeContext, what: string, fix: string): never {
 function attention(c: NodeContext): Known[] {
   const op = opOf(c), a = attrs(c), x = c.required(0), w = c.required(1);
   const n = a.int("num_heads")!, [b, s] = typeOf(x).shape, total = typeOf(w).shape[1];
-  if (c.input(4) || c.input(6) || a.int("do_rotary", 0) || a.int("past_present_share_buffer", 0)) {
-    refuse(c, "Attention with past state or rotary embedding", "export without the KV cache");
+  const past = c.input(4), pastLength = past ? typeOf(past).shape[3] : 0;
+  if (c.input(6) || a.int("do_rotary", 0) || a.int("past_present_share_buffer", 0)) {
+    refuse(c, "Attention with a shared past buffer or rotary embedding", "export without them");
   }
   const sizes = a.ints("qkv_hidden_sizes") ?? [total / 3, total / 3, total / 3];
-  if (!n || typeOf(x).shape.length !== 3 || sizes.reduce((p, v) => p + v, 0) !== total) {
+  if (
+    !n || typeOf(x).shape.length !== 3 || sizes.reduce((p, v) => p + v, 0) !== total ||
+    (past && (typeOf(past).shape.length !== 5 || sizes[0] !== sizes[2]))
+  ) {
     throw new KilnError(
-      `${c.label}: Attention of [${typeOf(x).shape}] by weights [${typeOf(w).shape}]`,
+      `${c.label}: Attention of [${typeOf(x).shape}] by weights [${typeOf(w).shape}]` +
+        (past ? ` after a past [${typeOf(past).shape}]` : ""),
       {
         code: "shape-mismatch",
-        fix: "give input [B, S, D], weights [D, Q + K + V] and num_heads",
+        fix: "give input [B, S, D], weights [D, Q + K + V], num_heads, and a past of " +
+          "[2, B, num_heads, P, head size] with equal Q, K and V sizes",
       },
     );
   }
@@ -135,8 +166,8 @@ function attention(c: NodeContext): Known[] {
   const bias = c.input(2);
   if (bias) qkv = op("Add", [qkv, bias]);
   const parts = c.emit("Split", [qkv], { axis: 2, split: sizes }, 3);
-  const scores = scoreBias(c, [b, s, s], c.input(3), c.input(5), typeOf(x).dtype);
-  return [attend(op, parts, n, a.float("scale"), scores)];
+  const scores = scoreBias(c, [b, s, pastLength + s], c.input(3), c.input(5), typeOf(x).dtype);
+  return attend(op, parts, n, a.float("scale"), scores, past, !!c.node.output[1]);
 }
 
 /** MultiHeadAttention over query [B, S, D], key [B, L, D] and value [B, L, Dv]. */
@@ -159,7 +190,7 @@ function multiHeadAttention(c: NodeContext): Known[] {
   }
   const [b, s] = typeOf(q).shape, l = typeOf(k).shape[1];
   const scores = scoreBias(c, [b, s, l], c.input(4), c.input(5), typeOf(q).dtype);
-  return [attend(op, [qq, kk, vv], n, a.float("scale"), scores)];
+  return [attend(op, [qq, kk, vv], n, a.float("scale"), scores)[0]];
 }
 
 /**
