@@ -501,3 +501,22 @@ await write(
   [...heads, int("unidirectional", 1)],
   ["y", "present"],
 );
+
+// MultiHeadAttention after a past of keys and values, causal, with both presents.
+await write(
+  "multi_head_attention_past",
+  "MultiHeadAttention",
+  [
+    ["q", f32(1, 2, 8)],
+    ["k", f32(1, 2, 8)],
+    ["v", f32(1, 2, 8)],
+    ["", undefined],
+    ["", undefined],
+    ["", undefined],
+    ["past_key", f32(1, 2, 3, 4)],
+    ["past_value", f32(1, 2, 3, 4)],
+  ],
+  {},
+  [...heads, int("unidirectional", 1)],
+  ["y", "present_key", "present_value"],
+);

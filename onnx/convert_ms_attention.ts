@@ -174,11 +174,15 @@ function attention(c: NodeContext): Known[] {
 function multiHeadAttention(c: NodeContext): Known[] {
   const op = opOf(c), a = attrs(c), n = a.int("num_heads")!;
   const q = c.required(0), k = c.input(1), v = c.input(2);
-  if (!k || !v || typeOf(k).shape.length !== 3 || c.input(6) || c.input(7)) {
+  const pastKey = c.input(6), pastValue = c.input(7);
+  if (
+    !k || !v || typeOf(k).shape.length !== 3 || !pastKey !== !pastValue || c.input(8) ||
+    c.input(9) || (pastKey && typeOf(k).shape[2] !== typeOf(v).shape[2])
+  ) {
     refuse(
       c,
-      "MultiHeadAttention with packed, 4-D or past key and value",
-      "give query [B, S, D], key [B, L, D] and value [B, L, Dv], without a KV cache",
+      "MultiHeadAttention with packed or 4-D key and value, or a shared past buffer",
+      "give query [B, S, D], key [B, L, D] and value [B, L, Dv] (a past of both, Dv = D)",
     );
   }
   const bias = c.input(3);
@@ -188,9 +192,21 @@ function multiHeadAttention(c: NodeContext): Known[] {
     const [bq, bk, bv] = c.emit("Split", [bias], { axis: 0, split: [d, d, dv] }, 3);
     [qq, kk, vv] = [op("Add", [q, bq]), op("Add", [k, bk]), op("Add", [v, bv])];
   }
-  const [b, s] = typeOf(q).shape, l = typeOf(k).shape[1];
+  const [b, s] = typeOf(q).shape, l = typeOf(k).shape[1] + (pastKey ? typeOf(pastKey).shape[2] : 0);
   const scores = scoreBias(c, [b, s, l], c.input(4), c.input(5), typeOf(q).dtype);
-  return [attend(op, [qq, kk, vv], n, a.float("scale"), scores)[0]];
+  // The past keys and values ([B, N, P, h] each) stacked as Attention's past.
+  const past = pastKey && op("Concat", [
+    op("Unsqueeze", [pastKey], { axes: [0] }),
+    op("Unsqueeze", [pastValue!], { axes: [0] }),
+  ], { axis: 0 });
+  const wanted = !!(c.node.output[1] || c.node.output[2]);
+  const [y, present] = attend(op, [qq, kk, vv], n, a.float("scale"), scores, past, wanted);
+  if (!present) return [y];
+  const half = (i: number) =>
+    op("Squeeze", [op("Slice", [present], { starts: [i], ends: [i + 1], axes: [0] })], {
+      axes: [0],
+    });
+  return [y, half(0), half(1)];
 }
 
 /**
