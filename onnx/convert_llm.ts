@@ -17,16 +17,18 @@ import {
   dtypeAttr,
   type Known,
   type NodeContext,
+  type OpFn,
   opOf,
   typeOf,
 } from "./node_context.ts";
 
-const fail = (c: NodeContext, what: string, fix: string): never => {
+/** Refuses what kiln does not import of a node (code `unsupported`). */
+export function fail(c: NodeContext, what: string, fix: string): never {
   throw new KilnError(`${c.label}: ${what}`, { code: "unsupported", fix });
-};
+}
 
 /** The axes from `axis` (negative counts from the end) to the last of a rank-`rank` tensor. */
-const trailing = (axis: number, rank: number) => {
+export const trailing = (axis: number, rank: number): number[] => {
   const from = axis < 0 ? axis + rank : axis;
   return [...Array(rank - from).keys()].map((i) => from + i);
 };
@@ -42,6 +44,33 @@ function rmsNormalization(c: NodeContext): Known[] {
   const eps = scalar(a.float("epsilon", 1e-5)!, dtype);
   const inv = op("Reciprocal", [op("Sqrt", [op("Add", [mean, eps])])]);
   return [op("Mul", [op("Mul", [x, inv]), scale])];
+}
+
+/**
+ * `x4` ([batch, sequence, heads, head size]) with the first 2·w channels of each head turned by
+ * the angles whose cosines and sines `cos` and `sin` hold per token ([batch or 1, sequence, w]):
+ * the halves of those channels paired, or (`interleaved`) neighbours. The rest pass unchanged.
+ */
+export function rotateHeads(op: OpFn, x4: Known, [cos, sin]: Known[], interleaved: boolean): Known {
+  const [b, s, h, d] = typeOf(x4).shape, half = typeOf(cos).shape.at(-1)!, dim = 2 * half;
+  const slice = (k: Known, start: number, end: number, step = 1) =>
+    op("Slice", [k], { starts: [start], ends: [end], axes: [3], steps: [step] });
+  // One head axis to broadcast over.
+  const [c, n] = [cos, sin].map((k) => op("Unsqueeze", [k], { axes: [2] }));
+  const [x1, x2] = interleaved
+    ? [slice(x4, 0, dim, 2), slice(x4, 1, dim, 2)]
+    : [slice(x4, 0, half), slice(x4, half, dim)];
+  const real = op("Sub", [op("Mul", [c, x1]), op("Mul", [n, x2])]);
+  const imag = op("Add", [op("Mul", [n, x1]), op("Mul", [c, x2])]);
+  const rotated = interleaved
+    ? op("Reshape", [
+      op("Concat", [
+        op("Unsqueeze", [real], { axes: [4] }),
+        op("Unsqueeze", [imag], { axes: [4] }),
+      ], { axis: 4 }),
+    ], { shape: [b, s, h, dim] })
+    : op("Concat", [real, imag], { axis: 3 });
+  return dim < d ? op("Concat", [rotated, slice(x4, dim, d)], { axis: 3 }) : rotated;
 }
 
 /**
@@ -68,7 +97,7 @@ function rotaryEmbedding(c: NodeContext): Known[] {
       "pass a 4-D input [batch, heads, sequence, head size], or a 3-D one with num_heads dividing its last axis",
     );
   }
-  const [b, s, h, d] = typeOf(x4).shape;
+  const d = typeOf(x4).shape[3];
   const dim = a.int("rotary_embedding_dim", 0) || d;
   if (dim % 2 !== 0 || dim > d) {
     fail(
@@ -78,9 +107,7 @@ function rotaryEmbedding(c: NodeContext): Known[] {
     );
   }
   const half = dim / 2;
-  const slice = (k: Known, start: number, end: number, step = 1) =>
-    op("Slice", [k], { starts: [start], ends: [end], axes: [3], steps: [step] });
-  // The caches per token ([batch, sequence, dim / 2]), one head axis to broadcast over.
+  // The caches per token ([batch, sequence, dim / 2]).
   const perToken = (cache: Known) => {
     const rows = positions ? op("Gather", [cache, positions], { axis: 0 }) : cache;
     if (typeOf(rows).shape.at(-1) !== half) {
@@ -90,23 +117,9 @@ function rotaryEmbedding(c: NodeContext): Known[] {
         "pass caches rotary_embedding_dim / 2 wide",
       );
     }
-    return op("Unsqueeze", [rows], { axes: [2] });
+    return rows;
   };
-  const cos = perToken(cosCache), sin = perToken(sinCache);
-  const [x1, x2] = interleaved
-    ? [slice(x4, 0, dim, 2), slice(x4, 1, dim, 2)]
-    : [slice(x4, 0, half), slice(x4, half, dim)];
-  const real = op("Sub", [op("Mul", [cos, x1]), op("Mul", [sin, x2])]);
-  const imag = op("Add", [op("Mul", [sin, x1]), op("Mul", [cos, x2])]);
-  const rotated = interleaved
-    ? op("Reshape", [
-      op("Concat", [
-        op("Unsqueeze", [real], { axes: [4] }),
-        op("Unsqueeze", [imag], { axes: [4] }),
-      ], { axis: 4 }),
-    ], { shape: [b, s, h, dim] })
-    : op("Concat", [real, imag], { axis: 3 });
-  const y4 = dim < d ? op("Concat", [rotated, slice(x4, dim, d)], { axis: 3 }) : rotated;
+  const y4 = rotateHeads(op, x4, [perToken(cosCache), perToken(sinCache)], interleaved);
   return [
     shape.length === 4
       ? op("Transpose", [y4], { perm: [0, 2, 1, 3] })

@@ -14,6 +14,7 @@
  */
 import { KilnError } from "../jit/errors.ts";
 import { scalar } from "./convert_composite.ts";
+import { fail, rotateHeads } from "./convert_llm.ts";
 import {
   attrs,
   constant,
@@ -34,7 +35,31 @@ function heads(op: OpFn, x: Known, n: number): Known {
 }
 
 /**
- * softmax(Q·Kᵀ·scale + bias)·V over `n` heads: [B, S, N·h] in, [B, S, N·hv] out, and with
+ * softmax(Q·Kᵀ·scale, softcapped where `softcap` is set, + bias)·V over head-split queries,
+ * keys and values ([B, N, S or T, h]): [B, S, N·hv].
+ */
+function weigh(
+  op: OpFn,
+  [q, k, v]: Known[],
+  scale: number,
+  bias: Known | undefined,
+  softcap = 0,
+): Known {
+  const t = typeOf(q).dtype, [b, n, s] = typeOf(q).shape, hv = typeOf(v).shape[3];
+  let scores = op("Mul", [
+    op("MatMul", [q, op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
+    scalar(scale, t),
+  ]);
+  if (softcap > 0) {
+    scores = op("Mul", [op("Tanh", [op("Div", [scores, scalar(softcap, t)])]), scalar(softcap, t)]);
+  }
+  if (bias) scores = op("Add", [scores, bias]);
+  const out = op("MatMul", [op("Softmax", [scores], { axis: -1 }), v]);
+  return op("Reshape", [op("Transpose", [out], { perm: [0, 2, 1, 3] })], { shape: [b, s, n * hv] });
+}
+
+/**
+ * `weigh` over `n` heads: [B, S, N·h] in, [B, S, N·hv] out, and with
  * `present` the keys and values attended (after `past`'s), stacked as Attention's present.
  */
 function attend(
@@ -46,7 +71,7 @@ function attend(
   past?: Known,
   present = false,
 ): Known[] {
-  const [b, s, d] = typeOf(q).shape, t = typeOf(q).dtype;
+  const d = typeOf(q).shape[2];
   // A past [2, B, N, P, h] goes before the new keys and values; [2, B, N, P + S, h] is present.
   const state = (i: number, fresh: Known) =>
     past
@@ -58,17 +83,7 @@ function attend(
       ], { axis: 2 })
       : fresh;
   const [keyHeads, valueHeads] = [state(0, heads(op, k, n)), state(1, heads(op, v, n))];
-  const keys = op("Transpose", [keyHeads], { perm: [0, 1, 3, 2] });
-  let scores = op("Mul", [
-    op("MatMul", [heads(op, q, n), keys]),
-    scalar(scale ?? 1 / Math.sqrt(d / n), t),
-  ]);
-  if (bias) scores = op("Add", [scores, bias]);
-  const out = op("MatMul", [op("Softmax", [scores], { axis: -1 }), valueHeads]);
-  const width = typeOf(v).shape[2];
-  const y = op("Reshape", [op("Transpose", [out], { perm: [0, 2, 1, 3] })], {
-    shape: [b, s, width],
-  });
+  const y = weigh(op, [heads(op, q, n), keyHeads, valueHeads], scale ?? 1 / Math.sqrt(d / n), bias);
   if (!present) return [y];
   const stacked = op("Concat", [
     op("Unsqueeze", [keyHeads], { axes: [0] }),
@@ -134,18 +149,13 @@ function scoreBias(
   return typeOf(sum).dtype === dtype ? sum : op("Cast", [sum], { to: dtype });
 }
 
-/** Refuses the features kiln does not import (past state, rotary, packed or 4-D inputs). */
-function refuse(c: NodeContext, what: string, fix: string): never {
-  throw new KilnError(`${c.label}: ${what}`, { code: "unsupported", fix });
-}
-
 /** Attention: input·weights (+ bias) split into Q, K and V, then attention over `num_heads`. */
 function attention(c: NodeContext): Known[] {
   const op = opOf(c), a = attrs(c), x = c.required(0), w = c.required(1);
   const n = a.int("num_heads")!, [b, s] = typeOf(x).shape, total = typeOf(w).shape[1];
   const past = c.input(4), pastLength = past ? typeOf(past).shape[3] : 0;
   if (c.input(6) || a.int("do_rotary", 0) || a.int("past_present_share_buffer", 0)) {
-    refuse(c, "Attention with a shared past buffer or rotary embedding", "export without them");
+    fail(c, "Attention with a shared past buffer or rotary embedding", "export without them");
   }
   const sizes = a.ints("qkv_hidden_sizes") ?? [total / 3, total / 3, total / 3];
   if (
@@ -179,7 +189,7 @@ function multiHeadAttention(c: NodeContext): Known[] {
     !k || !v || typeOf(k).shape.length !== 3 || !pastKey !== !pastValue || c.input(8) ||
     c.input(9) || (pastKey && typeOf(k).shape[2] !== typeOf(v).shape[2])
   ) {
-    refuse(
+    fail(
       c,
       "MultiHeadAttention with packed or 4-D key and value, or a shared past buffer",
       "give query [B, S, D], key [B, L, D] and value [B, L, Dv] (a past of both, Dv = D)",
@@ -238,49 +248,19 @@ function embedLayerNormalization(c: NodeContext): Known[] {
   return [y, counts, sum];
 }
 
-/**
- * Rotary embedding of `x` ([B, S, heads·h]) at `positions` ([B, S] into the caches' rows): its
- * first 2·cache-width channels of each head turned in halves or, `interleaved`, in neighbours.
- */
+/** Rotary embedding of `x` ([B, S, heads·h]) at `positions` ([B, S] into the caches' rows). */
 function rotate(
   op: OpFn,
   x: Known,
   heads: number,
-  [cos, sin]: Known[],
+  caches: Known[],
   positions: Known,
   interleaved: boolean,
 ): Known {
-  const [b, s, d] = typeOf(x).shape, h = d / heads, half = typeOf(cos).shape[1], rot = 2 * half;
-  const x4 = op("Reshape", [x], { shape: [b, s, heads, h] });
-  const at = (cache: Known) =>
-    op("Unsqueeze", [op("Gather", [cache, positions], { axis: 0 })], { axes: [2] });
-  const [c, n] = [at(cos), at(sin)];
-  const part = (from: number, to: number, axis = 3) =>
-    op("Slice", [x4], { starts: [from], ends: [to], axes: [axis] });
-  let turned: Known;
-  if (interleaved) {
-    const pairs = op("Reshape", [part(0, rot)], { shape: [b, s, heads, half, 2] });
-    const pick = (i: number) =>
-      op("Squeeze", [op("Slice", [pairs], { starts: [i], ends: [i + 1], axes: [4] })], {
-        axes: [4],
-      });
-    const [e, o] = [pick(0), pick(1)];
-    const first = op("Sub", [op("Mul", [e, c]), op("Mul", [o, n])]);
-    const second = op("Add", [op("Mul", [o, c]), op("Mul", [e, n])]);
-    const stacked = op("Concat", [
-      op("Unsqueeze", [first], { axes: [4] }),
-      op("Unsqueeze", [second], { axes: [4] }),
-    ], { axis: 4 });
-    turned = op("Reshape", [stacked], { shape: [b, s, heads, rot] });
-  } else {
-    const [x1, x2] = [part(0, half), part(half, rot)];
-    turned = op("Concat", [
-      op("Sub", [op("Mul", [x1, c]), op("Mul", [x2, n])]),
-      op("Add", [op("Mul", [x2, c]), op("Mul", [x1, n])]),
-    ], { axis: 3 });
-  }
-  if (rot < h) turned = op("Concat", [turned, part(rot, h)], { axis: 3 });
-  return op("Reshape", [turned], { shape: [b, s, d] });
+  const [b, s, d] = typeOf(x).shape;
+  const x4 = op("Reshape", [x], { shape: [b, s, heads, d / heads] });
+  const rows = caches.map((cache) => op("Gather", [cache, positions], { axis: 0 }));
+  return op("Reshape", [rotateHeads(op, x4, rows, interleaved)], { shape: [b, s, d] });
 }
 
 /**
@@ -295,7 +275,7 @@ function groupQueryAttention(c: NodeContext): Known[] {
   const n = a.int("num_heads")!, kv = a.int("kv_num_heads")!;
   const window = a.int("local_window_size", -1)!, softcap = a.float("softcap", 0)!;
   if (a.int("smooth_softmax", 0) || a.int("qk_output", 0) || c.input(11)) {
-    refuse(
+    fail(
       c,
       "GroupQueryAttention with smooth_softmax, head_sink or qk_output",
       "export without them",
@@ -344,14 +324,6 @@ function groupQueryAttention(c: NodeContext): Known[] {
       op("Expand", [op("Unsqueeze", [state], { axes: [2] })], { shape: [b, kv, n / kv, total, h] }),
     ], { shape: [b, n, total, h] });
   const t = typeOf(q).dtype;
-  let scores = op("Mul", [
-    op("MatMul", [heads(op, q, n), op("Transpose", [shared(presentKey)], { perm: [0, 1, 3, 2] })]),
-    scalar(a.float("scale") ?? 1 / Math.sqrt(h), t),
-  ]);
-  if (softcap > 0) {
-    scores = op("Mul", [op("Tanh", [op("Div", [scores, scalar(softcap, t)])]), scalar(softcap, t)]);
-  }
-
   const keys = constant([...Array(total).keys()], [1, 1, 1, total], "i32");
   const queryAt = op("Reshape", [positions], { shape: [b, 1, s, 1] });
   let visible = op("And", [
@@ -365,17 +337,15 @@ function groupQueryAttention(c: NodeContext): Known[] {
     ]);
   }
   const hidden = op("Where", [visible, scalar(0, t), scalar(-Infinity, t)]);
-  scores = op("Add", [scores, c.input(10) ? op("Add", [hidden, c.input(10)!]) : hidden]);
-  const out = op("MatMul", [op("Softmax", [scores], { axis: -1 }), shared(presentValue)]);
-  const y = op("Reshape", [op("Transpose", [out], { perm: [0, 2, 1, 3] })], {
-    shape: [b, s, n * h],
-  });
+  const bias = c.input(10) ? op("Add", [hidden, c.input(10)!]) : hidden;
+  const weights = [heads(op, q, n), shared(presentKey), shared(presentValue)];
+  const y = weigh(op, weights, a.float("scale") ?? 1 / Math.sqrt(h), bias, softcap);
   return [y, presentKey, presentValue];
 }
 
 /**
- * RotaryEmbedding (ONNX Runtime's): input [B, S, hidden] or [B, N, S, h] turned by `rotate` at
- * `position_ids` ([B, S], or one offset for every sequence).
+ * RotaryEmbedding (ONNX Runtime's): input [B, S, hidden] or [B, N, S, h] turned as ONNX's own
+ * (`rotateHeads`) at `position_ids` ([B, S], or one offset for every sequence).
  */
 function msRotaryEmbedding(c: NodeContext): Known[] {
   const op = opOf(c), a = attrs(c), x = c.required(0), ids = c.required(1);
@@ -383,28 +353,29 @@ function msRotaryEmbedding(c: NodeContext): Known[] {
   const half = typeOf(caches[0]).shape[1], given = a.int("rotary_embedding_dim", 0)!;
   a.float("scale"); // unused by ONNX Runtime's kernels
   if (a.int("is_packed_batching", 0) || (given && given !== 2 * half)) {
-    refuse(
+    fail(
       c,
       "RotaryEmbedding with packed batching, or a rotary_embedding_dim apart from the caches'",
       "export the unpacked form",
     );
   }
   const four = shape.length === 4;
-  const flat = four
-    ? op("Reshape", [op("Transpose", [x], { perm: [0, 2, 1, 3] })], {
-      shape: [shape[0], shape[2], shape[1] * shape[3]],
-    })
-    : x;
-  const [b, s, width] = typeOf(flat).shape;
-  const heads = four ? shape[1] : a.int("num_heads", 0) || width / (2 * half);
+  const [b, s] = four ? [shape[0], shape[2]] : shape;
+  const heads = four ? shape[1] : a.int("num_heads", 0) || shape[2] / (2 * half);
+  const x4 = four
+    ? op("Transpose", [x], { perm: [0, 2, 1, 3] })
+    : op("Reshape", [x], { shape: [b, s, heads, shape[2] / heads] });
   const steps = constant([...Array(s).keys()], [1, s], "i32");
   const at = typeOf(ids).shape.length === 1
     ? op("Add", [op("Cast", [ids], { to: "i32" }), steps])
     : op("Cast", [ids], { to: "i32" });
-  const y = rotate(op, flat, heads, caches, at, a.int("interleaved", 0) === 1);
-  if (!four) return [y];
-  const back = op("Reshape", [y], { shape: [b, s, shape[1], shape[3]] });
-  return [op("Transpose", [back], { perm: [0, 2, 1, 3] })];
+  const rows = caches.map((cache) => op("Gather", [cache, at], { axis: 0 }));
+  const y4 = rotateHeads(op, x4, rows, a.int("interleaved", 0) === 1);
+  return [
+    four
+      ? op("Transpose", [y4], { perm: [0, 2, 1, 3] })
+      : op("Reshape", [y4], { shape: [...shape] }),
+  ];
 }
 
 /** Converters of `com.microsoft` attention ops, by op type. */

@@ -9,6 +9,7 @@
  */
 import { KilnError } from "../jit/errors.ts";
 import { scalar } from "./convert_composite.ts";
+import { trailing } from "./convert_llm.ts";
 import {
   attrs,
   type Converter,
@@ -61,9 +62,9 @@ function fusedMatMul(c: NodeContext): Known[] {
 }
 
 /**
- * Layer normalization over the last axis of `x`, times gamma plus beta (`simplified`: RMS
- * normalization, no mean taken: its place holds 1/σ again), with the mean and 1/σ it used (kept
- * as a size-1 last axis).
+ * Layer normalization over `axes` of `x` (the last, unless given), times gamma plus beta
+ * (`simplified`: RMS normalization, no mean taken: its place holds 1/σ again), with the mean and
+ * 1/σ it used (kept as size-1 axes).
  */
 function normalized(
   c: NodeContext,
@@ -71,13 +72,14 @@ function normalized(
   gamma: Known,
   beta: Known | undefined,
   simplified: boolean,
+  axes = [-1],
 ): Known[] {
-  const op = opOf(c), t = typeOf(x).dtype, last = { axes: [-1], keepdims: 1 };
+  const op = opOf(c), t = typeOf(x).dtype, keep = { axes, keepdims: 1 };
   const eps = scalar(attrs(c).float("epsilon", 1e-5)!, t);
-  const mean = simplified ? undefined : op("ReduceMean", [x], last);
+  const mean = simplified ? undefined : op("ReduceMean", [x], keep);
   const d = mean ? op("Sub", [x, mean]) : x;
   const inv = op("Reciprocal", [
-    op("Sqrt", [op("Add", [op("ReduceMean", [op("Mul", [d, d])], last), eps])]),
+    op("Sqrt", [op("Add", [op("ReduceMean", [op("Mul", [d, d])], keep), eps])]),
   ]);
   const y = op("Mul", [op("Mul", [d, inv]), gamma]);
   return [beta ? op("Add", [y, beta]) : y, mean ?? inv, inv];
@@ -105,16 +107,11 @@ function skipNorm(simplified: boolean): Converter<Known> {
 
 /** SimplifiedLayerNormalization (ONNX Runtime's RMS norm): over the axes from `axis` on. */
 function simplifiedLayerNormalization(c: NodeContext): Known[] {
-  const op = opOf(c), x = c.required(0), rank = typeOf(x).shape.length;
-  const given = attrs(c).int("axis", -1)!, from = given < 0 ? given + rank : given;
-  const axes = [...Array(rank - from).keys()].map((i) => from + i);
-  const eps = scalar(attrs(c).float("epsilon", 1e-5)!, typeOf(x).dtype);
+  const x = c.required(0), axes = trailing(attrs(c).int("axis", -1)!, typeOf(x).shape.length);
   // Statistics in f32 whatever stash_type says (kiln has no wider float), as RMSNormalization's.
   attrs(c).int("stash_type");
-  const inv = op("Reciprocal", [
-    op("Sqrt", [op("Add", [op("ReduceMean", [op("Mul", [x, x])], { axes, keepdims: 1 }), eps])]),
-  ]);
-  return [op("Mul", [op("Mul", [x, inv]), c.required(1)]), inv];
+  const [y, , inv] = normalized(c, x, c.required(1), undefined, true, axes);
+  return [y, inv];
 }
 
 /** Converters of `com.microsoft` fused ops, by op type. */
