@@ -90,6 +90,12 @@ function qSoftmax(c: NodeContext): Known[] {
   return [requantize(c, y, 3)];
 }
 
+/** The `bits`-bit unsigned value at bit `at` of `bytes`, low bits first (it may cross a byte). */
+function unpack(bytes: readonly number[], at: number, bits: number): number {
+  const i = at >> 3, word = bytes[i] | ((bytes[i + 1] ?? 0) << 8);
+  return (word >> (at & 7)) & ((1 << bits) - 1);
+}
+
 /**
  * MatMulNBits: A times Bᵀ, B of [N, K] stored as `bits`-bit unsigned values in blocks of
  * `block_size` along K (each block its scale and zero point; without zero points the middle
@@ -116,7 +122,7 @@ function matMulNBits(c: NodeContext): Known[] {
       fix: "re-quantize without act-order (desc_act / g_idx)",
     });
   }
-  const blocks = Math.ceil(k / block), blob = (block * bits) / 8, mask = (1 << bits) - 1;
+  const blocks = Math.ceil(k / block), blob = (block * bits) / 8;
   const q = valuesOf(constInput(c, 1, "B").tensor);
   const scales = valuesOf(constInput(c, 2, "scales").tensor);
   const zeroInput = c.input(3) ? constInput(c, 3, "zero_points").tensor : undefined;
@@ -139,11 +145,6 @@ function matMulNBits(c: NodeContext): Known[] {
       },
     );
   }
-  /** The `bits`-bit value at bit `at` of the bytes from `base` (values may cross a byte). */
-  const read = (bytes: number[], base: number, at: number) => {
-    const i = base + (at >> 3), word = bytes[i] | ((bytes[i + 1] ?? 0) << 8);
-    return (word >> (at & 7)) & mask;
-  };
   const w = new Float32Array(k * n);
   for (let col = 0; col < n; col++) {
     for (let b = 0; b < blocks; b++) {
@@ -151,10 +152,10 @@ function matMulNBits(c: NodeContext): Known[] {
       const zero = !zeros
         ? 1 << (bits - 1)
         : packed
-        ? read(zeros, col * zeroStride, b * bits)
+        ? unpack(zeros, col * zeroStride * 8 + b * bits, bits)
         : zeros[col * blocks + b];
       for (let j = 0; j < block && b * block + j < k; j++) {
-        const v = read(q, (col * blocks + b) * blob, j * bits);
+        const v = unpack(q, (col * blocks + b) * blob * 8 + j * bits, bits);
         w[(b * block + j) * n + col] = (v - zero) * scale;
       }
     }
@@ -197,15 +198,13 @@ function gatherBlockQuantized(c: NodeContext): Known[] {
   const q = valuesOf(table),
     scales = valuesOf(scaleInput),
     zeros = zeroInput && valuesOf(zeroInput);
-  const mask = (1 << bits) - 1, zeroStride = Math.ceil(blocks / per);
-  const nibble = (bytes: number[], i: number) =>
-    (bytes[Math.floor(i / per)] >> ((i % per) * bits)) & mask;
+  const zeroStride = Math.ceil(blocks / per);
   const w = new Float32Array(rows * width);
   for (let r = 0; r < rows; r++) {
     for (let j = 0; j < width; j++) {
       const b = Math.floor(j / block);
-      const zero = zeros ? nibble(zeros, r * zeroStride * per + b) : 1 << (bits - 1);
-      w[r * width + j] = (nibble(q, r * width + j) - zero) * scales[r * blocks + b];
+      const zero = zeros ? unpack(zeros, r * zeroStride * 8 + b * bits, bits) : 1 << (bits - 1);
+      w[r * width + j] = (unpack(q, (r * width + j) * bits, bits) - zero) * scales[r * blocks + b];
     }
   }
   const dequantized = constant(w, [...shape.slice(0, -1), width], "f32");
