@@ -208,16 +208,15 @@ export class WasmBackend implements Backend {
       },
       // In a promise's callback, so a refusal rejects rather than throws.
       generate: (kernel: KernelIR): Promise<Artifact> =>
-        Promise.resolve().then(() =>
-          kernel.opaque
-            ? (customKernel(kernel.opaque.op, this.id)
+        Promise.resolve().then(() => {
+          if (kernel.opaque) {
+            return customKernel(kernel.opaque.op, this.id)
               ? customArtifact(this.id, kernel.opaque, kernel, { shared: this.#threads > 1 })
-              : new Uint8Array())
-            : generateWasm(this.#encoder(), kernel, {
-              shared: this.#threads > 1,
-              fma: this.#fma,
-            })
-        ),
+              : new Uint8Array();
+          }
+          this.#startPool();
+          return generateWasm(wasm, kernel, { shared: this.#threads > 1, fma: this.#fma });
+        }),
       load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {
         const module = await compileModule(artifact as Uint8Array<ArrayBuffer>);
         return this.#single(kernel, module);
@@ -314,14 +313,13 @@ export class WasmBackend implements Backend {
   }
 
   /**
-   * The encoder, on the first kernel generated starting the worker pool (its spawns take 20–30
-   * ms, paid beside code generation rather than in a first run later).
+   * Starts the worker pool as code is generated (a no-op once it is up): its spawns, 12–20 ms
+   * each, are then paid beside code generation rather than in a first run later.
    */
-  #encoder(): typeof wasm {
+  #startPool(): void {
     if (this.#threads > 1 && this.#workers) {
       WorkerPool.of({ threads: this.#threads, ...this.#workers }).start();
     }
-    return wasm;
   }
 
   /** One kernel on host data, in an arena of its own (used when a plan mixes backends). */
