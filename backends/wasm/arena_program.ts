@@ -262,6 +262,11 @@ export interface ArenaProgram extends Program {
   readonly settled: boolean;
   /** Runs on one thread from now on, unless the thread tuner's later probes find threads faster. */
   presumeAlone(): void;
+  /**
+   * Whether a kernel has work enough to gain from the threads on its own (see
+   * {@linkcode SPLIT_PAYS}), however short the whole run.
+   */
+  readonly splitPays: boolean;
 }
 
 /** Builds the program for `plan`. */
@@ -506,6 +511,7 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
     get settled() {
       return tuner?.choice !== undefined || !tuner;
     },
+    splitPays: threads > 1 && plan.kernels.some((k) => !k.opaque && workOf(k) >= SPLIT_PAYS),
     presumeAlone: () => {
       // A presumption, not a timing: kept from the stored verdicts unless a probe overturns it.
       tuner?.presumeAlone();
@@ -534,6 +540,18 @@ const TINY_MS = 0.02;
 const ALONE_MS = 0.25;
 
 /**
+ * Element-operations of a kernel that gains from the threads however short the run around it,
+ * about 0.1 ms on one thread: a program with one is not presumed single-threaded for its short
+ * runs (see {@linkcode ALONE_MS}), its tuner decides in the warm-up. mlp's 8 × 784 × 256 layer
+ * (9.6M) ran 0.13-0.17 ms a run alone and 0.08-0.09 threaded on the 16-core host, where the
+ * presumption kept its first 32 runs alone: medians of runs 4-63 there, four processes each,
+ * 0.116-0.257 ms presumed and 0.099-0.174 decided (2 cores: 0.16-0.26 against 0.14-0.17).
+ * lenet's largest kernel (5.8M) and the other small models' (under 5M) stay presumed: letting
+ * the tuner decide for every short program slowed mobile_block and llama_dynamo's early runs.
+ */
+const SPLIT_PAYS = 1 << 23;
+
+/**
  * Warms `program` up on `args`: first on this thread alone (see
  * {@linkcode ArenaProgram.runAlone}) for up to `ms` (or {@linkcode RUNS_WORTH} runs' time), until
  * its runs got faster — the fastest of the last five under 0.6 of the fastest of runs 2-6 (the first also
@@ -543,7 +561,7 @@ const ALONE_MS = 0.25;
  * an empty axis) end it: the caller's runs report them with real data.
  */
 export async function warmUp(
-  program: Pick<ArenaProgram, "run" | "runAlone" | "settled" | "presumeAlone">,
+  program: Pick<ArenaProgram, "run" | "runAlone" | "settled" | "presumeAlone" | "splitPays">,
   args: readonly RefTensor[],
   outputs: readonly number[],
   ms: number,
@@ -569,7 +587,9 @@ export async function warmUp(
         break;
       }
     }
-    if (times.length > 1 && Math.min(...times.slice(1)) < ALONE_MS) program.presumeAlone();
+    if (times.length > 1 && Math.min(...times.slice(1)) < ALONE_MS && !program.splitPays) {
+      program.presumeAlone();
+    }
     // Half as long again at most: a verdict takes a dozen runs.
     const settle = performance.now() + (until - start) / 2;
     while (!program.settled && performance.now() < settle) await program.run(args, outputs);

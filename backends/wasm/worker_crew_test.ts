@@ -405,6 +405,7 @@ Deno.test("a warm-up runs alone until runs get faster, then until the thread tun
       return tuned >= 6 || presumed;
     },
     presumeAlone: () => void (presumed = true),
+    splitPays: false,
   };
   await warmUp(program, [], [], 1000);
   const alone = calls.filter((c) => c === "alone").length;
@@ -435,6 +436,14 @@ Deno.test("a warm-up runs alone until runs get faster, then until the thread tun
   program.runAlone = () => busy(calls.push("alone") < 8 ? 1 : 0.1);
   await warmUp(program, [], [], 1000);
   assert(presumed && tuned === 0 && calls.length >= 11, `${calls.length} runs, ${tuned} tuned`);
+  // Unless a kernel has work enough to split on its own: then the tuner decides.
+  presumed = false;
+  tuned = 0;
+  calls.length = 0;
+  program.splitPays = true;
+  program.run = () => (calls.push("tuned"), tuned++, busy(0.1));
+  await warmUp(program, [], [], 1000);
+  assert(!presumed && tuned === 6, `presumed ${presumed}, ${tuned} tuned`);
 });
 
 Deno.test("a presumed single thread is a verdict the tuner's later probes can overturn", () => {
