@@ -27,7 +27,7 @@ import {
   walk,
 } from "../jit/kernel_ir.ts";
 import { sizeOf } from "../jit/shape.ts";
-import { KernelLowering, NEVER, PRELUDE, storageBindings } from "./wgsl_expr.ts";
+import { entryPoint, KernelLowering, NEVER, PRELUDE, storageBindings } from "./wgsl_expr.ts";
 import { emitHeldRows, emitRows, type RowTiling, rowTiling } from "./wgsl_rows.ts";
 import { quadAligned, quadInputs } from "./wgsl_quads.ts";
 import {
@@ -68,6 +68,8 @@ export interface WgslOptions {
    * faster than the three kernels it replaces (`flashPays`).
    */
   readonly flash?: boolean;
+  /** The device's `maxStorageBuffersPerShaderStage`. Default 8 (WebGPU's minimum). */
+  readonly bindings?: number;
 }
 
 /** How a kernel maps onto the GPU; code generation and dispatch both follow it. */
@@ -229,17 +231,12 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
     PRELUDE,
     ...decls,
     ...helpers,
-    layout.tile
-      ? `@compute @workgroup_size(${layout.tile.threads[0]}, ${
-        layout.tile.threads[1] * layout.tile.slices
-      })`
-      : `@compute @workgroup_size(${layout.workgroup})`,
-    "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,",
-    "        @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
-    `  ${NEVER}`,
-    ...l.e.lines,
-    "}",
-    "",
+    ...entryPoint(
+      layout.tile
+        ? `${layout.tile.threads[0]}, ${layout.tile.threads[1] * layout.tile.slices}`
+        : layout.workgroup,
+      [`  ${NEVER}`, ...l.e.lines],
+    ),
   ].join("\n");
 }
 

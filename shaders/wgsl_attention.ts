@@ -14,16 +14,22 @@ import { affineOffset } from "../jit/access.ts";
 import type { Expr, KernelBuffer, KernelIR } from "../jit/kernel_ir.ts";
 import { matmulOperands } from "../jit/kernel_ir.ts";
 import { sizeOf } from "../jit/shape.ts";
-import { Emitter, KernelLowering, NEVER, PRELUDE } from "./wgsl_expr.ts";
+import { Emitter, entryPoint, KernelLowering, NEVER, PRELUDE } from "./wgsl_expr.ts";
 import { type KernelLayout, rowsLayout, tiledMatmul, type WgslOptions } from "./wgsl.ts";
 import { emitRows, streamedRows } from "./wgsl_rows.ts";
 import {
   type Flash,
   flashAttention,
+  flashLayout,
+  flashMask,
   flashPays,
+  flashWgsl,
   groupBindings,
   groupInputNames,
+  KEYS,
+  summaryGeometry,
 } from "./wgsl_flash.ts";
+import { sharedMask, summaryKernel, summaryLayout, summaryWgsl } from "./wgsl_tile_summary.ts";
 
 /** Longest key axis a fused attention kernel holds in workgroup memory. */
 export const MAX_KEYS = 1024;
@@ -204,12 +210,7 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
     PRELUDE,
     `var<workgroup> att: array<f32, ${s.n}>;`,
     ...shared,
-    `@compute @workgroup_size(${size})`,
-    "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,",
-    "        @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
-    ...body.lines,
-    "}",
-    "",
+    ...entryPoint(size, body.lines),
   ].join("\n");
 }
 
@@ -225,9 +226,14 @@ export function withFusedAttention(
   kernels: readonly KernelIR[],
   external: ReadonlySet<number>,
   options: WgslOptions,
-): { kernels: KernelIR[]; fused: Map<KernelIR, Attention | Flash>; from: number[] } {
+): { kernels: KernelIR[]; fused: Map<KernelIR, GroupKernel>; from: number[] } {
   const out: KernelIR[] = [], from: number[] = [];
-  const fused = new Map<KernelIR, Attention | Flash>();
+  const fused = new Map<KernelIR, GroupKernel>();
+  // Values of the tile summaries: past every value of the graph.
+  let summaries = Math.max(
+    0,
+    ...kernels.flatMap((k) => [...k.inputs, ...k.outputs].map((b) => b.value)),
+  );
   const limit = options.bindingBytes ?? Infinity;
   const tooLarge = (k: KernelIR) =>
     [...k.inputs, ...k.outputs].some((b) => 4 * sizeOf(b.shape) > limit);
@@ -241,7 +247,8 @@ export function withFusedAttention(
     const plan = group && (options.flash !== false || needed)
       ? flashAttention(group, options)
       : undefined;
-    const flash = plan && (options.flash === true || needed || flashPays(plan)) ? plan : undefined;
+    const chosen = plan && (options.flash === true || needed || flashPays(plan)) ? plan : undefined;
+    const flash = chosen && withSkip(chosen, options, ++summaries);
     const att = group && (flash ?? fusedAttention(members, external));
     if (!att) {
       out.push(k);
@@ -254,15 +261,60 @@ export function withFusedAttention(
       ops: members.flatMap((x) => x.ops),
       space: att.weights.space,
       reduced: att.weights.reduced,
-      inputs: att.inputs,
+      inputs: flash?.skip ? [...att.inputs, flash.skip.summary] : att.inputs,
       reductions: att.weights.reductions,
       outputs: att.values.outputs,
       group: k.group,
     };
+    if (flash?.skip) {
+      const summary = summaryKernel(flash, flash.skip.summary);
+      fused.set(summary, { summarizes: flash });
+      out.push(summary);
+      from.push(i + 1);
+    }
     fused.set(one, att);
     out.push(one);
     from.push(i + 1);
     i += 2;
   }
   return { kernels: out, fused, from };
+}
+
+/** A kernel of an attention group: fused, flash, or a flash kernel's tile summary. */
+export type GroupKernel = Attention | Flash | { readonly summarizes: Flash };
+
+/** The WGSL of a kernel standing for (part of) an attention group. */
+export function groupWgsl(group: GroupKernel, options: WgslOptions): string {
+  if ("summarizes" in group) return summaryWgsl(group.summarizes);
+  return "rows" in group ? flashWgsl(group) : attentionWgsl(group, options);
+}
+
+/** The layout of a kernel standing for (part of) an attention group. */
+export function groupLayout(group: GroupKernel, options: WgslOptions): KernelLayout {
+  if ("summarizes" in group) return summaryLayout();
+  return "rows" in group ? flashLayout(group) : attentionLayout(options);
+}
+
+/**
+ * `plan` skipping the key tiles its mask hides (see `wgsl_masks.ts`), its summary the value
+ * `value`, where that applies: a mask that can hide tiles, more than one key tile, a batch axis
+ * (a run of fewer batch items sizes the summary's dispatch as the flash kernel's), and a binding
+ * to spare for the summary, within the largest binding.
+ */
+function withSkip(plan: Flash, options: WgslOptions, value: number): Flash {
+  const mask = flashMask(plan);
+  const s = matmulOperands(plan.scores)!;
+  const bindings = plan.inputs.length + plan.values.outputs.length + 1;
+  const { items, words } = summaryGeometry(plan);
+  if (
+    !mask || s.n <= KEYS || s.nb === 0 || bindings > (options.bindings ?? 8) ||
+    4 * items * words > (options.bindingBytes ?? Infinity)
+  ) return plan;
+  const first = plan.scores.space[0];
+  const summary: KernelBuffer = {
+    value,
+    shape: [first, items / first * words],
+    dtype: "i32",
+  };
+  return { ...plan, skip: { mask, summary, shared: sharedMask(plan) } };
 }

@@ -142,6 +142,21 @@ fn k_f2u(x: f32, hi: u32) -> u32 {
 /** The first statements of every entry point using {@linkcode PRELUDE} (it has `nwg`). */
 export const NEVER = "k_never = nwg.x == 0u; k_fused = k_fma_fused(nwg.x);";
 
+/**
+ * A shader's entry point of workgroups of `size` (a WGSL `workgroup_size` argument list) around
+ * `body`, which must begin with {@linkcode NEVER}; its builtins are `gid`, `lid`, `wid` and `nwg`.
+ */
+export function entryPoint(size: string | number, body: readonly string[]): string[] {
+  return [
+    `@compute @workgroup_size(${size})`,
+    "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,",
+    "        @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
+    ...body,
+    "}",
+    "",
+  ];
+}
+
 /** f32 NaN, +inf and -inf as WGSL expressions (Tint rejects them as constants). */
 export const NAN = "bitcast<f32>(k_special.x)";
 /** See {@linkcode NAN}. */

@@ -15,7 +15,10 @@
  * tiled matmul does, and stored once every thread is past the tile's scores (keys) and products
  * (values). The scores' epilogue (scale, masks) and the softmax's prologue run per score through
  * a helper function of the group's own lowerings; the values' epilogue runs once per output at
- * the end.
+ * the end. Where a mask can make scores −∞ whatever their dot (an added or selected −∞: a causal
+ * mask), a summary kernel runs first (`wgsl_tile_summary.ts`) and the loop runs over the key
+ * tiles that must be computed (`wgsl_masks.ts`): a tile whose scores are all masked adds exactly
+ * nothing where its values are finite and its dots bounded.
  *
  * It applies where the softmax is the plain one (max, then the sum of exp(x − max), then
  * exp(x − max) / sum over the same x), heads are at most `MAX_HEAD` wide, the query axis is a
@@ -33,11 +36,12 @@
 import { affineOffset } from "../jit/access.ts";
 import type { DType } from "../jit/dtype.ts";
 import { sizeOf } from "../jit/shape.ts";
-import type { Expr, KernelIR, Load } from "../jit/kernel_ir.ts";
+import type { Expr, KernelBuffer, KernelIR, Load } from "../jit/kernel_ir.ts";
 import { matmulOperands } from "../jit/kernel_ir.ts";
 import type { Attention } from "./wgsl_attention.ts";
 import {
   Emitter,
+  entryPoint,
   KernelLowering,
   NEG_INF,
   NEVER,
@@ -48,12 +52,13 @@ import {
 import { Structure } from "./wgsl_cancel.ts";
 import { type KernelLayout, rowsLayout, type WgslOptions } from "./wgsl.ts";
 import { combiner, streamedRows } from "./wgsl_rows.ts";
+import { boundQueries, keptRange, rangeMemory, type TileMask, tileMask } from "./wgsl_masks.ts";
 
 /** Widest head (query, key and value rows) a flash kernel takes. */
 export const MAX_HEAD = 64;
 
 /** Keys (and values) a tile streams through workgroup memory. */
-const KEYS = 32;
+export const KEYS = 32;
 
 /**
  * Steps of an inner loop unrolled together. Every workgroup-memory read then has a constant
@@ -72,6 +77,16 @@ const TX = KEYS / 4;
 export interface Flash extends Attention {
   /** Query rows of a workgroup (4 a thread). */
   readonly rows: number;
+  /**
+   * Where masked key tiles are skipped: the mask, and the value of the summary the kernel reads
+   * as its last input (see `wgsl_tile_summary.ts`).
+   */
+  readonly skip?: {
+    readonly mask: TileMask;
+    readonly summary: KernelBuffer;
+    /** Whether the mask is the same for every batch item: the first item's words serve all. */
+    readonly shared: boolean;
+  };
 }
 
 /** Output columns the value tile holds: the head's width rounded up to 32 or 64. */
@@ -91,7 +106,7 @@ function weightRow(j: number, rq: number): number {
 export function flashBytes(d: number, e: number, rows: number): number {
   const vec4s = d * rows / 4 + d * (TX + 1) + weightRow(KEYS, rows / 4) +
     KEYS * (paddedWidth(e) / 4 + 1);
-  return 16 * vec4s + 4 * rows * TX + 4;
+  return 16 * vec4s + 4 * rows * TX + 16;
 }
 
 /**
@@ -173,10 +188,40 @@ export function groupInputNames({ inputs }: Attention, k: KernelIR): string[] {
   });
 }
 
-/** The bindings of a kernel for a whole group: `plan.inputs`, then the values' outputs. */
-export function groupBindings({ inputs, values }: Attention): string[] {
+/**
+ * The bindings of a kernel for a whole group: `plan.inputs` and `extra`, then the values'
+ * outputs (or `outputs`).
+ */
+export function groupBindings(
+  { inputs, values }: Attention,
+  extra: readonly KernelBuffer[] = [],
+  outputs: readonly KernelBuffer[] = values.outputs,
+): string[] {
   const type = (b: { dtype: DType }) => wgslType(b.dtype);
-  return storageBindings(inputs.map(type), values.outputs.map(type));
+  return storageBindings([...inputs, ...extra].map(type), outputs.map(type));
+}
+
+/**
+ * Where `plan`'s key tiles may be skipped (see `wgsl_masks.ts`): f32 scores that the softmax
+ * takes as they are.
+ */
+export function flashMask({ scores, weights }: Attention): TileMask | undefined {
+  const out = scores.outputs[0], x = weights.reductions[0].expr;
+  const plain = x.kind === "load" && weights.inputs[x.input].value === out.value;
+  return plain && out.dtype === "f32" ? tileMask(out.expr) : undefined;
+}
+
+/**
+ * The words of a summary for `plan` (see `wgsl_tile_summary.ts`): per batch item, a word per
+ * query tile and key tile, then one per key tile.
+ */
+export function summaryGeometry(
+  plan: Flash,
+): { items: number; queryTiles: number; keyTiles: number; words: number } {
+  const s = matmulOperands(plan.scores)!;
+  const items = sizeOf(plan.scores.space.slice(0, s.nb));
+  const queryTiles = s.m / plan.rows, keyTiles = Math.ceil(s.n / KEYS);
+  return { items, queryTiles, keyTiles, words: (queryTiles + 1) * keyTiles };
 }
 
 /** The flash kernel's layout: `rows` query rows a workgroup of `rows / 4 · 8` threads. */
@@ -186,7 +231,8 @@ export function flashLayout(plan: Flash): KernelLayout {
 
 /** The flash kernel's WGSL: bindings as `plan.inputs`, then `values`' outputs. */
 export function flashWgsl(plan: Flash): string {
-  const { scores, weights, values, rows: R } = plan;
+  const { scores, weights, values, rows: R, skip } = plan;
+  const mask = skip?.mask;
   const s = matmulOperands(scores)!, v = matmulOperands(values)!;
   const nb = s.nb, D = s.k, E = v.n, T = s.n;
   const EP = paddedWidth(E), G = EP / 32, RQ = R / 4, threads = R * THREADS_A_ROW;
@@ -317,7 +363,7 @@ export function flashWgsl(plan: Flash): string {
           }));
       }
     };
-    return { load, store, stride };
+    return { load, store, stride, count };
   };
 
   // The query tile, once (unpadded: stored once, its conflicts cost nothing a tile):
@@ -330,6 +376,7 @@ export function flashWgsl(plan: Flash): string {
     extent: D,
   }, false);
   fillQ.load("0");
+  if (mask) boundQueries(e, mask, fillQ.count);
   fillQ.store();
   // kt[d · sk + j/4] holds keys j..j+3 at d; vt[j · sv + c/4] columns c..c+3 of key j (sk, sv:
   // the tiles' row strides, 8 and EP/4 vec4s or one more).
@@ -345,9 +392,29 @@ export function flashWgsl(plan: Flash): string {
     bound: T,
     extent: KEYS,
   });
+  // With a mask, the range of key tiles to compute, `lo` to `hi` (one past the last), from this
+  // workgroup's words of the summary.
+  let start = "0", from = "0", end = `${T}`;
+  if (mask) {
+    const { queryTiles: QT, keyTiles: NT, words: W } = summaryGeometry(plan);
+    const summary = `in${plan.inputs.length}`;
+    e.line(`let wg = row0 / ${R};`);
+    e.line(`let item = wg / ${QT} * ${W};`);
+    keptRange(e, mask, {
+      summary,
+      at: `${skip!.shared ? "" : "item + "}wg % ${QT} * ${NT}`,
+      keysAt: `item + ${QT * NT}`,
+      nt: NT,
+      threads,
+      d: D,
+    });
+    start = `min(lo, ${NT - 1}) * ${KEYS}`;
+    from = `lo * ${KEYS}`;
+    end = `hi * ${KEYS}`;
+  }
   // The first tile's keys and values go straight to workgroup memory.
-  fillK.load("0");
-  fillV.load("0");
+  fillK.load(start);
+  fillV.load(start);
   fillK.store();
   fillV.store();
   e.line("workgroupBarrier();");
@@ -385,9 +452,9 @@ export function flashWgsl(plan: Flash): string {
       e.line(`pt[(4 * tx + ${c}) * ${RQ} + tx + ty] = vec4<f32>(${rows});`);
     }
   };
-  e.block(`for (var t0 = 0; t0 < ${T}; t0 += ${KEYS}) {`, () => {
+  e.block(`for (var t0 = ${from}; t0 < ${end}; t0 += ${KEYS}) {`, () => {
     e.line(`let tile = t0 / ${KEYS} + 1;`);
-    e.line(`let more = t0 + ${KEYS} < ${T};`);
+    e.line(`let more = t0 + ${KEYS} < ${end};`);
     // Scores: rows × 4 keys a thread.
     for (let r = 0; r < 4; r++) e.line(`var s_${r} = vec4<f32>(0.0);`);
     chunked(D, (d, base) => {
@@ -510,7 +577,7 @@ export function flashWgsl(plan: Flash): string {
   }
   return [
     `// kiln flash attention: ${scores.name} → ${weights.name} → ${values.name}`,
-    ...groupBindings(plan),
+    ...(skip ? groupBindings(plan, [skip.summary]) : groupBindings(plan)),
     PRELUDE,
     `var<workgroup> qt: array<vec4<f32>, ${D * RQ}>;`,
     `var<workgroup> kt: array<vec4<f32>, ${D * fillK.stride}>;`,
@@ -518,13 +585,9 @@ export function flashWgsl(plan: Flash): string {
     `var<workgroup> vt: array<vec4<f32>, ${KEYS * fillV.stride}>;`,
     `var<workgroup> red: array<f32, ${R * TX}>;`,
     "var<workgroup> flag: atomic<i32>;",
+    ...(mask ? rangeMemory(mask) : []),
     ...scoreFn,
     ...emitFn,
-    `@compute @workgroup_size(${threads})`,
-    "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,",
-    "        @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
-    ...e.lines,
-    "}",
-    "",
+    ...entryPoint(threads, e.lines),
   ].join("\n");
 }

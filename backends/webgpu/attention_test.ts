@@ -16,7 +16,7 @@ import {
   MAX_KEYS,
   withFusedAttention,
 } from "../../shaders/wgsl_attention.ts";
-import { flashAttention, flashPays } from "../../shaders/wgsl_flash.ts";
+import { flashAttention, flashMask, flashPays } from "../../shaders/wgsl_flash.ts";
 import { WasmBackend } from "../wasm/wasm_backend.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 
@@ -235,7 +235,112 @@ Deno.test("flash attention: tiles of queries, keys and values, masks, ragged key
     const [got, want] = [await exe.run(feeds), await reference.run(feeds)];
     assert.equal(Number.isNaN(want.y.data[0]), c.mask ?? false);
     assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-5, rtol: 1e-4 });
-    assert.deepEqual(exe.deviceTimes().map((t) => t.kernel), ["attention_0"], JSON.stringify(c));
+    // A mask that can hide tiles brings the summary of them (here none is hidden whole).
+    const kernels = c.mask ? ["attention_0_tiles", "attention_0"] : ["attention_0"];
+    assert.deepEqual(exe.deviceTimes().map((t) => t.kernel), kernels, JSON.stringify(c));
+  }
+  flash.dispose();
+});
+
+Deno.test("flash attention skips the key tiles a mask hides, and computes those it may not skip", async () => {
+  // Scores masked twice over, as exports write masks: an added mask of 0 and −∞, then a selection
+  // of −∞ where `keep` is 0. 80 tokens: query tiles of 16 rows, key tiles 0-31, 32-63 and 64-79
+  // (a ragged one); under a causal mask query tiles 0-3 (rows 0-63) see none of keys 64-79, and
+  // tiles 0-1 none of keys 32-79. The added mask is one for every head (its summary's words are
+  // the first head's) or one a head, the third head's anti-causal (rows 64-79 see none of keys
+  // 0-63): read with the first head's words, its row 0 would lose keys 32-79.
+  const [batch, tokens, d] = [1, 80, 16];
+  const shape = [batch, 3, tokens, d];
+  const causal = new Float32Array(tokens * tokens).map((_, i) =>
+    i % tokens > Math.floor(i / tokens) ? -Infinity : 0
+  );
+  const anti = causal.map((_, i) => i % tokens < Math.floor(i / tokens) ? -Infinity : 0);
+  const flash = new WebGpuBackend({ flashAttention: true, profile: true });
+  for (const perHead of [false, true]) {
+    const maskShape = perHead ? [1, 3, tokens, tokens] : [tokens, tokens];
+    const b = new GraphBuilder();
+    const [q, k, v] = ["q", "k", "v"].map((n) => b.input(n, shape));
+    const scaled = b.op("Mul", [
+      b.op("MatMul", [q, b.op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
+      b.constant(0.25),
+    ]);
+    const added = b.op("Add", [scaled, b.input("mask", maskShape)]);
+    const keep = b.op("Cast", [b.input("keep", [tokens, tokens])], { to: "bool" });
+    const scores = b.op("Where", [keep, added, b.constant(-Infinity)]);
+    b.output("y", b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]));
+    const graph = b.build();
+    const group = attentionGroup(
+      fuse(graph).kernels.filter((k) => k.group === "attention_0"),
+      new Set(),
+    )!;
+    assert.equal(flashMask(group)?.factor, 0.25, "the added mask bounds the dot, scaled by 1/4");
+    using exe = await compile(graph, { backend: flash, cache: false });
+    using reference = await compile(graph, { backend: "reference" });
+    const n = batch * 3 * tokens * d;
+    const ones = new Float32Array(tokens * tokens).fill(1);
+    const heads = (m: Float32Array, third = m) =>
+      perHead ? Float32Array.from([...m, ...m, ...third]) : m;
+    const base = {
+      q: hashed(n, 7),
+      k: hashed(n, 11),
+      v: hashed(n, 13),
+      mask: heads(causal, anti),
+      keep: ones,
+    };
+    type Data = typeof base;
+    // Key 70 of the first head is hidden from rows 0-69: its tile, keys 64-79, from query tiles
+    // 0-3 whole.
+    const at = (key: number, x: number) => (a: number[]) =>
+      a.map((y, i) => (i >= key * d && i < (key + 1) * d ? x : y));
+    const selected = {
+      mask: heads(new Float32Array(tokens * tokens)),
+      keep: causal.map((m) => +(m === 0)),
+    };
+    const cases: [string, (x: Data) => Data, boolean][] = [
+      ["an added causal mask", (x) => x, false],
+      ["a selected causal mask", (x) => ({ ...x, ...selected }), false],
+      // 0 · NaN and 0 · ∞ are NaN: every row of the head is NaN in the reference, so the tile
+      // must be computed for rows 0-63 too.
+      ["a NaN value behind the mask", (x) => ({ ...x, v: at(70, NaN)(x.v) }), true],
+      ["an infinite value behind the mask", (x) => ({ ...x, v: at(70, Infinity)(x.v) }), true],
+      // q·k overflows to ∞ at (row 0, key 70), and ∞ − ∞ is NaN: row 0 is NaN in the reference.
+      [
+        "a dot past f32 behind the added mask",
+        (x) => ({ ...x, q: at(0, 1e30)(x.q), k: at(70, 1e30)(x.k) }),
+        true,
+      ],
+      // Where selects −∞ whatever the dot: the same huge dot changes nothing there.
+      [
+        "a dot past f32 behind the selection",
+        (x) => ({ ...x, q: at(0, 1e30)(x.q), k: at(70, 1e30)(x.k), ...selected }),
+        false,
+      ],
+    ];
+    for (const [name, make, nan] of cases) {
+      const x = make(base);
+      const feeds = {
+        q: f32(x.q, shape),
+        k: f32(x.k, shape),
+        v: f32(x.v, shape),
+        mask: f32(x.mask, maskShape),
+        keep: f32(x.keep, [tokens, tokens]),
+      };
+      const [got, want] = [await exe.run(feeds), await reference.run(feeds)];
+      const label = `${name}${perHead ? ", a mask a head" : ""}`;
+      assert.equal(Number.isNaN(want.y.data[0]), nan, label);
+      assertClose(numbers(got.y.data), numbers(want.y.data), {
+        atol: 1e-5,
+        rtol: 1e-4,
+        message: label,
+      });
+      // The bools of `keep` are a kernel of their own, an input of the group's; the summary runs
+      // before the flash kernel.
+      assert.deepEqual(
+        exe.deviceTimes().map((t) => t.kernel),
+        ["elementwise_0", "attention_0_tiles", "attention_0"],
+        label,
+      );
+    }
   }
   flash.dispose();
 });
@@ -267,7 +372,11 @@ Deno.test("attention past the binding limit runs as flash attention, its kernels
       atol: 1e-5,
       rtol: 1e-4,
     });
-    assert.deepEqual(named.deviceTimes().map((t) => t.kernel), ["attention_0"]);
+    // With the summary of the tiles its mask hides (its 21 KB fit too).
+    assert.deepEqual(named.deviceTimes().map((t) => t.kernel), [
+      "attention_0_tiles",
+      "attention_0",
+    ]);
     // Under auto the group stays whole, wherever it goes.
     const registry = new BackendRegistry().register(small).register(
       new WasmBackend({ threads: 1 }),

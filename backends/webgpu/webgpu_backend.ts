@@ -30,12 +30,7 @@ import type { HostTensor } from "../../jit/host_tensor.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
 import { unfit } from "../../jit/schedule.ts";
 import { generateWgsl, kernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
-import { flashLayout, flashWgsl } from "../../shaders/wgsl_flash.ts";
-import {
-  attentionLayout,
-  attentionWgsl,
-  withFusedAttention,
-} from "../../shaders/wgsl_attention.ts";
+import { groupLayout, groupWgsl, withFusedAttention } from "../../shaders/wgsl_attention.ts";
 import { BufferPool, emptyPoolStats, type PoolStats } from "./buffer_pool.ts";
 import { type GpuContext, gpuProgram } from "./gpu_program.ts";
 import { MAP_READ, STAGING, STORAGE } from "./gpu_storage.ts";
@@ -107,7 +102,7 @@ export class WebGpuBackend implements Backend {
   /** Always `"webgpu"`. */
   readonly id: string = "webgpu";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.6.25";
+  readonly version: string = "0.6.26";
   /** A GPU. */
   readonly kind: BackendKind = "gpu";
   #options: WebGpuOptions;
@@ -325,18 +320,12 @@ export class WebGpuBackend implements Backend {
         return code === undefined ? undefined : pipelineOf(k, code);
       }
       const group = fused.get(k);
-      return pipelineOf(
-        k,
-        group
-          ? "rows" in group ? flashWgsl(group) : attentionWgsl(group, wgsl)
-          : artifact(from[i]) || this.#generate(k),
-      );
+      return pipelineOf(k, group ? groupWgsl(group, wgsl) : artifact(from[i]) || this.#generate(k));
     }));
     const layouts = kernels.map((k) => {
       const group = fused.get(k);
       if (k.opaque) return undefined;
-      if (!group) return kernelLayout(k, wgsl);
-      return "rows" in group ? flashLayout(group) : attentionLayout(wgsl);
+      return group ? groupLayout(group, wgsl) : kernelLayout(k, wgsl);
     });
     return gpuProgram(this.#context(), {
       ...io,
@@ -358,6 +347,7 @@ export class WebGpuBackend implements Backend {
       bindingBytes: this.capabilities().maxStorageBufferBytes || undefined,
       splitK: this.#options.splitK ?? !software,
       flash: this.#options.flashAttention ?? (software ? false : undefined),
+      bindings: this.#device?.limits.maxStorageBuffersPerShaderStage,
     };
   }
 
