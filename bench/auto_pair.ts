@@ -5,12 +5,13 @@
  * fast as the next for a sub-millisecond model (`bench/REPORT-models.md`), so its "auto ÷ best
  * kiln" column compares plans across those phases.
  *
- *   deno run -A bench/auto_pair.ts MODEL...   (names of `../shared/models/` or `onnx/testdata/`)
+ *   deno run -A bench/auto_pair.ts [MODEL...]   (names of `../shared/models/` or `onnx/testdata/`;
+ *                                              default: all of them)
  *
  * @module
  */
 import { type Executable, explain, OnnxModel, type TensorMap } from "../mod.ts";
-import { exportedModel, MODEL_NAMES, referenceModel } from "../onnx/testdata.ts";
+import { EXPORT_NAMES, exportedModel, MODEL_NAMES, referenceModel } from "../onnx/testdata.ts";
 import { median } from "./timed.ts";
 
 /** The backends of `exe`'s kernels, in order. */
@@ -18,7 +19,7 @@ async function plan(exe: Executable): Promise<string> {
   return (await explain(exe)).kernels.map((k) => k.backend).join(" ");
 }
 
-for (const name of Deno.args) {
+for (const name of Deno.args.length ? Deno.args : [...MODEL_NAMES, ...EXPORT_NAMES]) {
   const m = MODEL_NAMES.includes(name)
     ? await referenceModel(name).then((r) => ({ bytes: r.bytes, inputs: { x: r.x } as TensorMap }))
     : await exportedModel(name).then((r) => ({ bytes: r.bytes, inputs: r.inputs as TensorMap }));

@@ -229,11 +229,8 @@ export function withFusedAttention(
 ): { kernels: KernelIR[]; fused: Map<KernelIR, GroupKernel>; from: number[] } {
   const out: KernelIR[] = [], from: number[] = [];
   const fused = new Map<KernelIR, GroupKernel>();
-  // Values of the tile summaries: past every value of the graph.
-  let summaries = Math.max(
-    0,
-    ...kernels.flatMap((k) => [...k.inputs, ...k.outputs].map((b) => b.value)),
-  );
+  // Values of the tile summaries: negative, so that none is a value of the graph.
+  let summaries = 0;
   const limit = options.bindingBytes ?? Infinity;
   const tooLarge = (k: KernelIR) =>
     [...k.inputs, ...k.outputs].some((b) => 4 * sizeOf(b.shape) > limit);
@@ -248,7 +245,7 @@ export function withFusedAttention(
       ? flashAttention(group, options)
       : undefined;
     const chosen = plan && (options.flash === true || needed || flashPays(plan)) ? plan : undefined;
-    const flash = chosen && withSkip(chosen, options, ++summaries);
+    const flash = chosen && withSkip(chosen, options, --summaries);
     const att = group && (flash ?? fusedAttention(members, external));
     if (!att) {
       out.push(k);
