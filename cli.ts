@@ -90,7 +90,11 @@ interface Loaded {
   name: string;
   inputs: TensorMap;
   sources: Record<string, string>;
-  compile(options: CompileOptions): Promise<Executable>;
+  /**
+   * The executable for `inputs` and what to feed it: as `OnnxModel.run` compiles, specialised on
+   * the values of inputs that decide a shape (which it then holds, so they are not fed).
+   */
+  compile(options: CompileOptions): Promise<{ exe: Executable; feeds: TensorMap }>;
   graph(): Graph;
 }
 
@@ -180,7 +184,7 @@ async function load(
       name: "demo-mlp",
       inputs: demo.inputs,
       sources: { x: "seeded random" },
-      compile: (o) => compile(demo.graph, o),
+      compile: async (o) => ({ exe: await compile(demo.graph, o), feeds: demo.inputs }),
       graph: () => demo.graph,
     };
   }
@@ -248,7 +252,10 @@ async function load(
     name: modelPath,
     inputs,
     sources,
-    compile: (o) => model.compile(shapeMap, o),
+    compile: async (o) => {
+      const { executable, inputs: feeds } = await model.compileFor(inputs, o);
+      return { exe: executable, feeds };
+    },
     graph: () => model.graph(shapeMap),
   };
 }
@@ -319,14 +326,14 @@ async function run(args: string[]): Promise<number> {
   const runs = runCount("run", values.runs, 10);
   if (values.save) await checkWritableDir(values.save, "--save");
   const loaded = await load(positionals[0], values.input, values.shape);
-  const exe = await loaded.compile(
+  const { exe, feeds } = await loaded.compile(
     compileOptions(values.backend, values.precision, values["narrow-f64"]),
   );
   const times: number[] = [];
   let outputs: TensorMap = {};
   for (let i = 0; i < runs; i++) {
     const t0 = performance.now();
-    outputs = await exe.run(loaded.inputs);
+    outputs = await exe.run(feeds);
     times.push(performance.now() - t0);
   }
   const summaries = Object.fromEntries(Object.entries(outputs).map(([k, v]) => [k, summarize(v)]));
@@ -395,7 +402,7 @@ async function explainCommand(args: string[]): Promise<number> {
   if (values.dot) await checkWritableFile(values.dot, "--dot");
   if (values.svg) await checkWritableFile(values.svg, "--svg");
   const loaded = await load(positionals[0], undefined, values.shape);
-  const e = await explain(await loaded.compile(compileOptions(values.backend)));
+  const e = await explain((await loaded.compile(compileOptions(values.backend))).exe);
   if (values.dot) await writeTextFile(values.dot, e.dot(), "--dot");
   if (values.svg) await writeTextFile(values.svg, renderSvg(e.dot()), "--svg");
   if (values.json) {
@@ -454,26 +461,26 @@ async function bench(args: string[]): Promise<number> {
     const t0 = performance.now();
     // --threads sizes the wasm backend's pool (default: one thread per core).
     const backend = threads !== undefined && id === "wasm" ? new WasmBackend({ threads }) : id;
-    const exe = await loaded.compile({
+    const { exe, feeds } = await loaded.compile({
       ...compileOptions(undefined, values.precision, values["narrow-f64"]),
       backend,
       cache: false,
     });
     const compileMs = performance.now() - t0;
     const t1 = performance.now();
-    await exe.run(loaded.inputs);
+    await exe.run(feeds);
     const firstMs = performance.now() - t1;
     done++;
     progress(id);
     for (let i = 0; i < warmup; i++) {
-      await exe.run(loaded.inputs);
+      await exe.run(feeds);
       done++;
       progress(id);
     }
     const times: number[] = [];
     for (let i = 0; i < runs; i++) {
       const t = performance.now();
-      await exe.run(loaded.inputs);
+      await exe.run(feeds);
       times.push(performance.now() - t);
       done++;
       progress(id);

@@ -338,3 +338,59 @@ Deno.test("kiln run on a double model: f64 on wasm, refused or --narrow-f64 on w
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("kiln run specialises on a fed input that decides a shape, as OnnxModel.run does", async () => {
+  const { encodeModel } = await import("./onnx/proto.ts");
+  const tensor = (name: string, elemType: number, dims: number[]) => ({
+    name,
+    type: { tensorType: { elemType, shape: { dim: dims.map((d) => ({ dimValue: d })) } } },
+  });
+  // y = Reshape(x, shape) + 1: the output's shape is the value of the input `shape`.
+  const bytes = encodeModel({
+    irVersion: 8,
+    opsetImport: [{ domain: "", version: 17 }],
+    graph: {
+      name: "g",
+      node: [
+        { opType: "Reshape", input: ["x", "shape"], output: ["r"], attribute: [] },
+        { opType: "Add", input: ["r", "one"], output: ["y"], attribute: [] },
+      ],
+      initializer: [{ name: "one", dataType: 1, dims: [], floatData: [1] }],
+      input: [tensor("x", 1, [2, 6]), tensor("shape", 7, [2])],
+      output: [{ name: "y", type: { tensorType: { elemType: 1 } } }],
+    },
+  });
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeFile(`${dir}/reshape.onnx`, bytes);
+    await Deno.writeFile(
+      `${dir}/x.bin`,
+      new Uint8Array(Float32Array.from({ length: 12 }, (_, i) => i).buffer),
+    );
+    await Deno.writeFile(`${dir}/shape.bin`, new Uint8Array(BigInt64Array.of(3n, 4n).buffer));
+    for (const backend of ["wasm", "reference"]) {
+      const out = await kiln(
+        "run",
+        `${dir}/reshape.onnx`,
+        "--input",
+        `x=${dir}/x.bin`,
+        "--input",
+        `shape=${dir}/shape.bin`,
+        "--backend",
+        backend,
+        "--runs",
+        "2",
+        "--json",
+        "--save",
+        `${dir}/${backend}`,
+      );
+      assert.equal(out.code, 0, out.stderr);
+      const report = JSON.parse(out.stdout);
+      assert.deepEqual(report.outputs.y.shape, [3, 4]);
+      const y = new Float32Array((await Deno.readFile(`${dir}/${backend}/y.bin`)).buffer);
+      assert.deepEqual(Array.from(y), Array.from({ length: 12 }, (_, i) => i + 1));
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

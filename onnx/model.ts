@@ -253,15 +253,49 @@ export class OnnxModel {
     return out;
   }
 
-  async #run(
+  /**
+   * The executable {@linkcode OnnxModel.run} runs `inputs` on, and the inputs to run it with:
+   * compiled for their shapes and, where the model needs the values of inputs that decide a shape
+   * or an attribute (Reshape's shape, GroupQueryAttention's total_sequence_length), specialised
+   * on the values of its small inputs, which it then holds as constants (they are left out of
+   * the inputs returned). For numeric models (see {@linkcode OnnxModel.runValues} for strings).
+   *
+   * @example
+   * ```ts
+   * import { OnnxModel } from "../mod.ts";
+   * const bytes = await Deno.readFile("onnx/testdata/misc_ops.onnx");
+   * const model = OnnxModel.fromBytes(bytes);
+   * const x = { data: new Float32Array(80), shape: [2, 5, 8], dtype: "f32" as const };
+   * const { executable, inputs } = await model.compileFor({ x });
+   * const outputs = await executable.run(inputs);
+   * ```
+   */
+  async compileFor(
+    inputs: TensorMap,
+    options: CompileOptions = {},
+  ): Promise<{ executable: Executable; inputs: TensorMap }> {
+    if (this.#strings) {
+      throw new KilnError(
+        "This model has string tensors: it runs in stages, not as one executable",
+        {
+          code: "unsupported",
+          fix: "run it with runValues (or run), which take strings",
+        },
+      );
+    }
+    const shapes: Record<string, Shape> = {};
+    for (const i of this.inputs) if (inputs[i.name]?.shape) shapes[i.name] = inputs[i.name].shape;
+    return await this.#compileFor(inputs, shapes, options);
+  }
+
+  async #compileFor(
     inputs: TensorMap,
     shapes: Record<string, Shape>,
-    options: CompileOptions & RunOptions,
-  ): Promise<TensorMap> {
+    options: CompileOptions,
+  ): Promise<{ executable: Executable; inputs: TensorMap }> {
     if (!this.#valueInputs) {
       try {
-        const exe = await this.compile(shapes, options);
-        return await exe.run(inputs, { outputs: options.outputs });
+        return { executable: await this.compile(shapes, options), inputs };
       } catch (e) {
         if (!(e instanceof NeedsValue)) throw e;
         this.#valueInputs = new Set(
@@ -278,8 +312,16 @@ export class OnnxModel {
       if (this.#valueInputs.has(name)) values[name] = t;
       else rest[name] = t;
     }
-    const exe = await this.#specialised(shapes, values, options);
-    return await exe.run(rest, { outputs: options.outputs });
+    return { executable: await this.#specialised(shapes, values, options), inputs: rest };
+  }
+
+  async #run(
+    inputs: TensorMap,
+    shapes: Record<string, Shape>,
+    options: CompileOptions & RunOptions,
+  ): Promise<TensorMap> {
+    const { executable, inputs: feeds } = await this.#compileFor(inputs, shapes, options);
+    return await executable.run(feeds, { outputs: options.outputs });
   }
 
   /** The executable for these shapes and input values (cached, least recently used evicted). */

@@ -129,7 +129,7 @@ export class NeedsValue extends KilnError {
     super(`${c.label}: its ${what} input is computed at run time; kiln needs it constant`, {
       code: "unsupported",
       fix:
-        "run through OnnxModel (it specialises on such inputs' values), or export with fixed shapes so the importer can fold it",
+        "feed it from a model input of up to 64 elements (OnnxModel.run, OnnxModel.compileFor and kiln run specialise on those values), or export with fixed shapes so the importer can fold it",
     });
   }
 }
