@@ -322,7 +322,8 @@ class Fuser {
     if (group) {
       const blocked = pending.some(({ sym, steps }) =>
         sym.group
-          ? sym.group !== group || !sameMap(group!.space, [...toOwn!, ...steps], sym.toOwn!)
+          ? sym.group !== group ||
+            !sameMap(group!.space, [...toOwn!, ...steps], sym.toOwn!, sym.type.shape)
           : this.#groups.reaches(sym.expr, group!)
       );
       if (blocked) {
@@ -379,7 +380,7 @@ class Fuser {
     }
     if (s.group) {
       const toOwn = this.#relation(s.group, to);
-      if (toOwn && sameMap(s.group.space, [...toOwn, ...steps], s.toOwn!)) {
+      if (toOwn && sameMap(s.group.space, [...toOwn, ...steps], s.toOwn!, from)) {
         return { ...s, type, toOwn, labels: unique([...s.labels, label]), uses: 0 };
       }
       s = this.#stored(s, `${label} moves it out of its kernel's iteration order`);

@@ -70,6 +70,45 @@ Deno.test("relation and sameMap: a row value iterates with its reduction's space
   assert.equal(relation([2, 3], [1], [3]), undefined);
   assert.deepEqual(relation([2, 3], [], [2, 3]), []);
   const t = movementSteps(ctx("Transpose", [3, 3], { perm: [1, 0] }), [3, 3], [3, 3]);
-  assert.ok(sameMap([3, 3], [...t, ...t], []));
-  assert.ok(!sameMap([3, 3], t, []));
+  assert.ok(sameMap([3, 3], [...t, ...t], [], [3, 3]));
+  assert.ok(!sameMap([3, 3], t, [], [3, 3]));
+});
+
+Deno.test("sameMap decides affine chains exactly, and agrees with every point where it probes", () => {
+  // Chains over a space [4, 6] into a buffer [4, 6]: transposes, reshapes that split and merge,
+  // reversals, and a pad and crop (not affine: probed).
+  const m = (op: string, from: Shape, to: Shape, attrs: Record<string, unknown> = {}) =>
+    movementSteps(ctx(op, from, attrs), from, to);
+  const space = [4, 6];
+  const swap = m("Transpose", [6, 4], [4, 6], { perm: [1, 0] });
+  const chains: IndexStep[][] = [
+    [],
+    [...swap, ...m("Transpose", [4, 6], [6, 4], { perm: [1, 0] })],
+    [...m("Reshape", [24], [4, 6]), ...m("Reshape", [4, 6], [24])],
+    [...m("Reshape", [2, 12], [4, 6]), ...m("Reshape", [4, 6], [2, 12])],
+    [...m("Reshape", [8, 3], [4, 6]), ...m("Reshape", [4, 6], [8, 3])],
+    m("Slice", [4, 6], [4, 6], { starts: [-1], ends: [-7], axes: [1], steps: [-1] }),
+    [
+      ...m("Slice", [4, 6], [4, 6], { starts: [-1], ends: [-5], axes: [0], steps: [-1] }),
+      ...m("Slice", [4, 6], [4, 6], { starts: [-1], ends: [-7], axes: [1], steps: [-1] }),
+    ],
+    m("Slice", [4, 6], [4, 6], { starts: [0], ends: [6], axes: [1], steps: [1] }),
+    [
+      ...m("Pad", [4, 4], [4, 6], { pads: [0, 1, 0, 1] }),
+      ...m("Pad", [4, 6], [4, 4], {
+        pads: [0, -1, 0, -1],
+      }),
+    ],
+  ];
+  const points = [...Array(24).keys()].map((i) => [Math.floor(i / 6), i % 6]);
+  for (const a of chains) {
+    for (const b of chains) {
+      const agree = points.every((p) => JSON.stringify(at(a, p)) === JSON.stringify(at(b, p)));
+      assert.equal(
+        sameMap(space, a, b, space),
+        agree,
+        `${JSON.stringify(a)} / ${JSON.stringify(b)}`,
+      );
+    }
+  }
 });

@@ -448,7 +448,11 @@ export class ExprTable {
     let key: string, canonical: Expr;
     if (e.kind === "alu") {
       const args = e.args.map((a) => this.id(a));
-      key = exactJson({ alu: e.op, dtype: e.dtype, attrs: e.attrs ?? null, args });
+      // exactJson's text of { alu, dtype, attrs, args }, written directly: JSON.stringify with
+      // a replacer over every node was a third of fusing lstm2's 47 kernels.
+      key = `{"alu":${JSON.stringify(e.op)},"dtype":${JSON.stringify(e.dtype)},"attrs":${
+        e.attrs == null ? "null" : exactJson(e.attrs)
+      },"args":[${args.join(",")}]}`;
       canonical = { ...e, args: args.map((i) => this.#canonical[i]) };
     } else if (e.kind === "load") {
       const steps = this.#steps(e.steps);
