@@ -59,6 +59,24 @@ Deno.test("OnnxModel binds symbolic dimensions from the data and compiles once p
   );
 });
 
+Deno.test("a negative declared dimension is symbolic, bound from the data", async () => {
+  // Some exporters write -1 for a dynamic axis; taken as a size it reached the LSTM converter as
+  // a sequence of -1 steps (a RangeError, found by fuzzing lstm2).
+  const name = "lstm2";
+  const m = await exportedModel(name);
+  const proto = decode(m.bytes);
+  const input = proto.graph.input.find((i) => i.name in m.inputs)!;
+  input.type!.tensorType!.shape!.dim![0] = { dimValue: -1 };
+  const model = OnnxModel.fromBytes(encodeModel(proto));
+  assert.equal(typeof model.inputs.find((i) => i.name === input.name)!.dims[0], "string");
+  assert.throws(
+    () => importOnnx(encodeModel(proto)),
+    (e: unknown) => e instanceof KilnError && /symbolic dimensions/.test(e.message),
+  );
+  const out = await model.run(m.inputs, { backend: "wasm" });
+  assertClose(numbers(out.y.data), Array.from(m.y), { atol: 1e-4, rtol: 1e-4 });
+});
+
 Deno.test("wrong inputs to an imported model are typed errors", async () => {
   const m = await referenceModel("mlp");
   const model = OnnxModel.fromBytes(m.bytes);

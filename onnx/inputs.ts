@@ -46,7 +46,14 @@ export function onnxInputs(model: ModelProto): OnnxInputInfo[] {
         },
       );
     }
-    const dims = (tt.shape?.dim ?? []).map((d) => (d.dimParam ? d.dimParam : int(d.dimValue)));
+    // A negative dim_value (some exporters write -1 for a dynamic axis) is no size: such an axis
+    // is symbolic, bound from the data. Taken as a size, it reached converters as a length (an
+    // LSTM's sequence of -1 steps: a RangeError from inside, found by fuzzing).
+    const dims = (tt.shape?.dim ?? []).map((d, k) => {
+      if (d.dimParam) return d.dimParam;
+      const n = int(d.dimValue);
+      return n < 0 ? `unknown_${k}` : n;
+    });
     return {
       name: i.name,
       kind: sequence ? "sequence" : "tensor",
