@@ -520,3 +520,62 @@ await write(
   [...heads, int("unidirectional", 1)],
   ["y", "present_key", "present_value"],
 );
+
+// GroupQueryAttention decoding a batch of sequences of different lengths after a past: sequence
+// b's present is its first seqlens[b] + 1 − S past entries, its S new ones, then zeros, as long
+// as total_sequence_length; two new tokens after a past; and one sequence whose valid past is
+// shorter than its past buffer.
+{
+  const { cos, sin } = caches(16, 8);
+  await write(
+    "group_query_attention_decode_batch_ragged",
+    "GroupQueryAttention",
+    [
+      ["q", f32(2, 1, 64)],
+      ["k", f32(2, 1, 32)],
+      ["v", f32(2, 1, 32)],
+      ["past_key", f32(2, 2, 5, 16)],
+      ["past_value", f32(2, 2, 5, 16)],
+      ["seqlens", i32([2], [5, 2])],
+      ["total", total(6)],
+      ["cos", cos],
+      ["sin", sin],
+    ],
+    { cos, sin },
+    [...gqa, int("do_rotary", 1)],
+    ["y", "present_key", "present_value"],
+  );
+}
+// Two new tokens after a past (ONNX Runtime takes those for one sequence only).
+await write(
+  "group_query_attention_decode_two_tokens",
+  "GroupQueryAttention",
+  [
+    ["q", f32(1, 2, 32)],
+    ["k", f32(1, 2, 16)],
+    ["v", f32(1, 2, 16)],
+    ["past_key", f32(1, 2, 4, 8)],
+    ["past_value", f32(1, 2, 4, 8)],
+    ["seqlens", i32([1], [4])],
+    ["total", total(5)],
+  ],
+  {},
+  gqa,
+  ["y", "present_key", "present_value"],
+);
+await write(
+  "group_query_attention_decode_short_past",
+  "GroupQueryAttention",
+  [
+    ["q", f32(1, 1, 32)],
+    ["k", f32(1, 1, 16)],
+    ["v", f32(1, 1, 16)],
+    ["past_key", f32(1, 2, 4, 8)],
+    ["past_value", f32(1, 2, 4, 8)],
+    ["seqlens", i32([1], [2])],
+    ["total", total(5)],
+  ],
+  {},
+  gqa,
+  ["y", "present_key", "present_value"],
+);

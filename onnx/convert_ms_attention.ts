@@ -264,11 +264,14 @@ function rotate(
 }
 
 /**
- * GroupQueryAttention without a shared KV buffer: the new keys and values appended to the past
- * ones (the present outputs), `kv_num_heads` of them shared by `num_heads / kv_num_heads` query
- * heads each; a query at position p sees keys up to p and up to its sequence's last valid one
- * (`seqlens_k`), and past `local_window_size` back where that is set; rotary embedding from the
- * caches where `do_rotary` is. Decoding (a past) runs one sequence at a time.
+ * GroupQueryAttention without a shared KV buffer: the new keys and values written after each
+ * sequence's valid past ones (the present outputs), `kv_num_heads` of them shared by
+ * `num_heads / kv_num_heads` query heads each; a query at position p sees keys up to p and up to
+ * its sequence's last valid one (`seqlens_k`), and past `local_window_size` back where that is
+ * set; rotary embedding from the caches where `do_rotary` is. After a past, as ONNX Runtime does,
+ * sequence b's present holds its first `seqlens_k[b] + 1 − S` past entries, then its S new ones,
+ * then zeros, `total_sequence_length` of them: a batch of sequences of different lengths decodes
+ * together.
  */
 function groupQueryAttention(c: NodeContext): Known[] {
   const op = opOf(c), a = attrs(c);
@@ -288,16 +291,21 @@ function groupQueryAttention(c: NodeContext): Known[] {
     [q, k, v] = c.emit("Split", [q], { axis: 2, split: [n * h, kv * h, kv * h] }, 3);
   }
   const pastKey = c.input(3), pastValue = c.input(4), seqlens = c.required(5);
-  const past = pastKey ? typeOf(pastKey).shape[2] : 0, total = past + s;
-  const given = constInts(c, 6, "total_sequence_length");
-  if (!n || !kv || n % kv !== 0 || (given && given[0] !== total) || (past > 0 && b > 1)) {
+  const past = pastKey ? typeOf(pastKey).shape[2] : 0;
+  const given = constInts(c, 6, "total_sequence_length")?.[0];
+  const total = past ? given ?? past + s : s;
+  if (
+    !n || !kv || n % kv !== 0 || (!past && given !== undefined && given !== s) || total < s ||
+    (past && s > 1 && b > 1)
+  ) {
     throw new KilnError(
       `${c.label}: GroupQueryAttention of ${n} heads over ${kv}, ${s} new tokens after ${past}, ` +
-        `batch ${b}, total ${given?.[0]}`,
+        `batch ${b}, total ${given}`,
       {
         code: "unsupported",
-        fix: "kiln runs heads that kv_num_heads divides, a total of past + new tokens (no shared " +
-          "buffer), and a past for one sequence at a time",
+        fix: "kiln runs heads that kv_num_heads divides, a total_sequence_length of the new " +
+          "tokens for a first prompt and at least that after a past (no shared buffer), and " +
+          "several new tokens after a past for one sequence at a time (as ONNX Runtime does)",
       },
     );
   }
@@ -313,9 +321,31 @@ function groupQueryAttention(c: NodeContext): Known[] {
     q = rotate(op, q, n, caches, at, interleaved);
     k = rotate(op, k, kv, caches, at, interleaved);
   }
+  // Sequence b's present: its valid past (the first `start[b]` entries), its new entries, zeros.
+  const slots = constant([...Array(total).keys()], [1, 1, total, 1], "i32");
+  const valid = op("Reshape", [start], { shape: [b, 1, 1, 1] });
   const append = (pastState: Known | undefined, fresh: Known) => {
     const heads4 = heads(op, fresh, kv);
-    return pastState ? op("Concat", [pastState, heads4], { axis: 2 }) : heads4;
+    if (!pastState) return heads4;
+    const h4 = typeOf(heads4).shape[3];
+    const fromPast = op("Gather", [
+      pastState,
+      constant([...Array(total).keys()].map((j) => Math.min(j, past - 1)), [total], "i32"),
+    ], { axis: 2 });
+    const at = op("Min", [
+      op("Max", [op("Sub", [slots, valid]), scalar(0, "i32")]),
+      scalar(s - 1, "i32"),
+    ]);
+    const fromNew = op("GatherElements", [
+      heads4,
+      op("Expand", [at], { shape: [b, kv, total, h4] }),
+    ], { axis: 2 });
+    const zero = scalar(0, typeOf(heads4).dtype);
+    return op("Where", [
+      op("Less", [slots, valid]),
+      fromPast,
+      op("Where", [op("Less", [slots, op("Add", [valid, scalar(s, "i32")])]), fromNew, zero]),
+    ]);
   };
   const [presentKey, presentValue] = [append(pastKey, k), append(pastValue, v)];
   // Each of the kv heads serves n / kv query heads: [B, kv, T, h] → [B, n, T, h].
