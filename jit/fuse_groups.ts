@@ -17,8 +17,8 @@ import {
   type KernelPattern,
   mapLoads,
   type Reduction,
-  shareExprs,
 } from "./kernel_ir.ts";
+import { shareExprs } from "./expr_table.ts";
 import type { Attrs, ValueType } from "./ops/mod.ts";
 import { sameShape, type Shape } from "./shape.ts";
 

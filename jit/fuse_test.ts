@@ -4,7 +4,7 @@ import type { Graph } from "./graph.ts";
 import { GraphBuilder, type Sym } from "./graph_builder.ts";
 import type { HostTensor } from "./host_tensor.ts";
 import { fuse } from "./fuse.ts";
-import { kernelText } from "./kernel_ir.ts";
+import { kernelText } from "./expr_table.ts";
 import { uniform } from "./random.ts";
 import { assertClose, numbers } from "./testing.ts";
 

@@ -18,7 +18,8 @@ import { envVar } from "./env.ts";
 import { type HostFs, hostFs } from "./host_fs.ts";
 import { type Artifact, type Backend, profileKey } from "./backend.ts";
 import { digest } from "./digest.ts";
-import { type KernelIR, kernelText } from "./kernel_ir.ts";
+import type { KernelIR } from "./kernel_ir.ts";
+import { kernelText } from "./expr_table.ts";
 
 /** Options of a {@linkcode KernelCache}. */
 export interface KernelCacheOptions {

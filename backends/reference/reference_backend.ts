@@ -19,7 +19,8 @@ import type {
   NodeInfo,
   PreparedKernel,
 } from "../../jit/backend.ts";
-import { type KernelIR, kernelText } from "../../jit/kernel_ir.ts";
+import type { KernelIR } from "../../jit/kernel_ir.ts";
+import { kernelText } from "../../jit/expr_table.ts";
 import { interpretKernel } from "./kernel_interpreter.ts";
 import { BackendBase } from "../backend_base.ts";
 import type { Kernel } from "./kernel.ts";

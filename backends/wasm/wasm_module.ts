@@ -11,13 +11,13 @@ import { type DType, isFloat } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
 import {
   type Expr,
-  ExprTable,
   type KernelBuffer,
   type KernelIR,
   type Reduction,
   usesF64,
   walk,
 } from "../../jit/kernel_ir.ts";
+import { ExprTable } from "../../jit/expr_table.ts";
 import {
   type AluLowering,
   aluLowering,
