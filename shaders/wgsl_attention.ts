@@ -21,7 +21,6 @@ import {
   type Flash,
   flashAttention,
   flashLayout,
-  flashMask,
   flashPays,
   flashWgsl,
   groupBindings,
@@ -29,6 +28,7 @@ import {
   KEYS,
   summaryGeometry,
 } from "./wgsl_flash.ts";
+import { flashMask } from "./wgsl_masks.ts";
 import { sharedMask, summaryKernel, summaryLayout, summaryWgsl } from "./wgsl_tile_summary.ts";
 
 /** Longest key axis a fused attention kernel holds in workgroup memory. */

@@ -25,6 +25,7 @@
  * @module
  */
 import type { Expr } from "../jit/kernel_ir.ts";
+import type { Attention } from "./wgsl_attention.ts";
 import { type Emitter, literal } from "./wgsl_expr.ts";
 
 /** What a flash kernel needs to skip a masked key tile. */
@@ -137,6 +138,16 @@ export function tileMask(e: Expr): TileMask | undefined {
   };
   const masked = negative(e);
   return masked ? { masked, factor } : undefined;
+}
+
+/**
+ * Where an attention group's key tiles may be skipped: f32 scores that the softmax takes as they
+ * are, masked as {@linkcode tileMask} reads.
+ */
+export function flashMask({ scores, weights }: Attention): TileMask | undefined {
+  const out = scores.outputs[0], x = weights.reductions[0].expr;
+  const plain = x.kind === "load" && weights.inputs[x.input].value === out.value;
+  return plain && out.dtype === "f32" ? tileMask(out.expr) : undefined;
 }
 
 /** Largest `|dot| · c` that stays finite with room to spare: past it a tile is computed. */

@@ -16,7 +16,8 @@ import {
   MAX_KEYS,
   withFusedAttention,
 } from "../../shaders/wgsl_attention.ts";
-import { flashAttention, flashMask, flashPays } from "../../shaders/wgsl_flash.ts";
+import { flashAttention, flashPays } from "../../shaders/wgsl_flash.ts";
+import { flashMask } from "../../shaders/wgsl_masks.ts";
 import { WasmBackend } from "../wasm/wasm_backend.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 
