@@ -10,8 +10,8 @@
  *
  * @module
  */
-import { type Executable, explain, OnnxModel, type TensorMap } from "../mod.ts";
-import { EXPORT_NAMES, exportedModel, MODEL_NAMES, referenceModel } from "../onnx/testdata.ts";
+import { type Executable, explain, OnnxModel } from "../mod.ts";
+import { EXPORT_NAMES, MODEL_NAMES, namedModel } from "../onnx/testdata.ts";
 import { median } from "./timed.ts";
 
 /** The backends of `exe`'s kernels, in order. */
@@ -20,9 +20,7 @@ async function plan(exe: Executable): Promise<string> {
 }
 
 for (const name of Deno.args.length ? Deno.args : [...MODEL_NAMES, ...EXPORT_NAMES]) {
-  const m = MODEL_NAMES.includes(name)
-    ? await referenceModel(name).then((r) => ({ bytes: r.bytes, inputs: { x: r.x } as TensorMap }))
-    : await exportedModel(name).then((r) => ({ bytes: r.bytes, inputs: r.inputs as TensorMap }));
+  const m = await namedModel(name);
   const shapes = Object.fromEntries(Object.entries(m.inputs).map(([k, t]) => [k, t.shape]));
   const model = OnnxModel.fromBytes(m.bytes);
   const auto = await model.compile(shapes, { cache: false });

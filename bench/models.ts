@@ -20,18 +20,14 @@ import { availableParallelism, cpus } from "node:os";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { type Executable, explain, KilnError, OnnxModel, type TensorMap } from "../mod.ts";
-import { EXPORT_NAMES, exportedModel, MODEL_NAMES, referenceModel } from "../onnx/testdata.ts";
+import { EXPORT_NAMES, MODEL_NAMES, namedModel } from "../onnx/testdata.ts";
 import { median } from "./timed.ts";
 import { type ModelResult, report, type Results, type Runner, RUNNERS } from "./models_report.ts";
 
 const HERE = new URL(".", import.meta.url).pathname;
 /** The model, its inputs and ONNX Runtime's recorded output `y`. */
 async function load(name: string) {
-  if (MODEL_NAMES.includes(name)) {
-    const m = await referenceModel(name);
-    return { bytes: m.bytes, inputs: { x: m.x } as TensorMap, y: m.y };
-  }
-  const m = await exportedModel(name);
+  const m = await namedModel(name);
   return { bytes: m.bytes, inputs: m.inputs as TensorMap, y: m.y };
 }
 

@@ -51,6 +51,16 @@ export async function referenceModel(name: string): Promise<ReferenceModel> {
 }
 
 /**
+ * A benchmark model of either set by name (`MODEL_NAMES` or `EXPORT_NAMES`): its bytes, inputs
+ * by name and ONNX Runtime's recorded output `y`.
+ */
+export async function namedModel(name: string): Promise<ExportedModel> {
+  if (!MODEL_NAMES.includes(name)) return await exportedModel(name);
+  const m = await referenceModel(name);
+  return { bytes: m.bytes, inputs: { x: m.x }, y: m.y };
+}
+
+/**
  * Directory of this repository's extra PyTorch exports (`onnx/testdata/`), or `KILN_EXPORTS_DIR`
  * (a directory of the same layout, e.g. what `testdata/export_zoo.py` wrote, with its entries
  * merged into one `models.json`).
