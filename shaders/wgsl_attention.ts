@@ -307,11 +307,8 @@ function withSkip(plan: Flash, options: WgslOptions, value: number): Flash {
     !mask || s.n <= KEYS || s.nb === 0 || bindings > (options.bindings ?? 8) ||
     4 * items * words > (options.bindingBytes ?? Infinity)
   ) return plan;
+  // The first batch axis by the rest of the words (see `summaryKernel`).
   const first = plan.scores.space[0];
-  const summary: KernelBuffer = {
-    value,
-    shape: [first, items / first * words],
-    dtype: "i32",
-  };
+  const summary: KernelBuffer = { value, shape: [first, items / first * words], dtype: "i32" };
   return { ...plan, skip: { mask, summary, shared: sharedMask(plan) } };
 }

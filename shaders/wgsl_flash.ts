@@ -222,7 +222,7 @@ export function flashLayout(plan: Flash): KernelLayout {
 /** The flash kernel's WGSL: bindings as `plan.inputs`, then `values`' outputs. */
 export function flashWgsl(plan: Flash): string {
   const { scores, weights, values, rows: R, skip } = plan;
-  const mask = skip?.mask;
+  const mask = skip?.mask, geometry = skip && summaryGeometry(plan);
   const s = matmulOperands(scores)!, v = matmulOperands(values)!;
   const nb = s.nb, D = s.k, E = v.n, T = s.n;
   const EP = paddedWidth(E), G = EP / 32, RQ = R / 4, threads = R * THREADS_A_ROW;
@@ -269,11 +269,11 @@ export function flashWgsl(plan: Flash): string {
   e.line("let t = i32(lid.x);");
   e.line(`let tx = t % ${TX};`);
   e.line(`let ty = t / ${TX};`);
-  if (mask) {
+  if (geometry) {
     // Skipping tiles, work grows with the query tile (causal: the last computes every key tile):
     // each item's last query tile goes first, the light ones fill the tail (H200, B1 H16 T4096
     // causal: 2.23 -> 1.99 ms). An unfolded dispatch only: its count gives the active items.
-    const QT = summaryGeometry(plan).queryTiles;
+    const QT = geometry.queryTiles;
     e.line("var g = i32(wid.x + wid.y * nwg.x);");
     e.block("if (nwg.y == 1u) {", () => {
       e.line(`let items = i32(nwg.x) / ${QT};`);
@@ -396,14 +396,13 @@ export function flashWgsl(plan: Flash): string {
   // With a mask, the range of key tiles to compute, `lo` to `hi` (one past the last), from this
   // workgroup's words of the summary.
   let start = "0", from = "0", end = `${T}`;
-  if (mask) {
-    const { queryTiles: QT, keyTiles: NT, words: W } = summaryGeometry(plan);
+  if (mask && geometry) {
+    const { queryTiles: QT, keyTiles: NT, words: W } = geometry;
     const summary = `in${plan.inputs.length}`;
-    e.line(`let wg = row0 / ${R};`);
-    e.line(`let item = wg / ${QT} * ${W};`);
+    e.line(`let item = g / ${QT} * ${W};`);
     keptRange(e, mask, {
       summary,
-      at: `${skip!.shared ? "" : "item + "}wg % ${QT} * ${NT}`,
+      at: `${skip.shared ? "" : "item + "}g % ${QT} * ${NT}`,
       keysAt: `item + ${QT * NT}`,
       nt: NT,
       threads,
@@ -578,7 +577,7 @@ export function flashWgsl(plan: Flash): string {
   }
   return [
     `// kiln flash attention: ${scores.name} → ${weights.name} → ${values.name}`,
-    ...(skip ? groupBindings(plan, [skip.summary]) : groupBindings(plan)),
+    ...groupBindings(plan, skip ? [skip.summary] : []),
     PRELUDE,
     `var<workgroup> qt: array<vec4<f32>, ${D * RQ}>;`,
     `var<workgroup> kt: array<vec4<f32>, ${D * fillK.stride}>;`,

@@ -31,18 +31,16 @@ import { NOT_FINITE } from "./wgsl_masks.ts";
 const THREADS = 64;
 
 /**
- * The summary kernel of `plan` (which skips tiles), writing `summary`: its space is the first
- * batch axis by the rest of its words, so that a run of fewer batch items (shape buckets) decides
- * the words of those.
+ * The summary kernel of `plan` (which skips tiles), writing `summary`: its space is the
+ * summary's shape, the first batch axis by the rest of its words, so that a run of fewer batch
+ * items (shape buckets) decides the words of those.
  */
 export function summaryKernel(plan: Flash, summary: KernelBuffer): KernelIR {
-  const { items, words } = summaryGeometry(plan);
-  const first = plan.scores.space[0];
   return {
     name: `${plan.scores.group}_tiles`,
     pattern: "elementwise",
     ops: [],
-    space: [first, items / first * words],
+    space: summary.shape,
     reduced: [],
     inputs: plan.inputs,
     reductions: [],
