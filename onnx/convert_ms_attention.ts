@@ -321,32 +321,35 @@ function groupQueryAttention(c: NodeContext): Known[] {
     q = rotate(op, q, n, caches, at, interleaved);
     k = rotate(op, k, kv, caches, at, interleaved);
   }
-  // Sequence b's present: its valid past (the first `start[b]` entries), its new entries, zeros.
-  const slots = constant([...Array(total).keys()], [1, 1, total, 1], "i32");
-  const valid = op("Reshape", [start], { shape: [b, 1, 1, 1] });
-  const append = (pastState: Known | undefined, fresh: Known) => {
-    const heads4 = heads(op, fresh, kv);
-    if (!pastState) return heads4;
-    const h4 = typeOf(heads4).shape[3];
-    const fromPast = op("Gather", [
-      pastState,
-      constant([...Array(total).keys()].map((j) => Math.min(j, past - 1)), [total], "i32"),
-    ], { axis: 2 });
-    const at = op("Min", [
+  // After a past, sequence b's present: its valid past (the first `start[b]` entries), its new
+  // entries, zeros. Where each slot comes from is the same for keys and values: built once.
+  let append = (_pastState: Known | undefined, fresh: Known) => heads(op, fresh, kv);
+  if (past) {
+    const slots = constant([...Array(total).keys()], [1, 1, total, 1], "i32");
+    const valid = op("Reshape", [start], { shape: [b, 1, 1, 1] });
+    const pastAt = constant(
+      [...Array(total).keys()].map((j) => Math.min(j, past - 1)),
+      [total],
+      "i32",
+    );
+    const newAt = op("Min", [
       op("Max", [op("Sub", [slots, valid]), scalar(0, "i32")]),
       scalar(s - 1, "i32"),
     ]);
-    const fromNew = op("GatherElements", [
-      heads4,
-      op("Expand", [at], { shape: [b, kv, total, h4] }),
-    ], { axis: 2 });
-    const zero = scalar(0, typeOf(heads4).dtype);
-    return op("Where", [
-      op("Less", [slots, valid]),
-      fromPast,
-      op("Where", [op("Less", [slots, op("Add", [valid, scalar(s, "i32")])]), fromNew, zero]),
-    ]);
-  };
+    const inPast = op("Less", [slots, valid]);
+    const inNew = op("Less", [slots, op("Add", [valid, scalar(s, "i32")])]);
+    append = (pastState, fresh) => {
+      const heads4 = heads(op, fresh, kv);
+      if (!pastState) return heads4;
+      const fromPast = op("Gather", [pastState, pastAt], { axis: 2 });
+      const fromNew = op("GatherElements", [
+        heads4,
+        op("Expand", [newAt], { shape: [b, kv, total, typeOf(heads4).shape[3]] }),
+      ], { axis: 2 });
+      const zero = scalar(0, typeOf(heads4).dtype);
+      return op("Where", [inPast, fromPast, op("Where", [inNew, fromNew, zero])]);
+    };
+  }
   const [presentKey, presentValue] = [append(pastKey, k), append(pastValue, v)];
   // Each of the kv heads serves n / kv query heads: [B, kv, T, h] → [B, n, T, h].
   const shared = (state: Known) =>

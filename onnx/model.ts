@@ -202,9 +202,7 @@ export class OnnxModel {
       }
       return out as TensorMap;
     }
-    const shapes: Record<string, Shape> = {};
-    for (const i of this.inputs) if (inputs[i.name]?.shape) shapes[i.name] = inputs[i.name].shape;
-    return this.#run(inputs, shapes, options);
+    return this.#run(inputs, this.#shapesOf(inputs), options);
   }
 
   /**
@@ -283,9 +281,14 @@ export class OnnxModel {
         },
       );
     }
+    return await this.#compileFor(inputs, this.#shapesOf(inputs), options);
+  }
+
+  /** The shapes of the model's inputs among `inputs`. */
+  #shapesOf(inputs: TensorMap): Record<string, Shape> {
     const shapes: Record<string, Shape> = {};
     for (const i of this.inputs) if (inputs[i.name]?.shape) shapes[i.name] = inputs[i.name].shape;
-    return await this.#compileFor(inputs, shapes, options);
+    return shapes;
   }
 
   async #compileFor(
