@@ -16,14 +16,7 @@ import { planMemory } from "../../jit/memory_plan.ts";
 import { neededKernels } from "../../jit/program.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { elementBytes, fromWords, type Storage, toWords } from "../words.ts";
-import {
-  contracts,
-  halfMatmulView,
-  prepackBytes,
-  scratchBytes,
-  tableRows,
-  TILE_ROWS,
-} from "./wasm_matmul_plan.ts";
+import { contracts, halfMatmulView, packsOf, scratchBytes, TILE_ROWS } from "./wasm_matmul_plan.ts";
 import { type Split, WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
 /** The arena stores every dtype in 32-bit words, f64 in 64-bit ones (see `words.ts`). */
@@ -314,13 +307,12 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
     ...plan.bindings.filter((b) => b.resident).map((b) => b.value),
     ...plan.constants.keys(),
   ]);
+  const declared = new Map(plan.modules.map((m) => [m, packsOf(m)]));
   const packs = plan.kernels.map((k, i) => {
-    if (!WebAssembly.Module.exports(plan.modules[i]).some((e) => e.name === "packsB")) {
-      return undefined;
-    }
+    const { bytes, tableRows } = declared.get(plan.modules[i]) ?? {};
+    if (bytes === undefined) return undefined;
     const value = k.inputs[matmulOperands(k)!.b.input].value;
-    const bytes = Math.ceil(prepackBytes(k) / 16) * 16;
-    return { value, fixed: fixed.has(value), bytes, at: 0 };
+    return { value, fixed: fixed.has(value), bytes, tableRows, at: 0 };
   });
   for (const p of packs) if (p?.fixed) top = (p.at = top) + p.bytes;
   const transient = Math.max(0, ...packs.map((p) => (p && !p.fixed ? p.bytes : 0)));
@@ -381,13 +373,11 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
       packs: packedAt,
       scratch,
       scratchBytes: scratchSize,
-      // Spawning blocks this thread for 20-30 ms a worker: worth it up front for first runs
+      // Spawning blocks this thread for 20-30 ms a worker: worth it up front only for first runs
       // that the threads shorten by more (matmul 2048 first run 540 -> 390 ms; 1024 and W1-16M
-      // were as fast or faster without), and where an earlier compile found the threads faster.
-      // Spawned lazily instead, the workers came only after 100 ms of runs alone: on the 16-core
-      // host a process compiling from the disk cache ran mobilenet_v2ish 0.93 ms a run for its
-      // first 110 runs and 0.33 after, generator 1.24 for 100 and 0.50 after.
-      eager: stored === true || plan.kernels.reduce((sum, k) => sum + workOf(k), 0) >= EAGER_WORK,
+      // were as fast or faster without). Other programs spawn them as their second run that
+      // wants threads begins (see `execute`), after the first result.
+      eager: plan.kernels.reduce((sum, k) => sum + workOf(k), 0) >= EAGER_WORK,
     })
     : undefined;
   const split = plan.kernels.map((k, i): Split => {
@@ -409,7 +399,7 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
   // On this thread alone: split between the threads (worker primed) it measured no faster —
   // W5's 1.6 MB of weights 0.13 -> 0.11 ms, while W2-512 ran 3.57 -> 3.85 ms in all.
   // B's panels, and a table's rows in calls of 64 rows, then twice as many each (see `tableRows`).
-  const tables = plan.kernels.map(tableRows);
+  const tables = packs.map((p) => p?.tableRows ?? 0);
   const pack = (i: number) => {
     for (let s = 0, n = 64; s === 0 || s < tables[i]; s += n, n *= 2) {
       runs[i](...addresses[i], scratch, -1 - s, Math.min(tables[i], s + n), packedAt[i]);
@@ -431,7 +421,7 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
     tuner?.choice === undefined ? undefined : `${tuner.choice ? "threads" : "alone"} ${threads}`;
   let reported = verdict();
   const needed = neededKernels(plan.kernels, plan.outputs);
-  let times: KernelTime[] = [];
+  let times: KernelTime[] = [], threadedRuns = 0;
   /** Kernel `i` over rows `[start, end)`, in calls of `chunk` rows, each twice the last. */
   const callRows = (i: number, start: number, end: number) => {
     for (let s = start, n = split[i].chunk; s < end; s += n, n *= 2) {
@@ -445,6 +435,11 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
     tuned: boolean,
   ): Promise<TensorData[]> => {
     const threads = tuned && (tuner?.next() ?? false);
+    // Left to the pool, the spawn waits for a task boundary that a caller awaiting runs back to
+    // back never reaches: with a stored verdict of threads, a compile from the disk cache ran
+    // mobilenet_v2ish's first 110 runs alone on the 16-core host (0.93 ms a run, 0.33 after).
+    // Spawned in the compile instead, fifteen workers took 125-160 ms of unet's first result.
+    if (threads && ++threadedRuns === 2) crew!.start();
     if (threads) crew!.prime();
     const began = performance.now();
     plan.bindings.forEach((b, i) => {

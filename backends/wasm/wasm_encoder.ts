@@ -127,6 +127,7 @@ export class WasmModule {
   #imports: Import[] = [];
   #globals: { name: string; type: Type; mutable: boolean; init: Ref }[] = [];
   #exports: { name: string; kind: number; internal: string }[] = [];
+  #custom: { name: string; bytes: Uint8Array }[] = [];
   #memory: { initial: number; maximum: number; shared: boolean; import?: Import } | undefined;
   #binary: Uint8Array | undefined;
 
@@ -341,6 +342,14 @@ export class WasmModule {
     this.#exports.push({ name: external, kind: 3, internal });
     this.#binary = undefined;
   }
+  /**
+   * Adds custom section `name` holding `bytes`: facts about the module that its loader reads
+   * through `WebAssembly.Module.customSections` before instantiating it.
+   */
+  addCustomSection(name: string, bytes: Uint8Array): void {
+    this.#custom.push({ name, bytes });
+    this.#binary = undefined;
+  }
   /** The module's memory: `initial` and `maximum` pages of 64 KiB, shared between threads or not. */
   setMemory(initial: number, maximum: number, shared = false): void {
     this.#memory = { initial, maximum, shared };
@@ -431,6 +440,10 @@ export class WasmModule {
       ...section(6, globals),
       ...section(7, exports),
       ...section(10, code),
+      ...this.#custom.flatMap(({ name: n, bytes }) => {
+        const content = [...name(n), ...bytes];
+        return [0, ...uleb(content.length), ...content];
+      }),
     ]);
   }
 

@@ -17,7 +17,9 @@ import {
   batchesOfB,
   type MatmulPlan,
   packBlockRows,
+  PACKS_SECTION,
   packsA,
+  packsSection,
   panelsBytes,
   panelSplit,
   rowsOfA,
@@ -75,8 +77,8 @@ const LOCAL_TAPS = 49;
  * `undefined` when B is not affine (A may be packed), B's columns run backwards, or B changes
  * with the row (batched B): the i-k-j path below takes those.
  *
- * B's panels live at `packedB`, packed by a call with `rowStart` −1 (the module exports the
- * global `packsB` to say it takes one). The program packs a B it holds fixed (a weight) once
+ * B's panels live at `packedB`, packed by a call with `rowStart` −1 (the module's custom section
+ * {@linkcode PACKS_SECTION} says it takes one, and how large). The program packs a B it holds fixed (a weight) once
  * per change, as ONNX Runtime prepacks weights, and any other B once per run before the
  * kernel, not once per call and thread. A convolution's indirection table lies after the
  * panels, built there by the packing call.
@@ -433,8 +435,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
         : []),
     ];
   };
-  m.addGlobal("packsB", i32, false, ic(1));
-  m.addGlobalExport("packsB", "packsB");
+  m.addCustomSection(PACKS_SECTION, packsSection(kernel));
   /**
    * The indirection table after B's panels (every batch's): the byte address of A's element for
    * every row and k (factored: every row and tap, with a mask), or of the cell after the table,

@@ -20,7 +20,10 @@ import {
   indirectionFill,
   packBlockRows,
   packsA,
+  packsOf,
+  prepackBytes,
   rowsOfA,
+  tableRows,
   type TableTaps,
   tableTaps,
 } from "./wasm_matmul_plan.ts";
@@ -354,8 +357,15 @@ Deno.test("a convolution's indirection table is built by its packing call, not c
   const graph = b.build();
   const [conv] = fuse(graph).kernels;
   assert(packsA(conv) && indirectionFill(conv) === 0);
-  const bytes = await wasm.codegen.generate(conv) as Uint8Array;
+  const bytes = await wasm.codegen.generate(conv) as Uint8Array<ArrayBuffer>;
   assert(bytes.byteLength < 32_768, `module of ${bytes.byteLength} bytes`);
+  // The module declares what its packing needs, so that a program from the disk cache lays out
+  // its arena without working the table out again.
+  assert.deepEqual(packsOf(new WebAssembly.Module(bytes)), {
+    bytes: Math.ceil(prepackBytes(conv) / 16) * 16,
+    tableRows: 4096,
+  });
+  assert.equal(tableRows(conv), 4096);
   const feeds = { x: f32(data(16 * 4096, 3), [1, 16, 64, 64]) };
   const [want, got] = await Promise.all(
     ["reference", wasm].map((backend) => runGraph(graph, feeds, backend)),
@@ -488,7 +498,11 @@ Deno.test("a B that changes with the batch tiles a panel set a batch: grouped co
     assert(batchesOfB(kernel) > 1, name);
     const bytes = await wasm.codegen.generate(kernel) as Uint8Array<ArrayBuffer>;
     const module = new WebAssembly.Module(bytes);
-    assert(WebAssembly.Module.exports(module).some((e) => e.name === "packsB"), `${name}: tiled`);
+    assert.deepEqual(
+      packsOf(module),
+      { bytes: Math.ceil(prepackBytes(kernel) / 16) * 16, tableRows: tableRows(kernel) },
+      `${name}: tiled`,
+    );
     const feeds = Object.fromEntries(inputs.map((t, i) => [`x${i}`, t]));
     await assertThreadedLikeReference(name, graph, feeds, threaded, 1e-4);
   }

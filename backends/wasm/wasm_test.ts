@@ -281,7 +281,7 @@ Deno.test("a program's thread verdict is kept beside the kernel cache for the ne
   }
 });
 
-Deno.test("a compile from the disk cache spawns the workers at once where its verdict is threads", async () => {
+Deno.test("a compile from the disk cache with a verdict of threads spawns the workers after its first result", async () => {
   const dir = await Deno.makeTempDir();
   // A thread count no other test uses: the pool is process-wide, one per count.
   const pool = () => WorkerPool.of({ threads: 3, ...denoWorkers()! });
@@ -289,6 +289,7 @@ Deno.test("a compile from the disk cache spawns the workers at once where its ve
     const b = new GraphBuilder();
     b.output("y", b.op("Tanh", [b.op("Exp", [b.op("Sin", [b.input("x", [256, 256])])])]));
     const graph = b.build();
+    const x = { x: f32(new Float32Array(65536).fill(0.5), [256, 256]) };
     const backend = new WasmBackend({ threads: 3, warmUpMs: 2000 });
     await compile(graph, { backend, cache: new KernelCache({ dir }) }).then((e) => e.dispose());
     const [note] = (await Array.fromAsync(Deno.readDir(dir))).filter((e) =>
@@ -300,7 +301,12 @@ Deno.test("a compile from the disk cache spawns the workers at once where its ve
       const warm = new WasmBackend({ threads: 3, warmUpMs: 0 });
       using exe = await compile(graph, { backend: warm, cache: new KernelCache({ dir }) });
       assert.equal(exe.plan?.sources.disk, 1, "served from the disk cache");
-      // No run yet: a pool started lazily has no worker; one started by the compile boots two.
+      // Nothing spawned before the first result: each spawn blocks this thread (Deno).
+      assert.equal(pool().spawned, 0, `${verdict}: spawned by the compile`);
+      await exe.run(x);
+      assert.equal(pool().spawned, 0, `${verdict}: spawned by the first run`);
+      await exe.run(x);
+      assert.equal(pool().spawned, verdict === "threads" ? 2 : 0, `${verdict}: second run`);
       for (let t = 0; t < (verdict === "threads" ? 250 : 25) && pool().ready() < 2; t++) {
         await new Promise((r) => setTimeout(r, 20));
       }

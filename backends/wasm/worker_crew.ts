@@ -422,6 +422,11 @@ export class WorkerPool {
     return n;
   }
 
+  /** Workers spawned so far, booting or up. */
+  get spawned(): number {
+    return this.#workers.length;
+  }
+
   /** Workers once all are up: the thread count less the calling thread. */
   get size(): number {
     return this.#options.threads - 1;
@@ -478,6 +483,11 @@ export class Crew {
     call: (start: number, end: number) => void,
   ): void {
     this.#pool.run(this.#id, kernel, rows, split, call);
+  }
+
+  /** Spawns the pool's workers if they are not up (see {@linkcode WorkerPool.start}). */
+  start(): void {
+    this.#pool.start();
   }
 
   /** Wakes the workers for kernels this thread is about to run (see {@linkcode WorkerPool.prime}). */
