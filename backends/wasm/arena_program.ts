@@ -439,7 +439,8 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
     // back never reaches: with a stored verdict of threads, a compile from the disk cache ran
     // mobilenet_v2ish's first 110 runs alone on the 16-core host (0.93 ms a run, 0.33 after).
     // Spawned in the compile instead, fifteen workers took 125-160 ms of unet's first result.
-    if (threads && ++threadedRuns === 2) crew!.start();
+    // Where no verdict is stored the tuner is still deciding, and its probes run alone.
+    if (threads && stored && ++threadedRuns === 2) crew!.start();
     if (threads) crew!.prime();
     const began = performance.now();
     plan.bindings.forEach((b, i) => {
