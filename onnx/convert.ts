@@ -36,6 +36,7 @@ import {
   attribute,
   attrs,
   constInts,
+  constNumbers,
   type Converter,
   dtypeAttr,
   type Known,
@@ -53,7 +54,7 @@ import {
 
 /** Input `i` as a constant scalar. */
 function constScalar(c: NodeContext, i: number, what: string): number | undefined {
-  const v = constInts(c, i, what);
+  const v = constNumbers(c, i, what);
   return v?.[0];
 }
 

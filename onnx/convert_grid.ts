@@ -16,6 +16,7 @@ import {
   attrs,
   constant,
   constInts,
+  constNumbers,
   type Known,
   type NodeContext,
   type OpFn,
@@ -173,7 +174,7 @@ export function roiAlign(c: NodeContext): Known[] {
   const op = opOf(c);
   const a = attrs(c);
   const x = c.required(0);
-  const rois = constInts(c, 1, "rois") ?? [], batch = constInts(c, 2, "batch_indices") ?? [];
+  const rois = constNumbers(c, 1, "rois") ?? [], batch = constInts(c, 2, "batch_indices") ?? [];
   const [n, ch, h, w] = typeOf(x).shape;
   const oh = a.int("output_height", 1)!, ow = a.int("output_width", 1)!;
   const ratio = a.int("sampling_ratio", 0)!, scale = a.float("spatial_scale", 1)!;
@@ -367,7 +368,7 @@ export function deformConv(c: NodeContext): Known[] {
 export function maxRoiPool(c: NodeContext): Known[] {
   const op = opOf(c), a = attrs(c), x = c.required(0);
   c.required(1); // a typed error when left out
-  const rois = constInts(c, 1, "rois")!, [n, ch, h, w] = typeOf(x).shape;
+  const rois = constNumbers(c, 1, "rois")!, [n, ch, h, w] = typeOf(x).shape;
   const [ph, pw] = a.ints("pooled_shape") ?? [], scale = a.float("spatial_scale", 1)!;
   const r = rois.length / 5, t = typeOf(x).dtype;
   if (typeOf(x).shape.length !== 4 || !Number.isInteger(r) || !(ph > 0) || !(pw > 0)) {

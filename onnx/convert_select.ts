@@ -12,7 +12,7 @@ import {
   attrs,
   constant,
   constInput,
-  constInts,
+  constNumbers,
   type Converter,
   type Known,
   type NodeContext,
@@ -22,7 +22,7 @@ import {
 
 /** An optional scalar input's value, or `fallback` when it is absent or empty. */
 function optionalScalar(c: NodeContext, i: number, what: string, fallback: number): number {
-  const v = constInts(c, i, what);
+  const v = constNumbers(c, i, what);
   return v && v.length ? v[0] : fallback;
 }
 

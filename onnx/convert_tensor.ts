@@ -19,6 +19,7 @@ import {
   attrs,
   constant,
   constInput,
+  constInts,
   type Converter,
   dtypeAttr,
   type Known,
@@ -350,7 +351,8 @@ export const TENSOR_CONVERTERS: Record<string, Converter<Known>> = {
     const op = opOf(c);
     const x = c.required(0);
     const shape = typeOf(x).shape;
-    const repeats = known(c, 1, "repeats");
+    c.required(1); // a typed error when left out
+    const repeats = constInts(c, 1, "repeats")!;
     if (repeats.length !== shape.length || repeats.some((r) => r < 0)) {
       throw new KilnError(`${c.label}: repeats [${repeats}] for a tensor of rank ${shape.length}`, {
         code: "bad-attribute",

@@ -474,6 +474,35 @@ Deno.test("TopK: largest and smallest along any axis, ties to the lower index, o
   }
 });
 
+Deno.test("an integer input given as floats (TopK's K, Reshape's shape, Tile's repeats) is a typed error", () => {
+  // A fuzzed model's DequantizeLinear turned TopK read its f32 scale as K: Array(0.02) threw a
+  // RangeError from inside the converter.
+  for (const [op, value] of [["TopK", [0.5]], ["Reshape", [2, 3]], ["Tile", [1.5]]] as const) {
+    const given = { data: Float32Array.from(value), shape: [value.length], dtype: "f32" } as const;
+    const model = OnnxModel.fromBytes(encodeModel({
+      irVersion: 8,
+      opsetImport: [{ domain: "", version: 17 }],
+      graph: {
+        name: "g",
+        node: [{ opType: op, input: ["x", "n"], output: op === "TopK" ? ["v", "i"] : ["v"] }],
+        input: [{
+          name: "x",
+          type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 6 }] } } },
+        }],
+        output: [{ name: "v", type: { tensorType: { elemType: 1 } } }],
+        initializer: [protoOf("n", given)],
+      },
+    } as unknown as ModelProto));
+    assert.throws(
+      () => model.graph(),
+      (e: unknown) =>
+        e instanceof KilnError && e.code === "dtype-mismatch" &&
+        /f32, not integers/.test(e.message),
+      op,
+    );
+  }
+});
+
 Deno.test("Det of 1×1 to 5×5 batches matches a direct determinant on every backend", async () => {
   const det = (a: number[], n: number): number => {
     if (n === 1) return a[0];

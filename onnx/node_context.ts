@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type DType, fromF16Bits, fromNumbers } from "../jit/dtype.ts";
+import { type DType, fromF16Bits, fromNumbers, isFloat } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import type { Attrs, ValueType } from "../jit/ops/mod.ts";
@@ -134,8 +134,27 @@ export class NeedsValue extends KilnError {
   }
 }
 
-/** Input `i` as a constant integer list (kiln needs it static). */
+/**
+ * Input `i`'s values as integers (axes, a shape, K; kiln needs them static), `undefined` when
+ * absent: a typed error when its elements are floats.
+ */
 export function constInts(c: NodeContext, i: number, what: string): number[] | undefined {
+  const k = c.input(i);
+  if (k?.kind === "const" && isFloat(k.tensor.dtype)) {
+    // A count or an index taken as a float reached `Array(0.02)` (a fuzzed TopK's K).
+    throw new KilnError(`${c.label}: its ${what} input is ${k.tensor.dtype}, not integers`, {
+      code: "dtype-mismatch",
+      fix: `store ${what} as an int64 tensor, as the operator's definition asks`,
+    });
+  }
+  return constNumbers(c, i, what);
+}
+
+/**
+ * Input `i`'s values as numbers, whatever its element type (a Clip's bounds, a region's corners),
+ * `undefined` when absent; a specialisation request when it is computed.
+ */
+export function constNumbers(c: NodeContext, i: number, what: string): number[] | undefined {
   const k = c.input(i);
   if (!k) return undefined;
   if (k.kind !== "const") throw new NeedsValue(c, what);
