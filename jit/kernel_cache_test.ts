@@ -79,6 +79,32 @@ class Measured extends Counting {
   }
 }
 
+Deno.test("requests for a kernel in flight wait for it: one generation, one disk read", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const backend = new Counting();
+    const [k] = kernelsOf(1);
+    // A compile asks for every kernel at once; a repeated block asks for the same one again.
+    const cold = new KernelCache({ dir });
+    const first = await Promise.all([1, 2, 3].map(() => cold.artifact(k, backend)));
+    assert.equal(backend.generated, 1);
+    assert.deepEqual(first.map((r) => r.source), ["generated", "memory", "memory"]);
+    assert.deepEqual(new Set(first.map((r) => r.artifact)).size, 1);
+    const warm = new KernelCache({ dir });
+    const again = await Promise.all([1, 2, 3].map(() => warm.artifact(k, backend)));
+    assert.deepEqual(again.map((r) => r.source), ["disk", "memory", "memory"]);
+    assert.deepEqual([warm.stats().diskHits, warm.stats().hits, backend.generated], [1, 2, 1]);
+    // A refresh is never served by the request it replaces.
+    const fresh = await Promise.all([
+      warm.artifact(k, backend),
+      warm.artifact(k, backend, { refresh: true }),
+    ]);
+    assert.deepEqual(fresh.map((r) => r.source), ["memory", "generated"]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("a device's readback, measured anew in each process, does not key its cached code", async () => {
   const dir = await Deno.makeTempDir();
   try {
