@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
-import { fuzzCase, type FuzzOutcome } from "./fuzz.ts";
+import { compile } from "../mod.ts";
+import { GraphBuilder } from "../jit/graph_builder.ts";
+import { numbers } from "../jit/testing.ts";
+import { fuzzCase, type FuzzOutcome, seeded } from "./fuzz.ts";
 import { fuzzCorpus } from "./fuzz_cli.ts";
 
 /** Runs `cases` cases of campaign `seed`; fails listing every bug with its reproduction command. */
@@ -46,4 +49,34 @@ Deno.test("fuzz: 300 cases on webgpu (the software adapter)", async () => {
   // llvmpipe compiles each shader with LLVM: on a loaded 2-core VM a corpus model's first
   // compile there took 12–20 s (2026-11-25), past the 10 s that tells a hang on wasm.
   await campaign(2027, 300, ["webgpu"], 40_000);
+});
+
+Deno.test("fuzz compares random ops on the same draws: a node without a seed gets one", async () => {
+  // A Bernoulli as ONNX decomposes it: a uniform draw below p.
+  const b = new GraphBuilder();
+  const u = b.op("RandomUniform", [], { shape: [256], dtype: "f32" });
+  const fixed = b.op("RandomUniform", [], { shape: [256], dtype: "f32", seed: 7 });
+  const p = b.input("p", [256]);
+  b.output("y", b.op("Cast", [b.op("Less", [u, p])], { to: "f32" }));
+  b.output("z", fixed);
+  const graph = b.build();
+  const feeds = {
+    p: { data: new Float32Array(256).fill(0.5), shape: [256], dtype: "f32" as const },
+  };
+  const run = async (
+    g: typeof graph,
+    backend: string,
+  ) => (await (await compile(g, { backend, cache: false })).run(feeds));
+  const [x1, x2] = [await run(graph, "reference"), await run(graph, "reference")];
+  assert.notDeepEqual(
+    numbers(x1.y.data),
+    numbers(x2.y.data),
+    "unseeded: each executable draws anew",
+  );
+  const g = seeded(graph);
+  const [want, got] = [await run(g, "reference"), await run(g, "wasm")];
+  assert.deepEqual(numbers(got.y.data), numbers(want.y.data));
+  // A node's own seed stays: its draws are the original graph's.
+  assert.deepEqual(numbers(want.z.data), numbers(x1.z.data));
+  assert.equal(seeded(g), g, "nothing left to seed");
 });
