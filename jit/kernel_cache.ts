@@ -175,12 +175,12 @@ export class KernelCache {
       return { artifact, source: "memory" };
     }
     const done = this.#fetch(kernel, backend, key, text, options.refresh ?? false);
-    if (pending) return await done;
-    this.#pending.set(key, { text, done });
+    // Another kernel under the same digest (a collision) is not waited for, nor waits for this.
+    if (!pending) this.#pending.set(key, { text, done });
     try {
       return await done;
     } finally {
-      this.#pending.delete(key);
+      if (this.#pending.get(key)?.done === done) this.#pending.delete(key);
     }
   }
 

@@ -322,8 +322,10 @@ export const PACKS_SECTION = "kiln.packs";
 
 /** The {@linkcode PACKS_SECTION} of `kernel`'s module. */
 export function packsSection(kernel: KernelIR): Uint8Array {
-  const words = new Uint32Array([Math.ceil(prepackBytes(kernel) / 16) * 16, tableRows(kernel)]);
-  return new Uint8Array(words.buffer);
+  const bytes = new Uint8Array(8), view = new DataView(bytes.buffer);
+  view.setUint32(0, Math.ceil(prepackBytes(kernel) / 16) * 16, true);
+  view.setUint32(4, tableRows(kernel), true);
+  return bytes;
 }
 
 /** What a prepacked B needs: its bytes and its table's rows (`undefined`: it takes none). */
