@@ -12,7 +12,7 @@ import { Executable, type PlanInfo } from "./executable.ts";
 import { foldEmpty } from "./fold_empty.ts";
 import { fuse } from "./fuse.ts";
 import type { Graph } from "./graph.ts";
-import { defaultKernelCache, type KernelCache } from "./kernel_cache.ts";
+import { defaultKernelCache, type KernelCache, tuningNoteOf } from "./kernel_cache.ts";
 import type { KernelIR } from "./kernel_ir.ts";
 import { kernelText } from "./expr_table.ts";
 import { legalize } from "./legalize.ts";
@@ -40,7 +40,6 @@ import {
   workMs,
 } from "./schedule.ts";
 import { count } from "./counters.ts";
-import { digest } from "./digest.ts";
 import { planBuckets } from "./buckets.ts";
 import {
   applyPrecision,
@@ -255,11 +254,11 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     // A program's run-time tuning verdict (wasm's thread choice) is kept beside the kernels,
     // by backend and kernels, and handed to the next compile of the same plan on this machine.
     const tuningNote = only?.codegen?.assemble && cache && cache.dir !== false
-      ? `tuning-${only.id}-${only.version}-${digest(fusion.kernels.map(kernelText).join("\n"))}`
+      ? tuningNoteOf(only, fusion.kernels)
       : undefined;
     const tuning = tuningNote ? await cache!.readNote(tuningNote) : undefined;
-    // Verdicts reached in the warm-up are stored before compile returns; later ones (a probe
-    // overturning the first) in the background.
+    // Verdicts (reached in wasm's warm-up at the second run, or a later probe overturning one) are
+    // stored in the background; one reached in an assembly is stored before compile returns.
     let storing: Promise<void> | undefined;
     const onTuning = tuningNote
       ? (verdict: string) => void (storing = cache!.writeNote(tuningNote, verdict))

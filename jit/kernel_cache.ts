@@ -360,3 +360,14 @@ let shared: KernelCache | undefined;
 export function defaultKernelCache(): KernelCache {
   return shared ??= new KernelCache();
 }
+
+/**
+ * The kernel cache note that keeps a program's run-time tuning verdict (wasm's thread choice)
+ * for the next compile of the same kernels on `backend`.
+ */
+export function tuningNoteOf(
+  backend: Pick<Backend, "id" | "version">,
+  kernels: readonly KernelIR[],
+): string {
+  return `tuning-${backend.id}-${backend.version}-${digest(kernels.map(kernelText).join("\n"))}`;
+}

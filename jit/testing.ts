@@ -6,8 +6,9 @@
  */
 import assert from "node:assert/strict";
 import type { Backend } from "./backend.ts";
-import { compile } from "../mod.ts";
-import { fromF16Bits, type TensorData } from "./dtype.ts";
+import { compile, type CompileOptions } from "../mod.ts";
+import { allocate, fromF16Bits, type TensorData } from "./dtype.ts";
+import { sizeOf } from "./shape.ts";
 import type { Graph } from "./graph.ts";
 import type { HostTensor } from "./host_tensor.ts";
 import type { Attrs } from "./ops/mod.ts";
@@ -110,6 +111,46 @@ export async function runGraph(
     return await exe.run(inputs);
   } finally {
     exe.dispose();
+  }
+}
+
+/**
+ * Compiles `graph` with `options`, runs it twice on zeros and disposes it: a wasm program warms up
+ * at its second run, where its thread tuner reaches the verdict a kernel cache keeps.
+ */
+export async function compileAndWarm(graph: Graph, options: CompileOptions): Promise<void> {
+  using exe = await compile(graph, options);
+  const zeros = Object.fromEntries(
+    graph.inputs.map((i) => [i.name, {
+      data: allocate(i.dtype, sizeOf(i.shape)),
+      shape: i.shape,
+      dtype: i.dtype,
+    }]),
+  );
+  for (let r = 0; r < 2; r++) await exe.run(zeros);
+}
+
+/**
+ * The text of the note in `dir` whose name starts with `prefix` once `accept` takes it, polled
+ * for up to 5 s: notes written in a program's runs (a thread verdict) land in the background.
+ */
+export async function noteIn(
+  dir: string,
+  prefix: string,
+  accept: (text: string) => boolean = () => true,
+): Promise<{ name: string; text: string }> {
+  for (const until = performance.now() + 5000;;) {
+    const entries = await Array.fromAsync(Deno.readDir(dir)).catch((e) => {
+      if (e instanceof Deno.errors.NotFound) return [];
+      throw e;
+    });
+    for (const e of entries) {
+      if (!e.name.startsWith(prefix) || e.name.endsWith(".tmp")) continue;
+      const text = await Deno.readTextFile(`${dir}/${e.name}`);
+      if (accept(text)) return { name: e.name, text };
+    }
+    assert.ok(performance.now() < until, `no note ${prefix}* in ${dir}`);
+    await new Promise((r) => setTimeout(r, 10));
   }
 }
 

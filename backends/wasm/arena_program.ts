@@ -250,7 +250,11 @@ export interface ArenaProgram extends Program {
    * running a share, stay in baseline code threads times longer (resnet_block on 2 cores: 0.10 ms
    * from the 5th run alone, from the 30th threaded).
    */
-  runAlone(args: readonly RefTensor[], outputs: readonly number[]): Promise<TensorData[]>;
+  runAlone(
+    args: readonly RefTensor[],
+    outputs: readonly number[],
+    active?: number,
+  ): Promise<TensorData[]>;
   /** Whether runs take one way for now: single-threaded, or the thread tuner has a verdict. */
   readonly settled: boolean;
   /** Runs on one thread from now on, unless the thread tuner's later probes find threads faster. */
@@ -503,7 +507,7 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
     // Arguments are copied into the arena before the first await.
     readsArgsOnCall: true,
     run: (args, outputs, active) => execute(args, outputs, active, true),
-    runAlone: (args, outputs) => execute(args, outputs, undefined, false),
+    runAlone: (args, outputs, active) => execute(args, outputs, active, false),
     get settled() {
       return tuner?.choice !== undefined || !tuner;
     },
@@ -524,21 +528,10 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
   };
 }
 
-/** A warm-up lasts at most this many (baseline) runs' time. */
-const RUNS_WORTH = 400;
-/** Programs whose baseline runs take less are not warmed up. */
-const TINY_MS = 0.02;
-/**
- * Programs whose warm run on one thread takes less start on one thread: waking the workers and
- * handing off costs more. mlp on the 16-core host: 0.28 ms a run over runs 4-23 while the tuner
- * probed the threads, 0.16 ms once it chose one thread; lenet on 2 cores: 0.50 alone, 1.01 on two.
- */
-const ALONE_MS = 0.25;
-
 /**
  * Element-operations of a kernel that gains from the threads however short the run around it,
  * about 0.1 ms on one thread: a program with one is not presumed single-threaded for its short
- * runs (see {@linkcode ALONE_MS}), its tuner decides in the warm-up. mlp's 8 × 784 × 256 layer
+ * runs (see `ALONE_MS` in `warm_up.ts`), its tuner decides in the warm-up. mlp's 8 × 784 × 256 layer
  * (9.6M) ran 0.13-0.17 ms a run alone and 0.08-0.09 threaded on the 16-core host, where the
  * presumption kept its first 32 runs alone: medians of runs 4-63 there, four processes each,
  * 0.116-0.257 ms presumed and 0.099-0.174 decided (2 cores: 0.16-0.26 against 0.14-0.17).
@@ -546,50 +539,3 @@ const ALONE_MS = 0.25;
  * the tuner decide for every short program slowed mobile_block and llama_dynamo's early runs.
  */
 const SPLIT_PAYS = 1 << 23;
-
-/**
- * Warms `program` up on `args`: first on this thread alone (see
- * {@linkcode ArenaProgram.runAlone}) for up to `ms` (or {@linkcode RUNS_WORTH} runs' time), until
- * its runs got faster — the fastest of the last five under 0.6 of the fastest of runs 2-6 (the first also
- * compiles each function's baseline code; single slow runs do not count) — then through its
- * thread tuner until that has a verdict (half as long again at most), so that a caller's first runs neither alternate between
- * threads and one thread nor time code V8 has yet to optimize. Errors (a gather of index 0 into
- * an empty axis) end it: the caller's runs report them with real data.
- */
-export async function warmUp(
-  program: Pick<ArenaProgram, "run" | "runAlone" | "settled" | "presumeAlone" | "splitPays">,
-  args: readonly RefTensor[],
-  outputs: readonly number[],
-  ms: number,
-): Promise<void> {
-  if (ms <= 0) return;
-  const start = performance.now();
-  let until = start + ms;
-  const times: number[] = [];
-  try {
-    while (performance.now() < until) {
-      const t = performance.now();
-      await program.runAlone(args, outputs);
-      times.push(performance.now() - t);
-      // At most some hundred runs' worth; none for a tiny program, whose runs cost microseconds
-      // either way.
-      if (times.length === 2) {
-        if (times[1] < TINY_MS) return program.presumeAlone();
-        until = Math.min(until, start + times[0] + RUNS_WORTH * times[1]);
-      }
-      if (
-        times.length >= 11 && Math.min(...times.slice(-5)) < 0.6 * Math.min(...times.slice(1, 6))
-      ) {
-        break;
-      }
-    }
-    if (times.length > 1 && Math.min(...times.slice(1)) < ALONE_MS && !program.splitPays) {
-      program.presumeAlone();
-    }
-    // Half as long again at most: a verdict takes a dozen runs.
-    const settle = performance.now() + (until - start) / 2;
-    while (!program.settled && performance.now() < settle) await program.run(args, outputs);
-  } catch {
-    return;
-  }
-}

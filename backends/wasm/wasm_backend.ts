@@ -17,16 +17,15 @@ import type {
   PreparedKernel,
 } from "../../jit/backend.ts";
 import { sizeOf } from "../../jit/shape.ts";
-import { estimateWork } from "../../jit/workload.ts";
 import { customArtifact, customKernel } from "../../jit/custom_op.ts";
 import { runsWhole } from "../../jit/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/program.ts";
 import { allocate } from "../../jit/dtype.ts";
 import { KilnError } from "../../jit/errors.ts";
 import type { KernelIR } from "../../jit/kernel_ir.ts";
-import type { Graph } from "../../jit/graph.ts";
 import { erf } from "../reference/scalar_math.ts";
-import { arenaProgram, warmUp } from "./arena_program.ts";
+import { arenaProgram } from "./arena_program.ts";
+import { warmedAtSecondRun, warmUpBudget } from "./warm_up.ts";
 import { generateWasm } from "./wasm_codegen.ts";
 import { wasm } from "./wasm_encoder.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
@@ -136,30 +135,14 @@ export interface WasmBackendOptions {
    */
   readonly profile?: boolean;
   /**
-   * Most milliseconds a compiled program spends running on zeros before it is handed out
-   * (default 100; 0 turns it off). V8 runs a module's code unoptimized until each function has
+   * Most milliseconds a compiled program spends running on zeros at its second run, before the
+   * caller's (default 100; 0 turns it off; see `warm_up.ts`). V8 runs a module's code unoptimized until each function has
    * executed enough, so a small model's kernels stayed slow for its first 50-250 runs (resnet_block
    * 0.55 ms a run over runs 4-24, 0.19 ms later, on 16 cores). The warm-up runs on the calling
    * thread alone, where V8 counts all of a kernel's work toward its tier-up; it stops early once
    * runs got faster.
    */
   readonly warmUpMs?: number;
-}
-
-/**
- * Flops a millisecond of V8's baseline (unoptimized) code computes on one thread, about: ResNet-18's
- * 3.6 GFLOP ran 1.2 s before tier-up on the 2-core machine.
- */
-const BASELINE_FLOPS_PER_MS = 3e6;
-
-/**
- * Milliseconds a compiled program of `graph` is warmed up for, of `ms` asked: none where one
- * baseline run would outlast them. The warm-up's first run, on zeros and alone on the calling
- * thread, was all of it (ResNet-18 on 2 cores: 1.2 s of a 2.6 s first run, 0.6 s of compile and
- * 1.0 s of first run without it), and a heavy program's first real run tiers its kernels up too.
- */
-export function warmUpBudget(graph: Graph, ms: number): number {
-  return estimateWork(graph).flops > ms * BASELINE_FLOPS_PER_MS ? 0 : ms;
 }
 
 /** The WebAssembly backend. */
@@ -249,13 +232,13 @@ export class WasmBackend implements Backend {
           tuning: plan.tuning,
           onTuning: plan.onTuning,
         });
-        const zeros = bound.bindings.map(({ value }) => {
-          const { shape, dtype } = plan.graph.values[value];
-          return { data: allocate(dtype, sizeOf(shape)), shape, dtype };
-        });
+        const zeros = () =>
+          bound.bindings.map(({ value }) => {
+            const { shape, dtype } = plan.graph.values[value];
+            return { data: allocate(dtype, sizeOf(shape)), shape, dtype };
+          });
         const ms = warmUpBudget(plan.graph, this.#warmUpMs);
-        await warmUp(program, zeros, bound.outputs.map((_, i) => i), ms);
-        return program;
+        return warmedAtSecondRun(program, zeros, bound.outputs.map((_, i) => i), ms);
       },
     };
   }

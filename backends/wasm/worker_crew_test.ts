@@ -1,4 +1,4 @@
-import { ThreadTuner, warmUp } from "./arena_program.ts";
+import { ThreadTuner } from "./arena_program.ts";
 import assert from "node:assert/strict";
 import { MessageChannel, Worker } from "node:worker_threads";
 import { denoWorkers } from "./web_workers.ts";
@@ -388,62 +388,6 @@ Deno.test("the thread tuner's probe of the threads does not time the run that wa
     woken = threads;
   }
   assert.equal(tuner.choice, true, "the timed run of the first probe switches");
-});
-
-Deno.test("a warm-up runs alone until runs get faster, then until the thread tuner decides", async () => {
-  const calls: string[] = [];
-  const busy = (ms: number) => {
-    for (const t = performance.now(); performance.now() - t < ms;);
-    return Promise.resolve([]);
-  };
-  let tuned = 0, presumed = false;
-  const program = {
-    // Baseline code at 1 ms a run, optimized from the 8th run on at 0.4.
-    runAlone: () => busy(calls.push("alone") < 8 ? 1 : 0.4),
-    run: () => (calls.push("tuned"), tuned++, busy(0.4)),
-    get settled() {
-      return tuned >= 6 || presumed;
-    },
-    presumeAlone: () => void (presumed = true),
-    splitPays: false,
-  };
-  await warmUp(program, [], [], 1000);
-  const alone = calls.filter((c) => c === "alone").length;
-  assert.ok(alone >= 11 && alone < 20, `${alone} runs alone`);
-  assert.deepEqual(
-    calls.slice(alone),
-    new Array(6).fill("tuned"),
-    "tuned runs after, until settled",
-  );
-  // The time at most alone, then half as long again at most through the tuner. Judged by when
-  // each run starts, not by counts: a loaded machine runs fewer 1 ms runs in 20 ms.
-  const starts: [string, number][] = [];
-  tuned = 0;
-  program.runAlone = () => (starts.push(["alone", performance.now()]), busy(1));
-  program.run = () => (starts.push(["tuned", performance.now()]), busy(1));
-  const t0 = performance.now();
-  await warmUp(program, [], [], 20);
-  const solo = starts.filter(([c]) => c === "alone").map(([, t]) => t - t0);
-  const later = starts.filter(([c]) => c === "tuned").map(([, t]) => t - t0);
-  assert.ok(solo.length >= 2 && solo.every((t) => t < 20.5), `alone at ${solo}`);
-  assert.ok(later.length > 0 && later[0] >= 20 - 1e-3, `tuned from ${later[0]}`);
-  assert.ok(later.every((t) => t < later[0] + 10.5), `tuned at ${later}`);
-  assert(!presumed, "1 ms runs are worth threads");
-  // Optimized runs shorter than a hand-off to the workers (0.1 ms): one thread is presumed, and
-  // the tuner takes no runs to decide.
-  calls.length = 0;
-  tuned = 0;
-  program.runAlone = () => busy(calls.push("alone") < 8 ? 1 : 0.1);
-  await warmUp(program, [], [], 1000);
-  assert(presumed && tuned === 0 && calls.length >= 11, `${calls.length} runs, ${tuned} tuned`);
-  // Unless a kernel has work enough to split on its own: then the tuner decides.
-  presumed = false;
-  tuned = 0;
-  calls.length = 0;
-  program.splitPays = true;
-  program.run = () => (calls.push("tuned"), tuned++, busy(0.1));
-  await warmUp(program, [], [], 1000);
-  assert(!presumed && tuned === 6, `presumed ${presumed}, ${tuned} tuned`);
 });
 
 Deno.test("a presumed single thread is a verdict the tuner's later probes can overturn", () => {

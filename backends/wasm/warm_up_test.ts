@@ -1,0 +1,140 @@
+import assert from "node:assert/strict";
+import type { RefTensor } from "../../jit/host_tensor.ts";
+import type { ArenaProgram } from "./arena_program.ts";
+import { warmedAtSecondRun, warmUp } from "./warm_up.ts";
+
+Deno.test("a warm-up runs alone until runs get faster, then until the thread tuner decides", async () => {
+  const calls: string[] = [];
+  const busy = (ms: number) => {
+    for (const t = performance.now(); performance.now() - t < ms;);
+    return Promise.resolve([]);
+  };
+  let tuned = 0, presumed = false;
+  const program = {
+    // Baseline code at 1 ms a run, optimized from the 8th run on at 0.4.
+    runAlone: () => busy(calls.push("alone") < 8 ? 1 : 0.4),
+    run: () => (calls.push("tuned"), tuned++, busy(0.4)),
+    get settled() {
+      return tuned >= 6 || presumed;
+    },
+    presumeAlone: () => void (presumed = true),
+    splitPays: false,
+  };
+  await warmUp(program, [], [], 1000);
+  const alone = calls.filter((c) => c === "alone").length;
+  assert.ok(alone >= 11 && alone < 20, `${alone} runs alone`);
+  assert.deepEqual(
+    calls.slice(alone),
+    new Array(6).fill("tuned"),
+    "tuned runs after, until settled",
+  );
+  // The time at most alone, then half as long again at most through the tuner. Judged by when
+  // each run starts, not by counts: a loaded machine runs fewer 1 ms runs in 20 ms.
+  const starts: [string, number][] = [];
+  tuned = 0;
+  program.runAlone = () => (starts.push(["alone", performance.now()]), busy(1));
+  program.run = () => (starts.push(["tuned", performance.now()]), busy(1));
+  const t0 = performance.now();
+  await warmUp(program, [], [], 20);
+  const solo = starts.filter(([c]) => c === "alone").map(([, t]) => t - t0);
+  const later = starts.filter(([c]) => c === "tuned").map(([, t]) => t - t0);
+  assert.ok(solo.length >= 2 && solo.every((t) => t < 20.5), `alone at ${solo}`);
+  assert.ok(later.length > 0 && later[0] >= 20 - 1e-3, `tuned from ${later[0]}`);
+  assert.ok(later.every((t) => t < later[0] + 10.5), `tuned at ${later}`);
+  assert(!presumed, "1 ms runs are worth threads");
+  // Optimized runs shorter than a hand-off to the workers (0.1 ms): one thread is presumed, and
+  // the tuner takes no runs to decide.
+  calls.length = 0;
+  tuned = 0;
+  program.runAlone = () => busy(calls.push("alone") < 8 ? 1 : 0.1);
+  await warmUp(program, [], [], 1000);
+  assert(presumed && tuned === 0 && calls.length >= 11, `${calls.length} runs, ${tuned} tuned`);
+  // Unless a kernel has work enough to split on its own: then the tuner decides.
+  presumed = false;
+  tuned = 0;
+  calls.length = 0;
+  program.splitPays = true;
+  program.run = () => (calls.push("tuned"), tuned++, busy(0.1));
+  await warmUp(program, [], [], 1000);
+  assert(!presumed && tuned === 6, `presumed ${presumed}, ${tuned} tuned`);
+});
+
+/** A stand-in program: what it was asked to run, in order. */
+function recorder() {
+  const calls: string[] = [];
+  let tuned = 0;
+  const program = {
+    runAlone: (args: readonly RefTensor[]) => {
+      calls.push(`alone ${args[0].data[0]}`);
+      return Promise.resolve([args[0].data]);
+    },
+    run: (args: readonly RefTensor[]) => {
+      calls.push(`run ${args[0].data[0]}`);
+      tuned++;
+      return Promise.resolve([args[0].data]);
+    },
+    get settled() {
+      return tuned >= 2;
+    },
+    presumeAlone: () => {},
+    splitPays: false,
+    tuning: undefined,
+    dispose: () => void calls.push("dispose"),
+  } satisfies ArenaProgram;
+  return { program, calls };
+}
+
+const tensor = (v: number): RefTensor => ({
+  data: new Float32Array([v]),
+  shape: [1],
+  dtype: "f32",
+});
+
+Deno.test("a program warms up at its second run: the first result does not wait for it", async () => {
+  const { program, calls } = recorder();
+  let zeros = 0;
+  const warmed = warmedAtSecondRun(program, () => (zeros++, [tensor(0)]), [0], 5);
+  await warmed.run([tensor(1)], [0]);
+  assert.deepEqual(calls, ["alone 1"], "the first run goes alone, at once");
+  assert.equal(zeros, 0, "no zeros made before the warm-up");
+  // The second run, and a third made meanwhile, wait for the warm-up; their arguments are copies.
+  const x = tensor(2);
+  const second = warmed.run([x], [0]);
+  const third = warmed.run([tensor(3)], [0]);
+  x.data[0] = 9;
+  assert.deepEqual(await second, [new Float32Array([2])]);
+  await third;
+  assert.equal(zeros, 1);
+  const warmUpRuns = calls.slice(1, -2);
+  assert.ok(warmUpRuns.length >= 2, `warm-up runs: ${warmUpRuns}`);
+  assert.ok(warmUpRuns.every((c) => c.endsWith(" 0")), "the warm-up runs on zeros");
+  assert.deepEqual(calls.slice(-2), ["run 2", "run 3"]);
+  // Later runs go straight through.
+  calls.length = 0;
+  await warmed.run([tensor(4)], [0]);
+  assert.deepEqual(calls, ["run 4"]);
+  warmed.dispose();
+  assert.deepEqual(calls, ["run 4", "dispose"]);
+  // No warm-up asked (a heavy program, or warmUpMs 0): the program as it is.
+  assert.equal(warmedAtSecondRun(program, () => [], [0], 0), program);
+});
+
+Deno.test("the caller's first run counts toward the warm-up's budget", async () => {
+  const busy = (ms: number) => {
+    for (const t = performance.now(); performance.now() - t < ms;);
+  };
+  const calls: string[] = [];
+  const program = {
+    runAlone: () => (calls.push("alone"), busy(1), Promise.resolve([])),
+    run: () => (calls.push("run"), Promise.resolve([])),
+    settled: true,
+    presumeAlone: () => {},
+    splitPays: false,
+  };
+  // A first run of 30 ms leaves 10 of a 40 ms warm-up: about ten 1 ms runs, not forty.
+  const t0 = performance.now();
+  await warmUp(program, [], [], 40, [30]);
+  const took = performance.now() - t0;
+  assert.ok(took < 20, `${took} ms`);
+  assert.ok(calls.length >= 2 && calls.length <= 12, `${calls.length} runs`);
+});
