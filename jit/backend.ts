@@ -227,9 +227,12 @@ export interface AssemblyPlan {
   readonly tuning?: string;
   /**
    * Called with the program's {@linkcode Program.tuning} whenever it changes (a first verdict,
-   * or a later probe that overturns it), so the stored verdict follows the latest one.
+   * or a later probe that overturns it), so the stored verdict follows the latest one; it
+   * returns the store's promise, which a program that reaches its verdict in a warm-up awaits
+   * before the run after it (a process may end at any await: a note left to the background was
+   * lost whenever one ended with `Deno.exit`).
    */
-  readonly onTuning?: (verdict: string) => void;
+  readonly onTuning?: (verdict: string) => Promise<void> | void;
 }
 
 /** Options passed to {@linkcode Backend.compile}. */

@@ -257,11 +257,11 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
       ? tuningNoteOf(only, fusion.kernels)
       : undefined;
     const tuning = tuningNote ? await cache!.readNote(tuningNote) : undefined;
-    // Verdicts (reached in wasm's warm-up at the second run, or a later probe overturning one) are
-    // stored in the background; one reached in an assembly is stored before compile returns.
+    // A verdict reached in an assembly is stored before compile returns; one reached in wasm's
+    // warm-up at the second run, before that run's own (see `AssemblyPlan.onTuning`).
     let storing: Promise<void> | undefined;
     const onTuning = tuningNote
-      ? (verdict: string) => void (storing = cache!.writeNote(tuningNote, verdict))
+      ? (verdict: string) => (storing = cache!.writeNote(tuningNote, verdict))
       : undefined;
     const assemble = () =>
       only!.codegen!.assemble!({

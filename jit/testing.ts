@@ -130,30 +130,6 @@ export async function compileAndWarm(graph: Graph, options: CompileOptions): Pro
   for (let r = 0; r < 2; r++) await exe.run(zeros);
 }
 
-/**
- * The text of the note in `dir` whose name starts with `prefix` once `accept` takes it, polled
- * for up to 5 s: notes written in a program's runs (a thread verdict) land in the background.
- */
-export async function noteIn(
-  dir: string,
-  prefix: string,
-  accept: (text: string) => boolean = () => true,
-): Promise<{ name: string; text: string }> {
-  for (const until = performance.now() + 5000;;) {
-    const entries = await Array.fromAsync(Deno.readDir(dir)).catch((e) => {
-      if (e instanceof Deno.errors.NotFound) return [];
-      throw e;
-    });
-    for (const e of entries) {
-      if (!e.name.startsWith(prefix) || e.name.endsWith(".tmp")) continue;
-      const text = await Deno.readTextFile(`${dir}/${e.name}`);
-      if (accept(text)) return { name: e.name, text };
-    }
-    assert.ok(performance.now() < until, `no note ${prefix}* in ${dir}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 /** Shorthand for an f32 host tensor. */
 export function f32(values: ArrayLike<number>, shape?: readonly number[]): HostTensor {
   return { data: Float32Array.from(values), shape: shape ?? [values.length], dtype: "f32" };

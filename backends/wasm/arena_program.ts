@@ -64,7 +64,7 @@ export interface ArenaPlan {
   /** The thread verdict of an earlier compile of these kernels (see `Program.tuning`). */
   readonly tuning?: string;
   /** Told each new thread verdict (see `AssemblyPlan.onTuning`). */
-  readonly onTuning?: (verdict: string) => void;
+  readonly onTuning?: (verdict: string) => Promise<void> | void;
 }
 
 /**
@@ -264,6 +264,8 @@ export interface ArenaProgram extends Program {
    * {@linkcode SPLIT_PAYS}), however short the whole run.
    */
   readonly splitPays: boolean;
+  /** Settles once the last thread verdict reported has been stored (see `ArenaPlan.onTuning`). */
+  readonly noted: Promise<void> | void;
 }
 
 /** Builds the program for `plan`. */
@@ -424,6 +426,8 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
   const verdict = () =>
     tuner?.choice === undefined ? undefined : `${tuner.choice ? "threads" : "alone"} ${threads}`;
   let reported = verdict();
+  /** The store of the last verdict reported (see `AssemblyPlan.onTuning`). */
+  let noted: Promise<void> | void = undefined;
   const needed = neededKernels(plan.kernels, plan.outputs);
   let times: KernelTime[] = [], threadedRuns = 0;
   /** Kernel `i` over rows `[start, end)`, in calls of `chunk` rows, each twice the last. */
@@ -484,7 +488,7 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
     if (tuned && tuner) {
       tuner.record(threads, performance.now() - began, crew!.ready() === crew!.workers);
       const now = verdict();
-      if (now !== reported && now !== undefined) plan.onTuning?.(reported = now);
+      if (now !== reported && now !== undefined) noted = plan.onTuning?.(reported = now);
     }
     const fault = new Int32Array(memory.buffer, 0, 3);
     if (fault[0] !== 0) {
@@ -516,6 +520,9 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
       // A presumption, not a timing: kept from the stored verdicts unless a probe overturns it.
       tuner?.presumeAlone();
       reported = verdict();
+    },
+    get noted() {
+      return noted;
     },
     get tuning() {
       return verdict();

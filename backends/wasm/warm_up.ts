@@ -121,7 +121,11 @@ export function warmedAtSecondRun(
       first = performance.now() - start;
       return result;
     }
-    warming ??= warmUp(program, zeros(), outputs, ms, [first]).then(() => void (warm = true));
+    // The verdict the warm-up reached is stored before the run goes on: the process may end
+    // with any run after it.
+    warming ??= warmUp(program, zeros(), outputs, ms, [first])
+      .then(() => program.noted)
+      .then(() => void (warm = true), () => void (warm = true));
     const copies = args.map((a) => ({ ...a, data: a.data.slice() }));
     return warming.then(() => program.run(copies, wanted, active));
   };
@@ -138,6 +142,9 @@ export function warmedAtSecondRun(
     presumeAlone: () => program.presumeAlone(),
     get tuning() {
       return program.tuning;
+    },
+    get noted() {
+      return program.noted;
     },
     deviceTimes: () => program.deviceTimes?.() ?? [],
     dispose: () => program.dispose(),
