@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { compile, toOnnx } from "../mod.ts";
 import { KilnError } from "../jit/errors.ts";
+import { KernelCache } from "../jit/kernel_cache.ts";
+import { WasmBackend } from "../backends/wasm/wasm_backend.ts";
 import { assertClose, numbers } from "../jit/testing.ts";
 import { MS_QUANT_CONVERTERS } from "./convert_ms_quant.ts";
 import { MS_FUSED_CONVERTERS } from "./convert_ms_fused.ts";
@@ -47,6 +49,17 @@ Deno.test("OnnxModel binds symbolic dimensions from the data and compiles once p
   assert.deepEqual(part.y.shape, [2, 10]);
   assertClose(numbers(part.y.data), m.y.slice(0, 20), { atol: 1e-4 });
   assert.equal(await model.compile({ x: [2, 784] }), await model.compile({ x: [2, 784] }));
+  // Options held by reference key by identity: another backend instance (other threads, say),
+  // another kernel cache or registry compile anew, as do buckets.
+  const one = new WasmBackend({ threads: 1 }), other = new WasmBackend({ threads: 2 });
+  const shapes = { x: [2, 784] };
+  const onOne = await model.compile(shapes, { backend: one, cache: false });
+  assert.equal(await model.compile(shapes, { backend: one, cache: false }), onOne);
+  assert.notEqual(await model.compile(shapes, { backend: other, cache: false }), onOne);
+  assert.notEqual(await model.compile(shapes, { backend: one, cache: new KernelCache() }), onOne);
+  assert.notEqual(await model.compile(shapes, { backend: one, buckets: ["x"] }), onOne);
+  const registry = { get: () => one, list: () => [one] };
+  assert.notEqual(await model.compile(shapes, { backend: one, cache: false, registry }), onOne);
   assert.throws(
     () => importOnnx(encodeModel(proto)),
     (e: unknown) =>

@@ -24,6 +24,20 @@ import { type ModelSummary, summarizeModel } from "./summary.ts";
 import type { StringTensor } from "./string_ops.ts";
 import { StringStage, type Value } from "./strings.ts";
 
+const identities = new WeakMap<object, number>();
+let identified = 0;
+/**
+ * A number for `o` for as long as it lives: options held by reference (a backend instance, a
+ * registry, a kernel cache) key compiled executables by which object they are. By a backend's
+ * id alone, a second `WasmBackend` with other threads or profiling got the first one's
+ * executable back.
+ */
+function identity(o: object): number {
+  let id = identities.get(o);
+  if (id === undefined) identities.set(o, id = ++identified);
+  return id;
+}
+
 /** Most value-specialised executables an {@linkcode OnnxModel} keeps (least recently used go). */
 export const SPECIALISATIONS = 16;
 
@@ -366,12 +380,16 @@ export class OnnxModel {
     options: CompileOptions,
     values: unknown[] = [],
   ): string {
-    const backend = typeof options.backend === "object" ? options.backend.id : options.backend;
+    const { backend, registry, cache, state } = options;
     return JSON.stringify([
       shapesKey(shapes),
-      backend,
+      typeof backend === "object" ? identity(backend) : backend,
       options.policy,
+      registry && identity(registry),
+      typeof cache === "object" ? identity(cache) : cache,
       options.fuse,
+      state && Object.entries(state).sort(),
+      options.buckets,
       options.precision,
       options.narrowF64,
       values,
