@@ -257,11 +257,9 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
       ? tuningNoteOf(only, fusion.kernels)
       : undefined;
     const tuning = tuningNote ? await cache!.readNote(tuningNote) : undefined;
-    // A verdict reached in an assembly is stored before compile returns; one reached in wasm's
-    // warm-up at the second run, before that run's own (see `AssemblyPlan.onTuning`).
-    let storing: Promise<void> | undefined;
+    // The program awaits the store of a verdict its warm-up reached (see `AssemblyPlan.onTuning`).
     const onTuning = tuningNote
-      ? (verdict: string) => (storing = cache!.writeNote(tuningNote, verdict))
+      ? (verdict: string) => cache!.writeNote(tuningNote, verdict)
       : undefined;
     const assemble = () =>
       only!.codegen!.assemble!({
@@ -298,7 +296,6 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
         memory,
         partial: buckets?.partial,
       });
-    await storing;
     const main = byId.get(placed.placement[0] ?? candidates[0].id) ?? candidates[0];
     const plan: PlanInfo = {
       backend: main.id,

@@ -62,7 +62,7 @@ export interface TrialRecord {
 }
 
 /** Zero-filled data for every input of `graph` (indices 0 are always in range). */
-function zeros(graph: Graph): Record<string, HostTensor> {
+export function zeroInputs(graph: Graph): Record<string, HostTensor> {
   return Object.fromEntries(graph.inputs.map((i) => {
     const n = sizeOf(i.shape);
     const data = i.dtype === "i64" ? new BigInt64Array(n) : allocate(i.dtype, n);
@@ -113,7 +113,7 @@ export async function trial(
   plans: ReadonlyMap<Verdict, Executable>,
   graph: Graph,
 ): Promise<TrialRecord | undefined> {
-  const feeds = zeros(graph);
+  const feeds = zeroInputs(graph);
   const times = new Map([...plans.keys()].map((v) => [v, [] as number[]]));
   try {
     for (const exe of plans.values()) {

@@ -7,8 +7,8 @@
 import assert from "node:assert/strict";
 import type { Backend } from "./backend.ts";
 import { compile, type CompileOptions } from "../mod.ts";
-import { allocate, fromF16Bits, type TensorData } from "./dtype.ts";
-import { sizeOf } from "./shape.ts";
+import { fromF16Bits, type TensorData } from "./dtype.ts";
+import { zeroInputs } from "./placement_trial.ts";
 import type { Graph } from "./graph.ts";
 import type { HostTensor } from "./host_tensor.ts";
 import type { Attrs } from "./ops/mod.ts";
@@ -120,13 +120,7 @@ export async function runGraph(
  */
 export async function compileAndWarm(graph: Graph, options: CompileOptions): Promise<void> {
   using exe = await compile(graph, options);
-  const zeros = Object.fromEntries(
-    graph.inputs.map((i) => [i.name, {
-      data: allocate(i.dtype, sizeOf(i.shape)),
-      shape: i.shape,
-      dtype: i.dtype,
-    }]),
-  );
+  const zeros = zeroInputs(graph);
   for (let r = 0; r < 2; r++) await exe.run(zeros);
 }
 

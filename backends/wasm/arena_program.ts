@@ -538,8 +538,8 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
 /**
  * Element-operations of a kernel that gains from the threads however short the run around it,
  * about 0.1 ms on one thread: a program with one is not presumed single-threaded for its short
- * runs (see `ALONE_MS` in `warm_up.ts`), its tuner decides in the warm-up. mlp's 8 × 784 × 256 layer
- * (9.6M) ran 0.13-0.17 ms a run alone and 0.08-0.09 threaded on the 16-core host, where the
+ * runs (see `ALONE_MS` in `warm_up.ts`), its tuner decides in the warm-up. mlp's 8 × 784 × 256
+ * layer (9.6M) ran 0.13-0.17 ms a run alone and 0.08-0.09 threaded on the 16-core host, where the
  * presumption kept its first 32 runs alone: medians of runs 4-63 there, four processes each,
  * 0.116-0.257 ms presumed and 0.099-0.174 decided (2 cores: 0.16-0.26 against 0.14-0.17).
  * lenet's largest kernel (5.8M) and the other small models' (under 5M) stay presumed: letting

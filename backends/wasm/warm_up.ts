@@ -20,8 +20,8 @@ import { estimateWork } from "../../jit/workload.ts";
 import type { ArenaProgram } from "./arena_program.ts";
 
 /**
- * Flops a millisecond of V8's baseline (unoptimized) code computes on one thread, about: ResNet-18's
- * 3.6 GFLOP ran 1.2 s before tier-up on the 2-core machine.
+ * Flops a millisecond of V8's baseline (unoptimized) code computes on one thread, about:
+ * ResNet-18's 3.6 GFLOP ran 1.2 s before tier-up on the 2-core machine.
  */
 const BASELINE_FLOPS_PER_MS = 3e6;
 

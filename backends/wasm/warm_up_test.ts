@@ -3,12 +3,14 @@ import type { RefTensor } from "../../jit/host_tensor.ts";
 import type { ArenaProgram } from "./arena_program.ts";
 import { warmedAtSecondRun, warmUp } from "./warm_up.ts";
 
+/** A stand-in run: `ms` of this thread's time, no outputs. */
+const busy = (ms: number) => {
+  for (const t = performance.now(); performance.now() - t < ms;);
+  return Promise.resolve([]);
+};
+
 Deno.test("a warm-up runs alone until runs get faster, then until the thread tuner decides", async () => {
   const calls: string[] = [];
-  const busy = (ms: number) => {
-    for (const t = performance.now(); performance.now() - t < ms;);
-    return Promise.resolve([]);
-  };
   let tuned = 0, presumed = false;
   const program = {
     // Baseline code at 1 ms a run, optimized from the 8th run on at 0.4.
@@ -129,12 +131,9 @@ Deno.test("a program warms up at its second run: the first result does not wait 
 });
 
 Deno.test("the caller's first run counts toward the warm-up's budget", async () => {
-  const busy = (ms: number) => {
-    for (const t = performance.now(); performance.now() - t < ms;);
-  };
   const calls: string[] = [];
   const program = {
-    runAlone: () => (calls.push("alone"), busy(1), Promise.resolve([])),
+    runAlone: () => (calls.push("alone"), busy(1)),
     run: () => (calls.push("run"), Promise.resolve([])),
     settled: true,
     presumeAlone: () => {},

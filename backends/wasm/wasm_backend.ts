@@ -136,11 +136,11 @@ export interface WasmBackendOptions {
   readonly profile?: boolean;
   /**
    * Most milliseconds a compiled program spends running on zeros at its second run, before the
-   * caller's (default 100; 0 turns it off; see `warm_up.ts`). V8 runs a module's code unoptimized until each function has
-   * executed enough, so a small model's kernels stayed slow for its first 50-250 runs (resnet_block
-   * 0.55 ms a run over runs 4-24, 0.19 ms later, on 16 cores). The warm-up runs on the calling
-   * thread alone, where V8 counts all of a kernel's work toward its tier-up; it stops early once
-   * runs got faster.
+   * caller's (default 100; 0 turns it off; see `warm_up.ts`). V8 runs a module's code unoptimized
+   * until each function has executed enough, so a small model's kernels stayed slow for its first
+   * 50-250 runs (resnet_block 0.55 ms a run over runs 4-24, 0.19 ms later, on 16 cores). The
+   * warm-up runs on the calling thread alone, where V8 counts all of a kernel's work toward its
+   * tier-up; it stops early once runs got faster.
    */
   readonly warmUpMs?: number;
 }

@@ -80,8 +80,8 @@ const LOCAL_TAPS = 49;
  * B's panels live at `packedB`, packed by a call with `rowStart` −1 (the module's custom section
  * {@linkcode PACKS_SECTION} says it takes one, and how large). The program packs a B it holds
  * fixed (a weight) once per change, as ONNX Runtime prepacks weights, and any other B once per
- * run before the kernel, not once per call and thread. A convolution's indirection table lies after the
- * panels, built there by the packing call.
+ * run before the kernel, not once per call and thread. A convolution's indirection table lies
+ * after the panels, built there by the packing call.
  */
 export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
   const { m, wasm, kernel, local, get, ic, kept, coord, unravel } = e.fn;
