@@ -151,6 +151,12 @@ export interface TableTaps {
   readonly channels: number;
   /** Elements between a tap's consecutive channels. */
   readonly stride: number;
+  /**
+   * Where a row whose taps are all in bounds reads each kernel row's `length` taps from
+   * consecutive elements, kernel rows `stride` elements apart (a conv without dilation along
+   * its width): its gather copies vectors rather than scalars through the table.
+   */
+  readonly lines?: { readonly length: number; readonly stride: number };
 }
 
 /** Rows sampled to check a factorization: both ends, the middle, a quarter in, and beside them. */
@@ -208,7 +214,42 @@ function factorTable(kernel: KernelIR): TableTaps | undefined {
       }
     }
   }
-  return stride === undefined ? undefined : { taps, channels, stride };
+  if (stride === undefined) return undefined;
+  const lines = linesOf(at, rowsOfA(kernel, n), kh, kw, stride);
+  return { taps, channels, stride, ...(lines && { lines }) };
+}
+
+/** Rows past each of a quarter and half of them checked for {@linkcode TableTaps.lines}. */
+const LINE_ROWS = 64;
+
+/**
+ * A factored table's {@linkcode TableTaps.lines}, where every row with every tap in bounds among
+ * up to `2·LINE_ROWS` checked (the sampled rows are mostly border pixels) reads them as kernel
+ * rows of consecutive elements, the same distance apart, and one element past a kernel row lies
+ * no further than the next kernel row or channel (a gather's vector may read it).
+ */
+function linesOf(
+  at: (row: number, k: number) => number | undefined,
+  rows: number,
+  kh: number,
+  kw: number,
+  channelStride: number,
+): TableTaps["lines"] {
+  let stride: number | undefined;
+  const checked = [rows >> 2, rows >> 1].flatMap((r) =>
+    [...Array(LINE_ROWS).keys()].map((i) => r + i).filter((row) => row < rows)
+  );
+  for (const row of new Set(checked)) {
+    const reads = [...Array(kh * kw).keys()].map((t) => at(row, t));
+    if (reads.some((v) => v === undefined)) continue;
+    const base = reads[0]!, step = kh > 1 ? reads[kw]! - base : 0;
+    stride ??= step;
+    if (step !== stride || reads.some((v, t) => v !== base + Math.floor(t / kw) * step + t % kw)) {
+      return undefined;
+    }
+  }
+  if (stride === undefined || (kh > 1 && stride < kw)) return undefined;
+  return channelStride < (kh - 1) * stride + kw ? undefined : { length: kw, stride };
 }
 
 /** Bytes of a matmul's indirection table: 8 a tap (address and mask) or 4 an element. */

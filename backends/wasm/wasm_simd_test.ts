@@ -413,7 +413,7 @@ Deno.test("convolutions past the packing limit pack a block of rows at a time; t
       w: [8, 512, 3, 3],
       attrs: { pads: [1, 1, 1, 1] },
       blocks: 2,
-      taps: { taps: 9, channels: 512, stride: 256 },
+      taps: { taps: 9, channels: 512, stride: 256, lines: { length: 3, stride: 16 } },
     },
     {
       name: "the same, padded with 0.5 first",
@@ -430,8 +430,26 @@ Deno.test("convolutions past the packing limit pack a block of rows at a time; t
       w: [10, 3, side, side],
       attrs: { pads: [3, 3, 3, 3], strides: [2, 2] },
       blocks: 1,
-      taps: { taps: side * side, channels: 3, stride: 930 },
+      taps: { taps: side * side, channels: 3, stride: 930, lines: { length: side, stride: 31 } },
     })),
+    // In-bounds rows copy kernel rows as vectors: of 1, 2, 3 (one element past, but the
+    // last copy), 4 and 5 elements; the last pixel reads the input's last element. A dilated
+    // width does not read consecutive elements; a dilated height reads rows further apart.
+    ...([[3, 1], [1, 3], [2, 2], [4, 4], [5, 5], [3, 3, 2, 1], [3, 3, 1, 2]] as const).map(
+      ([kh, kw, dh = 1, dw = 1]): Case => ({
+        name: `${kh}×${kw} dilated ${dh}×${dw}`,
+        x: [2, 5, 11, 13],
+        w: [9, 5, kh, kw],
+        attrs: { dilations: [dh, dw] },
+        blocks: 1,
+        taps: {
+          taps: kh * kw,
+          channels: 5,
+          stride: 143,
+          ...(dw === 1 && { lines: { length: kw, stride: kh > 1 ? 13 * dh : 0 } }),
+        },
+      }),
+    ),
   ];
   const threaded = new WasmBackend({ threads: 2 });
   for (const { name, x: xs, w: ws, attrs, pad, blocks, taps } of cases) {
