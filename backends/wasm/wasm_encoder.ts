@@ -31,6 +31,7 @@ import {
   I8X16,
   type LaneOps,
   type Lanes,
+  LOAD32_SPLAT,
   MEMORY,
   type MemoryOps,
   type OpCode,
@@ -163,10 +164,7 @@ export class WasmModule {
       code: typeof op === "number" ? [op] : op,
       type,
     });
-    const memarg = (offset: number, align: number) => [
-      Math.log2(align || natural),
-      ...uleb(offset),
-    ];
+    const memarg = (offset: number, align: number) => memoryArgument(offset, align || natural);
     return {
       load: (offset, align, ptr) => this.#op(code(load), [ptr], memarg(offset, align)),
       store: (offset, align, ptr, value) =>
@@ -237,6 +235,8 @@ export class WasmModule {
     ...this.#memoryOps("v128", TYPES.v128),
     const: (bytes: readonly number[]) =>
       this.#op({ code: CONST.v128, type: TYPES.v128 }, [], bytes),
+    load32_splat: (offset: number, align: number, ptr: Ref) =>
+      this.#op({ code: LOAD32_SPLAT, type: TYPES.v128 }, [ptr], memoryArgument(offset, align || 4)),
   };
   /** i8x16 instructions. */
   readonly i8x16 = {
@@ -529,6 +529,11 @@ const internal = (what: string) =>
     code: "internal",
     fix: "report this kernel (kiln explain shows it); compile for another backend meanwhile",
   });
+
+/** A memory instruction's immediate: log2 of the alignment (bytes), then the offset. */
+function memoryArgument(offset: number, align: number): number[] {
+  return [Math.log2(align), ...uleb(offset)];
+}
 
 /** Unsigned LEB128. */
 function uleb(n: number): number[] {

@@ -186,6 +186,14 @@ Deno.test("memory, SIMD lanes, conversions and host calls compute what they name
       0,
     ));
   assert.equal(shuffle(), 2);
+  // load32_splat: the element at ptr + offset (7 at byte 8, past a 3 at 4) in every lane.
+  const splat = run([i32], i32, (m, g) =>
+    m.block(null, [
+      m.i32.store(4, 4, g(0), m.i32.const(3)),
+      m.i32.store(8, 4, g(0), m.i32.const(7)),
+      m.i32x4.extract_lane(m.v128.load32_splat(8, 4, g(0)), 3),
+    ]));
+  assert.equal(splat(32), 7);
 });
 
 Deno.test("globals and exports: a constant global reads back, a shared memory imports", () => {

@@ -169,7 +169,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
       e.fn.fma ? f4.relaxed_madd(x, y, z) : f4.add(z, f4.mul(x, y));
     for (let i = 0; i < rows; i++) {
       body.push(
-        m.local.set(av, f4.splat(m.f32.load(0, 4, get(aPtr[i], i32)))),
+        m.local.set(av, m.v128.load32_splat(0, 4, get(aPtr[i], i32))),
         m.local.set(acc[2 * i], madd(v(av), v(b0), v(acc[2 * i]))),
         m.local.set(acc[2 * i + 1], madd(v(av), v(b1), v(acc[2 * i + 1]))),
         m.local.set(aPtr[i], m.i32.add(get(aPtr[i], i32), ic(strideA))),

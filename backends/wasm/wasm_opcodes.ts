@@ -164,6 +164,9 @@ export const MEMORY = {
   v128: [simd(0x00), simd(0x0b), 16],
 } as const;
 
+/** `v128.load32_splat`: one 4-byte element loaded into every lane. */
+export const LOAD32_SPLAT: readonly number[] = simd(0x09);
+
 /** Constants' opcodes. */
 export const CONST = { i32: 0x41, f32: 0x43, f64: 0x44, v128: simd(0x0c) } as const;
 
@@ -401,4 +404,6 @@ export type V128Ops =
   & {
     /** A constant of 16 bytes. */
     const(bytes: readonly number[]): Ref;
+    /** 4 bytes at `ptr + offset` in every lane: one instruction, not a load and a splat. */
+    load32_splat(offset: number, align: number, ptr: Ref): Ref;
   };

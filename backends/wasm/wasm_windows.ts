@@ -142,7 +142,7 @@ export function vectorWindows(
           lin.guards!.set(l, { ok, fill: g.fill });
         } else if (stride === 0 && !g.guards.length) {
           const splat = local(v128);
-          stmts.push(m.local.set(splat, f4.splat(m.f32.load(0, 4, get(base, i32)))));
+          stmts.push(m.local.set(splat, m.v128.load32_splat(0, 4, get(base, i32))));
           splats.set(fn.keyOf(l), splat);
         }
       });
