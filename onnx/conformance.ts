@@ -263,6 +263,7 @@ export async function runCase(id: string, backend: string): Promise<CaseResult> 
     // Inputs are the graph's non-initializer inputs in order; a case may omit trailing optional ones.
     const feeds = Object.fromEntries(inputs.map((t, k) => [model.inputs[k]?.name ?? `#${k}`, t]));
     const random = draws(graph.node);
+    const chance = graph.node.some((n) => RANDOM_OPS.has(n.opType ?? ""));
     let drawn = false;
     try {
       // WebGPU has no f64: its f64 cases run narrowed to f32 (within ONNX's tolerance), as a
@@ -272,8 +273,10 @@ export async function runCase(id: string, backend: string): Promise<CaseResult> 
       for (const [k, want] of outputs.entries()) {
         const out = model.outputs[k];
         if (!(out in result)) return { name, status: "fail", reason: `output ${out} missing` };
-        // A drawing case whose values differ still has to have ONNX's shapes and types.
-        let bad = valueMismatch(result[out], want, out, form?.tolerance);
+        // A drawing case whose values differ still has to have ONNX's shapes and types. A case
+        // of the random ops' draws is not compared at all: test_bernoulli's ten draws matched
+        // numpy's in one run of several, a pass by chance that made the suite's count flicker.
+        let bad = chance ? "not compared" : valueMismatch(result[out], want, out, form?.tolerance);
         if (bad && random) {
           bad = typeMismatch(result[out], want, out);
           drawn ||= !bad;

@@ -274,7 +274,9 @@ async function main(): Promise<number> {
     const lost = [...before].filter((n) => !now.has(n));
     const gained = [...now].filter((n) => !before.has(n));
     if (gained.length) {
-      console.log(`${b}: ${gained.length} case(s) pass that the expected list lacks`);
+      console.log(
+        `${b}: ${gained.length} case(s) pass that the expected list lacks: ${gained.join(", ")}`,
+      );
     }
     if (lost.length) {
       console.log(`${b}: ${lost.length} case(s) no longer pass:`);
