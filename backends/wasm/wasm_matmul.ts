@@ -160,22 +160,34 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     }
     st.push(m.local.set(bPtr, get(bPanel, i32)));
     for (let i = 0; i < 2 * rows; i++) st.push(m.local.set(acc[i], f4.splat(m.f32.const(0))));
-    const body = [
-      m.local.set(b0, m.v128.load(0, 4, get(bPtr, i32))),
-      m.local.set(b1, m.v128.load(16, 4, get(bPtr, i32))),
-      m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(32))),
-    ];
     const madd = (x: number, y: number, z: number) =>
       e.fn.fma ? f4.relaxed_madd(x, y, z) : f4.add(z, f4.mul(x, y));
-    for (let i = 0; i < rows; i++) {
-      body.push(
-        m.local.set(av, m.v128.load32_splat(0, 4, get(aPtr[i], i32))),
-        m.local.set(acc[2 * i], madd(v(av), v(b0), v(acc[2 * i]))),
-        m.local.set(acc[2 * i + 1], madd(v(av), v(b1), v(acc[2 * i + 1]))),
-        m.local.set(aPtr[i], m.i32.add(get(aPtr[i], i32), ic(strideA))),
-      );
-    }
-    st.push(...kLoop(body));
+    /** `steps` consecutive k, then the pointers past them. */
+    const ks = (steps: number) => {
+      const body: number[] = [];
+      for (let u = 0; u < steps; u++) {
+        body.push(
+          m.local.set(b0, m.v128.load(32 * u, 4, get(bPtr, i32))),
+          m.local.set(b1, m.v128.load(32 * u + 16, 4, get(bPtr, i32))),
+        );
+        for (let i = 0; i < rows; i++) {
+          body.push(
+            m.local.set(av, m.v128.load32_splat(u * strideA, 4, get(aPtr[i], i32))),
+            m.local.set(acc[2 * i], madd(v(av), v(b0), v(acc[2 * i]))),
+            m.local.set(acc[2 * i + 1], madd(v(av), v(b1), v(acc[2 * i + 1]))),
+          );
+        }
+      }
+      body.push(m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(32 * steps))));
+      for (let i = 0; i < rows; i++) {
+        body.push(m.local.set(aPtr[i], m.i32.add(get(aPtr[i], i32), ic(steps * strideA))));
+      }
+      return body;
+    };
+    // Two k a pass: half the pointer and counter updates (memory offsets must be positive).
+    if (strideA > 0 && k > 1) {
+      st.push(...countedLoop(kk, k >> 1, ks(2)), ...(k % 2 ? ks(1) : []));
+    } else st.push(...kLoop(ks(1)));
     for (let i = 0; i < 2 * rows; i++) {
       st.push(m.v128.store(16 * i, 4, get(scratch, i32), v(acc[i])));
     }
