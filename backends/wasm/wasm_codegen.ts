@@ -98,7 +98,11 @@ export function generateWasm(
       const back: Expr = { kind: "load", input: nIn + j, steps: o.steps, dtype: "f32" };
       return { ...e, args: [back, sum] };
     });
-    const fullAccess = path.accessesOf(fullOuts.map(([o]) => o.expr), fullOuts.map(([, j]) => j));
+    const fullAccess = path.accessesOf(
+      fullOuts.map(([o]) => o.expr),
+      fullOuts.map(([, j]) => j),
+      red,
+    );
     const linearFull = red.length > 0 && inner > 0 && fullAccess !== undefined &&
       path.linearOver(fullAccess, red);
     const keepOf = (k: number) => {

@@ -13,6 +13,8 @@ import {
   type AffineOffset,
   affineOffset,
   groupSize,
+  type GuardedOffset,
+  guardedOffset,
   linearSuffix,
   strideOver,
 } from "../../jit/access.ts";
@@ -38,8 +40,15 @@ const UNROLLED = 16;
 
 /** The linear path's emitters. */
 export interface LinearLowering {
-  /** The affine accesses of `exprs` and outputs `outs`, if all are affine. */
-  accessesOf(exprs: readonly Expr[], outs: readonly number[]): Accesses | undefined;
+  /**
+   * The affine accesses of `exprs` and outputs `outs`, if all are affine; given `uniform` axes,
+   * loads with bounds too, where no bound depends on those axes (see `Accesses.guarded`).
+   */
+  accessesOf(
+    exprs: readonly Expr[],
+    outs: readonly number[],
+    uniform?: readonly number[],
+  ): Accesses | undefined;
   /** Whether every access is linear over the axes `group`. */
   linearOver(access: Accesses, group: readonly number[]): boolean;
   /** Base addresses at the current coordinates (statements into `stmts`). */
@@ -111,16 +120,32 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
   const i32 = wasm.i32, f32 = wasm.f32, f64 = wasm.f64;
   const v128 = wasm.v128, f4 = m.f32x4;
   const space = kernel.space, red = kernel.reduced, inner = sizeOf(red.map((i) => space[i]));
-  const accessesOf = (exprs: readonly Expr[], outs: readonly number[]): Accesses | undefined => {
+  const accessesOf = (
+    exprs: readonly Expr[],
+    outs: readonly number[],
+    uniform?: readonly number[],
+  ): Accesses | undefined => {
     // Walks step 32-bit elements: f64 kernels keep the per-element path.
     if (fn.wide) return undefined;
     const found = new Set<LoadExpr>();
     for (const e of exprs) walk(e, (x) => x.kind === "load" && found.add(x));
     const loads: [LoadExpr, AffineOffset][] = [];
+    const guarded = new Map<LoadExpr, GuardedOffset>();
     for (const l of found) {
-      const a = affineOffset(l.steps, space, bufferOf(l.input).shape);
-      if (!a) return undefined;
-      loads.push([l, a]);
+      const shape = bufferOf(l.input).shape;
+      const a = affineOffset(l.steps, space, shape);
+      if (a) {
+        loads.push([l, a]);
+        continue;
+      }
+      // A Concat's part read at a row's coordinates (ViT's class token before its patches):
+      // the row is in its bounds or not as a whole, so it is walked like any other buffer.
+      const g = uniform && guardedOffset(l.steps, space, shape);
+      if (!g || g.guards.some((x) => uniform!.some((axis) => x.at.weights[axis] !== 0))) {
+        return undefined;
+      }
+      loads.push([l, g.offset]);
+      guarded.set(l, g);
     }
     const stores: [number, AffineOffset][] = [];
     for (const k of outs) {
@@ -128,17 +153,33 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
       if (!a) return undefined;
       stores.push([k, a]);
     }
-    return { loads, stores };
+    return guarded.size ? { loads, stores, guarded } : { loads, stores };
   };
   const linearOver = (acc: Accesses, group: readonly number[]) =>
     [...acc.loads, ...acc.stores].every(([, a]) => strideOver(a, group, space) !== undefined);
   /** Base addresses at the current coordinates (statements into `stmts`). */
   const walks = (acc: Accesses, group: readonly number[], stmts: number[]): Linear => {
-    const lin: Linear = { j: local(i32), loads: new Map(), stores: new Map() };
+    const guards = new Map<Expr, { ok: number; fill: number }>();
+    const lin: Linear = { j: local(i32), loads: new Map(), stores: new Map(), guards };
     for (const [l, a] of acc.loads) {
       const base = local(i32);
+      // loadAddress points a load whose guards fail at its buffer's start.
       stmts.push(m.local.set(base, loadAddress(l, stmts).address));
       lin.loads.set(l, { base, stride: strideOver(a, group, space)! });
+      const g = acc.guarded?.get(l);
+      if (!g) continue;
+      const ok = local(i32);
+      const within = g.guards.map(({ at, bound }) =>
+        m.i32.lt_u(
+          at.weights.reduce(
+            (sum, w, d) => (w ? m.i32.add(sum, m.i32.mul(get(coord[d], i32), ic(w))) : sum),
+            ic(at.base),
+          ),
+          ic(bound),
+        )
+      );
+      stmts.push(m.local.set(ok, within.reduce((x, y) => m.i32.and(x, y), ic(1))));
+      guards.set(l, { ok, fill: g.fill });
     }
     for (const [k, a] of acc.stores) {
       const base = local(i32);
@@ -376,14 +417,17 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
     r: Reduction,
     { acc, keep, squares }: { acc: number; keep?: number; squares?: number },
   ): number[] | undefined => {
-    const access = accessesOf([r.expr], keep === undefined ? [] : [keep]);
+    const access = accessesOf([r.expr], keep === undefined ? [] : [keep], red);
     if (!access) {
       const plain = !fn.wide && keep === undefined && squares === undefined &&
         inner <= GUARDED_UNROLLED;
       return plain ? paddedWindow(fn, hoist, r, acc) : undefined;
     }
     const linearInRow = linearOver(access, red);
-    if (!linearInRow && inner <= UNROLLED && keep === undefined && squares === undefined) {
+    if (
+      !linearInRow && inner <= UNROLLED && keep === undefined && squares === undefined &&
+      !access.guarded
+    ) {
       return unrolled(r, acc, access);
     }
     // Walk the reduced axes as one index where every access is linear in it; otherwise (conv's
@@ -514,7 +558,7 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
     outs: readonly number[],
     exprs: readonly Expr[] = outs.map((k) => kernel.outputs[k].expr),
   ): number[] | undefined => {
-    const access = accessesOf(exprs, outs);
+    const access = accessesOf(exprs, outs, red);
     if (!access || !linearOver(access, red)) return undefined;
     const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
     const lin = hoist(walks(access, red, stmts), exprs, stmts);

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { AffineOffset } from "../../jit/access.ts";
+import type { AffineOffset, GuardedOffset } from "../../jit/access.ts";
 import type { Expr } from "../../jit/kernel_ir.ts";
 import type { Memo } from "./wasm_alu.ts";
 import type { LoadExpr } from "./wasm_codegen.ts";
@@ -45,8 +45,10 @@ export interface Linear {
 
 /** The affine accesses of some expressions and stores. */
 export interface Accesses {
-  /** Loads with their offsets. */
+  /** Loads with their offsets (a guarded load's where its guards hold). */
   readonly loads: [LoadExpr, AffineOffset][];
+  /** Loads with bounds that hold or fail alike along the walk, and their guards. */
+  readonly guarded?: ReadonlyMap<LoadExpr, GuardedOffset>;
   /** Output indices with their offsets. */
   readonly stores: [number, AffineOffset][];
 }

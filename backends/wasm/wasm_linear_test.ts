@@ -1,0 +1,64 @@
+import assert from "node:assert/strict";
+import { GraphBuilder, type Sym } from "../../jit/graph_builder.ts";
+import { assertClose, f32, numbers, runGraph } from "../../jit/testing.ts";
+import { fuse } from "../../jit/fuse.ts";
+import { WasmBackend } from "./wasm_backend.ts";
+
+const wasm = new WasmBackend({ threads: 1 });
+await wasm.prepare();
+
+/** `n` values in [-1, 1) from `seed`, repeatable. */
+function values(n: number, seed: number): number[] {
+  let s = seed;
+  return Array.from(
+    { length: n },
+    () => ((s = (s * 1103515245 + 12345) % 2147483648) / 2 ** 30) - 1,
+  );
+}
+
+Deno.test("row kernels walk loads whose bounds hold or fail by row: Concat's parts, a Pad of rows", async () => {
+  type Build = (b: GraphBuilder, x: Sym, c: number) => Sym;
+  // ViT's tokens: a class token before the patches, position embeddings, LayerNorm over the
+  // channels; the patches transposed from a channel-major layout, or not.
+  const vit = (transposed: boolean): Build => (b, x, c) => {
+    const cls = b.param("cls", [2, 1, c], "f32", Float32Array.from(values(2 * c, 3)));
+    const patches = transposed ? b.op("Transpose", [x], { perm: [0, 2, 1] }) : x;
+    const tokens = b.op("Concat", [cls, patches], { axis: 1 });
+    const pos = b.param("pos", [1, 6, c], "f32", Float32Array.from(values(6 * c, 4)));
+    const g = b.param("g", [c], "f32", Float32Array.from(values(c, 5)));
+    const beta = b.param("beta", [c], "f32", Float32Array.from(values(c, 6)));
+    return b.op("LayerNormalization", [b.op("Add", [tokens, pos]), g, beta], { axis: -1 });
+  };
+  const cases: [string, (c: number) => number[], Build][] = [
+    ["class token, patches", (c) => [2, 5, c], vit(false)],
+    ["class token, transposed patches", (c) => [2, c, 5], vit(true)],
+    // Three parts, the middle one row of its own; softmax over each row.
+    ["three parts, softmax", (c) => [2, 3, c], (b, x, c) => {
+      const mid = b.param("mid", [2, 1, c], "f32", Float32Array.from(values(2 * c, 7)));
+      return b.op("Softmax", [b.op("Concat", [x, mid, x], { axis: 1 })], { axis: -1 });
+    }],
+    // Rows of padding read the fill (0.5) in every lane, scaled before a softmax (which a
+    // fill of 0 would make uniform).
+    ["a Pad of rows", (c) => [2, 3, c], (b, x, c) => {
+      const padded = b.op("Pad", [x], { pads: [0, 2, 0, 0, 1, 0], value: 0.5 });
+      const scale = b.param("scale", [1, 6, c], "f32", Float32Array.from(values(6 * c, 9)));
+      return b.op("Softmax", [b.op("Mul", [padded, scale])], { axis: -1 });
+    }],
+  ];
+  // Rows shorter than a vector, a vector and a tail, and ViT-tiny's 96 channels.
+  for (const c of [3, 13, 96]) {
+    for (const [name, shape, build] of cases) {
+      const b = new GraphBuilder();
+      const x = b.input("x", shape(c));
+      b.output("y", build(b, x, c));
+      const graph = b.build();
+      assert.equal(fuse(graph).kernels.length, 1, `${name}: one kernel`);
+      const n = shape(c).reduce((p, d) => p * d);
+      const feeds = { x: f32(values(n, 8 + c), shape(c)) };
+      const [want, got] = await Promise.all(
+        ["reference", wasm].map((backend) => runGraph(graph, feeds, backend)),
+      );
+      assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-5, rtol: 1e-5 });
+    }
+  }
+});
