@@ -379,9 +379,16 @@ class Fuser {
       s = this.#stored(s, `${label} pads it (fill applies to stored values)`);
     }
     if (s.group) {
-      const toOwn = this.#relation(s.group, to);
-      if (toOwn && sameMap(s.group.space, [...toOwn, ...steps], s.toOwn!, from)) {
-        return { ...s, type, toOwn, labels: unique([...s.labels, label]), uses: 0 };
+      // The group's kept order, then its axes in order: a transpose back to a contraction's row
+      // order (ViT's patch embedding, a conv's [N, C, P] read as [N, P, C]) is stored by the
+      // contraction in that order, contiguous along its columns, rather than stored as the conv
+      // lays it out and read by the next kernel a channel plane apart.
+      const { space, reduced, keptOrder } = s.group;
+      for (const order of keptOrder ? [keptOrder, undefined] : [undefined]) {
+        const toOwn = relation(space, reduced, to, order);
+        if (toOwn && sameMap(space, [...toOwn, ...steps], s.toOwn!, from)) {
+          return { ...s, type, toOwn, labels: unique([...s.labels, label]), uses: 0 };
+        }
       }
       s = this.#stored(s, `${label} moves it out of its kernel's iteration order`);
     }

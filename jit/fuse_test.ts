@@ -175,6 +175,31 @@ Deno.test("Conv + bias + relu (+ residual) is one kernel; pools are one kernel",
   await check(a.build(), { x: f32([1, 2, 6, 6], 6) }, 1);
 });
 
+Deno.test("a conv read transposed to its row order is stored in that order (ViT's patch embedding)", async () => {
+  // Patches [N, C, P] read as tokens [N, P, C]: the conv stores [N, P, C], its columns (the
+  // channels) contiguous, and the LayerNorm after reads rows, not a channel plane apart. A
+  // transpose to another order (channels and patches both moved) is stored as the conv lays it out.
+  for (const [perm, moved] of [[[0, 2, 1], false], [[2, 0, 1], true]] as const) {
+    const b = new GraphBuilder();
+    const conv = b.op("Conv", [b.input("x", [2, 3, 8, 8]), b.input("w", [6, 3, 4, 4])], {
+      strides: [4, 4],
+    });
+    const patches = b.op("Reshape", [conv], { shape: [2, 6, 4] });
+    const tokens = b.op("Transpose", [patches], { perm: [...perm] });
+    const c = perm[2] === 1 ? 6 : 4;
+    const g = b.input("g", [c]), beta = b.input("beta", [c]);
+    b.output("y", b.op("LayerNormalization", [tokens, g, beta], { axis: -1 }));
+    const r = await check(b.build(), {
+      x: f32([2, 3, 8, 8], 1),
+      w: f32([6, 3, 4, 4], 2),
+      g: f32([c], 3),
+      beta: f32([c], 4),
+    }, 2);
+    assert.equal(r.log.some((l) => l.includes("iteration order")), moved, r.log.join("\n"));
+    assert.deepEqual(r.kernels[0].outputs[0].shape, moved ? [2, 6, 4] : [2, 4, 6]);
+  }
+});
+
 Deno.test("an elementwise DAG with shared values and several outputs is one kernel", async () => {
   const b = new GraphBuilder();
   const x = b.input("x", [3, 4]), y = b.input("y", [4]);
