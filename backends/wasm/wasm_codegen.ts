@@ -25,7 +25,7 @@
  * @module
  */
 import { affineOffset, strideOver } from "../../jit/access.ts";
-import type { Expr, KernelIR } from "../../jit/kernel_ir.ts";
+import { type Expr, type KernelIR, walk } from "../../jit/kernel_ir.ts";
 import { sizeOf } from "../../jit/shape.ts";
 import { isFloat, isWide, type Memo } from "./wasm_alu.ts";
 import { linearLowering } from "./wasm_linear.ts";
@@ -76,27 +76,32 @@ export function generateWasm(
       o.level === "full"
     );
     /**
-     * Softmax's shape: an output `term / sum(term)` would evaluate `term` (an exp) twice per point.
-     * The sum's loop stores each term into the output instead, and the output loop divides what
-     * it reads back — the same f32 values, so the same results.
+     * Softmax's shape: an output `term / sum(term)` (or one that uses that quotient, as the
+     * dynamo exporter's `Where(IsNaN(y), 0, y)` does) would evaluate `term` (an exp) twice per
+     * point. The sum's loop stores each term into the output instead, and the output loop reads
+     * it back wherever the output uses `term` — the same f32 values, so the same results.
      */
     const reused: Map<number, number> = new Map();
     const finals = fullOuts.map(([o, j]) => {
       const e = o.expr;
-      if (
-        !red.length || e.kind !== "alu" || e.op !== "Div" || e.dtype !== "f32" || o.dtype !== "f32"
-      ) return e;
-      const [term, sum] = e.args;
-      const k = sum.kind === "acc" ? sum.index : -1;
-      const r = kernel.reductions[k];
+      if (!red.length || e.dtype !== "f32" || o.dtype !== "f32") return e;
+      let k = -1, term: Expr | undefined;
+      walk(e, (x) => {
+        if (term || x.kind !== "alu" || x.op !== "Div" || x.args[1].kind !== "acc") return;
+        const r = kernel.reductions[x.args[1].index];
+        if (r?.op !== "sum" || keyOf(r.expr) !== keyOf(x.args[0])) return;
+        [k, term] = [x.args[1].index, x.args[0]];
+      });
       const store = affineOffset(o.steps, space, o.shape);
       if (
-        !r || r.op !== "sum" || keyOf(r.expr) !== keyOf(term) || [...reused.values()].includes(k) ||
-        !store || strideOver(store, red, space) !== 1
+        !term || [...reused.values()].includes(k) || !store || strideOver(store, red, space) !== 1
       ) return e;
       reused.set(j, k);
       const back: Expr = { kind: "load", input: nIn + j, steps: o.steps, dtype: "f32" };
-      return { ...e, args: [back, sum] };
+      const termKey = keyOf(term);
+      const read = (x: Expr): Expr =>
+        keyOf(x) === termKey ? back : x.kind === "alu" ? { ...x, args: x.args.map(read) } : x;
+      return read(e);
     });
     const fullAccess = path.accessesOf(
       fullOuts.map(([o]) => o.expr),

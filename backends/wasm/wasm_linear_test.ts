@@ -62,3 +62,22 @@ Deno.test("row kernels walk loads whose bounds hold or fail by row: Concat's par
     }
   }
 });
+
+Deno.test("a softmax whose output is used, not stored as is, reads back its terms once stored", async () => {
+  // The dynamo exporter's Where(IsNaN(y), 0, y) around y = Softmax(x): the sum's loop stores
+  // each exp, and the output loop reads it back in both places y is used. A row of NaN takes
+  // the Where's other branch; 3 and 13 columns are a tail alone and vectors with a tail.
+  for (const c of [3, 13]) {
+    const b = new GraphBuilder();
+    const y = b.op("Softmax", [b.input("x", [4, c])], { axis: -1 });
+    b.output("y", b.op("Where", [b.op("IsNaN", [y]), b.constant(0), b.op("Mul", [y, y])]));
+    const graph = b.build();
+    assert.equal(fuse(graph).kernels.length, 1);
+    const x = values(4 * c, 10).map((v, i) => (i < c ? NaN : 4 * v));
+    const feeds = { x: f32(x, [4, c]) };
+    const [want, got] = await Promise.all(
+      ["reference", wasm].map((backend) => runGraph(graph, feeds, backend)),
+    );
+    assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-7, rtol: 1e-6 });
+  }
+});
