@@ -81,3 +81,25 @@ Deno.test("a softmax whose output is used, not stored as is, reads back its term
     assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-7, rtol: 1e-6 });
   }
 });
+
+Deno.test("a tiled matmul's epilogue walks loads whose bounds hold or fail by row", async () => {
+  // A residual of fewer rows, padded with 0.5 (ViT's projection adds class token + patches);
+  // 12 and 21 columns: a panel and a narrower one, vectors with a tail.
+  for (const n of [12, 21]) {
+    const b = new GraphBuilder();
+    const w = b.param("w", [16, n], "f32", Float32Array.from(values(16 * n, 11)));
+    const product = b.op("MatMul", [b.input("x", [2, 9, 16]), w]);
+    const residual = b.op("Pad", [b.input("r", [2, 6, n])], {
+      pads: [0, 2, 0, 0, 1, 0],
+      value: 0.5,
+    });
+    b.output("y", b.op("Add", [product, residual]));
+    const graph = b.build();
+    assert.equal(fuse(graph).kernels.length, 1);
+    const feeds = { x: f32(values(288, 12), [2, 9, 16]), r: f32(values(12 * n, 13), [2, 6, n]) };
+    const [want, got] = await Promise.all(
+      ["reference", wasm].map((backend) => runGraph(graph, feeds, backend)),
+    );
+    assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-5, rtol: 1e-5 });
+  }
+});

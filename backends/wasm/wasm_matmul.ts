@@ -95,7 +95,7 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
   const wa = affineOffset(a.steps, space, kernel.inputs[a.input].shape);
   const wb = affineOffset(b.steps, space, kernel.inputs[b.input].shape);
   const outs = kernel.outputs.map((_, j) => j), exprs = kernel.outputs.map((o) => o.expr);
-  const epilogue = accessesOf(exprs, outs);
+  const epilogue = accessesOf(exprs, outs, [nAxis]);
   const packed = packsA(kernel);
   if (
     !(wa || packed) || !wb || (wa && wa.weights[nAxis] !== 0) || wb.weights[nAxis] <= 0 ||
