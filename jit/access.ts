@@ -209,8 +209,10 @@ export function segmentOffset(
     let coords = from;
     for (const s of list) {
       if (s.kind === "gather") {
-        // Read at fixed coordinates, the index is fixed too.
-        if (!coords.every(fixed) || !run(s.index.steps, coords)?.every(fixed)) return undefined;
+        // An index read at a fixed position is fixed: the gathered axis is then fixed along the
+        // segment, and the other axes pass through it, moving or not (a bilinear Resize's rows,
+        // gathered along the height, walk their width).
+        if (!run(s.index.steps, coords)?.every(fixed)) return undefined;
         guarded = true;
         coords = [...coords.slice(0, s.axis), { w: zero() }, ...coords.slice(s.axis + s.drop)];
         continue;

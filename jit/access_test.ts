@@ -290,3 +290,31 @@ Deno.test("reshapeCoord: the simplified division equals (flat / stride) % extent
   const row = reshapeCoord([2, 28 * 28, 128 * 9], 128 * 9 * 28, 28);
   assert.deepEqual(row, { terms: [{ axis: 1, mul: 1 }], whole: false, div: 28, mod: 0 });
 });
+
+Deno.test("segmentOffset: a gather whose index is read at a fixed position walks the other axes", () => {
+  // Rows gathered along axis 2 by an index of the row coordinate: along the last axis the
+  // gathered row is fixed and its elements are walked; gathered along the last axis, the index
+  // moves with the segment and nothing is walked.
+  const index = (axis: number): IndexStep => ({
+    kind: "gather",
+    axis,
+    drop: 1,
+    dim: 5,
+    index: {
+      kind: "load",
+      input: 1,
+      steps: [{
+        kind: "affine",
+        coeff: [[0, 0, axis === 2 ? 1 : 0, axis === 3 ? 1 : 0]],
+        offset: [0],
+      }],
+      dtype: "i32",
+    },
+  });
+  assert.deepEqual(segmentOffset([index(2)], [2, 3, 4, 6], [2, 3, 5, 6], [3]), {
+    weights: [0, 0, 0, 1],
+    guarded: true,
+  });
+  assert.equal(segmentOffset([index(2)], [2, 3, 4, 6], [2, 3, 5, 6], [2, 3]), undefined);
+  assert.equal(segmentOffset([index(3)], [2, 3, 6, 4], [2, 3, 6, 5], [3]), undefined);
+});

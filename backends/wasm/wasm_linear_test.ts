@@ -103,3 +103,33 @@ Deno.test("a tiled matmul's epilogue walks loads whose bounds hold or fail by ro
     assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-5, rtol: 1e-5 });
   }
 });
+
+Deno.test("elementwise segments walk rows gathered by an index of a fixed position; bad indices fault", async () => {
+  // A bilinear Resize along the height: rows gathered by two indices of the output row,
+  // weighted; 3 and 13 columns (a tail alone, vectors and a tail). An index past the rows
+  // fails the run with the gather's error, as it does on the reference backend.
+  for (const w of [3, 13]) {
+    const b = new GraphBuilder();
+    const x = b.input("x", [2, 3, 5, w]);
+    const i0 = b.input("i0", [8], "i32"), i1 = b.input("i1", [8], "i32");
+    const weight = b.param("wt", [1, 1, 8, 1], "f32", Float32Array.from(values(8, 14)));
+    const g0 = b.op("Mul", [b.op("Gather", [x, i0], { axis: 2 }), weight]);
+    b.output("y", b.op("Add", [g0, b.op("Gather", [x, i1], { axis: 2 })]));
+    const graph = b.build();
+    assert.equal(fuse(graph).kernels.length, 1);
+    const rows = (a: number[]) => ({ data: Int32Array.from(a), shape: [8], dtype: "i32" as const });
+    const feeds = {
+      x: f32(values(30 * w, 15), [2, 3, 5, w]),
+      i0: rows([0, 0, 1, 1, 2, -2, 3, 4]),
+      i1: rows([1, 1, 2, 2, 3, 3, 4, 4]),
+    };
+    const [want, got] = await Promise.all(
+      ["reference", wasm].map((backend) => runGraph(graph, feeds, backend)),
+    );
+    assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-6, rtol: 1e-6 });
+    const bad = { ...feeds, i1: rows([1, 1, 2, 9, 3, 3, 4, 4]) };
+    for (const backend of ["reference", wasm]) {
+      await assert.rejects(runGraph(graph, bad, backend), /index 9/);
+    }
+  }
+});
