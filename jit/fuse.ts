@@ -514,10 +514,11 @@ class Fuser {
     const map = convMap(x.type.shape, w.type.shape, ctx.int("group", 1), win, plain);
     const group = this.#groups.create(map.space, map.reduced, "conv");
     group.keptOrder = map.keptOrder;
+    const factors = [reindex(x.expr, map.operands[0]), reindex(w.expr, map.operands[1])];
     const product: Expr = {
       kind: "alu",
       op: "Mul",
-      args: [reindex(x.expr, map.operands[0]), reindex(w.expr, map.operands[1])],
+      args: map.swapped ? factors.reverse() : factors,
       dtype: type.dtype,
     };
     const acc = this.#reduction(group, "sum", product, label, type, [...own(x), ...own(w)]);

@@ -1,6 +1,14 @@
 import assert from "node:assert/strict";
 import { applyStep, type IndexStep, type Load } from "./kernel_ir.ts";
-import { gatherStep, matmulMap, movementSteps, poolMap, relation, sameMap } from "./index_maps.ts";
+import {
+  convMap,
+  gatherStep,
+  matmulMap,
+  movementSteps,
+  poolMap,
+  relation,
+  sameMap,
+} from "./index_maps.ts";
 import { InferContext } from "./ops/mod.ts";
 import { resolveWindow } from "./ops/nn.ts";
 import type { Shape } from "./shape.ts";
@@ -110,5 +118,35 @@ Deno.test("sameMap decides affine chains exactly, and agrees with every point wh
         `${JSON.stringify(a)} / ${JSON.stringify(b)}`,
       );
     }
+  }
+});
+
+Deno.test("a 1×1 conv of stride 1 is laid out as filters × pixels; others as pixels × filters", () => {
+  const map = (x: Shape, w: Shape, attrs: Record<string, number[]> = {}, group = 1) => {
+    const ctx = new InferContext({ op: "Conv", where: "test", inputs: [], attrs });
+    return convMap(x, w, group, resolveWindow(ctx, x.slice(2), w.slice(2)), true);
+  };
+  const at = (steps: readonly IndexStep[], c: number[]) =>
+    steps.reduce((p, s) => applyStep(s, p)!, c);
+  // [N, G, Mg, pixels, Cg]: the product's first factor is the filter, its second the pixel.
+  const pointwise = map([2, 6, 4, 5], [8, 3, 1, 1], {}, 2);
+  assert.deepEqual(pointwise.space, [2, 2, 4, 20, 3]);
+  assert.equal(pointwise.keptOrder, undefined);
+  assert.equal(pointwise.swapped, true);
+  // Image 1, group 1, filter 2 of it (channel 6), pixel 13 (row 2, column 3), input channel 1.
+  assert.deepEqual(at(pointwise.operands[0], [1, 1, 2, 13, 1]), [1, 4, 2, 3]);
+  assert.deepEqual(at(pointwise.operands[1], [1, 1, 2, 13, 1]), [6, 1, 0, 0]);
+  // Strided, padded, larger kernels, or fewer than 8 pixels: rows of pixels.
+  for (
+    const [x, w, attrs] of [
+      [[2, 6, 4, 5], [8, 6, 1, 1], { strides: [2, 2] }],
+      [[2, 6, 4, 5], [8, 6, 1, 1], { pads: [1, 1, 1, 1] }],
+      [[2, 6, 4, 5], [8, 6, 3, 3], { pads: [1, 1, 1, 1] }],
+      [[2, 6, 1, 7], [8, 6, 1, 1], {}],
+    ] as [Shape, Shape, Record<string, number[]>][]
+  ) {
+    const m = map(x, w, attrs);
+    assert.equal(m.swapped, undefined, JSON.stringify(attrs));
+    assert.deepEqual(m.keptOrder, [0, 1, 3, 2]);
   }
 });

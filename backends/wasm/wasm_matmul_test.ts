@@ -114,3 +114,35 @@ Deno.test("a matmul of few rows splits B's panels among threads: the same bits a
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("1×1 convs run as filters × pixels: groups, images, a bias, a residual, 8 pixels or 7", async () => {
+  const wasm = new WasmBackend({ threads: 2, warmUpMs: 0 });
+  // [x, w, group]: 13 filters (tiles of 6 with a remainder), 2 groups, one image or two; 8 pixels
+  // (one panel) take the filters × pixels layout, 7 do not.
+  const cases: [number[], number[], number][] = [
+    [[2, 6, 5, 8], [13, 6, 1, 1], 1],
+    [[1, 8, 4, 2], [10, 4, 1, 1], 2],
+    [[2, 6, 1, 7], [13, 6, 1, 1], 1],
+  ];
+  for (const [xs, ws, group] of cases) {
+    const b = new GraphBuilder();
+    const size = (s: number[]) => s.reduce((p, d) => p * d);
+    const w = b.param("w", ws, "f32", uniform(size(ws), 3));
+    const bias = b.param("bias", [ws[0]], "f32", uniform(ws[0], 4));
+    const conv = b.op("Conv", [b.input("x", xs), w, bias], { group });
+    const ys = [xs[0], ws[0], xs[2], xs[3]];
+    b.output("y", b.op("Relu", [b.op("Add", [conv, b.input("r", ys)])]));
+    const graph = b.build();
+    assert.equal(fuse(graph).kernels.length, 1);
+    const feeds = {
+      x: f32(uniform(size(xs), 5), xs),
+      r: f32(uniform(size(ys), 6), ys),
+    };
+    const [want, got] = await Promise.all(["reference", wasm].map(async (backend) => {
+      using exe = await compile(graph, { backend, cache: false });
+      return (await exe.run(feeds)).y;
+    }));
+    assertClose(numbers(got.data), numbers(want.data), { atol: 1e-5, rtol: 1e-5 });
+  }
+  wasm.dispose();
+});
