@@ -276,8 +276,17 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
     else {
       const t = local(v128);
       stmts.push(m.local.set(t, v));
+      // One address, the lanes at constant offsets from it (a conv's NCHW output: its channels
+      // a plane apart along the tile's columns).
+      const address = local(i32), forward = w.stride > 0;
+      if (forward) stmts.push(m.local.set(address, at(w, lin.j)));
       for (let l = 0; l < 4; l++) {
-        stmts.push(m.f32.store(0, 4, at(w, lin.j, l), f4.extract_lane(get(t, v128), l)));
+        const lane = f4.extract_lane(get(t, v128), l);
+        stmts.push(
+          forward
+            ? m.f32.store(4 * w.stride * l, 4, get(address, i32), lane)
+            : m.f32.store(0, 4, at(w, lin.j, l), lane),
+        );
       }
     }
   };
