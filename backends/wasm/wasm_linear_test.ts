@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { GraphBuilder, type Sym } from "../../jit/graph_builder.ts";
 import { assertClose, f32, numbers, runGraph } from "../../jit/testing.ts";
 import { fuse } from "../../jit/fuse.ts";
+import type { Graph } from "../../jit/graph.ts";
+import type { HostTensor } from "../../jit/host_tensor.ts";
 import { WasmBackend } from "./wasm_backend.ts";
 
 const wasm = new WasmBackend({ threads: 1 });
@@ -14,6 +16,20 @@ function values(n: number, seed: number): number[] {
     { length: n },
     () => ((s = (s * 1103515245 + 12345) % 2147483648) / 2 ** 30) - 1,
   );
+}
+
+/** Fuses `graph` into one kernel and checks its wasm output `y` against the reference's. */
+async function oneKernelLikeReference(
+  graph: Graph,
+  feeds: Record<string, HostTensor>,
+  tolerance: number,
+  name = "",
+): Promise<void> {
+  assert.equal(fuse(graph).kernels.length, 1, `${name}: one kernel`);
+  const [want, got] = await Promise.all(
+    ["reference", wasm].map((backend) => runGraph(graph, feeds, backend)),
+  );
+  assertClose(numbers(got.y.data), numbers(want.y.data), { atol: tolerance, rtol: tolerance });
 }
 
 Deno.test("row kernels walk loads whose bounds hold or fail by row: Concat's parts, a Pad of rows", async () => {
@@ -52,13 +68,8 @@ Deno.test("row kernels walk loads whose bounds hold or fail by row: Concat's par
       const x = b.input("x", shape(c));
       b.output("y", build(b, x, c));
       const graph = b.build();
-      assert.equal(fuse(graph).kernels.length, 1, `${name}: one kernel`);
       const n = shape(c).reduce((p, d) => p * d);
-      const feeds = { x: f32(values(n, 8 + c), shape(c)) };
-      const [want, got] = await Promise.all(
-        ["reference", wasm].map((backend) => runGraph(graph, feeds, backend)),
-      );
-      assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-5, rtol: 1e-5 });
+      await oneKernelLikeReference(graph, { x: f32(values(n, 8 + c), shape(c)) }, 1e-5, name);
     }
   }
 });
@@ -72,13 +83,8 @@ Deno.test("a softmax whose output is used, not stored as is, reads back its term
     const y = b.op("Softmax", [b.input("x", [4, c])], { axis: -1 });
     b.output("y", b.op("Where", [b.op("IsNaN", [y]), b.constant(0), b.op("Mul", [y, y])]));
     const graph = b.build();
-    assert.equal(fuse(graph).kernels.length, 1);
     const x = values(4 * c, 10).map((v, i) => (i < c ? NaN : 4 * v));
-    const feeds = { x: f32(x, [4, c]) };
-    const [want, got] = await Promise.all(
-      ["reference", wasm].map((backend) => runGraph(graph, feeds, backend)),
-    );
-    assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-7, rtol: 1e-6 });
+    await oneKernelLikeReference(graph, { x: f32(x, [4, c]) }, 1e-6);
   }
 });
 
@@ -95,12 +101,8 @@ Deno.test("a tiled matmul's epilogue walks loads whose bounds hold or fail by ro
     });
     b.output("y", b.op("Add", [product, residual]));
     const graph = b.build();
-    assert.equal(fuse(graph).kernels.length, 1);
     const feeds = { x: f32(values(288, 12), [2, 9, 16]), r: f32(values(12 * n, 13), [2, 6, n]) };
-    const [want, got] = await Promise.all(
-      ["reference", wasm].map((backend) => runGraph(graph, feeds, backend)),
-    );
-    assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-5, rtol: 1e-5 });
+    await oneKernelLikeReference(graph, feeds, 1e-5);
   }
 });
 
@@ -116,17 +118,13 @@ Deno.test("elementwise segments walk rows gathered by an index of a fixed positi
     const g0 = b.op("Mul", [b.op("Gather", [x, i0], { axis: 2 }), weight]);
     b.output("y", b.op("Add", [g0, b.op("Gather", [x, i1], { axis: 2 })]));
     const graph = b.build();
-    assert.equal(fuse(graph).kernels.length, 1);
     const rows = (a: number[]) => ({ data: Int32Array.from(a), shape: [8], dtype: "i32" as const });
     const feeds = {
       x: f32(values(30 * w, 15), [2, 3, 5, w]),
       i0: rows([0, 0, 1, 1, 2, -2, 3, 4]),
       i1: rows([1, 1, 2, 2, 3, 3, 4, 4]),
     };
-    const [want, got] = await Promise.all(
-      ["reference", wasm].map((backend) => runGraph(graph, feeds, backend)),
-    );
-    assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-6, rtol: 1e-6 });
+    await oneKernelLikeReference(graph, feeds, 1e-6);
     const bad = { ...feeds, i1: rows([1, 1, 2, 9, 3, 3, 4, 4]) };
     for (const backend of ["reference", wasm]) {
       await assert.rejects(runGraph(graph, bad, backend), /index 9/);
