@@ -131,3 +131,42 @@ Deno.test("elementwise segments walk rows gathered by an index of a fixed positi
     }
   }
 });
+
+Deno.test("loads two or three elements apart take two vectors and a shuffle: pools, strided slices, masks", async () => {
+  for (const stride of [2, 3]) {
+    // Pools of strided windows, padded (their rows' ends read the fill lane by lane).
+    for (const [op, kernel] of [["MaxPool", 3], ["AveragePool", 4]] as const) {
+      const b = new GraphBuilder();
+      b.output(
+        "y",
+        b.op(op, [b.input("x", [2, 3, 17, 23])], {
+          kernel_shape: [kernel, kernel],
+          strides: [stride, stride],
+          pads: [1, 1, 1, 1],
+          count_include_pad: 1,
+        }),
+      );
+      await oneKernelLikeReference(
+        b.build(),
+        { x: f32(values(2346, 16), [2, 3, 17, 23]) },
+        1e-6,
+        op,
+      );
+    }
+    // Every stride-th column of x, and of a bool mask choosing between x and y.
+    const b = new GraphBuilder();
+    const x = b.input("x", [5, 40]), y = b.input("y", [5, 40 / 2]);
+    const slice = (v: Sym, end: number, step: number) =>
+      b.op("Slice", [v], { starts: [0], ends: [end], axes: [1], steps: [step] });
+    const picked = slice(x, 40, stride);
+    const mask = slice(b.op("Greater", [x, b.constant(0)]), 40, stride);
+    const other = slice(y, Math.ceil(40 / stride), 1);
+    b.output("y", b.op("Where", [mask, b.op("Mul", [picked, picked]), other]));
+    await oneKernelLikeReference(
+      b.build(),
+      { x: f32(values(200, 17), [5, 40]), y: f32(values(100, 18), [5, 20]) },
+      1e-6,
+      `stride ${stride}`,
+    );
+  }
+});
