@@ -389,7 +389,7 @@ function averagePool(c: NodeContext): Known[] {
   const w = window(c);
   const shape = typeOf(x).shape;
   if (
-    shape.length !== 4 ||
+    shape.length < 3 ||
     !runsWhole({ op: "AveragePool", attrs: clean(w), inputs: [typeOf(x)], label: c.label })
   ) {
     return windowed(c, "AveragePool", [x], w);
@@ -431,13 +431,20 @@ function averagePool(c: NodeContext): Known[] {
     }
     return n;
   };
+  // Any number of spatial axes (an audio model's 1-D pools, a video model's 3-D ones): the
+  // count at an output position is the product of each axis' count.
   const area = win.kernel.reduce((p, q) => p * q, 1);
-  const [oh, ow] = win.out;
-  const scale = new Float32Array(oh * ow);
-  for (let i = 0; i < oh; i++) {
-    for (let j = 0; j < ow; j++) scale[i * ow + j] = area / (counted(0, i) * counted(1, j));
-  }
-  return [op("Mul", [mean, constant(scale, [1, 1, oh, ow], typeOf(x).dtype)])];
+  const scale = new Float32Array(win.out.reduce((p, q) => p * q, 1));
+  const strides = win.out.map((_, i) => win.out.slice(i + 1).reduce((p, q) => p * q, 1));
+  scale.forEach((_, flat) => {
+    const n = win.out.reduce(
+      (p, _, axis) => p * counted(axis, Math.floor(flat / strides[axis]) % win.out[axis]),
+      1,
+    );
+    scale[flat] = area / n;
+  });
+  const scaleShape = [1, 1, ...win.out];
+  return [op("Mul", [mean, constant(scale, scaleShape, typeOf(x).dtype)])];
 }
 
 /** Converters by ONNX op type. */
