@@ -63,7 +63,7 @@ Deno.test("index ops run on wasm and webgpu as the reference runs them", async (
   }
 });
 
-Deno.test("padded windows (depthwise convs, pools) run on wasm and webgpu as the reference runs them", async () => {
+Deno.test("padded windows (depthwise convs, pools, averages of partial windows) run on wasm and webgpu as the reference runs them", async () => {
   const x = f32(uniform(2 * 6 * 9 * 9, 50, -3, 3), [2, 6, 9, 9]);
   x.data[7] = NaN;
   const w = f32(uniform(6 * 3 * 3, 51, -1, 1), [6, 1, 3, 3]);
@@ -77,6 +77,16 @@ Deno.test("padded windows (depthwise convs, pools) run on wasm and webgpu as the
     ["Conv", [x, w5, bias], { group: 6, pads: [2, 2, 2, 2], strides: [2, 1] }],
     ["MaxPool", [x], { kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 1, 1] }],
     ["AveragePool", [x], { kernel_shape: [3, 3], pads: [1, 1, 1, 1], count_include_pad: 1 }],
+    // The divisor changing along the edges: padding left out of the count, ceil-mode overhangs.
+    ["AveragePool", [x], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }],
+    ["AveragePool", [x], { kernel_shape: [2, 3], strides: [2, 2], ceil_mode: 1 }],
+    ["AveragePool", [x], {
+      kernel_shape: [3, 3],
+      strides: [2, 2],
+      pads: [1, 0, 1, 1],
+      ceil_mode: 1,
+      count_include_pad: 1,
+    }],
   ];
   for (const backend of ["wasm", "webgpu"]) {
     for (const [op, inputs, attrs] of cases) {

@@ -19,7 +19,7 @@
  *
  * @module
  */
-import { type DType, fromF16Bits } from "./dtype.ts";
+import { type DType, fromF16Bits, fromNumbers } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
 import type { Graph } from "./graph.ts";
 import type { HostTensor } from "./host_tensor.ts";
@@ -54,6 +54,7 @@ import {
   gatherStep,
   matmulMap,
   movementSteps,
+  poolDivisors,
   poolMap,
   relation,
   sameMap,
@@ -540,7 +541,24 @@ class Fuser {
     const map = poolMap(x.type.shape, win, op === "MaxPool" ? -Infinity : 0);
     const group = this.#groups.create(map.space, map.reduced, "pool");
     const reduce = op === "MaxPool" ? "max" : "mean";
-    return this.#reduction(group, reduce, reindex(x.expr, map.operands[0]), label, type, x.labels);
+    const pooled = this.#reduction(
+      group,
+      reduce,
+      reindex(x.expr, map.operands[0]),
+      label,
+      type,
+      x.labels,
+    );
+    // An average whose divisor changes along the edges (padding left out of the count, ONNX's
+    // default; a ceil-mode overhang): the mean of the zero-filled window times a constant map.
+    const spatial = x.type.shape.slice(2);
+    const inclusive = op === "AveragePool" && ctx.int("count_include_pad", 0) === 1;
+    const divisors = op === "AveragePool" ? poolDivisors(spatial, win, inclusive) : undefined;
+    if (!divisors) return pooled;
+    const data = fromNumbers(type.dtype, divisors);
+    const counts = { data, shape: [1, 1, ...win.out], dtype: type.dtype };
+    const scale = this.#constant(counts, label, this.#fresh++);
+    return this.#apply("Mul", [pooled, scale], {}, label, [type])[0];
   }
 
   /** An operand read many times by a contraction: bare loads stay inline, the rest is stored. */

@@ -235,6 +235,40 @@ export function convMap(
 }
 
 /**
+ * An average pool's correction where its divisor changes along the edges: per output position
+ * (shape [1, 1, ...out]), the window's size over the elements it averages, those inside the
+ * input (or inside the declared padding too, `inclusive`: ONNX's count_include_pad). The pool
+ * reads zeros outside and divides by the window's size; times this map it divides by the count.
+ * `undefined` where every window counts whole (no padding left out, no ceil-mode overhang).
+ */
+export function poolDivisors(
+  spatial: Shape,
+  win: Window,
+  inclusive: boolean,
+): Float32Array | undefined {
+  const counts = spatial.map((d, axis) => {
+    const lo = inclusive ? -win.padsBegin[axis] : 0;
+    const hi = inclusive ? d + win.padsEnd[axis] : d;
+    return Array.from({ length: win.out[axis] }, (_, o) => {
+      let n = 0;
+      for (let t = 0; t < win.kernel[axis]; t++) {
+        const at = o * win.strides[axis] - win.padsBegin[axis] + t * win.dilations[axis];
+        if (at >= lo && at < hi) n++;
+      }
+      return n;
+    });
+  });
+  if (counts.every((c, axis) => c.every((n) => n === win.kernel[axis]))) return undefined;
+  const area = win.kernel.reduce((p, q) => p * q, 1);
+  const strides = win.out.map((_, i) => sizeOf(win.out.slice(i + 1)));
+  return Float32Array.from(
+    { length: sizeOf(win.out) },
+    (_, flat) =>
+      area / counts.reduce((p, c, axis) => p * c[Math.floor(flat / strides[axis]) % c.length], 1),
+  );
+}
+
+/**
  * Pooling of `shape` [N, C, ...spatial] as a reduction over the window in
  * [N, C, ...out, ...kernel]; padding reads `fill`.
  */

@@ -10,13 +10,11 @@
  */
 import { isFloat } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
-import { runsWhole } from "../jit/fusable.ts";
 import { type Attrs, InferContext } from "../jit/ops/mod.ts";
 import { resolveWindow } from "../jit/ops/nn.ts";
 import { scalar } from "./convert_composite.ts";
 import {
   attrs,
-  clean,
   constant,
   constInts,
   type Converter,
@@ -378,82 +376,13 @@ export function transposedConv(
   return windowed(c, "Conv", bias ? [x, w, bias] : [x, w], conv);
 }
 
-/**
- * AveragePool. Where padding is excluded from the count (the default) or a ceil-mode window
- * overhangs the input, the divisor changes along the edges, which only the reference's whole-op
- * kernel knows: then it is an average pool over the explicitly zero-padded input (every window
- * whole), rescaled by a constant map of kernel size ÷ elements counted, and fuses on every backend.
- */
-function averagePool(c: NodeContext): Known[] {
-  const x = c.required(0);
-  const w = window(c);
-  const shape = typeOf(x).shape;
-  if (
-    shape.length < 3 ||
-    !runsWhole({ op: "AveragePool", attrs: clean(w), inputs: [typeOf(x)], label: c.label })
-  ) {
-    return windowed(c, "AveragePool", [x], w);
-  }
-  const op = opOf(c);
-  const ctx = new InferContext({
-    op: "AveragePool",
-    where: c.label,
-    inputs: [typeOf(x)],
-    attrs: clean(w),
-  });
-  const spatial = shape.slice(2);
-  const win = resolveWindow(ctx, spatial, ctx.ints("kernel_shape"));
-  const inclusive = (w.count_include_pad as number | undefined ?? 0) === 1;
-  // Pad so that every window lies inside: the declared pads, and more at the end for overhangs.
-  const reach = win.kernel.map((k, i) => (k - 1) * win.dilations[i] + 1);
-  const end = spatial.map((d, i) =>
-    Math.max(win.padsEnd[i], (win.out[i] - 1) * win.strides[i] + reach[i] - d - win.padsBegin[i])
-  );
-  const padded = op("Pad", [x], {
-    pads: [0, 0, ...win.padsBegin, 0, 0, ...end],
-    mode: "constant",
-    value: 0,
-  });
-  const mean = op("AveragePool", [padded], {
-    kernel_shape: win.kernel,
-    strides: win.strides,
-    dilations: win.dilations,
-  });
-  // Per output position: how many window elements count (inside the input, or inside the
-  // declared padding when it counts).
-  const counted = (axis: number, o: number) => {
-    const lo = inclusive ? -win.padsBegin[axis] : 0;
-    const hi = inclusive ? spatial[axis] + win.padsEnd[axis] : spatial[axis];
-    let n = 0;
-    for (let t = 0; t < win.kernel[axis]; t++) {
-      const at = o * win.strides[axis] - win.padsBegin[axis] + t * win.dilations[axis];
-      if (at >= lo && at < hi) n++;
-    }
-    return n;
-  };
-  // Any number of spatial axes (an audio model's 1-D pools, a video model's 3-D ones): the
-  // count at an output position is the product of each axis' count.
-  const area = win.kernel.reduce((p, q) => p * q, 1);
-  const scale = new Float32Array(win.out.reduce((p, q) => p * q, 1));
-  const strides = win.out.map((_, i) => win.out.slice(i + 1).reduce((p, q) => p * q, 1));
-  scale.forEach((_, flat) => {
-    const n = win.out.reduce(
-      (p, _, axis) => p * counted(axis, Math.floor(flat / strides[axis]) % win.out[axis]),
-      1,
-    );
-    scale[flat] = area / n;
-  });
-  const scaleShape = [1, 1, ...win.out];
-  return [op("Mul", [mean, constant(scale, scaleShape, typeOf(x).dtype)])];
-}
-
 /** Converters by ONNX op type. */
 export const CONV_CONVERTERS: Record<string, Converter<Known>> = {
   Conv: (c) => {
     const [x, w, b] = [c.required(0), c.required(1), c.input(2)];
     return windowed(c, "Conv", b ? [x, w, b] : [x, w], window(c));
   },
-  AveragePool: averagePool,
+  AveragePool: (c) => windowed(c, "AveragePool", [c.required(0)], window(c)),
   MaxPool: (c) => {
     const x = c.required(0), w = window(c);
     // storage_order orders the Indices output only; 8-bit integers pool exactly as f32.

@@ -143,7 +143,6 @@ Deno.test("loads two or three elements apart take two vectors and a shuffle: poo
           kernel_shape: [kernel, kernel],
           strides: [stride, stride],
           pads: [1, 1, 1, 1],
-          count_include_pad: 1,
         }),
       );
       await oneKernelLikeReference(
