@@ -19,7 +19,7 @@
  *
  * @module
  */
-import { type DType, fromF16Bits, fromNumbers } from "./dtype.ts";
+import { type DType, fromF16Bits } from "./dtype.ts";
 import { KilnError } from "./errors.ts";
 import type { Graph } from "./graph.ts";
 import type { HostTensor } from "./host_tensor.ts";
@@ -504,12 +504,8 @@ class Fuser {
    */
   #conv(ins: Sym[], attrs: Attrs, label: string, type: ValueType): Sym {
     const [x, w, bias] = ins.map((s) => this.#operand(s, label));
-    const ctx = new InferContext({
-      op: "Conv",
-      where: label,
-      inputs: ins.map((s) => s.type),
-      attrs,
-    });
+    const inputs = ins.map((s) => s.type);
+    const ctx = new InferContext({ op: "Conv", where: label, inputs, attrs });
     const win = resolveWindow(ctx, x.type.shape.slice(2), w.type.shape.slice(2));
     const plain = x.expr.kind === "load" && w.expr.kind === "load";
     const map = convMap(x.type.shape, w.type.shape, ctx.int("group", 1), win, plain);
@@ -540,24 +536,15 @@ class Fuser {
     const win = resolveWindow(ctx, x.type.shape.slice(2), ctx.ints("kernel_shape"));
     const map = poolMap(x.type.shape, win, op === "MaxPool" ? -Infinity : 0);
     const group = this.#groups.create(map.space, map.reduced, "pool");
-    const reduce = op === "MaxPool" ? "max" : "mean";
-    const pooled = this.#reduction(
-      group,
-      reduce,
-      reindex(x.expr, map.operands[0]),
-      label,
-      type,
-      x.labels,
-    );
+    const reduce = op === "MaxPool" ? "max" : "mean", read = reindex(x.expr, map.operands[0]);
+    const pooled = this.#reduction(group, reduce, read, label, type, x.labels);
     // An average whose divisor changes along the edges (padding left out of the count, ONNX's
     // default; a ceil-mode overhang): the mean of the zero-filled window times a constant map.
-    const spatial = x.type.shape.slice(2);
-    const inclusive = op === "AveragePool" && ctx.int("count_include_pad", 0) === 1;
-    const divisors = op === "AveragePool" ? poolDivisors(spatial, win, inclusive) : undefined;
+    const inclusive = ctx.int("count_include_pad", 0) === 1;
+    const divisors = op === "AveragePool" &&
+      poolDivisors(x.type.shape.slice(2), win, inclusive, type.dtype);
     if (!divisors) return pooled;
-    const data = fromNumbers(type.dtype, divisors);
-    const counts = { data, shape: [1, 1, ...win.out], dtype: type.dtype };
-    const scale = this.#constant(counts, label, this.#fresh++);
+    const scale = this.#constant(divisors, label, this.#fresh++);
     return this.#apply("Mul", [pooled, scale], {}, label, [type])[0];
   }
 

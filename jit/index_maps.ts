@@ -19,6 +19,8 @@ import { affineOffset } from "./access.ts";
 import { resolvePads, resolvePerm, resolveSlice } from "./ops/movement.ts";
 import type { InferContext } from "./ops/mod.ts";
 import type { Window } from "./ops/nn.ts";
+import { type DType, fromNumbers } from "./dtype.ts";
+import type { HostTensor } from "./host_tensor.ts";
 import { sameShape, type Shape, sizeOf } from "./shape.ts";
 
 /** An affine step: `coeff[j]` · coordinates + `offset[j]` for each operand axis `j`. */
@@ -236,16 +238,18 @@ export function convMap(
 
 /**
  * An average pool's correction where its divisor changes along the edges: per output position
- * (shape [1, 1, ...out]), the window's size over the elements it averages, those inside the
- * input (or inside the declared padding too, `inclusive`: ONNX's count_include_pad). The pool
- * reads zeros outside and divides by the window's size; times this map it divides by the count.
- * `undefined` where every window counts whole (no padding left out, no ceil-mode overhang).
+ * (a tensor of `dtype`, shape [1, 1, ...out]), the window's size over the elements it averages,
+ * those inside the input (or inside the declared padding too, `inclusive`: ONNX's
+ * count_include_pad). The pool reads zeros outside and divides by the window's size; times this
+ * map it divides by the count. `undefined` where every window counts whole (no padding left
+ * out, no ceil-mode overhang).
  */
 export function poolDivisors(
   spatial: Shape,
   win: Window,
   inclusive: boolean,
-): Float32Array | undefined {
+  dtype: DType,
+): HostTensor | undefined {
   const counts = spatial.map((d, axis) => {
     const lo = inclusive ? -win.padsBegin[axis] : 0;
     const hi = inclusive ? d + win.padsEnd[axis] : d;
@@ -261,11 +265,12 @@ export function poolDivisors(
   if (counts.every((c, axis) => c.every((n) => n === win.kernel[axis]))) return undefined;
   const area = win.kernel.reduce((p, q) => p * q, 1);
   const strides = win.out.map((_, i) => sizeOf(win.out.slice(i + 1)));
-  return Float32Array.from(
+  const map = Array.from(
     { length: sizeOf(win.out) },
     (_, flat) =>
       area / counts.reduce((p, c, axis) => p * c[Math.floor(flat / strides[axis]) % c.length], 1),
   );
+  return { data: fromNumbers(dtype, map), shape: [1, 1, ...win.out], dtype };
 }
 
 /**

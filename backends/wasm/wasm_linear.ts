@@ -25,7 +25,7 @@ import { isFloat, type Memo } from "./wasm_alu.ts";
 import { HIGH_HALF } from "./wasm_math.ts";
 import type { LoadExpr } from "./wasm_codegen.ts";
 import type { KernelFunction } from "./wasm_module.ts";
-import { type Accesses, type Linear, type Walk, walkAt } from "./wasm_walk.ts";
+import { type Accesses, type Linear, spreadLoad, type Walk, walkAt } from "./wasm_walk.ts";
 import {
   GUARDED_UNROLLED,
   outputAddress,
@@ -195,23 +195,6 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
     outs.every((k, i) =>
       vectorKind(exprs[i]) === (kernel.outputs[k].dtype === "bool" ? "mask" : "f32")
     );
-  /**
-   * Four 32-bit elements `stride` (2 or 3) apart from `address`, as two vector loads and a
-   * shuffle rather than four scalar loads: the first load holds elements 0 and `stride`, the
-   * second (ending at element 3·stride) the other two, so nothing past the last is read (a
-   * stride-2 pool's windows: 12 loads a tap row become 3).
-   */
-  const spread = (stride: number, address: number, stmts: number[]): number => {
-    const p = local(i32);
-    stmts.push(m.local.set(p, address));
-    const lanes = [0, stride, 4 + 3 - stride, 7];
-    const bytes = lanes.flatMap((l) => [4 * l, 4 * l + 1, 4 * l + 2, 4 * l + 3]);
-    return m.i8x16.shuffle(
-      m.v128.load(0, 4, get(p, i32)),
-      m.v128.load(4 * (3 * stride - 3), 4, get(p, i32)),
-      bytes,
-    );
-  };
   /** Evaluates `expr` for four consecutive points of a linear walk. */
   const vvalue = (expr: Expr, lin: Linear, memo: Memo, stmts: number[]): number => {
     const hit = memo.get(keyOf(expr));
@@ -248,7 +231,7 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
           : w.stride === 0
           ? (bool ? m.i32x4.splat(one(0)) : f4.splat(one(0)))
           : w.stride === 2 || w.stride === 3
-          ? spread(w.stride, at(w, lin.j), stmts)
+          ? spreadLoad(fn, w.stride, at(w, lin.j), stmts)
           : four(one);
         // A padded tap whose guard holds or fails along the whole walk (see `vectorWindows`):
         // where it fails, the fill, and no load (the walk may point outside the buffer).

@@ -65,3 +65,26 @@ export function walkAt(
   const index = lane ? m.i32.add(get(j), m.i32.const(lane)) : get(j);
   return m.i32.add(get(w.base), m.i32.mul(index, m.i32.const(4 * w.stride)));
 }
+
+/**
+ * Four 32-bit elements `stride` (2 or 3) apart from `address`, as two vector loads and a shuffle
+ * rather than four scalar loads: the first load holds elements 0 and `stride`, the second (ending
+ * at element 3·stride) the other two, so nothing past the last is read (a stride-2 pool's
+ * windows: 12 loads a tap row become 3). The address goes to a local (a statement into `stmts`).
+ */
+export function spreadLoad(
+  { m, wasm, local }: { m: WasmModule; wasm: Wasm; local: (type: number) => number },
+  stride: number,
+  address: number,
+  stmts: number[],
+): number {
+  const i32 = wasm.i32, p = local(i32), at = () => m.local.get(p, i32);
+  stmts.push(m.local.set(p, address));
+  const lanes = [0, stride, 4 + 3 - stride, 7];
+  const bytes = lanes.flatMap((l) => [4 * l, 4 * l + 1, 4 * l + 2, 4 * l + 3]);
+  return m.i8x16.shuffle(
+    m.v128.load(0, 4, at()),
+    m.v128.load(4 * (3 * stride - 3), 4, at()),
+    bytes,
+  );
+}
