@@ -163,22 +163,16 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
     const lin: Linear = { j: local(i32), loads: new Map(), stores: new Map(), guards };
     for (const [l, a] of acc.loads) {
       const base = local(i32);
-      // loadAddress points a load whose guards fail at its buffer's start.
-      stmts.push(m.local.set(base, loadAddress(l, stmts).address));
+      // loadAddress evaluates a load's guards at the walk's start (a guarded load's hold or fail
+      // along the whole walk), and points the load at its buffer's start where they fail.
+      const address = loadAddress(l, stmts);
+      stmts.push(m.local.set(base, address.address));
       lin.loads.set(l, { base, stride: strideOver(a, group, space)! });
       const g = acc.guarded?.get(l);
       if (!g) continue;
       const ok = local(i32);
-      const within = g.guards.map(({ at, bound }) =>
-        m.i32.lt_u(
-          at.weights.reduce(
-            (sum, w, d) => (w ? m.i32.add(sum, m.i32.mul(get(coord[d], i32), ic(w))) : sum),
-            ic(at.base),
-          ),
-          ic(bound),
-        )
-      );
-      stmts.push(m.local.set(ok, within.reduce((x, y) => m.i32.and(x, y), ic(1))));
+      const all = address.guards.reduce((x, c) => m.i32.and(x, get(c.ok, i32)), ic(1));
+      stmts.push(m.local.set(ok, all));
       guards.set(l, { ok, fill: g.fill });
     }
     for (const [k, a] of acc.stores) {
@@ -280,7 +274,7 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
       stmts.push(m.local.set(t, v));
       // One address, the lanes at constant offsets from it (a conv's NCHW output: its channels
       // a plane apart along the tile's columns).
-      const address = local(i32), forward = w.stride > 0;
+      const forward = w.stride > 0, address = forward ? local(i32) : -1;
       if (forward) stmts.push(m.local.set(address, at(w, lin.j)));
       for (let l = 0; l < 4; l++) {
         const lane = f4.extract_lane(get(t, v128), l);
