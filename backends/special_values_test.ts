@@ -12,6 +12,9 @@ import { assertClose, assertMatchesReference, f32, numbers, runGraph } from "../
 const SPECIAL = [NaN, -1, 1, NaN, Infinity, -Infinity, 0, -0, 3e38, 2e38, 0.5, -2.5];
 const OTHER = [1, NaN, 2, -Infinity, NaN, 0, -0, 0, Infinity, 1, 0.5, 3];
 const x = f32(SPECIAL, [3, 4]), y = f32(OTHER, [3, 4]);
+/** Pow's cases: negative bases to odd, even and fractional powers, zeros to either sign, NaNs. */
+const BASES = [-2, -2, -2, 0, 0, -0, -0, 4, -Infinity, -Infinity, NaN, -3, -0, -Infinity, 2, -0.5];
+const POWERS = [3, 2, 0.5, -1, 2, -3, 0.5, 0.5, 3, 2, 0, -Infinity, 3, 0.5, NaN, Infinity];
 
 const CASES: [op: string, inputs: typeof x[], attrs: Attrs][] = [
   ["Relu", [x], {}],
@@ -41,6 +44,7 @@ const CASES: [op: string, inputs: typeof x[], attrs: Attrs][] = [
   ["Mul", [x, y], {}],
   ["Div", [x, y], {}],
   ["Pow", [x, y], {}],
+  ["Pow", [f32(BASES, [4, 4]), f32(POWERS, [4, 4])], {}],
   ["Softmax", [x], { axis: -1 }],
   ["ReduceMax", [x], { axes: [1] }],
   ["ReduceMin", [x], { axes: [1] }],

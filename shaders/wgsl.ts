@@ -27,7 +27,8 @@ import {
   walk,
 } from "../jit/kernel_ir.ts";
 import { sizeOf } from "../jit/shape.ts";
-import { entryPoint, KernelLowering, NEVER, PRELUDE, storageBindings } from "./wgsl_expr.ts";
+import { KernelLowering, storageBindings } from "./wgsl_expr.ts";
+import { entryPoint, NEVER, PRELUDE } from "./wgsl_prelude.ts";
 import { emitHeldRows, emitRows, type RowTiling, rowTiling } from "./wgsl_rows.ts";
 import { quadAligned, quadInputs } from "./wgsl_quads.ts";
 import {

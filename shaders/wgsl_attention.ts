@@ -14,7 +14,8 @@ import { affineOffset } from "../jit/access.ts";
 import type { Expr, KernelBuffer, KernelIR } from "../jit/kernel_ir.ts";
 import { matmulOperands } from "../jit/kernel_ir.ts";
 import { sizeOf } from "../jit/shape.ts";
-import { Emitter, entryPoint, KernelLowering, NEVER, PRELUDE } from "./wgsl_expr.ts";
+import { Emitter, KernelLowering } from "./wgsl_expr.ts";
+import { entryPoint, NEVER, PRELUDE } from "./wgsl_prelude.ts";
 import { type KernelLayout, rowsLayout, tiledMatmul, type WgslOptions } from "./wgsl.ts";
 import { emitRows, streamedRows } from "./wgsl_rows.ts";
 import {

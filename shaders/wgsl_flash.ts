@@ -39,16 +39,8 @@ import { sizeOf } from "../jit/shape.ts";
 import type { Expr, KernelBuffer, KernelIR, Load } from "../jit/kernel_ir.ts";
 import { matmulOperands } from "../jit/kernel_ir.ts";
 import type { Attention } from "./wgsl_attention.ts";
-import {
-  Emitter,
-  entryPoint,
-  KernelLowering,
-  NEG_INF,
-  NEVER,
-  PRELUDE,
-  storageBindings,
-  wgslType,
-} from "./wgsl_expr.ts";
+import { Emitter, KernelLowering, NEG_INF, storageBindings, wgslType } from "./wgsl_expr.ts";
+import { entryPoint, NEVER, PRELUDE } from "./wgsl_prelude.ts";
 import { Structure } from "./wgsl_cancel.ts";
 import { type KernelLayout, rowsLayout, type WgslOptions } from "./wgsl.ts";
 import { combiner, streamedRows } from "./wgsl_rows.ts";

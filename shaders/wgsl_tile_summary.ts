@@ -21,7 +21,8 @@
 import { affineOffset } from "../jit/access.ts";
 import type { Expr, KernelBuffer, KernelIR, Load } from "../jit/kernel_ir.ts";
 import { matmulOperands } from "../jit/kernel_ir.ts";
-import { Emitter, entryPoint, KernelLowering, NEVER, PRELUDE } from "./wgsl_expr.ts";
+import { Emitter, KernelLowering } from "./wgsl_expr.ts";
+import { entryPoint, NEVER, PRELUDE } from "./wgsl_prelude.ts";
 import { type KernelLayout, rowsLayout } from "./wgsl.ts";
 import { streamedRows } from "./wgsl_rows.ts";
 import { type Flash, groupBindings, groupInputNames, KEYS, summaryGeometry } from "./wgsl_flash.ts";
