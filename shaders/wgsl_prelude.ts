@@ -43,6 +43,8 @@ fn k_prod(a: f32, b: f32) -> f32 { return select(a * b, a, k_never); }
 // first. Every entry point finds out (from a builtin, so no compiler folds it): 1 + 2^-12 squared
 // has a 2^-24 that only a fused fma keeps.
 var<private> k_fused: bool;
+// k_fused as a word of all ones or all zeros, for the divisions' bitwise choices (below).
+var<private> k_fusedmask: u32;
 fn k_fma_fused(n: u32) -> bool {
   let t = 1.0 + bitcast<f32>(0x39800000u) * f32(min(n, 1u));
   return fma(t, t, -(t * t)) != 0.0;
@@ -55,8 +57,8 @@ fn k_erf(x: f32) -> f32 {
   let y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-a * a);
   return select(sign(x) * y, x, k_isnan(x));
 }
-// The helpers below compute the value of every case and select the one that applies, latest test
-// first, so each reads as the reference's order of cases.
+// The helpers below compute each case's value and select the one that applies (no divergent
+// branches); the last select made is the reference's first case.
 fn k_pow(a: f32, b: f32) -> f32 {
   let odd = abs(b % 2.0) == 1.0;
   let r = exp2(b * log2(abs(a)));
@@ -70,13 +72,25 @@ fn k_pow(a: f32, b: f32) -> f32 {
   return select(v, 1.0, b == 0.0);
 }
 fn k_round(x: f32) -> f32 { return round(x); }
-// WGSL leaves a runtime float division by zero indeterminate; IEEE gives ±inf or NaN. Where
-// k_divnan or a zero divisor holds, k_divspecial is the IEEE quotient.
-fn k_divnan(a: f32, b: f32) -> bool { return k_isnan(a) || k_isnan(b) || (k_isinf(a) && k_isinf(b)); }
-fn k_divspecial(a: f32, b: f32) -> f32 {
-  let negative = (a < 0.0) != ((bitcast<u32>(b) & 0x80000000u) != 0u);
-  let inf = select(bitcast<f32>(k_special.y), bitcast<f32>(k_special.z), negative);
-  return select(inf, bitcast<f32>(k_special.x), k_divnan(a, b) || k_iszero(a));
+// WGSL leaves a runtime float division by zero indeterminate; IEEE gives ±inf or NaN. The
+// divisions decide their special cases on the operands' bits with integer arithmetic, a word's
+// top bit as the flag, and choose by masks: one select a case per division made NVIDIA's
+// pipeline compile take 9-13 ms a division (a GRU's gates, 168 divisions: 2.3 s; 0.9 s so).
+// Top bit set where the float of bits u is ±inf or NaN.
+fn k_infnan(u: u32) -> u32 { return (u & 0x7f800000u) + 0x00800000u; }
+// All ones where an operand is ±inf or NaN or the divisor ±0: the quotient is k_divspecial's.
+fn k_divodd(ua: u32, ub: u32) -> u32 {
+  return 0u - ((k_infnan(ua) | k_infnan(ub) | ((ub & 0x7fffffffu) - 1u)) >> 31u);
+}
+// The IEEE quotient's bits there: NaN for a NaN, inf / inf and 0 / 0; ±0 for a finite over ±inf;
+// ±inf otherwise; the sign the operands' signs' xor.
+fn k_divspecial(ua: u32, ub: u32) -> u32 {
+  let aa = ua & 0x7fffffffu;
+  let ab = ub & 0x7fffffffu;
+  let nan = ((0x7f800000u - aa) | (0x7f800000u - ab) | (((aa ^ 0x7f800000u) | (ab ^ 0x7f800000u)) - 1u) | ((aa | ab) - 1u)) >> 31u;
+  let zero = ((ab ^ 0x7f800000u) - 1u) >> 31u;
+  let value = ((ua ^ ub) & 0x80000000u) | (0x7f800000u & (zero - 1u));
+  return (value & (nan - 1u)) | (0x7fc00000u & (0u - nan));
 }
 fn k_fdiv(a: f32, b: f32) -> f32 {
   // WGSL's division may be 2.5 ulp off (it is on NVIDIA): one residual step rounds it as IEEE
@@ -85,15 +99,24 @@ fn k_fdiv(a: f32, b: f32) -> f32 {
   let q = select(a / b, a, k_never);
   let corrected = q + fma(-q, b, a) / b;
   // The residual a - q·b is exact only through a fused fma; an unfused one made llvmpipe's
-  // correctly rounded −0.85000002 / 0.02 one ulp off. Without it the division stands.
-  let r = select(q, corrected, k_fused && !k_isinf(q) && !k_isinf(b));
-  return select(r, k_divspecial(a, b), k_divnan(a, b) || k_iszero(b));
+  // correctly rounded −0.85000002 / 0.02 one ulp off. Without it, or where q overflowed to ±inf,
+  // the division stands.
+  let ua = bitcast<u32>(a);
+  let ub = bitcast<u32>(b);
+  let uq = bitcast<u32>(q);
+  let step = k_fusedmask & ((k_infnan(uq) >> 31u) - 1u);
+  let r = (bitcast<u32>(corrected) & step) | (uq & ~step);
+  let odd = k_divodd(ua, ub);
+  return bitcast<f32>((r & ~odd) | (k_divspecial(ua, ub) & odd));
 }
 // An f16 quotient (its caller rounds it to f16): WGSL's f32 division, within 2.5 f32 ulp, rounds
 // to the IEEE f16 quotient except within those ulp of an f16 rounding midpoint (an exact f16
 // quotient stays exact), so k_fdiv's residual step, a second division, is not needed.
 fn k_hdiv(a: f32, b: f32) -> f32 {
-  return select(a / b, k_divspecial(a, b), k_divnan(a, b) || k_iszero(b));
+  let ua = bitcast<u32>(a);
+  let ub = bitcast<u32>(b);
+  let odd = k_divodd(ua, ub);
+  return bitcast<f32>((bitcast<u32>(a / b) & ~odd) | (k_divspecial(ua, ub) & odd));
 }
 // Out of range, the conversion's value is the implementation's: it is computed, then replaced.
 fn k_f2i(x: f32, lo: i32, hi: i32) -> i32 {
@@ -108,7 +131,8 @@ fn k_f2u(x: f32, hi: u32) -> u32 {
 `;
 
 /** The first statements of every entry point using {@linkcode PRELUDE} (it has `nwg`). */
-export const NEVER = "k_never = nwg.x == 0u; k_fused = k_fma_fused(nwg.x);";
+export const NEVER =
+  "k_never = nwg.x == 0u; k_fused = k_fma_fused(nwg.x); k_fusedmask = select(0u, ~0u, k_fused);";
 
 /**
  * A shader's entry point of workgroups of `size` (a WGSL `workgroup_size` argument list) around
