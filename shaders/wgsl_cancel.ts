@@ -120,3 +120,18 @@ export function exactScale(divisor: Expr): number | undefined {
   const k = Math.log2(Math.abs(v));
   return Number.isInteger(k) && Math.abs(k) <= 126 ? 1 / v : undefined;
 }
+
+/**
+ * Whether a Div is a finite constant over a constant of 1 or more plus an Exp (Sigmoid's and
+ * Tanh's): such a divisor is ≥ 1, +inf or NaN, never ±0 and never negative, and the quotient
+ * cannot overflow, so of the division's special cases only the divisor's +inf and NaN remain (see
+ * `k_fdivexp`).
+ */
+export function overOnePlusExp(dividend: Expr, divisor: Expr): boolean {
+  if (dividend.kind !== "const" || !Number.isFinite(Math.fround(dividend.value))) return false;
+  if (divisor.kind !== "alu" || divisor.op !== "Add") return false;
+  const [x, y] = divisor.args;
+  const atLeastOne = (e: Expr) => e.kind === "const" && Math.fround(e.value) >= 1;
+  const exp = (e: Expr) => e.kind === "alu" && e.op === "Exp";
+  return (atLeastOne(x) && exp(y)) || (exp(x) && atLeastOne(y));
+}

@@ -18,7 +18,7 @@ import type {
 } from "../jit/kernel_ir.ts";
 import { type Shape, stridesOf } from "../jit/shape.ts";
 import { reshapeCoord } from "../jit/access.ts";
-import { exactScale, mayCancel, Structure } from "./wgsl_cancel.ts";
+import { exactScale, mayCancel, overOnePlusExp, Structure } from "./wgsl_cancel.ts";
 /** The WGSL scalar type that holds a dtype. */
 export function wgslType(dtype: DType): "f32" | "i32" | "u32" {
   return dtype === "f32" || dtype === "f16"
@@ -91,6 +91,8 @@ interface AluArgs extends AluOperands<string> {
   readonly cancel: boolean;
   /** A float Div's divisor as an exact reciprocal to multiply by (see {@linkcode exactScale}). */
   readonly scale?: number;
+  /** A float Div of a finite constant by 1 + exp(·) (see {@linkcode overOnePlusExp}). */
+  readonly overExp?: boolean;
 }
 
 const flag = (cond: string) => `select(0u, 1u, ${cond})`;
@@ -116,9 +118,10 @@ const WGSL_ALU = {
   Mul: ({ a, int, cancel }) =>
     int ? `(${a[0]} * ${a[1]})` : `${cancel ? "k_mul" : "k_prod"}(${a[0]}, ${a[1]})`,
   // Integer divisors are never zero here (see `jit/integer_rules.ts`).
-  Div: ({ a, int, scale, out }) => {
+  Div: ({ a, int, scale, overExp, out }) => {
     if (int) return `(${a[0]} / ${a[1]})`;
     if (scale !== undefined) return `(${a[0]} * ${literal(scale, "f32")})`;
+    if (overExp && out === "f32") return `k_fdivexp(${a[0]}, ${a[1]})`;
     return `${out === "f16" ? "k_hdiv" : "k_fdiv"}(${a[0]}, ${a[1]})`;
   },
   Pow: ({ a, t, int }) =>
@@ -162,12 +165,12 @@ export function alu(
   a: readonly string[],
   d: readonly DType[],
   out: DType,
-  exact: { cancel?: boolean; scale?: number } = {},
+  exact: { cancel?: boolean; scale?: number; overExp?: boolean } = {},
 ): string {
   const t = wgslType(d[0] ?? out);
   const int = t !== "f32";
   const cancel = (exact.cancel ?? true) && !int;
-  return WGSL_ALU[op]({ a, d, out, t, int, cancel, scale: exact.scale });
+  return WGSL_ALU[op]({ a, d, out, t, int, cancel, scale: exact.scale, overExp: exact.overExp });
 }
 
 /** Casts follow the reference: truncate and saturate into integers, NaN → 0, bool is x != 0. */
@@ -439,6 +442,7 @@ export class KernelLowering {
             {
               cancel: mayCancel(expr.op, expr.args, this.#structure),
               scale: expr.op === "Div" ? exactScale(expr.args[1]) : undefined,
+              overExp: expr.op === "Div" && overOnePlusExp(expr.args[0], expr.args[1]),
             },
           ),
           expr.dtype,
