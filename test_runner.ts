@@ -9,6 +9,12 @@
  * core dumped) after every test passed. Measured on the 2-core VM with Deno 2.9.6, 30 modules
  * each requesting an adapter, running one shader and destroying the device, no kiln code at all:
  * 2 of 24 processes aborted; kiln's own suite 1 in 3 to 10. One GPU isolate a process: 0 of 40.
+ * One isolate still aborts now and then: `onnx/export_test.ts`, whose auto compiles request the
+ * adapter, aborted 2-5 of 100 processes at exit (2026-11-27), 0 of 100 with `navigator.gpu`
+ * hidden and 0 of 100 with its compiles on wasm, and still 5 of 100 where auto requested the
+ * adapter alone, no device. So a module whose process ends abnormally with no test failed runs
+ * once more, and counts as failed unless that run passes and ends cleanly: a crash of kiln's
+ * would repeat, the teardown's has not.
  *
  * Arguments: paths (files or folders) choose the modules (default: every `*_test.ts` outside
  * `npm/`); anything else is passed to each `deno test` (e.g. `--filter name`).
@@ -21,6 +27,13 @@ const ROOT = new URL(".", import.meta.url).pathname;
 const SKIP = new Set(["npm", "node_modules", ".git", ".device", ".device_in", "bench"]);
 /** Deno's summary line of a run: `ok | 5 passed (2 steps) | 0 failed (3s)`. */
 const SUMMARY = /(\d+) passed(?: \([^)]*\))? \| (\d+) failed/;
+
+/** Passed and failed tests in a run's output (none where it printed no summary). */
+function counts(out: string): [passed: number, failed: number] | undefined {
+  // deno-lint-ignore no-control-regex
+  const summary = SUMMARY.exec(out.replace(/\x1b\[[0-9;]*m/g, ""));
+  return summary ? [Number(summary[1]), Number(summary[2])] : undefined;
+}
 
 /** Every test module under `dir` (absolute or from the repository root), sorted. */
 function testModules(dir: string): string[] {
@@ -72,17 +85,24 @@ const broken: string[] = [];
 for (const m of modules) {
   const { code, signal, out } = await deno(["test", "-A", "--no-check", ...flags, m]);
   Deno.stdout.writeSync(new TextEncoder().encode(out));
-  // deno-lint-ignore no-control-regex
-  const summary = SUMMARY.exec(out.replace(/\x1b\[[0-9;]*m/g, ""));
-  const [p, f] = summary ? [Number(summary[1]), Number(summary[2])] : [0, 0];
+  const [p, f] = counts(out) ?? [0, 0];
   passed += p;
   failed += f;
-  if (f > 0 || code !== 0) broken.push(m);
-  // A process that fails without a failed test (a crash, an abort at exit) counts as one.
+  // A process that fails without a failed test (a crash, an abort at exit) counts as one, unless
+  // a second run passes and ends cleanly (see the module documentation).
   if (code !== 0 && f === 0) {
+    const again = await deno(["test", "-A", "--no-check", ...flags, m]);
+    const how = `${m} exited with ${signal ?? code} after its tests`;
+    if (again.code === 0) {
+      // Its counts are the second run's (the first may have died before printing them).
+      passed += (counts(again.out)?.[0] ?? 0) - p;
+      console.log(`test_runner: ${how}; a second run passed and ended cleanly`);
+      continue;
+    }
     failed++;
-    console.log(`test_runner: ${m} exited with ${signal ?? code} after its tests`);
-  }
+    broken.push(m);
+    console.log(`test_runner: ${how}, and again on a second run`);
+  } else if (f > 0) broken.push(m);
 }
 if (broken.length) console.log(`\nfailed modules:\n${broken.map((m) => `  ${m}`).join("\n")}`);
 const seconds = Math.round((performance.now() - start) / 1000);

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 
 const RUNNER = new URL("./test_runner.ts", import.meta.url).pathname;
 
-Deno.test("the test runner sums modules' counts and fails a module that aborts after its tests", async () => {
+Deno.test("the test runner sums modules' counts and fails a module that aborts after its tests twice", async () => {
   const dir = await Deno.makeTempDir({ prefix: "kiln-runner-" });
   try {
     // Named off the test pattern: they run only where passed, as here.
@@ -18,6 +18,11 @@ Deno.test("the test runner sums modules' counts and fails a module that aborts a
     await Deno.writeTextFile(
       `${dir}/aborts.ts`,
       'Deno.test("fine", () => {});\naddEventListener("unload", () => Deno.kill(Deno.pid, "SIGABRT"));\n',
+    );
+    // Aborts at exit on its first run only, as the teardown now and then does.
+    await Deno.writeTextFile(
+      `${dir}/flaky.ts`,
+      `Deno.test("fine", () => {});\naddEventListener("unload", () => {\n  try { Deno.statSync("${dir}/mark"); } catch {\n    Deno.writeTextFileSync("${dir}/mark", "");\n    Deno.kill(Deno.pid, "SIGABRT");\n  }\n});\n`,
     );
     const run = async (...files: string[]) => {
       const { code, stdout } = await new Deno.Command(Deno.execPath(), {
@@ -37,6 +42,14 @@ Deno.test("the test runner sums modules' counts and fails a module that aborts a
     assert.match(bad.last, /^FAILED \| 3 passed \| 2 failed \(\d+s, 3 modules\)$/);
     assert.match(bad.text, /aborts\.ts exited with SIGABRT after its tests/);
     assert.match(bad.text, /failed modules:\n {2}.*fails\.ts\n {2}.*aborts\.ts/);
+    assert.match(
+      bad.text,
+      /aborts\.ts exited with SIGABRT after its tests, and again on a second run/,
+    );
+    const flaky = await run("passes.ts", "flaky.ts");
+    assert.equal(flaky.code, 0, flaky.text);
+    assert.match(flaky.last, /^ok \| 3 passed \| 0 failed \(\d+s, 2 modules\)$/);
+    assert.match(flaky.text, /flaky\.ts exited with SIGABRT after its tests; a second run passed/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
