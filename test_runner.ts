@@ -82,8 +82,9 @@ if (checked.code !== 0) {
 }
 let passed = 0, failed = 0;
 const broken: string[] = [];
+const runModule = (m: string) => deno(["test", "-A", "--no-check", ...flags, m]);
 for (const m of modules) {
-  const { code, signal, out } = await deno(["test", "-A", "--no-check", ...flags, m]);
+  const { code, signal, out } = await runModule(m);
   Deno.stdout.writeSync(new TextEncoder().encode(out));
   const [p, f] = counts(out) ?? [0, 0];
   passed += p;
@@ -91,7 +92,7 @@ for (const m of modules) {
   // A process that fails without a failed test (a crash, an abort at exit) counts as one, unless
   // a second run passes and ends cleanly (see the module documentation).
   if (code !== 0 && f === 0) {
-    const again = await deno(["test", "-A", "--no-check", ...flags, m]);
+    const again = await runModule(m);
     const how = `${m} exited with ${signal ?? code} after its tests`;
     if (again.code === 0) {
       // Its counts are the second run's (the first may have died before printing them).

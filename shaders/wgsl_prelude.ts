@@ -41,9 +41,8 @@ var<private> k_never: bool;
 fn k_prod(a: f32, b: f32) -> f32 { return select(a * b, a, k_never); }
 // WGSL leaves fma's rounding to the implementation: NVIDIA fuses it, llvmpipe rounds the product
 // first. Every entry point finds out (from a builtin, so no compiler folds it): 1 + 2^-12 squared
-// has a 2^-24 that only a fused fma keeps.
-var<private> k_fused: bool;
-// k_fused as a word of all ones or all zeros, for the divisions' bitwise choices (below).
+// has a 2^-24 that only a fused fma keeps. The answer is a word of all ones (fused) or all zeros,
+// for the divisions' bitwise choices (below).
 var<private> k_fusedmask: u32;
 fn k_fma_fused(n: u32) -> bool {
   let t = 1.0 + bitcast<f32>(0x39800000u) * f32(min(n, 1u));
@@ -76,6 +75,8 @@ fn k_round(x: f32) -> f32 { return round(x); }
 // divisions decide their special cases on the operands' bits with integer arithmetic, a word's
 // top bit as the flag, and choose by masks: one select a case per division made NVIDIA's
 // pipeline compile take 9-13 ms a division (a GRU's gates, 168 divisions: 2.3 s; 0.9 s so).
+// The bits of y where mask m is set, of x elsewhere.
+fn k_pick(x: u32, y: u32, m: u32) -> u32 { return (x & ~m) | (y & m); }
 // Top bit set where the float of bits u is ±inf or NaN.
 fn k_infnan(u: u32) -> u32 { return (u & 0x7f800000u) + 0x00800000u; }
 // All ones where an operand is ±inf or NaN or the divisor ±0: the quotient is k_divspecial's.
@@ -90,7 +91,7 @@ fn k_divspecial(ua: u32, ub: u32) -> u32 {
   let nan = ((0x7f800000u - aa) | (0x7f800000u - ab) | (((aa ^ 0x7f800000u) | (ab ^ 0x7f800000u)) - 1u) | ((aa | ab) - 1u)) >> 31u;
   let zero = ((ab ^ 0x7f800000u) - 1u) >> 31u;
   let value = ((ua ^ ub) & 0x80000000u) | (0x7f800000u & (zero - 1u));
-  return (value & (nan - 1u)) | (0x7fc00000u & (0u - nan));
+  return k_pick(value, 0x7fc00000u, 0u - nan);
 }
 fn k_fdiv(a: f32, b: f32) -> f32 {
   // WGSL's division may be 2.5 ulp off (it is on NVIDIA): one residual step rounds it as IEEE
@@ -105,9 +106,8 @@ fn k_fdiv(a: f32, b: f32) -> f32 {
   let ub = bitcast<u32>(b);
   let uq = bitcast<u32>(q);
   let step = k_fusedmask & ((k_infnan(uq) >> 31u) - 1u);
-  let r = (bitcast<u32>(corrected) & step) | (uq & ~step);
-  let odd = k_divodd(ua, ub);
-  return bitcast<f32>((r & ~odd) | (k_divspecial(ua, ub) & odd));
+  let r = k_pick(uq, bitcast<u32>(corrected), step);
+  return bitcast<f32>(k_pick(r, k_divspecial(ua, ub), k_divodd(ua, ub)));
 }
 // A finite a over 1 + exp(·) (Sigmoid's, Tanh's): b is ≥ 1, +inf or NaN, so q cannot overflow
 // and of the special cases only b's remain (a signed zero over +inf, NaN over NaN): fewer
@@ -115,12 +115,11 @@ fn k_fdiv(a: f32, b: f32) -> f32 {
 fn k_fdivexp(a: f32, b: f32) -> f32 {
   let q = select(a / b, a, k_never);
   let corrected = q + fma(-q, b, a) / b;
-  let r = (bitcast<u32>(corrected) & k_fusedmask) | (bitcast<u32>(q) & ~k_fusedmask);
+  let r = k_pick(bitcast<u32>(q), bitcast<u32>(corrected), k_fusedmask);
   let ub = bitcast<u32>(b) & 0x7fffffffu;
-  let nan = (0x7f800000u - ub) >> 31u;
-  let special = (bitcast<u32>(a) & 0x80000000u & (nan - 1u)) | (0x7fc00000u & (0u - nan));
-  let odd = 0u - (k_infnan(ub) >> 31u);
-  return bitcast<f32>((r & ~odd) | (special & odd));
+  let nan = 0u - ((0x7f800000u - ub) >> 31u);
+  let special = k_pick(bitcast<u32>(a) & 0x80000000u, 0x7fc00000u, nan);
+  return bitcast<f32>(k_pick(r, special, 0u - (k_infnan(ub) >> 31u)));
 }
 // An f16 quotient (its caller rounds it to f16): WGSL's f32 division, within 2.5 f32 ulp, rounds
 // to the IEEE f16 quotient except within those ulp of an f16 rounding midpoint (an exact f16
@@ -128,8 +127,7 @@ fn k_fdivexp(a: f32, b: f32) -> f32 {
 fn k_hdiv(a: f32, b: f32) -> f32 {
   let ua = bitcast<u32>(a);
   let ub = bitcast<u32>(b);
-  let odd = k_divodd(ua, ub);
-  return bitcast<f32>((bitcast<u32>(a / b) & ~odd) | (k_divspecial(ua, ub) & odd));
+  return bitcast<f32>(k_pick(bitcast<u32>(a / b), k_divspecial(ua, ub), k_divodd(ua, ub)));
 }
 // Out of range, the conversion's value is the implementation's: it is computed, then replaced.
 fn k_f2i(x: f32, lo: i32, hi: i32) -> i32 {
@@ -144,8 +142,7 @@ fn k_f2u(x: f32, hi: u32) -> u32 {
 `;
 
 /** The first statements of every entry point using {@linkcode PRELUDE} (it has `nwg`). */
-export const NEVER =
-  "k_never = nwg.x == 0u; k_fused = k_fma_fused(nwg.x); k_fusedmask = select(0u, ~0u, k_fused);";
+export const NEVER = "k_never = nwg.x == 0u; k_fusedmask = select(0u, ~0u, k_fma_fused(nwg.x));";
 
 /**
  * A shader's entry point of workgroups of `size` (a WGSL `workgroup_size` argument list) around
