@@ -39,6 +39,7 @@ import {
   writeTextFile,
 } from "./cli_files.ts";
 import { info } from "./cli_info.ts";
+import { pairs, parseShape, runCount, useGpu } from "./cli_args.ts";
 
 const HELP = `kiln ${VERSION}: a JIT codegen runtime for tensor compute graphs
 
@@ -63,6 +64,10 @@ Usage:
       opsets, inputs and outputs, parameters, op histogram and ops kiln cannot import.
   kiln --version
       The version. Every command takes --help.
+
+Every command takes --gpu dawn|navigator: the WebGPU implementation (default: KILN_GPU, else
+navigator, Deno's own). dawn is the webgpu npm package; its readback takes microseconds where
+Deno's sleeps 10 ms. KILN_DAWN_FLAGS passes Dawn its flags (backend=opengles where only EGL is).
 
 Exit codes: 0 ok, 1 bad input (a message with a Fix:), 2 usage (unknown command or option),
 70 an unexpected error (KILN_DEBUG=1 prints its stack).
@@ -119,32 +124,6 @@ function summarize(t: HostTensor): OutputSummary {
     mean: values.length ? sum / values.length : NaN,
     head: values.slice(0, 6),
   };
-}
-
-function pairs(list: string[] | undefined, flag: string): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const item of list ?? []) {
-    const eq = item.indexOf("=");
-    if (eq <= 0) {
-      throw new KilnError(`${flag} ${item} is not NAME=VALUE`, {
-        code: "bad-input",
-        fix: `write ${flag} x=path/to/file`,
-      });
-    }
-    out.set(item.slice(0, eq), item.slice(eq + 1));
-  }
-  return out;
-}
-
-function parseShape(text: string, name: string): number[] {
-  const dims = text.split(/[x,]/).map(Number);
-  if (!text || dims.some((d) => !Number.isInteger(d) || d < 0)) {
-    throw new KilnError(`--shape ${name}=${text} is not a shape`, {
-      code: "bad-input",
-      fix: "write e.g. --shape x=2x16x128",
-    });
-  }
-  return dims;
 }
 
 /** A raw little-endian file's bytes as `dtype` elements (copied into a fresh array). */
@@ -516,23 +495,6 @@ async function bench(args: string[]): Promise<number> {
   return 0;
 }
 
-/** `--runs` (or `flag`) as a positive integer, or a usage error for `kiln command`. */
-function runCount(
-  command: string,
-  value: string | undefined,
-  example: number,
-  flag = "--runs",
-): number {
-  const runs = Number(value);
-  if (!Number.isInteger(runs) || runs < 1) {
-    throw new KilnError(`kiln ${command}: ${flag} must be a positive integer, got ${value}`, {
-      code: "bad-input",
-      fix: `pass e.g. ${flag} ${example}`,
-    });
-  }
-  return runs;
-}
-
 /** Runs the CLI with `args`; returns the exit code. Errors print their message and `Fix:` hint. */
 export async function main(args: string[]): Promise<number> {
   const [command = "help", ...rest] = args;
@@ -546,6 +508,7 @@ export async function main(args: string[]): Promise<number> {
     return 0;
   }
   try {
+    useGpu(rest);
     switch (command) {
       case "run":
         return await run(rest);

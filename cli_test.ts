@@ -138,6 +138,32 @@ for (const name of ["mlp", "lenet", "transformer_block"]) {
   }
 }
 
+Deno.test("kiln run --gpu dawn runs the model on Dawn's WebGPU; --gpu takes only dawn or navigator", async () => {
+  const models = new URL("../shared/models/", import.meta.url).pathname;
+  const dir = await Deno.makeTempDir();
+  try {
+    // No Vulkan in CI: Dawn's GL backend over llvmpipe, headless.
+    const env = { EGL_PLATFORM: "surfaceless", KILN_DAWN_FLAGS: "backend=opengles" };
+    const args = ["run", `${models}lenet.onnx`, "--input", `x=${models}lenet.in.x.float32.bin`];
+    const r = await kilnWith(env, ...args, "--gpu", "dawn", "--backend", "webgpu", "--save", dir);
+    assert.equal(r.code, 0, r.stderr);
+    const got = new Float32Array((await Deno.readFile(`${dir}/y.bin`)).buffer);
+    const want = new Float32Array((await Deno.readFile(`${models}lenet.out.y.float32.bin`)).buffer);
+    assert.ok(want.every((w, i) => Math.abs(got[i] - w) <= 1e-4));
+    const info = await kilnWith(env, "info", "--gpu=dawn", "--json");
+    assert.equal(info.code, 0, info.stderr);
+    assert.match(info.stdout, /OpenGL/);
+    const bad = await kiln(...args, "--gpu", "dwan");
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /--gpu dwan names no WebGPU implementation\. Fix: pass --gpu dawn/);
+    const env2 = await kilnWith({ KILN_GPU: "metal" }, ...args);
+    assert.equal(env2.code, 1);
+    assert.match(env2.stderr, /KILN_GPU=metal .*Fix:/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("kiln run with a bad model path, wrong input size or unknown input says how to fix it", async () => {
   const models = new URL("../shared/models/", import.meta.url).pathname;
   const missing = await kiln("run", "/nonexistent/model.onnx");

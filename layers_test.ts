@@ -125,8 +125,13 @@ Deno.test("the CLI's module graph holds kiln's own dependencies and no benchmark
   }).outputSync();
   assert.ok(out.success, "deno info --json cli.ts failed");
   const info = JSON.parse(new TextDecoder().decode(out.stdout));
-  const packages = Object.keys(info.npmPackages ?? {}).map((p: string) => p.replace(/@[^@]+$/, ""));
-  assert.deepEqual(packages, []);
+  // Dawn (`--gpu dawn`, the webgpu package and its dependencies) is a computed dynamic import,
+  // fetched only when a caller asks for it; the lockfile pins it. A fresh DENO_DIR running the
+  // CLI on wasm downloaded nothing (2026-11-27).
+  const dawn = ["webgpu", "@webgpu/types", "debug", "ms"];
+  const name = (p: string) => p.replace(/@[^@]+$/, "");
+  const packages = Object.keys(info.npmPackages ?? {}).map(name);
+  assert.deepEqual(packages.filter((p) => !dawn.includes(p)), []);
   const lock = JSON.parse(readFileSync(join(ROOT, "deno.lock"), "utf8"));
-  assert.deepEqual(Object.keys(lock.npm ?? {}), []);
+  assert.deepEqual(Object.keys(lock.npm ?? {}).map(name).filter((p) => !dawn.includes(p)), []);
 });

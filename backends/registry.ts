@@ -9,7 +9,7 @@ import { KilnError } from "../jit/errors.ts";
 import type { Backend, BackendSet, NodeInfo } from "../jit/backend.ts";
 import { ReferenceBackend } from "./reference/reference_backend.ts";
 import { WasmBackend } from "./wasm/wasm_backend.ts";
-import { WebGpuBackend } from "./webgpu/webgpu_backend.ts";
+import { gpuChoice, WebGpuBackend } from "./webgpu/webgpu_backend.ts";
 
 /** A set of backends keyed by id. */
 export class BackendRegistry implements BackendSet {
@@ -20,10 +20,13 @@ export class BackendRegistry implements BackendSet {
     this.register(new ReferenceBackend());
   }
 
-  /** A registry with every built-in backend available here: reference, wasm, and WebGPU where `navigator.gpu` exists. */
+  /**
+   * A registry with every built-in backend available here: reference, wasm, and WebGPU where
+   * `navigator.gpu` exists or `KILN_GPU=dawn` names Dawn.
+   */
   static withDefaults(): BackendRegistry {
     const r = new BackendRegistry().register(new WasmBackend());
-    if (WebGpuBackend.available()) r.register(new WebGpuBackend());
+    if (gpuChoice() === "dawn" || WebGpuBackend.available()) r.register(new WebGpuBackend());
     return r;
   }
 

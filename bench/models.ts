@@ -10,6 +10,7 @@
  *
  *   deno run -A bench/models.ts [--machine NAME] [--runners a,b] [--models a,b] [--out FILE]
  *     [--processes N]   (each cell the median over N processes; default 1)
+ *     [--gpu dawn|navigator]   (kiln's WebGPU implementation, as KILN_GPU; default navigator)
  *   deno run -A bench/models.ts --report
  *   deno run -A bench/models.ts --placement FILE   (adds kiln auto's plan where FILE lacks it)
  *
@@ -22,7 +23,14 @@ import { parseArgs } from "node:util";
 import { type Executable, explain, KilnError, OnnxModel, type TensorMap } from "../mod.ts";
 import { EXPORT_NAMES, MODEL_NAMES, namedModel } from "../onnx/testdata.ts";
 import { median } from "./timed.ts";
-import { type ModelResult, report, type Results, type Runner, RUNNERS } from "./models_report.ts";
+import {
+  type ModelResult,
+  report,
+  type Results,
+  type Runner,
+  RUNNERS,
+  type WebGpuImpl,
+} from "./models_report.ts";
 
 const HERE = new URL(".", import.meta.url).pathname;
 /** The model, its inputs and ONNX Runtime's recorded output `y`. */
@@ -148,14 +156,18 @@ async function gpuName(): Promise<string | undefined> {
  * One model on one runner in a process of its own; `kiln-warm` in a second process, its kernel
  * cache (a fresh directory) filled by the first.
  */
-function inProcess(model: string, runner: Runner): ModelResult {
+function inProcess(model: string, runner: Runner, gpu: WebGpuImpl): ModelResult {
   const warm = runner === "kiln-warm";
   const cache = warm ? Deno.makeTempDirSync({ prefix: "kiln-warm-" }) : "off";
   const spawn = () =>
     spawnSync(
       Deno.execPath(),
       ["run", "-A", new URL(import.meta.url).pathname, "--one", model, "--runner", runner],
-      { encoding: "utf8", timeout: 300_000, env: { ...process.env, KILN_CACHE_DIR: cache } },
+      {
+        encoding: "utf8",
+        timeout: 300_000,
+        env: { ...process.env, KILN_CACHE_DIR: cache, KILN_GPU: gpu },
+      },
     );
   if (warm) spawn();
   const child = spawn();
@@ -198,13 +210,17 @@ async function measure(
   models: string[],
   out: string,
   processes: number,
+  gpu: WebGpuImpl,
 ) {
   const results: ModelResult[] = [];
   for (const model of models) {
     // Round by round, every runner once a round: this VM's speed moves in phases of a second
     // or more (a fixed loop ran 1.9 or 3.4 ms a call for seconds at a time, 2026-11-27), and a
     // runner's processes back to back would share a phase its peers' do not.
-    const rounds = Array.from({ length: processes }, () => runners.map((r) => inProcess(model, r)));
+    const rounds = Array.from(
+      { length: processes },
+      () => runners.map((r) => inProcess(model, r, gpu)),
+    );
     for (const [i, runner] of runners.entries()) {
       const r = acrossProcesses(rounds.map((round) => round[i]));
       results.push(r);
@@ -223,6 +239,7 @@ async function measure(
     cpu: cpus()[0]?.model ?? "unknown",
     cores: availableParallelism(),
     gpu: await gpuName(),
+    webgpu: gpu,
     date: new Date().toISOString().slice(0, 10),
     results,
   };
@@ -243,6 +260,7 @@ if (import.meta.main) {
       report: { type: "boolean", default: false },
       processes: { type: "string", default: "1" },
       placement: { type: "string" },
+      gpu: { type: "string", default: "navigator" },
     },
   });
   if (values.one) {
@@ -262,6 +280,7 @@ if (import.meta.main) {
       values.models.split(","),
       out,
       Math.max(1, Number(values.processes) || 1),
+      values.gpu === "dawn" ? "dawn" : "navigator",
     );
     if (existsSync(out)) writeFileSync(`${HERE}REPORT-models.md`, report());
   }

@@ -26,6 +26,9 @@ export const RUNNERS = [
 /** One runner. */
 export type Runner = typeof RUNNERS[number];
 
+/** A WebGPU implementation kiln can run on (see `WebGpuOptions.gpu`). */
+export type WebGpuImpl = "navigator" | "dawn";
+
 /** One model on one runner. */
 export interface ModelResult {
   readonly model: string;
@@ -52,6 +55,8 @@ export interface Results {
   readonly cpu: string;
   readonly cores: number;
   readonly gpu?: string;
+  /** kiln's WebGPU implementation (`KILN_GPU`); absent: `navigator` (Deno's own). */
+  readonly webgpu?: WebGpuImpl;
   readonly date: string;
   readonly results: ModelResult[];
 }
@@ -277,7 +282,9 @@ export function report(): string {
   const svg: string[] = [];
   for (const r of all) {
     lines.push(
-      `## ${r.machine}: ${r.cores} cores (${r.cpu})${r.gpu ? `, GPU: ${r.gpu}` : ""}, ${r.date}`,
+      `## ${r.machine}: ${r.cores} cores (${r.cpu})${r.gpu ? `, GPU: ${r.gpu}` : ""}, ${r.date}${
+        r.webgpu === "dawn" ? ", kiln's WebGPU: Dawn (`--gpu dawn`)" : ""
+      }`,
       "",
       "| model | kiln wasm | kiln webgpu | kiln auto | ORT wasm | ORT webgpu | wasm ÷ ORT wasm | auto ÷ best kiln | auto's plan | webgpu ÷ ORT webgpu | first run kiln wasm / ORT wasm | warm cache: first run ÷ ORT's | max rel. error (kiln) |",
       "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",

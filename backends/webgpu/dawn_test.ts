@@ -1,0 +1,80 @@
+// Dawn (the webgpu npm package) as kiln's WebGPU implementation under Deno. CI has no Vulkan: it
+// runs on Dawn's GL backend over llvmpipe, headless through EGL (KILN_DAWN_FLAGS overrides, as
+// on the GPU machine: backend=vulkan).
+import assert from "node:assert/strict";
+import { compile } from "../../mod.ts";
+import { differentialOn } from "../../jit/differential.ts";
+import { KilnError } from "../../jit/errors.ts";
+import { explain } from "../../jit/explain.ts";
+import { GraphBuilder } from "../../jit/graph_builder.ts";
+import { assertClose, f32, numbers } from "../../jit/testing.ts";
+import { importOnnx } from "../../onnx/import.ts";
+import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
+import { BackendRegistry } from "../registry.ts";
+import { gpuChoice, WebGpuBackend } from "./webgpu_backend.ts";
+
+// EGL reads it when Dawn opens its display, so setting it here, before, is in time.
+if (!Deno.env.get("EGL_PLATFORM")) Deno.env.set("EGL_PLATFORM", "surfaceless");
+const flags = Deno.env.get("KILN_DAWN_FLAGS")?.split(/\s+/) ?? ["backend=opengles"];
+const dawn = new WebGpuBackend({ gpu: "dawn", dawnFlags: flags, allowSoftware: true });
+await dawn.prepare();
+
+Deno.test("Dawn gives an adapter and a device with real limits", () => {
+  const c = dawn.capabilities();
+  assert.ok(c.maxWorkgroupSize >= 64 && c.maxStorageBufferBytes > 0 && c.maxBindings >= 8, c.name);
+});
+
+for (const name of MODEL_NAMES) {
+  Deno.test(`${name} on Dawn matches ONNX Runtime within 1e-4`, async () => {
+    const m = await referenceModel(name);
+    const exe = await compile(importOnnx(m.bytes), { backend: dawn, cache: false });
+    assert.ok((await explain(exe)).kernels.every((k) => k.backend === "webgpu"));
+    for (let i = 0; i < 2; i++) {
+      const out = await exe.run({ x: m.x });
+      assertClose(numbers(out.y.data), m.y, { atol: 1e-4, rtol: 0, message: name });
+    }
+  });
+}
+
+Deno.test("differential: 100 random graphs on Dawn (Tint compiles what naga does)", async () => {
+  const onGpu = await differentialOn(dawn, 100);
+  assert.ok(onGpu > 50, `${onGpu} graphs wholly on the GPU`);
+});
+
+Deno.test("a run on Dawn leaves its inputs as they were; a resident output feeds the next run", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [4, 8]);
+  b.output("y", b.op("Softmax", [b.op("Mul", [x, x])], { axis: 1 }));
+  const exe = await compile(b.build(), { backend: dawn, cache: false });
+  const data = Float32Array.from({ length: 32 }, (_, i) => i / 8 - 2);
+  const copy = data.slice();
+  const first = await exe.run({ x: f32(data, [4, 8]) });
+  assert.deepEqual(data, copy);
+  const { y } = await exe.runOnDevice({ x: f32(data, [4, 8]) });
+  const chained = await exe.run({ x: y });
+  assert.deepEqual(numbers((await exe.run({ x: first.y })).y.data), numbers(chained.y.data));
+});
+
+Deno.test("KILN_GPU names Dawn or navigator.gpu, and refuses anything else", () => {
+  const was = Deno.env.get("KILN_GPU");
+  try {
+    Deno.env.set("KILN_GPU", "dawn");
+    assert.equal(gpuChoice(), "dawn");
+    Deno.env.set("KILN_GPU", "navigator");
+    assert.equal(gpuChoice(), "navigator");
+    Deno.env.set("KILN_GPU", "dwan");
+    assert.throws(gpuChoice, (e) => e instanceof KilnError && /dwan/.test(e.message));
+    assert.throws(() => BackendRegistry.withDefaults(), KilnError);
+  } finally {
+    if (was === undefined) Deno.env.delete("KILN_GPU");
+    else Deno.env.set("KILN_GPU", was);
+  }
+});
+
+Deno.test("Dawn flags it does not know are a KilnError that names them", async () => {
+  const bad = new WebGpuBackend({ gpu: "dawn", dawnFlags: ["backend=nonesuch"] });
+  await assert.rejects(
+    bad.prepare(),
+    (e) => e instanceof KilnError && /nonesuch/.test(e.message) && /Fix:/.test(e.message),
+  );
+});

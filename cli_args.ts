@@ -1,0 +1,73 @@
+/**
+ * The CLI's argument forms that its commands share: `NAME=VALUE` lists, shapes, run counts and
+ * `--gpu`. Each bad value is a {@linkcode KilnError} with a `Fix:`.
+ *
+ * @module
+ */
+import { defaultBackends } from "./backends/registry.ts";
+import { WebGpuBackend } from "./backends/webgpu/webgpu_backend.ts";
+import { KilnError } from "./jit/errors.ts";
+
+/** `NAME=VALUE` items of `flag` as a map (a typed error for any other form). */
+export function pairs(list: string[] | undefined, flag: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const item of list ?? []) {
+    const eq = item.indexOf("=");
+    if (eq <= 0) {
+      throw new KilnError(`${flag} ${item} is not NAME=VALUE`, {
+        code: "bad-input",
+        fix: `write ${flag} x=path/to/file`,
+      });
+    }
+    out.set(item.slice(0, eq), item.slice(eq + 1));
+  }
+  return out;
+}
+
+/** `--shape NAME=2x3`'s value as dimensions. */
+export function parseShape(text: string, name: string): number[] {
+  const dims = text.split(/[x,]/).map(Number);
+  if (!text || dims.some((d) => !Number.isInteger(d) || d < 0)) {
+    throw new KilnError(`--shape ${name}=${text} is not a shape`, {
+      code: "bad-input",
+      fix: "write e.g. --shape x=2x16x128",
+    });
+  }
+  return dims;
+}
+
+/** `--runs` (or `flag`) as a positive integer, or a usage error for `kiln command`. */
+export function runCount(
+  command: string,
+  value: string | undefined,
+  example: number,
+  flag = "--runs",
+): number {
+  const runs = Number(value);
+  if (!Number.isInteger(runs) || runs < 1) {
+    throw new KilnError(`kiln ${command}: ${flag} must be a positive integer, got ${value}`, {
+      code: "bad-input",
+      fix: `pass e.g. ${flag} ${example}`,
+    });
+  }
+  return runs;
+}
+
+/**
+ * Takes `--gpu dawn|navigator` out of `args`: the default registry's webgpu backend then uses
+ * that WebGPU implementation.
+ */
+export function useGpu(args: string[]): void {
+  const at = args.findIndex((a) => a === "--gpu" || a.startsWith("--gpu="));
+  if (at < 0) return;
+  const [value] = args[at].includes("=")
+    ? [args[at].slice(6), args.splice(at, 1)]
+    : [args[at + 1], args.splice(at, 2)];
+  if (value !== "dawn" && value !== "navigator") {
+    throw new KilnError(`--gpu ${value ?? ""} names no WebGPU implementation`, {
+      code: "bad-input",
+      fix: "pass --gpu dawn or --gpu navigator",
+    });
+  }
+  defaultBackends().register(new WebGpuBackend({ gpu: value }), { replace: true });
+}
