@@ -547,3 +547,21 @@ Deno.test("auto tries no device whose readback alone outlasts the host plan's ru
     for (const id of ["readback-gpu", "no-f64-simd"]) setBackendRates(id, undefined);
   }
 });
+
+Deno.test("a host plan timed against a short readback is tried however far its estimate is", async () => {
+  // Dawn's readback (0.2 ms) let a host plan that ran in 1 ms past the first check, and the
+  // device's estimate, over 20× below the host's, then kept the device plan untried.
+  const device = new ReadbackGpu(1e-6);
+  const registry = new BackendRegistry().register(device).register(new NoF64Simd());
+  const free = { bytesPerMs: 1e12, flopsPerMs: 1e12, dispatchMs: 0, syncMs: 0 };
+  setBackendRates("readback-gpu", { ...free, transferBytesPerMs: 1e12 });
+  setBackendRates("no-f64-simd", cpu);
+  try {
+    const exe = await compile(elementwise(1 << 18), { registry, cache: false });
+    // Both were timed: the "device" (an interpreter) lost to the host's plan.
+    assert.match(exe.plan!.schedule.reason, /every kernel on "no-f64-simd", timed against/);
+    assert.ok(exe.plan!.schedule.placement.every((id) => id === "no-f64-simd"));
+  } finally {
+    for (const id of ["readback-gpu", "no-f64-simd"]) setBackendRates(id, undefined);
+  }
+});
