@@ -19,6 +19,7 @@ import type {
 import { type Shape, stridesOf } from "../jit/shape.ts";
 import { reshapeCoord } from "../jit/access.ts";
 import { exactScale, mayCancel, overOnePlusExp, Structure } from "./wgsl_cancel.ts";
+import { allOf, anyOf } from "./wgsl_prelude.ts";
 /** The WGSL scalar type that holds a dtype. */
 export function wgslType(dtype: DType): "f32" | "i32" | "u32" {
   return dtype === "f32" || dtype === "f16"
@@ -106,8 +107,7 @@ const LITERAL = /^bitcast<f32>\(\d+u\)$/;
 function ordered(op: string, { a, int }: AluArgs): string {
   const cmp = `${a[0]} ${op} ${a[1]}`;
   if (int) return cmp;
-  const checks = a.filter((x) => !LITERAL.test(x)).map((x) => ` && !k_isnan(${x})`);
-  return `(${cmp}${checks.join("")})`;
+  return allOf(cmp, ...a.filter((x) => !LITERAL.test(x)).map((x) => `!k_isnan(${x})`));
 }
 const builtin = (name: string) => ({ a }: AluArgs) => `${name}(${a[0]})`;
 
@@ -134,9 +134,9 @@ const WGSL_ALU = {
   Less: (x) => flag(ordered("<", x)),
   // Logical on bool, bitwise on integers (re-rounded to i8/u8 after, as every op is).
   And: ({ a, out }) =>
-    out === "bool" ? flag(`${a[0]} != 0u && ${a[1]} != 0u`) : `(${a[0]} & ${a[1]})`,
+    out === "bool" ? flag(allOf(`${a[0]} != 0u`, `${a[1]} != 0u`)) : `(${a[0]} & ${a[1]})`,
   Or: ({ a, out }) =>
-    out === "bool" ? flag(`${a[0]} != 0u || ${a[1]} != 0u`) : `(${a[0]} | ${a[1]})`,
+    out === "bool" ? flag(anyOf(`${a[0]} != 0u`, `${a[1]} != 0u`)) : `(${a[0]} | ${a[1]})`,
   Not: ({ a, out }) => (out === "bool" ? flag(`${a[0]} == 0u`) : `(~${a[0]})`),
   Where: ({ a }) => `select(${a[2]}, ${a[1]}, ${a[0]} != 0u)`,
   Neg: ({ a }) => `(-${a[0]})`,
@@ -243,12 +243,12 @@ export function applySteps(
       // The index, made non-negative; out of range it reads element 0 and yields the fill.
       const raw = e.fresh("r");
       e.line(
-        `let ${raw} = ${readIndex(s.index, c, guards.map((g) => g.ok).join(" && ") || "true")};`,
+        `let ${raw} = ${readIndex(s.index, c, allOf(...guards.map((g) => g.ok)))};`,
       );
       const idx = e.fresh("g");
       e.line(`let ${idx} = select(${raw}, ${raw} + ${s.dim}, ${raw} < 0);`);
       const ok = e.fresh("ok");
-      e.line(`let ${ok} = ${idx} >= 0 && ${idx} < ${s.dim};`);
+      e.line(`let ${ok} = ${allOf(`${idx} >= 0`, `${idx} < ${s.dim}`)};`);
       guards.push({ ok, fill: 0 });
       c = [...c.slice(0, s.axis), idx, ...c.slice(s.axis + s.drop)];
       continue;
@@ -293,9 +293,7 @@ export function applySteps(
     if (s.bounds) {
       const ok = e.fresh("ok");
       e.line(
-        `let ${ok} = ${
-          out.map((x, j) => `${x} >= 0 && ${x} < ${s.bounds![j]}`).join(" && ") || "true"
-        };`,
+        `let ${ok} = ${allOf(...out.flatMap((x, j) => [`${x} >= 0`, `${x} < ${s.bounds![j]}`]))};`,
       );
       guards.push({ ok, fill: s.fill ?? 0 });
     }
@@ -402,7 +400,7 @@ export class KernelLowering {
     const { index, guards } = this.offset(l.steps, this.kernel.inputs[l.input].shape, at);
     if (!guards.length && !prior) return this.element(l.input, `u32(${index})`);
     // The first failing step decides the fill, as in the interpreter; reads stay in range.
-    const all = [...(prior ? [prior] : []), ...guards.map((g) => g.ok)].join(" && ");
+    const all = allOf(...(prior ? [prior] : []), ...guards.map((g) => g.ok));
     let code = this.element(l.input, `u32(select(0, ${index}, ${all}))`);
     for (const g of [...guards].reverse()) {
       code = `select(${literal(g.fill, l.dtype)}, ${code}, ${g.ok})`;

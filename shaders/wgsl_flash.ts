@@ -40,7 +40,7 @@ import type { Expr, KernelBuffer, KernelIR, Load } from "../jit/kernel_ir.ts";
 import { matmulOperands } from "../jit/kernel_ir.ts";
 import type { Attention } from "./wgsl_attention.ts";
 import { Emitter, KernelLowering, NEG_INF, storageBindings, wgslType } from "./wgsl_expr.ts";
-import { entryPoint, NEVER, PRELUDE } from "./wgsl_prelude.ts";
+import { allOf, entryPoint, NEVER, PRELUDE } from "./wgsl_prelude.ts";
 import { Structure } from "./wgsl_cancel.ts";
 import { type KernelLayout, rowsLayout, type WgslOptions } from "./wgsl.ts";
 import { combiner, streamedRows } from "./wgsl_rows.ts";
@@ -339,7 +339,7 @@ export function flashWgsl(plan: Flash): string {
                 ];
                 e.line(
                   `${name}_${k}.${"xyzw"[i]} = ${
-                    inside.length ? `select(0.0, ${value}, ${inside.join(" && ")})` : value
+                    inside.length ? `select(0.0, ${value}, ${allOf(...inside)})` : value
                   };`,
                 );
               });
@@ -511,7 +511,7 @@ export function flashWgsl(plan: Flash): string {
           e.line(`l_${r} = l_${r} * scale;`);
           for (let g = 0; g < G; g++) e.line(`o_${r}_${g} = o_${r}_${g} * scale;`);
           e.line(
-            `p_${r} = select(exp(s_${r} - vec4<f32>(mt)), vec4<f32>(0.0), mt < 0.0 && k_isinf(mt));`,
+            `p_${r} = select(exp(s_${r} - vec4<f32>(mt)), vec4<f32>(0.0), (mt < 0.0) & k_isinf(mt));`,
           );
           e.line(`m_${r} = mt;`);
         });

@@ -27,6 +27,7 @@
 import type { Expr } from "../jit/kernel_ir.ts";
 import type { Attention } from "./wgsl_attention.ts";
 import { type Emitter, literal } from "./wgsl_expr.ts";
+import { allOf, anyOf } from "./wgsl_prelude.ts";
 
 /** What a flash kernel needs to skip a masked key tile. */
 export interface TileMask {
@@ -97,9 +98,9 @@ export function tileMask(e: Expr): TileMask | undefined {
     return () => "true";
   };
   const both = (p?: Condition, q?: Condition): Condition | undefined =>
-    p && q ? (value) => `(${p(value)} && ${q(value)})` : undefined;
+    p && q ? (value) => allOf(p(value), q(value)) : undefined;
   const either = (p?: Condition, q?: Condition): Condition | undefined =>
-    p && q ? (value) => `(${p(value)} || ${q(value)})` : p ?? q;
+    p && q ? (value) => anyOf(p(value), q(value)) : p ?? q;
   // Under which dot-free `x` is finite and positive.
   const positive = (x: Expr): Condition | undefined => {
     if (readsDot(x)) return undefined;
@@ -127,9 +128,10 @@ export function tileMask(e: Expr): TileMask | undefined {
         if (!then && !otherwise) return undefined;
         return (value) => {
           const on = `(${value(a)} != 0u)`;
-          return `((${on} && ${then?.(value) ?? "false"}) || (!${on} && ${
-            otherwise?.(value) ?? "false"
-          }))`;
+          return anyOf(
+            allOf(on, then?.(value) ?? "false"),
+            allOf(`!${on}`, otherwise?.(value) ?? "false"),
+          );
         };
       }
       default:
@@ -203,9 +205,11 @@ export function keptRange(
   }
   e.block(`for (var j = t; j < ${o.nt}; j += ${o.threads}) {`, () => {
     e.line(`let kw = bitcast<u32>(${o.summary}[${o.keysAt} + j]);`);
-    e.line(`var keep = ${o.summary}[${o.at} + j] != 0 || kw >= 0x7f800000u;`);
+    e.line(`var keep = ${anyOf(`${o.summary}[${o.at} + j] != 0`, "kw >= 0x7f800000u")};`);
     if (mask.factor !== undefined) {
-      e.line(`keep = keep || !qok || bitcast<f32>(kw) * qs > ${literal(DOT_BOUND, "f32")};`);
+      e.line(
+        `keep = ${anyOf("keep", "!qok", `bitcast<f32>(kw) * qs > ${literal(DOT_BOUND, "f32")}`)};`,
+      );
     }
     e.block("if (keep) {", () => {
       e.line(`atomicMax(&lo_rev, ${o.nt} - j);`);

@@ -21,12 +21,12 @@ const wgsl = (e: Expr) =>
 Deno.test("a mask added to the scaled dot masks where it is −∞, bounding the dot by its scale", () => {
   const scaled = alu("Add", alu("Mul", num(0.125), alu("Div", dot, num(-2))), load(2));
   assert.equal(tileMask(scaled)?.factor, 0.0625);
-  assert.equal(wgsl(scaled), "((bitcast<u32>(m2) == 0xff800000u) && true)");
+  assert.equal(wgsl(scaled), "((bitcast<u32>(m2) == 0xff800000u) & true)");
   // Subtracted from, or scaled after by a positive value, −∞ stays −∞.
   const after = alu("Div", alu("Sub", load(2), dot), load(3));
   assert.equal(
     wgsl(after),
-    "(((bitcast<u32>(m2) == 0xff800000u) && true) && (bitcast<u32>(m3) - 1u < 0x7f7fffffu))",
+    "(((bitcast<u32>(m2) == 0xff800000u) & true) & (bitcast<u32>(m3) - 1u < 0x7f7fffffu))",
   );
   assert.equal(tileMask(after)?.factor, 1);
 });
@@ -36,7 +36,7 @@ Deno.test("a selection of −∞ masks whatever the dot, with no bound", () => {
   assert.equal(tileMask(selected)?.factor, undefined);
   assert.equal(
     wgsl(selected),
-    "(((m2 != 0u) && false) || (!(m2 != 0u) && true))",
+    "(((m2 != 0u) & false) | (!(m2 != 0u) & true))",
   );
 });
 

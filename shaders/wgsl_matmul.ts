@@ -29,6 +29,7 @@ import {
 import { sizeOf } from "../jit/shape.ts";
 import { Emitter, type KernelLowering, rounded } from "./wgsl_expr.ts";
 import { quadAligned } from "./wgsl_quads.ts";
+import { allOf } from "./wgsl_prelude.ts";
 
 /** A matmul's operands with its tile shape. */
 export interface MatmulTile extends MatmulOperands {
@@ -236,7 +237,7 @@ export function emitTiledMatmul(
   ) => {
     const guarded = (fill: () => void, zero: () => void) => {
       if (kWhole && bound % width === 0) return fill();
-      e.block(`if (${x[ax]} < ${bound} && ${x[kAx]} < ${K}) {`, fill);
+      e.block(`if (${allOf(`${x[ax]} < ${bound}`, `${x[kAx]} < ${K}`)}) {`, fill);
       e.block("else {", zero);
     };
     const access = affineOffset(op.steps, space, l.kernel.inputs[op.input].shape);
@@ -384,7 +385,7 @@ export function emitTiledMatmul(
   // The epilogue: the kernel's outputs at one point of the product, as a function of that point.
   const main = l.e;
   l.e = new Emitter();
-  l.e.block(`if (${x[mAx]} < ${M} && ${x[nAx]} < ${N}) {`, () => {
+  l.e.block(`if (${allOf(`${x[mAx]} < ${M}`, `${x[nAx]} < ${N}`)}) {`, () => {
     const memo = new Map<Expr, string>();
     l.kernel.outputs.forEach((o, k) => l.store(o, k, memo));
   });

@@ -17,6 +17,7 @@ import { affineOffset } from "../jit/access.ts";
 import type { Expr, KernelIR, Reduction } from "../jit/kernel_ir.ts";
 import { sizeOf } from "../jit/shape.ts";
 import { quadAligned, quadInputs } from "./wgsl_quads.ts";
+import { allOf, anyOf } from "./wgsl_prelude.ts";
 import { INF, type KernelLowering, literal, NAN, NEG_INF, rounded, wgslType } from "./wgsl_expr.ts";
 
 /** Most points of a row one thread holds in registers. */
@@ -93,7 +94,9 @@ export function combiner(
     // NaN wins, decided on the bits of both sides: a compiler assuming no NaNs may turn the
     // comparison into max/min (llvmpipe did, once the held rows' combines were straight-line).
     if (t !== "f32") return `select(${v}, ${acc}, ${acc} ${cmp} ${v})`;
-    return `select(${v}, ${acc}, k_isnan(${acc}) || (!k_isnan(${v}) && ${acc} ${cmp} ${v}))`;
+    return `select(${v}, ${acc}, ${
+      anyOf(`k_isnan(${acc})`, allOf(`!k_isnan(${v})`, `${acc} ${cmp} ${v}`))
+    })`;
   };
   return { init, combine };
 }
@@ -242,10 +245,10 @@ export function emitHeldRows(l: KernelLowering, tiling: RowTiling): string[] {
     types.add(combineAcross(l, r, k, threads, inner, first));
   });
   l.coords = base;
-  storeRowOutputs(l, "lane == 0u && live");
+  storeRowOutputs(l, allOf("lane == 0u", "live"));
   const full = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) => o.level === "full");
   for (let s = 0; s < slots; s++) {
-    const when = ragged ? `live && in_${s}` : "live";
+    const when = ragged ? allOf("live", `in_${s}`) : "live";
     if (tiling.vectorStores) {
       const lanes = [0, 1, 2, 3].map((j) => {
         l.coords = pointCoords(s, j);

@@ -22,7 +22,7 @@ import { affineOffset } from "../jit/access.ts";
 import type { Expr, KernelBuffer, KernelIR, Load } from "../jit/kernel_ir.ts";
 import { matmulOperands } from "../jit/kernel_ir.ts";
 import { Emitter, KernelLowering } from "./wgsl_expr.ts";
-import { entryPoint, NEVER, PRELUDE } from "./wgsl_prelude.ts";
+import { allOf, anyOf, entryPoint, NEVER, PRELUDE } from "./wgsl_prelude.ts";
 import { type KernelLayout, rowsLayout } from "./wgsl.ts";
 import { streamedRows } from "./wgsl_rows.ts";
 import { type Flash, groupBindings, groupInputNames, KEYS, summaryGeometry } from "./wgsl_flash.ts";
@@ -118,13 +118,13 @@ export function summaryWgsl(plan: Flash): string {
   e.block(`if (w < ${QT * NT}) {`, () => {
     // A query tile × key tile: a row a thread, its 32 keys (those past the end are masked); a
     // mask the same for every batch item, in the first item's words only.
-    e.block(`if (t < ${R}${skip!.shared ? ` && g < ${W}` : ""}) {`, () => {
+    e.block(`if (${allOf(`t < ${R}`, ...skip!.shared ? [`g < ${W}`] : [])}) {`, () => {
       e.line(`let row = w / ${NT} * ${R} + t;`);
       e.line(`let first = w % ${NT} * ${KEYS};`);
       e.line("var open = false;");
       e.block(`for (var c = 0; c < ${KEYS}; c++) {`, () => {
         e.line("let key = first + c;");
-        e.line(`open = open || (key < ${T} && !masked(${args("row", "key")}));`);
+        e.line(`open = ${anyOf("open", allOf(`key < ${T}`, `!masked(${args("row", "key")})`))};`);
       });
       e.block("if (open) {", () => e.line("atomicMax(&word, 1u);"));
     });
