@@ -19,6 +19,7 @@ import { legalize } from "./legalize.ts";
 import { planMemory } from "./memory_plan.ts";
 import { hostProgram } from "./program.ts";
 import {
+  deviceFloorMs,
   HOST_MARGIN,
   storedVerdict,
   storeVerdict,
@@ -323,12 +324,13 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     hostValues,
     outputs,
   };
-  // A device that waits at least its `readbackMs` a run (Deno's GPU: about 11 ms) cannot beat a
-  // host plan that runs in less. Under auto the host plan is built and timed first, and where it
-  // is that fast the device is neither calibrated nor tried: both took 0.2-0.3 s of every first
-  // run of a small model on the H200 host, where wasm ran it in well under a millisecond.
+  // A device that waits at least its `readbackMs` a run (Deno's GPU: about 11 ms), and
+  // KERNEL_FLOOR_MS a kernel, cannot beat a host plan that runs in less. Under auto the host plan
+  // is built and timed first, and where it is that fast the device is neither calibrated nor
+  // tried: both took 0.2-0.3 s of every first run of a small model on the H200 host.
   const devices = usable.filter((b) => memorySpace(b) !== "host");
-  const floor = Math.min(...devices.map((b) => b.capabilities().readbackMs ?? 0));
+  const readback = Math.min(...devices.map((b) => b.capabilities().readbackMs ?? 0));
+  const floor = deviceFloorMs(readback, fusion.kernels.length);
   const host = usable.filter((b) => memorySpace(b) === "host");
   // Whether the host plan was timed against that floor and found slower.
   let hostTimed = false;
@@ -350,7 +352,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
       // Seen only where it holds: the executable is kept only if its runs were that fast.
       const reason = `auto: the host plan runs in less than the least readback of ${
         devices.map((b) => b.id).join(", ")
-      } (${floor.toFixed(1)} ms a run), so no device plan was tried`;
+      } and its kernels' dispatch (${floor.toFixed(1)} ms a run), so no device plan was tried`;
       const exe = await build({ ...only, reason });
       const record = await trial(new Map([["host", exe]]), legal);
       if (record && record.ms.host! < HOST_MARGIN * floor) {

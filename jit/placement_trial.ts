@@ -94,6 +94,24 @@ const HOPELESS = 4;
  */
 export const HOST_MARGIN = 0.9;
 
+/**
+ * The least time a device plan spends on each kernel besides its readback (encoding, dispatch,
+ * launch). Through Dawn on the H200 kiln's webgpu runs took 15 µs a kernel beyond the readback
+ * for vit_tiny's 28 kernels and 35-45 µs for lstm2's 51 and gru_bi's 31 (2026-11-27), so a host
+ * plan faster than the readback plus this much a kernel cannot lose to the device, and the
+ * device's pipelines are not compiled for a trial (lstm2's auto first run took 2.7 s on Dawn
+ * with them, 0.6 s without).
+ */
+export const KERNEL_FLOOR_MS = 0.015;
+
+/**
+ * The least milliseconds a run of `kernels` kernels takes on a device whose readback takes
+ * `readbackMs` (0 where none was measured: no floor then; `Infinity` where there is no device).
+ */
+export function deviceFloorMs(readbackMs: number, kernels: number): number {
+  return readbackMs && readbackMs + KERNEL_FLOOR_MS * kernels;
+}
+
 /** The verdict of timed runs (ms per plan): the fastest median, the host plan on near ties. */
 export function verdictOf(times: ReadonlyMap<Verdict, readonly number[]>): TrialRecord {
   const ms = Object.fromEntries(

@@ -1,7 +1,15 @@
 import assert from "node:assert/strict";
 import type { Executable } from "./executable.ts";
 import { GraphBuilder } from "./graph_builder.ts";
-import { HOST_MARGIN, trial, trialOf, type Verdict, verdictOf } from "./placement_trial.ts";
+import {
+  deviceFloorMs,
+  HOST_MARGIN,
+  KERNEL_FLOOR_MS,
+  trial,
+  trialOf,
+  type Verdict,
+  verdictOf,
+} from "./placement_trial.ts";
 
 const times = (entries: [Verdict, number[]][]) => new Map<Verdict, number[]>(entries);
 
@@ -70,4 +78,14 @@ Deno.test("a plan far slower than the fastest in a round runs no more rounds", a
   assert.ok(runs.get("plan")! <= 3 + 1, `${runs.get("plan")} runs`);
   assert.ok(runs.get("host")! >= 1 + 5);
   assert.ok(record!.ms.plan! >= 55);
+});
+
+Deno.test("a device's floor is its readback and a dispatch a kernel; none without a readback", () => {
+  // Through Dawn the readback alone (0.2 ms) no longer bounds a plan of 51 small kernels, whose
+  // dispatches take longer than the host's whole run (lstm2: 0.1 ms on wasm).
+  assert.equal(deviceFloorMs(0.2, 51), 0.2 + 51 * KERNEL_FLOOR_MS);
+  assert.ok(deviceFloorMs(0.2, 51) > 0.9);
+  assert.equal(deviceFloorMs(11, 3), 11 + 3 * KERNEL_FLOOR_MS);
+  assert.equal(deviceFloorMs(0, 51), 0);
+  assert.equal(deviceFloorMs(Infinity, 51), Infinity);
 });
