@@ -115,6 +115,13 @@ test("wasm backend computes the model with a generated kernel", () => runOn("was
 
 test("WebGPU backend computes the model on Dawn", () => runOn(dawn()));
 
+test('gpu: "dawn" loads the installed webgpu package itself', () => {
+  process.env.EGL_PLATFORM ??= "surfaceless";
+  return runOn(
+    new kiln.WebGpuBackend({ gpu: "dawn", dawnFlags: ["backend=opengles"], allowSoftware: true }),
+  );
+});
+
 test("WebGPU on Dawn matches the reference on IEEE edge cases (x/0, NaN, pow, casts)", async () => {
   const b = new kiln.GraphBuilder();
   const x = b.input("x", [8]);

@@ -22,6 +22,8 @@ await dawn.prepare();
 Deno.test("Dawn gives an adapter and a device with real limits", () => {
   const c = dawn.capabilities();
   assert.ok(c.maxWorkgroupSize >= 64 && c.maxStorageBufferBytes > 0 && c.maxBindings >= 8, c.name);
+  // Verdicts and calibrations are keyed by the profile: each implementation has its own.
+  assert.match(c.name, / \(Dawn\)$/);
 });
 
 for (const name of MODEL_NAMES) {

@@ -139,6 +139,7 @@ export class WebGpuBackend implements Backend {
   #readbackMs?: number;
   #generation = 0;
   #preparing?: Promise<void>;
+  #dawn = false;
 
   /** Creates the backend; the device is acquired by `prepare()`. */
   constructor(options: WebGpuOptions = {}) {
@@ -165,9 +166,12 @@ export class WebGpuBackend implements Backend {
     const d = this.#device;
     const info = this.#adapter?.info;
     return {
+      // The implementation is part of the name, so that placement verdicts and calibrations,
+      // keyed by the profile, are never carried from one implementation to the other.
       name: info
-        ? `${info.vendor || "unknown vendor"} ${info.architecture || ""} ${info.description || ""}`
-          .replace(/\s+/g, " ").trim()
+        ? `${info.vendor || "unknown vendor"} ${info.architecture || ""} ${info.description || ""}${
+          this.#dawn ? " (Dawn)" : ""
+        }`.replace(/\s+/g, " ").trim()
         : "WebGPU (not acquired)",
       f16: d?.features.has("shader-f16") ?? false,
       // WGSL has no f64: f64 graphs run here only narrowed to f32 (compile's narrowF64).
@@ -302,6 +306,7 @@ export class WebGpuBackend implements Backend {
   async #gpu(): Promise<GPU> {
     const choice = this.#options.gpu ?? gpuChoice();
     if (typeof choice === "object") return choice;
+    this.#dawn = choice === "dawn";
     if (choice === "dawn") {
       return await dawnGpu({
         flags: this.#options.dawnFlags ?? envVar("KILN_DAWN_FLAGS")?.split(/\s+/).filter(Boolean),
