@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { compile } from "../../mod.ts";
 import { differentialOn } from "../../jit/differential.ts";
 import { KilnError } from "../../jit/errors.ts";
+import { fuse } from "../../jit/fuse.ts";
 import { explain } from "../../jit/explain.ts";
 import { GraphBuilder } from "../../jit/graph_builder.ts";
 import { assertClose, f32, numbers } from "../../jit/testing.ts";
@@ -78,5 +79,22 @@ Deno.test("Dawn flags it does not know are a KilnError that names them", async (
   await assert.rejects(
     bad.prepare(),
     (e) => e instanceof KilnError && /nonesuch/.test(e.message) && /Fix:/.test(e.message),
+  );
+});
+
+Deno.test("WGSL that Dawn's compiler refuses is a KilnError naming the kernel and the fault", async () => {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Relu", [b.input("x", [4])]));
+  const [kernel] = fuse(b.build()).kernels;
+  // Valid to every check before the compiler: the type error is the compiler's to find.
+  const wgsl = `@group(0) @binding(0) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) { y[id.x] = y[id.x] + 1u; }`;
+  await assert.rejects(
+    async () => await dawn.codegen.load(kernel, wgsl),
+    (e: unknown) =>
+      e instanceof KilnError &&
+      new RegExp(`WGSL for kernel ${kernel.name} .* failed: .*operator \\+ \\(f32, u32\\)`)
+        .test(e.message),
   );
 });
