@@ -125,11 +125,14 @@ async function calibrate(backend: Backend, probe: ProbeCompiler): Promise<Backen
   const streamRate = stream.work / Math.max(await time(stream) - tinyMs, 1e-3);
   const mmRate = mm.work / Math.max(await time(mm) - tinyMs, 1e-3);
   const gpu = backend.kind === "gpu";
+  const target = measurableMs(backend.capabilities().readbackMs);
   return {
     bytesPerMs: gpu
-      ? await deviceRate(probe, streamProbe, [1 << 20, 1 << 22, 1 << 24], streamRate)
+      ? await deviceRate(probe, streamProbe, [1 << 20, 1 << 22, 1 << 24], streamRate, target)
       : streamRate,
-    flopsPerMs: gpu ? await deviceRate(probe, matmulProbe, [256, 512, 1024], mmRate) : mmRate,
+    flopsPerMs: gpu
+      ? await deviceRate(probe, matmulProbe, [256, 512, 1024], mmRate, target)
+      : mmRate,
     dispatchMs,
     syncMs: Math.max(tinyMs - dispatchMs, 0),
     transferBytesPerMs: gpu ? streamRate : Infinity,
@@ -160,8 +163,15 @@ function matmulProbe(m: number): Probe {
   return { graph: b.build(), feeds, work: 2 * m * m * m };
 }
 
-/** Milliseconds of repeated work that make a device's rate measurable past one readback. */
-const MEASURABLE_MS = 40;
+/**
+ * Milliseconds of repeated work that make a device's rate measurable past one readback: four
+ * readbacks' worth, at least 4 ms. Deno's WebGPU (11 ms a readback) gets 44 ms, as the 40 of
+ * before; Dawn's (0.035-0.2 ms) gets 4, and its calibration no longer spends a second of a first
+ * run on repetitions aimed past a readback it does not have.
+ */
+export function measurableMs(readbackMs = 10): number {
+  return Math.max(4, 4 * readbackMs);
+}
 
 /** The most repetitions of a probe in one submission. */
 const MAX_REPEAT = 4096;
@@ -171,7 +181,7 @@ const MAX_REPEAT = 4096;
  * largest of `sizes` it needs. Timed end to end, one run of a probe is mostly its readback
  * (Deno: about 11 ms, in steps of its 10 ms map polling), so the H200's rates came out as the
  * clamp's 524 TB/s in one process and 2 GFLOP/s in the next, and the second kept ResNet-18 off
- * the GPU. Here a probe's repetitions grow until they add {@linkcode MEASURABLE_MS} to one run;
+ * the GPU. Here a probe's repetitions grow until they add `target` ms to one run;
  * the next size is tried while a repetition takes under 0.2 ms (dispatch-bound), none past what
  * the device can bind (the last rate measured stands, else `fallback`, the end-to-end one).
  */
@@ -180,6 +190,7 @@ async function deviceRate(
   make: (size: number) => Probe,
   sizes: readonly number[],
   fallback: number,
+  target: number,
 ): Promise<number> {
   let rate = fallback;
   for (const size of sizes) {
@@ -201,11 +212,11 @@ async function deviceRate(
         await exe.run(feeds, { repeat });
         const extra = performance.now() - t0 - oneMs;
         perMs = Math.max(extra, 0) / (repeat - 1);
-        if (extra >= MEASURABLE_MS || repeat === MAX_REPEAT) break;
+        if (extra >= target || repeat === MAX_REPEAT) break;
         // Aim past the target: the readback's steps make a short extra uncertain.
         repeat = Math.min(
           MAX_REPEAT,
-          perMs > 0 ? Math.ceil(2 * MEASURABLE_MS / perMs) : 16 * repeat,
+          perMs > 0 ? Math.ceil(2 * target / perMs) : 16 * repeat,
         );
       }
       if (perMs <= 0) continue;

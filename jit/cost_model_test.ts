@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { ReferenceBackend } from "../mod.ts";
-import { backendRates, setBackendRates } from "./cost_model.ts";
+import { backendRates, measurableMs, setBackendRates } from "./cost_model.ts";
 import type { Executable, RunOptions } from "./executable.ts";
 import type { Graph } from "./graph.ts";
 import { sizeOf } from "./shape.ts";
@@ -32,4 +32,11 @@ Deno.test("a GPU's rates come from repeated work in one submission, not from a r
   near(rates.bytesPerMs, bytesPerMs);
   near(rates.flopsPerMs, flopsPerMs);
   assert.ok(rates.syncMs > 8 && rates.syncMs < 14, `sync ${rates.syncMs}`);
+});
+
+Deno.test("a device's probes repeat until they add four readbacks' worth of time, at least 4 ms", () => {
+  // Deno's WebGPU (11 ms a readback) as before; Dawn's (0.035 ms) a tenth of that; unmeasured 40.
+  assert.equal(measurableMs(11), 44);
+  assert.equal(measurableMs(0.035), 4);
+  assert.equal(measurableMs(), 40);
 });
