@@ -20,7 +20,6 @@ import type {
   Program,
 } from "../../jit/backend.ts";
 import { envVar } from "../../jit/env.ts";
-import { dawnGpu } from "./dawn.ts";
 import { customArtifact, customKernel } from "../../jit/custom_op.ts";
 import { runsWhole } from "../../jit/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/program.ts";
@@ -33,6 +32,7 @@ import { unfit } from "../../jit/schedule.ts";
 import { generateWgsl, kernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
 import { groupLayout, groupWgsl, withFusedAttention } from "../../shaders/wgsl_attention.ts";
 import { BufferPool, emptyPoolStats, type PoolStats } from "./buffer_pool.ts";
+import { dawnGpu } from "./dawn.ts";
 import { type GpuContext, gpuProgram } from "./gpu_program.ts";
 import { MAP_READ, STAGING, STORAGE } from "./gpu_storage.ts";
 
