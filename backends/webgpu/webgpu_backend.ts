@@ -454,8 +454,13 @@ export class WebGpuBackend implements Backend {
       // after the driver is done (13 pipelines one by one: 5.6-6.4 s awaited, 1.3-1.7 s created
       // synchronously, H200). So every kernel of the program starts its pipeline on Dawn's
       // threads, and only then is each created synchronously, which takes what they compiled:
-      // 56 pipelines in 1.5-2.0 s against 2.8-3.0 s created synchronously alone.
-      device.createComputePipelineAsync(desc).catch(() => undefined);
+      // 56 pipelines in 1.5-2.0 s against 2.8-3.0 s created synchronously alone. Not on a
+      // software adapter: Dawn's GL backend compiles on this thread either way, and starting
+      // first took 1.9x as long there (43 pipelines, 1761 against 942 ms; the ways are timed by
+      // bench/pipeline_creation.ts).
+      if (!isSoftwareAdapter(this.#adapter!)) {
+        device.createComputePipelineAsync(desc).catch(() => undefined);
+      }
       const moduleError = device.popErrorScope();
       await null;
       device.pushErrorScope("validation");
