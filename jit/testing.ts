@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import type { Backend } from "./backend.ts";
-import { compile, type CompileOptions } from "../mod.ts";
+import { BackendRegistry, compile, type CompileOptions, GraphBuilder, KilnError } from "../mod.ts";
 import { fromF16Bits, type TensorData } from "./dtype.ts";
 import { zeroInputs } from "./placement_trial.ts";
 import type { Graph } from "./graph.ts";
@@ -160,4 +160,39 @@ export async function withFastestRates(id: string, body: () => Promise<void>): P
   } finally {
     setBackendRates(id, undefined);
   }
+}
+
+/**
+ * Checks a device backend's loss and recovery: a run pending when `lose()` destroys the device
+ * rejects with a KilnError that says to `recover()`, auto then places nothing there, executables
+ * built before the loss refuse to run, and after `recover()` a new compile gives correct results.
+ */
+export async function assertRecoversFromLoss(backend: Backend, lose: () => void): Promise<void> {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Exp", [b.input("x", [256])]));
+  const graph = b.build();
+  const e256 = new Array(256).fill(Math.E);
+  const exe = await compile(graph, { backend, cache: false });
+  const feeds = { x: f32(new Float32Array(256).fill(1)) };
+  assertClose(numbers((await exe.run(feeds)).y.data), e256, { rtol: 1e-6 });
+  const pending = exe.run(feeds);
+  lose();
+  await assert.rejects(
+    pending.result(),
+    (e: unknown) =>
+      e instanceof KilnError && /lost/.test(e.message) && /recover\(\)/.test(e.message),
+  );
+  await new Promise((r) => setTimeout(r, 50));
+  assert.ok(backend.deviceLost);
+  const registry = new BackendRegistry().register(backend);
+  const fallback = await compile(graph, { registry, cache: false });
+  assert.ok(fallback.plan!.schedule.placement.every((p) => p !== backend.id));
+  await backend.recover();
+  assert.equal(backend.deviceLost, false);
+  await assert.rejects(
+    exe.run(feeds).result(),
+    (e: unknown) => e instanceof KilnError && /compile again/.test(e.message),
+  );
+  const again = await compile(graph, { backend, cache: false });
+  assertClose(numbers((await again.run(feeds)).y.data), e256, { rtol: 1e-6 });
 }

@@ -8,7 +8,7 @@ import { KilnError } from "../../jit/errors.ts";
 import { fuse } from "../../jit/fuse.ts";
 import { explain } from "../../jit/explain.ts";
 import { GraphBuilder } from "../../jit/graph_builder.ts";
-import { assertClose, f32, numbers } from "../../jit/testing.ts";
+import { assertClose, assertRecoversFromLoss, f32, numbers } from "../../jit/testing.ts";
 import { importOnnx } from "../../onnx/import.ts";
 import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
 import { BackendRegistry } from "../registry.ts";
@@ -56,6 +56,13 @@ Deno.test("a run on Dawn leaves its inputs as they were; a resident output feeds
   const { y } = await exe.runOnDevice({ x: f32(data, [4, 8]) });
   const chained = await exe.run({ x: y });
   assert.deepEqual(numbers((await exe.run({ x: first.y })).y.data), numbers(chained.y.data));
+});
+
+Deno.test("device loss on Dawn: pending runs reject, auto falls back, recover() restores", async () => {
+  const local = new WebGpuBackend({ gpu: "dawn", dawnFlags: flags, allowSoftware: true });
+  await local.prepare();
+  await assertRecoversFromLoss(local, () => local.device!.destroy());
+  local.dispose();
 });
 
 Deno.test("KILN_GPU names Dawn or navigator.gpu, and refuses anything else", () => {

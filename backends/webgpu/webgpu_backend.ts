@@ -464,7 +464,11 @@ export class WebGpuBackend implements Backend {
       const moduleError = device.popErrorScope();
       await null;
       device.pushErrorScope("validation");
-      pipeline = device.createComputePipeline(desc);
+      try {
+        pipeline = device.createComputePipeline(desc);
+      } catch (e) {
+        pipeline = e as Error; // reported below as the kernel's, like a rejected async creation
+      }
       const pipelineError = device.popErrorScope();
       error = (await moduleError) ?? (await pipelineError);
     } else {

@@ -10,6 +10,7 @@ import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
 import {
   assertClose,
   assertMatchesReference,
+  assertRecoversFromLoss,
   f32,
   numbers,
   runOp,
@@ -171,34 +172,7 @@ Deno.test("pool churn: 10 000 mixed acquisitions stay under the cap and return t
 Deno.test("device loss: pending runs reject, auto falls back, recover() restores correct results", async () => {
   const local = new WebGpuBackend();
   await local.prepare();
-  const b = new GraphBuilder();
-  b.output("y", b.op("Exp", [b.input("x", [256])]));
-  const graph = b.build();
-  const exe = await compile(graph, { backend: local, cache: false });
-  const feeds = { x: f32(new Float32Array(256).fill(1)) };
-  assertClose(numbers((await exe.run(feeds)).y.data), new Array(256).fill(Math.E), { rtol: 1e-6 });
-  const pending = exe.run(feeds);
-  local.device!.destroy();
-  await assert.rejects(
-    pending.result(),
-    (e: unknown) =>
-      e instanceof KilnError && /lost/.test(e.message) && /recover\(\)/.test(e.message),
-  );
-  await new Promise((r) => setTimeout(r, 50));
-  assert.ok(local.deviceLost);
-  const registry = new BackendRegistry().register(local);
-  const fallback = await compile(graph, { registry, cache: false });
-  assert.ok(fallback.plan!.schedule.placement.every((p) => p !== "webgpu"));
-  await local.recover();
-  assert.equal(local.deviceLost, false);
-  await assert.rejects(
-    exe.run(feeds).result(),
-    (e: unknown) => e instanceof KilnError && /compile again/.test(e.message),
-  );
-  const again = await compile(graph, { backend: local, cache: false });
-  assertClose(numbers((await again.run(feeds)).y.data), new Array(256).fill(Math.E), {
-    rtol: 1e-6,
-  });
+  await assertRecoversFromLoss(local, () => local.device!.destroy());
   local.dispose();
 });
 
