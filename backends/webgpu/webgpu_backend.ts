@@ -103,9 +103,8 @@ export interface WebGpuOptions {
  */
 export function gpuChoice(): "navigator" | "dawn" {
   const v = envVar("KILN_GPU");
-  if (v === undefined || v === "" || v === "navigator" || v === "dawn") {
-    return v === "dawn" ? "dawn" : "navigator";
-  }
+  if (v === "dawn") return "dawn";
+  if (!v || v === "navigator") return "navigator";
   throw new KilnError(`KILN_GPU=${v} names no WebGPU implementation`, {
     code: "backend",
     fix: "set KILN_GPU to dawn or navigator, or unset it",
@@ -270,7 +269,9 @@ export class WebGpuBackend implements Backend {
     if (!adapter) {
       throw new KilnError("No WebGPU adapter was found", {
         code: "backend",
-        fix: "use the reference or wasm backend on this machine",
+        fix: this.#dawn
+          ? "use the reference or wasm backend on this machine, or Dawn's GL backend (KILN_DAWN_FLAGS=backend=opengles, with EGL_PLATFORM=surfaceless where there is no display)"
+          : "use the reference or wasm backend on this machine",
       });
     }
     const want = ["shader-f16", "timestamp-query", "subgroups"].filter((f) =>
