@@ -8,7 +8,7 @@
 import type { Backend, BackendSet, KernelCodegen, Program } from "./backend.ts";
 import { type BackendRates, backendRates, knownRates } from "./cost_model.ts";
 import { KilnError } from "./errors.ts";
-import { Executable, type PlanInfo } from "./executable.ts";
+import { Executable, type PlanInfo, settleCompileMs } from "./executable.ts";
 import { foldEmpty } from "./fold_empty.ts";
 import { fuse } from "./fuse.ts";
 import type { Graph } from "./graph.ts";
@@ -17,6 +17,7 @@ import type { KernelIR } from "./kernel_ir.ts";
 import { kernelText } from "./expr_table.ts";
 import { legalize } from "./legalize.ts";
 import { planMemory } from "./memory_plan.ts";
+import { checkedPolicy, graphLevelChoice, policyOf } from "./policy.ts";
 import { hostProgram } from "./program.ts";
 import {
   deviceFloorMs,
@@ -38,7 +39,6 @@ import {
   schedule,
   UNKNOWN_RATES,
   usableBackends,
-  workMs,
 } from "./schedule.ts";
 import { count } from "./counters.ts";
 import { planBuckets } from "./buckets.ts";
@@ -49,7 +49,6 @@ import {
   type Precision,
   type Widened,
 } from "./precision.ts";
-import { estimateWork } from "./workload.ts";
 import { hoistRandom } from "./random_inputs.ts";
 
 /** Options for {@linkcode compile}. */
@@ -324,6 +323,53 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     hostValues,
     outputs,
   };
+  /** Whether `b` can run every kernel, given the values it elides among them. */
+  const runsAll = (b: Backend) => {
+    const elided = elidedBy(b, fusion.kernels, outputs);
+    return fusion.kernels.every((k) => canRun(b, k, elided));
+  };
+  /** Every kernel on `b` (which runs them all), estimated with `rates`, for `reason`. */
+  const allOn = (b: Backend, reason: string, rates = knownRates(b) ?? UNKNOWN_RATES) => ({
+    ...schedule({
+      ...request,
+      graph: legal,
+      backends: [b],
+      policy: { kind: "named", backend: b.id },
+      rates: [rates],
+    }),
+    reason,
+  });
+  const timedAgainst = (b: Backend, other: string) =>
+    `auto: every kernel on "${b.id}", timed against ${other}`;
+  /** `exe`, counted as this compile's result. */
+  const done = (exe: Executable) => {
+    settleCompileMs(exe, performance.now() - start);
+    count("kiln_compiles_total");
+    count("kiln_compile_ms_total", exe.compileMs);
+    return exe;
+  };
+  const key = trialKey(legal, usable);
+  /**
+   * The fastest of `plans`: the verdict of an earlier trial of this graph on this machine, else a
+   * trial's (stored for the next compile); `fallback` where a plan fails to run. `syncMs`: see
+   * {@linkcode trialOf}; `ready`: plans built already (each is disposed unless it is chosen).
+   */
+  const fastest = async (
+    plans: Map<Verdict, Schedule>,
+    fallback: Verdict,
+    syncMs: number,
+    ready = new Map<Verdict, Executable>(),
+  ) => {
+    const stored = await storedVerdict(key);
+    const { record, built } = stored && plans.has(stored)
+      ? { record: undefined, built: ready }
+      : await trialOf(plans, build, legal, syncMs, ready);
+    if (record) await storeVerdict(key, record);
+    const verdict = stored && plans.has(stored) ? stored : record?.verdict ?? fallback;
+    const exe = built.get(verdict) ?? await build(plans.get(verdict)!);
+    for (const other of built.values()) if (other !== exe) other.dispose();
+    return exe;
+  };
   // A device that waits at least its `readbackMs` a run (Deno's GPU: about 11 ms), and
   // KERNEL_FLOOR_MS a kernel, cannot beat a host plan that runs in less. Under auto the host plan
   // is built and timed first, and where it is that fast the device is neither calibrated nor
@@ -332,6 +378,9 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   const readback = Math.min(...devices.map((b) => b.capabilities().readbackMs ?? 0));
   const floor = deviceFloorMs(readback, fusion.kernels.length);
   const host = usable.filter((b) => memorySpace(b) === "host");
+  const hostSimd = host.find((b) => b.kind !== "cpu");
+  // A device that runs every kernel, for a plan all on it.
+  const rival = devices.find((b) => !b.capabilities().software && runsAll(b));
   // Whether the host plan was timed against that floor and found slower.
   let hostTimed = false;
   if (
@@ -340,7 +389,9 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   ) {
     let only: Schedule | undefined;
     try {
-      only = schedule({
+      // One host backend that runs every kernel is placed without rates: calibrating wasm
+      // compiles and times four probe programs.
+      only = host.length === 1 && runsAll(host[0]) ? allOn(host[0], "") : schedule({
         ...request,
         graph: legal,
         backends: host,
@@ -348,46 +399,53 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
         rates: await ratesOf(host, policy),
       });
     } catch { /* some kernel runs on the device only */ }
+    const alone = only && rival && only.placement.every((id) => id === hostSimd?.id);
+    // A plan all on the host or all on the device was chosen by an earlier trial here.
+    const stored = alone ? await storedVerdict(key) : undefined;
+    if (stored === "host") {
+      return done(await build({ ...only!, reason: timedAgainst(hostSimd!, `"${rival!.id}"`) }));
+    }
+    if (stored === "device") {
+      return done(await build(allOn(rival!, timedAgainst(rival!, `"${hostSimd!.id}"`))));
+    }
     if (only) {
-      // Seen only where it holds: the executable is kept only if its runs were that fast.
-      const reason = `auto: the host plan runs in less than the least readback of ${
-        devices.map((b) => b.id).join(", ")
-      } and its kernels' dispatch (${floor.toFixed(1)} ms a run), so no device plan was tried`;
-      const exe = await build({ ...only, reason });
+      // Seen only where it holds: the executable is kept only if its runs were that fast. The
+      // executable's plan is this object, so its reason follows what the timing decides.
+      const plan: { -readonly [K in keyof Schedule]: Schedule[K] } = {
+        ...only,
+        reason: `auto: the host plan runs in less than the least readback of ${
+          devices.map((b) => b.id).join(", ")
+        } and its kernels' dispatch (${floor.toFixed(1)} ms a run), so no device plan was tried`,
+      };
+      const exe = await build(plan);
       const record = await trial(new Map([["host", exe]]), legal);
-      if (record && record.ms.host! < HOST_MARGIN * floor) {
-        count("kiln_compiles_total");
-        count("kiln_compile_ms_total", performance.now() - start);
-        return exe;
+      if (record && record.ms.host! < HOST_MARGIN * floor) return done(exe);
+      hostTimed = true;
+      // Slower than the device's floor, the host plan is timed against the device's as they
+      // are: the calibration behind an estimate, which the trial would check anyway, was most
+      // of auto's first run on Dawn (1.4-1.6 s of vit_tiny's and unet's). The executable timed
+      // is kept: a new one starts cold, on one thread (ResNet-18 timed 458 ms a run against 49).
+      if (alone) {
+        plan.reason = timedAgainst(hostSimd!, `"${rival!.id}"`);
+        const plans = new Map<Verdict, Schedule>([
+          ["host", plan],
+          ["device", allOn(rival!, timedAgainst(rival!, `"${hostSimd!.id}"`))],
+        ]);
+        return done(await fastest(plans, "host", 0, new Map([["host", exe]])));
       }
       exe.dispose();
-      hostTimed = true;
     }
   }
-  /** Whether `b` can run every kernel, given the values it elides among them. */
-  const runsAll = (b: Backend) => {
-    const elided = elidedBy(b, fusion.kernels, outputs);
-    return fusion.kernels.every((k) => canRun(b, k, elided));
-  };
   // One backend runs every kernel and no whole-graph backend competes: there is nothing to weigh,
   // so nothing is calibrated (its probes' compiles and runs were part of every first run).
   const sole = usable.length === 1 && policy.kind === "auto" &&
     !candidates.some((b) => !b.codegen && b.compile) && runsAll(usable[0]);
   const rates = sole ? [knownRates(usable[0]) ?? UNKNOWN_RATES] : await ratesOf(usable, policy);
   const placed = sole
-    ? {
-      ...schedule({
-        ...request,
-        graph: legal,
-        backends: usable,
-        policy: { kind: "named", backend: usable[0].id },
-        rates,
-      }),
-      reason: `auto: only "${usable[0].id}" runs every kernel here`,
-    }
+    ? allOn(usable[0], `auto: only "${usable[0].id}" runs every kernel here`)
     : schedule({ ...request, graph: legal, backends: usable, policy, rates });
   if (!named && !options.buckets?.length) {
-    const chosen = await graphLevelChoice(legal, candidates, placed, policy);
+    const chosen = await graphLevelChoice(legal, candidates, placed, policy, ratesOf);
     if (chosen) return await whole(chosen.backend, chosen.legal, chosen.reason);
   }
   // A plan that uses a device is timed against its single-backend alternatives (all on the
@@ -395,7 +453,6 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   // per graph and machine: small programs are where estimates are least reliable. A plan all on
   // the host's SIMD backend is timed against the device's, as estimates err both ways (a
   // miscalibrated GPU kept ResNet-18 on wasm at 57 ms against the GPU's 31).
-  const hostSimd = usable.find((b) => memorySpace(b) === "host" && b.kind !== "cpu");
   const onHost = placed.placement.every((id) => id === hostSimd?.id);
   const plans = new Map<Verdict, Schedule>([[onHost ? "host" : "plan", placed]]);
   const device =
@@ -405,44 +462,20 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     // `timed`: the host plan was timed already and lost only to the readback floor, so it is
     // tried whatever its estimate (Dawn's 0.2 ms floor let vit_tiny's 4 ms estimate on the GPU
     // skip a host plan that ran in 1 ms).
-    const alone = (b: Backend | undefined, verdict: Verdict, timed = false) => {
+    const add = (b: Backend | undefined, verdict: Verdict, timed = false) => {
       const at = b ? usable.indexOf(b) : -1;
       if (at < 0 || !runsAll(b!)) return;
       if (placed.placement.every((id) => id === b!.id)) return;
-      const only = schedule({
-        ...request,
-        graph: legal,
-        backends: [b!],
-        policy: { kind: "named", backend: b!.id },
-        rates: [rates[at]],
-      });
-      const reason = `auto: every kernel on "${
-        b!.id
-      }", timed against the least estimated time's plan`;
-      if (timed || only.totalMs <= TRIAL_RATIO * placed.totalMs) {
-        plans.set(verdict, { ...only, reason });
-      }
+      const only = allOn(b!, timedAgainst(b!, "the least estimated time's plan"), rates[at]);
+      if (timed || only.totalMs <= TRIAL_RATIO * placed.totalMs) plans.set(verdict, only);
     };
-    alone(hostSimd, "host", hostTimed);
-    alone(device, "device");
+    add(hostSimd, "host", hostTimed);
+    add(device, "device");
   }
-  let exe: Executable;
-  if (plans.size > 1) {
-    const key = trialKey(legal, usable);
-    const stored = await storedVerdict(key);
-    if (stored && plans.has(stored)) exe = await build(plans.get(stored)!);
-    else {
-      // Timed against the readback already, the host plan need not be timed alone again.
-      const syncMs = device && !hostTimed ? rates[usable.indexOf(device)].syncMs : 0;
-      const { record, built } = await trialOf(plans, build, legal, syncMs);
-      if (record) await storeVerdict(key, record);
-      exe = built.get(record?.verdict ?? (onHost ? "host" : "plan"))!;
-      for (const other of built.values()) if (other !== exe) other.dispose();
-    }
-  } else exe = await build(placed);
-  count("kiln_compiles_total");
-  count("kiln_compile_ms_total", performance.now() - start);
-  return exe;
+  if (plans.size === 1) return done(await build(placed));
+  // Timed against the readback already, the host plan need not be timed alone again.
+  const syncMs = device && !hostTimed ? rates[usable.indexOf(device)].syncMs : 0;
+  return done(await fastest(plans, onHost ? "host" : "plan", syncMs));
 }
 
 /**
@@ -493,37 +526,6 @@ async function checkHalf(named: Backend | undefined, precision: Precision): Prom
   }
 }
 
-const POLICIES = ["auto", "min-cost", "local-first", "prefer", "named"];
-
-/** `policy`, if it is one (a JavaScript caller can pass anything). */
-function checkedPolicy(policy: Policy): Policy {
-  const ok = typeof policy === "object" && policy !== null && POLICIES.includes(policy.kind) &&
-    (policy.kind !== "prefer" || typeof policy.backendKind === "string") &&
-    (policy.kind !== "named" || typeof policy.backend === "string");
-  if (ok) return policy;
-  throw new KilnError(`Unknown placement policy ${JSON.stringify(policy)}`, {
-    code: "bad-input",
-    fix: `pass one of ${
-      POLICIES.slice(0, 3).map((p) => `"${p}"`).join(", ")
-    }, { kind: "prefer", backendKind }, or { backend: "id" }`,
-  });
-}
-
-function policyOf(kind: Policy["kind"] | "minimize-cost"): Policy {
-  // The seed contract's name for min-cost.
-  if (kind === "minimize-cost") return { kind: "min-cost" };
-  if (!POLICIES.includes(kind)) return checkedPolicy({ kind } as Policy);
-  if (kind === "named" || kind === "prefer") {
-    throw new KilnError(`Policy "${kind}" needs a target`, {
-      code: "bad-input",
-      fix: kind === "named"
-        ? 'pass { backend: "id" } instead'
-        : 'pass { policy: { kind: "prefer", backendKind: "gpu" } }',
-    });
-  }
-  return { kind };
-}
-
 /**
  * Per backend, the rates its placement is estimated with. Only the cost-driven policies calibrate
  * (once per machine, persisted); the others use rates already known, if any.
@@ -537,63 +539,4 @@ async function ratesOf(backends: readonly Backend[], policy: Policy): Promise<Ba
       backendRates(b, (graph: Graph) => compile(graph, { backend: b, cache: false }))
     ),
   );
-}
-
-/**
- * A graph-level backend (a registered custom backend with `compile(graph)` and no kernel codegen)
- * cannot take single kernels, so it takes part in placement as one more plan: the whole graph
- * there. It is chosen when it can run every node and the policy prefers it: under `auto`,
- * `min-cost` and `local-first` (a host backend only: the inputs live on the host) when its
- * estimate, its own {@linkcode Backend.estimateCost} or else its calibrated rates, beats the
- * kernel plan's; under `prefer` when it is of the preferred kind and no kernel backend of that
- * kind took part in the plan.
- */
-async function graphLevelChoice(
-  graph: Graph,
-  candidates: readonly Backend[],
-  plan: Schedule,
-  policy: Policy,
-): Promise<{ backend: Backend; legal: Graph; reason: string } | undefined> {
-  const fit = candidates.flatMap((b) => {
-    if (b.codegen || !b.compile || b.deviceLost || b.capabilities().software) return [];
-    if (policy.kind === "local-first" && memorySpace(b) !== "host") return [];
-    if (policy.kind === "prefer" && b.kind !== policy.backendKind) return [];
-    try {
-      return [{ backend: b, legal: legalize(graph, b) }];
-    } catch {
-      return []; // it lacks some op: the kernel plan runs instead
-    }
-  });
-  if (!fit.length) return undefined;
-  if (policy.kind === "prefer") {
-    const kindOf = (id: string) => candidates.find((b) => b.id === id)?.kind;
-    if (plan.placement.some((id) => kindOf(id) === policy.backendKind)) return undefined;
-    const [first] = fit;
-    return {
-      ...first,
-      reason: `prefer ${policy.backendKind}: ${first.backend.id} runs the whole graph`,
-    };
-  }
-  const costed = await Promise.all(fit.map(async (f) => ({
-    ...f,
-    ms: await graphCost(f.backend, f.legal, policy),
-  })));
-  const best = costed.filter((c) => c.ms < plan.totalMs).sort((a, b) => a.ms - b.ms)[0];
-  return best && {
-    backend: best.backend,
-    legal: best.legal,
-    reason: `${policy.kind}: ${best.backend.id} runs the whole graph (est. ${
-      best.ms.toPrecision(3)
-    } ms against ${plan.totalMs.toPrecision(3)} ms for the kernel plan)`,
-  };
-}
-
-/** Estimated milliseconds of the whole of `graph` on graph-level backend `b`. */
-async function graphCost(b: Backend, graph: Graph, policy: Policy): Promise<number> {
-  const work = estimateWork(graph);
-  const own = b.estimateCost?.(graph, work);
-  if (own) return own.compute + own.transfer;
-  const [r] = await ratesOf([b], policy);
-  return r.dispatchMs * graph.nodes.length + r.syncMs + workMs(work, r) +
-    work.hostBytes / r.transferBytesPerMs;
 }
