@@ -144,6 +144,12 @@ export class ThreadTuner {
   static readonly SAMPLES = 3;
   /** Timings per way at most, when the first verdict is close. */
   static readonly MOST = 8;
+  /**
+   * Threaded ÷ single-threaded at or below which one timing of each way is a first verdict: a run
+   * on one thread then costs four threaded ones or more (ResNet-18 on the 16-core host: 400 ms
+   * against 46, and three such samples were 0.8 s of its early runs).
+   */
+  static readonly DECISIVE = 0.25;
   /** Threaded ÷ single-threaded (fastest runs) between which a first verdict is close. */
   static readonly CLOSE: readonly [number, number] = [0.8, 1.05];
   /** Runs after the first verdict at which the other way is first tried again. */
@@ -211,7 +217,7 @@ export class ThreadTuner {
     if (this.#choice === undefined) {
       const samples = Math.min(...this.#times.map((t) => t.length));
       const [low, high] = ThreadTuner.CLOSE;
-      if (samples < ThreadTuner.SAMPLES) return;
+      if (samples < ThreadTuner.SAMPLES && !(samples && ratio <= ThreadTuner.DECISIVE)) return;
       if (ratio >= low && ratio < high && samples < ThreadTuner.MOST) return;
       this.#choice = ratio < 0.9;
       // A probe of a way two or more times slower costs that much: on the 16-core host one run

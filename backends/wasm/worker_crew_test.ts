@@ -317,6 +317,18 @@ Deno.test("the thread tuner skips the workers' first run and samples more when i
   }
   assert.equal(runs, ThreadTuner.WARM + 1 + 2 * ThreadTuner.SAMPLES);
   assert.equal(clear.choice, true);
+  // Threads four times faster or more: one timing of each way decides (a run on one thread is
+  // the costly sample).
+  const decisive = new ThreadTuner();
+  const alone: number[] = [];
+  for (runs = 0; decisive.choice === undefined; runs++) {
+    const threads = decisive.next();
+    if (!threads) alone.push(runs);
+    decisive.record(threads, threads ? (runs === ThreadTuner.WARM ? 50 : 10) : 40, true);
+  }
+  assert.equal(decisive.choice, true);
+  assert.equal(alone.length, 1);
+  assert.equal(runs, ThreadTuner.WARM + 1 + 2);
 });
 
 Deno.test("the thread tuner alternates after warming up and keeps the faster way", () => {
