@@ -349,6 +349,8 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     return exe;
   };
   const key = trialKey(legal, usable);
+  // Verdicts are kept beside the kernels of the cache the caller names (the process's otherwise).
+  const notes = options.cache || defaultKernelCache();
   /**
    * The fastest of `plans`: the verdict of an earlier trial of this graph on this machine, else a
    * trial's (stored for the next compile); `fallback` where a plan fails to run. `syncMs`: see
@@ -360,11 +362,11 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     syncMs: number,
     ready = new Map<Verdict, Executable>(),
   ) => {
-    const stored = await storedVerdict(key);
+    const stored = await storedVerdict(key, notes);
     const { record, built } = stored && plans.has(stored)
       ? { record: undefined, built: ready }
       : await trialOf(plans, build, legal, syncMs, ready);
-    if (record) await storeVerdict(key, record);
+    if (record) await storeVerdict(key, record, notes);
     const verdict = stored && plans.has(stored) ? stored : record?.verdict ?? fallback;
     const exe = built.get(verdict) ?? await build(plans.get(verdict)!);
     for (const other of built.values()) if (other !== exe) other.dispose();
@@ -401,7 +403,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     } catch { /* some kernel runs on the device only */ }
     const alone = only && rival && only.placement.every((id) => id === hostSimd?.id);
     // A plan all on the host or all on the device was chosen by an earlier trial here.
-    const stored = alone ? await storedVerdict(key) : undefined;
+    const stored = alone ? await storedVerdict(key, notes) : undefined;
     if (stored === "host") {
       return done(await build({ ...only!, reason: timedAgainst(hostSimd!, `"${rival!.id}"`) }));
     }

@@ -16,7 +16,7 @@ import { allocate } from "./dtype.ts";
 import type { Executable } from "./executable.ts";
 import type { Graph } from "./graph.ts";
 import type { HostTensor } from "./host_tensor.ts";
-import { defaultKernelCache } from "./kernel_cache.ts";
+import { defaultKernelCache, type KernelCache } from "./kernel_cache.ts";
 import { sizeOf } from "./shape.ts";
 
 /** Plans whose estimates differ by less than this factor are timed, not trusted. */
@@ -38,10 +38,13 @@ export function trialKey(graph: Graph, backends: readonly Backend[]): string {
 
 const note = (key: string) => `placement-${key}.json`;
 
-/** A stored verdict for `key`, if any. */
-export async function storedVerdict(key: string): Promise<Verdict | undefined> {
+/** A verdict stored for `key` beside the kernels of `cache`, if any. */
+export async function storedVerdict(
+  key: string,
+  cache: KernelCache = defaultKernelCache(),
+): Promise<Verdict | undefined> {
   try {
-    const v = JSON.parse(await defaultKernelCache().readNote(note(key)) ?? "{}").verdict;
+    const v = JSON.parse(await cache.readNote(note(key)) ?? "{}").verdict;
     return VERDICTS.includes(v) ? v : undefined;
   } catch {
     return undefined;
@@ -49,8 +52,12 @@ export async function storedVerdict(key: string): Promise<Verdict | undefined> {
 }
 
 /** Stores a verdict (a read-only cache only costs a trial in the next process). */
-export function storeVerdict(key: string, record: TrialRecord): Promise<void> {
-  return defaultKernelCache().writeNote(note(key), JSON.stringify(record));
+export function storeVerdict(
+  key: string,
+  record: TrialRecord,
+  cache: KernelCache = defaultKernelCache(),
+): Promise<void> {
+  return cache.writeNote(note(key), JSON.stringify(record));
 }
 
 /** What a trial measured. */
