@@ -159,6 +159,9 @@ async function gpuName(): Promise<string | undefined> {
 function inProcess(model: string, runner: Runner, gpu: WebGpuImpl): ModelResult {
   const warm = runner === "kiln-warm";
   const cache = warm ? Deno.makeTempDirSync({ prefix: "kiln-warm-" }) : "off";
+  // The GPU driver's shader cache starts empty too, as a new user's does (NVIDIA's and Mesa's
+  // otherwise hand a later process the pipelines an earlier runner compiled).
+  const shaders = Deno.makeTempDirSync({ prefix: "kiln-shaders-" });
   const spawn = () =>
     spawnSync(
       Deno.execPath(),
@@ -166,12 +169,18 @@ function inProcess(model: string, runner: Runner, gpu: WebGpuImpl): ModelResult 
       {
         encoding: "utf8",
         timeout: 300_000,
-        env: { ...process.env, KILN_CACHE_DIR: cache, KILN_GPU: gpu },
+        env: {
+          ...process.env,
+          KILN_CACHE_DIR: cache,
+          KILN_GPU: gpu,
+          __GL_SHADER_DISK_CACHE_PATH: shaders,
+          MESA_SHADER_CACHE_DIR: shaders,
+        },
       },
     );
   if (warm) spawn();
   const child = spawn();
-  if (warm) Deno.removeSync(cache, { recursive: true });
+  for (const dir of warm ? [cache, shaders] : [shaders]) Deno.removeSync(dir, { recursive: true });
   const line = child.stdout?.split("\n").find((l) => l.startsWith("{"));
   return line ? JSON.parse(line) : {
     model,

@@ -149,3 +149,24 @@ Deno.test("a verdict stored by an earlier trial is taken before the host plan is
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("auto's host plan is fused for the host, not for a device's binding limit", async () => {
+  /** A device that binds four buffers a kernel (Dawn's default is eight). */
+  class NarrowGpu extends ReadbackGpu {
+    override capabilities(): DeviceProfile {
+      return { ...super.capabilities(), maxBindings: 4 };
+    }
+  }
+  // y = x0 + x1 + ... + x7: one kernel of eight inputs where nothing limits its bindings.
+  const b = new GraphBuilder();
+  const xs = Array.from({ length: 8 }, (_, i) => b.input(`x${i}`, [1 << 10]));
+  b.output("y", xs.reduce((sum, x) => b.op("Add", [sum, x])));
+  const graph = b.build();
+  const registry = new BackendRegistry().register(new NarrowGpu(1000)).register(new NoF64Simd());
+  // The device's readback outlasts the host's run: the host's plan stands, as wasm would run it.
+  const exe = await compile(graph, { registry, cache: false });
+  assert.match(exe.plan!.schedule.reason, /least readback of readback-gpu/);
+  assert.equal(exe.plan!.kernels.length, 1);
+  const device = await compile(graph, { registry, backend: "readback-gpu", cache: false });
+  assert.ok(device.plan!.kernels.length > 1);
+});

@@ -8,7 +8,7 @@
 import type { Backend, BackendSet, KernelCodegen, Program } from "./backend.ts";
 import { type BackendRates, backendRates, knownRates } from "./cost_model.ts";
 import { KilnError } from "./errors.ts";
-import { Executable, type PlanInfo, settleCompileMs } from "./executable.ts";
+import { Executable, type PlanInfo, settleCompile } from "./executable.ts";
 import { foldEmpty } from "./fold_empty.ts";
 import { fuse } from "./fuse.ts";
 import type { Graph } from "./graph.ts";
@@ -341,9 +341,9 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   });
   const timedAgainst = (b: Backend, other: string) =>
     `auto: every kernel on "${b.id}", timed against ${other}`;
-  /** `exe`, counted as this compile's result. */
-  const done = (exe: Executable) => {
-    settleCompileMs(exe, performance.now() - start);
+  /** `exe`, counted as this compile's result (a trial's choice for `reason`). */
+  const done = (exe: Executable, reason?: string) => {
+    settleCompile(exe, { compileMs: performance.now() - start, reason });
     count("kiln_compiles_total");
     count("kiln_compile_ms_total", exe.compileMs);
     return exe;
@@ -354,21 +354,14 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   /**
    * The fastest of `plans`: the verdict of an earlier trial of this graph on this machine, else a
    * trial's (stored for the next compile); `fallback` where a plan fails to run. `syncMs`: see
-   * {@linkcode trialOf}; `ready`: plans built already (each is disposed unless it is chosen).
+   * {@linkcode trialOf}.
    */
-  const fastest = async (
-    plans: Map<Verdict, Schedule>,
-    fallback: Verdict,
-    syncMs: number,
-    ready = new Map<Verdict, Executable>(),
-  ) => {
+  const fastest = async (plans: Map<Verdict, Schedule>, fallback: Verdict, syncMs: number) => {
     const stored = await storedVerdict(key, notes);
-    const { record, built } = stored && plans.has(stored)
-      ? { record: undefined, built: ready }
-      : await trialOf(plans, build, legal, syncMs, ready);
+    if (stored && plans.has(stored)) return await build(plans.get(stored)!);
+    const { record, built } = await trialOf(plans, build, legal, syncMs);
     if (record) await storeVerdict(key, record, notes);
-    const verdict = stored && plans.has(stored) ? stored : record?.verdict ?? fallback;
-    const exe = built.get(verdict) ?? await build(plans.get(verdict)!);
+    const exe = built.get(record?.verdict ?? fallback)!;
     for (const other of built.values()) if (other !== exe) other.dispose();
     return exe;
   };
@@ -387,56 +380,48 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   let hostTimed = false;
   if (
     policy.kind === "auto" && !options.state && !buckets && floor > 0 && floor < Infinity &&
-    host.length && candidates.every((b) => b.codegen || !b.compile)
+    hostSimd && host.length === 1 && runsAll(hostSimd) &&
+    candidates.every((b) => b.codegen || !b.compile)
   ) {
-    let only: Schedule | undefined;
-    try {
-      // One host backend that runs every kernel is placed without rates: calibrating wasm
-      // compiles and times four probe programs.
-      only = host.length === 1 && runsAll(host[0]) ? allOn(host[0], "") : schedule({
-        ...request,
-        graph: legal,
-        backends: host,
-        policy,
-        rates: await ratesOf(host, policy),
+    // The host's plan and the device's are each compiled as if named, fused for their own
+    // limits: fused for Dawn's 8 bindings, auto's host plans of gru_bi and lstm2 had 31 and 51
+    // kernels against wasm's own 24 and 47, and ran 1.23-1.27x as long.
+    const alone = (b: Backend, reason: string) =>
+      compile(input, { ...options, backend: b }).then((exe) => {
+        settleCompile(exe, { compileMs: exe.compileMs, reason });
+        return exe;
       });
-    } catch { /* some kernel runs on the device only */ }
-    const alone = only && rival && only.placement.every((id) => id === hostSimd?.id);
-    // A plan all on the host or all on the device was chosen by an earlier trial here.
-    const stored = alone ? await storedVerdict(key, notes) : undefined;
-    if (stored === "host") {
-      return done(await build({ ...only!, reason: timedAgainst(hostSimd!, `"${rival!.id}"`) }));
+    const hostWon = timedAgainst(hostSimd, rival ? `"${rival.id}"` : "the device's floor");
+    const deviceWon = rival && timedAgainst(rival, `"${hostSimd.id}"`);
+    // A plan chosen by an earlier trial here.
+    const stored = rival && await storedVerdict(key, notes);
+    if (stored === "host") return done(await alone(hostSimd, hostWon));
+    if (stored === "device") return done(await alone(rival!, deviceWon!));
+    const exe = await alone(
+      hostSimd,
+      `auto: the host plan runs in less than the least readback of ${
+        devices.map((b) => b.id).join(", ")
+      } and its kernels' dispatch (${floor.toFixed(1)} ms a run), so no device plan was tried`,
+    );
+    const record = await trial(new Map([["host", exe]]), legal);
+    if (record && record.ms.host! < HOST_MARGIN * floor) return done(exe);
+    hostTimed = true;
+    // Slower than the device's floor, the host plan is timed against the device's as they are:
+    // the calibration behind an estimate, which the trial would check anyway, was most of auto's
+    // first run on Dawn (1.4-1.6 s of vit_tiny's and unet's). The host executable timed is kept:
+    // a new one starts cold, on one thread (ResNet-18 timed 458 ms a run against 49).
+    if (rival) {
+      const plans = new Map<Verdict, Executable>([["host", exe]]);
+      try {
+        plans.set("device", await alone(rival, deviceWon!));
+      } catch { /* the device cannot build its plan: the host's stands */ }
+      const record = plans.size > 1 ? await trial(plans, legal) : undefined;
+      if (record) await storeVerdict(key, record, notes);
+      const kept = plans.get(record?.verdict ?? "host")!;
+      for (const other of plans.values()) if (other !== kept) other.dispose();
+      return done(kept, kept === exe ? hostWon : undefined);
     }
-    if (stored === "device") {
-      return done(await build(allOn(rival!, timedAgainst(rival!, `"${hostSimd!.id}"`))));
-    }
-    if (only) {
-      // Seen only where it holds: the executable is kept only if its runs were that fast. The
-      // executable's plan is this object, so its reason follows what the timing decides.
-      const plan: { -readonly [K in keyof Schedule]: Schedule[K] } = {
-        ...only,
-        reason: `auto: the host plan runs in less than the least readback of ${
-          devices.map((b) => b.id).join(", ")
-        } and its kernels' dispatch (${floor.toFixed(1)} ms a run), so no device plan was tried`,
-      };
-      const exe = await build(plan);
-      const record = await trial(new Map([["host", exe]]), legal);
-      if (record && record.ms.host! < HOST_MARGIN * floor) return done(exe);
-      hostTimed = true;
-      // Slower than the device's floor, the host plan is timed against the device's as they
-      // are: the calibration behind an estimate, which the trial would check anyway, was most
-      // of auto's first run on Dawn (1.4-1.6 s of vit_tiny's and unet's). The executable timed
-      // is kept: a new one starts cold, on one thread (ResNet-18 timed 458 ms a run against 49).
-      if (alone) {
-        plan.reason = timedAgainst(hostSimd!, `"${rival!.id}"`);
-        const plans = new Map<Verdict, Schedule>([
-          ["host", plan],
-          ["device", allOn(rival!, timedAgainst(rival!, `"${hostSimd!.id}"`))],
-        ]);
-        return done(await fastest(plans, "host", 0, new Map([["host", exe]])));
-      }
-      exe.dispose();
-    }
+    exe.dispose();
   }
   // One backend runs every kernel and no whole-graph backend competes: there is nothing to weigh,
   // so nothing is calibrated (its probes' compiles and runs were part of every first run).

@@ -97,15 +97,19 @@ export interface ExecutableInit {
   readonly drawn?: readonly DrawnInput[];
 }
 
-/** Sets an executable's compile time (see {@linkcode settleCompileMs}). */
-let setCompileMs: (exe: Executable, ms: number) => void;
+/** Sets what {@linkcode settleCompile} settles. */
+let settle: typeof settleCompile;
 
 /**
- * Sets `exe`'s `compileMs` to the whole compile's: a placement trial builds plans and times them
- * after the one it keeps was built (`kiln run` reported 0.65 s for a 3.5 s compile).
+ * Settles what a compile learned after building `exe`: the whole compile's time (a placement
+ * trial builds plans and times them after the one it keeps was built: `kiln run` reported 0.65 s
+ * for a 3.5 s compile), and why its plan runs where it does, where a trial chose it.
  */
-export function settleCompileMs(exe: Executable, ms: number): void {
-  setCompileMs(exe, ms);
+export function settleCompile(
+  exe: Executable,
+  settled: { readonly compileMs: number; readonly reason?: string },
+): void {
+  settle(exe, settled);
 }
 
 /** A compiled graph. */
@@ -114,14 +118,13 @@ export class Executable {
   readonly graph: Graph;
   /** The backend it runs on. */
   readonly backend: Backend;
-  /** The fused plan, when the backend compiled kernel IR. */
-  readonly plan?: PlanInfo;
   /** State bindings: output name → the input it refreshes after every run. */
   readonly state: Readonly<Record<string, string>>;
   /** Why the work runs where it does, when there is no fused plan (a graph-level backend). */
   readonly reason?: string;
   #init: ExecutableInit;
   #compileMs: number;
+  #plan?: PlanInfo;
   #program: Program;
   #params = new Map<string, TensorData>();
   #stateData = new Map<string, TensorData | DeviceTensor>();
@@ -136,7 +139,7 @@ export class Executable {
     this.graph = init.graph;
     this.backend = init.backend;
     this.#compileMs = init.compileMs;
-    this.plan = init.plan;
+    this.#plan = init.plan;
     this.state = init.state ?? {};
     this.reason = init.reason;
     this.#init = init;
@@ -147,7 +150,13 @@ export class Executable {
   }
 
   static {
-    setCompileMs = (exe, ms) => exe.#compileMs = ms;
+    settle = (exe, { compileMs, reason }) => {
+      exe.#compileMs = compileMs;
+      const plan = exe.#plan;
+      if (plan && reason !== undefined) {
+        exe.#plan = { ...plan, schedule: { ...plan.schedule, reason } };
+      }
+    };
   }
 
   /** Milliseconds spent compiling. */
@@ -155,10 +164,15 @@ export class Executable {
     return this.#compileMs;
   }
 
+  /** The fused plan, when the backend compiled kernel IR. */
+  get plan(): PlanInfo | undefined {
+    return this.#plan;
+  }
+
   /** A copy sharing the compiled program (no recompile) with its own params and state. */
   clone(): Executable {
     this.#check();
-    const copy = new Executable({ ...this.#init, compileMs: this.#compileMs });
+    const copy = new Executable({ ...this.#init, compileMs: this.#compileMs, plan: this.#plan });
     for (const [k, v] of this.#params) copy.#params.set(k, v);
     for (const [k, v] of this.#stateData) {
       hold(v);

@@ -171,19 +171,18 @@ export async function trial(
  * the H200 host, building and timing the GPU plans of models that run in well under a millisecond
  * on wasm made `auto`'s first run 1.5–2.5 s, against 0.8–1.2 s for wasm alone.) A
  * `deviceSyncMs` of 0 skips that (the host plan is known to be slower). The record is `undefined`
- * when a plan fails to run; `built` (which may come with plans built already) holds every
- * executable built.
+ * when a plan fails to run; `built` holds every executable built.
  */
 export async function trialOf<P>(
   plans: ReadonlyMap<Verdict, P>,
   build: (plan: P) => Promise<Executable>,
   graph: Graph,
   deviceSyncMs: number,
-  built: Map<Verdict, Executable> = new Map(),
 ): Promise<{ record?: TrialRecord; built: Map<Verdict, Executable> }> {
+  const built = new Map<Verdict, Executable>();
   const host = plans.get("host");
   if (host !== undefined && deviceSyncMs > 0) {
-    if (!built.has("host")) built.set("host", await build(host));
+    built.set("host", await build(host));
     const alone = await trial(built, graph);
     if (alone && alone.ms.host! < HOST_MARGIN * deviceSyncMs) return { record: alone, built };
   }
