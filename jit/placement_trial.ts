@@ -85,8 +85,18 @@ export function zeroInputs(graph: Graph): Record<string, HostTensor> {
  */
 const WARM_RUNS = 10, WARM_MS = 150;
 
-/** Timed runs of each plan, taking turns (their median is compared). */
+/** Timed runs of each plan, taking turns (their median is compared), at the least. */
 const ROUNDS = 5;
+
+/**
+ * Rounds go on up to {@linkcode MAX_ROUNDS} while all of them together took under this many
+ * milliseconds: five runs of sub-millisecond plans were too few for a median (on the H200, Dawn
+ * table, auto kept wasm for generator at 0.41 ms a run against the GPU's 0.31).
+ */
+const ROUNDS_MS = 25;
+
+/** The most timed rounds. */
+const MAX_ROUNDS = 25;
 
 /**
  * A plan this many times slower than the fastest in a round runs no more rounds (DenseNet-121's
@@ -130,8 +140,8 @@ export function verdictOf(times: ReadonlyMap<Verdict, readonly number[]>): Trial
 }
 
 /**
- * Times the executables (warmed up, then {@linkcode ROUNDS} runs each, taking turns, less for a
- * {@linkcode HOPELESS} one) and returns the record; `undefined` when one fails to run (the
+ * Times the executables (warmed up, then {@linkcode ROUNDS} runs each or more for fast plans,
+ * taking turns, less for a {@linkcode HOPELESS} one) and returns the record; `undefined` when one fails to run (the
  * estimate stands then).
  */
 export async function trial(
@@ -146,7 +156,12 @@ export async function trial(
       for (let i = 0; i < WARM_RUNS && performance.now() < until; i++) await exe.run(feeds);
     }
     const running = new Map(plans);
-    for (let rep = 0; rep < ROUNDS; rep++) {
+    const start = performance.now();
+    for (
+      let rep = 0;
+      rep < ROUNDS || (rep < MAX_ROUNDS && performance.now() - start < ROUNDS_MS);
+      rep++
+    ) {
       const round = new Map<Verdict, number>();
       for (const [v, exe] of running) {
         const t0 = performance.now();

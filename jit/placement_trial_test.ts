@@ -89,3 +89,25 @@ Deno.test("a device's floor is its readback and a dispatch a kernel; none withou
   assert.equal(deviceFloorMs(0, 51), 0);
   assert.equal(deviceFloorMs(Infinity, 51), Infinity);
 });
+
+Deno.test("fast plans are timed over more rounds, slow ones over five", async () => {
+  const g = new GraphBuilder();
+  g.output("y", g.op("Relu", [g.input("x", [4])]));
+  const counted = (ms: number) => {
+    const plan = { runs: 0, exe: undefined as unknown as Executable };
+    const run = () => {
+      plan.runs++;
+      return ms ? new Promise((done) => setTimeout(done, ms)) : Promise.resolve();
+    };
+    plan.exe = { run, dispose: () => {} } as unknown as Executable;
+    return plan;
+  };
+  // Runs of no time: a median of five of them was too noisy to place sub-millisecond programs.
+  const [host, device] = [counted(0), counted(0)];
+  await trial(new Map([["host", host.exe], ["device", device.exe]]), g.build());
+  assert.ok(host.runs >= 10 + 20 && device.runs >= 10 + 20, `${host.runs}, ${device.runs}`);
+  // 10 ms runs: ten warm-up runs, then rounds stop at five (they took over 25 ms).
+  const slow = counted(10);
+  await trial(new Map([["host", slow.exe]]), g.build());
+  assert.equal(slow.runs, 10 + 5);
+});
