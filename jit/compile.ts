@@ -386,7 +386,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     // The host's plan and the device's are each compiled as if named, fused for their own
     // limits: fused for Dawn's 8 bindings, auto's host plans of gru_bi and lstm2 had 31 and 51
     // kernels against wasm's own 24 and 47, and ran 1.23-1.27x as long.
-    const alone = (b: Backend, reason: string) =>
+    const asNamed = (b: Backend, reason: string) =>
       compile(input, { ...options, backend: b }).then((exe) => {
         settleCompile(exe, { compileMs: exe.compileMs, reason });
         return exe;
@@ -395,9 +395,11 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     const deviceWon = rival && timedAgainst(rival, `"${hostSimd.id}"`);
     // A plan chosen by an earlier trial here.
     const stored = rival && await storedVerdict(key, notes);
-    if (stored === "host") return done(await alone(hostSimd, hostWon));
-    if (stored === "device") return done(await alone(rival!, deviceWon!));
-    const exe = await alone(
+    if (stored === "host") return done(await asNamed(hostSimd, hostWon));
+    // A device that fails to build its plan now leaves the host's, timed as below.
+    const chosen = stored === "device" && await asNamed(rival!, deviceWon!).catch(() => undefined);
+    if (chosen) return done(chosen);
+    const exe = await asNamed(
       hostSimd,
       `auto: the host plan runs in less than the least readback of ${
         devices.map((b) => b.id).join(", ")
@@ -413,7 +415,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     if (rival) {
       const plans = new Map<Verdict, Executable>([["host", exe]]);
       try {
-        plans.set("device", await alone(rival, deviceWon!));
+        plans.set("device", await asNamed(rival, deviceWon!));
       } catch { /* the device cannot build its plan: the host's stands */ }
       const record = plans.size > 1 ? await trial(plans, legal) : undefined;
       if (record) await storeVerdict(key, record, notes);
