@@ -39,7 +39,7 @@ import {
   writeTextFile,
 } from "./cli_files.ts";
 import { info } from "./cli_info.ts";
-import { pairs, parseShape, runCount, useGpu } from "./cli_args.ts";
+import { pairs, parseShape, readbackNote, runCount, useGpu } from "./cli_args.ts";
 
 const HELP = `kiln ${VERSION}: a JIT codegen runtime for tensor compute graphs
 
@@ -362,6 +362,11 @@ async function run(args: string[]): Promise<number> {
   console.log(
     `run      first ${report.timings.runMs} ms, median ${report.timings.medianRunMs} ms over ${runs}`,
   );
+  const gpu = plan.kernels.some((k) => k.backend === "webgpu")
+    ? defaultBackends().get("webgpu")
+    : undefined;
+  const note = gpu && readbackNote(gpu.capabilities());
+  if (note) console.log(note);
   if (values.explain) console.log(plan.text());
   return 0;
 }

@@ -1,11 +1,13 @@
 /**
  * The CLI's argument forms that its commands share: `NAME=VALUE` lists, shapes, run counts and
- * `--gpu`. Each bad value is a {@linkcode KilnError} with a `Fix:`.
+ * `--gpu` (with the note that points at it). Each bad value is a {@linkcode KilnError} with a
+ * `Fix:`.
  *
  * @module
  */
 import { defaultBackends } from "./backends/registry.ts";
 import { WebGpuBackend } from "./backends/webgpu/webgpu_backend.ts";
+import type { DeviceProfile } from "./jit/backend.ts";
 import { KilnError } from "./jit/errors.ts";
 
 /** `NAME=VALUE` items of `flag` as a map (a typed error for any other form). */
@@ -70,4 +72,18 @@ export function useGpu(args: string[]): void {
     });
   }
   defaultBackends().register(new WebGpuBackend({ gpu: value }), { replace: true });
+}
+
+/**
+ * A note for `kiln run` where work ran on a hardware GPU through an implementation whose every
+ * readback waits `readbackMs` (Deno's WebGPU sleeps 10 ms in each `mapAsync`): Dawn's takes
+ * 0.035 ms on the H200, and kiln's webgpu runs there took 0.010-0.085 of ONNX Runtime's.
+ */
+export function readbackNote(profile: DeviceProfile): string | undefined {
+  if (profile.software || (profile.readbackMs ?? 0) < 5 || profile.name.endsWith("(Dawn)")) {
+    return undefined;
+  }
+  return `note     every result this WebGPU reads back waits ${
+    profile.readbackMs!.toFixed(1)
+  } ms (Deno's mapAsync); --gpu dawn (KILN_GPU=dawn) runs on Dawn, the webgpu npm package, whose readbacks take well under a millisecond`;
 }

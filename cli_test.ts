@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { readbackNote } from "./cli_args.ts";
+import { ReferenceBackend } from "./mod.ts";
 
 async function kiln(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return await kilnWith({}, ...args);
@@ -419,4 +421,15 @@ Deno.test("kiln run specialises on a fed input that decides a shape, as OnnxMode
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("kiln run points at Dawn where a hardware GPU's readbacks wait for Deno's mapAsync", () => {
+  const base = new ReferenceBackend().capabilities();
+  const deno = { ...base, name: "NVIDIA H200", software: false, readbackMs: 11.4 };
+  assert.match(readbackNote(deno)!, /waits 11\.4 ms .*--gpu dawn/);
+  // Not on Dawn, not on a software adapter (where auto runs nothing), not where readbacks are fast.
+  assert.equal(readbackNote({ ...deno, name: "NVIDIA H200 (Dawn)", readbackMs: 0.04 }), undefined);
+  assert.equal(readbackNote({ ...deno, name: "NVIDIA H200 (Dawn)" }), undefined);
+  assert.equal(readbackNote({ ...deno, software: true }), undefined);
+  assert.equal(readbackNote({ ...deno, readbackMs: 0.5 }), undefined);
 });
