@@ -391,13 +391,15 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
         settleCompile(exe, { compileMs: exe.compileMs, reason });
         return exe;
       });
-    const hostWon = timedAgainst(hostSimd, rival ? `"${rival.id}"` : "the device's floor");
+    const hostWon = rival && timedAgainst(hostSimd, `"${rival.id}"`);
     const deviceWon = rival && timedAgainst(rival, `"${hostSimd.id}"`);
-    // A plan chosen by an earlier trial here.
+    // A plan an earlier compile here found fastest (against the device's plan or its floor).
     const stored = rival && await storedVerdict(key, notes);
-    if (stored === "host") return done(await asNamed(hostSimd, hostWon));
+    const earlier = (b: Backend) =>
+      `auto: every kernel on "${b.id}", as an earlier compile on this machine found fastest`;
+    if (stored === "host") return done(await asNamed(hostSimd, earlier(hostSimd)));
     // A device that fails to build its plan now leaves the host's, timed as below.
-    const chosen = stored === "device" && await asNamed(rival!, deviceWon!).catch(() => undefined);
+    const chosen = stored === "device" && await asNamed(rival!, earlier(rival!)).catch(() => {});
     if (chosen) return done(chosen);
     const exe = await asNamed(
       hostSimd,
@@ -406,7 +408,11 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
       } and its kernels' dispatch (${floor.toFixed(1)} ms a run), so no device plan was tried`,
     );
     const record = await trial(new Map([["host", exe]]), legal);
-    if (record && record.ms.host! < HOST_MARGIN * floor) return done(exe);
+    if (record && record.ms.host! < HOST_MARGIN * floor) {
+      // Kept for the next compile, which then times nothing (a warm `kiln run` timed it anew).
+      if (rival) await storeVerdict(key, record, notes);
+      return done(exe);
+    }
     hostTimed = true;
     // Slower than the device's floor, the host plan is timed against the device's as they are:
     // the calibration behind an estimate, which the trial would check anyway, was most of auto's
