@@ -105,6 +105,12 @@ const MAX_ROUNDS = 25;
 const HOPELESS = 4;
 
 /**
+ * A run must also take this many milliseconds for its plan to be dropped as {@linkcode HOPELESS}:
+ * a sub-millisecond plan costs the rounds little, and one round of it can be a collector's pause.
+ */
+const HOPELESS_MS = 5;
+
+/**
  * How much faster than the host-only plan another must be to win: a plan that moves data to a
  * device varies more from run to run (transfers, an awaited readback) than it does in a few timed
  * runs, and the host's plan is the one whose estimate the trial is there to check.
@@ -141,8 +147,8 @@ export function verdictOf(times: ReadonlyMap<Verdict, readonly number[]>): Trial
 
 /**
  * Times the executables (warmed up, then {@linkcode ROUNDS} runs each or more for fast plans,
- * taking turns, less for a {@linkcode HOPELESS} one) and returns the record; `undefined` when one fails to run (the
- * estimate stands then).
+ * taking turns, less for a {@linkcode HOPELESS} one) and returns the record; `undefined` when
+ * one fails to run (the estimate stands then).
  */
 export async function trial(
   plans: ReadonlyMap<Verdict, Executable>,
@@ -171,7 +177,9 @@ export async function trial(
         times.get(v)!.push(ms);
       }
       const best = Math.min(...round.values());
-      for (const [v, ms] of round) if (ms > HOPELESS * best) running.delete(v);
+      for (const [v, ms] of round) {
+        if (ms > HOPELESS * best && ms > HOPELESS_MS) running.delete(v);
+      }
     }
   } catch {
     return undefined;

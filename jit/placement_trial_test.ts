@@ -90,7 +90,7 @@ Deno.test("a device's floor is its readback and a dispatch a kernel; none withou
   assert.equal(deviceFloorMs(Infinity, 51), Infinity);
 });
 
-Deno.test("fast plans are timed over more rounds, slow ones over five", async () => {
+Deno.test("fast plans are timed over more rounds, all of them, slow ones over five", async () => {
   const g = new GraphBuilder();
   g.output("y", g.op("Relu", [g.input("x", [4])]));
   const counted = (ms: number) => {
@@ -103,9 +103,11 @@ Deno.test("fast plans are timed over more rounds, slow ones over five", async ()
     return plan;
   };
   // Runs of no time: a median of five of them was too noisy to place sub-millisecond programs.
+  // Neither is dropped as hopeless, however their runs' noise compares in a round.
   const [host, device] = [counted(0), counted(0)];
   await trial(new Map([["host", host.exe], ["device", device.exe]]), g.build());
-  assert.ok(host.runs >= 10 + 20 && device.runs >= 10 + 20, `${host.runs}, ${device.runs}`);
+  assert.equal(host.runs, device.runs);
+  assert.ok(host.runs > 10 + 5, `${host.runs} runs`);
   // 10 ms runs: ten warm-up runs, then rounds stop at five (they took over 25 ms).
   const slow = counted(10);
   await trial(new Map([["host", slow.exe]]), g.build());
