@@ -6,6 +6,7 @@ import { fuse } from "./fuse.ts";
 import { GraphBuilder } from "./graph_builder.ts";
 import { KernelCache } from "./kernel_cache.ts";
 import { usableBackends } from "./schedule.ts";
+import { delayed } from "./testing.ts";
 
 // auto's placement on a machine with a device: which backends it weighs, when a device's readback
 // keeps it from being tried, and how a trial's verdict is reached and reused.
@@ -67,23 +68,14 @@ class ReadbackGpu extends ReferenceBackend {
   override readonly codegen: KernelCodegen;
   constructor(readonly readbackMs: number) {
     super();
-    const inner = new ReferenceBackend().codegen!;
+    // Its kernels wait 10 ms more than the host's (the same interpreter), so a trial between
+    // them has one answer.
+    const slow = delayed(new ReferenceBackend().codegen!, 10);
     this.codegen = {
-      ...inner,
+      ...slow,
       generate: (k) => {
         this.generated++;
-        return inner.generate(k);
-      },
-      // Its kernels wait 10 ms more than the host's (the same interpreter), so a trial between
-      // them has one answer.
-      load: async (k, artifact) => {
-        const kernel = await inner.load(k, artifact);
-        return {
-          run: async (...args) => {
-            await new Promise((done) => setTimeout(done, 10));
-            return kernel.run(...args);
-          },
-        };
+        return slow.generate(k);
       },
     };
   }

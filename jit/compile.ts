@@ -28,6 +28,7 @@ import {
   TRIAL_RATIO,
   trialKey,
   trialOf,
+  type TrialRecord,
   type Verdict,
 } from "./placement_trial.ts";
 import {
@@ -351,6 +352,17 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   const key = trialKey(legal, usable);
   // Verdicts are kept beside the kernels of the cache the caller names (the process's otherwise).
   const notes = options.cache || defaultKernelCache();
+  /** `record`'s plan among `built` (`fallback` without one), the record stored, the rest disposed. */
+  const keep = async (
+    built: Map<Verdict, Executable>,
+    record: TrialRecord | undefined,
+    fallback: Verdict,
+  ) => {
+    if (record) await storeVerdict(key, record, notes);
+    const exe = built.get(record?.verdict ?? fallback)!;
+    for (const other of built.values()) if (other !== exe) other.dispose();
+    return exe;
+  };
   /**
    * The fastest of `plans`: the verdict of an earlier trial of this graph on this machine, else a
    * trial's (stored for the next compile); `fallback` where a plan fails to run. `syncMs`: see
@@ -360,10 +372,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     const stored = await storedVerdict(key, notes);
     if (stored && plans.has(stored)) return await build(plans.get(stored)!);
     const { record, built } = await trialOf(plans, build, legal, syncMs);
-    if (record) await storeVerdict(key, record, notes);
-    const exe = built.get(record?.verdict ?? fallback)!;
-    for (const other of built.values()) if (other !== exe) other.dispose();
-    return exe;
+    return await keep(built, record, fallback);
   };
   // A device that waits at least its `readbackMs` a run (Deno's GPU: about 11 ms), and
   // KERNEL_FLOOR_MS a kernel, cannot beat a host plan that runs in less. Under auto the host plan
@@ -388,11 +397,9 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     // kernels against wasm's own 24 and 47, and ran 1.23-1.27x as long.
     const asNamed = (b: Backend, reason: string) =>
       compile(input, { ...options, backend: b }).then((exe) => {
-        settleCompile(exe, { compileMs: exe.compileMs, reason });
+        settleCompile(exe, { reason });
         return exe;
       });
-    const hostWon = rival && timedAgainst(hostSimd, `"${rival.id}"`);
-    const deviceWon = rival && timedAgainst(rival, `"${hostSimd.id}"`);
     // A plan an earlier compile here found fastest (against the device's plan or its floor).
     const stored = rival && await storedVerdict(key, notes);
     const earlier = (b: Backend) =>
@@ -421,13 +428,14 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     if (rival) {
       const plans = new Map<Verdict, Executable>([["host", exe]]);
       try {
-        plans.set("device", await asNamed(rival, deviceWon!));
+        plans.set("device", await asNamed(rival, timedAgainst(rival, `"${hostSimd.id}"`)));
       } catch { /* the device cannot build its plan: the host's stands */ }
-      const record = plans.size > 1 ? await trial(plans, legal) : undefined;
-      if (record) await storeVerdict(key, record, notes);
-      const kept = plans.get(record?.verdict ?? "host")!;
-      for (const other of plans.values()) if (other !== kept) other.dispose();
-      return done(kept, kept === exe ? hostWon : undefined);
+      const kept = await keep(
+        plans,
+        plans.size > 1 ? await trial(plans, legal) : undefined,
+        "host",
+      );
+      return done(kept, kept === exe ? timedAgainst(hostSimd, `"${rival.id}"`) : undefined);
     }
     exe.dispose();
   }

@@ -101,13 +101,13 @@ export interface ExecutableInit {
 let settle: typeof settleCompile;
 
 /**
- * Settles what a compile learned after building `exe`: the whole compile's time (a placement
- * trial builds plans and times them after the one it keeps was built: `kiln run` reported 0.65 s
- * for a 3.5 s compile), and why its plan runs where it does, where a trial chose it.
+ * Settles what a compile learned after building `exe` (each where given): the whole compile's
+ * time (a placement trial builds plans and times them after the one it keeps was built: `kiln
+ * run` reported 0.65 s for a 3.5 s compile), and why its plan runs where it does.
  */
 export function settleCompile(
   exe: Executable,
-  settled: { readonly compileMs: number; readonly reason?: string },
+  settled: { readonly compileMs?: number; readonly reason?: string },
 ): void {
   settle(exe, settled);
 }
@@ -150,7 +150,7 @@ export class Executable {
   }
 
   static {
-    settle = (exe, { compileMs, reason }) => {
+    settle = (exe, { compileMs = exe.#compileMs, reason }) => {
       exe.#compileMs = compileMs;
       const plan = exe.#plan;
       if (plan && reason !== undefined) {

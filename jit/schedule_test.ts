@@ -16,24 +16,7 @@ import type { KernelIR } from "./kernel_ir.ts";
 import { keepElidedTogether, schedule } from "./schedule.ts";
 import { fuse } from "./fuse.ts";
 import { uniform } from "./random.ts";
-import { assertClose, numbers } from "./testing.ts";
-
-/** `codegen` whose kernels each take `ms` longer (a slow device, measured by placement trials). */
-function delayed(codegen: KernelCodegen, ms: number): KernelCodegen {
-  return {
-    format: codegen.format,
-    generate: (k) => codegen.generate(k),
-    load: async (k, artifact) => {
-      const kernel = await codegen.load(k, artifact);
-      return {
-        run: async (inputs, into, active) => {
-          await new Promise((resolve) => setTimeout(resolve, ms));
-          return kernel.run(inputs, into, active);
-        },
-      };
-    },
-  };
-}
+import { assertClose, delayed, numbers } from "./testing.ts";
 
 /** A "GPU" that runs the reference kernels but is costed like a discrete GPU under Deno. */
 class FakeGpu extends ReferenceBackend {

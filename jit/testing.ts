@@ -5,7 +5,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import type { Backend } from "./backend.ts";
+import type { Backend, KernelCodegen } from "./backend.ts";
 import { BackendRegistry, compile, type CompileOptions, GraphBuilder, KilnError } from "../mod.ts";
 import { fromF16Bits, type TensorData } from "./dtype.ts";
 import { zeroInputs } from "./placement_trial.ts";
@@ -195,4 +195,21 @@ export async function assertRecoversFromLoss(backend: Backend, lose: () => void)
   );
   const again = await compile(graph, { backend, cache: false });
   assertClose(numbers((await again.run(feeds)).y.data), e256, { rtol: 1e-6 });
+}
+
+/** `codegen` whose kernels each take `ms` longer (a slow device, measured by placement trials). */
+export function delayed(codegen: KernelCodegen, ms: number): KernelCodegen {
+  return {
+    format: codegen.format,
+    generate: (k) => codegen.generate(k),
+    load: async (k, artifact) => {
+      const kernel = await codegen.load(k, artifact);
+      return {
+        run: async (inputs, into, active) => {
+          await new Promise((resolve) => setTimeout(resolve, ms));
+          return kernel.run(inputs, into, active);
+        },
+      };
+    },
+  };
 }
