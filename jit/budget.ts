@@ -44,8 +44,17 @@ function machineMemory(): number | undefined {
 
 function defaultBudget(): MemoryBudget {
   const raw = envVar("KILN_MAX_TENSOR_BYTES");
-  const env = Number(raw);
-  if (raw !== undefined && Number.isFinite(env) && env > 0) return { maxTensorBytes: env };
+  if (raw !== undefined) {
+    const env = Number(raw);
+    // A typo must not leave the default in force: the setting is a limit someone relies on.
+    if (raw.trim() === "" || !Number.isSafeInteger(env) || env <= 0) {
+      throw new KilnError(`KILN_MAX_TENSOR_BYTES="${raw}" is not a positive byte count`, {
+        code: "bad-input",
+        fix: "set it to a whole number of bytes such as 1073741824, or unset it",
+      });
+    }
+    return { maxTensorBytes: env };
+  }
   const total = machineMemory();
   return { maxTensorBytes: total ? Math.min(DEFAULT_CAP, Math.floor(total / 8)) : DEFAULT_CAP };
 }
@@ -64,7 +73,27 @@ export function setMemoryBudget(budget: Partial<MemoryBudget> | undefined): void
     });
   }
   fallback = undefined;
-  override = budget ? { ...defaultBudget(), ...budget } : undefined;
+  override = budget
+    ? { maxTensorBytes: budget.maxTensorBytes ?? defaultBudget().maxTensorBytes }
+    : undefined;
+}
+
+/**
+ * Throws a {@linkcode KilnError} (code `limit`) when `bytes` of one tensor would exceed the
+ * budget, before they are read or allocated; `what` names the tensor.
+ */
+export function checkBytes(bytes: number, what: string): void {
+  const { maxTensorBytes } = memoryBudget();
+  if (bytes <= maxTensorBytes) return;
+  throw new KilnError(
+    `${what} takes ${(bytes / 2 ** 30).toFixed(2)} GiB, over the memory budget of ${
+      (maxTensorBytes / 2 ** 30).toFixed(2)
+    } GiB per tensor`,
+    {
+      code: "limit",
+      fix: "raise the budget with KILN_MAX_TENSOR_BYTES or setMemoryBudget({ maxTensorBytes })",
+    },
+  );
 }
 
 /**

@@ -58,3 +58,31 @@ Deno.test("the budget is configurable and checked per tensor", async () => {
   limited(() => checkBudget([MAX_ELEMENTS + 1], "bool", "t"));
   assert.throws(() => setMemoryBudget({ maxTensorBytes: -1 }), KilnError);
 });
+
+Deno.test("KILN_MAX_TENSOR_BYTES that is not a positive byte count is a typed error", () => {
+  const before = Deno.env.get("KILN_MAX_TENSOR_BYTES");
+  try {
+    for (const raw of ["abc", "-5", "0", "", "1.5", "1e400"]) {
+      Deno.env.set("KILN_MAX_TENSOR_BYTES", raw);
+      setMemoryBudget(undefined);
+      assert.throws(
+        () => checkBudget([4], "f32", "x"),
+        (e) =>
+          e instanceof KilnError && /KILN_MAX_TENSOR_BYTES/.test(e.message) &&
+          /Fix:/.test(e.message),
+        raw,
+      );
+    }
+    Deno.env.set("KILN_MAX_TENSOR_BYTES", "1048576");
+    setMemoryBudget(undefined);
+    assert.equal(memoryBudget().maxTensorBytes, 1048576);
+    // An explicit budget stands whatever the variable says.
+    Deno.env.set("KILN_MAX_TENSOR_BYTES", "abc");
+    setMemoryBudget({ maxTensorBytes: 4096 });
+    assert.equal(memoryBudget().maxTensorBytes, 4096);
+  } finally {
+    if (before === undefined) Deno.env.delete("KILN_MAX_TENSOR_BYTES");
+    else Deno.env.set("KILN_MAX_TENSOR_BYTES", before);
+    setMemoryBudget(undefined);
+  }
+});

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { checkBytes } from "../jit/budget.ts";
 import { KilnError } from "../jit/errors.ts";
 import {
   elementBytes,
@@ -58,7 +59,30 @@ function externalTensors(model: ModelProto): TensorProto[] {
   return [...tensorsOf(model.graph)].filter(isExternal);
 }
 
-/** Where tensor `t`'s external bytes are, checked: no absolute or parent-relative location. */
+/** A URL scheme (`file:`, `http:`, `c:` too): a location names a path, never another resource. */
+const SCHEME = /^[a-z][a-z0-9+.-]*:/i;
+
+/**
+ * Why `location` would leave the model's folder, or `undefined`: absolute, a drive, a scheme, a
+ * parent segment or a NUL, as written or once percent-decoded (a URL's `%2e%2e` is `..`).
+ */
+function escapes(location: string): string | undefined {
+  let decoded = location;
+  try {
+    decoded = decodeURIComponent(location);
+  } catch {
+    // Not percent-encoded text: the location is checked as written.
+  }
+  for (const form of new Set([location, decoded.replaceAll("\\", "/")])) {
+    if (form.includes("\0")) return "holds a NUL character";
+    if (form.startsWith("/")) return "is absolute";
+    if (SCHEME.test(form)) return "names a scheme or a drive";
+    if (form.split("/").includes("..")) return "climbs to a parent folder";
+  }
+  return undefined;
+}
+
+/** Where tensor `t`'s external bytes are, checked: no absolute, parent-relative or URL location. */
 export function externalRef(t: TensorProto): ExternalRef {
   const where = `initializer "${t.name ?? ""}"`;
   const entries = new Map(
@@ -76,11 +100,9 @@ export function externalRef(t: TensorProto): ExternalRef {
   const location = (entries.get("location") ?? "").replaceAll("\\", "/");
   if (!location) throw fail("its external data names no location");
   // As ONNX's checker: the data stays in the model's folder or below it.
-  if (
-    location.startsWith("/") || /^[a-z]:/i.test(location) ||
-    location.split("/").includes("..")
-  ) {
-    throw fail(`its external data location "${location}" leaves the model's folder`);
+  const escape = escapes(location);
+  if (escape) {
+    throw fail(`its external data location "${location}" leaves the model's folder (it ${escape})`);
   }
   const number = (key: string, fallback: number) => {
     const text = entries.get(key);
@@ -99,6 +121,8 @@ export function externalRef(t: TensorProto): ExternalRef {
       `its external data is ${length} bytes long, where ${count} elements take ${expected}`,
     );
   }
+  // Before any byte is read: a model may declare terabytes in a few bytes of protobuf.
+  checkBytes(length, `${where} (external data)`);
   return { location, offset: number("offset", 0), length };
 }
 
@@ -108,8 +132,9 @@ export function externalRef(t: TensorProto): ExternalRef {
  */
 export async function inlineExternalData(model: ModelProto, reader: ExternalReader): Promise<void> {
   try {
-    for (const t of externalTensors(model)) {
-      const ref = externalRef(t);
+    // Every location and size is checked before the first read.
+    const refs = externalTensors(model).map((t) => [t, externalRef(t)] as const);
+    for (const [t, ref] of refs) {
       t.rawData = ref.length ? await reader.read(ref) : new Uint8Array();
       t.externalData = undefined;
       t.dataLocation = 0;
@@ -119,28 +144,65 @@ export async function inlineExternalData(model: ModelProto, reader: ExternalRead
   }
 }
 
+type NodeFs = typeof import("node:fs/promises");
+type Handle = import("node:fs/promises").FileHandle;
+
+/** `node:fs/promises`, hidden from bundlers as the model's own read: a browser has no files. */
+async function nodeFs(): Promise<NodeFs> {
+  return await import(["node", "fs/promises"].join(":")) as NodeFs;
+}
+
+/** Whether real path `path` is `folder` itself or lies below it. */
+function inside(path: string, folder: string): boolean {
+  const root = folder.replace(/[\\/]+$/, "");
+  return path.startsWith(root) && (path[root.length] === "/" || path[root.length] === "\\");
+}
+
+/**
+ * Opens `location` below `folder` for reading, where it stays there once every link is followed:
+ * a link beside the model (`m.onnx.data -> /etc/passwd`) or on the way (`sub -> /etc`) that
+ * leads out is refused. The resolved path is opened without following a last link, so a link
+ * swapped in after the check is refused too; it must be a regular file.
+ */
+async function openInside(fs: NodeFs, folder: string, location: string) {
+  const realFolder = await fs.realpath(folder);
+  const real = await fs.realpath(`${folder}/${location}`);
+  if (!inside(real, realFolder)) {
+    throw new KilnError(
+      `The model's external data "${location}" leads outside the model's folder (to ${real})`,
+      {
+        code: "bad-input",
+        fix:
+          "keep the data file itself (not a link to elsewhere) in the model's folder, or re-save the model with the data inline (onnx.save(onnx.load(path), path))",
+      },
+    );
+  }
+  const { constants } = await import(["node", "fs"].join(":")) as typeof import("node:fs");
+  const file = await fs.open(real, constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0));
+  const info = await file.stat();
+  if (info.isFile()) return { file, size: info.size };
+  await file.close();
+  throw new Error("not a regular file");
+}
+
 /**
  * An {@linkcode ExternalReader} over a folder of the file system (Deno, Node, Bun): each data file
- * opened once (an exporter puts every tensor in one), read at each tensor's offset.
+ * opened once (an exporter puts every tensor in one), read at each tensor's offset; nothing
+ * outside the folder is opened, however links are laid.
  */
 export function fileReader(folder: string): ExternalReader {
-  type Handle = import("node:fs/promises").FileHandle;
   const files = new Map<string, Promise<{ file: Handle; size: number }>>();
-  const open = async (path: string) => {
-    // Hidden from bundlers, as the model's own read: a browser build has no file system.
-    const fs = ["node", "fs/promises"].join(":");
-    const file = await (await import(fs) as typeof import("node:fs/promises")).open(path, "r");
-    const info = await file.stat();
-    if (info.isFile()) return { file, size: info.size };
-    await file.close();
-    throw new Error("not a regular file");
-  };
   return {
     async read({ location, offset, length }) {
       const path = `${folder}/${location}`;
       try {
         let opened = files.get(path);
-        if (!opened) files.set(path, opened = open(path));
+        if (!opened) {
+          files.set(
+            path,
+            opened = nodeFs().then((fs) => openInside(fs, folder, location)),
+          );
+        }
         const { file, size } = await opened;
         if (offset + length > size) {
           throw new Error(`${length} bytes at offset ${offset} pass its end (${size} bytes)`);
@@ -153,6 +215,7 @@ export function fileReader(folder: string): ExternalReader {
         }
         return bytes;
       } catch (e) {
+        if (e instanceof KilnError) throw e;
         throw new KilnError(
           `Cannot read the model's external data ${path}: ${(e as Error).message}`,
           {
@@ -173,6 +236,33 @@ export function fileReader(folder: string): ExternalReader {
   };
 }
 
+/**
+ * The URL of `location` beside the model at `base`: each path segment percent-encoded (a location
+ * is a file path, so `%2e%2e` names a folder called that, never the parent), and checked to keep
+ * the model's origin and stay below its folder; anything else is a typed error.
+ */
+export function urlBeside(base: URL, location: string): URL {
+  const refuse = (why: string, cause?: unknown) =>
+    new KilnError(`The model at ${base.href} names external data "${location}", ${why}`, {
+      code: "bad-input",
+      fix:
+        "serve the model and its data file over http(s) side by side, or re-save the model with the data inline (onnx.save(onnx.load(path), path))",
+      cause,
+    });
+  let at: URL;
+  try {
+    at = new URL(location.split("/").map(encodeURIComponent).join("/"), base);
+  } catch (e) {
+    throw refuse("which has no URL beside it", e);
+  }
+  const folder = base.pathname.slice(0, base.pathname.lastIndexOf("/") + 1);
+  if (!/^https?:$/.test(base.protocol) || at.origin !== base.origin) {
+    throw refuse("which has no URL beside it (only http(s) models read data from their origin)");
+  }
+  if (!at.pathname.startsWith(folder)) throw refuse("which leaves the model's folder");
+  return at;
+}
+
 /** An {@linkcode ExternalReader} of files fetched relative to `url`, each fetched once. */
 export function urlReader(
   url: string | URL,
@@ -181,20 +271,7 @@ export function urlReader(
   const files = new Map<string, Promise<Uint8Array>>();
   return {
     async read({ location, offset, length }) {
-      let at: URL;
-      try {
-        at = new URL(location, url);
-      } catch (e) {
-        throw new KilnError(
-          `The model at ${url} names external data "${location}", which has no URL beside it`,
-          {
-            code: "bad-input",
-            fix:
-              "serve the model and its data file over http(s) side by side, or re-save the model with the data inline (onnx.save(onnx.load(path), path))",
-            cause: e,
-          },
-        );
-      }
+      const at = urlBeside(new URL(url), location);
       let file = files.get(at.href);
       if (!file) files.set(at.href, file = fetched(at));
       const bytes = await file;

@@ -4,6 +4,7 @@
  * file are typed errors.
  */
 import assert from "node:assert/strict";
+import { setMemoryBudget } from "../jit/budget.ts";
 import { KilnError } from "../jit/errors.ts";
 import { OnnxModel } from "../mod.ts";
 import { decodeModel, encodeModel, type ModelProto, type TensorProto } from "./proto.ts";
@@ -108,6 +109,97 @@ Deno.test("external data: locations outside the model's folder and wrong lengths
     await Deno.writeFile(`${dir}/m.onnx`, encodeModel(proto));
     await assert.rejects(() => OnnxModel.load(`${dir}/m.onnx`), typed(/no location/));
   } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("external data: links that lead outside the model's folder are refused", async () => {
+  const m = await referenceModel("mlp");
+  const { bytes, data } = externalized(decodeModel(m.bytes), "sub/weights.bin");
+  const root = await Deno.makeTempDir();
+  try {
+    // The data the links point at, outside the model's folder.
+    await Deno.mkdir(`${root}/outside`);
+    await Deno.writeFile(`${root}/outside/weights.bin`, data);
+    await Deno.mkdir(`${root}/model`);
+    await Deno.writeFile(`${root}/model/m.onnx`, bytes);
+    // A folder on the way is a link out (`sub -> /etc`).
+    await Deno.symlink(`${root}/outside`, `${root}/model/sub`);
+    await assert.rejects(() => OnnxModel.load(`${root}/model/m.onnx`), typed(/leads outside/));
+    // The file itself is a link out (`m.onnx.data -> /etc/passwd`).
+    await Deno.remove(`${root}/model/sub`);
+    await Deno.mkdir(`${root}/model/sub`);
+    await Deno.symlink(`${root}/outside/weights.bin`, `${root}/model/sub/weights.bin`);
+    await assert.rejects(() => OnnxModel.load(`${root}/model/m.onnx`), typed(/leads outside/));
+    // A link that stays inside the folder is read as the file it names.
+    await Deno.remove(`${root}/model/sub/weights.bin`);
+    await Deno.writeFile(`${root}/model/real.bin`, data);
+    await Deno.symlink(`${root}/model/real.bin`, `${root}/model/sub/weights.bin`);
+    const model = await OnnxModel.load(`${root}/model/m.onnx`);
+    const want = (await OnnxModel.fromBytes(m.bytes).run({ x: m.x }, { backend: "reference" })).y;
+    assert.deepEqual((await model.run({ x: m.x }, { backend: "reference" })).y.data, want.data);
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("external data: a URL model reads only its own origin and folder", async () => {
+  const m = await referenceModel("mlp");
+  const seen: string[] = [];
+  const other = Deno.serve({ port: 0, hostname: "127.0.0.1", onListen() {} }, (r) => {
+    seen.push(`other ${new URL(r.url).pathname}`);
+    return new Response(new Uint8Array(1 << 16));
+  });
+  const files = new Map<string, Uint8Array<ArrayBuffer>>();
+  const server = Deno.serve({ port: 0, hostname: "127.0.0.1", onListen() {} }, (r) => {
+    const path = new URL(r.url).pathname;
+    seen.push(path);
+    const file = files.get(path);
+    return new Response(file ?? null, { status: file ? 200 : 404 });
+  });
+  try {
+    const locations = [
+      "file:///etc/passwd",
+      `http://127.0.0.1:${other.addr.port}/x`,
+      `//127.0.0.1:${other.addr.port}/x`,
+      "%2e%2e/secret",
+      "a/%2E%2E/%2e%2e/secret",
+      "..%2fsecret",
+      "%2fetc%2fpasswd",
+    ];
+    files.set("/secret", new Uint8Array(1 << 16));
+    for (const location of locations) {
+      files.set("/models/m.onnx", externalized(decodeModel(m.bytes), location).bytes.slice());
+      const url = `http://127.0.0.1:${server.addr.port}/models/m.onnx`;
+      await assert.rejects(() => OnnxModel.load(url), typed(/leaves the model|no URL/), location);
+    }
+    assert.deepEqual(seen, locations.map(() => "/models/m.onnx"));
+  } finally {
+    await server.shutdown();
+    await other.shutdown();
+  }
+});
+
+Deno.test("external data: sizes are checked against the budget before any byte is read", async () => {
+  const m = await referenceModel("mlp");
+  const proto = decodeModel(m.bytes);
+  externalized(proto, "huge.bin");
+  // Declared far larger than the budget; the file does not even exist, so a read would fail
+  // with another error.
+  const t = proto.graph.initializer[0];
+  t.dims = [1 << 28];
+  t.externalData = [{ key: "location", value: "huge.bin" }];
+  const dir = await Deno.makeTempDir();
+  setMemoryBudget({ maxTensorBytes: 1 << 20 });
+  try {
+    await Deno.writeFile(`${dir}/m.onnx`, encodeModel(proto));
+    await assert.rejects(
+      () => OnnxModel.load(`${dir}/m.onnx`),
+      (e) =>
+        e instanceof KilnError && e.code === "limit" && /over the memory budget/.test(e.message),
+    );
+  } finally {
+    setMemoryBudget(undefined);
     await Deno.remove(dir, { recursive: true });
   }
 });
