@@ -164,6 +164,39 @@ export function fromNumbers(dtype: DType, values: ArrayLike<number>): TensorData
   }
 }
 
+/** The range of each integer dtype, inclusive. */
+const INTEGER_RANGE: Partial<Record<DType, readonly [number, number]>> = {
+  i32: [-(2 ** 31), 2 ** 31 - 1],
+  u32: [0, 2 ** 32 - 1],
+  i16: [-(2 ** 15), 2 ** 15 - 1],
+  u16: [0, 2 ** 16 - 1],
+  i8: [-128, 127],
+  u8: [0, 255],
+};
+
+/**
+ * {@linkcode fromNumbers} for values a caller wrote: a value an integer `dtype` cannot hold (out
+ * of range, NaN, infinite) is a typed error naming it, where a typed array would wrap it silently
+ * (`3e10` as i32 is -64771072). Fractions still truncate toward zero, as a cast does.
+ */
+export function exactNumbers(dtype: DType, values: ArrayLike<number>, what: string): TensorData {
+  const range = INTEGER_RANGE[dtype];
+  for (let i = 0; range && i < values.length; i++) {
+    const v = Math.trunc(values[i]);
+    if (v >= range[0] && v <= range[1]) continue;
+    throw new KilnError(
+      `${what}: element ${i} is ${values[i]}, which ${dtype} cannot hold ([${range[0]}, ${
+        range[1]
+      }])`,
+      {
+        code: "out-of-range",
+        fix: "pass values in the dtype's range, or a wider dtype (f32, f64)",
+      },
+    );
+  }
+  return fromNumbers(dtype, values);
+}
+
 /** Whether `data` is the typed array kind that stores `dtype`. */
 export function matchesDType(data: TensorData, dtype: BoundaryDType): boolean {
   switch (dtype) {

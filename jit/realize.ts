@@ -93,39 +93,52 @@ export function clearRealizeCache(): void {
   Object.assign(stats, ZERO);
 }
 
-/** Builds the graph computing `target`, with the leaves it reads in input order. */
+/**
+ * Builds the graph computing `target`, with the leaves it reads in input order. The walk keeps
+ * its own stack: a chain of thousands of ops would overflow the call stack of a recursive one.
+ */
 export function graphOf(target: Lazy): { graph: Graph; leaves: Lazy[] } {
   const leaves: Lazy[] = [];
   const names = new Map<Lazy | LazyOp, string>();
   const nodes: NodeSpec[] = [];
-  const visit = (v: Lazy): string => {
-    if (v.data !== undefined || !v.src) {
-      let name = names.get(v);
-      if (!name) {
-        names.set(v, name = `in${leaves.length}`);
-        leaves.push(v);
-      }
-      return name;
+  const isLeaf = (v: Lazy) => v.data !== undefined || !v.src;
+  const ref = (v: Lazy): string => {
+    if (!isLeaf(v)) return `${names.get(v.src!.node)}.${v.src!.index}`;
+    let name = names.get(v);
+    if (!name) {
+      names.set(v, name = `in${leaves.length}`);
+      leaves.push(v);
     }
-    const { node, index } = v.src;
-    let base = names.get(node);
-    if (!base) {
-      const inputs = node.inputs.map(visit);
-      names.set(node, base = `v${nodes.length}`);
-      nodes.push({
-        op: node.op,
-        inputs,
-        outputs: node.outputs.map((_, i) => `${base}.${i}`),
-        attrs: node.attrs,
-      });
-    }
-    return `${base}.${index}`;
+    return name;
   };
-  const out = visit(target);
+  // Depth first, inputs left to right, a node named once its inputs are: the order (and so the
+  // names and the hash) a recursive walk gives.
+  const pending: { node: LazyOp; next: number }[] = [];
+  const open = (v: Lazy) => {
+    if (isLeaf(v)) ref(v);
+    else if (!names.has(v.src!.node)) pending.push({ node: v.src!.node, next: 0 });
+  };
+  open(target);
+  while (pending.length) {
+    const top = pending[pending.length - 1];
+    if (top.next < top.node.inputs.length) {
+      open(top.node.inputs[top.next++]);
+      continue;
+    }
+    pending.pop();
+    const base = `v${nodes.length}`;
+    names.set(top.node, base);
+    nodes.push({
+      op: top.node.op,
+      inputs: top.node.inputs.map(ref),
+      outputs: top.node.outputs.map((_, i) => `${base}.${i}`),
+      attrs: top.node.attrs,
+    });
+  }
   const graph = Graph.create({
     inputs: leaves.map((l, i) => ({ name: `in${i}`, shape: l.type.shape, dtype: l.type.dtype })),
     nodes,
-    outputs: [{ name: "out", value: out }],
+    outputs: [{ name: "out", value: ref(target) }],
   });
   return { graph, leaves };
 }

@@ -10,8 +10,8 @@
 import {
   type DType,
   dtypeOfData,
+  exactNumbers,
   fromF16Bits,
-  fromNumbers,
   isDType,
   type TensorData,
 } from "./dtype.ts";
@@ -132,7 +132,7 @@ export class Tensor {
     if (v instanceof Tensor) return v.#lazy(op);
     return {
       type: { shape: [], dtype },
-      data: fromNumbers(dtype, [v]),
+      data: exactNumbers(dtype, [v], `${op}()`),
     };
   }
 
@@ -422,7 +422,7 @@ export function tensor(data: TensorData | NestedArray, shape?: Shape, dtype?: DT
     });
   }
   const target = shape ?? dims;
-  const typed = ArrayBuffer.isView(flat) ? flat : fromNumbers(type, flat);
+  const typed = ArrayBuffer.isView(flat) ? flat : exactNumbers(type, flat, "tensor()");
   const accepted = acceptInput(
     { data: typed, shape: target, dtype: typed instanceof BigInt64Array ? "i64" : type },
     { shape: target, dtype: typed instanceof BigInt64Array ? "i64" : type },

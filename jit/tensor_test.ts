@@ -139,3 +139,19 @@ Deno.test("configureTensors refuses unknown backends", () => {
     (e: unknown) => e instanceof KilnError && /No backend "nope"/.test(e.message),
   );
 });
+
+Deno.test("a chain of thousands of lazy ops realizes, as the same chain through GraphBuilder", async () => {
+  let x = tensor([1, 2, 3, 4]);
+  for (let i = 0; i < 6000; i++) x = i % 2 ? x.mul(1) : x.add(0);
+  assert.deepEqual([...await x.data()], [1, 2, 3, 4]);
+});
+
+Deno.test("numbers an integer tensor cannot hold are typed errors, not wrapped values", () => {
+  const refused = (e: unknown) =>
+    e instanceof KilnError && e.code === "out-of-range" && /Fix:/.test(e.message);
+  assert.throws(() => tensor([3e10], undefined, "i32"), refused);
+  assert.throws(() => tensor([-1], undefined, "u8"), refused);
+  assert.throws(() => tensor([NaN], undefined, "i16"), refused);
+  assert.throws(() => tensor([1, 2], undefined, "i32").add(2 ** 31), refused);
+  assert.deepEqual([...tensor([2 ** 31 - 1, -(2 ** 31)], undefined, "i32").shape], [2]);
+});
