@@ -10,7 +10,7 @@
  */
 import { RANDOM_OPS } from "../jit/random_inputs.ts";
 import { evaluateNode } from "../backends/reference/reference_backend.ts";
-import type { DType } from "../jit/dtype.ts";
+import { type DType, narrowI64 } from "../jit/dtype.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Graph } from "../jit/graph.ts";
@@ -144,7 +144,10 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       // i64-ness is the model's: the value may come narrowed to i32 already.
       const i64 = input.dtype === "i64";
       const wide = value.dtype === "i64";
-      const data = wide ? Int32Array.from(value.data as BigInt64Array, Number) : value.data;
+      // Range-checked: a wrapped value would specialise the model on another shape or number.
+      const data = wide
+        ? narrowI64(value.data as BigInt64Array, `input "${input.name}"`)
+        : value.data;
       const dtype = wide ? "i32" : value.dtype as DType;
       env.set(input.name, { kind: "const", tensor: { data, shape: value.shape, dtype }, i64 });
       continue;

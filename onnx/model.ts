@@ -11,6 +11,7 @@
 import { compile, type CompileOptions } from "../jit/compile.ts";
 import type { Executable, RunOptions, TensorMap } from "../jit/executable.ts";
 import type { Graph } from "../jit/graph.ts";
+import type { TensorData } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Shape } from "../jit/shape.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
@@ -93,6 +94,15 @@ export type OnnxValue = HostTensor | StringTensor | readonly HostTensor[] | null
 /** A cache key of bound input shapes (sequence elements and empty-sequence markers included). */
 function shapesKey(shapes: Readonly<Record<string, Shape>>): string {
   return JSON.stringify(Object.entries(shapes).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+/**
+ * The bytes of `data` in hex: a specialisation key by bits, so that +0 and -0 (whose reciprocals
+ * differ) or two NaN payloads never share an executable, as their decimal strings would.
+ */
+function bitsOf(data: TensorData): string {
+  const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /** An imported ONNX model. */
@@ -350,7 +360,7 @@ export class OnnxModel {
     const key = this.#key(
       shapes,
       options,
-      Object.entries(values).map(([k, t]) => [k, t.dtype, t.shape, Array.from(t.data, String)]),
+      Object.entries(values).map(([k, t]) => [k, t.dtype, t.shape, bitsOf(t.data)]),
     );
     const cache = this.#specialisations;
     let exe = cache.get(key);

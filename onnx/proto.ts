@@ -154,6 +154,15 @@ export function int(v: Int64 | undefined | null): number {
   return typeof v === "number" ? v : typeof v === "bigint" ? Number(v) : v.toNumber();
 }
 
+/** An int64 field's value as the exact bigint it holds (decoded past 2^53 as a bigint). */
+function exactBig(v: Int64): bigint {
+  return typeof v === "bigint"
+    ? v
+    : typeof v === "number"
+    ? BigInt(Math.trunc(v))
+    : BigInt(v.toString());
+}
+
 /** The boundary dtype of an ONNX element type code, or a typed error naming it. */
 export function dtypeOfCode(code: number, where: string): BoundaryDType {
   const d = DTYPE_OF_CODE[code];
@@ -328,7 +337,7 @@ export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: D
       },
     );
   }
-  const fields = (xs: ArrayLike<number> | undefined, what: string) => {
+  const fields = <T>(xs: ArrayLike<T> | undefined, what: string): ArrayLike<T> => {
     if (count > 0 && (!xs || xs.length !== count)) {
       throw new KilnError(
         `${name}: expected ${count} values in ${what}, found ${xs?.length ?? 0}`,
@@ -402,7 +411,7 @@ export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: D
     case 7: {
       const big = raw
         ? fromRaw(BigInt64Array, raw, count, (v, at) => v.getBigInt64(at, true))
-        : BigInt64Array.from(fields((t.int64Data ?? []).map(int), "int64_data"), (v) => BigInt(v));
+        : BigInt64Array.from(fields(t.int64Data, "int64_data"), exactBig);
       // INT64_MAX, INT64_MIN and −INT64_MAX are the exporters' "to the end" sentinels (Slice
       // starts and ends; torchvision's Swin slices from −INT64_MAX): they saturate, which
       // clamps the same. Any other value outside i32 is an error.

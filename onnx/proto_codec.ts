@@ -138,6 +138,24 @@ class Reader {
     return lo >>> 0;
   }
 
+  /**
+   * An int64 field's varint, exact: a value past 2^53 (INT64_MAX, an exporter's "to the end")
+   * as a bigint, since a number would round it (2^63 - 1 to 2^63, which wraps to INT64_MIN).
+   */
+  varint64(): number | bigint {
+    const start = this.pos;
+    const v = this.varint();
+    if (Number.isSafeInteger(v)) return v;
+    this.pos = start;
+    let big = 0n, shift = 0n, b: number;
+    do {
+      b = this.bytes[this.pos++];
+      big |= BigInt(b & 0x7f) << shift;
+      shift += 7n;
+    } while (b & 0x80);
+    return BigInt.asIntN(64, big);
+  }
+
   /** The rest of a varint past 28 bits, with BigInt (only huge or negative values get here). */
   #wide(lo: number, first: number, shift: number): number {
     let v = BigInt(lo >>> 0) | (BigInt(first & 0x7f) << BigInt(shift));
@@ -164,7 +182,7 @@ class Reader {
 }
 
 /** A scalar of `kind` from a reader positioned at its value (wire type `wire`). */
-function scalar(r: Reader, kind: Kind, wire: number): number | string | Uint8Array {
+function scalar(r: Reader, kind: Kind, wire: number): number | bigint | string | Uint8Array {
   switch (kind) {
     case "string":
       return utf8.decode(r.take(r.varint()));
@@ -187,7 +205,7 @@ function scalar(r: Reader, kind: Kind, wire: number): number | string | Uint8Arr
     case "int32":
       return r.varint() | 0;
     default:
-      return r.varint();
+      return r.varint64();
   }
 }
 
