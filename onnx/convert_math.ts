@@ -188,6 +188,25 @@ function asin(op: OpFn, x: Known): Known {
   return op("Mul", [k(2), atan(op, op("Div", [x, op("Add", [k(1), root])]))]);
 }
 
+/**
+ * Whether element `xj` ranks before `xi` in TopK: larger (or smaller) first, ties to the lower
+ * index (`earlier`). NaN ranks above every number, as PyTorch's topk and NumPy's sort order it,
+ * so each element gets a distinct rank: with plain comparisons a NaN beat nothing and lost to
+ * nothing, and ranks collided (indices past the axis, values that did not match them).
+ */
+function topKBeats(op: OpFn, xj: Known, xi: Known, largest: boolean, earlier: Known): Known {
+  const ordered = op(largest ? "Greater" : "Less", [xj, xi]);
+  const equal = op("Equal", [xj, xi]);
+  if (!isFloat(typeOf(xj).dtype)) return op("Or", [ordered, op("And", [equal, earlier])]);
+  const nanJ = op("Not", [op("Equal", [xj, xj])]), nanI = op("Not", [op("Equal", [xi, xi])]);
+  // NaN against a number: a NaN first when largest, last when smallest.
+  const byNan = largest
+    ? op("And", [nanJ, op("Not", [nanI])])
+    : op("And", [op("Not", [nanJ]), nanI]);
+  const tie = op("Or", [equal, op("And", [nanJ, nanI])]);
+  return op("Or", [op("Or", [ordered, byNan]), op("And", [tie, earlier])]);
+}
+
 /** Converters by ONNX op type. */
 export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
   Atan: (c) => [atan(opOf(c), c.required(0))],
@@ -299,10 +318,7 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
         ],
         "i32",
       );
-    const beats = op("Or", [
-      op(largest ? "Greater" : "Less", [xj, xi]),
-      op("And", [op("Equal", [xj, xi]), op("Less", [iota(1), iota(0)])]),
-    ]);
+    const beats = topKBeats(op, xj, xi, largest, op("Less", [iota(1), iota(0)]));
     const ranks = op("ReduceSum", [op("Cast", [beats], { to: "i32" })], {
       axes: [axis + 1],
       keepdims: 0,

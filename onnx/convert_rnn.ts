@@ -112,6 +112,13 @@ function recurrent(kind: keyof typeof CELLS) {
     const hidden = a.int("hidden_size") ?? typeOf(r).shape[2];
     const bias = c.input(3);
     const lens = constInts(c, 4, "sequence_lens");
+    if (lens && (lens.length !== batch || lens.some((l) => !(l >= 0 && l <= seq)))) {
+      // Clamping would run a sequence the caller did not describe.
+      throw new KilnError(
+        `${c.label}: sequence_lens [${lens}] must give each of the ${batch} batch rows a length in [0, ${seq}]`,
+        { code: "out-of-range", fix: `pass ${batch} lengths between 0 and seq_length (${seq})` },
+      );
+    }
     const h0 = c.input(5);
     const c0 = kind === "LSTM" ? c.input(6) : undefined;
     const peep = kind === "LSTM" ? c.input(7) : undefined;

@@ -440,9 +440,12 @@ const movementOps: OpDef[] = [
           "shape-mismatch",
         );
       }
+      // Negative pads crop first: reflect and edge read the cropped axis, not the input's.
+      const kept = s.map((d, i) => d + Math.min(0, before[i]) + Math.min(0, after[i]));
+      const grows = (i: number) => before[i] > 0 || after[i] > 0;
       if (
         mode === "reflect" &&
-        s.some((d, i) => (before[i] >= d || after[i] >= d) && (before[i] > 0 || after[i] > 0))
+        kept.some((k, i) => grows(i) && (before[i] >= k || after[i] >= k))
       ) {
         ctx.fail(
           "reflect pads must be smaller than the padded axis",
@@ -450,7 +453,7 @@ const movementOps: OpDef[] = [
           "bad-attribute",
         );
       }
-      if (mode === "edge" && s.some((d, i) => d === 0 && (before[i] > 0 || after[i] > 0))) {
+      if (mode === "edge" && kept.some((k, i) => k === 0 && grows(i))) {
         ctx.fail("edge padding of an empty axis", "use constant mode", "bad-attribute");
       }
       return [{ shape: out, dtype: ctx.input(0).dtype }];
