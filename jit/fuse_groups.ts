@@ -89,8 +89,8 @@ export class KernelGroups {
 
   /** The stored value `value`, if some group stores it. */
   output(value: number): KernelOutput | undefined {
-    for (const g of this.#groups) for (const o of g.outputs) if (o.value === value) return o;
-    return undefined;
+    // Through the producer map: a scan of every group for every kernel input was quadratic.
+    return this.#producer.get(value)?.outputs.find((o) => o.value === value);
   }
 
   /**
@@ -157,14 +157,22 @@ export class KernelGroups {
     // What each group reads, walked once per group rather than once per dependency query.
     const reads = new Map<Group, Set<number>>();
     const loadsOf = (g: Group) => reads.get(g) ?? reads.set(g, this.loads(g)).get(g)!;
+    // Groups that could still take another: one at the binding limit never can (merging only adds
+    // bindings), and searching past thousands of those made wide graphs quadratic.
+    let open: Group[] = [];
+    const full = (m: Group) => loadsOf(m).size + m.outputs.length >= maxInputs + 1;
     for (const g of live) {
       // Merged kernels stay within the binding limit: its inputs and all its outputs together
       // (`maxInputs` leaves one binding for a single output).
-      const fits = (m: Group) =>
-        new Set([...loadsOf(m), ...loadsOf(g)]).size + m.outputs.length + g.outputs.length <=
-          maxInputs + 1;
+      const fits = (m: Group) => {
+        // The union's size from the smaller side: a merged group may read thousands of buffers.
+        const mine = loadsOf(m);
+        let union = mine.size;
+        for (const v of loadsOf(g)) if (!mine.has(v)) union++;
+        return union + m.outputs.length + g.outputs.length <= maxInputs + 1;
+      };
       const into = g.pattern === "elementwise" && !g.placement
-        ? merged.find((m) =>
+        ? open.find((m) =>
           m.pattern === "elementwise" && !m.placement && sameShape(m.space, g.space) &&
           fits(m) &&
           !this.#dependsOn(g, m, loadsOf) &&
@@ -172,14 +180,20 @@ export class KernelGroups {
         )
         : undefined;
       if (into) {
-        reads.delete(into);
+        // What the merged group reads: both sides' reads, kept rather than walked again.
+        const grown = loadsOf(into);
+        for (const v of loadsOf(g)) grown.add(v);
         into.outputs.push(...g.outputs);
         g.labels.forEach((l) => into.labels.add(l));
         for (const o of g.outputs) this.#producer.set(o.value, into);
         this.#log.push(
           `kernel #${g.id} merged into #${into.id}: same elementwise space, independent`,
         );
-      } else merged.push(g);
+        if (full(into)) open = open.filter((m) => m !== into);
+      } else {
+        merged.push(g);
+        if (!full(g)) open.push(g);
+      }
     }
     const order = this.#topo(merged);
     const kernels = order.map((g, i) => this.#kernel(g, i, typeOf, maxInputs));

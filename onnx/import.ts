@@ -59,6 +59,30 @@ export const OPSETS: readonly [number, number] = [1, 25];
 /** Largest constant the importer folds eagerly (elements). */
 const FOLD_LIMIT = 1 << 20;
 
+/**
+ * Most nodes an import converts and emits, subgraphs unrolled (Loop, Scan, If) counted each time:
+ * a 448-byte model of two nested Loops of 4000 would otherwise unroll 16 million bodies. The
+ * largest real exports convert a few tens of thousands; this bound is reached in well under a
+ * second.
+ */
+export const MAX_IMPORT_WORK = 300_000;
+
+/** A counter of import work that throws a typed `limit` error past {@linkcode MAX_IMPORT_WORK}. */
+function workCounter(): (label: string) => void {
+  let work = 0;
+  return (label) => {
+    if (++work <= MAX_IMPORT_WORK) return;
+    throw new KilnError(
+      `${label}: importing this model takes more than ${MAX_IMPORT_WORK} node conversions (loops and scans unrolled)`,
+      {
+        code: "limit",
+        fix:
+          "give loops and scans smaller trip counts (kiln unrolls them), or split the model into smaller ones",
+      },
+    );
+  };
+}
+
 /** Imports model bytes as a graph. */
 export function importOnnx(bytes: Uint8Array, options: OnnxImportOptions = {}): Graph {
   return importModel(decodeModel(bytes), options);
@@ -67,6 +91,7 @@ export function importOnnx(bytes: Uint8Array, options: OnnxImportOptions = {}): 
 /** Imports an already decoded model (what {@linkcode importOnnx} and `OnnxModel` share). */
 export function importModel(model: ModelProto, options: OnnxImportOptions = {}): Graph {
   const opset = checkOpset(model);
+  const charge = workCounter();
   const g = model.graph;
   const unnamed = [
     ...g.input.filter((i) => !i.name).map(() => "an input"),
@@ -213,6 +238,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
     nodes.forEach((node, index) => {
       const name = node.name || node.output[0] || `#${index}`;
       const label = `node "${name}" (${node.opType})`;
+      charge(label);
       const convert = converterOf(node.domain, node.opType);
       if (!convert) {
         throw new KilnError(`${label}: kiln cannot import op ${node.opType} (in a subgraph)`, {
@@ -372,6 +398,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
     label: string,
     name: string,
   ): Known[] {
+    charge(label);
     const types = inferNode(
       op,
       ins.map((

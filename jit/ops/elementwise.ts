@@ -26,6 +26,22 @@ export const FLOATS: readonly DType[] = ["f32", "f16", "f64"];
 /** Integer dtypes (bool excluded). */
 export const INTEGERS: readonly DType[] = ["i32", "u32", "i16", "u16", "i8", "u8"];
 /** Signed dtypes (where negation is meaningful). */
+
+/**
+ * `xs` combined by `f` as a balanced tree: a left fold over thousands of inputs (a Max of 20,000)
+ * is a chain as deep as the input count, which fusion walks again for every link.
+ */
+function pairwise(xs: readonly EmitRef[], f: (a: EmitRef, b: EmitRef) => EmitRef): EmitRef {
+  let level = [...xs];
+  while (level.length > 1) {
+    const next: EmitRef[] = [];
+    for (let i = 0; i + 1 < level.length; i += 2) next.push(f(level[i], level[i + 1]));
+    if (level.length % 2) next.push(level[level.length - 1]);
+    level = next;
+  }
+  return level[0];
+}
+
 export const SIGNED: readonly DType[] = ["f32", "f16", "f64", "i32", "i16", "i8"];
 
 /** The broadcast shape of every input, or a located `shape-mismatch` error. */
@@ -265,13 +281,13 @@ const elementwiseOps: OpDef[] = [
     "Max",
     [1, Infinity],
     (ctx) => [{ shape: broadcastInputs(ctx), dtype: ctx.sameDType() }],
-    (e, xs) => xs.reduce((a, b) => max2(e, a, b)),
+    (e, xs) => pairwise(xs, (a, b) => max2(e, a, b)),
   ),
   composite(
     "Min",
     [1, Infinity],
     (ctx) => [{ shape: broadcastInputs(ctx), dtype: ctx.sameDType() }],
-    (e, xs) => xs.reduce((a, b) => min2(e, a, b)),
+    (e, xs) => pairwise(xs, (a, b) => min2(e, a, b)),
   ),
   composite(
     "GreaterOrEqual",

@@ -150,6 +150,9 @@ export function axisConstant(
   return e.op("Constant", [], { value: { data, shape, dtype: options.dtype } });
 }
 
+/** Most inputs one Concat selects among; more are concatenated as a tree. */
+const CONCAT_FANOUT = 16;
+
 /**
  * Concat as index arithmetic, so it fuses on every backend: each input is padded to the output's
  * extent along `axis` (a bounded load) and a per-axis mask selects, for every output index, the
@@ -160,6 +163,15 @@ function concatAsSelect(e: Emitter, xs: readonly EmitRef[], axisAttr: number): E
   const axis = normalizeAxis(axisAttr, rank, "Concat");
   const parts = xs.filter((x) => e.typeOf(x).shape[axis] > 0);
   if (parts.length === 0) return e.op("Identity", [xs[0]]);
+  if (parts.length > CONCAT_FANOUT) {
+    // A tree of concats: one level of n inputs costs n masks of the whole extent (and n selects
+    // an element), quadratic in n; a tree of fanout 16 keeps both near linear.
+    const size = Math.ceil(parts.length / CONCAT_FANOUT);
+    const groups = [...Array(Math.ceil(parts.length / size)).keys()].map((g) =>
+      concatAsSelect(e, parts.slice(g * size, (g + 1) * size), axis)
+    );
+    return concatAsSelect(e, groups, axis);
+  }
   const sizes = parts.map((x) => e.typeOf(x).shape[axis]);
   const total = sizes.reduce((a, b) => a + b, 0);
   const ends: number[] = [];
