@@ -54,7 +54,8 @@ Deno.test("index ops run on wasm and webgpu as the reference runs them", async (
     ["CumSum", [x], { axis: 2 }],
     ["CumSum", [x], { axis: 0, exclusive: 1, reverse: 1 }],
     ["Pad", [x], { pads: [0, 1, 2, 0, 2, 1], mode: "edge" }],
-    ["Pad", [x], { pads: [0, 2, 4, 0, -1, 3], mode: "reflect" }],
+    // Axis 1 is cropped to 2 first, so it reflects at most 1 (2 was refused: see movement.ts).
+    ["Pad", [x], { pads: [0, 1, 4, 0, -1, 3], mode: "reflect" }],
   ];
   for (const backend of ["wasm", "webgpu"]) {
     for (const [op, inputs, attrs] of cases) {

@@ -16,6 +16,7 @@ import type { Graph, GraphInput } from "./graph.ts";
 import { acceptInput, type HostTensor } from "./host_tensor.ts";
 import type { KernelIR } from "./kernel_ir.ts";
 import type { MemoryPlan } from "./memory_plan.ts";
+import { assertCheck, isCheck, outputIndices, readCheck, settleChecks } from "./checks.ts";
 import { RunHandle } from "./run_handle.ts";
 import { sizeOf } from "./shape.ts";
 import type { Schedule } from "./schedule.ts";
@@ -209,9 +210,9 @@ export class Executable {
     return this.graph.inputs.map((i) => i.name).filter((n) => !this.#draws.has(n));
   }
 
-  /** Names of the outputs `run` returns. */
+  /** Names of the outputs `run` returns (checks are the executable's own). */
   get outputNames(): string[] {
-    return this.graph.outputs.map((o) => o.name);
+    return this.graph.outputs.flatMap((o) => (isCheck(o.name) ? [] : [o.name]));
   }
 
   /** Replaces a parameter's data (copied). Bad data throws and leaves the old value in place. */
@@ -265,7 +266,7 @@ export class Executable {
     }
     const active = this.#activeExtent(inputs);
     const args = this.#snapshot(this.#arguments(inputs, active), inputs, repeat);
-    const requested = this.#outputs(options?.outputs);
+    const requested = outputIndices(this.graph, options?.outputs);
     const stateful = this.graph.outputs.flatMap((o, i) => (o.name in this.state ? [i] : []));
     // A run on the device keeps its own copy of each state output; a host run reads state back.
     const wanted = onDevice
@@ -336,8 +337,9 @@ export class Executable {
     this.#inflight.add(running);
     const settle = () => this.#inflight.delete(running);
     running.then(settle, settle);
-    return running.then((data) => {
+    return running.then(async (data) => {
       const out: Record<string, HostTensor | DeviceTensor> = {};
+      const checks: Promise<void>[] = [];
       wanted.forEach((idx, k) => {
         const o = this.graph.outputs[idx];
         const v = this.graph.values[o.value];
@@ -351,9 +353,12 @@ export class Executable {
           return;
         }
         if (d instanceof DeviceTensor) {
-          out[o.name] = new DeviceTensor(d.storage(), shape, o.dtype);
+          const t = new DeviceTensor(d.storage(), shape, o.dtype);
+          if (isCheck(o.name)) checks.push(readCheck(o.name, t));
+          else out[o.name] = t;
           return;
         }
+        if (isCheck(o.name)) return assertCheck(o.name, d);
         if (!onDevice && o.name in this.state) this.#setState(this.state[o.name], d.slice());
         let host = given.has(d) ? d.slice() : d;
         if (shape !== v.shape) host = host.slice(0, sizeOf(shape));
@@ -369,6 +374,7 @@ export class Executable {
           dtype: o.dtype,
         };
       });
+      await settleChecks(checks, out);
       return out as TensorMap | DeviceTensorMap;
     });
   }
@@ -561,20 +567,6 @@ export class Executable {
   #bucketed(i: GraphInput, active: number | undefined): GraphInput {
     if (active === undefined || !this.#init.buckets!.inputs.includes(i.name)) return i;
     return { ...i, shape: [active, ...i.shape.slice(1)] };
-  }
-
-  #outputs(names: readonly string[] | undefined): number[] {
-    if (!names) return this.graph.outputs.map((_, i) => i);
-    return names.map((n) => {
-      const i = this.graph.outputs.findIndex((o) => o.name === n);
-      if (i < 0) {
-        throw new KilnError(`No output "${n}"`, {
-          code: "bad-input",
-          fix: `request some of: ${this.outputNames.join(", ")}`,
-        });
-      }
-      return i;
-    });
   }
 }
 

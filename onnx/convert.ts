@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { castWrapped } from "./int64_guard.ts";
 import { RANDOM_CONVERTERS, trainingDropout } from "./convert_random.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Attrs } from "../jit/ops/mod.ts";
@@ -270,7 +271,10 @@ export const CONVERTERS: Record<string, Converter> = {
     // Opset 19's saturate concerns float8 targets only, which kiln refuses by their type.
     attrs(c).int("saturate");
     const { dtype, i64, bf16 } = dtypeAttr(c, "to");
-    const y = withI64(c.emit("Cast", [c.required(0)], { to: dtype }), i64);
+    const x = c.required(0);
+    const wrapped = i64 ? castWrapped(opOf(c), x) : undefined;
+    if (wrapped) c.check(wrapped, `${c.label}: a value past the 32-bit range kiln holds int64 in`);
+    const y = withI64(c.emit("Cast", [x], { to: dtype }), i64);
     return bf16 ? [roundToBf16(opOf(c), y[0])] : y;
   },
   ArgMax: argReduce("ArgMax"),

@@ -18,6 +18,8 @@ import { GraphBuilder } from "../jit/graph_builder.ts";
 import { type Attrs, inferNode } from "../jit/ops/mod.ts";
 import { type Shape, sizeOf } from "../jit/shape.ts";
 import { converterOf } from "./convert.ts";
+import { int64Wrapped } from "./int64_guard.ts";
+import { assertCheck, checkName } from "../jit/checks.ts";
 import { bindShape, onnxInputs } from "./inputs.ts";
 import {
   attribute,
@@ -27,6 +29,7 @@ import {
   type Known,
   type NodeContext,
   type None,
+  type OpFn,
   type Producer,
   roundToBf16,
   type Sequence,
@@ -92,6 +95,8 @@ export function importOnnx(bytes: Uint8Array, options: OnnxImportOptions = {}): 
 export function importModel(model: ModelProto, options: OnnxImportOptions = {}): Graph {
   const opset = checkOpset(model);
   const charge = workCounter();
+  /** Check outputs (see `jit/checks.ts`): int64 results that must not have wrapped. */
+  const checks: { name: string; value: Known }[] = [];
   const g = model.graph;
   const unnamed = [
     ...g.input.filter((i) => !i.name).map(() => "an input"),
@@ -277,6 +282,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
         },
         emit: (op, ins, attrs = {}, outputs = 1) =>
           emit(op, ins, clean(attrs), outputs, label, name),
+        check: (bad, why) => check(bad, why, label, name),
         subgraph: (name, args) => runSubgraph(ctx, name, args, scope),
         producer: (name) => {
           for (let s: Scope | undefined = scope; s; s = s.parent) {
@@ -416,16 +422,61 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
     ) {
       const tensors = ins.map((k) => (k as Extract<Known, { kind: "const" }>).tensor);
       const data = evaluateNode({ op, attrs, inputs: tensors, outputs: types, label }, tensors);
-      return types.map((t, i) => ({
+      const out: Known[] = types.map((t, i) => ({
         kind: "const",
         tensor: { data: data[i], shape: t.shape, dtype: t.dtype },
         i64,
         bf16,
       }));
+      guard(op, ins, attrs, out, i64, label, name);
+      return out;
     }
     // The graph labels nodes `node "NAME" (Op)` itself: it gets the bare ONNX name.
     const syms = b.opN(op, ins.map(symbol), attrs, outputs, { name });
-    return syms.map((s, i) => ({ kind: "value", name: s.name, type: types[i], i64, bf16 }));
+    const out: Known[] = syms.map((s, i) => ({
+      kind: "value",
+      name: s.name,
+      type: types[i],
+      i64,
+      bf16,
+    }));
+    guard(op, ins, attrs, out, i64, label, name);
+    return out;
+  }
+
+  /** A wrap check on the int64 result of `op` where it can leave the 32-bit range. */
+  function guard(
+    op: string,
+    ins: readonly Known[],
+    attrs: Attrs,
+    out: readonly Known[],
+    i64: boolean,
+    label: string,
+    name: string,
+  ): void {
+    if (!i64 || out.length !== 1 || sizeOf(typeOf(out[0]).shape) === 0) return;
+    const one: OpFn = (o, xs, a = {}) => emit(o, xs, a, 1, label, name)[0];
+    const wrapped = int64Wrapped(one, op, ins, attrs, out[0]);
+    if (wrapped) {
+      check(
+        wrapped,
+        `${label}: its int64 result leaves the 32-bit range kiln holds int64 in`,
+        label,
+        name,
+      );
+    }
+  }
+
+  /** {@linkcode NodeContext.check}: thrown now where `bad` is constant, else a check output. */
+  function check(bad: Known, why: string, label: string, name: string): void {
+    if (bad.kind === "const") return assertCheck(checkName(why, 0), bad.tensor.data);
+    if (sizeOf(bad.type.shape) === 0) return;
+    const rank = bad.type.shape.length;
+    const flag = emit("Cast", [bad], { to: "i32" }, 1, label, name)[0];
+    const any = rank
+      ? emit("ReduceMax", [flag], { axes: [...Array(rank).keys()], keepdims: 0 }, 1, label, name)[0]
+      : flag;
+    checks.push({ name: checkName(why, checks.length), value: any });
   }
 
   for (const o of g.output) {
@@ -455,6 +506,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
     }
     b.output(o.name, symbol(k), { dtype: k.i64 ? "i64" : undefined });
   }
+  for (const c of checks) b.output(c.name, symbol(c.value));
   return b.build();
 }
 

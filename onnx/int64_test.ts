@@ -104,3 +104,82 @@ Deno.test("specialisations are keyed by bits: -0 does not reuse the +0 executabl
   }
   m.dispose();
 });
+
+Deno.test("int64 arithmetic past the 32-bit range is a typed error on every backend, never a wrap", async () => {
+  const binary = (opType: string) =>
+    model({
+      node: [{ opType, input: ["a", "b"], output: ["y"], attribute: [] }],
+      initializer: [],
+      input: [input("a", 7, [2]), input("b", 7, [2])],
+    }, [["y", 7]]);
+  const sum = model({
+    node: [{
+      opType: "ReduceSum",
+      input: ["a"],
+      output: ["y"],
+      attribute: [{ name: "keepdims", type: 2, i: 0 }],
+    }],
+    initializer: [],
+    input: [input("a", 7, [3])],
+  }, [["y", 7]]);
+  const cast = model({
+    node: [{
+      opType: "Cast",
+      input: ["x"],
+      output: ["y"],
+      attribute: [{ name: "to", type: 2, i: 7 }],
+    }],
+    initializer: [],
+    input: [input("x", 1, [2])],
+  }, [["y", 7]]);
+  const mul = binary("Mul"), add = binary("Add");
+  const wrapped = (e: unknown) =>
+    e instanceof KilnError && e.code === "out-of-range" && /int64/.test(e.message) &&
+    /Fix:/.test(e.message);
+  for (const backend of [...BACKENDS, "webgpu"]) {
+    const big = i64([100000n, 3n]);
+    await assert.rejects(() => mul.run({ a: big, b: big }, { backend }), wrapped, backend);
+    await assert.rejects(
+      () => add.run({ a: i64([2000000000n, 1n]), b: i64([2000000000n, 1n]) }, { backend }),
+      wrapped,
+    );
+    await assert.rejects(
+      () => sum.run({ a: i64([2000000000n, 2000000000n, 2000000000n]) }, { backend }),
+      wrapped,
+    );
+    await assert.rejects(() => cast.run({ x: f32([3e9, 1]) }, { backend }), wrapped);
+    // In range, the same executables answer (a check that passes costs nothing visible).
+    assert.deepEqual(
+      (await mul.run({ a: i64([46340n, -7n]), b: i64([46340n, 3n]) }, { backend })).y.data,
+      BigInt64Array.from([2147395600n, -21n]),
+    );
+    assert.deepEqual(
+      (await sum.run({ a: i64([1000000000n, 1000000000n, 147483647n]) }, { backend })).y.data,
+      BigInt64Array.from([2147483647n]),
+    );
+    assert.deepEqual(
+      (await cast.run({ x: f32([-2147483648, 2.5]) }, { backend })).y.data,
+      BigInt64Array.from([-2147483648n, 2n]),
+    );
+    assert.deepEqual(
+      Object.keys(await add.run({ a: i64([1n, 2n]), b: i64([3n, 4n]) }, { backend })),
+      ["y"],
+    );
+  }
+  for (const m of [mul, add, sum, cast]) m.dispose();
+});
+
+Deno.test("int64 constants that wrap when folded are a typed error at import", async () => {
+  const m = model({
+    node: [
+      { opType: "Mul", input: ["k", "k"], output: ["p"], attribute: [] },
+      { opType: "Add", input: ["p", "a"], output: ["y"], attribute: [] },
+    ],
+    initializer: [{ name: "k", dims: [1], dataType: 7, int64Data: [100000] }],
+    input: [input("a", 7, [1])],
+  }, [["y", 7]]);
+  await assert.rejects(
+    () => m.run({ a: i64([1n]) }, { backend: "reference" }),
+    (e) => e instanceof KilnError && e.code === "out-of-range" && /int64/.test(e.message),
+  );
+});

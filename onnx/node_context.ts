@@ -116,6 +116,11 @@ export interface NodeContext {
   value(name: string): Known | undefined;
   /** Emits a kiln op (folded when its inputs are constant). */
   emit(op: string, inputs: readonly Known[], attrs?: Attrs, outputs?: number): Known[];
+  /**
+   * Requires boolean `bad` to hold no `true`: a typed error saying `why` at import where it is
+   * constant, else when a run finds one (a check output of the graph).
+   */
+  check(bad: Known, why: string): void;
 }
 
 /**
