@@ -7,7 +7,10 @@
  *   attributes, node inputs and outputs, op types, node order, initializers, the opset) or at the
  *   byte level (bit flips, truncation, over-long varints and lengths);
  * - a **graph**: a random graph with edge shapes (size-0 and size-1 dimensions) run on inputs full
- *   of special values (NaN, ±Infinity, ±0, values near the f32 limits).
+ *   of special values (NaN, ±Infinity, ±0, values near the f32 limits);
+ * - a **generated** model (one case in five, `fuzz_grammar.ts`): nested loops, variadic nodes of
+ *   thousands of inputs, int64 near its limits, external data behind links and encodings, each
+ *   with its exact answer as the oracle.
  *
  * Whatever imports is compiled and run on each backend asked for, on the same inputs, and compared
  * with the reference. A case ends `ok` (it ran and agreed), `typed` (a `KilnError` refused it) or
@@ -27,6 +30,7 @@ import { rng } from "../jit/random.ts";
 import { RANDOM_OPS } from "../jit/random_inputs.ts";
 import { isClose } from "../jit/testing.ts";
 import { CONVERTERS } from "./convert.ts";
+import { type GrammarCase, grammarCase, WrongAnswer } from "./fuzz_grammar.ts";
 import { toOnnx } from "./export.ts";
 import { importModel } from "./import.ts";
 import { onnxInputs } from "./inputs.ts";
@@ -118,12 +122,20 @@ export async function fuzzCase(
   // instead of spending minutes on the reference interpreter.
   setMemoryBudget({ maxTensorBytes: options.maxTensorBytes ?? 2 ** 24 });
   try {
+    const generated = grammarOf(seed, id);
+    if (generated) {
+      steps.push(generated.what);
+      for (const backend of ["reference", ...options.backends ?? ["wasm"]]) {
+        await generated.run(backend);
+      }
+      return done("ok", "");
+    }
     const { graph, feeds } = fuzzInstance(seed, id, options, steps);
     await runEverywhere(seeded(graph), feeds, options.backends ?? ["wasm"], oracle);
     return done("ok", "");
   } catch (e) {
     if (e instanceof KilnError) return done("typed", `${e.code}: ${e.message.split("\n")[0]}`);
-    if (e instanceof Mismatch) return done("bug", e.message);
+    if (e instanceof Mismatch || e instanceof WrongAnswer) return done("bug", e.message);
     const err = e as Error;
     return done("bug", `untyped ${err?.name ?? typeof e}: ${err?.message}\n${err?.stack ?? ""}`);
   } finally {
@@ -148,6 +160,18 @@ export function seeded(graph: Graph): Graph {
       return unseeded(n.op, n.attrs) ? { ...spec, attrs: { ...spec.attrs, seed: i + 1 } } : spec;
     }),
   });
+}
+
+/** Share of cases generated from grammars (`fuzz_grammar.ts`) rather than mutated. */
+const GRAMMAR_SHARE = 0.2;
+
+/**
+ * Case `id` of campaign `seed` when it is a grammar case (drawn from a stream of its own, so the
+ * mutated cases are the ones the same seed always gave).
+ */
+export function grammarOf(seed: number, id: number): GrammarCase | undefined {
+  const next = rng(((seed * 1_000_003 + id) ^ 0x9e3779b9) >>> 0);
+  return next() < GRAMMAR_SHARE ? grammarCase(next) : undefined;
 }
 
 /** What case `id` runs: its graph and inputs (the import may throw: that is its outcome). */

@@ -12,7 +12,7 @@
  */
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
-import { fuzzCase, fuzzInstance, type FuzzOptions, type FuzzOutcome } from "./fuzz.ts";
+import { fuzzCase, fuzzInstance, type FuzzOptions, type FuzzOutcome, grammarOf } from "./fuzz.ts";
 import { EXPORT_NAMES, EXPORTS_DIR } from "./testdata.ts";
 import { devMain } from "./dev_cli.ts";
 
@@ -133,11 +133,15 @@ async function main(): Promise<number> {
   }
   if (values.case !== undefined) {
     const steps: string[] = [];
-    try {
-      const { graph } = fuzzInstance(seed, Number(values.case), options, steps);
-      console.log(`${steps.join("; ")}\n${graph.toString()}`);
-    } catch (e) {
-      console.log(`${steps.join("; ")}\nimport: ${(e as Error).message}`);
+    const generated = grammarOf(seed, Number(values.case));
+    if (generated) console.log(`generated: ${generated.what}`);
+    else {
+      try {
+        const { graph } = fuzzInstance(seed, Number(values.case), options, steps);
+        console.log(`${steps.join("; ")}\n${graph.toString()}`);
+      } catch (e) {
+        console.log(`${steps.join("; ")}\nimport: ${(e as Error).message}`);
+      }
     }
     const o = await fuzzCase(seed, Number(values.case), options);
     console.log(`${o.status} (${o.ms.toFixed(0)} ms): ${o.detail}`);

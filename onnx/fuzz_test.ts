@@ -4,6 +4,9 @@ import { GraphBuilder } from "../jit/graph_builder.ts";
 import { numbers } from "../jit/testing.ts";
 import { fuzzCase, type FuzzOutcome, seeded } from "./fuzz.ts";
 import { fuzzCorpus } from "./fuzz_cli.ts";
+import { grammarCase } from "./fuzz_grammar.ts";
+import { KilnError } from "../jit/errors.ts";
+import { rng } from "../jit/random.ts";
 
 /** Runs `cases` cases of campaign `seed`; fails listing every bug with its reproduction command. */
 async function campaign(
@@ -79,4 +82,30 @@ Deno.test("fuzz compares random ops on the same draws: a node without a seed get
   // A node's own seed stays: its draws are the original graph's.
   assert.deepEqual(numbers(want.z.data), numbers(x1.z.data));
   assert.equal(seeded(g), g, "nothing left to seed");
+});
+
+Deno.test("fuzz grammars: 120 generated models end in their exact answer or a typed error (wasm)", async () => {
+  const counts: Record<string, number> = { ok: 0, typed: 0 };
+  const seen = new Set<string>();
+  for (let i = 0; i < 120; i++) {
+    const generated = grammarCase(rng(0x6a11 + i));
+    seen.add(generated.what.split(" ")[0]);
+    for (const backend of ["reference", "wasm"]) {
+      try {
+        await generated.run(backend);
+        counts.ok++;
+      } catch (e) {
+        if (!(e instanceof KilnError)) throw new Error(`${generated.what} on ${backend}: ${e}`);
+        counts.typed++;
+      }
+    }
+  }
+  // Every grammar was drawn, and cases both ran and were refused.
+  assert.deepEqual(
+    [...seen].sort(),
+    ["Concat", "Max", "Mean", "Min", "Sum", "external", "int64", "loops"].filter((w) => seen.has(w))
+      .sort(),
+  );
+  for (const kind of ["external", "int64", "loops"]) assert.ok(seen.has(kind), kind);
+  assert.ok(counts.ok >= 60 && counts.typed >= 20, JSON.stringify(counts));
 });
