@@ -18,6 +18,8 @@ import { GraphBuilder } from "../jit/graph_builder.ts";
 import { type Attrs, inferNode } from "../jit/ops/mod.ts";
 import { type Shape, sizeOf } from "../jit/shape.ts";
 import { converterOf } from "./convert.ts";
+import { workCounter } from "./import_limits.ts";
+import { checkDeclaredOutput, checkOpset } from "./declarations.ts";
 import { int64Wrapped } from "./int64_guard.ts";
 import { assertCheck, checkName } from "../jit/checks.ts";
 import { bindShape, onnxInputs } from "./inputs.ts";
@@ -36,14 +38,7 @@ import {
   typeOf,
   unreadAttributes,
 } from "./node_context.ts";
-import {
-  decodeModel,
-  dtypeOfCode,
-  int,
-  type ModelProto,
-  type NodeProto,
-  type ValueInfoProto,
-} from "./proto.ts";
+import { decodeModel, type ModelProto, type NodeProto } from "./proto.ts";
 
 /** Options of {@linkcode importOnnx}. */
 export interface OnnxImportOptions {
@@ -56,35 +51,8 @@ export interface OnnxImportOptions {
   readonly inputValues?: Readonly<Record<string, HostTensor>>;
 }
 
-/** Opset versions of the default domain kiln accepts. */
-export const OPSETS: readonly [number, number] = [1, 25];
-
 /** Largest constant the importer folds eagerly (elements). */
 const FOLD_LIMIT = 1 << 20;
-
-/**
- * Most nodes an import converts and emits, subgraphs unrolled (Loop, Scan, If) counted each time:
- * a 448-byte model of two nested Loops of 4000 would otherwise unroll 16 million bodies. The
- * largest real exports convert a few tens of thousands; this bound is reached in well under a
- * second.
- */
-export const MAX_IMPORT_WORK = 300_000;
-
-/** A counter of import work that throws a typed `limit` error past {@linkcode MAX_IMPORT_WORK}. */
-function workCounter(): (label: string) => void {
-  let work = 0;
-  return (label) => {
-    if (++work <= MAX_IMPORT_WORK) return;
-    throw new KilnError(
-      `${label}: importing this model takes more than ${MAX_IMPORT_WORK} node conversions (loops and scans unrolled)`,
-      {
-        code: "limit",
-        fix:
-          "give loops and scans smaller trip counts (kiln unrolls them), or split the model into smaller ones",
-      },
-    );
-  };
-}
 
 /** Imports model bytes as a graph. */
 export function importOnnx(bytes: Uint8Array, options: OnnxImportOptions = {}): Graph {
@@ -508,60 +476,6 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   }
   for (const c of checks) b.output(c.name, symbol(c.value));
   return b.build();
-}
-
-/**
- * A graph output's declared element type must be what the graph computes (ONNX Runtime refuses
- * such a model too): a mismatch means a corrupt or hand-edited file, and trusting either side would
- * hand the caller data of a type it does not expect. A declared shape that differs is only
- * warned about, as ONNX Runtime does: exporters often leave a batch dimension static.
- */
-function checkDeclaredOutput(o: ValueInfoProto, k: Known): void {
-  const tt = o.type?.tensorType;
-  if (!tt) return;
-  const got = typeOf(k);
-  const dtype = k.i64 ? "i64" : got.dtype;
-  if (tt.elemType) {
-    const declared = dtypeOfCode(tt.elemType, `output "${o.name}"`);
-    if (declared !== dtype) {
-      throw new KilnError(`Output "${o.name}" is declared ${declared} but computes ${dtype}`, {
-        code: "dtype-mismatch",
-        fix: "the model's declared output type is wrong; re-export it (or fix its graph.output)",
-      });
-    }
-  }
-  const dims = tt.shape?.dim;
-  if (!dims) return;
-  const declared = dims.map((d) => (d.dimParam ? d.dimParam : int(d.dimValue)));
-  const differs = declared.length !== got.shape.length ||
-    declared.some((d, i) => typeof d === "number" && d > 0 && d !== got.shape[i]);
-  if (differs) {
-    console.warn(
-      `kiln: output "${o.name}" is declared [${declared.join(", ")}] but computes [${
-        got.shape.join(", ")
-      }]`,
-    );
-  }
-}
-
-/** The default domain's opset version, checked against {@linkcode OPSETS}. */
-function checkOpset(model: ModelProto): number {
-  const entry = model.opsetImport.find((o) => (o.domain ?? "") === "" || o.domain === "ai.onnx");
-  // A model of other domains' ops only (the training optimizers) imports none of the default's.
-  const others = model.opsetImport.length > 0 &&
-    model.graph.node.every((n) => (n.domain ?? "") !== "" && n.domain !== "ai.onnx");
-  if (!entry && others) return OPSETS[1];
-  const version = int(entry?.version);
-  if (version < OPSETS[0] || version > OPSETS[1]) {
-    throw new KilnError(
-      `The model uses opset ${version}; kiln imports opsets ${OPSETS[0]}–${OPSETS[1]}`,
-      {
-        code: "unsupported",
-        fix: "convert it with onnx.version_converter.convert_version(model, 17)",
-      },
-    );
-  }
-  return version;
 }
 
 /**

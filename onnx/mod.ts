@@ -3,7 +3,8 @@
  *
  * @module
  */
-export { importOnnx, type OnnxImportOptions, OPSETS } from "./import.ts";
+export { importOnnx, type OnnxImportOptions } from "./import.ts";
+export { OPSETS } from "./declarations.ts";
 export type { OnnxInputInfo } from "./inputs.ts";
 export { OnnxModel, type OnnxValue } from "./model.ts";
 export type { ModelSummary, ValueSummary } from "./summary.ts";
