@@ -39,7 +39,7 @@ import {
   writeTextFile,
 } from "./cli_files.ts";
 import { info } from "./cli_info.ts";
-import { pairs, parseShape, readbackNote, runCount, useGpu } from "./cli_args.ts";
+import { optionError, pairs, parseShape, readbackNote, runCount, useGpu } from "./cli_args.ts";
 
 const HELP = `kiln ${VERSION}: a JIT codegen runtime for tensor compute graphs
 
@@ -154,7 +154,7 @@ async function load(
   if (!modelPath) {
     if (inputFlags?.length || shapeFlags?.length) {
       throw new KilnError("--input and --shape need a model", {
-        code: "bad-input",
+        code: "usage",
         fix: "pass MODEL.onnx before the flags",
       });
     }
@@ -535,12 +535,13 @@ export async function main(args: string[]): Promise<number> {
         return 2;
     }
   } catch (e) {
+    // Usage errors exit 2, as a shell tool's do; failures of the work itself exit 1.
     if (e instanceof KilnError) {
       console.error(`kiln: ${e.message}`);
-      return 1;
+      return e.code === "usage" ? 2 : 1;
     }
     if ((e as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
-      console.error(`kiln: ${(e as Error).message}. Fix: see kiln help`);
+      console.error(optionError(e as { code?: string }, command));
       return 2;
     }
     // Not a failure kiln reports on purpose: still one line with a fix, the stack on request.

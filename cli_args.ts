@@ -17,7 +17,7 @@ export function pairs(list: string[] | undefined, flag: string): Map<string, str
     const eq = item.indexOf("=");
     if (eq <= 0) {
       throw new KilnError(`${flag} ${item} is not NAME=VALUE`, {
-        code: "bad-input",
+        code: "usage",
         fix: `write ${flag} x=path/to/file`,
       });
     }
@@ -28,10 +28,12 @@ export function pairs(list: string[] | undefined, flag: string): Map<string, str
 
 /** `--shape NAME=2x3`'s value as dimensions. */
 export function parseShape(text: string, name: string): number[] {
-  const dims = text.split(/[x,]/).map(Number);
-  if (!text || dims.some((d) => !Number.isInteger(d) || d < 0)) {
+  const parts = text.split(/[x,]/);
+  const dims = parts.map(Number);
+  // Each part a whole number as written: "2x" is not [2, 0], nor "1e3" a thousand.
+  if (!text || parts.some((p) => !/^\d+$/.test(p)) || dims.some((d) => !Number.isSafeInteger(d))) {
     throw new KilnError(`--shape ${name}=${text} is not a shape`, {
-      code: "bad-input",
+      code: "usage",
       fix: "write e.g. --shape x=2x16x128",
     });
   }
@@ -46,13 +48,30 @@ export function runCount(
   flag = "--runs",
 ): number {
   const runs = Number(value);
-  if (!Number.isInteger(runs) || runs < 1) {
-    throw new KilnError(`kiln ${command}: ${flag} must be a positive integer, got ${value}`, {
-      code: "bad-input",
+  if (!/^\d+$/.test(value ?? "") || !Number.isSafeInteger(runs) || runs < 1) {
+    throw new KilnError(`${flag} of kiln ${command} must be a positive integer, got ${value}`, {
+      code: "usage",
       fix: `pass e.g. ${flag} ${example}`,
     });
   }
   return runs;
+}
+
+/**
+ * The `kiln:` line of an error from Node's argument parser (its own text runs over several lines
+ * and speaks of `--` separators): an unknown option, or an option given without its value (a
+ * negative number reads as another option).
+ */
+export function optionError(e: { code?: string; message?: string }, command: string): string {
+  const quoted = /'(-[^' ]+)/.exec(e.message ?? "")?.[1] ?? "";
+  if (e.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
+    return `kiln ${command}: unknown option ${quoted}. Fix: see kiln ${command} --help`;
+  }
+  if (e.code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
+    return `kiln ${command}: ${quoted} needs a value. Fix: write ${quoted} VALUE (a value starting with - as ${quoted}=VALUE)`;
+  }
+  const first = (e.message ?? "").split("\n")[0];
+  return `kiln ${command}: ${first}. Fix: see kiln ${command} --help`;
 }
 
 /**
@@ -67,7 +86,7 @@ export function useGpu(args: string[]): void {
     : [args[at + 1], args.splice(at, 2)];
   if (value !== "dawn" && value !== "navigator") {
     throw new KilnError(`--gpu ${value ?? ""} names no WebGPU implementation`, {
-      code: "bad-input",
+      code: "usage",
       fix: "pass --gpu dawn or --gpu navigator",
     });
   }

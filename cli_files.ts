@@ -8,6 +8,7 @@
  * @module
  */
 import { mkdir, open, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { KilnError } from "./jit/errors.ts";
 import type { TensorMap } from "./jit/executable.ts";
 
@@ -122,14 +123,15 @@ export async function saveOutputs(dir: string, outputs: TensorMap): Promise<Map<
     for (const [name, t] of Object.entries(outputs)) {
       const file = files.get(name)!;
       await writeFile(
-        `${dir}/${file}`,
+        join(dir, file),
         new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength),
       );
       index[name] = { shape: t.shape, dtype: t.dtype, file };
     }
-    await writeFile(`${dir}/outputs.json`, JSON.stringify(index, null, 2) + "\n");
+    await writeFile(join(dir, "outputs.json"), JSON.stringify(index, null, 2) + "\n");
   } catch (e) {
     throw fsError("--save", dir, e, "pass a --save directory you can write to");
   }
-  return new Map([...files].map(([name, file]) => [name, `${dir}/${file}`]));
+  // Joined as paths: `--save out/` gave "out//y.bin".
+  return new Map([...files].map(([name, file]) => [name, join(dir, file)]));
 }

@@ -50,8 +50,24 @@ Deno.test("CLI errors say what was wrong and how to fix it", async () => {
   assert.equal(bad.code, 1);
   assert.match(bad.stderr, /No backend "nope".*Fix: use one of: reference/);
   const runs = await kiln("run", "--runs", "0");
-  assert.equal(runs.code, 1);
-  assert.match(runs.stderr, /--runs must be a positive integer/);
+  assert.equal(runs.code, 2);
+  assert.match(runs.stderr, /--runs of kiln run must be a positive integer/);
+  // Option errors are one kiln: line with a Fix and exit 2, never the parser's own text.
+  const mlp = new URL("../shared/models/mlp.onnx", import.meta.url).pathname;
+  for (
+    const [args, want] of [
+      [["run", "--runs", "-3"], /^kiln run: --runs needs a value\. Fix: .*--runs=VALUE/],
+      [["run", "--bogus"], /^kiln run: unknown option --bogus\. Fix:/],
+      [["run", mlp, "--shape", "x=2x"], /^kiln: --shape x=2x is not a shape\. Fix:/],
+      [["run", mlp, "--shape", "x=1e3x784"], /is not a shape/],
+      [["run", "--runs", "1.5"], /must be a positive integer/],
+    ] as const
+  ) {
+    const r = await kiln(...args);
+    assert.equal(r.code, 2, args.join(" "));
+    assert.match(r.stderr, want, args.join(" "));
+    assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+  }
   const cmd = await kiln("explode");
   assert.equal(cmd.code, 2);
   assert.match(cmd.stderr, /unknown command "explode"/);
@@ -214,12 +230,12 @@ Deno.test("hostile CLI arguments are typed errors checked before the compute, ne
       ],
       [["run", mlp, "--input", `x=${dir}`], /is a directory.*Fix:/],
       [["run", mlp, "--input", "x=/dev/zero"], /not a regular file.*Fix:/],
-      [["run", mlp, "--shape", "x=1e9x784"], /over the limit of \d+ elements.*Fix:/],
+      [["run", mlp, "--shape", "x=1000000000x784"], /over the limit of \d+ elements.*Fix:/],
       [["run", mlp, "--shape", "x=8x78400000"], /over the memory budget.*Fix:/],
       [["run", mlp, "--save", `${file}/out`], /--save .* cannot be used|--save .*Fix:/],
       [["explain", mlp, "--dot", `${dir}/missing/plan.dot`], /--dot .* does not exist.*Fix:/],
       [["run", "/dev/zero"], /not a regular file.*Fix:/],
-      [["run", "--bogus"], /Unknown option.*Fix:/],
+      [["run", "--bogus"], /unknown option --bogus.*Fix:/],
     ];
     for (const [args, want] of cases) {
       const r = await kiln(...args);
@@ -432,4 +448,17 @@ Deno.test("kiln run points at Dawn where a hardware GPU's readbacks wait for Den
   assert.equal(readbackNote({ ...deno, name: "NVIDIA H200 (Dawn)" }), undefined);
   assert.equal(readbackNote({ ...deno, software: true }), undefined);
   assert.equal(readbackNote({ ...deno, readbackMs: 0.5 }), undefined);
+});
+
+Deno.test("--save with a trailing slash reports clean paths", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const r = await kiln("run", "--save", `${dir}/out/`, "--json", "--runs", "1");
+    assert.equal(r.code, 0, r.stderr);
+    const files = [...r.stdout.matchAll(/"file":"([^"]+)"/g)].map((m) => m[1]);
+    assert.ok(files.length > 0, r.stdout);
+    for (const f of files) assert.doesNotMatch(f, /\/\//, f);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

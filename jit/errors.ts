@@ -23,7 +23,8 @@ export type KilnErrorCode =
   | "limit"
   | "disposed"
   | "backend"
-  | "internal";
+  | "internal"
+  | "usage";
 
 /** Options for constructing a {@linkcode KilnError}. */
 export interface KilnErrorOptions {
