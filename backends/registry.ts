@@ -27,6 +27,7 @@ export class BackendRegistry implements BackendSet {
   static withDefaults(): BackendRegistry {
     const r = new BackendRegistry().register(new WasmBackend());
     if (gpuChoice() === "dawn" || WebGpuBackend.available()) r.register(new WebGpuBackend());
+    else if (dawnInstalled()) r.register(new WebGpuBackend({ gpu: "dawn" }));
     return r;
   }
 
@@ -55,9 +56,12 @@ export class BackendRegistry implements BackendSet {
   get(id: string): Backend {
     const b = this.#backends.get(id);
     if (b) return b;
+    const gpu = id === "webgpu" && onNode()
+      ? "; on Node, WebGPU comes from Dawn: npm install webgpu (kiln then registers it)"
+      : "";
     throw new KilnError(`No backend "${id}" is registered`, {
       code: "backend",
-      fix: `use one of: ${[...this.#backends.keys()].join(", ")}`,
+      fix: `use one of: ${[...this.#backends.keys()].join(", ")}${gpu}`,
     });
   }
 
@@ -74,6 +78,26 @@ export class BackendRegistry implements BackendSet {
   /** The backends that can run `node` as it is (before any decomposition). */
   backendsFor(node: NodeInfo): Backend[] {
     return this.list().filter((b) => !b.deviceLost && b.supports(node));
+  }
+}
+
+/** Whether this is Node (or Bun), where no `navigator.gpu` exists and Dawn is a package. */
+function onNode(): boolean {
+  const g = globalThis as { Deno?: unknown; process?: { versions?: { node?: string } } };
+  return !g.Deno && !!g.process?.versions?.node;
+}
+
+/**
+ * Whether Node can load Dawn, the `webgpu` package (resolved, not loaded: loading starts a GPU
+ * process). Deno and browsers answer no: there Dawn is asked for by name (`KILN_GPU=dawn`).
+ */
+function dawnInstalled(): boolean {
+  if (!onNode()) return false;
+  try {
+    const resolve = (import.meta as { resolve?: (s: string) => string }).resolve;
+    return typeof resolve === "function" && !!resolve("webgpu");
+  } catch {
+    return false;
   }
 }
 

@@ -23,6 +23,8 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import {
   chmodSync,
+  cpSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -69,16 +71,37 @@ try {
   privateOnly(join(dir, "package"), warned.map((url) => relative(Deno.cwd(), fromFileUrl(url))));
   const path = join(dir, "package", "package.json");
   const pkg = JSON.parse(readFileSync(path, "utf8"));
+  pkg.description =
+    "A JIT codegen runtime for tensor compute graphs: ONNX models and a lazy Tensor API, compiled to WebGPU (WGSL) and WebAssembly SIMD kernels";
+  pkg.keywords = ["onnx", "webgpu", "wgsl", "webassembly", "simd", "jit", "tensor", "inference"];
   pkg.bin = { kiln: "./cli_node.js" };
   pkg.engines = { node: ">=20" };
   // The declarations name WebGPU's types (GPU, GPUDevice): they come with the package.
   pkg.dependencies = { ...pkg.dependencies, "@webgpu/types": "^0.1.74" };
   writeFileSync(path, JSON.stringify(pkg, null, 2) + "\n");
   typeEntries(join(dir, "package"));
+  shipExtras(join(dir, "package"), pkg, path);
   chmodSync(join(dir, "package", "cli_node.js"), 0o755);
   execFileSync("tar", ["czf", tarball, "-C", dir, "package"]);
 } finally {
   rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * What the package carries besides the modules: the license, and the browser bundle
+ * (`deno task build:web`, one ES module) as `web/`, exported as `@kiln/kiln/web`. Whatever else
+ * sits in the tree (a user's `--save out/`) is not the package's.
+ */
+function shipExtras(dir: string, pkg: Record<string, unknown>, manifest: string): void {
+  cpSync(join(Deno.cwd(), "LICENSE"), join(dir, "LICENSE"));
+  const web = join(Deno.cwd(), "npm/dist/web");
+  if (!existsSync(join(web, "mod.js"))) {
+    throw new Error("npm/dist/web/mod.js is missing. Fix: run deno task build:web first");
+  }
+  cpSync(web, join(dir, "web"), { recursive: true });
+  const exports = pkg.exports as Record<string, unknown>;
+  pkg.exports = { ...exports, "./web": { default: "./web/mod.js" } };
+  writeFileSync(manifest, JSON.stringify(pkg, null, 2) + "\n");
 }
 
 /** Writes `kiln-globals.d.ts` and points the entry declarations at it and at WebGPU's types. */

@@ -115,6 +115,23 @@ test("wasm backend computes the model with a generated kernel", () => runOn("was
 
 test("WebGPU backend computes the model on Dawn", () => runOn(dawn()));
 
+test("the tarball holds the license and the browser bundle, and nothing of a user's tree", () => {
+  const files = execFileSync("tar", ["tzf", tarball], { encoding: "utf8" }).split("\n");
+  for (const f of ["package/LICENSE", "package/web/mod.js", "package/mod.js"]) {
+    assert.ok(files.includes(f), `${f} missing`);
+  }
+  const stray = files.filter((f) => /^package\/(out|bench|npm|\.device)\//.test(f) || /_test\.js$/.test(f));
+  assert.deepEqual(stray, []);
+  const pkg = JSON.parse(readFileSync(join(project, "node_modules/@kiln/kiln/package.json"), "utf8"));
+  assert.ok(pkg.description && pkg.keywords?.length && pkg.license === "MIT");
+  assert.equal(pkg.exports["./web"].default, "./web/mod.js");
+});
+
+test("with the webgpu package installed, the default backends include WebGPU through Dawn", () => {
+  const ids = kiln.defaultBackends().list().map((b) => b.id);
+  assert.ok(ids.includes("webgpu"), `registered: ${ids}`);
+});
+
 test('gpu: "dawn" loads the installed webgpu package itself', () => {
   process.env.EGL_PLATFORM ??= "surfaceless";
   return runOn(

@@ -20,7 +20,7 @@ import { type Shape, sizeOf } from "../jit/shape.ts";
 import { converterOf } from "./convert.ts";
 import { workCounter } from "./import_limits.ts";
 import { checkDeclaredOutput, checkOpset } from "./declarations.ts";
-import { int64Wrapped } from "./int64_guard.ts";
+import { carriesSentinel, int64Wrapped, sentinelError } from "./int64_guard.ts";
 import { assertCheck, checkName } from "../jit/checks.ts";
 import { bindShape, onnxInputs } from "./inputs.ts";
 import {
@@ -38,7 +38,13 @@ import {
   typeOf,
   unreadAttributes,
 } from "./node_context.ts";
-import { decodeModel, type ModelProto, type NodeProto } from "./proto.ts";
+import {
+  decodeModel,
+  isSaturated,
+  markSaturated,
+  type ModelProto,
+  type NodeProto,
+} from "./proto.ts";
 
 /** Options of {@linkcode importOnnx}. */
 export interface OnnxImportOptions {
@@ -389,7 +395,9 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       !RANDOM_OPS.has(op) // drawn anew on every run
     ) {
       const tensors = ins.map((k) => (k as Extract<Known, { kind: "const" }>).tensor);
+      const sentinel = carriesSentinel(op, ins, label);
       const data = evaluateNode({ op, attrs, inputs: tensors, outputs: types, label }, tensors);
+      if (sentinel) data.forEach(markSaturated);
       const out: Known[] = types.map((t, i) => ({
         kind: "const",
         tensor: { data: data[i], shape: t.shape, dtype: t.dtype },
@@ -399,6 +407,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       guard(op, ins, attrs, out, i64, label, name);
       return out;
     }
+    carriesSentinel(op, ins, label);
     // The graph labels nodes `node "NAME" (Op)` itself: it gets the bare ONNX name.
     const syms = b.opN(op, ins.map(symbol), attrs, outputs, { name });
     const out: Known[] = syms.map((s, i) => ({
@@ -465,6 +474,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       });
     }
     checkDeclaredOutput(o, k);
+    if (k.kind === "const" && isSaturated(k.tensor.data)) throw sentinelError(`output "${o.name}"`);
     // A bfloat16 output holds bfloat16 values, whatever f32 arithmetic produced it.
     if (o.type?.tensorType?.elemType === BF16) {
       k = roundToBf16(

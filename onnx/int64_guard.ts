@@ -10,6 +10,8 @@
  * @module
  */
 import { isFloat } from "../jit/dtype.ts";
+import { KilnError } from "../jit/errors.ts";
+import { isSaturated } from "./proto.ts";
 import type { Attrs } from "../jit/ops/mod.ts";
 import { type Known, type OpFn, typeOf } from "./node_context.ts";
 
@@ -66,4 +68,47 @@ export function castWrapped(op: OpFn, x: Known): Known | undefined {
   const low = op("Less", [wide, scalar(-(2 ** 31), kind)]);
   // NaN compares false on both sides: Cast leaves NaN undefined, as ONNX does.
   return op("Or", [op("And", [high, op("Equal", [wide, wide])]), low]);
+}
+
+/**
+ * Ops that move or clamp values and so keep a saturated INT64_MAX/INT64_MIN sentinel meaning "to
+ * the end" (exporters build Slice bounds with them); any other op reading one computes on a
+ * number kiln does not hold.
+ */
+const KEEPS_SENTINELS = new Set([
+  "Identity",
+  "Reshape",
+  "Unsqueeze",
+  "Squeeze",
+  "Flatten",
+  "Concat",
+  "Slice",
+  "Split",
+  "Gather",
+  "Expand",
+  "Transpose",
+  "Min",
+  "Max",
+  "Where",
+]);
+
+/**
+ * Whether folded op `name` on `ins` may carry a saturated sentinel on (true), does not meet one
+ * (false); a typed error where it would compute on one.
+ */
+export function carriesSentinel(name: string, ins: readonly Known[], label: string): boolean {
+  const saturated = ins.some((k) => k.kind === "const" && isSaturated(k.tensor.data));
+  if (!saturated || KEEPS_SENTINELS.has(name)) return saturated;
+  throw sentinelError(label);
+}
+
+/** The error of INT64_MAX or INT64_MIN used as a number (kiln holds int64 in 32 bits). */
+export function sentinelError(label: string): KilnError {
+  return new KilnError(
+    `${label}: computes with INT64_MAX or INT64_MIN, which kiln holds in 32 bits only as a "to the end" bound`,
+    {
+      code: "out-of-range",
+      fix: "use these values only as Slice bounds, or values within [-2^31, 2^31) as numbers",
+    },
+  );
 }

@@ -183,3 +183,39 @@ Deno.test("int64 constants that wrap when folded are a typed error at import", a
     (e) => e instanceof KilnError && e.code === "out-of-range" && /int64/.test(e.message),
   );
 });
+
+Deno.test("INT64_MAX works as a Slice bound after moves, and is refused as a number", async () => {
+  const inits = [
+    { name: "big", dims: [1], dataType: 7, int64Data: [9223372036854775807n] },
+    { name: "start", dims: [1], dataType: 7, int64Data: [1] },
+  ];
+  // Exporters assemble Slice bounds with Concat/Unsqueeze: the sentinel survives the fold.
+  const slice = model({
+    node: [
+      {
+        opType: "Concat",
+        input: ["big"],
+        output: ["ends"],
+        attribute: [{ name: "axis", type: 2, i: 0 }],
+      },
+      { opType: "Slice", input: ["x", "start", "ends"], output: ["y"], attribute: [] },
+    ],
+    initializer: inits,
+    input: [input("x", 1, [4])],
+  }, [["y", 1]]);
+  assert.deepEqual([...(await slice.run({ x: f32([1, 2, 3, 4]) }, { backend: "wasm" })).y.data], [
+    2,
+    3,
+    4,
+  ]);
+  const sentinel = (e: unknown) =>
+    e instanceof KilnError && /INT64_MAX or INT64_MIN/.test(e.message);
+  for (const opType of ["Neg", "Identity"]) {
+    const m = model({
+      node: [{ opType, input: ["big"], output: ["y"], attribute: [] }],
+      initializer: inits,
+      input: [],
+    }, [["y", 7]]);
+    await assert.rejects(() => m.run({}, { backend: "reference" }), sentinel, opType);
+  }
+});

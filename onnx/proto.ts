@@ -305,6 +305,22 @@ function fourBit(
     : { data: Uint8Array.from({ length: count }, (_, i) => nibble(i)), shape, dtype: "u8" };
 }
 
+/**
+ * int64 data holding a saturated "to the end" sentinel: right as a Slice bound or a clamp, wrong
+ * as a number (`-INT64_MAX` is not `-(2^31 - 1)`); the importer refuses arithmetic on it.
+ */
+const SATURATED = new WeakSet<TensorData>();
+
+/** Whether `data` came from int64 data with INT64_MAX or INT64_MIN saturated into 32 bits. */
+export function isSaturated(data: TensorData): boolean {
+  return SATURATED.has(data);
+}
+
+/** Marks `data` as computed from saturated sentinels only by moving or clamping them. */
+export function markSaturated(data: TensorData): void {
+  SATURATED.add(data);
+}
+
 /** Converts a `TensorProto` to a host tensor in kiln's internal dtypes (int64 narrowed). */
 export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: DType } {
   const name = `${where}${t.name ? ` "${t.name}"` : ""}`;
@@ -415,11 +431,15 @@ export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: D
       // INT64_MAX, INT64_MIN and −INT64_MAX are the exporters' "to the end" sentinels (Slice
       // starts and ends; torchvision's Swin slices from −INT64_MAX): they saturate, which
       // clamps the same. Any other value outside i32 is an error.
+      let sentinel = false;
       for (let i = 0; i < big.length; i++) {
         if (big[i] === 9223372036854775807n) big[i] = 2147483647n;
         else if (big[i] <= -9223372036854775807n) big[i] = -2147483648n;
+        else continue;
+        sentinel = true;
       }
       data = narrowI64(big, name);
+      if (sentinel) SATURATED.add(data);
       break;
     }
     case 2:
