@@ -120,9 +120,13 @@ test("the tarball holds the license and the browser bundle, and nothing of a use
   for (const f of ["package/LICENSE", "package/web/mod.js", "package/mod.js"]) {
     assert.ok(files.includes(f), `${f} missing`);
   }
-  const stray = files.filter((f) => /^package\/(out|bench|npm|\.device)\//.test(f) || /_test\.js$/.test(f));
+  const stray = files.filter((f) =>
+    /^package\/(out|bench|npm|\.device)\//.test(f) || /_test\.js$/.test(f)
+  );
   assert.deepEqual(stray, []);
-  const pkg = JSON.parse(readFileSync(join(project, "node_modules/@kiln/kiln/package.json"), "utf8"));
+  const pkg = JSON.parse(
+    readFileSync(join(project, "node_modules/@kiln/kiln/package.json"), "utf8"),
+  );
   assert.ok(pkg.description && pkg.keywords?.length && pkg.license === "MIT");
   assert.equal(pkg.exports["./web"].default, "./web/mod.js");
 });
