@@ -39,19 +39,21 @@ import {
   writeTextFile,
 } from "./cli_files.ts";
 import { info } from "./cli_info.ts";
+import { progressDisplay } from "./cli_progress.ts";
 import { optionError, pairs, parseShape, readbackNote, runCount, useGpu } from "./cli_args.ts";
 
 const HELP = `kiln ${VERSION}: a JIT codegen runtime for tensor compute graphs
 
 Usage:
   kiln run [MODEL.onnx] [--backend auto|ID] [--input NAME=FILE.bin ...] [--shape NAME=2x3 ...]
-           [--save DIR] [--runs N] [--json] [--explain] [--precision f32|f16-storage|f16]
+           [--save DIR] [--runs N] [--json] [--explain] [--quiet] [--precision f32|f16-storage|f16]
            [--narrow-f64]
       Compile and run MODEL (default: the built-in demo MLP). Inputs are raw little-endian files
       in the model's dtype; missing inputs are seeded random. --save writes DIR/<output>.bin and
       DIR/outputs.json. --precision f16 (or f16-storage) needs --backend webgpu on a GPU with
       shader-f16; inputs and outputs stay f32. --narrow-f64 lets a backend without f64 (webgpu)
-      compute a double model in f32; inputs and outputs stay f64.
+      compute a double model in f32; inputs and outputs stay f64. A compile that takes over a
+      second shows its phases on stderr (--quiet or --json: none).
   kiln explain [MODEL.onnx] [--backend auto|ID] [--shape NAME=2x3 ...] [--json] [--dot FILE]
                [--svg FILE]
       The fusion and placement plan; --dot writes it for Graphviz, --svg draws it with dot.
@@ -299,15 +301,18 @@ async function run(args: string[]): Promise<number> {
       input: { type: "string", multiple: true },
       shape: { type: "string", multiple: true },
       save: { type: "string" },
+      quiet: { type: "boolean", default: false },
     },
     allowPositionals: true,
   });
   const runs = runCount("run", values.runs, 10);
   if (values.save) await checkWritableDir(values.save, "--save");
   const loaded = await load(positionals[0], values.input, values.shape);
-  const { exe, feeds } = await loaded.compile(
-    compileOptions(values.backend, values.precision, values["narrow-f64"]),
-  );
+  const shown = progressDisplay(values.quiet || values.json);
+  const { exe, feeds } = await loaded.compile({
+    ...compileOptions(values.backend, values.precision, values["narrow-f64"]),
+    onProgress: shown.report,
+  }).finally(() => shown.finish());
   const times: number[] = [];
   let outputs: TensorMap = {};
   for (let i = 0; i < runs; i++) {

@@ -462,3 +462,16 @@ Deno.test("--save with a trailing slash reports clean paths", async () => {
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("kiln run shows a long compile's phases on stderr; --quiet shows none", async () => {
+  const mlp = new URL("../shared/models/mlp.onnx", import.meta.url).pathname;
+  // KILN_PROGRESS_MS=0 shows progress from the first report, as a slow compile would.
+  const shown = await kilnWith({ KILN_PROGRESS_MS: "0" }, "run", mlp, "--runs", "1");
+  assert.equal(shown.code, 0, shown.stderr);
+  for (const phase of ["import", "fuse", "codegen", "pipelines"]) {
+    assert.match(shown.stderr, new RegExp(`^kiln: ${phase}`, "m"), shown.stderr);
+  }
+  const quiet = await kilnWith({ KILN_PROGRESS_MS: "0" }, "run", mlp, "--runs", "1", "--quiet");
+  assert.equal(quiet.code, 0);
+  assert.doesNotMatch(quiet.stderr, /kiln: (import|fuse|codegen|pipelines)/);
+});

@@ -101,6 +101,7 @@ export {
   setMemoryBudget,
 } from "./jit/budget.ts";
 export { compile, type CompileOptions } from "./jit/compile.ts";
+export type { Progress, ProgressCallback, ProgressPhase } from "./jit/progress.ts";
 export type { Precision, Widened } from "./jit/precision.ts";
 export type { DrawnInput } from "./jit/random_inputs.ts";
 export { runOp, type RunOpOptions } from "./jit/run_op.ts";
@@ -159,6 +160,7 @@ export {
   type ModelSummary,
   type OnnxImportOptions,
   type OnnxInputInfo,
+  type OnnxLoadOptions,
   OnnxModel,
   type OnnxValue,
   OPSETS,

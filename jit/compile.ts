@@ -9,6 +9,7 @@ import type { Backend, BackendSet, KernelCodegen, Program } from "./backend.ts";
 import { type BackendRates, backendRates, knownRates } from "./cost_model.ts";
 import { KilnError } from "./errors.ts";
 import { Executable, type PlanInfo, settleCompile } from "./executable.ts";
+import { type ProgressCallback, reporter } from "./progress.ts";
 import { foldEmpty } from "./fold_empty.ts";
 import { fuse } from "./fuse.ts";
 import type { Graph } from "./graph.ts";
@@ -89,6 +90,8 @@ export interface CompileOptions {
    * that mixes batch rows is refused at compile time.
    */
   readonly buckets?: readonly string[];
+  /** Called as the compile moves through its phases (fuse, codegen, pipelines), with counts. */
+  readonly onProgress?: ProgressCallback;
 }
 
 let provider: (() => BackendSet) | undefined;
@@ -199,7 +202,10 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     const { maxBindings, software } = b.capabilities();
     return b.codegen && maxBindings > 0 && (named !== undefined || !software);
   }).map((b) => b.capabilities().maxBindings - 1);
+  const report = reporter(options.onProgress);
+  report({ phase: "fuse", done: 0, total: 1 });
   const fusion = fuse(legal, { maxInputs: limits.length ? Math.min(...limits) : Infinity });
+  report({ phase: "fuse", done: 1, total: 1 });
   const external = new Set([...legal.outputs.map((o) => o.value), ...fusion.constants.keys()]);
   const hostValues = new Set(
     [...legal.inputs, ...legal.params].map((b) => b.value).concat([...fusion.constants.keys()]),
@@ -230,9 +236,17 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
       if (!artifact) generated.set(key, artifact = backend.codegen!.generate(k));
       return { artifact: await artifact, source: "generated" as const };
     };
+    const total = fusion.kernels.length;
+    let coded = 0;
+    report({ phase: "codegen", done: 0, total });
     const fetched = await Promise.all(
-      fusion.kernels.map((k, i) => artifactOf(k, byId.get(placed.placement[i])!)),
+      fusion.kernels.map(async (k, i) => {
+        const got = await artifactOf(k, byId.get(placed.placement[i])!);
+        report({ phase: "codegen", done: ++coded, total });
+        return got;
+      }),
     );
+    report({ phase: "pipelines", done: 0, total });
     for (const f of fetched) sources[f.source]++;
     const artifacts = fetched.map((f) => f.artifact);
     /**
@@ -297,6 +311,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
         memory,
         partial: buckets?.partial,
       });
+    report({ phase: "pipelines", done: total, total });
     const main = byId.get(placed.placement[0] ?? candidates[0].id) ?? candidates[0];
     const plan: PlanInfo = {
       backend: main.id,

@@ -11,6 +11,7 @@
 import { compile, type CompileOptions } from "../jit/compile.ts";
 import type { Executable, RunOptions, TensorMap } from "../jit/executable.ts";
 import type { Graph } from "../jit/graph.ts";
+import { type ProgressCallback, reporter } from "../jit/progress.ts";
 import type { TensorData } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Shape } from "../jit/shape.ts";
@@ -105,6 +106,12 @@ function bitsOf(data: TensorData): string {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/** Options of {@linkcode OnnxModel.load} and {@linkcode OnnxModel.fromBytes}. */
+export interface OnnxLoadOptions {
+  /** Receives the progress of the model's compiles (import, fuse, codegen, pipelines). */
+  readonly onProgress?: ProgressCallback;
+}
+
 /** An imported ONNX model. */
 export class OnnxModel {
   /** Declared inputs (symbolic dimensions by name). */
@@ -125,8 +132,12 @@ export class OnnxModel {
   /** That numeric part, as a model of its own. */
   #numeric?: OnnxModel;
 
-  private constructor(proto: ModelProto) {
+  /** Receives the progress of this model's imports and compiles (see `load`'s options). */
+  #onProgress?: ProgressCallback;
+
+  private constructor(proto: ModelProto, options: OnnxLoadOptions = {}) {
     this.#proto = proto;
+    this.#onProgress = options.onProgress;
     this.#strings = StringStage.of(proto);
     this.inputs = onnxInputs(proto);
     this.outputs = proto.graph.output.map((o) => o.name);
@@ -136,17 +147,17 @@ export class OnnxModel {
   }
 
   /** Parses model bytes (malformed bytes give a typed error). */
-  static fromBytes(bytes: Uint8Array): OnnxModel {
-    return new OnnxModel(decodeModel(bytes));
+  static fromBytes(bytes: Uint8Array, options: OnnxLoadOptions = {}): OnnxModel {
+    return new OnnxModel(decodeModel(bytes), options);
   }
 
   /**
    * Reads and parses a `.onnx` file, or fetches it when `path` is an `http:`, `https:`, `blob:`
    * or `data:` URL (in browsers, and in Deno and Node too).
    */
-  static async load(path: string | URL): Promise<OnnxModel> {
+  static async load(path: string | URL, options: OnnxLoadOptions = {}): Promise<OnnxModel> {
     if (/^(https?|blob|data):/i.test(String(path))) {
-      return await OnnxModel.#withData(await fetched(path), urlReader(path, fetched));
+      return await OnnxModel.#withData(await fetched(path), urlReader(path, fetched), options);
     }
     let bytes: Uint8Array;
     try {
@@ -168,14 +179,35 @@ export class OnnxModel {
     }
     const file = path instanceof URL ? decodeURIComponent(path.pathname) : path;
     const slash = Math.max(file.lastIndexOf("/"), file.lastIndexOf("\\"));
-    return await OnnxModel.#withData(bytes, fileReader(slash < 0 ? "." : file.slice(0, slash)));
+    const folder = slash < 0 ? "." : file.slice(0, slash);
+    return await OnnxModel.#withData(bytes, fileReader(folder), options);
   }
 
   /** The model of `bytes`, its external data (files beside it) read through `read`. */
-  static async #withData(bytes: Uint8Array, read: ExternalReader): Promise<OnnxModel> {
+  static async #withData(
+    bytes: Uint8Array,
+    read: ExternalReader,
+    options: OnnxLoadOptions,
+  ): Promise<OnnxModel> {
     const proto = decodeModel(bytes);
     await inlineExternalData(proto, read);
-    return new OnnxModel(proto);
+    return new OnnxModel(proto, options);
+  }
+
+  /** `options` with the model's progress callback where the call names none. */
+  #withProgress<T extends CompileOptions>(options: T): T {
+    return options.onProgress || !this.#onProgress
+      ? options
+      : { ...options, onProgress: this.#onProgress };
+  }
+
+  /** `importing()`'s graph, its import reported as a phase of the compile. */
+  #imported(options: CompileOptions, importing: () => Graph): Graph {
+    const report = reporter(options.onProgress);
+    report({ phase: "import", done: 0, total: 1 });
+    const graph = importing();
+    report({ phase: "import", done: 1, total: 1 });
+    return graph;
   }
 
   /**
@@ -202,7 +234,10 @@ export class OnnxModel {
     const key = this.#key(inputShapes, options);
     let exe = this.#executables.get(key);
     if (!exe) {
-      exe = Promise.resolve().then(() => compile(this.graph(inputShapes), options));
+      const withProgress = this.#withProgress(options);
+      exe = Promise.resolve().then(() =>
+        compile(this.#imported(withProgress, () => this.graph(inputShapes)), withProgress)
+      );
       exe.catch(() => this.#executables.delete(key));
       this.#executables.set(key, exe);
     }
@@ -369,8 +404,10 @@ export class OnnxModel {
       cache.set(key, exe);
       return exe;
     }
+    const withProgress = this.#withProgress(options);
+    const importing = () => importModel(this.#proto, { inputShapes: shapes, inputValues: values });
     exe = Promise.resolve().then(() =>
-      compile(importModel(this.#proto, { inputShapes: shapes, inputValues: values }), options)
+      compile(this.#imported(withProgress, importing), withProgress)
     );
     exe.catch(() => cache.delete(key));
     cache.set(key, exe);
