@@ -111,6 +111,15 @@ export function gpuChoice(): "navigator" | "dawn" {
   });
 }
 
+/**
+ * Storage buffers one kernel may bind: the per-stage limit, and below the bind group's binding
+ * indices (uniforms take a few). wgpu on an H200 allows a million per stage but 1000 indices a
+ * group: a Concat of 5000 inputs fused into a kernel of 1000 bindings that failed to build.
+ */
+export function storageBindings(limits: GPUSupportedLimits): number {
+  return Math.min(limits.maxStorageBuffersPerShaderStage, limits.maxBindingsPerBindGroup - 8);
+}
+
 /** Adapter descriptions of software implementations of WebGPU. */
 const SOFTWARE_ADAPTER = /llvmpipe|lavapipe|swiftshader|softpipe|microsoft basic render|software/i;
 
@@ -183,7 +192,7 @@ export class WebGpuBackend implements Backend {
         d?.limits.maxStorageBufferBindingSize ?? 0,
         this.#options.maxStorageBufferBytes ?? Infinity,
       ),
-      maxBindings: d?.limits.maxStorageBuffersPerShaderStage ?? 0,
+      maxBindings: d ? storageBindings(d.limits) : 0,
       timestampQuery: d?.features.has("timestamp-query") ?? false,
       software: this.#adapter !== undefined && isSoftwareAdapter(this.#adapter) &&
         !(this.#options.allowSoftware ?? envVar("KILN_ALLOW_SOFTWARE_GPU") === "1"),
@@ -404,7 +413,7 @@ export class WebGpuBackend implements Backend {
       bindingBytes: this.capabilities().maxStorageBufferBytes || undefined,
       splitK: this.#options.splitK ?? !software,
       flash: this.#options.flashAttention ?? (software ? false : undefined),
-      bindings: this.#device?.limits.maxStorageBuffersPerShaderStage,
+      bindings: this.#device && storageBindings(this.#device.limits),
     };
   }
 

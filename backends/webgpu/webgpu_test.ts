@@ -33,7 +33,7 @@ import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
 import { WasmBackend } from "../wasm/wasm_backend.ts";
 import { BufferPool } from "./buffer_pool.ts";
-import { WebGpuBackend } from "./webgpu_backend.ts";
+import { storageBindings, WebGpuBackend } from "./webgpu_backend.ts";
 
 // CI has no GPU: these run on the software adapter (llvmpipe), slow but exact.
 const gpu = new WebGpuBackend();
@@ -561,4 +561,15 @@ Deno.test("x → ToDevice → Exp → ToHost → Neg runs under every policy and
   // host side off the reference interpreter.
   for (const placed of runs.slice(0, 3)) assert.equal(placed[0], "webgpu");
   assert.ok(!runs[1].includes("reference"), String(runs[1]));
+});
+
+Deno.test("a kernel binds at most what both the stage and the bind group allow", () => {
+  const limits = (stage: number, group: number) =>
+    ({
+      maxStorageBuffersPerShaderStage: stage,
+      maxBindingsPerBindGroup: group,
+    }) as GPUSupportedLimits;
+  // wgpu on an H200: a million storage buffers a stage, 1000 binding indices a group.
+  assert.equal(storageBindings(limits(1_000_000, 1000)), 992);
+  assert.equal(storageBindings(limits(8, 1000)), 8);
 });
