@@ -112,13 +112,21 @@ export function gpuChoice(): "navigator" | "dawn" {
 }
 
 /**
- * Storage buffers one kernel may bind: the per-stage limit, and below the bind group's binding
- * indices (uniforms take a few). wgpu on an H200 allows a million per stage but 1000 indices a
- * group: a Concat of 5000 inputs fused into a kernel of 1000 bindings that failed to build.
+ * Storage buffers one kernel may bind: the per-stage limit, below the bind group's binding indices
+ * (uniforms take a few), and at most {@linkcode MAX_KERNEL_BINDINGS}. wgpu on an H200 allows a
+ * million per stage but 1000 indices a group: a Concat of 5000 inputs fused into a kernel of 1000
+ * bindings that failed to build, and at 992 its 15 kernels took 14.7 s to build.
  */
 export function storageBindings(limits: GPUSupportedLimits): number {
-  return Math.min(limits.maxStorageBuffersPerShaderStage, limits.maxBindingsPerBindGroup - 8);
+  return Math.min(
+    limits.maxStorageBuffersPerShaderStage,
+    limits.maxBindingsPerBindGroup - 8,
+    MAX_KERNEL_BINDINGS,
+  );
 }
+
+/** Most storage buffers a kernel binds whatever the device allows: a driver compiles each one. */
+export const MAX_KERNEL_BINDINGS = 64;
 
 /** Adapter descriptions of software implementations of WebGPU. */
 const SOFTWARE_ADAPTER = /llvmpipe|lavapipe|swiftshader|softpipe|microsoft basic render|software/i;
