@@ -172,7 +172,7 @@ Deno.test("kiln run --gpu dawn runs the model on Dawn's WebGPU; --gpu takes only
     assert.equal(info.code, 0, info.stderr);
     assert.match(info.stdout, /OpenGL/);
     const bad = await kiln(...args, "--gpu", "dwan");
-    assert.equal(bad.code, 1);
+    assert.equal(bad.code, 2);
     assert.match(bad.stderr, /--gpu dwan names no WebGPU implementation\. Fix: pass --gpu dawn/);
     const env2 = await kilnWith({ KILN_GPU: "metal" }, ...args);
     assert.equal(env2.code, 1);
@@ -308,8 +308,8 @@ Deno.test("kiln info MODEL summarizes the model; kiln bench takes --warmup, --th
     [["wasm", 0, 1]],
   );
   const bad = await kiln("bench", "--warmup", "x");
-  assert.equal(bad.code, 1);
-  assert.match(bad.stderr, /--warmup must be/);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--warmup of kiln bench must be/);
 });
 
 Deno.test("examples/demo_mlp.ts run as a script prints its plan and output", async () => {
