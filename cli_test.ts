@@ -475,3 +475,36 @@ Deno.test("kiln run shows a long compile's phases on stderr; --quiet shows none"
   assert.equal(quiet.code, 0);
   assert.doesNotMatch(quiet.stderr, /kiln: (import|fuse|codegen|pipelines)/);
 });
+
+Deno.test("--gpu dawn without flags on a machine with no Vulkan falls back to Dawn's GL adapter", async () => {
+  // What a newcomer types: no KILN_DAWN_FLAGS, no EGL_PLATFORM. Where Vulkan has an adapter (a
+  // GPU machine) this runs there instead; either way the run succeeds.
+  const env = Object.fromEntries(
+    Object.entries(Deno.env.toObject()).filter(([k]) =>
+      k !== "KILN_DAWN_FLAGS" && k !== "EGL_PLATFORM"
+    ),
+  );
+  const cmd = new Deno.Command(Deno.execPath(), {
+    clearEnv: true,
+    env,
+    args: [
+      "run",
+      "-A",
+      new URL("./cli.ts", import.meta.url).pathname,
+      "run",
+      "--gpu",
+      "dawn",
+      "--backend",
+      "webgpu",
+      "--runs",
+      "1",
+      "--json",
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  });
+  const out = await cmd.output();
+  const stderr = new TextDecoder().decode(out.stderr);
+  assert.equal(out.code, 0, stderr);
+  assert.equal(JSON.parse(new TextDecoder().decode(out.stdout)).backend, "webgpu");
+});

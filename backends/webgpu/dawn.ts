@@ -11,6 +11,7 @@
  * @module
  */
 import { KilnError } from "../../jit/errors.ts";
+import { hostFs } from "../../jit/host_fs.ts";
 
 /** The `webgpu` package's version kiln loads (Node: whatever the project installed). */
 export const DAWN_VERSION = "0.6.2";
@@ -51,4 +52,64 @@ export async function dawnGpu(options: DawnOptions = {}): Promise<GPU> {
     });
   }
   return dawn.create([...(options.flags ?? [])]);
+}
+
+/**
+ * Dawn's adapter through its GL backend, for where its platform backend found none (no Vulkan
+ * driver, as on a CPU-only VM): Mesa's llvmpipe then runs the kernels, so a named webgpu backend
+ * works on any machine (auto leaves a software adapter out). `null` where GL has none either.
+ */
+export async function dawnGlAdapter(): Promise<GPUAdapter | null> {
+  const gl = await dawnGpu({ flags: ["backend=opengles"] });
+  // Dawn's GL backend offers only a compatibility-level adapter.
+  for (const featureLevel of ["core", "compatibility"]) {
+    const options = { featureLevel } as GPURequestAdapterOptions;
+    const adapter = await gl.requestAdapter(options).catch(() => null);
+    if (adapter) return adapter;
+  }
+  return null;
+}
+
+/**
+ * Sets `EGL_PLATFORM=surfaceless` where no display exists and it is unset: EGL needs it for the
+ * GL fallback. Call before Dawn starts its threads: setting the environment while they read it
+ * aborted the process.
+ */
+export function headlessEgl(): void {
+  const g = globalThis as {
+    Deno?: { env: { get(k: string): string | undefined; set(k: string, v: string): void } };
+    process?: { env: Record<string, string | undefined> };
+  };
+  try {
+    const get = (k: string) => g.Deno ? g.Deno.env.get(k) : g.process?.env[k];
+    if (get("DISPLAY") || get("WAYLAND_DISPLAY") || get("EGL_PLATFORM") !== undefined) return;
+    if (g.Deno) g.Deno.env.set("EGL_PLATFORM", "surfaceless");
+    else if (g.process) g.process.env.EGL_PLATFORM = "surfaceless";
+  } catch {
+    // Without the permission the GL fallback finds no display: no adapter, a typed error.
+  }
+}
+
+/**
+ * Whether a Vulkan loader can be found (Linux: `libvulkan.so.1` in the loader's cache or on
+ * `LD_LIBRARY_PATH`; other systems: assumed). Without one Dawn's default backend finds no
+ * adapter, and a second Dawn instance made for GL after that first one crashed the process at
+ * times: the GL backend is then asked for from the start.
+ */
+export async function vulkanLoader(): Promise<boolean> {
+  const g = globalThis as {
+    Deno?: { build: { os: string }; env: { get(k: string): string | undefined } };
+    process?: { platform?: string; env: Record<string, string | undefined> };
+  };
+  const os = g.Deno?.build.os ?? g.process?.platform;
+  if (os !== "linux") return true;
+  const fs = await hostFs();
+  if (!fs) return true;
+  const cache = await fs.readFile("/etc/ld.so.cache").catch(() => undefined);
+  if (cache && new TextDecoder("latin1").decode(cache).includes("libvulkan.so.1")) return true;
+  const paths = (g.Deno ? g.Deno.env.get("LD_LIBRARY_PATH") : g.process?.env.LD_LIBRARY_PATH) ?? "";
+  for (const dir of paths.split(":").filter(Boolean)) {
+    if (await fs.stat(`${dir}/libvulkan.so.1`).then(() => true, () => false)) return true;
+  }
+  return false;
 }

@@ -32,7 +32,7 @@ import { unfit } from "../../jit/schedule.ts";
 import { generateWgsl, kernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
 import { groupLayout, groupWgsl, withFusedAttention } from "../../shaders/wgsl_attention.ts";
 import { BufferPool, emptyPoolStats, type PoolStats } from "./buffer_pool.ts";
-import { dawnGpu } from "./dawn.ts";
+import { dawnGlAdapter, dawnGpu, headlessEgl, vulkanLoader } from "./dawn.ts";
 import { type GpuContext, gpuProgram } from "./gpu_program.ts";
 import { MAP_READ, STAGING, STORAGE } from "./gpu_storage.ts";
 
@@ -127,6 +127,11 @@ export function storageBindings(limits: GPUSupportedLimits): number {
 
 /** Most storage buffers a kernel binds whatever the device allows: a driver compiles each one. */
 export const MAX_KERNEL_BINDINGS = 64;
+
+/** Whether Dawn's flags were given (options or `KILN_DAWN_FLAGS`): then no fallback is tried. */
+function dawnFlagged(options: WebGpuOptions): boolean {
+  return options.dawnFlags !== undefined || envVar("KILN_DAWN_FLAGS") !== undefined;
+}
 
 /** Adapter descriptions of software implementations of WebGPU. */
 const SOFTWARE_ADAPTER = /llvmpipe|lavapipe|swiftshader|softpipe|microsoft basic render|software/i;
@@ -282,7 +287,8 @@ export class WebGpuBackend implements Backend {
     };
     const adapter = this.#options.featureLevel
       ? await request(this.#options.featureLevel)
-      : await request() ?? await request("compatibility");
+      : await request() ?? await request("compatibility") ??
+        (this.#dawn && !dawnFlagged(this.#options) ? await dawnGlAdapter() : null);
     if (!adapter) {
       throw new KilnError("No WebGPU adapter was found", {
         code: "backend",
@@ -326,9 +332,13 @@ export class WebGpuBackend implements Backend {
     if (typeof choice === "object") return choice;
     this.#dawn = choice === "dawn";
     if (choice === "dawn") {
-      return await dawnGpu({
-        flags: this.#options.dawnFlags ?? envVar("KILN_DAWN_FLAGS")?.split(/\s+/).filter(Boolean),
-      });
+      const given = this.#options.dawnFlags ??
+        envVar("KILN_DAWN_FLAGS")?.split(/\s+/).filter(Boolean);
+      if (given) return await dawnGpu({ flags: given });
+      // Before Dawn starts its threads: setting the environment while they read it aborted the
+      // process. EGL without a display needs it for the GL backend.
+      headlessEgl();
+      return await dawnGpu({ flags: await vulkanLoader() ? [] : ["backend=opengles"] });
     }
     if (!WebGpuBackend.available()) {
       throw new KilnError("WebGPU is not available in this runtime", {
