@@ -301,6 +301,32 @@ test("npx kiln runs a model from files, saves its output and exits with the CLI'
   }
 });
 
+test("npx kiln run --backend webgpu works where webgpu is installed, and names it where it is not", () => {
+  // What a newcomer types: no Dawn flags, no EGL settings (a machine without a GPU gets Dawn's
+  // GL backend over Mesa).
+  const env = { ...process.env };
+  for (const k of ["KILN_DAWN_FLAGS", "EGL_PLATFORM", "KILN_GPU"]) delete env[k];
+  const run = (cwd) =>
+    execFileSync("npx", ["--no-install", "kiln", "run", "--backend", "webgpu", "--json"], {
+      cwd,
+      env,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+  assert.equal(JSON.parse(run(project)).backend, "webgpu");
+  const bare = mkdtempSync(join(tmpdir(), "kiln-npm-bare-"));
+  try {
+    writeFileSync(join(bare, "package.json"), JSON.stringify({ name: "bare", private: true }));
+    execFileSync("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", tarball], {
+      cwd: bare,
+      stdio: ["ignore", "ignore", "inherit"],
+    });
+    assert.throws(() => run(bare), (e) => /npm install webgpu/.test(String(e.stderr)));
+  } finally {
+    rmSync(bare, { recursive: true, force: true });
+  }
+});
+
 test("the tarball carries no inline source maps (they were most of its JavaScript)", () => {
   const root = dirname(createRequire(join(project, "package.json")).resolve("@kiln/kiln"));
   const js = readdirSync(root, { recursive: true }).filter((f) => String(f).endsWith(".js"));
