@@ -127,6 +127,7 @@ export function registeredBackends(): BackendSet {
  * ```
  */
 export async function compile(input: Graph, options: CompileOptions = {}): Promise<Executable> {
+  if (!isGraph(input)) throw notAGraph(input);
   const precision = checkPrecision(options.precision);
   // Unfused compiles run node by node on one backend: the reference unless one is named.
   const id = options.backend ?? (options.fuse === false ? "reference" : undefined);
@@ -556,5 +557,25 @@ async function ratesOf(backends: readonly Backend[], policy: Policy): Promise<Ba
     backends.map((b) =>
       backendRates(b, (graph: Graph) => compile(graph, { backend: b, cache: false }))
     ),
+  );
+}
+
+/** Whether `input` is a graph (by shape: a graph of another copy of kiln's modules counts). */
+function isGraph(input: unknown): input is Graph {
+  const g = input as Partial<Graph> | undefined;
+  return typeof g?.hash === "function" && Array.isArray(g.nodes) && Array.isArray(g.outputs);
+}
+
+/** The error of a `compile` given something other than a graph (a fusion plan, a builder). */
+function notAGraph(input: unknown): KilnError {
+  const kernels = (input as { kernels?: unknown })?.kernels !== undefined;
+  return new KilnError(
+    `compile() takes a Graph, got ${kernels ? "fuse()'s kernel plan" : typeof input}`,
+    {
+      code: "bad-input",
+      fix: kernels
+        ? "pass the graph itself: compile() fuses it (fuse() is for inspecting the plan)"
+        : "build a Graph (GraphBuilder.build(), importOnnx, or a Tensor's graph) and pass it",
+    },
   );
 }

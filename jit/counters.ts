@@ -36,3 +36,33 @@ export function count(name: CounterName, n = 1): void {
 export function counterValues(): Record<CounterName, number> {
   return { ...counters };
 }
+
+/** A planned copy between memories: a value's bytes, and whether it enters or leaves the host. */
+export interface PlannedTransfer {
+  /** Graph value id. */
+  readonly value: number;
+  /** Where it comes from (`host` for inputs). */
+  readonly from: string;
+  /** Where it goes (`host` for outputs). */
+  readonly to: string;
+  /** Bytes moved. */
+  readonly bytes: number;
+}
+
+/**
+ * Counts the copies one run really makes of those planned: an input given as a device tensor is
+ * not uploaded, and an output left on the device (`runOnDevice`) or not requested is not
+ * downloaded; `DeviceTensor.read()` and `write()` count their own.
+ */
+export function countTransfers(
+  planned: readonly PlannedTransfer[],
+  run: { readonly resident: ReadonlySet<number>; readonly downloaded: ReadonlySet<number> },
+): void {
+  for (const t of planned) {
+    if (t.from === "host" && run.resident.has(t.value)) continue;
+    if (t.to === "host" && !run.downloaded.has(t.value)) continue;
+    count("kiln_transfers_total");
+    if (t.from === "host") count("kiln_bytes_uploaded_total", t.bytes);
+    if (t.to === "host") count("kiln_bytes_downloaded_total", t.bytes);
+  }
+}

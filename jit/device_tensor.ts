@@ -7,6 +7,7 @@
  * @module
  */
 import { type BoundaryDType, type DType, type TensorData, widenToI64 } from "./dtype.ts";
+import { count } from "./counters.ts";
 import { KilnError } from "./errors.ts";
 import { acceptInput, type HostTensor } from "./host_tensor.ts";
 import { type Shape, sizeOf } from "./shape.ts";
@@ -79,11 +80,15 @@ export class DeviceTensor {
   read(range: ElementRange = {}): Promise<HostTensor> {
     const [offset, length] = this.#range(range, "read");
     const whole = offset === 0 && length === this.size;
-    return this.storage().read(offset, length).then((data) => ({
-      data: this.dtype === "i64" ? widenToI64(data as Int32Array) : data,
-      shape: whole ? this.shape : [length],
-      dtype: this.dtype,
-    }));
+    return this.storage().read(offset, length).then((data) => {
+      count("kiln_transfers_total");
+      count("kiln_bytes_downloaded_total", data.byteLength);
+      return {
+        data: this.dtype === "i64" ? widenToI64(data as Int32Array) : data,
+        shape: whole ? this.shape : [length],
+        dtype: this.dtype,
+      };
+    });
   }
 
   /**
@@ -98,6 +103,8 @@ export class DeviceTensor {
     const [start] = this.#range({ offset, length: n }, "write");
     const accepted = acceptInput(t, { shape: [n], dtype: this.dtype }, "device tensor write");
     this.storage().write(accepted.data, start);
+    count("kiln_transfers_total");
+    count("kiln_bytes_uploaded_total", accepted.data.byteLength);
   }
 
   /** Gives the device memory back; later uses throw. */

@@ -20,7 +20,7 @@ import { assertCheck, isCheck, outputIndices, readCheck, settleChecks } from "./
 import { RunHandle } from "./run_handle.ts";
 import { sizeOf } from "./shape.ts";
 import type { Schedule } from "./schedule.ts";
-import { count } from "./counters.ts";
+import { count, countTransfers } from "./counters.ts";
 import type { BucketPlan } from "./buckets.ts";
 import { type DrawnInput, Draws } from "./random_inputs.ts";
 
@@ -294,11 +294,12 @@ export class Executable {
     const given = new Set(args.flatMap((a) => (a instanceof DeviceTensor ? [] : [a.data])));
     count("kiln_runs_total", repeat);
     count("kiln_dispatches_total", repeat * (this.plan?.kernels.length ?? this.graph.nodes.length));
-    for (const t of this.plan?.schedule.transfers ?? []) {
-      count("kiln_transfers_total");
-      if (t.from === "host") count("kiln_bytes_uploaded_total", t.bytes);
-      if (t.to === "host") count("kiln_bytes_downloaded_total", t.bytes);
-    }
+    countTransfers(this.plan?.schedule.transfers ?? [], {
+      resident: new Set(
+        this.graph.inputs.flatMap((g, i) => args[i] instanceof DeviceTensor ? [g.value] : []),
+      ),
+      downloaded: new Set(onDevice ? [] : requested.map((o) => this.graph.outputs[o].value)),
+    });
     const buckets = this.#init.buckets;
     const partial = buckets && active !== undefined && active < buckets.bound ? active : undefined;
     const results = async (): Promise<(TensorData | DeviceTensor)[]> => {

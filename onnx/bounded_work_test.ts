@@ -3,6 +3,7 @@
  * typed error, and ops with thousands of inputs compile in time linear in their count.
  */
 import assert from "node:assert/strict";
+import { setMemoryBudget } from "../jit/budget.ts";
 import { KilnError } from "../jit/errors.ts";
 import { OnnxModel } from "./model.ts";
 import { encodeModel, type ModelProto } from "./proto.ts";
@@ -95,5 +96,28 @@ Deno.test("Concat, Max and Sum of 20,000 inputs compile and give the right value
       m.dispose();
     }
     concat.dispose();
+  }
+});
+
+Deno.test("an initializer the importer folds is held to the memory budget like any tensor", async () => {
+  // 4 KiB of weights, folded away by the importer (Transpose of a constant, added to x).
+  const m = model({
+    input: [value("x", 1, [32, 32])],
+    output: [value("y", 1, [32, 32])],
+    initializer: [{ name: "w", dims: [32, 32], dataType: 1, floatData: Array(1024).fill(1) }],
+    node: [
+      { opType: "Transpose", input: ["w"], output: ["t"], attribute: [] },
+      { opType: "Add", input: ["x", "t"], output: ["y"], attribute: [] },
+    ],
+  });
+  const x = { data: new Float32Array(1024), shape: [32, 32], dtype: "f32" as const };
+  setMemoryBudget({ maxTensorBytes: 1024 });
+  try {
+    await assert.rejects(
+      () => m.run({ x }, { backend: "reference" }),
+      (e) => e instanceof KilnError && e.code === "limit" && /initializer "w"/.test(e.message),
+    );
+  } finally {
+    setMemoryBudget(undefined);
   }
 });

@@ -12,6 +12,7 @@ import { RANDOM_OPS } from "../jit/random_inputs.ts";
 import { evaluateNode } from "../backends/reference/reference_backend.ts";
 import { type DType, narrowI64 } from "../jit/dtype.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
+import { checkBudget } from "../jit/budget.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Graph } from "../jit/graph.ts";
 import { GraphBuilder } from "../jit/graph_builder.ts";
@@ -395,6 +396,8 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       !RANDOM_OPS.has(op) // drawn anew on every run
     ) {
       const tensors = ins.map((k) => (k as Extract<Known, { kind: "const" }>).tensor);
+      // A folded value is a tensor too: the budget holds before it is computed.
+      for (const t of types) checkBudget(t.shape, t.dtype, label);
       const sentinel = carriesSentinel(op, ins, label);
       const data = evaluateNode({ op, attrs, inputs: tensors, outputs: types, label }, tensors);
       if (sentinel) data.forEach(markSaturated);

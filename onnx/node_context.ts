@@ -5,6 +5,7 @@
  * @module
  */
 import { type DType, fromF16Bits, fromNumbers, isFloat } from "../jit/dtype.ts";
+import { checkBudget } from "../jit/budget.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import type { Attrs, ValueType } from "../jit/ops/mod.ts";
@@ -261,9 +262,12 @@ export const BF16 = 16;
  * bfloat16 or 4-bit.
  */
 export function initializerOf(t: TensorProto): Known {
+  const tensor = tensorOf(t, "initializer");
+  // Checked here, not only as a param: one the importer folds away never becomes one.
+  checkBudget(tensor.shape, tensor.dtype, `initializer "${t.name ?? ""}"`);
   return {
     kind: "const",
-    tensor: tensorOf(t, "initializer"),
+    tensor,
     i64: t.dataType === 7,
     bf16: t.dataType === BF16,
     fourBit: t.dataType === UINT4 || t.dataType === INT4,

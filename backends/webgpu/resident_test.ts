@@ -235,3 +235,19 @@ Deno.test("host outputs are the caller's: later runs and reads through the same 
     assertClose(numbers(read.data), numbers(want.z.data));
   }
 });
+
+Deno.test("transfer metrics count what moved: nothing read back on the device, a read's bytes", async () => {
+  using exe = await compile(scaled(), { backend: gpu, cache: false });
+  const x = f32(ramp(32), [4, 8]);
+  const down = () => stats().kiln_bytes_downloaded_total;
+  const before = down();
+  const { y, z } = await exe.runOnDevice({ x });
+  assert.equal(down() - before, 0, "runOnDevice read nothing back");
+  await y.read();
+  assert.equal(down() - before, 4 * 32, "a read counts its bytes");
+  const host = down();
+  await exe.run({ x }, { outputs: ["z"] });
+  assert.equal(down() - host, 4 * 4, "only the requested output comes back");
+  y.dispose();
+  z.dispose();
+});
