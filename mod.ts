@@ -157,13 +157,16 @@ export type { CounterName } from "./jit/counters.ts";
 export { prometheusText, stats } from "./jit/telemetry.ts";
 export {
   importOnnx,
+  KILN_DOMAIN,
   type ModelSummary,
   type OnnxImportOptions,
   type OnnxInputInfo,
   type OnnxLoadOptions,
   OnnxModel,
+  type OnnxOpMapping,
   type OnnxValue,
   OPSETS,
+  registerOnnxOp,
   type StringTensor,
   toOnnx,
   type ValueSummary,

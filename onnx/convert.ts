@@ -10,6 +10,7 @@
  * @module
  */
 import { castWrapped } from "./int64_guard.ts";
+import { registeredConverter } from "./registered_ops.ts";
 import { RANDOM_CONVERTERS, trainingDropout } from "./convert_random.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Attrs } from "../jit/ops/mod.ts";
@@ -477,11 +478,13 @@ const MS_CONVERTERS: Record<string, Converter> = {
 
 /**
  * The converter of op `opType` in `domain` (ONNX's default domain, the training domain, or ONNX
- * Runtime's quantized and fused contrib ops), if kiln has one.
+ * Runtime's quantized and fused contrib ops), if kiln has one, else one a program registered for
+ * that domain at opset `version` (see `registered_ops.ts`).
  */
 export function converterOf(
   domain: string | undefined,
   opType: string,
+  version = 1,
 ): ((c: NodeContext) => (Known | Sequence | None)[]) | undefined {
   const d = domain ?? "";
   const table: Record<string, Converter> | undefined = d === "" || d === "ai.onnx"
@@ -491,5 +494,7 @@ export function converterOf(
     : d === MS_DOMAIN
     ? MS_CONVERTERS
     : undefined;
-  return table && Object.hasOwn(table, opType) ? table[opType] : undefined;
+  if (table && Object.hasOwn(table, opType)) return table[opType];
+  // Then what the program registered (registerOnnxOp, or registerOp in kiln's domain).
+  return registeredConverter(d, opType, version);
 }

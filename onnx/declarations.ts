@@ -64,3 +64,10 @@ export function checkOpset(model: ModelProto): number {
   }
   return version;
 }
+
+/** The opset version `model` imports for `domain` (1 where it lists none: a registered op's). */
+export function domainVersion(model: ModelProto, domain: string | undefined): number {
+  const d = domain === "ai.onnx" ? "" : domain ?? "";
+  const entry = model.opsetImport.find((o) => (o.domain === "ai.onnx" ? "" : o.domain ?? "") === d);
+  return entry ? int(entry.version) : 1;
+}

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { onnxNameOf } from "./registered_ops.ts";
 import { decompose } from "../jit/decompose.ts";
 import { type BoundaryDType, type DType, fromNumbers } from "../jit/dtype.ts";
 import type { Graph } from "../jit/graph.ts";
@@ -46,6 +47,7 @@ export function toOnnx(graph: Graph): Uint8Array {
   const name = (v: number) => g.values[v].name;
   const initializers: TensorProto[] = [];
   const nodes: NodeProto[] = [];
+  const domains = new Map<string, number>();
   let fresh = 0;
   const constant = (t: HostTensor, asI64: boolean): string => {
     const n = `kiln_const_${fresh++}`;
@@ -101,9 +103,12 @@ export function toOnnx(graph: Graph): Uint8Array {
     const scalarPad = n.op === "Pad" && g.values[n.inputs[0]].shape.length === 0;
     if (n.op === "ToDevice" || n.op === "ToHost" || scalarPad) op = "Identity";
     if (scalarPad) extras.length = 0;
+    // A registered op is written in its ONNX domain, so the model imports where it is registered.
+    const registered = onnxNameOf(op);
+    if (registered) domains.set(registered.domain, registered.version);
     nodes.push({
-      opType: op,
-      domain: "",
+      opType: registered?.opType ?? op,
+      domain: registered?.domain ?? "",
       name: n.name,
       input: [...inputs, ...extras],
       output: n.outputs.map(name),
@@ -135,7 +140,10 @@ export function toOnnx(graph: Graph): Uint8Array {
   return encodeModel({
     irVersion: 8,
     producerName: `kiln ${VERSION}`,
-    opsetImport: [{ domain: "", version: 17 }],
+    opsetImport: [
+      { domain: "", version: 17 },
+      ...[...domains].filter(([d]) => d !== "").map(([domain, version]) => ({ domain, version })),
+    ],
     graph: {
       name: "kiln",
       node: nodes,

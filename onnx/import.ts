@@ -20,7 +20,7 @@ import { type Attrs, inferNode } from "../jit/ops/mod.ts";
 import { type Shape, sizeOf } from "../jit/shape.ts";
 import { converterOf } from "./convert.ts";
 import { workCounter } from "./import_limits.ts";
-import { checkDeclaredOutput, checkOpset } from "./declarations.ts";
+import { checkDeclaredOutput, checkOpset, domainVersion } from "./declarations.ts";
 import { carriesSentinel, int64Wrapped, sentinelError } from "./int64_guard.ts";
 import { assertCheck, checkName } from "../jit/checks.ts";
 import { bindShape, onnxInputs } from "./inputs.ts";
@@ -86,9 +86,9 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
   }
   const unknown = [
     ...new Set(
-      g.node.filter((n) => !converterOf(n.domain, n.opType)).map((n) =>
-        `${n.domain ? `${n.domain}::` : ""}${n.opType}`
-      ),
+      g.node.filter((n) => !converterOf(n.domain, n.opType, domainVersion(model, n.domain))).map((
+        n,
+      ) => `${n.domain ? `${n.domain}::` : ""}${n.opType}`),
     ),
   ];
   if (unknown.length) {
@@ -98,7 +98,8 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       } (no kiln backend — reference, wasm or webgpu — implements them)`,
       {
         code: "unknown-op",
-        fix: "re-export without them, or add them with registerOp and an importer converter",
+        fix:
+          "re-export without them, or register them: registerOp (the kiln op) and registerOnnxOp (its ONNX name)",
       },
     );
   }
@@ -219,11 +220,12 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       const name = node.name || node.output[0] || `#${index}`;
       const label = `node "${name}" (${node.opType})`;
       charge(label);
-      const convert = converterOf(node.domain, node.opType);
+      const convert = converterOf(node.domain, node.opType, domainVersion(model, node.domain));
       if (!convert) {
         throw new KilnError(`${label}: kiln cannot import op ${node.opType} (in a subgraph)`, {
           code: "unknown-op",
-          fix: "re-export without it, or add it with registerOp and an importer converter",
+          fix:
+            "re-export without it, or register it: registerOp (the kiln op) and registerOnnxOp (its ONNX name)",
         });
       }
       const found = node.input.map((name) => {

@@ -7,6 +7,7 @@
  * @module
  */
 import { converterOf } from "./convert.ts";
+import { domainVersion } from "./declarations.ts";
 import { HOST_STRING_OPS } from "./string_ops.ts";
 import {
   type GraphProto,
@@ -106,7 +107,9 @@ export function summarizeModel(model: ModelProto): ModelSummary {
       counts.set(op, (counts.get(op) ?? 0) + 1);
       // The string-only ops run on the host (`strings.ts`), outside any graph.
       const host = onnx && HOST_STRING_OPS.has(n.opType);
-      if (!converterOf(n.domain, n.opType) && !host) unsupported.add(op);
+      if (!converterOf(n.domain, n.opType, domainVersion(model, n.domain)) && !host) {
+        unsupported.add(op);
+      }
       for (const a of n.attribute) if (a.g) visit(a.g, depth + 1);
     }
   };
