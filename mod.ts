@@ -115,6 +115,7 @@ export {
   type TensorMap,
 } from "./jit/executable.ts";
 export { type DeviceStorage, DeviceTensor, type ElementRange } from "./jit/device_tensor.ts";
+export type { IntoMap } from "./jit/into.ts";
 export { RunHandle } from "./jit/run_handle.ts";
 export {
   concat,

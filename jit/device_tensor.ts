@@ -6,7 +6,13 @@
  *
  * @module
  */
-import { type BoundaryDType, type DType, type TensorData, widenToI64 } from "./dtype.ts";
+import {
+  type BoundaryDType,
+  type DType,
+  matchesDType,
+  type TensorData,
+  widenToI64,
+} from "./dtype.ts";
 import { count } from "./counters.ts";
 import { KilnError } from "./errors.ts";
 import { acceptInput, type HostTensor } from "./host_tensor.ts";
@@ -74,20 +80,32 @@ export class DeviceTensor {
   }
 
   /**
-   * Copies the tensor (or `range` of its elements, as a 1-D tensor) to the host. Reads are
-   * ordered after every run already started on the same device; a bad range throws at once.
+   * Copies the tensor (or `range` of its elements, as a 1-D tensor) to the host, into `into`
+   * (a typed array of its dtype, at least as long) where given. Reads are ordered after every run
+   * already started on the same device; a bad range or buffer throws at once.
    */
-  read(range: ElementRange = {}): Promise<HostTensor> {
+  read(
+    range: ElementRange = {},
+    options: { readonly into?: TensorData } = {},
+  ): Promise<HostTensor> {
     const [offset, length] = this.#range(range, "read");
     const whole = offset === 0 && length === this.size;
-    return this.storage().read(offset, length).then((data) => {
+    const into = options.into;
+    if (into && (!matchesDType(into, this.dtype) || into.length < length)) {
+      throw new KilnError(
+        `read into: expected a ${this.dtype} typed array of at least ${length} elements`,
+        {
+          code: "bad-input",
+          fix: `pass a ${this.dtype} typed array of ${length} elements or more`,
+        },
+      );
+    }
+    return this.storage().read(offset, length).then((read) => {
       count("kiln_transfers_total");
-      count("kiln_bytes_downloaded_total", data.byteLength);
-      return {
-        data: this.dtype === "i64" ? widenToI64(data as Int32Array) : data,
-        shape: whole ? this.shape : [length],
-        dtype: this.dtype,
-      };
+      count("kiln_bytes_downloaded_total", read.byteLength);
+      const data = this.dtype === "i64" ? widenToI64(read as Int32Array) : read;
+      if (into) (into as Float32Array).set(data as Float32Array);
+      return { data: into ?? data, shape: whole ? this.shape : [length], dtype: this.dtype };
     });
   }
 
@@ -140,4 +158,28 @@ export class DeviceTensor {
 /** The internal dtype of a device tensor's words (`i64` travels as `i32`). */
 export function storedDType(dtype: BoundaryDType): DType {
   return dtype === "i64" ? "i32" : dtype;
+}
+
+/** A device tensor given as input `name`: live, of the declared shape and dtype. */
+export function acceptDevice(
+  t: DeviceTensor,
+  spec: { readonly shape: Shape; readonly dtype: BoundaryDType },
+  name: string,
+): DeviceTensor {
+  if (t.disposed) {
+    throw new KilnError(`input "${name}": the device tensor was disposed`, {
+      code: "disposed",
+      fix: "pass a live device tensor (dispose it only after its last run)",
+    });
+  }
+  if (t.dtype !== spec.dtype || t.shape.join() !== spec.shape.join()) {
+    throw new KilnError(
+      `input "${name}": expected ${spec.dtype}[${spec.shape}], got a device tensor ${t.dtype}[${t.shape}]`,
+      {
+        code: "bad-input",
+        fix: "pass a device tensor of the declared shape and dtype",
+      },
+    );
+  }
+  return t;
 }

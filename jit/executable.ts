@@ -8,7 +8,7 @@
  */
 import type { Backend, KernelTime, Program } from "./backend.ts";
 import type { RefTensor } from "./host_tensor.ts";
-import { DeviceTensor, storedDType } from "./device_tensor.ts";
+import { acceptDevice, DeviceTensor, storedDType } from "./device_tensor.ts";
 import { matchesDType, type TensorData, widenToI64 } from "./dtype.ts";
 import { convertData, type Widened } from "./precision.ts";
 import { KilnError } from "./errors.ts";
@@ -16,6 +16,7 @@ import type { Graph, GraphInput } from "./graph.ts";
 import { acceptInput, type HostTensor } from "./host_tensor.ts";
 import type { KernelIR } from "./kernel_ir.ts";
 import type { MemoryPlan } from "./memory_plan.ts";
+import { checkInto, deliver, type IntoMap } from "./into.ts";
 import { assertCheck, isCheck, outputIndices, readCheck, settleChecks } from "./checks.ts";
 import { RunHandle } from "./run_handle.ts";
 import { sizeOf } from "./shape.ts";
@@ -59,6 +60,8 @@ export interface RunOptions {
    * repetitions go into one submission with a single readback at the end.
    */
   readonly repeat?: number;
+  /** Caller-owned buffers to fill with outputs, by name (see `jit/into.ts`). */
+  readonly into?: IntoMap;
 }
 
 // Device tensors an executable holds as state may be shared with its clones (runs never write
@@ -267,6 +270,7 @@ export class Executable {
     const active = this.#activeExtent(inputs);
     const args = this.#snapshot(this.#arguments(inputs, active), inputs, repeat);
     const requested = outputIndices(this.graph, options?.outputs);
+    if (!onDevice) checkInto(this.graph, options?.into, requested);
     const stateful = this.graph.outputs.flatMap((o, i) => (o.name in this.state ? [i] : []));
     // A run on the device keeps its own copy of each state output; a host run reads state back.
     const wanted = onDevice
@@ -376,7 +380,9 @@ export class Executable {
         };
       });
       await settleChecks(checks, out);
-      return out as TensorMap | DeviceTensorMap;
+      if (onDevice) return out as DeviceTensorMap;
+      for (const [k, t] of Object.entries(out)) out[k] = deliver(k, t as HostTensor, options?.into);
+      return out as TensorMap;
     });
   }
 
@@ -569,24 +575,4 @@ export class Executable {
     if (active === undefined || !this.#init.buckets!.inputs.includes(i.name)) return i;
     return { ...i, shape: [active, ...i.shape.slice(1)] };
   }
-}
-
-/** A device tensor given as input `name`: live, of the declared shape and dtype. */
-function acceptDevice(t: DeviceTensor, spec: GraphInput, name: string): DeviceTensor {
-  if (t.disposed) {
-    throw new KilnError(`input "${name}": the device tensor was disposed`, {
-      code: "disposed",
-      fix: "pass a live device tensor (dispose it only after its last run)",
-    });
-  }
-  if (t.dtype !== spec.dtype || t.shape.join() !== spec.shape.join()) {
-    throw new KilnError(
-      `input "${name}": expected ${spec.dtype}[${spec.shape}], got a device tensor ${t.dtype}[${t.shape}]`,
-      {
-        code: "bad-input",
-        fix: "pass a device tensor of the declared shape and dtype",
-      },
-    );
-  }
-  return t;
 }
