@@ -11,7 +11,10 @@
  * - `untyped`: kiln threw something other than a `KilnError` (a bug).
  *
  *   deno run -A --config bench/deno.json bench/edge_sweep.ts [--backends reference,wasm,webgpu]
- *     [--filter REGEXP] [--out FILE]
+ *     [--filter REGEXP] [--data DIR] [--shard I/N] [--out FILE]
+ *
+ * `--shard I/N` runs every Nth case from the Ith (for N processes side by side); `--data` names
+ * the suite's `data` folder (default: what `../shared/onnx-conformance/fetch.sh` prints).
  *
  * @module
  */
@@ -236,10 +239,13 @@ async function main() {
       backends: { type: "string", default: "reference,wasm" },
       filter: { type: "string" },
       out: { type: "string", default: "bench/edge-sweep.json" },
+      data: { type: "string" },
+      shard: { type: "string", default: "0/1" },
     },
   });
-  const data = execFileSync("bash", ["../shared/onnx-conformance/fetch.sh"], { encoding: "utf8" })
-    .trim();
+  const data = values.data ??
+    execFileSync("bash", ["../shared/onnx-conformance/fetch.sh"], { encoding: "utf8" }).trim();
+  const [shard, shards] = values.shard.split("/").map(Number);
   const ort: Any = await import("npm:onnxruntime-web@1.30.0");
   ort.env.wasm.numThreads = 1;
   ort.env.logLevel = "fatal";
@@ -247,7 +253,10 @@ async function main() {
   const counts: Record<string, Record<Outcome, number>> = {};
   const examples: Record<string, string[]> = {};
   let total = 0;
-  for (const c of cases(data, values.filter ? new RegExp(values.filter) : undefined)) {
+  const all = cases(data, values.filter ? new RegExp(values.filter) : undefined);
+  for (const [n, c] of all.entries()) {
+    if (n % shards !== shard) continue;
+    console.error(`edge sweep: case ${n + 1} of ${all.length}: ${c.name}`);
     for (const v of variants(c.model, c.inputs)) {
       const bytes = encodeModel(v.model);
       const want = await ortAnswer(ort, bytes, v.inputs);

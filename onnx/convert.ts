@@ -236,6 +236,12 @@ export const CONVERTERS: Record<string, Converter> = {
     const [x, scale, bias] = [c.required(0), c.required(1), c.input(2)];
     const op = opOf(c);
     const rank = typeOf(x).shape.length, from = axis < 0 ? axis + rank : axis;
+    if (!(from >= 0 && from < rank)) {
+      throw new KilnError(`${c.label}: axis ${axis} is outside a rank-${rank} input`, {
+        code: "bad-axis",
+        fix: `pass an axis in [${-rank}, ${rank - 1}]`,
+      });
+    }
     const axes = { axes: [...Array(rank - from).keys()].map((i) => from + i), keepdims: 1 };
     const mean = op("ReduceMean", [x], axes);
     const d = op("Sub", [x, mean]);

@@ -415,15 +415,20 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     // The sum of squares over a window of channels: an average pool over [C, H·W], times size.
     const [n, ch] = shape, rest = shape.slice(2).reduce((p, d) => p * d, 1);
     const squares = op("Reshape", [op("Mul", [x, x])], { shape: [n, 1, ch, rest] });
-    const lo = Math.floor((size - 1) / 2), hi = Math.ceil((size - 1) / 2);
+    // Channels past either end add nothing: the window is clipped to the channels there are
+    // (a size of 2^30 made a pool of 2^30 taps), the mean scaled back to a sum over `size`.
+    const lo = Math.min(Math.floor((size - 1) / 2), ch - 1);
+    const hi = Math.min(Math.ceil((size - 1) / 2), ch - 1);
+    const window = lo + hi + 1;
     const mean = op("AveragePool", [squares], {
-      kernel_shape: [size, 1],
+      kernel_shape: [window, 1],
       pads: [lo, 0, hi, 0],
       count_include_pad: 1,
     });
     const sum = op("Reshape", [mean], { shape: [...shape] });
     const t = typeOf(x).dtype;
-    const scaled = op("Add", [scalar(bias, t), op("Mul", [sum, scalar(alpha, t)])]);
+    const weight = scalar((alpha * window) / size, t);
+    const scaled = op("Add", [scalar(bias, t), op("Mul", [sum, weight])]);
     return [op("Div", [x, op("Pow", [scaled, scalar(beta, t)])])];
   },
   QuantizeLinear: (c) => {

@@ -140,3 +140,60 @@ Deno.test("LSTM sequence_lens past seq_length, negative or of the wrong count ar
   }
   lstm.dispose();
 });
+
+Deno.test("a pooling window of 2^30 with SAME padding is a typed limit error, not a hang", async () => {
+  const pool = model(
+    [{
+      opType: "AveragePool",
+      input: ["x"],
+      output: ["y"],
+      attribute: [
+        { name: "auto_pad", type: 3, s: new TextEncoder().encode("SAME_LOWER") },
+        { name: "kernel_shape", type: 7, ints: [2 ** 30, 2 ** 30] },
+      ],
+    }],
+    [input("x", 1, [1, 1, 8, 8])],
+    [["y", 1]],
+  );
+  await assert.rejects(
+    () => pool.run({ x: f32(Array(64).fill(1), [1, 1, 8, 8]) }, { backend: "reference" }),
+    (e) => e instanceof KilnError && e.code === "limit" && /taps/.test(e.message),
+  );
+});
+
+Deno.test("LRN with a size past the channels sums the channels there are (size stays the divisor)", async () => {
+  const lrn = (size: number) =>
+    model(
+      [{
+        opType: "LRN",
+        input: ["x"],
+        output: ["y"],
+        attribute: [int("size", size), { name: "alpha", type: 1, f: 0.5 }],
+      }],
+      [input("x", 1, [1, 3, 1, 1])],
+      [["y", 1]],
+    );
+  const x = f32([1, 2, 3], [1, 3, 1, 1]);
+  const squares = 1 + 4 + 9; // every channel is inside every window of this size
+  for (const size of [7, 2 ** 30]) {
+    const { y } = await lrn(size).run({ x }, { backend: "wasm" });
+    const want = [1, 2, 3].map((v) => v / (1 + (0.5 / size) * squares) ** 0.75);
+    [...y.data].forEach((v, i) =>
+      assert.ok(Math.abs(Number(v) - want[i]) < 1e-5, `${size}: ${v} vs ${want[i]}`)
+    );
+  }
+});
+
+Deno.test("LayerNormalization with Mean/InvStdDev outputs and an axis past the rank is a typed error", () => {
+  const ln = model(
+    [{
+      opType: "LayerNormalization",
+      input: ["x", "s"],
+      output: ["y", "m", "v"],
+      attribute: [int("axis", 2 ** 30)],
+    }],
+    [input("x", 1, [2, 3]), input("s", 1, [3])],
+    [["y", 1], ["m", 1], ["v", 1]],
+  );
+  assert.throws(() => ln.graph(), (e) => e instanceof KilnError && e.code === "bad-axis");
+});

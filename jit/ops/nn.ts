@@ -55,6 +55,9 @@ export interface Window {
   out: number[];
 }
 
+/** Most window taps a windowed op (pool, conv) may read per channel over all its outputs. */
+export const MAX_WINDOW_READS = 2 ** 31;
+
 /** Resolves kernel, strides, dilations and pads (incl. `auto_pad`, `ceil_mode`) for `spatial`. */
 export function resolveWindow(
   ctx: InferContext,
@@ -108,6 +111,18 @@ export function resolveWindow(
     // With ceil_mode a window may not start inside the end padding (ONNX/PyTorch rule).
     if (ceil && (o - 1) * strides[i] >= spatial[i] + padsBegin[i]) o--;
     out.push(o);
+  }
+  // Every output reads every tap of its window: a kernel of 2^30 with SAME padding keeps the
+  // output small and asks for 2^60 reads (a hang, not an error, without this bound).
+  const reads = kernel.reduce((a, b) => a * b, 1) * out.reduce((a, b) => a * b, 1);
+  if (reads > MAX_WINDOW_READS) {
+    ctx.fail(
+      `the window of ${kernel.join("×")} over ${formatShape(out)} outputs reads ${
+        reads.toExponential(2)
+      } taps a channel, over ${MAX_WINDOW_READS.toExponential(2)}`,
+      "use a kernel no larger than the input",
+      "limit",
+    );
   }
   return { kernel: [...kernel], strides, dilations, padsBegin, padsEnd, out };
 }
