@@ -6,6 +6,7 @@
  * @module
  */
 import process from "node:process";
+import { defaultBackends } from "./backends/registry.ts";
 import { envVar } from "./jit/env.ts";
 import type { Progress, ProgressCallback } from "./jit/progress.ts";
 
@@ -23,8 +24,15 @@ function quietMs(): number {
   return Number.isFinite(ms) && ms >= 0 ? ms : 1000;
 }
 
-/** A progress display on stderr, or none when `quiet`. */
-export function progressDisplay(quiet: boolean): ProgressDisplay {
+/**
+ * A progress display on stderr, or none when `quiet`. `eager` shows each phase as it starts:
+ * a software GPU compiles its pipelines on the thread that runs JavaScript (at creation or at
+ * the first dispatch), so no timer fires until it is done (vit_tiny on llvmpipe: 5.4 s).
+ */
+export function progressDisplay(
+  quiet: boolean,
+  options: { readonly eager?: boolean } = {},
+): ProgressDisplay {
   if (quiet) return { report: undefined, finish() {} };
   const tty = process.stderr.isTTY === true;
   const began = performance.now();
@@ -34,11 +42,13 @@ export function progressDisplay(quiet: boolean): ProgressDisplay {
   let wrote = false;
   const line = (p: Progress) =>
     `kiln: ${p.phase} ${p.total > 1 ? `${p.done}/${p.total}` : p.done ? "done" : "…"}`;
+  // On a log, one line per phase (and per run: each may be the slow one).
+  const key = (p: Progress) => p.phase === "run" ? `run ${p.done}` : p.phase;
   const show = () => {
     if (!last) return;
     if (tty) process.stderr.write(`\r\x1b[K${line(last)}`);
-    else if (last.phase !== shownPhase) process.stderr.write(`${line(last)}\n`);
-    shownPhase = last.phase;
+    else if (key(last) !== shownPhase) process.stderr.write(`${line(last)}\n`);
+    shownPhase = key(last);
     wrote = true;
   };
   // A phase may run long without reporting (a GPU's pipelines): show it once the second is up.
@@ -47,7 +57,7 @@ export function progressDisplay(quiet: boolean): ProgressDisplay {
   return {
     report(p) {
       last = p;
-      if (performance.now() - began >= after) show();
+      if (options.eager || performance.now() - began >= after) show();
     },
     finish() {
       clearTimeout(timer);
@@ -61,4 +71,17 @@ function unref(timer: ReturnType<typeof setTimeout>): void {
   const deno = (globalThis as { Deno?: { unrefTimer?(id: number): void } }).Deno;
   if (typeof timer === "number") deno?.unrefTimer?.(timer);
   else (timer as { unref?(): void }).unref?.();
+}
+
+/** Whether `backend` names a WebGPU backend on a software adapter (prepared to find out). */
+export async function softwareGpu(backend: string | undefined): Promise<boolean> {
+  if (!backend || backend === "auto") return false; // auto leaves a software GPU out
+  try {
+    const b = defaultBackends().get(backend);
+    if (b.kind !== "gpu") return false;
+    await b.prepare();
+    return b.capabilities().software === true;
+  } catch {
+    return false; // the compile reports what is wrong with the backend
+  }
 }

@@ -508,3 +508,11 @@ Deno.test("--gpu dawn without flags on a machine with no Vulkan falls back to Da
   assert.equal(out.code, 0, stderr);
   assert.equal(JSON.parse(new TextDecoder().decode(out.stdout)).backend, "webgpu");
 });
+
+Deno.test("on a software GPU kiln run shows each phase as it starts (the driver blocks the timers)", async () => {
+  const r = await kiln("run", "--backend", "webgpu", "--runs", "1");
+  assert.equal(r.code, 0, r.stderr);
+  for (const phase of ["codegen", "pipelines", "run"]) {
+    assert.match(r.stderr, new RegExp(`^kiln: ${phase}`, "m"), r.stderr);
+  }
+});

@@ -6,8 +6,11 @@
  * @module
  */
 
-/** A phase of a compile. */
-export type ProgressPhase = "import" | "fuse" | "codegen" | "pipelines";
+/**
+ * A phase of a compile, or `run`: the runs after it, which a caller that runs (the CLI) reports
+ * (a driver may build pipelines at their first dispatch).
+ */
+export type ProgressPhase = "import" | "fuse" | "codegen" | "pipelines" | "run";
 
 /** Where a compile stands: `done` of `total` units of `phase` (kernels, for codegen and pipelines). */
 export interface Progress {
