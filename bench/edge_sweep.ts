@@ -225,7 +225,10 @@ function judge(kiln: Answer, ort: Answer, orderFree = false): Outcome {
       ? [kiln.values[name] && ordered(kiln.values[name]), ordered(wanted)]
       : [kiln.values[name], wanted];
     if (!got || got.length !== want.length || got.some((v, i) => !same(v, want[i]))) {
-      if (Deno.env.get("SWEEP_DEBUG")) console.log(name, got?.slice(0, 4), want.slice(0, 4));
+      if (Deno.env.get("SWEEP_DEBUG")) {
+        const i = got ? got.findIndex((v, k) => !same(v, want[k])) : 0;
+        console.log(name, i, got?.slice(i, i + 4), want.slice(i, i + 4));
+      }
       return "differ";
     }
   }

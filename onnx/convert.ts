@@ -116,6 +116,13 @@ function argReduce(op: "ArgMax" | "ArgMin"): Converter {
   };
 }
 
+/** The largest finite value of each float dtype (Clip's default limits). */
+const FINITE_MAX: Partial<Record<string, number>> = {
+  f32: 3.4028234663852886e38,
+  f16: 65504,
+  f64: Number.MAX_VALUE,
+};
+
 /** Converters by ONNX op type. */
 export const CONVERTERS: Record<string, Converter> = {
   ...Object.fromEntries(
@@ -375,12 +382,19 @@ export const CONVERTERS: Record<string, Converter> = {
       mode,
     });
   },
-  Clip: (c) =>
-    c.emit("Clip", [c.required(0)], {
+  Clip: (c) => {
+    const x = c.required(0);
+    // An absent limit is the type's lowest or highest finite value (ONNX's defaults), so an
+    // infinity is clipped to it: -inf through Clip(max=1) is -3.4e38, as ONNX Runtime gives.
+    const finite = FINITE_MAX[typeOf(x).dtype];
+    return c.emit("Clip", [x], {
       // Before opset 11 the limits are attributes.
-      min: constScalar(c, 1, "min") ?? (c.opset < 11 ? attrs(c).float("min") : undefined),
-      max: constScalar(c, 2, "max") ?? (c.opset < 11 ? attrs(c).float("max") : undefined),
-    }),
+      min: constScalar(c, 1, "min") ?? (c.opset < 11 ? attrs(c).float("min") : undefined) ??
+        (finite && -finite),
+      max: constScalar(c, 2, "max") ?? (c.opset < 11 ? attrs(c).float("max") : undefined) ??
+        finite,
+    });
+  },
   ReduceSum: reduce("ReduceSum"),
   ReduceMean: reduce("ReduceMean"),
   ReduceMax: reduce("ReduceMax"),

@@ -289,7 +289,7 @@ export const RESIZE_CONVERTERS: Record<string, (c: NodeContext) => Known[]> = {
       nearest: c.opset < 11 ? "floor" : a.string("nearest_mode", "round_prefer_floor")!,
       cubicA: a.float("cubic_coeff_a", -0.75)!,
       antialias: a.int("antialias", 0) === 1,
-      excludeOutside: a.int("exclude_outside", 0) === 1,
+      excludeOutside: a.int("exclude_outside", 0) !== 0, // any non-zero, as ONNX Runtime reads it
     };
     const x = c.required(0);
     if (c.opset < 11) return resize(c, x, { scales: constNumbers(c, 1, "scales") }, plan);

@@ -197,3 +197,16 @@ Deno.test("LayerNormalization with Mean/InvStdDev outputs and an axis past the r
   );
   assert.throws(() => ln.graph(), (e) => e instanceof KilnError && e.code === "bad-axis");
 });
+
+Deno.test("Clip without a limit clips infinities to the type's finite range, as ONNX defines", async () => {
+  const clip = model(
+    [{ opType: "Clip", input: ["x", "", "hi"], output: ["y"], attribute: [] }],
+    [input("x", 1, [4])],
+    [["y", 1]],
+    [{ name: "hi", dims: [], dataType: 1, floatData: [1] }],
+  );
+  for (const backend of BACKENDS) {
+    const { y } = await clip.run({ x: f32([-Infinity, NaN, -2, 5], [4]) }, { backend });
+    assert.deepEqual([...y.data], [-3.4028234663852886e38, NaN, -2, 1], backend);
+  }
+});

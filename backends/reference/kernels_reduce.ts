@@ -89,7 +89,7 @@ export const reduceKernels: Record<string, Kernel> = {
   ArgMax: (args) => {
     const x = args.inputs[0];
     const { rows, cols } = rowsAndColumns(x.shape, [axisOf(args, 0)]);
-    const last = args.attrs.select_last_index === 1;
+    const last = (args.attrs.select_last_index ?? 0) !== 0;
     const v = read(x);
     const out = new Int32Array(rows.length);
     for (let r = 0; r < rows.length; r++) {

@@ -112,7 +112,8 @@ function argReduce(name: "ArgMax" | "ArgMin"): OpDef {
       const { shape, dtype } = e.typeOf(x);
       const rank = shape.length;
       const axis = normalizeAxis((attrs.axis as number | undefined) ?? 0, rank, name);
-      const last = attrs.select_last_index === 1;
+      // Any non-zero value selects the last, as ONNX Runtime reads the flag.
+      const last = (attrs.select_last_index ?? 0) !== 0;
       const n = shape[axis];
       const extreme = e.op(name === "ArgMax" ? "ReduceMax" : "ReduceMin", [x], {
         axes: [axis],
