@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { digest } from "./digest.ts";
+import { digest, hexBytes } from "./digest.ts";
 import type { Graph } from "./graph.ts";
 import type { HostTensor } from "./host_tensor.ts";
 import type { Attrs, AttrValue } from "./ops/mod.ts";
@@ -16,10 +16,8 @@ import type { Attrs, AttrValue } from "./ops/mod.ts";
 const INLINE_BYTES = 64;
 
 function tensorText(t: HostTensor): string {
-  const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
-  const body = bytes.byteLength <= INLINE_BYTES
-    ? Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")
-    : `${bytes.byteLength}b#${digest(bytes)}`;
+  const bytes = t.data.byteLength;
+  const body = bytes <= INLINE_BYTES ? hexBytes(t.data) : `${bytes}b#${digest(t.data)}`;
   return `tensor<${t.dtype}[${t.shape.join(",")}]:${body}>`;
 }
 

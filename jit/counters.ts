@@ -4,6 +4,7 @@
  *
  * @module
  */
+import type { Transfer } from "./schedule.ts";
 
 /** Names of the counters kiln maintains itself. */
 export type CounterName =
@@ -37,25 +38,13 @@ export function counterValues(): Record<CounterName, number> {
   return { ...counters };
 }
 
-/** A planned copy between memories: a value's bytes, and whether it enters or leaves the host. */
-export interface PlannedTransfer {
-  /** Graph value id. */
-  readonly value: number;
-  /** Where it comes from (`host` for inputs). */
-  readonly from: string;
-  /** Where it goes (`host` for outputs). */
-  readonly to: string;
-  /** Bytes moved. */
-  readonly bytes: number;
-}
-
 /**
  * Counts the copies one run really makes of those planned: an input given as a device tensor is
  * not uploaded, and an output left on the device (`runOnDevice`) or not requested is not
  * downloaded; `DeviceTensor.read()` and `write()` count their own.
  */
 export function countTransfers(
-  planned: readonly PlannedTransfer[],
+  planned: readonly Transfer[],
   run: { readonly resident: ReadonlySet<number>; readonly downloaded: ReadonlySet<number> },
 ): void {
   for (const t of planned) {

@@ -56,3 +56,9 @@ export function digest(input: string | ArrayBufferView): string {
   h1 = fmix(h1 ^ h4);
   return [h1, h2, h3, h4].map((h) => (h >>> 0).toString(16).padStart(8, "0")).join("");
 }
+
+/** The bytes of `view` in hex, two characters each: an exact key, where `digest` is a hash. */
+export function hexBytes(view: ArrayBufferView): string {
+  const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}

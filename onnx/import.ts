@@ -393,6 +393,7 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
     const i64 = ins.some((k) => k.i64) && types.every((t) => t.dtype === "i32");
     // bfloat16 arithmetic is f32 arithmetic: the type carries on, rounded where the model asks.
     const bf16 = ins.some((k) => k.bf16) && types.every((t) => t.dtype === "f32");
+    const sentinel = carriesSentinel(op, ins, label);
     if (
       ins.every((k) => k.kind === "const") && types.every((t) => sizeOf(t.shape) <= FOLD_LIMIT) &&
       !RANDOM_OPS.has(op) // drawn anew on every run
@@ -400,7 +401,6 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       const tensors = ins.map((k) => (k as Extract<Known, { kind: "const" }>).tensor);
       // A folded value is a tensor too: the budget holds before it is computed.
       for (const t of types) checkBudget(t.shape, t.dtype, label);
-      const sentinel = carriesSentinel(op, ins, label);
       const data = evaluateNode({ op, attrs, inputs: tensors, outputs: types, label }, tensors);
       if (sentinel) data.forEach(markSaturated);
       const out: Known[] = types.map((t, i) => ({
@@ -412,7 +412,6 @@ export function importModel(model: ModelProto, options: OnnxImportOptions = {}):
       guard(op, ins, attrs, out, i64, label, name);
       return out;
     }
-    carriesSentinel(op, ins, label);
     // The graph labels nodes `node "NAME" (Op)` itself: it gets the bare ONNX name.
     const syms = b.opN(op, ins.map(symbol), attrs, outputs, { name });
     const out: Known[] = syms.map((s, i) => ({

@@ -13,7 +13,7 @@ import { isFloat } from "../jit/dtype.ts";
 import { KilnError } from "../jit/errors.ts";
 import { isSaturated } from "./proto.ts";
 import type { Attrs } from "../jit/ops/mod.ts";
-import { type Known, type OpFn, typeOf } from "./node_context.ts";
+import { constant, type Known, type OpFn, typeOf } from "./node_context.ts";
 
 /** Ops whose 32-bit integer result can wrap where the int64 result would not. */
 const WRAPS = new Set([
@@ -31,11 +31,7 @@ const WRAPS = new Set([
   "Gemm",
 ]);
 
-const scalar = (v: number, dtype: "f32" | "f64" = "f32"): Known => ({
-  kind: "const",
-  tensor: { data: dtype === "f64" ? Float64Array.of(v) : Float32Array.of(v), shape: [], dtype },
-  i64: false,
-});
+const scalar = (v: number, dtype: "f32" | "f64" = "f32"): Known => constant([v], [], dtype);
 
 /**
  * Where int64 op `op` on `ins` (giving `y`, held in 32 bits) can wrap: a boolean value true at

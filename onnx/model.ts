@@ -12,7 +12,7 @@ import { compile, type CompileOptions } from "../jit/compile.ts";
 import type { Executable, RunOptions, TensorMap } from "../jit/executable.ts";
 import type { Graph } from "../jit/graph.ts";
 import { type ProgressCallback, reporter } from "../jit/progress.ts";
-import type { TensorData } from "../jit/dtype.ts";
+import { hexBytes } from "../jit/digest.ts";
 import { KilnError } from "../jit/errors.ts";
 import type { Shape } from "../jit/shape.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
@@ -95,15 +95,6 @@ export type OnnxValue = HostTensor | StringTensor | readonly HostTensor[] | null
 /** A cache key of bound input shapes (sequence elements and empty-sequence markers included). */
 function shapesKey(shapes: Readonly<Record<string, Shape>>): string {
   return JSON.stringify(Object.entries(shapes).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-}
-
-/**
- * The bytes of `data` in hex: a specialisation key by bits, so that +0 and -0 (whose reciprocals
- * differ) or two NaN payloads never share an executable, as their decimal strings would.
- */
-function bitsOf(data: TensorData): string {
-  const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /** Options of {@linkcode OnnxModel.load} and {@linkcode OnnxModel.fromBytes}. */
@@ -392,10 +383,12 @@ export class OnnxModel {
     values: Record<string, HostTensor>,
     options: CompileOptions,
   ): Promise<Executable> {
+    // Keyed by the values' bytes: +0 and -0 (whose reciprocals differ) or two NaN payloads
+    // never share an executable, as their decimal strings would.
     const key = this.#key(
       shapes,
       options,
-      Object.entries(values).map(([k, t]) => [k, t.dtype, t.shape, bitsOf(t.data)]),
+      Object.entries(values).map(([k, t]) => [k, t.dtype, t.shape, hexBytes(t.data)]),
     );
     const cache = this.#specialisations;
     let exe = cache.get(key);

@@ -126,8 +126,23 @@ class Reader {
 
   /** A varint as a number; 64-bit values above 2^53 lose precision, negatives wrap from 2^64. */
   varint(): number {
+    const v = this.#varint();
+    return typeof v === "bigint" ? Number(v) : v;
+  }
+
+  /**
+   * An int64 field's varint, exact: a value past 2^53 (INT64_MAX, an exporter's "to the end")
+   * as a bigint, since a number would round it (2^63 - 1 to 2^63, which wraps to INT64_MIN).
+   */
+  varint64(): number | bigint {
+    const v = this.#varint();
+    return typeof v === "bigint" && Number.isSafeInteger(Number(v)) ? Number(v) : v;
+  }
+
+  /** A varint: a number where it fits 28 bits, else the exact signed 64-bit bigint. */
+  #varint(): number | bigint {
     let lo = 0, shift = 0, b: number;
-    // The first 28 bits with 32-bit arithmetic, the rest as a float multiple.
+    // The first 28 bits with 32-bit arithmetic, the rest with BigInt.
     do {
       if (this.pos >= this.end) throw new Error("a varint runs past the end of its message");
       b = this.bytes[this.pos++];
@@ -138,26 +153,8 @@ class Reader {
     return lo >>> 0;
   }
 
-  /**
-   * An int64 field's varint, exact: a value past 2^53 (INT64_MAX, an exporter's "to the end")
-   * as a bigint, since a number would round it (2^63 - 1 to 2^63, which wraps to INT64_MIN).
-   */
-  varint64(): number | bigint {
-    const start = this.pos;
-    const v = this.varint();
-    if (Number.isSafeInteger(v)) return v;
-    this.pos = start;
-    let big = 0n, shift = 0n, b: number;
-    do {
-      b = this.bytes[this.pos++];
-      big |= BigInt(b & 0x7f) << shift;
-      shift += 7n;
-    } while (b & 0x80);
-    return BigInt.asIntN(64, big);
-  }
-
   /** The rest of a varint past 28 bits, with BigInt (only huge or negative values get here). */
-  #wide(lo: number, first: number, shift: number): number {
+  #wide(lo: number, first: number, shift: number): bigint {
     let v = BigInt(lo >>> 0) | (BigInt(first & 0x7f) << BigInt(shift));
     let b = first;
     while (b & 0x80) {
@@ -167,7 +164,7 @@ class Reader {
       b = this.bytes[this.pos++];
       v |= BigInt(b & 0x7f) << BigInt(shift);
     }
-    return Number(BigInt.asIntN(64, v));
+    return BigInt.asIntN(64, v);
   }
 
   /** `n` bytes, checked against the end. */

@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { envVar } from "../../jit/env.ts";
 import { KilnError } from "../../jit/errors.ts";
 import { hostFs } from "../../jit/host_fs.ts";
 
@@ -76,13 +77,14 @@ export async function dawnGlAdapter(): Promise<GPUAdapter | null> {
  * aborted the process.
  */
 export function headlessEgl(): void {
+  if (envVar("DISPLAY") || envVar("WAYLAND_DISPLAY") || envVar("EGL_PLATFORM") !== undefined) {
+    return;
+  }
   const g = globalThis as {
-    Deno?: { env: { get(k: string): string | undefined; set(k: string, v: string): void } };
+    Deno?: { env: { set(k: string, v: string): void } };
     process?: { env: Record<string, string | undefined> };
   };
   try {
-    const get = (k: string) => g.Deno ? g.Deno.env.get(k) : g.process?.env[k];
-    if (get("DISPLAY") || get("WAYLAND_DISPLAY") || get("EGL_PLATFORM") !== undefined) return;
     if (g.Deno) g.Deno.env.set("EGL_PLATFORM", "surfaceless");
     else if (g.process) g.process.env.EGL_PLATFORM = "surfaceless";
   } catch {
@@ -97,18 +99,14 @@ export function headlessEgl(): void {
  * times: the GL backend is then asked for from the start.
  */
 export async function vulkanLoader(): Promise<boolean> {
-  const g = globalThis as {
-    Deno?: { build: { os: string }; env: { get(k: string): string | undefined } };
-    process?: { platform?: string; env: Record<string, string | undefined> };
-  };
+  const g = globalThis as { Deno?: { build: { os: string } }; process?: { platform?: string } };
   const os = g.Deno?.build.os ?? g.process?.platform;
   if (os !== "linux") return true;
   const fs = await hostFs();
   if (!fs) return true;
   const cache = await fs.readFile("/etc/ld.so.cache").catch(() => undefined);
   if (cache && new TextDecoder("latin1").decode(cache).includes("libvulkan.so.1")) return true;
-  const paths = (g.Deno ? g.Deno.env.get("LD_LIBRARY_PATH") : g.process?.env.LD_LIBRARY_PATH) ?? "";
-  for (const dir of paths.split(":").filter(Boolean)) {
+  for (const dir of (envVar("LD_LIBRARY_PATH") ?? "").split(":").filter(Boolean)) {
     if (await fs.stat(`${dir}/libvulkan.so.1`).then(() => true, () => false)) return true;
   }
   return false;

@@ -128,9 +128,9 @@ export function storageBindings(limits: GPUSupportedLimits): number {
 /** Most storage buffers a kernel binds whatever the device allows: a driver compiles each one. */
 export const MAX_KERNEL_BINDINGS = 64;
 
-/** Whether Dawn's flags were given (options or `KILN_DAWN_FLAGS`): then no fallback is tried. */
-function dawnFlagged(options: WebGpuOptions): boolean {
-  return options.dawnFlags !== undefined || envVar("KILN_DAWN_FLAGS") !== undefined;
+/** Dawn's flags as given (options, else `KILN_DAWN_FLAGS`); `undefined` leaves them to kiln. */
+function givenDawnFlags(options: WebGpuOptions): readonly string[] | undefined {
+  return options.dawnFlags ?? envVar("KILN_DAWN_FLAGS")?.split(/\s+/).filter(Boolean);
 }
 
 /** Adapter descriptions of software implementations of WebGPU. */
@@ -288,7 +288,7 @@ export class WebGpuBackend implements Backend {
     const adapter = this.#options.featureLevel
       ? await request(this.#options.featureLevel)
       : await request() ?? await request("compatibility") ??
-        (this.#dawn && !dawnFlagged(this.#options) ? await dawnGlAdapter() : null);
+        (this.#dawn && !givenDawnFlags(this.#options) ? await dawnGlAdapter() : null);
     if (!adapter) {
       throw new KilnError("No WebGPU adapter was found", {
         code: "backend",
@@ -332,8 +332,7 @@ export class WebGpuBackend implements Backend {
     if (typeof choice === "object") return choice;
     this.#dawn = choice === "dawn";
     if (choice === "dawn") {
-      const given = this.#options.dawnFlags ??
-        envVar("KILN_DAWN_FLAGS")?.split(/\s+/).filter(Boolean);
+      const given = givenDawnFlags(this.#options);
       if (given) return await dawnGpu({ flags: given });
       // Before Dawn starts its threads: setting the environment while they read it aborted the
       // process. EGL without a display needs it for the GL backend.
