@@ -5,24 +5,15 @@
 import assert from "node:assert/strict";
 import { setMemoryBudget } from "../jit/budget.ts";
 import { KilnError } from "../jit/errors.ts";
-import { OnnxModel } from "./model.ts";
-import { encodeModel, type ModelProto } from "./proto.ts";
+import type { ModelProto } from "./proto.ts";
+import { testModel, valueInfo } from "./testdata.ts";
 import "../mod.ts";
 
 type Graph = ModelProto["graph"];
 type Node = Graph["node"][0];
-const value = (name: string, elemType: number, dims: number[] = []) => ({
-  name,
-  type: { tensorType: { elemType, shape: { dim: dims.map((d) => ({ dimValue: d })) } } },
-});
-
-function model(graph: Omit<Graph, "name">): OnnxModel {
-  return OnnxModel.fromBytes(encodeModel({
-    irVersion: 8,
-    opsetImport: [{ domain: "", version: 17 }],
-    graph: { name: "g", ...graph },
-  }));
-}
+const value = (name: string, elemType: number, dims: number[] = []) =>
+  valueInfo(name, elemType, dims);
+const model = testModel;
 
 /** Loop(M, true, v) whose body passes its condition on and computes `inner` (v -> v2). */
 function loop(inner: Node, input: string, output: string): Node {

@@ -5,16 +5,14 @@
 import assert from "node:assert/strict";
 import { KilnError } from "../jit/errors.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
-import { OnnxModel } from "./model.ts";
-import { encodeModel, type ModelProto } from "./proto.ts";
+import type { OnnxModel } from "./model.ts";
+import type { ModelProto } from "./proto.ts";
+import { testModel, valueInfo } from "./testdata.ts";
 import "../mod.ts";
 
 type Graph = ModelProto["graph"];
 type Attribute = Graph["node"][0]["attribute"][number];
-const input = (name: string, elemType: number, shape: number[]) => ({
-  name,
-  type: { tensorType: { elemType, shape: { dim: shape.map((d) => ({ dimValue: d })) } } },
-});
+const input = (name: string, elemType: number, shape: number[]) => valueInfo(name, elemType, shape);
 const int = (name: string, v: number): Attribute => ({ name, type: 2, i: v });
 
 function model(
@@ -23,17 +21,12 @@ function model(
   outputs: [string, number][],
   initializer: Graph["initializer"] = [],
 ): OnnxModel {
-  return OnnxModel.fromBytes(encodeModel({
-    irVersion: 8,
-    opsetImport: [{ domain: "", version: 17 }],
-    graph: {
-      name: "g",
-      node,
-      initializer,
-      input: inputs,
-      output: outputs.map(([name, elemType]) => ({ name, type: { tensorType: { elemType } } })),
-    },
-  }));
+  return testModel({
+    node,
+    initializer,
+    input: inputs,
+    output: outputs.map(([name, elemType]) => valueInfo(name, elemType)),
+  });
 }
 
 const f32 = (values: number[], shape: number[]): HostTensor => ({

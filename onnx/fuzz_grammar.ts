@@ -14,6 +14,7 @@ import { rng } from "../jit/random.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
 import { OnnxModel } from "./model.ts";
 import { encodeModel, type ModelProto } from "./proto.ts";
+import { valueInfo } from "./testdata.ts";
 
 type Next = () => number;
 type Graph = ModelProto["graph"];
@@ -33,15 +34,7 @@ export class WrongAnswer extends Error {}
 
 const pick = <T>(next: Next, xs: readonly T[]): T => xs[Math.floor(next() * xs.length)];
 
-const value = (name: string, elemType: number, dims?: number[]) => ({
-  name,
-  type: {
-    tensorType: {
-      elemType,
-      ...(dims ? { shape: { dim: dims.map((d) => ({ dimValue: d })) } } : {}),
-    },
-  },
-});
+const value = valueInfo;
 
 function bytesOf(graph: Omit<Graph, "name">): Uint8Array {
   return encodeModel({

@@ -6,26 +6,20 @@
 import assert from "node:assert/strict";
 import { KilnError } from "../jit/errors.ts";
 import type { HostTensor } from "../jit/host_tensor.ts";
-import { OnnxModel } from "./model.ts";
-import { encodeModel, type ModelProto } from "./proto.ts";
+import type { OnnxModel } from "./model.ts";
+import type { ModelProto } from "./proto.ts";
+import { testModel, valueInfo } from "./testdata.ts";
 import "../mod.ts";
 
 type Graph = ModelProto["graph"];
-const input = (name: string, elemType: number, shape: number[]) => ({
-  name,
-  type: { tensorType: { elemType, shape: { dim: shape.map((d) => ({ dimValue: d })) } } },
-});
+const input = (name: string, elemType: number, shape: number[]) => valueInfo(name, elemType, shape);
 
+/** A model of `graph` whose outputs are declared by element type alone. */
 function model(graph: Omit<Graph, "name" | "output">, outputs: [string, number][]): OnnxModel {
-  return OnnxModel.fromBytes(encodeModel({
-    irVersion: 8,
-    opsetImport: [{ domain: "", version: 17 }],
-    graph: {
-      name: "g",
-      ...graph,
-      output: outputs.map(([name, elemType]) => ({ name, type: { tensorType: { elemType } } })),
-    },
-  }));
+  return testModel({
+    ...graph,
+    output: outputs.map(([name, elemType]) => valueInfo(name, elemType)),
+  });
 }
 
 const f32 = (values: number[]): HostTensor => ({

@@ -4,6 +4,8 @@
  * @module
  */
 import type { HostTensor } from "../jit/host_tensor.ts";
+import { OnnxModel } from "./model.ts";
+import { encodeModel, type GraphProto, type ValueInfoProto } from "./proto.ts";
 
 /**
  * Directory of the shared models: `../shared/models` beside the checkout, or `KILN_MODELS_DIR`
@@ -123,4 +125,23 @@ export async function exportedModel(name: string): Promise<ExportedModel> {
     inputs,
     y: new Float32Array(await read(`${name}.out.y.float32.bin`)),
   };
+}
+
+/** A graph input or output of a test model: element type `elemType` and, if given, `dims`. */
+export function valueInfo(
+  name: string,
+  elemType: number,
+  dims?: readonly number[],
+): ValueInfoProto {
+  const shape = dims && { dim: dims.map((d) => ({ dimValue: d })) };
+  return { name, type: { tensorType: { elemType, ...(shape ? { shape } : {}) } } };
+}
+
+/** A test model of `graph` (named `g`) at opset 17 of the default domain. */
+export function testModel(graph: Omit<GraphProto, "name">): OnnxModel {
+  return OnnxModel.fromBytes(encodeModel({
+    irVersion: 8,
+    opsetImport: [{ domain: "", version: 17 }],
+    graph: { name: "g", ...graph },
+  }));
 }
