@@ -32,6 +32,9 @@ Deno.test("the README's TypeScript examples run", async () => {
       } else if (i === 3) {
         // The precision example: f16 results where the GPU has shader-f16, else the refusal.
         assert.match(stdout, /^(Float32Array\(2\) \[ 0\.69970703125, 7 \]|unsupported)$/m);
+      } else if (i === 5) {
+        // Registered ONNX op, progress and a caller-owned output buffer.
+        assert.match(stdout, /Float32Array\(3\) \[ 2, 4, 6 \]/);
       } else {
         // The f64 example: f64 digits on wasm, webgpu's refusal, then its narrowed f32 values.
         assert.match(stdout, /\[ 1e\+300, 1\.000000000001 \]\nunsupported\n\[ Infinity, 1 \]/);
