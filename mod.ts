@@ -29,7 +29,7 @@
 import { defaultBackends } from "./backends/registry.ts";
 import { setDefaultBackends } from "./jit/compile.ts";
 
-export { KilnError, type KilnErrorCode, type KilnErrorOptions } from "./jit/errors.ts";
+export { KilnError, type KilnErrorCode, type KilnErrorOptions } from "./jit/support/errors.ts";
 export {
   type BoundaryDType,
   byteSize,
@@ -39,9 +39,9 @@ export {
   type TensorData,
   toF16Bits,
   type TypedArrayFor,
-} from "./jit/dtype.ts";
-export type { Shape } from "./jit/shape.ts";
-export { type HostTensor, hostTensor, type TensorSpec } from "./jit/host_tensor.ts";
+} from "./jit/ir/dtype.ts";
+export type { Shape } from "./jit/ir/shape.ts";
+export { type HostTensor, hostTensor, type TensorSpec } from "./jit/ir/host_tensor.ts";
 export {
   Graph,
   type GraphInput,
@@ -54,17 +54,17 @@ export {
   type OutputSpec,
   type ParamSpec,
   type Value,
-} from "./jit/graph.ts";
-export { GraphBuilder, type OpOptions, type Sym } from "./jit/graph_builder.ts";
+} from "./jit/ir/graph.ts";
+export { GraphBuilder, type OpOptions, type Sym } from "./jit/frontend/graph_builder.ts";
 export { type Attrs, type AttrValue, opNames, type ValueType } from "./jit/ops/mod.ts";
 export {
   type CustomKernel,
   type CustomKernelArgs,
   type CustomOpSpec,
   registerOp,
-} from "./jit/custom_op.ts";
-export { legalize } from "./jit/legalize.ts";
-export { fuse, type FuseOptions, type FusionResult } from "./jit/fuse.ts";
+} from "./jit/runtime/custom_op.ts";
+export { legalize } from "./jit/passes/legalize.ts";
+export { fuse, type FuseOptions, type FusionResult } from "./jit/passes/fuse.ts";
 export type {
   Alu,
   AluOp,
@@ -79,32 +79,32 @@ export type {
   Load,
   ReduceOp,
   Reduction,
-} from "./jit/kernel_ir.ts";
-export { ALU_OPS } from "./jit/kernel_ir.ts";
+} from "./jit/ir/kernel_ir.ts";
+export { ALU_OPS } from "./jit/ir/kernel_ir.ts";
 export {
   type CacheSource,
   defaultKernelCache,
   KernelCache,
   type KernelCacheOptions,
   type KernelCacheStats,
-} from "./jit/kernel_cache.ts";
-export type { MemoryPlan } from "./jit/memory_plan.ts";
-export { type Policy, type Schedule, type Transfer } from "./jit/schedule.ts";
-export { type BackendRates, setBackendRates } from "./jit/cost_model.ts";
-export { explain, type ExplainedKernel, type Explanation } from "./jit/explain.ts";
-export { estimateWork } from "./jit/workload.ts";
+} from "./jit/runtime/kernel_cache.ts";
+export type { MemoryPlan } from "./jit/schedule/memory_plan.ts";
+export { type Policy, type Schedule, type Transfer } from "./jit/schedule/schedule.ts";
+export { type BackendRates, setBackendRates } from "./jit/schedule/cost_model.ts";
+export { explain, type ExplainedKernel, type Explanation } from "./jit/runtime/explain.ts";
+export { estimateWork } from "./jit/schedule/workload.ts";
 export {
   checkBudget,
   MAX_ELEMENTS,
   type MemoryBudget,
   memoryBudget,
   setMemoryBudget,
-} from "./jit/budget.ts";
+} from "./jit/runtime/budget.ts";
 export { compile, type CompileOptions } from "./jit/compile.ts";
-export type { Progress, ProgressCallback, ProgressPhase } from "./jit/progress.ts";
-export type { Precision, Widened } from "./jit/precision.ts";
-export type { DrawnInput } from "./jit/random_inputs.ts";
-export { runOp, type RunOpOptions } from "./jit/run_op.ts";
+export type { Progress, ProgressCallback, ProgressPhase } from "./jit/runtime/progress.ts";
+export type { Precision, Widened } from "./jit/passes/precision.ts";
+export type { DrawnInput } from "./jit/passes/random_inputs.ts";
+export { runOp, type RunOpOptions } from "./jit/runtime/run_op.ts";
 export {
   type DeviceTensorMap,
   Executable,
@@ -113,10 +113,14 @@ export {
   type PlanInfo,
   type RunOptions,
   type TensorMap,
-} from "./jit/executable.ts";
-export { type DeviceStorage, DeviceTensor, type ElementRange } from "./jit/device_tensor.ts";
-export type { IntoMap } from "./jit/into.ts";
-export { RunHandle } from "./jit/run_handle.ts";
+} from "./jit/runtime/executable.ts";
+export {
+  type DeviceStorage,
+  DeviceTensor,
+  type ElementRange,
+} from "./jit/runtime/device_tensor.ts";
+export type { IntoMap } from "./jit/runtime/into.ts";
+export { RunHandle } from "./jit/runtime/run_handle.ts";
 export {
   concat,
   type LiveTensorInfo,
@@ -125,14 +129,14 @@ export {
   Tensor,
   tensor,
   where,
-} from "./jit/tensor.ts";
+} from "./jit/frontend/tensor.ts";
 export {
   clearRealizeCache,
   configureTensors,
   type RealizeStats,
   realizeStats as cacheStats,
   type TensorRuntimeOptions,
-} from "./jit/realize.ts";
+} from "./jit/frontend/realize.ts";
 export type {
   Artifact,
   AssemblyPlan,
@@ -149,13 +153,13 @@ export type {
   Program,
   ResidentRunOptions,
   Workload,
-} from "./jit/backend.ts";
+} from "./jit/runtime/backend.ts";
 export { BackendBase } from "./backends/backend_base.ts";
 export { BackendRegistry, defaultBackends } from "./backends/registry.ts";
 export { ReferenceBackend } from "./backends/reference/reference_backend.ts";
-export type { RefTensor } from "./jit/host_tensor.ts";
-export type { CounterName } from "./jit/counters.ts";
-export { prometheusText, stats } from "./jit/telemetry.ts";
+export type { RefTensor } from "./jit/ir/host_tensor.ts";
+export type { CounterName } from "./jit/runtime/counters.ts";
+export { prometheusText, stats } from "./jit/runtime/telemetry.ts";
 export {
   importOnnx,
   KILN_DOMAIN,
@@ -172,7 +176,7 @@ export {
   toOnnx,
   type ValueSummary,
 } from "./onnx/mod.ts";
-export type { BucketPlan } from "./jit/buckets.ts";
+export type { BucketPlan } from "./jit/schedule/buckets.ts";
 export { WebGpuBackend, type WebGpuOptions } from "./backends/webgpu/webgpu_backend.ts";
 export type { PoolStats } from "./backends/webgpu/buffer_pool.ts";
 export { WasmBackend, type WasmBackendOptions } from "./backends/wasm/wasm_backend.ts";

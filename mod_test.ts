@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { VERSION } from "./jit/version.ts";
+import { VERSION } from "./jit/support/version.ts";
 
 Deno.test("mod.ts works when imported by URL from a project without our deno.json", async () => {
   const dir = await Deno.makeTempDir();

@@ -6,10 +6,10 @@
  *
  * @module
  */
-import type { TensorData } from "../jit/dtype.ts";
-import { KilnError } from "../jit/errors.ts";
-import type { Graph } from "../jit/graph.ts";
-import { customOp } from "../jit/custom_op.ts";
+import type { TensorData } from "../jit/ir/dtype.ts";
+import { KilnError } from "../jit/support/errors.ts";
+import type { Graph } from "../jit/ir/graph.ts";
+import { customOp } from "../jit/runtime/custom_op.ts";
 import { getOp } from "../jit/ops/mod.ts";
 import {
   type Backend,
@@ -19,8 +19,8 @@ import {
   type NodeInfo,
   nodeInfo,
   type Program,
-} from "../jit/backend.ts";
-import type { RefTensor } from "../jit/host_tensor.ts";
+} from "../jit/runtime/backend.ts";
+import type { RefTensor } from "../jit/ir/host_tensor.ts";
 
 /** Base class for backends; see the module documentation. */
 export abstract class BackendBase implements Backend {

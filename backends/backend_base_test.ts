@@ -1,17 +1,17 @@
 import assert from "node:assert/strict";
-import type { TensorData } from "../jit/dtype.ts";
-import { KilnError } from "../jit/errors.ts";
-import type { Graph } from "../jit/graph.ts";
-import { GraphBuilder } from "../jit/graph_builder.ts";
-import { legalize } from "../jit/legalize.ts";
-import { registerOp } from "../jit/custom_op.ts";
+import type { TensorData } from "../jit/ir/dtype.ts";
+import { KilnError } from "../jit/support/errors.ts";
+import type { Graph } from "../jit/ir/graph.ts";
+import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
+import { legalize } from "../jit/passes/legalize.ts";
+import { registerOp } from "../jit/runtime/custom_op.ts";
 import { compile } from "../mod.ts";
-import { assertClose, f32, numbers, runOp } from "../jit/testing.ts";
-import type { DeviceProfile, NodeInfo, Program } from "../jit/backend.ts";
+import { assertClose, f32, numbers, runOp } from "../jit/testing/testing.ts";
+import type { DeviceProfile, NodeInfo, Program } from "../jit/runtime/backend.ts";
 import { BackendBase } from "./backend_base.ts";
 import { ReferenceBackend } from "./reference/reference_backend.ts";
 import { BackendRegistry } from "./registry.ts";
-import type { RefTensor } from "../jit/host_tensor.ts";
+import type { RefTensor } from "../jit/ir/host_tensor.ts";
 
 const profile: DeviceProfile = {
   name: "fake",

@@ -1,14 +1,14 @@
 import assert from "node:assert/strict";
 import { compile } from "../jit/compile.ts";
-import { registerOp } from "../jit/custom_op.ts";
-import { KilnError } from "../jit/errors.ts";
-import { explain } from "../jit/explain.ts";
-import { GraphBuilder } from "../jit/graph_builder.ts";
-import { uniform } from "../jit/random.ts";
-import { assertClose, f32, numbers } from "../jit/testing.ts";
+import { registerOp } from "../jit/runtime/custom_op.ts";
+import { KilnError } from "../jit/support/errors.ts";
+import { explain } from "../jit/runtime/explain.ts";
+import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
+import { uniform } from "../jit/support/random.ts";
+import { assertClose, f32, numbers } from "../jit/testing/testing.ts";
 import { ReferenceBackend } from "./reference/reference_backend.ts";
 import { WasmBackend } from "./wasm/wasm_backend.ts";
-import { wasm } from "./wasm/wasm_encoder.ts";
+import { wasm } from "../shaders/wasm/encoder.ts";
 import { WebGpuBackend } from "./webgpu/webgpu_backend.ts";
 
 /** `y = 2x + 1` as WGSL, by the `CustomKernel` conventions. */

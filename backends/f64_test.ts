@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
 import { compile } from "../mod.ts";
-import { canRun } from "../jit/schedule.ts";
-import { withFastestRates } from "../jit/testing.ts";
-import { KilnError } from "../jit/errors.ts";
-import type { TensorMap } from "../jit/executable.ts";
-import { GraphBuilder } from "../jit/graph_builder.ts";
-import type { HostTensor } from "../jit/host_tensor.ts";
+import { canRun } from "../jit/schedule/schedule.ts";
+import { withFastestRates } from "../jit/testing/testing.ts";
+import { KilnError } from "../jit/support/errors.ts";
+import type { TensorMap } from "../jit/runtime/executable.ts";
+import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
+import type { HostTensor } from "../jit/ir/host_tensor.ts";
 import { erf } from "./reference/scalar_math.ts";
 import { BackendRegistry } from "./registry.ts";
 import { WasmBackend } from "./wasm/wasm_backend.ts";

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { compile } from "../mod.ts";
-import { GraphBuilder } from "../jit/graph_builder.ts";
+import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
 
 /**
  * i16 and u16 wrap at 16 bits after every op on every backend (ONNX's int16/uint16, numpy's

@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
-import type { HostTensor } from "../jit/host_tensor.ts";
+import type { HostTensor } from "../jit/ir/host_tensor.ts";
 import { type Attrs, getOp, opNames } from "../jit/ops/mod.ts";
-import { uniform } from "../jit/random.ts";
-import { RANDOM_OPS } from "../jit/random_inputs.ts";
-import { assertClose, assertMatchesReference, f32, i32, numbers } from "../jit/testing.ts";
+import { uniform } from "../jit/support/random.ts";
+import { RANDOM_OPS } from "../jit/passes/random_inputs.ts";
+import { assertClose, assertMatchesReference, f32, i32, numbers } from "../jit/testing/testing.ts";
 import { compile } from "../jit/compile.ts";
-import { GraphBuilder } from "../jit/graph_builder.ts";
-import { KilnError } from "../jit/errors.ts";
+import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
+import { KilnError } from "../jit/support/errors.ts";
 import { ReferenceBackend } from "./reference/reference_backend.ts";
 import { WasmBackend } from "./wasm/wasm_backend.ts";
 import { WebGpuBackend } from "./webgpu/webgpu_backend.ts";

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { compile } from "../mod.ts";
-import { fromF16Bits, toF16Bits } from "../jit/dtype.ts";
-import { KilnError } from "../jit/errors.ts";
-import { GraphBuilder } from "../jit/graph_builder.ts";
-import { applyPrecision, checkPrecision } from "../jit/precision.ts";
-import { uniform } from "../jit/random.ts";
+import { fromF16Bits, toF16Bits } from "../jit/ir/dtype.ts";
+import { KilnError } from "../jit/support/errors.ts";
+import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
+import { applyPrecision, checkPrecision } from "../jit/passes/precision.ts";
+import { uniform } from "../jit/support/random.ts";
 import { ReferenceBackend } from "./reference/reference_backend.ts";
 import { WasmBackend } from "./wasm/wasm_backend.ts";
 import { WebGpuBackend } from "./webgpu/webgpu_backend.ts";

@@ -5,8 +5,8 @@
  *
  * @module
  */
-import { KilnError } from "../jit/errors.ts";
-import type { Backend, BackendSet, NodeInfo } from "../jit/backend.ts";
+import { KilnError } from "../jit/support/errors.ts";
+import type { Backend, BackendSet, NodeInfo } from "../jit/runtime/backend.ts";
 import { ReferenceBackend } from "./reference/reference_backend.ts";
 import { WasmBackend } from "./wasm/wasm_backend.ts";
 import { gpuChoice, WebGpuBackend } from "./webgpu/webgpu_backend.ts";

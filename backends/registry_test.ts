@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { compile } from "../mod.ts";
-import { GraphBuilder } from "../jit/graph_builder.ts";
+import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
 import { BackendRegistry } from "./registry.ts";
 import { WasmBackend } from "./wasm/wasm_backend.ts";
 import { WebGpuBackend } from "./webgpu/webgpu_backend.ts";

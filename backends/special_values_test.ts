@@ -5,9 +5,15 @@
  * on the H200 caught (x − r) + r folded to x and a padded matmul's 0 · −inf folded to 0.
  */
 import type { Attrs } from "../jit/ops/mod.ts";
-import type { HostTensor } from "../jit/host_tensor.ts";
-import { GraphBuilder } from "../jit/graph_builder.ts";
-import { assertClose, assertMatchesReference, f32, numbers, runGraph } from "../jit/testing.ts";
+import type { HostTensor } from "../jit/ir/host_tensor.ts";
+import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
+import {
+  assertClose,
+  assertMatchesReference,
+  f32,
+  numbers,
+  runGraph,
+} from "../jit/testing/testing.ts";
 
 const SPECIAL = [NaN, -1, 1, NaN, Infinity, -Infinity, 0, -0, 3e38, 2e38, 0.5, -2.5];
 const OTHER = [1, NaN, 2, -Infinity, NaN, 0, -0, 0, Infinity, 1, 0.5, 3];

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type DType, fromF16Bits, type TensorData, toF16Bits } from "../jit/dtype.ts";
+import { type DType, fromF16Bits, type TensorData, toF16Bits } from "../jit/ir/dtype.ts";
 
 /** `data` (of `dtype`) as 32-bit words ready for `writeBuffer`. */
 export function toWords(

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { toF16Bits } from "../jit/dtype.ts";
+import { toF16Bits } from "../jit/ir/dtype.ts";
 import { elementBytes, fromStored, storedBytes, storedRange, toStored, toWords } from "./words.ts";
 
 // The 16-bit storage of f16 runs only on GPUs with shader-f16 (not CI's): its arithmetic is

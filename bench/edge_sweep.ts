@@ -23,15 +23,15 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { KilnError, OnnxModel } from "../mod.ts";
-import { fromF16Bits } from "../jit/dtype.ts";
-import type { HostTensor } from "../jit/host_tensor.ts";
+import { fromF16Bits } from "../jit/ir/dtype.ts";
+import type { HostTensor } from "../jit/ir/host_tensor.ts";
 import {
   decodeModel,
   decodeTensor,
   encodeModel,
   type ModelProto,
   tensorOf,
-} from "../onnx/proto.ts";
+} from "../onnx/wire/proto.ts";
 
 // deno-lint-ignore no-explicit-any
 type Any = any;

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { type AttributeProto, encodeModel, type TensorProto } from "../onnx/proto.ts";
+import { type AttributeProto, encodeModel, type TensorProto } from "../onnx/wire/proto.ts";
 
 // deno-lint-ignore no-explicit-any
 const ort: any = await import("npm:onnxruntime-web@1.30.0");

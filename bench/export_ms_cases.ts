@@ -10,8 +10,8 @@
  *
  * @module
  */
-import { type AttributeProto, encodeModel, type TensorProto } from "../onnx/proto.ts";
-import { encode, MESSAGES } from "../onnx/proto_codec.ts";
+import { type AttributeProto, encodeModel, type TensorProto } from "../onnx/wire/proto.ts";
+import { encode, MESSAGES } from "../onnx/wire/proto_codec.ts";
 
 // deno-lint-ignore no-explicit-any
 const ort: any = await import("npm:onnxruntime-web@1.30.0");

@@ -14,9 +14,9 @@
  */
 import { WebGpuBackend } from "../backends/webgpu/webgpu_backend.ts";
 import { compile } from "../mod.ts";
-import { GraphBuilder } from "../jit/graph_builder.ts";
-import { uniform } from "../jit/random.ts";
-import { toOnnx } from "../onnx/export.ts";
+import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
+import { uniform } from "../jit/support/random.ts";
+import { toOnnx } from "../onnx/export/export.ts";
 import { tfjsRun } from "./tfjs_program.ts";
 import { timed } from "./timed.ts";
 import { cpuWorkloads, type PeerRun, w1, type Workload } from "./workloads.ts";

@@ -15,11 +15,11 @@
  *
  * @module
  */
-import { toF16Bits } from "../jit/dtype.ts";
-import { applyPrecision } from "../jit/precision.ts";
-import { legalize } from "../jit/legalize.ts";
-import { fuse } from "../jit/fuse.ts";
-import { generateWgsl } from "../shaders/wgsl.ts";
+import { toF16Bits } from "../jit/ir/dtype.ts";
+import { applyPrecision } from "../jit/passes/precision.ts";
+import { legalize } from "../jit/passes/legalize.ts";
+import { fuse } from "../jit/passes/fuse.ts";
+import { generateWgsl } from "../shaders/wgsl/codegen.ts";
 import { WebGpuBackend } from "../backends/webgpu/webgpu_backend.ts";
 import { PassTimer } from "./timed.ts";
 import { w1 } from "./workloads.ts";

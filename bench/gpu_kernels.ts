@@ -19,9 +19,9 @@
  */
 import { compile, type Precision, setMemoryBudget } from "../mod.ts";
 import { WebGpuBackend } from "../backends/webgpu/webgpu_backend.ts";
-import type { Graph } from "../jit/graph.ts";
-import { GraphBuilder } from "../jit/graph_builder.ts";
-import { uniform } from "../jit/random.ts";
+import type { Graph } from "../jit/ir/graph.ts";
+import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
+import { uniform } from "../jit/support/random.ts";
 import { f64, w1 as workloadW1 } from "./workloads.ts";
 import { PassTimer } from "./timed.ts";
 

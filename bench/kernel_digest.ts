@@ -30,7 +30,7 @@ function cacheDigest(dir: string): string {
 
 async function digestOf(model: string, backend: string): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix: "kiln-digest-" });
-  const cli = new URL("../cli.ts", import.meta.url).pathname;
+  const cli = new URL("../cli/mod.ts", import.meta.url).pathname;
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", cli, "explain", model, "--backend", backend, "--json"],
     env: { KILN_CACHE_DIR: dir, KILN_ALLOW_SOFTWARE_GPU: "1" },

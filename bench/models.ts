@@ -282,7 +282,7 @@ if (import.meta.main) {
   } else if (values.report) {
     writeFileSync(`${HERE}REPORT-models.md`, report());
   } else {
-    const out = values.out ?? `${HERE}models-${values.machine}.json`;
+    const out = values.out ?? `${HERE}results/models-${values.machine}.json`;
     await measure(
       values.machine,
       values.runners.split(",") as Runner[],

@@ -1,6 +1,6 @@
 /**
  * The models benchmark's report (`bench/REPORT-models.md`): a table per machine of
- * `bench/models-*.json`, one per file of `bench/zoo-*.json` (the library architectures), what
+ * `bench/results/models-*.json`, one per file of `bench/results/zoo-*.json` (the library architectures), what
  * they measured and what changed for them, and a chart of kiln wasm ÷ ORT wasm. The result
  * files' format is here too; `bench/models.ts` measures and writes them.
  *
@@ -10,6 +10,8 @@ import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { TARGETS } from "./models_notes.ts";
 
 const HERE = new URL(".", import.meta.url).pathname;
+/** Where the measurements live. */
+const RESULTS = `${HERE}results/`;
 
 /**
  * The runners, each library on one backend; `kiln-warm` is kiln wasm in a process whose kernel
@@ -65,14 +67,14 @@ const fmt = (ms: number | undefined) =>
   ms === undefined ? "—" : ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2);
 
 /**
- * The library architectures of `onnx/testdata/export_zoo.py` (`bench/zoo-*.json`: this
+ * The library architectures of `onnx/testdata/export_zoo.py` (`bench/results/zoo-*.json`: this
  * benchmark's kiln wasm and ORT wasm runners over `KILN_EXPORTS_DIR`), a table per file.
  */
 function zooSection(): string[] {
-  const files = readdirSync(HERE).filter((f) => /^zoo-.+\.json$/.test(f)).sort();
+  const files = readdirSync(RESULTS).filter((f) => /^zoo-.+\.json$/.test(f)).sort();
   const lines: string[] = files.length ? ["## Library architectures", "", ...ZOO_TEXT, ""] : [];
   for (const f of files) {
-    const r: Results = JSON.parse(readFileSync(`${HERE}${f}`, "utf8"));
+    const r: Results = JSON.parse(readFileSync(`${RESULTS}${f}`, "utf8"));
     const get = (m: string, runner: Runner) =>
       r.results.find((x) => x.model === m && x.runner === runner);
     // The WebGPU columns where the file has them.
@@ -162,7 +164,7 @@ const ZOO_TEXT = [
   "multiplies slowly and WebAssembly may not flush; and its MLPs run at 42 GFLOP/s on 16 threads.",
   "",
   "Export variants (`onnx/testdata/export_variants.py`, 2026-11-26, H200 host, checked by",
-  "`check_zoo.py` on wasm and webgpu: `bench/check-variants-h200-16core.json`): six of the zoo's",
+  "`check_zoo.py` on wasm and webgpu: `bench/results/check-variants-h200-16core.json`): six of the zoo's",
   "models (ResNet-18, MobileNet-V3-small, timm ViT-tiny, BERT, GPT-2, T5 encoder) as",
   "`torch.onnx.export`'s defaults leave them (the dynamo exporter at opset 20, weights in",
   "`MODEL.onnx.data` beside the model, which kiln refused before 1552eb9 and now reads), through",
@@ -263,8 +265,8 @@ const ZOO_TEXT = [
 
 /** The report of every `bench/models-*.json`. */
 export function report(): string {
-  const files = readdirSync(HERE).filter((f) => /^models-.+\.json$/.test(f)).sort();
-  const all: Results[] = files.map((f) => JSON.parse(readFileSync(`${HERE}${f}`, "utf8")));
+  const files = readdirSync(RESULTS).filter((f) => /^models-.+\.json$/.test(f)).sort();
+  const all: Results[] = files.map((f) => JSON.parse(readFileSync(`${RESULTS}${f}`, "utf8")));
   const lines = [
     "# Real models: kiln against ONNX Runtime Web",
     "",
@@ -328,9 +330,9 @@ export function report(): string {
     );
     svg.push(chart(r));
   }
-  writeFileSync(`${HERE}report-models.svg`, svgDoc(svg));
+  writeFileSync(`${RESULTS}report-models.svg`, svgDoc(svg));
   lines.push(
-    "![kiln wasm ÷ ORT-web wasm per model and machine](report-models.svg)",
+    "![kiln wasm ÷ ORT-web wasm per model and machine](results/report-models.svg)",
     "",
     ...zooSection(),
     ...TARGETS,

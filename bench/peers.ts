@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { toOnnx } from "../onnx/export.ts";
+import { toOnnx } from "../onnx/export/export.ts";
 import { tfjsRun } from "./tfjs_program.ts";
 import type { PeerRun, Workload } from "./workloads.ts";
 

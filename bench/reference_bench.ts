@@ -5,9 +5,9 @@
  * @module
  */
 import { compile } from "../mod.ts";
-import { GraphBuilder } from "../jit/graph_builder.ts";
-import type { Executable } from "../jit/executable.ts";
-import { uniform } from "../jit/random.ts";
+import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
+import type { Executable } from "../jit/runtime/executable.ts";
+import { uniform } from "../jit/support/random.ts";
 
 function w1(n: number) {
   const b = new GraphBuilder();

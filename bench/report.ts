@@ -4,12 +4,12 @@
  * median of the processes' medians per call (`bench/timed.ts`) and their spread, kiln's ratio to
  * the best peer,
  * and a table of first runs (setup + compile + run; kiln's kernel cache off, and once more from
- * a cache directory another process filled) — and `bench/report.svg` (a log-scale bar chart).
+ * a cache directory another process filled) — and `bench/results/report.svg` (a log-scale bar chart).
  * Progress goes to stderr.
  *
  * `--gpu` does the same with `bench/gpu_bench.ts` (`deno task bench:gpu`, on the GPU machine) and
  * adds kiln's device time from timestamp queries, writing `bench/REPORT-gpu.md` and
- * `bench/report-gpu.svg`. A GPU run has a time limit per command, so the measurements can be
+ * `bench/results/report-gpu.svg`. A GPU run has a time limit per command, so the measurements can be
  * split: `--libraries a,b` measures some libraries, `--raw FILE` saves what was measured, and
  * `--from FILE` (repeatable) renders the report from saved files instead of measuring. `KILN_BENCH_FLAGS`
  * adds flags to each `deno bench` (`--no-lock --cached-only` on the offline GPU machine).
@@ -286,7 +286,7 @@ const lines = [
   ...(devices.length ? deviceTable(cells(devices)) : []),
   ...(flags.note ?? []).map((n) => `- ${n}`),
   "",
-  `![kiln vs peers](${GPU ? "report-gpu.svg" : "report.svg"})`,
+  `![kiln vs peers](${GPU ? "results/report-gpu.svg" : "results/report.svg"})`,
   "",
 ];
 await Deno.writeTextFile(
@@ -294,7 +294,7 @@ await Deno.writeTextFile(
   lines.join("\n"),
 );
 await Deno.writeTextFile(
-  new URL(GPU ? "./report-gpu.svg" : "./report.svg", import.meta.url),
+  new URL(GPU ? "./results/report-gpu.svg" : "./results/report.svg", import.meta.url),
   svg(rows, groups),
 );
 console.log(lines.join("\n"));

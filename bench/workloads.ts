@@ -5,10 +5,10 @@
  *
  * @module
  */
-import type { Graph } from "../jit/graph.ts";
-import { GraphBuilder, type Sym } from "../jit/graph_builder.ts";
-import { uniform } from "../jit/random.ts";
-import { importOnnx } from "../onnx/import.ts";
+import type { Graph } from "../jit/ir/graph.ts";
+import { GraphBuilder, type Sym } from "../jit/frontend/graph_builder.ts";
+import { uniform } from "../jit/support/random.ts";
+import { importOnnx } from "../onnx/import/import.ts";
 import { MODEL_NAMES, referenceModel } from "../onnx/testdata.ts";
 
 /** One benchmark workload. */

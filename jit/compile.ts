@@ -5,21 +5,21 @@
  *
  * @module
  */
-import type { Backend, BackendSet, KernelCodegen, Program } from "./backend.ts";
-import { type BackendRates, backendRates, knownRates } from "./cost_model.ts";
-import { KilnError } from "./errors.ts";
-import { Executable, type PlanInfo, settleCompile } from "./executable.ts";
-import { type ProgressCallback, reporter } from "./progress.ts";
-import { foldEmpty } from "./fold_empty.ts";
-import { fuse } from "./fuse.ts";
-import type { Graph } from "./graph.ts";
-import { defaultKernelCache, type KernelCache, tuningNoteOf } from "./kernel_cache.ts";
-import type { KernelIR } from "./kernel_ir.ts";
-import { kernelText } from "./expr_table.ts";
-import { legalize } from "./legalize.ts";
-import { planMemory } from "./memory_plan.ts";
-import { checkedPolicy, graphLevelChoice, policyOf } from "./policy.ts";
-import { hostProgram } from "./program.ts";
+import type { Backend, BackendSet, KernelCodegen, Program } from "./runtime/backend.ts";
+import { type BackendRates, backendRates, knownRates } from "./schedule/cost_model.ts";
+import { KilnError } from "./support/errors.ts";
+import { Executable, type PlanInfo, settleCompile } from "./runtime/executable.ts";
+import { type ProgressCallback, reporter } from "./runtime/progress.ts";
+import { foldEmpty } from "./passes/fold_empty.ts";
+import { fuse } from "./passes/fuse.ts";
+import type { Graph } from "./ir/graph.ts";
+import { defaultKernelCache, type KernelCache, tuningNoteOf } from "./runtime/kernel_cache.ts";
+import type { KernelIR } from "./ir/kernel_ir.ts";
+import { kernelText } from "./ir/expr_table.ts";
+import { legalize } from "./passes/legalize.ts";
+import { planMemory } from "./schedule/memory_plan.ts";
+import { checkedPolicy, graphLevelChoice, policyOf } from "./schedule/policy.ts";
+import { hostProgram } from "./runtime/program.ts";
 import {
   deviceFloorMs,
   HOST_MARGIN,
@@ -31,7 +31,7 @@ import {
   trialOf,
   type TrialRecord,
   type Verdict,
-} from "./placement_trial.ts";
+} from "./schedule/placement_trial.ts";
 import {
   canRun,
   elidedBy,
@@ -41,17 +41,17 @@ import {
   schedule,
   UNKNOWN_RATES,
   usableBackends,
-} from "./schedule.ts";
-import { count } from "./counters.ts";
-import { planBuckets } from "./buckets.ts";
+} from "./schedule/schedule.ts";
+import { count } from "./runtime/counters.ts";
+import { planBuckets } from "./schedule/buckets.ts";
 import {
   applyPrecision,
   checkPrecision,
   narrowF64,
   type Precision,
   type Widened,
-} from "./precision.ts";
-import { hoistRandom } from "./random_inputs.ts";
+} from "./passes/precision.ts";
+import { hoistRandom } from "./passes/random_inputs.ts";
 
 /** Options for {@linkcode compile}. */
 export interface CompileOptions {
@@ -74,7 +74,7 @@ export interface CompileOptions {
    * Precision of float tensors (default `"f32"`): `"f16-storage"` keeps the graph's float inputs
    * and outputs in f16 on the device, `"f16"` every float tensor (f16 arithmetic, f32
    * accumulation in reductions and matmuls). The caller's tensors stay f32 either way. Both need
-   * a named backend that stores f16 natively (WebGPU with `shader-f16`); see `jit/precision.ts`.
+   * a named backend that stores f16 natively (WebGPU with `shader-f16`); see `jit/passes/precision.ts`.
    */
   readonly precision?: Precision;
   /**

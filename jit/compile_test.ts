@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { compile, GraphBuilder, KilnError } from "../mod.ts";
-import { fuse } from "./fuse.ts";
+import { fuse } from "./passes/fuse.ts";
 
 Deno.test("compile of fuse()'s plan, or of anything but a graph, is a typed error", async () => {
   const b = new GraphBuilder();

@@ -74,14 +74,14 @@ try {
   pkg.description =
     "A JIT codegen runtime for tensor compute graphs: ONNX models and a lazy Tensor API, compiled to WebGPU (WGSL) and WebAssembly SIMD kernels";
   pkg.keywords = ["onnx", "webgpu", "wgsl", "webassembly", "simd", "jit", "tensor", "inference"];
-  pkg.bin = { kiln: "./cli_node.js" };
+  pkg.bin = { kiln: "./cli/node.js" };
   pkg.engines = { node: ">=20" };
   // The declarations name WebGPU's types (GPU, GPUDevice): they come with the package.
   pkg.dependencies = { ...pkg.dependencies, "@webgpu/types": "^0.1.74" };
   writeFileSync(path, JSON.stringify(pkg, null, 2) + "\n");
   typeEntries(join(dir, "package"));
   shipExtras(join(dir, "package"), pkg, path);
-  chmodSync(join(dir, "package", "cli_node.js"), 0o755);
+  chmodSync(join(dir, "package", "cli", "node.js"), 0o755);
   execFileSync("tar", ["czf", tarball, "-C", dir, "package"]);
 } finally {
   rmSync(dir, { recursive: true, force: true });
@@ -109,7 +109,7 @@ function typeEntries(dir: string): void {
   writeFileSync(join(dir, "kiln-globals.d.ts"), GLOBALS);
   const head =
     '/// <reference types="@webgpu/types" />\n/// <reference path="./kiln-globals.d.ts" />\n';
-  for (const entry of ["mod.d.ts", "cli.d.ts", "cli_node.d.ts"]) {
+  for (const entry of ["mod.d.ts", "cli/mod.d.ts", "cli/node.d.ts"]) {
     const path = join(dir, entry);
     writeFileSync(path, head + readFileSync(path, "utf8"));
   }

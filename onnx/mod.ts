@@ -3,11 +3,11 @@
  *
  * @module
  */
-export { importOnnx, type OnnxImportOptions } from "./import.ts";
-export { OPSETS } from "./declarations.ts";
-export type { OnnxInputInfo } from "./inputs.ts";
+export { importOnnx, type OnnxImportOptions } from "./import/import.ts";
+export { OPSETS } from "./import/declarations.ts";
+export type { OnnxInputInfo } from "./import/inputs.ts";
 export { type OnnxLoadOptions, OnnxModel, type OnnxValue } from "./model.ts";
-export { KILN_DOMAIN, type OnnxOpMapping, registerOnnxOp } from "./registered_ops.ts";
-export type { ModelSummary, ValueSummary } from "./summary.ts";
-export type { StringTensor } from "./string_ops.ts";
-export { toOnnx } from "./export.ts";
+export { KILN_DOMAIN, type OnnxOpMapping, registerOnnxOp } from "./import/registered_ops.ts";
+export type { ModelSummary, ValueSummary } from "./import/summary.ts";
+export type { StringTensor } from "./import/string_ops.ts";
+export { toOnnx } from "./export/export.ts";

@@ -9,22 +9,27 @@
  * @module
  */
 import { compile, type CompileOptions } from "../jit/compile.ts";
-import type { Executable, RunOptions, TensorMap } from "../jit/executable.ts";
-import type { Graph } from "../jit/graph.ts";
-import { type ProgressCallback, reporter } from "../jit/progress.ts";
-import { hexBytes } from "../jit/digest.ts";
-import { KilnError } from "../jit/errors.ts";
-import type { Shape } from "../jit/shape.ts";
-import type { HostTensor } from "../jit/host_tensor.ts";
-import { type ExternalReader, fileReader, inlineExternalData, urlReader } from "./external_data.ts";
-import { importModel } from "./import.ts";
-import { hostFs } from "../jit/host_fs.ts";
-import { type OnnxInputInfo, onnxInputs } from "./inputs.ts";
-import { NeedsValue } from "./node_context.ts";
-import { decodeModel, int, type ModelProto } from "./proto.ts";
-import { type ModelSummary, summarizeModel } from "./summary.ts";
-import type { StringTensor } from "./string_ops.ts";
-import { StringStage, type Value } from "./strings.ts";
+import type { Executable, RunOptions, TensorMap } from "../jit/runtime/executable.ts";
+import type { Graph } from "../jit/ir/graph.ts";
+import { type ProgressCallback, reporter } from "../jit/runtime/progress.ts";
+import { hexBytes } from "../jit/ir/digest.ts";
+import { KilnError } from "../jit/support/errors.ts";
+import type { Shape } from "../jit/ir/shape.ts";
+import type { HostTensor } from "../jit/ir/host_tensor.ts";
+import {
+  type ExternalReader,
+  fileReader,
+  inlineExternalData,
+  urlReader,
+} from "./import/external_data.ts";
+import { importModel } from "./import/import.ts";
+import { hostFs } from "../jit/support/host_fs.ts";
+import { type OnnxInputInfo, onnxInputs } from "./import/inputs.ts";
+import { NeedsValue } from "./import/node_context.ts";
+import { decodeModel, int, type ModelProto } from "./wire/proto.ts";
+import { type ModelSummary, summarizeModel } from "./import/summary.ts";
+import type { StringTensor } from "./import/string_ops.ts";
+import { StringStage, type Value } from "./import/strings.ts";
 
 const identities = new WeakMap<object, number>();
 let identified = 0;

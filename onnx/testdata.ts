@@ -3,9 +3,9 @@
  *
  * @module
  */
-import type { HostTensor } from "../jit/host_tensor.ts";
+import type { HostTensor } from "../jit/ir/host_tensor.ts";
 import { OnnxModel } from "./model.ts";
-import { encodeModel, type GraphProto, type ValueInfoProto } from "./proto.ts";
+import { encodeModel, type GraphProto, type ValueInfoProto } from "./wire/proto.ts";
 
 /**
  * Directory of the shared models: `../shared/models` beside the checkout, or `KILN_MODELS_DIR`

@@ -5,9 +5,9 @@
  *
  * @module
  */
-import type { TensorData } from "../../jit/dtype.ts";
+import type { TensorData } from "../../jit/ir/dtype.ts";
 import type { Attrs, InferContext, ValueType } from "../../jit/ops/mod.ts";
-import type { RefTensor } from "../../jit/host_tensor.ts";
+import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 
 /** What a reference kernel receives. */
 export interface KernelArgs {

@@ -7,8 +7,8 @@
  *
  * @module
  */
-import type { DType, TensorData } from "../../jit/dtype.ts";
-import { allocate, toF16Bits } from "../../jit/dtype.ts";
+import type { DType, TensorData } from "../../jit/ir/dtype.ts";
+import { allocate, toF16Bits } from "../../jit/ir/dtype.ts";
 import {
   applyStep,
   type Expr,
@@ -18,10 +18,10 @@ import {
   linearIndex,
   type LoadReader,
   matmulOperands,
-} from "../../jit/kernel_ir.ts";
-import { type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
+} from "../../jit/ir/kernel_ir.ts";
+import { type Shape, sizeOf, stridesOf } from "../../jit/ir/shape.ts";
 import { roundTo, scalarOp } from "./scalar_ops.ts";
-import type { RefTensor } from "../../jit/host_tensor.ts";
+import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import { read } from "./tensor_io.ts";
 
 type Coords = number[];

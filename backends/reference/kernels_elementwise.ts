@@ -5,8 +5,8 @@
  *
  * @module
  */
-import { ALU_OPS, type AluOp } from "../../jit/kernel_ir.ts";
-import { broadcastOffsets, sameShape, sizeOf } from "../../jit/shape.ts";
+import { ALU_OPS, type AluOp } from "../../jit/ir/kernel_ir.ts";
+import { broadcastOffsets, sameShape, sizeOf } from "../../jit/ir/shape.ts";
 import type { Kernel } from "./kernel.ts";
 import { erf } from "./scalar_math.ts";
 import { scalarOp } from "./scalar_ops.ts";

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { assertClose, bool, f32, i32, numbers, runOp } from "../../jit/testing.ts";
-import { toF16Bits } from "../../jit/dtype.ts";
+import { assertClose, bool, f32, i32, numbers, runOp } from "../../jit/testing/testing.ts";
+import { toF16Bits } from "../../jit/ir/dtype.ts";
 import { erf } from "./scalar_math.ts";
 import { evaluateNode } from "./reference_backend.ts";
 

@@ -5,12 +5,12 @@
  *
  * @module
  */
-import { allocate, type TensorData, toF16Bits } from "../../jit/dtype.ts";
-import { KilnError } from "../../jit/errors.ts";
+import { allocate, type TensorData, toF16Bits } from "../../jit/ir/dtype.ts";
+import { KilnError } from "../../jit/support/errors.ts";
 import { resolvePads, resolvePerm, resolveSlice, resolveSplit } from "../../jit/ops/movement.ts";
-import { broadcastOffsets, offsetsFor, type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
+import { broadcastOffsets, offsetsFor, type Shape, sizeOf, stridesOf } from "../../jit/ir/shape.ts";
 import type { Kernel, KernelArgs } from "./kernel.ts";
-import type { RefTensor } from "../../jit/host_tensor.ts";
+import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 
 function gather(src: RefTensor, offsets: ArrayLike<number>): TensorData {
   const out = allocate(src.dtype, offsets.length) as Exclude<TensorData, BigInt64Array>;

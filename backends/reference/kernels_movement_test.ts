@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { KilnError } from "../../jit/errors.ts";
-import { assertClose, bool, f32, i32, numbers, runOp } from "../../jit/testing.ts";
+import { KilnError } from "../../jit/support/errors.ts";
+import { assertClose, bool, f32, i32, numbers, runOp } from "../../jit/testing/testing.ts";
 
 const one = async (op: string, inputs: Parameters<typeof runOp>[1], attrs = {}) =>
   (await runOp(op, inputs, attrs))[0];

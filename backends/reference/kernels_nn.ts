@@ -6,9 +6,9 @@
  * @module
  */
 import { resolveWindow, type Window } from "../../jit/ops/nn.ts";
-import { sizeOf, stridesOf, tryBroadcast } from "../../jit/shape.ts";
+import { sizeOf, stridesOf, tryBroadcast } from "../../jit/ir/shape.ts";
 import type { Kernel } from "./kernel.ts";
-import type { RefTensor } from "../../jit/host_tensor.ts";
+import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import { read, writer } from "./tensor_io.ts";
 
 /** Batched matmul of [..., m, k] × [..., k, n] with broadcast batch dims. */

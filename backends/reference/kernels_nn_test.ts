@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { assertClose, f32, numbers, runOp } from "../../jit/testing.ts";
-import { uniform } from "../../jit/random.ts";
+import { assertClose, f32, numbers, runOp } from "../../jit/testing/testing.ts";
+import { uniform } from "../../jit/support/random.ts";
 
 const one = async (op: string, inputs: Parameters<typeof runOp>[1], attrs = {}) =>
   (await runOp(op, inputs, attrs))[0];

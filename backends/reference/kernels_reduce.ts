@@ -6,9 +6,9 @@
  *
  * @module
  */
-import type { TensorData } from "../../jit/dtype.ts";
+import type { TensorData } from "../../jit/ir/dtype.ts";
 import { reduceAxes } from "../../jit/ops/reduce.ts";
-import { offsetsFor, type Shape, sizeOf, stridesOf } from "../../jit/shape.ts";
+import { offsetsFor, type Shape, sizeOf, stridesOf } from "../../jit/ir/shape.ts";
 import type { Kernel, KernelArgs } from "./kernel.ts";
 import { read, writer } from "./tensor_io.ts";
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { assertClose, f32, numbers, runOp } from "../../jit/testing.ts";
+import { assertClose, f32, numbers, runOp } from "../../jit/testing/testing.ts";
 
 const one = async (op: string, inputs: Parameters<typeof runOp>[1], attrs = {}) =>
   (await runOp(op, inputs, attrs))[0];

@@ -3,9 +3,9 @@
  *
  * @module
  */
-import type { HostTensor } from "../../jit/host_tensor.ts";
+import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { rangeParams } from "../../jit/ops/source.ts";
-import { sizeOf } from "../../jit/shape.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
 import type { Kernel } from "./kernel.ts";
 import { castValue } from "./scalar_math.ts";
 import { writer } from "./tensor_io.ts";

@@ -5,12 +5,12 @@
  *
  * @module
  */
-import type { TensorData } from "../../jit/dtype.ts";
-import { KilnError } from "../../jit/errors.ts";
-import { customOp } from "../../jit/custom_op.ts";
-import { checkHostTensor, type HostTensor } from "../../jit/host_tensor.ts";
+import type { TensorData } from "../../jit/ir/dtype.ts";
+import { KilnError } from "../../jit/support/errors.ts";
+import { customOp } from "../../jit/runtime/custom_op.ts";
+import { checkHostTensor, type HostTensor } from "../../jit/ir/host_tensor.ts";
 import { InferContext } from "../../jit/ops/mod.ts";
-import { formatShape, sizeOf } from "../../jit/shape.ts";
+import { formatShape, sizeOf } from "../../jit/ir/shape.ts";
 import type {
   Artifact,
   BackendKind,
@@ -18,9 +18,9 @@ import type {
   KernelCodegen,
   NodeInfo,
   PreparedKernel,
-} from "../../jit/backend.ts";
-import type { KernelIR } from "../../jit/kernel_ir.ts";
-import { kernelText } from "../../jit/expr_table.ts";
+} from "../../jit/runtime/backend.ts";
+import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
+import { kernelText } from "../../jit/ir/expr_table.ts";
 import { interpretKernel } from "./kernel_interpreter.ts";
 import { BackendBase } from "../backend_base.ts";
 import type { Kernel } from "./kernel.ts";
@@ -29,7 +29,7 @@ import { movementKernels } from "./kernels_movement.ts";
 import { nnKernels } from "./kernels_nn.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
-import type { RefTensor } from "../../jit/host_tensor.ts";
+import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 
 const kernels: Record<string, Kernel> = {
   ...elementwiseKernels,

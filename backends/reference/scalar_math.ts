@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type DType, intRange } from "../../jit/dtype.ts";
+import { type DType, intRange } from "../../jit/ir/dtype.ts";
 
 /**
  * erf(x) to about 1e-15: Taylor series below |x| = 2.5, continued fraction for erfc above.

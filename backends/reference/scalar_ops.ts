@@ -5,8 +5,8 @@
  *
  * @module
  */
-import { type DType, fromF16Bits, isInt, toF16Bits } from "../../jit/dtype.ts";
-import { type AluOp, isAluOp } from "../../jit/kernel_ir.ts";
+import { type DType, fromF16Bits, isInt, toF16Bits } from "../../jit/ir/dtype.ts";
+import { type AluOp, isAluOp } from "../../jit/ir/kernel_ir.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { castValue, erf, intMod, roundHalfEven } from "./scalar_math.ts";
 

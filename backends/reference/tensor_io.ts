@@ -5,8 +5,14 @@
  *
  * @module
  */
-import { allocate, type DType, fromF16Bits, type TensorData, toF16Bits } from "../../jit/dtype.ts";
-import type { RefTensor } from "../../jit/host_tensor.ts";
+import {
+  allocate,
+  type DType,
+  fromF16Bits,
+  type TensorData,
+  toF16Bits,
+} from "../../jit/ir/dtype.ts";
+import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 
 /** Numbers without copying, except f16, which is decoded. */
 export function read(t: RefTensor): ArrayLike<number> {

@@ -6,17 +6,23 @@
  *
  * @module
  */
-import type { KernelTime, Program } from "../../jit/backend.ts";
-import type { DType, TensorData } from "../../jit/dtype.ts";
-import type { HostTensor, RefTensor } from "../../jit/host_tensor.ts";
-import { aluCount, type KernelIR, matmulOperands, rowCount } from "../../jit/kernel_ir.ts";
-import { KilnError } from "../../jit/errors.ts";
-import { gatherOutOfRange } from "../../jit/kernel_ir.ts";
-import { planMemory } from "../../jit/memory_plan.ts";
-import { neededKernels } from "../../jit/program.ts";
-import { sizeOf } from "../../jit/shape.ts";
+import type { KernelTime, Program } from "../../jit/runtime/backend.ts";
+import type { DType, TensorData } from "../../jit/ir/dtype.ts";
+import type { HostTensor, RefTensor } from "../../jit/ir/host_tensor.ts";
+import { aluCount, type KernelIR, matmulOperands, rowCount } from "../../jit/ir/kernel_ir.ts";
+import { KilnError } from "../../jit/support/errors.ts";
+import { gatherOutOfRange } from "../../jit/ir/kernel_ir.ts";
+import { planMemory } from "../../jit/schedule/memory_plan.ts";
+import { neededKernels } from "../../jit/runtime/program.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
 import { elementBytes, fromWords, type Storage, toWords } from "../words.ts";
-import { contracts, halfMatmulView, packsOf, scratchBytes, TILE_ROWS } from "./wasm_matmul_plan.ts";
+import {
+  contracts,
+  halfMatmulView,
+  packsOf,
+  scratchBytes,
+  TILE_ROWS,
+} from "../../shaders/wasm/matmul_plan.ts";
 import { type Split, WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
 /** The arena stores every dtype in 32-bit words, f64 in 64-bit ones (see `words.ts`). */

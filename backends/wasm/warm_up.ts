@@ -14,9 +14,9 @@
  *
  * @module
  */
-import type { RefTensor } from "../../jit/host_tensor.ts";
-import type { Graph } from "../../jit/graph.ts";
-import { estimateWork } from "../../jit/workload.ts";
+import type { RefTensor } from "../../jit/ir/host_tensor.ts";
+import type { Graph } from "../../jit/ir/graph.ts";
+import { estimateWork } from "../../jit/schedule/workload.ts";
 import type { ArenaProgram } from "./arena_program.ts";
 
 /**

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { RefTensor } from "../../jit/host_tensor.ts";
+import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import type { ArenaProgram } from "./arena_program.ts";
 import { warmedAtSecondRun, warmUp } from "./warm_up.ts";
 

@@ -1,6 +1,6 @@
 /**
  * The WebAssembly backend (id `wasm`, kind `cpu-simd`): kernels generated from the kernel IR
- * (`wasm_codegen.ts`) by kiln's own module encoder (`wasm_encoder.ts`), compiled by the runtime's
+ * (`shaders/wasm/codegen.ts`) by kiln's own module encoder (`shaders/wasm/encoder.ts`), compiled by the runtime's
  * WebAssembly engine, and run in one memory arena per program (`arena_program.ts`). Kernels use
  * f32x4 SIMD where their accesses allow; large ones split their rows over worker threads sharing
  * the arena (`worker_crew.ts`).
@@ -15,19 +15,19 @@ import type {
   KernelCodegen,
   NodeInfo,
   PreparedKernel,
-} from "../../jit/backend.ts";
-import { sizeOf } from "../../jit/shape.ts";
-import { customArtifact, customKernel } from "../../jit/custom_op.ts";
-import { runsWhole } from "../../jit/fusable.ts";
-import { bindingsOf as planOf } from "../../jit/program.ts";
-import { allocate } from "../../jit/dtype.ts";
-import { KilnError } from "../../jit/errors.ts";
-import type { KernelIR } from "../../jit/kernel_ir.ts";
+} from "../../jit/runtime/backend.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
+import { customArtifact, customKernel } from "../../jit/runtime/custom_op.ts";
+import { runsWhole } from "../../jit/passes/fusable.ts";
+import { bindingsOf as planOf } from "../../jit/runtime/program.ts";
+import { allocate } from "../../jit/ir/dtype.ts";
+import { KilnError } from "../../jit/support/errors.ts";
+import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { erf } from "../reference/scalar_math.ts";
 import { arenaProgram } from "./arena_program.ts";
 import { warmedAtSecondRun, warmUpBudget } from "./warm_up.ts";
-import { generateWasm } from "./wasm_codegen.ts";
-import { wasm } from "./wasm_encoder.ts";
+import { generateWasm } from "../../shaders/wasm/codegen.ts";
+import { wasm } from "../../shaders/wasm/encoder.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 import { denoWorkers, webWorkers } from "./web_workers.ts";
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { erf } from "../reference/scalar_math.ts";
 import { compile, setMemoryBudget } from "../../mod.ts";
-import { GraphBuilder, type Sym } from "../../jit/graph_builder.ts";
+import { GraphBuilder, type Sym } from "../../jit/frontend/graph_builder.ts";
 import {
   assertClose,
   assertMatchesReference,
@@ -9,11 +9,11 @@ import {
   numbers,
   runGraph,
   runOp,
-} from "../../jit/testing.ts";
-import type { Graph } from "../../jit/graph.ts";
-import type { HostTensor } from "../../jit/host_tensor.ts";
+} from "../../jit/testing/testing.ts";
+import type { Graph } from "../../jit/ir/graph.ts";
+import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
-import { fuse } from "../../jit/fuse.ts";
+import { fuse } from "../../jit/passes/fuse.ts";
 import { WasmBackend } from "./wasm_backend.ts";
 import {
   batchesOfB,
@@ -26,7 +26,7 @@ import {
   tableRows,
   type TableTaps,
   tableTaps,
-} from "./wasm_matmul_plan.ts";
+} from "../../shaders/wasm/matmul_plan.ts";
 
 const wasm = new WasmBackend();
 await wasm.prepare();

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { compile } from "../../mod.ts";
-import { differentialOn } from "../../jit/differential.ts";
-import { GraphBuilder } from "../../jit/graph_builder.ts";
+import { differentialOn } from "../../jit/testing/differential.ts";
+import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import {
   assertClose,
   assertMatchesReference,
@@ -9,9 +9,9 @@ import {
   f32,
   numbers,
   runOp,
-} from "../../jit/testing.ts";
-import type { HostTensor } from "../../jit/host_tensor.ts";
-import { importOnnx } from "../../onnx/import.ts";
+} from "../../jit/testing/testing.ts";
+import type { HostTensor } from "../../jit/ir/host_tensor.ts";
+import { importOnnx } from "../../onnx/import/import.ts";
 import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
@@ -20,7 +20,7 @@ import { warmUpBudget } from "./warm_up.ts";
 import { ThreadTuner } from "./arena_program.ts";
 import { WorkerPool } from "./worker_crew.ts";
 import { denoWorkers } from "./web_workers.ts";
-import { KernelCache } from "../../jit/kernel_cache.ts";
+import { KernelCache } from "../../jit/runtime/kernel_cache.ts";
 
 const wasm = new WasmBackend();
 await wasm.prepare();
@@ -93,7 +93,7 @@ Deno.test("kiln run --backend wasm --json works", async () => {
     args: [
       "run",
       "-A",
-      new URL("../../cli.ts", import.meta.url).pathname,
+      new URL("../../cli/mod.ts", import.meta.url).pathname,
       "run",
       "--backend",
       "wasm",
@@ -182,7 +182,7 @@ Deno.test("profile: true times every kernel of a run, and explain shows the time
   const times = exe.deviceTimes();
   assert.deepEqual(times.map((t) => t.kernel), exe.plan!.kernels.map((k) => k.name));
   assert.ok(times.every((t) => t.ms >= 0 && Number.isFinite(t.ms)));
-  const { explain } = await import("../../jit/explain.ts");
+  const { explain } = await import("../../jit/runtime/explain.ts");
   assert.ok((await explain(exe)).kernels.every((k) => k.deviceMs !== undefined));
   // Unprofiled programs record nothing.
   using plain = await compile(b.build(), { backend: wasm, cache: false });

@@ -22,8 +22,8 @@
  * @module
  */
 
-import { count as tally } from "../../jit/counters.ts";
-import { KilnError } from "../../jit/errors.ts";
+import { count as tally } from "../../jit/runtime/counters.ts";
+import { KilnError } from "../../jit/support/errors.ts";
 import { erf } from "../reference/scalar_math.ts";
 
 /** `node:worker_threads`' `Worker` (Deno, Node; a browser's Web Workers through `web_workers.ts`). */

@@ -2,7 +2,7 @@ import { ThreadTuner } from "./arena_program.ts";
 import assert from "node:assert/strict";
 import { MessageChannel, Worker } from "node:worker_threads";
 import { denoWorkers } from "./web_workers.ts";
-import { wasm } from "./wasm_encoder.ts";
+import { wasm } from "../../shaders/wasm/encoder.ts";
 import { piecesOf, WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 
 /**

@@ -5,19 +5,19 @@
  */
 import assert from "node:assert/strict";
 import { BackendRegistry, compile, KilnError } from "../../mod.ts";
-import { fuse } from "../../jit/fuse.ts";
-import { GraphBuilder } from "../../jit/graph_builder.ts";
-import { assertClose, f32, numbers } from "../../jit/testing.ts";
-import type { Graph } from "../../jit/graph.ts";
-import { tiledMatmul } from "../../shaders/wgsl.ts";
+import { fuse } from "../../jit/passes/fuse.ts";
+import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
+import { assertClose, f32, numbers } from "../../jit/testing/testing.ts";
+import type { Graph } from "../../jit/ir/graph.ts";
+import { tiledMatmul } from "../../shaders/wgsl/codegen.ts";
 import {
   attentionGroup,
   fusedAttention,
   MAX_KEYS,
   withFusedAttention,
-} from "../../shaders/wgsl_attention.ts";
-import { flashAttention, flashPays } from "../../shaders/wgsl_flash.ts";
-import { flashMask } from "../../shaders/wgsl_masks.ts";
+} from "../../shaders/wgsl/attention.ts";
+import { flashAttention, flashPays } from "../../shaders/wgsl/flash.ts";
+import { flashMask } from "../../shaders/wgsl/masks.ts";
 import { WasmBackend } from "../wasm/wasm_backend.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { KilnError } from "../../jit/errors.ts";
+import { KilnError } from "../../jit/support/errors.ts";
 
 /** Counters of a {@linkcode BufferPool}. */
 export interface PoolStats {

@@ -10,9 +10,9 @@
  *
  * @module
  */
-import { envVar } from "../../jit/env.ts";
-import { KilnError } from "../../jit/errors.ts";
-import { hostFs } from "../../jit/host_fs.ts";
+import { envVar } from "../../jit/support/env.ts";
+import { KilnError } from "../../jit/support/errors.ts";
+import { hostFs } from "../../jit/support/host_fs.ts";
 
 /** The `webgpu` package's version kiln loads (Node: whatever the project installed). */
 export const DAWN_VERSION = "0.6.2";

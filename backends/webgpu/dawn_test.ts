@@ -3,13 +3,13 @@
 // on the GPU machine: backend=vulkan).
 import assert from "node:assert/strict";
 import { compile } from "../../mod.ts";
-import { differentialOn } from "../../jit/differential.ts";
-import { KilnError } from "../../jit/errors.ts";
-import { fuse } from "../../jit/fuse.ts";
-import { explain } from "../../jit/explain.ts";
-import { GraphBuilder } from "../../jit/graph_builder.ts";
-import { assertClose, assertRecoversFromLoss, f32, numbers } from "../../jit/testing.ts";
-import { importOnnx } from "../../onnx/import.ts";
+import { differentialOn } from "../../jit/testing/differential.ts";
+import { KilnError } from "../../jit/support/errors.ts";
+import { fuse } from "../../jit/passes/fuse.ts";
+import { explain } from "../../jit/runtime/explain.ts";
+import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
+import { assertClose, assertRecoversFromLoss, f32, numbers } from "../../jit/testing/testing.ts";
+import { importOnnx } from "../../onnx/import/import.ts";
 import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
 import { BackendRegistry } from "../registry.ts";
 import { gpuChoice, WebGpuBackend } from "./webgpu_backend.ts";

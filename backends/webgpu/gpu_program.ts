@@ -10,17 +10,17 @@
  *
  * @module
  */
-import type { KernelTime, Program, ResidentRunOptions } from "../../jit/backend.ts";
-import type { RefTensor } from "../../jit/host_tensor.ts";
-import type { DType, TensorData } from "../../jit/dtype.ts";
-import { KilnError } from "../../jit/errors.ts";
+import type { KernelTime, Program, ResidentRunOptions } from "../../jit/runtime/backend.ts";
+import type { RefTensor } from "../../jit/ir/host_tensor.ts";
+import type { DType, TensorData } from "../../jit/ir/dtype.ts";
+import { KilnError } from "../../jit/support/errors.ts";
 
-import type { HostTensor } from "../../jit/host_tensor.ts";
-import { type KernelIR, rowCount } from "../../jit/kernel_ir.ts";
-import { DeviceTensor, storedDType } from "../../jit/device_tensor.ts";
-import { neededKernels } from "../../jit/program.ts";
-import { sizeOf } from "../../jit/shape.ts";
-import { dispatchSize, type KernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
+import type { HostTensor } from "../../jit/ir/host_tensor.ts";
+import { type KernelIR, rowCount } from "../../jit/ir/kernel_ir.ts";
+import { DeviceTensor, storedDType } from "../../jit/runtime/device_tensor.ts";
+import { neededKernels } from "../../jit/runtime/program.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
+import { dispatchSize, type KernelLayout, type WgslOptions } from "../../shaders/wgsl/codegen.ts";
 import type { BufferPool } from "./buffer_pool.ts";
 import { fromStored, storedBytes, toStored } from "../words.ts";
 import { GpuStorage, mapForRead, STAGING, STORAGE } from "./gpu_storage.ts";

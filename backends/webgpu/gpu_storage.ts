@@ -6,9 +6,9 @@
  *
  * @module
  */
-import type { DeviceStorage } from "../../jit/device_tensor.ts";
-import type { DType, TensorData } from "../../jit/dtype.ts";
-import { KilnError } from "../../jit/errors.ts";
+import type { DeviceStorage } from "../../jit/runtime/device_tensor.ts";
+import type { DType, TensorData } from "../../jit/ir/dtype.ts";
+import { KilnError } from "../../jit/support/errors.ts";
 import { elementBytes, fromStored, storedRange, toStored } from "../words.ts";
 import type { GpuContext } from "./gpu_program.ts";
 

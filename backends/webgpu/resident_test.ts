@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { compile, stats } from "../../mod.ts";
-import { DeviceTensor } from "../../jit/device_tensor.ts";
-import { KilnError } from "../../jit/errors.ts";
-import { GraphBuilder } from "../../jit/graph_builder.ts";
-import { assertClose, f32, numbers } from "../../jit/testing.ts";
+import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
+import { KilnError } from "../../jit/support/errors.ts";
+import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
+import { assertClose, f32, numbers } from "../../jit/testing/testing.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 
 // CI has no GPU: these run on the software adapter (llvmpipe), slow but exact.

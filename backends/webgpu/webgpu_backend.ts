@@ -1,8 +1,8 @@
 /**
  * The WebGPU backend (id `webgpu`, kind `gpu`), through `navigator.gpu` — Deno's WebGPU, or the
  * `webgpu` npm package (Dawn) on Node. Kernels are WGSL generated from the kernel IR
- * (`shaders/wgsl.ts`) with one pipeline per kernel, attention groups fused into one
- * (`shaders/wgsl_attention.ts`); a plan that runs wholly here becomes one submit and at most one
+ * (`shaders/wgsl/codegen.ts`) with one pipeline per kernel, attention groups fused into one
+ * (`shaders/wgsl/attention.ts`); a plan that runs wholly here becomes one submit and at most one
  * readback per run (`gpu_program.ts`). Device loss marks the backend lost and
  * fails pending and later runs with a clear error until `recover()` acquires a new device
  * (programs built on the old one must be recompiled).
@@ -18,19 +18,19 @@ import type {
   NodeInfo,
   PreparedKernel,
   Program,
-} from "../../jit/backend.ts";
-import { envVar } from "../../jit/env.ts";
-import { customArtifact, customKernel } from "../../jit/custom_op.ts";
-import { runsWhole } from "../../jit/fusable.ts";
-import { bindingsOf as planOf } from "../../jit/program.ts";
-import type { TensorData } from "../../jit/dtype.ts";
-import { KilnError } from "../../jit/errors.ts";
-import type { Graph } from "../../jit/graph.ts";
-import type { HostTensor } from "../../jit/host_tensor.ts";
-import type { KernelIR } from "../../jit/kernel_ir.ts";
-import { unfit } from "../../jit/schedule.ts";
-import { generateWgsl, kernelLayout, type WgslOptions } from "../../shaders/wgsl.ts";
-import { groupLayout, groupWgsl, withFusedAttention } from "../../shaders/wgsl_attention.ts";
+} from "../../jit/runtime/backend.ts";
+import { envVar } from "../../jit/support/env.ts";
+import { customArtifact, customKernel } from "../../jit/runtime/custom_op.ts";
+import { runsWhole } from "../../jit/passes/fusable.ts";
+import { bindingsOf as planOf } from "../../jit/runtime/program.ts";
+import type { TensorData } from "../../jit/ir/dtype.ts";
+import { KilnError } from "../../jit/support/errors.ts";
+import type { Graph } from "../../jit/ir/graph.ts";
+import type { HostTensor } from "../../jit/ir/host_tensor.ts";
+import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
+import { unfit } from "../../jit/schedule/schedule.ts";
+import { generateWgsl, kernelLayout, type WgslOptions } from "../../shaders/wgsl/codegen.ts";
+import { groupLayout, groupWgsl, withFusedAttention } from "../../shaders/wgsl/attention.ts";
 import { BufferPool, emptyPoolStats, type PoolStats } from "./buffer_pool.ts";
 import { dawnGlAdapter, dawnGpu, headlessEgl, vulkanLoader } from "./dawn.ts";
 import { type GpuContext, gpuProgram } from "./gpu_program.ts";
@@ -68,7 +68,7 @@ export interface WebGpuOptions {
    */
   readonly profile?: boolean;
   /**
-   * Run attention groups (scores → softmax → values) as one flash kernel (`shaders/wgsl_flash.ts`,
+   * Run attention groups (scores → softmax → values) as one flash kernel (`shaders/wgsl/flash.ts`,
    * the scores never reach device memory): true wherever one applies; false only for groups whose
    * scores do not fit the largest storage binding. Default: also where it was measured faster than
    * the three kernels it replaces (heads over 32, 128 keys or more, 256 workgroups or more:
@@ -224,7 +224,7 @@ export class WebGpuBackend implements Backend {
 
   /**
    * The intermediates of attention groups this backend runs as flash kernels (see
-   * `shaders/wgsl_flash.ts`): the scores and softmax weights never reach device memory, which is
+   * `shaders/wgsl/flash.ts`): the scores and softmax weights never reach device memory, which is
    * what lets a long sequence's attention past the binding limit.
    */
   elided(kernels: readonly KernelIR[], outputs: ReadonlySet<number>): ReadonlySet<number> {

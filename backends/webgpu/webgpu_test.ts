@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
 import { compile } from "../../mod.ts";
-import { differentialOn } from "../../jit/differential.ts";
-import { explain } from "../../jit/explain.ts";
-import { KilnError } from "../../jit/errors.ts";
-import { fuse } from "../../jit/fuse.ts";
-import { GraphBuilder } from "../../jit/graph_builder.ts";
-import { importOnnx } from "../../onnx/import.ts";
+import { differentialOn } from "../../jit/testing/differential.ts";
+import { explain } from "../../jit/runtime/explain.ts";
+import { KilnError } from "../../jit/support/errors.ts";
+import { fuse } from "../../jit/passes/fuse.ts";
+import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
+import { importOnnx } from "../../onnx/import/import.ts";
 import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
 import {
   assertClose,
@@ -15,11 +15,11 @@ import {
   numbers,
   runOp,
   withFastestRates,
-} from "../../jit/testing.ts";
-import { toF16Bits } from "../../jit/dtype.ts";
-import type { HostTensor } from "../../jit/host_tensor.ts";
-import type { Graph } from "../../jit/graph.ts";
-import type { TensorMap } from "../../jit/executable.ts";
+} from "../../jit/testing/testing.ts";
+import { toF16Bits } from "../../jit/ir/dtype.ts";
+import type { HostTensor } from "../../jit/ir/host_tensor.ts";
+import type { Graph } from "../../jit/ir/graph.ts";
+import type { TensorMap } from "../../jit/runtime/executable.ts";
 import {
   dispatchSize,
   generateWgsl,
@@ -27,8 +27,8 @@ import {
   rowsLayout,
   TILE_THRESHOLD,
   type WgslOptions,
-} from "../../shaders/wgsl.ts";
-import { streamedRows } from "../../shaders/wgsl_rows.ts";
+} from "../../shaders/wgsl/codegen.ts";
+import { streamedRows } from "../../shaders/wgsl/rows.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
 import { WasmBackend } from "../wasm/wasm_backend.ts";
@@ -252,7 +252,7 @@ Deno.test("kiln run --backend webgpu --json works on the software adapter", asyn
     args: [
       "run",
       "-A",
-      new URL("../../cli.ts", import.meta.url).pathname,
+      new URL("../../cli/mod.ts", import.meta.url).pathname,
       "run",
       "--backend",
       "webgpu",

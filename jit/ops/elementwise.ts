@@ -7,8 +7,8 @@
  *
  * @module
  */
-import { type DType, DTYPES } from "../dtype.ts";
-import { formatShape, tryBroadcast } from "../shape.ts";
+import { type DType, DTYPES } from "../ir/dtype.ts";
+import { formatShape, tryBroadcast } from "../ir/shape.ts";
 import {
   type Attrs,
   defineOps,

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { formatShape, normalizeAxis, type Shape, sizeOf } from "../shape.ts";
+import { formatShape, normalizeAxis, type Shape, sizeOf } from "../ir/shape.ts";
 import {
   type Attrs,
   defineOps,

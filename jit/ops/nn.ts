@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { formatShape, type Shape, tryBroadcast } from "../shape.ts";
+import { formatShape, type Shape, tryBroadcast } from "../ir/shape.ts";
 import { FLOATS, NUMERIC } from "./elementwise.ts";
 import { defineOps, type InferContext, type OpDef } from "./registry.ts";
 

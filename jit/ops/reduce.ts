@@ -6,8 +6,8 @@
  *
  * @module
  */
-import type { DType } from "../dtype.ts";
-import { normalizeAxis, type Shape } from "../shape.ts";
+import type { DType } from "../ir/dtype.ts";
+import { normalizeAxis, type Shape } from "../ir/shape.ts";
 import { NUMERIC } from "./elementwise.ts";
 import { axisConstant } from "./movement.ts";
 import {

@@ -7,11 +7,17 @@
  *
  * @module
  */
-import { checkBudget } from "../budget.ts";
-import { type DType, DTYPES, isFloat } from "../dtype.ts";
-import { KilnError, type KilnErrorCode } from "../errors.ts";
-import type { HostTensor } from "../host_tensor.ts";
-import { formatShape, isValidShape, normalizeAxes, normalizeAxis, type Shape } from "../shape.ts";
+import { checkBudget } from "../runtime/budget.ts";
+import { type DType, DTYPES, isFloat } from "../ir/dtype.ts";
+import { KilnError, type KilnErrorCode } from "../support/errors.ts";
+import type { HostTensor } from "../ir/host_tensor.ts";
+import {
+  formatShape,
+  isValidShape,
+  normalizeAxes,
+  normalizeAxis,
+  type Shape,
+} from "../ir/shape.ts";
 
 /** An attribute value: numbers, strings, booleans, integer lists, or a tensor (Constant). */
 export type AttrValue = number | string | boolean | readonly number[] | HostTensor;

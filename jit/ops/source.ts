@@ -6,8 +6,8 @@
  *
  * @module
  */
-import { allocate, type DType, DTYPES } from "../dtype.ts";
-import type { HostTensor } from "../host_tensor.ts";
+import { allocate, type DType, DTYPES } from "../ir/dtype.ts";
+import type { HostTensor } from "../ir/host_tensor.ts";
 import { defineOps, type InferContext, type OpDef, type ValueType } from "./registry.ts";
 
 /** The `value` tensor of a Constant node, validated. */

@@ -17,7 +17,7 @@ for f in sorted(os.listdir(zoo)):
 
 def check(tag, backend):
     m = meta[tag]
-    args = ["deno", "run", "-A", "cli.ts", "run", f"{zoo}/{tag}.onnx", "--backend", backend, "--json", "--runs", "5"]
+    args = ["deno", "run", "-A", "cli/mod.ts", "run", f"{zoo}/{tag}.onnx", "--backend", backend, "--json", "--runs", "5"]
     for k, (_, dt) in m["inputs"].items(): args += ["--input", f"{k}={zoo}/{tag}.in.{k}.{dt}.bin"]
     with tempfile.TemporaryDirectory() as d:
         try:

@@ -1,0 +1,313 @@
+/**
+ * Element types. Inside kiln every value has one of {@linkcode DType}; `f64` is computed in f64
+ * where the backend has it (reference, wasm) and narrowed to f32 only where the caller allows it
+ * (WGSL has no f64); `i64` exists only at the boundary (graph inputs/outputs, constants from
+ * ONNX), where it is narrowed to `i32` with a range check, because no backend we target has 64-bit
+ * integer arithmetic worth using. `f16` is a storage
+ * type: its bits live in a `Uint16Array` (Node 20 has no `Float16Array`) and arithmetic happens in
+ * wider floats. The narrow integers (`i16`, `u16`, `i8`, `u8`) are computed in 32 bits and wrap to
+ * their width after every op, as a store would.
+ *
+ * @module
+ */
+import { KilnError } from "../support/errors.ts";
+
+/** Element types a value inside a kiln graph can have. */
+export type DType = "f64" | "f32" | "f16" | "i32" | "u32" | "i16" | "u16" | "i8" | "u8" | "bool";
+
+/** Element types accepted at a graph's boundary: {@linkcode DType} plus `i64`. */
+export type BoundaryDType = DType | "i64";
+
+/** The typed array that stores each {@linkcode DType}. */
+export interface TypedArrayFor {
+  /** 64-bit float. */
+  f64: Float64Array;
+  /** 32-bit float. */
+  f32: Float32Array;
+  /** 16-bit float, stored as raw bits. */
+  f16: Uint16Array;
+  /** 32-bit signed integer. */
+  i32: Int32Array;
+  /** 32-bit unsigned integer. */
+  u32: Uint32Array;
+  /** 16-bit signed integer. */
+  i16: Int16Array;
+  /** 16-bit unsigned integer (the same array kind as f16's bits: the dtype tells them apart). */
+  u16: Uint16Array;
+  /** 8-bit signed integer. */
+  i8: Int8Array;
+  /** 8-bit unsigned integer. */
+  u8: Uint8Array;
+  /** Boolean, one byte per element holding 0 or 1. */
+  bool: Uint8Array;
+  /** 64-bit signed integer (boundary only). */
+  i64: BigInt64Array;
+}
+
+/** Any typed array kiln stores tensor data in. */
+export type TensorData =
+  | Float64Array
+  | Float32Array
+  | Uint16Array
+  | Int32Array
+  | Uint32Array
+  | Int16Array
+  | Int8Array
+  | Uint8Array
+  | BigInt64Array;
+
+/** Every internal dtype, in a stable order. */
+export const DTYPES: readonly DType[] = [
+  "f32",
+  "f16",
+  "f64",
+  "i32",
+  "u32",
+  "i16",
+  "u16",
+  "i8",
+  "u8",
+  "bool",
+];
+
+const BYTES: Record<BoundaryDType, number> = {
+  f64: 8,
+  f32: 4,
+  f16: 2,
+  i32: 4,
+  u32: 4,
+  i16: 2,
+  u16: 2,
+  i8: 1,
+  u8: 1,
+  bool: 1,
+  i64: 8,
+};
+
+/** Bytes per element of `dtype`. */
+export function byteSize(dtype: BoundaryDType): number {
+  return BYTES[dtype];
+}
+
+/** Whether `dtype` is a floating-point type. */
+export function isFloat(dtype: DType): boolean {
+  return dtype === "f32" || dtype === "f16" || dtype === "f64";
+}
+
+const RANGES: Partial<Record<DType, readonly [number, number]>> = {
+  i32: [-2147483648, 2147483647],
+  u32: [0, 4294967295],
+  i16: [-32768, 32767],
+  u16: [0, 65535],
+  i8: [-128, 127],
+  u8: [0, 255],
+};
+
+/** The values integer `dtype` holds, `[lowest, highest]` (undefined for floats and bool). */
+export function intRange(dtype: DType): readonly [number, number] | undefined {
+  return RANGES[dtype];
+}
+
+/** Whether `dtype` is an integer type (bool excluded). */
+export function isInt(dtype: DType): boolean {
+  return intRange(dtype) !== undefined;
+}
+
+/** Whether `s` names a boundary dtype. */
+export function isDType(s: unknown): s is BoundaryDType {
+  return typeof s === "string" && s in BYTES;
+}
+
+/** Allocates a zeroed typed array of `length` elements for `dtype`. */
+export function allocate<D extends BoundaryDType>(dtype: D, length: number): TypedArrayFor[D] {
+  switch (dtype) {
+    case "f64":
+      return new Float64Array(length) as TypedArrayFor[D];
+    case "f32":
+      return new Float32Array(length) as TypedArrayFor[D];
+    case "f16":
+      return new Uint16Array(length) as TypedArrayFor[D];
+    case "i32":
+      return new Int32Array(length) as TypedArrayFor[D];
+    case "u32":
+      return new Uint32Array(length) as TypedArrayFor[D];
+    case "i16":
+      return new Int16Array(length) as TypedArrayFor[D];
+    case "u16":
+      return new Uint16Array(length) as TypedArrayFor[D];
+    case "i8":
+      return new Int8Array(length) as TypedArrayFor[D];
+    case "u8":
+    case "bool":
+      return new Uint8Array(length) as TypedArrayFor[D];
+    case "i64":
+      return new BigInt64Array(length) as TypedArrayFor[D];
+  }
+  throw new KilnError(`Unknown dtype "${dtype}"`, {
+    code: "bad-attribute",
+    fix: `use one of ${Object.keys(BYTES).join(", ")}`,
+  });
+}
+
+/** `values` stored as `dtype` (f16 rounded to its bits, bool as 0/1, integers truncated). */
+export function fromNumbers(dtype: DType, values: ArrayLike<number>): TensorData {
+  switch (dtype) {
+    case "f16":
+      return Uint16Array.from(values, (v) => toF16Bits(v));
+    case "bool":
+      return Uint8Array.from(values, (v) => +(v !== 0));
+    default: {
+      const out = allocate(dtype, values.length) as Exclude<TensorData, BigInt64Array>;
+      out.set(values);
+      return out;
+    }
+  }
+}
+
+/** The range of each integer dtype, inclusive. */
+const INTEGER_RANGE: Partial<Record<DType, readonly [number, number]>> = {
+  i32: [-(2 ** 31), 2 ** 31 - 1],
+  u32: [0, 2 ** 32 - 1],
+  i16: [-(2 ** 15), 2 ** 15 - 1],
+  u16: [0, 2 ** 16 - 1],
+  i8: [-128, 127],
+  u8: [0, 255],
+};
+
+/**
+ * {@linkcode fromNumbers} for values a caller wrote: a value an integer `dtype` cannot hold (out
+ * of range, NaN, infinite) is a typed error naming it, where a typed array would wrap it silently
+ * (`3e10` as i32 is -64771072). Fractions still truncate toward zero, as a cast does.
+ */
+export function exactNumbers(dtype: DType, values: ArrayLike<number>, what: string): TensorData {
+  const range = INTEGER_RANGE[dtype];
+  for (let i = 0; range && i < values.length; i++) {
+    const v = Math.trunc(values[i]);
+    if (v >= range[0] && v <= range[1]) continue;
+    throw new KilnError(
+      `${what}: element ${i} is ${values[i]}, which ${dtype} cannot hold ([${range[0]}, ${
+        range[1]
+      }])`,
+      {
+        code: "out-of-range",
+        fix: "pass values in the dtype's range, or a wider dtype (f32, f64)",
+      },
+    );
+  }
+  return fromNumbers(dtype, values);
+}
+
+/** Whether `data` is the typed array kind that stores `dtype`. */
+export function matchesDType(data: TensorData, dtype: BoundaryDType): boolean {
+  switch (dtype) {
+    case "f64":
+      return data instanceof Float64Array;
+    case "f32":
+      return data instanceof Float32Array;
+    case "f16":
+      return data instanceof Uint16Array;
+    case "i32":
+      return data instanceof Int32Array;
+    case "u32":
+      return data instanceof Uint32Array;
+    case "i16":
+      return data instanceof Int16Array;
+    case "u16":
+      return data instanceof Uint16Array;
+    case "i8":
+      return data instanceof Int8Array;
+    case "u8":
+    case "bool":
+      return data instanceof Uint8Array;
+    case "i64":
+      return data instanceof BigInt64Array;
+  }
+}
+
+/** The dtype a typed array most naturally holds (`Uint8Array` → `u8`, `Uint16Array` → `f16`). */
+export function dtypeOfData(data: TensorData): BoundaryDType {
+  if (data instanceof Float32Array) return "f32";
+  if (data instanceof Float64Array) return "f64";
+  if (data instanceof Uint16Array) return "f16";
+  if (data instanceof Int32Array) return "i32";
+  if (data instanceof Uint32Array) return "u32";
+  if (data instanceof Int16Array) return "i16";
+  if (data instanceof Int8Array) return "i8";
+  if (data instanceof Uint8Array) return "u8";
+  return "i64";
+}
+
+const I32_MIN = -2147483648;
+const I32_MAX = 2147483647;
+
+/**
+ * Narrows boundary `i64` data to the `i32` kiln computes with.
+ * Throws when a value does not fit, naming the first offending element.
+ */
+export function narrowI64(data: BigInt64Array, what: string): Int32Array {
+  const out = new Int32Array(data.length);
+  for (let i = 0; i < data.length; i++) {
+    const v = data[i];
+    if (v < I32_MIN || v > I32_MAX) {
+      throw new KilnError(
+        `${what}: element ${i} is ${v}, which does not fit in i32 (kiln holds i64 as i32 inside)`,
+        { code: "out-of-range", fix: "pass values in [-2^31, 2^31) or use f32 data" },
+      );
+    }
+    out[i] = Number(v);
+  }
+  return out;
+}
+
+/** Widens `i32` data to boundary `i64`. */
+export function widenToI64(data: Int32Array): BigInt64Array {
+  const out = new BigInt64Array(data.length);
+  for (let i = 0; i < data.length; i++) out[i] = BigInt(data[i]);
+  return out;
+}
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+/** Converts a number to IEEE half-precision bits, rounding to nearest even. */
+export function toF16Bits(value: number): number {
+  f32[0] = value;
+  const x = u32[0];
+  const sign = (x >>> 16) & 0x8000;
+  const exp = (x >>> 23) & 0xff;
+  let mant = x & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
+  let e = exp - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00;
+  if (e <= 0) {
+    if (e < -10) return sign;
+    mant |= 0x800000;
+    const shift = 14 - e;
+    const half = 1 << (shift - 1);
+    let m = mant >>> shift;
+    const rest = mant & ((1 << shift) - 1);
+    if (rest > half || (rest === half && (m & 1))) m++;
+    return sign | m;
+  }
+  let m = mant >>> 13;
+  const rest = mant & 0x1fff;
+  if (rest > 0x1000 || (rest === 0x1000 && (m & 1))) {
+    m++;
+    if (m === 0x400) {
+      m = 0;
+      e++;
+      if (e >= 0x1f) return sign | 0x7c00;
+    }
+  }
+  return sign | (e << 10) | m;
+}
+
+/** Converts IEEE half-precision bits to a number. */
+export function fromF16Bits(bits: number): number {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const exp = (bits >>> 10) & 0x1f;
+  const mant = bits & 0x3ff;
+  if (exp === 0) return sign * mant * 2 ** -24;
+  if (exp === 0x1f) return mant ? NaN : sign * Infinity;
+  return sign * (1 + mant / 1024) * 2 ** (exp - 15);
+}

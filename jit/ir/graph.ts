@@ -1,0 +1,463 @@
+/**
+ * The graph IR: an immutable, validated DAG of op nodes over typed values. {@linkcode Graph.create}
+ * is the only way to make one, and it checks everything once — names, ops, arity, attributes,
+ * dangling references, cycles, shapes, dtypes — so every later stage (legalize, fuse, schedule,
+ * codegen) can trust what it receives. Nodes are stored in topological order and nodes that no
+ * output depends on are dropped.
+ *
+ * @module
+ */
+import { checkBudget } from "../runtime/budget.ts";
+import { type BoundaryDType, type DType, isDType, narrowI64, type TensorData } from "./dtype.ts";
+import { KilnError } from "../support/errors.ts";
+import { checkHostTensor, type HostTensor } from "./host_tensor.ts";
+import { type Attrs, inferNode } from "../ops/mod.ts";
+import { canonicalize } from "./canonical.ts";
+import { formatShape, isValidShape, type Shape } from "./shape.ts";
+
+/** A graph input as declared in a {@linkcode GraphSpec}. */
+export interface InputSpec {
+  /** Name the caller passes data under. */
+  readonly name: string;
+  /** Static shape. */
+  readonly shape: Shape;
+  /** Element type (`i64` is accepted and held as `i32`). */
+  readonly dtype: BoundaryDType;
+}
+
+/** A named parameter (weights): an input with optional initial data, settable with `setParam`. */
+export interface ParamSpec extends InputSpec {
+  /** Initial data; copied when the graph is created. */
+  readonly data?: TensorData;
+}
+
+/** A node as declared in a {@linkcode GraphSpec}: inputs and outputs are value names. */
+export interface NodeSpec {
+  /** Op name. */
+  readonly op: string;
+  /** Names of the input values, in order. */
+  readonly inputs: readonly string[];
+  /** Names for the output values, in order. */
+  readonly outputs: readonly string[];
+  /** Attributes. */
+  readonly attrs?: Attrs;
+  /** Optional node name for messages and `explain`. */
+  readonly name?: string;
+}
+
+/** A graph output: which value is exposed under which name. */
+export interface OutputSpec {
+  /** The name results are returned under. */
+  readonly name: string;
+  /** The value exposed. */
+  readonly value: string;
+  /** `i64` to widen an `i32` result at the boundary. */
+  readonly dtype?: BoundaryDType;
+}
+
+/** The raw description {@linkcode Graph.create} validates; nodes may come in any order. */
+export interface GraphSpec {
+  /** Graph inputs. */
+  readonly inputs: readonly InputSpec[];
+  /** Parameters. */
+  readonly params?: readonly ParamSpec[];
+  /** Nodes, in any order. */
+  readonly nodes: readonly NodeSpec[];
+  /** Graph outputs. */
+  readonly outputs: readonly OutputSpec[];
+}
+
+/** A typed value of a {@linkcode Graph}. */
+export interface Value {
+  /** Index in `graph.values`. */
+  readonly id: number;
+  /** The value's name. */
+  readonly name: string;
+  /** Static shape. */
+  readonly shape: Shape;
+  /** Element type. */
+  readonly dtype: DType;
+  /** Index of the producing node, or -1 for inputs and params. */
+  readonly producer: number;
+}
+
+/** A node of a {@linkcode Graph}, referring to values by id. */
+export interface Node {
+  /** Index in `graph.nodes` (topological order). */
+  readonly id: number;
+  /** Op name. */
+  readonly op: string;
+  /** Input value ids. */
+  readonly inputs: readonly number[];
+  /** Output value ids. */
+  readonly outputs: readonly number[];
+  /** Attributes. */
+  readonly attrs: Attrs;
+  /** Label for messages, e.g. `node "fc1" (MatMul)`. */
+  readonly label: string;
+  /** The node's name (its first output's when it was given none), e.g. `fc1`. */
+  readonly name: string;
+}
+
+/** A graph input or parameter bound to a value. */
+export interface GraphInput {
+  /** The input's name. */
+  readonly name: string;
+  /** The value id. */
+  readonly value: number;
+  /** Boundary dtype (may be `i64`). */
+  readonly dtype: BoundaryDType;
+  /** The declared shape. */
+  readonly shape: Shape;
+}
+
+/** A parameter bound to a value, with its initial data (internal dtype) if any. */
+export interface GraphParam extends GraphInput {
+  /** Initial data, already narrowed to the internal dtype. */
+  readonly data?: TensorData;
+}
+
+/** A graph output bound to a value. */
+export interface GraphOutput {
+  /** The output's name. */
+  readonly name: string;
+  /** The value id. */
+  readonly value: number;
+  /** Boundary dtype (may be `i64`). */
+  readonly dtype: BoundaryDType;
+}
+
+const internal = (d: BoundaryDType): DType => (d === "i64" ? "i32" : d);
+
+/** An immutable, validated tensor graph. Build one with `GraphBuilder` or {@linkcode Graph.create}. */
+export class Graph {
+  /** Every value, indexed by id. */
+  readonly values: readonly Value[];
+  /** Nodes in topological order. */
+  readonly nodes: readonly Node[];
+  /** Graph inputs, in declaration order. */
+  readonly inputs: readonly GraphInput[];
+  /** Parameters, in declaration order. */
+  readonly params: readonly GraphParam[];
+  /** Graph outputs, in declaration order. */
+  readonly outputs: readonly GraphOutput[];
+  #canonical?: { text: string; hash: string };
+  #consumers?: number[][];
+
+  private constructor(parts: GraphParts) {
+    this.values = Object.freeze(parts.values.map((v) => Object.freeze(v)));
+    this.nodes = Object.freeze(parts.nodes.map((n) => Object.freeze(n)));
+    this.inputs = Object.freeze(parts.inputs.map((v) => Object.freeze(v)));
+    this.params = Object.freeze(parts.params.map((v) => Object.freeze(v)));
+    this.outputs = Object.freeze(parts.outputs.map((v) => Object.freeze(v)));
+  }
+
+  /**
+   * Validates `spec` and builds the graph. Throws a {@linkcode KilnError} naming the node, op and
+   * shapes involved, with a `Fix:` hint, for any defect.
+   */
+  static create(spec: GraphSpec): Graph {
+    return new Graph(validate(spec));
+  }
+
+  /** Structural hash: equal for isomorphic graphs, whatever the node order or value names. */
+  hash(): string {
+    return (this.#canonical ??= canonicalize(this)).hash;
+  }
+
+  /** Canonical serialization the hash is taken of; caches compare it to rule out collisions. */
+  canonical(): string {
+    return (this.#canonical ??= canonicalize(this)).text;
+  }
+
+  /** Ids of the nodes that read value `id`. */
+  consumers(id: number): readonly number[] {
+    if (!this.#consumers) {
+      this.#consumers = this.values.map(() => []);
+      for (const n of this.nodes) for (const v of n.inputs) this.#consumers[v].push(n.id);
+    }
+    return this.#consumers[id];
+  }
+
+  /** A readable listing of the graph. */
+  toString(): string {
+    const t = (id: number) =>
+      `${this.values[id].name}: ${this.values[id].dtype}${formatShape(this.values[id].shape)}`;
+    const lines = [
+      ...this.inputs.map((i) => `input ${t(i.value)}`),
+      ...this.params.map((p) => `param ${t(p.value)}`),
+      ...this.nodes.map((n) =>
+        `${n.outputs.map(t).join(", ")} = ${n.op}(${
+          n.inputs.map((i) => this.values[i].name).join(", ")
+        })`
+      ),
+      ...this.outputs.map((o) => `output ${o.name} = ${this.values[o.value].name}`),
+    ];
+    return lines.join("\n");
+  }
+}
+
+/**
+ * The inputs, params and outputs of `graph` as a {@linkcode GraphSpec} declares them, for a pass
+ * that rebuilds the graph around new nodes; `name` renames the output values (default: theirs).
+ */
+export function boundaryOf(
+  graph: Graph,
+  name: (value: number) => string = (v) => graph.values[v].name,
+): Pick<GraphSpec, "inputs" | "outputs"> & { params: ParamSpec[] } {
+  return {
+    inputs: graph.inputs.map((i) => ({ name: i.name, shape: i.shape, dtype: i.dtype })),
+    params: graph.params.map((p) => ({
+      name: p.name,
+      shape: p.shape,
+      dtype: graph.values[p.value].dtype,
+      data: p.data,
+    })),
+    outputs: graph.outputs.map((o) => ({ name: o.name, value: name(o.value), dtype: o.dtype })),
+  };
+}
+
+/**
+ * Node `n` of `graph` as a {@linkcode NodeSpec} for a pass that rebuilds the graph, its values by
+ * name; `input` names its inputs (default: their own names, as `boundaryOf` names values).
+ */
+export function nodeSpecOf(
+  graph: Graph,
+  n: Node,
+  input: (value: number) => string = (v) => graph.values[v].name,
+): NodeSpec {
+  return {
+    op: n.op,
+    inputs: n.inputs.map(input),
+    outputs: n.outputs.map((v) => graph.values[v].name),
+    attrs: n.attrs,
+  };
+}
+
+function fail(what: string, fix: string, code: KilnError["code"]): never {
+  throw new KilnError(what, { code, fix });
+}
+
+function checkDecl(decl: InputSpec, kind: string): void {
+  if (typeof decl.name !== "string" || decl.name === "") {
+    fail(`${kind} has no name`, `give every ${kind} a non-empty name`, "invalid-graph");
+  }
+  if (!isValidShape(decl.shape)) {
+    fail(
+      `${kind} "${decl.name}": shape ${JSON.stringify(decl.shape)} is invalid`,
+      "use a list of non-negative integers",
+      "invalid-graph",
+    );
+  }
+  if (!isDType(decl.dtype)) {
+    fail(
+      `${kind} "${decl.name}": unknown dtype ${JSON.stringify(decl.dtype)}`,
+      "use f32, f16, i32, u32, i8, u8, bool or i64",
+      "dtype-mismatch",
+    );
+  }
+}
+
+function paramData(p: ParamSpec): TensorData | undefined {
+  if (p.data === undefined) return undefined;
+  const t = checkHostTensor({ data: p.data, shape: p.shape, dtype: p.dtype }, `param "${p.name}"`);
+  return t.dtype === "i64"
+    ? narrowI64(t.data as BigInt64Array, `param "${p.name}"`)
+    : t.data.slice();
+}
+
+/** Copies Constant tensors so later writes by the caller cannot change the graph. */
+function ownAttrs(attrs: Attrs | undefined, where: string): Attrs {
+  const out: Record<string, Attrs[string]> = {};
+  for (const [k, v] of Object.entries(attrs ?? {})) {
+    if (v === undefined) continue;
+    if (typeof v === "object" && !Array.isArray(v)) {
+      const t = checkHostTensor(v, `${where} attribute ${k}`);
+      const data = t.dtype === "i64" ? narrowI64(t.data as BigInt64Array, where) : t.data.slice();
+      out[k] = Object.freeze({
+        data,
+        shape: Object.freeze([...t.shape]),
+        dtype: internal(t.dtype),
+      }) as HostTensor;
+    } else {
+      out[k] = Array.isArray(v) ? Object.freeze([...v]) : v;
+    }
+  }
+  return Object.freeze(out);
+}
+
+interface GraphParts {
+  values: Value[];
+  nodes: Node[];
+  inputs: GraphInput[];
+  params: GraphParam[];
+  outputs: GraphOutput[];
+}
+
+function validate(spec: GraphSpec): GraphParts {
+  const values: Value[] = [];
+  const byName = new Map<string, number>();
+  const define = (
+    name: string,
+    shape: Shape,
+    dtype: DType,
+    producer: number,
+    what: string,
+  ): number => {
+    if (byName.has(name)) {
+      fail(
+        `${what}: the name "${name}" is defined twice`,
+        "give every input, param and node output a unique name",
+        "duplicate-name",
+      );
+    }
+    checkBudget(shape, dtype, what);
+    const id = values.length;
+    values.push({ id, name, shape: Object.freeze([...shape]), dtype, producer });
+    byName.set(name, id);
+    return id;
+  };
+  const inputs = spec.inputs.map((i): GraphInput => {
+    checkDecl(i, "input");
+    return {
+      name: i.name,
+      dtype: i.dtype,
+      shape: [...i.shape],
+      value: define(i.name, i.shape, internal(i.dtype), -1, `input "${i.name}"`),
+    };
+  });
+  const params = (spec.params ?? []).map((p): GraphParam => {
+    checkDecl(p, "param");
+    const data = paramData(p);
+    return {
+      name: p.name,
+      dtype: p.dtype,
+      shape: [...p.shape],
+      data,
+      value: define(p.name, p.shape, internal(p.dtype), -1, `param "${p.name}"`),
+    };
+  });
+
+  // Map every output name to its node so inputs can be resolved regardless of node order.
+  const producerOf = new Map<string, number>();
+  spec.nodes.forEach((n, i) => {
+    for (const o of n.outputs) {
+      if (producerOf.has(o) || byName.has(o)) {
+        fail(
+          `node ${label(n, i)}: output name "${o}" is defined twice`,
+          "give every value a unique name",
+          "duplicate-name",
+        );
+      }
+      producerOf.set(o, i);
+    }
+  });
+
+  // Keep only nodes that some graph output depends on.
+  const live = new Set<number>();
+  const stack: string[] = [];
+  for (const o of spec.outputs) {
+    if (!byName.has(o.value) && !producerOf.has(o.value)) {
+      fail(
+        `output "${o.name}" refers to "${o.value}", which nothing defines`,
+        "output a declared input or a node's output",
+        "dangling-input",
+      );
+    }
+    stack.push(o.value);
+  }
+  while (stack.length) {
+    const name = stack.pop()!;
+    const i = producerOf.get(name);
+    if (i === undefined || live.has(i)) continue;
+    live.add(i);
+    for (const input of spec.nodes[i].inputs) {
+      if (!byName.has(input) && !producerOf.has(input)) {
+        fail(
+          `node ${
+            label(spec.nodes[i], i)
+          }: input "${input}" is not defined by any input, param or node`,
+          "declare it with input()/param() or add the node that produces it",
+          "dangling-input",
+        );
+      }
+      stack.push(input);
+    }
+  }
+
+  // Kahn's algorithm in spec order; whatever is left over sits on a cycle.
+  const order = [...live].sort((a, b) => a - b);
+  const pending = new Map(
+    order.map((i) => [i, spec.nodes[i].inputs.filter((x) => producerOf.has(x)).length]),
+  );
+  const ready = order.filter((i) => pending.get(i) === 0);
+  const sorted: number[] = [];
+  const users = new Map<string, number[]>();
+  for (const i of order) {
+    for (const x of spec.nodes[i].inputs) {
+      if (producerOf.has(x)) users.set(x, [...(users.get(x) ?? []), i]);
+    }
+  }
+  while (ready.length) {
+    const i = ready.shift()!;
+    sorted.push(i);
+    for (const o of spec.nodes[i].outputs) {
+      for (const u of users.get(o) ?? []) {
+        const left = pending.get(u)! - 1;
+        pending.set(u, left);
+        if (left === 0) ready.push(u);
+      }
+    }
+  }
+  if (sorted.length !== order.length) {
+    const stuck = order.filter((i) => !sorted.includes(i)).map((i) => label(spec.nodes[i], i));
+    fail(
+      `the graph has a cycle through ${stuck.join(", ")}`,
+      "a node cannot depend on its own output; break the loop (state belongs in a state binding)",
+      "cycle",
+    );
+  }
+
+  const nodes: Node[] = sorted.map((i, id) => {
+    const n = spec.nodes[i];
+    const where = `node ${label(n, i)}`;
+    const ins = n.inputs.map((x) => byName.get(x)!);
+    const attrs = ownAttrs(n.attrs, where);
+    const types = inferNode(n.op, ins.map((v) => values[v]), attrs, `${where} (${n.op})`);
+    if (types.length !== n.outputs.length) {
+      fail(
+        `${where} (${n.op}) produces ${types.length} outputs, ${n.outputs.length} are named`,
+        `name exactly ${types.length} outputs`,
+        "invalid-graph",
+      );
+    }
+    const outs = types.map((t, k) => define(n.outputs[k], t.shape, t.dtype, id, where));
+    const name = n.name ?? n.outputs[0] ?? `#${i}`;
+    return { id, op: n.op, inputs: ins, outputs: outs, attrs, label: `${where} (${n.op})`, name };
+  });
+
+  const outputs = spec.outputs.map((o): GraphOutput => {
+    const value = byName.get(o.value)!;
+    const dtype = o.dtype ?? values[value].dtype;
+    if (dtype !== values[value].dtype && !(dtype === "i64" && values[value].dtype === "i32")) {
+      fail(
+        `output "${o.name}" is ${values[value].dtype} but is declared ${dtype}`,
+        "declare the value's dtype (only i32 may widen to i64), or Cast it",
+        "dtype-mismatch",
+      );
+    }
+    return { name: o.name, value, dtype };
+  });
+  const outNames = new Set(outputs.map((o) => o.name));
+  if (outNames.size !== outputs.length) {
+    fail("two outputs share a name", "give every output a unique name", "duplicate-name");
+  }
+  if (outputs.length === 0) {
+    fail("the graph has no outputs", "mark at least one value with output()", "invalid-graph");
+  }
+  return { values, nodes, inputs, params, outputs };
+}
+
+function label(n: NodeSpec, i: number): string {
+  return JSON.stringify(n.name ?? n.outputs[0] ?? `#${i}`);
+}

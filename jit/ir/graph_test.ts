@@ -1,0 +1,161 @@
+import assert from "node:assert/strict";
+import { KilnError, type KilnErrorCode } from "../support/errors.ts";
+import { Graph } from "./graph.ts";
+import { GraphBuilder } from "../frontend/graph_builder.ts";
+
+function throwsKiln(fn: () => unknown, code: KilnErrorCode, ...patterns: RegExp[]): void {
+  assert.throws(fn, (e: unknown) => {
+    assert.ok(e instanceof KilnError, `expected KilnError, got ${e}`);
+    assert.equal(e.code, code, e.message);
+    assert.match(e.message, /Fix: \S/);
+    for (const p of patterns) assert.match(e.message, p);
+    return true;
+  });
+}
+
+Deno.test("a valid graph is typed, topologically ordered and frozen", () => {
+  const g = Graph.create({
+    inputs: [{ name: "x", shape: [2, 3], dtype: "f32" }],
+    nodes: [
+      { op: "Relu", inputs: ["h"], outputs: ["y"] },
+      { op: "MatMul", inputs: ["x", "w"], outputs: ["h"] },
+    ],
+    params: [{ name: "w", shape: [3, 4], dtype: "f32" }],
+    outputs: [{ name: "y", value: "y" }],
+  });
+  assert.deepEqual(g.nodes.map((n) => n.op), ["MatMul", "Relu"]);
+  assert.deepEqual(g.values[g.outputs[0].value].shape, [2, 4]);
+  assert.ok(Object.isFrozen(g.nodes) && Object.isFrozen(g.nodes[0]));
+});
+
+Deno.test("nodes no output depends on are dropped", () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [2]);
+  b.op("Exp", [x]);
+  b.output("y", b.op("Neg", [x]));
+  assert.deepEqual(b.build().nodes.map((n) => n.op), ["Neg"]);
+});
+
+Deno.test("shape mismatch names the node, op and shapes", () => {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Add", [b.input("a", [2, 3]), b.input("b", [4])], {}, { name: "sum" }));
+  throwsKiln(() => b.build(), "shape-mismatch", /"sum" \(Add\)/, /\[2, 3\] and \[4\]/);
+  const m = new GraphBuilder();
+  m.output("y", m.op("MatMul", [m.input("a", [2, 3]), m.input("b", [4, 5])]));
+  throwsKiln(() => m.build(), "shape-mismatch", /inner dimensions/, /\[2, 3\] · \[4, 5\]/);
+  const r = new GraphBuilder();
+  r.output("y", r.op("Reshape", [r.input("a", [2, 3])], { shape: [4] }));
+  throwsKiln(() => r.build(), "shape-mismatch", /element count 6/);
+});
+
+Deno.test("bad axes, dtype clashes, bad attributes", () => {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Softmax", [b.input("x", [2, 3])], { axis: 2 }));
+  throwsKiln(
+    () => b.build(),
+    "bad-axis",
+    /axis 2 is out of range for a tensor of rank 2/,
+    /\[-2, 1\]/,
+  );
+  const d = new GraphBuilder();
+  d.output("y", d.op("Add", [d.input("a", [2]), d.input("b", [2], "i32")]));
+  throwsKiln(() => d.build(), "dtype-mismatch", /Cast/);
+  for (const [from, to] of [["f32", "f32"], ["i32", "u32"], ["f16", "i32"]] as const) {
+    const c = new GraphBuilder();
+    c.output("y", c.op("Bitcast", [c.input("a", [2], from)], { to }));
+    throwsKiln(() => c.build(), "dtype-mismatch", /Bitcast between f32 and i32\/u32|Bitcast takes/);
+  }
+  const f = new GraphBuilder();
+  f.output("y", f.op("Exp", [f.input("a", [2], "i32")]));
+  throwsKiln(() => f.build(), "dtype-mismatch", /Exp takes f32\/f16/);
+  const a = new GraphBuilder();
+  a.output("y", a.op("Transpose", [a.input("x", [2, 3])], { perm: [0, 0] }));
+  throwsKiln(() => a.build(), "bad-axis", /not a permutation/);
+  const s = new GraphBuilder();
+  s.output("y", s.op("Concat", [s.input("x", [2, 3])], { axis: "0" as unknown as number }));
+  throwsKiln(() => s.build(), "bad-attribute", /axis must be an integer/);
+});
+
+Deno.test("unknown ops suggest close names", () => {
+  const b = new GraphBuilder();
+  b.output("y", b.op("relu", [b.input("x", [2])]));
+  throwsKiln(() => b.build(), "unknown-op", /unknown op "relu"/, /Relu/);
+});
+
+Deno.test("cycles and dangling inputs are reported with the nodes involved", () => {
+  throwsKiln(
+    () =>
+      Graph.create({
+        inputs: [{ name: "x", shape: [2], dtype: "f32" }],
+        nodes: [
+          { op: "Add", inputs: ["x", "c"], outputs: ["a"], name: "first" },
+          { op: "Neg", inputs: ["a"], outputs: ["c"], name: "second" },
+        ],
+        outputs: [{ name: "y", value: "c" }],
+      }),
+    "cycle",
+    /"first"/,
+    /"second"/,
+  );
+  throwsKiln(
+    () =>
+      Graph.create({
+        inputs: [{ name: "x", shape: [2], dtype: "f32" }],
+        nodes: [{ op: "Add", inputs: ["x", "ghost"], outputs: ["y"] }],
+        outputs: [{ name: "y", value: "y" }],
+      }),
+    "dangling-input",
+    /"ghost"/,
+  );
+  throwsKiln(
+    () => Graph.create({ inputs: [], nodes: [], outputs: [{ name: "y", value: "nothing" }] }),
+    "dangling-input",
+  );
+});
+
+Deno.test("duplicate names, wrong arity, wrong output count, no outputs", () => {
+  throwsKiln(
+    () =>
+      new GraphBuilder().input("x", [1]) &&
+      Graph.create({
+        inputs: [{ name: "x", shape: [1], dtype: "f32" }, { name: "x", shape: [1], dtype: "f32" }],
+        nodes: [],
+        outputs: [{ name: "y", value: "x" }],
+      }),
+    "duplicate-name",
+  );
+  const b = new GraphBuilder();
+  b.output("y", b.op("Add", [b.input("x", [1])]));
+  throwsKiln(() => b.build(), "invalid-graph", /takes 2 inputs, got 1/);
+  const s = new GraphBuilder();
+  const parts = s.opN("Split", [s.input("x", [4])], { split: [2, 2] }, 3);
+  s.output("y", parts[0]);
+  throwsKiln(() => s.build(), "invalid-graph", /produces 2 outputs, 3 are named/);
+  const n = new GraphBuilder();
+  n.input("x", [1]);
+  throwsKiln(() => n.build(), "invalid-graph", /no outputs/);
+});
+
+Deno.test("i64 at the boundary: narrowed with a range check, widened on output", () => {
+  const b = new GraphBuilder();
+  b.output("y", b.constant(new BigInt64Array([1n, -2n])), { dtype: "i64" });
+  const g = b.build();
+  assert.equal(g.values[g.outputs[0].value].dtype, "i32");
+  assert.equal(g.outputs[0].dtype, "i64");
+  const big = new GraphBuilder();
+  big.output("y", big.constant(new BigInt64Array([1n << 40n])));
+  throwsKiln(() => big.build(), "out-of-range", /does not fit in i32/);
+  const f = new GraphBuilder();
+  f.output("y", f.input("x", [1]), { dtype: "i64" });
+  throwsKiln(() => f.build(), "dtype-mismatch", /only i32 may widen/);
+});
+
+Deno.test("constants are copied: later writes by the caller do not change the graph", () => {
+  const data = new Float32Array([1, 2]);
+  const b = new GraphBuilder();
+  b.output("y", b.constant(data));
+  const g = b.build();
+  const before = g.hash();
+  data[0] = 99;
+  assert.equal(g.hash(), before);
+});

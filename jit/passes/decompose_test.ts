@@ -1,0 +1,144 @@
+import assert from "node:assert/strict";
+import { decompose } from "./decompose.ts";
+import type { HostTensor } from "../ir/host_tensor.ts";
+import { GraphBuilder } from "../frontend/graph_builder.ts";
+import { type Attrs, getOp, opNames } from "../ops/mod.ts";
+import { uniform } from "../support/random.ts";
+import { assertClose, f32, i32, numbers, runGraph } from "../testing/testing.ts";
+
+/** One case per decomposable op: inputs, attributes, tolerance. */
+const cases: Record<
+  string,
+  { inputs: HostTensor[]; attrs?: Attrs; atol?: number; outputs?: number }[]
+> = {
+  Concat: [
+    {
+      inputs: [f32([1, 2, 3, 4], [2, 2]), f32([5, 6], [2, 1]), f32([7, 8, -0, NaN], [2, 2])],
+      attrs: { axis: 1 },
+    },
+    { inputs: [f32([1, 2], [1, 2]), f32([], [0, 2]), f32([3, 4], [1, 2])], attrs: { axis: -2 } },
+    { inputs: [i32([1, 2, 3])], attrs: { axis: 0 } },
+  ],
+  Split: [
+    { inputs: [f32(uniform(24, 30), [2, 12])], attrs: { axis: 1, split: [3, 0, 9] }, outputs: 3 },
+    { inputs: [f32(uniform(10, 31), [5, 2])], attrs: { axis: 0, num_outputs: 2 }, outputs: 2 },
+  ],
+  ArgMax: [
+    { inputs: [f32([1, 3, 3, 2, NaN, 5, NaN, 0, -1], [3, 3])], attrs: { axis: 1 } },
+    {
+      inputs: [f32([1, 3, 3, 2, 2, 0], [2, 3])],
+      attrs: { axis: 1, select_last_index: 1, keepdims: 0 },
+    },
+    { inputs: [i32([4, -1, 9, 9], [2, 2])], attrs: { axis: 0 } },
+  ],
+  ArgMin: [
+    { inputs: [f32([1, -3, -3, 2, NaN, 5], [2, 3])], attrs: { axis: -1, keepdims: 0 } },
+    { inputs: [f32([2, 1, 1, 0, 0, 3], [3, 2])], attrs: { axis: 0, select_last_index: 1 } },
+  ],
+  CumSum: [
+    { inputs: [f32(uniform(24, 32), [2, 3, 4])], attrs: { axis: 1 }, atol: 1e-5 },
+    { inputs: [f32(uniform(12, 33), [3, 4])], attrs: { axis: -1, exclusive: 1 }, atol: 1e-5 },
+    { inputs: [i32([1, 2, 3, 4, 5])], attrs: { axis: 0, reverse: 1 } },
+    { inputs: [f32([1, 2, 3, 4])], attrs: { axis: 0, reverse: 1, exclusive: 1 } },
+  ],
+  Reciprocal: [{ inputs: [f32([0.5, -2, 0, Infinity, NaN])] }],
+  Relu: [{ inputs: [f32([-1, 0, 2, NaN, -Infinity])] }, { inputs: [i32([-3, 3])] }],
+  LeakyRelu: [{ inputs: [f32([-1, 0, 2, NaN])], attrs: { alpha: 0.2 } }],
+  Sigmoid: [{ inputs: [f32([-100, -1, 0, 1, 100, NaN])] }],
+  Tanh: [{ inputs: [f32(uniform(64, 1, -10, 10))], atol: 1e-6 }, {
+    inputs: [f32([Infinity, -Infinity, NaN, 0])],
+  }],
+  Gelu: [{ inputs: [f32(uniform(64, 2, -6, 6))], atol: 1e-6 }, {
+    inputs: [f32(uniform(64, 3, -6, 6))],
+    attrs: { approximate: "tanh" },
+    atol: 1e-6,
+  }],
+  HardSigmoid: [{ inputs: [f32(uniform(32, 4, -6, 6))], attrs: { alpha: 0.3, beta: 0.4 } }],
+  HardSwish: [{ inputs: [f32([-4, -3, -1, 0, 1, 3, 4, NaN])] }],
+  Clip: [{ inputs: [f32([-3, -1, 0, 1, 3, NaN])], attrs: { min: -1, max: 2 } }, {
+    inputs: [i32([-3, 5])],
+    attrs: { max: 1 },
+  }],
+  Max: [{ inputs: [f32([1, NaN, 3, -0]), f32([2, 1, NaN, 0]), f32([0], [1])] }, {
+    inputs: [i32([1, 5]), i32([4, 2])],
+  }],
+  Min: [{ inputs: [f32([1, NaN, 3]), f32([2, 1, NaN])] }, { inputs: [f32([1, 2])] }],
+  GreaterOrEqual: [{ inputs: [f32([1, 2, 3, NaN]), f32([2, 2, 2, 1])] }],
+  LessOrEqual: [{ inputs: [f32([1, 2, 3, NaN]), f32([2, 2, 2, 1])] }],
+  Softmax: [{ inputs: [f32(uniform(24, 5, -50, 50), [2, 3, 4])], attrs: { axis: 1 } }, {
+    inputs: [f32([1000, 1001, -Infinity], [1, 3])],
+  }],
+  LogSoftmax: [{ inputs: [f32(uniform(24, 6, -5, 5), [4, 6])], atol: 1e-5 }],
+  LayerNormalization: [
+    {
+      inputs: [f32(uniform(40, 7), [2, 4, 5]), f32(uniform(5, 8)), f32(uniform(5, 9))],
+      atol: 1e-5,
+    },
+    {
+      inputs: [f32(uniform(40, 10), [2, 4, 5]), f32(uniform(20, 11), [4, 5])],
+      attrs: { axis: 1, epsilon: 1e-3 },
+      atol: 1e-5,
+    },
+  ],
+  BatchNormalization: [{
+    inputs: [
+      f32(uniform(2 * 3 * 4, 12), [2, 3, 2, 2]),
+      f32(uniform(3, 13)),
+      f32(uniform(3, 14)),
+      f32(uniform(3, 15)),
+      f32(uniform(3, 16, 0.5, 2)),
+    ],
+    atol: 1e-5,
+  }],
+  GlobalAveragePool: [{ inputs: [f32(uniform(2 * 3 * 5 * 5, 17), [2, 3, 5, 5])] }],
+  Gemm: [{
+    inputs: [f32(uniform(12, 18), [4, 3]), f32(uniform(20, 19), [5, 4]), f32(uniform(5, 20))],
+    attrs: { transA: 1, transB: 1, alpha: 0.5, beta: 2 },
+    atol: 1e-5,
+  }],
+  Flatten: [{ inputs: [f32(uniform(24, 21), [2, 3, 4])], attrs: { axis: 2 } }],
+  ConstantOfShape: [{ inputs: [], attrs: { shape: [2, 3], value: 2.5 } }],
+  Range: [{ inputs: [], attrs: { start: -1, limit: 2, delta: 0.5 } }, {
+    inputs: [],
+    attrs: { start: 0, limit: 5, dtype: "i32" },
+  }],
+  // Seeded: compile draws the same uniforms for the node and for its expansion.
+  RandomNormal: [{ inputs: [], attrs: { shape: [64], seed: 3, mean: 1, scale: 2 }, atol: 1e-5 }],
+};
+
+Deno.test("every decomposable op has a test case here", () => {
+  const decomposable = opNames().filter((op) =>
+    !getOp(op).primitive && getOp(op).category !== "custom"
+  );
+  assert.deepEqual(decomposable.sort(), Object.keys(cases).sort());
+});
+
+for (const [op, list] of Object.entries(cases)) {
+  Deno.test(`${op}: decomposition into primitives matches the direct kernel`, async () => {
+    for (const c of list) {
+      const b = new GraphBuilder();
+      const xs = c.inputs.map((t, i) => b.input(`x${i}`, t.shape, t.dtype));
+      b.opN(op, xs, c.attrs ?? {}, c.outputs ?? 1).forEach((y, k) => b.output(`y${k}`, y));
+      const graph = b.build();
+      const expanded = decompose(graph, () => true);
+      assert.ok(
+        expanded.nodes.every((n) => getOp(n.op).primitive),
+        `${op} left composites: ${expanded.nodes.map((n) => n.op)}`,
+      );
+      assert.ok(!expanded.nodes.some((n) => n.op === op));
+      const feeds = Object.fromEntries(c.inputs.map((t, i) => [`x${i}`, t]));
+      const direct = await runGraph(graph, feeds);
+      const viaPrimitives = await runGraph(expanded, feeds);
+      for (const [name, want] of Object.entries(direct)) {
+        const got = viaPrimitives[name];
+        assert.deepEqual(got.shape, want.shape);
+        assert.equal(got.dtype, want.dtype);
+        assertClose(numbers(got.data), numbers(want.data), {
+          atol: c.atol ?? 1e-6,
+          rtol: 1e-5,
+          message: `${op} ${name}`,
+        });
+      }
+    }
+  });
+}

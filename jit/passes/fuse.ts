@@ -1,0 +1,600 @@
+/**
+ * Fusion: graph → kernel IR. Nodes are visited in topological order while every value is kept as
+ * a symbolic expression: movement ops become index steps, elementwise ops build ALU trees,
+ * reductions, MatMul, Conv and pooling open a reduction group (or join one that iterates the same
+ * space, which is how softmax and layer norm become one row kernel). A value is stored to a
+ * buffer only at a boundary, and every boundary is logged with its reason:
+ *
+ * - graph outputs, and inputs of ops kept whole (`opaque`: custom ops, see `fusable.ts`);
+ * - recomputation: a non-trivial expression read under a broadcast (or by a contraction) would be
+ *   evaluated once per reuse, so it is computed once instead;
+ * - an incompatible iteration space, or a read that would make a group depend on itself.
+ *
+ * Composite ops are expanded through their decompositions inside this pass, so "Softmax" and its
+ * decomposed PyTorch form fuse identically, and kernels still name the original nodes.
+ *
+ * This file is the walk. The index maps of movement ops and contractions are `index_maps.ts`
+ * (pure), the symbolic values `fuse_values.ts`, the groups that become kernels `fuse_groups.ts`,
+ * and the named patterns (softmax, layer norm, attention chains) `fusion_patterns.ts`.
+ *
+ * @module
+ */
+import { type DType, fromF16Bits } from "../ir/dtype.ts";
+import { KilnError } from "../support/errors.ts";
+import type { Graph } from "../ir/graph.ts";
+import type { HostTensor } from "../ir/host_tensor.ts";
+import {
+  aluCount,
+  type AluOp,
+  broadcastStep,
+  type Expr,
+  exprDepth,
+  type IndexStep,
+  isAluOp,
+  type KernelIR,
+  type Load,
+  type ReduceOp,
+  reindex,
+} from "../ir/kernel_ir.ts";
+import { type Group, KernelGroups } from "./fuse_groups.ts";
+import {
+  aluAttrs,
+  broadcasts,
+  isBare,
+  keepWithinBindings,
+  own,
+  REDUCE,
+  sameAxes,
+  type Sym,
+  unique,
+} from "./fuse_values.ts";
+import { withIntegerRules } from "../ir/integer_rules.ts";
+import {
+  convMap,
+  gatherStep,
+  matmulMap,
+  movementSteps,
+  poolDivisors,
+  poolMap,
+  relation,
+  sameMap,
+} from "../ir/index_maps.ts";
+import { padByConcat } from "../ops/movement.ts";
+import { runsWhole } from "./fusable.ts";
+import { resolveWindow } from "../ops/nn.ts";
+import { reduceAxes } from "../ops/reduce.ts";
+import {
+  type Attrs,
+  type EmitRef,
+  type Emitter,
+  getOp,
+  InferContext,
+  inferNode,
+  type ValueType,
+} from "../ops/mod.ts";
+
+import { normalizeAxis, sameShape, type Shape, sizeOf } from "../ir/shape.ts";
+
+/** A decomposition: what an op's `decompose` is. */
+type Decomposition = (e: Emitter, inputs: readonly EmitRef[], attrs: Attrs) => EmitRef[];
+
+/** Options for {@linkcode fuse}. */
+export interface FuseOptions {
+  /** Most input buffers one kernel may read (a backend's binding limit); default unlimited. */
+  readonly maxInputs?: number;
+  /** Largest expression (ALU ops) inlined into more than one consumer; default 16. */
+  readonly maxSharedOps?: number;
+  /**
+   * Longest chain of ALU ops in one kernel; default 128. Code generators and the interpreter
+   * recurse over expressions: a chain of thousands of Adds would overflow their stacks.
+   */
+  readonly maxDepth?: number;
+}
+
+/** The kernels of a graph and the log of fusion decisions. */
+export interface FusionResult {
+  /** Kernels in execution order. */
+  readonly kernels: KernelIR[];
+  /** Why each boundary was placed, in order. */
+  readonly log: string[];
+  /** Constant buffers the kernels read (value id → data). */
+  readonly constants: ReadonlyMap<number, HostTensor>;
+}
+
+/** Fuses `graph` into kernels. */
+export function fuse(graph: Graph, options: FuseOptions = {}): FusionResult {
+  return new Fuser(graph, options).run();
+}
+
+class Fuser {
+  readonly #graph: Graph;
+  readonly #opts: Required<FuseOptions>;
+  readonly #log: string[] = [];
+  readonly #groups = new KernelGroups(this.#log);
+  readonly #constants = new Map<number, HostTensor>();
+  readonly #storedAs = new WeakMap<Sym, Sym>();
+  #fresh: number;
+
+  constructor(graph: Graph, options: FuseOptions) {
+    this.#graph = graph;
+    this.#opts = {
+      maxInputs: options.maxInputs ?? Infinity,
+      maxSharedOps: options.maxSharedOps ?? 16,
+      maxDepth: options.maxDepth ?? 128,
+    };
+    this.#fresh = graph.values.length;
+  }
+
+  run(): FusionResult {
+    const g = this.#graph;
+    const syms = new Map<number, Sym>();
+    const uses = new Map<number, number>();
+    for (const n of g.nodes) for (const v of n.inputs) uses.set(v, (uses.get(v) ?? 0) + 1);
+    for (const b of [...g.inputs, ...g.params]) {
+      syms.set(b.value, this.#bufferSym(b.value, g.values[b.value]));
+    }
+    const outputs = new Set(g.outputs.map((o) => o.value));
+    for (const n of g.nodes) {
+      const ins = n.inputs.map((v) => syms.get(v)!);
+      const types = n.outputs.map((v) => g.values[v]);
+      const outs = this.#apply(n.op, ins, n.attrs, n.label, types, n.outputs);
+      n.outputs.forEach((v, k) => {
+        outs[k].uses = uses.get(v) ?? 0;
+        syms.set(v, outs[k]);
+      });
+    }
+    for (const v of outputs) {
+      const s = syms.get(v)!;
+      if (s.buffer === v) continue;
+      this.#store(s, v, `graph output "${g.values[v].name}"`);
+    }
+    const typeOf = (v: number): ValueType | undefined => {
+      if (v < g.values.length) return g.values[v];
+      const c = this.#constants.get(v);
+      return c && { shape: c.shape, dtype: c.dtype as DType };
+    };
+    const kernels = this.#groups.finish(typeOf, this.#opts.maxInputs);
+    return { kernels, log: this.#log, constants: this.#constants };
+  }
+
+  #bufferSym(value: number, type: ValueType, labels: readonly string[] = []): Sym {
+    return {
+      type,
+      expr: { kind: "load", input: value, steps: [], dtype: type.dtype },
+      buffer: value,
+      labels,
+      uses: 0,
+    };
+  }
+
+  /** Runs one op (primitive or composite) symbolically. `values` names graph values when known. */
+  #apply(
+    op: string,
+    ins: Sym[],
+    attrs: Attrs,
+    label: string,
+    types: readonly ValueType[],
+    values?: readonly number[],
+  ): Sym[] {
+    const def = getOp(op);
+    if (!def.primitive) return this.#expand(ins, attrs, label, def.decompose!);
+    const out = (i: number) => values?.[i] ?? this.#fresh++;
+    if (op === "Constant") return [this.#constant(attrs.value as HostTensor, label, out(0))];
+    const inputs = ins.map((s) => s.type);
+    if (runsWhole({ op, attrs, inputs, label })) {
+      return this.#opaque(op, ins, attrs, label, types, types.map((_, i) => out(i)));
+    }
+    if (op === "ToDevice" || op === "ToHost") return [this.#placement(op, ins[0], label, out(0))];
+    if (op === "Pad" && (attrs.mode ?? "constant") !== "constant") {
+      return this.#expand(ins, attrs, label, padByConcat);
+    }
+    if (op === "Gather" || op === "GatherElements") {
+      return [this.#gather(op, ins, attrs, label, types[0])];
+    }
+    switch (def.category) {
+      case "elementwise":
+        if (!isAluOp(op)) {
+          throw new KilnError(`${label}: elementwise op ${op} has no ALU form`, {
+            code: "internal",
+            fix: "decompose it into ALU ops (its op definition's decompose) before fusion",
+          });
+        }
+        return [this.#elementwise(op, ins, attrs, label, types[0])];
+      case "movement":
+        return [this.#movement(op, ins[0], attrs, label, types[0])];
+      case "reduce":
+        return [
+          this.#reduce(
+            REDUCE[op],
+            ins[0],
+            reduceAxes(attrs, ins[0].type.shape.length),
+            label,
+            types[0],
+          ),
+        ];
+      case "matmul":
+        return [this.#matmul(ins, label, types[0])];
+      case "conv":
+        return [this.#conv(ins, attrs, label, types[0])];
+      case "pool":
+        return [this.#pool(op, ins[0], attrs, label, types[0])];
+    }
+    throw new KilnError(`${label}: fusion has no rule for ${op}`, {
+      code: "internal",
+      fix: "report this",
+    });
+  }
+
+  /** Expands a composite through a decomposition, routing emitted ops back into fusion. */
+  #expand(ins: Sym[], attrs: Attrs, label: string, decompose: Decomposition): Sym[] {
+    const refs: Sym[] = [...ins];
+    const ref = (s: Sym): EmitRef => ({ id: refs.push(s) - 1 });
+    const emit = (o: string, xs: readonly EmitRef[], a: Attrs = {}) => {
+      const syms = xs.map((x) => refs[x.id]);
+      const types = inferNode(o, syms.map((s) => s.type), a, label);
+      return this.#apply(o, syms, a, label, types).map(ref);
+    };
+    const outs = decompose(
+      {
+        op: (o, xs, a) => emit(o, xs, a)[0],
+        opN: (o, xs, a) => emit(o, xs, a),
+        scalar: (value, dtype) =>
+          ref({
+            type: { shape: [], dtype },
+            expr: { kind: "const", value, dtype },
+            labels: [],
+            uses: 0,
+          }),
+        typeOf: (r) => refs[r.id].type,
+      },
+      ins.map((_, i) => ({ id: i })),
+      attrs,
+    );
+    return outs.map((r) => refs[r.id]);
+  }
+
+  #constant(t: HostTensor, label: string, value: number): Sym {
+    if (sizeOf(t.shape) === 1) {
+      const raw = t.dtype === "f16"
+        ? fromF16Bits((t.data as Uint16Array)[0])
+        : Number((t.data as ArrayLike<number>)[0]);
+      const dtype = t.dtype as DType;
+      return {
+        type: { shape: t.shape, dtype },
+        expr: { kind: "const", value: raw, dtype },
+        labels: [label],
+        uses: 0,
+      };
+    }
+    this.#constants.set(value, t);
+    return this.#bufferSym(value, { shape: t.shape, dtype: t.dtype as DType }, [label]);
+  }
+
+  /**
+   * A placement op is a copy kernel of its own, tagged so the scheduler puts it where the data
+   * must live (every backend generates the copy; only the tag's side may run it).
+   */
+  #placement(op: "ToDevice" | "ToHost", x: Sym, label: string, value: number): Sym {
+    const from = this.#stored(x, `input of ${label}, which pins where data lives`);
+    this.#groups.placement(op, { ...x.type, value, expr: from.expr }, label);
+    return this.#bufferSym(value, x.type, [label]);
+  }
+
+  #opaque(
+    op: string,
+    ins: Sym[],
+    attrs: Attrs,
+    label: string,
+    types: readonly ValueType[],
+    values: number[],
+  ): Sym[] {
+    const inputs = ins.map((s) =>
+      this.#stored(s, `input of ${label}, which runs as its own kernel`)
+    );
+    const outputs = types.map((t, k) => ({ ...t, value: values[k] }));
+    this.#groups.opaque({ op, attrs }, inputs.map((x) => x.buffer!), outputs, label);
+    return types.map((t, k) => this.#bufferSym(values[k], t, [label]));
+  }
+
+  #elementwise(op: AluOp, ins: Sym[], attrs: Attrs, label: string, type: ValueType): Sym {
+    const shape = type.shape;
+    // A tied input decides the group; inputs tied to other groups are stored first.
+    const tied = ins.filter((s) => s.group).map((s) => s.group!);
+    let group = tied.length ? tied.reduce((a, b) => (a.id > b.id ? a : b)) : undefined;
+    let toOwn: IndexStep[] | undefined;
+    if (group) {
+      toOwn = this.#relation(group, shape);
+      if (!toOwn) {
+        this.#log.push(
+          `${label}: shape [${shape}] does not iterate like kernel #${group.id}; its inputs are stored`,
+        );
+        group = undefined;
+      }
+    }
+    const args: Expr[] = [];
+    const pending: { sym: Sym; steps: IndexStep[] }[] = ins.map((s) => ({
+      sym: s.group && s.group !== group ? this.#stored(s, `read by ${label} in another kernel`) : s,
+      steps: broadcastStep(shape, s.type.shape),
+    }));
+    if (group && pending.some((p) => p.sym.group === group && this.#tooDeep(p.sym))) {
+      this.#log.push(`${label}: kernel #${group.id} reached the expression depth limit`);
+      group = undefined;
+    }
+    if (group) {
+      const blocked = pending.some(({ sym, steps }) =>
+        sym.group
+          ? sym.group !== group ||
+            !sameMap(group!.space, [...toOwn!, ...steps], sym.toOwn!, sym.type.shape)
+          : this.#groups.reaches(sym.expr, group!)
+      );
+      if (blocked) {
+        this.#log.push(
+          `${label}: reading its inputs inside kernel #${group.id} would be inconsistent or cyclic; inputs are stored`,
+        );
+        group = undefined;
+      }
+    }
+    const used: Sym[] = [];
+    for (const { sym, steps } of pending) {
+      let s = sym;
+      if (s.group && s.group !== group) s = this.#stored(s, `read by ${label} outside its kernel`);
+      if (!s.group && !isBare(s) && broadcasts(shape, s.type.shape)) {
+        s = this.#stored(s, `${label} reads it under a broadcast (recomputation)`);
+      }
+      if (!s.group && !isBare(s) && this.#tooDeep(s)) {
+        s = this.#stored(s, `the expression ${label} extends reached the depth limit`);
+      }
+      if (!s.group && !isBare(s) && s.uses > 1 && aluCount(s.expr) > this.#opts.maxSharedOps) {
+        s = this.#stored(s, `read by ${s.uses} consumers and too large to recompute`);
+      }
+      args.push(s.group ? s.expr : reindex(s.expr, group ? [...toOwn!, ...steps] : steps));
+      used.push(s);
+    }
+    keepWithinBindings({
+      args,
+      used,
+      steps: pending.map((p) => (group ? [...toOwn!, ...p.steps] : p.steps)),
+      alsoRead: group ? this.#groups.loads(group) : [],
+      budget: this.#opts.maxInputs,
+      store: (s, why) => this.#stored(s, why),
+      log: this.#log,
+      label,
+    });
+    const expr = withIntegerRules({
+      kind: "alu",
+      op,
+      args,
+      dtype: type.dtype,
+      attrs: aluAttrs(op, attrs),
+    });
+    const labels = unique([...used.flatMap(own), label]);
+    if (group) labels.forEach((l) => group!.labels.add(l));
+    return { type, expr, group, toOwn: group ? toOwn : undefined, labels, uses: 0 };
+  }
+
+  #movement(op: string, s: Sym, attrs: Attrs, label: string, type: ValueType): Sym {
+    const from = s.type.shape, to = type.shape;
+    const ctx = new InferContext({ op, where: label, inputs: [s.type], attrs });
+    const steps = movementSteps(ctx, from, to);
+    if (op === "Pad" && !isBare(s)) {
+      s = this.#stored(s, `${label} pads it (fill applies to stored values)`);
+    }
+    if (s.group) {
+      // The group's kept order, then its axes in order: a transpose back to a contraction's row
+      // order (ViT's patch embedding, a conv's [N, C, P] read as [N, P, C]) is stored by the
+      // contraction in that order, contiguous along its columns, rather than stored as the conv
+      // lays it out and read by the next kernel a channel plane apart.
+      const { space, reduced, keptOrder } = s.group;
+      for (const order of keptOrder ? [keptOrder, undefined] : [undefined]) {
+        const toOwn = relation(space, reduced, to, order);
+        if (toOwn && sameMap(space, [...toOwn, ...steps], s.toOwn!, from)) {
+          return { ...s, type, toOwn, labels: unique([...s.labels, label]), uses: 0 };
+        }
+      }
+      s = this.#stored(s, `${label} moves it out of its kernel's iteration order`);
+    }
+    if (steps.length === 0) return { ...s, type, labels: unique([...s.labels, label]), uses: 0 };
+    if (!isBare(s) && sizeOf(to) > sizeOf(from)) {
+      s = this.#stored(s, `${label} reads it under a broadcast (recomputation)`);
+    }
+    return {
+      type,
+      expr: reindex(s.expr, steps),
+      labels: unique([...(s.buffer === undefined ? s.labels : []), label]),
+      uses: 0,
+    };
+  }
+
+  /**
+   * Gather and GatherElements as a data-dependent index step on the data's loads: the indices
+   * (stored unless already a plain load) are read at the output's coordinates, so a gather fuses
+   * into whatever consumes it (an embedding lookup and the positional add are one kernel). A
+   * constant index is an affine step instead.
+   */
+  #gather(op: string, [data, indices]: Sym[], attrs: Attrs, label: string, type: ValueType): Sym {
+    const from = data.type.shape, to = type.shape;
+    const axis = normalizeAxis((attrs.axis as number | undefined) ?? 0, from.length, label);
+    let ix = indices;
+    if (ix.group || !isBare(ix)) ix = this.#stored(ix, `indices of ${label}`);
+    const step = gatherStep({
+      from,
+      to,
+      axis,
+      elements: op === "GatherElements",
+      indexShape: indices.type.shape,
+      index: ix.expr as Load,
+      constant: ix.expr.kind === "const" ? ix.expr.value : undefined,
+    });
+    let s = data;
+    if (s.group) s = this.#stored(s, `${label} gathers from it`);
+    if (!isBare(s) && sizeOf(to) > sizeOf(from)) {
+      s = this.#stored(s, `${label} reads it more often than it has elements (recomputation)`);
+    }
+    return {
+      type,
+      expr: reindex(s.expr, [step]),
+      labels: unique([...own(s), ...own(ix), label]),
+      uses: 0,
+    };
+  }
+
+  #reduce(op: ReduceOp, s: Sym, axes: number[], label: string, type: ValueType): Sym {
+    const shape = s.type.shape;
+    const sorted = [...axes].sort((a, b) => a - b);
+    let group: Group | undefined;
+    if (
+      s.group &&
+      (s.toOwn!.length > 0 || !sameShape(s.group.space, shape) ||
+        !sameAxes(s.group.reduced, sorted))
+    ) {
+      s = this.#stored(s, `${label} reduces it over another iteration space`);
+    }
+    if (s.group) {
+      group = s.group;
+      this.#log.push(
+        `${label}: joins kernel #${group.id} as reduction ${
+          group.reductions.length + 1
+        } over the same rows`,
+      );
+    } else {
+      group = this.#groups.create(shape, sorted, "reduce");
+    }
+    return this.#reduction(group, op, s.expr, label, type, own(s));
+  }
+
+  #reduction(
+    group: Group,
+    op: ReduceOp,
+    expr: Expr,
+    label: string,
+    type: ValueType,
+    labels: readonly string[],
+  ): Sym {
+    group.reductions.push({ op, expr, dtype: type.dtype });
+    [...labels, label].forEach((l) => group.labels.add(l));
+    const toOwn = this.#relation(group, type.shape)!;
+    return {
+      type,
+      expr: { kind: "acc", index: group.reductions.length - 1, dtype: type.dtype },
+      group,
+      toOwn,
+      labels: [label],
+      uses: 0,
+    };
+  }
+
+  /** MatMul as a contraction over K in the space [...batch, M, N, K]. */
+  #matmul(ins: Sym[], label: string, type: ValueType): Sym {
+    const [a, b] = ins.map((s) => this.#operand(s, label));
+    const map = matmulMap(a.type.shape, b.type.shape);
+    const group = this.#groups.create(map.space, map.reduced, "matmul");
+    const product: Expr = {
+      kind: "alu",
+      op: "Mul",
+      args: [reindex(a.expr, map.operands[0]), reindex(b.expr, map.operands[1])],
+      dtype: type.dtype,
+    };
+    return this.#reduction(group, "sum", product, label, type, [...own(a), ...own(b)]);
+  }
+
+  /**
+   * 2-D Conv as a contraction over [Cg, KH, KW] in the space [N, G, Mg, OH, OW, Cg, KH, KW]. With
+   * plain operands it is laid out as a matmul (implicit GEMM): [N, G, OH·OW, Mg, Cg·KH·KW], rows
+   * of patches times the filters, so backends run it through their matmul kernels.
+   */
+  #conv(ins: Sym[], attrs: Attrs, label: string, type: ValueType): Sym {
+    const [x, w, bias] = ins.map((s) => this.#operand(s, label));
+    const inputs = ins.map((s) => s.type);
+    const ctx = new InferContext({ op: "Conv", where: label, inputs, attrs });
+    const win = resolveWindow(ctx, x.type.shape.slice(2), w.type.shape.slice(2));
+    const plain = x.expr.kind === "load" && w.expr.kind === "load";
+    const map = convMap(x.type.shape, w.type.shape, ctx.int("group", 1), win, plain);
+    const group = this.#groups.create(map.space, map.reduced, "conv");
+    group.keptOrder = map.keptOrder;
+    const factors = [reindex(x.expr, map.operands[0]), reindex(w.expr, map.operands[1])];
+    const product: Expr = {
+      kind: "alu",
+      op: "Mul",
+      args: map.swapped ? factors.reverse() : factors,
+      dtype: type.dtype,
+    };
+    const acc = this.#reduction(group, "sum", product, label, type, [...own(x), ...own(w)]);
+    if (!bias) return acc;
+    const expr: Expr = {
+      kind: "alu",
+      op: "Add",
+      args: [acc.expr, reindex(bias.expr, map.operands[2])],
+      dtype: type.dtype,
+    };
+    return { ...acc, expr, labels: unique([...acc.labels, ...own(bias)]) };
+  }
+
+  /** MaxPool / AveragePool as a reduction over the window in [N, C, ...out, ...kernel]. */
+  #pool(op: string, s: Sym, attrs: Attrs, label: string, type: ValueType): Sym {
+    const x = this.#operand(s, label);
+    const ctx = new InferContext({ op, where: label, inputs: [x.type], attrs });
+    const win = resolveWindow(ctx, x.type.shape.slice(2), ctx.ints("kernel_shape"));
+    const map = poolMap(x.type.shape, win, op === "MaxPool" ? -Infinity : 0);
+    const group = this.#groups.create(map.space, map.reduced, "pool");
+    const reduce = op === "MaxPool" ? "max" : "mean", read = reindex(x.expr, map.operands[0]);
+    const pooled = this.#reduction(group, reduce, read, label, type, x.labels);
+    // An average whose divisor changes along the edges (padding left out of the count, ONNX's
+    // default; a ceil-mode overhang): the mean of the zero-filled window times a constant map.
+    const inclusive = ctx.int("count_include_pad", 0) === 1;
+    const divisors = op === "AveragePool" &&
+      poolDivisors(x.type.shape.slice(2), win, inclusive, type.dtype);
+    if (!divisors) return pooled;
+    const scale = this.#constant(divisors, label, this.#fresh++);
+    return this.#apply("Mul", [pooled, scale], {}, label, [type])[0];
+  }
+
+  /** An operand read many times by a contraction: bare loads stay inline, the rest is stored. */
+  #operand(s: Sym, label: string): Sym {
+    if (s.group || !isBare(s)) {
+      return this.#stored(s, `operand of ${label}, read many times by a contraction`);
+    }
+    return s;
+  }
+
+  /** Steps from `group`'s coordinates to a value of `shape` iterating with it, if one does. */
+  /** Whether extending `s`'s expression would pass the depth limit. */
+  #tooDeep(s: Sym): boolean {
+    return exprDepth(s.expr) >= this.#opts.maxDepth;
+  }
+
+  #relation(group: Group, shape: Shape): IndexStep[] | undefined {
+    return relation(group.space, group.reduced, shape, group.keptOrder);
+  }
+
+  /** Stores `s` (if it is not a buffer yet) and returns a load of it. */
+  #stored(s: Sym, why: string): Sym {
+    if (s.buffer !== undefined && s.expr.kind === "load" && s.expr.steps.length === 0) return s;
+    const done = this.#storedAs.get(s);
+    if (done) return done;
+    const value = this.#fresh++;
+    this.#store(s, value, why);
+    const stored = this.#bufferSym(value, s.type, s.labels);
+    this.#storedAs.set(s, stored);
+    return stored;
+  }
+
+  #store(s: Sym, value: number, why: string): void {
+    let group = s.group;
+    if (!group) {
+      group = this.#groups.create(s.type.shape, [], "elementwise");
+      s.labels.forEach((l) => group!.labels.add(l));
+    }
+    group.outputs.push({
+      value,
+      shape: s.type.shape,
+      dtype: s.type.dtype,
+      expr: s.expr,
+      steps: s.toOwn ?? [],
+      level: s.toOwn && s.toOwn.length ? "row" : "full",
+    });
+    this.#groups.produces(group, value);
+    this.#log.push(
+      `boundary: ${s.labels.at(-1) ?? "value"} stored by kernel #${group.id} (${why})`,
+    );
+  }
+}

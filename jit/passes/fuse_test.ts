@@ -1,0 +1,364 @@
+import assert from "node:assert/strict";
+import { compile } from "../../mod.ts";
+import type { Graph } from "../ir/graph.ts";
+import { GraphBuilder, type Sym } from "../frontend/graph_builder.ts";
+import type { HostTensor } from "../ir/host_tensor.ts";
+import { fuse } from "./fuse.ts";
+import { kernelText } from "../ir/expr_table.ts";
+import { uniform } from "../support/random.ts";
+import { assertClose, numbers } from "../testing/testing.ts";
+
+const f32 = (shape: number[], seed: number): HostTensor => ({
+  data: uniform(shape.reduce((a, b) => a * b, 1), seed),
+  shape,
+  dtype: "f32",
+});
+
+/** Fuses `graph`, checks the kernel count, and compares fused against unfused results. */
+async function check(
+  graph: Graph,
+  feeds: Record<string, HostTensor>,
+  kernels: number,
+  atol = 1e-5,
+) {
+  const result = fuse(graph);
+  assert.equal(
+    result.kernels.length,
+    kernels,
+    `kernels: ${result.kernels.map((k) => `${k.name}[${k.ops.join(" | ")}]`).join("; ")}\n${
+      result.log.join("\n")
+    }`,
+  );
+  const fused = await (await compile(graph, { cache: false })).run(feeds);
+  const plain = await (await compile(graph, { fuse: false })).run(feeds);
+  for (const name of Object.keys(plain)) {
+    assertClose(numbers(fused[name].data), numbers(plain[name].data), {
+      atol,
+      rtol: 1e-5,
+      message: name,
+    });
+  }
+  return result;
+}
+
+function w1(b: GraphBuilder, x: Sym): Sym {
+  const c = (v: number) => b.constant(v);
+  const left = b.op("Mul", [
+    b.op("Relu", [b.op("Add", [b.op("Mul", [x, c(1.5)]), c(0.5)])]),
+    b.op("Sigmoid", [x]),
+  ]);
+  return b.op("Sub", [left, b.op("Div", [b.op("Mul", [x, x]), c(8)])]);
+}
+
+Deno.test("W1 relu(x*1.5+0.5)*sigmoid(x)-(x*x)/8 is one kernel", async () => {
+  const b = new GraphBuilder();
+  b.output("y", w1(b, b.input("x", [1000])));
+  const r = await check(b.build(), { x: f32([1000], 1) }, 1);
+  assert.equal(r.kernels[0].pattern, "elementwise");
+});
+
+Deno.test("Softmax, as one op or decomposed, is one row kernel", async () => {
+  const one = new GraphBuilder();
+  one.output("y", one.op("Softmax", [one.input("x", [6, 33])], { axis: -1 }));
+  assert.equal((await check(one.build(), { x: f32([6, 33], 2) }, 1)).kernels[0].pattern, "softmax");
+  const d = new GraphBuilder();
+  const x = d.input("x", [6, 33]);
+  const e = d.op("Exp", [d.op("Sub", [x, d.op("ReduceMax", [x], { axes: [-1], keepdims: 1 })])]);
+  d.output("y", d.op("Div", [e, d.op("ReduceSum", [e], { axes: [-1], keepdims: 1 })]));
+  assert.equal((await check(d.build(), { x: f32([6, 33], 3) }, 1)).kernels[0].pattern, "softmax");
+  const mid = new GraphBuilder();
+  mid.output("y", mid.op("Softmax", [mid.input("x", [3, 5, 4])], { axis: 1 }));
+  await check(mid.build(), { x: f32([3, 5, 4], 4) }, 1);
+});
+
+Deno.test("LayerNormalization, as one op or as PyTorch decomposes it, is one row kernel", async () => {
+  const one = new GraphBuilder();
+  one.output(
+    "y",
+    one.op("LayerNormalization", [
+      one.input("x", [4, 32]),
+      one.input("s", [32]),
+      one.input("b", [32]),
+    ], { epsilon: 1e-5 }),
+  );
+  const feeds = { x: f32([4, 32], 5), s: f32([32], 6), b: f32([32], 7) };
+  assert.equal((await check(one.build(), feeds, 1)).kernels[0].pattern, "layernorm");
+  const d = new GraphBuilder();
+  const x = d.input("x", [4, 32]);
+  const mean = d.op("ReduceMean", [x], { axes: [-1], keepdims: 1 });
+  const diff = d.op("Sub", [x, mean]);
+  const variance = d.op("ReduceMean", [d.op("Pow", [diff, d.constant(2)])], {
+    axes: [-1],
+    keepdims: 1,
+  });
+  const norm = d.op("Div", [diff, d.op("Sqrt", [d.op("Add", [variance, d.constant(1e-5)])])]);
+  d.output("y", d.op("Add", [d.op("Mul", [norm, d.input("s", [32])]), d.input("b", [32])]));
+  assert.equal((await check(d.build(), feeds, 1)).kernels[0].pattern, "layernorm");
+});
+
+Deno.test("MLP softmax(relu(x·W1+b1)·W2+b2) is at most three kernels", async () => {
+  const b = new GraphBuilder();
+  const h = b.op("Relu", [
+    b.op("Add", [
+      b.op("MatMul", [b.input("x", [8, 20]), b.input("w1", [20, 16])]),
+      b.input("b1", [16]),
+    ]),
+  ]);
+  b.output(
+    "y",
+    b.op("Softmax", [
+      b.op("Add", [b.op("MatMul", [h, b.input("w2", [16, 10])]), b.input("b2", [10])]),
+    ]),
+  );
+  const r = await check(b.build(), {
+    x: f32([8, 20], 1),
+    w1: f32([20, 16], 2),
+    b1: f32([16], 3),
+    w2: f32([16, 10], 4),
+    b2: f32([10], 5),
+  }, 3);
+  assert.deepEqual(r.kernels.map((k) => k.pattern), ["matmul", "matmul", "softmax"]);
+});
+
+Deno.test("Gemm with transposed weights, batched MatMul with broadcasting, 1-D operands", async () => {
+  const g = new GraphBuilder();
+  g.output(
+    "y",
+    g.op("Relu", [
+      g.op("Gemm", [g.input("a", [5, 7]), g.input("w", [3, 7]), g.input("c", [3])], {
+        transB: 1,
+        alpha: 0.5,
+      }),
+    ]),
+  );
+  await check(g.build(), { a: f32([5, 7], 1), w: f32([3, 7], 2), c: f32([3], 3) }, 1);
+  const m = new GraphBuilder();
+  m.output("y", m.op("MatMul", [m.input("a", [2, 1, 3, 4]), m.input("b", [3, 4, 5])]));
+  await check(m.build(), { a: f32([2, 1, 3, 4], 4), b: f32([3, 4, 5], 5) }, 1);
+  const v = new GraphBuilder();
+  v.output("y", v.op("MatMul", [v.input("a", [4]), v.input("b", [2, 4, 3])]));
+  await check(v.build(), { a: f32([4], 6), b: f32([2, 4, 3], 7) }, 1);
+});
+
+Deno.test("Conv + bias + relu (+ residual) is one kernel; pools are one kernel", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [2, 4, 9, 8]);
+  const conv = b.op("Conv", [x, b.input("w", [6, 2, 3, 3]), b.input("c", [6])], {
+    pads: [1, 1, 1, 1],
+    strides: [2, 1],
+    group: 2,
+  });
+  b.output("y", b.op("Add", [b.op("Relu", [conv]), b.input("r", [2, 6, 5, 8])]));
+  const r = await check(b.build(), {
+    x: f32([2, 4, 9, 8], 1),
+    w: f32([6, 2, 3, 3], 2),
+    c: f32([6], 3),
+    r: f32([2, 6, 5, 8], 4),
+  }, 1);
+  assert.equal(r.kernels[0].pattern, "conv");
+  const p = new GraphBuilder();
+  p.output(
+    "y",
+    p.op("MaxPool", [p.input("x", [1, 2, 7, 7])], {
+      kernel_shape: [3, 3],
+      strides: [2, 2],
+      pads: [1, 1, 1, 1],
+      ceil_mode: 1,
+    }),
+  );
+  await check(p.build(), { x: f32([1, 2, 7, 7], 5) }, 1);
+  const a = new GraphBuilder();
+  a.output(
+    "y",
+    a.op("AveragePool", [a.input("x", [1, 2, 6, 6])], { kernel_shape: [2, 2], strides: [2, 2] }),
+  );
+  await check(a.build(), { x: f32([1, 2, 6, 6], 6) }, 1);
+});
+
+Deno.test("a conv read transposed to its row order is stored in that order (ViT's patch embedding)", async () => {
+  // Patches [N, C, P] read as tokens [N, P, C]: the conv stores [N, P, C], its columns (the
+  // channels) contiguous, and the LayerNorm after reads rows, not a channel plane apart. A
+  // transpose to another order (channels and patches both moved) is stored as the conv lays it out.
+  for (const [perm, moved] of [[[0, 2, 1], false], [[2, 0, 1], true]] as const) {
+    const b = new GraphBuilder();
+    const conv = b.op("Conv", [b.input("x", [2, 3, 8, 8]), b.input("w", [6, 3, 4, 4])], {
+      strides: [4, 4],
+    });
+    const patches = b.op("Reshape", [conv], { shape: [2, 6, 4] });
+    const tokens = b.op("Transpose", [patches], { perm: [...perm] });
+    const c = perm[2] === 1 ? 6 : 4;
+    const g = b.input("g", [c]), beta = b.input("beta", [c]);
+    b.output("y", b.op("LayerNormalization", [tokens, g, beta], { axis: -1 }));
+    const r = await check(b.build(), {
+      x: f32([2, 3, 8, 8], 1),
+      w: f32([6, 3, 4, 4], 2),
+      g: f32([c], 3),
+      beta: f32([c], 4),
+    }, 2);
+    assert.equal(r.log.some((l) => l.includes("iteration order")), moved, r.log.join("\n"));
+    assert.deepEqual(r.kernels[0].outputs[0].shape, moved ? [2, 6, 4] : [2, 4, 6]);
+  }
+});
+
+Deno.test("an elementwise DAG with shared values and several outputs is one kernel", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [3, 4]), y = b.input("y", [4]);
+  const e = b.op("Exp", [b.op("Add", [x, y])]);
+  b.output("a", b.op("Mul", [e, e]));
+  b.output("b", b.op("Sub", [e, x]));
+  b.output("c", b.op("Neg", [e]));
+  const r = await check(b.build(), { x: f32([3, 4], 1), y: f32([4], 2) }, 1);
+  assert.equal(r.kernels[0].outputs.length, 3);
+});
+
+Deno.test("a reduction absorbs its elementwise prologue and epilogue", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [5, 6]);
+  const s = b.op("ReduceSum", [b.op("Exp", [b.op("Mul", [x, b.constant(0.5)])])], {
+    axes: [0],
+    keepdims: 0,
+  });
+  b.output("y", b.op("Log", [b.op("Add", [s, b.input("z", [6])])]));
+  assert.equal(
+    (await check(b.build(), { x: f32([5, 6], 1), z: f32([6], 2) }, 1)).kernels[0].pattern,
+    "reduce",
+  );
+});
+
+Deno.test("movement ops are index maps, not copies", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [4, 6]);
+  const t = b.op("Transpose", [
+    b.op("Slice", [x], { starts: [1, 0], ends: [4, 6], steps: [1, 2] }),
+  ]);
+  const r = b.op("Reshape", [b.op("Pad", [t], { pads: [1, 0, 0, 1], value: 2 })], { shape: [-1] });
+  b.output(
+    "y",
+    b.op("Exp", [b.op("Expand", [b.op("Unsqueeze", [r], { axes: [0] })], { shape: [2, 16] })]),
+  );
+  await check(b.build(), { x: f32([4, 6], 1) }, 1);
+});
+
+Deno.test("gathers fuse as data-dependent index steps: lookup, producer and consumer in one kernel", async () => {
+  const b = new GraphBuilder();
+  const x = b.op("Exp", [b.input("x", [4, 3])]);
+  const g = b.op("Gather", [x, b.input("i", [2, 2], "i32")], { axis: 0 });
+  const e = b.op("GatherElements", [g, b.input("j", [2, 2, 3], "i32")], { axis: 2 });
+  b.output("y", b.op("Neg", [e]));
+  const graph = b.build();
+  const r = fuse(graph);
+  assert.equal(r.kernels.length, 1, r.log.join("\n"));
+  assert.deepEqual(r.kernels[0].inputs.map((b) => String(b.shape)).sort(), ["2,2", "2,2,3", "4,3"]);
+  const i: HostTensor = { data: new Int32Array([2, 0, -1, 1]), shape: [2, 2], dtype: "i32" };
+  const j: HostTensor = {
+    data: new Int32Array([2, 1, 0, 0, 0, 0, -1, 2, 1, 1, 1, 1]),
+    shape: [2, 2, 3],
+    dtype: "i32",
+  };
+  await check(graph, { x: f32([4, 3], 1), i, j }, 1);
+});
+
+Deno.test("Concat, Split and edge/reflect Pad fuse into their consumers", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [3, 4]);
+  const [p, q] = b.opN("Split", [x], { axis: 1, split: [1, 3] }, 2);
+  const c = b.op("Concat", [q, b.op("Exp", [p])], { axis: 1 });
+  const e = b.op("Pad", [c], { pads: [1, 2, 2, 1], mode: "edge" });
+  const r = b.op("Pad", [c], { pads: [2, 0, 0, 3], mode: "reflect" });
+  b.output(
+    "y",
+    b.op("Add", [
+      b.op("Slice", [e], { starts: [0, 0], ends: [3, 4] }),
+      b.op("Slice", [r], { starts: [0, 0], ends: [3, 4] }),
+    ]),
+  );
+  const graph = b.build();
+  assert.ok(fuse(graph).kernels.every((k) => !k.opaque));
+  await check(graph, { x: f32([3, 4], 2) }, fuse(graph).kernels.length);
+});
+
+Deno.test("a broadcast read of an expensive value is computed once, not per reuse", () => {
+  const b = new GraphBuilder();
+  const v = b.op("Exp", [b.op("Sin", [b.input("v", [64])])]);
+  b.output("y", b.op("Mul", [b.input("x", [64, 64]), v]));
+  const r = fuse(b.build());
+  assert.equal(r.kernels.length, 2);
+  assert.ok(r.log.some((l) => /broadcast \(recomputation\)/.test(l)));
+});
+
+Deno.test("attention MatMul(Q,Kᵀ)·scale + mask → Softmax → MatMul(·,V) is one group", async () => {
+  const b = new GraphBuilder();
+  const q = b.input("q", [2, 4, 8, 16]),
+    k = b.input("k", [2, 4, 8, 16]),
+    v = b.input("v", [2, 4, 8, 16]);
+  const scores = b.op("Mul", [
+    b.op("MatMul", [q, b.op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
+    b.constant(0.25),
+  ]);
+  const masked = b.op("Add", [scores, b.input("mask", [8, 8])]);
+  b.output("y", b.op("MatMul", [b.op("Softmax", [masked], { axis: -1 }), v]));
+  const feeds = {
+    q: f32([2, 4, 8, 16], 1),
+    k: f32([2, 4, 8, 16], 2),
+    v: f32([2, 4, 8, 16], 3),
+    mask: f32([8, 8], 4),
+  };
+  const r = await check(b.build(), feeds, 3);
+  assert.deepEqual(r.kernels.map((x) => x.group), ["attention_0", "attention_0", "attention_0"]);
+});
+
+Deno.test("kernels stay within a backend's binding limit", () => {
+  const b = new GraphBuilder();
+  const xs = [...Array(10).keys()].map((i) => b.op("Exp", [b.input(`x${i}`, [16])]));
+  b.output("y", xs.reduce((acc, x) => b.op("Add", [acc, x])));
+  const graph = b.build();
+  const r = fuse(graph, { maxInputs: 4 });
+  assert.ok(r.kernels.length > 1);
+  for (const k of r.kernels) assert.ok(k.inputs.length <= 4, `${k.name} reads ${k.inputs.length}`);
+  assert.ok(r.log.some((l) => /binding limit/.test(l)));
+  assert.equal(fuse(graph).kernels.length, 1);
+});
+
+Deno.test("chains of ops that reuse an operand compile in linear time and size on every backend", async () => {
+  // Relu is Where(x < 0, 0, x): x twice. As a tree, 64 of them would be 2^64 nodes.
+  const depth = 64;
+  const b = new GraphBuilder();
+  let x = b.input("x", [2, 4]);
+  const ops = ["Relu", "LeakyRelu", "HardSwish", "Gelu"];
+  for (let i = 0; i < depth; i++) x = b.op(ops[i % ops.length], [x]);
+  b.output("y", x);
+  const graph = b.build();
+  const [kernel] = fuse(graph).kernels;
+  assert.ok(kernelText(kernel).length < depth * 2000, `text of ${kernelText(kernel).length} chars`);
+  const feeds = {
+    x: {
+      data: new Float32Array([NaN, -1, 1, 2, -3, 0.5, 4, -0.25]),
+      shape: [2, 4],
+      dtype: "f32" as const,
+    },
+  };
+  const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
+  assert.ok(Number.isNaN(numbers(want.y.data)[0]));
+  for (const backend of ["wasm", "webgpu"]) {
+    const got = await (await compile(graph, { backend, cache: false })).run(feeds);
+    assertClose(numbers(got.y.data), numbers(want.y.data), {
+      rtol: 1e-5,
+      message: backend,
+    });
+  }
+});
+
+Deno.test("merging independent elementwise kernels respects the binding limit, outputs included", () => {
+  const b = new GraphBuilder();
+  for (let i = 0; i < 10; i++) {
+    b.output(`y${i}`, b.op("Exp", [b.input(`x${i}`, [4, 4])]));
+  }
+  const { kernels } = fuse(b.build(), { maxInputs: 4 });
+  for (const k of kernels) {
+    assert.ok(
+      k.inputs.length + k.outputs.length <= 5,
+      `${k.name}: ${k.inputs.length} in, ${k.outputs.length} out`,
+    );
+  }
+  assert.ok(kernels.length >= 4);
+});

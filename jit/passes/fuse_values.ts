@@ -1,0 +1,100 @@
+/**
+ * The values of fusion: each graph value is a symbolic expression ({@linkcode Sym}), stored to a
+ * buffer only at a kernel boundary; and the small rules the walk applies to them.
+ *
+ * @module
+ */
+import type { Group } from "./fuse_groups.ts";
+import { buffersRead, type Expr, type IndexStep, type ReduceOp, reindex } from "../ir/kernel_ir.ts";
+import type { Attrs, ValueType } from "../ops/mod.ts";
+import { type Shape, sizeOf } from "../ir/shape.ts";
+
+/** A value during fusion. */
+export interface Sym {
+  /** Its type. */
+  readonly type: ValueType;
+  /** Its expression (loads of buffers, constants, ALU ops, accumulators). */
+  readonly expr: Expr;
+  /** Tied to a reduction group: `expr` is in the group's coordinates. */
+  readonly group?: Group;
+  /** For tied values: steps from the group's coordinates to the value's own. */
+  readonly toOwn?: readonly IndexStep[];
+  /** Graph value id once stored. */
+  readonly buffer?: number;
+  /** Labels of the nodes this value's computation includes. */
+  readonly labels: readonly string[];
+  /** How many consumers read it (for the recompute rule). */
+  uses: number;
+}
+
+/** Labels a consumer inherits: none from stored buffers (their kernel already counts them). */
+export const own = (s: Sym): readonly string[] => (s.buffer === undefined ? s.labels : []);
+/** Whether `s` is a plain load or a constant (free to recompute). */
+export const isBare = (s: Sym) => s.expr.kind === "load" || s.expr.kind === "const";
+
+/** The reduction of each reduce op. */
+export const REDUCE: Record<string, ReduceOp> = {
+  ReduceSum: "sum",
+  ReduceMean: "mean",
+  ReduceMax: "max",
+  ReduceMin: "min",
+};
+
+/** The attributes an ALU node keeps (Cast's and Bitcast's target, Mod's mode). */
+export function aluAttrs(op: string, attrs: Attrs): Attrs | undefined {
+  if (op === "Cast" || op === "Bitcast") return { to: attrs.to };
+  if (op === "Mod") return { fmod: attrs.fmod ?? 0 };
+  return undefined;
+}
+
+/** Whether reading `input` at `out`'s shape reads elements more than once. */
+export function broadcasts(out: Shape, input: Shape): boolean {
+  return sizeOf(out) > sizeOf(input);
+}
+
+/** Whether two axis lists are equal. */
+export function sameAxes(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** `xs` without repeats, in first-seen order. */
+export function unique<T>(xs: readonly T[]): T[] {
+  return [...new Set(xs)];
+}
+
+/**
+ * Keeps a kernel within the backend's binding limit: while the expression (its `args`, plus the
+ * buffers its kernel already reads, `alsoRead`) would read more than `budget` buffers, the
+ * operand reading the most is stored (one buffer instead of many) and read through its `steps`.
+ */
+export function keepWithinBindings(o: {
+  args: Expr[];
+  used: Sym[];
+  steps: readonly (readonly IndexStep[])[];
+  alsoRead: Iterable<number>;
+  budget: number;
+  store: (s: Sym, why: string) => Sym;
+  log: string[];
+  label: string;
+}): void {
+  const { args, used, budget, label } = o;
+  if (budget === Infinity) return;
+  const also = [...o.alsoRead];
+  const total = () => new Set([...args.flatMap((a) => [...buffersRead(a)]), ...also]).size;
+  while (total() > budget) {
+    let widest = -1, width = 1;
+    used.forEach((s, i) => {
+      const w = !s.group && !isBare(s) ? buffersRead(s.expr).size : 0;
+      if (w > width) [widest, width] = [i, w];
+    });
+    if (widest < 0) {
+      o.log.push(`${label}: reads more than ${budget} buffers with nothing left to store`);
+      return;
+    }
+    used[widest] = o.store(
+      used[widest],
+      `${label} would read more than ${budget} buffers (binding limit)`,
+    );
+    args[widest] = reindex(used[widest].expr, o.steps[widest]);
+  }
+}

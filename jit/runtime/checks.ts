@@ -1,0 +1,87 @@
+/**
+ * Run-time checks a graph carries as outputs of its own: a boolean value (any shape) whose output
+ * is named `kiln.check:WHY` must hold no `true` after a run, or the run fails with a typed error
+ * saying WHY. The importer adds them where a value can leave the range kiln computes it in (an
+ * int64 product held in 32 bits), so a wrapped result is refused instead of returned. Check
+ * outputs are the executable's own: they are always computed, never returned, and not listed
+ * among its output names.
+ *
+ * @module
+ */
+import { DeviceTensor } from "./device_tensor.ts";
+import type { TensorData } from "../ir/dtype.ts";
+import { KilnError } from "../support/errors.ts";
+import type { Graph } from "../ir/graph.ts";
+
+/** The output-name prefix of a check. */
+export const CHECK_PREFIX = "kiln.check:";
+
+/** Whether output `name` is a check. */
+export function isCheck(name: string): boolean {
+  return name.startsWith(CHECK_PREFIX);
+}
+
+/** The output name of a check saying `why` (`n` keeps names of repeated checks apart). */
+export function checkName(why: string, n: number): string {
+  return `${CHECK_PREFIX}${why}#${n}`;
+}
+
+/**
+ * Indices of the outputs a run computes: those named (all returned ones when `names` is
+ * undefined) and every check. An unknown or check name is a typed error.
+ */
+export function outputIndices(graph: Graph, names: readonly string[] | undefined): number[] {
+  const returned = graph.outputs.flatMap((o, i) => (isCheck(o.name) ? [] : [i]));
+  const checks = graph.outputs.flatMap((o, i) => (isCheck(o.name) ? [i] : []));
+  if (!names) return [...returned, ...checks];
+  const picked = names.map((n) => {
+    const i = returned.find((r) => graph.outputs[r].name === n);
+    if (i === undefined) {
+      throw new KilnError(`No output "${n}"`, {
+        code: "bad-input",
+        fix: `request some of: ${returned.map((r) => graph.outputs[r].name).join(", ")}`,
+      });
+    }
+    return i;
+  });
+  return [...picked, ...checks];
+}
+
+/** Throws the typed error of check output `name` when `data` holds a `true` (a non-zero byte). */
+export function assertCheck(name: string, data: TensorData): void {
+  if (!(data as ArrayLike<number>).length) return;
+  for (let i = 0; i < data.length; i++) {
+    if (!data[i]) continue;
+    const why = name.slice(CHECK_PREFIX.length).replace(/#\d+$/, "");
+    throw new KilnError(why, {
+      code: "out-of-range",
+      fix:
+        "keep int64 values within [-2^31, 2^31) where kiln computes them (it holds int64 in 32 bits), or compute them in float",
+    });
+  }
+}
+
+/** Reads check `name` left on the device (then frees it) and asserts it holds no `true`. */
+export async function readCheck(name: string, t: DeviceTensor): Promise<void> {
+  try {
+    assertCheck(name, (await t.read()).data);
+  } finally {
+    t.dispose();
+  }
+}
+
+/**
+ * Waits for a device run's check reads; where one fails, the run's device outputs `out` are
+ * freed before its error is thrown (the caller never receives them).
+ */
+export async function settleChecks(
+  checks: readonly Promise<void>[],
+  out: Readonly<Record<string, unknown>>,
+): Promise<void> {
+  try {
+    await Promise.all(checks);
+  } catch (e) {
+    for (const t of Object.values(out)) if (t instanceof DeviceTensor) t.dispose();
+    throw e;
+  }
+}

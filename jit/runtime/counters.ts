@@ -1,0 +1,57 @@
+/**
+ * Process-wide counters with stable names, counted by the core (compiles, runs, dispatches,
+ * transfers). They only grow; `stats()` (telemetry) merges them with the caches' figures.
+ *
+ * @module
+ */
+import type { Transfer } from "../schedule/schedule.ts";
+
+/** Names of the counters kiln maintains itself. */
+export type CounterName =
+  | "kiln_runs_total"
+  | "kiln_dispatches_total"
+  | "kiln_compiles_total"
+  | "kiln_compile_ms_total"
+  | "kiln_bytes_uploaded_total"
+  | "kiln_bytes_downloaded_total"
+  | "kiln_transfers_total"
+  | "kiln_worker_pieces_total";
+
+const counters: Record<CounterName, number> = {
+  kiln_runs_total: 0,
+  kiln_dispatches_total: 0,
+  kiln_compiles_total: 0,
+  kiln_compile_ms_total: 0,
+  kiln_bytes_uploaded_total: 0,
+  kiln_bytes_downloaded_total: 0,
+  kiln_transfers_total: 0,
+  kiln_worker_pieces_total: 0,
+};
+
+/** Adds `n` to a counter. */
+export function count(name: CounterName, n = 1): void {
+  counters[name] += n;
+}
+
+/** A copy of every counter. */
+export function counterValues(): Record<CounterName, number> {
+  return { ...counters };
+}
+
+/**
+ * Counts the copies one run really makes of those planned: an input given as a device tensor is
+ * not uploaded, and an output left on the device (`runOnDevice`) or not requested is not
+ * downloaded; `DeviceTensor.read()` and `write()` count their own.
+ */
+export function countTransfers(
+  planned: readonly Transfer[],
+  run: { readonly resident: ReadonlySet<number>; readonly downloaded: ReadonlySet<number> },
+): void {
+  for (const t of planned) {
+    if (t.from === "host" && run.resident.has(t.value)) continue;
+    if (t.to === "host" && !run.downloaded.has(t.value)) continue;
+    count("kiln_transfers_total");
+    if (t.from === "host") count("kiln_bytes_uploaded_total", t.bytes);
+    if (t.to === "host") count("kiln_bytes_downloaded_total", t.bytes);
+  }
+}

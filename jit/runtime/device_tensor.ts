@@ -1,0 +1,185 @@
+/**
+ * {@linkcode DeviceTensor}: a tensor that stays in a backend's device memory between runs. A run
+ * can leave its outputs on the device (`Executable.runOnDevice`) and take device tensors as
+ * inputs, so chained executables and repeated runs move no data through the host; `read` and
+ * `write` transfer the whole tensor or a range of its elements when the host needs them.
+ *
+ * @module
+ */
+import {
+  type BoundaryDType,
+  type DType,
+  matchesDType,
+  type TensorData,
+  widenToI64,
+} from "../ir/dtype.ts";
+import { count } from "./counters.ts";
+import { KilnError } from "../support/errors.ts";
+import { acceptInput, type HostTensor } from "../ir/host_tensor.ts";
+import { type Shape, sizeOf } from "../ir/shape.ts";
+
+/** The backend's side of a device tensor: its memory and transfers. */
+export interface DeviceStorage {
+  /** Id of the backend whose device holds it. */
+  readonly backend: string;
+  /** Elements `[offset, offset + length)`, copied to the host. */
+  read(offset: number, length: number): Promise<TensorData>;
+  /** Overwrites elements from `offset` with `data` (of the storage's dtype), in queue order. */
+  write(data: TensorData, offset: number): void;
+  /** Gives the memory back to the backend. */
+  release(): void;
+}
+
+/** A range of a tensor's elements in row-major order. */
+export interface ElementRange {
+  /** First element (default 0). */
+  readonly offset?: number;
+  /** Number of elements (default: to the end). */
+  readonly length?: number;
+}
+
+/** A tensor resident in device memory. */
+export class DeviceTensor {
+  /** Shape. */
+  readonly shape: Shape;
+  /** Element type as the graph declares it (`i64` is held as 32-bit words, like every run). */
+  readonly dtype: BoundaryDType;
+  #storage?: DeviceStorage;
+
+  /** Wraps a backend's storage; backends create these, callers get them from runs. */
+  constructor(storage: DeviceStorage, shape: Shape, dtype: BoundaryDType) {
+    this.#storage = storage;
+    this.shape = shape;
+    this.dtype = dtype;
+  }
+
+  /** Id of the backend whose device holds the data. */
+  get backend(): string {
+    return this.storage().backend;
+  }
+
+  /** Whether `dispose()` was called. */
+  get disposed(): boolean {
+    return this.#storage === undefined;
+  }
+
+  /** Number of elements. */
+  get size(): number {
+    return sizeOf(this.shape);
+  }
+
+  /** The backend's storage (for the backend that runs on it); throws once disposed. */
+  storage(): DeviceStorage {
+    if (!this.#storage) {
+      throw new KilnError("This device tensor was disposed", {
+        code: "disposed",
+        fix: "keep the tensor until its last use, or run again to get a new one",
+      });
+    }
+    return this.#storage;
+  }
+
+  /**
+   * Copies the tensor (or `range` of its elements, as a 1-D tensor) to the host, into `into`
+   * (a typed array of its dtype, at least as long) where given. Reads are ordered after every run
+   * already started on the same device; a bad range or buffer throws at once.
+   */
+  read(
+    range: ElementRange = {},
+    options: { readonly into?: TensorData } = {},
+  ): Promise<HostTensor> {
+    const [offset, length] = this.#range(range, "read");
+    const whole = offset === 0 && length === this.size;
+    const into = options.into;
+    if (into && (!matchesDType(into, this.dtype) || into.length < length)) {
+      throw new KilnError(
+        `read into: expected a ${this.dtype} typed array of at least ${length} elements`,
+        {
+          code: "bad-input",
+          fix: `pass a ${this.dtype} typed array of ${length} elements or more`,
+        },
+      );
+    }
+    return this.storage().read(offset, length).then((read) => {
+      count("kiln_transfers_total");
+      count("kiln_bytes_downloaded_total", read.byteLength);
+      const data = this.dtype === "i64" ? widenToI64(read as Int32Array) : read;
+      if (into) (into as Float32Array).set(data as Float32Array);
+      return { data: into ?? data, shape: whole ? this.shape : [length], dtype: this.dtype };
+    });
+  }
+
+  /**
+   * Overwrites elements from `offset` (default 0) with `data`, of this tensor's dtype. Runs
+   * started later see the new values; the caller's array is not kept.
+   */
+  write(data: TensorData | HostTensor, offset = 0): void {
+    const t = ArrayBuffer.isView(data)
+      ? { data, shape: [data.length], dtype: this.dtype }
+      : data as HostTensor;
+    const n = sizeOf(t.shape);
+    const [start] = this.#range({ offset, length: n }, "write");
+    const accepted = acceptInput(t, { shape: [n], dtype: this.dtype }, "device tensor write");
+    this.storage().write(accepted.data, start);
+    count("kiln_transfers_total");
+    count("kiln_bytes_uploaded_total", accepted.data.byteLength);
+  }
+
+  /** Gives the device memory back; later uses throw. */
+  dispose(): void {
+    this.#storage?.release();
+    this.#storage = undefined;
+  }
+
+  /** Disposes at the end of a `using` block. */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  #range(range: ElementRange, what: string): [number, number] {
+    const offset = range.offset ?? 0;
+    const length = range.length ?? this.size - offset;
+    if (
+      !Number.isInteger(offset) || !Number.isInteger(length) || offset < 0 || length < 0 ||
+      offset + length > this.size
+    ) {
+      throw new KilnError(
+        `Cannot ${what} elements [${offset}, ${offset + length}) of a tensor of ${this.size}`,
+        {
+          code: "bad-input",
+          fix: `use a whole-number offset and length within [0, ${this.size}]`,
+        },
+      );
+    }
+    return [offset, length];
+  }
+}
+
+/** The internal dtype of a device tensor's words (`i64` travels as `i32`). */
+export function storedDType(dtype: BoundaryDType): DType {
+  return dtype === "i64" ? "i32" : dtype;
+}
+
+/** A device tensor given as input `name`: live, of the declared shape and dtype. */
+export function acceptDevice(
+  t: DeviceTensor,
+  spec: { readonly shape: Shape; readonly dtype: BoundaryDType },
+  name: string,
+): DeviceTensor {
+  if (t.disposed) {
+    throw new KilnError(`input "${name}": the device tensor was disposed`, {
+      code: "disposed",
+      fix: "pass a live device tensor (dispose it only after its last run)",
+    });
+  }
+  if (t.dtype !== spec.dtype || t.shape.join() !== spec.shape.join()) {
+    throw new KilnError(
+      `input "${name}": expected ${spec.dtype}[${spec.shape}], got a device tensor ${t.dtype}[${t.shape}]`,
+      {
+        code: "bad-input",
+        fix: "pass a device tensor of the declared shape and dtype",
+      },
+    );
+  }
+  return t;
+}

@@ -1,0 +1,578 @@
+/**
+ * {@linkcode Executable}: a compiled graph bound to a backend, with its parameters. `run` checks
+ * every input against the graph's declarations before anything executes, so bad data gets a clear
+ * error and the executable stays usable; results come back through a {@linkcode RunHandle} as
+ * fresh arrays that never alias the caller's inputs.
+ *
+ * @module
+ */
+import type { Backend, KernelTime, Program } from "./backend.ts";
+import type { RefTensor } from "../ir/host_tensor.ts";
+import { acceptDevice, DeviceTensor, storedDType } from "./device_tensor.ts";
+import { matchesDType, type TensorData, widenToI64 } from "../ir/dtype.ts";
+import { convertData, type Widened } from "../passes/precision.ts";
+import { KilnError } from "../support/errors.ts";
+import type { Graph, GraphInput } from "../ir/graph.ts";
+import { acceptInput, type HostTensor } from "../ir/host_tensor.ts";
+import type { KernelIR } from "../ir/kernel_ir.ts";
+import type { MemoryPlan } from "../schedule/memory_plan.ts";
+import { checkInto, deliver, type IntoMap } from "./into.ts";
+import { assertCheck, isCheck, outputIndices, readCheck, settleChecks } from "./checks.ts";
+import { RunHandle } from "./run_handle.ts";
+import { sizeOf } from "../ir/shape.ts";
+import type { Schedule } from "../schedule/schedule.ts";
+import { count, countTransfers } from "./counters.ts";
+import type { BucketPlan } from "../schedule/buckets.ts";
+import { type DrawnInput, Draws } from "../passes/random_inputs.ts";
+
+/** How an executable was compiled: its kernels and the decisions behind them. */
+export interface PlanInfo {
+  /** Backend the kernels run on. */
+  readonly backend: string;
+  /** Kernels in execution order. */
+  readonly kernels: readonly KernelIR[];
+  /** Fusion decisions (boundaries and their reasons). */
+  readonly log: readonly string[];
+  /** Intermediate buffer plan. */
+  readonly memory: MemoryPlan;
+  /** Where each kernel's code came from. */
+  readonly sources: Readonly<{ memory: number; disk: number; generated: number }>;
+  /** Placement of each kernel, transfers and cost estimates. */
+  readonly schedule: Schedule;
+}
+
+/** Named host tensors: a run's inputs or results. */
+export type TensorMap = Record<string, HostTensor>;
+
+/** A run's named inputs: host tensors, or device tensors of the executable's backend. */
+export type InputMap = Record<string, HostTensor | DeviceTensor>;
+
+/** Named device tensors: the results of {@linkcode Executable.runOnDevice}. */
+export type DeviceTensorMap = Record<string, DeviceTensor>;
+
+/** Options for {@linkcode Executable.run}. */
+export interface RunOptions {
+  /** Output names to read back (default: all). */
+  readonly outputs?: readonly string[];
+  /**
+   * Runs the graph this many times back to back (default 1), each repetition's state outputs
+   * feeding the next one's state inputs; the outputs are the last repetition's. On a GPU the
+   * repetitions go into one submission with a single readback at the end.
+   */
+  readonly repeat?: number;
+  /** Caller-owned buffers to fill with outputs, by name (see `jit/runtime/into.ts`). */
+  readonly into?: IntoMap;
+}
+
+// Device tensors an executable holds as state may be shared with its clones (runs never write
+// into their inputs, so sharing is safe); the last holder to let go disposes them.
+const holders = new WeakMap<DeviceTensor, number>();
+const hold = (t: TensorData | DeviceTensor) => {
+  if (t instanceof DeviceTensor) holders.set(t, (holders.get(t) ?? 0) + 1);
+};
+const drop = (t: TensorData | DeviceTensor | undefined) => {
+  if (!(t instanceof DeviceTensor)) return;
+  const n = (holders.get(t) ?? 1) - 1;
+  holders.set(t, n);
+  if (n <= 0) t.dispose();
+};
+
+/** What an executable is built from. */
+export interface ExecutableInit {
+  /** The graph as the user gave it (its declarations are what `run` checks against). */
+  readonly graph: Graph;
+  /** The backend it runs on. */
+  readonly backend: Backend;
+  /** The compiled program. */
+  readonly program: Program;
+  /** Milliseconds the compile took. */
+  readonly compileMs: number;
+  /** The fused plan, when the backend compiled kernel IR. */
+  readonly plan?: PlanInfo;
+  /** State bindings: output name → the input it refreshes after every run. */
+  readonly state?: Readonly<Record<string, string>>;
+  /** Shape buckets: which inputs may run with a smaller axis 0, and what follows them. */
+  readonly buckets?: BucketPlan;
+  /** f16 inputs, params and outputs the caller passes and gets as f32 (a precision policy). */
+  readonly widened?: Widened;
+  /** Why a graph-level backend runs the whole graph (a policy chose it); `explain` shows it. */
+  readonly reason?: string;
+  /** Inputs drawn at random on every run (the graph's random ops; see `random_inputs.ts`). */
+  readonly drawn?: readonly DrawnInput[];
+}
+
+/** Sets what {@linkcode settleCompile} settles. */
+let settle: typeof settleCompile;
+
+/**
+ * Settles what a compile learned after building `exe` (each where given): the whole compile's
+ * time (a placement trial builds plans and times them after the one it keeps was built: `kiln
+ * run` reported 0.65 s for a 3.5 s compile), and why its plan runs where it does.
+ */
+export function settleCompile(
+  exe: Executable,
+  settled: { readonly compileMs?: number; readonly reason?: string },
+): void {
+  settle(exe, settled);
+}
+
+/** A compiled graph. */
+export class Executable {
+  /** The graph this executable was compiled from. */
+  readonly graph: Graph;
+  /** The backend it runs on. */
+  readonly backend: Backend;
+  /** State bindings: output name → the input it refreshes after every run. */
+  readonly state: Readonly<Record<string, string>>;
+  /** Why the work runs where it does, when there is no fused plan (a graph-level backend). */
+  readonly reason?: string;
+  #init: ExecutableInit;
+  #compileMs: number;
+  #plan?: PlanInfo;
+  #program: Program;
+  #params = new Map<string, TensorData>();
+  #stateData = new Map<string, TensorData | DeviceTensor>();
+  #queue: Promise<unknown> = Promise.resolve();
+  #draws: Draws;
+  #disposed = false;
+  /** Runs not yet settled: the program outlives them when disposed mid-run. */
+  #inflight = new Set<Promise<unknown>>();
+
+  /** Wraps a compiled program; use `compile()` rather than calling this. */
+  constructor(init: ExecutableInit) {
+    this.graph = init.graph;
+    this.backend = init.backend;
+    this.#compileMs = init.compileMs;
+    this.#plan = init.plan;
+    this.state = init.state ?? {};
+    this.reason = init.reason;
+    this.#init = init;
+    this.#draws = new Draws(init.drawn ?? []);
+    this.#program = init.program;
+    for (const p of init.graph.params) if (p.data) this.#params.set(p.name, p.data);
+    this.#checkState();
+  }
+
+  static {
+    settle = (exe, { compileMs = exe.#compileMs, reason }) => {
+      exe.#compileMs = compileMs;
+      const plan = exe.#plan;
+      if (plan && reason !== undefined) {
+        exe.#plan = { ...plan, schedule: { ...plan.schedule, reason } };
+      }
+    };
+  }
+
+  /** Milliseconds spent compiling. */
+  get compileMs(): number {
+    return this.#compileMs;
+  }
+
+  /** The fused plan, when the backend compiled kernel IR. */
+  get plan(): PlanInfo | undefined {
+    return this.#plan;
+  }
+
+  /** A copy sharing the compiled program (no recompile) with its own params and state. */
+  clone(): Executable {
+    this.#check();
+    const copy = new Executable({ ...this.#init, compileMs: this.#compileMs, plan: this.#plan });
+    for (const [k, v] of this.#params) copy.#params.set(k, v);
+    for (const [k, v] of this.#stateData) {
+      hold(v);
+      copy.#stateData.set(k, v);
+    }
+    return copy;
+  }
+
+  /**
+   * Runs several input sets back to back (state bindings flow from one to the next) and returns
+   * one handle per set; all are in flight at once, results arrive in order.
+   */
+  runPipelined(inputSets: readonly InputMap[], options?: RunOptions): RunHandle<TensorMap>[] {
+    if (Object.keys(this.state).length === 0) {
+      // Without state the runs are independent: all start now, and a GPU keeps them in flight
+      // together, each with its own buffers and staging.
+      return inputSets.map((inputs) => {
+        try {
+          return this.run(inputs, options);
+        } catch (e) {
+          return new RunHandle<TensorMap>(Promise.reject(e));
+        }
+      });
+    }
+    return inputSets.map((inputs) => {
+      const turn = this.#queue.then(() => this.run(inputs, options).result());
+      this.#queue = turn.catch(() => {});
+      return new RunHandle(turn);
+    });
+  }
+
+  /** Names of the inputs `run` expects (drawn inputs are the executable's own). */
+  get inputNames(): string[] {
+    return this.graph.inputs.map((i) => i.name).filter((n) => !this.#draws.has(n));
+  }
+
+  /** Names of the outputs `run` returns (checks are the executable's own). */
+  get outputNames(): string[] {
+    return this.graph.outputs.flatMap((o) => (isCheck(o.name) ? [] : [o.name]));
+  }
+
+  /** Replaces a parameter's data (copied). Bad data throws and leaves the old value in place. */
+  setParam(name: string, value: HostTensor | TensorData): void {
+    this.#check();
+    const p = this.graph.params.find((q) => q.name === name);
+    if (!p) {
+      throw new KilnError(`No parameter "${name}"`, {
+        code: "bad-input",
+        fix: this.graph.params.length
+          ? `use one of: ${this.graph.params.map((q) => q.name).join(", ")}`
+          : "this graph has no parameters",
+      });
+    }
+    let t = ArrayBuffer.isView(value) ? { data: value, shape: p.shape, dtype: p.dtype } : value;
+    const widened = this.#init.widened;
+    if (widened?.params.has(name) && t?.data && matchesDType(t.data, widened.wide)) {
+      t = { ...t, data: convertData(t.data, widened.wide, widened.narrow), dtype: widened.narrow };
+    }
+    const accepted = acceptInput(t, p, `param "${name}"`);
+    this.#params.set(name, accepted.data === t.data ? accepted.data.slice() : accepted.data);
+  }
+
+  /** Runs the graph on `inputs`; await the handle (or poll it) for the outputs on the host. */
+  run(inputs: InputMap, options?: RunOptions): RunHandle<TensorMap> {
+    return new RunHandle(this.#execute(inputs, options, false) as Promise<TensorMap>);
+  }
+
+  /**
+   * Runs the graph and leaves its outputs in device memory as {@linkcode DeviceTensor}s (yours to
+   * `read()` and `dispose()`), where the backend has device memory (WebGPU). State outputs stay
+   * on the device too. Nothing is read back, so the handle settles without waiting for the device.
+   */
+  runOnDevice(inputs: InputMap, options?: RunOptions): RunHandle<DeviceTensorMap> {
+    return new RunHandle(this.#execute(inputs, options, true) as Promise<DeviceTensorMap>);
+  }
+
+  /** Validates a run synchronously (bad input throws here), then starts it. */
+  #execute(
+    inputs: InputMap,
+    options: RunOptions | undefined,
+    onDevice: boolean,
+  ): Promise<TensorMap | DeviceTensorMap> {
+    this.#check();
+    const repeat = options?.repeat ?? 1;
+    if (!Number.isInteger(repeat) || repeat < 1) {
+      throw new KilnError(`repeat must be a whole number of at least 1, got ${repeat}`, {
+        code: "bad-input",
+        fix: "pass repeat: 1 or more (or leave it out)",
+      });
+    }
+    const active = this.#activeExtent(inputs);
+    const args = this.#snapshot(this.#arguments(inputs, active), inputs, repeat);
+    const requested = outputIndices(this.graph, options?.outputs);
+    if (!onDevice) checkInto(this.graph, options?.into, requested);
+    const stateful = this.graph.outputs.flatMap((o, i) => (o.name in this.state ? [i] : []));
+    // A run on the device keeps its own copy of each state output; a host run reads state back.
+    const wanted = onDevice
+      ? [...requested, ...stateful]
+      : [...requested, ...stateful.filter((i) => !requested.includes(i))];
+    const feedback = stateful.map((o): [number, number] => [
+      o,
+      this.graph.inputs.findIndex((i) => i.name === this.state[this.graph.outputs[o].name]),
+    ]);
+    const resident = this.#program.runResident?.bind(this.#program);
+    if (onDevice && !resident) {
+      throw new KilnError(
+        `runOnDevice needs a backend with device memory; this executable runs on ${this.backend.id}`,
+        {
+          code: "unsupported",
+          fix: "compile for webgpu, or run() to get host outputs",
+        },
+      );
+    }
+    // A program without device memory takes device tensors by copying them to the host: a
+    // transfer, counted as one (a program with device memory uses them in place, or refuses one
+    // of another device with a typed error).
+    const device = onDevice ||
+      (resident !== undefined && args.some((a) => a instanceof DeviceTensor));
+    const given = new Set(args.flatMap((a) => (a instanceof DeviceTensor ? [] : [a.data])));
+    count("kiln_runs_total", repeat);
+    count("kiln_dispatches_total", repeat * (this.plan?.kernels.length ?? this.graph.nodes.length));
+    countTransfers(this.plan?.schedule.transfers ?? [], {
+      resident: new Set(
+        this.graph.inputs.flatMap((g, i) => args[i] instanceof DeviceTensor ? [g.value] : []),
+      ),
+      downloaded: new Set(onDevice ? [] : requested.map((o) => this.graph.outputs[o].value)),
+    });
+    const buckets = this.#init.buckets;
+    const partial = buckets && active !== undefined && active < buckets.bound ? active : undefined;
+    const results = async (): Promise<(TensorData | DeviceTensor)[]> => {
+      if (resident && (device || repeat > 1)) {
+        return await resident(args, wanted, {
+          repeat,
+          feedback,
+          keep: wanted.map(() => onDevice),
+          active: partial,
+        });
+      }
+      // Programs that read their arguments on call get them before the first await; reading a
+      // device tensor awaits, so the host arguments beside one are copied (in this synchronous
+      // map, before any read settles).
+      const toHost = async (t: DeviceTensor): Promise<RefTensor> => {
+        const data = await t.storage().read(0, sizeOf(t.shape));
+        count("kiln_transfers_total");
+        count("kiln_bytes_downloaded_total", data.byteLength);
+        return { data, shape: t.shape, dtype: storedDType(t.dtype) };
+      };
+      let current: RefTensor[] = args.some((a) => a instanceof DeviceTensor)
+        ? await Promise.all(
+          args.map((a) => (a instanceof DeviceTensor ? toHost(a) : { ...a, data: a.data.slice() })),
+        )
+        : args as RefTensor[];
+      let data: TensorData[] = [];
+      for (let r = 0; r < repeat; r++) {
+        data = await this.#program.run(current, wanted, partial);
+        const next = [...current];
+        for (const [o, a] of feedback) next[a] = { ...next[a], data: data[wanted.indexOf(o)] };
+        current = next;
+      }
+      return data;
+    };
+    const running = results();
+    this.#inflight.add(running);
+    const settle = () => this.#inflight.delete(running);
+    running.then(settle, settle);
+    return running.then(async (data) => {
+      const out: Record<string, HostTensor | DeviceTensor> = {};
+      const checks: Promise<void>[] = [];
+      wanted.forEach((idx, k) => {
+        const o = this.graph.outputs[idx];
+        const v = this.graph.values[o.value];
+        let shape = v.shape;
+        if (partial !== undefined && buckets!.batched.has(o.value)) {
+          shape = [v.shape[0] / buckets!.bound * partial, ...v.shape.slice(1)];
+        }
+        const d = data[k];
+        if (k >= requested.length) {
+          this.#setState(this.state[o.name], d instanceof DeviceTensor ? d : d.slice());
+          return;
+        }
+        if (d instanceof DeviceTensor) {
+          const t = new DeviceTensor(d.storage(), shape, o.dtype);
+          if (isCheck(o.name)) checks.push(readCheck(o.name, t));
+          else out[o.name] = t;
+          return;
+        }
+        if (isCheck(o.name)) return assertCheck(o.name, d);
+        if (!onDevice && o.name in this.state) this.#setState(this.state[o.name], d.slice());
+        let host = given.has(d) ? d.slice() : d;
+        if (shape !== v.shape) host = host.slice(0, sizeOf(shape));
+        const widened = this.#init.widened;
+        if (widened?.outputs.has(o.name) && matchesDType(host, widened.narrow)) {
+          const data = convertData(host, widened.narrow, widened.wide);
+          out[o.name] = { data, shape, dtype: widened.wide };
+          return;
+        }
+        out[o.name] = {
+          data: o.dtype === "i64" ? widenToI64(host as Int32Array) : host,
+          shape,
+          dtype: o.dtype,
+        };
+      });
+      await settleChecks(checks, out);
+      if (onDevice) return out as DeviceTensorMap;
+      for (const [k, t] of Object.entries(out)) out[k] = deliver(k, t as HostTensor, options?.into);
+      return out as TensorMap;
+    });
+  }
+
+  #setState(input: string, value: TensorData | DeviceTensor): void {
+    const old = this.#stateData.get(input);
+    hold(value);
+    this.#stateData.set(input, value);
+    drop(old);
+  }
+
+  /**
+   * Device time per kernel of the last finished run: WebGPU with `profile: true` on a device
+   * with `timestamp-query` measures it; elsewhere this is empty.
+   */
+  deviceTimes(): readonly KernelTime[] {
+    return this.#program.deviceTimes?.() ?? [];
+  }
+
+  /** Releases the compiled program; later calls throw. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    // Runs already started finish on what they hold (a GPU program's resident buffers would
+    // otherwise return to the pool under them); the program goes once the last one settles.
+    const program = this.#program;
+    const pending = [...this.#inflight];
+    const release = () => {
+      for (const v of this.#stateData.values()) drop(v);
+      this.#stateData.clear();
+      program.dispose();
+    };
+    if (pending.length === 0) release();
+    else Promise.allSettled(pending).then(release);
+  }
+
+  /** Disposes the executable at the end of a `using` block. */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  #checkState(): void {
+    for (const [out, input] of Object.entries(this.state)) {
+      const o = this.graph.outputs.find((x) => x.name === out);
+      const i = this.graph.inputs.find((x) => x.name === input);
+      if (!o || !i) {
+        throw new KilnError(
+          `State binding ${out} → ${input} names ${
+            !o ? `no output "${out}"` : `no input "${input}"`
+          }`,
+          {
+            code: "bad-input",
+            fix: `bind an output (${this.outputNames.join(", ")}) to an input (${
+              this.inputNames.join(", ")
+            })`,
+          },
+        );
+      }
+      const ov = this.graph.values[o.value], iv = this.graph.values[i.value];
+      if (ov.dtype !== iv.dtype || ov.shape.join() !== iv.shape.join()) {
+        throw new KilnError(
+          `State binding ${out} → ${input}: ${ov.dtype}[${ov.shape}] does not match ${iv.dtype}[${iv.shape}]`,
+          {
+            code: "shape-mismatch",
+            fix: "bind an output to an input of the same shape and dtype",
+          },
+        );
+      }
+    }
+  }
+
+  #check(): void {
+    if (this.#disposed) {
+      throw new KilnError("This executable was disposed", {
+        code: "disposed",
+        fix: "compile the graph again",
+      });
+    }
+  }
+
+  /** The batch extent of a bucketed run (`undefined` when the executable has no buckets). */
+  #activeExtent(inputs: InputMap): number | undefined {
+    const b = this.#init.buckets;
+    if (!b || typeof inputs !== "object" || inputs === null) return undefined;
+    const extents = [
+      ...new Set(b.inputs.flatMap((n) => (inputs[n]?.shape ? [inputs[n].shape[0]] : []))),
+    ];
+    if (extents.length > 1) {
+      throw new KilnError(
+        `Bucketed inputs ${b.inputs.join(", ")} have different batch sizes ${extents.join(", ")}`,
+        {
+          code: "bad-input",
+          fix: "pass the same axis-0 extent to every bucketed input",
+        },
+      );
+    }
+    const e = extents[0] ?? b.bound;
+    if (!Number.isInteger(e) || e < 0 || e > b.bound) {
+      throw new KilnError(`Batch size ${e} is outside this executable's bucket [0, ${b.bound}]`, {
+        code: "bad-input",
+        fix: `pass at most ${b.bound} rows, or compile for a larger bound`,
+      });
+    }
+    return e;
+  }
+
+  #arguments(inputs: InputMap, active?: number): (RefTensor | DeviceTensor)[] {
+    if (typeof inputs !== "object" || inputs === null) {
+      throw new KilnError(
+        `run() expects an object of named inputs, got ${inputs === null ? "null" : typeof inputs}`,
+        {
+          code: "bad-input",
+          fix: `pass { ${this.inputNames.map((n) => `${n}: HostTensor`).join(", ")} }`,
+        },
+      );
+    }
+    const expected = new Set(this.inputNames);
+    const unknown = Object.keys(inputs).filter((k) => !expected.has(k));
+    const missing = this.inputNames.filter((k) => !(k in inputs) && !this.#stateData.has(k));
+    if (unknown.length || missing.length) {
+      const parts = [
+        missing.length ? `missing ${missing.join(", ")}` : "",
+        unknown.length ? `unknown ${unknown.join(", ")}` : "",
+      ];
+      throw new KilnError(
+        `run() inputs do not match the graph: ${parts.filter(Boolean).join("; ")}`,
+        {
+          code: "bad-input",
+          fix: `pass exactly: ${this.inputNames.join(", ") || "no inputs"}`,
+        },
+      );
+    }
+    const args: (RefTensor | DeviceTensor)[] = this.graph.inputs.map((i) => {
+      if (this.#draws.has(i.name)) {
+        return { data: this.#draws.next(i.name), shape: i.shape, dtype: "f32" };
+      }
+      const given = inputs[i.name];
+      const state = this.#stateData.get(i.name);
+      if (given instanceof DeviceTensor) {
+        return acceptDevice(given, this.#bucketed(i, active), i.name);
+      }
+      if (i.name in inputs || state === undefined) {
+        const t = given as HostTensor | undefined;
+        // Under an f16 precision (or narrowF64) the caller's data is narrowed here, before it
+        // travels.
+        const widened = this.#init.widened;
+        const caller = widened?.inputs.has(i.name) && t?.dtype === widened.wide &&
+            matchesDType(t.data, widened.wide)
+          ? { ...t, data: convertData(t.data, widened.wide, widened.narrow), dtype: widened.narrow }
+          : given;
+        return acceptInput(caller, this.#bucketed(i, active), `input "${i.name}"`);
+      }
+      if (state instanceof DeviceTensor) return state;
+      return { data: state, shape: i.shape, dtype: this.graph.values[i.value].dtype };
+    });
+    for (const p of this.graph.params) {
+      const data = this.#params.get(p.name);
+      if (!data) {
+        throw new KilnError(`Parameter "${p.name}" has no data`, {
+          code: "bad-input",
+          fix: `call setParam("${p.name}", data) before run()`,
+        });
+      }
+      args.push({ data, shape: p.shape, dtype: this.graph.values[p.value].dtype });
+    }
+    return args;
+  }
+
+  /**
+   * The caller may reuse its arrays as soon as `run()` returns: a program that reads its
+   * arguments later (after an await) gets copies of the caller's. So do repeated runs of a
+   * program that reads them on call but has no `runResident`: each repetition calls it again.
+   */
+  #snapshot(
+    args: (RefTensor | DeviceTensor)[],
+    inputs: InputMap,
+    repeat: number,
+  ): (RefTensor | DeviceTensor)[] {
+    const once = repeat === 1 || this.#program.runResident !== undefined;
+    if (this.#program.readsArgsOnCall && once) return args;
+    const theirs = new Set(
+      Object.values(inputs).map((t) => (t as { data?: unknown } | undefined)?.data),
+    );
+    return args.map((a) =>
+      a instanceof DeviceTensor || !theirs.has(a.data) ? a : { ...a, data: a.data.slice() }
+    );
+  }
+
+  /** The declared spec of input `i`, with axis 0 set to the active extent when it is bucketed. */
+  #bucketed(i: GraphInput, active: number | undefined): GraphInput {
+    if (active === undefined || !this.#init.buckets!.inputs.includes(i.name)) return i;
+    return { ...i, shape: [active, ...i.shape.slice(1)] };
+  }
+}

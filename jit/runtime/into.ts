@@ -1,0 +1,52 @@
+/**
+ * Outputs delivered into the caller's memory: `run(inputs, { into: { y: buffer } })` fills the
+ * caller's typed array (of the output's dtype and size) instead of returning a fresh one, so a
+ * loop that runs a model again and again allocates nothing per run. Checked before the run: a
+ * wrong name, dtype or size is a typed error and the caller's buffer is left as it was.
+ *
+ * @module
+ */
+import { matchesDType, type TensorData } from "../ir/dtype.ts";
+import { KilnError } from "../support/errors.ts";
+import type { Graph } from "../ir/graph.ts";
+import type { HostTensor } from "../ir/host_tensor.ts";
+import { sizeOf } from "../ir/shape.ts";
+
+/** Caller-owned buffers by output name. */
+export type IntoMap = Readonly<Record<string, TensorData>>;
+
+/**
+ * Checks `into` against the outputs a run returns: each a returned output's name, a typed array
+ * of its dtype and of at least its size (a bucketed run fills the front of it).
+ */
+export function checkInto(graph: Graph, into: IntoMap | undefined, returned: readonly number[]) {
+  for (const [name, buffer] of Object.entries(into ?? {})) {
+    const o = returned.map((i) => graph.outputs[i]).find((x) => x.name === name);
+    const fail = (why: string, fix: string) =>
+      new KilnError(`into.${name}: ${why}`, { code: "bad-input", fix });
+    if (!o) {
+      throw fail(
+        "the run returns no such output",
+        "name outputs the run returns (options.outputs)",
+      );
+    }
+    const size = sizeOf(graph.values[o.value].shape);
+    if (!ArrayBuffer.isView(buffer) || !matchesDType(buffer, o.dtype)) {
+      throw fail(`the buffer is not a typed array of ${o.dtype}`, `pass a ${o.dtype} typed array`);
+    }
+    if (buffer.length < size) {
+      throw fail(
+        `${buffer.length} elements, where the output has ${size}`,
+        `pass ${size} elements`,
+      );
+    }
+  }
+}
+
+/** `t` copied into the caller's buffer for its output, where one was given. */
+export function deliver(name: string, t: HostTensor, into: IntoMap | undefined): HostTensor {
+  const buffer = into?.[name];
+  if (!buffer) return t;
+  (buffer as Float32Array).set(t.data as Float32Array);
+  return { ...t, data: buffer };
+}

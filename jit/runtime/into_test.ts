@@ -1,0 +1,50 @@
+import assert from "node:assert/strict";
+import { compile, GraphBuilder, KilnError } from "../../mod.ts";
+
+function graph() {
+  const b = new GraphBuilder();
+  const x = b.input("x", [4]);
+  b.output("y", b.op("Mul", [x, b.constant(2)]));
+  b.output("n", b.op("Cast", [b.op("Greater", [x, b.constant(0)])], { to: "i32" }));
+  return b.build();
+}
+
+Deno.test("run fills the caller's buffers, and refuses wrong ones before running", async () => {
+  for (const backend of ["reference", "wasm", "webgpu"]) {
+    using exe = await compile(graph(), { backend, cache: false });
+    const x = { data: Float32Array.from([-1, 0, 1, 2]), shape: [4], dtype: "f32" as const };
+    const y = new Float32Array(4), n = new Int32Array(4);
+    const out = await exe.run({ x }, { into: { y, n } });
+    assert.equal(out.y.data, y, `${backend}: the caller's y`);
+    assert.deepEqual([...y], [-2, 0, 2, 4]);
+    assert.deepEqual([...n], [0, 0, 1, 1]);
+    const wrong: Record<string, Float32Array | Int32Array>[] = [
+      { y: new Float32Array(3) },
+      { y: new Int32Array(4) },
+      { z: new Float32Array(4) },
+    ];
+    for (const into of wrong) {
+      const mine = Object.values(into)[0];
+      mine.fill(7);
+      await assert.rejects(
+        async () => await exe.run({ x }, { into }),
+        (e: unknown) =>
+          e instanceof KilnError && /^into\./.test(e.message) && /Fix:/.test(e.message),
+      );
+      assert.ok([...mine].every((v) => v === 7), "the caller's buffer is untouched");
+    }
+  }
+});
+
+Deno.test("a device tensor reads into the caller's buffer", async () => {
+  using exe = await compile(graph(), { backend: "webgpu", cache: false });
+  const x = { data: Float32Array.from([1, 2, 3, 4]), shape: [4], dtype: "f32" as const };
+  const { y, n } = await exe.runOnDevice({ x });
+  const mine = new Float32Array(2);
+  const got = await y.read({ offset: 1, length: 2 }, { into: mine });
+  assert.equal(got.data, mine);
+  assert.deepEqual([...mine], [4, 6]);
+  assert.throws(() => y.read({}, { into: new Float32Array(2) }), KilnError);
+  y.dispose();
+  n.dispose();
+});

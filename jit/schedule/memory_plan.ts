@@ -1,0 +1,54 @@
+/**
+ * Memory planning: liveness-based reuse of intermediate buffers within one executable. Each
+ * intermediate lives from the kernel that writes it to the last kernel that reads it; buffers are
+ * assigned to slots first-fit by byte size, so two intermediates share a slot when their
+ * lifetimes do not overlap. Graph inputs, params, constants and outputs are not planned (the
+ * caller owns them, or they are handed back).
+ *
+ * @module
+ */
+import { byteSize } from "../ir/dtype.ts";
+import type { KernelIR } from "../ir/kernel_ir.ts";
+import { sizeOf } from "../ir/shape.ts";
+
+/** Where each intermediate lives. */
+export interface MemoryPlan {
+  /** Byte size of each slot. */
+  readonly slots: readonly number[];
+  /** Slot of each planned value (graph value id → slot index). */
+  readonly assignment: ReadonlyMap<number, number>;
+  /** Bytes of all slots together (what the plan allocates). */
+  readonly plannedBytes: number;
+  /** Bytes the intermediates would take without reuse. */
+  readonly naiveBytes: number;
+}
+
+/** Plans the intermediates of `kernels` (values in `external` are not planned). */
+export function planMemory(
+  kernels: readonly KernelIR[],
+  external: ReadonlySet<number>,
+): MemoryPlan {
+  const last = new Map<number, number>();
+  kernels.forEach((k, i) => k.inputs.forEach((b) => last.set(b.value, i)));
+  const slots: number[] = [];
+  const free: number[] = [];
+  const assignment = new Map<number, number>();
+  let naiveBytes = 0;
+  kernels.forEach((k, i) => {
+    for (const o of k.outputs) {
+      if (external.has(o.value)) continue;
+      const bytes = sizeOf(o.shape) * byteSize(o.dtype);
+      naiveBytes += bytes;
+      const fit = free.filter((s) => slots[s] >= bytes).sort((a, b) => slots[a] - slots[b])[0];
+      const slot = fit ?? slots.push(bytes) - 1;
+      if (fit !== undefined) free.splice(free.indexOf(fit), 1);
+      assignment.set(o.value, slot);
+    }
+    // Inputs whose last reader is this kernel free their slots for later kernels.
+    for (const b of k.inputs) {
+      const slot = assignment.get(b.value);
+      if (slot !== undefined && last.get(b.value) === i && !free.includes(slot)) free.push(slot);
+    }
+  });
+  return { slots, assignment, plannedBytes: slots.reduce((a, b) => a + b, 0), naiveBytes };
+}

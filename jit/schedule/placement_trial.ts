@@ -1,0 +1,214 @@
+/**
+ * Measured placement. The cost model's estimate places a program, but where the alternatives to
+ * a plan that uses a device (everything on the host's SIMD backend, or everything on that device)
+ * are within {@linkcode TRIAL_RATIO} of it in estimated time, `compile` builds them all and times
+ * them on zero-filled inputs (the way autotuners do), keeps the faster, and
+ * stores the verdict beside the kernel cache keyed by graph and machine, so later compiles on
+ * the same machine take it without timing. (On the H200, auto put mlp and lenet on the GPU, 12 ms
+ * a run, one awaited readback, against 1.3–3.5 ms on wasm: estimates from micro-calibration miss
+ * such small programs by that much.)
+ *
+ * @module
+ */
+import { type Backend, profileKey } from "../runtime/backend.ts";
+import { digest } from "../ir/digest.ts";
+import { allocate } from "../ir/dtype.ts";
+import type { Executable } from "../runtime/executable.ts";
+import type { Graph } from "../ir/graph.ts";
+import type { HostTensor } from "../ir/host_tensor.ts";
+import { defaultKernelCache, type KernelCache } from "../runtime/kernel_cache.ts";
+import { sizeOf } from "../ir/shape.ts";
+
+/** Plans whose estimates differ by less than this factor are timed, not trusted. */
+export const TRIAL_RATIO = 20;
+
+/**
+ * Which plan won a trial: the estimate's own (`plan`, which may mix backends), everything on the
+ * host's SIMD backend (`host`), or everything on the device the plan uses (`device`).
+ */
+export type Verdict = "plan" | "host" | "device";
+
+const VERDICTS: readonly Verdict[] = ["plan", "host", "device"];
+
+/** The key of a trial: the graph and every backend's identity and device profile. */
+export function trialKey(graph: Graph, backends: readonly Backend[]): string {
+  const machine = backends.map((b) => [b.id, b.version, profileKey(b.capabilities())]);
+  return digest(graph.canonical() + JSON.stringify(machine)).slice(0, 24);
+}
+
+const note = (key: string) => `placement-${key}.json`;
+
+/** A verdict stored for `key` beside the kernels of `cache`, if any. */
+export async function storedVerdict(
+  key: string,
+  cache: KernelCache = defaultKernelCache(),
+): Promise<Verdict | undefined> {
+  try {
+    const v = JSON.parse(await cache.readNote(note(key)) ?? "{}").verdict;
+    return VERDICTS.includes(v) ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Stores a verdict (a read-only cache only costs a trial in the next process). */
+export function storeVerdict(
+  key: string,
+  record: TrialRecord,
+  cache: KernelCache = defaultKernelCache(),
+): Promise<void> {
+  return cache.writeNote(note(key), JSON.stringify(record));
+}
+
+/** What a trial measured. */
+export interface TrialRecord {
+  /** The fastest plan. */
+  readonly verdict: Verdict;
+  /** Median milliseconds of each timed plan's runs. */
+  readonly ms: Partial<Record<Verdict, number>>;
+}
+
+/** Zero-filled data for every input of `graph` (indices 0 are always in range). */
+export function zeroInputs(graph: Graph): Record<string, HostTensor> {
+  return Object.fromEntries(graph.inputs.map((i) => {
+    const n = sizeOf(i.shape);
+    const data = i.dtype === "i64" ? new BigInt64Array(n) : allocate(i.dtype, n);
+    return [i.name, { data, shape: i.shape, dtype: i.dtype }];
+  }));
+}
+
+/**
+ * Warm-up runs of each plan before it is timed (at most {@linkcode WARM_MS} of them): a backend
+ * may tune itself over its first runs (wasm times its runs with and without worker threads), and
+ * a plan timed mid-tuning lost to a slower one (vit_tiny on the H200 went to the GPU at 12.7 ms
+ * against 3.6 ms on wasm).
+ */
+const WARM_RUNS = 10, WARM_MS = 150;
+
+/** Timed runs of each plan, taking turns (their median is compared), at the least. */
+const ROUNDS = 5;
+
+/**
+ * Rounds go on up to {@linkcode MAX_ROUNDS} while all of them together took under this many
+ * milliseconds: five runs of sub-millisecond plans were too few for a median (on the H200, Dawn
+ * table, auto kept wasm for generator at 0.41 ms a run against the GPU's 0.31).
+ */
+const ROUNDS_MS = 25;
+
+/** The most timed rounds. */
+const MAX_ROUNDS = 25;
+
+/**
+ * A plan this many times slower than the fastest in a round runs no more rounds (DenseNet-121's
+ * mixed plan took 2.7 s a run against 44 ms on wasm, and its five rounds most of a 43 s compile).
+ */
+const HOPELESS = 4;
+
+/**
+ * A run must also take this many milliseconds for its plan to be dropped as {@linkcode HOPELESS}:
+ * a sub-millisecond plan costs the rounds little, and one round of it can be a collector's pause.
+ */
+const HOPELESS_MS = 5;
+
+/**
+ * How much faster than the host-only plan another must be to win: a plan that moves data to a
+ * device varies more from run to run (transfers, an awaited readback) than it does in a few timed
+ * runs, and the host's plan is the one whose estimate the trial is there to check.
+ */
+export const HOST_MARGIN = 0.9;
+
+/**
+ * The least time a device plan spends on each kernel besides its readback (encoding, dispatch,
+ * launch). Through Dawn on the H200 kiln's webgpu runs took 15 µs a kernel beyond the readback
+ * for vit_tiny's 28 kernels and 35-45 µs for lstm2's 51 and gru_bi's 31 (2026-11-27), so a host
+ * plan faster than the readback plus this much a kernel cannot lose to the device, and the
+ * device's pipelines are not compiled for a trial (lstm2's auto first run took 2.7 s on Dawn
+ * with them, 0.6 s without).
+ */
+export const KERNEL_FLOOR_MS = 0.015;
+
+/**
+ * The least milliseconds a run of `kernels` kernels takes on a device whose readback takes
+ * `readbackMs` (0 where none was measured: no floor then; `Infinity` where there is no device).
+ */
+export function deviceFloorMs(readbackMs: number, kernels: number): number {
+  return readbackMs && readbackMs + KERNEL_FLOOR_MS * kernels;
+}
+
+/** The verdict of timed runs (ms per plan): the fastest median, the host plan on near ties. */
+export function verdictOf(times: ReadonlyMap<Verdict, readonly number[]>): TrialRecord {
+  const ms = Object.fromEntries(
+    [...times].map(([v, xs]) => [v, [...xs].sort((a, b) => a - b)[xs.length >> 1]]),
+  ) as Record<Verdict, number>;
+  const fastest = [...times.keys()].reduce((a, b) => (ms[b] < ms[a] ? b : a));
+  const verdict = ms.host !== undefined && ms[fastest] > HOST_MARGIN * ms.host ? "host" : fastest;
+  return { verdict, ms };
+}
+
+/**
+ * Times the executables (warmed up, then {@linkcode ROUNDS} runs each or more for fast plans,
+ * taking turns, less for a {@linkcode HOPELESS} one) and returns the record; `undefined` when
+ * one fails to run (the estimate stands then).
+ */
+export async function trial(
+  plans: ReadonlyMap<Verdict, Executable>,
+  graph: Graph,
+): Promise<TrialRecord | undefined> {
+  const feeds = zeroInputs(graph);
+  const times = new Map([...plans.keys()].map((v) => [v, [] as number[]]));
+  try {
+    for (const exe of plans.values()) {
+      const until = performance.now() + WARM_MS;
+      for (let i = 0; i < WARM_RUNS && performance.now() < until; i++) await exe.run(feeds);
+    }
+    const running = new Map(plans);
+    const start = performance.now();
+    for (
+      let rep = 0;
+      rep < ROUNDS || (rep < MAX_ROUNDS && performance.now() - start < ROUNDS_MS);
+      rep++
+    ) {
+      const round = new Map<Verdict, number>();
+      for (const [v, exe] of running) {
+        const t0 = performance.now();
+        await exe.run(feeds);
+        const ms = performance.now() - t0;
+        round.set(v, ms);
+        times.get(v)!.push(ms);
+      }
+      const best = Math.min(...round.values());
+      for (const [v, ms] of round) {
+        if (ms > HOPELESS * best && ms > HOPELESS_MS) running.delete(v);
+      }
+    }
+  } catch {
+    return undefined;
+  }
+  return verdictOf(times);
+}
+
+/**
+ * Builds and times `plans` (see {@linkcode trial}), the host plan first: every other plan waits
+ * for its device at least once a run (`deviceSyncMs`, that device's measured synchronization), so
+ * a host plan faster than {@linkcode HOST_MARGIN} of that wins without the others being built. (On
+ * the H200 host, building and timing the GPU plans of models that run in well under a millisecond
+ * on wasm made `auto`'s first run 1.5–2.5 s, against 0.8–1.2 s for wasm alone.) A
+ * `deviceSyncMs` of 0 skips that (the host plan is known to be slower). The record is `undefined`
+ * when a plan fails to run; `built` holds every executable built.
+ */
+export async function trialOf<P>(
+  plans: ReadonlyMap<Verdict, P>,
+  build: (plan: P) => Promise<Executable>,
+  graph: Graph,
+  deviceSyncMs: number,
+): Promise<{ record?: TrialRecord; built: Map<Verdict, Executable> }> {
+  const built = new Map<Verdict, Executable>();
+  const host = plans.get("host");
+  if (host !== undefined && deviceSyncMs > 0) {
+    built.set("host", await build(host));
+    const alone = await trial(built, graph);
+    if (alone && alone.ms.host! < HOST_MARGIN * deviceSyncMs) return { record: alone, built };
+  }
+  for (const [v, p] of plans) if (!built.has(v)) built.set(v, await build(p));
+  return { record: await trial(built, graph), built };
+}

@@ -1,0 +1,161 @@
+/**
+ * ONNX ops that kiln imports as compositions of its own ops: the activations (Elu, Selu, Celu,
+ * PRelu, Softplus, Softsign, ThresholdedRelu), the reductions built from a sum or a max (ReduceL1,
+ * ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp), Trilu as a constant mask, and
+ * Xor, Sign, Mean, CastLike, the hyperbolic functions and Tan. They lower on every backend and
+ * fuse like the ops they are made of.
+ *
+ * @module
+ */
+import type { DType } from "../../jit/ir/dtype.ts";
+import {
+  attrs,
+  constant,
+  constInts,
+  type Converter,
+  type Known,
+  type NodeContext,
+  type OpFn,
+  opOf,
+  reduceAxes,
+  roundToBf16,
+  typeOf,
+} from "../import/node_context.ts";
+
+/** A scalar constant of `dtype` (f16: the nearest half, as the model's own constants are). */
+export function scalar(value: number, dtype: DType): Known {
+  return constant([value], [], dtype);
+}
+
+/** An op of one float input `x` built with `build(op, x, k)` (`k(v)`: a constant like x). */
+function unary(
+  build: (
+    op: (name: string, ...xs: Known[]) => Known,
+    x: Known,
+    k: (v: number) => Known,
+    c: NodeContext,
+  ) => Known,
+): Converter<Known> {
+  return (c) => {
+    const x = c.required(0);
+    const op = (name: string, ...xs: Known[]) => c.emit(name, xs)[0];
+    return [build(op, x, (v) => scalar(v, typeOf(x).dtype), c)];
+  };
+}
+
+/** A reduction: `pre(x)` summed over the axes, then `post`. */
+function sumOf(
+  pre: (op: OpFn, x: Known) => Known,
+  post?: (op: OpFn, s: Known) => Known,
+): Converter<Known> {
+  return (c) => {
+    const x = c.required(0);
+    const op = opOf(c);
+    const r = reduceAxes(c);
+    const v = pre(op, x);
+    if (r === "identity") return [post ? post(op, v) : v];
+    const s = op("ReduceSum", [v], r);
+    return [post ? post(op, s) : s];
+  };
+}
+
+/** Converters by ONNX op type. */
+export const COMPOSITE_CONVERTERS: Record<string, Converter<Known>> = {
+  Elu: unary((op, x, k, c) =>
+    op(
+      "Where",
+      op("Less", x, k(0)),
+      op("Mul", k(attrs(c).float("alpha", 1)!), op("Sub", op("Exp", x), k(1))),
+      x,
+    )
+  ),
+  Selu: unary((op, x, k, c) => {
+    const alpha = attrs(c).float("alpha", 1.67326319217681884765625)!;
+    const gamma = attrs(c).float("gamma", 1.05070102214813232421875)!;
+    const neg = op("Sub", op("Mul", k(alpha), op("Exp", x)), k(alpha));
+    return op("Mul", k(gamma), op("Where", op("Greater", x, k(0)), x, neg));
+  }),
+  Celu: unary((op, x, k, c) => {
+    const alpha = attrs(c).float("alpha", 1)!;
+    const neg = op("Mul", k(alpha), op("Sub", op("Exp", op("Div", x, k(alpha))), k(1)));
+    return op("Add", op("Max", x, k(0)), op("Min", neg, k(0)));
+  }),
+  ThresholdedRelu: unary((op, x, k, c) =>
+    op("Where", op("Greater", x, k(attrs(c).float("alpha", 1)!)), x, k(0))
+  ),
+  Softplus: unary((op, x, k) => op("Log", op("Add", op("Exp", x), k(1)))),
+  Softsign: unary((op, x, k) => op("Div", x, op("Add", op("Abs", x), k(1)))),
+  Sign: unary((op, x, k) =>
+    op("Where", op("Greater", x, k(0)), k(1), op("Where", op("Less", x, k(0)), k(-1), k(0)))
+  ),
+  Tan: unary((op, x) => op("Div", op("Sin", x), op("Cos", x))),
+  Sinh: unary((op, x, k) => op("Mul", op("Sub", op("Exp", x), op("Exp", op("Neg", x))), k(0.5))),
+  Cosh: unary((op, x, k) => op("Mul", op("Add", op("Exp", x), op("Exp", op("Neg", x))), k(0.5))),
+  Asinh: unary((op, x, k) => op("Log", op("Add", x, op("Sqrt", op("Add", op("Mul", x, x), k(1)))))),
+  Acosh: unary((op, x, k) => op("Log", op("Add", x, op("Sqrt", op("Sub", op("Mul", x, x), k(1)))))),
+  Atanh: unary((op, x, k) =>
+    op("Mul", op("Log", op("Div", op("Add", k(1), x), op("Sub", k(1), x))), k(0.5))
+  ),
+  PRelu: (c) => {
+    const x = c.required(0);
+    let slope = c.required(1);
+    // Opsets before 7 (PyTorch's multi-parameter PReLU): a [C] slope is per channel (axis 1).
+    const xs = typeOf(x).shape, ss = typeOf(slope).shape;
+    if (ss.length === 1 && xs.length > 2 && ss[0] === xs[1] && ss[0] !== xs.at(-1)) {
+      [slope] = c.emit("Reshape", [slope], { shape: [ss[0], ...xs.slice(2).map(() => 1)] });
+    }
+    const zero = scalar(0, typeOf(x).dtype);
+    const [neg] = c.emit("Less", [x, zero]);
+    const [scaled] = c.emit("Mul", [x, slope]);
+    return c.emit("Where", [neg, scaled, x]);
+  },
+  Xor: (c) => {
+    const [same] = c.emit("Equal", c.inputs());
+    return c.emit("Not", [same]);
+  },
+  Mean: (c) => {
+    const xs = [c.required(0), ...c.inputs().slice(1)];
+    const sum = xs.slice(1).reduce((acc, x) => c.emit("Add", [acc, x])[0], xs[0]);
+    return c.emit("Div", [sum, scalar(xs.length, typeOf(xs[0]).dtype)]);
+  },
+  CastLike: (c) => {
+    attrs(c).int("saturate"); // float8 only (see Cast)
+    const target = c.required(1);
+    const y = c.emit("Cast", [c.required(0)], { to: typeOf(target).dtype }).map((k) => ({
+      ...k,
+      i64: target.i64,
+    }));
+    return target.bf16 ? [roundToBf16(opOf(c), y[0])] : y;
+  },
+  ReduceL1: sumOf((op, x) => op("Abs", [x])),
+  ReduceL2: sumOf((op, x) => op("Mul", [x, x]), (op, s) => op("Sqrt", [s])),
+  ReduceSumSquare: sumOf((op, x) => op("Mul", [x, x])),
+  ReduceLogSum: sumOf((_, x) => x, (op, s) => op("Log", [s])),
+  ReduceLogSumExp: (c) => {
+    // log Σ exp(x) = m + log Σ exp(x − m), m the maximum: no overflow for large x.
+    const x = c.required(0);
+    const r = reduceAxes(c);
+    if (r === "identity") return [x];
+    const [m] = c.emit("ReduceMax", [x], { axes: r.axes, keepdims: 1 });
+    const [shifted] = c.emit("Exp", [c.emit("Sub", [x, m])[0]]);
+    const [sum] = c.emit("ReduceSum", [shifted], r);
+    const [mk] = r.keepdims ? [m] : c.emit("ReduceMax", [x], r);
+    return c.emit("Add", [c.emit("Log", [sum])[0], mk]);
+  },
+  Trilu: (c) => {
+    const x = c.required(0);
+    const shape = typeOf(x).shape;
+    const k = c.input(1) ? constInts(c, 1, "k")![0] : 0;
+    const upper = attrs(c).int("upper", 1) === 1;
+    const [rows, cols] = shape.slice(-2);
+    const mask = new Uint8Array(rows * cols);
+    for (let i = 0; i < rows; i++) {
+      for (let j = 0; j < cols; j++) mask[i * cols + j] = +(upper ? j - i >= k : j - i <= k);
+    }
+    const keep = constant(mask, [rows, cols], "bool");
+    return c.emit("Where", [keep, x, scalar(0, typeOf(x).dtype)]).map((o) => ({
+      ...o,
+      i64: x.i64,
+    }));
+  },
+};

@@ -1,0 +1,421 @@
+/**
+ * The windowed ops: Conv, MaxPool and AveragePool (1-D ones run as 2-D over a height of 1, a 3-D
+ * Conv as 2-D convs summed over its depth taps; MaxPool's Indices from its taps' ArgMax),
+ * ConvTranspose as a convolution of the stride-dilated, re-padded input with the flipped,
+ * group-transposed kernel, InstanceNormalization as per-channel moments, GlobalMaxPool as a
+ * reduction. All of them are kiln ops or compositions of kiln ops, so they fuse and run on every
+ * backend.
+ *
+ * @module
+ */
+import { isFloat } from "../../jit/ir/dtype.ts";
+import { KilnError } from "../../jit/support/errors.ts";
+import { type Attrs, InferContext } from "../../jit/ops/mod.ts";
+import { resolveWindow } from "../../jit/ops/nn.ts";
+import { scalar } from "./composite.ts";
+import {
+  attrs,
+  constant,
+  constInts,
+  type Converter,
+  type Known,
+  type NodeContext,
+  opOf,
+  typeOf,
+} from "../import/node_context.ts";
+
+/**
+ * A window op's attributes as kiln takes them; `pool: false` leaves out the pooling ones (they are
+ * then not read, so the importer reports them as unknown).
+ */
+export function window(c: NodeContext, options: { pool?: boolean } = {}): Attrs {
+  const a = attrs(c);
+  const pool = options.pool ?? true;
+  return {
+    kernel_shape: a.ints("kernel_shape"),
+    strides: a.ints("strides"),
+    pads: a.ints("pads"),
+    dilations: a.ints("dilations"),
+    auto_pad: a.string("auto_pad"),
+    ...(pool
+      ? {
+        ceil_mode: a.int("ceil_mode"),
+        count_include_pad: a.int("count_include_pad"),
+        storage_order: a.int("storage_order"),
+      }
+      : {}),
+    group: a.int("group"),
+  };
+}
+
+/** 1-D window attributes as 2-D ones over a height of 1 (pads `[b, e]` → `[0, b, 0, e]`). */
+function as2d(w: Attrs): Attrs {
+  const one = (xs: unknown, fill: number) =>
+    Array.isArray(xs) ? [fill, ...(xs as number[])] : undefined;
+  const pads = w.pads as number[] | undefined;
+  return {
+    ...w,
+    kernel_shape: one(w.kernel_shape, 1),
+    strides: one(w.strides, 1),
+    dilations: one(w.dilations, 1),
+    pads: pads ? [0, pads[0], 0, pads[1]] : undefined,
+  };
+}
+
+/**
+ * Emits window op `op` on `ins` (data first): 2-D as is, 1-D through an axis of size 1 inserted
+ * at 2 (in the data and, for Conv, the kernel), removed again after.
+ */
+function windowed(c: NodeContext, op: string, ins: Known[], w: Attrs): Known[] {
+  const rank = typeOf(ins[0]).shape.length;
+  if (rank === 5 && op === "Conv") return [conv3d(c, ins, w)];
+  if (rank !== 3) return c.emit(op, ins, w);
+  const up = (k: Known) => c.emit("Unsqueeze", [k], { axes: [2] })[0];
+  const lifted = ins.map((k, i) => (i < 2 ? up(k) : k));
+  const [y] = c.emit(op, lifted, as2d(w));
+  return c.emit("Squeeze", [y], { axes: [2] });
+}
+
+/**
+ * A 3-D Conv as a sum over the kernel's depth of 2-D convs: for depth tap `kd`, the input's
+ * depth positions `od·stride + kd·dilation` (after the depth padding) become a batch of 2-D
+ * images, convolved with that tap's 2-D kernel; the taps' results add up. Every step is a kiln
+ * op, so it fuses and runs on every backend like the 2-D conv.
+ */
+function conv3d(c: NodeContext, [x, w, b]: Known[], attrs: Attrs): Known {
+  const op = opOf(c);
+  const xs = typeOf(x).shape, ws = typeOf(w).shape;
+  const ctx = new InferContext({
+    op: "Conv",
+    where: c.label,
+    inputs: [typeOf(x), typeOf(w)],
+    attrs,
+  });
+  const win = resolveWindow(ctx, xs.slice(2), ws.slice(2));
+  const [n, channels] = xs, [m] = ws;
+  const [od, oh, ow] = win.out;
+  const padded = op("Pad", [x], {
+    pads: [win.padsBegin[0], win.padsEnd[0]],
+    axes: [2],
+    mode: "constant",
+    value: 0,
+  });
+  const plane = {
+    kernel_shape: ws.slice(3),
+    strides: win.strides.slice(1),
+    dilations: win.dilations.slice(1),
+    pads: [win.padsBegin[1], win.padsBegin[2], win.padsEnd[1], win.padsEnd[2]],
+    group: attrs.group ?? 1,
+  };
+  let sum: Known | undefined;
+  for (let kd = 0; kd < ws[2]; kd++) {
+    const start = kd * win.dilations[0];
+    const slab = op("Slice", [padded], {
+      starts: [start],
+      ends: [start + win.strides[0] * (od - 1) + 1],
+      axes: [2],
+      steps: [win.strides[0]],
+    }); // [N, C, OD, H, W]
+    const images = op("Reshape", [op("Transpose", [slab], { perm: [0, 2, 1, 3, 4] })], {
+      shape: [n * od, channels, xs[3], xs[4]],
+    });
+    const tap = op("Squeeze", [op("Slice", [w], { starts: [kd], ends: [kd + 1], axes: [2] })], {
+      axes: [2],
+    });
+    const y = op("Conv", [images, tap], plane); // [N·OD, M, OH, OW]
+    sum = sum ? op("Add", [sum, y]) : y;
+  }
+  const back = op("Transpose", [op("Reshape", [sum!], { shape: [n, od, m, oh, ow] })], {
+    perm: [0, 2, 1, 3, 4],
+  });
+  return b ? op("Add", [back, op("Reshape", [b], { shape: [m, 1, 1, 1] })]) : back;
+}
+
+/** The flat index of each image's first element in [N, C, plane] (an [N, C, 1, 1] constant). */
+const imageStarts = (n: number, ch: number, plane: number): Known =>
+  constant([...Array(n * ch).keys()].map((i) => i * plane), [n, ch, 1, 1], "i32");
+
+/**
+ * MaxPool's Indices output (2-D): each window's taps as strided slices of the input padded with
+ * −∞, stacked; ArgMax picks the first largest tap (ONNX Runtime's order: rows, then columns),
+ * and the tap's input position becomes a flat index into [N, C, H, W], row-major or (with
+ * `storage_order` 1) column-major within each image. Padding is never an index.
+ */
+function maxPoolIndices(c: NodeContext, x: Known, attrs: Attrs): Known {
+  const op = opOf(c);
+  const { shape, dtype } = typeOf(x);
+  if (shape.length !== 4 || !isFloat(dtype)) {
+    throw new KilnError(`${c.label}: MaxPool's Indices output is supported for 2-D float pools`, {
+      code: "unsupported",
+      fix: "export the model without the Indices output",
+    });
+  }
+  const ctx = new InferContext({ op: "MaxPool", where: c.label, inputs: [typeOf(x)], attrs });
+  const win = resolveWindow(ctx, shape.slice(2), ctx.ints("kernel_shape"));
+  const [n, ch, h, w] = shape, [oh, ow] = win.out, [kh, kw] = win.kernel;
+  const reach = (i: number) =>
+    (win.out[i] - 1) * win.strides[i] + (win.kernel[i] - 1) * win.dilations[i] + 1;
+  let padded = x;
+  for (const i of [0, 1]) {
+    // Windows that overhang the end (ceil_mode) read −∞ as well.
+    const end = Math.max(win.padsEnd[i], reach(i) - shape[2 + i] - win.padsBegin[i]);
+    padded = op("Pad", [padded], {
+      pads: [win.padsBegin[i], end],
+      axes: [2 + i],
+      mode: "constant",
+      value: -Infinity,
+    });
+  }
+  const taps: Known[] = [];
+  for (let i = 0; i < kh; i++) {
+    for (let j = 0; j < kw; j++) {
+      const starts = [i * win.dilations[0], j * win.dilations[1]];
+      const slab = op("Slice", [padded], {
+        starts,
+        ends: [0, 1].map((a) => starts[a] + win.strides[a] * (win.out[a] - 1) + 1),
+        axes: [2, 3],
+        steps: win.strides,
+      });
+      taps.push(op("Unsqueeze", [slab], { axes: [4] }));
+    }
+  }
+  const stacked = taps.length === 1 ? taps[0] : op("Concat", taps, { axis: 4 });
+  const tap = op("ArgMax", [stacked], { axis: 4, keepdims: 0 }); // [N, C, OH, OW]
+  const table = (f: (t: number) => number) =>
+    constant([...Array(kh * kw).keys()].map(f), [kh * kw], "i32");
+  const grid = (values: number[], at: number) =>
+    constant(values, [1, 1, ...[0, 1].map((a) => (a === at ? values.length : 1))], "i32");
+  const row = op("Add", [
+    grid([...Array(oh).keys()].map((o) => o * win.strides[0] - win.padsBegin[0]), 0),
+    op("Gather", [table((t) => Math.floor(t / kw) * win.dilations[0]), tap], { axis: 0 }),
+  ]);
+  const col = op("Add", [
+    grid([...Array(ow).keys()].map((o) => o * win.strides[1] - win.padsBegin[1]), 1),
+    op("Gather", [table((t) => (t % kw) * win.dilations[1]), tap], { axis: 0 }),
+  ]);
+  const columnMajor = attrs.storage_order === 1;
+  const within = columnMajor
+    ? op("Add", [row, op("Mul", [col, constant([h], [], "i32")])])
+    : op("Add", [op("Mul", [row, constant([w], [], "i32")]), col]);
+  const image = imageStarts(n, ch, h * w);
+  return { ...op("Add", [image, within]), i64: true };
+}
+
+/**
+ * MaxUnpool (2-D, windows that tile: kernel = strides): every output point lies in one window,
+ * so it reads that window's pooled value and keeps it where the window's index names this very
+ * point — a nearest upsampling of values and indices and one comparison, with no scatter (the
+ * indices may be computed at run time). Points outside every window read 0.
+ */
+function maxUnpool(c: NodeContext): Known[] {
+  const op = opOf(c);
+  const a = attrs(c);
+  const x = c.required(0), indices = c.required(1);
+  const xs = typeOf(x).shape;
+  const kernel = a.ints("kernel_shape") ?? [];
+  const strides = a.ints("strides") ?? kernel.map(() => 1);
+  const pads = a.ints("pads") ?? [0, 0, 0, 0];
+  if (xs.length !== 4 || kernel.length !== 2 || kernel.some((k, i) => k !== strides[i])) {
+    throw new KilnError(
+      `${c.label}: MaxUnpool of [${xs}] with kernel [${kernel}] and strides [${strides}]`,
+      {
+        code: "unsupported",
+        fix: "kiln unpools 2-D windows that tile the input (kernel_shape equal to strides)",
+      },
+    );
+  }
+  const natural = [0, 1].map((i) =>
+    (xs[2 + i] - 1) * strides[i] + kernel[i] - pads[i] - pads[2 + i]
+  );
+  const given = c.input(2) ? constInts(c, 2, "output_shape") : undefined;
+  const [n, ch] = xs, [oh, ow] = given ? given.slice(2) : natural;
+  const up = (k: Known, fill: number) => {
+    // [N, C, H, W] → [N, C, H·s, W·s], then cut or padded to the output from the pads' start.
+    let t = op("Unsqueeze", [k], { axes: [3, 5] });
+    t = op("Expand", [t], {
+      shape: [n, ch, xs[2], strides[0], xs[3], strides[1]],
+    });
+    t = op("Reshape", [t], { shape: [n, ch, xs[2] * strides[0], xs[3] * strides[1]] });
+    [oh, ow].forEach((size, i) => {
+      const have = typeOf(t).shape[2 + i], begin = pads[i];
+      const keep = Math.min(size, have - begin);
+      t = op("Slice", [t], { starts: [begin], ends: [begin + keep], axes: [2 + i] });
+      if (keep < size) {
+        t = op("Pad", [t], {
+          pads: [0, size - keep],
+          axes: [2 + i],
+          mode: "constant",
+          value: fill,
+        });
+      }
+    });
+    return t;
+  };
+  const values = up(x, 0);
+  const at = up(op("Cast", [indices], { to: "i32" }), -1);
+  // Indices count in the unpooled shape the pool saw (`natural`); an output_shape past it only
+  // pads (ONNX's reference), and the padding's `at` is −1, so it never matches.
+  const [nh, nw] = natural;
+  const image = imageStarts(n, ch, nh * nw);
+  const flat = op("Add", [
+    op("Add", [image, constant([...Array(oh).keys()].map((y) => y * nw), [1, 1, oh, 1], "i32")]),
+    constant([...Array(ow).keys()], [1, 1, 1, ow], "i32"),
+  ]);
+  return [op("Where", [op("Equal", [at, flat]), values, scalar(0, typeOf(x).dtype)])];
+}
+
+/** ConvTranspose over 1 to 3 spatial axes (the 3-D one through `conv3d`). */
+function convTranspose(c: NodeContext): Known[] {
+  const a = attrs(c);
+  const x = c.required(0), w = c.required(1);
+  const bias = c.input(2);
+  const xs = typeOf(x).shape, ws = typeOf(w).shape;
+  const spatial = xs.length - 2;
+  if (spatial < 1 || spatial > 3 || ws.length !== xs.length) {
+    throw new KilnError(
+      `${c.label}: ConvTranspose of data [${xs}] with a kernel [${ws}] (kiln runs 1-D to 3-D)`,
+      { code: "unsupported", fix: "use a 1-D, 2-D or 3-D transposed convolution" },
+    );
+  }
+  const group = a.int("group", 1)!;
+  const kernel = a.ints("kernel_shape") ?? ws.slice(2);
+  const strides = a.ints("strides") ?? kernel.map(() => 1);
+  const dilations = a.ints("dilations") ?? kernel.map(() => 1);
+  const outputPadding = a.ints("output_padding") ?? kernel.map(() => 0);
+  const autoPad = a.string("auto_pad", "NOTSET")!;
+  const outputShape = a.ints("output_shape");
+  let pads = a.ints("pads") ?? kernel.map(() => 0).concat(kernel.map(() => 0));
+  const cin = xs[1];
+  if (cin !== ws[0] || cin % group !== 0 || kernel.some((k, i) => k !== ws[2 + i])) {
+    throw new KilnError(`${c.label}: data [${xs}] and kernel [${ws}] with group ${group}`, {
+      code: "shape-mismatch",
+      fix: "the kernel must be [C_in, C_out / group, k…] with C_in the data's channels",
+    });
+  }
+  // Output shape or SAME padding decide the pads (ONNX's formula; SAME_UPPER puts the odd one
+  // at the end, SAME_LOWER and an explicit output_shape at the start).
+  const natural = (i: number) =>
+    strides[i] * (xs[2 + i] - 1) + outputPadding[i] + (kernel[i] - 1) * dilations[i] + 1;
+  const target = outputShape?.slice(-spatial) ??
+    (autoPad.startsWith("SAME") ? xs.slice(2).map((d, i) => d * strides[i]) : undefined);
+  if (target) {
+    const total = target.map((t, i) => natural(i) - t);
+    // Floor division, as ONNX's reference: a negative total (output_shape past the natural
+    // size) extends the tail.
+    const small = total.map((t) => Math.floor(t / 2));
+    pads = autoPad === "SAME_UPPER"
+      ? [...small, ...total.map((t, i) => t - small[i])]
+      : [...total.map((t, i) => t - small[i]), ...small];
+  } else if (autoPad === "VALID") pads = pads.map(() => 0);
+  return transposedConv(c, x, w, bias, { group, kernel, strides, dilations, outputPadding, pads });
+}
+
+/** A transposed convolution's parameters, every one given (see `transposedConv`). */
+export interface TransposedConv {
+  /** Groups of channels. */
+  readonly group: number;
+  /** The kernel's spatial extent. */
+  readonly kernel: readonly number[];
+  /** Strides, one per spatial axis. */
+  readonly strides: readonly number[];
+  /** Dilations, one per spatial axis. */
+  readonly dilations: readonly number[];
+  /** Extra output at each axis's end. */
+  readonly outputPadding: readonly number[];
+  /** Cropping: every axis's start, then every axis's end. */
+  readonly pads: readonly number[];
+}
+
+/**
+ * ConvTranspose of data `x` with kernel `w` ([C_in, C_out / group, k…]) as a convolution of the
+ * stride-dilated, re-padded input with the flipped, group-transposed kernel (Col2Im takes it too).
+ */
+export function transposedConv(
+  c: NodeContext,
+  data: Known,
+  kernelWeights: Known,
+  bias: Known | undefined,
+  { group, kernel, strides, dilations, outputPadding, pads }: TransposedConv,
+): Known[] {
+  const op = opOf(c);
+  let x = data, w = kernelWeights;
+  const spatial = kernel.length, cin = typeOf(x).shape[1], coutPerGroup = typeOf(w).shape[1];
+  // The input, stride-dilated (s - 1 zeros between elements) and re-padded for a plain conv.
+  for (let i = 0; i < spatial; i++) {
+    const axis = 2 + i, s = strides[i], n = typeOf(x).shape[axis];
+    if (s > 1) {
+      const shape = typeOf(x).shape;
+      x = op("Unsqueeze", [x], { axes: [axis + 1] });
+      x = op("Pad", [x], { pads: [0, s - 1], axes: [axis + 1], mode: "constant", value: 0 });
+      const merged = [...shape.slice(0, axis), n * s, ...shape.slice(axis + 1)];
+      x = op("Reshape", [x], { shape: merged });
+    }
+    const reach = (kernel[i] - 1) * dilations[i];
+    const before = reach - pads[i];
+    const after = reach - pads[spatial + i] + outputPadding[i] - (s > 1 ? s - 1 : 0);
+    if (before !== 0 || after !== 0) {
+      x = op("Pad", [x], { pads: [before, after], axes: [axis], mode: "constant", value: 0 });
+    }
+  }
+  // [C_in, C_out/g, k…] → [C_out, C_in/g, k…], each kernel flipped.
+  const k = kernel;
+  w = op("Reshape", [w], { shape: [group, cin / group, coutPerGroup, ...k] });
+  w = op("Transpose", [w], { perm: [0, 2, 1, ...k.map((_, i) => 3 + i)] });
+  w = op("Reshape", [w], { shape: [group * coutPerGroup, cin / group, ...k] });
+  for (let i = 0; i < spatial; i++) {
+    const reversed = [...Array(k[i]).keys()].reverse();
+    w = op("Gather", [w, constant(reversed, [reversed.length], "i32")], { axis: 2 + i });
+  }
+  const conv = {
+    kernel_shape: k,
+    strides: k.map(() => 1),
+    dilations,
+    pads: k.map(() => 0).concat(k.map(() => 0)),
+    group,
+  };
+  return windowed(c, "Conv", bias ? [x, w, bias] : [x, w], conv);
+}
+
+/** Converters by ONNX op type. */
+export const CONV_CONVERTERS: Record<string, Converter<Known>> = {
+  Conv: (c) => {
+    const [x, w, b] = [c.required(0), c.required(1), c.input(2)];
+    return windowed(c, "Conv", b ? [x, w, b] : [x, w], window(c));
+  },
+  AveragePool: (c) => windowed(c, "AveragePool", [c.required(0)], window(c)),
+  MaxPool: (c) => {
+    const x = c.required(0), w = window(c);
+    // storage_order orders the Indices output only; 8-bit integers pool exactly as f32.
+    const values = { ...w, storage_order: undefined };
+    const dtype = typeOf(x).dtype;
+    const small = dtype === "u8" || dtype === "i8";
+    const pooled = (k: Known) => windowed(c, "MaxPool", [k], values)[0];
+    const y = small
+      ? c.emit("Cast", [pooled(c.emit("Cast", [x], { to: "f32" })[0])], { to: dtype })[0]
+      : pooled(x);
+    if (!c.node.output[1]) return [y];
+    return [y, maxPoolIndices(c, x, w)];
+  },
+  ConvTranspose: convTranspose,
+  MaxUnpool: maxUnpool,
+  GlobalMaxPool: (c) => {
+    const x = c.required(0);
+    const axes = typeOf(x).shape.slice(2).map((_, i) => 2 + i);
+    return c.emit("ReduceMax", [x], { axes, keepdims: 1 });
+  },
+  InstanceNormalization: (c) => {
+    const op = opOf(c);
+    const [x, scale, bias] = [c.required(0), c.required(1), c.required(2)];
+    const shape = typeOf(x).shape;
+    const axes = { axes: shape.slice(2).map((_, i) => 2 + i), keepdims: 1 };
+    const mean = op("ReduceMean", [x], axes);
+    const d = op("Sub", [x, mean]);
+    const variance = op("ReduceMean", [op("Mul", [d, d])], axes);
+    const eps = scalar(attrs(c).float("epsilon", 1e-5)!, typeOf(x).dtype);
+    const norm = op("Div", [d, op("Sqrt", [op("Add", [variance, eps])])]);
+    // Per channel: [C] → [C, 1, …] against [N, C, spatial…].
+    const perChannel = (k: Known) =>
+      op("Reshape", [k], { shape: [shape[1], ...shape.slice(2).map(() => 1)] });
+    return [op("Add", [op("Mul", [norm, perChannel(scale)]), perChannel(bias)])];
+  },
+};

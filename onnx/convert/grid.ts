@@ -1,0 +1,428 @@
+/**
+ * GridSample (2-D) as data-dependent gathers: the grid's normalized coordinates are mapped to
+ * pixel coordinates (`align_corners`), out-of-range ones clamped or reflected (`padding_mode`),
+ * and each output point gathers its 1 (nearest), 4 (bilinear) or 16 (bicubic) taps from the
+ * flattened image with GatherElements, weighted and summed. A tap outside the image reads 0
+ * (zeros), the edge (border) or its reflection (reflection), as ONNX's reference does. RoiAlign
+ * samples fixed places the regions give, MaxRoiPool takes the max of each bin's fixed pixels, and
+ * DeformConv samples each kernel tap at its learned offset and meets the samples with the kernel
+ * in a MatMul.
+ *
+ * @module
+ */
+import { KilnError } from "../../jit/support/errors.ts";
+import { scalar } from "./composite.ts";
+import {
+  attrs,
+  constant,
+  constInts,
+  constNumbers,
+  type Known,
+  type NodeContext,
+  type OpFn,
+  opOf,
+  typeOf,
+} from "../import/node_context.ts";
+
+/** Keys' cubic convolution weights (a = −0.75) of the 4 taps around fraction `t`. */
+function cubicWeights(op: OpFn, t: Known): Known[] {
+  const k = (v: number) => scalar(v, typeOf(t).dtype);
+  const a = -0.75;
+  const poly = (x: Known, near: boolean) =>
+    near
+      ? op("Add", [
+        op("Mul", [op("Mul", [op("Sub", [op("Mul", [k(a + 2), x]), k(a + 3)]), x]), x]),
+        k(1),
+      ])
+      : op("Sub", [
+        op("Mul", [
+          op("Add", [op("Mul", [op("Sub", [op("Mul", [k(a), x]), k(5 * a)]), x]), k(8 * a)]),
+          x,
+        ]),
+        k(4 * a),
+      ]);
+  const one = (x: Known) => op("Sub", [k(1), x]);
+  return [
+    poly(op("Add", [t, k(1)]), false),
+    poly(t, true),
+    poly(one(t), true),
+    poly(op("Sub", [k(2), t]), false),
+  ];
+}
+
+/** Converts a GridSample node. */
+export function gridSample(c: NodeContext): Known[] {
+  const op = opOf(c);
+  const x = c.required(0), t = typeOf(x).dtype;
+  // Coordinates are computed in the data's float type (the grid's may differ).
+  const given = c.required(1);
+  const grid = typeOf(given).dtype === t ? given : op("Cast", [given], { to: t });
+  const k = (v: number) => scalar(v, t);
+  const xs = typeOf(x).shape, gs = typeOf(grid).shape;
+  if (xs.length !== 4 || gs.length !== 4 || gs[3] !== 2 || gs[0] !== xs[0]) {
+    throw new KilnError(`${c.label}: data [${xs}] and grid [${gs}]`, {
+      code: "unsupported",
+      fix: "kiln samples 2-D: data [N, C, H, W] and a grid [N, H_out, W_out, 2]",
+    });
+  }
+  const a = attrs(c);
+  const mode = a.string("mode", "bilinear")!;
+  const padding = a.string("padding_mode", "zeros")!;
+  const corners = a.int("align_corners", 0) === 1;
+  const kind = mode === "bilinear" || mode === "linear"
+    ? "linear"
+    : mode === "bicubic" || mode === "cubic"
+    ? "cubic"
+    : mode === "nearest"
+    ? "nearest"
+    : undefined;
+  if (!kind || !["zeros", "border", "reflection"].includes(padding)) {
+    throw new KilnError(`${c.label}: mode "${mode}", padding_mode "${padding}"`, {
+      code: "bad-attribute",
+      fix: "use mode bilinear/nearest/bicubic and padding_mode zeros/border/reflection",
+    });
+  }
+  const [n, ch, h, w] = xs, [, ho, wo] = gs;
+  const coordinate = (i: number) =>
+    op("Squeeze", [op("Slice", [grid], { starts: [i], ends: [i + 1], axes: [3] })], { axes: [3] });
+  // Pixel coordinates of every output point, [N, H_out, W_out].
+  const denorm = (g: Known, size: number) =>
+    corners
+      ? op("Mul", [op("Add", [g, k(1)]), k((size - 1) / 2)])
+      : op("Div", [op("Sub", [op("Mul", [op("Add", [g, k(1)]), k(size)]), k(1)]), k(2)]);
+  const lo = corners ? 0 : -0.5;
+  const hi = (size: number) => (corners ? size - 1 : size - 0.5);
+  /** Reflects `v` into [lo, hi] by its nearer border, as many times as it takes. */
+  const reflect = (v: Known, l: number, u: number) => {
+    const range = u - l;
+    if (range <= 0) return op("Mul", [v, k(0)]);
+    const below = op("Less", [v, k(l)]);
+    const d = op("Where", [below, op("Sub", [k(l), v]), op("Sub", [v, k(u)])]);
+    const times = op("Floor", [op("Div", [d, k(range)])]);
+    const r = op("Sub", [d, op("Mul", [times, k(range)])]);
+    const even = op("Equal", [op("Mod", [times, k(2)], { fmod: 1 }), k(0)]);
+    const fromLow = op("Add", [k(l), r]), fromHigh = op("Sub", [k(u), r]);
+    const inside = op("And", [op("Not", [below]), op("Not", [op("Greater", [v, k(u)])])]);
+    const moved = op("Where", [
+      below,
+      op("Where", [even, fromLow, fromHigh]),
+      op("Where", [even, fromHigh, fromLow]),
+    ]);
+    return op("Where", [inside, v, moved]);
+  };
+  const place = (g: Known, size: number) => {
+    let v = denorm(g, size);
+    if (kind === "nearest") v = op("Round", [v]);
+    if (padding === "border") v = op("Clip", [v], { min: 0, max: size - 1 });
+    if (padding === "reflection") v = reflect(v, lo, hi(size));
+    return v;
+  };
+  const px = place(coordinate(0), w), py = place(coordinate(1), h);
+  /** Tap index along an axis of `size` and its validity (zeros padding reads 0 outside). */
+  const tap = (i: Known, size: number): { at: Known; ok?: Known } => {
+    if (padding === "border") return { at: op("Clip", [i], { min: 0, max: size - 1 }) };
+    if (padding === "reflection") {
+      return {
+        at: op("Clip", [op("Floor", [reflect(i, lo, hi(size))])], { min: 0, max: size - 1 }),
+      };
+    }
+    const ok = op("And", [op("Not", [op("Less", [i, k(0)])]), op("Less", [i, k(size)])]);
+    return { at: op("Clip", [i], { min: 0, max: size - 1 }), ok };
+  };
+  const flat = op("Reshape", [x], { shape: [n, ch, h * w] });
+  /** The image at integer pixel coordinates (float tensors `ix`, `iy`), per channel. */
+  const pixel = (ix: Known, iy: Known): Known => {
+    const tx = tap(ix, w), ty = tap(iy, h);
+    const index = op("Cast", [op("Add", [op("Mul", [ty.at, k(w)]), tx.at])], { to: "i32" });
+    const spread = op("Expand", [op("Reshape", [index], { shape: [n, 1, ho * wo] })], {
+      shape: [n, ch, ho * wo],
+    });
+    let v = op("GatherElements", [flat, spread], { axis: 2 });
+    const ok = tx.ok && ty.ok ? op("And", [tx.ok, ty.ok]) : tx.ok ?? ty.ok;
+    if (ok) v = op("Where", [op("Reshape", [ok], { shape: [n, 1, ho * wo] }), v, k(0)]);
+    return v;
+  };
+  const perPoint = (t: Known) => op("Reshape", [t], { shape: [n, 1, ho * wo] });
+  let y: Known;
+  if (kind === "nearest") y = pixel(px, py);
+  else {
+    const x0 = op("Floor", [px]), y0 = op("Floor", [py]);
+    const fx = op("Sub", [px, x0]), fy = op("Sub", [py, y0]);
+    const offsets = kind === "linear" ? [0, 1] : [-1, 0, 1, 2];
+    const wxs = kind === "linear" ? [op("Sub", [k(1), fx]), fx] : cubicWeights(op, fx);
+    const wys = kind === "linear" ? [op("Sub", [k(1), fy]), fy] : cubicWeights(op, fy);
+    let sum: Known | undefined;
+    offsets.forEach((oy, j) => {
+      offsets.forEach((ox, i) => {
+        const v = pixel(op("Add", [x0, k(ox)]), op("Add", [y0, k(oy)]));
+        const term = op("Mul", [v, perPoint(op("Mul", [wxs[i], wys[j]]))]);
+        sum = sum ? op("Add", [sum, term]) : term;
+      });
+    });
+    y = sum!;
+  }
+  return [op("Reshape", [y], { shape: [n, ch, ho, wo] })];
+}
+
+/**
+ * RoiAlign with its regions given at import (constant, or specialised on by `OnnxModel`: they
+ * are small inputs): each output point's bilinear samples are fixed (input position, weight)
+ * pairs, computed here as ONNX Runtime computes them, so the op is one gather of the
+ * channels-last input and a weighted sum (avg) or max over the samples' weighted corners.
+ */
+export function roiAlign(c: NodeContext): Known[] {
+  const op = opOf(c);
+  const a = attrs(c);
+  const x = c.required(0);
+  const rois = constNumbers(c, 1, "rois") ?? [], batch = constInts(c, 2, "batch_indices") ?? [];
+  const [n, ch, h, w] = typeOf(x).shape;
+  const oh = a.int("output_height", 1)!, ow = a.int("output_width", 1)!;
+  const ratio = a.int("sampling_ratio", 0)!, scale = a.float("spatial_scale", 1)!;
+  const mode = a.string("mode", "avg")!;
+  const half = a.string(
+    "coordinate_transformation_mode",
+    c.opset >= 16 ? "half_pixel" : "output_half_pixel",
+  ) ===
+    "half_pixel";
+  const r = batch.length;
+  if (typeOf(x).shape.length !== 4 || rois.length !== 4 * r || (mode !== "avg" && mode !== "max")) {
+    throw new KilnError(
+      `${c.label}: RoiAlign of [${typeOf(x).shape}] with ${rois.length / 4} rois`,
+      {
+        code: "bad-input",
+        fix: "pass X [N, C, H, W], rois [R, 4], batch_indices [R] and mode avg or max",
+      },
+    );
+  }
+  if (batch.some((b) => !(b >= 0 && b < n))) {
+    throw new KilnError(`${c.label}: batch index out of [0, ${n})`, {
+      code: "out-of-range",
+      fix: "pass batch indices of the input's batch",
+    });
+  }
+  const offset = half ? 0.5 : 0;
+  // Per output point (roi, ph, pw): its samples' corners as (flat index into [N·H·W], weight).
+  const points: [number, number][][] = [];
+  for (let i = 0; i < r; i++) {
+    const [x1, y1, x2, y2] = rois.slice(4 * i, 4 * i + 4).map((v) => v * scale - offset);
+    const rh = half ? y2 - y1 : Math.max(y2 - y1, 1), rw = half ? x2 - x1 : Math.max(x2 - x1, 1);
+    const bh = rh / oh, bw = rw / ow;
+    const gh = ratio > 0 ? ratio : Math.ceil(rh / oh), gw = ratio > 0 ? ratio : Math.ceil(rw / ow);
+    const count = Math.max(gh * gw, 1);
+    for (let ph = 0; ph < oh; ph++) {
+      for (let pw = 0; pw < ow; pw++) {
+        const corners: [number, number][] = [];
+        for (let iy = 0; iy < gh; iy++) {
+          for (let ix = 0; ix < gw; ix++) {
+            let yy = y1 + ph * bh + ((iy + 0.5) * bh) / gh;
+            let xx = x1 + pw * bw + ((ix + 0.5) * bw) / gw;
+            const base = batch[i] * h * w;
+            if (yy < -1 || yy > h || xx < -1 || xx > w) {
+              for (let k = 0; k < 4; k++) corners.push([base, 0]);
+              continue;
+            }
+            yy = Math.max(yy, 0);
+            xx = Math.max(xx, 0);
+            let yl = Math.floor(yy), xl = Math.floor(xx), yh = yl + 1, xh = xl + 1;
+            if (yl >= h - 1) yh = yl = h - 1, yy = yl;
+            if (xl >= w - 1) xh = xl = w - 1, xx = xl;
+            const ly = yy - yl, lx = xx - xl, hy = 1 - ly, hx = 1 - lx;
+            const scaleBy = mode === "avg" ? 1 / count : 1;
+            corners.push(
+              [base + yl * w + xl, hy * hx * scaleBy],
+              [base + yl * w + xh, hy * lx * scaleBy],
+              [base + yh * w + xl, ly * hx * scaleBy],
+              [base + yh * w + xh, ly * lx * scaleBy],
+            );
+          }
+        }
+        points.push(corners);
+      }
+    }
+  }
+  const k = Math.max(1, ...points.map((p) => p.length));
+  const index: number[] = [], weight: number[] = [], pad: number[] = [];
+  for (const p of points) {
+    for (let j = 0; j < k; j++) {
+      index.push(p[j]?.[0] ?? 0);
+      weight.push(p[j]?.[1] ?? 0);
+      pad.push(p[j] ? 0 : -Infinity);
+    }
+  }
+  // [N, C, H, W] → [N·H·W, C]: one gather reads every channel of a sample.
+  const rows = op("Reshape", [op("Transpose", [x], { perm: [0, 2, 3, 1] })], {
+    shape: [n * h * w, ch],
+  });
+  const picked = op("Gather", [rows, constant(index, [r, oh, ow, k], "i32")], { axis: 0 });
+  const t = typeOf(x).dtype;
+  let v = op("Mul", [picked, constant(weight, [r, oh, ow, k, 1], t)]);
+  if (mode === "max") v = op("Add", [v, constant(pad, [r, oh, ow, k, 1], t)]);
+  const y = op(mode === "avg" ? "ReduceSum" : "ReduceMax", [v], { axes: [3], keepdims: 0 });
+  return [op("Transpose", [y], { perm: [0, 3, 1, 2] })];
+}
+
+/**
+ * DeformConv (2-D, opset 19): each kernel tap of each output point samples the input bilinearly
+ * at its place plus its learned offset (0 outside the image, as GridSample's zeros padding with
+ * aligned corners, which ONNX's reference uses), times its mask where given; the samples are the
+ * im2col columns, which meet the kernel in one grouped MatMul.
+ */
+export function deformConv(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c);
+  const x = c.required(0), weights = c.required(1), offset = c.required(2);
+  const bias = c.input(3), mask = c.input(4);
+  const xs = typeOf(x).shape, ws = typeOf(weights).shape, os = typeOf(offset).shape;
+  const t = typeOf(x).dtype, k = (v: number) => scalar(v, t);
+  const group = a.int("group", 1)!, groups = a.int("offset_group", 1)!;
+  const kernel = a.ints("kernel_shape") ?? ws.slice(2);
+  const strides = a.ints("strides") ?? [1, 1], dilations = a.ints("dilations") ?? [1, 1];
+  const pads = a.ints("pads") ?? [0, 0, 0, 0];
+  const [n, ch, h, w] = xs, [m, perGroup, kh, kw] = ws, [oh, ow] = os.slice(2);
+  const taps = kh * kw, points = oh * ow, span = taps * points;
+  const extent = (i: number) =>
+    Math.floor(
+      (xs[2 + i] + pads[i] + pads[2 + i] - (kernel[i] - 1) * dilations[i] - 1) / strides[i],
+    ) +
+    1;
+  if (
+    xs.length !== 4 || ws.length !== 4 || os.length !== 4 || kernel.join() !== `${kh},${kw}` ||
+    ch !== perGroup * group || m % group !== 0 || ch % groups !== 0 ||
+    os.join() !== `${n},${groups * taps * 2},${extent(0)},${extent(1)}` ||
+    (mask && typeOf(mask).shape.join() !== `${n},${groups * taps},${oh},${ow}`) ||
+    (bias && typeOf(bias).shape.join() !== `${m}`)
+  ) {
+    throw new KilnError(
+      `${c.label}: DeformConv of [${xs}] with kernel [${ws}], offsets [${os}], group ${group}, ` +
+        `offset_group ${groups}`,
+      {
+        code: "shape-mismatch",
+        fix: "kiln runs 2-D DeformConv: data [N, C, H, W], kernel [M, C / group, kH, kW], " +
+          "offsets [N, offset_group·kH·kW·2, H_out, W_out] and a mask of half their channels",
+      },
+    );
+  }
+  // Each tap's place at each output point (tap-major, then row-major points), before offsets.
+  const baseY = new Float32Array(span), baseX = new Float32Array(span);
+  for (let tap = 0; tap < taps; tap++) {
+    for (let p = 0; p < points; p++) {
+      const i = Math.floor(p / ow), j = p % ow;
+      baseY[tap * points + p] = -pads[0] + i * strides[0] + Math.floor(tap / kw) * dilations[0];
+      baseX[tap * points + p] = -pads[1] + j * strides[1] + (tap % kw) * dilations[1];
+    }
+  }
+  const shifts = op("Reshape", [offset], { shape: [n, groups, taps, 2, points] });
+  const place = (axis: number, base: Float32Array) =>
+    op("Add", [
+      op("Reshape", [op("Slice", [shifts], { starts: [axis], ends: [axis + 1], axes: [3] })], {
+        shape: [n, groups, span],
+      }),
+      constant(base, [span], t),
+    ]);
+  const py = place(0, baseY), px = place(1, baseX);
+  const y0 = op("Floor", [py]), x0 = op("Floor", [px]);
+  const fy = op("Sub", [py, y0]), fx = op("Sub", [px, x0]);
+  const image = op("Reshape", [x], { shape: [n, groups, ch / groups, h * w] });
+  const spread = (v: Known) => op("Reshape", [v], { shape: [n, groups, 1, span] });
+  /** The input at integer places `iy`, `ix` ([N, groups, span]), 0 outside, per channel. */
+  const pixel = (iy: Known, ix: Known): Known => {
+    const inside = (v: Known, size: number) =>
+      op("And", [op("Not", [op("Less", [v, k(0)])]), op("Less", [v, k(size)])]);
+    const at = op("Add", [
+      op("Mul", [op("Clip", [iy], { min: 0, max: h - 1 }), k(w)]),
+      op("Clip", [ix], { min: 0, max: w - 1 }),
+    ]);
+    const index = op("Expand", [spread(op("Cast", [at], { to: "i32" }))], {
+      shape: [n, groups, ch / groups, span],
+    });
+    const v = op("GatherElements", [image, index], { axis: 3 });
+    return op("Where", [spread(op("And", [inside(iy, h), inside(ix, w)])), v, k(0)]);
+  };
+  const one = (f: Known) => op("Sub", [k(1), f]);
+  const y1 = op("Add", [y0, k(1)]), x1 = op("Add", [x0, k(1)]);
+  const corners: [Known, Known, Known][] = [
+    [y0, x0, op("Mul", [one(fy), one(fx)])],
+    [y0, x1, op("Mul", [one(fy), fx])],
+    [y1, x0, op("Mul", [fy, one(fx)])],
+    [y1, x1, op("Mul", [fy, fx])],
+  ];
+  let sampled = corners
+    .map(([iy, ix, weight]) => op("Mul", [pixel(iy, ix), spread(weight)]))
+    .reduce((s, v) => op("Add", [s, v]));
+  if (mask) {
+    sampled = op("Mul", [sampled, spread(op("Reshape", [mask], { shape: [n, groups, span] }))]);
+  }
+  // Columns [N, group, (C / group)·taps, points] in the kernel's order (channel, then tap).
+  const columns = op("Reshape", [sampled], { shape: [n, group, perGroup * taps, points] });
+  const matrix = op("Reshape", [weights], { shape: [group, m / group, perGroup * taps] });
+  let y = op("Reshape", [op("MatMul", [matrix, columns])], { shape: [n, m, oh, ow] });
+  if (bias) y = op("Add", [y, op("Reshape", [bias], { shape: [m, 1, 1] })]);
+  return [y];
+}
+
+/**
+ * MaxRoiPool with its regions given at import (constant, or specialised on by `OnnxModel`): each
+ * bin's pixels are fixed, found as ONNX Runtime finds them (the region's corners rounded after
+ * `spatial_scale`, bins of its size ÷ the pooled shape, floored and ceiled), so each bin is a max
+ * over gathered pixels, padded to the largest bin with −∞; an empty bin is 0.
+ */
+export function maxRoiPool(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), x = c.required(0);
+  c.required(1); // a typed error when left out
+  const rois = constNumbers(c, 1, "rois")!, [n, ch, h, w] = typeOf(x).shape;
+  const [ph, pw] = a.ints("pooled_shape") ?? [], scale = a.float("spatial_scale", 1)!;
+  const r = rois.length / 5, t = typeOf(x).dtype;
+  if (typeOf(x).shape.length !== 4 || !Number.isInteger(r) || !(ph > 0) || !(pw > 0)) {
+    throw new KilnError(
+      `${c.label}: MaxRoiPool of [${typeOf(x).shape}] with ${rois.length} roi values`,
+      {
+        code: "bad-input",
+        fix: "pass X [N, C, H, W], rois [R, 5] (batch, x1, y1, x2, y2) and a pooled_shape",
+      },
+    );
+  }
+  const bins: number[][] = [], batches: number[] = [];
+  for (let i = 0; i < r; i++) {
+    const [b, x1, y1, x2, y2] = rois.slice(5 * i, 5 * i + 5);
+    if (!(b >= 0 && b < n)) {
+      throw new KilnError(`${c.label}: roi ${i}'s batch ${b} outside [0, ${n})`, {
+        code: "out-of-range",
+        fix: "give each roi the batch index of an input image",
+      });
+    }
+    batches.push(b);
+    const [sw, sh, ew, eh] = [x1, y1, x2, y2].map((v) => Math.round(v * scale));
+    const bh = Math.max(eh - sh + 1, 1) / ph, bw = Math.max(ew - sw + 1, 1) / pw;
+    const clamp = (v: number, size: number) => Math.min(Math.max(v, 0), size);
+    for (let py = 0; py < ph; py++) {
+      for (let px = 0; px < pw; px++) {
+        const [hs, he] = [
+          clamp(Math.floor(py * bh) + sh, h),
+          clamp(Math.ceil((py + 1) * bh) + sh, h),
+        ];
+        const [ws, we] = [
+          clamp(Math.floor(px * bw) + sw, w),
+          clamp(Math.ceil((px + 1) * bw) + sw, w),
+        ];
+        const pixels: number[] = [];
+        for (let yy = hs; yy < he; yy++) for (let xx = ws; xx < we; xx++) pixels.push(yy * w + xx);
+        bins.push(pixels);
+      }
+    }
+  }
+  // Index h·w is the −∞ column appended to every image: padding, and the whole of an empty bin.
+  const most = Math.max(1, ...bins.map((p) => p.length)), per = ph * pw * most;
+  const index = new Array(r * per).fill(h * w);
+  bins.forEach((p, k) => p.forEach((v, j) => (index[k * most + j] = v)));
+  const images = op("Gather", [x, constant(batches, [r], "i32")], { axis: 0 });
+  const flat = op("Concat", [
+    op("Reshape", [images], { shape: [r, ch, h * w] }),
+    op("Expand", [scalar(-Infinity, t)], { shape: [r, ch, 1] }),
+  ], { axis: 2 });
+  const spread = op("Expand", [constant(index, [r, 1, per], "i32")], { shape: [r, ch, per] });
+  const taken = op("Reshape", [op("GatherElements", [flat, spread], { axis: 2 })], {
+    shape: [r, ch, ph * pw, most],
+  });
+  const max = op("ReduceMax", [taken], { axes: [3], keepdims: 0 });
+  const empty = constant(bins.map((p) => (p.length ? 0 : 1)), [r, 1, ph * pw], "bool");
+  return [op("Reshape", [op("Where", [empty, scalar(0, t), max])], { shape: [r, ch, ph, pw] })];
+}

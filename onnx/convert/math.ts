@@ -1,0 +1,462 @@
+/**
+ * Arithmetic ops as composites of kiln ops: Pow across dtypes (ONNX lets the exponent's type
+ * differ; the result has the base's), IsInf, Shrink, Hardmax (a one-hot of ArgMax), ReduceProd
+ * (sign × exp Σ log|x|, exact for zeros, rounded for integers), BitShift (multiplication or
+ * division by powers of two, which wrap like the shifts), LRN (a channel-window sum as an average
+ * pool), and the quantization ops QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear for
+ * 8-bit types.
+ *
+ * @module
+ */
+import { type DType, isFloat } from "../../jit/ir/dtype.ts";
+import { KilnError } from "../../jit/support/errors.ts";
+import type { Attrs } from "../../jit/ops/mod.ts";
+import { scalar } from "./composite.ts";
+import { window } from "./conv.ts";
+import {
+  attrs,
+  constant,
+  constInts,
+  type Converter,
+  type Known,
+  type NodeContext,
+  type OpFn,
+  opOf,
+  reduceAxes,
+  typeOf,
+} from "../import/node_context.ts";
+import { dtypeOfCode } from "../wire/proto.ts";
+
+/**
+ * MatMulInteger and ConvInteger: `(a − a_zero) ⋆ (b − b_zero)` in i32. The products of 8-bit
+ * values are exact in f32 while the sums stay under 2^24 (K·255² for K < 258; far past that the
+ * sums round, which ONNX Runtime's int32 accumulation does not).
+ */
+function integerProduct(c: NodeContext, kind: "MatMul" | "Conv", extra: Attrs): Known {
+  const op = opOf(c);
+  const [a, b, az, bz] = [c.required(0), c.required(1), c.input(2), c.input(3)];
+  const f = (x: Known) => op("Cast", [x], { to: "f32" });
+  // A per-channel zero point of b (1-D) lines up with b's output channels.
+  const bzero = (z: Known) =>
+    kind === "Conv" && typeOf(z).shape.length === 1
+      ? op("Reshape", [z], {
+        shape: [typeOf(z).shape[0], ...typeOf(b).shape.slice(1).map(() => 1)],
+      })
+      : z;
+  const av = az ? op("Sub", [f(a), f(az)]) : f(a);
+  const bv = bz ? op("Sub", [f(b), f(bzero(bz))]) : f(b);
+  return op("Cast", [op(kind, [av, bv], extra)], { to: "i32" });
+}
+
+/**
+ * QLinearMatMul and QLinearConv: the integer product of the zero-point-shifted operands (and
+ * Conv's i32 bias), rescaled by `a_scale · b_scale / y_scale` and requantized to y's type.
+ */
+function qlinear(c: NodeContext, kind: "MatMul" | "Conv"): Known {
+  const op = opOf(c);
+  const ins = [0, 1, 2, 3, 4, 5, 6, 7].map((i) => c.required(i));
+  const [a, as, az, b, bs, bz, ys, yz] = ins;
+  const f = (x: Known) => op("Cast", [x], { to: "f32" });
+  // Per output channel (Conv's weights, or MatMul's columns): a 1-D scale or zero point.
+  const perChannel = (k: Known) => {
+    const n = typeOf(k).shape;
+    if (n.length !== 1 || n[0] === 1) return k;
+    const rank = typeOf(kind === "Conv" ? b : a).shape.length;
+    return kind === "Conv" ? op("Reshape", [k], { shape: [n[0], ...Array(rank - 1).fill(1)] }) : k;
+  };
+  const av = op("Sub", [f(a), f(az)]), bv = op("Sub", [f(b), f(perChannel(bz))]);
+  let acc = op(kind, [av, bv], kind === "Conv" ? window(c, { pool: false }) : {});
+  const bias = kind === "Conv" ? c.input(8) : undefined;
+  const channels = (k: Known) =>
+    kind === "Conv" && typeOf(k).shape.length === 1
+      ? op("Reshape", [k], {
+        shape: [typeOf(k).shape[0], ...typeOf(acc).shape.slice(2).map(() => 1)],
+      })
+      : k;
+  if (bias) acc = op("Add", [acc, channels(f(bias))]);
+  const scale = op("Div", [op("Mul", [as, channels(bs)]), ys]);
+  const [lo, hi] = RANGE[typeOf(yz).dtype] ?? [0, 255];
+  const q = op("Add", [op("Round", [op("Mul", [acc, scale])]), f(yz)]);
+  return op("Cast", [op("Clip", [q], { min: lo, max: hi })], { to: typeOf(yz).dtype });
+}
+
+/** Ranges of the 8-bit quantized types. */
+const RANGE: Partial<Record<DType, [number, number]>> = { u8: [0, 255], i8: [-128, 127] };
+
+/** `scale` reshaped to broadcast along `axis` of `shape` when it is per axis (1-D, not 1). */
+function alongAxis(op: OpFn, k: Known, shape: readonly number[], axis: number): Known {
+  const s = typeOf(k).shape;
+  if (s.length !== 1 || shape.length === 0) return k;
+  const at = axis < 0 ? axis + shape.length : axis;
+  return op("Reshape", [k], { shape: shape.map((_, i) => (i === at ? s[0] : 1)) });
+}
+
+/**
+ * Scales (and zero points) against `shape`: per tensor, per axis (1-D along `axis`), or, with
+ * opset 21's `block_size`, per block along `axis` (each entry repeated over its block's elements).
+ */
+function perBlock(c: NodeContext, shape: readonly number[], axis: number): (k: Known) => Known {
+  const op = opOf(c), block = attrs(c).int("block_size", 0)!;
+  const at = axis < 0 ? axis + shape.length : axis;
+  if (!block) return (k) => alongAxis(op, k, shape, axis);
+  return (k) => {
+    const ks = typeOf(k).shape;
+    if (ks.length !== shape.length || ks[at] !== Math.ceil(shape[at] / block)) {
+      throw new KilnError(
+        `${c.label}: blocks of ${block} along axis ${axis} of [${shape}] with [${ks}]`,
+        {
+          code: "shape-mismatch",
+          fix: "give the scale and zero point the input's shape, ceil(size / block_size) on axis",
+        },
+      );
+    }
+    const wide = [...ks.slice(0, at + 1), block, ...ks.slice(at + 1)];
+    let y = op("Expand", [op("Unsqueeze", [k], { axes: [at + 1] })], { shape: wide });
+    y = op("Reshape", [y], { shape: [...ks.slice(0, at), ks[at] * block, ...ks.slice(at + 1)] });
+    return ks[at] * block === shape[at]
+      ? y
+      : op("Slice", [y], { starts: [0], ends: [shape[at]], axes: [at] });
+  };
+}
+
+/**
+ * `round(x / scale) + zero`, saturated into `dtype` and cast; into 4 bits' range with `fourBit`
+ * (a uint4 or int4 zero point, held in u8 or i8).
+ */
+export function quantize(
+  op: OpFn,
+  x: Known,
+  scale: Known,
+  zero: Known | undefined,
+  dtype: DType,
+  fourBit = false,
+): Known {
+  const [lo, hi] = fourBit ? (dtype === "i8" ? [-8, 7] : [0, 15]) : RANGE[dtype]!;
+  let q = op("Round", [op("Div", [x, scale])]);
+  if (zero) q = op("Add", [q, op("Cast", [zero], { to: "f32" })]);
+  return op("Cast", [op("Clip", [q], { min: lo, max: hi })], { to: dtype });
+}
+
+/** `(x − zero) · scale` in f32. */
+export function dequantize(op: OpFn, x: Known, scale: Known, zero: Known | undefined): Known {
+  let v = op("Cast", [x], { to: "f32" });
+  if (zero) v = op("Sub", [v, op("Cast", [zero], { to: "f32" })]);
+  return op("Mul", [v, scale]);
+}
+
+function quantizedType(c: NodeContext, zero: Known | undefined): DType {
+  const code = attrs(c).int("output_dtype", 0)!;
+  const dtype = zero ? typeOf(zero).dtype : code ? dtypeOfCode(code, c.label) : "u8";
+  if (!RANGE[dtype as DType]) {
+    throw new KilnError(`${c.label}: quantization to ${dtype}`, {
+      code: "unsupported",
+      fix: "kiln quantizes to uint8 and int8",
+    });
+  }
+  return dtype as DType;
+}
+
+/**
+ * atan for |x| ≤ 1: two argument halvings (atan x = 2 atan(x / (1 + √(1 + x²)))) bring |x| under
+ * tan(π/16) ≈ 0.2, where the odd Taylor series to x¹⁵ is exact to f32 precision.
+ */
+function atanSmall(op: OpFn, x: Known): Known {
+  const k = (v: number) => scalar(v, typeOf(x).dtype);
+  const half = (t: Known) =>
+    op("Div", [t, op("Add", [k(1), op("Sqrt", [op("Add", [k(1), op("Mul", [t, t])])])])]);
+  const t = half(half(x));
+  const t2 = op("Mul", [t, t]);
+  // Σ (−t²)^j / (2j + 1), by Horner in −t².
+  let sum = k(1 / 15);
+  for (let n = 13; n >= 1; n -= 2) sum = op("Sub", [k(1 / n), op("Mul", [t2, sum])]);
+  return op("Mul", [op("Mul", [t, sum]), k(4)]);
+}
+
+/** atan on the whole line: atan x = sign(x)·π/2 − atan(1/x) past |x| = 1. */
+function atan(op: OpFn, x: Known): Known {
+  const k = (v: number) => scalar(v, typeOf(x).dtype);
+  const big = op("Greater", [op("Abs", [x]), k(1)]);
+  const inner = atanSmall(op, op("Where", [big, op("Div", [k(1), x]), x]));
+  const sign = op("Where", [op("Less", [x, k(0)]), k(-Math.PI / 2), k(Math.PI / 2)]);
+  return op("Where", [big, op("Sub", [sign, inner]), inner]);
+}
+
+/** asin x = 2 atan(x / (1 + √(1 − x²))): no division by zero at ±1. */
+function asin(op: OpFn, x: Known): Known {
+  const k = (v: number) => scalar(v, typeOf(x).dtype);
+  const root = op("Sqrt", [op("Sub", [k(1), op("Mul", [x, x])])]);
+  return op("Mul", [k(2), atan(op, op("Div", [x, op("Add", [k(1), root])]))]);
+}
+
+/**
+ * Whether element `xj` ranks before `xi` in TopK: larger (or smaller) first, ties to the lower
+ * index (`earlier`). NaN ranks above every number, as PyTorch's topk and NumPy's sort order it,
+ * so each element gets a distinct rank: with plain comparisons a NaN beat nothing and lost to
+ * nothing, and ranks collided (indices past the axis, values that did not match them).
+ */
+function topKBeats(op: OpFn, xj: Known, xi: Known, largest: boolean, earlier: Known): Known {
+  const ordered = op(largest ? "Greater" : "Less", [xj, xi]);
+  const equal = op("Equal", [xj, xi]);
+  if (!isFloat(typeOf(xj).dtype)) return op("Or", [ordered, op("And", [equal, earlier])]);
+  const nanJ = op("Not", [op("Equal", [xj, xj])]), nanI = op("Not", [op("Equal", [xi, xi])]);
+  // NaN against a number: a NaN first when largest, last when smallest.
+  const byNan = largest
+    ? op("And", [nanJ, op("Not", [nanI])])
+    : op("And", [op("Not", [nanJ]), nanI]);
+  const tie = op("Or", [equal, op("And", [nanJ, nanI])]);
+  return op("Or", [op("Or", [ordered, byNan]), op("And", [tie, earlier])]);
+}
+
+/** Converters by ONNX op type. */
+export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
+  Atan: (c) => [atan(opOf(c), c.required(0))],
+  Asin: (c) => [asin(opOf(c), c.required(0))],
+  Acos: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    return [op("Sub", [scalar(Math.PI / 2, typeOf(x).dtype), asin(op, x)])];
+  },
+  MeanVarianceNormalization: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const r = { axes: attrs(c).ints("axes") ?? [0, 2, 3], keepdims: 1 };
+    const d = op("Sub", [x, op("ReduceMean", [x], r)]);
+    const variance = op("ReduceMean", [op("Mul", [d, d])], r);
+    const eps = scalar(1e-9, typeOf(x).dtype);
+    return [op("Div", [d, op("Add", [op("Sqrt", [variance]), eps])])];
+  },
+  MatMulInteger: (c) => [integerProduct(c, "MatMul", {})],
+  QLinearMatMul: (c) => [qlinear(c, "MatMul")],
+  QLinearConv: (c) => [qlinear(c, "Conv")],
+  ConvInteger: (c) => [integerProduct(c, "Conv", window(c, { pool: false }))],
+  Pow: (c) => {
+    const op = opOf(c);
+    const [x, y] = [c.required(0), c.required(1)];
+    const [xt, yt] = [typeOf(x).dtype, typeOf(y).dtype];
+    if (xt === yt) return c.emit("Pow", [x, y]);
+    if (isFloat(xt)) return [op("Pow", [x, op("Cast", [y], { to: xt })])];
+    // An integer base: computed in float, the result in the base's type.
+    const p = op("Pow", [op("Cast", [x], { to: "f32" }), op("Cast", [y], { to: "f32" })]);
+    return [{ ...op("Cast", [p], { to: xt }), i64: x.i64 }];
+  },
+  IsInf: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const t = typeOf(x).dtype;
+    const neg = attrs(c).int("detect_negative", 1) === 1;
+    const pos = attrs(c).int("detect_positive", 1) === 1;
+    const hits = [
+      ...(pos ? [op("Equal", [x, scalar(Infinity, t)])] : []),
+      ...(neg ? [op("Equal", [x, scalar(-Infinity, t)])] : []),
+    ];
+    if (hits.length === 0) return [op("Less", [x, x])]; // nothing detected: all false
+    return [hits.reduce((a, b) => op("Or", [a, b]))];
+  },
+  Shrink: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const t = typeOf(x).dtype;
+    const bias = attrs(c).float("bias", 0)!, lambd = attrs(c).float("lambd", 0.5)!;
+    const low = op("Less", [x, scalar(-lambd, t)]), high = op("Greater", [x, scalar(lambd, t)]);
+    const inner = op("Where", [high, op("Sub", [x, scalar(bias, t)]), scalar(0, t)]);
+    return [op("Where", [low, op("Add", [x, scalar(bias, t)]), inner])];
+  },
+  Hardmax: (c) => {
+    const op = opOf(c);
+    let x = c.required(0);
+    const shape = typeOf(x).shape, rank = shape.length;
+    const a = attrs(c).int("axis", c.opset >= 13 ? -1 : 1)!;
+    let axis = a < 0 ? a + rank : a;
+    // Before opset 13 the input is seen as 2-D: [prod(shape[:axis]), prod(shape[axis:])].
+    if (c.opset < 13) {
+      const rows = shape.slice(0, axis).reduce((p, d) => p * d, 1);
+      x = op("Reshape", [x], { shape: [rows, -1] });
+      axis = 1;
+    }
+    const xs = typeOf(x).shape;
+    const best = op("ArgMax", [x], { axis, keepdims: 1 });
+    const iota = constant(
+      [...Array(xs[axis]).keys()],
+      xs.map((d, i) => (i === axis ? d : 1)),
+      "i32",
+    );
+    const y = op("Cast", [op("Equal", [iota, best])], { to: typeOf(x).dtype });
+    return [c.opset < 13 ? op("Reshape", [y], { shape: [...shape] }) : y];
+  },
+  TopK: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const k = (c.opset >= 10 ? constInts(c, 1, "K") : attrs(c).ints("k")) ?? [];
+    const { shape, dtype } = typeOf(x);
+    const rank = shape.length;
+    const a = attrs(c).int("axis", -1)!;
+    const axis = a < 0 ? a + rank : a;
+    const largest = attrs(c).int("largest", 1) === 1;
+    attrs(c).int("sorted", 1); // Sorted either way (unsorted allows any order).
+    const n = shape[axis];
+    if (k.length !== 1 || !(k[0] >= 0 && k[0] <= n) || !(axis >= 0 && axis < rank)) {
+      throw new KilnError(
+        `${c.label}: TopK of ${k} along axis ${a} of [${shape}] is out of range`,
+        {
+          code: "out-of-range",
+          fix: `pass K between 0 and ${n ?? "the axis extent"} and an axis of the input`,
+        },
+      );
+    }
+    // Ranks without sorting: element i's rank is how many elements beat it (ties go to the lower
+    // index, as ONNX orders them); output r gathers the element of rank r. O(n²) per row, from
+    // comparisons and sums every backend fuses.
+    const at = (extra: number) => op("Unsqueeze", [x], { axes: [axis + extra] });
+    const xi = at(1), xj = at(0); // [..., n_i, 1, ...] and [..., 1, n_j, ...]
+    const iota = (where: number) =>
+      constant(
+        [...Array(n).keys()],
+        [
+          ...shape.slice(0, axis).map(() => 1),
+          ...(where === 0 ? [n, 1] : [1, n]),
+          ...shape.slice(axis + 1).map(() => 1),
+        ],
+        "i32",
+      );
+    const beats = topKBeats(op, xj, xi, largest, op("Less", [iota(1), iota(0)]));
+    const ranks = op("ReduceSum", [op("Cast", [beats], { to: "i32" })], {
+      axes: [axis + 1],
+      keepdims: 0,
+    }); // [..., n, ...]: each element's rank
+    const slots = constant(
+      [...Array(k[0]).keys()],
+      [...shape.slice(0, axis).map(() => 1), k[0], 1, ...shape.slice(axis + 1).map(() => 1)],
+      "i32",
+    );
+    const hit = op("Equal", [op("Unsqueeze", [ranks], { axes: [axis] }), slots]); // [..., k, n, ...]
+    const pick = (v: Known, zero: Known) =>
+      op("ReduceSum", [op("Where", [hit, v, zero])], { axes: [axis + 1], keepdims: 0 });
+    const values = pick(xj, scalar(0, dtype));
+    const indices = pick(iota(1), scalar(0, "i32"));
+    return [values, { ...indices, i64: true }];
+  },
+  Det: (c) => {
+    // The Leibniz formula, Σ over permutations of sign · Π A[i, σ(i)]: exact arithmetic every
+    // backend fuses, for matrices up to 5×5 (120 terms); no data-dependent pivoting.
+    const op = opOf(c);
+    const x = c.required(0);
+    const { shape, dtype } = typeOf(x);
+    const n = shape.at(-1)!;
+    if (shape.length < 2 || shape.at(-2) !== n || n > 5 || !isFloat(dtype)) {
+      throw new KilnError(`${c.label}: Det of ${dtype}[${shape}]`, {
+        code: "unsupported",
+        fix: "kiln takes the determinant of square float matrices up to 5×5",
+      });
+    }
+    if (n === 0) {
+      return [op("Add", [op("ReduceSum", [x], { axes: [-1, -2], keepdims: 0 }), scalar(1, dtype)])];
+    }
+    const flat = op("Reshape", [x], { shape: [...shape.slice(0, -2), n * n] });
+    const at = (i: number, j: number) =>
+      op("Squeeze", [
+        op("Slice", [flat], { starts: [i * n + j], ends: [i * n + j + 1], axes: [-1] }),
+      ], {
+        axes: [-1],
+      });
+    const permutations = (k: number): number[][] =>
+      k === 0
+        ? [[]]
+        : permutations(k - 1).flatMap((p) =>
+          [...Array(k).keys()].map((i) => [...p.slice(0, i), k - 1, ...p.slice(i)])
+        );
+    const sign = (p: number[]) =>
+      p.reduce((s, v, i) => s * p.slice(i + 1).reduce((t, w) => (w < v ? -t : t), 1), 1);
+    let det: Known | undefined;
+    for (const p of permutations(n)) {
+      let term = at(0, p[0]);
+      for (let i = 1; i < n; i++) term = op("Mul", [term, at(i, p[i])]);
+      det = det
+        ? op(sign(p) > 0 ? "Add" : "Sub", [det, term])
+        : sign(p) > 0
+        ? term
+        : op("Neg", [term]);
+    }
+    return [det!];
+  },
+  ReduceProd: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const t = typeOf(x).dtype;
+    const r = reduceAxes(c);
+    if (r === "identity") return [op("Identity", [x])];
+    const ft = isFloat(t) ? t : "f32";
+    const xf = isFloat(t) ? x : op("Cast", [x], { to: ft });
+    const magnitude = op("Exp", [op("ReduceSum", [op("Log", [op("Abs", [xf])])], r)]);
+    const negatives = op("ReduceSum", [op("Cast", [op("Less", [xf, scalar(0, ft)])], {
+      to: ft,
+    })], r);
+    // (-1)^negatives as 1 - 2·(negatives mod 2).
+    const odd = op("Mod", [negatives, scalar(2, ft)], { fmod: 1 });
+    const sign = op("Sub", [scalar(1, ft), op("Mul", [odd, scalar(2, ft)])]);
+    const p = op("Mul", [magnitude, sign]);
+    if (isFloat(t)) return [p];
+    return [{ ...op("Cast", [op("Round", [p])], { to: t }), i64: x.i64 }];
+  },
+  BitShift: (c) => {
+    const op = opOf(c);
+    const [x, y] = [c.required(0), c.required(1)];
+    const t = typeOf(x).dtype;
+    const left = attrs(c).string("direction") === "LEFT";
+    const factor = op("Pow", [scalar(2, t), y]);
+    return [op(left ? "Mul" : "Div", [x, factor])];
+  },
+  LRN: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const shape = typeOf(x).shape;
+    const a = attrs(c);
+    const size = a.int("size")!, alpha = a.float("alpha", 1e-4)!;
+    const beta = a.float("beta", 0.75)!, bias = a.float("bias", 1)!;
+    // The sum of squares over a window of channels: an average pool over [C, H·W], times size.
+    const [n, ch] = shape, rest = shape.slice(2).reduce((p, d) => p * d, 1);
+    const squares = op("Reshape", [op("Mul", [x, x])], { shape: [n, 1, ch, rest] });
+    // Channels past either end add nothing: the window is clipped to the channels there are
+    // (a size of 2^30 made a pool of 2^30 taps), the mean scaled back to a sum over `size`.
+    const lo = Math.min(Math.floor((size - 1) / 2), ch - 1);
+    const hi = Math.min(Math.ceil((size - 1) / 2), ch - 1);
+    const window = lo + hi + 1;
+    const mean = op("AveragePool", [squares], {
+      kernel_shape: [window, 1],
+      pads: [lo, 0, hi, 0],
+      count_include_pad: 1,
+    });
+    const sum = op("Reshape", [mean], { shape: [...shape] });
+    const t = typeOf(x).dtype;
+    const weight = scalar((alpha * window) / size, t);
+    const scaled = op("Add", [scalar(bias, t), op("Mul", [sum, weight])]);
+    return [op("Div", [x, op("Pow", [scaled, scalar(beta, t)])])];
+  },
+  QuantizeLinear: (c) => {
+    const op = opOf(c);
+    const [x, scale, zero] = [c.required(0), c.required(1), c.input(2)];
+    const shape = typeOf(x).shape, axis = attrs(c).int("axis", 1)!;
+    attrs(c).int("saturate"); // float8 only; 8-bit integers always saturate
+    const spread = perBlock(c, shape, axis);
+    const four = zero?.kind === "const" && zero.fourBit === true;
+    const z = zero && spread(zero);
+    return [quantize(op, x, spread(scale), z, quantizedType(c, zero), four)];
+  },
+  DequantizeLinear: (c) => {
+    const [x, scale, zero] = [c.required(0), c.required(1), c.input(2)];
+    const spread = perBlock(c, typeOf(x).shape, attrs(c).int("axis", 1)!);
+    return [dequantize(opOf(c), x, spread(scale), zero && spread(zero))];
+  },
+  DynamicQuantizeLinear: (c) => {
+    const op = opOf(c);
+    const x = c.required(0);
+    const all = { axes: typeOf(x).shape.map((_, i) => i), keepdims: 0 };
+    const zero = scalar(0, "f32");
+    const hi = op("Max", [op("ReduceMax", [x], all), zero]);
+    const lo = op("Min", [op("ReduceMin", [x], all), zero]);
+    const scale = op("Div", [op("Sub", [hi, lo]), scalar(255, "f32")]);
+    const zp = op("Cast", [
+      op("Clip", [op("Round", [op("Sub", [zero, op("Div", [lo, scale])])])], { min: 0, max: 255 }),
+    ], { to: "u8" });
+    return [quantize(op, x, scale, zp, "u8"), scale, zp];
+  },
+};

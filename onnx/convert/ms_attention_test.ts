@@ -1,0 +1,98 @@
+import assert from "node:assert/strict";
+import { KilnError } from "../../jit/support/errors.ts";
+import { failingCases } from "../../tools/conformance/conformance.ts";
+import { OnnxModel } from "../model.ts";
+import { encodeModel } from "../wire/proto.ts";
+import "../../mod.ts";
+
+/**
+ * One-node models of ONNX Runtime's com.microsoft attention ops (`bench/export_ms_cases.ts`):
+ * Attention plain, with a raw 0/1 mask, key lengths, causal with a mask, an attention bias and
+ * scale, qkv_hidden_sizes, and causal after a past (its present too); MultiHeadAttention with
+ * bias and a key padding mask, plain, and causal after a past;
+ * EmbedLayerNormalization with segments and a mask (its token counts and sum), and words only;
+ * GroupQueryAttention's first prompts (padded, packed QKV, a local window with softcap) and
+ * decoding steps after a past with rotary embedding (halves, and interleaved pairs of part of
+ * each head), a batch of sequences of different lengths decoding together, two new tokens after
+ * a past, a valid past shorter than its buffer; RotaryEmbedding of 3-D input with position ids, of 4-D with an offset, interleaved.
+ * Expected outputs ONNX Runtime Web 1.30's (wasm).
+ */
+const CASES = new URL("../testdata/onnx_ms_attention/", import.meta.url).pathname;
+
+for (const backend of ["reference", "wasm", "webgpu"]) {
+  Deno.test(`${backend}: ONNX Runtime's attention contrib ops match ONNX Runtime Web`, async () => {
+    assert.deepEqual(await failingCases(CASES, backend, 23), []);
+  });
+}
+
+Deno.test("Attention with a KV cache, an odd mask, or GQA with fewer total tokens than new ones is refused with a Fix", async () => {
+  const attention = (inputs: string[], shapes: number[][], op = "Attention") =>
+    OnnxModel.fromBytes(encodeModel({
+      irVersion: 8,
+      opsetImport: [{ domain: "", version: 17 }, { domain: "com.microsoft", version: 1 }],
+      graph: {
+        name: "g",
+        node: [{
+          opType: op,
+          domain: "com.microsoft",
+          input: inputs,
+          output: ["y"],
+          attribute: [
+            { name: "num_heads", type: 2, i: 2 },
+            ...(op === "Attention" ? [] : [{ name: "kv_num_heads", type: 2, i: 1 }]),
+          ],
+        }],
+        initializer: [],
+        input: inputs.filter((n) => n).map((n, i) => ({
+          name: n,
+          type: {
+            tensorType: {
+              elemType: ["mask", "seqlens", "total"].includes(n) ? 6 : 1,
+              shape: { dim: shapes[i].map((d) => ({ dimValue: d })) },
+            },
+          },
+        })),
+        output: [{ name: "y", type: { tensorType: { elemType: 1 } } }],
+      },
+    }));
+  const feed = (shapes: Record<string, number[]>) =>
+    Object.fromEntries(
+      Object.entries(shapes).map(([n, shape]) => [n, {
+        data: ["mask", "seqlens", "total"].includes(n)
+          ? new Int32Array(shape.reduce((a, b) => a * b, 1))
+          : new Float32Array(shape.reduce((a, b) => a * b, 1)),
+        shape,
+        dtype: ["mask", "seqlens", "total"].includes(n) ? "i32" as const : "f32" as const,
+      }]),
+    );
+  const cases: [string[], Record<string, number[]>, RegExp, string?][] = [
+    [
+      ["x", "w", "", "", "past", "", "seqlens"],
+      { x: [1, 2, 4], w: [4, 12], past: [2, 1, 2, 1, 2], seqlens: [1] },
+      /shared past buffer/,
+    ],
+    [["x", "w", "", "mask"], { x: [1, 2, 4], w: [4, 12], mask: [3] }, /attention mask of \[3\]/],
+    [
+      ["q", "k", "v", "pk", "pv", "seqlens", "total"],
+      {
+        q: [2, 2, 8],
+        k: [2, 2, 4],
+        v: [2, 2, 4],
+        pk: [2, 1, 3, 4],
+        pv: [2, 1, 3, 4],
+        seqlens: [2],
+        total: [],
+      },
+      /2 new tokens after 3, batch 2, total 0/,
+      "GroupQueryAttention",
+    ],
+  ];
+  for (const [inputs, shapes, pattern, op] of cases) {
+    const m = attention(inputs, Object.values(shapes), op);
+    await assert.rejects(
+      () => m.run(feed(shapes)),
+      (e) => e instanceof KilnError && pattern.test(e.message) && /Fix:/.test(String(e)),
+    );
+    m.dispose();
+  }
+});

@@ -1,0 +1,251 @@
+/**
+ * The quantized ops of ONNX Runtime's `com.microsoft` domain that its own quantizer writes in the
+ * QOperator format (`quantize_static(…, quant_format=QuantFormat.QOperator)`): QGemm, QLinearAdd,
+ * QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat and
+ * QLinearSoftmax. Each dequantizes its inputs, runs the float op, and quantizes the result as
+ * QuantizeLinear does (round half to even, saturated to the zero point's type), so they fuse
+ * like the standard quantization ops around them. And MatMulNBits and GatherBlockQuantized, the
+ * block-quantized weights and embedding tables (2 to 8 bits) of ONNX Runtime's int4 language
+ * models and transformers.js's `q4` exports.
+ *
+ * @module
+ */
+import { KilnError } from "../../jit/support/errors.ts";
+import { scalar } from "./composite.ts";
+import { dequantize, quantize } from "./math.ts";
+import {
+  attrs,
+  constant,
+  constInput,
+  type Converter,
+  type Known,
+  type NodeContext,
+  opOf,
+  typeOf,
+  valuesOf,
+} from "../import/node_context.ts";
+
+/** ONNX Runtime's contrib-op domain. */
+export const MS_DOMAIN = "com.microsoft";
+
+/** Input `i`, dequantized by inputs `i + 1` (scale) and `i + 2` (zero point). */
+const real = (c: NodeContext, i: number) =>
+  dequantize(opOf(c), c.required(i), c.required(i + 1), c.input(i + 2));
+
+/** `y` quantized by inputs `i` (scale) and `i + 1` (zero point). */
+function requantize(c: NodeContext, y: Known, i: number): Known {
+  const zero = c.input(i + 1);
+  const dtype = zero ? typeOf(zero).dtype : "u8";
+  if (dtype !== "u8" && dtype !== "i8") {
+    throw new KilnError(`${c.label}: quantization to ${dtype}`, {
+      code: "unsupported",
+      fix: "kiln quantizes to uint8 and int8",
+    });
+  }
+  return quantize(opOf(c), y, c.required(i), zero, dtype);
+}
+
+/** A float op between dequantized inputs and a quantized result. */
+function around(
+  inputs: readonly number[],
+  output: number,
+  body: (c: NodeContext, xs: Known[]) => Known,
+): Converter<Known> {
+  return (c) => [requantize(c, body(c, inputs.map((i) => real(c, i))), output)];
+}
+
+/** QGemm: `alpha · A·B + C` on dequantized A and B (C an i32 bias at scale a·b), quantized when y's scale is given. */
+function qGemm(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c);
+  const [transA, transB] = [a.int("transA", 0) === 1, a.int("transB", 0) === 1];
+  const alpha = a.float("alpha", 1)!;
+  const t = (x: Known) => op("Transpose", [x], { perm: [1, 0] });
+  const [x, xs, xz] = [c.required(0), c.required(1), c.input(2)];
+  const [w, ws, wz] = [c.required(3), c.required(4), c.input(5)];
+  const f = (k: Known) => op("Cast", [k], { to: "f32" });
+  // A per-column zero point of B lines up with B's N axis: its rows when B comes transposed.
+  const column = (k: Known) =>
+    transB && typeOf(k).shape.length === 1 && typeOf(k).shape[0] > 1
+      ? op("Reshape", [k], { shape: [typeOf(k).shape[0], 1] })
+      : k;
+  const av = xz ? op("Sub", [f(x), f(xz)]) : f(x);
+  const bv = wz ? op("Sub", [f(w), f(column(wz))]) : f(w);
+  const scale = op("Mul", [xs, ws]); // per column of the product when ws is 1-D
+  let y = op("Mul", [op("MatMul", [transA ? t(av) : av, transB ? t(bv) : bv]), scale]);
+  if (alpha !== 1) y = op("Mul", [y, scalar(alpha, "f32")]);
+  const bias = c.input(6);
+  if (bias) y = op("Add", [y, op("Mul", [f(bias), scale])]);
+  return [c.input(7) ? requantize(c, y, 7) : y];
+}
+
+/** QLinearSoftmax: `opset` below 13 keeps Softmax's old flatten-to-2-D meaning. */
+function qSoftmax(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c);
+  const x = real(c, 0), shape = typeOf(x).shape;
+  const raw = a.int("axis", -1)!, axis = raw < 0 ? raw + shape.length : raw;
+  if (a.int("opset", 13)! >= 13) return [requantize(c, op("Softmax", [x], { axis }), 3)];
+  const rows = shape.slice(0, axis).reduce((p, d) => p * d, 1);
+  const flat = op("Reshape", [x], { shape: [rows, -1] });
+  const y = op("Reshape", [op("Softmax", [flat], { axis: 1 })], { shape: [...shape] });
+  return [requantize(c, y, 3)];
+}
+
+/** The `bits`-bit unsigned value at bit `at` of `bytes`, low bits first (it may cross a byte). */
+function unpack(bytes: readonly number[], at: number, bits: number): number {
+  const i = at >> 3, word = bytes[i] | ((bytes[i + 1] ?? 0) << 8);
+  return (word >> (at & 7)) & ((1 << bits) - 1);
+}
+
+/**
+ * MatMulNBits: A times Bᵀ, B of [N, K] stored as `bits`-bit unsigned values in blocks of
+ * `block_size` along K (each block its scale and zero point; without zero points the middle
+ * value, 2^(bits−1)). B, its scales and zero points are the model's weights: they are
+ * dequantized once, at import, into a [K, N] constant (kiln's arena holds every element in 32
+ * bits anyway), and the op is a MatMul (+ bias).
+ */
+function matMulNBits(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), x = c.required(0);
+  const k = a.int("K"), n = a.int("N"), bits = a.int("bits", 4)!, block = a.int("block_size");
+  a.int("accuracy_level"); // ONNX Runtime's own compute precision: kiln computes in f32 anyway
+  if (!k || !n || !block || bits < 2 || bits > 8 || block < 16 || (block & (block - 1)) !== 0) {
+    throw new KilnError(
+      `${c.label}: MatMulNBits with K ${k}, N ${n}, ${bits} bits, blocks of ${block}`,
+      {
+        code: "bad-attribute",
+        fix: "MatMulNBits takes K, N, bits 2 to 8 and a block_size of a power of two from 16",
+      },
+    );
+  }
+  if (c.input(4)) {
+    throw new KilnError(`${c.label}: MatMulNBits with g_idx (act-order)`, {
+      code: "unsupported",
+      fix: "re-quantize without act-order (desc_act / g_idx)",
+    });
+  }
+  const blocks = Math.ceil(k / block), blob = (block * bits) / 8;
+  const q = valuesOf(constInput(c, 1, "B").tensor);
+  const scales = valuesOf(constInput(c, 2, "scales").tensor);
+  const zeroInput = c.input(3) ? constInput(c, 3, "zero_points").tensor : undefined;
+  const zeros = zeroInput && valuesOf(zeroInput), packed = zeroInput?.dtype === "u8";
+  const zeroStride = Math.ceil((blocks * bits) / 8);
+  if (
+    q.length !== n * blocks * blob || scales.length !== n * blocks ||
+    (zeros && zeros.length !== (packed ? n * zeroStride : n * blocks)) ||
+    typeOf(x).shape.at(-1) !== k
+  ) {
+    throw new KilnError(
+      `${c.label}: MatMulNBits of A [${
+        typeOf(x).shape
+      }] with ${q.length} bytes of B, ${scales.length} scales`,
+      {
+        code: "shape-mismatch",
+        fix: `give A a last axis of K = ${k}, B [${n}, ${blocks}, ${blob}] and ${
+          n * blocks
+        } scales`,
+      },
+    );
+  }
+  const w = new Float32Array(k * n);
+  for (let col = 0; col < n; col++) {
+    for (let b = 0; b < blocks; b++) {
+      const scale = scales[col * blocks + b];
+      const zero = !zeros
+        ? 1 << (bits - 1)
+        : packed
+        ? unpack(zeros, col * zeroStride * 8 + b * bits, bits)
+        : zeros[col * blocks + b];
+      for (let j = 0; j < block && b * block + j < k; j++) {
+        const v = unpack(q, (col * blocks + b) * blob * 8 + j * bits, bits);
+        w[(b * block + j) * n + col] = (v - zero) * scale;
+      }
+    }
+  }
+  const dtype = typeOf(x).dtype, weight = constant(w, [k, n], "f32");
+  let y = op("MatMul", [x, dtype === "f32" ? weight : op("Cast", [weight], { to: dtype })]);
+  const bias = c.input(5);
+  if (bias) y = op("Add", [y, bias]);
+  return [y];
+}
+
+/**
+ * GatherBlockQuantized (uint8 data, gathered along axis 0, quantized in blocks along the last
+ * axis, `bits` 2, 4 or 8 packed low bits first): the table, its scales and zero points are the
+ * model's weights, dequantized once at import; the op is then a Gather.
+ */
+function gatherBlockQuantized(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), indices = c.required(1);
+  const table = constInput(c, 0, "data").tensor, scaleInput = constInput(c, 2, "scales").tensor;
+  const bits = a.int("bits", 4)!, block = a.int("block_size", 128)!, shape = table.shape;
+  const rank = shape.length, quantized = a.int("quantize_axis", rank - 1)!;
+  const width = ((shape[rank - 1] ?? 0) * 8) / bits, blocks = Math.ceil(width / block);
+  const rows = shape.slice(0, -1).reduce((p, d) => p * d, 1), per = 8 / bits;
+  const zeroInput = c.input(3) ? constInput(c, 3, "zero_points").tensor : undefined;
+  if (
+    table.dtype !== "u8" || ![2, 4, 8].includes(bits) || a.int("gather_axis", 0) !== 0 ||
+    (quantized !== rank - 1 && quantized !== -1) || block < 16 || (block & (block - 1)) !== 0 ||
+    scaleInput.data.length !== rows * blocks ||
+    (zeroInput && zeroInput.data.length !== rows * Math.ceil(blocks / per))
+  ) {
+    throw new KilnError(
+      `${c.label}: GatherBlockQuantized of ${table.dtype} [${shape}] with ${bits} bits, blocks of ${block}`,
+      {
+        code: "unsupported",
+        fix: "kiln takes uint8 data of 2, 4 or 8 bits gathered along axis 0 and quantized in " +
+          "blocks of a power of two from 16 along its last axis, a scale per block",
+      },
+    );
+  }
+  const q = valuesOf(table),
+    scales = valuesOf(scaleInput),
+    zeros = zeroInput && valuesOf(zeroInput);
+  const zeroStride = Math.ceil(blocks / per);
+  const w = new Float32Array(rows * width);
+  for (let r = 0; r < rows; r++) {
+    for (let j = 0; j < width; j++) {
+      const b = Math.floor(j / block);
+      const zero = zeros ? unpack(zeros, r * zeroStride * 8 + b * bits, bits) : 1 << (bits - 1);
+      w[r * width + j] = (unpack(q, (r * width + j) * bits, bits) - zero) * scales[r * blocks + b];
+    }
+  }
+  const dequantized = constant(w, [...shape.slice(0, -1), width], "f32");
+  const y = op("Gather", [dequantized, indices], { axis: 0 });
+  return [scaleInput.dtype === "f32" ? y : op("Cast", [y], { to: scaleInput.dtype })];
+}
+
+/** Converters by op type in {@linkcode MS_DOMAIN}. */
+export const MS_QUANT_CONVERTERS: Record<string, Converter<Known>> = {
+  QGemm: qGemm,
+  QLinearAdd: around([0, 3], 6, (c, [x, y]) => opOf(c)("Add", [x, y])),
+  QLinearMul: around([0, 3], 6, (c, [x, y]) => opOf(c)("Mul", [x, y])),
+  QLinearSigmoid: around([0], 3, (c, [x]) => opOf(c)("Sigmoid", [x])),
+  QLinearLeakyRelu: around(
+    [0],
+    3,
+    (c, [x]) => opOf(c)("LeakyRelu", [x], { alpha: attrs(c).float("alpha", 0.01) }),
+  ),
+  QLinearGlobalAveragePool: around([0], 3, (c, [x]) => {
+    const rank = typeOf(x).shape.length, last = attrs(c).int("channels_last", 0) === 1;
+    const axes = [...Array(rank - 2).keys()].map((i) => i + (last ? 1 : 2));
+    return opOf(c)("ReduceMean", [x], { axes, keepdims: 1 });
+  }),
+  QLinearConcat: (c) => {
+    const op = opOf(c), count = c.inputs().length - 2;
+    if (count < 3 || count % 3 !== 0) {
+      throw new KilnError(
+        `${c.label}: ${
+          count + 2
+        } inputs; QLinearConcat takes y's scale and zero point, then (x, scale, zero point) per input`,
+        {
+          code: "bad-input",
+          fix: "re-quantize the model",
+        },
+      );
+    }
+    const xs = [...Array(count / 3).keys()].map((k) => real(c, 2 + 3 * k));
+    const y = op("Concat", xs, { axis: attrs(c).int("axis", 0) });
+    return [requantize(c, y, 0)];
+  },
+  QLinearSoftmax: qSoftmax,
+  MatMulNBits: matMulNBits,
+  GatherBlockQuantized: gatherBlockQuantized,
+};

@@ -1,0 +1,189 @@
+import assert from "node:assert/strict";
+import { assertClose, numbers } from "../../jit/testing/testing.ts";
+import { failingCases } from "../../tools/conformance/conformance.ts";
+import { OnnxModel } from "../model.ts";
+import { type AttributeProto, encodeModel, type TensorProto } from "../wire/proto.ts";
+import "../../mod.ts";
+
+const u8 = (name: string, v: number[], dims = [v.length]): TensorProto => ({
+  name,
+  dims,
+  dataType: 2,
+  rawData: Uint8Array.from(v),
+});
+const f32 = (name: string, v: number[], dims = [v.length]): TensorProto => ({
+  name,
+  dims,
+  dataType: 1,
+  floatData: v,
+});
+
+/** One com.microsoft node over u8 input x [2, 3, 2, 2] and constant operands `consts`. */
+function model(
+  op: string,
+  inputs: string[],
+  consts: TensorProto[],
+  attribute: AttributeProto[] = [],
+) {
+  return OnnxModel.fromBytes(encodeModel({
+    irVersion: 8,
+    opsetImport: [{ domain: "", version: 17 }, { domain: "com.microsoft", version: 1 }],
+    graph: {
+      name: "g",
+      node: [{ opType: op, domain: "com.microsoft", input: inputs, output: ["y"], attribute }],
+      initializer: consts,
+      input: [{
+        name: "x",
+        type: {
+          tensorType: { elemType: 2, shape: { dim: [2, 3, 2, 2].map((d) => ({ dimValue: d })) } },
+        },
+      }],
+      output: [{ name: "y", type: { tensorType: { elemType: 2 } } }],
+    },
+  }));
+}
+
+const X = Array.from({ length: 24 }, (_, i) => (i * 37) % 256);
+const [xs, xz, ys, yz] = [0.05, 128, 0.02, 100];
+/** Arithmetic as kiln's f32 does it, one rounding per op. */
+const f = Math.fround;
+const deq = (q: number) => f((q - xz) * f(xs));
+/** QuantizeLinear's rounding: half to even, saturated to u8. */
+const quant = (v: number, s = ys, z = yz) => {
+  const r = f(v / f(s)), fl = Math.floor(r), d = r - fl;
+  const even = d > 0.5 || (d === 0.5 && fl % 2 !== 0) ? fl + 1 : fl;
+  return Math.min(255, Math.max(0, even + z));
+};
+const scales = [f32("xs", [xs], []), u8("xz", [xz], []), f32("ys", [ys], []), u8("yz", [yz], [])];
+
+for (const backend of ["reference", "wasm", "webgpu"]) {
+  Deno.test(`${backend}: ONNX Runtime's quantized contrib ops dequantize, compute and requantize`, async () => {
+    const run = async (m: OnnxModel) => {
+      try {
+        const x = { data: Uint8Array.from(X), shape: [2, 3, 2, 2], dtype: "u8" as const };
+        return numbers((await m.run({ x }, { backend, cache: false })).y.data);
+      } finally {
+        m.dispose();
+      }
+    };
+    const exact = (got: number[], want: number[], message: string) =>
+      assertClose(got, want, { atol: 0, rtol: 0, message });
+
+    const b = X.map((_, i) => (i * 11) % 256);
+    exact(
+      await run(
+        model("QLinearAdd", ["x", "xs", "xz", "b", "xs", "xz", "ys", "yz"], [
+          ...scales,
+          u8("b", b, [2, 3, 2, 2]),
+        ]),
+      ),
+      X.map((q, i) => quant(f(deq(q) + deq(b[i])))),
+      "QLinearAdd",
+    );
+    exact(
+      await run(
+        model("QLinearMul", ["x", "xs", "xz", "b", "xs", "xz", "ys", "yz"], [
+          ...scales,
+          u8("b", b, [2, 3, 2, 2]),
+        ]),
+      ),
+      X.map((q, i) => quant(f(deq(q) * deq(b[i])))),
+      "QLinearMul",
+    );
+    exact(
+      await run(
+        model("QLinearLeakyRelu", ["x", "xs", "xz", "ys", "yz"], scales, [{
+          name: "alpha",
+          type: 1,
+          f: 0.25,
+        }]),
+      ),
+      X.map((q) => quant(deq(q) > 0 ? deq(q) : f(f(0.25) * deq(q)))),
+      "QLinearLeakyRelu",
+    );
+    const sig = (v: number) => 1 / (1 + Math.exp(-v));
+    assertClose(
+      await run(model("QLinearSigmoid", ["x", "xs", "xz", "ys", "yz"], scales)),
+      X.map((q) => quant(sig(deq(q)))),
+      { atol: 1, rtol: 0, message: "QLinearSigmoid (one step where exp rounds)" },
+    );
+    // Softmax over the last axis (pairs), opset 13's meaning; exp may round either way.
+    const soft = (a: number, b: number) => Math.exp(a) / (Math.exp(a) + Math.exp(b));
+    assertClose(
+      await run(
+        model("QLinearSoftmax", ["x", "xs", "xz", "ys", "yz"], scales, [{
+          name: "axis",
+          type: 2,
+          i: -1,
+        }]),
+      ),
+      X.map((q, i) => quant(soft(deq(q), deq(X[i ^ 1])))),
+      { atol: 1, rtol: 0, message: "QLinearSoftmax" },
+    );
+    // Mean over each 2×2 plane.
+    exact(
+      await run(model("QLinearGlobalAveragePool", ["x", "xs", "xz", "ys", "yz"], scales)),
+      [0, 1, 2, 3, 4, 5].map((p) =>
+        quant([0, 1, 2, 3].reduce((s, j) => s + deq(X[p * 4 + j]), 0) / 4)
+      ),
+      "QLinearGlobalAveragePool",
+    );
+    // x = 111 dequantizes to −0.85000002, which over y's scale 0.02 is −42.500002, a hair past a
+    // rounding tie: llvmpipe's unfused fma once made the division −42.5 (see `k_fdiv`).
+    exact(
+      await run(
+        model("QLinearConcat", ["ys", "yz", "x", "xs", "xz", "x", "xs", "xz"], scales, [{
+          name: "axis",
+          type: 2,
+          i: 3,
+        }]),
+      ),
+      [...Array(12).keys()].flatMap((r) => {
+        const row = X.slice(r * 2, r * 2 + 2).map((q) => quant(deq(q)));
+        return [...row, ...row];
+      }),
+      "QLinearConcat",
+    );
+  });
+}
+
+/**
+ * MatMulNBits over 2-, 4- and 8-bit blocks (a K past the last whole block, packed and float zero
+ * points, a bias), against ONNX Runtime Web 1.30 (`bench/export_matmul_nbits.ts`).
+ */
+const NBITS = new URL("../testdata/matmul_nbits/", import.meta.url).pathname;
+const nbits = [...Deno.readDirSync(NBITS)].map((e) => e.name).filter((f) => f.endsWith(".onnx"))
+  .map((f) => f.slice(0, -5)).sort();
+
+for (const backend of ["reference", "wasm", "webgpu"]) {
+  Deno.test(`${backend}: MatMulNBits matches ONNX Runtime Web`, async () => {
+    assert.equal(nbits.length, 5);
+    for (const name of nbits) {
+      const model = await OnnxModel.load(`${NBITS}${name}.onnx`);
+      const a = new Float32Array((await Deno.readFile(`${NBITS}${name}.in.A.float32.bin`)).buffer);
+      const want = new Float32Array(
+        (await Deno.readFile(`${NBITS}${name}.out.Y.float32.bin`)).buffer,
+      );
+      const shape = model.inputs[0].dims as number[];
+      const { Y } = await model.run({ A: { data: a, shape, dtype: "f32" } }, {
+        backend,
+        cache: false,
+      });
+      const scale = Math.max(...want.map(Math.abs));
+      assertClose(numbers(Y.data), [...want], { atol: 1e-5 * scale, rtol: 0, message: name });
+      model.dispose();
+    }
+  });
+}
+
+/**
+ * GatherBlockQuantized over 2-, 4- and 8-bit tables, with and without zero points, against ONNX
+ * Runtime Web 1.30 (`bench/export_ms_cases.ts`).
+ */
+const QUANT = new URL("../testdata/onnx_ms_quant/", import.meta.url).pathname;
+
+for (const backend of ["reference", "wasm", "webgpu"]) {
+  Deno.test(`${backend}: GatherBlockQuantized matches ONNX Runtime Web`, async () => {
+    assert.deepEqual(await failingCases(QUANT, backend, 4), []);
+  });
+}

@@ -1,0 +1,205 @@
+/**
+ * Edge cases that a mutating fuzzer does not reach, each as ONNX Runtime answers it: TopK over
+ * rows with NaN, Pad with mixed-sign pads, LSTM sequence lengths outside the sequence.
+ */
+import assert from "node:assert/strict";
+import { KilnError } from "../../jit/support/errors.ts";
+import type { HostTensor } from "../../jit/ir/host_tensor.ts";
+import type { OnnxModel } from "../model.ts";
+import type { ModelProto } from "../wire/proto.ts";
+import { testModel, valueInfo } from "../testdata.ts";
+import "../../mod.ts";
+
+type Graph = ModelProto["graph"];
+type Attribute = Graph["node"][0]["attribute"][number];
+const input = (name: string, elemType: number, shape: number[]) => valueInfo(name, elemType, shape);
+const int = (name: string, v: number): Attribute => ({ name, type: 2, i: v });
+
+function model(
+  node: Graph["node"],
+  inputs: Graph["input"],
+  outputs: [string, number][],
+  initializer: Graph["initializer"] = [],
+): OnnxModel {
+  return testModel({
+    node,
+    initializer,
+    input: inputs,
+    output: outputs.map(([name, elemType]) => valueInfo(name, elemType)),
+  });
+}
+
+const f32 = (values: number[], shape: number[]): HostTensor => ({
+  data: Float32Array.from(values),
+  shape,
+  dtype: "f32",
+});
+const BACKENDS = ["reference", "wasm", "webgpu"];
+
+Deno.test("TopK with NaN: indices in range, values matching them, NaN ordered above numbers", async () => {
+  const topk = (largest: number) =>
+    model(
+      [{
+        opType: "TopK",
+        input: ["x", "k"],
+        output: ["v", "i"],
+        attribute: [int("largest", largest)],
+      }],
+      [input("x", 1, [2, 5])],
+      [["v", 1], ["i", 7]],
+      [{ name: "k", dims: [1], dataType: 7, int64Data: [3] }],
+    );
+  const x = f32([1, NaN, 5, 3, NaN, 2, 4, NaN, 0, 4], [2, 5]);
+  const cases = [
+    { largest: 1, v: [NaN, NaN, 5, NaN, 4, 4], i: [1, 4, 2, 2, 1, 4] },
+    { largest: 0, v: [1, 3, 5, 0, 2, 4], i: [0, 3, 2, 3, 0, 1] },
+  ];
+  for (const { largest, v, i } of cases) {
+    const m = topk(largest);
+    for (const backend of BACKENDS) {
+      const out = await m.run({ x }, { backend, cache: false });
+      assert.deepEqual([...out.v.data], v, `${backend} largest=${largest}`);
+      assert.deepEqual([...out.i.data].map(Number), i, `${backend} largest=${largest}`);
+    }
+    m.dispose();
+  }
+});
+
+Deno.test("Pad reflect past the cropped axis is refused; within it, crop then reflect", async () => {
+  const pad = (pads: number[]) =>
+    model(
+      [{
+        opType: "Pad",
+        input: ["x", "p"],
+        output: ["y"],
+        attribute: [{ name: "mode", type: 3, s: new TextEncoder().encode("reflect") }],
+      }],
+      [input("x", 1, [2, 4])],
+      [["y", 1]],
+      [{ name: "p", dims: [4], dataType: 7, int64Data: pads }],
+    );
+  const x = f32([0, 1, 2, 3, 4, 5, 6, 7], [2, 4]);
+  // Crop two at the start, then reflect three at the end: the cropped axis has two elements.
+  for (const backend of BACKENDS) {
+    await assert.rejects(
+      () => pad([0, -2, 0, 3]).run({ x }, { backend }),
+      (e) => e instanceof KilnError && /reflect pads/.test(e.message) && /Fix:/.test(e.message),
+    );
+    const { y } = await pad([0, -1, 0, 2]).run({ x }, { backend });
+    assert.deepEqual(y.shape, [2, 5]);
+    assert.deepEqual([...y.data], [1, 2, 3, 2, 1, 5, 6, 7, 6, 5]);
+  }
+});
+
+Deno.test("LSTM sequence_lens past seq_length, negative or of the wrong count are refused", async () => {
+  const [seq, batch, hidden] = [3, 2, 2];
+  const lstm = model(
+    [{
+      opType: "LSTM",
+      input: ["x", "w", "r", "", "lens"],
+      output: ["y"],
+      attribute: [int("hidden_size", hidden)],
+    }],
+    [input("x", 1, [seq, batch, 1]), input("lens", 6, [batch])],
+    [["y", 1]],
+    [
+      { name: "w", dims: [1, 4 * hidden, 1], dataType: 1, floatData: Array(4 * hidden).fill(0.1) },
+      {
+        name: "r",
+        dims: [1, 4 * hidden, hidden],
+        dataType: 1,
+        floatData: Array(8 * hidden).fill(0.1),
+      },
+    ],
+  );
+  const x = f32([1, 2, 3, 4, 5, 6], [seq, batch, 1]);
+  const lens = (v: number[]): HostTensor => ({
+    data: Int32Array.from(v),
+    shape: [v.length],
+    dtype: "i32",
+  });
+  for (const backend of ["reference", "wasm"]) {
+    for (const bad of [[5, 3], [-1, 3]]) {
+      await assert.rejects(
+        () => lstm.run({ x, lens: lens(bad) }, { backend }),
+        (e) => e instanceof KilnError && /sequence_lens/.test(e.message) && /Fix:/.test(e.message),
+        `${backend} ${bad}`,
+      );
+    }
+    const { y } = await lstm.run({ x, lens: lens([2, 3]) }, { backend });
+    assert.deepEqual(y.shape, [seq, 1, batch, hidden]);
+    // Row 0 stops after two steps: its third output is zero.
+    assert.deepEqual([...y.data.slice(2 * batch * hidden, 2 * batch * hidden + hidden)], [0, 0]);
+  }
+  lstm.dispose();
+});
+
+Deno.test("a pooling window of 2^30 with SAME padding is a typed limit error, not a hang", async () => {
+  const pool = model(
+    [{
+      opType: "AveragePool",
+      input: ["x"],
+      output: ["y"],
+      attribute: [
+        { name: "auto_pad", type: 3, s: new TextEncoder().encode("SAME_LOWER") },
+        { name: "kernel_shape", type: 7, ints: [2 ** 30, 2 ** 30] },
+      ],
+    }],
+    [input("x", 1, [1, 1, 8, 8])],
+    [["y", 1]],
+  );
+  await assert.rejects(
+    () => pool.run({ x: f32(Array(64).fill(1), [1, 1, 8, 8]) }, { backend: "reference" }),
+    (e) => e instanceof KilnError && e.code === "limit" && /taps/.test(e.message),
+  );
+});
+
+Deno.test("LRN with a size past the channels sums the channels there are (size stays the divisor)", async () => {
+  const lrn = (size: number) =>
+    model(
+      [{
+        opType: "LRN",
+        input: ["x"],
+        output: ["y"],
+        attribute: [int("size", size), { name: "alpha", type: 1, f: 0.5 }],
+      }],
+      [input("x", 1, [1, 3, 1, 1])],
+      [["y", 1]],
+    );
+  const x = f32([1, 2, 3], [1, 3, 1, 1]);
+  const squares = 1 + 4 + 9; // every channel is inside every window of this size
+  for (const size of [7, 2 ** 30]) {
+    const { y } = await lrn(size).run({ x }, { backend: "wasm" });
+    const want = [1, 2, 3].map((v) => v / (1 + (0.5 / size) * squares) ** 0.75);
+    [...y.data].forEach((v, i) =>
+      assert.ok(Math.abs(Number(v) - want[i]) < 1e-5, `${size}: ${v} vs ${want[i]}`)
+    );
+  }
+});
+
+Deno.test("LayerNormalization with Mean/InvStdDev outputs and an axis past the rank is a typed error", () => {
+  const ln = model(
+    [{
+      opType: "LayerNormalization",
+      input: ["x", "s"],
+      output: ["y", "m", "v"],
+      attribute: [int("axis", 2 ** 30)],
+    }],
+    [input("x", 1, [2, 3]), input("s", 1, [3])],
+    [["y", 1], ["m", 1], ["v", 1]],
+  );
+  assert.throws(() => ln.graph(), (e) => e instanceof KilnError && e.code === "bad-axis");
+});
+
+Deno.test("Clip without a limit clips infinities to the type's finite range, as ONNX defines", async () => {
+  const clip = model(
+    [{ opType: "Clip", input: ["x", "", "hi"], output: ["y"], attribute: [] }],
+    [input("x", 1, [4])],
+    [["y", 1]],
+    [{ name: "hi", dims: [], dataType: 1, floatData: [1] }],
+  );
+  for (const backend of BACKENDS) {
+    const { y } = await clip.run({ x: f32([-Infinity, NaN, -2, 5], [4]) }, { backend });
+    assert.deepEqual([...y.data], [-3.4028234663852886e38, NaN, -2, 1], backend);
+  }
+});

@@ -1,0 +1,102 @@
+/**
+ * The inputs an ONNX model declares (initializers excluded), and binding their symbolic
+ * dimensions to the shapes of the data a run is given.
+ *
+ * @module
+ */
+import type { BoundaryDType } from "../../jit/ir/dtype.ts";
+import { KilnError } from "../../jit/support/errors.ts";
+import { formatShape, type Shape } from "../../jit/ir/shape.ts";
+import { dtypeOfCode, int, type ModelProto } from "../wire/proto.ts";
+import { STRING } from "./string_ops.ts";
+
+/** A graph input as the model declares it: fixed sizes, or names for symbolic dimensions. */
+export interface OnnxInputInfo {
+  /** Input name. */
+  readonly name: string;
+  /**
+   * `tensor`, or `sequence` of tensors of `dims`/`dtype` (bound element by element: element `i`
+   * is the graph input `name[i]`).
+   */
+  readonly kind: "tensor" | "sequence";
+  /** Whether the input is an ONNX optional: it may be left out (an empty optional). */
+  readonly optional: boolean;
+  /** Whether the type declares a shape at all (`dims` is then its rank's dimensions). */
+  readonly ranked: boolean;
+  /** Dimensions: a size, or the symbolic name (e.g. `"batch"`). */
+  readonly dims: readonly (number | string)[];
+  /** Element type (`string` for a tensor of strings: `OnnxModel.runValues` takes those). */
+  readonly dtype: BoundaryDType | "string";
+}
+
+/** The inputs a model declares (initializers excluded). */
+export function onnxInputs(model: ModelProto): OnnxInputInfo[] {
+  const inits = new Set(model.graph.initializer.map((t) => t.name));
+  return model.graph.input.filter((i) => !inits.has(i.name)).map((i) => {
+    const optional = i.type?.optionalType !== undefined && i.type?.optionalType !== null;
+    const outer = optional ? i.type?.optionalType?.elemType : i.type;
+    const sequence = outer?.sequenceType !== undefined && outer?.sequenceType !== null;
+    const tt = sequence ? outer?.sequenceType?.elemType?.tensorType : outer?.tensorType;
+    if (!tt) {
+      throw new KilnError(
+        `Input "${i.name}" is not a tensor, a sequence of tensors or an optional of them`,
+        {
+          code: "unsupported",
+          fix: "kiln imports tensor inputs, sequences of tensors and optionals of either",
+        },
+      );
+    }
+    // A negative dim_value (some exporters write -1 for a dynamic axis) is no size: such an axis
+    // is symbolic, bound from the data. Taken as a size, it reached converters as a length (an
+    // LSTM's sequence of -1 steps: a RangeError from inside, found by fuzzing).
+    const dims = (tt.shape?.dim ?? []).map((d, k) => {
+      if (d.dimParam) return d.dimParam;
+      const n = int(d.dimValue);
+      return n < 0 ? `unknown_${k}` : n;
+    });
+    return {
+      name: i.name,
+      kind: sequence ? "sequence" : "tensor",
+      optional,
+      ranked: tt.shape !== undefined && tt.shape !== null,
+      dims,
+      dtype: tt.elemType === STRING ? "string" : dtypeOfCode(tt.elemType ?? 0, `input "${i.name}"`),
+    };
+  });
+}
+
+/** The shape input `input` takes for data of shape `given` (required for symbolic dimensions). */
+export function bindShape(input: OnnxInputInfo, given: Shape | undefined): number[] {
+  // A type without a shape takes whatever shape the data has.
+  if (!input.ranked && given) return [...given];
+  const symbolic = input.dims.filter((d) => typeof d === "string");
+  if (!given) {
+    if (symbolic.length) {
+      throw new KilnError(
+        `Input "${input.name}" has symbolic dimensions ${symbolic.join(", ")} [${
+          input.dims.join(", ")
+        }]`,
+        {
+          code: "bad-input",
+          fix: `pass inputShapes: { ${JSON.stringify(input.name)}: [${
+            input.dims.map((d) => (typeof d === "string" ? "…" : d)).join(", ")
+          }] } (run() binds them from the data)`,
+        },
+      );
+    }
+    return input.dims as number[];
+  }
+  if (
+    given.length !== input.dims.length ||
+    input.dims.some((d, i) => typeof d === "number" && d !== given[i])
+  ) {
+    throw new KilnError(
+      `Input "${input.name}" has shape [${input.dims.join(", ")}], got ${formatShape(given)}`,
+      {
+        code: "bad-input",
+        fix: "pass data whose fixed dimensions match the model",
+      },
+    );
+  }
+  return [...given];
+}

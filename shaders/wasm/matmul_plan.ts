@@ -1,0 +1,386 @@
+/**
+ * Matmul planning for the WebAssembly generator: whether a kernel contracts, the shape of the
+ * product, whether A is packed (and its gather table for convolutions), and the scratch and
+ * prepacked bytes the arena must hold. The emitters are `shaders/wasm/matmul.ts`.
+ *
+ * @module
+ */
+import { affineOffset } from "../../jit/ir/access.ts";
+import {
+  applyStep,
+  type Expr,
+  gathers,
+  type KernelIR,
+  linearIndex,
+  matmulOperands,
+  rowCount,
+  sumsHalfProducts,
+  walk,
+} from "../../jit/ir/kernel_ir.ts";
+/** Rows of a matmul tile (each two f32x4 accumulators wide). */
+export const TILE_ROWS = 6;
+
+/** Bytes of one output tile in a matmul's scratch; packed rows of A follow it. */
+export const TILE_BYTES = 32 * TILE_ROWS;
+
+/** Whether `kernel` runs through the matmul paths (a matmul, or a convolution as implicit GEMM). */
+export function contracts(kernel: KernelIR): boolean {
+  // An empty contraction (K = 0) takes the generic reduction, which sums nothing to 0.
+  if (kernel.pattern === "matmul" && kernel.space.at(-1) === 0) return false;
+  return kernel.pattern === "matmul" || matmulOperands(kernel) !== undefined;
+}
+
+/**
+ * Most scratch bytes a call spends on packed rows of A: it packs and multiplies its rows in
+ * blocks of as many rows as fit (see {@linkcode packBlockRows}).
+ */
+const PACK_LIMIT = 1 << 22;
+
+/**
+ * Most bytes of a convolution's indirection table (see {@linkcode indirectionFill}); a larger A
+ * gathers through its index map instead. Factored into taps (see {@linkcode tableTaps}),
+ * ResNet-18's largest takes 1.8 MB (25088 pixels × 49 taps of its stem); whole, 14.7 MB.
+ */
+const TABLE_LIMIT = 1 << 24;
+
+/** Bytes of B's panels: 8 columns each (the last zero-padded), k-major. */
+export const panelsBytes = (n: number, k: number) => Math.ceil(n / 8) * 32 * k;
+
+/** Rows of A: the product's rows over every batch (of a packed A's indirection table too). */
+export const rowsOfA = (kernel: KernelIR, n: number) => rowCount(kernel) / n;
+
+/**
+ * Most rows of A whose product splits B's panels among threads rather than its rows (the first
+ * call of a row split is 11 tiles: 66 rows).
+ */
+const PANEL_SPLIT_ROWS = 64;
+
+/**
+ * Panels of 8 columns a tiled matmul's calls range over, where its threads split B's columns
+ * rather than its rows; 0 where they split rows. A product of few rows (a batch of one to a few
+ * dozen through a linear layer) split by rows gave each thread a tile or two of rows (two-row
+ * tiles compute at half the rate) and every thread streamed all of B: mlp's 8 × 784 × 256 layer
+ * ran no faster on 16 threads than on one. Split by panels, each thread streams its share of B
+ * and keeps whole row tiles.
+ */
+export function panelSplit(kernel: KernelIR): number {
+  const n = kernel.space.at(-2)!;
+  if (rowsOfA(kernel, n) > PANEL_SPLIT_ROWS || n <= 8) return 0;
+  // Its calls compute every row, also under shape buckets, whose runs compute the active rows
+  // only: rows past them hold stale data, harmless except as a gather's index (a fault).
+  let gather = false;
+  const visit = (e: Expr) => void (gather ||= e.kind === "load" && gathers(e.steps));
+  for (const x of [...kernel.reductions, ...kernel.outputs]) walk(x.expr, visit);
+  return gather ? 0 : Math.ceil(n / 8);
+}
+
+/**
+ * Batch axes along which a matmul's B changes (a grouped convolution's groups, attention's
+ * batches and heads): the tiled path packs a set of B's panels for each such batch.
+ */
+export function batchAxesOfB(kernel: KernelIR): number[] {
+  const operands = matmulOperands(kernel);
+  if (!operands) return [];
+  const { nb, b } = operands;
+  const wb = affineOffset(b.steps, kernel.space, kernel.inputs[b.input].shape);
+  if (!wb) return [];
+  return [...Array(nb).keys()].filter((i) => kernel.space[i] !== 1 && wb.weights[i] !== 0);
+}
+
+/** Sets of B's panels a matmul packs: one per batch of B (see {@linkcode batchAxesOfB}). */
+export const batchesOfB = (kernel: KernelIR): number =>
+  batchAxesOfB(kernel).reduce((p, i) => p * kernel.space[i], 1);
+
+/**
+ * Whether the tiled path packs A: its load is not affine (a convolution's patches, or a reshape
+ * that splits an index, as attention's head merge does), so its rows are gathered once into
+ * the scratch and read contiguously, instead of evaluating the index map for every
+ * multiply-add.
+ */
+export function packsA(kernel: KernelIR): boolean {
+  const operands = matmulOperands(kernel);
+  if (!operands) return false;
+  const { a } = operands;
+  return affineOffset(a.steps, kernel.space, kernel.inputs[a.input].shape) === undefined;
+}
+
+/**
+ * Rows of A a call packs at once: all of its rows where A fits {@linkcode PACK_LIMIT}, else
+ * blocks of as many (at least a tile's) as fit. Before, an A past the limit was not packed at
+ * all, and ResNet-18's 56×56 convs took the per-element path: 0.4 GFLOP/s against 30.
+ */
+export function packBlockRows(kernel: KernelIR): number {
+  const [n, k] = kernel.space.slice(-2);
+  return Math.min(rowsOfA(kernel, n), Math.max(TILE_ROWS, Math.floor(PACK_LIMIT / (4 * k))));
+}
+
+/**
+ * The fill of a packed A's indirection table (as XNNPACK's indirect convolution), if it takes
+ * one: the table holds the element offset A's index map reaches for every row and k (or, where it
+ * factors, for every row and tap: see {@linkcode tableTaps}), or the fill's cell where it reads
+ * the fill. The packing call builds it in WebAssembly, once per change of B (see `tiledGemm`),
+ * and each call's gather walks it. Built here at code generation it cost shufflenet 0.10 s of
+ * its first run on 2 cores and 6.4 MB of data segments to write, cache and compile. `undefined`
+ * when A is not packed, its index map reads data (a gather: the table would outlive the index it
+ * read), its out-of-bounds reads have different fills, or the table would pass 16 MB.
+ */
+export function indirectionFill(kernel: KernelIR): number | undefined {
+  const fill = fillOf(kernel);
+  return fill !== undefined && tableBytes(kernel) <= TABLE_LIMIT ? fill : undefined;
+}
+
+/** {@linkcode indirectionFill} at any table size. */
+function fillOf(kernel: KernelIR): number | undefined {
+  if (!packsA(kernel)) return undefined;
+  const { a } = matmulOperands(kernel)!;
+  if (a.steps.some((s) => s.kind === "gather")) return undefined;
+  const fills = a.steps.flatMap((s) => (s.kind === "affine" && s.bounds ? [s.fill ?? 0] : []));
+  return fills.every((f) => Object.is(f, fills[0])) ? fills[0] ?? 0 : undefined;
+}
+
+/**
+ * How a convolution's indirection table factors: A's element `k = c·taps + t` of a row is its
+ * tap `t`'s element plus `c·stride` (a channel further on), in bounds exactly where tap `t` is.
+ * The table then holds a row's taps only (XNNPACK's indirection buffer: per output pixel and
+ * kernel point), 1/C of the entries: ResNet-18's took 20M entries and 0.74 s of its first run.
+ */
+export interface TableTaps {
+  /** Kernel points (the table's entries a row). */
+  readonly taps: number;
+  /** Channels a group (A's row is `channels · taps` long). */
+  readonly channels: number;
+  /** Elements between a tap's consecutive channels. */
+  readonly stride: number;
+  /**
+   * Where a row whose taps are all in bounds reads each kernel row's `length` taps from
+   * consecutive elements, kernel rows `stride` elements apart (a conv without dilation along
+   * its width): its gather copies vectors rather than scalars through the table.
+   */
+  readonly lines?: { readonly length: number; readonly stride: number };
+}
+
+/** Rows sampled to check a factorization: both ends, the middle, a quarter in, and beside them. */
+const SAMPLED_ROWS = (rows: number) =>
+  [...new Set([0, 1, rows >> 2, rows >> 1, rows - 2, rows - 1])].filter((r) => r >= 0 && r < rows);
+
+/**
+ * The factorization of a convolution's indirection table (see {@linkcode TableTaps}), where its
+ * patches come from a conv's 8-D window space and A's index map, evaluated at every tap of
+ * sampled rows (the first and last hold padded taps) and sampled channels, bears it out;
+ * `undefined` otherwise.
+ */
+export function tableTaps(kernel: KernelIR): TableTaps | undefined {
+  if (!factored.has(kernel)) factored.set(kernel, factorTable(kernel));
+  return factored.get(kernel);
+}
+
+/** {@linkcode tableTaps} by kernel: the planning asks for it several times. */
+const factored = new WeakMap<KernelIR, TableTaps | undefined>();
+
+/** Sampled channels of a factorization's check (the ends and the middle of them). */
+const SAMPLED_CHANNELS = (channels: number) =>
+  [...new Set([1, 2, channels >> 1, channels - 1])].filter((c) => c >= 1 && c < channels);
+
+/** {@linkcode tableTaps}, worked out. */
+function factorTable(kernel: KernelIR): TableTaps | undefined {
+  if (fillOf(kernel) === undefined || kernel.pattern !== "conv") return undefined;
+  const { a, nb, n, k } = matmulOperands(kernel)!;
+  const window = a.steps.find((s) => s.kind === "reshape" && s.to.length === 8);
+  if (window?.kind !== "reshape") return undefined;
+  const [channels, kh, kw] = window.to.slice(5), taps = kh * kw;
+  if (channels < 2 || channels * taps !== k) return undefined;
+  const shape = kernel.inputs[a.input].shape, outer = kernel.space.slice(0, nb + 1);
+  /** A's element offset at (row, k), or undefined where it reads the fill. */
+  const at = (row: number, kk: number) => {
+    const coords: number[] = [];
+    for (let i = outer.length - 1, rest = row; i >= 0; i--) {
+      coords[i] = rest % outer[i];
+      rest = Math.floor(rest / outer[i]);
+    }
+    let x: number[] | undefined = [...coords, 0, kk];
+    for (const st of a.steps) if (x) x = applyStep(st, x);
+    return x ? linearIndex(x, shape) : undefined;
+  };
+  let stride: number | undefined;
+  for (const row of SAMPLED_ROWS(rowsOfA(kernel, n))) {
+    for (let t = 0; t < taps; t++) {
+      const base = at(row, t);
+      for (const c of SAMPLED_CHANNELS(channels)) {
+        const v = at(row, c * taps + t);
+        if ((v === undefined) !== (base === undefined)) return undefined;
+        if (v === undefined || base === undefined) continue;
+        stride ??= (v - base) / c;
+        if (v !== base + c * stride) return undefined;
+      }
+    }
+  }
+  if (stride === undefined) return undefined;
+  const lines = linesOf(at, rowsOfA(kernel, n), kh, kw, stride);
+  return { taps, channels, stride, ...(lines && { lines }) };
+}
+
+/** Rows past each of a quarter and half of them checked for {@linkcode TableTaps.lines}. */
+const LINE_ROWS = 64;
+
+/**
+ * A factored table's {@linkcode TableTaps.lines}, where every row with every tap in bounds among
+ * up to `2·LINE_ROWS` checked (the sampled rows are mostly border pixels) reads them as kernel
+ * rows of consecutive elements, the same distance apart, and one element past a kernel row lies
+ * no further than the next kernel row or channel (a gather's vector may read it).
+ */
+function linesOf(
+  at: (row: number, k: number) => number | undefined,
+  rows: number,
+  kh: number,
+  kw: number,
+  channelStride: number,
+): TableTaps["lines"] {
+  let stride: number | undefined;
+  const checked = [rows >> 2, rows >> 1].flatMap((r) =>
+    [...Array(LINE_ROWS).keys()].map((i) => r + i).filter((row) => row < rows)
+  );
+  for (const row of new Set(checked)) {
+    const reads = [...Array(kh * kw).keys()].map((t) => at(row, t));
+    if (reads.some((v) => v === undefined)) continue;
+    const base = reads[0]!, step = kh > 1 ? reads[kw]! - base : 0;
+    stride ??= step;
+    if (step !== stride || reads.some((v, t) => v !== base + Math.floor(t / kw) * step + t % kw)) {
+      return undefined;
+    }
+  }
+  if (stride === undefined || (kh > 1 && stride < kw)) return undefined;
+  return channelStride < (kh - 1) * stride + kw ? undefined : { length: kw, stride };
+}
+
+/** Bytes of a matmul's indirection table: 8 a tap (address and mask) or 4 an element. */
+function tableBytes(kernel: KernelIR): number {
+  const { n, k } = matmulOperands(kernel)!;
+  const taps = tableTaps(kernel);
+  return rowsOfA(kernel, n) * (taps ? 8 * taps.taps : 4 * k);
+}
+
+/**
+ * Rows of a matmul's indirection table (0 without one). The packing call builds the rows it is
+ * given, `[−1 − start, end)`, so the program builds a table over several calls: V8 optimizes a
+ * function between calls only, and ResNet-18's tables, 20M entries built in one call each, took
+ * 0.74 s of its first run in unoptimized code.
+ */
+export function tableRows(kernel: KernelIR): number {
+  return indirectionFill(kernel) === undefined ? 0 : rowsOfA(kernel, kernel.space.at(-2)!);
+}
+
+/**
+ * Bytes a matmul keeps beside the arena for a prepacked B: its panels of 8 columns (the last
+ * zero-padded), k-major, then a packed A's indirection table and the cell holding its fill,
+ * copied there once instead of per call.
+ */
+export function prepackBytes(kernel: KernelIR): number {
+  const [n, k] = kernel.space.slice(-2);
+  const table = indirectionFill(kernel) !== undefined ? tableBytes(kernel) + 4 : 0;
+  return panelsBytes(n, k) * batchesOfB(kernel) + table;
+}
+
+/**
+ * Scratch bytes a kernel needs: a matmul's tile and packed A rows, or its row of accumulators.
+ */
+export function scratchBytes(kernel: KernelIR): number {
+  if (!contracts(kernel)) return 0;
+  const [n, k] = kernel.space.slice(-2);
+  const packed = packsA(kernel) ? packBlockRows(kernel) * k * 4 : 0;
+  return Math.max(TILE_BYTES + packed, 4 * n);
+}
+
+/** What the i-k-j path needs to know about a matmul kernel. */
+export interface MatmulPlan {
+  /** Number of batch axes. */
+  readonly nb: number;
+  /** Output columns. */
+  readonly n: number;
+  /** Contraction length. */
+  readonly k: number;
+  /** The A operand load (independent of n). */
+  readonly a: Extract<Expr, { kind: "load" }>;
+  /** The B operand load (independent of m). */
+  readonly b: Extract<Expr, { kind: "load" }>;
+  /** Whether B's elements for consecutive n are consecutive in memory (no bounds). */
+  readonly contiguous: boolean;
+}
+
+/** The i-k-j plan of an f32 matmul kernel whose outputs are all per-row, if it is one. */
+export function matmulPlan(kernel: KernelIR): MatmulPlan | undefined {
+  const operands = matmulOperands(kernel);
+  if (!operands) return undefined;
+  const { nb, n, k, a, b } = operands;
+  const offset = (c: number[]) => {
+    let x: number[] | undefined = c;
+    for (const s of b.steps) if (x) x = applyStep(s, x);
+    return x ? linearIndex(x, kernel.inputs[b.input].shape) : NaN;
+  };
+  const probe = kernel.space.map((d) => Math.floor(d / 2));
+  const at = (nv: number) => offset(probe.map((c, i) => (i === nb + 1 ? nv : c)));
+  const contiguous = !b.steps.some((s) => s.kind === "affine" && s.bounds) && n > 1 &&
+    [...Array(n).keys()].every((nv) => at(nv) - at(0) === nv);
+  return { nb, n, k, a, b, contiguous };
+}
+
+/**
+ * An f16 matmul (an f16 sum of products of f16 loads) as the tiles compute it: exact products
+ * summed in f32, rounded to f16 once where the outputs read the sum. The WGSL tiles do the same
+ * (f32 accumulation, as the precision policy promises); the per-element path rounded every product
+ * to f16 and took 14.5 ms for one 2×16×512×128 matmul of an fp16 transformer block.
+ */
+export function halfMatmulView(kernel: KernelIR): KernelIR {
+  if (!sumsHalfProducts(kernel)) return kernel;
+  const r = kernel.reductions[0];
+  const sum: Expr = { kind: "acc", index: 0, dtype: "f32" };
+  const once: Expr = { kind: "alu", op: "Cast", args: [sum], dtype: "f16" };
+  const memo = new Map<Expr, Expr>();
+  const read = (e: Expr): Expr => {
+    const hit = memo.get(e);
+    if (hit) return hit;
+    const out: Expr = e.kind === "acc" && e.index === 0
+      ? once
+      : e.kind === "alu"
+      ? { ...e, args: e.args.map(read) }
+      : e;
+    memo.set(e, out);
+    return out;
+  };
+  return {
+    ...kernel,
+    reductions: [{ ...r, dtype: "f32", expr: { ...r.expr, dtype: "f32" } }],
+    outputs: kernel.outputs.map((o) => ({ ...o, expr: read(o.expr) })),
+  };
+}
+
+/**
+ * Custom section of a module whose matmul takes prepacked B: its {@linkcode prepackBytes}
+ * (rounded up to 16) and {@linkcode tableRows}, two little-endian u32. The program lays out its
+ * arena from them before instantiating anything; working them out again from the kernel IR took
+ * unet 14-19 ms of a compile from the disk cache on 2 cores (the table's factorization check).
+ */
+export const PACKS_SECTION = "kiln.packs";
+
+/** The {@linkcode PACKS_SECTION} of `kernel`'s module. */
+export function packsSection(kernel: KernelIR): Uint8Array {
+  const bytes = new Uint8Array(8), view = new DataView(bytes.buffer);
+  view.setUint32(0, Math.ceil(prepackBytes(kernel) / 16) * 16, true);
+  view.setUint32(4, tableRows(kernel), true);
+  return bytes;
+}
+
+/** What a prepacked B needs: its bytes and its table's rows (`undefined`: it takes none). */
+export interface Packs {
+  /** Bytes of B's panels and the table (see {@linkcode prepackBytes}). */
+  readonly bytes: number;
+  /** Rows of the indirection table (see {@linkcode tableRows}). */
+  readonly tableRows: number;
+}
+
+/** The {@linkcode Packs} `module` declares in its {@linkcode PACKS_SECTION}. */
+export function packsOf(module: WebAssembly.Module): Packs | undefined {
+  const [section] = WebAssembly.Module.customSections(module, PACKS_SECTION);
+  if (!section) return undefined;
+  const view = new DataView(section);
+  return { bytes: view.getUint32(0, true), tableRows: view.getUint32(4, true) };
+}

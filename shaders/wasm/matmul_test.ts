@@ -1,0 +1,150 @@
+import assert from "node:assert/strict";
+import { compile } from "../../mod.ts";
+import { counterValues } from "../../jit/runtime/counters.ts";
+import { fuse } from "../../jit/passes/fuse.ts";
+import { GraphBuilder, type Sym } from "../../jit/frontend/graph_builder.ts";
+import type { HostTensor } from "../../jit/ir/host_tensor.ts";
+import { KernelCache, tuningNoteOf } from "../../jit/runtime/kernel_cache.ts";
+import { uniform } from "../../jit/support/random.ts";
+import { assertClose, f32, numbers } from "../../jit/testing/testing.ts";
+import { HOST_FUNCTIONS, WasmBackend } from "../../backends/wasm/wasm_backend.ts";
+import { panelSplit, prepackBytes, scratchBytes } from "./matmul_plan.ts";
+
+Deno.test("a panel-split matmul's call computes panels [start, end) of every row and nothing else", async () => {
+  const [m, k, n] = [5, 300, 83];
+  const x = uniform(m * k, 1), w = uniform(k * n, 2);
+  const b = new GraphBuilder();
+  b.output("y", b.op("MatMul", [b.input("x", [m, k]), b.param("w", [k, n], "f32", w)]));
+  const [kernel] = fuse(b.build()).kernels;
+  assert.equal(panelSplit(kernel), 11, "83 columns: 10 panels of 8, one of 3");
+  const backend = new WasmBackend({ threads: 1, warmUpMs: 0 });
+  const bytes = await backend.codegen!.generate(kernel) as Uint8Array<ArrayBuffer>;
+  const memory = new WebAssembly.Memory({ initial: 16, maximum: 65536 });
+  const env = { memory, ...HOST_FUNCTIONS };
+  const run = new WebAssembly.Instance(new WebAssembly.Module(bytes), { env }).exports.run as (
+    ...args: number[]
+  ) => void;
+  // The arena: x, w, y, the scratch, B's panels.
+  const at = { x: 1024, w: 1024 + 4 * m * k, y: 1024 + 4 * (m * k + k * n) };
+  const scratch = at.y + 4 * m * n, packed = scratch + scratchBytes(kernel);
+  assert.ok(packed + prepackBytes(kernel) < memory.buffer.byteLength);
+  new Float32Array(memory.buffer, at.x, m * k).set(x);
+  new Float32Array(memory.buffer, at.w, k * n).set(w);
+  const buffers = [...kernel.inputs, ...kernel.outputs].map((buf) =>
+    buf.shape[0] === m ? (buf.shape[1] === k ? at.x : at.y) : at.w
+  );
+  const call = (start: number, end: number) => run(...buffers, scratch, start, end, packed);
+  call(-1, 0); // packs B
+  const y = new Float32Array(memory.buffer, at.y, m * n);
+  const want = Array.from({ length: m * n }, (_, i) => {
+    let sum = 0;
+    for (let j = 0; j < k; j++) sum += x[Math.floor(i / n) * k + j] * w[j * n + (i % n)];
+    return sum;
+  });
+  for (const [start, end] of [[0, 2], [2, 5], [5, 11], [10, 11]]) {
+    y.fill(NaN);
+    call(start, end);
+    const columns = (c: number) => c >= 8 * start && c < Math.min(n, 8 * end);
+    for (let i = 0; i < m * n; i++) {
+      if (columns(i % n)) assert.ok(Math.abs(y[i] - want[i]) < 1e-4, `[${start}, ${end}) ${i}`);
+      else assert.ok(Number.isNaN(y[i]), `[${start}, ${end}) wrote column ${i % n}`);
+    }
+  }
+  backend.dispose();
+});
+
+type Case = [name: string, x: HostTensor, build: (b: GraphBuilder, x: Sym) => Sym];
+
+Deno.test("a matmul of few rows splits B's panels among threads: the same bits as one thread", async () => {
+  // Each a millisecond or so a run.
+  const cases: Case[] = [
+    // 42 panels, the last 3 columns wide; a bias and a Relu in the epilogue.
+    ["linear layer", f32(uniform(5 * 4096, 1), [5, 4096]), (b, x) => {
+      const w = b.param("w", [4096, 331], "f32", uniform(4096 * 331, 2));
+      const bias = b.param("bias", [331], "f32", uniform(331, 3));
+      return b.op("Relu", [b.op("Add", [b.op("MatMul", [x, w]), bias])]);
+    }],
+    // B changes with the batch (attention's heads): each call covers every head's rows.
+    ["batched B", f32(uniform(4 * 16 * 1024, 4), [2, 2, 16, 1024]), (b, x) => {
+      const w = b.param("w", [2, 2, 1024, 52], "f32", uniform(4 * 1024 * 52, 5));
+      return b.op("MatMul", [x, w]);
+    }],
+    // A packed from a convolution's patches: every call packs all 16 rows.
+    ["convolution", f32(uniform(64 * 16, 6), [1, 64, 4, 4]), (b, x) => {
+      const w = b.param("w", [300, 64, 3, 3], "f32", uniform(300 * 576, 7));
+      return b.op("Conv", [x, w], { pads: [1, 1, 1, 1] });
+    }],
+  ];
+  const one = new WasmBackend({ threads: 1, warmUpMs: 0 });
+  const two = new WasmBackend({ threads: 2, warmUpMs: 0 });
+  const dir = await Deno.makeTempDir();
+  try {
+    for (const [name, x, build] of cases) {
+      const b = new GraphBuilder();
+      b.output("y", build(b, b.input("x", x.shape)));
+      const graph = b.build();
+      assert.ok(fuse(graph).kernels.some((k) => panelSplit(k) > 0), name);
+      using reference = await compile(graph, { backend: "reference" });
+      using single = await compile(graph, { backend: one, cache: false });
+      const want = numbers((await single.run({ x })).y.data);
+      const expected = numbers((await reference.run({ x })).y.data);
+      assertClose(want, expected, { atol: 1e-3, message: name });
+      // Seed the thread verdict, so that every run below takes the threads.
+      const cache = () => new KernelCache({ dir });
+      {
+        using probe = await compile(graph, { backend: two, cache: cache() });
+        await Deno.writeTextFile(`${dir}/${tuningNoteOf(two, probe.plan!.kernels)}`, "threads 2");
+      }
+      using split = await compile(graph, { backend: two, cache: cache() });
+      await split.run({ x });
+      // The worker spawns after that run's task and is up within a few tens of milliseconds.
+      await new Promise((r) => setTimeout(r, 300));
+      // Pieces go to whichever thread claims them first: a worker waking late leaves them all to
+      // the caller now and then, so the runs go on until the worker has taken some (for up to
+      // 3 s: on a loaded 2-core machine 100 runs once went by without the worker scheduled).
+      const before = counterValues().kiln_worker_pieces_total;
+      const took = () => counterValues().kiln_worker_pieces_total > before;
+      const until = performance.now() + 3000;
+      for (let i = 0; i < 4 || (performance.now() < until && !took()); i++) {
+        assert.deepEqual(numbers((await split.run({ x })).y.data), want, name);
+      }
+      assert.ok(took(), `${name}: the worker took pieces`);
+    }
+  } finally {
+    one.dispose();
+    two.dispose();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("1×1 convs run as filters × pixels: groups, images, a bias, a residual, 8 pixels or 7", async () => {
+  const wasm = new WasmBackend({ threads: 2, warmUpMs: 0 });
+  // [x, w, group]: 13 filters (tiles of 6 with a remainder), 2 groups, one image or two; 8 pixels
+  // (one panel) take the filters × pixels layout, 7 do not.
+  const cases: [number[], number[], number][] = [
+    [[2, 6, 5, 8], [13, 6, 1, 1], 1],
+    [[1, 8, 4, 2], [10, 4, 1, 1], 2],
+    [[2, 6, 1, 7], [13, 6, 1, 1], 1],
+  ];
+  for (const [xs, ws, group] of cases) {
+    const b = new GraphBuilder();
+    const size = (s: number[]) => s.reduce((p, d) => p * d);
+    const w = b.param("w", ws, "f32", uniform(size(ws), 3));
+    const bias = b.param("bias", [ws[0]], "f32", uniform(ws[0], 4));
+    const conv = b.op("Conv", [b.input("x", xs), w, bias], { group });
+    const ys = [xs[0], ws[0], xs[2], xs[3]];
+    b.output("y", b.op("Relu", [b.op("Add", [conv, b.input("r", ys)])]));
+    const graph = b.build();
+    assert.equal(fuse(graph).kernels.length, 1);
+    const feeds = {
+      x: f32(uniform(size(xs), 5), xs),
+      r: f32(uniform(size(ys), 6), ys),
+    };
+    const [want, got] = await Promise.all(["reference", wasm].map(async (backend) => {
+      using exe = await compile(graph, { backend, cache: false });
+      return (await exe.run(feeds)).y;
+    }));
+    assertClose(numbers(got.data), numbers(want.data), { atol: 1e-5, rtol: 1e-5 });
+  }
+  wasm.dispose();
+});

@@ -1,0 +1,314 @@
+/**
+ * WGSL generation from the kernel IR. Each kernel gets a layout (`kernelLayout`) that code
+ * generation and dispatch share:
+ * - `points` (elementwise): one invocation per point, or per 4 consecutive points of the last axis
+ *   when every output (and the inputs that can) is read and written as aligned vec4s — GPUs move
+ *   memory in 16-byte words, so this is what reaches full bandwidth;
+ * - `rows` (reductions): a group of threads per row, combining through workgroup memory; rows
+ *   that fit are held in registers, several to a workgroup when short (`shaders/wgsl/rows.ts`);
+ * - `tiles`: large f32 matmuls in register-blocked tiles (`shaders/wgsl/matmul.ts`).
+ * Index steps become integer arithmetic with constants baked in; every subexpression is a named
+ * `let`, emitted once per point, so the generated source is readable and shared work is not
+ * repeated.
+ *
+ * Storage is 32-bit words: f32/f16 as f32, i32/i8 as i32, u32/u8/bool as u32 (the backend widens
+ * on upload and narrows on download). After every ALU op the value is re-rounded to its dtype
+ * (f16 through pack2x16float, i8/u8 by wrapping, bool to 0/1), exactly the IR's semantics.
+ *
+ * @module
+ */
+import { KilnError } from "../../jit/support/errors.ts";
+import { affineOffset } from "../../jit/ir/access.ts";
+import {
+  type Expr,
+  type KernelIR,
+  matmulOperands,
+  sumsHalfProducts,
+  walk,
+} from "../../jit/ir/kernel_ir.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
+import { KernelLowering, storageBindings } from "./expr.ts";
+import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
+import { emitHeldRows, emitRows, type RowTiling, rowTiling } from "./rows.ts";
+import { quadAligned, quadInputs } from "./quads.ts";
+import {
+  emitTiledMatmul,
+  foldedRows,
+  type MatmulTile,
+  sliceCount,
+  tileOf,
+  tileShape,
+  tileVectors,
+} from "./matmul.ts";
+
+/** What the device allows generated kernels. */
+export interface WgslOptions {
+  /** The device's `maxComputeInvocationsPerWorkgroup`. */
+  readonly maxInvocations: number;
+  /**
+   * Whether f16 tensors are stored as 16 bits (`enable f16`, the device has `shader-f16`); they
+   * are computed in f32 either way, rounded to f16 after every op. Default false: 32-bit words.
+   */
+  readonly half?: boolean;
+  /** The device's `maxComputeWorkgroupStorageSize` in bytes. Default 16384 (WebGPU's minimum). */
+  readonly workgroupBytes?: number;
+  /**
+   * The device's largest storage binding in bytes: an attention group with a buffer past it
+   * runs as a flash kernel where one applies (it could not run otherwise). Default: no limit.
+   */
+  readonly bindingBytes?: number;
+  /**
+   * Whether a matmul whose tiles are too few to fill the GPU splits its K among slices of a
+   * workgroup (`MatmulTile.slices`). Default true. llvmpipe's shader compiler takes 7-50 s for
+   * such a kernel, so the backend turns it off on software adapters unless asked.
+   */
+  readonly splitK?: boolean;
+  /**
+   * Attention groups as one flash kernel (`shaders/wgsl/flash.ts`): true wherever one applies; false only
+   * where the group's buffers are past `bindingBytes`; by default also where it was measured
+   * faster than the three kernels it replaces (`flashPays`).
+   */
+  readonly flash?: boolean;
+  /** The device's `maxStorageBuffersPerShaderStage`. Default 8 (WebGPU's minimum). */
+  readonly bindings?: number;
+}
+
+/** How a kernel maps onto the GPU; code generation and dispatch both follow it. */
+export interface KernelLayout {
+  /** `points`: elementwise; `rows`: a workgroup per row; `tiles`: tiled matmul. */
+  readonly kind: "points" | "rows" | "tiles";
+  /** Invocations per workgroup. */
+  readonly workgroup: number;
+  /** Points per invocation of a `points` kernel: 4 when it moves vec4s along the last axis. */
+  readonly width: 1 | 4;
+  /** Inputs read as vec4 arrays (`points` of `width` 4, and tiles' contiguous B). */
+  readonly vectors: ReadonlySet<number>;
+  /** The tiling of a `tiles` kernel. */
+  readonly tile?: MatmulTile;
+  /** How a `rows` kernel splits its rows among threads. */
+  readonly rows?: RowTiling;
+}
+
+/** Smallest batch·M·N·K that uses the tiled matmul kernel. */
+export const TILE_THRESHOLD: number = 1 << 24;
+
+/** Fewest 32×32 output tiles that use the tiled matmul kernel. */
+export const MIN_TILES = 16;
+
+/** The layout of `kernel` (not opaque) on a device with `options`. */
+export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayout {
+  const most = 2 ** Math.floor(Math.log2(Math.min(256, options.maxInvocations)));
+  const none = new Set<number>();
+  const sliceBytes = options.splitK === false ? undefined : options.workgroupBytes ?? 16384;
+  const folded = foldedRows(kernel);
+  const tile = tiledMatmul(folded, most, sliceBytes);
+  if (tile) {
+    return {
+      kind: "tiles",
+      workgroup: tile.threads[0] * tile.threads[1] * tile.slices,
+      width: 1,
+      vectors: tileVectors(folded, tile),
+      tile,
+    };
+  }
+  if (kernel.reductions.length) return rowsLayout(rowTiling(kernel, most));
+  const vectors = vectorInputs(kernel);
+  return vectors
+    ? { kind: "points", workgroup: most, width: 4, vectors }
+    : { kind: "points", workgroup: most, width: 1, vectors: none };
+}
+
+/** The layout of a `rows` kernel whose rows split among threads as `rows` says. */
+export function rowsLayout(rows: RowTiling): KernelLayout {
+  const width = rows.vectorStores ? 4 : 1;
+  return { kind: "rows", workgroup: rows.threads * rows.rows, width, vectors: rows.vectors, rows };
+}
+
+/**
+ * The inputs a `points` kernel can read as vec4s, when it can store every output as vec4s: the
+ * last axis is a multiple of 4 and each such access is affine with unit stride along it and
+ * 4-aligned elsewhere. `undefined` when some output cannot (the kernel stays scalar).
+ */
+function vectorInputs(kernel: KernelIR): Set<number> | undefined {
+  const { space } = kernel;
+  const last = space.length - 1;
+  if (last < 0 || kernel.reduced.length || space[last] % 4 !== 0 || sizeOf(space) === 0) {
+    return undefined;
+  }
+  if (!kernel.outputs.every((o) => quadAligned(o.steps, space, o.shape, last))) return undefined;
+  return quadInputs(kernel, kernel.outputs.map((o) => o.expr), last);
+}
+
+/**
+ * The dispatch for `rows` rows of a kernel with `layout` (fewer than all under shape buckets):
+ * tiles take (column tiles, row tiles, batch); others a count folded past 65535 per dimension —
+ * one workgroup per row when the kernel reduces, one invocation per `width` points otherwise.
+ */
+export function dispatchSize(layout: KernelLayout, rows: number): [number, number, number] {
+  const tile = layout.tile;
+  if (tile) {
+    const [tm, tn] = tileOf(tile);
+    const batches = Math.ceil(rows / (tile.m * tile.n));
+    const m = tile.nb > 0 ? tile.m : Math.ceil(rows / tile.n);
+    return [Math.ceil(tile.n / tn), Math.ceil(m / tm), Math.max(1, batches)];
+  }
+  const groups = layout.rows
+    ? Math.ceil(rows / layout.rows.rows)
+    : Math.ceil(rows / layout.width / layout.workgroup);
+  if (groups <= 65535) return [groups, 1, 1];
+  // Folded so that fewer than `y` workgroups idle: 65536 groups as 65535 × 2 launched a second
+  // row of 65534 empty ones and cost a quarter of a 64M-element copy's bandwidth on an H200.
+  const y = Math.ceil(groups / 65535);
+  return [Math.ceil(groups / y), y, 1];
+}
+
+/**
+ * The tiling of an f32 matmul kernel (plain-load operands, per-row outputs, large enough), if any,
+ * in workgroups of at most `most` threads, its K split into slices where its tiles are too few
+ * and `sliceBytes` of workgroup memory hold them (none without).
+ */
+export function tiledMatmul(
+  kernel: KernelIR,
+  most = 256,
+  sliceBytes?: number,
+): MatmulTile | undefined {
+  const operands = matmulOperands(tilerView(kernel));
+  if (!operands) return undefined;
+  const { nb, m, n, k } = operands;
+  const batch = sizeOf(kernel.space.slice(0, nb));
+  if (batch > 65535) return undefined;
+  // Tiles pay off on large products only: on small ones most of a tile's threads idle, and the
+  // more complex shader costs seconds to compile on software adapters. Too few tiles leave a
+  // large GPU idle (64×784·784×512 made 8 and ran 1.4× slower than one workgroup per output).
+  const tiles = (rows: number, cols: number) => batch * Math.ceil(m / rows) * Math.ceil(n / cols);
+  if (batch * m * n * k < TILE_THRESHOLD || tiles(32, 32) < MIN_TILES) return undefined;
+  const shape = tileShape(tiles, most);
+  if (!shape) return undefined;
+  const slices = sliceBytes === undefined
+    ? 1
+    : sliceCount(shape, tiles(...tileOf(shape)), k, most, sliceBytes);
+  return { ...operands, ...shape, slices };
+}
+
+/**
+ * The kernel as the tiler sees it: the tile multiplies and sums in f32 registers whatever the
+ * dtypes, so an f16 matmul's sum is rounded once, in the epilogue (f32 accumulation, as the
+ * precision policy promises, with exact products where the reference rounds each to f16 first).
+ */
+function tilerView(kernel: KernelIR): KernelIR {
+  if (!sumsHalfProducts(kernel)) return kernel;
+  return { ...kernel, reductions: [{ ...kernel.reductions[0], dtype: "f32" }] };
+}
+
+/** Generates the WGSL compute shader for `kernel` (not for opaque kernels). */
+export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
+  if (kernel.opaque) {
+    throw new KilnError(`WGSL: opaque kernel ${kernel.name} has no generated form`, {
+      code: "internal",
+      fix: "run opaque kernels on a backend that supports their op (the scheduler does)",
+    });
+  }
+  const layout = kernelLayout(kernel, options);
+  // A tiled kernel is generated as the tiler saw it (its batch folded into rows, if it was).
+  if (layout.kind === "tiles") kernel = foldedRows(kernel);
+  const l = new KernelLowering(kernel, { half: options.half });
+  let decls: string[] = [], helpers: string[] = [];
+  if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile, layout.vectors));
+  else if (layout.rows) {
+    decls = layout.rows.slots ? emitHeldRows(l, layout.rows) : emitRows(l, layout.rows.threads);
+  } else if (layout.width === 4) emitVectorPoints(l, layout);
+  else emitPoints(l, layout);
+  const array = (t: string, i: number) => layout.vectors.has(i) ? `vec4<${t}>` : t;
+  const outArray = (t: string) => layout.width === 4 ? `vec4<${t}>` : t;
+  const bindings = storageBindings(
+    kernel.inputs.map((b, i) => array(l.stored(b.dtype), i)),
+    kernel.outputs.map((b) => outArray(l.stored(b.dtype))),
+  );
+  const half = [...kernel.inputs, ...kernel.outputs].some((b) => l.stored(b.dtype) === "f16");
+  return [
+    ...(half ? ["enable f16;"] : []),
+    `// kiln kernel ${kernel.name}: ${kernel.ops.join(" | ")}`,
+    ...bindings,
+    PRELUDE,
+    ...decls,
+    ...helpers,
+    ...entryPoint(
+      layout.tile
+        ? `${layout.tile.threads[0]}, ${layout.tile.threads[1] * layout.tile.slices}`
+        : layout.workgroup,
+      [`  ${NEVER}`, ...l.e.lines],
+    ),
+  ].join("\n");
+}
+
+/** The linear invocation index of a `points` kernel (its grid may be folded into y). */
+function invocation(l: KernelLowering, layout: KernelLayout, count: number): void {
+  l.e.line(`let row = i32(gid.x + gid.y * nwg.x * ${layout.workgroup}u);`);
+  l.e.line(`if (row >= ${count}) { return; }`);
+  for (const c of l.coords) l.e.line(`var ${c}: i32 = 0;`);
+}
+
+/** Elementwise, one point per invocation. */
+function emitPoints(l: KernelLowering, layout: KernelLayout): void {
+  const { kernel } = l;
+  const kept = kernel.space.flatMap((_, i) => (kernel.reduced.includes(i) ? [] : [i]));
+  invocation(l, layout, sizeOf(kept.map((i) => kernel.space[i])));
+  l.unravel(kept, "row");
+  const inner = sizeOf(kernel.reduced.map((i) => kernel.space[i]));
+  const body = () => {
+    l.unravel(kernel.reduced, "i");
+    const memo = new Map<Expr, string>();
+    kernel.outputs.forEach((o, k) => l.store(o, k, memo));
+  };
+  if (kernel.reduced.length) l.e.block(`for (var i: i32 = 0; i < ${inner}; i++) {`, body);
+  else body();
+}
+
+/**
+ * Elementwise over 4 consecutive points of the last axis: vec4 inputs are loaded once, the
+ * expression is evaluated per lane (values that do not depend on the last axis once for all four),
+ * and each output is stored as one vec4.
+ */
+function emitVectorPoints(l: KernelLowering, layout: KernelLayout): void {
+  const { kernel } = l;
+  const { space } = kernel;
+  const last = space.length - 1;
+  invocation(l, layout, sizeOf(space) / 4);
+  l.unravel(space.map((_, i) => i), "row * 4");
+  const base = [...l.coords];
+  const uniform = new Set<Expr>();
+  const isUniform = (x: Expr): boolean => {
+    if (x.kind === "const") return true;
+    if (x.kind === "load") {
+      return affineOffset(x.steps, space, kernel.inputs[x.input].shape)?.weights[last] === 0;
+    }
+    return x.kind === "alu" && x.args.every((a) => uniform.has(a));
+  };
+  const loads = new Map<Expr, string>();
+  for (const o of kernel.outputs) {
+    walk(o.expr, (x) => {
+      if (isUniform(x)) uniform.add(x);
+      if (x.kind === "load" && layout.vectors.has(x.input) && !loads.has(x)) {
+        const name = l.e.fresh("quad");
+        const { index } = l.offset(x.steps, kernel.inputs[x.input].shape);
+        l.e.line(`let ${name} = ${l.quad(x.input, index)};`);
+        loads.set(x, name);
+      }
+    });
+  }
+  const shared = new Map<Expr, string>();
+  const lanes = [0, 1, 2, 3].map((j) => {
+    l.coords = j === 0 ? base : base.map((c, i) => (i === last ? `(${c} + ${j})` : c));
+    const memo = new Map(shared);
+    for (const [x, name] of loads) memo.set(x, `${name}.${"xyzw"[j]}`);
+    const values = kernel.outputs.map((o) => l.value(o.expr, memo));
+    for (const [x, name] of memo) if (uniform.has(x)) shared.set(x, name);
+    return values;
+  });
+  l.coords = base;
+  kernel.outputs.forEach((o, k) => {
+    const { index } = l.offset(o.steps, o.shape);
+    const value = l.toStored(lanes.map((v) => v[k]).join(", "), o.dtype, true);
+    l.e.line(`out${k}[u32(${index}) / 4u] = ${value};`);
+  });
+}

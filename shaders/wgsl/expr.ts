@@ -1,0 +1,483 @@
+/**
+ * Scalar WGSL lowering shared by every generated kernel: the storage type of each dtype, literals,
+ * ALU ops with the reference's IEEE and integer semantics (re-rounded to the result dtype after
+ * every op), index-step arithmetic with its bounds checks, and a small emitter of named `let`s.
+ *
+ * @module
+ */
+import { type DType, intRange } from "../../jit/ir/dtype.ts";
+import { KilnError } from "../../jit/support/errors.ts";
+import type {
+  AluOp,
+  AluOperands,
+  Expr,
+  IndexStep,
+  KernelIR,
+  KernelOutput,
+  Load,
+} from "../../jit/ir/kernel_ir.ts";
+import { type Shape, stridesOf } from "../../jit/ir/shape.ts";
+import { reshapeCoord } from "../../jit/ir/access.ts";
+import { exactScale, mayCancel, overOnePlusExp, Structure } from "./cancel.ts";
+import { allOf, anyOf } from "./prelude.ts";
+/** The WGSL scalar type that holds a dtype. */
+export function wgslType(dtype: DType): "f32" | "i32" | "u32" {
+  return dtype === "f32" || dtype === "f16"
+    ? "f32"
+    : dtype === "i32" || dtype === "i16" || dtype === "i8"
+    ? "i32"
+    : "u32";
+}
+
+/**
+ * A kernel's storage buffers: inputs `in0…` (read-only) of element types `ins`, then outputs
+ * `out0…` of `outs`, bound in that order.
+ */
+export function storageBindings(ins: readonly string[], outs: readonly string[]): string[] {
+  return [
+    ...ins.map((t, i) => `@group(0) @binding(${i}) var<storage, read> in${i}: array<${t}>;`),
+    ...outs.map((t, k) =>
+      `@group(0) @binding(${ins.length + k}) var<storage, read_write> out${k}: array<${t}>;`
+    ),
+  ];
+}
+
+/** f32 NaN, +inf and -inf as WGSL expressions (Tint rejects them as constants). */
+export const NAN = "bitcast<f32>(k_special.x)";
+/** See {@linkcode NAN}. */
+export const INF = "bitcast<f32>(k_special.y)";
+/** See {@linkcode NAN}. */
+export const NEG_INF = "bitcast<f32>(k_special.z)";
+
+/** A literal of `value` in the WGSL type of `dtype`. */
+export function literal(value: number, dtype: DType): string {
+  const t = wgslType(dtype);
+  if (t === "f32") {
+    if (Number.isNaN(value)) return NAN;
+    if (value === Infinity) return INF;
+    if (value === -Infinity) return NEG_INF;
+    return `bitcast<f32>(${new Uint32Array(new Float32Array([value]).buffer)[0]}u)`;
+  }
+  if (t === "i32") return `i32(${Math.trunc(value) | 0})`;
+  return `${Math.trunc(value) >>> 0}u`;
+}
+
+/** Re-rounds `x` (of `dtype`'s WGSL type) to what storing it as `dtype` gives. */
+export function rounded(x: string, dtype: DType): string {
+  switch (dtype) {
+    case "f16":
+      return `k_f16(${x})`;
+    case "i16":
+      return `((${x} << 16u) >> 16u)`;
+    case "u16":
+      return `(${x} & 65535u)`;
+    case "i8":
+      return `((${x} << 24u) >> 24u)`;
+    case "u8":
+      return `(${x} & 255u)`;
+    case "bool":
+      return `select(0u, 1u, ${x} != 0u)`;
+    default:
+      return x;
+  }
+}
+
+/** What an ALU lowering sees: the operands as WGSL text, and their WGSL type. */
+interface AluArgs extends AluOperands<string> {
+  /** WGSL type of the first argument (of the result when there is none). */
+  readonly t: string;
+  /** Whether that type is an integer. */
+  readonly int: boolean;
+  /** Whether the operands may cancel (see {@linkcode mayCancel}): IEEE specials need care. */
+  readonly cancel: boolean;
+  /** A float Div's divisor as an exact reciprocal to multiply by (see {@linkcode exactScale}). */
+  readonly scale?: number;
+  /** A float Div of a finite constant by 1 + exp(·) (see {@linkcode overOnePlusExp}). */
+  readonly overExp?: boolean;
+}
+
+const flag = (cond: string) => `select(0u, 1u, ${cond})`;
+/** A finite f32 literal as {@linkcode literal} writes it (NaN is written otherwise). */
+const LITERAL = /^bitcast<f32>\(\d+u\)$/;
+/**
+ * A float comparison that is false when an operand is NaN, as IEEE says. WGSL lets a compiler
+ * assume no NaNs: llvmpipe folds `select(x, 0, x < 0)` into `max(x, 0)`, so Relu(NaN) came out 0.
+ * The explicit bit-level NaN test keeps that fold from applying; literals need none.
+ */
+function ordered(op: string, { a, int }: AluArgs): string {
+  const cmp = `${a[0]} ${op} ${a[1]}`;
+  if (int) return cmp;
+  return allOf(cmp, ...a.filter((x) => !LITERAL.test(x)).map((x) => `!k_isnan(${x})`));
+}
+const builtin = (name: string) => ({ a }: AluArgs) => `${name}(${a[0]})`;
+
+/** Per ALU op: its WGSL expression. */
+const WGSL_ALU = {
+  Add: ({ a, cancel }) => (cancel ? `k_add(${a[0]}, ${a[1]})` : `(${a[0]} + ${a[1]})`),
+  Sub: ({ a, cancel }) => (cancel ? `k_sub(${a[0]}, ${a[1]})` : `(${a[0]} - ${a[1]})`),
+  Mul: ({ a, int, cancel }) =>
+    int ? `(${a[0]} * ${a[1]})` : `${cancel ? "k_mul" : "k_prod"}(${a[0]}, ${a[1]})`,
+  // Integer divisors are never zero here (see `jit/ir/integer_rules.ts`).
+  Div: ({ a, int, scale, overExp, out }) => {
+    if (int) return `(${a[0]} / ${a[1]})`;
+    if (scale !== undefined) return `(${a[0]} * ${literal(scale, "f32")})`;
+    if (overExp && out === "f32") return `k_fdivexp(${a[0]}, ${a[1]})`;
+    return `${out === "f16" ? "k_hdiv" : "k_fdiv"}(${a[0]}, ${a[1]})`;
+  },
+  Pow: ({ a, t, int }) =>
+    int ? `${t}(round(k_pow(f32(${a[0]}), f32(${a[1]}))))` : `k_pow(${a[0]}, ${a[1]})`,
+  // The truncated remainder (fmod): a − b·(a / b), not %, which a software driver seen here
+  // computes as unsigned for signed operands.
+  Mod: ({ a, int }) => int ? `(${a[0]} - ${a[1]} * (${a[0]} / ${a[1]}))` : `(${a[0]} % ${a[1]})`,
+  Equal: (x) => flag(ordered("==", x)),
+  Greater: (x) => flag(ordered(">", x)),
+  Less: (x) => flag(ordered("<", x)),
+  // Logical on bool, bitwise on integers (re-rounded to i8/u8 after, as every op is).
+  And: ({ a, out }) =>
+    out === "bool" ? flag(allOf(`${a[0]} != 0u`, `${a[1]} != 0u`)) : `(${a[0]} & ${a[1]})`,
+  Or: ({ a, out }) =>
+    out === "bool" ? flag(anyOf(`${a[0]} != 0u`, `${a[1]} != 0u`)) : `(${a[0]} | ${a[1]})`,
+  Not: ({ a, out }) => (out === "bool" ? flag(`${a[0]} == 0u`) : `(~${a[0]})`),
+  Where: ({ a }) => `select(${a[2]}, ${a[1]}, ${a[0]} != 0u)`,
+  Neg: ({ a }) => `(-${a[0]})`,
+  Abs: builtin("abs"),
+  Sqrt: builtin("sqrt"),
+  Exp: builtin("exp"),
+  Log: builtin("log"),
+  Sin: builtin("sin"),
+  Cos: builtin("cos"),
+  Floor: builtin("floor"),
+  Ceil: builtin("ceil"),
+  Round: builtin("k_round"),
+  Erf: builtin("k_erf"),
+  IsNaN: ({ a }) => flag(`k_isnan(${a[0]})`),
+  Cast: ({ a, d, out }) => cast(a[0], d[0], out),
+  Bitcast: ({ a, out }) => `bitcast<${wgslType(out)}>(${a[0]})`,
+} satisfies Record<AluOp, (args: AluArgs) => string>;
+
+/**
+ * WGSL for one ALU op over argument expressions `a` of dtypes `d`, producing `out`. `exact` says
+ * what the operands' structure allows: whether float operands may cancel (default: assume they
+ * may, see {@linkcode mayCancel}) and a Div's exact reciprocal scale ({@linkcode exactScale}).
+ */
+export function alu(
+  op: AluOp,
+  a: readonly string[],
+  d: readonly DType[],
+  out: DType,
+  exact: { cancel?: boolean; scale?: number; overExp?: boolean } = {},
+): string {
+  const t = wgslType(d[0] ?? out);
+  const int = t !== "f32";
+  const cancel = (exact.cancel ?? true) && !int;
+  return WGSL_ALU[op]({ a, d, out, t, int, cancel, scale: exact.scale, overExp: exact.overExp });
+}
+
+/** Casts follow the reference: truncate and saturate into integers, NaN → 0, bool is x != 0. */
+function cast(x: string, from: DType, to: DType): string {
+  const tt = wgslType(to), ft = wgslType(from);
+  if (to === "bool") return `select(0u, 1u, ${x} != ${literal(0, from)})`;
+  if (tt === "f32") return `f32(${x})`;
+  const [lo, hi] = intRange(to)!;
+  if (ft === "f32") {
+    return tt === "i32" ? `k_f2i(${x}, ${literal(lo, "i32")}, ${hi})` : `k_f2u(${x}, ${hi}u)`;
+  }
+  if (ft === "i32") {
+    return tt === "i32"
+      ? `clamp(${x}, ${literal(lo, "i32")}, ${hi})`
+      : `u32(clamp(${x}, 0, ${Math.min(hi, 2147483647)}))`;
+  }
+  return tt === "i32" ? `i32(min(${x}, ${hi}u))` : `min(${x}, ${hi}u)`;
+}
+
+/** Generates readable statements, one `let` per value. */
+export class Emitter {
+  /** The statements so far. */
+  readonly lines: string[] = [];
+  /** Indentation of the next statement. */
+  indent = "  ";
+  #n = 0;
+  /** A name not used before in this shader. */
+  fresh(prefix: string): string {
+    return `${prefix}${this.#n++}`;
+  }
+  /** Appends one statement at the current indentation. */
+  line(s: string): void {
+    this.lines.push(this.indent + s);
+  }
+  /** Emits `body` one level deeper, between `open` and `}`. */
+  block(open: string, body: () => void): void {
+    this.line(open);
+    this.indent += "  ";
+    body();
+    this.indent = this.indent.slice(2);
+    this.line("}");
+  }
+}
+
+/** A bounds check of one step and the value a load yields when it fails. */
+export interface Guard {
+  /** The condition, a WGSL bool. */
+  readonly ok: string;
+  /** The value loads yield where it fails. */
+  readonly fill: number;
+}
+
+/** The coordinate expressions after applying `steps` to `coords`, with each step's bounds check. */
+export function applySteps(
+  e: Emitter,
+  steps: readonly IndexStep[],
+  coords: string[],
+  readIndex?: (index: Load, coords: string[], prior: string) => string,
+): { coords: string[]; guards: Guard[] } {
+  let c = coords;
+  const guards: Guard[] = [];
+  for (const s of steps) {
+    if (s.kind === "gather") {
+      if (!readIndex) {
+        throw new KilnError("a gather step was lowered without its index buffer", {
+          code: "internal",
+          fix: "report this",
+        });
+      }
+      // The index, made non-negative; out of range it reads element 0 and yields the fill.
+      const raw = e.fresh("r");
+      e.line(
+        `let ${raw} = ${readIndex(s.index, c, allOf(...guards.map((g) => g.ok)))};`,
+      );
+      const idx = e.fresh("g");
+      e.line(`let ${idx} = select(${raw}, ${raw} + ${s.dim}, ${raw} < 0);`);
+      const ok = e.fresh("ok");
+      e.line(`let ${ok} = ${allOf(`${idx} >= 0`, `${idx} < ${s.dim}`)};`);
+      guards.push({ ok, fill: 0 });
+      c = [...c.slice(0, s.axis), idx, ...c.slice(s.axis + s.drop)];
+      continue;
+    }
+    if (s.kind === "reshape") {
+      // The whole flat index, named once where a coordinate needs all of it.
+      let lin: string | undefined;
+      const whole = () => {
+        if (!lin) {
+          lin = e.fresh("lin");
+          e.line(`let ${lin} = ${linear(c, s.from)};`);
+        }
+        return lin;
+      };
+      const to = stridesOf(s.to);
+      c = s.to.map((d, i) => {
+        if (d === 1) return "0";
+        const { terms, whole: all, div, mod } = reshapeCoord(s.from, to[i], d);
+        const sum = all
+          ? whole()
+          : terms.map(({ axis, mul }) => (mul === 1 ? c[axis] : `${c[axis]} * ${mul}`)).join(
+            " + ",
+          ) || "0";
+        const q = div === 1 ? sum : `(${sum}) / ${div}`;
+        return mod ? `((${q}) % ${mod})` : /^\w+$/.test(q) ? q : `(${q})`;
+      });
+      continue;
+    }
+    const out = s.coeff.map((row, j) => {
+      const terms = row.flatMap((w, d) =>
+        w === 0 || c[d] === "0" ? [] : [w === 1 ? c[d] : `${c[d]} * ${w}`]
+      );
+      // A coordinate passed through as it is keeps its name (no copy to parse and validate).
+      if (s.offset[j] === 0 && terms.length === 1 && /^[A-Za-z_]\w*$/.test(terms[0])) {
+        return terms[0];
+      }
+      if (s.offset[j] !== 0 || !terms.length) terms.push(String(s.offset[j]));
+      const name = e.fresh("c");
+      e.line(`let ${name} = ${terms.join(" + ")};`);
+      return name;
+    });
+    if (s.bounds) {
+      const ok = e.fresh("ok");
+      e.line(
+        `let ${ok} = ${allOf(...out.flatMap((x, j) => [`${x} >= 0`, `${x} < ${s.bounds![j]}`]))};`,
+      );
+      guards.push({ ok, fill: s.fill ?? 0 });
+    }
+    c = out;
+  }
+  return { coords: c, guards };
+}
+
+/** The row-major element offset of `coords` in a buffer of `shape`, as WGSL. */
+export function linear(coords: readonly string[], shape: Shape): string {
+  const strides = stridesOf(shape);
+  return coords.map((x, i) => (shape[i] === 1 ? "" : strides[i] === 1 ? x : `${x} * ${strides[i]}`))
+    .filter(Boolean).join(" + ") || "0";
+}
+
+/**
+ * One kernel's expressions lowered at the current point: `coords` names each space axis's
+ * coordinate (generators move it between lanes, tiles and helper functions), and every value is
+ * a named `let` in the emitter `e`, shared within a point through a memo.
+ */
+export class KernelLowering {
+  /** The kernel. */
+  readonly kernel: KernelIR;
+  /** Where statements go. */
+  e: Emitter = new Emitter();
+  /** The current point's coordinate per space axis, as WGSL `i32` expressions. */
+  coords: string[];
+  /** Binding name of each input. */
+  readonly inputs: readonly string[];
+  /** Binding name of each output. */
+  readonly outputs: readonly string[];
+  /**
+   * Inputs (by index) and outputs (by `"out" + index`) that live elsewhere than in a binding
+   * (fused attention keeps its intermediates in workgroup memory): the element at the current
+   * point, as an assignable WGSL expression.
+   */
+  readonly redirect: Map<string, () => string> = new Map();
+
+  /** Whether f16 buffers hold 16-bit elements (converted to f32 on load, back on store). */
+  readonly half: boolean;
+  #structure = new Structure();
+
+  /** Lowers `kernel` with coordinates `${prefix}0`, `${prefix}1`, …, bindings `in…`/`out…`. */
+  constructor(
+    kernel: KernelIR,
+    options: {
+      prefix?: string;
+      inputs?: readonly string[];
+      outputs?: readonly string[];
+      half?: boolean;
+    } = {},
+  ) {
+    this.kernel = kernel;
+    this.coords = kernel.space.map((_, i) => `${options.prefix ?? "x"}${i}`);
+    this.inputs = options.inputs ?? kernel.inputs.map((_, i) => `in${i}`);
+    this.outputs = options.outputs ?? kernel.outputs.map((_, k) => `out${k}`);
+    this.half = options.half ?? false;
+  }
+
+  /** The WGSL element type of a buffer of `dtype`: its storage, not its arithmetic, type. */
+  stored(dtype: DType): string {
+    return this.half && dtype === "f16" ? "f16" : wgslType(dtype);
+  }
+
+  /** Element `index` (a u32 expression) of input `i`, in its arithmetic type. */
+  element(i: number, index: string): string {
+    const at = `${this.inputs[i]}[${index}]`;
+    return this.stored(this.kernel.inputs[i].dtype) === "f16" ? `f32(${at})` : at;
+  }
+
+  /** The aligned vec4 of input `i` holding element `index` (an i32 expression), as vec4<f32>. */
+  quad(i: number, index: string): string {
+    const at = `${this.inputs[i]}[u32(${index}) / 4u]`;
+    return this.stored(this.kernel.inputs[i].dtype) === "f16" ? `vec4<f32>(${at})` : at;
+  }
+
+  /** `value` (arithmetic type) as stored in a buffer of `dtype`; `vec4` for four lanes. */
+  toStored(value: string, dtype: DType, vec4 = false): string {
+    const t = wgslType(dtype);
+    if (this.stored(dtype) !== "f16") return vec4 ? `vec4<${t}>(${value})` : value;
+    return vec4 ? `vec4<f16>(vec4<f32>(${value}))` : `f16(${value})`;
+  }
+
+  /** The element offset a load's or store's `steps` reach in a buffer of `shape`, with its guards. */
+  offset(
+    steps: readonly IndexStep[],
+    shape: Shape,
+    from: string[] = this.coords,
+  ): { index: string; guards: Guard[] } {
+    const { coords, guards } = applySteps(
+      this.e,
+      steps,
+      from,
+      (l, c, prior) => this.#read(l, c, prior),
+    );
+    return { index: linear(coords, shape), guards };
+  }
+
+  /**
+   * A guarded read of input load `l` at coordinates `at` (the point's own by default), made only
+   * where `prior` (the bounds of the steps before a gather) holds.
+   */
+  #read(l: Load, at: string[] = this.coords, prior?: string): string {
+    const { index, guards } = this.offset(l.steps, this.kernel.inputs[l.input].shape, at);
+    if (!guards.length && !prior) return this.element(l.input, `u32(${index})`);
+    // The first failing step decides the fill, as in the interpreter; reads stay in range.
+    const all = allOf(...(prior ? [prior] : []), ...guards.map((g) => g.ok));
+    let code = this.element(l.input, `u32(select(0, ${index}, ${all}))`);
+    for (const g of [...guards].reverse()) {
+      code = `select(${literal(g.fill, l.dtype)}, ${code}, ${g.ok})`;
+    }
+    return code;
+  }
+
+  /** Emits `expr` at the current point; `memo` shares values within the point. */
+  value(expr: Expr, memo: Map<Expr, string>): string {
+    const hit = memo.get(expr);
+    if (hit) return hit;
+    let code: string;
+    switch (expr.kind) {
+      case "const":
+        code = literal(expr.value, expr.dtype);
+        break;
+      case "acc":
+        code = `acc${expr.index}`;
+        break;
+      case "load": {
+        const elsewhere = this.redirect.get(String(expr.input));
+        if (elsewhere) {
+          code = elsewhere();
+          break;
+        }
+        code = this.#read(expr);
+        break;
+      }
+      case "alu": {
+        const args = expr.args.map((a) => this.value(a, memo));
+        code = rounded(
+          alu(
+            expr.op,
+            args,
+            expr.args.map((a) => a.dtype),
+            expr.dtype,
+            {
+              cancel: mayCancel(expr.op, expr.args, this.#structure),
+              scale: expr.op === "Div" ? exactScale(expr.args[1]) : undefined,
+              overExp: expr.op === "Div" && overOnePlusExp(expr.args[0], expr.args[1]),
+            },
+          ),
+          expr.dtype,
+        );
+        break;
+      }
+    }
+    const name = this.e.fresh("v");
+    this.e.line(`let ${name}: ${wgslType(expr.dtype)} = ${code};`);
+    memo.set(expr, name);
+    return name;
+  }
+
+  /** Stores output `k` at the current point. */
+  store(o: KernelOutput, k: number, memo: Map<Expr, string>): void {
+    const v = this.value(o.expr, memo);
+    const elsewhere = this.redirect.get(`out${k}`);
+    if (elsewhere) {
+      this.e.line(`${elsewhere()} = ${v};`);
+      return;
+    }
+    const target = `${this.outputs[k]}[u32(${this.offset(o.steps, o.shape).index})]`;
+    this.e.line(`${target} = ${this.toStored(v, o.dtype)};`);
+  }
+
+  /** Assigns the coordinates of `axes` (row-major) from the linear `index`. */
+  unravel(axes: readonly number[], index: string): void {
+    const space = this.kernel.space;
+    let rest = index;
+    for (let j = axes.length - 1; j >= 0; j--) {
+      const d = space[axes[j]];
+      this.e.line(`${this.coords[axes[j]]} = ${d === 1 ? "0" : `${rest} % ${d}`};`);
+      if (j > 0) {
+        const next = this.e.fresh("q");
+        this.e.line(`let ${next} = ${rest} / ${d};`);
+        rest = next;
+      }
+    }
+  }
+}

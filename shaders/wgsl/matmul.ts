@@ -1,0 +1,409 @@
+/**
+ * The tiled WGSL matmul: a workgroup of `tx`×`ty` threads computes a TM×TN output tile, each
+ * thread `pm`×`pn` outputs held in vec4 registers (TM = `ty`·`pm`, TN = `tx`·`pn`). K advances 16
+ * at a time through workgroup memory laid out k-major as vec4s, so the inner loop reads
+ * (`pm` + `pn`) / 4 vec4s for `pm`·`pn` FMAs; a thread's rows and columns are 4-wide groups a
+ * tile-width apart, so the threads of a warp read consecutive vec4s. The next K step's operand
+ * values are loaded into registers while the current step computes (one barrier pair a step);
+ * the step's 16 K values are unrolled.
+ * Operand tiles are filled through the generic index-map code (transposed, broadcast or batched
+ * operands work unchanged), each thread walking the operand's contiguous axis so neighbouring
+ * threads read neighbouring words; the fused epilogue is a helper function called per output.
+ * Tile shapes go from 128×128 (256 threads) down to 32×32 (64 threads), the largest that still
+ * gives the GPU enough workgroups (`tileShape`).
+ *
+ * @module
+ */
+import { affineOffset } from "../../jit/ir/access.ts";
+import {
+  type Expr,
+  gathers,
+  type IndexStep,
+  type KernelIR,
+  type Load,
+  mapLoads,
+  type MatmulOperands,
+  matmulOperands,
+  walk,
+} from "../../jit/ir/kernel_ir.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
+import { Emitter, type KernelLowering, rounded } from "./expr.ts";
+import { quadAligned } from "./quads.ts";
+import { allOf } from "./prelude.ts";
+
+/** A matmul's operands with its tile shape. */
+export interface MatmulTile extends MatmulOperands {
+  /** Threads along N and along M. */
+  readonly threads: readonly [number, number];
+  /** Outputs per thread along M and along N: multiples of 4. */
+  readonly per: readonly [number, number];
+  /**
+   * Parts of K a workgroup splits among as many groups of `threads` (1: none): each group sums
+   * its part into its own registers, and the first adds the others' through workgroup memory.
+   */
+  readonly slices: number;
+}
+
+/**
+ * Tile shapes, largest first: 128×128 and 128×64 outputs, 8×8 per thread, 64×64 of 256 threads
+ * (4×4 each), then 32×64 and 32×32 (4×4 each) for products of few rows. On the H200 (device
+ * time, 2026-11-25) matmul 1024 — 256 tiles of 64×64 — ran at 17.0 TFLOP/s with 256 threads a
+ * tile against 13.8 with 64; 32×128 tiles of 128 threads gave 16.8, the other 64×64 splits
+ * 14.4–15.6. The small tiles (2026-11-26, same call, old and new alternating): ResNet-18's late
+ * convolutions (M = 98 or 392 rows of patches) had made 16-28 tiles of 64×64 (the smallest then,
+ * also in 64 threads of 8×8), or too few to tile at all, and ran 0.58-0.68 ms each; with 32×32
+ * tiles the model's kernels took 4.98 ms a run against 6.62, ConvNeXt-T's (its late stages'
+ * matmuls of 32 and 128 rows) 4.13 against 5.03.
+ */
+const SHAPES: readonly Pick<MatmulTile, "threads" | "per">[] = [
+  { threads: [16, 16], per: [8, 8] },
+  { threads: [8, 16], per: [8, 8] },
+  { threads: [16, 16], per: [4, 4] },
+  { threads: [16, 8], per: [4, 4] },
+  { threads: [8, 8], per: [4, 4] },
+];
+
+/**
+ * Workgroups a tile shape should yield before it is chosen over a smaller one: about two per
+ * compute unit of a large GPU (an H200 has 132), so none idles while the last wave runs.
+ */
+const FILL = 256;
+
+/**
+ * The tile shape for a matmul of `tiles(rows, cols)` tiles of each size, in workgroups of at most
+ * `most` threads: the largest that yields `FILL` workgroups, else the smallest.
+ */
+export function tileShape(
+  tiles: (rows: number, cols: number) => number,
+  most: number,
+): Pick<MatmulTile, "threads" | "per"> | undefined {
+  const fit = SHAPES.filter((s) => s.threads[0] * s.threads[1] <= most);
+  return fit.find((s) => tiles(...tileOf(s)) >= FILL) ?? fit[fit.length - 1];
+}
+
+/**
+ * K slices for a tile of `shape` that yields `count` workgroups over a K of `k`: none where the
+ * workgroups fill the GPU; else up to 4, as the workgroup's `most` threads, its `bytes` of
+ * workgroup memory and K (at least two steps a slice) allow.
+ */
+export function sliceCount(
+  shape: Pick<MatmulTile, "threads" | "per">,
+  count: number,
+  k: number,
+  most: number,
+  bytes: number,
+): number {
+  let slices = 1;
+  while (
+    slices < 4 && count * slices < FILL && k >= 2 * TK * 2 * slices &&
+    shape.threads[0] * shape.threads[1] * 2 * slices <= most &&
+    tileBytes({ ...shape, slices: 2 * slices }) <= bytes
+  ) slices *= 2;
+  return slices;
+}
+
+/**
+ * Workgroup memory of a tile: its slices' operand tiles (each row padded by a vec4, as it may
+ * be: see `emitTiledMatmul`) and the partial sums they hand over.
+ */
+export function tileBytes(tile: Pick<MatmulTile, "threads" | "per" | "slices">): number {
+  const [TM, TN] = tileOf(tile);
+  return 4 * (tile.slices * TK * (TM + TN + 8) + (tile.slices - 1) * TM * TN);
+}
+
+/** Output rows and columns of one tile. */
+export function tileOf(tile: Pick<MatmulTile, "threads" | "per">): [number, number] {
+  return [tile.threads[1] * tile.per[0], tile.threads[0] * tile.per[1]];
+}
+
+/**
+ * `kernel`, a matmul whose B ignores its batch axes (shared weights), as one product of batch·M
+ * rows: the space [...batch, M, N, K] becomes [batch·M, N, K], every load and store reached
+ * through a reshape back, so the rows tile together. ConvNeXt's MLPs over [2, 4, 4, 768] were 8
+ * products of 4 rows, each in a tile of 32 or more. Unchanged where A's rows would then not be an
+ * affine read (a transposed A), B depends on the batch, or a load gathers. Only the GPU's tiler
+ * folds, where it was measured: folded in the IR for every backend, transformer_block's wasm MLPs
+ * took 0.89 ms a run against 0.66 in one A/B on the 2-core VM (medians of 3 processes).
+ */
+export function foldedRows(kernel: KernelIR): KernelIR {
+  const operands = matmulOperands(kernel);
+  if (!operands || operands.nb === 0) return kernel;
+  const { nb, m, n, k, b } = operands;
+  const rows = sizeOf(kernel.space.slice(0, nb)) * m;
+  const bAccess = affineOffset(b.steps, kernel.space, kernel.inputs[b.input].shape);
+  if (rows * k === 0 || !bAccess || bAccess.weights.slice(0, nb).some((w) => w !== 0)) {
+    return kernel;
+  }
+  let gathering = false;
+  const exprs = [...kernel.reductions, ...kernel.outputs].map((x) => x.expr);
+  for (const e of exprs) {
+    walk(e, (x) => x.kind === "load" && gathers(x.steps) && (gathering = true));
+  }
+  if (gathering) return kernel;
+  const space = [rows, n, k];
+  const back: IndexStep = { kind: "reshape", from: space, to: kernel.space };
+  const memo = new Map<Expr, Expr>();
+  const folded = (e: Expr) =>
+    mapLoads(e, (load) => ({ ...load, steps: [back, ...load.steps] }), memo);
+  const result: KernelIR = {
+    ...kernel,
+    space,
+    reduced: [2],
+    reductions: kernel.reductions.map((r) => ({ ...r, expr: folded(r.expr) })),
+    outputs: kernel.outputs.map((o) => ({ ...o, expr: folded(o.expr), steps: [back, ...o.steps] })),
+  };
+  const a = matmulOperands(result)?.a;
+  const affine = a && affineOffset(a.steps, space, kernel.inputs[a.input].shape);
+  return affine ? result : kernel;
+}
+
+/** K consumed per step through workgroup memory. */
+const TK = 16;
+
+/**
+ * The operands of a tiled matmul read as vec4 arrays: B when its columns are contiguous, aligned
+ * and a multiple of 4 wide, and nothing else in the kernel reads it.
+ */
+export function tileVectors(kernel: KernelIR, tile: MatmulTile): Set<number> {
+  const { b, n, nb } = tile;
+  let reads = 0;
+  for (const e of [...kernel.outputs.map((o) => o.expr), ...kernel.reductions.map((r) => r.expr)]) {
+    walk(e, (x) => x.kind === "load" && x.input === b.input && reads++);
+  }
+  const aligned = quadAligned(b.steps, kernel.space, kernel.inputs[b.input].shape, nb + 1);
+  return aligned && n % 4 === 0 && reads === 1 ? new Set([b.input]) : new Set();
+}
+
+/** The kernel body, the epilogue helper and the workgroup arrays of a tiled matmul. */
+export function emitTiledMatmul(
+  l: KernelLowering,
+  tile: MatmulTile,
+  vectors: ReadonlySet<number>,
+): { body: string[]; helpers: string[]; decls: string[] } {
+  const { nb, m: M, n: N, k: K, slices: S } = tile;
+  const [tx, ty] = tile.threads, [pm, pn] = tile.per;
+  const [TM, TN] = tileOf(tile);
+  const threads = tx * ty;
+  // K in slices: slice `kslice` (the workgroup's rows of `ty` threads, `lid.y / ty`) sums STEPS
+  // steps from `kb`, in its own part of the tiles.
+  const STEPS = Math.ceil(K / S / TK), sliced = S > 1;
+  const space = l.kernel.space;
+  const [mAx, nAx, kAx] = [nb, nb + 1, nb + 2];
+  const x = l.coords;
+  const e = l.e;
+  for (const c of x) e.line(`var ${c}: i32 = 0;`);
+  // Whether consecutive threads fill an operand's tile along K (its contiguous axis in memory),
+  // and so the tile's row stride in vec4s: 8 such threads store one column of 8 rows, which a
+  // stride of 16 or 32 vec4s put in one bank (an 8-way conflict); one vec4 more a row spreads
+  // them over all.
+  const kFast = (op: Load) => {
+    const access = affineOffset(op.steps, space, l.kernel.inputs[op.input].shape);
+    return access !== undefined && access.weights[kAx] === 1;
+  };
+  const stride = (op: Load, width: number) => width / 4 + (kFast(op) ? 1 : 0);
+  const RA = stride(tile.a, TM), RB = stride(tile.b, TN);
+  // A thread's row of the tile (`ly`) and index in its slice (`t`).
+  const ly = sliced ? "ly" : "i32(lid.y)";
+  if (sliced) {
+    e.line(`let ly = i32(lid.y) % ${ty};`);
+    e.line(`let t = ly * ${tx} + i32(lid.x);`);
+    e.line(`let kslice = i32(lid.y) / ${ty};`);
+    e.line(`let kb = kslice * ${STEPS * TK};`);
+    e.line(`let ta = kslice * ${TK * RA};`);
+    e.line(`let tb = kslice * ${TK * RB};`);
+  } else e.line(`let t = i32(lid.y * ${tx}u + lid.x);`);
+  const at = (name: string) => (sliced ? (name === "tileA" ? "ta + " : "tb + ") : "");
+  e.line(`let m0 = i32(wid.y) * ${TM};`);
+  e.line(`let n0 = i32(wid.x) * ${TN};`);
+  l.unravel(x.slice(0, nb).map((_, i) => i), "i32(wid.z)");
+  for (let r = 0; r < pm; r++) {
+    for (let h = 0; h < pn / 4; h++) e.line(`var acc_${r}_${h} = vec4<f32>(0.0);`);
+  }
+
+  // A tile's fill: `name[k·stride + q] = (op at (k0 + k, o0 + 4q + 0..3))` for the whole tile,
+  // `T·TK / 4 / threads` vec4s a thread, consecutive threads along the operand's contiguous axis.
+  // `load` reads the step at `k0` into registers `${name}_p…`; `store` puts them in the tile.
+  // Shapes of whole tiles and whole K steps need no bounds checks on the operand fills (on the
+  // H200: 4096 from 26.5 to 28.6 TFLOP/s, 2048 from 25.5 to 27.4).
+  const kWhole = K % (TK * S) === 0;
+  const filler = (
+    name: string,
+    op: Load,
+    ax: number,
+    o0: string,
+    bound: number,
+    width: number,
+    stride: number,
+  ) => {
+    const guarded = (fill: () => void, zero: () => void) => {
+      if (kWhole && bound % width === 0) return fill();
+      e.block(`if (${allOf(`${x[ax]} < ${bound}`, `${x[kAx]} < ${K}`)}) {`, fill);
+      e.block("else {", zero);
+    };
+    const access = affineOffset(op.steps, space, l.kernel.inputs[op.input].shape);
+    // An operand that is not an affine view (a convolution's patches) is a gather whose index
+    // code runs to some 20 lines an element: its fill is a loop over a vec4's lanes, not four
+    // copies of that code, since Deno's shader-module creation (WGSL parsing and validation)
+    // grows with the code. ResNet-18 on the H200 (2026-11-26): WebGPU compile with the driver's
+    // shader cache warm 0.94-0.97 -> 0.59 s (module creation on llvmpipe 0.84-1.08 -> 0.47-0.71
+    // s), device time 12.10 -> 12.27 ms a run. As a helper function called once a vec4 the
+    // modules took 0.24-0.28 s but the kernels 12.86 ms. Affine fills (plain matmuls) stay
+    // unrolled, their code a line an element.
+    const gathered = access === undefined && !vectors.has(op.input);
+    const row4 = width / 4, count = (width * TK) / 4 / threads, alongK = kFast(op);
+    const slots = [...Array(count).keys()].map((p) => {
+      e.line(`let s${name}${p} = t + ${p * threads};`);
+      e.line(`var ${name}_${p} = vec4<f32>(0.0);`);
+      return alongK
+        ? [`s${name}${p} % ${TK}`, `s${name}${p} / ${TK}`]
+        : [`s${name}${p} / ${row4}`, `s${name}${p} % ${row4}`];
+    });
+    const slot = (p: number) => slots[p];
+    const load = (k0: string) => {
+      for (let p = 0; p < count; p++) {
+        const [kq, q] = slot(p);
+        e.line(`${x[kAx]} = ${k0} + ${kq};`);
+        if (vectors.has(op.input)) {
+          // Four consecutive elements, aligned: one vec4 load (all four are in bounds or none).
+          e.line(`${x[ax]} = ${o0} + (${q}) * 4;`);
+          guarded(() => {
+            const { index } = l.offset(op.steps, l.kernel.inputs[op.input].shape);
+            e.line(`${name}_${p} = ${l.quad(op.input, index)};`);
+          }, () => e.line(`${name}_${p} = vec4<f32>(0.0);`));
+          continue;
+        }
+        if (gathered) {
+          e.block("for (var j = 0; j < 4; j++) {", () => {
+            e.line(`${x[ax]} = ${o0} + (${q}) * 4 + j;`);
+            guarded(
+              () => e.line(`${name}_${p}[j] = ${l.value(op as Expr, new Map())};`),
+              () => e.line(`${name}_${p}[j] = 0.0;`),
+            );
+          });
+          continue;
+        }
+        for (let j = 0; j < 4; j++) {
+          const lane = `${name}_${p}.${"xyzw"[j]}`;
+          e.line(`${x[ax]} = ${o0} + (${q}) * 4 + ${j};`);
+          guarded(
+            () => e.line(`${lane} = ${l.value(op as Expr, new Map())};`),
+            () => e.line(`${lane} = 0.0;`),
+          );
+        }
+      }
+    };
+    const store = () => {
+      for (let p = 0; p < count; p++) {
+        const [kq, q] = slot(p);
+        e.line(`${name}[${at(name)}(${kq}) * ${stride} + ${q}] = ${name}_${p};`);
+      }
+    };
+    return { load, store };
+  };
+  const fillA = filler("tileA", tile.a, mAx, "m0", M, TM, RA);
+  const fillB = filler("tileB", tile.b, nAx, "n0", N, TN, RB);
+  const load = (k0: string) => {
+    e.line(`${x[nAx]} = 0;`);
+    fillA.load(k0);
+    e.line(`${x[mAx]} = 0;`);
+    fillB.load(k0);
+  };
+
+  load(sliced ? "kb" : "0");
+  // A slice's loop runs on a step count, the same in every slice: its barriers stay in uniform
+  // control flow, as WGSL requires.
+  const loop = sliced
+    ? `for (var kq = 0; kq < ${STEPS * TK}; kq += ${TK}) {`
+    : `for (var k0 = 0; k0 < ${K}; k0 += ${TK}) {`;
+  e.block(loop, () => {
+    if (sliced) e.line(`let k0 = kb + kq;`);
+    fillA.store();
+    fillB.store();
+    e.line("workgroupBarrier();");
+    // The next step's operands travel from memory while this one computes.
+    const more = sliced ? `kq + ${TK} < ${STEPS * TK}` : `k0 + ${TK} < ${K}`;
+    e.block(`if (${more}) {`, () => load(`k0 + ${TK}`));
+    const body = (kk: string) => {
+      for (let h = 0; h < pm / 4; h++) {
+        e.line(`let a${h} = tileA[${at("tileA")}${kk} * ${RA} + ${h * ty} + ${ly}];`);
+      }
+      for (let h = 0; h < pn / 4; h++) {
+        e.line(`let b${h} = tileB[${at("tileB")}${kk} * ${RB} + ${h * tx} + i32(lid.x)];`);
+      }
+      for (let r = 0; r < pm; r++) {
+        const a = `a${r >> 2}.${"xyzw"[r & 3]}`;
+        for (let h = 0; h < pn / 4; h++) {
+          e.line(`acc_${r}_${h} = fma(vec4<f32>(${a}), b${h}, acc_${r}_${h});`);
+        }
+      }
+    };
+    // Unrolled, so every workgroup-memory read has a constant offset: NVIDIA's compiler kept
+    // the loop (H200: 1024 16.7 -> 21.3 TFLOP/s, 2048 27.4 -> 33.6, 4096 28.6 -> 36.0).
+    for (let kk = 0; kk < TK; kk++) e.block("{", () => body(String(kk)));
+    e.line("workgroupBarrier();");
+  });
+
+  const batch = x.slice(0, nb);
+  const epilogues = (rowBase: string) => {
+    for (let r = 0; r < pm; r++) {
+      const mExpr = `${rowBase} + ${(r >> 2) * 4 * ty} + ${ly} * 4 + ${r & 3}`;
+      for (let h = 0; h < pn / 4; h++) {
+        for (let c = 0; c < 4; c++) {
+          const nExpr = `n0 + ${h * 4 * tx} + i32(lid.x) * 4 + ${c}`;
+          e.line(
+            `epilogue(${[...batch, mExpr, nExpr, "0"].join(", ")}, acc_${r}_${h}.${"xyzw"[c]});`,
+          );
+        }
+      }
+    }
+  };
+  // Slices past the first hand their sums over, one vec4 a thread at a time (consecutive
+  // threads, consecutive vec4s); the first adds them and stores. The others call the epilogue at
+  // rows past M, which stores nothing, so the calls stay outside a branch.
+  const held = (pm * pn) / 4;
+  const part = (sl: string, r: number, h: number) =>
+    `partial[((${sl} - 1) * ${held} + ${r * (pn / 4) + h}) * ${threads} + t]`;
+  if (sliced) {
+    e.block("if (kslice > 0) {", () => {
+      for (let r = 0; r < pm; r++) {
+        for (let h = 0; h < pn / 4; h++) e.line(`${part("kslice", r, h)} = acc_${r}_${h};`);
+      }
+    });
+    e.line("workgroupBarrier();");
+    e.block("if (kslice == 0) {", () => {
+      e.block(`for (var other = 1; other < ${S}; other++) {`, () => {
+        for (let r = 0; r < pm; r++) {
+          for (let h = 0; h < pn / 4; h++) {
+            e.line(`acc_${r}_${h} = acc_${r}_${h} + ${part("other", r, h)};`);
+          }
+        }
+      });
+    });
+    epilogues(`select(${M}, m0, kslice == 0)`);
+  } else epilogues("m0");
+
+  // The epilogue: the kernel's outputs at one point of the product, as a function of that point.
+  const main = l.e;
+  l.e = new Emitter();
+  l.e.block(`if (${allOf(`${x[mAx]} < ${M}`, `${x[nAx]} < ${N}`)}) {`, () => {
+    const memo = new Map<Expr, string>();
+    l.kernel.outputs.forEach((o, k) => l.store(o, k, memo));
+  });
+  // The sum rounds once to its dtype (an f16 matmul accumulates in f32).
+  const helpers = [
+    `fn epilogue(${x.map((c) => `${c}: i32`).join(", ")}, sum: f32) {`,
+    `  let acc0 = ${rounded("sum", l.kernel.reductions[0].dtype)};`,
+    ...l.e.lines,
+    "}",
+  ];
+  l.e = main;
+  return {
+    body: e.lines,
+    helpers,
+    decls: [
+      `var<workgroup> tileA: array<vec4<f32>, ${S * TK * RA}>;`,
+      `var<workgroup> tileB: array<vec4<f32>, ${S * TK * RB}>;`,
+      ...(sliced ? [`var<workgroup> partial: array<vec4<f32>, ${((S - 1) * TM * TN) / 4}>;`] : []),
+    ],
+  };
+}

@@ -1,0 +1,342 @@
+/**
+ * Row kernels (softmax, layer norm, reductions with their fused prologues and epilogues): each
+ * row's reduced points are combined by a group of threads through workgroup memory.
+ *
+ * Rows up to `MAX_HELD` points are held in registers (`emitHeldRows`): a row's group of threads
+ * (a power of two from 1 to 256, several rows to a workgroup when rows are short) splits it into
+ * `slots` per thread, consecutive threads on consecutive points (vec4s of the last axis where the
+ * accesses allow), so the row is read from memory once; every reduction and output reuses the
+ * values already loaded and computed (one memo per point across all phases: softmax's exp is
+ * computed once). Points past the row's end are clamped onto it and masked out of the reductions,
+ * and the rows past the last repeat it without storing, so every thread reaches every barrier.
+ * Longer rows stream through the workgroup once per reduction (`emitRows`).
+ *
+ * @module
+ */
+import { affineOffset } from "../../jit/ir/access.ts";
+import type { Expr, KernelIR, Reduction } from "../../jit/ir/kernel_ir.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
+import { quadAligned, quadInputs } from "./quads.ts";
+import { allOf, anyOf } from "./prelude.ts";
+import { INF, type KernelLowering, literal, NAN, NEG_INF, rounded, wgslType } from "./expr.ts";
+
+/** Most points of a row one thread holds in registers. */
+const MAX_HELD = 32;
+
+/** How a row kernel splits rows among threads. */
+export interface RowTiling {
+  /** Threads per row: a power of two. */
+  readonly threads: number;
+  /** Rows per workgroup. */
+  readonly rows: number;
+  /** Units per thread, or 0 when rows stream through the workgroup instead of being held. */
+  readonly slots: number;
+  /** Points per unit: 4 when units are aligned vec4s of the last axis. */
+  readonly width: 1 | 4;
+  /** Inputs read as vec4 arrays. */
+  readonly vectors: ReadonlySet<number>;
+  /** Whether every output is stored as vec4s (all are full-row outputs, aligned). */
+  readonly vectorStores: boolean;
+}
+
+/** A tiling of `threads` threads a row and `rows` rows a workgroup, rows not held (scalar). */
+export function streamedRows(threads: number, rows: number): RowTiling {
+  return { threads, rows, slots: 0, width: 1, vectors: new Set(), vectorStores: false };
+}
+
+/** The row tiling of a reducing kernel whose workgroups hold at most `most` threads. */
+export function rowTiling(kernel: KernelIR, most: number): RowTiling {
+  const inner = sizeOf(kernel.reduced.map((i) => kernel.space[i]));
+  const vectors = rowVectors(kernel);
+  const width = vectors ? 4 : 1;
+  const units = inner / width;
+  const threads = Math.min(most, 2 ** Math.ceil(Math.log2(Math.max(1, Math.ceil(units / 4)))));
+  const slots = Math.ceil(units / threads);
+  if (inner === 0 || slots * width > MAX_HELD) {
+    // Streamed: each thread takes at least 8 of a row's points, so short rows do not idle wide
+    // workgroups.
+    const fit = 2 ** Math.floor(Math.log2(Math.max(1, inner / 8)));
+    return streamedRows(Math.min(most, Math.max(32, fit)), 1);
+  }
+  const total = sizeOf(kernel.space.filter((_, i) => !kernel.reduced.includes(i)));
+  const rows = Math.max(1, Math.min(most / threads, 2 ** Math.ceil(Math.log2(total))));
+  const vectorStores = !!vectors &&
+    kernel.outputs.every((o) =>
+      o.level === "full" && quadAligned(o.steps, kernel.space, o.shape, kernel.space.length - 1)
+    );
+  return { threads, rows, slots, width, vectors: vectors ?? new Set(), vectorStores };
+}
+
+/**
+ * The inputs a row kernel reads as vec4s when its last axis is reduced and a multiple of 4 long:
+ * those whose every load is aligned along it. `undefined` when the last axis does not qualify.
+ */
+function rowVectors(kernel: KernelIR): Set<number> | undefined {
+  const { space } = kernel;
+  const last = space.length - 1;
+  if (!kernel.reduced.includes(last) || space[last] % 4 !== 0) return undefined;
+  return quadInputs(kernel, [...kernel.reductions, ...kernel.outputs].map((x) => x.expr), last);
+}
+
+/** A reduction's starting value and its combining step, as WGSL. */
+export function combiner(
+  r: Reduction,
+): { init: string; combine: (acc: string, v: string) => string } {
+  const t = wgslType(r.dtype);
+  const init = r.op === "max"
+    ? (t === "f32" ? NEG_INF : literal(t === "i32" ? -2147483648 : 0, r.dtype))
+    : r.op === "min"
+    ? (t === "f32" ? INF : literal(t === "i32" ? 2147483647 : 4294967295, r.dtype))
+    : literal(0, r.dtype);
+  const combine = (acc: string, v: string) => {
+    if (r.op === "sum" || r.op === "mean") return `${acc} + ${v}`;
+    const cmp = r.op === "max" ? ">=" : "<=";
+    // NaN wins, decided on the bits of both sides: a compiler assuming no NaNs may turn the
+    // comparison into max/min (llvmpipe did, once the held rows' combines were straight-line).
+    if (t !== "f32") return `select(${v}, ${acc}, ${acc} ${cmp} ${v})`;
+    return `select(${v}, ${acc}, ${
+      anyOf(`k_isnan(${acc})`, allOf(`!k_isnan(${v})`, `${acc} ${cmp} ${v}`))
+    })`;
+  };
+  return { init, combine };
+}
+
+/**
+ * Combines each thread's `acc${k}` over its row's `threads` threads (a segment of workgroup
+ * memory starting at `base`), leaving the row's value in `acc${k}` of every thread, then divides
+ * a mean and re-rounds to the dtype.
+ */
+function combineAcross(
+  l: KernelLowering,
+  r: Reduction,
+  k: number,
+  threads: number,
+  inner: number,
+  base: string,
+): string {
+  const { e } = l;
+  const t = wgslType(r.dtype);
+  const { combine } = combiner(r);
+  e.line(`sh_${t}[lid.x] = acc${k};`);
+  e.line("workgroupBarrier();");
+  // The halving steps unrolled: each reads at a constant distance.
+  for (let s = threads >> 1; s >= 1; s >>= 1) {
+    e.line(
+      `if (lane < ${s}u) { sh_${t}[lid.x] = ${
+        combine(`sh_${t}[lid.x]`, `sh_${t}[lid.x + ${s}u]`)
+      }; }`,
+    );
+    e.line("workgroupBarrier();");
+  }
+  e.line(`acc${k} = sh_${t}[${base}];`);
+  e.line("workgroupBarrier();");
+  if (r.op === "mean") {
+    e.line(
+      inner === 0 && t === "f32"
+        ? `acc${k} = ${NAN};`
+        : `acc${k} = acc${k} / ${t}(${Math.max(inner, 1)});`,
+    );
+  }
+  e.line(`acc${k} = ${rounded(`acc${k}`, r.dtype)};`);
+  return t;
+}
+
+/** Stores the kernel's row-level outputs once per row (reduced coordinates at 0). */
+function storeRowOutputs(l: KernelLowering, when: string): void {
+  const row = l.kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) => o.level === "row");
+  if (!row.length) return;
+  const coords = l.coords;
+  l.coords = coords.map((c, a) => (l.kernel.reduced.includes(a) ? "0" : c));
+  l.e.block(`if (${when}) {`, () => {
+    const memo = new Map<Expr, string>();
+    for (const [o, k] of row) l.store(o, k, memo);
+  });
+  l.coords = coords;
+}
+
+/** Workgroup arrays for the reductions' combining, one per WGSL type. */
+function sharedArrays(types: Set<string>, size: number): string[] {
+  return [...types].map((t) => `var<workgroup> sh_${t}: array<${t}, ${size}>;`);
+}
+
+/**
+ * Rows held in registers (see the module doc); `tiling.slots` > 0. Returns the workgroup arrays.
+ */
+export function emitHeldRows(l: KernelLowering, tiling: RowTiling): string[] {
+  const { kernel, e } = l;
+  const { space, reduced } = kernel;
+  const { threads, rows, slots, width, vectors } = tiling;
+  const kept = space.flatMap((_, i) => (reduced.includes(i) ? [] : [i]));
+  const total = sizeOf(kept.map((i) => space[i]));
+  const inner = sizeOf(reduced.map((i) => space[i]));
+  const units = inner / width;
+  const last = space.length - 1;
+  e.line(rows > 1 ? `let lane = lid.x % ${threads}u;` : "let lane = lid.x;");
+  const first = rows > 1 ? "lid.x - lane" : "0u";
+  e.line(
+    `let raw = i32(wid.x + wid.y * nwg.x) * ${rows}${
+      rows > 1 ? ` + i32(lid.x / ${threads}u)` : ""
+    };`,
+  );
+  e.line(`let row = min(raw, ${total - 1});`);
+  e.line(`let live = raw < ${total};`);
+  const base = [...l.coords];
+  for (const a of kept) e.line(`var ${base[a]}: i32 = 0;`);
+  l.unravel(kept, "row");
+
+  // Each slot's coordinates (lane 0 of a vec4), from its unit index clamped onto the row.
+  const ragged = slots * threads > units;
+  const slotCoords = [...Array(slots).keys()].map((s) => {
+    const coords = base.map((c, a) => (reduced.includes(a) ? `${c}_${s}` : c));
+    for (const a of reduced) e.line(`var ${coords[a]}: i32 = 0;`);
+    l.coords = coords;
+    const unit = `i32(lane) + ${s * threads}`;
+    l.unravel(reduced, `${ragged ? `min(${unit}, ${units - 1})` : `(${unit})`} * ${width}`);
+    if (ragged) e.line(`let in_${s} = ${unit} < ${units};`);
+    return coords;
+  });
+  const pointCoords = (s: number, j: number) =>
+    j === 0 ? slotCoords[s] : slotCoords[s].map((c, a) => (a === last ? `(${c} + ${j})` : c));
+  // One memo per point, kept across every phase; vec4 loads seed the memos of their lanes.
+  const memos = slotCoords.map(() => [...Array(width)].map(() => new Map<Expr, string>()));
+  // Values the same at every point of the row are computed once, at the first point, and shared:
+  // a quantizing epilogue's scale, (max − min) / 255, was otherwise divided out at each of a
+  // thread's 32 points (97 exact divisions in one shader took NVIDIA's compiler 2.7 s).
+  const rowwise = rowInvariant(kernel);
+  const shared = new Map<Expr, string>();
+  const valueAt = (expr: Expr, memo: Map<Expr, string>): string => {
+    for (const [x, name] of shared) if (!memo.has(x)) memo.set(x, name);
+    const v = l.value(expr, memo);
+    for (const [x, name] of memo) if (rowwise(x)) shared.set(x, name);
+    return v;
+  };
+  if (width === 4) {
+    const loaded = new Map<string, string>();
+    const seed = (x: Expr) => {
+      if (x.kind === "alu") x.args.forEach(seed);
+      if (x.kind !== "load" || !vectors.has(x.input)) return;
+      for (let s = 0; s < slots; s++) {
+        l.coords = slotCoords[s];
+        const { index } = l.offset(x.steps, kernel.inputs[x.input].shape);
+        const key = `${x.input}:${index}`;
+        let name = loaded.get(key);
+        if (!name) {
+          name = e.fresh("quad");
+          e.line(`let ${name} = ${l.quad(x.input, index)};`);
+          loaded.set(key, name);
+        }
+        for (let j = 0; j < 4; j++) memos[s][j].set(x, `${name}.${"xyzw"[j]}`);
+      }
+    };
+    for (const x of [...kernel.reductions, ...kernel.outputs]) seed(x.expr);
+  }
+  const types = new Set<string>();
+  kernel.reductions.forEach((r, k) => {
+    const { init, combine } = combiner(r);
+    e.line(`var acc${k}: ${wgslType(r.dtype)} = ${init};`);
+    for (let s = 0; s < slots; s++) {
+      for (let j = 0; j < width; j++) {
+        l.coords = pointCoords(s, j);
+        const v = valueAt(r.expr, memos[s][j]);
+        const next = combine(`acc${k}`, v);
+        e.line(`acc${k} = ${ragged ? `select(acc${k}, ${next}, in_${s})` : next};`);
+      }
+    }
+    types.add(combineAcross(l, r, k, threads, inner, first));
+  });
+  l.coords = base;
+  storeRowOutputs(l, allOf("lane == 0u", "live"));
+  const full = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) => o.level === "full");
+  for (let s = 0; s < slots; s++) {
+    const when = ragged ? allOf("live", `in_${s}`) : "live";
+    if (tiling.vectorStores) {
+      const lanes = [0, 1, 2, 3].map((j) => {
+        l.coords = pointCoords(s, j);
+        return full.map(([o]) => valueAt(o.expr, memos[s][j]));
+      });
+      l.coords = slotCoords[s];
+      e.block(`if (${when}) {`, () => {
+        full.forEach(([o, k], i) => {
+          const { index } = l.offset(o.steps, o.shape);
+          const value = l.toStored(lanes.map((v) => v[i]).join(", "), o.dtype, true);
+          e.line(`${l.outputs[k]}[u32(${index}) / 4u] = ${value};`);
+        });
+      });
+      continue;
+    }
+    for (let j = 0; j < width; j++) {
+      l.coords = pointCoords(s, j);
+      const values = full.map(([o]) => valueAt(o.expr, memos[s][j]));
+      e.block(`if (${when}) {`, () => {
+        full.forEach(([o, k], i) => {
+          const at = `${l.outputs[k]}[u32(${l.offset(o.steps, o.shape).index})]`;
+          e.line(`${at} = ${l.toStored(values[i], o.dtype)};`);
+        });
+      });
+    }
+  }
+  l.coords = base;
+  return sharedArrays(types, threads * rows);
+}
+
+/**
+ * Whether an expression of `kernel` has one value along each row: constants, the row's
+ * reductions, loads that do not move along the reduced axes, and operations of those only.
+ */
+function rowInvariant(kernel: KernelIR): (x: Expr) => boolean {
+  const known = new Map<Expr, boolean>();
+  const invariant = (x: Expr): boolean => {
+    let is = known.get(x);
+    if (is !== undefined) return is;
+    if (x.kind === "load") {
+      const at = affineOffset(x.steps, kernel.space, kernel.inputs[x.input].shape);
+      is = at !== undefined && kernel.reduced.every((a) => at.weights[a] === 0);
+    } else is = x.kind !== "alu" || x.args.every(invariant);
+    known.set(x, is);
+    return is;
+  };
+  return invariant;
+}
+
+/**
+ * A workgroup per row, streaming it once per reduction: its threads stride over the reduced
+ * coordinates and combine in workgroup memory (long serial loops are slow on GPUs, and some
+ * drivers cap a loop's iterations). Returns the workgroup arrays it needs. With `inside`, the row
+ * index `row` exists already (a phase of a larger kernel) and loop counters take names of their
+ * own.
+ */
+export function emitRows(l: KernelLowering, size: number, inside = false): string[] {
+  const { kernel, e } = l;
+  const { space } = kernel;
+  const kept = space.flatMap((_, i) => (kernel.reduced.includes(i) ? [] : [i]));
+  const red = kernel.reduced;
+  const inner = sizeOf(red.map((i) => space[i]));
+  const loop = `for (var i: i32 = i32(lid.x); i < ${inner}; i += ${size}) {`;
+  if (!inside) {
+    e.line(`let row = i32(wid.x + wid.y * nwg.x);`);
+    e.line(`if (row >= ${sizeOf(kept.map((i) => space[i]))}) { return; }`);
+  }
+  e.line("let lane = lid.x;");
+  for (const c of l.coords) e.line(`var ${c}: i32 = 0;`);
+  l.unravel(kept, "row");
+  const types = new Set<string>();
+  kernel.reductions.forEach((r, k) => {
+    const { init, combine } = combiner(r);
+    e.line(`var acc${k}: ${wgslType(r.dtype)} = ${init};`);
+    e.block(loop, () => {
+      l.unravel(red, "i");
+      e.line(`acc${k} = ${combine(`acc${k}`, l.value(r.expr, new Map()))};`);
+    });
+    types.add(combineAcross(l, r, k, size, inner, "0u"));
+  });
+  storeRowOutputs(l, "lid.x == 0u");
+  const full = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) => o.level === "full");
+  if (full.length) {
+    e.block(loop, () => {
+      l.unravel(red, "i");
+      const memo = new Map<Expr, string>();
+      for (const [o, k] of full) l.store(o, k, memo);
+    });
+  }
+  return sharedArrays(types, size);
+}

@@ -1,0 +1,81 @@
+import assert from "node:assert/strict";
+import { fuse } from "../../jit/passes/fuse.ts";
+import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
+import { assertClose, f32, numbers, runGraph } from "../../jit/testing/testing.ts";
+import { generateWgsl, kernelLayout } from "./codegen.ts";
+import { allOf, anyOf } from "./prelude.ts";
+
+/** DynamicQuantizeLinear's arithmetic over one row of 2048: a scale from the row's range. */
+function quantizing() {
+  const b = new GraphBuilder();
+  const x = b.input("x", [2048]);
+  const lo = b.op("Min", [b.op("ReduceMin", [x], { keepdims: 0 }), b.constant(0)]);
+  const hi = b.op("Max", [b.op("ReduceMax", [x], { keepdims: 0 }), b.constant(0)]);
+  const scale = b.op("Div", [b.op("Sub", [hi, lo]), b.constant(255)]);
+  b.output("y", b.op("Round", [b.op("Div", [x, scale])]));
+  return b.build();
+}
+
+Deno.test("a held row computes its row-wide values once, not at each of a thread's points", async () => {
+  const graph = quantizing();
+  // The range's second reduction and the quantizing epilogue over the row (its first reduction is a
+  // kernel before, read as a scalar).
+  const kernel = fuse(graph).kernels.find((k) => k.outputs.some((o) => o.level === "full"))!;
+  const options = { maxInvocations: 256 };
+  const rows = kernelLayout(kernel, options).rows!;
+  const points = rows.slots * rows.width;
+  assert.ok(points >= 8, `a thread holds ${points} points`);
+  // One exact division a point (x / scale) and one for the scale, not two a point: each division
+  // costs NVIDIA's compiler about 30 ms.
+  const divisions = generateWgsl(kernel, options).match(/k_fdiv\(/g)!.length - 1;
+  assert.equal(divisions, points + 1);
+  const x = f32(Array.from({ length: 2048 }, (_, i) => Math.sin(i * 0.37) * 3 + (i % 7) * 0.1));
+  const expected = await runGraph(graph, { x });
+  const got = await runGraph(graph, { x }, "webgpu");
+  assertClose(numbers(got.y.data), numbers(expected.y.data), { atol: 0, rtol: 0 });
+});
+
+Deno.test("generated WGSL never short-circuits: && and || are & and | on parenthesized operands", async () => {
+  // NaN-aware max and min, bounds-checked gathers and pads, a masked softmax, boolean And/Or.
+  const b = new GraphBuilder();
+  const x = b.input("x", [4, 64]);
+  const ids = b.input("ids", [4], "i64");
+  const m = b.op("ReduceMax", [x], { axes: [1] });
+  const n = b.op("ReduceMin", [x], { axes: [1] });
+  const g = b.op("Gather", [x, ids], { axis: 0 });
+  const p = b.op("Pad", [g], { pads: [0, 1, 0, 1] });
+  const on = b.op("And", [b.op("Greater", [x, b.constant(0)]), b.op("Less", [x, b.constant(1)])]);
+  const either = b.op("Or", [on, b.op("Equal", [x, b.constant(0.5)])]);
+  b.output("m", b.op("Add", [m, n]));
+  b.output("p", p);
+  b.output("s", b.op("Softmax", [b.op("Where", [either, x, b.constant(-Infinity)])], { axis: 1 }));
+  const graph = b.build();
+  const options = { maxInvocations: 256 };
+  for (const kernel of fuse(graph).kernels) {
+    const code = generateWgsl(kernel, options);
+    assert.doesNotMatch(code, /&&|\|\|/, kernel.name);
+  }
+  const feeds = {
+    x: f32(
+      Array.from({ length: 256 }, (_, i) => [NaN, 0.5, -0, Infinity][i % 29] ?? Math.cos(i)),
+      [4, 64],
+    ),
+    ids: { data: BigInt64Array.from([3n, 0n, -1n, 2n]), shape: [4], dtype: "i64" as const },
+  };
+  const [want, got] = await Promise.all([runGraph(graph, feeds), runGraph(graph, feeds, "webgpu")]);
+  for (const k of ["m", "p", "s"]) {
+    assertClose(numbers(got[k].data), numbers(want[k].data), {
+      atol: 1e-6,
+      rtol: 1e-5,
+      message: k,
+    });
+  }
+});
+
+Deno.test("allOf and anyOf parenthesize what & and | need, and only that", () => {
+  assert.equal(allOf(), "true");
+  assert.equal(anyOf(), "false");
+  assert.equal(allOf("a < b"), "((a < b))");
+  assert.equal(allOf("ok1", "!ok2", "(x == y)"), "(ok1 & !ok2 & (x == y))");
+  assert.equal(anyOf("k_isnan(a)", "(a) + (b) > c"), "((k_isnan(a)) | ((a) + (b) > c))");
+});
