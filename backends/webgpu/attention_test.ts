@@ -10,12 +10,8 @@ import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { assertClose, f32, numbers } from "../../jit/testing/testing.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
 import { tiledMatmul } from "../../shaders/wgsl/codegen.ts";
-import {
-  attentionGroup,
-  fusedAttention,
-  MAX_KEYS,
-  withFusedAttention,
-} from "../../shaders/wgsl/attention.ts";
+import { fusedAttention, MAX_KEYS, withFusedAttention } from "../../shaders/wgsl/attention.ts";
+import { attentionGroup } from "../../shaders/wgsl/attention_group.ts";
 import { flashAttention, flashPays } from "../../shaders/wgsl/flash.ts";
 import { flashMask } from "../../shaders/wgsl/masks.ts";
 import { WasmBackend } from "../wasm/wasm_backend.ts";

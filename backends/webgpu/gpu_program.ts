@@ -20,26 +20,9 @@ import { type KernelIR, rowCount } from "../../jit/ir/kernel_ir.ts";
 import { DeviceTensor, storedDType } from "../../jit/runtime/device_tensor.ts";
 import { neededKernels } from "../../jit/runtime/program.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import { dispatchSize, type KernelLayout, type WgslOptions } from "../../shaders/wgsl/codegen.ts";
-import type { BufferPool } from "./buffer_pool.ts";
+import { dispatchSize, type KernelLayout } from "../../shaders/wgsl/codegen.ts";
 import { fromStored, storedBytes, toStored } from "../words.ts";
-import { GpuStorage, mapForRead, STAGING, STORAGE } from "./gpu_storage.ts";
-
-/** What a GPU program runs on. */
-export interface GpuContext {
-  /** The device. */
-  readonly device: GPUDevice;
-  /** Its buffer pool. */
-  readonly pool: BufferPool;
-  /** What its generated kernels were generated for (their layouts follow from it). */
-  readonly wgsl: WgslOptions;
-  /** Whether to time each kernel with timestamp queries (the device has `timestamp-query`). */
-  readonly timestamps?: boolean;
-  /** Whether f16 tensors are stored as 16 bits (the device has `shader-f16`). */
-  readonly half: boolean;
-  /** Throws when the device was lost (or replaced) since the program was built. */
-  check(): void;
-}
+import { type GpuContext, GpuStorage, mapForRead, STAGING, STORAGE } from "./gpu_storage.ts";
 
 /** A plan for one device. */
 export interface GpuPlan {

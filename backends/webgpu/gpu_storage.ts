@@ -10,7 +10,24 @@ import type { DeviceStorage } from "../../jit/runtime/device_tensor.ts";
 import type { DType, TensorData } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { elementBytes, fromStored, storedRange, toStored } from "../words.ts";
-import type { GpuContext } from "./gpu_program.ts";
+import type { BufferPool } from "./buffer_pool.ts";
+import type { WgslOptions } from "../../shaders/wgsl/codegen.ts";
+
+/** What a GPU program runs on. */
+export interface GpuContext {
+  /** The device. */
+  readonly device: GPUDevice;
+  /** Its buffer pool. */
+  readonly pool: BufferPool;
+  /** What its generated kernels were generated for (their layouts follow from it). */
+  readonly wgsl: WgslOptions;
+  /** Whether to time each kernel with timestamp queries (the device has `timestamp-query`). */
+  readonly timestamps?: boolean;
+  /** Whether f16 tensors are stored as 16 bits (the device has `shader-f16`). */
+  readonly half: boolean;
+  /** Throws when the device was lost (or replaced) since the program was built. */
+  check(): void;
+}
 
 /** `GPUBufferUsage` STORAGE | COPY_DST | COPY_SRC, numeric (Node's `webgpu` has no globals). */
 export const STORAGE = 0x80 | 0x08 | 0x04;

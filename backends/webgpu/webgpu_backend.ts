@@ -33,7 +33,8 @@ import { generateWgsl, kernelLayout, type WgslOptions } from "../../shaders/wgsl
 import { groupLayout, groupWgsl, withFusedAttention } from "../../shaders/wgsl/attention.ts";
 import { BufferPool, emptyPoolStats, type PoolStats } from "./buffer_pool.ts";
 import { dawnGlAdapter, dawnGpu, headlessEgl, vulkanLoader } from "./dawn.ts";
-import { type GpuContext, gpuProgram } from "./gpu_program.ts";
+import { gpuProgram } from "./gpu_program.ts";
+import type { GpuContext } from "./gpu_storage.ts";
 import { MAP_READ, STAGING, STORAGE } from "./gpu_storage.ts";
 
 /** Options of a {@linkcode WebGpuBackend}. */

@@ -9,7 +9,7 @@
  * @module
  */
 import { digest, hexBytes } from "./digest.ts";
-import type { Graph } from "./graph.ts";
+import type { BoundaryDType, DType } from "./dtype.ts";
 import type { HostTensor } from "./host_tensor.ts";
 import type { Attrs, AttrValue } from "../ops/mod.ts";
 
@@ -33,8 +33,43 @@ export function attrsText(attrs: Attrs): string {
     .map((k) => `${k}=${attrText(attrs[k]!)}`).join(";");
 }
 
+/** A typed value of a graph: its element type, shape and producing node (−1: none). */
+interface TypedValue {
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+}
+
+/**
+ * What canonical text reads of a graph: its values, nodes, inputs, params and outputs by id.
+ * (`Graph` has this shape; naming it here keeps the graph module the only one that imports.)
+ */
+export interface CanonicalSource {
+  /** Every value, by id. */
+  readonly values: readonly (TypedValue & { readonly producer: number })[];
+  /** Graph inputs. */
+  readonly inputs: readonly {
+    readonly value: number;
+    readonly dtype: BoundaryDType;
+    readonly shape: readonly number[];
+  }[];
+  /** Parameters. */
+  readonly params: readonly { readonly value: number }[];
+  /** Nodes, by id. */
+  readonly nodes: readonly {
+    readonly id: number;
+    readonly op: string;
+    readonly attrs: Attrs;
+    readonly inputs: readonly number[];
+    readonly outputs: readonly number[];
+  }[];
+  /** Graph outputs. */
+  readonly outputs: readonly { readonly value: number; readonly dtype: BoundaryDType }[];
+  /** The nodes that read value `v`. */
+  consumers(v: number): readonly number[];
+}
+
 /** Canonical text and its hash for `graph`. */
-export function canonicalize(graph: Graph): { text: string; hash: string } {
+export function canonicalize(graph: CanonicalSource): { text: string; hash: string } {
   const key: string[] = new Array(graph.values.length);
   const type = (id: number) => `${graph.values[id].dtype}[${graph.values[id].shape.join(",")}]`;
   graph.inputs.forEach((inp, i) => (key[inp.value] = `in${i}`));

@@ -4,7 +4,6 @@
  *
  * @module
  */
-import type { Transfer } from "../schedule/schedule.ts";
 
 /** Names of the counters kiln maintains itself. */
 export type CounterName =
@@ -36,22 +35,4 @@ export function count(name: CounterName, n = 1): void {
 /** A copy of every counter. */
 export function counterValues(): Record<CounterName, number> {
   return { ...counters };
-}
-
-/**
- * Counts the copies one run really makes of those planned: an input given as a device tensor is
- * not uploaded, and an output left on the device (`runOnDevice`) or not requested is not
- * downloaded; `DeviceTensor.read()` and `write()` count their own.
- */
-export function countTransfers(
-  planned: readonly Transfer[],
-  run: { readonly resident: ReadonlySet<number>; readonly downloaded: ReadonlySet<number> },
-): void {
-  for (const t of planned) {
-    if (t.from === "host" && run.resident.has(t.value)) continue;
-    if (t.to === "host" && !run.downloaded.has(t.value)) continue;
-    count("kiln_transfers_total");
-    if (t.from === "host") count("kiln_bytes_uploaded_total", t.bytes);
-    if (t.to === "host") count("kiln_bytes_downloaded_total", t.bytes);
-  }
 }

@@ -20,8 +20,8 @@ import { checkInto, deliver, type IntoMap } from "./into.ts";
 import { assertCheck, isCheck, outputIndices, readCheck, settleChecks } from "./checks.ts";
 import { RunHandle } from "./run_handle.ts";
 import { sizeOf } from "../ir/shape.ts";
-import type { Schedule } from "../schedule/schedule.ts";
-import { count, countTransfers } from "./counters.ts";
+import type { Schedule, Transfer } from "../schedule/schedule.ts";
+import { count } from "./counters.ts";
 import type { BucketPlan } from "../schedule/buckets.ts";
 import { type DrawnInput, Draws } from "../passes/random_inputs.ts";
 
@@ -574,5 +574,23 @@ export class Executable {
   #bucketed(i: GraphInput, active: number | undefined): GraphInput {
     if (active === undefined || !this.#init.buckets!.inputs.includes(i.name)) return i;
     return { ...i, shape: [active, ...i.shape.slice(1)] };
+  }
+}
+
+/**
+ * Counts the copies one run really makes of those planned: an input given as a device tensor is
+ * not uploaded, and an output left on the device (`runOnDevice`) or not requested is not
+ * downloaded; `DeviceTensor.read()` and `write()` count their own.
+ */
+function countTransfers(
+  planned: readonly Transfer[],
+  run: { readonly resident: ReadonlySet<number>; readonly downloaded: ReadonlySet<number> },
+): void {
+  for (const t of planned) {
+    if (t.from === "host" && run.resident.has(t.value)) continue;
+    if (t.to === "host" && !run.downloaded.has(t.value)) continue;
+    count("kiln_transfers_total");
+    if (t.from === "host") count("kiln_bytes_uploaded_total", t.bytes);
+    if (t.to === "host") count("kiln_bytes_downloaded_total", t.bytes);
   }
 }

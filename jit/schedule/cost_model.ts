@@ -8,7 +8,6 @@
  * @module
  */
 import { type Backend, profileKey } from "../runtime/backend.ts";
-import type { Executable } from "../runtime/executable.ts";
 import type { Graph } from "../ir/graph.ts";
 import { GraphBuilder } from "../frontend/graph_builder.ts";
 import { digest } from "../ir/digest.ts";
@@ -33,7 +32,15 @@ export interface BackendRates {
  * How calibration compiles its probe graphs for one backend (the compiler hands itself in, so the
  * cost model does not depend on it).
  */
-export type ProbeCompiler = (graph: Graph) => Promise<Executable>;
+export type ProbeCompiler = (graph: Graph) => Promise<ProbeProgram>;
+
+/** What calibration needs of a compiled probe (an `Executable` is one): repeated runs, disposal. */
+export interface ProbeProgram {
+  /** Runs the probe on `inputs`, `repeat` times in one submission where the backend can. */
+  run(inputs: Probe["feeds"], options?: { readonly repeat?: number }): PromiseLike<unknown>;
+  /** Frees what the probe holds. */
+  dispose(): void;
+}
 
 const overrides = new Map<string, BackendRates>();
 const measured = new Map<string, Promise<BackendRates>>();
@@ -140,6 +147,7 @@ async function calibrate(backend: Backend, probe: ProbeCompiler): Promise<Backen
 }
 
 /** A probe graph of some size, its feeds and the work one run of it does (bytes or flops). */
+/** One probe graph, its inputs and its work (bytes or operations). */
 interface Probe {
   readonly graph: Graph;
   readonly feeds: Record<string, { data: Float32Array; shape: number[]; dtype: "f32" }>;
@@ -195,7 +203,7 @@ async function deviceRate(
   let rate = fallback;
   for (const size of sizes) {
     const { graph, feeds, work } = make(size);
-    let exe: Executable;
+    let exe: ProbeProgram;
     try {
       exe = await probe(graph);
     } catch {

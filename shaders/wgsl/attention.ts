@@ -10,7 +10,6 @@
  *
  * @module
  */
-import { affineOffset } from "../../jit/ir/access.ts";
 import type { Expr, KernelBuffer, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
@@ -18,6 +17,7 @@ import { Emitter, KernelLowering } from "./expr.ts";
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { type KernelLayout, rowsLayout, tiledMatmul, type WgslOptions } from "./codegen.ts";
 import { emitRows, streamedRows } from "./rows.ts";
+import { type Attention, attentionGroup } from "./attention_group.ts";
 import {
   type Flash,
   flashAttention,
@@ -35,18 +35,6 @@ import { sharedMask, summaryKernel, summaryLayout, summaryWgsl } from "./tile_su
 /** Longest key axis a fused attention kernel holds in workgroup memory. */
 export const MAX_KEYS = 1024;
 
-/** The three kernels of an attention group that one fused kernel can run. */
-export interface Attention {
-  /** `scores[row, j] = Σ_d q[row, d] · k[j, d]` (with its epilogue). */
-  readonly scores: KernelIR;
-  /** The softmax over each row of scores. */
-  readonly weights: KernelIR;
-  /** `out[row, e] = Σ_j weights[row, j] · v[j, e]` (with its epilogue). */
-  readonly values: KernelIR;
-  /** The fused kernel's buffers: every input of the three but the two intermediates. */
-  readonly inputs: readonly KernelBuffer[];
-}
-
 /**
  * The fused form of `scores → weights → values` in a workgroup per query row, if it applies: an
  * attention group (see {@linkcode attentionGroup}) whose matmuls are too small for tiles and whose
@@ -59,80 +47,6 @@ export function fusedAttention(
   const group = attentionGroup(kernels, external);
   if (!group || tiledMatmul(group.scores) || tiledMatmul(group.values)) return undefined;
   return matmulOperands(group.scores)!.n <= MAX_KEYS ? group : undefined;
-}
-
-/** Buffers a group's kernels take: 32-bit words (a selection mask's bools among them), no f16. */
-const GROUP_DTYPES: ReadonlySet<string> = new Set(["f32", "i32", "bool"]);
-
-/**
- * `scores → weights → values` as one computation, if they are one: f32 matmuls whose batch and
- * query axes are the softmax's rows, intermediates read exactly where they were written and by no
- * one else (`external` holds the values the program must store).
- */
-export function attentionGroup(
-  [scores, weights, values]: readonly KernelIR[],
-  external: ReadonlySet<number>,
-): Attention | undefined {
-  const s = matmulOperands(scores), v = matmulOperands(values);
-  if (!s || !v || weights.pattern !== "softmax" || s.nb !== v.nb) return undefined;
-  const rowAxes = s.nb + 1, keys = s.n;
-  const same = (a: readonly number[], b: readonly number[]) =>
-    a.length === b.length && a.every((x, i) => x === b[i]);
-  if (
-    scores.outputs.length !== 1 || weights.outputs.length !== 1 ||
-    v.k !== keys || !same(weights.space, scores.space.slice(0, rowAxes + 1)) ||
-    !same(weights.reduced, [rowAxes]) ||
-    !same(values.space.slice(0, rowAxes), weights.space.slice(0, rowAxes)) ||
-    weights.outputs[0].level !== "full" ||
-    [scores, weights, values].some((k) =>
-      [...k.inputs, ...k.outputs].some((b) => !GROUP_DTYPES.has(b.dtype))
-    )
-  ) return undefined;
-  const [sOut, wOut] = [scores.outputs[0], weights.outputs[0]];
-  if (external.has(sOut.value) || external.has(wOut.value)) return undefined;
-  // Where each intermediate is written and read must be the same element of the same row.
-  const offset = (
-    steps: KernelIR["outputs"][number]["steps"],
-    k: KernelIR,
-    shape: readonly number[],
-  ) => affineOffset(steps, k.space, shape);
-  const written = offset(sOut.steps, scores, sOut.shape);
-  const weighted = offset(wOut.steps, weights, wOut.shape);
-  if (!written || !weighted) return undefined;
-  // Row axes of extent 1 have coordinate 0 everywhere: their weights do not matter.
-  const rowsMatch = (a: { weights: readonly number[]; base: number }, b: typeof a, key: number) =>
-    a.base === b.base && a.weights[key] === 1 &&
-    a.weights.slice(0, rowAxes).every((w, i) => weights.space[i] === 1 || w === b.weights[i]);
-  let reads = true;
-  const loads = (e: Expr, visit: (l: Extract<Expr, { kind: "load" }>) => void) => {
-    if (e.kind === "load") visit(e);
-    if (e.kind === "alu") e.args.forEach((a) => loads(a, visit));
-  };
-  for (const expr of [...weights.reductions.map((r) => r.expr), wOut.expr]) {
-    loads(expr, (l) => {
-      if (weights.inputs[l.input].value !== sOut.value) return;
-      const at = offset(l.steps, weights, sOut.shape);
-      reads &&= at !== undefined && rowsMatch(at, written, rowAxes) &&
-        written.weights[rowAxes] === 1;
-    });
-  }
-  const a = offset(v.a.steps, values, wOut.shape);
-  if (
-    !reads || values.inputs[v.a.input].value !== wOut.value || !a ||
-    !rowsMatch(a, weighted, rowAxes + 1) || a.weights[rowAxes] !== 0 ||
-    weighted.weights[rowAxes] !== 1 || values.inputs[v.b.input].value === wOut.value
-  ) return undefined;
-  const inputs: KernelBuffer[] = [];
-  for (const k of [scores, weights, values]) {
-    for (const b of k.inputs) {
-      if (
-        b.value !== sOut.value && b.value !== wOut.value && !inputs.some((x) => x.value === b.value)
-      ) {
-        inputs.push(b);
-      }
-    }
-  }
-  return { scores, weights, values, inputs };
 }
 
 /** Threads of a fused attention workgroup (one query row). */

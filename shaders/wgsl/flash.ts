@@ -38,7 +38,7 @@ import type { DType } from "../../jit/ir/dtype.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { Expr, KernelBuffer, KernelIR, Load } from "../../jit/ir/kernel_ir.ts";
 import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
-import type { Attention } from "./attention.ts";
+import type { Attention } from "./attention_group.ts";
 import { Emitter, KernelLowering, NEG_INF, storageBindings, wgslType } from "./expr.ts";
 import { allOf, entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { Structure } from "./cancel.ts";

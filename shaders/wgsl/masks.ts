@@ -25,7 +25,7 @@
  * @module
  */
 import type { Expr } from "../../jit/ir/kernel_ir.ts";
-import type { Attention } from "./attention.ts";
+import type { Attention } from "./attention_group.ts";
 import { type Emitter, literal } from "./expr.ts";
 import { allOf, anyOf } from "./prelude.ts";
 
