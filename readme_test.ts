@@ -1,46 +1,89 @@
+/**
+ * Every TypeScript block of the README and of `docs/` runs, from the repository root, and prints
+ * what its comments say it prints. A block without an entry in {@linkcode EXPECTED} fails, so a
+ * new example comes with its check.
+ */
 import assert from "node:assert/strict";
 
-Deno.test("the README's TypeScript examples run", async () => {
-  const readme = await Deno.readTextFile(new URL("./README.md", import.meta.url));
-  const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
-  assert.ok(blocks.length > 0, "README has a ts example");
+const ROOT = new URL("./", import.meta.url);
+
+/** What each block prints, by `file#index` (blocks counted from 0 within their file). */
+const EXPECTED: Readonly<Record<string, readonly RegExp[]>> = {
+  "README.md#0": [/\[ 2, 2 \] Float32Array\(4\) \[ 4, 1, 0, 0 \]/, /shape-mismatch/],
+  "README.md#1": [/\[ 2, 10 \] true/],
+  "docs/onnx.md#0": [/\[ "x: f32\[2,4\]" \]/, /\[ 2, 4 \] 0\.25/],
+  // The f64 example: f64 digits on wasm, webgpu's refusal, then its narrowed f32 values.
+  "docs/onnx.md#1": [/\[ 1e\+300, 1\.000000000001 \]\nunsupported\n\[ Infinity, 1 \]/],
+  // Registered ONNX op, progress and a caller-owned output buffer.
+  "docs/onnx.md#2": [/Float32Array\(3\) \[ 2, 4, 6 \]/],
+  "docs/backends.md#0": [/0\.03125/, /\[ "matmul_0", "softmax_1" \]/, /\[ 4 \] webgpu/],
+  // The precision example: f16 results where the GPU has shader-f16, else the refusal.
+  "docs/backends.md#1": [/^(Float32Array\(2\) \[ 0\.69970703125, 7 \]|unsupported)$/m],
+};
+
+/** The markdown files whose examples run: the README and every page of `docs/`. */
+function pages(): string[] {
+  const docs = [...Deno.readDirSync(new URL("docs/", ROOT))]
+    .filter((e) => e.isFile && e.name.endsWith(".md")).map((e) => `docs/${e.name}`);
+  return ["README.md", ...docs.sort()];
+}
+
+/** Runs `code` as a module from the repository root; its standard output. */
+async function runBlock(dir: string, name: string, code: string): Promise<string> {
+  const mod = new URL("mod.ts", ROOT).href;
+  const file = `${dir}/${name.replace(/\W/g, "_")}.ts`;
+  await Deno.writeTextFile(
+    file,
+    code.replaceAll('"./mod.ts"', JSON.stringify(mod)).replaceAll(
+      '"../mod.ts"',
+      JSON.stringify(mod),
+    ),
+  );
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--no-config", "--no-lock", "-A", file],
+    cwd: ROOT.pathname,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, `${name}: ${new TextDecoder().decode(out.stderr)}`);
+  return new TextDecoder().decode(out.stdout);
+}
+
+Deno.test("the TypeScript examples of the README and docs/ run and print what they say", async () => {
   const dir = await Deno.makeTempDir();
+  const seen: string[] = [];
   try {
-    for (const [i, code] of blocks.entries()) {
-      const file = `${dir}/example_${i}.ts`;
-      await Deno.writeTextFile(
-        file,
-        code.replaceAll('"./mod.ts"', JSON.stringify(new URL("./mod.ts", import.meta.url).href)),
-      );
-      const out = await new Deno.Command(Deno.execPath(), {
-        args: ["run", "--no-config", "--no-lock", "-A", file],
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-      const stdout = new TextDecoder().decode(out.stdout);
-      if (i === 0) {
-        assert.match(stdout, /\[ 2, 2 \] Float32Array\(4\) \[ 4, 1, 0, 0 \]/);
-        assert.match(stdout, /shape-mismatch/);
-      } else if (i === 1) {
-        assert.match(stdout, /\[ "x: f32\[2,4\]" \]/);
-        assert.match(stdout, /\[ 2, 4 \] 0\.25/);
-      } else if (i === 2) {
-        assert.match(stdout, /0\.03125/);
-        assert.match(stdout, /\[ "matmul_0", "softmax_1" \]/);
-        assert.match(stdout, /\[ 4 \] webgpu/);
-      } else if (i === 3) {
-        // The precision example: f16 results where the GPU has shader-f16, else the refusal.
-        assert.match(stdout, /^(Float32Array\(2\) \[ 0\.69970703125, 7 \]|unsupported)$/m);
-      } else if (i === 5) {
-        // Registered ONNX op, progress and a caller-owned output buffer.
-        assert.match(stdout, /Float32Array\(3\) \[ 2, 4, 6 \]/);
-      } else {
-        // The f64 example: f64 digits on wasm, webgpu's refusal, then its narrowed f32 values.
-        assert.match(stdout, /\[ 1e\+300, 1\.000000000001 \]\nunsupported\n\[ Infinity, 1 \]/);
+    for (const page of pages()) {
+      const text = await Deno.readTextFile(new URL(page, ROOT));
+      const blocks = [...text.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+      for (const [i, code] of blocks.entries()) {
+        const name = `${page}#${i}`;
+        seen.push(name);
+        const expected = EXPECTED[name];
+        assert.ok(expected, `${name} has no expected output in readme_test.ts`);
+        const stdout = await runBlock(dir, name, code);
+        for (const pattern of expected) assert.match(stdout, pattern, name);
       }
     }
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+  assert.deepEqual(seen.sort(), Object.keys(EXPECTED).sort(), "every expected block exists");
+});
+
+Deno.test("the README stays a guide: at most 220 lines, and every docs/ page linked", async () => {
+  const readme = await Deno.readTextFile(new URL("README.md", ROOT));
+  assert.ok(readme.split("\n").length <= 220, "README.md is over 220 lines");
+  for (const page of pages().slice(1)) assert.ok(readme.includes(`](${page})`), `${page} unlinked`);
+});
+
+Deno.test("links between the README, docs/ and bench/ point at files that exist", async () => {
+  for (const page of [...pages(), "bench/README.md"]) {
+    const text = await Deno.readTextFile(new URL(page, ROOT));
+    for (const [, target] of text.matchAll(/\]\(([^)#]+)(?:#[^)]*)?\)/g)) {
+      if (/^https?:/.test(target)) continue;
+      const path = new URL(target, new URL(page, ROOT));
+      assert.ok(await Deno.stat(path).catch(() => undefined), `${page} → ${target} is missing`);
+    }
   }
 });
