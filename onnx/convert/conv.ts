@@ -3,11 +3,14 @@
  * Conv as 2-D convs summed over its depth taps; MaxPool's Indices from its taps' ArgMax),
  * ConvTranspose as a convolution of the stride-dilated, re-padded input with the flipped,
  * group-transposed kernel, InstanceNormalization as per-channel moments, GlobalMaxPool as a
- * reduction. All of them are kiln ops or compositions of kiln ops, so they fuse and run on every
+ * reduction, LpPool (a depthwise all-ones convolution of |x|^p: padding adds nothing to a sum)
+ * and GlobalLpPool, Col2Im (a transposed convolution with a one-hot kernel: each patch row added
+ * at its place in the image). All of them are kiln ops or compositions of kiln ops, so they fuse and run on every
  * backend.
  *
  * @module
  */
+import { lpNorm } from "./normalization.ts";
 import { isFloat } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { type Attrs, InferContext } from "../../jit/ops/mod.ts";
@@ -376,8 +379,136 @@ export function transposedConv(
   return windowed(c, "Conv", bias ? [x, w, bias] : [x, w], conv);
 }
 
+/** LpPool: (Σ over each window of |x|^p)^(1/p), padding counted as zeros. */
+function lpPool(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), x = c.required(0);
+  const shape = typeOf(x).shape, spatial = shape.length - 2;
+  const kernel = a.ints("kernel_shape");
+  if (!kernel || kernel.length !== spatial || spatial < 1 || spatial > 2) {
+    throw new KilnError(`${c.label}: LpPool over ${spatial} axes with kernel [${kernel ?? ""}]`, {
+      code: "unsupported",
+      fix: "kiln runs LpPool over 1 or 2 spatial axes with a kernel_shape for each",
+    });
+  }
+  const p = a.int("p", 2)!;
+  const strides = a.ints("strides") ?? kernel.map(() => 1);
+  const dilations = a.ints("dilations") ?? kernel.map(() => 1);
+  let pads = a.ints("pads") ?? kernel.map(() => 0).concat(kernel.map(() => 0));
+  const autoPad = a.string("auto_pad", "NOTSET")!;
+  const reach = kernel.map((k, i) => (k - 1) * dilations[i] + 1);
+  if (autoPad === "SAME_UPPER" || autoPad === "SAME_LOWER") {
+    const total = shape.slice(2).map((d, i) =>
+      Math.max(0, (Math.ceil(d / strides[i]) - 1) * strides[i] + reach[i] - d)
+    );
+    const small = total.map((t) => Math.floor(t / 2));
+    pads = autoPad === "SAME_UPPER"
+      ? [...small, ...total.map((t, i) => t - small[i])]
+      : [...total.map((t, i) => t - small[i]), ...small];
+  } else if (autoPad === "VALID") pads = pads.map(() => 0);
+  // Ceil mode's last windows pass the end: more zero padding there, which a sum ignores.
+  if (a.int("ceil_mode", 0) === 1) {
+    pads = [...pads];
+    shape.slice(2).forEach((d, i) => {
+      const span = d + pads[i] + pads[i + spatial] - reach[i];
+      const out = Math.ceil(span / strides[i]) + 1;
+      pads[i + spatial] += Math.max(0, (out - 1) * strides[i] + reach[i] - (span + reach[i]));
+    });
+  }
+  const t = typeOf(x).dtype, channels = shape[1];
+  const powered = p === 1
+    ? op("Abs", [x])
+    : p === 2
+    ? op("Mul", [x, x])
+    : op("Pow", [op("Abs", [x]), scalar(p, t)]);
+  const ones = constant(
+    new Float32Array(channels * kernel.reduce((m, k) => m * k, 1)).fill(1),
+    [channels, 1, ...kernel],
+    "f32",
+  );
+  const sums = op("Conv", [powered, ones], {
+    kernel_shape: kernel,
+    strides,
+    dilations,
+    pads,
+    group: channels,
+  });
+  return [
+    p === 1 ? sums : p === 2 ? op("Sqrt", [sums]) : op("Pow", [sums, scalar(1 / p, t)]),
+  ];
+}
+
+/** GlobalLpPool: each channel's (Σ |x|^p)^(1/p) over its spatial axes. */
+function globalLpPool(c: NodeContext): Known[] {
+  const x = c.required(0), rank = typeOf(x).shape.length;
+  const axes = [...Array(Math.max(0, rank - 2)).keys()].map((i) => i + 2);
+  return [lpNorm(opOf(c), x, attrs(c).int("p", 2)!, axes)];
+}
+
+/**
+ * Col2Im: the patches of `[N, C·∏block, L]` (L blocks, row-major over the image's axes) added
+ * into `[N, C, …image_shape]`. That is a transposed convolution of the blocks' grid with a one-hot
+ * kernel in C groups (patch entry o of channel c lands at its offset in the kernel), uncropped,
+ * then cut to the image from the start padding.
+ */
+function col2Im(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c), x = c.required(0), shape = typeOf(x).shape;
+  c.required(1), c.required(2); // typed errors when left out
+  const image = constInts(c, 1, "image_shape")!, block = constInts(c, 2, "block_shape")!;
+  const n = image.length, size = block.reduce((p, k) => p * k, 1);
+  const strides = a.ints("strides") ?? block.map(() => 1);
+  const dilations = a.ints("dilations") ?? block.map(() => 1);
+  const pads = a.ints("pads") ?? block.map(() => 0).concat(block.map(() => 0));
+  const grid = image.map((d, i) =>
+    Math.floor((d + pads[i] + pads[n + i] - dilations[i] * (block[i] - 1) - 1) / strides[i]) + 1
+  );
+  const blocks = grid.reduce((p, g) => p * g, 1), channels = shape[1] / size;
+  if (
+    shape.length !== 3 || block.length !== n || n < 1 || n > 3 || !Number.isInteger(channels) ||
+    grid.some((g) => g < 1) || blocks !== shape[2] || strides.length !== n ||
+    dilations.length !== n || pads.length !== 2 * n || !isFloat(typeOf(x).dtype)
+  ) {
+    throw new KilnError(
+      `${c.label}: Col2Im of ${typeOf(x).dtype} [${shape}] into [${image}] by blocks [${block}]`,
+      {
+        code: "shape-mismatch",
+        fix: `give float data [N, C·${size}, L] with L the ${
+          grid.join("×")
+        } blocks the image, strides, dilations and pads make (1 to 3 image axes)`,
+      },
+    );
+  }
+  // Kernel [C·∏block, 1, …block]: input channel c·∏block + o has a 1 at block offset o.
+  const ones = new Float32Array(shape[1] * size);
+  for (let ch = 0; ch < shape[1]; ch++) ones[ch * size + (ch % size)] = 1;
+  const kernel = constant(ones, [shape[1], 1, ...block], "f32");
+  const w = typeOf(x).dtype === "f32" ? kernel : op("Cast", [kernel], { to: typeOf(x).dtype });
+  const zeros = block.map(() => 0);
+  let y =
+    transposedConv(c, op("Reshape", [x], { shape: [shape[0], shape[1], ...grid] }), w, undefined, {
+      group: channels,
+      kernel: block,
+      strides,
+      dilations,
+      outputPadding: zeros,
+      pads: [...zeros, ...zeros],
+    })[0];
+  // The uncropped image starts at -pads[i]: keep [pads[i], pads[i] + image[i]), zeros past it.
+  image.forEach((d, i) => {
+    const axis = 2 + i, full = typeOf(y).shape[axis], start = pads[i];
+    y = op("Slice", [y], { starts: [start], ends: [Math.min(full, start + d)], axes: [axis] });
+    const short = d - (Math.min(full, start + d) - start);
+    if (short > 0) {
+      y = op("Pad", [y], { pads: [0, short], axes: [axis], mode: "constant", value: 0 });
+    }
+  });
+  return [y];
+}
+
 /** Converters by ONNX op type. */
 export const CONV_CONVERTERS: Record<string, Converter<Known>> = {
+  LpPool: lpPool,
+  GlobalLpPool: globalLpPool,
+  Col2Im: col2Im,
   Conv: (c) => {
     const [x, w, b] = [c.required(0), c.required(1), c.input(2)];
     return windowed(c, "Conv", b ? [x, w, b] : [x, w], window(c));

@@ -6,7 +6,7 @@
  * (zeros), the edge (border) or its reflection (reflection), as ONNX's reference does. RoiAlign
  * samples fixed places the regions give, MaxRoiPool takes the max of each bin's fixed pixels, and
  * DeformConv samples each kernel tap at its learned offset and meets the samples with the kernel
- * in a MatMul.
+ * in a MatMul. AffineGrid, the grid GridSample reads, is a constant base grid times θᵀ.
  *
  * @module
  */
@@ -425,4 +425,44 @@ export function maxRoiPool(c: NodeContext): Known[] {
   const max = op("ReduceMax", [taken], { axes: [3], keepdims: 0 });
   const empty = constant(bins.map((p) => (p.length ? 0 : 1)), [r, 1, ph * pw], "bool");
   return [op("Reshape", [op("Where", [empty, scalar(0, t), max])], { shape: [r, ch, ph, pw] })];
+}
+
+/** Normalized coordinates of `n` points along an axis, as AffineGrid places them. */
+function coordinates(n: number, alignCorners: boolean): number[] {
+  return [...Array(n).keys()].map((i) =>
+    alignCorners ? (n === 1 ? -1 : -1 + (2 * i) / (n - 1)) : (2 * i + 1) / n - 1
+  );
+}
+
+/** AffineGrid: each output point's (x, y[, z], 1) times θᵀ, θ of [N, 2, 3] or [N, 3, 4]. */
+export function affineGrid(c: NodeContext): Known[] {
+  const op = opOf(c), theta = c.required(0);
+  c.required(1); // a typed error when left out
+  const size = constInts(c, 1, "size")!;
+  const align = attrs(c).int("align_corners", 0) === 1;
+  const spatial = size.length - 2, [n] = typeOf(theta).shape;
+  const want = spatial === 2 ? [n, 2, 3] : [n, 3, 4];
+  if ((spatial !== 2 && spatial !== 3) || typeOf(theta).shape.join() !== want.join()) {
+    throw new KilnError(`${c.label}: theta [${typeOf(theta).shape}] for size [${size}]`, {
+      code: "shape-mismatch",
+      fix: "give size [N, C, H, W] with theta [N, 2, 3], or [N, C, D, H, W] with [N, 3, 4]",
+    });
+  }
+  // Points in row-major order of (D,) H, W; each row x, y(, z), 1 (x along the last axis).
+  const dims = size.slice(2), axes = dims.map((d) => coordinates(d, align));
+  const count = dims.reduce((p, d) => p * d, 1), width = spatial + 1;
+  const base = new Float32Array(count * width);
+  for (let i = 0; i < count; i++) {
+    let rest = i;
+    for (let d = spatial - 1; d >= 0; d--) {
+      base[i * width + (spatial - 1 - d)] = axes[d][rest % dims[d]];
+      rest = Math.floor(rest / dims[d]);
+    }
+    base[i * width + spatial] = 1;
+  }
+  const grid = op("MatMul", [
+    constant(base, [count, width], "f32"),
+    op("Transpose", [theta], { perm: [0, 2, 1] }),
+  ]);
+  return [op("Reshape", [grid], { shape: [n, ...dims, spatial] })];
 }

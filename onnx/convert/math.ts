@@ -3,12 +3,12 @@
  * differ; the result has the base's), IsInf, Shrink, Hardmax (a one-hot of ArgMax), ReduceProd
  * (sign × exp Σ log|x|, exact for zeros, rounded for integers), BitShift (multiplication or
  * division by powers of two, which wrap like the shifts), LRN (a channel-window sum as an average
- * pool), and the quantization ops QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear for
+ * pool), the bitwise ops of opset 18 on integers, and the quantization ops QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear for
  * 8-bit types.
  *
  * @module
  */
-import { type DType, isFloat } from "../../jit/ir/dtype.ts";
+import { type DType, isFloat, isInt } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { scalar } from "./composite.ts";
@@ -207,8 +207,28 @@ function topKBeats(op: OpFn, xj: Known, xi: Known, largest: boolean, earlier: Kn
   return op("Or", [op("Or", [ordered, byNan]), op("And", [tie, earlier])]);
 }
 
+/** Opset 18's bitwise ops on integers: kiln's And, Or and Not are bitwise there. */
+function bitwise(kind: "And" | "Or" | "Xor" | "Not"): Converter<Known> {
+  return (c) => {
+    const op = opOf(c), xs = kind === "Not" ? [c.required(0)] : [c.required(0), c.required(1)];
+    if (xs.some((x) => !isInt(typeOf(x).dtype))) {
+      throw new KilnError(`${c.label}: Bitwise${kind} of ${xs.map((x) => typeOf(x).dtype)}`, {
+        code: "dtype-mismatch",
+        fix: "bitwise ops take integer tensors (use And/Or/Xor/Not for bool)",
+      });
+    }
+    if (kind !== "Xor") return [op(kind, xs)];
+    // a ^ b = (a | b) & ~(a & b)
+    return [op("And", [op("Or", xs), op("Not", [op("And", xs)])])];
+  };
+}
+
 /** Converters by ONNX op type. */
 export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
+  BitwiseAnd: bitwise("And"),
+  BitwiseOr: bitwise("Or"),
+  BitwiseXor: bitwise("Xor"),
+  BitwiseNot: bitwise("Not"),
   Atan: (c) => [atan(opOf(c), c.required(0))],
   Asin: (c) => [asin(opOf(c), c.required(0))],
   Acos: (c) => {

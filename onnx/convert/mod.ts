@@ -19,18 +19,18 @@ import { TFIDF_CONVERTERS } from "./tfidf.ts";
 import { LOSS_CONVERTERS } from "./loss.ts";
 import { RESIZE_CONVERTERS } from "./resize.ts";
 import { CONV_CONVERTERS } from "./conv.ts";
-import { TENSOR_CONVERTERS } from "./tensor.ts";
+import { TENSOR_CONVERTERS, wrapPad } from "./tensor.ts";
 import { SELECT_CONVERTERS } from "./select.ts";
 import { MATH_CONVERTERS } from "./math.ts";
 import { RNN_CONVERTERS } from "./rnn.ts";
-import { NEWER_CONVERTERS, wrapPad } from "./newer.ts";
+import { NORMALIZATION_CONVERTERS } from "./normalization.ts";
 import { LLM_CONVERTERS } from "./llm.ts";
 import { MS_DOMAIN, MS_QUANT_CONVERTERS } from "./ms_quant.ts";
 import { MS_FUSED_CONVERTERS, ORT_DEFAULT_DOMAIN_CONVERTERS } from "./ms_fused.ts";
 import { MS_ATTENTION_CONVERTERS } from "./ms_attention.ts";
 import { einsum } from "./einsum.ts";
 import { dft, stft } from "./dft.ts";
-import { deformConv, gridSample, maxRoiPool, roiAlign } from "./grid.ts";
+import { affineGrid, deformConv, gridSample, maxRoiPool, roiAlign } from "./grid.ts";
 import { SEQUENCE_CONVERTERS } from "./sequence.ts";
 import { CONTROL_CONVERTERS } from "./control.ts";
 import { TRAINING_CONVERTERS, TRAINING_DOMAIN } from "./training.ts";
@@ -304,7 +304,8 @@ export const CONVERTERS: Record<string, Converter> = {
   ...RANDOM_CONVERTERS,
   ...MATH_CONVERTERS,
   ...RNN_CONVERTERS,
-  ...NEWER_CONVERTERS,
+  ...NORMALIZATION_CONVERTERS,
+  AffineGrid: affineGrid,
   ...LLM_CONVERTERS,
   Einsum: einsum,
   DFT: dft,

@@ -2,7 +2,8 @@
  * Ops that rearrange, select or build tensors, as kiln movement ops and gathers: Tile,
  * DepthToSpace, SpaceToDepth, EyeLike, OneHot, Compress, GatherND, the scatters
  * (ScatterElements, ScatterND, the old Scatter) and the window functions (Hann, Hamming,
- * Blackman). Whatever decides a shape (repeats, the condition, window sizes) must be known when
+ * Blackman), CenterCropPad (Slice, then Pad) and Pad's `wrap` mode (each padded axis as slices
+ * of the far side, concatenated). Whatever decides a shape (repeats, the condition, window sizes) must be known when
  * the model is compiled: `OnnxModel` specialises on it when it is an input. Scatter indices known
  * then make a gather of the updates by a precomputed source map, which fuses like any gather;
  * ScatterElements' indices computed at run time match every update against the axis instead
@@ -344,8 +345,64 @@ function melWeightMatrix(c: NodeContext): Known[] {
   return [{ ...constant(out, [spectrum, bins], internal), i64: dtype === "i64" }];
 }
 
+/** CenterCropPad: each axis cropped or zero-padded to its target, centred. */
+function centerCropPad(c: NodeContext): Known[] {
+  const op = opOf(c), x = c.required(0), shape = typeOf(x).shape;
+  c.required(1); // a typed error when left out
+  const target = constInts(c, 1, "shape")!;
+  const axes = (attrs(c).ints("axes") ?? shape.map((_, i) => i)).map((a) =>
+    a < 0 ? a + shape.length : a
+  );
+  if (axes.length !== target.length || axes.some((a) => a < 0 || a >= shape.length)) {
+    throw new KilnError(`${c.label}: shape [${target}] for axes [${axes}] of [${shape}]`, {
+      code: "bad-input",
+      fix: "give one target size per axis",
+    });
+  }
+  let y = x;
+  axes.forEach((axis, i) => {
+    const d = shape[axis], want = target[i];
+    if (want < d) {
+      const start = Math.floor((d - want) / 2);
+      y = op("Slice", [y], { starts: [start], ends: [start + want], axes: [axis] });
+    } else if (want > d) {
+      const pads = shape.map(() => 0).concat(shape.map(() => 0));
+      pads[axis] = Math.floor((want - d) / 2);
+      pads[axis + shape.length] = want - d - pads[axis];
+      y = op("Pad", [y], { pads, mode: "constant", value: 0 });
+    }
+  });
+  return [y];
+}
+
+/** Pad's `wrap` mode: axis by axis, the far side's slices concatenated around the data. */
+export function wrapPad(op: OpFn, x: Known, pads: readonly number[], label: string): Known {
+  const shape = typeOf(x).shape, rank = shape.length;
+  let y = x;
+  for (let axis = 0; axis < rank; axis++) {
+    const [before, after] = [pads[axis], pads[axis + rank]], d = shape[axis];
+    if (before < 0 || after < 0 || before > d || after > d) {
+      throw new KilnError(`${label}: wrap pads ${before} and ${after} on an axis of ${d}`, {
+        code: "unsupported",
+        fix: "kiln wraps by at most the axis's length, and does not crop with wrap",
+      });
+    }
+    if (!before && !after) continue;
+    const slice = (s: number, e: number) =>
+      op("Slice", [y], { starts: [s], ends: [e], axes: [axis] });
+    const parts = [
+      ...(before ? [slice(d - before, d)] : []),
+      y,
+      ...(after ? [slice(0, after)] : []),
+    ];
+    y = op("Concat", parts, { axis });
+  }
+  return y;
+}
+
 /** Converters by ONNX op type. */
 export const TENSOR_CONVERTERS: Record<string, Converter<Known>> = {
+  CenterCropPad: centerCropPad,
   MelWeightMatrix: melWeightMatrix,
   Tile: (c) => {
     const op = opOf(c);
