@@ -26,7 +26,6 @@ const LONG_FUNCTIONS: Readonly<Record<string, number>> = {
   "onnx/convert/llm.ts:attention": 145,
   "onnx/convert/rnn.ts:recurrent": 152,
   "onnx/convert/rnn.ts:(anonymous)": 150,
-  "onnx/import/import.ts:importModel": 424,
   "onnx/wire/proto.ts:tensorOf": 131,
   "shaders/wasm/alu.ts:aluLowering": 232,
   "shaders/wasm/codegen.ts:generateWasm": 211,
