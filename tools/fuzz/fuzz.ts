@@ -34,7 +34,12 @@ import { type GrammarCase, grammarCase, WrongAnswer } from "./fuzz_grammar.ts";
 import { toOnnx } from "../../onnx/export/export.ts";
 import { importModel } from "../../onnx/import/import.ts";
 import { onnxInputs } from "../../onnx/import/inputs.ts";
-import { decodeModel, encodeModel, type ModelProto } from "../../onnx/wire/proto.ts";
+import {
+  decodeModel,
+  encodeModel,
+  type ModelProto,
+  type NodeProto,
+} from "../../onnx/wire/proto.ts";
 
 /** How one case ended. */
 export interface FuzzOutcome {
@@ -259,6 +264,116 @@ function bindShapes(model: ModelProto): Record<string, number[]> {
 
 const pick = <T>(next: Next, xs: readonly T[]): T => xs[Math.floor(next() * xs.length)];
 
+/** What a field mutation works on: the model, a node picked from it (if any), the stream. */
+interface Mutation {
+  readonly model: ModelProto;
+  readonly node: NodeProto | undefined;
+  readonly next: Next;
+  readonly steps: string[];
+}
+
+/** The field mutations, by the field they change; each describes itself in `steps`. */
+const FIELD_MUTATIONS: Readonly<Record<string, (m: Mutation) => void>> = {
+  dim: ({ model, next, steps }) => {
+    const g = model.graph;
+    const infos = [...g.input, ...g.output];
+    const dims = infos.length ? pick(next, infos).type?.tensorType?.shape?.dim : undefined;
+    const inits = g.initializer.filter((t) => t.dims?.length);
+    if (dims?.length && next() < 0.6) {
+      const d = pick(next, dims);
+      d.dimParam = undefined as unknown as string;
+      d.dimValue = pick(next, DIMS);
+      steps.push(`value dim → ${d.dimValue}`);
+    } else if (inits.length) {
+      const t = pick(next, inits);
+      const at = Math.floor(next() * t.dims!.length);
+      t.dims![at] = pick(next, DIMS);
+      steps.push(`initializer ${t.name} dim ${at} → ${t.dims![at]}`);
+    }
+  },
+  elemType: ({ model, next, steps }) => {
+    const g = model.graph;
+    const code = Math.floor(next() * 18);
+    const infos = [...g.input, ...g.output];
+    if (infos.length && next() < 0.5) {
+      const tt = pick(next, infos).type?.tensorType;
+      if (tt) tt.elemType = code;
+    } else if (g.initializer.length) pick(next, g.initializer).dataType = code;
+    steps.push(`element type → ${code}`);
+  },
+  attribute: ({ node, next, steps }) => {
+    if (!node) return;
+    const a = node.attribute.length ? pick(next, node.attribute) : undefined;
+    const how = pick(next, ["int", "float", "ints", "drop", "rename", "add", "type"]);
+    steps.push(`${node.opType} attribute ${a?.name ?? "(none)"}: ${how}`);
+    if (how === "add" || !a) {
+      node.attribute.push({
+        name: pick(next, ["axis", "alpha", "perm", "bogus"]),
+        type: 2,
+        i: 1,
+      });
+    } else if (how === "int") a.i = pick(next, INTS);
+    else if (how === "float") a.f = pick(next, FLOATS);
+    else if (how === "ints") {
+      a.ints = [...Array(Math.floor(next() * 6))].map(() => pick(next, INTS));
+    } else if (how === "drop") node.attribute.splice(node.attribute.indexOf(a), 1);
+    else if (how === "rename") a.name = pick(next, ["axis", "axes", "perm", "", "x"]);
+    else a.type = Math.floor(next() * 16);
+  },
+  input: ({ model, node, next, steps }) => {
+    const g = model.graph;
+    if (!node) return;
+    const how = pick(next, ["drop", "duplicate", "empty", "unknown", "later", "swap"]);
+    steps.push(`${node.opType} inputs: ${how}`);
+    const at = Math.floor(next() * Math.max(1, node.input.length));
+    if (how === "drop") node.input.splice(at, 1);
+    else if (how === "duplicate") node.input.push(node.input[at] ?? "x0");
+    else if (how === "empty") node.input[at] = "";
+    else if (how === "unknown") node.input[at] = "nowhere";
+    else if (how === "later") node.input[at] = g.node.at(-1)!.output[0] ?? "";
+    else node.input.reverse();
+  },
+  output: ({ model, node, next, steps }) => {
+    const g = model.graph;
+    if (!node) return;
+    const other = pick(next, g.node).output[0] ?? "";
+    node.output[0] = next() < 0.5 ? other : pick(next, ["", g.input[0]?.name ?? "x"]);
+    steps.push(`${node.opType} output → "${node.output[0]}"`);
+  },
+  opType: ({ node, next, steps }) => {
+    if (!node) return;
+    const from = node.opType;
+    node.opType = pick(next, OP_NAMES);
+    steps.push(`op ${from} → ${node.opType}`);
+  },
+  order: ({ model, next, steps }) => {
+    const g = model.graph;
+    if (g.node.length < 2) return;
+    const [i, j] = [Math.floor(next() * g.node.length), Math.floor(next() * g.node.length)];
+    [g.node[i], g.node[j]] = [g.node[j], g.node[i]];
+    if (next() < 0.3) g.node.splice(i, 1);
+    steps.push(`node order ${i} ↔ ${j}`);
+  },
+  initializer: ({ model, next, steps }) => {
+    const g = model.graph;
+    const t = g.initializer.length ? pick(next, g.initializer) : undefined;
+    if (!t) return;
+    const raw = t.rawData;
+    if (raw?.length && next() < 0.5) {
+      t.rawData = raw.slice(0, Math.floor(next() * raw.length));
+      steps.push(`initializer ${t.name} truncated`);
+    } else {
+      t.dims = [...Array(Math.floor(next() * 4))].map(() => pick(next, DIMS));
+      steps.push(`initializer ${t.name} dims → [${t.dims}]`);
+    }
+  },
+  opset: ({ model, next, steps }) => {
+    const v = pick(next, [0, 1, 6, 7, 11, 13, 17, 21, 22, 99]);
+    model.opsetImport = [{ domain: "", version: v }];
+    steps.push(`opset → ${v}`);
+  },
+};
+
 /** One field-level mutation of `model`, in place, described in `steps`. */
 function mutateFields(model: ModelProto, next: Next, steps: string[]): void {
   const g = model.graph;
@@ -278,109 +393,7 @@ function mutateFields(model: ModelProto, next: Next, steps: string[]): void {
     "initializer",
     "opset",
   ]);
-  switch (kind) {
-    case "dim": {
-      const infos = [...g.input, ...g.output];
-      const dims = infos.length ? pick(next, infos).type?.tensorType?.shape?.dim : undefined;
-      const inits = g.initializer.filter((t) => t.dims?.length);
-      if (dims?.length && next() < 0.6) {
-        const d = pick(next, dims);
-        d.dimParam = undefined as unknown as string;
-        d.dimValue = pick(next, DIMS);
-        steps.push(`value dim → ${d.dimValue}`);
-      } else if (inits.length) {
-        const t = pick(next, inits);
-        const at = Math.floor(next() * t.dims!.length);
-        t.dims![at] = pick(next, DIMS);
-        steps.push(`initializer ${t.name} dim ${at} → ${t.dims![at]}`);
-      }
-      return;
-    }
-    case "elemType": {
-      const code = Math.floor(next() * 18);
-      const infos = [...g.input, ...g.output];
-      if (infos.length && next() < 0.5) {
-        const tt = pick(next, infos).type?.tensorType;
-        if (tt) tt.elemType = code;
-      } else if (g.initializer.length) pick(next, g.initializer).dataType = code;
-      steps.push(`element type → ${code}`);
-      return;
-    }
-    case "attribute": {
-      if (!node) return;
-      const a = node.attribute.length ? pick(next, node.attribute) : undefined;
-      const how = pick(next, ["int", "float", "ints", "drop", "rename", "add", "type"]);
-      steps.push(`${node.opType} attribute ${a?.name ?? "(none)"}: ${how}`);
-      if (how === "add" || !a) {
-        node.attribute.push({
-          name: pick(next, ["axis", "alpha", "perm", "bogus"]),
-          type: 2,
-          i: 1,
-        });
-      } else if (how === "int") a.i = pick(next, INTS);
-      else if (how === "float") a.f = pick(next, FLOATS);
-      else if (how === "ints") {
-        a.ints = [...Array(Math.floor(next() * 6))].map(() => pick(next, INTS));
-      } else if (how === "drop") node.attribute.splice(node.attribute.indexOf(a), 1);
-      else if (how === "rename") a.name = pick(next, ["axis", "axes", "perm", "", "x"]);
-      else a.type = Math.floor(next() * 16);
-      return;
-    }
-    case "input": {
-      if (!node) return;
-      const how = pick(next, ["drop", "duplicate", "empty", "unknown", "later", "swap"]);
-      steps.push(`${node.opType} inputs: ${how}`);
-      const at = Math.floor(next() * Math.max(1, node.input.length));
-      if (how === "drop") node.input.splice(at, 1);
-      else if (how === "duplicate") node.input.push(node.input[at] ?? "x0");
-      else if (how === "empty") node.input[at] = "";
-      else if (how === "unknown") node.input[at] = "nowhere";
-      else if (how === "later") node.input[at] = g.node.at(-1)!.output[0] ?? "";
-      else node.input.reverse();
-      return;
-    }
-    case "output": {
-      if (!node) return;
-      const other = pick(next, g.node).output[0] ?? "";
-      node.output[0] = next() < 0.5 ? other : pick(next, ["", g.input[0]?.name ?? "x"]);
-      steps.push(`${node.opType} output → "${node.output[0]}"`);
-      return;
-    }
-    case "opType": {
-      if (!node) return;
-      const from = node.opType;
-      node.opType = pick(next, OP_NAMES);
-      steps.push(`op ${from} → ${node.opType}`);
-      return;
-    }
-    case "order": {
-      if (g.node.length < 2) return;
-      const [i, j] = [Math.floor(next() * g.node.length), Math.floor(next() * g.node.length)];
-      [g.node[i], g.node[j]] = [g.node[j], g.node[i]];
-      if (next() < 0.3) g.node.splice(i, 1);
-      steps.push(`node order ${i} ↔ ${j}`);
-      return;
-    }
-    case "initializer": {
-      const t = g.initializer.length ? pick(next, g.initializer) : undefined;
-      if (!t) return;
-      const raw = t.rawData;
-      if (raw?.length && next() < 0.5) {
-        t.rawData = raw.slice(0, Math.floor(next() * raw.length));
-        steps.push(`initializer ${t.name} truncated`);
-      } else {
-        t.dims = [...Array(Math.floor(next() * 4))].map(() => pick(next, DIMS));
-        steps.push(`initializer ${t.name} dims → [${t.dims}]`);
-      }
-      return;
-    }
-    case "opset": {
-      const v = pick(next, [0, 1, 6, 7, 11, 13, 17, 21, 22, 99]);
-      model.opsetImport = [{ domain: "", version: v }];
-      steps.push(`opset → ${v}`);
-      return;
-    }
-  }
+  FIELD_MUTATIONS[kind]({ model, node, next, steps });
 }
 
 /** One byte-level mutation of `bytes` (a copy), described in `steps`. */
