@@ -20,7 +20,6 @@ const LONG_FUNCTIONS: Readonly<Record<string, number>> = {
   "backends/webgpu/gpu_program.ts:gpuProgram": 315,
   "backends/webgpu/gpu_program.ts:runResident": 162,
   "jit/ir/graph.ts:validate": 163,
-  "jit/runtime/executable.ts:(anonymous)": 131,
   "jit/schedule/schedule.ts:schedule": 174,
   "jit/testing/random_graph.ts:randomGraph": 189,
   "onnx/convert/llm.ts:attention": 145,
@@ -66,8 +65,8 @@ function nameOf(
   }
   if (
     (parent?.type === "MethodDefinition" || parent?.type === "Property") &&
-    parent.key.type === "Identifier"
-  ) return parent.key.name;
+    (parent.key.type === "Identifier" || parent.key.type === "PrivateIdentifier")
+  ) return `${parent.key.type === "PrivateIdentifier" ? "#" : ""}${parent.key.name}`;
   return "(anonymous)";
 }
 

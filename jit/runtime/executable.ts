@@ -8,8 +8,8 @@
  */
 import type { Backend, KernelTime, Program } from "./backend.ts";
 import type { RefTensor } from "../ir/host_tensor.ts";
-import { acceptDevice, DeviceTensor, storedDType } from "./device_tensor.ts";
-import { matchesDType, type TensorData, widenToI64 } from "../ir/dtype.ts";
+import { acceptDevice, DeviceTensor } from "./device_tensor.ts";
+import { matchesDType, type TensorData } from "../ir/dtype.ts";
 import { convertData, type Widened } from "../passes/precision.ts";
 import { KilnError } from "../support/errors.ts";
 import type { Graph, GraphInput } from "../ir/graph.ts";
@@ -19,8 +19,9 @@ import type { MemoryPlan } from "../schedule/memory_plan.ts";
 import { checkInto, deliver, type IntoMap } from "./into.ts";
 import { assertCheck, isCheck, outputIndices, readCheck, settleChecks } from "./checks.ts";
 import { RunHandle } from "./run_handle.ts";
-import { sizeOf } from "../ir/shape.ts";
-import type { Schedule, Transfer } from "../schedule/schedule.ts";
+import type { Shape } from "../ir/shape.ts";
+import { countTransfers, hostOutput, type Run, runProgram } from "./run.ts";
+import type { Schedule } from "../schedule/schedule.ts";
 import { count } from "./counters.ts";
 import type { BucketPlan } from "../schedule/buckets.ts";
 import { type DrawnInput, Draws } from "../passes/random_inputs.ts";
@@ -259,6 +260,16 @@ export class Executable {
     options: RunOptions | undefined,
     onDevice: boolean,
   ): Promise<TensorMap | DeviceTensorMap> {
+    const run = this.#prepareRun(inputs, options, onDevice);
+    const running = this.#results(run);
+    this.#inflight.add(running);
+    const settle = () => this.#inflight.delete(running);
+    running.then(settle, settle);
+    return running.then((data) => this.#outputsOf(run, data, options?.into));
+  }
+
+  /** A run's arguments and outputs, checked; the run counted. */
+  #prepareRun(inputs: InputMap, options: RunOptions | undefined, onDevice: boolean): Run {
     this.#check();
     const repeat = options?.repeat ?? 1;
     if (!Number.isInteger(repeat) || repeat < 1) {
@@ -290,12 +301,6 @@ export class Executable {
         },
       );
     }
-    // A program without device memory takes device tensors by copying them to the host: a
-    // transfer, counted as one (a program with device memory uses them in place, or refuses one
-    // of another device with a typed error).
-    const device = onDevice ||
-      (resident !== undefined && args.some((a) => a instanceof DeviceTensor));
-    const given = new Set(args.flatMap((a) => (a instanceof DeviceTensor ? [] : [a.data])));
     count("kiln_runs_total", repeat);
     count("kiln_dispatches_total", repeat * (this.plan?.kernels.length ?? this.graph.nodes.length));
     countTransfers(this.plan?.schedule.transfers ?? [], {
@@ -305,85 +310,65 @@ export class Executable {
       downloaded: new Set(onDevice ? [] : requested.map((o) => this.graph.outputs[o].value)),
     });
     const buckets = this.#init.buckets;
-    const partial = buckets && active !== undefined && active < buckets.bound ? active : undefined;
-    const results = async (): Promise<(TensorData | DeviceTensor)[]> => {
-      if (resident && (device || repeat > 1)) {
-        return await resident(args, wanted, {
-          repeat,
-          feedback,
-          keep: wanted.map(() => onDevice),
-          active: partial,
+    return {
+      args,
+      repeat,
+      requested,
+      wanted,
+      feedback,
+      onDevice,
+      resident,
+      given: new Set(args.flatMap((a) => (a instanceof DeviceTensor ? [] : [a.data]))),
+      partial: buckets && active !== undefined && active < buckets.bound ? active : undefined,
+    };
+  }
+
+  /** The wanted outputs' data: on the device where the program keeps it, else on the host. */
+  #results(run: Run): Promise<(TensorData | DeviceTensor)[]> {
+    return runProgram(this.#program, run);
+  }
+
+  /** The run's outputs by name from its `data`: state kept, checks asserted, types restored. */
+  async #outputsOf(
+    run: Run,
+    data: (TensorData | DeviceTensor)[],
+    into: IntoMap | undefined,
+  ): Promise<TensorMap | DeviceTensorMap> {
+    const out: Record<string, HostTensor | DeviceTensor> = {};
+    const checks: Promise<void>[] = [];
+    run.wanted.forEach((idx, k) => {
+      const o = this.graph.outputs[idx];
+      const shape = this.#activeShape(o.value, run.partial);
+      const d = data[k];
+      if (k >= run.requested.length) {
+        this.#setState(this.state[o.name], d instanceof DeviceTensor ? d : d.slice());
+      } else if (d instanceof DeviceTensor) {
+        const t = new DeviceTensor(d.storage(), shape, o.dtype);
+        if (isCheck(o.name)) checks.push(readCheck(o.name, t));
+        else out[o.name] = t;
+      } else if (isCheck(o.name)) assertCheck(o.name, d);
+      else {
+        if (!run.onDevice && o.name in this.state) this.#setState(this.state[o.name], d.slice());
+        out[o.name] = hostOutput(o, d, {
+          shape,
+          declared: this.graph.values[o.value].shape,
+          given: run.given,
+          widened: this.#init.widened,
         });
       }
-      // Programs that read their arguments on call get them before the first await; reading a
-      // device tensor awaits, so the host arguments beside one are copied (in this synchronous
-      // map, before any read settles).
-      const toHost = async (t: DeviceTensor): Promise<RefTensor> => {
-        const data = await t.storage().read(0, sizeOf(t.shape));
-        count("kiln_transfers_total");
-        count("kiln_bytes_downloaded_total", data.byteLength);
-        return { data, shape: t.shape, dtype: storedDType(t.dtype) };
-      };
-      let current: RefTensor[] = args.some((a) => a instanceof DeviceTensor)
-        ? await Promise.all(
-          args.map((a) => (a instanceof DeviceTensor ? toHost(a) : { ...a, data: a.data.slice() })),
-        )
-        : args as RefTensor[];
-      let data: TensorData[] = [];
-      for (let r = 0; r < repeat; r++) {
-        data = await this.#program.run(current, wanted, partial);
-        const next = [...current];
-        for (const [o, a] of feedback) next[a] = { ...next[a], data: data[wanted.indexOf(o)] };
-        current = next;
-      }
-      return data;
-    };
-    const running = results();
-    this.#inflight.add(running);
-    const settle = () => this.#inflight.delete(running);
-    running.then(settle, settle);
-    return running.then(async (data) => {
-      const out: Record<string, HostTensor | DeviceTensor> = {};
-      const checks: Promise<void>[] = [];
-      wanted.forEach((idx, k) => {
-        const o = this.graph.outputs[idx];
-        const v = this.graph.values[o.value];
-        let shape = v.shape;
-        if (partial !== undefined && buckets!.batched.has(o.value)) {
-          shape = [v.shape[0] / buckets!.bound * partial, ...v.shape.slice(1)];
-        }
-        const d = data[k];
-        if (k >= requested.length) {
-          this.#setState(this.state[o.name], d instanceof DeviceTensor ? d : d.slice());
-          return;
-        }
-        if (d instanceof DeviceTensor) {
-          const t = new DeviceTensor(d.storage(), shape, o.dtype);
-          if (isCheck(o.name)) checks.push(readCheck(o.name, t));
-          else out[o.name] = t;
-          return;
-        }
-        if (isCheck(o.name)) return assertCheck(o.name, d);
-        if (!onDevice && o.name in this.state) this.#setState(this.state[o.name], d.slice());
-        let host = given.has(d) ? d.slice() : d;
-        if (shape !== v.shape) host = host.slice(0, sizeOf(shape));
-        const widened = this.#init.widened;
-        if (widened?.outputs.has(o.name) && matchesDType(host, widened.narrow)) {
-          const data = convertData(host, widened.narrow, widened.wide);
-          out[o.name] = { data, shape, dtype: widened.wide };
-          return;
-        }
-        out[o.name] = {
-          data: o.dtype === "i64" ? widenToI64(host as Int32Array) : host,
-          shape,
-          dtype: o.dtype,
-        };
-      });
-      await settleChecks(checks, out);
-      if (onDevice) return out as DeviceTensorMap;
-      for (const [k, t] of Object.entries(out)) out[k] = deliver(k, t as HostTensor, options?.into);
-      return out as TensorMap;
     });
+    await settleChecks(checks, out);
+    if (run.onDevice) return out as DeviceTensorMap;
+    for (const [k, t] of Object.entries(out)) out[k] = deliver(k, t as HostTensor, into);
+    return out as TensorMap;
+  }
+
+  /** Value `value`'s shape in a run over `partial` rows of its bucket (all: undefined). */
+  #activeShape(value: number, partial: number | undefined): Shape {
+    const v = this.graph.values[value];
+    const buckets = this.#init.buckets;
+    if (partial === undefined || !buckets!.batched.has(value)) return v.shape;
+    return [v.shape[0] / buckets!.bound * partial, ...v.shape.slice(1)];
   }
 
   #setState(input: string, value: TensorData | DeviceTensor): void {
@@ -574,23 +559,5 @@ export class Executable {
   #bucketed(i: GraphInput, active: number | undefined): GraphInput {
     if (active === undefined || !this.#init.buckets!.inputs.includes(i.name)) return i;
     return { ...i, shape: [active, ...i.shape.slice(1)] };
-  }
-}
-
-/**
- * Counts the copies one run really makes of those planned: an input given as a device tensor is
- * not uploaded, and an output left on the device (`runOnDevice`) or not requested is not
- * downloaded; `DeviceTensor.read()` and `write()` count their own.
- */
-function countTransfers(
-  planned: readonly Transfer[],
-  run: { readonly resident: ReadonlySet<number>; readonly downloaded: ReadonlySet<number> },
-): void {
-  for (const t of planned) {
-    if (t.from === "host" && run.resident.has(t.value)) continue;
-    if (t.to === "host" && !run.downloaded.has(t.value)) continue;
-    count("kiln_transfers_total");
-    if (t.from === "host") count("kiln_bytes_uploaded_total", t.bytes);
-    if (t.to === "host") count("kiln_bytes_downloaded_total", t.bytes);
   }
 }

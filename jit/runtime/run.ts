@@ -1,0 +1,124 @@
+/**
+ * One run of an executable on its program: the run checked and ready ({@linkcode Run}), the
+ * program driven on the host or on its device memory, the transfers it really makes counted, and
+ * host outputs made the caller's (copied where they alias an input, widened back to f64).
+ *
+ * @module
+ */
+import type { Program } from "./backend.ts";
+import { DeviceTensor, storedDType } from "./device_tensor.ts";
+import { count } from "./counters.ts";
+import { matchesDType, type TensorData, widenToI64 } from "../ir/dtype.ts";
+import type { GraphOutput } from "../ir/graph.ts";
+import type { HostTensor, RefTensor } from "../ir/host_tensor.ts";
+import { type Shape, sizeOf } from "../ir/shape.ts";
+import { convertData, type Widened } from "../passes/precision.ts";
+import type { Transfer } from "../schedule/schedule.ts";
+/**
+ * The wanted outputs' data of `run` on `program`: on the device where the program keeps it (or
+ * repeats on it), else on the host, state fed back between repetitions.
+ */
+export async function runProgram(
+  program: Program,
+  run: Run,
+): Promise<(TensorData | DeviceTensor)[]> {
+  const { args, repeat, wanted, feedback, partial, resident } = run;
+  // A program without device memory takes device tensors by copying them to the host: a
+  // transfer, counted as one (a program with device memory uses them in place, or refuses one
+  // of another device with a typed error).
+  const device = run.onDevice ||
+    (resident !== undefined && args.some((a) => a instanceof DeviceTensor));
+  if (resident && (device || repeat > 1)) {
+    return await resident(args, wanted, {
+      repeat,
+      feedback,
+      keep: wanted.map(() => run.onDevice),
+      active: partial,
+    });
+  }
+  // Programs that read their arguments on call get them before the first await; reading a
+  // device tensor awaits, so the host arguments beside one are copied (in this synchronous
+  // map, before any read settles).
+  const toHost = async (t: DeviceTensor): Promise<RefTensor> => {
+    const data = await t.storage().read(0, sizeOf(t.shape));
+    count("kiln_transfers_total");
+    count("kiln_bytes_downloaded_total", data.byteLength);
+    return { data, shape: t.shape, dtype: storedDType(t.dtype) };
+  };
+  let current: RefTensor[] = args.some((a) => a instanceof DeviceTensor)
+    ? await Promise.all(
+      args.map((a) => (a instanceof DeviceTensor ? toHost(a) : { ...a, data: a.data.slice() })),
+    )
+    : args as RefTensor[];
+  let data: TensorData[] = [];
+  for (let r = 0; r < repeat; r++) {
+    data = await program.run(current, wanted, partial);
+    const next = [...current];
+    for (const [o, a] of feedback) next[a] = { ...next[a], data: data[wanted.indexOf(o)] };
+    current = next;
+  }
+  return data;
+}
+
+/** Output `o`'s host tensor from `d`: copied if the caller owns it, cut, widened back. */
+export function hostOutput(
+  o: GraphOutput,
+  d: TensorData,
+  how: {
+    shape: Shape;
+    declared: Shape;
+    given: ReadonlySet<TensorData>;
+    widened?: Widened;
+  },
+): HostTensor {
+  const { shape, declared, given, widened } = how;
+  let host = given.has(d) ? d.slice() : d;
+  // A bucketed run's output is cut to its active rows.
+  if (shape !== declared) host = host.slice(0, sizeOf(shape));
+  if (widened?.outputs.has(o.name) && matchesDType(host, widened.narrow)) {
+    const data = convertData(host, widened.narrow, widened.wide);
+    return { data, shape, dtype: widened.wide };
+  }
+  return {
+    data: o.dtype === "i64" ? widenToI64(host as Int32Array) : host,
+    shape,
+    dtype: o.dtype,
+  };
+}
+
+/**
+ * Counts the copies one run really makes of those planned: an input given as a device tensor is
+ * not uploaded, and an output left on the device (`runOnDevice`) or not requested is not
+ * downloaded; `DeviceTensor.read()` and `write()` count their own.
+ */
+export function countTransfers(
+  planned: readonly Transfer[],
+  run: { readonly resident: ReadonlySet<number>; readonly downloaded: ReadonlySet<number> },
+): void {
+  for (const t of planned) {
+    if (t.from === "host" && run.resident.has(t.value)) continue;
+    if (t.to === "host" && !run.downloaded.has(t.value)) continue;
+    count("kiln_transfers_total");
+    if (t.from === "host") count("kiln_bytes_uploaded_total", t.bytes);
+    if (t.to === "host") count("kiln_bytes_downloaded_total", t.bytes);
+  }
+}
+
+/** One run, checked and ready: its arguments, the outputs it computes and how. */
+export interface Run {
+  readonly args: readonly (RefTensor | DeviceTensor)[];
+  readonly repeat: number;
+  /** Output indices the caller asked for. */
+  readonly requested: readonly number[];
+  /** Those and the state outputs, in the order the program returns them. */
+  readonly wanted: number[];
+  /** State outputs fed back as inputs between repetitions: [output, input]. */
+  readonly feedback: [number, number][];
+  readonly onDevice: boolean;
+  /** The program's run on device memory, where it has one. */
+  readonly resident?: Program["runResident"];
+  /** The caller's own input buffers (an output that is one is copied). */
+  readonly given: ReadonlySet<TensorData>;
+  /** Rows active in a bucketed run (undefined: all). */
+  readonly partial?: number;
+}
