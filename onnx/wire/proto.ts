@@ -353,7 +353,7 @@ export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: D
       },
     );
   }
-  const fields = <T>(xs: ArrayLike<T> | undefined, what: string): ArrayLike<T> => {
+  const fields: Fields = <T>(xs: ArrayLike<T> | undefined, what: string): ArrayLike<T> => {
     if (count > 0 && (!xs || xs.length !== count)) {
       throw new KilnError(
         `${name}: expected ${count} values in ${what}, found ${xs?.length ?? 0}`,
@@ -362,96 +362,111 @@ export function tensorOf(t: TensorProto, where: string): HostTensor & { dtype: D
     }
     return xs ?? [];
   };
-  let data: TensorData;
+  const data = elementsOf(code, { t, raw, count, fields, name });
+  return { data, shape, dtype: dtype === "i64" ? "i32" : dtype };
+}
+
+/** Reads a repeated field of `count` values (`count` checked). */
+type Fields = <T>(xs: ArrayLike<T> | undefined, what: string) => ArrayLike<T>;
+
+/** What decoding a tensor's elements reads: the message, its raw bytes, its size and name. */
+interface Elements {
+  readonly t: TensorProto;
+  readonly raw?: Uint8Array;
+  readonly count: number;
+  readonly fields: Fields;
+  readonly name: string;
+}
+
+/** The elements of a tensor of ONNX type `code`, from `raw_data` or the typed field. */
+function elementsOf(code: number, d: Elements): TensorData {
+  const { t, raw, count, fields } = d;
   switch (code) {
     case 1:
-      data = raw
+      return raw
         ? fromRaw(Float32Array, raw, count, (v, at) => v.getFloat32(at, true))
         : Float32Array.from(fields(t.floatData, "float_data"));
-      break;
     case 11:
-      data = raw
+      return raw
         ? fromRaw(Float64Array, raw, count, (v, at) => v.getFloat64(at, true))
         : Float64Array.from(fields(t.doubleData, "double_data"));
-      break;
     case 10:
-      data = raw
+      return raw
         ? fromRaw(Uint16Array, raw, count, (v, at) => v.getUint16(at, true))
         : Uint16Array.from(fields(t.int32Data, "int32_data"));
-      break;
     case 16: {
       // A bfloat16 is the high 16 bits of the f32 with the same value.
       const bits = raw
         ? fromRaw(Uint16Array, raw, count, (v, at) => v.getUint16(at, true))
         : Uint16Array.from(fields(t.int32Data, "int32_data"));
-      data = new Float32Array(Uint32Array.from(bits, (b) => b << 16).buffer);
-      break;
+      return new Float32Array(Uint32Array.from(bits, (b) => b << 16).buffer);
     }
     case 6:
-      data = raw
+      return raw
         ? fromRaw(Int32Array, raw, count, (v, at) => v.getInt32(at, true))
         : Int32Array.from(fields(t.int32Data, "int32_data"));
-      break;
     case 4:
-      data = raw
+      return raw
         ? fromRaw(Uint16Array, raw, count, (v, at) => v.getUint16(at, true))
         : Uint16Array.from(fields(t.int32Data, "int32_data"));
-      break;
     case 5:
-      data = raw
+      return raw
         ? fromRaw(Int16Array, raw, count, (v, at) => v.getInt16(at, true))
         : Int16Array.from(fields(t.int32Data, "int32_data"));
-      break;
-    case 13: {
-      const big = raw
-        ? fromRaw(BigUint64Array, raw, count, (v, at) => v.getBigUint64(at, true))
-        : BigUint64Array.from(
-          fields((t.uint64Data ?? []).map(int), "uint64_data"),
-          (v) => BigInt(v),
-        );
-      const over = big.findIndex((v) => v > 0xffffffffn);
-      if (over >= 0) {
-        throw new KilnError(
-          `${name}: uint64 value ${big[over]} is past 2^32 - 1, which kiln holds uint64 in`,
-          { code: "unsupported", fix: "keep uint64 values below 2^32 (kiln computes in 32 bits)" },
-        );
-      }
-      data = Uint32Array.from(big, Number);
-      break;
-    }
+    case 13:
+      return uint64Elements(d);
     case 12:
-      data = raw
+      return raw
         ? fromRaw(Uint32Array, raw, count, (v, at) => v.getUint32(at, true))
         : Uint32Array.from(fields((t.uint64Data ?? []).map(int), "uint64_data"));
-      break;
-    case 7: {
-      const big = raw
-        ? fromRaw(BigInt64Array, raw, count, (v, at) => v.getBigInt64(at, true))
-        : BigInt64Array.from(fields(t.int64Data, "int64_data"), exactBig);
-      // INT64_MAX, INT64_MIN and −INT64_MAX are the exporters' "to the end" sentinels (Slice
-      // starts and ends; torchvision's Swin slices from −INT64_MAX): they saturate, which
-      // clamps the same. Any other value outside i32 is an error.
-      let sentinel = false;
-      for (let i = 0; i < big.length; i++) {
-        if (big[i] === 9223372036854775807n) big[i] = 2147483647n;
-        else if (big[i] <= -9223372036854775807n) big[i] = -2147483648n;
-        else continue;
-        sentinel = true;
-      }
-      data = narrowI64(big, name);
-      if (sentinel) SATURATED.add(data);
-      break;
-    }
+    case 7:
+      return int64Elements(d);
     case 2:
     case 9:
-      data = raw ? Uint8Array.from(raw) : Uint8Array.from(fields(t.int32Data, "int32_data"));
-      break;
+      return raw ? Uint8Array.from(raw) : Uint8Array.from(fields(t.int32Data, "int32_data"));
     default:
-      data = raw
+      return raw
         ? Int8Array.from(new Int8Array(raw.buffer, raw.byteOffset, raw.byteLength))
         : Int8Array.from(fields(t.int32Data, "int32_data"));
   }
-  return { data, shape, dtype: dtype === "i64" ? "i32" : dtype };
+}
+
+/** uint64 elements, held in 32 bits: a value past 2^32 - 1 is refused. */
+function uint64Elements({ t, raw, count, fields, name }: Elements): Uint32Array {
+  const big = raw
+    ? fromRaw(BigUint64Array, raw, count, (v, at) => v.getBigUint64(at, true))
+    : BigUint64Array.from(
+      fields((t.uint64Data ?? []).map(int), "uint64_data"),
+      (v) => BigInt(v),
+    );
+  const over = big.findIndex((v) => v > 0xffffffffn);
+  if (over >= 0) {
+    throw new KilnError(
+      `${name}: uint64 value ${big[over]} is past 2^32 - 1, which kiln holds uint64 in`,
+      { code: "unsupported", fix: "keep uint64 values below 2^32 (kiln computes in 32 bits)" },
+    );
+  }
+  return Uint32Array.from(big, Number);
+}
+
+/** int64 elements, held in 32 bits: the exporters' sentinels saturate, other overflow is refused. */
+function int64Elements({ t, raw, count, fields, name }: Elements): Int32Array {
+  const big = raw
+    ? fromRaw(BigInt64Array, raw, count, (v, at) => v.getBigInt64(at, true))
+    : BigInt64Array.from(fields(t.int64Data, "int64_data"), exactBig);
+  // INT64_MAX, INT64_MIN and −INT64_MAX are the exporters' "to the end" sentinels (Slice
+  // starts and ends; torchvision's Swin slices from −INT64_MAX): they saturate, which
+  // clamps the same. Any other value outside i32 is an error.
+  let sentinel = false;
+  for (let i = 0; i < big.length; i++) {
+    if (big[i] === 9223372036854775807n) big[i] = 2147483647n;
+    else if (big[i] <= -9223372036854775807n) big[i] = -2147483648n;
+    else continue;
+    sentinel = true;
+  }
+  const data = narrowI64(big, name);
+  if (sentinel) SATURATED.add(data);
+  return data;
 }
 
 /** Converts a host tensor to a `TensorProto` (raw little-endian data); `asI64` widens i32. */

@@ -92,7 +92,10 @@ export function gatherTaps(
     ? [
       m.if(
         whole((j) => m.i32.load(8 * j + 4, 4, get(at, i32))),
-        m.block(null, [m.local.set(addr[0], m.i32.load(0, 4, get(at, i32))), ...lines(taps)]),
+        m.block(null, [
+          m.local.set(addr[0], m.i32.load(0, 4, get(at, i32))),
+          ...lines(fn, taps, { dst, off, c, src: addr[0] }),
+        ]),
         m.block(null, [...tapLocals, ...channels(unrolledChannel(true))]),
       ),
     ]
@@ -104,46 +107,6 @@ export function gatherTaps(
         m.block(null, channels(unrolledChannel(true))),
       ),
     ];
-  /**
-   * An in-bounds row's gather by kernel rows (see `TableTaps.lines`): each `length` elements
-   * from the first tap's address, as vectors. A vector of a 3-tap row reads and writes one
-   * element past it, which the next copy overwrites and `lines` keeps within A's data, except
-   * for the row's last copy, which is exact.
-   */
-  function lines({ channels: count, taps: size, stride, lines }: TableTaps): number[] {
-    const { length, stride: apart } = lines!, src = local(i32);
-    const kernelRows = size / length;
-    /** Copies `length` elements at `from` bytes past src to `to` bytes past dst. */
-    const copy = (from: number, to: number, exact: boolean): number[] => {
-      const v = (at: number) =>
-        m.v128.store(to + at, 4, get(dst, i32), m.v128.load(from + at, 4, get(src, i32)));
-      // Two elements as one f64: a load and store carry its bits unchanged, NaNs too.
-      const pair = (at: number) =>
-        m.f64.store(to + at, 4, get(dst, i32), m.f64.load(from + at, 4, get(src, i32)));
-      const one = (at: number) =>
-        m.f32.store(to + at, 4, get(dst, i32), m.f32.load(from + at, 4, get(src, i32)));
-      if (length >= 4) {
-        const starts = [...Array(length >> 2).keys()].map((j) => 16 * j);
-        if (length % 4) starts.push(4 * (length - 4));
-        return starts.map(v);
-      }
-      if (length === 3) return exact ? [pair(0), one(8)] : [v(0)];
-      return [length === 2 ? pair(0) : one(0)];
-    };
-    const channel = (last: boolean) => [
-      m.local.set(src, m.i32.add(get(addr[0], i32), get(off, i32))),
-      ...[...Array(kernelRows).keys()].flatMap((y) =>
-        copy(4 * y * apart, 4 * y * length, last && y === kernelRows - 1)
-      ),
-      m.local.set(off, m.i32.add(get(off, i32), ic(4 * stride))),
-      m.local.set(dst, m.i32.add(get(dst, i32), ic(4 * size))),
-    ];
-    return [
-      m.local.set(off, ic(0)),
-      ...countedLoop(c, count - 1, channel(false)),
-      ...channel(true),
-    ];
-  }
   return [
     m.local.set(r, get(lo, i32)),
     m.local.set(at, table),
@@ -152,5 +115,54 @@ export function gatherTaps(
       m.local.set(at, m.i32.add(get(at, i32), ic(8 * taps.taps))),
       m.local.set(r, m.i32.add(get(r, i32), ic(1))),
     ]),
+  ];
+}
+
+/**
+ * An in-bounds row's gather by kernel rows (see `TableTaps.lines`), from the address of its
+ * first tap in local `at.src`: each `length` elements
+ * from the first tap's address, as vectors. A vector of a 3-tap row reads and writes one
+ * element past it, which the next copy overwrites and `lines` keeps within A's data, except
+ * for the row's last copy, which is exact.
+ */
+function lines(
+  fn: KernelFunction,
+  { channels: count, taps: size, stride, lines }: TableTaps,
+  at: { dst: number; off: number; c: number; src: number },
+): number[] {
+  const { m, wasm, local, get, ic, countedLoop } = fn;
+  const i32 = wasm.i32;
+  const { dst, off, c } = at;
+  const { length, stride: apart } = lines!, src = local(i32);
+  const kernelRows = size / length;
+  /** Copies `length` elements at `from` bytes past src to `to` bytes past dst. */
+  const copy = (from: number, to: number, exact: boolean): number[] => {
+    const v = (at: number) =>
+      m.v128.store(to + at, 4, get(dst, i32), m.v128.load(from + at, 4, get(src, i32)));
+    // Two elements as one f64: a load and store carry its bits unchanged, NaNs too.
+    const pair = (at: number) =>
+      m.f64.store(to + at, 4, get(dst, i32), m.f64.load(from + at, 4, get(src, i32)));
+    const one = (at: number) =>
+      m.f32.store(to + at, 4, get(dst, i32), m.f32.load(from + at, 4, get(src, i32)));
+    if (length >= 4) {
+      const starts = [...Array(length >> 2).keys()].map((j) => 16 * j);
+      if (length % 4) starts.push(4 * (length - 4));
+      return starts.map(v);
+    }
+    if (length === 3) return exact ? [pair(0), one(8)] : [v(0)];
+    return [length === 2 ? pair(0) : one(0)];
+  };
+  const channel = (last: boolean) => [
+    m.local.set(src, m.i32.add(get(at.src, i32), get(off, i32))),
+    ...[...Array(kernelRows).keys()].flatMap((y) =>
+      copy(4 * y * apart, 4 * y * length, last && y === kernelRows - 1)
+    ),
+    m.local.set(off, m.i32.add(get(off, i32), ic(4 * stride))),
+    m.local.set(dst, m.i32.add(get(dst, i32), ic(4 * size))),
+  ];
+  return [
+    m.local.set(off, ic(0)),
+    ...countedLoop(c, count - 1, channel(false)),
+    ...channel(true),
   ];
 }
