@@ -135,15 +135,16 @@ function rotaryEmbedding(c: NodeContext): Known[] {
  * masked keys to the keys' length) and a causal mask aligned to the last query. A row whose bias
  * masks every key has weights 0 (the reference's), not the NaN of a softmax of −∞ alone.
  */
-function attention(c: NodeContext): Known[] {
+/**
+ * Attention's inputs checked and brought to [batch, heads, sequence, size]: Q, and K and V with
+ * their past concatenated before them (the present key and value the node outputs).
+ */
+function attentionInputs(c: NodeContext) {
   const op = opOf(c), a = attrs(c);
   const [q0, k0, v0] = [c.required(0), c.required(1), c.required(2)];
   const [mask0, pastKey, pastValue, nonpad] = [c.input(3), c.input(4), c.input(5), c.input(6)];
   const { shape: qShape, dtype } = typeOf(q0);
   const rank = qShape.length;
-  const causal = a.int("is_causal", 0) === 1;
-  const softcap = a.float("softcap", 0)!;
-  const mode = a.int("qk_matmul_output_mode", 0)!;
   let qHeads = a.int("q_num_heads"), kvHeads = a.int("kv_num_heads");
   // Opset 25: a window of keys around each query's position (-1: unbounded on that side).
   const window = { left: a.int("left_window_size", -1)!, right: a.int("right_window_size", -1)! };
@@ -202,11 +203,9 @@ function attention(c: NodeContext): Known[] {
   }
   const presentKey = pastKey ? op("Concat", [pastKey, k], { axis: 2 }) : k;
   const presentValue = pastValue ? op("Concat", [pastValue, v], { axis: 2 }) : v;
-  const [batch, hq, sq, dq] = typeOf(q).shape;
-  const [, hkv, skv] = typeOf(presentKey).shape;
   const past = pastKey ? typeOf(pastKey).shape[2] : 0;
-  qHeads = hq;
-  kvHeads = hkv;
+  qHeads = typeOf(q).shape[1];
+  kvHeads = typeOf(presentKey).shape[1];
   if (qHeads % kvHeads !== 0) {
     fail(
       c,
@@ -214,6 +213,19 @@ function attention(c: NodeContext): Known[] {
       "use a key head count that divides the query heads'",
     );
   }
+  return { q, presentKey, presentValue, rank, dtype, mask0, nonpad, window, past };
+}
+
+function attention(c: NodeContext): Known[] {
+  const op = opOf(c), a = attrs(c);
+  const { q, presentKey, presentValue, rank, dtype, mask0, nonpad, window, past } = attentionInputs(
+    c,
+  );
+  const [batch, qHeads, sq, dq] = typeOf(q).shape;
+  const [, kvHeads, skv] = typeOf(presentKey).shape;
+  const causal = a.int("is_causal", 0) === 1;
+  const softcap = a.float("softcap", 0)!;
+  const mode = a.int("qk_matmul_output_mode", 0)!;
   // Grouped-query attention: query head i reads key and value head ⌊i / group⌋.
   const group = qHeads / kvHeads;
   const share = (x: Known) =>

@@ -167,53 +167,28 @@ function recurrent(kind: keyof typeof CELLS) {
       for (let s = 0; s < seq; s++) {
         const t = reverse ? seq - 1 - s : s;
         const xt = sel(xw, t);
-        const [f, g, hAct] = acts[d];
         let hNew: Known, cNew: Known | undefined;
-        if (kind === "GRU") {
-          // Gates z, r, h; the recurrent bias of h stays apart for linear_before_reset.
-          const rh = op("MatMul", [h, rt]);
-          const rbias = (i: number) => rb ? part(rb, i, 0) : undefined;
-          const gate = (i: number, act: Activation) => {
-            let v = op("Add", [part(xt, i, 1), part(rh, i, 1)]);
-            if (rbias(i)) v = op("Add", [v, rbias(i)!]);
-            return act(clipped(v));
-          };
-          const z = gate(0, f), rg = gate(1, f);
-          let cand: Known;
-          if (linearBeforeReset) {
-            let lin = part(rh, 2, 1);
-            if (rbias(2)) lin = op("Add", [lin, rbias(2)!]);
-            cand = op("Add", [part(xt, 2, 1), op("Mul", [rg, lin])]);
-          } else {
-            const rh2 = op("MatMul", [op("Mul", [rg, h]), part(rt, 2, 1)]);
-            cand = op("Add", [part(xt, 2, 1), rh2]);
-            if (rbias(2)) cand = op("Add", [cand, rbias(2)!]);
-          }
-          const hc = g(clipped(cand));
-          hNew = op("Add", [
-            op("Mul", [op("Sub", [scalar(1, dt), z]), hc]),
-            op("Mul", [z, h]),
-          ]);
-        } else {
+        const step: StepInputs = {
+          op,
+          dt,
+          xt,
+          h,
+          cstate,
+          rt,
+          rb,
+          pd,
+          acts: acts[d],
+          part,
+          clipped,
+          linearBeforeReset,
+          inputForget,
+        };
+        if (kind === "GRU") hNew = gruStep(step);
+        else {
           let gates = op("Add", [xt, op("MatMul", [h, rt])]);
           if (rb) gates = op("Add", [gates, rb]);
-          if (kind === "RNN") hNew = f(clipped(gates));
-          else {
-            // LSTM gates i, o, f, c; peepholes P = [Pi, Po, Pf].
-            const pre = (i: number, peepAt?: number, on?: Known) => {
-              let v = part(gates, i, 1);
-              if (pd && peepAt !== undefined) {
-                v = op("Add", [v, op("Mul", [part(pd, peepAt, 0), on!])]);
-              }
-              return clipped(v);
-            };
-            const ig = f(pre(0, 0, cstate));
-            const fg = inputForget ? op("Sub", [scalar(1, dt), ig]) : f(pre(2, 2, cstate));
-            const cc = g(pre(3));
-            cNew = op("Add", [op("Mul", [fg, cstate!]), op("Mul", [ig, cc])]);
-            const og = f(pre(1, 1, cNew));
-            hNew = op("Mul", [og, hAct(cNew)]);
-          }
+          if (kind === "RNN") hNew = acts[d][0](clipped(gates));
+          else [hNew, cNew] = lstmStep(step, gates);
         }
         const mask = live(t);
         if (mask) {
@@ -228,21 +203,103 @@ function recurrent(kind: keyof typeof CELLS) {
       hs.push(h);
       if (cstate) cs.push(cstate);
     }
-    // Y: [seq, dirs, batch, hidden] (layout 1: [batch, seq, dirs, hidden]); Y_h, Y_c: [dirs, batch, hidden].
-    const steps = [...Array(seq).keys()].map((t) =>
-      op("Concat", ys.map((o) => op("Unsqueeze", [o[t]], { axes: [0, 1] })), { axis: 1 })
-    );
-    let y = seq === 1 ? steps[0] : op("Concat", steps, { axis: 0 });
-    const stack = (xs: Known[]) =>
-      op("Concat", xs.map((k) => op("Unsqueeze", [k], { axes: [0] })), { axis: 0 });
-    let yh = stack(hs), yc = cs.length ? stack(cs) : undefined;
-    if (layout === 1) {
-      y = op("Transpose", [y], { perm: [2, 0, 1, 3] });
-      yh = op("Transpose", [yh], { perm: [1, 0, 2] });
-      if (yc) yc = op("Transpose", [yc], { perm: [1, 0, 2] });
-    }
+    const [y, yh, yc] = stackOutputs(op, { ys, hs, cs, seq, layout });
     return kind === "LSTM" ? [y, yh, yc!] : [y, yh];
   };
+}
+
+/** What one step of a cell reads: its input projection, the state, the recurrent weights. */
+interface StepInputs {
+  readonly op: OpFn;
+  readonly dt: DType;
+  /** This step's input projection (with the input bias): [batch, gates · hidden]. */
+  readonly xt: Known;
+  /** The hidden state, and the LSTM's cell state. */
+  readonly h: Known;
+  readonly cstate?: Known;
+  /** The recurrence's weights transposed, its bias and the LSTM's peepholes. */
+  readonly rt: Known;
+  readonly rb?: Known;
+  readonly pd?: Known;
+  /** The direction's activations f, g and h. */
+  readonly acts: readonly Activation[];
+  /** Gate `i`'s slice of `t` along `axis`. */
+  readonly part: (t: Known, i: number, axis: number) => Known;
+  /** `t` clipped where the node clips. */
+  readonly clipped: (t: Known) => Known;
+  readonly linearBeforeReset: boolean;
+  readonly inputForget: boolean;
+}
+
+/** A GRU step's new hidden state: gates z, r, h; h's recurrent bias apart for linear_before_reset. */
+function gruStep(s: StepInputs): Known {
+  const { op, dt, xt, h, rt, rb, part, clipped } = s;
+  const [f, g] = s.acts;
+  const rh = op("MatMul", [h, rt]);
+  const rbias = (i: number) => rb ? part(rb, i, 0) : undefined;
+  const gate = (i: number, act: Activation) => {
+    let v = op("Add", [part(xt, i, 1), part(rh, i, 1)]);
+    if (rbias(i)) v = op("Add", [v, rbias(i)!]);
+    return act(clipped(v));
+  };
+  const z = gate(0, f), rg = gate(1, f);
+  let cand: Known;
+  if (s.linearBeforeReset) {
+    let lin = part(rh, 2, 1);
+    if (rbias(2)) lin = op("Add", [lin, rbias(2)!]);
+    cand = op("Add", [part(xt, 2, 1), op("Mul", [rg, lin])]);
+  } else {
+    const rh2 = op("MatMul", [op("Mul", [rg, h]), part(rt, 2, 1)]);
+    cand = op("Add", [part(xt, 2, 1), rh2]);
+    if (rbias(2)) cand = op("Add", [cand, rbias(2)!]);
+  }
+  const hc = g(clipped(cand));
+  return op("Add", [
+    op("Mul", [op("Sub", [scalar(1, dt), z]), hc]),
+    op("Mul", [z, h]),
+  ]);
+}
+
+/** An LSTM step's new hidden and cell states from its `gates` (i, o, f, c; peepholes Pi, Po, Pf). */
+function lstmStep(s: StepInputs, gates: Known): [Known, Known] {
+  const { op, dt, cstate, pd, part, clipped } = s;
+  const [f, g, hAct] = s.acts;
+  const pre = (i: number, peepAt?: number, on?: Known) => {
+    let v = part(gates, i, 1);
+    if (pd && peepAt !== undefined) {
+      v = op("Add", [v, op("Mul", [part(pd, peepAt, 0), on!])]);
+    }
+    return clipped(v);
+  };
+  const ig = f(pre(0, 0, cstate));
+  const fg = s.inputForget ? op("Sub", [scalar(1, dt), ig]) : f(pre(2, 2, cstate));
+  const cc = g(pre(3));
+  const cNew = op("Add", [op("Mul", [fg, cstate!]), op("Mul", [ig, cc])]);
+  const og = f(pre(1, 1, cNew));
+  return [op("Mul", [og, hAct(cNew)]), cNew];
+}
+
+/**
+ * Y: [seq, dirs, batch, hidden] (layout 1: [batch, seq, dirs, hidden]); Y_h, Y_c: [dirs, batch,
+ * hidden] (layout 1: [batch, dirs, hidden]).
+ */
+function stackOutputs(
+  op: OpFn,
+  o: { ys: Known[][]; hs: Known[]; cs: Known[]; seq: number; layout: number },
+): [Known, Known, Known | undefined] {
+  const steps = [...Array(o.seq).keys()].map((t) =>
+    op("Concat", o.ys.map((out) => op("Unsqueeze", [out[t]], { axes: [0, 1] })), { axis: 1 })
+  );
+  let y = o.seq === 1 ? steps[0] : op("Concat", steps, { axis: 0 });
+  const stack = (xs: Known[]) =>
+    op("Concat", xs.map((k) => op("Unsqueeze", [k], { axes: [0] })), { axis: 0 });
+  let yh = stack(o.hs), yc = o.cs.length ? stack(o.cs) : undefined;
+  if (o.layout === 1) {
+    y = op("Transpose", [y], { perm: [2, 0, 1, 3] });
+    yh = op("Transpose", [yh], { perm: [1, 0, 2] });
+    if (yc) yc = op("Transpose", [yc], { perm: [1, 0, 2] });
+  }
+  return [y, yh, yc];
 }
 
 /** Converters by ONNX op type. */
