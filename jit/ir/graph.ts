@@ -294,17 +294,14 @@ interface GraphParts {
   outputs: GraphOutput[];
 }
 
-function validate(spec: GraphSpec): GraphParts {
-  const values: Value[] = [];
-  const byName = new Map<string, number>();
-  const define = (
-    name: string,
-    shape: Shape,
-    dtype: DType,
-    producer: number,
-    what: string,
-  ): number => {
-    if (byName.has(name)) {
+/** The values of a graph being validated: defined once each, by name, within the budget. */
+class ValueTable {
+  readonly values: Value[] = [];
+  readonly byName = new Map<string, number>();
+
+  /** Defines value `name`, produced by node `producer` (−1: an input or param). */
+  define(name: string, shape: Shape, dtype: DType, producer: number, what: string): number {
+    if (this.byName.has(name)) {
       fail(
         `${what}: the name "${name}" is defined twice`,
         "give every input, param and node output a unique name",
@@ -312,18 +309,26 @@ function validate(spec: GraphSpec): GraphParts {
       );
     }
     checkBudget(shape, dtype, what);
-    const id = values.length;
-    values.push({ id, name, shape: Object.freeze([...shape]), dtype, producer });
-    byName.set(name, id);
+    const id = this.values.length;
+    this.values.push({ id, name, shape: Object.freeze([...shape]), dtype, producer });
+    this.byName.set(name, id);
     return id;
-  };
+  }
+}
+
+/**
+ * A spec checked and made a graph: declarations defined, nodes that no output depends on
+ * dropped, the rest in topological order with their types inferred, outputs checked.
+ */
+function validate(spec: GraphSpec): GraphParts {
+  const table = new ValueTable();
   const inputs = spec.inputs.map((i): GraphInput => {
     checkDecl(i, "input");
     return {
       name: i.name,
       dtype: i.dtype,
       shape: [...i.shape],
-      value: define(i.name, i.shape, internal(i.dtype), -1, `input "${i.name}"`),
+      value: table.define(i.name, i.shape, internal(i.dtype), -1, `input "${i.name}"`),
     };
   });
   const params = (spec.params ?? []).map((p): GraphParam => {
@@ -334,15 +339,38 @@ function validate(spec: GraphSpec): GraphParts {
       dtype: p.dtype,
       shape: [...p.shape],
       data,
-      value: define(p.name, p.shape, internal(p.dtype), -1, `param "${p.name}"`),
+      value: table.define(p.name, p.shape, internal(p.dtype), -1, `param "${p.name}"`),
     };
   });
+  const producerOf = producers(spec, table.byName);
+  const sorted = topologicalOrder(spec, liveNodes(spec, table.byName, producerOf), producerOf);
+  const nodes: Node[] = sorted.map((i, id) => {
+    const n = spec.nodes[i];
+    const where = `node ${label(n, i)}`;
+    const ins = n.inputs.map((x) => table.byName.get(x)!);
+    const attrs = ownAttrs(n.attrs, where);
+    const types = inferNode(n.op, ins.map((v) => table.values[v]), attrs, `${where} (${n.op})`);
+    if (types.length !== n.outputs.length) {
+      fail(
+        `${where} (${n.op}) produces ${types.length} outputs, ${n.outputs.length} are named`,
+        `name exactly ${types.length} outputs`,
+        "invalid-graph",
+      );
+    }
+    const outs = types.map((t, k) => table.define(n.outputs[k], t.shape, t.dtype, id, where));
+    const name = n.name ?? n.outputs[0] ?? `#${i}`;
+    return { id, op: n.op, inputs: ins, outputs: outs, attrs, label: `${where} (${n.op})`, name };
+  });
+  const outputs = graphOutputs(spec, table);
+  return { values: table.values, nodes, inputs, params, outputs };
+}
 
-  // Map every output name to its node so inputs can be resolved regardless of node order.
+/** Every node output's producing node (by spec index), so inputs resolve in any node order. */
+function producers(spec: GraphSpec, declared: ReadonlyMap<string, number>): Map<string, number> {
   const producerOf = new Map<string, number>();
   spec.nodes.forEach((n, i) => {
     for (const o of n.outputs) {
-      if (producerOf.has(o) || byName.has(o)) {
+      if (producerOf.has(o) || declared.has(o)) {
         fail(
           `node ${label(n, i)}: output name "${o}" is defined twice`,
           "give every value a unique name",
@@ -352,12 +380,19 @@ function validate(spec: GraphSpec): GraphParts {
       producerOf.set(o, i);
     }
   });
+  return producerOf;
+}
 
-  // Keep only nodes that some graph output depends on.
+/** The nodes some graph output depends on; a name nothing defines is an error. */
+function liveNodes(
+  spec: GraphSpec,
+  declared: ReadonlyMap<string, number>,
+  producerOf: ReadonlyMap<string, number>,
+): Set<number> {
   const live = new Set<number>();
   const stack: string[] = [];
   for (const o of spec.outputs) {
-    if (!byName.has(o.value) && !producerOf.has(o.value)) {
+    if (!declared.has(o.value) && !producerOf.has(o.value)) {
       fail(
         `output "${o.name}" refers to "${o.value}", which nothing defines`,
         "output a declared input or a node's output",
@@ -372,7 +407,7 @@ function validate(spec: GraphSpec): GraphParts {
     if (i === undefined || live.has(i)) continue;
     live.add(i);
     for (const input of spec.nodes[i].inputs) {
-      if (!byName.has(input) && !producerOf.has(input)) {
+      if (!declared.has(input) && !producerOf.has(input)) {
         fail(
           `node ${
             label(spec.nodes[i], i)
@@ -384,8 +419,15 @@ function validate(spec: GraphSpec): GraphParts {
       stack.push(input);
     }
   }
+  return live;
+}
 
-  // Kahn's algorithm in spec order; whatever is left over sits on a cycle.
+/** The `live` nodes in topological order (Kahn's, in spec order); a cycle is an error. */
+function topologicalOrder(
+  spec: GraphSpec,
+  live: ReadonlySet<number>,
+  producerOf: ReadonlyMap<string, number>,
+): number[] {
   const order = [...live].sort((a, b) => a - b);
   const pending = new Map(
     order.map((i) => [i, spec.nodes[i].inputs.filter((x) => producerOf.has(x)).length]),
@@ -409,6 +451,7 @@ function validate(spec: GraphSpec): GraphParts {
       }
     }
   }
+  // Whatever is left over sits on a cycle.
   if (sorted.length !== order.length) {
     const stuck = order.filter((i) => !sorted.includes(i)).map((i) => label(spec.nodes[i], i));
     fail(
@@ -417,45 +460,31 @@ function validate(spec: GraphSpec): GraphParts {
       "cycle",
     );
   }
+  return sorted;
+}
 
-  const nodes: Node[] = sorted.map((i, id) => {
-    const n = spec.nodes[i];
-    const where = `node ${label(n, i)}`;
-    const ins = n.inputs.map((x) => byName.get(x)!);
-    const attrs = ownAttrs(n.attrs, where);
-    const types = inferNode(n.op, ins.map((v) => values[v]), attrs, `${where} (${n.op})`);
-    if (types.length !== n.outputs.length) {
-      fail(
-        `${where} (${n.op}) produces ${types.length} outputs, ${n.outputs.length} are named`,
-        `name exactly ${types.length} outputs`,
-        "invalid-graph",
-      );
-    }
-    const outs = types.map((t, k) => define(n.outputs[k], t.shape, t.dtype, id, where));
-    const name = n.name ?? n.outputs[0] ?? `#${i}`;
-    return { id, op: n.op, inputs: ins, outputs: outs, attrs, label: `${where} (${n.op})`, name };
-  });
-
+/** The graph's outputs: dtypes as declared (i32 may widen to i64), names unique, at least one. */
+function graphOutputs(spec: GraphSpec, table: ValueTable): GraphOutput[] {
   const outputs = spec.outputs.map((o): GraphOutput => {
-    const value = byName.get(o.value)!;
-    const dtype = o.dtype ?? values[value].dtype;
-    if (dtype !== values[value].dtype && !(dtype === "i64" && values[value].dtype === "i32")) {
+    const value = table.byName.get(o.value)!;
+    const own = table.values[value].dtype;
+    const dtype = o.dtype ?? own;
+    if (dtype !== own && !(dtype === "i64" && own === "i32")) {
       fail(
-        `output "${o.name}" is ${values[value].dtype} but is declared ${dtype}`,
+        `output "${o.name}" is ${own} but is declared ${dtype}`,
         "declare the value's dtype (only i32 may widen to i64), or Cast it",
         "dtype-mismatch",
       );
     }
     return { name: o.name, value, dtype };
   });
-  const outNames = new Set(outputs.map((o) => o.name));
-  if (outNames.size !== outputs.length) {
+  if (new Set(outputs.map((o) => o.name)).size !== outputs.length) {
     fail("two outputs share a name", "give every output a unique name", "duplicate-name");
   }
   if (outputs.length === 0) {
     fail("the graph has no outputs", "mark at least one value with output()", "invalid-graph");
   }
-  return { values, nodes, inputs, params, outputs };
+  return outputs;
 }
 
 function label(n: NodeSpec, i: number): string {
