@@ -266,7 +266,7 @@ export function usableBackends(
  * {@linkcode usableBackends} narrows them) and their rates.
  */
 export function schedule(req: ScheduleRequest): Schedule {
-  const { kernels, policy, backends, rates } = req;
+  const { kernels, policy, backends } = req;
   if (kernels.length === 0) {
     return {
       placement: [],
@@ -276,11 +276,10 @@ export function schedule(req: ScheduleRequest): Schedule {
       reason: "no kernels: the outputs are inputs",
     };
   }
-  const elided = backends.map((b) => elidedBy(b, kernels, req.outputs));
-  const runs = (b: Backend, k: KernelIR) => runsUnder(policy, b, k, elided[backends.indexOf(b)]);
-  const stuck = kernels.filter((k) => !backends.some((b) => runs(b, k)));
+  const plan = new Costing(req);
+  const stuck = kernels.filter((k) => !backends.some((_, b) => plan.runs(b, k)));
   const named = policy.kind === "named" && req.backends.find((b) => b.id === policy.backend);
-  const tooLarge = named && oversized(named, stuck, elided[backends.indexOf(named)]);
+  const tooLarge = named && oversized(named, stuck, plan.elided[backends.indexOf(named)]);
   if (tooLarge) throw tooLarge;
   if (stuck.length) {
     throw new KilnError(
@@ -293,18 +292,58 @@ export function schedule(req: ScheduleRequest): Schedule {
       },
     );
   }
-  const producer = new Map<number, number>();
-  kernels.forEach((k, i) => k.outputs.forEach((o) => producer.set(o.value, i)));
+  if (policy.kind === "named" || policy.kind === "prefer") {
+    const placement = kernels.map((k) => backends.findIndex((_, b) => plan.runs(b, k)));
+    const reason = policy.kind === "named"
+      ? `named: every kernel on "${policy.backend}"`
+      : `prefer ${policy.backendKind}: first capable backend of that kind`;
+    return plan.summarize(placement, reason);
+  }
+  if (policy.kind === "local-first") {
+    return plan.summarize(
+      plan.localFirst(),
+      "local-first: each kernel stays where its inputs live",
+    );
+  }
+  return plan.summarize(
+    plan.leastTime(),
+    `${policy.kind}: least estimated time (compute + dispatch + transfers + sync)`,
+  );
+}
+
+/** The costs of placing a request's kernels: compute, copies between memory spaces, syncs. */
+class Costing {
+  readonly #req: ScheduleRequest;
+  /** Per backend, the values it elides among the kernels (see {@linkcode elidedBy}). */
+  readonly elided: ReadonlySet<number>[];
+  /** The kernel that produces each value (absent: an input, a param or a constant). */
+  readonly #producer = new Map<number, number>();
+
+  constructor(req: ScheduleRequest) {
+    this.#req = req;
+    this.elided = req.backends.map((b) => elidedBy(b, req.kernels, req.outputs));
+    req.kernels.forEach((k, i) => k.outputs.forEach((o) => this.#producer.set(o.value, i)));
+  }
+
+  /** Whether backend `b` may run kernel `k` under the policy. */
+  runs(b: number, k: KernelIR): boolean {
+    const { policy, backends } = this.#req;
+    return runsUnder(policy, backends[b], k, this.elided[b]);
+  }
+
   /** Milliseconds of kernel `k` on backend `b`: the backend's own estimate, else its rates. */
-  const costOf = (k: KernelIR, b: number) =>
-    kernelCost(k, rates[b], req.graph && { backend: backends[b], graph: req.graph });
+  costOf(k: KernelIR, b: number): number {
+    const { rates, graph, backends } = this.#req;
+    return kernelCost(k, rates[b], graph && { backend: backends[b], graph });
+  }
 
   /**
    * Whether kernel `i` on backend `b` must receive `value`: not when it was produced in that
    * memory space, nor when an earlier kernel there already received it (the copy is mirrored).
    */
-  const needsCopy = (value: number, i: number, b: number, placedAt: (j: number) => number) => {
-    const j = producer.get(value);
+  needsCopy(value: number, i: number, b: number, placedAt: (j: number) => number): boolean {
+    const { backends, kernels } = this.#req;
+    const j = this.#producer.get(value);
     const space = memorySpace(backends[b]);
     if ((j === undefined ? "host" : memorySpace(backends[placedAt(j)])) === space) return false;
     for (let e = 0; e < i; e++) {
@@ -314,7 +353,7 @@ export function schedule(req: ScheduleRequest): Schedule {
       ) return false;
     }
     return true;
-  };
+  }
 
   /**
    * Transfer milliseconds into kernel `i` on backend `b`, given where its producers ran. A copy
@@ -323,72 +362,70 @@ export function schedule(req: ScheduleRequest): Schedule {
    * the run's end, a plan crossing back and forth looked cheap, and DenseNet-121's auto trial
    * timed one at 2.7 s a run against 44 ms on wasm.
    */
-  const inbound = (i: number, b: number, placedAt: (j: number) => number) =>
-    kernels[i].inputs.reduce((ms, buf) => {
-      const j = producer.get(buf.value);
-      if (!needsCopy(buf.value, i, b, placedAt)) return ms;
+  inbound(i: number, b: number, placedAt: (j: number) => number): number {
+    const { kernels, rates, backends } = this.#req;
+    return kernels[i].inputs.reduce((ms, buf) => {
+      const j = this.#producer.get(buf.value);
+      if (!this.needsCopy(buf.value, i, b, placedAt)) return ms;
       const from = j === undefined ? undefined : rates[placedAt(j)];
       const wait = from && memorySpace(backends[b]) === "host" ? from.syncMs : 0;
       return ms + wait +
         bytesOf(buf) / Math.min(rates[b].transferBytesPerMs, from?.transferBytesPerMs ?? Infinity);
     }, 0);
+  }
 
-  let placement: number[];
-  let reason: string;
-  if (policy.kind === "named" || policy.kind === "prefer") {
-    placement = kernels.map((k) => backends.findIndex((b) => runs(b, k)));
-    reason = policy.kind === "named"
-      ? `named: every kernel on "${policy.backend}"`
-      : `prefer ${policy.backendKind}: first capable backend of that kind`;
-  } else if (policy.kind === "local-first") {
-    // Keep data where it lives: stay on the backend that produced a kernel's inputs, host first.
-    placement = [];
+  /** Keep data where it lives: each kernel on the backend that produced its inputs, host first. */
+  localFirst(): number[] {
+    const { kernels, backends } = this.#req;
+    const placement: number[] = [];
     kernels.forEach((k) => {
-      const homes = k.inputs.map((buf) => producer.get(buf.value)).filter((j): j is number =>
-        j !== undefined
-      ).map((j) => placement[j]);
-      const candidates = backends.map((_, b) => b).filter((b) => runs(backends[b], k));
+      const homes = k.inputs.map((buf) => this.#producer.get(buf.value)).filter((
+        j,
+      ): j is number => j !== undefined).map((j) => placement[j]);
+      const candidates = backends.map((_, b) => b).filter((b) => this.runs(b, k));
       // Host data goes to the fastest CPU backend: the least estimated time where rates are
       // known, else SIMD before plain (the reference interpreter only when nothing else runs it).
       const host = candidates.filter((b) => memorySpace(backends[b]) === "host").sort((a, b) =>
-        costOf(k, a) - costOf(k, b) ||
+        this.costOf(k, a) - this.costOf(k, b) ||
         Number(backends[a].kind !== "cpu-simd") - Number(backends[b].kind !== "cpu-simd")
       );
       placement.push(candidates.find((b) => homes.includes(b)) ?? host[0] ?? candidates[0]);
     });
-    reason = "local-first: each kernel stays where its inputs live";
-  } else {
-    placement = dynamicProgram();
-    reason = `${policy.kind}: least estimated time (compute + dispatch + transfers + sync)`;
+    return placement;
   }
-  return summarize(keepElidedTogether(kernels, placement, elided), reason);
 
-  function dynamicProgram(): number[] {
-    // best[b] = (cost, placement) of the prefix with the last kernel on backend b. Transfers use
-    // each path's own placement, so the choice accounts for where producers ran.
+  /**
+   * The placement of least estimated time, by dynamic programming: best[b] = (cost, placement)
+   * of the prefix with the last kernel on backend b. Transfers use each path's own placement, so
+   * the choice accounts for where producers ran.
+   */
+  leastTime(): number[] {
+    const { kernels, backends } = this.#req;
     let paths = backends.map(() => ({ cost: 0, placed: [] as number[] }));
     kernels.forEach((k, i) => {
       paths = backends.map((_, b) => {
-        if (!runs(backends[b], k)) return { cost: Infinity, placed: [] };
+        if (!this.runs(b, k)) return { cost: Infinity, placed: [] };
         let best = { cost: Infinity, placed: [] as number[] };
         for (const p of i === 0 ? [paths[0]] : paths) {
           if (p.cost === Infinity) continue;
-          const cost = p.cost + costOf(k, b) + inbound(i, b, (j) => p.placed[j]);
+          const cost = p.cost + this.costOf(k, b) + this.inbound(i, b, (j) => p.placed[j]);
           if (cost < best.cost) best = { cost, placed: [...p.placed, b] };
         }
         return best;
       });
     });
-    const total = (p: { cost: number; placed: number[] }) => p.cost + finalCost(p.placed);
+    const total = (p: { cost: number; placed: number[] }) => p.cost + this.finalCost(p.placed);
     return paths.filter((p) => p.cost < Infinity).reduce((a, b) => (total(b) < total(a) ? b : a))
       .placed;
   }
 
-  function finalCost(placed: number[]): number {
+  /** A run's end: each backend used synchronizes once, and device outputs come back. */
+  finalCost(placed: number[]): number {
+    const { kernels, rates, backends, outputs } = this.#req;
     const used = new Set(placed);
     const sync = [...used].reduce((s, b) => s + rates[b].syncMs, 0);
-    const out = [...req.outputs].reduce((s, v) => {
-      const j = producer.get(v);
+    const out = [...outputs].reduce((s, v) => {
+      const j = this.#producer.get(v);
       if (j === undefined) return s;
       const b = placed[j];
       const buf = kernels[j].outputs.find((o) => o.value === v)!;
@@ -399,13 +436,16 @@ export function schedule(req: ScheduleRequest): Schedule {
     return sync + out;
   }
 
-  function summarize(placed: number[], why: string): Schedule {
+  /** The schedule of `placement` (elided values kept with their kernels), for `why`. */
+  summarize(placement: number[], why: string): Schedule {
+    const { kernels, backends, outputs } = this.#req;
+    const placed = keepElidedTogether(kernels, placement, this.elided);
     const transfers: Transfer[] = [];
     kernels.forEach((k, i) => {
       for (const buf of k.inputs) {
-        const j = producer.get(buf.value);
+        const j = this.#producer.get(buf.value);
         const from = j === undefined ? "host" : backends[placed[j]].id;
-        if (needsCopy(buf.value, i, placed[i], (x) => placed[x])) {
+        if (this.needsCopy(buf.value, i, placed[i], (x) => placed[x])) {
           transfers.push({
             value: buf.value,
             from,
@@ -415,8 +455,8 @@ export function schedule(req: ScheduleRequest): Schedule {
         }
       }
     });
-    for (const v of req.outputs) {
-      const j = producer.get(v);
+    for (const v of outputs) {
+      const j = this.#producer.get(v);
       if (j !== undefined && memorySpace(backends[placed[j]]) !== "host") {
         transfers.push({
           value: v,
@@ -426,10 +466,10 @@ export function schedule(req: ScheduleRequest): Schedule {
         });
       }
     }
-    const kernelMs = kernels.map((k, i) => costOf(k, placed[i]));
+    const kernelMs = kernels.map((k, i) => this.costOf(k, placed[i]));
     const totalMs = kernelMs.reduce((a, b) => a + b, 0) +
-      kernels.reduce((s, _, i) => s + inbound(i, placed[i], (j) => placed[j]), 0) +
-      finalCost(placed);
+      kernels.reduce((s, _, i) => s + this.inbound(i, placed[i], (j) => placed[j]), 0) +
+      this.finalCost(placed);
     return {
       placement: placed.map((b) => backends[b].id),
       kernelMs,
