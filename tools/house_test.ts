@@ -19,7 +19,6 @@ const LONG_FUNCTIONS: Readonly<Record<string, number>> = {
   "backends/wasm/arena_program.ts:arenaProgram": 265,
   "backends/webgpu/gpu_program.ts:gpuProgram": 315,
   "backends/webgpu/gpu_program.ts:runResident": 162,
-  "jit/testing/random_graph.ts:randomGraph": 189,
   "shaders/wasm/alu.ts:aluLowering": 232,
   "shaders/wasm/codegen.ts:generateWasm": 211,
   "shaders/wasm/codegen.ts:rowKernelBody": 146,

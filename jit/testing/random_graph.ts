@@ -55,27 +55,62 @@ const BINARY = ["Add", "Sub", "Mul", "Max", "Min"];
 
 /** Builds the random case for `seed`. */
 export function randomGraph(seed: number, options: RandomGraphOptions = {}): RandomCase {
-  const next = rng(seed * 7919 + 17);
-  const int = (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1));
-  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)];
-  const maxDim = options.maxDim ?? 7;
-  const b = new GraphBuilder();
-  const vals: Val[] = [];
-  const consumed = new Set<Val>();
-  const inputs: Record<string, HostTensor> = {};
-  const newInput = (shape: Shape): Val => {
-    const name = `x${Object.keys(inputs).length}`;
-    inputs[name] = {
-      data: uniform(sizeOf(shape), seed * 31 + Object.keys(inputs).length),
+  const draw = new GraphDraw(seed, options.maxDim ?? 7);
+  const first = draw.newInput(draw.randomShape());
+  const ops = draw.int(3, options.maxOps ?? 20);
+  for (let i = 0; i < ops; i++) {
+    const v = draw.next() < 0.75 ? draw.vals[draw.vals.length - 1] : draw.pick(draw.vals);
+    draw.step(v);
+  }
+  return draw.finish(first);
+}
+
+/** One random graph being drawn: the seeded stream, the builder and the values so far. */
+class GraphDraw {
+  readonly next: () => number;
+  readonly vals: Val[] = [];
+  readonly #seed: number;
+  readonly #maxDim: number;
+  readonly #b = new GraphBuilder();
+  readonly #inputs: Record<string, HostTensor> = {};
+
+  constructor(seed: number, maxDim: number) {
+    this.next = rng(seed * 7919 + 17);
+    this.#seed = seed;
+    this.#maxDim = maxDim;
+  }
+
+  /** A whole number in [lo, hi]. */
+  int(lo: number, hi: number): number {
+    return lo + Math.floor(this.next() * (hi - lo + 1));
+  }
+
+  /** One of `xs`. */
+  pick<T>(xs: readonly T[]): T {
+    return xs[Math.floor(this.next() * xs.length)];
+  }
+
+  /** A new graph input of `shape`, with seeded data. */
+  newInput(shape: Shape): Val {
+    const index = Object.keys(this.#inputs).length;
+    const name = `x${index}`;
+    this.#inputs[name] = {
+      data: uniform(sizeOf(shape), this.#seed * 31 + index),
       shape,
       dtype: "f32",
     };
-    const v = { sym: b.input(name, shape), type: { shape, dtype: "f32" as const } };
-    vals.push(v);
+    const v = { sym: this.#b.input(name, shape), type: { shape, dtype: "f32" as const } };
+    this.vals.push(v);
     return v;
-  };
-  const randomShape = (): number[] => [...Array(int(0, 4))].map(() => int(1, maxDim));
-  const apply = (op: string, ins: Val[], attrs: Attrs = {}): Val | undefined => {
+  }
+
+  /** A shape of rank 0 to 4. */
+  randomShape(): number[] {
+    return [...Array(this.int(0, 4))].map(() => this.int(1, this.#maxDim));
+  }
+
+  /** `op` of `ins`, if its types infer to one output of at most 4096 elements. */
+  apply(op: string, ins: Val[], attrs: Attrs = {}): Val | undefined {
     let types: ValueType[];
     try {
       types = inferNode(op, ins.map((v) => v.type), attrs, op);
@@ -83,102 +118,103 @@ export function randomGraph(seed: number, options: RandomGraphOptions = {}): Ran
       return undefined;
     }
     if (types.length !== 1 || sizeOf(types[0].shape) > 4096) return undefined;
-    const v = { sym: b.op(op, ins.map((x) => x.sym), attrs), type: types[0] };
-    ins.forEach((x) => consumed.add(x));
-    vals.push(v);
+    const v = { sym: this.#b.op(op, ins.map((x) => x.sym), attrs), type: types[0] };
+    this.vals.push(v);
     return v;
-  };
+  }
+
   /** A value broadcast-compatible with `v`: a trailing subshape with some dims set to 1. */
-  const partner = (v: Val): Val => {
-    const reuse = vals.filter((o) => o !== v && broadcastable(o.type.shape, v.type.shape));
-    if (reuse.length && next() < 0.4) return pick(reuse);
-    const rank = int(0, v.type.shape.length);
-    return newInput(
-      v.type.shape.slice(v.type.shape.length - rank).map((d) => (next() < 0.3 ? 1 : d)),
+  partner(v: Val): Val {
+    const reuse = this.vals.filter((o) => o !== v && broadcastable(o.type.shape, v.type.shape));
+    if (reuse.length && this.next() < 0.4) return this.pick(reuse);
+    const rank = this.int(0, v.type.shape.length);
+    return this.newInput(
+      v.type.shape.slice(v.type.shape.length - rank).map((d) => (this.next() < 0.3 ? 1 : d)),
     );
-  };
-  const first = newInput(randomShape());
-  const ops = int(3, options.maxOps ?? 20);
-  for (let i = 0; i < ops; i++) {
-    const v = next() < 0.75 ? vals[vals.length - 1] : pick(vals);
+  }
+
+  /** One random op on `v` (and partners it draws). */
+  step(v: Val): void {
     const rank = v.type.shape.length;
-    const axis = rank ? int(-rank, rank - 1) : 0;
-    switch (
-      pick([
-        "unary",
-        "unary",
-        "binary",
-        "binary",
-        "reduce",
-        "row",
-        "matmul",
-        "move",
-        "move",
-        "move",
-        "index",
-      ])
-    ) {
-      case "unary":
-        apply(pick(UNARY), [v]);
-        break;
-      case "binary": {
-        const [a, c] = next() < 0.5 ? [v, partner(v)] : [partner(v), v];
-        apply(pick(BINARY), [a, c]);
-        break;
-      }
-      case "reduce": {
-        const axes = [...Array(rank).keys()].filter(() => next() < 0.5);
-        apply(pick(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"]), [v], {
-          axes,
-          keepdims: int(0, 1),
-        });
-        break;
-      }
-      case "row":
-        if (!rank) break;
-        if (next() < 0.6) apply(pick(["Softmax", "LogSoftmax"]), [v], { axis });
-        else {
-          const norm = v.type.shape.slice(axis < 0 ? axis + rank : axis);
-          apply("LayerNormalization", [v, newInput(norm), newInput(norm)], { axis, epsilon: 1e-3 });
-        }
-        break;
-      case "matmul": {
-        if (rank < 1) break;
-        const k = v.type.shape[rank - 1];
-        const w = next() < 0.7
-          ? newInput([k, int(1, maxDim)])
-          : newInput([...v.type.shape.slice(0, -2), k, int(1, maxDim)]);
-        const y = apply("MatMul", [v, w]);
-        if (y && next() < 0.5) {
-          apply("Add", [y, newInput([y.type.shape[y.type.shape.length - 1] ?? 1])]);
-        }
-        break;
-      }
-      case "move":
-        move(v);
-        break;
-      case "index": {
-        if (!rank) break;
-        if (next() < 0.5) {
-          apply("Concat", [v, v], { axis });
-          break;
-        }
-        const dim = v.type.shape[axis < 0 ? axis + rank : axis];
-        const n = int(1, 3);
-        const idx = Int32Array.from({ length: n }, () => int(-dim, dim - 1));
-        apply("Gather", [v, { sym: b.constant(idx), type: { shape: [n], dtype: "i32" } }], {
-          axis,
-        });
-        break;
-      }
+    const axis = rank ? this.int(-rank, rank - 1) : 0;
+    const kind = this.pick([
+      "unary",
+      "unary",
+      "binary",
+      "binary",
+      "reduce",
+      "row",
+      "matmul",
+      "move",
+      "move",
+      "move",
+      "index",
+    ]);
+    if (kind === "unary") this.apply(this.pick(UNARY), [v]);
+    else if (kind === "binary") {
+      const [a, c] = this.next() < 0.5 ? [v, this.partner(v)] : [this.partner(v), v];
+      this.apply(this.pick(BINARY), [a, c]);
+    } else if (kind === "reduce") {
+      const axes = [...Array(rank).keys()].filter(() => this.next() < 0.5);
+      this.apply(this.pick(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"]), [v], {
+        axes,
+        keepdims: this.int(0, 1),
+      });
+    } else if (kind === "row") this.row(v, axis);
+    else if (kind === "matmul") this.matmul(v);
+    else if (kind === "move") this.move(v);
+    else this.index(v, axis);
+  }
+
+  /** A row op along `axis`: softmax or log-softmax, or a layer norm. */
+  row(v: Val, axis: number): void {
+    const rank = v.type.shape.length;
+    if (!rank) return;
+    if (this.next() < 0.6) this.apply(this.pick(["Softmax", "LogSoftmax"]), [v], { axis });
+    else {
+      const norm = v.type.shape.slice(axis < 0 ? axis + rank : axis);
+      this.apply("LayerNormalization", [v, this.newInput(norm), this.newInput(norm)], {
+        axis,
+        epsilon: 1e-3,
+      });
     }
   }
-  function move(v: Val): void {
+
+  /** `v` times a new weight (batched or not), sometimes with a bias added. */
+  matmul(v: Val): void {
+    const rank = v.type.shape.length;
+    if (rank < 1) return;
+    const k = v.type.shape[rank - 1];
+    const w = this.next() < 0.7
+      ? this.newInput([k, this.int(1, this.#maxDim)])
+      : this.newInput([...v.type.shape.slice(0, -2), k, this.int(1, this.#maxDim)]);
+    const y = this.apply("MatMul", [v, w]);
+    if (y && this.next() < 0.5) {
+      this.apply("Add", [y, this.newInput([y.type.shape[y.type.shape.length - 1] ?? 1])]);
+    }
+  }
+
+  /** `v` concatenated with itself, or gathered at a few indices along `axis`. */
+  index(v: Val, axis: number): void {
+    const rank = v.type.shape.length;
+    if (!rank) return;
+    if (this.next() < 0.5) {
+      this.apply("Concat", [v, v], { axis });
+      return;
+    }
+    const dim = v.type.shape[axis < 0 ? axis + rank : axis];
+    const n = this.int(1, 3);
+    const idx = Int32Array.from({ length: n }, () => this.int(-dim, dim - 1));
+    const indices = { sym: this.#b.constant(idx), type: { shape: [n], dtype: "i32" as const } };
+    this.apply("Gather", [v, indices], { axis });
+  }
+  /** A movement op on `v`. */
+  move(v: Val): void {
     const s = v.type.shape;
     const rank = s.length;
-    switch (pick(["Transpose", "Reshape", "Slice", "Expand", "Pad", "Unsqueeze", "Squeeze"])) {
+    switch (this.pick(["Transpose", "Reshape", "Slice", "Expand", "Pad", "Unsqueeze", "Squeeze"])) {
       case "Transpose":
-        apply("Transpose", [v], { perm: shuffle([...Array(rank).keys()]) });
+        this.apply("Transpose", [v], { perm: this.shuffle([...Array(rank).keys()]) });
         break;
       case "Reshape": {
         const n = sizeOf(s);
@@ -188,60 +224,67 @@ export function randomGraph(seed: number, options: RandomGraphOptions = {}): Ran
           const d = [...Array(rest).keys()].map((x) => x + 1).filter((x) =>
             rest % x === 0 && x > 1
           );
-          const f = pick(d);
+          const f = this.pick(d);
           dims.push(f);
           rest /= f;
         }
         if (rest > 1 || !dims.length) dims.push(rest);
-        apply("Reshape", [v], {
-          shape: next() < 0.3 && dims.length > 1 ? [...dims.slice(0, -1), -1] : dims,
+        this.apply("Reshape", [v], {
+          shape: this.next() < 0.3 && dims.length > 1 ? [...dims.slice(0, -1), -1] : dims,
         });
         break;
       }
       case "Slice": {
         if (!rank) break;
-        const a = int(0, rank - 1);
+        const a = this.int(0, rank - 1);
         const d = s[a];
-        const step = pick([1, 1, 2, -1]);
-        const starts = step > 0 ? int(0, d - 1) : int(0, d - 1) - d;
-        apply("Slice", [v], {
+        const step = this.pick([1, 1, 2, -1]);
+        const starts = step > 0 ? this.int(0, d - 1) : this.int(0, d - 1) - d;
+        this.apply("Slice", [v], {
           starts: [starts],
-          ends: [step > 0 ? int(starts + 1, d + 2) : -d - 1],
+          ends: [step > 0 ? this.int(starts + 1, d + 2) : -d - 1],
           axes: [a],
           steps: [step],
         });
         break;
       }
       case "Expand":
-        apply("Expand", [v], { shape: [int(1, 3), ...s.map((d) => (d === 1 ? int(1, 4) : d))] });
+        this.apply("Expand", [v], {
+          shape: [this.int(1, 3), ...s.map((d) => (d === 1 ? this.int(1, 4) : d))],
+        });
         break;
       case "Pad":
-        apply("Pad", [v], {
-          pads: [...s.map(() => int(0, 2)), ...s.map(() => int(0, 2))],
-          value: pick([0, 1.5]),
+        this.apply("Pad", [v], {
+          pads: [...s.map(() => this.int(0, 2)), ...s.map(() => this.int(0, 2))],
+          value: this.pick([0, 1.5]),
         });
         break;
       case "Unsqueeze":
-        apply("Unsqueeze", [v], { axes: [int(0, rank)] });
+        this.apply("Unsqueeze", [v], { axes: [this.int(0, rank)] });
         break;
       case "Squeeze":
-        apply("Squeeze", [v]);
+        this.apply("Squeeze", [v]);
         break;
     }
   }
-  function shuffle(xs: number[]): number[] {
+  /** `xs` shuffled in place. */
+  shuffle(xs: number[]): number[] {
     for (let i = xs.length - 1; i > 0; i--) {
-      const j = Math.floor(next() * (i + 1));
+      const j = Math.floor(this.next() * (i + 1));
       [xs[i], xs[j]] = [xs[j], xs[i]];
     }
     return xs;
   }
-  const produced = vals.filter((v) => !(v.sym.name in inputs));
-  const outs = produced.length
-    ? [produced[produced.length - 1], ...produced.filter(() => next() < 0.15)]
-    : [first];
-  [...new Set(outs)].forEach((v, i) => b.output(`y${i}`, v.sym));
-  return { seed, graph: b.build(), inputs };
+
+  /** The case: the last value and a few others as outputs (the first input where none). */
+  finish(first: Val): RandomCase {
+    const produced = this.vals.filter((v) => !(v.sym.name in this.#inputs));
+    const outs = produced.length
+      ? [produced[produced.length - 1], ...produced.filter(() => this.next() < 0.15)]
+      : [first];
+    [...new Set(outs)].forEach((v, i) => this.#b.output(`y${i}`, v.sym));
+    return { seed: this.#seed, graph: this.#b.build(), inputs: this.#inputs };
+  }
 }
 
 function broadcastable(a: Shape, into: Shape): boolean {
