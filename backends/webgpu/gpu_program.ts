@@ -57,29 +57,150 @@ function customDispatch(k: KernelIR): [number, number, number] {
 
 /** Builds the program for `plan` on `ctx`. */
 export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
-  const { bindings, kernels, pipelines, constants } = plan;
-  const { device, pool } = ctx;
-  /** Bytes a buffer for a tensor takes (at least one word: WebGPU binds no empty buffers). */
-  const bytesOf = (t: { shape: readonly number[]; dtype: DType }) =>
-    storedBytes(Math.max(1, sizeOf(t.shape)), t.dtype, ctx);
-  // Params and constants are uploaded once; concurrent first runs share the one upload.
-  const resident = new Map<TensorData, Promise<GPUBuffer>>();
-  // Two timestamps per kernel (pass begin and end), resolved and read back with the outputs.
-  const queries = ctx.timestamps
-    ? device.createQuerySet({ type: "timestamp", count: 2 * Math.max(1, kernels.length) })
-    : undefined;
-  let times: KernelTime[] = [];
-  const layouts = plan.layouts;
-  const kernelsNeeded = neededKernels(kernels, plan.outputs);
-  const types = new Map<number, { shape: readonly number[]; dtype: DType }>();
-  for (const k of kernels) for (const b of [...k.inputs, ...k.outputs]) types.set(b.value, b);
-  for (const [v, t] of constants) types.set(v, { shape: t.shape, dtype: t.dtype as DType });
+  return new GpuProgram(ctx, plan);
+}
 
-  const upload = async (
+/** A tensor's type, as buffers are sized by it. */
+type Typed = { readonly shape: readonly number[]; readonly dtype: DType };
+
+/**
+ * Bind groups cached per kernel by the buffers they bind: steady-state runs get the same buffers
+ * back from the pool and reuse their groups. Few per kernel are kept; a buffer the pool destroyed
+ * never matches again (a new buffer gets a new id).
+ */
+class BindGroups {
+  #ids = new WeakMap<GPUBuffer, number>();
+  #nextId = 0;
+  #groups: Map<string, GPUBindGroup>[];
+  #device: GPUDevice;
+  #pipelines: readonly (GPUComputePipeline | undefined)[];
+
+  constructor(device: GPUDevice, pipelines: readonly (GPUComputePipeline | undefined)[]) {
+    this.#device = device;
+    this.#pipelines = pipelines;
+    this.#groups = pipelines.map(() => new Map());
+  }
+
+  #idOf(b: GPUBuffer): number {
+    let id = this.#ids.get(b);
+    if (id === undefined) this.#ids.set(b, id = this.#nextId++);
+    return id;
+  }
+
+  /** Kernel `i`'s group over `buffers` (value → buffer), each bound at `bytes` of its tensor. */
+  of(
+    i: number,
+    bound: readonly (Typed & { value: number })[],
+    buffers: ReadonlyMap<number, GPUBuffer>,
+    bytes: (t: Typed) => number,
+  ): GPUBindGroup {
+    const list = bound.map((b) => buffers.get(b.value)!);
+    const key = list.map((b) => this.#idOf(b)).join();
+    const cache = this.#groups[i];
+    const hit = cache.get(key);
+    cache.delete(key);
+    const group = hit ?? this.#device.createBindGroup({
+      layout: this.#pipelines[i]!.getBindGroupLayout(0),
+      // Bound at the tensor's size (pool buckets round up, past the binding limit for the
+      // largest tensors that fit it), or less: a bucketed run uploads only its active rows.
+      entries: list.map((buffer, j) => ({
+        binding: j,
+        resource: { buffer, size: Math.min(bytes(bound[j]), buffer.size) },
+      })),
+    });
+    cache.set(key, group);
+    if (cache.size > BIND_GROUPS) cache.delete(cache.keys().next().value!);
+    return group;
+  }
+}
+
+/** The buffers of one run: where each value lives, what is staged and what is kept. */
+interface RunBuffers {
+  /** Buffers of the arguments, params and constants. */
+  readonly given: Map<number, GPUBuffer>;
+  /** Kernel outputs: two sets that repetitions alternate between (one where repeat is 1). */
+  readonly sets: Map<number, GPUBuffer>[];
+  /** Staged outputs' byte offsets in the staging buffer, and where the timestamps go. */
+  readonly offsets: Map<number, number>;
+  readonly stamps: number;
+  readonly stampBytes: number;
+  readonly resolved?: GPUBuffer;
+  readonly staging?: GPUBuffer;
+  /** Per output, its device buffer where it stays on the device (copied where shared). */
+  readonly kept: ({ value: number; buffer: GPUBuffer; copy: boolean } | undefined)[];
+}
+
+/** The program of a plan on one device (see the module's description). */
+class GpuProgram implements Program {
+  readonly readsArgsOnCall = true;
+  #ctx: GpuContext;
+  #plan: GpuPlan;
+  /** Params and constants are uploaded once; concurrent first runs share the one upload. */
+  #resident = new Map<TensorData, Promise<GPUBuffer>>();
+  /** Two timestamps per kernel (pass begin and end), resolved and read back with the outputs. */
+  #queries?: GPUQuerySet;
+  #times: KernelTime[] = [];
+  #kernelsNeeded: (outputs: readonly number[]) => readonly boolean[];
+  /** The type of every value a kernel binds, and of the constants. */
+  #types = new Map<number, Typed>();
+  #groups: BindGroups;
+
+  constructor(ctx: GpuContext, plan: GpuPlan) {
+    this.#ctx = ctx;
+    this.#plan = plan;
+    const { kernels, constants } = plan;
+    this.#queries = ctx.timestamps
+      ? ctx.device.createQuerySet({ type: "timestamp", count: 2 * Math.max(1, kernels.length) })
+      : undefined;
+    this.#kernelsNeeded = neededKernels(kernels, plan.outputs);
+    for (const k of kernels) {
+      for (const b of [...k.inputs, ...k.outputs]) this.#types.set(b.value, b);
+    }
+    for (const [v, t] of constants) this.#types.set(v, { shape: t.shape, dtype: t.dtype as DType });
+    this.#groups = new BindGroups(ctx.device, plan.pipelines);
+  }
+
+  /** Bytes a buffer for a tensor takes (at least one word: WebGPU binds no empty buffers). */
+  #bytesOf = (t: Typed): number => storedBytes(Math.max(1, sizeOf(t.shape)), t.dtype, this.#ctx);
+
+  /** A run: one repetition, every output read back. */
+  async run(
+    args: readonly RefTensor[],
+    outputs: readonly number[],
+    active?: number,
+  ): Promise<TensorData[]> {
+    // Runs need no queue: each takes its own buffers and staging from the pool, so pipelined
+    // runs overlap their waits for the device.
+    return await this.runResident(args, outputs, {
+      repeat: 1,
+      feedback: [],
+      keep: outputs.map(() => false),
+      active,
+    }) as TensorData[];
+  }
+
+  /** Kernel times of the last timed run. */
+  deviceTimes(): readonly KernelTime[] {
+    return this.#times;
+  }
+
+  /** Frees the query set and the resident uploads. */
+  dispose(): void {
+    this.#queries?.destroy();
+    const { pool } = this.#ctx;
+    Promise.all(this.#resident.values()).then((buffers) => pool.release(buffers), () => {});
+    this.#resident.clear();
+  }
+
+  /** `t`'s buffer: in place for a device tensor, else uploaded (once, where `keep`). */
+  async #upload(
     t: RefTensor | DeviceTensor,
     keep: boolean,
     acquired: GPUBuffer[],
-  ): Promise<GPUBuffer> => {
+  ): Promise<GPUBuffer> {
+    const ctx = this.#ctx;
+    const { device, pool } = ctx;
+    const resident = this.#resident;
     if (t instanceof DeviceTensor) {
       const storage = t.storage();
       if (!(storage instanceof GpuStorage) || !storage.on(ctx)) {
@@ -113,51 +234,19 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
       buffer.catch(() => resident.delete(t.data));
     }
     return await buffer;
-  };
-
-  // Bind groups are cached per kernel by the buffers they bind: steady-state runs get the same
-  // buffers back from the pool and reuse their groups. Few per kernel are kept; a buffer the pool
-  // destroyed never matches again (a new buffer gets a new id).
-  const ids = new WeakMap<GPUBuffer, number>();
-  let nextId = 0;
-  const idOf = (b: GPUBuffer) => {
-    let id = ids.get(b);
-    if (id === undefined) ids.set(b, id = nextId++);
-    return id;
-  };
-  const groups = kernels.map(() => new Map<string, GPUBindGroup>());
-  const bindGroup = (
-    i: number,
-    bound: readonly { value: number; shape: readonly number[]; dtype: DType }[],
-    buffers: ReadonlyMap<number, GPUBuffer>,
-  ): GPUBindGroup => {
-    const list = bound.map((b) => buffers.get(b.value)!);
-    const key = list.map(idOf).join();
-    const cache = groups[i];
-    const hit = cache.get(key);
-    cache.delete(key);
-    const group = hit ?? device.createBindGroup({
-      layout: pipelines[i]!.getBindGroupLayout(0),
-      // Bound at the tensor's size (pool buckets round up, past the binding limit for the
-      // largest tensors that fit it), or less: a bucketed run uploads only its active rows.
-      entries: list.map((buffer, j) => ({
-        binding: j,
-        resource: { buffer, size: Math.min(bytesOf(bound[j]), buffer.size) },
-      })),
-    });
-    cache.set(key, group);
-    if (cache.size > BIND_GROUPS) cache.delete(cache.keys().next().value!);
-    return group;
-  };
+  }
 
   /** Encodes the kernels of one repetition over `buffers` (value → buffer). */
-  const encode = (
+  #encode(
     encoder: GPUCommandEncoder,
     buffers: ReadonlyMap<number, GPUBuffer>,
     active: number | undefined,
     timed: Set<number>,
     wanted: readonly boolean[],
-  ) => {
+  ): void {
+    const { kernels, pipelines, layouts } = this.#plan;
+    const plan = this.#plan;
+    const queries = this.#queries;
     // One compute pass for all the kernels unless each is timed (timestamps go per pass): WebGPU
     // orders a pass's dispatches and makes each one's writes visible to the next, and a pass a
     // kernel cost each run its own begin and end.
@@ -180,159 +269,31 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
         })
         : shared ??= encoder.beginComputePass();
       pass.setPipeline(pipelines[i]!);
-      pass.setBindGroup(0, bindGroup(i, [...k.inputs, ...k.outputs], buffers));
+      pass.setBindGroup(0, this.#groups.of(i, [...k.inputs, ...k.outputs], buffers, this.#bytesOf));
       const [x, y, z] = layouts[i] ? dispatchSize(layouts[i]!, rows) : customDispatch(k);
       pass.dispatchWorkgroups(x, y, z);
       if (queries) pass.end();
     });
     shared?.end();
-  };
+  }
 
-  const runResident = async (
+  /** A run whose outputs may stay on the device (see `Program.runResident`). */
+  async runResident(
     args: readonly (RefTensor | DeviceTensor)[],
     outputs: readonly number[],
     options: ResidentRunOptions,
-  ): Promise<(TensorData | DeviceTensor)[]> => {
+  ): Promise<(TensorData | DeviceTensor)[]> {
+    const ctx = this.#ctx;
     ctx.check();
-    const { repeat, feedback, keep, active } = options;
     const acquired: GPUBuffer[] = [];
     const claimed = new Set<GPUBuffer>();
     try {
-      const given = new Map<number, GPUBuffer>();
-      const argOf = (v: number) => args[bindings.findIndex((b) => b.value === v)];
-      const typeOf = (v: number) => {
-        const arg = types.has(v) ? undefined : argOf(v);
-        return arg ? { shape: arg.shape, dtype: storedDType(arg.dtype) } : types.get(v)!;
-      };
-      // Host arguments that are also outputs come back as they are; everything else is read
-      // from the device (staged) or stays there (kept).
-      const passed = outputs.map((i) => {
-        const arg = argOf(plan.outputs[i]);
-        return arg !== undefined && !(arg instanceof DeviceTensor) ? arg : undefined;
-      });
-      const staged = outputs.map((_, j) => !keep[j] && !passed[j]);
-      const needed = new Set(outputs.flatMap((i, j) => (passed[j] ? [] : [plan.outputs[i]])));
-      await Promise.all(bindings.map(async (b, i) => {
-        if (types.has(b.value) || needed.has(b.value)) {
-          given.set(b.value, await upload(args[i], b.resident, acquired));
-        }
-      }));
-      for (const [v, t] of constants) {
-        given.set(v, await upload({ ...t, dtype: t.dtype as DType }, true, acquired));
-      }
-      // Repetitions alternate between two sets of kernel outputs: one holds the state the next
-      // repetition reads while it writes the other (dispatches in one encoder run in order).
-      const sets: Map<number, GPUBuffer>[] = [];
-      for (let s = 0; s < Math.min(repeat, 2); s++) {
-        const set = new Map<number, GPUBuffer>();
-        for (const k of kernels) {
-          for (const o of k.outputs) {
-            const b = await pool.acquire(bytesOf(o), STORAGE);
-            acquired.push(b);
-            set.set(o.value, b);
-          }
-        }
-        sets.push(set);
-      }
-      const last = sets[(repeat - 1) % 2] ?? new Map<number, GPUBuffer>();
-      const bufferOf = (v: number, set: ReadonlyMap<number, GPUBuffer>) =>
-        set.get(v) ?? given.get(v)!;
-      const offsets = new Map<number, number>();
-      let total = 0;
-      outputs.forEach((i, j) => {
-        const v = plan.outputs[i];
-        if (!staged[j] || offsets.has(v)) return;
-        offsets.set(v, total);
-        total += bytesOf(typeOf(v));
-      });
-      const stamps = Math.ceil(total / 8) * 8, stampBytes = queries ? queries.count * 8 : 0;
-      const resolved = queries ? await pool.acquire(stampBytes, RESOLVE) : undefined;
-      if (resolved) acquired.push(resolved);
-      const staging = total + stampBytes
-        ? await pool.acquire(stamps + stampBytes, STAGING)
-        : undefined;
-      if (staging) acquired.push(staging);
-      // Kept outputs take the last repetition's buffer; a value kept twice, or one that is not a
-      // kernel output (an input, param or constant), is copied into a buffer of its own.
-      const kept = await Promise.all(outputs.map(async (i, j) => {
-        if (!keep[j]) return undefined;
-        const v = plan.outputs[i];
-        const own = last.get(v);
-        if (own && !claimed.has(own)) {
-          claimed.add(own);
-          return { value: v, buffer: own, copy: false };
-        }
-        const buffer = await pool.acquire(bytesOf(typeOf(v)), STORAGE);
-        claimed.add(buffer);
-        return { value: v, buffer, copy: true };
-      }));
-
-      device.pushErrorScope("validation");
-      const encoder = device.createCommandEncoder();
-      const timed = new Set<number>();
-      // Only the kernels the requested outputs (and the fed-back ones) need.
-      const wanted = kernelsNeeded([...outputs, ...feedback.map(([o]) => o)]);
-      for (let r = 0; r < repeat; r++) {
-        const set = sets[r % 2];
-        const buffers = new Map(given);
-        for (const [v, b] of set) buffers.set(v, b);
-        if (r > 0) {
-          for (const [o, a] of feedback) {
-            buffers.set(bindings[a].value, bufferOf(plan.outputs[o], sets[(r - 1) % 2]));
-          }
-        }
-        encode(encoder, buffers, active, timed, wanted);
-      }
-      for (const k of kept) {
-        if (k?.copy) {
-          const from = bufferOf(k.value, last);
-          encoder.copyBufferToBuffer(from, 0, k.buffer, 0, bytesOf(typeOf(k.value)));
-        }
-      }
-      for (const [v, off] of offsets) {
-        encoder.copyBufferToBuffer(bufferOf(v, last), 0, staging!, off, bytesOf(typeOf(v)));
-      }
-      if (queries && resolved) {
-        encoder.resolveQuerySet(queries, 0, queries.count, resolved, 0);
-        encoder.copyBufferToBuffer(resolved, 0, staging!, stamps, stampBytes);
-      }
-      device.queue.submit([encoder.finish()]);
-      const error = await device.popErrorScope();
-      if (error) {
-        throw new KilnError(
-          `WebGPU rejected the run of ${kernels.map((k) => k.name).join(", ")}: ${error.message}`,
-          {
-            code: "backend",
-            fix:
-              "report this with the kernel's WGSL (explain shows it); use the reference backend meanwhile",
-          },
-        );
-      }
-      // Without a readback nothing needs the device to finish: later work on these buffers
-      // (through the pool or device tensors) is ordered after this submit by the queue.
-      const mapped = staging ? await mapForRead(staging, stamps + stampBytes) : undefined;
-      const bytes = mapped?.range;
-      // One output's own copy is handed out as it is; outputs sharing one are copied out of it.
-      const owned = mapped?.owned === true && staged.filter(Boolean).length === 1 && !queries;
-      const data = outputs.map((i, j): TensorData | DeviceTensor => {
-        const v = plan.outputs[i];
-        const t = typeOf(v);
-        const k = kept[j];
-        if (k) return new DeviceTensor(new GpuStorage(ctx, k.buffer, t.dtype), t.shape, t.dtype);
-        if (passed[j]) return passed[j].data;
-        return fromStored(bytes!, offsets.get(v)!, sizeOf(t.shape), t.dtype, ctx, owned);
-      });
-      if (queries && bytes) {
-        const t = new BigUint64Array(bytes, stamps, queries.count);
-        times = [...timed].map((i) => ({
-          kernel: kernels[i].name,
-          ms: Number(t[2 * i + 1] - t[2 * i]) / 1e6,
-        }));
-      }
-      staging?.unmap();
-      return data;
+      const io = this.#outputsOf(args, outputs, options.keep);
+      const buffers = await this.#buffers(args, outputs, options, io, { acquired, claimed });
+      const timed = await this.#submit(outputs, options, buffers, io);
+      return await this.#read(outputs, io, buffers, timed);
     } catch (e) {
-      pool.release(claimed);
+      ctx.pool.release(claimed);
       if (e instanceof KilnError) throw e;
       // A destroyed device fails the map before its lost promise settles: give it a moment.
       await new Promise((r) => setTimeout(r, 0));
@@ -347,27 +308,206 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
         },
       );
     } finally {
-      pool.release(acquired.filter((b) => !claimed.has(b)));
+      ctx.pool.release(acquired.filter((b) => !claimed.has(b)));
     }
-  };
+  }
 
-  return {
-    readsArgsOnCall: true,
-    // Runs need no queue: each takes its own buffers and staging from the pool, so pipelined runs
-    // overlap their waits for the device.
-    run: async (args, outputs, active) =>
-      await runResident(args, outputs, {
-        repeat: 1,
-        feedback: [],
-        keep: outputs.map(() => false),
-        active,
-      }) as TensorData[],
-    runResident,
-    deviceTimes: () => times,
-    dispose() {
-      queries?.destroy();
-      Promise.all(resident.values()).then((buffers) => pool.release(buffers), () => {});
-      resident.clear();
-    },
-  };
+  /**
+   * Where each requested output comes from: host arguments that are also outputs come back as
+   * they are; everything else is read from the device (staged) or stays there (kept).
+   */
+  #outputsOf(
+    args: readonly (RefTensor | DeviceTensor)[],
+    outputs: readonly number[],
+    keep: readonly boolean[],
+  ): RunOutputs {
+    const { bindings } = this.#plan;
+    const argOf = (v: number) => args[bindings.findIndex((b) => b.value === v)];
+    const typeOf = (v: number): Typed => {
+      const arg = this.#types.has(v) ? undefined : argOf(v);
+      return arg ? { shape: arg.shape, dtype: storedDType(arg.dtype) } : this.#types.get(v)!;
+    };
+    const passed = outputs.map((i) => {
+      const arg = argOf(this.#plan.outputs[i]);
+      return arg !== undefined && !(arg instanceof DeviceTensor) ? arg : undefined;
+    });
+    const staged = outputs.map((_, j) => !keep[j] && !passed[j]);
+    return { typeOf, passed, staged };
+  }
+
+  /** Every buffer of a run, acquired from the pool (those handed out as device tensors claimed). */
+  async #buffers(
+    args: readonly (RefTensor | DeviceTensor)[],
+    outputs: readonly number[],
+    { repeat, keep }: ResidentRunOptions,
+    io: RunOutputs,
+    held: { acquired: GPUBuffer[]; claimed: Set<GPUBuffer> },
+  ): Promise<RunBuffers> {
+    const { bindings, constants, kernels } = this.#plan;
+    const { pool } = this.#ctx;
+    const { acquired, claimed } = held;
+    const given = new Map<number, GPUBuffer>();
+    const needed = new Set(
+      outputs.flatMap((i, j) => (io.passed[j] ? [] : [this.#plan.outputs[i]])),
+    );
+    await Promise.all(bindings.map(async (b, i) => {
+      if (this.#types.has(b.value) || needed.has(b.value)) {
+        given.set(b.value, await this.#upload(args[i], b.resident, acquired));
+      }
+    }));
+    for (const [v, t] of constants) {
+      given.set(v, await this.#upload({ ...t, dtype: t.dtype as DType }, true, acquired));
+    }
+    // Repetitions alternate between two sets of kernel outputs: one holds the state the next
+    // repetition reads while it writes the other (dispatches in one encoder run in order).
+    const sets: Map<number, GPUBuffer>[] = [];
+    for (let s = 0; s < Math.min(repeat, 2); s++) {
+      const set = new Map<number, GPUBuffer>();
+      for (const k of kernels) {
+        for (const o of k.outputs) {
+          const b = await pool.acquire(this.#bytesOf(o), STORAGE);
+          acquired.push(b);
+          set.set(o.value, b);
+        }
+      }
+      sets.push(set);
+    }
+    const offsets = new Map<number, number>();
+    let total = 0;
+    outputs.forEach((i, j) => {
+      const v = this.#plan.outputs[i];
+      if (!io.staged[j] || offsets.has(v)) return;
+      offsets.set(v, total);
+      total += this.#bytesOf(io.typeOf(v));
+    });
+    const queries = this.#queries;
+    const stamps = Math.ceil(total / 8) * 8, stampBytes = queries ? queries.count * 8 : 0;
+    const resolved = queries ? await pool.acquire(stampBytes, RESOLVE) : undefined;
+    if (resolved) acquired.push(resolved);
+    const staging = total + stampBytes
+      ? await pool.acquire(stamps + stampBytes, STAGING)
+      : undefined;
+    if (staging) acquired.push(staging);
+    const last = sets[(repeat - 1) % 2] ?? new Map<number, GPUBuffer>();
+    // Kept outputs take the last repetition's buffer; a value kept twice, or one that is not a
+    // kernel output (an input, param or constant), is copied into a buffer of its own.
+    const kept = await Promise.all(outputs.map(async (i, j) => {
+      if (!keep[j]) return undefined;
+      const v = this.#plan.outputs[i];
+      const own = last.get(v);
+      if (own && !claimed.has(own)) {
+        claimed.add(own);
+        return { value: v, buffer: own, copy: false };
+      }
+      const buffer = await pool.acquire(this.#bytesOf(io.typeOf(v)), STORAGE);
+      claimed.add(buffer);
+      return { value: v, buffer, copy: true };
+    }));
+    return { given, sets, offsets, stamps, stampBytes, resolved, staging, kept };
+  }
+
+  /** Encodes every repetition and the copies out, submits once; the kernels timed. */
+  async #submit(
+    outputs: readonly number[],
+    { repeat, feedback, active }: ResidentRunOptions,
+    run: RunBuffers,
+    io: RunOutputs,
+  ): Promise<Set<number>> {
+    const { device } = this.#ctx;
+    const { bindings, kernels } = this.#plan;
+    const { given, sets, staging } = run;
+    const last = sets[(repeat - 1) % 2] ?? new Map<number, GPUBuffer>();
+    const bufferOf = (v: number, set: ReadonlyMap<number, GPUBuffer>) =>
+      set.get(v) ?? given.get(v)!;
+    device.pushErrorScope("validation");
+    const encoder = device.createCommandEncoder();
+    const timed = new Set<number>();
+    // Only the kernels the requested outputs (and the fed-back ones) need.
+    const wanted = this.#kernelsNeeded([...outputs, ...feedback.map(([o]) => o)]);
+    for (let r = 0; r < repeat; r++) {
+      const buffers = new Map(given);
+      for (const [v, b] of sets[r % 2]) buffers.set(v, b);
+      if (r > 0) {
+        for (const [o, a] of feedback) {
+          buffers.set(bindings[a].value, bufferOf(this.#plan.outputs[o], sets[(r - 1) % 2]));
+        }
+      }
+      this.#encode(encoder, buffers, active, timed, wanted);
+    }
+    for (const k of run.kept) {
+      if (k?.copy) {
+        const from = bufferOf(k.value, last);
+        encoder.copyBufferToBuffer(from, 0, k.buffer, 0, this.#bytesOf(io.typeOf(k.value)));
+      }
+    }
+    for (const [v, off] of run.offsets) {
+      encoder.copyBufferToBuffer(bufferOf(v, last), 0, staging!, off, this.#bytesOf(io.typeOf(v)));
+    }
+    const queries = this.#queries;
+    if (queries && run.resolved) {
+      encoder.resolveQuerySet(queries, 0, queries.count, run.resolved, 0);
+      encoder.copyBufferToBuffer(run.resolved, 0, staging!, run.stamps, run.stampBytes);
+    }
+    device.queue.submit([encoder.finish()]);
+    const error = await device.popErrorScope();
+    if (error) {
+      throw new KilnError(
+        `WebGPU rejected the run of ${kernels.map((k) => k.name).join(", ")}: ${error.message}`,
+        {
+          code: "backend",
+          fix:
+            "report this with the kernel's WGSL (explain shows it); use the reference backend meanwhile",
+        },
+      );
+    }
+    return timed;
+  }
+
+  /**
+   * The outputs: kept ones as device tensors, passed ones as they are, staged ones read back
+   * (with the kernel times). Without a readback nothing needs the device to finish: later work
+   * on these buffers (through the pool or device tensors) is ordered after this submit.
+   */
+  async #read(
+    outputs: readonly number[],
+    io: RunOutputs,
+    run: RunBuffers,
+    timed: ReadonlySet<number>,
+  ): Promise<(TensorData | DeviceTensor)[]> {
+    const { staging, stamps, stampBytes } = run;
+    const queries = this.#queries;
+    const mapped = staging ? await mapForRead(staging, stamps + stampBytes) : undefined;
+    const bytes = mapped?.range;
+    // One output's own copy is handed out as it is; outputs sharing one are copied out of it.
+    const owned = mapped?.owned === true && io.staged.filter(Boolean).length === 1 && !queries;
+    const data = outputs.map((i, j): TensorData | DeviceTensor => {
+      const v = this.#plan.outputs[i];
+      const t = io.typeOf(v);
+      const k = run.kept[j];
+      if (k) {
+        return new DeviceTensor(new GpuStorage(this.#ctx, k.buffer, t.dtype), t.shape, t.dtype);
+      }
+      if (io.passed[j]) return io.passed[j].data;
+      return fromStored(bytes!, run.offsets.get(v)!, sizeOf(t.shape), t.dtype, this.#ctx, owned);
+    });
+    if (queries && bytes) {
+      const t = new BigUint64Array(bytes, stamps, queries.count);
+      this.#times = [...timed].map((i) => ({
+        kernel: this.#plan.kernels[i].name,
+        ms: Number(t[2 * i + 1] - t[2 * i]) / 1e6,
+      }));
+    }
+    staging?.unmap();
+    return data;
+  }
+}
+
+/** Where a run's requested outputs come from (see `GpuProgram.#outputsOf`). */
+interface RunOutputs {
+  /** The stored type of a value (an argument's where it is one). */
+  readonly typeOf: (v: number) => Typed;
+  /** Per output, the host argument it is, if any. */
+  readonly passed: readonly (RefTensor | undefined)[];
+  /** Per output, whether it is read back through the staging buffer. */
+  readonly staged: readonly boolean[];
 }
