@@ -24,6 +24,7 @@ import {
   TILE_ROWS,
 } from "../../shaders/wasm/matmul_plan.ts";
 import { type Split, WorkerPool, type WorkerThreads } from "./worker_crew.ts";
+import { ThreadTuner } from "./thread_tuner.ts";
 
 /** The arena stores every dtype in 32-bit words, f64 in 64-bit ones (see `words.ts`). */
 const WORDS: Storage = { half: false };
@@ -123,137 +124,6 @@ const PAGE = 65536;
 /** 4 GiB: what a 32-bit WebAssembly memory can address. */
 const MAX_PAGES = 65536;
 
-/**
- * Whether a program's runs use its worker threads, decided by timing and kept under review.
- *
- * After {@linkcode ThreadTuner.WARM} runs, runs alternate between threaded and single-threaded
- * until each way has {@linkcode ThreadTuner.SAMPLES} timings; the faster way (by the fastest of
- * its latest timings) is chosen. The first threaded run with the workers up is not a sample:
- * its workers' code is cold. A verdict too close to call (see
- * {@linkcode ThreadTuner.CLOSE}) takes more samples, up to {@linkcode ThreadTuner.MOST} a way.
- *
- * The first verdict times code V8 is still optimizing, on every core: on the 2-core machine
- * vit_tiny's early threaded runs read 3–8 ms and its steady ones 1.4 ms (2.2 ms alone), so one
- * process in two kept one thread for good. So the verdict stays under review: after
- * {@linkcode ThreadTuner.FIRST_PROBE} runs ({@linkcode ThreadTuner.CLEAR_PROBE} when one way
- * was twice as fast), then at doubling gaps (at most
- * {@linkcode ThreadTuner.LAST_PROBE}), one run goes the other way, and the choice switches when
- * the other way's latest timings beat the chosen way's by the margin. A probe costs at most one
- * run in eight, fewer as the gaps grow.
- * Hand-off costs are the machine's, not the kernel's: on a 2-core machine lenet ran 0.50 ms on
- * one thread and 1.01 ms on two; on 16 cores the threaded runs of small models were worse still.
- */
-export class ThreadTuner {
-  /** Runs before timing starts (code tiers up, workers spawn). */
-  static readonly WARM = 2;
-  /** Timings per way for a first verdict, and the latest timings a verdict reads. */
-  static readonly SAMPLES = 3;
-  /** Timings per way at most, when the first verdict is close. */
-  static readonly MOST = 8;
-  /**
-   * Threaded ÷ single-threaded at or below which one timing of each way is a first verdict: a run
-   * on one thread then costs four threaded ones or more (ResNet-18 on the 16-core host: 400 ms
-   * against 46, and three such samples were 0.8 s of its early runs).
-   */
-  static readonly DECISIVE = 0.25;
-  /** Threaded ÷ single-threaded (fastest runs) between which a first verdict is close. */
-  static readonly CLOSE: readonly [number, number] = [0.8, 1.05];
-  /** Runs after the first verdict at which the other way is first tried again. */
-  static readonly FIRST_PROBE = 2;
-  /** Runs after a first verdict of a 2× or wider margin at which the other way is first tried. */
-  static readonly CLEAR_PROBE = 32;
-  /** The longest gap between two such tries. */
-  static readonly LAST_PROBE = 1024;
-  #runs = 0;
-  /** Timings single-threaded and threaded, latest last. */
-  #times: [number[], number[]] = [[], []];
-  #choice?: boolean;
-  /** Whether a threaded run with the workers up has happened (the workers' warm-up). */
-  #warmThreads = false;
-  /** Whether the current probe of the threads has had its waking run. */
-  #woken = false;
-  /** Runs until the next probe, and the gap after it. */
-  #untilProbe = ThreadTuner.FIRST_PROBE;
-  #gap = ThreadTuner.FIRST_PROBE;
-
-  /**
-   * A tuner, starting from `verdict` when an earlier process on this machine reached one (the
-   * first probe of the other way then comes after {@linkcode ThreadTuner.CLEAR_PROBE} runs).
-   */
-  constructor(verdict?: boolean) {
-    if (verdict === undefined) return;
-    this.#choice = verdict;
-    this.#untilProbe = this.#gap = ThreadTuner.CLEAR_PROBE;
-  }
-
-  /** Whether the next run should use the threads. */
-  next(): boolean {
-    if (this.#choice === undefined) {
-      return this.#runs < ThreadTuner.WARM || (this.#runs - ThreadTuner.WARM) % 2 === 0;
-    }
-    return this.#untilProbe === 0 ? !this.#choice : this.#choice;
-  }
-
-  /**
-   * Records a run that took `ms` with threads or without; `ready` says whether the workers were
-   * up (until they are, a threaded run is a single-threaded one and times nothing).
-   */
-  record(threads: boolean, ms: number, ready: boolean): void {
-    if (!ready) return;
-    if (this.#runs++ < ThreadTuner.WARM) return;
-    if (threads && !this.#warmThreads) {
-      this.#warmThreads = true;
-      return;
-    }
-    // A probe of the threads after runs without them finds the workers asleep, and on a busy
-    // 16-core host waking them cost more than the run (vit_tiny: 9.4 ms against 1.5 a run once
-    // awake): the probe's first run wakes them and times nothing, the next one probes.
-    if (this.#choice === false && this.#untilProbe === 0 && !this.#woken) {
-      this.#woken = true;
-      return;
-    }
-    this.#woken = false;
-    const times = this.#times[threads ? 1 : 0];
-    times.push(ms);
-    if (times.length > ThreadTuner.MOST) times.shift();
-    const [alone, threaded] = this.#times.map((t) => Math.min(...t.slice(-ThreadTuner.SAMPLES)));
-    // Threads must win by a margin, as a run on one thread leaves the other cores to the rest of
-    // the process; the fastest timing of each way, as interference only ever adds time.
-    const ratio = threaded / alone;
-    if (this.#choice === undefined) {
-      const samples = Math.min(...this.#times.map((t) => t.length));
-      const [low, high] = ThreadTuner.CLOSE;
-      if (samples < ThreadTuner.SAMPLES && !(samples && ratio <= ThreadTuner.DECISIVE)) return;
-      if (ratio >= low && ratio < high && samples < ThreadTuner.MOST) return;
-      this.#choice = ratio < 0.9;
-      // A probe of a way two or more times slower costs that much: on the 16-core host one run
-      // of shufflenet alone took 25-35 ms against 6 threaded, and probes at runs 2, 6 and 14 put
-      // three of those among a caller's first twenty runs.
-      if (ratio < 0.5 || ratio > 2) this.#untilProbe = this.#gap = ThreadTuner.CLEAR_PROBE;
-      return;
-    }
-    if (this.#untilProbe-- > 0) return;
-    this.#gap = Math.min(ThreadTuner.LAST_PROBE, this.#gap * 2);
-    this.#untilProbe = this.#gap;
-    this.#choice = ratio < (this.#choice ? 1 / 0.9 : 0.9);
-  }
-
-  /**
-   * Takes one thread as the verdict, where none is in yet, as a stored verdict would be (the
-   * threads are first tried after {@linkcode ThreadTuner.CLEAR_PROBE} runs).
-   */
-  presumeAlone(): void {
-    if (this.#choice !== undefined) return;
-    this.#choice = false;
-    this.#untilProbe = this.#gap = ThreadTuner.CLEAR_PROBE;
-  }
-
-  /** The way runs take now, once a first verdict is in. */
-  get choice(): boolean | undefined {
-    return this.#choice;
-  }
-}
-
 /** A program in one arena. */
 export interface ArenaProgram extends Program {
   /**
@@ -280,10 +150,36 @@ export interface ArenaProgram extends Program {
   readonly noted: Promise<void> | void;
 }
 
-/** Builds the program for `plan`. */
-export function arenaProgram(given: ArenaPlan): ArenaProgram {
-  // The kernels as generated (`generateWasm`): an f16 matmul's B is packed for its tiles.
-  const plan = { ...given, kernels: given.kernels.map(halfMatmulView) };
+/** Where everything of a program lives in its arena, and how large the arena is. */
+interface ArenaLayout {
+  /** Every kernel buffer's type, by value. */
+  readonly types: Map<number, { shape: readonly number[]; dtype: DType }>;
+  /** Every value's byte offset. */
+  readonly offsets: Map<number, number>;
+  /** Per kernel, whether it is worth splitting over threads; the threads the program uses. */
+  readonly threaded: boolean[];
+  readonly threads: number;
+  /** The scratch (one slice of `scratchSize` a thread) after the values. */
+  readonly scratch: number;
+  readonly scratchSize: number;
+  /** Per tiled matmul, where its B's packed panels go (fixed B: packed once per change). */
+  readonly packs: (Pack | undefined)[];
+  readonly packedAt: number[];
+  /** The arena's size in pages. */
+  readonly pages: number;
+}
+
+/** Where a tiled matmul's B is packed, and how. */
+interface Pack {
+  readonly value: number;
+  readonly fixed: boolean;
+  readonly bytes: number;
+  readonly tableRows?: number;
+  at: number;
+}
+
+/** The arena of `plan`: its values, scratch and packed panels placed; too large, refused. */
+function arenaLayout(plan: ArenaPlan): ArenaLayout {
   const types = new Map<number, { shape: readonly number[]; dtype: DType }>();
   for (const k of plan.kernels) for (const b of [...k.inputs, ...k.outputs]) types.set(b.value, b);
   // Intermediates share places as the compiler's memory plan says (lifetimes that do not
@@ -349,15 +245,31 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
       },
     );
   }
-  const shared = (plan.threads ?? 1) > 1;
-  const memory = new WebAssembly.Memory({
-    initial: pages,
-    maximum: shared ? pages : MAX_PAGES,
-    shared,
-  } as WebAssembly.MemoryDescriptor);
-  // One instance per module: kernels of the same code (a repeated block, an RNN's steps) share
-  // it, and with it V8's tier-up budget, so their code is optimized as soon as one kernel's would
-  // be if it ran as often as they all do.
+  return { types, offsets, threaded, threads, scratch, scratchSize, packs, packedAt, pages };
+}
+
+/** Builds the program for `plan`. */
+export function arenaProgram(given: ArenaPlan): ArenaProgram {
+  // The kernels as generated (`generateWasm`): an f16 matmul's B is packed for its tiles.
+  return new Arena({ ...given, kernels: given.kernels.map(halfMatmulView) });
+}
+
+/** The instantiated modules of a program: each kernel's entry, bound to its buffers. */
+interface Instances {
+  /** Each kernel's `run` export, its buffers' addresses, and `run` with them bound. */
+  readonly runs: ((...a: number[]) => void)[];
+  readonly addresses: number[][];
+  readonly bound: ((...a: number[]) => void)[];
+  /** Per kernel, the panels a matmul of few rows ranges over instead of rows (0: rows). */
+  readonly panels: number[];
+}
+
+/**
+ * One instance per module: kernels of the same code (a repeated block, an RNN's steps) share it,
+ * and with it V8's tier-up budget, so their code is optimized as soon as one kernel's would be
+ * if it ran as often as they all do.
+ */
+function instantiate(plan: ArenaPlan, layout: ArenaLayout, memory: WebAssembly.Memory): Instances {
   const instances = new Map<WebAssembly.Module, WebAssembly.Exports>();
   const exported = plan.modules.map((mod) => {
     let exports = instances.get(mod);
@@ -369,36 +281,20 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
   });
   const runs = exported.map((e) => e.run as (...a: number[]) => void);
   const addresses = plan.kernels.map((k) =>
-    [...k.inputs, ...k.outputs].map((b) => offsets.get(b.value)!)
+    [...k.inputs, ...k.outputs].map((b) => layout.offsets.get(b.value)!)
   );
   // Each kernel's call with its buffers bound, and its rows: a run of a small model is mostly
   // calls (lstm2: 47 kernels in 0.13 ms), so nothing is spread or counted per call.
-  const bound = runs.map((run, i) => run.bind(null, ...addresses[i], scratch));
+  const bound = runs.map((run, i) => run.bind(null, ...addresses[i], layout.scratch));
   // A matmul of few rows ranges over B's panels instead (see `panelSplit`): its calls cover
   // every row.
   const panels = exported.map((e) => (e.panelSplit as WebAssembly.Global | undefined)?.value ?? 0);
-  const rowsOf = plan.kernels.map((k, i) => panels[i] || rowCount(k));
-  // A stored verdict counts for the same thread count only (another machine, another setting).
-  const [way, count] = plan.tuning?.split(" ") ?? [];
-  const stored = Number(count) === threads && (way === "threads" || way === "alone")
-    ? way === "threads"
-    : undefined;
-  const crew = threads > 1
-    ? WorkerPool.of({ threads, ...plan.workers! }).enlist({
-      modules: plan.modules,
-      memory,
-      args: addresses,
-      packs: packedAt,
-      scratch,
-      scratchBytes: scratchSize,
-      // Spawning blocks this thread for 20-30 ms a worker: worth it up front only for first runs
-      // that the threads shorten by more (matmul 2048 first run 540 -> 390 ms; 1024 and W1-16M
-      // were as fast or faster without). Other programs spawn them as their second run that
-      // wants threads begins (see `execute`), after the first result.
-      eager: plan.kernels.reduce((sum, k) => sum + workOf(k), 0) >= EAGER_WORK,
-    })
-    : undefined;
-  const split = plan.kernels.map((k, i): Split => {
+  return { runs, addresses, bound, panels };
+}
+
+/** How each kernel's rows split among threads (see {@linkcode Split}). */
+function splitsOf(kernels: readonly KernelIR[], panels: readonly number[]): Split[] {
+  return kernels.map((k, i): Split => {
     const parts = Math.max(1, Math.floor(workOf(k) / PART_WORK));
     if (panels[i]) return { unit: 1, chunk: panels[i], parts };
     const { unit, tile } = rowUnit(k), work = workOf(k) / Math.max(1, rowCount(k));
@@ -414,101 +310,253 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
       pieces: contracts(k) ? 1 : PIECES,
     };
   });
-  // On this thread alone: split between the threads (worker primed) it measured no faster —
-  // W5's 1.6 MB of weights 0.13 -> 0.11 ms, while W2-512 ran 3.57 -> 3.85 ms in all.
-  // B's panels, and a table's rows in calls of 64 rows, then twice as many each (see `tableRows`).
-  const tables = packs.map((p) => p?.tableRows ?? 0);
-  const pack = (i: number) => {
-    for (let s = 0, n = 64; s === 0 || s < tables[i]; s += n, n *= 2) {
-      runs[i](...addresses[i], scratch, -1 - s, Math.min(tables[i], s + n), packedAt[i]);
-    }
-  };
-  const written = new Map<number, TensorData>();
+}
+
+/** A program in one arena (see {@linkcode ArenaProgram}). */
+class Arena implements ArenaProgram {
+  // Arguments are copied into the arena before the first await.
+  readonly readsArgsOnCall = true;
+  readonly splitPays: boolean;
+  #plan: ArenaPlan;
+  #layout: ArenaLayout;
+  #memory: WebAssembly.Memory;
+  #k: Instances;
+  #rowsOf: number[];
+  #split: Split[];
+  #crew?: ReturnType<WorkerPool["enlist"]>;
+  #stored?: boolean;
+  #tuner?: ThreadTuner;
+  #reported?: string;
+  /** The store of the last verdict reported (see `AssemblyPlan.onTuning`). */
+  #noted: Promise<void> | void = undefined;
+  #needed: (outputs: readonly number[]) => readonly boolean[];
+  #times: KernelTime[] = [];
+  #threadedRuns = 0;
+  /** Data last written per value (params and constants are written again only when changed). */
+  #written = new Map<number, TensorData>();
   /** Values written by the current run (a prepacked B among them is packed anew). */
-  const fresh = new Set<number>();
-  const write = (value: number, data: TensorData, dtype: DType) => {
-    if (!types.has(value) || written.get(value) === data) return;
-    fresh.add(value);
+  #fresh = new Set<number>();
+
+  constructor(plan: ArenaPlan) {
+    this.#plan = plan;
+    const layout = this.#layout = arenaLayout(plan);
+    const shared = (plan.threads ?? 1) > 1;
+    this.#memory = new WebAssembly.Memory({
+      initial: layout.pages,
+      maximum: shared ? layout.pages : MAX_PAGES,
+      shared,
+    } as WebAssembly.MemoryDescriptor);
+    const k = this.#k = instantiate(plan, layout, this.#memory);
+    this.#rowsOf = plan.kernels.map((kernel, i) => k.panels[i] || rowCount(kernel));
+    // A stored verdict counts for the same thread count only (another machine, another setting).
+    const [way, count] = plan.tuning?.split(" ") ?? [];
+    const { threads } = layout;
+    this.#stored = Number(count) === threads && (way === "threads" || way === "alone")
+      ? way === "threads"
+      : undefined;
+    this.#crew = threads > 1
+      ? WorkerPool.of({ threads, ...plan.workers! }).enlist({
+        modules: plan.modules,
+        memory: this.#memory,
+        args: k.addresses,
+        packs: layout.packedAt,
+        scratch: layout.scratch,
+        scratchBytes: layout.scratchSize,
+        // Spawning blocks this thread for 20-30 ms a worker: worth it up front only for first
+        // runs that the threads shorten by more (matmul 2048 first run 540 -> 390 ms; 1024 and
+        // W1-16M were as fast or faster without). Other programs spawn them as their second run
+        // that wants threads begins (see `execute`), after the first result.
+        eager: plan.kernels.reduce((sum, k) => sum + workOf(k), 0) >= EAGER_WORK,
+      })
+      : undefined;
+    this.#split = splitsOf(plan.kernels, k.panels);
+    this.#tuner = this.#crew ? new ThreadTuner(this.#stored) : undefined;
+    this.#reported = this.#verdict();
+    this.#needed = neededKernels(plan.kernels, plan.outputs);
+    this.splitPays = threads > 1 &&
+      plan.kernels.some((k) => !k.opaque && workOf(k) >= SPLIT_PAYS);
+  }
+
+  #verdict(): string | undefined {
+    const choice = this.#tuner?.choice;
+    return choice === undefined
+      ? undefined
+      : `${choice ? "threads" : "alone"} ${this.#layout.threads}`;
+  }
+
+  /** A run, timed by the thread tuner. */
+  run(
+    args: readonly RefTensor[],
+    outputs: readonly number[],
+    active?: number,
+  ): Promise<TensorData[]> {
+    return this.#execute(args, outputs, active, true);
+  }
+
+  /** A run on this thread alone, untimed (a warm-up; see {@linkcode ArenaProgram.runAlone}). */
+  runAlone(
+    args: readonly RefTensor[],
+    outputs: readonly number[],
+    active?: number,
+  ): Promise<TensorData[]> {
+    return this.#execute(args, outputs, active, false);
+  }
+
+  /** Whether runs take one way for now: single-threaded, or the thread tuner has a verdict. */
+  get settled(): boolean {
+    return this.#tuner?.choice !== undefined || !this.#tuner;
+  }
+
+  /** Runs on one thread from now on, unless the tuner's later probes find threads faster. */
+  presumeAlone(): void {
+    // A presumption, not a timing: kept from the stored verdicts unless a probe overturns it.
+    this.#tuner?.presumeAlone();
+    this.#reported = this.#verdict();
+  }
+
+  /** Settles once the last verdict reported has been stored. */
+  get noted(): Promise<void> | void {
+    return this.#noted;
+  }
+
+  /** The thread tuner's verdict, once it has one. */
+  get tuning(): string | undefined {
+    return this.#verdict();
+  }
+
+  /** Kernel times of the last profiled run. */
+  deviceTimes(): readonly KernelTime[] {
+    return this.#times;
+  }
+
+  /** Stops the crew's work for this program and forgets what was written. */
+  dispose(): void {
+    this.#crew?.dispose();
+    this.#written.clear();
+  }
+
+  /**
+   * Packs kernel `i`'s B: its panels, and a table's rows in calls of 64 rows, then twice as many
+   * each (see `tableRows`).
+   */
+  #pack(i: number): void {
+    const rows = this.#layout.packs[i]?.tableRows ?? 0;
+    const { runs, addresses } = this.#k;
+    for (let s = 0, n = 64; s === 0 || s < rows; s += n, n *= 2) {
+      runs[i](
+        ...addresses[i],
+        this.#layout.scratch,
+        -1 - s,
+        Math.min(rows, s + n),
+        this.#layout.packedAt[i],
+      );
+    }
+  }
+
+  /** Writes `data` at `value`'s place, unless it is the data written there last. */
+  #write(value: number, data: TensorData, dtype: DType): void {
+    if (!this.#layout.types.has(value) || this.#written.get(value) === data) return;
+    this.#fresh.add(value);
     const words = toWords(data, dtype);
-    new Uint8Array(memory.buffer, offsets.get(value)!, words.byteLength).set(
+    new Uint8Array(this.#memory.buffer, this.#layout.offsets.get(value)!, words.byteLength).set(
       new Uint8Array(words.buffer, words.byteOffset, words.byteLength),
     );
-  };
-  const tuner = crew ? new ThreadTuner(stored) : undefined;
-  const verdict = () =>
-    tuner?.choice === undefined ? undefined : `${tuner.choice ? "threads" : "alone"} ${threads}`;
-  let reported = verdict();
-  /** The store of the last verdict reported (see `AssemblyPlan.onTuning`). */
-  let noted: Promise<void> | void = undefined;
-  const needed = neededKernels(plan.kernels, plan.outputs);
-  let times: KernelTime[] = [], threadedRuns = 0;
+  }
+
   /** Kernel `i` over rows `[start, end)`, in calls of `chunk` rows, each twice the last. */
-  const callRows = (i: number, start: number, end: number) => {
-    for (let s = start, n = split[i].chunk; s < end; s += n, n *= 2) {
-      bound[i](s, Math.min(end, s + n), packedAt[i]);
+  #callRows(i: number, start: number, end: number): void {
+    for (let s = start, n = this.#split[i].chunk; s < end; s += n, n *= 2) {
+      this.#k.bound[i](s, Math.min(end, s + n), this.#layout.packedAt[i]);
     }
-  };
-  const execute = (
+  }
+
+  /** A run: arguments written, the wanted kernels called (threaded or not), outputs read. */
+  #execute(
     args: readonly RefTensor[],
     outputs: readonly number[],
     active: number | undefined,
     tuned: boolean,
-  ): Promise<TensorData[]> => {
-    const threads = tuned && (tuner?.next() ?? false);
+  ): Promise<TensorData[]> {
+    const crew = this.#crew;
+    const threads = tuned && (this.#tuner?.next() ?? false);
     // Left to the pool, the spawn waits for a task boundary that a caller awaiting runs back to
     // back never reaches: with a stored verdict of threads, a compile from the disk cache ran
     // mobilenet_v2ish's first 110 runs alone on the 16-core host (0.93 ms a run, 0.33 after).
     // Spawned in the compile instead, fifteen workers took 125-160 ms of unet's first result.
     // Where no verdict is stored the tuner is still deciding, and its probes run alone.
-    if (threads && stored && ++threadedRuns === 2) crew!.start();
+    if (threads && this.#stored && ++this.#threadedRuns === 2) crew!.start();
     if (threads) crew!.prime();
     const began = performance.now();
-    plan.bindings.forEach((b, i) => {
-      write(b.value, args[i].data, args[i].dtype);
-      if (b.resident) written.set(b.value, args[i].data);
-    });
-    for (const [v, t] of plan.constants) {
-      write(v, t.data, t.dtype as DType);
-      written.set(v, t.data);
-    }
-    packs.forEach((p, i) => p?.fixed && fresh.has(p.value) && pack(i));
-    fresh.clear();
-    const timed: KernelTime[] = [];
-    const wanted = needed(outputs);
+    this.#writeArguments(args);
     try {
-      plan.kernels.forEach((k, i) => {
-        if (!wanted[i]) return;
-        const start = plan.profile ? performance.now() : 0;
-        if (packs[i] && !packs[i].fixed) pack(i);
-        // A panel split computes every row, the stale ones past the active rows too (harmless:
-        // see `panelSplit`).
-        const rows = active !== undefined && plan.partial?.[i] && !panels[i]
-          ? rowsOf[i] / k.space[0] * active
-          : rowsOf[i];
-        if (k.opaque) runs[i](...addresses[i]);
-        else if (threads && threaded[i]) crew!.run(i, rows, split[i], (a, b) => callRows(i, a, b));
-        else callRows(i, 0, rows);
-        if (plan.profile) timed.push({ kernel: k.name, ms: performance.now() - start });
-      });
+      this.#times = this.#callKernels(outputs, active, threads);
     } finally {
       // The workers spun through the run for its jobs (see `WorkerPool.prime`).
       if (threads) crew!.rest();
     }
-    times = timed;
     // Until every worker is up a threaded run splits over fewer threads than it will: such
     // runs time nothing.
-    if (tuned && tuner) {
-      tuner.record(threads, performance.now() - began, crew!.ready() === crew!.workers);
-      const now = verdict();
-      if (now !== reported && now !== undefined) noted = plan.onTuning?.(reported = now);
+    if (tuned && this.#tuner) {
+      this.#tuner.record(threads, performance.now() - began, crew!.ready() === crew!.workers);
+      const now = this.#verdict();
+      if (now !== this.#reported && now !== undefined) {
+        this.#noted = this.#plan.onTuning?.(this.#reported = now);
+      }
     }
-    const fault = new Int32Array(memory.buffer, 0, 3);
+    const fault = new Int32Array(this.#memory.buffer, 0, 3);
     if (fault[0] !== 0) {
       const error = gatherOutOfRange(fault[1], fault[2]);
       fault.fill(0);
       return Promise.reject(error);
     }
-    return Promise.resolve(outputs.map((i) => {
+    return Promise.resolve(this.#outputs(args, outputs));
+  }
+
+  /** The run's arguments and the constants into the arena; fixed Bs that changed packed. */
+  #writeArguments(args: readonly RefTensor[]): void {
+    const plan = this.#plan;
+    plan.bindings.forEach((b, i) => {
+      this.#write(b.value, args[i].data, args[i].dtype);
+      if (b.resident) this.#written.set(b.value, args[i].data);
+    });
+    for (const [v, t] of plan.constants) {
+      this.#write(v, t.data, t.dtype as DType);
+      this.#written.set(v, t.data);
+    }
+    this.#layout.packs.forEach((p, i) => p?.fixed && this.#fresh.has(p.value) && this.#pack(i));
+    this.#fresh.clear();
+  }
+
+  /** Calls the kernels the outputs need, over the active rows; their times where profiled. */
+  #callKernels(outputs: readonly number[], active: number | undefined, threads: boolean) {
+    const plan = this.#plan;
+    const { packs, threaded } = this.#layout;
+    const { runs, addresses, panels } = this.#k;
+    const timed: KernelTime[] = [];
+    const wanted = this.#needed(outputs);
+    plan.kernels.forEach((k, i) => {
+      if (!wanted[i]) return;
+      const start = plan.profile ? performance.now() : 0;
+      if (packs[i] && !packs[i].fixed) this.#pack(i);
+      // A panel split computes every row, the stale ones past the active rows too (harmless:
+      // see `panelSplit`).
+      const rows = active !== undefined && plan.partial?.[i] && !panels[i]
+        ? this.#rowsOf[i] / k.space[0] * active
+        : this.#rowsOf[i];
+      if (k.opaque) runs[i](...addresses[i]);
+      else if (threads && threaded[i]) {
+        this.#crew!.run(i, rows, this.#split[i], (a, b) => this.#callRows(i, a, b));
+      } else this.#callRows(i, 0, rows);
+      if (plan.profile) timed.push({ kernel: k.name, ms: performance.now() - start });
+    });
+    return timed;
+  }
+
+  /** The outputs' data: arguments as given, constants copied, the rest read from the arena. */
+  #outputs(args: readonly RefTensor[], outputs: readonly number[]): TensorData[] {
+    const plan = this.#plan;
+    const { types, offsets } = this.#layout;
+    return outputs.map((i) => {
       const v = plan.outputs[i];
       const bound = plan.bindings.findIndex((b) => b.value === v);
       if (bound >= 0) return args[bound].data;
@@ -516,35 +564,14 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
       const constant = plan.constants.get(v);
       if (constant) return constant.data.slice();
       const t = types.get(v)!;
-      return fromWords(memory.buffer as ArrayBuffer, offsets.get(v)!, sizeOf(t.shape), t.dtype);
-    }));
-  };
-  return {
-    // Arguments are copied into the arena before the first await.
-    readsArgsOnCall: true,
-    run: (args, outputs, active) => execute(args, outputs, active, true),
-    runAlone: (args, outputs, active) => execute(args, outputs, active, false),
-    get settled() {
-      return tuner?.choice !== undefined || !tuner;
-    },
-    splitPays: threads > 1 && plan.kernels.some((k) => !k.opaque && workOf(k) >= SPLIT_PAYS),
-    presumeAlone: () => {
-      // A presumption, not a timing: kept from the stored verdicts unless a probe overturns it.
-      tuner?.presumeAlone();
-      reported = verdict();
-    },
-    get noted() {
-      return noted;
-    },
-    get tuning() {
-      return verdict();
-    },
-    deviceTimes: () => times,
-    dispose() {
-      crew?.dispose();
-      written.clear();
-    },
-  };
+      return fromWords(
+        this.#memory.buffer as ArrayBuffer,
+        offsets.get(v)!,
+        sizeOf(t.shape),
+        t.dtype,
+      );
+    });
+  }
 }
 
 /**

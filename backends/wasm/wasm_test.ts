@@ -17,7 +17,7 @@ import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
 import { threadsFor, WasmBackend } from "./wasm_backend.ts";
 import { warmUpBudget } from "./warm_up.ts";
-import { ThreadTuner } from "./arena_program.ts";
+import { ThreadTuner } from "./thread_tuner.ts";
 import { WorkerPool } from "./worker_crew.ts";
 import { denoWorkers } from "./web_workers.ts";
 import { KernelCache } from "../../jit/runtime/kernel_cache.ts";

@@ -1,4 +1,4 @@
-import { ThreadTuner } from "./arena_program.ts";
+import { ThreadTuner } from "./thread_tuner.ts";
 import assert from "node:assert/strict";
 import { MessageChannel, Worker } from "node:worker_threads";
 import { denoWorkers } from "./web_workers.ts";
