@@ -10,8 +10,7 @@
 import { type DType, intRange } from "../../jit/ir/dtype.ts";
 import type { Alu, AluOp, AluOperands, Expr } from "../../jit/ir/kernel_ir.ts";
 import type { MathFunction } from "./math.ts";
-import type { KernelFunction } from "./module.ts";
-import type { WasmModule } from "./encoder.ts";
+import type { Wasm, WasmModule } from "./encoder.ts";
 
 /** Whether `d` is a float in generated code (f32 for f32/f16, f64 for f64). */
 export const isFloat = (d: DType): boolean => d === "f32" || d === "f16" || d === "f64";
@@ -65,8 +64,15 @@ const VECTOR_MASK = new Set(["Equal", "Greater", "Less", "IsNaN"]);
 /** Logic on lane masks. */
 const VECTOR_LOGIC = new Set(["And", "Or", "Not"]);
 
-/** What the lowering needs of the function being generated. */
-export type AluContext = Pick<KernelFunction, "m" | "wasm" | "local">;
+/** What the lowering needs of the function being generated (a `KernelFunction` is one). */
+export interface AluContext {
+  /** The module being built. */
+  readonly m: WasmModule;
+  /** The encoder (value types). */
+  readonly wasm: Wasm;
+  /** A new local of value type `type`: its index. */
+  readonly local: (type: number) => number;
+}
 
 /** What a scalar lowering sees: the operands as encoder expressions, and their kind. */
 interface ScalarArgs extends AluOperands<number> {
@@ -121,7 +127,22 @@ export interface AluLowering {
 }
 
 /** The lowerings for one function. */
-export function aluLowering({ m, wasm, local }: AluContext): AluLowering {
+export function aluLowering(c: AluContext): AluLowering {
+  const h = helpers(c);
+  const cast = casting(c, h);
+  const scalar = scalarLowerings(c, h, cast);
+  const alu = (op: AluOp, a: number[], d: DType[], out: DType): number => {
+    const operand = d[0] ?? out;
+    const F = isWide(operand) ? c.m.f64 : c.m.f32;
+    return scalar[op]({ a, d, out, F, fl: isFloat(operand), u: d[0] === "u32" });
+  };
+  const vectorKind = vectorKinds();
+  const { lanes, valu } = vectorLowerings(c, h, vectorKind);
+  return { constant: h.constant, round: rounding(c, h), alu, vectorKind, valu, lanes };
+}
+
+/** What every lowering of one function shares: types, locals, constants, host calls. */
+function helpers({ m, wasm }: AluContext) {
   const f64 = wasm.f64, f32 = wasm.f32, i32 = wasm.i32, v128 = wasm.v128;
   const f4 = m.f32x4;
   const get = (l: number, type: number) => m.local.get(l, type);
@@ -139,7 +160,17 @@ export function aluLowering({ m, wasm, local }: AluContext): AluLowering {
       ? m.f32.const(value)
       : ic(value >>> 0 === value ? value : value | 0);
 
-  const round = (x: number, d: DType): number => {
+  return { f64, f32, i32, v128, f4, get, ic, call1, call2, host, constant };
+}
+
+/** The shared helpers of one function's lowerings. */
+type Helpers = ReturnType<typeof helpers>;
+
+/** Rounding to a narrow dtype (f16, i16, u16, i8, u8, bool), as a store would. */
+function rounding(c: AluContext, h: Helpers): (x: number, d: DType) => number {
+  const { m } = c;
+  const { v128, ic } = h;
+  return (x: number, d: DType): number => {
     switch (d) {
       case "f16":
         return m.f32x4.extract_lane(m.call("vf16", [m.f32x4.splat(x)], v128), 0);
@@ -157,8 +188,13 @@ export function aluLowering({ m, wasm, local }: AluContext): AluLowering {
         return x;
     }
   };
+}
 
-  const cast = (x: number, from: DType, to: DType): number => {
+/** Casts between dtypes; integer targets saturate (the reference's castValue). */
+function casting(c: AluContext, h: Helpers): (x: number, from: DType, to: DType) => number {
+  const { m, local } = c;
+  const { i32, get, ic } = h;
+  return (x: number, from: DType, to: DType): number => {
     const F = isWide(from) ? m.f64 : m.f32;
     if (to === "bool") return isFloat(from) ? F.ne(x, F.const(0)) : m.i32.ne(x, ic(0));
     if (isFloat(to)) {
@@ -198,7 +234,16 @@ export function aluLowering({ m, wasm, local }: AluContext): AluLowering {
     if (to === "u32") return clampS(x, 0, 2147483647);
     return to === "i32" ? x : clampS(x, lo, hi);
   };
+}
 
+/** Per ALU op, its scalar lowering (f32 or f64 for floats, i32 for every other dtype). */
+function scalarLowerings(
+  c: AluContext,
+  h: Helpers,
+  cast: (x: number, from: DType, to: DType) => number,
+): Record<AluOp, (args: ScalarArgs) => number> {
+  const { m, wasm, local } = c;
+  const { f64, f32, i32, get, ic, call2, host } = h;
   const tmp = (v: number) => {
     const l = local(i32);
     return { set: m.local.set(l, v), get: () => get(l, i32) };
@@ -207,8 +252,7 @@ export function aluLowering({ m, wasm, local }: AluContext): AluLowering {
     isWide(d[0])
       ? m.call(op.toLowerCase(), [a[0]], f64)
       : m.f32x4.extract_lane(m.call(MATH[op], [m.f32x4.splat(a[0])], wasm.v128), 0);
-  /** Per ALU op: its scalar lowering (f32 or f64 for floats, i32 for every other dtype). */
-  const scalar = {
+  return {
     Add: ({ a, fl, F }) => fl ? F.add(a[0], a[1]) : m.i32.add(a[0], a[1]),
     Sub: ({ a, fl, F }) => fl ? F.sub(a[0], a[1]) : m.i32.sub(a[0], a[1]),
     Mul: ({ a, fl, F }) => fl ? F.mul(a[0], a[1]) : m.i32.mul(a[0], a[1]),
@@ -274,11 +318,10 @@ export function aluLowering({ m, wasm, local }: AluContext): AluLowering {
     Cast: ({ a, d, out }) => cast(a[0], d[0], out),
     Bitcast: ({ a, out }) => isFloat(out) ? m.f32.reinterpret(a[0]) : m.i32.reinterpret(a[0]),
   } satisfies Record<AluOp, (args: ScalarArgs) => number>;
-  const alu = (op: AluOp, a: number[], d: DType[], out: DType): number => {
-    const operand = d[0] ?? out;
-    const F = isWide(operand) ? m.f64 : m.f32;
-    return scalar[op]({ a, d, out, F, fl: isFloat(operand), u: d[0] === "u32" });
-  };
+}
+
+/** How each expression lives in a vector, memoized per function. */
+function vectorKinds(): (e: Expr) => VectorKind {
   const kinds = new Map<Expr, VectorKind>();
   /** How `e` lives in a vector: f32 lanes, an all-ones/zero lane mask (bool), or not at all. */
   const vectorKind = (e: Expr): VectorKind => {
@@ -302,6 +345,17 @@ export function aluLowering({ m, wasm, local }: AluContext): AluLowering {
     kinds.set(e, k);
     return k;
   };
+  return vectorKind;
+}
+
+/** The f32x4 lowerings: of four scalars (`lanes`), and of an expression (`valu`). */
+function vectorLowerings(
+  c: AluContext,
+  h: Helpers,
+  vectorKind: (e: Expr) => VectorKind,
+): Pick<AluLowering, "lanes" | "valu"> {
+  const { m } = c;
+  const { v128, f4, call2 } = h;
   const lanes = (f: (lane: number) => number) =>
     [1, 2, 3].reduce((v, l) => f4.replace_lane(v, l, f(l)), f4.splat(f(0)));
   const lane = (x: number, l: number) => f4.extract_lane(x, l);
@@ -350,6 +404,5 @@ export function aluLowering({ m, wasm, local }: AluContext): AluLowering {
     const v = vector[e.op](e, a);
     return e.dtype === "f16" ? m.call("vf16", [v], v128) : v;
   };
-
-  return { constant, round, alu, vectorKind, valu, lanes };
+  return { lanes, valu };
 }
