@@ -21,7 +21,6 @@ const LONG_FUNCTIONS: Readonly<Record<string, number>> = {
   "shaders/wasm/index.ts:indexLowering": 164,
   "shaders/wasm/index.ts:steps": 124,
   "shaders/wasm/linear.ts:linearLowering": 478,
-  "shaders/wasm/math.ts:addMathFunctions": 222,
   "shaders/wasm/matmul.ts:tiledGemm": 427,
   "shaders/wasm/windows.ts:vectorWindows": 274,
   "shaders/wgsl/flash.ts:flashWgsl": 371,
