@@ -113,34 +113,8 @@ Deno.test("no source file is over 600 lines", () => {
   assert.deepEqual(long, []);
 });
 
-/**
- * Import circles still to cut, each as its sorted files: the wasm generator's lowerings take the
- * function under construction (`KernelFunction`) and it composes them. The list may only shrink.
- */
-const KNOWN_CIRCLES: readonly string[] = [
-  [
-    "codegen",
-    "conv_gather",
-    "index",
-    "linear",
-    "matmul",
-    "matmul_ikj",
-    "module",
-    "padded",
-    "walk",
-    "windows",
-  ].map((f) => `shaders/wasm/${f}.ts`).join(" ↔ "),
-];
-
 Deno.test("no import circle among the library's files, type-only imports included", () => {
-  const found = importCycles(library).map((c) => c.join(" ↔ "));
-  const cycles = found.filter((c) => !KNOWN_CIRCLES.includes(c));
-  const cut = KNOWN_CIRCLES.filter((c) => !found.includes(c));
-  assert.deepEqual(
-    cut,
-    [],
-    `listed circles that are gone: take them off KNOWN_CIRCLES (found now:\n${found.join("\n")})`,
-  );
+  const cycles = importCycles(library).map((c) => c.join(" ↔ "));
   assert.deepEqual(cycles, [], `import circles:\n${cycles.join("\n")}`);
 });
 

@@ -9,17 +9,28 @@
  * @module
  */
 import { reshapeCoord } from "../../jit/ir/access.ts";
-import type { IndexStep } from "../../jit/ir/kernel_ir.ts";
+import type { IndexStep, KernelBuffer } from "../../jit/ir/kernel_ir.ts";
 import { type Shape, stridesOf } from "../../jit/ir/shape.ts";
-import type { LoadExpr } from "./codegen.ts";
+import type { Load } from "../../jit/ir/kernel_ir.ts";
 import { elementShift } from "./alu.ts";
-import type { KernelFunction } from "./module.ts";
+import type { Wasm, WasmModule } from "./encoder.ts";
 
-/** What the index lowering uses of the function being generated. */
-export type IndexContext = Pick<
-  KernelFunction,
-  "m" | "wasm" | "local" | "get" | "ic" | "coord" | "bufferOf"
->;
+/** What the index lowering uses of the function being generated (a `KernelFunction` is one). */
+export interface IndexContext {
+  /** The module being built, and the encoder's value types. */
+  readonly m: WasmModule;
+  readonly wasm: Wasm;
+  /** A new local of value type `type`: its index. */
+  readonly local: (type: number) => number;
+  /** Local `local`'s value, of type `type`. */
+  readonly get: (local: number, type: number) => number;
+  /** An i32 constant. */
+  readonly ic: (n: number) => number;
+  /** Coordinate locals, one per axis of the space. */
+  readonly coord: readonly number[];
+  /** Buffer `i` of the kernel (inputs, then outputs). */
+  readonly bufferOf: (i: number) => KernelBuffer;
+}
 
 /** A guard: local `ok` is 1 where the point is in bounds; elsewhere the load reads `fill`. */
 export interface Guard {
@@ -41,7 +52,7 @@ export interface IndexLowering {
   linear(coords: number[], shape: Shape): number;
   /** A load's byte address at the coordinates `from` and its guards (see the module doc). */
   loadAddress(
-    expr: LoadExpr,
+    expr: Load,
     stmts: number[],
     from?: readonly number[],
     prior?: number,
@@ -193,7 +204,7 @@ export function indexLowering(c: IndexContext): IndexLowering {
 
   /** The byte address a load reads (out-of-bounds reads are redirected to element 0) and its guards. */
   function loadAddress(
-    expr: LoadExpr,
+    expr: Load,
     stmts: number[],
     from: readonly number[] = coord,
     prior?: number,

@@ -23,7 +23,7 @@ import { walk } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { isFloat, type Memo } from "./alu.ts";
 import { HIGH_HALF } from "./math.ts";
-import type { LoadExpr } from "./codegen.ts";
+import type { Load } from "../../jit/ir/kernel_ir.ts";
 import type { KernelFunction } from "./module.ts";
 import { type Accesses, type Linear, spreadLoad, type Walk, walkAt } from "./walk.ts";
 import {
@@ -127,10 +127,10 @@ export function linearLowering(fn: KernelFunction): LinearLowering {
   ): Accesses | undefined => {
     // Walks step 32-bit elements: f64 kernels keep the per-element path.
     if (fn.wide) return undefined;
-    const found = new Set<LoadExpr>();
+    const found = new Set<Load>();
     for (const e of exprs) walk(e, (x) => x.kind === "load" && found.add(x));
-    const loads: [LoadExpr, AffineOffset][] = [];
-    const guarded = new Map<LoadExpr, GuardedOffset>();
+    const loads: [Load, AffineOffset][] = [];
+    const guarded = new Map<Load, GuardedOffset>();
     for (const l of found) {
       const shape = bufferOf(l.input).shape;
       const a = affineOffset(l.steps, space, shape);

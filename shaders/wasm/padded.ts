@@ -20,8 +20,7 @@ import {
 import { type Expr, type KernelIR, type Reduction, walk } from "../../jit/ir/kernel_ir.ts";
 import { DEPTHWISE_WINDOW } from "../../jit/ir/index_maps.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import type { LoadExpr } from "./codegen.ts";
-import type { LinearLowering } from "./linear.ts";
+import type { Load } from "../../jit/ir/kernel_ir.ts";
 import type { KernelFunction } from "./module.ts";
 import type { Linear } from "./walk.ts";
 
@@ -32,11 +31,11 @@ import type { Linear } from "./walk.ts";
 export function windowAccesses(
   fn: KernelFunction,
   expr: Expr,
-): [LoadExpr, GuardedOffset][] | undefined {
+): [Load, GuardedOffset][] | undefined {
   const space = fn.kernel.space;
-  const found = new Set<LoadExpr>();
+  const found = new Set<Load>();
   walk(expr, (x) => x.kind === "load" && found.add(x));
-  const access: [LoadExpr, GuardedOffset][] = [];
+  const access: [Load, GuardedOffset][] = [];
   for (const l of found) {
     const shape = fn.bufferOf(l.input).shape;
     const plain = affineOffset(l.steps, space, shape);
@@ -206,6 +205,15 @@ export function paddedWindow(
   return stmts;
 }
 
+/** Stores outputs `outs` along walk `lin` (see `LinearLowering.linearStores`). */
+export type LinearStores = (
+  lin: Linear,
+  count: () => number,
+  outs: readonly number[],
+  vector: boolean,
+  exprs?: readonly Expr[],
+) => number[];
+
 /**
  * Elementwise kernels whose accesses are not affine but walk a suffix of axes linearly once the
  * other axes are fixed (see `segmentOffset`: a channel shuffle, a concat, a gather of rows):
@@ -215,7 +223,7 @@ export function paddedWindow(
  */
 export function segmentBody(
   fn: KernelFunction,
-  linearStores: LinearLowering["linearStores"],
+  linearStores: LinearStores,
   exprs: readonly Expr[],
   outs: readonly number[],
   vectorizable: boolean,
@@ -224,7 +232,7 @@ export function segmentBody(
   const { loadAddress } = fn.index;
   const { start, end } = fn.params;
   const i32 = wasm.i32, space = kernel.space;
-  const found = new Set<LoadExpr>();
+  const found = new Set<Load>();
   for (const e of exprs) walk(e, (x) => x.kind === "load" && found.add(x));
   const loads = [...found];
   const accesses = [

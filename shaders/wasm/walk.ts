@@ -8,7 +8,7 @@
 import type { AffineOffset, GuardedOffset } from "../../jit/ir/access.ts";
 import type { Expr } from "../../jit/ir/kernel_ir.ts";
 import type { Memo } from "./alu.ts";
-import type { LoadExpr } from "./codegen.ts";
+import type { Load } from "../../jit/ir/kernel_ir.ts";
 import type { Wasm, WasmModule } from "./encoder.ts";
 
 /** A buffer walked by a linear loop: a base byte address (a local) and a stride in elements. */
@@ -46,9 +46,9 @@ export interface Linear {
 /** The affine accesses of some expressions and stores. */
 export interface Accesses {
   /** Loads with their offsets (a guarded load's where its guards hold). */
-  readonly loads: [LoadExpr, AffineOffset][];
+  readonly loads: [Load, AffineOffset][];
   /** Loads with bounds that hold or fail alike along the walk, and their guards. */
-  readonly guarded?: ReadonlyMap<LoadExpr, GuardedOffset>;
+  readonly guarded?: ReadonlyMap<Load, GuardedOffset>;
   /** Output indices with their offsets. */
   readonly stores: [number, AffineOffset][];
 }
