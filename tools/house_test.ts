@@ -18,7 +18,6 @@ const MAX_FUNCTION_LINES = 120;
 const LONG_FUNCTIONS: Readonly<Record<string, number>> = {
   "shaders/wasm/linear.ts:linearLowering": 478,
   "shaders/wasm/matmul.ts:tiledGemm": 427,
-  "shaders/wasm/windows.ts:vectorWindows": 274,
   "shaders/wgsl/flash.ts:flashWgsl": 371,
   "shaders/wgsl/matmul.ts:emitTiledMatmul": 232,
 };

@@ -12,8 +12,8 @@
  *
  * @module
  */
-import { type AffineOffset, strideOver } from "../../jit/ir/access.ts";
-import { type Expr, walk } from "../../jit/ir/kernel_ir.ts";
+import { type AffineOffset, type GuardedOffset, strideOver } from "../../jit/ir/access.ts";
+import { type Expr, type KernelIR, type Reduction, walk } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { LinearLowering } from "./linear.ts";
 import type { KernelFunction } from "./module.ts";
@@ -63,6 +63,93 @@ export function vectorWindows(
   h: VectorHelpers,
   rows: WindowRows,
 ): VectorWindows | undefined {
+  const w = windowsOf(fn, h, rows);
+  if (!w) return undefined;
+  const laneReads = laneReadsOf(w);
+  const b: Builders = {
+    prologue: prologueOf(w),
+    step: stepOf(w, laneReads),
+    laneReads,
+    advance: advanceOf(w),
+  };
+  return wholeRow(w, b) ?? windowRun(w, b, enterTest(w));
+}
+
+/** A guard of a load's offset. */
+type GuardAt = GuardedOffset["guards"][number];
+
+/** A tap of the windows: its walk, its point in the window and its splatted loads. */
+interface Tap {
+  readonly lin: Linear;
+  readonly point: readonly number[];
+  readonly splats: Map<number, number>;
+}
+
+/** What a run's prologue sets up: the taps, and the row outputs' walk where they walk the axis. */
+interface Setup {
+  readonly taps: Tap[];
+  readonly epilogue: Linear | undefined;
+}
+
+type Prologue = (stmts: number[], j: number) => Setup;
+type LaneReads = (
+  at: number,
+  point: readonly number[],
+) => Map<Expr, { lanes: boolean[]; fill: number }> | undefined;
+type Step = (setup: Setup, j: number, first: () => number, edge?: number) => number[];
+type Advance = (j: number, last: () => number, done: string) => number[];
+
+/** The step builders of one kernel's windows. */
+interface Builders {
+  readonly prologue: Prologue;
+  readonly step: Step;
+  readonly laneReads: LaneReads;
+  readonly advance: Advance;
+}
+
+/** Everything the four-window lowering of one kernel works from (see {@linkcode vectorWindows}). */
+interface Windows {
+  readonly fn: KernelFunction;
+  readonly h: VectorHelpers;
+  readonly rows: WindowRows;
+  readonly m: KernelFunction["m"];
+  readonly wasm: KernelFunction["wasm"];
+  readonly kernel: KernelIR;
+  readonly coord: readonly number[];
+  readonly local: (type: number) => number;
+  readonly get: (local: number, type: number) => number;
+  readonly ic: (n: number) => number;
+  readonly i32: number;
+  readonly v128: number;
+  readonly f4: KernelFunction["m"]["f32x4"];
+  readonly f2: KernelFunction["m"]["f64x2"];
+  readonly space: readonly number[];
+  readonly red: readonly number[];
+  /** The row local, and the end of the row range. */
+  readonly row: number;
+  readonly end: number;
+  readonly kept: number[];
+  /** The kept axis the four windows lie along. */
+  readonly axis: number;
+  /** Elements a window sums. */
+  readonly inner: number;
+  /** The kernel's one reduction. */
+  readonly r: Reduction;
+  readonly access: NonNullable<ReturnType<typeof windowAccesses>>;
+  readonly guards: GuardAt[];
+  /** Guards that move along the axis (they decide where a run may go). */
+  readonly moving: GuardAt[];
+  readonly points: ReturnType<typeof windowPoints>["points"];
+  readonly shift: ReturnType<typeof windowPoints>["shift"];
+  readonly span: ReturnType<typeof windowPoints>["span"];
+  /** The row outputs, their expressions and their accesses. */
+  readonly outs: number[];
+  readonly exprs: Expr[];
+  readonly accesses: ReturnType<VectorHelpers["accessesOf"]>;
+}
+
+/** The kernel's windows, where four of them can run as one f32x4 step. */
+function windowsOf(fn: KernelFunction, h: VectorHelpers, rows: WindowRows): Windows | undefined {
   const { m, wasm, kernel, coord, local, get, ic } = fn;
   const i32 = wasm.i32, v128 = wasm.v128, f4 = m.f32x4, f2 = m.f64x2;
   const space = kernel.space, red = kernel.reduced, { row } = rows, { end } = fn.params;
@@ -90,9 +177,50 @@ export function vectorWindows(
   const moving = guards.filter((x) => x.at.weights[axis] !== 0);
   if (moving.some((x) => x.at.weights[axis] < 0)) return undefined;
   const { points, shift, span } = windowPoints(kernel);
+  // The row outputs as one f32x4 store each where their accesses walk the axis.
+  const outs = kernel.outputs.flatMap((o, k) => (o.level === "row" ? [k] : []));
+  const exprs = outs.map((k) => kernel.outputs[k].expr);
+  const accesses = h.accessesOf(exprs, outs);
+  if (axis === undefined) return undefined;
+  return {
+    fn,
+    h,
+    rows,
+    m,
+    wasm,
+    kernel,
+    coord,
+    local,
+    get,
+    ic,
+    i32,
+    v128,
+    f4,
+    f2,
+    space,
+    red,
+    row,
+    end,
+    kept,
+    axis,
+    inner,
+    r,
+    access,
+    guards,
+    moving,
+    points,
+    shift,
+    span,
+    outs,
+    exprs,
+    accesses,
+  };
+}
 
-  // The entry test reads the coordinates before `run` does: its guard values are its own.
-  const enter = () => {
+/** The entry test: the coordinates read before `run` does, its guard values its own. */
+function enterTest(w: Windows): () => number {
+  const { fn, m, coord, get, ic, i32, space, row, end, axis, moving, span } = w;
+  return () => {
     const tests = [
       m.i32.le_s(m.i32.add(get(coord[axis], i32), ic(4)), ic(space[axis])),
       m.i32.le_s(m.i32.add(get(row, i32), ic(4)), get(end, i32)),
@@ -106,14 +234,36 @@ export function vectorWindows(
     }
     return tests.reduce((a, b) => m.i32.and(a, b));
   };
+}
 
-  /**
-   * The statements before a run's steps (into `stmts`): each tap's loads get a base at the
-   * current coordinates (and where padded across the run, whether they read), a tap's loads that
-   * stay put along the run (a depthwise conv's weight) are splatted once per run, not once per
-   * four windows, and the row outputs get their walks.
-   */
-  const prologue = (stmts: number[], j: number) => {
+/**
+ * The statements before a run's steps (into `stmts`): each tap's loads get a base at the
+ * current coordinates (and where padded across the run, whether they read), a tap's loads that
+ * stay put along the run (a depthwise conv's weight) are splatted once per run, not once per
+ * four windows, and the row outputs get their walks.
+ */
+function prologueOf(w: Windows): Prologue {
+  const {
+    fn,
+    h,
+    m,
+    coord,
+    local,
+    get,
+    ic,
+    i32,
+    v128,
+    axis,
+    r,
+    access,
+    points,
+    shift,
+    outs,
+    exprs,
+    accesses,
+    red,
+  } = w;
+  return (stmts: number[], j: number) => {
     stmts.push(...red.map((a) => m.local.set(coord[a], ic(0))));
     const atOrigin = (a: AffineOffset, scale = 1, plus?: number) => {
       const l = local(i32);
@@ -153,19 +303,57 @@ export function vectorWindows(
       : undefined;
     return { taps, epilogue };
   };
+}
 
-  // The row outputs as one f32x4 store each where their accesses walk the axis.
-  const outs = kernel.outputs.flatMap((o, k) => (o.level === "row" ? [k] : []));
-  const exprs = outs.map((k) => kernel.outputs[k].expr);
-  const accesses = h.accessesOf(exprs, outs);
+/**
+ * Which of the four windows from static index `at` read tap `point` of each moving-guarded
+ * load (the rest read its fill); `undefined` where all four read every load.
+ */
+function laneReadsOf(w: Windows): LaneReads {
+  const { axis, access, shift } = w;
+  return (at: number, point: readonly number[]) => {
+    const reads = new Map<Expr, { lanes: boolean[]; fill: number }>();
+    for (const [l, g] of access) {
+      const lanes = [0, 1, 2, 3].map((lane) =>
+        g.guards.every((x) => {
+          if (x.at.weights[axis] === 0) return true;
+          const v = x.at.base + x.at.weights[axis] * (at + lane) + shift(x.at, point);
+          return v >= 0 && v < x.bound;
+        })
+      );
+      if (!lanes.every(Boolean)) reads.set(l, { lanes, fill: g.fill });
+    }
+    return reads.size ? reads : undefined;
+  };
+}
 
-  /**
-   * Four windows from `first() + j`, their row outputs stored. `edge`: the static window index
-   * the step starts at, for a step at a row's end: taps whose moving guards fail for some of its
-   * windows read those lanes' fill (see `laneReads`).
-   */
-  const step = (
-    { taps, epilogue }: ReturnType<typeof prologue>,
+/**
+ * Four windows from `first() + j`, their row outputs stored. `edge`: the static window index
+ * the step starts at, for a step at a row's end: taps whose moving guards fail for some of its
+ * windows read those lanes' fill (see `laneReads`).
+ */
+function stepOf(w: Windows, laneReads: LaneReads): Step {
+  const {
+    fn,
+    h,
+    m,
+    coord,
+    local,
+    get,
+    ic,
+    i32,
+    v128,
+    f4,
+    f2,
+    axis,
+    inner,
+    r,
+    outs,
+    exprs,
+    rows,
+  } = w;
+  return (
+    { taps, epilogue }: Setup,
     j: number,
     first: () => number,
     edge?: number,
@@ -222,84 +410,88 @@ export function vectorWindows(
     }
     return body;
   };
+}
 
-  /**
-   * Steps `j` on by four to `last()` at most, leaving block `done` once `j` has reached it:
-   * where fewer than four windows are left, the last four are computed (recomputing some: the
-   * same values, stored again) rather than one window at a time.
-   */
-  const advance = (j: number, last: () => number, done: string): number[] => [
+/**
+ * Steps `j` on by four to `last()` at most, leaving block `done` once `j` has reached it:
+ * where fewer than four windows are left, the last four are computed (recomputing some: the
+ * same values, stored again) rather than one window at a time.
+ */
+function advanceOf(w: Windows): Advance {
+  const { m, get, ic, i32 } = w;
+  return (j: number, last: () => number, done: string): number[] => [
     m.br(done, m.i32.ge_s(get(j, i32), last())),
     m.local.set(j, m.i32.add(get(j, i32), ic(4))),
     m.local.set(j, m.select(m.i32.lt_s(get(j, i32), last()), get(j, i32), last())),
   ];
+}
 
-  /**
-   * Which of the four windows from static index `at` read tap `point` of each moving-guarded
-   * load (the rest read its fill); `undefined` where all four read every load.
-   */
-  const laneReads = (at: number, point: readonly number[]) => {
-    const reads = new Map<Expr, { lanes: boolean[]; fill: number }>();
-    for (const [l, g] of access) {
-      const lanes = [0, 1, 2, 3].map((lane) =>
-        g.guards.every((x) => {
-          if (x.at.weights[axis] === 0) return true;
-          const v = x.at.base + x.at.weights[axis] * (at + lane) + shift(x.at, point);
-          return v >= 0 && v < x.bound;
-        })
-      );
-      if (!lanes.every(Boolean)) reads.set(l, { lanes, fill: g.fill });
-    }
-    return reads.size ? reads : undefined;
-  };
+/**
+ * A whole row of windows as f32x4 steps, where the moving guards' values at a row's start are
+ * static (they weigh no kept axis but this one): the first four windows and the last four as
+ * edge steps whose taps read the fill in the lanes outside, and between them steps of four
+ * wholly inside. This replaces the one-window path at a row's ends, which for 16 windows a
+ * row cost as much as the run between them. `undefined` where the windows between the edge
+ * steps are not all inside (wide padding).
+ */
+function wholeRow(w: Windows, b: Builders): VectorWindows | undefined {
+  const {
+    m,
+    coord,
+    local,
+    get,
+    ic,
+    i32,
+    space,
+    red,
+    row,
+    end,
+    axis,
+    moving,
+    points,
+  } = w;
+  const { prologue, step, laneReads, advance } = b;
 
-  /**
-   * A whole row of windows as f32x4 steps, where the moving guards' values at a row's start are
-   * static (they weigh no kept axis but this one): the first four windows and the last four as
-   * edge steps whose taps read the fill in the lanes outside, and between them steps of four
-   * wholly inside. This replaces the one-window path at a row's ends, which for 16 windows a
-   * row cost as much as the run between them. `undefined` where the windows between the edge
-   * steps are not all inside (wide padding).
-   */
-  const wholeRow = (): VectorWindows | undefined => {
-    const width = space[axis];
-    if (
-      moving.some((x) => x.at.weights.some((w, d) => w !== 0 && d !== axis && !red.includes(d)))
-    ) {
-      return undefined;
-    }
-    const inside = (at: number) => points.every((p) => laneReads(at, p) === undefined);
-    // The windows between the edge steps, [4, width - 5], in steps from the first to the last;
-    // the guards are affine in the window, so the two end steps decide whether all are inside.
-    const stops = width >= 9 ? [Math.min(4, width - 8), width - 8] : [];
-    if (stops.length && !(inside(stops[0]) && inside(stops[1]))) return undefined;
-    const stmts: number[] = [];
-    const wj = local(i32), rowStart = () => ic(0);
-    const setup = prologue(stmts, wj);
-    stmts.push(m.local.set(wj, ic(0)), ...step(setup, wj, rowStart, 0));
-    if (stops.length) {
-      const interior = step(setup, wj, rowStart);
-      interior.push(...advance(wj, () => ic(stops[1]), "edge"));
-      stmts.push(
-        m.local.set(wj, ic(stops[0])),
-        m.block("edge", [m.loop("inner", m.block(null, [...interior, m.br("inner")]))]),
-      );
-    }
-    stmts.push(m.local.set(wj, ic(width - 4)), ...step(setup, wj, rowStart, width - 4));
+  const width = space[axis];
+  if (
+    moving.some((x) => x.at.weights.some((w, d) => w !== 0 && d !== axis && !red.includes(d)))
+  ) {
+    return undefined;
+  }
+  const inside = (at: number) => points.every((p) => laneReads(at, p) === undefined);
+  // The windows between the edge steps, [4, width - 5], in steps from the first to the last;
+  // the guards are affine in the window, so the two end steps decide whether all are inside.
+  const stops = width >= 9 ? [Math.min(4, width - 8), width - 8] : [];
+  if (stops.length && !(inside(stops[0]) && inside(stops[1]))) return undefined;
+  const stmts: number[] = [];
+  const wj = local(i32), rowStart = () => ic(0);
+  const setup = prologue(stmts, wj);
+  stmts.push(m.local.set(wj, ic(0)), ...step(setup, wj, rowStart, 0));
+  if (stops.length) {
+    const interior = step(setup, wj, rowStart);
+    interior.push(...advance(wj, () => ic(stops[1]), "edge"));
     stmts.push(
-      m.local.set(coord[axis], ic(width - 1)),
-      m.local.set(row, m.i32.add(get(row, i32), ic(width - 1))),
+      m.local.set(wj, ic(stops[0])),
+      m.block("edge", [m.loop("inner", m.block(null, [...interior, m.br("inner")]))]),
     );
-    const enterWhole = () =>
-      m.i32.and(
-        m.i32.eqz(get(coord[axis], i32)),
-        m.i32.le_s(m.i32.add(get(row, i32), ic(width)), get(end, i32)),
-      );
-    return { enter: enterWhole, run: stmts };
-  };
+  }
+  stmts.push(m.local.set(wj, ic(width - 4)), ...step(setup, wj, rowStart, width - 4));
+  stmts.push(
+    m.local.set(coord[axis], ic(width - 1)),
+    m.local.set(row, m.i32.add(get(row, i32), ic(width - 1))),
+  );
+  const enterWhole = () =>
+    m.i32.and(
+      m.i32.eqz(get(coord[axis], i32)),
+      m.i32.le_s(m.i32.add(get(row, i32), ic(width)), get(end, i32)),
+    );
+  return { enter: enterWhole, run: stmts };
+}
 
-  const whole = wholeRow();
-  if (whole) return whole;
+/** Four windows a step from the current one, to the run's end; one window at a time past it. */
+function windowRun(w: Windows, b: Builders, enter: () => number): VectorWindows {
+  const { fn, m, coord, local, get, ic, i32, space, row, end, axis, moving, span } = w;
+  const { prologue, step, advance } = b;
   const run: number[] = [];
   const j = local(i32), first = local(i32), n = local(i32), most = local(i32);
   const least = (into: number, value: number) =>
