@@ -30,7 +30,8 @@ import type { Wasm } from "./encoder.ts";
 import { KernelFunction, type ModuleOptions } from "./module.ts";
 import { vectorWindows } from "./windows.ts";
 import { rowKernelBody, rowStores } from "./row_kernel.ts";
-import { type MatmulContext, tiledGemm } from "./matmul.ts";
+import { tiledGemm } from "./matmul.ts";
+import type { MatmulContext } from "./gemm_state.ts";
 import { gemmBody } from "./matmul_ikj.ts";
 import { halfMatmulView, indirectionFill, matmulPlan, tableTaps } from "./matmul_plan.ts";
 

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type MatmulContext, pointOutputs } from "./matmul.ts";
+import { type MatmulContext, pointOutputs } from "./gemm_state.ts";
 import type { MatmulPlan } from "./matmul_plan.ts";
 
 /**
