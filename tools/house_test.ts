@@ -16,7 +16,6 @@ const MAX_FUNCTION_LINES = 120;
 
 /** Functions still over the limit, by `file:name`, with their length in lines. */
 const LONG_FUNCTIONS: Readonly<Record<string, number>> = {
-  "shaders/wgsl/flash.ts:flashWgsl": 371,
   "shaders/wgsl/matmul.ts:emitTiledMatmul": 232,
 };
 

@@ -23,12 +23,12 @@ import {
   flashAttention,
   flashLayout,
   flashPays,
-  flashWgsl,
   groupBindings,
   groupInputNames,
   KEYS,
   summaryGeometry,
 } from "./flash.ts";
+import { flashWgsl } from "./flash_kernel.ts";
 import { flashMask } from "./masks.ts";
 import { sharedMask, summaryKernel, summaryLayout, summaryWgsl } from "./tile_summary.ts";
 

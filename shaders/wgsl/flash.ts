@@ -33,18 +33,16 @@
  *
  * @module
  */
-import { affineOffset } from "../../jit/ir/access.ts";
 import type { DType } from "../../jit/ir/dtype.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import type { Expr, KernelBuffer, KernelIR, Load } from "../../jit/ir/kernel_ir.ts";
+import type { Expr, KernelBuffer, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
 import type { Attention } from "./attention_group.ts";
-import { Emitter, KernelLowering, NEG_INF, storageBindings, wgslType } from "./expr.ts";
-import { allOf, entryPoint, NEVER, PRELUDE } from "./prelude.ts";
+import { storageBindings, wgslType } from "./expr.ts";
 import { Structure } from "./cancel.ts";
 import { type KernelLayout, rowsLayout, type WgslOptions } from "./codegen.ts";
-import { combiner, streamedRows } from "./rows.ts";
-import { boundQueries, keptRange, rangeMemory, type TileMask } from "./masks.ts";
+import { streamedRows } from "./rows.ts";
+import type { TileMask } from "./masks.ts";
 
 /** Widest head (query, key and value rows) a flash kernel takes. */
 export const MAX_HEAD = 64;
@@ -60,10 +58,10 @@ export const KEYS = 32;
  * at 21 (H200, B8 H16 T1024 D64, ablations of 2026-11-26); in chunks of 16 the kernel took 1.645
  * ms against 2.13, of 8 1.685, of 4 1.851.
  */
-const CHUNK = 16;
+export const CHUNK = 16;
 
 /** Threads across a tile's keys (4 keys each) and across the output's columns (4·G each). */
-const TX = KEYS / 4;
+export const TX = KEYS / 4;
 
 /** An attention group that runs as one flash kernel. */
 export interface Flash extends Attention {
@@ -82,12 +80,12 @@ export interface Flash extends Attention {
 }
 
 /** Output columns the value tile holds: the head's width rounded up to 32 or 64. */
-function paddedWidth(e: number): number {
+export function paddedWidth(e: number): number {
   return e <= 32 ? 32 : 64;
 }
 
 /** Where key `j`'s row of the weight tile starts, in vec4s (`rq` of them a key, a pad every 4). */
-function weightRow(j: number, rq: number): number {
+export function weightRow(j: number, rq: number): number {
   return j * rq + (j >> 2);
 }
 
@@ -103,12 +101,12 @@ export function flashBytes(d: number, e: number, rows: number): number {
 
 /**
  * Bits of e^8 as an f32: a tile whose weights against the running maxima stay below it needs no
- * exchange of the maxima (see `flashWgsl`).
+ * exchange of the maxima (see `flashWgsl` in `flash_kernel.ts`).
  */
-const LAZY_BITS = new Uint32Array(new Float32Array([Math.exp(8)]).buffer)[0];
+export const LAZY_BITS = new Uint32Array(new Float32Array([Math.exp(8)]).buffer)[0];
 
 /** Threads a workgroup has for each of its query rows (a thread takes 4 rows × `TX` threads). */
-const THREADS_A_ROW = TX / 4;
+export const THREADS_A_ROW = TX / 4;
 
 /**
  * Query rows of a workgroup, best first: 64 (128 threads), then 32 and 16 (64 and 32 threads)
@@ -209,377 +207,4 @@ export function summaryGeometry(
 /** The flash kernel's layout: `rows` query rows a workgroup of `rows / 4 · 8` threads. */
 export function flashLayout(plan: Flash): KernelLayout {
   return rowsLayout(streamedRows(THREADS_A_ROW, plan.rows));
-}
-
-/** The flash kernel's WGSL: bindings as `plan.inputs`, then `values`' outputs. */
-export function flashWgsl(plan: Flash): string {
-  const { scores, weights, values, rows: R, skip } = plan;
-  const mask = skip?.mask, geometry = skip && summaryGeometry(plan);
-  const s = matmulOperands(scores)!, v = matmulOperands(values)!;
-  const nb = s.nb, D = s.k, E = v.n, T = s.n;
-  const EP = paddedWidth(E), G = EP / 32, RQ = R / 4, threads = R * THREADS_A_ROW;
-  const [mAx, nAx, kAx] = [nb, nb + 1, nb + 2];
-  const names = (k: KernelIR) => groupInputNames(plan, k);
-  const lowering = (k: KernelIR, prefix: string) =>
-    new KernelLowering(k, { prefix, inputs: names(k) });
-  const ls = lowering(scores, "s"), lw = lowering(weights, "w"), lv = lowering(values, "o");
-  const batch = [...Array(nb).keys()].map((i) => `b${i}`);
-  const params = [...batch.map((b) => `${b}: i32`), "row: i32", "col: i32", "acc0: f32"].join(", ");
-  // Lowering `l` in helper body `body`, its coordinates the batch parameters, then row and col.
-  const enter = (l: KernelLowering, body: Emitter) => {
-    l.e = body;
-    const rest = ["row", "col", "0"];
-    l.coords.forEach((c, i) => l.e.line(`var ${c}: i32 = ${i < nb ? batch[i] : rest[i - nb]};`));
-  };
-  const helper = () => {
-    const body = new Emitter();
-    body.indent = "  ";
-    return body;
-  };
-
-  // score(…, row, key, dot): the scores' epilogue, then the softmax's prologue x at (row, key).
-  enter(ls, helper());
-  const score = ls.value(scores.outputs[0].expr, new Map());
-  enter(lw, ls.e);
-  lw.redirect.set(
-    String(weights.inputs.findIndex((b) => b.value === scores.outputs[0].value)),
-    () => score,
-  );
-  const x = lw.value(weights.reductions[0].expr, new Map());
-  const scoreFn = [`fn score(${params}) -> f32 {`, ...ls.e.lines, `  return ${x};`, "}"];
-
-  // emit(…, row, col, out): the values' epilogue at (row, col).
-  enter(lv, helper());
-  lv.e.block(`if (col < ${E}) {`, () => {
-    const memo = new Map<Expr, string>();
-    values.outputs.forEach((o, k) => lv.store(o, k, memo));
-  });
-  const emitFn = [`fn emit(${params}) {`, ...lv.e.lines, "}"];
-
-  const e = new Emitter();
-  e.line(NEVER);
-  e.line("let t = i32(lid.x);");
-  e.line(`let tx = t % ${TX};`);
-  e.line(`let ty = t / ${TX};`);
-  if (geometry) {
-    // Skipping tiles, work grows with the query tile (causal: the last computes every key tile):
-    // each item's last query tile goes first, the light ones fill the tail (H200, B1 H16 T4096
-    // causal: 2.23 -> 1.99 ms). An unfolded dispatch only: its count gives the active items.
-    const QT = geometry.queryTiles;
-    e.line("var g = i32(wid.x + wid.y * nwg.x);");
-    e.block("if (nwg.y == 1u) {", () => {
-      e.line(`let items = i32(nwg.x) / ${QT};`);
-      e.line(`g = g % items * ${QT} + ${QT - 1} - g / items;`);
-    });
-    e.line(`let row0 = g * ${R};`);
-  } else e.line(`let row0 = i32(wid.x + wid.y * nwg.x) * ${R};`);
-  for (const l of [ls, lv]) {
-    l.e = e;
-    for (const c of l.coords) e.line(`var ${c}: i32 = 0;`);
-    l.unravel([...Array(nb + 1).keys()], "row0");
-  }
-  e.line(`let first = ${ls.coords[mAx]};`);
-  const args = (row: string, col: string, value: string) =>
-    [...ls.coords.slice(0, nb), row, col, value].join(", ");
-
-  /**
-   * Tile `name` from load `op` of lowering `l`: `name[a · groups + g]` holds the elements at `lane`
-   * axis coordinates `lane.base(t) + 4g + 0..3` and `along` axis coordinate `along.base(t) + a`,
-   * zero past the bounds, for the tile starting at key `t`. `load(t)` reads a thread's share into
-   * registers `${name}_…`, `store()` puts them in the tile, so the next tile's reads can travel
-   * while this one computes. Consecutive threads walk whichever axis is contiguous in memory;
-   * where that is the `along` axis, with `padded` a tile row is `groups + 1` vec4s long, so that
-   * eight threads storing one lane group at consecutive rows hit eight different banks (a
-   * stride of 8 or 16 vec4s put them all in one: an 8-way conflict).
-   */
-  const filler = (
-    name: string,
-    l: KernelLowering,
-    op: Load,
-    lane: { axis: number; base: (t: string) => string; bound: number; groups: number },
-    along: { axis: number; base: (t: string) => string; bound: number; extent: number },
-    padded = true,
-  ) => {
-    const access = affineOffset(op.steps, l.kernel.space, l.kernel.inputs[op.input].shape);
-    const alongFast = access !== undefined && access.weights[along.axis] === 1;
-    const stride = lane.groups + (alongFast && padded ? 1 : 0);
-    const total = lane.groups * along.extent, count = Math.ceil(total / threads);
-    const slot = (k: number) => {
-      e.line(`let p = t + ${k * threads};`);
-      e.line(
-        alongFast
-          ? `let a = p % ${along.extent}; let g = p / ${along.extent};`
-          : `let a = p / ${lane.groups}; let g = p % ${lane.groups};`,
-      );
-    };
-    // Only the last slot can pass the tile's end, and only when threads do not divide it.
-    const guarded = (k: number, body: () => void) =>
-      (k + 1) * threads > total ? e.block(`if (t + ${k * threads} < ${total}) {`, body) : body();
-    for (let k = 0; k < count; k++) e.line(`var ${name}_${k} = vec4<f32>(0.0);`);
-    // Bounds that whole tiles divide need no clamps or zero fill (tile starts are multiples).
-    const laneWhole = lane.bound % (4 * lane.groups) === 0;
-    const alongWhole = along.bound % along.extent === 0;
-    const clamp = (c: string, bound: number, whole: boolean) =>
-      whole ? c : `min(${c}, ${bound - 1})`;
-    const load = (t: string) => {
-      for (let k = 0; k < count; k++) {
-        guarded(k, () =>
-          e.block("{", () => {
-            slot(k);
-            e.line(`let at = ${along.base(t)} + a;`);
-            e.line(`${l.coords[along.axis]} = ${clamp("at", along.bound, alongWhole)};`);
-            for (let i = 0; i < 4; i++) {
-              e.block("{", () => {
-                e.line(`let c = ${lane.base(t)} + 4 * g + ${i};`);
-                e.line(`${l.coords[lane.axis]} = ${clamp("c", lane.bound, laneWhole)};`);
-                const value = l.value(op, new Map());
-                const inside = [
-                  ...(laneWhole ? [] : [`c < ${lane.bound}`]),
-                  ...(alongWhole ? [] : [`at < ${along.bound}`]),
-                ];
-                e.line(
-                  `${name}_${k}.${"xyzw"[i]} = ${
-                    inside.length ? `select(0.0, ${value}, ${allOf(...inside)})` : value
-                  };`,
-                );
-              });
-            }
-          }));
-      }
-    };
-    const store = () => {
-      for (let k = 0; k < count; k++) {
-        guarded(k, () =>
-          e.block("{", () => {
-            slot(k);
-            e.line(`${name}[a * ${stride} + g] = ${name}_${k};`);
-          }));
-      }
-    };
-    return { load, store, stride, count };
-  };
-
-  // The query tile, once (unpadded: stored once, its conflicts cost nothing a tile):
-  // qt[d · R/4 + r/4] holds rows r..r+3 at d.
-  const zero = () => "0", key = (t: string) => t;
-  const fillQ = filler("qt", ls, s.a, { axis: mAx, base: () => "first", bound: s.m, groups: RQ }, {
-    axis: kAx,
-    base: zero,
-    bound: D,
-    extent: D,
-  }, false);
-  fillQ.load("0");
-  if (mask) boundQueries(e, mask, fillQ.count);
-  fillQ.store();
-  // kt[d · sk + j/4] holds keys j..j+3 at d; vt[j · sv + c/4] columns c..c+3 of key j (sk, sv:
-  // the tiles' row strides, 8 and EP/4 vec4s or one more).
-  const fillK = filler("kt", ls, s.b, { axis: nAx, base: key, bound: T, groups: TX }, {
-    axis: kAx,
-    base: zero,
-    bound: D,
-    extent: D,
-  });
-  const fillV = filler("vt", lv, v.b, { axis: nAx, base: zero, bound: E, groups: EP / 4 }, {
-    axis: kAx,
-    base: key,
-    bound: T,
-    extent: KEYS,
-  });
-  // With a mask, the range of key tiles to compute, `lo` to `hi` (one past the last), from this
-  // workgroup's words of the summary.
-  let start = "0", from = "0", end = `${T}`;
-  if (mask && geometry) {
-    const { queryTiles: QT, keyTiles: NT, words: W } = geometry;
-    const summary = `in${plan.inputs.length}`;
-    e.line(`let item = g / ${QT} * ${W};`);
-    keptRange(e, mask, {
-      summary,
-      at: `${skip.shared ? "" : "item + "}g % ${QT} * ${NT}`,
-      keysAt: `item + ${QT * NT}`,
-      nt: NT,
-      threads,
-      d: D,
-    });
-    start = `min(lo, ${NT - 1}) * ${KEYS}`;
-    from = `lo * ${KEYS}`;
-    end = `hi * ${KEYS}`;
-  }
-  // The first tile's keys and values go straight to workgroup memory.
-  fillK.load(start);
-  fillV.load(start);
-  fillK.store();
-  fillV.store();
-  e.line("workgroupBarrier();");
-  // A thread's rows: vec4 ty of the query tile; its output columns 4·(tx + 8g).
-  const rowOf = (r: number) => `ty * 4 + ${r}`;
-  const lane = (i: number) => "xyzw"[i];
-  const unrolled = (n: number, body: (i: number) => void) => {
-    for (let i = 0; i < n; i++) e.block("{", () => body(i));
-  };
-  // `n` steps in loops of `CHUNK` unrolled ones (see `CHUNK`), the rest unrolled after them:
-  // `body(i, base)` emits step i of a chunk, `base(scale)` being the chunk's first step times
-  // `scale` (a WGSL i32 expression).
-  const chunked = (n: number, body: (i: number, base: (scale: number) => string) => void) => {
-    const whole = n - n % CHUNK;
-    const at = (first: number) => (scale: number) => `${first * scale}`;
-    if (whole > CHUNK) {
-      e.block(`for (var c0 = 0; c0 < ${whole}; c0 += ${CHUNK}) {`, () => {
-        unrolled(CHUNK, (i) => body(i, (scale) => `c0 * ${scale}`));
-      });
-    } else if (whole) unrolled(CHUNK, (i) => body(i, at(0)));
-    unrolled(n % CHUNK, (i) => body(i, at(whole)));
-  };
-  for (let r = 0; r < 4; r++) {
-    for (let g = 0; g < G; g++) e.line(`var o_${r}_${g} = vec4<f32>(0.0);`);
-    e.line(`var m_${r} = ${NEG_INF};`);
-    e.line(`var l_${r} = 0.0;`);
-  }
-  const { combine } = combiner(weights.reductions[0]);
-  // This thread's weights `p_r` of the tile into pt[weightRow(j) + r/4] (rows r..r+3 of key j),
-  // a pad vec4 after every 4 keys: the 8 threads of a row group, 4 keys apart, store to 8
-  // different banks (without the pad, all to one).
-  const storeWeights = () => {
-    for (let c = 0; c < 4; c++) {
-      const rows = [0, 1, 2, 3].map((r) => `p_${r}.${lane(c)}`).join(", ");
-      e.line(`pt[(4 * tx + ${c}) * ${RQ} + tx + ty] = vec4<f32>(${rows});`);
-    }
-  };
-  e.block(`for (var t0 = ${from}; t0 < ${end}; t0 += ${KEYS}) {`, () => {
-    e.line(`let tile = t0 / ${KEYS} + 1;`);
-    e.line(`let more = t0 + ${KEYS} < ${end};`);
-    // Scores: rows × 4 keys a thread.
-    for (let r = 0; r < 4; r++) e.line(`var s_${r} = vec4<f32>(0.0);`);
-    chunked(D, (d, base) => {
-      e.line(`let kk = kt[${base(fillK.stride)} + ${d * fillK.stride} + tx];`);
-      e.line(`let qq = qt[${base(RQ)} + ${d * RQ} + ty];`);
-      for (let r = 0; r < 4; r++) e.line(`s_${r} = fma(vec4<f32>(qq.${lane(r)}), kk, s_${r});`);
-    });
-    // The epilogue and prologue per score, keys past the end at −∞.
-    for (let r = 0; r < 4; r++) {
-      for (let c = 0; c < 4; c++) {
-        const held = `s_${r}.${lane(c)}`;
-        e.block("{", () => {
-          e.line(`let key = t0 + 4 * tx + ${c};`);
-          if (T % KEYS === 0) {
-            e.line(`${held} = score(${args(`first + ${rowOf(r)}`, "key", held)});`);
-            return;
-          }
-          e.line(
-            `${held} = select(${NEG_INF}, score(${
-              args(`first + ${rowOf(r)}`, `min(key, ${T - 1})`, held)
-            }), key < ${T});`,
-          );
-        });
-      }
-    }
-    // Weights against the rows' running maxima as they stand, with no exchange between threads.
-    // They are exact (the softmax's quotient is the same for any subtrahend) while none passes
-    // e^8: the sum of a row's weights then stays finite. A weight past that, a NaN or an
-    // infinite score (and the first tile, whose maxima are −∞) make the sum of this thread's
-    // weights, decided on its bits, pass e^8; then the tile retakes the exchange below.
-    for (let r = 0; r < 4; r++) e.line(`var p_${r} = exp(s_${r} - vec4<f32>(m_${r}));`);
-    e.line(
-      `let tileSum = ${
-        [0, 1, 2, 3].map((r) => `(p_${r}.x + p_${r}.y) + (p_${r}.z + p_${r}.w)`).join(" + ")
-      };`,
-    );
-    e.block(`if ((bitcast<u32>(tileSum) & 0x7fffffffu) > ${LAZY_BITS}u) {`, () => {
-      e.line("atomicMax(&flag, tile);");
-    });
-    storeWeights();
-    e.block("if (workgroupUniformLoad(&flag) == tile) {", () => {
-      // Each row's share of the tile's maximum (NaN wins, as in the row kernel's max).
-      for (let r = 0; r < 4; r++) {
-        e.block("{", () => {
-          e.line(`let low = ${combine(`s_${r}.x`, `s_${r}.y`)};`);
-          e.line(`let high = ${combine(`s_${r}.z`, `s_${r}.w`)};`);
-          e.line(`red[(${rowOf(r)}) * ${TX} + tx] = ${combine("low", "high")};`);
-        });
-      }
-      e.line("workgroupBarrier();");
-      // The rows' new maxima; what the rows hold so far rescales to them. A row whose maximum
-      // is still −∞ (every key so far masked) weighs its keys 0: a row that never sees another
-      // sums to 0, and 0 / 0 makes it NaN, as the softmax of all −∞ is.
-      for (let r = 0; r < 4; r++) {
-        e.block("{", () => {
-          e.line(`var mt = m_${r};`);
-          unrolled(TX, (u) => {
-            e.line(`let y = red[(${rowOf(r)}) * ${TX} + ${u}];`);
-            e.line(`mt = ${combine("mt", "y")};`);
-          });
-          e.line(`let scale = select(exp(m_${r} - mt), 1.0, m_${r} == mt);`);
-          e.line(`l_${r} = l_${r} * scale;`);
-          for (let g = 0; g < G; g++) e.line(`o_${r}_${g} = o_${r}_${g} * scale;`);
-          e.line(
-            `p_${r} = select(exp(s_${r} - vec4<f32>(mt)), vec4<f32>(0.0), (mt < 0.0) & k_isinf(mt));`,
-          );
-          e.line(`m_${r} = mt;`);
-        });
-      }
-      storeWeights();
-      e.line("workgroupBarrier();");
-    });
-    for (let r = 0; r < 4; r++) {
-      e.line(`l_${r} = l_${r} + (p_${r}.x + p_${r}.y) + (p_${r}.z + p_${r}.w);`);
-    }
-    // The next tile's keys and values travel from memory while this one's products compute.
-    // Read before the scores instead, they held 32 registers through them (1.645 -> 1.590 ms at
-    // B8 H16 T1024 D64 in chunks of 16; unchunked, the same 2.13 either way).
-    e.block("if (more) {", () => {
-      fillK.load(`t0 + ${KEYS}`);
-      fillV.load(`t0 + ${KEYS}`);
-    });
-    // out += P · V: rows × 4·G columns a thread. weightRow(c0 + j) is c0 · (4·RQ + 1) / 4 +
-    // weightRow(j), chunks starting at multiples of 4.
-    chunked(KEYS, (j, base) => {
-      e.line(`let pp = pt[${base(4 * RQ + 1)} / 4 + ${weightRow(j, RQ)} + ty];`);
-      for (let g = 0; g < G; g++) {
-        e.line(`let vv${g} = vt[${base(fillV.stride)} + ${j * fillV.stride + g * TX} + tx];`);
-      }
-      for (let r = 0; r < 4; r++) {
-        for (let g = 0; g < G; g++) {
-          e.line(`o_${r}_${g} = fma(vec4<f32>(pp.${lane(r)}), vv${g}, o_${r}_${g});`);
-        }
-      }
-    });
-    // Every thread is past its scores: the next keys may replace these; the values, once every
-    // thread is past its products.
-    e.block("if (more) {", () => fillK.store());
-    e.line("workgroupBarrier();");
-    e.block("if (more) {", () => fillV.store());
-  });
-  // Each row's sum from the threads' shares, then the values' epilogue per output.
-  e.line("workgroupBarrier();");
-  for (let r = 0; r < 4; r++) e.line(`red[(${rowOf(r)}) * ${TX} + tx] = l_${r};`);
-  e.line("workgroupBarrier();");
-  for (let r = 0; r < 4; r++) {
-    e.block("{", () => {
-      e.line("var total = 0.0;");
-      e.block(`for (var u = 0; u < ${TX}; u++) {`, () => {
-        e.line(`total = total + red[(${rowOf(r)}) * ${TX} + u];`);
-      });
-      for (let g = 0; g < G; g++) {
-        for (let c = 0; c < 4; c++) {
-          const col = `${4 * g * TX} + 4 * tx + ${c}`;
-          const out = `k_fdiv(o_${r}_${g}.${lane(c)}, total)`;
-          e.line(`emit(${args(`first + ${rowOf(r)}`, col, out)});`);
-        }
-      }
-    });
-  }
-  return [
-    `// kiln flash attention: ${scores.name} → ${weights.name} → ${values.name}`,
-    ...groupBindings(plan, skip ? [skip.summary] : []),
-    PRELUDE,
-    `var<workgroup> qt: array<vec4<f32>, ${D * RQ}>;`,
-    `var<workgroup> kt: array<vec4<f32>, ${D * fillK.stride}>;`,
-    `var<workgroup> pt: array<vec4<f32>, ${weightRow(KEYS, RQ)}>;`,
-    `var<workgroup> vt: array<vec4<f32>, ${KEYS * fillV.stride}>;`,
-    `var<workgroup> red: array<f32, ${R * TX}>;`,
-    "var<workgroup> flag: atomic<i32>;",
-    ...(mask ? rangeMemory(mask) : []),
-    ...scoreFn,
-    ...emitFn,
-    ...entryPoint(threads, e.lines),
-  ].join("\n");
 }
