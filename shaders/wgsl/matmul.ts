@@ -180,6 +180,29 @@ export function emitTiledMatmul(
   tile: MatmulTile,
   vectors: ReadonlySet<number>,
 ): { body: string[]; helpers: string[]; decls: string[] } {
+  const T = tileState(l, tile, vectors);
+  const fillA = filler(T, "tileA", tile.a, T.mAx, "m0", T.M, T.TM, T.RA);
+  const fillB = filler(T, "tileB", tile.b, T.nAx, "n0", T.N, T.TN, T.RB);
+  stepLoop(T, fillA, fillB);
+  sliceSums(T);
+  const helpers = epilogueHelper(T);
+  const { S, TM, TN, sliced, e, RA, RB } = T;
+  return {
+    body: e.lines,
+    helpers,
+    decls: [
+      `var<workgroup> tileA: array<vec4<f32>, ${S * TK * RA}>;`,
+      `var<workgroup> tileB: array<vec4<f32>, ${S * TK * RB}>;`,
+      ...(sliced ? [`var<workgroup> partial: array<vec4<f32>, ${((S - 1) * TM * TN) / 4}>;`] : []),
+    ],
+  };
+}
+
+/**
+ * The tile's sizes and strides, and the thread setup it emits: each thread's place in the tile
+ * (and, with K in slices, its slice) and its accumulators.
+ */
+function tileState(l: KernelLowering, tile: MatmulTile, vectors: ReadonlySet<number>) {
   const { nb, m: M, n: N, k: K, slices: S } = tile;
   const [tx, ty] = tile.threads, [pm, pn] = tile.per;
   const [TM, TN] = tileOf(tile);
@@ -219,89 +242,135 @@ export function emitTiledMatmul(
   for (let r = 0; r < pm; r++) {
     for (let h = 0; h < pn / 4; h++) e.line(`var acc_${r}_${h} = vec4<f32>(0.0);`);
   }
-
-  // A tile's fill: `name[k·stride + q] = (op at (k0 + k, o0 + 4q + 0..3))` for the whole tile,
-  // `T·TK / 4 / threads` vec4s a thread, consecutive threads along the operand's contiguous axis.
-  // `load` reads the step at `k0` into registers `${name}_p…`; `store` puts them in the tile.
-  // Shapes of whole tiles and whole K steps need no bounds checks on the operand fills (on the
-  // H200: 4096 from 26.5 to 28.6 TFLOP/s, 2048 from 25.5 to 27.4).
   const kWhole = K % (TK * S) === 0;
-  const filler = (
-    name: string,
-    op: Load,
-    ax: number,
-    o0: string,
-    bound: number,
-    width: number,
-    stride: number,
-  ) => {
-    const guarded = (fill: () => void, zero: () => void) => {
-      if (kWhole && bound % width === 0) return fill();
-      e.block(`if (${allOf(`${x[ax]} < ${bound}`, `${x[kAx]} < ${K}`)}) {`, fill);
-      e.block("else {", zero);
-    };
-    const access = affineOffset(op.steps, space, l.kernel.inputs[op.input].shape);
-    // An operand that is not an affine view (a convolution's patches) is a gather whose index
-    // code runs to some 20 lines an element: its fill is a loop over a vec4's lanes, not four
-    // copies of that code, since Deno's shader-module creation (WGSL parsing and validation)
-    // grows with the code. ResNet-18 on the H200 (2026-11-26): WebGPU compile with the driver's
-    // shader cache warm 0.94-0.97 -> 0.59 s (module creation on llvmpipe 0.84-1.08 -> 0.47-0.71
-    // s), device time 12.10 -> 12.27 ms a run. As a helper function called once a vec4 the
-    // modules took 0.24-0.28 s but the kernels 12.86 ms. Affine fills (plain matmuls) stay
-    // unrolled, their code a line an element.
-    const gathered = access === undefined && !vectors.has(op.input);
-    const row4 = width / 4, count = (width * TK) / 4 / threads, alongK = kFast(op);
-    const slots = [...Array(count).keys()].map((p) => {
-      e.line(`let s${name}${p} = t + ${p * threads};`);
-      e.line(`var ${name}_${p} = vec4<f32>(0.0);`);
-      return alongK
-        ? [`s${name}${p} % ${TK}`, `s${name}${p} / ${TK}`]
-        : [`s${name}${p} / ${row4}`, `s${name}${p} % ${row4}`];
-    });
-    const slot = (p: number) => slots[p];
-    const load = (k0: string) => {
-      for (let p = 0; p < count; p++) {
-        const [kq, q] = slot(p);
-        e.line(`${x[kAx]} = ${k0} + ${kq};`);
-        if (vectors.has(op.input)) {
-          // Four consecutive elements, aligned: one vec4 load (all four are in bounds or none).
-          e.line(`${x[ax]} = ${o0} + (${q}) * 4;`);
-          guarded(() => {
-            const { index } = l.offset(op.steps, l.kernel.inputs[op.input].shape);
-            e.line(`${name}_${p} = ${l.quad(op.input, index)};`);
-          }, () => e.line(`${name}_${p} = vec4<f32>(0.0);`));
-          continue;
-        }
-        if (gathered) {
-          e.block("for (var j = 0; j < 4; j++) {", () => {
-            e.line(`${x[ax]} = ${o0} + (${q}) * 4 + j;`);
-            guarded(
-              () => e.line(`${name}_${p}[j] = ${l.value(op as Expr, new Map())};`),
-              () => e.line(`${name}_${p}[j] = 0.0;`),
-            );
-          });
-          continue;
-        }
-        for (let j = 0; j < 4; j++) {
-          const lane = `${name}_${p}.${"xyzw"[j]}`;
-          e.line(`${x[ax]} = ${o0} + (${q}) * 4 + ${j};`);
-          guarded(
-            () => e.line(`${lane} = ${l.value(op as Expr, new Map())};`),
-            () => e.line(`${lane} = 0.0;`),
-          );
-        }
-      }
-    };
-    const store = () => {
-      for (let p = 0; p < count; p++) {
-        const [kq, q] = slot(p);
-        e.line(`${name}[${at(name)}(${kq}) * ${stride} + ${q}] = ${name}_${p};`);
-      }
-    };
-    return { load, store };
+  return {
+    l,
+    tile,
+    vectors,
+    nb,
+    M,
+    N,
+    K,
+    S,
+    tx,
+    ty,
+    pm,
+    pn,
+    TM,
+    TN,
+    threads,
+    STEPS,
+    sliced,
+    space,
+    mAx,
+    nAx,
+    kAx,
+    x,
+    e,
+    kFast,
+    stride,
+    RA,
+    RB,
+    ly,
+    at,
+    kWhole,
   };
-  const fillA = filler("tileA", tile.a, mAx, "m0", M, TM, RA);
-  const fillB = filler("tileB", tile.b, nAx, "n0", N, TN, RB);
+}
+
+/** What every phase of a tiled matmul reads (see {@linkcode tileState}). */
+type TileState = ReturnType<typeof tileState>;
+
+/** An operand tile's fill (see {@linkcode filler}). */
+interface Fill {
+  load(k0: string): void;
+  store(): void;
+}
+
+// A tile's fill: `name[k·stride + q] = (op at (k0 + k, o0 + 4q + 0..3))` for the whole tile,
+// `T·TK / 4 / threads` vec4s a thread, consecutive threads along the operand's contiguous axis.
+// `load` reads the step at `k0` into registers `${name}_p…`; `store` puts them in the tile.
+// Shapes of whole tiles and whole K steps need no bounds checks on the operand fills (on the
+// H200: 4096 from 26.5 to 28.6 TFLOP/s, 2048 from 25.5 to 27.4).
+function filler(
+  T: TileState,
+  name: string,
+  op: Load,
+  ax: number,
+  o0: string,
+  bound: number,
+  width: number,
+  stride: number,
+): Fill {
+  const { l, vectors, K, threads, space, kAx, x, e, kFast, at, kWhole } = T;
+  const guarded = (fill: () => void, zero: () => void) => {
+    if (kWhole && bound % width === 0) return fill();
+    e.block(`if (${allOf(`${x[ax]} < ${bound}`, `${x[kAx]} < ${K}`)}) {`, fill);
+    e.block("else {", zero);
+  };
+  const access = affineOffset(op.steps, space, l.kernel.inputs[op.input].shape);
+  // An operand that is not an affine view (a convolution's patches) is a gather whose index
+  // code runs to some 20 lines an element: its fill is a loop over a vec4's lanes, not four
+  // copies of that code, since Deno's shader-module creation (WGSL parsing and validation)
+  // grows with the code. ResNet-18 on the H200 (2026-11-26): WebGPU compile with the driver's
+  // shader cache warm 0.94-0.97 -> 0.59 s (module creation on llvmpipe 0.84-1.08 -> 0.47-0.71
+  // s), device time 12.10 -> 12.27 ms a run. As a helper function called once a vec4 the
+  // modules took 0.24-0.28 s but the kernels 12.86 ms. Affine fills (plain matmuls) stay
+  // unrolled, their code a line an element.
+  const gathered = access === undefined && !vectors.has(op.input);
+  const row4 = width / 4, count = (width * TK) / 4 / threads, alongK = kFast(op);
+  const slots = [...Array(count).keys()].map((p) => {
+    e.line(`let s${name}${p} = t + ${p * threads};`);
+    e.line(`var ${name}_${p} = vec4<f32>(0.0);`);
+    return alongK
+      ? [`s${name}${p} % ${TK}`, `s${name}${p} / ${TK}`]
+      : [`s${name}${p} / ${row4}`, `s${name}${p} % ${row4}`];
+  });
+  const slot = (p: number) => slots[p];
+  const load = (k0: string) => {
+    for (let p = 0; p < count; p++) {
+      const [kq, q] = slot(p);
+      e.line(`${x[kAx]} = ${k0} + ${kq};`);
+      if (vectors.has(op.input)) {
+        // Four consecutive elements, aligned: one vec4 load (all four are in bounds or none).
+        e.line(`${x[ax]} = ${o0} + (${q}) * 4;`);
+        guarded(() => {
+          const { index } = l.offset(op.steps, l.kernel.inputs[op.input].shape);
+          e.line(`${name}_${p} = ${l.quad(op.input, index)};`);
+        }, () => e.line(`${name}_${p} = vec4<f32>(0.0);`));
+        continue;
+      }
+      if (gathered) {
+        e.block("for (var j = 0; j < 4; j++) {", () => {
+          e.line(`${x[ax]} = ${o0} + (${q}) * 4 + j;`);
+          guarded(
+            () => e.line(`${name}_${p}[j] = ${l.value(op as Expr, new Map())};`),
+            () => e.line(`${name}_${p}[j] = 0.0;`),
+          );
+        });
+        continue;
+      }
+      for (let j = 0; j < 4; j++) {
+        const lane = `${name}_${p}.${"xyzw"[j]}`;
+        e.line(`${x[ax]} = ${o0} + (${q}) * 4 + ${j};`);
+        guarded(
+          () => e.line(`${lane} = ${l.value(op as Expr, new Map())};`),
+          () => e.line(`${lane} = 0.0;`),
+        );
+      }
+    }
+  };
+  const store = () => {
+    for (let p = 0; p < count; p++) {
+      const [kq, q] = slot(p);
+      e.line(`${name}[${at(name)}(${kq}) * ${stride} + ${q}] = ${name}_${p};`);
+    }
+  };
+  return { load, store };
+}
+
+/** The K steps: each step's tiles stored, the next step's loaded, the products accumulated. */
+function stepLoop(T: TileState, fillA: Fill, fillB: Fill): void {
+  const { K, tx, ty, pm, pn, STEPS, sliced, mAx, nAx, x, e, RA, RB, ly, at } = T;
   const load = (k0: string) => {
     e.line(`${x[nAx]} = 0;`);
     fillA.load(k0);
@@ -342,7 +411,14 @@ export function emitTiledMatmul(
     for (let kk = 0; kk < TK; kk++) e.block("{", () => body(String(kk)));
     e.line("workgroupBarrier();");
   });
+}
 
+/**
+ * The epilogue calls for every accumulator; with K in slices, the slices' sums handed to the
+ * first slice first.
+ */
+function sliceSums(T: TileState): void {
+  const { nb, M, S, tx, ty, pm, pn, threads, sliced, x, e, ly } = T;
   const batch = x.slice(0, nb);
   const epilogues = (rowBase: string) => {
     for (let r = 0; r < pm; r++) {
@@ -381,7 +457,11 @@ export function emitTiledMatmul(
     });
     epilogues(`select(${M}, m0, kslice == 0)`);
   } else epilogues("m0");
+}
 
+/** The epilogue helper: the kernel's outputs at one point of the product, from its sum. */
+function epilogueHelper(T: TileState): string[] {
+  const { l, M, N, mAx, nAx, x } = T;
   // The epilogue: the kernel's outputs at one point of the product, as a function of that point.
   const main = l.e;
   l.e = new Emitter();
@@ -397,13 +477,5 @@ export function emitTiledMatmul(
     "}",
   ];
   l.e = main;
-  return {
-    body: e.lines,
-    helpers,
-    decls: [
-      `var<workgroup> tileA: array<vec4<f32>, ${S * TK * RA}>;`,
-      `var<workgroup> tileB: array<vec4<f32>, ${S * TK * RB}>;`,
-      ...(sliced ? [`var<workgroup> partial: array<vec4<f32>, ${((S - 1) * TM * TN) / 4}>;`] : []),
-    ],
-  };
+  return helpers;
 }
