@@ -194,7 +194,10 @@ export class WasmBackend implements Backend {
         Promise.resolve().then(() => {
           if (kernel.opaque) {
             return customKernel(kernel.opaque.op, this.id)
-              ? customArtifact(this.id, kernel.opaque, kernel, { shared: this.#threads > 1 })
+              ? customArtifact(this.id, kernel.opaque, kernel, {
+                artifact: "bytes",
+                shared: this.#threads > 1,
+              })
               : new Uint8Array();
           }
           this.#startPool();

@@ -439,7 +439,7 @@ export class WebGpuBackend implements Backend {
   #custom(kernel: KernelIR): string | undefined {
     const op = kernel.opaque;
     if (!op || !customKernel(op.op, this.id)) return undefined;
-    return customArtifact(this.id, op, kernel) as string;
+    return customArtifact(this.id, op, kernel, { artifact: "text" }) as string;
   }
 
   #generate(kernel: KernelIR): string {

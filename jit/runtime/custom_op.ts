@@ -121,7 +121,7 @@ export function customArtifact(
   backend: string,
   opaque: { readonly op: string; readonly attrs: Attrs },
   buffers: { readonly inputs: readonly ValueType[]; readonly outputs: readonly ValueType[] },
-  extra: { readonly shared?: boolean } = {},
+  form: { readonly artifact: "text" | "bytes"; readonly shared?: boolean },
 ): string | Uint8Array {
   const generate = customKernel(opaque.op, backend);
   if (!generate) {
@@ -137,7 +137,7 @@ export function customArtifact(
       inputs: buffers.inputs.map(strip),
       outputs: buffers.outputs.map(strip),
       attrs: opaque.attrs,
-      ...extra,
+      ...(form.shared === undefined ? {} : { shared: form.shared }),
     });
   } catch (e) {
     throw new KilnError(
@@ -145,12 +145,16 @@ export function customArtifact(
       { code: "bad-input", fix: "fix the generator registered with registerOp", cause: e },
     );
   }
-  const wanted = backend === "webgpu" ? "string" : "Uint8Array";
-  if (backend === "webgpu" ? typeof out !== "string" : !(out instanceof Uint8Array)) {
-    throw new KilnError(`The ${backend} kernel of ${opaque.op} must return a ${wanted}`, {
-      code: "bad-input",
-      fix: backend === "webgpu" ? "return WGSL source text" : "return the module's bytes",
-    });
+  // The backend says which form its artifacts take (WGSL text, a wasm module's bytes).
+  const text = form.artifact === "text";
+  if (text ? typeof out !== "string" : !(out instanceof Uint8Array)) {
+    throw new KilnError(
+      `The ${backend} kernel of ${opaque.op} must return a ${text ? "string" : "Uint8Array"}`,
+      {
+        code: "bad-input",
+        fix: text ? "return the kernel's source text" : "return the module's bytes",
+      },
+    );
   }
   return out as string | Uint8Array;
 }
