@@ -246,6 +246,12 @@ const elementwiseOps: OpDef[] = [
   }),
   composite("Sigmoid", [1, 1], sameAsInput(FLOATS), (e, [x]) => sigmoid(e, x)),
   composite("Tanh", [1, 1], sameAsInput(FLOATS), (e, [x]) => tanh(e, x)),
+  // Mish: x · tanh(softplus(x)), softplus as x itself past 20 (where exp(x) would overflow).
+  composite("Mish", [1, 1], sameAsInput(FLOATS), (e, [x]) => {
+    const soft = e.op("Log", [e.op("Add", [e.op("Exp", [x]), like(e, x, 1)])]);
+    const safe = e.op("Where", [e.op("Greater", [x, like(e, x, 20)]), x, soft]);
+    return e.op("Mul", [x, e.op("Tanh", [safe])]);
+  }),
   composite("Gelu", [1, 1], (ctx) => {
     ctx.choice("approximate", ["none", "tanh"]);
     return sameAsInput(FLOATS)(ctx);

@@ -1,6 +1,6 @@
 /**
  * ONNX ops that kiln imports as compositions of its own ops: the activations (Elu, Selu, Celu,
- * PRelu, Softplus, Softsign, ThresholdedRelu, Mish), the reductions built from a sum or a max (ReduceL1,
+ * PRelu, Softplus, Softsign, ThresholdedRelu; Mish is a kiln op of its own), the reductions built from a sum or a max (ReduceL1,
  * ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp), Trilu as a constant mask, and
  * Xor, Sign, Mean, CastLike, the hyperbolic functions and Tan. They lower on every backend and
  * fuse like the ops they are made of.
@@ -59,17 +59,10 @@ function sumOf(
   };
 }
 
-/** Mish: x · tanh(softplus(x)), softplus as x itself past 20 (where exp(x) would overflow). */
-function mish(c: NodeContext): Known[] {
-  const op = opOf(c), x = c.required(0), t = typeOf(x).dtype;
-  const soft = op("Log", [op("Add", [op("Exp", [x]), scalar(1, t)])]);
-  const safe = op("Where", [op("Greater", [x, scalar(20, t)]), x, soft]);
-  return [op("Mul", [x, op("Tanh", [safe])])];
-}
-
 /** Converters by ONNX op type. */
 export const COMPOSITE_CONVERTERS: Record<string, Converter<Known>> = {
-  Mish: mish,
+  // A kiln op (jit/ops/elementwise.ts), decomposed where it is legalized.
+  Mish: (c) => c.emit("Mish", [c.required(0)]),
   Elu: unary((op, x, k, c) =>
     op(
       "Where",
