@@ -90,6 +90,8 @@ export const elementwiseKernels: Record<string, Kernel> = {
   Sigmoid: unary(sigmoid),
   Tanh: unary(Math.tanh),
   HardSwish: unary((x) => x * hardSigmoid(x, 1 / 6, 0.5)),
+  // Softplus as x past 20, as the decomposition (and ONNX Runtime) take it.
+  Mish: unary((x) => x * Math.tanh(x > 20 ? x : Math.log1p(Math.exp(x)))),
   LeakyRelu: (args) =>
     unary((x) => (x < 0 ? x * ((args.attrs.alpha as number | undefined) ?? 0.01) : x))(args),
   HardSigmoid: (args) =>

@@ -9,7 +9,7 @@
  * ToDevice ToHost.
  *
  * Decomposed ops (rewritten into primitives when a backend lacks them): Relu LeakyRelu Sigmoid
- * Tanh Gelu HardSigmoid HardSwish Reciprocal Clip Min Max GreaterOrEqual LessOrEqual Softmax
+ * Tanh Gelu Mish HardSigmoid HardSwish Reciprocal Clip Min Max GreaterOrEqual LessOrEqual Softmax
  * LogSoftmax LayerNormalization BatchNormalization GlobalAveragePool Gemm Flatten
  * ConstantOfShape Range. The reference backend also runs each of them directly, and the test
  * suite checks that both paths agree.

@@ -55,6 +55,10 @@ const cases: Record<
   }],
   HardSigmoid: [{ inputs: [f32(uniform(32, 4, -6, 6))], attrs: { alpha: 0.3, beta: 0.4 } }],
   HardSwish: [{ inputs: [f32([-4, -3, -1, 0, 1, 3, 4, NaN])] }],
+  Mish: [{
+    inputs: [f32([-30, -5, -1, -0, 0, 0.5, 3, 19.5, 20.5, 40, NaN, Infinity, -Infinity])],
+    atol: 1e-6,
+  }],
   Clip: [{ inputs: [f32([-3, -1, 0, 1, 3, NaN])], attrs: { min: -1, max: 2 } }, {
     inputs: [i32([-3, 5])],
     attrs: { max: 1 },
