@@ -11,6 +11,7 @@ import type { Kernel } from "./kernel.ts";
 import { erf } from "./scalar_math.ts";
 import { scalarOp } from "./scalar_ops.ts";
 import { read, writer } from "./tensor_io.ts";
+import { num } from "../../jit/ops/elementwise.ts";
 
 type Unary = (x: number) => number;
 type Binary = (a: number, b: number) => number;
@@ -90,6 +91,31 @@ export const elementwiseKernels: Record<string, Kernel> = {
   Sigmoid: unary(sigmoid),
   Tanh: unary(Math.tanh),
   HardSwish: unary((x) => x * hardSigmoid(x, 1 / 6, 0.5)),
+  Elu: (args) => {
+    const alpha = num(args.attrs.alpha, 1);
+    return unary((x) => (x < 0 ? alpha * (Math.exp(x) - 1) : x))(args);
+  },
+  Selu: (args) => {
+    const alpha = num(args.attrs.alpha, 1.67326319217681884765625);
+    const gamma = num(args.attrs.gamma, 1.05070102214813232421875);
+    return unary((x) => gamma * (x > 0 ? x : alpha * Math.exp(x) - alpha))(args);
+  },
+  Celu: (args) => {
+    const alpha = num(args.attrs.alpha, 1);
+    return unary((x) => Math.max(x, 0) + Math.min(alpha * (Math.exp(x / alpha) - 1), 0))(args);
+  },
+  ThresholdedRelu: (args) => {
+    const alpha = num(args.attrs.alpha, 1);
+    return unary((x) => (x > alpha ? x : 0))(args);
+  },
+  Softplus: unary((x) => Math.log(Math.exp(x) + 1)),
+  Softsign: unary((x) => x / (Math.abs(x) + 1)),
+  Tan: unary(Math.tan),
+  Sinh: unary(Math.sinh),
+  Cosh: unary(Math.cosh),
+  Asinh: unary(Math.asinh),
+  Acosh: unary(Math.acosh),
+  Atanh: unary(Math.atanh),
   // Softplus as x past 20, as the decomposition (and ONNX Runtime) take it.
   Mish: unary((x) => x * Math.tanh(x > 20 ? x : Math.log1p(Math.exp(x)))),
   LeakyRelu: (args) =>

@@ -81,9 +81,11 @@ function binary(name: string, dtypes: readonly DType[], out?: DType): OpDef {
   };
 }
 
+/** A composite's rewrite into other ops: one result. */
 type Decompose = (e: Emitter, x: readonly EmitRef[], attrs: Attrs) => EmitRef;
 
-function composite(
+/** An elementwise op that legalization rewrites into others (`decompose`). */
+export function composite(
   name: string,
   arity: readonly [number, number],
   infer: (ctx: InferContext) => ValueType[],
@@ -99,12 +101,13 @@ function composite(
   };
 }
 
-const sameAsInput = (dtypes: readonly DType[]) => (ctx: InferContext): ValueType[] => [
+/** The type rule of an op whose result is its first input's type, one of `dtypes`. */
+export const sameAsInput = (dtypes: readonly DType[]) => (ctx: InferContext): ValueType[] => [
   { shape: ctx.input(0).shape, dtype: ctx.requireDType(0, dtypes) },
 ];
 
 /** A scalar constant of `x`'s dtype. */
-function like(e: Emitter, x: EmitRef, value: number): EmitRef {
+export function like(e: Emitter, x: EmitRef, value: number): EmitRef {
   return e.scalar(value, e.typeOf(x).dtype);
 }
 
@@ -148,7 +151,8 @@ function tanh(e: Emitter, x: EmitRef): EmitRef {
   return e.op("Sub", [one, e.op("Div", [like(e, x, 2), e.op("Add", [ex, one])])]);
 }
 
-const num = (v: unknown, fallback: number): number => typeof v === "number" ? v : fallback;
+/** A numeric attribute, or `fallback` where it is unset. */
+export const num = (v: unknown, fallback: number): number => typeof v === "number" ? v : fallback;
 
 const elementwiseOps: OpDef[] = [
   binary("Add", NUMERIC),

@@ -17,6 +17,7 @@
  * @module
  */
 import "./elementwise.ts";
+import "./activations.ts";
 import "./reduce.ts";
 import "./movement.ts";
 import "./nn.ts";

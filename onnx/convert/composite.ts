@@ -1,9 +1,10 @@
 /**
- * ONNX ops that kiln imports as compositions of its own ops: the activations (Elu, Selu, Celu,
- * PRelu, Softplus, Softsign, ThresholdedRelu; Mish is a kiln op of its own), the reductions built from a sum or a max (ReduceL1,
- * ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp), Trilu as a constant mask, and
- * Xor, Sign, Mean, CastLike, the hyperbolic functions and Tan. They lower on every backend and
- * fuse like the ops they are made of.
+ * ONNX ops that kiln imports as compositions of its own ops: PRelu, the reductions built from a
+ * sum or a max (ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp), Trilu as a
+ * constant mask, and Xor, Sign, Mean and CastLike. They lower on every backend and fuse like the ops they are made
+ * of. The activations and the trigonometric and hyperbolic functions ONNX defines as functions
+ * (Elu, Selu, Celu, ThresholdedRelu, Softplus, Softsign, Mish, Tan, Sinh, Cosh, Asinh, Acosh,
+ * Atanh) map onto kiln ops, whose decompositions live in `jit/ops/`.
  *
  * @module
  */
@@ -59,45 +60,40 @@ function sumOf(
   };
 }
 
+/**
+ * A node mapped onto the kiln op of the same name (`jit/ops/activations.ts` holds its
+ * decomposition), with its float attributes `names` where the node sets them.
+ */
+function activation(name: string, names: readonly string[] = []): Converter<Known> {
+  return (c) => {
+    const a = attrs(c);
+    const given = names.flatMap((n) => {
+      const v = a.float(n);
+      return v === undefined ? [] : [[n, v] as const];
+    });
+    return c.emit(name, [c.required(0)], Object.fromEntries(given));
+  };
+}
+
 /** Converters by ONNX op type. */
 export const COMPOSITE_CONVERTERS: Record<string, Converter<Known>> = {
   // A kiln op (jit/ops/elementwise.ts), decomposed where it is legalized.
   Mish: (c) => c.emit("Mish", [c.required(0)]),
-  Elu: unary((op, x, k, c) =>
-    op(
-      "Where",
-      op("Less", x, k(0)),
-      op("Mul", k(attrs(c).float("alpha", 1)!), op("Sub", op("Exp", x), k(1))),
-      x,
-    )
-  ),
-  Selu: unary((op, x, k, c) => {
-    const alpha = attrs(c).float("alpha", 1.67326319217681884765625)!;
-    const gamma = attrs(c).float("gamma", 1.05070102214813232421875)!;
-    const neg = op("Sub", op("Mul", k(alpha), op("Exp", x)), k(alpha));
-    return op("Mul", k(gamma), op("Where", op("Greater", x, k(0)), x, neg));
-  }),
-  Celu: unary((op, x, k, c) => {
-    const alpha = attrs(c).float("alpha", 1)!;
-    const neg = op("Mul", k(alpha), op("Sub", op("Exp", op("Div", x, k(alpha))), k(1)));
-    return op("Add", op("Max", x, k(0)), op("Min", neg, k(0)));
-  }),
-  ThresholdedRelu: unary((op, x, k, c) =>
-    op("Where", op("Greater", x, k(attrs(c).float("alpha", 1)!)), x, k(0))
-  ),
-  Softplus: unary((op, x, k) => op("Log", op("Add", op("Exp", x), k(1)))),
-  Softsign: unary((op, x, k) => op("Div", x, op("Add", op("Abs", x), k(1)))),
+  Elu: activation("Elu", ["alpha"]),
+  Selu: activation("Selu", ["alpha", "gamma"]),
+  Celu: activation("Celu", ["alpha"]),
+  ThresholdedRelu: activation("ThresholdedRelu", ["alpha"]),
+  Softplus: activation("Softplus"),
+  Softsign: activation("Softsign"),
   Sign: unary((op, x, k) =>
     op("Where", op("Greater", x, k(0)), k(1), op("Where", op("Less", x, k(0)), k(-1), k(0)))
   ),
-  Tan: unary((op, x) => op("Div", op("Sin", x), op("Cos", x))),
-  Sinh: unary((op, x, k) => op("Mul", op("Sub", op("Exp", x), op("Exp", op("Neg", x))), k(0.5))),
-  Cosh: unary((op, x, k) => op("Mul", op("Add", op("Exp", x), op("Exp", op("Neg", x))), k(0.5))),
-  Asinh: unary((op, x, k) => op("Log", op("Add", x, op("Sqrt", op("Add", op("Mul", x, x), k(1)))))),
-  Acosh: unary((op, x, k) => op("Log", op("Add", x, op("Sqrt", op("Sub", op("Mul", x, x), k(1)))))),
-  Atanh: unary((op, x, k) =>
-    op("Mul", op("Log", op("Div", op("Add", k(1), x), op("Sub", k(1), x))), k(0.5))
-  ),
+  Tan: activation("Tan"),
+  Sinh: activation("Sinh"),
+  Cosh: activation("Cosh"),
+  Asinh: activation("Asinh"),
+  Acosh: activation("Acosh"),
+  Atanh: activation("Atanh"),
   PRelu: (c) => {
     const x = c.required(0);
     let slope = c.required(1);
