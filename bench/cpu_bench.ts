@@ -9,7 +9,7 @@
  * `median` line (`bench/timed.ts`), which `bench:report` tabulates (`KILN_BENCH_FIRST_ONLY=1` stops
  * after the first runs, for its first runs from a warm kernel cache).
  *
- * Run: `deno task bench` (or `deno bench -A bench/cpu_bench.ts`).
+ * Run: `deno task bench:peers` (or `deno bench -A --config bench/deno.json bench/cpu_bench.ts`).
  *
  * @module
  */

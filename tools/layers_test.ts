@@ -60,8 +60,8 @@ Deno.test("the import parser sees value, type-only and dynamic imports", () => {
   assert.ok(files.length > 100, `only ${files.length} sources found`);
 });
 
-/** Test modules and what only tests and tools use: free to import anything. */
-const NOT_LIBRARY = /(_test\.ts$)|^(bench|tools|npm|jit\/testing)\/|^onnx\/testdata\.ts$/;
+/** Tests, benchmarks and what only they and the tools use: free to import anything. */
+const NOT_LIBRARY = /(_(test|bench)\.ts$)|^(bench|tools|npm|jit\/testing)\/|^onnx\/testdata\.ts$/;
 const library = files.filter((f) => !NOT_LIBRARY.test(f));
 
 /** Every library file `file` reaches through imports of any kind (type-only and dynamic too). */
