@@ -22,6 +22,7 @@ import {
 import { KilnError } from "../jit/support/errors.ts";
 import type { Executable, TensorMap } from "../jit/runtime/executable.ts";
 import { explain } from "../jit/runtime/explain.ts";
+import { watOf } from "./wat.ts";
 import type { Graph } from "../jit/ir/graph.ts";
 import type { HostTensor } from "../jit/ir/host_tensor.ts";
 import { defaultKernelCache } from "../jit/runtime/kernel_cache.ts";
@@ -55,8 +56,9 @@ Usage:
       compute a double model in f32; inputs and outputs stay f64. A compile that takes over a
       second shows its phases on stderr (--quiet or --json: none).
   kiln explain [MODEL.onnx] [--backend auto|ID] [--shape NAME=2x3 ...] [--json] [--dot FILE]
-               [--svg FILE]
-      The fusion and placement plan; --dot writes it for Graphviz, --svg draws it with dot.
+               [--svg FILE] [--wat]
+      The fusion and placement plan; --dot writes it for Graphviz, --svg draws it with dot,
+      --wat prints each wasm kernel as WebAssembly text (through Binaryen, fetched on first use).
   kiln bench [MODEL.onnx] [--backends ID,ID] [--runs N] [--warmup N] [--threads N] [--json]
              [--precision f32|f16-storage|f16] [--narrow-f64]
       Compile time, first run, median and p90 run time per backend (after --warmup runs, default
@@ -394,13 +396,19 @@ async function explainCommand(args: string[]): Promise<number> {
       dot: { type: "string" },
       svg: { type: "string" },
       shape: { type: "string", multiple: true },
+      wat: { type: "boolean", default: false },
     },
     allowPositionals: true,
   });
   if (values.dot) await checkWritableFile(values.dot, "--dot");
   if (values.svg) await checkWritableFile(values.svg, "--svg");
   const loaded = await load(positionals[0], undefined, values.shape);
-  const e = await explain((await loaded.compile(compileOptions(values.backend))).exe);
+  const { exe } = await loaded.compile(compileOptions(values.backend));
+  if (values.wat) {
+    console.log(await watOf(exe));
+    return 0;
+  }
+  const e = await explain(exe);
   if (values.dot) await writeTextFile(values.dot, e.dot(), "--dot");
   if (values.svg) await writeTextFile(values.svg, renderSvg(e.dot()), "--svg");
   if (values.json) {

@@ -516,3 +516,18 @@ Deno.test("on a software GPU kiln run shows each phase as it starts (the driver 
     assert.match(r.stderr, new RegExp(`^kiln: ${phase}`, "m"), r.stderr);
   }
 });
+
+Deno.test("kiln explain --wat prints each wasm kernel as WebAssembly text, through Binaryen", async () => {
+  const lenet = new URL("../../shared/models/lenet.onnx", import.meta.url).pathname;
+  const wat = await kiln("explain", lenet, "--backend", "wasm", "--wat");
+  assert.equal(wat.code, 0, wat.stderr);
+  const kernels = wat.stdout.match(/^;; kernel \S+/gm) ?? [];
+  assert.ok(kernels.length >= 3, wat.stdout.slice(0, 400));
+  assert.equal((wat.stdout.match(/^\(module$/gm) ?? []).length, kernels.length);
+  assert.match(wat.stdout, /\(export "run"/);
+  assert.match(wat.stdout, /f32x4|v128/, "the kernels' SIMD shows in the text");
+  // A plan with no wasm kernel has nothing to show: a typed usage error.
+  const none = await kiln("explain", lenet, "--backend", "reference", "--wat");
+  assert.equal(none.code, 2, none.stderr);
+  assert.match(none.stderr, /Fix: pass --backend wasm/);
+});

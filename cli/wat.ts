@@ -1,0 +1,68 @@
+/**
+ * `kiln explain --wat`: each wasm kernel of a compiled plan as WebAssembly text, through
+ * Binaryen (the design's named code-generation library). Binaryen is loaded here only, by a
+ * computed specifier: it is never on a run's path and never a dependency of the package, and a
+ * machine that cannot fetch it gets a typed error that says so.
+ *
+ * @module
+ */
+import { defaultBackends } from "../backends/registry.ts";
+import type { Executable } from "../jit/runtime/executable.ts";
+import { KilnError } from "../jit/support/errors.ts";
+
+/** The Binaryen release `--wat` loads. */
+export const BINARYEN_VERSION = "123.0.0";
+
+/** The part of Binaryen's JavaScript API `--wat` uses. */
+interface Binaryen {
+  readBinary(
+    bytes: Uint8Array,
+  ): { setFeatures(f: number): void; emitText(): string; dispose(): void };
+  readonly Features: { readonly All: number };
+}
+
+/** Binaryen, loaded once on first use. */
+let loading: Promise<Binaryen> | undefined;
+
+async function binaryen(): Promise<Binaryen> {
+  const isDeno = typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
+  // Computed, so that neither deno pack nor a bundler makes Binaryen a dependency of kiln's.
+  const specifier = isDeno ? ["npm", `binaryen@${BINARYEN_VERSION}`].join(":") : "binaryen";
+  loading ??= import(specifier).then((m) => (m.default ?? m) as Binaryen, (e) => {
+    loading = undefined;
+    throw new KilnError(`Binaryen could not be loaded for --wat: ${String(e)}`, {
+      code: "backend",
+      fix: isDeno
+        ? `allow Deno to fetch npm:binaryen@${BINARYEN_VERSION}, or leave out --wat`
+        : `npm install binaryen@${BINARYEN_VERSION}, or leave out --wat`,
+    });
+  });
+  return await loading;
+}
+
+/** Each wasm kernel of `exe`'s plan as `;; kernel NAME` and its module's text. */
+export async function watOf(exe: Executable): Promise<string> {
+  const plan = exe.plan;
+  const placed = plan
+    ? plan.kernels.filter((_, i) =>
+      plan.schedule.placement[i] === "wasm" && !plan.kernels[i].opaque
+    )
+    : [];
+  if (!placed.length) {
+    throw new KilnError("--wat shows wasm kernels, and this plan runs none on wasm", {
+      code: "usage",
+      fix: "pass --backend wasm (or a model auto places on the CPU)",
+    });
+  }
+  const wasm = defaultBackends().get("wasm");
+  const b = await binaryen();
+  const texts: string[] = [];
+  for (const k of placed) {
+    const bytes = await wasm.codegen!.generate(k) as Uint8Array;
+    const mod = b.readBinary(bytes);
+    mod.setFeatures(b.Features.All);
+    texts.push(`;; kernel ${k.name} (${k.ops.join(", ")})\n${mod.emitText()}`);
+    mod.dispose();
+  }
+  return texts.join("\n");
+}
