@@ -120,7 +120,7 @@ export {
   type ElementRange,
 } from "./jit/runtime/device_tensor.ts";
 export type { IntoMap } from "./jit/runtime/into.ts";
-export { RunHandle } from "./jit/runtime/run_handle.ts";
+export { RunHandle, type RunTiming } from "./jit/runtime/run_handle.ts";
 export {
   concat,
   type LiveTensorInfo,

@@ -18,7 +18,7 @@ import type { KernelIR } from "../ir/kernel_ir.ts";
 import type { MemoryPlan } from "../schedule/memory_plan.ts";
 import { checkInto, deliver, type IntoMap } from "./into.ts";
 import { assertCheck, isCheck, outputIndices, readCheck, settleChecks } from "./checks.ts";
-import { RunHandle } from "./run_handle.ts";
+import { RunHandle, type RunTiming } from "./run_handle.ts";
 import type { Shape } from "../ir/shape.ts";
 import { countTransfers, hostOutput, type Run, runProgram } from "./run.ts";
 import type { Schedule } from "../schedule/schedule.ts";
@@ -242,7 +242,8 @@ export class Executable {
 
   /** Runs the graph on `inputs`; await the handle (or poll it) for the outputs on the host. */
   run(inputs: InputMap, options?: RunOptions): RunHandle<TensorMap> {
-    return new RunHandle(this.#execute(inputs, options, false) as Promise<TensorMap>);
+    const { result, timing } = this.#execute(inputs, options, false);
+    return new RunHandle(result as Promise<TensorMap>, timing);
   }
 
   /**
@@ -251,21 +252,38 @@ export class Executable {
    * on the device too. Nothing is read back, so the handle settles without waiting for the device.
    */
   runOnDevice(inputs: InputMap, options?: RunOptions): RunHandle<DeviceTensorMap> {
-    return new RunHandle(this.#execute(inputs, options, true) as Promise<DeviceTensorMap>);
+    const { result, timing } = this.#execute(inputs, options, true);
+    return new RunHandle(result as Promise<DeviceTensorMap>, timing);
   }
 
-  /** Validates a run synchronously (bad input throws here), then starts it. */
+  /** Validates a run synchronously (bad input throws here), then starts it, timed. */
   #execute(
     inputs: InputMap,
     options: RunOptions | undefined,
     onDevice: boolean,
-  ): Promise<TensorMap | DeviceTensorMap> {
+  ): { result: Promise<TensorMap | DeviceTensorMap>; timing: Promise<RunTiming> } {
+    const began = performance.now();
     const run = this.#prepareRun(inputs, options, onDevice);
     const running = this.#results(run);
+    const handedOff = performance.now();
     this.#inflight.add(running);
     const settle = () => this.#inflight.delete(running);
     running.then(settle, settle);
-    return running.then((data) => this.#outputsOf(run, data, options?.into));
+    let computed = 0;
+    const result = running.then((data) => {
+      computed = performance.now();
+      return this.#outputsOf(run, data, options?.into);
+    });
+    const timing = result.then((): RunTiming => {
+      const done = performance.now();
+      return {
+        hostMs: handedOff - began,
+        waitMs: computed - handedOff,
+        outputMs: done - computed,
+        wallMs: done - began,
+      };
+    });
+    return { result, timing };
   }
 
   /** A run's arguments and outputs, checked; the run counted. */

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { compile } from "../../mod.ts";
 import { KilnError } from "../support/errors.ts";
+import { RunHandle } from "./run_handle.ts";
 import { GraphBuilder } from "../frontend/graph_builder.ts";
 import { assertClose, f32, i32, numbers } from "../testing/testing.ts";
 
@@ -275,4 +276,24 @@ Deno.test("a graph output that folds to a constant is returned by every backend 
     assert.deepEqual(numbers(again.mask.data), [1, 1, 1, 1, 1, 1], `${backend}: a run changed it`);
     exe.dispose();
   }
+});
+
+Deno.test("a run's timing splits its wall time into host, wait and output parts", async () => {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Exp", [b.input("x", [1024])]));
+  const x = { data: new Float32Array(1024).fill(0.5), shape: [1024], dtype: "f32" as const };
+  for (const backend of ["reference", "wasm"]) {
+    using exe = await compile(b.build(), { backend, cache: false });
+    const handle = exe.run({ x });
+    const t = await handle.timing();
+    for (const part of [t.hostMs, t.waitMs, t.outputMs, t.wallMs]) {
+      assert.ok(Number.isFinite(part) && part >= 0, `${backend}: ${JSON.stringify(t)}`);
+    }
+    assert.ok(Math.abs(t.hostMs + t.waitMs + t.outputMs - t.wallMs) < 1e-6, backend);
+    assert.ok((await handle).y.data[0] > 1.6);
+  }
+  // A handle whose runner timed nothing says so, with a typed error.
+  const bad = new RunHandle(Promise.reject(new Error("no")));
+  await assert.rejects(bad.timing(), (e: unknown) => e instanceof KilnError);
+  await assert.rejects(bad.result());
 });
