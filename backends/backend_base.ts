@@ -10,7 +10,7 @@ import type { TensorData } from "../jit/ir/dtype.ts";
 import { KilnError } from "../jit/support/errors.ts";
 import type { Graph } from "../jit/ir/graph.ts";
 import { customOp } from "../jit/runtime/custom_op.ts";
-import { getOp } from "../jit/ops/mod.ts";
+import { getOp, opNames } from "../jit/ops/mod.ts";
 import {
   type Backend,
   type BackendCompileOptions,
@@ -52,6 +52,14 @@ export abstract class BackendBase implements Backend {
     const def = getOp(node.op);
     if (def.category === "custom") return customOp(node.op)?.kernels?.[this.id] !== undefined;
     return this.nativeOps.has(node.op);
+  }
+
+  /** The ops this backend runs as they are: its own, and custom ones with a kernel for it. */
+  ops(): readonly string[] {
+    const custom = opNames().filter((op) =>
+      getOp(op).category === "custom" && customOp(op)?.kernels?.[this.id] !== undefined
+    );
+    return [...new Set([...this.nativeOps, ...custom])].sort();
   }
 
   /** Default: an interpreter over {@linkcode executeNode}. */

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { compile } from "../mod.ts";
 import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
 import { BackendRegistry } from "./registry.ts";
+import { ReferenceBackend } from "./reference/reference_backend.ts";
 import { WasmBackend } from "./wasm/wasm_backend.ts";
 import { WebGpuBackend } from "./webgpu/webgpu_backend.ts";
 
@@ -27,4 +28,29 @@ Deno.test("auto fuses the same kernels in every compile, and for the backends it
   }
   fresh.dispose();
   wasm.dispose();
+});
+
+Deno.test("capabilities say what each backend stores and reaches, and ops() what it runs as it is", async () => {
+  for (const backend of [new ReferenceBackend(), new WasmBackend({ threads: 1 })]) {
+    await backend.prepare();
+    const caps = backend.capabilities();
+    assert.equal(caps.bf16, false, `${backend.id}: bf16 is widened to f32, not stored`);
+    assert.equal(caps.matrixUnits, false);
+    const ops = backend.ops!();
+    assert.ok(ops.includes("MatMul") && ops.includes("Exp"), backend.id);
+    assert.deepEqual([...ops].sort(), ops, "sorted");
+  }
+  const gpu = new WebGpuBackend({ allowSoftware: true });
+  try {
+    await gpu.prepare();
+  } catch {
+    return; // no WebGPU adapter here
+  }
+  const caps = gpu.capabilities();
+  assert.equal(caps.bf16, false);
+  assert.equal(typeof caps.matrixUnits, "boolean");
+  assert.equal(typeof caps.deviceId, "string");
+  if (caps.subgroupSizes) assert.ok(caps.subgroupSizes[0] <= caps.subgroupSizes[1]);
+  assert.ok(gpu.ops().includes("MatMul"));
+  gpu.dispose();
 });

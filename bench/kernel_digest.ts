@@ -23,8 +23,19 @@ function cacheDigest(dir: string): string {
     }
   };
   walk(dir);
+  // By kernel text and code alone: an entry's key (its name, and a field of it) holds the
+  // backend's device profile, which may gain fields without any kernel changing.
+  const contents = files.map((f) => {
+    const raw = readFileSync(f);
+    let entry: Record<string, unknown> | undefined;
+    try {
+      entry = JSON.parse(new TextDecoder().decode(raw));
+    } catch { /* a note or an artifact file of its own: hashed whole */ }
+    const part = entry ? JSON.stringify([entry.text, entry.artifact, entry.format]) : raw;
+    return createHash("sha256").update(part).digest("hex");
+  });
   const hash = createHash("sha256");
-  for (const f of files.sort()) hash.update(f.slice(dir.length)).update(readFileSync(f));
+  for (const c of contents.sort()) hash.update(c);
   return `${files.length} files ${hash.digest("hex").slice(0, 16)}`;
 }
 

@@ -93,6 +93,8 @@ export class ReferenceBackend extends BackendBase {
       maxStorageBufferBytes: 0,
       maxBindings: 0,
       timestampQuery: false,
+      bf16: false,
+      matrixUnits: false,
       interpreter: true,
     };
   }

@@ -17,7 +17,7 @@ import type {
   PreparedKernel,
 } from "../../jit/runtime/backend.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import { customArtifact, customKernel } from "../../jit/runtime/custom_op.ts";
+import { customArtifact, customKernel, kernelOps } from "../../jit/runtime/custom_op.ts";
 import { runsWhole } from "../../jit/passes/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/runtime/program.ts";
 import { allocate } from "../../jit/ir/dtype.ts";
@@ -260,6 +260,8 @@ export class WasmBackend implements Backend {
       // Buffers are function parameters, and engines refuse functions of over 1000.
       maxBindings: 256,
       timestampQuery: false,
+      bf16: false,
+      matrixUnits: false,
     };
   }
 
@@ -269,6 +271,11 @@ export class WasmBackend implements Backend {
    */
   supports(node: NodeInfo): boolean {
     return !runsWhole(node) || customKernel(node.op, this.id) !== undefined;
+  }
+
+  /** Every op but custom ones without a kernel for this backend (see `kernelOps`). */
+  ops(): readonly string[] {
+    return kernelOps(this.id);
   }
 
   /** Kernel IR → WebAssembly modules (format `wasm-11-shared` when threads are on). */

@@ -20,7 +20,7 @@ import type {
   Program,
 } from "../../jit/runtime/backend.ts";
 import { envVar } from "../../jit/support/env.ts";
-import { customArtifact, customKernel } from "../../jit/runtime/custom_op.ts";
+import { customArtifact, customKernel, kernelOps } from "../../jit/runtime/custom_op.ts";
 import { runsWhole } from "../../jit/passes/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/runtime/program.ts";
 import type { TensorData } from "../../jit/ir/dtype.ts";
@@ -211,6 +211,11 @@ export class WebGpuBackend implements Backend {
       software: this.#adapter !== undefined && isSoftwareAdapter(this.#adapter) &&
         !(this.#options.allowSoftware ?? envVar("KILN_ALLOW_SOFTWARE_GPU") === "1"),
       ...(this.#readbackMs === undefined ? {} : { readbackMs: this.#readbackMs }),
+      bf16: false,
+      ...subgroupSizes(info),
+      matrixUnits: d?.features.has("chromium-experimental-subgroup-matrix" as GPUFeatureName) ??
+        false,
+      ...(info ? { deviceId: [info.vendor, info.architecture, info.device].join(":") } : {}),
     };
   }
 
@@ -221,6 +226,11 @@ export class WebGpuBackend implements Backend {
    */
   supports(node: NodeInfo): boolean {
     return !runsWhole(node) || customKernel(node.op, this.id) !== undefined;
+  }
+
+  /** Every op but custom ones without a kernel for this backend (see `kernelOps`). */
+  ops(): readonly string[] {
+    return kernelOps(this.id);
   }
 
   /**
@@ -574,4 +584,11 @@ async function readbackMs(device: GPUDevice): Promise<number> {
   source.destroy();
   read.destroy();
   return least;
+}
+
+/** The adapter's subgroup sizes, where its info reports them (newer WebGPU implementations). */
+function subgroupSizes(info: GPUAdapterInfo | undefined): { subgroupSizes?: [number, number] } {
+  const sizes = info as { subgroupMinSize?: number; subgroupMaxSize?: number } | undefined;
+  const [min, max] = [sizes?.subgroupMinSize, sizes?.subgroupMaxSize];
+  return min && max ? { subgroupSizes: [min, max] } : {};
 }

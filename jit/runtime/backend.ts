@@ -60,6 +60,17 @@ export interface DeviceProfile {
    * after polling the device). Absent where unknown.
    */
   readonly readbackMs?: number;
+  /**
+   * Whether bf16 tensors are stored as 16 bits. No built-in backend does: ONNX bfloat16 tensors
+   * import widened to f32 (exactly), and Cast to bfloat16 rounds in f32.
+   */
+  readonly bf16?: boolean;
+  /** The device's subgroup sizes `[min, max]`, where it reports them (WebGPU `subgroups`). */
+  readonly subgroupSizes?: readonly [number, number];
+  /** Whether shaders can reach the device's matrix units (WebGPU subgroup matrices). */
+  readonly matrixUnits?: boolean;
+  /** Which device this is, where the implementation says (vendor, architecture, device). */
+  readonly deviceId?: string;
 }
 
 /**
@@ -255,6 +266,8 @@ export interface Backend {
   capabilities(): DeviceProfile;
   /** Whether this backend can run `node` as it is (legalization decomposes or rejects the rest). */
   supports(node: NodeInfo): boolean;
+  /** The ops it runs as they are (custom ones with a kernel of its own among them), sorted. */
+  ops?(): readonly string[];
   /**
    * The backend's own estimate, in milliseconds, of doing `workload` (one kernel's work, or the
    * whole of `graph` for a graph-level backend) here. When present, every cost-driven placement

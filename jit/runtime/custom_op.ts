@@ -9,7 +9,7 @@
 import type { TensorData } from "../ir/dtype.ts";
 import { KilnError } from "../support/errors.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
-import { type Attrs, defineOps, type ValueType } from "../ops/mod.ts";
+import { type Attrs, defineOps, getOp, opNames, type ValueType } from "../ops/mod.ts";
 
 /** What a custom kernel generator receives. */
 export interface CustomKernelArgs {
@@ -157,4 +157,14 @@ export function customArtifact(
     );
   }
   return out as string | Uint8Array;
+}
+
+/**
+ * The ops a backend that generates kernels from kernel IR runs as they are: every op fusion
+ * expresses (all but custom ones), and the custom ops with a kernel registered for `backend`.
+ */
+export function kernelOps(backend: string): string[] {
+  return opNames().filter((op) =>
+    getOp(op).category !== "custom" || customKernel(op, backend) !== undefined
+  ).sort();
 }
