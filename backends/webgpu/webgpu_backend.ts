@@ -35,6 +35,7 @@ import { BufferPool, emptyPoolStats, type PoolStats } from "./buffer_pool.ts";
 import { dawnGlAdapter, dawnGpu, headlessEgl, vulkanLoader } from "./dawn.ts";
 import { gpuProgram } from "./gpu_program.ts";
 import type { GpuContext } from "./gpu_storage.ts";
+import { isSoftwareAdapter, storageBindings, webgpuProfile } from "./device_profile.ts";
 import { MAP_READ, STAGING, STORAGE } from "./gpu_storage.ts";
 
 /** Options of a {@linkcode WebGpuBackend}. */
@@ -112,36 +113,9 @@ export function gpuChoice(): "navigator" | "dawn" {
   });
 }
 
-/**
- * Storage buffers one kernel may bind: the per-stage limit, below the bind group's binding indices
- * (uniforms take a few), and at most {@linkcode MAX_KERNEL_BINDINGS}. wgpu on an H200 allows a
- * million per stage but 1000 indices a group: a Concat of 5000 inputs fused into a kernel of 1000
- * bindings that failed to build, and at 992 its 15 kernels took 14.7 s to build.
- */
-export function storageBindings(limits: GPUSupportedLimits): number {
-  return Math.min(
-    limits.maxStorageBuffersPerShaderStage,
-    limits.maxBindingsPerBindGroup - 8,
-    MAX_KERNEL_BINDINGS,
-  );
-}
-
-/** Most storage buffers a kernel binds whatever the device allows: a driver compiles each one. */
-export const MAX_KERNEL_BINDINGS = 64;
-
 /** Dawn's flags as given (options, else `KILN_DAWN_FLAGS`); `undefined` leaves them to kiln. */
 function givenDawnFlags(options: WebGpuOptions): readonly string[] | undefined {
   return options.dawnFlags ?? envVar("KILN_DAWN_FLAGS")?.split(/\s+/).filter(Boolean);
-}
-
-/** Adapter descriptions of software implementations of WebGPU. */
-const SOFTWARE_ADAPTER = /llvmpipe|lavapipe|swiftshader|softpipe|microsoft basic render|software/i;
-
-/** Whether `adapter` is a software implementation. */
-export function isSoftwareAdapter(adapter: GPUAdapter): boolean {
-  const info = adapter.info as GPUAdapterInfo & { isFallbackAdapter?: boolean };
-  return info.isFallbackAdapter === true ||
-    SOFTWARE_ADAPTER.test(`${info.vendor} ${info.architecture} ${info.device} ${info.description}`);
 }
 
 /** The WebGPU backend. */
@@ -185,38 +159,12 @@ export class WebGpuBackend implements Backend {
 
   /** The device's limits and features; zeros and `false` until `prepare()` has run. */
   capabilities(): DeviceProfile {
-    const d = this.#device;
-    const info = this.#adapter?.info;
-    return {
-      // The implementation is part of the name, so that placement verdicts and calibrations,
-      // keyed by the profile, are never carried from one implementation to the other.
-      name: info
-        ? `${info.vendor || "unknown vendor"} ${info.architecture || ""} ${info.description || ""}${
-          this.#dawn ? " (Dawn)" : ""
-        }`.replace(/\s+/g, " ").trim()
-        : "WebGPU (not acquired)",
-      f16: d?.features.has("shader-f16") ?? false,
-      // WGSL has no f64: f64 graphs run here only narrowed to f32 (compile's narrowF64).
-      f64: false,
-      subgroups: d?.features.has("subgroups") ?? false,
-      simd: false,
-      threads: 0,
-      maxWorkgroupSize: d?.limits.maxComputeInvocationsPerWorkgroup ?? 0,
-      maxStorageBufferBytes: Math.min(
-        d?.limits.maxStorageBufferBindingSize ?? 0,
-        this.#options.maxStorageBufferBytes ?? Infinity,
-      ),
-      maxBindings: d ? storageBindings(d.limits) : 0,
-      timestampQuery: d?.features.has("timestamp-query") ?? false,
-      software: this.#adapter !== undefined && isSoftwareAdapter(this.#adapter) &&
-        !(this.#options.allowSoftware ?? envVar("KILN_ALLOW_SOFTWARE_GPU") === "1"),
-      ...(this.#readbackMs === undefined ? {} : { readbackMs: this.#readbackMs }),
-      bf16: false,
-      ...subgroupSizes(info),
-      matrixUnits: d?.features.has("chromium-experimental-subgroup-matrix" as GPUFeatureName) ??
-        false,
-      ...(info ? { deviceId: [info.vendor, info.architecture, info.device].join(":") } : {}),
-    };
+    return webgpuProfile(this.#adapter, this.#device, {
+      dawn: this.#dawn,
+      allowSoftware: this.#options.allowSoftware ?? envVar("KILN_ALLOW_SOFTWARE_GPU") === "1",
+      maxStorageBufferBytes: this.#options.maxStorageBufferBytes,
+      readbackMs: this.#readbackMs,
+    });
   }
 
   /**
@@ -584,11 +532,4 @@ async function readbackMs(device: GPUDevice): Promise<number> {
   source.destroy();
   read.destroy();
   return least;
-}
-
-/** The adapter's subgroup sizes, where its info reports them (newer WebGPU implementations). */
-function subgroupSizes(info: GPUAdapterInfo | undefined): { subgroupSizes?: [number, number] } {
-  const sizes = info as { subgroupMinSize?: number; subgroupMaxSize?: number } | undefined;
-  const [min, max] = [sizes?.subgroupMinSize, sizes?.subgroupMaxSize];
-  return min && max ? { subgroupSizes: [min, max] } : {};
 }

@@ -33,7 +33,8 @@ import type { Attrs } from "../../jit/ops/mod.ts";
 import { BackendRegistry } from "../registry.ts";
 import { WasmBackend } from "../wasm/wasm_backend.ts";
 import { BufferPool } from "./buffer_pool.ts";
-import { storageBindings, WebGpuBackend } from "./webgpu_backend.ts";
+import { WebGpuBackend } from "./webgpu_backend.ts";
+import { storageBindings } from "./device_profile.ts";
 
 // CI has no GPU: these run on the software adapter (llvmpipe), slow but exact.
 const gpu = new WebGpuBackend();

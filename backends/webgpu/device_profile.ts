@@ -1,0 +1,92 @@
+/**
+ * What a WebGPU device is, as kiln's placement and code generation see it: its profile (limits,
+ * features, whether it is a software implementation, its matrix units and subgroup sizes), and
+ * how many storage buffers one kernel may bind on it.
+ *
+ * @module
+ */
+import type { DeviceProfile } from "../../jit/runtime/backend.ts";
+
+/**
+ * Storage buffers one kernel may bind: the per-stage limit, below the bind group's binding indices
+ * (uniforms take a few), and at most {@linkcode MAX_KERNEL_BINDINGS}. wgpu on an H200 allows a
+ * million per stage but 1000 indices a group: a Concat of 5000 inputs fused into a kernel of 1000
+ * bindings that failed to build, and at 992 its 15 kernels took 14.7 s to build.
+ */
+export function storageBindings(limits: GPUSupportedLimits): number {
+  return Math.min(
+    limits.maxStorageBuffersPerShaderStage,
+    limits.maxBindingsPerBindGroup - 8,
+    MAX_KERNEL_BINDINGS,
+  );
+}
+
+/** Most storage buffers a kernel binds whatever the device allows: a driver compiles each one. */
+export const MAX_KERNEL_BINDINGS = 64;
+
+/** Adapter descriptions of software implementations of WebGPU. */
+const SOFTWARE_ADAPTER = /llvmpipe|lavapipe|swiftshader|softpipe|microsoft basic render|software/i;
+
+/** Whether `adapter` is a software implementation. */
+export function isSoftwareAdapter(adapter: GPUAdapter): boolean {
+  const info = adapter.info as GPUAdapterInfo & { isFallbackAdapter?: boolean };
+  return info.isFallbackAdapter === true ||
+    SOFTWARE_ADAPTER.test(`${info.vendor} ${info.architecture} ${info.device} ${info.description}`);
+}
+
+/** What the profile needs to know beside the adapter and device. */
+export interface ProfileOptions {
+  /** Whether the implementation is Dawn (part of the name: verdicts never cross implementations). */
+  readonly dawn: boolean;
+  /** Whether a software adapter is let run work (`allowSoftware`, `KILN_ALLOW_SOFTWARE_GPU`). */
+  readonly allowSoftware: boolean;
+  /** A cap on the bytes of one storage binding below the device's. */
+  readonly maxStorageBufferBytes?: number;
+  /** The measured readback latency, where one was measured. */
+  readonly readbackMs?: number;
+}
+
+/** The profile of `device` on `adapter` (zeros and `false` before they are acquired). */
+export function webgpuProfile(
+  adapter: GPUAdapter | undefined,
+  d: GPUDevice | undefined,
+  o: ProfileOptions,
+): DeviceProfile {
+  const info = adapter?.info;
+  return {
+    // The implementation is part of the name, so that placement verdicts and calibrations,
+    // keyed by the profile, are never carried from one implementation to the other.
+    name: info
+      ? `${info.vendor || "unknown vendor"} ${info.architecture || ""} ${info.description || ""}${
+        o.dawn ? " (Dawn)" : ""
+      }`.replace(/\s+/g, " ").trim()
+      : "WebGPU (not acquired)",
+    f16: d?.features.has("shader-f16") ?? false,
+    // WGSL has no f64: f64 graphs run here only narrowed to f32 (compile's narrowF64).
+    f64: false,
+    subgroups: d?.features.has("subgroups") ?? false,
+    simd: false,
+    threads: 0,
+    maxWorkgroupSize: d?.limits.maxComputeInvocationsPerWorkgroup ?? 0,
+    maxStorageBufferBytes: Math.min(
+      d?.limits.maxStorageBufferBindingSize ?? 0,
+      o.maxStorageBufferBytes ?? Infinity,
+    ),
+    maxBindings: d ? storageBindings(d.limits) : 0,
+    timestampQuery: d?.features.has("timestamp-query") ?? false,
+    software: adapter !== undefined && isSoftwareAdapter(adapter) && !o.allowSoftware,
+    ...(o.readbackMs === undefined ? {} : { readbackMs: o.readbackMs }),
+    bf16: false,
+    ...subgroupSizes(info),
+    matrixUnits: d?.features.has("chromium-experimental-subgroup-matrix" as GPUFeatureName) ??
+      false,
+    ...(info ? { deviceId: [info.vendor, info.architecture, info.device].join(":") } : {}),
+  };
+}
+
+/** The adapter's subgroup sizes, where its info reports them (newer WebGPU implementations). */
+function subgroupSizes(info: GPUAdapterInfo | undefined): { subgroupSizes?: [number, number] } {
+  const sizes = info as { subgroupMinSize?: number; subgroupMaxSize?: number } | undefined;
+  const [min, max] = [sizes?.subgroupMinSize, sizes?.subgroupMaxSize];
+  return min && max ? { subgroupSizes: [min, max] } : {};
+}
