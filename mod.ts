@@ -115,9 +115,11 @@ export {
   type TensorMap,
 } from "./jit/runtime/executable.ts";
 export {
+  type Allocator,
   type DeviceStorage,
   DeviceTensor,
   type ElementRange,
+  type StorageRange,
 } from "./jit/runtime/device_tensor.ts";
 export type { IntoMap } from "./jit/runtime/into.ts";
 export { RunHandle, type RunTiming } from "./jit/runtime/run_handle.ts";

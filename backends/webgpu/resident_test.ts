@@ -5,6 +5,7 @@ import { KilnError } from "../../jit/support/errors.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { assertClose, f32, numbers } from "../../jit/testing/testing.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
+import { WasmBackend } from "../wasm/wasm_backend.ts";
 
 // CI has no GPU: these run on the software adapter (llvmpipe), slow but exact.
 const gpu = new WebGpuBackend();
@@ -250,4 +251,44 @@ Deno.test("transfer metrics count what moved: nothing read back on the device, a
   assert.equal(down() - host, 4 * 4, "only the requested output comes back");
   y.dispose();
   z.dispose();
+});
+
+Deno.test("device tensors allocate by shape and dtype, zero-filled, and read back in one batch", async () => {
+  const gpu = new WebGpuBackend({ allowSoftware: true });
+  try {
+    await gpu.prepare();
+  } catch {
+    return; // no WebGPU adapter here
+  }
+  try {
+    const a = await DeviceTensor.allocate(gpu, [2, 3]);
+    const b = await DeviceTensor.allocate(gpu, [5], "i32");
+    assert.deepEqual(numbers((await a.read()).data), [0, 0, 0, 0, 0, 0], "zero-filled");
+    a.write(new Float32Array([1, 2, 3, 4, 5, 6]));
+    b.write(new Int32Array([7, 8, 9, 10, 11]));
+    // A buffer the pool hands out again is cleared: a fresh tensor reads zeros, not old data.
+    a.dispose();
+    const again = await DeviceTensor.allocate(gpu, [2, 3]);
+    const c = await DeviceTensor.allocate(gpu, [4], "f32");
+    c.write(new Float32Array([1.5, 2.5, 3.5, 4.5]));
+    const [r0, r1, r2] = await DeviceTensor.readAll([again, b, c], [{}, { offset: 1, length: 3 }]);
+    assert.deepEqual(numbers(r0.data), [0, 0, 0, 0, 0, 0]);
+    assert.deepEqual(r0.shape, [2, 3]);
+    assert.deepEqual(numbers(r1.data), [8, 9, 10]);
+    assert.deepEqual(r1.shape, [3]);
+    assert.ok(r1.data instanceof Int32Array);
+    assert.deepEqual(numbers(r2.data), [1.5, 2.5, 3.5, 4.5]);
+    for (const t of [again, b, c]) t.dispose();
+    await assert.rejects(DeviceTensor.allocate(gpu, [2, -1]), KilnError);
+    await assert.rejects(DeviceTensor.allocate(gpu, [2], "f80" as "f32"), KilnError);
+  } finally {
+    gpu.dispose();
+  }
+});
+
+Deno.test("a backend without device memory refuses to allocate, with a Fix", async () => {
+  await assert.rejects(
+    DeviceTensor.allocate(new WasmBackend({ threads: 1 }), [4]),
+    (e: unknown) => e instanceof KilnError && e.code === "unsupported" && /Fix:/.test(e.message),
+  );
 });

@@ -23,11 +23,13 @@ import { envVar } from "../../jit/support/env.ts";
 import { customArtifact, customKernel, kernelOps } from "../../jit/runtime/custom_op.ts";
 import { runsWhole } from "../../jit/passes/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/runtime/program.ts";
-import type { TensorData } from "../../jit/ir/dtype.ts";
+import type { BoundaryDType, TensorData } from "../../jit/ir/dtype.ts";
+import { DeviceTensor, storedDType } from "../../jit/runtime/device_tensor.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
 import { unfit } from "../../jit/schedule/schedule.ts";
 import { generateWgsl, kernelLayout, type WgslOptions } from "../../shaders/wgsl/codegen.ts";
 import { groupLayout, groupWgsl, withFusedAttention } from "../../shaders/wgsl/attention.ts";
@@ -36,7 +38,7 @@ import { dawnGlAdapter, dawnGpu, headlessEgl, vulkanLoader } from "./dawn.ts";
 import { gpuProgram } from "./gpu_program.ts";
 import type { GpuContext } from "./gpu_storage.ts";
 import { isSoftwareAdapter, storageBindings, webgpuProfile } from "./device_profile.ts";
-import { MAP_READ, STAGING, STORAGE } from "./gpu_storage.ts";
+import { allocateStorage, MAP_READ, STAGING, STORAGE } from "./gpu_storage.ts";
 
 /** Options of a {@linkcode WebGpuBackend}. */
 export interface WebGpuOptions {
@@ -155,6 +157,13 @@ export class WebGpuBackend implements Backend {
   /** Buffer pool counters (zeros before `prepare()`). */
   poolStats(): PoolStats {
     return this.#pool?.stats() ?? emptyPoolStats();
+  }
+
+  /** A zero-filled tensor in this device's memory (shape and dtype checked by the caller). */
+  async allocate(shape: readonly number[], dtype: BoundaryDType): Promise<DeviceTensor> {
+    await this.prepare();
+    const storage = await allocateStorage(this.#context(), sizeOf(shape), storedDType(dtype));
+    return new DeviceTensor(storage, shape, dtype);
   }
 
   /** The device's limits and features; zeros and `false` until `prepare()` has run. */

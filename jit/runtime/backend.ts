@@ -8,7 +8,7 @@
  *
  * @module
  */
-import type { TensorData } from "../ir/dtype.ts";
+import type { BoundaryDType, TensorData } from "../ir/dtype.ts";
 import type { DeviceTensor } from "./device_tensor.ts";
 import type { Graph } from "../ir/graph.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
@@ -268,6 +268,8 @@ export interface Backend {
   supports(node: NodeInfo): boolean;
   /** The ops it runs as they are (custom ones with a kernel of its own among them), sorted. */
   ops?(): readonly string[];
+  /** A zero-filled tensor in its device memory (see `DeviceTensor.allocate`), where it has any. */
+  allocate?(shape: readonly number[], dtype: BoundaryDType): Promise<DeviceTensor>;
   /**
    * The backend's own estimate, in milliseconds, of doing `workload` (one kernel's work, or the
    * whole of `graph` for a graph-level backend) here. When present, every cost-driven placement

@@ -9,11 +9,13 @@
 import {
   type BoundaryDType,
   type DType,
+  DTYPES,
   matchesDType,
   type TensorData,
   widenToI64,
 } from "../ir/dtype.ts";
 import { count } from "./counters.ts";
+import { checkBudget } from "./budget.ts";
 import { KilnError } from "../support/errors.ts";
 import { acceptInput, type HostTensor } from "../ir/host_tensor.ts";
 import { type Shape, sizeOf } from "../ir/shape.ts";
@@ -28,6 +30,21 @@ export interface DeviceStorage {
   write(data: TensorData, offset: number): void;
   /** Gives the memory back to the backend. */
   release(): void;
+  /**
+   * Reads ranges of several storages of this backend (this one among them) in one submission
+   * and one wait, where the backend can batch them.
+   */
+  readMany?(parts: readonly StorageRange[]): Promise<TensorData[]>;
+}
+
+/** A range of one storage's elements, as a batched read takes them. */
+export interface StorageRange {
+  /** The storage. */
+  readonly storage: DeviceStorage;
+  /** First element. */
+  readonly offset: number;
+  /** Number of elements. */
+  readonly length: number;
 }
 
 /** A range of a tensor's elements in row-major order. */
@@ -36,6 +53,14 @@ export interface ElementRange {
   readonly offset?: number;
   /** Number of elements (default: to the end). */
   readonly length?: number;
+}
+
+/** A backend that can allocate device tensors (a `Backend` with device memory is one). */
+export interface Allocator {
+  /** The backend's id. */
+  readonly id: string;
+  /** A zero-filled tensor of `shape` and `dtype` in the backend's device memory. */
+  allocate?(shape: Shape, dtype: BoundaryDType): Promise<DeviceTensor>;
 }
 
 /** A tensor resident in device memory. */
@@ -123,6 +148,66 @@ export class DeviceTensor {
     this.storage().write(accepted.data, start);
     count("kiln_transfers_total");
     count("kiln_bytes_uploaded_total", accepted.data.byteLength);
+  }
+
+  /**
+   * A zero-filled tensor of `shape` and `dtype` in `backend`'s device memory, to `write` into
+   * and pass to runs; refused with a Fix on a backend without device memory.
+   */
+  static async allocate(
+    backend: Allocator,
+    shape: readonly number[],
+    dtype: BoundaryDType = "f32",
+  ): Promise<DeviceTensor> {
+    if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+      throw new KilnError(`A device tensor's shape must be whole numbers ≥ 0, got [${shape}]`, {
+        code: "bad-input",
+        fix: "pass a shape such as [2, 3]",
+      });
+    }
+    if (dtype !== "i64" && !DTYPES.includes(dtype)) {
+      throw new KilnError(`Unknown dtype "${dtype}" for a device tensor`, {
+        code: "bad-input",
+        fix: `use one of ${[...DTYPES, "i64"].join(", ")}`,
+      });
+    }
+    if (!backend.allocate) {
+      throw new KilnError(`Backend "${backend.id}" has no device memory to allocate in`, {
+        code: "unsupported",
+        fix: "allocate on the webgpu backend, or keep the tensor on the host",
+      });
+    }
+    checkBudget(shape, dtype, "device tensor");
+    return await backend.allocate(shape, dtype);
+  }
+
+  /**
+   * Copies several device tensors (or `ranges` of them) to the host together: where they share
+   * a backend that batches reads (WebGPU), in one submission and one wait instead of one each.
+   */
+  static readAll(
+    tensors: readonly DeviceTensor[],
+    ranges: readonly ElementRange[] = [],
+  ): Promise<HostTensor[]> {
+    const parts = tensors.map((t, i) => {
+      const [offset, length] = t.#range(ranges[i] ?? {}, "read");
+      return { storage: t.storage(), offset, length, whole: offset === 0 && length === t.size };
+    });
+    const first = parts[0]?.storage;
+    const batched = first?.readMany !== undefined &&
+      parts.every((p) => p.storage.backend === first.backend);
+    const reads = batched
+      ? first.readMany!(parts)
+      : Promise.all(parts.map((p) => p.storage.read(p.offset, p.length)));
+    return reads.then((all) =>
+      all.map((read, i) => {
+        count("kiln_transfers_total");
+        count("kiln_bytes_downloaded_total", read.byteLength);
+        const t = tensors[i];
+        const data = t.dtype === "i64" ? widenToI64(read as Int32Array) : read;
+        return { data, shape: parts[i].whole ? t.shape : [parts[i].length], dtype: t.dtype };
+      })
+    );
   }
 
   /** Gives the device memory back; later uses throw. */
