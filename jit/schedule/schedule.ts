@@ -374,22 +374,31 @@ class Costing {
     }, 0);
   }
 
-  /** Keep data where it lives: each kernel on the backend that produced its inputs, host first. */
+  /**
+   * Keep data where it lives: each kernel in the memory space its inputs were produced in (the
+   * host's for graph inputs), on the fastest backend there — the least estimated time where rates
+   * are known, else SIMD before plain. Backends sharing the host's memory are one place: after a
+   * kernel only the reference interpreter runs, the next goes back to wasm, no copy between.
+   */
   localFirst(): number[] {
     const { kernels, backends } = this.#req;
     const placement: number[] = [];
     kernels.forEach((k) => {
-      const homes = k.inputs.map((buf) => this.#producer.get(buf.value)).filter((
-        j,
-      ): j is number => j !== undefined).map((j) => placement[j]);
-      const candidates = backends.map((_, b) => b).filter((b) => this.runs(b, k));
-      // Host data goes to the fastest CPU backend: the least estimated time where rates are
-      // known, else SIMD before plain (the reference interpreter only when nothing else runs it).
-      const host = candidates.filter((b) => memorySpace(backends[b]) === "host").sort((a, b) =>
-        this.costOf(k, a) - this.costOf(k, b) ||
-        Number(backends[a].kind !== "cpu-simd") - Number(backends[b].kind !== "cpu-simd")
+      const homes = new Set(
+        k.inputs.map((buf) => this.#producer.get(buf.value)).filter((j): j is number =>
+          j !== undefined
+        ).map((j) => memorySpace(backends[placement[j]])),
       );
-      placement.push(candidates.find((b) => homes.includes(b)) ?? host[0] ?? candidates[0]);
+      if (homes.size === 0) homes.add("host");
+      const candidates = backends.map((_, b) => b).filter((b) => this.runs(b, k));
+      const fastest = (list: number[]) =>
+        list.sort((a, b) =>
+          this.costOf(k, a) - this.costOf(k, b) ||
+          Number(backends[a].kind !== "cpu-simd") - Number(backends[b].kind !== "cpu-simd")
+        )[0];
+      const local = candidates.filter((b) => homes.has(memorySpace(backends[b])));
+      const host = candidates.filter((b) => memorySpace(backends[b]) === "host");
+      placement.push(fastest(local) ?? fastest(host) ?? candidates[0]);
     });
     return placement;
   }

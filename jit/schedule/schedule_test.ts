@@ -17,6 +17,8 @@ import { keepElidedTogether, schedule } from "./schedule.ts";
 import { fuse } from "../passes/fuse.ts";
 import { uniform } from "../support/random.ts";
 import { assertClose, delayed, numbers } from "../testing/testing.ts";
+import { registerOp } from "../runtime/custom_op.ts";
+import { WasmBackend } from "../../backends/wasm/wasm_backend.ts";
 
 /** A "GPU" that runs the reference kernels but is costed like a discrete GPU under Deno. */
 class FakeGpu extends ReferenceBackend {
@@ -467,4 +469,21 @@ Deno.test("auto with a GPU and no SIMD CPU backend places and times without one"
       rtol: 1e-4,
     },
   );
+});
+
+Deno.test("local-first: after a kernel only the reference runs, host data goes back to wasm", async () => {
+  registerOp({
+    name: "test.refOnlyTwice",
+    inferShape: ([x]) => x,
+    reference: ([x]) => (x.data as Float32Array).map((v) => 2 * v),
+  });
+  const b = new GraphBuilder();
+  b.output("y", b.op("Exp", [b.op("test.refOnlyTwice", [b.input("x", [65536])])]));
+  const registry = new BackendRegistry().register(new WasmBackend({ threads: 1 }));
+  using exe = await compile(b.build(), { registry, policy: "local-first", cache: false });
+  // Both live in host memory: no copy between them, so the Exp runs on the faster one.
+  assert.deepEqual(exe.plan!.schedule.placement, ["reference", "wasm"]);
+  assert.deepEqual(exe.plan!.schedule.transfers, []);
+  const x = { data: new Float32Array(65536).fill(0.5), shape: [65536], dtype: "f32" as const };
+  assertClose(numbers((await exe.run({ x })).y.data).slice(0, 2), [Math.E, Math.E]);
 });
