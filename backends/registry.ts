@@ -9,7 +9,8 @@ import { KilnError } from "../jit/support/errors.ts";
 import type { Backend, BackendSet, NodeInfo } from "../jit/runtime/backend.ts";
 import { ReferenceBackend } from "./reference/reference_backend.ts";
 import { WasmBackend } from "./wasm/wasm_backend.ts";
-import { gpuChoice, WebGpuBackend } from "./webgpu/webgpu_backend.ts";
+import { WebGpuBackend } from "./webgpu/webgpu_backend.ts";
+import { gpuChoice } from "./webgpu/gpu_choice.ts";
 
 /** A set of backends keyed by id. */
 export class BackendRegistry implements BackendSet {

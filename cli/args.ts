@@ -84,10 +84,10 @@ export function useGpu(args: string[]): void {
   const [value] = args[at].includes("=")
     ? [args[at].slice(6), args.splice(at, 1)]
     : [args[at + 1], args.splice(at, 2)];
-  if (value !== "dawn" && value !== "navigator") {
+  if (value !== "dawn" && value !== "navigator" && value !== "auto") {
     throw new KilnError(`--gpu ${value ?? ""} names no WebGPU implementation`, {
       code: "usage",
-      fix: "pass --gpu dawn or --gpu navigator",
+      fix: "pass --gpu dawn, --gpu navigator or --gpu auto",
     });
   }
   defaultBackends().register(new WebGpuBackend({ gpu: value }), { replace: true });

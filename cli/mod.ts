@@ -69,9 +69,10 @@ Usage:
   kiln --version
       The version. Every command takes --help.
 
-Every command takes --gpu dawn|navigator: the WebGPU implementation (default: KILN_GPU, else
-navigator, Deno's own). dawn is the webgpu npm package; its readback takes microseconds where
-Deno's sleeps 10 ms. KILN_DAWN_FLAGS passes Dawn its flags (backend=opengles where only EGL is).
+Every command takes --gpu auto|dawn|navigator: the WebGPU implementation (default: KILN_GPU, else
+auto: Dawn on a hardware GPU where the webgpu npm package loads, else navigator, Deno's own).
+Dawn's readback takes microseconds where Deno's sleeps 10 ms. KILN_DAWN_FLAGS passes Dawn its
+flags (backend=opengles where only EGL is).
 
 Exit codes: 0 ok, 1 bad input (a message with a Fix:), 2 usage (unknown command or option),
 70 an unexpected error (KILN_DEBUG=1 prints its stack).

@@ -12,7 +12,8 @@ import { assertClose, assertRecoversFromLoss, f32, numbers } from "../../jit/tes
 import { importOnnx } from "../../onnx/import/import.ts";
 import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
 import { BackendRegistry } from "../registry.ts";
-import { gpuChoice, WebGpuBackend } from "./webgpu_backend.ts";
+import { WebGpuBackend } from "./webgpu_backend.ts";
+import { gpuChoice } from "./gpu_choice.ts";
 
 // EGL reads it when Dawn opens its display, so setting it here, before, is in time.
 if (!Deno.env.get("EGL_PLATFORM")) Deno.env.set("EGL_PLATFORM", "surfaceless");
@@ -65,13 +66,17 @@ Deno.test("device loss on Dawn: pending runs reject, auto falls back, recover() 
   local.dispose();
 });
 
-Deno.test("KILN_GPU names Dawn or navigator.gpu, and refuses anything else", () => {
+Deno.test("KILN_GPU names Dawn, navigator.gpu or auto (the default), and refuses anything else", () => {
   const was = Deno.env.get("KILN_GPU");
   try {
     Deno.env.set("KILN_GPU", "dawn");
     assert.equal(gpuChoice(), "dawn");
     Deno.env.set("KILN_GPU", "navigator");
     assert.equal(gpuChoice(), "navigator");
+    Deno.env.set("KILN_GPU", "auto");
+    assert.equal(gpuChoice(), "auto");
+    Deno.env.delete("KILN_GPU");
+    assert.equal(gpuChoice(), "auto");
     Deno.env.set("KILN_GPU", "dwan");
     assert.throws(gpuChoice, (e) => e instanceof KilnError && /dwan/.test(e.message));
     assert.throws(() => BackendRegistry.withDefaults(), KilnError);

@@ -38,6 +38,7 @@ import { dawnGlAdapter, dawnGpu, headlessEgl, vulkanLoader } from "./dawn.ts";
 import { gpuProgram } from "./gpu_program.ts";
 import type { GpuContext } from "./gpu_storage.ts";
 import { isSoftwareAdapter, storageBindings, webgpuProfile } from "./device_profile.ts";
+import { fastestGpu, gpuChoice, type GpuName } from "./gpu_choice.ts";
 import { allocateStorage, MAP_READ, STAGING, STORAGE } from "./gpu_storage.ts";
 
 /** Options of a {@linkcode WebGpuBackend}. */
@@ -49,11 +50,11 @@ export interface WebGpuOptions {
   /**
    * The WebGPU implementation: a `GPU` entry point, `"navigator"` (`navigator.gpu`: Deno's own,
    * wgpu) or `"dawn"` (Dawn, the `webgpu` npm package, loaded by `dawnGpu`: its readback takes
-   * 0.035 ms on the H200 where Deno's takes 11). Default: `KILN_GPU` from the environment
-   * (`dawn` or `navigator`), else `"navigator"`. On Node pass `"dawn"` or the package's
-   * `create([])`.
+   * 0.035 ms on the H200 where Deno's takes 11) or `"auto"`: Dawn on a hardware adapter where
+   * the package loads, else Deno's (see `gpu_choice.ts`). Default: `KILN_GPU` from the
+   * environment, else `"auto"`. On Node pass `"dawn"` or the package's `create([])`.
    */
-  readonly gpu?: GPU | "navigator" | "dawn";
+  readonly gpu?: GPU | GpuName;
   /**
    * Dawn's flags where `gpu` is `"dawn"` (see `DawnOptions.flags`). Default: `KILN_DAWN_FLAGS`
    * from the environment, split at spaces (`backend=opengles` on a machine with only EGL,
@@ -99,20 +100,6 @@ export interface WebGpuOptions {
    * else `false` — such an adapter is then used only when the webgpu backend is named.
    */
   readonly allowSoftware?: boolean;
-}
-
-/**
- * The WebGPU implementation `KILN_GPU` names (`dawn` or `navigator`; unset: `navigator`). Any
- * other value is refused: a misspelt choice must not quietly measure the other implementation.
- */
-export function gpuChoice(): "navigator" | "dawn" {
-  const v = envVar("KILN_GPU");
-  if (v === "dawn") return "dawn";
-  if (!v || v === "navigator") return "navigator";
-  throw new KilnError(`KILN_GPU=${v} names no WebGPU implementation`, {
-    code: "backend",
-    fix: "set KILN_GPU to dawn or navigator, or unset it",
-  });
 }
 
 /** Dawn's flags as given (options, else `KILN_DAWN_FLAGS`); `undefined` leaves them to kiln. */
@@ -298,15 +285,14 @@ export class WebGpuBackend implements Backend {
   async #gpu(): Promise<GPU> {
     const choice = this.#options.gpu ?? gpuChoice();
     if (typeof choice === "object") return choice;
-    this.#dawn = choice === "dawn";
-    if (choice === "dawn") {
-      const given = givenDawnFlags(this.#options);
-      if (given) return await dawnGpu({ flags: given });
-      // Before Dawn starts its threads: setting the environment while they read it aborted the
-      // process. EGL without a display needs it for the GL backend.
-      headlessEgl();
-      return await dawnGpu({ flags: await vulkanLoader() ? [] : ["backend=opengles"] });
+    if (choice === "auto") {
+      const navigator = WebGpuBackend.available() ? navigatorGpu() : undefined;
+      const { gpu, dawn } = await fastestGpu({ navigator, loadDawn: () => this.#dawnGpu() });
+      this.#dawn = dawn;
+      return gpu;
     }
+    this.#dawn = choice === "dawn";
+    if (choice === "dawn") return await this.#dawnGpu();
     if (!WebGpuBackend.available()) {
       throw new KilnError("WebGPU is not available in this runtime", {
         code: "backend",
@@ -314,7 +300,17 @@ export class WebGpuBackend implements Backend {
           'run under Deno (navigator.gpu), or pass gpu: "dawn" (KILN_GPU=dawn) with the webgpu npm package installed',
       });
     }
-    return (navigator as unknown as { gpu: GPU }).gpu;
+    return navigatorGpu();
+  }
+
+  /** Dawn, with the flags given, else with those this machine needs. */
+  async #dawnGpu(): Promise<GPU> {
+    const given = givenDawnFlags(this.#options);
+    if (given) return await dawnGpu({ flags: given });
+    // Before Dawn starts its threads: setting the environment while they read it aborted the
+    // process. EGL without a display needs it for the GL backend.
+    headlessEgl();
+    return await dawnGpu({ flags: await vulkanLoader() ? [] : ["backend=opengles"] });
   }
 
   /** Waits for submitted work. */
@@ -541,4 +537,9 @@ async function readbackMs(device: GPUDevice): Promise<number> {
   source.destroy();
   read.destroy();
   return least;
+}
+
+/** Deno's `navigator.gpu`. */
+function navigatorGpu(): GPU {
+  return (navigator as unknown as { gpu: GPU }).gpu;
 }
