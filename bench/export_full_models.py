@@ -4,7 +4,8 @@ Writes OUT/NAME.onnx and OUT/NAME.in.INPUT.DTYPE.bin (the input kiln runs with) 
 batch 1 and 8 (torchvision, BatchNorm statistics calibrated on a few random batches so the
 activations stay in range), BERT-base at sequence 128, GPT-2 small at 128 tokens and ViT-B/16 at
 224x224, each with torch.onnx.export at opset 17 (the TorchScript exporter, as most published
-exports), static shapes.
+exports; the dynamo exporter at opset 18 where TorchScript cannot trace the model, as for GPT-2
+with recent transformers), static shapes.
 
     python3 bench/export_full_models.py OUT
 """
@@ -17,8 +18,14 @@ import torch
 
 def save(out, name, model, inputs, names):
     path = os.path.join(out, f"{name}.onnx")
-    torch.onnx.export(model, tuple(inputs), path, input_names=names, output_names=["y"],
-                      opset_version=17, dynamo=False)
+    try:
+        torch.onnx.export(model, tuple(inputs), path, input_names=names, output_names=["y"],
+                          opset_version=17, dynamo=False)
+    except Exception as e:  # newer transformers trace ops TorchScript cannot export (aten::diff)
+        print(name, "TorchScript export failed, using the dynamo exporter:", type(e).__name__,
+              flush=True)
+        torch.onnx.export(model, tuple(inputs), path, input_names=names, output_names=["y"],
+                          opset_version=18, dynamo=True, external_data=False)
     for n, x in zip(names, inputs):
         arr = x.numpy()
         dtype = {np.float32: "float32", np.int64: "int64"}[arr.dtype.type]
