@@ -1,0 +1,53 @@
+/**
+ * The kernels of one model on WebGPU by device time (timestamp queries), slowest first, with the
+ * ops fused into each and their shapes: where a model's time goes.
+ *
+ *   deno run -A --no-config bench/profile_model.ts MODEL.onnx [NAME=FILE.bin ...] [--top N]
+ *
+ * Inputs not given are zeros. Runs on Dawn (`KILN_GPU` to choose), kernel cache off.
+ */
+import { OnnxModel, type TensorMap, WebGpuBackend } from "../mod.ts";
+
+const args = [...Deno.args];
+const topAt = args.indexOf("--top");
+const top = topAt >= 0 ? Number(args.splice(topAt, 2)[1]) : 15;
+const [path, ...given] = args;
+const model = await OnnxModel.load(path);
+const files = Object.fromEntries(given.map((g) => g.split("=") as [string, string]));
+const inputs: TensorMap = {};
+for (const info of model.inputs) {
+  const shape = info.dims.map((d) => (typeof d === "number" ? d : 1));
+  const n = shape.reduce((a, b) => a * b, 1);
+  const bytes = files[info.name] ? await Deno.readFile(files[info.name]) : undefined;
+  const data = info.dtype === "i64"
+    ? (bytes ? new BigInt64Array(bytes.buffer) : new BigInt64Array(n))
+    : (bytes ? new Float32Array(bytes.buffer) : new Float32Array(n));
+  inputs[info.name] = { data, shape, dtype: info.dtype === "i64" ? "i64" : "f32" } as never;
+}
+const gpu = new WebGpuBackend({
+  gpu: Deno.env.get("KILN_GPU") === "navigator" ? "navigator" : "dawn",
+  profile: true,
+});
+const { executable, inputs: feeds } = await model.compileFor(inputs, {
+  backend: gpu,
+  cache: false,
+});
+for (let i = 0; i < 3; i++) await executable.run(feeds);
+const t0 = performance.now();
+await executable.run(feeds);
+const wall = performance.now() - t0;
+const times = [...executable.deviceTimes()];
+const kernels = new Map(executable.plan!.kernels.map((k) => [k.name, k]));
+const total = times.reduce((s, t) => s + t.ms, 0);
+console.log(
+  `${path}: ${times.length} kernels, device ${total.toFixed(3)} ms, wall ${wall.toFixed(3)} ms`,
+);
+for (const t of times.sort((a, b) => b.ms - a.ms).slice(0, top)) {
+  const k = kernels.get(t.kernel)!;
+  const ops = [...new Set(k.ops.map((o) => o.replace(/^node "[^"]*" \(|\)$/g, "")))].join(",");
+  console.log(
+    `${t.ms.toFixed(3).padStart(8)} ms  ${t.kernel.padEnd(22)} ${k.pattern.padEnd(10)} ` +
+      `space [${k.space}] reduced [${k.reduced}] ops ${ops.slice(0, 80)}`,
+  );
+}
+gpu.dispose();
