@@ -34,20 +34,28 @@ const { executable, inputs: feeds } = await model.compileFor(inputs, {
 });
 for (let i = 0; i < 3; i++) await executable.run(feeds);
 const t0 = performance.now();
-await executable.run(feeds);
+const handle = executable.run(feeds);
+await handle;
 const wall = performance.now() - t0;
+const split = await handle.timing();
 const times = [...executable.deviceTimes()];
 const kernels = new Map(executable.plan!.kernels.map((k) => [k.name, k]));
 const total = times.reduce((s, t) => s + t.ms, 0);
 console.log(
-  `${path}: ${times.length} kernels, device ${total.toFixed(3)} ms, wall ${wall.toFixed(3)} ms`,
+  `${path}: ${times.length} kernels, device ${total.toFixed(3)} ms, wall ${wall.toFixed(3)} ms ` +
+    `(host ${split.hostMs.toFixed(3)}, wait ${split.waitMs.toFixed(3)}, output ${
+      split.outputMs.toFixed(3)
+    })`,
 );
 for (const t of times.sort((a, b) => b.ms - a.ms).slice(0, top)) {
-  const k = kernels.get(t.kernel)!;
-  const ops = [...new Set(k.ops.map((o) => o.replace(/^node "[^"]*" \(|\)$/g, "")))].join(",");
+  // A fused attention group's kernel stands for several of the plan's (named by its group).
+  const k = kernels.get(t.kernel);
+  const ops = k
+    ? [...new Set(k.ops.map((o) => o.replace(/^node "[^"]*" \(|\)$/g, "")))].join(",")
+    : "(a fused group)";
   console.log(
-    `${t.ms.toFixed(3).padStart(8)} ms  ${t.kernel.padEnd(22)} ${k.pattern.padEnd(10)} ` +
-      `space [${k.space}] reduced [${k.reduced}] ops ${ops.slice(0, 80)}`,
+    `${t.ms.toFixed(3).padStart(8)} ms  ${t.kernel.padEnd(22)} ${(k?.pattern ?? "").padEnd(10)} ` +
+      `space [${k?.space ?? ""}] reduced [${k?.reduced ?? ""}] ops ${ops.slice(0, 80)}`,
   );
 }
 gpu.dispose();
