@@ -17,6 +17,9 @@ import torch
 
 
 def save(out, name, model, inputs, names):
+    # Inference mode, wrapper included: the dynamo exporter keeps Dropout as the module's mode
+    # says (a wrapper left in training mode exported GPT-2 with 25 random dropouts).
+    model.eval()
     path = os.path.join(out, f"{name}.onnx")
     try:
         torch.onnx.export(model, tuple(inputs), path, input_names=names, output_names=["y"],
