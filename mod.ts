@@ -180,6 +180,7 @@ export {
 } from "./onnx/mod.ts";
 export type { BucketPlan } from "./jit/schedule/buckets.ts";
 export { WebGpuBackend, type WebGpuOptions } from "./backends/webgpu/webgpu_backend.ts";
+export type { GpuName } from "./backends/webgpu/gpu_choice.ts";
 export type { PoolStats } from "./backends/webgpu/buffer_pool.ts";
 export { WasmBackend, type WasmBackendOptions } from "./backends/wasm/wasm_backend.ts";
 
