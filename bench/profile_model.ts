@@ -2,13 +2,17 @@
  * The kernels of one model on WebGPU by device time (timestamp queries), slowest first, with the
  * ops fused into each and their shapes: where a model's time goes.
  *
- *   deno run -A --no-config bench/profile_model.ts MODEL.onnx [NAME=FILE.bin ...] [--top N]
+ *   deno run -A --no-config bench/profile_model.ts MODEL.onnx [NAME=FILE.bin ...] [--top N] [--auto]
  *
- * Inputs not given are zeros. Runs on Dawn (`KILN_GPU` to choose), kernel cache off.
+ * Inputs not given are zeros. Runs on Dawn (`KILN_GPU` to choose), kernel cache off; `--auto`
+ * compiles under the auto policy instead (placement as `kiln run` without --backend takes it),
+ * and prints the run's timing split over ten runs.
  */
 import { OnnxModel, type TensorMap, WebGpuBackend } from "../mod.ts";
 
 const args = [...Deno.args];
+const autoAt = args.indexOf("--auto");
+const auto = autoAt >= 0 && args.splice(autoAt, 1).length > 0;
 const topAt = args.indexOf("--top");
 const top = topAt >= 0 ? Number(args.splice(topAt, 2)[1]) : 15;
 const [path, ...given] = args;
