@@ -32,10 +32,24 @@ const gpu = new WebGpuBackend({
   gpu: Deno.env.get("KILN_GPU") === "navigator" ? "navigator" : "dawn",
   profile: true,
 });
-const { executable, inputs: feeds } = await model.compileFor(inputs, {
-  backend: gpu,
-  cache: false,
-});
+const { executable, inputs: feeds } = await model.compileFor(
+  inputs,
+  auto ? { cache: false } : { backend: gpu, cache: false },
+);
+if (auto) {
+  console.log(`auto placement: ${executable.plan?.schedule.reason}`);
+  for (let i = 0; i < 10; i++) {
+    const h = executable.run(feeds);
+    await h;
+    const t = await h.timing();
+    console.log(
+      `run ${i}: wall ${t.wallMs.toFixed(2)} host ${t.hostMs.toFixed(2)} wait ${
+        t.waitMs.toFixed(2)
+      } output ${t.outputMs.toFixed(2)}`,
+    );
+  }
+  Deno.exit(0);
+}
 for (let i = 0; i < 3; i++) await executable.run(feeds);
 const t0 = performance.now();
 const handle = executable.run(feeds);
