@@ -46,6 +46,38 @@ function reduction(
   };
 }
 
+/**
+ * `finish(Σ each(x))` over the axes, or with `noop` (ONNX's noop_with_empty_axes and no axes)
+ * `finish(each(x))` element by element: the sum-defined reductions.
+ */
+function sumOf(each: (x: number) => number, finish: (s: number) => number = (s) => s): Kernel {
+  const reduced = reduction(0, (a, x) => a + each(x), (a) => finish(a));
+  return (args) => {
+    if (args.attrs.noop !== 1) return reduced(args);
+    const v = read(args.inputs[0]);
+    const w = writer(args.outputs[0].dtype, v.length);
+    for (let i = 0; i < v.length; i++) w.out[i] = finish(each(v[i]));
+    return [w.finish()];
+  };
+}
+
+/** log Σ exp(x) over the axes, shifted by each row's maximum; with `noop`, x itself. */
+const logSumExp: Kernel = (args) => {
+  const x = args.inputs[0];
+  if (args.attrs.noop === 1) return sumOf((v) => v)(args);
+  const { rows, cols } = rowsAndColumns(x.shape, reduceAxes(args.attrs, x.shape.length));
+  const v = read(x);
+  const w = writer(args.outputs[0].dtype, rows.length);
+  for (let r = 0; r < rows.length; r++) {
+    let m = -Infinity, s = 0;
+    for (let c = 0; c < cols.length; c++) m = maxStep(m, v[rows[r] + cols[c]]);
+    for (let c = 0; c < cols.length; c++) s += Math.exp(v[rows[r] + cols[c]] - m);
+    // Where the maximum is infinite (or NaN) this is NaN, as the decomposition's x − m makes it.
+    w.out[r] = m + Math.log(s);
+  }
+  return [w.finish()];
+};
+
 const maxStep = (a: number, x: number) => (Number.isNaN(a) || a >= x ? a : x);
 const minStep = (a: number, x: number) => (Number.isNaN(a) || a <= x ? a : x);
 
@@ -86,6 +118,11 @@ export const reduceKernels: Record<string, Kernel> = {
   ReduceMean: reduction(0, (a, x) => a + x, (a, n) => a / n),
   ReduceMax: reduction(-Infinity, maxStep),
   ReduceMin: reduction(Infinity, minStep),
+  ReduceL1: sumOf(Math.abs),
+  ReduceL2: sumOf((x) => x * x, Math.sqrt),
+  ReduceSumSquare: sumOf((x) => x * x),
+  ReduceLogSum: sumOf((x) => x, Math.log),
+  ReduceLogSumExp: logSumExp,
   ArgMax: (args) => {
     const x = args.inputs[0];
     const { rows, cols } = rowsAndColumns(x.shape, [axisOf(args, 0)]);

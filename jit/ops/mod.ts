@@ -10,14 +10,16 @@
  *
  * Decomposed ops (rewritten into primitives when a backend lacks them): Relu LeakyRelu Sigmoid
  * Tanh Gelu Mish HardSigmoid HardSwish Reciprocal Clip Min Max GreaterOrEqual LessOrEqual Softmax
- * LogSoftmax LayerNormalization BatchNormalization GlobalAveragePool Gemm Flatten
- * ConstantOfShape Range. The reference backend also runs each of them directly, and the test
+ * LogSoftmax LayerNormalization BatchNormalization GlobalAveragePool Gemm Flatten ConstantOfShape
+ * Range, ONNX's function-defined activations (`activations.ts`) and sum-defined reductions
+ * (`sum_reductions.ts`). The reference backend also runs each of them directly, and the test
  * suite checks that both paths agree.
  *
  * @module
  */
 import "./elementwise.ts";
 import "./activations.ts";
+import "./sum_reductions.ts";
 import "./reduce.ts";
 import "./movement.ts";
 import "./nn.ts";

@@ -67,6 +67,25 @@ const cases: Record<
   Asinh: [{ inputs: [f32([-3, -0.5, 0, 0.25, 2])], atol: 1e-5 }],
   Acosh: [{ inputs: [f32([1, 1.5, 2, 10])], atol: 1e-5 }],
   Atanh: [{ inputs: [f32([-0.9, -0.5, 0, 0.25, 0.75])], atol: 1e-5 }],
+  ReduceL1: [
+    { inputs: [f32([1, -2, 3, -4, 5, -6], [2, 3])], attrs: { axes: [1], keepdims: 0 } },
+    { inputs: [f32([1, -2, NaN, -4], [2, 2])], attrs: { noop: 1 } },
+  ],
+  ReduceL2: [{ inputs: [f32(uniform(24, 31), [2, 3, 4])], attrs: { axes: [0, 2] }, atol: 1e-6 }],
+  ReduceSumSquare: [{
+    inputs: [f32(uniform(24, 32), [2, 3, 4])],
+    attrs: { axes: [], keepdims: 0 },
+  }],
+  ReduceLogSum: [{
+    inputs: [f32(uniform(12, 33, 0.5, 2), [3, 4])],
+    attrs: { axes: [-1] },
+    atol: 1e-6,
+  }],
+  ReduceLogSumExp: [
+    { inputs: [f32([1000, 1001, -3, 2, NaN, 0], [3, 2])], attrs: { axes: [1], keepdims: 0 } },
+    { inputs: [f32(uniform(12, 34), [3, 4])], attrs: { axes: [0] }, atol: 1e-6 },
+    { inputs: [f32([1, 2])], attrs: { noop: 1 } },
+  ],
   Mish: [{
     inputs: [f32([-30, -5, -1, -0, 0, 0.5, 3, 19.5, 20.5, 40, NaN, Infinity, -Infinity])],
     atol: 1e-6,

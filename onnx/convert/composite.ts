@@ -1,7 +1,7 @@
 /**
- * ONNX ops that kiln imports as compositions of its own ops: PRelu, the reductions built from a
- * sum or a max (ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp), Trilu as a
- * constant mask, and Xor, Sign, Mean and CastLike. They lower on every backend and fuse like the ops they are made
+ * ONNX ops that kiln imports as compositions of its own ops: PRelu, Trilu as a constant mask,
+ * and Xor, Sign, Mean and CastLike. The reductions ONNX defines by a sum (ReduceL1, ReduceL2,
+ * ReduceSumSquare, ReduceLogSum, ReduceLogSumExp) map onto kiln ops of their own. They lower on every backend and fuse like the ops they are made
  * of. The activations and the trigonometric and hyperbolic functions ONNX defines as functions
  * (Elu, Selu, Celu, ThresholdedRelu, Softplus, Softsign, Mish, Tan, Sinh, Cosh, Asinh, Acosh,
  * Atanh) map onto kiln ops, whose decompositions live in `jit/ops/`.
@@ -16,7 +16,6 @@ import {
   type Converter,
   type Known,
   type NodeContext,
-  type OpFn,
   opOf,
   reduceAxes,
   roundToBf16,
@@ -44,19 +43,14 @@ function unary(
   };
 }
 
-/** A reduction: `pre(x)` summed over the axes, then `post`. */
-function sumOf(
-  pre: (op: OpFn, x: Known) => Known,
-  post?: (op: OpFn, s: Known) => Known,
-): Converter<Known> {
+/**
+ * A reduction ONNX defines by a sum, mapped onto the kiln op of its name (`jit/ops/
+ * sum_reductions.ts`): its axes and keepdims, or `noop` where noop_with_empty_axes leaves no axis.
+ */
+function sumReduction(name: string): Converter<Known> {
   return (c) => {
-    const x = c.required(0);
-    const op = opOf(c);
     const r = reduceAxes(c);
-    const v = pre(op, x);
-    if (r === "identity") return [post ? post(op, v) : v];
-    const s = op("ReduceSum", [v], r);
-    return [post ? post(op, s) : s];
+    return c.emit(name, [c.required(0)], r === "identity" ? { noop: 1 } : r);
   };
 }
 
@@ -125,21 +119,11 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter<Known>> = {
     }));
     return target.bf16 ? [roundToBf16(opOf(c), y[0])] : y;
   },
-  ReduceL1: sumOf((op, x) => op("Abs", [x])),
-  ReduceL2: sumOf((op, x) => op("Mul", [x, x]), (op, s) => op("Sqrt", [s])),
-  ReduceSumSquare: sumOf((op, x) => op("Mul", [x, x])),
-  ReduceLogSum: sumOf((_, x) => x, (op, s) => op("Log", [s])),
-  ReduceLogSumExp: (c) => {
-    // log Σ exp(x) = m + log Σ exp(x − m), m the maximum: no overflow for large x.
-    const x = c.required(0);
-    const r = reduceAxes(c);
-    if (r === "identity") return [x];
-    const [m] = c.emit("ReduceMax", [x], { axes: r.axes, keepdims: 1 });
-    const [shifted] = c.emit("Exp", [c.emit("Sub", [x, m])[0]]);
-    const [sum] = c.emit("ReduceSum", [shifted], r);
-    const [mk] = r.keepdims ? [m] : c.emit("ReduceMax", [x], r);
-    return c.emit("Add", [c.emit("Log", [sum])[0], mk]);
-  },
+  ReduceL1: sumReduction("ReduceL1"),
+  ReduceL2: sumReduction("ReduceL2"),
+  ReduceSumSquare: sumReduction("ReduceSumSquare"),
+  ReduceLogSum: sumReduction("ReduceLogSum"),
+  ReduceLogSumExp: sumReduction("ReduceLogSumExp"),
   Trilu: (c) => {
     const x = c.required(0);
     const shape = typeOf(x).shape;

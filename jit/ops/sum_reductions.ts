@@ -1,0 +1,82 @@
+/**
+ * The reductions ONNX defines as functions of a sum (ReduceL1, ReduceL2, ReduceSumSquare,
+ * ReduceLogSum) and ReduceLogSumExp (shifted by the maximum, so large inputs do not overflow),
+ * each a kiln op with its one decomposition. Their attributes are ReduceSum's (`axes`, empty for
+ * every axis, and `keepdims`), and `noop: 1` for ONNX's `noop_with_empty_axes` with no axes: then
+ * nothing is reduced and only the elementwise part applies.
+ *
+ * @module
+ */
+import type { DType } from "../ir/dtype.ts";
+import { FLOATS, NUMERIC } from "./elementwise.ts";
+import { reduceAxes, reducedShape } from "./reduce.ts";
+import {
+  type Attrs,
+  defineOps,
+  type EmitRef,
+  type Emitter,
+  type InferContext,
+  type OpDef,
+  type ValueType,
+} from "./registry.ts";
+
+/** ReduceSum's type rule over `dtypes`, or the input's own type where `noop` reduces nothing. */
+function reduceRule(dtypes: readonly DType[]) {
+  return (ctx: InferContext): ValueType[] => {
+    const dtype = ctx.requireDType(0, dtypes);
+    if (ctx.has("axes")) ctx.ints("axes");
+    const keep = ctx.int("keepdims", 1) !== 0;
+    const shape = ctx.input(0).shape;
+    if (ctx.int("noop", 0) === 1) return [{ shape, dtype }];
+    return [{ shape: reducedShape(shape, reduceAxes(ctx.attrs, shape.length, ctx), keep), dtype }];
+  };
+}
+
+/** `ReduceSum`'s attributes of a node of these ops. */
+const sumAttrs = (a: Attrs): Attrs => ({ axes: a.axes ?? [], keepdims: a.keepdims ?? 1 });
+
+/** `post(Σ pre(x))` over the axes (`pre` then `post` alone with `noop`). */
+function sumReduction(
+  name: string,
+  dtypes: readonly DType[],
+  pre: (e: Emitter, x: EmitRef) => EmitRef,
+  post?: (e: Emitter, s: EmitRef) => EmitRef,
+): OpDef {
+  return {
+    name,
+    category: "composite",
+    arity: [1, 1],
+    primitive: false,
+    infer: reduceRule(dtypes),
+    decompose: (e, [x], a) => {
+      const v = pre(e, x);
+      const s = a.noop === 1 ? v : e.op("ReduceSum", [v], sumAttrs(a));
+      return [post ? post(e, s) : s];
+    },
+  };
+}
+
+const sumReductionOps: readonly OpDef[] = [
+  sumReduction("ReduceL1", NUMERIC, (e, x) => e.op("Abs", [x])),
+  sumReduction("ReduceL2", FLOATS, (e, x) => e.op("Mul", [x, x]), (e, s) => e.op("Sqrt", [s])),
+  sumReduction("ReduceSumSquare", NUMERIC, (e, x) => e.op("Mul", [x, x])),
+  sumReduction("ReduceLogSum", FLOATS, (_, x) => x, (e, s) => e.op("Log", [s])),
+  {
+    name: "ReduceLogSumExp",
+    category: "composite",
+    arity: [1, 1],
+    primitive: false,
+    infer: reduceRule(FLOATS),
+    // log Σ exp(x) = m + log Σ exp(x − m), m the maximum: no overflow for large x.
+    decompose: (e, [x], a) => {
+      if (a.noop === 1) return [x];
+      const { axes, keepdims } = sumAttrs(a);
+      const m = e.op("ReduceMax", [x], { axes, keepdims: 1 });
+      const sum = e.op("ReduceSum", [e.op("Exp", [e.op("Sub", [x, m])])], { axes, keepdims });
+      const mk = keepdims ? m : e.op("ReduceMax", [x], { axes, keepdims });
+      return [e.op("Add", [e.op("Log", [sum]), mk])];
+    },
+  },
+];
+
+defineOps(sumReductionOps);
