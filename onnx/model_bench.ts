@@ -1,7 +1,10 @@
 /**
- * The shared reference models (`../shared/models/`) on kiln's wasm backend, and on webgpu where
- * the machine has a hardware adapter (a software one, as in CI, is left out: it measures the
- * emulator): `deno bench -A` at the root. Each model is loaded and compiled once; a bench run is
+ * The shared reference models (`../shared/models/`) on kiln's wasm backend, and with
+ * `KILN_BENCH_WEBGPU=1` on webgpu too where the adapter is hardware: `deno bench -A` at the root.
+ * WebGPU is opt-in because `deno bench` runs each module in an isolate of its own, and on Mesa's
+ * EGL (CI's llvmpipe) a process that acquired an adapter in more than one isolate can abort at
+ * exit after every benchmark passed (see `tools/test_runner.ts`); a software adapter would
+ * measure the emulator anyway. Each model is loaded and compiled once; a bench run is
  * one inference with the model's recorded input.
  *
  * @module
@@ -11,7 +14,8 @@ import { MODEL_NAMES, referenceModel } from "./testdata.ts";
 
 const wasm = new WasmBackend({ threads: 1 });
 const gpu = new WebGpuBackend();
-const hardwareGpu = await gpu.prepare().then(() => !gpu.capabilities().software, () => false);
+const hardwareGpu = Deno.env.get("KILN_BENCH_WEBGPU") === "1" &&
+  await gpu.prepare().then(() => !gpu.capabilities().software, () => false);
 
 for (const name of MODEL_NAMES) {
   const loaded = (async () => {
