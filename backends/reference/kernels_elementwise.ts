@@ -109,6 +109,16 @@ export const elementwiseKernels: Record<string, Kernel> = {
     return unary((x) => (x > alpha ? x : 0))(args);
   },
   Softplus: unary((x) => Math.log(Math.exp(x) + 1)),
+  Shrink: (args) => {
+    const bias = num(args.attrs.bias, 0), lambd = num(args.attrs.lambd, 0.5);
+    return unary((x) => (x < -lambd ? x + bias : x > lambd ? x - bias : 0))(args);
+  },
+  Sign: unary((x) => (x > 0 ? 1 : x < 0 ? -1 : 0)),
+  IsInf: (args) => {
+    const pos = num(args.attrs.detect_positive, 1) === 1;
+    const neg = num(args.attrs.detect_negative, 1) === 1;
+    return unary((x) => +((pos && x === Infinity) || (neg && x === -Infinity)))(args);
+  },
   Softsign: unary((x) => x / (Math.abs(x) + 1)),
   Tan: unary(Math.tan),
   Sinh: unary(Math.sinh),

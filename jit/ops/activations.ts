@@ -1,14 +1,15 @@
 /**
- * The activations and transcendental functions ONNX defines as functions of other ops (Elu,
- * Selu, Celu, ThresholdedRelu, Softplus, Softsign, Tan and the hyperbolic functions), each a kiln
+ * The activations and elementwise functions ONNX defines as functions of other ops (Elu, Selu,
+ * Celu, ThresholdedRelu, Softplus, Softsign, Shrink, Sign, IsInf, Tan and the hyperbolic
+ * functions), each a kiln
  * op with its one decomposition: legalization rewrites it into primitives where a backend has no
  * kernel of its own (the reference backend runs it directly, the test suite checks both paths
  * agree), and importers only map a node onto it.
  *
  * @module
  */
-import { defineOps, type OpDef } from "./registry.ts";
-import { composite, FLOATS, like, num, sameAsInput } from "./elementwise.ts";
+import { defineOps, type InferContext, type OpDef, type ValueType } from "./registry.ts";
+import { composite, FLOATS, like, num, NUMERIC, sameAsInput } from "./elementwise.ts";
 
 const floats = sameAsInput(FLOATS);
 
@@ -104,6 +105,35 @@ const activationOps: readonly OpDef[] = [
       ]),
       like(e, x, 0.5),
     ])),
+  // Shrink: x + bias below −lambd, x − bias above lambd, 0 between.
+  composite("Shrink", [1, 1], sameAsInput(NUMERIC), (e, [x], a) => {
+    const bias = num(a.bias, 0), lambd = num(a.lambd, 0.5);
+    const low = e.op("Less", [x, like(e, x, -lambd)]);
+    const high = e.op("Greater", [x, like(e, x, lambd)]);
+    const inner = e.op("Where", [high, e.op("Sub", [x, like(e, x, bias)]), like(e, x, 0)]);
+    return e.op("Where", [low, e.op("Add", [x, like(e, x, bias)]), inner]);
+  }),
+  // Sign: 1, −1 or 0 (NaN gives 0: neither comparison holds).
+  composite("Sign", [1, 1], sameAsInput(NUMERIC), (e, [x]) =>
+    e.op("Where", [
+      e.op("Greater", [x, like(e, x, 0)]),
+      like(e, x, 1),
+      e.op("Where", [e.op("Less", [x, like(e, x, 0)]), like(e, x, -1), like(e, x, 0)]),
+    ])),
+  // IsInf: x equal to +∞ and/or −∞ as the flags say (neither flag: all false).
+  composite("IsInf", [1, 1], isInfRule, (e, [x], a) => {
+    const hits = [
+      ...(num(a.detect_positive, 1) === 1 ? [e.op("Equal", [x, like(e, x, Infinity)])] : []),
+      ...(num(a.detect_negative, 1) === 1 ? [e.op("Equal", [x, like(e, x, -Infinity)])] : []),
+    ];
+    return hits.length ? hits.reduce((p, q) => e.op("Or", [p, q])) : e.op("Less", [x, x]);
+  }),
 ];
+
+/** IsInf's type rule: a float input, a bool of its shape. */
+function isInfRule(ctx: InferContext): ValueType[] {
+  ctx.requireDType(0, FLOATS);
+  return [{ shape: ctx.input(0).shape, dtype: "bool" }];
+}
 
 defineOps(activationOps);

@@ -86,6 +86,13 @@ const cases: Record<
     { inputs: [f32(uniform(12, 34), [3, 4])], attrs: { axes: [0] }, atol: 1e-6 },
     { inputs: [f32([1, 2])], attrs: { noop: 1 } },
   ],
+  Shrink: [{ inputs: [f32([-2, -0.5, 0, 0.4, 1.5, NaN])], attrs: { bias: 0.25, lambd: 0.45 } }],
+  Sign: [{ inputs: [f32([-2, -0, 0, 3, NaN, -Infinity])] }, { inputs: [i32([-7, 0, 9])] }],
+  IsInf: [
+    { inputs: [f32([Infinity, -Infinity, 1, NaN])] },
+    { inputs: [f32([Infinity, -Infinity, 1])], attrs: { detect_positive: 0 } },
+    { inputs: [f32([Infinity, -Infinity])], attrs: { detect_positive: 0, detect_negative: 0 } },
+  ],
   Mish: [{
     inputs: [f32([-30, -5, -1, -0, 0, 0.5, 3, 19.5, 20.5, 40, NaN, Infinity, -Infinity])],
     atol: 1e-6,

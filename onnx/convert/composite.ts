@@ -15,7 +15,6 @@ import {
   constInts,
   type Converter,
   type Known,
-  type NodeContext,
   opOf,
   reduceAxes,
   roundToBf16,
@@ -25,22 +24,6 @@ import {
 /** A scalar constant of `dtype` (f16: the nearest half, as the model's own constants are). */
 export function scalar(value: number, dtype: DType): Known {
   return constant([value], [], dtype);
-}
-
-/** An op of one float input `x` built with `build(op, x, k)` (`k(v)`: a constant like x). */
-function unary(
-  build: (
-    op: (name: string, ...xs: Known[]) => Known,
-    x: Known,
-    k: (v: number) => Known,
-    c: NodeContext,
-  ) => Known,
-): Converter<Known> {
-  return (c) => {
-    const x = c.required(0);
-    const op = (name: string, ...xs: Known[]) => c.emit(name, xs)[0];
-    return [build(op, x, (v) => scalar(v, typeOf(x).dtype), c)];
-  };
 }
 
 /**
@@ -79,9 +62,7 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter<Known>> = {
   ThresholdedRelu: activation("ThresholdedRelu", ["alpha"]),
   Softplus: activation("Softplus"),
   Softsign: activation("Softsign"),
-  Sign: unary((op, x, k) =>
-    op("Where", op("Greater", x, k(0)), k(1), op("Where", op("Less", x, k(0)), k(-1), k(0)))
-  ),
+  Sign: activation("Sign"),
   Tan: activation("Tan"),
   Sinh: activation("Sinh"),
   Cosh: activation("Cosh"),

@@ -259,27 +259,19 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     const p = op("Pow", [op("Cast", [x], { to: "f32" }), op("Cast", [y], { to: "f32" })]);
     return [{ ...op("Cast", [p], { to: xt }), i64: x.i64 }];
   },
+  // Kiln ops (jit/ops/activations.ts): the converters map the attributes.
   IsInf: (c) => {
-    const op = opOf(c);
-    const x = c.required(0);
-    const t = typeOf(x).dtype;
-    const neg = attrs(c).int("detect_negative", 1) === 1;
-    const pos = attrs(c).int("detect_positive", 1) === 1;
-    const hits = [
-      ...(pos ? [op("Equal", [x, scalar(Infinity, t)])] : []),
-      ...(neg ? [op("Equal", [x, scalar(-Infinity, t)])] : []),
-    ];
-    if (hits.length === 0) return [op("Less", [x, x])]; // nothing detected: all false
-    return [hits.reduce((a, b) => op("Or", [a, b]))];
+    const a = attrs(c);
+    const flags = {
+      detect_negative: a.int("detect_negative", 1)!,
+      detect_positive: a.int("detect_positive", 1)!,
+    };
+    return c.emit("IsInf", [c.required(0)], flags);
   },
   Shrink: (c) => {
-    const op = opOf(c);
-    const x = c.required(0);
-    const t = typeOf(x).dtype;
-    const bias = attrs(c).float("bias", 0)!, lambd = attrs(c).float("lambd", 0.5)!;
-    const low = op("Less", [x, scalar(-lambd, t)]), high = op("Greater", [x, scalar(lambd, t)]);
-    const inner = op("Where", [high, op("Sub", [x, scalar(bias, t)]), scalar(0, t)]);
-    return [op("Where", [low, op("Add", [x, scalar(bias, t)]), inner])];
+    const a = attrs(c);
+    const bias = a.float("bias", 0)!, lambd = a.float("lambd", 0.5)!;
+    return c.emit("Shrink", [c.required(0)], { bias, lambd });
   },
   Hardmax: (c) => {
     const op = opOf(c);
