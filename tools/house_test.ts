@@ -4,22 +4,12 @@
  * file-size rule, 600 lines, is in `layers_test.ts`.)
  */
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
-import { dirname, join, relative } from "node:path";
+import { ROOT, sources } from "./source_files.ts";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 
-const ROOT = dirname(dirname(new URL(import.meta.url).pathname));
-const SKIP = new Set(["node_modules", ".git", ".device", "dist"]);
 /** Longest function, in lines as `deno fmt` writes them. */
 const MAX_FUNCTION_LINES = 120;
-
-function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
-    if (SKIP.has(e.name)) return [];
-    const path = join(dir, e.name);
-    if (e.isDirectory()) return sources(path);
-    return e.name.endsWith(".ts") ? [relative(ROOT, path)] : [];
-  });
-}
 
 type Node = Deno.lint.Node;
 
@@ -86,15 +76,16 @@ const house: Deno.lint.Plugin = {
   },
 };
 
-const files = sources(ROOT);
-const findings = files.flatMap((file) =>
-  Deno.lint.runPlugin(house, file, readFileSync(join(ROOT, file), "utf8")).map((d) => ({
+const files = sources();
+const findings = files.flatMap((file) => {
+  const text = readFileSync(join(ROOT, file), "utf8");
+  return Deno.lint.runPlugin(house, file, text).map((d) => ({
     file,
     rule: d.id,
     message: d.message,
-    line: lineAt(readFileSync(join(ROOT, file), "utf8"), d.range[0]),
-  }))
-);
+    line: lineAt(text, d.range[0]),
+  }));
+});
 
 Deno.test("no function over 120 lines", () => {
   const long = findings.filter((f) => f.rule === "house/function-length")

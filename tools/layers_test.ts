@@ -7,20 +7,9 @@
  * no file grows past 600 lines (one past that has earned a split).
  */
 import assert from "node:assert/strict";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { dirname, join, normalize, relative } from "node:path";
-
-const ROOT = dirname(dirname(new URL(import.meta.url).pathname));
-const SKIP = new Set(["node_modules", ".git", ".device", "dist"]);
-
-function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
-    if (SKIP.has(e.name)) return [];
-    const path = join(dir, e.name);
-    if (e.isDirectory()) return sources(path);
-    return e.name.endsWith(".ts") ? [relative(ROOT, path)] : [];
-  });
-}
+import { ROOT, sources } from "./source_files.ts";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join, normalize } from "node:path";
 
 interface Import {
   readonly target: string;
@@ -50,7 +39,7 @@ function importsOf(file: string): Import[] {
   return out;
 }
 
-const files = sources(ROOT);
+const files = sources();
 const graph = new Map(files.map((f) => [f, importsOf(f)]));
 
 Deno.test("the import parser sees value, type-only and dynamic imports", () => {
