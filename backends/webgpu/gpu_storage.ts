@@ -83,22 +83,7 @@ export class GpuStorage implements DeviceStorage {
 
   /** Copies elements `[offset, offset + length)` to the host through one map. */
   async read(offset: number, length: number): Promise<TensorData> {
-    this.#ctx.check();
-    const { device, pool } = this.#ctx;
-    // Copies move whole words: a range of 16-bit elements is widened to the words it touches.
-    const { start, end, skip } = storedRange(offset, length, this.dtype, this.#ctx);
-    const staging = await pool.acquire(Math.max(4, end - start), STAGING);
-    try {
-      const encoder = device.createCommandEncoder();
-      if (length) encoder.copyBufferToBuffer(this.buffer, start, staging, 0, end - start);
-      device.queue.submit([encoder.finish()]);
-      const { range, owned } = await mapForRead(staging, Math.max(4, end - start));
-      const data = fromStored(range, skip, length, this.dtype, this.#ctx, owned);
-      staging.unmap();
-      return data;
-    } finally {
-      pool.release([staging]);
-    }
+    return (await this.readMany([{ storage: this, offset, length }]))[0];
   }
 
   /** Writes `data` from element `offset`, ordered before every later submit. */
@@ -156,9 +141,11 @@ export class GpuStorage implements DeviceStorage {
         }
       }
       device.queue.submit([encoder.finish()]);
-      const { range } = await mapForRead(staging, Math.max(4, total));
+      const { range, owned } = await mapForRead(staging, Math.max(4, total));
+      // One range's own copy is handed out as it is; ranges sharing one are copied out of it.
+      const own = owned && parts.length === 1;
       const data = ranges.map((r, i) =>
-        fromStored(range, r.at + r.skip, parts[i].length, r.s.dtype, this.#ctx, false)
+        fromStored(range, r.at + r.skip, parts[i].length, r.s.dtype, this.#ctx, own)
       );
       staging.unmap();
       return data;

@@ -126,11 +126,9 @@ export class DeviceTensor {
       );
     }
     return this.storage().read(offset, length).then((read) => {
-      count("kiln_transfers_total");
-      count("kiln_bytes_downloaded_total", read.byteLength);
-      const data = this.dtype === "i64" ? widenToI64(read as Int32Array) : read;
-      if (into) (into as Float32Array).set(data as Float32Array);
-      return { data: into ?? data, shape: whole ? this.shape : [length], dtype: this.dtype };
+      const t = this.#delivered(read, whole ? this.shape : [length]);
+      if (into) (into as Float32Array).set(t.data as Float32Array);
+      return into ? { ...t, data: into } : t;
     });
   }
 
@@ -200,13 +198,9 @@ export class DeviceTensor {
       ? first.readMany!(parts)
       : Promise.all(parts.map((p) => p.storage.read(p.offset, p.length)));
     return reads.then((all) =>
-      all.map((read, i) => {
-        count("kiln_transfers_total");
-        count("kiln_bytes_downloaded_total", read.byteLength);
-        const t = tensors[i];
-        const data = t.dtype === "i64" ? widenToI64(read as Int32Array) : read;
-        return { data, shape: parts[i].whole ? t.shape : [parts[i].length], dtype: t.dtype };
-      })
+      all.map((read, i) =>
+        tensors[i].#delivered(read, parts[i].whole ? tensors[i].shape : [parts[i].length])
+      )
     );
   }
 
@@ -219,6 +213,14 @@ export class DeviceTensor {
   /** Disposes at the end of a `using` block. */
   [Symbol.dispose](): void {
     this.dispose();
+  }
+
+  /** Words read back as this tensor's host data of `shape`, the download counted. */
+  #delivered(read: TensorData, shape: Shape): HostTensor {
+    count("kiln_transfers_total");
+    count("kiln_bytes_downloaded_total", read.byteLength);
+    const data = this.dtype === "i64" ? widenToI64(read as Int32Array) : read;
+    return { data, shape, dtype: this.dtype };
   }
 
   #range(range: ElementRange, what: string): [number, number] {
