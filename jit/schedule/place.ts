@@ -83,6 +83,8 @@ class Placer {
   #hooks: PlacementHooks;
   #key: string;
   #outputs: Set<number>;
+  /** Values that start on the host: inputs, params and constants. */
+  #hostValues: Set<number>;
   /** Backends with their own memory (a GPU), and those on the host. */
   #devices: Backend[];
   #host: Backend[];
@@ -94,6 +96,10 @@ class Placer {
     this.#hooks = hooks;
     this.#key = trialKey(input.legal, input.usable);
     this.#outputs = new Set(input.legal.outputs.map((o) => o.value));
+    const { legal, fusion } = input;
+    this.#hostValues = new Set(
+      [...legal.inputs, ...legal.params].map((b) => b.value).concat([...fusion.constants.keys()]),
+    );
     this.#devices = input.usable.filter((b) => memorySpace(b) !== "host");
     this.#host = input.usable.filter((b) => memorySpace(b) === "host");
     this.#hostSimd = this.#host.find((b) => b.kind !== "cpu");
@@ -109,12 +115,9 @@ class Placer {
   /** The placement of the kernels on `backends`, estimated with `rates`. */
   schedule(backends: readonly Backend[], policy: Policy, rates: BackendRates[]): Schedule {
     const { legal, fusion } = this.#in;
-    const hostValues = new Set(
-      [...legal.inputs, ...legal.params].map((b) => b.value).concat([...fusion.constants.keys()]),
-    );
     return schedule({
       kernels: fusion.kernels,
-      hostValues,
+      hostValues: this.#hostValues,
       outputs: this.#outputs,
       graph: legal,
       backends,
@@ -254,9 +257,9 @@ class Placer {
       if (chosen) return await this.#hooks.wholeGraph(chosen.backend, chosen.legal, chosen.reason);
     }
     const onHost = placed.placement.every((id) => id === this.#hostSimd?.id);
-    const plans = this.alternatives(placed, onHost, rates, hostTimed);
-    if (plans.size === 1) return this.done(await this.#hooks.build(placed));
     const device = this.deviceOf(placed);
+    const plans = this.alternatives(placed, { onHost, device, rates, hostTimed });
+    if (plans.size === 1) return this.done(await this.#hooks.build(placed));
     // Timed against the readback already, the host plan need not be timed alone again.
     const syncMs = device && !hostTimed ? rates[usable.indexOf(device)].syncMs : 0;
     return this.done(await this.fastest(plans, onHost ? "host" : "plan", syncMs));
@@ -278,12 +281,15 @@ class Placer {
    */
   alternatives(
     placed: Schedule,
-    onHost: boolean,
-    rates: readonly BackendRates[],
-    hostTimed: boolean,
+    how: {
+      onHost: boolean;
+      device: Backend | undefined;
+      rates: readonly BackendRates[];
+      hostTimed: boolean;
+    },
   ): Map<Verdict, Schedule> {
+    const { onHost, device, rates, hostTimed } = how;
     const plans = new Map<Verdict, Schedule>([[onHost ? "host" : "plan", placed]]);
-    const device = this.deviceOf(placed);
     const { policy, stateful, bucketed } = this.#in;
     if (policy.kind !== "auto" || stateful || bucketed || !device) return plans;
     // `timed`: the host plan was timed already and lost only to the readback floor, so it is
