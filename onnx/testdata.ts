@@ -137,11 +137,24 @@ export function valueInfo(
   return { name, type: { tensorType: { elemType, ...(shape ? { shape } : {}) } } };
 }
 
-/** A test model of `graph` (named `g`) at opset 17 of the default domain. */
-export function testModel(graph: Omit<GraphProto, "name">): OnnxModel {
+/** Options of {@linkcode testModel}. */
+export interface TestModelOptions {
+  /** Whether the model also imports ONNX Runtime's `com.microsoft` domain (version 1). */
+  readonly microsoft?: boolean;
+}
+
+/**
+ * A test model of `graph` (named `g`) at opset 17 of the default domain, and version 1 of
+ * `com.microsoft` when `microsoft` is set.
+ */
+export function testModel(
+  graph: Omit<GraphProto, "name">,
+  { microsoft = false }: TestModelOptions = {},
+): OnnxModel {
+  const contrib = microsoft ? [{ domain: "com.microsoft", version: 1 }] : [];
   return OnnxModel.fromBytes(encodeModel({
     irVersion: 8,
-    opsetImport: [{ domain: "", version: 17 }],
+    opsetImport: [{ domain: "", version: 17 }, ...contrib],
     graph: { name: "g", ...graph },
   }));
 }

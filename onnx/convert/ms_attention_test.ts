@@ -1,8 +1,7 @@
 import assert from "node:assert/strict";
 import { KilnError } from "../../jit/support/errors.ts";
 import { failingCases } from "../../tools/conformance/conformance.ts";
-import { OnnxModel } from "../model.ts";
-import { encodeModel } from "../wire/proto.ts";
+import { testModel, valueInfo } from "../testdata.ts";
 import "../../mod.ts";
 
 /**
@@ -27,34 +26,23 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
 
 Deno.test("Attention with a KV cache, an odd mask, or GQA with fewer total tokens than new ones is refused with a Fix", async () => {
   const attention = (inputs: string[], shapes: number[][], op = "Attention") =>
-    OnnxModel.fromBytes(encodeModel({
-      irVersion: 8,
-      opsetImport: [{ domain: "", version: 17 }, { domain: "com.microsoft", version: 1 }],
-      graph: {
-        name: "g",
-        node: [{
-          opType: op,
-          domain: "com.microsoft",
-          input: inputs,
-          output: ["y"],
-          attribute: [
-            { name: "num_heads", type: 2, i: 2 },
-            ...(op === "Attention" ? [] : [{ name: "kv_num_heads", type: 2, i: 1 }]),
-          ],
-        }],
-        initializer: [],
-        input: inputs.filter((n) => n).map((n, i) => ({
-          name: n,
-          type: {
-            tensorType: {
-              elemType: ["mask", "seqlens", "total"].includes(n) ? 6 : 1,
-              shape: { dim: shapes[i].map((d) => ({ dimValue: d })) },
-            },
-          },
-        })),
-        output: [{ name: "y", type: { tensorType: { elemType: 1 } } }],
-      },
-    }));
+    testModel({
+      node: [{
+        opType: op,
+        domain: "com.microsoft",
+        input: inputs,
+        output: ["y"],
+        attribute: [
+          { name: "num_heads", type: 2, i: 2 },
+          ...(op === "Attention" ? [] : [{ name: "kv_num_heads", type: 2, i: 1 }]),
+        ],
+      }],
+      initializer: [],
+      input: inputs.filter((n) => n).map((n, i) =>
+        valueInfo(n, ["mask", "seqlens", "total"].includes(n) ? 6 : 1, shapes[i])
+      ),
+      output: [valueInfo("y", 1)],
+    }, { microsoft: true });
   const feed = (shapes: Record<string, number[]>) =>
     Object.fromEntries(
       Object.entries(shapes).map(([n, shape]) => [n, {

@@ -3,7 +3,8 @@ import { KilnError } from "../../jit/support/errors.ts";
 import { assertClose, numbers } from "../../jit/testing/testing.ts";
 import { runCase } from "../../tools/conformance/conformance.ts";
 import { OnnxModel } from "../model.ts";
-import { decodeTensor, encodeModel, tensorOf } from "../wire/proto.ts";
+import { testModel, valueInfo } from "../testdata.ts";
+import { decodeTensor, tensorOf } from "../wire/proto.ts";
 import "../../mod.ts";
 
 /**
@@ -49,31 +50,19 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
 }
 
 Deno.test("BiasAdd adds its bias and skip; a simplified skip norm refuses to give a mean", async () => {
-  const value = (name: string, dims: number[]) => ({
-    name,
-    type: { tensorType: { elemType: 1, shape: { dim: dims.map((d) => ({ dimValue: d })) } } },
-  });
   const model = (op: string, inputs: string[], outputs: string[], shapes: number[][]) =>
-    OnnxModel.fromBytes(encodeModel({
-      irVersion: 8,
-      opsetImport: [{ domain: "", version: 17 }, { domain: "com.microsoft", version: 1 }],
-      graph: {
-        name: "g",
-        node: [{
-          opType: op,
-          domain: "com.microsoft",
-          input: inputs,
-          output: outputs,
-          attribute: [],
-        }],
-        initializer: [],
-        input: inputs.map((n, i) => value(n, shapes[i])),
-        output: outputs.filter((o) => o).map((o) => ({
-          name: o,
-          type: { tensorType: { elemType: 1 } },
-        })),
-      },
-    }));
+    testModel({
+      node: [{
+        opType: op,
+        domain: "com.microsoft",
+        input: inputs,
+        output: outputs,
+        attribute: [],
+      }],
+      initializer: [],
+      input: inputs.map((n, i) => valueInfo(n, 1, shapes[i])),
+      output: outputs.filter((o) => o).map((o) => valueInfo(o, 1)),
+    }, { microsoft: true });
   const t = (data: number[], shape: number[]) => ({
     data: Float32Array.from(data),
     shape,

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { assertClose, numbers } from "../../jit/testing/testing.ts";
 import { failingCases } from "../../tools/conformance/conformance.ts";
 import { OnnxModel } from "../model.ts";
-import { type AttributeProto, encodeModel, type TensorProto } from "../wire/proto.ts";
+import { testModel, valueInfo } from "../testdata.ts";
+import type { AttributeProto, TensorProto } from "../wire/proto.ts";
 import "../../mod.ts";
 
 const u8 = (name: string, v: number[], dims = [v.length]): TensorProto => ({
@@ -25,22 +26,12 @@ function model(
   consts: TensorProto[],
   attribute: AttributeProto[] = [],
 ) {
-  return OnnxModel.fromBytes(encodeModel({
-    irVersion: 8,
-    opsetImport: [{ domain: "", version: 17 }, { domain: "com.microsoft", version: 1 }],
-    graph: {
-      name: "g",
-      node: [{ opType: op, domain: "com.microsoft", input: inputs, output: ["y"], attribute }],
-      initializer: consts,
-      input: [{
-        name: "x",
-        type: {
-          tensorType: { elemType: 2, shape: { dim: [2, 3, 2, 2].map((d) => ({ dimValue: d })) } },
-        },
-      }],
-      output: [{ name: "y", type: { tensorType: { elemType: 2 } } }],
-    },
-  }));
+  return testModel({
+    node: [{ opType: op, domain: "com.microsoft", input: inputs, output: ["y"], attribute }],
+    initializer: consts,
+    input: [valueInfo("x", 2, [2, 3, 2, 2])],
+    output: [valueInfo("y", 2)],
+  }, { microsoft: true });
 }
 
 const X = Array.from({ length: 24 }, (_, i) => (i * 37) % 256);
