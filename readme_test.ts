@@ -19,6 +19,12 @@ const EXPECTED: Readonly<Record<string, readonly RegExp[]>> = {
   "docs/backends.md#0": [/0\.03125/, /\[ "matmul_0", "softmax_1" \]/, /\[ 4 \] webgpu/],
   // The precision example: f16 results where the GPU has shader-f16, else the refusal.
   "docs/backends.md#1": [/^(Float32Array\(2\) \[ 0\.69970703125, 7 \]|unsupported)$/m],
+  // Timing, capabilities and ops, and device memory refused on wasm.
+  "docs/backends.md#2": [
+    /\[ "hostMs", "waitMs", "outputMs", "wallMs" \]/,
+    /^false true$/m,
+    /^unsupported$/m,
+  ],
 };
 
 /** The markdown files whose examples run: the README and every page of `docs/`. */
