@@ -54,8 +54,35 @@ const SMALL = 64;
 /** Largest model file read: protobuf messages cannot exceed 2 GiB. */
 const MAX_MODEL_BYTES = 2 ** 31;
 
-/** The bytes at `url`, at most {@linkcode MAX_MODEL_BYTES}; failures are typed errors. */
-async function fetched(url: string | URL): Promise<Uint8Array> {
+/** Most redirects followed for one file. */
+const MAX_REDIRECTS = 8;
+
+/**
+ * The response for `url`, following redirects one at a time where `redirected` (which throws to
+ * refuse) lets it, so the request to a refused place is never made; without `redirected` the
+ * host's fetch follows them as it does.
+ */
+async function followed(url: string | URL, redirected?: (to: URL) => void): Promise<Response> {
+  if (!redirected) return await fetch(url);
+  let at = new URL(url);
+  for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+    const response = await fetch(at, { redirect: "manual" });
+    // A browser hides a manual redirect's target: it cannot be checked, so it is not taken.
+    if (response.type === "opaqueredirect") throw new Error("redirected to a place not shown");
+    const location = response.headers.get("location");
+    if (response.status < 300 || response.status > 399 || location === null) return response;
+    await response.body?.cancel();
+    at = new URL(location, at);
+    redirected(at);
+  }
+  throw new Error(`more than ${MAX_REDIRECTS} redirects`);
+}
+
+/**
+ * The bytes at `url`, at most {@linkcode MAX_MODEL_BYTES}; each redirect shown to `redirected`
+ * first where given; failures are typed errors.
+ */
+async function fetched(url: string | URL, redirected?: (to: URL) => void): Promise<Uint8Array> {
   const fail = (why: string, cause?: unknown) =>
     new KilnError(`Cannot fetch the model ${url}: ${why}`, {
       code: "bad-input",
@@ -64,8 +91,9 @@ async function fetched(url: string | URL): Promise<Uint8Array> {
     });
   let response: Response;
   try {
-    response = await fetch(url);
+    response = await followed(url, redirected);
   } catch (e) {
+    if (e instanceof KilnError) throw e;
     throw fail((e as Error)?.message ?? String(e), e);
   }
   if (!response.ok) throw fail(`HTTP ${response.status} ${response.statusText}`);

@@ -158,31 +158,43 @@ function inside(path: string, folder: string): boolean {
   return path.startsWith(root) && (path[root.length] === "/" || path[root.length] === "\\");
 }
 
+/** The typed refusal of a data file that leads to `real`, outside the model's folder. */
+function leadsOutside(location: string, real: string): KilnError {
+  return new KilnError(
+    `The model's external data "${location}" leads outside the model's folder (to ${real})`,
+    {
+      code: "bad-input",
+      fix:
+        "keep the data file itself (not a link to elsewhere) in the model's folder, or re-save the model with the data inline (onnx.save(onnx.load(path), path))",
+    },
+  );
+}
+
 /**
  * Opens `location` below `folder` for reading, where it stays there once every link is followed:
  * a link beside the model (`m.onnx.data -> /etc/passwd`) or on the way (`sub -> /etc`) that
- * leads out is refused. The resolved path is opened without following a last link, so a link
- * swapped in after the check is refused too; it must be a regular file.
+ * leads out is refused. The resolved path is opened without following a last link and without
+ * blocking (a FIFO would wait for a writer forever); where the system names what a descriptor
+ * opened (Linux's /proc/self/fd), that is checked again, so a folder on the way swapped for a
+ * link between the check and the open is refused too. It must be a regular file.
  */
 async function openInside(fs: NodeFs, folder: string, location: string) {
   const realFolder = await fs.realpath(folder);
   const real = await fs.realpath(`${folder}/${location}`);
-  if (!inside(real, realFolder)) {
-    throw new KilnError(
-      `The model's external data "${location}" leads outside the model's folder (to ${real})`,
-      {
-        code: "bad-input",
-        fix:
-          "keep the data file itself (not a link to elsewhere) in the model's folder, or re-save the model with the data inline (onnx.save(onnx.load(path), path))",
-      },
-    );
-  }
+  if (!inside(real, realFolder)) throw leadsOutside(location, real);
   const { constants } = await import(["node", "fs"].join(":")) as typeof import("node:fs");
-  const file = await fs.open(real, constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0));
-  const info = await file.stat();
-  if (info.isFile()) return { file, size: info.size };
-  await file.close();
-  throw new Error("not a regular file");
+  const flags = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
+  const file = await fs.open(real, flags);
+  try {
+    const opened = await fs.readlink(`/proc/self/fd/${file.fd}`).catch(() => real);
+    if (!inside(opened, realFolder)) throw leadsOutside(location, opened);
+    const info = await file.stat();
+    if (!info.isFile()) throw new Error("not a regular file");
+    return { file, size: info.size };
+  } catch (e) {
+    await file.close();
+    throw e;
+  }
 }
 
 /**
@@ -242,38 +254,56 @@ export function fileReader(folder: string): ExternalReader {
  * the model's origin and stay below its folder; anything else is a typed error.
  */
 export function urlBeside(base: URL, location: string): URL {
-  const refuse = (why: string, cause?: unknown) =>
-    new KilnError(`The model at ${base.href} names external data "${location}", ${why}`, {
-      code: "bad-input",
-      fix:
-        "serve the model and its data file over http(s) side by side, or re-save the model with the data inline (onnx.save(onnx.load(path), path))",
-      cause,
-    });
   let at: URL;
   try {
     at = new URL(location.split("/").map(encodeURIComponent).join("/"), base);
   } catch (e) {
-    throw refuse("which has no URL beside it", e);
+    throw refusal(base, location, "which has no URL beside it", e);
   }
-  const folder = base.pathname.slice(0, base.pathname.lastIndexOf("/") + 1);
-  if (!/^https?:$/.test(base.protocol) || at.origin !== base.origin) {
-    throw refuse("which has no URL beside it (only http(s) models read data from their origin)");
-  }
-  if (!at.pathname.startsWith(folder)) throw refuse("which leaves the model's folder");
+  checkBeside(base, at, location);
   return at;
 }
 
+/** A typed refusal of external data `location` named by the model at `base`. */
+function refusal(base: URL, location: string, why: string, cause?: unknown): KilnError {
+  return new KilnError(`The model at ${base.href} names external data "${location}", ${why}`, {
+    code: "bad-input",
+    fix:
+      "serve the model and its data file over http(s) side by side, or re-save the model with the data inline (onnx.save(onnx.load(path), path))",
+    cause,
+  });
+}
+
+/** Refuses `at` (where `location` leads, or a redirect from it) unless it is below `base`'s folder. */
+function checkBeside(base: URL, at: URL, location: string): void {
+  const folder = base.pathname.slice(0, base.pathname.lastIndexOf("/") + 1);
+  if (!/^https?:$/.test(base.protocol) || at.origin !== base.origin) {
+    throw refusal(
+      base,
+      location,
+      `which has no URL beside it (only http(s) models read data from their origin; it leads to ${at.origin})`,
+    );
+  }
+  if (!at.pathname.startsWith(folder)) {
+    throw refusal(base, location, "which leaves the model's folder");
+  }
+}
+
+/**
+ * Fetches the bytes at a URL; `redirected` is shown every redirect before it is followed and
+ * throws to refuse it (so a data file cannot send the reader to another origin).
+ */
+export type UrlFetch = (url: URL, redirected: (to: URL) => void) => Promise<Uint8Array>;
+
 /** An {@linkcode ExternalReader} of files fetched relative to `url`, each fetched once. */
-export function urlReader(
-  url: string | URL,
-  fetched: (url: URL) => Promise<Uint8Array>,
-): ExternalReader {
+export function urlReader(url: string | URL, fetched: UrlFetch): ExternalReader {
   const files = new Map<string, Promise<Uint8Array>>();
   return {
     async read({ location, offset, length }) {
-      const at = urlBeside(new URL(url), location);
+      const base = new URL(url);
+      const at = urlBeside(base, location);
       let file = files.get(at.href);
-      if (!file) files.set(at.href, file = fetched(at));
+      if (!file) files.set(at.href, file = fetched(at, (to) => checkBeside(base, to, location)));
       const bytes = await file;
       if (offset + length > bytes.byteLength) {
         throw new KilnError(

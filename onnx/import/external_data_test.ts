@@ -180,6 +180,68 @@ Deno.test("external data: a URL model reads only its own origin and folder", asy
   }
 });
 
+Deno.test("external data: a redirect is followed only where the location itself could go", async () => {
+  const m = await referenceModel("mlp");
+  const { bytes, data } = externalized(decodeModel(m.bytes));
+  const seen: string[] = [];
+  const other = Deno.serve({ port: 0, hostname: "127.0.0.1", onListen() {} }, (r) => {
+    seen.push(`other ${new URL(r.url).pathname}`);
+    return new Response(data);
+  });
+  const redirects = new Map<string, string>();
+  const server = Deno.serve({ port: 0, hostname: "127.0.0.1", onListen() {} }, (r) => {
+    const path = new URL(r.url).pathname;
+    seen.push(path);
+    if (path === "/models/m.onnx") return new Response(bytes.slice());
+    if (path === "/models/real.bin" || path === "/secret") return new Response(data);
+    const to = redirects.get(path);
+    return to ? Response.redirect(to, 302) : new Response(null, { status: 404 });
+  });
+  try {
+    const url = `http://127.0.0.1:${server.addr.port}/models/m.onnx`;
+    const origin = `http://127.0.0.1:${server.addr.port}`;
+    // Another origin, the same origin outside the folder, a scheme change: never requested.
+    for (
+      const to of [
+        `http://127.0.0.1:${other.addr.port}/x`,
+        `${origin}/secret`,
+        "file:///etc/passwd",
+      ]
+    ) {
+      seen.length = 0;
+      redirects.set("/models/weights.bin", to);
+      await assert.rejects(() => OnnxModel.load(url), typed(/no URL|leaves the model/), to);
+      assert.deepEqual(seen, ["/models/m.onnx", "/models/weights.bin"], to);
+    }
+    // A redirect loop ends in a typed error.
+    redirects.set("/models/weights.bin", `${origin}/models/weights.bin`);
+    await assert.rejects(() => OnnxModel.load(url), typed(/redirects/));
+    // Within the folder, a redirect is taken.
+    redirects.set("/models/weights.bin", `${origin}/models/real.bin`);
+    const model = await OnnxModel.load(url);
+    const want = (await OnnxModel.fromBytes(m.bytes).run({ x: m.x }, { backend: "reference" })).y;
+    assert.deepEqual((await model.run({ x: m.x }, { backend: "reference" })).y.data, want.data);
+  } finally {
+    await server.shutdown();
+    await other.shutdown();
+  }
+});
+
+Deno.test("external data: a FIFO or a device as the data file is refused without waiting", async () => {
+  if (Deno.build.os === "windows") return;
+  const m = await referenceModel("mlp");
+  const { bytes } = externalized(decodeModel(m.bytes));
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeFile(`${dir}/m.onnx`, bytes);
+    const made = await new Deno.Command("mkfifo", { args: [`${dir}/weights.bin`] }).output();
+    assert.ok(made.success, "mkfifo");
+    await assert.rejects(() => OnnxModel.load(`${dir}/m.onnx`), typed(/not a regular file/));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("external data: sizes are checked against the budget before any byte is read", async () => {
   const m = await referenceModel("mlp");
   const proto = decodeModel(m.bytes);
