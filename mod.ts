@@ -163,6 +163,11 @@ export type { RefTensor } from "./jit/ir/host_tensor.ts";
 export type { CounterName } from "./jit/runtime/counters.ts";
 export { prometheusText, stats } from "./jit/runtime/telemetry.ts";
 export {
+  type CacheLayout,
+  generate,
+  type GenerateOptions,
+  Generation,
+  type GenerationStats,
   importOnnx,
   KILN_DOMAIN,
   type ModelSummary,
@@ -174,6 +179,7 @@ export {
   type OnnxValue,
   OPSETS,
   registerOnnxOp,
+  type SamplingOptions,
   type StringTensor,
   toOnnx,
   type ValueSummary,

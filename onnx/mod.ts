@@ -11,3 +11,11 @@ export { KILN_DOMAIN, type OnnxOpMapping, registerOnnxOp } from "./import/regist
 export type { ModelSummary, ValueSummary } from "./import/summary.ts";
 export type { StringTensor } from "./import/string_ops.ts";
 export { toOnnx } from "./export/export.ts";
+export {
+  generate,
+  type GenerateOptions,
+  Generation,
+  type GenerationStats,
+} from "./generate/generate.ts";
+export type { CacheLayout } from "./generate/decoder.ts";
+export type { SamplingOptions } from "./generate/sampling.ts";

@@ -9,7 +9,8 @@
  * @module
  */
 import { compile, type CompileOptions } from "../jit/compile.ts";
-import type { Executable, RunOptions, TensorMap } from "../jit/runtime/executable.ts";
+import type { Executable, InputMap, RunOptions, TensorMap } from "../jit/runtime/executable.ts";
+import { DeviceTensor } from "../jit/runtime/device_tensor.ts";
 import type { Graph } from "../jit/ir/graph.ts";
 import { type ProgressCallback, reporter } from "../jit/runtime/progress.ts";
 import { hexBytes } from "../jit/ir/digest.ts";
@@ -136,6 +137,22 @@ export interface OnnxLoadOptions {
   readonly onProgress?: ProgressCallback;
 }
 
+let protoOf: (m: OnnxModel) => ModelProto;
+let modelOf: (proto: ModelProto) => OnnxModel;
+
+/**
+ * The decoded model behind `model`, for code of this package that derives a model from it (the
+ * generation loop adds outputs); not part of the public API.
+ */
+export function modelProto(model: OnnxModel): ModelProto {
+  return protoOf(model);
+}
+
+/** An {@linkcode OnnxModel} of an already decoded (and checked) model; internal, as above. */
+export function modelOfProto(proto: ModelProto): OnnxModel {
+  return modelOf(proto);
+}
+
 /** An imported ONNX model. */
 export class OnnxModel {
   /** Declared inputs (symbolic dimensions by name). */
@@ -158,6 +175,11 @@ export class OnnxModel {
 
   /** Receives the progress of this model's imports and compiles (see `load`'s options). */
   #onProgress?: ProgressCallback;
+
+  static {
+    protoOf = (m) => m.#proto;
+    modelOf = (proto) => new OnnxModel(proto);
+  }
 
   private constructor(proto: ModelProto, options: OnnxLoadOptions = {}) {
     this.#proto = proto;
@@ -351,10 +373,10 @@ export class OnnxModel {
    * const outputs = await executable.run(inputs);
    * ```
    */
-  async compileFor(
-    inputs: TensorMap,
+  async compileFor<T extends InputMap = TensorMap>(
+    inputs: T,
     options: CompileOptions = {},
-  ): Promise<{ executable: Executable; inputs: TensorMap }> {
+  ): Promise<{ executable: Executable; inputs: T }> {
     if (this.#strings) {
       throw new KilnError(
         "This model has string tensors: it runs in stages, not as one executable",
@@ -368,17 +390,17 @@ export class OnnxModel {
   }
 
   /** The shapes of the model's inputs among `inputs`. */
-  #shapesOf(inputs: TensorMap): Record<string, Shape> {
+  #shapesOf(inputs: InputMap): Record<string, Shape> {
     const shapes: Record<string, Shape> = {};
     for (const i of this.inputs) if (inputs[i.name]?.shape) shapes[i.name] = inputs[i.name].shape;
     return shapes;
   }
 
-  async #compileFor(
-    inputs: TensorMap,
+  async #compileFor<T extends InputMap>(
+    inputs: T,
     shapes: Record<string, Shape>,
     options: CompileOptions,
-  ): Promise<{ executable: Executable; inputs: TensorMap }> {
+  ): Promise<{ executable: Executable; inputs: T }> {
     if (!this.#valueInputs) {
       try {
         return { executable: await this.compile(shapes, options), inputs };
@@ -393,12 +415,18 @@ export class OnnxModel {
       }
     }
     const values: Record<string, HostTensor> = {};
-    const rest: Record<string, HostTensor> = {};
+    const rest: InputMap = {};
     for (const [name, t] of Object.entries(inputs)) {
-      if (this.#valueInputs.has(name)) values[name] = t;
-      else rest[name] = t;
+      if (!this.#valueInputs.has(name)) rest[name] = t;
+      else if (!(t instanceof DeviceTensor)) values[name] = t;
+      else {
+        throw new KilnError(`Input "${name}" decides a shape, so its values are needed here`, {
+          code: "bad-input",
+          fix: `pass "${name}" as a host tensor ({ data, shape, dtype }), not a DeviceTensor`,
+        });
+      }
     }
-    return { executable: await this.#specialised(shapes, values, options), inputs: rest };
+    return { executable: await this.#specialised(shapes, values, options), inputs: rest as T };
   }
 
   async #run(

@@ -1,0 +1,337 @@
+/**
+ * Text generation with an ONNX decoder: prefill the prompt, then one token a step, each step's
+ * present caches fed back as the next step's past. Where the model can mask padding (see
+ * {@linkcode CacheLayout}), the cache has a fixed capacity: prefill compiles once for the
+ * prompt's length and decode once for all its steps, and on a backend with device memory the
+ * caches stay there between steps (a step reads back only its token, or the last logits when
+ * sampling).
+ *
+ * @module
+ */
+import type { CompileOptions } from "../../jit/compile.ts";
+import { allocate, type BoundaryDType, type TensorData } from "../../jit/ir/dtype.ts";
+import type { HostTensor } from "../../jit/ir/host_tensor.ts";
+import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
+import type { Executable, InputMap } from "../../jit/runtime/executable.ts";
+import { convertData } from "../../jit/passes/precision.ts";
+import { KilnError } from "../../jit/support/errors.ts";
+import { modelOfProto, modelProto, type OnnxModel } from "../model.ts";
+import { type CacheLayout, type Decoder, findDecoder } from "./decoder.ts";
+import { Sampler, type SamplingOptions } from "./sampling.ts";
+import { STEP, stepProto } from "./step_model.ts";
+
+/** Options of {@linkcode generate}: how tokens are chosen, when to stop, where it runs. */
+export interface GenerateOptions extends SamplingOptions, CompileOptions {
+  /** Most tokens generated (default 32). */
+  readonly maxNewTokens?: number;
+  /** Token ids that end the generation (the stop id is yielded, then nothing more). */
+  readonly stopIds?: readonly number[];
+  /**
+   * Cache capacity in tokens (default: prompt plus new tokens, rounded up to a power of two, at
+   * least 64, so generations of similar lengths share their executables).
+   */
+  readonly capacity?: number;
+}
+
+/** What a finished generation measured. */
+export interface GenerationStats {
+  /** Prompt tokens. */
+  readonly promptTokens: number;
+  /** Tokens generated. */
+  readonly newTokens: number;
+  /** Prefill (the prompt's step, compile included on a first run), ms. */
+  readonly prefillMs: number;
+  /** The decode steps after it together, ms. */
+  readonly decodeMs: number;
+  /** Prompt tokens a second through prefill. */
+  readonly prefillTokensPerSecond: number;
+  /** Tokens a second through the decode steps (0 when there were none). */
+  readonly decodeTokensPerSecond: number;
+  /** Distinct executables the steps ran (prefill and decode: 2 with a fixed capacity). */
+  readonly executables: number;
+  /** How the cache was kept. */
+  readonly layout: CacheLayout;
+  /** The cache capacity, where it was fixed. */
+  readonly capacity?: number;
+}
+
+/** Step models by source model and form: repeated generations reuse their executables. */
+const stepModels = new WeakMap<OnnxModel, Map<boolean, OnnxModel>>();
+
+/** `model` as a generation step (cached). */
+function stepModel(model: OnnxModel, decoder: Decoder, capacity: boolean): OnnxModel {
+  let forms = stepModels.get(model);
+  if (!forms) stepModels.set(model, forms = new Map());
+  let step = forms.get(capacity);
+  if (!step) {
+    forms.set(capacity, step = modelOfProto(stepProto(modelProto(model), decoder, capacity)));
+  }
+  return step;
+}
+
+const bad = (what: string, fix: string) => new KilnError(what, { code: "bad-input", fix });
+
+/** A tensor of whole numbers in `dtype` (i64 as BigInt64Array, as the boundary takes it). */
+function ints(values: readonly number[], shape: number[], dtype: BoundaryDType): HostTensor {
+  const data = allocate(dtype, values.length);
+  values.forEach((v, i) => (data[i] = (dtype === "i64" ? BigInt(v) : v) as never));
+  return { data, shape, dtype } as HostTensor;
+}
+
+/** The checked prompt, new-token count, stop ids and capacity. */
+function plan(prompt: readonly number[], o: GenerateOptions) {
+  if (!Array.isArray(prompt) || prompt.length === 0) {
+    throw bad("The prompt holds no token ids", "pass at least one token id, e.g. [1]");
+  }
+  const wrong = prompt.find((t) => !(Number.isSafeInteger(t) && t >= 0 && t < 2 ** 31));
+  if (wrong !== undefined) {
+    throw bad(`Prompt id ${wrong} is not a token id`, "pass whole numbers from 0 up");
+  }
+  const maxNew = o.maxNewTokens ?? 32;
+  if (!(Number.isSafeInteger(maxNew) && maxNew >= 1)) {
+    throw bad(`maxNewTokens ${maxNew} is not a whole number >= 1`, "pass 1 or more");
+  }
+  const need = prompt.length + maxNew;
+  const capacity = o.capacity ?? Math.max(64, 2 ** Math.ceil(Math.log2(need)));
+  if (!(Number.isSafeInteger(capacity) && capacity >= need - 1)) {
+    throw bad(
+      `capacity ${capacity} cannot hold ${prompt.length} prompt and ${maxNew} new tokens`,
+      `pass a capacity of at least ${need - 1}, or leave it out`,
+    );
+  }
+  return { maxNew, stops: new Set(o.stopIds ?? []), capacity };
+}
+
+/** One step's inputs besides the caches: `ids` after `past` valid entries. */
+function stepFeeds(
+  d: Decoder,
+  ids: readonly number[],
+  past: number,
+  capacity: number | undefined,
+): InputMap {
+  const s = ids.length, feeds: InputMap = {};
+  feeds[d.ids] = ints(ids, [1, s], d.dtypes[d.ids]);
+  const positions = ids.map((_, i) => past + i);
+  if (d.positions) feeds[d.positions] = ints(positions, [1, s], d.dtypes[d.positions]);
+  if (d.useCache) {
+    feeds[d.useCache] = ints([capacity !== undefined || past > 0 ? 1 : 0], [1], "bool");
+  }
+  const width = (capacity ?? past) + s;
+  // Which of the mask's entries are real: the packed layout's first past + s; the appended
+  // layout's valid past and the new entries after the whole capacity.
+  const valid = (j: number) => d.layout === "appended" ? j < past || j >= width - s : j < past + s;
+  if (d.mask) {
+    feeds[d.mask] = ints(
+      [...Array(width).keys()].map((j) => +valid(j)),
+      [1, width],
+      d.dtypes[d.mask],
+    );
+  }
+  if (capacity !== undefined) {
+    // Slot j of the next past keeps present entry j, except the new entries' slots.
+    const from = (j: number) =>
+      d.layout === "appended" && j >= past && j < past + s ? capacity + j - past : j;
+    feeds[STEP.slots] = ints([...Array(capacity).keys()].map(from), [capacity], "i64");
+  }
+  return feeds;
+}
+
+/** Empty caches: `capacity` zero entries each (none without a capacity). */
+function emptyCaches(d: Decoder, capacity: number | undefined): Record<string, HostTensor> {
+  const out: Record<string, HostTensor> = {};
+  for (const c of d.caches) {
+    const shape = [1, c.heads, capacity ?? 0, c.headSize];
+    out[c.past] = {
+      data: allocate(c.dtype, c.heads * (capacity ?? 0) * c.headSize),
+      shape,
+      dtype: c.dtype,
+    } as HostTensor;
+  }
+  return out;
+}
+
+/** A host view of an output (device tensors read back), as numbers. */
+async function numbers(t: HostTensor | DeviceTensor): Promise<ArrayLike<number>> {
+  const host = t instanceof DeviceTensor ? await t.read() : t;
+  if (t instanceof DeviceTensor) t.dispose();
+  const data: TensorData = host.data;
+  if (data instanceof BigInt64Array) return Array.from(data, Number);
+  return host.dtype === "f16"
+    ? convertData(data, "f16", "f32") as Float32Array
+    : data as Float32Array;
+}
+
+/** The tokens of a generation, as they come; {@linkcode generate} makes one. */
+export class Generation implements AsyncIterable<number> {
+  readonly #model: OnnxModel;
+  readonly #decoder: Decoder;
+  readonly #prompt: readonly number[];
+  readonly #options: GenerateOptions;
+  readonly #sampler: Sampler;
+  readonly #plan: ReturnType<typeof plan>;
+  #started = false;
+  #stats?: GenerationStats;
+
+  /** A generation, checked: a model that is not a decoder or bad options throw here. */
+  constructor(model: OnnxModel, prompt: readonly number[], options: GenerateOptions = {}) {
+    this.#decoder = findDecoder(modelProto(model));
+    this.#plan = plan(prompt, options);
+    this.#sampler = new Sampler(options);
+    this.#model = model;
+    this.#prompt = [...prompt];
+    this.#options = options;
+  }
+
+  /** What the generation measured, once it has ended (undefined before). */
+  get stats(): GenerationStats | undefined {
+    return this.#stats;
+  }
+
+  /** The token ids, one at a time; a generation is iterated once. */
+  [Symbol.asyncIterator](): AsyncIterator<number> {
+    if (this.#started) {
+      throw bad("This generation has already been iterated", "call generate() again");
+    }
+    this.#started = true;
+    return this.#steps();
+  }
+
+  /** Every token id, once the generation ends. */
+  async collect(): Promise<number[]> {
+    const out: number[] = [];
+    for await (const t of this) out.push(t);
+    return out;
+  }
+
+  async *#steps(): AsyncGenerator<number> {
+    const d = this.#decoder, { maxNew, stops } = this.#plan;
+    const capacity = d.layout === "exact" ? undefined : this.#plan.capacity;
+    const step = stepModel(this.#model, d, capacity !== undefined);
+    const nexts = d.caches.map((c) => (capacity === undefined ? c.present : STEP.next(c.past)));
+    const runner = new StepRunner(step, this.#options, [
+      this.#sampler.greedy ? STEP.argmax : STEP.last,
+      ...nexts,
+    ]);
+    let caches: InputMap = emptyCaches(d, capacity);
+    let ids: readonly number[] = this.#prompt, past = 0, made = 0;
+    const began = performance.now();
+    let prefilled = began;
+    try {
+      while (made < maxNew) {
+        const out = await runner.run({ ...stepFeeds(d, ids, past, capacity), ...caches });
+        // Greedy steps read the device's argmax; sampling reads the last logits.
+        const read = await numbers(out[runner.wanted[0]]);
+        const token = this.#sampler.greedy ? read[0] : this.#sampler.pick(read);
+        runner.release(caches);
+        caches = Object.fromEntries(d.caches.map((c, i) => [c.past, out[nexts[i]]]));
+        if (made++ === 0) prefilled = performance.now();
+        past += ids.length;
+        ids = [token];
+        yield token;
+        if (stops.has(token)) break;
+      }
+    } finally {
+      runner.release(caches);
+      this.#stats = statsOf(
+        this.#prompt.length,
+        made,
+        began,
+        prefilled,
+        runner,
+        d.layout,
+        capacity,
+      );
+    }
+  }
+}
+
+/** The stats of a generation that made `made` tokens. */
+function statsOf(
+  promptTokens: number,
+  made: number,
+  began: number,
+  prefilled: number,
+  runner: StepRunner,
+  layout: CacheLayout,
+  capacity: number | undefined,
+): GenerationStats {
+  const end = performance.now();
+  const prefillMs = prefilled - began, decodeMs = made > 1 ? end - prefilled : 0;
+  return {
+    promptTokens,
+    newTokens: made,
+    prefillMs,
+    decodeMs,
+    prefillTokensPerSecond: prefillMs > 0 ? promptTokens / prefillMs * 1000 : 0,
+    decodeTokensPerSecond: decodeMs > 0 ? (made - 1) / decodeMs * 1000 : 0,
+    executables: runner.executables,
+    layout,
+    capacity,
+  };
+}
+
+/**
+ * Runs steps of a step model: compiled for each step's shapes (cached by the model), on the
+ * device where the backend has device memory, so the caches it returns stay there.
+ */
+class StepRunner {
+  readonly #model: OnnxModel;
+  readonly #options: CompileOptions;
+  readonly #seen = new Set<Executable>();
+  #resident = true;
+  /** The outputs each step reads: the token's source first, then the next caches. */
+  readonly wanted: readonly string[];
+
+  constructor(model: OnnxModel, options: CompileOptions, wanted: readonly string[]) {
+    this.#model = model;
+    this.#options = options;
+    this.wanted = wanted;
+  }
+
+  /** Executables run so far. */
+  get executables(): number {
+    return this.#seen.size;
+  }
+
+  /** One step's wanted outputs. */
+  async run(feeds: InputMap): Promise<Record<string, HostTensor | DeviceTensor>> {
+    const { executable, inputs } = await this.#model.compileFor(feeds, this.#options);
+    this.#seen.add(executable);
+    const options = { outputs: [...this.wanted] };
+    if (this.#resident) {
+      try {
+        return await executable.runOnDevice(inputs, options);
+      } catch (e) {
+        if (!(e instanceof KilnError && e.code === "unsupported")) throw e;
+        this.#resident = false;
+      }
+    }
+    return await executable.run(inputs, options);
+  }
+
+  /** Frees the device caches of a step once the next step has read them. */
+  release(caches: InputMap): void {
+    for (const t of Object.values(caches)) if (t instanceof DeviceTensor) t.dispose();
+  }
+}
+
+/**
+ * Generates token ids with an ONNX decoder after `promptIds`: greedy by default, or sampled
+ * (`temperature`, `topK`, `topP`, `seed`). Iterate the result for the ids as they come, or
+ * `collect()` them; `stats` then tells prefill and decode speed. A model that is not a decoder
+ * (no past inputs with present outputs, no ids input, no logits) is a typed error.
+ *
+ * @example
+ * ```ts
+ * import { generate, OnnxModel } from "../../mod.ts";
+ * const model = await OnnxModel.load("onnx/testdata/decoders/genai_tiny.onnx");
+ * const ids = await generate(model, [3, 17, 42], { maxNewTokens: 4, backend: "wasm" }).collect();
+ * ```
+ */
+export function generate(
+  model: OnnxModel,
+  promptIds: readonly number[],
+  options: GenerateOptions = {},
+): Generation {
+  return new Generation(model, promptIds, options);
+}

@@ -1,0 +1,87 @@
+/**
+ * The decoder a generation loop runs: the model as exported, with outputs a loop needs and no
+ * others. The last position's logits (`kiln_last_logits`, `[batch, vocabulary]`) and their
+ * argmax (`kiln_argmax`, the greedy token) are computed on the device, so a greedy step reads
+ * back one id. Where the cache has a fixed capacity, each present output is gathered back to that
+ * capacity (`kiln_next.<past>`) through a `kiln_slots` input that says which present entry each
+ * slot keeps: the new entries move into the slots after the valid past, the rest stay, and the
+ * result is next step's past, the same shape every step.
+ *
+ * @module
+ */
+import {
+  CODE_OF_DTYPE,
+  type ModelProto,
+  type NodeProto,
+  protoOf,
+  type ValueInfoProto,
+} from "../wire/proto.ts";
+import type { Decoder } from "./decoder.ts";
+
+/** Names the step model adds. */
+export const STEP = {
+  /** Input: for each cache slot, the present entry it keeps (`int64 [capacity]`). */
+  slots: "kiln_slots",
+  /** Output: the last position's logits. */
+  last: "kiln_last_logits",
+  /** Output: their argmax. */
+  argmax: "kiln_argmax",
+  /** Output: the next past of cache input `past`. */
+  next: (past: string): string => `kiln_next.${past}`,
+} as const;
+
+const INT64 = CODE_OF_DTYPE.i64;
+
+/**
+ * `model` turned into a generation step: `capacity` says whether its caches are kept at a fixed
+ * capacity (gathered through `kiln_slots`) or returned as the present outputs are.
+ */
+export function stepProto(model: ModelProto, decoder: Decoder, capacity: boolean): ModelProto {
+  const g = model.graph;
+  const lastIndex = "kiln_last_index";
+  const nodes: NodeProto[] = [
+    {
+      opType: "Gather",
+      input: [decoder.logits, lastIndex],
+      output: [STEP.last],
+      attribute: [{ name: "axis", type: 2, i: 1 }],
+    },
+    {
+      opType: "ArgMax",
+      input: [STEP.last],
+      output: [STEP.argmax],
+      attribute: [{ name: "axis", type: 2, i: 1 }, { name: "keepdims", type: 2, i: 0 }],
+    },
+  ];
+  const logitsType = g.output.find((o) => o.name === decoder.logits)?.type?.tensorType?.elemType;
+  const outputs: ValueInfoProto[] = [
+    { name: STEP.last, type: { tensorType: { elemType: logitsType ?? CODE_OF_DTYPE.f32 } } },
+    { name: STEP.argmax, type: { tensorType: { elemType: INT64 } } },
+  ];
+  for (const c of decoder.caches) {
+    const type = { tensorType: { elemType: CODE_OF_DTYPE[c.dtype] } };
+    if (!capacity) {
+      outputs.push({ name: c.present, type });
+      continue;
+    }
+    nodes.push({
+      opType: "Gather",
+      input: [c.present, STEP.slots],
+      output: [STEP.next(c.past)],
+      attribute: [{ name: "axis", type: 2, i: 2 }],
+    });
+    outputs.push({ name: STEP.next(c.past), type });
+  }
+  const last = protoOf(lastIndex, { data: BigInt64Array.of(-1n), shape: [], dtype: "i64" });
+  const slots = { name: STEP.slots, type: { tensorType: { elemType: INT64 } } };
+  return {
+    ...model,
+    graph: {
+      ...g,
+      node: [...g.node, ...nodes],
+      initializer: [...g.initializer, last],
+      input: capacity ? [...g.input, slots] : g.input,
+      output: outputs,
+    },
+  };
+}
