@@ -152,7 +152,9 @@ export class KernelGroups {
    * order, inputs numbered per kernel (`typeOf` gives the type of a buffer no group stores).
    */
   finish(typeOf: (value: number) => ValueType | undefined, maxInputs: number): KernelIR[] {
-    const live = this.#groups.filter((g) => g.outputs.length > 0);
+    const live = this.#groups
+      .filter((g) => g.outputs.length > 0)
+      .flatMap((g) => this.#withinBindings(g, maxInputs));
     const merged: Group[] = [];
     // What each group reads, walked once per group rather than once per dependency query.
     const reads = new Map<Group, Set<number>>();
@@ -198,6 +200,43 @@ export class KernelGroups {
     const order = this.#topo(merged);
     const kernels = order.map((g, i) => this.#kernel(g, i, typeOf, maxInputs));
     return groupChains(kernels, this.#log);
+  }
+
+  /**
+   * `g` as kernels that each bind at most `maxInputs + 1` buffers: where its reads and stores
+   * together pass the limit, its stores are shared out among copies of it that each recompute
+   * its reductions (their reads are each copy's base). A reduction whose value every layer of a
+   * deep model casts and reshapes in its epilogue stored one buffer per layer: 100 bindings in
+   * one kernel of a 24-layer decoder, where the device allows 16.
+   */
+  #withinBindings(g: Group, maxInputs: number): Group[] {
+    if (g.opaque || g.placement || this.loads(g).size + g.outputs.length <= maxInputs + 1) {
+      return [g];
+    }
+    const base = new Set<number>();
+    for (const r of g.reductions) buffersRead(r.expr, base);
+    const parts: { group: Group; reads: Set<number> }[] = [];
+    for (const o of g.outputs) {
+      const reads = buffersRead(o.expr);
+      let part = parts.at(-1);
+      const grown = part && new Set([...part.reads, ...reads]);
+      if (!part || grown!.size + part.group.outputs.length + 1 > maxInputs + 1) {
+        const group = this.create(g.space, g.reduced, g.pattern);
+        group.reductions.push(...g.reductions);
+        group.keptOrder = g.keptOrder;
+        g.labels.forEach((l) => group.labels.add(l));
+        part = { group, reads: new Set([...base, ...reads]) };
+        parts.push(part);
+      } else part.reads = grown!;
+      part.group.outputs.push(o);
+      this.#producer.set(o.value, part.group);
+    }
+    this.#log.push(
+      `kernel #${g.id} split into ${parts.length} (${
+        parts.map((p) => `#${p.group.id}`).join(", ")
+      }): its ${g.outputs.length} stores and ${this.loads(g).size} reads pass the binding limit`,
+    );
+    return parts.map((p) => p.group);
   }
 
   /** Whether `a` reads, transitively, a buffer `b` produces (each group visited once). */

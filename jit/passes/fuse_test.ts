@@ -362,3 +362,36 @@ Deno.test("merging independent elementwise kernels respects the binding limit, o
   }
   assert.ok(kernels.length >= 4);
 });
+
+Deno.test("a reduction whose epilogue stores many values is split within the binding limit", async () => {
+  // As a decoder's attention mask: one ReduceSum, and each of 12 layers casting and offsetting
+  // it in the reduction's epilogue, every result read by a kernel of its own.
+  const b = new GraphBuilder();
+  const mask = b.input("mask", [2, 16]);
+  const sum = b.op("ReduceSum", [mask], { axes: [1], keepdims: 1 });
+  const x = b.input("x", [2, 16]);
+  for (let i = 0; i < 12; i++) {
+    const offset = b.op("Add", [sum, b.constant(i)]);
+    b.output(`y${i}`, b.op("Mul", [b.op("Softmax", [b.op("Mul", [x, offset])], { axis: 1 }), x]));
+  }
+  const graph = b.build();
+  const { kernels, log } = fuse(graph, { maxInputs: 4 });
+  for (const k of kernels) {
+    assert.ok(
+      k.inputs.length + k.outputs.length <= 5,
+      `${k.name}: ${k.inputs.length} in, ${k.outputs.length} out`,
+    );
+  }
+  assert.ok(log.some((l) => /split into/.test(l)), log.join("\n"));
+  const feeds = { mask: f32([2, 16], 1), x: f32([2, 16], 2) };
+  const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
+  for (const backend of ["wasm", "webgpu"]) {
+    const got = await (await compile(graph, { backend, cache: false })).run(feeds);
+    for (let i = 0; i < 12; i++) {
+      assertClose(numbers(got[`y${i}`].data), numbers(want[`y${i}`].data), {
+        rtol: 1e-5,
+        message: `${backend} y${i}`,
+      });
+    }
+  }
+});

@@ -127,6 +127,55 @@ Deno.test("generate: a decoder that cannot mask padding gets the exact past each
   assert.equal(g.stats!.capacity, undefined);
 });
 
+/**
+ * genai_tiny deepened to `layers` layers (layer 1's nodes repeated with its weights, each new
+ * layer with its own cache): the layout of a 24-layer model, where every layer reads the
+ * attention mask's sums.
+ */
+function deepened(bytes: Uint8Array, layers: number): OnnxModel {
+  const proto = decodeModel(bytes);
+  const g = proto.graph;
+  const weights = new Set(g.initializer.map((t) => t.name));
+  const own = (n: NodeProto) => n.output.some((o) => /^(l1\.|present\.1\.)/.test(o));
+  const layer = g.node.filter(own);
+  const after = g.node.filter((n) => !own(n) && n.input.some((i) => i.startsWith("l1.")));
+  const renamed = (k: number) => (name: string) =>
+    weights.has(name) ? name : name.replace(/^l1\./, `l${k}.`).replace(/^l0\./, `l${k - 1}.`)
+      .replace(/^(past_key_values|present)\.1\./, `$1.${k}.`);
+  for (let k = 2; k < layers; k++) {
+    const r = renamed(k);
+    const copies = layer.map((n) => ({
+      ...n,
+      name: r(n.name ?? ""),
+      input: n.input.map(r),
+      output: n.output.map(r),
+    }));
+    g.node.splice(g.node.indexOf(after[0]), 0, ...copies);
+    for (const kind of ["key", "value"]) {
+      g.input.push({
+        ...g.input.find((v) => v.name === `past_key_values.1.${kind}`)!,
+        name: `past_key_values.${k}.${kind}`,
+      });
+      g.output.push({
+        ...g.output.find((v) => v.name === `present.1.${kind}`)!,
+        name: `present.${k}.${kind}`,
+      });
+    }
+  }
+  for (const n of after) n.input = n.input.map((i) => i.replace(/^l1\./, `l${layers - 1}.`));
+  return OnnxModel.fromBytes(encodeModel(proto));
+}
+
+Deno.test("generate: a 24-layer decoder runs on the software adapter within its binding limit", async () => {
+  const bytes = await Deno.readFile(new URL("genai_tiny.onnx", DIR));
+  const model = deepened(bytes, 24);
+  const want = await generate(model, [3, 17, 42], { maxNewTokens: 3, backend: "wasm" }).collect();
+  // Every layer casts the mask's sum: fused, that one reduction stored 100 buffers, past the
+  // adapter's 16 storage buffers a stage.
+  const got = await generate(model, [3, 17, 42], { maxNewTokens: 3, backend: "webgpu" }).collect();
+  assert.deepEqual(got, want);
+});
+
 Deno.test("generate: what is not a decoder, and bad options, are typed errors", async () => {
   const mlp = await referenceModel("mlp");
   assert.throws(() => generate(OnnxModel.fromBytes(mlp.bytes), [1]), typed(/not a decoder/));
