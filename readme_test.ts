@@ -16,6 +16,8 @@ const EXPECTED: Readonly<Record<string, readonly RegExp[]>> = {
   "docs/onnx.md#1": [/\[ 1e\+300, 1\.000000000001 \]\nunsupported\n\[ Infinity, 1 \]/],
   // Registered ONNX op, progress and a caller-owned output buffer.
   "docs/onnx.md#2": [/Float32Array\(3\) \[ 2, 4, 6 \]/],
+  // A generation: ONNX Runtime's greedy ids, one prefill and one decode executable.
+  "docs/onnx.md#3": [/^59\n17\n64\n47\n111\n2$/m],
   "docs/backends.md#0": [/0\.03125/, /\[ "matmul_0", "softmax_1" \]/, /\[ 4 \] webgpu/],
   // The precision example: f16 results where the GPU has shader-f16, else the refusal.
   "docs/backends.md#1": [/^(Float32Array\(2\) \[ 0\.69970703125, 7 \]|unsupported)$/m],

@@ -40,43 +40,10 @@ import {
   writeTextFile,
 } from "./files.ts";
 import { info } from "./info.ts";
+import { generateCommand } from "./generate.ts";
+import { HELP } from "./help.ts";
 import { progressDisplay, softwareGpu } from "./progress.ts";
 import { optionError, pairs, parseShape, readbackNote, runCount, useGpu } from "./args.ts";
-
-const HELP = `kiln ${VERSION}: a JIT codegen runtime for tensor compute graphs
-
-Usage:
-  kiln run [MODEL.onnx] [--backend auto|ID] [--input NAME=FILE.bin ...] [--shape NAME=2x3 ...]
-           [--save DIR] [--runs N] [--json] [--explain] [--quiet] [--precision f32|f16-storage|f16]
-           [--narrow-f64]
-      Compile and run MODEL (default: the built-in demo MLP). Inputs are raw little-endian files
-      in the model's dtype; missing inputs are seeded random. --save writes DIR/<output>.bin and
-      DIR/outputs.json. --precision f16 (or f16-storage) needs --backend webgpu on a GPU with
-      shader-f16; inputs and outputs stay f32. --narrow-f64 lets a backend without f64 (webgpu)
-      compute a double model in f32; inputs and outputs stay f64. A compile that takes over a
-      second shows its phases on stderr (--quiet or --json: none).
-  kiln explain [MODEL.onnx] [--backend auto|ID] [--shape NAME=2x3 ...] [--json] [--dot FILE]
-               [--svg FILE] [--wat]
-      The fusion and placement plan; --dot writes it for Graphviz, --svg draws it with dot,
-      --wat prints each wasm kernel as WebAssembly text (through Binaryen, fetched on first use).
-  kiln bench [MODEL.onnx] [--backends ID,ID] [--runs N] [--warmup N] [--threads N] [--json]
-             [--precision f32|f16-storage|f16] [--narrow-f64]
-      Compile time, first run, median and p90 run time per backend (after --warmup runs, default
-      3; --threads sizes the wasm backend's thread pool; --backend ID is one backend).
-  kiln info [MODEL.onnx] [--json]
-      Backends, device profiles, cache location and size; with a model, its summary: producer,
-      opsets, inputs and outputs, parameters, op histogram and ops kiln cannot import.
-  kiln --version
-      The version. Every command takes --help.
-
-Every command takes --gpu auto|dawn|navigator: the WebGPU implementation (default: KILN_GPU, else
-auto: Dawn on a hardware GPU where the webgpu npm package loads, else navigator, Deno's own).
-Dawn's readback takes microseconds where Deno's sleeps 10 ms. KILN_DAWN_FLAGS passes Dawn its
-flags (backend=opengles where only EGL is).
-
-Exit codes: 0 ok, 1 bad input (a message with a Fix:), 2 usage (unknown command or option),
-70 an unexpected error (KILN_DEBUG=1 prints its stack).
-`;
 
 /** Summary statistics of one output. */
 export interface OutputSummary {
@@ -546,6 +513,8 @@ export async function main(args: string[]): Promise<number> {
         return await bench(rest);
       case "info":
         return await info(rest);
+      case "generate":
+        return await generateCommand(rest);
       case "help":
       case "--help":
       case "-h":
@@ -553,7 +522,7 @@ export async function main(args: string[]): Promise<number> {
         return 0;
       default:
         console.error(
-          `kiln: unknown command "${command}". Fix: use one of run, explain, bench, info, help\n\n${HELP}`,
+          `kiln: unknown command "${command}". Fix: use one of run, explain, bench, info, generate, help\n\n${HELP}`,
         );
         return 2;
     }

@@ -1,0 +1,63 @@
+/** `kiln generate`: ids as ONNX Runtime gives them, JSON with stats, typed usage errors. */
+import assert from "node:assert/strict";
+
+async function kiln(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL("./mod.ts", import.meta.url).pathname, ...args],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+const decoders = new URL("../onnx/testdata/decoders/", import.meta.url);
+const recorded = JSON.parse(await Deno.readTextFile(new URL("decoders.json", decoders)));
+const model = new URL("torch_tiny.onnx", decoders).pathname;
+const prompt = recorded.torch_tiny.prompt.join(",");
+
+Deno.test("kiln generate prints ONNX Runtime's greedy ids, then prefill and decode speed", async () => {
+  const r = await kiln(
+    "generate",
+    model,
+    "--prompt-ids",
+    prompt,
+    "--max-new",
+    "8",
+    "--backend",
+    "wasm",
+  );
+  assert.equal(r.code, 0, r.stderr);
+  const [ids, prefill, decode] = r.stdout.trim().split("\n");
+  assert.deepEqual(ids.trim().split(" ").map(Number), recorded.torch_tiny.greedy.slice(0, 8));
+  assert.match(prefill, /^prefill +7 tokens in [\d.]+ ms \([\d.]+ tokens\/s\)/);
+  assert.match(decode, /^decode +7 tokens in [\d.]+ ms .*2 executables, appended cache of 64/);
+});
+
+Deno.test("kiln generate --json gives the ids and stats; bad flags are usage errors", async () => {
+  const args = ["--prompt-ids", prompt, "--max-new", "3", "--backend", "wasm", "--json"];
+  const r = await kiln("generate", model, ...args, "--temperature", "0.7", "--seed", "3");
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  assert.equal(out.ids.length, 3);
+  assert.equal(out.stats.newTokens, 3);
+  const again = JSON.parse(
+    (await kiln("generate", model, ...args, "--temperature", "0.7", "--seed", "3")).stdout,
+  );
+  assert.deepEqual(again.ids, out.ids);
+  for (
+    const [bad, pattern, code] of [
+      [["--prompt-ids", "1,x"], /not a list of token ids.*Fix:/, 2],
+      [["--prompt-ids", "1", "--top-p", "abc"], /--top-p "abc" is not a number.*Fix:/, 2],
+      [["--prompt-ids", "1", "--top-p", "2"], /topP 2 is not in \(0, 1\].*Fix:/, 1],
+      [[], /needs --prompt-ids.*Fix:/, 2],
+    ] as const
+  ) {
+    const e = await kiln("generate", model, ...bad);
+    assert.equal(e.code, code, e.stderr);
+    assert.match(e.stderr, pattern);
+  }
+  const none = await kiln("generate");
+  assert.equal(none.code, 2);
+  assert.match(none.stderr, /needs a model.*Fix:/);
+});
