@@ -203,7 +203,42 @@ def greedy(path, prompt, new, heads_of):
     return out
 
 
+def ort_bench(path, prompt_len=128, new=128, threads=16):
+    """ONNX Runtime's CPU loop (past fed back, as onnxruntime-genai does without a shared buffer):
+    prefill ms and decode tokens/s, and the packed bytes of the MatMulNBits weights."""
+    import time
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    pasts = [i for i in sess.get_inputs() if i.name.startswith("past_key_values")]
+    rng = np.random.default_rng(1)
+    prompt = rng.integers(0, 1000, prompt_len).tolist()
+    feeds = {p.name: np.zeros((1, p.shape[1], 0, p.shape[3]), np.float32) for p in pasts}
+    ids, step, times = list(prompt), np.array([prompt], np.int64), []
+    for _ in range(new):
+        t = time.perf_counter()
+        feeds["input_ids"] = step
+        feeds["attention_mask"] = np.ones((1, len(ids)), np.int64)
+        res = sess.run(None, feeds)
+        token = int(np.argmax(res[0][0, -1]))
+        times.append(time.perf_counter() - t)
+        ids.append(token)
+        for p, present in zip(pasts, res[1:]):
+            feeds[p.name] = present
+        step = np.array([[token]], np.int64)
+    model = onnx.load(path, load_external_data=True)
+    packed = sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer
+                 if any(t.name in n.input[1:] for n in model.graph.node if n.op_type == "MatMulNBits"))
+    return {"runner": "ort-cpu", "threads": threads, "prefill_ms": times[0] * 1000,
+            "decode_tokens_per_s": (new - 1) / sum(times[1:]), "ids": ids[prompt_len:prompt_len + 8],
+            "packed_weight_bytes": packed}
+
+
 def main():
+    if "--ort-bench" in sys.argv:
+        print(json.dumps(ort_bench(sys.argv[sys.argv.index("--ort-bench") + 1])))
+        return
     genai = genai_decoder("genai_tiny", 2, 64, 4, 2, 128, 128, 256, 11)
     onnx.save(genai, f"{OUT}/genai_tiny.onnx")
     export_torch(f"{OUT}/torch_tiny.onnx")

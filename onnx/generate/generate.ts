@@ -216,6 +216,14 @@ export class Generation implements AsyncIterable<number> {
     let ids: readonly number[] = this.#prompt, past = 0, made = 0;
     const began = performance.now();
     let prefilled = began;
+    // With a fixed capacity the decode step's shapes are known now: it compiles beside prefill,
+    // so the first decode steps run as fast as later ones.
+    if (capacity !== undefined) {
+      await runner.prepare([
+        { ...stepFeeds(d, ids, 0, capacity), ...caches },
+        { ...stepFeeds(d, [0], ids.length, capacity), ...caches },
+      ]);
+    }
     try {
       while (made < maxNew) {
         const out = await runner.run({ ...stepFeeds(d, ids, past, capacity), ...caches });
@@ -307,6 +315,11 @@ class StepRunner {
       }
     }
     return await executable.run(inputs, options);
+  }
+
+  /** Compiles the executables of steps with these inputs (their shapes and small values). */
+  async prepare(feeds: readonly InputMap[]): Promise<void> {
+    await Promise.all(feeds.map((f) => this.#model.compileFor(f, this.#options)));
   }
 
   /** Frees the device caches of a step once the next step has read them. */

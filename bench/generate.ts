@@ -1,0 +1,42 @@
+/**
+ * Generation speed: prefill and decode tokens per second of `kiln.generate` on one decoder, per
+ * backend, for a process's first generation (compiles included) and a warm one after it, with a
+ * seeded random prompt. One JSON line per backend:
+ *
+ *   deno run -A bench/generate.ts MODEL.onnx [--backends webgpu,wasm] [--prompt 128] [--new 128]
+ *
+ * Run each backend in a process of its own for numbers that do not share a warm-up
+ * (bench/generate_device.sh does, on the GPU machine).
+ */
+import { parseArgs } from "node:util";
+import { generate, OnnxModel } from "../mod.ts";
+import { rng } from "../jit/support/random.ts";
+
+const { values, positionals } = parseArgs({
+  args: Deno.args,
+  options: {
+    backends: { type: "string", default: "webgpu" },
+    prompt: { type: "string", default: "128" },
+    new: { type: "string", default: "128" },
+    vocab: { type: "string", default: "1000" },
+  },
+  allowPositionals: true,
+});
+const path = positionals[0];
+if (!path) throw new Error("usage: bench/generate.ts MODEL.onnx [--backends ...]");
+const next = rng(1);
+const prompt = Array.from(
+  { length: Number(values.prompt) },
+  () => Math.floor(next() * Number(values.vocab)),
+);
+const model = await OnnxModel.load(path);
+for (const backend of values.backends.split(",")) {
+  const runs = [];
+  for (let i = 0; i < 2; i++) {
+    const g = generate(model, prompt, { maxNewTokens: Number(values.new), backend });
+    const ids = await g.collect();
+    runs.push({ ids: ids.slice(0, 8), ...g.stats });
+  }
+  console.log(JSON.stringify({ model: path, backend, first: runs[0], warm: runs[1] }));
+}
+model.dispose();
