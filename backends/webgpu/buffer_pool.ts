@@ -1,6 +1,7 @@
 /**
  * GPU memory: a pool of buffers in power-of-two size buckets with separate free lists per usage,
- * under a byte cap. Buffers go back to the pool only when the submit that used them is done
+ * under a byte cap (programs' resident weights aside: they live as long as their program, and
+ * evicting the working set because they pass the cap only rebuilds it). Buffers go back to the pool only when the submit that used them is done
  * (the caller releases after its one await); when the cap is exceeded, free buffers are destroyed
  * oldest first, and an allocation that fails for lack of memory evicts everything free and
  * retries once before giving a clear error.
@@ -25,6 +26,11 @@ export interface PoolStats {
   allocations: number;
   /** Free buffers destroyed to stay under the cap. */
   evictions: number;
+  /**
+   * Bytes of buffers acquired as resident (a program's weights and constants, held while it
+   * lives): part of `allocatedBytes` and `inUseBytes`, but not held to the cap.
+   */
+  residentBytes: number;
 }
 
 /** The bucket size for a request: a power of two, at least 256 bytes. */
@@ -42,6 +48,7 @@ export function emptyPoolStats(): PoolStats {
     reuses: 0,
     allocations: 0,
     evictions: 0,
+    residentBytes: 0,
   };
 }
 
@@ -51,9 +58,13 @@ export class BufferPool {
   #cap: number;
   #free = new Map<string, GPUBuffer[]>();
   #sizes = new Map<GPUBuffer, number>();
+  #resident = new Set<GPUBuffer>();
   #stats: PoolStats = emptyPoolStats();
 
-  /** A pool on `device` holding at most `capBytes` (in use plus pooled, when it can). */
+  /**
+   * A pool on `device` holding at most `capBytes` (in use plus pooled, resident buffers aside,
+   * when it can).
+   */
   constructor(device: GPUDevice, capBytes: number) {
     this.#device = device;
     this.#cap = capBytes;
@@ -76,10 +87,16 @@ export class BufferPool {
     return reuse;
   }
 
-  /** A buffer of at least `bytes` with `usage`. */
-  async acquire(bytes: number, usage: number): Promise<GPUBuffer> {
+  /**
+   * A buffer of at least `bytes` with `usage`. A `resident` one (a program's weights, held for the
+   * program's life) is not held to the cap: counting it there made a model whose weights pass
+   * the cap evict every free buffer at each release and create them again for the next run
+   * (a 0.5B decoder's 2 GB of weights against a 1 GiB cap: every decode step re-created its
+   * buffers, and on Dawn each creation waits for an error scope, stalling steps for seconds).
+   */
+  async acquire(bytes: number, usage: number, resident = false): Promise<GPUBuffer> {
     const reuse = this.reuse(bytes, usage);
-    if (reuse) return reuse;
+    if (reuse) return this.#held(reuse, resident);
     const size = this.#sizeOf(bytes);
     this.#trim(size);
     let buffer = await this.#create(size, usage);
@@ -101,6 +118,15 @@ export class BufferPool {
     this.#stats.allocatedBytes += size;
     this.#stats.inUseBytes += size;
     this.#stats.peakBytes = Math.max(this.#stats.peakBytes, this.#stats.allocatedBytes);
+    return this.#held(buffer, resident);
+  }
+
+  /** `buffer`, recorded as resident where it is. */
+  #held(buffer: GPUBuffer, resident: boolean): GPUBuffer {
+    if (resident) {
+      this.#resident.add(buffer);
+      this.#stats.residentBytes += this.#sizes.get(buffer)!;
+    }
     return buffer;
   }
 
@@ -109,6 +135,7 @@ export class BufferPool {
     for (const b of buffers) {
       const size = this.#sizes.get(b);
       if (size === undefined) continue;
+      if (this.#resident.delete(b)) this.#stats.residentBytes -= size;
       const key = `${size}:${b.usage}`;
       this.#free.set(key, [...(this.#free.get(key) ?? []), b]);
       this.#stats.inUseBytes -= size;
@@ -122,7 +149,13 @@ export class BufferPool {
     for (const b of this.#sizes.keys()) b.destroy();
     this.#sizes.clear();
     this.#free.clear();
-    Object.assign(this.#stats, { allocatedBytes: 0, inUseBytes: 0, pooledBytes: 0 });
+    this.#resident.clear();
+    Object.assign(this.#stats, {
+      allocatedBytes: 0,
+      inUseBytes: 0,
+      pooledBytes: 0,
+      residentBytes: 0,
+    });
   }
 
   /** The bucket a request of `bytes` takes. */
@@ -137,7 +170,8 @@ export class BufferPool {
     for (const [key, list] of this.#free) {
       while (
         list.length &&
-        this.#stats.allocatedBytes + (incoming === Infinity ? this.#cap : incoming) > this.#cap
+        this.#stats.allocatedBytes - this.#stats.residentBytes +
+              (incoming === Infinity ? this.#cap : incoming) > this.#cap
       ) {
         const b = list.shift()!;
         const size = this.#sizes.get(b)!;

@@ -227,7 +227,7 @@ class GpuProgram implements Program {
     const now = keep ? undefined : pool.reuse(bytes, STORAGE);
     if (now) return write(now, stored);
     const w = !keep && stored === t.data ? (t.data.slice() as typeof stored) : stored;
-    const buffer = pool.acquire(bytes, STORAGE).then((buffer) => write(buffer, w));
+    const buffer = pool.acquire(bytes, STORAGE, keep).then((buffer) => write(buffer, w));
     if (keep) {
       resident.set(t.data, buffer);
       // A failed upload (out of memory) must not stay cached for every later run.

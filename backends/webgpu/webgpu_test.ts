@@ -575,3 +575,26 @@ Deno.test("a kernel binds at most what both the stage and the bind group allow",
   assert.equal(storageBindings(limits(1_000_000, 40)), 32);
   assert.equal(storageBindings(limits(8, 1000)), 8);
 });
+
+Deno.test("resident buffers past the cap do not make the pool evict its working set", async () => {
+  const cap = 1 << 20;
+  const pool = new BufferPool(gpu.device!, cap);
+  // A program's weights, twice the cap, held for its life.
+  const weights = await pool.acquire(2 * cap, GPUBufferUsage.STORAGE, true);
+  assert.equal(pool.stats().residentBytes, 2 * cap);
+  for (let i = 0; i < 10; i++) {
+    const step = [
+      await pool.acquire(60_000, GPUBufferUsage.STORAGE),
+      await pool.acquire(4096, GPUBufferUsage.STORAGE),
+    ];
+    pool.release(step);
+  }
+  const s = pool.stats();
+  assert.equal(s.allocations, 3, "the working set is created once and reused");
+  assert.equal(s.evictions, 0);
+  // Released, the weights are an ordinary free buffer again, held to the cap.
+  pool.release([weights]);
+  assert.equal(pool.stats().residentBytes, 0);
+  assert.ok(pool.stats().allocatedBytes <= cap, `${pool.stats().allocatedBytes}`);
+  pool.dispose();
+});
