@@ -49,6 +49,8 @@ export interface Decoder {
   readonly useCache?: string;
   /** The logits output (`[batch, sequence, vocabulary]`). */
   readonly logits: string;
+  /** The vocabulary's size, where the logits declare it. */
+  readonly vocabulary?: number;
   /** The caches, in layer order, keys before values. */
   readonly caches: readonly DecoderCache[];
   /** How present outputs hold the new entries. */
@@ -142,5 +144,7 @@ export function findDecoder(model: ModelProto): Decoder {
   for (const i of input.filter((i) => known.has(i.name) && !pasts.has(i.name))) {
     dtypes[i.name] = dtypeOfCode(i.type?.tensorType?.elemType ?? 0, `input "${i.name}"`);
   }
-  return { ids, mask, positions, useCache, logits, caches, layout, dtypes };
+  const last = dimsOf(output.find((o) => o.name === logits)!)?.at(-1);
+  const vocabulary = typeof last === "number" ? last : undefined;
+  return { ids, mask, positions, useCache, logits, vocabulary, caches, layout, dtypes };
 }

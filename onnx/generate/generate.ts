@@ -18,7 +18,7 @@ import { KilnError } from "../../jit/support/errors.ts";
 import { modelOfProto, modelProto, type OnnxModel } from "../model.ts";
 import { type CacheLayout, type Decoder, findDecoder } from "./decoder.ts";
 import { Sampler, type SamplingOptions } from "./sampling.ts";
-import { STEP, stepProto } from "./step_model.ts";
+import { STEP, type StepForm, stepProto } from "./step_model.ts";
 
 /** Options of {@linkcode generate}: how tokens are chosen, when to stop, where it runs. */
 export interface GenerateOptions extends SamplingOptions, CompileOptions {
@@ -56,16 +56,15 @@ export interface GenerationStats {
 }
 
 /** Step models by source model and form: repeated generations reuse their executables. */
-const stepModels = new WeakMap<OnnxModel, Map<boolean, OnnxModel>>();
+const stepModels = new WeakMap<OnnxModel, Map<string, OnnxModel>>();
 
-/** `model` as a generation step (cached). */
-function stepModel(model: OnnxModel, decoder: Decoder, capacity: boolean): OnnxModel {
+/** `model` as a generation step of `form` (cached). */
+function stepModel(model: OnnxModel, decoder: Decoder, form: StepForm): OnnxModel {
   let forms = stepModels.get(model);
   if (!forms) stepModels.set(model, forms = new Map());
-  let step = forms.get(capacity);
-  if (!step) {
-    forms.set(capacity, step = modelOfProto(stepProto(modelProto(model), decoder, capacity)));
-  }
+  const key = `${form.capacity}:${form.topK ?? ""}`;
+  let step = forms.get(key);
+  if (!step) forms.set(key, step = modelOfProto(stepProto(modelProto(model), decoder, form)));
   return step;
 }
 
@@ -150,15 +149,22 @@ function emptyCaches(d: Decoder, capacity: number | undefined): Record<string, H
   return out;
 }
 
-/** A host view of an output (device tensors read back), as numbers. */
-async function numbers(t: HostTensor | DeviceTensor): Promise<ArrayLike<number>> {
-  const host = t instanceof DeviceTensor ? await t.read() : t;
-  if (t instanceof DeviceTensor) t.dispose();
-  const data: TensorData = host.data;
-  if (data instanceof BigInt64Array) return Array.from(data, Number);
-  return host.dtype === "f16"
-    ? convertData(data, "f16", "f32") as Float32Array
-    : data as Float32Array;
+/**
+ * Host views of outputs as numbers: device tensors read back together (one map where the
+ * backend batches reads) and freed.
+ */
+async function numbers(ts: readonly (HostTensor | DeviceTensor)[]): Promise<ArrayLike<number>[]> {
+  const device = ts.filter((t): t is DeviceTensor => t instanceof DeviceTensor);
+  const read = device.length ? await DeviceTensor.readAll(device) : [];
+  device.forEach((t) => t.dispose());
+  return ts.map((t) => {
+    const host = t instanceof DeviceTensor ? read[device.indexOf(t)] : t;
+    const data: TensorData = host.data;
+    if (data instanceof BigInt64Array) return Array.from(data, Number);
+    return host.dtype === "f16"
+      ? convertData(data, "f16", "f32") as Float32Array
+      : data as Float32Array;
+  });
 }
 
 /** The tokens of a generation, as they come; {@linkcode generate} makes one. */
@@ -206,12 +212,19 @@ export class Generation implements AsyncIterable<number> {
   async *#steps(): AsyncGenerator<number> {
     const d = this.#decoder, { maxNew, stops } = this.#plan;
     const capacity = d.layout === "exact" ? undefined : this.#plan.capacity;
-    const step = stepModel(this.#model, d, capacity !== undefined);
+    // Sampling among the top k draws from 2k numbers computed on the device, not the
+    // vocabulary's logits (600 KB a token for 151936 ids).
+    const { topK } = this.#options;
+    const onDevice = !this.#sampler.greedy && topK !== undefined && topK < (d.vocabulary ?? 0);
+    const form = { capacity: capacity !== undefined, topK: onDevice ? topK : undefined };
+    const step = stepModel(this.#model, d, form);
     const nexts = d.caches.map((c) => (capacity === undefined ? c.present : STEP.next(c.past)));
-    const runner = new StepRunner(step, this.#options, [
-      this.#sampler.greedy ? STEP.argmax : STEP.last,
-      ...nexts,
-    ]);
+    const choice = this.#sampler.greedy
+      ? [STEP.argmax]
+      : onDevice
+      ? [STEP.topValues, STEP.topIds]
+      : [STEP.last];
+    const runner = new StepRunner(step, this.#options, [...choice, ...nexts]);
     let caches: InputMap = emptyCaches(d, capacity);
     let ids: readonly number[] = this.#prompt, past = 0, made = 0;
     const began = performance.now();
@@ -227,9 +240,13 @@ export class Generation implements AsyncIterable<number> {
     try {
       while (made < maxNew) {
         const out = await runner.run({ ...stepFeeds(d, ids, past, capacity), ...caches });
-        // Greedy steps read the device's argmax; sampling reads the last logits.
-        const read = await numbers(out[runner.wanted[0]]);
-        const token = this.#sampler.greedy ? read[0] : this.#sampler.pick(read);
+        // Greedy steps read the device's argmax; sampling reads the top k or the last logits.
+        const [values, topIds] = await numbers(choice.map((name) => out[name]));
+        const token = this.#sampler.greedy
+          ? values[0]
+          : topIds
+          ? topIds[this.#sampler.pick(values)]
+          : this.#sampler.pick(values);
         runner.release(caches);
         caches = Object.fromEntries(d.caches.map((c, i) => [c.past, out[nexts[i]]]));
         if (made++ === 0) prefilled = performance.now();

@@ -50,6 +50,18 @@ Deno.test("generate: on webgpu the caches stay on the device; a step reads back 
   assert.equal(stats().kiln_bytes_downloaded_total - before, 6 * 4);
 });
 
+Deno.test("generate: sampling among the top k reads back 2k numbers a step, not the logits", async () => {
+  const { prompt } = recorded.torch_tiny;
+  const model = await load("torch_tiny");
+  const options = { maxNewTokens: 4, temperature: 1, topK: 8, seed: 3 };
+  const want = await generate(model, prompt, { ...options, backend: "wasm" }).collect();
+  const before = stats().kiln_bytes_downloaded_total;
+  const got = await generate(model, prompt, { ...options, backend: "webgpu" }).collect();
+  assert.deepEqual(got, want);
+  // Each step: 8 values and 8 ids of 4 bytes; the 128 logits never come back.
+  assert.equal(stats().kiln_bytes_downloaded_total - before, 4 * 8 * 8);
+});
+
 Deno.test("generate: sampling repeats with its seed, on every backend", async () => {
   const model = await load("torch_tiny");
   const { prompt } = recorded.torch_tiny;

@@ -26,17 +26,30 @@ export const STEP = {
   last: "kiln_last_logits",
   /** Output: their argmax. */
   argmax: "kiln_argmax",
+  /** Output: the `topK` largest of them, largest first (where the step keeps a top k). */
+  topValues: "kiln_top_values",
+  /** Output: the ids of those. */
+  topIds: "kiln_top_ids",
   /** Output: the next past of cache input `past`. */
   next: (past: string): string => `kiln_next.${past}`,
 } as const;
 
 const INT64 = CODE_OF_DTYPE.i64;
 
+/** How a step model is made. */
+export interface StepForm {
+  /** Whether the caches are kept at a fixed capacity (gathered through `kiln_slots`). */
+  readonly capacity: boolean;
+  /** A top k of the last logits computed on the device, for sampling among them. */
+  readonly topK?: number;
+}
+
 /**
- * `model` turned into a generation step: `capacity` says whether its caches are kept at a fixed
- * capacity (gathered through `kiln_slots`) or returned as the present outputs are.
+ * `model` turned into a generation step: caches at a fixed capacity or returned as the present
+ * outputs are, and the last logits' argmax and, where asked, their top k.
  */
-export function stepProto(model: ModelProto, decoder: Decoder, capacity: boolean): ModelProto {
+export function stepProto(model: ModelProto, decoder: Decoder, form: StepForm): ModelProto {
+  const { capacity, topK } = form;
   const g = model.graph;
   const lastIndex = "kiln_last_index";
   const nodes: NodeProto[] = [
@@ -72,14 +85,33 @@ export function stepProto(model: ModelProto, decoder: Decoder, capacity: boolean
     });
     outputs.push({ name: STEP.next(c.past), type });
   }
-  const last = protoOf(lastIndex, { data: BigInt64Array.of(-1n), shape: [], dtype: "i64" });
+  const initializer = [
+    ...g.initializer,
+    protoOf(lastIndex, { data: BigInt64Array.of(-1n), shape: [], dtype: "i64" }),
+  ];
+  if (topK !== undefined) {
+    // Sampling then reads 2k numbers a token, not the whole vocabulary's logits.
+    initializer.push(
+      protoOf("kiln_top_k", { data: BigInt64Array.of(BigInt(topK)), shape: [1], dtype: "i64" }),
+    );
+    nodes.push({
+      opType: "TopK",
+      input: [STEP.last, "kiln_top_k"],
+      output: [STEP.topValues, STEP.topIds],
+      attribute: [{ name: "axis", type: 2, i: 1 }],
+    });
+    outputs.push(
+      { name: STEP.topValues, type: { tensorType: { elemType: logitsType ?? CODE_OF_DTYPE.f32 } } },
+      { name: STEP.topIds, type: { tensorType: { elemType: INT64 } } },
+    );
+  }
   const slots = { name: STEP.slots, type: { tensorType: { elemType: INT64 } } };
   return {
     ...model,
     graph: {
       ...g,
       node: [...g.node, ...nodes],
-      initializer: [...g.initializer, last],
+      initializer,
       input: capacity ? [...g.input, slots] : g.input,
       output: outputs,
     },
