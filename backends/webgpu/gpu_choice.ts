@@ -42,14 +42,27 @@ export interface GpuCandidates {
 /** A load slower than this fetched the package rather than reading it from the cache. */
 const FETCHED_MS = 2000;
 
+/** What {@linkcode fastestGpu} chose. */
+export interface GpuChosen {
+  /** The implementation. */
+  readonly gpu: GPU;
+  /** Whether it is Dawn. */
+  readonly dawn: boolean;
+  /**
+   * The adapter the choice asked Deno's WebGPU for, where it kept Deno's: the backend takes it
+   * rather than asking for a second one (with default options).
+   */
+  readonly adapter?: GPUAdapter;
+}
+
 /**
  * The faster implementation here (see the module's description): Dawn on a hardware adapter
  * where it loads, else Deno's; `dawn` says which was taken.
  */
-export async function fastestGpu(c: GpuCandidates): Promise<{ gpu: GPU; dawn: boolean }> {
+export async function fastestGpu(c: GpuCandidates): Promise<GpuChosen> {
   const adapter = c.navigator ? await c.navigator.requestAdapter().catch(() => null) : null;
   if (c.navigator && (!adapter || isSoftwareAdapter(adapter))) {
-    return { gpu: c.navigator, dawn: false };
+    return adapter ? { gpu: c.navigator, dawn: false, adapter } : { gpu: c.navigator, dawn: false };
   }
   const began = performance.now();
   try {
@@ -65,7 +78,7 @@ export async function fastestGpu(c: GpuCandidates): Promise<{ gpu: GPU; dawn: bo
     }
     return { gpu, dawn: true };
   } catch (e) {
-    if (c.navigator) return { gpu: c.navigator, dawn: false };
+    if (c.navigator) return { gpu: c.navigator, dawn: false, ...(adapter ? { adapter } : {}) };
     throw e;
   }
 }

@@ -20,6 +20,9 @@ Deno.test("auto takes Dawn on a hardware adapter, Deno's WebGPU on a software on
   const soft = await fastestGpu({ navigator: llvmpipe, loadDawn });
   assert.equal(soft.gpu, llvmpipe);
   assert.equal(soft.dawn, false);
+  // The adapter asked for is handed on, so the backend does not ask for a second one.
+  assert.ok(soft.adapter);
+  assert.equal(soft.adapter, await llvmpipe.requestAdapter());
   const none = fakeNavigator(null);
   assert.equal((await fastestGpu({ navigator: none, loadDawn })).gpu, none);
   assert.equal(loads, 1, "nothing is fetched for a software adapter or none");
@@ -38,4 +41,23 @@ Deno.test("auto keeps Deno's WebGPU where Dawn cannot load, and says when it fet
   await fastestGpu({ navigator: hardware, loadDawn: slow, log: (l) => lines.push(l) });
   assert.equal(lines.length, 1);
   assert.match(lines[0], /fetched Dawn .* --gpu navigator/);
+});
+
+Deno.test("a backend under the automatic choice asks Deno's WebGPU for one adapter", async () => {
+  const gpu = (globalThis.navigator as { gpu?: GPU }).gpu;
+  if (!gpu || Deno.env.get("KILN_GPU")) return;
+  const { WebGpuBackend } = await import("./webgpu_backend.ts");
+  const original = gpu.requestAdapter.bind(gpu);
+  let asked = 0;
+  gpu.requestAdapter = (options) => (asked++, original(options));
+  try {
+    const backend = new WebGpuBackend({ gpu: "auto", allowSoftware: true });
+    await backend.prepare();
+    // The choice's probe is the only request: where it kept Deno's WebGPU (a software adapter,
+    // as in CI) the backend takes that adapter; where it took Dawn, Dawn gives the adapter.
+    assert.equal(asked, 1);
+    backend.dispose();
+  } finally {
+    gpu.requestAdapter = original;
+  }
 });

@@ -125,6 +125,8 @@ export class WebGpuBackend implements Backend {
   #generation = 0;
   #preparing?: Promise<void>;
   #dawn = false;
+  /** The adapter the automatic choice of implementation got, for `#acquire` to take. */
+  #probed?: GPUAdapter;
 
   /** Creates the backend; the device is acquired by `prepare()`. */
   constructor(options: WebGpuOptions = {}) {
@@ -240,9 +242,12 @@ export class WebGpuBackend implements Backend {
         });
       }
     };
+    // The adapter the automatic choice already asked for, where it was asked as this would.
+    const probed = this.#options.powerPreference ? undefined : this.#probed;
+    this.#probed = undefined;
     const adapter = this.#options.featureLevel
       ? await request(this.#options.featureLevel)
-      : await request() ?? await request("compatibility") ??
+      : probed ?? await request() ?? await request("compatibility") ??
         (this.#dawn && !givenDawnFlags(this.#options) ? await dawnGlAdapter() : null);
     if (!adapter) {
       throw new KilnError("No WebGPU adapter was found", {
@@ -287,9 +292,10 @@ export class WebGpuBackend implements Backend {
     if (typeof choice === "object") return choice;
     if (choice === "auto") {
       const navigator = WebGpuBackend.available() ? navigatorGpu() : undefined;
-      const { gpu, dawn } = await fastestGpu({ navigator, loadDawn: () => this.#dawnGpu() });
-      this.#dawn = dawn;
-      return gpu;
+      const chosen = await fastestGpu({ navigator, loadDawn: () => this.#dawnGpu() });
+      this.#dawn = chosen.dawn;
+      this.#probed = chosen.adapter;
+      return chosen.gpu;
     }
     this.#dawn = choice === "dawn";
     if (choice === "dawn") return await this.#dawnGpu();
