@@ -11,6 +11,7 @@
  * @module
  */
 import { KilnError } from "../../jit/support/errors.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
 import { scalar } from "./composite.ts";
 import { dequantize, quantize } from "./math.ts";
 import {
@@ -99,9 +100,10 @@ function unpack(bytes: readonly number[], at: number, bits: number): number {
 /**
  * MatMulNBits: A times Bᵀ, B of [N, K] stored as `bits`-bit unsigned values in blocks of
  * `block_size` along K (each block its scale and zero point; without zero points the middle
- * value, 2^(bits−1)). B, its scales and zero points are the model's weights: they are
- * dequantized once, at import, into a [K, N] constant (kiln's arena holds every element in 32
- * bits anyway), and the op is a MatMul (+ bias).
+ * value, 2^(bits−1)). B, its scales and zero points are the model's weights: a small one is
+ * dequantized once, at import, into a [K, N] constant; a large one of 2, 4 or 8 bits stays
+ * packed, dequantized by graph ops as the product reads it (see `PACKED_FROM`). The op is then a
+ * MatMul (+ bias).
  */
 function matMulNBits(c: NodeContext): Known[] {
   const op = opOf(c), a = attrs(c), x = c.required(0);
@@ -123,20 +125,21 @@ function matMulNBits(c: NodeContext): Known[] {
     });
   }
   const blocks = Math.ceil(k / block), blob = (block * bits) / 8;
-  const q = valuesOf(constInput(c, 1, "B").tensor);
-  const scales = valuesOf(constInput(c, 2, "scales").tensor);
+  const q = constInput(c, 1, "B").tensor;
+  const scales = constInput(c, 2, "scales").tensor;
   const zeroInput = c.input(3) ? constInput(c, 3, "zero_points").tensor : undefined;
-  const zeros = zeroInput && valuesOf(zeroInput), packed = zeroInput?.dtype === "u8";
+  const packed = zeroInput?.dtype === "u8";
   const zeroStride = Math.ceil((blocks * bits) / 8);
+  const count = (t: { shape: readonly number[] }) => sizeOf(t.shape);
   if (
-    q.length !== n * blocks * blob || scales.length !== n * blocks ||
-    (zeros && zeros.length !== (packed ? n * zeroStride : n * blocks)) ||
+    count(q) !== n * blocks * blob || count(scales) !== n * blocks ||
+    (zeroInput && count(zeroInput) !== (packed ? n * zeroStride : n * blocks)) ||
     typeOf(x).shape.at(-1) !== k
   ) {
     throw new KilnError(
-      `${c.label}: MatMulNBits of A [${
-        typeOf(x).shape
-      }] with ${q.length} bytes of B, ${scales.length} scales`,
+      `${c.label}: MatMulNBits of A [${typeOf(x).shape}] with ${count(q)} bytes of B, ${
+        count(scales)
+      } scales`,
       {
         code: "shape-mismatch",
         fix: `give A a last axis of K = ${k}, B [${n}, ${blocks}, ${blob}] and ${
@@ -145,6 +148,54 @@ function matMulNBits(c: NodeContext): Known[] {
       },
     );
   }
+  const dtype = typeOf(x).dtype;
+  const wide = bits !== 2 && bits !== 4 && bits !== 8 || k * n <= PACKED_FROM;
+  const weight = wide
+    ? constant(
+      expanded(valuesOf(q), valuesOf(scales), zeroInput && valuesOf(zeroInput), {
+        k,
+        n,
+        bits,
+        block,
+        packed,
+      }),
+      [k, n],
+      "f32",
+    )
+    : unpacked(c, { k, n, bits, block, packed: zeroInput !== undefined && packed });
+  let y = op("MatMul", [x, dtype === "f32" ? weight : op("Cast", [weight], { to: dtype })]);
+  const bias = c.input(5);
+  if (bias) y = op("Add", [y, bias]);
+  return [y];
+}
+
+/** What dequantizing a MatMulNBits weight needs to know. */
+interface NBits {
+  readonly k: number;
+  readonly n: number;
+  readonly bits: number;
+  readonly block: number;
+  /** Whether the zero points are packed `bits` to a value, as B is. */
+  readonly packed: boolean;
+}
+
+/**
+ * Weights of more elements than this stay packed in the model, dequantized by the graph as it
+ * reads them (kiln folds no constant expression of more than 2^20 elements at import): a model's
+ * memory is then its packed bytes. Expanded at import, a Qwen2.5-0.5B-shaped 4-bit decoder's
+ * buffers needed 4.3 GiB, past wasm's 4 GiB.
+ */
+const PACKED_FROM = 1 << 20;
+
+/** MatMulNBits' weight dequantized at import: a [K, N] f32 array. */
+function expanded(
+  q: readonly number[],
+  scales: readonly number[],
+  zeros: readonly number[] | undefined,
+  { k, n, bits, block, packed }: NBits,
+): Float32Array {
+  const blocks = Math.ceil(k / block), blob = (block * bits) / 8;
+  const zeroStride = Math.ceil((blocks * bits) / 8);
   const w = new Float32Array(k * n);
   for (let col = 0; col < n; col++) {
     for (let b = 0; b < blocks; b++) {
@@ -160,11 +211,55 @@ function matMulNBits(c: NodeContext): Known[] {
       }
     }
   }
-  const dtype = typeOf(x).dtype, weight = constant(w, [k, n], "f32");
-  let y = op("MatMul", [x, dtype === "f32" ? weight : op("Cast", [weight], { to: dtype })]);
-  const bias = c.input(5);
-  if (bias) y = op("Add", [y, bias]);
-  return [y];
+  return w;
+}
+
+/**
+ * `values` (i32, packed `bits` to a byte along its last axis, lowest bits first) unpacked: the
+ * last axis grows by 8 / `bits`.
+ */
+function unpackLast(c: NodeContext, values: Known, bits: number): Known {
+  const op = opOf(c), per = 8 / bits, shape = typeOf(values).shape;
+  if (per === 1) return values;
+  const parts = [...Array(per).keys()].map((s) =>
+    op("Unsqueeze", [
+      op("Mod", [op("Div", [values, scalar(2 ** (s * bits), "i32")]), scalar(2 ** bits, "i32")]),
+    ], { axes: [shape.length] })
+  );
+  const stacked = op("Concat", parts, { axis: shape.length });
+  return op("Reshape", [stacked], { shape: [...shape.slice(0, -1), shape.at(-1)! * per] });
+}
+
+/**
+ * MatMulNBits' weight as graph ops over its packed bytes (bits 2, 4 or 8, whole values to a
+ * byte): unpacked, less its zero points, times its scales, [K, N].
+ */
+function unpacked(c: NodeContext, { k, n, bits, block, packed }: NBits): Known {
+  const op = opOf(c);
+  const blocks = Math.ceil(k / block), blob = (block * bits) / 8;
+  // Held in the graph: folded at import, the unpacked values would take more than the bytes.
+  const asInts = (t: Known, shape: number[]) =>
+    op("Reshape", [op("Cast", [c.held(t)], { to: "i32" })], { shape });
+  const values = unpackLast(c, asInts(c.required(1), [n, blocks, blob]), bits);
+  const zeroInput = c.input(3);
+  const zero = !zeroInput ? scalar(2 ** (bits - 1), "f32") : packed
+    ? op("Reshape", [
+      op("Cast", [
+        op("Slice", [
+          unpackLast(c, asInts(zeroInput, [n, Math.ceil((blocks * bits) / 8)]), bits),
+        ], { starts: [0], ends: [blocks], axes: [1] }),
+      ], { to: "f32" }),
+    ], { shape: [n, blocks, 1] })
+    : op("Reshape", [op("Cast", [c.held(zeroInput)], { to: "f32" })], { shape: [n, blocks, 1] });
+  const scale = op("Reshape", [op("Cast", [c.held(c.required(2))], { to: "f32" })], {
+    shape: [n, blocks, 1],
+  });
+  const w = op("Mul", [op("Sub", [op("Cast", [values], { to: "f32" }), zero]), scale]);
+  const rows = op("Reshape", [w], { shape: [n, blocks * block] });
+  const cut = blocks * block === k
+    ? rows
+    : op("Slice", [rows], { starts: [0], ends: [k], axes: [1] });
+  return op("Transpose", [cut], { perm: [1, 0] });
 }
 
 /**

@@ -178,3 +178,73 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
     assert.deepEqual(await failingCases(QUANT, backend, 4), []);
   });
 }
+
+/**
+ * A MatMulNBits weight past 2^20 elements stays packed (dequantized by graph ops as the product
+ * reads it): a 4-bit [1024, 1040] weight in blocks of 32 (the last one ragged) with packed zero
+ * points, against the same weight dequantized here and multiplied out.
+ */
+for (const backend of ["reference", "wasm", "webgpu"]) {
+  Deno.test(`${backend}: a large MatMulNBits weight stays packed and computes as dequantized`, async () => {
+    const [k, n, bits, block] = [1040, 1024, 4, 32];
+    const blocks = Math.ceil(k / block), blob = (block * bits) / 8;
+    const zeroStride = Math.ceil((blocks * bits) / 8);
+    let seed = 7;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+    const q = Array.from({ length: n * blocks * blob }, () => Math.floor(next() * 256));
+    const zp = Array.from({ length: n * zeroStride }, () => Math.floor(next() * 256));
+    const sc = Array.from({ length: n * blocks }, () => f(0.01 + next() * 0.02));
+    const nibble = (bytes: number[], at: number) => (bytes[at >> 1] >> (4 * (at & 1))) & 15;
+    const w = new Float32Array(k * n);
+    for (let col = 0; col < n; col++) {
+      for (let j = 0; j < k; j++) {
+        const b = Math.floor(j / block);
+        const v = nibble(q, (col * blocks + b) * blob * 2 + (j % block));
+        const z = nibble(zp, col * zeroStride * 2 + b);
+        w[j * n + col] = f((v - z) * sc[col * blocks + b]);
+      }
+    }
+    const x = Float32Array.from({ length: 2 * k }, () => next() * 2 - 1);
+    const want = new Float64Array(2 * n);
+    for (let r = 0; r < 2; r++) {
+      for (let j = 0; j < k; j++) {
+        for (let col = 0; col < n; col++) want[r * n + col] += x[r * k + j] * w[j * n + col];
+      }
+    }
+    const m = testModel({
+      node: [{
+        opType: "MatMulNBits",
+        domain: "com.microsoft",
+        input: ["a", "B", "scales", "zp"],
+        output: ["y"],
+        attribute: [
+          { name: "K", type: 2, i: k },
+          { name: "N", type: 2, i: n },
+          { name: "bits", type: 2, i: bits },
+          { name: "block_size", type: 2, i: block },
+        ],
+      }],
+      initializer: [
+        u8("B", q, [n, blocks, blob]),
+        f32("scales", sc, [n * blocks]),
+        u8("zp", zp, [n * zeroStride]),
+      ],
+      input: [valueInfo("a", 1, [2, k])],
+      output: [valueInfo("y", 1)],
+    }, { microsoft: true });
+    // Packed: the graph's data is the weight's bytes (the f32 weight would be 4.3 MB).
+    const g = m.graph();
+    const paramBytes = g.params.reduce((sum, p) => sum + (p.data?.byteLength ?? 0), 0);
+    const constantBytes = paramBytes + g.nodes.filter((nd) => nd.op === "Constant")
+      .reduce(
+        (sum, nd) => sum + ((nd.attrs?.value as { data?: ArrayBufferView }).data?.byteLength ?? 0),
+        0,
+      );
+    assert.ok(constantBytes < 1.1 * (q.length + zp.length + 4 * sc.length), `${constantBytes} B`);
+    const { y } = await m.run({ a: { data: x, shape: [2, k], dtype: "f32" } }, {
+      backend,
+      cache: false,
+    });
+    assertClose(numbers(y.data), Array.from(want), { atol: 1e-3, rtol: 1e-4, message: backend });
+  });
+}

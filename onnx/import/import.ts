@@ -317,6 +317,14 @@ class Importer {
       emit: (op, ins, attrs = {}, outputs = 1) =>
         this.#emit(op, ins, clean(attrs), outputs, { label, name }),
       check: (bad, why) => this.#check(bad, why, { label, name }),
+      held: (k) =>
+        k.kind === "value" ? k : {
+          kind: "value",
+          name: this.#symbol(k),
+          type: { shape: k.tensor.shape, dtype: k.tensor.dtype },
+          i64: k.i64,
+          bf16: k.bf16,
+        },
       subgraph: (attr, args) => this.#runSubgraph(ctx, attr, args, scope),
       producer: (made) => producerOf(scope, made),
       value: (named) => {

@@ -118,6 +118,11 @@ export interface NodeContext {
   /** Emits a kiln op (folded when its inputs are constant). */
   emit(op: string, inputs: readonly Known[], attrs?: Attrs, outputs?: number): Known[];
   /**
+   * Constant `k` as a value of the graph: ops on it run with the model instead of folding at
+   * import (a packed weight whose unpacked form would be larger than itself).
+   */
+  held(k: Known): Known;
+  /**
    * Requires boolean `bad` to hold no `true`: a typed error saying `why` at import where it is
    * constant, else when a run finds one (a check output of the graph).
    */
