@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { DType } from "../ir/dtype.ts";
+import { byteSize, type DType } from "../ir/dtype.ts";
 import { KilnError } from "../support/errors.ts";
 import { groupChains, rowPattern } from "./fusion_patterns.ts";
 import {
@@ -20,7 +20,15 @@ import {
 } from "../ir/kernel_ir.ts";
 import { shareExprs } from "../ir/expr_table.ts";
 import type { Attrs, ValueType } from "../ops/mod.ts";
-import { sameShape, type Shape } from "../ir/shape.ts";
+import { sameShape, type Shape, sizeOf } from "../ir/shape.ts";
+
+/**
+ * Most bytes a merged elementwise kernel stores. Merging saves a launch, nothing on large
+ * stores, and makes every store live from the merged kernel on: the weights a model unpacks
+ * layer by layer (MatMulNBits kept packed), merged by shape, were all unpacked before the first
+ * layer ran.
+ */
+const MERGE_BYTES = 1 << 24;
 
 /** A kernel being built. */
 export interface Group {
@@ -163,10 +171,13 @@ export class KernelGroups {
     // bindings), and searching past thousands of those made wide graphs quadratic.
     let open: Group[] = [];
     const full = (m: Group) => loadsOf(m).size + m.outputs.length >= maxInputs + 1;
+    const stored = (m: Group) =>
+      m.outputs.reduce((sum, o) => sum + sizeOf(o.shape) * byteSize(o.dtype), 0);
     for (const g of live) {
       // Merged kernels stay within the binding limit: its inputs and all its outputs together
       // (`maxInputs` leaves one binding for a single output).
       const fits = (m: Group) => {
+        if (stored(m) + stored(g) > MERGE_BYTES) return false;
         // The union's size from the smaller side: a merged group may read thousands of buffers.
         const mine = loadsOf(m);
         let union = mine.size;

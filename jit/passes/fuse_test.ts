@@ -395,3 +395,14 @@ Deno.test("a reduction whose epilogue stores many values is split within the bin
     }
   }
 });
+
+Deno.test("independent elementwise kernels merge only while their stores stay small", () => {
+  const build = (n: number) => {
+    const b = new GraphBuilder();
+    for (let i = 0; i < 4; i++) b.output(`y${i}`, b.op("Exp", [b.input(`x${i}`, [n])]));
+    return fuse(b.build()).kernels.length;
+  };
+  assert.equal(build(1024), 1);
+  // Four stores of 12 MiB: merged, all four would be live from the first kernel on.
+  assert.equal(build(3 << 20), 4);
+});

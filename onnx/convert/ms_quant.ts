@@ -215,19 +215,21 @@ function expanded(
 }
 
 /**
- * `values` (i32, packed `bits` to a byte along its last axis, lowest bits first) unpacked: the
- * last axis grows by 8 / `bits`.
+ * `bytes` (u8, packed `bits` to a byte along its last axis, lowest bits first) unpacked to i32:
+ * the last axis grows by 8 / `bits`. One broadcast expression over the bytes as they are stored
+ * (each read once per value it holds, divided by that value's place), so it fuses into its
+ * consumer: cast before the broadcast, the bytes were stored again as i32 first.
  */
-function unpackLast(c: NodeContext, values: Known, bits: number): Known {
-  const op = opOf(c), per = 8 / bits, shape = typeOf(values).shape;
-  if (per === 1) return values;
-  const parts = [...Array(per).keys()].map((s) =>
-    op("Unsqueeze", [
-      op("Mod", [op("Div", [values, scalar(2 ** (s * bits), "i32")]), scalar(2 ** bits, "i32")]),
-    ], { axes: [shape.length] })
-  );
-  const stacked = op("Concat", parts, { axis: shape.length });
-  return op("Reshape", [stacked], { shape: [...shape.slice(0, -1), shape.at(-1)! * per] });
+function unpackLast(c: NodeContext, bytes: Known, bits: number): Known {
+  const op = opOf(c), per = 8 / bits, shape = typeOf(bytes).shape;
+  if (per === 1) return op("Cast", [bytes], { to: "i32" });
+  const spread = op("Expand", [op("Unsqueeze", [bytes], { axes: [shape.length] })], {
+    shape: [...shape, per],
+  });
+  const places = constant([...Array(per).keys()].map((s) => 2 ** (s * bits)), [per], "i32");
+  const values = op("Cast", [spread], { to: "i32" });
+  const parts = op("Mod", [op("Div", [values, places]), scalar(2 ** bits, "i32")]);
+  return op("Reshape", [parts], { shape: [...shape.slice(0, -1), shape.at(-1)! * per] });
 }
 
 /**
@@ -238,15 +240,14 @@ function unpacked(c: NodeContext, { k, n, bits, block, packed }: NBits): Known {
   const op = opOf(c);
   const blocks = Math.ceil(k / block), blob = (block * bits) / 8;
   // Held in the graph: folded at import, the unpacked values would take more than the bytes.
-  const asInts = (t: Known, shape: number[]) =>
-    op("Reshape", [op("Cast", [c.held(t)], { to: "i32" })], { shape });
-  const values = unpackLast(c, asInts(c.required(1), [n, blocks, blob]), bits);
+  const shaped = (t: Known, shape: number[]) => op("Reshape", [c.held(t)], { shape });
+  const values = unpackLast(c, shaped(c.required(1), [n, blocks, blob]), bits);
   const zeroInput = c.input(3);
   const zero = !zeroInput ? scalar(2 ** (bits - 1), "f32") : packed
     ? op("Reshape", [
       op("Cast", [
         op("Slice", [
-          unpackLast(c, asInts(zeroInput, [n, Math.ceil((blocks * bits) / 8)]), bits),
+          unpackLast(c, shaped(zeroInput, [n, Math.ceil((blocks * bits) / 8)]), bits),
         ], { starts: [0], ends: [blocks], axes: [1] }),
       ], { to: "f32" }),
     ], { shape: [n, blocks, 1] })
