@@ -215,20 +215,27 @@ function expanded(
 }
 
 /**
- * `bytes` (u8, packed `bits` to a byte along its last axis, lowest bits first) unpacked to i32:
- * the last axis grows by 8 / `bits`. One broadcast expression over the bytes as they are stored
- * (each read once per value it holds, divided by that value's place), so it fuses into its
- * consumer: cast before the broadcast, the bytes were stored again as i32 first.
+ * `bytes` (u8, packed `bits` to a byte along its last axis, lowest bits first) unpacked to f32
+ * values: the last axis grows by 8 / `bits`. One broadcast expression over the bytes as they are
+ * stored (each read once per value it holds), so it fuses into its consumer, in float arithmetic
+ * that is exact on bytes: value s of byte b is ⌊b / 2^(s·bits)⌋ − 2^bits·⌊b / 2^((s+1)·bits)⌋.
+ * WebAssembly has no vector integer division; a cast before the broadcast stored the bytes
+ * again as i32 first.
  */
 function unpackLast(c: NodeContext, bytes: Known, bits: number): Known {
   const op = opOf(c), per = 8 / bits, shape = typeOf(bytes).shape;
-  if (per === 1) return op("Cast", [bytes], { to: "i32" });
+  if (per === 1) return op("Cast", [bytes], { to: "f32" });
   const spread = op("Expand", [op("Unsqueeze", [bytes], { axes: [shape.length] })], {
     shape: [...shape, per],
   });
-  const places = constant([...Array(per).keys()].map((s) => 2 ** (s * bits)), [per], "i32");
-  const values = op("Cast", [spread], { to: "i32" });
-  const parts = op("Mod", [op("Div", [values, places]), scalar(2 ** bits, "i32")]);
+  const below = (shift: number) =>
+    constant([...Array(per).keys()].map((s) => 2 ** -((s + shift) * bits)), [per], "f32");
+  const b = op("Cast", [spread], { to: "f32" });
+  const floor = (scale: Known) => op("Floor", [op("Mul", [b, scale])]);
+  const parts = op("Sub", [
+    floor(below(0)),
+    op("Mul", [floor(below(1)), scalar(2 ** bits, "f32")]),
+  ]);
   return op("Reshape", [parts], { shape: [...shape.slice(0, -1), shape.at(-1)! * per] });
 }
 
@@ -245,17 +252,15 @@ function unpacked(c: NodeContext, { k, n, bits, block, packed }: NBits): Known {
   const zeroInput = c.input(3);
   const zero = !zeroInput ? scalar(2 ** (bits - 1), "f32") : packed
     ? op("Reshape", [
-      op("Cast", [
-        op("Slice", [
-          unpackLast(c, shaped(zeroInput, [n, Math.ceil((blocks * bits) / 8)]), bits),
-        ], { starts: [0], ends: [blocks], axes: [1] }),
-      ], { to: "f32" }),
+      op("Slice", [
+        unpackLast(c, shaped(zeroInput, [n, Math.ceil((blocks * bits) / 8)]), bits),
+      ], { starts: [0], ends: [blocks], axes: [1] }),
     ], { shape: [n, blocks, 1] })
     : op("Reshape", [op("Cast", [c.held(zeroInput)], { to: "f32" })], { shape: [n, blocks, 1] });
   const scale = op("Reshape", [op("Cast", [c.held(c.required(2))], { to: "f32" })], {
     shape: [n, blocks, 1],
   });
-  const w = op("Mul", [op("Sub", [op("Cast", [values], { to: "f32" }), zero]), scale]);
+  const w = op("Mul", [op("Sub", [values, zero]), scale]);
   const rows = op("Reshape", [w], { shape: [n, blocks * block] });
   const cut = blocks * block === k
     ? rows
