@@ -5,6 +5,7 @@ import { KilnError } from "../jit/support/errors.ts";
 import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
 import { applyPrecision, checkPrecision } from "../jit/passes/precision.ts";
 import { uniform } from "../jit/support/random.ts";
+import { assertClose, numbers } from "../jit/testing/testing.ts";
 import { ReferenceBackend } from "./reference/reference_backend.ts";
 import { WasmBackend } from "./wasm/wasm_backend.ts";
 import { WebGpuBackend } from "./webgpu/webgpu_backend.ts";
@@ -37,29 +38,39 @@ function model() {
 const isKiln = (code: string, pattern: RegExp) => (e: unknown) =>
   e instanceof KilnError && e.code === code && /Fix: /.test(e.message) && pattern.test(e.message);
 
-Deno.test("precision: unknown values and backends without native f16 are typed errors", async () => {
+Deno.test("precision: unknown values are typed errors", async () => {
   assert.equal(checkPrecision(undefined), "f32");
   assert.throws(() => checkPrecision("bf16"), isKiln("bad-input", /Unknown precision "bf16"/));
-  const graph = model();
   await assert.rejects(
-    compile(graph, { precision: "fp16" as "f16" }),
+    compile(model(), { precision: "fp16" as "f16" }),
     isKiln("bad-input", /precision/),
   );
-  await assert.rejects(compile(graph, { precision: "f16" }), isKiln("unsupported", /named/));
-  for (const backend of [new ReferenceBackend(), new WasmBackend({ threads: 1 })]) {
-    await assert.rejects(
-      compile(graph, { backend, precision: "f16-storage" }),
-      isKiln("unsupported", /cannot store f16 natively/),
-    );
-  }
-  // The CI's WebGPU adapter (llvmpipe) lacks shader-f16; a device with it compiles (GPU machine).
-  const gpu = new WebGpuBackend();
-  await gpu.prepare();
-  if (!gpu.capabilities().f16) {
-    await assert.rejects(
-      compile(graph, { backend: gpu, precision: "f16" }),
-      isKiln("unsupported", /shader-f16/),
-    );
+});
+
+Deno.test("precision: every backend and placement runs f16 with f16's numbers", async () => {
+  const graph = model();
+  const x = { data: uniform(32, 5), shape: [4, 8], dtype: "f32" as const };
+  for (const precision of ["f16-storage", "f16"] as const) {
+    // The reference that claims native f16 is the oracle: the emulations must agree with it.
+    const want = await (await compile(graph, { backend: new HalfReference(), precision })).run({
+      x,
+    });
+    const gpu = new WebGpuBackend();
+    const backends = [new ReferenceBackend(), new WasmBackend({ threads: 1 }), gpu, undefined];
+    for (const backend of backends) {
+      const got = await (await compile(graph, { backend, precision, cache: false })).run({ x });
+      const where = `${backend?.id ?? "auto"} ${precision}`;
+      for (const name of ["y", "z"]) {
+        assert.equal(got[name].dtype, "f32", where);
+        // Within two f16 ulps: a GPU's exp and its order of summing rows round elsewhere.
+        assertClose(numbers(got[name].data), numbers(want[name].data), {
+          rtol: 2 ** -9,
+          atol: 2 ** -14,
+          message: `${where} ${name}`,
+        });
+      }
+    }
+    gpu.dispose();
   }
 });
 

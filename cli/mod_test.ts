@@ -74,9 +74,9 @@ Deno.test("CLI errors say what was wrong and how to fix it", async () => {
   const precision = await kiln("run", "--precision", "fp8");
   assert.equal(precision.code, 1);
   assert.match(precision.stderr, /Unknown precision "fp8".*Fix: pass precision: "f32"/);
-  const half = await kiln("run", "--backend", "wasm", "--precision", "f16");
-  assert.equal(half.code, 1);
-  assert.match(half.stderr, /cannot store f16 natively.*Fix: compile with backend: "webgpu"/);
+  // f16 runs on every backend (as 16-bit words where the device has no f16).
+  const half = await kiln("run", "--backend", "wasm", "--precision", "f16", "--json");
+  assert.equal(half.code, 0, half.stderr);
 });
 
 Deno.test("kiln explain --json lists each kernel with its backend and fused ops", async () => {

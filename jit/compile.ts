@@ -53,8 +53,9 @@ export interface CompileOptions {
   /**
    * Precision of float tensors (default `"f32"`): `"f16-storage"` keeps the graph's float inputs
    * and outputs in f16 on the device, `"f16"` every float tensor (f16 arithmetic, f32
-   * accumulation in reductions and matmuls). The caller's tensors stay f32 either way. Both need
-   * a named backend that stores f16 natively (WebGPU with `shader-f16`); see `jit/passes/precision.ts`.
+   * accumulation in reductions and matmuls). The caller's tensors stay f32 either way. Both run
+   * on every backend, natively where the device has f16 (WebGPU with `shader-f16`); see
+   * `jit/passes/precision.ts`.
    */
   readonly precision?: Precision;
   /**
@@ -111,7 +112,7 @@ export function registeredBackends(): BackendSet {
 export async function compile(input: Graph, options: CompileOptions = {}): Promise<Executable> {
   if (!isGraph(input)) throw notAGraph(input);
   const start = performance.now();
-  const prepared = await prepare(input, options);
+  const prepared = prepare(input, options);
   const { named, registry } = prepared;
   const whole = (b: Backend, legal: Graph, reason?: string) =>
     wholeGraph(prepared, { backend: b, legal, reason, start });
@@ -169,14 +170,13 @@ interface Prepared {
 }
 
 /** `input` prepared for `options`, the named backend checked for what the compile asks of it. */
-async function prepare(input: Graph, options: CompileOptions): Promise<Prepared> {
+function prepare(input: Graph, options: CompileOptions): Prepared {
   const precision = checkPrecision(options.precision);
   // Unfused compiles run node by node on one backend: the reference unless one is named.
   const id = options.backend ?? (options.fuse === false ? "reference" : undefined);
   // A backend instance needs no registry (it only widens the suggestions of a legalize error).
   const registry = options.registry ?? (typeof id === "object" ? undefined : registeredBackends());
   const named = typeof id === "object" ? id : id === undefined ? undefined : registry!.get(id);
-  if (precision !== "f32") await checkHalf(named, precision);
   // Random ops become inputs the executable draws on every run.
   const { graph: drawing, drawn } = hoistRandom(input);
   const { graph, widened } = withoutF64(
@@ -298,26 +298,6 @@ function withoutF64(
         : 'compile with backend "wasm" or "reference" (f64 there), the auto policy (it runs f64 kernels on the CPU), or narrowF64: true to compute them in f32 here',
     },
   );
-}
-
-/** Refuses an f16 precision unless the named backend stores f16 natively (it would be slower). */
-async function checkHalf(named: Backend | undefined, precision: Precision): Promise<void> {
-  const fix =
-    `compile with backend: "webgpu" on a device with shader-f16, or with precision: "f32"`;
-  if (!named) {
-    throw new KilnError(`precision "${precision}" needs a named backend`, {
-      code: "unsupported",
-      fix,
-    });
-  }
-  await named.prepare();
-  if (!named.capabilities().f16) {
-    throw new KilnError(
-      `Backend "${named.id}" (${named.capabilities().name}) cannot store f16 natively, which ` +
-        `precision "${precision}" needs`,
-      { code: "unsupported", fix },
-    );
-  }
 }
 
 /**

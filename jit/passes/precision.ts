@@ -11,8 +11,10 @@
  *   and elementwise arithmetic rounds to f16 after each op, while reductions and matmuls
  *   accumulate in f32 (the kernel IR's semantics of f16).
  *
- * Both need a device that stores f16 natively (WebGPU with `shader-f16`): elsewhere they would be
- * slower than f32, so they are refused with a `Fix:`.
+ * Both run on every backend and under every placement policy. A device with native f16 (WebGPU
+ * with `shader-f16`) stores and computes in 16 bits; elsewhere (wasm, the reference, WebGPU
+ * without `shader-f16`) f16 values are stored as 16-bit words and computed in f32, rounded as
+ * f16 would be: the same numbers, at f32's speed or below.
  *
  * The same rewrite narrows f64 to f32 where the caller allows it (`compile(…, { narrowF64 })`)
  * for a backend without f64 arithmetic (WGSL has none): the caller keeps f64 tensors.
