@@ -11,6 +11,7 @@
 import type { CompileOptions } from "../../jit/compile.ts";
 import { allocate, type BoundaryDType, type TensorData } from "../../jit/ir/dtype.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
+import { checkBudget } from "../../jit/runtime/budget.ts";
 import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import type { Executable, InputMap } from "../../jit/runtime/executable.ts";
 import { convertData } from "../../jit/passes/precision.ts";
@@ -77,14 +78,27 @@ function ints(values: readonly number[], shape: number[], dtype: BoundaryDType):
   return { data, shape, dtype } as HostTensor;
 }
 
-/** The checked prompt, new-token count, stop ids and capacity. */
-function plan(prompt: readonly number[], o: GenerateOptions) {
+/** Whether `t` can be a token id of a vocabulary of `size` (any whole number where unknown). */
+const isToken = (t: unknown, size = 2 ** 31) =>
+  Number.isSafeInteger(t) && (t as number) >= 0 && (t as number) < size;
+
+/** The checked prompt, new-token count, stop ids and capacity, for decoder `d`. */
+function plan(prompt: readonly number[], o: GenerateOptions, d: Decoder) {
   if (!Array.isArray(prompt) || prompt.length === 0) {
     throw bad("The prompt holds no token ids", "pass at least one token id, e.g. [1]");
   }
-  const wrong = prompt.find((t) => !(Number.isSafeInteger(t) && t >= 0 && t < 2 ** 31));
+  const wrong = prompt.find((t) => !isToken(t, d.vocabulary));
   if (wrong !== undefined) {
-    throw bad(`Prompt id ${wrong} is not a token id`, "pass whole numbers from 0 up");
+    throw bad(
+      `Prompt id ${wrong} is not a token id of this model`,
+      `pass whole numbers from 0 up${
+        d.vocabulary ? `, below its vocabulary of ${d.vocabulary}` : ""
+      }`,
+    );
+  }
+  const stop = (o.stopIds ?? []).find((t) => !isToken(t));
+  if (stop !== undefined) {
+    throw bad(`Stop id ${stop} is not a token id`, "pass whole numbers from 0 up");
   }
   const maxNew = o.maxNewTokens ?? 32;
   if (!(Number.isSafeInteger(maxNew) && maxNew >= 1)) {
@@ -97,6 +111,11 @@ function plan(prompt: readonly number[], o: GenerateOptions) {
       `capacity ${capacity} cannot hold ${prompt.length} prompt and ${maxNew} new tokens`,
       `pass a capacity of at least ${need - 1}, or leave it out`,
     );
+  }
+  // The largest cache a step holds (its present: the capacity and the prompt), checked before
+  // anything is allocated.
+  for (const c of d.caches) {
+    checkBudget([1, c.heads, capacity + prompt.length, c.headSize], c.dtype, `cache "${c.past}"`);
   }
   return { maxNew, stops: new Set(o.stopIds ?? []), capacity };
 }
@@ -181,7 +200,7 @@ export class Generation implements AsyncIterable<number> {
   /** A generation, checked: a model that is not a decoder or bad options throw here. */
   constructor(model: OnnxModel, prompt: readonly number[], options: GenerateOptions = {}) {
     this.#decoder = findDecoder(modelProto(model));
-    this.#plan = plan(prompt, options);
+    this.#plan = plan(prompt, options, this.#decoder);
     this.#sampler = new Sampler(options);
     this.#model = model;
     this.#prompt = [...prompt];

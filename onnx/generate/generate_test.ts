@@ -204,6 +204,9 @@ Deno.test("generate: what is not a decoder, and bad options, are typed errors", 
     [[1], { topP: 1.5 }, /topP/],
     [[1], { seed: 0.5 }, /seed/],
     [[1, 2, 3], { maxNewTokens: 8, capacity: 4 }, /capacity/],
+    [[500], {}, /not a token id of this model.*vocabulary of 128/],
+    [[1], { stopIds: [1.5] }, /Stop id 1.5/],
+    [[1], { capacity: 1e12 }, /over the memory budget|elements/],
   ];
   for (const [prompt, options, pattern] of bad) {
     assert.throws(() => generate(model, prompt, options), typed(pattern), pattern.source);
