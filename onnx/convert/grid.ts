@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { checkBudget } from "../../jit/runtime/budget.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { scalar } from "./composite.ts";
 import {
@@ -200,7 +201,29 @@ export function roiAlign(c: NodeContext): Known[] {
       fix: "pass batch indices of the input's batch",
     });
   }
+  // As ONNX Runtime: an output of no points, or a negative sampling ratio, is refused (a
+  // negative output_height made a [R, C, -6, W] output).
+  if (!(oh >= 1 && ow >= 1 && ratio >= 0 && Number.isFinite(scale))) {
+    throw new KilnError(
+      `${c.label}: RoiAlign with output ${oh}×${ow}, sampling_ratio ${ratio}, spatial_scale ${scale}`,
+      {
+        code: "bad-attribute",
+        fix: "give output_height and output_width of 1 or more, a sampling_ratio of 0 (adaptive) " +
+          "or more, and a finite spatial_scale",
+      },
+    );
+  }
   const offset = half ? 0.5 : 0;
+  const samples = (i: number) => {
+    const [x1, y1, x2, y2] = rois.slice(4 * i, 4 * i + 4).map((v) => v * scale - offset);
+    const rh = half ? y2 - y1 : Math.max(y2 - y1, 1), rw = half ? x2 - x1 : Math.max(x2 - x1, 1);
+    const g = ratio > 0 ? ratio * ratio : Math.ceil(rh / oh) * Math.ceil(rw / ow);
+    return Number.isFinite(g) ? Math.max(g, 0) : 0;
+  };
+  // Every output point's samples are listed here: bounded before the loops (a huge output size
+  // or sampling ratio would run for hours and exhaust the heap).
+  const taps = Math.max(1, ...[...Array(r).keys()].map(samples)) * 4;
+  checkBudget([r, oh, ow, taps], "f32", c.label);
   // Per output point (roi, ph, pw): its samples' corners as (flat index into [N·H·W], weight).
   const points: [number, number][][] = [];
   for (let i = 0; i < r; i++) {

@@ -203,3 +203,37 @@ Deno.test("Clip without a limit clips infinities to the type's finite range, as 
     assert.deepEqual([...y.data], [-3.4028234663852886e38, NaN, -2, 1], backend);
   }
 });
+
+Deno.test("RoiAlign with no output points, a negative ratio or a huge output is a typed error", async () => {
+  const roi = (attribute: Attribute[]) =>
+    model(
+      [{ opType: "RoiAlign", input: ["x", "rois", "b"], output: ["y"], attribute }],
+      [input("x", 1, [1, 1, 4, 4])],
+      [["y", 1]],
+      [
+        { name: "rois", dims: [1, 4], dataType: 1, floatData: [0, 0, 3, 3] },
+        { name: "b", dims: [1], dataType: 7, int64Data: [0] },
+      ],
+    );
+  const x = f32(Array.from({ length: 16 }, (_, i) => i), [1, 1, 4, 4]);
+  const cases: [Attribute[], string, RegExp][] = [
+    // A negative height made a [1, 1, -6, 5] output, zero an empty one.
+    [[int("output_height", -5)], "bad-attribute", /output -5×1/],
+    [[int("output_height", 0)], "bad-attribute", /output 0×1/],
+    [[int("sampling_ratio", -1)], "bad-attribute", /sampling_ratio -1/],
+    // Every point's samples are listed at import: 2^30 of them is a limit, not hours of work.
+    [[int("output_height", 2 ** 30)], "limit", /RoiAlign/],
+    [[int("sampling_ratio", 2 ** 20)], "limit", /RoiAlign/],
+  ];
+  for (const [attribute, code, pattern] of cases) {
+    await assert.rejects(
+      () => roi(attribute).run({ x }, { backend: "reference" }),
+      (e) => e instanceof KilnError && e.code === code && pattern.test(e.message),
+      JSON.stringify(attribute),
+    );
+  }
+  const { y } = await roi([int("output_height", 2), int("output_width", 2)]).run({ x }, {
+    backend: "reference",
+  });
+  assert.deepEqual(y.shape, [1, 1, 2, 2]);
+});
