@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { checkBudget } from "../../jit/runtime/budget.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import {
   attribute,
@@ -53,8 +54,21 @@ export const TFIDF_CONVERTERS: Record<string, Converter<Known>> = {
     const counts = a.ints("ngram_counts") ?? [];
     const indexes = a.ints("ngram_indexes") ?? [];
     const weights = a.floats("weights") ?? [];
+    if (maxSkip < 0 || indexes.some((i) => i < 0)) {
+      throw new KilnError(
+        `${c.label}: TfIdfVectorizer with max_skip_count ${maxSkip} and ngram_indexes [${
+          indexes.slice(0, 8)
+        }${indexes.length > 8 ? ", …" : ""}]`,
+        {
+          code: "bad-attribute",
+          fix: "give a max_skip_count of 0 or more and output indexes of 0 or more",
+        },
+      );
+    }
     const width = Math.max(-1, ...indexes) + 1;
     const axis = shape.length - 1, C = shape[axis];
+    // The output is [..batch, width]: its size is checked before a column is built.
+    checkBudget([...(shape.length === 2 ? [shape[0]] : []), width], "f32", c.label);
     const batch = shape.length === 2 ? [shape[0]] : [];
     // The n-grams in pool order, each with the output column it counts into.
     const grams: { tokens: number[]; column: number }[] = [];
@@ -88,9 +102,10 @@ export const TFIDF_CONVERTERS: Record<string, Converter<Known>> = {
     };
     const columns: (Known | undefined)[] = Array.from({ length: width }, () => undefined);
     for (const g of grams) {
+      // Skips that put an n-gram's tokens past the sequence count nothing: at most C of them.
       const distances = g.tokens.length === 1
         ? [1]
-        : [...Array(maxSkip + 1).keys()].map((d) => d + 1);
+        : [...Array(Math.min(maxSkip + 1, C)).keys()].map((d) => d + 1);
       for (const d of distances) {
         const n = occurrences(g.tokens, d);
         if (!n) continue;

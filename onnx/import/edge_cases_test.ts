@@ -237,3 +237,42 @@ Deno.test("RoiAlign with no output points, a negative ratio or a huge output is 
   });
   assert.deepEqual(y.shape, [1, 1, 2, 2]);
 });
+
+Deno.test("TfIdfVectorizer: a huge skip counts as a long one, negative or huge indexes are typed errors", async () => {
+  const ints = (name: string, v: number[]): Attribute => ({ name, type: 7, ints: v });
+  const tfidf = (attribute: Attribute[]) =>
+    model(
+      [{ opType: "TfIdfVectorizer", input: ["x"], output: ["y"], attribute }],
+      [input("x", 6, [1, 6])],
+      [["y", 1]],
+    );
+  const bigrams = (skip: number, indexes = [0, 1]) => [
+    { name: "mode", type: 3, s: new TextEncoder().encode("TF") },
+    int("min_gram_length", 2),
+    int("max_gram_length", 2),
+    int("max_skip_count", skip),
+    ints("ngram_counts", [0, 0]),
+    ints("ngram_indexes", indexes),
+    ints("pool_int64s", [2, 3, 5, 4]),
+  ];
+  const x = { data: Int32Array.of(2, 3, 5, 4, 2, 9), shape: [1, 6], dtype: "i32" as const };
+  // (2, 3) adjacent once; (5, 4) adjacent once; with any skip (2, 3)... 2 at 0 and 4, 3 at 1.
+  const wide = await tfidf(bigrams(5)).run({ x }, { backend: "reference" });
+  const huge = await tfidf(bigrams(2 ** 30)).run({ x }, { backend: "reference" });
+  assert.deepEqual(huge.y.data, wide.y.data);
+  for (
+    const [attribute, code] of [
+      [bigrams(-1), "bad-attribute"],
+      [bigrams(1, [0, -1]), "bad-attribute"],
+      [bigrams(1, [0, 2 ** 40]), "limit"],
+    ] as const
+  ) {
+    await assert.rejects(
+      () => tfidf([...attribute]).run({ x }, { backend: "reference" }),
+      (e) =>
+        e instanceof KilnError && e.code === code &&
+        /TfIdfVectorizer|budget|elements/.test(e.message),
+      JSON.stringify(attribute.slice(3, 6)),
+    );
+  }
+});
