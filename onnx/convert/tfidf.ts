@@ -54,6 +54,16 @@ export const TFIDF_CONVERTERS: Record<string, Converter<Known>> = {
     const counts = a.ints("ngram_counts") ?? [];
     const indexes = a.ints("ngram_indexes") ?? [];
     const weights = a.floats("weights") ?? [];
+    // ngram_counts are where each n's grams start in the pool: ascending, within it.
+    if (counts.some((n, i) => n < 0 || n > pool.length || (i > 0 && n < counts[i - 1]))) {
+      throw new KilnError(
+        `${c.label}: TfIdfVectorizer's ngram_counts [${counts}] are not offsets into its pool of ${pool.length}`,
+        {
+          code: "bad-attribute",
+          fix: "give ngram_counts as ascending start offsets of each n-gram length in the pool",
+        },
+      );
+    }
     if (maxSkip < 0 || indexes.some((i) => i < 0)) {
       throw new KilnError(
         `${c.label}: TfIdfVectorizer with max_skip_count ${maxSkip} and ngram_indexes [${

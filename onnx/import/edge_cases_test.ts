@@ -265,6 +265,10 @@ Deno.test("TfIdfVectorizer: a huge skip counts as a long one, negative or huge i
       [bigrams(-1), "bad-attribute"],
       [bigrams(1, [0, -1]), "bad-attribute"],
       [bigrams(1, [0, 2 ** 40]), "limit"],
+      [
+        bigrams(1).map((a) => a.name === "ngram_counts" ? ints("ngram_counts", [0, -2]) : a),
+        "bad-attribute",
+      ],
     ] as const
   ) {
     await assert.rejects(
