@@ -109,7 +109,7 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter<Known>> = {
     const x = c.required(0);
     const shape = typeOf(x).shape;
     const k = c.input(1) ? constInts(c, 1, "k")![0] : 0;
-    const upper = attrs(c).int("upper", 1) === 1;
+    const upper = attrs(c).flag("upper", true);
     const [rows, cols] = shape.slice(-2);
     const mask = new Uint8Array(rows * cols);
     for (let i = 0; i < rows; i++) {

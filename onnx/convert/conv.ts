@@ -43,7 +43,7 @@ export function window(c: NodeContext, options: { pool?: boolean } = {}): Attrs 
     ...(pool
       ? {
         ceil_mode: a.int("ceil_mode"),
-        count_include_pad: a.int("count_include_pad"),
+        count_include_pad: +a.flag("count_include_pad", false),
         storage_order: a.int("storage_order"),
       }
       : {}),

@@ -28,7 +28,7 @@ export function dft(c: NodeContext): Known[] {
   const axisGiven = c.opset >= 20 ? constInts(c, 2, "axis")?.[0] : a.int("axis", 1);
   const raw = axisGiven ?? (c.opset >= 20 ? -2 : 1);
   const axis = raw < 0 ? raw + rank : raw;
-  const inverse = a.int("inverse", 0) === 1, onesided = a.int("onesided", 0) === 1;
+  const inverse = a.flag("inverse", false), onesided = a.flag("onesided", false);
   if (shape.at(-1) !== 1 && shape.at(-1) !== 2 || axis < 0 || axis >= rank - 1) {
     throw new KilnError(`${c.label}: signal [${shape}] with axis ${raw}`, {
       code: "shape-mismatch",
@@ -109,7 +109,7 @@ export function stft(c: NodeContext): Known[] {
     : window
     ? typeOf(window).shape[0]
     : undefined;
-  const onesided = attrs(c).int("onesided", 1) === 1;
+  const onesided = attrs(c).flag("onesided", true);
   if (shape.length !== 3 || !frameLength || !(step > 0) || frameLength > shape[1]) {
     throw new KilnError(
       `${c.label}: signal [${shape}], frame_step ${step}, frame_length ${frameLength}`,

@@ -69,7 +69,7 @@ export function gridSample(c: NodeContext): Known[] {
   const a = attrs(c);
   const mode = a.string("mode", "bilinear")!;
   const padding = a.string("padding_mode", "zeros")!;
-  const corners = a.int("align_corners", 0) === 1;
+  const corners = a.flag("align_corners", false);
   const kind = mode === "bilinear" || mode === "linear"
     ? "linear"
     : mode === "bicubic" || mode === "cubic"
@@ -462,7 +462,7 @@ export function affineGrid(c: NodeContext): Known[] {
   const op = opOf(c), theta = c.required(0);
   c.required(1); // a typed error when left out
   const size = constInts(c, 1, "size")!;
-  const align = attrs(c).int("align_corners", 0) === 1;
+  const align = attrs(c).flag("align_corners", false);
   const spatial = size.length - 2, [n] = typeOf(theta).shape;
   const want = spatial === 2 ? [n, 2, 3] : [n, 3, 4];
   if ((spatial !== 2 && spatial !== 3) || typeOf(theta).shape.join() !== want.join()) {

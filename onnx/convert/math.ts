@@ -263,8 +263,8 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
   IsInf: (c) => {
     const a = attrs(c);
     const flags = {
-      detect_negative: a.int("detect_negative", 1)!,
-      detect_positive: a.int("detect_positive", 1)!,
+      detect_negative: +a.flag("detect_negative", true),
+      detect_positive: +a.flag("detect_positive", true),
     };
     return c.emit("IsInf", [c.required(0)], flags);
   },
@@ -303,8 +303,8 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     const rank = shape.length;
     const a = attrs(c).int("axis", -1)!;
     const axis = a < 0 ? a + rank : a;
-    const largest = attrs(c).int("largest", 1) === 1;
-    attrs(c).int("sorted", 1); // Sorted either way (unsorted allows any order).
+    const largest = attrs(c).flag("largest", true);
+    attrs(c).flag("sorted", true); // Sorted either way (unsorted allows any order).
     const n = shape[axis];
     if (k.length !== 1 || !(k[0] >= 0 && k[0] <= n) || !(axis >= 0 && axis < rank)) {
       throw new KilnError(

@@ -124,7 +124,7 @@ function unique(c: NodeContext): Known[] {
   }
   const counts = firsts.map((_, u) => inverse.filter((v) => v === u).length);
   const order = firsts.map((_, u) => u);
-  if (a.int("sorted", 1) !== 0) order.sort((u, v) => compare(firsts[u], firsts[v]));
+  if (a.flag("sorted", true)) order.sort((u, v) => compare(firsts[u], firsts[v]));
   const rank = order.map(() => 0);
   order.forEach((u, r) => (rank[u] = r));
   // Y[outer, u, inner] = X[outer, firsts[order[u]], inner].

@@ -290,7 +290,7 @@ function windowOf(kind: "hann" | "hamming" | "blackman"): Converter<Known> {
       });
     }
     checkBudget([n], "f32", c.label);
-    const periodic = attrs(c).int("periodic", 1) === 1;
+    const periodic = attrs(c).flag("periodic", true);
     const code = attrs(c).int("output_datatype", 1)!;
     const dtype = dtypeOfCode(code, c.label);
     const span = periodic ? n : n - 1;
@@ -532,6 +532,22 @@ export const TENSOR_CONVERTERS: Record<string, Converter<Known>> = {
     const shape = typeOf(x).shape;
     const lens = known(c, 1, "sequence_lens");
     const timeAxis = attrs(c).int("time_axis", 0)!, batchAxis = attrs(c).int("batch_axis", 1)!;
+    // As ONNX defines it: axes 0 and 1 of a tensor of rank 2 or more, one each, and lengths
+    // within the time axis (other axes read no stride and gathered garbage).
+    const ok = shape.length >= 2 && [timeAxis, batchAxis].sort().join() === "0,1" &&
+      lens.length === shape[batchAxis] && lens.every((l) => l >= 0 && l <= shape[timeAxis]);
+    if (!ok) {
+      throw new KilnError(
+        `${c.label}: ReverseSequence of [${shape}] with time_axis ${timeAxis}, batch_axis ${batchAxis} and lengths [${
+          lens.slice(0, 8)
+        }]`,
+        {
+          code: "bad-attribute",
+          fix: "give time_axis and batch_axis as 0 and 1 (either way round) and one length per " +
+            "batch, each at most the time axis",
+        },
+      );
+    }
     // Per element, the time index it reads: reversed within each batch's length.
     const s = strides(shape);
     const from = Array.from({ length: size(shape) }, (_, i) => {

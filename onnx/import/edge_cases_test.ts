@@ -280,3 +280,54 @@ Deno.test("TfIdfVectorizer: a huge skip counts as a long one, negative or huge i
     );
   }
 });
+
+Deno.test("boolean attributes other than 0 or 1 and ReverseSequence's other axes are typed errors", async () => {
+  const x = f32([1, 2, 3, 4, 5, 6, 7, 8, 9], [3, 3]);
+  const trilu = (upper: number) =>
+    model([{ opType: "Trilu", input: ["x"], output: ["y"], attribute: [int("upper", upper)] }], [
+      input("x", 1, [3, 3]),
+    ], [["y", 1]]);
+  // ONNX Runtime keeps the lower part for upper = -1 and 2^30: no reading is the right one.
+  for (const upper of [-1, 2, 2 ** 30]) {
+    await assert.rejects(
+      () => trilu(upper).run({ x }, { backend: "reference" }),
+      (e) => e instanceof KilnError && e.code === "bad-attribute" && /upper is/.test(e.message),
+    );
+  }
+  assert.deepEqual([...(await trilu(0).run({ x }, { backend: "reference" })).y.data], [
+    1,
+    0,
+    0,
+    4,
+    5,
+    0,
+    7,
+    8,
+    9,
+  ]);
+  const reverse = (time: number, batch: number) =>
+    model(
+      [{
+        opType: "ReverseSequence",
+        input: ["x", "lens"],
+        output: ["y"],
+        attribute: [int("time_axis", time), int("batch_axis", batch)],
+      }],
+      [input("x", 1, [3, 3])],
+      [["y", 1]],
+      [
+        { name: "lens", dims: [3], dataType: 7, int64Data: [1, 2, 3] },
+      ],
+    );
+  // Axes -1 and -2 gathered through strides that do not exist: zeros where ORT answered.
+  for (const [time, batch] of [[-1, -2], [0, 0], [2, 1]]) {
+    await assert.rejects(
+      () => reverse(time, batch).run({ x }, { backend: "reference" }),
+      (e) =>
+        e instanceof KilnError && e.code === "bad-attribute" && /ReverseSequence/.test(e.message),
+      `${time} ${batch}`,
+    );
+  }
+  const { y } = await reverse(0, 1).run({ x }, { backend: "reference" });
+  assert.deepEqual([...y.data], [1, 5, 9, 4, 2, 6, 7, 8, 3]);
+});

@@ -242,6 +242,12 @@ export interface NodeAttrs {
   string(name: string, fallback?: string): string | undefined;
   /** A `TENSOR` attribute, converted. */
   tensor(name: string): (HostTensor & { dtype: DType }) | undefined;
+  /**
+   * A boolean `INT` attribute (`fallback` where absent): 0 or 1, anything else a typed error,
+   * since ONNX defines no other and ONNX Runtime reads other values differently op by op (Trilu
+   * keeps the lower part for `upper` -1, IsInf detects for `detect_positive` -2).
+   */
+  flag(name: string, fallback: boolean): boolean;
 }
 
 /**
@@ -317,6 +323,18 @@ export function attrs(c: NodeContext): NodeAttrs {
     tensor: (name) => {
       const a = attribute(c, name);
       return a?.t ? tensorOf(a.t, `${c.label} attribute ${name}`) : undefined;
+    },
+    flag: (name, fallback) => {
+      const a = attribute(c, name);
+      if (!a) return fallback;
+      const v = int(a.i);
+      if (v !== 0 && v !== 1) {
+        throw new KilnError(`${c.label}: attribute ${name} is ${v}, not a boolean`, {
+          code: "bad-attribute",
+          fix: `set ${name} to 0 or 1`,
+        });
+      }
+      return v === 1;
     },
   };
 }
