@@ -108,12 +108,14 @@ export const elementwiseKernels: Record<string, Kernel> = {
     const alpha = num(args.attrs.alpha, 1);
     return unary((x) => (x > alpha ? x : 0))(args);
   },
-  Softplus: unary((x) => Math.log(Math.exp(x) + 1)),
+  // Stable for large x: exp overflowed from x ≈ 709 and gave ∞ where softplus(x) is x.
+  Softplus: unary((x) => Math.max(x, 0) + Math.log1p(Math.exp(-Math.abs(x)))),
   Shrink: (args) => {
     const bias = num(args.attrs.bias, 0), lambd = num(args.attrs.lambd, 0.5);
     return unary((x) => (x < -lambd ? x + bias : x > lambd ? x - bias : 0))(args);
   },
-  Sign: unary((x) => (x > 0 ? 1 : x < 0 ? -1 : 0)),
+  // Math.sign keeps ±0 and NaN (NaN gave 0).
+  Sign: unary(Math.sign),
   IsInf: (args) => {
     const pos = num(args.attrs.detect_positive, 1) === 1;
     const neg = num(args.attrs.detect_negative, 1) === 1;

@@ -8,7 +8,14 @@
  *
  * @module
  */
-import { defineOps, type InferContext, type OpDef, type ValueType } from "./registry.ts";
+import {
+  defineOps,
+  type EmitRef,
+  type Emitter,
+  type InferContext,
+  type OpDef,
+  type ValueType,
+} from "./registry.ts";
 import { composite, FLOATS, like, num, NUMERIC, sameAsInput } from "./elementwise.ts";
 
 const floats = sameAsInput(FLOATS);
@@ -47,11 +54,19 @@ const activationOps: readonly OpDef[] = [
     (e, [x], a) =>
       e.op("Where", [e.op("Greater", [x, like(e, x, num(a.alpha, 1))]), x, like(e, x, 0)]),
   ),
+  // log(1 + e^x) as max(x, 0) + log(1 + e^−|x|): e^x overflowed to ∞ from x ≈ 89 (ONNX
+  // Runtime answers x there).
   composite(
     "Softplus",
     [1, 1],
     floats,
-    (e, [x]) => e.op("Log", [e.op("Add", [e.op("Exp", [x]), like(e, x, 1)])]),
+    (e, [x]) =>
+      e.op("Add", [
+        e.op("Max", [x, like(e, x, 0)]),
+        e.op("Log", [
+          e.op("Add", [e.op("Exp", [e.op("Neg", [e.op("Abs", [x])])]), like(e, x, 1)]),
+        ]),
+      ]),
   ),
   composite(
     "Softsign",
@@ -80,23 +95,17 @@ const activationOps: readonly OpDef[] = [
         like(e, x, 0.5),
       ]),
   ),
-  composite(
-    "Asinh",
-    [1, 1],
-    floats,
-    (e, [x]) =>
-      e.op("Log", [
-        e.op("Add", [x, e.op("Sqrt", [e.op("Add", [e.op("Mul", [x, x]), like(e, x, 1)])])]),
-      ]),
-  ),
+  // asinh(|x|) with x's sign: for a negative x, x + √(x² + 1) cancelled to 0 (−∞ for −1e10).
+  composite("Asinh", [1, 1], floats, (e, [x]) => {
+    const a = e.op("Abs", [x]);
+    const r = large(e, a, e.op("Add", [e.op("Mul", [a, a]), like(e, x, 1)]));
+    return e.op("Where", [e.op("Less", [x, like(e, x, 0)]), e.op("Neg", [r]), r]);
+  }),
   composite(
     "Acosh",
     [1, 1],
     floats,
-    (e, [x]) =>
-      e.op("Log", [
-        e.op("Add", [x, e.op("Sqrt", [e.op("Sub", [e.op("Mul", [x, x]), like(e, x, 1)])])]),
-      ]),
+    (e, [x]) => large(e, x, e.op("Sub", [e.op("Mul", [x, x]), like(e, x, 1)])),
   ),
   composite("Atanh", [1, 1], floats, (e, [x]) =>
     e.op("Mul", [
@@ -113,12 +122,16 @@ const activationOps: readonly OpDef[] = [
     const inner = e.op("Where", [high, e.op("Sub", [x, like(e, x, bias)]), like(e, x, 0)]);
     return e.op("Where", [low, e.op("Add", [x, like(e, x, bias)]), inner]);
   }),
-  // Sign: 1, −1 or 0 (NaN gives 0: neither comparison holds).
+  // Sign: 1, −1, or x·0 where neither comparison holds: ±0 for ±0, NaN for NaN (it gave 0).
   composite("Sign", [1, 1], sameAsInput(NUMERIC), (e, [x]) =>
     e.op("Where", [
       e.op("Greater", [x, like(e, x, 0)]),
       like(e, x, 1),
-      e.op("Where", [e.op("Less", [x, like(e, x, 0)]), like(e, x, -1), like(e, x, 0)]),
+      e.op("Where", [
+        e.op("Less", [x, like(e, x, 0)]),
+        like(e, x, -1),
+        e.op("Mul", [x, like(e, x, 0)]),
+      ]),
     ])),
   // IsInf: x equal to +∞ and/or −∞ as the flags say (neither flag: all false).
   composite("IsInf", [1, 1], isInfRule, (e, [x], a) => {
@@ -129,6 +142,17 @@ const activationOps: readonly OpDef[] = [
     return hits.length ? hits.reduce((p, q) => e.op("Or", [p, q])) : e.op("Less", [x, x]);
   }),
 ];
+
+/**
+ * log(a + √`square`) for a ≥ 0 (asinh's and acosh's shared form), or log(a) + ln 2 where a is so
+ * large that a² would overflow (from 1e18: √(a² ± 1) is a there in any float), as the functions
+ * are: acosh(3e38) is 89.29, the squared form gave ∞.
+ */
+function large(e: Emitter, a: EmitRef, square: EmitRef): EmitRef {
+  const direct = e.op("Log", [e.op("Add", [a, e.op("Sqrt", [square])])]);
+  const far = e.op("Add", [e.op("Log", [a]), like(e, a, Math.LN2)]);
+  return e.op("Where", [e.op("Greater", [a, like(e, a, 1e18)]), far, direct]);
+}
 
 /** IsInf's type rule: a float input, a bool of its shape. */
 function isInfRule(ctx: InferContext): ValueType[] {
