@@ -1,10 +1,19 @@
 /**
  * Scalar functions with exact semantics the reference backend needs and `Math` lacks: a
- * double-precision erf, ONNX rounding (half to even), saturating casts, integer modulo.
+ * double-precision erf, C's pow, ONNX rounding (half to even), saturating casts, integer modulo.
  *
  * @module
  */
 import { type DType, intRange } from "../../jit/ir/dtype.ts";
+
+/**
+ * x^y as C's `pow` and IEEE 754 define it (and ONNX's reference, through NumPy): 1 for a base of
+ * 1 whatever the power (NaN and ±∞ included) and for −1 to ±∞, where `Math.pow` gives NaN.
+ * Self-contained, as {@linkcode erf}: the wasm backend's workers get its source text.
+ */
+export function pow(x: number, y: number): number {
+  return x === 1 || (x === -1 && (y === Infinity || y === -Infinity)) ? 1 : Math.pow(x, y);
+}
 
 /**
  * erf(x) to about 1e-15: Taylor series below |x| = 2.5, continued fraction for erfc above.

@@ -8,7 +8,7 @@
 import { type DType, fromF16Bits, isInt, toF16Bits } from "../../jit/ir/dtype.ts";
 import { type AluOp, isAluOp } from "../../jit/ir/kernel_ir.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
-import { castValue, erf, intMod, roundHalfEven } from "./scalar_math.ts";
+import { castValue, erf, intMod, pow, roundHalfEven } from "./scalar_math.ts";
 
 /** A scalar function of an op's arguments. */
 export type ScalarFn = (args: readonly number[]) => number;
@@ -51,7 +51,7 @@ const SCALAR = {
   Sub: () => ([a, b]) => a - b,
   Mul: (dtype) => isInt(dtype) ? ([a, b]) => Math.imul(a, b) : ([a, b]) => a * b,
   Div: () => ([a, b]) => a / b,
-  Pow: () => ([a, b]) => Math.pow(a, b),
+  Pow: () => ([a, b]) => pow(a, b),
   Mod: (dtype, attrs) =>
     attrs.fmod === 1 ? ([a, b]) => (b === 0 && isInt(dtype) ? 0 : a % b) : ([a, b]) => intMod(a, b),
   Equal: () => ([a, b]) => +(a === b),

@@ -23,7 +23,7 @@ import { bindingsOf as planOf } from "../../jit/runtime/program.ts";
 import { allocate } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
-import { erf } from "../reference/scalar_math.ts";
+import { erf, pow } from "../reference/scalar_math.ts";
 import { arenaProgram } from "./arena_program.ts";
 import { warmedAtSecondRun, warmUpBudget } from "./warm_up.ts";
 import { generateWasm } from "../../shaders/wasm/codegen.ts";
@@ -112,7 +112,7 @@ export const HOST_FUNCTIONS: Readonly<Record<string, (...args: number[]) => numb
   erf,
   sin: Math.sin,
   cos: Math.cos,
-  pow: Math.pow,
+  pow,
   fmod: (a, b) => a % b,
 };
 

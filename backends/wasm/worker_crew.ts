@@ -24,7 +24,7 @@
 
 import { count as tally } from "../../jit/runtime/counters.ts";
 import { KilnError } from "../../jit/support/errors.ts";
-import { erf } from "../reference/scalar_math.ts";
+import { erf, pow } from "../reference/scalar_math.ts";
 
 /** `node:worker_threads`' `Worker` (Deno, Node; a browser's Web Workers through `web_workers.ts`). */
 export type WorkerClass = new (
@@ -145,7 +145,7 @@ export function piecesOf(
 const BODY = `async ({ control, port, id }, receive, sleep) => {
 const host = {
   exp: Math.exp, log: Math.log, erf: ${erf},
-  sin: Math.sin, cos: Math.cos, pow: Math.pow, fmod: (a, b) => a % b,
+  sin: Math.sin, cos: Math.cos, pow: ${pow}, fmod: (a, b) => a % b,
 };
 const programs = new Map();
 const drain = () => {

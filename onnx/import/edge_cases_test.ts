@@ -331,3 +331,18 @@ Deno.test("boolean attributes other than 0 or 1 and ReverseSequence's other axes
   const { y } = await reverse(0, 1).run({ x }, { backend: "reference" });
   assert.deepEqual([...y.data], [1, 5, 9, 4, 2, 6, 7, 8, 3]);
 });
+
+Deno.test("Pow follows C's pow (as ONNX's reference and ONNX Runtime), not JavaScript's", async () => {
+  const xs = [1, 1, -1, NaN, 2, -2, -0, Infinity, -8, 0.5];
+  const ys = [NaN, Infinity, -Infinity, 0, NaN, 3, -1, -0.75, 1 / 3, -Infinity];
+  // 1^NaN, 1^inf and (-1)^-inf are 1 in C (NaN in Math.pow); the rest as IEEE 754 says.
+  const want = [1, 1, 1, 1, NaN, -8, -Infinity, 0, NaN, Infinity];
+  const pow = model([{ opType: "Pow", input: ["x", "y"], output: ["z"], attribute: [] }], [
+    input("x", 1, [10]),
+    input("y", 1, [10]),
+  ], [["z", 1]]);
+  for (const backend of BACKENDS) {
+    const { z } = await pow.run({ x: f32(xs, [10]), y: f32(ys, [10]) }, { backend });
+    assert.deepEqual([...z.data], want, backend);
+  }
+});

@@ -102,7 +102,8 @@ fn k_pow(a: f32, b: f32) -> f32 {
   let zero = select(bitcast<f32>(k_special.y), 0.0, b > 0.0);
   v = select(v, select(zero, -zero, odd & ((bitcast<u32>(a) & 0x80000000u) != 0u)), a == 0.0);
   v = select(v, bitcast<f32>(k_special.x), k_isnan(a) | k_isnan(b));
-  return select(v, 1.0, b == 0.0);
+  // As C's pow (not JavaScript's): 1 for a base of 1 whatever the power, and for −1 to ±inf.
+  return select(v, 1.0, (b == 0.0) | (a == 1.0) | ((a == -1.0) & k_isinf(b)));
 }
 fn k_round(x: f32) -> f32 { return round(x); }
 // WGSL leaves a runtime float division by zero indeterminate; IEEE gives ±inf or NaN. The
