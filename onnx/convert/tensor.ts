@@ -14,6 +14,7 @@
  */
 import { checkBudget } from "../../jit/runtime/budget.ts";
 import { isFloat } from "../../jit/ir/dtype.ts";
+import type { DType } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { scalar } from "./composite.ts";
 import {
@@ -259,25 +260,46 @@ function scatterSlices(
     const term = op("Mul", [coord, scalar(within[d], "i32")]);
     at = at ? op("Add", [at, term]) : term;
   }
-  let hits = op("Equal", [at!, iota(places, [1, places])]); // [T, P]
-  if (reduction === "none") {
-    const order = iota(tuples, [tuples, 1]);
-    const last = op("ReduceMax", [op("Where", [hits, order, scalar(-1, "i32")])], {
-      axes: [0],
-      keepdims: 1,
-    });
-    hits = op("And", [hits, op("Equal", [order, last])]);
-  }
-  const weights = op("Transpose", [op("Cast", [hits], { to: t })], { perm: [1, 0] }); // [P, T]
+  const hits = op("Equal", [at!, iota(places, [1, places])]); // [T, P]
   const rows = op("Reshape", [updates], { shape: [tuples, rest] });
-  const value = op("Reshape", [op("MatMul", [weights, rows])], { shape: [...shape] });
-  if (reduction === "add") return op("Add", [data, value]);
-  const any = op("ReduceMax", [op("Cast", [hits], { to: "i32" })], { axes: [0], keepdims: 0 });
-  const hit = op("Reshape", [op("Greater", [any, scalar(0, "i32")])], {
+  const placed = (value: Known) => op("Reshape", [value], { shape: [...shape] });
+  if (reduction === "add") return op("Add", [data, placed(summed(c, hits, rows, t))]);
+  // Each place takes the last tuple that lands on it, gathered (a product of the 0/1 matches
+  // with the updates gave 0 · ∞ = NaN at every place for an infinite update anywhere).
+  const order = iota(tuples, [tuples, 1]);
+  const last = op("ReduceMax", [op("Where", [hits, order, scalar(-1, "i32")])], {
+    axes: [0],
+    keepdims: 0,
+  }); // [P]
+  const value = op("Gather", [rows, op("Max", [last, scalar(0, "i32")])], { axis: 0 });
+  const hit = op("Reshape", [op("Greater", [last, scalar(-1, "i32")])], {
     shape: [...shape.slice(0, k), ...shape.slice(k).map(() => 1)],
   });
-  return op("Where", [hit, value, data]);
+  return op("Where", [hit, placed(value), data]);
 }
+
+/**
+ * Per place, the sum of the update rows that land on it ([P, rest] of `hits` [T, P] and `rows`
+ * [T, rest]): the rows masked and summed where that fits the budget, so an infinite update adds
+ * only where it lands; else the product of the 0/1 matches with the rows (whose 0 · ∞ is NaN).
+ */
+function summed(c: NodeContext, hits: Known, rows: Known, t: DType): Known {
+  const op = opOf(c);
+  const [tuples, places] = typeOf(hits).shape, rest = typeOf(rows).shape[1];
+  if (tuples * places * rest <= MASKED_SUM) {
+    const mask = op("Unsqueeze", [hits], { axes: [2] }); // [T, P, 1]
+    const each = op("Unsqueeze", [rows], { axes: [1] }); // [T, 1, rest]
+    return op("ReduceSum", [op("Where", [mask, each, scalar(0, t)])], {
+      axes: [0],
+      keepdims: 0,
+    });
+  }
+  const weights = op("Transpose", [op("Cast", [hits], { to: t })], { perm: [1, 0] }); // [P, T]
+  return op("MatMul", [weights, rows]);
+}
+
+/** Most elements of a scatter-add's masked sum (tuples × places × row). */
+const MASKED_SUM = 1 << 24;
 
 /** A window function's values. */
 function windowOf(kind: "hann" | "hamming" | "blackman"): Converter<Known> {

@@ -346,3 +346,28 @@ Deno.test("Pow follows C's pow (as ONNX's reference and ONNX Runtime), not JavaS
     assert.deepEqual([...z.data], want, backend);
   }
 });
+
+Deno.test("ScatterND with an infinite or NaN update changes only the places it lands on", async () => {
+  const scatter = (reduction: string) =>
+    model(
+      [{
+        opType: "ScatterND",
+        input: ["data", "indices", "updates"],
+        output: ["y"],
+        attribute: [{ name: "reduction", type: 3, s: new TextEncoder().encode(reduction) }],
+      }],
+      [input("data", 1, [4, 2]), input("updates", 1, [2, 2])],
+      [["y", 1]],
+      [
+        { name: "indices", dims: [2, 1], dataType: 7, int64Data: [1, 3] },
+      ],
+    );
+  const data = f32([1, 2, 3, 4, 5, 6, 7, 8], [4, 2]);
+  const updates = f32([Infinity, NaN, -Infinity, 10], [2, 2]);
+  for (const backend of BACKENDS) {
+    const none = (await scatter("none").run({ data, updates }, { backend })).y;
+    assert.deepEqual([...none.data], [1, 2, Infinity, NaN, 5, 6, -Infinity, 10], backend);
+    const add = (await scatter("add").run({ data, updates }, { backend })).y;
+    assert.deepEqual([...add.data], [1, 2, Infinity, NaN, 5, 6, -Infinity, 18], backend);
+  }
+});
