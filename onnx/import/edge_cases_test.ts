@@ -7,6 +7,7 @@ import { KilnError } from "../../jit/support/errors.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import type { OnnxModel } from "../model.ts";
 import type { ModelProto } from "../wire/proto.ts";
+import { assertClose, numbers } from "../../jit/testing/testing.ts";
 import { testModel, valueInfo } from "../testdata.ts";
 import "../../mod.ts";
 
@@ -347,7 +348,7 @@ Deno.test("Pow follows C's pow (as ONNX's reference and ONNX Runtime), not JavaS
   }
 });
 
-Deno.test("ScatterND with an infinite or NaN update changes only the places it lands on", async () => {
+Deno.test("ScatterND with infinite or NaN values changes only the places its updates land on", async () => {
   const scatter = (reduction: string) =>
     model(
       [{
@@ -356,18 +357,26 @@ Deno.test("ScatterND with an infinite or NaN update changes only the places it l
         output: ["y"],
         attribute: [{ name: "reduction", type: 3, s: new TextEncoder().encode(reduction) }],
       }],
-      [input("data", 1, [4, 2]), input("updates", 1, [2, 2])],
+      [input("data", 1, [4, 4, 4]), input("indices", 7, [2, 1]), input("updates", 1, [2, 4, 4])],
       [["y", 1]],
-      [
-        { name: "indices", dims: [2, 1], dataType: 7, int64Data: [1, 3] },
-      ],
     );
-  const data = f32([1, 2, 3, 4, 5, 6, 7, 8], [4, 2]);
-  const updates = f32([Infinity, NaN, -Infinity, 10], [2, 2]);
+  // The edge sweep's special values, cycled, with the indices fed (constant ones fold): a product
+  // of the 0/1 matches with the updates made NaN of places whose own update was -inf.
+  const indices = { data: BigInt64Array.of(0n, 2n), shape: [2, 1], dtype: "i64" as const };
+  const special = [NaN, -0, 0, Infinity, -Infinity, 3e38, -3e38, 1e-40, 1, -1];
+  const cycle = (n: number, from: number) =>
+    Array.from({ length: n }, (_, i) => special[(i + from) % 10]);
+  const [d, u] = [cycle(64, 0), cycle(32, 0)];
+  const none = [...u.slice(0, 16), ...d.slice(16, 32), ...u.slice(16), ...d.slice(48)];
+  const add = d.map((v, i) =>
+    Math.fround(i < 16 ? v + u[i] : i >= 32 && i < 48 ? v + u[i - 16] : v)
+  );
   for (const backend of BACKENDS) {
-    const none = (await scatter("none").run({ data, updates }, { backend })).y;
-    assert.deepEqual([...none.data], [1, 2, Infinity, NaN, 5, 6, -Infinity, 10], backend);
-    const add = (await scatter("add").run({ data, updates }, { backend })).y;
-    assert.deepEqual([...add.data], [1, 2, Infinity, NaN, 5, 6, -Infinity, 18], backend);
+    const inputs = { data: f32(d, [4, 4, 4]), indices, updates: f32(u, [2, 4, 4]) };
+    const placed = (await scatter("none").run(inputs, { backend })).y.data;
+    assert.deepEqual([...placed], [...Float32Array.from(none)], backend);
+    // Sums in f32 (a subnormal's last bits, and -0 + +0 is +0): within 1e-44.
+    const summed = (await scatter("add").run(inputs, { backend })).y.data;
+    assertClose(numbers(summed), add, { atol: 1e-44, rtol: 1e-6, message: backend });
   }
 });
