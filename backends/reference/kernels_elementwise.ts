@@ -110,6 +110,7 @@ export const elementwiseKernels: Record<string, Kernel> = {
   },
   // Stable for large x: exp overflowed from x ≈ 709 and gave ∞ where softplus(x) is x.
   Softplus: unary((x) => Math.max(x, 0) + Math.log1p(Math.exp(-Math.abs(x)))),
+  PRelu: binary((x, slope) => (x < 0 ? x * slope : x)),
   Shrink: (args) => {
     const bias = num(args.attrs.bias, 0), lambd = num(args.attrs.lambd, 0.5);
     return unary((x) => (x < -lambd ? x + bias : x > lambd ? x - bias : 0))(args);

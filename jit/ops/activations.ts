@@ -1,6 +1,6 @@
 /**
  * The activations and elementwise functions ONNX defines as functions of other ops (Elu, Selu,
- * Celu, ThresholdedRelu, Softplus, Softsign, Shrink, Sign, IsInf, Tan and the hyperbolic
+ * Celu, ThresholdedRelu, Softplus, Softsign, PRelu, Shrink, Sign, IsInf, Tan and the hyperbolic
  * functions), each a kiln
  * op with its one decomposition: legalization rewrites it into primitives where a backend has no
  * kernel of its own (the reference backend runs it directly, the test suite checks both paths
@@ -16,7 +16,16 @@ import {
   type OpDef,
   type ValueType,
 } from "./registry.ts";
-import { composite, FLOATS, like, num, NUMERIC, sameAsInput } from "./elementwise.ts";
+import {
+  broadcastInputs,
+  composite,
+  FLOATS,
+  like,
+  num,
+  NUMERIC,
+  sameAsInput,
+  SIGNED,
+} from "./elementwise.ts";
 
 const floats = sameAsInput(FLOATS);
 
@@ -114,6 +123,14 @@ const activationOps: readonly OpDef[] = [
       ]),
       like(e, x, 0.5),
     ])),
+  // PRelu: x where it is not negative, x · slope where it is (the slope broadcast to x).
+  composite(
+    "PRelu",
+    [2, 2],
+    slopeRule,
+    (e, [x, slope]) =>
+      e.op("Where", [e.op("Less", [x, like(e, x, 0)]), e.op("Mul", [x, slope]), x]),
+  ),
   // Shrink: x + bias below −lambd, x − bias above lambd, 0 between.
   composite("Shrink", [1, 1], sameAsInput(NUMERIC), (e, [x], a) => {
     const bias = num(a.bias, 0), lambd = num(a.lambd, 0.5);
@@ -152,6 +169,13 @@ function large(e: Emitter, a: EmitRef, square: EmitRef): EmitRef {
   const direct = e.op("Log", [e.op("Add", [a, e.op("Sqrt", [square])])]);
   const far = e.op("Add", [e.op("Log", [a]), like(e, a, Math.LN2)]);
   return e.op("Where", [e.op("Greater", [a, like(e, a, 1e18)]), far, direct]);
+}
+
+/** PRelu's type rule: a signed x and a slope of its dtype that broadcasts to x's shape. */
+function slopeRule(ctx: InferContext): ValueType[] {
+  const dtype = ctx.sameDType();
+  ctx.requireDType(0, SIGNED);
+  return [{ shape: broadcastInputs(ctx), dtype }];
 }
 
 /** IsInf's type rule: a float input, a bool of its shape. */

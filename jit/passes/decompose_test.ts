@@ -86,6 +86,10 @@ const cases: Record<
     { inputs: [f32(uniform(12, 34), [3, 4])], attrs: { axes: [0] }, atol: 1e-6 },
     { inputs: [f32([1, 2])], attrs: { noop: 1 } },
   ],
+  PRelu: [
+    { inputs: [f32([-2, -0.5, 0, 0.4, NaN, -Infinity], [2, 3]), f32([0.1, 0.2, 0.3])] },
+    { inputs: [i32([-7, 0, 9]), i32([2])] },
+  ],
   Shrink: [{ inputs: [f32([-2, -0.5, 0, 0.4, 1.5, NaN])], attrs: { bias: 0.25, lambd: 0.45 } }],
   Sign: [{ inputs: [f32([-2, -0, 0, 3, NaN, -Infinity])] }, { inputs: [i32([-7, 0, 9])] }],
   IsInf: [

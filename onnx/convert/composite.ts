@@ -77,10 +77,7 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter<Known>> = {
     if (ss.length === 1 && xs.length > 2 && ss[0] === xs[1] && ss[0] !== xs.at(-1)) {
       [slope] = c.emit("Reshape", [slope], { shape: [ss[0], ...xs.slice(2).map(() => 1)] });
     }
-    const zero = scalar(0, typeOf(x).dtype);
-    const [neg] = c.emit("Less", [x, zero]);
-    const [scaled] = c.emit("Mul", [x, slope]);
-    return c.emit("Where", [neg, scaled, x]);
+    return c.emit("PRelu", [x, slope]);
   },
   Xor: (c) => {
     const [same] = c.emit("Equal", c.inputs());
