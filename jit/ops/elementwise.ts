@@ -300,6 +300,23 @@ const elementwiseOps: OpDef[] = [
     (e, xs) => pairwise(xs, (a, b) => min2(e, a, b)),
   ),
   composite(
+    "Sum",
+    [1, Infinity],
+    (ctx) => [{ shape: broadcastInputs(ctx), dtype: ctx.sameDType() }],
+    (e, xs) => pairwise(xs, (a, b) => e.op("Add", [a, b])),
+  ),
+  // The inputs' sum over their count: a balanced tree of adds (ONNX's importer folded a chain).
+  composite(
+    "Mean",
+    [1, Infinity],
+    (ctx) => {
+      ctx.requireDType(0, FLOATS);
+      return [{ shape: broadcastInputs(ctx), dtype: ctx.sameDType() }];
+    },
+    (e, xs) =>
+      e.op("Div", [pairwise(xs, (a, b) => e.op("Add", [a, b])), like(e, xs[0], xs.length)]),
+  ),
+  composite(
     "GreaterOrEqual",
     [2, 2],
     (ctx) => binary("", NUMERIC, "bool").infer(ctx),

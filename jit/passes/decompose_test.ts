@@ -86,6 +86,11 @@ const cases: Record<
     { inputs: [f32(uniform(12, 34), [3, 4])], attrs: { axes: [0] }, atol: 1e-6 },
     { inputs: [f32([1, 2])], attrs: { noop: 1 } },
   ],
+  Sum: [
+    { inputs: [f32([1, -2, 3, NaN], [2, 2]), f32([0.5, 4]), f32([1, 2, 3, 4], [2, 2])] },
+    { inputs: [i32([2147483647, -5]), i32([1, 5]), i32([3, 3])] },
+  ],
+  Mean: [{ inputs: [f32([1, -2, 3, Infinity], [2, 2]), f32([0.5, 4]), f32([2])], atol: 1e-6 }],
   PRelu: [
     { inputs: [f32([-2, -0.5, 0, 0.4, NaN, -Infinity], [2, 3]), f32([0.1, 0.2, 0.3])] },
     { inputs: [i32([-7, 0, 9]), i32([2])] },

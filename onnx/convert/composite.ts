@@ -83,11 +83,7 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter<Known>> = {
     const [same] = c.emit("Equal", c.inputs());
     return c.emit("Not", [same]);
   },
-  Mean: (c) => {
-    const xs = [c.required(0), ...c.inputs().slice(1)];
-    const sum = xs.slice(1).reduce((acc, x) => c.emit("Add", [acc, x])[0], xs[0]);
-    return c.emit("Div", [sum, scalar(xs.length, typeOf(xs[0]).dtype)]);
-  },
+  Mean: (c) => c.emit("Mean", [c.required(0), ...c.inputs().slice(1)]),
   CastLike: (c) => {
     attrs(c).int("saturate"); // float8 only (see Cast)
     const target = c.required(1);

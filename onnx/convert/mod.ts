@@ -400,7 +400,7 @@ export const CONVERTERS: Record<string, Converter> = {
   ReduceMean: reduce("ReduceMean"),
   ReduceMax: reduce("ReduceMax"),
   ReduceMin: reduce("ReduceMin"),
-  Sum: (c) => c.inputs().slice(1).reduce((acc, x) => c.emit("Add", [acc[0], x]), [c.required(0)]),
+  Sum: (c) => c.emit("Sum", [c.required(0), ...c.inputs().slice(1)]),
   Shape: (c) => {
     const x = c.required(0);
     const shape = typeOf(x).shape;
