@@ -84,6 +84,7 @@ export const elementwiseKernels: Record<string, Kernel> = {
   ...Object.fromEntries(ALU_OPS.map((op) => [op, primitive(op)])),
   GreaterOrEqual: binary((a, b) => +(a >= b)),
   LessOrEqual: binary((a, b) => +(a <= b)),
+  Xor: binary((a, b) => +(a !== b)),
   Sum: map((xs) => xs.reduce((a, b) => a + b)),
   Mean: map((xs) => xs.reduce((a, b) => a + b) / xs.length),
   Max: map((xs) => xs.reduce((a, b) => (Number.isNaN(a) || a > b ? a : b))),

@@ -300,6 +300,12 @@ const elementwiseOps: OpDef[] = [
     (e, xs) => pairwise(xs, (a, b) => min2(e, a, b)),
   ),
   composite(
+    "Xor",
+    [2, 2],
+    (ctx) => binary("", ["bool"], "bool").infer(ctx),
+    (e, [a, b]) => e.op("Not", [e.op("Equal", [a, b])]),
+  ),
+  composite(
     "Sum",
     [1, Infinity],
     (ctx) => [{ shape: broadcastInputs(ctx), dtype: ctx.sameDType() }],

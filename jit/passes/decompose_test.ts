@@ -6,6 +6,13 @@ import { type Attrs, getOp, opNames } from "../ops/mod.ts";
 import { uniform } from "../support/random.ts";
 import { assertClose, f32, i32, numbers, runGraph } from "../testing/testing.ts";
 
+/** A bool tensor of 0/1 values. */
+const bools = (values: number[], shape = [values.length]): HostTensor => ({
+  data: Uint8Array.from(values),
+  shape,
+  dtype: "bool",
+});
+
 /** One case per decomposable op: inputs, attributes, tolerance. */
 const cases: Record<
   string,
@@ -86,6 +93,7 @@ const cases: Record<
     { inputs: [f32(uniform(12, 34), [3, 4])], attrs: { axes: [0] }, atol: 1e-6 },
     { inputs: [f32([1, 2])], attrs: { noop: 1 } },
   ],
+  Xor: [{ inputs: [bools([1, 0, 1, 0], [2, 2]), bools([1, 0])] }],
   Sum: [
     { inputs: [f32([1, -2, 3, NaN], [2, 2]), f32([0.5, 4]), f32([1, 2, 3, 4], [2, 2])] },
     { inputs: [i32([2147483647, -5]), i32([1, 5]), i32([3, 3])] },

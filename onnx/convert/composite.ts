@@ -79,10 +79,7 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter<Known>> = {
     }
     return c.emit("PRelu", [x, slope]);
   },
-  Xor: (c) => {
-    const [same] = c.emit("Equal", c.inputs());
-    return c.emit("Not", [same]);
-  },
+  Xor: (c) => c.emit("Xor", c.inputs()),
   Mean: (c) => c.emit("Mean", [c.required(0), ...c.inputs().slice(1)]),
   CastLike: (c) => {
     attrs(c).int("saturate"); // float8 only (see Cast)
