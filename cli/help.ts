@@ -15,9 +15,9 @@ Usage:
       Compile and run MODEL (default: the built-in demo MLP). Inputs are raw little-endian files
       in the model's dtype; missing inputs are seeded random. --save writes DIR/<output>.bin and
       DIR/outputs.json. --precision f16 (or f16-storage) stores floats in 16 bits (natively on a
-      GPU with shader-f16, as 16-bit words elsewhere); inputs and outputs stay f32. --narrow-f64 lets a backend without f64 (webgpu)
-      compute a double model in f32; inputs and outputs stay f64. A compile that takes over a
-      second shows its phases on stderr (--quiet or --json: none).
+      GPU with shader-f16, as 16-bit words elsewhere); inputs and outputs stay f32. --narrow-f64
+      lets a backend without f64 (webgpu) compute a double model in f32; inputs and outputs stay
+      f64. A compile that takes over a second shows its phases on stderr (--quiet or --json: none).
   kiln explain [MODEL.onnx] [--backend auto|ID] [--shape NAME=2x3 ...] [--json] [--dot FILE]
                [--svg FILE] [--wat]
       The fusion and placement plan; --dot writes it for Graphviz, --svg draws it with dot,
