@@ -9,7 +9,7 @@
  * @module
  */
 import type { CompileOptions } from "../../jit/compile.ts";
-import { allocate, type BoundaryDType, type TensorData } from "../../jit/ir/dtype.ts";
+import { allocate, type BoundaryDType, fromNumbers, type TensorData } from "../../jit/ir/dtype.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { checkBudget } from "../../jit/runtime/budget.ts";
 import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
@@ -71,11 +71,13 @@ function stepModel(model: OnnxModel, decoder: Decoder, form: StepForm): OnnxMode
 
 const bad = (what: string, fix: string) => new KilnError(what, { code: "bad-input", fix });
 
-/** A tensor of whole numbers in `dtype` (i64 as BigInt64Array, as the boundary takes it). */
+/**
+ * A tensor of `values` in `dtype` (i64 as BigInt64Array, as the boundary takes it; other dtypes
+ * as `fromNumbers` stores them, an f16 mask as its bits).
+ */
 function ints(values: readonly number[], shape: number[], dtype: BoundaryDType): HostTensor {
-  const data = allocate(dtype, values.length);
-  values.forEach((v, i) => (data[i] = (dtype === "i64" ? BigInt(v) : v) as never));
-  return { data, shape, dtype } as HostTensor;
+  const data = dtype === "i64" ? BigInt64Array.from(values, BigInt) : fromNumbers(dtype, values);
+  return { data, shape, dtype };
 }
 
 /** Whether `t` can be a token id of a vocabulary of `size` (any whole number where unknown). */
