@@ -298,9 +298,9 @@ export type UrlFetch = (url: URL, redirected: (to: URL) => void) => Promise<Uint
 /** An {@linkcode ExternalReader} of files fetched relative to `url`, each fetched once. */
 export function urlReader(url: string | URL, fetched: UrlFetch): ExternalReader {
   const files = new Map<string, Promise<Uint8Array>>();
+  const base = new URL(url);
   return {
     async read({ location, offset, length }) {
-      const base = new URL(url);
       const at = urlBeside(base, location);
       let file = files.get(at.href);
       if (!file) files.set(at.href, file = fetched(at, (to) => checkBeside(base, to, location)));
