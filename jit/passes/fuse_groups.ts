@@ -160,13 +160,13 @@ export class KernelGroups {
    * order, inputs numbered per kernel (`typeOf` gives the type of a buffer no group stores).
    */
   finish(typeOf: (value: number) => ValueType | undefined, maxInputs: number): KernelIR[] {
-    const live = this.#groups
-      .filter((g) => g.outputs.length > 0)
-      .flatMap((g) => this.#withinBindings(g, maxInputs));
-    const merged: Group[] = [];
     // What each group reads, walked once per group rather than once per dependency query.
     const reads = new Map<Group, Set<number>>();
     const loadsOf = (g: Group) => reads.get(g) ?? reads.set(g, this.loads(g)).get(g)!;
+    const live = this.#groups
+      .filter((g) => g.outputs.length > 0)
+      .flatMap((g) => this.#withinBindings(g, maxInputs, loadsOf));
+    const merged: Group[] = [];
     // Groups that could still take another: one at the binding limit never can (merging only adds
     // bindings), and searching past thousands of those made wide graphs quadratic.
     let open: Group[] = [];
@@ -214,14 +214,19 @@ export class KernelGroups {
   }
 
   /**
-   * `g` as kernels that each bind at most `maxInputs + 1` buffers: where its reads and stores
-   * together pass the limit, its stores are shared out among copies of it that each recompute
-   * its reductions (their reads are each copy's base). A reduction whose value every layer of a
+   * `g` as kernels that each bind at most `maxInputs + 1` buffers (its reads walked through
+   * `loadsOf`, whose memo the merging reuses): where its reads and stores together pass the
+   * limit, its stores are shared out among copies of it that each recompute its reductions
+   * (their reads are each copy's base). A reduction whose value every layer of a
    * deep model casts and reshapes in its epilogue stored one buffer per layer: 100 bindings in
    * one kernel of a 24-layer decoder, where the device allows 16.
    */
-  #withinBindings(g: Group, maxInputs: number): Group[] {
-    if (g.opaque || g.placement || this.loads(g).size + g.outputs.length <= maxInputs + 1) {
+  #withinBindings(
+    g: Group,
+    maxInputs: number,
+    loadsOf: (g: Group) => Set<number>,
+  ): Group[] {
+    if (g.opaque || g.placement || loadsOf(g).size + g.outputs.length <= maxInputs + 1) {
       return [g];
     }
     const base = new Set<number>();
@@ -245,7 +250,7 @@ export class KernelGroups {
     this.#log.push(
       `kernel #${g.id} split into ${parts.length} (${
         parts.map((p) => `#${p.group.id}`).join(", ")
-      }): its ${g.outputs.length} stores and ${this.loads(g).size} reads pass the binding limit`,
+      }): its ${g.outputs.length} stores and ${loadsOf(g).size} reads pass the binding limit`,
     );
     return parts.map((p) => p.group);
   }
