@@ -214,23 +214,22 @@ export function roiAlign(c: NodeContext): Known[] {
     );
   }
   const offset = half ? 0.5 : 0;
-  const samples = (i: number) => {
+  // Region i: its corner, size and sampling grid, as ONNX Runtime computes them.
+  const regions = [...Array(r).keys()].map((i) => {
     const [x1, y1, x2, y2] = rois.slice(4 * i, 4 * i + 4).map((v) => v * scale - offset);
     const rh = half ? y2 - y1 : Math.max(y2 - y1, 1), rw = half ? x2 - x1 : Math.max(x2 - x1, 1);
-    const g = ratio > 0 ? ratio * ratio : Math.ceil(rh / oh) * Math.ceil(rw / ow);
-    return Number.isFinite(g) ? Math.max(g, 0) : 0;
-  };
+    const gh = ratio > 0 ? ratio : Math.ceil(rh / oh), gw = ratio > 0 ? ratio : Math.ceil(rw / ow);
+    return { x1, y1, rh, rw, gh, gw };
+  });
   // Every output point's samples are listed here: bounded before the loops (a huge output size
   // or sampling ratio would run for hours and exhaust the heap).
-  const taps = Math.max(1, ...[...Array(r).keys()].map(samples)) * 4;
-  checkBudget([r, oh, ow, taps], "f32", c.label);
+  const samples = regions.map(({ gh, gw }) => Number.isFinite(gh * gw) ? Math.max(gh * gw, 0) : 0);
+  checkBudget([r, oh, ow, Math.max(1, ...samples) * 4], "f32", c.label);
   // Per output point (roi, ph, pw): its samples' corners as (flat index into [N·H·W], weight).
   const points: [number, number][][] = [];
   for (let i = 0; i < r; i++) {
-    const [x1, y1, x2, y2] = rois.slice(4 * i, 4 * i + 4).map((v) => v * scale - offset);
-    const rh = half ? y2 - y1 : Math.max(y2 - y1, 1), rw = half ? x2 - x1 : Math.max(x2 - x1, 1);
+    const { x1, y1, rh, rw, gh, gw } = regions[i];
     const bh = rh / oh, bw = rw / ow;
-    const gh = ratio > 0 ? ratio : Math.ceil(rh / oh), gw = ratio > 0 ? ratio : Math.ceil(rw / ow);
     const count = Math.max(gh * gw, 1);
     for (let ph = 0; ph < oh; ph++) {
       for (let pw = 0; pw < ow; pw++) {
