@@ -1,15 +1,6 @@
 /** `kiln generate`: ids as ONNX Runtime gives them, JSON with stats, typed usage errors. */
 import assert from "node:assert/strict";
-
-async function kiln(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", new URL("./mod.ts", import.meta.url).pathname, ...args],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
+import { kiln } from "./testing.ts";
 
 const decoders = new URL("../onnx/testdata/decoders/", import.meta.url);
 const recorded = JSON.parse(await Deno.readTextFile(new URL("decoders.json", decoders)));

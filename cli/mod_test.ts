@@ -1,25 +1,7 @@
 import assert from "node:assert/strict";
 import { readbackNote } from "./args.ts";
 import { ReferenceBackend } from "../mod.ts";
-
-async function kiln(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return await kilnWith({}, ...args);
-}
-
-async function kilnWith(
-  env: Record<string, string>,
-  ...args: string[]
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  const cmd = new Deno.Command(Deno.execPath(), {
-    env,
-    args: ["run", "-A", new URL("./mod.ts", import.meta.url).pathname, ...args],
-    stdout: "piped",
-    stderr: "piped",
-  });
-  const out = await cmd.output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
+import { kiln, kilnWith } from "./testing.ts";
 
 Deno.test("kiln run --json prints the demo's outputs, backend and timings", async () => {
   const auto = await kiln("run", "--json");
