@@ -9,7 +9,8 @@
  */
 import { KilnError } from "../../jit/support/errors.ts";
 import type { BoundaryDType } from "../../jit/ir/dtype.ts";
-import { dtypeOfCode, int, type ModelProto, type ValueInfoProto } from "../wire/proto.ts";
+import { type OnnxInputInfo, onnxInputs } from "../import/inputs.ts";
+import { int, type ModelProto, type ValueInfoProto } from "../wire/proto.ts";
 
 /** One layer's key or value cache: the input fed the past, the output holding past and new. */
 export interface DecoderCache {
@@ -75,32 +76,33 @@ function cacheSlot(name: string): string | undefined {
   return kind && layer !== undefined ? `${Number(layer)}.${kind}` : undefined;
 }
 
-/** A value's declared dimensions (numbers or names); undefined when it declares no shape. */
-function dimsOf(v: ValueInfoProto): (number | string)[] | undefined {
-  const shape = v.type?.tensorType?.shape;
-  return shape?.dim?.map((d) => d.dimParam || (d.dimValue === undefined ? "?" : int(d.dimValue)));
+/** The element type of an input declared a numeric tensor, else a typed refusal naming it. */
+function tensorType(info: OnnxInputInfo): BoundaryDType {
+  if (info.kind !== "tensor" || info.dtype === "string") {
+    throw notDecoder(`its input "${info.name}" is not a numeric tensor`);
+  }
+  return info.dtype;
 }
 
-/** The model's caches: each past input paired with its present output. */
-function cachesOf(model: ModelProto): DecoderCache[] {
-  const { input, output } = model.graph;
+/** The model's caches: each past input among `inputs` paired with its present output. */
+function cachesOf(model: ModelProto, inputs: readonly OnnxInputInfo[]): DecoderCache[] {
   const presents = new Map<string, ValueInfoProto>();
-  for (const o of output) {
+  for (const o of model.graph.output) {
     const slot = /present/i.test(o.name) ? cacheSlot(o.name) : undefined;
     if (slot) presents.set(slot, o);
   }
-  const caches = input.filter((i) => /past/i.test(i.name)).map((i) => {
+  const caches = inputs.filter((i) => /past/i.test(i.name)).map((i) => {
     const slot = cacheSlot(i.name);
     const present = slot && presents.get(slot);
     if (!present) throw notDecoder(`the past input "${i.name}" has no present output beside it`);
-    const dims = dimsOf(i);
-    if (dims?.length !== 4 || typeof dims[1] !== "number" || typeof dims[3] !== "number") {
+    const { dims } = i;
+    if (dims.length !== 4 || typeof dims[1] !== "number" || typeof dims[3] !== "number") {
       throw notDecoder(
-        `the past input "${i.name}" is declared [${dims ?? "no shape"}], not [batch, heads, ` +
-          "past, head size] with numeric heads and head size",
+        `the past input "${i.name}" is declared [${i.ranked ? dims : "no shape"}], not [batch, ` +
+          "heads, past, head size] with numeric heads and head size",
       );
     }
-    const dtype = dtypeOfCode(i.type?.tensorType?.elemType ?? 0, `input "${i.name}"`);
+    const dtype = tensorType(i);
     return { past: i.name, present: present.name, heads: dims[1], headSize: dims[3], dtype };
   });
   if (caches.length === 0) throw notDecoder("it has no past cache inputs");
@@ -115,9 +117,11 @@ function order(name: string): number {
 
 /** The model's role names, found from its graph; a model that is not a decoder is a typed error. */
 export function findDecoder(model: ModelProto): Decoder {
-  const { input, output, node } = model.graph;
+  const { output, node } = model.graph;
+  // The inputs a caller feeds, as OnnxModel reads them (initializers listed as inputs left out).
+  const input = onnxInputs(model);
   const names = new Set(input.map((i) => i.name));
-  const caches = cachesOf(model);
+  const caches = cachesOf(model, input);
   const pasts = new Set(caches.map((c) => c.past));
   const find = (re: RegExp) => input.find((i) => re.test(i.name) && !pasts.has(i.name))?.name;
   const ids = names.has("input_ids")
@@ -142,9 +146,11 @@ export function findDecoder(model: ModelProto): Decoder {
     : "exact";
   const dtypes: Record<string, BoundaryDType> = {};
   for (const i of input.filter((i) => known.has(i.name) && !pasts.has(i.name))) {
-    dtypes[i.name] = dtypeOfCode(i.type?.tensorType?.elemType ?? 0, `input "${i.name}"`);
+    dtypes[i.name] = tensorType(i);
   }
-  const last = dimsOf(output.find((o) => o.name === logits)!)?.at(-1);
-  const vocabulary = typeof last === "number" ? last : undefined;
+  // The vocabulary: the logits' last axis, where it is declared a size.
+  const last = output.find((o) => o.name === logits)!.type?.tensorType?.shape?.dim?.at(-1);
+  const size = last && !last.dimParam ? int(last.dimValue) : 0;
+  const vocabulary = size > 0 ? size : undefined;
   return { ids, mask, positions, useCache, logits, vocabulary, caches, layout, dtypes };
 }
