@@ -30,6 +30,11 @@ import { sameShape, type Shape, sizeOf } from "../ir/shape.ts";
  */
 const MERGE_BYTES = 1 << 24;
 
+/** Bytes the stores of `g` write. */
+function storedBytes(g: Group): number {
+  return g.outputs.reduce((sum, o) => sum + sizeOf(o.shape) * byteSize(o.dtype), 0);
+}
+
 /** A kernel being built. */
 export interface Group {
   /** Creation order (names kernels in the log). */
@@ -171,8 +176,10 @@ export class KernelGroups {
     // bindings), and searching past thousands of those made wide graphs quadratic.
     let open: Group[] = [];
     const full = (m: Group) => loadsOf(m).size + m.outputs.length >= maxInputs + 1;
-    const stored = (m: Group) =>
-      m.outputs.reduce((sum, o) => sum + sizeOf(o.shape) * byteSize(o.dtype), 0);
+    // Bytes each group stores, kept as groups merge: summed anew for every candidate, a merged
+    // group of thousands of stores made the search quadratic again.
+    const bytes = new Map<Group, number>();
+    const stored = (m: Group) => bytes.get(m) ?? bytes.set(m, storedBytes(m)).get(m)!;
     for (const g of live) {
       // Merged kernels stay within the binding limit: its inputs and all its outputs together
       // (`maxInputs` leaves one binding for a single output).
@@ -196,6 +203,7 @@ export class KernelGroups {
         // What the merged group reads: both sides' reads, kept rather than walked again.
         const grown = loadsOf(into);
         for (const v of loadsOf(g)) grown.add(v);
+        bytes.set(into, stored(into) + stored(g));
         into.outputs.push(...g.outputs);
         g.labels.forEach((l) => into.labels.add(l));
         for (const o of g.outputs) this.#producer.set(o.value, into);
