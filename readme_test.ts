@@ -11,6 +11,7 @@ const ROOT = new URL("./", import.meta.url);
 const EXPECTED: Readonly<Record<string, readonly RegExp[]>> = {
   "README.md#0": [/\[ 2, 2 \] Float32Array\(4\) \[ 4, 1, 0, 0 \]/, /shape-mismatch/],
   "README.md#1": [/\[ 2, 10 \] true/],
+  "README.md#2": [/\[ 59, 17, 64, 47, 111 \]/],
   "docs/onnx.md#0": [/\[ "x: f32\[2,4\]" \]/, /\[ 2, 4 \] 0\.25/],
   // The f64 example: f64 digits on wasm, webgpu's refusal, then its narrowed f32 values.
   "docs/onnx.md#1": [/\[ 1e\+300, 1\.000000000001 \]\nunsupported\n\[ Infinity, 1 \]/],
