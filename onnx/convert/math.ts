@@ -10,9 +10,7 @@
  */
 import { type DType, isFloat, isInt } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
-import type { Attrs } from "../../jit/ops/mod.ts";
 import { scalar } from "./composite.ts";
-import { window } from "./conv.ts";
 import {
   attrs,
   constant,
@@ -26,59 +24,6 @@ import {
   typeOf,
 } from "../import/node_context.ts";
 import { dtypeOfCode } from "../wire/proto.ts";
-
-/**
- * MatMulInteger and ConvInteger: `(a − a_zero) ⋆ (b − b_zero)` in i32. The products of 8-bit
- * values are exact in f32 while the sums stay under 2^24 (K·255² for K < 258; far past that the
- * sums round, which ONNX Runtime's int32 accumulation does not).
- */
-function integerProduct(c: NodeContext, kind: "MatMul" | "Conv", extra: Attrs): Known {
-  const op = opOf(c);
-  const [a, b, az, bz] = [c.required(0), c.required(1), c.input(2), c.input(3)];
-  const f = (x: Known) => op("Cast", [x], { to: "f32" });
-  // A per-channel zero point of b (1-D) lines up with b's output channels.
-  const bzero = (z: Known) =>
-    kind === "Conv" && typeOf(z).shape.length === 1
-      ? op("Reshape", [z], {
-        shape: [typeOf(z).shape[0], ...typeOf(b).shape.slice(1).map(() => 1)],
-      })
-      : z;
-  const av = az ? op("Sub", [f(a), f(az)]) : f(a);
-  const bv = bz ? op("Sub", [f(b), f(bzero(bz))]) : f(b);
-  return op("Cast", [op(kind, [av, bv], extra)], { to: "i32" });
-}
-
-/**
- * QLinearMatMul and QLinearConv: the integer product of the zero-point-shifted operands (and
- * Conv's i32 bias), rescaled by `a_scale · b_scale / y_scale` and requantized to y's type.
- */
-function qlinear(c: NodeContext, kind: "MatMul" | "Conv"): Known {
-  const op = opOf(c);
-  const ins = [0, 1, 2, 3, 4, 5, 6, 7].map((i) => c.required(i));
-  const [a, as, az, b, bs, bz, ys, yz] = ins;
-  const f = (x: Known) => op("Cast", [x], { to: "f32" });
-  // Per output channel (Conv's weights, or MatMul's columns): a 1-D scale or zero point.
-  const perChannel = (k: Known) => {
-    const n = typeOf(k).shape;
-    if (n.length !== 1 || n[0] === 1) return k;
-    const rank = typeOf(kind === "Conv" ? b : a).shape.length;
-    return kind === "Conv" ? op("Reshape", [k], { shape: [n[0], ...Array(rank - 1).fill(1)] }) : k;
-  };
-  const av = op("Sub", [f(a), f(az)]), bv = op("Sub", [f(b), f(perChannel(bz))]);
-  let acc = op(kind, [av, bv], kind === "Conv" ? window(c, { pool: false }) : {});
-  const bias = kind === "Conv" ? c.input(8) : undefined;
-  const channels = (k: Known) =>
-    kind === "Conv" && typeOf(k).shape.length === 1
-      ? op("Reshape", [k], {
-        shape: [typeOf(k).shape[0], ...typeOf(acc).shape.slice(2).map(() => 1)],
-      })
-      : k;
-  if (bias) acc = op("Add", [acc, channels(f(bias))]);
-  const scale = op("Div", [op("Mul", [as, channels(bs)]), ys]);
-  const [lo, hi] = RANGE[typeOf(yz).dtype] ?? [0, 255];
-  const q = op("Add", [op("Round", [op("Mul", [acc, scale])]), f(yz)]);
-  return op("Cast", [op("Clip", [q], { min: lo, max: hi })], { to: typeOf(yz).dtype });
-}
 
 /** Ranges of the 8-bit quantized types. */
 const RANGE: Partial<Record<DType, [number, number]>> = { u8: [0, 255], i8: [-128, 127] };
@@ -245,10 +190,6 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     const eps = scalar(1e-9, typeOf(x).dtype);
     return [op("Div", [d, op("Add", [op("Sqrt", [variance]), eps])])];
   },
-  MatMulInteger: (c) => [integerProduct(c, "MatMul", {})],
-  QLinearMatMul: (c) => [qlinear(c, "MatMul")],
-  QLinearConv: (c) => [qlinear(c, "Conv")],
-  ConvInteger: (c) => [integerProduct(c, "Conv", window(c, { pool: false }))],
   Pow: (c) => {
     const op = opOf(c);
     const [x, y] = [c.required(0), c.required(1)];

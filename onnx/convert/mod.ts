@@ -22,6 +22,7 @@ import { CONV_CONVERTERS } from "./conv.ts";
 import { TENSOR_CONVERTERS, wrapPad } from "./tensor.ts";
 import { SELECT_CONVERTERS } from "./select.ts";
 import { MATH_CONVERTERS } from "./math.ts";
+import { INTEGER_PRODUCT_CONVERTERS } from "./integer_product.ts";
 import { RNN_CONVERTERS } from "./rnn.ts";
 import { NORMALIZATION_CONVERTERS } from "./normalization.ts";
 import { LLM_CONVERTERS } from "./llm.ts";
@@ -303,6 +304,7 @@ export const CONVERTERS: Record<string, Converter> = {
   ...SELECT_CONVERTERS,
   ...RANDOM_CONVERTERS,
   ...MATH_CONVERTERS,
+  ...INTEGER_PRODUCT_CONVERTERS,
   ...RNN_CONVERTERS,
   ...NORMALIZATION_CONVERTERS,
   AffineGrid: affineGrid,

@@ -14,6 +14,7 @@ import { KilnError } from "../../jit/support/errors.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { scalar } from "./composite.ts";
 import { dequantize, quantize } from "./math.ts";
+import { exactMatMul, productBound } from "./integer_product.ts";
 import {
   attrs,
   constant,
@@ -55,7 +56,10 @@ function around(
   return (c) => [requantize(c, body(c, inputs.map((i) => real(c, i))), output)];
 }
 
-/** QGemm: `alpha · A·B + C` on dequantized A and B (C an i32 bias at scale a·b), quantized when y's scale is given. */
+/**
+ * QGemm: `alpha · (A·B + C)·scale`, A·B and the i32 bias C summed exactly in i32 over the
+ * zero-point-shifted operands, quantized when y's scale is given.
+ */
 function qGemm(c: NodeContext): Known[] {
   const op = opOf(c), a = attrs(c);
   const [transA, transB] = [a.int("transA", 0) === 1, a.int("transB", 0) === 1];
@@ -72,10 +76,14 @@ function qGemm(c: NodeContext): Known[] {
   const av = xz ? op("Sub", [f(x), f(xz)]) : f(x);
   const bv = wz ? op("Sub", [f(w), f(column(wz))]) : f(w);
   const scale = op("Mul", [xs, ws]); // per column of the product when ws is 1-D
-  let y = op("Mul", [op("MatMul", [transA ? t(av) : av, transB ? t(bv) : bv]), scale]);
-  if (alpha !== 1) y = op("Mul", [y, scalar(alpha, "f32")]);
+  const bound = productBound(x, xz, w, wz);
+  let acc = exactMatMul(op, transA ? t(av) : av, transB ? t(bv) : bv, bound);
+  // The i32 bias joins the i32 sums before the rescale; alpha scales the product alone.
   const bias = c.input(6);
-  if (bias) y = op("Add", [y, op("Mul", [f(bias), scale])]);
+  if (bias && alpha === 1) acc = op("Add", [acc, op("Cast", [bias], { to: "i32" })]);
+  let y = op("Mul", [f(acc), scale]);
+  if (alpha !== 1) y = op("Mul", [y, scalar(alpha, "f32")]);
+  if (bias && alpha !== 1) y = op("Add", [y, op("Mul", [f(bias), scale])]);
   return [c.input(7) ? requantize(c, y, 7) : y];
 }
 

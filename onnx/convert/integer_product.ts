@@ -1,0 +1,172 @@
+/**
+ * Integer products: MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv (and com.microsoft's
+ * QGemm through {@linkcode exactMatMul}) sum products of zero-point-shifted 8-bit values in
+ * int32, as ONNX Runtime does, exactly.
+ *
+ * They run on the float products every backend tiles: each product of two shifted 8-bit values
+ * is an integer of at most 255² = 65025, exact in f32, and so is every partial sum while it stays
+ * under 2^24 (whatever the order, fused multiply-adds or not). A contraction longer than 258 such
+ * products is split into chunks that each stay under it, summed as a batch of float products,
+ * converted to i32 and added in i32. Summed whole in f32 (as before), BERT-base's K = 768 and
+ * 3072 rounded, where ONNX Runtime's int32 sums do not. Operands too wide for even one exact
+ * product (16-bit types) take i32 arithmetic throughout.
+ *
+ * @module
+ */
+import type { DType } from "../../jit/ir/dtype.ts";
+import type { Attrs } from "../../jit/ops/mod.ts";
+import { window } from "./conv.ts";
+import {
+  type Converter,
+  type Known,
+  type NodeContext,
+  type OpFn,
+  opOf,
+  typeOf,
+} from "../import/node_context.ts";
+
+/** Sums of integers below this stay exact in f32. */
+const EXACT = 2 ** 24;
+
+/** Value ranges of the integer types a quantized product reads. */
+const RANGE: Partial<Record<DType, [number, number]>> = {
+  u8: [0, 255],
+  i8: [-128, 127],
+  u16: [0, 65535],
+  i16: [-32768, 32767],
+};
+
+/**
+ * Largest magnitude of an operand of type `dtype`, after subtracting a zero point of the same
+ * type where `shifted` (the difference of two such values).
+ */
+export function magnitude(dtype: DType, shifted: boolean): number {
+  const [lo, hi] = RANGE[dtype] ?? [-(2 ** 31), 2 ** 31 - 1];
+  return shifted ? hi - lo : Math.max(-lo, hi);
+}
+
+/** Products of `bound` at most that one f32 sum holds exactly (0: not even one). */
+const chunkOf = (bound: number) => Math.floor((EXACT - 1) / bound);
+
+const toI32 = (op: OpFn, x: Known) => op("Cast", [x], { to: "i32" });
+
+/**
+ * The exact i32 product of `a` [..., M, K] and `b` [..., K, N], f32 tensors of integers whose
+ * products are at most `bound` in magnitude: one float product where K such products sum
+ * exactly, else K in chunks that do (a batch of products summed in i32).
+ */
+export function exactMatMul(op: OpFn, a: Known, b: Known, bound: number): Known {
+  const [as, bs] = [typeOf(a).shape, typeOf(b).shape];
+  const k = as.at(-1)!, chunk = chunkOf(bound);
+  if (k <= chunk) return toI32(op, op("MatMul", [a, b]));
+  if (chunk < 1 || as.length < 2 || bs.length < 2) {
+    return op("MatMul", [toI32(op, a), toI32(op, b)]);
+  }
+  // Chunks as even as they come (K = 768 in three of 256: no padding).
+  const parts = Math.ceil(k / chunk), size = Math.ceil(k / parts), pad = parts * size - k;
+  const padded = (x: Known, axis: number) =>
+    pad ? op("Pad", [x], { pads: [0, pad], axes: [axis], mode: "constant", value: 0 }) : x;
+  const ra = as.length, rb = bs.length;
+  // A: [..., M, K] → [..., parts, M, size]; B: [..., K, N] → [..., parts, size, N].
+  const a3 = op("Reshape", [padded(a, ra - 1)], { shape: [...as.slice(0, -1), parts, size] });
+  const perm = [...Array(ra - 2).keys(), ra - 1, ra - 2, ra];
+  const aParts = op("Transpose", [a3], { perm });
+  const bParts = op("Reshape", [padded(b, rb - 2)], {
+    shape: [...bs.slice(0, -2), parts, size, bs.at(-1)!],
+  });
+  const sums = toI32(op, op("MatMul", [aParts, bParts]));
+  // The parts axis sits before M and N in the product of rank max(ra, rb) + 1.
+  return op("ReduceSum", [sums], { axes: [Math.max(ra, rb) - 2], keepdims: 0 });
+}
+
+/**
+ * The exact i32 convolution of `x` [N, C, ...] by `w` [M, C/group, ...], f32 tensors of
+ * integers whose products are at most `bound`: channels in slices whose patches sum exactly,
+ * the slices' convolutions added in i32. Grouped convolutions too long for one exact sum take
+ * i32 arithmetic.
+ */
+export function exactConv(op: OpFn, x: Known, w: Known, attrs: Attrs, bound: number): Known {
+  const ws = typeOf(w).shape, channels = ws[1];
+  const taps = ws.slice(2).reduce((p, d) => p * d, 1), chunk = chunkOf(bound);
+  if (channels * taps <= chunk) return toI32(op, op("Conv", [x, w], attrs));
+  const per = Math.floor(chunk / taps);
+  if (per < 1 || (Number(attrs.group ?? 1)) !== 1) {
+    return op("Conv", [toI32(op, x), toI32(op, w)], attrs);
+  }
+  const parts = Math.ceil(channels / per), size = Math.ceil(channels / parts);
+  let sum: Known | undefined;
+  for (let c0 = 0; c0 < channels; c0 += size) {
+    const slice = (t: Known) =>
+      op("Slice", [t], { starts: [c0], ends: [Math.min(channels, c0 + size)], axes: [1] });
+    const y = toI32(op, op("Conv", [slice(x), slice(w)], attrs));
+    sum = sum ? op("Add", [sum, y]) : y;
+  }
+  return sum!;
+}
+
+/** `x` as f32, less its zero point `zero` (reshaped by `align`) when there is one. */
+function shifted(op: OpFn, x: Known, zero: Known | undefined, align = (z: Known) => z): Known {
+  const f = (k: Known) => op("Cast", [k], { to: "f32" });
+  return zero ? op("Sub", [f(x), f(align(zero))]) : f(x);
+}
+
+/** Largest product of the shifted operands `a` and `b` (zero points `az`, `bz` or none). */
+export const productBound = (a: Known, az: Known | undefined, b: Known, bz: Known | undefined) =>
+  magnitude(typeOf(a).dtype, az !== undefined) * magnitude(typeOf(b).dtype, bz !== undefined);
+
+/** A per-output-channel tensor (1-D) reshaped to broadcast along a Conv's channel axis. */
+function channels(op: OpFn, k: Known, rank: number): Known {
+  const s = typeOf(k).shape;
+  return rank > 0 && s.length === 1
+    ? op("Reshape", [k], { shape: [s[0], ...Array(rank - 1).fill(1)] })
+    : k;
+}
+
+/** `a ⋆ b` of the shifted operands in i32 (MatMul or Conv with `extra`'s attributes). */
+function product(
+  c: NodeContext,
+  kind: "MatMul" | "Conv",
+  [a, az, b, bz]: (Known | undefined)[],
+  extra: Attrs,
+): Known {
+  const op = opOf(c), bound = productBound(a!, az, b!, bz);
+  // A per-channel zero point of a Conv's weights lines up with their output channels.
+  const wRank = typeOf(b!).shape.length;
+  const bAlign = (z: Known) => kind === "Conv" ? channels(op, z, wRank) : z;
+  const av = shifted(op, a!, az), bv = shifted(op, b!, bz, bAlign);
+  return kind === "Conv" ? exactConv(op, av, bv, extra, bound) : exactMatMul(op, av, bv, bound);
+}
+
+/** MatMulInteger and ConvInteger: `(a − a_zero) ⋆ (b − b_zero)` in i32. */
+function integerProduct(c: NodeContext, kind: "MatMul" | "Conv", extra: Attrs): Known {
+  return product(c, kind, [c.required(0), c.input(2), c.required(1), c.input(3)], extra);
+}
+
+/**
+ * QLinearMatMul and QLinearConv: the integer product of the zero-point-shifted operands plus
+ * Conv's i32 bias, in i32, then rescaled by `a_scale · b_scale / y_scale` and requantized to y's
+ * type (round half to even, saturated), as ONNX Runtime requantizes.
+ */
+function qlinear(c: NodeContext, kind: "MatMul" | "Conv"): Known {
+  const op = opOf(c);
+  const [a, as, az, b, bs, bz, ys, yz] = [0, 1, 2, 3, 4, 5, 6, 7].map((i) => c.required(i));
+  const extra = kind === "Conv" ? window(c, { pool: false }) : {};
+  let acc = product(c, kind, [a, az, b, bz], extra);
+  const outRank = typeOf(acc).shape.length - 1;
+  const perChannel = (k: Known) => kind === "Conv" ? channels(op, k, outRank) : k;
+  const bias = kind === "Conv" ? c.input(8) : undefined;
+  if (bias) acc = op("Add", [acc, toI32(op, perChannel(bias))]);
+  const scale = op("Div", [op("Mul", [as, perChannel(bs)]), ys]);
+  const [lo, hi] = RANGE[typeOf(yz).dtype] ?? [0, 255];
+  const real = op("Mul", [op("Cast", [acc], { to: "f32" }), scale]);
+  const q = op("Add", [op("Round", [real]), op("Cast", [yz], { to: "f32" })]);
+  return op("Cast", [op("Clip", [q], { min: lo, max: hi })], { to: typeOf(yz).dtype });
+}
+
+/** The converters of this module, by op type. */
+export const INTEGER_PRODUCT_CONVERTERS: Record<string, Converter<Known>> = {
+  MatMulInteger: (c) => [integerProduct(c, "MatMul", {})],
+  ConvInteger: (c) => [integerProduct(c, "Conv", window(c, { pool: false }))],
+  QLinearMatMul: (c) => [qlinear(c, "MatMul")],
+  QLinearConv: (c) => [qlinear(c, "Conv")],
+};
