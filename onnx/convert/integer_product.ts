@@ -122,19 +122,26 @@ function channels(op: OpFn, k: Known, rank: number): Known {
     : k;
 }
 
-/** `a ⋆ b` of the shifted operands in i32 (MatMul or Conv with `extra`'s attributes). */
-function product(
+/**
+ * `a ⋆ b` of the zero-point-shifted operands in i32 (MatMul, B transposed where `transB`, or
+ * Conv with `extra`'s attributes).
+ */
+export function product(
   c: NodeContext,
   kind: "MatMul" | "Conv",
   [a, az, b, bz]: (Known | undefined)[],
   extra: Attrs,
+  transB = false,
 ): Known {
   const op = opOf(c), bound = productBound(a!, az, b!, bz);
-  // A per-channel zero point of a Conv's weights lines up with their output channels.
+  // A per-channel zero point of b lines up with the product's output channels: a Conv's first
+  // axis, a transposed B's rows.
   const wRank = typeOf(b!).shape.length;
-  const bAlign = (z: Known) => kind === "Conv" ? channels(op, z, wRank) : z;
+  const bAlign = (z: Known) =>
+    kind === "Conv" ? channels(op, z, wRank) : transB ? channels(op, z, 2) : z;
   const av = shifted(op, a!, az), bv = shifted(op, b!, bz, bAlign);
-  return kind === "Conv" ? exactConv(op, av, bv, extra, bound) : exactMatMul(op, av, bv, bound);
+  if (kind === "Conv") return exactConv(op, av, bv, extra, bound);
+  return exactMatMul(op, av, transB ? op("Transpose", [bv], { perm: [1, 0] }) : bv, bound);
 }
 
 /** MatMulInteger and ConvInteger: `(a − a_zero) ⋆ (b − b_zero)` in i32. */
@@ -144,17 +151,34 @@ function integerProduct(c: NodeContext, kind: "MatMul" | "Conv", extra: Attrs): 
 
 /**
  * QLinearMatMul and QLinearConv: the integer product of the zero-point-shifted operands plus
- * Conv's i32 bias, in i32, then rescaled by `a_scale · b_scale / y_scale` and requantized to y's
- * type (round half to even, saturated), as ONNX Runtime requantizes.
+ * Conv's i32 bias, in i32, then requantized (see {@linkcode requantized}).
  */
 function qlinear(c: NodeContext, kind: "MatMul" | "Conv"): Known {
-  const op = opOf(c);
   const [a, as, az, b, bs, bz, ys, yz] = [0, 1, 2, 3, 4, 5, 6, 7].map((i) => c.required(i));
   const extra = kind === "Conv" ? window(c, { pool: false }) : {};
-  let acc = product(c, kind, [a, az, b, bz], extra);
+  const acc = product(c, kind, [a, az, b, bz], extra);
+  return requantized(opOf(c), kind, acc, kind === "Conv" ? c.input(8) : undefined, [
+    as,
+    bs,
+    ys,
+    yz,
+  ]);
+}
+
+/**
+ * The i32 sums `acc` (plus an i32 `bias` per output channel) rescaled by
+ * `a_scale · b_scale / y_scale` and quantized to y's zero point's type: rounded half to even,
+ * saturated, as ONNX Runtime requantizes (b's scale and the bias per output channel where 1-D).
+ */
+export function requantized(
+  op: OpFn,
+  kind: "MatMul" | "Conv",
+  acc: Known,
+  bias: Known | undefined,
+  [as, bs, ys, yz]: Known[],
+): Known {
   const outRank = typeOf(acc).shape.length - 1;
   const perChannel = (k: Known) => kind === "Conv" ? channels(op, k, outRank) : k;
-  const bias = kind === "Conv" ? c.input(8) : undefined;
   if (bias) acc = op("Add", [acc, toI32(op, perChannel(bias))]);
   const scale = op("Div", [op("Mul", [as, perChannel(bs)]), ys]);
   const [lo, hi] = RANGE[typeOf(yz).dtype] ?? [0, 255];

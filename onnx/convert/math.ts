@@ -11,6 +11,7 @@
 import { type DType, isFloat, isInt } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { scalar } from "./composite.ts";
+import { fusedQdq } from "./qdq.ts";
 import {
   attrs,
   constant,
@@ -392,7 +393,8 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     const spread = perBlock(c, shape, axis);
     const four = zero?.kind === "const" && zero.fourBit === true;
     const z = zero && spread(zero);
-    return [quantize(op, x, spread(scale), z, quantizedType(c, zero), four)];
+    const fused = four ? undefined : fusedQdq(c);
+    return [fused ?? quantize(op, x, spread(scale), z, quantizedType(c, zero), four)];
   },
   DequantizeLinear: (c) => {
     const [x, scale, zero] = [c.required(0), c.required(1), c.input(2)];
