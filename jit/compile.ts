@@ -249,7 +249,12 @@ async function fuseFor(
   }).map((b) => b.capabilities().maxBindings - 1);
   const report = reporter(options.onProgress);
   report({ phase: "fuse", done: 0, total: 1 });
-  const fusion = fuse(legal, { maxInputs: limits.length ? Math.min(...limits) : Infinity });
+  // Integer products fuse as one kernel only where every backend that may run it has dot
+  // products for it; elsewhere they decompose into exact float chunks.
+  const generated = candidates.filter((b) => b.codegen);
+  const integerDot = generated.length > 0 && generated.every((b) => b.capabilities().integerDot);
+  const maxInputs = limits.length ? Math.min(...limits) : Infinity;
+  const fusion = fuse(legal, { maxInputs, integerDot });
   report({ phase: "fuse", done: 1, total: 1 });
   const external = new Set([...legal.outputs.map((o) => o.value), ...fusion.constants.keys()]);
   return {

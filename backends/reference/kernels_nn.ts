@@ -1,5 +1,5 @@
 /**
- * Reference kernels for MatMul/Gemm, Conv and pooling. MatMul runs i-k-j with a float64 row
+ * Reference kernels for MatMul/Gemm (and IntegerMatMul), Conv and pooling. MatMul runs i-k-j with a float64 row
  * accumulator: simple, exact to float64 before the final rounding, and fast enough that a
  * 1024×1024 product takes about a second.
  *
@@ -74,6 +74,11 @@ export const nnKernels: Record<string, Kernel> = {
   MatMul: (
     { inputs, outputs },
   ) => [
+    matmul(inputs[0], inputs[1], { dtype: outputs[0].dtype, length: sizeOf(outputs[0].shape) }),
+  ],
+  // Products of integers summed in float64 are exact while the sums stay under 2^53: at most
+  // 2^23 products of IntegerMatMul's bound 2^30.
+  IntegerMatMul: ({ inputs, outputs }) => [
     matmul(inputs[0], inputs[1], { dtype: outputs[0].dtype, length: sizeOf(outputs[0].shape) }),
   ],
   Gemm: ({ inputs, outputs, ctx }) => {

@@ -9,7 +9,7 @@
 import type { KernelTime, Program } from "../../jit/runtime/backend.ts";
 import type { DType, TensorData } from "../../jit/ir/dtype.ts";
 import type { HostTensor, RefTensor } from "../../jit/ir/host_tensor.ts";
-import { aluCount, type KernelIR, matmulOperands, rowCount } from "../../jit/ir/kernel_ir.ts";
+import { aluCount, type KernelIR, rowCount } from "../../jit/ir/kernel_ir.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { gatherOutOfRange } from "../../jit/ir/kernel_ir.ts";
 import { planMemory } from "../../jit/schedule/memory_plan.ts";
@@ -19,6 +19,7 @@ import { elementBytes, fromWords, type Storage, toWords } from "../words.ts";
 import {
   contracts,
   halfMatmulView,
+  packedInput,
   packsOf,
   scratchBytes,
   TILE_ROWS,
@@ -225,7 +226,7 @@ function arenaLayout(plan: ArenaPlan): ArenaLayout {
   const packs = plan.kernels.map((k, i) => {
     const { bytes, tableRows } = declared.get(plan.modules[i]) ?? {};
     if (bytes === undefined) return undefined;
-    const value = k.inputs[matmulOperands(k)!.b.input].value;
+    const value = k.inputs[packedInput(k)].value;
     return { value, fixed: fixed.has(value), bytes, tableRows, at: 0 };
   });
   for (const p of packs) if (p?.fixed) top = (p.at = top) + p.bytes;

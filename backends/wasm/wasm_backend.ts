@@ -187,7 +187,7 @@ export class WasmBackend implements Backend {
     const backend = this;
     this.codegen = {
       get format() {
-        return `wasm-11${backend.#threads > 1 ? "-shared" : ""}${backend.#fma ? "-fma" : ""}`;
+        return `wasm-12${backend.#threads > 1 ? "-shared" : ""}${backend.#fma ? "-fma" : ""}`;
       },
       // In a promise's callback, so a refusal rejects rather than throws.
       generate: (kernel: KernelIR): Promise<Artifact> =>
@@ -261,6 +261,7 @@ export class WasmBackend implements Backend {
       maxBindings: 256,
       timestampQuery: false,
       bf16: false,
+      integerDot: true,
       matrixUnits: false,
     };
   }
@@ -278,7 +279,7 @@ export class WasmBackend implements Backend {
     return kernelOps(this.id);
   }
 
-  /** Kernel IR → WebAssembly modules (format `wasm-11-shared` when threads are on). */
+  /** Kernel IR → WebAssembly modules (format `wasm-12-shared` when threads are on). */
   readonly codegen: KernelCodegen;
 
   /** Finds the worker threads (Deno's, Node's or a page's) and probes for relaxed SIMD. */

@@ -23,6 +23,8 @@ import "./sum_reductions.ts";
 import "./reduce.ts";
 import "./movement.ts";
 import "./nn.ts";
+import "./integer_matmul.ts";
+export { nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";
 
 export * from "./registry.ts";

@@ -13,10 +13,26 @@ const bools = (values: number[], shape = [values.length]): HostTensor => ({
   dtype: "bool",
 });
 
+/** `n` integers of `dtype` spread over [lo, hi] (the extremes included). */
+const ints = (dtype: "i16" | "i8" | "u8", n: number, lo: number, hi: number, shape: number[]) => {
+  const values = Array.from(
+    { length: n },
+    (_, i) => lo + (Math.imul(i, 2654435761) >>> 0) % (hi - lo + 1),
+  );
+  values[0] = lo;
+  values[n - 1] = hi;
+  const data = dtype === "i16"
+    ? Int16Array.from(values)
+    : dtype === "i8"
+    ? Int8Array.from(values)
+    : Uint8Array.from(values);
+  return { data, shape, dtype } as HostTensor;
+};
+
 /** One case per decomposable op: inputs, attributes, tolerance. */
 const cases: Record<
   string,
-  { inputs: HostTensor[]; attrs?: Attrs; atol?: number; outputs?: number }[]
+  { inputs: HostTensor[]; attrs?: Attrs; atol?: number; rtol?: number; outputs?: number }[]
 > = {
   Concat: [
     {
@@ -161,6 +177,19 @@ const cases: Record<
     inputs: [],
     attrs: { start: 0, limit: 5, dtype: "i32" },
   }],
+  // Shifted 8-bit values (|a·b| ≤ 255²): K = 600 sums past 2^24 in three exact f32 chunks.
+  IntegerMatMul: [
+    {
+      inputs: [
+        ints("i16", 3 * 600, -255, 255, [3, 600]),
+        ints("i16", 600 * 4, -255, 255, [600, 4]),
+      ],
+      attrs: { bound: 65025 },
+      atol: 0,
+      rtol: 0,
+    },
+    { inputs: [ints("u8", 6, 0, 255, [2, 3]), ints("i8", 6, -128, 127, [3, 2])], atol: 0, rtol: 0 },
+  ],
   // Seeded: compile draws the same uniforms for the node and for its expansion.
   RandomNormal: [{ inputs: [], attrs: { shape: [64], seed: 3, mean: 1, scale: 2 }, atol: 1e-5 }],
 };
@@ -194,7 +223,7 @@ for (const [op, list] of Object.entries(cases)) {
         assert.equal(got.dtype, want.dtype);
         assertClose(numbers(got.data), numbers(want.data), {
           atol: c.atol ?? 1e-6,
-          rtol: 1e-5,
+          rtol: c.rtol ?? 1e-5,
           message: `${op} ${name}`,
         });
       }

@@ -31,12 +31,12 @@ import {
   exprDepth,
   type IndexStep,
   isAluOp,
-  type KernelIR,
   type Load,
   type ReduceOp,
   reindex,
 } from "../ir/kernel_ir.ts";
 import { type Group, KernelGroups } from "./fuse_groups.ts";
+import type { FuseOptions, FusionResult } from "./fuse_options.ts";
 import {
   aluAttrs,
   broadcasts,
@@ -70,6 +70,7 @@ import {
   getOp,
   InferContext,
   inferNode,
+  nativeIntegerMatMul,
   type ValueType,
 } from "../ops/mod.ts";
 
@@ -78,28 +79,7 @@ import { normalizeAxis, sameShape, type Shape, sizeOf } from "../ir/shape.ts";
 /** A decomposition: what an op's `decompose` is. */
 type Decomposition = (e: Emitter, inputs: readonly EmitRef[], attrs: Attrs) => EmitRef[];
 
-/** Options for {@linkcode fuse}. */
-export interface FuseOptions {
-  /** Most input buffers one kernel may read (a backend's binding limit); default unlimited. */
-  readonly maxInputs?: number;
-  /** Largest expression (ALU ops) inlined into more than one consumer; default 16. */
-  readonly maxSharedOps?: number;
-  /**
-   * Longest chain of ALU ops in one kernel; default 128. Code generators and the interpreter
-   * recurse over expressions: a chain of thousands of Adds would overflow their stacks.
-   */
-  readonly maxDepth?: number;
-}
-
-/** The kernels of a graph and the log of fusion decisions. */
-export interface FusionResult {
-  /** Kernels in execution order. */
-  readonly kernels: KernelIR[];
-  /** Why each boundary was placed, in order. */
-  readonly log: string[];
-  /** Constant buffers the kernels read (value id → data). */
-  readonly constants: ReadonlyMap<number, HostTensor>;
-}
+export type { FuseOptions, FusionResult } from "./fuse_options.ts";
 
 /** Fuses `graph` into kernels. */
 export function fuse(graph: Graph, options: FuseOptions = {}): FusionResult {
@@ -121,6 +101,7 @@ class Fuser {
       maxInputs: options.maxInputs ?? Infinity,
       maxSharedOps: options.maxSharedOps ?? 16,
       maxDepth: options.maxDepth ?? 128,
+      integerDot: options.integerDot ?? false,
     };
     this.#fresh = graph.values.length;
   }
@@ -177,6 +158,12 @@ class Fuser {
     values?: readonly number[],
   ): Sym[] {
     const def = getOp(op);
+    if (
+      op === "IntegerMatMul" && this.#opts.integerDot &&
+      nativeIntegerMatMul(ins[0].type, ins[1].type)
+    ) {
+      return [this.#matmul(ins, label, types[0], true)];
+    }
     if (!def.primitive) return this.#expand(ins, attrs, label, def.decompose!);
     const out = (i: number) => values?.[i] ?? this.#fresh++;
     if (op === "Constant") return [this.#constant(attrs.value as HostTensor, label, out(0))];
@@ -483,15 +470,20 @@ class Fuser {
     };
   }
 
-  /** MatMul as a contraction over K in the space [...batch, M, N, K]. */
-  #matmul(ins: Sym[], label: string, type: ValueType): Sym {
+  /**
+   * MatMul as a contraction over K in the space [...batch, M, N, K]; `widen`: an IntegerMatMul,
+   * its i16 operands widened to the i32 sum's type.
+   */
+  #matmul(ins: Sym[], label: string, type: ValueType, widen = false): Sym {
     const [a, b] = ins.map((s) => this.#operand(s, label));
     const map = matmulMap(a.type.shape, b.type.shape);
     const group = this.#groups.create(map.space, map.reduced, "matmul");
+    const read = (e: Expr): Expr =>
+      widen ? { kind: "alu", op: "Cast", args: [e], dtype: type.dtype } : e;
     const product: Expr = {
       kind: "alu",
       op: "Mul",
-      args: [reindex(a.expr, map.operands[0]), reindex(b.expr, map.operands[1])],
+      args: [read(reindex(a.expr, map.operands[0])), read(reindex(b.expr, map.operands[1]))],
       dtype: type.dtype,
     };
     return this.#reduction(group, "sum", product, label, type, [...own(a), ...own(b)]);

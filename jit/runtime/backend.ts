@@ -67,6 +67,11 @@ export interface DeviceProfile {
   readonly bf16?: boolean;
   /** The device's subgroup sizes `[min, max]`, where it reports them (WebGPU `subgroups`). */
   readonly subgroupSizes?: readonly [number, number];
+  /**
+   * Whether the code generator runs IntegerMatMul kernels as integer dot products (WebAssembly's
+   * `i32x4.dot_i16x8_s`): fusion then builds them as one kernel instead of exact float chunks.
+   */
+  readonly integerDot?: boolean;
   /** Whether shaders can reach the device's matrix units (WebGPU subgroup matrices). */
   readonly matrixUnits?: boolean;
   /** Which device this is, where the implementation says (vendor, architecture, device). */

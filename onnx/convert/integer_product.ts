@@ -1,6 +1,6 @@
 /**
  * Integer products: MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv (and com.microsoft's
- * QGemm through {@linkcode exactMatMul}) sum products of zero-point-shifted 8-bit values in
+ * QGemm through {@linkcode product}) sum products of zero-point-shifted 8-bit values in
  * int32, as ONNX Runtime does, exactly.
  *
  * They run on the float products every backend tiles: each product of two shifted 8-bit values
@@ -51,32 +51,15 @@ const chunkOf = (bound: number) => Math.floor((EXACT - 1) / bound);
 const toI32 = (op: OpFn, x: Known) => op("Cast", [x], { to: "i32" });
 
 /**
- * The exact i32 product of `a` [..., M, K] and `b` [..., K, N], f32 tensors of integers whose
- * products are at most `bound` in magnitude: one float product where K such products sum
- * exactly, else K in chunks that do (a batch of products summed in i32).
+ * The exact i32 product of `a` [..., M, K] and `b` [..., K, N], integer tensors shifted by their
+ * zero points, whose products are at most `bound`: an IntegerMatMul of i16 operands (each
+ * backend runs it as integer dot products or as exact float chunks; see
+ * `jit/ops/integer_matmul.ts`), or i32 arithmetic where a shifted operand passes i16.
  */
-export function exactMatMul(op: OpFn, a: Known, b: Known, bound: number): Known {
-  const [as, bs] = [typeOf(a).shape, typeOf(b).shape];
-  const k = as.at(-1)!, chunk = chunkOf(bound);
-  if (k <= chunk) return toI32(op, op("MatMul", [a, b]));
-  if (chunk < 1 || as.length < 2 || bs.length < 2) {
-    return op("MatMul", [toI32(op, a), toI32(op, b)]);
-  }
-  // Chunks as even as they come (K = 768 in three of 256: no padding).
-  const parts = Math.ceil(k / chunk), size = Math.ceil(k / parts), pad = parts * size - k;
-  const padded = (x: Known, axis: number) =>
-    pad ? op("Pad", [x], { pads: [0, pad], axes: [axis], mode: "constant", value: 0 }) : x;
-  const ra = as.length, rb = bs.length;
-  // A: [..., M, K] → [..., parts, M, size]; B: [..., K, N] → [..., parts, size, N].
-  const a3 = op("Reshape", [padded(a, ra - 1)], { shape: [...as.slice(0, -1), parts, size] });
-  const perm = [...Array(ra - 2).keys(), ra - 1, ra - 2, ra];
-  const aParts = op("Transpose", [a3], { perm });
-  const bParts = op("Reshape", [padded(b, rb - 2)], {
-    shape: [...bs.slice(0, -2), parts, size, bs.at(-1)!],
-  });
-  const sums = toI32(op, op("MatMul", [aParts, bParts]));
-  // The parts axis sits before M and N in the product of rank max(ra, rb) + 1.
-  return op("ReduceSum", [sums], { axes: [Math.max(ra, rb) - 2], keepdims: 0 });
+function integerMatMul(op: OpFn, a: Known, b: Known, bound: number): Known {
+  const fits = (x: Known) => typeOf(x).dtype === "i16";
+  if (fits(a) && fits(b)) return op("IntegerMatMul", [a, b], { bound });
+  return op("MatMul", [toI32(op, a), toI32(op, b)]);
 }
 
 /**
@@ -110,6 +93,15 @@ function shifted(op: OpFn, x: Known, zero: Known | undefined, align = (z: Known)
   return zero ? op("Sub", [f(x), f(align(zero))]) : f(x);
 }
 
+/**
+ * `x` less its zero point, as i16 where the difference fits it (8-bit operands), else as i32.
+ */
+function shiftedInt(op: OpFn, x: Known, zero: Known | undefined, align = (z: Known) => z) {
+  const to = magnitude(typeOf(x).dtype, zero !== undefined) <= 32767 ? "i16" : "i32";
+  const v = zero ? op("Sub", [toI32(op, x), toI32(op, align(zero))]) : x;
+  return op("Cast", [v], { to });
+}
+
 /** Largest product of the shifted operands `a` and `b` (zero points `az`, `bz` or none). */
 export const productBound = (a: Known, az: Known | undefined, b: Known, bz: Known | undefined) =>
   magnitude(typeOf(a).dtype, az !== undefined) * magnitude(typeOf(b).dtype, bz !== undefined);
@@ -139,9 +131,12 @@ export function product(
   const wRank = typeOf(b!).shape.length;
   const bAlign = (z: Known) =>
     kind === "Conv" ? channels(op, z, wRank) : transB ? channels(op, z, 2) : z;
-  const av = shifted(op, a!, az), bv = shifted(op, b!, bz, bAlign);
-  if (kind === "Conv") return exactConv(op, av, bv, extra, bound);
-  return exactMatMul(op, av, transB ? op("Transpose", [bv], { perm: [1, 0] }) : bv, bound);
+  if (kind === "Conv") {
+    return exactConv(op, shifted(op, a!, az), shifted(op, b!, bz, bAlign), extra, bound);
+  }
+  const bv = shiftedInt(op, b!, bz, bAlign);
+  const bt = transB ? op("Transpose", [bv], { perm: [1, 0] }) : bv;
+  return integerMatMul(op, shiftedInt(op, a!, az), bt, bound);
 }
 
 /** MatMulInteger and ConvInteger: `(a − a_zero) ⋆ (b − b_zero)` in i32. */

@@ -14,7 +14,7 @@ import { KilnError } from "../../jit/support/errors.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { scalar } from "./composite.ts";
 import { dequantize, quantize } from "./math.ts";
-import { exactMatMul, productBound } from "./integer_product.ts";
+import { product } from "./integer_product.ts";
 import {
   attrs,
   constant,
@@ -68,16 +68,8 @@ function qGemm(c: NodeContext): Known[] {
   const [x, xs, xz] = [c.required(0), c.required(1), c.input(2)];
   const [w, ws, wz] = [c.required(3), c.required(4), c.input(5)];
   const f = (k: Known) => op("Cast", [k], { to: "f32" });
-  // A per-column zero point of B lines up with B's N axis: its rows when B comes transposed.
-  const column = (k: Known) =>
-    transB && typeOf(k).shape.length === 1 && typeOf(k).shape[0] > 1
-      ? op("Reshape", [k], { shape: [typeOf(k).shape[0], 1] })
-      : k;
-  const av = xz ? op("Sub", [f(x), f(xz)]) : f(x);
-  const bv = wz ? op("Sub", [f(w), f(column(wz))]) : f(w);
   const scale = op("Mul", [xs, ws]); // per column of the product when ws is 1-D
-  const bound = productBound(x, xz, w, wz);
-  let acc = exactMatMul(op, transA ? t(av) : av, transB ? t(bv) : bv, bound);
+  let acc = product(c, "MatMul", [transA ? t(x) : x, xz, w, wz], {}, transB);
   // The i32 bias joins the i32 sums before the rescale; alpha scales the product alone.
   const bias = c.input(6);
   if (bias && alpha === 1) acc = op("Add", [acc, op("Cast", [bias], { to: "i32" })]);

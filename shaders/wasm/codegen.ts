@@ -33,7 +33,15 @@ import { rowKernelBody, rowStores } from "./row_kernel.ts";
 import { tiledGemm } from "./matmul.ts";
 import type { MatmulContext } from "./gemm_state.ts";
 import { gemmBody } from "./matmul_ikj.ts";
-import { halfMatmulView, indirectionFill, matmulPlan, tableTaps } from "./matmul_plan.ts";
+import {
+  halfMatmulView,
+  indirectionFill,
+  integerPlan,
+  integerView,
+  matmulPlan,
+  tableTaps,
+} from "./matmul_plan.ts";
+import { integerGemm } from "./int_gemm.ts";
 
 /** Generates the module for `kernel` (not for opaque kernels). */
 export function generateWasm(
@@ -41,8 +49,10 @@ export function generateWasm(
   given: KernelIR,
   options: ModuleOptions = {},
 ): Uint8Array {
-  // An f16 matmul is generated as the tiles compute it (the program packs B for it the same way).
-  const kernel = halfMatmulView(given);
+  // An f16 matmul is generated as the tiles compute it (the program packs B for it the same way),
+  // and so is an integer matmul whose outputs dequantize its sums.
+  const integer = integerPlan(given);
+  const kernel = (integer && integerView(given)) ?? halfMatmulView(given);
   const fn = new KernelFunction(wasm, kernel, options);
   const { m, get, ic, coord, kept, unravel, whileLoop, row } = fn;
   const { start, end } = fn.params;
@@ -52,8 +62,10 @@ export function generateWasm(
   const path = linearLowering(fn);
 
   const gemm = fn.wide ? undefined : matmulPlan(kernel);
-  const elementwise = gemm ? undefined : path.elementwiseBody();
-  if (gemm) {
+  const integerBody = integer && integerGemm({ fn, ...path }, integer);
+  const elementwise = gemm || integerBody ? undefined : path.elementwiseBody();
+  if (integerBody) body.push(...integerBody);
+  else if (gemm) {
     const tableFill = indirectionFill(kernel);
     const taps = tableFill === undefined ? undefined : tableTaps(kernel);
     const context: MatmulContext = { fn, tableFill, taps, ...path };

@@ -23,6 +23,7 @@ import {
   type FloatInstructions,
   type FloatOps,
   type Fns,
+  I16X8,
   I32_BINARY,
   I32_UNARY,
   type I32Ops,
@@ -244,6 +245,8 @@ export class WasmModule {
     shuffle: (a: Ref, b: Ref, mask: readonly number[]): Ref =>
       this.#op(I8X16.shuffle, [a, b], mask),
   };
+  /** i16x8 instructions. */
+  readonly i16x8: LaneOps<typeof I16X8> = this.#lanes(I16X8);
   /** i32x4 instructions. */
   readonly i32x4: LaneOps<typeof I32X4> = this.#lanes(I32X4);
   /** i64x2 instructions. */

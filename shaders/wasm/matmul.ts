@@ -47,6 +47,24 @@ import { buildTable, pack, packA, packRows } from "./gemm_pack.ts";
 export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
   const g = gemmState(e, plan);
   if (!g) return undefined;
+  const packB = g.strideN === 4 ? packRows(g) : panels(g, (width) => pack(g, width, prepacked(g)));
+  return tiledLoops(g, packB, tile);
+}
+
+/** A tile kernel: `rows` rows at r against the panel of `width` columns at n0, through its epilogue. */
+export type TileFn = (g: Gemm, rows: number, width: number) => number[];
+
+/**
+ * The loops of a tiled product around `tileFn`: the packing call (`packB`, and a convolution's
+ * indirection table), then this call's rows (or panels) in blocks (packed by `packRowsOfA`
+ * where A is packed), every row tile against every panel.
+ */
+export function tiledLoops(
+  g: Gemm,
+  packB: number[],
+  tileFn: TileFn,
+  packRowsOfA: (g: Gemm) => number[] = packA,
+): number[] {
   const {
     m,
     kernel,
@@ -61,7 +79,6 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     packed,
     batches,
     perBatch,
-    strideN,
     r,
     r1,
     accAt,
@@ -69,13 +86,14 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
     lo,
     hi,
     split,
+    e,
   } = g;
   if (split) {
     m.addGlobal("panelSplit", i32, false, ic(split));
     m.addGlobalExport("panelSplit", "panelSplit");
   }
   m.addCustomSection(PACKS_SECTION, packsSection(kernel));
-  const packB = strideN === 4 ? packRows(g) : panels(g, (width) => pack(g, width, prepacked(g)));
+  const rows = () => rowsOfBlock(g, tileFn);
   const stmts = [
     m.if(
       m.i32.lt_s(get(start, i32), ic(0)),
@@ -109,61 +127,24 @@ export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefi
         whileLoop(() => m.i32.lt_s(get(lo, i32), get(r1, i32)), [
           m.local.set(hi, m.i32.add(get(lo, i32), ic(packBlockRows(kernel)))),
           m.if(m.i32.gt_s(get(hi, i32), get(r1, i32)), m.local.set(hi, get(r1, i32))),
-          ...packA(g),
-          ...rowsOfBlock(g),
+          ...packRowsOfA(g),
+          ...rows(),
           m.local.set(lo, get(hi, i32)),
         ]),
       ]
-      : [m.local.set(hi, get(r1, i32)), ...rowsOfBlock(g)]),
+      : [m.local.set(hi, get(r1, i32)), ...rows()]),
   ];
   return stmts;
 }
 
-/** Everything a tiled product's pieces share: the plan, the walks and the function's locals. */
-
+/** The f32 tile: `rows` rows at r against the panel at n0, one k a multiply-add. */
 function tile(g: Gemm, rows: number, width: number): number[] {
-  const {
-    m,
-    get,
-    ic,
-    countedLoop,
-    walks,
-    linearStores,
-    scratch,
-    f4,
-    i32,
-    k,
-    nAxis,
-    outs,
-    epilogue,
-    walked,
-    vectorEpilogue,
-    strideA,
-    r,
-    n0,
-    kk,
-    bPtr,
-    bPanel,
-    av,
-    b0,
-    b1,
-    aPtr,
-    accAt,
-    acc,
-    v,
-    kLoop,
-    e,
-  } = g;
+  const { m, get, ic, countedLoop, scratch, f4, i32, k, strideA, r, kk, bPtr, bPanel } = g;
+  const { av, b0, b1, aPtr, acc, v, kLoop, e } = g;
   const st: number[] = [];
-  // Each row's coordinates once: its A pointer and its epilogue's walks (kept for after k).
-  const lins: Linear[] = [];
-  for (let i = 0; i < rows; i++) {
-    setRow(g, m.i32.add(get(r, i32), ic(i)), get(n0, i32), st);
+  const lins = tileRows(g, rows, st, (i) => {
     st.push(m.local.set(aPtr[i], rowA(g, m.i32.add(get(r, i32), ic(i)), st)));
-    if (walked) {
-      lins.push({ ...walks(epilogue!, [nAxis], st), acc: { base: accAt[i], stride: 1 } });
-    }
-  }
+  });
   st.push(m.local.set(bPtr, get(bPanel, i32)));
   for (let i = 0; i < 2 * rows; i++) st.push(m.local.set(acc[i], f4.splat(m.f32.const(0))));
   const madd = (x: number, y: number, z: number) =>
@@ -197,6 +178,30 @@ function tile(g: Gemm, rows: number, width: number): number[] {
   for (let i = 0; i < 2 * rows; i++) {
     st.push(m.v128.store(16 * i, 4, get(scratch, i32), v(acc[i])));
   }
+  return [...st, ...tileEpilogue(g, rows, width, lins)];
+}
+
+/**
+ * Each row's coordinates of the tile at r, once (`each(i)` adds what else a row needs before
+ * the k loop), and its epilogue's walk where the epilogue walks (kept for after k).
+ */
+export function tileRows(g: Gemm, rows: number, st: number[], each: (i: number) => void) {
+  const { m, get, ic, walks, i32, nAxis, epilogue, walked, r, n0, accAt } = g;
+  const lins: Linear[] = [];
+  for (let i = 0; i < rows; i++) {
+    setRow(g, m.i32.add(get(r, i32), ic(i)), get(n0, i32), st);
+    each(i);
+    if (walked) {
+      lins.push({ ...walks(epilogue!, [nAxis], st), acc: { base: accAt[i], stride: 1 } });
+    }
+  }
+  return lins;
+}
+
+/** The outputs of a finished tile, from its f32 sums in the scratch: along `lins`, or point by point. */
+export function tileEpilogue(g: Gemm, rows: number, width: number, lins: Linear[]): number[] {
+  const { ic, linearStores, outs, walked, vectorEpilogue } = g;
+  const st: number[] = [];
   for (const lin of lins) {
     st.push(...linearStores(lin, () => ic(width), outs, width >= 4 && vectorEpilogue));
   }
@@ -204,16 +209,16 @@ function tile(g: Gemm, rows: number, width: number): number[] {
   return st;
 }
 
-/** Row `i` of the tile at r: its `width` outputs, each from its accumulator in the scratch. */
-function pointwise(g: Gemm, i: number, width: number): number[] {
+/**
+ * Row `i` of the tile at r: its `width` outputs, each from its accumulator in the scratch (f32
+ * sums; i32 where `integer`).
+ */
+export function pointwise(g: Gemm, i: number, width: number, integer = false): number[] {
   const { m, get, ic, countedLoop, scratch, i32, nb, r, n0, column, e } = g;
   const st: number[] = [];
   setRow(g, m.i32.add(get(r, i32), ic(i)), get(n0, i32), st);
-  const sum = m.f32.load(
-    32 * i,
-    4,
-    m.i32.add(get(scratch, i32), m.i32.shl(get(column, i32), ic(2))),
-  );
+  const at = m.i32.add(get(scratch, i32), m.i32.shl(get(column, i32), ic(2)));
+  const sum = integer ? m.i32.load(32 * i, 4, at) : m.f32.load(32 * i, 4, at);
   const point = pointOutputs(e.fn, nb, m.i32.add(get(n0, i32), get(column, i32)), sum);
   return [...st, ...countedLoop(column, width, point)];
 }
@@ -224,11 +229,11 @@ function pointwise(g: Gemm, i: number, width: number): number[] {
  */
 
 /** Every row tile against the panel of `width` ≤ 8 columns at n0. */
-function panel(g: Gemm, width: number) {
+function panel(g: Gemm, width: number, tileFn: TileFn) {
   const { m, get, ic, whileLoop, i32, r, from, to, bPanel } = g;
   /** A tile of `rows` rows at r, then r past it. */
   const step = (rows: number) => [
-    ...tile(g, rows, width),
+    ...tileFn(g, rows, width),
     m.local.set(r, m.i32.add(get(r, i32), ic(rows))),
   ];
   const fits = (rows: number) => m.i32.le_s(m.i32.add(get(r, i32), ic(rows)), get(to, i32));
@@ -251,7 +256,7 @@ function panel(g: Gemm, width: number) {
  * Every row of the block [lo, hi) against every panel: where B is batched, a batch's rows at a
  * time against that batch's panels (a grouped conv's groups, attention's heads).
  */
-function rowsOfBlock(g: Gemm) {
+function rowsOfBlock(g: Gemm, tileFn: TileFn) {
   const { m, get, ic, whileLoop, i32, batches, perBatch, r, from, to, lo, hi } = g;
   return batches > 1
     ? [
@@ -267,14 +272,14 @@ function rowsOfBlock(g: Gemm) {
           ),
         ),
         m.if(m.i32.gt_s(get(to, i32), get(hi, i32)), m.local.set(to, get(hi, i32))),
-        ...panels(g, (width) => panel(g, width), true),
+        ...panels(g, (width) => panel(g, width, tileFn), true),
         m.local.set(from, get(to, i32)),
       ]),
     ]
     : [
       m.local.set(from, get(lo, i32)),
       m.local.set(to, get(hi, i32)),
-      ...panels(g, (width) => panel(g, width), true),
+      ...panels(g, (width) => panel(g, width, tileFn), true),
     ];
 }
 
@@ -282,7 +287,7 @@ function rowsOfBlock(g: Gemm) {
  * Statements for every panel of B, or (`ranged`, where the calls split the panels) the call's
  * panels [start, end): `each(width)` at n0 = 0, 8, …, the last one narrower.
  */
-function panels(g: Gemm, each: (width: number) => number[], ranged = false) {
+export function panels(g: Gemm, each: (width: number) => number[], ranged = false): number[] {
   const { m, local, get, ic, whileLoop, start, end, i32, n, n0, wide, split } = g;
   const range = ranged && split > 0;
   const stop = local(i32), past = m.i32.shl(get(end, i32), ic(3));

@@ -286,7 +286,12 @@ export function prepackBytes(kernel: KernelIR): number {
 export function scratchBytes(kernel: KernelIR): number {
   if (!contracts(kernel)) return 0;
   const [n, k] = kernel.space.slice(-2);
-  const packed = packsA(kernel) ? packBlockRows(kernel) * k * 4 : 0;
+  // An integer product packs A's rows as i16 pairs: 2 bytes an element.
+  const packed = packsA(kernel)
+    ? packBlockRows(kernel) * k * 4
+    : integerPlan(kernel)
+    ? packBlockRows(kernel) * k * 2
+    : 0;
   return Math.max(TILE_BYTES + packed, 4 * n);
 }
 
@@ -304,6 +309,71 @@ export interface MatmulPlan {
   readonly b: Extract<Expr, { kind: "load" }>;
   /** Whether B's elements for consecutive n are consecutive in memory (no bounds). */
   readonly contiguous: boolean;
+}
+
+/**
+ * The plan of an integer matmul kernel (fusion's IntegerMatMul: an i32 sum of products of i16
+ * loads widened, every output per row) for the integer tiles, which step K in pairs (`k` is K/2:
+ * one `i32x4.dot_i16x8_s` takes two k of four columns): `undefined` for any other kernel, an odd
+ * K or a gathered operand.
+ */
+export function integerPlan(kernel: KernelIR): MatmulPlan | undefined {
+  const r = kernel.reductions[0];
+  if (
+    kernel.pattern !== "matmul" || kernel.reductions.length !== 1 || r.op !== "sum" ||
+    r.dtype !== "i32" || r.expr.kind !== "alu" || r.expr.op !== "Mul" ||
+    kernel.outputs.some((o) => o.level !== "row")
+  ) return undefined;
+  const widened = (e: Expr) =>
+    e.kind === "alu" && e.op === "Cast" && e.args[0].kind === "load" &&
+      e.args[0].dtype === "i16" && !gathers(e.args[0].steps)
+      ? e.args[0]
+      : undefined;
+  const [a, b] = r.expr.args.map(widened);
+  const nb = kernel.space.length - 3, k = kernel.space[nb + 2];
+  if (!a || !b || k === 0 || k % 2 !== 0) return undefined;
+  return { nb, n: kernel.space[nb + 1], k: k / 2, a, b, contiguous: false };
+}
+
+/**
+ * An integer matmul (see {@linkcode integerPlan}) whose outputs read its i32 sum only through a
+ * Cast to f32 (the dequantization that follows every quantized product), as the integer tiles
+ * generate it: the tiles convert the sums (`f32x4.convert_i32x4_s` rounds as the Cast does), so
+ * the outputs read an f32 sum and the epilogue walks vectors as the f32 tiles' does; point by
+ * point it took a third of a 128 × 768 × 3072 product. `undefined` where an output reads the i32
+ * sum itself.
+ */
+export function integerView(kernel: KernelIR): KernelIR | undefined {
+  const r = kernel.reductions[0];
+  const sum: Expr = { kind: "acc", index: 0, dtype: "f32" };
+  let plain = true;
+  const memo = new Map<Expr, Expr>();
+  const read = (e: Expr): Expr => {
+    const hit = memo.get(e);
+    if (hit) return hit;
+    const [x] = e.kind === "alu" ? e.args : [];
+    const out: Expr = e.kind === "alu" && e.op === "Cast" && e.dtype === "f32" &&
+        x.kind === "acc" && x.index === 0
+      ? sum
+      : e.kind === "alu"
+      ? { ...e, args: e.args.map(read) }
+      : e;
+    if (out.kind === "acc" && out.dtype !== "f32") plain = false;
+    memo.set(e, out);
+    return out;
+  };
+  const outputs = kernel.outputs.map((o) => ({ ...o, expr: read(o.expr) }));
+  if (!plain) return undefined;
+  return {
+    ...kernel,
+    reductions: [{ ...r, dtype: "f32", expr: { ...r.expr, dtype: "f32" } }],
+    outputs,
+  };
+}
+
+/** The input whose panels a tiled matmul packs (B: of an f32 or an integer product). */
+export function packedInput(kernel: KernelIR): number {
+  return (matmulOperands(kernel) ?? integerPlan(kernel))!.b.input;
 }
 
 /** The i-k-j plan of an f32 matmul kernel whose outputs are all per-row, if it is one. */

@@ -199,6 +199,18 @@ export interface Lanes<U extends string, B extends string, T extends string, S e
 /** i8x16 operators (only what byte shuffles need). */
 export const I8X16 = { shuffle: { code: simd(0x0d), type: v128 } } as const;
 
+/** i16x8 operators (only what packing integer products needs). */
+export const I16X8 = {
+  splat: { code: simd(0x10), type: v128 },
+  extract: { code: simd(0x18), type: i32 },
+  replace: { code: simd(0x1a), type: v128 },
+  unary: {},
+  // Two i32x4 to eight i16 lanes, saturating (integer products pack values that fit).
+  binary: table({ narrow_i32x4_s: [simd(0x85), v128] }),
+  ternary: {},
+  shifts: {},
+} as const;
+
 /** i32x4 operators. */
 export const I32X4 = {
   splat: { code: simd(0x11), type: v128 },
@@ -228,6 +240,8 @@ export const I32X4 = {
     add: [simd(0xae), v128],
     sub: [simd(0xb1), v128],
     mul: [simd(0xb5), v128],
+    // Pairwise products of i16 lanes summed into i32 lanes: eight multiply-adds an instruction.
+    dot_i16x8_s: [simd(0xba), v128],
     min_s: [simd(0xb6), v128],
     min_u: [simd(0xb7), v128],
     max_s: [simd(0xb8), v128],

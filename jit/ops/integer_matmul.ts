@@ -1,0 +1,83 @@
+/**
+ * `IntegerMatMul`: the exact i32 product of two integer tensors (i16 or narrower), MatMul's
+ * shapes, whose elementwise products are at most the attribute `bound` in magnitude (the
+ * importer's quantized products: zero-point-shifted 8-bit values, 255² = 65025). Sums wrap at
+ * 2^32 as ONNX Runtime's int32 accumulation does.
+ *
+ * A backend whose code generator has integer dot products (WebAssembly's `i32x4.dot_i16x8_s`)
+ * runs it as one integer matmul kernel (fusion asks {@linkcode nativeIntegerMatMul}); elsewhere it
+ * decomposes into the float products every backend tiles: each product of two integers below
+ * 2^12 is exact in f32, and so is every partial sum while it stays under 2^24 whatever the order,
+ * so K is split into chunks that stay under it (a batch of float products, summed in i32).
+ *
+ * @module
+ */
+import { matmulShape } from "./nn.ts";
+import { defineOps, type EmitRef, type Emitter, type OpDef, type ValueType } from "./registry.ts";
+
+/** Sums of integers below this stay exact in f32. */
+const EXACT = 2 ** 24;
+
+/** The integer types IntegerMatMul takes. */
+const NARROW = ["i16", "i8", "u8"] as const;
+
+/** The largest product an i16 × i16 MatMul can meet: its default `bound`. */
+const I16_BOUND = 2 ** 30;
+
+/**
+ * Whether fusion should build an IntegerMatMul of operands `a` and `b` as one integer matmul
+ * kernel (where the backends have integer dot products): the WebAssembly generator's tiles take
+ * i16 operands of rank 2 or more with K even.
+ */
+export function nativeIntegerMatMul(a: ValueType, b: ValueType): boolean {
+  return a.dtype === "i16" && b.dtype === "i16" && a.shape.length >= 2 && b.shape.length >= 2 &&
+    a.shape.at(-1)! % 2 === 0;
+}
+
+/** The decomposition: float products exact by chunks of K, summed in i32. */
+function decompose(e: Emitter, a: EmitRef, b: EmitRef, bound: number): EmitRef {
+  const f = (x: EmitRef) => e.op("Cast", [x], { to: "f32" });
+  const i32 = (x: EmitRef) => e.op("Cast", [x], { to: "i32" });
+  const [as, bs] = [e.typeOf(a).shape, e.typeOf(b).shape];
+  const k = as.at(-1)!, chunk = Math.floor((EXACT - 1) / bound);
+  if (k <= chunk) return i32(e.op("MatMul", [f(a), f(b)]));
+  if (chunk < 1 || as.length < 2 || bs.length < 2) return e.op("MatMul", [i32(a), i32(b)]);
+  // Chunks as even as they come (K = 768 in three of 256: no padding).
+  const parts = Math.ceil(k / chunk), size = Math.ceil(k / parts), pad = parts * size - k;
+  const padded = (x: EmitRef, axis: number) =>
+    pad ? e.op("Pad", [x], { pads: [0, pad], axes: [axis], mode: "constant", value: 0 }) : x;
+  const ra = as.length, rb = bs.length;
+  // A: [..., M, K] → [..., parts, M, size]; B: [..., K, N] → [..., parts, size, N].
+  const a3 = e.op("Reshape", [padded(f(a), ra - 1)], { shape: [...as.slice(0, -1), parts, size] });
+  const perm = [...Array(ra - 2).keys(), ra - 1, ra - 2, ra];
+  const aParts = e.op("Transpose", [a3], { perm });
+  const bParts = e.op("Reshape", [padded(f(b), rb - 2)], {
+    shape: [...bs.slice(0, -2), parts, size, bs.at(-1)!],
+  });
+  const sums = i32(e.op("MatMul", [aParts, bParts]));
+  // The parts axis sits before M and N in the product of rank max(ra, rb) + 1.
+  return e.op("ReduceSum", [sums], { axes: [Math.max(ra, rb) - 2], keepdims: 0 });
+}
+
+const integerOps: OpDef[] = [{
+  name: "IntegerMatMul",
+  category: "matmul",
+  arity: [2, 2],
+  primitive: false,
+  infer: (ctx) => {
+    ctx.requireDType(0, NARROW);
+    ctx.requireDType(1, NARROW);
+    const bound = ctx.int("bound", I16_BOUND);
+    if (!(bound >= 1 && bound <= I16_BOUND)) {
+      ctx.fail(
+        `bound ${bound} is outside [1, 2^30]`,
+        "give the largest |a·b| product",
+        "bad-attribute",
+      );
+    }
+    return [{ shape: matmulShape(ctx, ctx.input(0).shape, ctx.input(1).shape), dtype: "i32" }];
+  },
+  decompose: (e, [a, b], attrs) => [decompose(e, a, b, (attrs.bound as number) ?? I16_BOUND)],
+}];
+
+defineOps(integerOps);

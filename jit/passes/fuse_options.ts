@@ -1,0 +1,36 @@
+/**
+ * What fusion takes and gives: its options (the limits a backend's kernels must respect) and its
+ * result (the kernels, the log of every boundary, the constants they read). See `fuse.ts`.
+ *
+ * @module
+ */
+import type { HostTensor } from "../ir/host_tensor.ts";
+import type { KernelIR } from "../ir/kernel_ir.ts";
+
+/** Options for `fuse`. */
+export interface FuseOptions {
+  /** Most input buffers one kernel may read (a backend's binding limit); default unlimited. */
+  readonly maxInputs?: number;
+  /** Largest expression (ALU ops) inlined into more than one consumer; default 16. */
+  readonly maxSharedOps?: number;
+  /**
+   * Longest chain of ALU ops in one kernel; default 128. Code generators and the interpreter
+   * recurse over expressions: a chain of thousands of Adds would overflow their stacks.
+   */
+  readonly maxDepth?: number;
+  /**
+   * Whether IntegerMatMul fuses as one integer matmul kernel (the backends have integer dot
+   * products for it) instead of its decomposition; default false.
+   */
+  readonly integerDot?: boolean;
+}
+
+/** The kernels of a graph and the log of fusion decisions. */
+export interface FusionResult {
+  /** Kernels in execution order. */
+  readonly kernels: KernelIR[];
+  /** Why each boundary was placed, in order. */
+  readonly log: string[];
+  /** Constant buffers the kernels read (value id → data). */
+  readonly constants: ReadonlyMap<number, HostTensor>;
+}
