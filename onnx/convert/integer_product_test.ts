@@ -138,3 +138,38 @@ Deno.test("QLinearMatMul requantizes the exact i32 sum", async () => {
   }
   model.dispose();
 });
+
+Deno.test("batched MatMulInteger with a dequantizing epilogue, odd and even K, every tile shape", async () => {
+  for (const k of [64, 63]) {
+    const [batch, m, n] = [2, 7, 9];
+    const a = values(batch * m * k, 0, 255, 7), b = values(k * n, -128, 127, 8);
+    const model = testModel({
+      node: [
+        { opType: "MatMulInteger", input: ["a", "b", "az"], output: ["i"], attribute: [] },
+        { opType: "Cast", input: ["i"], output: ["f"], attribute: [{ name: "to", type: 2, i: 1 }] },
+        { opType: "Mul", input: ["f", "s"], output: ["y"], attribute: [] },
+      ],
+      initializer: [
+        tensor("b", 3, [k, n], b),
+        tensor("az", 2, [], [3]),
+        { name: "s", dims: [], dataType: 1, floatData: [0.5] },
+      ],
+      input: [valueInfo("a", 2, [batch, m, k])],
+      output: [valueInfo("y", 1)],
+    });
+    const want: number[] = [];
+    for (let r = 0; r < batch * m; r++) {
+      for (let j = 0; j < n; j++) {
+        let s = 0;
+        for (let p = 0; p < k; p++) s += (a[r * k + p] - 3) * b[p * n + j];
+        want.push(s * 0.5);
+      }
+    }
+    const x = { data: Uint8Array.from(a), shape: [batch, m, k], dtype: "u8" as const };
+    for (const backend of BACKENDS) {
+      const { y } = await model.run({ a: x }, { backend, cache: false });
+      assert.deepEqual(numbers(y.data), want, `${backend}, K = ${k}`);
+    }
+    model.dispose();
+  }
+});
