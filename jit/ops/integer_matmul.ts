@@ -2,7 +2,8 @@
  * `IntegerMatMul`: the exact i32 product of two integer tensors (i16 or narrower), MatMul's
  * shapes, whose elementwise products are at most the attribute `bound` in magnitude (the
  * importer's quantized products: zero-point-shifted 8-bit values, 255² = 65025). Sums wrap at
- * 2^32 as ONNX Runtime's int32 accumulation does.
+ * 2^32 as ONNX Runtime's int32 accumulation does. `parts`, where given, is how many chunks of K
+ * sum exactly in f32 (the importer works it out from constant weights' actual magnitudes).
  *
  * A backend whose code generator has integer dot products (WebAssembly's `i32x4.dot_i16x8_s`)
  * runs it as one integer matmul kernel (fusion asks {@linkcode nativeIntegerMatMul}); elsewhere it
@@ -35,15 +36,16 @@ export function nativeIntegerMatMul(a: ValueType, b: ValueType): boolean {
 }
 
 /** The decomposition: float products exact by chunks of K, summed in i32. */
-function decompose(e: Emitter, a: EmitRef, b: EmitRef, bound: number): EmitRef {
+function decompose(e: Emitter, a: EmitRef, b: EmitRef, bound: number, given?: number): EmitRef {
   const f = (x: EmitRef) => e.op("Cast", [x], { to: "f32" });
   const i32 = (x: EmitRef) => e.op("Cast", [x], { to: "i32" });
   const [as, bs] = [e.typeOf(a).shape, e.typeOf(b).shape];
   const k = as.at(-1)!, chunk = Math.floor((EXACT - 1) / bound);
-  if (k <= chunk) return i32(e.op("MatMul", [f(a), f(b)]));
+  const parts = given ?? Math.ceil(k / Math.max(1, chunk));
+  if (parts <= 1) return i32(e.op("MatMul", [f(a), f(b)]));
   if (chunk < 1 || as.length < 2 || bs.length < 2) return e.op("MatMul", [i32(a), i32(b)]);
   // Chunks as even as they come (K = 768 in three of 256: no padding).
-  const parts = Math.ceil(k / chunk), size = Math.ceil(k / parts), pad = parts * size - k;
+  const size = Math.ceil(k / parts), pad = parts * size - k;
   const padded = (x: EmitRef, axis: number) =>
     pad ? e.op("Pad", [x], { pads: [0, pad], axes: [axis], mode: "constant", value: 0 }) : x;
   const ra = as.length, rb = bs.length;
@@ -67,7 +69,10 @@ const integerOps: OpDef[] = [{
   infer: (ctx) => {
     ctx.requireDType(0, NARROW);
     ctx.requireDType(1, NARROW);
-    const bound = ctx.int("bound", I16_BOUND);
+    const bound = ctx.int("bound", I16_BOUND), parts = ctx.int("parts", 1);
+    if (!(parts >= 1)) {
+      ctx.fail(`parts ${parts} is below 1`, "give 1 or more chunks", "bad-attribute");
+    }
     if (!(bound >= 1 && bound <= I16_BOUND)) {
       ctx.fail(
         `bound ${bound} is outside [1, 2^30]`,
@@ -77,7 +82,9 @@ const integerOps: OpDef[] = [{
     }
     return [{ shape: matmulShape(ctx, ctx.input(0).shape, ctx.input(1).shape), dtype: "i32" }];
   },
-  decompose: (e, [a, b], attrs) => [decompose(e, a, b, (attrs.bound as number) ?? I16_BOUND)],
+  decompose: (e, [a, b], attrs) => [
+    decompose(e, a, b, (attrs.bound as number) ?? I16_BOUND, attrs.parts as number | undefined),
+  ],
 }];
 
 defineOps(integerOps);

@@ -52,31 +52,91 @@ const toI32 = (op: OpFn, x: Known) => op("Cast", [x], { to: "i32" });
 
 /**
  * The exact i32 product of `a` [..., M, K] and `b` [..., K, N], integer tensors shifted by their
- * zero points, whose products are at most `bound`: an IntegerMatMul of i16 operands (each
- * backend runs it as integer dot products or as exact float chunks; see
- * `jit/ops/integer_matmul.ts`), or i32 arithmetic where a shifted operand passes i16.
+ * zero points, whose products are at most `bound` (`a`'s magnitude at most `maxA`): an
+ * IntegerMatMul of i16 operands (each backend runs it as integer dot products or as exact float
+ * chunks, see `jit/ops/integer_matmul.ts`; with constant weights, as few chunks as their actual
+ * magnitudes allow), or i32 arithmetic where a shifted operand passes i16.
  */
-function integerMatMul(op: OpFn, a: Known, b: Known, bound: number): Known {
+function integerMatMul(op: OpFn, a: Known, b: Known, bound: number, maxA: number): Known {
   const fits = (x: Known) => typeOf(x).dtype === "i16";
-  if (fits(a) && fits(b)) return op("IntegerMatMul", [a, b], { bound });
-  return op("MatMul", [toI32(op, a), toI32(op, b)]);
+  if (!fits(a) || !fits(b)) return op("MatMul", [toI32(op, a), toI32(op, b)]);
+  const [k, n] = typeOf(b).shape.slice(-2), most = Math.ceil(k / Math.max(1, chunkOf(bound)));
+  const weights = b.kind === "const" && typeOf(b).shape.length === 2
+    ? b.tensor.data as ArrayLike<number>
+    : undefined;
+  const parts = weights
+    ? fewestParts(k, n, (p, j) => Math.abs(weights[p * n + j]), maxA, most)
+    : undefined;
+  return op("IntegerMatMul", [a, b], { bound, ...(parts ? { parts } : {}) });
+}
+
+/**
+ * The fewest chunks of a contraction of length `len` (below `most`, else `most`) whose sums stay
+ * exact in f32 for every output `j` of `outputs`: with constant weights of magnitude
+ * `abs(k, j)` and the other operand at most `maxA`, each chunk's sum is at most `maxA` times the
+ * chunk's weights. Quantized weights are mostly far below their type's bound: BERT-base's
+ * K = 768 then sums in one float product, where the bound alone asks for three.
+ */
+function fewestParts(
+  len: number,
+  outputs: number,
+  abs: (k: number, j: number) => number,
+  maxA: number,
+  most: number,
+): number {
+  const limit = (EXACT - 1) / maxA;
+  // Prefix sums along the contraction, per output: a chunk's sum is one difference.
+  const prefix = new Float64Array((len + 1) * outputs);
+  for (let k = 0; k < len; k++) {
+    for (let j = 0; j < outputs; j++) {
+      prefix[(k + 1) * outputs + j] = prefix[k * outputs + j] + abs(k, j);
+    }
+  }
+  const fits = (size: number) => {
+    for (let s = 0; s < len; s += size) {
+      const e = Math.min(len, s + size);
+      for (let j = 0; j < outputs; j++) {
+        if (prefix[e * outputs + j] - prefix[s * outputs + j] > limit) return false;
+      }
+    }
+    return true;
+  };
+  for (let parts = 1; parts < most; parts++) if (fits(Math.ceil(len / parts))) return parts;
+  return most;
 }
 
 /**
  * The exact i32 convolution of `x` [N, C, ...] by `w` [M, C/group, ...], f32 tensors of
- * integers whose products are at most `bound`: channels in slices whose patches sum exactly,
- * the slices' convolutions added in i32. Grouped convolutions too long for one exact sum take
- * i32 arithmetic.
+ * integers whose products are at most `bound` (`x` at most `maxA`): channels in slices whose
+ * patches sum exactly (as few as constant weights' magnitudes allow), the slices' convolutions
+ * added in i32. Grouped convolutions too long for one exact sum take i32 arithmetic.
  */
-export function exactConv(op: OpFn, x: Known, w: Known, attrs: Attrs, bound: number): Known {
-  const ws = typeOf(w).shape, channels = ws[1];
+export function exactConv(
+  op: OpFn,
+  [x, w]: Known[],
+  attrs: Attrs,
+  bound: number,
+  maxA: number,
+): Known {
+  const ws = typeOf(w).shape, [m, channels] = ws;
   const taps = ws.slice(2).reduce((p, d) => p * d, 1), chunk = chunkOf(bound);
-  if (channels * taps <= chunk) return toI32(op, op("Conv", [x, w], attrs));
   const per = Math.floor(chunk / taps);
-  if (per < 1 || (Number(attrs.group ?? 1)) !== 1) {
+  // Channel slices the type bound asks for, or (constant weights) as few as their sums need.
+  let parts = per < 1 ? Infinity : Math.ceil(channels / per);
+  if (w.kind === "const" && parts > 1) {
+    const data = w.tensor.data as ArrayLike<number>;
+    const abs = (c: number, o: number) => {
+      let sum = 0;
+      for (let t = 0; t < taps; t++) sum += Math.abs(data[(o * channels + c) * taps + t]);
+      return sum;
+    };
+    parts = fewestParts(channels, m, abs, maxA, Math.min(parts, channels + 1));
+  }
+  if (parts === 1) return toI32(op, op("Conv", [x, w], attrs));
+  if (parts > channels || Number(attrs.group ?? 1) !== 1) {
     return op("Conv", [toI32(op, x), toI32(op, w)], attrs);
   }
-  const parts = Math.ceil(channels / per), size = Math.ceil(channels / parts);
+  const size = Math.ceil(channels / parts);
   let sum: Known | undefined;
   for (let c0 = 0; c0 < channels; c0 += size) {
     const slice = (t: Known) =>
@@ -89,8 +149,11 @@ export function exactConv(op: OpFn, x: Known, w: Known, attrs: Attrs, bound: num
 
 /** `x` as f32, less its zero point `zero` (reshaped by `align`) when there is one. */
 function shifted(op: OpFn, x: Known, zero: Known | undefined, align = (z: Known) => z): Known {
+  const z = zero && align(zero);
+  const folded = foldedShift(x, z, "f32");
+  if (folded) return folded;
   const f = (k: Known) => op("Cast", [k], { to: "f32" });
-  return zero ? op("Sub", [f(x), f(align(zero))]) : f(x);
+  return z ? op("Sub", [f(x), f(z)]) : f(x);
 }
 
 /**
@@ -98,8 +161,40 @@ function shifted(op: OpFn, x: Known, zero: Known | undefined, align = (z: Known)
  */
 function shiftedInt(op: OpFn, x: Known, zero: Known | undefined, align = (z: Known) => z) {
   const to = magnitude(typeOf(x).dtype, zero !== undefined) <= 32767 ? "i16" : "i32";
-  const v = zero ? op("Sub", [toI32(op, x), toI32(op, align(zero))]) : x;
+  const z = zero && align(zero);
+  const folded = foldedShift(x, z, to);
+  if (folded) return folded;
+  const v = z ? op("Sub", [toI32(op, x), toI32(op, z)]) : x;
   return op("Cast", [v], { to });
+}
+
+/**
+ * A constant `x` less a constant zero point `zero` (per tensor, along x's last axis, or along
+ * its first as `[M, 1, …]`), as a constant of `to`, in one pass: folded op by op (two Casts and
+ * a Sub through the reference kernels), each of BERT-base's [768, 3072] weights took 150 ms to
+ * import. `undefined` for any other operands (graph ops then).
+ */
+function foldedShift(x: Known, zero: Known | undefined, to: DType): Known | undefined {
+  if (x.kind !== "const" || (zero && zero.kind !== "const")) return undefined;
+  const data = x.tensor.data as ArrayLike<number>, shape = x.tensor.shape, n = data.length;
+  const z = zero?.kind === "const" ? zero.tensor.data as ArrayLike<number> : [0];
+  const zs = zero?.kind === "const" ? zero.tensor.shape : [];
+  const last = shape.at(-1) ?? 1, inner = n / Math.max(1, shape[0] ?? 1);
+  const at = z.length === 1
+    ? () => 0
+    : zs.length === 1 && zs[0] === last
+    ? (i: number) => i % last
+    : zs.length === shape.length && zs[0] === shape[0] && zs.every((d, i) => i === 0 || d === 1)
+    ? (i: number) => Math.floor(i / inner)
+    : undefined;
+  if (!at) return undefined;
+  const out = to === "i16"
+    ? new Int16Array(n)
+    : to === "i32"
+    ? new Int32Array(n)
+    : new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = data[i] - z[at(i)];
+  return { kind: "const", tensor: { data: out, shape, dtype: to }, i64: false };
 }
 
 /** Largest product of the shifted operands `a` and `b` (zero points `az`, `bz` or none). */
@@ -131,12 +226,14 @@ export function product(
   const wRank = typeOf(b!).shape.length;
   const bAlign = (z: Known) =>
     kind === "Conv" ? channels(op, z, wRank) : transB ? channels(op, z, 2) : z;
+  const maxA = magnitude(typeOf(a!).dtype, az !== undefined);
   if (kind === "Conv") {
-    return exactConv(op, shifted(op, a!, az), shifted(op, b!, bz, bAlign), extra, bound);
+    const operands = [shifted(op, a!, az), shifted(op, b!, bz, bAlign)];
+    return exactConv(op, operands, extra, bound, maxA);
   }
   const bv = shiftedInt(op, b!, bz, bAlign);
   const bt = transB ? op("Transpose", [bv], { perm: [1, 0] }) : bv;
-  return integerMatMul(op, shiftedInt(op, a!, az), bt, bound);
+  return integerMatMul(op, shiftedInt(op, a!, az), bt, bound, maxA);
 }
 
 /** MatMulInteger and ConvInteger: `(a − a_zero) ⋆ (b − b_zero)` in i32. */

@@ -7,6 +7,8 @@ import { numbers } from "../../jit/testing/testing.ts";
 import { testModel, valueInfo } from "../testdata.ts";
 import type { TensorProto } from "../wire/proto.ts";
 import { magnitude } from "./integer_product.ts";
+import { importModel } from "../import/import.ts";
+import { modelProto } from "../model.ts";
 import "../../mod.ts";
 
 const BACKENDS = ["reference", "wasm", "webgpu"];
@@ -172,4 +174,27 @@ Deno.test("batched MatMulInteger with a dequantizing epilogue, odd and even K, e
     }
     model.dispose();
   }
+});
+
+Deno.test("constant weights far below their type's bound sum in fewer exact chunks", async () => {
+  // |b| ≤ 9 over K = 1000: every sum stays under 255 · 9000 < 2^24, so one float product is
+  // exact, where the type bound (255² a product) asks for four chunks.
+  const [k, n] = [1000, 3];
+  const a = values(k, 0, 255, 9), b = values(k * n, -9, 9, 10);
+  const model = testModel({
+    node: [{ opType: "MatMulInteger", input: ["a", "b"], output: ["y"], attribute: [] }],
+    initializer: [tensor("b", 3, [k, n], b)],
+    input: [valueInfo("a", 2, [1, k])],
+    output: [valueInfo("y", 6)],
+  });
+  const graph = importModel(modelProto(model));
+  const node = graph.nodes.find((x) => x.op === "IntegerMatMul")!;
+  assert.equal(node.attrs.parts, 1);
+  const want = [0, 1, 2].map((j) => a.reduce((s, v, p) => s + v * b[p * n + j], 0));
+  const x = { data: Uint8Array.from(a), shape: [1, k], dtype: "u8" as const };
+  for (const backend of BACKENDS) {
+    const { y } = await model.run({ a: x }, { backend, cache: false });
+    assert.deepEqual(numbers(y.data), want, backend);
+  }
+  model.dispose();
 });

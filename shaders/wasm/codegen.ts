@@ -49,10 +49,16 @@ export function generateWasm(
   given: KernelIR,
   options: ModuleOptions = {},
 ): Uint8Array {
-  // An f16 matmul is generated as the tiles compute it (the program packs B for it the same way),
-  // and so is an integer matmul whose outputs dequantize its sums.
   const integer = integerPlan(given);
-  const kernel = (integer && integerView(given)) ?? halfMatmulView(given);
+  if (integer) {
+    // An integer matmul whose outputs dequantize its sums is generated as the tiles compute it;
+    // where its operands do not fit the tiles, it takes the generic paths below as it is.
+    const fn = new KernelFunction(wasm, integerView(given) ?? given, options);
+    const body = integerGemm({ fn, ...linearLowering(fn) }, integer);
+    if (body) return fn.finish(body);
+  }
+  // An f16 matmul is generated as the tiles compute it (the program packs B for it the same way).
+  const kernel = halfMatmulView(given);
   const fn = new KernelFunction(wasm, kernel, options);
   const { m, get, ic, coord, kept, unravel, whileLoop, row } = fn;
   const { start, end } = fn.params;
@@ -62,10 +68,8 @@ export function generateWasm(
   const path = linearLowering(fn);
 
   const gemm = fn.wide ? undefined : matmulPlan(kernel);
-  const integerBody = integer && integerGemm({ fn, ...path }, integer);
-  const elementwise = gemm || integerBody ? undefined : path.elementwiseBody();
-  if (integerBody) body.push(...integerBody);
-  else if (gemm) {
+  const elementwise = gemm ? undefined : path.elementwiseBody();
+  if (gemm) {
     const tableFill = indirectionFill(kernel);
     const taps = tableFill === undefined ? undefined : tableTaps(kernel);
     const context: MatmulContext = { fn, tableFill, taps, ...path };
