@@ -16,6 +16,7 @@
 import type { DType } from "../../jit/ir/dtype.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { window } from "./conv.ts";
+import { broadcastIndex } from "./fold.ts";
 import {
   type Converter,
   type Known,
@@ -169,24 +170,14 @@ function shiftedInt(op: OpFn, x: Known, zero: Known | undefined, align = (z: Kno
 }
 
 /**
- * A constant `x` less a constant zero point `zero` (per tensor, along x's last axis, or along
- * its first as `[M, 1, …]`), as a constant of `to`, in one pass: folded op by op (two Casts and
- * a Sub through the reference kernels), each of BERT-base's [768, 3072] weights took 150 ms to
- * import. `undefined` for any other operands (graph ops then).
+ * A constant `x` less a constant zero point `zero` (broadcast to it), as a constant of `to`, in
+ * one pass (see `fold.ts`). `undefined` for any other operands (graph ops then).
  */
 function foldedShift(x: Known, zero: Known | undefined, to: DType): Known | undefined {
   if (x.kind !== "const" || (zero && zero.kind !== "const")) return undefined;
   const data = x.tensor.data as ArrayLike<number>, shape = x.tensor.shape, n = data.length;
   const z = zero?.kind === "const" ? zero.tensor.data as ArrayLike<number> : [0];
-  const zs = zero?.kind === "const" ? zero.tensor.shape : [];
-  const last = shape.at(-1) ?? 1, inner = n / Math.max(1, shape[0] ?? 1);
-  const at = z.length === 1
-    ? () => 0
-    : zs.length === 1 && zs[0] === last
-    ? (i: number) => i % last
-    : zs.length === shape.length && zs[0] === shape[0] && zs.every((d, i) => i === 0 || d === 1)
-    ? (i: number) => Math.floor(i / inner)
-    : undefined;
+  const at = zero?.kind === "const" ? broadcastIndex(shape, zero.tensor.shape) : () => 0;
   if (!at) return undefined;
   const out = to === "i16"
     ? new Int16Array(n)

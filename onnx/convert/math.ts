@@ -12,6 +12,7 @@ import { type DType, isFloat, isInt } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { scalar } from "./composite.ts";
 import { fusedQdq } from "./qdq.ts";
+import { broadcastIndex } from "./fold.ts";
 import {
   attrs,
   constant,
@@ -83,11 +84,33 @@ export function quantize(
   return op("Cast", [op("Clip", [q], { min: lo, max: hi })], { to: dtype });
 }
 
-/** `(x − zero) · scale` in f32. */
+/** `(x − zero) · scale` in f32 (constants folded in one pass: see `fold.ts`). */
 export function dequantize(op: OpFn, x: Known, scale: Known, zero: Known | undefined): Known {
+  const folded = foldedDequantize(x, scale, zero);
+  if (folded) return folded;
   let v = op("Cast", [x], { to: "f32" });
   if (zero) v = op("Sub", [v, op("Cast", [zero], { to: "f32" })]);
   return op("Mul", [v, scale]);
+}
+
+/**
+ * A constant `(x − zero) · scale` as f32 arithmetic rounds it (the difference of two integers of
+ * 16 bits or fewer is exact; the product rounds once), or `undefined` unless all are constant
+ * and broadcast to x.
+ */
+function foldedDequantize(x: Known, scale: Known, zero: Known | undefined): Known | undefined {
+  if (x.kind !== "const" || scale.kind !== "const" || (zero && zero.kind !== "const")) {
+    return undefined;
+  }
+  if (x.fourBit || x.tensor.dtype === "i32" || x.i64) return undefined;
+  const shape = x.tensor.shape, data = x.tensor.data as ArrayLike<number>;
+  const s = scale.tensor.data as ArrayLike<number>, atS = broadcastIndex(shape, scale.tensor.shape);
+  const z = zero?.kind === "const" ? zero.tensor.data as ArrayLike<number> : [0];
+  const atZ = zero?.kind === "const" ? broadcastIndex(shape, zero.tensor.shape) : () => 0;
+  if (!atS || !atZ || scale.tensor.dtype !== "f32" || scale.bf16) return undefined;
+  const out = new Float32Array(data.length);
+  for (let i = 0; i < out.length; i++) out[i] = (data[i] - z[atZ(i)]) * s[atS(i)];
+  return { kind: "const", tensor: { data: out, shape, dtype: "f32" }, i64: false };
 }
 
 function quantizedType(c: NodeContext, zero: Known | undefined): DType {
