@@ -16,7 +16,7 @@ import { checkBudget } from "../../jit/runtime/budget.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
-import { type Attrs, inferNode } from "../../jit/ops/mod.ts";
+import { type Attrs, inferNode, type ValueType } from "../../jit/ops/mod.ts";
 import { type Shape, sizeOf } from "../../jit/ir/shape.ts";
 import { converterOf } from "../convert/mod.ts";
 import { workCounter } from "./import_limits.ts";
@@ -67,13 +67,29 @@ export interface OnnxImportOptions {
   readonly inputValues?: Readonly<Record<string, HostTensor>>;
 }
 
+/** Largest constant the importer folds eagerly (elements), whatever its inputs. */
+const FOLD_LIMIT = 1 << 20;
+
 /**
- * Largest constant the importer folds eagerly (elements). Unfolded, a weight's transform (a
- * DequantizeLinear, a zero point's subtraction, a Cast) runs on every run: at 2^20, each of
- * BERT-base's [768, 3072] int8 weights was converted again in every run. Packed weights that
- * must stay packed say so themselves (`NodeContext.held`).
+ * Largest constant the importer folds where it is no larger than a constant input: a weight's
+ * transform (a DequantizeLinear, a zero point's subtraction, a Cast), which unfolded runs on
+ * every run (each of BERT-base's [768, 3072] int8 weights was converted again in every run). A
+ * large constant made from small ones (a causal mask from two ranges) stays index arithmetic.
+ * Packed weights that must stay packed say so themselves (`NodeContext.held`).
  */
-const FOLD_LIMIT = 1 << 24;
+const TRANSFORM_FOLD_LIMIT = 1 << 24;
+
+/** Whether an op of constant inputs `ins` giving `types` folds at import. */
+function folds(ins: readonly Known[], types: readonly ValueType[]): boolean {
+  const largest = Math.max(
+    0,
+    ...ins.map((k) => (k.kind === "const" ? sizeOf(k.tensor.shape) : 0)),
+  );
+  return types.every((t) => {
+    const size = sizeOf(t.shape);
+    return size <= FOLD_LIMIT || (size <= TRANSFORM_FOLD_LIMIT && size <= largest);
+  });
+}
 
 /** Imports model bytes as a graph. */
 export function importOnnx(bytes: Uint8Array, options: OnnxImportOptions = {}): Graph {
@@ -408,10 +424,7 @@ class Importer {
     const bf16 = ins.some((k) => k.bf16) && types.every((t) => t.dtype === "f32");
     const sentinel = carriesSentinel(op, ins, label);
     let out: Known[];
-    if (
-      ins.every((k) => k.kind === "const") && types.every((t) => sizeOf(t.shape) <= FOLD_LIMIT) &&
-      !RANDOM_OPS.has(op) // drawn anew on every run
-    ) {
+    if (ins.every((k) => k.kind === "const") && folds(ins, types) && !RANDOM_OPS.has(op)) {
       const tensors = ins.map((k) => (k as Extract<Known, { kind: "const" }>).tensor);
       // A folded value is a tensor too: the budget holds before it is computed.
       for (const t of types) checkBudget(t.shape, t.dtype, label);
