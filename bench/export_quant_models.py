@@ -21,6 +21,8 @@ import torch
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                       quantize_dynamic, quantize_static)
 
+from export_full_models import BertWrap  # bench/ is the script's own folder
+
 torch.manual_seed(0)
 np.random.seed(0)
 ENTRIES = {}
@@ -71,15 +73,6 @@ def static(out, name, fp32, feeds, make, n):
     quantize_static(fp32, path, Reader(make, n), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     record(out, name, path, feeds)
-
-
-class BertWrap(torch.nn.Module):
-    def __init__(self, m):
-        super().__init__()
-        self.m = m
-
-    def forward(self, ids, mask):
-        return self.m(input_ids=ids, attention_mask=mask).last_hidden_state
 
 
 def bert(out, name, config, seq):

@@ -16,7 +16,7 @@
 import { originOf } from "./padded.ts";
 import type { MatmulPlan } from "./matmul_plan.ts";
 import { type Gemm, gemmState, type MatmulContext, prepacked, rowA, setRow } from "./gemm_state.ts";
-import { panels, pointwise, tiledLoops, tileEpilogue, tileRows } from "./matmul.ts";
+import { panels, pointwise, tiledLoops, tileEpilogue, tileRows, tileSteps } from "./matmul.ts";
 
 /**
  * The integer tiled product of `plan` (see `integerPlan`), or `undefined` where its shape does
@@ -95,7 +95,7 @@ function packRowPairs(g: Gemm): number[] {
  */
 function integerTile(g: Gemm, rows: number, width: number): number[] {
   const { m, get, ic, countedLoop, scratch, f4, i32, v128, k, r, kk, bPtr, bPanel } = g;
-  const { av, b0, b1, aPtr, acc, v } = g;
+  const { aPtr, acc } = g;
   // Where the outputs dequantize the sums (see `integerView`), the tile converts them and the
   // f32 tiles' epilogue follows; else each output reads its i32 sum point by point.
   const viewed = g.kernel.reductions[0].dtype === "f32";
@@ -105,20 +105,10 @@ function integerTile(g: Gemm, rows: number, width: number): number[] {
   for (let i = 0; i < 2 * rows; i++) st.push(m.local.set(acc[i], f4.splat(m.f32.const(0))));
   const dot = (a: number, b: number, sum: number) => m.i32x4.add(sum, m.i32x4.dot_i16x8_s(a, b));
   const pass = (steps: number) => {
-    const body: number[] = [];
-    for (let u = 0; u < steps; u++) {
-      body.push(
-        m.local.set(b0, m.v128.load(32 * u, 4, get(bPtr, i32))),
-        m.local.set(b1, m.v128.load(32 * u + 16, 4, get(bPtr, i32))),
-      );
-      for (let i = 0; i < rows; i++) {
-        body.push(
-          m.local.set(av, m.v128.load32_splat(4 * (u + i * k), 4, get(aPtr[0], i32))),
-          m.local.set(acc[2 * i], dot(v(av), v(b0), v(acc[2 * i]))),
-          m.local.set(acc[2 * i + 1], dot(v(av), v(b1), v(acc[2 * i + 1]))),
-        );
-      }
-    }
+    // Row i's packed pairs lie 4k bytes after row i − 1's.
+    const splat = (u: number, i: number) =>
+      m.v128.load32_splat(4 * (u + i * k), 4, get(aPtr[0], i32));
+    const body = tileSteps(g, rows, steps, splat, dot);
     body.push(
       m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(32 * steps))),
       m.local.set(aPtr[0], m.i32.add(get(aPtr[0], i32), ic(4 * steps))),

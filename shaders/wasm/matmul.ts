@@ -140,7 +140,7 @@ export function tiledLoops(
 /** The f32 tile: `rows` rows at r against the panel at n0, one k a multiply-add. */
 function tile(g: Gemm, rows: number, width: number): number[] {
   const { m, get, ic, countedLoop, scratch, f4, i32, k, strideA, r, kk, bPtr, bPanel } = g;
-  const { av, b0, b1, aPtr, acc, v, kLoop, e } = g;
+  const { aPtr, acc, v, kLoop, e } = g;
   const st: number[] = [];
   const lins = tileRows(g, rows, st, (i) => {
     st.push(m.local.set(aPtr[i], rowA(g, m.i32.add(get(r, i32), ic(i)), st)));
@@ -151,20 +151,8 @@ function tile(g: Gemm, rows: number, width: number): number[] {
     e.fn.fma ? f4.relaxed_madd(x, y, z) : f4.add(z, f4.mul(x, y));
   /** `steps` consecutive k, then the pointers past them. */
   const ks = (steps: number) => {
-    const body: number[] = [];
-    for (let u = 0; u < steps; u++) {
-      body.push(
-        m.local.set(b0, m.v128.load(32 * u, 4, get(bPtr, i32))),
-        m.local.set(b1, m.v128.load(32 * u + 16, 4, get(bPtr, i32))),
-      );
-      for (let i = 0; i < rows; i++) {
-        body.push(
-          m.local.set(av, m.v128.load32_splat(u * strideA, 4, get(aPtr[i], i32))),
-          m.local.set(acc[2 * i], madd(v(av), v(b0), v(acc[2 * i]))),
-          m.local.set(acc[2 * i + 1], madd(v(av), v(b1), v(acc[2 * i + 1]))),
-        );
-      }
-    }
+    const splat = (u: number, i: number) => m.v128.load32_splat(u * strideA, 4, get(aPtr[i], i32));
+    const body = tileSteps(g, rows, steps, splat, madd);
     body.push(m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(32 * steps))));
     for (let i = 0; i < rows; i++) {
       body.push(m.local.set(aPtr[i], m.i32.add(get(aPtr[i], i32), ic(steps * strideA))));
@@ -179,6 +167,36 @@ function tile(g: Gemm, rows: number, width: number): number[] {
     st.push(m.v128.store(16 * i, 4, get(scratch, i32), v(acc[i])));
   }
   return [...st, ...tileEpilogue(g, rows, width, lins)];
+}
+
+/**
+ * One pass of `steps` k (pairs of k for the integer tiles) over a tile of `rows` rows: the
+ * panel's two vectors of each k, then each row's A value (`splat(u, i)`) into its two
+ * accumulators through `madd`. The pointers' steps are the caller's.
+ */
+export function tileSteps(
+  g: Gemm,
+  rows: number,
+  steps: number,
+  splat: (u: number, i: number) => number,
+  madd: (a: number, b: number, acc: number) => number,
+): number[] {
+  const { m, get, i32, bPtr, av, b0, b1, acc, v } = g;
+  const body: number[] = [];
+  for (let u = 0; u < steps; u++) {
+    body.push(
+      m.local.set(b0, m.v128.load(32 * u, 4, get(bPtr, i32))),
+      m.local.set(b1, m.v128.load(32 * u + 16, 4, get(bPtr, i32))),
+    );
+    for (let i = 0; i < rows; i++) {
+      body.push(
+        m.local.set(av, splat(u, i)),
+        m.local.set(acc[2 * i], madd(v(av), v(b0), v(acc[2 * i]))),
+        m.local.set(acc[2 * i + 1], madd(v(av), v(b1), v(acc[2 * i + 1]))),
+      );
+    }
+  }
+  return body;
 }
 
 /**
