@@ -7,7 +7,7 @@
  * @module
  */
 import type { DType } from "../ir/dtype.ts";
-import { normalizeAxis, type Shape } from "../ir/shape.ts";
+import { normalizeAxis, type Shape, sizeOf } from "../ir/shape.ts";
 import { NUMERIC } from "./elementwise.ts";
 import { axisConstant } from "./movement.ts";
 import {
@@ -115,6 +115,7 @@ function argReduce(name: "ArgMax" | "ArgMin"): OpDef {
       // Any non-zero value selects the last, as ONNX Runtime reads the flag.
       const last = (attrs.select_last_index ?? 0) !== 0;
       const n = shape[axis];
+      if (splits(shape, dtype, axis, last)) return [inTwoSteps(e, name, x, attrs)];
       const extreme = e.op(name === "ArgMax" ? "ReduceMax" : "ReduceMin", [x], {
         axes: [axis],
         keepdims: 1,
@@ -135,6 +136,49 @@ function argReduce(name: "ArgMax" | "ArgMin"): OpDef {
       return [at === "i32" ? found : e.op("Cast", [found], { to: "i32" })];
     },
   };
+}
+
+/** Longest last axis an arg-reduction of few rows reduces in one step. */
+const LONG_ROW = 1 << 14;
+
+/**
+ * Whether an arg-reduction over `axis` of `shape` takes two steps: a long last float axis over
+ * few rows (a language model's argmax over its vocabulary), first index of ties.
+ */
+function splits(shape: Shape, dtype: DType, axis: number, last: boolean): boolean {
+  const rows = sizeOf(shape) / Math.max(1, shape[axis]);
+  const float = dtype === "f32" || dtype === "f16";
+  return float && !last && axis === shape.length - 1 && shape[axis] > LONG_ROW && rows <= 64;
+}
+
+/**
+ * ArgMax/ArgMin of a long last axis in two steps: the axis as rows of 1024 (padded with the
+ * value that never wins a first-of-ties search: −inf for a max, +inf for a min), each row's
+ * extreme and its position, then the row holding the first extreme. One row of 151,936 logits
+ * was one GPU workgroup (1.7–1.9 ms of a decode step on the H200) and one wasm thread; as 149
+ * rows it spreads. NaN wins as in one step: its row's extreme is NaN, the first such row's
+ * first NaN.
+ */
+function inTwoSteps(e: Emitter, name: "ArgMax" | "ArgMin", x: EmitRef, attrs: Attrs): EmitRef {
+  const { shape } = e.typeOf(x);
+  const rank = shape.length, n = shape[rank - 1], width = 1024;
+  const rows = Math.ceil(n / width), pad = rows * width - n;
+  const fill = name === "ArgMax" ? -Infinity : Infinity;
+  const padded = pad
+    ? e.op("Pad", [x], { pads: [0, pad], axes: [rank - 1], mode: "constant", value: fill })
+    : x;
+  const grid = e.op("Reshape", [padded], { shape: [...shape.slice(0, -1), rows, width] });
+  const inner = { axis: rank, keepdims: 0 };
+  const extremes = e.op(name === "ArgMax" ? "ReduceMax" : "ReduceMin", [grid], {
+    axes: [rank],
+    keepdims: 0,
+  });
+  const row = e.op(name, [extremes], { axis: rank - 1, keepdims: 1 });
+  const column = e.op("GatherElements", [e.op(name, [grid], inner), row], { axis: rank - 1 });
+  const index = e.op("Add", [e.op("Mul", [row, e.scalar(width, "i32")]), column]);
+  return (attrs.keepdims as number | undefined) === 0
+    ? e.op("Squeeze", [index], { axes: [rank - 1] })
+    : index;
 }
 
 /**

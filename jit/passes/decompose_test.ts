@@ -29,6 +29,13 @@ const ints = (dtype: "i16" | "i8" | "u8", n: number, lo: number, hi: number, sha
   return { data, shape, dtype } as HostTensor;
 };
 
+/** `rows` rows of `n` values in (−1, 1), with `[row, column, value]` set. */
+const longRows = (rows: number, n: number, set: [number, number, number][]) => {
+  const t = f32(uniform(rows * n, 40, -1, 1), [rows, n]);
+  for (const [r, c, v] of set) (t.data as Float32Array)[r * n + c] = v;
+  return t;
+};
+
 /** One case per decomposable op: inputs, attributes, tolerance. */
 const cases: Record<
   string,
@@ -53,8 +60,18 @@ const cases: Record<
       attrs: { axis: 1, select_last_index: 1, keepdims: 0 },
     },
     { inputs: [i32([4, -1, 9, 9], [2, 2])], attrs: { axis: 0 } },
+    // Long rows take two steps (rows of 1024, padded): ties across rows, a NaN, the padding.
+    {
+      inputs: [longRows(3, 40000, [[0, 39999, 7], [0, 1500, 7], [1, 30000, NaN]])],
+      attrs: { axis: 1 },
+    },
+    { inputs: [longRows(2, 20481, [[1, 20480, 9]])], attrs: { axis: -1, keepdims: 0 } },
   ],
   ArgMin: [
+    {
+      inputs: [longRows(2, 20000, [[0, 19999, -9], [1, 5, -9], [1, 19000, -9]])],
+      attrs: { axis: 1 },
+    },
     { inputs: [f32([1, -3, -3, 2, NaN, 5], [2, 3])], attrs: { axis: -1, keepdims: 0 } },
     { inputs: [f32([2, 1, 1, 0, 0, 3], [3, 2])], attrs: { axis: 0, select_last_index: 1 } },
   ],
@@ -230,3 +247,15 @@ for (const [op, list] of Object.entries(cases)) {
     }
   });
 }
+
+Deno.test("an argmax over a long row gives the reference's index on every backend", async () => {
+  // A vocabulary's logits: ties across the rows of 1024 the two steps use, and the padding.
+  const x = longRows(1, 151936, [[0, 151935, 5], [0, 70000, 5], [0, 150000, 5]]);
+  const b = new GraphBuilder();
+  b.output("y", b.op("ArgMax", [b.input("x", x.shape, "f32")], { axis: 1, keepdims: 0 }));
+  const graph = b.build();
+  for (const backend of ["reference", "wasm", "webgpu"]) {
+    const { y } = await runGraph(graph, { x }, backend);
+    assert.deepEqual(numbers(y.data), [70000], backend);
+  }
+});
