@@ -19,6 +19,7 @@ import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { type KernelIR, rowCount } from "../../jit/ir/kernel_ir.ts";
 import { DeviceTensor, storedDType } from "../../jit/runtime/device_tensor.ts";
 import { neededKernels } from "../../jit/runtime/program.ts";
+import { type MemoryPlan, planMemory } from "../../jit/schedule/memory_plan.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { dispatchSize, type KernelLayout } from "../../shaders/wgsl/codegen.ts";
 import { fromStored, storedBytes, toStored } from "../words.ts";
@@ -144,6 +145,14 @@ class GpuProgram implements Program {
   /** The type of every value a kernel binds, and of the constants. */
   #types = new Map<number, Typed>();
   #groups: BindGroups;
+  /**
+   * Intermediates share buffers as the memory plan says (lifetimes that do not overlap): one per
+   * slot, at the largest of its values. A buffer each, a 0.5B decoder's step took 2 GB of them
+   * (every layer's weight unpacked), past the pool's cap: each release evicted and each step
+   * re-created them, seconds a token on Dawn.
+   */
+  #memory: MemoryPlan;
+  #slotBytes: number[];
 
   constructor(ctx: GpuContext, plan: GpuPlan) {
     this.#ctx = ctx;
@@ -158,6 +167,17 @@ class GpuProgram implements Program {
     }
     for (const [v, t] of constants) this.#types.set(v, { shape: t.shape, dtype: t.dtype as DType });
     this.#groups = new BindGroups(ctx.device, plan.pipelines);
+    const external = new Set([
+      ...plan.bindings.map((b) => b.value),
+      ...constants.keys(),
+      ...plan.outputs,
+    ]);
+    this.#memory = planMemory(kernels, external);
+    this.#slotBytes = this.#memory.slots.map(() => 0);
+    for (const [v, slot] of this.#memory.assignment) {
+      const bytes = this.#bytesOf(this.#types.get(v)!);
+      this.#slotBytes[slot] = Math.max(this.#slotBytes[slot], bytes);
+    }
   }
 
   /** Bytes a buffer for a tensor takes (at least one word: WebGPU binds no empty buffers). */
@@ -362,11 +382,16 @@ class GpuProgram implements Program {
     // repetition reads while it writes the other (dispatches in one encoder run in order).
     const sets: Map<number, GPUBuffer>[] = [];
     for (let s = 0; s < Math.min(repeat, 2); s++) {
-      const set = new Map<number, GPUBuffer>();
+      const set = new Map<number, GPUBuffer>(), slots: GPUBuffer[] = [];
+      for (const bytes of this.#slotBytes) slots.push(await pool.acquire(bytes, STORAGE));
+      acquired.push(...slots);
       for (const k of kernels) {
         for (const o of k.outputs) {
-          const b = await pool.acquire(this.#bytesOf(o), STORAGE);
-          acquired.push(b);
+          const slot = this.#memory.assignment.get(o.value);
+          const b = slot !== undefined
+            ? slots[slot]
+            : await pool.acquire(this.#bytesOf(o), STORAGE);
+          if (slot === undefined) acquired.push(b);
           set.set(o.value, b);
         }
       }
