@@ -24,7 +24,7 @@ import "./reduce.ts";
 import "./movement.ts";
 import "./nn.ts";
 import "./integer_matmul.ts";
-export { nativeIntegerMatMul } from "./integer_matmul.ts";
+export { EXACT_SUM, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";
 
 export * from "./registry.ts";

@@ -1,20 +1,25 @@
 /**
  * Integer products: MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv (and com.microsoft's
- * QGemm through {@linkcode product}) sum products of zero-point-shifted 8-bit values in
- * int32, as ONNX Runtime does, exactly.
+ * QGemm and the QDQ format's products, through {@linkcode product}) sum the products of
+ * zero-point-shifted 8-bit values in int32, exactly, as ONNX Runtime does.
  *
- * They run on the float products every backend tiles: each product of two shifted 8-bit values
- * is an integer of at most 255² = 65025, exact in f32, and so is every partial sum while it stays
- * under 2^24 (whatever the order, fused multiply-adds or not). A contraction longer than 258 such
- * products is split into chunks that each stay under it, summed as a batch of float products,
- * converted to i32 and added in i32. Summed whole in f32 (as before), BERT-base's K = 768 and
- * 3072 rounded, where ONNX Runtime's int32 sums do not. Operands too wide for even one exact
- * product (16-bit types) take i32 arithmetic throughout.
+ * - Matmuls become `IntegerMatMul` over i16 operands (the shifted values fit): integer dot
+ *   products on wasm, exact float chunks elsewhere (`jit/ops/integer_matmul.ts`).
+ * - Convolutions run as float convolutions of the shifted values: each product of two of them is
+ *   an integer of at most 255² = 65025, exact in f32, and so is every partial sum while it stays
+ *   under 2^24 whatever the order; a longer patch is split by channels into the groups of one
+ *   grouped convolution, summed in i32.
+ * - With constant weights the chunks are as few as the weights' actual magnitudes allow, not as
+ *   the type's bound asks (258 products a chunk).
+ *
+ * Summed whole in f32 (as before), BERT-base's K = 768 and 3072 rounded where ONNX Runtime's
+ * int32 sums do not. Operands too wide for even one exact product (16-bit types) take i32
+ * arithmetic throughout.
  *
  * @module
  */
 import type { DType } from "../../jit/ir/dtype.ts";
-import type { Attrs } from "../../jit/ops/mod.ts";
+import { type Attrs, EXACT_SUM } from "../../jit/ops/mod.ts";
 import { window } from "./conv.ts";
 import { broadcastIndex } from "./fold.ts";
 import {
@@ -25,9 +30,6 @@ import {
   opOf,
   typeOf,
 } from "../import/node_context.ts";
-
-/** Sums of integers below this stay exact in f32. */
-const EXACT = 2 ** 24;
 
 /** Value ranges of the integer types a quantized product reads. */
 const RANGE: Partial<Record<DType, [number, number]>> = {
@@ -47,7 +49,7 @@ export function magnitude(dtype: DType, shifted: boolean): number {
 }
 
 /** Products of `bound` at most that one f32 sum holds exactly (0: not even one). */
-const chunkOf = (bound: number) => Math.floor((EXACT - 1) / bound);
+const chunkOf = (bound: number) => Math.floor((EXACT_SUM - 1) / bound);
 
 const toI32 = (op: OpFn, x: Known) => op("Cast", [x], { to: "i32" });
 
@@ -85,7 +87,7 @@ function fewestParts(
   maxA: number,
   most: number,
 ): number {
-  const limit = (EXACT - 1) / maxA;
+  const limit = (EXACT_SUM - 1) / maxA;
   // Prefix sums along the contraction, per output: a chunk's sum is one difference.
   const prefix = new Float64Array((len + 1) * outputs);
   for (let k = 0; k < len; k++) {
