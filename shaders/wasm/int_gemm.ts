@@ -9,7 +9,8 @@
  * every column c), A's rows per call into the scratch (`a[k], a[k+1]` in one 32-bit word, which
  * `v128.load32_splat` spreads over the lanes). The loops around the tiles, the threads' split and
  * the packing call are the f32 tiles' (see `matmul.ts`); each finished tile goes through the
- * scratch to the kernel's epilogue point by point (the vector epilogue walks f32 sums).
+ * scratch to the kernel's epilogue: the f32 tiles' vector epilogue where the outputs dequantize
+ * the sums (converted to f32 first, see `integerView`), else point by point.
  *
  * @module
  */
@@ -20,12 +21,16 @@ import { panels, pointwise, tiledLoops, tileEpilogue, tileRows, tileSteps } from
 
 /**
  * The integer tiled product of `plan` (see `integerPlan`), or `undefined` where its shape does
- * not fit the tiles: A's row not contiguous along K, or B changing along a batch axis.
+ * not fit the tiles: A's row not contiguous along K, B running backwards along K (packing reads
+ * it at positive offsets) or changing along a batch axis.
  */
 export function integerGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
   const state = gemmState(e, plan);
   if (!state?.wa || state.wa.weights[state.kAxis] !== 1) return undefined;
-  if (state.wb!.weights.slice(0, state.nb).some((w) => w !== 0)) return undefined;
+  const wb = state.wb!;
+  if (wb.weights[state.kAxis] <= 0 || wb.weights.slice(0, state.nb).some((w) => w !== 0)) {
+    return undefined;
+  }
   // A is always packed (as i16 pairs), 4 bytes a pair of k.
   const g: Gemm = { ...state, packed: true, strideA: 4 };
   return tiledLoops(g, panels(g, (width) => packPairs(g, width)), integerTile, packRowPairs);
