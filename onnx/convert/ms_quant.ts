@@ -92,7 +92,7 @@ function qSoftmax(c: NodeContext): Known[] {
 }
 
 /** The `bits`-bit unsigned value at bit `at` of `bytes`, low bits first (it may cross a byte). */
-function unpack(bytes: readonly number[], at: number, bits: number): number {
+function unpack(bytes: ArrayLike<number>, at: number, bits: number): number {
   const i = at >> 3, word = bytes[i] | ((bytes[i + 1] ?? 0) << 8);
   return (word >> (at & 7)) & ((1 << bits) - 1);
 }
@@ -152,7 +152,7 @@ function matMulNBits(c: NodeContext): Known[] {
   const wide = bits !== 2 && bits !== 4 && bits !== 8 || k * n <= PACKED_FROM;
   const weight = wide
     ? constant(
-      expanded(valuesOf(q), valuesOf(scales), zeroInput && valuesOf(zeroInput), {
+      expanded(q.data as Uint8Array, valuesOf(scales), zeroInput?.data as Uint8Array | undefined, {
         k,
         n,
         bits,
@@ -189,9 +189,9 @@ const PACKED_FROM = 1 << 20;
 
 /** MatMulNBits' weight dequantized at import: a [K, N] f32 array. */
 function expanded(
-  q: readonly number[],
+  q: ArrayLike<number>,
   scales: readonly number[],
-  zeros: readonly number[] | undefined,
+  zeros: ArrayLike<number> | undefined,
   { k, n, bits, block, packed }: NBits,
 ): Float32Array {
   const blocks = Math.ceil(k / block), blob = (block * bits) / 8;
@@ -296,10 +296,14 @@ function gatherBlockQuantized(c: NodeContext): Known[] {
       },
     );
   }
-  const q = valuesOf(table),
-    scales = valuesOf(scaleInput),
-    zeros = zeroInput && valuesOf(zeroInput);
   const zeroStride = Math.ceil(blocks / per);
+  if (rank === 2 && width % block === 0 && rows * width > PACKED_FROM) {
+    const y = gatheredRows(c, { rows, blocks, block, bits, zeroStride });
+    return [scaleInput.dtype === "f32" ? y : op("Cast", [y], { to: scaleInput.dtype })];
+  }
+  // The bytes as they are (a JavaScript array of a vocabulary's bytes took seconds and GBs).
+  const q = table.data as Uint8Array, scales = valuesOf(scaleInput);
+  const zeros = zeroInput?.data as Uint8Array | undefined;
   const w = new Float32Array(rows * width);
   for (let r = 0; r < rows; r++) {
     for (let j = 0; j < width; j++) {
@@ -311,6 +315,42 @@ function gatherBlockQuantized(c: NodeContext): Known[] {
   const dequantized = constant(w, [...shape.slice(0, -1), width], "f32");
   const y = op("Gather", [dequantized, indices], { axis: 0 });
   return [scaleInput.dtype === "f32" ? y : op("Cast", [y], { to: scaleInput.dtype })];
+}
+
+/**
+ * GatherBlockQuantized of a large table (a language model's embedding) as graph ops: the
+ * indexed rows of the packed bytes, scales and zero points gathered, then unpacked, so only the
+ * rows a run reads are dequantized. Dequantized at import, a Qwen2.5-0.5B-shaped vocabulary of
+ * 151,936 × 896 took 545 MB as f32 constants where its packed bytes are 68 MB.
+ */
+function gatheredRows(
+  c: NodeContext,
+  { rows, blocks, block, bits, zeroStride }: {
+    rows: number;
+    blocks: number;
+    block: number;
+    bits: number;
+    zeroStride: number;
+  },
+): Known {
+  const op = opOf(c), indices = c.required(1), lead = typeOf(indices).shape;
+  const rowsOf = (t: Known, shape: number[]) =>
+    op("Gather", [op("Reshape", [c.held(t)], { shape: [rows, ...shape] }), indices], { axis: 0 });
+  const values = unpackLast(c, rowsOf(c.required(0), [blocks, (block * bits) / 8]), bits);
+  const perBlock = (t: Known) => op("Unsqueeze", [t], { axes: [lead.length + 1] });
+  const zeroInput = c.input(3);
+  const zero = zeroInput
+    ? perBlock(
+      op("Slice", [unpackLast(c, rowsOf(zeroInput, [zeroStride]), bits)], {
+        starts: [0],
+        ends: [blocks],
+        axes: [lead.length],
+      }),
+    )
+    : scalar(2 ** (bits - 1), "f32");
+  const scale = perBlock(op("Cast", [rowsOf(c.required(2), [blocks])], { to: "f32" }));
+  const w = op("Mul", [op("Sub", [values, zero]), scale]);
+  return op("Reshape", [w], { shape: [...lead, blocks * block] });
 }
 
 /** Converters by op type in {@linkcode MS_DOMAIN}. */

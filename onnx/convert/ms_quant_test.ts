@@ -179,6 +179,15 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
   });
 }
 
+/** Bytes of the data a model's graph holds: its params and constants. */
+function dataBytes(m: OnnxModel): number {
+  const g = m.graph();
+  const bytes = (t?: { data?: ArrayBufferView }) => t?.data?.byteLength ?? 0;
+  return g.params.reduce((sum, p) => sum + bytes(p), 0) +
+    g.nodes.filter((nd) => nd.op === "Constant")
+      .reduce((sum, nd) => sum + bytes(nd.attrs?.value as { data?: ArrayBufferView }), 0);
+}
+
 /**
  * A MatMulNBits weight past 2^20 elements stays packed (dequantized by graph ops as the product
  * reads it): a 4-bit [1024, 1040] weight in blocks of 32 (the last one ragged) with packed zero
@@ -233,18 +242,62 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
       output: [valueInfo("y", 1)],
     }, { microsoft: true });
     // Packed: the graph's data is the weight's bytes (the f32 weight would be 4.3 MB).
-    const g = m.graph();
-    const paramBytes = g.params.reduce((sum, p) => sum + (p.data?.byteLength ?? 0), 0);
-    const constantBytes = paramBytes + g.nodes.filter((nd) => nd.op === "Constant")
-      .reduce(
-        (sum, nd) => sum + ((nd.attrs?.value as { data?: ArrayBufferView }).data?.byteLength ?? 0),
-        0,
-      );
-    assert.ok(constantBytes < 1.1 * (q.length + zp.length + 4 * sc.length), `${constantBytes} B`);
+    assert.ok(dataBytes(m) < 1.1 * (q.length + zp.length + 4 * sc.length), `${dataBytes(m)} B`);
     const { y } = await m.run({ a: { data: x, shape: [2, k], dtype: "f32" } }, {
       backend,
       cache: false,
     });
     assertClose(numbers(y.data), Array.from(want), { atol: 1e-3, rtol: 1e-4, message: backend });
+  });
+}
+
+/**
+ * A GatherBlockQuantized table past 2^20 values stays packed (the gathered rows dequantized by
+ * graph ops): a 4-bit [1100, 1024] table in blocks of 32 with packed zero points, against its
+ * rows dequantized here.
+ */
+for (const backend of ["reference", "wasm", "webgpu"]) {
+  Deno.test(`${backend}: a large GatherBlockQuantized table stays packed and gathers as dequantized`, async () => {
+    const [rows, width, block] = [1100, 1024, 32];
+    const blocks = width / block, zeroStride = Math.ceil(blocks / 2);
+    let seed = 11;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+    const q = Array.from({ length: rows * width / 2 }, () => Math.floor(next() * 256));
+    const zp = Array.from({ length: rows * zeroStride }, () => Math.floor(next() * 256));
+    const sc = Array.from({ length: rows * blocks }, () => f(0.01 + next() * 0.02));
+    const nibble = (bytes: number[], at: number) => (bytes[at >> 1] >> (4 * (at & 1))) & 15;
+    const ids = [3, 1099, 0, 517];
+    const want = ids.flatMap((r) =>
+      Array.from({ length: width }, (_, j) => {
+        const b = Math.floor(j / block);
+        return f(
+          (nibble(q, r * width + j) - nibble(zp, r * zeroStride * 2 + b)) * sc[r * blocks + b],
+        );
+      })
+    );
+    const m = testModel({
+      node: [{
+        opType: "GatherBlockQuantized",
+        domain: "com.microsoft",
+        input: ["table", "ids", "scales", "zp"],
+        output: ["y"],
+        attribute: [{ name: "block_size", type: 2, i: block }, { name: "bits", type: 2, i: 4 }],
+      }],
+      initializer: [
+        u8("table", q, [rows, width / 2]),
+        f32("scales", sc, [rows, blocks]),
+        u8("zp", zp, [rows, zeroStride]),
+      ],
+      input: [valueInfo("ids", 7, [2, 2])],
+      output: [valueInfo("y", 1)],
+    }, { microsoft: true });
+    // Packed: the graph's data is the table's bytes (the f32 table would be 4.5 MB).
+    assert.ok(dataBytes(m) < 1.1 * (q.length + zp.length + 4 * sc.length), `${dataBytes(m)} B`);
+    const { y } = await m.run({
+      ids: { data: BigInt64Array.from(ids.map(BigInt)), shape: [2, 2], dtype: "i64" },
+    }, { backend, cache: false });
+    assert.deepEqual(y.shape, [2, 2, width]);
+    assert.deepEqual(numbers(y.data), want, backend);
+    m.dispose();
   });
 }
