@@ -9,6 +9,7 @@
  * @module
  */
 import { type DType, isFloat, isInt } from "../../jit/ir/dtype.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { scalar } from "./composite.ts";
 import { fusedQdq } from "./qdq.ts";
@@ -431,9 +432,11 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     const all = { axes: [...Array(rank).keys()], keepdims: 0 };
     // Rows first, then the row results: one reduction of a whole activation ran on one GPU
     // workgroup (1.1 ms for BERT-base's [128, 3072] on the H200, 96 of them a run) and one wasm
-    // thread; by rows it spreads. Min and max are exact in any order.
+    // thread; by rows it spreads. Min and max are exact in any order. A small tensor keeps one
+    // step (a second kernel cost quant_dynamic's [2, 1024] a tenth of its run on wasm).
+    const long = rank > 1 && sizeOf(typeOf(x).shape) >= 1 << 16;
     const whole = (reduce: string) =>
-      op(reduce, [rank > 1 ? op(reduce, [x], { axes: [rank - 1], keepdims: 1 }) : x], all);
+      op(reduce, [long ? op(reduce, [x], { axes: [rank - 1], keepdims: 1 }) : x], all);
     const zero = scalar(0, "f32");
     const hi = op("Max", [whole("ReduceMax"), zero]);
     const lo = op("Min", [whole("ReduceMin"), zero]);
