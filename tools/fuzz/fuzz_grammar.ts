@@ -1,7 +1,7 @@
 /**
  * Models generated from grammars of the shapes that a field mutator does not reach: nested
  * control flow, variadic nodes with thousands of inputs, int64 arithmetic near the limits of
- * 32 and 64 bits, and external-data locations written every way a path can leave its folder
+ * 32 and 64 bits, quantized integer products whose sums pass 2^24, and external-data locations written every way a path can leave its folder
  * (weights inside the folder are 1, 2, 3, 4; a secret outside it, behind links, is 666). Each
  * case carries its own oracle (the exact answer, in BigInt where it is an integer) instead of the
  * reference backend's: an answer that differs, an untyped error, or a byte read from outside the
@@ -383,8 +383,126 @@ export function externalData(next: Next): GrammarCase {
   };
 }
 
+/** An 8-bit type's range, its ONNX code and its bytes. */
+const EIGHT_BIT = {
+  u8: { lo: 0, hi: 255, code: 2, bytes: (v: number[]) => Uint8Array.from(v) },
+  i8: {
+    lo: -128,
+    hi: 127,
+    code: 3,
+    bytes: (v: number[]) => new Uint8Array(Int8Array.from(v).buffer),
+  },
+} as const;
+
+/**
+ * A quantized integer product (MatMulInteger or ConvInteger) of random shapes, 8-bit types and
+ * zero points (per tensor, or per column of B), its values drawn towards the types' ends so the
+ * sums pass 2^24: the int32 sums must be exact on every backend (the integer tiles, the exact
+ * float chunks, the grouped convolutions).
+ */
+function integerProducts(next: Next): GrammarCase {
+  const int = (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1));
+  const [at, bt] = [pick(next, ["u8", "i8"] as const), pick(next, ["u8", "i8"] as const)];
+  const draw = (t: "u8" | "i8", n: number) =>
+    Array.from({ length: n }, () => {
+      const { lo, hi } = EIGHT_BIT[t], u = next();
+      return u < 0.35 ? lo : u < 0.7 ? hi : int(lo, hi);
+    });
+  const tensor = (name: string, t: "u8" | "i8", dims: number[], v: number[]): Tensor => ({
+    name,
+    dims,
+    dataType: EIGHT_BIT[t].code,
+    rawData: EIGHT_BIT[t].bytes(v),
+  });
+  const az = next() < 0.6 ? draw(at, 1) : undefined;
+  const conv = next() < 0.3;
+  const [m, n] = conv ? [int(1, 4), 1] : [int(1, 9), int(1, 20)];
+  const k = conv ? int(1, 64) : int(1, 700);
+  const taps = conv ? [int(1, 3), int(1, 3)] : [];
+  const size = conv ? [int(taps[0], 5), int(taps[1], 5)] : [];
+  const rows = conv ? 1 : (next() < 0.3 ? int(1, 3) : 1) * m;
+  const a = draw(at, rows * k * (conv ? size[0] * size[1] : 1));
+  const b = draw(bt, conv ? m * k * taps[0] * taps[1] : k * n);
+  const bz = next() < 0.5 ? draw(bt, !conv && next() < 0.5 ? n : 1) : undefined;
+  const want = conv
+    ? convSums(a, b, { k, m, size, taps, az: az?.[0] ?? 0, bz: bz?.[0] ?? 0 })
+    : Array.from({ length: rows * n }, (_, o) => {
+      const [r, j] = [Math.floor(o / n), o % n];
+      let sum = 0;
+      for (let p = 0; p < k; p++) {
+        sum += (a[r * k + p] - (az?.[0] ?? 0)) *
+          (b[p * n + j] - (bz?.[bz.length > 1 ? j : 0] ?? 0));
+      }
+      return sum;
+    });
+  const aShape = conv ? [1, k, ...size] : rows === m ? [m, k] : [rows / m, m, k];
+  const bShape = conv ? [m, k, ...taps] : [k, n];
+  const initializer = [tensor("b", bt, bShape, b)];
+  if (az) initializer.push(tensor("az", at, [], az));
+  if (bz) initializer.push(tensor("bz", bt, bz.length > 1 ? [n] : [], bz));
+  const node: Node = {
+    opType: conv ? "ConvInteger" : "MatMulInteger",
+    input: ["a", "b", az ? "az" : "", ...(bz ? ["bz"] : [])],
+    output: ["y"],
+    attribute: [],
+  };
+  const data = at === "i8" ? Int8Array.from(a) : Uint8Array.from(a);
+  const feeds = { a: { data, shape: aShape, dtype: at } as HostTensor };
+  const bytes = bytesOf({
+    input: [value("a", EIGHT_BIT[at].code, aShape)],
+    output: [value("y", 6)],
+    initializer,
+    node: [node],
+  });
+  return {
+    what: `${node.opType} ${at} [${aShape}] × ${bt} [${bShape}]${az ? ", a zero point" : ""}${
+      bz ? `, ${bz.length > 1 ? "column" : "a"} zero point${bz.length > 1 ? "s" : ""} of b` : ""
+    }`,
+    run: (backend) => expectY(backend, bytes, feeds, want),
+  };
+}
+
+/** A ConvInteger's exact sums: x [1, k, H, W] by w [m, k, kh, kw], no padding, stride 1. */
+function convSums(
+  x: number[],
+  w: number[],
+  { k, m, size, taps, az, bz }: {
+    k: number;
+    m: number;
+    size: number[];
+    taps: number[];
+    az: number;
+    bz: number;
+  },
+): number[] {
+  const [h, wd] = size, [kh, kw] = taps, [oh, ow] = [h - kh + 1, wd - kw + 1];
+  const out: number[] = [];
+  for (let o = 0; o < m; o++) {
+    for (let y = 0; y < oh; y++) {
+      for (let z = 0; z < ow; z++) {
+        let sum = 0;
+        for (let c = 0; c < k; c++) {
+          for (let i = 0; i < kh; i++) {
+            for (let j = 0; j < kw; j++) {
+              const xv = x[(c * h + y + i) * wd + z + j] - az;
+              sum += xv * (w[((o * k + c) * kh + i) * kw + j] - bz);
+            }
+          }
+        }
+        out.push(sum);
+      }
+    }
+  }
+  return out;
+}
+
 /** The grammars, each drawn with the same chance. */
-const GRAMMARS: readonly ((next: Next) => GrammarCase)[] = [nestedLoops, wideVariadic, int64Edges];
+const GRAMMARS: readonly ((next: Next) => GrammarCase)[] = [
+  nestedLoops,
+  wideVariadic,
+  int64Edges,
+  integerProducts,
+];
 
 /** A generated case; `files` adds the external-data grammar (it writes temporary folders). */
 export function grammarCase(next: Next, files = true): GrammarCase {

@@ -103,9 +103,21 @@ Deno.test("fuzz grammars: 120 generated models end in their exact answer or a ty
   // Every grammar was drawn, and cases both ran and were refused.
   assert.deepEqual(
     [...seen].sort(),
-    ["Concat", "Max", "Mean", "Min", "Sum", "external", "int64", "loops"].filter((w) => seen.has(w))
-      .sort(),
+    [
+      "Concat",
+      "ConvInteger",
+      "MatMulInteger",
+      "Max",
+      "Mean",
+      "Min",
+      "Sum",
+      "external",
+      "int64",
+      "loops",
+    ].filter((w) => seen.has(w)).sort(),
   );
-  for (const kind of ["external", "int64", "loops"]) assert.ok(seen.has(kind), kind);
+  for (const kind of ["external", "int64", "loops", "MatMulInteger"]) {
+    assert.ok(seen.has(kind), kind);
+  }
   assert.ok(counts.ok >= 60 && counts.typed >= 20, JSON.stringify(counts));
 });
