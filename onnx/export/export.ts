@@ -38,8 +38,11 @@ const AS_INPUTS: Record<string, readonly string[]> = {
   ReduceSum: ["axes"],
   CumSum: ["axis"],
 };
-/** Ops opset 17 lacks, exported through their decompositions. */
-const DECOMPOSE = new Set(["Gelu", "ConstantOfShape", "Range"]);
+/**
+ * Ops opset 17 lacks, exported through their decompositions (IntegerMatMul's i16 operands are
+ * not MatMulInteger's 8-bit ones: its exact float chunks export instead).
+ */
+const DECOMPOSE = new Set(["Gelu", "ConstantOfShape", "Range", "IntegerMatMul"]);
 
 /** Serializes `graph` as an ONNX model (opset 17). */
 export function toOnnx(graph: Graph): Uint8Array {
