@@ -11,8 +11,9 @@
  * Decomposed ops (rewritten into primitives when a backend lacks them): Relu LeakyRelu Sigmoid
  * Tanh Gelu Mish HardSigmoid HardSwish Reciprocal Clip Min Max GreaterOrEqual LessOrEqual Softmax
  * LogSoftmax LayerNormalization BatchNormalization GlobalAveragePool Gemm Flatten ConstantOfShape
- * Range, ONNX's function-defined activations (`activations.ts`) and sum-defined reductions
- * (`sum_reductions.ts`). The reference backend also runs each of them directly, and the test
+ * Range IntegerMatMul (which fusion builds as one integer kernel where the backends have integer
+ * dot products), ONNX's function-defined activations (`activations.ts`) and sum-defined
+ * reductions (`sum_reductions.ts`). The reference backend also runs each of them directly, and the test
  * suite checks that both paths agree.
  *
  * @module
