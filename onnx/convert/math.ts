@@ -19,6 +19,7 @@ import {
   constant,
   constInts,
   type Converter,
+  FOLD_LIMIT,
   type Known,
   type NodeContext,
   type OpFn,
@@ -103,7 +104,11 @@ function foldedDequantize(x: Known, scale: Known, zero: Known | undefined): Know
   if (x.kind !== "const" || scale.kind !== "const" || (zero && zero.kind !== "const")) {
     return undefined;
   }
-  if (x.fourBit || x.tensor.dtype === "i32" || x.i64) return undefined;
+  // Past the fold limit a weight stays in its bytes, dequantized as it is read (f32 would take
+  // four times an int8 weight's memory; before a QuantizeLinear its product reads the bytes).
+  if (x.fourBit || x.tensor.dtype === "i32" || x.i64 || sizeOf(x.tensor.shape) > FOLD_LIMIT) {
+    return undefined;
+  }
   const shape = x.tensor.shape, data = x.tensor.data as ArrayLike<number>;
   const s = scale.tensor.data as ArrayLike<number>, atS = broadcastIndex(shape, scale.tensor.shape);
   const z = zero?.kind === "const" ? zero.tensor.data as ArrayLike<number> : [0];

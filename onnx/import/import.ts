@@ -10,7 +10,7 @@
  */
 import { RANDOM_OPS } from "../../jit/passes/random_inputs.ts";
 import { evaluateNode } from "../../backends/reference/reference_backend.ts";
-import { type BoundaryDType, type DType, narrowI64 } from "../../jit/ir/dtype.ts";
+import { type BoundaryDType, byteSize, type DType, narrowI64 } from "../../jit/ir/dtype.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { checkBudget } from "../../jit/runtime/budget.ts";
 import { KilnError } from "../../jit/support/errors.ts";
@@ -38,6 +38,7 @@ import {
   attribute,
   BF16,
   clean,
+  FOLD_LIMIT,
   initializerOf,
   type Known,
   type NodeContext,
@@ -67,27 +68,23 @@ export interface OnnxImportOptions {
   readonly inputValues?: Readonly<Record<string, HostTensor>>;
 }
 
-/** Largest constant the importer folds eagerly (elements), whatever its inputs. */
-const FOLD_LIMIT = 1 << 20;
-
 /**
- * Largest constant the importer folds where it is no larger than a constant input: a weight's
- * transform (a DequantizeLinear, a zero point's subtraction, a Cast), which unfolded runs on
- * every run (each of BERT-base's [768, 3072] int8 weights was converted again in every run). A
- * large constant made from small ones (a causal mask from two ranges) stays index arithmetic.
- * Packed weights that must stay packed say so themselves (`NodeContext.held`).
+ * Largest constant the importer folds where it takes no more than twice the bytes of a constant
+ * input: a weight's transform (a transpose, an 8-bit weight widened to i16, a Cast of f16), which
+ * unfolded runs on every run. A large constant made from small ones (a causal mask from two
+ * ranges) stays index arithmetic, and so does a weight's expansion to 4× its bytes (an int8 or
+ * int4 weight dequantized to f32), which keeps a quantized model's memory its packed bytes.
+ * Packed weights that must stay packed whatever their size say so (`NodeContext.held`).
  */
 const TRANSFORM_FOLD_LIMIT = 1 << 24;
 
 /** Whether an op of constant inputs `ins` giving `types` folds at import. */
 function folds(ins: readonly Known[], types: readonly ValueType[]): boolean {
-  const largest = Math.max(
-    0,
-    ...ins.map((k) => (k.kind === "const" ? sizeOf(k.tensor.shape) : 0)),
-  );
+  const bytesOf = (t: { shape: Shape; dtype: DType }) => sizeOf(t.shape) * byteSize(t.dtype);
+  const largest = Math.max(0, ...ins.map((k) => (k.kind === "const" ? bytesOf(k.tensor) : 0)));
   return types.every((t) => {
     const size = sizeOf(t.shape);
-    return size <= FOLD_LIMIT || (size <= TRANSFORM_FOLD_LIMIT && size <= largest);
+    return size <= FOLD_LIMIT || (size <= TRANSFORM_FOLD_LIMIT && bytesOf(t) <= 2 * largest);
   });
 }
 

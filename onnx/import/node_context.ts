@@ -88,6 +88,12 @@ export interface Producer {
   readonly inputs: readonly (Known | undefined)[];
 }
 
+/**
+ * Largest constant the importer folds eagerly (elements), whatever its inputs: past it a
+ * constant expression stays in the graph unless it transforms a weight (see `import.ts`).
+ */
+export const FOLD_LIMIT = 1 << 20;
+
 /** What a converter can do. */
 export interface NodeContext {
   /** The ONNX node. */
