@@ -146,6 +146,11 @@ export interface Program {
   /** Device time of each kernel in the last finished run, where the backend measures it. */
   deviceTimes?(): readonly KernelTime[];
   /**
+   * Warms the program up now, where it warms up at all (wasm: on zeros, as its second run would
+   * otherwise), for a caller about to time its runs; resolves once it is warm.
+   */
+  warmUp?(): Promise<void>;
+  /**
    * The verdict of the program's own run-time tuning once it has one (wasm: threads or one
    * thread, and how many), as text a later compile hands back through
    * {@linkcode AssemblyPlan.tuning}; `undefined` while undecided or where nothing is tuned.

@@ -397,6 +397,16 @@ export class Executable {
   }
 
   /**
+   * Warms the compiled program up now rather than at its second run, where its backend warms
+   * programs up (wasm: V8 optimizes the kernels and the thread tuner decides, on zeros): for a
+   * program about to be run many times and timed, as a generation's decode step is.
+   */
+  warmUp(): Promise<void> {
+    this.#check();
+    return this.#program.warmUp?.() ?? Promise.resolve();
+  }
+
+  /**
    * Device time per kernel of the last finished run: WebGPU with `profile: true` on a device
    * with `timestamp-query` measures it; elsewhere this is empty.
    */

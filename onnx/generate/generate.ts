@@ -355,9 +355,14 @@ class StepRunner {
     return await executable.run(inputs, options);
   }
 
-  /** Compiles the executables of steps with these inputs (their shapes and small values). */
+  /**
+   * Compiles the executables of steps with these inputs (their shapes and small values), and
+   * warms the last one (the decode step, run at every token) up now, inside prefill, not in the
+   * middle of the first decode steps.
+   */
   async prepare(feeds: readonly InputMap[]): Promise<void> {
-    await Promise.all(feeds.map((f) => this.#model.compileFor(f, this.#options)));
+    const compiled = await Promise.all(feeds.map((f) => this.#model.compileFor(f, this.#options)));
+    await compiled.at(-1)?.executable.warmUp();
   }
 
   /** Frees the device caches of a step once the next step has read them. */
