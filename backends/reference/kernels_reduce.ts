@@ -152,6 +152,14 @@ export const reduceKernels: Record<string, Kernel> = {
       }
     });
   },
+  LpNormalization: (args) =>
+    rowwise(args, [axisOf(args, -1)], (row) => {
+      const p = args.ctx.int("p", 2);
+      let sum = 0;
+      for (const v of row) sum += p === 1 ? Math.abs(v) : v * v;
+      const norm = Math.fround(p === 1 ? sum : Math.sqrt(Math.fround(sum)));
+      for (let i = 0; i < row.length; i++) row[i] = norm === 0 ? 0 : row[i] / norm;
+    }),
   Softmax: (args) => rowwise(args, [axisOf(args, -1)], (row) => softmaxRow(row, false)),
   LogSoftmax: (args) => rowwise(args, [axisOf(args, -1)], (row) => softmaxRow(row, true)),
   LayerNormalization: (args) => {

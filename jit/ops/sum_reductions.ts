@@ -1,7 +1,7 @@
 /**
  * The reductions ONNX defines as functions of a sum (ReduceL1, ReduceL2, ReduceSumSquare,
  * ReduceLogSum) and ReduceLogSumExp (shifted by the maximum, so large inputs do not overflow),
- * each a kiln op with its one decomposition. Their attributes are ReduceSum's (`axes`, empty for
+ * each a kiln op with its one decomposition, and LpNormalization (x over such a norm). Their attributes are ReduceSum's (`axes`, empty for
  * every axis, and `keepdims`), and `noop: 1` for ONNX's `noop_with_empty_axes` with no axes: then
  * nothing is reduced and only the elementwise part applies.
  *
@@ -10,6 +10,7 @@
 import type { DType } from "../ir/dtype.ts";
 import { FLOATS, NUMERIC } from "./elementwise.ts";
 import { reduceAxes, reducedShape } from "./reduce.ts";
+import { normalizeAxis } from "../ir/shape.ts";
 import {
   type Attrs,
   defineOps,
@@ -79,4 +80,36 @@ const sumReductionOps: readonly OpDef[] = [
   },
 ];
 
-defineOps(sumReductionOps);
+/**
+ * LpNormalization: x over its p-norm along `axis` (p 1 or 2, ONNX's), a zero norm giving 0 as
+ * ONNX's reference has it (not 0 / 0).
+ */
+const lpNormalization: OpDef = {
+  name: "LpNormalization",
+  category: "composite",
+  arity: [1, 1],
+  primitive: false,
+  infer: (ctx) => {
+    const dtype = ctx.requireDType(0, FLOATS), shape = ctx.input(0).shape;
+    ctx.axis(ctx.int("axis", -1), shape.length);
+    const p = ctx.int("p", 2);
+    if (p !== 1 && p !== 2) ctx.fail(`p is ${p}`, "give p 1 or 2", "bad-attribute");
+    return [{ shape, dtype }];
+  },
+  decompose: (e, [x], a) => {
+    const { shape, dtype } = e.typeOf(x);
+    const axis = normalizeAxis(
+      (a.axis as number | undefined) ?? -1,
+      shape.length,
+      "LpNormalization",
+    );
+    const keep = { axes: [axis], keepdims: 1 };
+    const norm = (a.p ?? 2) === 1
+      ? e.op("ReduceSum", [e.op("Abs", [x])], keep)
+      : e.op("Sqrt", [e.op("ReduceSum", [e.op("Mul", [x, x])], keep)]);
+    const zero = e.scalar(0, dtype);
+    return [e.op("Where", [e.op("Equal", [norm, zero]), zero, e.op("Div", [x, norm])])];
+  },
+};
+
+defineOps([...sumReductionOps, lpNormalization]);

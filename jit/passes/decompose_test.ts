@@ -194,6 +194,10 @@ const cases: Record<
     inputs: [],
     attrs: { start: 0, limit: 5, dtype: "i32" },
   }],
+  LpNormalization: [
+    { inputs: [f32([3, 4, 0, 0, -1, 2, NaN, 1], [4, 2])], attrs: { axis: 1, p: 2 } },
+    { inputs: [f32(uniform(24, 41, -2, 2), [2, 3, 4])], attrs: { axis: 1, p: 1 } },
+  ],
   // Shifted 8-bit values (|a·b| ≤ 255²): K = 600 sums past 2^24 in three exact f32 chunks.
   IntegerMatMul: [
     {

@@ -1,7 +1,8 @@
 /**
- * The normalizations without a kiln op of their own, as compositions that fuse: LpNormalization
- * (x over its p-norm along an axis) and GroupNormalization (moments over each group's channels,
- * then the per-channel scale and bias).
+ * ONNX's normalizations beyond kiln's LayerNormalization and BatchNormalization: LpNormalization
+ * (the kiln op of that name, `jit/ops/sum_reductions.ts`; its attributes checked here) and
+ * GroupNormalization, a composition that fuses (moments over each group's channels, then the
+ * per-channel scale and bias).
  *
  * @module
  */
@@ -40,9 +41,7 @@ function lpNormalization(c: NodeContext): Known[] {
       },
     );
   }
-  // A zero norm gives 0, as ONNX's reference has it (not 0 / 0).
-  const norm = lpNorm(op, x, p, [axis]), zero = scalar(0, typeOf(x).dtype);
-  return [op("Where", [op("Equal", [norm, zero]), zero, op("Div", [x, norm])])];
+  return [op("LpNormalization", [x], { axis, p })];
 }
 
 /**
