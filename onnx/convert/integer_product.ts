@@ -21,7 +21,7 @@
 import type { DType } from "../../jit/ir/dtype.ts";
 import { type Attrs, EXACT_SUM } from "../../jit/ops/mod.ts";
 import { window } from "./conv.ts";
-import { broadcastIndex } from "./fold.ts";
+import { foldedMap } from "./fold.ts";
 import {
   type Converter,
   type Known,
@@ -181,19 +181,8 @@ function shiftedInt(op: OpFn, x: Known, zero: Known | undefined, align = (z: Kno
  * A constant `x` less a constant zero point `zero` (broadcast to it), as a constant of `to`, in
  * one pass (see `fold.ts`). `undefined` for any other operands (graph ops then).
  */
-function foldedShift(x: Known, zero: Known | undefined, to: DType): Known | undefined {
-  if (x.kind !== "const" || (zero && zero.kind !== "const")) return undefined;
-  const data = x.tensor.data as ArrayLike<number>, shape = x.tensor.shape, n = data.length;
-  const z = zero?.kind === "const" ? zero.tensor.data as ArrayLike<number> : [0];
-  const at = zero?.kind === "const" ? broadcastIndex(shape, zero.tensor.shape) : () => 0;
-  if (!at) return undefined;
-  const out = to === "i16"
-    ? new Int16Array(n)
-    : to === "i32"
-    ? new Int32Array(n)
-    : new Float32Array(n);
-  for (let i = 0; i < n; i++) out[i] = data[i] - z[at(i)];
-  return { kind: "const", tensor: { data: out, shape, dtype: to }, i64: false };
+function foldedShift(x: Known, zero: Known | undefined, to: "i16" | "i32" | "f32") {
+  return foldedMap(x, [zero], to, (v, z) => v - z);
 }
 
 /** Largest product of the shifted operands `a` and `b` (zero points `az`, `bz` or none). */

@@ -13,7 +13,7 @@ import { sizeOf } from "../../jit/ir/shape.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { scalar } from "./composite.ts";
 import { fusedQdq } from "./qdq.ts";
-import { broadcastIndex } from "./fold.ts";
+import { foldedMap } from "./fold.ts";
 import {
   attrs,
   constant,
@@ -109,14 +109,8 @@ function foldedDequantize(x: Known, scale: Known, zero: Known | undefined): Know
   if (x.fourBit || x.tensor.dtype === "i32" || x.i64 || sizeOf(x.tensor.shape) > FOLD_LIMIT) {
     return undefined;
   }
-  const shape = x.tensor.shape, data = x.tensor.data as ArrayLike<number>;
-  const s = scale.tensor.data as ArrayLike<number>, atS = broadcastIndex(shape, scale.tensor.shape);
-  const z = zero?.kind === "const" ? zero.tensor.data as ArrayLike<number> : [0];
-  const atZ = zero?.kind === "const" ? broadcastIndex(shape, zero.tensor.shape) : () => 0;
-  if (!atS || !atZ || scale.tensor.dtype !== "f32" || scale.bf16) return undefined;
-  const out = new Float32Array(data.length);
-  for (let i = 0; i < out.length; i++) out[i] = (data[i] - z[atZ(i)]) * s[atS(i)];
-  return { kind: "const", tensor: { data: out, shape, dtype: "f32" }, i64: false };
+  if (scale.tensor.dtype !== "f32" || scale.bf16) return undefined;
+  return foldedMap(x, [zero, scale], "f32", (v, z, s) => (v - z) * s);
 }
 
 function quantizedType(c: NodeContext, zero: Known | undefined): DType {
