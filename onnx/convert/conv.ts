@@ -23,6 +23,7 @@ import {
   type Converter,
   type Known,
   type NodeContext,
+  type NodeView,
   opOf,
   typeOf,
 } from "../import/node_context.ts";
@@ -31,7 +32,7 @@ import {
  * A window op's attributes as kiln takes them; `pool: false` leaves out the pooling ones (they are
  * then not read, so the importer reports them as unknown).
  */
-export function window(c: NodeContext, options: { pool?: boolean } = {}): Attrs {
+export function window(c: NodeView, options: { pool?: boolean } = {}): Attrs {
   const a = attrs(c);
   const pool = options.pool ?? true;
   return {

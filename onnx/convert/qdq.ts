@@ -12,10 +12,16 @@
  * @module
  */
 import { sizeOf } from "../../jit/ir/shape.ts";
-import type { Attrs } from "../../jit/ops/mod.ts";
-import type { NodeProto } from "../wire/proto.ts";
+import { window } from "./conv.ts";
 import { product, requantized } from "./integer_product.ts";
-import { type Known, type NodeContext, opOf, typeOf, valuesOf } from "../import/node_context.ts";
+import {
+  attrs,
+  type Known,
+  type NodeContext,
+  opOf,
+  typeOf,
+  valuesOf,
+} from "../import/node_context.ts";
 
 /** A DequantizeLinear's inputs and axis. */
 interface Dequantized {
@@ -25,19 +31,14 @@ interface Dequantized {
   readonly axis: number;
 }
 
-/** Integer attribute `name` of `node` (the producer's own converter has checked it). */
-function intAttr(node: NodeProto, name: string, fallback: number): number {
-  const a = node.attribute?.find((x) => x.name === name);
-  return a?.i === undefined ? fallback : Number(a.i);
-}
-
 /** The DequantizeLinear (of the standard domain, per tensor or per axis) that made `name`. */
 function dequantized(c: NodeContext, name: string | undefined): Dequantized | undefined {
   const p = name ? c.producer(name) : undefined;
   if (!p || p.node.opType !== "DequantizeLinear" || (p.node.domain ?? "") !== "") return undefined;
   const [q, scale, zero] = p.inputs;
-  if (!q || !scale || intAttr(p.node, "block_size", 0) !== 0) return undefined;
-  const rank = typeOf(q).shape.length, axis = intAttr(p.node, "axis", 1);
+  const a = attrs(p);
+  if (!q || !scale || a.int("block_size", 0) !== 0) return undefined;
+  const rank = typeOf(q).shape.length, axis = a.int("axis", 1)!;
   return { q, scale, zero, axis: axis < 0 ? axis + rank : axis };
 }
 
@@ -82,8 +83,8 @@ export function fusedQdq(c: NodeContext): Known | undefined {
   if ((node.domain ?? "") !== "" || !["Conv", "MatMul", "Gemm"].includes(type)) return undefined;
   const x = dequantized(c, node.input[0]), w = dequantized(c, node.input[1]);
   if (!x || !w) return undefined;
-  const op = opOf(c), wRank = typeOf(w.q).shape.length;
-  const transB = type === "Gemm" && intAttr(node, "transB", 0) === 1;
+  const op = opOf(c), a = attrs(p), wRank = typeOf(w.q).shape.length;
+  const transB = type === "Gemm" && a.int("transB", 0) === 1;
   // The axis of w that is the product's output channels.
   const outAxis = type === "Conv" ? 0 : transB ? 0 : wRank - 1;
   if (!fusable(x, w, outAxis)) return undefined;
@@ -92,34 +93,14 @@ export function fusedQdq(c: NodeContext): Known | undefined {
   if (biasName && !bias) return undefined;
   if (type === "Conv") {
     if (wRank !== 4) return undefined;
-    const acc = product(c, "Conv", [x.q, x.zero, w.q, w.zero], convAttrs(node));
+    const acc = product(c, "Conv", [x.q, x.zero, w.q, w.zero], window(p, { pool: false }));
     return requantized(op, "Conv", acc, bias, [x.scale, w.scale, ys, yz]);
   }
   if (type === "Gemm") {
-    const plain = intAttr(node, "transA", 0) === 0 && floatAttr(node, "alpha") === 1 &&
-      floatAttr(node, "beta") === 1;
+    const plain = a.int("transA", 0) === 0 && a.float("alpha", 1) === 1 &&
+      a.float("beta", 1) === 1;
     if (!plain) return undefined;
   }
   const acc = product(c, "MatMul", [x.q, x.zero, w.q, w.zero], {}, transB);
   return requantized(op, "MatMul", acc, bias, [x.scale, w.scale, ys, yz]);
-}
-
-/** Float attribute `name` of `node`, 1 when absent (a present one without `f` is 0). */
-function floatAttr(node: NodeProto, name: string): number {
-  const a = node.attribute?.find((x) => x.name === name);
-  return a ? a.f ?? 0 : 1;
-}
-
-/** A Conv node's window attributes, as its own converter reads them. */
-function convAttrs(node: NodeProto): Attrs {
-  const ints = (name: string) => node.attribute?.find((x) => x.name === name)?.ints?.map(Number);
-  const autoPad = node.attribute?.find((x) => x.name === "auto_pad")?.s;
-  return {
-    kernel_shape: ints("kernel_shape"),
-    strides: ints("strides"),
-    pads: ints("pads"),
-    dilations: ints("dilations"),
-    auto_pad: autoPad ? new TextDecoder().decode(autoPad) : undefined,
-    group: intAttr(node, "group", 1),
-  };
 }

@@ -547,7 +547,7 @@ function defineOutputs(
       );
     }
     scope.written.set(name, from.label);
-    scope.made.set(name, { node, inputs: from.inputs });
+    scope.made.set(name, { node, label: from.label, inputs: from.inputs });
     if (out.kind === "sequence") scope.sequences.set(name, out.items);
     else if (out.kind === "none") scope.absent.add(name);
     else scope.values.set(name, out);

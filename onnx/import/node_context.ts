@@ -84,6 +84,8 @@ export function clean(attrs: Attrs): Attrs {
 export interface Producer {
   /** The node. */
   readonly node: NodeProto;
+  /** Its label for messages. */
+  readonly label: string;
   /** Its inputs as converted. */
   readonly inputs: readonly (Known | undefined)[];
 }
@@ -219,7 +221,7 @@ export function typeOf(k: Known): ValueType {
 const consulted = new WeakMap<NodeProto, Set<string>>();
 
 /** The node's attribute `name`, as stored (the read is recorded: see {@linkcode unreadAttributes}). */
-export function attribute(c: NodeContext, name: string): AttributeProto | undefined {
+export function attribute(c: NodeView, name: string): AttributeProto | undefined {
   const seen = consulted.get(c.node) ?? consulted.set(c.node, new Set()).get(c.node)!;
   seen.add(name);
   return c.node.attribute?.find((a) => a.name === name);
@@ -306,8 +308,14 @@ export function roundToBf16(op: OpFn, x: Known): Known {
   return { ...y, bf16: true };
 }
 
-/** The attributes of the node `c` converts. */
-export function attrs(c: NodeContext): NodeAttrs {
+/**
+ * A node as its attributes are read: the one a converter converts (its {@linkcode NodeContext}),
+ * or one that made an input (its {@linkcode Producer}).
+ */
+export type NodeView = Pick<NodeContext, "node" | "label">;
+
+/** The attributes of node `c` (the one a converter converts, or a producer of its inputs). */
+export function attrs(c: NodeView): NodeAttrs {
   return {
     int: (name, fallback) => {
       const a = attribute(c, name);
