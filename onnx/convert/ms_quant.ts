@@ -240,27 +240,56 @@ function unpackLast(c: NodeContext, bytes: Known, bits: number): Known {
 }
 
 /**
+ * Block-quantized values as graph ops over their packed bytes (MatMulNBits' weight,
+ * GatherBlockQuantized's gathered rows): `rowsOf(input, shape)` reads an input's rows (held, not
+ * folded) as `[...lead, ...shape]` (`lead` axes); the values (`bits` to a byte) are unpacked,
+ * less their zero points (packed bytes of `zeroStride` a row, unpacked u8 values, or the middle
+ * value where there are none), times their scales: `[...lead, blocks, block]`.
+ */
+function blockValues(
+  c: NodeContext,
+  rowsOf: (t: Known, shape: number[]) => Known,
+  lead: number,
+  { data, blocks, block, bits, zeroStride }: BlockForm,
+): Known {
+  const op = opOf(c), perBlock = (t: Known) => op("Unsqueeze", [t], { axes: [lead + 1] });
+  const values = unpackLast(c, rowsOf(c.required(data), [blocks, (block * bits) / 8]), bits);
+  const zeroInput = c.input(3);
+  const zero = !zeroInput ? scalar(2 ** (bits - 1), "f32") : zeroStride !== undefined
+    ? perBlock(
+      op("Slice", [unpackLast(c, rowsOf(zeroInput, [zeroStride]), bits)], {
+        starts: [0],
+        ends: [blocks],
+        axes: [lead],
+      }),
+    )
+    : perBlock(op("Cast", [rowsOf(zeroInput, [blocks])], { to: "f32" }));
+  const scale = perBlock(op("Cast", [rowsOf(c.required(2), [blocks])], { to: "f32" }));
+  return op("Mul", [op("Sub", [values, zero]), scale]);
+}
+
+/** Where block-quantized values are (their input) and how they are packed. */
+interface BlockForm {
+  /** Input of the packed values (both ops take scales as input 2, zero points as input 3). */
+  readonly data: 0 | 1;
+  readonly blocks: number;
+  readonly block: number;
+  readonly bits: number;
+  /** Bytes of packed zero points a row; `undefined` where they are unpacked u8 values. */
+  readonly zeroStride?: number;
+}
+
+/**
  * MatMulNBits' weight as graph ops over its packed bytes (bits 2, 4 or 8, whole values to a
  * byte): unpacked, less its zero points, times its scales, [K, N].
  */
 function unpacked(c: NodeContext, { k, n, bits, block, packed }: NBits): Known {
-  const op = opOf(c);
-  const blocks = Math.ceil(k / block), blob = (block * bits) / 8;
+  const op = opOf(c), blocks = Math.ceil(k / block);
   // Held in the graph: folded at import, the unpacked values would take more than the bytes.
-  const shaped = (t: Known, shape: number[]) => op("Reshape", [c.held(t)], { shape });
-  const values = unpackLast(c, shaped(c.required(1), [n, blocks, blob]), bits);
-  const zeroInput = c.input(3);
-  const zero = !zeroInput ? scalar(2 ** (bits - 1), "f32") : packed
-    ? op("Reshape", [
-      op("Slice", [
-        unpackLast(c, shaped(zeroInput, [n, Math.ceil((blocks * bits) / 8)]), bits),
-      ], { starts: [0], ends: [blocks], axes: [1] }),
-    ], { shape: [n, blocks, 1] })
-    : op("Reshape", [op("Cast", [c.held(zeroInput)], { to: "f32" })], { shape: [n, blocks, 1] });
-  const scale = op("Reshape", [op("Cast", [c.held(c.required(2))], { to: "f32" })], {
-    shape: [n, blocks, 1],
-  });
-  const w = op("Mul", [op("Sub", [values, zero]), scale]);
+  const rowsOf = (t: Known, shape: number[]) =>
+    op("Reshape", [c.held(t)], { shape: [n, ...shape] });
+  const zeroStride = packed ? Math.ceil((blocks * bits) / 8) : undefined;
+  const w = blockValues(c, rowsOf, 1, { data: 1, blocks, block, bits, zeroStride });
   const rows = op("Reshape", [w], { shape: [n, blocks * block] });
   const cut = blocks * block === k
     ? rows
@@ -336,20 +365,7 @@ function gatheredRows(
   const op = opOf(c), indices = c.required(1), lead = typeOf(indices).shape;
   const rowsOf = (t: Known, shape: number[]) =>
     op("Gather", [op("Reshape", [c.held(t)], { shape: [rows, ...shape] }), indices], { axis: 0 });
-  const values = unpackLast(c, rowsOf(c.required(0), [blocks, (block * bits) / 8]), bits);
-  const perBlock = (t: Known) => op("Unsqueeze", [t], { axes: [lead.length + 1] });
-  const zeroInput = c.input(3);
-  const zero = zeroInput
-    ? perBlock(
-      op("Slice", [unpackLast(c, rowsOf(zeroInput, [zeroStride]), bits)], {
-        starts: [0],
-        ends: [blocks],
-        axes: [lead.length],
-      }),
-    )
-    : scalar(2 ** (bits - 1), "f32");
-  const scale = perBlock(op("Cast", [rowsOf(c.required(2), [blocks])], { to: "f32" }));
-  const w = op("Mul", [op("Sub", [values, zero]), scale]);
+  const w = blockValues(c, rowsOf, lead.length, { data: 0, blocks, block, bits, zeroStride });
   return op("Reshape", [w], { shape: [...lead, blocks * block] });
 }
 
