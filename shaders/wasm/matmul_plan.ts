@@ -344,31 +344,15 @@ export function integerPlan(kernel: KernelIR): MatmulPlan | undefined {
  * sum itself.
  */
 export function integerView(kernel: KernelIR): KernelIR | undefined {
-  const r = kernel.reductions[0];
   const sum: Expr = { kind: "acc", index: 0, dtype: "f32" };
   let plain = true;
-  const memo = new Map<Expr, Expr>();
-  const read = (e: Expr): Expr => {
-    const hit = memo.get(e);
-    if (hit) return hit;
-    const [x] = e.kind === "alu" ? e.args : [];
-    const out: Expr = e.kind === "alu" && e.op === "Cast" && e.dtype === "f32" &&
-        x.kind === "acc" && x.index === 0
-      ? sum
-      : e.kind === "alu"
-      ? { ...e, args: e.args.map(read) }
-      : e;
-    if (out.kind === "acc" && out.dtype !== "f32") plain = false;
-    memo.set(e, out);
-    return out;
-  };
-  const outputs = kernel.outputs.map((o) => ({ ...o, expr: read(o.expr) }));
-  if (!plain) return undefined;
-  return {
-    ...kernel,
-    reductions: [{ ...r, dtype: "f32", expr: { ...r.expr, dtype: "f32" } }],
-    outputs,
-  };
+  const view = withF32Sum(kernel, (e) => {
+    if (e.kind === "alu" && e.op === "Cast" && e.dtype === "f32" && isSum(e.args[0])) return sum;
+    // The i32 sum itself, read other than through a Cast to f32.
+    if (isSum(e)) plain = false;
+    return undefined;
+  });
+  return plain ? view : undefined;
 }
 
 /** The input whose panels a tiled matmul packs (B: of an f32 or an integer product). */
@@ -401,19 +385,28 @@ export function matmulPlan(kernel: KernelIR): MatmulPlan | undefined {
  */
 export function halfMatmulView(kernel: KernelIR): KernelIR {
   if (!sumsHalfProducts(kernel)) return kernel;
-  const r = kernel.reductions[0];
   const sum: Expr = { kind: "acc", index: 0, dtype: "f32" };
   const once: Expr = { kind: "alu", op: "Cast", args: [sum], dtype: "f16" };
+  return withF32Sum(kernel, (e) => (isSum(e) ? once : undefined));
+}
+
+/** Whether `e` reads the kernel's one sum. */
+const isSum = (e: Expr) => e.kind === "acc" && e.index === 0;
+
+/**
+ * `kernel` with its one reduction summed in f32 and its outputs rewritten where `swap` gives a
+ * replacement for a node (shared subexpressions rewritten once): how the tiles compute a sum of
+ * another type, and what the outputs read of it.
+ */
+function withF32Sum(kernel: KernelIR, swap: (e: Expr) => Expr | undefined): KernelIR {
+  const r = kernel.reductions[0];
   const memo = new Map<Expr, Expr>();
   const read = (e: Expr): Expr => {
-    const hit = memo.get(e);
-    if (hit) return hit;
-    const out: Expr = e.kind === "acc" && e.index === 0
-      ? once
-      : e.kind === "alu"
-      ? { ...e, args: e.args.map(read) }
-      : e;
-    memo.set(e, out);
+    let out = memo.get(e);
+    if (!out) {
+      out = swap(e) ?? (e.kind === "alu" ? { ...e, args: e.args.map(read) } : e);
+      memo.set(e, out);
+    }
     return out;
   };
   return {
