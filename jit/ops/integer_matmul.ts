@@ -17,7 +17,15 @@ import { matmulShape } from "./nn.ts";
 import { defineOps, type EmitRef, type Emitter, type OpDef, type ValueType } from "./registry.ts";
 
 /** Sums of integers below this stay exact in f32, whatever the order they are added in. */
-export const EXACT_SUM = 2 ** 24;
+const EXACT_SUM = 2 ** 24;
+
+/**
+ * How many integers of magnitude at most `bound` one f32 sum adds exactly, in any order (0: not
+ * even one): 258 products of two shifted 8-bit values (255² each).
+ */
+export function exactTerms(bound: number): number {
+  return Math.floor((EXACT_SUM - 1) / bound);
+}
 
 /** The integer types IntegerMatMul takes. */
 const NARROW = ["i16", "i8", "u8"] as const;
@@ -40,7 +48,7 @@ function decompose(e: Emitter, a: EmitRef, b: EmitRef, bound: number, given?: nu
   const f = (x: EmitRef) => e.op("Cast", [x], { to: "f32" });
   const i32 = (x: EmitRef) => e.op("Cast", [x], { to: "i32" });
   const [as, bs] = [e.typeOf(a).shape, e.typeOf(b).shape];
-  const k = as.at(-1)!, chunk = Math.floor((EXACT_SUM - 1) / bound);
+  const k = as.at(-1)!, chunk = exactTerms(bound);
   const parts = given ?? Math.ceil(k / Math.max(1, chunk));
   if (parts <= 1) return i32(e.op("MatMul", [f(a), f(b)]));
   if (chunk < 1 || as.length < 2 || bs.length < 2) return e.op("MatMul", [i32(a), i32(b)]);

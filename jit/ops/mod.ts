@@ -25,7 +25,7 @@ import "./reduce.ts";
 import "./movement.ts";
 import "./nn.ts";
 import "./integer_matmul.ts";
-export { EXACT_SUM, nativeIntegerMatMul } from "./integer_matmul.ts";
+export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";
 
 export * from "./registry.ts";

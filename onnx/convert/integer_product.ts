@@ -19,7 +19,7 @@
  * @module
  */
 import type { DType } from "../../jit/ir/dtype.ts";
-import { type Attrs, EXACT_SUM } from "../../jit/ops/mod.ts";
+import { type Attrs, exactTerms } from "../../jit/ops/mod.ts";
 import { window } from "./conv.ts";
 import { foldedMap } from "./fold.ts";
 import {
@@ -48,9 +48,6 @@ export function magnitude(dtype: DType, shifted: boolean): number {
   return shifted ? hi - lo : Math.max(-lo, hi);
 }
 
-/** Products of `bound` at most that one f32 sum holds exactly (0: not even one). */
-const chunkOf = (bound: number) => Math.floor((EXACT_SUM - 1) / bound);
-
 const toI32 = (op: OpFn, x: Known) => op("Cast", [x], { to: "i32" });
 
 /**
@@ -63,7 +60,7 @@ const toI32 = (op: OpFn, x: Known) => op("Cast", [x], { to: "i32" });
 function integerMatMul(op: OpFn, a: Known, b: Known, bound: number, maxA: number): Known {
   const fits = (x: Known) => typeOf(x).dtype === "i16";
   if (!fits(a) || !fits(b)) return op("MatMul", [toI32(op, a), toI32(op, b)]);
-  const [k, n] = typeOf(b).shape.slice(-2), most = Math.ceil(k / Math.max(1, chunkOf(bound)));
+  const [k, n] = typeOf(b).shape.slice(-2), most = Math.ceil(k / Math.max(1, exactTerms(bound)));
   const weights = b.kind === "const" && typeOf(b).shape.length === 2
     ? b.tensor.data as ArrayLike<number>
     : undefined;
@@ -87,7 +84,8 @@ function fewestParts(
   maxA: number,
   most: number,
 ): number {
-  const limit = (EXACT_SUM - 1) / maxA;
+  // A chunk's |w| (integers) summed may reach this: times max|a|, it stays under 2^24.
+  const limit = exactTerms(maxA);
   // Prefix sums along the contraction, per output: a chunk's sum is one difference.
   const prefix = new Float64Array((len + 1) * outputs);
   for (let k = 0; k < len; k++) {
@@ -122,7 +120,7 @@ export function exactConv(
   maxA: number,
 ): Known {
   const ws = typeOf(w).shape, [m, channels] = ws;
-  const taps = ws.slice(2).reduce((p, d) => p * d, 1), chunk = chunkOf(bound);
+  const taps = ws.slice(2).reduce((p, d) => p * d, 1), chunk = exactTerms(bound);
   const per = Math.floor(chunk / taps);
   // Channel slices the type bound asks for, or (constant weights) as few as their sums need.
   let parts = per < 1 ? Infinity : Math.ceil(channels / per);
