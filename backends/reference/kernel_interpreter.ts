@@ -151,6 +151,14 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
         memo.set(e, fn);
         return fn;
       };
+      // An operand evaluated on its own, at a point of its own: cached ALU results are stale.
+      const fresh = (e: Expr): Eval => {
+        const fn = build(e);
+        return (c) => {
+          generation++;
+          return fn(c);
+        };
+      };
       const reductions = kernel.reductions.map((r) => ({ ...r, fn: build(r.expr) }));
       const outputs = kernel.outputs.map((o, k) => ({
         ...o,
@@ -178,7 +186,7 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
         }
       };
       const table = (kernel.pattern === "matmul" && inner > 0) || matmulOperands(kernel)
-        ? contraction(kernel, reductions[0].expr, build, coords, active)
+        ? contraction(kernel, reductions[0].expr, fresh, coords, active)
         : undefined;
       for (let r = 0; r < rows; r++) {
         setIndex(kept, r);

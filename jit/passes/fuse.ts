@@ -40,6 +40,7 @@ import type { FuseOptions, FusionResult } from "./fuse_options.ts";
 import {
   aluAttrs,
   broadcasts,
+  inlineOperand,
   isBare,
   keepWithinBindings,
   own,
@@ -475,7 +476,10 @@ class Fuser {
    * its i16 operands widened to the i32 sum's type.
    */
   #matmul(ins: Sym[], label: string, type: ValueType, widen = false): Sym {
-    const [a, b] = ins.map((s) => this.#operand(s, label));
+    const a = this.#operand(ins[0], label);
+    const b = inlineOperand(a, ins[1]) && !this.#tooDeep(ins[1])
+      ? ins[1]
+      : this.#operand(ins[1], label);
     const map = matmulMap(a.type.shape, b.type.shape);
     const group = this.#groups.create(map.space, map.reduced, "matmul");
     const read = (e: Expr): Expr =>

@@ -32,6 +32,21 @@ export const own = (s: Sym): readonly string[] => (s.buffer === undefined ? s.la
 /** Whether `s` is a plain load or a constant (free to recompute). */
 export const isBare = (s: Sym) => s.expr.kind === "load" || s.expr.kind === "const";
 
+/**
+ * Most rows (batch · M) of a contraction's A whose B may stay an elementwise expression, computed
+ * as the product reads it (once per row) instead of stored first; and most buffers that expression
+ * may read. A decoder's token step multiplies one row by every weight: its 4-bit weights (kept
+ * packed, MatMulNBits) were unpacked into f32 [K, N] buffers every step, 2 GB of them for a
+ * Qwen2.5-0.5B-shaped model, past the GPU pool's cap.
+ */
+const INLINE = { rows: 4, buffers: 8 };
+
+/** Whether a contraction of `a` by `b` reads `b`'s elementwise expression inline (see `INLINE`). */
+export function inlineOperand(a: Sym, b: Sym): boolean {
+  return sizeOf(a.type.shape.slice(0, -1)) <= INLINE.rows && !b.group && !isBare(b) &&
+    buffersRead(b.expr).size <= INLINE.buffers;
+}
+
 /** The reduction of each reduce op. */
 export const REDUCE: Record<string, ReduceOp> = {
   ReduceSum: "sum",

@@ -5,6 +5,8 @@ import { OnnxModel } from "../model.ts";
 import { testModel, valueInfo } from "../testdata.ts";
 import type { AttributeProto, TensorProto } from "../wire/proto.ts";
 import "../../mod.ts";
+import { fuse } from "../../jit/passes/fuse.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
 
 const u8 = (name: string, v: number[], dims = [v.length]): TensorProto => ({
   name,
@@ -191,7 +193,9 @@ function dataBytes(m: OnnxModel): number {
 /**
  * A MatMulNBits weight past 2^20 elements stays packed (dequantized by graph ops as the product
  * reads it): a 4-bit [1024, 1040] weight in blocks of 32 (the last one ragged) with packed zero
- * points, against the same weight dequantized here and multiplied out.
+ * points, against the same weight dequantized here and multiplied out. One row (a decoder's token
+ * step) unpacks the weight inside the product, never into an f32 [K, N] buffer; eight rows unpack
+ * it once, stored, and tile the product.
  */
 for (const backend of ["reference", "wasm", "webgpu"]) {
   Deno.test(`${backend}: a large MatMulNBits weight stays packed and computes as dequantized`, async () => {
@@ -213,41 +217,55 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
         w[j * n + col] = f((v - z) * sc[col * blocks + b]);
       }
     }
-    const x = Float32Array.from({ length: 2 * k }, () => next() * 2 - 1);
-    const want = new Float64Array(2 * n);
-    for (let r = 0; r < 2; r++) {
+    const x = Float32Array.from({ length: 8 * k }, () => next() * 2 - 1);
+    const want = new Float64Array(8 * n);
+    for (let r = 0; r < 8; r++) {
       for (let j = 0; j < k; j++) {
         for (let col = 0; col < n; col++) want[r * n + col] += x[r * k + j] * w[j * n + col];
       }
     }
-    const m = testModel({
-      node: [{
-        opType: "MatMulNBits",
-        domain: "com.microsoft",
-        input: ["a", "B", "scales", "zp"],
-        output: ["y"],
-        attribute: [
-          { name: "K", type: 2, i: k },
-          { name: "N", type: 2, i: n },
-          { name: "bits", type: 2, i: bits },
-          { name: "block_size", type: 2, i: block },
+    const model = (rows: number) =>
+      testModel({
+        node: [{
+          opType: "MatMulNBits",
+          domain: "com.microsoft",
+          input: ["a", "B", "scales", "zp"],
+          output: ["y"],
+          attribute: [
+            { name: "K", type: 2, i: k },
+            { name: "N", type: 2, i: n },
+            { name: "bits", type: 2, i: bits },
+            { name: "block_size", type: 2, i: block },
+          ],
+        }],
+        initializer: [
+          u8("B", q, [n, blocks, blob]),
+          f32("scales", sc, [n * blocks]),
+          u8("zp", zp, [n * zeroStride]),
         ],
-      }],
-      initializer: [
-        u8("B", q, [n, blocks, blob]),
-        f32("scales", sc, [n * blocks]),
-        u8("zp", zp, [n * zeroStride]),
-      ],
-      input: [valueInfo("a", 1, [2, k])],
-      output: [valueInfo("y", 1)],
-    }, { microsoft: true });
+        input: [valueInfo("a", 1, [rows, k])],
+        output: [valueInfo("y", 1)],
+      }, { microsoft: true });
     // Packed: the graph's data is the weight's bytes (the f32 weight would be 4.3 MB).
+    const m = model(1);
     assert.ok(dataBytes(m) < 1.1 * (q.length + zp.length + 4 * sc.length), `${dataBytes(m)} B`);
-    const { y } = await m.run({ a: { data: x, shape: [2, k], dtype: "f32" } }, {
-      backend,
-      cache: false,
-    });
-    assertClose(numbers(y.data), Array.from(want), { atol: 1e-3, rtol: 1e-4, message: backend });
+    for (const rows of [1, 8]) {
+      const m = model(rows);
+      const unpacked = fuse(m.graph()).kernels.flatMap((kernel) => kernel.outputs)
+        .some((o) => sizeOf(o.shape) === k * n);
+      assert.equal(unpacked, rows > 1, `${rows} rows: an f32 [K, N] weight stored`);
+      const { y } = await m.run({
+        a: { data: x.slice(0, rows * k), shape: [rows, k], dtype: "f32" },
+      }, {
+        backend,
+        cache: false,
+      });
+      assertClose(numbers(y.data), Array.from(want.slice(0, rows * n)), {
+        atol: 1e-3,
+        rtol: 1e-4,
+        message: `${backend}, ${rows} rows`,
+      });
+    }
   });
 }
 
