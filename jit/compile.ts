@@ -253,8 +253,9 @@ async function fuseFor(
   // products for it; elsewhere they decompose into exact float chunks.
   const generated = candidates.filter((b) => b.codegen);
   const integerDot = generated.length > 0 && generated.every((b) => b.capabilities().integerDot);
+  const inlineOperands = !generated.some((b) => b.capabilities().storedOperands);
   const maxInputs = limits.length ? Math.min(...limits) : Infinity;
-  const fusion = fuse(legal, { maxInputs, integerDot });
+  const fusion = fuse(legal, { maxInputs, integerDot, inlineOperands });
   report({ phase: "fuse", done: 1, total: 1 });
   const external = new Set([...legal.outputs.map((o) => o.value), ...fusion.constants.keys()]);
   return {

@@ -262,6 +262,7 @@ export class WasmBackend implements Backend {
       timestampQuery: false,
       bf16: false,
       integerDot: true,
+      storedOperands: true,
       matrixUnits: false,
     };
   }

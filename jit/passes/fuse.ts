@@ -103,6 +103,7 @@ class Fuser {
       maxSharedOps: options.maxSharedOps ?? 16,
       maxDepth: options.maxDepth ?? 128,
       integerDot: options.integerDot ?? false,
+      inlineOperands: options.inlineOperands ?? true,
     };
     this.#fresh = graph.values.length;
   }
@@ -477,9 +478,8 @@ class Fuser {
    */
   #matmul(ins: Sym[], label: string, type: ValueType, widen = false): Sym {
     const a = this.#operand(ins[0], label);
-    const b = inlineOperand(a, ins[1]) && !this.#tooDeep(ins[1])
-      ? ins[1]
-      : this.#operand(ins[1], label);
+    const inline = this.#opts.inlineOperands && inlineOperand(a, ins[1]);
+    const b = inline && !this.#tooDeep(ins[1]) ? ins[1] : this.#operand(ins[1], label);
     const map = matmulMap(a.type.shape, b.type.shape);
     const group = this.#groups.create(map.space, map.reduced, "matmul");
     const read = (e: Expr): Expr =>

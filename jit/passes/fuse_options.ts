@@ -23,6 +23,11 @@ export interface FuseOptions {
    * products for it) instead of its decomposition; default false.
    */
   readonly integerDot?: boolean;
+  /**
+   * Whether a contraction of a few rows reads its B's elementwise expression as it goes instead
+   * of storing it first (see `inlineOperand`); default true.
+   */
+  readonly inlineOperands?: boolean;
 }
 
 /** The kernels of a graph and the log of fusion decisions. */

@@ -72,6 +72,14 @@ export interface DeviceProfile {
    * `i32x4.dot_i16x8_s`): fusion then builds them as one kernel instead of exact float chunks.
    */
   readonly integerDot?: boolean;
+  /**
+   * Whether a product of a few rows should read its elementwise operand stored rather than
+   * computed as it reads it (fusion's `inlineOperands` is then off): WebAssembly, whose reduction
+   * kernels compute such an operand point by point through its index arithmetic. On the H200's
+   * 16 threads a Qwen2.5-0.5B-shaped 4-bit decoder's step took 3.5 s with its weights unpacked
+   * inline, 1.0 s unpacked into buffers first; through Dawn, 23 ms inline against 2.3 s.
+   */
+  readonly storedOperands?: boolean;
   /** Whether shaders can reach the device's matrix units (WebGPU subgroup matrices). */
   readonly matrixUnits?: boolean;
   /** Which device this is, where the implementation says (vendor, architecture, device). */

@@ -252,20 +252,39 @@ function blockValues(
   lead: number,
   { data, blocks, block, bits, zeroStride }: BlockForm,
 ): Known {
-  const op = opOf(c), perBlock = (t: Known) => op("Unsqueeze", [t], { axes: [lead + 1] });
+  const op = opOf(c);
+  const perBlock = (t: Known) => op("Unsqueeze", [rowsOf(t, [blocks])], { axes: [lead + 1] });
   const values = unpackLast(c, rowsOf(c.required(data), [blocks, (block * bits) / 8]), bits);
-  const zeroInput = c.input(3);
-  const zero = !zeroInput ? scalar(2 ** (bits - 1), "f32") : zeroStride !== undefined
-    ? perBlock(
-      op("Slice", [unpackLast(c, rowsOf(zeroInput, [zeroStride]), bits)], {
-        starts: [0],
-        ends: [blocks],
-        axes: [lead],
-      }),
-    )
-    : perBlock(op("Cast", [rowsOf(zeroInput, [blocks])], { to: "f32" }));
-  const scale = perBlock(op("Cast", [rowsOf(c.required(2), [blocks])], { to: "f32" }));
+  const zero = c.input(3)
+    ? perBlock(zeroTable(c, { blocks, bits, zeroStride }))
+    : scalar(2 ** (bits - 1), "f32");
+  const scales = constInput(c, 2, "scales").tensor;
+  const scale = perBlock(
+    scales.dtype === "f32" ? c.required(2) : constant(valuesOf(scales), [...scales.shape], "f32"),
+  );
   return op("Mul", [op("Sub", [values, zero]), scale]);
+}
+
+/**
+ * The zero points (input 3) as f32, one per block, rows of `blocks`, made at import: a table of
+ * one value a block is 1/`block` of the values'. Unpacked or cast by graph ops, each product's
+ * zero points were a kernel of their own in every run (a decoder's step: two of its 450 kernels a
+ * weight); as a plain load they are read where the values are.
+ */
+function zeroTable(
+  c: NodeContext,
+  { blocks, bits, zeroStride }: Pick<BlockForm, "blocks" | "bits" | "zeroStride">,
+): Known {
+  const zeros = constInput(c, 3, "zero_points").tensor;
+  if (zeroStride === undefined) return constant(valuesOf(zeros), [sizeOf(zeros.shape)], "f32");
+  const bytes = zeros.data as Uint8Array, rows = bytes.length / zeroStride;
+  const table = new Float32Array(rows * blocks);
+  for (let r = 0; r < rows; r++) {
+    for (let b = 0; b < blocks; b++) {
+      table[r * blocks + b] = unpack(bytes, r * zeroStride * 8 + b * bits, bits);
+    }
+  }
+  return constant(table, [rows * blocks], "f32");
 }
 
 /** Where block-quantized values are (their input) and how they are packed. */
