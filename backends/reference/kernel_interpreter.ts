@@ -151,14 +151,6 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
         memo.set(e, fn);
         return fn;
       };
-      // An operand evaluated on its own, at a point of its own: cached ALU results are stale.
-      const fresh = (e: Expr): Eval => {
-        const fn = build(e);
-        return (c) => {
-          generation++;
-          return fn(c);
-        };
-      };
       const reductions = kernel.reductions.map((r) => ({ ...r, fn: build(r.expr) }));
       const outputs = kernel.outputs.map((o, k) => ({
         ...o,
@@ -186,7 +178,7 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
         }
       };
       const table = (kernel.pattern === "matmul" && inner > 0) || matmulOperands(kernel)
-        ? contraction(kernel, reductions[0].expr, fresh, coords, active)
+        ? contraction(kernel, reductions[0].expr, build, coords, active, () => generation++)
         : undefined;
       for (let r = 0; r < rows; r++) {
         setIndex(kept, r);
@@ -235,9 +227,11 @@ function contraction(
   build: (e: Expr) => Eval,
   coords: Coords,
   active: number | undefined,
+  tick: () => void,
 ): Float64Array | undefined {
   if (product.kind !== "alu" || product.op !== "Mul") return undefined;
-  const [a, b] = product.args.map(build);
+  // Each operand point is an evaluation of its own: cached ALU results of the last are stale.
+  const [a, b] = product.args.map(build).map((f) => (c: Coords) => (tick(), f(c)));
   const f32 = product.dtype === "f32";
   const space = kernel.space;
   const nb = space.length - 3;
