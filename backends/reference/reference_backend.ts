@@ -27,6 +27,7 @@ import type { Kernel } from "./kernel.ts";
 import { elementwiseKernels } from "./kernels_elementwise.ts";
 import { movementKernels } from "./kernels_movement.ts";
 import { nnKernels } from "./kernels_nn.ts";
+import { quantKernels } from "./kernels_quant.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -36,6 +37,7 @@ const kernels: Record<string, Kernel> = {
   ...reduceKernels,
   ...movementKernels,
   ...nnKernels,
+  ...quantKernels,
   ...sourceKernels,
 };
 

@@ -12,7 +12,8 @@
  * Tanh Gelu Mish HardSigmoid HardSwish Reciprocal Clip Min Max GreaterOrEqual LessOrEqual Softmax
  * LogSoftmax LayerNormalization BatchNormalization GlobalAveragePool Gemm Flatten ConstantOfShape
  * Range IntegerMatMul (which fusion builds as one integer kernel where the backends have integer
- * dot products), ONNX's function-defined activations (`activations.ts`) and sum-defined
+ * dot products), BlockDequantize and BlockMatMul (block-quantized weights read packed; fusion
+ * builds a product of few rows as one kernel where the generator unpacks in registers), ONNX's function-defined activations (`activations.ts`) and sum-defined
  * reductions (`sum_reductions.ts`). The reference backend also runs each of them directly, and the test
  * suite checks that both paths agree.
  *
@@ -25,6 +26,8 @@ import "./reduce.ts";
 import "./movement.ts";
 import "./nn.ts";
 import "./integer_matmul.ts";
+import "./block_matmul.ts";
+export { nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";
 

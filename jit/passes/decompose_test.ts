@@ -211,6 +211,43 @@ const cases: Record<
     },
     { inputs: [ints("u8", 6, 0, 255, [2, 3]), ints("i8", 6, -128, 127, [3, 2])], atol: 0, rtol: 0 },
   ],
+  // 4-bit values in blocks of 16 with zero points; 2 bits without (the middle value); 8 bits.
+  BlockDequantize: [
+    {
+      inputs: [
+        ints("u8", 2 * 24, 0, 255, [2, 24]),
+        f32(uniform(6, 51), [2, 3]),
+        f32([1, 8, 15, 0, 3, 7], [2, 3]),
+      ],
+      attrs: { bits: 4, block: 16 },
+    },
+    {
+      inputs: [ints("u8", 8, 0, 255, [2, 4]), f32(uniform(2, 52), [2, 1])],
+      attrs: { bits: 2, block: 16 },
+    },
+  ],
+  // K = 40 of three blocks of 16 (the last one cut), N = 3; 8-bit blocks of 16 with a batch.
+  BlockMatMul: [
+    {
+      inputs: [
+        f32(uniform(80, 53, -1, 1), [2, 40]),
+        ints("u8", 3 * 24, 0, 255, [3, 24]),
+        f32(uniform(9, 54), [3, 3]),
+        f32([0, 15, 8, 7, 1, 2, 3, 4, 5], [3, 3]),
+      ],
+      attrs: { bits: 4, block: 16 },
+      atol: 1e-5,
+    },
+    {
+      inputs: [
+        f32(uniform(64, 55, -1, 1), [2, 1, 32]),
+        ints("u8", 64, 0, 255, [2, 32]),
+        f32(uniform(4, 56), [2, 2]),
+      ],
+      attrs: { bits: 8, block: 16 },
+      atol: 1e-4,
+    },
+  ],
   // Seeded: compile draws the same uniforms for the node and for its expansion.
   RandomNormal: [{ inputs: [], attrs: { shape: [64], seed: 3, mean: 1, scale: 2 }, atol: 1e-5 }],
 };

@@ -162,8 +162,10 @@ function matMulNBits(c: NodeContext): Known[] {
       [k, n],
       "f32",
     )
-    : unpacked(c, { k, n, bits, block, packed: zeroInput !== undefined && packed });
-  let y = op("MatMul", [x, dtype === "f32" ? weight : op("Cast", [weight], { to: dtype })]);
+    : undefined;
+  let y = weight
+    ? op("MatMul", [x, dtype === "f32" ? weight : op("Cast", [weight], { to: dtype })])
+    : blockProduct(c, { k, n, bits, block, packed: zeroInput !== undefined && packed });
   const bias = c.input(5);
   if (bias) y = op("Add", [y, bias]);
   return [y];
@@ -215,61 +217,30 @@ function expanded(
 }
 
 /**
- * `bytes` (u8, packed `bits` to a byte along its last axis, lowest bits first) unpacked to f32
- * values: the last axis grows by 8 / `bits`. One broadcast expression over the bytes as they are
- * stored (each read once per value it holds), so it fuses into its consumer, in float arithmetic
- * that is exact on bytes: value s of byte b is ⌊b / 2^(s·bits)⌋ − 2^bits·⌊b / 2^((s+1)·bits)⌋.
- * WebAssembly has no vector integer division; a cast before the broadcast stored the bytes
- * again as i32 first.
+ * The packed tables of a block-quantized op as kiln's block ops take them, rows of `rows` read
+ * by `rowsOf` (held, not folded: unpacked at import they would take more than the bytes): the
+ * bytes [..., blocks · bytes], f32 scales and, where the model has them, f32 zero points
+ * [..., blocks] (see {@linkcode zeroTable}).
  */
-function unpackLast(c: NodeContext, bytes: Known, bits: number): Known {
-  const op = opOf(c), per = 8 / bits, shape = typeOf(bytes).shape;
-  if (per === 1) return op("Cast", [bytes], { to: "f32" });
-  const spread = op("Expand", [op("Unsqueeze", [bytes], { axes: [shape.length] })], {
-    shape: [...shape, per],
-  });
-  const below = (shift: number) =>
-    constant([...Array(per).keys()].map((s) => 2 ** -((s + shift) * bits)), [per], "f32");
-  const b = op("Cast", [spread], { to: "f32" });
-  const floor = (scale: Known) => op("Floor", [op("Mul", [b, scale])]);
-  const parts = op("Sub", [
-    floor(below(0)),
-    op("Mul", [floor(below(1)), scalar(2 ** bits, "f32")]),
-  ]);
-  return op("Reshape", [parts], { shape: [...shape.slice(0, -1), shape.at(-1)! * per] });
-}
-
-/**
- * Block-quantized values as graph ops over their packed bytes (MatMulNBits' weight,
- * GatherBlockQuantized's gathered rows): `rowsOf(input, shape)` reads an input's rows (held, not
- * folded) as `[...lead, ...shape]` (`lead` axes); the values (`bits` to a byte) are unpacked,
- * less their zero points (packed bytes of `zeroStride` a row, unpacked u8 values, or the middle
- * value where there are none), times their scales: `[...lead, blocks, block]`.
- */
-function blockValues(
+function packedTables(
   c: NodeContext,
   rowsOf: (t: Known, shape: number[]) => Known,
-  lead: number,
   { data, blocks, block, bits, zeroStride }: BlockForm,
-): Known {
-  const op = opOf(c);
-  const perBlock = (t: Known) => op("Unsqueeze", [rowsOf(t, [blocks])], { axes: [lead + 1] });
-  const values = unpackLast(c, rowsOf(c.required(data), [blocks, (block * bits) / 8]), bits);
-  const zero = c.input(3)
-    ? perBlock(zeroTable(c, { blocks, bits, zeroStride }))
-    : scalar(2 ** (bits - 1), "f32");
+): Known[] {
+  const bytes = rowsOf(c.held(c.required(data)), [(blocks * block * bits) / 8]);
   const scales = constInput(c, 2, "scales").tensor;
-  const scale = perBlock(
-    scales.dtype === "f32" ? c.required(2) : constant(valuesOf(scales), [...scales.shape], "f32"),
-  );
-  return op("Mul", [op("Sub", [values, zero]), scale]);
+  const scale = scales.dtype === "f32"
+    ? c.required(2)
+    : constant(valuesOf(scales), [...scales.shape], "f32");
+  const tables = [scale, ...(c.input(3) ? [zeroTable(c, { blocks, bits, zeroStride })] : [])];
+  return [bytes, ...tables.map((t) => rowsOf(c.held(t), [blocks]))];
 }
 
 /**
  * The zero points (input 3) as f32, one per block, rows of `blocks`, made at import: a table of
  * one value a block is 1/`block` of the values'. Unpacked or cast by graph ops, each product's
- * zero points were a kernel of their own in every run (a decoder's step: two of its 450 kernels a
- * weight); as a plain load they are read where the values are.
+ * zero points were computed again in every run, by kernels of their own; as a plain table they
+ * are read where the values are.
  */
 function zeroTable(
   c: NodeContext,
@@ -299,21 +270,15 @@ interface BlockForm {
 }
 
 /**
- * MatMulNBits' weight as graph ops over its packed bytes (bits 2, 4 or 8, whole values to a
- * byte): unpacked, less its zero points, times its scales, [K, N].
+ * MatMulNBits with its weight packed (bits 2, 4 or 8, whole values to a byte): kiln's
+ * BlockMatMul over the bytes [N, blocks · bytes] and the tables [N, blocks].
  */
-function unpacked(c: NodeContext, { k, n, bits, block, packed }: NBits): Known {
-  const op = opOf(c), blocks = Math.ceil(k / block);
-  // Held in the graph: folded at import, the unpacked values would take more than the bytes.
-  const rowsOf = (t: Known, shape: number[]) =>
-    op("Reshape", [c.held(t)], { shape: [n, ...shape] });
+function blockProduct(c: NodeContext, { k, n, bits, block, packed }: NBits): Known {
+  const blocks = Math.ceil(k / block);
+  const rowsOf = (t: Known, shape: number[]) => opOf(c)("Reshape", [t], { shape: [n, ...shape] });
   const zeroStride = packed ? Math.ceil((blocks * bits) / 8) : undefined;
-  const w = blockValues(c, rowsOf, 1, { data: 1, blocks, block, bits, zeroStride });
-  const rows = op("Reshape", [w], { shape: [n, blocks * block] });
-  const cut = blocks * block === k
-    ? rows
-    : op("Slice", [rows], { starts: [0], ends: [k], axes: [1] });
-  return op("Transpose", [cut], { perm: [1, 0] });
+  const tables = packedTables(c, rowsOf, { data: 1, blocks, block, bits, zeroStride });
+  return opOf(c)("BlockMatMul", [c.required(0), ...tables], { bits, block });
 }
 
 /**
@@ -381,11 +346,11 @@ function gatheredRows(
     zeroStride: number;
   },
 ): Known {
-  const op = opOf(c), indices = c.required(1), lead = typeOf(indices).shape;
+  const op = opOf(c), indices = c.required(1);
   const rowsOf = (t: Known, shape: number[]) =>
-    op("Gather", [op("Reshape", [c.held(t)], { shape: [rows, ...shape] }), indices], { axis: 0 });
-  const w = blockValues(c, rowsOf, lead.length, { data: 0, blocks, block, bits, zeroStride });
-  return op("Reshape", [w], { shape: [...lead, blocks * block] });
+    op("Gather", [op("Reshape", [t], { shape: [rows, ...shape] }), indices], { axis: 0 });
+  const tables = packedTables(c, rowsOf, { data: 0, blocks, block, bits, zeroStride });
+  return op("BlockDequantize", tables, { bits, block });
 }
 
 /** Converters by op type in {@linkcode MS_DOMAIN}. */

@@ -40,9 +40,17 @@ const AS_INPUTS: Record<string, readonly string[]> = {
 };
 /**
  * Ops opset 17 lacks, exported through their decompositions (IntegerMatMul's i16 operands are
- * not MatMulInteger's 8-bit ones: its exact float chunks export instead).
+ * not MatMulInteger's 8-bit ones: its exact float chunks export instead; the block-quantized ops
+ * export as the float ops that unpack their bytes).
  */
-const DECOMPOSE = new Set(["Gelu", "ConstantOfShape", "Range", "IntegerMatMul"]);
+const DECOMPOSE = new Set([
+  "Gelu",
+  "ConstantOfShape",
+  "Range",
+  "IntegerMatMul",
+  "BlockDequantize",
+  "BlockMatMul",
+]);
 
 /** Serializes `graph` as an ONNX model (opset 17). */
 export function toOnnx(graph: Graph): Uint8Array {
