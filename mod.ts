@@ -69,6 +69,7 @@ export type {
   Alu,
   AluOp,
   AluOperands,
+  BlockProduct,
   Expr,
   GatherStep,
   IndexStep,

@@ -254,8 +254,10 @@ async function fuseFor(
   const generated = candidates.filter((b) => b.codegen);
   const integerDot = generated.length > 0 && generated.every((b) => b.capabilities().integerDot);
   const inlineOperands = !generated.some((b) => b.capabilities().storedOperands);
+  const blockProducts = generated.length > 0 &&
+    generated.every((b) => b.capabilities().blockProducts);
   const maxInputs = limits.length ? Math.min(...limits) : Infinity;
-  const fusion = fuse(legal, { maxInputs, integerDot, inlineOperands });
+  const fusion = fuse(legal, { maxInputs, integerDot, inlineOperands, blockProducts });
   report({ phase: "fuse", done: 1, total: 1 });
   const external = new Set([...legal.outputs.map((o) => o.value), ...fusion.constants.keys()]);
   return {

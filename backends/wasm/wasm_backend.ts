@@ -263,6 +263,7 @@ export class WasmBackend implements Backend {
       bf16: false,
       integerDot: true,
       storedOperands: true,
+      blockProducts: true,
       matrixUnits: false,
     };
   }

@@ -132,6 +132,7 @@ function writeKernelText(k: KernelIR): string {
     reductions,
     outputs,
     opaque: k.opaque,
+    blockProduct: k.blockProduct,
   });
   return [head, ...table.nodes].join("\n");
 }

@@ -208,6 +208,28 @@ export type KernelPattern =
   | "pool"
   | "opaque";
 
+/**
+ * A product by a block-quantized weight (`BlockMatMul`, see `jit/ops/block_matmul.ts`): which
+ * inputs hold A (rows of K, contiguous), the packed bytes [N, blocks · bytes], the scales and the
+ * zero points (absent: the middle value) [N, blocks], all laid out as their shapes say. The
+ * kernel's expressions compute the same product (every backend can run them); a generator may
+ * compute it from these buffers directly.
+ */
+export interface BlockProduct {
+  /** Input of A. */
+  readonly a: number;
+  /** Input of the packed bytes. */
+  readonly bytes: number;
+  /** Input of the scales. */
+  readonly scales: number;
+  /** Input of the zero points, if any. */
+  readonly zeros?: number;
+  /** Bits a value: 2, 4 or 8. */
+  readonly bits: number;
+  /** Values a block. */
+  readonly block: number;
+}
+
 /** A fused kernel. */
 export interface KernelIR {
   /** Readable unique name, e.g. `matmul_relu_1`. */
@@ -232,6 +254,8 @@ export interface KernelIR {
   readonly placement?: "ToDevice" | "ToHost";
   /** A multi-kernel pattern this kernel belongs to, e.g. `attention_0`. */
   readonly group?: string;
+  /** For a `matmul` kernel by a block-quantized weight: its buffers. */
+  readonly blockProduct?: BlockProduct;
 }
 
 /**

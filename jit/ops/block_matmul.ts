@@ -94,14 +94,21 @@ function dequantize(e: Emitter, [bytes, scales, zeros]: readonly EmitRef[], bits
   return e.op("Reshape", [w], { shape: [...lead, blocks * size] });
 }
 
-/** BlockMatMul's decomposition: the weight dequantized, cut to K, transposed, then MatMul. */
-function product(e: Emitter, [a, ...packed]: readonly EmitRef[], attrs: Attrs): EmitRef {
+/**
+ * BlockMatMul's weight as `a`'s product takes it: dequantized, cut to K, transposed to [K, N] and
+ * cast to `a`'s dtype (the decomposition's second MatMul operand); its one output.
+ */
+export function blockWeight(e: Emitter, ins: readonly EmitRef[], attrs: Attrs): EmitRef[] {
+  return [weightOf(e, ins, attrs)];
+}
+
+function weightOf(e: Emitter, [a, ...packed]: readonly EmitRef[], attrs: Attrs): EmitRef {
   const k = e.typeOf(a).shape.at(-1)!, dtype = e.typeOf(a).dtype;
   const rows = e.op("BlockDequantize", packed, { bits: attrs.bits, block: attrs.block });
   const width = e.typeOf(rows).shape[1];
   const cut = width === k ? rows : e.op("Slice", [rows], { starts: [0], ends: [k], axes: [1] });
   const w = e.op("Transpose", [cut], { perm: [1, 0] });
-  return e.op("MatMul", [a, dtype === "f32" ? w : e.op("Cast", [w], { to: dtype })]);
+  return dtype === "f32" ? w : e.op("Cast", [w], { to: dtype });
 }
 
 /**
@@ -143,7 +150,7 @@ const blockOps: OpDef[] = [{
     }
     return [{ shape: [...a.slice(0, -1), w[0]], dtype: ctx.input(0).dtype }];
   },
-  decompose: (e, ins, attrs) => [product(e, ins, attrs)],
+  decompose: (e, ins, attrs) => [e.op("MatMul", [ins[0], weightOf(e, ins, attrs)])],
 }];
 
 defineOps(blockOps);

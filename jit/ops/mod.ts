@@ -27,7 +27,7 @@ import "./movement.ts";
 import "./nn.ts";
 import "./integer_matmul.ts";
 import "./block_matmul.ts";
-export { nativeBlockMatMul } from "./block_matmul.ts";
+export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";
 

@@ -19,7 +19,7 @@
  *
  * @module
  */
-import { type DType, fromF16Bits } from "../ir/dtype.ts";
+import type { DType } from "../ir/dtype.ts";
 import { KilnError } from "../support/errors.ts";
 import type { Graph } from "../ir/graph.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
@@ -36,9 +36,10 @@ import {
   reindex,
 } from "../ir/kernel_ir.ts";
 import { type Group, KernelGroups } from "./fuse_groups.ts";
-import type { FuseOptions, FusionResult } from "./fuse_options.ts";
+import { type FuseOptions, type FusionResult, withDefaults } from "./fuse_options.ts";
 import {
   aluAttrs,
+  blockTag,
   broadcasts,
   inlineOperand,
   isBare,
@@ -46,6 +47,7 @@ import {
   own,
   REDUCE,
   sameAxes,
+  scalarSym,
   type Sym,
   unique,
 } from "./fuse_values.ts";
@@ -66,6 +68,7 @@ import { resolveWindow } from "../ops/nn.ts";
 import { reduceAxes } from "../ops/reduce.ts";
 import {
   type Attrs,
+  blockWeight,
   type EmitRef,
   type Emitter,
   getOp,
@@ -98,13 +101,7 @@ class Fuser {
 
   constructor(graph: Graph, options: FuseOptions) {
     this.#graph = graph;
-    this.#opts = {
-      maxInputs: options.maxInputs ?? Infinity,
-      maxSharedOps: options.maxSharedOps ?? 16,
-      maxDepth: options.maxDepth ?? 128,
-      integerDot: options.integerDot ?? false,
-      inlineOperands: options.inlineOperands ?? true,
-    };
+    this.#opts = withDefaults(options);
     this.#fresh = graph.values.length;
   }
 
@@ -166,6 +163,9 @@ class Fuser {
     ) {
       return [this.#matmul(ins, label, types[0], true)];
     }
+    const block = op === "BlockMatMul" && this.#opts.blockProducts &&
+      this.#blockProduct(ins, attrs, label, types[0]);
+    if (block) return [block];
     if (!def.primitive) return this.#expand(ins, attrs, label, def.decompose!);
     const out = (i: number) => values?.[i] ?? this.#fresh++;
     if (op === "Constant") return [this.#constant(attrs.value as HostTensor, label, out(0))];
@@ -243,18 +243,8 @@ class Fuser {
   }
 
   #constant(t: HostTensor, label: string, value: number): Sym {
-    if (sizeOf(t.shape) === 1) {
-      const raw = t.dtype === "f16"
-        ? fromF16Bits((t.data as Uint16Array)[0])
-        : Number((t.data as ArrayLike<number>)[0]);
-      const dtype = t.dtype as DType;
-      return {
-        type: { shape: t.shape, dtype },
-        expr: { kind: "const", value: raw, dtype },
-        labels: [label],
-        uses: 0,
-      };
-    }
+    const scalar = scalarSym(t, label);
+    if (scalar) return scalar;
     this.#constants.set(value, t);
     return this.#bufferSym(value, { shape: t.shape, dtype: t.dtype as DType }, [label]);
   }
@@ -476,9 +466,9 @@ class Fuser {
    * MatMul as a contraction over K in the space [...batch, M, N, K]; `widen`: an IntegerMatMul,
    * its i16 operands widened to the i32 sum's type.
    */
-  #matmul(ins: Sym[], label: string, type: ValueType, widen = false): Sym {
+  #matmul(ins: Sym[], label: string, type: ValueType, widen = false, inlineB = false): Sym {
     const a = this.#operand(ins[0], label);
-    const inline = this.#opts.inlineOperands && inlineOperand(a, ins[1]);
+    const inline = inlineB || (this.#opts.inlineOperands && inlineOperand(a, ins[1]));
     const b = inline && !this.#tooDeep(ins[1]) ? ins[1] : this.#operand(ins[1], label);
     const map = matmulMap(a.type.shape, b.type.shape);
     const group = this.#groups.create(map.space, map.reduced, "matmul");
@@ -491,6 +481,20 @@ class Fuser {
       dtype: type.dtype,
     };
     return this.#reduction(group, "sum", product, label, type, [...own(a), ...own(b)]);
+  }
+
+  /**
+   * A BlockMatMul of few rows whose buffers are plain (see `blockTag`) as one matmul kernel, its
+   * weight's unpacking inline and the kernel tagged with its packed buffers.
+   */
+  #blockProduct(ins: Sym[], attrs: Attrs, label: string, type: ValueType): Sym | undefined {
+    const a = this.#operand(ins[0], label);
+    const tag = blockTag([a, ...ins.slice(1)], attrs);
+    if (!tag) return undefined;
+    const [w] = this.#expand([a, ...ins.slice(1)], attrs, label, blockWeight);
+    const product = this.#matmul([a, w], label, type, false, true);
+    product.group!.blockProduct = tag;
+    return product;
   }
 
   /**

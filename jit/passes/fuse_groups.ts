@@ -10,6 +10,7 @@ import { byteSize, type DType } from "../ir/dtype.ts";
 import { KilnError } from "../support/errors.ts";
 import { groupChains, rowPattern } from "./fusion_patterns.ts";
 import {
+  type BlockProduct,
   buffersRead,
   type Expr,
   type KernelIR,
@@ -57,6 +58,8 @@ export interface Group {
   placement?: "ToDevice" | "ToHost";
   /** The kept axes in the order the group's values lay them out (default: space order). */
   keptOrder?: readonly number[];
+  /** A product by a block-quantized weight, its buffers as graph value ids. */
+  blockProduct?: BlockProduct;
 }
 
 const pick = ({ value, shape, dtype }: Omit<StoredValue, "expr">) => ({ value, shape, dtype });
@@ -333,6 +336,19 @@ export class KernelGroups {
       outputs: g.outputs.map((o) => ({ ...o, expr: renumber(o.expr) })),
       opaque: g.opaque ? { op: g.opaque.op, attrs: g.opaque.attrs } : undefined,
       placement: g.placement,
+      blockProduct: g.blockProduct && renumberBlock(g.blockProduct, local),
     });
   }
+}
+
+/** A block product's buffers as the kernel's inputs (from graph value ids). */
+function renumberBlock(b: BlockProduct, local: ReadonlyMap<number, number>): BlockProduct {
+  const at = (v: number) => local.get(v)!;
+  return {
+    ...b,
+    a: at(b.a),
+    bytes: at(b.bytes),
+    scales: at(b.scales),
+    zeros: b.zeros === undefined ? undefined : at(b.zeros),
+  };
 }

@@ -28,6 +28,23 @@ export interface FuseOptions {
    * of storing it first (see `inlineOperand`); default true.
    */
   readonly inlineOperands?: boolean;
+  /**
+   * Whether a BlockMatMul of few rows fuses as one matmul kernel tagged with its packed buffers
+   * (the generator unpacks in registers) instead of its decomposition; default false.
+   */
+  readonly blockProducts?: boolean;
+}
+
+/** `options` with every default filled in. */
+export function withDefaults(options: FuseOptions): Required<FuseOptions> {
+  return {
+    maxInputs: options.maxInputs ?? Infinity,
+    maxSharedOps: options.maxSharedOps ?? 16,
+    maxDepth: options.maxDepth ?? 128,
+    integerDot: options.integerDot ?? false,
+    inlineOperands: options.inlineOperands ?? true,
+    blockProducts: options.blockProducts ?? false,
+  };
 }
 
 /** The kernels of a graph and the log of fusion decisions. */

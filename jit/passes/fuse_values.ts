@@ -5,8 +5,17 @@
  * @module
  */
 import type { Group } from "./fuse_groups.ts";
-import { buffersRead, type Expr, type IndexStep, type ReduceOp, reindex } from "../ir/kernel_ir.ts";
-import type { Attrs, ValueType } from "../ops/mod.ts";
+import {
+  type BlockProduct,
+  buffersRead,
+  type Expr,
+  type IndexStep,
+  type ReduceOp,
+  reindex,
+} from "../ir/kernel_ir.ts";
+import { type Attrs, nativeBlockMatMul, type ValueType } from "../ops/mod.ts";
+import { type DType, fromF16Bits } from "../ir/dtype.ts";
+import type { HostTensor } from "../ir/host_tensor.ts";
 import { type Shape, sizeOf } from "../ir/shape.ts";
 
 /** A value during fusion. */
@@ -45,6 +54,39 @@ const INLINE = { rows: 4, buffers: 8 };
 export function inlineOperand(a: Sym, b: Sym): boolean {
   return sizeOf(a.type.shape.slice(0, -1)) <= INLINE.rows && !b.group && !isBare(b) &&
     buffersRead(b.expr).size <= INLINE.buffers;
+}
+
+/** A one-element constant as a constant expression, or `undefined` for a larger one. */
+export function scalarSym(t: HostTensor, label: string): Sym | undefined {
+  if (sizeOf(t.shape) !== 1) return undefined;
+  const dtype = t.dtype as DType;
+  const value = dtype === "f16"
+    ? fromF16Bits((t.data as Uint16Array)[0])
+    : Number((t.data as ArrayLike<number>)[0]);
+  return {
+    type: { shape: t.shape, dtype },
+    expr: { kind: "const", value, dtype },
+    labels: [label],
+    uses: 0,
+  };
+}
+
+/**
+ * The packed buffers of a BlockMatMul's operands `[a, bytes, scales, zeros?]` (A stored), as
+ * graph value ids, where the product has few rows (`nativeBlockMatMul`) and every operand is a
+ * buffer read as it lies (a load through reshapes at most): a generator then addresses them
+ * itself.
+ */
+export function blockTag(ins: readonly Sym[], attrs: Attrs): BlockProduct | undefined {
+  if (!nativeBlockMatMul(sizeOf(ins[0].type.shape.slice(0, -1)))) return undefined;
+  const values = ins.map((s) =>
+    s.expr.kind === "load" && s.expr.steps.every((step) => step.kind === "reshape")
+      ? s.expr.input
+      : undefined
+  );
+  if (values.some((v) => v === undefined)) return undefined;
+  const [a, bytes, scales, zeros] = values as number[];
+  return { a, bytes, scales, zeros, bits: attrs.bits as number, block: attrs.block as number };
 }
 
 /** The reduction of each reduce op. */

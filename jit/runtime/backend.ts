@@ -80,6 +80,11 @@ export interface DeviceProfile {
    * inline, 1.0 s unpacked into buffers first; through Dawn, 23 ms inline against 2.3 s.
    */
   readonly storedOperands?: boolean;
+  /**
+   * Whether the code generator runs a BlockMatMul of few rows as one kernel that unpacks the
+   * packed weight in registers (WebAssembly): fusion then tags the product with its buffers.
+   */
+  readonly blockProducts?: boolean;
   /** Whether shaders can reach the device's matrix units (WebGPU subgroup matrices). */
   readonly matrixUnits?: boolean;
   /** Which device this is, where the implementation says (vendor, architecture, device). */

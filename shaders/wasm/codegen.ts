@@ -42,6 +42,7 @@ import {
   tableTaps,
 } from "./matmul_plan.ts";
 import { integerGemm } from "./int_gemm.ts";
+import { blockProductBody } from "./block_product.ts";
 
 /** Generates the module for `kernel` (not for opaque kernels). */
 export function generateWasm(
@@ -49,6 +50,10 @@ export function generateWasm(
   given: KernelIR,
   options: ModuleOptions = {},
 ): Uint8Array {
+  if (given.blockProduct) {
+    const fn = new KernelFunction(wasm, given, options);
+    return fn.finish(blockProductBody(fn, given.blockProduct));
+  }
   const integer = integerPlan(given);
   if (integer) {
     // An integer matmul whose outputs dequantize its sums is generated as the tiles compute it;

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { blockScratchBytes } from "./block_product.ts";
 import { affineOffset } from "../../jit/ir/access.ts";
 import {
   applyStep,
@@ -284,6 +285,7 @@ export function prepackBytes(kernel: KernelIR): number {
  * Scratch bytes a kernel needs: a matmul's tile and packed A rows, or its row of accumulators.
  */
 export function scratchBytes(kernel: KernelIR): number {
+  if (kernel.blockProduct) return blockScratchBytes(kernel, kernel.blockProduct);
   if (!contracts(kernel)) return 0;
   const [n, k] = kernel.space.slice(-2);
   // An integer product packs A's rows as i16 pairs: 2 bytes an element.

@@ -1,0 +1,62 @@
+import assert from "node:assert/strict";
+import { compile } from "../../mod.ts";
+import { fuse } from "../../jit/passes/fuse.ts";
+import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
+import type { HostTensor } from "../../jit/ir/host_tensor.ts";
+import { uniform } from "../../jit/support/random.ts";
+import { assertClose, f32, numbers } from "../../jit/testing/testing.ts";
+import { WasmBackend } from "../../backends/wasm/wasm_backend.ts";
+
+/** Bytes drawn from a fixed stream, every value 0-255 likely. */
+const bytes = (n: number, seed: number): HostTensor => ({
+  data: Uint8Array.from(uniform(n, seed, 0, 256), Math.floor),
+  shape: [n],
+  dtype: "u8",
+});
+
+/**
+ * A BlockMatMul of A [...lead, K] by packed weights of N rows (`bits`, blocks of `block`, zero
+ * points or the middle value), its buffers weights of the graph, as a decoder's are.
+ */
+function product(lead: number[], [k, n, bits, block]: number[], zeros: boolean) {
+  const per = 8 / bits, blocks = Math.ceil(k / block), width = (blocks * block) / per;
+  const b = new GraphBuilder();
+  const q = b.param("q", [n, width], "u8", bytes(n * width, k + n).data);
+  const s = b.param("s", [n, blocks], "f32", uniform(n * blocks, 7, 0.01, 0.03));
+  const z = b.param("z", [n, blocks], "f32", uniform(n * blocks, 8, 0, 2 ** bits).map(Math.floor));
+  const a = b.input("a", [...lead, k]);
+  b.output("y", b.op("BlockMatMul", zeros ? [a, q, s, z] : [a, q, s], { bits, block }));
+  const x = f32(uniform(lead.reduce((p, d) => p * d, 1) * k, 9, -1, 1), [...lead, k]);
+  return { graph: b.build(), feeds: { a: x } };
+}
+
+Deno.test("wasm unpacks a few-row BlockMatMul in registers, as the reference computes it", async () => {
+  const cases: [number[], number[], boolean][] = [
+    [[1], [896, 70, 4, 32], true], // a decoder's token step
+    [[1], [40, 9, 4, 16], true], // K past the last whole block
+    [[2, 1], [100, 13, 2, 16], false], // a batch of two rows; 2 bits, the middle value
+    [[3], [64, 5, 8, 16], true], // 8 bits, three rows
+    [[1], [300, 6, 4, 128], true], // blocks of 128
+  ];
+  const wasm = new WasmBackend({ threads: 2, warmUpMs: 0 });
+  for (const [lead, form, zeros] of cases) {
+    const { graph, feeds } = product(lead, form, zeros);
+    const tagged = fuse(graph, { blockProducts: true }).kernels.filter((k) => k.blockProduct);
+    assert.equal(tagged.length, 1, `${lead} × ${form}: one tagged product`);
+    const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
+    const got = await (await compile(graph, { backend: wasm, cache: false })).run(feeds);
+    assertClose(numbers(got.y.data), numbers(want.y.data), {
+      atol: 1e-4,
+      rtol: 1e-4,
+      message: `${lead} × ${form}`,
+    });
+  }
+  wasm.dispose();
+});
+
+Deno.test("a BlockMatMul of more rows is the tiled product of its weight unpacked once", () => {
+  const { graph } = product([8], [64, 16, 4, 32], true);
+  const kernels = fuse(graph, { blockProducts: true }).kernels;
+  assert.ok(kernels.every((k) => !k.blockProduct));
+  assert.ok(kernels.some((k) => k.outputs.some((o) => o.shape.join() === "64,16")));
+});
