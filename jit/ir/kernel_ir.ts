@@ -21,7 +21,7 @@
 import type { DType } from "./dtype.ts";
 import { KilnError } from "../support/errors.ts";
 import type { Attrs } from "../ops/mod.ts";
-import { type Shape, sizeOf, stridesOf } from "./shape.ts";
+import { sameShape, type Shape, sizeOf, stridesOf } from "./shape.ts";
 
 /**
  * One step of an index map. `affine`: `out[j] = Σ_d coeff[j][d] · in[d] + offset[j]`; with
@@ -326,6 +326,17 @@ export function reshapeStep(from: Shape, to: Shape): IndexStep[] {
 }
 
 /**
+ * Steps `first`, then `then`, without a reshape met by its inverse (a packed weight's bytes
+ * reshaped by the importer and back by a decomposition were divided and multiplied again by
+ * every index).
+ */
+function joinSteps(first: readonly IndexStep[], then: readonly IndexStep[]): IndexStep[] {
+  const [a, b] = [first.at(-1), then[0]];
+  const cancel = a?.kind === "reshape" && b?.kind === "reshape" && sameShape(a.from, b.to);
+  return cancel ? [...first.slice(0, -1), ...then.slice(1)] : [...first, ...then];
+}
+
+/**
  * Prepends `steps` to every load of `e` (re-indexes `e` into a consumer's coordinates). A shared
  * subexpression stays shared: `memo` maps each node to its copy, so the work and the result are
  * linear in the DAG, not in the tree it unfolds to.
@@ -341,7 +352,7 @@ export function reindex(
   let out: Expr;
   switch (e.kind) {
     case "load":
-      out = { ...e, steps: [...steps, ...e.steps] };
+      out = { ...e, steps: joinSteps(steps, e.steps) };
       break;
     case "alu":
       out = { ...e, args: e.args.map((a) => reindex(a, steps, memo)) };
