@@ -26,8 +26,10 @@ export const TILE_BYTES = 32 * TILE_ROWS;
 
 /** Whether `kernel` runs through the matmul paths (a matmul, or a convolution as implicit GEMM). */
 export function contracts(kernel: KernelIR): boolean {
-  // An empty contraction (K = 0) takes the generic reduction, which sums nothing to 0.
+  // An empty contraction (K = 0) takes the generic reduction, which sums nothing to 0; a block
+  // product sums each output on its own, so its rows split as a reduction's do.
   if (kernel.pattern === "matmul" && kernel.space.at(-1) === 0) return false;
+  if (kernel.blockProduct) return false;
   return kernel.pattern === "matmul" || matmulOperands(kernel) !== undefined;
 }
 
