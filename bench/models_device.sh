@@ -10,7 +10,9 @@ set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 bash ../shared/device/prepare.sh bench/models.ts mod.ts
 cache=$(mktemp -d)
-DENO_DIR="$cache" deno cache --quiet bench/models.ts mod.ts
+# With the root config, as the device scripts run (its unlocked resolution reads the packages'
+# registry metadata, which a locked cache lacks), and the generation peers' loop too.
+DENO_DIR="$cache" deno cache --quiet --config deno.json bench/models.ts bench/ort_generate.ts mod.ts
 # Dawn for `--gpu dawn` (kiln loads it by a computed import, which deno cache cannot see), with
 # only the Linux x64 binary of the package's five (21 of its 51 MB).
 DENO_DIR="$cache" deno cache --quiet npm:webgpu@0.6.2
