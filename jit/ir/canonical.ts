@@ -15,9 +15,13 @@ import type { Attrs, AttrValue } from "../ops/mod.ts";
 
 const INLINE_BYTES = 64;
 
+/** Digests of graph tensors' data, which graphs never change: each hashed once however often a graph is keyed. */
+const digests = new WeakMap<object, string>();
+
 function tensorText(t: HostTensor): string {
   const bytes = t.data.byteLength;
-  const body = bytes <= INLINE_BYTES ? hexBytes(t.data) : `${bytes}b#${digest(t.data)}`;
+  let body = bytes <= INLINE_BYTES ? hexBytes(t.data) : digests.get(t.data);
+  if (body === undefined) digests.set(t.data, body = `${bytes}b#${digest(t.data)}`);
   return `tensor<${t.dtype}[${t.shape.join(",")}]:${body}>`;
 }
 

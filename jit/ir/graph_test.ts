@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { KilnError, type KilnErrorCode } from "../support/errors.ts";
-import { Graph } from "./graph.ts";
+import { Graph, handOver } from "./graph.ts";
 import { GraphBuilder } from "../frontend/graph_builder.ts";
 
 function throwsKiln(fn: () => unknown, code: KilnErrorCode, ...patterns: RegExp[]): void {
@@ -158,4 +158,19 @@ Deno.test("constants are copied: later writes by the caller do not change the gr
   const before = g.hash();
   data[0] = 99;
   assert.equal(g.hash(), before);
+});
+
+Deno.test("data handed over is kept as it is; a caller's is copied", () => {
+  const given = new Float32Array([1, 2]), handed = handOver(new Float32Array([3, 4]));
+  const b = new GraphBuilder();
+  const x = b.input("x", [2]);
+  b.output(
+    "y",
+    b.op("Add", [b.op("Add", [x, b.param("p", [2], "f32", given)]), b.constant(handed)]),
+  );
+  const g = b.build();
+  const constant = g.nodes.find((n) => n.op === "Constant")!.attrs.value as { data: unknown };
+  assert.equal(constant.data, handed);
+  assert.notEqual(g.params[0].data, given);
+  assert.deepEqual(Array.from(g.params[0].data as Float32Array), [1, 2]);
 });

@@ -6,6 +6,7 @@
  */
 import { type DType, fromF16Bits, fromNumbers, isFloat } from "../../jit/ir/dtype.ts";
 import { checkBudget } from "../../jit/runtime/budget.ts";
+import { handOver } from "../../jit/ir/graph.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import type { Attrs, ValueType } from "../../jit/ops/mod.ts";
@@ -72,7 +73,11 @@ export function constant(
   dtype: DType,
   i64 = false,
 ): Known {
-  return { kind: "const", tensor: { data: fromNumbers(dtype, values), shape, dtype }, i64 };
+  return {
+    kind: "const",
+    tensor: { data: handOver(fromNumbers(dtype, values)), shape, dtype },
+    i64,
+  };
 }
 
 /** `attrs` without its undefined entries (absent ONNX attributes). */
@@ -286,7 +291,7 @@ export function initializerOf(t: TensorProto): Known {
   checkBudget(tensor.shape, tensor.dtype, `initializer "${t.name ?? ""}"`);
   return {
     kind: "const",
-    tensor,
+    tensor: { ...tensor, data: handOver(tensor.data) },
     i64: t.dataType === 7,
     bf16: t.dataType === BF16,
     fourBit: t.dataType === UINT4 || t.dataType === INT4,
