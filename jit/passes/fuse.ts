@@ -14,8 +14,9 @@
  * decomposed PyTorch form fuse identically, and kernels still name the original nodes.
  *
  * This file is the walk. The index maps of movement ops and contractions are `index_maps.ts`
- * (pure), the symbolic values `fuse_values.ts`, the groups that become kernels `fuse_groups.ts`,
- * and the named patterns (softmax, layer norm, attention chains) `fusion_patterns.ts`.
+ * (pure), the contractions (MatMul, Conv, pooling) `fuse_contractions.ts`, the symbolic values
+ * `fuse_values.ts`, the groups that become kernels `fuse_groups.ts`, and the named patterns
+ * (softmax, layer norm, attention chains) `fusion_patterns.ts`.
  *
  * @module
  */
@@ -52,19 +53,10 @@ import {
   unique,
 } from "./fuse_values.ts";
 import { withIntegerRules } from "../ir/integer_rules.ts";
-import {
-  convMap,
-  gatherStep,
-  matmulMap,
-  movementSteps,
-  poolDivisors,
-  poolMap,
-  relation,
-  sameMap,
-} from "../ir/index_maps.ts";
+import { gatherStep, movementSteps, relation, sameMap } from "../ir/index_maps.ts";
 import { padByConcat } from "../ops/movement.ts";
 import { runsWhole } from "./fusable.ts";
-import { resolveWindow } from "../ops/nn.ts";
+import { convSym, matmulSym, poolSym, type Walk } from "./fuse_contractions.ts";
 import { reduceAxes } from "../ops/reduce.ts";
 import {
   type Attrs,
@@ -98,6 +90,14 @@ class Fuser {
   readonly #constants = new Map<number, HostTensor>();
   readonly #storedAs = new WeakMap<Sym, Sym>();
   #fresh: number;
+  /** What the contractions (`fuse_contractions.ts`) need of this walk. */
+  readonly #walk: Walk = {
+    operand: (s, label) => this.#operand(s, label),
+    inline: (a, b) => this.#opts.inlineOperands && inlineOperand(a, b) && !this.#tooDeep(b),
+    group: (space, reduced, pattern) => this.#groups.create(space, reduced, pattern),
+    reduction: (group, op, expr, label, type, labels) =>
+      this.#reduction(group, op, expr, label, type, labels),
+  };
 
   constructor(graph: Graph, options: FuseOptions) {
     this.#graph = graph;
@@ -204,7 +204,7 @@ class Fuser {
       case "matmul":
         return [this.#matmul(ins, label, types[0])];
       case "conv":
-        return [this.#conv(ins, attrs, label, types[0])];
+        return [convSym(this.#walk, ins, attrs, label, types[0])];
       case "pool":
         return [this.#pool(op, ins[0], attrs, label, types[0])];
     }
@@ -462,25 +462,9 @@ class Fuser {
     };
   }
 
-  /**
-   * MatMul as a contraction over K in the space [...batch, M, N, K]; `widen`: an IntegerMatMul,
-   * its i16 operands widened to the i32 sum's type.
-   */
+  /** MatMul (and IntegerMatMul widened, a block product's B inline) as a contraction. */
   #matmul(ins: Sym[], label: string, type: ValueType, widen = false, inlineB = false): Sym {
-    const a = this.#operand(ins[0], label);
-    const inline = inlineB || (this.#opts.inlineOperands && inlineOperand(a, ins[1]));
-    const b = inline && !this.#tooDeep(ins[1]) ? ins[1] : this.#operand(ins[1], label);
-    const map = matmulMap(a.type.shape, b.type.shape);
-    const group = this.#groups.create(map.space, map.reduced, "matmul");
-    const read = (e: Expr): Expr =>
-      widen ? { kind: "alu", op: "Cast", args: [e], dtype: type.dtype } : e;
-    const product: Expr = {
-      kind: "alu",
-      op: "Mul",
-      args: [read(reindex(a.expr, map.operands[0])), read(reindex(b.expr, map.operands[1]))],
-      dtype: type.dtype,
-    };
-    return this.#reduction(group, "sum", product, label, type, [...own(a), ...own(b)]);
+    return matmulSym(this.#walk, ins, label, type, { widen, inlineB });
   }
 
   /**
@@ -497,52 +481,9 @@ class Fuser {
     return product;
   }
 
-  /**
-   * 2-D Conv as a contraction over [Cg, KH, KW] in the space [N, G, Mg, OH, OW, Cg, KH, KW]. With
-   * plain operands it is laid out as a matmul (implicit GEMM): [N, G, OH·OW, Mg, Cg·KH·KW], rows
-   * of patches times the filters, so backends run it through their matmul kernels.
-   */
-  #conv(ins: Sym[], attrs: Attrs, label: string, type: ValueType): Sym {
-    const [x, w, bias] = ins.map((s) => this.#operand(s, label));
-    const inputs = ins.map((s) => s.type);
-    const ctx = new InferContext({ op: "Conv", where: label, inputs, attrs });
-    const win = resolveWindow(ctx, x.type.shape.slice(2), w.type.shape.slice(2));
-    const plain = x.expr.kind === "load" && w.expr.kind === "load";
-    const map = convMap(x.type.shape, w.type.shape, ctx.int("group", 1), win, plain);
-    const group = this.#groups.create(map.space, map.reduced, "conv");
-    group.keptOrder = map.keptOrder;
-    const factors = [reindex(x.expr, map.operands[0]), reindex(w.expr, map.operands[1])];
-    const product: Expr = {
-      kind: "alu",
-      op: "Mul",
-      args: map.swapped ? factors.reverse() : factors,
-      dtype: type.dtype,
-    };
-    const acc = this.#reduction(group, "sum", product, label, type, [...own(x), ...own(w)]);
-    if (!bias) return acc;
-    const expr: Expr = {
-      kind: "alu",
-      op: "Add",
-      args: [acc.expr, reindex(bias.expr, map.operands[2])],
-      dtype: type.dtype,
-    };
-    return { ...acc, expr, labels: unique([...acc.labels, ...own(bias)]) };
-  }
-
-  /** MaxPool / AveragePool as a reduction over the window in [N, C, ...out, ...kernel]. */
+  /** MaxPool / AveragePool (see `poolSym`), an average's edge divisors a constant map. */
   #pool(op: string, s: Sym, attrs: Attrs, label: string, type: ValueType): Sym {
-    const x = this.#operand(s, label);
-    const ctx = new InferContext({ op, where: label, inputs: [x.type], attrs });
-    const win = resolveWindow(ctx, x.type.shape.slice(2), ctx.ints("kernel_shape"));
-    const map = poolMap(x.type.shape, win, op === "MaxPool" ? -Infinity : 0);
-    const group = this.#groups.create(map.space, map.reduced, "pool");
-    const reduce = op === "MaxPool" ? "max" : "mean", read = reindex(x.expr, map.operands[0]);
-    const pooled = this.#reduction(group, reduce, read, label, type, x.labels);
-    // An average whose divisor changes along the edges (padding left out of the count, ONNX's
-    // default; a ceil-mode overhang): the mean of the zero-filled window times a constant map.
-    const inclusive = ctx.int("count_include_pad", 0) === 1;
-    const divisors = op === "AveragePool" &&
-      poolDivisors(x.type.shape.slice(2), win, inclusive, type.dtype);
+    const { pooled, divisors } = poolSym(this.#walk, op, s, attrs, label, type);
     if (!divisors) return pooled;
     const scale = this.#constant(divisors, label, this.#fresh++);
     return this.#apply("Mul", [pooled, scale], {}, label, [type])[0];

@@ -15,7 +15,6 @@
  * @module
  */
 import type { BlockProduct, KernelIR } from "../../jit/ir/kernel_ir.ts";
-import { pointOutputs } from "./gemm_state.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelFunction } from "./module.ts";
 
@@ -53,7 +52,7 @@ export function blockProductBody(fn: KernelFunction, tag: BlockProduct): number[
       ),
       ...unravel(kept.slice(0, -1), row),
       ...dot,
-      ...pointOutputs(fn, nb, get(col, i32), sum),
+      ...fn.pointOutputs(nb, get(col, i32), sum),
       m.local.set(outer, m.i32.add(get(outer, i32), ic(1))),
     ]),
   ];

@@ -20,7 +20,6 @@ import {
   TILE_BYTES,
   TILE_ROWS,
 } from "./matmul_plan.ts";
-import type { Memo } from "./alu.ts";
 
 /**
  * What the matmul emitters use: the function being generated, the linear path's emitters for
@@ -35,23 +34,6 @@ export interface MatmulContext
   readonly tableFill?: number;
   /** How that table factors into taps, where it does (see `tableTaps`). */
   readonly taps?: TableTaps;
-}
-
-/**
- * Statements storing every output of a matmul kernel at column `n` of the current row, its sum
- * being `sum` (an f32 expression): the epilogue evaluated point by point, as the i-k-j loop does
- * and the tiled one where no pointer walks its epilogue along n.
- */
-export function pointOutputs(fn: KernelFunction, nb: number, n: number, sum: number): number[] {
-  const { m, coord, ic } = fn;
-  const st = [
-    m.local.set(coord[nb + 1], n),
-    m.local.set(coord[nb + 2], ic(0)),
-    m.local.set(fn.accs[0], sum),
-  ];
-  const memo: Memo = new Map();
-  fn.kernel.outputs.forEach((o, j) => fn.store(o, j, memo, st));
-  return st;
 }
 
 /** The product's shape and walks, where the tiles apply: what every piece of it reads. */

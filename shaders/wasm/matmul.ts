@@ -21,7 +21,6 @@ import {
   type Gemm,
   gemmState,
   type MatmulContext,
-  pointOutputs,
   prepacked,
   rowA,
   setRow,
@@ -237,7 +236,7 @@ export function pointwise(g: Gemm, i: number, width: number, integer = false): n
   setRow(g, m.i32.add(get(r, i32), ic(i)), get(n0, i32), st);
   const at = m.i32.add(get(scratch, i32), m.i32.shl(get(column, i32), ic(2)));
   const sum = integer ? m.i32.load(32 * i, 4, at) : m.f32.load(32 * i, 4, at);
-  const point = pointOutputs(e.fn, nb, m.i32.add(get(n0, i32), get(column, i32)), sum);
+  const point = e.fn.pointOutputs(nb, m.i32.add(get(n0, i32), get(column, i32)), sum);
   return [...st, ...countedLoop(column, width, point)];
 }
 

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type MatmulContext, pointOutputs } from "./gemm_state.ts";
+import type { MatmulContext } from "./gemm_state.ts";
 import type { MatmulPlan } from "./matmul_plan.ts";
 
 /**
@@ -97,7 +97,7 @@ export function gemmBody(e: MatmulContext, plan: MatmulPlan): number[] {
   rowStmts.push(nLoop(
     (st) =>
       st.push(
-        ...pointOutputs(e.fn, nb, get(nn, i32), m.f32.load(0, 4, scratchAt(get(nn, i32)))),
+        ...e.fn.pointOutputs(nb, get(nn, i32), m.f32.load(0, 4, scratchAt(get(nn, i32)))),
       ),
     1,
     n,

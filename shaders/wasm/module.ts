@@ -276,6 +276,23 @@ export class KernelFunction {
     );
   };
 
+  /**
+   * Statements storing every output of a product's kernel at column `n` of the current row, its
+   * sum being `sum` (an f32 expression): the epilogue evaluated point by point, as the i-k-j loop
+   * and the block products do, and the tiled loop where no pointer walks its epilogue along n.
+   */
+  readonly pointOutputs = (nb: number, n: number, sum: number): number[] => {
+    const { m, coord, ic } = this;
+    const st = [
+      m.local.set(coord[nb + 1], n),
+      m.local.set(coord[nb + 2], ic(0)),
+      m.local.set(this.accs[0], sum),
+    ];
+    const memo: Memo = new Map();
+    this.kernel.outputs.forEach((o, j) => this.store(o, j, memo, st));
+    return st;
+  };
+
   /** A fresh local of `type`. */
   readonly local = (type: number): number => this.#params + this.#locals.push(type) - 1;
 
