@@ -1,6 +1,6 @@
 /**
  * Reference kernels for block-quantized weights (`jit/ops/block_matmul.ts`): each packed value
- * read from its byte by its bit offset, as ONNX Runtime's MatMulNBits reads it, without the
+ * read from its word by its bit offset, as ONNX Runtime's MatMulNBits reads its bytes, without the
  * decomposition's float unpacking; the product sums in float64.
  *
  * @module
@@ -10,16 +10,16 @@ import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { read, writer } from "./tensor_io.ts";
 
-/** The rows of packed `bytes` [..., L] dequantized: [rows, blocks · block] in float64. */
-function dequantized([bytes, scales, zeros]: readonly RefTensor[], bits: number): Float64Array {
-  const width = bytes.shape.at(-1)!, rows = sizeOf(bytes.shape) / width;
-  const blocks = scales.shape.at(-1)!, block = (width / blocks) * (8 / bits);
-  const q = read(bytes), s = read(scales), z = zeros && read(zeros);
+/** The rows of packed `words` [..., L] dequantized: [rows, blocks · block] in float64. */
+function dequantized([words, scales, zeros]: readonly RefTensor[], bits: number): Float64Array {
+  const width = words.shape.at(-1)!, rows = sizeOf(words.shape) / width;
+  const blocks = scales.shape.at(-1)!, block = (width / blocks) * (32 / bits);
+  const q = read(words), s = read(scales), z = zeros && read(zeros);
   const size = blocks * block, mask = (1 << bits) - 1, out = new Float64Array(rows * size);
   for (let r = 0; r < rows; r++) {
     for (let i = 0; i < size; i++) {
       const bit = i * bits, b = r * blocks + Math.floor(i / block);
-      const value = (q[r * width + (bit >> 3)] >> (bit & 7)) & mask;
+      const value = (q[r * width + (bit >> 5)] >>> (bit & 31)) & mask;
       out[r * size + i] = (value - (z ? z[b] : 2 ** (bits - 1))) * s[b];
     }
   }

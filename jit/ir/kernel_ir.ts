@@ -210,7 +210,7 @@ export type KernelPattern =
 
 /**
  * A product by a block-quantized weight (`BlockMatMul`, see `jit/ops/block_matmul.ts`): which
- * inputs hold A (rows of K, contiguous), the packed bytes [N, blocks · bytes], the scales and the
+ * inputs hold A (rows of K, contiguous), the packed words [N, blocks · words], the scales and the
  * zero points (absent: the middle value) [N, blocks], all laid out as their shapes say. The
  * kernel's expressions compute the same product (every backend can run them); a generator may
  * compute it from these buffers directly.
@@ -218,8 +218,8 @@ export type KernelPattern =
 export interface BlockProduct {
   /** Input of A. */
   readonly a: number;
-  /** Input of the packed bytes. */
-  readonly bytes: number;
+  /** Input of the packed u32 words. */
+  readonly words: number;
   /** Input of the scales. */
   readonly scales: number;
   /** Input of the zero points, if any. */

@@ -1,14 +1,14 @@
 /**
  * Block-quantized weights, read packed: `BlockDequantize` unpacks `bits`-bit unsigned values
- * (2, 4 or 8, lowest bits first, whole values to a byte) stored along a tensor's last axis in
- * blocks of `block`, each block less its zero point and times its scale; `BlockMatMul` is A
- * times such a weight of N rows of K (ONNX Runtime's MatMulNBits: B [N, K] quantized along K),
+ * (2, 4 or 8, lowest bits first) held in u32 words along a tensor's last axis in blocks of
+ * `block`, each block less its zero point and times its scale; `BlockMatMul` is A times such a
+ * weight of N rows of K (ONNX Runtime's MatMulNBits: B [N, K] quantized along K),
  * A [..., M, K] → [..., M, N].
  *
- * Both decompose into graph ops over the bytes (exact float arithmetic on them: WebAssembly has
- * no vector integer division), so every backend runs them; a backend whose generator unpacks in
- * registers (`DeviceProfile.blockProducts`) runs a BlockMatMul of few rows as one kernel that
- * reads each packed byte once (fusion asks {@linkcode nativeBlockMatMul}).
+ * Both decompose into graph ops over the words (u32 division and remainder by powers of two),
+ * so every backend runs them; a backend whose generator unpacks in registers
+ * (`DeviceProfile.blockProducts`) runs a BlockMatMul of few rows as one kernel that reads each
+ * packed word once (fusion asks {@linkcode nativeBlockMatMul}).
  *
  * @module
  */
@@ -24,8 +24,13 @@ import {
 /** Bits a packed value may have. */
 const BITS = [2, 4, 8];
 
-/** The validated `bits` and `block` of a block-quantized op, with the bytes of one block. */
-function blockForm(ctx: InferContext): { bits: number; block: number; bytes: number } {
+/**
+ * The validated `bits` and `block` of a block-quantized op, with the 32-bit words of one block
+ * (the packed values are held four bytes to a u32 word, little-endian, as they lie in memory: the
+ * generated backends store every element in 32 bits, so a byte to an element took four times the
+ * memory and bandwidth).
+ */
+function blockForm(ctx: InferContext): { bits: number; block: number; words: number } {
   const bits = ctx.int("bits", 4), block = ctx.int("block", 32);
   if (!BITS.includes(bits) || block < 16 || (block & (block - 1)) !== 0) {
     ctx.fail(
@@ -34,14 +39,14 @@ function blockForm(ctx: InferContext): { bits: number; block: number; bytes: num
       "bad-attribute",
     );
   }
-  return { bits, block, bytes: (block * bits) / 8 };
+  return { bits, block, words: (block * bits) / 32 };
 }
 
-/** Checks the packed bytes [..., blocks · bytes], scales and zero points [..., blocks]. */
-function checkPacked(ctx: InferContext, first: number, bytes: number): number {
-  ctx.requireDType(first, ["u8"]);
+/** Checks the packed words [..., blocks · words], scales and zero points [..., blocks]. */
+function checkPacked(ctx: InferContext, first: number, words: number): number {
+  ctx.requireDType(first, ["u32"]);
   ctx.requireDType(first + 1, ["f32"]);
-  const shape = ctx.input(first).shape, blocks = (shape.at(-1) ?? 0) / bytes;
+  const shape = ctx.input(first).shape, blocks = (shape.at(-1) ?? 0) / words;
   const perBlock = [...shape.slice(0, -1), blocks];
   const tables = ctx.inputs.slice(first + 1);
   if (
@@ -49,44 +54,39 @@ function checkPacked(ctx: InferContext, first: number, bytes: number): number {
     tables.some((t) => t.dtype !== "f32" || t.shape.join() !== perBlock.join())
   ) {
     ctx.fail(
-      `packed bytes [${shape}] in blocks of ${bytes} bytes`,
-      `give whole blocks of bytes and f32 scales (and zero points) of shape [${perBlock}]`,
+      `packed words [${shape}] in blocks of ${words} words`,
+      `give whole blocks of u32 words and f32 scales (and zero points) of shape [${perBlock}]`,
       "shape-mismatch",
     );
   }
   return blocks;
 }
 
-/** Packed bytes [..., L] as their values [..., L, 8 / bits] in f32, lowest bits first. */
-function unpack(e: Emitter, bytes: EmitRef, bits: number): EmitRef {
-  const per = 8 / bits, shape = e.typeOf(bytes).shape;
-  // Spread before the cast: a cast read under a broadcast would be stored first.
-  const spread = e.op("Expand", [e.op("Unsqueeze", [bytes], { axes: [shape.length] })], {
+/**
+ * Packed words [..., L] as their values [..., L, 32 / bits] in f32, lowest bits first: value s of
+ * word w is ⌊w / 2^(s·bits)⌋ mod 2^bits, in exact u32 arithmetic.
+ */
+function unpack(e: Emitter, words: EmitRef, bits: number): EmitRef {
+  const per = 32 / bits, shape = e.typeOf(words).shape;
+  const spread = e.op("Expand", [e.op("Unsqueeze", [words], { axes: [shape.length] })], {
     shape: [...shape, per],
   });
-  const b = e.op("Cast", [spread], { to: "f32" });
-  if (per === 1) return b;
-  // Value s of byte b is ⌊b / 2^(s·bits)⌋ − 2^bits·⌊b / 2^((s+1)·bits)⌋.
-  const below = (shift: number) =>
-    e.op("Constant", [], {
-      value: {
-        data: Float32Array.from({ length: per }, (_, s) => 2 ** -((s + shift) * bits)),
-        shape: [per],
-        dtype: "f32",
-      },
-    });
-  const floor = (scale: EmitRef) => e.op("Floor", [e.op("Mul", [b, scale])]);
-  return e.op("Sub", [
-    floor(below(0)),
-    e.op("Mul", [floor(below(1)), e.scalar(2 ** bits, "f32")]),
-  ]);
+  const shifts = e.op("Constant", [], {
+    value: {
+      data: Uint32Array.from({ length: per }, (_, s) => 2 ** (s * bits)),
+      shape: [per],
+      dtype: "u32",
+    },
+  });
+  const values = e.op("Mod", [e.op("Div", [spread, shifts]), e.scalar(2 ** bits, "u32")]);
+  return e.op("Cast", [values], { to: "f32" });
 }
 
-/** BlockDequantize's decomposition: [..., blocks · bytes] → [..., blocks · block]. */
-function dequantize(e: Emitter, [bytes, scales, zeros]: readonly EmitRef[], bits: number): EmitRef {
-  const shape = e.typeOf(bytes).shape, lead = shape.slice(0, -1);
-  const blocks = e.typeOf(scales).shape.at(-1)!, size = (shape.at(-1)! / blocks) * (8 / bits);
-  const grouped = e.op("Reshape", [bytes], { shape: [...lead, blocks, shape.at(-1)! / blocks] });
+/** BlockDequantize's decomposition: [..., blocks · words] → [..., blocks · block]. */
+function dequantize(e: Emitter, [words, scales, zeros]: readonly EmitRef[], bits: number): EmitRef {
+  const shape = e.typeOf(words).shape, lead = shape.slice(0, -1);
+  const blocks = e.typeOf(scales).shape.at(-1)!, size = (shape.at(-1)! / blocks) * (32 / bits);
+  const grouped = e.op("Reshape", [words], { shape: [...lead, blocks, shape.at(-1)! / blocks] });
   const values = e.op("Reshape", [unpack(e, grouped, bits)], { shape: [...lead, blocks, size] });
   const perBlock = (t: EmitRef) => e.op("Unsqueeze", [t], { axes: [lead.length + 1] });
   const zero = zeros ? perBlock(zeros) : e.scalar(2 ** (bits - 1), "f32");
@@ -112,12 +112,13 @@ function weightOf(e: Emitter, [a, ...packed]: readonly EmitRef[], attrs: Attrs):
 }
 
 /**
- * Whether fusion should build a BlockMatMul with A of `rows` rows (batch · M) as one kernel
- * where the generator unpacks in registers: a product of few rows reads each weight byte once
- * for every row; more rows are faster through the tiled matmul of the weight unpacked once.
+ * Whether fusion should build a BlockMatMul with A of `rows` rows (batch · M), `bits` bits in
+ * blocks of `block`, as one kernel where the generator unpacks in registers: a product of few
+ * rows reads each weight word once for every row (more rows are faster through the tiled matmul
+ * of the weight unpacked once), and the generator's vectors take four words of one block.
  */
-export function nativeBlockMatMul(rows: number): boolean {
-  return rows <= 4;
+export function nativeBlockMatMul(rows: number, bits: number, block: number): boolean {
+  return rows <= 4 && ((block * bits) / 32) % 4 === 0;
 }
 
 const blockOps: OpDef[] = [{
@@ -126,8 +127,8 @@ const blockOps: OpDef[] = [{
   arity: [2, 3],
   primitive: false,
   infer: (ctx) => {
-    const { block, bytes } = blockForm(ctx);
-    const blocks = checkPacked(ctx, 0, bytes), shape = ctx.input(0).shape;
+    const { block, words } = blockForm(ctx);
+    const blocks = checkPacked(ctx, 0, words), shape = ctx.input(0).shape;
     return [{ shape: [...shape.slice(0, -1), blocks * block], dtype: "f32" }];
   },
   decompose: (e, ins, attrs) => [dequantize(e, ins, attrs.bits as number)],
@@ -138,13 +139,13 @@ const blockOps: OpDef[] = [{
   primitive: false,
   infer: (ctx) => {
     ctx.requireDType(0, ["f32", "f16"]);
-    const { block, bytes } = blockForm(ctx);
-    const blocks = checkPacked(ctx, 1, bytes), a = ctx.input(0).shape, w = ctx.input(1).shape;
+    const { block, words } = blockForm(ctx);
+    const blocks = checkPacked(ctx, 1, words), a = ctx.input(0).shape, w = ctx.input(1).shape;
     const k = a.at(-1) ?? 0;
     if (w.length !== 2 || a.length < 1 || k > blocks * block || k <= (blocks - 1) * block) {
       ctx.fail(
         `A [${a}] times ${blocks} blocks of ${block} a row`,
-        "give B as [N, blocks · bytes] and A a last axis K with ⌈K / block⌉ blocks",
+        "give B as [N, blocks · words] and A a last axis K with ⌈K / block⌉ blocks",
         "shape-mismatch",
       );
     }

@@ -347,7 +347,7 @@ function renumberBlock(b: BlockProduct, local: ReadonlyMap<number, number>): Blo
   return {
     ...b,
     a: at(b.a),
-    bytes: at(b.bytes),
+    words: at(b.words),
     scales: at(b.scales),
     zeros: b.zeros === undefined ? undefined : at(b.zeros),
   };

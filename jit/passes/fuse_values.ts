@@ -72,21 +72,22 @@ export function scalarSym(t: HostTensor, label: string): Sym | undefined {
 }
 
 /**
- * The packed buffers of a BlockMatMul's operands `[a, bytes, scales, zeros?]` (A stored), as
+ * The packed buffers of a BlockMatMul's operands `[a, words, scales, zeros?]` (A stored), as
  * graph value ids, where the product has few rows (`nativeBlockMatMul`) and every operand is a
  * buffer read as it lies (a load through reshapes at most): a generator then addresses them
  * itself.
  */
 export function blockTag(ins: readonly Sym[], attrs: Attrs): BlockProduct | undefined {
-  if (!nativeBlockMatMul(sizeOf(ins[0].type.shape.slice(0, -1)))) return undefined;
+  const [bits, block] = [attrs.bits as number, attrs.block as number];
+  if (!nativeBlockMatMul(sizeOf(ins[0].type.shape.slice(0, -1)), bits, block)) return undefined;
   const values = ins.map((s) =>
     s.expr.kind === "load" && s.expr.steps.every((step) => step.kind === "reshape")
       ? s.expr.input
       : undefined
   );
   if (values.some((v) => v === undefined)) return undefined;
-  const [a, bytes, scales, zeros] = values as number[];
-  return { a, bytes, scales, zeros, bits: attrs.bits as number, block: attrs.block as number };
+  const [a, words, scales, zeros] = values as number[];
+  return { a, words, scales, zeros, bits, block };
 }
 
 /** The reduction of each reduce op. */

@@ -13,6 +13,7 @@
 import { KilnError } from "../../jit/support/errors.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
+import { handOver } from "../../jit/ir/graph.ts";
 import { scalar } from "./composite.ts";
 import { dequantize, quantize } from "./math.ts";
 import { product } from "./integer_product.ts";
@@ -231,23 +232,36 @@ function floats(t: HostTensor): ArrayLike<number> {
 }
 
 /**
- * The packed tables of a block-quantized op as kiln's block ops take them, rows of `rows` read
- * by `rowsOf` (held, not folded: unpacked at import they would take more than the bytes): the
- * bytes [..., blocks · bytes], f32 scales and, where the model has them, f32 zero points
- * [..., blocks] (see {@linkcode zeroTable}).
+ * The packed tables of a block-quantized op as kiln's block ops take them, rows read by `rowsOf`
+ * (held, not folded: unpacked at import they would take more than the bytes): the bytes as u32
+ * words [..., blocks · words] (see {@linkcode wordsOf}), f32 scales and, where the model has
+ * them, f32 zero points [..., blocks] (see {@linkcode zeroTable}).
  */
 function packedTables(
   c: NodeContext,
   rowsOf: (t: Known, shape: number[]) => Known,
   { data, blocks, block, bits, zeroStride }: BlockForm,
 ): Known[] {
-  const bytes = rowsOf(c.held(c.required(data)), [(blocks * block * bits) / 8]);
+  const words = rowsOf(c.held(wordsOf(c, data)), [(blocks * block * bits) / 32]);
   const scales = constInput(c, 2, "scales").tensor;
   const scale = scales.dtype === "f32"
     ? c.required(2)
     : constant(valuesOf(scales), [...scales.shape], "f32");
   const tables = [scale, ...(c.input(3) ? [zeroTable(c, { blocks, bits, zeroStride })] : [])];
-  return [bytes, ...tables.map((t) => rowsOf(c.held(t), [blocks]))];
+  return [words, ...tables.map((t) => rowsOf(c.held(t), [blocks]))];
+}
+
+/**
+ * Input `i`'s bytes four to a u32 word, little-endian (the generated backends hold an element in
+ * 32 bits: a byte each would take four times the memory and bandwidth).
+ */
+function wordsOf(c: NodeContext, i: number): Known {
+  const bytes = constInput(c, i, "packed values").tensor.data as Uint8Array;
+  const words = new Uint32Array(bytes.length / 4);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let w = 0; w < words.length; w++) words[w] = view.getUint32(4 * w, true);
+  const tensor = { data: handOver(words), shape: [words.length], dtype: "u32" as const };
+  return { kind: "const", tensor, i64: false };
 }
 
 /**

@@ -5,12 +5,12 @@
  * kernel also carries is what the other backends run; this computes the same sum regrouped:
  * Σ_b scale_b · (Σ_j v_j · a_j − zero_b · Σ_j a_j).
  *
- * The arena holds bytes as 32-bit words, so one i32x4 load takes four bytes, and a shift and a
- * mask per value slot (two for 4 bits) give four values each, four bytes apart in K. A's row is
- * regrouped into the thread's scratch once per row of A the thread meets (rows split among
- * threads with N innermost): within block b the values of slot s of consecutive bytes sit
- * together (`a[b·block + j·per + s]` at `b·block + s·bytes + j`), past K zero, and each block's
- * sum after all of them; each slot's four values then meet four consecutive scratch floats.
+ * The values are packed in u32 words (four bytes each), so one i32x4 load takes sixteen bytes,
+ * and a shift and a mask per value slot of a word (eight for 4 bits) give four values each, one
+ * word apart in K. A's row is regrouped into the thread's scratch once per row of A the thread
+ * meets (rows split among threads with N innermost): for each four words g of block b and each
+ * slot s, the four values those words hold there sit together (`a[b·block + (4g + L)·per + s]`
+ * at `b·block + (g·per + s)·4 + L`), past K zero, and each block's sum after all of them.
  *
  * @module
  */
@@ -18,12 +18,12 @@ import type { BlockProduct, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelFunction } from "./module.ts";
 
-/** A block product's sizes. */
+/** A block product's sizes: values a word, words a block, blocks a row, and N and K. */
 function sizes(kernel: KernelIR, tag: BlockProduct) {
   // The space is [..., M, N, K]; the buffers may lie in other shapes of the same layout.
-  const per = 8 / tag.bits, bytes = tag.block / per, [n, k] = kernel.space.slice(-2);
-  const blocks = sizeOf(kernel.inputs[tag.bytes].shape) / n / bytes;
-  return { per, bytes, k, blocks, n };
+  const per = 32 / tag.bits, words = tag.block / per, [n, k] = kernel.space.slice(-2);
+  const blocks = sizeOf(kernel.inputs[tag.words].shape) / n / words;
+  return { per, words, k, blocks, n };
 }
 
 /** Scratch bytes of a block product's kernel: A's row regrouped and its blocks' sums. */
@@ -61,40 +61,44 @@ export function blockProductBody(fn: KernelFunction, tag: BlockProduct): number[
 /** Copies row `row` of A into the scratch regrouped by value slot, with its blocks' sums. */
 function regroup(fn: KernelFunction, tag: BlockProduct, row: number): number[] {
   const { m, wasm, local, get, ic, countedLoop } = fn;
-  const { i32, f32 } = wasm, { per, bytes, k, blocks } = sizes(fn.kernel, tag);
-  const b = local(i32), j = local(i32), kk = local(i32), at = local(i32);
+  const { i32, f32 } = wasm, { per, words, k, blocks } = sizes(fn.kernel, tag);
+  const b = local(i32), g = local(i32), t = local(i32), kk = local(i32);
   const sum = local(f32), src = local(i32);
-  const words = (base: number, offset: number) => m.i32.add(base, m.i32.shl(offset, ic(2)));
+  const at = (base: number, offset: number) => m.i32.add(base, m.i32.shl(offset, ic(2)));
   const scratch = () => get(fn.params.scratch, i32);
-  const blockStart = () => m.i32.mul(get(b, i32), ic(tag.block));
-  const slot = (s: number) => [
-    // k = b·block + j·per + s: past K (the last block cut short) the value is 0.
-    m.local.set(kk, m.i32.add(m.i32.add(blockStart(), m.i32.mul(get(j, i32), ic(per))), ic(s))),
-    m.local.set(
-      at,
-      words(scratch(), m.i32.add(m.i32.add(blockStart(), ic(s * bytes)), get(j, i32))),
-    ),
-    m.f32.store(
-      0,
-      4,
-      get(at, i32),
-      m.select(
+  // Four words' slot s, lane L: A's value k = t + L·per + s goes to t + s·4 + L (t: the four
+  // words' first value); past K (the last block cut short) it is 0.
+  const lanes = [...Array(per).keys()].flatMap((s) =>
+    [0, 1, 2, 3].flatMap((lane) => {
+      const value = m.select(
         m.i32.lt_u(get(kk, i32), ic(k)),
-        m.f32.load(0, 4, words(get(src, i32), get(kk, i32))),
+        m.f32.load(0, 4, at(get(src, i32), get(kk, i32))),
         m.f32.const(0),
-      ),
-    ),
-    m.local.set(sum, m.f32.add(get(sum, f32), m.f32.load(0, 4, get(at, i32)))),
-  ];
+      );
+      return [
+        m.local.set(kk, m.i32.add(get(t, i32), ic(lane * per + s))),
+        m.f32.store(0, 4, at(scratch(), m.i32.add(get(t, i32), ic(s * 4 + lane))), value),
+        m.local.set(
+          sum,
+          m.f32.add(
+            get(sum, f32),
+            m.f32.load(0, 4, at(scratch(), m.i32.add(get(t, i32), ic(s * 4 + lane)))),
+          ),
+        ),
+      ];
+    })
+  );
+  const first = () =>
+    m.i32.add(m.i32.mul(get(b, i32), ic(tag.block)), m.i32.mul(get(g, i32), ic(4 * per)));
   return [
-    m.local.set(src, words(get(tag.a, i32), m.i32.mul(get(row, i32), ic(k)))),
+    m.local.set(src, at(get(tag.a, i32), m.i32.mul(get(row, i32), ic(k)))),
     ...countedLoop(b, blocks, [
       m.local.set(sum, m.f32.const(0)),
-      ...countedLoop(j, bytes, [...Array(per).keys()].flatMap(slot)),
+      ...countedLoop(g, words / 4, [m.local.set(t, first()), ...lanes]),
       m.f32.store(
         0,
         4,
-        words(scratch(), m.i32.add(ic(blocks * tag.block), get(b, i32))),
+        at(scratch(), m.i32.add(ic(blocks * tag.block), get(b, i32))),
         get(sum, f32),
       ),
     ]),
@@ -103,44 +107,34 @@ function regroup(fn: KernelFunction, tag: BlockProduct, row: number): number[] {
 
 /**
  * The statements summing output column `col` against the current row of A (regrouped in the
- * scratch), and the sum: per block, the bytes four at a time, each value slot shifted out,
- * masked, converted and multiplied by its four scratch floats into a vector sum scaled at the
- * block's end; the zero points' share (zero · scale · the block's sum of A) subtracted at the end.
+ * scratch), and the sum: per block, four words at a time, each value slot shifted out, masked,
+ * converted and multiplied by its four scratch floats into vector sums scaled at the block's end;
+ * the zero points' share (zero · scale · the block's sum of A) subtracted at the end.
  */
 function rowDot(fn: KernelFunction, tag: BlockProduct, col: number): [number[], number] {
   const { m, wasm, local, get, ic, countedLoop } = fn;
-  const { i32, f32, v128 } = wasm, { per, bytes, blocks } = sizes(fn.kernel, tag);
-  const f4 = m.f32x4, b = local(i32), j = local(i32), bp = local(i32), ap = local(i32);
+  const { i32, f32, v128 } = wasm, { per, words, blocks } = sizes(fn.kernel, tag);
+  const f4 = m.f32x4, b = local(i32), g = local(i32), bp = local(i32), ap = local(i32);
   const sp = local(i32), zp = local(i32), acc = local(v128), w = local(v128), mask = local(v128);
-  // A sum per value slot: independent chains of adds.
-  const parts = [...Array(per).keys()].map(() => local(v128));
   const corr = local(f32), scale = local(f32);
+  // Four independent chains of adds.
+  const parts = [...Array(Math.min(4, per)).keys()].map(() => local(v128));
   const scratch = () => get(fn.params.scratch, i32);
   const rowOf = (input: number, width: number) =>
     m.i32.add(get(input, i32), m.i32.mul(get(col, i32), ic(4 * width)));
-  // Four bytes at byte offset `at` of the step: each slot's values times its scratch floats.
-  const quad = (at: number) => {
-    const st = [m.local.set(w, m.v128.load(at, 4, get(bp, i32)))];
-    for (let s = 0; s < per; s++) {
-      const shifted = s === 0 ? get(w, v128) : m.i32x4.shr_u(get(w, v128), ic(s * tag.bits));
-      const q = per === 1 ? shifted : m.v128.and(shifted, get(mask, v128));
-      const a = m.v128.load(4 * s * bytes + at, 4, get(ap, i32));
-      const sum = f4.add(get(parts[s], v128), f4.mul(f4.convert_i32x4_u(q), a));
-      st.push(m.local.set(parts[s], sum));
-    }
-    return st;
-  };
-  // Up to four quads unrolled a step.
-  const unroll = Math.min(4, bytes / 4);
-  const step = [
-    ...[...Array(unroll).keys()].flatMap((u) => quad(16 * u)),
-    m.local.set(bp, m.i32.add(get(bp, i32), ic(16 * unroll))),
-    m.local.set(ap, m.i32.add(get(ap, i32), ic(16 * unroll))),
-  ];
-  const part = parts.slice(1).reduce(
-    (x, p) => f4.add(x, get(p, v128)),
-    get(parts[0], v128),
+  const quad = [m.local.set(w, m.v128.load(0, 4, get(bp, i32)))];
+  for (let s = 0; s < per; s++) {
+    const shifted = s === 0 ? get(w, v128) : m.i32x4.shr_u(get(w, v128), ic(s * tag.bits));
+    const q = s === per - 1 ? shifted : m.v128.and(shifted, get(mask, v128));
+    const a = m.v128.load(16 * s, 4, get(ap, i32));
+    const p = parts[s % parts.length];
+    quad.push(m.local.set(p, f4.add(get(p, v128), f4.mul(f4.convert_i32x4_u(q), a))));
+  }
+  quad.push(
+    m.local.set(bp, m.i32.add(get(bp, i32), ic(16))),
+    m.local.set(ap, m.i32.add(get(ap, i32), ic(16 * per))),
   );
+  const part = parts.slice(1).reduce((x, p) => f4.add(x, get(p, v128)), get(parts[0], v128));
   const zero = tag.zeros === undefined
     ? m.f32.const(2 ** (tag.bits - 1))
     : m.f32.load(0, 4, get(zp, i32));
@@ -152,7 +146,7 @@ function rowDot(fn: KernelFunction, tag: BlockProduct, col: number): [number[], 
   const block = [
     ...parts.map((p) => m.local.set(p, f4.splat(m.f32.const(0)))),
     m.local.set(ap, m.i32.add(scratch(), m.i32.mul(get(b, i32), ic(4 * tag.block)))),
-    ...countedLoop(j, bytes / 4 / unroll, step),
+    ...countedLoop(g, words / 4, quad),
     m.local.set(scale, m.f32.load(0, 4, get(sp, i32))),
     m.local.set(acc, f4.add(get(acc, v128), f4.mul(part, f4.splat(get(scale, f32))))),
     m.local.set(
@@ -167,7 +161,7 @@ function rowDot(fn: KernelFunction, tag: BlockProduct, col: number): [number[], 
     m.local.set(mask, m.i32x4.splat(ic((1 << tag.bits) - 1))),
     m.local.set(acc, f4.splat(m.f32.const(0))),
     m.local.set(corr, m.f32.const(0)),
-    m.local.set(bp, rowOf(tag.bytes, blocks * bytes)),
+    m.local.set(bp, rowOf(tag.words, blocks * words)),
     m.local.set(sp, rowOf(tag.scales, blocks)),
     m.local.set(zp, tag.zeros === undefined ? ic(0) : rowOf(tag.zeros, blocks)),
     ...countedLoop(b, blocks, block),

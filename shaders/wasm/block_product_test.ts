@@ -2,26 +2,22 @@ import assert from "node:assert/strict";
 import { compile } from "../../mod.ts";
 import { fuse } from "../../jit/passes/fuse.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
-import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { uniform } from "../../jit/support/random.ts";
 import { assertClose, f32, numbers } from "../../jit/testing/testing.ts";
 import { WasmBackend } from "../../backends/wasm/wasm_backend.ts";
 
-/** Bytes drawn from a fixed stream, every value 0-255 likely. */
-const bytes = (n: number, seed: number): HostTensor => ({
-  data: Uint8Array.from(uniform(n, seed, 0, 256), Math.floor),
-  shape: [n],
-  dtype: "u8",
-});
+/** Packed u32 words drawn from a fixed stream, every bit pattern likely. */
+const words = (n: number, seed: number): Uint32Array =>
+  Uint32Array.from(uniform(n, seed, 0, 2 ** 32), (v) => Math.floor(v) >>> 0);
 
 /**
  * A BlockMatMul of A [...lead, K] by packed weights of N rows (`bits`, blocks of `block`, zero
  * points or the middle value), its buffers weights of the graph, as a decoder's are.
  */
 function product(lead: number[], [k, n, bits, block]: number[], zeros: boolean) {
-  const per = 8 / bits, blocks = Math.ceil(k / block), width = (blocks * block) / per;
+  const per = 32 / bits, blocks = Math.ceil(k / block), width = (blocks * block) / per;
   const b = new GraphBuilder();
-  const q = b.param("q", [n, width], "u8", bytes(n * width, k + n).data);
+  const q = b.param("q", [n, width], "u32", words(n * width, k + n));
   const s = b.param("s", [n, blocks], "f32", uniform(n * blocks, 7, 0.01, 0.03));
   const z = b.param("z", [n, blocks], "f32", uniform(n * blocks, 8, 0, 2 ** bits).map(Math.floor));
   const a = b.input("a", [...lead, k]);
@@ -33,8 +29,8 @@ function product(lead: number[], [k, n, bits, block]: number[], zeros: boolean) 
 Deno.test("wasm unpacks a few-row BlockMatMul in registers, as the reference computes it", async () => {
   const cases: [number[], number[], boolean][] = [
     [[1], [896, 70, 4, 32], true], // a decoder's token step
-    [[1], [40, 9, 4, 16], true], // K past the last whole block
-    [[2, 1], [100, 13, 2, 16], false], // a batch of two rows; 2 bits, the middle value
+    [[1], [40, 9, 4, 32], true], // K past the last whole block
+    [[2, 1], [100, 13, 2, 64], false], // a batch of two rows; 2 bits, the middle value
     [[3], [64, 5, 8, 16], true], // 8 bits, three rows
     [[1], [300, 6, 4, 128], true], // blocks of 128
   ];
@@ -54,9 +50,9 @@ Deno.test("wasm unpacks a few-row BlockMatMul in registers, as the reference com
   wasm.dispose();
 });
 
-Deno.test("a BlockMatMul of more rows is the tiled product of its weight unpacked once", () => {
-  const { graph } = product([8], [64, 16, 4, 32], true);
-  const kernels = fuse(graph, { blockProducts: true }).kernels;
-  assert.ok(kernels.every((k) => !k.blockProduct));
-  assert.ok(kernels.some((k) => k.outputs.some((o) => o.shape.join() === "64,16")));
+Deno.test("a BlockMatMul of more rows, or of blocks narrower than a vector of words, is the product of its weight unpacked", () => {
+  for (const [lead, form] of [[[8], [64, 16, 4, 32]], [[1], [64, 16, 4, 16]]]) {
+    const kernels = fuse(product(lead, form, true).graph, { blockProducts: true }).kernels;
+    assert.ok(kernels.every((k) => !k.blockProduct), `${lead} × ${form}`);
+  }
 });
