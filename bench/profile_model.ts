@@ -1,18 +1,22 @@
 /**
  * The kernels of one model on WebGPU by device time (timestamp queries), slowest first, with the
- * ops fused into each and their shapes: where a model's time goes.
+ * ops fused into each and their shapes: where a model's time goes. `--wasm`: on the wasm backend
+ * instead (each kernel's call timed, all threads).
  *
- *   deno run -A --no-config bench/profile_model.ts MODEL.onnx [NAME=FILE.bin ...] [--top N] [--auto]
+ *   deno run -A --no-config bench/profile_model.ts MODEL.onnx [NAME=FILE.bin ...] [--top N] [--auto] [--wasm]
  *
  * Inputs not given are zeros. Runs on Dawn (`KILN_GPU` to choose), kernel cache off; `--auto`
  * compiles under the auto policy instead (placement as `kiln run` without --backend takes it),
  * and prints the run's timing split over ten runs.
  */
-import { OnnxModel, type TensorMap, WebGpuBackend } from "../mod.ts";
+import { OnnxModel, type TensorMap, WasmBackend, WebGpuBackend } from "../mod.ts";
 
 const args = [...Deno.args];
-const autoAt = args.indexOf("--auto");
-const auto = autoAt >= 0 && args.splice(autoAt, 1).length > 0;
+const flag = (name: string) => {
+  const at = args.indexOf(name);
+  return at >= 0 && args.splice(at, 1).length > 0;
+};
+const auto = flag("--auto"), wasm = flag("--wasm");
 const topAt = args.indexOf("--top");
 const top = topAt >= 0 ? Number(args.splice(topAt, 2)[1]) : 15;
 const [path, ...given] = args;
@@ -28,7 +32,7 @@ for (const info of model.inputs) {
     : (bytes ? new Float32Array(bytes.buffer) : new Float32Array(n));
   inputs[info.name] = { data, shape, dtype: info.dtype === "i64" ? "i64" : "f32" } as never;
 }
-const gpu = new WebGpuBackend({
+const gpu = wasm ? new WasmBackend({ profile: true }) : new WebGpuBackend({
   gpu: Deno.env.get("KILN_GPU") === "navigator" ? "navigator" : "dawn",
   profile: true,
 });
