@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { mergeSiblingProducts } from "./siblings.ts";
 import { RANDOM_OPS } from "../../jit/passes/random_inputs.ts";
 import { evaluateNode } from "../../backends/reference/reference_backend.ts";
 import { type BoundaryDType, byteSize, type DType, narrowI64 } from "../../jit/ir/dtype.ts";
@@ -95,10 +96,12 @@ export function importOnnx(bytes: Uint8Array, options: OnnxImportOptions = {}): 
 
 /**
  * Imports an already decoded model (what {@linkcode importOnnx} and `OnnxModel` share), in
- * phases: the model's declarations checked (names, ops) → inputs bound → nodes converted (constant
- * ones folded as they come) → outputs and int64 wrap checks written.
+ * phases: sibling products merged (`siblings.ts`) → the model's declarations checked (names, ops)
+ * → inputs bound → nodes converted (constant ones folded as they come) → outputs and int64 wrap
+ * checks written.
  */
-export function importModel(model: ModelProto, options: OnnxImportOptions = {}): Graph {
+export function importModel(given: ModelProto, options: OnnxImportOptions = {}): Graph {
+  const model = mergeSiblingProducts(given);
   const opset = checkOpset(model);
   checkNames(model);
   checkOps(model);
