@@ -204,11 +204,10 @@ class GpuProgram implements Program {
     return this.#times;
   }
 
-  /** Frees the query set and the resident uploads. */
+  /** Frees the query set and lets go of the resident uploads (shared by the device's programs). */
   dispose(): void {
     this.#queries?.destroy();
-    const { pool } = this.#ctx;
-    Promise.all(this.#resident.values()).then((buffers) => pool.release(buffers), () => {});
+    for (const data of this.#resident.keys()) this.#ctx.residents.release(data);
     this.#resident.clear();
   }
 
@@ -233,27 +232,37 @@ class GpuProgram implements Program {
     }
     const hit = resident.get(t.data);
     if (hit) return hit;
+    if (keep) {
+      // Converted and written only where no program of the device holds it yet.
+      const buffer = ctx.residents.use(t.data, () => {
+        const stored = toStored(t.data, t.dtype, ctx);
+        return pool.acquire(Math.max(4, stored.byteLength), STORAGE, true).then((b) => {
+          if (stored.byteLength) {
+            device.queue.writeBuffer(b, 0, stored as Float32Array<ArrayBuffer>);
+          }
+          return b;
+        });
+      });
+      resident.set(t.data, buffer);
+      // A failed upload (out of memory) must not stay cached for every later run.
+      buffer.catch(() => resident.delete(t.data));
+      return await buffer;
+    }
     const stored = toStored(t.data, t.dtype, ctx);
     const bytes = Math.max(4, stored.byteLength);
     const write = (buffer: GPUBuffer, w: typeof stored) => {
       if (w.byteLength) device.queue.writeBuffer(buffer, 0, w as Float32Array<ArrayBuffer>);
-      if (!keep) acquired.push(buffer);
+      acquired.push(buffer);
       return buffer;
     };
     // A run's arguments are read before `run` returns (`readsArgsOnCall`): the caller may change
     // its arrays right after. A pooled buffer (every steady-state run) takes them at once;
     // otherwise the buffer comes after an await, so a caller's array is copied first. The
     // executable used to copy every argument of every run (64 MB: ≈ 40 ms and a fresh array).
-    const now = keep ? undefined : pool.reuse(bytes, STORAGE);
+    const now = pool.reuse(bytes, STORAGE);
     if (now) return write(now, stored);
-    const w = !keep && stored === t.data ? (t.data.slice() as typeof stored) : stored;
-    const buffer = pool.acquire(bytes, STORAGE, keep).then((buffer) => write(buffer, w));
-    if (keep) {
-      resident.set(t.data, buffer);
-      // A failed upload (out of memory) must not stay cached for every later run.
-      buffer.catch(() => resident.delete(t.data));
-    }
-    return await buffer;
+    const w = stored === t.data ? (t.data.slice() as typeof stored) : stored;
+    return write(await pool.acquire(bytes, STORAGE, false), w);
   }
 
   /** Encodes the kernels of one repetition over `buffers` (value → buffer). */

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import type { Residents } from "./residents.ts";
 import type { DeviceStorage, StorageRange } from "../../jit/runtime/device_tensor.ts";
 import type { DType, TensorData } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
@@ -19,6 +20,8 @@ export interface GpuContext {
   readonly device: GPUDevice;
   /** Its buffer pool. */
   readonly pool: BufferPool;
+  /** Its resident uploads, shared by its programs. */
+  readonly residents: Residents;
   /** What its generated kernels were generated for (their layouts follow from it). */
   readonly wgsl: WgslOptions;
   /** Whether to time each kernel with timestamp queries (the device has `timestamp-query`). */

@@ -292,3 +292,25 @@ Deno.test("a backend without device memory refuses to allocate, with a Fix", asy
     (e: unknown) => e instanceof KilnError && e.code === "unsupported" && /Fix:/.test(e.message),
   );
 });
+
+Deno.test("programs of one graph's weights share their upload until the last is disposed", async () => {
+  const fresh = new WebGpuBackend();
+  await fresh.prepare();
+  const b = new GraphBuilder();
+  const w = b.param("w", [256, 256], "f32", new Float32Array(65536).fill(0.25));
+  b.output("y", b.op("MatMul", [b.input("x", [2, 256]), w]));
+  const graph = b.build();
+  const x = f32(ramp(512), [2, 256]);
+  const first = await compile(graph, { backend: fresh, cache: false });
+  const second = await compile(graph, { backend: fresh, cache: false });
+  const want = numbers((await first.run({ x })).y.data);
+  assert.equal(fresh.poolStats().residentBytes, 262144, "the weight, once");
+  assertClose(numbers((await second.run({ x })).y.data), want);
+  assert.equal(fresh.poolStats().residentBytes, 262144, "still once: the second program's run");
+  first.dispose();
+  assertClose(numbers((await second.run({ x })).y.data), want, { message: "after the first went" });
+  second.dispose();
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(fresh.poolStats().residentBytes, 0, "freed with the last");
+  fresh.dispose();
+});

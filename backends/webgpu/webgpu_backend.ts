@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { Residents } from "./residents.ts";
 import type {
   Artifact,
   Backend,
@@ -119,6 +120,7 @@ export class WebGpuBackend implements Backend {
   #adapter?: GPUAdapter;
   #device?: GPUDevice;
   #pool?: BufferPool;
+  #residents?: Residents;
   #lost = false;
   #lostReason = "";
   #readbackMs?: number;
@@ -282,6 +284,7 @@ export class WebGpuBackend implements Backend {
     const cap = this.#options.poolCapBytes ??
       Math.min(2 ** 31, device.limits.maxStorageBufferBindingSize * 8) / 2;
     this.#pool = new BufferPool(device, cap);
+    this.#residents = new Residents(this.#pool);
     // Only auto weighs it, and auto leaves a software adapter out anyway (22 ms a prepare).
     this.#readbackMs = this.capabilities().software ? undefined : await readbackMs(device);
   }
@@ -420,6 +423,7 @@ export class WebGpuBackend implements Backend {
     return {
       device,
       pool,
+      residents: this.#residents!,
       wgsl: this.#wgsl(),
       timestamps: (this.#options.profile ?? false) && device.features.has("timestamp-query"),
       half: device.features.has("shader-f16"),

@@ -13,6 +13,7 @@
 import { KilnError } from "../../jit/support/errors.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
+import type { TensorData } from "../../jit/ir/dtype.ts";
 import { handOver } from "../../jit/ir/graph.ts";
 import { scalar } from "./composite.ts";
 import { dequantize, quantize } from "./math.ts";
@@ -257,11 +258,34 @@ function packedTables(
  */
 function wordsOf(c: NodeContext, i: number): Known {
   const bytes = constInput(c, i, "packed values").tensor.data as Uint8Array;
-  const words = new Uint32Array(bytes.length / 4);
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  for (let w = 0; w < words.length; w++) words[w] = view.getUint32(4 * w, true);
-  const tensor = { data: handOver(words), shape: [words.length], dtype: "u32" as const };
-  return { kind: "const", tensor, i64: false };
+  const words = madeFrom(bytes, "words", () => {
+    const out = new Uint32Array(bytes.length / 4);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    for (let w = 0; w < out.length; w++) out[w] = view.getUint32(4 * w, true);
+    return out;
+  });
+  return tableOf(words, "u32");
+}
+
+/** Tables made at import from a weight's data, by that data and the table's form. */
+const made = new WeakMap<object, Map<string, TensorData>>();
+
+/**
+ * The table `make` makes from `source` in `form`, made once: an initializer is decoded once for
+ * every import of its model (`initializerOf`), so a model imported again (a generation's step
+ * model) gets the same tables, and the device uploads them once.
+ */
+function madeFrom(source: object, form: string, make: () => TensorData): TensorData {
+  const tables = made.get(source) ?? new Map<string, TensorData>();
+  made.set(source, tables);
+  let table = tables.get(form);
+  if (!table) tables.set(form, table = handOver(make()));
+  return table;
+}
+
+/** A made table as a constant of the import (1-D, `dtype`). */
+function tableOf(data: TensorData, dtype: "u32" | "f32"): Known {
+  return { kind: "const", tensor: { data, shape: [data.length], dtype }, i64: false };
 }
 
 /**
@@ -275,15 +299,18 @@ function zeroTable(
   { blocks, bits, zeroStride }: Pick<BlockForm, "blocks" | "bits" | "zeroStride">,
 ): Known {
   const zeros = constInput(c, 3, "zero_points").tensor;
-  if (zeroStride === undefined) return constant(valuesOf(zeros), [sizeOf(zeros.shape)], "f32");
-  const bytes = zeros.data as Uint8Array, rows = bytes.length / zeroStride;
-  const table = new Float32Array(rows * blocks);
-  for (let r = 0; r < rows; r++) {
-    for (let b = 0; b < blocks; b++) {
-      table[r * blocks + b] = unpack(bytes, r * zeroStride * 8 + b * bits, bits);
+  const table = madeFrom(zeros.data, `zeros ${blocks} ${bits} ${zeroStride}`, () => {
+    if (zeroStride === undefined) return Float32Array.from(valuesOf(zeros));
+    const bytes = zeros.data as Uint8Array, rows = bytes.length / zeroStride;
+    const out = new Float32Array(rows * blocks);
+    for (let r = 0; r < rows; r++) {
+      for (let b = 0; b < blocks; b++) {
+        out[r * blocks + b] = unpack(bytes, r * zeroStride * 8 + b * bits, bits);
+      }
     }
-  }
-  return constant(table, [rows * blocks], "f32");
+    return out;
+  });
+  return tableOf(table, "f32");
 }
 
 /** Where block-quantized values are (their input) and how they are packed. */

@@ -282,11 +282,19 @@ export function dtypeAttr(
 export const BF16 = 16;
 
 /**
+ * Each initializer decoded once however often its model is imported (a generation imports its
+ * decoder twice, for prefill and for the step, and a model once per input shape): the graphs share
+ * its data, and so do the device uploads keyed by it.
+ */
+const decoded = new WeakMap<TensorProto, ReturnType<typeof tensorOf>>();
+
+/**
  * What the importer knows of an initializer: its data, and whether the model types it int64,
  * bfloat16 or 4-bit.
  */
 export function initializerOf(t: TensorProto): Known {
-  const tensor = tensorOf(t, "initializer");
+  let tensor = decoded.get(t);
+  if (!tensor) decoded.set(t, tensor = tensorOf(t, "initializer"));
   // Checked here, not only as a param: one the importer folds away never becomes one.
   checkBudget(tensor.shape, tensor.dtype, `initializer "${t.name ?? ""}"`);
   return {

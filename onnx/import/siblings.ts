@@ -79,13 +79,12 @@ function mergedNodes(
   const widths = nodes.map((n) => Number(ints(n, "N")));
   const tables = nodes[0].input.slice(1).filter((i) => i !== "").map((_, j) => {
     const parts = nodes.map((n) => inits.get(n.input[j + 1])!);
-    const rawData = concat(parts.map((t) => t.rawData!));
     // B keeps its trailing axes (rows of N); the tables are flat.
     const rows = parts.reduce((s, t) => s + Number(t.dims?.[0] ?? 0), 0);
     const dims = j === 0
       ? [rows, ...(parts[0].dims ?? []).slice(1)]
       : [parts.reduce((s, t) => s + size(t), 0)];
-    const t: TensorProto = { name: `${name}.${j}`, dataType: parts[0].dataType, dims, rawData };
+    const t = joined(parts, { name: `${name}.${j}`, dataType: parts[0].dataType, dims });
     initializer.push(t);
     return t.name!;
   });
@@ -127,12 +126,27 @@ function size(t: TensorProto): number {
   return (t.dims ?? []).reduce((p: number, d) => p * Number(d), 1);
 }
 
-function concat(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((s, p) => s + p.length, 0));
+/**
+ * Concatenations already made, by their first part and the parts' names: a model imported again
+ * (a generation's step model shares its decoder's initializers) gets the same initializer, so
+ * its decoded tensor, graphs and device uploads are shared too.
+ */
+const concatenated = new WeakMap<TensorProto, Map<string, TensorProto>>();
+
+/** `head` with the raw data of `parts`, one after another. */
+function joined(parts: readonly TensorProto[], head: TensorProto): TensorProto {
+  const made = concatenated.get(parts[0]) ?? new Map<string, TensorProto>();
+  concatenated.set(parts[0], made);
+  const key = [head.name, ...parts.map((t) => t.name)].join("\n");
+  const hit = made.get(key);
+  if (hit) return hit;
+  const rawData = new Uint8Array(parts.reduce((s, p) => s + p.rawData!.length, 0));
   let at = 0;
   for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
+    rawData.set(p.rawData!, at);
+    at += p.rawData!.length;
   }
-  return out;
+  const t = { ...head, rawData };
+  made.set(key, t);
+  return t;
 }
