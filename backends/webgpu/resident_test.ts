@@ -314,3 +314,18 @@ Deno.test("programs of one graph's weights share their upload until the last is 
   assert.equal(fresh.poolStats().residentBytes, 0, "freed with the last");
   fresh.dispose();
 });
+
+Deno.test("warmUp runs a GPU program once on zeros: its weights are up before its first run", async () => {
+  const fresh = new WebGpuBackend();
+  await fresh.prepare();
+  const b = new GraphBuilder();
+  const w = b.param("w", [64, 64], "f32", new Float32Array(4096).fill(0.5));
+  b.output("y", b.op("MatMul", [b.input("x", [2, 64]), w]));
+  using exe = await compile(b.build(), { backend: fresh, cache: false });
+  assert.equal(fresh.poolStats().residentBytes, 0);
+  await exe.warmUp();
+  assert.equal(fresh.poolStats().residentBytes, 16384);
+  const { y } = await exe.run({ x: f32(new Array(128).fill(1), [2, 64]) });
+  assertClose(numbers(y.data), new Array(128).fill(32));
+  fresh.dispose();
+});
