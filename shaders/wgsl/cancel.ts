@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { AluOp, Expr } from "../../jit/ir/kernel_ir.ts";
+import type { AluOp, Expr, Load } from "../../jit/ir/kernel_ir.ts";
 
 /**
  * Numbers equal for structurally equal expressions (what a compiler's CSE may merge): each
@@ -15,6 +15,17 @@ import type { AluOp, Expr } from "../../jit/ir/kernel_ir.ts";
 export class Structure {
   #ids = new Map<Expr, number>();
   #interned = new Map<string, number>();
+  #address: (load: Load) => string;
+
+  /**
+   * Structures whose loads are equal where `address` says they read the same element (default:
+   * the same steps). Loads through different steps may reach one address a compiler sees: a
+   * one-element tensor and its squeezed view, both at index 0, whose difference llvmpipe folded to
+   * 0 where −inf − (−inf) is NaN.
+   */
+  constructor(address: (load: Load) => string = (l) => JSON.stringify(l.steps)) {
+    this.#address = address;
+  }
 
   /** The number of `e`'s structure. */
   of(e: Expr): number {
@@ -29,7 +40,7 @@ export class Structure {
         key = `acc${e.index}`;
         break;
       case "load":
-        key = `l${e.input}:${JSON.stringify(e.steps)}`;
+        key = `l${e.input}:${this.#address(e)}`;
         break;
       case "alu":
         key = `${e.op}${JSON.stringify(e.attrs ?? {})}(${e.args.map((a) => this.of(a))})`;

@@ -17,7 +17,7 @@ import type {
   Load,
 } from "../../jit/ir/kernel_ir.ts";
 import { type Shape, stridesOf } from "../../jit/ir/shape.ts";
-import { reshapeCoord } from "../../jit/ir/access.ts";
+import { affineOffset, reshapeCoord } from "../../jit/ir/access.ts";
 import { exactScale, mayCancel, overOnePlusExp, Structure } from "./cancel.ts";
 import { allOf, anyOf } from "./prelude.ts";
 /** The WGSL scalar type that holds a dtype. */
@@ -334,7 +334,14 @@ export class KernelLowering {
 
   /** Whether f16 buffers hold 16-bit elements (converted to f32 on load, back on store). */
   readonly half: boolean;
-  #structure = new Structure();
+  // Loads compare by the element they read where their steps are affine without bounds.
+  #structure = new Structure((l) => {
+    const plain = l.steps.every((s) => s.kind !== "affine" || s.bounds === undefined);
+    const at = plain && affineOffset(l.steps, this.kernel.space, this.kernel.inputs[l.input].shape);
+    // An axis of extent 1 is always 0: its weight says nothing about the element.
+    const weights = at && at.weights.map((w, i) => (this.kernel.space[i] === 1 ? 0 : w));
+    return at ? `${weights}+${at.base}` : JSON.stringify(l.steps);
+  });
 
   /** Lowers `kernel` with coordinates `${prefix}0`, `${prefix}1`, …, bindings `in…`/`out…`. */
   constructor(
