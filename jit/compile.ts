@@ -254,8 +254,11 @@ async function fuseFor(
   const generated = candidates.filter((b) => b.codegen);
   const integerDot = generated.length > 0 && generated.every((b) => b.capabilities().integerDot);
   const inlineOperands = !generated.some((b) => b.capabilities().storedOperands);
+  // A block product's kernel carries its unpacking inline: what a GPU reads well, and what the
+  // generators that know the tag never evaluate. So it pays under every placement (a decoder
+  // compiled `auto` on a GPU machine) but where a backend would take the expression stored.
   const blockProducts = generated.length > 0 &&
-    generated.every((b) => b.capabilities().blockProducts);
+    generated.every((b) => b.capabilities().blockProducts || !b.capabilities().storedOperands);
   const maxInputs = limits.length ? Math.min(...limits) : Infinity;
   const fusion = fuse(legal, { maxInputs, integerDot, inlineOperands, blockProducts });
   report({ phase: "fuse", done: 1, total: 1 });
