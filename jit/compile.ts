@@ -7,13 +7,13 @@
  *
  * @module
  */
-import type { Backend, BackendSet } from "./runtime/backend.ts";
+import type { Backend, BackendSet, DeviceProfile } from "./runtime/backend.ts";
 import { type BackendRates, backendRates, knownRates } from "./schedule/cost_model.ts";
 import { KilnError } from "./support/errors.ts";
 import { Executable, settleCompile } from "./runtime/executable.ts";
 import { type ProgressCallback, reporter } from "./runtime/progress.ts";
 import { foldEmpty } from "./passes/fold_empty.ts";
-import { fuse } from "./passes/fuse.ts";
+import { fuse, type FuseOptions } from "./passes/fuse.ts";
 import type { Graph } from "./ir/graph.ts";
 import { defaultKernelCache, type KernelCache } from "./runtime/kernel_cache.ts";
 import { legalize } from "./passes/legalize.ts";
@@ -249,18 +249,9 @@ async function fuseFor(
   }).map((b) => b.capabilities().maxBindings - 1);
   const report = reporter(options.onProgress);
   report({ phase: "fuse", done: 0, total: 1 });
-  // Integer products fuse as one kernel only where every backend that may run it has dot
-  // products for it; elsewhere they decompose into exact float chunks.
-  const generated = candidates.filter((b) => b.codegen);
-  const integerDot = generated.length > 0 && generated.every((b) => b.capabilities().integerDot);
-  const inlineOperands = !generated.some((b) => b.capabilities().storedOperands);
-  // A block product's kernel carries its unpacking inline: what a GPU reads well, and what the
-  // generators that know the tag never evaluate. So it pays under every placement (a decoder
-  // compiled `auto` on a GPU machine) but where a backend would take the expression stored.
-  const blockProducts = generated.length > 0 &&
-    generated.every((b) => b.capabilities().blockProducts || !b.capabilities().storedOperands);
+  const generated = candidates.filter((b) => b.codegen).map((b) => b.capabilities());
   const maxInputs = limits.length ? Math.min(...limits) : Infinity;
-  const fusion = fuse(legal, { maxInputs, integerDot, inlineOperands, blockProducts });
+  const fusion = fuse(legal, { maxInputs, ...fusionFor(generated) });
   report({ phase: "fuse", done: 1, total: 1 });
   const external = new Set([...legal.outputs.map((o) => o.value), ...fusion.constants.keys()]);
   return {
@@ -344,4 +335,25 @@ function notAGraph(input: unknown): KilnError {
         : "build a Graph (GraphBuilder.build(), importOnnx, or a Tensor's graph) and pass it",
     },
   );
+}
+
+/**
+ * The fusion choices that depend on the generators that may run a kernel (`profiles`: every
+ * candidate's): integer products as one kernel only where all have integer dot products (else
+ * exact float chunks); few-row products' elementwise operands inline unless one would take them
+ * stored; block products tagged under every placement but where a backend would take their
+ * unpacking stored, as the tag's kernel carries it inline: what a GPU reads well, and what the
+ * generators that know the tag never evaluate (a decoder compiled `auto` on a GPU machine
+ * otherwise unpacked every 4-bit weight into f32 buffers every step).
+ */
+export function fusionFor(
+  profiles: readonly DeviceProfile[],
+): Pick<FuseOptions, "integerDot" | "inlineOperands" | "blockProducts"> {
+  const all = (has: (p: DeviceProfile) => boolean | undefined) =>
+    profiles.length > 0 && profiles.every((p) => has(p) ?? false);
+  return {
+    integerDot: all((p) => p.integerDot),
+    inlineOperands: !profiles.some((p) => p.storedOperands),
+    blockProducts: all((p) => p.blockProducts || !p.storedOperands),
+  };
 }

@@ -1,6 +1,9 @@
 import assert from "node:assert/strict";
 import { compile, GraphBuilder, KilnError } from "../mod.ts";
 import { fuse } from "./passes/fuse.ts";
+import { fusionFor } from "./compile.ts";
+import type { DeviceProfile } from "./runtime/backend.ts";
+import { ReferenceBackend } from "../backends/reference/reference_backend.ts";
 
 Deno.test("compile of fuse()'s plan, or of anything but a graph, is a typed error", async () => {
   const b = new GraphBuilder();
@@ -14,4 +17,43 @@ Deno.test("compile of fuse()'s plan, or of anything but a graph, is a typed erro
         /compile\(\) takes a Graph/.test(e.message),
     );
   }
+});
+
+Deno.test("fusion's choices follow every generator that may run a kernel", () => {
+  const reference = new ReferenceBackend().capabilities();
+  const gpu: DeviceProfile = { ...reference, name: "gpu" };
+  const wasm: DeviceProfile = {
+    ...reference,
+    name: "wasm",
+    storedOperands: true,
+    blockProducts: true,
+    integerDot: true,
+  };
+  const stored: DeviceProfile = { ...reference, name: "stored", storedOperands: true };
+  assert.deepEqual(fusionFor([gpu]), {
+    integerDot: false,
+    inlineOperands: true,
+    blockProducts: true,
+  });
+  assert.deepEqual(fusionFor([wasm]), {
+    integerDot: true,
+    inlineOperands: false,
+    blockProducts: true,
+  });
+  // Both candidates (auto on a GPU machine): block products stay tagged, so neither unpacks into buffers.
+  assert.deepEqual(fusionFor([wasm, gpu]), {
+    integerDot: false,
+    inlineOperands: false,
+    blockProducts: true,
+  });
+  assert.deepEqual(fusionFor([stored, gpu]), {
+    integerDot: false,
+    inlineOperands: false,
+    blockProducts: false,
+  });
+  assert.deepEqual(fusionFor([]), {
+    integerDot: false,
+    inlineOperands: true,
+    blockProducts: false,
+  });
 });

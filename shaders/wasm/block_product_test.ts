@@ -5,8 +5,6 @@ import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { uniform } from "../../jit/support/random.ts";
 import { assertClose, f32, numbers } from "../../jit/testing/testing.ts";
 import { WasmBackend } from "../../backends/wasm/wasm_backend.ts";
-import { WebGpuBackend } from "../../backends/webgpu/webgpu_backend.ts";
-import { BackendRegistry } from "../../backends/registry.ts";
 
 /** Packed u32 words drawn from a fixed stream, every bit pattern likely. */
 const words = (n: number, seed: number): Uint32Array =>
@@ -57,14 +55,4 @@ Deno.test("a BlockMatMul of more rows, or of blocks narrower than a vector of wo
     const kernels = fuse(product(lead, form, true).graph, { blockProducts: true }).kernels;
     assert.ok(kernels.every((k) => !k.blockProduct), `${lead} × ${form}`);
   }
-});
-
-Deno.test("placed automatically between wasm and a GPU, a one-row BlockMatMul is the tagged product both run", async () => {
-  const registry = new BackendRegistry().register(new WasmBackend({ threads: 1, warmUpMs: 0 }))
-    .register(new WebGpuBackend({ allowSoftware: true }));
-  const { graph, feeds } = product([1], [64, 16, 4, 32], true);
-  using exe = await compile(graph, { registry, cache: false });
-  assert.ok(exe.plan!.kernels.some((k) => k.blockProduct), "tagged");
-  const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
-  assertClose(numbers((await exe.run(feeds)).y.data), numbers(want.y.data), { atol: 1e-4 });
 });
