@@ -70,6 +70,7 @@ export type {
   AluOp,
   AluOperands,
   BlockProduct,
+  BlockTables,
   Expr,
   GatherStep,
   IndexStep,

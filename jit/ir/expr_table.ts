@@ -133,6 +133,7 @@ function writeKernelText(k: KernelIR): string {
     outputs,
     opaque: k.opaque,
     blockProduct: k.blockProduct,
+    blockUnpack: k.blockUnpack,
   });
   return [head, ...table.nodes].join("\n");
 }

@@ -209,15 +209,11 @@ export type KernelPattern =
   | "opaque";
 
 /**
- * A product by a block-quantized weight (`BlockMatMul`, see `jit/ops/block_matmul.ts`): which
- * inputs hold A (rows of K, contiguous), the packed words [N, blocks · words], the scales and the
- * zero points (absent: the middle value) [N, blocks], all laid out as their shapes say. The
- * kernel's expressions compute the same product (every backend can run them); a generator may
- * compute it from these buffers directly.
+ * A block-quantized weight's buffers (`jit/ops/block_matmul.ts`): which inputs hold the packed
+ * words [N, blocks · words], the scales and the zero points (absent: the middle value)
+ * [N, blocks], all laid out as their shapes say, and how the values are packed.
  */
-export interface BlockProduct {
-  /** Input of A. */
-  readonly a: number;
+export interface BlockTables {
   /** Input of the packed u32 words. */
   readonly words: number;
   /** Input of the scales. */
@@ -228,6 +224,16 @@ export interface BlockProduct {
   readonly bits: number;
   /** Values a block. */
   readonly block: number;
+}
+
+/**
+ * A product by a block-quantized weight (`BlockMatMul`): its tables and the input of A (rows of
+ * K, contiguous). The kernel's expressions compute the same product (every backend can run
+ * them); a generator may compute it from these buffers directly.
+ */
+export interface BlockProduct extends BlockTables {
+  /** Input of A. */
+  readonly a: number;
 }
 
 /** A fused kernel. */
@@ -256,6 +262,11 @@ export interface KernelIR {
   readonly group?: string;
   /** For a `matmul` kernel by a block-quantized weight: its buffers. */
   readonly blockProduct?: BlockProduct;
+  /**
+   * For an elementwise kernel storing a block-quantized weight unpacked as a product reads it,
+   * [K, N] (its expression computes the same): the packed buffers.
+   */
+  readonly blockUnpack?: BlockTables;
 }
 
 /**

@@ -46,6 +46,7 @@ import {
   isBare,
   keepWithinBindings,
   own,
+  plainTables,
   REDUCE,
   sameAxes,
   scalarSym,
@@ -468,14 +469,22 @@ class Fuser {
   }
 
   /**
-   * A BlockMatMul of few rows whose buffers are plain (see `blockTag`) as one matmul kernel, its
-   * weight's unpacking inline and the kernel tagged with its packed buffers.
+   * A BlockMatMul whose buffers are plain (see `plainTables`): of few rows, one matmul kernel
+   * tagged with its packed buffers, the weight's unpacking inline; of more, the weight unpacked
+   * once into [K, N] by a kernel tagged with them, then the tiled product.
    */
   #blockProduct(ins: Sym[], attrs: Attrs, label: string, type: ValueType): Sym | undefined {
     const a = this.#operand(ins[0], label);
-    const tag = blockTag([a, ...ins.slice(1)], attrs);
-    if (!tag) return undefined;
+    const tables = plainTables([a, ...ins.slice(1)], attrs);
+    if (!tables) return undefined;
     const [w] = this.#expand([a, ...ins.slice(1)], attrs, label, blockWeight);
+    const tag = blockTag([a, ...ins.slice(1)], attrs);
+    if (!tag) {
+      const stored = this.#stored(w, `weight of ${label}, unpacked once for its rows`);
+      const { a: _, ...unpack } = tables;
+      this.#groups.producerOf(stored.buffer!)!.blockUnpack = unpack;
+      return this.#matmul([a, stored], label, type);
+    }
     const product = this.#matmul([a, w], label, type, false, true);
     product.group!.blockProduct = tag;
     return product;

@@ -11,6 +11,7 @@ import { KilnError } from "../support/errors.ts";
 import { groupChains, rowPattern } from "./fusion_patterns.ts";
 import {
   type BlockProduct,
+  type BlockTables,
   buffersRead,
   type Expr,
   type KernelIR,
@@ -60,6 +61,8 @@ export interface Group {
   keptOrder?: readonly number[];
   /** A product by a block-quantized weight, its buffers as graph value ids. */
   blockProduct?: BlockProduct;
+  /** A block-quantized weight unpacked for a product, its buffers as graph value ids. */
+  blockUnpack?: BlockTables;
 }
 
 const pick = ({ value, shape, dtype }: Omit<StoredValue, "expr">) => ({ value, shape, dtype });
@@ -101,6 +104,11 @@ export class KernelGroups {
   /** Records that `group` stores buffer `value`. */
   produces(group: Group, value: number): void {
     this.#producer.set(value, group);
+  }
+
+  /** The group that stores `value`, if one does. */
+  producerOf(value: number): Group | undefined {
+    return this.#producer.get(value);
   }
 
   /** The stored value `value`, if some group stores it. */
@@ -194,9 +202,11 @@ export class KernelGroups {
         for (const v of loadsOf(g)) if (!mine.has(v)) union++;
         return union + m.outputs.length + g.outputs.length <= maxInputs + 1;
       };
-      const into = g.pattern === "elementwise" && !g.placement
+      // A tagged unpacking stays a kernel of its own: its generator writes that one output.
+      const into = g.pattern === "elementwise" && !g.placement && !g.blockUnpack
         ? open.find((m) =>
-          m.pattern === "elementwise" && !m.placement && sameShape(m.space, g.space) &&
+          m.pattern === "elementwise" && !m.placement && !m.blockUnpack &&
+          sameShape(m.space, g.space) &&
           fits(m) &&
           !this.#dependsOn(g, m, loadsOf) &&
           !this.#dependsOn(m, g, loadsOf)
@@ -336,17 +346,21 @@ export class KernelGroups {
       outputs: g.outputs.map((o) => ({ ...o, expr: renumber(o.expr) })),
       opaque: g.opaque ? { op: g.opaque.op, attrs: g.opaque.attrs } : undefined,
       placement: g.placement,
-      blockProduct: g.blockProduct && renumberBlock(g.blockProduct, local),
+      blockProduct: g.blockProduct && { ...g.blockProduct, ...renumbered(g.blockProduct, local) },
+      blockUnpack: g.blockUnpack && renumbered(g.blockUnpack, local),
     });
   }
 }
 
-/** A block product's buffers as the kernel's inputs (from graph value ids). */
-function renumberBlock(b: BlockProduct, local: ReadonlyMap<number, number>): BlockProduct {
+/** A block product's or unpacking's buffers as the kernel's inputs (from graph value ids). */
+function renumbered<T extends BlockTables & { a?: number }>(
+  b: T,
+  local: ReadonlyMap<number, number>,
+): T {
   const at = (v: number) => local.get(v)!;
   return {
     ...b,
-    a: at(b.a),
+    ...(b.a === undefined ? {} : { a: at(b.a) }),
     words: at(b.words),
     scales: at(b.scales),
     zeros: b.zeros === undefined ? undefined : at(b.zeros),

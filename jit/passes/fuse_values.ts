@@ -80,6 +80,17 @@ export function scalarSym(t: HostTensor, label: string): Sym | undefined {
 export function blockTag(ins: readonly Sym[], attrs: Attrs): BlockProduct | undefined {
   const [bits, block] = [attrs.bits as number, attrs.block as number];
   if (!nativeBlockMatMul(sizeOf(ins[0].type.shape.slice(0, -1)), bits, block)) return undefined;
+  return plainTables(ins, attrs);
+}
+
+/**
+ * The packed buffers of a BlockMatMul's operands `[a, words, scales, zeros?]` as graph value
+ * ids, where every operand is a buffer read as it lies (a load through reshapes at most) and a
+ * block is whole vectors of four words (what the generators that know the tags take).
+ */
+export function plainTables(ins: readonly Sym[], attrs: Attrs): BlockProduct | undefined {
+  const [bits, block] = [attrs.bits as number, attrs.block as number];
+  if (((block * bits) / 32) % 4 !== 0) return undefined;
   const values = ins.map((s) =>
     s.expr.kind === "load" && s.expr.steps.every((step) => step.kind === "reshape")
       ? s.expr.input

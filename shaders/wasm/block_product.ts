@@ -14,7 +14,7 @@
  *
  * @module
  */
-import type { BlockProduct, KernelIR } from "../../jit/ir/kernel_ir.ts";
+import type { BlockProduct, BlockTables, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelFunction } from "./module.ts";
 
@@ -168,4 +168,105 @@ function rowDot(fn: KernelFunction, tag: BlockProduct, col: number): [number[], 
   ];
   const total = m.f32.add(m.f32.add(lane(0), lane(1)), m.f32.add(lane(2), lane(3)));
   return [stmts, m.f32.sub(total, get(corr, f32))];
+}
+
+/**
+ * The body of `fn`, a block-quantized weight's unpacking for a product of many rows: its output
+ * [K, N] (the product's B), the thread's range whole blocks of K (rows of `block · N` points, see
+ * the arena's split). Per block, per row n of the weight: four words a vector load, each value
+ * slot shifted out, masked, converted, less the zero point, times the scale, each lane stored at
+ * its k; the block K cuts short, value by value.
+ */
+export function blockUnpackBody(fn: KernelFunction, tag: BlockTables): number[] {
+  const { m, wasm, local, get, ic, whileLoop, countedLoop } = fn;
+  const { i32, v128 } = wasm, f4 = m.f32x4;
+  const [k, n] = fn.kernel.space, per = 32 / tag.bits, words = tag.block / per;
+  const blocks = Math.ceil(k / tag.block), whole = Math.floor(k / tag.block);
+  const b = local(i32), col = local(i32), wp = local(i32), out = local(i32), p = local(i32);
+  const zero = local(v128), scale = local(v128), w = local(v128), mask = local(v128);
+  const g = local(i32), j = local(i32), word = local(i32), last = local(i32);
+  const at = (input: number, index: number) => m.i32.add(get(input, i32), m.i32.shl(index, ic(2)));
+  const cell = () => m.i32.add(m.i32.mul(get(col, i32), ic(blocks)), get(b, i32));
+  const zeroOf = () =>
+    tag.zeros === undefined
+      ? m.f32.const(2 ** (tag.bits - 1))
+      : m.f32.load(0, 4, at(tag.zeros, cell()));
+  // Four words' slot s: lane L holds the value k = t + (L·per + s), stored at p + (L·per + s)·N.
+  const quad: number[] = [m.local.set(w, m.v128.load(0, 4, get(wp, i32)))];
+  for (let s = 0; s < per; s++) {
+    const shifted = s === 0 ? get(w, v128) : m.i32x4.shr_u(get(w, v128), ic(s * tag.bits));
+    const q = s === per - 1 ? shifted : m.v128.and(shifted, get(mask, v128));
+    const value = f4.mul(f4.sub(f4.convert_i32x4_u(q), get(zero, v128)), get(scale, v128));
+    const v = local(v128);
+    quad.push(m.local.set(v, value));
+    for (let lane = 0; lane < 4; lane++) {
+      quad.push(
+        m.f32.store(4 * (lane * per + s) * n, 4, get(p, i32), f4.extract_lane(get(v, v128), lane)),
+      );
+    }
+  }
+  quad.push(
+    m.local.set(wp, m.i32.add(get(wp, i32), ic(16))),
+    m.local.set(p, m.i32.add(get(p, i32), ic(16 * per * n))),
+  );
+  // The block K cuts short: value j of the block from word j / per, slot j % per.
+  const tail = countedLoop(j, k - whole * tag.block, [
+    m.local.set(
+      word,
+      m.i32.load(
+        0,
+        4,
+        m.i32.add(get(wp, i32), m.i32.shl(m.i32.shr_u(get(j, i32), ic(Math.log2(per))), ic(2))),
+      ),
+    ),
+    m.local.set(
+      last,
+      m.i32.and(
+        m.i32.shr_u(get(word, i32), m.i32.mul(m.i32.and(get(j, i32), ic(per - 1)), ic(tag.bits))),
+        ic((1 << tag.bits) - 1),
+      ),
+    ),
+    m.f32.store(
+      0,
+      4,
+      m.i32.add(get(p, i32), m.i32.mul(get(j, i32), ic(4 * n))),
+      f4.extract_lane(
+        f4.mul(
+          f4.sub(f4.splat(m.f32.convert_u.i32(get(last, i32))), get(zero, v128)),
+          get(scale, v128),
+        ),
+        0,
+      ),
+    ),
+  ]);
+  const row = [
+    m.local.set(wp, at(tag.words, m.i32.mul(cell(), ic(words)))),
+    m.local.set(zero, f4.splat(zeroOf())),
+    m.local.set(scale, f4.splat(m.f32.load(0, 4, at(tag.scales, cell())))),
+    m.local.set(
+      p,
+      at(
+        fn.kernel.inputs.length,
+        m.i32.add(m.i32.mul(get(b, i32), ic(tag.block * n)), get(col, i32)),
+      ),
+    ),
+    m.if(
+      m.i32.lt_u(get(b, i32), ic(whole)),
+      m.block(null, countedLoop(g, words / 4, quad)),
+      m.block(null, tail),
+    ),
+  ];
+  const { start, end } = fn.params;
+  return [
+    m.local.set(mask, m.i32x4.splat(ic((1 << tag.bits) - 1))),
+    m.local.set(b, m.i32.div_u(get(start, i32), ic(tag.block * n))),
+    m.local.set(
+      out,
+      m.i32.div_u(m.i32.add(get(end, i32), ic(tag.block * n - 1)), ic(tag.block * n)),
+    ),
+    whileLoop(() => m.i32.lt_u(get(b, i32), get(out, i32)), [
+      ...countedLoop(col, n, row),
+      m.local.set(b, m.i32.add(get(b, i32), ic(1))),
+    ]),
+  ];
 }

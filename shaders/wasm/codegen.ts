@@ -42,7 +42,7 @@ import {
   tableTaps,
 } from "./matmul_plan.ts";
 import { integerGemm } from "./int_gemm.ts";
-import { blockProductBody } from "./block_product.ts";
+import { blockProductBody, blockUnpackBody } from "./block_product.ts";
 
 /** Generates the module for `kernel` (not for opaque kernels). */
 export function generateWasm(
@@ -53,6 +53,10 @@ export function generateWasm(
   if (given.blockProduct) {
     const fn = new KernelFunction(wasm, given, options);
     return fn.finish(blockProductBody(fn, given.blockProduct));
+  }
+  if (given.blockUnpack) {
+    const fn = new KernelFunction(wasm, given, options);
+    return fn.finish(blockUnpackBody(fn, given.blockUnpack));
   }
   const integer = integerPlan(given);
   if (integer) {
