@@ -182,9 +182,9 @@ export function blockUnpackBody(fn: KernelFunction, tag: BlockTables): number[] 
   const { i32, v128 } = wasm, f4 = m.f32x4;
   const [k, n] = fn.kernel.space, per = 32 / tag.bits, words = tag.block / per;
   const blocks = Math.ceil(k / tag.block), whole = Math.floor(k / tag.block);
-  const b = local(i32), col = local(i32), wp = local(i32), out = local(i32), p = local(i32);
+  const b = local(i32), col = local(i32), wp = local(i32), stop = local(i32), p = local(i32);
   const zero = local(v128), scale = local(v128), w = local(v128), mask = local(v128);
-  const g = local(i32), j = local(i32), word = local(i32), last = local(i32);
+  const g = local(i32), j = local(i32), word = local(i32), value = local(i32);
   const at = (input: number, index: number) => m.i32.add(get(input, i32), m.i32.shl(index, ic(2)));
   const cell = () => m.i32.add(m.i32.mul(get(col, i32), ic(blocks)), get(b, i32));
   const zeroOf = () =>
@@ -196,9 +196,10 @@ export function blockUnpackBody(fn: KernelFunction, tag: BlockTables): number[] 
   for (let s = 0; s < per; s++) {
     const shifted = s === 0 ? get(w, v128) : m.i32x4.shr_u(get(w, v128), ic(s * tag.bits));
     const q = s === per - 1 ? shifted : m.v128.and(shifted, get(mask, v128));
-    const value = f4.mul(f4.sub(f4.convert_i32x4_u(q), get(zero, v128)), get(scale, v128));
     const v = local(v128);
-    quad.push(m.local.set(v, value));
+    quad.push(
+      m.local.set(v, f4.mul(f4.sub(f4.convert_i32x4_u(q), get(zero, v128)), get(scale, v128))),
+    );
     for (let lane = 0; lane < 4; lane++) {
       quad.push(
         m.f32.store(4 * (lane * per + s) * n, 4, get(p, i32), f4.extract_lane(get(v, v128), lane)),
@@ -220,7 +221,7 @@ export function blockUnpackBody(fn: KernelFunction, tag: BlockTables): number[] 
       ),
     ),
     m.local.set(
-      last,
+      value,
       m.i32.and(
         m.i32.shr_u(get(word, i32), m.i32.mul(m.i32.and(get(j, i32), ic(per - 1)), ic(tag.bits))),
         ic((1 << tag.bits) - 1),
@@ -232,7 +233,7 @@ export function blockUnpackBody(fn: KernelFunction, tag: BlockTables): number[] 
       m.i32.add(get(p, i32), m.i32.mul(get(j, i32), ic(4 * n))),
       f4.extract_lane(
         f4.mul(
-          f4.sub(f4.splat(m.f32.convert_u.i32(get(last, i32))), get(zero, v128)),
+          f4.sub(f4.splat(m.f32.convert_u.i32(get(value, i32))), get(zero, v128)),
           get(scale, v128),
         ),
         0,
@@ -261,10 +262,10 @@ export function blockUnpackBody(fn: KernelFunction, tag: BlockTables): number[] 
     m.local.set(mask, m.i32x4.splat(ic((1 << tag.bits) - 1))),
     m.local.set(b, m.i32.div_u(get(start, i32), ic(tag.block * n))),
     m.local.set(
-      out,
+      stop,
       m.i32.div_u(m.i32.add(get(end, i32), ic(tag.block * n - 1)), ic(tag.block * n)),
     ),
-    whileLoop(() => m.i32.lt_u(get(b, i32), get(out, i32)), [
+    whileLoop(() => m.i32.lt_u(get(b, i32), get(stop, i32)), [
       ...countedLoop(col, n, row),
       m.local.set(b, m.i32.add(get(b, i32), ic(1))),
     ]),
