@@ -344,16 +344,19 @@ function notAGraph(input: unknown): KilnError {
  * stored; block products tagged under every placement but where a backend would take their
  * unpacking stored, as the tag's kernel carries it inline: what a GPU reads well, and what the
  * generators that know the tag never evaluate (a decoder compiled `auto` on a GPU machine
- * otherwise unpacked every 4-bit weight into f32 buffers every step).
+ * otherwise unpacked every 4-bit weight into f32 buffers every step); a weight unpacked for more
+ * rows tagged where some generator knows that tag (elsewhere the kernel stays plain, free to
+ * merge with its neighbours).
  */
 export function fusionFor(
   profiles: readonly DeviceProfile[],
-): Pick<FuseOptions, "integerDot" | "inlineOperands" | "blockProducts"> {
+): Pick<FuseOptions, "integerDot" | "inlineOperands" | "blockProducts" | "blockUnpacks"> {
   const all = (has: (p: DeviceProfile) => boolean | undefined) =>
     profiles.length > 0 && profiles.every((p) => has(p) ?? false);
   return {
     integerDot: all((p) => p.integerDot),
     inlineOperands: !profiles.some((p) => p.storedOperands),
     blockProducts: all((p) => p.blockProducts || !p.storedOperands),
+    blockUnpacks: profiles.some((p) => p.blockProducts),
   };
 }

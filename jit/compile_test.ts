@@ -34,26 +34,31 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     integerDot: false,
     inlineOperands: true,
     blockProducts: true,
+    blockUnpacks: false,
   });
   assert.deepEqual(fusionFor([wasm]), {
     integerDot: true,
     inlineOperands: false,
     blockProducts: true,
+    blockUnpacks: true,
   });
   // Both candidates (auto on a GPU machine): block products stay tagged, so neither unpacks into buffers.
   assert.deepEqual(fusionFor([wasm, gpu]), {
     integerDot: false,
     inlineOperands: false,
     blockProducts: true,
+    blockUnpacks: true,
   });
   assert.deepEqual(fusionFor([stored, gpu]), {
     integerDot: false,
     inlineOperands: false,
     blockProducts: false,
+    blockUnpacks: false,
   });
   assert.deepEqual(fusionFor([]), {
     integerDot: false,
     inlineOperands: true,
     blockProducts: false,
+    blockUnpacks: false,
   });
 });

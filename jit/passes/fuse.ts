@@ -479,6 +479,7 @@ class Fuser {
     if (!tables) return undefined;
     const [w] = this.#expand([a, ...ins.slice(1)], attrs, label, blockWeight);
     const tag = blockTag([a, ...ins.slice(1)], attrs);
+    if (!tag && !this.#opts.blockUnpacks) return this.#matmul([a, w], label, type);
     if (!tag) {
       const stored = this.#stored(w, `weight of ${label}, unpacked once for its rows`);
       const { a: _, ...unpack } = tables;

@@ -33,6 +33,12 @@ export interface FuseOptions {
    * (the generator unpacks in registers) instead of its decomposition; default false.
    */
   readonly blockProducts?: boolean;
+  /**
+   * Whether a BlockMatMul of more rows stores its weight unpacked by a kernel tagged with its
+   * packed buffers (a generator that knows the tag unpacks with vector shifts) instead of a
+   * plain elementwise kernel, which may merge with others; default false.
+   */
+  readonly blockUnpacks?: boolean;
 }
 
 /** `options` with every default filled in. */
@@ -44,6 +50,7 @@ export function withDefaults(options: FuseOptions): Required<FuseOptions> {
     integerDot: options.integerDot ?? false,
     inlineOperands: options.inlineOperands ?? true,
     blockProducts: options.blockProducts ?? false,
+    blockUnpacks: options.blockUnpacks ?? false,
   };
 }
 

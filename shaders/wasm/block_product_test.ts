@@ -60,7 +60,7 @@ Deno.test("wasm unpacks the weight of a BlockMatMul of more rows once, in regist
   const wasm = new WasmBackend({ threads: 2, warmUpMs: 0 });
   for (const [lead, form, zeros] of cases) {
     const { graph, feeds } = product(lead, form, zeros);
-    const kernels = fuse(graph, { blockProducts: true }).kernels;
+    const kernels = fuse(graph, { blockProducts: true, blockUnpacks: true }).kernels;
     assert.ok(kernels.every((k) => !k.blockProduct), `${lead} × ${form}: no product tag`);
     const unpack = kernels.filter((k) => k.blockUnpack);
     assert.equal(unpack.length, 1, `${lead} × ${form}: one unpacking`);
@@ -77,6 +77,8 @@ Deno.test("wasm unpacks the weight of a BlockMatMul of more rows once, in regist
 });
 
 Deno.test("a BlockMatMul of blocks narrower than a vector of words is the product of its weight unpacked", () => {
-  const kernels = fuse(product([1], [64, 16, 4, 16], true).graph, { blockProducts: true }).kernels;
+  const kernels =
+    fuse(product([1], [64, 16, 4, 16], true).graph, { blockProducts: true, blockUnpacks: true })
+      .kernels;
   assert.ok(kernels.every((k) => !k.blockProduct && !k.blockUnpack));
 });
