@@ -154,17 +154,7 @@ function matMulNBits(c: NodeContext): Known[] {
   const dtype = typeOf(x).dtype;
   const wide = bits !== 2 && bits !== 4 && bits !== 8 || k * n <= PACKED_FROM;
   const weight = wide
-    ? constant(
-      expanded(q.data as Uint8Array, floats(scales), zeroInput?.data as Uint8Array | undefined, {
-        k,
-        n,
-        bits,
-        block,
-        packed,
-      }),
-      [k, n],
-      "f32",
-    )
+    ? expandedWeight(q, scales, zeroInput, { k, n, bits, block, packed })
     : undefined;
   let y = weight
     ? op("MatMul", [x, dtype === "f32" ? weight : op("Cast", [weight], { to: dtype })])
@@ -225,6 +215,38 @@ function expanded(
     }
   }
   return w;
+}
+
+/**
+ * MatMulNBits' small weight dequantized at import, [K, N] f32, made once for its packed values,
+ * scales and zero points (see `madeFrom`: a generation's prefill and step share it, and so does
+ * the device's upload).
+ */
+function expandedWeight(
+  q: HostTensor,
+  scales: HostTensor,
+  zeros: HostTensor | undefined,
+  nb: NBits,
+): Known {
+  const form = `expanded ${Object.values(nb)} ${idOf(scales.data)} ${
+    zeros ? idOf(zeros.data) : "-"
+  }`;
+  const data = madeFrom(
+    q.data,
+    form,
+    () => expanded(q.data as Uint8Array, floats(scales), zeros?.data as Uint8Array | undefined, nb),
+  );
+  return { kind: "const", tensor: { data, shape: [nb.k, nb.n], dtype: "f32" }, i64: false };
+}
+
+/** A number for each object asked about, the same every time it is asked. */
+const ids = new WeakMap<object, number>();
+let lastId = 0;
+
+function idOf(o: object): number {
+  let id = ids.get(o);
+  if (id === undefined) ids.set(o, id = ++lastId);
+  return id;
 }
 
 /** A tensor's values: f32 data as it is (`valuesOf` makes a JavaScript array). */

@@ -321,3 +321,33 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
     m.dispose();
   });
 }
+
+Deno.test("a model imported again (another shape, a generation's step) shares its weights' data", () => {
+  const [k, n] = [64, 16];
+  const m = testModel({
+    node: [{
+      opType: "MatMulNBits",
+      domain: "com.microsoft",
+      input: ["a", "B", "scales"],
+      output: ["y"],
+      attribute: [
+        { name: "K", type: 2, i: k },
+        { name: "N", type: 2, i: n },
+        { name: "bits", type: 2, i: 4 },
+        { name: "block_size", type: 2, i: 32 },
+      ],
+    }],
+    initializer: [
+      u8("B", Array.from({ length: n * 32 }, (_, i) => (i * 37) % 256), [n, 2, 16]),
+      f32("scales", Array.from({ length: n * 2 }, (_, i) => 0.01 * (i + 1)), [n * 2]),
+    ],
+    input: [valueInfo("a", 1)],
+    output: [valueInfo("y", 1)],
+  }, { microsoft: true });
+  const weights = (rows: number) =>
+    m.graph({ a: [rows, k] }).nodes.filter((nd) => nd.op === "Constant")
+      .map((nd) => (nd.attrs.value as { data: unknown }).data);
+  const [one, three] = [weights(1), weights(3)];
+  assert.ok(one.length > 0);
+  assert.ok(one.every((d, i) => d === three[i]), "the same arrays");
+});
