@@ -112,13 +112,12 @@ function weightOf(e: Emitter, [a, ...packed]: readonly EmitRef[], attrs: Attrs):
 }
 
 /**
- * Whether fusion should build a BlockMatMul with A of `rows` rows (batch · M), `bits` bits in
- * blocks of `block`, as one kernel where the generator unpacks in registers: a product of few
- * rows reads each weight word once for every row (more rows are faster through the tiled matmul
- * of the weight unpacked once), and the generator's vectors take four words of one block.
+ * Whether fusion should build a BlockMatMul with A of `rows` rows (batch · M) as one kernel
+ * where the generator unpacks in registers: a product of few rows reads each weight word once
+ * for every row; more rows are faster through the tiled matmul of the weight unpacked once.
  */
-export function nativeBlockMatMul(rows: number, bits: number, block: number): boolean {
-  return rows <= 4 && ((block * bits) / 32) % 4 === 0;
+export function nativeBlockMatMul(rows: number): boolean {
+  return rows <= 4;
 }
 
 const blockOps: OpDef[] = [{

@@ -40,7 +40,6 @@ import { type Group, KernelGroups } from "./fuse_groups.ts";
 import { type FuseOptions, type FusionResult, withDefaults } from "./fuse_options.ts";
 import {
   aluAttrs,
-  blockTag,
   broadcasts,
   inlineOperand,
   isBare,
@@ -67,6 +66,7 @@ import {
   getOp,
   InferContext,
   inferNode,
+  nativeBlockMatMul,
   nativeIntegerMatMul,
   type ValueType,
 } from "../ops/mod.ts";
@@ -474,21 +474,21 @@ class Fuser {
    * once into [K, N] by a kernel tagged with them, then the tiled product.
    */
   #blockProduct(ins: Sym[], attrs: Attrs, label: string, type: ValueType): Sym | undefined {
+    const few = nativeBlockMatMul(sizeOf(ins[0].type.shape.slice(0, -1)));
+    if (!few && !this.#opts.blockUnpacks) return undefined;
     const a = this.#operand(ins[0], label);
     const tables = plainTables([a, ...ins.slice(1)], attrs);
     if (!tables) return undefined;
     const [w] = this.#expand([a, ...ins.slice(1)], attrs, label, blockWeight);
-    const tag = blockTag([a, ...ins.slice(1)], attrs);
-    if (!tag && !this.#opts.blockUnpacks) return this.#matmul([a, w], label, type);
-    if (!tag) {
-      const stored = this.#stored(w, `weight of ${label}, unpacked once for its rows`);
-      const { a: _, ...unpack } = tables;
-      this.#groups.producerOf(stored.buffer!)!.blockUnpack = unpack;
-      return this.#matmul([a, stored], label, type);
+    if (few) {
+      const product = this.#matmul([a, w], label, type, false, true);
+      product.group!.blockProduct = tables;
+      return product;
     }
-    const product = this.#matmul([a, w], label, type, false, true);
-    product.group!.blockProduct = tag;
-    return product;
+    const stored = this.#stored(w, `weight of ${label}, unpacked once for its rows`);
+    const { a: _, ...unpack } = tables;
+    this.#groups.producerOf(stored.buffer!)!.blockUnpack = unpack;
+    return this.#matmul([a, stored], label, type);
   }
 
   /** MaxPool / AveragePool (see `poolSym`), an average's edge divisors a constant map. */

@@ -346,7 +346,7 @@ export class KernelGroups {
       outputs: g.outputs.map((o) => ({ ...o, expr: renumber(o.expr) })),
       opaque: g.opaque ? { op: g.opaque.op, attrs: g.opaque.attrs } : undefined,
       placement: g.placement,
-      blockProduct: g.blockProduct && { ...g.blockProduct, ...renumbered(g.blockProduct, local) },
+      blockProduct: g.blockProduct && renumbered(g.blockProduct, local),
       blockUnpack: g.blockUnpack && renumbered(g.blockUnpack, local),
     });
   }

@@ -13,7 +13,7 @@ import {
   type ReduceOp,
   reindex,
 } from "../ir/kernel_ir.ts";
-import { type Attrs, nativeBlockMatMul, type ValueType } from "../ops/mod.ts";
+import type { Attrs, ValueType } from "../ops/mod.ts";
 import { type DType, fromF16Bits } from "../ir/dtype.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import { type Shape, sizeOf } from "../ir/shape.ts";
@@ -72,21 +72,10 @@ export function scalarSym(t: HostTensor, label: string): Sym | undefined {
 }
 
 /**
- * The packed buffers of a BlockMatMul's operands `[a, words, scales, zeros?]` (A stored), as
- * graph value ids, where the product has few rows (`nativeBlockMatMul`) and every operand is a
- * buffer read as it lies (a load through reshapes at most): a generator then addresses them
- * itself.
- */
-export function blockTag(ins: readonly Sym[], attrs: Attrs): BlockProduct | undefined {
-  const [bits, block] = [attrs.bits as number, attrs.block as number];
-  if (!nativeBlockMatMul(sizeOf(ins[0].type.shape.slice(0, -1)), bits, block)) return undefined;
-  return plainTables(ins, attrs);
-}
-
-/**
- * The packed buffers of a BlockMatMul's operands `[a, words, scales, zeros?]` as graph value
- * ids, where every operand is a buffer read as it lies (a load through reshapes at most) and a
- * block is whole vectors of four words (what the generators that know the tags take).
+ * The packed buffers of a BlockMatMul's operands `[a, words, scales, zeros?]` (A stored) as graph
+ * value ids, where every operand is a buffer read as it lies (a load through reshapes at most)
+ * and a block is whole vectors of four words: what the generators that know the tags address
+ * themselves.
  */
 export function plainTables(ins: readonly Sym[], attrs: Attrs): BlockProduct | undefined {
   const [bits, block] = [attrs.bits as number, attrs.block as number];
