@@ -183,38 +183,51 @@ interface NBits {
 const PACKED_FROM = 1 << 20;
 
 /**
- * MatMulNBits' weight dequantized at import: a [K, N] f32 array. Byte by byte, each value
- * shifted out of it (a Qwen2.5-0.5B-shaped decoder's small projections, 5.5M values, took 960
- * ms read value by value through `unpack`).
+ * MatMulNBits' weight dequantized at import: a [K, N] f32 array, from typed arrays (a
+ * Qwen2.5-0.5B-shaped decoder's small projections, read through JavaScript arrays of their
+ * values, took 960 ms).
  */
 function expanded(
   q: ArrayLike<number>,
   scales: ArrayLike<number>,
   zeros: ArrayLike<number> | undefined,
-  { k, n, bits, block, packed }: NBits,
+  { k, n, bits, block }: NBits,
 ): Float32Array {
-  const blocks = Math.ceil(k / block), blob = (block * bits) / 8, per = 8 / bits;
-  const zeroStride = Math.ceil((blocks * bits) / 8), mask = (1 << bits) - 1;
-  const whole = 8 % bits === 0, w = new Float32Array(k * n);
+  const blocks = Math.ceil(k / block), blob = (block * bits) / 8, w = new Float32Array(k * n);
   for (let col = 0; col < n; col++) {
     for (let b = 0; b < blocks; b++) {
-      const scale = scales[col * blocks + b];
-      const zero = !zeros
-        ? 1 << (bits - 1)
-        : packed
-        ? unpack(zeros, col * zeroStride * 8 + b * bits, bits)
-        : zeros[col * blocks + b];
-      const from = (col * blocks + b) * blob, last = Math.min(block, k - b * block);
+      const scale = scales[col * blocks + b], zero = zeroAt(zeros, col * blocks + b, bits);
+      const from = (col * blocks + b) * blob * 8, last = Math.min(block, k - b * block);
       for (let j = 0; j < last; j++) {
-        // Bits that do not divide a byte (3, 5, 6, 7) let values cross bytes.
-        const v = whole
-          ? (q[from + Math.floor(j / per)] >> ((j % per) * bits)) & mask
-          : unpack(q, from * 8 + j * bits, bits);
-        w[(b * block + j) * n + col] = (v - zero) * scale;
+        w[(b * block + j) * n + col] = (unpack(q, from + j * bits, bits) - zero) * scale;
       }
     }
   }
   return w;
+}
+
+/** Block `i`'s zero point: from the table, or the middle value where the model has none. */
+function zeroAt(zeros: ArrayLike<number> | undefined, i: number, bits: number): number {
+  return zeros ? zeros[i] : 1 << (bits - 1);
+}
+
+/**
+ * Zero points as f32, one per block (`rows` of `blocks`): packed `bits` to a value in rows of
+ * `zeroStride` bytes, or where `zeroStride` is undefined the values as they are (float or u8).
+ */
+function zeroValues(
+  zeros: HostTensor,
+  { blocks, bits, zeroStride }: Pick<BlockForm, "blocks" | "bits" | "zeroStride">,
+): Float32Array {
+  if (zeroStride === undefined) return Float32Array.from(valuesOf(zeros));
+  const bytes = zeros.data as Uint8Array, rows = bytes.length / zeroStride;
+  const out = new Float32Array(rows * blocks);
+  for (let r = 0; r < rows; r++) {
+    for (let b = 0; b < blocks; b++) {
+      out[r * blocks + b] = unpack(bytes, r * zeroStride * 8 + b * bits, bits);
+    }
+  }
+  return out;
 }
 
 /**
@@ -231,11 +244,12 @@ function expandedWeight(
   const form = `expanded ${Object.values(nb)} ${idOf(scales.data)} ${
     zeros ? idOf(zeros.data) : "-"
   }`;
-  const data = madeFrom(
-    q.data,
-    form,
-    () => expanded(q.data as Uint8Array, floats(scales), zeros?.data as Uint8Array | undefined, nb),
-  );
+  const data = madeFrom(q.data, form, () => {
+    const blocks = Math.ceil(nb.k / nb.block);
+    const zeroStride = nb.packed ? Math.ceil((blocks * nb.bits) / 8) : undefined;
+    const table = zeros && zeroValues(zeros, { blocks, bits: nb.bits, zeroStride });
+    return expanded(q.data as Uint8Array, floats(scales), table, nb);
+  });
   return { kind: "const", tensor: { data, shape: [nb.k, nb.n], dtype: "f32" }, i64: false };
 }
 
@@ -321,17 +335,11 @@ function zeroTable(
   { blocks, bits, zeroStride }: Pick<BlockForm, "blocks" | "bits" | "zeroStride">,
 ): Known {
   const zeros = constInput(c, 3, "zero_points").tensor;
-  const table = madeFrom(zeros.data, `zeros ${blocks} ${bits} ${zeroStride}`, () => {
-    if (zeroStride === undefined) return Float32Array.from(valuesOf(zeros));
-    const bytes = zeros.data as Uint8Array, rows = bytes.length / zeroStride;
-    const out = new Float32Array(rows * blocks);
-    for (let r = 0; r < rows; r++) {
-      for (let b = 0; b < blocks; b++) {
-        out[r * blocks + b] = unpack(bytes, r * zeroStride * 8 + b * bits, bits);
-      }
-    }
-    return out;
-  });
+  const table = madeFrom(
+    zeros.data,
+    `zeros ${blocks} ${bits} ${zeroStride}`,
+    () => zeroValues(zeros, { blocks, bits, zeroStride }),
+  );
   return tableOf(table, "f32");
 }
 
@@ -393,13 +401,13 @@ function gatherBlockQuantized(c: NodeContext): Known[] {
   }
   // The bytes as they are (a JavaScript array of a vocabulary's bytes took seconds and GBs).
   const q = table.data as Uint8Array, scales = floats(scaleInput);
-  const zeros = zeroInput?.data as Uint8Array | undefined;
+  const zeros = zeroInput && zeroValues(zeroInput, { blocks, bits, zeroStride });
   const w = new Float32Array(rows * width);
   for (let r = 0; r < rows; r++) {
     for (let j = 0; j < width; j++) {
-      const b = Math.floor(j / block);
-      const zero = zeros ? unpack(zeros, r * zeroStride * 8 + b * bits, bits) : 1 << (bits - 1);
-      w[r * width + j] = (unpack(q, (r * width + j) * bits, bits) - zero) * scales[r * blocks + b];
+      const b = r * blocks + Math.floor(j / block);
+      w[r * width + j] = (unpack(q, (r * width + j) * bits, bits) - zeroAt(zeros, b, bits)) *
+        scales[b];
     }
   }
   const dequantized = constant(w, [...shape.slice(0, -1), width], "f32");
