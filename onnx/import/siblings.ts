@@ -8,7 +8,16 @@
  *
  * @module
  */
-import type { AttributeProto, ModelProto, NodeProto, TensorProto } from "../wire/proto.ts";
+import {
+  type AttributeProto,
+  int,
+  isExternal,
+  type ModelProto,
+  type NodeProto,
+  protoOf,
+  type TensorProto,
+} from "../wire/proto.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
 
 /** The merged form of each model, made once however often it is imported. */
 const merged = new WeakMap<ModelProto, ModelProto>();
@@ -29,12 +38,12 @@ function withMerged(model: ModelProto): ModelProto {
   }
   const merges = [...groups.values()].filter((nodes) => nodes.length > 1);
   if (!merges.length) return model;
-  const initializer = [...g.initializer], node: NodeProto[] = [];
+  const initializer = [...g.initializer], node: NodeProto[] = [], opset = splitOpset(model);
   const first = new Map(merges.map((nodes) => [nodes[0], nodes]));
   const gone = new Set(merges.flat());
   for (const n of g.node) {
     const nodes = first.get(n);
-    if (nodes) node.push(...mergedNodes(nodes, inits, initializer, splitOpset(model)));
+    if (nodes) node.push(...mergedNodes(nodes, inits, initializer, opset));
     else if (!gone.has(n)) node.push(n);
   }
   return { ...model, graph: { ...g, node, initializer } };
@@ -43,21 +52,21 @@ function withMerged(model: ModelProto): ModelProto {
 /** Integer attribute `name` of `n`, if set. */
 const ints = (n: NodeProto, name: string) => {
   const i = n.attribute?.find((a) => a.name === name)?.i;
-  return i === undefined ? undefined : Number(i);
+  return i === undefined ? undefined : int(i);
 };
 
 /**
  * What siblings must share to merge, or `undefined` for a node that cannot: a MatMulNBits with
- * A, B, scales and optionally zero points (no g_idx or bias), its tables initializers of raw data.
+ * its N, A, B, scales and optionally zero points (no g_idx or bias), its tables initializers of
+ * raw data (one without N is left to its converter's error).
  */
 function siblingKey(n: NodeProto, inits: ReadonlyMap<string, TensorProto>): string | undefined {
   if (n.opType !== "MatMulNBits" || n.domain !== "com.microsoft") return undefined;
   const ins = n.input.filter((i) => i !== "");
-  if (ins.length < 3 || ins.length > 4 || n.input.length > 4 || n.output.length !== 1) {
-    return undefined;
-  }
+  const shaped = ints(n, "N") !== undefined;
+  if (!shaped || ins.length < 3 || n.input.length > 4 || n.output.length !== 1) return undefined;
   const tables = ins.slice(1).map((i) => inits.get(i));
-  if (tables.some((t) => !t?.rawData || t.dataLocation === 1)) return undefined;
+  if (tables.some((t) => !t?.rawData || isExternal(t))) return undefined;
   const attrs = ["K", "bits", "block_size", "accuracy_level"].map((a) => ints(n, a) ?? "");
   return [ins[0], ...attrs, ins.length, ...tables.map((t) => t!.dataType)].join("|");
 }
@@ -65,7 +74,7 @@ function siblingKey(n: NodeProto, inits: ReadonlyMap<string, TensorProto>): stri
 /** The default domain's opset: Split takes its sizes as an input from 13. */
 function splitOpset(model: ModelProto): number {
   const own = model.opsetImport?.find((o) => !o.domain || o.domain === "ai.onnx");
-  return Number(own?.version ?? 13);
+  return own?.version === undefined ? 13 : int(own.version);
 }
 
 /** One MatMulNBits over the siblings' tables concatenated, and the Split into their outputs. */
@@ -76,11 +85,11 @@ function mergedNodes(
   opset: number,
 ): NodeProto[] {
   const name = `${nodes[0].name ?? nodes[0].output[0]}.siblings`;
-  const widths = nodes.map((n) => Number(ints(n, "N")));
+  const widths = nodes.map((n) => ints(n, "N")!);
   const tables = nodes[0].input.slice(1).filter((i) => i !== "").map((_, j) => {
     const parts = nodes.map((n) => inits.get(n.input[j + 1])!);
     // B keeps its trailing axes (rows of N); the tables are flat.
-    const rows = parts.reduce((s, t) => s + Number(t.dims?.[0] ?? 0), 0);
+    const rows = parts.reduce((s, t) => s + int(t.dims?.[0]), 0);
     const dims = j === 0
       ? [rows, ...(parts[0].dims ?? []).slice(1)]
       : [parts.reduce((s, t) => s + size(t), 0)];
@@ -111,19 +120,15 @@ function mergedNodes(
     ],
   };
   if (opset >= 13) {
-    initializer.push({
-      name: sizes,
-      dataType: 7,
-      dims: [widths.length],
-      rawData: new Uint8Array(BigInt64Array.from(widths.map(BigInt)).buffer),
-    });
+    const given = { data: Int32Array.from(widths), shape: [widths.length], dtype: "i32" as const };
+    initializer.push(protoOf(sizes, given, true));
   }
   return [product, split];
 }
 
 /** Elements of `t`. */
 function size(t: TensorProto): number {
-  return (t.dims ?? []).reduce((p: number, d) => p * Number(d), 1);
+  return sizeOf((t.dims ?? []).map(int));
 }
 
 /**
