@@ -26,6 +26,33 @@ function sizes(kernel: KernelIR, tag: BlockProduct) {
   return { per, words, k, blocks, n };
 }
 
+/** The byte address of 32-bit element `index` from address `base`. */
+function element(fn: KernelFunction, base: number, index: number): number {
+  return fn.m.i32.add(base, fn.m.i32.shl(index, fn.ic(2)));
+}
+
+/**
+ * Slot `s` of the four words in v128 local `w`, four values: shifted down and, but for the top
+ * slot, masked by local `mask` (the value mask in every lane).
+ */
+function slotOf(fn: KernelFunction, tag: BlockTables, w: number, mask: number, s: number): number {
+  const { m, ic } = fn, v128 = fn.wasm.v128, per = 32 / tag.bits;
+  const shifted = s === 0 ? fn.get(w, v128) : m.i32x4.shr_u(fn.get(w, v128), ic(s * tag.bits));
+  return s === per - 1 ? shifted : m.v128.and(shifted, fn.get(mask, v128));
+}
+
+/** The statement setting v128 local `mask` to the value mask in every lane. */
+function setMask(fn: KernelFunction, tag: BlockTables, mask: number): number {
+  return fn.m.local.set(mask, fn.m.i32x4.splat(fn.ic((1 << tag.bits) - 1)));
+}
+
+/** A block's zero point: the f32 at `address()`, or the middle value where there are none. */
+function zeroOf(fn: KernelFunction, tag: BlockTables, address: () => number): number {
+  return tag.zeros === undefined
+    ? fn.m.f32.const(2 ** (tag.bits - 1))
+    : fn.m.f32.load(0, 4, address());
+}
+
 /** Scratch bytes of a block product's kernel: A's row regrouped and its blocks' sums. */
 export function blockScratchBytes(kernel: KernelIR, tag: BlockProduct): number {
   const { blocks } = sizes(kernel, tag);
@@ -64,7 +91,7 @@ function regroup(fn: KernelFunction, tag: BlockProduct, row: number): number[] {
   const { i32, f32 } = wasm, { per, words, k, blocks } = sizes(fn.kernel, tag);
   const b = local(i32), g = local(i32), t = local(i32), kk = local(i32);
   const sum = local(f32), src = local(i32);
-  const at = (base: number, offset: number) => m.i32.add(base, m.i32.shl(offset, ic(2)));
+  const at = (base: number, offset: number) => element(fn, base, offset);
   const scratch = () => get(fn.params.scratch, i32);
   // Four words' slot s, lane L: A's value k = t + L·per + s goes to t + s·4 + L (t: the four
   // words' first value); past K (the last block cut short) it is 0.
@@ -124,8 +151,7 @@ function rowDot(fn: KernelFunction, tag: BlockProduct, col: number): [number[], 
     m.i32.add(get(input, i32), m.i32.mul(get(col, i32), ic(4 * width)));
   const quad = [m.local.set(w, m.v128.load(0, 4, get(bp, i32)))];
   for (let s = 0; s < per; s++) {
-    const shifted = s === 0 ? get(w, v128) : m.i32x4.shr_u(get(w, v128), ic(s * tag.bits));
-    const q = s === per - 1 ? shifted : m.v128.and(shifted, get(mask, v128));
+    const q = slotOf(fn, tag, w, mask, s);
     const a = m.v128.load(16 * s, 4, get(ap, i32));
     const p = parts[s % parts.length];
     quad.push(m.local.set(p, f4.add(get(p, v128), f4.mul(f4.convert_i32x4_u(q), a))));
@@ -135,13 +161,11 @@ function rowDot(fn: KernelFunction, tag: BlockProduct, col: number): [number[], 
     m.local.set(ap, m.i32.add(get(ap, i32), ic(16 * per))),
   );
   const part = parts.slice(1).reduce((x, p) => f4.add(x, get(p, v128)), get(parts[0], v128));
-  const zero = tag.zeros === undefined
-    ? m.f32.const(2 ** (tag.bits - 1))
-    : m.f32.load(0, 4, get(zp, i32));
+  const zero = zeroOf(fn, tag, () => get(zp, i32));
   const sumOfA = m.f32.load(
     0,
     4,
-    m.i32.add(scratch(), m.i32.shl(m.i32.add(ic(blocks * tag.block), get(b, i32)), ic(2))),
+    element(fn, scratch(), m.i32.add(ic(blocks * tag.block), get(b, i32))),
   );
   const block = [
     ...parts.map((p) => m.local.set(p, f4.splat(m.f32.const(0)))),
@@ -158,7 +182,7 @@ function rowDot(fn: KernelFunction, tag: BlockProduct, col: number): [number[], 
   ];
   const lane = (i: number) => f4.extract_lane(get(acc, v128), i);
   const stmts = [
-    m.local.set(mask, m.i32x4.splat(ic((1 << tag.bits) - 1))),
+    setMask(fn, tag, mask),
     m.local.set(acc, f4.splat(m.f32.const(0))),
     m.local.set(corr, m.f32.const(0)),
     m.local.set(bp, rowOf(tag.words, blocks * words)),
@@ -185,17 +209,12 @@ export function blockUnpackBody(fn: KernelFunction, tag: BlockTables): number[] 
   const b = local(i32), col = local(i32), wp = local(i32), stop = local(i32), p = local(i32);
   const zero = local(v128), scale = local(v128), w = local(v128), mask = local(v128);
   const g = local(i32), j = local(i32), word = local(i32), value = local(i32);
-  const at = (input: number, index: number) => m.i32.add(get(input, i32), m.i32.shl(index, ic(2)));
+  const at = (input: number, index: number) => element(fn, get(input, i32), index);
   const cell = () => m.i32.add(m.i32.mul(get(col, i32), ic(blocks)), get(b, i32));
-  const zeroOf = () =>
-    tag.zeros === undefined
-      ? m.f32.const(2 ** (tag.bits - 1))
-      : m.f32.load(0, 4, at(tag.zeros, cell()));
   // Four words' slot s: lane L holds the value k = t + (L·per + s), stored at p + (L·per + s)·N.
   const quad: number[] = [m.local.set(w, m.v128.load(0, 4, get(wp, i32)))];
   for (let s = 0; s < per; s++) {
-    const shifted = s === 0 ? get(w, v128) : m.i32x4.shr_u(get(w, v128), ic(s * tag.bits));
-    const q = s === per - 1 ? shifted : m.v128.and(shifted, get(mask, v128));
+    const q = slotOf(fn, tag, w, mask, s);
     const v = local(v128);
     quad.push(
       m.local.set(v, f4.mul(f4.sub(f4.convert_i32x4_u(q), get(zero, v128)), get(scale, v128))),
@@ -242,7 +261,7 @@ export function blockUnpackBody(fn: KernelFunction, tag: BlockTables): number[] 
   ]);
   const row = [
     m.local.set(wp, at(tag.words, m.i32.mul(cell(), ic(words)))),
-    m.local.set(zero, f4.splat(zeroOf())),
+    m.local.set(zero, f4.splat(zeroOf(fn, tag, () => at(tag.zeros!, cell())))),
     m.local.set(scale, f4.splat(m.f32.load(0, 4, at(tag.scales, cell())))),
     m.local.set(
       p,
@@ -259,7 +278,7 @@ export function blockUnpackBody(fn: KernelFunction, tag: BlockTables): number[] 
   ];
   const { start, end } = fn.params;
   return [
-    m.local.set(mask, m.i32x4.splat(ic((1 << tag.bits) - 1))),
+    setMask(fn, tag, mask),
     m.local.set(b, m.i32.div_u(get(start, i32), ic(tag.block * n))),
     m.local.set(
       stop,
