@@ -42,7 +42,8 @@ const EAGER_WORK = 2 ** 33;
 function rowUnit(k: KernelIR): { unit: number; tile: number } {
   // A weight's unpacking goes a block of K at a time (its points are [K, N]).
   if (k.blockUnpack) {
-    return { unit: k.blockUnpack.block * k.space[1], tile: k.blockUnpack.block * k.space[1] };
+    const block = k.blockUnpack.block * k.space[1];
+    return { unit: block, tile: block };
   }
   const n = k.space[k.space.length - 2];
   return contracts(k) ? { unit: 2 * n, tile: TILE_ROWS * n } : { unit: 16, tile: 16 };

@@ -294,12 +294,15 @@ const decoded = new WeakMap<TensorProto, ReturnType<typeof tensorOf>>();
  */
 export function initializerOf(t: TensorProto): Known {
   let tensor = decoded.get(t);
-  if (!tensor) decoded.set(t, tensor = tensorOf(t, "initializer"));
+  if (!tensor) {
+    decoded.set(t, tensor = tensorOf(t, "initializer"));
+    handOver(tensor.data);
+  }
   // Checked here, not only as a param: one the importer folds away never becomes one.
   checkBudget(tensor.shape, tensor.dtype, `initializer "${t.name ?? ""}"`);
   return {
     kind: "const",
-    tensor: { ...tensor, data: handOver(tensor.data) },
+    tensor,
     i64: t.dataType === 7,
     bf16: t.dataType === BF16,
     fourBit: t.dataType === UINT4 || t.dataType === INT4,
