@@ -3,6 +3,8 @@ import { compile } from "../../mod.ts";
 import { fuse } from "../../jit/passes/fuse.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { uniform } from "../../jit/support/random.ts";
+import type { Graph } from "../../jit/ir/graph.ts";
+import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { assertClose, f32, numbers } from "../../jit/testing/testing.ts";
 import { WasmBackend } from "../../backends/wasm/wasm_backend.ts";
 
@@ -26,6 +28,18 @@ function product(lead: number[], [k, n, bits, block]: number[], zeros: boolean) 
   return { graph: b.build(), feeds: { a: x } };
 }
 
+/** Checks `graph` on `backend` against the reference, to block products' tolerance. */
+async function matchesReference(
+  graph: Graph,
+  feeds: Record<string, HostTensor>,
+  backend: WasmBackend,
+  message: string,
+): Promise<void> {
+  const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
+  const got = await (await compile(graph, { backend, cache: false })).run(feeds);
+  assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-4, rtol: 1e-4, message });
+}
+
 Deno.test("wasm unpacks a few-row BlockMatMul in registers, as the reference computes it", async () => {
   const cases: [number[], number[], boolean][] = [
     [[1], [896, 70, 4, 32], true], // a decoder's token step
@@ -39,13 +53,7 @@ Deno.test("wasm unpacks a few-row BlockMatMul in registers, as the reference com
     const { graph, feeds } = product(lead, form, zeros);
     const tagged = fuse(graph, { blockProducts: true }).kernels.filter((k) => k.blockProduct);
     assert.equal(tagged.length, 1, `${lead} × ${form}: one tagged product`);
-    const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
-    const got = await (await compile(graph, { backend: wasm, cache: false })).run(feeds);
-    assertClose(numbers(got.y.data), numbers(want.y.data), {
-      atol: 1e-4,
-      rtol: 1e-4,
-      message: `${lead} × ${form}`,
-    });
+    await matchesReference(graph, feeds, wasm, `${lead} × ${form}`);
   }
   wasm.dispose();
 });
@@ -65,13 +73,7 @@ Deno.test("wasm unpacks the weight of a BlockMatMul of more rows once, in regist
     const unpack = kernels.filter((k) => k.blockUnpack);
     assert.equal(unpack.length, 1, `${lead} × ${form}: one unpacking`);
     assert.deepEqual(unpack[0].outputs[0].shape, [form[0], form[1]]);
-    const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
-    const got = await (await compile(graph, { backend: wasm, cache: false })).run(feeds);
-    assertClose(numbers(got.y.data), numbers(want.y.data), {
-      atol: 1e-4,
-      rtol: 1e-4,
-      message: `${lead} × ${form}`,
-    });
+    await matchesReference(graph, feeds, wasm, `${lead} × ${form}`);
   }
   wasm.dispose();
 });
