@@ -42,9 +42,4 @@ export class Residents {
     this.#entries.delete(data);
     entry.buffer.then((b) => this.#pool.release([b]), () => {});
   }
-
-  /** Uploads held, for tests. */
-  get size(): number {
-    return this.#entries.size;
-  }
 }
