@@ -64,54 +64,75 @@ export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
 /** A tensor's type, as buffers are sized by it. */
 type Typed = { readonly shape: readonly number[]; readonly dtype: DType };
 
+/** A tensor a kernel binds: its value and type. */
+type Bound = Typed & { readonly value: number };
+
 /**
- * Bind groups cached per kernel by the buffers they bind: steady-state runs get the same buffers
- * back from the pool and reuse their groups. Few per kernel are kept; a buffer the pool destroyed
- * never matches again (a new buffer gets a new id).
+ * Bind groups, cached at two levels by the buffers they bind. Steady-state runs get the same
+ * buffers back from the pool (a decode step alternates between two sets), so a run whose buffers
+ * match an earlier run's, one by one, takes all that run's groups: hundreds of kernels a step, and
+ * per-kernel keys of buffer ids had cost about a millisecond of each decode step's host time.
+ * Otherwise each kernel looks among its own few groups for its buffers, so a run that changed one
+ * buffer makes only the groups that bind it. Buffers compare by identity; one the pool destroyed
+ * never matches again.
  */
 class BindGroups {
-  #ids = new WeakMap<GPUBuffer, number>();
-  #nextId = 0;
-  #groups: Map<string, GPUBindGroup>[];
   #device: GPUDevice;
   #pipelines: readonly (GPUComputePipeline | undefined)[];
+  /** Per kernel, what it binds (inputs, then outputs). */
+  #bound: readonly (readonly Bound[])[];
+  /** Every value some kernel binds: a run's buffers, listed in this order, identify it. */
+  #values: readonly number[];
+  #runs: { buffers: GPUBuffer[]; groups: (GPUBindGroup | undefined)[] }[] = [];
+  #kernels: { list: GPUBuffer[]; group: GPUBindGroup }[][];
+  #bytes: (t: Typed) => number;
 
-  constructor(device: GPUDevice, pipelines: readonly (GPUComputePipeline | undefined)[]) {
+  /** Groups for `kernels`' `pipelines`, each buffer bound at `bytes` of its tensor. */
+  constructor(
+    device: GPUDevice,
+    pipelines: readonly (GPUComputePipeline | undefined)[],
+    kernels: readonly KernelIR[],
+    bytes: (t: Typed) => number,
+  ) {
     this.#device = device;
     this.#pipelines = pipelines;
-    this.#groups = pipelines.map(() => new Map());
+    this.#bytes = bytes;
+    this.#bound = kernels.map((k) => [...k.inputs, ...k.outputs]);
+    this.#values = [...new Set(this.#bound.flat().map((b) => b.value))];
+    this.#kernels = pipelines.map(() => []);
   }
 
-  #idOf(b: GPUBuffer): number {
-    let id = this.#ids.get(b);
-    if (id === undefined) this.#ids.set(b, id = this.#nextId++);
-    return id;
+  /** The groups of a run over `buffers` (value → buffer): kernel `i`'s when first asked for. */
+  run(buffers: ReadonlyMap<number, GPUBuffer>): (i: number) => GPUBindGroup {
+    const list = this.#values.map((v) => buffers.get(v)!);
+    const at = this.#runs.findIndex((r) => r.buffers.every((b, j) => b === list[j]));
+    const run = at >= 0 ? this.#runs.splice(at, 1)[0] : { buffers: list, groups: [] };
+    this.#runs.unshift(run);
+    if (this.#runs.length > BIND_GROUPS) this.#runs.pop();
+    return (i) => run.groups[i] ??= this.#of(i, buffers);
   }
 
-  /** Kernel `i`'s group over `buffers` (value → buffer), each bound at `bytes` of its tensor. */
-  of(
-    i: number,
-    bound: readonly (Typed & { value: number })[],
-    buffers: ReadonlyMap<number, GPUBuffer>,
-    bytes: (t: Typed) => number,
-  ): GPUBindGroup {
+  /** Kernel `i`'s group over `buffers`, among its own few. */
+  #of(i: number, buffers: ReadonlyMap<number, GPUBuffer>): GPUBindGroup {
+    const bound = this.#bound[i];
     const list = bound.map((b) => buffers.get(b.value)!);
-    const key = list.map((b) => this.#idOf(b)).join();
-    const cache = this.#groups[i];
-    const hit = cache.get(key);
-    cache.delete(key);
-    const group = hit ?? this.#device.createBindGroup({
-      layout: this.#pipelines[i]!.getBindGroupLayout(0),
-      // Bound at the tensor's size (pool buckets round up, past the binding limit for the
-      // largest tensors that fit it), or less: a bucketed run uploads only its active rows.
-      entries: list.map((buffer, j) => ({
-        binding: j,
-        resource: { buffer, size: Math.min(bytes(bound[j]), buffer.size) },
-      })),
-    });
-    cache.set(key, group);
-    if (cache.size > BIND_GROUPS) cache.delete(cache.keys().next().value!);
-    return group;
+    const cache = this.#kernels[i];
+    const at = cache.findIndex((c) => c.list.every((b, j) => b === list[j]));
+    const entry = at >= 0 ? cache.splice(at, 1)[0] : {
+      list,
+      group: this.#device.createBindGroup({
+        layout: this.#pipelines[i]!.getBindGroupLayout(0),
+        // Bound at the tensor's size (pool buckets round up, past the binding limit for the
+        // largest tensors that fit it), or less: a bucketed run uploads only its active rows.
+        entries: list.map((buffer, j) => ({
+          binding: j,
+          resource: { buffer, size: Math.min(this.#bytes(bound[j]), buffer.size) },
+        })),
+      }),
+    };
+    cache.unshift(entry);
+    if (cache.length > BIND_GROUPS) cache.pop();
+    return entry.group;
   }
 }
 
@@ -153,6 +174,9 @@ class GpuProgram implements Program {
    */
   #memory: MemoryPlan;
   #slotBytes: number[];
+  /** Each kernel's rows, and its dispatch over all of them (made at its first run). */
+  #rows: readonly number[];
+  #dispatches: [number, number, number][] = [];
 
   constructor(ctx: GpuContext, plan: GpuPlan) {
     this.#ctx = ctx;
@@ -162,11 +186,12 @@ class GpuProgram implements Program {
       ? ctx.device.createQuerySet({ type: "timestamp", count: 2 * Math.max(1, kernels.length) })
       : undefined;
     this.#kernelsNeeded = neededKernels(kernels, plan.outputs);
+    this.#rows = kernels.map(rowCount);
     for (const k of kernels) {
       for (const b of [...k.inputs, ...k.outputs]) this.#types.set(b.value, b);
     }
     for (const [v, t] of constants) this.#types.set(v, { shape: t.shape, dtype: t.dtype as DType });
-    this.#groups = new BindGroups(ctx.device, plan.pipelines);
+    this.#groups = new BindGroups(ctx.device, plan.pipelines, kernels, this.#bytesOf);
     const external = new Set([
       ...plan.bindings.map((b) => b.value),
       ...constants.keys(),
@@ -273,18 +298,18 @@ class GpuProgram implements Program {
     timed: Set<number>,
     wanted: readonly boolean[],
   ): void {
-    const { kernels, pipelines, layouts } = this.#plan;
+    const { kernels, pipelines } = this.#plan;
     const plan = this.#plan;
     const queries = this.#queries;
     // One compute pass for all the kernels unless each is timed (timestamps go per pass): WebGPU
     // orders a pass's dispatches and makes each one's writes visible to the next, and a pass a
     // kernel cost each run its own begin and end.
     let shared: GPUComputePassEncoder | undefined;
+    const group = this.#groups.run(buffers);
     kernels.forEach((k, i) => {
       if (!wanted[i]) return;
-      const rows = active !== undefined && plan.partial?.[i]
-        ? rowCount(k) / k.space[0] * active
-        : rowCount(k);
+      const partial = active !== undefined && plan.partial?.[i] === true;
+      const rows = partial ? this.#rows[i] / k.space[0] * active : this.#rows[i];
       if (rows === 0) return;
       if (queries) timed.add(i);
       const pass = queries
@@ -298,12 +323,20 @@ class GpuProgram implements Program {
         })
         : shared ??= encoder.beginComputePass();
       pass.setPipeline(pipelines[i]!);
-      pass.setBindGroup(0, this.#groups.of(i, [...k.inputs, ...k.outputs], buffers, this.#bytesOf));
-      const [x, y, z] = layouts[i] ? dispatchSize(layouts[i]!, rows) : customDispatch(k);
+      pass.setBindGroup(0, group(i));
+      const [x, y, z] = this.#dispatch(i, rows, partial);
       pass.dispatchWorkgroups(x, y, z);
       if (queries) pass.end();
     });
     shared?.end();
+  }
+
+  /** Kernel `i`'s workgroups over `rows` (over all its rows computed once). */
+  #dispatch(i: number, rows: number, partial: boolean): [number, number, number] {
+    const layout = this.#plan.layouts[i];
+    const size = (): [number, number, number] =>
+      layout ? dispatchSize(layout, rows) : customDispatch(this.#plan.kernels[i]);
+    return partial ? size() : this.#dispatches[i] ??= size();
   }
 
   /** A run whose outputs may stay on the device (see `Program.runResident`). */
