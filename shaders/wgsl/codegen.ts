@@ -30,6 +30,7 @@ import { sizeOf } from "../../jit/ir/shape.ts";
 import { KernelLowering, storageBindings } from "./expr.ts";
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { emitHeldRows, emitRows, type RowTiling, rowTiling } from "./rows.ts";
+import { blockTiling, emitBlockProduct } from "./block_product.ts";
 import { quadAligned, quadInputs } from "./quads.ts";
 import {
   emitTiledMatmul,
@@ -100,6 +101,8 @@ export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayo
   const most = 2 ** Math.floor(Math.log2(Math.min(256, options.maxInvocations)));
   const none = new Set<number>();
   const sliceBytes = options.splitK === false ? undefined : options.workgroupBytes ?? 16384;
+  const block = blockTiling(kernel, most);
+  if (block) return rowsLayout(block);
   const folded = foldedRows(kernel);
   const tile = tiledMatmul(folded, most, sliceBytes);
   if (tile) {
@@ -214,7 +217,9 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   const l = new KernelLowering(kernel, { half: options.half });
   let decls: string[] = [], helpers: string[] = [];
   if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile, layout.vectors));
-  else if (layout.rows) {
+  else if (layout.rows && kernel.blockProduct && blockTiling(kernel, layout.workgroup)) {
+    decls = emitBlockProduct(l, layout.rows, kernel.blockProduct);
+  } else if (layout.rows) {
     decls = layout.rows.slots ? emitHeldRows(l, layout.rows) : emitRows(l, layout.rows.threads);
   } else if (layout.width === 4) emitVectorPoints(l, layout);
   else emitPoints(l, layout);

@@ -104,9 +104,9 @@ export function combiner(
 /**
  * Combines each thread's `acc${k}` over its row's `threads` threads (a segment of workgroup
  * memory starting at `base`), leaving the row's value in `acc${k}` of every thread, then divides
- * a mean and re-rounds to the dtype.
+ * a mean and re-rounds to the dtype. Returns the WGSL type of the workgroup array it uses.
  */
-function combineAcross(
+export function combineAcross(
   l: KernelLowering,
   r: Reduction,
   k: number,
@@ -142,7 +142,7 @@ function combineAcross(
 }
 
 /** Stores the kernel's row-level outputs once per row (reduced coordinates at 0). */
-function storeRowOutputs(l: KernelLowering, when: string): void {
+export function storeRowOutputs(l: KernelLowering, when: string): void {
   const row = l.kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) => o.level === "row");
   if (!row.length) return;
   const coords = l.coords;

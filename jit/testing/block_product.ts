@@ -1,0 +1,49 @@
+/**
+ * Block products for the generators' tests: a BlockMatMul graph of given sizes, and its check
+ * against the reference interpreter.
+ *
+ * @module
+ */
+import { compile } from "../../mod.ts";
+import type { Backend } from "../runtime/backend.ts";
+import { GraphBuilder } from "../frontend/graph_builder.ts";
+import { uniform } from "../support/random.ts";
+import type { Graph } from "../ir/graph.ts";
+import type { HostTensor } from "../ir/host_tensor.ts";
+import { assertClose, f32, numbers } from "./testing.ts";
+
+/** Packed u32 words drawn from a fixed stream, every bit pattern likely. */
+const words = (n: number, seed: number): Uint32Array =>
+  Uint32Array.from(uniform(n, seed, 0, 2 ** 32), (v) => Math.floor(v) >>> 0);
+
+/**
+ * A BlockMatMul of A [...lead, K] by packed weights of N rows (`bits`, blocks of `block`, zero
+ * points or the middle value), its buffers weights of the graph, as a decoder's are.
+ */
+export function blockProduct(
+  lead: number[],
+  [k, n, bits, block]: number[],
+  zeros: boolean,
+): { graph: Graph; feeds: Record<string, HostTensor> } {
+  const per = 32 / bits, blocks = Math.ceil(k / block), width = (blocks * block) / per;
+  const b = new GraphBuilder();
+  const q = b.param("q", [n, width], "u32", words(n * width, k + n));
+  const s = b.param("s", [n, blocks], "f32", uniform(n * blocks, 7, 0.01, 0.03));
+  const z = b.param("z", [n, blocks], "f32", uniform(n * blocks, 8, 0, 2 ** bits).map(Math.floor));
+  const a = b.input("a", [...lead, k]);
+  b.output("y", b.op("BlockMatMul", zeros ? [a, q, s, z] : [a, q, s], { bits, block }));
+  const x = f32(uniform(lead.reduce((p, d) => p * d, 1) * k, 9, -1, 1), [...lead, k]);
+  return { graph: b.build(), feeds: { a: x } };
+}
+
+/** Checks `graph` on `backend` against the reference, to block products' tolerance. */
+export async function matchesReference(
+  graph: Graph,
+  feeds: Record<string, HostTensor>,
+  backend: Backend | string,
+  message: string,
+): Promise<void> {
+  const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
+  const got = await (await compile(graph, { backend, cache: false })).run(feeds);
+  assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-4, rtol: 1e-4, message });
+}
