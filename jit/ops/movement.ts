@@ -179,7 +179,9 @@ function concatAsSelect(e: Emitter, xs: readonly EmitRef[], axisAttr: number): E
   const padded = parts.map((x, k) => {
     const before = ends[k] - sizes[k], after = total - ends[k];
     if (before === 0 && after === 0) return x;
-    return e.op("Pad", [x], { pads: [before, after], axes: [axis] });
+    // `masked`: the select below never reads the padding, so fusion may pad an expression
+    // (its value there is whatever the expression gives, not the fill).
+    return e.op("Pad", [x], { pads: [before, after], axes: [axis], masked: 1 });
   });
   let out = padded[padded.length - 1];
   for (let k = padded.length - 2; k >= 0; k--) {

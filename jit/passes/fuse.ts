@@ -356,7 +356,11 @@ class Fuser {
     const from = s.type.shape, to = type.shape;
     const ctx = new InferContext({ op, where: label, inputs: [s.type], attrs });
     const steps = movementSteps(ctx, from, to);
-    if (op === "Pad" && !isBare(s)) {
+    // A concat's pads (`masked`) are never read outside the input: a small expression is padded
+    // as it is, evaluated at every point of the concat (its select reads each part there).
+    const masked = op === "Pad" && attrs.masked === 1 &&
+      aluCount(s.expr) <= this.#opts.maxSharedOps;
+    if (op === "Pad" && !isBare(s) && !masked) {
       s = this.#stored(s, `${label} pads it (fill applies to stored values)`);
     }
     if (s.group) {
@@ -374,7 +378,7 @@ class Fuser {
       s = this.#stored(s, `${label} moves it out of its kernel's iteration order`);
     }
     if (steps.length === 0) return { ...s, type, labels: unique([...s.labels, label]), uses: 0 };
-    if (!isBare(s) && sizeOf(to) > sizeOf(from)) {
+    if (!isBare(s) && !masked && sizeOf(to) > sizeOf(from)) {
       s = this.#stored(s, `${label} reads it under a broadcast (recomputation)`);
     }
     return {

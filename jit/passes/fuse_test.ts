@@ -277,6 +277,25 @@ Deno.test("Concat, Split and edge/reflect Pad fuse into their consumers", async 
   await check(graph, { x: f32([3, 4], 2) }, fuse(graph).kernels.length);
 });
 
+Deno.test("a Concat of small expressions (rotary's halves) is one kernel with its consumer", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [2, 3, 8]), cos = b.input("cos", [3, 4]), sin = b.input("sin", [3, 4]);
+  const [x1, x2] = b.opN("Split", [x], { axis: 2, split: [4, 4] }, 2);
+  const mul = (u: Sym, v: Sym) => b.op("Mul", [u, v]);
+  // Each part has a value of its own outside its range (a + 1, an Exp): the concat's select,
+  // not the pad's fill, decides every point.
+  const first = b.op("Add", [b.op("Sub", [mul(x1, cos), mul(x2, sin)]), b.constant(1)]);
+  const second = b.op("Exp", [b.op("Add", [mul(x2, cos), mul(x1, sin)])]);
+  const rotated = b.op("Concat", [first, second], { axis: 2 });
+  b.output("y", b.op("Transpose", [rotated], { perm: [1, 0, 2] }));
+  const graph = b.build();
+  const feeds = { x: f32([2, 3, 8], 3), cos: f32([3, 4], 4), sin: f32([3, 4], 5) };
+  await check(graph, feeds, 1);
+  const plain = await (await compile(graph, { fuse: false })).run(feeds);
+  const gpu = await (await compile(graph, { backend: "webgpu", cache: false })).run(feeds);
+  assertClose(numbers(gpu.y.data), numbers(plain.y.data), { atol: 1e-5, rtol: 1e-5 });
+});
+
 Deno.test("a broadcast read of an expensive value is computed once, not per reuse", () => {
   const b = new GraphBuilder();
   const v = b.op("Exp", [b.op("Sin", [b.input("v", [64])])]);

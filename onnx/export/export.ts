@@ -87,7 +87,8 @@ export function toOnnx(graph: Graph): Uint8Array {
         attrs.push({ name: "value", type: 4, t: protoOf("", value as HostTensor) });
       } else if (op === "Cast" && key === "to") {
         attrs.push({ name: "to", type: 2, i: CODE_OF_DTYPE[value as BoundaryDType] });
-      } else if (op === "Split" && key === "num_outputs") {
+      } else if ((op === "Split" && key === "num_outputs") || (op === "Pad" && key === "masked")) {
+        // Split's count is its outputs'; a concat's pads are marked for fusion (jit/ops/movement.ts).
         continue;
       } else {
         attrs.push(attribute(key, value));
