@@ -152,6 +152,8 @@ export function axisConstant(
 
 /** Most inputs one Concat selects among; more are concatenated as a tree. */
 const CONCAT_FANOUT = 16;
+/** Most inputs of a Concat whose parts fusion may compute in place (see `concatAsSelect`). */
+const MASKED_PARTS = 4;
 
 /**
  * Concat as index arithmetic, so it fuses on every backend: each input is padded to the output's
@@ -180,8 +182,10 @@ function concatAsSelect(e: Emitter, xs: readonly EmitRef[], axisAttr: number): E
     const before = ends[k] - sizes[k], after = total - ends[k];
     if (before === 0 && after === 0) return x;
     // `masked`: the select below never reads the padding, so fusion may pad an expression
-    // (its value there is whatever the expression gives, not the fill).
-    return e.op("Pad", [x], { pads: [before, after], axes: [axis], masked: 1 });
+    // (its value there is whatever the expression gives, not the fill). Every point evaluates
+    // every part then: only for a few parts (rotary's two halves), not an RNN's steps.
+    const masked = parts.length <= MASKED_PARTS ? { masked: 1 } : {};
+    return e.op("Pad", [x], { pads: [before, after], axes: [axis], ...masked });
   });
   let out = padded[padded.length - 1];
   for (let k = padded.length - 2; k >= 0; k--) {
