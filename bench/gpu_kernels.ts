@@ -114,6 +114,40 @@ function layerNorm(): Kernel {
 }
 
 /**
+ * A one-row product by a 4-bit weight of N rows of K in blocks of 32 with zero points
+ * (`BlockMatMul`, as MatMulNBits imports): what a decode step reads, so its bytes are the packed
+ * words and the f32 scale and zero tables.
+ */
+function gemv4(k: number, n: number): Kernel {
+  const blocks = k / 32, width = blocks * 4;
+  const q = Uint32Array.from(uniform(n * width, 11, 0, 2 ** 32), (v) => Math.floor(v) >>> 0);
+  const s = uniform(n * blocks, 12, 0.01, 0.03);
+  const z = uniform(n * blocks, 13, 0, 16).map(Math.floor);
+  const a = uniform(k, 14);
+  const b = new GraphBuilder();
+  const w = [b.param("q", [n, width], "u32", q), b.param("s", [n, blocks], "f32", s)];
+  const zeros = b.param("z", [n, blocks], "f32", z);
+  b.output("y", b.op("BlockMatMul", [b.input("a", [1, k]), ...w, zeros], { bits: 4, block: 32 }));
+  return {
+    id: `gemv4-${k}x${n}`,
+    graph: b.build(),
+    inputs: { a: { data: a, shape: [1, k] } },
+    expect: (j) => {
+      let sum = 0;
+      for (let i = 0; i < k; i++) {
+        const cell = j * blocks + Math.floor(i / 32);
+        const v = (q[j * width + (i >> 3)] >>> ((i & 7) * 4)) & 15;
+        sum += a[i] * (v - z[cell]) * s[cell];
+      }
+      return sum;
+    },
+    size: n,
+    bytes: 4 * (n * width + 2 * n * blocks + k + n),
+    half: false,
+  };
+}
+
+/**
  * Attention over [B, H, T, D]; `causal`: with an added mask of 0 and −∞ (key after query), as
  * PyTorch exports `is_causal`, its flops still counted whole (4·B·H·T²·D).
  */
@@ -303,6 +337,11 @@ async function measure(k: Kernel, precision: Precision, backend = profiled): Pro
 
 const all: (() => Kernel)[] = [
   () => w1(1 << 26),
+  // A 0.5B decoder's token-step products by 4-bit weights (Qwen2.5-0.5B's shapes).
+  () => gemv4(896, 1152),
+  () => gemv4(896, 4864 * 2),
+  () => gemv4(4864, 896),
+  () => gemv4(896, 151936),
   () => matmul(1024),
   () => matmul(2048),
   () => matmul(4096),
@@ -346,7 +385,7 @@ for (const make of all) {
       const rate = r.tflops
         ? `${r.tflops.toFixed(1)} TFLOP/s`
         : `${r.tbps!.toFixed(2)} TB/s, ${
-          (100 * copy / r.ms * (2 ** 29 / 8 / k.size)).toFixed(0)
+          (100 * r.tbps! / (2 ** 29 / copy / 1e9)).toFixed(0)
         }% of the copy`;
       console.log(
         `${r.id} ${precision}: ${
