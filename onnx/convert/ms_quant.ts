@@ -103,10 +103,10 @@ function unpack(bytes: ArrayLike<number>, at: number, bits: number): number {
 /**
  * MatMulNBits: A times Bᵀ, B of [N, K] stored as `bits`-bit unsigned values in blocks of
  * `block_size` along K (each block its scale and zero point; without zero points the middle
- * value, 2^(bits−1)). B, its scales and zero points are the model's weights: a small one is
- * dequantized once, at import, into a [K, N] constant; a large one of 2, 4 or 8 bits stays
- * packed, dequantized by graph ops as the product reads it (see `PACKED_FROM`). The op is then a
- * MatMul (+ bias).
+ * value, 2^(bits−1)). B, its scales and zero points are the model's weights: one of 2, 4 or 8
+ * bits stays packed (a `BlockMatMul`) where its blocks are whole vec4s of words or it is large
+ * (see `PACKED_FROM`); any other is dequantized once, at import, into a [K, N] constant of a
+ * MatMul. A bias is added after.
  */
 function matMulNBits(c: NodeContext): Known[] {
   const op = opOf(c), a = attrs(c), x = c.required(0);
@@ -152,7 +152,11 @@ function matMulNBits(c: NodeContext): Known[] {
     );
   }
   const dtype = typeOf(x).dtype;
-  const wide = bits !== 2 && bits !== 4 && bits !== 8 || k * n <= PACKED_FROM;
+  // Blocks of whole vec4s of words are read packed by the generators' block kernels, however
+  // small the weight: a decode step reads a quarter of the bytes of its f32 form (fused QKV of
+  // a 0.5B decoder, [896, 1152], is 4.1 MB in f32 against 0.77 MB packed with its tables).
+  const vectors = ((block * bits) / 32) % 4 === 0;
+  const wide = bits !== 2 && bits !== 4 && bits !== 8 || (!vectors && k * n <= PACKED_FROM);
   const weight = wide
     ? expandedWeight(q, scales, zeroInput, { k, n, bits, block, packed })
     : undefined;
