@@ -160,6 +160,16 @@ export const reduceKernels: Record<string, Kernel> = {
       const norm = Math.fround(p === 1 ? sum : Math.sqrt(Math.fround(sum)));
       for (let i = 0; i < row.length; i++) row[i] = norm === 0 ? 0 : row[i] / norm;
     }),
+  Hardmax: (args) =>
+    rowwise(args, [axisOf(args, -1)], (row) => {
+      // The first maximum, a NaN counting as the largest (ArgMax's rule).
+      let best = 0;
+      for (let c = 1; c < row.length && !Number.isNaN(row[best]); c++) {
+        if (row[c] > row[best] || Number.isNaN(row[c])) best = c;
+      }
+      row.fill(0);
+      if (row.length) row[best] = 1;
+    }),
   Softmax: (args) => rowwise(args, [axisOf(args, -1)], (row) => softmaxRow(row, false)),
   LogSoftmax: (args) => rowwise(args, [axisOf(args, -1)], (row) => softmaxRow(row, true)),
   LayerNormalization: (args) => {

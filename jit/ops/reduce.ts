@@ -238,6 +238,15 @@ const reduceOps: OpDef[] = [
     const lse = e.op("Log", [e.op("ReduceSum", [e.op("Exp", [d])], { axes, keepdims: 1 })]);
     return e.op("Sub", [d, lse]);
   }),
+  // A one-hot of the first maximum along the axis (ONNX's Hardmax from opset 13: earlier opsets'
+  // 2-D view is the importer's reshape).
+  composite("Hardmax", [1, 1], floatRowInfer, (e, [x], attrs) => {
+    const { shape, dtype } = e.typeOf(x), axis = rowAxis(e, x, attrs);
+    const best = e.op("ArgMax", [x], { axis, keepdims: 1 });
+    const positions = Int32Array.from({ length: shape[axis] }, (_, i) => i);
+    const at = axisConstant(e, positions, { dtype: "i32", rank: shape.length, axis });
+    return e.op("Cast", [e.op("Equal", [at, best])], { to: dtype });
+  }),
   composite("LayerNormalization", [2, 3], (ctx) => {
     const dtype = ctx.requireFloat(0);
     const shape = ctx.input(0).shape;

@@ -201,6 +201,11 @@ const cases: Record<
     inputs: [],
     attrs: { start: 0, limit: 5, dtype: "i32" },
   }],
+  // Ties keep the first maximum; a NaN is the maximum; an axis other than the last.
+  Hardmax: [
+    { inputs: [f32([1, 3, 3, 2, 0, NaN, 1, 5, -1, -2, -3, -1], [3, 4])], attrs: { axis: 1 } },
+    { inputs: [f32(uniform(24, 42, -2, 2), [2, 3, 4])], attrs: { axis: 0 } },
+  ],
   LpNormalization: [
     { inputs: [f32([3, 4, 0, 0, -1, 2, NaN, 1], [4, 2])], attrs: { axis: 1, p: 2 } },
     { inputs: [f32(uniform(24, 41, -2, 2), [2, 3, 4])], attrs: { axis: 1, p: 1 } },

@@ -1,6 +1,7 @@
 /**
  * Arithmetic ops as composites of kiln ops: Pow across dtypes (ONNX lets the exponent's type
- * differ; the result has the base's), IsInf, Shrink, Hardmax (a one-hot of ArgMax), ReduceProd
+ * differ; the result has the base's), IsInf, Shrink, Hardmax (kiln's op; before opset 13 on a
+ * 2-D view), ReduceProd
  * (sign × exp Σ log|x|, exact for zeros, rounded for integers), BitShift (multiplication or
  * division by powers of two, which wrap like the shifts), LRN (a channel-window sum as an average
  * pool), the bitwise ops of opset 18 on integers, and the quantization ops QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear for
@@ -243,22 +244,12 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     let x = c.required(0);
     const shape = typeOf(x).shape, rank = shape.length;
     const a = attrs(c).int("axis", c.opset >= 13 ? -1 : 1)!;
-    let axis = a < 0 ? a + rank : a;
+    const axis = a < 0 ? a + rank : a;
+    if (c.opset >= 13) return [op("Hardmax", [x], { axis })];
     // Before opset 13 the input is seen as 2-D: [prod(shape[:axis]), prod(shape[axis:])].
-    if (c.opset < 13) {
-      const rows = shape.slice(0, axis).reduce((p, d) => p * d, 1);
-      x = op("Reshape", [x], { shape: [rows, -1] });
-      axis = 1;
-    }
-    const xs = typeOf(x).shape;
-    const best = op("ArgMax", [x], { axis, keepdims: 1 });
-    const iota = constant(
-      [...Array(xs[axis]).keys()],
-      xs.map((d, i) => (i === axis ? d : 1)),
-      "i32",
-    );
-    const y = op("Cast", [op("Equal", [iota, best])], { to: typeOf(x).dtype });
-    return [c.opset < 13 ? op("Reshape", [y], { shape: [...shape] }) : y];
+    const rows = shape.slice(0, axis).reduce((p, d) => p * d, 1);
+    x = op("Reshape", [x], { shape: [rows, -1] });
+    return [op("Reshape", [op("Hardmax", [x], { axis: 1 })], { shape: [...shape] })];
   },
   TopK: (c) => {
     const op = opOf(c);
