@@ -144,6 +144,26 @@ export const nnKernels: Record<string, Kernel> = {
     }
     return [out.finish()];
   },
+  LRN: ({ inputs: [x], outputs, ctx }) => {
+    const size = ctx.int("size"), alpha = ctx.float("alpha", 1e-4);
+    const beta = ctx.float("beta", 0.75), bias = ctx.float("bias", 1);
+    const [n, ch] = x.shape, rest = sizeOf(x.shape.slice(2));
+    const v = read(x), w = writer(outputs[0].dtype, v.length);
+    const lo = Math.floor((size - 1) / 2), hi = Math.ceil((size - 1) / 2);
+    for (let b = 0; b < n; b++) {
+      for (let c = 0; c < ch; c++) {
+        for (let p = 0; p < rest; p++) {
+          let sum = 0;
+          for (let k = Math.max(0, c - lo); k <= Math.min(ch - 1, c + hi); k++) {
+            sum += v[(b * ch + k) * rest + p] ** 2;
+          }
+          const at = (b * ch + c) * rest + p;
+          w.out[at] = v[at] / (bias + (alpha / size) * sum) ** beta;
+        }
+      }
+    }
+    return [w.finish()];
+  },
   MaxPool: (args) => pool(args.inputs[0], args, "max"),
   AveragePool: (args) => pool(args.inputs[0], args, "avg"),
 };

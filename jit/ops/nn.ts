@@ -127,7 +127,53 @@ export function resolveWindow(
   return { kernel: [...kernel], strides, dilations, padsBegin, padsEnd, out };
 }
 
+/**
+ * LRN: x over (bias + alpha/size · Σ x² over a window of `size` channels around its own)^beta,
+ * the window clipped to the channels there are. Composed of an average pool over [C, rest]
+ * (times the window, so a sum) and elementwise ops.
+ */
+const lrn: OpDef = {
+  name: "LRN",
+  category: "composite",
+  arity: [1, 1],
+  primitive: false,
+  infer: (ctx) => {
+    const dtype = ctx.requireDType(0, FLOATS), shape = ctx.input(0).shape;
+    if (shape.length < 2) {
+      ctx.fail("input must be N×C×…", "give LRN an input of rank 2 or more", "shape-mismatch");
+    }
+    const size = ctx.int("size");
+    if (size < 1) ctx.fail(`size is ${size}`, "give a window size of 1 or more", "bad-attribute");
+    for (const [name, fallback] of [["alpha", 1e-4], ["beta", 0.75], ["bias", 1]] as const) {
+      ctx.float(name, fallback);
+    }
+    return [{ shape, dtype }];
+  },
+  decompose: (e, [x], a) => {
+    const { shape, dtype } = e.typeOf(x);
+    const size = a.size as number, alpha = (a.alpha as number | undefined) ?? 1e-4;
+    const beta = (a.beta as number | undefined) ?? 0.75, bias = (a.bias as number | undefined) ?? 1;
+    const [n, ch] = shape, rest = shape.slice(2).reduce((p, d) => p * d, 1);
+    const squares = e.op("Reshape", [e.op("Mul", [x, x])], { shape: [n, 1, ch, rest] });
+    // Channels past either end add nothing: the window is clipped to the channels there are
+    // (a size of 2^30 made a pool of 2^30 taps), the mean scaled back to a sum over `size`.
+    const lo = Math.min(Math.floor((size - 1) / 2), ch - 1);
+    const hi = Math.min(Math.ceil((size - 1) / 2), ch - 1);
+    const window = lo + hi + 1;
+    const mean = e.op("AveragePool", [squares], {
+      kernel_shape: [window, 1],
+      pads: [lo, 0, hi, 0],
+      count_include_pad: 1,
+    });
+    const sum = e.op("Reshape", [mean], { shape: [...shape] });
+    const weight = e.scalar((alpha * window) / size, dtype);
+    const scaled = e.op("Add", [e.scalar(bias, dtype), e.op("Mul", [sum, weight])]);
+    return [e.op("Div", [x, e.op("Pow", [scaled, e.scalar(beta, dtype)])])];
+  },
+};
+
 const nnOps: OpDef[] = [
+  lrn,
   {
     name: "MatMul",
     category: "matmul",

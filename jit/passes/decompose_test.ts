@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { compile } from "../../mod.ts";
 import { decompose } from "./decompose.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import { GraphBuilder } from "../frontend/graph_builder.ts";
@@ -206,6 +207,23 @@ const cases: Record<
     { inputs: [f32([1, 3, 3, 2, 0, NaN, 1, 5, -1, -2, -3, -1], [3, 4])], attrs: { axis: 1 } },
     { inputs: [f32(uniform(24, 42, -2, 2), [2, 3, 4])], attrs: { axis: 0 } },
   ],
+  // An odd and an even window; one wider than the channels (clipped); a rank-3 input.
+  LRN: [
+    {
+      inputs: [f32(uniform(20, 43, -2, 2), [1, 5, 2, 2])],
+      attrs: { size: 3, alpha: 0.5, beta: 0.75, bias: 1 },
+      atol: 1e-5,
+    },
+    {
+      inputs: [f32(uniform(24, 44), [2, 4, 3])],
+      attrs: { size: 2, alpha: 1e-4, beta: 0.75, bias: 2 },
+    },
+    {
+      inputs: [f32(uniform(18, 45, -3, 3), [1, 3, 6])],
+      attrs: { size: 9, alpha: 2, beta: 0.5, bias: 0.5 },
+      atol: 1e-5,
+    },
+  ],
   LpNormalization: [
     { inputs: [f32([3, 4, 0, 0, -1, 2, NaN, 1], [4, 2])], attrs: { axis: 1, p: 2 } },
     { inputs: [f32(uniform(24, 41, -2, 2), [2, 3, 4])], attrs: { axis: 1, p: 1 } },
@@ -282,7 +300,10 @@ for (const [op, list] of Object.entries(cases)) {
       );
       assert.ok(!expanded.nodes.some((n) => n.op === op));
       const feeds = Object.fromEntries(c.inputs.map((t, i) => [`x${i}`, t]));
-      const direct = await runGraph(graph, feeds);
+      // Unfused, the reference backend runs the op's own kernel (fused, it would run the
+      // decomposition too, and the comparison could not fail).
+      using exe = await compile(graph, { backend: "reference", fuse: false, cache: false });
+      const direct = await exe.run(feeds);
       const viaPrimitives = await runGraph(expanded, feeds);
       for (const [name, want] of Object.entries(direct)) {
         const got = viaPrimitives[name];

@@ -3,8 +3,7 @@
  * differ; the result has the base's), IsInf, Shrink, Hardmax (kiln's op; before opset 13 on a
  * 2-D view), ReduceProd
  * (sign × exp Σ log|x|, exact for zeros, rounded for integers), BitShift (multiplication or
- * division by powers of two, which wrap like the shifts), LRN (a channel-window sum as an average
- * pool), the bitwise ops of opset 18 on integers, and the quantization ops QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear for
+ * division by powers of two, which wrap like the shifts), LRN (kiln's op), the bitwise ops of opset 18 on integers, and the quantization ops QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear for
  * 8-bit types.
  *
  * @module
@@ -374,30 +373,10 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     return [op(left ? "Mul" : "Div", [x, factor])];
   },
   LRN: (c) => {
-    const op = opOf(c);
-    const x = c.required(0);
-    const shape = typeOf(x).shape;
     const a = attrs(c);
     const size = a.int("size")!, alpha = a.float("alpha", 1e-4)!;
     const beta = a.float("beta", 0.75)!, bias = a.float("bias", 1)!;
-    // The sum of squares over a window of channels: an average pool over [C, H·W], times size.
-    const [n, ch] = shape, rest = shape.slice(2).reduce((p, d) => p * d, 1);
-    const squares = op("Reshape", [op("Mul", [x, x])], { shape: [n, 1, ch, rest] });
-    // Channels past either end add nothing: the window is clipped to the channels there are
-    // (a size of 2^30 made a pool of 2^30 taps), the mean scaled back to a sum over `size`.
-    const lo = Math.min(Math.floor((size - 1) / 2), ch - 1);
-    const hi = Math.min(Math.ceil((size - 1) / 2), ch - 1);
-    const window = lo + hi + 1;
-    const mean = op("AveragePool", [squares], {
-      kernel_shape: [window, 1],
-      pads: [lo, 0, hi, 0],
-      count_include_pad: 1,
-    });
-    const sum = op("Reshape", [mean], { shape: [...shape] });
-    const t = typeOf(x).dtype;
-    const weight = scalar((alpha * window) / size, t);
-    const scaled = op("Add", [scalar(bias, t), op("Mul", [sum, weight])]);
-    return [op("Div", [x, op("Pow", [scaled, scalar(beta, t)])])];
+    return c.emit("LRN", [c.required(0)], { size, alpha, beta, bias });
   },
   QuantizeLinear: (c) => {
     const op = opOf(c);
