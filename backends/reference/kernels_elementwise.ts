@@ -6,6 +6,7 @@
  * @module
  */
 import { ALU_OPS, type AluOp } from "../../jit/ir/kernel_ir.ts";
+import { fromBf16Bits, toBf16Bits } from "../../jit/ir/dtype.ts";
 import { broadcastOffsets, sameShape, sizeOf } from "../../jit/ir/shape.ts";
 import type { Kernel } from "./kernel.ts";
 import { erf } from "./scalar_math.ts";
@@ -85,6 +86,7 @@ export const elementwiseKernels: Record<string, Kernel> = {
   GreaterOrEqual: binary((a, b) => +(a >= b)),
   LessOrEqual: binary((a, b) => +(a <= b)),
   Xor: binary((a, b) => +(a !== b)),
+  RoundToBf16: unary((x) => (Number.isNaN(x) ? x : fromBf16Bits(toBf16Bits(x)))),
   Sum: map((xs) => xs.reduce((a, b) => a + b)),
   Mean: map((xs) => xs.reduce((a, b) => a + b) / xs.length),
   Max: map((xs) => xs.reduce((a, b) => (Number.isNaN(a) || a > b ? a : b))),

@@ -4,7 +4,13 @@
  *
  * @module
  */
-import { type BoundaryDType, dtypeOfData, fromNumbers, type TensorData } from "../ir/dtype.ts";
+import {
+  type BoundaryDType,
+  dtypeOfData,
+  fromNumbers,
+  narrowToBf16,
+  type TensorData,
+} from "../ir/dtype.ts";
 import { KilnError } from "../support/errors.ts";
 import {
   Graph,
@@ -80,6 +86,11 @@ export class GraphBuilder {
 
   /** Adds a single-output node and returns its output. */
   op(op: string, inputs: readonly (Sym | string)[], attrs?: Attrs, options?: OpOptions): Sym {
+    if (op === "Cast" && attrs?.to === "bf16") {
+      // bf16 is held as f32 (see `BoundaryDType`): a cast to it is one to f32, then rounded.
+      const wide = this.op("Cast", inputs, { ...attrs, to: "f32" });
+      return this.op("RoundToBf16", [wide], undefined, options);
+    }
     const output = options?.output ?? this.#fresh();
     this.#nodes.push({
       op,
@@ -144,6 +155,7 @@ function nameOf(v: Sym | string): string {
 
 function numberData(value: number, dtype: BoundaryDType): TensorData {
   if (dtype === "i64") return new BigInt64Array([BigInt(Math.trunc(value))]);
+  if (dtype === "bf16") return narrowToBf16([value]);
   // A bool constant keeps the number it was given (fromNumbers would make it 0/1).
   if (dtype === "bool") return new Uint8Array([value]);
   return fromNumbers(dtype, [value]);

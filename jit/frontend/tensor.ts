@@ -12,6 +12,7 @@ import {
   dtypeOfData,
   exactNumbers,
   fromF16Bits,
+  internalDType,
   isDType,
   type TensorData,
 } from "../ir/dtype.ts";
@@ -253,8 +254,13 @@ export class Tensor {
   clip(min?: number, max?: number): Tensor {
     return this.#op("Clip", [], { min, max });
   }
-  /** Converts to `dtype` (truncating and saturating into integers). */
-  cast(dtype: DType): Tensor {
+  /**
+   * Converts to `dtype` (truncating and saturating into integers; `bf16` rounds to the nearest
+   * bfloat16, held as f32).
+   */
+  cast(dtype: DType | "bf16"): Tensor {
+    // bf16 is held as f32: values rounded to the nearest bfloat16.
+    if (dtype === "bf16") return this.cast("f32").#op("RoundToBf16", [], {});
     return this.#op("Cast", [], { to: dtype });
   }
   /** `this ? a : b` elementwise; `this` must be bool. */
@@ -403,7 +409,8 @@ export function where(cond: Tensor, a: Tensor | number, b: Tensor | number): Ten
 /**
  * Makes a tensor from data: a typed array, a number, or (nested) arrays of numbers/booleans.
  * `shape` defaults to the nesting (or `[length]`); `dtype` to the typed array's, `bool` for
- * booleans, else `f32`. The data is copied.
+ * booleans, else `f32`. The data is copied. `bf16` takes bfloat16 bits (a `Uint16Array`) or
+ * numbers, rounded to the nearest bfloat16; the tensor holds them as f32.
  *
  * @example
  * ```ts
@@ -412,20 +419,35 @@ export function where(cond: Tensor, a: Tensor | number, b: Tensor | number): Ten
  * console.log(await y.data()); // Float32Array [7, 15]
  * ```
  */
-export function tensor(data: TensorData | NestedArray, shape?: Shape, dtype?: DType): Tensor {
+export function tensor(
+  data: TensorData | NestedArray,
+  shape?: Shape,
+  dtype?: DType | "bf16",
+): Tensor {
   const { flat, dims, natural } = flatten(data);
   const type = dtype ?? natural;
   if (!isDType(type) || type === ("i64" as string)) {
     throw new KilnError(`tensor(): unknown dtype ${JSON.stringify(type)}`, {
       code: "bad-input",
-      fix: "use f32, f16, i32, u32, i8, u8 or bool (i64 data is accepted as BigInt64Array)",
+      fix: "use f32, f16, bf16, i32, u32, i8, u8 or bool (i64 data is accepted as BigInt64Array)",
     });
   }
   const target = shape ?? dims;
-  const typed = ArrayBuffer.isView(flat) ? flat : exactNumbers(type, flat, "tensor()");
+  const bf16 = type === "bf16";
+  const typed = ArrayBuffer.isView(flat)
+    ? flat
+    : bf16
+    ? Float32Array.from(flat)
+    : exactNumbers(type, flat, "tensor()");
+  // bfloat16 bits are taken as they are, other data for a bf16 tensor as f32 values, rounded.
+  const given = typed instanceof BigInt64Array
+    ? "i64"
+    : bf16 && !(typed instanceof Uint16Array)
+    ? "f32"
+    : type;
   const accepted = acceptInput(
-    { data: typed, shape: target, dtype: typed instanceof BigInt64Array ? "i64" : type },
-    { shape: target, dtype: typed instanceof BigInt64Array ? "i64" : type },
+    { data: typed, shape: target, dtype: given },
+    { shape: target, dtype: given === "i64" ? "i64" : type },
     "tensor()",
   );
   const copy = accepted.data === typed ? typed.slice() : accepted.data;
@@ -437,7 +459,7 @@ function flatten(
 ): { flat: TensorData | number[]; dims: number[]; natural: DType } {
   if (ArrayBuffer.isView(data)) {
     const d = dtypeOfData(data);
-    return { flat: data, dims: [data.length], natural: d === "i64" ? "i32" : d };
+    return { flat: data, dims: [data.length], natural: internalDType(d) };
   }
   const dims: number[] = [];
   for (let v: NestedArray = data; Array.isArray(v); v = (v as readonly NestedArray[])[0]) {

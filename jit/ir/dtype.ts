@@ -15,8 +15,12 @@ import { KilnError } from "../support/errors.ts";
 /** Element types a value inside a kiln graph can have. */
 export type DType = "f64" | "f32" | "f16" | "i32" | "u32" | "i16" | "u16" | "i8" | "u8" | "bool";
 
-/** Element types accepted at a graph's boundary: {@linkcode DType} plus `i64`. */
-export type BoundaryDType = DType | "i64";
+/**
+ * Element types accepted at a graph's boundary: {@linkcode DType} plus `i64` (held as `i32`
+ * inside) and `bf16` (bfloat16, its bits in a `Uint16Array`; held as `f32` inside, exactly, and
+ * rounded to the nearest bfloat16 where it leaves).
+ */
+export type BoundaryDType = DType | "i64" | "bf16";
 
 /** The typed array that stores each {@linkcode DType}. */
 export interface TypedArrayFor {
@@ -42,6 +46,8 @@ export interface TypedArrayFor {
   bool: Uint8Array;
   /** 64-bit signed integer (boundary only). */
   i64: BigInt64Array;
+  /** bfloat16 as raw bits (boundary only). */
+  bf16: Uint16Array;
 }
 
 /** Any typed array kiln stores tensor data in. */
@@ -82,7 +88,13 @@ const BYTES: Record<BoundaryDType, number> = {
   u8: 1,
   bool: 1,
   i64: 8,
+  bf16: 2,
 };
+
+/** The dtype kiln holds a boundary dtype in: `i64` as `i32`, `bf16` as `f32`, others as they are. */
+export function internalDType(dtype: BoundaryDType): DType {
+  return dtype === "i64" ? "i32" : dtype === "bf16" ? "f32" : dtype;
+}
 
 /** Bytes per element of `dtype`. */
 export function byteSize(dtype: BoundaryDType): number {
@@ -126,6 +138,7 @@ export function allocate<D extends BoundaryDType>(dtype: D, length: number): Typ
     case "f32":
       return new Float32Array(length) as TypedArrayFor[D];
     case "f16":
+    case "bf16":
       return new Uint16Array(length) as TypedArrayFor[D];
     case "i32":
       return new Int32Array(length) as TypedArrayFor[D];
@@ -205,6 +218,7 @@ export function matchesDType(data: TensorData, dtype: BoundaryDType): boolean {
     case "f32":
       return data instanceof Float32Array;
     case "f16":
+    case "bf16":
       return data instanceof Uint16Array;
     case "i32":
       return data instanceof Int32Array;
@@ -268,6 +282,34 @@ export function widenToI64(data: Int32Array): BigInt64Array {
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
+
+/**
+ * `value` as bfloat16 bits: its f32 rounded to nearest even in the top 16 bits. Every NaN is the
+ * one quiet NaN 0x7fc0: a NaN's sign depends on the machine that made it (x86's 0 / 0 is
+ * negative, JavaScript's NaN positive), and outputs must not differ by backend.
+ */
+export function toBf16Bits(value: number): number {
+  f32[0] = value;
+  const x = u32[0];
+  if (Number.isNaN(value)) return 0x7fc0;
+  return ((x + 0x7fff + ((x >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
+/** bfloat16 bits as a number (exact: every bfloat16 is an f32). */
+export function fromBf16Bits(bits: number): number {
+  u32[0] = (bits & 0xffff) << 16;
+  return f32[0];
+}
+
+/** Boundary `bf16` bits as the `f32` data kiln computes with (exactly). */
+export function widenBf16(bits: Uint16Array): Float32Array {
+  return Float32Array.from(bits, fromBf16Bits);
+}
+
+/** `f32` data as boundary `bf16` bits, each value rounded to the nearest bfloat16. */
+export function narrowToBf16(data: ArrayLike<number>): Uint16Array {
+  return Uint16Array.from(data, toBf16Bits);
+}
 
 /** Converts a number to IEEE half-precision bits, rounding to nearest even. */
 export function toF16Bits(value: number): number {

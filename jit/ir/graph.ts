@@ -8,7 +8,15 @@
  * @module
  */
 import { checkBudget } from "../runtime/budget.ts";
-import { type BoundaryDType, type DType, isDType, narrowI64, type TensorData } from "./dtype.ts";
+import {
+  type BoundaryDType,
+  type DType,
+  internalDType,
+  isDType,
+  narrowI64,
+  type TensorData,
+  widenBf16,
+} from "./dtype.ts";
 import { KilnError } from "../support/errors.ts";
 import { checkHostTensor, type HostTensor } from "./host_tensor.ts";
 import { type Attrs, inferNode } from "../ops/mod.ts";
@@ -127,7 +135,7 @@ export interface GraphOutput {
   readonly dtype: BoundaryDType;
 }
 
-const internal = (d: BoundaryDType): DType => (d === "i64" ? "i32" : d);
+const internal = internalDType;
 
 /** An immutable, validated tensor graph. Build one with `GraphBuilder` or {@linkcode Graph.create}. */
 export class Graph {
@@ -252,7 +260,7 @@ function checkDecl(decl: InputSpec, kind: string): void {
   if (!isDType(decl.dtype)) {
     fail(
       `${kind} "${decl.name}": unknown dtype ${JSON.stringify(decl.dtype)}`,
-      "use f32, f16, i32, u32, i8, u8, bool or i64",
+      "use f32, f16, bf16, i32, u32, i8, u8, bool or i64",
       "dtype-mismatch",
     );
   }
@@ -279,9 +287,13 @@ function owned(data: TensorData): TensorData {
 function paramData(p: ParamSpec): TensorData | undefined {
   if (p.data === undefined) return undefined;
   const t = checkHostTensor({ data: p.data, shape: p.shape, dtype: p.dtype }, `param "${p.name}"`);
-  return t.dtype === "i64"
-    ? narrowI64(t.data as BigInt64Array, `param "${p.name}"`)
-    : owned(t.data);
+  return internalData(t, `param "${p.name}"`);
+}
+
+/** A boundary tensor's data as kiln holds it: i64 narrowed, bf16 widened, others kept. */
+function internalData(t: HostTensor, where: string): TensorData {
+  if (t.dtype === "i64") return narrowI64(t.data as BigInt64Array, where);
+  return t.dtype === "bf16" ? widenBf16(t.data as Uint16Array) : owned(t.data);
 }
 
 /** Copies Constant tensors so later writes by the caller cannot change the graph. */
@@ -291,7 +303,7 @@ function ownAttrs(attrs: Attrs | undefined, where: string): Attrs {
     if (v === undefined) continue;
     if (typeof v === "object" && !Array.isArray(v)) {
       const t = checkHostTensor(v, `${where} attribute ${k}`);
-      const data = t.dtype === "i64" ? narrowI64(t.data as BigInt64Array, where) : owned(t.data);
+      const data = internalData(t, where);
       out[k] = Object.freeze({
         data,
         shape: Object.freeze([...t.shape]),
@@ -487,10 +499,10 @@ function graphOutputs(spec: GraphSpec, table: ValueTable): GraphOutput[] {
     const value = table.byName.get(o.value)!;
     const own = table.values[value].dtype;
     const dtype = o.dtype ?? own;
-    if (dtype !== own && !(dtype === "i64" && own === "i32")) {
+    if (dtype !== own && internalDType(dtype) !== own) {
       fail(
         `output "${o.name}" is ${own} but is declared ${dtype}`,
-        "declare the value's dtype (only i32 may widen to i64), or Cast it",
+        "declare the value's dtype (i32 may widen to i64, f32 narrow to bf16), or Cast it",
         "dtype-mismatch",
       );
     }

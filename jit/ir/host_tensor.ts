@@ -13,7 +13,9 @@ import {
   isDType,
   matchesDType,
   narrowI64,
+  narrowToBf16,
   type TensorData,
+  widenBf16,
 } from "./dtype.ts";
 import { KilnError } from "../support/errors.ts";
 import { formatShape, isValidShape, type Shape, sizeOf } from "./shape.ts";
@@ -107,7 +109,9 @@ export function acceptInput(
   what: string,
 ): { data: TensorData; shape: Shape; dtype: DType } {
   const ht = checkHostTensor(t, what);
-  const fits = ht.dtype === spec.dtype || (spec.dtype === "i64" && ht.dtype === "i32");
+  // i32 data may feed an i64 input, and f32 data a bf16 one (rounded to bfloat16 first).
+  const fits = ht.dtype === spec.dtype || (spec.dtype === "i64" && ht.dtype === "i32") ||
+    (spec.dtype === "bf16" && ht.dtype === "f32");
   if (!fits) {
     throw new KilnError(`${what}: expected dtype ${spec.dtype}, got ${ht.dtype}`, {
       code: "bad-input",
@@ -125,6 +129,13 @@ export function acceptInput(
   }
   if (ht.dtype === "i64") {
     return { data: narrowI64(ht.data as BigInt64Array, what), shape: ht.shape, dtype: "i32" };
+  }
+  if (ht.dtype === "bf16") {
+    return { data: widenBf16(ht.data as Uint16Array), shape: ht.shape, dtype: "f32" };
+  }
+  if (spec.dtype === "bf16") {
+    const data = widenBf16(narrowToBf16(ht.data as Float32Array));
+    return { data, shape: ht.shape, dtype: "f32" };
   }
   return { data: ht.data, shape: ht.shape, dtype: ht.dtype };
 }

@@ -322,6 +322,17 @@ const elementwiseOps: OpDef[] = [
     (e, xs) =>
       e.op("Div", [pairwise(xs, (a, b) => e.op("Add", [a, b])), like(e, xs[0], xs.length)]),
   ),
+  // f32 values rounded to the nearest bfloat16 (ties to even), NaN kept: a cast to bf16, which
+  // kiln holds as f32 (`BoundaryDType`). Integer arithmetic on the bits: add 0x7fff and the kept
+  // part's lowest bit, then clear the low half.
+  composite("RoundToBf16", [1, 1], sameAsInput(["f32"]), (e, [x]) => {
+    const u32 = (v: number) => e.scalar(v, "u32");
+    const bits = e.op("Bitcast", [x], { to: "u32" });
+    const odd = e.op("Mod", [e.op("Div", [bits, u32(65536)]), u32(2)]);
+    const up = e.op("Add", [e.op("Add", [bits, u32(0x7fff)]), odd]);
+    const kept = e.op("Sub", [up, e.op("Mod", [up, u32(65536)])]);
+    return e.op("Where", [e.op("IsNaN", [x]), x, e.op("Bitcast", [kept], { to: "f32" })]);
+  }),
   composite(
     "GreaterOrEqual",
     [2, 2],

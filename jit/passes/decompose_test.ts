@@ -224,6 +224,26 @@ const cases: Record<
       atol: 1e-5,
     },
   ],
+  // Ties both ways, the largest finite value (to inf), NaN, infinities, a subnormal, zeros.
+  RoundToBf16: [{
+    inputs: [
+      f32([
+        1.00390625,
+        1.01171875,
+        -2.5,
+        3.4028234663852886e38,
+        NaN,
+        Infinity,
+        -Infinity,
+        1e-40,
+        -0,
+        0,
+        3.3,
+      ]),
+    ],
+    atol: 0,
+    rtol: 0,
+  }],
   LpNormalization: [
     { inputs: [f32([3, 4, 0, 0, -1, 2, NaN, 1], [4, 2])], attrs: { axis: 1, p: 2 } },
     { inputs: [f32(uniform(24, 41, -2, 2), [2, 3, 4])], attrs: { axis: 1, p: 1 } },

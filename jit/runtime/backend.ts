@@ -61,8 +61,8 @@ export interface DeviceProfile {
    */
   readonly readbackMs?: number;
   /**
-   * Whether bf16 tensors are stored as 16 bits. No built-in backend does: ONNX bfloat16 tensors
-   * import widened to f32 (exactly), and Cast to bfloat16 rounds in f32.
+   * Whether bf16 tensors are stored as 16 bits. No built-in backend does: bf16 is a boundary
+   * dtype, held as f32 inside (exactly), rounded to bfloat16 where it is cast or leaves.
    */
   readonly bf16?: boolean;
   /** The device's subgroup sizes `[min, max]`, where it reports them (WebGPU `subgroups`). */

@@ -10,7 +10,9 @@ import {
   type BoundaryDType,
   type DType,
   DTYPES,
+  internalDType,
   matchesDType,
+  narrowToBf16,
   type TensorData,
   widenToI64,
 } from "../ir/dtype.ts";
@@ -163,10 +165,10 @@ export class DeviceTensor {
         fix: "pass a shape such as [2, 3]",
       });
     }
-    if (dtype !== "i64" && !DTYPES.includes(dtype)) {
+    if (dtype !== "i64" && dtype !== "bf16" && !DTYPES.includes(dtype)) {
       throw new KilnError(`Unknown dtype "${dtype}" for a device tensor`, {
         code: "bad-input",
-        fix: `use one of ${[...DTYPES, "i64"].join(", ")}`,
+        fix: `use one of ${[...DTYPES, "i64", "bf16"].join(", ")}`,
       });
     }
     if (!backend.allocate) {
@@ -219,7 +221,11 @@ export class DeviceTensor {
   #delivered(read: TensorData, shape: Shape): HostTensor {
     count("kiln_transfers_total");
     count("kiln_bytes_downloaded_total", read.byteLength);
-    const data = this.dtype === "i64" ? widenToI64(read as Int32Array) : read;
+    const data = this.dtype === "i64"
+      ? widenToI64(read as Int32Array)
+      : this.dtype === "bf16"
+      ? narrowToBf16(read as Float32Array)
+      : read;
     return { data, shape, dtype: this.dtype };
   }
 
@@ -244,7 +250,7 @@ export class DeviceTensor {
 
 /** The internal dtype of a device tensor's words (`i64` travels as `i32`). */
 export function storedDType(dtype: BoundaryDType): DType {
-  return dtype === "i64" ? "i32" : dtype;
+  return internalDType(dtype);
 }
 
 /** A device tensor given as input `name`: live, of the declared shape and dtype. */

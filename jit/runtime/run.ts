@@ -8,7 +8,7 @@
 import type { Program } from "./backend.ts";
 import { DeviceTensor, storedDType } from "./device_tensor.ts";
 import { count } from "./counters.ts";
-import { matchesDType, type TensorData, widenToI64 } from "../ir/dtype.ts";
+import { matchesDType, narrowToBf16, type TensorData, widenToI64 } from "../ir/dtype.ts";
 import type { GraphOutput } from "../ir/graph.ts";
 import type { HostTensor, RefTensor } from "../ir/host_tensor.ts";
 import { type Shape, sizeOf } from "../ir/shape.ts";
@@ -80,7 +80,11 @@ export function hostOutput(
     return { data, shape, dtype: widened.wide };
   }
   return {
-    data: o.dtype === "i64" ? widenToI64(host as Int32Array) : host,
+    data: o.dtype === "i64"
+      ? widenToI64(host as Int32Array)
+      : o.dtype === "bf16"
+      ? narrowToBf16(host as Float32Array)
+      : host,
     shape,
     dtype: o.dtype,
   };

@@ -9,7 +9,13 @@
  * @module
  */
 import type { CompileOptions } from "../../jit/compile.ts";
-import { allocate, type BoundaryDType, fromNumbers, type TensorData } from "../../jit/ir/dtype.ts";
+import {
+  allocate,
+  type BoundaryDType,
+  fromNumbers,
+  internalDType,
+  type TensorData,
+} from "../../jit/ir/dtype.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { checkBudget } from "../../jit/runtime/budget.ts";
 import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
@@ -76,7 +82,9 @@ const bad = (what: string, fix: string) => new KilnError(what, { code: "bad-inpu
  * as `fromNumbers` stores them, an f16 mask as its bits).
  */
 function ints(values: readonly number[], shape: number[], dtype: BoundaryDType): HostTensor {
-  const data = dtype === "i64" ? BigInt64Array.from(values, BigInt) : fromNumbers(dtype, values);
+  const data = dtype === "i64"
+    ? BigInt64Array.from(values, BigInt)
+    : fromNumbers(internalDType(dtype), values);
   return { data, shape, dtype };
 }
 

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
+import { narrowToBf16, widenBf16 } from "../../jit/ir/dtype.ts";
 import { OnnxModel } from "../model.ts";
 import { encodeModel } from "../wire/proto.ts";
 import "../../mod.ts";
@@ -77,8 +78,11 @@ function model(n: number): OnnxModel {
   }));
 }
 
-const same = (got: HostTensor, want: readonly number[], what: string) =>
-  assert.deepEqual(Array.from(got.data as Float32Array), want.map(Math.fround), what);
+/** `got`'s values (bfloat16 outputs come back as their bits) against `want`. */
+const same = (got: HostTensor, want: readonly number[], what: string) => {
+  const values = got.dtype === "bf16" ? widenBf16(got.data as Uint16Array) : got.data;
+  assert.deepEqual(Array.from(values as Float32Array), want.map(Math.fround), what);
+};
 
 for (const backend of ["reference", "wasm", "webgpu"]) {
   Deno.test(`${backend}: Cast to bfloat16 rounds to nearest even on the bits; bf16 outputs are rounded`, async () => {
@@ -91,6 +95,7 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
         cache: false,
       });
       const y = [...BITS.map(expected), NaN];
+      assert.equal(out.y.dtype, "bf16");
       same(out.y, y, "Cast");
       // y + 1 in f32, then rounded again by the bfloat16 output; the f32 Cast of z keeps f32 sums.
       const sums = y.map((v) => Math.fround(v + 1));
@@ -110,6 +115,33 @@ Deno.test("a bfloat16 initializer reads as the f32 of its bits", async () => {
       backend: "reference",
     });
     same(out.back, [1, -1], "1.0 + x");
+  } finally {
+    m.dispose();
+  }
+});
+
+Deno.test("a bfloat16 input takes bfloat16 bits, or f32 values rounded to bfloat16", async () => {
+  const m = OnnxModel.fromBytes(encodeModel({
+    irVersion: 8,
+    opsetImport: [{ domain: "", version: 17 }],
+    graph: {
+      name: "bf16_io",
+      node: [{ opType: "Add", input: ["x", "x"], output: ["y"], attribute: [] }],
+      initializer: [],
+      input: [{ name: "x", type: tensorType(16, 3) }],
+      output: [{ name: "y", type: tensorType(16, 3) }],
+    },
+  }));
+  try {
+    assert.equal(m.inputs[0].dtype, "bf16");
+    for (const backend of ["reference", "wasm", "webgpu"]) {
+      const bits = narrowToBf16([1.5, -0.25, 3.3]);
+      const fromBits = await m.run({ x: { data: bits, shape: [3], dtype: "bf16" } }, { backend });
+      assert.equal(fromBits.y.dtype, "bf16", backend);
+      same(fromBits.y, [3, -0.5, 6.59375], `${backend}: bits`);
+      const x = { data: Float32Array.of(1.5, -0.25, 3.3), shape: [3], dtype: "f32" as const };
+      same((await m.run({ x }, { backend })).y, [3, -0.5, 6.59375], `${backend}: f32 values`);
+    }
   } finally {
     m.dispose();
   }

@@ -11,7 +11,14 @@
 import { mergeSiblingProducts } from "./siblings.ts";
 import { RANDOM_OPS } from "../../jit/passes/random_inputs.ts";
 import { evaluateNode } from "../../backends/reference/reference_backend.ts";
-import { type BoundaryDType, byteSize, type DType, narrowI64 } from "../../jit/ir/dtype.ts";
+import {
+  type BoundaryDType,
+  byteSize,
+  type DType,
+  internalDType,
+  narrowI64,
+  widenBf16,
+} from "../../jit/ir/dtype.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { checkBudget } from "../../jit/runtime/budget.ts";
 import { KilnError } from "../../jit/support/errors.ts";
@@ -179,9 +186,6 @@ class Importer {
       env.set(t.name!, k);
       this.#initializers.set(k, t.name!);
     }
-    const bf16Inputs = new Set(
-      g.input.filter((i) => i.type?.tensorType?.elemType === BF16).map((i) => i.name),
-    );
     const top: Scope = {
       values: env,
       sequences: new Map(),
@@ -198,7 +202,7 @@ class Importer {
         });
       }
       if (input.kind === "sequence") this.#bindSequence(input, top);
-      else this.#bindTensor(input, top, bf16Inputs.has(input.name));
+      else this.#bindTensor(input, top);
     }
     for (const name of env.keys()) top.written.set(name, "a graph input or initializer");
     return top;
@@ -216,7 +220,7 @@ class Importer {
       items.push({
         kind: "value",
         name,
-        type: { shape, dtype: dtype === "i64" ? "i32" : dtype },
+        type: { shape, dtype: internalDType(dtype) },
         i64: dtype === "i64",
       });
     }
@@ -226,7 +230,7 @@ class Importer {
   }
 
   /** A tensor input: absent, a value it was given (a constant), or a graph input of its shape. */
-  #bindTensor(input: OnnxInputInfo, top: Scope, bf16: boolean): void {
+  #bindTensor(input: OnnxInputInfo, top: Scope): void {
     const { inputShapes, inputValues } = this.#options;
     const value = inputValues?.[input.name];
     if (input.optional && !inputShapes?.[input.name] && !value) {
@@ -234,16 +238,17 @@ class Importer {
       return;
     }
     const dtype = input.dtype as BoundaryDType;
-    // i64-ness is the model's: the value may come narrowed to i32 already.
-    const i64 = dtype === "i64";
+    // i64-ness and bfloat16-ness are the model's: a value may come as i32 or f32 already.
+    const i64 = dtype === "i64", bf16 = dtype === "bf16";
     if (value) {
-      const wide = value.dtype === "i64";
       // Range-checked: a wrapped value would specialise the model on another shape or number.
-      const data = wide
+      const data = value.dtype === "i64"
         ? narrowI64(value.data as BigInt64Array, `input "${input.name}"`)
+        : value.dtype === "bf16"
+        ? widenBf16(value.data as Uint16Array)
         : value.data;
-      const tensor = { data, shape: value.shape, dtype: wide ? "i32" : value.dtype as DType };
-      top.values.set(input.name, { kind: "const", tensor, i64 });
+      const tensor = { data, shape: value.shape, dtype: internalDType(value.dtype) };
+      top.values.set(input.name, { kind: "const", tensor, i64, bf16 });
       return;
     }
     const shape = bindShape(input, inputShapes?.[input.name]);
@@ -251,7 +256,7 @@ class Importer {
     top.values.set(input.name, {
       kind: "value",
       name: input.name,
-      type: { shape, dtype: i64 ? "i32" : dtype as DType },
+      type: { shape, dtype: internalDType(dtype) },
       i64,
       bf16,
     });
@@ -494,12 +499,13 @@ class Importer {
       if (k.kind === "const" && isSaturated(k.tensor.data)) {
         throw sentinelError(`output "${o.name}"`);
       }
-      // A bfloat16 output holds bfloat16 values, whatever f32 arithmetic produced it.
-      if (o.type?.tensorType?.elemType === BF16) {
+      // A bfloat16 output leaves as bfloat16 bits, rounded from whatever f32 arithmetic made it.
+      const bf16 = o.type?.tensorType?.elemType === BF16;
+      if (bf16) {
         const at = { label: `output "${o.name}"`, name: `${o.name}.bf16` };
         k = roundToBf16((op, xs, a = {}) => this.#emit(op, xs, a, 1, at)[0], k);
       }
-      this.#b.output(o.name, this.#symbol(k), { dtype: k.i64 ? "i64" : undefined });
+      this.#b.output(o.name, this.#symbol(k), { dtype: k.i64 ? "i64" : bf16 ? "bf16" : undefined });
     }
     for (const c of this.#checks) this.#b.output(c.name, this.#symbol(c.value));
     return this.#b.build();

@@ -7,7 +7,7 @@
 import type { BoundaryDType } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { formatShape, type Shape } from "../../jit/ir/shape.ts";
-import { dtypeOfCode, int, type ModelProto } from "../wire/proto.ts";
+import { CODE_OF_DTYPE, dtypeOfCode, int, type ModelProto } from "../wire/proto.ts";
 import { STRING } from "./string_ops.ts";
 
 /** A graph input as the model declares it: fixed sizes, or names for symbolic dimensions. */
@@ -60,7 +60,12 @@ export function onnxInputs(model: ModelProto): OnnxInputInfo[] {
       optional,
       ranked: tt.shape !== undefined && tt.shape !== null,
       dims,
-      dtype: tt.elemType === STRING ? "string" : dtypeOfCode(tt.elemType ?? 0, `input "${i.name}"`),
+      // bfloat16 crosses the boundary as its bits (held as f32 inside).
+      dtype: tt.elemType === STRING
+        ? "string"
+        : tt.elemType === CODE_OF_DTYPE.bf16
+        ? "bf16"
+        : dtypeOfCode(tt.elemType ?? 0, `input "${i.name}"`),
     };
   });
 }

@@ -315,13 +315,7 @@ export function initializerOf(t: TensorProto): Known {
  * last bit is odd) and clear them. NaN stays NaN; past the largest bfloat16 rounds to infinity.
  */
 export function roundToBf16(op: OpFn, x: Known): Known {
-  const u32 = (v: number) => constant([v], [], "u32");
-  const bits = op("Bitcast", [x], { to: "u32" });
-  const odd = op("Mod", [op("Div", [bits, u32(65536)]), u32(2)]);
-  const up = op("Add", [op("Add", [bits, u32(0x7fff)]), odd]);
-  const kept = op("Sub", [up, op("Mod", [up, u32(65536)])]);
-  const y = op("Where", [op("IsNaN", [x]), x, op("Bitcast", [kept], { to: "f32" })]);
-  return { ...y, bf16: true };
+  return { ...op("RoundToBf16", [x]), bf16: true };
 }
 
 /**

@@ -97,7 +97,7 @@ export interface TensorProto {
  * the top half of an f32), so their values, not their bits, cross the boundary, and arithmetic on
  * them is 32-bit. The importer rounds to bfloat16 where the model asks for it (Cast, outputs).
  */
-const DTYPE_OF_CODE: Record<number, BoundaryDType> = {
+const DTYPE_OF_CODE: Record<number, OnnxDType> = {
   1: "f32",
   2: "u8",
   3: "i8",
@@ -133,6 +133,12 @@ const NAMES: Record<number, string> = {
   22: "int4",
 };
 
+/**
+ * The dtype an ONNX element type is held in (the boundary's own `bf16` aside: a model's bfloat16
+ * inputs and outputs are declared `bf16`, see `onnx/import/inputs.ts`).
+ */
+export type OnnxDType = Exclude<BoundaryDType, "bf16">;
+
 /** The ONNX data type code of a kiln dtype (`i32` exports as int32). */
 export const CODE_OF_DTYPE: Record<BoundaryDType, number> = {
   f32: 1,
@@ -146,6 +152,7 @@ export const CODE_OF_DTYPE: Record<BoundaryDType, number> = {
   bool: 9,
   f16: 10,
   u32: 12,
+  bf16: 16,
 };
 
 /** A number from a protobuf int64. */
@@ -164,7 +171,7 @@ function exactBig(v: Int64): bigint {
 }
 
 /** The boundary dtype of an ONNX element type code, or a typed error naming it. */
-export function dtypeOfCode(code: number, where: string): BoundaryDType {
+export function dtypeOfCode(code: number, where: string): OnnxDType {
   const d = DTYPE_OF_CODE[code];
   if (d) return d;
   throw new KilnError(`${where}: element type ${NAMES[code] ?? code} is not supported`, {

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import "../../mod.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
-import { isFloat } from "../../jit/ir/dtype.ts";
+import { internalDType, isFloat, widenBf16 } from "../../jit/ir/dtype.ts";
 import { isClose, numbers } from "../../jit/testing/testing.ts";
 import { OnnxModel, type OnnxValue } from "../../onnx/model.ts";
 import { BF16 } from "../../onnx/import/node_context.ts";
@@ -171,9 +171,12 @@ export function mismatch(
 ): string | undefined {
   const shape = shapeMismatch(got, want, name);
   if (shape) return shape;
-  const a = numbers(got.data, got.dtype === "f16"), e = numbers(want.data, want.dtype === "f16");
+  // bfloat16 outputs come back as their bits; the expected ones are decoded to f32.
+  const values = (t: HostTensor) =>
+    t.dtype === "bf16" ? widenBf16(t.data as Uint16Array) : numbers(t.data, t.dtype === "f16");
+  const a = values(got), e = values(want);
   // Integers and bools compare exactly.
-  const [atol, rtol] = want.dtype !== "i64" && isFloat(want.dtype) ? tolerance : [0, 0];
+  const [atol, rtol] = isFloat(internalDType(want.dtype)) ? tolerance : [0, 0];
   const i = e.findIndex((y, k) => !isClose(a[k], y, atol, rtol));
   if (i >= 0) return `${name}[${i}] = ${a[i]}, expected ${e[i]}`;
   return undefined;
