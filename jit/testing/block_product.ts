@@ -36,6 +36,18 @@ export function blockProduct(
   return { graph: b.build(), feeds: { a: x } };
 }
 
+/**
+ * Few-row block products every generator checks: `[lead, [K, N, bits, block], zero points]`.
+ */
+export const FEW_ROW_CASES: readonly [number[], number[], boolean][] = [
+  [[1], [896, 70, 4, 32], true], // a decoder's token step
+  [[1], [40, 9, 4, 32], true], // K past the last whole block
+  [[2, 1], [100, 13, 2, 64], false], // a batch of two rows; 2 bits, the middle value
+  [[3], [64, 5, 8, 16], true], // 8 bits, three rows
+  [[1], [300, 6, 4, 128], true], // blocks of 128
+  [[1], [4864, 7, 4, 32], true], // more blocks than a row's threads
+];
+
 /** Checks `graph` on `backend` against the reference, to block products' tolerance. */
 export async function matchesReference(
   graph: Graph,

@@ -1,18 +1,15 @@
 import assert from "node:assert/strict";
 import { fuse } from "../../jit/passes/fuse.ts";
 import { WasmBackend } from "../../backends/wasm/wasm_backend.ts";
-import { blockProduct as product, matchesReference } from "../../jit/testing/block_product.ts";
+import {
+  blockProduct as product,
+  FEW_ROW_CASES,
+  matchesReference,
+} from "../../jit/testing/block_product.ts";
 
 Deno.test("wasm unpacks a few-row BlockMatMul in registers, as the reference computes it", async () => {
-  const cases: [number[], number[], boolean][] = [
-    [[1], [896, 70, 4, 32], true], // a decoder's token step
-    [[1], [40, 9, 4, 32], true], // K past the last whole block
-    [[2, 1], [100, 13, 2, 64], false], // a batch of two rows; 2 bits, the middle value
-    [[3], [64, 5, 8, 16], true], // 8 bits, three rows
-    [[1], [300, 6, 4, 128], true], // blocks of 128
-  ];
   const wasm = new WasmBackend({ threads: 2, warmUpMs: 0 });
-  for (const [lead, form, zeros] of cases) {
+  for (const [lead, form, zeros] of FEW_ROW_CASES) {
     const { graph, feeds } = product(lead, form, zeros);
     const tagged = fuse(graph, { blockProducts: true }).kernels.filter((k) => k.blockProduct);
     assert.equal(tagged.length, 1, `${lead} × ${form}: one tagged product`);
