@@ -192,6 +192,25 @@ export const reduceKernels: Record<string, Kernel> = {
       }
     });
   },
+  GroupNormalization: (args) => {
+    const [x, scale, bias] = args.inputs;
+    const groups = args.ctx.int("num_groups"), eps = args.ctx.float("epsilon", 1e-5);
+    const [n, c] = x.shape, inner = sizeOf(x.shape.slice(2)), per = (c / groups) * inner;
+    const v = read(x), s = read(scale), b = read(bias);
+    const w = writer(args.outputs[0].dtype, v.length);
+    for (let at = 0; at < n * groups * per; at += per) {
+      let mean = 0, variance = 0;
+      for (let i = 0; i < per; i++) mean += v[at + i];
+      mean /= per;
+      for (let i = 0; i < per; i++) variance += (v[at + i] - mean) ** 2;
+      const inv = 1 / Math.sqrt(variance / per + eps);
+      for (let i = 0; i < per; i++) {
+        const channel = Math.floor((at + i) / inner) % c;
+        w.out[at + i] = (v[at + i] - mean) * inv * s[channel] + b[channel];
+      }
+    }
+    return [w.finish()];
+  },
   BatchNormalization: (args) => {
     const [x, scale, bias, mean, variance] = args.inputs.map(read);
     const shape = args.inputs[0].shape;

@@ -8,7 +8,7 @@
  */
 import { formatShape, type Shape, tryBroadcast } from "../ir/shape.ts";
 import { FLOATS, NUMERIC } from "./elementwise.ts";
-import { defineOps, type InferContext, type OpDef } from "./registry.ts";
+import { defineOps, type EmitRef, type InferContext, type OpDef } from "./registry.ts";
 
 /** Output shape of `MatMul(a, b)` under NumPy rules, or a located error. */
 export function matmulShape(ctx: InferContext, a: Shape, b: Shape): number[] {
@@ -172,8 +172,64 @@ const lrn: OpDef = {
   },
 };
 
+/**
+ * GroupNormalization: the channels of x [N, C, …] in `num_groups` groups, each normalized by its
+ * own mean and variance, then scaled and shifted per channel (scale and bias [C], as ONNX's from
+ * opset 21; the importer spreads opset 18's per-group ones). With `stash_type` 1 (the default)
+ * f16 data's moments are taken in f32 and the normalized values cast back before the scale.
+ */
+const groupNormalization: OpDef = {
+  name: "GroupNormalization",
+  category: "composite",
+  arity: [3, 3],
+  primitive: false,
+  infer: (ctx) => {
+    const dtype = ctx.requireDType(0, FLOATS), shape = ctx.input(0).shape;
+    const groups = ctx.int("num_groups"), channels = shape[1] ?? 0;
+    ctx.float("epsilon", 1e-5);
+    ctx.int("stash_type", 1);
+    if (shape.length < 2 || groups < 1 || channels % groups !== 0) {
+      ctx.fail(
+        `${groups} groups of the channels of ${formatShape(shape)}`,
+        "give x as N×C×… and num_groups dividing C",
+        "shape-mismatch",
+      );
+    }
+    for (const i of [1, 2]) {
+      const t = ctx.input(i);
+      if (t.shape.join() !== `${channels}` || t.dtype !== dtype) {
+        ctx.fail(
+          `input ${i} is ${t.dtype}${formatShape(t.shape)}`,
+          `give scale and bias as ${dtype}[${channels}]`,
+          "shape-mismatch",
+        );
+      }
+    }
+    return [{ shape, dtype }];
+  },
+  decompose: (e, [x, scale, bias], a) => {
+    const { shape, dtype } = e.typeOf(x);
+    const groups = a.num_groups as number, stash = (a.stash_type as number | undefined) ?? 1;
+    const wide = dtype === "f16" && stash === 1 ? e.op("Cast", [x], { to: "f32" }) : x;
+    const t = e.typeOf(wide).dtype, per = shape.slice(1).reduce((p, d) => p * d, 1) / groups;
+    const grouped = e.op("Reshape", [wide], { shape: [shape[0], groups, per] });
+    const keep = { axes: [2], keepdims: 1 };
+    const d = e.op("Sub", [grouped, e.op("ReduceMean", [grouped], keep)]);
+    const variance = e.op("ReduceMean", [e.op("Mul", [d, d])], keep);
+    const eps = e.scalar((a.epsilon as number | undefined) ?? 1e-5, t);
+    let y = e.op("Div", [d, e.op("Sqrt", [e.op("Add", [variance, eps])])]);
+    if (wide !== x) y = e.op("Cast", [y], { to: dtype });
+    // Scale and bias as [C, 1, …] against [N, C, spatial…].
+    const spread = (k: EmitRef) =>
+      e.op("Reshape", [k], { shape: [shape[1], ...shape.slice(2).map(() => 1)] });
+    y = e.op("Reshape", [y], { shape: [...shape] });
+    return [e.op("Add", [e.op("Mul", [y, spread(scale)]), spread(bias)])];
+  },
+};
+
 const nnOps: OpDef[] = [
   lrn,
+  groupNormalization,
   {
     name: "MatMul",
     category: "matmul",

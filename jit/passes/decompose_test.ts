@@ -244,6 +244,19 @@ const cases: Record<
     atol: 0,
     rtol: 0,
   }],
+  // Two groups over [C, L]; three groups over [C, H, W] with a bias.
+  GroupNormalization: [
+    {
+      inputs: [f32(uniform(24, 46, -2, 2), [2, 4, 3]), f32(uniform(4, 47)), f32(uniform(4, 48))],
+      attrs: { num_groups: 2, epsilon: 1e-5 },
+      atol: 1e-5,
+    },
+    {
+      inputs: [f32(uniform(24, 49), [1, 6, 2, 2]), f32(uniform(6, 50)), f32(uniform(6, 51))],
+      attrs: { num_groups: 3, epsilon: 0.01 },
+      atol: 1e-5,
+    },
+  ],
   LpNormalization: [
     { inputs: [f32([3, 4, 0, 0, -1, 2, NaN, 1], [4, 2])], attrs: { axis: 1, p: 2 } },
     { inputs: [f32(uniform(24, 41, -2, 2), [2, 3, 4])], attrs: { axis: 1, p: 1 } },

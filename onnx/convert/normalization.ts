@@ -1,12 +1,10 @@
 /**
  * ONNX's normalizations beyond kiln's LayerNormalization and BatchNormalization: LpNormalization
- * (the kiln op of that name, `jit/ops/sum_reductions.ts`; its attributes checked here) and
- * GroupNormalization, a composition that fuses (moments over each group's channels, then the
- * per-channel scale and bias).
+ * (the kiln op of that name, `jit/ops/sum_reductions.ts`) and GroupNormalization (`jit/ops/nn.ts`),
+ * their attributes and inputs mapped here.
  *
  * @module
  */
-import { sizeOf } from "../../jit/ir/shape.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { scalar } from "./composite.ts";
 import {
@@ -45,17 +43,14 @@ function lpNormalization(c: NodeContext): Known[] {
 }
 
 /**
- * GroupNormalization: each group of channels normalized by its own mean and variance, then scaled
- * and shifted per channel (opset 21: scale and bias of [C]) or per group (opset 18: of
- * [num_groups]). At opset 21 the moments of f16 data are taken in f32 (`stash_type` 1, its
- * default; kiln holds bfloat16 data as f32 already) and the normalized values cast back before
- * the scale and bias, as ONNX's function does.
+ * GroupNormalization (kiln's op): opset 21's scale and bias are per channel, as kiln's; opset 18's
+ * are per group, spread here to the group's channels.
  */
 function groupNormalization(c: NodeContext): Known[] {
-  const op = opOf(c), a = attrs(c), x = c.required(0), scale = c.required(1);
-  const bias = c.required(2), shape = typeOf(x).shape, dtype = typeOf(x).dtype;
-  const groups = a.int("num_groups"), channels = shape[1] ?? 0;
+  const op = opOf(c), a = attrs(c), x = c.required(0);
+  const shape = typeOf(x).shape, groups = a.int("num_groups"), channels = shape[1] ?? 0;
   const perChannel = c.opset >= 21, width = perChannel ? channels : groups;
+  let [scale, bias] = [c.required(1), c.required(2)];
   const fits = (k: Known) => typeOf(k).shape.join() === `${width}`;
   if (!groups || shape.length < 2 || channels % groups !== 0 || !fits(scale) || !fits(bias)) {
     throw new KilnError(
@@ -70,25 +65,21 @@ function groupNormalization(c: NodeContext): Known[] {
       },
     );
   }
-  const stash = a.int("stash_type", 1)!, narrow = dtype === "f16";
-  const wide = perChannel && narrow && stash === 1 ? op("Cast", [x], { to: "f32" }) : x;
-  const t = typeOf(wide).dtype, per = sizeOf(shape) / shape[0] / groups;
-  const grouped = op("Reshape", [wide], { shape: [shape[0], groups, per] });
-  const keep = { axes: [2], keepdims: 1 };
-  const mean = op("ReduceMean", [grouped], keep);
-  const d = op("Sub", [grouped, mean]);
-  const variance = op("ReduceMean", [op("Mul", [d, d])], keep);
-  const eps = scalar(a.float("epsilon", 1e-5)!, t);
-  let y = op("Div", [d, op("Sqrt", [op("Add", [variance, eps])])]);
-  if (wide !== x) y = op("Cast", [y], { to: dtype });
-  // Scale and bias as [G, 1] against [N, G, per], or as [C, 1, …] against [N, C, spatial…].
-  const spread = (k: Known) =>
-    op("Reshape", [k], {
-      shape: perChannel ? [channels, ...shape.slice(2).map(() => 1)] : [groups, 1],
-    });
-  if (perChannel) y = op("Reshape", [y], { shape });
-  y = op("Add", [op("Mul", [y, spread(scale)]), spread(bias)]);
-  return [perChannel ? y : op("Reshape", [y], { shape })];
+  if (!perChannel) {
+    const spread = (k: Known) =>
+      op("Reshape", [
+        op("Expand", [op("Reshape", [k], { shape: [groups, 1] })], {
+          shape: [groups, channels / groups],
+        }),
+      ], { shape: [channels] });
+    [scale, bias] = [spread(scale), spread(bias)];
+  }
+  const epsilon = a.float("epsilon", 1e-5), stash = a.int("stash_type", 1);
+  return [op("GroupNormalization", [x, scale, bias], {
+    num_groups: groups,
+    epsilon,
+    stash_type: perChannel ? stash : 0,
+  })];
 }
 
 /** Converters by ONNX op type. */
