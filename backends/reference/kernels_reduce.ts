@@ -123,6 +123,12 @@ export const reduceKernels: Record<string, Kernel> = {
   ReduceSumSquare: sumOf((x) => x * x),
   ReduceLogSum: sumOf((x) => x, Math.log),
   ReduceLogSumExp: logSumExp,
+  ReduceProd: (args) => {
+    if (args.attrs.noop !== 1) return reduction(1, (a, x) => a * x)(args);
+    const v = read(args.inputs[0]), w = writer(args.outputs[0].dtype, v.length);
+    for (let i = 0; i < v.length; i++) w.out[i] = v[i];
+    return [w.finish()];
+  },
   ArgMax: (args) => {
     const x = args.inputs[0];
     const { rows, cols } = rowsAndColumns(x.shape, [axisOf(args, 0)]);

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { DType } from "../ir/dtype.ts";
+import { type DType, isFloat } from "../ir/dtype.ts";
 import { FLOATS, NUMERIC } from "./elementwise.ts";
 import { reduceAxes, reducedShape } from "./reduce.ts";
 import { normalizeAxis } from "../ir/shape.ts";
@@ -57,7 +57,34 @@ function sumReduction(
   };
 }
 
+/**
+ * ReduceProd as a sum: sign × exp Σ log|x|, the sign from the count of negatives (exact for
+ * zeros: log 0 is −∞); integers through f32, rounded back.
+ */
+const reduceProd: OpDef = {
+  name: "ReduceProd",
+  category: "composite",
+  arity: [1, 1],
+  primitive: false,
+  infer: reduceRule(NUMERIC),
+  decompose: (e, [x], a) => {
+    if (a.noop === 1) return [x];
+    const { dtype } = e.typeOf(x), float = isFloat(dtype), ft = float ? dtype : "f32";
+    const xf = float ? x : e.op("Cast", [x], { to: ft });
+    const r = sumAttrs(a);
+    const magnitude = e.op("Exp", [e.op("ReduceSum", [e.op("Log", [e.op("Abs", [xf])])], r)]);
+    const negative = e.op("Cast", [e.op("Less", [xf, e.scalar(0, ft)])], { to: ft });
+    const negatives = e.op("ReduceSum", [negative], r);
+    // (−1)^negatives as 1 − 2·(negatives mod 2).
+    const odd = e.op("Mod", [negatives, e.scalar(2, ft)], { fmod: 1 });
+    const sign = e.op("Sub", [e.scalar(1, ft), e.op("Mul", [odd, e.scalar(2, ft)])]);
+    const p = e.op("Mul", [magnitude, sign]);
+    return [float ? p : e.op("Cast", [e.op("Round", [p])], { to: dtype })];
+  },
+};
+
 const sumReductionOps: readonly OpDef[] = [
+  reduceProd,
   sumReduction("ReduceL1", NUMERIC, (e, x) => e.op("Abs", [x])),
   sumReduction("ReduceL2", FLOATS, (e, x) => e.op("Mul", [x, x]), (e, s) => e.op("Sqrt", [s])),
   sumReduction("ReduceSumSquare", NUMERIC, (e, x) => e.op("Mul", [x, x])),

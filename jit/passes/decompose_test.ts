@@ -257,6 +257,13 @@ const cases: Record<
       atol: 1e-5,
     },
   ],
+  // Zeros, negatives (an odd and an even count), an axis kept, integers, noop.
+  ReduceProd: [
+    { inputs: [f32([2, -3, 0.5, -1, 4, 0, -2, -2], [2, 4])], attrs: { axes: [1], keepdims: 1 } },
+    { inputs: [f32(uniform(24, 52, -1.5, 1.5), [2, 3, 4])], attrs: { axes: [0, 2], keepdims: 0 } },
+    { inputs: [i32([3, -2, 5, 7, -1, -4], [2, 3])], attrs: { axes: [], keepdims: 1 }, atol: 0 },
+    { inputs: [f32([1, -2], [2])], attrs: { axes: [], keepdims: 1, noop: 1 } },
+  ],
   LpNormalization: [
     { inputs: [f32([3, 4, 0, 0, -1, 2, NaN, 1], [4, 2])], attrs: { axis: 1, p: 2 } },
     { inputs: [f32(uniform(24, 41, -2, 2), [2, 3, 4])], attrs: { axis: 1, p: 1 } },

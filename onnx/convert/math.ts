@@ -1,8 +1,7 @@
 /**
  * Arithmetic ops as composites of kiln ops: Pow across dtypes (ONNX lets the exponent's type
  * differ; the result has the base's), IsInf, Shrink, Hardmax (kiln's op; before opset 13 on a
- * 2-D view), ReduceProd
- * (sign × exp Σ log|x|, exact for zeros, rounded for integers), BitShift (multiplication or
+ * 2-D view), ReduceProd (kiln's op), BitShift (multiplication or
  * division by powers of two, which wrap like the shifts), LRN (kiln's op), the bitwise ops of opset 18 on integers, and the quantization ops QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear for
  * 8-bit types.
  *
@@ -346,23 +345,8 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     return [det!];
   },
   ReduceProd: (c) => {
-    const op = opOf(c);
-    const x = c.required(0);
-    const t = typeOf(x).dtype;
     const r = reduceAxes(c);
-    if (r === "identity") return [op("Identity", [x])];
-    const ft = isFloat(t) ? t : "f32";
-    const xf = isFloat(t) ? x : op("Cast", [x], { to: ft });
-    const magnitude = op("Exp", [op("ReduceSum", [op("Log", [op("Abs", [xf])])], r)]);
-    const negatives = op("ReduceSum", [op("Cast", [op("Less", [xf, scalar(0, ft)])], {
-      to: ft,
-    })], r);
-    // (-1)^negatives as 1 - 2·(negatives mod 2).
-    const odd = op("Mod", [negatives, scalar(2, ft)], { fmod: 1 });
-    const sign = op("Sub", [scalar(1, ft), op("Mul", [odd, scalar(2, ft)])]);
-    const p = op("Mul", [magnitude, sign]);
-    if (isFloat(t)) return [p];
-    return [{ ...op("Cast", [op("Round", [p])], { to: t }), i64: x.i64 }];
+    return c.emit("ReduceProd", [c.required(0)], r === "identity" ? { noop: 1 } : r);
   },
   BitShift: (c) => {
     const op = opOf(c);
