@@ -87,6 +87,16 @@ export const elementwiseKernels: Record<string, Kernel> = {
   LessOrEqual: binary((a, b) => +(a <= b)),
   Xor: binary((a, b) => +(a !== b)),
   RoundToBf16: unary((x) => (Number.isNaN(x) ? x : fromBf16Bits(toBf16Bits(x)))),
+  Trilu: ({ inputs: [x], outputs, attrs }) => {
+    const k = num(attrs.k, 0), upper = num(attrs.upper, 1) !== 0;
+    const [rows, cols] = x.shape.slice(-2);
+    const v = read(x), w = writer(outputs[0].dtype, v.length);
+    for (let i = 0; i < v.length; i++) {
+      const offset = (i % cols) - (Math.floor(i / cols) % rows);
+      w.out[i] = (upper ? offset >= k : offset <= k) ? v[i] : 0;
+    }
+    return [w.finish()];
+  },
   Sum: map((xs) => xs.reduce((a, b) => a + b)),
   Mean: map((xs) => xs.reduce((a, b) => a + b) / xs.length),
   Max: map((xs) => xs.reduce((a, b) => (Number.isNaN(a) || a > b ? a : b))),

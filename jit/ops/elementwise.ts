@@ -333,6 +333,29 @@ const elementwiseOps: OpDef[] = [
     const kept = e.op("Sub", [up, e.op("Mod", [up, u32(65536)])]);
     return e.op("Where", [e.op("IsNaN", [x]), x, e.op("Bitcast", [kept], { to: "f32" })]);
   }),
+  // The upper (or lower) triangle of the last two axes from diagonal k, zeros elsewhere: a select
+  // by the two positions' difference (no [rows, cols] mask stored).
+  composite("Trilu", [1, 1], (ctx) => {
+    const dtype = ctx.requireDType(0, [...NUMERIC, "bool"]), shape = ctx.input(0).shape;
+    if (shape.length < 2) {
+      ctx.fail(
+        "Trilu of a tensor of rank < 2",
+        "give it a matrix or a batch of them",
+        "shape-mismatch",
+      );
+    }
+    ctx.int("k", 0);
+    ctx.int("upper", 1);
+    return [{ shape, dtype }];
+  }, (e, [x], a) => {
+    const { shape, dtype } = e.typeOf(x), [rows, cols] = shape.slice(-2);
+    const at = (n: number, to: number[]) =>
+      e.op("Reshape", [e.op("Range", [], { start: 0, limit: n, dtype: "i32" })], { shape: to });
+    const offset = e.op("Sub", [at(cols, [1, cols]), at(rows, [rows, 1])]);
+    const k = e.scalar((a.k as number | undefined) ?? 0, "i32");
+    const outside = (a.upper ?? 1) !== 0 ? e.op("Less", [offset, k]) : e.op("Greater", [offset, k]);
+    return e.op("Where", [outside, e.scalar(0, dtype), x]);
+  }),
   composite(
     "GreaterOrEqual",
     [2, 2],

@@ -264,6 +264,13 @@ const cases: Record<
     { inputs: [i32([3, -2, 5, 7, -1, -4], [2, 3])], attrs: { axes: [], keepdims: 1 }, atol: 0 },
     { inputs: [f32([1, -2], [2])], attrs: { axes: [], keepdims: 1, noop: 1 } },
   ],
+  // Upper from the diagonal; lower below it in a batch; k past the columns; integers.
+  Trilu: [
+    { inputs: [f32(uniform(12, 53), [3, 4])], attrs: { k: 0, upper: 1 } },
+    { inputs: [f32(uniform(18, 54), [2, 3, 3])], attrs: { k: -1, upper: 0 } },
+    { inputs: [f32(uniform(6, 55), [2, 3])], attrs: { k: 5, upper: 1 } },
+    { inputs: [i32([1, 2, 3, 4, 5, 6], [3, 2])], attrs: { k: 1, upper: 0 }, atol: 0 },
+  ],
   LpNormalization: [
     { inputs: [f32([3, 4, 0, 0, -1, 2, NaN, 1], [4, 2])], attrs: { axis: 1, p: 2 } },
     { inputs: [f32(uniform(24, 41, -2, 2), [2, 3, 4])], attrs: { axis: 1, p: 1 } },

@@ -1,6 +1,5 @@
 /**
- * ONNX ops that kiln imports as compositions of its own ops: PRelu, Trilu as a constant mask,
- * and Xor, Sign, Mean and CastLike. The reductions ONNX defines by a sum (ReduceL1, ReduceL2,
+ * ONNX ops that kiln imports as compositions of its own ops: PRelu, Trilu, and Xor, Sign, Mean and CastLike. The reductions ONNX defines by a sum (ReduceL1, ReduceL2,
  * ReduceSumSquare, ReduceLogSum, ReduceLogSumExp) map onto kiln ops of their own. They lower on every backend and fuse like the ops they are made
  * of. The activations and the trigonometric and hyperbolic functions ONNX defines as functions
  * (Elu, Selu, Celu, ThresholdedRelu, Softplus, Softsign, Mish, Tan, Sinh, Cosh, Asinh, Acosh,
@@ -97,18 +96,8 @@ export const COMPOSITE_CONVERTERS: Record<string, Converter<Known>> = {
   ReduceLogSumExp: sumReduction("ReduceLogSumExp"),
   Trilu: (c) => {
     const x = c.required(0);
-    const shape = typeOf(x).shape;
     const k = c.input(1) ? constInts(c, 1, "k")![0] : 0;
-    const upper = attrs(c).flag("upper", true);
-    const [rows, cols] = shape.slice(-2);
-    const mask = new Uint8Array(rows * cols);
-    for (let i = 0; i < rows; i++) {
-      for (let j = 0; j < cols; j++) mask[i * cols + j] = +(upper ? j - i >= k : j - i <= k);
-    }
-    const keep = constant(mask, [rows, cols], "bool");
-    return c.emit("Where", [keep, x, scalar(0, typeOf(x).dtype)]).map((o) => ({
-      ...o,
-      i64: x.i64,
-    }));
+    const upper = attrs(c).flag("upper", true) ? 1 : 0;
+    return c.emit("Trilu", [x], { k, upper }).map((o) => ({ ...o, i64: x.i64 }));
   },
 };
