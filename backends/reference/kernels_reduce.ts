@@ -186,17 +186,27 @@ export const reduceKernels: Record<string, Kernel> = {
     const param = (i: number) =>
       args.inputs[i] ? expandTo(args.inputs[i].shape, norm, read(args.inputs[i])) : undefined;
     const scale = param(1)!, bias = param(2);
-    return rowwise(args, [...Array(rank - axis).keys()].map((i) => i + axis), (row) => {
+    const means: number[] = [], invs: number[] = [];
+    const [y] = rowwise(args, [...Array(rank - axis).keys()].map((i) => i + axis), (row) => {
       let mean = 0;
       for (const v of row) mean += v;
       mean /= row.length;
       let variance = 0;
       for (const v of row) variance += (v - mean) ** 2;
       const inv = 1 / Math.sqrt(variance / row.length + eps);
+      means.push(mean);
+      invs.push(inv);
       for (let i = 0; i < row.length; i++) {
         row[i] = (row[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0);
       }
     });
+    if (args.attrs.stats !== 1) return [y];
+    const stat = (values: number[]) => {
+      const w = writer(args.outputs[0].dtype, values.length);
+      values.forEach((v, i) => (w.out[i] = v));
+      return w.finish();
+    };
+    return [y, stat(means), stat(invs)];
   },
   GroupNormalization: (args) => {
     const [x, scale, bias] = args.inputs;

@@ -78,6 +78,34 @@ const floatRowInfer = (ctx: InferContext): ValueType[] => {
   return [{ shape: ctx.input(0).shape, dtype }];
 };
 
+/** LayerNormalization's types: x's, and with `stats` its mean's and inverse deviation's. */
+function layerNormInfer(ctx: InferContext): ValueType[] {
+  const dtype = ctx.requireFloat(0);
+  const shape = ctx.input(0).shape;
+  const axis = ctx.axis(ctx.int("axis", -1), shape.length);
+  ctx.float("epsilon", 1e-5);
+  const norm = shape.slice(axis);
+  for (let i = 1; i < ctx.inputs.length; i++) {
+    const p = ctx.input(i);
+    if (p.dtype !== dtype) {
+      ctx.fail(`input ${i} has dtype ${p.dtype}`, `Cast it to ${dtype}`, "dtype-mismatch");
+    }
+    if (
+      p.shape.length > norm.length ||
+      p.shape.some((d, j) => d !== 1 && d !== norm[norm.length - p.shape.length + j])
+    ) {
+      ctx.fail(
+        `input ${i} does not broadcast to the normalized shape [${norm.join(", ")}]`,
+        "pass scale/bias shaped like the normalized axes",
+        "shape-mismatch",
+      );
+    }
+  }
+  if (ctx.int("stats", 0) !== 1) return [{ shape, dtype }];
+  const kept = { shape: shape.map((d, i) => (i < axis ? d : 1)), dtype };
+  return [{ shape, dtype }, kept, kept];
+}
+
 const rowAxis = (e: Emitter, x: EmitRef, attrs: Attrs): number => {
   const rank = e.typeOf(x).shape.length;
   const axis = (attrs.axis as number | undefined) ?? -1;
@@ -247,40 +275,29 @@ const reduceOps: OpDef[] = [
     const at = axisConstant(e, positions, { dtype: "i32", rank: shape.length, axis });
     return e.op("Cast", [e.op("Equal", [at, best])], { to: dtype });
   }),
-  composite("LayerNormalization", [2, 3], (ctx) => {
-    const dtype = ctx.requireFloat(0);
-    const shape = ctx.input(0).shape;
-    const axis = ctx.axis(ctx.int("axis", -1), shape.length);
-    ctx.float("epsilon", 1e-5);
-    const norm = shape.slice(axis);
-    for (let i = 1; i < ctx.inputs.length; i++) {
-      const p = ctx.input(i);
-      if (p.dtype !== dtype) {
-        ctx.fail(`input ${i} has dtype ${p.dtype}`, `Cast it to ${dtype}`, "dtype-mismatch");
-      }
-      if (
-        p.shape.length > norm.length ||
-        p.shape.some((d, j) => d !== 1 && d !== norm[norm.length - p.shape.length + j])
-      ) {
-        ctx.fail(
-          `input ${i} does not broadcast to the normalized shape [${norm.join(", ")}]`,
-          "pass scale/bias shaped like the normalized axes",
-          "shape-mismatch",
-        );
-      }
-    }
-    return [{ shape, dtype }];
-  }, (e, [x, scale, bias], attrs) => {
-    const rank = e.typeOf(x).shape.length;
-    const axes = [...Array(rank - rowAxis(e, x, attrs)).keys()].map((i) =>
-      i + rowAxis(e, x, attrs)
-    );
-    const d = e.op("Sub", [x, e.op("ReduceMean", [x], { axes, keepdims: 1 })]);
-    const variance = e.op("ReduceMean", [e.op("Mul", [d, d])], { axes, keepdims: 1 });
-    const eps = e.scalar((attrs.epsilon as number | undefined) ?? 1e-5, e.typeOf(x).dtype);
-    const y = e.op("Mul", [e.op("Div", [d, e.op("Sqrt", [e.op("Add", [variance, eps])])]), scale]);
-    return bias ? e.op("Add", [y, bias]) : y;
-  }),
+  {
+    // With `stats: 1` also the mean and the inverse standard deviation over the normalized axes
+    // (kept as axes of 1), ONNX's optional outputs.
+    name: "LayerNormalization",
+    category: "composite",
+    arity: [2, 3],
+    primitive: false,
+    infer: layerNormInfer,
+    decompose: (e, [x, scale, bias], attrs) => {
+      const rank = e.typeOf(x).shape.length, from = rowAxis(e, x, attrs);
+      const axes = [...Array(rank - from).keys()].map((i) => i + from);
+      const mean = e.op("ReduceMean", [x], { axes, keepdims: 1 });
+      const d = e.op("Sub", [x, mean]);
+      const variance = e.op("ReduceMean", [e.op("Mul", [d, d])], { axes, keepdims: 1 });
+      const eps = e.scalar((attrs.epsilon as number | undefined) ?? 1e-5, e.typeOf(x).dtype);
+      const root = e.op("Sqrt", [e.op("Add", [variance, eps])]);
+      const inv = attrs.stats === 1 ? e.op("Reciprocal", [root]) : undefined;
+      const normal = inv ? e.op("Mul", [d, inv]) : e.op("Div", [d, root]);
+      const scaled = e.op("Mul", [normal, scale]);
+      const y = bias ? e.op("Add", [scaled, bias]) : scaled;
+      return inv ? [y, mean, inv] : [y];
+    },
+  },
   composite("BatchNormalization", [5, 5], (ctx) => {
     const dtype = ctx.requireFloat(0);
     const shape = ctx.input(0).shape;

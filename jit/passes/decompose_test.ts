@@ -179,6 +179,13 @@ const cases: Record<
       attrs: { axis: 1, epsilon: 1e-3 },
       atol: 1e-5,
     },
+    // With its mean and inverse standard deviation (ONNX's optional outputs).
+    {
+      inputs: [f32(uniform(40, 12, -3, 3), [2, 4, 5]), f32(uniform(5, 13)), f32(uniform(5, 14))],
+      attrs: { axis: 2, epsilon: 1e-5, stats: 1 },
+      outputs: 3,
+      atol: 1e-5,
+    },
   ],
   BatchNormalization: [{
     inputs: [

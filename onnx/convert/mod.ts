@@ -237,27 +237,10 @@ export const CONVERTERS: Record<string, Converter> = {
     const axis = attrs(c).int("axis", -1)!, epsilon = attrs(c).float("epsilon", 1e-5)!;
     // Statistics are computed in f32 whatever stash_type says (kiln has no wider float).
     attrs(c).int("stash_type");
-    if (c.node.output.slice(1).every((o) => o === "")) {
-      return c.emit("LayerNormalization", c.inputs(), { axis, epsilon });
-    }
-    // Mean and InvStdDev wanted too: the same computation spelled out (it fuses the same way).
-    const [x, scale, bias] = [c.required(0), c.required(1), c.input(2)];
-    const op = opOf(c);
-    const rank = typeOf(x).shape.length, from = axis < 0 ? axis + rank : axis;
-    if (!(from >= 0 && from < rank)) {
-      throw new KilnError(`${c.label}: axis ${axis} is outside a rank-${rank} input`, {
-        code: "bad-axis",
-        fix: `pass an axis in [${-rank}, ${rank - 1}]`,
-      });
-    }
-    const axes = { axes: [...Array(rank - from).keys()].map((i) => from + i), keepdims: 1 };
-    const mean = op("ReduceMean", [x], axes);
-    const d = op("Sub", [x, mean]);
-    const variance = op("ReduceMean", [op("Mul", [d, d])], axes);
-    const eps = scalar(epsilon, typeOf(x).dtype);
-    const inv = op("Reciprocal", [op("Sqrt", [op("Add", [variance, eps])])]);
-    const scaled = op("Mul", [op("Mul", [d, inv]), scale]);
-    return [bias ? op("Add", [scaled, bias]) : scaled, mean, inv];
+    // Mean and InvStdDev are the op's optional outputs (`stats`).
+    const stats = c.node.output.slice(1).some((o) => o !== "");
+    const a = stats ? { axis, epsilon, stats: 1 } : { axis, epsilon };
+    return c.emit("LayerNormalization", c.inputs(), a, stats ? 3 : 1);
   },
   Dropout: (c) => {
     const [ratio, training] = [c.input(1), c.input(2)];
