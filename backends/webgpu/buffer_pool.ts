@@ -137,7 +137,11 @@ export class BufferPool {
       if (size === undefined) continue;
       if (this.#resident.delete(b)) this.#stats.residentBytes -= size;
       const key = `${size}:${b.usage}`;
-      this.#free.set(key, [...(this.#free.get(key) ?? []), b]);
+      const free = this.#free.get(key);
+      // Appended in place: a copy of the list per release made a run's releases quadratic in the
+      // buffers a bucket holds.
+      if (free) free.push(b);
+      else this.#free.set(key, [b]);
       this.#stats.inUseBytes -= size;
       this.#stats.pooledBytes += size;
     }
