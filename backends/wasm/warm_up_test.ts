@@ -129,8 +129,27 @@ Deno.test("a program warms up at its second run: the first result does not wait 
   assert.deepEqual(calls, ["run 4"]);
   warmed.dispose();
   assert.deepEqual(calls, ["run 4", "dispose"]);
-  // No warm-up asked (a heavy program, or warmUpMs 0): the program as it is.
-  assert.equal(warmedAtSecondRun(program, () => [], [0], 0), program);
+});
+
+Deno.test("a program too heavy for a warm-up runs straight through; warmUp() makes its first run on zeros", async () => {
+  const heavy = recorder();
+  let zeros = 0;
+  const straight = warmedAtSecondRun(heavy.program, () => (zeros++, [tensor(0)]), [0], 0);
+  await straight.run([tensor(1)], [0]);
+  await straight.run([tensor(2)], [0]);
+  await straight.warmUp!();
+  assert.deepEqual(heavy.calls, ["run 1", "run 2"], "no warm-up once the caller ran it");
+  assert.equal(zeros, 0);
+  // Asked before any run (a generation's decode step, inside prefill): one run alone on zeros,
+  // and a run made meanwhile waits for it.
+  const asked = recorder();
+  const warmed = warmedAtSecondRun(asked.program, () => (zeros++, [tensor(0)]), [0], 0);
+  const warming = warmed.warmUp!();
+  const first = warmed.run([tensor(1)], [0]);
+  await warming;
+  assert.deepEqual(await first, [new Float32Array([1])]);
+  assert.deepEqual(asked.calls, ["alone 0", "run 1"]);
+  assert.equal(zeros, 1);
 });
 
 Deno.test("warmUp() warms a program before its first run, which then goes straight through", async () => {
