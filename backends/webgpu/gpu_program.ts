@@ -84,7 +84,7 @@ class BindGroups {
   /** Every value some kernel binds: a run's buffers, listed in this order, identify it. */
   #values: readonly number[];
   #runs: { buffers: GPUBuffer[]; groups: (GPUBindGroup | undefined)[] }[] = [];
-  #kernels: { list: GPUBuffer[]; group: GPUBindGroup }[][];
+  #kernels: { buffers: GPUBuffer[]; group: GPUBindGroup }[][];
   #bytes: (t: Typed) => number;
 
   /** Groups for `kernels`' `pipelines`, each buffer bound at `bytes` of its tensor. */
@@ -105,10 +105,7 @@ class BindGroups {
   /** The groups of a run over `buffers` (value → buffer): kernel `i`'s when first asked for. */
   run(buffers: ReadonlyMap<number, GPUBuffer>): (i: number) => GPUBindGroup {
     const list = this.#values.map((v) => buffers.get(v)!);
-    const at = this.#runs.findIndex((r) => r.buffers.every((b, j) => b === list[j]));
-    const run = at >= 0 ? this.#runs.splice(at, 1)[0] : { buffers: list, groups: [] };
-    this.#runs.unshift(run);
-    if (this.#runs.length > BIND_GROUPS) this.#runs.pop();
+    const run = recent(this.#runs, list, () => ({ buffers: list, groups: [] }));
     return (i) => run.groups[i] ??= this.#of(i, buffers);
   }
 
@@ -116,10 +113,8 @@ class BindGroups {
   #of(i: number, buffers: ReadonlyMap<number, GPUBuffer>): GPUBindGroup {
     const bound = this.#bound[i];
     const list = bound.map((b) => buffers.get(b.value)!);
-    const cache = this.#kernels[i];
-    const at = cache.findIndex((c) => c.list.every((b, j) => b === list[j]));
-    const entry = at >= 0 ? cache.splice(at, 1)[0] : {
-      list,
+    return recent(this.#kernels[i], list, () => ({
+      buffers: list,
       group: this.#device.createBindGroup({
         layout: this.#pipelines[i]!.getBindGroupLayout(0),
         // Bound at the tensor's size (pool buckets round up, past the binding limit for the
@@ -129,11 +124,24 @@ class BindGroups {
           resource: { buffer, size: Math.min(this.#bytes(bound[j]), buffer.size) },
         })),
       }),
-    };
-    cache.unshift(entry);
-    if (cache.length > BIND_GROUPS) cache.pop();
-    return entry.group;
+    })).group;
   }
+}
+
+/**
+ * The entry of `cache` made for `buffers` (the same buffers, one by one), else a new one from
+ * `make`; moved to the front, and the cache kept to {@linkcode BIND_GROUPS} entries.
+ */
+function recent<T extends { readonly buffers: readonly GPUBuffer[] }>(
+  cache: T[],
+  buffers: readonly GPUBuffer[],
+  make: () => T,
+): T {
+  const at = cache.findIndex((c) => c.buffers.every((b, j) => b === buffers[j]));
+  const entry = at >= 0 ? cache.splice(at, 1)[0] : make();
+  cache.unshift(entry);
+  if (cache.length > BIND_GROUPS) cache.pop();
+  return entry;
 }
 
 /** The buffers of one run: where each value lives, what is staged and what is kept. */
