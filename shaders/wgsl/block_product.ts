@@ -59,6 +59,7 @@ export function blockTiling(kernel: KernelIR, most: number): RowTiling | undefin
     width: 1,
     vectors: new Set([tag.a, tag.words]),
     vectorStores: false,
+    blocks: true,
   };
 }
 

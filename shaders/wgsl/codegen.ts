@@ -217,7 +217,7 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   const l = new KernelLowering(kernel, { half: options.half });
   let decls: string[] = [], helpers: string[] = [];
   if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile, layout.vectors));
-  else if (layout.rows && kernel.blockProduct && blockTiling(kernel, layout.workgroup)) {
+  else if (layout.rows?.blocks && kernel.blockProduct) {
     decls = emitBlockProduct(l, layout.rows, kernel.blockProduct);
   } else if (layout.rows) {
     decls = layout.rows.slots ? emitHeldRows(l, layout.rows) : emitRows(l, layout.rows.threads);

@@ -37,6 +37,8 @@ export interface RowTiling {
   readonly vectors: ReadonlySet<number>;
   /** Whether every output is stored as vec4s (all are full-row outputs, aligned). */
   readonly vectorStores: boolean;
+  /** Whether a row's threads take whole blocks of a block product (`block_product.ts`). */
+  readonly blocks?: true;
 }
 
 /** A tiling of `threads` threads a row and `rows` rows a workgroup, rows not held (scalar). */
