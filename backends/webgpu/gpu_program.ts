@@ -12,12 +12,12 @@
  */
 import type { KernelTime, Program, ResidentRunOptions } from "../../jit/runtime/backend.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
-import type { DType, TensorData } from "../../jit/ir/dtype.ts";
+import { type DType, internalDType, type TensorData } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { type KernelIR, rowCount } from "../../jit/ir/kernel_ir.ts";
-import { DeviceTensor, storedDType } from "../../jit/runtime/device_tensor.ts";
+import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import { neededKernels } from "../../jit/runtime/program.ts";
 import { type MemoryPlan, planMemory } from "../../jit/schedule/memory_plan.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
@@ -395,7 +395,7 @@ class GpuProgram implements Program {
     const argOf = (v: number) => args[bindings.findIndex((b) => b.value === v)];
     const typeOf = (v: number): Typed => {
       const arg = this.#types.has(v) ? undefined : argOf(v);
-      return arg ? { shape: arg.shape, dtype: storedDType(arg.dtype) } : this.#types.get(v)!;
+      return arg ? { shape: arg.shape, dtype: internalDType(arg.dtype) } : this.#types.get(v)!;
     };
     const passed = outputs.map((i) => {
       const arg = argOf(this.#plan.outputs[i]);

@@ -24,8 +24,8 @@ import { envVar } from "../../jit/support/env.ts";
 import { customArtifact, customKernel, kernelOps } from "../../jit/runtime/custom_op.ts";
 import { runsWhole } from "../../jit/passes/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/runtime/program.ts";
-import type { BoundaryDType, TensorData } from "../../jit/ir/dtype.ts";
-import { DeviceTensor, storedDType } from "../../jit/runtime/device_tensor.ts";
+import { type BoundaryDType, internalDType, type TensorData } from "../../jit/ir/dtype.ts";
+import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
@@ -153,7 +153,7 @@ export class WebGpuBackend implements Backend {
   /** A zero-filled tensor in this device's memory (shape and dtype checked by the caller). */
   async allocate(shape: readonly number[], dtype: BoundaryDType): Promise<DeviceTensor> {
     await this.prepare();
-    const storage = await allocateStorage(this.#context(), sizeOf(shape), storedDType(dtype));
+    const storage = await allocateStorage(this.#context(), sizeOf(shape), internalDType(dtype));
     return new DeviceTensor(storage, shape, dtype);
   }
 

@@ -311,6 +311,21 @@ export function narrowToBf16(data: ArrayLike<number>): Uint16Array {
   return Uint16Array.from(data, toBf16Bits);
 }
 
+/**
+ * Boundary data of `dtype` as kiln holds it (`internalDType`): i64 narrowed with a range check
+ * (`what` names it in the error), bf16 bits widened to f32; other data as it is.
+ */
+export function internalData(data: TensorData, dtype: BoundaryDType, what: string): TensorData {
+  if (dtype === "i64") return narrowI64(data as BigInt64Array, what);
+  return dtype === "bf16" ? widenBf16(data as Uint16Array) : data;
+}
+
+/** Data kiln holds as it leaves at a boundary of `dtype`: i32 widened to i64, f32 to bf16 bits. */
+export function boundaryData(data: TensorData, dtype: BoundaryDType): TensorData {
+  if (dtype === "i64") return widenToI64(data as Int32Array);
+  return dtype === "bf16" ? narrowToBf16(data as Float32Array) : data;
+}
+
 /** Converts a number to IEEE half-precision bits, rounding to nearest even. */
 export function toF16Bits(value: number): number {
   f32[0] = value;

@@ -11,11 +11,10 @@ import { checkBudget } from "../runtime/budget.ts";
 import {
   type BoundaryDType,
   type DType,
+  internalData,
   internalDType,
   isDType,
-  narrowI64,
   type TensorData,
-  widenBf16,
 } from "./dtype.ts";
 import { KilnError } from "../support/errors.ts";
 import { checkHostTensor, type HostTensor } from "./host_tensor.ts";
@@ -287,13 +286,13 @@ function owned(data: TensorData): TensorData {
 function paramData(p: ParamSpec): TensorData | undefined {
   if (p.data === undefined) return undefined;
   const t = checkHostTensor({ data: p.data, shape: p.shape, dtype: p.dtype }, `param "${p.name}"`);
-  return internalData(t, `param "${p.name}"`);
+  return keptData(t, `param "${p.name}"`);
 }
 
-/** A boundary tensor's data as kiln holds it: i64 narrowed, bf16 widened, others kept. */
-function internalData(t: HostTensor, where: string): TensorData {
-  if (t.dtype === "i64") return narrowI64(t.data as BigInt64Array, where);
-  return t.dtype === "bf16" ? widenBf16(t.data as Uint16Array) : owned(t.data);
+/** A boundary tensor's data as a graph keeps it: converted (`internalData`), else its own copy. */
+function keptData(t: HostTensor, where: string): TensorData {
+  const data = internalData(t.data, t.dtype, where);
+  return data === t.data ? owned(data) : data;
 }
 
 /** Copies Constant tensors so later writes by the caller cannot change the graph. */
@@ -303,7 +302,7 @@ function ownAttrs(attrs: Attrs | undefined, where: string): Attrs {
     if (v === undefined) continue;
     if (typeof v === "object" && !Array.isArray(v)) {
       const t = checkHostTensor(v, `${where} attribute ${k}`);
-      const data = internalData(t, where);
+      const data = keptData(t, where);
       out[k] = Object.freeze({
         data,
         shape: Object.freeze([...t.shape]),

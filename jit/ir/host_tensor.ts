@@ -10,9 +10,10 @@ import {
   type BoundaryDType,
   type DType,
   dtypeOfData,
+  internalData,
+  internalDType,
   isDType,
   matchesDType,
-  narrowI64,
   narrowToBf16,
   type TensorData,
   widenBf16,
@@ -127,11 +128,9 @@ export function acceptInput(
       },
     );
   }
-  if (ht.dtype === "i64") {
-    return { data: narrowI64(ht.data as BigInt64Array, what), shape: ht.shape, dtype: "i32" };
-  }
-  if (ht.dtype === "bf16") {
-    return { data: widenBf16(ht.data as Uint16Array), shape: ht.shape, dtype: "f32" };
+  if (ht.dtype === "i64" || ht.dtype === "bf16") {
+    const data = internalData(ht.data, ht.dtype, what);
+    return { data, shape: ht.shape, dtype: internalDType(ht.dtype) };
   }
   if (spec.dtype === "bf16") {
     const data = widenBf16(narrowToBf16(ht.data as Float32Array));

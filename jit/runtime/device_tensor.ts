@@ -7,14 +7,11 @@
  * @module
  */
 import {
+  boundaryData,
   type BoundaryDType,
-  type DType,
   DTYPES,
-  internalDType,
   matchesDType,
-  narrowToBf16,
   type TensorData,
-  widenToI64,
 } from "../ir/dtype.ts";
 import { count } from "./counters.ts";
 import { checkBudget } from "./budget.ts";
@@ -221,12 +218,7 @@ export class DeviceTensor {
   #delivered(read: TensorData, shape: Shape): HostTensor {
     count("kiln_transfers_total");
     count("kiln_bytes_downloaded_total", read.byteLength);
-    const data = this.dtype === "i64"
-      ? widenToI64(read as Int32Array)
-      : this.dtype === "bf16"
-      ? narrowToBf16(read as Float32Array)
-      : read;
-    return { data, shape, dtype: this.dtype };
+    return { data: boundaryData(read, this.dtype), shape, dtype: this.dtype };
   }
 
   #range(range: ElementRange, what: string): [number, number] {
@@ -246,11 +238,6 @@ export class DeviceTensor {
     }
     return [offset, length];
   }
-}
-
-/** The internal dtype of a device tensor's words (`i64` travels as `i32`). */
-export function storedDType(dtype: BoundaryDType): DType {
-  return internalDType(dtype);
 }
 
 /** A device tensor given as input `name`: live, of the declared shape and dtype. */

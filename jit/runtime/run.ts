@@ -6,9 +6,9 @@
  * @module
  */
 import type { Program } from "./backend.ts";
-import { DeviceTensor, storedDType } from "./device_tensor.ts";
+import { DeviceTensor } from "./device_tensor.ts";
 import { count } from "./counters.ts";
-import { matchesDType, narrowToBf16, type TensorData, widenToI64 } from "../ir/dtype.ts";
+import { boundaryData, internalDType, matchesDType, type TensorData } from "../ir/dtype.ts";
 import type { GraphOutput } from "../ir/graph.ts";
 import type { HostTensor, RefTensor } from "../ir/host_tensor.ts";
 import { type Shape, sizeOf } from "../ir/shape.ts";
@@ -43,7 +43,7 @@ export async function runProgram(
     const data = await t.storage().read(0, sizeOf(t.shape));
     count("kiln_transfers_total");
     count("kiln_bytes_downloaded_total", data.byteLength);
-    return { data, shape: t.shape, dtype: storedDType(t.dtype) };
+    return { data, shape: t.shape, dtype: internalDType(t.dtype) };
   };
   let current: RefTensor[] = args.some((a) => a instanceof DeviceTensor)
     ? await Promise.all(
@@ -80,11 +80,7 @@ export function hostOutput(
     return { data, shape, dtype: widened.wide };
   }
   return {
-    data: o.dtype === "i64"
-      ? widenToI64(host as Int32Array)
-      : o.dtype === "bf16"
-      ? narrowToBf16(host as Float32Array)
-      : host,
+    data: boundaryData(host, o.dtype),
     shape,
     dtype: o.dtype,
   };

@@ -15,9 +15,8 @@ import {
   type BoundaryDType,
   byteSize,
   type DType,
+  internalData,
   internalDType,
-  narrowI64,
-  widenBf16,
 } from "../../jit/ir/dtype.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { checkBudget } from "../../jit/runtime/budget.ts";
@@ -242,11 +241,7 @@ class Importer {
     const i64 = dtype === "i64", bf16 = dtype === "bf16";
     if (value) {
       // Range-checked: a wrapped value would specialise the model on another shape or number.
-      const data = value.dtype === "i64"
-        ? narrowI64(value.data as BigInt64Array, `input "${input.name}"`)
-        : value.dtype === "bf16"
-        ? widenBf16(value.data as Uint16Array)
-        : value.data;
+      const data = internalData(value.data, value.dtype, `input "${input.name}"`);
       const tensor = { data, shape: value.shape, dtype: internalDType(value.dtype) };
       top.values.set(input.name, { kind: "const", tensor, i64, bf16 });
       return;
