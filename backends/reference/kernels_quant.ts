@@ -8,7 +8,7 @@
 import type { Kernel } from "./kernel.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import { read, writer } from "./tensor_io.ts";
+import { read, writer, written } from "./tensor_io.ts";
 
 /** The rows of packed `words` [..., L] dequantized: [rows, blocks · block] in float64. */
 function dequantized([words, scales, zeros]: readonly RefTensor[], bits: number): Float64Array {
@@ -28,12 +28,9 @@ function dequantized([words, scales, zeros]: readonly RefTensor[], bits: number)
 
 /** Kernels of the block-quantized ops, by op name. */
 export const quantKernels: Record<string, Kernel> = {
-  BlockDequantize: ({ inputs, outputs, ctx }) => {
-    const values = dequantized(inputs, ctx.int("bits"));
-    const w = writer(outputs[0].dtype, values.length);
-    values.forEach((v, i) => (w.out[i] = v));
-    return [w.finish()];
-  },
+  BlockDequantize: ({ inputs, outputs, ctx }) => [
+    written(outputs[0].dtype, dequantized(inputs, ctx.int("bits"))),
+  ],
   BlockMatMul: ({ inputs, outputs, ctx }) => {
     const [a, ...packed] = inputs;
     const k = a.shape.at(-1)!, n = packed[0].shape[0], rows = sizeOf(a.shape) / k;

@@ -10,7 +10,7 @@ import type { TensorData } from "../../jit/ir/dtype.ts";
 import { reduceAxes } from "../../jit/ops/reduce.ts";
 import { offsetsFor, type Shape, sizeOf, stridesOf } from "../../jit/ir/shape.ts";
 import type { Kernel, KernelArgs } from "./kernel.ts";
-import { read, writer } from "./tensor_io.ts";
+import { read, writer, written } from "./tensor_io.ts";
 
 /** Offsets of every row start (kept axes) and of every element within a row (reduced axes). */
 export function rowsAndColumns(
@@ -125,9 +125,7 @@ export const reduceKernels: Record<string, Kernel> = {
   ReduceLogSumExp: logSumExp,
   ReduceProd: (args) => {
     if (args.attrs.noop !== 1) return reduction(1, (a, x) => a * x)(args);
-    const v = read(args.inputs[0]), w = writer(args.outputs[0].dtype, v.length);
-    for (let i = 0; i < v.length; i++) w.out[i] = v[i];
-    return [w.finish()];
+    return [written(args.outputs[0].dtype, read(args.inputs[0]))];
   },
   ArgMax: (args) => {
     const x = args.inputs[0];
@@ -201,12 +199,8 @@ export const reduceKernels: Record<string, Kernel> = {
       }
     });
     if (args.attrs.stats !== 1) return [y];
-    const stat = (values: number[]) => {
-      const w = writer(args.outputs[0].dtype, values.length);
-      values.forEach((v, i) => (w.out[i] = v));
-      return w.finish();
-    };
-    return [y, stat(means), stat(invs)];
+    const dtype = args.outputs[0].dtype;
+    return [y, written(dtype, means), written(dtype, invs)];
   },
   GroupNormalization: (args) => {
     const [x, scale, bias] = args.inputs;

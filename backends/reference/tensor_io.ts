@@ -28,6 +28,13 @@ export interface Writer {
   finish(): TensorData;
 }
 
+/** `values` as output data of `dtype` (see {@linkcode writer}). */
+export function written(dtype: DType, values: ArrayLike<number>): TensorData {
+  const w = writer(dtype, values.length);
+  for (let i = 0; i < values.length; i++) w.out[i] = values[i];
+  return w.finish();
+}
+
 /** A writer for `n` elements of `dtype`. Bool stores any non-zero number (NaN too) as 1. */
 export function writer(dtype: DType, n: number): Writer {
   if (dtype === "f16") {
