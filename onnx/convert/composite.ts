@@ -1,7 +1,8 @@
 /**
- * ONNX ops that kiln imports as compositions of its own ops: PRelu, Trilu, and Xor, Sign, Mean and CastLike. The reductions ONNX defines by a sum (ReduceL1, ReduceL2,
- * ReduceSumSquare, ReduceLogSum, ReduceLogSumExp) map onto kiln ops of their own. They lower on every backend and fuse like the ops they are made
- * of. The activations and the trigonometric and hyperbolic functions ONNX defines as functions
+ * ONNX ops that map onto kiln ops of the same name (PRelu, Trilu, Xor, Mean, Sign) or onto Cast
+ * (CastLike). The reductions ONNX defines by a sum (ReduceL1, ReduceL2, ReduceSumSquare,
+ * ReduceLogSum, ReduceLogSumExp) map onto kiln ops of their own. They lower on every backend and
+ * fuse like the ops they are made of. The activations and the trigonometric and hyperbolic functions ONNX defines as functions
  * (Elu, Selu, Celu, ThresholdedRelu, Softplus, Softsign, Mish, Tan, Sinh, Cosh, Asinh, Acosh,
  * Atanh) map onto kiln ops, whose decompositions live in `jit/ops/`.
  *

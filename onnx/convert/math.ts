@@ -1,9 +1,9 @@
 /**
  * Arithmetic ops as composites of kiln ops: Pow across dtypes (ONNX lets the exponent's type
- * differ; the result has the base's), IsInf, Shrink, Hardmax (kiln's op; before opset 13 on a
- * 2-D view), ReduceProd (kiln's op), BitShift (multiplication or
- * division by powers of two, which wrap like the shifts), LRN (kiln's op), the bitwise ops of opset 18 on integers, and the quantization ops QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear for
- * 8-bit types.
+ * differ; the result has the base's), IsInf, Shrink, BitShift (multiplication or division by
+ * powers of two, which wrap like the shifts), the bitwise ops of opset 18 on integers, and the
+ * quantization ops QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear for 8-bit types;
+ * Hardmax (before opset 13 on a 2-D view), ReduceProd and LRN map onto kiln ops of their names.
  *
  * @module
  */
