@@ -9,7 +9,11 @@ const ROOT = new URL("./", import.meta.url);
 
 /** What each block prints, by `file#index` (blocks counted from 0 within their file). */
 const EXPECTED: Readonly<Record<string, readonly RegExp[]>> = {
-  "README.md#0": [/\[ 2, 2 \] Float32Array\(4\) \[ 4, 1, 0, 0 \]/, /shape-mismatch/],
+  "README.md#0": [
+    /\[ 2, 2 \] Float32Array\(4\) \[ 4, 1, 0, 0 \]/,
+    /Float32Array\(1\) \[ 1\.015625 \]/,
+    /shape-mismatch/,
+  ],
   "README.md#1": [/\[ 2, 10 \] true/],
   "README.md#2": [/\[ 59, 17, 64, 47, 111 \]/],
   "docs/onnx.md#0": [/\[ "x: f32\[2,4\]" \]/, /\[ 2, 4 \] 0\.25/],
