@@ -334,10 +334,12 @@ export class KernelLowering {
 
   /** Whether f16 buffers hold 16-bit elements (converted to f32 on load, back on store). */
   readonly half: boolean;
-  // Loads compare by the element they read where their steps are affine without bounds.
+  // Loads compare by the element they read where their steps are affine, bounds or not: a bound
+  // a compiler proves always met leaves it the same element (a Gather of index −1 on an axis of
+  // one less its input folded to 0 on llvmpipe and the H200, where inf − inf is NaN), and
+  // counting two loads the same where a fill may differ costs only a guarded subtraction.
   #structure = new Structure((l) => {
-    const plain = l.steps.every((s) => s.kind !== "affine" || s.bounds === undefined);
-    const at = plain && affineOffset(l.steps, this.kernel.space, this.kernel.inputs[l.input].shape);
+    const at = affineOffset(l.steps, this.kernel.space, this.kernel.inputs[l.input].shape);
     // An axis of extent 1 is always 0: its weight says nothing about the element.
     const weights = at && at.weights.map((w, i) => (this.kernel.space[i] === 1 ? 0 : w));
     return at ? `${weights}+${at.base}` : JSON.stringify(l.steps);
