@@ -183,3 +183,77 @@ Deno.test("auto's host plan is fused for the host, not for a device's binding li
   const device = await compile(graph, { registry, backend: "readback-gpu", cache: false });
   assert.ok(device.plan!.kernels.length > 1);
 });
+
+/** y = a · b over [n, n] matrices: one kernel of 2n³ operations. */
+function matmul(n: number) {
+  const b = new GraphBuilder();
+  b.output("y", b.op("MatMul", [b.input("a", [n, n]), b.input("b", [n, n])]));
+  return b.build();
+}
+
+/** A GPU with a microsecond readback whose kernels return zeros at once, counting its builds. */
+class InstantGpu extends ReferenceBackend {
+  override readonly id = "instant-gpu";
+  override readonly kind = "gpu";
+  generated = 0;
+  override readonly codegen: KernelCodegen;
+  constructor() {
+    super();
+    const inner = new ReferenceBackend().codegen!;
+    this.codegen = {
+      ...inner,
+      generate: (k) => (this.generated++, inner.generate(k)),
+      load: (k) => ({
+        run: (_inputs, into) =>
+          k.outputs.map((o, i) =>
+            into?.[i] ?? new Float32Array(o.shape.reduce((a, b) => a * b, 1))
+          ),
+      }),
+    };
+  }
+  override capabilities(): DeviceProfile {
+    return { ...super.capabilities(), interpreter: false, readbackMs: 1e-3 };
+  }
+}
+
+/** The host's SIMD backend on one thread, counting the kernels generated for it. */
+class GeneratingSimd extends NoF64Simd {
+  generated = 0;
+  override readonly codegen: KernelCodegen;
+  constructor() {
+    super();
+    const inner = new ReferenceBackend().codegen!;
+    this.codegen = { ...inner, generate: (k) => (this.generated++, inner.generate(k)) };
+  }
+  override capabilities(): DeviceProfile {
+    return { ...super.capabilities(), threads: 1 };
+  }
+}
+
+Deno.test("a device plan faster than the host's peak allows is kept without building the host's", async () => {
+  // 2·1024³ operations need a host thread 34 ms at its peak; the device returns at once. On the
+  // H200, auto's first run of BERT-base built and timed its wasm plan: 5.1 s against 0.87 s.
+  const device = new InstantGpu(), host = new GeneratingSimd();
+  const registry = new BackendRegistry().register(device).register(host);
+  const exe = await compile(matmul(1024), { registry, cache: false });
+  assert.equal(host.generated, 0);
+  assert.equal(device.generated, 1);
+  assert.deepEqual(exe.plan!.schedule.placement, ["instant-gpu"]);
+  assert.match(exe.plan!.schedule.reason, /at its peak for 2\.15 GFLOP, so no host plan was built/);
+});
+
+Deno.test("a device plan built first and slower than the host's peak is timed against the host's", async () => {
+  // 2·256³ operations need a host thread 0.5 ms at its peak, more than four times the device's
+  // floor; its kernels wait 10 ms, so the host plan is built after all, and the device's plan,
+  // built once, is timed against it.
+  const device = new ReadbackGpu(1e-6), host = new GeneratingSimd();
+  const registry = new BackendRegistry().register(device).register(host);
+  const exe = await compile(matmul(256), { registry, cache: false });
+  assert.equal(device.generated, 1);
+  assert.equal(host.generated, 1);
+  assert.deepEqual(exe.plan!.schedule.placement, ["no-f64-simd"]);
+  assert.match(
+    exe.plan!.schedule.reason,
+    /every kernel on "no-f64-simd", timed against "readback-gpu"/,
+  );
+});

@@ -18,6 +18,7 @@ import { type BackendRates, knownRates } from "./cost_model.ts";
 import {
   deviceFloorMs,
   HOST_MARGIN,
+  hostFloorMs,
   storedVerdict,
   storeVerdict,
   trial,
@@ -37,6 +38,7 @@ import {
   schedule,
   UNKNOWN_RATES,
 } from "./schedule.ts";
+import { estimateWork } from "./workload.ts";
 
 /** What placement is given: the fused graph and the backends and policy it is placed under. */
 export interface PlacementInput {
@@ -73,6 +75,12 @@ export interface PlacementHooks {
   /** Per backend, the rates its placement is estimated with. */
   rates: RatesOf;
 }
+
+/**
+ * How many times the device's floor the host's least time for a graph must be for the device's
+ * plan to be built and timed first ({@linkcode Placer.deviceFirst}).
+ */
+const DEVICE_FIRST_RATIO = 4;
 
 const timedAgainst = (b: Backend, other: string) =>
   `auto: every kernel on "${b.id}", timed against ${other}`;
@@ -194,6 +202,8 @@ class Placer {
     // A device that fails to build its plan now leaves the host's, timed as below.
     const chosen = stored === "device" && await compileAs(rival!, earlier(rival!)).catch(() => {});
     if (chosen) return { exe: this.done(chosen), hostTimed: false };
+    const first = rival && await this.deviceFirst(rival, hostSimd, floor);
+    if (first?.won) return { exe: this.done(first.exe), hostTimed: false };
     const exe = await compileAs(
       hostSimd,
       `auto: the host plan runs in less than the least readback of ${
@@ -210,29 +220,64 @@ class Placer {
       exe.dispose();
       return { hostTimed: true };
     }
-    return { exe: await this.hostAgainst(exe, hostSimd, rival), hostTimed: true };
+    return { exe: await this.hostAgainst(exe, hostSimd, rival, first?.exe), hostTimed: true };
+  }
+
+  /**
+   * The device's plan built and timed before the host's, where the graph's operations keep the
+   * host busy for more than {@linkcode DEVICE_FIRST_RATIO} times the device's `floor` even at its
+   * peak ({@linkcode hostFloorMs}): a device plan that runs in under HOST_MARGIN of that time
+   * cannot lose, so no host plan is built. (On the H200, auto's first run of BERT-base took
+   * 5.1 s against 0.87 s with the GPU named, building its wasm plan and timing 150 ms runs of it;
+   * the GPU, idle meanwhile, had clocked down, and auto's runs after the trial took 12.7 ms
+   * against 3.9.) The device's executable and whether it won; `undefined` where it was not tried
+   * or could not be built.
+   */
+  async deviceFirst(
+    rival: Backend,
+    hostSimd: Backend,
+    floor: number,
+  ): Promise<{ exe: Executable; won: boolean } | undefined> {
+    const flops = estimateWork(this.#in.legal).flops;
+    const hostMs = hostFloorMs(flops, hostSimd.capabilities().threads);
+    if (!(hostMs > DEVICE_FIRST_RATIO * floor)) return undefined;
+    const reason =
+      `auto: every kernel on "${rival.id}", whose runs took less than the ${
+        hostMs.toFixed(1)
+      } ms "${hostSimd.id}" needs at its peak for ${(flops / 1e9).toFixed(2)} GFLOP, so no host ` +
+      "plan was built";
+    const exe = await this.#hooks.compileAs(rival, reason).catch(() => undefined);
+    if (!exe) return undefined;
+    const record = await trial(new Map([["device", exe]]), this.#in.legal);
+    const won = record !== undefined && record.ms.device! < HOST_MARGIN * hostMs;
+    if (won) await storeVerdict(this.#key, record, this.#in.notes);
+    return { exe, won };
   }
 
   /**
    * Slower than the device's floor, the host plan `exe` is timed against the device's as they
    * are: the calibration behind an estimate, which the trial would check anyway, was most of
    * auto's first run on Dawn (1.4-1.6 s of vit_tiny's and unet's). The host executable timed is
-   * kept: a new one starts cold, on one thread (ResNet-18 timed 458 ms a run against 49).
+   * kept: a new one starts cold, on one thread (ResNet-18 timed 458 ms a run against 49); so is
+   * the device's where {@linkcode deviceFirst} `built` it.
    */
-  async hostAgainst(exe: Executable, hostSimd: Backend, rival: Backend): Promise<Executable> {
+  async hostAgainst(
+    exe: Executable,
+    hostSimd: Backend,
+    rival: Backend,
+    built?: Executable,
+  ): Promise<Executable> {
     const plans = new Map<Verdict, Executable>([["host", exe]]);
+    const against = timedAgainst(rival, `"${hostSimd.id}"`);
     try {
-      plans.set(
-        "device",
-        await this.#hooks.compileAs(rival, timedAgainst(rival, `"${hostSimd.id}"`)),
-      );
+      plans.set("device", built ?? await this.#hooks.compileAs(rival, against));
     } catch { /* the device cannot build its plan: the host's stands */ }
     const kept = await this.keep(
       plans,
       plans.size > 1 ? await trial(plans, this.#in.legal) : undefined,
       "host",
     );
-    return this.done(kept, kept === exe ? timedAgainst(hostSimd, `"${rival.id}"`) : undefined);
+    return this.done(kept, kept === exe ? timedAgainst(hostSimd, `"${rival.id}"`) : against);
   }
 
   /**

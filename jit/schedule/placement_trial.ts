@@ -128,6 +128,19 @@ export const HOST_MARGIN = 0.9;
 export const KERNEL_FLOOR_MS = 0.015;
 
 /**
+ * The most operations one host thread does in a millisecond: 128-bit SIMD's four f32 lanes, two
+ * fused multiply-adds a cycle, 4 GHz (64 GFLOP/s). kiln's wasm kernels reach a fraction of it
+ * (BERT-base: about 9 GFLOP/s a thread on the H200 host's 16), so no host plan runs a graph in
+ * less than its operations at this rate ({@linkcode hostFloorMs}).
+ */
+export const HOST_PEAK_FLOPS_PER_MS = 6.4e7;
+
+/** The least milliseconds a host plan of `flops` operations takes on `threads` threads. */
+export function hostFloorMs(flops: number, threads: number): number {
+  return flops / (HOST_PEAK_FLOPS_PER_MS * Math.max(1, threads));
+}
+
+/**
  * The least milliseconds a run of `kernels` kernels takes on a device whose readback takes
  * `readbackMs` (0 where none was measured: no floor then; `Infinity` where there is no device).
  */
