@@ -52,7 +52,24 @@ export async function dawnGpu(options: DawnOptions = {}): Promise<GPU> {
         : `npm install webgpu@${DAWN_VERSION}`,
     });
   }
-  return dawn.create([...(options.flags ?? [])]);
+  return dawn.create(withToggles(options.flags ?? []));
+}
+
+/**
+ * Dawn toggles kiln always asks for. `vulkan_enable_f16_on_nvidia`: Dawn's Vulkan backend lists
+ * no `shader-f16` on NVIDIA GPUs unless asked (a conformance investigation of Dawn's, not a
+ * missing Vulkan feature: the H200's driver has them all), so f16 models there were refused or
+ * widened; kiln's f16 kernels are checked against f32 on that GPU (`bench/full_models_device.sh`).
+ */
+const TOGGLES = ["vulkan_enable_f16_on_nvidia"];
+
+/** `flags` with kiln's {@linkcode TOGGLES} added to their `enable-dawn-features` entry. */
+export function withToggles(flags: readonly string[]): string[] {
+  const key = "enable-dawn-features=";
+  const at = flags.findIndex((f) => f.startsWith(key));
+  const given = at < 0 ? [] : flags[at].slice(key.length).split(",").filter(Boolean);
+  const entry = key + [...new Set([...given, ...TOGGLES])].join(",");
+  return at < 0 ? [...flags, entry] : flags.map((f, i) => (i === at ? entry : f));
 }
 
 /**

@@ -14,6 +14,7 @@ import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
 import { BackendRegistry } from "../registry.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 import { gpuChoice } from "./gpu_choice.ts";
+import { withToggles } from "./dawn.ts";
 
 // EGL reads it when Dawn opens its display, so setting it here, before, is in time.
 if (!Deno.env.get("EGL_PLATFORM")) Deno.env.set("EGL_PLATFORM", "surfaceless");
@@ -26,6 +27,16 @@ Deno.test("Dawn gives an adapter and a device with real limits", () => {
   assert.ok(c.maxWorkgroupSize >= 64 && c.maxStorageBufferBytes > 0 && c.maxBindings >= 8, c.name);
   // Verdicts and calibrations are keyed by the profile: each implementation has its own.
   assert.match(c.name, / \(Dawn\)$/);
+});
+
+Deno.test("kiln's Dawn toggles join the caller's flags without replacing them", () => {
+  const f16 = "vulkan_enable_f16_on_nvidia";
+  assert.deepEqual(withToggles([]), [`enable-dawn-features=${f16}`]);
+  assert.deepEqual(withToggles(["backend=vulkan", "enable-dawn-features=allow_unsafe_apis"]), [
+    "backend=vulkan",
+    `enable-dawn-features=allow_unsafe_apis,${f16}`,
+  ]);
+  assert.deepEqual(withToggles([`enable-dawn-features=${f16}`]), [`enable-dawn-features=${f16}`]);
 });
 
 for (const name of MODEL_NAMES) {
