@@ -7,7 +7,7 @@ activations stay in range), BERT-base at sequence 128, GPT-2 small at 128 tokens
 exports; the dynamo exporter at opset 18 where TorchScript cannot trace the model, as for GPT-2
 with recent transformers), static shapes.
 
-    python3 bench/export_full_models.py OUT
+    python3 bench/export_full_models.py OUT [NAME ...]   (names: only those)
 """
 import os
 import sys
@@ -36,8 +36,8 @@ def save(out, name, model, inputs, names):
     print(name, os.path.getsize(path) // 2**20, "MiB", flush=True)
 
 
-def main(out):
-    os.makedirs(out, exist_ok=True)
+def full_models():
+    """(name, module, example inputs, input names) of each full-size model, weights seeded."""
     torch.manual_seed(0)
     import torchvision
     resnet = torchvision.models.resnet50()
@@ -46,20 +46,29 @@ def main(out):
         for _ in range(4):
             resnet(torch.randn(8, 3, 224, 224))
     resnet.eval()
-    for batch in (1, 8):
-        save(out, f"resnet50_b{batch}", resnet, [torch.randn(batch, 3, 224, 224)], ["x"])
+    models = [(f"resnet50_b{batch}", resnet, [torch.randn(batch, 3, 224, 224)], ["x"])
+              for batch in (1, 8)]
 
     import transformers as tf
 
     bert = tf.BertModel(tf.BertConfig()).eval()
     ids = torch.randint(0, 30000, (1, 128))
-    save(out, "bert_base", BertWrap(bert), [ids, torch.ones(1, 128, dtype=torch.int64)],
-         ["input_ids", "attention_mask"])
+    models.append(("bert_base", BertWrap(bert), [ids, torch.ones(1, 128, dtype=torch.int64)],
+                   ["input_ids", "attention_mask"]))
     gpt2 = tf.GPT2LMHeadModel(tf.GPT2Config()).eval()
     gpt2.config.use_cache = False
-    save(out, "gpt2_small", GptWrap(gpt2), [torch.randint(0, 50000, (1, 128))], ["input_ids"])
+    models.append(("gpt2_small", GptWrap(gpt2), [torch.randint(0, 50000, (1, 128))],
+                   ["input_ids"]))
     vit = tf.ViTModel(tf.ViTConfig()).eval()
-    save(out, "vit_b16", VitWrap(vit), [torch.randn(1, 3, 224, 224)], ["pixel_values"])
+    models.append(("vit_b16", VitWrap(vit), [torch.randn(1, 3, 224, 224)], ["pixel_values"]))
+    return models
+
+
+def main(out, only):
+    os.makedirs(out, exist_ok=True)
+    for name, model, inputs, names in full_models():
+        if not only or name in only:
+            save(out, name, model, inputs, names)
 
 
 class BertWrap(torch.nn.Module):
@@ -90,4 +99,4 @@ class VitWrap(torch.nn.Module):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])
