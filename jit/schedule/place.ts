@@ -16,6 +16,7 @@ import type { Graph } from "../ir/graph.ts";
 import type { FusionResult } from "../passes/fuse.ts";
 import { type BackendRates, knownRates } from "./cost_model.ts";
 import {
+  checkRuns,
   deviceFloorMs,
   HOST_MARGIN,
   hostFloorMs,
@@ -227,7 +228,8 @@ class Placer {
    * The device's plan built and timed before the host's, where the graph's operations keep the
    * host busy for more than {@linkcode DEVICE_FIRST_RATIO} times the device's `floor` even at its
    * peak ({@linkcode hostFloorMs}): a device plan that runs in under HOST_MARGIN of that time
-   * cannot lose, so no host plan is built. (On the H200, auto's first run of BERT-base took
+   * ({@linkcode checkRuns}: a few runs, not a trial's rounds) cannot lose, so no host plan is
+   * built. (On the H200, auto's first run of BERT-base took
    * 5.1 s against 0.87 s with the GPU named, building its wasm plan and timing 150 ms runs of it;
    * the GPU, idle meanwhile, had clocked down, and auto's runs after the trial took 12.7 ms
    * against 3.9.) The device's executable and whether it won; `undefined` where it was not tried
@@ -248,9 +250,11 @@ class Placer {
       "plan was built";
     const exe = await this.#hooks.compileAs(rival, reason).catch(() => undefined);
     if (!exe) return undefined;
-    const record = await trial(new Map([["device", exe]]), this.#in.legal);
-    const won = record !== undefined && record.ms.device! < HOST_MARGIN * hostMs;
-    if (won) await storeVerdict(this.#key, record, this.#in.notes);
+    const ms = await checkRuns(exe, this.#in.legal);
+    const won = ms !== undefined && ms < HOST_MARGIN * hostMs;
+    if (won) {
+      await storeVerdict(this.#key, { verdict: "device", ms: { device: ms } }, this.#in.notes);
+    }
     return { exe, won };
   }
 

@@ -201,6 +201,31 @@ export async function trial(
 }
 
 /**
+ * The median milliseconds of {@linkcode CHECK_RUNS} runs of `exe` after one untimed run (its
+ * uploads and first dispatches), `undefined` where it fails to run: enough to tell a plan from
+ * a bound it beats several times over, where {@linkcode trial} compares plans that may be close
+ * (its warm-ups and rounds were a third of auto's first run of BERT-base on the H200).
+ */
+export async function checkRuns(exe: Executable, graph: Graph): Promise<number | undefined> {
+  const feeds = zeroInputs(graph);
+  const times: number[] = [];
+  try {
+    await exe.run(feeds);
+    for (let i = 0; i < CHECK_RUNS; i++) {
+      const t0 = performance.now();
+      await exe.run(feeds);
+      times.push(performance.now() - t0);
+    }
+  } catch {
+    return undefined;
+  }
+  return times.sort((a, b) => a - b)[CHECK_RUNS >> 1];
+}
+
+/** Timed runs of {@linkcode checkRuns}. */
+const CHECK_RUNS = 3;
+
+/**
  * Builds and times `plans` (see {@linkcode trial}), the host plan first: every other plan waits
  * for its device at least once a run (`deviceSyncMs`, that device's measured synchronization), so
  * a host plan faster than {@linkcode HOST_MARGIN} of that wins without the others being built. (On
