@@ -5,7 +5,9 @@
  * without onnx and onnxruntime (the 2-core VM): random packed weights straight away instead of
  * f32 weights quantized by ONNX Runtime, so its ids mean nothing, only its speed does.
  *
- *   deno run -A bench/qwen_shaped.ts OUT.onnx [--layers 24]
+ *   deno run -A bench/qwen_shaped.ts OUT.onnx [--layers 24] [--vocab 151936]
+ *
+ * (a smaller vocabulary fits a software adapter's 128 MiB bindings, to read a step's plan there)
  *
  * @module
  */
@@ -20,18 +22,21 @@ import {
 
 const { values, positionals } = parseArgs({
   args: Deno.args,
-  options: { layers: { type: "string", default: "24" } },
+  options: {
+    layers: { type: "string", default: "24" },
+    vocab: { type: "string", default: "151936" },
+  },
   allowPositionals: true,
 });
 const out = positionals[0];
-if (!out) throw new Error("usage: bench/qwen_shaped.ts OUT.onnx [--layers 24]");
+if (!out) throw new Error("usage: bench/qwen_shaped.ts OUT.onnx [--layers 24] [--vocab 151936]");
 const [layers, hidden, heads, kvHeads, inter, vocab, maxPos] = [
   Number(values.layers),
   896,
   14,
   2,
   4864,
-  151936,
+  Number(values.vocab),
   4096,
 ];
 const head = hidden / heads, block = 32;
