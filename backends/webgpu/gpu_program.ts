@@ -24,6 +24,8 @@ import { sizeOf } from "../../jit/ir/shape.ts";
 import { dispatchSize, type KernelLayout } from "../../shaders/wgsl/codegen.ts";
 import { fromStored, storedBytes, toStored } from "../words.ts";
 import { type GpuContext, GpuStorage, mapForRead, STAGING, STORAGE } from "./gpu_storage.ts";
+import { OwnBuffers, SMALL_BYTES } from "./own_buffers.ts";
+import { BindGroups, type Typed } from "./bind_groups.ts";
 
 /** A plan for one device. */
 export interface GpuPlan {
@@ -44,8 +46,6 @@ export interface GpuPlan {
 }
 
 const RESOLVE = 0x200 | 0x04; // QUERY_RESOLVE | COPY_SRC
-/** Bind groups kept per kernel (runs alternate among a few buffer sets). */
-const BIND_GROUPS = 8;
 
 /**
  * A custom op's WGSL kernel runs one invocation per element of its first output, in workgroups of
@@ -59,89 +59,6 @@ function customDispatch(k: KernelIR): [number, number, number] {
 /** Builds the program for `plan` on `ctx`. */
 export function gpuProgram(ctx: GpuContext, plan: GpuPlan): Program {
   return new GpuProgram(ctx, plan);
-}
-
-/** A tensor's type, as buffers are sized by it. */
-type Typed = { readonly shape: readonly number[]; readonly dtype: DType };
-
-/** A tensor a kernel binds: its value and type. */
-type Bound = Typed & { readonly value: number };
-
-/**
- * Bind groups, cached at two levels by the buffers they bind. Steady-state runs get the same
- * buffers back from the pool (a decode step alternates between two sets), so a run whose buffers
- * match an earlier run's, one by one, takes all that run's groups: hundreds of kernels a step, and
- * per-kernel keys of buffer ids had cost about a millisecond of each decode step's host time.
- * Otherwise each kernel looks among its own few groups for its buffers, so a run that changed one
- * buffer makes only the groups that bind it. Buffers compare by identity; one the pool destroyed
- * never matches again.
- */
-class BindGroups {
-  #device: GPUDevice;
-  #pipelines: readonly (GPUComputePipeline | undefined)[];
-  /** Per kernel, what it binds (inputs, then outputs). */
-  #bound: readonly (readonly Bound[])[];
-  /** Every value some kernel binds: a run's buffers, listed in this order, identify it. */
-  #values: readonly number[];
-  #runs: { buffers: GPUBuffer[]; groups: (GPUBindGroup | undefined)[] }[] = [];
-  #kernels: { buffers: GPUBuffer[]; group: GPUBindGroup }[][];
-  #bytes: (t: Typed) => number;
-
-  /** Groups for `kernels`' `pipelines`, each buffer bound at `bytes` of its tensor. */
-  constructor(
-    device: GPUDevice,
-    pipelines: readonly (GPUComputePipeline | undefined)[],
-    kernels: readonly KernelIR[],
-    bytes: (t: Typed) => number,
-  ) {
-    this.#device = device;
-    this.#pipelines = pipelines;
-    this.#bytes = bytes;
-    this.#bound = kernels.map((k) => [...k.inputs, ...k.outputs]);
-    this.#values = [...new Set(this.#bound.flat().map((b) => b.value))];
-    this.#kernels = pipelines.map(() => []);
-  }
-
-  /** The groups of a run over `buffers` (value → buffer): kernel `i`'s when first asked for. */
-  run(buffers: ReadonlyMap<number, GPUBuffer>): (i: number) => GPUBindGroup {
-    const list = this.#values.map((v) => buffers.get(v)!);
-    const run = recent(this.#runs, list, () => ({ buffers: list, groups: [] }));
-    return (i) => run.groups[i] ??= this.#of(i, buffers);
-  }
-
-  /** Kernel `i`'s group over `buffers`, among its own few. */
-  #of(i: number, buffers: ReadonlyMap<number, GPUBuffer>): GPUBindGroup {
-    const bound = this.#bound[i];
-    const list = bound.map((b) => buffers.get(b.value)!);
-    return recent(this.#kernels[i], list, () => ({
-      buffers: list,
-      group: this.#device.createBindGroup({
-        layout: this.#pipelines[i]!.getBindGroupLayout(0),
-        // Bound at the tensor's size (pool buckets round up, past the binding limit for the
-        // largest tensors that fit it), or less: a bucketed run uploads only its active rows.
-        entries: list.map((buffer, j) => ({
-          binding: j,
-          resource: { buffer, size: Math.min(this.#bytes(bound[j]), buffer.size) },
-        })),
-      }),
-    })).group;
-  }
-}
-
-/**
- * The entry of `cache` made for `buffers` (the same buffers, one by one), else a new one from
- * `make`; moved to the front, and the cache kept to {@linkcode BIND_GROUPS} entries.
- */
-function recent<T extends { readonly buffers: readonly GPUBuffer[] }>(
-  cache: T[],
-  buffers: readonly GPUBuffer[],
-  make: () => T,
-): T {
-  const at = cache.findIndex((c) => c.buffers.every((b, j) => b === buffers[j]));
-  const entry = at >= 0 ? cache.splice(at, 1)[0] : make();
-  cache.unshift(entry);
-  if (cache.length > BIND_GROUPS) cache.pop();
-  return entry;
 }
 
 /** The buffers of one run: where each value lives, what is staged and what is kept. */
@@ -185,6 +102,7 @@ class GpuProgram implements Program {
   /** Each kernel's rows, and its dispatch over all of them (made at its first run). */
   #rows: readonly number[];
   #dispatches: [number, number, number][] = [];
+  #own: OwnBuffers;
 
   constructor(ctx: GpuContext, plan: GpuPlan) {
     this.#ctx = ctx;
@@ -200,6 +118,7 @@ class GpuProgram implements Program {
     }
     for (const [v, t] of constants) this.#types.set(v, { shape: t.shape, dtype: t.dtype as DType });
     this.#groups = new BindGroups(ctx.device, plan.pipelines, kernels, this.#bytesOf);
+    this.#own = new OwnBuffers(ctx.device, ctx.pool);
     const external = new Set([
       ...plan.bindings.map((b) => b.value),
       ...constants.keys(),
@@ -240,6 +159,7 @@ class GpuProgram implements Program {
   /** Frees the query set and lets go of the resident uploads (shared by the device's programs). */
   dispose(): void {
     this.#queries?.destroy();
+    this.#own.dispose();
     for (const data of this.#resident.keys()) this.#ctx.residents.release(data);
     this.#resident.clear();
   }
@@ -249,6 +169,7 @@ class GpuProgram implements Program {
     t: RefTensor | DeviceTensor,
     keep: boolean,
     acquired: GPUBuffer[],
+    binding?: { i: number; held: { writing: number[] } },
   ): Promise<GPUBuffer> {
     const ctx = this.#ctx;
     const { device, pool } = ctx;
@@ -283,6 +204,8 @@ class GpuProgram implements Program {
     }
     const stored = toStored(t.data, t.dtype, ctx);
     const bytes = Math.max(4, stored.byteLength);
+    const own = binding && this.#own.write(binding.i, stored, t.data, binding.held.writing);
+    if (own) return await own;
     const write = (buffer: GPUBuffer, w: typeof stored) => {
       if (w.byteLength) device.queue.writeBuffer(buffer, 0, w as Float32Array<ArrayBuffer>);
       acquired.push(buffer);
@@ -357,10 +280,13 @@ class GpuProgram implements Program {
     ctx.check();
     const acquired: GPUBuffer[] = [];
     const claimed = new Set<GPUBuffer>();
+    const writing: number[] = [];
     try {
       const io = this.#outputsOf(args, outputs, options.keep);
-      const buffers = await this.#buffers(args, outputs, options, io, { acquired, claimed });
+      const held = { acquired, claimed, writing };
+      const buffers = await this.#buffers(args, outputs, options, io, held);
       const timed = await this.#submit(outputs, options, buffers, io);
+      this.#own.submitted(writing.splice(0));
       return await this.#read(outputs, io, buffers, timed);
     } catch (e) {
       ctx.pool.release(claimed);
@@ -378,6 +304,7 @@ class GpuProgram implements Program {
         },
       );
     } finally {
+      this.#own.submitted(writing);
       ctx.pool.release(acquired.filter((b) => !claimed.has(b)));
     }
   }
@@ -411,7 +338,7 @@ class GpuProgram implements Program {
     outputs: readonly number[],
     { repeat, keep }: ResidentRunOptions,
     io: RunOutputs,
-    held: { acquired: GPUBuffer[]; claimed: Set<GPUBuffer> },
+    held: { acquired: GPUBuffer[]; claimed: Set<GPUBuffer>; writing: number[] },
   ): Promise<RunBuffers> {
     const { bindings, constants, kernels } = this.#plan;
     const { pool } = this.#ctx;
@@ -422,7 +349,7 @@ class GpuProgram implements Program {
     );
     await Promise.all(bindings.map(async (b, i) => {
       if (this.#types.has(b.value) || needed.has(b.value)) {
-        given.set(b.value, await this.#upload(args[i], b.resident, acquired));
+        given.set(b.value, await this.#upload(args[i], b.resident, acquired, { i, held }));
       }
     }));
     for (const [v, t] of constants) {
@@ -431,18 +358,23 @@ class GpuProgram implements Program {
     // Repetitions alternate between two sets of kernel outputs: one holds the state the next
     // repetition reads while it writes the other (dispatches in one encoder run in order).
     const sets: Map<number, GPUBuffer>[] = [];
+    // A run of one repetition takes the program's own buffers for its small intermediates.
+    const take = async (key: string, bytes: number) => {
+      if (repeat === 1 && bytes <= SMALL_BYTES) return await this.#own.small(key, bytes);
+      const b = await pool.acquire(bytes, STORAGE);
+      acquired.push(b);
+      return b;
+    };
     for (let s = 0; s < Math.min(repeat, 2); s++) {
       const set = new Map<number, GPUBuffer>(), slots: GPUBuffer[] = [];
-      for (const bytes of this.#slotBytes) slots.push(await pool.acquire(bytes, STORAGE));
-      acquired.push(...slots);
+      for (const [i, bytes] of this.#slotBytes.entries()) slots.push(await take(`s${i}`, bytes));
       for (const k of kernels) {
         for (const o of k.outputs) {
           const slot = this.#memory.assignment.get(o.value);
-          const b = slot !== undefined
-            ? slots[slot]
-            : await pool.acquire(this.#bytesOf(o), STORAGE);
-          if (slot === undefined) acquired.push(b);
-          set.set(o.value, b);
+          set.set(
+            o.value,
+            slot !== undefined ? slots[slot] : await take(`v${o.value}`, this.#bytesOf(o)),
+          );
         }
       }
       sets.push(set);
@@ -470,7 +402,8 @@ class GpuProgram implements Program {
       if (!keep[j]) return undefined;
       const v = this.#plan.outputs[i];
       const own = last.get(v);
-      if (own && !claimed.has(own)) {
+      // The program's own buffers stay its own: a kept output there is copied out.
+      if (own && !claimed.has(own) && !this.#own.owns(own)) {
         claimed.add(own);
         return { value: v, buffer: own, copy: false };
       }

@@ -135,7 +135,11 @@ export class GpuStorage implements DeviceStorage {
       total += Math.ceil((r.end - r.start) / 4) * 4;
       return { ...r, at, s };
     });
-    const staging = await pool.acquire(Math.max(4, total), STAGING);
+    // A pooled staging buffer (every steady-state read) is taken at once, so the copy is
+    // submitted before this returns to its caller: a generation reads a step's token before it
+    // submits the next step, and the read must not queue behind that step.
+    const staging = pool.reuse(Math.max(4, total), STAGING) ??
+      await pool.acquire(Math.max(4, total), STAGING);
     try {
       const encoder = device.createCommandEncoder();
       for (const r of ranges) {

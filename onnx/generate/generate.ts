@@ -69,7 +69,7 @@ const stepModels = new WeakMap<OnnxModel, Map<string, OnnxModel>>();
 function stepModel(model: OnnxModel, decoder: Decoder, form: StepForm): OnnxModel {
   let forms = stepModels.get(model);
   if (!forms) stepModels.set(model, forms = new Map());
-  const key = `${form.capacity}:${form.topK ?? ""}`;
+  const key = `${form.capacity}:${form.topK ?? ""}:${form.feedback ?? false}`;
   let step = forms.get(key);
   if (!step) forms.set(key, step = modelOfProto(stepProto(modelProto(model), decoder, form)));
   return step;
@@ -244,18 +244,20 @@ export class Generation implements AsyncIterable<number> {
     // Sampling among the top k draws from 2k numbers computed on the device, not the
     // vocabulary's logits (600 KB a token for 151936 ids).
     const { topK } = this.#options;
-    const onDevice = !this.#sampler.greedy && topK !== undefined && topK < (d.vocabulary ?? 0);
-    const form = { capacity: capacity !== undefined, topK: onDevice ? topK : undefined };
+    const greedy = this.#sampler.greedy;
+    const onDevice = !greedy && topK !== undefined && topK < (d.vocabulary ?? 0);
+    // A greedy step of a fixed capacity hands its argmax to the next step on the device (see
+    // `chain`).
+    const feedback = greedy && capacity !== undefined;
+    const form = { capacity: capacity !== undefined, topK: onDevice ? topK : undefined, feedback };
     const step = stepModel(this.#model, d, form);
     const nexts = d.caches.map((c) => (capacity === undefined ? c.present : STEP.next(c.past)));
-    const choice = this.#sampler.greedy
-      ? [STEP.argmax]
-      : onDevice
-      ? [STEP.topValues, STEP.topIds]
-      : [STEP.last];
-    const runner = new StepRunner(step, this.#options, [...choice, ...nexts]);
+    const choice = greedy ? [STEP.argmax] : onDevice ? [STEP.topValues, STEP.topIds] : [STEP.last];
+    const wanted = [...choice, ...nexts, ...(feedback ? [STEP.nextIds] : [])];
+    const runner = new StepRunner(step, this.#options, wanted);
     let caches: InputMap = emptyCaches(d, capacity);
     let ids: readonly number[] = this.#prompt, past = 0, made = 0;
+    let next: Promise<StepOutputs> | undefined;
     const began = performance.now();
     let prefilled = began;
     // With a fixed capacity the decode step's shapes are known now: it compiles beside prefill,
@@ -267,24 +269,38 @@ export class Generation implements AsyncIterable<number> {
       ]);
     }
     try {
-      while (made < maxNew) {
-        const out = await runner.run({ ...stepFeeds(d, ids, past, capacity), ...caches });
+      let out = await runner.run({ ...stepFeeds(d, ids, past, capacity), ...caches });
+      while (true) {
         // Greedy steps read the device's argmax; sampling reads the top k or the last logits.
-        const [values, topIds] = await numbers(choice.map((name) => out[name]));
-        const token = this.#sampler.greedy
+        const reading = numbers(choice.map((name) => out[name]));
+        runner.release(caches);
+        caches = Object.fromEntries(d.caches.map((c, i) => [c.past, out[nexts[i]]]));
+        past += ids.length;
+        if (made + 1 < maxNew) next = chain(runner, d, out[STEP.nextIds], past, capacity, caches);
+        else release(out[STEP.nextIds]);
+        const [values, topIds] = await reading;
+        const token = greedy
           ? values[0]
           : topIds
           ? topIds[this.#sampler.pick(values)]
           : this.#sampler.pick(values);
-        runner.release(caches);
-        caches = Object.fromEntries(d.caches.map((c, i) => [c.past, out[nexts[i]]]));
         if (made++ === 0) prefilled = performance.now();
-        past += ids.length;
         ids = [token];
         yield token;
-        if (stops.has(token)) break;
+        if (stops.has(token) || made >= maxNew) break;
+        const chained = next;
+        next = undefined;
+        const fromHost = () => runner.run({ ...stepFeeds(d, ids, past, capacity), ...caches });
+        out = await (chained?.catch((e) => {
+          // A model that specialises on its small inputs needs the ids' value on the host.
+          if (!(e instanceof KilnError && e.code === "bad-input")) throw e;
+          runner.chains = false;
+          return fromHost();
+        }) ?? fromHost());
       }
     } finally {
+      // A step started before its predecessor's token said stop is run out and let go.
+      if (next) { for (const t of Object.values(await next)) release(t); }
       runner.release(caches);
       this.#stats = statsOf(
         this.#prompt.length,
@@ -297,6 +313,37 @@ export class Generation implements AsyncIterable<number> {
       );
     }
   }
+}
+
+/** The outputs of one step. */
+type StepOutputs = Record<string, HostTensor | DeviceTensor>;
+
+/** Frees `t` where it is a device tensor. */
+const release = (t: HostTensor | DeviceTensor | undefined) => {
+  if (t instanceof DeviceTensor) t.dispose();
+};
+
+/**
+ * The next step, started on the device with the argmax of the step before as its ids (`fed`, a
+ * device tensor), before that token is read back: the host's work for a step (its feeds,
+ * encoding hundreds of kernels) then overlaps the device's work on the one before. `undefined`
+ * where the ids are on the host (a backend without device memory): the loop feeds the token.
+ */
+function chain(
+  runner: StepRunner,
+  d: Decoder,
+  fed: HostTensor | DeviceTensor | undefined,
+  past: number,
+  capacity: number | undefined,
+  caches: InputMap,
+): Promise<StepOutputs> | undefined {
+  if (!(fed instanceof DeviceTensor) || !runner.chains) {
+    release(fed);
+    return undefined;
+  }
+  const step = runner.run({ ...stepFeeds(d, [0], past, capacity), [d.ids]: fed, ...caches });
+  // The ids are read by the step's submission; queue order keeps them until it ran.
+  return step.finally(() => fed.dispose());
 }
 
 /** The stats of a generation that made `made` tokens. */
@@ -333,6 +380,8 @@ class StepRunner {
   readonly #options: CompileOptions;
   readonly #seen = new Set<Executable>();
   #resident = true;
+  /** Whether a step may take the ids on the device (see `chain`). */
+  chains = true;
   /** The outputs each step reads: the token's source first, then the next caches. */
   readonly wanted: readonly string[];
 
@@ -348,7 +397,7 @@ class StepRunner {
   }
 
   /** One step's wanted outputs. */
-  async run(feeds: InputMap): Promise<Record<string, HostTensor | DeviceTensor>> {
+  async run(feeds: InputMap): Promise<StepOutputs> {
     const { executable, inputs } = await this.#model.compileFor(feeds, this.#options);
     this.#seen.add(executable);
     const options = { outputs: [...this.wanted] };

@@ -6,7 +6,7 @@
  * prefill once and decode once, with no cache byte read back between steps.
  */
 import assert from "node:assert/strict";
-import { generate, KilnError, OnnxModel, stats } from "../../mod.ts";
+import { generate, KilnError, OnnxModel, stats, WebGpuBackend } from "../../mod.ts";
 import { decodeModel, encodeModel, type NodeProto } from "../wire/proto.ts";
 import { referenceModel } from "../testdata.ts";
 
@@ -48,6 +48,32 @@ Deno.test("generate: on webgpu the caches stay on the device; a step reads back 
   // Each step's greedy id is one 32-bit word; the caches (2 layers x 2 x 4 heads x 64 x 16
   // floats) never come back.
   assert.equal(stats().kiln_bytes_downloaded_total - before, 6 * 4);
+});
+
+Deno.test("generate: on webgpu a greedy step starts before its predecessor's token is read; stopping leaves nothing behind", async () => {
+  const { prompt, greedy } = recorded.genai_tiny;
+  const model = await load("genai_tiny");
+  const gpu = new WebGpuBackend();
+  const options = { backend: gpu, cache: false as const };
+  // One token: nothing to start after it.
+  await generate(model, prompt, { ...options, maxNewTokens: 1 }).collect();
+  const held = gpu.poolStats().inUseBytes;
+  const runs = stats().kiln_runs_total;
+  await generate(model, prompt, { ...options, maxNewTokens: 1 }).collect();
+  const single = stats().kiln_runs_total - runs;
+  // At the first token of a longer generation, its first decode step is already running.
+  const before = stats().kiln_runs_total;
+  for await (const id of generate(model, prompt, { ...options, maxNewTokens: 4 })) {
+    assert.equal(id, greedy[0]);
+    assert.equal(stats().kiln_runs_total - before, single + 1);
+    break;
+  }
+  // A stop id ends it with the step after it run out and let go, as the early break did.
+  const stop = await generate(model, prompt, { ...options, maxNewTokens: 4, stopIds: [greedy[1]] })
+    .collect();
+  assert.deepEqual(stop, greedy.slice(0, 2));
+  assert.equal(gpu.poolStats().inUseBytes, held);
+  gpu.dispose();
 });
 
 Deno.test("generate: sampling among the top k reads back 2k numbers a step, not the logits", async () => {

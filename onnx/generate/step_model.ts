@@ -30,6 +30,8 @@ export const STEP = {
   topValues: "kiln_top_values",
   /** Output: the ids of those. */
   topIds: "kiln_top_ids",
+  /** Output: the argmax as the next step's ids input (`[batch, 1]`, its dtype). */
+  nextIds: "kiln_next_ids",
   /** Output: the next past of cache input `past`. */
   next: (past: string): string => `kiln_next.${past}`,
 } as const;
@@ -42,6 +44,11 @@ export interface StepForm {
   readonly capacity: boolean;
   /** A top k of the last logits computed on the device, for sampling among them. */
   readonly topK?: number;
+  /**
+   * The argmax also as the next step's ids (`STEP.nextIds`), so a greedy step can start on the
+   * device before its token is read back.
+   */
+  readonly feedback?: boolean;
 }
 
 /**
@@ -104,6 +111,27 @@ export function stepProto(model: ModelProto, decoder: Decoder, form: StepForm): 
       { name: STEP.topValues, type: { tensorType: { elemType: logitsType ?? CODE_OF_DTYPE.f32 } } },
       { name: STEP.topIds, type: { tensorType: { elemType: INT64 } } },
     );
+  }
+  if (form.feedback) {
+    const idsType = g.input.find((i) => i.name === decoder.ids)?.type?.tensorType?.elemType;
+    const axes = "kiln_feedback_axes";
+    initializer.push(protoOf(axes, { data: BigInt64Array.of(1n), shape: [1], dtype: "i64" }));
+    const column = idsType === INT64 ? STEP.nextIds : "kiln_next_ids_i64";
+    nodes.push({
+      opType: "Unsqueeze",
+      input: [STEP.argmax, axes],
+      output: [column],
+      attribute: [],
+    });
+    if (column !== STEP.nextIds) {
+      nodes.push({
+        opType: "Cast",
+        input: [column],
+        output: [STEP.nextIds],
+        attribute: [{ name: "to", type: 2, i: idsType ?? INT64 }],
+      });
+    }
+    outputs.push({ name: STEP.nextIds, type: { tensorType: { elemType: idsType ?? INT64 } } });
   }
   const slots = { name: STEP.slots, type: { tensorType: { elemType: INT64 } } };
   return {
