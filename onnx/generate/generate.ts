@@ -258,6 +258,8 @@ export class Generation implements AsyncIterable<number> {
     let caches: InputMap = emptyCaches(d, capacity);
     let ids: readonly number[] = this.#prompt, past = 0, made = 0;
     let next: Promise<StepOutputs> | undefined;
+    // The ids on the device that `next` reads, and those that the step which made `out` read.
+    let nextFed: DeviceTensor | undefined, fed: DeviceTensor | undefined;
     const began = performance.now();
     let prefilled = began;
     // With a fixed capacity the decode step's shapes are known now: it compiles beside prefill,
@@ -273,11 +275,19 @@ export class Generation implements AsyncIterable<number> {
       while (true) {
         // Greedy steps read the device's argmax; sampling reads the top k or the last logits.
         const reading = numbers(choice.map((name) => out[name]));
+        // The step that made `out` has read its inputs (queue order keeps them until it ran):
+        // they go back to the pool at the same point of every step, so the pool hands the same
+        // buffers out again and the bind groups of the step before last match. (Released as
+        // their step settled, the fed ids made a new buffer set each step: 11 bind groups a step
+        // against 2 for a 2-layer decoder.)
         runner.release(caches);
+        release(fed);
         caches = Object.fromEntries(d.caches.map((c, i) => [c.past, out[nexts[i]]]));
         past += ids.length;
-        if (made + 1 < maxNew) next = chain(runner, d, out[STEP.nextIds], past, capacity, caches);
-        else release(out[STEP.nextIds]);
+        const nextIds = out[STEP.nextIds];
+        next = made + 1 < maxNew ? chain(runner, d, nextIds, past, capacity, caches) : undefined;
+        nextFed = next && nextIds instanceof DeviceTensor ? nextIds : undefined;
+        if (!next) release(nextIds);
         const [values, topIds] = await reading;
         const token = greedy
           ? values[0]
@@ -289,7 +299,7 @@ export class Generation implements AsyncIterable<number> {
         yield token;
         if (stops.has(token) || made >= maxNew) break;
         const chained = next;
-        next = undefined;
+        [next, fed, nextFed] = [undefined, nextFed, undefined];
         const fromHost = () => runner.run({ ...stepFeeds(d, ids, past, capacity), ...caches });
         out = await (chained?.catch((e) => {
           // A model that specialises on its small inputs needs the ids' value on the host.
@@ -301,6 +311,8 @@ export class Generation implements AsyncIterable<number> {
     } finally {
       // A step started before its predecessor's token said stop is run out and let go.
       if (next) { for (const t of Object.values(await next)) release(t); }
+      release(nextFed);
+      release(fed);
       runner.release(caches);
       this.#stats = statsOf(
         this.#prompt.length,
@@ -341,9 +353,8 @@ function chain(
     release(fed);
     return undefined;
   }
-  const step = runner.run({ ...stepFeeds(d, [0], past, capacity), [d.ids]: fed, ...caches });
-  // The ids are read by the step's submission; queue order keeps them until it ran.
-  return step.finally(() => fed.dispose());
+  // The caller lets the ids go once the step has run (see the loop).
+  return runner.run({ ...stepFeeds(d, [0], past, capacity), [d.ids]: fed, ...caches });
 }
 
 /** The stats of a generation that made `made` tokens. */
