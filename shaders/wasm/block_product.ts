@@ -59,14 +59,33 @@ export function blockScratchBytes(kernel: KernelIR, tag: BlockProduct): number {
   return 4 * blocks * (tag.block + 1);
 }
 
-/** The body of `fn`, a block product's kernel: every output row of the thread's range. */
+/** Output columns a block product's kernel computes together, sharing each load of A. */
+const COLUMNS = 4;
+
+/**
+ * The body of `fn`, a block product's kernel: every output of the thread's range, row by row,
+ * {@linkcode COLUMNS} columns at a time where they are in the range (each of A's vector loads then
+ * feeds that many weight rows), one at a time at its ends. Both paths add in the same order, so
+ * an output's value does not depend on how the rows were split among threads.
+ */
 export function blockProductBody(fn: KernelFunction, tag: BlockProduct): number[] {
   const { m, wasm, local, get, ic, kept, unravel, whileLoop } = fn;
   const { start, end } = fn.params;
   const i32 = wasm.i32, { n } = sizes(fn.kernel, tag);
   const outer = local(i32), row = local(i32), last = local(i32), col = local(i32);
   const nb = fn.kernel.space.length - 3;
-  const [dot, sum] = rowDot(fn, tag, col);
+  const step = (cols: number) => {
+    const [dot, sums] = rowDot(fn, tag, col, cols);
+    return [
+      ...dot,
+      ...sums.flatMap((sum, c) => fn.pointOutputs(nb, m.i32.add(get(col, i32), ic(c)), sum)),
+      m.local.set(outer, m.i32.add(get(outer, i32), ic(cols))),
+    ];
+  };
+  const together = m.i32.and(
+    m.i32.le_u(m.i32.add(get(col, i32), ic(COLUMNS)), ic(n)),
+    m.i32.le_s(m.i32.add(get(outer, i32), ic(COLUMNS)), get(end, i32)),
+  );
   return [
     m.local.set(last, ic(-1)),
     m.local.set(outer, get(start, i32)),
@@ -78,9 +97,7 @@ export function blockProductBody(fn: KernelFunction, tag: BlockProduct): number[
         m.block(null, [...regroup(fn, tag, row), m.local.set(last, get(row, i32))]),
       ),
       ...unravel(kept.slice(0, -1), row),
-      ...dot,
-      ...fn.pointOutputs(nb, get(col, i32), sum),
-      m.local.set(outer, m.i32.add(get(outer, i32), ic(1))),
+      m.if(together, m.block(null, step(COLUMNS)), m.block(null, step(1))),
     ]),
   ];
 }
@@ -133,65 +150,91 @@ function regroup(fn: KernelFunction, tag: BlockProduct, row: number): number[] {
 }
 
 /**
- * The statements summing output column `col` against the current row of A (regrouped in the
- * scratch), and the sum: per block, four words at a time, each value slot shifted out, masked,
- * converted and multiplied by its four scratch floats into vector sums scaled at the block's end;
- * the zero points' share (zero · scale · the block's sum of A) subtracted at the end.
+ * The statements summing output columns `col` … `col + cols − 1` against the current row of A
+ * (regrouped in the scratch), and their sums: per block, four words of each column's weight row
+ * at a time, each value slot shifted out, masked, converted and multiplied by the four scratch
+ * floats loaded once for all columns, into a vector sum per column scaled at the block's end; the
+ * zero points' share (zero · scale · the block's sum of A) subtracted at the end. The columns'
+ * rows lie a fixed stride apart, reached by constant load offsets.
  */
-function rowDot(fn: KernelFunction, tag: BlockProduct, col: number): [number[], number] {
+function rowDot(
+  fn: KernelFunction,
+  tag: BlockProduct,
+  col: number,
+  cols: number,
+): [number[], number[]] {
   const { m, wasm, local, get, ic, countedLoop } = fn;
   const { i32, f32, v128 } = wasm, { per, words, blocks } = sizes(fn.kernel, tag);
   const f4 = m.f32x4, b = local(i32), g = local(i32), bp = local(i32), ap = local(i32);
-  const sp = local(i32), zp = local(i32), acc = local(v128), w = local(v128), mask = local(v128);
-  const corr = local(f32), scale = local(f32);
-  // Four independent chains of adds.
-  const parts = [...Array(Math.min(4, per)).keys()].map(() => local(v128));
+  const sp = local(i32), zp = local(i32), mask = local(v128), a = local(v128);
+  const columns = [...Array(cols).keys()];
+  const w = columns.map(() => local(v128));
+  const acc = columns.map(() => local(v128)), part = columns.map(() => local(v128));
+  const corr = columns.map(() => local(f32)), scale = columns.map(() => local(f32));
+  // Byte strides from one column's weight row, and its scales' and zeros' rows, to the next.
+  const rowBytes = 4 * blocks * words, tableBytes = 4 * blocks;
   const scratch = () => get(fn.params.scratch, i32);
   const rowOf = (input: number, width: number) =>
     m.i32.add(get(input, i32), m.i32.mul(get(col, i32), ic(4 * width)));
-  const quad = [m.local.set(w, m.v128.load(0, 4, get(bp, i32)))];
+  const quad = columns.map((c) => m.local.set(w[c], m.v128.load(c * rowBytes, 4, get(bp, i32))));
   for (let s = 0; s < per; s++) {
-    const q = slotOf(fn, tag, w, mask, s);
-    const a = m.v128.load(16 * s, 4, get(ap, i32));
-    const p = parts[s % parts.length];
-    quad.push(m.local.set(p, f4.add(get(p, v128), f4.mul(f4.convert_i32x4_u(q), a))));
+    quad.push(m.local.set(a, m.v128.load(16 * s, 4, get(ap, i32))));
+    for (const c of columns) {
+      const q = f4.convert_i32x4_u(slotOf(fn, tag, w[c], mask, s));
+      // Relaxed SIMD's multiply-add where the engine has it: one operation fewer of the five
+      // (shift, mask, convert, multiply, add) that bound the kernel.
+      const sum = fn.fma
+        ? f4.relaxed_madd(q, get(a, v128), get(part[c], v128))
+        : f4.add(get(part[c], v128), f4.mul(q, get(a, v128)));
+      quad.push(m.local.set(part[c], sum));
+    }
   }
   quad.push(
     m.local.set(bp, m.i32.add(get(bp, i32), ic(16))),
     m.local.set(ap, m.i32.add(get(ap, i32), ic(16 * per))),
   );
-  const part = parts.slice(1).reduce((x, p) => f4.add(x, get(p, v128)), get(parts[0], v128));
-  const zero = zeroOf(fn, tag, () => get(zp, i32));
   const sumOfA = m.f32.load(
     0,
     4,
     element(fn, scratch(), m.i32.add(ic(blocks * tag.block), get(b, i32))),
   );
+  const zero = (c: number) =>
+    tag.zeros === undefined
+      ? m.f32.const(2 ** (tag.bits - 1))
+      : m.f32.load(c * tableBytes, 4, get(zp, i32));
   const block = [
-    ...parts.map((p) => m.local.set(p, f4.splat(m.f32.const(0)))),
+    ...part.map((p) => m.local.set(p, f4.splat(m.f32.const(0)))),
     m.local.set(ap, m.i32.add(scratch(), m.i32.mul(get(b, i32), ic(4 * tag.block)))),
     ...countedLoop(g, words / 4, quad),
-    m.local.set(scale, m.f32.load(0, 4, get(sp, i32))),
-    m.local.set(acc, f4.add(get(acc, v128), f4.mul(part, f4.splat(get(scale, f32))))),
-    m.local.set(
-      corr,
-      m.f32.add(get(corr, f32), m.f32.mul(m.f32.mul(zero, get(scale, f32)), sumOfA)),
-    ),
+    ...columns.flatMap((c) => [
+      m.local.set(scale[c], m.f32.load(c * tableBytes, 4, get(sp, i32))),
+      m.local.set(
+        acc[c],
+        f4.add(get(acc[c], v128), f4.mul(get(part[c], v128), f4.splat(get(scale[c], f32)))),
+      ),
+      m.local.set(
+        corr[c],
+        m.f32.add(get(corr[c], f32), m.f32.mul(m.f32.mul(zero(c), get(scale[c], f32)), sumOfA)),
+      ),
+    ]),
     m.local.set(sp, m.i32.add(get(sp, i32), ic(4))),
     m.local.set(zp, m.i32.add(get(zp, i32), ic(4))),
   ];
-  const lane = (i: number) => f4.extract_lane(get(acc, v128), i);
   const stmts = [
     setMask(fn, tag, mask),
-    m.local.set(acc, f4.splat(m.f32.const(0))),
-    m.local.set(corr, m.f32.const(0)),
+    ...acc.map((x) => m.local.set(x, f4.splat(m.f32.const(0)))),
+    ...corr.map((x) => m.local.set(x, m.f32.const(0))),
     m.local.set(bp, rowOf(tag.words, blocks * words)),
     m.local.set(sp, rowOf(tag.scales, blocks)),
     m.local.set(zp, tag.zeros === undefined ? ic(0) : rowOf(tag.zeros, blocks)),
     ...countedLoop(b, blocks, block),
   ];
-  const total = m.f32.add(m.f32.add(lane(0), lane(1)), m.f32.add(lane(2), lane(3)));
-  return [stmts, m.f32.sub(total, get(corr, f32))];
+  const sums = columns.map((c) => {
+    const lane = (i: number) => f4.extract_lane(get(acc[c], v128), i);
+    const total = m.f32.add(m.f32.add(lane(0), lane(1)), m.f32.add(lane(2), lane(3)));
+    return m.f32.sub(total, get(corr[c], f32));
+  });
+  return [stmts, sums];
 }
 
 /**

@@ -1,6 +1,9 @@
 import assert from "node:assert/strict";
 import { fuse } from "../../jit/passes/fuse.ts";
 import { WasmBackend } from "../../backends/wasm/wasm_backend.ts";
+import { compile } from "../../mod.ts";
+import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
+import { f32 } from "../../jit/testing/testing.ts";
 import {
   blockProduct as product,
   FEW_ROW_CASES,
@@ -16,6 +19,40 @@ Deno.test("wasm unpacks a few-row BlockMatMul in registers, as the reference com
     await matchesReference(graph, feeds, wasm, `${lead} × ${form}`);
   }
   wasm.dispose();
+});
+
+Deno.test("wasm's block products add a column alone as they add it among four", async () => {
+  // Columns go four at a time where a thread's range holds them, one at a time at its ends: of
+  // five columns whose first and last weight rows are the same, the two sums must be the same
+  // bits, so where the threads' ranges fall changes no output.
+  const [k, n, words, blocks] = [96, 5, 12, 3];
+  const row = Uint32Array.from({ length: words }, (_, i) => (i * 2654435761) >>> 0);
+  const q = new Uint32Array(n * words), s = new Float32Array(n * blocks);
+  const z = new Float32Array(n * blocks);
+  for (let c = 0; c < n; c++) {
+    q.set(c % 4 === 0 ? row : row.map((w) => (w ^ (c * 0x9e3779b9)) >>> 0), c * words);
+    for (let j = 0; j < blocks; j++) {
+      s[c * blocks + j] = c % 4 === 0 ? 0.02 + j / 100 : 0.01 * (c + j);
+      z[c * blocks + j] = c % 4 === 0 ? 7 : (c + j) % 16;
+    }
+  }
+  const b = new GraphBuilder();
+  const inputs = [
+    b.input("a", [1, k]),
+    b.param("q", [n, words], "u32", q),
+    b.param("s", [n, blocks], "f32", s),
+    b.param("z", [n, blocks], "f32", z),
+  ];
+  b.output("y", b.op("BlockMatMul", inputs, { bits: 4, block: 32 }));
+  const wasm = new WasmBackend({ threads: 1, warmUpMs: 0 });
+  const exe = await compile(b.build(), { backend: wasm, cache: false });
+  // The first of the four lanes (values 0-7 of every 32) far larger than the others, so that
+  // another order of adds shows.
+  const big = (i: number) => (i % 32 < 8 ? 1e7 : 1);
+  const a = f32(Float32Array.from({ length: k }, (_, i) => Math.sin(i) * big(i)), [1, k]);
+  const y = (await exe.run({ a })).y.data as Float32Array;
+  wasm.dispose();
+  assert.equal(y[4], y[0]);
 });
 
 Deno.test("wasm unpacks the weight of a BlockMatMul of more rows once, in registers, then tiles", async () => {
