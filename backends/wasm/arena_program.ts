@@ -376,7 +376,7 @@ class Arena implements ArenaProgram {
       })
       : undefined;
     this.#split = splitsOf(plan.kernels, k.panels);
-    this.#tuner = this.#crew ? new ThreadTuner(this.#stored) : undefined;
+    this.#tuner = this.#crew ? new ThreadTuner(this.#stored, threads) : undefined;
     this.#reported = this.#verdict();
     this.#needed = neededKernels(plan.kernels, plan.outputs);
     this.splitPays = threads > 1 &&

@@ -46,6 +46,14 @@ export class ThreadTuner {
   static readonly CLEAR_PROBE = 32;
   /** The longest gap between two such tries. */
   static readonly LAST_PROBE = 1024;
+  /**
+   * Threaded ÷ single-threaded ratios reached only near the threads' full scaling count as
+   * {@linkcode ThreadTuner.DECISIVE} and as a clear margin: at most 1.25 / threads (two threads
+   * can at best halve a run: BERT-base on the 2-core VM ran 0.3 s threaded against 0.63 alone,
+   * never the 4× of `DECISIVE`, so three runs alone fell among a caller's first ten and probes
+   * every few runs after).
+   */
+  static readonly SCALING = 1.25;
   #runs = 0;
   /** Timings single-threaded and threaded, latest last. */
   #times: [number[], number[]] = [[], []];
@@ -57,12 +65,21 @@ export class ThreadTuner {
   /** Runs until the next probe, and the gap after it. */
   #untilProbe = ThreadTuner.FIRST_PROBE;
   #gap = ThreadTuner.FIRST_PROBE;
+  /** The ratios at or below which one timing a way decides, and a verdict is clear. */
+  #decisive: number = ThreadTuner.DECISIVE;
+  #clear = 0.5;
 
   /**
    * A tuner, starting from `verdict` when an earlier process on this machine reached one (the
-   * first probe of the other way then comes after {@linkcode ThreadTuner.CLEAR_PROBE} runs).
+   * first probe of the other way then comes after {@linkcode ThreadTuner.CLEAR_PROBE} runs), for
+   * runs on `threads` threads (unknown: the fixed ratios).
    */
-  constructor(verdict?: boolean) {
+  constructor(verdict?: boolean, threads?: number) {
+    if (threads) {
+      const full = ThreadTuner.SCALING / threads;
+      this.#decisive = Math.max(this.#decisive, full);
+      this.#clear = Math.max(this.#clear, full);
+    }
     if (verdict === undefined) return;
     this.#choice = verdict;
     this.#untilProbe = this.#gap = ThreadTuner.CLEAR_PROBE;
@@ -105,13 +122,13 @@ export class ThreadTuner {
     if (this.#choice === undefined) {
       const samples = Math.min(...this.#times.map((t) => t.length));
       const [low, high] = ThreadTuner.CLOSE;
-      if (samples < ThreadTuner.SAMPLES && !(samples && ratio <= ThreadTuner.DECISIVE)) return;
+      if (samples < ThreadTuner.SAMPLES && !(samples && ratio <= this.#decisive)) return;
       if (ratio >= low && ratio < high && samples < ThreadTuner.MOST) return;
       this.#choice = ratio < 0.9;
       // A probe of a way two or more times slower costs that much: on the 16-core host one run
       // of shufflenet alone took 25-35 ms against 6 threaded, and probes at runs 2, 6 and 14 put
       // three of those among a caller's first twenty runs.
-      if (ratio < 0.5 || ratio > 2) this.#untilProbe = this.#gap = ThreadTuner.CLEAR_PROBE;
+      if (ratio <= this.#clear || ratio > 2) this.#untilProbe = this.#gap = ThreadTuner.CLEAR_PROBE;
       return;
     }
     if (this.#untilProbe-- > 0) return;
