@@ -81,7 +81,7 @@ function zooSection(): string[] {
     const gpu = r.results.some((x) => x.runner === "kiln-webgpu");
     const auto = gpu && r.results.some((x) => x.runner === "kiln-auto");
     lines.push(
-      `### ${r.machine}, ${r.cores} cores (${r.cpu}), ${r.date} (\`bench/${f}\`)`,
+      `### ${r.machine}, ${r.cores} cores (${r.cpu}), ${r.date} (\`bench/results/${f}\`)`,
       "",
       `| model | kiln wasm | ORT wasm | wasm ÷ ORT wasm | first run kiln wasm / ORT wasm |${
         gpu ? " kiln webgpu | ORT webgpu | webgpu ÷ ORT webgpu |" : ""
