@@ -75,9 +75,12 @@ export class BufferPool {
     return { ...this.#stats };
   }
 
-  /** A pooled buffer of at least `bytes` with `usage`, at once, or `undefined` when none is free. */
-  reuse(bytes: number, usage: number): GPUBuffer | undefined {
-    const size = this.#sizeOf(bytes);
+  /**
+   * A pooled buffer of at least `bytes` with `usage` (exactly that, 4-byte aligned, where
+   * `resident`), at once, or `undefined` when none is free.
+   */
+  reuse(bytes: number, usage: number, resident = false): GPUBuffer | undefined {
+    const size = this.#sizeOf(bytes, resident);
     const reuse = this.#free.get(`${size}:${usage}`)?.pop();
     if (reuse) {
       this.#stats.reuses++;
@@ -95,9 +98,9 @@ export class BufferPool {
    * buffers, and on Dawn each creation waits for an error scope, stalling steps for seconds).
    */
   async acquire(bytes: number, usage: number, resident = false): Promise<GPUBuffer> {
-    const reuse = this.reuse(bytes, usage);
+    const reuse = this.reuse(bytes, usage, resident);
     if (reuse) return this.#held(reuse, resident);
-    const size = this.#sizeOf(bytes);
+    const size = this.#sizeOf(bytes, resident);
     this.#trim(size);
     let buffer = await this.#create(size, usage);
     if (!buffer) {
@@ -163,10 +166,14 @@ export class BufferPool {
   }
 
   /** The bucket a request of `bytes` takes. */
-  #sizeOf(bytes: number): number {
-    // A bucket past the device's largest buffer would fail where the exact size fits.
+  #sizeOf(bytes: number, resident = false): number {
+    // A resident buffer (a weight) is held for its program's life and sized by its data, not
+    // a bucket: weights of every size rounded up to powers of two took 1.8-2x their bytes (a
+    // 0.5B decoder's 2.2 MB packed projections in 4 MB buffers). A bucket past the device's
+    // largest buffer would fail where the exact size fits.
+    const exact = Math.ceil(bytes / 4) * 4;
     const bucket = bucketSize(bytes);
-    return bucket <= this.#device.limits.maxBufferSize ? bucket : Math.ceil(bytes / 4) * 4;
+    return resident || bucket > this.#device.limits.maxBufferSize ? exact : bucket;
   }
 
   /** Evicts free buffers until `incoming` more bytes fit under the cap. */

@@ -101,3 +101,17 @@ Deno.test("resident buffers past the cap do not make the pool evict its working 
   assert.ok(pool.stats().allocatedBytes <= cap, `${pool.stats().allocatedBytes}`);
   pool.dispose();
 });
+
+Deno.test("resident buffers take their data's bytes, not a power-of-two bucket", async () => {
+  const pool = new BufferPool(gpu.device!, 1 << 24);
+  // A 0.5B decoder's packed [896, 4864] projection: 2.18 MB, which a bucket made 4 MiB.
+  const bytes = (896 * 4864) / 2 + 4 * 3;
+  const weight = await pool.acquire(bytes, GPUBufferUsage.STORAGE, true);
+  assert.equal(weight.size, bytes);
+  assert.equal(pool.stats().residentBytes, bytes);
+  // Working buffers keep their buckets (they are reused for other sizes).
+  const work = await pool.acquire(bytes, GPUBufferUsage.STORAGE);
+  assert.equal(work.size, 1 << 22);
+  pool.release([weight, work]);
+  pool.dispose();
+});
