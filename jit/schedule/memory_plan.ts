@@ -1,8 +1,8 @@
 /**
  * Memory planning: liveness-based reuse of intermediate buffers within one executable. Each
  * intermediate lives from the kernel that writes it to the last kernel that reads it; buffers are
- * assigned to slots first-fit by byte size, so two intermediates share a slot when their
- * lifetimes do not overlap. Graph inputs, params, constants and outputs are not planned (the
+ * assigned to free slots by byte size (see `slotFor`), so two intermediates share a slot when
+ * their lifetimes do not overlap. Graph inputs, params, constants and outputs are not planned (the
  * caller owns them, or they are handed back).
  *
  * @module
@@ -39,9 +39,7 @@ export function planMemory(
       if (external.has(o.value)) continue;
       const bytes = sizeOf(o.shape) * byteSize(o.dtype);
       naiveBytes += bytes;
-      const fit = free.filter((s) => slots[s] >= bytes).sort((a, b) => slots[a] - slots[b])[0];
-      const slot = fit ?? slots.push(bytes) - 1;
-      if (fit !== undefined) free.splice(free.indexOf(fit), 1);
+      const slot = slotFor(bytes, slots, free);
       assignment.set(o.value, slot);
     }
     // Inputs whose last reader is this kernel free their slots for later kernels.
@@ -52,3 +50,25 @@ export function planMemory(
   });
   return { slots, assignment, plannedBytes: slots.reduce((a, b) => a + b, 0), naiveBytes };
 }
+
+/**
+ * A slot for a value of `bytes` among the `free` ones (taken from that list), else a new one: the
+ * smallest that holds it at no more than twice its size, else the largest smaller one grown to
+ * it. A small value in a large slot held it from the large values that came next: a 24-layer
+ * decoder's prompt, whose products unpack each layer's weight into a transient buffer (4-35 MB,
+ * each read once by the next kernel), planned four 35 MB slots and seven 17 MB ones, the small
+ * activations sitting in the large ones.
+ */
+function slotFor(bytes: number, slots: number[], free: number[]): number {
+  const fits = free.filter((s) => slots[s] >= bytes && slots[s] <= 2 * bytes + SMALL_WASTE);
+  const grows = free.filter((s) => slots[s] < bytes);
+  const pick = fits.sort((a, b) => slots[a] - slots[b])[0] ??
+    grows.sort((a, b) => slots[b] - slots[a])[0];
+  if (pick === undefined) return slots.push(bytes) - 1;
+  free.splice(free.indexOf(pick), 1);
+  slots[pick] = Math.max(slots[pick], bytes);
+  return pick;
+}
+
+/** Bytes a slot may waste on a value whatever its size (small values share small slots freely). */
+const SMALL_WASTE = 64 * 1024;

@@ -1,0 +1,41 @@
+import assert from "node:assert/strict";
+import type { KernelIR } from "../ir/kernel_ir.ts";
+import { planMemory } from "./memory_plan.ts";
+
+/** A kernel reading and writing f32 values of the given element counts (all the plan looks at). */
+const kernel = (inputs: [number, number][], outputs: [number, number][]) =>
+  ({
+    inputs: inputs.map(([value, n]) => ({ value, shape: [n], dtype: "f32" })),
+    outputs: outputs.map(([value, n]) => ({ value, shape: [n], dtype: "f32" })),
+  }) as unknown as KernelIR;
+
+const MB = 1 << 18; // elements in a MiB of f32
+
+Deno.test("a small value does not take a large free slot that a large value needs next", () => {
+  // v1 (4 MiB) is read once by k1; v4 (a few floats) lives to the end; v5 (4 MiB) comes after
+  // v4. Placed in v1's freed slot, v4 left v5 a new 4 MiB slot.
+  const kernels = [
+    kernel([], [[1, 4 * MB]]),
+    kernel([[1, 4 * MB]], [[2, 4 * MB]]),
+    kernel([], [[4, 16]]),
+    kernel([[2, 4 * MB]], [[5, 4 * MB]]),
+    kernel([[4, 16], [5, 4 * MB]], [[6, 16]]),
+  ];
+  const plan = planMemory(kernels, new Set([6]));
+  assert.equal(plan.slots.length, 3);
+  assert.equal(plan.plannedBytes, 8 * 4 * MB + 64);
+  assert.equal(plan.assignment.get(5), plan.assignment.get(1));
+});
+
+Deno.test("a value larger than every free slot grows the largest of them", () => {
+  // v1 (1 MiB) freed, then v3 (3 MiB): one slot of 3 MiB, not two.
+  const kernels = [
+    kernel([], [[1, MB]]),
+    kernel([[1, MB]], [[2, 16]]),
+    kernel([[2, 16]], [[3, 3 * MB]]),
+    kernel([[3, 3 * MB]], [[4, 16]]),
+  ];
+  const plan = planMemory(kernels, new Set([4]));
+  assert.equal(plan.assignment.get(3), plan.assignment.get(1));
+  assert.equal(plan.plannedBytes, 4 * 3 * MB + 64);
+});
