@@ -32,6 +32,14 @@ import { sameShape, type Shape, sizeOf } from "../ir/shape.ts";
  */
 const MERGE_BYTES = 1 << 24;
 
+/**
+ * Most bytes a kernel may store to merge into an earlier one: its stores then live from that
+ * kernel on. A prompt's products unpack each layer's 4-bit weight (4-35 MB) into a transient
+ * buffer; merged by shape three layers at a time, the prefill of a 24-layer Qwen-shaped decoder
+ * planned 351 MB of intermediates. A launch saved is worth nothing against such a store.
+ */
+const MERGE_ALONE_BYTES = 1 << 20;
+
 /** Bytes the stores of `g` write. */
 function storedBytes(g: Group): number {
   return g.outputs.reduce((sum, o) => sum + sizeOf(o.shape) * byteSize(o.dtype), 0);
@@ -195,7 +203,7 @@ export class KernelGroups {
       // Merged kernels stay within the binding limit: its inputs and all its outputs together
       // (`maxInputs` leaves one binding for a single output).
       const fits = (m: Group) => {
-        if (stored(m) + stored(g) > MERGE_BYTES) return false;
+        if (stored(g) > MERGE_ALONE_BYTES || stored(m) + stored(g) > MERGE_BYTES) return false;
         // The union's size from the smaller side: a merged group may read thousands of buffers.
         const mine = loadsOf(m);
         let union = mine.size;
