@@ -22,6 +22,7 @@ import { checkedPolicy, policyOf } from "./schedule/policy.ts";
 import { type Policy, UNKNOWN_RATES, usableBackends } from "./schedule/schedule.ts";
 import { place } from "./schedule/place.ts";
 import { buildExecutable, type FusedCompile } from "./runtime/build.ts";
+import { Variants } from "./runtime/specialize.ts";
 import { count } from "./runtime/counters.ts";
 import { planBuckets } from "./schedule/buckets.ts";
 import {
@@ -73,6 +74,13 @@ export interface CompileOptions {
   readonly buckets?: readonly string[];
   /** Called as the compile moves through its phases (fuse, codegen, pipelines), with counts. */
   readonly onProgress?: ProgressCallback;
+  /**
+   * Inputs that runs will give as device tensors, by name → the backend id whose device holds
+   * them (default: every input on the host). The `local-first` policy places the kernels that
+   * read them there; its executables compile such a variant by themselves when a run gives
+   * device tensors (see `jit/runtime/specialize.ts`).
+   */
+  readonly inputsOn?: Readonly<Record<string, string>>;
 }
 
 let provider: (() => BackendSet) | undefined;
@@ -128,13 +136,21 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     ? policyOf(options.policy)
     : checkedPolicy(options.policy ?? { kind: "auto" });
   const candidates = named ? [named] : registry!.list();
-  const fused = await fuseFor(prepared, { legal, candidates, start });
+  const inputsOn = new Map(
+    legal.inputs.flatMap((i) => {
+      const id = options.inputsOn?.[i.name];
+      return id === undefined ? [] : [[i.value, id] as const];
+    }),
+  );
+  const holding = new Set(inputsOn.values());
+  const fused = await fuseFor(prepared, { legal, candidates, start, holding });
   const outputs = new Set(legal.outputs.map((o) => o.value));
-  return await place({
+  const exe = await place({
     legal,
     fusion: fused.fusion,
     candidates,
-    usable: usableBackends(fused.fusion.kernels, candidates, policy, outputs),
+    inputsOn,
+    usable: usableBackends(fused.fusion.kernels, candidates, policy, outputs, holding),
     policy,
     named: named !== undefined,
     stateful: options.state !== undefined,
@@ -154,6 +170,13 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     wholeGraph: whole,
     rates: ratesOf,
   });
+  // Local-first follows the inputs: a run that gives them on a device runs a variant placed there.
+  if (policy.kind === "local-first") {
+    const variant = (on: Readonly<Record<string, string>>) =>
+      compile(input, { ...options, inputsOn: on });
+    settleCompile(exe, { variants: new Variants(variant, options.inputsOn) });
+  }
+  return exe;
 }
 
 /** A graph made ready for legalization, and the backends it may run on. */
@@ -230,10 +253,10 @@ async function wholeGraph(
 /** `legal` fused for the tightest binding limit among `candidates`, with what building needs. */
 async function fuseFor(
   prepared: Prepared,
-  at: { legal: Graph; candidates: readonly Backend[]; start: number },
+  at: { legal: Graph; candidates: readonly Backend[]; start: number; holding?: Set<string> },
 ): Promise<FusedCompile> {
   const { options, named } = prepared;
-  const { legal, candidates } = at;
+  const { legal, candidates, holding } = at;
   // Capabilities are only known once a device is acquired (a software GPU, binding limits);
   // a backend that fails to prepare is left out by its profile, not by an exception here.
   // Prepared before fusion, which reads their limits: otherwise a process's first compile
@@ -245,7 +268,8 @@ async function fuseFor(
   // 2-core VM, all of them then run on wasm.
   const limits = candidates.filter((b) => {
     const { maxBindings, software } = b.capabilities();
-    return b.codegen && maxBindings > 0 && (named !== undefined || !software);
+    return b.codegen && maxBindings > 0 &&
+      (named !== undefined || !software || (holding?.has(b.id) ?? false));
   }).map((b) => b.capabilities().maxBindings - 1);
   const report = reporter(options.onProgress);
   report({ phase: "fuse", done: 0, total: 1 });

@@ -19,6 +19,8 @@ import type { MemoryPlan } from "../schedule/memory_plan.ts";
 import { checkInto, deliver, type IntoMap } from "./into.ts";
 import { assertCheck, isCheck, outputIndices, readCheck, settleChecks } from "./checks.ts";
 import { RunHandle, type RunTiming } from "./run_handle.ts";
+import type { DeviceTensorMap, InputMap, RunOptions, TensorMap } from "./run_types.ts";
+import type { Variants } from "./specialize.ts";
 import type { Shape } from "../ir/shape.ts";
 import { runOnZeros } from "./zero_run.ts";
 import { countTransfers, hostOutput, type Run, runProgram } from "./run.ts";
@@ -43,28 +45,7 @@ export interface PlanInfo {
   readonly schedule: Schedule;
 }
 
-/** Named host tensors: a run's inputs or results. */
-export type TensorMap = Record<string, HostTensor>;
-
-/** A run's named inputs: host tensors, or device tensors of the executable's backend. */
-export type InputMap = Record<string, HostTensor | DeviceTensor>;
-
-/** Named device tensors: the results of {@linkcode Executable.runOnDevice}. */
-export type DeviceTensorMap = Record<string, DeviceTensor>;
-
-/** Options for {@linkcode Executable.run}. */
-export interface RunOptions {
-  /** Output names to read back (default: all). */
-  readonly outputs?: readonly string[];
-  /**
-   * Runs the graph this many times back to back (default 1), each repetition's state outputs
-   * feeding the next one's state inputs; the outputs are the last repetition's. On a GPU the
-   * repetitions go into one submission with a single readback at the end.
-   */
-  readonly repeat?: number;
-  /** Caller-owned buffers to fill with outputs, by name (see `jit/runtime/into.ts`). */
-  readonly into?: IntoMap;
-}
+export type { DeviceTensorMap, InputMap, RunOptions, TensorMap } from "./run_types.ts";
 
 // Device tensors an executable holds as state may be shared with its clones (runs never write
 // into their inputs, so sharing is safe); the last holder to let go disposes them.
@@ -109,11 +90,12 @@ let settle: typeof settleCompile;
 /**
  * Settles what a compile learned after building `exe` (each where given): the whole compile's
  * time (a placement trial builds plans and times them after the one it keeps was built: `kiln
- * run` reported 0.65 s for a 3.5 s compile), and why its plan runs where it does.
+ * run` reported 0.65 s for a 3.5 s compile), why its plan runs where it does, and its variants
+ * by where the inputs lie (the local-first policy).
  */
 export function settleCompile(
   exe: Executable,
-  settled: { readonly compileMs?: number; readonly reason?: string },
+  settled: { readonly compileMs?: number; readonly reason?: string; readonly variants?: Variants },
 ): void {
   settle(exe, settled);
 }
@@ -139,6 +121,8 @@ export class Executable {
   #disposed = false;
   /** Runs not yet settled: the program outlives them when disposed mid-run. */
   #inflight = new Set<Promise<unknown>>();
+  /** Variants that runs with inputs elsewhere go to (see `specialize.ts`). */
+  #variants?: Variants;
 
   /** Wraps a compiled program; use `compile()` rather than calling this. */
   constructor(init: ExecutableInit) {
@@ -156,8 +140,9 @@ export class Executable {
   }
 
   static {
-    settle = (exe, { compileMs = exe.#compileMs, reason }) => {
+    settle = (exe, { compileMs = exe.#compileMs, reason, variants }) => {
       exe.#compileMs = compileMs;
+      exe.#variants = variants ?? exe.#variants;
       const plan = exe.#plan;
       if (plan && reason !== undefined) {
         exe.#plan = { ...plan, schedule: { ...plan.schedule, reason } };
@@ -243,6 +228,8 @@ export class Executable {
 
   /** Runs the graph on `inputs`; await the handle (or poll it) for the outputs on the host. */
   run(inputs: InputMap, options?: RunOptions): RunHandle<TensorMap> {
+    const elsewhere = this.#variants?.run<TensorMap>(inputs, options, false);
+    if (elsewhere) return elsewhere;
     const { result, timing } = this.#execute(inputs, options, false);
     return new RunHandle(result as Promise<TensorMap>, timing);
   }
@@ -253,6 +240,8 @@ export class Executable {
    * on the device too. Nothing is read back, so the handle settles without waiting for the device.
    */
   runOnDevice(inputs: InputMap, options?: RunOptions): RunHandle<DeviceTensorMap> {
+    const elsewhere = this.#variants?.run<DeviceTensorMap>(inputs, options, true);
+    if (elsewhere) return elsewhere;
     const { result, timing } = this.#execute(inputs, options, true);
     return new RunHandle(result as Promise<DeviceTensorMap>, timing);
   }
@@ -422,6 +411,7 @@ export class Executable {
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
+    this.#variants?.dispose();
     // Runs already started finish on what they hold (a GPU program's resident buffers would
     // otherwise return to the pool under them); the program goes once the last one settles.
     const program = this.#program;

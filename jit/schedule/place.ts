@@ -51,6 +51,8 @@ export interface PlacementInput {
   readonly candidates: readonly Backend[];
   /** Those that can run some kernel under the policy. */
   readonly usable: readonly Backend[];
+  /** Graph inputs that lie on a device when runs start (value → backend id). */
+  readonly inputsOn?: ReadonlyMap<number, string>;
   /** The placement policy. */
   readonly policy: Policy;
   /** Whether a backend was named (then nothing is weighed). */
@@ -132,6 +134,7 @@ class Placer {
       backends,
       policy,
       rates,
+      inputsOn: this.#in.inputsOn,
     });
   }
 

@@ -63,6 +63,11 @@ export interface ScheduleRequest {
   readonly hostValues: ReadonlySet<number>;
   /** Graph values read back to the host. */
   readonly outputs: ReadonlySet<number>;
+  /**
+   * Graph inputs that lie on a backend's device when runs start (value → backend id), for the
+   * local-first policy; the rest start on the host.
+   */
+  readonly inputsOn?: ReadonlyMap<number, string>;
   /** Per backend (same order as `backends`), the rates its costs are estimated with. */
   readonly rates: readonly BackendRates[];
   /**
@@ -241,6 +246,7 @@ export function usableBackends(
   backends: readonly Backend[],
   policy: Policy,
   outputs: ReadonlySet<number> = NONE,
+  holding: ReadonlySet<string> = new Set(),
 ): Backend[] {
   // The named backend stays even where it runs nothing: the error then says why.
   if (policy.kind === "named") return backends.filter((b) => b.id === policy.backend);
@@ -252,7 +258,8 @@ export function usableBackends(
     const rest = usable.filter((b) => !slow(b));
     if (kernels.every((k) => rest.some((b) => runs(b, k)))) usable = rest;
   };
-  unless((b) => b.capabilities().software);
+  // A device that holds inputs stays, software or not: the work goes to the data there.
+  unless((b) => b.capabilities().software && !holding.has(b.id));
   unless((b) => b.capabilities().interpreter);
   if (policy.kind === "prefer") {
     const preferred = usable.filter((b) => b.kind === policy.backendKind);
@@ -375,20 +382,22 @@ class Costing {
   }
 
   /**
-   * Keep data where it lives: each kernel in the memory space its inputs were produced in (the
-   * host's for graph inputs), on the fastest backend there — the least estimated time where rates
+   * Keep data where it lives: each kernel in the memory space its inputs were produced in (for
+   * graph inputs, the device they lie on, else the host's), on the fastest backend there — the least estimated time where rates
    * are known, else SIMD before plain. Backends sharing the host's memory are one place: after a
    * kernel only the reference interpreter runs, the next goes back to wasm, no copy between.
    */
   localFirst(): number[] {
-    const { kernels, backends } = this.#req;
+    const { kernels, backends, inputsOn } = this.#req;
     const placement: number[] = [];
+    const spaceOf = (id: string) => backends.find((b) => b.id === id);
     kernels.forEach((k) => {
-      const homes = new Set(
-        k.inputs.map((buf) => this.#producer.get(buf.value)).filter((j): j is number =>
-          j !== undefined
-        ).map((j) => memorySpace(backends[placement[j]])),
-      );
+      const homes = new Set(k.inputs.flatMap((buf) => {
+        const j = this.#producer.get(buf.value);
+        if (j !== undefined) return [memorySpace(backends[placement[j]])];
+        const on = spaceOf(inputsOn?.get(buf.value) ?? "");
+        return on ? [memorySpace(on)] : [];
+      }));
       if (homes.size === 0) homes.add("host");
       const candidates = backends.map((_, b) => b).filter((b) => this.runs(b, k));
       const fastest = (list: number[]) =>

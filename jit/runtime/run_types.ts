@@ -1,0 +1,33 @@
+/**
+ * The types of a run as the caller writes and reads it: named inputs and results, and the run's
+ * options. Apart from the executable, so that what runs executables (variants specialised by
+ * their inputs' place) names them without importing it.
+ *
+ * @module
+ */
+import type { DeviceTensor } from "./device_tensor.ts";
+import type { HostTensor } from "../ir/host_tensor.ts";
+import type { IntoMap } from "./into.ts";
+
+/** Named host tensors: a run's inputs or results. */
+export type TensorMap = Record<string, HostTensor>;
+
+/** A run's named inputs: host tensors, or device tensors of the executable's backend. */
+export type InputMap = Record<string, HostTensor | DeviceTensor>;
+
+/** Named device tensors: the results of `Executable.runOnDevice`. */
+export type DeviceTensorMap = Record<string, DeviceTensor>;
+
+/** Options for `Executable.run`. */
+export interface RunOptions {
+  /** Output names to read back (default: all). */
+  readonly outputs?: readonly string[];
+  /**
+   * Runs the graph this many times back to back (default 1), each repetition's state outputs
+   * feeding the next one's state inputs; the outputs are the last repetition's. On a GPU the
+   * repetitions go into one submission with a single readback at the end.
+   */
+  readonly repeat?: number;
+  /** Caller-owned buffers to fill with outputs, by name (see `jit/runtime/into.ts`). */
+  readonly into?: IntoMap;
+}
