@@ -276,10 +276,9 @@ export class Generation implements AsyncIterable<number> {
         // Greedy steps read the device's argmax; sampling reads the top k or the last logits.
         const reading = numbers(choice.map((name) => out[name]));
         // The step that made `out` has read its inputs (queue order keeps them until it ran):
-        // they go back to the pool at the same point of every step, so the pool hands the same
-        // buffers out again and the bind groups of the step before last match. (Released as
-        // their step settled, the fed ids made a new buffer set each step: 11 bind groups a step
-        // against 2 for a 2-layer decoder.)
+        // they go back to the pool at the same point of every step, not as a step settles, so
+        // the buffers the pool hands out next do not depend on timing. (Steps in flight together
+        // also bind their programs' own buffers: `backends/webgpu/own_buffers.ts`.)
         runner.release(caches);
         release(fed);
         caches = Object.fromEntries(d.caches.map((c, i) => [c.past, out[nexts[i]]]));
