@@ -218,6 +218,7 @@ class Placer {
     if (record && record.ms.host! < HOST_MARGIN * floor) {
       // Kept for the next compile, which then times nothing (a warm `kiln run` timed it anew).
       if (rival) await storeVerdict(this.#key, record, this.#in.notes);
+      first?.exe.dispose();
       return { exe: this.done(exe), hostTimed: false };
     }
     if (!rival) {
@@ -232,11 +233,10 @@ class Placer {
    * host busy for more than {@linkcode DEVICE_FIRST_RATIO} times the device's `floor` even at its
    * peak ({@linkcode hostFloorMs}): a device plan that runs in under HOST_MARGIN of that time
    * ({@linkcode checkRuns}: a few runs, not a trial's rounds) cannot lose, so no host plan is
-   * built. (On the H200, auto's first run of BERT-base took
-   * 5.1 s against 0.87 s with the GPU named, building its wasm plan and timing 150 ms runs of it;
-   * the GPU, idle meanwhile, had clocked down, and auto's runs after the trial took 12.7 ms
-   * against 3.9.) The device's executable and whether it won; `undefined` where it was not tried
-   * or could not be built.
+   * built. (On the H200, auto's first run of BERT-base took 5.1 s against 0.87 s with the GPU
+   * named, building its wasm plan and timing 150 ms runs of it; the GPU, idle meanwhile, had
+   * clocked down, and auto's runs after the trial took 12.7 ms against 3.9.) The device's
+   * executable and whether it won; `undefined` where it was not tried or could not be built.
    */
   async deviceFirst(
     rival: Backend,
