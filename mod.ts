@@ -102,7 +102,7 @@ export {
   memoryBudget,
   setMemoryBudget,
 } from "./jit/runtime/budget.ts";
-export { compile, type CompileOptions } from "./jit/compile.ts";
+export { compile, type CompileOptions, type WorkloadHint } from "./jit/compile.ts";
 export type { Progress, ProgressCallback, ProgressPhase } from "./jit/runtime/progress.ts";
 export type { Precision, Widened } from "./jit/passes/precision.ts";
 export type { DrawnInput } from "./jit/passes/random_inputs.ts";

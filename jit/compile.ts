@@ -81,6 +81,19 @@ export interface CompileOptions {
    * device tensors (see `jit/runtime/specialize.ts`).
    */
   readonly inputsOn?: Readonly<Record<string, string>>;
+  /**
+   * How the executable will be used, a hint for the `auto` policy: `runs`, the runs expected.
+   * Candidate plans are then weighed by their first run (a GPU's uploads and first dispatches)
+   * plus the rest at their steady time, so a plan that is fast only once warm loses where few
+   * runs follow (default: many runs, the steady time alone).
+   */
+  readonly workload?: WorkloadHint;
+}
+
+/** What the caller says of an executable's use (see {@linkcode CompileOptions.workload}). */
+export interface WorkloadHint {
+  /** Runs the executable is expected to make (a whole number of at least 1). */
+  readonly runs?: number;
 }
 
 let provider: (() => BackendSet) | undefined;
@@ -150,6 +163,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     fusion: fused.fusion,
     candidates,
     inputsOn,
+    runs: expectedRuns(options.workload),
     usable: usableBackends(fused.fusion.kernels, candidates, policy, outputs, holding),
     policy,
     named: named !== undefined,
@@ -383,4 +397,17 @@ export function fusionFor(
     blockProducts: all((p) => p.blockProducts || !p.storedOperands),
     blockUnpacks: profiles.some((p) => p.blockProducts),
   };
+}
+
+/** The runs a workload hint expects, checked (`undefined`: none said). */
+function expectedRuns(workload: WorkloadHint | undefined): number | undefined {
+  const runs = workload?.runs;
+  if (runs === undefined) return undefined;
+  if (!Number.isInteger(runs) || runs < 1) {
+    throw new KilnError(`workload.runs must be a whole number of at least 1, got ${runs}`, {
+      code: "bad-input",
+      fix: "pass workload: { runs: N } with N ≥ 1, or leave the hint out",
+    });
+  }
+  return runs;
 }

@@ -257,3 +257,51 @@ Deno.test("a device plan built first and slower than the host's peak is timed ag
     /every kernel on "no-f64-simd", timed against "readback-gpu"/,
   );
 });
+
+/** A GPU with a microsecond readback whose program's first run takes 300 ms (its uploads). */
+class ColdGpu extends ReferenceBackend {
+  override readonly id = "cold-gpu";
+  override readonly kind = "gpu";
+  override readonly codegen: KernelCodegen;
+  constructor() {
+    super();
+    const inner = new ReferenceBackend().codegen!;
+    this.codegen = {
+      ...inner,
+      load: async (k, artifact) => {
+        const kernel = await inner.load(k, artifact);
+        let warm = false;
+        return {
+          run: async (inputs, into, active) => {
+            if (!warm) await new Promise((r) => setTimeout(r, 300));
+            warm = true;
+            return kernel.run(inputs, into, active);
+          },
+        };
+      },
+    };
+  }
+  override capabilities(): DeviceProfile {
+    return { ...super.capabilities(), interpreter: false, readbackMs: 1e-3 };
+  }
+}
+
+/** The host's SIMD backend whose every run takes 20 ms more. */
+class SlowSimd extends NoF64Simd {
+  override readonly codegen: KernelCodegen = delayed(new ReferenceBackend().codegen!, 20);
+}
+
+Deno.test("a workload hint of few runs counts a plan's first run: a device fast only once warm loses", async () => {
+  const placed = async (runs?: number) => {
+    const registry = new BackendRegistry().register(new ColdGpu()).register(new SlowSimd());
+    const workload = runs === undefined ? undefined : { runs };
+    const exe = await compile(elementwise(1 << 10), { registry, cache: false, workload });
+    return [...new Set(exe.plan!.schedule.placement)];
+  };
+  // Warm, the device's runs take no time against the host's 20 ms: it wins where runs are many.
+  assert.deepEqual(await placed(), ["cold-gpu"]);
+  assert.deepEqual(await placed(1000), ["cold-gpu"]);
+  // One run: its 300 ms first run against the host's 20 ms.
+  assert.deepEqual(await placed(1), ["no-f64-simd"]);
+  await assert.rejects(placed(0), /workload.runs must be a whole number/);
+});

@@ -30,10 +30,14 @@ export type Verdict = "plan" | "host" | "device";
 
 const VERDICTS: readonly Verdict[] = ["plan", "host", "device"];
 
-/** The key of a trial: the graph and every backend's identity and device profile. */
-export function trialKey(graph: Graph, backends: readonly Backend[]): string {
+/**
+ * The key of a trial: the graph, every backend's identity and device profile, and the runs the
+ * caller expects where it said (a verdict for one run is not one for many).
+ */
+export function trialKey(graph: Graph, backends: readonly Backend[], runs?: number): string {
   const machine = backends.map((b) => [b.id, b.version, profileKey(b.capabilities())]);
-  return digest(graph.canonical() + JSON.stringify(machine)).slice(0, 24);
+  const hint = runs === undefined ? "" : `runs ${runs}`;
+  return digest(graph.canonical() + JSON.stringify(machine) + hint).slice(0, 24);
 }
 
 const note = (key: string) => `placement-${key}.json`;
@@ -66,6 +70,20 @@ export interface TrialRecord {
   readonly verdict: Verdict;
   /** Median milliseconds of each timed plan's runs. */
   readonly ms: Partial<Record<Verdict, number>>;
+  /** Milliseconds of each plan's first run (uploads, first dispatches), where runs were hinted. */
+  readonly firstMs?: Partial<Record<Verdict, number>>;
+}
+
+/**
+ * The runs a caller expects of an executable (`compile(…, { workload: { runs } })`), with the
+ * first run of each plan: plans are then weighed by their first run plus the rest at their median,
+ * so a plan fast only once warm (a GPU's uploads and pipelines) loses where few runs follow.
+ */
+export interface Expected {
+  /** Runs the caller expects. */
+  readonly runs: number;
+  /** Each plan's first run, milliseconds. */
+  readonly firsts: ReadonlyMap<Verdict, number>;
 }
 
 /** Zero-filled data for every input of `graph` (indices 0 are always in range). */
@@ -148,14 +166,24 @@ export function deviceFloorMs(readbackMs: number, kernels: number): number {
   return readbackMs && readbackMs + KERNEL_FLOOR_MS * kernels;
 }
 
-/** The verdict of timed runs (ms per plan): the fastest median, the host plan on near ties. */
-export function verdictOf(times: ReadonlyMap<Verdict, readonly number[]>): TrialRecord {
+/**
+ * The verdict of timed runs (ms per plan): the fastest median (or, where the caller said how many
+ * runs it expects, the least time over them), the host plan on near ties.
+ */
+export function verdictOf(
+  times: ReadonlyMap<Verdict, readonly number[]>,
+  expected?: Expected,
+): TrialRecord {
   const ms = Object.fromEntries(
     [...times].map(([v, xs]) => [v, [...xs].sort((a, b) => a - b)[xs.length >> 1]]),
   ) as Record<Verdict, number>;
-  const fastest = [...times.keys()].reduce((a, b) => (ms[b] < ms[a] ? b : a));
-  const verdict = ms.host !== undefined && ms[fastest] > HOST_MARGIN * ms.host ? "host" : fastest;
-  return { verdict, ms };
+  const cost = (v: Verdict) =>
+    expected ? (expected.firsts.get(v) ?? ms[v]) + (expected.runs - 1) * ms[v] : ms[v];
+  const fastest = [...times.keys()].reduce((a, b) => (cost(b) < cost(a) ? b : a));
+  const host = times.has("host") && cost(fastest) > HOST_MARGIN * cost("host");
+  const verdict = host ? "host" : fastest;
+  if (!expected) return { verdict, ms };
+  return { verdict, ms, firstMs: Object.fromEntries(expected.firsts) };
 }
 
 /**
@@ -166,13 +194,19 @@ export function verdictOf(times: ReadonlyMap<Verdict, readonly number[]>): Trial
 export async function trial(
   plans: ReadonlyMap<Verdict, Executable>,
   graph: Graph,
+  runs?: number,
 ): Promise<TrialRecord | undefined> {
   const feeds = zeroInputs(graph);
   const times = new Map([...plans.keys()].map((v) => [v, [] as number[]]));
+  const firsts = new Map<Verdict, number>();
   try {
-    for (const exe of plans.values()) {
+    for (const [v, exe] of plans) {
       const until = performance.now() + WARM_MS;
-      for (let i = 0; i < WARM_RUNS && performance.now() < until; i++) await exe.run(feeds);
+      for (let i = 0; i < WARM_RUNS && performance.now() < until; i++) {
+        const t0 = performance.now();
+        await exe.run(feeds);
+        if (i === 0) firsts.set(v, performance.now() - t0);
+      }
     }
     const running = new Map(plans);
     const start = performance.now();
@@ -197,29 +231,35 @@ export async function trial(
   } catch {
     return undefined;
   }
-  return verdictOf(times);
+  return verdictOf(times, runs === undefined ? undefined : { runs, firsts });
 }
 
 /**
- * The median milliseconds of {@linkcode CHECK_RUNS} runs of `exe` after one untimed run (its
- * uploads and first dispatches), `undefined` where it fails to run: enough to tell a plan from
+ * The median milliseconds of {@linkcode CHECK_RUNS} runs of `exe` after a first one (its uploads
+ * and first dispatches, timed apart), `undefined` where it fails to run: enough to tell a plan from
  * a bound it beats several times over, where {@linkcode trial} compares plans that may be close
  * (its warm-ups and rounds were a third of auto's first run of BERT-base on the H200).
  */
-export async function checkRuns(exe: Executable, graph: Graph): Promise<number | undefined> {
+export async function checkRuns(
+  exe: Executable,
+  graph: Graph,
+): Promise<{ firstMs: number; ms: number } | undefined> {
   const feeds = zeroInputs(graph);
   const times: number[] = [];
+  let firstMs = 0;
   try {
+    const t0 = performance.now();
     await exe.run(feeds);
+    firstMs = performance.now() - t0;
     for (let i = 0; i < CHECK_RUNS; i++) {
-      const t0 = performance.now();
+      const t1 = performance.now();
       await exe.run(feeds);
-      times.push(performance.now() - t0);
+      times.push(performance.now() - t1);
     }
   } catch {
     return undefined;
   }
-  return times.sort((a, b) => a - b)[CHECK_RUNS >> 1];
+  return { firstMs, ms: times.sort((a, b) => a - b)[CHECK_RUNS >> 1] };
 }
 
 /** Timed runs of {@linkcode checkRuns}. */
@@ -239,14 +279,15 @@ export async function trialOf<P>(
   build: (plan: P) => Promise<Executable>,
   graph: Graph,
   deviceSyncMs: number,
+  runs?: number,
 ): Promise<{ record?: TrialRecord; built: Map<Verdict, Executable> }> {
   const built = new Map<Verdict, Executable>();
   const host = plans.get("host");
   if (host !== undefined && deviceSyncMs > 0) {
     built.set("host", await build(host));
-    const alone = await trial(built, graph);
+    const alone = await trial(built, graph, runs);
     if (alone && alone.ms.host! < HOST_MARGIN * deviceSyncMs) return { record: alone, built };
   }
   for (const [v, p] of plans) if (!built.has(v)) built.set(v, await build(p));
-  return { record: await trial(built, graph), built };
+  return { record: await trial(built, graph, runs), built };
 }
