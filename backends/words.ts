@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type DType, fromF16Bits, type TensorData, toF16Bits } from "../jit/ir/dtype.ts";
+import { type DType, fromF16Array, type TensorData, toF16Array } from "../jit/ir/dtype.ts";
 
 /** `data` (of `dtype`) as 32-bit words ready for `writeBuffer`. */
 export function toWords(
@@ -18,7 +18,7 @@ export function toWords(
     case "f32":
       return data as Float32Array;
     case "f16":
-      return Float32Array.from(data as Uint16Array, fromF16Bits);
+      return fromF16Array(data as Uint16Array);
     case "i32":
       return data as Int32Array;
     case "i16":
@@ -58,7 +58,7 @@ export function fromWords(
     case "f32":
       return copy(Float32Array, buffer, offset, n);
     case "f16":
-      return Uint16Array.from(new Float32Array(buffer, offset, n), (v) => toF16Bits(v));
+      return toF16Array(new Float32Array(buffer, offset, n));
     case "i32":
       return copy(Int32Array, buffer, offset, n);
     case "i16":

@@ -8,15 +8,15 @@
 import {
   allocate,
   type DType,
-  fromF16Bits,
+  fromF16Array,
   type TensorData,
-  toF16Bits,
+  toF16Array,
 } from "../../jit/ir/dtype.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 
 /** Numbers without copying, except f16, which is decoded. */
 export function read(t: RefTensor): ArrayLike<number> {
-  if (t.dtype === "f16") return Float32Array.from(t.data as Uint16Array, fromF16Bits);
+  if (t.dtype === "f16") return fromF16Array(t.data as Uint16Array);
   return t.data as Exclude<TensorData, BigInt64Array>;
 }
 
@@ -39,7 +39,7 @@ export function written(dtype: DType, values: ArrayLike<number>): TensorData {
 export function writer(dtype: DType, n: number): Writer {
   if (dtype === "f16") {
     const out = new Float64Array(n);
-    return { out, finish: () => Uint16Array.from(out, toF16Bits) };
+    return { out, finish: () => toF16Array(out) };
   }
   if (dtype === "bool") {
     const out = new Float64Array(n);

@@ -24,7 +24,7 @@
 import {
   type BoundaryDType,
   type DType,
-  fromF16Bits,
+  fromF16Array,
   fromNumbers,
   type TensorData,
 } from "../ir/dtype.ts";
@@ -66,7 +66,7 @@ export interface Widened {
 
 /** `data` (of `from`) as `to` stores it: f16 decoded from and rounded to its bits. */
 export function convertData(data: TensorData, from: DType, to: DType): TensorData {
-  const values = from === "f16" ? Float32Array.from(data as Uint16Array, fromF16Bits) : data;
+  const values = from === "f16" ? fromF16Array(data as Uint16Array) : data;
   return fromNumbers(to, values as ArrayLike<number>);
 }
 
