@@ -40,8 +40,11 @@ for (const spec of values.input) {
   feeds[name] = new ort.Tensor(dtype === "int64" ? "int64" : "float32", data, shape);
 }
 const t1 = performance.now();
-await session.run(feeds);
+const result = await session.run(feeds);
 const first = performance.now() - t1;
+// A checksum of the first output, to hold against kiln's (`kiln run --save`).
+const y = result[session.outputNames[0]].data as Float32Array;
+const checksum = y.reduce((s, v) => s + v, 0);
 for (let i = 0; i < 3; i++) await session.run(feeds);
 const times: number[] = [];
 for (let i = 0; i < Number(values.runs); i++) {
@@ -59,6 +62,7 @@ console.log(
     first,
     median,
     min: times[0],
+    checksum,
   }),
 );
 Deno.exit(0);
