@@ -13,7 +13,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { float, int, ints, OnnxWriter } from "./onnx_writer.ts";
+import { int, ints, OnnxWriter } from "./onnx_writer.ts";
 
 const { values, positionals } = parseArgs({
   args: Deno.args,
@@ -50,21 +50,11 @@ function conv1d(x: string, name: string, k: number, n: number): string {
 }
 
 /** LayerNormalization over the hidden axis. */
-function norm(x: string, name: string): string {
-  const g = w.weight(`${name}.weight`, [hidden], 0, 1);
-  const b = w.weight(`${name}.bias`, [hidden], 0, 0);
-  return node("LayerNormalization", [x, g, b], `${name}.out`, [
-    int("axis", -1),
-    float("epsilon", 1e-5),
-  ]);
-}
+const norm = (x: string, name: string) => w.layerNorm(x, name, hidden, 1e-5);
 
-/** [1, seq, hidden] → [1, heads, seq, head] (or [1, heads, head, seq] for the keys). */
-function split(x: string, name: string, keys: boolean): string {
-  const shape = w.int64(`${name}.shape`, [4], [1, seq, heads, head]);
-  const r = node("Reshape", [x, shape], `${name}.heads`);
-  return node("Transpose", [r], `${name}.t`, [ints("perm", keys ? [0, 2, 3, 1] : [0, 2, 1, 3])]);
-}
+/** [1, seq, hidden] split into heads (see `OnnxWriter.heads`). */
+const split = (x: string, name: string, keys: boolean) =>
+  w.heads(x, name, [seq, heads, head], keys);
 
 /** 0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³))). */
 function gelu(x: string, p: string): string {

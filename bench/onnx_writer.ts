@@ -71,6 +71,27 @@ export class OnnxWriter {
     return this.nodes(op, input, [output], attrs)[0];
   }
 
+  /** LayerNormalization of `x` over its last axis of `width`, weights 1 and biases 0. */
+  layerNorm(x: string, name: string, width: number, epsilon: number): string {
+    const g = this.weight(`${name}.weight`, [width], 0, 1);
+    const b = this.weight(`${name}.bias`, [width], 0, 0);
+    return this.node("LayerNormalization", [x, g, b], `${name}.out`, [
+      int("axis", -1),
+      float("epsilon", epsilon),
+    ]);
+  }
+
+  /**
+   * [1, seq, heads · head] → [1, heads, seq, head] (or [1, heads, head, seq] for the keys), as the
+   * exporters split attention heads: a Reshape and a Transpose.
+   */
+  heads(x: string, name: string, [seq, heads, head]: number[], keys: boolean): string {
+    const shape = this.int64(`${name}.shape`, [4], [1, seq, heads, head]);
+    const r = this.node("Reshape", [x, shape], `${name}.heads`);
+    const perm = keys ? [0, 2, 3, 1] : [0, 2, 1, 3];
+    return this.node("Transpose", [r], `${name}.t`, [ints("perm", perm)]);
+  }
+
   /**
    * Writes the graph to `out` (opset 17), its inputs `[name, dtype, dims, data]` to
    * `OUT.in.NAME.DTYPE.bin` beside it as `bench/export_full_models.py` writes them.

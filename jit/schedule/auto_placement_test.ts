@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { BackendRegistry, compile, ReferenceBackend } from "../../mod.ts";
-import type { DeviceProfile, KernelCodegen } from "../runtime/backend.ts";
+import type { DeviceProfile, KernelCodegen, PreparedKernel } from "../runtime/backend.ts";
 import { type BackendRates, knownRates, setBackendRates } from "./cost_model.ts";
 import { fuse } from "../passes/fuse.ts";
 import { GraphBuilder } from "../frontend/graph_builder.ts";
@@ -32,6 +32,18 @@ const cpu: BackendRates = {
   flopsPerMs: 5e6,
   transferBytesPerMs: Infinity,
 };
+
+/** The reference generator, each loaded kernel's run passed through `wrap`. */
+function wrappedRuns(wrap: (run: PreparedKernel["run"]) => PreparedKernel["run"]): KernelCodegen {
+  const inner = new ReferenceBackend().codegen!;
+  return {
+    ...inner,
+    load: async (k, artifact) => {
+      const kernel = await inner.load(k, artifact);
+      return { run: wrap((...args) => kernel.run(...args)) };
+    },
+  };
+}
 
 /** A compiled SIMD backend (not an interpreter) without f64. */
 class NoF64Simd extends ReferenceBackend {
@@ -126,18 +138,9 @@ Deno.test("a plan an earlier compile found fastest is taken before the host plan
   /** The host's SIMD backend, counting its kernels' runs. */
   class CountedSimd extends NoF64Simd {
     runs = 0;
-    override readonly codegen: KernelCodegen;
-    constructor() {
-      super();
-      const inner = new ReferenceBackend().codegen!;
-      this.codegen = {
-        ...inner,
-        load: async (k, artifact) => {
-          const kernel = await inner.load(k, artifact);
-          return { run: (...args) => (this.runs++, kernel.run(...args)) };
-        },
-      };
-    }
+    override readonly codegen: KernelCodegen = wrappedRuns((run) => (...args) => (
+      this.runs++, run(...args)
+    ));
   }
   // Readbacks of 1 µs: the host's plan is timed against the device's; of 1 s: against that floor.
   for (const readbackMs of [1e-3, 1000]) {
@@ -262,25 +265,14 @@ Deno.test("a device plan built first and slower than the host's peak is timed ag
 class ColdGpu extends ReferenceBackend {
   override readonly id = "cold-gpu";
   override readonly kind = "gpu";
-  override readonly codegen: KernelCodegen;
-  constructor() {
-    super();
-    const inner = new ReferenceBackend().codegen!;
-    this.codegen = {
-      ...inner,
-      load: async (k, artifact) => {
-        const kernel = await inner.load(k, artifact);
-        let warm = false;
-        return {
-          run: async (inputs, into, active) => {
-            if (!warm) await new Promise((r) => setTimeout(r, 300));
-            warm = true;
-            return kernel.run(inputs, into, active);
-          },
-        };
-      },
+  override readonly codegen: KernelCodegen = wrappedRuns((run) => {
+    let warm = false;
+    return async (...args) => {
+      if (!warm) await new Promise((r) => setTimeout(r, 300));
+      warm = true;
+      return run(...args);
     };
-  }
+  });
   override capabilities(): DeviceProfile {
     return { ...super.capabilities(), interpreter: false, readbackMs: 1e-3 };
   }
