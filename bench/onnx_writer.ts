@@ -98,7 +98,7 @@ export class OnnxWriter {
    */
   write(
     out: string,
-    inputs: [string, "int64", number[], BigInt64Array][],
+    inputs: [string, "int64" | "float32", number[], BigInt64Array | Float32Array][],
     outputs: [string, number[]][],
   ): void {
     const tensor = (name: string, elemType: number, dims: number[]): ValueInfoProto => ({
@@ -109,7 +109,7 @@ export class OnnxWriter {
       name: out.split("/").at(-1)!.replace(/\.onnx$/, ""),
       node: this.#nodes,
       initializer: this.#inits,
-      input: inputs.map(([name, , dims]) => tensor(name, 7, dims)),
+      input: inputs.map(([name, dtype, dims]) => tensor(name, dtype === "int64" ? 7 : 1, dims)),
       output: outputs.map(([name, dims]) => tensor(name, 1, dims)),
     };
     Deno.writeFileSync(

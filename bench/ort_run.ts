@@ -45,6 +45,7 @@ const first = performance.now() - t1;
 // A checksum of the first output, to hold against kiln's (`kiln run --save`).
 const y = result[session.outputNames[0]].data as Float32Array;
 const checksum = y.reduce((s, v) => s + v, 0);
+const absSum = y.reduce((s, v) => s + Math.abs(v), 0);
 for (let i = 0; i < 3; i++) await session.run(feeds);
 const times: number[] = [];
 for (let i = 0; i < Number(values.runs); i++) {
@@ -63,6 +64,8 @@ console.log(
     median,
     min: times[0],
     checksum,
+    absSum,
+    head: [...y.slice(0, 4)],
   }),
 );
 Deno.exit(0);
