@@ -6,10 +6,12 @@
  *   deno run -A bench/generate.ts MODEL.onnx [--backends webgpu,wasm] [--prompt 128] [--new 128]
  *
  * Run each backend in a process of its own for numbers that do not share a warm-up
- * (bench/generate_device.sh does, on the GPU machine).
+ * (bench/generate_device.sh does, on the GPU machine). On webgpu the line also gives the device
+ * memory: the pool's peak and its resident (weights') bytes, beside the model file's bytes, for
+ * the issue's bound of 1.5× the packed weights plus the KV cache.
  */
 import { parseArgs } from "node:util";
-import { generate, OnnxModel } from "../mod.ts";
+import { defaultBackends, generate, OnnxModel, WebGpuBackend } from "../mod.ts";
 import { rng } from "../jit/support/random.ts";
 
 const { values, positionals } = parseArgs({
@@ -37,6 +39,14 @@ for (const backend of values.backends.split(",")) {
     const ids = await g.collect();
     runs.push({ ids: ids.slice(0, 8), ...g.stats });
   }
-  console.log(JSON.stringify({ model: path, backend, first: runs[0], warm: runs[1] }));
+  const gpu = backend === "webgpu" ? defaultBackends().get("webgpu") : undefined;
+  const pool = gpu instanceof WebGpuBackend ? gpu.poolStats() : undefined;
+  const mb = (bytes: number) => +(bytes / 1e6).toFixed(1);
+  const memory = pool && {
+    peakMB: mb(pool.peakBytes),
+    residentMB: mb(pool.residentBytes),
+    fileMB: mb((await Deno.stat(path)).size),
+  };
+  console.log(JSON.stringify({ model: path, backend, first: runs[0], warm: runs[1], memory }));
 }
 model.dispose();
