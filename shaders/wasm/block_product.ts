@@ -46,11 +46,14 @@ function setMask(fn: KernelFunction, tag: BlockTables, mask: number): number {
   return fn.m.local.set(mask, fn.m.i32x4.splat(fn.ic((1 << tag.bits) - 1)));
 }
 
-/** A block's zero point: the f32 at `address()`, or the middle value where there are none. */
-function zeroOf(fn: KernelFunction, tag: BlockTables, address: () => number): number {
+/**
+ * A block's zero point: the f32 `offset` bytes past `address()`, or the middle value where there
+ * are none.
+ */
+function zeroOf(fn: KernelFunction, tag: BlockTables, address: () => number, offset = 0): number {
   return tag.zeros === undefined
     ? fn.m.f32.const(2 ** (tag.bits - 1))
-    : fn.m.f32.load(0, 4, address());
+    : fn.m.f32.load(offset, 4, address());
 }
 
 /** Scratch bytes of a block product's kernel: A's row regrouped and its blocks' sums. */
@@ -198,10 +201,7 @@ function rowDot(
     4,
     element(fn, scratch(), m.i32.add(ic(blocks * tag.block), get(b, i32))),
   );
-  const zero = (c: number) =>
-    tag.zeros === undefined
-      ? m.f32.const(2 ** (tag.bits - 1))
-      : m.f32.load(c * tableBytes, 4, get(zp, i32));
+  const zero = (c: number) => zeroOf(fn, tag, () => get(zp, i32), c * tableBytes);
   const block = [
     ...part.map((p) => m.local.set(p, f4.splat(m.f32.const(0)))),
     m.local.set(ap, m.i32.add(scratch(), m.i32.mul(get(b, i32), ic(4 * tag.block)))),
