@@ -359,8 +359,14 @@ class GpuProgram implements Program {
     // repetition reads while it writes the other (dispatches in one encoder run in order).
     const sets: Map<number, GPUBuffer>[] = [];
     // A run of one repetition takes the program's own buffers for its small intermediates.
+    // The program's own buffers this run binds: they stay its own (a kept output is copied out).
+    const owned = new Set<GPUBuffer>();
     const take = async (key: string, bytes: number) => {
-      if (repeat === 1 && bytes <= SMALL_BYTES) return await this.#own.small(key, bytes);
+      if (repeat === 1 && bytes <= SMALL_BYTES) {
+        const b = await this.#own.small(key, bytes);
+        owned.add(b);
+        return b;
+      }
       const b = await pool.acquire(bytes, STORAGE);
       acquired.push(b);
       return b;
@@ -402,8 +408,7 @@ class GpuProgram implements Program {
       if (!keep[j]) return undefined;
       const v = this.#plan.outputs[i];
       const own = last.get(v);
-      // The program's own buffers stay its own: a kept output there is copied out.
-      if (own && !claimed.has(own) && !this.#own.owns(own)) {
+      if (own && !claimed.has(own) && !owned.has(own)) {
         claimed.add(own);
         return { value: v, buffer: own, copy: false };
       }

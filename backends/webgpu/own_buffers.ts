@@ -68,11 +68,6 @@ export class OwnBuffers {
     return buffer;
   }
 
-  /** Whether `buffer` is one of the program's small intermediates. */
-  owns(buffer: GPUBuffer): boolean {
-    return [...this.#small.values()].includes(buffer);
-  }
-
   /** Gives every buffer back to the pool. */
   dispose(): void {
     this.#pool.release([...this.#buffers.values(), ...this.#small.values()]);
