@@ -23,6 +23,8 @@ const EXPECTED: Readonly<Record<string, readonly RegExp[]>> = {
   "docs/onnx.md#2": [/Float32Array\(3\) \[ 2, 4, 6 \]/],
   // A generation: ONNX Runtime's greedy ids, one prefill and one decode executable.
   "docs/onnx.md#3": [/^59\n17\n64\n47\n111\n2$/m],
+  // Local-first following GPU inputs, and a workload hint.
+  "docs/compiling.md#0": [/\[ "wasm" \]/, /^webgpu 2\.718\d*$/m, /^2\.718\d*$/m],
   "docs/backends.md#0": [/0\.03125/, /\[ "matmul_0", "softmax_1" \]/, /\[ 4 \] webgpu/],
   // The precision example: f16 results on wasm and on webgpu (native or as 16-bit words).
   "docs/backends.md#1": [
