@@ -6,7 +6,7 @@
  * form of GELU, and the logits through the tied embedding — random weights, for CPU timings on a
  * machine without PyTorch (the GPU machine exports the real one: `bench/export_full_models.py`).
  *
- *   deno run -A bench/gpt2_shaped.ts OUT.onnx [--layers 12] [--seq 128]
+ *   deno run -A bench/gpt2_shaped.ts OUT.onnx [--layers 12] [--seq 128] [--vocab 50257]
  *
  * Writes OUT.onnx and beside it its input (`OUT.in.input_ids.int64.bin`).
  *
@@ -17,17 +17,23 @@ import { int, ints, OnnxWriter } from "./onnx_writer.ts";
 
 const { values, positionals } = parseArgs({
   args: Deno.args,
-  options: { layers: { type: "string", default: "12" }, seq: { type: "string", default: "128" } },
+  options: {
+    layers: { type: "string", default: "12" },
+    seq: { type: "string", default: "128" },
+    vocab: { type: "string", default: "50257" },
+  },
   allowPositionals: true,
 });
 const out = positionals[0];
-if (!out) throw new Error("usage: bench/gpt2_shaped.ts OUT.onnx [--layers 12] [--seq 128]");
+if (!out) {
+  throw new Error("usage: bench/gpt2_shaped.ts OUT.onnx [--layers 12] [--seq 128] [--vocab 50257]");
+}
 const [layers, seq, hidden, heads, vocab] = [
   Number(values.layers),
   Number(values.seq),
   768,
   12,
-  50257,
+  Number(values.vocab),
 ];
 const head = hidden / heads;
 const w = new OnnxWriter(11);

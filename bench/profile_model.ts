@@ -7,9 +7,9 @@
  *
  * Inputs not given are zeros. Runs on Dawn (`KILN_GPU` to choose), kernel cache off; `--auto`
  * compiles under the auto policy instead (placement as `kiln run` without --backend takes it),
- * and prints the run's timing split over ten runs.
+ * and prints the run's timing split over ten runs; `--precision f16` compiles under that policy.
  */
-import { OnnxModel, type TensorMap, WasmBackend, WebGpuBackend } from "../mod.ts";
+import { OnnxModel, type Precision, type TensorMap, WasmBackend, WebGpuBackend } from "../mod.ts";
 
 const args = [...Deno.args];
 const flag = (name: string) => {
@@ -17,6 +17,8 @@ const flag = (name: string) => {
   return at >= 0 && args.splice(at, 1).length > 0;
 };
 const auto = flag("--auto"), wasm = flag("--wasm");
+const precisionAt = args.indexOf("--precision");
+const precision = precisionAt >= 0 ? args.splice(precisionAt, 2)[1] as Precision : "f32";
 const topAt = args.indexOf("--top");
 const top = topAt >= 0 ? Number(args.splice(topAt, 2)[1]) : 15;
 const [path, ...given] = args;
@@ -38,7 +40,7 @@ const gpu = wasm ? new WasmBackend({ profile: true }) : new WebGpuBackend({
 });
 const { executable, inputs: feeds } = await model.compileFor(
   inputs,
-  auto ? { cache: false } : { backend: gpu, cache: false },
+  auto ? { cache: false, precision } : { backend: gpu, cache: false, precision },
 );
 if (auto) {
   console.log(`auto placement: ${executable.plan?.schedule.reason}`);

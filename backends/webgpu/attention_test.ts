@@ -10,7 +10,14 @@ import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { assertClose, f32, numbers } from "../../jit/testing/testing.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
 import { tiledMatmul } from "../../shaders/wgsl/codegen.ts";
-import { fusedAttention, MAX_KEYS, withFusedAttention } from "../../shaders/wgsl/attention.ts";
+import {
+  attentionWgsl,
+  fusedAttention,
+  MAX_KEYS,
+  withFusedAttention,
+} from "../../shaders/wgsl/attention.ts";
+import { flashWgsl } from "../../shaders/wgsl/flash_kernel.ts";
+import { applyPrecision } from "../../jit/passes/precision.ts";
 import { attentionGroup } from "../../shaders/wgsl/attention_group.ts";
 import { flashAttention, flashPays } from "../../shaders/wgsl/flash.ts";
 import { flashMask } from "../../shaders/wgsl/masks.ts";
@@ -396,5 +403,40 @@ Deno.test("attention past the binding limit runs as flash attention, its kernels
     );
   } finally {
     small.dispose();
+  }
+});
+
+Deno.test("attention under precision f16 runs as one kernel, fused and flash, its buffers f16", async () => {
+  // q, k, v f32 at the caller's boundary, cast to f16 by kernels of their own; the group reads f16.
+  const graph = flashGraph({ tokens: 64, rows: 32, mask: true });
+  const { graph: half } = applyPrecision(graph, "f16");
+  const members = fuse(half).kernels.filter((k) => k.group === "attention_0");
+  const group = attentionGroup(members, new Set())!;
+  assert.ok(group && group.inputs.some((b) => b.dtype === "f16"));
+  // A device with shader-f16 binds them as 16-bit words.
+  const h200 = { maxInvocations: 256, workgroupBytes: 49152, half: true };
+  const flash = flashAttention(group, h200)!;
+  for (const wgsl of [flashWgsl(flash, h200), attentionWgsl(group, h200)]) {
+    assert.match(wgsl, /^enable f16;$/m);
+    assert.match(wgsl, /var<storage, read> in0: array<f16>;/);
+  }
+  assert.doesNotMatch(flashWgsl(flash, { ...h200, half: false }), /enable f16|array<f16>/);
+  const feeds = {
+    q: f32(hashed(2 * 3 * 32 * 16, 7), [2, 3, 32, 16]),
+    k: f32(hashed(2 * 3 * 64 * 16, 11), [2, 3, 64, 16]),
+    v: f32(hashed(2 * 3 * 64 * 16, 13), [2, 3, 64, 16]),
+    mask: f32(hashed(32 * 64, 17).map((x) => (x > 0.8 ? -Infinity : x)), [32, 64]),
+  };
+  using reference = await compile(graph, { backend: "reference", precision: "f16" });
+  const want = await reference.run(feeds);
+  for (const flashAttention of [false, true]) {
+    const gpu = new WebGpuBackend({ profile: true, flashAttention });
+    using exe = await compile(graph, { backend: gpu, cache: false, precision: "f16" });
+    const got = await exe.run(feeds);
+    // The group keeps scores and weights in f32 where the reference rounds them to f16.
+    assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 2e-3, rtol: 4e-3 });
+    const names = exe.deviceTimes().map((t) => t.kernel);
+    assert.ok(names.includes("attention_0") && !names.some((n) => /softmax/.test(n)), `${names}`);
+    gpu.dispose();
   }
 });

@@ -513,6 +513,17 @@ export function sumsHalfProducts(kernel: KernelIR): boolean {
     r.expr.args.every((e) => e.kind === "load" && e.dtype === "f16");
 }
 
+/**
+ * `kernel` as the GPU's tiles and attention kernels compute it: products multiplied and summed
+ * in f32 registers whatever the dtypes, so an f16 matmul's sum is rounded once, in the epilogue
+ * (f32 accumulation, as the precision policy promises, with exact products where the reference
+ * rounds each to f16 first). Other kernels come back as they are.
+ */
+export function f32SumView(kernel: KernelIR): KernelIR {
+  if (!sumsHalfProducts(kernel)) return kernel;
+  return { ...kernel, reductions: [{ ...kernel.reductions[0], dtype: "f32" }] };
+}
+
 /** Element count of the kernel's space with reduced axes removed. */
 export function rowCount(k: KernelIR): number {
   return sizeOf(k.space.filter((_, i) => !k.reduced.includes(i)));

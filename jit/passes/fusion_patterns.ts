@@ -73,5 +73,23 @@ export function groupChains(kernels: KernelIR[], log: string[]): KernelIR[] {
       log.push(`${group}: ${chain.map((k) => k.name).join(" → ")} form one ${rule.name} group`);
     }
   }
+  return adjacentGroups(out);
+}
+
+/**
+ * `kernels` with each group's members next to each other, as a backend fusing them needs: a
+ * kernel scheduled between members (an f16 precision's cast of the values, say) moves before the
+ * group's first member. That keeps the order valid: the members' outputs but the last are read
+ * only by the next member, so nothing between them reads a member's output.
+ */
+function adjacentGroups(kernels: readonly KernelIR[]): KernelIR[] {
+  const out = [...kernels];
+  for (const name of new Set(kernels.map((k) => k.group).filter((g) => g !== undefined))) {
+    const first = out.findIndex((k) => k.group === name);
+    const last = out.findLastIndex((k) => k.group === name);
+    const span = out.slice(first, last + 1);
+    const between = span.filter((k) => k.group !== name);
+    out.splice(first, span.length, ...between, ...span.filter((k) => k.group === name));
+  }
   return out;
 }

@@ -101,13 +101,14 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
   };
 
   // Phase 1: the row's scores, a key per thread at a time, into `att`.
-  const ls = new KernelLowering(scores, { inputs: names(scores) });
+  const half = options.half;
+  const ls = new KernelLowering(scores, { inputs: names(scores), half });
   ls.redirect.set("out0", key(ls, rowAxes));
   phase(ls, () => contract(ls, s));
 
   // Phase 2: the softmax, reading the scores from `att` and writing the weights back over them
   // (each thread rewrites only the keys it reads).
-  const lw = new KernelLowering(weights, { inputs: names(weights) });
+  const lw = new KernelLowering(weights, { inputs: names(weights), half });
   const scoresInput = weights.inputs.findIndex((b) => b.value === scores.outputs[0].value);
   lw.redirect.set(String(scoresInput), key(lw, rowAxes));
   lw.redirect.set("out0", key(lw, rowAxes));
@@ -115,13 +116,13 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
   phase(lw, () => (shared = emitRows(lw, size, true)));
 
   // Phase 3: the weighted values, an output column per thread at a time.
-  const lv = new KernelLowering(values, { inputs: names(values) });
+  const lv = new KernelLowering(values, { inputs: names(values), half });
   lv.redirect.set(String(v.a.input), key(lv, rowAxes + 1));
   phase(lv, () => contract(lv, v));
 
   return [
     `// kiln fused attention: ${scores.name} → ${weights.name} → ${values.name}`,
-    ...groupBindings(plan),
+    ...groupBindings(plan, { half }),
     PRELUDE,
     `var<workgroup> att: array<f32, ${s.n}>;`,
     ...shared,
@@ -197,8 +198,8 @@ export type GroupKernel = Attention | Flash | { readonly summarizes: Flash };
 
 /** The WGSL of a kernel standing for (part of) an attention group. */
 export function groupWgsl(group: GroupKernel, options: WgslOptions): string {
-  if ("summarizes" in group) return summaryWgsl(group.summarizes);
-  return "rows" in group ? flashWgsl(group) : attentionWgsl(group, options);
+  if ("summarizes" in group) return summaryWgsl(group.summarizes, options);
+  return "rows" in group ? flashWgsl(group, options) : attentionWgsl(group, options);
 }
 
 /** The layout of a kernel standing for (part of) an attention group. */

@@ -7,7 +7,7 @@
  */
 import { affineOffset } from "../../jit/ir/access.ts";
 import type { Expr, KernelBuffer, KernelIR } from "../../jit/ir/kernel_ir.ts";
-import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
+import { f32SumView, matmulOperands } from "../../jit/ir/kernel_ir.ts";
 
 /** The three kernels of an attention group that one fused kernel can run. */
 export interface Attention {
@@ -21,18 +21,24 @@ export interface Attention {
   readonly inputs: readonly KernelBuffer[];
 }
 
-/** Buffers a group's kernels take: 32-bit words (a selection mask's bools among them), no f16. */
-const GROUP_DTYPES: ReadonlySet<string> = new Set(["f32", "i32", "bool"]);
+/**
+ * Buffers a group's kernels take: 32-bit words (a selection mask's bools among them) and f16 (an
+ * f16 precision's group computes in f32 inside, its scores and weights never stored, so never
+ * rounded to f16: within the rounding its kernels' outputs already carry).
+ */
+const GROUP_DTYPES: ReadonlySet<string> = new Set(["f32", "f16", "i32", "bool"]);
 
 /**
- * `scores → weights → values` as one computation, if they are one: f32 matmuls whose batch and
+ * `scores → weights → values` as one computation, if they are one: float matmuls whose batch and
  * query axes are the softmax's rows, intermediates read exactly where they were written and by no
  * one else (`external` holds the values the program must store).
  */
 export function attentionGroup(
-  [scores, weights, values]: readonly KernelIR[],
+  kernels: readonly KernelIR[],
   external: ReadonlySet<number>,
 ): Attention | undefined {
+  // f16 matmuls as the group computes them: exact products summed in f32, rounded once.
+  const [scores, weights, values] = kernels.map(f32SumView);
   const s = matmulOperands(scores), v = matmulOperands(values);
   if (!s || !v || weights.pattern !== "softmax" || s.nb !== v.nb) return undefined;
   const rowAxes = s.nb + 1, keys = s.n;

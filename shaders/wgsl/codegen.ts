@@ -21,9 +21,9 @@ import { KilnError } from "../../jit/support/errors.ts";
 import { affineOffset } from "../../jit/ir/access.ts";
 import {
   type Expr,
+  f32SumView,
   type KernelIR,
   matmulOperands,
-  sumsHalfProducts,
   walk,
 } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
@@ -175,7 +175,7 @@ export function tiledMatmul(
   most = 256,
   sliceBytes?: number,
 ): MatmulTile | undefined {
-  const operands = matmulOperands(tilerView(kernel));
+  const operands = matmulOperands(f32SumView(kernel));
   if (!operands) return undefined;
   const { nb, m, n, k } = operands;
   const batch = sizeOf(kernel.space.slice(0, nb));
@@ -191,16 +191,6 @@ export function tiledMatmul(
     ? 1
     : sliceCount(shape, tiles(...tileOf(shape)), k, most, sliceBytes);
   return { ...operands, ...shape, slices };
-}
-
-/**
- * The kernel as the tiler sees it: the tile multiplies and sums in f32 registers whatever the
- * dtypes, so an f16 matmul's sum is rounded once, in the epilogue (f32 accumulation, as the
- * precision policy promises, with exact products where the reference rounds each to f16 first).
- */
-function tilerView(kernel: KernelIR): KernelIR {
-  if (!sumsHalfProducts(kernel)) return kernel;
-  return { ...kernel, reductions: [{ ...kernel.reductions[0], dtype: "f32" }] };
 }
 
 /** Generates the WGSL compute shader for `kernel` (not for opaque kernels). */

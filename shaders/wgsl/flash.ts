@@ -150,13 +150,10 @@ export function flashAttention(group: Attention, options: WgslOptions): Flash | 
   // The softmax must be max(x), Σ exp(x − max), exp(x − max) / Σ over one x.
   const [max, sum] = weights.reductions;
   const x = max.expr;
-  const acc = (index: number): Expr => ({ kind: "acc", index, dtype: "f32" });
-  const alu = (op: "Exp" | "Sub" | "Div", args: Expr[]): Expr => ({
-    kind: "alu",
-    op,
-    args,
-    dtype: "f32",
-  });
+  // In the softmax's own float type (an f16 precision's softmax is f16 throughout).
+  const dtype = x.dtype;
+  const acc = (index: number): Expr => ({ kind: "acc", index, dtype });
+  const alu = (op: "Exp" | "Sub" | "Div", args: Expr[]): Expr => ({ kind: "alu", op, args, dtype });
   const p = alu("Exp", [alu("Sub", [x, acc(0)])]);
   const structure = new Structure();
   const is = (a: Expr, b: Expr) => structure.of(a) === structure.of(b);
@@ -180,15 +177,20 @@ export function groupInputNames({ inputs }: Attention, k: KernelIR): string[] {
 
 /**
  * The bindings of a kernel for a whole group: `plan.inputs` and `extra`, then the values'
- * outputs (or `outputs`).
+ * outputs (or `outputs`); f16 buffers as 16-bit words where `half` (after `enable f16`).
  */
 export function groupBindings(
   { inputs, values }: Attention,
-  extra: readonly KernelBuffer[] = [],
-  outputs: readonly KernelBuffer[] = values.outputs,
+  { half = false, extra = [], outputs = values.outputs }: {
+    half?: boolean;
+    extra?: readonly KernelBuffer[];
+    outputs?: readonly KernelBuffer[];
+  } = {},
 ): string[] {
-  const type = (b: { dtype: DType }) => wgslType(b.dtype);
-  return storageBindings([...inputs, ...extra].map(type), outputs.map(type));
+  const type = (b: { dtype: DType }) => half && b.dtype === "f16" ? "f16" : wgslType(b.dtype);
+  const ins = [...inputs, ...extra].map(type), outs = outputs.map(type);
+  const enable = [...ins, ...outs].includes("f16") ? ["enable f16;"] : [];
+  return [...enable, ...storageBindings(ins, outs)];
 }
 
 /**

@@ -27,8 +27,8 @@ import {
 } from "./flash.ts";
 
 /** The flash kernel's WGSL: bindings as `plan.inputs`, then `values`' outputs. */
-export function flashWgsl(plan: Flash): string {
-  const f = flashState(plan);
+export function flashWgsl(plan: Flash, options: { half?: boolean } = {}): string {
+  const f = flashState(plan, options.half ?? false);
   const { scoreFn, emitFn } = helperFunctions(f);
   const args = workgroupStart(f);
   const tiles = tileFills(f);
@@ -43,7 +43,7 @@ export function flashWgsl(plan: Flash): string {
   const { fillK, fillV } = tiles;
   return [
     `// kiln flash attention: ${scores.name} → ${weights.name} → ${values.name}`,
-    ...groupBindings(plan, skip ? [skip.summary] : []),
+    ...groupBindings(plan, { half: f.half, extra: skip ? [skip.summary] : [] }),
     PRELUDE,
     `var<workgroup> qt: array<vec4<f32>, ${D * RQ}>;`,
     `var<workgroup> kt: array<vec4<f32>, ${D * fillK.stride}>;`,
@@ -59,7 +59,7 @@ export function flashWgsl(plan: Flash): string {
 }
 
 /** The plan's operands and sizes, its three lowerings, and the kernel's emitter. */
-function flashState(plan: Flash) {
+function flashState(plan: Flash, half: boolean) {
   const { scores, weights, values, rows: R, skip } = plan;
   const mask = skip?.mask, geometry = skip && summaryGeometry(plan);
   const s = matmulOperands(scores)!, v = matmulOperands(values)!;
@@ -68,13 +68,14 @@ function flashState(plan: Flash) {
   const [mAx, nAx, kAx] = [nb, nb + 1, nb + 2];
   const names = (k: KernelIR) => groupInputNames(plan, k);
   const lowering = (k: KernelIR, prefix: string) =>
-    new KernelLowering(k, { prefix, inputs: names(k) });
+    new KernelLowering(k, { prefix, inputs: names(k), half });
   const ls = lowering(scores, "s"), lw = lowering(weights, "w"), lv = lowering(values, "o");
   const batch = [...Array(nb).keys()].map((i) => `b${i}`);
   const params = [...batch.map((b) => `${b}: i32`), "row: i32", "col: i32", "acc0: f32"].join(", ");
   const e = new Emitter();
   return {
     plan,
+    half,
     scores,
     weights,
     values,

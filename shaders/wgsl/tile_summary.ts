@@ -62,7 +62,8 @@ export function summaryLayout(): KernelLayout {
 }
 
 /** The summary kernel's WGSL (see the module documentation): bindings as `plan.inputs`, then it. */
-export function summaryWgsl(plan: Flash): string {
+export function summaryWgsl(plan: Flash, options: { half?: boolean } = {}): string {
+  const half = options.half ?? false;
   const { scores, values, rows: R, skip } = plan;
   const mask = skip!.mask;
   const s = matmulOperands(scores)!, v = matmulOperands(values)!;
@@ -70,7 +71,7 @@ export function summaryWgsl(plan: Flash): string {
   const { queryTiles: QT, keyTiles: NT, words: W, items } = summaryGeometry(plan);
   const batch = [...Array(nb).keys()].map((i) => `b${i}`);
   const lowering = (k: KernelIR, prefix: string) =>
-    new KernelLowering(k, { prefix, inputs: groupInputNames(plan, k) });
+    new KernelLowering(k, { prefix, inputs: groupInputNames(plan, k), half });
   const ls = lowering(scores, "s"), lv = lowering(values, "o");
   // A helper function of lowering `l` at coordinates `at` (WGSL i32s, one per axis).
   const helper = (l: KernelLowering, head: string, at: string[], result: () => string) => {
@@ -154,7 +155,7 @@ export function summaryWgsl(plan: Flash): string {
   e.block("if (t == 0) {", () => e.line("out0[g] = bitcast<i32>(atomicLoad(&word));"));
   return [
     `// kiln flash attention's tile summary: ${scores.name} → ${values.name}`,
-    ...groupBindings(plan, [], [skip!.summary]),
+    ...groupBindings(plan, { half, outputs: [skip!.summary] }),
     PRELUDE,
     "var<workgroup> word: atomic<u32>;",
     ...maskFn,
