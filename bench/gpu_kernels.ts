@@ -2,7 +2,8 @@
  * Device time of kiln's WebGPU kernels against the hardware's limits (the GPU kernels issue):
  * matmuls from 1024 to 8192, softmax and layer norm over 16384×4096, attention (B8 H16 T1024
  * D64), W1 over 64M elements, each with `precision: "f32"` and, where the device grants
- * `shader-f16`, `"f16"`, beside a hand-written vec4 copy kernel of the same run as the bandwidth
+ * `shader-f16`, `"f16"` (on the matrix units where the device has them, and then the tiled
+ * kernel's f16 beside), with a hand-written vec4 copy kernel of the same run as the bandwidth
  * yardstick. Every result is checked at sampled points against float64 before it is timed.
  *
  * Timing: a profiled executable (timestamp queries around each kernel) runs its kernels back to
@@ -215,8 +216,12 @@ function w1(n: number): Kernel {
 const profiled = new WebGpuBackend({ profile: true, flashAttention: false });
 /** The same device's kernels with attention as one flash kernel wherever one applies. */
 const flash = new WebGpuBackend({ profile: true, flashAttention: true });
+/** The same device's kernels without its matrix units (f16 matmuls on the tiled kernel). */
+const tiled = new WebGpuBackend({ profile: true, flashAttention: false, matrixUnits: false });
 await profiled.prepare();
 await flash.prepare();
+await tiled.prepare();
+const matrixUnits = profiled.capabilities().matrixUnits ?? false;
 const device = profiled.device;
 if (!device || !profiled.capabilities().timestampQuery) {
   throw new Error("this benchmark needs a WebGPU device with timestamp-query");
@@ -376,6 +381,10 @@ for (const make of all) {
     ): [Precision, WebGpuBackend, string] => [p as Precision, profiled, ""]),
     ...(k.id.startsWith("attention")
       ? [["f32", flash, " flash"] as [Precision, WebGpuBackend, string]]
+      : []),
+    // Where f16 matmuls run on the matrix units, the tiled kernel's f16 beside them.
+    ...(f16 && matrixUnits && k.id.startsWith("matmul")
+      ? [["f16", tiled, " tiled"] as [Precision, WebGpuBackend, string]]
       : []),
   ];
   for (const [precision, backend, label] of variants) {

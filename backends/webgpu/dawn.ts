@@ -24,6 +24,11 @@ export interface DawnOptions {
    * `enable-dawn-features=…`. Default: none (Dawn picks the platform's backend).
    */
   readonly flags?: readonly string[];
+  /**
+   * Ask for Dawn's `allow_unsafe_apis` toggle, which its experimental features (subgroup
+   * matrices) need. Default false.
+   */
+  readonly unsafeApis?: boolean;
 }
 
 /** The `webgpu` package's exports kiln uses. */
@@ -52,7 +57,9 @@ export async function dawnGpu(options: DawnOptions = {}): Promise<GPU> {
         : `npm install webgpu@${DAWN_VERSION}`,
     });
   }
-  return dawn.create(withToggles(options.flags ?? []));
+  return dawn.create(
+    withToggles(options.flags ?? [], options.unsafeApis ? ["allow_unsafe_apis"] : []),
+  );
 }
 
 /**
@@ -63,12 +70,12 @@ export async function dawnGpu(options: DawnOptions = {}): Promise<GPU> {
  */
 const TOGGLES = ["vulkan_enable_f16_on_nvidia"];
 
-/** `flags` with kiln's {@linkcode TOGGLES} added to their `enable-dawn-features` entry. */
-export function withToggles(flags: readonly string[]): string[] {
+/** `flags` with kiln's {@linkcode TOGGLES} and `more` added to their `enable-dawn-features` entry. */
+export function withToggles(flags: readonly string[], more: readonly string[] = []): string[] {
   const key = "enable-dawn-features=";
   const at = flags.findIndex((f) => f.startsWith(key));
   const given = at < 0 ? [] : flags[at].slice(key.length).split(",").filter(Boolean);
-  const entry = key + [...new Set([...given, ...TOGGLES])].join(",");
+  const entry = key + [...new Set([...given, ...TOGGLES, ...more])].join(",");
   return at < 0 ? [...flags, entry] : flags.map((f, i) => (i === at ? entry : f));
 }
 

@@ -78,10 +78,40 @@ export function webgpuProfile(
     ...(o.readbackMs === undefined ? {} : { readbackMs: o.readbackMs }),
     bf16: false,
     ...subgroupSizes(info),
-    matrixUnits: d?.features.has("chromium-experimental-subgroup-matrix" as GPUFeatureName) ??
-      false,
+    matrixUnits: d?.features.has(MATRIX_FEATURE) ?? false,
     ...(info ? { deviceId: [info.vendor, info.architecture, info.device].join(":") } : {}),
   };
+}
+
+/** The WebGPU feature of subgroup matrices (Dawn's, with its `allow_unsafe_apis` toggle). */
+export const MATRIX_FEATURE = "chromium-experimental-subgroup-matrix" as GPUFeatureName;
+
+/** A subgroup-matrix configuration, as Dawn's adapter info lists them. */
+interface MatrixConfig {
+  readonly M: number;
+  readonly N: number;
+  readonly K: number;
+  readonly componentType: unknown;
+  readonly resultComponentType: unknown;
+}
+
+/**
+ * Whether kiln's matrix kernels (`shaders/wgsl/matrix_matmul.ts`) can run on `device`: it has
+ * subgroup matrices with a 16×16×16 f16 → f32 configuration, `shader-f16`, and subgroups of
+ * exactly 32 (the kernels count a workgroup's subgroups in 32s).
+ */
+export function matrixUnitsUsable(
+  adapter: GPUAdapter | undefined,
+  d: GPUDevice | undefined,
+): boolean {
+  if (!adapter || !d?.features.has(MATRIX_FEATURE) || !d.features.has("shader-f16")) return false;
+  const info = adapter.info as GPUAdapterInfo & { subgroupMatrixConfigs?: readonly MatrixConfig[] };
+  const sizes = subgroupSizes(adapter.info).subgroupSizes;
+  return sizes?.[0] === 32 && sizes[1] === 32 &&
+    (info.subgroupMatrixConfigs ?? []).some((c) =>
+      c.M === 16 && c.N === 16 && c.K === 16 && String(c.componentType) === "f16" &&
+      String(c.resultComponentType) === "f32"
+    );
 }
 
 /** The adapter's subgroup sizes, where its info reports them (newer WebGPU implementations). */

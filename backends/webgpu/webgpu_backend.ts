@@ -38,7 +38,13 @@ import { BufferPool, emptyPoolStats, type PoolStats } from "./buffer_pool.ts";
 import { dawnGlAdapter, dawnGpu, headlessEgl, vulkanLoader } from "./dawn.ts";
 import { gpuProgram } from "./gpu_program.ts";
 import type { GpuContext } from "./gpu_storage.ts";
-import { isSoftwareAdapter, storageBindings, webgpuProfile } from "./device_profile.ts";
+import {
+  isSoftwareAdapter,
+  MATRIX_FEATURE,
+  matrixUnitsUsable,
+  storageBindings,
+  webgpuProfile,
+} from "./device_profile.ts";
 import { fastestGpu, gpuChoice, type GpuName } from "./gpu_choice.ts";
 import { allocateStorage, MAP_READ, STAGING, STORAGE } from "./gpu_storage.ts";
 
@@ -101,6 +107,13 @@ export interface WebGpuOptions {
    * else `false` — such an adapter is then used only when the webgpu backend is named.
    */
   readonly allowSoftware?: boolean;
+  /**
+   * Run f16 matmuls and convolutions on the GPU's matrix units (tensor cores) through subgroup
+   * matrices where the device has them (Dawn on NVIDIA, with its `allow_unsafe_apis` toggle, which
+   * kiln then asks for: the feature is experimental; kiln's own kernels are its only user).
+   * Default: `KILN_MATRIX_UNITS=0` in the environment turns it off, else on.
+   */
+  readonly matrixUnits?: boolean;
 }
 
 /** Dawn's flags as given (options, else `KILN_DAWN_FLAGS`); `undefined` leaves them to kiln. */
@@ -259,7 +272,8 @@ export class WebGpuBackend implements Backend {
           : "use the reference or wasm backend on this machine",
       });
     }
-    const want = ["shader-f16", "timestamp-query", "subgroups"].filter((f) =>
+    const matrix = this.#matrixUnits() ? [MATRIX_FEATURE] : [];
+    const want = ["shader-f16", "timestamp-query", "subgroups", ...matrix].filter((f) =>
       adapter.features.has(f as GPUFeatureName)
     ) as GPUFeatureName[];
     const device = await adapter.requestDevice({
@@ -314,12 +328,19 @@ export class WebGpuBackend implements Backend {
 
   /** Dawn, with the flags given, else with those this machine needs. */
   async #dawnGpu(): Promise<GPU> {
+    const unsafeApis = this.#matrixUnits();
     const given = givenDawnFlags(this.#options);
-    if (given) return await dawnGpu({ flags: given });
+    if (given) return await dawnGpu({ flags: given, unsafeApis });
     // Before Dawn starts its threads: setting the environment while they read it aborted the
     // process. EGL without a display needs it for the GL backend.
     headlessEgl();
-    return await dawnGpu({ flags: await vulkanLoader() ? [] : ["backend=opengles"] });
+    const flags = await vulkanLoader() ? [] : ["backend=opengles"];
+    return await dawnGpu({ flags, unsafeApis });
+  }
+
+  /** Whether the matrix units are wanted (the option, else `KILN_MATRIX_UNITS`). */
+  #matrixUnits(): boolean {
+    return this.#options.matrixUnits ?? envVar("KILN_MATRIX_UNITS") !== "0";
   }
 
   /** Waits for submitted work. */
@@ -404,6 +425,7 @@ export class WebGpuBackend implements Backend {
       splitK: this.#options.splitK ?? !software,
       flash: this.#options.flashAttention ?? (software ? false : undefined),
       bindings: this.#device && storageBindings(this.#device.limits),
+      matrix: matrixUnitsUsable(this.#adapter, this.#device),
     };
   }
 

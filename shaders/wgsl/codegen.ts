@@ -32,6 +32,7 @@ import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { emitHeldRows, emitRows, type RowTiling, rowTiling } from "./rows.ts";
 import { blockTiling, emitBlockProduct } from "./block_product.ts";
 import { quadAligned, quadInputs } from "./quads.ts";
+import { emitMatrixMatmul, MATRIX_BUILTINS, MATRIX_ENABLES, matrixTile } from "./matrix_matmul.ts";
 import {
   emitTiledMatmul,
   foldedRows,
@@ -72,6 +73,11 @@ export interface WgslOptions {
   readonly flash?: boolean;
   /** The device's `maxStorageBuffersPerShaderStage`. Default 8 (WebGPU's minimum). */
   readonly bindings?: number;
+  /**
+   * Whether f16 matmuls run on the matrix units (`shaders/wgsl/matrix_matmul.ts`): the device
+   * has subgroup matrices of 16×16×16 f16 → f32 and subgroups of 32, and `half`. Default false.
+   */
+  readonly matrix?: boolean;
 }
 
 /** How a kernel maps onto the GPU; code generation and dispatch both follow it. */
@@ -104,13 +110,14 @@ export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayo
   const block = blockTiling(kernel, most);
   if (block) return rowsLayout(block);
   const folded = foldedRows(kernel);
-  const tile = tiledMatmul(folded, most, sliceBytes);
+  const whole = options.matrix && options.half ? tiledMatmul(folded, most) : undefined;
+  const tile = (whole && matrixTile(folded, whole, most)) ?? tiledMatmul(folded, most, sliceBytes);
   if (tile) {
     return {
       kind: "tiles",
       workgroup: tile.threads[0] * tile.threads[1] * tile.slices,
       width: 1,
-      vectors: tileVectors(folded, tile),
+      vectors: tile.matrix ? none : tileVectors(folded, tile),
       tile,
     };
   }
@@ -206,7 +213,8 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   if (layout.kind === "tiles") kernel = foldedRows(kernel);
   const l = new KernelLowering(kernel, { half: options.half });
   let decls: string[] = [], helpers: string[] = [];
-  if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile, layout.vectors));
+  if (layout.tile?.matrix) ({ decls, helpers } = emitMatrixMatmul(l, layout.tile));
+  else if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile, layout.vectors));
   else if (layout.rows?.blocks && kernel.blockProduct) {
     decls = emitBlockProduct(l, layout.rows, kernel.blockProduct);
   } else if (layout.rows) {
@@ -220,8 +228,10 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
     kernel.outputs.map((b) => outArray(l.stored(b.dtype))),
   );
   const half = [...kernel.inputs, ...kernel.outputs].some((b) => l.stored(b.dtype) === "f16");
+  const matrix = layout.tile?.matrix !== undefined;
   return [
-    ...(half ? ["enable f16;"] : []),
+    ...(half || matrix ? ["enable f16;"] : []),
+    ...(matrix ? MATRIX_ENABLES : []),
     `// kiln kernel ${kernel.name}: ${kernel.ops.join(" | ")}`,
     ...bindings,
     PRELUDE,
@@ -232,6 +242,7 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
         ? `${layout.tile.threads[0]}, ${layout.tile.threads[1] * layout.tile.slices}`
         : layout.workgroup,
       [`  ${NEVER}`, ...l.e.lines],
+      matrix ? MATRIX_BUILTINS : undefined,
     ),
   ].join("\n");
 }

@@ -31,6 +31,21 @@ import { Emitter, type KernelLowering, rounded } from "./expr.ts";
 import { quadAligned } from "./quads.ts";
 import { allOf } from "./prelude.ts";
 
+/**
+ * A matrix-unit tile (`shaders/wgsl/matrix_matmul.ts`): subgroups along M and N, and 16×16
+ * result matrices each subgroup holds along M and N.
+ */
+export interface MatrixShape {
+  /** Subgroups along M. */
+  readonly sm: number;
+  /** Subgroups along N. */
+  readonly sn: number;
+  /** Result matrices a subgroup holds along M. */
+  readonly fm: number;
+  /** Result matrices a subgroup holds along N. */
+  readonly fn: number;
+}
+
 /** A matmul's operands with its tile shape. */
 export interface MatmulTile extends MatmulOperands {
   /** Threads along N and along M. */
@@ -42,6 +57,8 @@ export interface MatmulTile extends MatmulOperands {
    * its part into its own registers, and the first adds the others' through workgroup memory.
    */
   readonly slices: number;
+  /** On the matrix units, in this shape (the threads and outputs a thread only size the tile). */
+  readonly matrix?: MatrixShape;
 }
 
 /**
@@ -460,7 +477,18 @@ function sliceSums(T: TileState): void {
 }
 
 /** The epilogue helper: the kernel's outputs at one point of the product, from its sum. */
-function epilogueHelper(T: TileState): string[] {
+export function epilogueHelper(T: {
+  /** The kernel's lowering (its emitter is restored after). */
+  l: KernelLowering;
+  /** The product's rows and columns. */
+  M: number;
+  N: number;
+  /** The M and N axes of the kernel's space. */
+  mAx: number;
+  nAx: number;
+  /** The coordinate names. */
+  x: readonly string[];
+}): string[] {
   const { l, M, N, mAx, nAx, x } = T;
   // The epilogue: the kernel's outputs at one point of the product, as a function of that point.
   const main = l.e;

@@ -183,11 +183,17 @@ export const NEVER = "k_never = nwg.x == 0u; k_fusedmask = select(0u, ~0u, k_fma
  * A shader's entry point of workgroups of `size` (a WGSL `workgroup_size` argument list) around
  * `body`, which must begin with {@linkcode NEVER}; its builtins are `gid`, `lid`, `wid` and `nwg`.
  */
-export function entryPoint(size: string | number, body: readonly string[]): string[] {
+export function entryPoint(
+  size: string | number,
+  body: readonly string[],
+  builtins?: string,
+): string[] {
   return [
     `@compute @workgroup_size(${size})`,
     "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,",
-    "        @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
+    `        @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>${
+      builtins ? `, ${builtins}` : ""
+    }) {`,
     ...body,
     "}",
     "",

@@ -1,0 +1,90 @@
+/**
+ * The matrix-unit matmul's choice and code (the kernels run on the H200's tensor cores through
+ * `bench/gpu_kernels.ts`; CI's software adapter has no subgroup matrices).
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { fuse } from "../../jit/passes/fuse.ts";
+import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
+import { applyPrecision, type Precision } from "../../jit/passes/precision.ts";
+import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
+import { generateWgsl, kernelLayout, type WgslOptions } from "./codegen.ts";
+import { tileOf } from "./matmul.ts";
+
+const H200: WgslOptions = { maxInvocations: 1024, half: true, matrix: true, workgroupBytes: 49152 };
+
+/** The matmul kernel of relu(x·w) with x [m, k], w [k, n] under `precision`. */
+function product(m: number, k: number, n: number, precision: Precision = "f16"): KernelIR {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Relu", [b.op("MatMul", [b.input("x", [m, k]), b.input("w", [k, n])])]));
+  const { graph } = applyPrecision(b.build(), precision);
+  return fuse(graph).kernels.find((x) => x.pattern === "matmul")!;
+}
+
+Deno.test("f16 matmuls take matrix tiles where the device has matrix units, sized to fill it", () => {
+  const layout = (k: KernelIR, o = H200) => kernelLayout(k, o);
+  // 16 × 16 tiles of 32×32: the smallest shape that yields 256 workgroups.
+  const small = layout(product(512, 256, 512));
+  assert.deepEqual(small.tile?.matrix, { sm: 2, sn: 2, fm: 1, fn: 1 });
+  assert.equal(small.vectors.size, 0, "f16 operands are read an element at a time");
+  assert.equal(small.workgroup, 128);
+  // Dawn requires the x size of a kernel with subgroup matrices to be a multiple of 32.
+  assert.equal(small.tile!.threads[0], 32);
+  // 4096² makes 1024 tiles of 128×128: the largest shape fills the GPU.
+  const large = layout(product(4096, 4096, 4096));
+  assert.deepEqual(tileOf(large.tile!), [128, 128]);
+  assert.equal(large.workgroup, 256);
+  assert.deepEqual(layout(product(1024, 1024, 1024)).tile?.matrix, { sm: 2, sn: 2, fm: 2, fn: 2 });
+  // Not without the units, not without f16 storage, not for f32, not past the workgroup limit.
+  assert.equal(layout(product(256, 512, 384), { ...H200, matrix: false }).tile?.matrix, undefined);
+  assert.equal(layout(product(256, 512, 384), { ...H200, half: false }).tile?.matrix, undefined);
+  assert.equal(layout(product(256, 512, 384, "f32")).tile?.matrix, undefined);
+  assert.equal(
+    layout(product(256, 512, 384), { ...H200, maxInvocations: 64 }).tile?.matrix,
+    undefined,
+  );
+});
+
+Deno.test("a matrix kernel fills f16 tiles, multiplies on subgroup matrices, and runs the epilogue per output", () => {
+  for (const [m, k, n] of [[4096, 4096, 4096], [600, 300, 500]]) {
+    const kernel = product(m, k, n);
+    const wgsl = generateWgsl(kernel, H200);
+    const { sm, sn, fm, fn } = kernelLayout(kernel, H200).tile!.matrix!;
+    assert.match(
+      wgsl,
+      /^enable f16;\nenable subgroups;\nenable chromium_experimental_subgroup_matrix;/,
+    );
+    assert.match(
+      wgsl,
+      /@builtin\(subgroup_id\) sg: u32, @builtin\(subgroup_invocation_id\) lane: u32/,
+    );
+    const [TM, TN] = [sm * fm * 16, sn * fn * 16];
+    // 32 rows of K a step, each padded by 8 halves; a 16×16 f32 slice of `stage` per subgroup.
+    assert.ok(wgsl.includes(`var<workgroup> tileA: array<f16, ${32 * (TM + 8)}>;`), wgsl);
+    assert.ok(wgsl.includes(`var<workgroup> tileB: array<f16, ${32 * (TN + 8)}>;`));
+    assert.ok(wgsl.includes(`var<workgroup> stage: array<f32, ${sm * sn * 256}>;`));
+    // Two K steps of 16 a tile step, each fm·fn products.
+    assert.equal(wgsl.match(/subgroupMatrixMultiplyAccumulate/g)!.length, 2 * fm * fn);
+    assert.equal(wgsl.match(/subgroupMatrixStore<row_major>/g)!.length, fm * fn);
+    // Both tiles k-major: the left matrices column-major, the right ones row-major.
+    assert.equal(wgsl.match(/col_major>\(&tileA, /g)!.length, 2 * fm);
+    assert.equal(wgsl.match(/row_major>\(&tileB, /g)!.length, 2 * fn);
+    // Ragged shapes fill zeros past M, N and K; whole ones need no guard.
+    assert.equal(wgsl.includes("= f16(0.0);"), m % TM !== 0 || k % 32 !== 0 || n % TN !== 0);
+    // The sum rounds once to f16, then the epilogue (Relu, the cast to the caller's f32).
+    assert.match(wgsl, /let acc0 = k_f16\(sum\);/);
+  }
+});
+
+Deno.test("an f16 convolution's gathered patches stay on the tiled kernel", () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [8, 64, 28, 28]);
+  const w = b.param("w", [128, 64, 3, 3], "f32", new Float32Array(128 * 64 * 9));
+  b.output("y", b.op("Conv", [x, w], { pads: [1, 1, 1, 1] }));
+  const { graph } = applyPrecision(b.build(), "f16");
+  const conv = fuse(graph).kernels.find((k) => k.pattern === "conv")!;
+  const layout = kernelLayout(conv, H200);
+  assert.ok(layout.tile && !layout.tile.matrix, JSON.stringify(layout.tile));
+  assert.doesNotMatch(generateWgsl(conv, H200), /subgroupMatrix/);
+});
