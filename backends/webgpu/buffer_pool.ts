@@ -1,5 +1,6 @@
 /**
- * GPU memory: a pool of buffers in power-of-two size buckets with separate free lists per usage,
+ * GPU memory: a pool of buffers in size buckets (powers of two, quarter steps past 1 MiB) with
+ * separate free lists per usage,
  * under a byte cap (programs' resident weights aside: they live as long as their program, and
  * evicting the working set because they pass the cap only rebuilds it). Buffers go back to the pool only when the submit that used them is done
  * (the caller releases after its one await); when the cap is exceeded, free buffers are destroyed
@@ -33,9 +34,20 @@ export interface PoolStats {
   residentBytes: number;
 }
 
-/** The bucket size for a request: a power of two, at least 256 bytes. */
+/** Requests up to this many bytes take power-of-two buckets; larger ones quarter steps. */
+const FINE_FROM = 1 << 20;
+
+/**
+ * The bucket size for a request: a power of two, at least 256 bytes, and past 1 MiB the next of
+ * 2^k · {1, 1.25, 1.5, 1.75}. Large transients rounded to powers of two had taken up to twice
+ * their bytes (a 35 MB unpacked weight in a 64 MB buffer); the same sizes recur layer after
+ * layer, so the finer steps cost little reuse.
+ */
 export function bucketSize(bytes: number): number {
-  return Math.max(256, 2 ** Math.ceil(Math.log2(Math.max(bytes, 1))));
+  const power = Math.max(256, 2 ** Math.ceil(Math.log2(Math.max(bytes, 1))));
+  if (power <= FINE_FROM) return power;
+  const quarter = power / 8;
+  return Math.ceil(bytes / quarter) * quarter;
 }
 
 /** Counters of a pool that holds nothing and has done nothing yet. */

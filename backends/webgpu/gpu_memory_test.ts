@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { compile } from "../../mod.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { f32 } from "../../jit/testing/testing.ts";
-import { BufferPool } from "./buffer_pool.ts";
+import { bucketSize, BufferPool } from "./buffer_pool.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 
 const gpu = new WebGpuBackend();
@@ -102,16 +102,33 @@ Deno.test("resident buffers past the cap do not make the pool evict its working 
   pool.dispose();
 });
 
-Deno.test("resident buffers take their data's bytes, not a power-of-two bucket", async () => {
+Deno.test("resident buffers take their data's bytes, not a bucket", async () => {
   const pool = new BufferPool(gpu.device!, 1 << 24);
   // A 0.5B decoder's packed [896, 4864] projection: 2.18 MB, which a bucket made 4 MiB.
   const bytes = (896 * 4864) / 2 + 4 * 3;
   const weight = await pool.acquire(bytes, GPUBufferUsage.STORAGE, true);
   assert.equal(weight.size, bytes);
   assert.equal(pool.stats().residentBytes, bytes);
-  // Working buffers keep their buckets (they are reused for other sizes).
+  // Working buffers keep their buckets (they are reused for other sizes): 2.18 MB in 2.5 MiB.
   const work = await pool.acquire(bytes, GPUBufferUsage.STORAGE);
-  assert.equal(work.size, 1 << 22);
+  assert.equal(work.size, bucketSize(bytes));
+  assert.equal(work.size, 2.5 * 2 ** 20);
   pool.release([weight, work]);
   pool.dispose();
+});
+
+Deno.test("pool buckets: powers of two up to 1 MiB, then quarter steps (at most 1.25x a request)", () => {
+  assert.equal(bucketSize(1), 256);
+  assert.equal(bucketSize(300), 512);
+  assert.equal(bucketSize(1 << 20), 1 << 20);
+  let previous = 0;
+  for (let bytes = (1 << 20) + 1; bytes < 2 ** 31; bytes = Math.ceil(bytes * 1.07)) {
+    const bucket = bucketSize(bytes);
+    assert.ok(bucket >= bytes && bucket <= 1.25 * bytes, `${bytes} -> ${bucket}`);
+    assert.ok(bucket >= previous, "monotonic");
+    // Each bucket is one of 2^k · {1, 1.25, 1.5, 1.75}: the same sizes recur and are reused.
+    const power = 2 ** Math.floor(Math.log2(bucket));
+    assert.ok([1, 1.25, 1.5, 1.75].includes(bucket / power), `${bucket}`);
+    previous = bucket;
+  }
 });
