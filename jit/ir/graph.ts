@@ -238,6 +238,7 @@ export function nodeSpecOf(
     inputs: n.inputs.map(input),
     outputs: n.outputs.map((v) => graph.values[v].name),
     attrs: n.attrs,
+    name: n.name,
   };
 }
 

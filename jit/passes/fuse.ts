@@ -480,8 +480,14 @@ class Fuser {
   #blockProduct(ins: Sym[], attrs: Attrs, label: string, type: ValueType): Sym | undefined {
     const few = nativeBlockMatMul(sizeOf(ins[0].type.shape.slice(0, -1)));
     if (!few && !this.#opts.blockUnpacks) return undefined;
-    const a = this.#operand(ins[0], label);
-    const tables = plainTables([a, ...ins.slice(1)], attrs);
+    let a = this.#operand(ins[0], label);
+    let tables = plainTables([a, ...ins.slice(1)], attrs);
+    if (!tables && few) {
+      // A of few rows through a view (the rows a generation step picks) is stored, a few words,
+      // so the kernel reads it plainly: left a view, the weight was unpacked generically.
+      a = this.#stored(a, `rows of ${label}, read plainly by its block product`);
+      tables = plainTables([a, ...ins.slice(1)], attrs);
+    }
     if (!tables) return undefined;
     const [w] = this.#expand([a, ...ins.slice(1)], attrs, label, blockWeight);
     if (few) {

@@ -37,12 +37,14 @@ export function rowsFirst(graph: Graph): Graph {
       inputs: [name(p.inputs[0]), ...n.inputs.slice(1).map(name)],
       outputs: [rows],
       attrs: n.attrs,
+      name: n.name,
     });
     nodes.push({
       op: p.op,
       inputs: [rows, ...p.inputs.slice(1).map(name)],
       outputs: [name(n.outputs[0])],
       attrs: p.attrs,
+      name: p.name,
     });
   }
   return Graph.create({ ...boundaryOf(graph), nodes });

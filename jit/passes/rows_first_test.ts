@@ -50,6 +50,13 @@ Deno.test("a Gather of a product's rows gathers its left operand: one row multip
       // The compile multiplies the picked rows only: no kernel spans the six positions.
       const spans = (exe.plan?.kernels ?? []).map((k) => k.space);
       assert.ok(spans.every((space) => !space.includes(6)), `${backend}: ${JSON.stringify(spans)}`);
+      // The picked rows of a 4-bit product read the packed weight (no unpacking kernel).
+      // The picked rows (stored: the kernel reads A plainly), then the product tagged with them.
+      if (block && exe.plan) {
+        const kernels = exe.plan.kernels;
+        assert.deepEqual(kernels.map((k) => k.pattern), ["elementwise", "matmul"], backend);
+        assert.ok(kernels[1].blockProduct, backend);
+      }
       const got = await exe.run({ h });
       assert.deepEqual(got.last.shape, [2, 5]);
       assertClose(numbers(got.last.data), numbers(want.last.data), { rtol: 1e-5, atol: 1e-5 });

@@ -218,7 +218,9 @@ Deno.test("a value copied to the device once is mirrored there, not copied again
   const b = new GraphBuilder();
   const x = b.input("x", [512, 512]);
   const w = b.input("w", [512, 512]);
-  const h = b.op("Gather", [b.op("MatMul", [x, w]), b.constant(new Int32Array([0, 1]))]);
+  // A Gather of the product's columns (of its rows, it would be picked before the product).
+  const reversed = Int32Array.from({ length: 512 }, (_, i) => 511 - i);
+  const h = b.op("Gather", [b.op("MatMul", [x, w]), b.constant(reversed)], { axis: 1 });
   b.output("y", b.op("MatMul", [h, w]));
   // The estimate's own plan (auto would time it against the all-host plan).
   const exe = await compile(b.build(), { registry, cache: false, policy: "min-cost" });
