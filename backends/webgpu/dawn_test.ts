@@ -37,6 +37,11 @@ Deno.test("kiln's Dawn toggles join the caller's flags without replacing them", 
     `enable-dawn-features=allow_unsafe_apis,${f16}`,
   ]);
   assert.deepEqual(withToggles([`enable-dawn-features=${f16}`]), [`enable-dawn-features=${f16}`]);
+  // The matrix units' feature needs Dawn's unsafe APIs: asked for only where wanted.
+  assert.deepEqual(withToggles(["backend=vulkan"], ["allow_unsafe_apis"]), [
+    "backend=vulkan",
+    `enable-dawn-features=${f16},allow_unsafe_apis`,
+  ]);
 });
 
 for (const name of MODEL_NAMES) {
