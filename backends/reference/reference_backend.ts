@@ -28,6 +28,7 @@ import { elementwiseKernels } from "./kernels_elementwise.ts";
 import { movementKernels } from "./kernels_movement.ts";
 import { nnKernels } from "./kernels_nn.ts";
 import { quantKernels } from "./kernels_quant.ts";
+import { lossKernels } from "./kernels_loss.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -38,6 +39,7 @@ const kernels: Record<string, Kernel> = {
   ...movementKernels,
   ...nnKernels,
   ...quantKernels,
+  ...lossKernels,
   ...sourceKernels,
 };
 

@@ -329,6 +329,38 @@ const cases: Record<
       atol: 1e-4,
     },
   ],
+  // Scores [N, C] and [N, C, d]; targets with an ignored class; weights; each reduction.
+  NegativeLogLikelihoodLoss: [
+    { inputs: [f32(uniform(12, 60, -3, 0), [3, 4]), i32([1, 0, 3], [3])] },
+    {
+      inputs: [f32(uniform(24, 61, -3, 0), [2, 4, 3]), i32([1, 0, 3, 2, 2, 1], [2, 3])],
+      attrs: { reduction: "none", ignore_index: 2 },
+    },
+    {
+      inputs: [
+        f32(uniform(24, 62, -3, 0), [2, 4, 3]),
+        i32([1, 0, 3, 2, 2, 1], [2, 3]),
+        f32([0.5, 1, 2, 0.25], [4]),
+      ],
+      attrs: { reduction: "mean", ignore_index: 0 },
+    },
+    {
+      inputs: [f32(uniform(12, 63, -3, 0), [3, 4]), i32([3, 3, 1], [3])],
+      attrs: { reduction: "sum" },
+    },
+  ],
+  SoftmaxCrossEntropyLoss: [
+    { inputs: [f32(uniform(12, 64, -3, 3), [3, 4]), i32([1, 0, 3], [3])], outputs: 2 },
+    {
+      inputs: [
+        f32(uniform(24, 65, -3, 3), [2, 4, 3]),
+        i32([1, 0, 3, 2, 2, 1], [2, 3]),
+        f32([0.5, 1, 2, 0.25], [4]),
+      ],
+      attrs: { reduction: "sum", ignore_index: 1 },
+      outputs: 2,
+    },
+  ],
   // Seeded: compile draws the same uniforms for the node and for its expansion.
   RandomNormal: [{ inputs: [], attrs: { shape: [64], seed: 3, mean: 1, scale: 2 }, atol: 1e-5 }],
 };
