@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import {
   affineOffset,
+  batchAffineOffset,
   guardedOffset,
   linearSuffix,
   reshapeCoord,
@@ -9,6 +10,7 @@ import {
   strideOver,
 } from "./access.ts";
 import { fuse } from "../passes/fuse.ts";
+import { GraphBuilder } from "../frontend/graph_builder.ts";
 import { applyStep, type IndexStep, linearIndex, walk } from "./kernel_ir.ts";
 import { randomGraph } from "../testing/random_graph.ts";
 import { type Shape, stridesOf } from "./shape.ts";
@@ -317,4 +319,41 @@ Deno.test("segmentOffset: a gather whose index is read at a fixed position walks
   });
   assert.equal(segmentOffset([index(2)], [2, 3, 4, 6], [2, 3, 5, 6], [2, 3]), undefined);
   assert.equal(segmentOffset([index(3)], [2, 3, 6, 4], [2, 3, 6, 5], [3]), undefined);
+});
+
+/** The keys of grouped-query attention as a scores matmul reads them: 2 heads shared by 7 each. */
+function sharedKeys(tokens: number) {
+  const b = new GraphBuilder();
+  const q = b.input("q", [1, 14, tokens, 64]);
+  const k = b.input("k", [1, 2, 1, tokens, 64]);
+  const heads = b.op("Reshape", [
+    b.op("Expand", [k], { shape: [1, 2, 7, tokens, 64] }),
+  ], { shape: [1, 14, tokens, 64] });
+  b.output("s", b.op("MatMul", [q, b.op("Transpose", [heads], { perm: [0, 1, 3, 2] })]));
+  return fuse(b.build()).kernels.find((x) => x.pattern === "matmul")!;
+}
+
+Deno.test("batchAffineOffset: keys shared by heads are affine within each head, checked at every point", () => {
+  const kernel = sharedKeys(24);
+  const keys = kernel.inputs.findIndex((b) => b.shape.length === 5);
+  let load: readonly IndexStep[] | undefined;
+  walk(kernel.reductions[0].expr, (e) => e.kind === "load" && e.input === keys && (load = e.steps));
+  const space = kernel.space, shape = kernel.inputs[keys].shape;
+  assert.equal(affineOffset(load!, space, shape), undefined, "head h reads key head h / 7");
+  const within = batchAffineOffset(load!, space, shape, 2)!;
+  // [1, 14, rows, keys, d]: batch axes by no one stride; rows still; keys 64 apart; d contiguous.
+  assert.ok(within.weights.slice(0, 2).every(Number.isNaN));
+  assert.deepEqual(within.weights.slice(2), [0, 64, 1]);
+  // Every point: its batch's base plus the weights.
+  for (let h = 0; h < 14; h++) {
+    const at = (key: number, d: number) => {
+      let c: number[] | undefined = [0, h, 5, key, d];
+      for (const s of load!) c = applyStep(s, c!);
+      return linearIndex(c!, shape);
+    };
+    for (const [key, d] of [[0, 0], [23, 63], [7, 9]]) {
+      assert.equal(at(key, d), at(0, 0) + 64 * key + d);
+    }
+  }
+  assert.equal(batchAffineOffset(load!, space, shape, 0), undefined, "no batch axes");
 });

@@ -10,6 +10,7 @@ import { originOf } from "./padded.ts";
 import type { LinearLowering } from "./linear.ts";
 import type { KernelFunction } from "./module.ts";
 import {
+  bAccess,
   batchAxesOfB,
   batchesOfB,
   type MatmulPlan,
@@ -49,7 +50,7 @@ function gemmShape(e: MatmulContext, plan: MatmulPlan) {
   const nAxis = nb + 1, kAxis = nb + 2;
   const panelBytes = panelsBytes(n, k);
   const wa = affineOffset(a.steps, space, kernel.inputs[a.input].shape);
-  const wb = affineOffset(b.steps, space, kernel.inputs[b.input].shape);
+  const wb = bAccess(kernel, plan);
   const outs = kernel.outputs.map((_, j) => j), exprs = kernel.outputs.map((o) => o.expr);
   const epilogue = accessesOf(exprs, outs, [nAxis]);
   const packed = packsA(kernel);

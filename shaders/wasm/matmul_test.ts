@@ -8,7 +8,7 @@ import { KernelCache, tuningNoteOf } from "../../jit/runtime/kernel_cache.ts";
 import { uniform } from "../../jit/support/random.ts";
 import { assertClose, f32, numbers } from "../../jit/testing/testing.ts";
 import { HOST_FUNCTIONS, WasmBackend } from "../../backends/wasm/wasm_backend.ts";
-import { panelSplit, prepackBytes, scratchBytes } from "./matmul_plan.ts";
+import { batchesOfB, panelSplit, prepackBytes, scratchBytes } from "./matmul_plan.ts";
 
 Deno.test("a panel-split matmul's call computes panels [start, end) of every row and nothing else", async () => {
   const [m, k, n] = [5, 300, 83];
@@ -147,4 +147,34 @@ Deno.test("1×1 convs run as filters × pixels: groups, images, a bias, a residu
     assertClose(numbers(got.data), numbers(want.data), { atol: 1e-5, rtol: 1e-5 });
   }
   wasm.dispose();
+});
+
+Deno.test("keys shared by heads (grouped-query attention) run the tiled product, a panel set a head", async () => {
+  // Scores of 14 query heads against 2 key heads, each shared by 7, with a scale and a mask.
+  const tokens = 40, b = new GraphBuilder();
+  const q = b.input("q", [1, 14, tokens, 64]);
+  const k = b.input("k", [1, 2, 1, tokens, 64]);
+  const heads = b.op("Reshape", [b.op("Expand", [k], { shape: [1, 2, 7, tokens, 64] })], {
+    shape: [1, 14, tokens, 64],
+  });
+  const scores = b.op("MatMul", [q, b.op("Transpose", [heads], { perm: [0, 1, 3, 2] })]);
+  b.output(
+    "s",
+    b.op("Add", [b.op("Mul", [scores, b.constant(0.125)]), b.input("mask", [tokens, tokens])]),
+  );
+  const graph = b.build();
+  const kernel = fuse(graph).kernels.find((x) => x.pattern === "matmul")!;
+  assert.equal(batchesOfB(kernel), 14, "B's panels are packed per head, from each head's base");
+  const feeds = {
+    q: f32(uniform(14 * tokens * 64, 70, -1, 1), [1, 14, tokens, 64]),
+    k: f32(uniform(2 * tokens * 64, 71, -1, 1), [1, 2, 1, tokens, 64]),
+    mask: f32(uniform(tokens * tokens, 72, -1, 0), [tokens, tokens]),
+  };
+  const want = await (await compile(graph, { backend: "reference" })).run(feeds);
+  for (const threads of [1, 2]) {
+    const wasm = new WasmBackend({ threads });
+    const got = await (await compile(graph, { backend: wasm, cache: false })).run(feeds);
+    assertClose(numbers(got.s.data), numbers(want.s.data), { rtol: 1e-5, atol: 1e-5 });
+    wasm.dispose();
+  }
 });
