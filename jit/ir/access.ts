@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { applyStep, type IndexStep, linearIndex } from "./kernel_ir.ts";
+import type { IndexStep } from "./kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "./shape.ts";
 
 /** `offset = Σ_d weights[d] · coord[d] + base`, in elements of the buffer. */
@@ -137,17 +137,17 @@ export function affineOffset(
   return total && { weights: total.slice(0, n), base: total[n] };
 }
 
-/** Most points {@linkcode batchAffineOffset} checks one by one. */
-const MAX_CHECKED = 1 << 21;
+/** Most batches {@linkcode batchAffineOffset} proves one by one. */
+const MAX_BATCHES = 4096;
 
 /**
  * The access of `steps` as affine in the space's axes past its first `nb` (batch) axes for every
  * fixed batch, where it is not affine in the batch axes themselves: grouped-query attention's
  * keys, each head reading the key-value head it shares by a division. The batch axes' weights
  * are NaN (the access moves along them, by no one stride) and `base` is batch 0's; a consumer
- * finds each batch's base through the index map. Proved for batch 0 by {@linkcode affineOffset}
- * and checked point by point for the others (axes of weight 0 at their ends): `undefined` past
- * {@linkcode MAX_CHECKED} points, for a gather, or where a point breaks it.
+ * finds each batch's base through the index map. Proved batch by batch ({@linkcode affineOffset}
+ * of the chain after a step that fixes the batch), the same weights in each; `undefined` past
+ * {@linkcode MAX_BATCHES} batches, or where a batch's access is not affine or moves otherwise.
  */
 export function batchAffineOffset(
   steps: readonly IndexStep[],
@@ -155,43 +155,26 @@ export function batchAffineOffset(
   shape: Shape,
   nb: number,
 ): AffineOffset | undefined {
-  if (nb === 0 || steps.some((s) => s.kind === "gather")) return undefined;
-  const inner = affineOffset(steps, space.map((d, i) => (i < nb ? 1 : d)), shape);
-  if (!inner) return undefined;
-  // Each axis's values to check: all of a batch axis's and of a moving axis's, a still axis's ends.
-  const values = space.map((d, i) =>
-    i < nb || inner.weights[i] !== 0 ? [...Array(d).keys()] : [...new Set([0, d - 1])]
-  );
-  if (values.reduce((p, v) => p * v.length, 1) > MAX_CHECKED) return undefined;
-  const offset = (coords: number[]): number | undefined => {
-    let at: number[] | undefined = coords;
-    for (const s of steps) if (!(at = applyStep(s, at))) return undefined;
-    return linearIndex(at, shape);
-  };
-  const coords = space.map(() => 0);
-  let base = 0;
-  const visit = (axis: number): boolean => {
-    if (axis === space.length) {
-      const got = offset(coords);
-      let want = base;
-      for (let i = nb; i < space.length; i++) want += inner.weights[i] * coords[i];
-      return got === want;
+  const batches = sizeOf(space.slice(0, nb));
+  if (nb === 0 || batches > MAX_BATCHES || steps.some((s) => s.kind === "gather")) return undefined;
+  const rest = space.slice(nb);
+  let first: AffineOffset | undefined;
+  for (let b = 0; b < batches; b++) {
+    // The batch's coordinates, fixed by a step from the other axes into the whole space.
+    const at: number[] = [];
+    for (let i = nb - 1, r = b; i >= 0; r = Math.floor(r / space[i]), i--) at[i] = r % space[i];
+    const fix: IndexStep = {
+      kind: "affine",
+      coeff: space.map((_, j) => rest.map((_, d) => (j === nb + d ? 1 : 0))),
+      offset: space.map((_, j) => (j < nb ? at[j] : 0)),
+    };
+    const access = affineOffset([fix, ...steps], rest, shape);
+    if (!access || (first && access.weights.some((w, i) => w !== first!.weights[i]))) {
+      return undefined;
     }
-    for (const v of values[axis]) {
-      coords[axis] = v;
-      // A batch's base: its point at the origin of the other axes.
-      if (axis === nb - 1) {
-        const origin = offset([...coords.slice(0, nb), ...space.slice(nb).map(() => 0)]);
-        if (origin === undefined) return false;
-        base = origin;
-      }
-      if (!visit(axis + 1)) return false;
-    }
-    coords[axis] = 0;
-    return true;
-  };
-  if (!visit(0)) return undefined;
-  return { weights: inner.weights.map((w, i) => (i < nb ? NaN : w)), base: inner.base };
+    first ??= access;
+  }
+  return { weights: [...space.slice(0, nb).map(() => NaN), ...first!.weights], base: first!.base };
 }
 
 /** An affine access whose last step has bounds some point leaves: the reads there get `fill`. */

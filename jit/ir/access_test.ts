@@ -333,7 +333,7 @@ function sharedKeys(tokens: number) {
   return fuse(b.build()).kernels.find((x) => x.pattern === "matmul")!;
 }
 
-Deno.test("batchAffineOffset: keys shared by heads are affine within each head, checked at every point", () => {
+Deno.test("batchAffineOffset: keys shared by heads are affine within each head, proved head by head", () => {
   const kernel = sharedKeys(24);
   const keys = kernel.inputs.findIndex((b) => b.shape.length === 5);
   let load: readonly IndexStep[] | undefined;
@@ -356,4 +356,13 @@ Deno.test("batchAffineOffset: keys shared by heads are affine within each head, 
     }
   }
   assert.equal(batchAffineOffset(load!, space, shape, 0), undefined, "no batch axes");
+  // Rows of 6 read from a [3, 4] split stored transposed: no batch is affine along its row.
+  const split: IndexStep[] = [
+    { kind: "reshape", from: [2, 6], to: [3, 4] },
+    { kind: "affine", coeff: [[0, 1], [1, 0]], offset: [0, 0] },
+  ];
+  assert.equal(batchAffineOffset(split, [2, 6], [4, 3], 1), undefined);
+  // The same split stored as it is: one stride along the row.
+  const plain = batchAffineOffset(split.slice(0, 1), [2, 6], [3, 4], 1)!;
+  assert.deepEqual(plain.weights.slice(1), [1]);
 });
