@@ -13,6 +13,7 @@ import { KilnError } from "./support/errors.ts";
 import { Executable, settleCompile } from "./runtime/executable.ts";
 import { type ProgressCallback, reporter } from "./runtime/progress.ts";
 import { rowsFirst } from "./passes/rows_first.ts";
+import { scalesOut } from "./passes/scales_out.ts";
 import { foldEmpty } from "./passes/fold_empty.ts";
 import { fuse, type FuseOptions } from "./passes/fuse.ts";
 import type { Graph } from "./ir/graph.ts";
@@ -197,8 +198,8 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
 /** A graph made ready for legalization, and the backends it may run on. */
 interface Prepared {
   /**
-   * The graph: random ops hoisted into drawn inputs, empty tensors folded, gathered rows picked
-   * before their products, precision applied.
+   * The graph: random ops hoisted into drawn inputs, empty tensors folded, scalar scales moved
+   * past their products, gathered rows picked before their products, precision applied.
    */
   readonly graph: Graph;
   readonly drawn: DrawnInput[];
@@ -221,7 +222,7 @@ function prepare(input: Graph, options: CompileOptions): Prepared {
   // Random ops become inputs the executable draws on every run.
   const { graph: drawing, drawn } = hoistRandom(input);
   const { graph, widened } = withoutF64(
-    applyPrecision(rowsFirst(foldEmpty(drawing)), precision),
+    applyPrecision(rowsFirst(scalesOut(foldEmpty(drawing))), precision),
     named,
     options.narrowF64 ?? false,
   );
