@@ -108,9 +108,9 @@ export interface WebGpuOptions {
    */
   readonly allowSoftware?: boolean;
   /**
-   * Run f16 matmuls and convolutions on the GPU's matrix units (tensor cores) through subgroup
-   * matrices where the device has them (Dawn on NVIDIA, with its `allow_unsafe_apis` toggle, which
-   * kiln then asks for: the feature is experimental; kiln's own kernels are its only user).
+   * Run f16 matmuls on the GPU's matrix units (tensor cores) through subgroup matrices where the
+   * device has them (Dawn on NVIDIA, with its `allow_unsafe_apis` toggle, which kiln then asks
+   * for: the feature is experimental; kiln's own kernels are its only user).
    * Default: `KILN_MATRIX_UNITS=0` in the environment turns it off, else on.
    */
   readonly matrixUnits?: boolean;

@@ -3,8 +3,9 @@
  * axes (batch or M axes), where nothing else reads the product's output (an Identity between
  * them aside), picks the product's left operand's rows instead, so only those are multiplied. A
  * generation step reads the last position's logits (`Gather(logits, -1, axis 1)`, which the
- * importer makes a Slice): the prefill's head then multiplies one row of 128, and a 4-bit head is read packed by the one-row kernel instead of being unpacked to f32 for
- * the tiled one (544 MB on the GPU for Qwen2.5-0.5B's vocabulary of 151936).
+ * importer makes a Slice): the prefill's head then multiplies one row of 128, and a 4-bit head
+ * is read packed by the one-row kernel instead of being unpacked to f32 for the tiled one (544 MB
+ * on the GPU for Qwen2.5-0.5B's vocabulary of 151936).
  *
  * @module
  */
