@@ -215,7 +215,13 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
   },
   Pow: (c) => {
     const op = opOf(c);
-    const [x, y] = [c.required(0), c.required(1)];
+    const x = c.required(0), given = c.required(1);
+    // An exponent known at import (an initializer, as exporters fold torch.pow(x, 3.0)'s) is a
+    // constant of the graph, not a parameter: code generators then see its value (wasm squares
+    // and cubes in the module instead of calling the host's pow for every value).
+    const y = given.kind === "const" && given.tensor.data.length === 1
+      ? { ...given, tensor: { ...given.tensor } }
+      : given;
     const [xt, yt] = [typeOf(x).dtype, typeOf(y).dtype];
     if (xt === yt) return c.emit("Pow", [x, y]);
     if (isFloat(xt)) return [op("Pow", [x, op("Cast", [y], { to: xt })])];

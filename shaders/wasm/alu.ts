@@ -31,6 +31,19 @@ export function exactReciprocal(e: Expr): number | undefined {
   return Number.isInteger(exponent) && Math.abs(exponent) < 126 ? 1 / e.value : undefined;
 }
 
+/**
+ * The math function taking `e` to a power where it is Pow of an f32 (or f16) value by the
+ * constant 2 or 3: a product instead of the host's pow per value (see `shaders/wasm/math.ts`).
+ */
+export function powerFunction(e: Expr): "vsquare" | "vcube" | undefined {
+  if (e.kind !== "alu" || e.op !== "Pow" || (e.dtype !== "f32" && e.dtype !== "f16")) {
+    return undefined;
+  }
+  const [x, y] = e.args;
+  if (x.dtype !== e.dtype || y.kind !== "const") return undefined;
+  return y.value === 2 ? "vsquare" : y.value === 3 ? "vcube" : undefined;
+}
+
 /** Vector functions of the in-module math library, by IR op. */
 export const MATH = {
   Exp: "vexp",
@@ -117,7 +130,7 @@ export interface AluLowering {
   /** `x` rounded to dtype `d` (f16, i8, u8, bool), as a store would. */
   round(x: number, d: DType): number;
   /** Scalar op `op` on arguments `a` of dtypes `d`, giving `out`. */
-  alu(op: AluOp, a: number[], d: DType[], out: DType): number;
+  alu(op: AluOp, a: number[], d: DType[], out: DType, e?: Expr): number;
   /** How `e` lives in a vector. */
   vectorKind(e: Expr): VectorKind;
   /** The f32x4 lowering of `e`, its arguments' vectors built by `a(i)` (fresh per call). */
@@ -131,7 +144,10 @@ export function aluLowering(c: AluContext): AluLowering {
   const h = helpers(c);
   const cast = casting(c, h);
   const scalar = scalarLowerings(c, h, cast);
-  const alu = (op: AluOp, a: number[], d: DType[], out: DType): number => {
+  const alu = (op: AluOp, a: number[], d: DType[], out: DType, e?: Expr): number => {
+    // Scalar code calls the vector function on a splat, so a tail agrees with its vector body.
+    const power = e && powerFunction(e);
+    if (power) return c.m.f32x4.extract_lane(c.m.call(power, [c.m.f32x4.splat(a[0])], h.v128), 0);
     const operand = d[0] ?? out;
     const F = isWide(operand) ? c.m.f64 : c.m.f32;
     return scalar[op]({ a, d, out, F, fl: isFloat(operand), u: d[0] === "u32" });
@@ -385,7 +401,10 @@ function vectorLowerings(
     Erf: vmath("Erf"),
     Sin: vmath("Sin"),
     Cos: vmath("Cos"),
-    Pow: perLane("pow"),
+    Pow: (e, a) => {
+      const power = powerFunction(e);
+      return power ? m.call(power, [a(0)], v128) : perLane("pow")(e, a);
+    },
     Mod: perLane("fmod"),
     Equal: (_e, a) => f4.eq(a(0), a(1)),
     Greater: (_e, a) => f4.gt(a(0), a(1)),

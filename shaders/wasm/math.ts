@@ -26,7 +26,15 @@
 import type { Wasm, WasmModule } from "./encoder.ts";
 
 /** The vector math functions a module can call. */
-export type MathFunction = "vexp" | "vlog" | "verf" | "vsin" | "vcos" | "vf16";
+export type MathFunction =
+  | "vexp"
+  | "vlog"
+  | "verf"
+  | "vsin"
+  | "vcos"
+  | "vf16"
+  | "vsquare"
+  | "vcube";
 
 /** π/4 in three parts (Cephes): the first two products with an octant count < 2²⁹ are exact. */
 const DP = [7.85398125648498535156e-1, 3.77489470793079817668e-8, 2.69515142907905952645e-15];
@@ -346,6 +354,27 @@ const VF16: MathBody = {
   ],
 };
 
+// x² and x³ as the reference computes pow(x, 2) and pow(x, 3) (float64, rounded to f32): the
+// square rounds once in f32; the cube is taken in f64x2 (x² exact there, x³ rounded once), then
+// rounded to f32 — 20M random f32s gave the bits of Math.fround(Math.pow(x, 3)) every time. Pow
+// had called the host's pow per lane: GPT-2's tanh GELU, x³ of 128 × 3072 values a layer, cost
+// as much as the layer's product.
+const VSQUARE: MathBody = { locals: 0, body: ({ f4, arg }) => [f4.mul(arg(), arg())] };
+
+// locals: 1 lanes 0, 1 as f64, 2 lanes 2, 3 as f64.
+const VCUBE: MathBody = {
+  locals: 2,
+  body: ({ m, f4, arg, at }, set) => {
+    const f2 = m.f64x2,
+      cube = (l: number) => f4.demote_f64x2_zero(f2.mul(f2.mul(at(l), at(l)), at(l)));
+    return [
+      set(1, f2.promote_low_f32x4(arg())),
+      set(2, f2.promote_low_f32x4(m.i8x16.shuffle(arg(), arg(), HIGH_HALF))),
+      m.i8x16.shuffle(cube(1), cube(2), [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23]),
+    ];
+  },
+};
+
 /** The math functions in the order a module adds them. */
 const BODIES: readonly [MathFunction, MathBody][] = [
   ["vexp", VEXP],
@@ -354,6 +383,8 @@ const BODIES: readonly [MathFunction, MathBody][] = [
   ["vcos", TRIG],
   ["verf", VERF],
   ["vf16", VF16],
+  ["vsquare", VSQUARE],
+  ["vcube", VCUBE],
 ];
 
 type SetLocal = (local: number, value: number) => number;

@@ -26,6 +26,7 @@ import {
   isWide,
   MATH,
   type Memo,
+  powerFunction,
 } from "./alu.ts";
 import type { Wasm, WasmModule } from "./encoder.ts";
 import { type IndexLowering, indexLowering } from "./index.ts";
@@ -209,7 +210,8 @@ export class KernelFunction {
           code = m.f32.mul(args[0], m.f32.const(r));
           break;
         }
-        code = round(alu(expr.op, args, expr.args.map((a) => a.dtype), expr.dtype), expr.dtype);
+        const dtypes = expr.args.map((a) => a.dtype);
+        code = round(alu(expr.op, args, dtypes, expr.dtype, expr), expr.dtype);
         break;
       }
     }
@@ -365,6 +367,8 @@ export class KernelFunction {
         if (e.kind === "alu" && Object.hasOwn(MATH, e.op)) {
           math.add(MATH[e.op as keyof typeof MATH]);
         }
+        const power = powerFunction(e);
+        if (power) math.add(power);
         if (e.dtype === "f16") math.add("vf16");
       });
     }
