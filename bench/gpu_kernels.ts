@@ -11,7 +11,7 @@
  * the last repetition's kernel times are summed; the median of 5 such runs is reported, after
  * about 300 ms of the same work brought the GPU to its working clock.
  *
- *   deno run -A --config bench/deno.json bench/gpu_kernels.ts [--only ID,ID] [--f32] [--out FILE.json]
+ *   deno run -A --config deno.json bench/gpu_kernels.ts [--only ID,ID] [--f32] [--out FILE.json]
  *
  * `--only` keeps the kernels whose ids start with one of its prefixes; `--f32` leaves out the f16
  * precisions.
