@@ -242,6 +242,20 @@ export function nodeSpecOf(
   };
 }
 
+/**
+ * Names for values a rewrite of `graph` adds: `base` where no value has it, else `base_1`,
+ * `base_2`, … (each name given once).
+ */
+export function freshNames(graph: Graph): (base: string) => string {
+  const taken = new Set(graph.values.map((v) => v.name));
+  return (base) => {
+    let n = base;
+    for (let i = 1; taken.has(n); i++) n = `${base}_${i}`;
+    taken.add(n);
+    return n;
+  };
+}
+
 function fail(what: string, fix: string, code: KilnError["code"]): never {
   throw new KilnError(what, { code, fix });
 }

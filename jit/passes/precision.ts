@@ -31,7 +31,7 @@ import {
   type TensorData,
 } from "../ir/dtype.ts";
 import { KilnError } from "../support/errors.ts";
-import { Graph, type GraphSpec, type NodeSpec } from "../ir/graph.ts";
+import { freshNames, Graph, type GraphSpec, type NodeSpec } from "../ir/graph.ts";
 import type { Attrs } from "../ops/mod.ts";
 
 /** Numeric precision of a compiled program's float tensors. */
@@ -176,13 +176,7 @@ function castEdges(
   },
 ): Graph {
   const name = (v: number) => graph.values[v].name;
-  const taken = new Set(graph.values.map((v) => v.name));
-  const fresh = (base: string) => {
-    let n = base;
-    for (let i = 1; taken.has(n); i++) n = `${base}_${i}`;
-    taken.add(n);
-    return n;
-  };
+  const fresh = freshNames(graph);
   const renamed = new Map<number, string>();
   const casts: NodeSpec[] = [];
   for (const i of graph.inputs) {

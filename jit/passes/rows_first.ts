@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { boundaryOf, Graph, type NodeSpec, nodeSpecOf } from "../ir/graph.ts";
+import { boundaryOf, freshNames, Graph, type NodeSpec, nodeSpecOf } from "../ir/graph.ts";
 
 /** Products whose right operand (a plain matrix) does not vary along A's rows. */
 const PRODUCTS: ReadonlySet<string> = new Set(["MatMul", "BlockMatMul"]);
@@ -20,7 +20,7 @@ export function rowsFirst(graph: Graph): Graph {
   if (moves.size === 0) return graph;
   const dropped = new Set([...moves.values()].flatMap((m) => [m.product.id, ...m.between]));
   const name = (v: number) => graph.values[v].name;
-  const taken = new Set(graph.values.map((v) => v.name));
+  const fresh = freshNames(graph);
   const nodes: NodeSpec[] = [];
   for (const n of graph.nodes) {
     if (dropped.has(n.id)) continue;
@@ -30,9 +30,7 @@ export function rowsFirst(graph: Graph): Graph {
       continue;
     }
     // Where the pick was: a Gather's index may be computed after the product.
-    let rows = `${name(p.inputs[0])}/rows`;
-    for (let i = 1; taken.has(rows); i++) rows = `${name(p.inputs[0])}/rows_${i}`;
-    taken.add(rows);
+    const rows = fresh(`${name(p.inputs[0])}/rows`);
     nodes.push({
       op: n.op,
       inputs: [name(p.inputs[0]), ...n.inputs.slice(1).map(name)],

@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { boundaryOf, Graph, type NodeSpec, nodeSpecOf } from "../ir/graph.ts";
+import { boundaryOf, freshNames, Graph, type NodeSpec, nodeSpecOf } from "../ir/graph.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import { fromF16Bits } from "../ir/dtype.ts";
 
@@ -26,13 +26,7 @@ export function scalesOut(graph: Graph): Graph {
   if (plans.size === 0) return graph;
   const dropped = new Set([...plans.values()].flatMap((p) => p.scales.map((s) => s.id)));
   const name = (v: number) => graph.values[v].name;
-  const taken = new Set(graph.values.map((v) => v.name));
-  const fresh = (base: string) => {
-    let n = base;
-    for (let i = 1; taken.has(n); i++) n = `${base}_${i}`;
-    taken.add(n);
-    return n;
-  };
+  const fresh = freshNames(graph);
   const nodes: NodeSpec[] = [];
   for (const n of graph.nodes) {
     if (dropped.has(n.id)) continue;
