@@ -242,6 +242,11 @@ export function nodeSpecOf(
   };
 }
 
+/** How many times value `id` of `graph` is read: by nodes' inputs and as a graph output. */
+export function readCount(graph: Graph, id: number): number {
+  return graph.consumers(id).length + graph.outputs.filter((o) => o.value === id).length;
+}
+
 /**
  * Names for values a rewrite of `graph` adds: `base` where no value has it, else `base_1`,
  * `base_2`, … (each name given once).

@@ -9,7 +9,15 @@
  *
  * @module
  */
-import { boundaryOf, freshNames, Graph, type NodeSpec, nodeSpecOf } from "../ir/graph.ts";
+import {
+  boundaryOf,
+  freshNames,
+  Graph,
+  type Node,
+  type NodeSpec,
+  nodeSpecOf,
+  readCount,
+} from "../ir/graph.ts";
 
 /** Products whose right operand (a plain matrix) does not vary along A's rows. */
 const PRODUCTS: ReadonlySet<string> = new Set(["MatMul", "BlockMatMul"]);
@@ -49,8 +57,6 @@ export function rowsFirst(graph: Graph): Graph {
   return Graph.create({ ...boundaryOf(graph), nodes });
 }
 
-type Node = Graph["nodes"][number];
-
 /** The axes along which `pick` (a Gather or a Slice) picks, or none for another op. */
 function pickedAxes(pick: Node): number[] | undefined {
   if (pick.op === "Gather") return [Number(pick.attrs.axis ?? 0)];
@@ -64,23 +70,19 @@ function pickedAxes(pick: Node): number[] | undefined {
  * the pick's axes are row axes that A has itself, and B is a matrix.
  */
 function movablePicks(graph: Graph): Map<number, { product: Node; between: number[] }> {
-  const readers = new Map<number, number>();
-  const read = (v: number) => readers.set(v, (readers.get(v) ?? 0) + 1);
-  for (const n of graph.nodes) n.inputs.forEach(read);
-  graph.outputs.forEach((o) => read(o.value));
-  const producer = new Map(graph.nodes.flatMap((n) => n.outputs.map((v) => [v, n] as const)));
+  const producer = (v: number): Node | undefined => graph.nodes[graph.values[v].producer];
   const moves = new Map<number, { product: Node; between: number[] }>();
   for (const pick of graph.nodes) {
     const axes = pickedAxes(pick);
     if (!axes) continue;
-    let value = pick.inputs[0], p = producer.get(value);
+    let value = pick.inputs[0], p = producer(value);
     const between: number[] = [];
-    while (p?.op === "Identity" && readers.get(value) === 1) {
+    while (p?.op === "Identity" && readCount(graph, value) === 1) {
       between.push(p.id);
       value = p.inputs[0];
-      p = producer.get(value);
+      p = producer(value);
     }
-    if (!p || !PRODUCTS.has(p.op) || readers.get(value) !== 1) continue;
+    if (!p || !PRODUCTS.has(p.op) || readCount(graph, value) !== 1) continue;
     const out = graph.values[value].shape;
     const a = graph.values[p.inputs[0]].shape, b = graph.values[p.inputs[1]].shape;
     const rows = axes.every((x) => {

@@ -11,11 +11,17 @@
  *
  * @module
  */
-import { boundaryOf, freshNames, Graph, type NodeSpec, nodeSpecOf } from "../ir/graph.ts";
+import {
+  boundaryOf,
+  freshNames,
+  Graph,
+  type Node,
+  type NodeSpec,
+  nodeSpecOf,
+  readCount,
+} from "../ir/graph.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
-import { fromF16Bits } from "../ir/dtype.ts";
-
-type Node = Graph["nodes"][number];
+import { fromF16Bits, fromNumbers } from "../ir/dtype.ts";
 
 /** Float dtypes a scale moves for. */
 const FLOATS: ReadonlySet<string> = new Set(["f32", "f16"]);
@@ -38,19 +44,9 @@ export function scalesOut(graph: Graph): Graph {
     const out = name(n.outputs[0]), dtype = graph.values[n.outputs[0]].dtype;
     const product = fresh(`${out}/unscaled`), factor = fresh(`${out}/scale`);
     nodes.push({ ...nodeSpecOf(graph, n), inputs: plan.operands.map(name), outputs: [product] });
-    const value: HostTensor = { data: Float32Array.of(plan.factor), shape: [], dtype: "f32" };
+    const value: HostTensor = { data: fromNumbers(dtype, [plan.factor]), shape: [], dtype };
     nodes.push({ op: "Constant", inputs: [], outputs: [factor], attrs: { value }, name: n.name });
-    const scaled = dtype === "f32" ? factor : fresh(`${factor}/${dtype}`);
-    if (scaled !== factor) {
-      nodes.push({
-        op: "Cast",
-        inputs: [factor],
-        outputs: [scaled],
-        attrs: { to: dtype },
-        name: n.name,
-      });
-    }
-    nodes.push({ op: "Mul", inputs: [product, scaled], outputs: [out], name: n.name });
+    nodes.push({ op: "Mul", inputs: [product, factor], outputs: [out], name: n.name });
   }
   return Graph.create({ ...boundaryOf(graph), nodes });
 }
@@ -67,13 +63,9 @@ interface ScalePlan {
  * MatMul, its scale a one-element Constant), each with what moves.
  */
 function movableScales(graph: Graph): Map<number, ScalePlan> {
-  const readers = new Map<number, number>();
-  const read = (v: number) => readers.set(v, (readers.get(v) ?? 0) + 1);
-  for (const n of graph.nodes) n.inputs.forEach(read);
-  graph.outputs.forEach((o) => read(o.value));
-  const producer = new Map(graph.nodes.flatMap((n) => n.outputs.map((v) => [v, n] as const)));
+  const producer = (v: number): Node | undefined => graph.nodes[graph.values[v].producer];
   const constant = (v: number): number | undefined => {
-    const p = producer.get(v);
+    const p = producer(v);
     const t = p?.op === "Constant" ? p.attrs.value as HostTensor | undefined : undefined;
     if (!t || t.data.length !== 1) return undefined;
     // An f16 constant holds its bits; integer scales are left alone.
@@ -87,8 +79,8 @@ function movableScales(graph: Graph): Map<number, ScalePlan> {
     const operands = [...n.inputs], scales: Node[] = [];
     let factor = 1;
     for (const [i, v] of n.inputs.entries()) {
-      const s = producer.get(v);
-      if (!s || (s.op !== "Mul" && s.op !== "Div") || readers.get(v) !== 1) continue;
+      const s = producer(v);
+      if (!s || (s.op !== "Mul" && s.op !== "Div") || readCount(graph, v) !== 1) continue;
       // Mul by a scalar on either side; Div of the operand by a scalar.
       const side = s.op === "Mul" && constant(s.inputs[0]) !== undefined ? 0 : 1;
       const c = constant(s.inputs[side]);
