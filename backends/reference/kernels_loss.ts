@@ -5,6 +5,7 @@
  * @module
  */
 import { sizeOf } from "../../jit/ir/shape.ts";
+import { LOSS_REDUCTIONS } from "../../jit/ops/loss.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import type { Kernel, KernelArgs } from "./kernel.ts";
 import { read, written } from "./tensor_io.ts";
@@ -29,7 +30,7 @@ function logSoftmax(x: RefTensor): Float64Array {
 /** The loss of log-probabilities `logp` (of `x`'s shape) for targets and weights in `args`. */
 function nll(args: KernelArgs, logp: ArrayLike<number>): number[] {
   const [x, target, weight] = args.inputs;
-  const reduction = args.ctx.choice("reduction", ["mean", "none", "sum"]);
+  const reduction = args.ctx.choice("reduction", LOSS_REDUCTIONS);
   const ignore = args.ctx.has("ignore_index") ? args.ctx.int("ignore_index") : undefined;
   const t = read(target), w = weight ? read(weight) : undefined;
   const [, c] = x.shape, inner = sizeOf(x.shape.slice(2));

@@ -30,6 +30,14 @@ export function wgslType(dtype: DType): "f32" | "i32" | "u32" {
 }
 
 /**
+ * The WGSL element type a buffer of `dtype` is stored as: f16 in 16 bits where `half` (the
+ * device has `shader-f16`), every other dtype in 32-bit words ({@linkcode wgslType}).
+ */
+export function storedType(dtype: DType, half: boolean): string {
+  return half && dtype === "f16" ? "f16" : wgslType(dtype);
+}
+
+/**
  * A kernel's storage buffers: inputs `in0…` (read-only) of element types `ins`, then outputs
  * `out0…` of `outs`, bound in that order.
  */
@@ -364,7 +372,7 @@ export class KernelLowering {
 
   /** The WGSL element type of a buffer of `dtype`: its storage, not its arithmetic, type. */
   stored(dtype: DType): string {
-    return this.half && dtype === "f16" ? "f16" : wgslType(dtype);
+    return storedType(dtype, this.half);
   }
 
   /** Element `index` (a u32 expression) of input `i`, in its arithmetic type. */

@@ -38,7 +38,7 @@ import { sizeOf } from "../../jit/ir/shape.ts";
 import type { Expr, KernelBuffer, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
 import type { Attention } from "./attention_group.ts";
-import { storageBindings, wgslType } from "./expr.ts";
+import { storageBindings, storedType } from "./expr.ts";
 import { Structure } from "./cancel.ts";
 import { type KernelLayout, rowsLayout, type WgslOptions } from "./codegen.ts";
 import { streamedRows } from "./rows.ts";
@@ -187,7 +187,7 @@ export function groupBindings(
     outputs?: readonly KernelBuffer[];
   } = {},
 ): string[] {
-  const type = (b: { dtype: DType }) => half && b.dtype === "f16" ? "f16" : wgslType(b.dtype);
+  const type = (b: { dtype: DType }) => storedType(b.dtype, half);
   const ins = [...inputs, ...extra].map(type), outs = outputs.map(type);
   const enable = [...ins, ...outs].includes("f16") ? ["enable f16;"] : [];
   return [...enable, ...storageBindings(ins, outs)];
