@@ -101,13 +101,25 @@ export function bAccess(
   kernel: KernelIR,
   { nb, b }: { nb: number; b: MatmulOperands["b"] },
 ): AffineOffset | undefined {
+  const known = accessOfB.get(kernel) ?? new Map<object, AffineOffset | undefined>();
+  accessOfB.set(kernel, known);
+  if (known.has(b)) return known.get(b);
   const shape = kernel.inputs[b.input].shape;
-  const affine = affineOffset(b.steps, kernel.space, shape);
+  let access = affineOffset(b.steps, kernel.space, shape);
   // A product of fewer rows than a tile reads B once either way: packing it per batch only adds
   // work (a decode step's scores, one row: 11.5-11.9 -> 9.7-10.1 tokens/s on 2 cores).
-  if (affine || kernel.space[nb] < TILE_ROWS) return affine;
-  return batchAffineOffset(b.steps, kernel.space, shape, nb);
+  if (!access && kernel.space[nb] >= TILE_ROWS) {
+    access = batchAffineOffset(b.steps, kernel.space, shape, nb);
+  }
+  known.set(b, access);
+  return access;
 }
+
+/**
+ * {@linkcode bAccess} by kernel and B's load: planning and generation ask for it several times,
+ * and proving it batch by batch takes an access analysis a batch.
+ */
+const accessOfB = new WeakMap<KernelIR, Map<object, AffineOffset | undefined>>();
 
 /** Sets of B's panels a matmul packs: one per batch of B (see {@linkcode batchAxesOfB}). */
 export const batchesOfB = (kernel: KernelIR): number =>
