@@ -106,7 +106,7 @@ export function matrixUnitsUsable(
 ): boolean {
   if (!adapter || !d?.features.has(MATRIX_FEATURE) || !d.features.has("shader-f16")) return false;
   const info = adapter.info as GPUAdapterInfo & { subgroupMatrixConfigs?: readonly MatrixConfig[] };
-  const sizes = subgroupSizes(adapter.info).subgroupSizes;
+  const sizes = subgroupSizes(info).subgroupSizes;
   return sizes?.[0] === 32 && sizes[1] === 32 &&
     (info.subgroupMatrixConfigs ?? []).some((c) =>
       c.M === 16 && c.N === 16 && c.K === 16 && String(c.componentType) === "f16" &&

@@ -142,11 +142,15 @@ export function applyPrecision(
     const outputs = graph.outputs
       .filter((o) => o.dtype === "f32" && graph.values[o.value].dtype === "f32")
       .map((o) => o.name);
-    const edged = castEdges(graph, { inner: "f32", edge: "f16", inputs, outputs });
-    const widened = { wide: "f32", narrow: "f16", params: new Set<string>() } as const;
     return {
-      graph: edged,
-      widened: { ...widened, inputs: new Set(inputs), outputs: new Set(outputs) },
+      graph: castEdges(graph, { inner: "f32", edge: "f16", inputs, outputs }),
+      widened: {
+        wide: "f32",
+        narrow: "f16",
+        inputs: new Set(inputs),
+        params: new Set(),
+        outputs: new Set(outputs),
+      },
     };
   }
   // f16: every float tensor f16 inside, and the caller's f32 inputs and outputs cross as f32,
