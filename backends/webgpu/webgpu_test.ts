@@ -417,6 +417,40 @@ Deno.test("few tiles split K among slices of a workgroup (ragged M and K, slices
   }
 });
 
+Deno.test("deep products of many small tiles split K too: threads in flight decide, not workgroups", async () => {
+  const conv = (n: number, c: number, hw: number, co: number) => {
+    const b = new GraphBuilder();
+    const x = b.input("x", [n, c, hw, hw]), w = b.input("w", [co, c, 3, 3]);
+    b.output("y", b.op("Relu", [b.op("Conv", [x, w], { pads: [1, 1, 1, 1] })]));
+    return b.build();
+  };
+  const slices = (graph: Graph) =>
+    kernelLayout(fuse(graph).kernels[0], { maxInvocations: 256, workgroupBytes: 32768 }).tile
+      ?.slices;
+  // ResNet-50's stage-5 3×3 convolution at batch 8 (49 patches by 512 channels, K = 4608): 256
+  // tiles of 32×32 in 64 threads, enough workgroups but 16K threads, split K in four; stage 2's
+  // (3136 patches by 64) makes 392 tiles of 256 threads and keeps K whole.
+  assert.equal(slices(conv(8, 512, 7, 512)), 4);
+  assert.equal(slices(conv(8, 64, 56, 64)), 1);
+  // A sliced convolution's patches past K (540 in four slices of 144) read as zeros.
+  const small = conv(1, 60, 16, 128);
+  assert.equal(slices(small), 4);
+  const split = new WebGpuBackend({ splitK: true });
+  try {
+    await matchesReference(
+      small,
+      {
+        x: f32(hashed(60 * 256, 7919), [1, 60, 16, 16]),
+        w: f32(hashed(128 * 540, 31), [128, 60, 3, 3]),
+      },
+      1e-4,
+      split,
+    );
+  } finally {
+    split.dispose();
+  }
+});
+
 Deno.test("every tile shape: transposed operands, ragged M, N and K, a batch broadcast", async () => {
   // 260×260 outputs a batch item (a transposed A keeps its batch axis): 3×3 tiles of 128×128,
   // 3×5 of 128×64, 5×5 of 64×64, 9×5 of 32×64, 9×9 of 32×32. The largest shape that still yields

@@ -99,9 +99,18 @@ export function tileShape(
 }
 
 /**
+ * Threads a matmul should keep in flight before its tiles stop splitting K: `FILL` workgroups of
+ * 256. Counting workgroups alone left deep, narrow products latency-bound: ResNet-50's stage-5
+ * 3×3 convolutions at batch 8 (49 patches by 512 channels by K = 4608) made 256 tiles of 64
+ * threads, 16K threads on a GPU that holds 270K, and ran at 0.8 TFLOP/s where a stage-2 one
+ * with 100K threads ran at 5.6 (H200, device time, 2026-11-29).
+ */
+const FILL_THREADS = FILL * 256;
+
+/**
  * K slices for a tile of `shape` that yields `count` workgroups over a K of `k`: none where the
- * workgroups fill the GPU; else up to 4, as the workgroup's `most` threads, its `bytes` of
- * workgroup memory and K (at least two steps a slice) allow.
+ * workgroups' threads fill the GPU; else up to 4, as the workgroup's `most` threads, its `bytes`
+ * of workgroup memory and K (at least two steps a slice) allow.
  */
 export function sliceCount(
   shape: Pick<MatmulTile, "threads" | "per">,
@@ -110,10 +119,11 @@ export function sliceCount(
   most: number,
   bytes: number,
 ): number {
+  const threads = shape.threads[0] * shape.threads[1];
   let slices = 1;
   while (
-    slices < 4 && count * slices < FILL && k >= 2 * TK * 2 * slices &&
-    shape.threads[0] * shape.threads[1] * 2 * slices <= most &&
+    slices < 4 && count * threads * slices < FILL_THREADS && k >= 2 * TK * 2 * slices &&
+    threads * 2 * slices <= most &&
     tileBytes({ ...shape, slices: 2 * slices }) <= bytes
   ) slices *= 2;
   return slices;
