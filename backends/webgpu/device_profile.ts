@@ -114,6 +114,21 @@ export function matrixUnitsUsable(
     );
 }
 
+/**
+ * The subgroup size row kernels may shuffle within on `device`: where it has `subgroups` and its
+ * adapter reports one size (least and largest agree: NVIDIA's 32), a power of two; else
+ * `undefined` (a size that may vary between pipelines cannot be compiled in).
+ */
+export function shuffleSize(
+  adapter: GPUAdapter | undefined,
+  d: GPUDevice | undefined,
+): number | undefined {
+  if (!adapter || !d?.features.has("subgroups")) return undefined;
+  const sizes = subgroupSizes(adapter.info).subgroupSizes;
+  const size = sizes?.[0];
+  return size && size === sizes[1] && size >= 4 && (size & (size - 1)) === 0 ? size : undefined;
+}
+
 /** The adapter's subgroup sizes, where its info reports them (newer WebGPU implementations). */
 function subgroupSizes(info: GPUAdapterInfo | undefined): { subgroupSizes?: [number, number] } {
   const sizes = info as { subgroupMinSize?: number; subgroupMaxSize?: number } | undefined;

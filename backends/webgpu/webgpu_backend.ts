@@ -42,6 +42,7 @@ import {
   isSoftwareAdapter,
   MATRIX_FEATURE,
   matrixUnitsUsable,
+  shuffleSize,
   storageBindings,
   webgpuProfile,
 } from "./device_profile.ts";
@@ -114,6 +115,12 @@ export interface WebGpuOptions {
    * Default: `KILN_MATRIX_UNITS=0` in the environment turns it off, else on.
    */
   readonly matrixUnits?: boolean;
+  /**
+   * Combine row reductions (norms, softmax, one-row products) by subgroup shuffles where the
+   * device has `subgroups` of one size, instead of workgroup memory and barriers alone.
+   * Default: `KILN_SUBGROUPS=0` in the environment turns it off, else on.
+   */
+  readonly subgroups?: boolean;
 }
 
 /** Dawn's flags as given (options, else `KILN_DAWN_FLAGS`); `undefined` leaves them to kiln. */
@@ -426,6 +433,9 @@ export class WebGpuBackend implements Backend {
       flash: this.#options.flashAttention ?? (software ? false : undefined),
       bindings: this.#device && storageBindings(this.#device.limits),
       matrix: matrixUnitsUsable(this.#adapter, this.#device),
+      subgroupSize: (this.#options.subgroups ?? envVar("KILN_SUBGROUPS") !== "0")
+        ? shuffleSize(this.#adapter, this.#device)
+        : undefined,
     };
   }
 

@@ -78,6 +78,11 @@ export interface WgslOptions {
    * has subgroup matrices of 16×16×16 f16 → f32 and subgroups of 32, and `half`. Default false.
    */
   readonly matrix?: boolean;
+  /**
+   * The device's subgroup size where it has `subgroups` of one size (its least and largest
+   * agree): row kernels combine their last steps by shuffles (`combineAcross`). Default: none.
+   */
+  readonly subgroupSize?: number;
 }
 
 /** How a kernel maps onto the GPU; code generation and dispatch both follow it. */
@@ -211,7 +216,7 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   const layout = kernelLayout(kernel, options);
   // A tiled kernel is generated as the tiler saw it (its batch folded into rows, if it was).
   if (layout.kind === "tiles") kernel = foldedRows(kernel);
-  const l = new KernelLowering(kernel, { half: options.half });
+  const l = new KernelLowering(kernel, { half: options.half, subgroup: options.subgroupSize });
   let decls: string[] = [], helpers: string[] = [];
   if (layout.tile?.matrix) ({ decls, helpers } = emitMatrixMatmul(l, layout.tile));
   else if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile, layout.vectors));
@@ -232,6 +237,7 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   return [
     ...(half || matrix ? ["enable f16;"] : []),
     ...(matrix ? MATRIX_ENABLES : []),
+    ...(l.usesSubgroups && !matrix ? ["enable subgroups;"] : []),
     `// kiln kernel ${kernel.name}: ${kernel.ops.join(" | ")}`,
     ...bindings,
     PRELUDE,

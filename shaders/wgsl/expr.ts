@@ -342,6 +342,13 @@ export class KernelLowering {
 
   /** Whether f16 buffers hold 16-bit elements (converted to f32 on load, back on store). */
   readonly half: boolean;
+  /**
+   * The device's one subgroup size, where row combines may shuffle within subgroups
+   * (`combineAcross`); `undefined`: through workgroup memory only.
+   */
+  readonly subgroup?: number;
+  /** Set when the kernel's code calls subgroup operations (it then enables `subgroups`). */
+  usesSubgroups = false;
   // Loads compare by the element they read where their steps are affine, bounds or not: a bound
   // a compiler proves always met leaves it the same element (a Gather of index −1 on an axis of
   // one less its input folded to 0 on llvmpipe and the H200, where inf − inf is NaN), and
@@ -361,9 +368,11 @@ export class KernelLowering {
       inputs?: readonly string[];
       outputs?: readonly string[];
       half?: boolean;
+      subgroup?: number;
     } = {},
   ) {
     this.kernel = kernel;
+    this.subgroup = options.subgroup;
     this.coords = kernel.space.map((_, i) => `${options.prefix ?? "x"}${i}`);
     this.inputs = options.inputs ?? kernel.inputs.map((_, i) => `in${i}`);
     this.outputs = options.outputs ?? kernel.outputs.map((_, k) => `out${k}`);

@@ -107,6 +107,14 @@ export function combiner(
  * Combines each thread's `acc${k}` over its row's `threads` threads (a segment of workgroup
  * memory starting at `base`), leaving the row's value in `acc${k}` of every thread, then divides
  * a mean and re-rounds to the dtype. Returns the WGSL type of the workgroup array it uses.
+ *
+ * The halving steps below the device's subgroup size (where `l.subgroup` gives one) shuffle
+ * registers instead: no barrier and no workgroup memory for a row of 32 threads, which a decode
+ * step's products and norms have. A shuffle down by `s` gives lane i what lane i + s held, so
+ * lane 0 combines the same values in the same order as the steps through memory and every lane
+ * then takes lane 0's bits: the result is the same to the bit. This relies on a row's threads,
+ * consecutive invocations starting at a multiple of their power-of-two count, lying in one
+ * subgroup at lanes `lid.x % size` (how implementations number a one-dimensional workgroup).
  */
 export function combineAcross(
   l: KernelLowering,
@@ -119,19 +127,41 @@ export function combineAcross(
   const { e } = l;
   const t = wgslType(r.dtype);
   const { combine } = combiner(r);
-  e.line(`sh_${t}[lid.x] = acc${k};`);
-  e.line("workgroupBarrier();");
-  // The halving steps unrolled: each reads at a constant distance.
-  for (let s = threads >> 1; s >= 1; s >>= 1) {
-    e.line(
-      `if (lane < ${s}u) { sh_${t}[lid.x] = ${
-        combine(`sh_${t}[lid.x]`, `sh_${t}[lid.x + ${s}u]`)
-      }; }`,
-    );
+  const size = l.subgroup ?? 1;
+  // Steps through workgroup memory down to the subgroup's size (all of them without subgroups).
+  const memory = size === 1 || threads > size;
+  if (memory) {
+    e.line(`sh_${t}[lid.x] = acc${k};`);
+    e.line("workgroupBarrier();");
+    // The halving steps unrolled: each reads at a constant distance.
+    for (let s = threads >> 1; s >= size; s >>= 1) {
+      e.line(
+        `if (lane < ${s}u) { sh_${t}[lid.x] = ${
+          combine(`sh_${t}[lid.x]`, `sh_${t}[lid.x + ${s}u]`)
+        }; }`,
+      );
+      e.line("workgroupBarrier();");
+    }
+  }
+  const shuffled = Math.min(threads, size);
+  if (shuffled > 1) {
+    l.usesSubgroups = true;
+    if (memory) e.line(`acc${k} = sh_${t}[lid.x];`);
+    for (let s = shuffled >> 1; s >= 1; s >>= 1) {
+      e.line(
+        `{ let down = subgroupShuffleDown(acc${k}, ${s}u); acc${k} = ${
+          combine(`acc${k}`, "down")
+        }; }`,
+      );
+    }
+    if (memory) e.line(`if (lane == 0u) { sh_${t}[lid.x] = acc${k}; }`);
+    else e.line(`acc${k} = subgroupShuffle(acc${k}, lid.x % ${size}u - lane);`);
+    if (memory) e.line("workgroupBarrier();");
+  }
+  if (memory) {
+    e.line(`acc${k} = sh_${t}[${base}];`);
     e.line("workgroupBarrier();");
   }
-  e.line(`acc${k} = sh_${t}[${base}];`);
-  e.line("workgroupBarrier();");
   if (r.op === "mean") {
     e.line(
       inner === 0 && t === "f32"

@@ -79,3 +79,37 @@ Deno.test("allOf and anyOf parenthesize what & and | need, and only that", () =>
   assert.equal(allOf("ok1", "!ok2", "(x == y)"), "(ok1 & !ok2 & (x == y))");
   assert.equal(anyOf("k_isnan(a)", "(a) + (b) > c"), "((k_isnan(a)) | ((a) + (b) > c))");
 });
+
+Deno.test("with subgroups of one size, rows combine their last steps by shuffles in the memory steps' order", () => {
+  // A decode step's one-row products (28 blocks: 32 threads a row) and an RMSNorm-like row of 896
+  // (64 threads: one step through memory, then five shuffles).
+  const b = new GraphBuilder();
+  const x = b.input("x", [1, 896]);
+  const blocks = 28, width = blocks * 4, n = 64;
+  const w = b.param("q", [n, width], "u32", new Uint32Array(n * width));
+  const s = b.param("s", [n, blocks], "f32", new Float32Array(n * blocks));
+  const z = b.param("z", [n, blocks], "f32", new Float32Array(n * blocks));
+  b.output("y", b.op("BlockMatMul", [x, w, s, z], { bits: 4, block: 32 }));
+  b.output("m", b.op("ReduceMean", [b.op("Mul", [x, x])], { axes: [1] }));
+  const kernels = fuse(b.build(), { blockProducts: true }).kernels;
+  const product = kernels.find((k) => k.blockProduct)!, norm = kernels.find((k) => k !== product)!;
+  const options = { maxInvocations: 256, subgroupSize: 32 };
+  assert.equal(kernelLayout(product, options).rows?.threads, 32);
+  const code = generateWgsl(product, options);
+  assert.match(code, /^enable subgroups;/);
+  assert.doesNotMatch(code, /workgroupBarrier/, "a row of 32 threads needs no barrier");
+  const downs = [...code.matchAll(/subgroupShuffleDown\(acc0, (\d+)u\)/g)].map((m) => +m[1]);
+  assert.deepEqual(downs, [16, 8, 4, 2, 1]);
+  // Every lane takes its row's lane 0's sum.
+  assert.match(code, /acc0 = subgroupShuffle\(acc0, lid\.x % 32u - lane\);/);
+  const rows = generateWgsl(norm, options);
+  assert.equal(kernelLayout(norm, options).rows?.threads, 64);
+  const steps = [...rows.matchAll(/if \(lane < (\d+)u\)|subgroupShuffleDown\(acc0, (\d+)u\)/g)]
+    .map((m) => +(m[1] ?? m[2]));
+  assert.deepEqual(steps, [32, 16, 8, 4, 2, 1], "halving distances, memory first");
+  assert.match(rows, /if \(lane == 0u\) \{ sh_f32\[lid\.x\] = acc0; \}/);
+  // Without a fixed subgroup size the kernels are what they were.
+  for (const k of [product, norm]) {
+    assert.doesNotMatch(generateWgsl(k, { maxInvocations: 256 }), /subgroup/);
+  }
+});
