@@ -212,12 +212,24 @@ function w1(n: number): Kernel {
   };
 }
 
+/**
+ * Dawn rounds timestamps to 65.5 µs unless told not to (its `timestamp_quantization` toggle),
+ * which made every one-row product read 0 or 65.5 µs; KILN_DAWN_FLAGS, where set, decides.
+ */
+const dawnFlags = Deno.env.get("KILN_DAWN_FLAGS") === undefined
+  ? ["disable-dawn-features=timestamp_quantization"]
+  : undefined;
 /** The device's kernels, attention as three kernels where they fit (the flash kernel's baseline). */
-const profiled = new WebGpuBackend({ profile: true, flashAttention: false });
+const profiled = new WebGpuBackend({ profile: true, flashAttention: false, dawnFlags });
 /** The same device's kernels with attention as one flash kernel wherever one applies. */
-const flash = new WebGpuBackend({ profile: true, flashAttention: true });
+const flash = new WebGpuBackend({ profile: true, flashAttention: true, dawnFlags });
 /** The same device's kernels without its matrix units (f16 matmuls on the tiled kernel). */
-const tiled = new WebGpuBackend({ profile: true, flashAttention: false, matrixUnits: false });
+const tiled = new WebGpuBackend({
+  profile: true,
+  flashAttention: false,
+  matrixUnits: false,
+  dawnFlags,
+});
 await profiled.prepare();
 await flash.prepare();
 await tiled.prepare();
