@@ -5,9 +5,11 @@
  * without onnx and onnxruntime (the 2-core VM): random packed weights straight away instead of
  * f32 weights quantized by ONNX Runtime, so its ids mean nothing, only its speed does.
  *
- *   deno run -A bench/qwen_shaped.ts OUT.onnx [--layers 24] [--vocab 151936]
+ *   deno run -A bench/qwen_shaped.ts OUT.onnx [--layers 24] [--vocab 151936] [--accuracy-level 4]
  *
- * (a smaller vocabulary fits a software adapter's 128 MiB bindings, to read a step's plan there)
+ * (a smaller vocabulary fits a software adapter's 128 MiB bindings, to read a step's plan there;
+ * `--accuracy-level 4` marks every MatMulNBits as onnxruntime-genai's CPU models are, A rounded
+ * to 8 bits a block)
  *
  * @module
  */
@@ -25,6 +27,7 @@ const { values, positionals } = parseArgs({
   options: {
     layers: { type: "string", default: "24" },
     vocab: { type: "string", default: "151936" },
+    "accuracy-level": { type: "string", default: "0" },
   },
   allowPositionals: true,
 });
@@ -83,7 +86,13 @@ function matmul(x: string, name: string, k: number, n: number): string {
     domain: "com.microsoft",
     input: [x, `${name}.q`, `${name}.s`, `${name}.z`],
     output: [`${name}.out`],
-    attribute: [int("K", k), int("N", n), int("bits", 4), int("block_size", block)],
+    attribute: [
+      int("K", k),
+      int("N", n),
+      int("bits", 4),
+      int("block_size", block),
+      int("accuracy_level", Number(values["accuracy-level"])),
+    ],
     name: `${name}_node`,
   });
   return `${name}.out`;

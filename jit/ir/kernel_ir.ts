@@ -234,6 +234,11 @@ export interface BlockTables {
 export interface BlockProduct extends BlockTables {
   /** Input of A. */
   readonly a: number;
+  /**
+   * A holds whole numbers of 8 bits times a scale per block (`QuantizeRowBlocks` made it): a
+   * generator may sum each block's products in integers and scale once.
+   */
+  readonly int8?: boolean;
 }
 
 /** A fused kernel. */

@@ -5,7 +5,13 @@
  * weight of N rows of K (ONNX Runtime's MatMulNBits: B [N, K] quantized along K),
  * A [..., M, K] → [..., M, N].
  *
- * Both decompose into graph ops over the words (u32 division and remainder by powers of two),
+ * `QuantizeRowBlocks` rounds A to 8 bits a block before such a product, as ONNX Runtime's CPU
+ * computes MatMulNBits of `accuracy_level` 4 (MLAS's CompInt8): per block of `block` along the
+ * last axis, scale = max |a| / 127 and a → round(a · (1 / scale)) · scale (0 where the block is
+ * all zeros). A BlockMatMul after it says so (`int8`): its A then holds whole numbers times a
+ * scale per block, which a generator may sum in integers.
+ *
+ * They decompose into graph ops over the words (u32 division and remainder by powers of two),
  * so every backend runs them; a backend whose generator unpacks in registers
  * (`DeviceProfile.blockProducts`) runs a BlockMatMul of few rows as one kernel that reads each
  * packed word once (fusion asks {@linkcode nativeBlockMatMul}).
@@ -111,6 +117,29 @@ function weightOf(e: Emitter, [a, ...packed]: readonly EmitRef[], attrs: Attrs):
   return dtype === "f32" ? w : e.op("Cast", [w], { to: dtype });
 }
 
+/** QuantizeRowBlocks' decomposition: A [..., K] rounded to 8 bits per block, as f32. */
+function quantizeRows(e: Emitter, a: EmitRef, block: number): EmitRef {
+  const shape = e.typeOf(a).shape, lead = shape.slice(0, -1), k = shape.at(-1)!;
+  const blocks = Math.ceil(k / block), width = blocks * block, axis = lead.length;
+  // The last block cut short is filled with zeros, which leave its largest magnitude as it is.
+  const padded = width === k
+    ? a
+    : e.op("Pad", [a], { pads: [0, width - k], axes: [axis], mode: "constant", value: 0 });
+  const grouped = e.op("Reshape", [padded], { shape: [...lead, blocks, block] });
+  const largest = e.op("ReduceMax", [e.op("Abs", [grouped])], { axes: [axis + 1], keepdims: 1 });
+  const scale = e.op("Div", [largest, e.scalar(127, "f32")]);
+  // Multiplied by the reciprocal, as MLAS does (a division rounds differently).
+  const zero = e.op("Equal", [scale, e.scalar(0, "f32")]);
+  const inverse = e.op("Where", [
+    zero,
+    e.scalar(0, "f32"),
+    e.op("Div", [e.scalar(1, "f32"), scale]),
+  ]);
+  const q = e.op("Round", [e.op("Mul", [grouped, inverse])]);
+  const rows = e.op("Reshape", [e.op("Mul", [q, scale])], { shape: [...lead, width] });
+  return width === k ? rows : e.op("Slice", [rows], { starts: [0], ends: [k], axes: [axis] });
+}
+
 /**
  * Whether fusion should build a BlockMatMul with A of `rows` rows (batch · M) as one kernel
  * where the generator unpacks in registers: a product of few rows reads each weight word once
@@ -138,6 +167,7 @@ const blockOps: OpDef[] = [{
   primitive: false,
   infer: (ctx) => {
     ctx.requireDType(0, ["f32", "f16"]);
+    ctx.int("int8", 0);
     const { block, words } = blockForm(ctx);
     const blocks = checkPacked(ctx, 1, words), a = ctx.input(0).shape, w = ctx.input(1).shape;
     const k = a.at(-1) ?? 0;
@@ -151,6 +181,18 @@ const blockOps: OpDef[] = [{
     return [{ shape: [...a.slice(0, -1), w[0]], dtype: ctx.input(0).dtype }];
   },
   decompose: (e, ins, attrs) => [e.op("MatMul", [ins[0], weightOf(e, ins, attrs)])],
+}, {
+  name: "QuantizeRowBlocks",
+  category: "composite",
+  arity: [1, 1],
+  primitive: false,
+  infer: (ctx) => {
+    ctx.requireDType(0, ["f32"]);
+    const block = ctx.int("block", 32);
+    if (block < 1) ctx.fail(`blocks of ${block}`, "give a block of 1 or more", "bad-attribute");
+    return [ctx.input(0)];
+  },
+  decompose: (e, [a], attrs) => [quantizeRows(e, a, attrs.block as number)],
 }];
 
 defineOps(blockOps);

@@ -496,7 +496,7 @@ class Fuser {
       return product;
     }
     const stored = this.#stored(w, `weight of ${label}, unpacked once for its rows`);
-    const { a: _, ...unpack } = tables;
+    const { a: _, int8: __, ...unpack } = tables;
     this.#groups.producerOf(stored.buffer!)!.blockUnpack = unpack;
     return this.#matmul([a, stored], label, type);
   }

@@ -87,7 +87,7 @@ export function plainTables(ins: readonly Sym[], attrs: Attrs): BlockProduct | u
   );
   if (values.some((v) => v === undefined)) return undefined;
   const [a, words, scales, zeros] = values as number[];
-  return { a, words, scales, zeros, bits, block };
+  return { a, words, scales, zeros, bits, block, ...(attrs.int8 ? { int8: true } : {}) };
 }
 
 /** The reduction of each reduce op. */

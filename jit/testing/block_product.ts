@@ -18,20 +18,24 @@ const words = (n: number, seed: number): Uint32Array =>
 
 /**
  * A BlockMatMul of A [...lead, K] by packed weights of N rows (`bits`, blocks of `block`, zero
- * points or the middle value), its buffers weights of the graph, as a decoder's are.
+ * points or the middle value), its buffers weights of the graph, as a decoder's are. `int8`: A
+ * rounded to 8 bits a block first, as MatMulNBits of `accuracy_level` 4 imports.
  */
 export function blockProduct(
   lead: number[],
   [k, n, bits, block]: number[],
   zeros: boolean,
+  int8 = false,
 ): { graph: Graph; feeds: Record<string, HostTensor> } {
   const per = 32 / bits, blocks = Math.ceil(k / block), width = (blocks * block) / per;
   const b = new GraphBuilder();
   const q = b.param("q", [n, width], "u32", words(n * width, k + n));
   const s = b.param("s", [n, blocks], "f32", uniform(n * blocks, 7, 0.01, 0.03));
   const z = b.param("z", [n, blocks], "f32", uniform(n * blocks, 8, 0, 2 ** bits).map(Math.floor));
-  const a = b.input("a", [...lead, k]);
-  b.output("y", b.op("BlockMatMul", zeros ? [a, q, s, z] : [a, q, s], { bits, block }));
+  const x0 = b.input("a", [...lead, k]);
+  const a = int8 ? b.op("QuantizeRowBlocks", [x0], { block }) : x0;
+  const attrs = { bits, block, ...(int8 ? { int8: 1 } : {}) };
+  b.output("y", b.op("BlockMatMul", zeros ? [a, q, s, z] : [a, q, s], attrs));
   const x = f32(uniform(lead.reduce((p, d) => p * d, 1) * k, 9, -1, 1), [...lead, k]);
   return { graph: b.build(), feeds: { a: x } };
 }

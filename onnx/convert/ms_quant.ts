@@ -106,12 +106,14 @@ function unpack(bytes: ArrayLike<number>, at: number, bits: number): number {
  * value, 2^(bits−1)). B, its scales and zero points are the model's weights: one of 2, 4 or 8
  * bits stays packed (a `BlockMatMul`) where its blocks are whole vec4s of words or it is large
  * (see `PACKED_FROM`); any other is dequantized once, at import, into a [K, N] constant of a
- * MatMul. A bias is added after.
+ * MatMul. A bias is added after. With `accuracy_level` 4 and 4-bit weights A is first rounded to
+ * 8 bits a block (`QuantizeRowBlocks`), as ONNX Runtime's CPU computes it, and the product may
+ * sum in integers.
  */
 function matMulNBits(c: NodeContext): Known[] {
   const op = opOf(c), a = attrs(c), x = c.required(0);
   const k = a.int("K"), n = a.int("N"), bits = a.int("bits", 4)!, block = a.int("block_size");
-  a.int("accuracy_level"); // ONNX Runtime's own compute precision: kiln computes in f32 anyway
+  const level = a.int("accuracy_level", 0);
   if (!k || !n || !block || bits < 2 || bits > 8 || block < 16 || (block & (block - 1)) !== 0) {
     throw new KilnError(
       `${c.label}: MatMulNBits with K ${k}, N ${n}, ${bits} bits, blocks of ${block}`,
@@ -152,6 +154,8 @@ function matMulNBits(c: NodeContext): Known[] {
     );
   }
   const dtype = typeOf(x).dtype;
+  const int8 = level === 4 && bits === 4 && dtype === "f32";
+  const rows = int8 ? op("QuantizeRowBlocks", [x], { block }) : x;
   // Blocks of whole vec4s of words are read packed by the generators' block kernels, however
   // small the weight: a decode step reads a quarter of the bytes of its f32 form (fused QKV of
   // a 0.5B decoder, [896, 1152], is 4.1 MB in f32 against 0.77 MB packed with its tables).
@@ -161,8 +165,8 @@ function matMulNBits(c: NodeContext): Known[] {
     ? expandedWeight(q, scales, zeroInput, { k, n, bits, block, packed })
     : undefined;
   let y = weight
-    ? op("MatMul", [x, dtype === "f32" ? weight : op("Cast", [weight], { to: dtype })])
-    : blockProduct(c, { k, n, bits, block, packed: zeroInput !== undefined && packed });
+    ? op("MatMul", [rows, dtype === "f32" ? weight : op("Cast", [weight], { to: dtype })])
+    : blockProduct(c, rows, { k, n, bits, block, packed: zeroInput !== undefined && packed, int8 });
   const bias = c.input(5);
   if (bias) y = op("Add", [y, bias]);
   return [y];
@@ -362,12 +366,16 @@ interface BlockForm {
  * MatMulNBits with its weight packed (bits 2, 4 or 8, whole values to a byte): kiln's
  * BlockMatMul over the bytes [N, blocks · bytes] and the tables [N, blocks].
  */
-function blockProduct(c: NodeContext, { k, n, bits, block, packed }: NBits): Known {
+function blockProduct(
+  c: NodeContext,
+  a: Known,
+  { k, n, bits, block, packed, int8 }: NBits & { int8: boolean },
+): Known {
   const blocks = Math.ceil(k / block);
   const rowsOf = (t: Known, shape: number[]) => opOf(c)("Reshape", [t], { shape: [n, ...shape] });
   const zeroStride = packed ? Math.ceil((blocks * bits) / 8) : undefined;
   const tables = packedTables(c, rowsOf, { data: 1, blocks, block, bits, zeroStride });
-  return opOf(c)("BlockMatMul", [c.required(0), ...tables], { bits, block });
+  return opOf(c)("BlockMatMul", [a, ...tables], { bits, block, ...(int8 ? { int8: 1 } : {}) });
 }
 
 /**

@@ -351,3 +351,67 @@ Deno.test("a model imported again (another shape, a generation's step) shares it
   assert.ok(one.length > 0);
   assert.ok(one.every((d, i) => d === three[i]), "the same arrays");
 });
+
+/**
+ * MatMulNBits of `accuracy_level` 4 as ONNX Runtime's CPU computes it (MLAS's CompInt8): A is
+ * rounded to 8 bits a block of `block_size` (scale = max |a| / 127, a → round(a · (1 / scale)) ·
+ * scale, a block of zeros left 0) before the 4-bit product, on every backend; level 0 is the f32
+ * product of A as it is.
+ */
+Deno.test("MatMulNBits of accuracy_level 4 rounds A to 8 bits a block on every backend", async () => {
+  const [k, n, block] = [80, 6, 32], blocks = Math.ceil(k / block), blob = block / 2;
+  const q = Array.from({ length: n * blocks * blob }, (_, i) => (i * 73 + 11) % 256);
+  const sc = Array.from({ length: n * blocks }, (_, i) => f(0.01 + (i % 5) * 0.003));
+  // The second block all zeros; the last one cut short (K = 80).
+  const x = Float32Array.from({ length: k }, (_, j) => (j >= 32 && j < 64 ? 0 : Math.sin(j * 1.7)));
+  const rounded = new Float32Array(k);
+  for (let b = 0; b < blocks; b++) {
+    const part = x.subarray(b * block, Math.min(k, (b + 1) * block));
+    const scale = f(Math.max(...part.map(Math.abs)) / 127);
+    const inverse = scale === 0 ? 0 : f(1 / scale);
+    const even = (v: number) => (Math.abs(v % 1) === 0.5 ? 2 * Math.round(v / 2) : Math.round(v));
+    part.forEach((v, j) => (rounded[b * block + j] = f(even(f(v * inverse)) * scale)));
+  }
+  const product = (a: Float32Array) =>
+    Array.from({ length: n }, (_, col) => {
+      let sum = 0;
+      for (let j = 0; j < k; j++) {
+        const b = Math.floor(j / block), at = (col * blocks + b) * blob * 2 + (j % block);
+        const v = (q[at >> 1] >> (4 * (at & 1))) & 15;
+        sum += a[j] * f((v - 8) * sc[col * blocks + b]);
+      }
+      return sum;
+    });
+  const model = (level: number) =>
+    testModel({
+      node: [{
+        opType: "MatMulNBits",
+        domain: "com.microsoft",
+        input: ["a", "B", "scales"],
+        output: ["y"],
+        attribute: [
+          { name: "K", type: 2, i: k },
+          { name: "N", type: 2, i: n },
+          { name: "bits", type: 2, i: 4 },
+          { name: "block_size", type: 2, i: block },
+          { name: "accuracy_level", type: 2, i: level },
+        ],
+      }],
+      initializer: [u8("B", q, [n, blocks, blob]), f32("scales", sc, [n * blocks])],
+      input: [valueInfo("a", 1, [1, k])],
+      output: [valueInfo("y", 1)],
+    }, { microsoft: true });
+  const [plain, int8] = [model(0), model(4)];
+  assert.ok(int8.graph().nodes.some((nd) => nd.op === "QuantizeRowBlocks"));
+  assert.ok(!plain.graph().nodes.some((nd) => nd.op === "QuantizeRowBlocks"));
+  const [wantPlain, wantInt8] = [product(x), product(rounded)];
+  assert.ok(wantPlain.some((v, i) => Math.abs(v - wantInt8[i]) > 1e-4), "the rounding shows");
+  for (const backend of ["reference", "wasm", "webgpu"]) {
+    for (const [m, want] of [[plain, wantPlain], [int8, wantInt8]] as const) {
+      const { y } = await m.run({ a: { data: x, shape: [1, k], dtype: "f32" } }, { backend });
+      assertClose(numbers(y.data), want, { atol: 2e-5, rtol: 1e-5, message: backend });
+    }
+  }
+  plain.dispose();
+  int8.dispose();
+});

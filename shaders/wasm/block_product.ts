@@ -17,6 +17,7 @@
 import type { BlockProduct, BlockTables, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelFunction } from "./module.ts";
+import { integerBlocks, integerRowDot, regroupIntegers } from "./block_product_int8.ts";
 
 /** A block product's sizes: values a word, words a block, blocks a row, and N and K. */
 function sizes(kernel: KernelIR, tag: BlockProduct) {
@@ -77,8 +78,10 @@ export function blockProductBody(fn: KernelFunction, tag: BlockProduct): number[
   const i32 = wasm.i32, { n } = sizes(fn.kernel, tag);
   const outer = local(i32), row = local(i32), last = local(i32), col = local(i32);
   const nb = fn.kernel.space.length - 3;
+  // A rounded to 8 bits a block sums in integers (`block_product_int8.ts`).
+  const integers = integerBlocks(fn, tag);
   const step = (cols: number) => {
-    const [dot, sums] = rowDot(fn, tag, col, cols);
+    const [dot, sums] = integers ? integerRowDot(fn, tag, col, cols) : rowDot(fn, tag, col, cols);
     return [
       ...dot,
       ...sums.flatMap((sum, c) => fn.pointOutputs(nb, m.i32.add(get(col, i32), ic(c)), sum)),
@@ -97,7 +100,10 @@ export function blockProductBody(fn: KernelFunction, tag: BlockProduct): number[
       m.local.set(col, m.i32.rem_u(get(outer, i32), ic(n))),
       m.if(
         m.i32.ne(get(row, i32), get(last, i32)),
-        m.block(null, [...regroup(fn, tag, row), m.local.set(last, get(row, i32))]),
+        m.block(null, [
+          ...(integers ? regroupIntegers(fn, tag, row) : regroup(fn, tag, row)),
+          m.local.set(last, get(row, i32)),
+        ]),
       ),
       ...unravel(kept.slice(0, -1), row),
       m.if(together, m.block(null, step(COLUMNS)), m.block(null, step(1))),

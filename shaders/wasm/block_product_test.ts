@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { fuse } from "../../jit/passes/fuse.ts";
 import { WasmBackend } from "../../backends/wasm/wasm_backend.ts";
+import { generateWasm } from "./codegen.ts";
+import { wasm as encoder } from "./encoder.ts";
 import { compile } from "../../mod.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { f32 } from "../../jit/testing/testing.ts";
@@ -80,4 +82,27 @@ Deno.test("a BlockMatMul of blocks narrower than a vector of words is the produc
     fuse(product([1], [64, 16, 4, 16], true).graph, { blockProducts: true, blockUnpacks: true })
       .kernels;
   assert.ok(kernels.every((k) => !k.blockProduct && !k.blockUnpack));
+});
+
+Deno.test("wasm sums a block product of A rounded to 8 bits in integers, as the reference computes it", async () => {
+  // MatMulNBits of accuracy_level 4: 4-bit weights in blocks of whole 32s covering K.
+  const cases: [number[], number[], boolean][] = [
+    [[1], [896, 70, 4, 32], true], // a decoder's token step
+    [[2], [256, 9, 4, 64], false], // two rows, blocks of 64, the middle value
+    [[1], [4864, 7, 4, 32], true], // more blocks than a column group's registers
+  ];
+  const wasm = new WasmBackend({ threads: 2, warmUpMs: 0 });
+  for (const [lead, form, zeros] of cases) {
+    const { graph, feeds } = product(lead, form, zeros, true);
+    const [kernel] = fuse(graph, { blockProducts: true }).kernels.filter((k) => k.blockProduct);
+    assert.equal(kernel.blockProduct?.int8, true, `${form}: the product knows its A is rounded`);
+    // The integer form's byte dot product (relaxed SIMD, 0xfd 0x113) is in the module.
+    const bytes = generateWasm(encoder, kernel, { fma: true });
+    const dots = bytes.findIndex((x, i) =>
+      x === 0xfd && bytes[i + 1] === 0x93 && bytes[i + 2] === 2
+    );
+    assert.ok(dots >= 0, `${form}: summed in integers`);
+    await matchesReference(graph, feeds, wasm, `${lead} × ${form} in integers`);
+  }
+  wasm.dispose();
 });

@@ -216,6 +216,8 @@ export class WasmModule {
       f32: (a: Ref) => this.#op(CONVERSIONS.i32.trunc_u_sat.f32, [a]),
       f64: (a: Ref) => this.#op(CONVERSIONS.i32.trunc_u_sat.f64, [a]),
     },
+    store8: (offset: number, ptr: Ref, value: Ref) =>
+      this.#op({ code: [STORE8], type: TYPES.none }, [ptr, value], memoryArgument(offset, 1)),
   };
   /** f32 instructions. */
   readonly f32: FloatInstructions & { demote: Fn1; reinterpret: Fn1 } = {
@@ -244,6 +246,10 @@ export class WasmModule {
     /** Lanes of `a` and `b` (0–31) picked by `mask`'s 16 bytes. */
     shuffle: (a: Ref, b: Ref, mask: readonly number[]): Ref =>
       this.#op(I8X16.shuffle, [a, b], mask),
+    /** `a` (an i32) in every byte lane. */
+    splat: (a: Ref): Ref => this.#op(I8X16.splat, [a]),
+    /** Each byte lane shifted right by `bits` (an i32), zeros in. */
+    shr_u: (a: Ref, bits: Ref): Ref => this.#op(I8X16.shr_u, [a, bits]),
   };
   /** i16x8 instructions. */
   readonly i16x8: LaneOps<typeof I16X8> = this.#lanes(I16X8);
@@ -532,6 +538,9 @@ const internal = (what: string) =>
     code: "internal",
     fix: "report this kernel (kiln explain shows it); compile for another backend meanwhile",
   });
+
+/** `i32.store8`. */
+const STORE8 = 0x3a;
 
 /** A memory instruction's immediate: log2 of the alignment (bytes), then the offset. */
 function memoryArgument(offset: number, align: number): number[] {

@@ -196,8 +196,12 @@ export interface Lanes<U extends string, B extends string, T extends string, S e
   readonly shifts: Readonly<Record<S, OpCode>>;
 }
 
-/** i8x16 operators (only what byte shuffles need). */
-export const I8X16 = { shuffle: { code: simd(0x0d), type: v128 } } as const;
+/** i8x16 operators (only what byte shuffles and nibble unpacking need). */
+export const I8X16 = {
+  shuffle: { code: simd(0x0d), type: v128 },
+  splat: { code: simd(0x0f), type: v128 },
+  shr_u: { code: simd(0x6d), type: v128 },
+} as const;
 
 /** i16x8 operators (only what packing integer products needs). */
 export const I16X8 = {
@@ -247,7 +251,9 @@ export const I32X4 = {
     max_s: [simd(0xb8), v128],
     max_u: [simd(0xb9), v128],
   }),
-  ternary: {},
+  // Relaxed SIMD: each lane adds the four products of its bytes, the second operand's in
+  // [0, 127] (x86's byte multiply-add takes it unsigned): sixteen multiply-adds an instruction.
+  ternary: table({ relaxed_dot_i8x16_i7x16_add_s: [simd(0x113), v128] }),
   shifts: table({ shl: [simd(0xab), v128], shr_s: [simd(0xac), v128], shr_u: [simd(0xad), v128] }),
 } as const;
 
@@ -377,6 +383,8 @@ export type I32Ops =
     readonly trunc_s_sat: { readonly f32: Fn1; readonly f64: Fn1 };
     /** f32 or f64 to u32, saturating; NaN gives 0. */
     readonly trunc_u_sat: { readonly f32: Fn1; readonly f64: Fn1 };
+    /** Stores the low byte of `value` at `ptr + offset`. */
+    store8(offset: number, ptr: Ref, value: Ref): Ref;
   };
 
 /** f32 or f64 instructions. */

@@ -1,0 +1,204 @@
+/**
+ * Block products in integers for the WebAssembly generator: a `blockProduct` kernel whose A was
+ * rounded to 8 bits a block before it (`QuantizeRowBlocks`, MatMulNBits of `accuracy_level` 4)
+ * and whose weight is 4-bit sums each block's products with relaxed SIMD's byte dot product,
+ * sixteen multiply-adds an instruction, where the f32 form (`block_product.ts`) shifts, masks,
+ * converts and multiplies four values at a time. The result is the f32 form's within rounding:
+ * the block's integer sum, exact, is scaled once.
+ *
+ * A's row is quantized again from its rounded values (each block's largest magnitude over 127,
+ * then round(a · 127 / largest)), which gives back the same integers: they are at most 127 and
+ * the rounding moved each by far less than half. Sixteen bytes of a block's packed words hold
+ * 32 values, value 2j in byte j's low four bits and 2j + 1 in its high four, so the scratch
+ * holds each 32 of A's integers as the 16 of even index, then the 16 of odd index, beside the
+ * block's scale and integer sum (for the zero point's share).
+ *
+ * @module
+ */
+import type { BlockProduct } from "../../jit/ir/kernel_ir.ts";
+import type { KernelFunction } from "./module.ts";
+
+/** Values 16 bytes of packed 4-bit words hold. */
+const GROUP = 32;
+
+/** A block product's sizes for the integer form: blocks a row, and N and K. */
+function sizes(fn: KernelFunction, tag: BlockProduct) {
+  const [n, k] = fn.kernel.space.slice(-2);
+  return { n, k, blocks: k / tag.block };
+}
+
+/**
+ * Whether `fn`'s block product sums in integers: A rounded to 8 bits a block, 4-bit weights in
+ * blocks of whole groups of 32 that cover K exactly, and the engine has relaxed SIMD.
+ */
+export function integerBlocks(fn: KernelFunction, tag: BlockProduct): boolean {
+  const { k } = sizes(fn, tag);
+  return tag.int8 === true && fn.fma && tag.bits === 4 && tag.block % GROUP === 0 &&
+    k % tag.block === 0;
+}
+
+/** The byte address of 32-bit element `index` from address `base`. */
+function element(fn: KernelFunction, base: number, index: number): number {
+  return fn.m.i32.add(base, fn.m.i32.shl(index, fn.ic(2)));
+}
+
+/**
+ * Quantizes row `row` of A into the scratch: per block its integers (even, then odd index, per
+ * 32), then all blocks' scales (f32), then their integer sums (i32).
+ */
+export function regroupIntegers(fn: KernelFunction, tag: BlockProduct, row: number): number[] {
+  const { m, wasm, local, get, ic, countedLoop } = fn;
+  const { i32, f32 } = wasm, { k, blocks } = sizes(fn, tag);
+  const b = local(i32), j = local(i32), src = local(i32), q = local(i32), sum = local(i32);
+  const largest = local(f32), scale = local(f32), inverse = local(f32);
+  const scratch = () => get(fn.params.scratch, i32);
+  const value = () =>
+    m.f32.load(
+      0,
+      4,
+      element(fn, get(src, i32), m.i32.add(m.i32.mul(get(b, i32), ic(tag.block)), get(j, i32))),
+    );
+  // Value j of block b at b·block + (j − j mod 32) + 16·(j mod 2) + (j mod 32) / 2.
+  const slot = m.i32.add(
+    m.i32.add(m.i32.mul(get(b, i32), ic(tag.block)), m.i32.and(get(j, i32), ic(~(GROUP - 1)))),
+    m.i32.or(
+      m.i32.shl(m.i32.and(get(j, i32), ic(1)), ic(4)),
+      m.i32.shr_u(m.i32.and(get(j, i32), ic(GROUP - 1)), ic(1)),
+    ),
+  );
+  const tables = blocks * tag.block;
+  return [
+    m.local.set(src, element(fn, get(tag.a, i32), m.i32.mul(get(row, i32), ic(k)))),
+    ...countedLoop(b, blocks, [
+      m.local.set(largest, m.f32.const(0)),
+      ...countedLoop(j, tag.block, [
+        m.local.set(largest, m.f32.max(get(largest, f32), m.f32.abs(value()))),
+      ]),
+      m.local.set(scale, m.f32.div(get(largest, f32), m.f32.const(127))),
+      m.local.set(
+        inverse,
+        m.select(
+          m.f32.ne(get(scale, f32), m.f32.const(0)),
+          m.f32.div(m.f32.const(1), get(scale, f32)),
+          m.f32.const(0),
+        ),
+      ),
+      m.local.set(sum, ic(0)),
+      ...countedLoop(j, tag.block, [
+        m.local.set(q, m.i32.trunc_s_sat.f32(m.f32.nearest(m.f32.mul(value(), get(inverse, f32))))),
+        m.i32.store8(0, m.i32.add(scratch(), slot), get(q, i32)),
+        m.local.set(sum, m.i32.add(get(sum, i32), get(q, i32))),
+      ]),
+      m.f32.store(
+        0,
+        4,
+        element(fn, m.i32.add(scratch(), ic(tables)), get(b, i32)),
+        get(scale, f32),
+      ),
+      m.i32.store(
+        0,
+        4,
+        element(fn, m.i32.add(scratch(), ic(tables + 4 * blocks)), get(b, i32)),
+        get(sum, i32),
+      ),
+    ]),
+  ];
+}
+
+/**
+ * The statements summing output columns `col` … `col + cols − 1` against the quantized row in the
+ * scratch, and their sums: per block, per 32 values, each column's 16 bytes of words split into
+ * low and high four bits and dotted with A's even and odd integers into an i32x4; at the block's
+ * end that sum, converted, times the weight's scale and A's, into an f32x4 per column; the zero
+ * points' share (zero · both scales · A's integer sum) subtracted at the end.
+ */
+export function integerRowDot(
+  fn: KernelFunction,
+  tag: BlockProduct,
+  col: number,
+  cols: number,
+): [number[], number[]] {
+  const { m, wasm, local, get, ic, countedLoop } = fn;
+  const { i32, f32, v128 } = wasm, { blocks } = sizes(fn, tag), f4 = m.f32x4;
+  const b = local(i32), bp = local(i32), sp = local(i32), zp = local(i32), qp = local(i32);
+  const mask = local(v128), even = local(v128), odd = local(v128), both = local(f32);
+  const columns = [...Array(cols).keys()];
+  const w = columns.map(() => local(v128)), dot = columns.map(() => local(v128));
+  const acc = columns.map(() => local(v128)), corr = columns.map(() => local(f32));
+  const scale = columns.map(() => local(f32));
+  const groups = tag.block / GROUP, rowBytes = blocks * tag.block / 2, tableBytes = 4 * blocks;
+  const tables = blocks * tag.block;
+  const scratch = () => get(fn.params.scratch, i32);
+  const rowOf = (input: number, width: number) =>
+    m.i32.add(get(input, i32), m.i32.mul(get(col, i32), ic(width)));
+  const dots = [...Array(groups).keys()].flatMap((g) => [
+    m.local.set(even, m.v128.load(GROUP * g, 4, get(qp, i32))),
+    m.local.set(odd, m.v128.load(GROUP * g + 16, 4, get(qp, i32))),
+    ...columns.flatMap((c) => [
+      m.local.set(w[c], m.v128.load(c * rowBytes + 16 * g, 4, get(bp, i32))),
+      m.local.set(
+        dot[c],
+        m.i32x4.relaxed_dot_i8x16_i7x16_add_s(
+          get(even, v128),
+          m.v128.and(get(w[c], v128), get(mask, v128)),
+          get(dot[c], v128),
+        ),
+      ),
+      m.local.set(
+        dot[c],
+        m.i32x4.relaxed_dot_i8x16_i7x16_add_s(
+          get(odd, v128),
+          m.i8x16.shr_u(get(w[c], v128), ic(4)),
+          get(dot[c], v128),
+        ),
+      ),
+    ]),
+  ]);
+  const zero = (c: number) =>
+    tag.zeros === undefined ? m.f32.const(8) : m.f32.load(c * tableBytes, 4, get(zp, i32));
+  const at = (offset: number) => element(fn, m.i32.add(scratch(), ic(offset)), get(b, i32));
+  const block = [
+    ...dot.map((d) => m.local.set(d, m.i32x4.splat(ic(0)))),
+    m.local.set(qp, m.i32.add(scratch(), m.i32.mul(get(b, i32), ic(tag.block)))),
+    ...dots,
+    m.local.set(both, m.f32.load(0, 4, at(tables))),
+    ...columns.flatMap((c) => [
+      m.local.set(scale[c], m.f32.mul(m.f32.load(c * tableBytes, 4, get(sp, i32)), get(both, f32))),
+      m.local.set(
+        acc[c],
+        f4.add(
+          get(acc[c], v128),
+          f4.mul(f4.convert_i32x4_s(get(dot[c], v128)), f4.splat(get(scale[c], f32))),
+        ),
+      ),
+      m.local.set(
+        corr[c],
+        m.f32.add(
+          get(corr[c], f32),
+          m.f32.mul(
+            m.f32.mul(zero(c), get(scale[c], f32)),
+            m.f32.convert_s.i32(m.i32.load(0, 4, at(tables + 4 * blocks))),
+          ),
+        ),
+      ),
+    ]),
+    m.local.set(bp, m.i32.add(get(bp, i32), ic(tag.block / 2))),
+    m.local.set(sp, m.i32.add(get(sp, i32), ic(4))),
+    m.local.set(zp, m.i32.add(get(zp, i32), ic(4))),
+  ];
+  const stmts = [
+    m.local.set(mask, m.i8x16.splat(ic(15))),
+    ...acc.map((x) => m.local.set(x, f4.splat(m.f32.const(0)))),
+    ...corr.map((x) => m.local.set(x, m.f32.const(0))),
+    m.local.set(bp, rowOf(tag.words, rowBytes)),
+    m.local.set(sp, rowOf(tag.scales, tableBytes)),
+    m.local.set(zp, tag.zeros === undefined ? ic(0) : rowOf(tag.zeros, tableBytes)),
+    ...countedLoop(b, blocks, block),
+  ];
+  const sums = columns.map((c) => {
+    const lane = (i: number) => f4.extract_lane(get(acc[c], v128), i);
+    const total = m.f32.add(m.f32.add(lane(0), lane(1)), m.f32.add(lane(2), lane(3)));
+    return m.f32.sub(total, get(corr[c], f32));
+  });
+  return [stmts, sums];
+}
