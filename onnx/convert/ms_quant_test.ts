@@ -322,9 +322,13 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
   });
 }
 
-Deno.test("a model imported again (another shape, a generation's step) shares its weights' data", () => {
-  const [k, n] = [64, 16];
-  const m = testModel({
+/** One MatMulNBits node of 4-bit weights `B` and `scales` (no zero points) over input `a`. */
+function nbitsModel(
+  { k, n, block, level = 0 }: { k: number; n: number; block: number; level?: number },
+  initializer: TensorProto[],
+  a: ReturnType<typeof valueInfo>,
+) {
+  return testModel({
     node: [{
       opType: "MatMulNBits",
       domain: "com.microsoft",
@@ -334,16 +338,22 @@ Deno.test("a model imported again (another shape, a generation's step) shares it
         { name: "K", type: 2, i: k },
         { name: "N", type: 2, i: n },
         { name: "bits", type: 2, i: 4 },
-        { name: "block_size", type: 2, i: 32 },
+        { name: "block_size", type: 2, i: block },
+        ...(level ? [{ name: "accuracy_level", type: 2, i: level }] : []),
       ],
     }],
-    initializer: [
-      u8("B", Array.from({ length: n * 32 }, (_, i) => (i * 37) % 256), [n, 2, 16]),
-      f32("scales", Array.from({ length: n * 2 }, (_, i) => 0.01 * (i + 1)), [n * 2]),
-    ],
-    input: [valueInfo("a", 1)],
+    initializer,
+    input: [a],
     output: [valueInfo("y", 1)],
   }, { microsoft: true });
+}
+
+Deno.test("a model imported again (another shape, a generation's step) shares its weights' data", () => {
+  const [k, n] = [64, 16];
+  const m = nbitsModel({ k, n, block: 32 }, [
+    u8("B", Array.from({ length: n * 32 }, (_, i) => (i * 37) % 256), [n, 2, 16]),
+    f32("scales", Array.from({ length: n * 2 }, (_, i) => 0.01 * (i + 1)), [n * 2]),
+  ], valueInfo("a", 1));
   const weights = (rows: number) =>
     m.graph({ a: [rows, k] }).nodes.filter((nd) => nd.op === "Constant")
       .map((nd) => (nd.attrs.value as { data: unknown }).data);
@@ -383,24 +393,11 @@ Deno.test("MatMulNBits of accuracy_level 4 rounds A to 8 bits a block on every b
       return sum;
     });
   const model = (level: number) =>
-    testModel({
-      node: [{
-        opType: "MatMulNBits",
-        domain: "com.microsoft",
-        input: ["a", "B", "scales"],
-        output: ["y"],
-        attribute: [
-          { name: "K", type: 2, i: k },
-          { name: "N", type: 2, i: n },
-          { name: "bits", type: 2, i: 4 },
-          { name: "block_size", type: 2, i: block },
-          { name: "accuracy_level", type: 2, i: level },
-        ],
-      }],
-      initializer: [u8("B", q, [n, blocks, blob]), f32("scales", sc, [n * blocks])],
-      input: [valueInfo("a", 1, [1, k])],
-      output: [valueInfo("y", 1)],
-    }, { microsoft: true });
+    nbitsModel(
+      { k, n, block, level },
+      [u8("B", q, [n, blocks, blob]), f32("scales", sc, [n * blocks])],
+      valueInfo("a", 1, [1, k]),
+    );
   const [plain, int8] = [model(0), model(4)];
   assert.ok(int8.graph().nodes.some((nd) => nd.op === "QuantizeRowBlocks"));
   assert.ok(!plain.graph().nodes.some((nd) => nd.op === "QuantizeRowBlocks"));

@@ -17,6 +17,7 @@
 import type { BlockProduct, BlockTables, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelFunction } from "./module.ts";
+import { columnSums, element } from "./block_common.ts";
 import { integerBlocks, integerRowDot, regroupIntegers } from "./block_product_int8.ts";
 
 /** A block product's sizes: values a word, words a block, blocks a row, and N and K. */
@@ -25,11 +26,6 @@ function sizes(kernel: KernelIR, tag: BlockProduct) {
   const per = 32 / tag.bits, words = tag.block / per, [n, k] = kernel.space.slice(-2);
   const blocks = sizeOf(kernel.inputs[tag.words].shape) / n / words;
   return { per, words, k, blocks, n };
-}
-
-/** The byte address of 32-bit element `index` from address `base`. */
-function element(fn: KernelFunction, base: number, index: number): number {
-  return fn.m.i32.add(base, fn.m.i32.shl(index, fn.ic(2)));
 }
 
 /**
@@ -235,12 +231,7 @@ function rowDot(
     m.local.set(zp, tag.zeros === undefined ? ic(0) : rowOf(tag.zeros, blocks)),
     ...countedLoop(b, blocks, block),
   ];
-  const sums = columns.map((c) => {
-    const lane = (i: number) => f4.extract_lane(get(acc[c], v128), i);
-    const total = m.f32.add(m.f32.add(lane(0), lane(1)), m.f32.add(lane(2), lane(3)));
-    return m.f32.sub(total, get(corr[c], f32));
-  });
-  return [stmts, sums];
+  return [stmts, columnSums(fn, acc, corr)];
 }
 
 /**

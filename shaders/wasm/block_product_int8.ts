@@ -17,6 +17,7 @@
  */
 import type { BlockProduct } from "../../jit/ir/kernel_ir.ts";
 import type { KernelFunction } from "./module.ts";
+import { columnSums, element } from "./block_common.ts";
 
 /** Values 16 bytes of packed 4-bit words hold. */
 const GROUP = 32;
@@ -35,11 +36,6 @@ export function integerBlocks(fn: KernelFunction, tag: BlockProduct): boolean {
   const { k } = sizes(fn, tag);
   return tag.int8 === true && fn.fma && tag.bits === 4 && tag.block % GROUP === 0 &&
     k % tag.block === 0;
-}
-
-/** The byte address of 32-bit element `index` from address `base`. */
-function element(fn: KernelFunction, base: number, index: number): number {
-  return fn.m.i32.add(base, fn.m.i32.shl(index, fn.ic(2)));
 }
 
 /**
@@ -195,10 +191,5 @@ export function integerRowDot(
     m.local.set(zp, tag.zeros === undefined ? ic(0) : rowOf(tag.zeros, tableBytes)),
     ...countedLoop(b, blocks, block),
   ];
-  const sums = columns.map((c) => {
-    const lane = (i: number) => f4.extract_lane(get(acc[c], v128), i);
-    const total = m.f32.add(m.f32.add(lane(0), lane(1)), m.f32.add(lane(2), lane(3)));
-    return m.f32.sub(total, get(corr[c], f32));
-  });
-  return [stmts, sums];
+  return [stmts, columnSums(fn, acc, corr)];
 }

@@ -1,0 +1,30 @@
+/**
+ * What the two forms of a block product's wasm kernel share (`block_product.ts` in f32,
+ * `block_product_int8.ts` in integers): byte addresses of 32-bit elements, and each column's
+ * result from its vector sum and its zero points' share.
+ *
+ * @module
+ */
+import type { KernelFunction } from "./module.ts";
+
+/** The byte address of 32-bit element `index` from address `base`. */
+export function element(fn: KernelFunction, base: number, index: number): number {
+  return fn.m.i32.add(base, fn.m.i32.shl(index, fn.ic(2)));
+}
+
+/**
+ * Each column's result: its f32x4 local `acc` summed across lanes (pairwise, in a fixed order),
+ * less its f32 local `corr` (the zero points' share).
+ */
+export function columnSums(
+  fn: KernelFunction,
+  acc: readonly number[],
+  corr: readonly number[],
+): number[] {
+  const { m, get, wasm } = fn, f4 = m.f32x4;
+  return acc.map((sum, c) => {
+    const lane = (i: number) => f4.extract_lane(get(sum, wasm.v128), i);
+    const total = m.f32.add(m.f32.add(lane(0), lane(1)), m.f32.add(lane(2), lane(3)));
+    return m.f32.sub(total, get(corr[c], wasm.f32));
+  });
+}
