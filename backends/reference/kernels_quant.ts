@@ -1,7 +1,9 @@
 /**
  * Reference kernels for block-quantized weights (`jit/ops/block_matmul.ts`): each packed value
  * read from its word by its bit offset, as ONNX Runtime's MatMulNBits reads its bytes, without the
- * decomposition's float unpacking; the product sums in float64.
+ * decomposition's float unpacking; the product sums in float64. QuantizeRowBlocks rounds each
+ * block of A's rows to 8 bits in f32 arithmetic, as ONNX Runtime's CPU does for MatMulNBits of
+ * `accuracy_level` 4.
  *
  * @module
  */
@@ -26,10 +28,37 @@ function dequantized([words, scales, zeros]: readonly RefTensor[], bits: number)
   return out;
 }
 
+/** A half-way value rounded to the even integer, as ONNX's Round. */
+function roundEven(v: number): number {
+  const r = Math.round(v);
+  return Math.abs(v % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/**
+ * `a`'s rows [..., K] rounded to 8 bits per block of `block`, each step rounded to f32: scale =
+ * max |a| / 127, a → round(a · (1 / scale)) · scale, 0 for a block of zeros.
+ */
+function quantizeRows(a: RefTensor, block: number): Float64Array {
+  const f = Math.fround, x = read(a), k = a.shape.at(-1)!, out = new Float64Array(x.length);
+  for (let row = 0; row < x.length; row += k) {
+    for (let start = row; start < row + k; start += block) {
+      const end = Math.min(start + block, row + k);
+      let largest = 0;
+      for (let i = start; i < end; i++) largest = Math.max(largest, Math.abs(x[i]));
+      const scale = f(largest / 127), inverse = scale === 0 ? 0 : f(1 / scale);
+      for (let i = start; i < end; i++) out[i] = f(roundEven(f(x[i] * inverse)) * scale);
+    }
+  }
+  return out;
+}
+
 /** Kernels of the block-quantized ops, by op name. */
 export const quantKernels: Record<string, Kernel> = {
   BlockDequantize: ({ inputs, outputs, ctx }) => [
     written(outputs[0].dtype, dequantized(inputs, ctx.int("bits"))),
+  ],
+  QuantizeRowBlocks: ({ inputs, outputs, ctx }) => [
+    written(outputs[0].dtype, quantizeRows(inputs[0], ctx.int("block"))),
   ],
   BlockMatMul: ({ inputs, outputs, ctx }) => {
     const [a, ...packed] = inputs;

@@ -386,16 +386,17 @@ Deno.test("shared weights over batched rows tile as one product of all the rows"
 });
 
 Deno.test("few tiles split K among slices of a workgroup (ragged M and K, slices past K)", async () => {
-  // 60×2048 outputs in 2×64 tiles of 32×32, far fewer than the 256 workgroups wanted: K = 144
-  // splits in two slices of 80 (the second reads 64 past K as zeros), summed through workgroup
-  // memory before the fused epilogue.
+  // 60×2048 outputs in 2×64 tiles of 32×32 (64 threads each), far fewer threads than the 256
+  // workgroups of 256 wanted: K = 144 splits in four slices of 48 (the last reads 48 past K as
+  // zeros), summed through workgroup memory before the fused epilogue.
   const b = new GraphBuilder();
   const p = b.op("MatMul", [b.input("a", [60, 144]), b.input("w", [144, 2048])]);
   b.output("y", b.op("Tanh", [b.op("Add", [p, b.input("c", [2048])])]));
   const graph = b.build();
   const [kernel] = fuse(graph).kernels;
   const layout = (options: WgslOptions) => kernelLayout(kernel, options).tile?.slices;
-  assert.equal(layout({ maxInvocations: 256, workgroupBytes: 32768 }), 2);
+  assert.equal(layout({ maxInvocations: 256, workgroupBytes: 32768 }), 4);
+  assert.equal(layout({ maxInvocations: 256, workgroupBytes: 24576 }), 2, "four need 30 KB");
   assert.equal(layout({ maxInvocations: 256, workgroupBytes: 32768, splitK: false }), 1);
   assert.equal(layout({ maxInvocations: 256, workgroupBytes: 8192 }), 1, "12 KB do not fit");
   assert.equal(layout({ maxInvocations: 64, workgroupBytes: 32768 }), 1, "64 threads at most");

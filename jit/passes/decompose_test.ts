@@ -329,6 +329,18 @@ const cases: Record<
       atol: 1e-4,
     },
   ],
+  // Rows of 40 in blocks of 16 (the last cut short), one block of zeros; rows of 64 in 32s.
+  QuantizeRowBlocks: [
+    {
+      inputs: [
+        f32([...uniform(40, 57, -2, 2), ...new Array(16).fill(0), ...uniform(24, 58)], [2, 40]),
+      ],
+      attrs: { block: 16 },
+      atol: 0,
+      rtol: 0,
+    },
+    { inputs: [f32(uniform(128, 59, -1, 1), [2, 64])], attrs: { block: 32 }, atol: 0, rtol: 0 },
+  ],
   // Scores [N, C] and [N, C, d]; targets with an ignored class; weights; each reduction.
   NegativeLogLikelihoodLoss: [
     { inputs: [f32(uniform(12, 60, -3, 0), [3, 4]), i32([1, 0, 3], [3])] },
