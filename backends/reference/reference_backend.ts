@@ -29,6 +29,7 @@ import { movementKernels } from "./kernels_movement.ts";
 import { nnKernels } from "./kernels_nn.ts";
 import { quantKernels } from "./kernels_quant.ts";
 import { lossKernels } from "./kernels_loss.ts";
+import { trainingKernels } from "./kernels_training.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -40,6 +41,7 @@ const kernels: Record<string, Kernel> = {
   ...nnKernels,
   ...quantKernels,
   ...lossKernels,
+  ...trainingKernels,
   ...sourceKernels,
 };
 

@@ -14,8 +14,9 @@
  * Range IntegerMatMul (which fusion builds as one integer kernel where the backends have integer
  * dot products), BlockDequantize and BlockMatMul (block-quantized weights read packed; fusion
  * builds a product of few rows as one kernel where the generator unpacks in registers), ONNX's function-defined activations (`activations.ts`) and sum-defined
- * reductions (`sum_reductions.ts`), and the training losses NegativeLogLikelihoodLoss and
- * SoftmaxCrossEntropyLoss (`loss.ts`). The reference backend also runs each of them directly, and the test
+ * reductions (`sum_reductions.ts`), QuantizeRowBlocks (A rounded to 8 bits a block before a
+ * block product), the training losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss
+ * (`loss.ts`) and the optimizers Adagrad, Momentum and Adam (`training.ts`). The reference backend also runs each of them directly, and the test
  * suite checks that both paths agree.
  *
  * @module
@@ -29,6 +30,7 @@ import "./nn.ts";
 import "./integer_matmul.ts";
 import "./block_matmul.ts";
 import "./loss.ts";
+import "./training.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

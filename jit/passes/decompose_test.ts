@@ -329,6 +329,64 @@ const cases: Record<
       atol: 1e-4,
     },
   ],
+  // One step past the first (T = 3) and the first (T = 0, where Momentum's and Adam's terms
+  // differ), with regularization, decay and Nesterov's form.
+  Adagrad: [
+    {
+      inputs: [
+        f32([0.1], []),
+        i32([3], []),
+        ...[1, 2].map((s) => f32(uniform(6, s), [2, 3])),
+        f32(uniform(6, 3, 0, 1), [2, 3]),
+      ],
+      attrs: { decay_factor: 0.1, epsilon: 1e-5, norm_coefficient: 0.01 },
+      outputs: 2,
+      atol: 1e-6,
+    },
+  ],
+  Momentum: [
+    {
+      inputs: [f32([0.1], []), i32([0], []), ...[4, 5, 6].map((s) => f32(uniform(6, s), [6]))],
+      attrs: { alpha: 0.9, beta: 0.5, norm_coefficient: 0.01, mode: "standard" },
+      outputs: 2,
+      atol: 1e-6,
+    },
+    {
+      inputs: [f32([0.1], []), i32([2], []), ...[7, 8, 9].map((s) => f32(uniform(6, s), [6]))],
+      attrs: { alpha: 0.9, beta: 0.5, norm_coefficient: 0, mode: "nesterov" },
+      outputs: 2,
+      atol: 1e-6,
+    },
+  ],
+  Adam: [
+    {
+      inputs: [
+        f32([0.1], []),
+        i32([3], []),
+        ...[10, 11, 12].map((s) => f32(uniform(6, s), [2, 3])),
+        f32(uniform(6, 13, 0, 1), [2, 3]),
+      ],
+      attrs: {
+        alpha: 0.8,
+        beta: 0.9,
+        epsilon: 1e-5,
+        norm_coefficient: 0.01,
+        norm_coefficient_post: 0.1,
+      },
+      outputs: 3,
+      atol: 1e-5,
+    },
+    {
+      inputs: [
+        f32([0.1], []),
+        i32([0], []),
+        ...[14, 15, 16].map((s) => f32(uniform(4, s), [4])),
+        f32(uniform(4, 17, 0, 1), [4]),
+      ],
+      outputs: 3,
+      atol: 1e-5,
+    },
+  ],
   // Rows of 40 in blocks of 16 (the last cut short), one block of zeros; rows of 64 in 32s.
   QuantizeRowBlocks: [
     {
