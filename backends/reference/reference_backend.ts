@@ -30,6 +30,7 @@ import { nnKernels } from "./kernels_nn.ts";
 import { quantKernels } from "./kernels_quant.ts";
 import { lossKernels } from "./kernels_loss.ts";
 import { trainingKernels } from "./kernels_training.ts";
+import { einsumKernels } from "./kernels_einsum.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -42,6 +43,7 @@ const kernels: Record<string, Kernel> = {
   ...quantKernels,
   ...lossKernels,
   ...trainingKernels,
+  ...einsumKernels,
   ...sourceKernels,
 };
 

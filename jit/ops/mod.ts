@@ -16,7 +16,8 @@
  * builds a product of few rows as one kernel where the generator unpacks in registers), ONNX's function-defined activations (`activations.ts`) and sum-defined
  * reductions (`sum_reductions.ts`), QuantizeRowBlocks (A rounded to 8 bits a block before a
  * block product), the training losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss
- * (`loss.ts`) and the optimizers Adagrad, Momentum and Adam (`training.ts`). The reference backend also runs each of them directly, and the test
+ * (`loss.ts`), the optimizers Adagrad, Momentum and Adam (`training.ts`) and Einsum
+ * (`einsum.ts`). The reference backend also runs each of them directly, and the test
  * suite checks that both paths agree.
  *
  * @module
@@ -31,6 +32,7 @@ import "./integer_matmul.ts";
 import "./block_matmul.ts";
 import "./loss.ts";
 import "./training.ts";
+import "./einsum.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

@@ -329,6 +329,27 @@ const cases: Record<
       atol: 1e-4,
     },
   ],
+  // A batched matmul through the ellipsis, a trace and a diagonal, a broadcast letter, an
+  // implicit output, three operands.
+  Einsum: [
+    {
+      inputs: [f32(uniform(24, 60), [2, 3, 4]), f32(uniform(40, 61), [2, 4, 5])],
+      attrs: { equation: "...ij,...jk->...ik" },
+      atol: 1e-6,
+    },
+    { inputs: [f32(uniform(9, 62), [3, 3])], attrs: { equation: "ii->" }, atol: 1e-6 },
+    { inputs: [f32(uniform(18, 63), [2, 3, 3])], attrs: { equation: "bii->bi" } },
+    {
+      inputs: [f32(uniform(3, 64), [1, 3]), f32(uniform(12, 65), [4, 3])],
+      attrs: { equation: "ij,kj" },
+      atol: 1e-6,
+    },
+    {
+      inputs: [f32(uniform(6, 66), [2, 3]), f32(uniform(12, 67), [3, 4]), f32(uniform(4, 68), [4])],
+      attrs: { equation: "ab,bc,c->a" },
+      atol: 1e-6,
+    },
+  ],
   // One step past the first (T = 3) and the first (T = 0, where Momentum's and Adam's terms
   // differ), with regularization, decay and Nesterov's form.
   Adagrad: [
