@@ -31,6 +31,7 @@ import { quantKernels } from "./kernels_quant.ts";
 import { lossKernels } from "./kernels_loss.ts";
 import { trainingKernels } from "./kernels_training.ts";
 import { einsumKernels } from "./kernels_einsum.ts";
+import { spectralKernels } from "./kernels_spectral.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -44,6 +45,7 @@ const kernels: Record<string, Kernel> = {
   ...lossKernels,
   ...trainingKernels,
   ...einsumKernels,
+  ...spectralKernels,
   ...sourceKernels,
 };
 

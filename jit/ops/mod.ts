@@ -16,8 +16,8 @@
  * builds a product of few rows as one kernel where the generator unpacks in registers), ONNX's function-defined activations (`activations.ts`) and sum-defined
  * reductions (`sum_reductions.ts`), QuantizeRowBlocks (A rounded to 8 bits a block before a
  * block product), the training losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss
- * (`loss.ts`), the optimizers Adagrad, Momentum and Adam (`training.ts`) and Einsum
- * (`einsum.ts`). The reference backend also runs each of them directly, and the test
+ * (`loss.ts`), the optimizers Adagrad, Momentum and Adam (`training.ts`), Einsum (`einsum.ts`)
+ * and the Fourier transforms DFT and STFT (`spectral.ts`). The reference backend also runs each of them directly, and the test
  * suite checks that both paths agree.
  *
  * @module
@@ -33,6 +33,7 @@ import "./block_matmul.ts";
 import "./loss.ts";
 import "./training.ts";
 import "./einsum.ts";
+import "./spectral.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

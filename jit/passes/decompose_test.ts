@@ -350,6 +350,32 @@ const cases: Record<
       atol: 1e-6,
     },
   ],
+  // A real signal along axis 1, padded to 8 and onesided; a complex one cut to 4, inverse; STFT
+  // with and without a window, of a complex signal.
+  DFT: [
+    {
+      inputs: [f32(uniform(2 * 6 * 3, 70), [2, 6, 3, 1])],
+      attrs: { axis: 1, length: 8, inverse: 0, onesided: 1 },
+      atol: 1e-5,
+    },
+    {
+      inputs: [f32(uniform(2 * 5 * 2, 71), [2, 5, 2])],
+      attrs: { axis: 1, length: 4, inverse: 1, onesided: 0 },
+      atol: 1e-5,
+    },
+  ],
+  STFT: [
+    {
+      inputs: [f32(uniform(2 * 20, 72), [2, 20, 1]), f32(uniform(6, 73, 0, 1), [6])],
+      attrs: { step: 4, frame: 6, onesided: 1 },
+      atol: 1e-5,
+    },
+    {
+      inputs: [f32(uniform(30 * 2, 74), [1, 30, 2])],
+      attrs: { step: 5, frame: 8, onesided: 0 },
+      atol: 1e-5,
+    },
+  ],
   // One step past the first (T = 3) and the first (T = 0, where Momentum's and Adam's terms
   // differ), with regularization, decay and Nesterov's form.
   Adagrad: [
