@@ -32,6 +32,7 @@ import { lossKernels } from "./kernels_loss.ts";
 import { trainingKernels } from "./kernels_training.ts";
 import { einsumKernels } from "./kernels_einsum.ts";
 import { spectralKernels } from "./kernels_spectral.ts";
+import { recurrentKernels } from "./kernels_recurrent.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -46,6 +47,7 @@ const kernels: Record<string, Kernel> = {
   ...trainingKernels,
   ...einsumKernels,
   ...spectralKernels,
+  ...recurrentKernels,
   ...sourceKernels,
 };
 

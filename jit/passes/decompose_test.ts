@@ -376,6 +376,53 @@ const cases: Record<
       atol: 1e-5,
     },
   ],
+  // A forward RNN with a bias and Relu; a bidirectional GRU from initial states, linear before
+  // reset, clipped, rows of lengths 3 and 1; a batch-first LSTM with every optional input,
+  // peepholes and input_forget.
+  RNN: [{
+    inputs: [
+      f32(uniform(24, 80), [3, 2, 4]),
+      f32(uniform(20, 81), [1, 5, 4]),
+      f32(uniform(25, 82), [1, 5, 5]),
+      f32(uniform(10, 83), [1, 10]),
+    ],
+    attrs: { hidden_size: 5, present: "b", activations: "Relu" },
+    outputs: 2,
+    atol: 1e-5,
+  }],
+  GRU: [{
+    inputs: [
+      f32(uniform(24, 84), [3, 2, 4]),
+      f32(uniform(120, 85), [2, 15, 4]),
+      f32(uniform(150, 86), [2, 15, 5]),
+      f32(uniform(60, 87), [2, 30]),
+      f32(uniform(20, 88), [2, 2, 5]),
+    ],
+    attrs: {
+      hidden_size: 5,
+      present: "b,h",
+      direction: "bidirectional",
+      linear_before_reset: 1,
+      clip: 2,
+      sequence_lens: [3, 1],
+    },
+    outputs: 2,
+    atol: 1e-5,
+  }],
+  LSTM: [{
+    inputs: [
+      f32(uniform(24, 89), [2, 3, 4]),
+      f32(uniform(80, 90), [1, 20, 4]),
+      f32(uniform(100, 91), [1, 20, 5]),
+      f32(uniform(40, 92), [1, 40]),
+      f32(uniform(10, 93), [2, 1, 5]),
+      f32(uniform(10, 94), [2, 1, 5]),
+      f32(uniform(15, 95), [1, 15]),
+    ],
+    attrs: { hidden_size: 5, present: "b,h,c,p", layout: 1, input_forget: 1 },
+    outputs: 3,
+    atol: 1e-5,
+  }],
   // One step past the first (T = 3) and the first (T = 0, where Momentum's and Adam's terms
   // differ), with regularization, decay and Nesterov's form.
   Adagrad: [
