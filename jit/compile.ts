@@ -393,7 +393,10 @@ function notAGraph(input: unknown): KilnError {
  */
 export function fusionFor(
   profiles: readonly DeviceProfile[],
-): Pick<FuseOptions, "integerDot" | "inlineOperands" | "blockProducts" | "blockUnpacks"> {
+): Pick<
+  FuseOptions,
+  "integerDot" | "inlineOperands" | "blockProducts" | "blockUnpacks" | "integerBlockRows"
+> {
   const all = (has: (p: DeviceProfile) => boolean | undefined) =>
     profiles.length > 0 && profiles.every((p) => has(p) ?? false);
   return {
@@ -401,6 +404,10 @@ export function fusionFor(
     inlineOperands: !profiles.some((p) => p.storedOperands),
     blockProducts: all((p) => p.blockProducts || !p.storedOperands),
     blockUnpacks: profiles.some((p) => p.blockProducts),
+    // A plan whose kernels may land on several backends takes the fewest rows any of them wants.
+    integerBlockRows: profiles.length
+      ? Math.min(...profiles.map((p) => p.integerBlockRows ?? 4))
+      : 4,
   };
 }
 

@@ -478,7 +478,9 @@ class Fuser {
    * once into [K, N] by a kernel tagged with them, then the tiled product.
    */
   #blockProduct(ins: Sym[], attrs: Attrs, label: string, type: ValueType): Sym | undefined {
-    const few = nativeBlockMatMul(sizeOf(ins[0].type.shape.slice(0, -1)));
+    const rows = sizeOf(ins[0].type.shape.slice(0, -1));
+    const few = nativeBlockMatMul(rows) ||
+      (attrs.int8 === 1 && rows <= this.#opts.integerBlockRows);
     if (!few && !this.#opts.blockUnpacks) return undefined;
     let a = this.#operand(ins[0], label);
     let tables = plainTables([a, ...ins.slice(1)], attrs);

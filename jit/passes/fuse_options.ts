@@ -39,6 +39,11 @@ export interface FuseOptions {
    * plain elementwise kernel, which may merge with others; default false.
    */
   readonly blockUnpacks?: boolean;
+  /**
+   * Rows up to which a BlockMatMul of A rounded to 8 bits (its `int8` attribute) fuses as one
+   * block product kernel (`DeviceProfile.integerBlockRows`); default 4, as any block product.
+   */
+  readonly integerBlockRows?: number;
 }
 
 /** `options` with every default filled in. */
@@ -51,6 +56,7 @@ export function withDefaults(options: FuseOptions): Required<FuseOptions> {
     inlineOperands: options.inlineOperands ?? true,
     blockProducts: options.blockProducts ?? false,
     blockUnpacks: options.blockUnpacks ?? false,
+    integerBlockRows: options.integerBlockRows ?? 4,
   };
 }
 

@@ -85,6 +85,13 @@ export interface DeviceProfile {
    * packed weight in registers (WebAssembly): fusion then tags the product with its buffers.
    */
   readonly blockProducts?: boolean;
+  /**
+   * Rows of A up to which a BlockMatMul whose A was rounded to 8 bits a block (MatMulNBits of
+   * `accuracy_level` 4) still runs as one block product kernel: a generator that sums those in
+   * integers reads the packed weight once per row faster than it unpacks it for a tiled product.
+   * Default: as any block product (4).
+   */
+  readonly integerBlockRows?: number;
   /** Whether shaders can reach the device's matrix units (WebGPU subgroup matrices). */
   readonly matrixUnits?: boolean;
   /** Which device this is, where the implementation says (vendor, architecture, device). */
