@@ -28,6 +28,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     storedOperands: true,
     blockProducts: true,
     integerDot: true,
+    integerBlockRows: 32,
   };
   const stored: DeviceProfile = { ...reference, name: "stored", storedOperands: true };
   assert.deepEqual(fusionFor([gpu]), {
@@ -35,30 +36,36 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     inlineOperands: true,
     blockProducts: true,
     blockUnpacks: false,
+    integerBlockRows: 4,
   });
   assert.deepEqual(fusionFor([wasm]), {
     integerDot: true,
     inlineOperands: false,
     blockProducts: true,
     blockUnpacks: true,
+    integerBlockRows: 32,
   });
-  // Both candidates (auto on a GPU machine): block products stay tagged, so neither unpacks into buffers.
+  // Both candidates (auto on a GPU machine): block products stay tagged, so neither unpacks into
+  // buffers, and integer ones of more rows than the GPU wants are not.
   assert.deepEqual(fusionFor([wasm, gpu]), {
     integerDot: false,
     inlineOperands: false,
     blockProducts: true,
     blockUnpacks: true,
+    integerBlockRows: 4,
   });
   assert.deepEqual(fusionFor([stored, gpu]), {
     integerDot: false,
     inlineOperands: false,
     blockProducts: false,
     blockUnpacks: false,
+    integerBlockRows: 4,
   });
   assert.deepEqual(fusionFor([]), {
     integerDot: false,
     inlineOperands: true,
     blockProducts: false,
     blockUnpacks: false,
+    integerBlockRows: 4,
   });
 });
