@@ -33,6 +33,7 @@ import { trainingKernels } from "./kernels_training.ts";
 import { einsumKernels } from "./kernels_einsum.ts";
 import { spectralKernels } from "./kernels_spectral.ts";
 import { recurrentKernels } from "./kernels_recurrent.ts";
+import { rankingKernels } from "./kernels_ranking.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -48,6 +49,7 @@ const kernels: Record<string, Kernel> = {
   ...einsumKernels,
   ...spectralKernels,
   ...recurrentKernels,
+  ...rankingKernels,
   ...sourceKernels,
 };
 

@@ -17,8 +17,8 @@
  * reductions (`sum_reductions.ts`), QuantizeRowBlocks (A rounded to 8 bits a block before a
  * block product), the training losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss
  * (`loss.ts`), the optimizers Adagrad, Momentum and Adam (`training.ts`), Einsum (`einsum.ts`)
- * the Fourier transforms DFT and STFT (`spectral.ts`) and the recurrent layers RNN, GRU and LSTM
- * (`recurrent.ts`). The reference backend also runs each of them directly, and the test
+ * the Fourier transforms DFT and STFT (`spectral.ts`), the recurrent layers RNN, GRU and LSTM
+ * (`recurrent.ts`), and TopK and Det (`ranking.ts`). The reference backend also runs each of them directly, and the test
  * suite checks that both paths agree.
  *
  * @module
@@ -36,6 +36,7 @@ import "./training.ts";
 import "./einsum.ts";
 import "./spectral.ts";
 import "./recurrent.ts";
+import "./ranking.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

@@ -3,7 +3,8 @@
  * differ; the result has the base's), IsInf, Shrink, BitShift (multiplication or division by
  * powers of two, which wrap like the shifts), the bitwise ops of opset 18 on integers, and the
  * quantization ops QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear for 8-bit types;
- * Hardmax (before opset 13 on a 2-D view), ReduceProd and LRN map onto kiln ops of their names.
+ * Hardmax (before opset 13 on a 2-D view), ReduceProd, LRN, TopK and Det map onto kiln ops of
+ * their names.
  *
  * @module
  */
@@ -15,7 +16,6 @@ import { fusedQdq } from "./qdq.ts";
 import { foldedMap } from "./fold.ts";
 import {
   attrs,
-  constant,
   constInts,
   type Converter,
   FOLD_LIMIT,
@@ -156,25 +156,6 @@ function asin(op: OpFn, x: Known): Known {
   return op("Mul", [k(2), atan(op, op("Div", [x, op("Add", [k(1), root])]))]);
 }
 
-/**
- * Whether element `xj` ranks before `xi` in TopK: larger (or smaller) first, ties to the lower
- * index (`earlier`). NaN ranks above every number, as PyTorch's topk and NumPy's sort order it,
- * so each element gets a distinct rank: with plain comparisons a NaN beat nothing and lost to
- * nothing, and ranks collided (indices past the axis, values that did not match them).
- */
-function topKBeats(op: OpFn, xj: Known, xi: Known, largest: boolean, earlier: Known): Known {
-  const ordered = op(largest ? "Greater" : "Less", [xj, xi]);
-  const equal = op("Equal", [xj, xi]);
-  if (!isFloat(typeOf(xj).dtype)) return op("Or", [ordered, op("And", [equal, earlier])]);
-  const nanJ = op("Not", [op("Equal", [xj, xj])]), nanI = op("Not", [op("Equal", [xi, xi])]);
-  // NaN against a number: a NaN first when largest, last when smallest.
-  const byNan = largest
-    ? op("And", [nanJ, op("Not", [nanI])])
-    : op("And", [op("Not", [nanJ]), nanI]);
-  const tie = op("Or", [equal, op("And", [nanJ, nanI])]);
-  return op("Or", [op("Or", [ordered, byNan]), op("And", [tie, earlier])]);
-}
-
 /** Opset 18's bitwise ops on integers: kiln's And, Or and Not are bitwise there. */
 function bitwise(kind: "And" | "Or" | "Xor" | "Not"): Converter<Known> {
   return (c) => {
@@ -256,100 +237,25 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     return [op("Reshape", [op("Hardmax", [x], { axis: 1 })], { shape: [...shape] })];
   },
   TopK: (c) => {
-    const op = opOf(c);
-    const x = c.required(0);
+    const x = c.required(0), rank = typeOf(x).shape.length;
     const k = (c.opset >= 10 ? constInts(c, 1, "K") : attrs(c).ints("k")) ?? [];
-    const { shape, dtype } = typeOf(x);
-    const rank = shape.length;
     const a = attrs(c).int("axis", -1)!;
-    const axis = a < 0 ? a + rank : a;
-    const largest = attrs(c).flag("largest", true);
     attrs(c).flag("sorted", true); // Sorted either way (unsorted allows any order).
-    const n = shape[axis];
-    if (k.length !== 1 || !(k[0] >= 0 && k[0] <= n) || !(axis >= 0 && axis < rank)) {
-      throw new KilnError(
-        `${c.label}: TopK of ${k} along axis ${a} of [${shape}] is out of range`,
-        {
-          code: "out-of-range",
-          fix: `pass K between 0 and ${n ?? "the axis extent"} and an axis of the input`,
-        },
-      );
+    if (k.length !== 1) {
+      throw new KilnError(`${c.label}: TopK of K [${k}]`, {
+        code: "out-of-range",
+        fix: "pass one K",
+      });
     }
-    // Ranks without sorting: element i's rank is how many elements beat it (ties go to the lower
-    // index, as ONNX orders them); output r gathers the element of rank r. O(n²) per row, from
-    // comparisons and sums every backend fuses.
-    const at = (extra: number) => op("Unsqueeze", [x], { axes: [axis + extra] });
-    const xi = at(1), xj = at(0); // [..., n_i, 1, ...] and [..., 1, n_j, ...]
-    const iota = (where: number) =>
-      constant(
-        [...Array(n).keys()],
-        [
-          ...shape.slice(0, axis).map(() => 1),
-          ...(where === 0 ? [n, 1] : [1, n]),
-          ...shape.slice(axis + 1).map(() => 1),
-        ],
-        "i32",
-      );
-    const beats = topKBeats(op, xj, xi, largest, op("Less", [iota(1), iota(0)]));
-    const ranks = op("ReduceSum", [op("Cast", [beats], { to: "i32" })], {
-      axes: [axis + 1],
-      keepdims: 0,
-    }); // [..., n, ...]: each element's rank
-    const slots = constant(
-      [...Array(k[0]).keys()],
-      [...shape.slice(0, axis).map(() => 1), k[0], 1, ...shape.slice(axis + 1).map(() => 1)],
-      "i32",
-    );
-    const hit = op("Equal", [op("Unsqueeze", [ranks], { axes: [axis] }), slots]); // [..., k, n, ...]
-    const pick = (v: Known, zero: Known) =>
-      op("ReduceSum", [op("Where", [hit, v, zero])], { axes: [axis + 1], keepdims: 0 });
-    const values = pick(xj, scalar(0, dtype));
-    const indices = pick(iota(1), scalar(0, "i32"));
+    const largest = attrs(c).flag("largest", true) ? 1 : 0;
+    const [values, indices] = c.emit("TopK", [x], {
+      k: k[0],
+      axis: a < 0 ? a + rank : a,
+      largest,
+    }, 2);
     return [values, { ...indices, i64: true }];
   },
-  Det: (c) => {
-    // The Leibniz formula, Σ over permutations of sign · Π A[i, σ(i)]: exact arithmetic every
-    // backend fuses, for matrices up to 5×5 (120 terms); no data-dependent pivoting.
-    const op = opOf(c);
-    const x = c.required(0);
-    const { shape, dtype } = typeOf(x);
-    const n = shape.at(-1)!;
-    if (shape.length < 2 || shape.at(-2) !== n || n > 5 || !isFloat(dtype)) {
-      throw new KilnError(`${c.label}: Det of ${dtype}[${shape}]`, {
-        code: "unsupported",
-        fix: "kiln takes the determinant of square float matrices up to 5×5",
-      });
-    }
-    if (n === 0) {
-      return [op("Add", [op("ReduceSum", [x], { axes: [-1, -2], keepdims: 0 }), scalar(1, dtype)])];
-    }
-    const flat = op("Reshape", [x], { shape: [...shape.slice(0, -2), n * n] });
-    const at = (i: number, j: number) =>
-      op("Squeeze", [
-        op("Slice", [flat], { starts: [i * n + j], ends: [i * n + j + 1], axes: [-1] }),
-      ], {
-        axes: [-1],
-      });
-    const permutations = (k: number): number[][] =>
-      k === 0
-        ? [[]]
-        : permutations(k - 1).flatMap((p) =>
-          [...Array(k).keys()].map((i) => [...p.slice(0, i), k - 1, ...p.slice(i)])
-        );
-    const sign = (p: number[]) =>
-      p.reduce((s, v, i) => s * p.slice(i + 1).reduce((t, w) => (w < v ? -t : t), 1), 1);
-    let det: Known | undefined;
-    for (const p of permutations(n)) {
-      let term = at(0, p[0]);
-      for (let i = 1; i < n; i++) term = op("Mul", [term, at(i, p[i])]);
-      det = det
-        ? op(sign(p) > 0 ? "Add" : "Sub", [det, term])
-        : sign(p) > 0
-        ? term
-        : op("Neg", [term]);
-    }
-    return [det!];
-  },
+  Det: (c) => c.emit("Det", [c.required(0)], {}, 1),
   ReduceProd: (c) => {
     const r = reduceAxes(c);
     return c.emit("ReduceProd", [c.required(0)], r === "identity" ? { noop: 1 } : r);
