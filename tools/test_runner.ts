@@ -16,6 +16,10 @@
  * once more, and counts as failed unless that run passes and ends cleanly: a crash of kiln's
  * would repeat, the teardown's has not.
  *
+ * A module that runs past its time limit (`KILN_TEST_MINUTES`, default 15: the slowest takes
+ * about one on the 2-core VM) is stopped and counts as failed, not run again: a hang would
+ * otherwise hold CI until its own limit, and name nothing.
+ *
  * Arguments: paths (files or folders) choose the modules (default: every `*_test.ts` outside
  * `npm/`); anything else is passed to each `deno test` (e.g. `--filter name`).
  *
@@ -60,17 +64,31 @@ function parseArgs(args: readonly string[]): { modules: string[]; flags: string[
   return { modules: modules.length ? modules : testModules(""), flags };
 }
 
-/** Runs `deno` with `args` in the repository root; its exit code and output. */
-async function deno(args: string[]): Promise<{ code: number; signal: string | null; out: string }> {
+/** A test module's time limit in milliseconds. */
+const LIMIT_MS = Number(Deno.env.get("KILN_TEST_MINUTES") ?? 15) * 60_000;
+
+/**
+ * Runs `deno` with `args` in the repository root; its exit code and output, and whether it was
+ * stopped at `limit` milliseconds.
+ */
+async function deno(
+  args: string[],
+  limit = Infinity,
+): Promise<{ code: number; signal: string | null; out: string; stopped: boolean }> {
+  const stop = new AbortController();
+  const timer = Number.isFinite(limit) ? setTimeout(() => stop.abort(), limit) : undefined;
   const { code, signal, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
     args,
     cwd: ROOT,
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
+    signal: stop.signal,
   }).output();
+  clearTimeout(timer);
   const text = new TextDecoder();
-  return { code, signal, out: text.decode(stdout) + text.decode(stderr) };
+  const out = text.decode(stdout) + text.decode(stderr);
+  return { code, signal, out, stopped: stop.signal.aborted };
 }
 
 const start = performance.now();
@@ -82,13 +100,19 @@ if (checked.code !== 0) {
 }
 let passed = 0, failed = 0;
 const broken: string[] = [];
-const runModule = (m: string) => deno(["test", "-A", "--no-check", ...flags, m]);
+const runModule = (m: string) => deno(["test", "-A", "--no-check", ...flags, m], LIMIT_MS);
 for (const m of modules) {
-  const { code, signal, out } = await runModule(m);
+  const { code, signal, out, stopped } = await runModule(m);
   Deno.stdout.writeSync(new TextEncoder().encode(out));
   const [p, f] = counts(out) ?? [0, 0];
   passed += p;
   failed += f;
+  if (stopped) {
+    failed++;
+    broken.push(m);
+    console.log(`test_runner: ${m} ran past ${LIMIT_MS / 60_000} min and was stopped`);
+    continue;
+  }
   // A process that fails without a failed test (a crash, an abort at exit) counts as one, unless
   // a second run passes and ends cleanly (see the module documentation).
   if (code !== 0 && f === 0) {

@@ -29,7 +29,7 @@ Deno.test("the test runner sums modules' counts and fails a module that aborts a
         args: ["run", "-A", RUNNER, ...files.map((f) => `${dir}/${f}`)],
         stdout: "piped",
         stderr: "null",
-        env: { NO_COLOR: "1" },
+        env: { NO_COLOR: "1", KILN_TEST_MINUTES: "0.05" },
       }).output();
       const lines = new TextDecoder().decode(stdout).trim().split("\n");
       return { code, last: lines[lines.length - 1], text: lines.join("\n") };
@@ -46,6 +46,15 @@ Deno.test("the test runner sums modules' counts and fails a module that aborts a
       bad.text,
       /aborts\.ts exited with SIGABRT after its tests, and again on a second run/,
     );
+    // Runs past a limit of 0.05 minutes (3 s).
+    await Deno.writeTextFile(
+      `${dir}/hangs.ts`,
+      'Deno.test("waits", () => new Promise(() => setInterval(() => {}, 1000)));\n',
+    );
+    const hung = await run("passes.ts", "hangs.ts");
+    assert.equal(hung.code, 1);
+    assert.match(hung.text, /hangs\.ts ran past 0\.05 min and was stopped/);
+    assert.match(hung.last, /^FAILED \| 2 passed \| 1 failed/);
     const flaky = await run("passes.ts", "flaky.ts");
     assert.equal(flaky.code, 0, flaky.text);
     assert.match(flaky.last, /^ok \| 3 passed \| 0 failed \(\d+s, 2 modules\)$/);
