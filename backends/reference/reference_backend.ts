@@ -34,6 +34,7 @@ import { einsumKernels } from "./kernels_einsum.ts";
 import { spectralKernels } from "./kernels_spectral.ts";
 import { recurrentKernels } from "./kernels_recurrent.ts";
 import { rankingKernels } from "./kernels_ranking.ts";
+import { resizeKernels } from "./kernels_resize.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -50,6 +51,7 @@ const kernels: Record<string, Kernel> = {
   ...spectralKernels,
   ...recurrentKernels,
   ...rankingKernels,
+  ...resizeKernels,
   ...sourceKernels,
 };
 

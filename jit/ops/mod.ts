@@ -18,7 +18,7 @@
  * block product), the training losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss
  * (`loss.ts`), the optimizers Adagrad, Momentum and Adam (`training.ts`), Einsum (`einsum.ts`)
  * the Fourier transforms DFT and STFT (`spectral.ts`), the recurrent layers RNN, GRU and LSTM
- * (`recurrent.ts`), and TopK and Det (`ranking.ts`). The reference backend also runs each of them directly, and the test
+ * (`recurrent.ts`), TopK and Det (`ranking.ts`), and Resize (`resize.ts`). The reference backend also runs each of them directly, and the test
  * suite checks that both paths agree.
  *
  * @module
@@ -37,6 +37,7 @@ import "./einsum.ts";
 import "./spectral.ts";
 import "./recurrent.ts";
 import "./ranking.ts";
+import "./resize.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

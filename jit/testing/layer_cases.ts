@@ -1,6 +1,7 @@
 /**
  * Decomposition cases of the layers and algorithms that are kiln ops (`jit/ops/`: Einsum, the
- * Fourier transforms, the recurrent layers, TopK and Det, the optimizers, QuantizeRowBlocks): each
+ * Fourier transforms, the recurrent layers, TopK and Det, Resize, the optimizers,
+ * QuantizeRowBlocks): each
  * runs on the reference backend as its own kernel and as its decomposition, which must agree
  * (`jit/passes/decompose_test.ts`).
  *
@@ -208,5 +209,36 @@ export const LAYER_CASES: Record<string, DecomposeCase[]> = {
       rtol: 0,
     },
     { inputs: [f32(uniform(128, 59, -1, 1), [2, 64])], attrs: { block: 32 }, atol: 0, rtol: 0 },
+  ],
+  // Linear up by 1.5 and 2 (half pixel), cubic down with antialiasing, nearest of integers,
+  // tf_crop_and_resize with a region and an extrapolation value.
+  Resize: [
+    {
+      inputs: [f32(uniform(2 * 4 * 5, 98), [1, 2, 4, 5])],
+      attrs: { sizes: [1, 2, 6, 10], scales: [1, 1, 1.5, 2], mode: "linear" },
+      atol: 1e-5,
+    },
+    {
+      inputs: [f32(uniform(8 * 8, 99), [1, 1, 8, 8])],
+      attrs: { sizes: [1, 1, 5, 3], scales: [1, 1, 0.625, 0.375], mode: "cubic", antialias: 1 },
+      atol: 1e-5,
+    },
+    {
+      inputs: [i32([1, 2, 3, 4, 5, 6], [1, 1, 2, 3])],
+      attrs: { sizes: [1, 1, 4, 7], scales: [1, 1, 2, 7 / 3], mode: "nearest", nearest: "floor" },
+      atol: 0,
+    },
+    {
+      inputs: [f32(uniform(16, 100), [1, 1, 4, 4])],
+      attrs: {
+        sizes: [1, 1, 3, 3],
+        scales: [1, 1, 0.75, 0.75],
+        mode: "linear",
+        coordinates: "tf_crop_and_resize",
+        roi: [0, 0, 0.4, -0.2, 1, 1, 1.2, 0.6],
+        extrapolation: 10,
+      },
+      atol: 1e-5,
+    },
   ],
 };
