@@ -35,6 +35,7 @@ import { spectralKernels } from "./kernels_spectral.ts";
 import { recurrentKernels } from "./kernels_recurrent.ts";
 import { rankingKernels } from "./kernels_ranking.ts";
 import { resizeKernels } from "./kernels_resize.ts";
+import { oneHotKernels } from "./kernels_one_hot.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -52,6 +53,7 @@ const kernels: Record<string, Kernel> = {
   ...recurrentKernels,
   ...rankingKernels,
   ...resizeKernels,
+  ...oneHotKernels,
   ...sourceKernels,
 };
 

@@ -1,6 +1,6 @@
 /**
  * Decomposition cases of the layers and algorithms that are kiln ops (`jit/ops/`: Einsum, the
- * Fourier transforms, the recurrent layers, TopK and Det, Resize, the optimizers,
+ * Fourier transforms, the recurrent layers, TopK and Det, Resize, OneHot, the optimizers,
  * QuantizeRowBlocks): each
  * runs on the reference backend as its own kernel and as its decomposition, which must agree
  * (`jit/passes/decompose_test.ts`).
@@ -239,6 +239,20 @@ export const LAYER_CASES: Record<string, DecomposeCase[]> = {
         extrapolation: 10,
       },
       atol: 1e-5,
+    },
+  ],
+  // Integer indices with a negative one and one out of range, along the last axis; float indices
+  // (floored) along the first.
+  OneHot: [
+    {
+      inputs: [i32([0, 2, -1, 5, 1, -4], [2, 3]), f32([-1, 3], [2])],
+      attrs: { depth: 4, axis: 2 },
+      atol: 0,
+    },
+    {
+      inputs: [f32([1.7, 0.2, 2.9], [3]), i32([0, 7], [2])],
+      attrs: { depth: 3, axis: 0 },
+      atol: 0,
     },
   ],
 };

@@ -477,7 +477,6 @@ export const TENSOR_CONVERTERS: Record<string, Converter<Known>> = {
     return [{ ...constant(values, [rows, cols], dtype), i64 }];
   },
   OneHot: (c) => {
-    const op = opOf(c);
     const indices = c.required(0), values = c.required(2);
     const [depth] = known(c, 1, "depth");
     if (!(Number.isInteger(depth) && depth > 0)) {
@@ -486,25 +485,11 @@ export const TENSOR_CONVERTERS: Record<string, Converter<Known>> = {
         fix: "give OneHot a positive integer depth",
       });
     }
-    const ishape = typeOf(indices).shape;
-    const rank = ishape.length + 1;
+    const ishape = typeOf(indices).shape, rank = ishape.length + 1;
     checkBudget([...ishape, depth], typeOf(values).dtype, c.label);
     const a = attrs(c).int("axis", -1)!;
-    const axis = a < 0 ? a + rank : a;
-    const it = typeOf(indices).dtype;
-    const idx = isFloat(it) ? op("Cast", [op("Floor", [indices])], { to: "i32" }) : indices;
-    const idxType = typeOf(idx).dtype;
-    // Negative indices count from the end; others outside [0, depth) match no position.
-    const wrapped = op("Where", [
-      op("Less", [idx, scalar(0, idxType)]),
-      op("Add", [idx, scalar(depth, idxType)]),
-      idx,
-    ]);
-    const iotaShape = [...Array(rank)].map((_, i) => (i === axis ? depth : 1));
-    const iota = constant([...Array(depth).keys()], iotaShape, idxType);
-    const hit = op("Equal", [op("Unsqueeze", [wrapped], { axes: [axis] }), iota]);
-    const pick = (i: number) => op("Gather", [values, constant([i], [], "i32")], { axis: 0 });
-    return [{ ...op("Where", [hit, pick(1), pick(0)]), i64: values.i64 }];
+    const [y] = c.emit("OneHot", [indices, values], { depth, axis: a < 0 ? a + rank : a }, 1);
+    return [{ ...y, i64: values.i64 }];
   },
   Compress: (c) => {
     const op = opOf(c);
