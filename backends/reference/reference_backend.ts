@@ -36,6 +36,7 @@ import { recurrentKernels } from "./kernels_recurrent.ts";
 import { rankingKernels } from "./kernels_ranking.ts";
 import { resizeKernels } from "./kernels_resize.ts";
 import { oneHotKernels } from "./kernels_one_hot.ts";
+import { spaceDepthKernels } from "./kernels_space_depth.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -54,6 +55,7 @@ const kernels: Record<string, Kernel> = {
   ...rankingKernels,
   ...resizeKernels,
   ...oneHotKernels,
+  ...spaceDepthKernels,
   ...sourceKernels,
 };
 

@@ -18,7 +18,8 @@
  * block product), the training losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss
  * (`loss.ts`), the optimizers Adagrad, Momentum and Adam (`training.ts`), Einsum (`einsum.ts`)
  * the Fourier transforms DFT and STFT (`spectral.ts`), the recurrent layers RNN, GRU and LSTM
- * (`recurrent.ts`), TopK and Det (`ranking.ts`), Resize (`resize.ts`) and OneHot (`one_hot.ts`). The reference backend also runs each of them directly, and the test
+ * (`recurrent.ts`), TopK and Det (`ranking.ts`), Resize (`resize.ts`), OneHot (`one_hot.ts`), DepthToSpace and SpaceToDepth
+ * (`space_depth.ts`). The reference backend also runs each of them directly, and the test
  * suite checks that both paths agree.
  *
  * @module
@@ -39,6 +40,7 @@ import "./recurrent.ts";
 import "./ranking.ts";
 import "./resize.ts";
 import "./one_hot.ts";
+import "./space_depth.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

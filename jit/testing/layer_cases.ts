@@ -1,6 +1,6 @@
 /**
  * Decomposition cases of the layers and algorithms that are kiln ops (`jit/ops/`: Einsum, the
- * Fourier transforms, the recurrent layers, TopK and Det, Resize, OneHot, the optimizers,
+ * Fourier transforms, the recurrent layers, TopK and Det, Resize, OneHot, the block moves, the optimizers,
  * QuantizeRowBlocks): each
  * runs on the reference backend as its own kernel and as its decomposition, which must agree
  * (`jit/passes/decompose_test.ts`).
@@ -254,5 +254,17 @@ export const LAYER_CASES: Record<string, DecomposeCase[]> = {
       attrs: { depth: 3, axis: 0 },
       atol: 0,
     },
+  ],
+  // Blocks of 2 in both of DepthToSpace's modes; SpaceToDepth of blocks of 3.
+  DepthToSpace: [
+    { inputs: [f32(uniform(2 * 8 * 2 * 3, 101), [2, 8, 2, 3])], attrs: { blocksize: 2 }, atol: 0 },
+    {
+      inputs: [f32(uniform(8 * 2 * 3, 102), [1, 8, 2, 3])],
+      attrs: { blocksize: 2, mode: "CRD" },
+      atol: 0,
+    },
+  ],
+  SpaceToDepth: [
+    { inputs: [f32(uniform(2 * 6 * 9, 103), [1, 2, 6, 9])], attrs: { blocksize: 3 }, atol: 0 },
   ],
 };

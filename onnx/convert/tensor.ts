@@ -445,25 +445,12 @@ export const TENSOR_CONVERTERS: Record<string, Converter<Known>> = {
     return [op("Reshape", [wide], { shape: shape.map((d, i) => d * repeats[i]) })];
   },
   DepthToSpace: (c) => {
-    const op = opOf(c);
-    const x = c.required(0);
-    const [n, ch, h, w] = typeOf(x).shape;
-    const b = attrs(c).int("blocksize")!;
-    const crd = attrs(c).string("mode", "DCR") === "CRD";
-    const inner = crd ? [n, ch / (b * b), b, b, h, w] : [n, b, b, ch / (b * b), h, w];
-    const perm = crd ? [0, 1, 4, 2, 5, 3] : [0, 3, 4, 1, 5, 2];
-    const moved = op("Transpose", [op("Reshape", [x], { shape: inner })], { perm });
-    return [op("Reshape", [moved], { shape: [n, ch / (b * b), h * b, w * b] })];
+    const a = attrs(c);
+    const mode = a.string("mode", "DCR")!;
+    return c.emit("DepthToSpace", [c.required(0)], { blocksize: a.int("blocksize")!, mode }, 1);
   },
-  SpaceToDepth: (c) => {
-    const op = opOf(c);
-    const x = c.required(0);
-    const [n, ch, h, w] = typeOf(x).shape;
-    const b = attrs(c).int("blocksize")!;
-    const split = op("Reshape", [x], { shape: [n, ch, h / b, b, w / b, b] });
-    const moved = op("Transpose", [split], { perm: [0, 3, 5, 1, 2, 4] });
-    return [op("Reshape", [moved], { shape: [n, ch * b * b, h / b, w / b] })];
-  },
+  SpaceToDepth: (c) =>
+    c.emit("SpaceToDepth", [c.required(0)], { blocksize: attrs(c).int("blocksize")! }, 1),
   EyeLike: (c) => {
     const x = c.required(0);
     const [rows, cols] = typeOf(x).shape;
