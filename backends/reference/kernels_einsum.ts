@@ -6,6 +6,7 @@
  * @module
  */
 import { type EinsumPlan, einsumPlan } from "../../jit/ops/einsum.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
 import type { Kernel } from "./kernel.ts";
 import { read, written } from "./tensor_io.ts";
 
@@ -31,8 +32,8 @@ export const einsumKernels: Record<string, Kernel> = {
     const steps = inputs.map((t, i) => strides(t.shape, plan.letters[i], all));
     const outShape = plan.output.map((l) => plan.extent.get(l)!);
     const outSteps = strides(outShape, plan.output, all);
-    const out = new Float64Array(outShape.reduce((p, d) => p * d, 1));
-    const total = extents.reduce((p, d) => p * d, 1), at = all.map(() => 0);
+    const out = new Float64Array(sizeOf(outShape));
+    const total = sizeOf(extents), at = all.map(() => 0);
     for (let n = 0; n < total; n++) {
       let product = 1, o = 0;
       for (let i = 0; i < data.length; i++) {

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { sizeOf } from "../../jit/ir/shape.ts";
 import type { Kernel } from "./kernel.ts";
 import { read, written } from "./tensor_io.ts";
 
@@ -12,7 +13,7 @@ export const oneHotKernels: Record<string, Kernel> = {
   OneHot: ({ inputs: [indices, values], outputs, ctx }) => {
     const idx = read(indices), [off, on] = Array.from(read(values));
     const depth = ctx.int("depth"), axis = ctx.int("axis"), shape = indices.shape;
-    const inner = shape.slice(axis).reduce((p, d) => p * d, 1);
+    const inner = sizeOf(shape.slice(axis));
     const out = new Float64Array(idx.length * depth);
     for (let i = 0; i < idx.length; i++) {
       const raw = Math.floor(idx[i]), index = raw < 0 ? raw + depth : raw;

@@ -8,6 +8,7 @@
  * @module
  */
 import type { Kernel } from "./kernel.ts";
+import { roundHalfEven } from "./scalar_math.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { read, writer, written } from "./tensor_io.ts";
@@ -28,12 +29,6 @@ function dequantized([words, scales, zeros]: readonly RefTensor[], bits: number)
   return out;
 }
 
-/** A half-way value rounded to the even integer, as ONNX's Round. */
-function roundEven(v: number): number {
-  const r = Math.round(v);
-  return Math.abs(v % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
-}
-
 /**
  * `a`'s rows [..., K] rounded to 8 bits per block of `block`, each step rounded to f32: scale =
  * max |a| / 127, a → round(a · (1 / scale)) · scale, 0 for a block of zeros.
@@ -46,7 +41,7 @@ function quantizeRows(a: RefTensor, block: number): Float64Array {
       let largest = 0;
       for (let i = start; i < end; i++) largest = Math.max(largest, Math.abs(x[i]));
       const scale = f(largest / 127), inverse = scale === 0 ? 0 : f(1 / scale);
-      for (let i = start; i < end; i++) out[i] = f(roundEven(f(x[i] * inverse)) * scale);
+      for (let i = start; i < end; i++) out[i] = f(roundHalfEven(f(x[i] * inverse)) * scale);
     }
   }
   return out;

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { sizeOf } from "../../jit/ir/shape.ts";
 import type { Kernel } from "./kernel.ts";
 import { read, written } from "./tensor_io.ts";
 
@@ -13,8 +14,7 @@ export const rankingKernels: Record<string, Kernel> = {
   TopK: ({ inputs: [x], outputs, ctx }) => {
     const v = read(x), shape = x.shape, axis = ctx.int("axis"), k = ctx.int("k");
     const largest = ctx.int("largest", 1) === 1, n = shape[axis];
-    const inner = shape.slice(axis + 1).reduce((p, d) => p * d, 1);
-    const outer = shape.slice(0, axis).reduce((p, d) => p * d, 1);
+    const inner = sizeOf(shape.slice(axis + 1)), outer = sizeOf(shape.slice(0, axis));
     const values = new Float64Array(outer * k * inner), indices = new Float64Array(values.length);
     // NaN above every number: first when largest, last when smallest.
     const key = (a: number) => (Number.isNaN(a) ? (largest ? Infinity : -Infinity) : a);
@@ -38,7 +38,7 @@ export const rankingKernels: Record<string, Kernel> = {
   },
   Det: ({ inputs: [x], outputs }) => {
     const v = read(x), n = x.shape.at(-1)!;
-    const out = new Float64Array(x.shape.slice(0, -2).reduce((p, d) => p * d, 1));
+    const out = new Float64Array(sizeOf(x.shape.slice(0, -2)));
     for (let m = 0; m < out.length && n > 0; m++) {
       const a = Array.from(
         { length: n },

@@ -8,6 +8,7 @@
  */
 import { axisTaps, resamples, resizePlan } from "../../jit/ops/resize.ts";
 import type { Taps } from "../../jit/ops/resize_taps.ts";
+import { sizeOf, stridesOf } from "../../jit/ir/shape.ts";
 import type { Kernel } from "./kernel.ts";
 import { read, written } from "./tensor_io.ts";
 
@@ -30,8 +31,8 @@ export const resizeKernels: Record<string, Kernel> = {
     const picks = taps.map((t) =>
       !t || plan.mode === "nearest" || t.every((p) => p.w.every((w) => w === 0 || w === 1))
     );
-    const sizes = plan.sizes, out = new Float64Array(sizes.reduce((p, d) => p * d, 1));
-    const strides = shape.map((_, d) => shape.slice(d + 1).reduce((p, n) => p * n, 1));
+    const sizes = plan.sizes, out = new Float64Array(sizeOf(sizes));
+    const strides = stridesOf(shape);
     const at = sizes.map(() => 0);
     for (let o = 0; o < out.length; o++) {
       if (taps.some((t, d) => t?.[at[d]].outside)) out[o] = plan.extrapolation;

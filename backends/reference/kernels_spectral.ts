@@ -5,15 +5,9 @@
  * @module
  */
 import { binCount } from "../../jit/ops/spectral.ts";
+import { sizeOf, stridesOf } from "../../jit/ir/shape.ts";
 import type { Kernel } from "./kernel.ts";
 import { read, written } from "./tensor_io.ts";
-
-/** Row-major strides of `shape`. */
-function stridesOf(shape: readonly number[]): number[] {
-  const out = shape.map(() => 1);
-  for (let d = shape.length - 2; d >= 0; d--) out[d] = out[d + 1] * shape[d + 1];
-  return out;
-}
 
 /**
  * The transform of one signal: `points(j)` gives point j as [re, im]; bins k of `length` points
@@ -48,7 +42,7 @@ export const spectralKernels: Record<string, Kernel> = {
     outShape[axis] = bins;
     outShape[rank - 1] = 2;
     const [from, to] = [stridesOf(shape), stridesOf(outShape)];
-    const out = new Float64Array(outShape.reduce((p, d) => p * d, 1));
+    const out = new Float64Array(sizeOf(outShape));
     // Every line along `axis`: the other axes' coordinates (the last one 0).
     const at = shape.map(() => 0), lines = out.length / (bins * 2);
     for (let line = 0; line < lines; line++) {

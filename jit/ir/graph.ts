@@ -242,6 +242,11 @@ export function nodeSpecOf(
   };
 }
 
+/** The node of `graph` that makes value `id`, or `undefined` for an input or param. */
+export function producerOf(graph: Graph, id: number): Node | undefined {
+  return graph.nodes[graph.values[id].producer];
+}
+
 /** How many times value `id` of `graph` is read: by nodes' inputs and as a graph output. */
 export function readCount(graph: Graph, id: number): number {
   return graph.consumers(id).length + graph.outputs.filter((o) => o.value === id).length;

@@ -16,6 +16,7 @@ import {
   type Node,
   type NodeSpec,
   nodeSpecOf,
+  producerOf,
   readCount,
 } from "../ir/graph.ts";
 
@@ -70,7 +71,7 @@ function pickedAxes(pick: Node): number[] | undefined {
  * the pick's axes are row axes that A has itself, and B is a matrix.
  */
 function movablePicks(graph: Graph): Map<number, { product: Node; between: number[] }> {
-  const producer = (v: number): Node | undefined => graph.nodes[graph.values[v].producer];
+  const producer = (v: number) => producerOf(graph, v);
   const moves = new Map<number, { product: Node; between: number[] }>();
   for (const pick of graph.nodes) {
     const axes = pickedAxes(pick);

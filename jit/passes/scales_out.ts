@@ -18,6 +18,7 @@ import {
   type Node,
   type NodeSpec,
   nodeSpecOf,
+  producerOf,
   readCount,
 } from "../ir/graph.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
@@ -63,7 +64,7 @@ interface ScalePlan {
  * MatMul, its scale a one-element Constant), each with what moves.
  */
 function movableScales(graph: Graph): Map<number, ScalePlan> {
-  const producer = (v: number): Node | undefined => graph.nodes[graph.values[v].producer];
+  const producer = (v: number) => producerOf(graph, v);
   const constant = (v: number): number | undefined => {
     const p = producer(v);
     const t = p?.op === "Constant" ? p.attrs.value as HostTensor | undefined : undefined;

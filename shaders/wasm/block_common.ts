@@ -1,11 +1,24 @@
 /**
  * What the two forms of a block product's wasm kernel share (`block_product.ts` in f32,
- * `block_product_int8.ts` in integers): byte addresses of 32-bit elements, and each column's
- * result from its vector sum and its zero points' share.
+ * `block_product_int8.ts` in integers): the product's sizes, byte addresses of 32-bit elements,
+ * and each column's result from its vector sum and its zero points' share.
  *
  * @module
  */
+import type { BlockProduct, KernelIR } from "../../jit/ir/kernel_ir.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelFunction } from "./module.ts";
+
+/** A block product's sizes: values a word, words a block, blocks a row, and N and K. */
+export function sizes(
+  kernel: KernelIR,
+  tag: BlockProduct,
+): { per: number; words: number; k: number; blocks: number; n: number } {
+  // The space is [..., M, N, K]; the buffers may lie in other shapes of the same layout.
+  const per = 32 / tag.bits, words = tag.block / per, [n, k] = kernel.space.slice(-2);
+  const blocks = sizeOf(kernel.inputs[tag.words].shape) / n / words;
+  return { per, words, k, blocks, n };
+}
 
 /** The byte address of 32-bit element `index` from address `base`. */
 export function element(fn: KernelFunction, base: number, index: number): number {

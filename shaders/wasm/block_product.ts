@@ -15,18 +15,9 @@
  * @module
  */
 import type { BlockProduct, BlockTables, KernelIR } from "../../jit/ir/kernel_ir.ts";
-import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelFunction } from "./module.ts";
-import { columnSums, element } from "./block_common.ts";
+import { columnSums, element, sizes } from "./block_common.ts";
 import { integerBlocks, integerRowDot, regroupIntegers } from "./block_product_int8.ts";
-
-/** A block product's sizes: values a word, words a block, blocks a row, and N and K. */
-function sizes(kernel: KernelIR, tag: BlockProduct) {
-  // The space is [..., M, N, K]; the buffers may lie in other shapes of the same layout.
-  const per = 32 / tag.bits, words = tag.block / per, [n, k] = kernel.space.slice(-2);
-  const blocks = sizeOf(kernel.inputs[tag.words].shape) / n / words;
-  return { per, words, k, blocks, n };
-}
 
 /**
  * Slot `s` of the four words in v128 local `w`, four values: shifted down and, but for the top

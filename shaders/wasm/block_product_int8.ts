@@ -17,23 +17,17 @@
  */
 import type { BlockProduct } from "../../jit/ir/kernel_ir.ts";
 import type { KernelFunction } from "./module.ts";
-import { columnSums, element } from "./block_common.ts";
+import { columnSums, element, sizes } from "./block_common.ts";
 
 /** Values 16 bytes of packed 4-bit words hold. */
 const GROUP = 32;
-
-/** A block product's sizes for the integer form: blocks a row, and N and K. */
-function sizes(fn: KernelFunction, tag: BlockProduct) {
-  const [n, k] = fn.kernel.space.slice(-2);
-  return { n, k, blocks: k / tag.block };
-}
 
 /**
  * Whether `fn`'s block product sums in integers: A rounded to 8 bits a block, 4-bit weights in
  * blocks of whole groups of 32 that cover K exactly, and the engine has relaxed SIMD.
  */
 export function integerBlocks(fn: KernelFunction, tag: BlockProduct): boolean {
-  const { k } = sizes(fn, tag);
+  const { k } = sizes(fn.kernel, tag);
   return tag.int8 === true && fn.fma && tag.bits === 4 && tag.block % GROUP === 0 &&
     k % tag.block === 0;
 }
@@ -44,7 +38,7 @@ export function integerBlocks(fn: KernelFunction, tag: BlockProduct): boolean {
  */
 export function regroupIntegers(fn: KernelFunction, tag: BlockProduct, row: number): number[] {
   const { m, wasm, local, get, ic, countedLoop } = fn;
-  const { i32, f32 } = wasm, { k, blocks } = sizes(fn, tag);
+  const { i32, f32 } = wasm, { k, blocks } = sizes(fn.kernel, tag);
   const b = local(i32), j = local(i32), src = local(i32), q = local(i32), sum = local(i32);
   const largest = local(f32), scale = local(f32), inverse = local(f32);
   const scratch = () => get(fn.params.scratch, i32);
@@ -115,7 +109,7 @@ export function integerRowDot(
   cols: number,
 ): [number[], number[]] {
   const { m, wasm, local, get, ic, countedLoop } = fn;
-  const { i32, f32, v128 } = wasm, { blocks } = sizes(fn, tag), f4 = m.f32x4;
+  const { i32, f32, v128 } = wasm, { blocks } = sizes(fn.kernel, tag), f4 = m.f32x4;
   const b = local(i32), bp = local(i32), sp = local(i32), zp = local(i32), qp = local(i32);
   const mask = local(v128), even = local(v128), odd = local(v128), both = local(f32);
   const columns = [...Array(cols).keys()];
