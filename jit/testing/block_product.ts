@@ -50,6 +50,8 @@ export const FEW_ROW_CASES: readonly [number[], number[], boolean][] = [
   [[3], [64, 5, 8, 16], true], // 8 bits, three rows
   [[1], [300, 6, 4, 128], true], // blocks of 128
   [[1], [4864, 7, 4, 32], true], // more blocks than a row's threads
+  [[1], [72, 65541, 4, 32], true], // a vocabulary's many outputs, K cut short
+  [[2], [64, 256, 4, 32], false], // two rows of A, each workgroup's outputs on one
 ];
 
 /** Checks `graph` on `backend` against the reference, to block products' tolerance. */

@@ -6,9 +6,19 @@
  * through integer division by a table of powers and reads its scale and zero point per value:
  * a decode step's products ran at 40-90 GB/s on an H200 that way.
  *
- * Consecutive threads take consecutive blocks of one output's row, so a warp's loads are
- * contiguous; A is read as vec4s (it is small and stays in cache). The threads' sums combine as
- * any row's (`rows.ts`), and the outputs are the kernel's row outputs, epilogue included.
+ * Consecutive threads take consecutive blocks of one output's row, so a warp's loads of the
+ * words are contiguous. Where a workgroup's outputs share one row of A (a decode step's single
+ * row always does), A goes through workgroup memory a chunk at a time (a block a thread), each
+ * thread's block at a stride of one vec4 more than a block so that a quarter-warp's vec4 reads
+ * fall in distinct banks: read straight from memory, a warp's read of A touched 32 cache lines
+ * at once, and the products ran at 2–17 % of the H200's copy bandwidth. Sharing A, a row's
+ * threads take several outputs at once (up to 8, while the workgroups stay many), so each read
+ * of A serves all of them and each thread has that many words' loads in flight
+ * (`bench/gpu_kernels.ts --only gemv4`, H200: the vocabulary's 896 → 151936 product 151 → 59 µs,
+ * a Qwen2.5-0.5B layer's 9.4–19.3 → 8.1–11.0 µs).
+ *
+ * The threads' sums combine as any row's (`rows.ts`), and the outputs are the kernel's row
+ * outputs, epilogue included, stored once per output.
  *
  * @module
  */
@@ -19,30 +29,34 @@ import type { KernelLowering } from "./expr.ts";
 import { allOf } from "./prelude.ts";
 import { combineAcross, type RowTiling, storeRowOutputs } from "./rows.ts";
 
-/** A block product's sizes: values a word, vec4s of words a block, blocks a row, N and K. */
+/** Workgroups a product should keep before its threads take several outputs each. */
+const MANY_WORKGROUPS = 512;
+
+/** A block product's sizes: values a word, vec4s of words a block, blocks a row, N, K, rows. */
 function sizes(kernel: KernelIR, tag: BlockProduct) {
   const per = 32 / tag.bits, quads = tag.block / per / 4, [n, k] = kernel.space.slice(-2);
   const blocks = sizeOf(kernel.inputs[tag.words].shape) / n / (quads * 4);
-  return { per, quads, blocks, n, k };
+  const total = sizeOf(kernel.space.filter((_, i) => !kernel.reduced.includes(i)));
+  return { per, quads, blocks, n, k, total };
 }
 
 /**
- * The row tiling of a block product's kernel in workgroups of at most `most` threads, where this
- * generator takes it: one f32 sum over K, A's rows of K a multiple of 4, and no output that
- * reads A or the words (they are bound as vec4s). Threads a row: the blocks' count rounded up to
- * a power of two, from 8 to 64.
+ * The row tiling of a block product's kernel in workgroups of at most `most` threads and
+ * `bytes` of workgroup memory, where this generator takes it: one f32 sum over K, A's rows of K
+ * a multiple of 4, whole vec4s of words a block, and no output that reads A or the words (they
+ * are bound as vec4s). Threads a row: the blocks' count rounded up to a power of two, from 8 to
+ * 64.
  */
-export function blockTiling(kernel: KernelIR, most: number): RowTiling | undefined {
+export function blockTiling(kernel: KernelIR, most: number, bytes: number): RowTiling | undefined {
   const tag = kernel.blockProduct;
   if (!tag || kernel.reductions.length !== 1) return undefined;
   const [r] = kernel.reductions;
-  const { blocks, k } = sizes(kernel, tag);
+  const { blocks, k, n, quads, total } = sizes(kernel, tag);
   if (r.op !== "sum" || r.dtype !== "f32" || k % 4 !== 0 || !Number.isInteger(blocks)) {
     return undefined;
   }
-  if (kernel.reduced.length !== 1 || kernel.reduced[0] !== kernel.space.length - 1) {
-    return undefined;
-  }
+  if (!Number.isInteger(quads) || kernel.reduced.length !== 1) return undefined;
+  if (kernel.reduced[0] !== kernel.space.length - 1) return undefined;
   let readsTables = false;
   for (const o of kernel.outputs) {
     walk(o.expr, (x) => {
@@ -52,15 +66,18 @@ export function blockTiling(kernel: KernelIR, most: number): RowTiling | undefin
   }
   if (readsTables) return undefined;
   const threads = Math.min(64, most, Math.max(8, 2 ** Math.ceil(Math.log2(blocks))));
-  return {
-    threads,
-    rows: Math.max(1, most / threads),
-    slots: 0,
-    width: 1,
-    vectors: new Set([tag.a, tag.words]),
-    vectorStores: false,
-    blocks: true,
-  };
+  const rows = Math.max(1, most / threads);
+  const share = (outputs: number) => total === n || n % (outputs * rows) === 0;
+  // A chunk of A (a block a thread, padded) and the combining steps' floats.
+  const staged = share(1) && threads * (tag.block / 4 + 1) * 16 + most * 4 <= bytes;
+  let outputs = 1;
+  while (staged && outputs < 8 && share(outputs * 2)) {
+    if (total / (outputs * 2 * rows) < MANY_WORKGROUPS) break;
+    outputs *= 2;
+  }
+  const vectors = new Set([tag.a, tag.words]);
+  const base = { threads, rows, slots: 0, width: 1 as const, vectors, vectorStores: false };
+  return { ...base, blocks: { outputs, staged } };
 }
 
 /**
@@ -74,59 +91,151 @@ export function emitBlockProduct(
 ): string[] {
   const { kernel, e } = l;
   const { threads, rows } = tiling;
-  const { per, quads, blocks, n, k } = sizes(kernel, tag);
+  const { outputs, staged } = tiling.blocks!;
+  const { n, total } = sizes(kernel, tag);
   const kept = kernel.space.flatMap((_, i) => (kernel.reduced.includes(i) ? [] : [i]));
-  const total = sizeOf(kept.map((i) => kernel.space[i]));
   e.line(`let lane = lid.x % ${threads}u;`);
-  e.line(`let raw = i32(wid.x + wid.y * nwg.x) * ${rows} + i32(lid.x / ${threads}u);`);
-  e.line(`let row = min(raw, ${total - 1});`);
-  e.line(`let live = raw < ${total};`);
+  // A group's outputs are consecutive rows of the kernel's kept space.
+  const first = `(i32(wid.x + wid.y * nwg.x) * ${rows} + i32(lid.x / ${threads}u)) * ${outputs}`;
+  e.line(`let first = ${first};`);
   for (const c of l.coords) e.line(`var ${c}: i32 = 0;`);
-  l.unravel(kept, "row");
-  // Output n of A's row `row / n` (A's rows of K lie contiguous, see `plainTables`).
-  e.line(`let col = row % ${n};`);
-  e.line(`let arow = row / ${n};`);
-  e.line("var acc0: f32 = 0.0;");
+  for (let r = 0; r < outputs; r++) {
+    // Output n of A's row `row / n` (A's rows of K lie contiguous, see `plainTables`).
+    e.line(`let col${r} = min(first + ${r}, ${total - 1}) % ${n};`);
+    e.line(`var part${r}: f32 = 0.0;`);
+  }
   // The kernel's other inputs (the expression's tables of powers) are bound all the same: a
   // phony read keeps each in the pipeline's layout.
   const used = [tag.a, tag.words, tag.scales, tag.zeros];
   kernel.inputs.forEach((_, i) => used.includes(i) || e.line(`_ = ${l.inputs[i]}[0];`));
-  const mask = (1 << tag.bits) - 1;
+  const decls = staged ? stagedLoop(l, tiling, tag) : plainLoop(l, tiling, tag);
+  const t = storeOutputs(l, tiling, kept);
+  return [...decls, `var<workgroup> sh_${t}: array<${t}, ${threads * rows}>;`];
+}
+
+/**
+ * The loop over a row's blocks reading A from memory (one output a group): `(b, a(j))` per block
+ * where `a(j)` is the block's j-th vec4 of A. Returns no workgroup arrays.
+ */
+function plainLoop(l: KernelLowering, tiling: RowTiling, tag: BlockProduct): string[] {
+  const { e, kernel } = l;
+  const { blocks, n, k, total } = sizes(kernel, tag);
   // Past K (the last block cut short) A reads as zero, from a clamped address.
   const cut = blocks * tag.block > k;
-  e.block(`for (var b: i32 = i32(lane); b < ${blocks}; b += ${threads}) {`, () => {
-    e.line(`let wq = (col * ${blocks} + b) * ${quads};`);
-    e.line(`let kb = b * ${tag.block};`);
-    e.line("var dot = vec4<f32>(0.0);");
-    e.line("var asum = vec4<f32>(0.0);");
+  e.line(`let arow = min(first, ${total - 1}) / ${n};`);
+  e.block(`for (var b: i32 = i32(lane); b < ${blocks}; b += ${tiling.threads}) {`, () => {
+    const a = (j: number) => {
+      const at = `b * ${tag.block} + ${4 * j}`;
+      return cut
+        ? `select(vec4<f32>(0.0), ${
+          l.quad(tag.a, `arow * ${k} + min(${at}, ${k - 4})`)
+        }, ${at} < ${k})`
+        : l.quad(tag.a, `arow * ${k} + ${at}`);
+    };
+    blockSums(l, tag, a, 1);
+  });
+  return [];
+}
+
+/**
+ * The loop over a row's blocks a chunk at a time, the chunk of A (the workgroup's one row) first
+ * copied to workgroup memory by all threads. Returns the chunk's workgroup array.
+ */
+function stagedLoop(l: KernelLowering, tiling: RowTiling, tag: BlockProduct): string[] {
+  const { e, kernel } = l;
+  const { threads, rows } = tiling;
+  const { blocks, n, k, total } = sizes(kernel, tag);
+  const quads = tag.block / 4, stride = quads + 1, size = threads * quads;
+  e.line(`let arow = min(first, ${total - 1}) / ${n};`);
+  e.block(`for (var c: i32 = 0; c < ${blocks}; c += ${threads}) {`, () => {
+    // The chunk's earlier readers are done before it is overwritten.
+    e.line("workgroupBarrier();");
+    e.block(`for (var i: i32 = i32(lid.x); i < ${size}; i += ${threads * rows}) {`, () => {
+      // Past K (the last block cut short, or no block at all) A is zero, read from a clamped
+      // address.
+      e.line(`let q = c * ${quads} + i;`);
+      const a = l.quad(tag.a, `arow * ${k} + min(q, ${k / 4 - 1}) * 4`);
+      e.line(
+        `sh_a[(i / ${quads}) * ${stride} + i % ${quads}] = select(vec4<f32>(0.0), ${a}, q < ${
+          k / 4
+        });`,
+      );
+    });
+    e.line("workgroupBarrier();");
+    e.line("let b = c + i32(lane);");
+    e.block(`if (b < ${blocks}) {`, () => {
+      blockSums(l, tag, (j) => `sh_a[lane * ${stride}u + ${j}u]`, tiling.blocks!.outputs);
+    });
+  });
+  return [`var<workgroup> sh_a: array<vec4<f32>, ${threads * stride}>;`];
+}
+
+/**
+ * Adds block `b`'s products to each output's `part${r}`: A's vec4s read once (`a(j)`, the
+ * block's j-th), each output's words unpacked by vector shifts.
+ */
+function blockSums(
+  l: KernelLowering,
+  tag: BlockProduct,
+  a: (j: number) => string,
+  outputs: number,
+): void {
+  const { e, kernel } = l;
+  const { per, quads, blocks } = sizes(kernel, tag);
+  const mask = (1 << tag.bits) - 1;
+  const count = tag.block / 4;
+  for (let j = 0; j < count; j++) e.line(`let a${j} = ${a(j)};`);
+  const sums = Array.from({ length: count }, (_, j) => `a${j}`);
+  e.line(`let asum = dot(${sums.join(" + ")}, vec4<f32>(1.0));`);
+  for (let r = 0; r < outputs; r++) {
+    e.line(`let cell${r} = col${r} * ${blocks} + b;`);
     for (let g = 0; g < quads; g++) {
-      e.line(`let w${g} = ${l.inputs[tag.words]}[u32(wq + ${g})];`);
+      e.line(`let w${r}_${g} = ${l.inputs[tag.words]}[u32(cell${r} * ${quads} + ${g})];`);
+    }
+  }
+  for (let r = 0; r < outputs; r++) {
+    const terms: string[] = [];
+    for (let g = 0; g < quads; g++) {
       for (let lane = 0; lane < 4; lane++) {
         for (let part = 0; part < per / 4; part++) {
           // Values (4g + lane)·per + 4·part + 0..3 of the block: one vec4 of A.
-          const first = (4 * g + lane) * per + 4 * part;
-          const shifts = [0, 1, 2, 3].map((j) => `${(4 * part + j) * tag.bits}u`).join(", ");
-          const at = `kb + ${first}`;
-          const a = cut
-            ? `select(vec4<f32>(0.0), ${
-              l.quad(tag.a, `arow * ${k} + min(${at}, ${k - 4})`)
-            }, ${at} < ${k})`
-            : l.quad(tag.a, `arow * ${k} + ${at}`);
-          const q = `vec4<f32>((vec4<u32>(w${g}.${
-            "xyzw"[lane]
-          }) >> vec4<u32>(${shifts})) & vec4<u32>(${mask}u))`;
-          e.line(`{ let a = ${a}; dot += ${q} * a; asum += a; }`);
+          const j = (4 * g + lane) * per / 4 + part;
+          const shifts = [0, 1, 2, 3].map((i) => `${(4 * part + i) * tag.bits}u`).join(", ");
+          const word = `vec4<u32>(w${r}_${g}.${"xyzw"[lane]})`;
+          terms.push(
+            `dot(vec4<f32>((${word} >> vec4<u32>(${shifts})) & vec4<u32>(${mask}u)), a${j})`,
+          );
         }
       }
     }
-    const cell = `u32(col * ${blocks} + b)`;
+    const cell = `u32(cell${r})`;
     const zero = tag.zeros === undefined ? `${2 ** (tag.bits - 1)}.0` : l.element(tag.zeros, cell);
-    e.line(`let scale = ${l.element(tag.scales, cell)};`);
     e.line(
-      `acc0 += scale * ((dot.x + dot.y + dot.z + dot.w) - ${zero} * (asum.x + asum.y + asum.z + asum.w));`,
+      `part${r} += ${l.element(tag.scales, cell)} * ((${terms.join(" + ")}) - ${zero} * asum);`,
     );
-  });
-  const t = combineAcross(l, kernel.reductions[0], 0, threads, k, `lid.x - lane`);
-  storeRowOutputs(l, allOf("lane == 0u", "live"));
-  return [`var<workgroup> sh_${t}: array<${t}, ${threads * rows}>;`];
+  }
+}
+
+/**
+ * Combines each output's sums over its row's threads and stores the kernel's row outputs.
+ * Returns the WGSL type of the combining steps' workgroup array.
+ */
+function storeOutputs(l: KernelLowering, tiling: RowTiling, kept: number[]): string {
+  const { kernel, e } = l;
+  const { threads } = tiling;
+  const { outputs } = tiling.blocks!;
+  const total = sizeOf(kept.map((i) => kernel.space[i]));
+  const k = kernel.space[kernel.space.length - 1];
+  e.line("var acc0: f32 = 0.0;");
+  let t = "f32";
+  for (let r = 0; r < outputs; r++) {
+    e.line(`acc0 = part${r};`);
+    t = combineAcross(l, kernel.reductions[0], 0, threads, k, `lid.x - lane`);
+    e.block("{", () => {
+      e.line(`let row = min(first + ${r}, ${total - 1});`);
+      l.unravel(kept, "row");
+      storeRowOutputs(l, allOf("lane == 0u", `first + ${r} < ${total}`));
+    });
+  }
+  return t;
 }

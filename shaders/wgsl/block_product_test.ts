@@ -10,6 +10,11 @@ Deno.test("WebGPU unpacks a few-row BlockMatMul in registers, as the reference c
     // The packed words are read as vec4s: the generic expression reads them one u32 at a time.
     const wgsl = generateWgsl(kernel, { maxInvocations: 256 });
     assert.match(wgsl, /array<vec4<u32>>/, `${lead} × ${form}: the block kernel`);
+    // One row of A (or one a workgroup) goes through workgroup memory; a vocabulary's many
+    // outputs are taken four to a group of threads.
+    const shares = lead.length === 1 && (lead[0] === 1 || form[1] % 32 === 0);
+    assert.equal(/sh_a\[/.test(wgsl), shares, `${lead} × ${form}: A staged`);
+    assert.equal(/part3/.test(wgsl), form[1] > 65536, `${lead} × ${form}: outputs a group`);
     await matchesReference(graph, feeds, "webgpu", `${lead} × ${form}`);
   }
 });

@@ -112,7 +112,7 @@ export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayo
   const most = 2 ** Math.floor(Math.log2(Math.min(256, options.maxInvocations)));
   const none = new Set<number>();
   const sliceBytes = options.splitK === false ? undefined : options.workgroupBytes ?? 16384;
-  const block = blockTiling(kernel, most);
+  const block = blockTiling(kernel, most, options.workgroupBytes ?? 16384);
   if (block) return rowsLayout(block);
   const folded = foldedRows(kernel);
   const whole = options.matrix && options.half ? tiledMatmul(folded, most) : undefined;
@@ -168,7 +168,7 @@ export function dispatchSize(layout: KernelLayout, rows: number): [number, numbe
     return [Math.ceil(tile.n / tn), Math.ceil(m / tm), Math.max(1, batches)];
   }
   const groups = layout.rows
-    ? Math.ceil(rows / layout.rows.rows)
+    ? Math.ceil(rows / (layout.rows.rows * (layout.rows.blocks?.outputs ?? 1)))
     : Math.ceil(rows / layout.width / layout.workgroup);
   if (groups <= 65535) return [groups, 1, 1];
   // Folded so that fewer than `y` workgroups idle: 65536 groups as 65535 × 2 launched a second

@@ -37,8 +37,16 @@ export interface RowTiling {
   readonly vectors: ReadonlySet<number>;
   /** Whether every output is stored as vec4s (all are full-row outputs, aligned). */
   readonly vectorStores: boolean;
-  /** Whether a row's threads take whole blocks of a block product (`block_product.ts`). */
-  readonly blocks?: true;
+  /** Where a row's threads take whole blocks of a block product (`block_product.ts`): how. */
+  readonly blocks?: BlockRows;
+}
+
+/** How a block product's thread groups share A (`block_product.ts`). */
+export interface BlockRows {
+  /** Outputs a row's group of threads computes together. */
+  readonly outputs: number;
+  /** Whether A passes through workgroup memory (the workgroup's outputs share its row). */
+  readonly staged: boolean;
 }
 
 /** A tiling of `threads` threads a row and `rows` rows a workgroup, rows not held (scalar). */
