@@ -18,7 +18,8 @@ const INLINE_BYTES = 64;
 /** Digests of graph tensors' data, which graphs never change: each hashed once however often a graph is keyed. */
 const digests = new WeakMap<object, string>();
 
-function tensorText(t: HostTensor): string {
+/** A tensor's canonical text: its type and bytes (a digest of them past 64 bytes). */
+export function tensorText(t: HostTensor): string {
   const bytes = t.data.byteLength;
   let body = bytes <= INLINE_BYTES ? hexBytes(t.data) : digests.get(t.data);
   if (body === undefined) digests.set(t.data, body = `${bytes}b#${digest(t.data)}`);

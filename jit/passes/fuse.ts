@@ -41,6 +41,7 @@ import { type FuseOptions, type FusionResult, withDefaults } from "./fuse_option
 import {
   aluAttrs,
   broadcasts,
+  EqualValues,
   inlineOperand,
   isBare,
   keepWithinBindings,
@@ -90,6 +91,7 @@ class Fuser {
   readonly #groups = new KernelGroups(this.#log);
   readonly #constants = new Map<number, HostTensor>();
   readonly #storedAs = new WeakMap<Sym, Sym>();
+  readonly #equal = new EqualValues();
   #fresh: number;
   /** What the contractions (`fuse_contractions.ts`) need of this walk. */
   readonly #walk: Walk = {
@@ -246,8 +248,10 @@ class Fuser {
   #constant(t: HostTensor, label: string, value: number): Sym {
     const scalar = scalarSym(t, label);
     if (scalar) return scalar;
-    this.#constants.set(value, t);
-    return this.#bufferSym(value, { shape: t.shape, dtype: t.dtype as DType }, [label]);
+    return this.#equal.constant(t, () => {
+      this.#constants.set(value, t);
+      return this.#bufferSym(value, { shape: t.shape, dtype: t.dtype as DType }, [label]);
+    });
   }
 
   /**
@@ -534,9 +538,11 @@ class Fuser {
     if (s.buffer !== undefined && s.expr.kind === "load" && s.expr.steps.length === 0) return s;
     const done = this.#storedAs.get(s);
     if (done) return done;
-    const value = this.#fresh++;
-    this.#store(s, value, why);
-    const stored = this.#bufferSym(value, s.type, s.labels);
+    const stored = this.#equal.stored(s, () => {
+      const value = this.#fresh++;
+      this.#store(s, value, why);
+      return this.#bufferSym(value, s.type, s.labels);
+    });
     this.#storedAs.set(s, stored);
     return stored;
   }

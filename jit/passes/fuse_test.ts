@@ -425,3 +425,28 @@ Deno.test("independent elementwise kernels merge only while their stores stay sm
   // Four stores of 12 MiB: merged, all four would be live from the first kernel on.
   assert.equal(build(3 << 20), 4);
 });
+
+Deno.test("a value computed twice from the same buffers and equal constants is stored once", async () => {
+  // Two nodes each add their own (equal) constant to x, and each sum feeds a product, which
+  // stores its operand: one kernel stores both, and both products read that one buffer.
+  const build = (second: number[]) => {
+    const b = new GraphBuilder();
+    const x = b.input("x", [4, 8]);
+    const w = b.param("w", [8, 3], "f32", uniform(24, 5));
+    const shift = (v: number[]) => b.constant(Float32Array.from(v), [8], "f32");
+    const first = [0, 1, 2, 3, 4, 5, 6, 7];
+    b.output("p", b.op("MatMul", [b.op("Add", [x, shift(first)]), w]));
+    b.output("q", b.op("MatMul", [b.op("Add", [x, shift(second)]), w]));
+    return b.build();
+  };
+  const stores = (g: Graph) =>
+    fuse(g).kernels.filter((k) => k.pattern === "elementwise")
+      .reduce((n, k) => n + k.outputs.length, 0);
+  const feeds = { x: f32([4, 8], 3) };
+  const same = build([0, 1, 2, 3, 4, 5, 6, 7]);
+  assert.equal(stores(same), 1);
+  await check(same, feeds, 3);
+  // −0 is not +0 (x + −0 keeps a −0 of x): those constants, and so the sums, stay apart.
+  assert.equal(stores(build([-0, 1, 2, 3, 4, 5, 6, 7])), 2);
+  assert.equal(stores(build([0, 1, 2, 3, 4, 5, 6, 8])), 2);
+});

@@ -17,6 +17,8 @@ import type { Attrs, ValueType } from "../ops/mod.ts";
 import { type DType, fromF16Bits } from "../ir/dtype.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import { type Shape, sizeOf } from "../ir/shape.ts";
+import { ExprTable } from "../ir/expr_table.ts";
+import { tensorText } from "../ir/canonical.ts";
 
 /** A value during fusion. */
 export interface Sym {
@@ -154,5 +156,37 @@ export function keepWithinBindings(o: {
       `${label} would read more than ${budget} buffers (binding limit)`,
     );
     args[widest] = reindex(used[widest].expr, o.steps[widest]);
+  }
+}
+
+/**
+ * Values fusion finds equal, so that each is computed and stored once: decompositions repeat
+ * work per node (each layer's grouped-query attention makes the same tables of positions and
+ * derives the same masks from the sequence lengths), which made a 24-layer decode step 41 kernels
+ * of copies of one another. Equal constants (type and bytes) are one buffer; a value computed by
+ * the same expression from the same buffers (in the same reduction group, if any) is stored once.
+ */
+export class EqualValues {
+  readonly #exprs = new ExprTable();
+  readonly #stored = new Map<string, Sym>();
+  readonly #constants = new Map<string, Sym>();
+
+  /** The buffer of a constant equal to `t`, made by `make` the first time. */
+  constant(t: HostTensor, make: () => Sym): Sym {
+    const key = tensorText(t);
+    let sym = this.#constants.get(key);
+    if (!sym) this.#constants.set(key, sym = make());
+    return sym;
+  }
+
+  /** The stored form of a value equal to `s`, made by `make` the first time. */
+  stored(s: Sym, make: () => Sym): Sym {
+    const own = s.toOwn ? JSON.stringify(this.#exprs.stepsKey(s.toOwn)) : "";
+    const key = `${s.group?.id ?? ""}|${s.type.dtype}[${s.type.shape}]|${own}|${
+      this.#exprs.id(s.expr)
+    }`;
+    let sym = this.#stored.get(key);
+    if (!sym) this.#stored.set(key, sym = make());
+    return sym;
   }
 }
