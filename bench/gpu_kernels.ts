@@ -198,6 +198,51 @@ function attention(B = 8, H = 16, T = 1024, D = 64, causal = false): Kernel {
   };
 }
 
+/**
+ * A decode step's attention: one query row per head over `T` cached keys (a Qwen2.5-0.5B layer:
+ * 14 heads of 64), as the fused attention group runs it once a layer a token.
+ */
+function decodeAttention(H = 14, T = 257, D = 64): Kernel {
+  const b = new GraphBuilder();
+  const q = b.input("q", [1, H, 1, D]),
+    k = b.input("k", [1, H, T, D]),
+    v = b.input("v", [1, H, T, D]);
+  const scaled = b.op("Mul", [
+    b.op("MatMul", [q, b.op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
+    b.constant(1 / Math.sqrt(D)),
+  ]);
+  b.output("y", b.op("MatMul", [b.op("Softmax", [scaled], { axis: -1 }), v]));
+  const [Q, K, V] = [[H * D, 21], [H * T * D, 22], [H * T * D, 23]].map(([n, s]) => uniform(n, s));
+  return {
+    id: `decode-attention-H${H}T${T}D${D}`,
+    graph: b.build(),
+    inputs: {
+      q: { data: Q, shape: [1, H, 1, D] },
+      k: { data: K, shape: [1, H, T, D] },
+      v: { data: V, shape: [1, H, T, D] },
+    },
+    expect: (i) => {
+      const e = i % D, h = Math.floor(i / D);
+      const s = Array.from({ length: T }, (_, j) => {
+        let dot = 0;
+        for (let d = 0; d < D; d++) dot += Q[h * D + d] * K[(h * T + j) * D + d];
+        return dot / Math.sqrt(D);
+      });
+      const m = Math.max(...s);
+      let sum = 0, out = 0;
+      s.forEach((x, j) => {
+        const w = Math.exp(x - m);
+        sum += w;
+        out += w * V[(h * T + j) * D + e];
+      });
+      return out / sum;
+    },
+    size: H * D,
+    bytes: 4 * (2 * H * T * D + 2 * H * D),
+    half: false,
+  };
+}
+
 /** W1 of the CPU workloads over `n` elements. */
 function w1(n: number): Kernel {
   const w = workloadW1(n);
@@ -372,6 +417,7 @@ const all: (() => Kernel)[] = [
   () => attention(1, 16, 4096, 64),
   () => attention(8, 16, 1024, 64, true),
   () => attention(1, 16, 4096, 64, true),
+  () => decodeAttention(),
   // Scores of 4.3 GB, past the H200's 2 GB binding: only the flash kernel runs it (on both
   // backends). The graph holds them, past the default budget of 2 GiB a tensor (raised below).
   () => attention(1, 16, 8192, 64),
