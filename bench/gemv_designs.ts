@@ -157,7 +157,7 @@ async function shape(k: number, n: number, variants: V[]) {
     }
     want[j] = sum;
   }
-  const buf = (data: ArrayBufferView) => {
+  const buf = (data: Float32Array<ArrayBuffer> | Uint32Array<ArrayBuffer>) => {
     const b = device.createBuffer({ size: Math.max(16, data.byteLength), usage: STORAGE });
     device.queue.writeBuffer(b, 0, data);
     return b;
