@@ -30,9 +30,8 @@ import type { Wasm } from "./encoder.ts";
 import { KernelFunction, type ModuleOptions } from "./module.ts";
 import { vectorWindows } from "./windows.ts";
 import { rowKernelBody, rowStores } from "./row_kernel.ts";
-import { tiledGemm } from "./matmul.ts";
 import type { MatmulContext } from "./gemm_state.ts";
-import { gemmBody } from "./matmul_ikj.ts";
+import { matmulBody } from "./matmul_dot.ts";
 import {
   halfMatmulView,
   indirectionFill,
@@ -82,7 +81,7 @@ export function generateWasm(
     const tableFill = indirectionFill(kernel);
     const taps = tableFill === undefined ? undefined : tableTaps(kernel);
     const context: MatmulContext = { fn, tableFill, taps, ...path };
-    body.push(...(tiledGemm(context, gemm) ?? gemmBody(context, gemm)));
+    body.push(...matmulBody(context, gemm));
   } else if (elementwise) body.push(...elementwise);
   else {
     // The kept coordinates count up like an odometer from the first row's: unravelling every

@@ -13,6 +13,7 @@ import {
   gathers,
   type KernelIR,
   linearIndex,
+  type Load,
   type MatmulOperands,
   matmulOperands,
   rowCount,
@@ -400,16 +401,25 @@ export function matmulPlan(kernel: KernelIR): MatmulPlan | undefined {
   const operands = matmulOperands(kernel);
   if (!operands) return undefined;
   const { nb, n, k, a, b } = operands;
-  const offset = (c: number[]) => {
-    let x: number[] | undefined = c;
-    for (const s of b.steps) if (x) x = applyStep(s, x);
-    return x ? linearIndex(x, kernel.inputs[b.input].shape) : NaN;
-  };
-  const probe = kernel.space.map((d) => Math.floor(d / 2));
-  const at = (nv: number) => offset(probe.map((c, i) => (i === nb + 1 ? nv : c)));
-  const contiguous = !b.steps.some((s) => s.kind === "affine" && s.bounds) && n > 1 &&
-    [...Array(n).keys()].every((nv) => at(nv) - at(0) === nv);
+  const contiguous = n > 1 && consecutiveAlong(kernel, b, nb + 1);
   return { nb, n, k, a, b, contiguous };
+}
+
+/**
+ * Whether `load` reads consecutive elements as the coordinate of `axis` counts up from 0 (the
+ * others at the middle of the space), with no bounds and no gathers: a pointer walks it.
+ */
+export function consecutiveAlong(kernel: KernelIR, load: Load, axis: number): boolean {
+  if (load.steps.some((s) => s.kind === "gather" || (s.kind === "affine" && s.bounds))) {
+    return false;
+  }
+  const probe = kernel.space.map((d) => Math.floor(d / 2));
+  const at = (v: number) => {
+    let x: number[] | undefined = probe.map((c, i) => (i === axis ? v : c));
+    for (const s of load.steps) if (x) x = applyStep(s, x);
+    return x ? linearIndex(x, kernel.inputs[load.input].shape) : NaN;
+  };
+  return [...Array(kernel.space[axis]).keys()].every((v) => at(v) - at(0) === v);
 }
 
 /**

@@ -178,3 +178,33 @@ Deno.test("keys shared by heads (grouped-query attention) run the tiled product,
     wasm.dispose();
   }
 });
+
+Deno.test("a decode step's scores (few query rows, keys along the head's width) run as dot products", async () => {
+  // One or three query rows a head of 14 against 2 key heads, each shared by 7, with a scale and
+  // a mask; widths of 64 and of 67 (three products past the last four).
+  for (const [rows, tokens, width] of [[1, 257, 64], [3, 37, 67], [5, 9, 12]]) {
+    const b = new GraphBuilder();
+    const q = b.input("q", [1, 14, rows, width]);
+    const k = b.input("k", [1, 2, 1, tokens, width]);
+    const heads = b.op("Reshape", [b.op("Expand", [k], { shape: [1, 2, 7, tokens, width] })], {
+      shape: [1, 14, tokens, width],
+    });
+    const scores = b.op("MatMul", [q, b.op("Transpose", [heads], { perm: [0, 1, 3, 2] })]);
+    const mask = b.input("mask", [rows, tokens]);
+    b.output("s", b.op("Add", [b.op("Mul", [scores, b.constant(0.125)]), mask]));
+    const graph = b.build();
+    const feeds = {
+      q: f32(uniform(14 * rows * width, 80, -1, 1), [1, 14, rows, width]),
+      k: f32(uniform(2 * tokens * width, 81, -1, 1), [1, 2, 1, tokens, width]),
+      mask: f32(uniform(rows * tokens, 82, -1, 0), [rows, tokens]),
+    };
+    const want = await (await compile(graph, { backend: "reference" })).run(feeds);
+    for (const threads of [1, 2]) {
+      const wasm = new WasmBackend({ threads });
+      const got = await (await compile(graph, { backend: wasm, cache: false })).run(feeds);
+      const message = `${rows} rows × ${tokens} keys × ${width}, ${threads} thread(s)`;
+      assertClose(numbers(got.s.data), numbers(want.s.data), { rtol: 1e-5, atol: 1e-5, message });
+      wasm.dispose();
+    }
+  }
+});
