@@ -1,6 +1,8 @@
 /**
  * `kiln generate MODEL --prompt-ids 1,2,3`: token ids from an ONNX decoder, printed as they come,
  * then prefill and decode speed (or, with `--json`, one object with the ids and the stats).
+ * `--prompt TEXT` encodes text with the model's `tokenizer.json` (`tokenizer.ts`), prints the text
+ * as it comes and stops at the end-of-sequence token its config names.
  *
  * @module
  */
@@ -9,6 +11,7 @@ import { parseArgs } from "node:util";
 import { KilnError } from "../jit/support/errors.ts";
 import { OnnxModel } from "../onnx/model.ts";
 import { generate, type GenerateOptions } from "../onnx/generate/generate.ts";
+import { loadTokenizer, type TextTokenizer } from "./tokenizer.ts";
 
 const usage = (what: string, fix: string) => new KilnError(what, { code: "usage", fix });
 
@@ -49,12 +52,58 @@ function optionsOf(values: Record<string, string | boolean | undefined>): Genera
   return Object.fromEntries(Object.entries(entries).filter(([, v]) => v !== undefined));
 }
 
+/** The prompt's ids (from `--prompt-ids`, or `--prompt` through the model's tokenizer). */
+async function promptOf(
+  values: Record<string, string | boolean | undefined>,
+  path: string,
+): Promise<{ prompt: number[]; tokenizer?: TextTokenizer }> {
+  const ids = idList(values["prompt-ids"] as string | undefined, "--prompt-ids");
+  const text = values.prompt as string | undefined;
+  if (ids && text !== undefined) {
+    throw usage("kiln generate takes --prompt or --prompt-ids, not both", "pass one of them");
+  }
+  if (ids) return { prompt: ids };
+  if (text === undefined) {
+    throw usage(
+      "kiln generate needs --prompt-ids or --prompt",
+      "pass the prompt's token ids (--prompt-ids 1,2,3) or its text (--prompt TEXT, with the model's tokenizer.json beside it)",
+    );
+  }
+  const tokenizer = await loadTokenizer(path);
+  const prompt = tokenizer.encode(text);
+  if (!prompt.length) {
+    throw usage(`--prompt "${text}" encodes to no tokens`, "pass some text");
+  }
+  return { prompt, tokenizer };
+}
+
+/**
+ * The generation's text as it comes: the whole of it decoded again at each token and what is new
+ * printed (a token alone may be part of a character or of a word the next one completes).
+ */
+async function printText(generation: AsyncIterable<number>, tokenizer: TextTokenizer) {
+  const ids: number[] = [];
+  let shown = "";
+  for await (const id of generation) {
+    ids.push(id);
+    const text = tokenizer.decode(ids);
+    if (!text.startsWith(shown)) continue;
+    process.stdout.write(text.slice(shown.length));
+    shown = text;
+  }
+  const text = tokenizer.decode(ids);
+  if (text !== shown) {
+    process.stdout.write(text.startsWith(shown) ? text.slice(shown.length) : `\n${text}`);
+  }
+}
+
 /** `kiln generate`. */
 export async function generateCommand(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
     options: {
       "prompt-ids": { type: "string" },
+      prompt: { type: "string" },
       "max-new": { type: "string" },
       backend: { type: "string" },
       temperature: { type: "string" },
@@ -71,20 +120,20 @@ export async function generateCommand(args: string[]): Promise<number> {
   if (!path) {
     throw usage("kiln generate needs a model", "kiln generate MODEL.onnx --prompt-ids 1,2,3");
   }
-  const prompt = idList(values["prompt-ids"], "--prompt-ids");
-  if (!prompt) {
-    throw usage(
-      "kiln generate needs --prompt-ids",
-      "pass the prompt's token ids: --prompt-ids 1,2,3",
-    );
-  }
-  const generation = generate(await OnnxModel.load(path), prompt, optionsOf(values));
+  const { prompt, tokenizer } = await promptOf(values, path);
+  const options = optionsOf(values);
+  const stops = options.stopIds ?? (tokenizer?.eos === undefined ? undefined : [tokenizer.eos]);
+  const generation = generate(await OnnxModel.load(path), prompt, { ...options, stopIds: stops });
   if (values.json) {
     const ids = await generation.collect();
-    console.log(JSON.stringify({ model: path, prompt, ids, stats: generation.stats }));
+    const text = tokenizer ? { text: tokenizer.decode(ids) } : {};
+    console.log(JSON.stringify({ model: path, prompt, ids, ...text, stats: generation.stats }));
     return 0;
   }
-  for await (const id of generation) process.stdout.write(`${id} `);
+  if (tokenizer) await printText(generation, tokenizer);
+  else {
+    for await (const id of generation) process.stdout.write(`${id} `);
+  }
   process.stdout.write("\n");
   const s = generation.stats!;
   const rate = (n: number) => `${n.toFixed(1)} tokens/s`;

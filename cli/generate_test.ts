@@ -52,3 +52,49 @@ Deno.test("kiln generate --json gives the ids and stats; bad flags are usage err
   assert.equal(none.code, 2);
   assert.match(none.stderr, /needs a model.*Fix:/);
 });
+
+/** A folder holding the tiny decoder and a word-level tokenizer of its 128 ids ("w0" … "w127"). */
+async function withTokenizer(config?: object): Promise<string> {
+  const dir = await Deno.makeTempDir();
+  await Deno.copyFile(model, `${dir}/torch_tiny.onnx`);
+  const vocab = Object.fromEntries(Array.from({ length: 128 }, (_, i) => [`w${i}`, i]));
+  const tokenizer = {
+    version: "1.0",
+    added_tokens: [],
+    normalizer: null,
+    pre_tokenizer: { type: "Whitespace" },
+    post_processor: null,
+    decoder: null,
+    model: { type: "WordLevel", vocab, unk_token: "w0" },
+  };
+  await Deno.writeTextFile(`${dir}/tokenizer.json`, JSON.stringify(tokenizer));
+  if (config) await Deno.writeTextFile(`${dir}/tokenizer_config.json`, JSON.stringify(config));
+  return `${dir}/torch_tiny.onnx`;
+}
+
+Deno.test("kiln generate --prompt encodes text with the model's tokenizer.json and prints text", async () => {
+  const words = (ids: number[]) => ids.map((i) => `w${i}`).join(" ");
+  const text = words(recorded.torch_tiny.prompt);
+  const plain = await withTokenizer();
+  const args = ["--prompt", text, "--max-new", "8", "--backend", "wasm"];
+  const r = await kiln("generate", plain, ...args);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout.split("\n")[0], words(recorded.torch_tiny.greedy.slice(0, 8)));
+  // The config's end-of-sequence token stops the generation (w32 is the sixth greedy id).
+  const eos = await withTokenizer({ eos_token: { content: "w32" } });
+  const j = JSON.parse((await kiln("generate", eos, ...args, "--json")).stdout);
+  assert.deepEqual(j.prompt, recorded.torch_tiny.prompt);
+  assert.deepEqual(j.ids, recorded.torch_tiny.greedy.slice(0, 6));
+  assert.equal(j.text, words(recorded.torch_tiny.greedy.slice(0, 6)));
+  for (
+    const [bad, pattern] of [
+      [[model, "--prompt", "w1"], /No tokenizer.json beside .*Fix: put the model's tokenizer.json/],
+      [[plain, "--prompt", "w1", "--prompt-ids", "1"], /--prompt or --prompt-ids, not both.*Fix:/],
+      [[plain, "--prompt", ""], /encodes to no tokens.*Fix:/],
+    ] as const
+  ) {
+    const e = await kiln("generate", ...bad);
+    assert.notEqual(e.code, 0);
+    assert.match(e.stderr, pattern);
+  }
+});

@@ -29,10 +29,13 @@ Usage:
   kiln info [MODEL.onnx] [--json]
       Backends, device profiles, cache location and size; with a model, its summary: producer,
       opsets, inputs and outputs, parameters, op histogram and ops kiln cannot import.
-  kiln generate MODEL.onnx --prompt-ids 1,2,3 [--max-new N] [--backend auto|ID] [--temperature T]
-                [--top-k K] [--top-p P] [--seed S] [--stop-ids 2,0] [--capacity N] [--json]
+  kiln generate MODEL.onnx --prompt-ids 1,2,3 | --prompt TEXT [--max-new N] [--backend auto|ID]
+                [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop-ids 2,0]
+                [--capacity N] [--json]
       Generates token ids with an ONNX decoder (past_key_values inputs, present outputs): prints
       ids as they come, then prefill and decode tokens/s. Greedy unless --temperature is over 0.
+      --prompt encodes text with the tokenizer.json beside the model (@huggingface/tokenizers),
+      prints text and stops at its config's eos_token.
   kiln --version
       The version. Every command takes --help.
 

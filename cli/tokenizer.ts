@@ -1,0 +1,114 @@
+/**
+ * Text in and out of `kiln generate --prompt`: the model's own tokenizer, `tokenizer.json` beside
+ * it (with `tokenizer_config.json` where there is one), read by Hugging Face's
+ * `@huggingface/tokenizers` (pure JavaScript, no dependencies), loaded only when text is asked
+ * for: ids in and out need no package.
+ *
+ * @module
+ */
+import { readFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { KilnError } from "../jit/support/errors.ts";
+
+/** The `@huggingface/tokenizers` version kiln loads (Node: whatever the project installed). */
+export const TOKENIZERS_VERSION = "0.2.0";
+
+/** A model's tokenizer as `kiln generate` uses it. */
+export interface TextTokenizer {
+  /** The ids of `text`, special tokens added as the model's tokenizer adds them. */
+  encode(text: string): number[];
+  /** The text of `ids`, special tokens left out. */
+  decode(ids: readonly number[]): string;
+  /** The id of the end-of-sequence token its config names, if it names one. */
+  readonly eos?: number;
+}
+
+/** What kiln uses of the package's `Tokenizer`. */
+interface HfTokenizer {
+  encode(text: string): { ids: number[] };
+  decode(ids: number[], options: { skip_special_tokens: boolean }): string;
+  token_to_id(token: string): number | undefined;
+}
+
+/** The package's exports kiln uses. */
+interface TokenizersModule {
+  Tokenizer: new (tokenizer: object, config: object) => HfTokenizer;
+}
+
+const isDeno = typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
+
+/** A JSON file of the model's folder, or `undefined` where `optional` and it is missing. */
+async function jsonBeside(
+  model: string,
+  name: string,
+  optional: boolean,
+): Promise<object | undefined> {
+  const path = join(dirname(model), name);
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch {
+    if (optional) return undefined;
+    throw new KilnError(`No ${name} beside ${model}: --prompt needs the model's tokenizer`, {
+      code: "usage",
+      fix:
+        `put the model's ${name} in its folder (the Hub repository has it), or pass token ids with --prompt-ids`,
+    });
+  }
+  try {
+    const value = JSON.parse(text);
+    if (typeof value === "object" && value !== null) return value;
+  } catch { /* reported below */ }
+  throw new KilnError(`${path} is not a JSON object`, {
+    code: "usage",
+    fix: `replace ${name} with the model's own (a tokenizer saved by Hugging Face's libraries)`,
+  });
+}
+
+/** The package, or a typed error saying how to get it. */
+async function tokenizers(): Promise<TokenizersModule> {
+  // A computed specifier: `deno pack` must not make the package a dependency of kiln's.
+  const specifier = isDeno
+    ? `npm:@huggingface/tokenizers@${TOKENIZERS_VERSION}`
+    : "@huggingface/tokenizers";
+  try {
+    return await import(specifier) as TokenizersModule;
+  } catch (e) {
+    throw new KilnError(`@huggingface/tokenizers could not be loaded: ${String(e)}`, {
+      code: "backend",
+      fix: isDeno
+        ? `allow Deno to fetch npm:@huggingface/tokenizers@${TOKENIZERS_VERSION}, or pass --prompt-ids`
+        : "npm install @huggingface/tokenizers, or pass --prompt-ids",
+    });
+  }
+}
+
+/** The token a config entry names (`"</s>"` or `{ content: "</s>" }`). */
+function tokenName(entry: unknown): string | undefined {
+  if (typeof entry === "string") return entry;
+  const content = (entry as { content?: unknown } | null)?.content;
+  return typeof content === "string" ? content : undefined;
+}
+
+/** The tokenizer of the model at `model` (a file path): its folder's `tokenizer.json`. */
+export async function loadTokenizer(model: string): Promise<TextTokenizer> {
+  const json = (await jsonBeside(model, "tokenizer.json", false))!;
+  const config = await jsonBeside(model, "tokenizer_config.json", true) ?? {};
+  const { Tokenizer } = await tokenizers();
+  let hf: HfTokenizer;
+  try {
+    hf = new Tokenizer(json, config);
+  } catch (e) {
+    throw new KilnError(`tokenizer.json beside ${model} could not be read: ${String(e)}`, {
+      code: "usage",
+      fix: "use the model's own tokenizer.json (one Hugging Face's tokenizers library saved)",
+    });
+  }
+  const eosName = tokenName((config as { eos_token?: unknown }).eos_token);
+  const eos = eosName === undefined ? undefined : hf.token_to_id(eosName);
+  return {
+    encode: (text) => hf.encode(text).ids,
+    decode: (ids) => hf.decode([...ids], { skip_special_tokens: true }),
+    ...(eos === undefined ? {} : { eos }),
+  };
+}
