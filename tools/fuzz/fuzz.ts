@@ -21,7 +21,7 @@
  * @module
  */
 import { compile, type CompileOptions, setMemoryBudget } from "../../mod.ts";
-import { allocate, type TensorData } from "../../jit/ir/dtype.ts";
+import { allocate, fromBf16Bits, fromF16Bits, type TensorData } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { boundaryOf, Graph, nodeSpecOf } from "../../jit/ir/graph.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
@@ -471,13 +471,27 @@ async function runOnce(
   }
 }
 
-/** Numbers of a tensor. */
-const numbersOf = (t: HostTensor) => Array.from(t.data as ArrayLike<number | bigint>, Number);
+/** Numbers of a tensor: the values of f16 and bf16 bits, not the bits. */
+function numbersOf(t: HostTensor): number[] {
+  const bits = t.data as ArrayLike<number>;
+  if (t.dtype === "f16") return Array.from(bits, fromF16Bits);
+  if (t.dtype === "bf16") return Array.from(bits, fromBf16Bits);
+  return Array.from(t.data as ArrayLike<number | bigint>, Number);
+}
 
-/** Whether `a` and `e` agree within the fuzzer's tolerance for `dtype`. */
-function agree(a: number, e: number, float: boolean): boolean {
-  return isClose(a, e, float ? 1e-4 : 0, float ? 1e-3 : 0) ||
-    (float && overflowed(a) && overflowed(e));
+/**
+ * The relative tolerance of outputs of `dtype`, 0 for integers: 1e-3 for f32, and two units in the
+ * last place of the 16-bit floats, to which values that differ in f32's last places (another
+ * summation order) can round apart: a product rounded to bfloat16 came out one unit apart, and
+ * its bits (15895 against 15896) had been compared as integers.
+ */
+function tolerance(dtype: string): number {
+  return dtype === "bf16" ? 2 ** -6 : dtype === "f16" ? 2 ** -9 : dtype === "f32" ? 1e-3 : 0;
+}
+
+/** Whether `a` and `e` agree within relative tolerance `rtol` (0: exactly). */
+function agree(a: number, e: number, rtol: number): boolean {
+  return isClose(a, e, rtol ? 1e-4 : 0, rtol) || (rtol > 0 && overflowed(a) && overflowed(e));
 }
 
 /** `feeds` with `f` applied to every f32 element, in order (other dtypes untouched). */
@@ -543,12 +557,12 @@ async function runEverywhere(
       const [a, e] = [numbersOf(g), numbersOf(w)];
       const [o, n] = [numbersOf(orders[name]), numbersOf(nudged[name])];
       const f = backend === "webgpu" && flushedWant ? numbersOf(flushedWant[name]) : undefined;
-      const float = w.dtype === "f32" || w.dtype === "f16";
+      const rtol = tolerance(w.dtype);
       // Stability is judged strictly: NaN in one order and ±inf in the other is unstable.
-      const same = (x: number, y: number) => isClose(x, y, float ? 1e-4 : 0, float ? 1e-3 : 0);
+      const same = (x: number, y: number) => isClose(x, y, rtol ? 1e-4 : 0, rtol);
       const stable = (i: number) =>
         same(o[i], e[i]) && same(n[i], e[i]) && (!f || same(f[i], e[i]));
-      const bad = e.findIndex((x, i) => stable(i) && !agree(a[i], x, float));
+      const bad = e.findIndex((x, i) => stable(i) && !agree(a[i], x, rtol));
       if (bad >= 0) {
         throw new Mismatch(`${backend} ${name}[${bad}] = ${a[bad]}, reference ${e[bad]}`);
       }

@@ -121,3 +121,11 @@ Deno.test("fuzz grammars: 120 generated models end in their exact answer or a ty
   }
   assert.ok(counts.ok >= 60 && counts.typed >= 20, JSON.stringify(counts));
 });
+
+Deno.test("16-bit float outputs compare as values within two units, not as their bits", async () => {
+  // Campaign 43001's case 11133: a product rounded to bfloat16, whose wasm sum rounded one unit
+  // below the reference's (bits 15895 against 15896, once compared as integers).
+  const o = await fuzzCase(43001, 11133, { corpus: fuzzCorpus(), backends: ["wasm"] });
+  assert.equal(o.status, "ok", o.detail);
+  assert.match(o.detail, /element type → 16/);
+});
