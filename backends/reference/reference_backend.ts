@@ -37,6 +37,7 @@ import { rankingKernels } from "./kernels_ranking.ts";
 import { resizeKernels } from "./kernels_resize.ts";
 import { oneHotKernels } from "./kernels_one_hot.ts";
 import { spaceDepthKernels } from "./kernels_space_depth.ts";
+import { gridSampleKernels } from "./kernels_grid_sample.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -56,6 +57,7 @@ const kernels: Record<string, Kernel> = {
   ...resizeKernels,
   ...oneHotKernels,
   ...spaceDepthKernels,
+  ...gridSampleKernels,
   ...sourceKernels,
 };
 

@@ -19,7 +19,7 @@
  * (`loss.ts`), the optimizers Adagrad, Momentum and Adam (`training.ts`), Einsum (`einsum.ts`)
  * the Fourier transforms DFT and STFT (`spectral.ts`), the recurrent layers RNN, GRU and LSTM
  * (`recurrent.ts`), TopK and Det (`ranking.ts`), Resize (`resize.ts`), OneHot (`one_hot.ts`), DepthToSpace and SpaceToDepth
- * (`space_depth.ts`). The reference backend also runs each of them directly, and the test
+ * (`space_depth.ts`), GridSample (`grid_sample.ts`). The reference backend also runs each of them directly, and the test
  * suite checks that both paths agree.
  *
  * @module
@@ -41,6 +41,7 @@ import "./ranking.ts";
 import "./resize.ts";
 import "./one_hot.ts";
 import "./space_depth.ts";
+import "./grid_sample.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

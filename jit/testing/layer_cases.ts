@@ -267,4 +267,21 @@ export const LAYER_CASES: Record<string, DecomposeCase[]> = {
   SpaceToDepth: [
     { inputs: [f32(uniform(2 * 6 * 9, 103), [1, 2, 6, 9])], attrs: { blocksize: 3 }, atol: 0 },
   ],
+  // Grids reaching past the image (±1.4) under each padding, reflection's up to three widths
+  // out (reflected more than once); each mode; both corner rules.
+  GridSample: [
+    { attrs: {}, ...gridInputs(104) },
+    { attrs: { mode: "nearest", padding_mode: "border", align_corners: 1 }, ...gridInputs(105) },
+    { attrs: { mode: "bicubic", padding_mode: "reflection" }, ...gridInputs(106, 5) },
+    {
+      attrs: { mode: "bilinear", padding_mode: "reflection", align_corners: 1 },
+      ...gridInputs(107, 5),
+    },
+  ],
 };
+
+/** Data [2, 3, 4, 5] and a grid [2, 3, 4, 2] of coordinates in [−reach, reach], from `seed`. */
+function gridInputs(seed: number, reach = 1.4) {
+  const data = f32(uniform(2 * 3 * 4 * 5, seed), [2, 3, 4, 5]);
+  return { inputs: [data, f32(uniform(2 * 3 * 4 * 2, seed + 50, -reach, reach), [2, 3, 4, 2])] };
+}
