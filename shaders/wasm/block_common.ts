@@ -1,11 +1,12 @@
 /**
  * What the two forms of a block product's wasm kernel share (`block_product.ts` in f32,
- * `block_product_int8.ts` in integers): the product's sizes, byte addresses of 32-bit elements,
- * and each column's result from its vector sum and its zero points' share.
+ * `block_product_int8.ts` in integers): the product's sizes, byte addresses of 32-bit elements
+ * and of a column's rows, its blocks' zero points, and each column's result from its vector sum
+ * and its zero points' share.
  *
  * @module
  */
-import type { BlockProduct, KernelIR } from "../../jit/ir/kernel_ir.ts";
+import type { BlockProduct, BlockTables, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelFunction } from "./module.ts";
 
@@ -18,6 +19,27 @@ export function sizes(
   const per = 32 / tag.bits, words = tag.block / per, [n, k] = kernel.space.slice(-2);
   const blocks = sizeOf(kernel.inputs[tag.words].shape) / n / words;
   return { per, words, k, blocks, n };
+}
+
+/** The byte address of column `col`'s row (a local) of input `input`, rows `bytes` apart. */
+export function columnRow(fn: KernelFunction, input: number, col: number, bytes: number): number {
+  const { m, get, ic } = fn, i32 = fn.wasm.i32;
+  return m.i32.add(get(input, i32), m.i32.mul(get(col, i32), ic(bytes)));
+}
+
+/**
+ * A block's zero point: the f32 `offset` bytes past `address()`, or the middle value where there
+ * are none.
+ */
+export function zeroOf(
+  fn: KernelFunction,
+  tag: BlockTables,
+  address: () => number,
+  offset = 0,
+): number {
+  return tag.zeros === undefined
+    ? fn.m.f32.const(2 ** (tag.bits - 1))
+    : fn.m.f32.load(offset, 4, address());
 }
 
 /** The byte address of 32-bit element `index` from address `base`. */

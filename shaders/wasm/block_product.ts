@@ -16,7 +16,7 @@
  */
 import type { BlockProduct, BlockTables, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import type { KernelFunction } from "./module.ts";
-import { columnSums, element, sizes } from "./block_common.ts";
+import { columnRow, columnSums, element, sizes, zeroOf } from "./block_common.ts";
 import { integerBlocks, integerRowDot, regroupIntegers } from "./block_product_int8.ts";
 
 /**
@@ -32,16 +32,6 @@ function slotOf(fn: KernelFunction, tag: BlockTables, w: number, mask: number, s
 /** The statement setting v128 local `mask` to the value mask in every lane. */
 function setMask(fn: KernelFunction, tag: BlockTables, mask: number): number {
   return fn.m.local.set(mask, fn.m.i32x4.splat(fn.ic((1 << tag.bits) - 1)));
-}
-
-/**
- * A block's zero point: the f32 `offset` bytes past `address()`, or the middle value where there
- * are none.
- */
-function zeroOf(fn: KernelFunction, tag: BlockTables, address: () => number, offset = 0): number {
-  return tag.zeros === undefined
-    ? fn.m.f32.const(2 ** (tag.bits - 1))
-    : fn.m.f32.load(offset, 4, address());
 }
 
 /** Scratch bytes of a block product's kernel: A's row regrouped and its blocks' sums. */
@@ -170,8 +160,7 @@ function rowDot(
   // Byte strides from one column's weight row, and its scales' and zeros' rows, to the next.
   const rowBytes = 4 * blocks * words, tableBytes = 4 * blocks;
   const scratch = () => get(fn.params.scratch, i32);
-  const rowOf = (input: number, width: number) =>
-    m.i32.add(get(input, i32), m.i32.mul(get(col, i32), ic(4 * width)));
+  const rowOf = (input: number, width: number) => columnRow(fn, input, col, 4 * width);
   const quad = columns.map((c) => m.local.set(w[c], m.v128.load(c * rowBytes, 4, get(bp, i32))));
   for (let s = 0; s < per; s++) {
     quad.push(m.local.set(a, m.v128.load(16 * s, 4, get(ap, i32))));

@@ -17,7 +17,7 @@
  */
 import type { BlockProduct } from "../../jit/ir/kernel_ir.ts";
 import type { KernelFunction } from "./module.ts";
-import { columnSums, element, sizes } from "./block_common.ts";
+import { columnRow, columnSums, element, sizes, zeroOf } from "./block_common.ts";
 
 /** Values 16 bytes of packed 4-bit words hold. */
 const GROUP = 32;
@@ -119,8 +119,7 @@ export function integerRowDot(
   const groups = tag.block / GROUP, rowBytes = blocks * tag.block / 2, tableBytes = 4 * blocks;
   const tables = blocks * tag.block;
   const scratch = () => get(fn.params.scratch, i32);
-  const rowOf = (input: number, width: number) =>
-    m.i32.add(get(input, i32), m.i32.mul(get(col, i32), ic(width)));
+  const rowOf = (input: number, bytes: number) => columnRow(fn, input, col, bytes);
   const dots = [...Array(groups).keys()].flatMap((g) => [
     m.local.set(even, m.v128.load(GROUP * g, 4, get(qp, i32))),
     m.local.set(odd, m.v128.load(GROUP * g + 16, 4, get(qp, i32))),
@@ -144,8 +143,7 @@ export function integerRowDot(
       ),
     ]),
   ]);
-  const zero = (c: number) =>
-    tag.zeros === undefined ? m.f32.const(8) : m.f32.load(c * tableBytes, 4, get(zp, i32));
+  const zero = (c: number) => zeroOf(fn, tag, () => get(zp, i32), c * tableBytes);
   const at = (offset: number) => element(fn, m.i32.add(scratch(), ic(offset)), get(b, i32));
   const block = [
     ...dot.map((d) => m.local.set(d, m.i32x4.splat(ic(0)))),
