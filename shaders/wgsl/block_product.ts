@@ -108,6 +108,8 @@ export function emitBlockProduct(
   // phony read keeps each in the pipeline's layout.
   const used = [tag.a, tag.words, tag.scales, tag.zeros];
   kernel.inputs.forEach((_, i) => used.includes(i) || e.line(`_ = ${l.inputs[i]}[0];`));
+  // A's row of the group's first output (of all its outputs where A is staged).
+  e.line(`let arow = min(first, ${total - 1}) / ${n};`);
   const decls = staged ? stagedLoop(l, tiling, tag) : plainLoop(l, tiling, tag);
   const t = storeOutputs(l, tiling, kept);
   return [...decls, `var<workgroup> sh_${t}: array<${t}, ${threads * rows}>;`];
@@ -119,10 +121,9 @@ export function emitBlockProduct(
  */
 function plainLoop(l: KernelLowering, tiling: RowTiling, tag: BlockProduct): string[] {
   const { e, kernel } = l;
-  const { blocks, n, k, total } = sizes(kernel, tag);
+  const { blocks, k } = sizes(kernel, tag);
   // Past K (the last block cut short) A reads as zero, from a clamped address.
   const cut = blocks * tag.block > k;
-  e.line(`let arow = min(first, ${total - 1}) / ${n};`);
   e.block(`for (var b: i32 = i32(lane); b < ${blocks}; b += ${tiling.threads}) {`, () => {
     const a = (j: number) => {
       const at = `b * ${tag.block} + ${4 * j}`;
@@ -144,9 +145,8 @@ function plainLoop(l: KernelLowering, tiling: RowTiling, tag: BlockProduct): str
 function stagedLoop(l: KernelLowering, tiling: RowTiling, tag: BlockProduct): string[] {
   const { e, kernel } = l;
   const { threads, rows } = tiling;
-  const { blocks, n, k, total } = sizes(kernel, tag);
+  const { blocks, k } = sizes(kernel, tag);
   const quads = tag.block / 4, stride = quads + 1, size = threads * quads;
-  e.line(`let arow = min(first, ${total - 1}) / ${n};`);
   e.block(`for (var c: i32 = 0; c < ${blocks}; c += ${threads}) {`, () => {
     // The chunk's earlier readers are done before it is overwritten.
     e.line("workgroupBarrier();");
