@@ -9,6 +9,7 @@
 import { readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { KilnError } from "../jit/support/errors.ts";
+import { optionalPackage } from "../jit/support/packages.ts";
 
 /** The `@huggingface/tokenizers` version kiln loads (Node: whatever the project installed). */
 export const TOKENIZERS_VERSION = "0.2.0";
@@ -34,8 +35,6 @@ interface HfTokenizer {
 interface TokenizersModule {
   Tokenizer: new (tokenizer: object, config: object) => HfTokenizer;
 }
-
-const isDeno = typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
 
 /** A JSON file of the model's folder, or `undefined` where `optional` and it is missing. */
 async function jsonBeside(
@@ -66,21 +65,18 @@ async function jsonBeside(
 }
 
 /** The package, or a typed error saying how to get it. */
-async function tokenizers(): Promise<TokenizersModule> {
-  // A computed specifier: `deno pack` must not make the package a dependency of kiln's.
-  const specifier = isDeno
-    ? `npm:@huggingface/tokenizers@${TOKENIZERS_VERSION}`
-    : "@huggingface/tokenizers";
-  try {
-    return await import(specifier) as TokenizersModule;
-  } catch (e) {
-    throw new KilnError(`@huggingface/tokenizers could not be loaded: ${String(e)}`, {
-      code: "backend",
-      fix: isDeno
-        ? `allow Deno to fetch npm:@huggingface/tokenizers@${TOKENIZERS_VERSION}, or pass --prompt-ids`
-        : "npm install @huggingface/tokenizers, or pass --prompt-ids",
-    });
-  }
+function tokenizers(): Promise<TokenizersModule> {
+  return optionalPackage<TokenizersModule>(
+    "@huggingface/tokenizers",
+    TOKENIZERS_VERSION,
+    (e, deno) =>
+      new KilnError(`@huggingface/tokenizers could not be loaded: ${String(e)}`, {
+        code: "backend",
+        fix: deno
+          ? `allow Deno to fetch npm:@huggingface/tokenizers@${TOKENIZERS_VERSION}, or pass --prompt-ids`
+          : "npm install @huggingface/tokenizers, or pass --prompt-ids",
+      }),
+  );
 }
 
 /** The token a config entry names (`"</s>"` or `{ content: "</s>" }`). */

@@ -9,6 +9,7 @@
 import { defaultBackends } from "../backends/registry.ts";
 import type { Executable } from "../jit/runtime/executable.ts";
 import { KilnError } from "../jit/support/errors.ts";
+import { optionalPackage } from "../jit/support/packages.ts";
 
 /** The Binaryen release `--wat` loads. */
 export const BINARYEN_VERSION = "123.0.0";
@@ -25,18 +26,20 @@ interface Binaryen {
 let loading: Promise<Binaryen> | undefined;
 
 async function binaryen(): Promise<Binaryen> {
-  const isDeno = typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
-  // Computed, so that neither deno pack nor a bundler makes Binaryen a dependency of kiln's.
-  const specifier = isDeno ? ["npm", `binaryen@${BINARYEN_VERSION}`].join(":") : "binaryen";
-  loading ??= import(specifier).then((m) => (m.default ?? m) as Binaryen, (e) => {
-    loading = undefined;
-    throw new KilnError(`Binaryen could not be loaded for --wat: ${String(e)}`, {
+  const refuse = (e: unknown, deno: boolean) =>
+    new KilnError(`Binaryen could not be loaded for --wat: ${String(e)}`, {
       code: "backend",
-      fix: isDeno
+      fix: deno
         ? `allow Deno to fetch npm:binaryen@${BINARYEN_VERSION}, or leave out --wat`
         : `npm install binaryen@${BINARYEN_VERSION}, or leave out --wat`,
     });
-  });
+  loading ??= optionalPackage<{ default?: Binaryen }>("binaryen", BINARYEN_VERSION, refuse).then(
+    (m) => (m.default ?? m) as Binaryen,
+    (e) => {
+      loading = undefined;
+      throw e;
+    },
+  );
   return await loading;
 }
 

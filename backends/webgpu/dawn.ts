@@ -13,6 +13,7 @@
 import { envVar } from "../../jit/support/env.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { hostFs } from "../../jit/support/host_fs.ts";
+import { optionalPackage } from "../../jit/support/packages.ts";
 
 /** The `webgpu` package's version kiln loads (Node: whatever the project installed). */
 export const DAWN_VERSION = "0.6.2";
@@ -36,27 +37,23 @@ interface DawnModule {
   create(flags: string[]): GPU;
 }
 
-/** Whether this is Deno. */
-const isDeno = typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
-
 /**
  * Dawn's `GPU` entry point, loaded from the `webgpu` package (`npm:webgpu@0.6.2` under Deno, the
  * installed `webgpu` under Node). Throws a {@linkcode KilnError} where the package cannot load.
  */
 export async function dawnGpu(options: DawnOptions = {}): Promise<GPU> {
-  // A computed specifier: `deno pack` must not make the 51 MB package a dependency of kiln's.
-  const specifier = isDeno ? `npm:webgpu@${DAWN_VERSION}` : "webgpu";
-  let dawn: DawnModule;
-  try {
-    dawn = await import(specifier) as DawnModule;
-  } catch (e) {
-    throw new KilnError(`Dawn (the webgpu package) could not be loaded: ${String(e)}`, {
-      code: "backend",
-      fix: isDeno
-        ? `allow Deno to fetch npm:webgpu@${DAWN_VERSION} (or have it in DENO_DIR), or leave out gpu: "dawn" to use Deno's WebGPU`
-        : `npm install webgpu@${DAWN_VERSION}`,
-    });
-  }
+  // Through optionalPackage: `deno pack` must not make the 51 MB package a dependency of kiln's.
+  const dawn = await optionalPackage<DawnModule>(
+    "webgpu",
+    DAWN_VERSION,
+    (e, deno) =>
+      new KilnError(`Dawn (the webgpu package) could not be loaded: ${String(e)}`, {
+        code: "backend",
+        fix: deno
+          ? `allow Deno to fetch npm:webgpu@${DAWN_VERSION} (or have it in DENO_DIR), or leave out gpu: "dawn" to use Deno's WebGPU`
+          : `npm install webgpu@${DAWN_VERSION}`,
+      }),
+  );
   return dawn.create(
     withToggles(options.flags ?? [], options.unsafeApis ? ["allow_unsafe_apis"] : []),
   );
