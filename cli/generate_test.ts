@@ -86,9 +86,23 @@ Deno.test("kiln generate --prompt encodes text with the model's tokenizer.json a
   assert.deepEqual(j.prompt, recorded.torch_tiny.prompt);
   assert.deepEqual(j.ids, recorded.torch_tiny.greedy.slice(0, 6));
   assert.equal(j.text, words(recorded.torch_tiny.greedy.slice(0, 6)));
+  // A tokenizer.json beside the model that links to one outside its folder, and a FIFO.
+  const linked = await withTokenizer();
+  const beside = linked.replace(/torch_tiny\.onnx$/, "tokenizer.json");
+  await Deno.rename(beside, `${plain}.outside.json`);
+  await Deno.symlink(`${plain}.outside.json`, beside);
+  const piped = await withTokenizer();
+  const fifo = piped.replace(/torch_tiny\.onnx$/, "tokenizer.json");
+  await Deno.remove(fifo);
+  await new Deno.Command("mkfifo", { args: [fifo] }).output();
   for (
     const [bad, pattern] of [
       [[model, "--prompt", "w1"], /No tokenizer.json beside .*Fix: put the model's tokenizer.json/],
+      [
+        [linked, "--prompt", "w1"],
+        /tokenizer file "tokenizer.json" leads outside the model's folder.*Fix:/,
+      ],
+      [[piped, "--prompt", "w1"], /tokenizer.json cannot be read: not a regular file.*Fix:/],
       [[plain, "--prompt", "w1", "--prompt-ids", "1"], /--prompt or --prompt-ids, not both.*Fix:/],
       [[plain, "--prompt", ""], /encodes to no tokens.*Fix:/],
     ] as const

@@ -6,10 +6,10 @@
  *
  * @module
  */
-import { readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { KilnError } from "../jit/support/errors.ts";
 import { optionalPackage } from "../jit/support/packages.ts";
+import { type BesideFile, readBeside } from "../onnx/import/external_data.ts";
 
 /** The `@huggingface/tokenizers` version kiln loads (Node: whatever the project installed). */
 export const TOKENIZERS_VERSION = "0.2.0";
@@ -36,7 +36,16 @@ interface TokenizersModule {
   Tokenizer: new (tokenizer: object, config: object) => HfTokenizer;
 }
 
-/** A JSON file of the model's folder, or `undefined` where `optional` and it is missing. */
+/** The tokenizer's files, read as the model's external data is (`readBeside`). */
+const TOKENIZER_FILE: BesideFile = {
+  what: "tokenizer file",
+  fix: "keep the tokenizer's files themselves (not links to elsewhere) in the model's folder",
+};
+
+/**
+ * A JSON file of the model's folder, or `undefined` where `optional` and it is missing. Nothing a
+ * link leads outside the folder to is read, and only a regular file (a FIFO would hang the read).
+ */
 async function jsonBeside(
   model: string,
   name: string,
@@ -45,14 +54,21 @@ async function jsonBeside(
   const path = join(dirname(model), name);
   let text: string;
   try {
-    text = await readFile(path, "utf8");
-  } catch {
-    if (optional) return undefined;
-    throw new KilnError(`No ${name} beside ${model}: --prompt needs the model's tokenizer`, {
-      code: "usage",
-      fix:
-        `put the model's ${name} in its folder (the Hub repository has it), or pass token ids with --prompt-ids`,
-    });
+    text = new TextDecoder().decode(await readBeside(dirname(model), name, TOKENIZER_FILE));
+  } catch (e) {
+    if (e instanceof KilnError) throw e;
+    const missing = (e as { code?: unknown }).code === "ENOENT";
+    if (missing && optional) return undefined;
+    throw new KilnError(
+      missing
+        ? `No ${name} beside ${model}: --prompt needs the model's tokenizer`
+        : `${path} cannot be read: ${(e as Error).message}`,
+      {
+        code: "usage",
+        fix:
+          `put the model's ${name} in its folder (the Hub repository has it), or pass token ids with --prompt-ids`,
+      },
+    );
   }
   try {
     const value = JSON.parse(text);

@@ -158,15 +158,26 @@ function inside(path: string, folder: string): boolean {
   return path.startsWith(root) && (path[root.length] === "/" || path[root.length] === "\\");
 }
 
-/** The typed refusal of a data file that leads to `real`, outside the model's folder. */
-function leadsOutside(location: string, real: string): KilnError {
+/** What a file read beside a model is, for the refusal of one that leads outside its folder. */
+export interface BesideFile {
+  /** What the file is to the model, e.g. `external data`. */
+  readonly what: string;
+  /** The refusal's Fix. */
+  readonly fix: string;
+}
+
+/** The model's external data. */
+const DATA_FILE: BesideFile = {
+  what: "external data",
+  fix:
+    "keep the data file itself (not a link to elsewhere) in the model's folder, or re-save the model with the data inline (onnx.save(onnx.load(path), path))",
+};
+
+/** The typed refusal of a file that leads to `real`, outside the model's folder. */
+function leadsOutside(location: string, real: string, role: BesideFile): KilnError {
   return new KilnError(
-    `The model's external data "${location}" leads outside the model's folder (to ${real})`,
-    {
-      code: "bad-input",
-      fix:
-        "keep the data file itself (not a link to elsewhere) in the model's folder, or re-save the model with the data inline (onnx.save(onnx.load(path), path))",
-    },
+    `The model's ${role.what} "${location}" leads outside the model's folder (to ${real})`,
+    { code: "bad-input", fix: role.fix },
   );
 }
 
@@ -178,22 +189,51 @@ function leadsOutside(location: string, real: string): KilnError {
  * opened (Linux's /proc/self/fd), that is checked again, so a folder on the way swapped for a
  * link between the check and the open is refused too. It must be a regular file.
  */
-async function openInside(fs: NodeFs, folder: string, location: string) {
+async function openInside(fs: NodeFs, folder: string, location: string, role = DATA_FILE) {
   const realFolder = await fs.realpath(folder);
   const real = await fs.realpath(`${folder}/${location}`);
-  if (!inside(real, realFolder)) throw leadsOutside(location, real);
+  if (!inside(real, realFolder)) throw leadsOutside(location, real, role);
   const { constants } = await import(["node", "fs"].join(":")) as typeof import("node:fs");
   const flags = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
   const file = await fs.open(real, flags);
   try {
     const opened = await fs.readlink(`/proc/self/fd/${file.fd}`).catch(() => real);
-    if (!inside(opened, realFolder)) throw leadsOutside(location, opened);
+    if (!inside(opened, realFolder)) throw leadsOutside(location, opened, role);
     const info = await file.stat();
     if (!info.isFile()) throw new Error("not a regular file");
     return { file, size: info.size };
   } catch (e) {
     await file.close();
     throw e;
+  }
+}
+
+/** `length` bytes of `file` from `offset`, however many reads it takes. */
+async function readAt(file: Handle, offset: number, length: number): Promise<Uint8Array> {
+  const bytes = new Uint8Array(length);
+  for (let at = 0; at < length;) {
+    const { bytesRead } = await file.read(bytes, at, length - at, offset + at);
+    if (bytesRead === 0) throw new Error("it ended early");
+    at += bytesRead;
+  }
+  return bytes;
+}
+
+/**
+ * The bytes of file `name` in a model's `folder`, opened as its external data is (links leading
+ * outside the folder refused, a regular file only): for the files a model comes with, its
+ * tokenizer's. A missing file throws the file system's error (its `code` ENOENT).
+ */
+export async function readBeside(
+  folder: string,
+  name: string,
+  role: BesideFile,
+): Promise<Uint8Array> {
+  const { file, size } = await openInside(await nodeFs(), folder, name, role);
+  try {
+    return await readAt(file, 0, size);
+  } finally {
+    await file.close();
   }
 }
 
@@ -219,13 +259,7 @@ export function fileReader(folder: string): ExternalReader {
         if (offset + length > size) {
           throw new Error(`${length} bytes at offset ${offset} pass its end (${size} bytes)`);
         }
-        const bytes = new Uint8Array(length);
-        for (let at = 0; at < length;) {
-          const { bytesRead } = await file.read(bytes, at, length - at, offset + at);
-          if (bytesRead === 0) throw new Error("it ended early");
-          at += bytesRead;
-        }
-        return bytes;
+        return await readAt(file, offset, length);
       } catch (e) {
         if (e instanceof KilnError) throw e;
         throw new KilnError(
