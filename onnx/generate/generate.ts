@@ -246,8 +246,8 @@ export class Generation implements AsyncIterable<number> {
     const { topK } = this.#options;
     const greedy = this.#sampler.greedy;
     const onDevice = !greedy && topK !== undefined && topK < (d.vocabulary ?? 0);
-    // A greedy step of a fixed capacity hands its argmax to the next step on the device (see
-    // `chain`).
+    // A greedy step of a fixed capacity hands its argmax to the next step on the device, so
+    // steps can start before their tokens are read (see `Ahead`).
     const feedback = greedy && capacity !== undefined;
     const form = { capacity: capacity !== undefined, topK: onDevice ? topK : undefined, feedback };
     const step = stepModel(this.#model, d, form);
@@ -255,64 +255,38 @@ export class Generation implements AsyncIterable<number> {
     const choice = greedy ? [STEP.argmax] : onDevice ? [STEP.topValues, STEP.topIds] : [STEP.last];
     const wanted = [...choice, ...nexts, ...(feedback ? [STEP.nextIds] : [])];
     const runner = new StepRunner(step, this.#options, wanted);
-    let caches: InputMap = emptyCaches(d, capacity);
-    let ids: readonly number[] = this.#prompt, past = 0, made = 0;
-    let next: Promise<StepOutputs> | undefined;
-    // The ids on the device that `next` reads, and those that the step which made `out` read.
-    let nextFed: DeviceTensor | undefined, fed: DeviceTensor | undefined;
+    const ahead = new Ahead(runner, d, { choice, nexts, capacity });
     const began = performance.now();
-    let prefilled = began;
+    let prefilled = began, made = 0;
     // With a fixed capacity the decode step's shapes are known now: it compiles beside prefill,
     // so the first decode steps run as fast as later ones.
+    const empty = emptyCaches(d, capacity);
     if (capacity !== undefined) {
       await runner.prepare([
-        { ...stepFeeds(d, ids, 0, capacity), ...caches },
-        { ...stepFeeds(d, [0], ids.length, capacity), ...caches },
+        { ...stepFeeds(d, this.#prompt, 0, capacity), ...empty },
+        { ...stepFeeds(d, [0], this.#prompt.length, capacity), ...empty },
       ]);
     }
     try {
-      let out = await runner.run({ ...stepFeeds(d, ids, past, capacity), ...caches });
+      await ahead.start(this.#prompt, 0, empty);
       while (true) {
-        // Greedy steps read the device's argmax; sampling reads the top k or the last logits.
-        const reading = numbers(choice.map((name) => out[name]));
-        // The step that made `out` has read its inputs (queue order keeps them until it ran):
-        // they go back to the pool at the same point of every step, not as a step settles, so
-        // the buffers the pool hands out next do not depend on timing. (Steps in flight together
-        // also bind their programs' own buffers: `backends/webgpu/own_buffers.ts`.)
-        runner.release(caches);
-        release(fed);
-        caches = Object.fromEntries(d.caches.map((c, i) => [c.past, out[nexts[i]]]));
-        past += ids.length;
-        const nextIds = out[STEP.nextIds];
-        next = made + 1 < maxNew ? chain(runner, d, nextIds, past, capacity, caches) : undefined;
-        nextFed = next && nextIds instanceof DeviceTensor ? nextIds : undefined;
-        if (!next) release(nextIds);
-        const [values, topIds] = await reading;
+        // Steps on the device run ahead of the token being read, as far as there are tokens.
+        if (feedback) await ahead.fill(maxNew - made);
+        const [values, topIds] = await ahead.oldest();
         const token = greedy
           ? values[0]
           : topIds
           ? topIds[this.#sampler.pick(values)]
           : this.#sampler.pick(values);
         if (made++ === 0) prefilled = performance.now();
-        ids = [token];
         yield token;
         if (stops.has(token) || made >= maxNew) break;
-        const chained = next;
-        [next, fed, nextFed] = [undefined, nextFed, undefined];
-        const fromHost = () => runner.run({ ...stepFeeds(d, ids, past, capacity), ...caches });
-        out = await (chained?.catch((e) => {
-          // A model that specialises on its small inputs needs the ids' value on the host.
-          if (!(e instanceof KilnError && e.code === "bad-input")) throw e;
-          runner.chains = false;
-          return fromHost();
-        }) ?? fromHost());
+        // Without steps ahead (sampling, ids on the host), the token is the next step's ids.
+        await ahead.next(token);
       }
     } finally {
-      // A step started before its predecessor's token said stop is run out and let go.
-      if (next) { for (const t of Object.values(await next)) release(t); }
-      release(nextFed);
-      release(fed);
-      runner.release(caches);
+      // Steps started before a token said stop are run out, and everything let go.
+      await ahead.dispose();
       this.#stats = statsOf(
         this.#prompt.length,
         made,
@@ -334,26 +308,130 @@ const release = (t: HostTensor | DeviceTensor | undefined) => {
   if (t instanceof DeviceTensor) t.dispose();
 };
 
+/** A step started: its outputs, the read of its token's source, and the cache entries after it. */
+interface Started {
+  readonly out: StepOutputs;
+  readonly reading: Promise<ArrayLike<number>[]>;
+  readonly past: number;
+  /** Whether its caches and ids have gone back (a later step has read them, or the end). */
+  spent: boolean;
+}
+
 /**
- * The next step, started on the device with the argmax of the step before as its ids (`fed`, a
- * device tensor), before that token is read back: the host's work for a step (its feeds,
- * encoding hundreds of kernels) then overlaps the device's work on the one before. `undefined`
- * where the ids are on the host (a backend without device memory): the loop feeds the token.
+ * The steps of a generation that have started and whose tokens are not read yet, oldest first.
+ * A greedy step with a fixed capacity takes its predecessor's argmax on the device as its ids
+ * (`STEP.nextIds`), so up to {@linkcode Ahead.STEPS} steps start before the oldest token is
+ * read: the host's work for a step (its feeds, encoding hundreds of kernels) overlaps the
+ * device's work on those before, and a readback that is late (Dawn's event processing, a
+ * collection pause) holds up no step behind it. With one step ahead a decode step on the H200
+ * waited for its predecessor's token about a fifth of its time.
+ *
+ * Each step's readback is asked for as soon as the step is submitted, so it queues right behind
+ * it, not behind the steps after it. A step's inputs go back to the pool once the step that read
+ * them is submitted: queue order keeps them until it ran, and they go back at the same point of
+ * every step, so the buffers the pool hands out next do not depend on timing. (Steps in flight
+ * together also bind their programs' own buffers: `backends/webgpu/own_buffers.ts`.)
  */
-function chain(
-  runner: StepRunner,
-  d: Decoder,
-  fed: HostTensor | DeviceTensor | undefined,
-  past: number,
-  capacity: number | undefined,
-  caches: InputMap,
-): Promise<StepOutputs> | undefined {
-  if (!(fed instanceof DeviceTensor) || !runner.chains) {
-    release(fed);
-    return undefined;
+class Ahead {
+  /** Steps started beyond the one whose token is being read. */
+  static readonly STEPS = 2;
+  readonly #runner: StepRunner;
+  readonly #d: Decoder;
+  readonly #choice: readonly string[];
+  readonly #nexts: readonly string[];
+  readonly #capacity: number | undefined;
+  readonly #queue: Started[] = [];
+  /** The step whose token was read last (its caches feed the next step from the host). */
+  #read?: Started;
+
+  constructor(
+    runner: StepRunner,
+    d: Decoder,
+    o: { choice: readonly string[]; nexts: readonly string[]; capacity: number | undefined },
+  ) {
+    this.#runner = runner;
+    this.#d = d;
+    this.#choice = o.choice;
+    this.#nexts = o.nexts;
+    this.#capacity = o.capacity;
   }
-  // The caller lets the ids go once the step has run (see the loop).
-  return runner.run({ ...stepFeeds(d, [0], past, capacity), [d.ids]: fed, ...caches });
+
+  /** Starts the step of `ids` after `past` entries of `caches` (prefill, or ids from the host). */
+  async start(
+    ids: readonly number[],
+    past: number,
+    caches: InputMap,
+    from?: Started,
+  ): Promise<void> {
+    const feeds = { ...stepFeeds(this.#d, ids, past, this.#capacity), ...caches };
+    await this.#started(feeds, past + ids.length, from);
+  }
+
+  /** Starts steps on the device after the newest until `STEPS` wait behind the oldest. */
+  async fill(tokensLeft: number): Promise<void> {
+    const queue = this.#queue;
+    while (this.#runner.chains && queue.length <= Ahead.STEPS && queue.length < tokensLeft) {
+      const tail = queue.at(-1)!;
+      const fed = tail.out[STEP.nextIds];
+      if (!(fed instanceof DeviceTensor)) return;
+      const feeds = {
+        ...stepFeeds(this.#d, [0], tail.past, this.#capacity),
+        ...this.#caches(tail),
+        [this.#d.ids]: fed,
+      };
+      try {
+        await this.#started(feeds, tail.past + 1, tail);
+      } catch (e) {
+        // A model that specialises on its small inputs needs the ids' value on the host.
+        if (!(e instanceof KilnError && e.code === "bad-input")) throw e;
+        this.#runner.chains = false;
+      }
+    }
+  }
+
+  /** The token source of the oldest step started, read back; that step leaves the queue. */
+  async oldest(): Promise<ArrayLike<number>[]> {
+    const step = this.#queue.shift()!;
+    this.#read = step;
+    return await step.reading;
+  }
+
+  /** Starts the step after the one read last from the host, with `token` as its ids. */
+  async next(token: number): Promise<void> {
+    const read = this.#read!;
+    if (this.#queue.length > 0) return;
+    await this.start([token], read.past, this.#caches(read), read);
+  }
+
+  /** Waits for the steps started and lets go of every buffer. */
+  async dispose(): Promise<void> {
+    for (const step of this.#queue.splice(0)) {
+      await step.reading.catch(() => undefined);
+      this.#spend(step);
+    }
+    if (this.#read) this.#spend(this.#read);
+  }
+
+  /** The caches `step` made, by the past inputs they feed. */
+  #caches(step: Started): InputMap {
+    return Object.fromEntries(this.#d.caches.map((c, i) => [c.past, step.out[this.#nexts[i]]]));
+  }
+
+  async #started(feeds: InputMap, past: number, from?: Started): Promise<void> {
+    const out = await this.#runner.run(feeds);
+    // Its readback queues right behind it (see the class's description).
+    const reading = numbers(this.#choice.map((name) => out[name]));
+    reading.catch(() => undefined);
+    if (from) this.#spend(from);
+    this.#queue.push({ out, reading, past, spent: false });
+  }
+
+  /** Lets go of `step`'s caches and ids (its token's source is freed where it is read). */
+  #spend(step: Started): void {
+    if (step.spent) return;
+    step.spent = true;
+    for (const name of [...this.#nexts, STEP.nextIds]) release(step.out[name]);
+  }
 }
 
 /** The stats of a generation that made `made` tokens. */

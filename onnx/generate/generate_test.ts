@@ -50,7 +50,7 @@ Deno.test("generate: on webgpu the caches stay on the device; a step reads back 
   assert.equal(stats().kiln_bytes_downloaded_total - before, 6 * 4);
 });
 
-Deno.test("generate: on webgpu a greedy step starts before its predecessor's token is read; stopping leaves nothing behind", async () => {
+Deno.test("generate: on webgpu greedy steps start two ahead of the token read; stopping leaves nothing behind", async () => {
   const { prompt, greedy } = recorded.genai_tiny;
   const model = await load("genai_tiny");
   const gpu = new WebGpuBackend();
@@ -61,13 +61,19 @@ Deno.test("generate: on webgpu a greedy step starts before its predecessor's tok
   const runs = stats().kiln_runs_total;
   await generate(model, prompt, { ...options, maxNewTokens: 1 }).collect();
   const single = stats().kiln_runs_total - runs;
-  // At the first token of a longer generation, its first decode step is already running.
+  // At the first token of a longer generation, its first two decode steps are already
+  // running; at the next, the third.
   const before = stats().kiln_runs_total;
-  for await (const id of generate(model, prompt, { ...options, maxNewTokens: 4 })) {
-    assert.equal(id, greedy[0]);
-    assert.equal(stats().kiln_runs_total - before, single + 1);
-    break;
+  let seen = 0;
+  for await (const id of generate(model, prompt, { ...options, maxNewTokens: 5 })) {
+    assert.equal(id, greedy[seen]);
+    assert.equal(stats().kiln_runs_total - before, single + 2 + seen);
+    if (++seen === 2) break;
   }
+  // Never past the tokens asked for: two tokens, one decode step.
+  const two = stats().kiln_runs_total;
+  await generate(model, prompt, { ...options, maxNewTokens: 2 }).collect();
+  assert.equal(stats().kiln_runs_total - two, single + 1);
   // A stop id ends it with the step after it run out and let go, as the early break did.
   const stop = await generate(model, prompt, { ...options, maxNewTokens: 4, stopIds: [greedy[1]] })
     .collect();
