@@ -395,7 +395,12 @@ export function fusionFor(
   profiles: readonly DeviceProfile[],
 ): Pick<
   FuseOptions,
-  "integerDot" | "inlineOperands" | "blockProducts" | "blockUnpacks" | "integerBlockRows"
+  | "integerDot"
+  | "inlineOperands"
+  | "blockProducts"
+  | "blockUnpacks"
+  | "blockPrologues"
+  | "integerBlockRows"
 > {
   const all = (has: (p: DeviceProfile) => boolean | undefined) =>
     profiles.length > 0 && profiles.every((p) => has(p) ?? false);
@@ -404,6 +409,8 @@ export function fusionFor(
     inlineOperands: !profiles.some((p) => p.storedOperands),
     blockProducts: all((p) => p.blockProducts || !p.storedOperands),
     blockUnpacks: profiles.some((p) => p.blockProducts),
+    // Only where every candidate computes A itself: a backend that cannot would find it unstored.
+    blockPrologues: all((p) => p.blockPrologues),
     // A plan whose kernels may land on several backends takes the fewest rows any of them wants.
     integerBlockRows: profiles.length
       ? Math.min(...profiles.map((p) => p.integerBlockRows ?? 4))

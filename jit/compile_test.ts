@@ -21,7 +21,7 @@ Deno.test("compile of fuse()'s plan, or of anything but a graph, is a typed erro
 
 Deno.test("fusion's choices follow every generator that may run a kernel", () => {
   const reference = new ReferenceBackend().capabilities();
-  const gpu: DeviceProfile = { ...reference, name: "gpu" };
+  const gpu: DeviceProfile = { ...reference, name: "gpu", blockPrologues: true };
   const wasm: DeviceProfile = {
     ...reference,
     name: "wasm",
@@ -36,6 +36,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     inlineOperands: true,
     blockProducts: true,
     blockUnpacks: false,
+    blockPrologues: true,
     integerBlockRows: 4,
   });
   assert.deepEqual(fusionFor([wasm]), {
@@ -43,15 +44,18 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     inlineOperands: false,
     blockProducts: true,
     blockUnpacks: true,
+    blockPrologues: false,
     integerBlockRows: 32,
   });
   // Both candidates (auto on a GPU machine): block products stay tagged, so neither unpacks into
-  // buffers, and integer ones of more rows than the GPU wants are not.
+  // buffers, and integer ones of more rows than the GPU wants are not; A stays stored, as wasm
+  // reads it.
   assert.deepEqual(fusionFor([wasm, gpu]), {
     integerDot: false,
     inlineOperands: false,
     blockProducts: true,
     blockUnpacks: true,
+    blockPrologues: false,
     integerBlockRows: 4,
   });
   assert.deepEqual(fusionFor([stored, gpu]), {
@@ -59,6 +63,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     inlineOperands: false,
     blockProducts: false,
     blockUnpacks: false,
+    blockPrologues: false,
     integerBlockRows: 4,
   });
   assert.deepEqual(fusionFor([]), {
@@ -66,6 +71,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     inlineOperands: true,
     blockProducts: false,
     blockUnpacks: false,
+    blockPrologues: false,
     integerBlockRows: 4,
   });
 });

@@ -67,6 +67,8 @@ export function webgpuProfile(
     subgroups: d?.features.has("subgroups") ?? false,
     simd: false,
     threads: 0,
+    // Its block products compute an elementwise A as they stage it (`shaders/wgsl/block_product.ts`).
+    blockPrologues: true,
     maxWorkgroupSize: d?.limits.maxComputeInvocationsPerWorkgroup ?? 0,
     maxStorageBufferBytes: Math.min(
       d?.limits.maxStorageBufferBindingSize ?? 0,

@@ -132,7 +132,9 @@ function writeKernelText(k: KernelIR): string {
     reductions,
     outputs,
     opaque: k.opaque,
-    blockProduct: k.blockProduct,
+    // A prologue by its node, as the kernel's expressions are written.
+    blockProduct: k.blockProduct &&
+      { ...k.blockProduct, prologue: k.blockProduct.prologue && table.id(k.blockProduct.prologue) },
     blockUnpack: k.blockUnpack,
   });
   return [head, ...table.nodes].join("\n");

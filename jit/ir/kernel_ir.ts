@@ -227,18 +227,34 @@ export interface BlockTables {
 }
 
 /**
- * A product by a block-quantized weight (`BlockMatMul`): its tables and the input of A (rows of
- * K, contiguous). The kernel's expressions compute the same product (every backend can run
+ * A product by a block-quantized weight (`BlockMatMul`): its tables and where A comes from,
+ * either an input holding its rows of K contiguous (`a`) or an expression the kernel computes A
+ * by (`prologue`). The kernel's expressions compute the same product (every backend can run
  * them); a generator may compute it from these buffers directly.
  */
 export interface BlockProduct extends BlockTables {
-  /** Input of A. */
-  readonly a: number;
+  /** Input of A, where A is stored. */
+  readonly a?: number;
+  /**
+   * A's element at the kernel's point (its row axes and K; N plays no part), where fusion left
+   * A an elementwise expression (`FuseOptions.blockPrologues`): a generator evaluates it as it
+   * reads each element of A, and the kernel that would have stored A is not run. A decode
+   * step's SiLU · up-projection product fed its down projection so, one dispatch a layer less.
+   */
+  readonly prologue?: Expr;
   /**
    * A holds whole numbers of 8 bits times a scale per block (`QuantizeRowBlocks` made it): a
    * generator may sum each block's products in integers and scale once.
    */
   readonly int8?: boolean;
+}
+
+/** A block product whose A is an input: what generators without prologues address. */
+export type StoredBlockProduct = BlockProduct & { readonly a: number };
+
+/** Whether `tag`'s A is an input rather than a prologue. */
+export function storedA(tag: BlockProduct): tag is StoredBlockProduct {
+  return tag.a !== undefined;
 }
 
 /** A fused kernel. */

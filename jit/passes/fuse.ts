@@ -46,7 +46,9 @@ import {
   isBare,
   keepWithinBindings,
   own,
+  plainInput,
   plainTables,
+  prologueOperand,
   REDUCE,
   sameAxes,
   scalarSym,
@@ -54,7 +56,7 @@ import {
   unique,
 } from "./fuse_values.ts";
 import { withIntegerRules } from "../ir/integer_rules.ts";
-import { gatherStep, movementSteps, relation, sameMap } from "../ir/index_maps.ts";
+import { gatherStep, matmulMap, movementSteps, relation, sameMap } from "../ir/index_maps.ts";
 import { padByConcat } from "../ops/movement.ts";
 import { runsWhole } from "./fusable.ts";
 import { convSym, matmulSym, poolSym, type Walk } from "./fuse_contractions.ts";
@@ -164,7 +166,7 @@ class Fuser {
       op === "IntegerMatMul" && this.#opts.integerDot &&
       nativeIntegerMatMul(ins[0].type, ins[1].type)
     ) {
-      return [this.#matmul(ins, label, types[0], true)];
+      return [this.#matmul(ins, label, types[0], { widen: true })];
     }
     const block = op === "BlockMatMul" && this.#opts.blockProducts &&
       this.#blockProduct(ins, attrs, label, types[0]);
@@ -472,8 +474,13 @@ class Fuser {
   }
 
   /** MatMul (and IntegerMatMul widened, a block product's B inline) as a contraction. */
-  #matmul(ins: Sym[], label: string, type: ValueType, widen = false, inlineB = false): Sym {
-    return matmulSym(this.#walk, ins, label, type, { widen, inlineB });
+  #matmul(
+    ins: Sym[],
+    label: string,
+    type: ValueType,
+    { widen = false, inlineB = false, inlineA = false } = {},
+  ): Sym {
+    return matmulSym(this.#walk, ins, label, type, { widen, inlineB, inlineA });
   }
 
   /**
@@ -486,24 +493,34 @@ class Fuser {
     const few = nativeBlockMatMul(rows) ||
       (attrs.int8 === 1 && rows <= this.#opts.integerBlockRows);
     if (!few && !this.#opts.blockUnpacks) return undefined;
+    const weight = plainTables(ins.slice(1), attrs);
+    if (!weight) return undefined;
+    const int8 = attrs.int8 ? { int8: true } : {};
+    if (few && this.#opts.blockPrologues && prologueOperand(ins[0], attrs, this.#opts.maxDepth)) {
+      const a = ins[0];
+      const [w] = this.#expand(ins, attrs, label, blockWeight);
+      const product = this.#matmul([a, w], label, type, { inlineB: true, inlineA: true });
+      const prologue = reindex(a.expr, matmulMap(a.type.shape, w.type.shape).operands[0]);
+      product.group!.blockProduct = { ...weight, ...int8, prologue };
+      this.#log.push(`${label}: computes its A in its own kernel (a prologue)`);
+      return product;
+    }
     let a = this.#operand(ins[0], label);
-    let tables = plainTables([a, ...ins.slice(1)], attrs);
-    if (!tables && few) {
+    if (plainInput(a) === undefined && few) {
       // A of few rows through a view (the rows a generation step picks) is stored, a few words,
       // so the kernel reads it plainly: left a view, the weight was unpacked generically.
       a = this.#stored(a, `rows of ${label}, read plainly by its block product`);
-      tables = plainTables([a, ...ins.slice(1)], attrs);
     }
-    if (!tables) return undefined;
+    const input = plainInput(a);
+    if (input === undefined) return undefined;
     const [w] = this.#expand([a, ...ins.slice(1)], attrs, label, blockWeight);
     if (few) {
-      const product = this.#matmul([a, w], label, type, false, true);
-      product.group!.blockProduct = tables;
+      const product = this.#matmul([a, w], label, type, { inlineB: true });
+      product.group!.blockProduct = { ...weight, ...int8, a: input };
       return product;
     }
     const stored = this.#stored(w, `weight of ${label}, unpacked once for its rows`);
-    const { a: _, int8: __, ...unpack } = tables;
-    this.#groups.producerOf(stored.buffer!)!.blockUnpack = unpack;
+    this.#groups.producerOf(stored.buffer!)!.blockUnpack = weight;
     return this.#matmul([a, stored], label, type);
   }
 

@@ -38,16 +38,17 @@ export interface Walk {
 /**
  * MatMul as a contraction over K in the space [...batch, M, N, K]; `widen`: an IntegerMatMul,
  * its i16 operands widened to the i32 sum's type; `inlineB`: B's expression read as it is (a
- * block product's unpacking), else inline only where the walk allows.
+ * block product's unpacking), else inline only where the walk allows; `inlineA`: A's likewise (a
+ * block product's prologue), else stored unless a bare load.
  */
 export function matmulSym(
   walk: Walk,
   ins: readonly Sym[],
   label: string,
   type: ValueType,
-  { widen, inlineB }: { widen: boolean; inlineB: boolean },
+  { widen, inlineB, inlineA }: { widen: boolean; inlineB: boolean; inlineA: boolean },
 ): Sym {
-  const a = walk.operand(ins[0], label);
+  const a = inlineA ? ins[0] : walk.operand(ins[0], label);
   const b = inlineB || walk.inline(a, ins[1]) ? ins[1] : walk.operand(ins[1], label);
   const map = matmulMap(a.type.shape, b.type.shape);
   const group = walk.group(map.space, map.reduced, "matmul");

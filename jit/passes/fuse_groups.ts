@@ -354,21 +354,26 @@ export class KernelGroups {
       outputs: g.outputs.map((o) => ({ ...o, expr: renumber(o.expr) })),
       opaque: g.opaque ? { op: g.opaque.op, attrs: g.opaque.attrs } : undefined,
       placement: g.placement,
-      blockProduct: g.blockProduct && renumbered(g.blockProduct, local),
-      blockUnpack: g.blockUnpack && renumbered(g.blockUnpack, local),
+      blockProduct: g.blockProduct && renumbered(g.blockProduct, local, renumber),
+      blockUnpack: g.blockUnpack && renumbered(g.blockUnpack, local, renumber),
     });
   }
 }
 
-/** A block product's or unpacking's buffers as the kernel's inputs (from graph value ids). */
-function renumbered<T extends BlockTables & { a?: number }>(
+/**
+ * A block product's or unpacking's buffers as the kernel's inputs (from graph value ids), its
+ * prologue's loads renumbered as the kernel's expressions are.
+ */
+function renumbered<T extends BlockTables & { a?: number; prologue?: Expr }>(
   b: T,
   local: ReadonlyMap<number, number>,
+  renumber: (e: Expr) => Expr,
 ): T {
   const at = (v: number) => local.get(v)!;
   return {
     ...b,
     ...(b.a === undefined ? {} : { a: at(b.a) }),
+    ...(b.prologue === undefined ? {} : { prologue: renumber(b.prologue) }),
     words: at(b.words),
     scales: at(b.scales),
     zeros: b.zeros === undefined ? undefined : at(b.zeros),

@@ -40,6 +40,12 @@ export interface FuseOptions {
    */
   readonly blockUnpacks?: boolean;
   /**
+   * Whether a BlockMatMul of few rows whose A is an elementwise expression (or a view) computes A
+   * in its own kernel as it reads it (`BlockProduct.prologue`) instead of storing it first;
+   * default false.
+   */
+  readonly blockPrologues?: boolean;
+  /**
    * Rows up to which a BlockMatMul of A rounded to 8 bits (its `int8` attribute) fuses as one
    * block product kernel (`DeviceProfile.integerBlockRows`); default 4, as any block product.
    */
@@ -56,6 +62,7 @@ export function withDefaults(options: FuseOptions): Required<FuseOptions> {
     inlineOperands: options.inlineOperands ?? true,
     blockProducts: options.blockProducts ?? false,
     blockUnpacks: options.blockUnpacks ?? false,
+    blockPrologues: options.blockPrologues ?? false,
     integerBlockRows: options.integerBlockRows ?? 4,
   };
 }

@@ -6,9 +6,11 @@
  */
 import type { Group } from "./fuse_groups.ts";
 import {
-  type BlockProduct,
+  aluCount,
+  type BlockTables,
   buffersRead,
   type Expr,
+  exprDepth,
   type IndexStep,
   type ReduceOp,
   reindex,
@@ -58,6 +60,25 @@ export function inlineOperand(a: Sym, b: Sym): boolean {
     buffersRead(b.expr).size <= INLINE.buffers;
 }
 
+/**
+ * The largest A a block product computes as a prologue (see {@linkcode prologueOperand}): buffers
+ * it reads and operations an element, evaluated again by each workgroup that reads A. A decode
+ * step's SiLU of the gate times the up projection reads one buffer in 4 operations.
+ */
+const PROLOGUE = { buffers: 4, ops: 16 };
+
+/**
+ * Whether a block product's A (of few rows) may be computed in the product's kernel as it reads
+ * it (`BlockProduct.prologue`): an A that is not a buffer as it lies, an elementwise expression
+ * (or view) of a few buffers and few operations under the depth limit, not part of a kernel still
+ * forming (a normalization's rows), not rounded to 8 bits (those products read A's integers).
+ */
+export function prologueOperand(a: Sym, attrs: Attrs, maxDepth: number): boolean {
+  return !attrs.int8 && !a.group && plainInput(a) === undefined &&
+    buffersRead(a.expr).size <= PROLOGUE.buffers && aluCount(a.expr) <= PROLOGUE.ops &&
+    exprDepth(a.expr) < maxDepth;
+}
+
 /** A one-element constant as a constant expression, or `undefined` for a larger one. */
 export function scalarSym(t: HostTensor, label: string): Sym | undefined {
   if (sizeOf(t.shape) !== 1) return undefined;
@@ -73,23 +94,25 @@ export function scalarSym(t: HostTensor, label: string): Sym | undefined {
   };
 }
 
+/** The buffer `s` reads as it lies (a load through reshapes at most), as a graph value id. */
+export function plainInput(s: Sym): number | undefined {
+  return s.expr.kind === "load" && s.expr.steps.every((step) => step.kind === "reshape")
+    ? s.expr.input
+    : undefined;
+}
+
 /**
- * The packed buffers of a BlockMatMul's operands `[a, words, scales, zeros?]` (A stored) as graph
- * value ids, where every operand is a buffer read as it lies (a load through reshapes at most)
- * and a block is whole vectors of four words: what the generators that know the tags address
- * themselves.
+ * The packed buffers of a BlockMatMul's weight operands `[words, scales, zeros?]` as graph value
+ * ids, where each is a buffer read as it lies and a block is whole vectors of four words: what
+ * the generators that know the tags address themselves.
  */
-export function plainTables(ins: readonly Sym[], attrs: Attrs): BlockProduct | undefined {
+export function plainTables(ins: readonly Sym[], attrs: Attrs): BlockTables | undefined {
   const [bits, block] = [attrs.bits as number, attrs.block as number];
   if (((block * bits) / 32) % 4 !== 0) return undefined;
-  const values = ins.map((s) =>
-    s.expr.kind === "load" && s.expr.steps.every((step) => step.kind === "reshape")
-      ? s.expr.input
-      : undefined
-  );
+  const values = ins.map(plainInput);
   if (values.some((v) => v === undefined)) return undefined;
-  const [a, words, scales, zeros] = values as number[];
-  return { a, words, scales, zeros, bits, block, ...(attrs.int8 ? { int8: true } : {}) };
+  const [words, scales, zeros] = values as number[];
+  return { words, scales, zeros, bits, block };
 }
 
 /** The reduction of each reduce op. */

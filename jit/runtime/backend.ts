@@ -86,6 +86,13 @@ export interface DeviceProfile {
    */
   readonly blockProducts?: boolean;
   /**
+   * Whether the code generator computes the A of a block product of few rows from an elementwise
+   * expression as it reads A (`BlockProduct.prologue`, WebGPU): fusion then leaves such an A
+   * unstored. A GPU's kernels cost a dispatch each, which a decode step's host time is made of;
+   * WebAssembly's cost a call.
+   */
+  readonly blockPrologues?: boolean;
+  /**
    * Rows of A up to which a BlockMatMul whose A was rounded to 8 bits a block (MatMulNBits of
    * `accuracy_level` 4) still runs as one block product kernel: a generator that sums those in
    * integers reads the packed weight once per row faster than it unpacks it for a tiled product.

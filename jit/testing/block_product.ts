@@ -6,7 +6,7 @@
  */
 import { compile } from "../../mod.ts";
 import type { Backend } from "../runtime/backend.ts";
-import { GraphBuilder } from "../frontend/graph_builder.ts";
+import { GraphBuilder, type Sym } from "../frontend/graph_builder.ts";
 import { uniform } from "../support/random.ts";
 import type { Graph } from "../ir/graph.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
@@ -19,25 +19,34 @@ const words = (n: number, seed: number): Uint32Array =>
 /**
  * A BlockMatMul of A [...lead, K] by packed weights of N rows (`bits`, blocks of `block`, zero
  * points or the middle value), its buffers weights of the graph, as a decoder's are. `int8`: A
- * rounded to 8 bits a block first, as MatMulNBits of `accuracy_level` 4 imports.
+ * rounded to 8 bits a block first, as MatMulNBits of `accuracy_level` 4 imports. `gated`: the
+ * input is [...lead, 2K] and A is SiLU of its first half times its second, as a decoder's MLP
+ * feeds its down projection.
  */
 export function blockProduct(
   lead: number[],
   [k, n, bits, block]: number[],
   zeros: boolean,
-  int8 = false,
+  { int8 = false, gated = false }: { int8?: boolean; gated?: boolean } = {},
 ): { graph: Graph; feeds: Record<string, HostTensor> } {
   const per = 32 / bits, blocks = Math.ceil(k / block), width = (blocks * block) / per;
   const b = new GraphBuilder();
   const q = b.param("q", [n, width], "u32", words(n * width, k + n));
   const s = b.param("s", [n, blocks], "f32", uniform(n * blocks, 7, 0.01, 0.03));
   const z = b.param("z", [n, blocks], "f32", uniform(n * blocks, 8, 0, 2 ** bits).map(Math.floor));
-  const x0 = b.input("a", [...lead, k]);
-  const a = int8 ? b.op("QuantizeRowBlocks", [x0], { block }) : x0;
+  const x0 = b.input("a", [...lead, gated ? 2 * k : k]);
+  const a = int8 ? b.op("QuantizeRowBlocks", [x0], { block }) : gated ? silu(b, x0) : x0;
   const attrs = { bits, block, ...(int8 ? { int8: 1 } : {}) };
   b.output("y", b.op("BlockMatMul", zeros ? [a, q, s, z] : [a, q, s], attrs));
-  const x = f32(uniform(lead.reduce((p, d) => p * d, 1) * k, 9, -1, 1), [...lead, k]);
+  const row = gated ? 2 * k : k;
+  const x = f32(uniform(lead.reduce((p, d) => p * d, 1) * row, 9, -2, 2), [...lead, row]);
   return { graph: b.build(), feeds: { a: x } };
+}
+
+/** SiLU of `x`'s first half times its second: a gated MLP's product before its down projection. */
+function silu(b: GraphBuilder, x: Sym): Sym {
+  const [g, u] = b.opN("Split", [x], { axis: -1, num_outputs: 2 }, 2);
+  return b.op("Mul", [b.op("Mul", [g, b.op("Sigmoid", [g])]), u]);
 }
 
 /**

@@ -6,14 +6,14 @@
  *
  * @module
  */
-import type { BlockProduct, BlockTables, KernelIR } from "../../jit/ir/kernel_ir.ts";
+import type { BlockTables, KernelIR, StoredBlockProduct } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelFunction } from "./module.ts";
 
 /** A block product's sizes: values a word, words a block, blocks a row, and N and K. */
 export function sizes(
   kernel: KernelIR,
-  tag: BlockProduct,
+  tag: StoredBlockProduct,
 ): { per: number; words: number; k: number; blocks: number; n: number } {
   // The space is [..., M, N, K]; the buffers may lie in other shapes of the same layout.
   const per = 32 / tag.bits, words = tag.block / per, [n, k] = kernel.space.slice(-2);

@@ -14,7 +14,7 @@
  *
  * @module
  */
-import type { BlockProduct, BlockTables, KernelIR } from "../../jit/ir/kernel_ir.ts";
+import type { BlockTables, KernelIR, StoredBlockProduct } from "../../jit/ir/kernel_ir.ts";
 import type { KernelFunction } from "./module.ts";
 import { columnRow, columnSums, element, sizes, zeroOf } from "./block_common.ts";
 import { integerBlocks, integerRowDot, regroupIntegers } from "./block_product_int8.ts";
@@ -35,7 +35,7 @@ function setMask(fn: KernelFunction, tag: BlockTables, mask: number): number {
 }
 
 /** Scratch bytes of a block product's kernel: A's row regrouped and its blocks' sums. */
-export function blockScratchBytes(kernel: KernelIR, tag: BlockProduct): number {
+export function blockScratchBytes(kernel: KernelIR, tag: StoredBlockProduct): number {
   const { blocks } = sizes(kernel, tag);
   return 4 * blocks * (tag.block + 1);
 }
@@ -49,7 +49,7 @@ const COLUMNS = 4;
  * feeds that many weight rows), one at a time at its ends. Both paths add in the same order, so
  * an output's value does not depend on how the rows were split among threads.
  */
-export function blockProductBody(fn: KernelFunction, tag: BlockProduct): number[] {
+export function blockProductBody(fn: KernelFunction, tag: StoredBlockProduct): number[] {
   const { m, wasm, local, get, ic, kept, unravel, whileLoop } = fn;
   const { start, end } = fn.params;
   const i32 = wasm.i32, { n } = sizes(fn.kernel, tag);
@@ -89,7 +89,7 @@ export function blockProductBody(fn: KernelFunction, tag: BlockProduct): number[
 }
 
 /** Copies row `row` of A into the scratch regrouped by value slot, with its blocks' sums. */
-function regroup(fn: KernelFunction, tag: BlockProduct, row: number): number[] {
+function regroup(fn: KernelFunction, tag: StoredBlockProduct, row: number): number[] {
   const { m, wasm, local, get, ic, countedLoop } = fn;
   const { i32, f32 } = wasm, { per, words, k, blocks } = sizes(fn.kernel, tag);
   const b = local(i32), g = local(i32), t = local(i32), kk = local(i32);
@@ -145,7 +145,7 @@ function regroup(fn: KernelFunction, tag: BlockProduct, row: number): number[] {
  */
 function rowDot(
   fn: KernelFunction,
-  tag: BlockProduct,
+  tag: StoredBlockProduct,
   col: number,
   cols: number,
 ): [number[], number[]] {

@@ -15,7 +15,7 @@
  *
  * @module
  */
-import type { BlockProduct } from "../../jit/ir/kernel_ir.ts";
+import type { StoredBlockProduct } from "../../jit/ir/kernel_ir.ts";
 import type { KernelFunction } from "./module.ts";
 import { columnRow, columnSums, element, sizes, zeroOf } from "./block_common.ts";
 
@@ -26,7 +26,7 @@ const GROUP = 32;
  * Whether `fn`'s block product sums in integers: A rounded to 8 bits a block, 4-bit weights in
  * blocks of whole groups of 32 that cover K exactly, and the engine has relaxed SIMD.
  */
-export function integerBlocks(fn: KernelFunction, tag: BlockProduct): boolean {
+export function integerBlocks(fn: KernelFunction, tag: StoredBlockProduct): boolean {
   const { k } = sizes(fn.kernel, tag);
   return tag.int8 === true && fn.fma && tag.bits === 4 && tag.block % GROUP === 0 &&
     k % tag.block === 0;
@@ -36,7 +36,11 @@ export function integerBlocks(fn: KernelFunction, tag: BlockProduct): boolean {
  * Quantizes row `row` of A into the scratch: per block its integers (even, then odd index, per
  * 32), then all blocks' scales (f32), then their integer sums (i32).
  */
-export function regroupIntegers(fn: KernelFunction, tag: BlockProduct, row: number): number[] {
+export function regroupIntegers(
+  fn: KernelFunction,
+  tag: StoredBlockProduct,
+  row: number,
+): number[] {
   const { m, wasm, local, get, ic, countedLoop } = fn;
   const { i32, f32 } = wasm, { k, blocks } = sizes(fn.kernel, tag);
   const b = local(i32), j = local(i32), src = local(i32), q = local(i32), sum = local(i32);
@@ -104,7 +108,7 @@ export function regroupIntegers(fn: KernelFunction, tag: BlockProduct, row: numb
  */
 export function integerRowDot(
   fn: KernelFunction,
-  tag: BlockProduct,
+  tag: StoredBlockProduct,
   col: number,
   cols: number,
 ): [number[], number[]] {

@@ -94,7 +94,7 @@ Deno.test("wasm sums a block product of A rounded to 8 bits in integers, as the 
   ];
   const wasm = new WasmBackend({ threads: 2, warmUpMs: 0 });
   for (const [lead, form, zeros] of cases) {
-    const { graph, feeds } = product(lead, form, zeros, true);
+    const { graph, feeds } = product(lead, form, zeros, { int8: true });
     const fused = fuse(graph, { blockProducts: true, integerBlockRows: 32 });
     const [kernel] = fused.kernels.filter((k) => k.blockProduct);
     assert.equal(kernel.blockProduct?.int8, true, `${form}: the product knows its A is rounded`);

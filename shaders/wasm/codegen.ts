@@ -24,7 +24,7 @@
  *
  * @module
  */
-import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
+import { type KernelIR, storedA } from "../../jit/ir/kernel_ir.ts";
 import { linearLowering } from "./linear.ts";
 import type { Wasm } from "./encoder.ts";
 import { KernelFunction, type ModuleOptions } from "./module.ts";
@@ -49,7 +49,9 @@ export function generateWasm(
   given: KernelIR,
   options: ModuleOptions = {},
 ): Uint8Array {
-  if (given.blockProduct) {
+  // A prologue (which fusion leaves only where every generator computes it) takes the kernel's
+  // own expressions.
+  if (given.blockProduct && storedA(given.blockProduct)) {
     const fn = new KernelFunction(wasm, given, options);
     return fn.finish(blockProductBody(fn, given.blockProduct));
   }

@@ -17,6 +17,7 @@ import {
   type MatmulOperands,
   matmulOperands,
   rowCount,
+  storedA,
   sumsHalfProducts,
   walk,
 } from "../../jit/ir/kernel_ir.ts";
@@ -319,7 +320,9 @@ export function prepackBytes(kernel: KernelIR): number {
  * Scratch bytes a kernel needs: a matmul's tile and packed A rows, or its row of accumulators.
  */
 export function scratchBytes(kernel: KernelIR): number {
-  if (kernel.blockProduct) return blockScratchBytes(kernel, kernel.blockProduct);
+  if (kernel.blockProduct && storedA(kernel.blockProduct)) {
+    return blockScratchBytes(kernel, kernel.blockProduct);
+  }
   if (!contracts(kernel)) return 0;
   const [n, k] = kernel.space.slice(-2);
   // An integer product packs A's rows as i16 pairs: 2 bytes an element.

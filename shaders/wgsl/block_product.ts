@@ -23,7 +23,7 @@
  * @module
  */
 import type { BlockProduct, KernelIR } from "../../jit/ir/kernel_ir.ts";
-import { walk } from "../../jit/ir/kernel_ir.ts";
+import { storedA, walk } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelLowering } from "./expr.ts";
 import { allOf } from "./prelude.ts";
@@ -65,6 +65,8 @@ export function blockTiling(kernel: KernelIR, most: number, bytes: number): RowT
     if (o.level !== "row") return undefined;
   }
   if (readsTables) return undefined;
+  // A prologue's buffers are read an element at a time, whatever else reads them.
+  const vectors = new Set(storedA(tag) ? [tag.a, tag.words] : [tag.words]);
   const threads = Math.min(64, most, Math.max(8, 2 ** Math.ceil(Math.log2(blocks))));
   const rows = Math.max(1, most / threads);
   const share = (outputs: number) => total === n || n % (outputs * rows) === 0;
@@ -75,7 +77,6 @@ export function blockTiling(kernel: KernelIR, most: number, bytes: number): RowT
     if (total / (outputs * 2 * rows) < MANY_WORKGROUPS) break;
     outputs *= 2;
   }
-  const vectors = new Set([tag.a, tag.words]);
   const base = { threads, rows, slots: 0, width: 1 as const, vectors, vectorStores: false };
   return { ...base, blocks: { outputs, staged } };
 }
@@ -107,9 +108,11 @@ export function emitBlockProduct(
   // The kernel's other inputs (the expression's tables of powers) are bound all the same: a
   // phony read keeps each in the pipeline's layout.
   const used = [tag.a, tag.words, tag.scales, tag.zeros];
+  if (tag.prologue) walk(tag.prologue, (x) => x.kind === "load" && used.push(x.input));
   kernel.inputs.forEach((_, i) => used.includes(i) || e.line(`_ = ${l.inputs[i]}[0];`));
   // A's row of the group's first output (of all its outputs where A is staged).
   e.line(`let arow = min(first, ${total - 1}) / ${n};`);
+  if (tag.prologue) prologueRow(l);
   const decls = staged ? stagedLoop(l, tiling, tag) : plainLoop(l, tiling, tag);
   const t = storeOutputs(l, tiling, kept);
   return [...decls, `var<workgroup> sh_${t}: array<${t}, ${threads * rows}>;`];
@@ -127,11 +130,10 @@ function plainLoop(l: KernelLowering, tiling: RowTiling, tag: BlockProduct): str
   e.block(`for (var b: i32 = i32(lane); b < ${blocks}; b += ${tiling.threads}) {`, () => {
     const a = (j: number) => {
       const at = `b * ${tag.block} + ${4 * j}`;
+      const quad = (from: string) => aQuad(l, tag, from);
       return cut
-        ? `select(vec4<f32>(0.0), ${
-          l.quad(tag.a, `arow * ${k} + min(${at}, ${k - 4})`)
-        }, ${at} < ${k})`
-        : l.quad(tag.a, `arow * ${k} + ${at}`);
+        ? `select(vec4<f32>(0.0), ${quad(`min(${at}, ${k - 4})`)}, ${at} < ${k})`
+        : quad(at);
     };
     blockSums(l, tag, a, 1);
   });
@@ -154,7 +156,7 @@ function stagedLoop(l: KernelLowering, tiling: RowTiling, tag: BlockProduct): st
       // Past K (the last block cut short, or no block at all) A is zero, read from a clamped
       // address.
       e.line(`let q = c * ${quads} + i;`);
-      const a = l.quad(tag.a, `arow * ${k} + min(q, ${k / 4 - 1}) * 4`);
+      const a = aQuad(l, tag, `min(q, ${k / 4 - 1}) * 4`);
       e.line(
         `sh_a[(i / ${quads}) * ${stride} + i % ${quads}] = select(vec4<f32>(0.0), ${a}, q < ${
           k / 4
@@ -168,6 +170,29 @@ function stagedLoop(l: KernelLowering, tiling: RowTiling, tag: BlockProduct): st
     });
   });
   return [`var<workgroup> sh_a: array<vec4<f32>, ${threads * stride}>;`];
+}
+
+/**
+ * The kernel's coordinates at the group's row of A (`arow`), for a prologue: the row axes (which
+ * precede N and K) unravelled, N's at 0 (A does not depend on it).
+ */
+function prologueRow(l: KernelLowering): void {
+  const axes = l.kernel.space.length;
+  l.unravel([...Array(axes - 2).keys()], "arow");
+  l.e.line(`${l.coords[axes - 2]} = 0;`);
+}
+
+/**
+ * Four consecutive elements of A's row `arow` from `k` on (an i32 expression), as a vec4<f32>:
+ * read from its input, or computed by its prologue at each element's K (after `prologueRow`).
+ */
+function aQuad(l: KernelLowering, tag: BlockProduct, k: string): string {
+  if (storedA(tag)) return l.quad(tag.a, `arow * ${l.kernel.space.at(-1)} + ${k}`);
+  const lanes = [0, 1, 2, 3].map((j) => {
+    l.e.line(`${l.coords.at(-1)} = ${k} + ${j};`);
+    return l.value(tag.prologue!, new Map());
+  });
+  return `vec4<f32>(${lanes.join(", ")})`;
 }
 
 /**

@@ -19,6 +19,28 @@ Deno.test("WebGPU unpacks a few-row BlockMatMul in registers, as the reference c
   }
 });
 
+Deno.test("WebGPU computes a block product's elementwise A as it reads it, one kernel", async () => {
+  for (const [lead, form, zeros] of FEW_ROW_CASES) {
+    const { graph, feeds } = blockProduct(lead, form, zeros, { gated: true });
+    const options = { blockProducts: true, blockPrologues: true };
+    const kernels = fuse(graph, options).kernels;
+    // The SiLU · up product is the product kernel's prologue, not a kernel of its own.
+    assert.equal(kernels.length, 1, `${lead} × ${form}`);
+    const [kernel] = kernels;
+    assert.ok(kernel.blockProduct?.prologue && kernel.blockProduct.a === undefined);
+    // The block kernel (words read as vec4s) computes A where it reads it: into the stage where
+    // A is staged (as in the test above), else as each block reads it.
+    const wgsl = generateWgsl(kernel, { maxInvocations: 256 });
+    assert.match(wgsl, /array<vec4<u32>>/, `${lead} × ${form}: the block kernel`);
+    const shares = lead.length === 1 && (lead[0] === 1 || form[1] % 32 === 0);
+    const staged = /sh_a\[.*\] = select\(vec4<f32>\(0\.0\), vec4<f32>\(/.test(wgsl);
+    assert.equal(staged, shares, `${lead} × ${form}: prologue staged`);
+    // Without the option, A is stored by a kernel of its own first.
+    assert.equal(fuse(graph, { blockProducts: true }).kernels.length, 2);
+    await matchesReference(graph, feeds, "webgpu", `gated ${lead} × ${form}`);
+  }
+});
+
 Deno.test("a block product whose A rows are not whole vec4s keeps the generic kernel", () => {
   const { graph } = blockProduct([1], [42, 5, 4, 32], true);
   const [kernel] = fuse(graph, { blockProducts: true }).kernels;
