@@ -84,6 +84,8 @@ class GpuProgram implements Program {
   #plan: GpuPlan;
   /** Params and constants are uploaded once; concurrent first runs share the one upload. */
   #resident = new Map<TensorData, Promise<GPUBuffer>>();
+  /** The resident uploads that are done: a run binds them without waiting. */
+  #uploaded = new Map<TensorData, GPUBuffer>();
   /** Two timestamps per kernel (pass begin and end), resolved and read back with the outputs. */
   #queries?: GPUQuerySet;
   #times: KernelTime[] = [];
@@ -162,6 +164,18 @@ class GpuProgram implements Program {
     this.#own.dispose();
     for (const data of this.#resident.keys()) this.#ctx.residents.release(data);
     this.#resident.clear();
+    this.#uploaded.clear();
+  }
+
+  /**
+   * `t`'s buffer where a run has it without waiting: a device tensor of this device's, or a
+   * resident upload that is done. A decode step binds hundreds of weights: each through an
+   * awaited upload cost microtasks a binding, a step's host time where the step is host-bound.
+   */
+  #bufferNow(t: RefTensor | DeviceTensor): GPUBuffer | undefined {
+    if (!(t instanceof DeviceTensor)) return this.#uploaded.get(t.data);
+    const storage = t.storage();
+    return storage instanceof GpuStorage && storage.on(this.#ctx) ? storage.buffer : undefined;
   }
 
   /** `t`'s buffer: in place for a device tensor, else uploaded (once, where `keep`). */
@@ -199,7 +213,7 @@ class GpuProgram implements Program {
       });
       resident.set(t.data, buffer);
       // A failed upload (out of memory) must not stay cached for every later run.
-      buffer.catch(() => resident.delete(t.data));
+      buffer.then((b) => this.#uploaded.set(t.data, b), () => resident.delete(t.data));
       return await buffer;
     }
     const stored = toStored(t.data, t.dtype, ctx);
@@ -347,39 +361,57 @@ class GpuProgram implements Program {
     const needed = new Set(
       outputs.flatMap((i, j) => (io.passed[j] ? [] : [this.#plan.outputs[i]])),
     );
-    await Promise.all(bindings.map(async (b, i) => {
-      if (this.#types.has(b.value) || needed.has(b.value)) {
-        given.set(b.value, await this.#upload(args[i], b.resident, acquired, { i, held }));
+    // Each upload starts now, in binding order (a host argument is read before `run` returns).
+    const uploads: Promise<unknown>[] = [];
+    const bind = (v: number, t: RefTensor | DeviceTensor, keep: boolean, i?: number) => {
+      const now = keep || t instanceof DeviceTensor ? this.#bufferNow(t) : undefined;
+      if (now) given.set(v, now);
+      else {
+        const binding = i === undefined ? undefined : { i, held };
+        uploads.push(this.#upload(t, keep, acquired, binding).then((b) => given.set(v, b)));
       }
-    }));
-    for (const [v, t] of constants) {
-      given.set(v, await this.#upload({ ...t, dtype: t.dtype as DType }, true, acquired));
-    }
+    };
+    bindings.forEach((b, i) => {
+      if (this.#types.has(b.value) || needed.has(b.value)) bind(b.value, args[i], b.resident, i);
+    });
+    for (const [v, t] of constants) bind(v, { ...t, dtype: t.dtype as DType }, true);
+    await Promise.all(uploads);
     // Repetitions alternate between two sets of kernel outputs: one holds the state the next
     // repetition reads while it writes the other (dispatches in one encoder run in order).
     const sets: Map<number, GPUBuffer>[] = [];
     // A run of one repetition takes the program's own buffers for its small intermediates.
     // The program's own buffers this run binds: they stay its own (a kept output is copied out).
     const owned = new Set<GPUBuffer>();
-    const take = async (key: string, bytes: number) => {
-      if (repeat === 1 && bytes <= SMALL_BYTES) {
-        const b = await this.#own.small(key, bytes);
-        owned.add(b);
-        return b;
-      }
-      const b = await pool.acquire(bytes, STORAGE);
-      acquired.push(b);
+    const own = (bytes: number) => repeat === 1 && bytes <= SMALL_BYTES;
+    const noted = (b: GPUBuffer, bytes: number) => {
+      if (own(bytes)) owned.add(b);
+      else acquired.push(b);
       return b;
     };
+    // At hand (every steady-state run), a buffer is taken without waiting: see `#bufferNow`.
+    const now = (key: string, bytes: number) => {
+      const b = own(bytes) ? this.#own.smallNow(key) : pool.reuse(bytes, STORAGE);
+      return b && noted(b, bytes);
+    };
+    const take = async (key: string, bytes: number) =>
+      noted(
+        own(bytes) ? await this.#own.small(key, bytes) : await pool.acquire(bytes, STORAGE),
+        bytes,
+      );
     for (let s = 0; s < Math.min(repeat, 2); s++) {
       const set = new Map<number, GPUBuffer>(), slots: GPUBuffer[] = [];
-      for (const [i, bytes] of this.#slotBytes.entries()) slots.push(await take(`s${i}`, bytes));
+      for (const [i, bytes] of this.#slotBytes.entries()) {
+        slots.push(now(`s${i}`, bytes) ?? await take(`s${i}`, bytes));
+      }
       for (const k of kernels) {
         for (const o of k.outputs) {
           const slot = this.#memory.assignment.get(o.value);
+          const bytes = this.#bytesOf(o);
           set.set(
             o.value,
-            slot !== undefined ? slots[slot] : await take(`v${o.value}`, this.#bytesOf(o)),
+            slot !== undefined
+              ? slots[slot]
+              : now(`v${o.value}`, bytes) ?? await take(`v${o.value}`, bytes),
           );
         }
       }
@@ -404,18 +436,21 @@ class GpuProgram implements Program {
     const last = sets[(repeat - 1) % 2] ?? new Map<number, GPUBuffer>();
     // Kept outputs take the last repetition's buffer; a value kept twice, or one that is not a
     // kernel output (an input, param or constant), is copied into a buffer of its own.
-    const kept = await Promise.all(outputs.map(async (i, j) => {
-      if (!keep[j]) return undefined;
+    const kept: RunBuffers["kept"] = [];
+    for (const [j, i] of outputs.entries()) {
       const v = this.#plan.outputs[i];
-      const own = last.get(v);
-      if (own && !claimed.has(own) && !owned.has(own)) {
-        claimed.add(own);
-        return { value: v, buffer: own, copy: false };
+      const mine = keep[j] ? last.get(v) : undefined;
+      if (!keep[j]) kept.push(undefined);
+      else if (mine && !claimed.has(mine) && !owned.has(mine)) {
+        claimed.add(mine);
+        kept.push({ value: v, buffer: mine, copy: false });
+      } else {
+        const bytes = this.#bytesOf(io.typeOf(v));
+        const buffer = pool.reuse(bytes, STORAGE) ?? await pool.acquire(bytes, STORAGE);
+        claimed.add(buffer);
+        kept.push({ value: v, buffer, copy: true });
       }
-      const buffer = await pool.acquire(this.#bytesOf(io.typeOf(v)), STORAGE);
-      claimed.add(buffer);
-      return { value: v, buffer, copy: true };
-    }));
+    }
     return { given, sets, offsets, stamps, stampBytes, resolved, staging, kept };
   }
 

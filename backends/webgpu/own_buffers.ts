@@ -61,6 +61,11 @@ export class OwnBuffers {
     for (const i of bindings) this.#writing.delete(i);
   }
 
+  /** The program's own buffer `key`, where it has one already. */
+  smallNow(key: string): GPUBuffer | undefined {
+    return this.#small.get(key);
+  }
+
   /** The program's own buffer `key` of `bytes` (at most {@linkcode SMALL_BYTES}). */
   async small(key: string, bytes: number): Promise<GPUBuffer> {
     let buffer = this.#small.get(key);
