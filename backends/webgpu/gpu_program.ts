@@ -105,6 +105,8 @@ class GpuProgram implements Program {
   #rows: readonly number[];
   #dispatches: [number, number, number][] = [];
   #own: OwnBuffers;
+  /** The argument of each bound value (its first binding): looked up for every output a run. */
+  #argument = new Map<number, number>();
 
   constructor(ctx: GpuContext, plan: GpuPlan) {
     this.#ctx = ctx;
@@ -119,6 +121,7 @@ class GpuProgram implements Program {
       for (const b of [...k.inputs, ...k.outputs]) this.#types.set(b.value, b);
     }
     for (const [v, t] of constants) this.#types.set(v, { shape: t.shape, dtype: t.dtype as DType });
+    plan.bindings.forEach((b, i) => this.#argument.has(b.value) || this.#argument.set(b.value, i));
     this.#groups = new BindGroups(ctx.device, plan.pipelines, kernels, this.#bytesOf);
     this.#own = new OwnBuffers(ctx.device, ctx.pool);
     const external = new Set([
@@ -332,8 +335,10 @@ class GpuProgram implements Program {
     outputs: readonly number[],
     keep: readonly boolean[],
   ): RunOutputs {
-    const { bindings } = this.#plan;
-    const argOf = (v: number) => args[bindings.findIndex((b) => b.value === v)];
+    const argOf = (v: number) => {
+      const i = this.#argument.get(v);
+      return i === undefined ? undefined : args[i];
+    };
     const typeOf = (v: number): Typed => {
       const arg = this.#types.has(v) ? undefined : argOf(v);
       return arg ? { shape: arg.shape, dtype: internalDType(arg.dtype) } : this.#types.get(v)!;
