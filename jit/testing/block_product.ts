@@ -19,23 +19,32 @@ const words = (n: number, seed: number): Uint32Array =>
 /**
  * A BlockMatMul of A [...lead, K] by packed weights of N rows (`bits`, blocks of `block`, zero
  * points or the middle value), its buffers weights of the graph, as a decoder's are. `int8`: A
- * rounded to 8 bits a block first, as MatMulNBits of `accuracy_level` 4 imports. `gated`: the
- * input is [...lead, 2K] and A is SiLU of its first half times its second, as a decoder's MLP
- * feeds its down projection.
+ * rounded to 8 bits a block first, as MatMulNBits of `accuracy_level` 4 imports. `a`: how A is
+ * made of the input, where not as it is: `"gated"`, the input is [...lead, 2K] and A is SiLU of
+ * its first half times its second, as a decoder's MLP feeds its down projection; `"scaled"`, the
+ * input times a weight of K broadcast over the rows, as a normalization's gain scales it.
  */
 export function blockProduct(
   lead: number[],
   [k, n, bits, block]: number[],
   zeros: boolean,
-  { int8 = false, gated = false }: { int8?: boolean; gated?: boolean } = {},
+  { int8 = false, a: form }: { int8?: boolean; a?: "gated" | "scaled" } = {},
 ): { graph: Graph; feeds: Record<string, HostTensor> } {
   const per = 32 / bits, blocks = Math.ceil(k / block), width = (blocks * block) / per;
   const b = new GraphBuilder();
   const q = b.param("q", [n, width], "u32", words(n * width, k + n));
   const s = b.param("s", [n, blocks], "f32", uniform(n * blocks, 7, 0.01, 0.03));
   const z = b.param("z", [n, blocks], "f32", uniform(n * blocks, 8, 0, 2 ** bits).map(Math.floor));
+  const gated = form === "gated";
   const x0 = b.input("a", [...lead, gated ? 2 * k : k]);
-  const a = int8 ? b.op("QuantizeRowBlocks", [x0], { block }) : gated ? silu(b, x0) : x0;
+  const gain = () => b.param("gain", [k], "f32", uniform(k, 11, 0.5, 1.5));
+  const a = int8
+    ? b.op("QuantizeRowBlocks", [x0], { block })
+    : gated
+    ? silu(b, x0)
+    : form === "scaled"
+    ? b.op("Mul", [x0, gain()])
+    : x0;
   const attrs = { bits, block, ...(int8 ? { int8: 1 } : {}) };
   b.output("y", b.op("BlockMatMul", zeros ? [a, q, s, z] : [a, q, s], attrs));
   const row = gated ? 2 * k : k;

@@ -20,11 +20,15 @@ Deno.test("WebGPU unpacks a few-row BlockMatMul in registers, as the reference c
 });
 
 Deno.test("WebGPU computes a block product's elementwise A as it reads it, one kernel", async () => {
-  for (const [lead, form, zeros] of FEW_ROW_CASES) {
-    const { graph, feeds } = blockProduct(lead, form, zeros, { gated: true });
+  for (
+    const [[lead, form, zeros], a] of FEW_ROW_CASES.flatMap((c) =>
+      [[c, "gated"], [c, "scaled"]] as const
+    )
+  ) {
+    const { graph, feeds } = blockProduct(lead, form, zeros, { a });
     const options = { blockProducts: true, blockPrologues: true };
     const kernels = fuse(graph, options).kernels;
-    // The SiLU · up product is the product kernel's prologue, not a kernel of its own.
+    // The SiLU · up product (or the gain) is the product kernel's prologue, not a kernel of its own.
     assert.equal(kernels.length, 1, `${lead} × ${form}`);
     const [kernel] = kernels;
     assert.ok(kernel.blockProduct?.prologue && kernel.blockProduct.a === undefined);
@@ -37,7 +41,7 @@ Deno.test("WebGPU computes a block product's elementwise A as it reads it, one k
     assert.equal(staged, shares, `${lead} × ${form}: prologue staged`);
     // Without the option, A is stored by a kernel of its own first.
     assert.equal(fuse(graph, { blockProducts: true }).kernels.length, 2);
-    await matchesReference(graph, feeds, "webgpu", `gated ${lead} × ${form}`);
+    await matchesReference(graph, feeds, "webgpu", `${a} ${lead} × ${form}`);
   }
 });
 
