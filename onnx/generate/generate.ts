@@ -12,6 +12,7 @@ import type { CompileOptions } from "../../jit/compile.ts";
 import {
   allocate,
   type BoundaryDType,
+  byteSize,
   fromNumbers,
   internalDType,
   type TensorData,
@@ -23,7 +24,7 @@ import type { Executable, InputMap } from "../../jit/runtime/executable.ts";
 import { convertData } from "../../jit/passes/precision.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { modelOfProto, modelProto, type OnnxModel } from "../model.ts";
-import { type CacheLayout, type Decoder, findDecoder } from "./decoder.ts";
+import { type CacheLayout, type Decoder, type DecoderCache, findDecoder } from "./decoder.ts";
 import { Sampler, type SamplingOptions } from "./sampling.ts";
 import { STEP, type StepForm, stepProto } from "./step_model.ts";
 
@@ -308,6 +309,20 @@ const release = (t: HostTensor | DeviceTensor | undefined) => {
   if (t instanceof DeviceTensor) t.dispose();
 };
 
+/**
+ * Steps a greedy generation starts ahead of the token being read: two, or one where a step's
+ * caches (`caches` at `capacity`) pass 32 MiB. Each step in flight holds a set of caches (written
+ * anew each step), so the second step ahead costs a set more memory; a Qwen2.5-0.5B-shaped
+ * decoder's set reaches 32 MiB at about 1,360 tokens of capacity.
+ */
+export function stepsAhead(caches: readonly DecoderCache[], capacity: number | undefined): number {
+  const bytes = caches.reduce(
+    (sum, c) => sum + c.heads * (capacity ?? 0) * c.headSize * byteSize(c.dtype),
+    0,
+  );
+  return bytes <= 32 * 2 ** 20 ? 2 : 1;
+}
+
 /** A step started: its outputs, the read of its token's source, and the cache entries after it. */
 interface Started {
   readonly out: StepOutputs;
@@ -320,7 +335,7 @@ interface Started {
 /**
  * The steps of a generation that have started and whose tokens are not read yet, oldest first.
  * A greedy step with a fixed capacity takes its predecessor's argmax on the device as its ids
- * (`STEP.nextIds`), so up to {@linkcode Ahead.STEPS} steps start before the oldest token is
+ * (`STEP.nextIds`), so up to two steps ({@linkcode stepsAhead}) start before the oldest token is
  * read: the host's work for a step (its feeds, encoding hundreds of kernels) overlaps the
  * device's work on those before, and a readback that is late (Dawn's event processing, a
  * collection pause) holds up no step behind it. With one step ahead a decode step on the H200
@@ -333,8 +348,8 @@ interface Started {
  * together also bind their programs' own buffers: `backends/webgpu/own_buffers.ts`.)
  */
 class Ahead {
-  /** Steps started beyond the one whose token is being read. */
-  static readonly STEPS = 2;
+  /** Steps this generation starts ahead (see {@linkcode stepsAhead}). */
+  readonly #steps: number;
   readonly #runner: StepRunner;
   readonly #d: Decoder;
   readonly #choice: readonly string[];
@@ -354,6 +369,7 @@ class Ahead {
     this.#choice = o.choice;
     this.#nexts = o.nexts;
     this.#capacity = o.capacity;
+    this.#steps = stepsAhead(d.caches, o.capacity);
   }
 
   /** Starts the step of `ids` after `past` entries of `caches` (prefill, or ids from the host). */
@@ -367,10 +383,10 @@ class Ahead {
     await this.#started(feeds, past + ids.length, from);
   }
 
-  /** Starts steps on the device after the newest until `STEPS` wait behind the oldest. */
+  /** Starts steps on the device after the newest until `#steps` wait behind the oldest. */
   async fill(tokensLeft: number): Promise<void> {
     const queue = this.#queue;
-    while (this.#runner.chains && queue.length <= Ahead.STEPS && queue.length < tokensLeft) {
+    while (this.#runner.chains && queue.length <= this.#steps && queue.length < tokensLeft) {
       const tail = queue.at(-1)!;
       const fed = tail.out[STEP.nextIds];
       if (!(fed instanceof DeviceTensor)) return;
