@@ -192,14 +192,15 @@ class GpuProgram implements Program {
     const { device, pool } = ctx;
     const resident = this.#resident;
     if (t instanceof DeviceTensor) {
-      const storage = t.storage();
-      if (!(storage instanceof GpuStorage) || !storage.on(ctx)) {
-        throw new KilnError(`A device tensor of ${storage.backend} cannot feed this WebGPU run`, {
+      const own = this.#bufferNow(t);
+      if (own) return own;
+      throw new KilnError(
+        `A device tensor of ${t.storage().backend} cannot feed this WebGPU run`,
+        {
           code: "bad-input",
           fix: "read() it to the host and pass the host tensor (or run both on one device)",
-        });
-      }
-      return storage.buffer;
+        },
+      );
     }
     const hit = resident.get(t.data);
     if (hit) return hit;
@@ -369,7 +370,7 @@ class GpuProgram implements Program {
     // Each upload starts now, in binding order (a host argument is read before `run` returns).
     const uploads: Promise<unknown>[] = [];
     const bind = (v: number, t: RefTensor | DeviceTensor, keep: boolean, i?: number) => {
-      const now = keep || t instanceof DeviceTensor ? this.#bufferNow(t) : undefined;
+      const now = this.#bufferNow(t);
       if (now) given.set(v, now);
       else {
         const binding = i === undefined ? undefined : { i, held };
@@ -443,10 +444,13 @@ class GpuProgram implements Program {
     // kernel output (an input, param or constant), is copied into a buffer of its own.
     const kept: RunBuffers["kept"] = [];
     for (const [j, i] of outputs.entries()) {
+      if (!keep[j]) {
+        kept.push(undefined);
+        continue;
+      }
       const v = this.#plan.outputs[i];
-      const mine = keep[j] ? last.get(v) : undefined;
-      if (!keep[j]) kept.push(undefined);
-      else if (mine && !claimed.has(mine) && !owned.has(mine)) {
+      const mine = last.get(v);
+      if (mine && !claimed.has(mine) && !owned.has(mine)) {
         claimed.add(mine);
         kept.push({ value: v, buffer: mine, copy: false });
       } else {

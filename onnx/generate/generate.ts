@@ -525,11 +525,6 @@ class StepRunner {
     const compiled = await Promise.all(feeds.map((f) => this.#model.compileFor(f, this.#options)));
     await compiled.at(-1)?.executable.warmUp();
   }
-
-  /** Frees the device caches of a step once the next step has read them. */
-  release(caches: InputMap): void {
-    for (const t of Object.values(caches)) if (t instanceof DeviceTensor) t.dispose();
-  }
 }
 
 /**
