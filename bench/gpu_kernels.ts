@@ -1,7 +1,8 @@
 /**
  * Device time of kiln's WebGPU kernels against the hardware's limits (the GPU kernels issue):
  * matmuls from 1024 to 8192, softmax and layer norm over 16384×4096, attention (B8 H16 T1024
- * D64), W1 over 64M elements, each with `precision: "f32"` and, where the device grants
+ * D64), ResNet-50's convolutions at batch 8 (their patches stored first and, beside, gathered as
+ * the tiles fill), W1 over 64M elements, each with `precision: "f32"` and, where the device grants
  * `shader-f16`, `"f16"` (on the matrix units where the device has them, and then the tiled
  * kernel's f16 beside), with a hand-written vec4 copy kernel of the same run as the bandwidth
  * yardstick. Every result is checked at sampled points against float64 before it is timed.
@@ -11,10 +12,10 @@
  * the last repetition's kernel times are summed; the median of 5 such runs is reported, after
  * about 300 ms of the same work brought the GPU to its working clock.
  *
- *   deno run -A --config deno.json bench/gpu_kernels.ts [--only ID,ID] [--f32] [--out FILE.json]
+ *   deno run -A --config deno.json bench/gpu_kernels.ts [--only ID,ID] [--f32] [--batch N] [--out FILE.json]
  *
  * `--only` keeps the kernels whose ids start with one of its prefixes; `--f32` leaves out the f16
- * precisions.
+ * precisions; `--batch` sets the convolutions' batch (8).
  *
  * @module
  */
@@ -243,6 +244,47 @@ function decodeAttention(H = 14, T = 257, D = 64): Kernel {
   };
 }
 
+/**
+ * A convolution of `x` [N, C, H, W] by `w` [M, C, KH, KW] (padding `pad`, stride `stride`) as
+ * ResNet-50 has them: its FLOPs are the product's (2·N·M·OH·OW·C·KH·KW).
+ */
+function conv(x: number[], w: number[], pad: number, stride = 1): Kernel {
+  const [N, C, H, W] = x, [M, , KH, KW] = w;
+  const OH = Math.floor((H + 2 * pad - KH) / stride) + 1;
+  const OW = Math.floor((W + 2 * pad - KW) / stride) + 1;
+  const b = new GraphBuilder();
+  b.output(
+    "y",
+    b.op("Conv", [b.input("x", x), b.input("w", w)], {
+      pads: [pad, pad, pad, pad],
+      strides: [stride, stride],
+    }),
+  );
+  const X = uniform(N * C * H * W, 31), Wt = uniform(M * C * KH * KW, 32);
+  return {
+    id: `conv-${x.join("x")}-${M}k${KH}s${stride}`,
+    graph: b.build(),
+    inputs: { x: { data: X, shape: x }, w: { data: Wt, shape: w } },
+    expect: (i) => {
+      const ow = i % OW, oh = Math.floor(i / OW) % OH;
+      const m = Math.floor(i / (OW * OH)) % M, n = Math.floor(i / (OW * OH * M));
+      let s = 0;
+      for (let c = 0; c < C; c++) {
+        for (let kh = 0; kh < KH; kh++) {
+          for (let kw = 0; kw < KW; kw++) {
+            const ih = oh * stride + kh - pad, iw = ow * stride + kw - pad;
+            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+            s += X[((n * C + c) * H + ih) * W + iw] * Wt[((m * C + c) * KH + kh) * KW + kw];
+          }
+        }
+      }
+      return s;
+    },
+    size: N * M * OH * OW,
+    flops: 2 * N * M * OH * OW * C * KH * KW,
+  };
+}
+
 /** W1 of the CPU workloads over `n` elements. */
 function w1(n: number): Kernel {
   const w = workloadW1(n);
@@ -268,6 +310,8 @@ const dawnFlags = Deno.env.get("KILN_DAWN_FLAGS") === undefined
 const profiled = new WebGpuBackend({ profile: true, flashAttention: false, dawnFlags });
 /** The same device's kernels with attention as one flash kernel wherever one applies. */
 const flash = new WebGpuBackend({ profile: true, flashAttention: true, dawnFlags });
+/** The same device's kernels with every convolution's patches gathered as its tiles fill. */
+const gathered = new WebGpuBackend({ profile: true, storedPatches: Infinity, dawnFlags });
 /** The same device's kernels without its matrix units (f16 matmuls on the tiled kernel). */
 const tiled = new WebGpuBackend({
   profile: true,
@@ -278,6 +322,7 @@ const tiled = new WebGpuBackend({
 await profiled.prepare();
 await flash.prepare();
 await tiled.prepare();
+await gathered.prepare();
 const matrixUnits = profiled.capabilities().matrixUnits ?? false;
 const device = profiled.device;
 if (!device || !profiled.capabilities().timestampQuery) {
@@ -397,6 +442,7 @@ async function measure(k: Kernel, precision: Precision, backend = profiled): Pro
   };
 }
 
+const batch = Number(arg("--batch") ?? 8);
 const all: (() => Kernel)[] = [
   () => w1(1 << 26),
   // A 0.5B decoder's token-step products by 4-bit weights (Qwen2.5-0.5B's shapes).
@@ -408,6 +454,16 @@ const all: (() => Kernel)[] = [
   () => matmul(2048),
   () => matmul(4096),
   () => matmul(8192),
+  // ResNet-50's convolutions (batch 8, or `--batch`): the stem, each stage's 3×3, a 1×1 of
+  // stage 4 and of stage 5.
+  ...[1, 2, 3, 4, 5].map((stage) => {
+    const c = 16 * 2 ** stage, size = 7 * 2 ** (5 - stage);
+    return stage === 1
+      ? () => conv([batch, 3, 224, 224], [64, 3, 7, 7], 3, 2)
+      : () => conv([batch, c, size, size], [c, c, 3, 3], 1);
+  }),
+  () => conv([batch, 1024, 14, 14], [256, 1024, 1, 1], 0),
+  () => conv([batch, 2048, 7, 7], [512, 2048, 1, 1], 0),
   softmax,
   layerNorm,
   () => attention(),
@@ -439,6 +495,9 @@ for (const make of all) {
     ): [Precision, WebGpuBackend, string] => [p as Precision, profiled, ""]),
     ...(k.id.startsWith("attention")
       ? [["f32", flash, " flash"] as [Precision, WebGpuBackend, string]]
+      : []),
+    ...(k.id.startsWith("conv")
+      ? [["f32", gathered, " gathered"] as [Precision, WebGpuBackend, string]]
       : []),
     // Where f16 matmuls run on the matrix units, the tiled kernel's f16 beside them.
     ...(f16 && matrixUnits && k.id.startsWith("matmul")
