@@ -401,6 +401,7 @@ export function fusionFor(
   | "blockUnpacks"
   | "blockPrologues"
   | "integerBlockRows"
+  | "patchesFrom"
 > {
   const all = (has: (p: DeviceProfile) => boolean | undefined) =>
     profiles.length > 0 && profiles.every((p) => has(p) ?? false);
@@ -415,6 +416,10 @@ export function fusionFor(
     integerBlockRows: profiles.length
       ? Math.min(...profiles.map((p) => p.integerBlockRows ?? 4))
       : 4,
+    // Patches are stored only where every candidate wants them: they cost memory and a pass.
+    patchesFrom: all((p) => p.storedPatches !== undefined)
+      ? Math.max(...profiles.map((p) => p.storedPatches!))
+      : Infinity,
   };
 }
 

@@ -21,7 +21,12 @@ Deno.test("compile of fuse()'s plan, or of anything but a graph, is a typed erro
 
 Deno.test("fusion's choices follow every generator that may run a kernel", () => {
   const reference = new ReferenceBackend().capabilities();
-  const gpu: DeviceProfile = { ...reference, name: "gpu", blockPrologues: true };
+  const gpu: DeviceProfile = {
+    ...reference,
+    name: "gpu",
+    blockPrologues: true,
+    storedPatches: 1000,
+  };
   const wasm: DeviceProfile = {
     ...reference,
     name: "wasm",
@@ -37,6 +42,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockProducts: true,
     blockUnpacks: false,
     blockPrologues: true,
+    patchesFrom: 1000,
     integerBlockRows: 4,
   });
   assert.deepEqual(fusionFor([wasm]), {
@@ -45,6 +51,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockProducts: true,
     blockUnpacks: true,
     blockPrologues: false,
+    patchesFrom: Infinity,
     integerBlockRows: 32,
   });
   // Both candidates (auto on a GPU machine): block products stay tagged, so neither unpacks into
@@ -56,6 +63,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockProducts: true,
     blockUnpacks: true,
     blockPrologues: false,
+    patchesFrom: Infinity,
     integerBlockRows: 4,
   });
   assert.deepEqual(fusionFor([stored, gpu]), {
@@ -64,6 +72,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockProducts: false,
     blockUnpacks: false,
     blockPrologues: false,
+    patchesFrom: Infinity,
     integerBlockRows: 4,
   });
   assert.deepEqual(fusionFor([]), {
@@ -72,6 +81,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockProducts: false,
     blockUnpacks: false,
     blockPrologues: false,
+    patchesFrom: Infinity,
     integerBlockRows: 4,
   });
 });

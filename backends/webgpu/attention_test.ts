@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { BackendRegistry, compile, KilnError } from "../../mod.ts";
 import { fuse } from "../../jit/passes/fuse.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
-import { assertClose, f32, numbers } from "../../jit/testing/testing.ts";
+import { assertClose, f32, hashed, numbers } from "../../jit/testing/testing.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
 import { tiledMatmul } from "../../shaders/wgsl/codegen.ts";
 import {
@@ -23,9 +23,6 @@ import { flashAttention, flashPays } from "../../shaders/wgsl/flash.ts";
 import { flashMask } from "../../shaders/wgsl/masks.ts";
 import { WasmBackend } from "../wasm/wasm_backend.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
-
-const hashed = (n: number, salt: number) =>
-  Array.from({ length: n }, (_, i) => (((i + 1) * salt) % 2000) / 1000 - 1);
 
 function attention(tokens: number, keep = false, batch = 2): Graph {
   const b = new GraphBuilder();

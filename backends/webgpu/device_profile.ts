@@ -44,7 +44,19 @@ export interface ProfileOptions {
   readonly maxStorageBufferBytes?: number;
   /** The measured readback latency, where one was measured. */
   readonly readbackMs?: number;
+  /** Least multiply-adds of a conv whose patches are stored (`WebGpuOptions.storedPatches`). */
+  readonly storedPatches?: number;
 }
+
+/**
+ * Least multiply-adds of a conv whose patches WebGPU stores before its product (see
+ * `DeviceProfile.storedPatches`; fusion's rule, `storedPatches` in `fuse_contractions.ts`, adds
+ * when it pays). H200 through Dawn (2026-11-29), old and new tree alternating, medians of 20 runs
+ * a process: ResNet-50 at batch 1 4.18-4.26 -> 3.32-3.37 ms, at batch 8 12.5-12.8 -> 11.0 ms;
+ * ViT-B/16 (its patch embedding) 5.64-5.96 -> 6.05-6.08. No shared model has a convolution this
+ * large; below it a dispatch and a pass over the patches weigh more.
+ */
+export const PATCHES_FROM = 2 ** 24;
 
 /** The profile of `device` on `adapter` (zeros and `false` before they are acquired). */
 export function webgpuProfile(
@@ -69,6 +81,7 @@ export function webgpuProfile(
     threads: 0,
     // Its block products compute an elementwise A as they stage it (`shaders/wgsl/block_product.ts`).
     blockPrologues: true,
+    storedPatches: o.storedPatches ?? PATCHES_FROM,
     maxWorkgroupSize: d?.limits.maxComputeInvocationsPerWorkgroup ?? 0,
     maxStorageBufferBytes: Math.min(
       d?.limits.maxStorageBufferBindingSize ?? 0,

@@ -97,6 +97,13 @@ export interface WebGpuOptions {
    */
   readonly splitK?: boolean;
   /**
+   * Least multiply-adds of a convolution whose patches are stored as a matrix before its
+   * product (im2col), which then tiles as a plain matmul with the batch folded into its rows,
+   * instead of gathering them element by element as its tiles fill. Default 2^24; `Infinity`:
+   * never.
+   */
+  readonly storedPatches?: number;
+  /**
    * Take the largest storage binding to be this many bytes where the device allows more, as a
    * device with that limit would (to check that a program fits one). Kernels with larger buffers
    * run elsewhere, attention groups among them as flash kernels where one applies.
@@ -133,7 +140,7 @@ export class WebGpuBackend implements Backend {
   /** Always `"webgpu"`. */
   readonly id: string = "webgpu";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.6.35";
+  readonly version: string = "0.6.36";
   /** A GPU. */
   readonly kind: BackendKind = "gpu";
   #options: WebGpuOptions;
@@ -184,6 +191,7 @@ export class WebGpuBackend implements Backend {
       allowSoftware: this.#options.allowSoftware ?? envVar("KILN_ALLOW_SOFTWARE_GPU") === "1",
       maxStorageBufferBytes: this.#options.maxStorageBufferBytes,
       readbackMs: this.#readbackMs,
+      storedPatches: this.#options.storedPatches,
     });
   }
 

@@ -12,6 +12,8 @@ import {
   assertMatchesReference,
   assertRecoversFromLoss,
   f32,
+  graphMatchesReference,
+  hashed,
   numbers,
   runOp,
   withFastestRates,
@@ -225,24 +227,9 @@ Deno.test("runOp runs a one-node graph on webgpu", async () => {
   assertClose(numbers(y.data), [2, 4, 6]);
 });
 
-/** Values in [-1, 1) from a multiplicative hash, so tests need no RNG. */
-const hashed = (n: number, salt: number) =>
-  Array.from({ length: n }, (_, i) => (((i + 1) * salt) % 2000) / 1000 - 1);
-
 /** Runs `graph` on WebGPU and on the reference and compares every output. */
-async function matchesReference(
-  graph: Graph,
-  feeds: TensorMap,
-  atol = 1e-5,
-  backend: WebGpuBackend = gpu,
-): Promise<void> {
-  using got = await compile(graph, { backend, cache: false });
-  using want = await compile(graph, { backend: "reference", cache: false });
-  const [g, w] = [await got.run(feeds), await want.run(feeds)];
-  for (const name of Object.keys(w)) {
-    assertClose(numbers(g[name].data), numbers(w[name].data), { atol, rtol: 1e-4, message: name });
-  }
-}
+const matchesReference = (graph: Graph, feeds: TensorMap, atol = 1e-5, backend = gpu) =>
+  graphMatchesReference(graph, feeds as Record<string, HostTensor>, backend, atol);
 
 const OPTIONS = { maxInvocations: 256 };
 
@@ -349,23 +336,6 @@ Deno.test("f16 matmuls tile too, summing in f32 and rounding once", async () => 
   // The tile's products are exact in f32 where the reference rounds each to f16: within f16's
   // own rounding of the result.
   assertClose(numbers(g.data, true), numbers(r.data, true), { atol: 1e-2, rtol: 2e-3 });
-});
-
-Deno.test("a large convolution runs the tiled matmul as implicit GEMM (padding through the fill)", async () => {
-  const b = new GraphBuilder();
-  const conv = b.op("Conv", [b.input("x", [2, 16, 34, 34]), b.input("w", [64, 16, 3, 3])], {
-    pads: [1, 1, 1, 1],
-  });
-  b.output("y", b.op("Relu", [b.op("Add", [conv, b.input("c", [64, 1, 1])])]));
-  const graph = b.build();
-  const [kernel] = fuse(graph).kernels;
-  assert.equal(kernel.pattern, "conv");
-  assert.equal(kernelLayout(kernel, OPTIONS).kind, "tiles");
-  await matchesReference(graph, {
-    x: f32(hashed(2 * 16 * 34 * 34, 7919), [2, 16, 34, 34]),
-    w: f32(hashed(64 * 16 * 9, 104729), [64, 16, 3, 3]),
-    c: f32(hashed(64, 31), [64, 1, 1]),
-  }, 1e-4);
 });
 
 Deno.test("shared weights over batched rows tile as one product of all the rows", async () => {

@@ -117,6 +117,22 @@ export interface Contraction {
   readonly operands: readonly IndexStep[][];
   /** Whether the product's first factor is the second operand (a pointwise conv's filters). */
   readonly swapped?: boolean;
+  /** A conv's rows of patches as a value of their own (see {@linkcode Patches}). */
+  readonly patches?: Patches;
+}
+
+/**
+ * A conv's patches (im2col) as a value of shape [N, G, OH·OW, Cg·KH·KW]: `steps` from its
+ * coordinates to x's, and `read`, the product's step from its space to them. A backend that
+ * stores them reads its operand as a plain matrix.
+ */
+export interface Patches {
+  /** The patches' shape. */
+  readonly shape: Shape;
+  /** Steps from the patches' coordinates to the conv input's. */
+  readonly steps: IndexStep[];
+  /** The step from the conv's space [N, G, OH·OW, Mg, Cg·KH·KW] to the patches'. */
+  readonly read: IndexStep;
 }
 
 /** Batch dimensions of two broadcast operands. */
@@ -221,18 +237,24 @@ export function convMap(
       swapped: true,
     };
   }
-  const view: IndexStep[] = [
+  // Coordinates as rows of `ins` axes: `picks[j]` the axis the j-th takes (-1: none, 0).
+  const select = (ins: number, picks: number[]) =>
     affine(
-      [0, 1, 3, 2, 4].map((a) => [0, 1, 2, 3, 4].map((b) => (a === b ? 1 : 0))),
-      [0, 0, 0, 0, 0],
-    ),
-    { kind: "reshape", from: [nImg, group, mg, pixels, depth], to: space },
-  ];
+      picks.map((p) => [...Array(ins).keys()].map((i) => (i === p ? 1 : 0))),
+      picks.map(() => 0),
+    );
+  const unfold: IndexStep = { kind: "reshape", from: [nImg, group, mg, pixels, depth], to: space };
+  const view: IndexStep[] = [select(5, [0, 1, 3, 2, 4]), unfold];
   return {
     space: [nImg, group, pixels, mg, depth],
     reduced: [4],
     keptOrder: [0, 1, 3, 2],
     operands: [[...view, xStep], [...view, wStep], [...view, bStep]],
+    patches: {
+      shape: [nImg, group, pixels, depth],
+      steps: [select(4, [0, 1, -1, 2, 3]), unfold, xStep],
+      read: select(5, [0, 1, 2, 4]),
+    },
   };
 }
 

@@ -98,6 +98,8 @@ class Fuser {
   /** What the contractions (`fuse_contractions.ts`) need of this walk. */
   readonly #walk: Walk = {
     operand: (s, label) => this.#operand(s, label),
+    stored: (s, why) => this.#stored(s, why),
+    storesPatches: (macs) => macs >= this.#opts.patchesFrom,
     inline: (a, b) => this.#opts.inlineOperands && inlineOperand(a, b) && !this.#tooDeep(b),
     group: (space, reduced, pattern) => this.#groups.create(space, reduced, pattern),
     reduction: (group, op, expr, label, type, labels) =>
@@ -540,12 +542,12 @@ class Fuser {
     return s;
   }
 
-  /** Steps from `group`'s coordinates to a value of `shape` iterating with it, if one does. */
   /** Whether extending `s`'s expression would pass the depth limit. */
   #tooDeep(s: Sym): boolean {
     return exprDepth(s.expr) >= this.#opts.maxDepth;
   }
 
+  /** Steps from `group`'s coordinates to a value of `shape` iterating with it, if one does. */
   #relation(group: Group, shape: Shape): IndexStep[] | undefined {
     return relation(group.space, group.reduced, shape, group.keptOrder);
   }

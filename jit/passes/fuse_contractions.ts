@@ -9,7 +9,9 @@ import type { Expr, ReduceOp } from "../ir/kernel_ir.ts";
 import { reindex } from "../ir/kernel_ir.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import type { Shape } from "../ir/shape.ts";
-import { convMap, matmulMap, poolDivisors, poolMap } from "../ir/index_maps.ts";
+import { type Contraction, convMap, matmulMap, poolDivisors, poolMap } from "../ir/index_maps.ts";
+import { sizeOf } from "../ir/shape.ts";
+import { byteSize } from "../ir/dtype.ts";
 import type { Group } from "./fuse_groups.ts";
 import { own, type Sym, unique } from "./fuse_values.ts";
 import { type Attrs, InferContext, type ValueType } from "../ops/mod.ts";
@@ -22,6 +24,10 @@ export interface Walk {
   operand(s: Sym, label: string): Sym;
   /** Whether a product by `a` may read `b`'s elementwise expression inline (`inlineOperand`). */
   inline(a: Sym, b: Sym): boolean;
+  /** `s` stored (where it is not yet), read back as a load. */
+  stored(s: Sym, why: string): Sym;
+  /** Whether a conv of `macs` multiply-adds stores its patches first (`FuseOptions.patchesFrom`). */
+  storesPatches(macs: number): boolean;
   /** A new group iterating `space`, `reduced` axes reduced. */
   group(space: Shape, reduced: number[], pattern: KernelPattern): Group;
   /** Reduction `op` of `expr` joining `group`: the value it gives. */
@@ -81,16 +87,21 @@ export function convSym(
   const win = resolveWindow(ctx, x.type.shape.slice(2), w.type.shape.slice(2));
   const plain = x.expr.kind === "load" && w.expr.kind === "load";
   const map = convMap(x.type.shape, w.type.shape, ctx.int("group", 1), win, plain);
+  const patches = storedPatches(walk, map, x, label);
   const group = walk.group(map.space, map.reduced, "conv");
   group.keptOrder = map.keptOrder;
-  const factors = [reindex(x.expr, map.operands[0]), reindex(w.expr, map.operands[1])];
+  const rows = patches
+    ? reindex(patches.expr, [map.patches!.read])
+    : reindex(x.expr, map.operands[0]);
+  const factors = [rows, reindex(w.expr, map.operands[1])];
   const product: Expr = {
     kind: "alu",
     op: "Mul",
     args: map.swapped ? factors.reverse() : factors,
     dtype: type.dtype,
   };
-  const acc = walk.reduction(group, "sum", product, label, type, [...own(x), ...own(w)]);
+  const labels = [...own(patches ?? x), ...own(w)];
+  const acc = walk.reduction(group, "sum", product, label, type, labels);
   if (!bias) return acc;
   const expr: Expr = {
     kind: "alu",
@@ -99,6 +110,51 @@ export function convSym(
     dtype: type.dtype,
   };
   return { ...acc, expr, labels: unique([...acc.labels, ...own(bias)]) };
+}
+
+/**
+ * Most bytes of patches a conv stores: a binding must hold them, and WebGPU's default binding
+ * limit is 128 MiB. ResNet-50's stem at batch 8 would store 59 MB.
+ */
+const PATCH_BYTES = 2 ** 26;
+
+/**
+ * When stored patches pay, measured on the H200 through Dawn (`bench/gpu_kernels.ts --only conv`,
+ * device time, 2026-11-29) on ResNet-50's convolutions at batch 1 and 8. Storing costs a pass
+ * writing the patches and the product reading them back, bytes that weigh against its FLOPs as
+ * one over its output channels: with 64 (the stem, stage 2) gathering stayed ahead at both
+ * batches (stage 2 at batch 8: 0.089 ms gathered, 0.149 stored). It pays where the product's
+ * outputs are few: its tiles are then small and split K, and each gathered element costs the
+ * window's index arithmetic for few multiply-adds (stage 4 at batch 8, 401K outputs: 0.368 ->
+ * 0.162 ms; stage 5 at batch 1, 25K: 0.183 -> 0.091; stage 3 at batch 1, 100K: 0.054 -> 0.039).
+ * Stage 3 at batch 8 (803K outputs) took tiles of 32×64 without split and gathered faster
+ * (0.184 against 0.213 ms).
+ */
+const PATCH_CHANNELS = 128, PATCH_OUTPUTS = 2 ** 19;
+
+/**
+ * `x`'s patches under `map` stored as a value of their own (im2col), where the walk stores them
+ * for a conv this large and they pay (`PATCH_CHANNELS`, `PATCH_OUTPUTS`) and fit `PATCH_BYTES`;
+ * else `undefined` (the product gathers them). Stored, they are a plain matrix the product's
+ * tiles read as a matmul's, its batch folded into its rows.
+ */
+function storedPatches(walk: Walk, map: Contraction, x: Sym, label: string): Sym | undefined {
+  const p = map.patches;
+  if (!p) return undefined;
+  const [images, groups, pixels, channels] = map.space;
+  const outputs = images * groups * pixels * channels;
+  const bytes = sizeOf(p.shape) * byteSize(x.type.dtype);
+  if (
+    !walk.storesPatches(sizeOf(map.space)) || bytes > PATCH_BYTES || channels < PATCH_CHANNELS ||
+    outputs >= PATCH_OUTPUTS
+  ) return undefined;
+  const patches: Sym = {
+    type: { shape: p.shape, dtype: x.type.dtype },
+    expr: reindex(x.expr, p.steps),
+    labels: own(x),
+    uses: 1,
+  };
+  return walk.stored(patches, `patches of ${label}, stored for its product (im2col)`);
 }
 
 /**

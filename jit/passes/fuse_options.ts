@@ -50,6 +50,12 @@ export interface FuseOptions {
    * block product kernel (`DeviceProfile.integerBlockRows`); default 4, as any block product.
    */
   readonly integerBlockRows?: number;
+  /**
+   * Least multiply-adds of a conv laid out as a GEMM whose patches are stored as a matrix of
+   * their own before its product (im2col), instead of gathered as the product reads them
+   * (`DeviceProfile.storedPatches`); default `Infinity`: never.
+   */
+  readonly patchesFrom?: number;
 }
 
 /** `options` with every default filled in. */
@@ -64,6 +70,7 @@ export function withDefaults(options: FuseOptions): Required<FuseOptions> {
     blockUnpacks: options.blockUnpacks ?? false,
     blockPrologues: options.blockPrologues ?? false,
     integerBlockRows: options.integerBlockRows ?? 4,
+    patchesFrom: options.patchesFrom ?? Infinity,
   };
 }
 

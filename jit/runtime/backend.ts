@@ -99,6 +99,13 @@ export interface DeviceProfile {
    * Default: as any block product (4).
    */
   readonly integerBlockRows?: number;
+  /**
+   * Least multiply-adds of a conv whose patches the code generator wants stored as a matrix
+   * before the product (im2col) rather than gathered as its tiles fill: a GPU's tiles then read
+   * a plain matrix, where each gathered element costs the window's index arithmetic. Absent:
+   * never (WebAssembly packs its patches per tile).
+   */
+  readonly storedPatches?: number;
   /** Whether shaders can reach the device's matrix units (WebGPU subgroup matrices). */
   readonly matrixUnits?: boolean;
   /** Which device this is, where the implementation says (vendor, architecture, device). */

@@ -31,6 +31,25 @@ export interface CloseOptions {
   message?: string;
 }
 
+/** Values in [-1, 1) from a multiplicative hash, so tests need no RNG. */
+export const hashed = (n: number, salt: number): number[] =>
+  Array.from({ length: n }, (_, i) => (((i + 1) * salt) % 2000) / 1000 - 1);
+
+/** Runs `graph` on `backend` and on the reference and compares every output within `atol`. */
+export async function graphMatchesReference(
+  graph: Graph,
+  feeds: Record<string, HostTensor>,
+  backend: Backend,
+  atol = 1e-5,
+): Promise<void> {
+  using got = await compile(graph, { backend, cache: false });
+  using want = await compile(graph, { backend: "reference", cache: false });
+  const [g, w] = [await got.run(feeds), await want.run(feeds)];
+  for (const name of Object.keys(w)) {
+    assertClose(numbers(g[name].data), numbers(w[name].data), { atol, rtol: 1e-4, message: name });
+  }
+}
+
 /** Numbers of a tensor's data (f16 decoded when `f16` is set, i64 converted). */
 export function numbers(data: TensorData | ArrayLike<number>, f16 = false): number[] {
   if (f16) return Array.from(data as Uint16Array, fromF16Bits);

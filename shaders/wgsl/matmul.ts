@@ -158,7 +158,9 @@ export function foldedRows(kernel: KernelIR): KernelIR {
   const { nb, m, n, k, b } = operands;
   const rows = sizeOf(kernel.space.slice(0, nb)) * m;
   const bAccess = affineOffset(b.steps, kernel.space, kernel.inputs[b.input].shape);
-  if (rows * k === 0 || !bAccess || bAccess.weights.slice(0, nb).some((w) => w !== 0)) {
+  // Batch axes of extent 1 (a conv's single group) may weigh anything: they never move.
+  const batchMoves = (w: number, i: number) => w !== 0 && kernel.space[i] > 1;
+  if (rows * k === 0 || !bAccess || bAccess.weights.slice(0, nb).some(batchMoves)) {
     return kernel;
   }
   let gathering = false;
