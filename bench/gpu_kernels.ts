@@ -25,7 +25,7 @@ import type { Graph } from "../jit/ir/graph.ts";
 import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
 import { uniform } from "../jit/support/random.ts";
 import { f64, w1 as workloadW1 } from "./workloads.ts";
-import { PassTimer } from "./timed.ts";
+import { PassTimer, timingDawnFlags } from "./timed.ts";
 
 interface Kernel {
   readonly id: string;
@@ -299,13 +299,7 @@ function w1(n: number): Kernel {
   };
 }
 
-/**
- * Dawn rounds timestamps to 65.5 µs unless told not to (its `timestamp_quantization` toggle),
- * which made every one-row product read 0 or 65.5 µs; KILN_DAWN_FLAGS, where set, decides.
- */
-const dawnFlags = Deno.env.get("KILN_DAWN_FLAGS") === undefined
-  ? ["disable-dawn-features=timestamp_quantization"]
-  : undefined;
+const dawnFlags = timingDawnFlags;
 /** The device's kernels, attention as three kernels where they fit (the flash kernel's baseline). */
 const profiled = new WebGpuBackend({ profile: true, flashAttention: false, dawnFlags });
 /** The same device's kernels with attention as one flash kernel wherever one applies. */
@@ -455,7 +449,7 @@ const all: (() => Kernel)[] = [
   () => matmul(4096),
   () => matmul(8192),
   // ResNet-50's convolutions (batch 8, or `--batch`): the stem, each stage's 3×3, a 1×1 of
-  // stage 4 and of stage 5.
+  // stage 4 and of stage 5, two strided 1×1.
   ...[1, 2, 3, 4, 5].map((stage) => {
     const c = 16 * 2 ** stage, size = 7 * 2 ** (5 - stage);
     return stage === 1
@@ -464,6 +458,9 @@ const all: (() => Kernel)[] = [
   }),
   () => conv([batch, 1024, 14, 14], [256, 1024, 1, 1], 0),
   () => conv([batch, 2048, 7, 7], [512, 2048, 1, 1], 0),
+  // The strided 1×1 convolutions that enter stages 3 and 5.
+  () => conv([batch, 256, 56, 56], [512, 256, 1, 1], 0, 2),
+  () => conv([batch, 1024, 14, 14], [2048, 1024, 1, 1], 0, 2),
   softmax,
   layerNorm,
   () => attention(),

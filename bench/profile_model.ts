@@ -10,6 +10,7 @@
  * and prints the run's timing split over ten runs; `--precision f16` compiles under that policy.
  */
 import { OnnxModel, type Precision, type TensorMap, WasmBackend, WebGpuBackend } from "../mod.ts";
+import { timingDawnFlags } from "./timed.ts";
 
 const args = [...Deno.args];
 const flag = (name: string) => {
@@ -37,6 +38,7 @@ for (const info of model.inputs) {
 const gpu = wasm ? new WasmBackend({ profile: true }) : new WebGpuBackend({
   gpu: Deno.env.get("KILN_GPU") === "navigator" ? "navigator" : "dawn",
   profile: true,
+  dawnFlags: timingDawnFlags,
 });
 const { executable, inputs: feeds } = await model.compileFor(
   inputs,

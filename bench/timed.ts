@@ -83,3 +83,13 @@ export class PassTimer {
     this.#read.destroy();
   }
 }
+
+/**
+ * Dawn's flags for timing kernels: Dawn rounds timestamps to 65.5 µs unless told not to (its
+ * `timestamp_quantization` toggle), which made every one-row product read 0 or 65.5 µs and a
+ * model's kernels sum to 3-4x its run; KILN_DAWN_FLAGS, where set, decides.
+ */
+export const timingDawnFlags: readonly string[] | undefined =
+  Deno.env.get("KILN_DAWN_FLAGS") === undefined
+    ? ["disable-dawn-features=timestamp_quantization"]
+    : undefined;

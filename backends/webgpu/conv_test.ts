@@ -70,6 +70,15 @@ Deno.test("a large convolution stores its patches first (im2col): the product fo
     narrow.op("Conv", [narrow.input("x", [2, 16, 35, 35]), narrow.input("w", [64, 16, 3, 3])]),
   );
   assert.equal(fuse(narrow.build(), { patchesFrom: 1 }).kernels.length, 1);
+  // Channels enough that the patches cost little beside the product: stored at any size (a
+  // strided 1×1 conv's patches are its input's picked pixels).
+  const wide = new GraphBuilder();
+  const [wx, ww] = [wide.input("x", [4, 64, 70, 70]), wide.input("w", [512, 64, 1, 1])];
+  wide.output("y", wide.op("Conv", [wx, ww], { strides: [2, 2] }));
+  assert.deepEqual(fuse(wide.build(), { patchesFrom: 1 }).kernels.map((k) => k.space), [
+    [4, 1, 1225, 64],
+    [4, 1, 1225, 512, 64],
+  ]);
   await graphMatchesReference(
     graph,
     {

@@ -123,18 +123,20 @@ const PATCH_BYTES = 2 ** 26;
  * device time, 2026-11-29) on ResNet-50's convolutions at batch 1 and 8. Storing costs a pass
  * writing the patches and the product reading them back, bytes that weigh against its FLOPs as
  * one over its output channels: with 64 (the stem, stage 2) gathering stayed ahead at both
- * batches (stage 2 at batch 8: 0.089 ms gathered, 0.149 stored). It pays where the product's
- * outputs are few: its tiles are then small and split K, and each gathered element costs the
- * window's index arithmetic for few multiply-adds (stage 4 at batch 8, 401K outputs: 0.368 ->
- * 0.162 ms; stage 5 at batch 1, 25K: 0.183 -> 0.091; stage 3 at batch 1, 100K: 0.054 -> 0.039).
- * Stage 3 at batch 8 (803K outputs) took tiles of 32×64 without split and gathered faster
- * (0.184 against 0.213 ms).
+ * batches (stage 2 at batch 8: 0.089 ms gathered, 0.149 stored), with 512 or more storing won
+ * at every size (the strided 1×1 into stage 5 at batch 8, 803K outputs: 0.323 -> 0.173 ms;
+ * into stage 3, 3.2M outputs: 0.165 -> 0.095). Between, it pays where the outputs are few: the
+ * tiles are then small and split K, and each gathered element costs the window's index
+ * arithmetic for few multiply-adds (stage 4 at batch 8, 401K outputs: 0.368 -> 0.162 ms; stage 3
+ * at batch 1, 100K: 0.054 -> 0.039), while stage 3 at batch 8 (803K outputs, 128 channels) took
+ * tiles of 32×64 without split and gathered faster (0.184 against 0.213 ms).
  */
-const PATCH_CHANNELS = 128, PATCH_OUTPUTS = 2 ** 19;
+const PATCH_CHANNELS = 128, PATCH_OUTPUTS = 2 ** 19, PATCH_WIDE = 512;
 
 /**
  * `x`'s patches under `map` stored as a value of their own (im2col), where the walk stores them
- * for a conv this large and they pay (`PATCH_CHANNELS`, `PATCH_OUTPUTS`) and fit `PATCH_BYTES`;
+ * for a conv this large and they pay (`PATCH_CHANNELS`, `PATCH_OUTPUTS`, `PATCH_WIDE`) and fit
+ * `PATCH_BYTES`;
  * else `undefined` (the product gathers them). Stored, they are a plain matrix the product's
  * tiles read as a matmul's, its batch folded into its rows.
  */
@@ -144,10 +146,8 @@ function storedPatches(walk: Walk, map: Contraction, x: Sym, label: string): Sym
   const [images, groups, pixels, channels] = map.space;
   const outputs = images * groups * pixels * channels;
   const bytes = sizeOf(p.shape) * byteSize(x.type.dtype);
-  if (
-    !walk.storesPatches(sizeOf(map.space)) || bytes > PATCH_BYTES || channels < PATCH_CHANNELS ||
-    outputs >= PATCH_OUTPUTS
-  ) return undefined;
+  const pays = channels >= PATCH_WIDE || (channels >= PATCH_CHANNELS && outputs < PATCH_OUTPUTS);
+  if (!pays || !walk.storesPatches(sizeOf(map.space)) || bytes > PATCH_BYTES) return undefined;
   const patches: Sym = {
     type: { shape: p.shape, dtype: x.type.dtype },
     expr: reindex(x.expr, p.steps),
