@@ -11,7 +11,7 @@ import {
   narrowToBf16,
   type TensorData,
 } from "../ir/dtype.ts";
-import { KilnError } from "../support/errors.ts";
+import { KilnError, shown } from "../support/errors.ts";
 import {
   Graph,
   type InputSpec,
@@ -147,7 +147,7 @@ export class GraphBuilder {
 function nameOf(v: Sym | string): string {
   if (typeof v === "string") return v;
   if (v && typeof v.name === "string") return v.name;
-  throw new KilnError(`Expected a value reference, got ${JSON.stringify(v)}`, {
+  throw new KilnError(`Expected a value reference, got ${shown(v)}`, {
     code: "invalid-graph",
     fix: "pass the Sym returned by input()/param()/op(), or a value name",
   });

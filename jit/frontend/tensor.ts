@@ -16,7 +16,7 @@ import {
   isDType,
   type TensorData,
 } from "../ir/dtype.ts";
-import { KilnError } from "../support/errors.ts";
+import { KilnError, shown } from "../support/errors.ts";
 import { acceptInput } from "../ir/host_tensor.ts";
 import { type Attrs, inferNode } from "../ops/mod.ts";
 import { type Lazy, realize } from "./realize.ts";
@@ -427,7 +427,7 @@ export function tensor(
   const { flat, dims, natural } = flatten(data);
   const type = dtype ?? natural;
   if (!isDType(type) || type === ("i64" as string)) {
-    throw new KilnError(`tensor(): unknown dtype ${JSON.stringify(type)}`, {
+    throw new KilnError(`tensor(): unknown dtype ${shown(type)}`, {
       code: "bad-input",
       fix: "use f32, f16, bf16, i32, u32, i8, u8 or bool (i64 data is accepted as BigInt64Array)",
     });

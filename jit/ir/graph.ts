@@ -16,7 +16,7 @@ import {
   isDType,
   type TensorData,
 } from "./dtype.ts";
-import { KilnError } from "../support/errors.ts";
+import { KilnError, shown } from "../support/errors.ts";
 import { checkHostTensor, type HostTensor } from "./host_tensor.ts";
 import { type Attrs, inferNode } from "../ops/mod.ts";
 import { canonicalize } from "./canonical.ts";
@@ -276,14 +276,14 @@ function checkDecl(decl: InputSpec, kind: string): void {
   }
   if (!isValidShape(decl.shape)) {
     fail(
-      `${kind} "${decl.name}": shape ${JSON.stringify(decl.shape)} is invalid`,
+      `${kind} "${decl.name}": shape ${shown(decl.shape)} is invalid`,
       "use a list of non-negative integers",
       "invalid-graph",
     );
   }
   if (!isDType(decl.dtype)) {
     fail(
-      `${kind} "${decl.name}": unknown dtype ${JSON.stringify(decl.dtype)}`,
+      `${kind} "${decl.name}": unknown dtype ${shown(decl.dtype)}`,
       "use f32, f16, bf16, i32, u32, i8, u8, bool or i64",
       "dtype-mismatch",
     );

@@ -174,3 +174,20 @@ Deno.test("data handed over is kept as it is; a caller's is copied", () => {
   assert.notEqual(g.params[0].data, given);
   assert.deepEqual(Array.from(g.params[0].data as Float32Array), [1, 2]);
 });
+
+Deno.test("a caller's odd value in an error message: typed, bounded, never a throw of its own", () => {
+  const short = /^[^]{0,300}$/;
+  // A bigint JSON refuses; a 100K-element array where a shape belongs; an object that refers
+  // to itself where a dtype belongs.
+  const big = new GraphBuilder();
+  big.input("x", [2n as unknown as number]);
+  throwsKiln(() => big.build(), "invalid-graph", /input "x": shape \["2n"\] is invalid/, short);
+  const long = new GraphBuilder();
+  long.param("w", Array.from({ length: 100_000 }, (_, i) => i + 0.5));
+  throwsKiln(() => long.build(), "invalid-graph", /param "w": shape \[0\.5,1\.5,.*…/, short);
+  const loop: Record<string, unknown> = {};
+  loop.self = loop;
+  const odd = new GraphBuilder();
+  odd.input("x", [2], loop as never);
+  throwsKiln(() => odd.build(), "dtype-mismatch", /unknown dtype \[object Object\]/, short);
+});

@@ -18,7 +18,7 @@ import {
   type TensorData,
   widenBf16,
 } from "./dtype.ts";
-import { KilnError } from "../support/errors.ts";
+import { KilnError, shown } from "../support/errors.ts";
 import { formatShape, isValidShape, type Shape, sizeOf } from "./shape.ts";
 
 /** A tensor inside kiln (what backends receive): internal dtype, row-major data. */
@@ -68,13 +68,13 @@ export function checkHostTensor(t: unknown, what: string): HostTensor {
     });
   }
   if (!isDType(ht.dtype)) {
-    throw new KilnError(`${what}: unknown dtype ${JSON.stringify(ht.dtype)}`, {
+    throw new KilnError(`${what}: unknown dtype ${shown(ht.dtype)}`, {
       code: "bad-input",
       fix: "use one of f32, f16, i32, u32, i8, u8, bool, i64",
     });
   }
   if (!isValidShape(ht.shape)) {
-    throw new KilnError(`${what}: shape ${JSON.stringify(ht.shape)} is not a list of sizes`, {
+    throw new KilnError(`${what}: shape ${shown(ht.shape)} is not a list of sizes`, {
       code: "bad-input",
       fix: "pass the shape as an array of non-negative integers",
     });

@@ -9,7 +9,7 @@
  */
 import { checkBudget } from "../runtime/budget.ts";
 import { type DType, DTYPES, isFloat } from "../ir/dtype.ts";
-import { KilnError, type KilnErrorCode } from "../support/errors.ts";
+import { KilnError, type KilnErrorCode, shown } from "../support/errors.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import {
   formatShape,
@@ -122,7 +122,7 @@ export class InferContext {
     const v = this.attrs[name] ?? fallback;
     if (typeof v !== "number" || !Number.isInteger(v)) {
       this.fail(
-        `attribute ${name} must be an integer, got ${JSON.stringify(v)}`,
+        `attribute ${name} must be an integer, got ${shown(v)}`,
         `set ${name} to an integer`,
         "bad-attribute",
       );
@@ -135,7 +135,7 @@ export class InferContext {
     const v = this.attrs[name] ?? fallback;
     if (typeof v !== "number") {
       this.fail(
-        `attribute ${name} must be a number, got ${JSON.stringify(v)}`,
+        `attribute ${name} must be a number, got ${shown(v)}`,
         `set ${name} to a number`,
         "bad-attribute",
       );
@@ -148,7 +148,7 @@ export class InferContext {
     const v = this.attrs[name] ?? fallback;
     if (!Array.isArray(v) || !v.every((x) => Number.isInteger(x))) {
       this.fail(
-        `attribute ${name} must be a list of integers, got ${JSON.stringify(v)}`,
+        `attribute ${name} must be a list of integers, got ${shown(v)}`,
         `set ${name} to an integer array`,
         "bad-attribute",
       );
@@ -166,7 +166,7 @@ export class InferContext {
     const v = this.attrs[name] ?? choices[0];
     if (!choices.includes(v as T)) {
       this.fail(
-        `attribute ${name} is ${JSON.stringify(v)}`,
+        `attribute ${name} is ${shown(v)}`,
         `use one of ${choices.join(", ")}`,
         "bad-attribute",
       );
@@ -179,7 +179,7 @@ export class InferContext {
     const v = this.attrs[name] ?? fallback;
     if (!DTYPES.includes(v as DType)) {
       this.fail(
-        `attribute ${name} must be a dtype, got ${JSON.stringify(v)}`,
+        `attribute ${name} must be a dtype, got ${shown(v)}`,
         `use one of ${DTYPES.join(", ")}`,
         "bad-attribute",
       );
@@ -192,7 +192,7 @@ export class InferContext {
     const v = this.attrs[name];
     if (!isValidShape(v)) {
       this.fail(
-        `attribute ${name} must be a shape, got ${JSON.stringify(v)}`,
+        `attribute ${name} must be a shape, got ${shown(v)}`,
         `set ${name} to a list of non-negative integers`,
         "bad-attribute",
       );

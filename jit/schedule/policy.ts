@@ -7,7 +7,7 @@
  */
 import type { Backend } from "../runtime/backend.ts";
 import type { BackendRates } from "./cost_model.ts";
-import { KilnError } from "../support/errors.ts";
+import { KilnError, shown } from "../support/errors.ts";
 import type { Graph } from "../ir/graph.ts";
 import { legalize } from "../passes/legalize.ts";
 import { memorySpace, type Policy, type Schedule, workMs } from "./schedule.ts";
@@ -21,7 +21,7 @@ export function checkedPolicy(policy: Policy): Policy {
     (policy.kind !== "prefer" || typeof policy.backendKind === "string") &&
     (policy.kind !== "named" || typeof policy.backend === "string");
   if (ok) return policy;
-  throw new KilnError(`Unknown placement policy ${JSON.stringify(policy)}`, {
+  throw new KilnError(`Unknown placement policy ${shown(policy)}`, {
     code: "bad-input",
     fix: `pass one of ${
       POLICIES.slice(0, 3).map((p) => `"${p}"`).join(", ")

@@ -66,3 +66,22 @@ export class KilnError extends Error {
     this.fix = options.fix;
   }
 }
+
+/** Longest rendering of a caller's value in an error message. */
+const SHOWN_CHARS = 80;
+
+/**
+ * `value` as an error message shows it: JSON where JSON can say it (bigints as numbers), else its
+ * string form, cut to 80 characters. A caller's value can be anything — a 100 KB array passed as
+ * a shape, a bigint JSON refuses, an object that refers to itself — and the error about it must
+ * neither throw nor bury its message.
+ */
+export function shown(value: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value, (_, v) => (typeof v === "bigint" ? `${v}n` : v)) ?? String(value);
+  } catch {
+    text = Object.prototype.toString.call(value);
+  }
+  return text.length > SHOWN_CHARS ? `${text.slice(0, SHOWN_CHARS - 1)}…` : text;
+}

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { KilnError } from "../../jit/support/errors.ts";
+import { KilnError, shown } from "../../jit/support/errors.ts";
 import {
   attribute,
   attrs,
@@ -191,7 +191,7 @@ function batchedScan(c: NodeContext, m: number, directions?: readonly number[]):
     const lens = constInts(c, 0, "sequence_lens")!;
     if (lens.some((l) => l !== length)) {
       throw new KilnError(
-        `${c.label}: sequence_lens ${JSON.stringify(lens)} leave some of the ${length} steps out`,
+        `${c.label}: sequence_lens ${shown(lens)} leave some of the ${length} steps out`,
         { code: "unsupported", fix: "give every batch element the full sequence length" },
       );
     }
