@@ -2,7 +2,7 @@
  * Device time of kiln's WebGPU kernels against the hardware's limits (the GPU kernels issue):
  * matmuls from 1024 to 8192, softmax and layer norm over 16384×4096, attention (B8 H16 T1024
  * D64), ResNet-50's convolutions at batch 8 (their patches stored first and, beside, gathered as
- * the tiles fill), W1 over 64M elements, each with `precision: "f32"` and, where the device grants
+ * the tiles fill, and with a deep K summed in parts), W1 over 64M elements, each with `precision: "f32"` and, where the device grants
  * `shader-f16`, `"f16"` (on the matrix units where the device has them, and then the tiled
  * kernel's f16 beside), with a hand-written vec4 copy kernel of the same run as the bandwidth
  * yardstick. Every result is checked at sampled points against float64 before it is timed.
@@ -306,6 +306,8 @@ const profiled = new WebGpuBackend({ profile: true, flashAttention: false, dawnF
 const flash = new WebGpuBackend({ profile: true, flashAttention: true, dawnFlags });
 /** The same device's kernels with every convolution's patches gathered as its tiles fill. */
 const gathered = new WebGpuBackend({ profile: true, storedPatches: Infinity, dawnFlags });
+/** The same device's kernels with a deep K of few outputs summed in parts. */
+const split = new WebGpuBackend({ profile: true, splitSums: true, dawnFlags });
 /** The same device's kernels without its matrix units (f16 matmuls on the tiled kernel). */
 const tiled = new WebGpuBackend({
   profile: true,
@@ -317,6 +319,7 @@ await profiled.prepare();
 await flash.prepare();
 await tiled.prepare();
 await gathered.prepare();
+await split.prepare();
 const matrixUnits = profiled.capabilities().matrixUnits ?? false;
 const device = profiled.device;
 if (!device || !profiled.capabilities().timestampQuery) {
@@ -494,7 +497,10 @@ for (const make of all) {
       ? [["f32", flash, " flash"] as [Precision, WebGpuBackend, string]]
       : []),
     ...(k.id.startsWith("conv")
-      ? [["f32", gathered, " gathered"] as [Precision, WebGpuBackend, string]]
+      ? [
+        ["f32", gathered, " gathered"] as [Precision, WebGpuBackend, string],
+        ["f32", split, " split"] as [Precision, WebGpuBackend, string],
+      ]
       : []),
     // Where f16 matmuls run on the matrix units, the tiled kernel's f16 beside them.
     ...(f16 && matrixUnits && k.id.startsWith("matmul")

@@ -402,6 +402,7 @@ export function fusionFor(
   | "blockPrologues"
   | "integerBlockRows"
   | "patchesFrom"
+  | "splitSums"
 > {
   const all = (has: (p: DeviceProfile) => boolean | undefined) =>
     profiles.length > 0 && profiles.every((p) => has(p) ?? false);
@@ -420,6 +421,7 @@ export function fusionFor(
     patchesFrom: all((p) => p.storedPatches !== undefined)
       ? Math.max(...profiles.map((p) => p.storedPatches!))
       : Infinity,
+    splitSums: all((p) => p.splitSums),
   };
 }
 

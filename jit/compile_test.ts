@@ -26,6 +26,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     name: "gpu",
     blockPrologues: true,
     storedPatches: 1000,
+    splitSums: true,
   };
   const wasm: DeviceProfile = {
     ...reference,
@@ -43,6 +44,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockUnpacks: false,
     blockPrologues: true,
     patchesFrom: 1000,
+    splitSums: true,
     integerBlockRows: 4,
   });
   assert.deepEqual(fusionFor([wasm]), {
@@ -52,6 +54,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockUnpacks: true,
     blockPrologues: false,
     patchesFrom: Infinity,
+    splitSums: false,
     integerBlockRows: 32,
   });
   // Both candidates (auto on a GPU machine): block products stay tagged, so neither unpacks into
@@ -64,6 +67,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockUnpacks: true,
     blockPrologues: false,
     patchesFrom: Infinity,
+    splitSums: false,
     integerBlockRows: 4,
   });
   assert.deepEqual(fusionFor([stored, gpu]), {
@@ -73,6 +77,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockUnpacks: false,
     blockPrologues: false,
     patchesFrom: Infinity,
+    splitSums: false,
     integerBlockRows: 4,
   });
   assert.deepEqual(fusionFor([]), {
@@ -82,6 +87,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockUnpacks: false,
     blockPrologues: false,
     patchesFrom: Infinity,
+    splitSums: false,
     integerBlockRows: 4,
   });
 });

@@ -46,6 +46,8 @@ export interface ProfileOptions {
   readonly readbackMs?: number;
   /** Least multiply-adds of a conv whose patches are stored (`WebGpuOptions.storedPatches`). */
   readonly storedPatches?: number;
+  /** Whether products of few outputs sum K in parts (`WebGpuOptions.splitSums`). */
+  readonly splitSums?: boolean;
 }
 
 /**
@@ -82,6 +84,7 @@ export function webgpuProfile(
     // Its block products compute an elementwise A as they stage it (`shaders/wgsl/block_product.ts`).
     blockPrologues: true,
     storedPatches: o.storedPatches ?? PATCHES_FROM,
+    splitSums: o.splitSums ?? false,
     maxWorkgroupSize: d?.limits.maxComputeInvocationsPerWorkgroup ?? 0,
     maxStorageBufferBytes: Math.min(
       d?.limits.maxStorageBufferBindingSize ?? 0,

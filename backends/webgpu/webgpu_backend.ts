@@ -104,6 +104,14 @@ export interface WebGpuOptions {
    */
   readonly storedPatches?: number;
   /**
+   * Sum the K of a product of few outputs and a deep K (by a shared weight, or a convolution
+   * whose patches are stored) in parts, each part's tiles a kernel of their own, added up by a
+   * second kernel with the epilogue: the parts multiply the workgroups that fill the GPU.
+   * Default: off until measured on a large GPU (`bench/gpu_kernels.ts --only conv` times it
+   * beside the default).
+   */
+  readonly splitSums?: boolean;
+  /**
    * Take the largest storage binding to be this many bytes where the device allows more, as a
    * device with that limit would (to check that a program fits one). Kernels with larger buffers
    * run elsewhere, attention groups among them as flash kernels where one applies.
@@ -192,6 +200,7 @@ export class WebGpuBackend implements Backend {
       maxStorageBufferBytes: this.#options.maxStorageBufferBytes,
       readbackMs: this.#readbackMs,
       storedPatches: this.#options.storedPatches,
+      splitSums: this.#options.splitSums,
     });
   }
 

@@ -100,6 +100,7 @@ class Fuser {
     operand: (s, label) => this.#operand(s, label),
     stored: (s, why) => this.#stored(s, why),
     storesPatches: (macs) => macs >= this.#opts.patchesFrom,
+    splitsSums: () => this.#opts.splitSums,
     inline: (a, b) => this.#opts.inlineOperands && inlineOperand(a, b) && !this.#tooDeep(b),
     group: (space, reduced, pattern) => this.#groups.create(space, reduced, pattern),
     reduction: (group, op, expr, label, type, labels) =>

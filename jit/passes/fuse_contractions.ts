@@ -5,15 +5,14 @@
  *
  * @module
  */
-import type { Expr, ReduceOp } from "../ir/kernel_ir.ts";
+import type { Expr, IndexStep, ReduceOp } from "../ir/kernel_ir.ts";
 import { reindex } from "../ir/kernel_ir.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
-import type { Shape } from "../ir/shape.ts";
 import { type Contraction, convMap, matmulMap, poolDivisors, poolMap } from "../ir/index_maps.ts";
-import { sizeOf } from "../ir/shape.ts";
+import { type Shape, sizeOf } from "../ir/shape.ts";
 import { byteSize } from "../ir/dtype.ts";
 import type { Group } from "./fuse_groups.ts";
-import { own, type Sym, unique } from "./fuse_values.ts";
+import { isBare, own, type Sym, unique } from "./fuse_values.ts";
 import { type Attrs, InferContext, type ValueType } from "../ops/mod.ts";
 import { resolveWindow } from "../ops/nn.ts";
 import type { KernelPattern } from "../ir/kernel_ir.ts";
@@ -28,6 +27,8 @@ export interface Walk {
   stored(s: Sym, why: string): Sym;
   /** Whether a conv of `macs` multiply-adds stores its patches first (`FuseOptions.patchesFrom`). */
   storesPatches(macs: number): boolean;
+  /** Whether products of few outputs sum a deep K in parts (`FuseOptions.splitSums`). */
+  splitsSums(): boolean;
   /** A new group iterating `space`, `reduced` axes reduced. */
   group(space: Shape, reduced: number[], pattern: KernelPattern): Group;
   /** Reduction `op` of `expr` joining `group`: the value it gives. */
@@ -57,7 +58,6 @@ export function matmulSym(
   const a = inlineA ? ins[0] : walk.operand(ins[0], label);
   const b = inlineB || walk.inline(a, ins[1]) ? ins[1] : walk.operand(ins[1], label);
   const map = matmulMap(a.type.shape, b.type.shape);
-  const group = walk.group(map.space, map.reduced, "matmul");
   const read = (e: Expr): Expr =>
     widen ? { kind: "alu", op: "Cast", args: [e], dtype: type.dtype } : e;
   const product: Expr = {
@@ -66,7 +66,14 @@ export function matmulSym(
     args: [read(reindex(a.expr, map.operands[0])), read(reindex(b.expr, map.operands[1]))],
     dtype: type.dtype,
   };
-  return walk.reduction(group, "sum", product, label, type, [...own(a), ...own(b)]);
+  const labels = [...own(a), ...own(b)];
+  // Only products by a shared weight split: a batched B (attention's) stays one kernel, which
+  // the attention groups recognise.
+  const weighted = !widen && isBare(a) && isBare(b) && b.type.shape.length === 2;
+  const parts = weighted ? sumParts(walk, map.space, type.dtype) : 1;
+  if (parts > 1) return splitSum(walk, map, { product, parts, label, type, labels });
+  const group = walk.group(map.space, map.reduced, "matmul");
+  return walk.reduction(group, "sum", product, label, type, labels);
 }
 
 /**
@@ -88,8 +95,6 @@ export function convSym(
   const plain = x.expr.kind === "load" && w.expr.kind === "load";
   const map = convMap(x.type.shape, w.type.shape, ctx.int("group", 1), win, plain);
   const patches = storedPatches(walk, map, x, label);
-  const group = walk.group(map.space, map.reduced, "conv");
-  group.keptOrder = map.keptOrder;
   const rows = patches
     ? reindex(patches.expr, [map.patches!.read])
     : reindex(x.expr, map.operands[0]);
@@ -101,7 +106,14 @@ export function convSym(
     dtype: type.dtype,
   };
   const labels = [...own(patches ?? x), ...own(w)];
-  const acc = walk.reduction(group, "sum", product, label, type, labels);
+  const parts = patches ? sumParts(walk, map.space, type.dtype) : 1;
+  let acc: Sym;
+  if (parts > 1) acc = splitSum(walk, map, { product, parts, label, type, labels });
+  else {
+    const group = walk.group(map.space, map.reduced, "conv");
+    group.keptOrder = map.keptOrder;
+    acc = walk.reduction(group, "sum", product, label, type, labels);
+  }
   if (!bias) return acc;
   const expr: Expr = {
     kind: "alu",
@@ -110,6 +122,78 @@ export function convSym(
     dtype: type.dtype,
   };
   return { ...acc, expr, labels: unique([...acc.labels, ...own(bias)]) };
+}
+
+/**
+ * Parts to sum the K of a product over `space` ([...kept, K], reduced last) in (see
+ * {@linkcode splitSum}): 1 unless the walk splits sums, the product is f32 and large enough to
+ * tile, its rows fill a tile, its outputs are few and its K deep; then doubled while the parts'
+ * outputs stay under `SPLIT_OUTPUTS` and each part keeps `SPLIT_DEPTH` of K.
+ */
+function sumParts(walk: Walk, space: Shape, dtype: string): number {
+  const k = space[space.length - 1], outputs = sizeOf(space.slice(0, -1));
+  const rows = outputs / space[space.length - 2];
+  if (
+    !walk.splitsSums() || dtype !== "f32" || outputs * k < SPLIT_MACS || rows < SPLIT_ROWS ||
+    outputs >= SPLIT_OUTPUTS / 2 || k < 4 * SPLIT_DEPTH
+  ) return 1;
+  let parts = 1;
+  while (
+    parts < SPLIT_MOST && outputs * parts < SPLIT_OUTPUTS && k % (2 * parts) === 0 &&
+    k / (2 * parts) >= SPLIT_DEPTH
+  ) parts *= 2;
+  return parts;
+}
+
+/** Least multiply-adds, rows, K a part and most parts of a product summed in parts. */
+const SPLIT_MACS = 2 ** 24, SPLIT_ROWS = 32, SPLIT_DEPTH = 256, SPLIT_MOST = 8;
+/** Outputs a split product's parts make together (the tiles they give a GPU to fill). */
+const SPLIT_OUTPUTS = 2 ** 20;
+
+/**
+ * A product over `map`'s space [...kept, K] summed in `parts` (K a multiple of them): a first
+ * kernel sums each part of K into partial sums [parts, ...kept], parts leading as a batch axis
+ * (so a GPU's tiles fold the batch behind them into rows and fill `parts` times the workgroups),
+ * and a second adds the parts up, where the product's epilogue then joins. A product whose
+ * outputs are few has few tiles; its K split inside each workgroup leaves most of a large GPU
+ * idle still.
+ */
+function splitSum(
+  walk: Walk,
+  map: Pick<Contraction, "space" | "keptOrder">,
+  at: { product: Expr; parts: number; label: string; type: ValueType; labels: readonly string[] },
+): Sym {
+  const { product, parts, label, type, labels } = at;
+  const n = map.space.length, kept = map.space.slice(0, -1), depth = map.space[n - 1] / parts;
+  // The product's coordinates from the partial sums' [part, ...kept, k]: K at part·depth + k.
+  const unit = (m: number, i: number) => [...Array(m).keys()].map((j) => (j === i ? 1 : 0));
+  const toSpace: IndexStep = {
+    kind: "affine",
+    coeff: [
+      ...kept.map((_, j) => unit(n + 1, j + 1)),
+      unit(n + 1, n).map((v, j) => (j === 0 ? depth : v)),
+    ],
+    offset: map.space.map(() => 0),
+  };
+  const partial = walk.group([parts, ...kept, depth], [n], "matmul");
+  const sums = walk.reduction(
+    partial,
+    "sum",
+    reindex(product, [toSpace]),
+    label,
+    { shape: [parts, ...kept], dtype: type.dtype },
+    labels,
+  );
+  const stored = walk.stored(sums, `partial sums of ${label}, its K in ${parts} parts`);
+  // The partial sums [part, ...kept] from the adding kernel's [...kept, part].
+  const fromSums: IndexStep = {
+    kind: "affine",
+    coeff: [unit(n, n - 1), ...kept.map((_, j) => unit(n, j))],
+    offset: [0, ...kept.map(() => 0)],
+  };
+  const adding = walk.group([...kept, parts], [n - 1], "reduce");
+  adding.keptOrder = map.keptOrder;
+  return walk.reduction(adding, "sum", reindex(stored.expr, [fromSums]), label, type, []);
 }
 
 /**

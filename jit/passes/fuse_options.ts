@@ -56,6 +56,12 @@ export interface FuseOptions {
    * (`DeviceProfile.storedPatches`); default `Infinity`: never.
    */
   readonly patchesFrom?: number;
+  /**
+   * Whether a product of few outputs and a deep K (by a shared weight, or a conv whose patches
+   * are stored) sums K in parts, each in a kernel's tiles of its own, added up by a second
+   * kernel (`DeviceProfile.splitSums`); default false.
+   */
+  readonly splitSums?: boolean;
 }
 
 /** `options` with every default filled in. */
@@ -71,6 +77,7 @@ export function withDefaults(options: FuseOptions): Required<FuseOptions> {
     blockPrologues: options.blockPrologues ?? false,
     integerBlockRows: options.integerBlockRows ?? 4,
     patchesFrom: options.patchesFrom ?? Infinity,
+    splitSums: options.splitSums ?? false,
   };
 }
 

@@ -106,6 +106,11 @@ export interface DeviceProfile {
    * never (WebAssembly packs its patches per tile).
    */
   readonly storedPatches?: number;
+  /**
+   * Whether a product of few outputs and a deep K should sum K in parts, each a kernel's tiles,
+   * added up by a second kernel: a large GPU fills its compute units only with many tiles.
+   */
+  readonly splitSums?: boolean;
   /** Whether shaders can reach the device's matrix units (WebGPU subgroup matrices). */
   readonly matrixUnits?: boolean;
   /** Which device this is, where the implementation says (vendor, architecture, device). */

@@ -144,32 +144,35 @@ export function tileOf(tile: Pick<MatmulTile, "threads" | "per">): [number, numb
 }
 
 /**
- * `kernel`, a matmul whose B ignores its batch axes (shared weights), as one product of batch·M
- * rows: the space [...batch, M, N, K] becomes [batch·M, N, K], every load and store reached
- * through a reshape back, so the rows tile together. ConvNeXt's MLPs over [2, 4, 4, 768] were 8
- * products of 4 rows, each in a tile of 32 or more. Unchanged where A's rows would then not be an
- * affine read (a transposed A), B depends on the batch, or a load gathers. Only the GPU's tiler
- * folds, where it was measured: folded in the IR for every backend, transformer_block's wasm MLPs
- * took 0.89 ms a run against 0.66 in one A/B on the 2-core VM (medians of 3 processes).
+ * `kernel`, a matmul whose B ignores its last batch axes (shared weights), with those folded into
+ * its rows: the space [...lead, ...folded, M, N, K] becomes [...lead, folded·M, N, K], every load
+ * and store reached through a reshape back, so the rows tile together. ConvNeXt's MLPs over
+ * [2, 4, 4, 768] were 8 products of 4 rows, each in a tile of 32 or more; a product split along K
+ * (a leading batch axis B depends on) folds its images still. Unchanged where A's rows would then
+ * not be an affine read (a transposed A), B depends on every batch axis, or a load gathers. Only
+ * the GPU's tiler folds, where it was measured: folded in the IR for every backend,
+ * transformer_block's wasm MLPs took 0.89 ms a run against 0.66 in one A/B on the 2-core VM
+ * (medians of 3 processes).
  */
 export function foldedRows(kernel: KernelIR): KernelIR {
   const operands = matmulOperands(kernel);
   if (!operands || operands.nb === 0) return kernel;
   const { nb, m, n, k, b } = operands;
-  const rows = sizeOf(kernel.space.slice(0, nb)) * m;
   const bAccess = affineOffset(b.steps, kernel.space, kernel.inputs[b.input].shape);
+  if (!bAccess) return kernel;
   // Batch axes of extent 1 (a conv's single group) may weigh anything: they never move.
-  const batchMoves = (w: number, i: number) => w !== 0 && kernel.space[i] > 1;
-  if (rows * k === 0 || !bAccess || bAccess.weights.slice(0, nb).some(batchMoves)) {
-    return kernel;
-  }
+  const moves = (i: number) => bAccess.weights[i] !== 0 && kernel.space[i] > 1;
+  let lead = nb;
+  while (lead > 0 && !moves(lead - 1)) lead--;
+  const rows = sizeOf(kernel.space.slice(lead, nb)) * m;
+  if (lead === nb || rows * k === 0) return kernel;
   let gathering = false;
   const exprs = [...kernel.reductions, ...kernel.outputs].map((x) => x.expr);
   for (const e of exprs) {
     walk(e, (x) => x.kind === "load" && gathers(x.steps) && (gathering = true));
   }
   if (gathering) return kernel;
-  const space = [rows, n, k];
+  const space = [...kernel.space.slice(0, lead), rows, n, k];
   const back: IndexStep = { kind: "reshape", from: space, to: kernel.space };
   const memo = new Map<Expr, Expr>();
   const folded = (e: Expr) =>
@@ -177,7 +180,7 @@ export function foldedRows(kernel: KernelIR): KernelIR {
   const result: KernelIR = {
     ...kernel,
     space,
-    reduced: [2],
+    reduced: [lead + 2],
     reductions: kernel.reductions.map((r) => ({ ...r, expr: folded(r.expr) })),
     outputs: kernel.outputs.map((o) => ({ ...o, expr: folded(o.expr), steps: [back, ...o.steps] })),
   };

@@ -1,6 +1,7 @@
 /**
- * Convolutions on WebGPU as matmuls: implicit GEMM whose tiles gather their patches, and patches
- * stored first (im2col) where that pays, each against the reference.
+ * Products on WebGPU: convolutions as matmuls (implicit GEMM whose tiles gather their patches, or
+ * patches stored first where that pays) and products whose deep K is summed in parts, each
+ * against the reference.
  *
  * @module
  */
@@ -10,6 +11,7 @@ import { fusionFor } from "../../jit/compile.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { f32, graphMatchesReference, hashed } from "../../jit/testing/testing.ts";
 import { kernelLayout } from "../../shaders/wgsl/codegen.ts";
+import type { Graph } from "../../jit/ir/graph.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 
 // CI has no GPU: these run on the software adapter (llvmpipe), slow but exact.
@@ -88,5 +90,69 @@ Deno.test("a large convolution stores its patches first (im2col): the product fo
     },
     gpu,
     1e-4,
+  );
+});
+
+Deno.test("a product of few outputs and a deep K sums its K in parts, its images folded", async () => {
+  // [2, 98, 3072] · [3072, 256] + bias, ReLU: 50K outputs, K in 8 parts of 384 as a leading
+  // batch axis the tiles keep while they fold the images into 196 rows; a second kernel adds the
+  // parts and runs the epilogue.
+  const b = new GraphBuilder();
+  const y = b.op("MatMul", [b.input("a", [2, 98, 3072]), b.input("w", [3072, 256])]);
+  b.output("y", b.op("Relu", [b.op("Add", [y, b.input("c", [256])])]));
+  const graph = b.build();
+  const kernels = fuse(graph, { splitSums: true }).kernels;
+  assert.deepEqual(kernels.map((k) => [k.pattern, k.space, k.reduced]), [
+    ["matmul", [8, 2, 98, 256, 384], [4]],
+    ["reduce", [2, 98, 256, 8], [3]],
+  ]);
+  const tile = kernelLayout(kernels[0], OPTIONS).tile!;
+  assert.deepEqual([tile.nb, tile.m, tile.n, tile.k], [1, 196, 256, 384]);
+  const splitting = new WebGpuBackend({ splitSums: true });
+  await graphMatchesReference(
+    graph,
+    {
+      a: f32(hashed(2 * 98 * 3072, 7919), [2, 98, 3072]),
+      w: f32(hashed(3072 * 256, 104729), [3072, 256]),
+      c: f32(hashed(256, 31), [256]),
+    },
+    splitting,
+    1e-3,
+  );
+  // Kept whole: off, in f16, one row (a decoder's step), a shallow K, a batched B (attention's).
+  const product = (a: number[], w: number[], dtype: "f32" | "f16" = "f32") => {
+    const g = new GraphBuilder();
+    g.output("y", g.op("MatMul", [g.input("a", a, dtype), g.input("w", w, dtype)]));
+    return g.build();
+  };
+  const whole = (g: Graph, options = { splitSums: true }) =>
+    assert.equal(fuse(g, options).kernels.length, 1);
+  whole(graph, { splitSums: false });
+  whole(product([196, 3072], [3072, 256], "f16"));
+  whole(product([1, 8192], [8192, 4096]));
+  whole(product([196, 768], [768, 256]));
+  whole(product([4, 98, 3072], [4, 3072, 64]));
+});
+
+Deno.test("a convolution's stored patches sum a deep K in parts", async () => {
+  // 2 images of 9×9, 256 → 256 channels: 41K outputs, K = 2304 in 8 parts of 288.
+  const b = new GraphBuilder();
+  const [x, w] = [b.input("x", [2, 256, 9, 9]), b.input("w", [256, 256, 3, 3])];
+  b.output("y", b.op("Relu", [b.op("Conv", [x, w], { pads: [1, 1, 1, 1] })]));
+  const graph = b.build();
+  const kernels = fuse(graph, { splitSums: true, patchesFrom: 1 }).kernels;
+  assert.deepEqual(kernels.map((k) => k.space), [
+    [2, 1, 81, 2304],
+    [8, 2, 1, 81, 256, 288],
+    [2, 1, 81, 256, 8],
+  ]);
+  await graphMatchesReference(
+    graph,
+    {
+      x: f32(hashed(2 * 256 * 81, 7919), [2, 256, 9, 9]),
+      w: f32(hashed(256 * 256 * 9, 104729), [256, 256, 3, 3]),
+    },
+    new WebGpuBackend({ storedPatches: 1, splitSums: true }),
+    1e-3,
   );
 });
