@@ -10,6 +10,7 @@ import { fuse } from "../../jit/passes/fuse.ts";
 import { fusionFor } from "../../jit/compile.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { f32, graphMatchesReference, hashed } from "../../jit/testing/testing.ts";
+import { rng } from "../../jit/support/random.ts";
 import { kernelLayout } from "../../shaders/wgsl/codegen.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
@@ -155,4 +156,48 @@ Deno.test("a convolution's stored patches sum a deep K in parts", async () => {
     new WebGpuBackend({ storedPatches: 1, splitSums: true }),
     1e-3,
   );
+});
+
+Deno.test("stored patches and split sums over random convolutions match the reference", async () => {
+  // Strides, dilations, asymmetric padding, groups and ragged sizes, through both rewrites
+  // (patches stored from any size, K split wherever it is deep).
+  const next = rng(45);
+  const pick = (xs: number[]) => xs[Math.floor(next() * xs.length)];
+  const storing = new WebGpuBackend({ storedPatches: 1, splitSums: true });
+  const taken = { patches: 0, parts: 0 };
+  for (let c = 0; c < 12; c++) {
+    // The first three deep enough (K past 1024, 2^24 multiply-adds) to split.
+    const deep = c < 3;
+    const group = pick([1, 1, 2]), cin = group * (deep ? pick([256, 260]) : pick([3, 16, 130]));
+    const cout = group * pick([128, 136]), k = deep ? 3 : pick([1, 2, 3]);
+    const stride = deep ? 1 : pick([1, 2]), dilation = pick([1, 2]);
+    const size = deep ? 14 : pick([7, 9, 12]), batch = deep ? 2 : pick([1, 2]);
+    const pads = [0, 1, 2, 1].map((p) => Math.min(p, k - 1) * pick([0, 1]));
+    const wshape = [cout, cin / group, k, k];
+    const b = new GraphBuilder();
+    const conv = b.op("Conv", [b.input("x", [batch, cin, size, size]), b.input("w", wshape)], {
+      pads,
+      strides: [stride, stride],
+      dilations: [dilation, dilation],
+      group,
+    });
+    b.output("y", b.op("Relu", [conv]));
+    const graph = b.build();
+    const log = fuse(graph, { patchesFrom: 1, splitSums: true }).log.join("\n");
+    taken.patches += +log.includes("im2col");
+    taken.parts += +log.includes("parts");
+    const what = JSON.stringify({ group, cin, cout, k, stride, dilation, size, batch, pads });
+    await graphMatchesReference(
+      graph,
+      {
+        x: f32(hashed(batch * cin * size * size, 7919 + c), [batch, cin, size, size]),
+        w: f32(hashed(cout * (cin / group) * k * k, 104729 + c), wshape),
+      },
+      storing,
+      1e-3,
+    ).catch((e) => {
+      throw new Error(`${what}: ${e.message}`);
+    });
+  }
+  assert.ok(taken.patches >= 6 && taken.parts >= 2, JSON.stringify(taken));
 });
