@@ -27,6 +27,7 @@ import type { HostTensor } from "../ir/host_tensor.ts";
 import {
   aluCount,
   type AluOp,
+  type BlockTables,
   broadcastStep,
   type Expr,
   exprDepth,
@@ -45,6 +46,7 @@ import {
   inlineOperand,
   isBare,
   keepWithinBindings,
+  normedOperand,
   own,
   plainInput,
   plainTables,
@@ -59,7 +61,7 @@ import { withIntegerRules } from "../ir/integer_rules.ts";
 import { gatherStep, matmulMap, movementSteps, relation, sameMap } from "../ir/index_maps.ts";
 import { padByConcat } from "../ops/movement.ts";
 import { runsWhole } from "./fusable.ts";
-import { convSym, matmulSym, poolSym, type Walk } from "./fuse_contractions.ts";
+import { convSym, matmulSym, normedProduct, poolSym, type Walk } from "./fuse_contractions.ts";
 import { reduceAxes } from "../ops/reduce.ts";
 import {
   type Attrs,
@@ -499,6 +501,11 @@ class Fuser {
     const weight = plainTables(ins.slice(1), attrs);
     if (!weight) return undefined;
     const int8 = attrs.int8 ? { int8: true } : {};
+    if (few && this.#opts.blockPrologues && normedOperand(ins[0], attrs, this.#opts.maxDepth)) {
+      const [w] = this.#expand(ins, attrs, label, blockWeight);
+      this.#log.push(`${label}: takes its A's normalization into its own kernel (a prologue)`);
+      return normedProduct(this.#walk, ins[0], w, { label, type, tables: { ...weight, ...int8 } });
+    }
     if (few && this.#opts.blockPrologues && prologueOperand(ins[0], attrs, this.#opts.maxDepth)) {
       const a = ins[0];
       const [w] = this.#expand(ins, attrs, label, blockWeight);

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { Expr, IndexStep, ReduceOp } from "../ir/kernel_ir.ts";
+import type { BlockTables, Expr, IndexStep, ReduceOp } from "../ir/kernel_ir.ts";
 import { reindex } from "../ir/kernel_ir.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import { type Contraction, convMap, matmulMap, poolDivisors, poolMap } from "../ir/index_maps.ts";
@@ -74,6 +74,37 @@ export function matmulSym(
   if (parts > 1) return splitSum(walk, map, { product, parts, label, type, labels });
   const group = walk.group(map.space, map.reduced, "matmul");
   return walk.reduction(group, "sum", product, label, type, labels);
+}
+
+/**
+ * A block product whose A is a normalization's rows (`normedOperand`) by `w`, its weight as the
+ * product reads it: one kernel that takes the normalization's reductions first, over the row it
+ * reads, and A as a prologue of them (`BlockProduct.prologue`).
+ */
+export function normedProduct(
+  walk: Walk,
+  a: Sym,
+  w: Sym,
+  at: { label: string; type: ValueType; tables: BlockTables },
+): Sym {
+  const { label, type, tables } = at;
+  const norm = a.group!;
+  const map = matmulMap(a.type.shape, w.type.shape);
+  const group = walk.group(map.space, map.reduced, "matmul");
+  // A's coordinates are the normalization's: its reductions keep their indices, first.
+  const toA = map.operands[0];
+  for (const r of norm.reductions) group.reductions.push({ ...r, expr: reindex(r.expr, toA) });
+  const prologue = reindex(a.expr, toA);
+  const product: Expr = {
+    kind: "alu",
+    op: "Mul",
+    args: [prologue, reindex(w.expr, map.operands[1])],
+    dtype: type.dtype,
+  };
+  const labels = [...norm.labels, ...own(w)];
+  const sym = walk.reduction(group, "sum", product, label, type, labels);
+  group.blockProduct = { ...tables, prologue };
+  return sym;
 }
 
 /**

@@ -18,7 +18,7 @@ import {
 import type { Attrs, ValueType } from "../ops/mod.ts";
 import { type DType, fromF16Bits } from "../ir/dtype.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
-import { type Shape, sizeOf } from "../ir/shape.ts";
+import { sameShape, type Shape, sizeOf } from "../ir/shape.ts";
 import { ExprTable } from "../ir/expr_table.ts";
 import { tensorText } from "../ir/canonical.ts";
 
@@ -77,6 +77,26 @@ export function prologueOperand(a: Sym, attrs: Attrs, maxDepth: number): boolean
   return !attrs.int8 && !a.group && plainInput(a) === undefined &&
     buffersRead(a.expr).size <= PROLOGUE.buffers && aluCount(a.expr) <= PROLOGUE.ops &&
     exprDepth(a.expr) < maxDepth;
+}
+
+/**
+ * Whether a block product's A of few rows is an elementwise expression over a row reduction still
+ * forming (a normalization: x over its rows' root mean square, times a gain) that the product's
+ * kernel can take whole: the group reduces A's last axis over A's own shape in f32, stores
+ * nothing yet and A is a full point of it, within the prologue's limits. Each workgroup then
+ * reduces the row it reads, and the normalization's kernel is not run.
+ */
+export function normedOperand(a: Sym, attrs: Attrs, maxDepth: number): boolean {
+  const g = a.group;
+  if (!g || attrs.int8 || g.pattern !== "reduce" || g.outputs.length || g.keptOrder) return false;
+  const last = a.type.shape.length - 1;
+  const exprs = [a.expr, ...g.reductions.map((r) => r.expr)];
+  return sameShape(g.space, a.type.shape) && g.reduced.length === 1 && g.reduced[0] === last &&
+    (a.toOwn ?? []).length === 0 && g.reductions.every((r) => r.dtype === "f32") &&
+    exprs.every((e) =>
+      buffersRead(e).size <= PROLOGUE.buffers && aluCount(e) <= PROLOGUE.ops &&
+      exprDepth(e) < maxDepth
+    );
 }
 
 /** A one-element constant as a constant expression, or `undefined` for a larger one. */

@@ -28,7 +28,7 @@ export function blockProduct(
   lead: number[],
   [k, n, bits, block]: number[],
   zeros: boolean,
-  { int8 = false, a: form }: { int8?: boolean; a?: "gated" | "scaled" } = {},
+  { int8 = false, a: form }: { int8?: boolean; a?: "gated" | "scaled" | "normed" } = {},
 ): { graph: Graph; feeds: Record<string, HostTensor> } {
   const per = 32 / bits, blocks = Math.ceil(k / block), width = (blocks * block) / per;
   const b = new GraphBuilder();
@@ -44,12 +44,21 @@ export function blockProduct(
     ? silu(b, x0)
     : form === "scaled"
     ? b.op("Mul", [x0, gain()])
+    : form === "normed"
+    ? b.op("Mul", [rmsNormed(b, x0), gain()])
     : x0;
   const attrs = { bits, block, ...(int8 ? { int8: 1 } : {}) };
   b.output("y", b.op("BlockMatMul", zeros ? [a, q, s, z] : [a, q, s], attrs));
   const row = gated ? 2 * k : k;
   const x = f32(uniform(lead.reduce((p, d) => p * d, 1) * row, 9, -2, 2), [...lead, row]);
   return { graph: b.build(), feeds: { a: x } };
+}
+
+/** `x` over the root of its rows' mean square (an RMS normalization, as exporters write it). */
+function rmsNormed(b: GraphBuilder, x: Sym): Sym {
+  const mean = b.op("ReduceMean", [b.op("Mul", [x, x])], { axes: [-1], keepdims: 1 });
+  const root = b.op("Sqrt", [b.op("Add", [mean, b.constant(1e-6)])]);
+  return b.op("Mul", [x, b.op("Reciprocal", [root])]);
 }
 
 /** SiLU of `x`'s first half times its second: a gated MLP's product before its down projection. */

@@ -26,12 +26,12 @@
  *
  * @module
  */
-import type { BlockProduct, KernelIR } from "../../jit/ir/kernel_ir.ts";
+import type { BlockProduct, Expr, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { storedA, walk } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelLowering } from "./expr.ts";
 import { allOf } from "./prelude.ts";
-import { combineAcross, type RowTiling, storeRowOutputs } from "./rows.ts";
+import { combineAcross, combiner, type RowTiling, storeRowOutputs } from "./rows.ts";
 
 /** Workgroups a product should keep before its threads take several outputs each. */
 const MANY_WORKGROUPS = 512;
@@ -53,8 +53,11 @@ function sizes(kernel: KernelIR, tag: BlockProduct) {
  */
 export function blockTiling(kernel: KernelIR, most: number, bytes: number): RowTiling | undefined {
   const tag = kernel.blockProduct;
-  if (!tag || kernel.reductions.length !== 1) return undefined;
-  const [r] = kernel.reductions;
+  // Reductions before the product's are a prologue's (a normalization's rows, `normedProduct`).
+  const pre = kernel.reductions.length - 1;
+  if (!tag || pre < 0 || (pre > 0 && !tag.prologue)) return undefined;
+  const r = kernel.reductions[pre];
+  if (kernel.reductions.some((x) => x.dtype !== "f32")) return undefined;
   const { blocks, k, n, quads, total } = sizes(kernel, tag);
   if (r.op !== "sum" || r.dtype !== "f32" || k % 4 !== 0 || !Number.isInteger(blocks)) {
     return undefined;
@@ -76,6 +79,8 @@ export function blockTiling(kernel: KernelIR, most: number, bytes: number): RowT
   const share = (outputs: number) => total === n || n % (outputs * rows) === 0;
   // A chunk of A (a block a thread, padded) and the combining steps' floats.
   const staged = share(1) && threads * (tag.block / 4 + 1) * 16 + most * 4 <= bytes;
+  // A prologue's reductions are the workgroup's, over the one row of A it stages.
+  if (pre > 0 && !staged) return undefined;
   let outputs = 1;
   while (staged && outputs < 8 && share(outputs * 2)) {
     if (total / (outputs * 2 * rows) < MANY_WORKGROUPS) break;
@@ -117,6 +122,7 @@ export function emitBlockProduct(
   // A's row of the group's first output (of all its outputs where A is staged).
   e.line(`let arow = min(first, ${total - 1}) / ${n};`);
   if (tag.prologue) prologueRow(l);
+  rowReductions(l, tiling, kernel.reductions.length - 1);
   const decls = staged ? stagedLoop(l, tiling, tag) : plainLoop(l, tiling, tag);
   const t = storeOutputs(l, tiling, kept);
   return [...decls, `var<workgroup> sh_${t}: array<${t}, ${threads * rows}>;`];
@@ -184,6 +190,31 @@ function prologueRow(l: KernelLowering): void {
   const axes = l.kernel.space.length;
   l.unravel([...Array(axes - 2).keys()], "arow");
   l.e.line(`${l.coords[axes - 2]} = 0;`);
+}
+
+/**
+ * The reductions a prologue reads (a normalization's), over the workgroup's one row of A (after
+ * `prologueRow`): each thread takes a stride of K, then the workgroup combines them into
+ * `acc${j}`, which the prologue reads as its accumulators.
+ */
+function rowReductions(l: KernelLowering, tiling: RowTiling, count: number): void {
+  const { e, kernel } = l;
+  const all = tiling.threads * tiling.rows, k = kernel.space[kernel.space.length - 1];
+  const reductions = kernel.reductions.slice(0, count);
+  reductions.forEach((r, j) => e.line(`var acc${j}: f32 = ${combiner(r).init};`));
+  if (count === 0) return;
+  e.block(`for (var i: i32 = i32(lid.x); i < ${k}; i += ${all}) {`, () => {
+    e.line(`${l.coords[l.coords.length - 1]} = i;`);
+    const memo = new Map<Expr, string>();
+    reductions.forEach((r, j) => {
+      e.line(`acc${j} = ${combiner(r).combine(`acc${j}`, l.value(r.expr, memo))};`);
+    });
+  });
+  // The workgroup's threads are one row here: `lane` is each one's place among them all.
+  e.block("{", () => {
+    e.line("let lane = lid.x;");
+    reductions.forEach((r, j) => combineAcross(l, r, j, all, k, "0u"));
+  });
 }
 
 /**
@@ -255,11 +286,13 @@ function storeOutputs(l: KernelLowering, tiling: RowTiling, kept: number[]): str
   const { outputs } = tiling.blocks!;
   const total = sizeOf(kept.map((i) => kernel.space[i]));
   const k = kernel.space[kernel.space.length - 1];
-  e.line("var acc0: f32 = 0.0;");
+  // The product's sum is the last reduction (a prologue's come first).
+  const m = kernel.reductions.length - 1;
+  e.line(`var acc${m}: f32 = 0.0;`);
   let t = "f32";
   for (let r = 0; r < outputs; r++) {
-    e.line(`acc0 = part${r};`);
-    t = combineAcross(l, kernel.reductions[0], 0, threads, k, `lid.x - lane`);
+    e.line(`acc${m} = part${r};`);
+    t = combineAcross(l, kernel.reductions[m], m, threads, k, `lid.x - lane`);
     e.block("{", () => {
       e.line(`let row = min(first + ${r}, ${total - 1});`);
       l.unravel(kept, "row");

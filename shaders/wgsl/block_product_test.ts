@@ -22,23 +22,27 @@ Deno.test("WebGPU unpacks a few-row BlockMatMul in registers, as the reference c
 Deno.test("WebGPU computes a block product's elementwise A as it reads it, one kernel", async () => {
   for (
     const [[lead, form, zeros], a] of FEW_ROW_CASES.flatMap((c) =>
-      [[c, "gated"], [c, "scaled"]] as const
+      [[c, "gated"], [c, "scaled"], [c, "normed"]] as const
     )
   ) {
     const { graph, feeds } = blockProduct(lead, form, zeros, { a });
     const options = { blockProducts: true, blockPrologues: true };
     const kernels = fuse(graph, options).kernels;
-    // The SiLU · up product (or the gain) is the product kernel's prologue, not a kernel of its own.
+    // The SiLU · up product (or the gain, or the normalization with its row's mean square) is
+    // the product kernel's prologue, not a kernel of its own.
     assert.equal(kernels.length, 1, `${lead} × ${form}`);
     const [kernel] = kernels;
     assert.ok(kernel.blockProduct?.prologue && kernel.blockProduct.a === undefined);
+    assert.equal(kernel.reductions.length, a === "normed" ? 2 : 1);
     // The block kernel (words read as vec4s) computes A where it reads it: into the stage where
-    // A is staged (as in the test above), else as each block reads it.
+    // A is staged (as in the test above), else as each block reads it. A normalization's mean
+    // square is the workgroup's, over the row it stages: unstaged, the generic kernel takes it.
     const wgsl = generateWgsl(kernel, { maxInvocations: 256 });
-    assert.match(wgsl, /array<vec4<u32>>/, `${lead} × ${form}: the block kernel`);
     const shares = lead.length === 1 && (lead[0] === 1 || form[1] % 32 === 0);
+    const block = a !== "normed" || shares;
+    assert.equal(/array<vec4<u32>>/.test(wgsl), block, `${lead} × ${form}: the block kernel`);
     const staged = /sh_a\[.*\] = select\(vec4<f32>\(0\.0\), vec4<f32>\(/.test(wgsl);
-    assert.equal(staged, shares, `${lead} × ${form}: prologue staged`);
+    assert.equal(staged, shares && block, `${lead} × ${form}: prologue staged`);
     // Without the option, A is stored by a kernel of its own first.
     assert.equal(fuse(graph, { blockProducts: true }).kernels.length, 2);
     await matchesReference(graph, feeds, "webgpu", `${a} ${lead} × ${form}`);
