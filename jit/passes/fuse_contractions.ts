@@ -1,7 +1,9 @@
 /**
  * The contractions of fusion: MatMul, Conv and pooling, each a reduction group over an index
  * map's space (`index_maps.ts`) whose product reads its operands through the map. The walk
- * (`fuse.ts`) hands them what they need of it as a {@linkcode Walk}.
+ * (`fuse.ts`) hands them what they need of it as a {@linkcode Walk}. Where the device profile
+ * asks, a conv stores its patches first, a product of few outputs sums a deep K in parts, and a
+ * block product takes its A's normalization into its own kernel.
  *
  * @module
  */
