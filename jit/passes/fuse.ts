@@ -27,7 +27,6 @@ import type { HostTensor } from "../ir/host_tensor.ts";
 import {
   aluCount,
   type AluOp,
-  type BlockTables,
   broadcastStep,
   type Expr,
   exprDepth,
