@@ -28,7 +28,10 @@ export function blockProduct(
   lead: number[],
   [k, n, bits, block]: number[],
   zeros: boolean,
-  { int8 = false, a: form }: { int8?: boolean; a?: "gated" | "scaled" | "normed" } = {},
+  { int8 = false, a: form }: {
+    int8?: boolean;
+    a?: "gated" | "scaled" | "normed" | "centred";
+  } = {},
 ): { graph: Graph; feeds: Record<string, HostTensor> } {
   const per = 32 / bits, blocks = Math.ceil(k / block), width = (blocks * block) / per;
   const b = new GraphBuilder();
@@ -46,6 +49,8 @@ export function blockProduct(
     ? b.op("Mul", [x0, gain()])
     : form === "normed"
     ? b.op("Mul", [rmsNormed(b, x0), gain()])
+    : form === "centred"
+    ? b.op("Mul", [rmsNormed(b, centred(b, x0)), gain()])
     : x0;
   const attrs = { bits, block, ...(int8 ? { int8: 1 } : {}) };
   b.output("y", b.op("BlockMatMul", zeros ? [a, q, s, z] : [a, q, s], attrs));
@@ -59,6 +64,11 @@ function rmsNormed(b: GraphBuilder, x: Sym): Sym {
   const mean = b.op("ReduceMean", [b.op("Mul", [x, x])], { axes: [-1], keepdims: 1 });
   const root = b.op("Sqrt", [b.op("Add", [mean, b.constant(1e-6)])]);
   return b.op("Mul", [x, b.op("Reciprocal", [root])]);
+}
+
+/** `x` less its rows' mean: with `rmsNormed`, a layer norm (its variance reads that mean). */
+function centred(b: GraphBuilder, x: Sym): Sym {
+  return b.op("Sub", [x, b.op("ReduceMean", [x], { axes: [-1], keepdims: 1 })]);
 }
 
 /** SiLU of `x`'s first half times its second: a gated MLP's product before its down projection. */

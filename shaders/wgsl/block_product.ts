@@ -194,26 +194,25 @@ function prologueRow(l: KernelLowering): void {
 
 /**
  * The reductions a prologue reads (a normalization's), over the workgroup's one row of A (after
- * `prologueRow`): each thread takes a stride of K, then the workgroup combines them into
- * `acc${j}`, which the prologue reads as its accumulators.
+ * `prologueRow`), one after another (a later one may read an earlier one, as a layer norm's
+ * variance reads its mean): each thread takes a stride of K, then the workgroup combines them
+ * into `acc${j}`, which the prologue reads as its accumulators.
  */
 function rowReductions(l: KernelLowering, tiling: RowTiling, count: number): void {
   const { e, kernel } = l;
   const all = tiling.threads * tiling.rows, k = kernel.space[kernel.space.length - 1];
-  const reductions = kernel.reductions.slice(0, count);
-  reductions.forEach((r, j) => e.line(`var acc${j}: f32 = ${combiner(r).init};`));
-  if (count === 0) return;
-  e.block(`for (var i: i32 = i32(lid.x); i < ${k}; i += ${all}) {`, () => {
-    e.line(`${l.coords[l.coords.length - 1]} = i;`);
-    const memo = new Map<Expr, string>();
-    reductions.forEach((r, j) => {
-      e.line(`acc${j} = ${combiner(r).combine(`acc${j}`, l.value(r.expr, memo))};`);
+  kernel.reductions.slice(0, count).forEach((r, j) => {
+    const { init, combine } = combiner(r);
+    e.line(`var acc${j}: f32 = ${init};`);
+    e.block(`for (var i: i32 = i32(lid.x); i < ${k}; i += ${all}) {`, () => {
+      e.line(`${l.coords[l.coords.length - 1]} = i;`);
+      e.line(`acc${j} = ${combine(`acc${j}`, l.value(r.expr, new Map<Expr, string>()))};`);
     });
-  });
-  // The workgroup's threads are one row here: `lane` is each one's place among them all.
-  e.block("{", () => {
-    e.line("let lane = lid.x;");
-    reductions.forEach((r, j) => combineAcross(l, r, j, all, k, "0u"));
+    // The workgroup's threads are one row here: `lane` is each one's place among them all.
+    e.block("{", () => {
+      e.line("let lane = lid.x;");
+      combineAcross(l, r, j, all, k, "0u");
+    });
   });
 }
 

@@ -22,7 +22,7 @@ Deno.test("WebGPU unpacks a few-row BlockMatMul in registers, as the reference c
 Deno.test("WebGPU computes a block product's elementwise A as it reads it, one kernel", async () => {
   for (
     const [[lead, form, zeros], a] of FEW_ROW_CASES.flatMap((c) =>
-      [[c, "gated"], [c, "scaled"], [c, "normed"]] as const
+      [[c, "gated"], [c, "scaled"], [c, "normed"], [c, "centred"]] as const
     )
   ) {
     const { graph, feeds } = blockProduct(lead, form, zeros, { a });
@@ -33,13 +33,14 @@ Deno.test("WebGPU computes a block product's elementwise A as it reads it, one k
     assert.equal(kernels.length, 1, `${lead} × ${form}`);
     const [kernel] = kernels;
     assert.ok(kernel.blockProduct?.prologue && kernel.blockProduct.a === undefined);
-    assert.equal(kernel.reductions.length, a === "normed" ? 2 : 1);
+    const normed = a === "normed" || a === "centred";
+    assert.equal(kernel.reductions.length, a === "centred" ? 3 : normed ? 2 : 1);
     // The block kernel (words read as vec4s) computes A where it reads it: into the stage where
     // A is staged (as in the test above), else as each block reads it. A normalization's mean
     // square is the workgroup's, over the row it stages: unstaged, the generic kernel takes it.
     const wgsl = generateWgsl(kernel, { maxInvocations: 256 });
     const shares = lead.length === 1 && (lead[0] === 1 || form[1] % 32 === 0);
-    const block = a !== "normed" || shares;
+    const block = !normed || shares;
     assert.equal(/array<vec4<u32>>/.test(wgsl), block, `${lead} × ${form}: the block kernel`);
     const staged = /sh_a\[.*\] = select\(vec4<f32>\(0\.0\), vec4<f32>\(/.test(wgsl);
     assert.equal(staged, shares && block, `${lead} × ${form}: prologue staged`);
