@@ -120,7 +120,7 @@ function layerNorm(): Kernel {
  * (`BlockMatMul`, as MatMulNBits imports): what a decode step reads, so its bytes are the packed
  * words and the f32 scale and zero tables.
  */
-function gemv4(k: number, n: number): Kernel {
+function gemv4(k: number, n: number, normed = false): Kernel {
   const blocks = k / 32, width = blocks * 4;
   const q = Uint32Array.from(uniform(n * width, 11, 0, 2 ** 32), (v) => Math.floor(v) >>> 0);
   const s = uniform(n * blocks, 12, 0.01, 0.03);
@@ -129,9 +129,15 @@ function gemv4(k: number, n: number): Kernel {
   const b = new GraphBuilder();
   const w = [b.param("q", [n, width], "u32", q), b.param("s", [n, blocks], "f32", s)];
   const zeros = b.param("z", [n, blocks], "f32", z);
-  b.output("y", b.op("BlockMatMul", [b.input("a", [1, k]), ...w, zeros], { bits: 4, block: 32 }));
+  // `normed`: A an RMS normalization of the input (a decode step's), taken into the product.
+  const x = b.input("a", [1, k]);
+  const mean = b.op("ReduceMean", [b.op("Mul", [x, x])], { axes: [-1], keepdims: 1 });
+  const root = b.op("Sqrt", [b.op("Add", [mean, b.constant(1e-6)])]);
+  const rows = normed ? b.op("Div", [x, root]) : x;
+  b.output("y", b.op("BlockMatMul", [rows, ...w, zeros], { bits: 4, block: 32 }));
+  const scale = normed ? 1 / Math.sqrt(a.reduce((t, v) => t + v * v, 0) / k + 1e-6) : 1;
   return {
-    id: `gemv4-${k}x${n}`,
+    id: `gemv4-${k}x${n}${normed ? "-normed" : ""}`,
     graph: b.build(),
     inputs: { a: { data: a, shape: [1, k] } },
     expect: (j) => {
@@ -141,7 +147,7 @@ function gemv4(k: number, n: number): Kernel {
         const v = (q[j * width + (i >> 3)] >>> ((i & 7) * 4)) & 15;
         sum += a[i] * (v - z[cell]) * s[cell];
       }
-      return sum;
+      return sum * scale;
     },
     size: n,
     bytes: 4 * (n * width + 2 * n * blocks + k + n),
@@ -447,6 +453,8 @@ const all: (() => Kernel)[] = [
   () => gemv4(896, 4864 * 2),
   () => gemv4(4864, 896),
   () => gemv4(896, 151936),
+  () => gemv4(896, 1152, true),
+  () => gemv4(896, 151936, true),
   () => matmul(1024),
   () => matmul(2048),
   () => matmul(4096),
