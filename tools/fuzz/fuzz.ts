@@ -31,6 +31,7 @@ import { RANDOM_OPS } from "../../jit/passes/random_inputs.ts";
 import { isClose } from "../../jit/testing/testing.ts";
 import { CONVERTERS } from "../../onnx/convert/mod.ts";
 import { type GrammarCase, grammarCase, WrongAnswer } from "./fuzz_grammar.ts";
+import { jittered } from "./jitter.ts";
 import { toOnnx } from "../../onnx/export/export.ts";
 import { importModel } from "../../onnx/import/import.ts";
 import { onnxInputs } from "../../onnx/import/inputs.ts";
@@ -527,8 +528,8 @@ function flushed(feeds: Record<string, HostTensor>): Record<string, HostTensor> 
  * element is not compared: when the reference's node-by-node run disagrees with it (another
  * evaluation order), or when inputs nudged by a relative 2^-20 move it past the tolerance (a sum
  * that cancels 3e38 against -3e38, sin of a huge argument, tan near a pole, a comparison of two
- * values a rounding apart), and on webgpu when flushing subnormal inputs moves it (see
- * {@linkcode flushed}).
+ * values a rounding apart), or sums nudged by two units in the last place (`jitter.ts`), and on
+ * webgpu when flushing subnormal inputs moves it (see {@linkcode flushed}).
  */
 async function runEverywhere(
   graph: Graph,
@@ -540,6 +541,8 @@ async function runEverywhere(
   const want = await runOnce(graph, feeds, { backend: "reference" });
   const orders = await runOnce(graph, feeds, { fuse: false });
   const nudged = await runOnce(graph, perturbed(feeds), { backend: "reference" });
+  const up = await runOnce(jittered(graph, 1), feeds, { backend: "reference" });
+  const down = await runOnce(jittered(graph, -1), feeds, { backend: "reference" });
   // WGSL lets a GPU flush subnormal f32 to zero (NVIDIA does; documented): where flushing the
   // inputs' subnormals changes the reference's answer, webgpu's is not compared.
   const flat = flushed(feeds);
@@ -555,13 +558,13 @@ async function runEverywhere(
         throw new Mismatch(`${backend} ${name}: ${g?.dtype}[${g?.shape}] ≠ ${w.dtype}[${w.shape}]`);
       }
       const [a, e] = [numbersOf(g), numbersOf(w)];
-      const [o, n] = [numbersOf(orders[name]), numbersOf(nudged[name])];
+      const [o, n, u, d] = [orders, nudged, up, down].map((r) => numbersOf(r[name]));
       const f = backend === "webgpu" && flushedWant ? numbersOf(flushedWant[name]) : undefined;
       const rtol = tolerance(w.dtype);
       // Stability is judged strictly: NaN in one order and ±inf in the other is unstable.
       const same = (x: number, y: number) => isClose(x, y, rtol ? 1e-4 : 0, rtol);
       const stable = (i: number) =>
-        same(o[i], e[i]) && same(n[i], e[i]) && (!f || same(f[i], e[i]));
+        [o, n, u, d].every((r) => same(r[i], e[i])) && (!f || same(f[i], e[i]));
       const bad = e.findIndex((x, i) => stable(i) && !agree(a[i], x, rtol));
       if (bad >= 0) {
         throw new Mismatch(`${backend} ${name}[${bad}] = ${a[bad]}, reference ${e[bad]}`);
