@@ -13,6 +13,7 @@ import { KilnError } from "./support/errors.ts";
 import { Executable, settleCompile } from "./runtime/executable.ts";
 import { type ProgressCallback, reporter } from "./runtime/progress.ts";
 import { rowsFirst } from "./passes/rows_first.ts";
+import { joinedProducts } from "./passes/joined_products.ts";
 import { scalesOut } from "./passes/scales_out.ts";
 import { foldEmpty } from "./passes/fold_empty.ts";
 import { fuse, type FuseOptions } from "./passes/fuse.ts";
@@ -222,7 +223,7 @@ function prepare(input: Graph, options: CompileOptions): Prepared {
   // Random ops become inputs the executable draws on every run.
   const { graph: drawing, drawn } = hoistRandom(input);
   const { graph, widened } = withoutF64(
-    applyPrecision(rowsFirst(scalesOut(foldEmpty(drawing))), precision),
+    applyPrecision(joinedProducts(rowsFirst(scalesOut(foldEmpty(drawing)))), precision),
     named,
     options.narrowF64 ?? false,
   );

@@ -1,0 +1,136 @@
+/**
+ * Products that share their left operand, joined: MatMul nodes reading the same A by constant
+ * weights [K, N_i] that nothing else reads, each followed by an Add of a constant bias [N_i] (or
+ * none of them), become one MatMul by the weights laid side by side along N, plus one Add of the
+ * biases, whose output the old products' readers take through Slices along N. Each output
+ * element is the same sum in the same order: results are unchanged to the bit. A transformer
+ * layer's Q, K and V projections as Hugging Face's BERT and ViT export them are three products
+ * of [tokens × 768] by [768 × 768]: three dispatches on a GPU whose tiles each fill a third of
+ * what one product of [768 × 2304] fills, and A packed three times on the CPU.
+ *
+ * @module
+ */
+import {
+  boundaryOf,
+  freshNames,
+  Graph,
+  handOver,
+  type Node,
+  type NodeSpec,
+  nodeSpecOf,
+  type ParamSpec,
+  readCount,
+} from "../ir/graph.ts";
+import { allocate } from "../ir/dtype.ts";
+
+/** One product of a join: its MatMul, its bias Add if any, and their constant operands. */
+interface Member {
+  readonly product: Node;
+  readonly weight: number;
+  readonly add?: Node;
+  readonly bias?: number;
+}
+
+/** `graph` with every set of products sharing their left operand joined (see the module note). */
+export function joinedProducts(graph: Graph): Graph {
+  const joins = joinable(graph);
+  if (joins.length === 0) return graph;
+  const name = (v: number) => graph.values[v].name;
+  const fresh = freshNames(graph);
+  const dropped = new Set(
+    joins.flat().flatMap((m) => [m.product.id, ...(m.add ? [m.add.id] : [])]),
+  );
+  const replaced = new Set(
+    joins.flat().flatMap((m) => [m.weight, ...(m.bias === undefined ? [] : [m.bias])]),
+  );
+  const boundary = boundaryOf(graph);
+  const params = boundary.params.filter((p) =>
+    !replaced.has(graph.params.find((q) => q.name === p.name)!.value)
+  );
+  const nodes: NodeSpec[] = [];
+  const first = new Map(joins.map((j) => [j[0].product.id, j]));
+  for (const n of graph.nodes) {
+    const join = first.get(n.id);
+    if (join) {
+      const a = name(join[0].product.inputs[0]);
+      const weight = fresh(`${a}/joined_weight`);
+      params.push(sideBySide(graph, join.map((m) => m.weight), weight));
+      let sum = fresh(`${a}/joined`);
+      nodes.push({ op: "MatMul", inputs: [a, weight], outputs: [sum], name: join[0].product.name });
+      if (join[0].add) {
+        const bias = fresh(`${a}/joined_bias`);
+        params.push(sideBySide(graph, join.map((m) => m.bias!), bias));
+        const biased = fresh(`${a}/joined_biased`);
+        nodes.push({ op: "Add", inputs: [sum, bias], outputs: [biased], name: join[0].add.name });
+        sum = biased;
+      }
+      let at = 0;
+      for (const m of join) {
+        const width = graph.values[m.weight].shape[1];
+        const out = name((m.add ?? m.product).outputs[0]);
+        const attrs = { starts: [at], ends: [at + width], axes: [-1] };
+        nodes.push({ op: "Slice", inputs: [sum], outputs: [out], attrs, name: m.product.name });
+        at += width;
+      }
+    }
+    if (!dropped.has(n.id)) nodes.push(nodeSpecOf(graph, n));
+  }
+  return Graph.create({ ...boundary, params, nodes });
+}
+
+/**
+ * The sets of products to join, each in graph order: two or more MatMuls of one A (of K
+ * columns, f32 or f16) by 2-D constant weights of K rows read by nothing else, all with a bias
+ * Add of a 1-D constant read by nothing else, or none.
+ */
+function joinable(graph: Graph): Member[][] {
+  const constant = (v: number) =>
+    graph.params.find((p) => p.value === v)?.data !== undefined && readCount(graph, v) === 1;
+  const byA = new Map<number, Member[]>();
+  for (const n of graph.nodes) {
+    if (n.op !== "MatMul") continue;
+    const [a, w] = n.inputs;
+    const [ta, tw] = [graph.values[a], graph.values[w]];
+    const float = ta.dtype === "f32" || ta.dtype === "f16";
+    if (!float || tw.dtype !== ta.dtype || tw.shape.length !== 2 || !constant(w)) continue;
+    if (ta.shape.length < 2 || ta.shape[ta.shape.length - 1] !== tw.shape[0]) continue;
+    const out = n.outputs[0];
+    const [reader] = graph.consumers(out).map((id) => graph.nodes[id]);
+    const bias = reader?.op === "Add" && readCount(graph, out) === 1
+      ? reader.inputs.find((v) => v !== out)
+      : undefined;
+    const biased = bias !== undefined && constant(bias) &&
+      graph.values[bias].shape.join() === String(tw.shape[1]) &&
+      graph.values[bias].dtype === ta.dtype;
+    const member = biased
+      ? { product: n, weight: w, add: reader, bias }
+      : { product: n, weight: w };
+    byA.set(a, [...byA.get(a) ?? [], member]);
+  }
+  return [...byA.values()].flatMap((members) => {
+    const withBias = members.filter((m) => m.add), without = members.filter((m) => !m.add);
+    return [withBias, without].filter((set) => set.length >= 2);
+  });
+}
+
+/**
+ * The constants `values` (weights [K, N_i] or biases [N_i]) laid side by side along their last
+ * axis as a param named `name`, its data handed to the graph.
+ */
+function sideBySide(graph: Graph, values: number[], name: string): ParamSpec {
+  const parts = values.map((v) => ({
+    data: graph.params.find((p) => p.value === v)!.data as Float32Array | Uint16Array,
+    shape: graph.values[v].shape,
+  }));
+  const matrix = parts[0].shape.length === 2, rows = matrix ? parts[0].shape[0] : 1;
+  const width = parts.reduce((s, p) => s + p.shape[p.shape.length - 1], 0);
+  const dtype = graph.values[values[0]].dtype as "f32" | "f16";
+  const data = allocate(dtype, rows * width);
+  let at = 0;
+  for (const p of parts) {
+    const n = p.shape[p.shape.length - 1];
+    for (let r = 0; r < rows; r++) data.set(p.data.subarray(r * n, (r + 1) * n), r * width + at);
+    at += n;
+  }
+  return { name, shape: matrix ? [rows, width] : [width], dtype, data: handOver(data) };
+}
