@@ -201,3 +201,20 @@ Deno.test("stored patches and split sums over random convolutions match the refe
   }
   assert.ok(taken.patches >= 6 && taken.parts >= 2, JSON.stringify(taken));
 });
+
+Deno.test("split sums are off by default, on by the option or KILN_SPLIT_SUMS=1", async () => {
+  const splits = async (options = {}) => {
+    const backend = new WebGpuBackend(options);
+    await backend.prepare();
+    return backend.capabilities().splitSums;
+  };
+  assert.equal(await splits(), false);
+  assert.equal(await splits({ splitSums: true }), true);
+  Deno.env.set("KILN_SPLIT_SUMS", "1");
+  try {
+    assert.equal(await splits(), true);
+    assert.equal(await splits({ splitSums: false }), false);
+  } finally {
+    Deno.env.delete("KILN_SPLIT_SUMS");
+  }
+});

@@ -64,8 +64,8 @@ export interface WebGpuOptions {
    * Sum the K of a product of few outputs and a deep K (by a shared weight, or a convolution
    * whose patches are stored) in parts, each part's tiles a kernel of their own, added up by a
    * second kernel with the epilogue: the parts multiply the workgroups that fill the GPU.
-   * Default: off until measured on a large GPU (`bench/gpu_kernels.ts --only conv` times it
-   * beside the default).
+   * Default: `KILN_SPLIT_SUMS=1` in the environment turns it on, else off until measured on a
+   * large GPU (`bench/gpu_kernels.ts --only conv` times it beside the default).
    */
   readonly splitSums?: boolean;
   /**
