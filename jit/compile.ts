@@ -222,8 +222,12 @@ function prepare(input: Graph, options: CompileOptions): Prepared {
   const named = typeof id === "object" ? id : id === undefined ? undefined : registry!.get(id);
   // Random ops become inputs the executable draws on every run.
   const { graph: drawing, drawn } = hoistRandom(input);
+  const rewritten = rowsFirst(scalesOut(foldEmpty(drawing)));
+  // Joined products pay on a GPU (more tiles, fewer dispatches); on a CPU they measured the same
+  // and would hold their weights twice beside the caller's graph.
+  const joined = named && named.kind !== "gpu" ? rewritten : joinedProducts(rewritten);
   const { graph, widened } = withoutF64(
-    applyPrecision(joinedProducts(rowsFirst(scalesOut(foldEmpty(drawing)))), precision),
+    applyPrecision(joined, precision),
     named,
     options.narrowF64 ?? false,
   );

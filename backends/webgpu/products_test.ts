@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { fuse } from "../../jit/passes/fuse.ts";
+import { compile } from "../../mod.ts";
 import { fusionFor } from "../../jit/compile.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { f32, graphMatchesReference, hashed } from "../../jit/testing/testing.ts";
@@ -217,4 +218,20 @@ Deno.test("split sums are off by default, on by the option or KILN_SPLIT_SUMS=1"
   } finally {
     Deno.env.delete("KILN_SPLIT_SUMS");
   }
+});
+
+Deno.test("compile joins products of one A for a GPU, not for a CPU backend", async () => {
+  const b = new GraphBuilder();
+  const a = b.input("a", [4, 8]);
+  for (const [i, n] of [6, 10].entries()) {
+    const w = b.param(`w${i}`, [8, n], "f32", new Float32Array(hashed(8 * n, 3 + i)));
+    b.output(`y${i}`, b.op("MatMul", [a, w]));
+  }
+  const graph = b.build();
+  const products = async (backend: string | WebGpuBackend) => {
+    using exe = await compile(graph, { backend, cache: false });
+    return exe.plan!.kernels.filter((k) => k.pattern === "matmul").length;
+  };
+  assert.equal(await products(gpu), 1);
+  assert.equal(await products("wasm"), 2);
 });

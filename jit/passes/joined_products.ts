@@ -6,7 +6,9 @@
  * element is the same sum in the same order: results are unchanged to the bit. A transformer
  * layer's Q, K and V projections as Hugging Face's BERT and ViT export them are three products
  * of [tokens × 768] by [768 × 768]: three dispatches on a GPU whose tiles each fill a third of
- * what one product of [768 × 2304] fills, and A packed three times on the CPU.
+ * what one product of [768 × 2304] fills. The joined weights are a copy (the caller's graph keeps
+ * its own), so `compile` joins only where a GPU may run the plan: on 2 CPU cores a 12-layer
+ * ViT-shaped encoder ran 442-473 ms unjoined and 435-466 joined, within noise.
  *
  * @module
  */
