@@ -95,6 +95,11 @@ class Fuser {
   readonly #constants = new Map<number, HostTensor>();
   readonly #storedAs = new WeakMap<Sym, Sym>();
   readonly #equal = new EqualValues();
+  /**
+   * Reduction kernels by the bare value they reduce: a reduction of the same value over the same
+   * axes (DynamicQuantizeLinear's min beside its max) joins the kernel, one pass instead of two.
+   */
+  readonly #reduced = new Map<Expr, Group>();
   #fresh: number;
   /** What the contractions (`fuse_contractions.ts`) need of this walk. */
   readonly #walk: Walk = {
@@ -435,7 +440,6 @@ class Fuser {
   #reduce(op: ReduceOp, s: Sym, axes: number[], label: string, type: ValueType): Sym {
     const shape = s.type.shape;
     const sorted = [...axes].sort((a, b) => a - b);
-    let group: Group | undefined;
     if (
       s.group &&
       (s.toOwn!.length > 0 || !sameShape(s.group.space, shape) ||
@@ -443,16 +447,13 @@ class Fuser {
     ) {
       s = this.#stored(s, `${label} reduces it over another iteration space`);
     }
-    if (s.group) {
-      group = s.group;
-      this.#log.push(
-        `${label}: joins kernel #${group.id} as reduction ${
-          group.reductions.length + 1
-        } over the same rows`,
-      );
-    } else {
-      group = this.#groups.create(shape, sorted, "reduce");
-    }
+    const sibling = s.group ? undefined : this.#reduced.get(s.expr);
+    const joins = sibling && sameAxes(sibling.reduced, sorted) && !sibling.outputs.length;
+    const joined = s.group ?? (joins ? sibling : undefined);
+    const group = joined ?? this.#groups.create(shape, sorted, "reduce");
+    const nth = group.reductions.length + 1;
+    if (joined) this.#log.push(`${label}: joins kernel #${group.id} as reduction ${nth}`);
+    else if (isBare(s)) this.#reduced.set(s.expr, group);
     return this.#reduction(group, op, s.expr, label, type, own(s));
   }
 

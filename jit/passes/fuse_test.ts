@@ -450,3 +450,23 @@ Deno.test("a value computed twice from the same buffers and equal constants is s
   assert.equal(stores(build([-0, 1, 2, 3, 4, 5, 6, 7])), 2);
   assert.equal(stores(build([0, 1, 2, 3, 4, 5, 6, 8])), 2);
 });
+
+Deno.test("reductions of one value over the same axes share a kernel (a min beside a max)", async () => {
+  // DynamicQuantizeLinear's range: max and min of x, then its scale from both.
+  const b = new GraphBuilder();
+  const x = b.input("x", [4, 6]);
+  const whole = { axes: [0, 1], keepdims: 0 };
+  const max = b.op("ReduceMax", [x], whole), min = b.op("ReduceMin", [x], whole);
+  b.output("range", b.op("Sub", [max, min]));
+  // The same value over other axes stays a kernel of its own.
+  b.output("rows", b.op("ReduceMin", [x], { axes: [1], keepdims: 0 }));
+  const kernels = fuse(b.build()).kernels;
+  assert.deepEqual(kernels.map((k) => k.reductions.map((r) => r.op).join()), ["max,min", "min"]);
+  const data = uniform(24, 3, -5, 5);
+  for (const backend of ["reference", "wasm"]) {
+    const out = await (await compile(b.build(), { backend })).run({
+      x: { data, shape: [4, 6], dtype: "f32" },
+    });
+    assert.deepEqual(numbers(out.range.data), [Math.fround(Math.max(...data) - Math.min(...data))]);
+  }
+});
