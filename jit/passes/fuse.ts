@@ -57,10 +57,10 @@ import {
   unique,
 } from "./fuse_values.ts";
 import { withIntegerRules } from "../ir/integer_rules.ts";
-import { gatherStep, matmulMap, movementSteps, relation, sameMap } from "../ir/index_maps.ts";
+import { gatherStep, movementSteps, relation, sameMap } from "../ir/index_maps.ts";
 import { padByConcat } from "../ops/movement.ts";
 import { runsWhole } from "./fusable.ts";
-import { convSym, matmulSym, normedProduct, poolSym, type Walk } from "./fuse_contractions.ts";
+import { convSym, matmulSym, poolSym, prologueProduct, type Walk } from "./fuse_contractions.ts";
 import { reduceAxes } from "../ops/reduce.ts";
 import {
   type Attrs,
@@ -501,19 +501,22 @@ class Fuser {
     const weight = plainTables(ins.slice(1), attrs);
     if (!weight) return undefined;
     const int8 = attrs.int8 ? { int8: true } : {};
-    if (few && this.#opts.blockPrologues && normedOperand(ins[0], attrs, this.#opts.maxDepth)) {
+    const normed = normedOperand(ins[0], attrs, this.#opts.maxDepth);
+    if (
+      few && this.#opts.blockPrologues &&
+      (normed || prologueOperand(ins[0], attrs, this.#opts.maxDepth))
+    ) {
       const [w] = this.#expand(ins, attrs, label, blockWeight);
-      this.#log.push(`${label}: takes its A's normalization into its own kernel (a prologue)`);
-      return normedProduct(this.#walk, ins[0], w, { label, type, tables: { ...weight, ...int8 } });
-    }
-    if (few && this.#opts.blockPrologues && prologueOperand(ins[0], attrs, this.#opts.maxDepth)) {
-      const a = ins[0];
-      const [w] = this.#expand(ins, attrs, label, blockWeight);
-      const product = this.#matmul([a, w], label, type, { inlineB: true, inlineA: true });
-      const prologue = reindex(a.expr, matmulMap(a.type.shape, w.type.shape).operands[0]);
-      product.group!.blockProduct = { ...weight, ...int8, prologue };
-      this.#log.push(`${label}: computes its A in its own kernel (a prologue)`);
-      return product;
+      this.#log.push(
+        normed
+          ? `${label}: takes its A's normalization into its own kernel (a prologue)`
+          : `${label}: computes its A in its own kernel (a prologue)`,
+      );
+      return prologueProduct(this.#walk, ins[0], w, {
+        label,
+        type,
+        tables: { ...weight, ...int8 },
+      });
     }
     let a = this.#operand(ins[0], label);
     if (plainInput(a) === undefined && few) {

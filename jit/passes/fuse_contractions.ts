@@ -3,7 +3,7 @@
  * map's space (`index_maps.ts`) whose product reads its operands through the map. The walk
  * (`fuse.ts`) hands them what they need of it as a {@linkcode Walk}. Where the device profile
  * asks, a conv stores its patches first, a product of few outputs sums a deep K in parts, and a
- * block product takes its A's normalization into its own kernel.
+ * block product computes its A (a normalization's rows included) in its own kernel.
  *
  * @module
  */
@@ -62,12 +62,8 @@ export function matmulSym(
   const map = matmulMap(a.type.shape, b.type.shape);
   const read = (e: Expr): Expr =>
     widen ? { kind: "alu", op: "Cast", args: [e], dtype: type.dtype } : e;
-  const product: Expr = {
-    kind: "alu",
-    op: "Mul",
-    args: [read(reindex(a.expr, map.operands[0])), read(reindex(b.expr, map.operands[1]))],
-    dtype: type.dtype,
-  };
+  const factors = [a, b].map((s, i) => read(reindex(s.expr, map.operands[i])));
+  const product = multiplied(factors[0], factors[1], type);
   const labels = [...own(a), ...own(b)];
   // Only products by a shared weight split: a batched B (attention's) stays one kernel, which
   // the attention groups recognise.
@@ -79,34 +75,36 @@ export function matmulSym(
 }
 
 /**
- * A block product whose A is a normalization's rows (`normedOperand`) by `w`, its weight as the
- * product reads it: one kernel that takes the normalization's reductions first, over the row it
- * reads, and A as a prologue of them (`BlockProduct.prologue`).
+ * A block product of few rows by `w` (its weight as the product reads it) whose A its kernel
+ * computes as it reads it (`BlockProduct.prologue`): an elementwise expression (`prologueOperand`)
+ * or a normalization's rows (`normedOperand`), whose reductions the kernel then takes first, over
+ * the row it reads, the normalization's kernel not run.
  */
-export function normedProduct(
+export function prologueProduct(
   walk: Walk,
   a: Sym,
   w: Sym,
   at: { label: string; type: ValueType; tables: BlockTables },
 ): Sym {
   const { label, type, tables } = at;
-  const norm = a.group!;
   const map = matmulMap(a.type.shape, w.type.shape);
   const group = walk.group(map.space, map.reduced, "matmul");
   // A's coordinates are the normalization's: its reductions keep their indices, first.
   const toA = map.operands[0];
-  for (const r of norm.reductions) group.reductions.push({ ...r, expr: reindex(r.expr, toA) });
+  for (const r of a.group?.reductions ?? []) {
+    group.reductions.push({ ...r, expr: reindex(r.expr, toA) });
+  }
   const prologue = reindex(a.expr, toA);
-  const product: Expr = {
-    kind: "alu",
-    op: "Mul",
-    args: [prologue, reindex(w.expr, map.operands[1])],
-    dtype: type.dtype,
-  };
-  const labels = [...norm.labels, ...own(w)];
+  const product = multiplied(prologue, reindex(w.expr, map.operands[1]), type);
+  const labels = [...(a.group ? a.group.labels : own(a)), ...own(w)];
   const sym = walk.reduction(group, "sum", product, label, type, labels);
   group.blockProduct = { ...tables, prologue };
   return sym;
+}
+
+/** The product of two factors at a contraction's point, in `type`'s dtype. */
+function multiplied(x: Expr, y: Expr, type: ValueType): Expr {
+  return { kind: "alu", op: "Mul", args: [x, y], dtype: type.dtype };
 }
 
 /**
@@ -132,12 +130,10 @@ export function convSym(
     ? reindex(patches.expr, [map.patches!.read])
     : reindex(x.expr, map.operands[0]);
   const factors = [rows, reindex(w.expr, map.operands[1])];
-  const product: Expr = {
-    kind: "alu",
-    op: "Mul",
-    args: map.swapped ? factors.reverse() : factors,
-    dtype: type.dtype,
-  };
+  const product = multiplied(
+    ...(map.swapped ? [factors[1], factors[0]] : factors) as [Expr, Expr],
+    type,
+  );
   const labels = [...own(patches ?? x), ...own(w)];
   const parts = patches ? sumParts(walk, map.space, type.dtype) : 1;
   let acc: Sym;

@@ -74,9 +74,13 @@ const PROLOGUE = { buffers: 4, ops: 16 };
  * forming (a normalization's rows), not rounded to 8 bits (those products read A's integers).
  */
 export function prologueOperand(a: Sym, attrs: Attrs, maxDepth: number): boolean {
-  return !attrs.int8 && !a.group && plainInput(a) === undefined &&
-    buffersRead(a.expr).size <= PROLOGUE.buffers && aluCount(a.expr) <= PROLOGUE.ops &&
-    exprDepth(a.expr) < maxDepth;
+  return !attrs.int8 && !a.group && plainInput(a) === undefined && withinPrologue(a.expr, maxDepth);
+}
+
+/** Whether `e` is small enough for a prologue (`PROLOGUE`) and under the depth limit. */
+function withinPrologue(e: Expr, maxDepth: number): boolean {
+  return buffersRead(e).size <= PROLOGUE.buffers && aluCount(e) <= PROLOGUE.ops &&
+    exprDepth(e) < maxDepth;
 }
 
 /**
@@ -93,10 +97,7 @@ export function normedOperand(a: Sym, attrs: Attrs, maxDepth: number): boolean {
   const exprs = [a.expr, ...g.reductions.map((r) => r.expr)];
   return sameShape(g.space, a.type.shape) && g.reduced.length === 1 && g.reduced[0] === last &&
     (a.toOwn ?? []).length === 0 && g.reductions.every((r) => r.dtype === "f32") &&
-    exprs.every((e) =>
-      buffersRead(e).size <= PROLOGUE.buffers && aluCount(e) <= PROLOGUE.ops &&
-      exprDepth(e) < maxDepth
-    );
+    exprs.every((e) => withinPrologue(e, maxDepth));
 }
 
 /** A one-element constant as a constant expression, or `undefined` for a larger one. */

@@ -46,9 +46,8 @@ export function joinedProducts(graph: Graph): Graph {
     joins.flat().flatMap((m) => [m.weight, ...(m.bias === undefined ? [] : [m.bias])]),
   );
   const boundary = boundaryOf(graph);
-  const params = boundary.params.filter((p) =>
-    !replaced.has(graph.params.find((q) => q.name === p.name)!.value)
-  );
+  // boundaryOf lists the params in the graph's order.
+  const params = boundary.params.filter((_, i) => !replaced.has(graph.params[i].value));
   const nodes: NodeSpec[] = [];
   const first = new Map(joins.map((j) => [j[0].product.id, j]));
   for (const n of graph.nodes) {

@@ -53,13 +53,13 @@ function sizes(kernel: KernelIR, tag: BlockProduct) {
  */
 export function blockTiling(kernel: KernelIR, most: number, bytes: number): RowTiling | undefined {
   const tag = kernel.blockProduct;
-  // Reductions before the product's are a prologue's (a normalization's rows, `normedProduct`).
+  // Reductions before the product's are a prologue's (a normalization's rows, `prologueProduct`).
   const pre = kernel.reductions.length - 1;
   if (!tag || pre < 0 || (pre > 0 && !tag.prologue)) return undefined;
   const r = kernel.reductions[pre];
   if (kernel.reductions.some((x) => x.dtype !== "f32")) return undefined;
   const { blocks, k, n, quads, total } = sizes(kernel, tag);
-  if (r.op !== "sum" || r.dtype !== "f32" || k % 4 !== 0 || !Number.isInteger(blocks)) {
+  if (r.op !== "sum" || k % 4 !== 0 || !Number.isInteger(blocks)) {
     return undefined;
   }
   if (!Number.isInteger(quads) || kernel.reduced.length !== 1) return undefined;
