@@ -114,7 +114,7 @@ export class WebGpuBackend implements Backend {
       maxStorageBufferBytes: this.#options.maxStorageBufferBytes,
       readbackMs: this.#readbackMs,
       storedPatches: this.#options.storedPatches,
-      splitSums: this.#options.splitSums ?? envVar("KILN_SPLIT_SUMS") === "1",
+      splitSums: this.#options.splitSums ?? envVar("KILN_SPLIT_SUMS") !== "0",
     });
   }
 

@@ -174,8 +174,11 @@ function sumParts(walk: Walk, space: Shape, dtype: string): number {
   return parts;
 }
 
-/** Least multiply-adds, rows, K a part and most parts of a product summed in parts. */
-const SPLIT_MACS = 2 ** 24, SPLIT_ROWS = 32, SPLIT_DEPTH = 256, SPLIT_MOST = 8;
+/**
+ * Least multiply-adds, rows, K a part and most parts of a product summed in parts. Below 2^27
+ * multiply-adds (ResNet-50's convolutions at batch 1) the H200 measured no gain, or a loss.
+ */
+const SPLIT_MACS = 2 ** 27, SPLIT_ROWS = 32, SPLIT_DEPTH = 256, SPLIT_MOST = 8;
 /** Outputs a split product's parts make together (the tiles they give a GPU to fill). */
 const SPLIT_OUTPUTS = 2 ** 20;
 
