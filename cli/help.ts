@@ -10,12 +10,13 @@ export const HELP: string = `kiln ${VERSION}: a JIT codegen runtime for tensor c
 
 Usage:
   kiln run [MODEL.onnx] [--backend auto|ID] [--input NAME=FILE.bin ...] [--shape NAME=2x3 ...]
-           [--save DIR] [--runs N] [--json] [--explain] [--quiet] [--precision f32|f16-storage|f16]
-           [--narrow-f64]
+           [--save DIR] [--runs N] [--json] [--explain] [--quiet]
+           [--precision f32|f16-storage|f16|exact] [--narrow-f64]
       Compile and run MODEL (default: the built-in demo MLP). Inputs are raw little-endian files
       in the model's dtype; missing inputs are seeded random. --save writes DIR/<output>.bin and
       DIR/outputs.json. --precision f16 (or f16-storage) stores floats in 16 bits (natively on a
-      GPU with shader-f16, as 16-bit words elsewhere); inputs and outputs stay f32. --narrow-f64
+      GPU with shader-f16, as 16-bit words elsewhere); inputs and outputs stay f32. --precision
+      exact gives every backend the reference's bits (fixed summation order, slower). --narrow-f64
       lets a backend without f64 (webgpu) compute a double model in f32; inputs and outputs stay
       f64. A compile that takes over a second shows its phases on stderr (--quiet or --json: none).
   kiln explain [MODEL.onnx] [--backend auto|ID] [--shape NAME=2x3 ...] [--json] [--dot FILE]
@@ -23,7 +24,7 @@ Usage:
       The fusion and placement plan; --dot writes it for Graphviz, --svg draws it with dot,
       --wat prints each wasm kernel as WebAssembly text (through Binaryen, fetched on first use).
   kiln bench [MODEL.onnx] [--backends ID,ID] [--runs N] [--warmup N] [--threads N] [--json]
-             [--precision f32|f16-storage|f16] [--narrow-f64]
+             [--precision f32|f16-storage|f16|exact] [--narrow-f64]
       Compile time, first run, median and p90 run time per backend (after --warmup runs, default
       3; --threads sizes the wasm backend's thread pool; --backend ID is one backend).
   kiln info [MODEL.onnx] [--json]

@@ -58,8 +58,8 @@ export interface CompileOptions {
    * Precision of float tensors (default `"f32"`): `"f16-storage"` keeps the graph's float inputs
    * and outputs in f16 on the device, `"f16"` every float tensor (f16 arithmetic, f32
    * accumulation in reductions and matmuls). The caller's tensors stay f32 either way. Both run
-   * on every backend, natively where the device has f16 (WebGPU with `shader-f16`); see
-   * `jit/passes/precision.ts`.
+   * on every backend, natively where the device has f16 (WebGPU with `shader-f16`). `"exact"`
+   * computes in f32 to the reference's bits on every backend. See `jit/passes/precision.ts`.
    */
   readonly precision?: Precision;
   /**
@@ -222,7 +222,9 @@ function prepare(input: Graph, options: CompileOptions): Prepared {
   const named = typeof id === "object" ? id : id === undefined ? undefined : registry!.get(id);
   // Random ops become inputs the executable draws on every run.
   const { graph: drawing, drawn } = hoistRandom(input);
-  const rewritten = rowsFirst(scalesOut(foldEmpty(drawing)));
+  // Moving a scale past a product regroups its rounding: the exact precision keeps the graph's.
+  const scaled = precision === "exact" ? foldEmpty(drawing) : scalesOut(foldEmpty(drawing));
+  const rewritten = rowsFirst(scaled);
   // Joined products pay on a GPU (more tiles, fewer dispatches); on a CPU they measured the same
   // and would hold their weights twice beside the caller's graph.
   const joined = named && named.kind !== "gpu" ? rewritten : joinedProducts(rewritten);
@@ -299,7 +301,8 @@ async function fuseFor(
   report({ phase: "fuse", done: 0, total: 1 });
   const generated = candidates.filter((b) => b.codegen).map((b) => b.capabilities());
   const maxInputs = limits.length ? Math.min(...limits) : Infinity;
-  const fusion = fuse(legal, { maxInputs, ...fusionFor(generated) });
+  const exact = options.precision === "exact";
+  const fusion = fuse(legal, { maxInputs, ...fusionFor(generated), exact });
   report({ phase: "fuse", done: 1, total: 1 });
   const external = new Set([...legal.outputs.map((o) => o.value), ...fusion.constants.keys()]);
   return {

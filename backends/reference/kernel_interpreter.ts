@@ -8,7 +8,7 @@
  * @module
  */
 import type { DType, TensorData } from "../../jit/ir/dtype.ts";
-import { allocate, toF16Bits } from "../../jit/ir/dtype.ts";
+import { allocate, isFloat, toF16Bits } from "../../jit/ir/dtype.ts";
 import {
   applyStep,
   type Expr,
@@ -178,8 +178,13 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
         }
       };
       const table = (kernel.pattern === "matmul" && inner > 0) || matmulOperands(kernel)
-        ? contraction(kernel, reductions[0].expr, build, coords, active, () => generation++)
+        ? contraction(kernel, reductions[0].expr, build, coords, {
+          active,
+          tick: () => generation++,
+        })
         : undefined;
+      // The exact precision sums floats in f32, term by term (`KernelIR.exact`); others in f64.
+      const narrow = (dtype: DType) => kernel.exact === true && dtype !== "f64" && isFloat(dtype);
       for (let r = 0; r < rows; r++) {
         setIndex(kept, r);
         reductions.forEach((red0, k) => {
@@ -188,12 +193,14 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
             return;
           }
           let acc = red0.op === "max" ? -Infinity : red0.op === "min" ? Infinity : 0;
+          const f32Sum = narrow(red0.dtype);
           for (let i = 0; i < inner; i++) {
             setIndex(red, i);
             generation++;
             const v = red0.fn(coords);
-            if (red0.op === "sum" || red0.op === "mean") acc += v;
-            else if (red0.op === "max") acc = Number.isNaN(acc) || acc >= v ? acc : v;
+            if (red0.op === "sum" || red0.op === "mean") {
+              acc = f32Sum ? Math.fround(acc + v) : acc + v;
+            } else if (red0.op === "max") acc = Number.isNaN(acc) || acc >= v ? acc : v;
             else acc = Number.isNaN(acc) || acc <= v ? acc : v;
           }
           accs[k] = roundTo(red0.dtype, red0.op === "mean" ? acc / inner : acc);
@@ -226,13 +233,13 @@ function contraction(
   product: Expr,
   build: (e: Expr) => Eval,
   coords: Coords,
-  active: number | undefined,
-  tick: () => void,
+  at: { active: number | undefined; tick: () => void },
 ): Float64Array | undefined {
+  const { active, tick } = at;
   if (product.kind !== "alu" || product.op !== "Mul") return undefined;
   // Each operand point is an evaluation of its own: cached ALU results of the last are stale.
   const [a, b] = product.args.map(build).map((f) => (c: Coords) => (tick(), f(c)));
-  const f32 = product.dtype === "f32";
+  const f32 = product.dtype === "f32", narrow = f32 && kernel.exact === true;
   const space = kernel.space;
   const nb = space.length - 3;
   const [fullM, n, k] = space.slice(nb);
@@ -274,8 +281,11 @@ function contraction(
         const av = da[(t * m + i) * k + p];
         const row = (t * k + p) * n;
         // An f32 product is rounded like every f32 ALU result (overflowing to ±inf as it would
-        // stored); the sum is wide, like every float reduction of the reference.
-        if (f32) { for (let j = 0; j < n; j++) acc[j] += Math.fround(av * db[row + j]); }
+        // stored); the sum is wide, like every float reduction of the reference, but in the
+        // exact precision, which sums in f32.
+        if (narrow) {
+          for (let j = 0; j < n; j++) acc[j] = Math.fround(acc[j] + Math.fround(av * db[row + j]));
+        } else if (f32) { for (let j = 0; j < n; j++) acc[j] += Math.fround(av * db[row + j]); }
         else for (let j = 0; j < n; j++) acc[j] += av * db[row + j];
       }
       out.set(acc, (t * m + i) * n);

@@ -136,6 +136,7 @@ function writeKernelText(k: KernelIR): string {
     blockProduct: k.blockProduct &&
       { ...k.blockProduct, prologue: k.blockProduct.prologue && table.id(k.blockProduct.prologue) },
     blockUnpack: k.blockUnpack,
+    exact: k.exact,
   });
   return [head, ...table.nodes].join("\n");
 }

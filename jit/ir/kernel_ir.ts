@@ -284,6 +284,12 @@ export interface KernelIR {
   /** For a `matmul` kernel by a block-quantized weight: its buffers. */
   readonly blockProduct?: BlockProduct;
   /**
+   * Computed to the reference's bits (`precision: "exact"`, `jit/passes/exact_math.ts`): each
+   * reduction summed in the kernel's float type one term after another in the order of the reduced
+   * coordinates, no product contracted into an add, no specialized generator.
+   */
+  readonly exact?: boolean;
+  /**
    * For an elementwise kernel storing a block-quantized weight unpacked as a product reads it,
    * [K, N] (its expression computes the same): the packed buffers.
    */

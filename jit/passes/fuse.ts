@@ -147,7 +147,7 @@ class Fuser {
       const c = this.#constants.get(v);
       return c && { shape: c.shape, dtype: c.dtype as DType };
     };
-    const kernels = this.#groups.finish(typeOf, this.#opts.maxInputs);
+    const kernels = this.#groups.finish(typeOf, this.#opts);
     return { kernels, log: this.#log, constants: this.#constants };
   }
 

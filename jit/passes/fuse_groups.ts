@@ -9,6 +9,7 @@
 import { byteSize, type DType } from "../ir/dtype.ts";
 import { KilnError } from "../support/errors.ts";
 import { groupChains, rowPattern } from "./fusion_patterns.ts";
+import { exactKernel } from "./exact_math.ts";
 import {
   type BlockProduct,
   type BlockTables,
@@ -181,9 +182,14 @@ export class KernelGroups {
 
   /**
    * The kernels: elementwise groups of equal space merged where independent, in dependency
-   * order, inputs numbered per kernel (`typeOf` gives the type of a buffer no group stores).
+   * order, inputs numbered per kernel (`typeOf` gives the type of a buffer no group stores), as
+   * the exact precision computes them where `options.exact` says (`exact_math.ts`).
    */
-  finish(typeOf: (value: number) => ValueType | undefined, maxInputs: number): KernelIR[] {
+  finish(
+    typeOf: (value: number) => ValueType | undefined,
+    options: { readonly maxInputs: number; readonly exact: boolean },
+  ): KernelIR[] {
+    const { maxInputs } = options;
     // What each group reads, walked once per group rather than once per dependency query.
     const reads = new Map<Group, Set<number>>();
     const loadsOf = (g: Group) => reads.get(g) ?? reads.set(g, this.loads(g)).get(g)!;
@@ -239,7 +245,8 @@ export class KernelGroups {
     }
     const order = this.#topo(merged);
     const kernels = order.map((g, i) => this.#kernel(g, i, typeOf, maxInputs));
-    return groupChains(kernels, this.#log);
+    // The exact precision runs no group as one kernel: its members are what every backend sums.
+    return options.exact ? kernels.map(exactKernel) : groupChains(kernels, this.#log);
   }
 
   /**

@@ -62,11 +62,30 @@ export interface FuseOptions {
    * kernel (`DeviceProfile.splitSums`); default false.
    */
   readonly splitSums?: boolean;
+  /**
+   * Whether every kernel is computed to the reference's bits (`KernelIR.exact`, the exact
+   * precision): transcendentals decomposed, no attention groups, no block products, patches or
+   * split sums; default false.
+   */
+  readonly exact?: boolean;
 }
 
 /** `options` with every default filled in. */
 export function withDefaults(options: FuseOptions): Required<FuseOptions> {
+  // The exact precision's kernels are the plain ones every backend sums in the same order.
+  const exact = options.exact ?? false;
+  if (exact) {
+    options = {
+      ...options,
+      blockProducts: false,
+      blockUnpacks: false,
+      blockPrologues: false,
+      patchesFrom: Infinity,
+      splitSums: false,
+    };
+  }
   return {
+    exact,
     maxInputs: options.maxInputs ?? Infinity,
     maxSharedOps: options.maxSharedOps ?? 16,
     maxDepth: options.maxDepth ?? 128,

@@ -13,7 +13,13 @@
  *   kernel IR's semantics of f16). Inputs and outputs cross as f32: the kernels that read and
  *   write them round and widen, so no conversion runs on the host.
  *
- * Both run on every backend and under every placement policy. A device with native f16 (WebGPU
+ * - `"exact"`: f32, every backend's outputs bit-identical to the reference's: each reduction
+ *   summed in f32 in one fixed order, no product contracted into an add, the transcendentals
+ *   computed by one decomposition into exactly rounded operations (`exact_math.ts`), and no
+ *   graph rewrite that regroups a rounding (scales moved past products). It costs the
+ *   specialized kernels (tiles, flash attention, block products): see `docs/numerics.md`.
+ *
+ * The f16 precisions run on every backend and under every placement policy. A device with native f16 (WebGPU
  * with `shader-f16`) stores and computes in 16 bits; elsewhere (wasm, the reference, WebGPU
  * without `shader-f16`) f16 values are stored as 16-bit words and computed in f32, rounded as
  * f16 would be: the same numbers, at f32's speed or below.
@@ -35,9 +41,9 @@ import { freshNames, Graph, type GraphSpec, type NodeSpec } from "../ir/graph.ts
 import type { Attrs } from "../ops/mod.ts";
 
 /** Numeric precision of a compiled program's float tensors. */
-export type Precision = "f32" | "f16-storage" | "f16";
+export type Precision = "f32" | "f16-storage" | "f16" | "exact";
 
-const PRECISIONS: readonly Precision[] = ["f32", "f16-storage", "f16"];
+const PRECISIONS: readonly Precision[] = ["f32", "f16-storage", "f16", "exact"];
 
 /** `value` as a precision, or a typed error naming the choices. */
 export function checkPrecision(value: unknown): Precision {
@@ -135,7 +141,7 @@ export function applyPrecision(
   graph: Graph,
   precision: Precision,
 ): { graph: Graph; widened?: Widened } {
-  if (precision === "f32") return { graph };
+  if (precision === "f32" || precision === "exact") return { graph };
   if (precision === "f16-storage") {
     // f16 at the edges, f32 inside: the caller's f32 data crosses as f16, converted on the host.
     const inputs = graph.inputs.filter((i) => i.dtype === "f32").map((i) => i.name);

@@ -24,6 +24,7 @@
  * @module
  */
 import type { Wasm, WasmModule } from "./encoder.ts";
+import { ERF_MID, ERF_ONE, ERF_SMALL, LOG_POLY } from "../../jit/ir/f32_math_tables.ts";
 
 /** The vector math functions a module can call. */
 export type MathFunction =
@@ -60,41 +61,6 @@ const EXP_POLY = [
   0.04189034551382065,
   0.008312510326504707,
 ];
-const LOG_POLY = [
-  3.3333331174e-1,
-  -2.4999993993e-1,
-  2.0000714765e-1,
-  -1.6668057665e-1,
-  1.4249322787e-1,
-  -1.2420140846e-1,
-  1.1676998740e-1,
-  -1.1514610310e-1,
-  7.0376836292e-2,
-];
-const ERF_SMALL = [
-  1.1283791065216064,
-  -0.37612414360046387,
-  0.11280788481235504,
-  -0.026726972311735153,
-  0.004934494849294424,
-  -0.0005696599255315959,
-];
-const ERF_MID = [
-  0.9995930790901184,
-  0.002178095979616046,
-  -0.005446659401059151,
-  0.008353054523468018,
-  -0.008615347556769848,
-  0.006103817373514175,
-  -0.0028179737273603678,
-  0.0005696486332453787,
-  0.00028618419310078025,
-  -0.0002785062533803284,
-  6.208592822076753e-05,
-  2.0963174392818473e-05,
-  -9.166536074189935e-06,
-];
-
 /** Options of {@linkcode addMathFunctions}. */
 export interface MathOptions {
   /** The functions to add. */
@@ -316,7 +282,7 @@ const VERF: MathBody = {
       m.v128.bitselect(
         m.v128.or(c(1), at(4)),
         m.v128.or(poly(() => at(3), ERF_MID), at(4)),
-        f4.ge(at(1), c(3.92)),
+        f4.ge(at(1), c(ERF_ONE)),
       ),
       f4.lt(at(1), c(1)),
     ),

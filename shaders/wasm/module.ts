@@ -111,7 +111,8 @@ export class KernelFunction {
    * matmul's f32 sums are, and four windows then fold with one f32x4 add instead of two f64x2
    * widenings and adds (see `shaders/wasm/windows.ts`).
    * Every path of the kernel sums in the same order, so results do not depend on which path
-   * (the four-window run or the one-window border) or which thread computed a window.
+   * (the four-window run or the one-window border) or which thread computed a window. An exact
+   * kernel's sums are all f32 (`KernelIR.exact`), term by term.
    */
   readonly narrowSums: boolean;
   /** The ALU ops' scalar and vector lowerings. */
@@ -143,8 +144,9 @@ export class KernelFunction {
     this.accs = kernel.reductions.map((r) => this.local(this.typeOf(r.dtype)));
     const inner = kernel.reduced.reduce((n, a) => n * kernel.space[a], 1);
     this.wide = usesF64(kernel);
-    this.narrowSums = kernel.reductions.length === 1 && kernel.reductions[0].dtype === "f32" &&
-      inner <= NARROW_SUM_TERMS;
+    this.narrowSums = kernel.exact === true ||
+      (kernel.reductions.length === 1 && kernel.reductions[0].dtype === "f32" &&
+        inner <= NARROW_SUM_TERMS);
   }
 
   /** The wasm type values of `d` live in: f64 for f64, f32 for other floats, i32 for the rest. */

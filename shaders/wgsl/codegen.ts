@@ -29,7 +29,14 @@ import {
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { KernelLowering, storageBindings } from "./expr.ts";
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
-import { emitHeldRows, emitRows, type RowTiling, rowTiling } from "./rows.ts";
+import {
+  emitHeldRows,
+  emitRows,
+  emitSerialRows,
+  type RowTiling,
+  rowTiling,
+  serialRows,
+} from "./rows.ts";
 import { blockTiling, emitBlockProduct } from "./block_product.ts";
 import { quadAligned, quadInputs } from "./quads.ts";
 import { emitMatrixMatmul, MATRIX_BUILTINS, MATRIX_ENABLES, matrixTile } from "./matrix_matmul.ts";
@@ -111,6 +118,8 @@ export const MIN_TILES = 16;
 export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayout {
   const most = 2 ** Math.floor(Math.log2(Math.min(256, options.maxInvocations)));
   const none = new Set<number>();
+  // The exact precision's kernels: a row a thread, or a point a thread (`KernelIR.exact`).
+  if (kernel.exact && kernel.reductions.length) return rowsLayout(serialRows(most));
   const sliceBytes = options.splitK === false ? undefined : options.workgroupBytes ?? 16384;
   const block = blockTiling(kernel, most, options.workgroupBytes ?? 16384);
   if (block) return rowsLayout(block);
@@ -222,7 +231,8 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   else if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile, layout.vectors));
   else if (layout.rows?.blocks && kernel.blockProduct) {
     decls = emitBlockProduct(l, layout.rows, kernel.blockProduct);
-  } else if (layout.rows) {
+  } else if (layout.rows?.serial) emitSerialRows(l, layout.rows.rows);
+  else if (layout.rows) {
     decls = layout.rows.slots ? emitHeldRows(l, layout.rows) : emitRows(l, layout.rows.threads);
   } else if (layout.width === 4) emitVectorPoints(l, layout);
   else emitPoints(l, layout);

@@ -102,6 +102,8 @@ interface AluArgs extends AluOperands<string> {
   readonly scale?: number;
   /** A float Div of a finite constant by 1 + exp(·) (see {@linkcode overOnePlusExp}). */
   readonly overExp?: boolean;
+  /** The exact precision's kernel (`KernelIR.exact`): square roots rounded as IEEE rounds them. */
+  readonly ieee?: boolean;
 }
 
 const flag = (cond: string) => `select(0u, 1u, ${cond})`;
@@ -118,6 +120,17 @@ function ordered(op: string, { a, int }: AluArgs): string {
   return allOf(cmp, ...a.filter((x) => !LITERAL.test(x)).map((x) => `!k_isnan(${x})`));
 }
 const builtin = (name: string) => ({ a }: AluArgs) => `${name}(${a[0]})`;
+
+/**
+ * WGSL has no exact float remainder (`%` is a − b·trunc(a / b), rounded twice), so an exact
+ * precision kernel with one is refused rather than computed to other bits than the reference's.
+ */
+function exactRemainder(): KilnError {
+  return new KilnError("The exact precision has no float remainder (Mod with fmod) on WebGPU", {
+    code: "unsupported",
+    fix: 'run the model on backend "wasm" or "reference", or compile with precision "f32"',
+  });
+}
 
 /** Per ALU op: its WGSL expression. */
 const WGSL_ALU = {
@@ -136,7 +149,11 @@ const WGSL_ALU = {
     int ? `${t}(round(k_pow(f32(${a[0]}), f32(${a[1]}))))` : `k_pow(${a[0]}, ${a[1]})`,
   // The truncated remainder (fmod): a − b·(a / b), not %, which a software driver seen here
   // computes as unsigned for signed operands.
-  Mod: ({ a, int }) => int ? `(${a[0]} - ${a[1]} * (${a[0]} / ${a[1]}))` : `(${a[0]} % ${a[1]})`,
+  Mod: ({ a, int, ieee }) => {
+    if (int) return `(${a[0]} - ${a[1]} * (${a[0]} / ${a[1]}))`;
+    if (ieee) throw exactRemainder();
+    return `(${a[0]} % ${a[1]})`;
+  },
   Equal: (x) => flag(ordered("==", x)),
   Greater: (x) => flag(ordered(">", x)),
   Less: (x) => flag(ordered("<", x)),
@@ -149,7 +166,7 @@ const WGSL_ALU = {
   Where: ({ a }) => `select(${a[2]}, ${a[1]}, ${a[0]} != 0u)`,
   Neg: ({ a }) => `(-${a[0]})`,
   Abs: builtin("abs"),
-  Sqrt: builtin("sqrt"),
+  Sqrt: ({ a, ieee, int }) => `${ieee && !int ? "k_sqrt" : "sqrt"}(${a[0]})`,
   Exp: builtin("exp"),
   Log: builtin("log"),
   Sin: builtin("sin"),
@@ -173,12 +190,13 @@ export function alu(
   a: readonly string[],
   d: readonly DType[],
   out: DType,
-  exact: { cancel?: boolean; scale?: number; overExp?: boolean } = {},
+  exact: { cancel?: boolean; scale?: number; overExp?: boolean; ieee?: boolean } = {},
 ): string {
   const t = wgslType(d[0] ?? out);
   const int = t !== "f32";
   const cancel = (exact.cancel ?? true) && !int;
-  return WGSL_ALU[op]({ a, d, out, t, int, cancel, scale: exact.scale, overExp: exact.overExp });
+  const { scale, overExp, ieee } = exact;
+  return WGSL_ALU[op]({ a, d, out, t, int, cancel, scale, overExp, ieee });
 }
 
 /** Casts follow the reference: truncate and saturate into integers, NaN → 0, bool is x != 0. */
@@ -464,9 +482,10 @@ export class KernelLowering {
             expr.args.map((a) => a.dtype),
             expr.dtype,
             {
-              cancel: mayCancel(expr.op, expr.args, this.#structure),
+              cancel: this.kernel.exact || mayCancel(expr.op, expr.args, this.#structure),
               scale: expr.op === "Div" ? exactScale(expr.args[1]) : undefined,
               overExp: expr.op === "Div" && overOnePlusExp(expr.args[0], expr.args[1]),
+              ieee: this.kernel.exact,
             },
           ),
           expr.dtype,

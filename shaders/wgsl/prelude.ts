@@ -144,6 +144,15 @@ fn k_fdiv(a: f32, b: f32) -> f32 {
   let r = k_pick(uq, bitcast<u32>(corrected), step);
   return bitcast<f32>(k_pick(r, k_divspecial(ua, ub), k_divodd(ua, ub)));
 }
+// WGSL's sqrt may be off by an ulp or more (Vulkan's precision is inverseSqrt's): where fma is
+// fused, one residual step (Markstein's) rounds a positive finite root as IEEE does. The exact
+// precision's kernels use it; llvmpipe's sqrt is IEEE's already.
+fn k_sqrt(x: f32) -> f32 {
+  let s = select(sqrt(x), x, k_never);
+  let corrected = fma(fma(-s, s, x), 0.5 / s, s);
+  let step = k_fusedmask & select(0u, ~0u, (x > 0.0) & !k_isinf(x) & !k_isnan(x));
+  return bitcast<f32>(k_pick(bitcast<u32>(s), bitcast<u32>(corrected), step));
+}
 // A finite a over 1 + exp(·) (Sigmoid's, Tanh's): b is ≥ 1, +inf or NaN, so q cannot overflow
 // and of the special cases only b's remain (a signed zero over +inf, NaN over NaN): fewer
 // operations for NVIDIA's compiler in every gate of a GRU or LSTM.

@@ -37,6 +37,11 @@ export interface RowTiling {
   readonly vectors: ReadonlySet<number>;
   /** Whether every output is stored as vec4s (all are full-row outputs, aligned). */
   readonly vectorStores: boolean;
+  /**
+   * Whether each thread takes a whole row of its own, term after term (the exact precision's
+   * order, `KernelIR.exact`); `threads` is then 1.
+   */
+  readonly serial?: boolean;
   /** Where a row's threads take whole blocks of a block product (`block_product.ts`): how. */
   readonly blocks?: BlockRows;
 }
@@ -379,4 +384,54 @@ export function emitRows(l: KernelLowering, size: number, inside = false): strin
     });
   }
   return sharedArrays(types, size);
+}
+
+/** The row tiling of an exact kernel (`KernelIR.exact`): a row a thread, `most` to a workgroup. */
+export function serialRows(most: number): RowTiling {
+  return { ...streamedRows(1, most), serial: true };
+}
+
+/**
+ * A thread per row, `rows` rows a workgroup, each reduction summed term after term in the order
+ * of the reduced coordinates and a mean divided as IEEE divides: the reference's order and
+ * rounding, which the exact precision asks of every backend.
+ */
+export function emitSerialRows(l: KernelLowering, rows: number): void {
+  const { kernel, e } = l;
+  const { space } = kernel;
+  const kept = space.flatMap((_, i) => (kernel.reduced.includes(i) ? [] : [i]));
+  const red = kernel.reduced;
+  const inner = sizeOf(red.map((i) => space[i]));
+  const loop = `for (var i: i32 = 0; i < ${inner}; i++) {`;
+  e.line(`let row = i32((wid.x + wid.y * nwg.x) * ${rows}u + lid.x);`);
+  e.line(`if (row >= ${sizeOf(kept.map((i) => space[i]))}) { return; }`);
+  for (const c of l.coords) e.line(`var ${c}: i32 = 0;`);
+  l.unravel(kept, "row");
+  kernel.reductions.forEach((r, k) => {
+    const { init, combine } = combiner(r);
+    const t = wgslType(r.dtype);
+    e.line(`var acc${k}: ${t} = ${init};`);
+    // A float sum through k_add, which no compiler reassociates (llvmpipe does a plain + chain).
+    const sum = t === "f32" && (r.op === "sum" || r.op === "mean");
+    const step = (v: string) => sum ? `k_add(acc${k}, ${v})` : combine(`acc${k}`, v);
+    e.block(loop, () => {
+      l.unravel(red, "i");
+      e.line(`acc${k} = ${step(l.value(r.expr, new Map()))};`);
+    });
+    if (r.op === "mean") {
+      const n = Math.max(inner, 1);
+      const mean = t === "f32" ? `k_fdiv(acc${k}, ${n}.0)` : `acc${k} / ${t}(${n})`;
+      e.line(`acc${k} = ${inner === 0 && t === "f32" ? NAN : mean};`);
+    }
+    e.line(`acc${k} = ${rounded(`acc${k}`, r.dtype)};`);
+  });
+  storeRowOutputs(l, "true");
+  const full = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) => o.level === "full");
+  if (full.length) {
+    e.block(loop, () => {
+      l.unravel(red, "i");
+      const memo = new Map<Expr, string>();
+      for (const [o, k] of full) l.store(o, k, memo);
+    });
+  }
 }
