@@ -9,7 +9,7 @@
 import type { KernelTime, Program } from "../../jit/runtime/backend.ts";
 import type { DType, TensorData } from "../../jit/ir/dtype.ts";
 import type { HostTensor, RefTensor } from "../../jit/ir/host_tensor.ts";
-import { aluCount, type KernelIR, rowCount } from "../../jit/ir/kernel_ir.ts";
+import { type KernelIR, rowCount } from "../../jit/ir/kernel_ir.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { gatherOutOfRange } from "../../jit/ir/kernel_ir.ts";
 import { planMemory } from "../../jit/schedule/memory_plan.ts";
@@ -17,14 +17,13 @@ import { neededKernels } from "../../jit/runtime/program.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { elementBytes, fromWords, type Storage, toWords } from "../words.ts";
 import {
-  contracts,
   halfMatmulView,
   packedInput,
   packsOf,
   scratchBytes,
-  TILE_ROWS,
 } from "../../shaders/wasm/matmul_plan.ts";
 import { type Split, WorkerPool, type WorkerThreads } from "./worker_crew.ts";
+import { SPLIT_PAYS, splitsOf, threadable, workOf } from "./splits.ts";
 import { ThreadTuner } from "./thread_tuner.ts";
 
 /** The arena stores every dtype in 32-bit words, f64 in 64-bit ones (see `words.ts`). */
@@ -32,22 +31,6 @@ const WORDS: Storage = { half: false };
 
 /** Element-ops of a program from which the worker pool spawns at compile (see `WorkerPool`). */
 const EAGER_WORK = 2 ** 33;
-
-/**
- * How kernel `k`'s rows split: a thread's share is a multiple of `unit` rows, and its calls
- * (see {@linkcode CHUNK_WORK}) of `tile` rows. A matmul's rows are output rows times columns;
- * its shares are pairs of output rows, its calls whole tiles (shares of whole tiles split W5's
- * 64 rows 36/28 on two threads; 32/32 took it from 1.12 to 1.06 ms).
- */
-function rowUnit(k: KernelIR): { unit: number; tile: number } {
-  // A weight's unpacking goes a block of K at a time (its points are [K, N]).
-  if (k.blockUnpack) {
-    const block = k.blockUnpack.block * k.space[1];
-    return { unit: block, tile: block };
-  }
-  const n = k.space[k.space.length - 2];
-  return contracts(k) ? { unit: 2 * n, tile: TILE_ROWS * n } : { unit: 16, tile: 16 };
-}
 
 /** A plan for the arena. */
 export interface ArenaPlan {
@@ -78,45 +61,6 @@ export interface ArenaPlan {
   readonly tuning?: string;
   /** Told each new thread verdict (see `AssemblyPlan.onTuning`). */
   readonly onTuning?: (verdict: string) => Promise<void> | void;
-}
-
-/**
- * Element-operations below which a kernel runs on the calling thread alone. Workers spin through
- * a run (see `worker_crew.ts`), so a hand-off costs a few microseconds, not a wake-up: on the
- * 16-core H200 host, 2^20 left shufflenet's depthwise convs and vit's row kernels on one thread
- * (shufflenet 21 -> 9 ms, vit 2.8 -> 1.7 ms at 2^16; 2 cores: 10.1 -> 8.4, 2.5 -> 1.8 ms).
- */
-const THREADED_WORK = 1 << 16;
-
-/**
- * Element-operations each thread of a split kernel gets at least: a kernel takes as many threads
- * as its work fills, not every thread there is (waking fifteen workers for a kernel two could
- * finish cost more than it saved on a 16-core machine).
- */
-const PART_WORK = 1 << 14;
-
-/** Pieces per thread of a split kernel that is not a matmul (see `Split.pieces`). */
-const PIECES = 4;
-
-/**
- * Element-operations of a kernel's first call in a run; each further call takes twice the rows
- * of the one before. A fresh module runs in V8's baseline tier until its optimized code is
- * ready, and a running call never switches tiers: one call would run a first 4096² matmul ten
- * times slower than the next. Short first calls switch within milliseconds, and doubling keeps
- * the calls few (a matmul call streams all of B's panels, so its calls must not stay short).
- */
-const CHUNK_WORK = 1 << 24;
-
-/** Element-operations of a kernel (its space times the ALU ops per point, at least one). */
-function workOf(k: KernelIR): number {
-  if (k.opaque) return sizeOf(k.outputs[0]?.shape ?? []);
-  const ops = [...k.reductions, ...k.outputs].reduce((n, x) => n + 1 + aluCount(x.expr), 0);
-  return sizeOf(k.space) * ops;
-}
-
-/** Whether `k` is worth splitting. */
-function threadable(k: KernelIR): boolean {
-  return !k.opaque && workOf(k) >= THREADED_WORK;
 }
 
 /**
@@ -296,26 +240,6 @@ function instantiate(plan: ArenaPlan, layout: ArenaLayout, memory: WebAssembly.M
   // every row.
   const panels = exported.map((e) => (e.panelSplit as WebAssembly.Global | undefined)?.value ?? 0);
   return { runs, addresses, bound, panels };
-}
-
-/** How each kernel's rows split among threads (see {@linkcode Split}). */
-function splitsOf(kernels: readonly KernelIR[], panels: readonly number[]): Split[] {
-  return kernels.map((k, i): Split => {
-    const parts = Math.max(1, Math.floor(workOf(k) / PART_WORK));
-    if (panels[i]) return { unit: 1, chunk: panels[i], parts };
-    const { unit, tile } = rowUnit(k), work = workOf(k) / Math.max(1, rowCount(k));
-    // A matmul call streams all of B's panels: its calls start at 11 tiles (66 rows) to
-    // amortize that.
-    const least = contracts(k) ? 11 : 1;
-    return {
-      unit,
-      chunk: tile * Math.max(least, Math.floor(CHUNK_WORK / (work * tile))),
-      parts,
-      // A late thread's share goes to the others in quarters; a matmul keeps one piece a
-      // thread, as each call streams B's panels.
-      pieces: contracts(k) ? 1 : PIECES,
-    };
-  });
 }
 
 /** A program in one arena (see {@linkcode ArenaProgram}). */
@@ -579,15 +503,3 @@ class Arena implements ArenaProgram {
     });
   }
 }
-
-/**
- * Element-operations of a kernel that gains from the threads however short the run around it,
- * about 0.1 ms on one thread: a program with one is not presumed single-threaded for its short
- * runs (see `ALONE_MS` in `warm_up.ts`), its tuner decides in the warm-up. mlp's 8 × 784 × 256
- * layer (9.6M) ran 0.13-0.17 ms a run alone and 0.08-0.09 threaded on the 16-core host, where the
- * presumption kept its first 32 runs alone: medians of runs 4-63 there, four processes each,
- * 0.116-0.257 ms presumed and 0.099-0.174 decided (2 cores: 0.16-0.26 against 0.14-0.17).
- * lenet's largest kernel (5.8M) and the other small models' (under 5M) stay presumed: letting
- * the tuner decide for every short program slowed mobile_block and llama_dynamo's early runs.
- */
-const SPLIT_PAYS = 1 << 23;
