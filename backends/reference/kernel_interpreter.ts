@@ -18,6 +18,7 @@ import {
   linearIndex,
   type LoadReader,
   matmulOperands,
+  type ReduceOp,
 } from "../../jit/ir/kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "../../jit/ir/shape.ts";
 import { roundTo, scalarOp } from "./scalar_ops.ts";
@@ -192,17 +193,11 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
             accs[0] = roundTo(red0.dtype, table[r]);
             return;
           }
-          let acc = red0.op === "max" ? -Infinity : red0.op === "min" ? Infinity : 0;
-          const f32Sum = narrow(red0.dtype);
-          for (let i = 0; i < inner; i++) {
+          const acc = reduceRow(red0.op, inner, narrow(red0.dtype), (i) => {
             setIndex(red, i);
             generation++;
-            const v = red0.fn(coords);
-            if (red0.op === "sum" || red0.op === "mean") {
-              acc = f32Sum ? Math.fround(acc + v) : acc + v;
-            } else if (red0.op === "max") acc = Number.isNaN(acc) || acc >= v ? acc : v;
-            else acc = Number.isNaN(acc) || acc <= v ? acc : v;
-          }
+            return red0.fn(coords);
+          });
           accs[k] = roundTo(red0.dtype, red0.op === "mean" ? acc / inner : acc);
         });
         if (rowOuts.length) {
@@ -221,6 +216,26 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
       return outputs.map((o, k) => finish(o.dtype, o.buf, into?.[k]));
     },
   };
+}
+
+/**
+ * Reduction `op` of a row's `inner` values (`at(i)` gives the i-th), before a mean's division:
+ * a sum in f64, or in f32 term by term where `narrow` (the exact precision); NaN wins a max/min.
+ */
+function reduceRow(
+  op: ReduceOp,
+  inner: number,
+  narrow: boolean,
+  at: (i: number) => number,
+): number {
+  let acc = op === "max" ? -Infinity : op === "min" ? Infinity : 0;
+  for (let i = 0; i < inner; i++) {
+    const v = at(i);
+    if (op === "sum" || op === "mean") acc = narrow ? Math.fround(acc + v) : acc + v;
+    else if (op === "max") acc = Number.isNaN(acc) || acc >= v ? acc : v;
+    else acc = Number.isNaN(acc) || acc <= v ? acc : v;
+  }
+  return acc;
 }
 
 /**
