@@ -191,6 +191,7 @@ export { WebGpuBackend, type WebGpuOptions } from "./backends/webgpu/webgpu_back
 export type { GpuName } from "./backends/webgpu/gpu_choice.ts";
 export type { PoolStats } from "./backends/webgpu/buffer_pool.ts";
 export { WasmBackend, type WasmBackendOptions } from "./backends/wasm/wasm_backend.ts";
+export type { TierOptions } from "./backends/wasm/optimizing_tier.ts";
 
 // The core names no concrete backend; the public entry supplies the built-in registry.
 setDefaultBackends(defaultBackends);

@@ -10,9 +10,7 @@ import { defaultBackends } from "../backends/registry.ts";
 import type { Executable } from "../jit/runtime/executable.ts";
 import { KilnError } from "../jit/support/errors.ts";
 import { optionalPackage } from "../jit/support/packages.ts";
-
-/** The Binaryen release `--wat` loads. */
-export const BINARYEN_VERSION = "123.0.0";
+import { BINARYEN_VERSION } from "../backends/wasm/optimizing_tier.ts";
 
 /** The part of Binaryen's JavaScript API `--wat` uses. */
 interface Binaryen {

@@ -14,6 +14,7 @@ import { KilnError } from "../../jit/support/errors.ts";
 import { gatherOutOfRange } from "../../jit/ir/kernel_ir.ts";
 import { planMemory } from "../../jit/schedule/memory_plan.ts";
 import { neededKernels } from "../../jit/runtime/program.ts";
+import { count } from "../../jit/runtime/counters.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { elementBytes, fromWords, type Storage, toWords } from "../words.ts";
 import {
@@ -24,6 +25,7 @@ import {
 } from "../../shaders/wasm/matmul_plan.ts";
 import { type Split, WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 import { SPLIT_PAYS, splitsOf, threadable, workOf } from "./splits.ts";
+import type { ProgramTier, Swappable } from "./optimizing_tier.ts";
 import { ThreadTuner } from "./thread_tuner.ts";
 
 /** The arena stores every dtype in 32-bit words, f64 in 64-bit ones (see `words.ts`). */
@@ -61,6 +63,8 @@ export interface ArenaPlan {
   readonly tuning?: string;
   /** Told each new thread verdict (see `AssemblyPlan.onTuning`). */
   readonly onTuning?: (verdict: string) => Promise<void> | void;
+  /** The optimizing tier's share for this program, where the backend has one. */
+  readonly tier?: ProgramTier;
 }
 
 /**
@@ -243,7 +247,7 @@ function instantiate(plan: ArenaPlan, layout: ArenaLayout, memory: WebAssembly.M
 }
 
 /** A program in one arena (see {@linkcode ArenaProgram}). */
-class Arena implements ArenaProgram {
+class Arena implements ArenaProgram, Swappable {
   // Arguments are copied into the arena before the first await.
   readonly readsArgsOnCall = true;
   readonly splitPays: boolean;
@@ -359,6 +363,21 @@ class Arena implements ArenaProgram {
     return this.#times;
   }
 
+  /**
+   * Runs `fresh` (the optimizing tier's form of `old`) for `old`'s kernels on this thread; the
+   * workers keep theirs.
+   */
+  replaceModule(old: WebAssembly.Module, fresh: WebAssembly.Module): void {
+    const env = { memory: this.#memory, ...this.#plan.imports };
+    const run = new WebAssembly.Instance(fresh, { env }).exports.run as (...a: number[]) => void;
+    this.#plan.modules.forEach((m, i) => {
+      if (m !== old) return;
+      this.#k.runs[i] = run;
+      this.#k.bound[i] = run.bind(null, ...this.#k.addresses[i], this.#layout.scratch);
+      count("kiln_wasm_tier_swaps_total");
+    });
+  }
+
   /** Stops the crew's work for this program and forgets what was written. */
   dispose(): void {
     this.#crew?.dispose();
@@ -407,6 +426,7 @@ class Arena implements ArenaProgram {
     active: number | undefined,
     tuned: boolean,
   ): Promise<TensorData[]> {
+    this.#plan.tier?.step(this);
     const crew = this.#crew;
     const threads = tuned && (this.#tuner?.next() ?? false);
     // Left to the pool, the spawn waits for a task boundary that a caller awaiting runs back to

@@ -25,6 +25,7 @@ import { KilnError } from "../../jit/support/errors.ts";
 import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { erf, pow } from "../reference/scalar_math.ts";
 import { arenaProgram } from "./arena_program.ts";
+import { OptimizingTier, type TierOptions } from "./optimizing_tier.ts";
 import { warmedAtSecondRun, warmUpBudget } from "./warm_up.ts";
 import { generateWasm } from "../../shaders/wasm/codegen.ts";
 import { wasm } from "../../shaders/wasm/encoder.ts";
@@ -143,6 +144,12 @@ export interface WasmBackendOptions {
    * tier-up; it stops early once runs got faster.
    */
   readonly warmUpMs?: number;
+  /**
+   * Re-emit each module of a program that has run often through Binaryen's optimizer in a
+   * worker and swap it in when ready (`true`, or when and how: see {@linkcode TierOptions}).
+   * Off by default: Binaryen made no measured kernel faster (`optimizing_tier.ts`).
+   */
+  readonly optimizingTier?: boolean | TierOptions;
 }
 
 /** The WebAssembly backend. */
@@ -161,6 +168,7 @@ export class WasmBackend implements Backend {
   #profile: boolean;
   #warmUpMs: number;
   #countCores = false;
+  #tier?: OptimizingTier;
 
   /** A backend; see {@linkcode WasmBackendOptions}. */
   constructor(options: WasmBackendOptions = {}) {
@@ -183,6 +191,8 @@ export class WasmBackend implements Backend {
         fix: "pass warmUpMs: 0 (off) or a number of milliseconds",
       });
     }
+    const tier = options.optimizingTier;
+    this.#tier = tier ? new OptimizingTier(tier === true ? {} : tier) : undefined;
     // deno-lint-ignore no-this-alias
     const backend = this;
     this.codegen = {
@@ -211,6 +221,7 @@ export class WasmBackend implements Backend {
         // Kernels with the same artifact (a repeated block) share one module: compiled once,
         // and tiered up once for all of them.
         const compiled = new Map<unknown, Promise<WebAssembly.Module>>();
+        const sources = new Map<WebAssembly.Module, Uint8Array>();
         const modules = await Promise.all(plan.kernels.map(async (k, i) => {
           const bytes = (plan.artifacts?.[i] as Uint8Array | undefined)?.byteLength
             ? plan.artifacts![i]
@@ -219,6 +230,7 @@ export class WasmBackend implements Backend {
           if (!module) {
             compiled.set(bytes, module = compileModule(bytes as Uint8Array<ArrayBuffer>));
           }
+          sources.set(await module, bytes as Uint8Array);
           return module;
         }));
         const bound = planOf(plan.graph);
@@ -234,6 +246,7 @@ export class WasmBackend implements Backend {
           profile: this.#profile,
           tuning: plan.tuning,
           onTuning: plan.onTuning,
+          tier: this.#tier?.forProgram(sources),
         });
         const zeros = () =>
           bound.bindings.map(({ value }) => {

@@ -83,6 +83,16 @@ export function denoWorkers(): WorkerThreads | undefined {
   return WebWorker.ref ? shared() : undefined;
 }
 
+/**
+ * Lets the process end while Deno worker `worker` waits, where Deno's method for it is found
+ * (whether it was is the result).
+ */
+export function unrefWorker(worker: Worker): boolean {
+  WebWorker.ref ??= denoRef();
+  WebWorker.ref?.call(worker, false);
+  return WebWorker.ref !== undefined;
+}
+
 /** The page's worker threads, where it may have them (see the module documentation). */
 export function webWorkers(): WorkerThreads | undefined {
   const g = globalThis as { crossOriginIsolated?: boolean };

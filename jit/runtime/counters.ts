@@ -14,7 +14,9 @@ export type CounterName =
   | "kiln_bytes_uploaded_total"
   | "kiln_bytes_downloaded_total"
   | "kiln_transfers_total"
-  | "kiln_worker_pieces_total";
+  | "kiln_worker_pieces_total"
+  /** Kernels the wasm backend's optimizing tier moved to Binaryen's code (`optimizing_tier.ts`). */
+  | "kiln_wasm_tier_swaps_total";
 
 const counters: Record<CounterName, number> = {
   kiln_runs_total: 0,
@@ -25,6 +27,7 @@ const counters: Record<CounterName, number> = {
   kiln_bytes_downloaded_total: 0,
   kiln_transfers_total: 0,
   kiln_worker_pieces_total: 0,
+  kiln_wasm_tier_swaps_total: 0,
 };
 
 /** Adds `n` to a counter. */
