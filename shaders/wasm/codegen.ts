@@ -59,8 +59,6 @@ export function generateWasm(
     const fn = new KernelFunction(wasm, given, options);
     return fn.finish(blockUnpackBody(fn, given.blockUnpack));
   }
-  // The exact precision's kernels take the plain paths below, which sum term by term.
-  const exact = given.exact === true;
   const integer = integerPlan(given);
   if (integer) {
     // An integer matmul whose outputs dequantize its sums is generated as the tiles compute it;
@@ -70,7 +68,9 @@ export function generateWasm(
     if (body) return fn.finish(body);
   }
   // An f16 matmul is generated as the tiles compute it (the program packs B for it the same way).
-  const kernel = exact ? given : halfMatmulView(given);
+  // The exact precision's kernels are f32 (`KernelIR.exact`): their sums take every path below in
+  // the order of the reduced coordinates (tiles, windows: a lane an output; row walks scalar).
+  const kernel = given.exact ? given : halfMatmulView(given);
   const fn = new KernelFunction(wasm, kernel, options);
   const { m, get, ic, coord, kept, unravel, whileLoop, row } = fn;
   const { start, end } = fn.params;
@@ -79,7 +79,7 @@ export function generateWasm(
   const body: number[] = [];
   const path = linearLowering(fn);
 
-  const gemm = fn.wide || exact ? undefined : matmulPlan(kernel);
+  const gemm = fn.wide ? undefined : matmulPlan(kernel);
   const elementwise = gemm ? undefined : path.elementwiseBody();
   if (gemm) {
     const tableFill = indirectionFill(kernel);
@@ -98,7 +98,7 @@ export function generateWasm(
     const one = rowKernelBody(fn, path);
     // Four windows at once where a pool's or depthwise conv's windows lie inside (see
     // `vectorWindows`); one window, guarded, elsewhere.
-    const four = fn.wide || exact
+    const four = fn.wide
       ? undefined
       : vectorWindows(fn, path, { row, rowStores: () => rowStores(fn) });
     const step = four ? [m.if(four.enter(), m.block(null, four.run), m.block(null, one))] : one;

@@ -230,17 +230,15 @@ function linearReduction(
     inner,
     at,
   } = L;
-  // The exact precision walks every reduction one term after another, padding included.
-  const exact = fn.kernel.exact === true;
   const access = accessesOf(L, [r.expr], keep === undefined ? [] : [keep], red);
   if (!access) {
-    const plain = !fn.wide && !exact && keep === undefined && squares === undefined &&
+    const plain = !fn.wide && keep === undefined && squares === undefined &&
       inner <= GUARDED_UNROLLED;
     return plain ? paddedWindow(fn, (...a) => hoist(L, ...a), r, acc) : undefined;
   }
   const linearInRow = linearOver(L, access, red);
   if (
-    !linearInRow && !exact && inner <= UNROLLED && keep === undefined && squares === undefined &&
+    !linearInRow && inner <= UNROLLED && keep === undefined && squares === undefined &&
     !access.guarded
   ) {
     return unrolled(L, r, acc, access);
@@ -252,7 +250,10 @@ function linearReduction(
   const count = groupSize(group, space);
   const stmts: number[] = red.map((a) => m.local.set(coord[a], ic(0)));
   const { hoisted } = hoist(L, { j: -1, loads: new Map(), stores: new Map() }, [r.expr], stmts);
-  const vector = !exact && count >= 4 && r.dtype === "f32" && vectorKind(r.expr) === "f32";
+  // Lanes of partial sums are not the exact precision's order (`KernelIR.exact`): its walks are
+  // scalar, one term after another.
+  const vector = !fn.kernel.exact && count >= 4 && r.dtype === "f32" &&
+    vectorKind(r.expr) === "f32";
   const { wide, lo, hi, lanesLo, lanesHi, init, fold } = laneFold(L, r);
   const sq = squares === undefined ? undefined : { sum: squares, lo: local(v128), hi: local(v128) };
   const combine = vector ? laneCombine(L, r, acc, { wide, lo, hi, init }, sq, stmts) : [];

@@ -33,6 +33,8 @@ const DOT_ROWS = 4;
  */
 export function matmulBody(e: MatmulContext, plan: MatmulPlan): number[] {
   const { kernel } = e.fn;
+  // The dot products sum K in four lanes: not the exact precision's order (`KernelIR.exact`).
+  if (kernel.exact) return tiledGemm(e, plan) ?? gemmBody(e, plan);
   const few = kernel.space[plan.nb] <= DOT_ROWS && batchesOfB(kernel) > 1;
   return (few ? dotBody(e, plan) : undefined) ?? tiledGemm(e, plan) ??
     (few ? undefined : dotBody(e, plan)) ?? gemmBody(e, plan);

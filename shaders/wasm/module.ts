@@ -131,7 +131,8 @@ export class KernelFunction {
     this.m = kernelModule(wasm, options);
     this.wasm = wasm;
     this.kernel = kernel;
-    this.fma = options.fma ?? false;
+    // The exact precision rounds every product before its sum (`KernelIR.exact`).
+    this.fma = !kernel.exact && (options.fma ?? false);
     const buffers = kernel.inputs.length + kernel.outputs.length;
     this.params = { scratch: buffers, start: buffers + 1, end: buffers + 2, packedB: buffers + 3 };
     this.#params = buffers + 4;
