@@ -74,6 +74,14 @@ async function timed(programs: Executable[], inputs: Record<string, HostTensor>)
   return times.map((t) => +t.sort((a, b) => a - b)[t.length >> 1].toFixed(4));
 }
 
+// The tier says on stderr when it stops (Binaryen not reachable, say): the bench stops with it.
+let stopped: string | undefined;
+const warn = console.warn;
+console.warn = (...a: unknown[]) => {
+  stopped ??= String(a[0]);
+  warn(...a);
+};
+
 const rows = [];
 for (const w of workloads()) {
   const plain = await compile(w.graph, { backend: new WasmBackend({ threads: 1 }), cache: false });
@@ -87,6 +95,7 @@ for (const w of workloads()) {
     while (counterValues().kiln_wasm_tier_swaps_total - before < kernels) {
       await exe.run(w.inputs);
       await new Promise((r) => setTimeout(r, 5));
+      if (stopped) throw new Error(stopped);
       if (performance.now() - start > 120_000) throw new Error(`${w.name}: tier never finished`);
     }
     swapMs.push(Math.round(performance.now() - start));
