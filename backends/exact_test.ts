@@ -5,7 +5,11 @@ import type { HostTensor } from "../jit/ir/host_tensor.ts";
 import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
 import { BackendRegistry } from "./registry.ts";
 import { KilnError } from "../jit/support/errors.ts";
-import { randomGraph } from "../jit/testing/random_graph.ts";
+import {
+  randomGraph,
+  SPECIAL_VALUES as SPECIAL,
+  withSpecials,
+} from "../jit/testing/random_graph.ts";
 import { importOnnx } from "../onnx/import/import.ts";
 import { WasmBackend } from "./wasm/wasm_backend.ts";
 import { WebGpuBackend } from "./webgpu/webgpu_backend.ts";
@@ -45,20 +49,6 @@ async function sameBits(graph: Graph, inputs: Record<string, HostTensor>, what: 
       assert.equal(at, -1, `${what}, ${backend.id}, ${name}[${at}]: ${w[at]} vs ${g[at]}`);
     }
   }
-}
-
-/** Values no uniform draw gives: they take the decompositions' special cases. */
-const SPECIAL = [NaN, Infinity, -Infinity, 0, -0, 1e-40, 88.73, -104, 1e30, 3.93, 8192.5];
-
-/** `inputs` with every seventh element replaced by a special value. */
-function withSpecials(inputs: Record<string, HostTensor>): Record<string, HostTensor> {
-  return Object.fromEntries(
-    Object.entries(inputs).map(([name, t]) => {
-      const data = Float32Array.from(t.data as Float32Array);
-      for (let i = 3; i < data.length; i += 7) data[i] = SPECIAL[(i / 7 | 0) % SPECIAL.length];
-      return [name, { ...t, data }];
-    }),
-  );
 }
 
 Deno.test("exact: the shared models give the reference's bits on wasm and WebGPU", async () => {

@@ -14,7 +14,7 @@
 import { compile } from "../mod.ts";
 import type { Graph } from "../jit/ir/graph.ts";
 import type { HostTensor } from "../jit/ir/host_tensor.ts";
-import { randomGraph } from "../jit/testing/random_graph.ts";
+import { randomGraph, withSpecials } from "../jit/testing/random_graph.ts";
 import { importOnnx } from "../onnx/import/import.ts";
 
 const arg = (name: string) => {
@@ -26,19 +26,6 @@ const seed = Number(arg("--seed") ?? 0);
 const backends = (arg("--backends") ?? "wasm,webgpu").split(",");
 const modelDir = arg("--models") ?? new URL("../../shared/models/", import.meta.url).pathname;
 const MODELS = ["lenet", "mlp", "transformer_block", "vit_tiny", "shufflenet_v2_x0_5"];
-
-/** Values no uniform draw gives: the decompositions' special cases. */
-const SPECIAL = [NaN, Infinity, -Infinity, 0, -0, 1e-40, 88.73, -104, 1e30, 3.93, 8192.5];
-
-function withSpecials(inputs: Record<string, HostTensor>): Record<string, HostTensor> {
-  return Object.fromEntries(
-    Object.entries(inputs).map(([name, t]) => {
-      const data = Float32Array.from(t.data as Float32Array);
-      for (let i = 3; i < data.length; i += 7) data[i] = SPECIAL[(i / 7 | 0) % SPECIAL.length];
-      return [name, { ...t, data }];
-    }),
-  );
-}
 
 const subnormal = (x: number) => x !== 0 && Math.abs(x) < 2 ** -126;
 

@@ -53,6 +53,36 @@ const UNARY = [
 ];
 const BINARY = ["Add", "Sub", "Mul", "Max", "Min"];
 
+/**
+ * Values no uniform draw gives: NaN, ±inf, ±0, a subnormal, and values past exp's, erf's and the
+ * f32 sine reduction's ranges (the exact precision's special cases).
+ */
+export const SPECIAL_VALUES: readonly number[] = [
+  NaN,
+  Infinity,
+  -Infinity,
+  0,
+  -0,
+  1e-40,
+  88.73,
+  -104,
+  1e30,
+  3.93,
+  8192.5,
+];
+
+/** `inputs` (f32) with every seventh element, from the fourth, replaced by a special value. */
+export function withSpecials(inputs: Record<string, HostTensor>): Record<string, HostTensor> {
+  const n = SPECIAL_VALUES.length;
+  return Object.fromEntries(
+    Object.entries(inputs).map(([name, t]) => {
+      const data = Float32Array.from(t.data as Float32Array);
+      for (let i = 3; i < data.length; i += 7) data[i] = SPECIAL_VALUES[Math.floor(i / 7) % n];
+      return [name, { ...t, data }];
+    }),
+  );
+}
+
 /** Builds the random case for `seed`. */
 export function randomGraph(seed: number, options: RandomGraphOptions = {}): RandomCase {
   const draw = new GraphDraw(seed, options.maxDim ?? 7);

@@ -199,6 +199,18 @@ export function storeRowOutputs(l: KernelLowering, when: string): void {
   l.coords = coords;
 }
 
+/** Stores the kernel's full outputs in `loop` over the row's reduced coordinates (`i`). */
+function storeFullOutputs(l: KernelLowering, loop: string): void {
+  const { kernel, e } = l;
+  const full = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) => o.level === "full");
+  if (!full.length) return;
+  e.block(loop, () => {
+    l.unravel(kernel.reduced, "i");
+    const memo = new Map<Expr, string>();
+    for (const [o, k] of full) l.store(o, k, memo);
+  });
+}
+
 /** Workgroup arrays for the reductions' combining, one per WGSL type. */
 function sharedArrays(types: Set<string>, size: number): string[] {
   return [...types].map((t) => `var<workgroup> sh_${t}: array<${t}, ${size}>;`);
@@ -375,14 +387,7 @@ export function emitRows(l: KernelLowering, size: number, inside = false): strin
     types.add(combineAcross(l, r, k, size, inner, "0u"));
   });
   storeRowOutputs(l, "lid.x == 0u");
-  const full = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) => o.level === "full");
-  if (full.length) {
-    e.block(loop, () => {
-      l.unravel(red, "i");
-      const memo = new Map<Expr, string>();
-      for (const [o, k] of full) l.store(o, k, memo);
-    });
-  }
+  storeFullOutputs(l, loop);
   return sharedArrays(types, size);
 }
 
@@ -426,12 +431,5 @@ export function emitSerialRows(l: KernelLowering, rows: number): void {
     e.line(`acc${k} = ${rounded(`acc${k}`, r.dtype)};`);
   });
   storeRowOutputs(l, "true");
-  const full = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) => o.level === "full");
-  if (full.length) {
-    e.block(loop, () => {
-      l.unravel(red, "i");
-      const memo = new Map<Expr, string>();
-      for (const [o, k] of full) l.store(o, k, memo);
-    });
-  }
+  storeFullOutputs(l, loop);
 }
