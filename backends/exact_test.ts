@@ -126,6 +126,16 @@ Deno.test("exact: a placement policy over all three backends gives the same bits
   }
 });
 
+Deno.test("exact: an f16 graph is refused with a Fix", async () => {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Exp", [b.input("x", [4], "f16")]));
+  await assert.rejects(
+    compile(b.build(), { backend: "wasm", precision: "exact" }),
+    (e) =>
+      e instanceof KilnError && e.code === "unsupported" && /"x" is f16.*Fix: /.test(e.message),
+  );
+});
+
 Deno.test("exact: a float remainder is refused on WebGPU with a Fix, computed on the CPU", async () => {
   const b = new GraphBuilder();
   b.output("z", b.op("Mod", [b.input("x", [3]), b.input("y", [3])], { fmod: 1 }));

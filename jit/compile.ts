@@ -233,6 +233,7 @@ function prepare(input: Graph, options: CompileOptions): Prepared {
     named,
     options.narrowF64 ?? false,
   );
+  if (precision === "exact") exactDTypes(graph);
   if (named && !named.codegen && !named.compile) {
     throw new KilnError(`Backend "${named.id}" has neither codegen nor compile()`, {
       code: "backend",
@@ -246,6 +247,20 @@ function prepare(input: Graph, options: CompileOptions): Prepared {
     });
   }
   return { graph, drawn, widened, named, registry, options };
+}
+
+/**
+ * Refuses a graph the exact precision does not cover: its kernels are f32 (f64 and integers
+ * compute the reference's way already), and an f16 tensor's products and sums round in ways the
+ * backends' f16 paths do not share.
+ */
+function exactDTypes(graph: Graph): void {
+  const half = graph.values.find((v) => v.dtype === "f16");
+  if (!half) return;
+  throw new KilnError(`The exact precision computes f32 graphs; "${half.name}" is f16`, {
+    code: "unsupported",
+    fix: 'cast the model to f32 (its f16 inputs become f32 ones), or compile with precision "f16"',
+  });
 }
 
 /** The executable of a graph-level backend running the whole graph (`legal` for it). */

@@ -54,12 +54,10 @@ function canonicalNaN(e: Expr): Expr {
 
 /** The decomposition of `op` over `args` for a `dtype` result, or `undefined` to keep it. */
 function decomposed(op: AluOp, args: readonly Expr[], dtype: DType): Expr | undefined {
+  // The exact precision's graphs are f32 (compile refuses f16); f64 keeps the host's functions,
+  // which the reference and wasm share.
   const form = FORMS[op];
-  if (!form || (dtype !== "f32" && dtype !== "f16")) return undefined;
-  if (dtype === "f32") return form(args);
-  // f16 is computed in f32 and rounded once, as the IR's f16 semantics say.
-  const wide = form(args.map((a) => cast(a, "f32")));
-  return wide && cast(wide, "f16");
+  return form && dtype === "f32" ? form(args) : undefined;
 }
 
 const FORMS: Partial<Record<AluOp, (args: readonly Expr[]) => Expr | undefined>> = {
