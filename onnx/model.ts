@@ -192,9 +192,12 @@ export class OnnxModel {
     );
   }
 
-  /** Parses model bytes (malformed bytes give a typed error). */
+  /**
+   * Parses model bytes (malformed bytes give a typed error). The model keeps a copy: the decoded
+   * tensors are views of the bytes they were read from, and the caller's may change later.
+   */
   static fromBytes(bytes: Uint8Array, options: OnnxLoadOptions = {}): OnnxModel {
-    return new OnnxModel(decodeModel(bytes), options);
+    return new OnnxModel(decodeModel(bytes.slice()), options);
   }
 
   /**

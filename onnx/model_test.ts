@@ -1,0 +1,18 @@
+import assert from "node:assert/strict";
+import { OnnxModel } from "../mod.ts";
+import { referenceModel } from "./testdata.ts";
+import { decodeModel } from "./wire/proto.ts";
+
+Deno.test("a model made from the caller's bytes keeps its own copy of them", async () => {
+  // Decoded tensors are views of the bytes they came from; fromBytes decodes a copy, so the
+  // caller may reuse its buffer after the load.
+  const m = await referenceModel("lenet");
+  const bytes = m.bytes.slice();
+  const model = OnnxModel.fromBytes(bytes);
+  bytes.fill(0);
+  const y = (await model.run({ x: m.x })).y.data as Float32Array;
+  assert.deepEqual([...y], [...(await OnnxModel.fromBytes(m.bytes).run({ x: m.x })).y.data]);
+  // The decoder itself copies nothing: a tensor's raw data is a view of the message's buffer.
+  const raw = decodeModel(m.bytes).graph.initializer.find((t) => t.rawData?.length)!.rawData!;
+  assert.equal(raw.buffer, m.bytes.buffer);
+});
