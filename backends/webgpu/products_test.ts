@@ -234,4 +234,10 @@ Deno.test("compile joins products of one A for a GPU, not for a CPU backend", as
   };
   assert.equal(await products(gpu), 1);
   assert.equal(await products("wasm"), 2);
+  // A second compile of the graph while the first is alive (auto's, and the named compile it
+  // places into) joins nothing again: it takes the same rewritten graph.
+  using first = await compile(graph, { backend: gpu, cache: false });
+  using second = await compile(graph, { backend: gpu, cache: false });
+  assert.equal(second.graph, first.graph);
+  assert.notEqual(first.graph, graph);
 });
