@@ -8,7 +8,7 @@
  * @module
  */
 import type { DType, TensorData } from "../../jit/ir/dtype.ts";
-import { allocate, isFloat, toF16Bits } from "../../jit/ir/dtype.ts";
+import { allocate, toF16Bits } from "../../jit/ir/dtype.ts";
 import {
   applyStep,
   type Expr,
@@ -185,7 +185,7 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
         })
         : undefined;
       // The exact precision sums floats in f32, term by term (`KernelIR.exact`); others in f64.
-      const narrow = (dtype: DType) => kernel.exact === true && dtype !== "f64" && isFloat(dtype);
+      const narrow = (dtype: DType) => kernel.exact === true && dtype === "f32";
       for (let r = 0; r < rows; r++) {
         setIndex(kept, r);
         reductions.forEach((red0, k) => {

@@ -68,9 +68,9 @@ export function generateWasm(
     if (body) return fn.finish(body);
   }
   // An f16 matmul is generated as the tiles compute it (the program packs B for it the same way).
-  // The exact precision's kernels are f32 (`KernelIR.exact`): their sums take every path below in
-  // the order of the reduced coordinates (tiles, windows: a lane an output; row walks scalar).
-  const kernel = given.exact ? given : halfMatmulView(given);
+  // The exact precision's kernels (f32, `KernelIR.exact`) take every path below in the order of
+  // the reduced coordinates (tiles, windows: a lane an output; row walks scalar).
+  const kernel = halfMatmulView(given);
   const fn = new KernelFunction(wasm, kernel, options);
   const { m, get, ic, coord, kept, unravel, whileLoop, row } = fn;
   const { start, end } = fn.params;

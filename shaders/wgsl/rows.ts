@@ -175,15 +175,22 @@ export function combineAcross(
     e.line(`acc${k} = sh_${t}[${base}];`);
     e.line("workgroupBarrier();");
   }
-  if (r.op === "mean") {
-    e.line(
-      inner === 0 && t === "f32"
-        ? `acc${k} = ${NAN};`
-        : `acc${k} = acc${k} / ${t}(${Math.max(inner, 1)});`,
-    );
-  }
-  e.line(`acc${k} = ${rounded(`acc${k}`, r.dtype)};`);
+  finishReduction(l, r, k, inner);
   return t;
+}
+
+/**
+ * Divides reduction `k`'s row value by the row's `inner` terms where it is a mean (NaN for none,
+ * in floats; a float division through `k_fdiv`, as IEEE divides, where `ieee`), then re-rounds it
+ * to its dtype.
+ */
+function finishReduction(l: KernelLowering, r: Reduction, k: number, inner: number, ieee = false) {
+  const t = wgslType(r.dtype), n = Math.max(inner, 1);
+  if (r.op === "mean") {
+    const mean = ieee && t === "f32" ? `k_fdiv(acc${k}, ${n}.0)` : `acc${k} / ${t}(${n})`;
+    l.e.line(`acc${k} = ${inner === 0 && t === "f32" ? NAN : mean};`);
+  }
+  l.e.line(`acc${k} = ${rounded(`acc${k}`, r.dtype)};`);
 }
 
 /** Stores the kernel's row-level outputs once per row (reduced coordinates at 0). */
@@ -423,12 +430,7 @@ export function emitSerialRows(l: KernelLowering, rows: number): void {
       l.unravel(red, "i");
       e.line(`acc${k} = ${step(l.value(r.expr, new Map()))};`);
     });
-    if (r.op === "mean") {
-      const n = Math.max(inner, 1);
-      const mean = t === "f32" ? `k_fdiv(acc${k}, ${n}.0)` : `acc${k} / ${t}(${n})`;
-      e.line(`acc${k} = ${inner === 0 && t === "f32" ? NAN : mean};`);
-    }
-    e.line(`acc${k} = ${rounded(`acc${k}`, r.dtype)};`);
+    finishReduction(l, r, k, inner, true);
   });
   storeRowOutputs(l, "true");
   storeFullOutputs(l, loop);
