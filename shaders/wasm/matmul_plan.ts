@@ -62,6 +62,30 @@ export const rowsOfA = (kernel: KernelIR, n: number) => rowCount(kernel) / n;
 const PANEL_SPLIT_ROWS = 64;
 
 /**
+ * Most rows of an A read in place along k (not packed, which each call would do for every row
+ * again) whose product of at least {@linkcode PANEL_SPLIT_PANELS} panels splits them. A
+ * transformer's sequence of 128-197 tokens split by rows gave each of 16 threads 8-12 rows and
+ * had every thread stream all of B (9.4 MB for BERT-base's MLP) from the shared L3 per call: 16
+ * threads ran its products at 11 GFLOP/s a thread against 22 on one. Split by panels on the
+ * 16-core H200 host: GPT-2 small 192 -> 157 ms, ViT-B/16 198 -> 177 (16 threads). ResNet-50's
+ * convolutions lost (57 -> 62 ms at batch 1; 56.5 -> 73.6 with packed patches split too): its
+ * 1×1 convolutions of 196 pixels make 25 panels, too few to share evenly.
+ */
+const PANEL_SPLIT_ROWS_IN_PLACE = 256;
+
+/** Fewest panels a product of more than {@linkcode PANEL_SPLIT_ROWS} rows splits. */
+const PANEL_SPLIT_PANELS = 64;
+
+/** Whether A's rows are read in place, k-contiguous (see {@linkcode PANEL_SPLIT_ROWS_IN_PLACE}). */
+function rowsInPlace(kernel: KernelIR): boolean {
+  const operands = matmulOperands(kernel);
+  if (!operands) return false;
+  const { a, nb } = operands;
+  const wa = affineOffset(a.steps, kernel.space, kernel.inputs[a.input].shape);
+  return wa?.weights[nb + 2] === 1;
+}
+
+/**
  * Panels of 8 columns a tiled matmul's calls range over, where its threads split B's columns
  * rather than its rows; 0 where they split rows. A product of few rows (a batch of one to a few
  * dozen through a linear layer) split by rows gave each thread a tile or two of rows (two-row
@@ -70,8 +94,10 @@ const PANEL_SPLIT_ROWS = 64;
  * and keeps whole row tiles.
  */
 export function panelSplit(kernel: KernelIR): number {
-  const n = kernel.space.at(-2)!;
-  if (rowsOfA(kernel, n) > PANEL_SPLIT_ROWS || n <= 8) return 0;
+  const n = kernel.space.at(-2)!, rows = rowsOfA(kernel, n);
+  const many = n >= 8 * PANEL_SPLIT_PANELS && rowsInPlace(kernel);
+  const most = many ? PANEL_SPLIT_ROWS_IN_PLACE : PANEL_SPLIT_ROWS;
+  if (rows > most || n <= 8) return 0;
   // Its calls compute every row, also under shape buckets, whose runs compute the active rows
   // only: rows past them hold stale data, harmless except as a gather's index (a fault).
   let gather = false;

@@ -10,6 +10,29 @@ import { assertClose, f32, numbers } from "../../jit/testing/testing.ts";
 import { HOST_FUNCTIONS, WasmBackend } from "../../backends/wasm/wasm_backend.ts";
 import { batchesOfB, panelSplit, prepackBytes, scratchBytes } from "./matmul_plan.ts";
 
+Deno.test("a transformer's few hundred rows split B's panels where A is read in place, rows where it is packed", () => {
+  const kernelOf = (build: (b: GraphBuilder) => Sym) => {
+    const b = new GraphBuilder();
+    b.output("y", build(b));
+    return fuse(b.build()).kernels.find((k) => k.pattern === "matmul" || k.space.length > 3)!;
+  };
+  const linear = (rows: number) =>
+    kernelOf((b) => b.op("MatMul", [b.input("x", [rows, 768]), b.input("w", [768, 3072])]));
+  assert.equal(panelSplit(linear(128)), 384, "BERT's 128 tokens: 384 panels");
+  assert.equal(panelSplit(linear(197)), 384, "ViT's 197 tokens");
+  assert.equal(panelSplit(linear(512)), 0, "512 rows split by rows");
+  const conv = kernelOf((b) =>
+    b.op("Conv", [b.input("x", [1, 64, 14, 14]), b.input("w", [256, 64, 3, 3])], {
+      pads: [1, 1, 1, 1],
+    })
+  );
+  assert.equal(panelSplit(conv), 0, "196 pixels of packed patches split by rows");
+  const pointwise = kernelOf((b) =>
+    b.op("Conv", [b.input("x", [1, 1024, 14, 14]), b.input("w", [256, 1024, 1, 1])])
+  );
+  assert.equal(panelSplit(pointwise), 0, "a 1×1 conv's 196 pixels: 25 panels, too few to share");
+});
+
 Deno.test("a panel-split matmul's call computes panels [start, end) of every row and nothing else", async () => {
   const [m, k, n] = [5, 300, 83];
   const x = uniform(m * k, 1), w = uniform(k * n, 2);
