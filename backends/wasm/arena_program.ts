@@ -24,7 +24,7 @@ import {
   scratchBytes,
 } from "../../shaders/wasm/matmul_plan.ts";
 import { type Split, WorkerPool, type WorkerThreads } from "./worker_crew.ts";
-import { SPLIT_PAYS, splitsOf, threadable, workOf } from "./splits.ts";
+import { SPLIT_PAYS, splitsOf, threadable, totalWork, workOf } from "./splits.ts";
 import type { ProgramTier, Swappable } from "./optimizing_tier.ts";
 import { ThreadTuner } from "./thread_tuner.ts";
 
@@ -55,6 +55,11 @@ export interface ArenaPlan {
   readonly imports: Readonly<Record<string, (...args: number[]) => number>>;
   /** Threads for large kernels (modules must import a shared memory when > 1). */
   readonly threads?: number;
+  /**
+   * Threads of the worker pool the program enlists in (default `threads`): the most any program
+   * of its backend takes, so that programs taking fewer share the pool of those taking more.
+   */
+  readonly poolThreads?: number;
   /** The worker threads (Deno's, `node:worker_threads` or a page's), when there are any. */
   readonly workers?: WorkerThreads;
   /** Time each kernel of a run (wall clock, threads included) for `deviceTimes()`. */
@@ -289,19 +294,21 @@ class Arena implements ArenaProgram, Swappable {
       ? way === "threads"
       : undefined;
     this.#crew = threads > 1
-      ? WorkerPool.of({ threads, ...plan.workers! }).enlist({
-        modules: plan.modules,
-        memory: this.#memory,
-        args: k.addresses,
-        packs: layout.packedAt,
-        scratch: layout.scratch,
-        scratchBytes: layout.scratchSize,
-        // Spawning blocks this thread for 20-30 ms a worker: worth it up front only for first
-        // runs that the threads shorten by more (matmul 2048 first run 540 -> 390 ms; 1024 and
-        // W1-16M were as fast or faster without). Other programs spawn them as their second run
-        // that wants threads begins (see `execute`), after the first result.
-        eager: plan.kernels.reduce((sum, k) => sum + workOf(k), 0) >= EAGER_WORK,
-      })
+      ? WorkerPool.of({ threads: Math.max(threads, plan.poolThreads ?? 0), ...plan.workers! })
+        .enlist({
+          threads,
+          modules: plan.modules,
+          memory: this.#memory,
+          args: k.addresses,
+          packs: layout.packedAt,
+          scratch: layout.scratch,
+          scratchBytes: layout.scratchSize,
+          // Spawning blocks this thread for 20-30 ms a worker: worth it up front only for first
+          // runs that the threads shorten by more (matmul 2048 first run 540 -> 390 ms; 1024 and
+          // W1-16M were as fast or faster without). Other programs spawn them as their second run
+          // that wants threads begins (see `execute`), after the first result.
+          eager: totalWork(plan.kernels) >= EAGER_WORK,
+        })
       : undefined;
     this.#split = splitsOf(plan.kernels, k.panels);
     this.#tuner = this.#crew ? new ThreadTuner(this.#stored, threads) : undefined;

@@ -25,6 +25,7 @@ import { KilnError } from "../../jit/support/errors.ts";
 import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { erf, pow } from "../reference/scalar_math.ts";
 import { arenaProgram } from "./arena_program.ts";
+import { threadsOfProgram } from "./splits.ts";
 import { OptimizingTier, type TierOptions } from "./optimizing_tier.ts";
 import { warmedAtSecondRun, warmUpBudget } from "./warm_up.ts";
 import { generateWasm } from "../../shaders/wasm/codegen.ts";
@@ -163,6 +164,8 @@ export class WasmBackend implements Backend {
   /** A CPU is never lost. */
   readonly deviceLost: boolean = false;
   #threads: number;
+  /** Threads of the heaviest programs (see `threadsOfProgram`): every core. */
+  #most: number;
   #workers?: WorkerThreads;
   #fma = false;
   #profile: boolean;
@@ -172,7 +175,8 @@ export class WasmBackend implements Backend {
 
   /** A backend; see {@linkcode WasmBackendOptions}. */
   constructor(options: WasmBackendOptions = {}) {
-    const threads = options.threads ?? threadsFor(globalThis.navigator?.hardwareConcurrency ?? 1);
+    const cores = globalThis.navigator?.hardwareConcurrency ?? 1;
+    const threads = options.threads ?? threadsFor(cores);
     if (!Number.isInteger(threads) || threads < 1) {
       throw new KilnError(`WasmBackend: threads must be a positive integer, got ${threads}`, {
         code: "out-of-range",
@@ -180,6 +184,7 @@ export class WasmBackend implements Backend {
       });
     }
     this.#threads = typeof SharedArrayBuffer === "function" ? threads : 1;
+    this.#most = options.threads === undefined ? Math.max(this.#threads, cores) : this.#threads;
     // Node before 21 has no navigator: prepare() asks node:os how many cores there are.
     this.#countCores = options.threads === undefined && globalThis.navigator === undefined &&
       typeof SharedArrayBuffer === "function";
@@ -241,7 +246,8 @@ export class WasmBackend implements Backend {
           constants: plan.constants,
           partial: plan.partial,
           imports: HOST_FUNCTIONS,
-          threads: this.#threads,
+          threads: threadsOfProgram(plan.kernels, this.#threads, this.#most),
+          poolThreads: this.#most,
           workers: this.#workers,
           profile: this.#profile,
           tuning: plan.tuning,
@@ -307,7 +313,7 @@ export class WasmBackend implements Backend {
     if (this.#countCores) {
       this.#countCores = false;
       const n = await cores();
-      if (n) this.#threads = threadsFor(n);
+      if (n) [this.#threads, this.#most] = [threadsFor(n), n];
     }
     if (this.#threads > 1) this.#workers ??= await (workers ??= workerThreads());
     this.#fma = hasRelaxedSimd();
@@ -332,7 +338,7 @@ export class WasmBackend implements Backend {
    */
   #startPool(): void {
     if (this.#threads > 1 && this.#workers) {
-      WorkerPool.of({ threads: this.#threads, ...this.#workers }).start();
+      WorkerPool.of({ threads: this.#most, ...this.#workers }).start(this.#threads);
     }
   }
 

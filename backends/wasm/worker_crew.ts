@@ -54,6 +54,11 @@ export interface CrewOptions {
   readonly scratchBytes: number;
   /** Spawn the pool's workers now (if they are not up) rather than after the current task. */
   readonly eager?: boolean;
+  /**
+   * Threads the program's kernels split over, the caller included (default: the pool's). A pool
+   * spawns the workers its programs take, no more, and only they spin through a run.
+   */
+  readonly threads?: number;
 }
 
 /** What `node:worker_threads` provides for a pool. */
@@ -84,7 +89,7 @@ export interface Split {
 
 /** A pool's threads and where they come from. */
 export interface PoolOptions extends WorkerThreads {
-  /** Threads in all, the caller included (≥ 2). */
+  /** Most threads its programs take, the caller included (≥ 2). */
   readonly threads: number;
 }
 
@@ -173,7 +178,7 @@ for (;;) {
   const until = performance.now() + ${ACTIVE_MS};
   for (let spin = 1; Atomics.load(c, ${GEN}) === gen; spin++) {
     if (spin < ${SPIN}) continue;
-    if (!Atomics.load(c, ${ACTIVE})) break;
+    if (id > Atomics.load(c, ${ACTIVE})) break;
     if (spin % ${CLOCK_SPINS} === 0 && performance.now() > until) break;
   }
   await sleep(c, ${GEN}, gen);
@@ -244,6 +249,8 @@ export class WorkerPool {
   #scheduled = false;
   #alone = 0;
   #closed = false;
+  /** Threads the programs enlisted so far take at most (the workers spawned are one fewer). */
+  #wanted = 0;
 
   /** The process-wide pool of `options.threads` threads (made on first use). */
   static of(options: PoolOptions): WorkerPool {
@@ -268,20 +275,31 @@ export class WorkerPool {
    */
   enlist(program: CrewOptions): Crew {
     const id = ++this.#ids;
+    const threads = Math.min(program.threads ?? this.#options.threads, this.#options.threads);
+    this.#wanted = Math.max(this.#wanted, threads);
     this.#programs.set(id, program);
     for (const w of this.#workers) w.port.postMessage(registration(id, program));
     // Woken now, the workers instantiate the program while the caller still compiles, not in
     // its first threaded run.
     if (this.ready()) this.#wake();
     if (program.eager) this.start();
-    return new Crew(this, id);
+    return new Crew(this, id, threads);
   }
 
-  /** Spawns the workers now, if they are not up (this thread blocks 20-30 ms in Deno). */
-  start(): void {
-    if (this.#workers.length || this.#closed) return;
-    const { threads, Worker, MessageChannel } = this.#options;
-    this.#workers = Array.from({ length: threads - 1 }, (_, i) => {
+  /**
+   * Spawns the workers its programs take (`threads`, where none is enlisted yet), those not up
+   * yet, now (this thread blocks 20-30 ms a worker in Deno).
+   */
+  start(threads?: number): void {
+    const want = Math.min(
+      Math.max(this.#wanted, threads ?? 0) || this.#options.threads,
+      this.#options.threads,
+    );
+    const have = this.#workers.length;
+    if (have >= want - 1 || this.#closed) return;
+    const { Worker, MessageChannel } = this.#options;
+    const more = Array.from({ length: want - 1 - have }, (_, j) => {
+      const i = have + j;
       const { port1, port2 } = new MessageChannel();
       port1.unref?.();
       const worker = new Worker(WORKER, {
@@ -293,6 +311,7 @@ export class WorkerPool {
       for (const [id, p] of this.#programs) port1.postMessage(registration(id, p));
       return { worker, port: port1 };
     });
+    this.#workers = [...this.#workers, ...more];
     if (!WorkerPool.#hooked) {
       WorkerPool.#hooked = true;
       // Stop the workers before the runtime tears them down at exit: a CI test process aborted
@@ -325,10 +344,11 @@ export class WorkerPool {
     rows: number,
     split: Split,
     call: (start: number, end: number) => void,
+    threads: number = this.#options.threads,
   ): void {
     const alone = !this.#workers.length, began = alone ? performance.now() : 0;
     if (alone) this.#spawnSoon();
-    const parts = Math.min(1 + this.ready(), split.parts ?? Infinity);
+    const parts = Math.min(1 + this.ready(), split.parts ?? Infinity, threads);
     if (parts <= 1) call(0, rows);
     else this.#share(program, kernel, rows, parts, split, call);
     if (alone) this.#alone += performance.now() - began;
@@ -401,12 +421,13 @@ export class WorkerPool {
   }
 
   /**
-   * Starts a run: the ready workers wake and spin for its jobs until {@linkcode WorkerPool.rest}
-   * (a worker asleep in `Atomics.wait` takes tens of microseconds to wake for each).
+   * Starts a run on `threads` threads: the first `threads - 1` ready workers wake and spin for
+   * its jobs until {@linkcode WorkerPool.rest} (a worker asleep in `Atomics.wait` takes tens of
+   * microseconds to wake for each); the others sleep, leaving their cores to V8's own threads.
    */
-  prime(): void {
+  prime(threads: number = this.#options.threads): void {
     if (!this.ready()) return;
-    Atomics.store(this.#control, ACTIVE, 1);
+    Atomics.store(this.#control, ACTIVE, threads - 1);
     this.#wake();
   }
 
@@ -427,7 +448,7 @@ export class WorkerPool {
     return this.#workers.length;
   }
 
-  /** Workers once all are up: the thread count less the calling thread. */
+  /** Workers once all are up: the most threads its programs take less the calling thread. */
   get size(): number {
     return this.#options.threads - 1;
   }
@@ -464,11 +485,13 @@ export class WorkerPool {
 export class Crew {
   #pool: WorkerPool;
   #id: number;
+  #threads: number;
 
-  /** Made by {@linkcode WorkerPool.enlist}. */
-  constructor(pool: WorkerPool, id: number) {
+  /** Made by {@linkcode WorkerPool.enlist}: program `id` on `threads` threads of `pool`. */
+  constructor(pool: WorkerPool, id: number, threads: number) {
     this.#pool = pool;
     this.#id = id;
+    this.#threads = threads;
   }
 
   /**
@@ -482,17 +505,17 @@ export class Crew {
     split: Split,
     call: (start: number, end: number) => void,
   ): void {
-    this.#pool.run(this.#id, kernel, rows, split, call);
+    this.#pool.run(this.#id, kernel, rows, split, call, this.#threads);
   }
 
   /** Spawns the pool's workers if they are not up (see {@linkcode WorkerPool.start}). */
   start(): void {
-    this.#pool.start();
+    this.#pool.start(this.#threads);
   }
 
   /** Wakes the workers for kernels this thread is about to run (see {@linkcode WorkerPool.prime}). */
   prime(): void {
-    this.#pool.prime();
+    this.#pool.prime(this.#threads);
   }
 
   /** Lets the workers sleep after a run (see {@linkcode WorkerPool.rest}). */
@@ -500,14 +523,14 @@ export class Crew {
     this.#pool.rest();
   }
 
-  /** Workers up and waiting for work. */
+  /** Workers up and waiting for work, of those this program takes. */
   ready(): number {
-    return this.#pool.ready();
+    return Math.min(this.#pool.ready(), this.#threads - 1);
   }
 
-  /** Workers the pool has once all are up (threads - 1). */
+  /** Workers this program takes once all are up (its threads - 1). */
   get workers(): number {
-    return this.#pool.size;
+    return this.#threads - 1;
   }
 
   /** Leaves the pool (its workers stay for other programs). */

@@ -94,7 +94,7 @@ async function ready(pool: WorkerPool, n: number): Promise<void> {
  * A program of `module` in a fresh shared memory, enlisted in `pool`: `caller(out, scratch,
  * start, end)` runs it on this thread; the workers get scratch 1000 + their id.
  */
-function enlist(pool: WorkerPool, module: WebAssembly.Module) {
+function enlist(pool: WorkerPool, module: WebAssembly.Module, threads?: number) {
   const memory = new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true });
   const caller = new WebAssembly.Instance(module, { env: { memory } }).exports.run as (
     ...a: number[]
@@ -106,6 +106,7 @@ function enlist(pool: WorkerPool, module: WebAssembly.Module) {
     packs: [0],
     scratch: 1000,
     scratchBytes: 1,
+    threads,
   });
   return { memory, caller, crew };
 }
@@ -273,6 +274,49 @@ for (const [name, threads] of ADAPTERS) {
       assert.deepEqual([...seen].sort(), [1000, 1001]);
     } finally {
       crew.dispose();
+      pool.close();
+    }
+  });
+
+  Deno.test(`a program taking fewer threads than its pool splits over those only, and the pool grows for one taking more (${name})`, async () => {
+    const module = await markerModule();
+    const pool = WorkerPool.of({ threads: 4, ...threads });
+    const runOf = ({ memory, caller, crew }: ReturnType<typeof enlist>) => () => {
+      new Int32Array(memory.buffer, 0, 4000).fill(0);
+      crew.prime();
+      crew.run(0, 4000, { unit: 16, chunk: 100, pieces: 4 }, slow(caller, 2));
+      crew.rest();
+      return computedBy(memory, 4000);
+    };
+    try {
+      const two = enlist(pool, module, 2);
+      pool.start();
+      await ready(pool, 1);
+      assert.equal(two.crew.workers, 1);
+      const seen = new Set<number>();
+      for (const t = Date.now(); Date.now() - t < 1500;) {
+        for (const id of runOf(two)()) seen.add(id);
+      }
+      // Only the caller and the first worker: the pool spawned that one alone.
+      assert.equal(pool.spawned, 1);
+      assert.deepEqual([...seen].sort(), [1000, 1001]);
+      const four = enlist(pool, module, 4);
+      four.crew.start();
+      await ready(pool, 3);
+      for (const t = Date.now(); seen.size < 4 && Date.now() - t < 20_000;) {
+        for (const id of runOf(four)()) seen.add(id);
+      }
+      assert.deepEqual([...seen].sort(), [1000, 1001, 1002, 1003]);
+      // The smaller program still keeps to its two threads in the grown pool.
+      const again = new Set<number>();
+      for (let i = 0; i < 20; i++) for (const id of runOf(two)()) again.add(id);
+      assert.ok(
+        !again.has(1002) && !again.has(1003),
+        `the two-thread program ran on ${[...again]}`,
+      );
+      two.crew.dispose();
+      four.crew.dispose();
+    } finally {
       pool.close();
     }
   });
