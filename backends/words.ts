@@ -6,6 +6,7 @@
  * @module
  */
 import { type DType, fromF16Array, type TensorData, toF16Array } from "../jit/ir/dtype.ts";
+import { KilnError } from "../jit/support/errors.ts";
 
 /** `data` (of `dtype`) as 32-bit words ready for `writeBuffer`. */
 export function toWords(
@@ -30,7 +31,17 @@ export function toWords(
     case "u8":
     case "bool":
       return Uint32Array.from(data as Uint8Array | Uint16Array);
+    case "i64":
+      throw lowered();
   }
+}
+
+/** An i64 reaching a device: each compile lowers it first (see `jit/passes/int64.ts`). */
+function lowered(): KilnError {
+  return new KilnError("An i64 tensor reached a device; kiln lowers int64 before it runs", {
+    code: "internal",
+    fix: "report this with the graph; compile() lowers i64 values to f64 or i32",
+  });
 }
 
 /** A copy in a fresh (never shared) buffer: callers own what they get. */
@@ -72,6 +83,8 @@ export function fromWords(
     case "u8":
     case "bool":
       return Uint8Array.from(new Uint32Array(buffer, offset, n));
+    case "i64":
+      throw lowered();
   }
 }
 

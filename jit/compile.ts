@@ -36,6 +36,7 @@ import {
   type Widened,
 } from "./passes/precision.ts";
 import { type DrawnInput, hoistRandom } from "./passes/random_inputs.ts";
+import { type Int64Mode, lowerInt64 } from "./passes/int64.ts";
 
 /** Options for {@linkcode compile}. */
 export interface CompileOptions {
@@ -231,13 +232,16 @@ interface Rewritten {
  * alive: auto's compile and the named compile it places into rewrite the same graph (joining
  * BERT-base's products copies 85 MB of weights, 56 ms of auto's first result on the H200 host).
  */
-function rewrittenOf(input: Graph, how: { exact: boolean; join: boolean }): Rewritten {
-  const key = `${how.exact} ${how.join}`;
+function rewrittenOf(
+  input: Graph,
+  how: { exact: boolean; join: boolean; int64: Int64Mode },
+): Rewritten {
+  const key = `${how.exact} ${how.join} ${how.int64}`;
   let byHow = REWRITTEN.get(input);
   if (!byHow) REWRITTEN.set(input, byHow = new Map());
   const entry = byHow.get(key), kept = entry?.graph.deref();
   if (kept) return { graph: kept, drawn: entry!.drawn };
-  const { graph: drawing, drawn } = hoistRandom(input);
+  const { graph: drawing, drawn } = hoistRandom(lowerInt64(input, how.int64));
   const scaled = how.exact ? foldEmpty(drawing) : scalesOut(foldEmpty(drawing));
   const rows = rowsFirst(scaled);
   const graph = how.join ? joinedProducts(rows) : rows;
@@ -257,7 +261,13 @@ function prepare(input: Graph, options: CompileOptions): Prepared {
   // Joined products pay on a GPU (more tiles, fewer dispatches); on a CPU they measured the same
   // and would hold their weights twice beside the caller's graph.
   const join = !named || named.kind === "gpu";
-  const { graph: joined, drawn } = rewrittenOf(input, { exact: precision === "exact", join });
+  // int64 in f64 where the backend has it (auto places f64 kernels on the CPU), else in i32.
+  const int64 = !named || named.capabilities().f64 ? "f64" : "i32";
+  const { graph: joined, drawn } = rewrittenOf(input, {
+    exact: precision === "exact",
+    join,
+    int64,
+  });
   const { graph, widened } = withoutF64(
     applyPrecision(joined, precision),
     named,

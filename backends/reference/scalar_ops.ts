@@ -36,6 +36,9 @@ export function roundTo(dtype: DType, v: number): number {
       return (v | 0) & 255;
     case "bool":
       return v !== 0 ? 1 : 0;
+    case "i64":
+      // Lowered before any backend runs it (see `jit/passes/int64.ts`); as f64 holds it.
+      return Math.trunc(v);
   }
 }
 

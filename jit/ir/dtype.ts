@@ -1,9 +1,11 @@
 /**
  * Element types. Inside kiln every value has one of {@linkcode DType}; `f64` is computed in f64
  * where the backend has it (reference, wasm) and narrowed to f32 only where the caller allows it
- * (WGSL has no f64); `i64` exists only at the boundary (graph inputs/outputs, constants from
- * ONNX), where it is narrowed to `i32` with a range check, because no backend we target has 64-bit
- * integer arithmetic worth using. `f16` is a storage
+ * (WGSL has no f64). int64 data at the boundary (graph inputs, parameters, constants from ONNX) is
+ * narrowed to `i32` with a range check, because no backend we target has 64-bit integer arithmetic
+ * worth using; an `i64` value inside a graph is made by a Cast (the ONNX importer casts where
+ * int64 arithmetic can leave the 32-bit range), and each compile lowers it to what the backend
+ * computes (`jit/passes/int64.ts`: f64, exact to 2^53, or i32 with checks). `f16` is a storage
  * type: its bits live in a `Uint16Array` (Node 20 has no `Float16Array`) and arithmetic happens in
  * wider floats. The narrow integers (`i16`, `u16`, `i8`, `u8`) are computed in 32 bits and wrap to
  * their width after every op, as a store would.
@@ -13,12 +15,23 @@
 import { KilnError } from "../support/errors.ts";
 
 /** Element types a value inside a kiln graph can have. */
-export type DType = "f64" | "f32" | "f16" | "i32" | "u32" | "i16" | "u16" | "i8" | "u8" | "bool";
+export type DType =
+  | "f64"
+  | "f32"
+  | "f16"
+  | "i64"
+  | "i32"
+  | "u32"
+  | "i16"
+  | "u16"
+  | "i8"
+  | "u8"
+  | "bool";
 
 /**
- * Element types accepted at a graph's boundary: {@linkcode DType} plus `i64` (held as `i32`
- * inside) and `bf16` (bfloat16, its bits in a `Uint16Array`; held as `f32` inside, exactly, and
- * rounded to the nearest bfloat16 where it leaves).
+ * Element types accepted at a graph's boundary: {@linkcode DType} (`i64` held as `i32` inside)
+ * and `bf16` (bfloat16, its bits in a `Uint16Array`; held as `f32` inside, exactly, and rounded
+ * to the nearest bfloat16 where it leaves).
  */
 export type BoundaryDType = DType | "i64" | "bf16";
 
@@ -44,7 +57,7 @@ export interface TypedArrayFor {
   u8: Uint8Array;
   /** Boolean, one byte per element holding 0 or 1. */
   bool: Uint8Array;
-  /** 64-bit signed integer (boundary only). */
+  /** 64-bit signed integer. */
   i64: BigInt64Array;
   /** bfloat16 as raw bits (boundary only). */
   bf16: Uint16Array;
@@ -74,6 +87,7 @@ export const DTYPES: readonly DType[] = [
   "i8",
   "u8",
   "bool",
+  "i64",
 ];
 
 const BYTES: Record<BoundaryDType, number> = {
@@ -107,6 +121,7 @@ export function isFloat(dtype: DType): boolean {
 }
 
 const RANGES: Partial<Record<DType, readonly [number, number]>> = {
+  i64: [-(2 ** 63), 2 ** 63],
   i32: [-2147483648, 2147483647],
   u32: [0, 4294967295],
   i16: [-32768, 32767],
@@ -169,6 +184,8 @@ export function fromNumbers(dtype: DType, values: ArrayLike<number>): TensorData
       return toF16Array(values);
     case "bool":
       return Uint8Array.from(values, (v) => +(v !== 0));
+    case "i64":
+      return BigInt64Array.from(values, toBigInt);
     default: {
       const out = allocate(dtype, values.length) as Exclude<TensorData, BigInt64Array>;
       out.set(values);
@@ -273,11 +290,19 @@ export function narrowI64(data: BigInt64Array, what: string): Int32Array {
   return out;
 }
 
-/** Widens `i32` data to boundary `i64`. */
-export function widenToI64(data: Int32Array): BigInt64Array {
-  const out = new BigInt64Array(data.length);
-  for (let i = 0; i < data.length; i++) out[i] = BigInt(data[i]);
-  return out;
+/**
+ * Widens data kiln holds int64 in (i32, or f64 where a compile lowered int64 to it) to boundary
+ * `i64`: toward zero, NaN as 0, beyond int64's range its nearest end.
+ */
+export function widenToI64(data: Exclude<TensorData, BigInt64Array>): BigInt64Array {
+  return BigInt64Array.from(data as ArrayLike<number>, toBigInt);
+}
+
+/** `v` as an int64 (see {@linkcode widenToI64}). */
+function toBigInt(v: number): bigint {
+  if (Number.isNaN(v)) return 0n;
+  if (v >= 2 ** 63) return 2n ** 63n - 1n;
+  return v <= -(2 ** 63) ? -(2n ** 63n) : BigInt(Math.trunc(v));
 }
 
 const f32 = new Float32Array(1);
@@ -320,9 +345,12 @@ export function internalData(data: TensorData, dtype: BoundaryDType, what: strin
   return dtype === "bf16" ? widenBf16(data as Uint16Array) : data;
 }
 
-/** Data kiln holds as it leaves at a boundary of `dtype`: i32 widened to i64, f32 to bf16 bits. */
+/**
+ * Data kiln holds as it leaves at a boundary of `dtype`: i32 (or f64) widened to i64, f32 to
+ * bf16 bits.
+ */
 export function boundaryData(data: TensorData, dtype: BoundaryDType): TensorData {
-  if (dtype === "i64") return widenToI64(data as Int32Array);
+  if (dtype === "i64" && !(data instanceof BigInt64Array)) return widenToI64(data);
   return dtype === "bf16" ? narrowToBf16(data as Float32Array) : data;
 }
 

@@ -58,7 +58,7 @@ export interface OutputSpec {
   readonly name: string;
   /** The value exposed. */
   readonly value: string;
-  /** `i64` to widen an `i32` result at the boundary. */
+  /** `i64` to widen an `i32` (or f64) result at the boundary. */
   readonly dtype?: BoundaryDType;
 }
 
@@ -523,10 +523,12 @@ function graphOutputs(spec: GraphSpec, table: ValueTable): GraphOutput[] {
     const value = table.byName.get(o.value)!;
     const own = table.values[value].dtype;
     const dtype = o.dtype ?? own;
-    if (dtype !== own && internalDType(dtype) !== own) {
+    // An i64 leaves from the i32 or f64 a compile holds it in (see `jit/passes/int64.ts`).
+    const int64 = dtype === "i64" && own === "f64";
+    if (dtype !== own && internalDType(dtype) !== own && !int64) {
       fail(
         `output "${o.name}" is ${own} but is declared ${dtype}`,
-        "declare the value's dtype (i32 may widen to i64, f32 narrow to bf16), or Cast it",
+        "declare the value's dtype (i32 may widen to i64, as may f64; f32 narrow to bf16), or Cast it",
         "dtype-mismatch",
       );
     }

@@ -24,7 +24,7 @@ export const NUMERIC: readonly DType[] = DTYPES.filter((d) => d !== "bool");
 /** Floating-point dtypes. */
 export const FLOATS: readonly DType[] = ["f32", "f16", "f64"];
 /** Integer dtypes (bool excluded). */
-export const INTEGERS: readonly DType[] = ["i32", "u32", "i16", "u16", "i8", "u8"];
+export const INTEGERS: readonly DType[] = ["i64", "i32", "u32", "i16", "u16", "i8", "u8"];
 /** Signed dtypes (where negation is meaningful). */
 
 /**
@@ -42,7 +42,7 @@ function pairwise(xs: readonly EmitRef[], f: (a: EmitRef, b: EmitRef) => EmitRef
   return level[0];
 }
 
-export const SIGNED: readonly DType[] = ["f32", "f16", "f64", "i32", "i16", "i8"];
+export const SIGNED: readonly DType[] = ["f32", "f16", "f64", "i64", "i32", "i16", "i8"];
 
 /** The broadcast shape of every input, or a located `shape-mismatch` error. */
 export function broadcastInputs(ctx: InferContext): number[] {

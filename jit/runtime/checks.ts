@@ -1,8 +1,9 @@
 /**
  * Run-time checks a graph carries as outputs of its own: a boolean value (any shape) whose output
  * is named `kiln.check:WHY` must hold no `true` after a run, or the run fails with a typed error
- * saying WHY. The importer adds them where a value can leave the range kiln computes it in (an
- * int64 product held in 32 bits), so a wrapped result is refused instead of returned. Check
+ * saying WHY. The importer and the int64 lowering (`jit/passes/int64.ts`) add them where a value
+ * can leave the range kiln computes it in (an int64 product held in 32 bits, or in f64 past
+ * 2^53), so a wrapped or rounded result is refused instead of returned. Check
  * outputs are the executable's own: they are always computed, never returned, and not listed
  * among its output names.
  *
@@ -56,7 +57,7 @@ export function assertCheck(name: string, data: TensorData): void {
     throw new KilnError(why, {
       code: "out-of-range",
       fix:
-        "keep int64 values within [-2^31, 2^31) where kiln computes them (it holds int64 in 32 bits), or compute them in float",
+        "keep int64 values within the range named: ±2^53 where kiln holds int64 in f64 (wasm, the reference), [-2^31, 2^31) where it holds them in 32 bits (WebGPU, indices and shapes); or compute them in float",
     });
   }
 }

@@ -143,6 +143,8 @@ function view(buffer: ArrayBuffer, dtype: DType, n: number): TensorData {
   switch (dtype) {
     case "f64":
       return new Float64Array(buffer, 0, n);
+    case "i64":
+      return new BigInt64Array(buffer, 0, n);
     case "f32":
       return new Float32Array(buffer, 0, n);
     case "f16":

@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { castWrapped } from "../import/int64_guard.ts";
+import { fromF16Array, isFloat } from "../../jit/ir/dtype.ts";
 import { registeredConverter } from "../import/registered_ops.ts";
 import { RANDOM_CONVERTERS, trainingDropout } from "./random.ts";
 import { KilnError } from "../../jit/support/errors.ts";
@@ -102,6 +102,18 @@ function reduce(op: string): Converter {
 }
 
 const withI64 = (k: Known[], i64: boolean): Known[] => k.map((x) => ({ ...x, i64 }));
+
+/** Whether `k` is a constant whose values, truncated, all fit in i32 (NaN does not). */
+function fitsI32(k: Known): boolean {
+  if (k.kind !== "const") return false;
+  const { data, dtype } = k.tensor;
+  const values = dtype === "f16" ? fromF16Array(data as Uint16Array) : data as ArrayLike<number>;
+  for (let i = 0; i < values.length; i++) {
+    const v = Math.trunc(values[i]);
+    if (!(v >= -(2 ** 31) && v < 2 ** 31)) return false;
+  }
+  return true;
+}
 
 function argReduce(op: "ArgMax" | "ArgMin"): Converter {
   return (c) => {
@@ -269,10 +281,12 @@ export const CONVERTERS: Record<string, Converter> = {
     // Opset 19's saturate concerns float8 targets only, which kiln refuses by their type.
     attrs(c).int("saturate");
     const { dtype, i64, bf16 } = dtypeAttr(c, "to");
-    const x = c.required(0);
-    const wrapped = i64 ? castWrapped(opOf(c), x) : undefined;
-    if (wrapped) c.check(wrapped, `${c.label}: a value past the 32-bit range kiln holds int64 in`);
-    const y = withI64(c.emit("Cast", [x], { to: dtype }), i64);
+    const x = c.required(0), from = typeOf(x).dtype;
+    if (i64 && from === "i64") return [x];
+    // A float or u32 can leave the 32-bit range kiln holds int64 in: it is held in 64 bits,
+    // unless it is a constant that fits (a trip count, a shape: those must fold).
+    const wide = i64 && (isFloat(from) || from === "u32") && !fitsI32(x);
+    const y = withI64(c.emit("Cast", [x], { to: wide ? "i64" : dtype }), i64);
     return bf16 ? [roundToBf16(opOf(c), y[0])] : y;
   },
   ArgMax: argReduce("ArgMax"),

@@ -28,7 +28,7 @@ import { type Shape, sizeOf } from "../../jit/ir/shape.ts";
 import { converterOf } from "../convert/mod.ts";
 import { workCounter } from "./import_limits.ts";
 import { checkDeclaredOutput, checkOpset, domainVersion } from "./declarations.ts";
-import { carriesSentinel, int64Wrapped, sentinelError } from "./int64_guard.ts";
+import { carriesSentinel, int64Widths, int64Wrapped, sentinelError } from "./int64_guard.ts";
 import { assertCheck, checkName } from "../../jit/runtime/checks.ts";
 import { bindShape, type OnnxInputInfo, onnxInputs } from "./inputs.ts";
 import {
@@ -90,6 +90,8 @@ function folds(ins: readonly Known[], types: readonly ValueType[]): boolean {
   const bytesOf = (t: { shape: Shape; dtype: DType }) => sizeOf(t.shape) * byteSize(t.dtype);
   const largest = Math.max(0, ...ins.map((k) => (k.kind === "const" ? bytesOf(k.tensor) : 0)));
   return types.every((t) => {
+    // int64 held in 64 bits is computed by the compile's lowering (`jit/passes/int64.ts`).
+    if (t.dtype === "i64") return false;
     const size = sizeOf(t.shape);
     return size <= FOLD_LIMIT || (size <= TRANSFORM_FOLD_LIMIT && bytesOf(t) <= 2 * largest);
   });
@@ -408,9 +410,10 @@ class Importer {
    * Op `op` of `ins`: folded into constants where every input is one (and the result small and
    * not drawn anew each run), else a node of the graph; int64 results get their wrap check.
    */
-  #emit(op: string, ins: readonly Known[], attrs: Attrs, outputs: number, at: At): Known[] {
+  #emit(op: string, given: readonly Known[], attrs: Attrs, outputs: number, at: At): Known[] {
     const { label, name } = at;
     this.#charge(label);
+    const ins = this.#widths(op, given, at);
     const types = inferNode(
       op,
       ins.map((
@@ -419,7 +422,8 @@ class Importer {
       attrs,
       label,
     );
-    const i64 = ins.some((k) => k.i64) && types.every((t) => t.dtype === "i32");
+    const i64 = ins.some((k) => k.i64) &&
+      types.every((t) => t.dtype === "i32" || t.dtype === "i64");
     // bfloat16 arithmetic is f32 arithmetic: the type carries on, rounded where the model asks.
     const bf16 = ins.some((k) => k.bf16) && types.every((t) => t.dtype === "f32");
     const sentinel = carriesSentinel(op, ins, label);
@@ -441,11 +445,27 @@ class Importer {
       const syms = this.#b.opN(op, ins.map((k) => this.#symbol(k)), attrs, outputs, { name });
       out = syms.map((s, i) => ({ kind: "value", name: s.name, type: types[i], i64, bf16 }));
     }
-    if (i64) this.#guard(op, ins, attrs, out, at);
+    if (i64 && out.every((k) => k.kind === "const")) this.#guard(op, ins, attrs, out, at);
     return out;
   }
 
-  /** A wrap check on the int64 result of `op` where it can leave the 32-bit range. */
+  /** `ins` at the widths `op` computes int64 in (see {@linkcode int64Widths}). */
+  #widths(op: string, ins: readonly Known[], at: At): readonly Known[] {
+    const one: OpFn = (o, xs, a = {}) => this.#emit(o, xs, a, 1, at)[0];
+    return int64Widths(
+      op,
+      ins,
+      one,
+      (bad) =>
+        this.#check(
+          bad,
+          `${at.label}: reads an int64 value past the 32-bit range it computes in`,
+          at,
+        ),
+    );
+  }
+
+  /** A wrap check on the int64 result of `op` where folding it left the 32-bit range. */
   #guard(op: string, ins: readonly Known[], attrs: Attrs, out: readonly Known[], at: At): void {
     if (out.length !== 1 || sizeOf(typeOf(out[0]).shape) === 0) return;
     const one: OpFn = (o, xs, a = {}) => this.#emit(o, xs, a, 1, at)[0];

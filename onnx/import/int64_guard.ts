@@ -1,37 +1,53 @@
 /**
- * int64 that is never silently wrapped. kiln holds int64 values in 32 bits (no backend it targets
- * has 64-bit integer arithmetic worth using, and WGSL has none), so an int64 sum or product that
- * leaves the 32-bit range would wrap: 100000 · 100000 gave 1410065408. Each int64 op that can
- * leave the range gets a shadow: the same op in f32 on the same inputs, whose result differs from
- * the 32-bit one by about 2^32 exactly where the 32-bit result wrapped (and by rounding, far less
- * than 2^31, where it did not). The difference becomes a check: folded at import (a typed error
- * there) or a check output the executable asserts after every run (see `jit/runtime/checks.ts`).
+ * int64 that is never silently wrapped, at import. kiln holds int64 values in 32 bits; int64
+ * arithmetic that can leave that range on values known only at run time is computed in 64 bits
+ * (see {@linkcode int64Widths} and `jit/passes/int64.ts`), but a constant expression folds in 32
+ * bits as it is imported: 100000 · 100000 would fold to 1410065408. Each such folded op gets a
+ * shadow, the same op in f32 on the same inputs, whose result differs from the 32-bit one by
+ * about 2^32 exactly where that one wrapped (and by rounding, far less than 2^31, where it did
+ * not): the difference is a typed error at import. Constants that carry INT64_MAX or INT64_MIN
+ * ("to the end" in Slice bounds) are kept apart from arithmetic the same way.
  *
  * @module
  */
-import { isFloat } from "../../jit/ir/dtype.ts";
+import { carriedInputs, grows } from "../../jit/passes/int64.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { isSaturated } from "../wire/proto.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import { constant, type Known, type OpFn, typeOf } from "./node_context.ts";
 
-/** Ops whose 32-bit integer result can wrap where the int64 result would not. */
-const WRAPS = new Set([
-  "Add",
-  "Sub",
-  "Mul",
-  "Neg",
-  "Abs",
-  "Div",
-  "ReduceSum",
-  "ReduceProd",
-  "ReduceSumSquare",
-  "CumSum",
-  "MatMul",
-  "Gemm",
-]);
+const scalar = (v: number): Known => constant([v], [], "f32");
 
-const scalar = (v: number, dtype: "f32" | "f64" = "f32"): Known => constant([v], [], dtype);
+/**
+ * `ins` at the widths `op` computes int64 in: 64 bits (kiln's `i64`, lowered by each compile)
+ * where it can leave the 32-bit range kiln holds int64 in (a sum or product of values not all
+ * constant) or where it carries a value already held in 64 bits; else 32 bits, a value held in 64
+ * narrowed, with `check` told where it did not fit. `one` emits an op.
+ */
+export function int64Widths(
+  op: string,
+  ins: readonly Known[],
+  one: OpFn,
+  check: (bad: Known) => void,
+): readonly Known[] {
+  const wide = (k: Known) => typeOf(k).dtype === "i64";
+  const dynamic = ins.some((k) => k.i64) && !ins.every((k) => k.kind === "const");
+  if (!ins.some(wide) && !(grows(op) && dynamic)) return ins;
+  const carries = op === "Cast" ? [0] : carriedInputs(op);
+  const carried = (i: number) => carries === "all" || (carries?.includes(i) ?? false);
+  const widen = op !== "Cast" &&
+    (ins.some((k, i) => carried(i) && wide(k)) || (grows(op) && dynamic));
+  return ins.map((k, i) => {
+    if (widen && carried(i) && typeOf(k).dtype === "i32") {
+      return { ...one("Cast", [k], { to: "i64" }), i64: true };
+    }
+    if (!wide(k) || carried(i)) return k;
+    // Read in 32 bits: the value comes back as it was, or it did not fit.
+    const narrow = one("Cast", [k], { to: "i32" });
+    check(one("Not", [one("Equal", [one("Cast", [narrow], { to: "i64" }), k])]));
+    return { ...narrow, i64: true };
+  });
+}
 
 /**
  * Where int64 op `op` on `ins` (giving `y`, held in 32 bits) can wrap: a boolean value true at
@@ -44,26 +60,11 @@ export function int64Wrapped(
   attrs: Attrs,
   y: Known,
 ): Known | undefined {
-  if (!WRAPS.has(name)) return undefined;
+  if (!grows(name)) return undefined;
   const wide = (k: Known) => op("Cast", [k], { to: "f32" });
   const shadow = op(name, ins.map(wide), attrs);
   const drift = op("Abs", [op("Sub", [wide(y), shadow])]);
   return op("Greater", [drift, scalar(2 ** 31)]);
-}
-
-/**
- * Where a Cast of `x` to int64 leaves the 32-bit range kiln holds int64 in (`3e9` saturated to
- * 2147483647): `undefined` for integer sources, which always fit.
- */
-export function castWrapped(op: OpFn, x: Known): Known | undefined {
-  const dtype = typeOf(x).dtype;
-  if (!isFloat(dtype)) return undefined;
-  const kind = dtype === "f64" ? "f64" : "f32";
-  const wide = dtype === kind ? x : op("Cast", [x], { to: kind });
-  const high = op("Not", [op("Less", [wide, scalar(2 ** 31, kind)])]);
-  const low = op("Less", [wide, scalar(-(2 ** 31), kind)]);
-  // NaN compares false on both sides: Cast leaves NaN undefined, as ONNX does.
-  return op("Or", [op("And", [high, op("Equal", [wide, wide])]), low]);
 }
 
 /**

@@ -99,7 +99,12 @@ Deno.test("specialisations are keyed by bits: -0 does not reuse the +0 executabl
   m.dispose();
 });
 
-Deno.test("int64 arithmetic past the 32-bit range is a typed error on every backend, never a wrap", async () => {
+/** A typed error about an int64 value past the range kiln holds it in. */
+const refused = (e: unknown) =>
+  e instanceof KilnError && e.code === "out-of-range" && /int64/.test(e.message) &&
+  /Fix:/.test(e.message);
+
+Deno.test("int64 arithmetic past the 32-bit range is exact where kiln holds int64 in f64, a typed error on webgpu", async () => {
   const binary = (opType: string) =>
     model({
       node: [{ opType, input: ["a", "b"], output: ["y"], attribute: [] }],
@@ -127,40 +132,81 @@ Deno.test("int64 arithmetic past the 32-bit range is a typed error on every back
     input: [input("x", 1, [2])],
   }, [["y", 7]]);
   const mul = binary("Mul"), add = binary("Add");
-  const wrapped = (e: unknown) =>
-    e instanceof KilnError && e.code === "out-of-range" && /int64/.test(e.message) &&
-    /Fix:/.test(e.message);
-  for (const backend of [...BACKENDS, "webgpu"]) {
-    const big = i64([100000n, 3n]);
-    await assert.rejects(() => mul.run({ a: big, b: big }, { backend }), wrapped, backend);
-    await assert.rejects(
-      () => add.run({ a: i64([2000000000n, 1n]), b: i64([2000000000n, 1n]) }, { backend }),
-      wrapped,
-    );
-    await assert.rejects(
-      () => sum.run({ a: i64([2000000000n, 2000000000n, 2000000000n]) }, { backend }),
-      wrapped,
-    );
-    await assert.rejects(() => cast.run({ x: f32([3e9, 1]) }, { backend }), wrapped);
-    // In range, the same executables answer (a check that passes costs nothing visible).
+  const big = i64([100000n, 3n]), twoE9 = i64([2000000000n, 2000000000n, 2000000000n]);
+  for (const backend of BACKENDS) {
+    const y = async (
+      m: OnnxModel,
+      feeds: Record<string, HostTensor>,
+    ) => [...(await m.run(feeds, { backend })).y.data as BigInt64Array];
+    assert.deepEqual(await y(mul, { a: big, b: big }), [10000000000n, 9n], backend);
     assert.deepEqual(
-      (await mul.run({ a: i64([46340n, -7n]), b: i64([46340n, 3n]) }, { backend })).y.data,
-      BigInt64Array.from([2147395600n, -21n]),
+      await y(add, { a: i64([2000000000n, 1n]), b: i64([2000000000n, 1n]) }),
+      [4000000000n, 2n],
     );
-    assert.deepEqual(
-      (await sum.run({ a: i64([1000000000n, 1000000000n, 147483647n]) }, { backend })).y.data,
-      BigInt64Array.from([2147483647n]),
-    );
-    assert.deepEqual(
-      (await cast.run({ x: f32([-2147483648, 2.5]) }, { backend })).y.data,
-      BigInt64Array.from([-2147483648n, 2n]),
-    );
-    assert.deepEqual(
-      Object.keys(await add.run({ a: i64([1n, 2n]), b: i64([3n, 4n]) }, { backend })),
-      ["y"],
-    );
+    assert.deepEqual(await y(sum, { a: twoE9 }), [6000000000n]);
+    assert.deepEqual(await y(cast, { x: f32([3e9, -2.5]) }), [3000000000n, -2n]);
+    // Past 2^53, where f64 stops holding every integer: refused, never rounded.
+    const most = i64([2147483647n, 1n]);
+    await assert.rejects(() => mul.run({ a: most, b: most }, { backend }), refused, backend);
+    await assert.rejects(() => cast.run({ x: f32([1e17, 0]) }, { backend }), refused);
   }
+  // WebGPU holds int64 in 32 bits: the same runs are refused there, and in range they answer.
+  const backend = "webgpu";
+  await assert.rejects(() => mul.run({ a: big, b: big }, { backend }), refused);
+  await assert.rejects(() => sum.run({ a: twoE9 }, { backend }), refused);
+  await assert.rejects(() => cast.run({ x: f32([3e9, 1]) }, { backend }), refused);
+  assert.deepEqual(
+    (await mul.run({ a: i64([46340n, -7n]), b: i64([46340n, 3n]) }, { backend })).y.data,
+    BigInt64Array.from([2147395600n, -21n]),
+  );
+  assert.deepEqual(
+    (await cast.run({ x: f32([-2147483648, 2.5]) }, { backend })).y.data,
+    BigInt64Array.from([-2147483648n, 2n]),
+  );
   for (const m of [mul, add, sum, cast]) m.dispose();
+});
+
+Deno.test("past 2^31, int64 division truncates, Mod takes the divisor's sign, a cast to int32 wraps, an index is refused", async () => {
+  const arithmetic = model({
+    node: [
+      { opType: "Mul", input: ["a", "a"], output: ["p"], attribute: [] },
+      { opType: "Div", input: ["p", "b"], output: ["q"], attribute: [] },
+      { opType: "Mod", input: ["p", "b"], output: ["r"], attribute: [] },
+      {
+        opType: "Cast",
+        input: ["p"],
+        output: ["n"],
+        attribute: [{ name: "to", type: 2, i: 6 }],
+      },
+    ],
+    initializer: [],
+    input: [input("a", 7, [2]), input("b", 7, [2])],
+  }, [["q", 7], ["r", 7], ["n", 6]]);
+  const gather = model({
+    node: [
+      { opType: "Mul", input: ["a", "a"], output: ["p"], attribute: [] },
+      { opType: "Gather", input: ["t", "p"], output: ["g"], attribute: [] },
+    ],
+    initializer: [],
+    input: [input("a", 7, [2]), input("t", 1, [3])],
+  }, [["g", 1]]);
+  for (const backend of BACKENDS) {
+    const out = await arithmetic.run({ a: i64([100000n, -100000n]), b: i64([-7n, 7n]) }, {
+      backend,
+    });
+    assert.deepEqual([...out.q.data as BigInt64Array], [-1428571428n, 1428571428n], backend);
+    assert.deepEqual([...out.r.data as BigInt64Array], [-3n, 4n]);
+    assert.deepEqual([...out.n.data], [1410065408, 1410065408]);
+    const t = f32([5, 6, 7]);
+    assert.deepEqual([...(await gather.run({ a: i64([1n, -1n]), t }, { backend })).g.data], [
+      6,
+      6,
+    ]);
+    // 65536² = 2^32 would wrap to index 0, in range: the check refuses it.
+    await assert.rejects(() => gather.run({ a: i64([65536n, 1n]), t }, { backend }), refused);
+  }
+  arithmetic.dispose();
+  gather.dispose();
 });
 
 Deno.test("int64 constants that wrap when folded are a typed error at import", async () => {

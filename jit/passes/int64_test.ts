@@ -1,0 +1,80 @@
+import assert from "node:assert/strict";
+import { compile } from "../compile.ts";
+import { GraphBuilder } from "../frontend/graph_builder.ts";
+import { KilnError } from "../support/errors.ts";
+import { lowerInt64 } from "./int64.ts";
+import "../../mod.ts";
+
+/** x (i32) cast to i64, squared, summed, divided, its remainder, cast back to i32 (wrapping). */
+function arithmetic() {
+  const b = new GraphBuilder();
+  const x = b.input("x", [3], "i32");
+  const w = b.op("Cast", [x], { to: "i64" });
+  const p = b.op("Mul", [w, w]);
+  const negated = b.op("Cast", [b.op("Neg", [x])], { to: "i64" });
+  b.output("p", p, { dtype: "i64" });
+  b.output("s", b.op("ReduceSum", [p], { keepdims: 0 }), { dtype: "i64" });
+  b.output("d", b.op("Div", [p, negated]), { dtype: "i64" });
+  b.output("m", b.op("Mod", [b.op("Neg", [p]), b.op("Add", [w, w])]), { dtype: "i64" });
+  b.output("n", b.op("Cast", [p], { to: "i32" }));
+  b.output("f", b.op("Cast", [p], { to: "f32" }));
+  return b.build();
+}
+
+const x = (values: number[]) => ({
+  x: { data: Int32Array.from(values), shape: [values.length], dtype: "i32" as const },
+});
+
+Deno.test("a graph without i64 lowers to itself; with one, no i64 value is left", () => {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Add", [b.input("x", [2], "i32"), b.input("z", [2], "i32")]));
+  const plain = b.build();
+  assert.equal(lowerInt64(plain, "f64"), plain);
+  for (const mode of ["f64", "i32"] as const) {
+    const lowered = lowerInt64(arithmetic(), mode);
+    assert.ok(!lowered.values.some((v) => v.dtype === "i64"), mode);
+    assert.ok(lowered.outputs.some((o) => o.name.startsWith("kiln.check:")), mode);
+  }
+});
+
+Deno.test("int64 in f64 is exact past 2^31 on the reference and wasm: sums, truncating division, Mod, wrapping casts", async () => {
+  const graph = arithmetic();
+  for (const backend of ["reference", "wasm"]) {
+    using exe = await compile(graph, { backend });
+    const out = await exe.run(x([100000, -7, 3]));
+    const big = (k: string) => [...out[k].data as BigInt64Array];
+    assert.deepEqual(big("p"), [10000000000n, 49n, 9n], backend);
+    assert.deepEqual(big("s"), [10000000058n]);
+    assert.deepEqual(big("d"), [-100000n, 7n, -3n]);
+    // −p mod 2w takes the divisor's sign: −10^10 mod 200000 = 0, −49 mod −14 = −7, −9 mod 6 = 3.
+    assert.deepEqual(big("m"), [0n, -7n, 3n]);
+    assert.deepEqual([...out.n.data], [1410065408, 49, 9]);
+    assert.deepEqual([...out.f.data], [1e10, 49, 9]);
+  }
+});
+
+Deno.test("int64 past 2^53 in f64, or a division by zero, is a typed error, never a rounded value", async () => {
+  const graph = arithmetic();
+  using exe = await compile(graph, { backend: "wasm" });
+  // 2^31 − 1 squared is past 2^53.
+  await assert.rejects(
+    async () => await exe.run(x([2147483647, 1, 1])),
+    (e) => e instanceof KilnError && e.code === "out-of-range" && /2\^53/.test(e.message),
+  );
+  // x = 0: p / −x divides by zero.
+  await assert.rejects(async () => await exe.run(x([0, 1, 1])), (e) => e instanceof KilnError);
+});
+
+Deno.test("int64 held in i32 (WebGPU's lowering) answers in range and refuses a wrap", async () => {
+  const graph = lowerInt64(arithmetic(), "i32");
+  using exe = await compile(graph, { backend: "reference" });
+  const out = await exe.run(x([1000, -7, 3]));
+  assert.deepEqual([...out.p.data as BigInt64Array], [1000000n, 49n, 9n]);
+  assert.deepEqual([...out.d.data as BigInt64Array], [-1000n, 7n, -3n]);
+  await assert.rejects(
+    async () => await exe.run(x([100000, 1, 1])),
+    (e) =>
+      e instanceof KilnError && e.code === "out-of-range" && /32-bit range/.test(e.message) &&
+      /Fix:/.test(e.message),
+  );
+});
