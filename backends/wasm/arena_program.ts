@@ -221,6 +221,8 @@ interface Instances {
   readonly bound: ((...a: number[]) => void)[];
   /** Per kernel, the panels a matmul of few rows ranges over instead of rows (0: rows). */
   readonly panels: number[];
+  /** Per kernel, the place of its B's panels its calls take (negated: they pack them). */
+  readonly packs: number[];
 }
 
 /**
@@ -248,7 +250,13 @@ function instantiate(plan: ArenaPlan, layout: ArenaLayout, memory: WebAssembly.M
   // A matmul of few rows ranges over B's panels instead (see `panelSplit`): its calls cover
   // every row.
   const panels = exported.map((e) => (e.panelSplit as WebAssembly.Global | undefined)?.value ?? 0);
-  return { runs, addresses, bound, panels };
+  // A B packed anew each run whose kernel packs its own panels in each call: its place
+  // negated says so (see `tiledLoops`), and the program packs nothing ahead.
+  const packs = layout.packedAt.map((at, i) => {
+    const own = (exported[i].packsInCalls as WebAssembly.Global | undefined)?.value;
+    return own && layout.packs[i] && !layout.packs[i]!.fixed ? -at : at;
+  });
+  return { runs, addresses, bound, panels, packs };
 }
 
 /** A program in one arena (see {@linkcode ArenaProgram}). */
@@ -300,7 +308,7 @@ class Arena implements ArenaProgram, Swappable {
           modules: plan.modules,
           memory: this.#memory,
           args: k.addresses,
-          packs: layout.packedAt,
+          packs: k.packs,
           scratch: layout.scratch,
           scratchBytes: layout.scratchSize,
           // Spawning blocks this thread for 20-30 ms a worker: worth it up front only for first
@@ -422,7 +430,7 @@ class Arena implements ArenaProgram, Swappable {
   /** Kernel `i` over rows `[start, end)`, in calls of `chunk` rows, each twice the last. */
   #callRows(i: number, start: number, end: number): void {
     for (let s = start, n = this.#split[i].chunk; s < end; s += n, n *= 2) {
-      this.#k.bound[i](s, Math.min(end, s + n), this.#layout.packedAt[i]);
+      this.#k.bound[i](s, Math.min(end, s + n), this.#k.packs[i]);
     }
   }
 
@@ -494,7 +502,7 @@ class Arena implements ArenaProgram, Swappable {
     plan.kernels.forEach((k, i) => {
       if (!wanted[i]) return;
       const start = plan.profile ? performance.now() : 0;
-      if (packs[i] && !packs[i].fixed) this.#pack(i);
+      if (packs[i] && !packs[i].fixed && this.#k.packs[i] > 0) this.#pack(i);
       // A panel split computes every row, the stale ones past the active rows too (harmless:
       // see `panelSplit`).
       const rows = active !== undefined && plan.partial?.[i] && !panels[i]

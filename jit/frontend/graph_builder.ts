@@ -58,7 +58,11 @@ export class GraphBuilder {
   #outputs: OutputSpec[] = [];
   #next = 0;
 
-  /** Declares a graph input. */
+  /**
+   * Declares a graph input. An `i64` input is held in 32 bits (its data range-checked as it
+   * arrives): ops on it compute in i32; Cast it to `"i64"` for int64 arithmetic that can leave
+   * that range (exact to 2^53 on wasm and the reference, checked on WebGPU).
+   */
   input(name: string, shape: Shape, dtype: BoundaryDType = "f32"): Sym {
     this.#inputs.push({ name, shape, dtype });
     return { name };

@@ -92,6 +92,11 @@ Deno.test("a matmul of few rows splits B's panels among threads: the same bits a
       const w = b.param("w", [2, 2, 1024, 52], "f32", uniform(4 * 1024 * 52, 5));
       return b.op("MatMul", [x, w]);
     }],
+    // B is the run's pixels (a 1×1 convolution as filters × pixels): each call packs its panels.
+    ["pixels", f32(uniform(256 * 900, 8), [1, 256, 30, 30]), (b, x) => {
+      const w = b.param("w", [48, 256, 1, 1], "f32", uniform(48 * 256, 9));
+      return b.op("Relu", [b.op("Conv", [x, w])]);
+    }],
     // A packed from a convolution's patches: every call packs all 16 rows.
     ["convolution", f32(uniform(64 * 16, 6), [1, 64, 4, 4]), (b, x) => {
       const w = b.param("w", [300, 64, 3, 3], "f32", uniform(300 * 576, 7));
@@ -106,7 +111,16 @@ Deno.test("a matmul of few rows splits B's panels among threads: the same bits a
       const b = new GraphBuilder();
       b.output("y", build(b, b.input("x", x.shape)));
       const graph = b.build();
-      assert.ok(fuse(graph).kernels.some((k) => panelSplit(k) > 0), name);
+      const product = fuse(graph).kernels.find((k) => panelSplit(k) > 0);
+      assert.ok(product, name);
+      const exports = WebAssembly.Module.exports(
+        new WebAssembly.Module(await one.codegen!.generate(product) as Uint8Array<ArrayBuffer>),
+      ).map((e) => e.name);
+      assert.equal(
+        exports.includes("packsInCalls"),
+        ["linear layer", "pixels"].includes(name),
+        name,
+      );
       using reference = await compile(graph, { backend: "reference" });
       using single = await compile(graph, { backend: one, cache: false });
       const want = numbers((await single.run({ x })).y.data);
