@@ -18,7 +18,14 @@
  *
  * @module
  */
-import { boundaryOf, freshNames, Graph, type Node, type NodeSpec } from "../ir/graph.ts";
+import {
+  boundaryOf,
+  freshNames,
+  Graph,
+  type Node,
+  type NodeSpec,
+  nodeSpecOf,
+} from "../ir/graph.ts";
 import type { DType } from "../ir/dtype.ts";
 import { sizeOf } from "../ir/shape.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
@@ -103,7 +110,8 @@ const PAST_I32 = "casts a value past the 32-bit range WebGPU holds int64 in";
 const EXACT = 2 ** 53;
 
 /** `graph` with its `i64` values held as `mode` says; a graph without any comes back as it is. */
-export function lowerInt64(graph: Graph, mode: Int64Mode): Graph {
+export function lowerInt64(input: Graph, mode: Int64Mode): Graph {
+  const graph = widenedArithmetic(input);
   if (!graph.values.some((v) => v.dtype === "i64")) return graph;
   const lowering = new Lowering(graph, mode);
   for (const n of graph.nodes) lowering.node(n);
@@ -115,6 +123,78 @@ export function lowerInt64(graph: Graph, mode: Int64Mode): Graph {
   });
 }
 
+/**
+ * `graph` with the sums and products of its int64 data computed in 64 bits. Inputs and
+ * parameters declared `i64` are held in i32, and what is computed from them too (the ONNX
+ * importer widens its own arithmetic as it imports: see `int64Widths`; a graph built by hand
+ * wraps there): each such op (see {@linkcode GROWS}) reads 64-bit operands, a chain of them
+ * stays in 64 bits, and its result leaves either as an int64 output or narrowed to i32 where
+ * anything else reads it, with a check that it fits.
+ */
+function widenedArithmetic(graph: Graph): Graph {
+  const held = new Set(
+    [...graph.inputs, ...graph.params].filter((i) => i.dtype === "i64").map((i) => i.value),
+  );
+  const wide = new Map<number, string>();
+  const fresh = freshNames(graph), name = (v: number) => graph.values[v].name;
+  const nodes: NodeSpec[] = [], checks: { name: string; value: string }[] = [];
+  const int64Out = new Set(graph.outputs.filter((o) => o.dtype === "i64").map((o) => o.value));
+  const push = (op: string, inputs: string[], attrs: Attrs, label: string) => {
+    const y = fresh(`${label}/i64`);
+    nodes.push({ op, inputs, outputs: [y], attrs, name: label });
+    return y;
+  };
+  for (const n of graph.nodes) {
+    const reads = n.inputs.some((v) => held.has(v) || wide.has(v));
+    const i32 = graph.values[n.outputs[0]]?.dtype === "i32";
+    if (!reads || n.op === "Cast" || n.op === "Bitcast" || !i32) {
+      nodes.push(nodeSpecOf(graph, n));
+      continue;
+    }
+    if (!GROWS.has(n.op)) {
+      nodes.push(nodeSpecOf(graph, n));
+      n.outputs.forEach((v) => graph.values[v].dtype === "i32" && held.add(v));
+      continue;
+    }
+    const carries = CARRIES.get(n.op);
+    const operands = n.inputs.map((v, i) =>
+      wide.get(v) ??
+        (carries === "all" || carries?.includes(i)
+          ? push("Cast", [name(v)], { to: "i64" }, n.name)
+          : name(v))
+    );
+    const y = n.outputs[0], long = push(n.op, operands, n.attrs, n.name);
+    wide.set(y, long);
+    const elsewhere = graph.consumers(y).some((c) => !GROWS.has(graph.nodes[c].op)) ||
+      graph.outputs.some((o) => o.value === y && o.dtype !== "i64");
+    if (!elsewhere) continue;
+    // Read in 32 bits elsewhere: narrowed, and checked that it came back whole.
+    nodes.push({
+      op: "Cast",
+      inputs: [long],
+      outputs: [name(y)],
+      attrs: { to: "i32" },
+      name: n.name,
+    });
+    held.add(y);
+    const back = push("Cast", [name(y)], { to: "i64" }, n.name);
+    const bad = push("Not", [push("Equal", [back, long], {}, n.name)], {}, n.name);
+    const flags = push("Cast", [bad], { to: "i32" }, n.name);
+    if (sizeOf(graph.values[y].shape) === 0) continue;
+    const any = push("ReduceMax", [flags], { keepdims: 0 }, n.name);
+    checks.push({
+      name: checkName(
+        `${n.label}: its int64 result is read in 32 bits and does not fit`,
+        checks.length,
+      ),
+      value: any,
+    });
+  }
+  if (!wide.size) return graph;
+  const boundary = boundaryOf(graph, (v) => (int64Out.has(v) && wide.get(v)) || name(v));
+  return Graph.create({ ...boundary, nodes, outputs: [...boundary.outputs, ...checks] });
+}
+
 /** The rewrite's state: the nodes so far, the checks, fresh names. */
 class Lowering {
   readonly nodes: NodeSpec[] = [];
@@ -122,7 +202,8 @@ class Lowering {
   #graph: Graph;
   #mode: Int64Mode;
   #fresh: (base: string) => string;
-  #label = "";
+  /** The node being lowered: its name (for what it adds) and its label (for messages). */
+  #at = { name: "", label: "" };
   /** Elements of each of the graph's values, by name. */
   #sizes: Map<string, number>;
 
@@ -147,7 +228,7 @@ class Lowering {
       });
       return;
     }
-    this.#label = n.name ?? `node "${name(n.outputs[0])}" (${n.op})`;
+    this.#at = { name: n.name, label: n.label };
     const ins = n.inputs.map(name), outs = n.outputs.map(name);
     if (this.#mode === "i32") return this.#asI32(n, ins, outs);
     if (n.op === "Cast") {
@@ -274,7 +355,10 @@ class Lowering {
     if (this.#sizes.get(like) === 0) return;
     const flags = this.#op("Cast", [bad], { to: "i32" });
     const any = this.#op("ReduceMax", [flags], { keepdims: 0 });
-    this.checks.push({ name: checkName(`${this.#label}: ${why}`, this.checks.length), value: any });
+    this.checks.push({
+      name: checkName(`${this.#at.label}: ${why}`, this.checks.length),
+      value: any,
+    });
   }
 
   /** A scalar constant. */
@@ -290,13 +374,13 @@ class Lowering {
 
   /** A new node of one output; its value's name. */
   #op(op: string, inputs: string[], attrs: Attrs = {}): string {
-    const y = this.#fresh(`${this.#label}/i64`);
+    const y = this.#fresh(`${this.#at.name}/i64`);
     this.#push(op, inputs, [y], attrs);
     return y;
   }
 
   #push(op: string, inputs: string[], outputs: string[], attrs: Attrs): void {
-    this.nodes.push({ op, inputs, outputs, attrs, name: this.#label });
+    this.nodes.push({ op, inputs, outputs, attrs, name: this.#at.name });
   }
 }
 

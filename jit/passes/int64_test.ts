@@ -78,3 +78,34 @@ Deno.test("int64 held in i32 (WebGPU's lowering) answers in range and refuses a 
       /Fix:/.test(e.message),
   );
 });
+
+Deno.test("a graph's own i64 inputs: their sums and products compute in 64 bits, and a result read in 32 is checked", async () => {
+  const b = new GraphBuilder();
+  const a = b.input("a", [2], "i64"), c = b.input("c", [2], "i64");
+  const product = b.op("Mul", [a, c]);
+  b.output("q", b.op("Sub", [product, c]), { dtype: "i64" });
+  b.output("g", b.op("Gather", [b.constant(Float32Array.of(1, 2, 3)), b.op("Sub", [c, a])]));
+  const exact = b.build();
+  b.output("p", product);
+  const narrow = b.build();
+  const i64 = (v: bigint[]) => ({
+    data: BigInt64Array.from(v),
+    shape: [v.length],
+    dtype: "i64" as const,
+  });
+  const big = { a: i64([100000n, 0n]), c: i64([100000n, 1n]) };
+  for (const backend of ["reference", "wasm"]) {
+    using e = await compile(exact, { backend });
+    const out = await e.run(big);
+    assert.deepEqual([...out.q.data as BigInt64Array], [9999900000n, -1n], backend);
+    assert.deepEqual([...out.g.data], [1, 2]);
+    using n = await compile(narrow, { backend });
+    // The product, an i32 output, does not fit: refused, where it wrapped before.
+    await assert.rejects(
+      async () => await n.run(big),
+      (e) => e instanceof KilnError && e.code === "out-of-range" && /Mul/.test(e.message),
+    );
+    const small = await n.run({ a: i64([3n, 0n]), c: i64([4n, 1n]) });
+    assert.deepEqual([...small.p.data], [12, 0]);
+  }
+});
