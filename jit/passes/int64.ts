@@ -147,6 +147,11 @@ function widenedArithmetic(graph: Graph): Graph {
   for (const n of graph.nodes) {
     const reads = n.inputs.some((v) => held.has(v) || wide.has(v));
     const i32 = graph.values[n.outputs[0]]?.dtype === "i32";
+    if (n.op === "Cast" && wide.has(n.inputs[0])) {
+      // A cast reads the 64-bit value itself (to a float: exactly).
+      nodes.push({ ...nodeSpecOf(graph, n), inputs: [wide.get(n.inputs[0])!] });
+      continue;
+    }
     if (!reads || n.op === "Cast" || n.op === "Bitcast" || !i32) {
       nodes.push(nodeSpecOf(graph, n));
       continue;
@@ -165,7 +170,7 @@ function widenedArithmetic(graph: Graph): Graph {
     );
     const y = n.outputs[0], long = push(n.op, operands, n.attrs, n.name);
     wide.set(y, long);
-    const elsewhere = graph.consumers(y).some((c) => !GROWS.has(graph.nodes[c].op)) ||
+    const elsewhere = graph.consumers(y).some((c) => !reads64(graph.nodes[c].op)) ||
       graph.outputs.some((o) => o.value === y && o.dtype !== "i64");
     if (!elsewhere) continue;
     // Read in 32 bits elsewhere: narrowed, and checked that it came back whole.
@@ -194,6 +199,9 @@ function widenedArithmetic(graph: Graph): Graph {
   const boundary = boundaryOf(graph, (v) => (int64Out.has(v) && wide.get(v)) || name(v));
   return Graph.create({ ...boundary, nodes, outputs: [...boundary.outputs, ...checks] });
 }
+
+/** Whether `op` reads a value {@linkcode widenedArithmetic} widened in 64 bits. */
+const reads64 = (op: string) => GROWS.has(op) || op === "Cast";
 
 /** The rewrite's state: the nodes so far, the checks, fresh names. */
 class Lowering {

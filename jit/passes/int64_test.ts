@@ -85,6 +85,7 @@ Deno.test("a graph's own i64 inputs: their sums and products compute in 64 bits,
   const product = b.op("Mul", [a, c]);
   b.output("q", b.op("Sub", [product, c]), { dtype: "i64" });
   b.output("g", b.op("Gather", [b.constant(Float32Array.of(1, 2, 3)), b.op("Sub", [c, a])]));
+  b.output("f", b.op("Cast", [product], { to: "f64" }));
   const exact = b.build();
   b.output("p", product);
   const narrow = b.build();
@@ -99,6 +100,8 @@ Deno.test("a graph's own i64 inputs: their sums and products compute in 64 bits,
     const out = await e.run(big);
     assert.deepEqual([...out.q.data as BigInt64Array], [9999900000n, -1n], backend);
     assert.deepEqual([...out.g.data], [1, 2]);
+    // A cast reads the 64-bit product, not one narrowed to 32 bits.
+    assert.deepEqual([...out.f.data], [1e10, 0]);
     using n = await compile(narrow, { backend });
     // The product, an i32 output, does not fit: refused, where it wrapped before.
     await assert.rejects(
