@@ -445,7 +445,8 @@ class Importer {
       const syms = this.#b.opN(op, ins.map((k) => this.#symbol(k)), attrs, outputs, { name });
       out = syms.map((s, i) => ({ kind: "value", name: s.name, type: types[i], i64, bf16 }));
     }
-    if (i64 && out.every((k) => k.kind === "const")) this.#guard(op, ins, attrs, out, at);
+    // Held in 32 bits (folded, or constants too large to fold): checked where it can wrap.
+    if (i64 && types.every((t) => t.dtype === "i32")) this.#guard(op, ins, attrs, out, at);
     return out;
   }
 
@@ -465,7 +466,7 @@ class Importer {
     );
   }
 
-  /** A wrap check on the int64 result of `op` where folding it left the 32-bit range. */
+  /** A wrap check on the int64 result of `op`, held in 32 bits, where it can leave that range. */
   #guard(op: string, ins: readonly Known[], attrs: Attrs, out: readonly Known[], at: At): void {
     if (out.length !== 1 || sizeOf(typeOf(out[0]).shape) === 0) return;
     const one: OpFn = (o, xs, a = {}) => this.#emit(o, xs, a, 1, at)[0];
