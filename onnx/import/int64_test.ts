@@ -259,3 +259,23 @@ Deno.test("INT64_MAX works as a Slice bound after moves, and is refused as a num
     await assert.rejects(() => m.run({}, { backend: "reference" }), sentinel, opType);
   }
 });
+
+Deno.test("int64 constants whose product is too large to fold are still checked where it runs in 32 bits", async () => {
+  // [2048, 1] · [1, 1024]: 2M elements, past what the importer folds from 12 KB of constants.
+  const m = model({
+    node: [
+      { opType: "Mul", input: ["k", "l"], output: ["p"], attribute: [] },
+      { opType: "Add", input: ["p", "a"], output: ["y"], attribute: [] },
+    ],
+    initializer: [
+      { name: "k", dims: [2048, 1], dataType: 7, int64Data: Array(2048).fill(100000) },
+      { name: "l", dims: [1, 1024], dataType: 7, int64Data: Array(1024).fill(100000) },
+    ],
+    input: [input("a", 7, [1])],
+  }, [["y", 7]]);
+  await assert.rejects(
+    () => m.run({ a: i64([1n]) }, { backend: "wasm" }),
+    (e) => e instanceof KilnError && e.code === "out-of-range" && /int64/.test(e.message),
+  );
+  m.dispose();
+});
