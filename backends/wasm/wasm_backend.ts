@@ -122,13 +122,14 @@ export const HOST_FUNCTIONS: Readonly<Record<string, (...args: number[]) => numb
 export interface WasmBackendOptions {
   /**
    * Threads for large kernels, the calling one included (default: one per core up to 4 cores,
-   * a quarter fewer beyond — see {@linkcode threadsFor}; cores from
+   * a quarter fewer beyond — see {@linkcode threadsFor} — and every core for a program of 2^32
+   * element-operations or more, whose runs lose less to a preempted worker than they gain; cores from
    * `navigator.hardwareConcurrency`, or on Node 20, which has no navigator, `node:os`'s
    * `availableParallelism()` once `prepare()` has run). Threads need `SharedArrayBuffer` and
    * workers: Deno's own workers, `node:worker_threads` (Node) or, in a cross-origin isolated page,
    * Web Workers; where either is missing kernels run on the calling thread. Programs with a large
-   * kernel share one process-wide pool of `threads - 1` workers per thread count (`unref`'d: they
-   * never keep the process alive).
+   * kernel share one process-wide pool per backend, which spawns the workers its programs take
+   * (`unref`'d: they never keep the process alive).
    */
   readonly threads?: number;
   /**
@@ -158,7 +159,7 @@ export class WasmBackend implements Backend {
   /** Always `"wasm"`. */
   readonly id: string = "wasm";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.7.12";
+  readonly version: string = "0.7.13";
   /** CPU with WebAssembly. */
   readonly kind: BackendKind = "cpu-simd";
   /** A CPU is never lost. */
