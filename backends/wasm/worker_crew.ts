@@ -448,11 +448,6 @@ export class WorkerPool {
     return this.#workers.length;
   }
 
-  /** Workers once all are up: the most threads its programs take less the calling thread. */
-  get size(): number {
-    return this.#options.threads - 1;
-  }
-
   /** Programs enlisted and not yet discharged. */
   get programs(): number {
     return this.#programs.size;

@@ -111,7 +111,7 @@ const EXACT = 2 ** 53;
 
 /** `graph` with its `i64` values held as `mode` says; a graph without any comes back as it is. */
 export function lowerInt64(input: Graph, mode: Int64Mode): Graph {
-  const graph = widenedArithmetic(input);
+  const graph = widenedArithmetic(input, mode);
   if (!graph.values.some((v) => v.dtype === "i64")) return graph;
   const lowering = new Lowering(graph, mode);
   for (const n of graph.nodes) lowering.node(n);
@@ -129,9 +129,10 @@ export function lowerInt64(input: Graph, mode: Int64Mode): Graph {
  * importer widens its own arithmetic as it imports: see `int64Widths`; a graph built by hand
  * wraps there): each such op (see {@linkcode GROWS}) reads 64-bit operands, a chain of them
  * stays in 64 bits, and its result leaves either as an int64 output or narrowed to i32 where
- * anything else reads it, with a check that it fits.
+ * anything else reads it, with a check that it fits (held in f64: in i32 the narrowing is exact,
+ * and the op's own wrap check speaks for it).
  */
-function widenedArithmetic(graph: Graph): Graph {
+function widenedArithmetic(graph: Graph, mode: Int64Mode): Graph {
   const held = new Set(
     [...graph.inputs, ...graph.params].filter((i) => i.dtype === "i64").map((i) => i.value),
   );
@@ -182,22 +183,27 @@ function widenedArithmetic(graph: Graph): Graph {
       name: n.name,
     });
     held.add(y);
-    const back = push("Cast", [name(y)], { to: "i64" }, n.name);
-    const bad = push("Not", [push("Equal", [back, long], {}, n.name)], {}, n.name);
-    const flags = push("Cast", [bad], { to: "i32" }, n.name);
-    if (sizeOf(graph.values[y].shape) === 0) continue;
-    const any = push("ReduceMax", [flags], { keepdims: 0 }, n.name);
-    checks.push({
-      name: checkName(
-        `${n.label}: its int64 result is read in 32 bits and does not fit`,
-        checks.length,
-      ),
-      value: any,
-    });
+    if (mode === "i32" || sizeOf(graph.values[y].shape) === 0) continue;
+    const op: OpOf = (o, xs, a = {}) => push(o, xs, a, n.name);
+    const bad = op("Not", [op("Equal", [op("Cast", [name(y)], { to: "i64" }), long])]);
+    const why = `${n.label}: its int64 result is read in 32 bits and does not fit`;
+    checks.push(checkOutput(op, bad, why, checks.length));
   }
   if (!wide.size) return graph;
   const boundary = boundaryOf(graph, (v) => (int64Out.has(v) && wide.get(v)) || name(v));
   return Graph.create({ ...boundary, nodes, outputs: [...boundary.outputs, ...checks] });
+}
+
+/** Adds a node of one output and names its value. */
+type OpOf = (op: string, inputs: string[], attrs?: Attrs) => string;
+
+/**
+ * Check output `n` saying `why` (see `jit/runtime/checks.ts`) of `bad`, a bool tensor: its flags
+ * reduced to one, so that a run reads back a scalar.
+ */
+function checkOutput(op: OpOf, bad: string, why: string, n: number) {
+  const any = op("ReduceMax", [op("Cast", [bad], { to: "i32" })], { keepdims: 0 });
+  return { name: checkName(why, n), value: any };
 }
 
 /** Whether `op` reads a value {@linkcode widenedArithmetic} widened in 64 bits. */
@@ -361,12 +367,8 @@ class Lowering {
   #check(bad: string, like: string, why: string): void {
     // An empty tensor's maximum is the lowest i32, which would read as a failed check.
     if (this.#sizes.get(like) === 0) return;
-    const flags = this.#op("Cast", [bad], { to: "i32" });
-    const any = this.#op("ReduceMax", [flags], { keepdims: 0 });
-    this.checks.push({
-      name: checkName(`${this.#at.label}: ${why}`, this.checks.length),
-      value: any,
-    });
+    const op: OpOf = (o, xs, a = {}) => this.#op(o, xs, a);
+    this.checks.push(checkOutput(op, bad, `${this.#at.label}: ${why}`, this.checks.length));
   }
 
   /** A scalar constant. */

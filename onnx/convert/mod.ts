@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { fromF16Array, isFloat } from "../../jit/ir/dtype.ts";
+import { isFloat } from "../../jit/ir/dtype.ts";
 import { registeredConverter } from "../import/registered_ops.ts";
 import { RANDOM_CONVERTERS, trainingDropout } from "./random.ts";
 import { KilnError } from "../../jit/support/errors.ts";
@@ -106,13 +106,10 @@ const withI64 = (k: Known[], i64: boolean): Known[] => k.map((x) => ({ ...x, i64
 /** Whether `k` is a constant whose values, truncated, all fit in i32 (NaN does not). */
 function fitsI32(k: Known): boolean {
   if (k.kind !== "const") return false;
-  const { data, dtype } = k.tensor;
-  const values = dtype === "f16" ? fromF16Array(data as Uint16Array) : data as ArrayLike<number>;
-  for (let i = 0; i < values.length; i++) {
-    const v = Math.trunc(values[i]);
-    if (!(v >= -(2 ** 31) && v < 2 ** 31)) return false;
-  }
-  return true;
+  return valuesOf(k.tensor).every((x) => {
+    const v = Math.trunc(x);
+    return v >= -(2 ** 31) && v < 2 ** 31;
+  });
 }
 
 function argReduce(op: "ArgMax" | "ArgMin"): Converter {

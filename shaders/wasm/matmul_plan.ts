@@ -78,11 +78,19 @@ const PANEL_SPLIT_PANELS = 64;
 
 /** Whether A's rows are read in place, k-contiguous (see {@linkcode PANEL_SPLIT_ROWS_IN_PLACE}). */
 function rowsInPlace(kernel: KernelIR): boolean {
+  const access = aAccess(kernel);
+  return access?.offset?.weights[access.nb + 2] === 1;
+}
+
+/**
+ * A product's A as the tiles walk it: its affine offset (undefined where A is gathered, and so
+ * packed); undefined for a kernel that is no product.
+ */
+function aAccess(kernel: KernelIR): { offset?: AffineOffset; nb: number } | undefined {
   const operands = matmulOperands(kernel);
-  if (!operands) return false;
+  if (!operands) return undefined;
   const { a, nb } = operands;
-  const wa = affineOffset(a.steps, kernel.space, kernel.inputs[a.input].shape);
-  return wa?.weights[nb + 2] === 1;
+  return { offset: affineOffset(a.steps, kernel.space, kernel.inputs[a.input].shape), nb };
 }
 
 /**
@@ -160,10 +168,8 @@ export const batchesOfB = (kernel: KernelIR): number =>
  * multiply-add.
  */
 export function packsA(kernel: KernelIR): boolean {
-  const operands = matmulOperands(kernel);
-  if (!operands) return false;
-  const { a } = operands;
-  return affineOffset(a.steps, kernel.space, kernel.inputs[a.input].shape) === undefined;
+  const access = aAccess(kernel);
+  return access !== undefined && access.offset === undefined;
 }
 
 /**
