@@ -144,6 +144,9 @@ export const elementwiseKernels: Record<string, Kernel> = {
   Asinh: unary(Math.asinh),
   Acosh: unary(Math.acosh),
   Atanh: unary(Math.atanh),
+  Atan: unary(Math.atan),
+  Asin: unary(Math.asin),
+  Acos: unary(Math.acos),
   // Softplus as x past 20, as the decomposition (and ONNX Runtime) take it.
   Mish: unary((x) => x * Math.tanh(x > 20 ? x : Math.log1p(Math.exp(x)))),
   LeakyRelu: (args) =>

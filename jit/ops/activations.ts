@@ -1,7 +1,7 @@
 /**
  * The activations and elementwise functions ONNX defines as functions of other ops (Elu, Selu,
  * Celu, ThresholdedRelu, Softplus, Softsign, PRelu, Shrink, Sign, IsInf, Tan and the hyperbolic
- * functions), each a kiln
+ * functions, Atan, Asin and Acos), each a kiln
  * op with its one decomposition: legalization rewrites it into primitives where a backend has no
  * kernel of its own (the reference backend runs it directly, the test suite checks both paths
  * agree), and importers only map a node onto it.
@@ -123,6 +123,9 @@ const activationOps: readonly OpDef[] = [
       ]),
       like(e, x, 0.5),
     ])),
+  composite("Atan", [1, 1], floats, (e, [x]) => atan(e, x)),
+  composite("Asin", [1, 1], floats, (e, [x]) => asin(e, x)),
+  composite("Acos", [1, 1], floats, (e, [x]) => e.op("Sub", [like(e, x, Math.PI / 2), asin(e, x)])),
   // PRelu: x where it is not negative, x · slope where it is (the slope broadcast to x).
   composite(
     "PRelu",
@@ -169,6 +172,40 @@ function large(e: Emitter, a: EmitRef, square: EmitRef): EmitRef {
   const direct = e.op("Log", [e.op("Add", [a, e.op("Sqrt", [square])])]);
   const far = e.op("Add", [e.op("Log", [a]), like(e, a, Math.LN2)]);
   return e.op("Where", [e.op("Greater", [a, like(e, a, 1e18)]), far, direct]);
+}
+
+/**
+ * atan for |x| ≤ 1: two argument halvings (atan x = 2 atan(x / (1 + √(1 + x²)))) bring |x| under
+ * tan(π/16) ≈ 0.2, where the odd Taylor series to x¹⁵ is exact to f32 precision.
+ */
+function atanSmall(e: Emitter, x: EmitRef): EmitRef {
+  const k = (v: number) => like(e, x, v);
+  const half = (t: EmitRef) =>
+    e.op("Div", [t, e.op("Add", [k(1), e.op("Sqrt", [e.op("Add", [k(1), e.op("Mul", [t, t])])])])]);
+  const t = half(half(x));
+  const t2 = e.op("Mul", [t, t]);
+  // Σ (−t²)^j / (2j + 1), by Horner in −t².
+  let sum = k(1 / 15);
+  for (let n = 13; n >= 1; n -= 2) sum = e.op("Sub", [k(1 / n), e.op("Mul", [t2, sum])]);
+  return e.op("Mul", [e.op("Mul", [t, sum]), k(4)]);
+}
+
+/** atan on the whole line: atan x = sign(x)·π/2 − atan(1/x) past |x| = 1. */
+function atan(e: Emitter, x: EmitRef): EmitRef {
+  const k = (v: number) => like(e, x, v);
+  const big = e.op("Greater", [e.op("Abs", [x]), k(1)]);
+  const inner = atanSmall(e, e.op("Where", [big, e.op("Div", [k(1), x]), x]));
+  const sign = e.op("Where", [e.op("Less", [x, k(0)]), k(-Math.PI / 2), k(Math.PI / 2)]);
+  return e.op("Where", [big, e.op("Sub", [sign, inner]), inner]);
+}
+
+/** asin x = 2 atan(x / (1 + √(1 − x²))): no division by zero at ±1. */
+function asin(e: Emitter, x: EmitRef): EmitRef {
+  const root = e.op("Sqrt", [e.op("Sub", [like(e, x, 1), e.op("Mul", [x, x])])]);
+  return e.op("Mul", [
+    like(e, x, 2),
+    atan(e, e.op("Div", [x, e.op("Add", [like(e, x, 1), root])])),
+  ]);
 }
 
 /** PRelu's type rule: a signed x and a slope of its dtype that broadcasts to x's shape. */

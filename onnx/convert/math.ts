@@ -124,38 +124,6 @@ function quantizedType(c: NodeContext, zero: Known | undefined): DType {
   return dtype as DType;
 }
 
-/**
- * atan for |x| ≤ 1: two argument halvings (atan x = 2 atan(x / (1 + √(1 + x²)))) bring |x| under
- * tan(π/16) ≈ 0.2, where the odd Taylor series to x¹⁵ is exact to f32 precision.
- */
-function atanSmall(op: OpFn, x: Known): Known {
-  const k = (v: number) => scalar(v, typeOf(x).dtype);
-  const half = (t: Known) =>
-    op("Div", [t, op("Add", [k(1), op("Sqrt", [op("Add", [k(1), op("Mul", [t, t])])])])]);
-  const t = half(half(x));
-  const t2 = op("Mul", [t, t]);
-  // Σ (−t²)^j / (2j + 1), by Horner in −t².
-  let sum = k(1 / 15);
-  for (let n = 13; n >= 1; n -= 2) sum = op("Sub", [k(1 / n), op("Mul", [t2, sum])]);
-  return op("Mul", [op("Mul", [t, sum]), k(4)]);
-}
-
-/** atan on the whole line: atan x = sign(x)·π/2 − atan(1/x) past |x| = 1. */
-function atan(op: OpFn, x: Known): Known {
-  const k = (v: number) => scalar(v, typeOf(x).dtype);
-  const big = op("Greater", [op("Abs", [x]), k(1)]);
-  const inner = atanSmall(op, op("Where", [big, op("Div", [k(1), x]), x]));
-  const sign = op("Where", [op("Less", [x, k(0)]), k(-Math.PI / 2), k(Math.PI / 2)]);
-  return op("Where", [big, op("Sub", [sign, inner]), inner]);
-}
-
-/** asin x = 2 atan(x / (1 + √(1 − x²))): no division by zero at ±1. */
-function asin(op: OpFn, x: Known): Known {
-  const k = (v: number) => scalar(v, typeOf(x).dtype);
-  const root = op("Sqrt", [op("Sub", [k(1), op("Mul", [x, x])])]);
-  return op("Mul", [k(2), atan(op, op("Div", [x, op("Add", [k(1), root])]))]);
-}
-
 /** Opset 18's bitwise ops on integers: kiln's And, Or and Not are bitwise there. */
 function bitwise(kind: "And" | "Or" | "Xor" | "Not"): Converter<Known> {
   return (c) => {
@@ -178,13 +146,9 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
   BitwiseOr: bitwise("Or"),
   BitwiseXor: bitwise("Xor"),
   BitwiseNot: bitwise("Not"),
-  Atan: (c) => [atan(opOf(c), c.required(0))],
-  Asin: (c) => [asin(opOf(c), c.required(0))],
-  Acos: (c) => {
-    const op = opOf(c);
-    const x = c.required(0);
-    return [op("Sub", [scalar(Math.PI / 2, typeOf(x).dtype), asin(op, x)])];
-  },
+  Atan: (c) => [opOf(c)("Atan", [c.required(0)])],
+  Asin: (c) => [opOf(c)("Asin", [c.required(0)])],
+  Acos: (c) => [opOf(c)("Acos", [c.required(0)])],
   MeanVarianceNormalization: (c) => {
     const op = opOf(c);
     const x = c.required(0);
