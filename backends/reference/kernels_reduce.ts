@@ -227,12 +227,30 @@ export const reduceKernels: Record<string, Kernel> = {
     const eps = args.ctx.float("epsilon", 1e-5);
     const inner = sizeOf(shape.slice(2));
     const c = shape[1];
+    const training = args.ctx.int("training_mode", 0) === 1;
+    // Training mode: the batch's moments per channel (population variance).
+    const [mu, sigma2] = training ? channelMoments(x, shape) : [mean, variance];
     const w = writer(args.outputs[0].dtype, x.length);
     for (let i = 0; i < x.length; i++) {
       const ch = Math.floor(i / inner) % c;
-      w.out[i] = (x[i] - mean[ch]) / Math.sqrt(variance[ch] + eps) * scale[ch] + bias[ch];
+      w.out[i] = (x[i] - mu[ch]) / Math.sqrt(sigma2[ch] + eps) * scale[ch] + bias[ch];
     }
-    return [w.finish()];
+    if (!training) return [w.finish()];
+    const m = args.ctx.float("momentum", 0.9);
+    const blend = (running: ArrayLike<number>, batch: ArrayLike<number>) =>
+      written(args.outputs[1].dtype, Array.from(running, (r, ch) => r * m + batch[ch] * (1 - m)));
+    return [w.finish(), blend(mean, mu), blend(variance, sigma2)];
+  },
+  MeanVarianceNormalization: (args) => {
+    const x = args.inputs[0], v = read(x);
+    const axes = reduceAxes({ axes: args.ctx.ints("axes", [0, 2, 3]) }, x.shape.length);
+    const groups = groupsOver(x.shape, axes);
+    const [mean, variance] = momentsOver(v, groups);
+    const out = Array.from(v, (xi, i) => {
+      const g = groups.rowOf(i);
+      return (xi - mean[g]) / (Math.sqrt(variance[g]) + 1e-9);
+    });
+    return [written(args.outputs[0].dtype, out)];
   },
   GlobalAveragePool: (args) => {
     const rank = args.inputs[0].shape.length;
@@ -252,4 +270,39 @@ function expandTo(from: Shape, to: Shape, data: ArrayLike<number>): Float64Array
   const offs = offsetsFor(to, full, 0);
   for (let i = 0; i < out.length; i++) out[i] = data[offs[i]];
   return out;
+}
+
+/** The mean and population variance of each channel (axis 1) of an N×C×… tensor. */
+function channelMoments(x: ArrayLike<number>, shape: Shape): [Float64Array, Float64Array] {
+  return momentsOver(x, groupsOver(shape, shape.map((_, i) => i).filter((i) => i !== 1)));
+}
+
+/** The mean and population variance of each group of `x`. */
+function momentsOver(
+  x: ArrayLike<number>,
+  { rowOf, count }: { rowOf: (i: number) => number; count: number },
+): [Float64Array, Float64Array] {
+  const mean = new Float64Array(count), variance = new Float64Array(count);
+  const n = x.length / count;
+  for (let i = 0; i < x.length; i++) mean[rowOf(i)] += x[i] / n;
+  for (let i = 0; i < x.length; i++) variance[rowOf(i)] += (x[i] - mean[rowOf(i)]) ** 2 / n;
+  return [mean, variance];
+}
+
+/**
+ * The groups a reduction over `axes` of `shape` makes: each element's group (its index over the
+ * kept axes, in order) and how many groups there are.
+ */
+function groupsOver(shape: Shape, axes: readonly number[]): {
+  rowOf: (i: number) => number;
+  count: number;
+} {
+  const kept = shape.map((d, i) => (axes.includes(i) ? 1 : d));
+  const strides = stridesOf(kept), full = stridesOf(shape);
+  const rowOf = (i: number) =>
+    shape.reduce(
+      (g, d, a) => g + (Math.floor(i / full[a]) % d) * (kept[a] === 1 ? 0 : strides[a]),
+      0,
+    );
+  return { rowOf, count: sizeOf(kept) };
 }

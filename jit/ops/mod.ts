@@ -10,7 +10,8 @@
  *
  * Decomposed ops (rewritten into primitives when a backend lacks them): Relu LeakyRelu Sigmoid
  * Tanh Gelu Mish HardSigmoid HardSwish Reciprocal Clip Min Max GreaterOrEqual LessOrEqual Softmax
- * LogSoftmax LayerNormalization BatchNormalization GlobalAveragePool Gemm Flatten ConstantOfShape
+ * LogSoftmax LayerNormalization BatchNormalization MeanVarianceNormalization (`normalization.ts`)
+ * GlobalAveragePool Gemm Flatten ConstantOfShape
  * Range IntegerMatMul (which fusion builds as one integer kernel where the backends have integer
  * dot products), BlockDequantize and BlockMatMul (block-quantized weights read packed; fusion
  * builds a product of few rows as one kernel where the generator unpacks in registers), ONNX's function-defined activations (`activations.ts`) and sum-defined
@@ -28,6 +29,7 @@ import "./elementwise.ts";
 import "./activations.ts";
 import "./sum_reductions.ts";
 import "./reduce.ts";
+import "./normalization.ts";
 import "./movement.ts";
 import "./nn.ts";
 import "./integer_matmul.ts";

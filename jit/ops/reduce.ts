@@ -1,7 +1,7 @@
 /**
  * Reductions (`ReduceSum/Mean/Max/Min`, `ArgMax`, `CumSum`) and the row-wise composites built on
- * them: `Softmax`, `LogSoftmax`, `LayerNormalization`, `BatchNormalization` (inference) and
- * `GlobalAveragePool`. The composites decompose exactly as PyTorch exports them, which is the form
+ * them: `Softmax`, `LogSoftmax`, `LayerNormalization` and `GlobalAveragePool`
+ * (BatchNormalization and MeanVarianceNormalization: `normalization.ts`). The composites decompose exactly as PyTorch exports them, which is the form
  * fusion later recognizes.
  *
  * @module
@@ -111,11 +111,6 @@ const rowAxis = (e: Emitter, x: EmitRef, attrs: Attrs): number => {
   const axis = (attrs.axis as number | undefined) ?? -1;
   return axis < 0 ? axis + rank : axis;
 };
-
-/** The shape `[1, C, 1, …]` that lines a per-channel vector up with an NC… tensor. */
-function channelShape(rank: number, c: number): number[] {
-  return [...Array(rank).keys()].map((i) => (i === 1 ? c : 1));
-}
 
 /**
  * ArgMax/ArgMin as two reductions over the same rows, so they fuse like softmax: the extreme
@@ -298,39 +293,6 @@ const reduceOps: OpDef[] = [
       return inv ? [y, mean, inv] : [y];
     },
   },
-  composite("BatchNormalization", [5, 5], (ctx) => {
-    const dtype = ctx.requireFloat(0);
-    const shape = ctx.input(0).shape;
-    if (shape.length < 2) {
-      ctx.fail("input 0 needs a channel axis (rank ≥ 2)", "pass an N×C×… tensor", "shape-mismatch");
-    }
-    ctx.float("epsilon", 1e-5);
-    if (ctx.int("training_mode", 0) !== 0) {
-      ctx.fail(
-        "training mode is not supported",
-        "export the model in eval mode (training_mode = 0)",
-        "unsupported",
-      );
-    }
-    for (let i = 1; i < 5; i++) {
-      const p = ctx.input(i);
-      if (p.shape.length !== 1 || p.shape[0] !== shape[1] || p.dtype !== dtype) {
-        ctx.fail(
-          `input ${i} must be ${dtype}[${shape[1]}] (one value per channel)`,
-          "pass per-channel scale, bias, mean and variance",
-          "shape-mismatch",
-        );
-      }
-    }
-    return [{ shape, dtype }];
-  }, (e, [x, scale, bias, mean, variance], attrs) => {
-    const t = e.typeOf(x);
-    const shape = channelShape(t.shape.length, t.shape[1]);
-    const r = (v: EmitRef) => e.op("Reshape", [v], { shape });
-    const eps = e.scalar((attrs.epsilon as number | undefined) ?? 1e-5, t.dtype);
-    const inv = e.op("Div", [r(scale), e.op("Sqrt", [e.op("Add", [r(variance), eps])])]);
-    return e.op("Add", [e.op("Mul", [e.op("Sub", [x, r(mean)]), inv]), r(bias)]);
-  }),
   composite("GlobalAveragePool", [1, 1], (ctx) => {
     const dtype = ctx.requireFloat(0);
     const shape = ctx.input(0).shape;

@@ -7,6 +7,7 @@ import { getOp, opNames } from "../ops/mod.ts";
 import { uniform } from "../support/random.ts";
 import { assertClose, f32, i32, numbers, runGraph } from "../testing/testing.ts";
 import { type DecomposeCase, LAYER_CASES } from "../testing/layer_cases.ts";
+import { IMPORT_CASES } from "../testing/import_cases.ts";
 
 /** A bool tensor of 0/1 values. */
 const bools = (values: number[], shape = [values.length]): HostTensor => ({
@@ -188,16 +189,6 @@ const cases: Record<string, DecomposeCase[]> = {
       atol: 1e-5,
     },
   ],
-  BatchNormalization: [{
-    inputs: [
-      f32(uniform(2 * 3 * 4, 12), [2, 3, 2, 2]),
-      f32(uniform(3, 13)),
-      f32(uniform(3, 14)),
-      f32(uniform(3, 15)),
-      f32(uniform(3, 16, 0.5, 2)),
-    ],
-    atol: 1e-5,
-  }],
   GlobalAveragePool: [{ inputs: [f32(uniform(2 * 3 * 5 * 5, 17), [2, 3, 5, 5])] }],
   Gemm: [{
     inputs: [f32(uniform(12, 18), [4, 3]), f32(uniform(20, 19), [5, 4]), f32(uniform(5, 20))],
@@ -331,6 +322,7 @@ const cases: Record<string, DecomposeCase[]> = {
     },
   ],
   ...LAYER_CASES,
+  ...IMPORT_CASES,
   // Scores [N, C] and [N, C, d]; targets with an ignored class; weights; each reduction.
   NegativeLogLikelihoodLoss: [
     { inputs: [f32(uniform(12, 60, -3, 0), [3, 4]), i32([1, 0, 3], [3])] },

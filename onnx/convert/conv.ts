@@ -535,19 +535,14 @@ export const CONV_CONVERTERS: Record<string, Converter<Known>> = {
     const axes = typeOf(x).shape.slice(2).map((_, i) => 2 + i);
     return c.emit("ReduceMax", [x], { axes, keepdims: 1 });
   },
+  // GroupNormalization with a group a channel (its moments in f32 for f16 data).
   InstanceNormalization: (c) => {
-    const op = opOf(c);
-    const [x, scale, bias] = [c.required(0), c.required(1), c.required(2)];
-    const shape = typeOf(x).shape;
-    const axes = { axes: shape.slice(2).map((_, i) => 2 + i), keepdims: 1 };
-    const mean = op("ReduceMean", [x], axes);
-    const d = op("Sub", [x, mean]);
-    const variance = op("ReduceMean", [op("Mul", [d, d])], axes);
-    const eps = scalar(attrs(c).float("epsilon", 1e-5)!, typeOf(x).dtype);
-    const norm = op("Div", [d, op("Sqrt", [op("Add", [variance, eps])])]);
-    // Per channel: [C] → [C, 1, …] against [N, C, spatial…].
-    const perChannel = (k: Known) =>
-      op("Reshape", [k], { shape: [shape[1], ...shape.slice(2).map(() => 1)] });
-    return [op("Add", [op("Mul", [norm, perChannel(scale)]), perChannel(bias)])];
+    const x = c.required(0), epsilon = attrs(c).float("epsilon", 1e-5)!;
+    const num_groups = typeOf(x).shape[1] ?? 0;
+    return c.emit("GroupNormalization", [x, c.required(1), c.required(2)], {
+      num_groups,
+      epsilon,
+      stash_type: 1,
+    });
   },
 };

@@ -149,15 +149,10 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
   Atan: (c) => [opOf(c)("Atan", [c.required(0)])],
   Asin: (c) => [opOf(c)("Asin", [c.required(0)])],
   Acos: (c) => [opOf(c)("Acos", [c.required(0)])],
-  MeanVarianceNormalization: (c) => {
-    const op = opOf(c);
-    const x = c.required(0);
-    const r = { axes: attrs(c).ints("axes") ?? [0, 2, 3], keepdims: 1 };
-    const d = op("Sub", [x, op("ReduceMean", [x], r)]);
-    const variance = op("ReduceMean", [op("Mul", [d, d])], r);
-    const eps = scalar(1e-9, typeOf(x).dtype);
-    return [op("Div", [d, op("Add", [op("Sqrt", [variance]), eps])])];
-  },
+  MeanVarianceNormalization: (c) =>
+    c.emit("MeanVarianceNormalization", [c.required(0)], {
+      axes: attrs(c).ints("axes") ?? [0, 2, 3],
+    }),
   Pow: (c) => {
     const op = opOf(c);
     const x = c.required(0), given = c.required(1);

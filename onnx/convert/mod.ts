@@ -14,7 +14,7 @@ import { registeredConverter } from "../import/registered_ops.ts";
 import { RANDOM_CONVERTERS, trainingDropout } from "./random.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
-import { COMPOSITE_CONVERTERS, scalar } from "./composite.ts";
+import { COMPOSITE_CONVERTERS } from "./composite.ts";
 import { TFIDF_CONVERTERS } from "./tfidf.ts";
 import { LOSS_CONVERTERS } from "./loss.ts";
 import { RESIZE_CONVERTERS } from "./resize.ts";
@@ -219,28 +219,9 @@ export const CONVERTERS: Record<string, Converter> = {
       onlyFirstOutput(c, "running statistics (outside training mode)");
       return c.emit("BatchNormalization", c.inputs(), { epsilon, training_mode: 0 });
     }
-    // Training mode: the batch's own mean and (population) variance per channel normalize it,
-    // and the running statistics blend them into the given ones with `momentum`, as ONNX's
-    // reference does.
-    const op = opOf(c);
-    const [x, scale, bias, mean, variance] = [0, 1, 2, 3, 4].map((i) => c.required(i));
-    const shape = typeOf(x).shape, dtype = typeOf(x).dtype;
-    const axes = [0, ...[...Array(shape.length - 2).keys()].map((i) => 2 + i)];
-    const perChannel = (k: Known) =>
-      op("Reshape", [k], { shape: [shape[1], ...shape.slice(2).map(() => 1)] });
-    const batchMean = op("ReduceMean", [x], { axes, keepdims: 1 });
-    const d = op("Sub", [x, batchMean]);
-    const batchVar = op("ReduceMean", [op("Mul", [d, d])], { axes, keepdims: 1 });
-    const norm = op("Div", [d, op("Sqrt", [op("Add", [batchVar, scalar(epsilon, dtype)])])]);
-    const y = op("Add", [op("Mul", [norm, perChannel(scale)]), perChannel(bias)]);
-    const m = attrs(c).float("momentum", 0.9)!;
-    const flat = (k: Known) => op("Reshape", [k], { shape: [shape[1]] });
-    const blend = (running: Known, batch: Known) =>
-      op("Add", [
-        op("Mul", [running, scalar(m, dtype)]),
-        op("Mul", [flat(batch), scalar(1 - m, dtype)]),
-      ]);
-    return [y, blend(mean, batchMean), blend(variance, batchVar)];
+    const momentum = attrs(c).float("momentum", 0.9)!;
+    const a = { epsilon, momentum, training_mode: 1 };
+    return c.emit("BatchNormalization", [0, 1, 2, 3, 4].map((i) => c.required(i)), a, 3);
   },
   LayerNormalization: (c) => {
     const axis = attrs(c).int("axis", -1)!, epsilon = attrs(c).float("epsilon", 1e-5)!;

@@ -1,0 +1,112 @@
+/**
+ * Normalizations by per-channel or per-axis moments: `BatchNormalization` (inference, with the
+ * given statistics, and training, with the batch's own and the blended running statistics as
+ * outputs) and `MeanVarianceNormalization`. LayerNormalization lives with the row reductions
+ * (`reduce.ts`), GroupNormalization (which InstanceNormalization is, with a group a channel) in
+ * `nn.ts`.
+ *
+ * @module
+ */
+import { formatShape } from "../ir/shape.ts";
+import { FLOATS } from "./elementwise.ts";
+import {
+  defineOps,
+  type EmitRef,
+  type InferContext,
+  type OpDef,
+  type ValueType,
+} from "./registry.ts";
+
+/** The shape `[1, C, 1, …]` that lines a per-channel vector up with an NC… tensor. */
+function channelShape(rank: number, c: number): number[] {
+  return [...Array(rank).keys()].map((i) => (i === 1 ? c : 1));
+}
+
+/** BatchNormalization's types: y as x; in training mode the running mean and variance too. */
+function batchNormInfer(ctx: InferContext): ValueType[] {
+  const dtype = ctx.requireFloat(0);
+  const shape = ctx.input(0).shape;
+  if (shape.length < 2) {
+    ctx.fail("input 0 needs a channel axis (rank ≥ 2)", "pass an N×C×… tensor", "shape-mismatch");
+  }
+  ctx.float("epsilon", 1e-5);
+  ctx.float("momentum", 0.9);
+  const training = ctx.int("training_mode", 0);
+  for (let i = 1; i < 5; i++) {
+    const p = ctx.input(i);
+    if (p.shape.length !== 1 || p.shape[0] !== shape[1] || p.dtype !== dtype) {
+      ctx.fail(
+        `input ${i} must be ${dtype}[${shape[1]}] (one value per channel)`,
+        "pass per-channel scale, bias, mean and variance",
+        "shape-mismatch",
+      );
+    }
+  }
+  const running = { shape: [shape[1]], dtype };
+  return training ? [{ shape, dtype }, running, running] : [{ shape, dtype }];
+}
+
+/**
+ * BatchNormalization. Inference: x normalized by the given mean and variance. Training mode: by
+ * the batch's own mean and (population) variance per channel, and the running statistics blend
+ * them into the given ones with `momentum`, as ONNX's reference does.
+ */
+const batchNormalization: OpDef = {
+  name: "BatchNormalization",
+  category: "composite",
+  arity: [5, 5],
+  primitive: false,
+  infer: batchNormInfer,
+  decompose: (e, [x, scale, bias, mean, variance], attrs) => {
+    const t = e.typeOf(x);
+    const shape = channelShape(t.shape.length, t.shape[1]);
+    const r = (v: EmitRef) => e.op("Reshape", [v], { shape });
+    const eps = e.scalar((attrs.epsilon as number | undefined) ?? 1e-5, t.dtype);
+    if (!attrs.training_mode) {
+      const inv = e.op("Div", [r(scale), e.op("Sqrt", [e.op("Add", [r(variance), eps])])]);
+      return [e.op("Add", [e.op("Mul", [e.op("Sub", [x, r(mean)]), inv]), r(bias)])];
+    }
+    const axes = [0, ...[...Array(t.shape.length - 2).keys()].map((i) => 2 + i)];
+    const batchMean = e.op("ReduceMean", [x], { axes, keepdims: 1 });
+    const d = e.op("Sub", [x, batchMean]);
+    const batchVar = e.op("ReduceMean", [e.op("Mul", [d, d])], { axes, keepdims: 1 });
+    const norm = e.op("Div", [d, e.op("Sqrt", [e.op("Add", [batchVar, eps])])]);
+    const y = e.op("Add", [e.op("Mul", [norm, r(scale)]), r(bias)]);
+    const m = (attrs.momentum as number | undefined) ?? 0.9;
+    const blend = (running: EmitRef, batch: EmitRef) =>
+      e.op("Add", [
+        e.op("Mul", [running, e.scalar(m, t.dtype)]),
+        e.op("Mul", [e.op("Reshape", [batch], { shape: [t.shape[1]] }), e.scalar(1 - m, t.dtype)]),
+      ]);
+    return [y, blend(mean, batchMean), blend(variance, batchVar)];
+  },
+};
+
+/** MeanVarianceNormalization: (x − mean) / (√variance + 1e-9) over `axes` (default N, H, W). */
+const meanVarianceNormalization: OpDef = {
+  name: "MeanVarianceNormalization",
+  category: "composite",
+  arity: [1, 1],
+  primitive: false,
+  infer: (ctx) => {
+    const dtype = ctx.requireDType(0, FLOATS), shape = ctx.input(0).shape;
+    const axes = ctx.ints("axes", [0, 2, 3]);
+    if (axes.some((a) => a < -shape.length || a >= shape.length)) {
+      ctx.fail(
+        `axes [${axes}] of ${formatShape(shape)}`,
+        "give axes of the input (the default [0, 2, 3] needs rank 4)",
+        "shape-mismatch",
+      );
+    }
+    return [{ shape, dtype }];
+  },
+  decompose: (e, [x], attrs) => {
+    const keep = { axes: (attrs.axes as readonly number[] | undefined) ?? [0, 2, 3], keepdims: 1 };
+    const d = e.op("Sub", [x, e.op("ReduceMean", [x], keep)]);
+    const variance = e.op("ReduceMean", [e.op("Mul", [d, d])], keep);
+    const eps = e.scalar(1e-9, e.typeOf(x).dtype);
+    return [e.op("Div", [d, e.op("Add", [e.op("Sqrt", [variance]), eps])])];
+  },
+};
+
+defineOps([batchNormalization, meanVarianceNormalization]);
