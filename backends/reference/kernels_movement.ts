@@ -29,7 +29,7 @@ function sliceOffsets(args: KernelArgs, x: RefTensor): Int32Array {
 }
 
 /** Wraps a negative index and checks bounds; the error names the op and the bad index. */
-function index(i: number, dim: number, where: string): number {
+export function index(i: number, dim: number, where: string): number {
   const j = i < 0 ? i + dim : i;
   if (j < 0 || j >= dim) {
     throw new KilnError(`${where}: index ${i} is out of range for an axis of size ${dim}`, {

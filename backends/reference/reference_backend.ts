@@ -38,6 +38,7 @@ import { resizeKernels } from "./kernels_resize.ts";
 import { oneHotKernels } from "./kernels_one_hot.ts";
 import { spaceDepthKernels } from "./kernels_space_depth.ts";
 import { gridSampleKernels } from "./kernels_grid_sample.ts";
+import { scatterKernels } from "./kernels_scatter.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -46,6 +47,7 @@ const kernels: Record<string, Kernel> = {
   ...elementwiseKernels,
   ...reduceKernels,
   ...movementKernels,
+  ...scatterKernels,
   ...nnKernels,
   ...quantKernels,
   ...lossKernels,

@@ -44,6 +44,7 @@ import "./resize.ts";
 import "./one_hot.ts";
 import "./space_depth.ts";
 import "./grid_sample.ts";
+import "./scatter.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

@@ -8,7 +8,7 @@
  * @module
  */
 import { checkBudget } from "../runtime/budget.ts";
-import { type DType, DTYPES, isFloat } from "../ir/dtype.ts";
+import { type DType, DTYPES, isFloat, isInt } from "../ir/dtype.ts";
 import { KilnError, type KilnErrorCode, shown } from "../support/errors.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import {
@@ -52,6 +52,17 @@ export interface Emitter {
   scalar(value: number, dtype: DType): EmitRef;
   /** The type of an emitted or incoming value. */
   typeOf(ref: EmitRef): ValueType;
+  /**
+   * The elements of `ref` where it is an integer constant of the graph (a scatter's indices known
+   * before the run pick a cheaper form), else `undefined`.
+   */
+  constantOf(ref: EmitRef): readonly number[] | undefined;
+}
+
+/** An integer constant's elements as numbers (what {@linkcode Emitter.constantOf} gives). */
+export function integerElements(t: HostTensor | undefined): readonly number[] | undefined {
+  if (!t || t.dtype === "bf16" || !isInt(t.dtype)) return undefined;
+  return Array.from(t.data as ArrayLike<number | bigint>, Number);
 }
 
 /** Families of ops; later stages (fusion, codegen) dispatch on them. */

@@ -16,9 +16,11 @@ import {
   type Emitter,
   getOp,
   inferNode,
+  integerElements,
   type ValueType,
 } from "../ops/mod.ts";
 import { formatShape, sameShape } from "../ir/shape.ts";
+import type { HostTensor } from "../ir/host_tensor.ts";
 
 /** Which nodes to expand: given the node, whether to replace it by its decomposition. */
 export type ExpandPredicate = (node: NodeInfo) => boolean;
@@ -41,6 +43,13 @@ export function decompose(graph: Graph, expand: ExpandPredicate): Graph {
     return `${base}~${i}`;
   };
 
+  // Constants by value name: what a decomposition may read (`Emitter.constantOf`).
+  const constants = new Map<string, HostTensor>();
+  for (const n of graph.nodes) {
+    if (n.op === "Constant") {
+      constants.set(graph.values[n.outputs[0]].name, n.attrs.value as HostTensor);
+    }
+  }
   for (const n of graph.nodes) {
     const info = infos[n.id];
     if (!selected(info)) {
@@ -54,6 +63,7 @@ export function decompose(graph: Graph, expand: ExpandPredicate): Graph {
       fresh: () => fresh(base),
       label: n.label,
       selected,
+      constants,
     });
     const ins = n.inputs.map((v) => emitter.ref(nameOf(v), graph.values[v]));
     const outs = emitter.expand(n.op, ins, n.attrs);
@@ -83,6 +93,7 @@ interface EmitState {
   fresh: () => string;
   label: string;
   selected: ExpandPredicate;
+  constants: Map<string, HostTensor>;
 }
 
 function makeEmitter(s: EmitState): Emitter & {
@@ -113,6 +124,7 @@ function makeEmitter(s: EmitState): Emitter & {
       );
     }
     const outs = types.map((t) => ref(s.fresh(), t));
+    if (op === "Constant") s.constants.set(s.refs[outs[0].id].name, attrs.value as HostTensor);
     s.nodes.push({
       op,
       inputs: inputs.map((r) => s.refs[r.id].name),
@@ -132,6 +144,7 @@ function makeEmitter(s: EmitState): Emitter & {
     scalar: (value: number, dtype: DType) =>
       emit("Constant", [], { value: scalarTensor(value, dtype) }, 1)[0],
     typeOf: (r: EmitRef) => s.refs[r.id].type,
+    constantOf: (r: EmitRef) => integerElements(s.constants.get(s.refs[r.id].name)),
   };
   return emitter;
 }

@@ -41,6 +41,7 @@ import { type FuseOptions, type FusionResult, withDefaults } from "./fuse_option
 import {
   aluAttrs,
   broadcasts,
+  constSym,
   EqualValues,
   inlineOperand,
   isBare,
@@ -70,6 +71,7 @@ import {
   getOp,
   InferContext,
   inferNode,
+  integerElements,
   nativeBlockMatMul,
   nativeIntegerMatMul,
   type ValueType,
@@ -93,6 +95,8 @@ class Fuser {
   readonly #log: string[] = [];
   readonly #groups = new KernelGroups(this.#log);
   readonly #constants = new Map<number, HostTensor>();
+  /** The tensor of each constant's symbol: what a decomposition may read (`Emitter.constantOf`). */
+  readonly #tensors = new WeakMap<Sym, HostTensor>();
   readonly #storedAs = new WeakMap<Sym, Sym>();
   readonly #equal = new EqualValues();
   /**
@@ -241,14 +245,9 @@ class Fuser {
       {
         op: (o, xs, a) => emit(o, xs, a)[0],
         opN: (o, xs, a) => emit(o, xs, a),
-        scalar: (value, dtype) =>
-          ref({
-            type: { shape: [], dtype },
-            expr: { kind: "const", value, dtype },
-            labels: [],
-            uses: 0,
-          }),
+        scalar: (value, dtype) => ref(constSym(value, { shape: [], dtype })),
         typeOf: (r) => refs[r.id].type,
+        constantOf: (r) => integerElements(this.#tensors.get(refs[r.id])),
       },
       ins.map((_, i) => ({ id: i })),
       attrs,
@@ -257,12 +256,12 @@ class Fuser {
   }
 
   #constant(t: HostTensor, label: string, value: number): Sym {
-    const scalar = scalarSym(t, label);
-    if (scalar) return scalar;
-    return this.#equal.constant(t, () => {
+    const sym = scalarSym(t, label) ?? this.#equal.constant(t, () => {
       this.#constants.set(value, t);
       return this.#bufferSym(value, { shape: t.shape, dtype: t.dtype as DType }, [label]);
     });
+    this.#tensors.set(sym, t);
+    return sym;
   }
 
   /**

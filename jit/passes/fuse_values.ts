@@ -107,12 +107,12 @@ export function scalarSym(t: HostTensor, label: string): Sym | undefined {
   const value = dtype === "f16"
     ? fromF16Bits((t.data as Uint16Array)[0])
     : Number((t.data as ArrayLike<number>)[0]);
-  return {
-    type: { shape: t.shape, dtype },
-    expr: { kind: "const", value, dtype },
-    labels: [label],
-    uses: 0,
-  };
+  return constSym(value, { shape: t.shape, dtype }, [label]);
+}
+
+/** A symbol of one constant value of `type` (a scalar, or a tensor of size one). */
+export function constSym(value: number, type: ValueType, labels: readonly string[] = []): Sym {
+  return { type, expr: { kind: "const", value, dtype: type.dtype }, labels, uses: 0 };
 }
 
 /** The buffer `s` reads as it lies (a load through reshapes at most), as a graph value id. */

@@ -8,7 +8,7 @@
  */
 import { uniform } from "../support/random.ts";
 import type { DecomposeCase } from "./layer_cases.ts";
-import { f32 } from "./testing.ts";
+import { f32, i32 } from "./testing.ts";
 
 const bnInputs = () => [
   f32(uniform(2 * 3 * 4, 12), [2, 3, 2, 2]),
@@ -34,5 +34,56 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
   MeanVarianceNormalization: [
     { inputs: [f32(uniform(2 * 3 * 4 * 5, 20, -2, 2), [2, 3, 4, 5])], atol: 1e-5 },
     { inputs: [f32(uniform(24, 21, -2, 2), [2, 3, 4])], attrs: { axes: [2] }, atol: 1e-5 },
+  ],
+  // Run-time indices (the cases' inputs are graph inputs): duplicates, negatives, each reduction
+  // the match form takes, and an update shape smaller than data's.
+  ScatterElements: [
+    {
+      inputs: [
+        f32(uniform(12, 22), [3, 4]),
+        i32([1, -1, 1, 0, 2, 2], [2, 3]),
+        f32(uniform(6, 23), [2, 3]),
+      ],
+      attrs: { axis: 1 },
+    },
+    {
+      inputs: [
+        f32(uniform(12, 24), [3, 4]),
+        i32([0, 2, 0, 0, 1, 2], [2, 3]),
+        f32(uniform(6, 25), [2, 3]),
+      ],
+      attrs: { axis: 0, reduction: "add" },
+      atol: 1e-6,
+    },
+    {
+      inputs: [
+        f32(uniform(12, 26), [3, 4]),
+        i32([0, 2, 0, 0, 1, 2], [2, 3]),
+        f32(uniform(6, 27), [2, 3]),
+      ],
+      attrs: { axis: -2, reduction: "max" },
+    },
+    {
+      inputs: [f32(uniform(12, 28), [3, 4]), i32([3, 3, 0], [1, 3]), f32(uniform(3, 29), [1, 3])],
+      attrs: { axis: 1, reduction: "min" },
+    },
+  ],
+  ScatterND: [
+    {
+      inputs: [
+        f32(uniform(24, 30), [2, 3, 4]),
+        i32([1, 2, 0, -1, 1, 2], [3, 2]),
+        f32(uniform(12, 31), [3, 4]),
+      ],
+    },
+    {
+      inputs: [
+        f32(uniform(24, 32), [2, 3, 4]),
+        i32([1, 0, 1], [3, 1]),
+        f32(uniform(36, 33), [3, 3, 4]),
+      ],
+      attrs: { reduction: "add" },
+      atol: 1e-6,
+    },
   ],
 };

@@ -1,22 +1,17 @@
 /**
  * Ops that rearrange, select or build tensors, as kiln movement ops and gathers: Tile,
  * DepthToSpace, SpaceToDepth, EyeLike, OneHot, Compress, GatherND, the scatters
- * (ScatterElements, ScatterND, the old Scatter) and the window functions (Hann, Hamming,
- * Blackman), CenterCropPad (Slice, then Pad) and Pad's `wrap` mode (each padded axis as slices
- * of the far side, concatenated). Whatever decides a shape (repeats, the condition, window sizes) must be known when
- * the model is compiled: `OnnxModel` specialises on it when it is an input. Scatter indices known
- * then make a gather of the updates by a precomputed source map, which fuses like any gather;
- * ScatterElements' indices computed at run time match every update against the axis instead
- * (`scatterByMatch`), and ScatterND's land their slices by a matmul of the matches
- * (`scatterSlices`); a "mul" reduction, and integer ScatterND updates, still need them known.
+ * (ScatterElements, ScatterND, the old Scatter: kiln ops, `jit/ops/scatter.ts`) and the window
+ * functions (Hann, Hamming, Blackman), CenterCropPad (Slice, then Pad) and Pad's `wrap` mode (each
+ * padded axis as slices of the far side, concatenated). Whatever decides a shape (repeats, the
+ * condition, window sizes) must be known when the model is compiled: `OnnxModel` specialises on
+ * it when it is an input.
  *
  * @module
  */
 import { checkBudget } from "../../jit/runtime/budget.ts";
-import { isFloat } from "../../jit/ir/dtype.ts";
-import type { DType } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
-import { scalar } from "./composite.ts";
+import { needsKnownIndices } from "../../jit/ops/scatter.ts";
 import {
   attrs,
   constant,
@@ -25,6 +20,7 @@ import {
   type Converter,
   dtypeAttr,
   type Known,
+  NeedsValue,
   type NodeContext,
   type OpFn,
   opOf,
@@ -45,51 +41,6 @@ const strides = (shape: readonly number[]) => {
 };
 const size = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
 
-/** What a scatter writes where `value` lands on `out`, by ONNX's `reduction`. */
-function combined(op: OpFn, reduction: string, out: Known, value: Known): Known {
-  const kind = { add: "Add", mul: "Mul", max: "Max", min: "Min" }[reduction];
-  return kind ? op(kind, [out, value]) : value;
-}
-
-/**
- * Replaces elements of `data` by elements of `updates`: `sources[p]` lists, for output element
- * `p`, the flat indices of the updates written there, in order. Each layer of sources is one
- * gather of the flattened updates, combined by `reduction`.
- */
-function scatter(
-  c: NodeContext,
-  data: Known,
-  updates: Known,
-  sources: number[][],
-  reduction: string,
-): Known[] {
-  const op = opOf(c);
-  const shape = typeOf(data).shape;
-  const flat = op("Reshape", [updates], { shape: [-1] });
-  const layers = reduction === "none" ? 1 : Math.max(0, ...sources.map((s) => s.length));
-  let out = data;
-  for (let layer = 0; layer < layers; layer++) {
-    // "none": the last write wins (ONNX leaves duplicates undefined).
-    const at = (s: number[]) => (reduction === "none" ? s.at(-1) : s[layer]);
-    const has = constant(sources.map((s) => +(at(s) !== undefined)), [...shape], "bool");
-    const from = constant(sources.map((s) => at(s) ?? 0), [...shape], "i32");
-    const value = op("Gather", [flat, from], { axis: 0 });
-    out = op("Where", [has, combined(op, reduction, out, value), out]);
-  }
-  return [layers === 0 ? op("Identity", [data]) : out];
-}
-
-function reductionOf(c: NodeContext): string {
-  const r = attrs(c).string("reduction", "none")!;
-  if (!["none", "add", "mul", "max", "min"].includes(r)) {
-    throw new KilnError(`${c.label}: reduction "${r}"`, {
-      code: "bad-attribute",
-      fix: 'use reduction "none", "add", "mul", "max" or "min"',
-    });
-  }
-  return r;
-}
-
 /** Index `i` of an axis of `dim`, negative counting from the end; a typed error outside. */
 function inRange(c: NodeContext, i: number, dim: number): number {
   const j = i < 0 ? i + dim : i;
@@ -102,204 +53,22 @@ function inRange(c: NodeContext, i: number, dim: number): number {
   return j;
 }
 
-/** A typed error for inputs whose shapes do not fit together. */
-function misfit(c: NodeContext, what: string): never {
-  throw new KilnError(`${c.label}: ${what}`, {
-    code: "shape-mismatch",
-    fix: "give the op inputs of the shapes the ONNX spec requires",
-  });
-}
-
-function scatterElements(c: NodeContext): Known[] {
-  const data = c.required(0), updates = c.required(2);
-  const shape = typeOf(data).shape, ushape = typeOf(updates).shape;
-  const ishape = typeOf(c.required(1)).shape;
-  const rank = shape.length;
-  if (ishape.join() !== ushape.join() || ushape.length !== rank) {
-    misfit(
-      c,
-      `indices [${ishape}] and updates [${ushape}] must have one shape, of data's rank ${rank}`,
-    );
-  }
-  const axisAttr = attrs(c).int("axis", 0)!;
-  const axis = axisAttr < 0 ? axisAttr + rank : axisAttr;
-  if (ushape.some((u, d) => d !== axis && u > shape[d])) {
-    misfit(c, `updates [${ushape}] exceed data [${shape}]`);
-  }
-  const reduction = reductionOf(c);
-  const runtime = c.required(1).kind === "value" &&
-    (reduction === "none" || reduction === "add" ||
-      ((reduction === "max" || reduction === "min") && isFloat(typeOf(updates).dtype)));
-  if (runtime) return [scatterByMatch(c, data, c.required(1), updates, axis, reduction)];
-  const indices = known(c, 1, "indices");
-  const sources: number[][] = Array.from({ length: size(shape) }, () => []);
-  const us = strides(ushape), ds = strides(shape);
-  for (let j = 0; j < indices.length; j++) {
-    let p = 0;
-    for (let d = 0; d < rank; d++) {
-      const coord = Math.floor(j / us[d]) % ushape[d];
-      if (d !== axis && coord >= shape[d]) misfit(c, `updates [${ushape}] exceed data [${shape}]`);
-      p += (d === axis ? inRange(c, indices[j], shape[d]) : coord) * ds[d];
+/**
+ * ScatterElements (and the old Scatter) and ScatterND, kiln ops (`jit/ops/scatter.ts`). Indices
+ * the run-time forms cannot take (a "mul" reduction, integer ScatterND updates, …) must be known:
+ * `OnnxModel` specialises on them when they are a small input.
+ */
+function scatterOf(op: "ScatterElements" | "ScatterND"): Converter<Known> {
+  return (c) => {
+    const reduction = attrs(c).string("reduction", "none")!;
+    const [data, indices, updates] = [c.required(0), c.required(1), c.required(2)];
+    if (indices.kind === "value" && needsKnownIndices(op, reduction, typeOf(updates).dtype)) {
+      throw new NeedsValue(c, "indices");
     }
-    sources[p].push(j);
-  }
-  return scatter(c, data, updates, sources, reductionOf(c));
-}
-
-function scatterND(c: NodeContext): Known[] {
-  const data = c.required(0), updates = c.required(2);
-  const shape = typeOf(data).shape;
-  const ishape = typeOf(c.required(1)).shape;
-  const k = ishape.at(-1)!, slice = size(shape.slice(k)), ds = strides(shape);
-  const want = [...ishape.slice(0, -1), ...shape.slice(k)];
-  if (!(k >= 1 && k <= shape.length) || typeOf(updates).shape.join() !== want.join()) {
-    misfit(c, `indices [${ishape}] and updates [${typeOf(updates).shape}] for data [${shape}]`);
-  }
-  const reduction = reductionOf(c);
-  if (
-    c.required(1).kind === "value" && (reduction === "none" || reduction === "add") &&
-    isFloat(typeOf(updates).dtype)
-  ) {
-    return [scatterSlices(c, data, c.required(1), updates, k, reduction)];
-  }
-  const indices = known(c, 1, "indices");
-  const sources: number[][] = Array.from({ length: size(shape) }, () => []);
-  for (let t = 0; t < indices.length / k; t++) {
-    let base = 0;
-    for (let d = 0; d < k; d++) base += inRange(c, indices[t * k + d], shape[d]) * ds[d];
-    for (let e = 0; e < slice; e++) sources[base + e].push(t * slice + e);
-  }
-  return scatter(c, data, updates, sources, reductionOf(c));
-}
-
-/**
- * ScatterElements with indices computed at run time: each update is matched against every
- * position of the scatter axis (a one-hot of `U × n` for updates of shape U and an axis of n), and
- * the matches reduce over the updates' axis: a sum for "add", a max or min, and for "none" the
- * last update in ONNX's order (the largest position along the axis), as the constant path does.
- * The indices pass through a Gather of 0..n−1, which resolves negative ones and raises an
- * out-of-range one as every Gather does.
- */
-function scatterByMatch(
-  c: NodeContext,
-  data: Known,
-  indices: Known,
-  updates: Known,
-  axis: number,
-  reduction: string,
-): Known {
-  const op = opOf(c);
-  const shape = typeOf(data).shape, ushape = typeOf(updates).shape, rank = shape.length;
-  const n = shape[axis], t = typeOf(updates).dtype;
-  checkBudget([...ushape, n], t, c.label);
-  const iota = (k: number) => constant(Array.from({ length: k }, (_, i) => i), [k], "i32");
-  const at = op("Gather", [iota(n), op("Cast", [indices], { to: "i32" })], { axis: 0 });
-  const hits = op("Equal", [op("Unsqueeze", [at], { axes: [rank] }), iota(n)]);
-  const values = op("Unsqueeze", [updates], { axes: [rank] });
-  const over = { axes: [axis], keepdims: 1 };
-  const fill = (v: number) => scalar(v, t);
-  let picked = hits;
-  if (reduction === "none") {
-    // Along the updates' axis, the last position that hits.
-    const pos = op("Reshape", [iota(ushape[axis])], {
-      shape: ushape.map((u, d) => (d === axis ? u : 1)).concat(1),
-    });
-    const last = op("ReduceMax", [op("Where", [hits, pos, scalar(-1, "i32")])], over);
-    picked = op("And", [hits, op("Equal", [pos, last])]);
-  }
-  const reduced = reduction === "max"
-    ? op("ReduceMax", [op("Where", [hits, values, fill(-Infinity)])], over)
-    : reduction === "min"
-    ? op("ReduceMin", [op("Where", [hits, values, fill(Infinity)])], over)
-    : op("ReduceSum", [op("Where", [picked, values, fill(0)])], over);
-  const any = op("ReduceMax", [op("Cast", [hits], { to: "i32" })], over);
-  // [U with 1 at axis, n] → the data's layout: n at axis, then padded to the data's shape.
-  const perm = [...Array(rank + 1).keys()];
-  [perm[axis], perm[rank]] = [rank, axis];
-  const place = (k: Known) => {
-    const moved = op("Reshape", [op("Transpose", [k], { perm })], {
-      shape: ushape.map((u, d) => (d === axis ? n : u)),
-    });
-    const pads = shape.map(() => 0).concat(shape.map((s, d) => s - (d === axis ? n : ushape[d])));
-    return pads.some((p) => p) ? op("Pad", [moved], { pads, mode: "constant", value: 0 }) : moved;
+    const axis = op === "ScatterElements" ? { axis: attrs(c).int("axis", 0)! } : {};
+    return c.emit(op, [data, indices, updates], { ...axis, reduction });
   };
-  const value = place(reduced);
-  const hit = op("Greater", [place(any), scalar(0, "i32")]);
-  return op("Where", [hit, combined(op, reduction, data, value), data]);
 }
-
-/**
- * ScatterND with indices computed at run time (a KV cache's write position, say): each index
- * tuple becomes the flat position of its slice in the first `k` axes, matched against every such
- * position (T × P for T tuples and P positions), and the slices land by a matmul of the matches
- * with the updates as rows: summed for "add"; for "none" only the last tuple to hit a position
- * counts, as in ONNX's order. The indices pass through Gathers, which resolve negative ones and
- * raise out-of-range ones as every Gather does.
- */
-function scatterSlices(
-  c: NodeContext,
-  data: Known,
-  indices: Known,
-  updates: Known,
-  k: number,
-  reduction: string,
-): Known {
-  const op = opOf(c);
-  const shape = typeOf(data).shape, ishape = typeOf(indices).shape, t = typeOf(updates).dtype;
-  const tuples = size(ishape.slice(0, -1)), places = size(shape.slice(0, k));
-  const rest = size(shape.slice(k));
-  checkBudget([tuples, places], t, c.label);
-  const iota = (n: number, dims = [n]) =>
-    constant(Array.from({ length: n }, (_, i) => i), dims, "i32");
-  const flat = op("Reshape", [op("Cast", [indices], { to: "i32" })], { shape: [tuples, k] });
-  const within = strides(shape.slice(0, k));
-  let at: Known | undefined;
-  for (let d = 0; d < k; d++) {
-    const column = op("Slice", [flat], { starts: [d], ends: [d + 1], axes: [1] });
-    const coord = op("Gather", [iota(shape[d]), column], { axis: 0 });
-    const term = op("Mul", [coord, scalar(within[d], "i32")]);
-    at = at ? op("Add", [at, term]) : term;
-  }
-  const hits = op("Equal", [at!, iota(places, [1, places])]); // [T, P]
-  const rows = op("Reshape", [updates], { shape: [tuples, rest] });
-  const placed = (value: Known) => op("Reshape", [value], { shape: [...shape] });
-  if (reduction === "add") return op("Add", [data, placed(summed(c, hits, rows, t))]);
-  // Each place takes the last tuple that lands on it, gathered (a product of the 0/1 matches
-  // with the updates gave 0 · ∞ = NaN at every place for an infinite update anywhere).
-  const order = iota(tuples, [tuples, 1]);
-  const last = op("ReduceMax", [op("Where", [hits, order, scalar(-1, "i32")])], {
-    axes: [0],
-    keepdims: 0,
-  }); // [P]
-  const value = op("Gather", [rows, op("Max", [last, scalar(0, "i32")])], { axis: 0 });
-  const hit = op("Reshape", [op("Greater", [last, scalar(-1, "i32")])], {
-    shape: [...shape.slice(0, k), ...shape.slice(k).map(() => 1)],
-  });
-  return op("Where", [hit, placed(value), data]);
-}
-
-/**
- * Per place, the sum of the update rows that land on it ([P, rest] of `hits` [T, P] and `rows`
- * [T, rest]): the rows masked and summed where that fits the budget, so an infinite update adds
- * only where it lands; else the product of the 0/1 matches with the rows (whose 0 · ∞ is NaN).
- */
-function summed(c: NodeContext, hits: Known, rows: Known, t: DType): Known {
-  const op = opOf(c);
-  const [tuples, places] = typeOf(hits).shape, rest = typeOf(rows).shape[1];
-  if (tuples * places * rest <= MASKED_SUM) {
-    const mask = op("Unsqueeze", [hits], { axes: [2] }); // [T, P, 1]
-    const each = op("Unsqueeze", [rows], { axes: [1] }); // [T, 1, rest]
-    return op("ReduceSum", [op("Where", [mask, each, scalar(0, t)])], {
-      axes: [0],
-      keepdims: 0,
-    });
-  }
-  const weights = op("Transpose", [op("Cast", [hits], { to: t })], { perm: [1, 0] }); // [P, T]
-  return op("MatMul", [weights, rows]);
-}
-
-/** Most elements of a scatter-add's masked sum (tuples × places × row). */
-const MASKED_SUM = 1 << 24;
 
 /** A window function's values. */
 function windowOf(kind: "hann" | "hamming" | "blackman"): Converter<Known> {
@@ -551,9 +320,9 @@ export const TENSOR_CONVERTERS: Record<string, Converter<Known>> = {
     });
     return [op("GatherElements", [x, constant(from, [...shape], "i32")], { axis: timeAxis })];
   },
-  ScatterElements: scatterElements,
-  Scatter: scatterElements,
-  ScatterND: scatterND,
+  ScatterElements: scatterOf("ScatterElements"),
+  Scatter: scatterOf("ScatterElements"),
+  ScatterND: scatterOf("ScatterND"),
   HannWindow: windowOf("hann"),
   HammingWindow: windowOf("hamming"),
   BlackmanWindow: windowOf("blackman"),
