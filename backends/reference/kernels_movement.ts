@@ -41,7 +41,7 @@ export function index(i: number, dim: number, where: string): number {
 }
 
 function padOffsets(args: KernelArgs, x: RefTensor, out: Shape): Int32Array {
-  const mode = args.ctx.choice("mode", ["constant", "reflect", "edge"]);
+  const mode = args.ctx.choice("mode", ["constant", "reflect", "edge", "wrap"]);
   const { before } = resolvePads(args.ctx, x.shape.length);
   const strides = stridesOf(x.shape);
   const outOffsets = offsetsFor(out, stridesOf(out), 0);
@@ -61,6 +61,7 @@ function padOffsets(args: KernelArgs, x: RefTensor, out: Shape): Int32Array {
           break;
         }
         if (mode === "edge") j = j < 0 ? 0 : n - 1;
+        else if (mode === "wrap") j = ((j % n) + n) % n;
         else {
           const period = 2 * (n - 1);
           j = n === 1 ? 0 : Math.abs(((j % period) + period) % period);

@@ -78,7 +78,7 @@ Deno.test("Expand broadcasts both ways", async () => {
   assertClose(numbers(e.data), [1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3]);
 });
 
-Deno.test("Pad in constant, edge and reflect modes; negative pads crop", async () => {
+Deno.test("Pad in constant, edge, reflect and wrap modes; negative pads crop", async () => {
   const x = f32([1, 2, 3]);
   assertClose(numbers((await one("Pad", [x], { pads: [2, 1], value: 9 })).data), [
     9,
@@ -104,6 +104,13 @@ Deno.test("Pad in constant, edge and reflect modes; negative pads crop", async (
     3,
     2,
     1,
+  ]);
+  const wrapped = await one("Pad", [x23], { pads: [1, 2, 0, 3], mode: "wrap" });
+  assert.deepEqual(wrapped.shape, [3, 8]);
+  assertClose(numbers(wrapped.data), [
+    ...[5, 6, 4, 5, 6, 4, 5, 6],
+    ...[2, 3, 1, 2, 3, 1, 2, 3],
+    ...[5, 6, 4, 5, 6, 4, 5, 6],
   ]);
   assertClose(numbers((await one("Pad", [x], { pads: [-1, 0] })).data), [2, 3]);
   const p = await one("Pad", [x23], { pads: [1, 1], axes: [1] });

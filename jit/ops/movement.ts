@@ -196,8 +196,9 @@ function concatAsSelect(e: Emitter, xs: readonly EmitRef[], axisAttr: number): E
 }
 
 /**
- * Edge and reflect padding as slices and a concat per padded axis (the border is index
- * arithmetic: repeated or mirrored slices), so every pad mode fuses. Negative pads crop first.
+ * Edge, reflect and wrap padding as slices and a concat per padded axis (the border is index
+ * arithmetic: repeated, mirrored or the far side's slices), so every pad mode fuses. Negative
+ * pads crop first.
  */
 export function padByConcat(e: Emitter, [x]: readonly EmitRef[], attrs: Attrs): EmitRef[] {
   const shape = e.typeOf(x).shape;
@@ -224,10 +225,15 @@ export function padByConcat(e: Emitter, [x]: readonly EmitRef[], attrs: Attrs): 
     };
     // A reversed slice ending before index 0 needs an end of -(n + 1): -1 would mean n - 1.
     const backTo = (end: number) => (end < 0 ? -(n + 1) : end);
-    if (before > 0) parts.push(reflect ? cut(before, 0, -1) : edge(0, before));
+    const wrap = attrs.mode === "wrap";
+    if (before > 0) {
+      parts.push(wrap ? cut(n - before, n) : reflect ? cut(before, 0, -1) : edge(0, before));
+    }
     parts.push(y);
     if (after > 0) {
-      parts.push(reflect ? cut(n - 2, backTo(n - 2 - after), -1) : edge(n - 1, after));
+      parts.push(
+        wrap ? cut(0, after) : reflect ? cut(n - 2, backTo(n - 2 - after), -1) : edge(n - 1, after),
+      );
     }
     if (parts.length > 1) y = e.op("Concat", parts, { axis });
   });
@@ -447,7 +453,7 @@ const movementOps: OpDef[] = [
     primitive: true,
     infer: (ctx) => {
       const s = ctx.input(0).shape;
-      const mode = ctx.choice("mode", ["constant", "reflect", "edge"]);
+      const mode = ctx.choice("mode", ["constant", "reflect", "edge", "wrap"]);
       ctx.float("value", 0);
       const { before, after } = resolvePads(ctx, s.length);
       const out = s.map((d, i) => d + before[i] + after[i]);
@@ -473,6 +479,16 @@ const movementOps: OpDef[] = [
       }
       if (mode === "edge" && kept.some((k, i) => k === 0 && grows(i))) {
         ctx.fail("edge padding of an empty axis", "use constant mode", "bad-attribute");
+      }
+      if (
+        mode === "wrap" &&
+        s.some((d, i) => Math.min(before[i], after[i]) < 0 || Math.max(before[i], after[i]) > d)
+      ) {
+        ctx.fail(
+          `wrap pads [${before}], [${after}] of ${formatShape(s)}`,
+          "kiln wraps by at most the axis's length, and does not crop with wrap",
+          "unsupported",
+        );
       }
       return [{ shape: out, dtype: ctx.input(0).dtype }];
     },

@@ -19,7 +19,7 @@ import { TFIDF_CONVERTERS } from "./tfidf.ts";
 import { LOSS_CONVERTERS } from "./loss.ts";
 import { RESIZE_CONVERTERS } from "./resize.ts";
 import { CONV_CONVERTERS } from "./conv.ts";
-import { TENSOR_CONVERTERS, wrapPad } from "./tensor.ts";
+import { TENSOR_CONVERTERS } from "./tensor.ts";
 import { SELECT_CONVERTERS } from "./select.ts";
 import { MATH_CONVERTERS } from "./math.ts";
 import { INTEGER_PRODUCT_CONVERTERS } from "./integer_product.ts";
@@ -342,17 +342,6 @@ export const CONVERTERS: Record<string, Converter> = {
     // Before opset 11 the pads and the value are attributes.
     const pads = constInts(c, 1, "pads") ?? attrs(c).ints("pads");
     const axes = constInts(c, 3, "axes"), mode = attrs(c).string("mode", "constant");
-    if (mode === "wrap" && pads) {
-      // Opset 19's wrap: pads of the listed axes (every axis by default), begins then ends.
-      const x = c.required(0), rank = typeOf(x).shape.length;
-      const listed = (axes ?? [...Array(rank).keys()]).map((a) => (a < 0 ? a + rank : a));
-      const full = new Array(2 * rank).fill(0);
-      listed.forEach((a, i) => {
-        full[a] = pads[i];
-        full[a + rank] = pads[i + listed.length];
-      });
-      return [wrapPad(opOf(c), x, full, c.label)];
-    }
     return c.emit("Pad", [c.required(0)], {
       pads,
       value: c.input(2) ? constScalar(c, 2, "constant_value") : attrs(c).float("value", 0),

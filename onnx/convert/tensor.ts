@@ -2,8 +2,7 @@
  * Ops that rearrange, select or build tensors, as kiln movement ops and gathers: Tile,
  * DepthToSpace, SpaceToDepth, EyeLike, OneHot, Compress, GatherND, the scatters
  * (ScatterElements, ScatterND, the old Scatter: kiln ops, `jit/ops/scatter.ts`) and the window
- * functions (Hann, Hamming, Blackman), CenterCropPad (Slice, then Pad) and Pad's `wrap` mode (each
- * padded axis as slices of the far side, concatenated). Whatever decides a shape (repeats, the
+ * functions (Hann, Hamming, Blackman), CenterCropPad (Slice, then Pad). Whatever decides a shape (repeats, the
  * condition, window sizes) must be known when the model is compiled: `OnnxModel` specialises on
  * it when it is an input.
  *
@@ -22,7 +21,6 @@ import {
   type Known,
   NeedsValue,
   type NodeContext,
-  type OpFn,
   opOf,
   typeOf,
   valuesOf,
@@ -164,31 +162,6 @@ function centerCropPad(c: NodeContext): Known[] {
     }
   });
   return [y];
-}
-
-/** Pad's `wrap` mode: axis by axis, the far side's slices concatenated around the data. */
-export function wrapPad(op: OpFn, x: Known, pads: readonly number[], label: string): Known {
-  const shape = typeOf(x).shape, rank = shape.length;
-  let y = x;
-  for (let axis = 0; axis < rank; axis++) {
-    const [before, after] = [pads[axis], pads[axis + rank]], d = shape[axis];
-    if (before < 0 || after < 0 || before > d || after > d) {
-      throw new KilnError(`${label}: wrap pads ${before} and ${after} on an axis of ${d}`, {
-        code: "unsupported",
-        fix: "kiln wraps by at most the axis's length, and does not crop with wrap",
-      });
-    }
-    if (!before && !after) continue;
-    const slice = (s: number, e: number) =>
-      op("Slice", [y], { starts: [s], ends: [e], axes: [axis] });
-    const parts = [
-      ...(before ? [slice(d - before, d)] : []),
-      y,
-      ...(after ? [slice(0, after)] : []),
-    ];
-    y = op("Concat", parts, { axis });
-  }
-  return y;
 }
 
 /** Converters by ONNX op type. */
