@@ -130,6 +130,53 @@ export const movementKernels: Record<string, Kernel> = {
     for (let i = 0; i < offs.length; i++) out[i] = offs[i] < 0 ? fill : src[offs[i]];
     return [out];
   },
+  Tile: ({ inputs, outputs }) => {
+    const x = inputs[0], out = outputs[0].shape, xs = stridesOf(x.shape), os = stridesOf(out);
+    const offs = Int32Array.from(
+      { length: sizeOf(out) },
+      (_, i) =>
+        out.reduce((p, _d, a) => p + (Math.floor(i / os[a]) % out[a] % x.shape[a]) * xs[a], 0),
+    );
+    return [gather(x, offs)];
+  },
+  CenterCropPad: ({ inputs, outputs }) => {
+    const x = inputs[0], out = outputs[0].shape, xs = stridesOf(x.shape), os = stridesOf(out);
+    // Per axis, where output index 0 reads: past the crop's start, or before the pad's end.
+    const shift = out.map((w, a) =>
+      Math.floor((x.shape[a] - w) / 2) * (w < x.shape[a] ? 1 : 0) +
+      (w > x.shape[a] ? -Math.floor((w - x.shape[a]) / 2) : 0)
+    );
+    const offs = Int32Array.from({ length: sizeOf(out) }, (_, i) => {
+      let p = 0;
+      for (let a = 0; a < out.length; a++) {
+        const j = (Math.floor(i / os[a]) % out[a]) + shift[a];
+        if (j < 0 || j >= x.shape[a]) return -1;
+        p += j * xs[a];
+      }
+      return p;
+    });
+    const data = x.data as Exclude<TensorData, BigInt64Array>;
+    const y = allocate(x.dtype, offs.length) as Exclude<TensorData, BigInt64Array>;
+    offs.forEach((o, i) => (y[i] = o < 0 ? 0 : data[o]));
+    return [y];
+  },
+  GatherND: ({ inputs, outputs, ctx }) => {
+    const [x, idx] = inputs;
+    const batch = ctx.int("batch_dims", 0), k = idx.shape.at(-1)!;
+    const rest = sizeOf(x.shape.slice(batch + k)), xs = stridesOf(x.shape);
+    const ids = Array.from(idx.data as ArrayLike<number | bigint>, Number);
+    const tuples = ids.length / k, perBatch = tuples / sizeOf(x.shape.slice(0, batch));
+    const offs = new Int32Array(sizeOf(outputs[0].shape));
+    for (let t = 0; t < tuples; t++) {
+      // The batch's first element: the batch axes of tuple t's position.
+      let base = Math.floor(t / perBatch) * (batch ? xs[batch - 1] : 0);
+      for (let d = 0; d < k; d++) {
+        base += index(ids[t * k + d], x.shape[batch + d], ctx.where) * xs[batch + d];
+      }
+      for (let r = 0; r < rest; r++) offs[t * rest + r] = base + r;
+    }
+    return [gather(x, offs)];
+  },
   Gather: ({ inputs, outputs, ctx }) => {
     const [x, idx] = inputs;
     const axis = ctx.axis(ctx.int("axis", 0), x.shape.length);

@@ -45,6 +45,8 @@ import "./one_hot.ts";
 import "./space_depth.ts";
 import "./grid_sample.ts";
 import "./scatter.ts";
+import "./gather_nd.ts";
+import "./movement_composites.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

@@ -86,4 +86,22 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       atol: 1e-6,
     },
   ],
+  Tile: [
+    { inputs: [f32(uniform(6, 34), [2, 3])], attrs: { repeats: [2, 3] } },
+    { inputs: [f32(uniform(6, 35), [2, 1, 3])], attrs: { repeats: [1, 4, 0] } },
+  ],
+  // Crop one axis and pad another (odd differences: the extra goes after), default axes too.
+  CenterCropPad: [
+    { inputs: [f32(uniform(20, 36), [4, 5])], attrs: { shape: [7, 2] } },
+    { inputs: [f32(uniform(24, 37), [2, 3, 4])], attrs: { shape: [1, 6], axes: [-1, 1] } },
+  ],
+  // Run-time tuples (negatives too), a batch axis, whole rows.
+  GatherND: [
+    { inputs: [f32(uniform(24, 38), [2, 3, 4]), i32([1, 2, 0, -1], [2, 2])] },
+    {
+      inputs: [f32(uniform(24, 39), [2, 3, 4]), i32([2, 0, 1, 1], [2, 2, 1])],
+      attrs: { batch_dims: 1 },
+    },
+    { inputs: [f32(uniform(24, 40), [2, 3, 4]), i32([1, -2, 0], [3, 1])] },
+  ],
 };

@@ -39,18 +39,6 @@ const strides = (shape: readonly number[]) => {
 };
 const size = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
 
-/** Index `i` of an axis of `dim`, negative counting from the end; a typed error outside. */
-function inRange(c: NodeContext, i: number, dim: number): number {
-  const j = i < 0 ? i + dim : i;
-  if (!(j >= 0 && j < dim)) {
-    throw new KilnError(`${c.label}: index ${i} is out of range for an axis of ${dim}`, {
-      code: "out-of-range",
-      fix: `use indices in [${-dim}, ${dim - 1}]`,
-    });
-  }
-  return j;
-}
-
 /**
  * ScatterElements (and the old Scatter) and ScatterND, kiln ops (`jit/ops/scatter.ts`). Indices
  * the run-time forms cannot take (a "mul" reduction, integer ScatterND updates, …) must be known:
@@ -134,34 +122,11 @@ function melWeightMatrix(c: NodeContext): Known[] {
   return [{ ...constant(out, [spectrum, bins], internal), i64: dtype === "i64" }];
 }
 
-/** CenterCropPad: each axis cropped or zero-padded to its target, centred. */
+/** CenterCropPad (kiln's op): the target shape as an attribute. */
 function centerCropPad(c: NodeContext): Known[] {
-  const op = opOf(c), x = c.required(0), shape = typeOf(x).shape;
   c.required(1); // a typed error when left out
-  const target = constInts(c, 1, "shape")!;
-  const axes = (attrs(c).ints("axes") ?? shape.map((_, i) => i)).map((a) =>
-    a < 0 ? a + shape.length : a
-  );
-  if (axes.length !== target.length || axes.some((a) => a < 0 || a >= shape.length)) {
-    throw new KilnError(`${c.label}: shape [${target}] for axes [${axes}] of [${shape}]`, {
-      code: "bad-input",
-      fix: "give one target size per axis",
-    });
-  }
-  let y = x;
-  axes.forEach((axis, i) => {
-    const d = shape[axis], want = target[i];
-    if (want < d) {
-      const start = Math.floor((d - want) / 2);
-      y = op("Slice", [y], { starts: [start], ends: [start + want], axes: [axis] });
-    } else if (want > d) {
-      const pads = shape.map(() => 0).concat(shape.map(() => 0));
-      pads[axis] = Math.floor((want - d) / 2);
-      pads[axis + shape.length] = want - d - pads[axis];
-      y = op("Pad", [y], { pads, mode: "constant", value: 0 });
-    }
-  });
-  return [y];
+  const shape = constInts(c, 1, "shape")!, axes = attrs(c).ints("axes");
+  return c.emit("CenterCropPad", [c.required(0)], { shape, axes });
 }
 
 /** Converters by ONNX op type. */
@@ -169,22 +134,8 @@ export const TENSOR_CONVERTERS: Record<string, Converter<Known>> = {
   CenterCropPad: centerCropPad,
   MelWeightMatrix: melWeightMatrix,
   Tile: (c) => {
-    const op = opOf(c);
-    const x = c.required(0);
-    const shape = typeOf(x).shape;
     c.required(1); // a typed error when left out
-    const repeats = constInts(c, 1, "repeats")!;
-    if (repeats.length !== shape.length || repeats.some((r) => r < 0)) {
-      throw new KilnError(`${c.label}: repeats [${repeats}] for a tensor of rank ${shape.length}`, {
-        code: "bad-attribute",
-        fix: "give one non-negative repeat per axis",
-      });
-    }
-    // [d0, d1, …] → [1, d0, 1, d1, …] → expanded to [r0, d0, r1, d1, …] → [r0·d0, r1·d1, …].
-    const interleaved = shape.flatMap((d) => [1, d]);
-    const spread = shape.flatMap((d, i) => [repeats[i], d]);
-    const wide = op("Expand", [op("Reshape", [x], { shape: interleaved })], { shape: spread });
-    return [op("Reshape", [wide], { shape: shape.map((d, i) => d * repeats[i]) })];
+    return c.emit("Tile", [c.required(0)], { repeats: constInts(c, 1, "repeats")! });
   },
   DepthToSpace: (c) => {
     const a = attrs(c);
@@ -232,28 +183,10 @@ export const TENSOR_CONVERTERS: Record<string, Converter<Known>> = {
     const keep = condition.slice(0, extent).flatMap((v, i) => (v ? [i] : []));
     return [op("Gather", [source, constant(keep, [keep.length], "i32")], { axis })];
   },
-  GatherND: (c) => {
-    const op = opOf(c);
-    const data = c.required(0);
-    const shape = typeOf(data).shape;
-    const ishape = typeOf(c.required(1)).shape;
-    const indices = known(c, 1, "indices");
-    const batch = attrs(c).int("batch_dims", 0)!;
-    const k = ishape.at(-1)!;
-    // Flat rows of data[batch…, k index axes…] and, per index tuple, the row it selects.
-    const batches = size(shape.slice(0, batch)), rows = size(shape.slice(batch, batch + k));
-    const rest = shape.slice(batch + k);
-    const tuples = indices.length / k, perBatch = tuples / batches;
-    const rs = strides(shape.slice(batch, batch + k));
-    const picks = Array.from({ length: tuples }, (_, t) => {
-      let r = Math.floor(t / perBatch) * rows;
-      for (let d = 0; d < k; d++) r += inRange(c, indices[t * k + d], shape[batch + d]) * rs[d];
-      return r;
-    });
-    const flat = op("Reshape", [data], { shape: [batches * rows, ...rest] });
-    const picked = op("Gather", [flat, constant(picks, [tuples], "i32")], { axis: 0 });
-    return [op("Reshape", [picked], { shape: [...ishape.slice(0, -1), ...rest] })];
-  },
+  GatherND: (c) =>
+    c.emit("GatherND", [c.required(0), c.required(1)], {
+      batch_dims: attrs(c).int("batch_dims", 0),
+    }),
   NonZero: (c) => {
     // The output's length depends on the data: known only for constant (or specialised) data.
     const x = c.required(0);

@@ -28,7 +28,13 @@ import { type Shape, sizeOf } from "../../jit/ir/shape.ts";
 import { converterOf } from "../convert/mod.ts";
 import { workCounter } from "./import_limits.ts";
 import { checkDeclaredOutput, checkOpset, domainVersion } from "./declarations.ts";
-import { carriesSentinel, int64Widths, int64Wrapped, sentinelError } from "./int64_guard.ts";
+import {
+  carriesI64,
+  carriesSentinel,
+  int64Widths,
+  int64Wrapped,
+  sentinelError,
+} from "./int64_guard.ts";
 import { assertCheck, checkName } from "../../jit/runtime/checks.ts";
 import { bindShape, type OnnxInputInfo, onnxInputs } from "./inputs.ts";
 import {
@@ -422,8 +428,7 @@ class Importer {
       attrs,
       label,
     );
-    const i64 = ins.some((k) => k.i64) &&
-      types.every((t) => t.dtype === "i32" || t.dtype === "i64");
+    const i64 = carriesI64(op, ins) && types.every((t) => t.dtype === "i32" || t.dtype === "i64");
     // bfloat16 arithmetic is f32 arithmetic: the type carries on, rounded where the model asks.
     const bf16 = ins.some((k) => k.bf16) && types.every((t) => t.dtype === "f32");
     const sentinel = carriesSentinel(op, ins, label);

@@ -89,6 +89,23 @@ const KEEPS_SENTINELS = new Set([
   "Where",
 ]);
 
+/** Ops with a positions input (its index below): their values come from the other inputs. */
+const POSITIONS: Readonly<Record<string, number>> = {
+  Gather: 1,
+  GatherElements: 1,
+  GatherND: 1,
+  ScatterElements: 1,
+  ScatterND: 1,
+};
+
+/**
+ * Whether op `name`'s integer results on `ins` are int64 values: where a value input is (the
+ * positions a gather or scatter reads by do not make int32 data int64).
+ */
+export function carriesI64(name: string, ins: readonly Known[]): boolean {
+  return ins.some((k, i) => k.i64 && POSITIONS[name] !== i);
+}
+
 /**
  * Whether folded op `name` on `ins` may carry a saturated sentinel on (true), does not meet one
  * (false); a typed error where it would compute on one.
