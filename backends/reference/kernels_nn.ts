@@ -51,7 +51,7 @@ function matmul(a: RefTensor, b: RefTensor, out: { dtype: RefTensor["dtype"]; le
 }
 
 /** Visits every output position of a 2-D window op with the input rows/cols its taps fall on (may lie outside). */
-function forEachWindow(
+export function forEachWindow(
   win: Window,
   visit: (o: number, rows: number[], cols: number[]) => void,
 ): void {

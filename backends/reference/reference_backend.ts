@@ -39,6 +39,7 @@ import { oneHotKernels } from "./kernels_one_hot.ts";
 import { spaceDepthKernels } from "./kernels_space_depth.ts";
 import { gridSampleKernels } from "./kernels_grid_sample.ts";
 import { scatterKernels } from "./kernels_scatter.ts";
+import { poolKernels } from "./kernels_pool.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -48,6 +49,7 @@ const kernels: Record<string, Kernel> = {
   ...reduceKernels,
   ...movementKernels,
   ...scatterKernels,
+  ...poolKernels,
   ...nnKernels,
   ...quantKernels,
   ...lossKernels,

@@ -47,6 +47,7 @@ import "./grid_sample.ts";
 import "./scatter.ts";
 import "./gather_nd.ts";
 import "./movement_composites.ts";
+import "./pool_composites.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

@@ -104,4 +104,36 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
     },
     { inputs: [f32(uniform(24, 40), [2, 3, 4]), i32([1, -2, 0], [3, 1])] },
   ],
+  // Indices as MaxPool makes them (a cropped output and a padded one too).
+  MaxUnpool: [
+    {
+      inputs: [f32([5, 6, 7, 8], [1, 1, 2, 2]), i32([1, 6, 8, 15], [1, 1, 2, 2])],
+      attrs: { kernel_shape: [2, 2], strides: [2, 2] },
+    },
+    {
+      inputs: [f32([5, 6, 7, 8], [1, 1, 2, 2]), i32([0, 3, 4, 7], [1, 1, 2, 2])],
+      attrs: { kernel_shape: [2, 2], strides: [2, 2], pads: [1, 0, 0, 0] },
+    },
+    {
+      inputs: [f32([5, 6, 7, 8], [1, 1, 2, 2]), i32([1, 6, 8, 15], [1, 1, 2, 2])],
+      attrs: { kernel_shape: [2, 2], strides: [2, 2], output_shape: [1, 1, 5, 5] },
+    },
+  ],
+  LpPool: [
+    {
+      inputs: [f32(uniform(2 * 3 * 5 * 5, 41, -2, 2), [2, 3, 5, 5])],
+      attrs: { kernel_shape: [3, 3], p: 2 },
+      atol: 1e-5,
+    },
+    {
+      inputs: [f32(uniform(2 * 7, 42, -2, 2), [1, 2, 7])],
+      attrs: { kernel_shape: [3], strides: [2], pads: [1, 1], p: 3 },
+      atol: 1e-5,
+    },
+    {
+      inputs: [f32(uniform(32, 43, -2, 2), [1, 2, 4, 4])],
+      attrs: { kernel_shape: [2, 2], dilations: [2, 1], pads: [1, 0, 0, 1], p: 1 },
+      atol: 1e-5,
+    },
+  ],
 };

@@ -15,7 +15,6 @@ import { isFloat } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { type Attrs, InferContext } from "../../jit/ops/mod.ts";
 import { resolveWindow } from "../../jit/ops/nn.ts";
-import { scalar } from "./composite.ts";
 import {
   attrs,
   constant,
@@ -205,67 +204,16 @@ function maxPoolIndices(c: NodeContext, x: Known, attrs: Attrs): Known {
   return { ...op("Add", [image, within]), i64: true };
 }
 
-/**
- * MaxUnpool (2-D, windows that tile: kernel = strides): every output point lies in one window,
- * so it reads that window's pooled value and keeps it where the window's index names this very
- * point — a nearest upsampling of values and indices and one comparison, with no scatter (the
- * indices may be computed at run time). Points outside every window read 0.
- */
+/** MaxUnpool (kiln's op, `jit/ops/pool_composites.ts`): the output shape as an attribute. */
 function maxUnpool(c: NodeContext): Known[] {
-  const op = opOf(c);
   const a = attrs(c);
-  const x = c.required(0), indices = c.required(1);
-  const xs = typeOf(x).shape;
-  const kernel = a.ints("kernel_shape") ?? [];
-  const strides = a.ints("strides") ?? kernel.map(() => 1);
-  const pads = a.ints("pads") ?? [0, 0, 0, 0];
-  if (xs.length !== 4 || kernel.length !== 2 || kernel.some((k, i) => k !== strides[i])) {
-    throw new KilnError(
-      `${c.label}: MaxUnpool of [${xs}] with kernel [${kernel}] and strides [${strides}]`,
-      {
-        code: "unsupported",
-        fix: "kiln unpools 2-D windows that tile the input (kernel_shape equal to strides)",
-      },
-    );
-  }
-  const natural = [0, 1].map((i) =>
-    (xs[2 + i] - 1) * strides[i] + kernel[i] - pads[i] - pads[2 + i]
-  );
-  const given = c.input(2) ? constInts(c, 2, "output_shape") : undefined;
-  const [n, ch] = xs, [oh, ow] = given ? given.slice(2) : natural;
-  const up = (k: Known, fill: number) => {
-    // [N, C, H, W] → [N, C, H·s, W·s], then cut or padded to the output from the pads' start.
-    let t = op("Unsqueeze", [k], { axes: [3, 5] });
-    t = op("Expand", [t], {
-      shape: [n, ch, xs[2], strides[0], xs[3], strides[1]],
-    });
-    t = op("Reshape", [t], { shape: [n, ch, xs[2] * strides[0], xs[3] * strides[1]] });
-    [oh, ow].forEach((size, i) => {
-      const have = typeOf(t).shape[2 + i], begin = pads[i];
-      const keep = Math.min(size, have - begin);
-      t = op("Slice", [t], { starts: [begin], ends: [begin + keep], axes: [2 + i] });
-      if (keep < size) {
-        t = op("Pad", [t], {
-          pads: [0, size - keep],
-          axes: [2 + i],
-          mode: "constant",
-          value: fill,
-        });
-      }
-    });
-    return t;
-  };
-  const values = up(x, 0);
-  const at = up(op("Cast", [indices], { to: "i32" }), -1);
-  // Indices count in the unpooled shape the pool saw (`natural`); an output_shape past it only
-  // pads (ONNX's reference), and the padding's `at` is −1, so it never matches.
-  const [nh, nw] = natural;
-  const image = imageStarts(n, ch, nh * nw);
-  const flat = op("Add", [
-    op("Add", [image, constant([...Array(oh).keys()].map((y) => y * nw), [1, 1, oh, 1], "i32")]),
-    constant([...Array(ow).keys()], [1, 1, 1, ow], "i32"),
-  ]);
-  return [op("Where", [op("Equal", [at, flat]), values, scalar(0, typeOf(x).dtype)])];
+  const output_shape = c.input(2) ? constInts(c, 2, "output_shape") : undefined;
+  return c.emit("MaxUnpool", [c.required(0), c.required(1)], {
+    kernel_shape: a.ints("kernel_shape"),
+    strides: a.ints("strides"),
+    pads: a.ints("pads"),
+    output_shape,
+  });
 }
 
 /** ConvTranspose over 1 to 3 spatial axes (the 3-D one through `conv3d`). */
@@ -380,9 +328,9 @@ export function transposedConv(
   return windowed(c, "Conv", bias ? [x, w, bias] : [x, w], conv);
 }
 
-/** LpPool: (Σ over each window of |x|^p)^(1/p), padding counted as zeros. */
+/** LpPool (kiln's op): auto_pad and ceil_mode resolved into pads (zeros add nothing to a sum). */
 function lpPool(c: NodeContext): Known[] {
-  const op = opOf(c), a = attrs(c), x = c.required(0);
+  const a = attrs(c), x = c.required(0);
   const shape = typeOf(x).shape, spatial = shape.length - 2;
   const kernel = a.ints("kernel_shape");
   if (!kernel || kernel.length !== spatial || spatial < 1 || spatial > 2) {
@@ -415,27 +363,7 @@ function lpPool(c: NodeContext): Known[] {
       pads[i + spatial] += Math.max(0, (out - 1) * strides[i] + reach[i] - (span + reach[i]));
     });
   }
-  const t = typeOf(x).dtype, channels = shape[1];
-  const powered = p === 1
-    ? op("Abs", [x])
-    : p === 2
-    ? op("Mul", [x, x])
-    : op("Pow", [op("Abs", [x]), scalar(p, t)]);
-  const ones = constant(
-    new Float32Array(channels * kernel.reduce((m, k) => m * k, 1)).fill(1),
-    [channels, 1, ...kernel],
-    "f32",
-  );
-  const sums = op("Conv", [powered, ones], {
-    kernel_shape: kernel,
-    strides,
-    dilations,
-    pads,
-    group: channels,
-  });
-  return [
-    p === 1 ? sums : p === 2 ? op("Sqrt", [sums]) : op("Pow", [sums, scalar(1 / p, t)]),
-  ];
+  return c.emit("LpPool", [x], { kernel_shape: kernel, strides, dilations, pads, p });
 }
 
 /** GlobalLpPool: each channel's (Σ |x|^p)^(1/p) over its spatial axes. */

@@ -1,0 +1,74 @@
+/**
+ * Reference kernels of the pools ONNX defines through others (`jit/ops/pool_composites.ts`):
+ * MaxUnpool and LpPool, computed directly.
+ *
+ * @module
+ */
+import { InferContext } from "../../jit/ops/mod.ts";
+import { resolveWindow } from "../../jit/ops/nn.ts";
+import { unpoolSizes } from "../../jit/ops/pool_composites.ts";
+import type { Kernel } from "./kernel.ts";
+import { forEachWindow } from "./kernels_nn.ts";
+import { read, writer } from "./tensor_io.ts";
+
+/** Kernels by op name. */
+export const poolKernels: Record<string, Kernel> = {
+  // Each output point reads the window that covers it, kept where its index names the point.
+  MaxUnpool: ({ inputs, outputs, ctx }) => {
+    const [xt, it] = inputs, [n, c, h, w] = xt.shape;
+    const strides = ctx.ints("strides", ctx.ints("kernel_shape").map(() => 1));
+    const pads = ctx.ints("pads", [0, 0, 0, 0]);
+    const a = { kernel: ctx.ints("kernel_shape"), strides, pads };
+    const given = ctx.has("output_shape") ? ctx.ints("output_shape") : undefined;
+    const { natural, out: [oh, ow] } = unpoolSizes(xt.shape, a, given);
+    const x = read(xt), ids = Array.from(it.data as ArrayLike<number | bigint>, Number);
+    const y = writer(outputs[0].dtype, n * c * oh * ow);
+    for (let plane = 0; plane < n * c; plane++) {
+      for (let r = 0; r < oh; r++) {
+        for (let q = 0; q < ow; q++) {
+          const wr = Math.floor((r + pads[0]) / strides[0]),
+            wq = Math.floor((q + pads[1]) / strides[1]);
+          const at = (plane * h + wr) * w + wq;
+          const inside = wr < h && wq < w;
+          const hit = inside && ids[at] === plane * natural[0] * natural[1] + r * natural[1] + q;
+          y.out[(plane * oh + r) * ow + q] = hit ? x[at] : 0;
+        }
+      }
+    }
+    return [y.finish()];
+  },
+  // (Σ over each window of |x|^p)^(1/p), padding adding nothing; 1-D as 2-D over a height of 1.
+  LpPool: ({ inputs, outputs, ctx }) => {
+    const xt = inputs[0], spatial = xt.shape.length - 2, p = ctx.int("p", 2);
+    const [n, c] = xt.shape, [h, w] = spatial === 1 ? [1, xt.shape[2]] : xt.shape.slice(2);
+    const lift = (name: string, fill: number) => {
+      const v = ctx.has(name) ? ctx.ints(name) : undefined;
+      return spatial === 1 && v ? [fill, ...v] : v;
+    };
+    const pads = ctx.has("pads") ? ctx.ints("pads") : undefined;
+    const attrs = {
+      kernel_shape: lift("kernel_shape", 1),
+      strides: lift("strides", 1),
+      dilations: lift("dilations", 1),
+      pads: spatial === 1 && pads ? [0, pads[0], 0, pads[1]] : pads,
+    };
+    const inner = new InferContext({ op: ctx.op, where: ctx.where, inputs: ctx.inputs, attrs });
+    const win = resolveWindow(inner, [h, w], inner.ints("kernel_shape"));
+    const [oh, ow] = win.out, x = read(xt);
+    const y = writer(outputs[0].dtype, n * c * oh * ow);
+    for (let plane = 0; plane < n * c; plane++) {
+      forEachWindow(win, (o, rows, cols) => {
+        let sum = 0;
+        for (const r of rows) {
+          for (const q of cols) {
+            if (r >= 0 && r < h && q >= 0 && q < w) {
+              sum += Math.abs(x[(plane * h + r) * w + q]) ** p;
+            }
+          }
+        }
+        y.out[plane * oh * ow + o] = sum ** (1 / p);
+      });
+    }
+    return [y.finish()];
+  },
+};
