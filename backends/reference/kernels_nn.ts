@@ -6,6 +6,9 @@
  * @module
  */
 import { resolveWindow, type Window } from "../../jit/ops/nn.ts";
+import { as2d } from "../../jit/ops/window_lowering.ts";
+import { InferContext } from "../../jit/ops/mod.ts";
+import type { DType, TensorData } from "../../jit/ir/dtype.ts";
 import { sizeOf, stridesOf, tryBroadcast } from "../../jit/ir/shape.ts";
 import type { Kernel } from "./kernel.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -112,6 +115,7 @@ export const nnKernels: Record<string, Kernel> = {
   },
   Conv: ({ inputs, outputs, ctx }) => {
     const [xt, wt, bt] = inputs;
+    if (xt.shape.length !== 4) return [convNd(inputs, outputs[0].dtype, ctx)];
     const [n, c, h, wd] = xt.shape;
     const [m, cg, kh, kw] = wt.shape;
     const group = ctx.int("group", 1);
@@ -168,10 +172,18 @@ export const nnKernels: Record<string, Kernel> = {
   AveragePool: (args) => pool(args.inputs[0], args, "avg"),
 };
 
-function pool(xt: RefTensor, { outputs, ctx }: Parameters<Kernel>[0], kind: "max" | "avg") {
+function pool(xt: RefTensor, args: Parameters<Kernel>[0], kind: "max" | "avg"): TensorData[] {
+  const { outputs, ctx } = args;
+  if (xt.shape.length === 3) {
+    // 1-D: the same data as 2-D over a height of 1.
+    const [n, c, w] = xt.shape;
+    const attrs = as2d(ctx.attrs);
+    const lifted = new InferContext({ op: ctx.op, where: ctx.where, inputs: ctx.inputs, attrs });
+    return pool({ ...xt, shape: [n, c, 1, w] }, { ...args, attrs, ctx: lifted }, kind);
+  }
   if (xt.shape.length !== 4) {
     return ctx.fail(
-      "the reference pools support 2-D spatial inputs only",
+      "the reference pools support 1-D and 2-D spatial inputs only",
       "reshape the input to N×C×H×W",
       "unsupported",
     );
@@ -205,4 +217,43 @@ function pool(xt: RefTensor, { outputs, ctx }: Parameters<Kernel>[0], kind: "max
 /** Whether a window tap lies within the input or its explicit pads (not the ceil_mode overhang). */
 function insidePads(p: number, size: number, win: Window, axis: number): boolean {
   return p >= -win.padsBegin[axis] && p < size + win.padsEnd[axis];
+}
+
+/**
+ * A convolution over any number of spatial axes (the 1-D and 3-D ones; 2-D has its own loop):
+ * per output point, the channels of its group, then the kernel's taps in row-major order.
+ */
+function convNd(
+  [xt, wt, bt]: readonly RefTensor[],
+  dtype: DType,
+  ctx: InferContext,
+): TensorData {
+  const [n, c, ...spatial] = xt.shape, [m, cg, ...kernel] = wt.shape;
+  const win = resolveWindow(ctx, spatial, kernel), group = ctx.int("group", 1), mg = m / group;
+  const outs = sizeOf(win.out), taps = sizeOf(kernel), plane = sizeOf(spatial);
+  const os = stridesOf(win.out), ks = stridesOf(kernel), xs = stridesOf(spatial);
+  const x = read(xt), w = read(wt), b = bt ? read(bt) : undefined;
+  const out = writer(dtype, n * m * outs);
+  for (let img = 0; img < n; img++) {
+    for (let oc = 0; oc < m; oc++) {
+      const g = Math.floor(oc / mg);
+      for (let o = 0; o < outs; o++) {
+        let s = b ? b[oc] : 0;
+        for (let ci = 0; ci < cg; ci++) {
+          const xc = (img * c + g * cg + ci) * plane, wc = (oc * cg + ci) * taps;
+          for (let t = 0; t < taps; t++) {
+            let at = 0;
+            for (let d = 0; d < spatial.length && at >= 0; d++) {
+              const q = (Math.floor(o / os[d]) % win.out[d]) * win.strides[d] - win.padsBegin[d] +
+                (Math.floor(t / ks[d]) % kernel[d]) * win.dilations[d];
+              at = q >= 0 && q < spatial[d] ? at + q * xs[d] : -1;
+            }
+            if (at >= 0) s += x[xc + at] * w[wc + t];
+          }
+        }
+        out.out[(img * m + oc) * outs + o] = s;
+      }
+    }
+  }
+  return out.finish();
 }

@@ -40,6 +40,7 @@ import { spaceDepthKernels } from "./kernels_space_depth.ts";
 import { gridSampleKernels } from "./kernels_grid_sample.ts";
 import { scatterKernels } from "./kernels_scatter.ts";
 import { poolKernels } from "./kernels_pool.ts";
+import { convTransposeKernels } from "./kernels_conv_transpose.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -50,6 +51,7 @@ const kernels: Record<string, Kernel> = {
   ...movementKernels,
   ...scatterKernels,
   ...poolKernels,
+  ...convTransposeKernels,
   ...nnKernels,
   ...quantKernels,
   ...lossKernels,

@@ -48,6 +48,7 @@ import "./scatter.ts";
 import "./gather_nd.ts";
 import "./movement_composites.ts";
 import "./pool_composites.ts";
+import "./conv_transpose.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

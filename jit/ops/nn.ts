@@ -296,8 +296,14 @@ const nnOps: OpDef[] = [
     infer: (ctx) => {
       const dtype = ctx.sameDType();
       ctx.requireDType(0, FLOATS);
-      const x = ctx.requireRank(0, 4);
-      const w = ctx.requireRank(1, 4);
+      const x = ctx.input(0).shape, w = ctx.input(1).shape;
+      if (x.length < 3 || x.length > 5 || w.length !== x.length) {
+        ctx.fail(
+          `data ${formatShape(x)} and kernel ${formatShape(w)}`,
+          "convolve over 1 to 3 spatial axes: data [N, C, …], kernel [M, C/group, …] of its rank",
+          "shape-mismatch",
+        );
+      }
       const group = ctx.int("group", 1);
       if (group < 1 || x[1] % group !== 0 || w[0] % group !== 0) {
         ctx.fail(

@@ -59,7 +59,7 @@ import {
 } from "./fuse_values.ts";
 import { withIntegerRules } from "../ir/integer_rules.ts";
 import { gatherStep, movementSteps, relation, sameMap } from "../ir/index_maps.ts";
-import { padByConcat } from "../ops/movement.ts";
+import { loweringOf } from "../ops/window_lowering.ts";
 import { runsWhole } from "./fusable.ts";
 import { convSym, matmulSym, poolSym, prologueProduct, type Walk } from "./fuse_contractions.ts";
 import { reduceAxes } from "../ops/reduce.ts";
@@ -192,9 +192,8 @@ class Fuser {
       return this.#opaque(op, ins, attrs, label, types, types.map((_, i) => out(i)));
     }
     if (op === "ToDevice" || op === "ToHost") return [this.#placement(op, ins[0], label, out(0))];
-    if (op === "Pad" && (attrs.mode ?? "constant") !== "constant") {
-      return this.#expand(ins, attrs, label, padByConcat);
-    }
+    const lowering = loweringOf(op, inputs, attrs);
+    if (lowering) return this.#expand(ins, attrs, label, lowering);
     if (op === "Gather" || op === "GatherElements") {
       return [this.#gather(op, ins, attrs, label, types[0])];
     }

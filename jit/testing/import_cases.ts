@@ -136,4 +136,32 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       atol: 1e-5,
     },
   ],
+  // 1-D to 3-D: strides, dilations, groups, output padding, crops, bias.
+  ConvTranspose: [
+    {
+      inputs: [
+        f32(uniform(2 * 4 * 5, 44), [2, 4, 5]),
+        f32(uniform(4 * 3 * 3, 45), [4, 3, 3]),
+        f32(uniform(6, 46)),
+      ],
+      attrs: { group: 2, strides: [2], dilations: [2], output_padding: [1], pads: [1, 0] },
+      atol: 1e-5,
+    },
+    {
+      inputs: [
+        f32(uniform(3 * 4 * 3, 47), [1, 3, 4, 3]),
+        f32(uniform(3 * 2 * 3 * 2, 48), [3, 2, 3, 2]),
+      ],
+      attrs: { strides: [3, 2], pads: [1, 0, 0, 1] },
+      atol: 1e-5,
+    },
+    {
+      inputs: [
+        f32(uniform(2 * 3 * 2 * 2, 49), [1, 2, 3, 2, 2]),
+        f32(uniform(2 * 2 * 2 * 2 * 2, 50), [2, 2, 2, 2, 2]),
+      ],
+      attrs: { strides: [1, 2, 1] },
+      atol: 1e-5,
+    },
+  ],
 };

@@ -1,12 +1,11 @@
 /**
- * The windowed ops: Conv, MaxPool and AveragePool (1-D ones run as 2-D over a height of 1, a 3-D
- * Conv as 2-D convs summed over its depth taps; MaxPool's Indices from its taps' ArgMax),
- * ConvTranspose as a convolution of the stride-dilated, re-padded input with the flipped,
- * group-transposed kernel, InstanceNormalization as per-channel moments, GlobalMaxPool as a
- * reduction, LpPool (a depthwise all-ones convolution of |x|^p: padding adds nothing to a sum)
- * and GlobalLpPool, Col2Im (a transposed convolution with a one-hot kernel: each patch row added
- * at its place in the image). All of them are kiln ops or compositions of kiln ops, so they fuse and run on every
- * backend.
+ * The windowed ops, their attributes mapped onto kiln's: Conv, MaxPool and AveragePool (over 1 to
+ * 3 spatial axes; fusion runs the 1-D and 3-D ones through 2-D forms, `jit/ops/window_lowering.ts`;
+ * MaxPool's Indices from its taps' ArgMax), ConvTranspose with its pads resolved from
+ * `output_shape` or `auto_pad` (`jit/ops/conv_transpose.ts`), MaxUnpool and LpPool
+ * (`jit/ops/pool_composites.ts`), InstanceNormalization as GroupNormalization with a group a
+ * channel, GlobalMaxPool as a reduction, GlobalLpPool, and Col2Im (a transposed convolution with
+ * a one-hot kernel: each patch row added at its place in the image).
  *
  * @module
  */
@@ -49,89 +48,6 @@ export function window(c: NodeView, options: { pool?: boolean } = {}): Attrs {
       : {}),
     group: a.int("group"),
   };
-}
-
-/** 1-D window attributes as 2-D ones over a height of 1 (pads `[b, e]` → `[0, b, 0, e]`). */
-function as2d(w: Attrs): Attrs {
-  const one = (xs: unknown, fill: number) =>
-    Array.isArray(xs) ? [fill, ...(xs as number[])] : undefined;
-  const pads = w.pads as number[] | undefined;
-  return {
-    ...w,
-    kernel_shape: one(w.kernel_shape, 1),
-    strides: one(w.strides, 1),
-    dilations: one(w.dilations, 1),
-    pads: pads ? [0, pads[0], 0, pads[1]] : undefined,
-  };
-}
-
-/**
- * Emits window op `op` on `ins` (data first): 2-D as is, 1-D through an axis of size 1 inserted
- * at 2 (in the data and, for Conv, the kernel), removed again after.
- */
-function windowed(c: NodeContext, op: string, ins: Known[], w: Attrs): Known[] {
-  const rank = typeOf(ins[0]).shape.length;
-  if (rank === 5 && op === "Conv") return [conv3d(c, ins, w)];
-  if (rank !== 3) return c.emit(op, ins, w);
-  const up = (k: Known) => c.emit("Unsqueeze", [k], { axes: [2] })[0];
-  const lifted = ins.map((k, i) => (i < 2 ? up(k) : k));
-  const [y] = c.emit(op, lifted, as2d(w));
-  return c.emit("Squeeze", [y], { axes: [2] });
-}
-
-/**
- * A 3-D Conv as a sum over the kernel's depth of 2-D convs: for depth tap `kd`, the input's
- * depth positions `od·stride + kd·dilation` (after the depth padding) become a batch of 2-D
- * images, convolved with that tap's 2-D kernel; the taps' results add up. Every step is a kiln
- * op, so it fuses and runs on every backend like the 2-D conv.
- */
-function conv3d(c: NodeContext, [x, w, b]: Known[], attrs: Attrs): Known {
-  const op = opOf(c);
-  const xs = typeOf(x).shape, ws = typeOf(w).shape;
-  const ctx = new InferContext({
-    op: "Conv",
-    where: c.label,
-    inputs: [typeOf(x), typeOf(w)],
-    attrs,
-  });
-  const win = resolveWindow(ctx, xs.slice(2), ws.slice(2));
-  const [n, channels] = xs, [m] = ws;
-  const [od, oh, ow] = win.out;
-  const padded = op("Pad", [x], {
-    pads: [win.padsBegin[0], win.padsEnd[0]],
-    axes: [2],
-    mode: "constant",
-    value: 0,
-  });
-  const plane = {
-    kernel_shape: ws.slice(3),
-    strides: win.strides.slice(1),
-    dilations: win.dilations.slice(1),
-    pads: [win.padsBegin[1], win.padsBegin[2], win.padsEnd[1], win.padsEnd[2]],
-    group: attrs.group ?? 1,
-  };
-  let sum: Known | undefined;
-  for (let kd = 0; kd < ws[2]; kd++) {
-    const start = kd * win.dilations[0];
-    const slab = op("Slice", [padded], {
-      starts: [start],
-      ends: [start + win.strides[0] * (od - 1) + 1],
-      axes: [2],
-      steps: [win.strides[0]],
-    }); // [N, C, OD, H, W]
-    const images = op("Reshape", [op("Transpose", [slab], { perm: [0, 2, 1, 3, 4] })], {
-      shape: [n * od, channels, xs[3], xs[4]],
-    });
-    const tap = op("Squeeze", [op("Slice", [w], { starts: [kd], ends: [kd + 1], axes: [2] })], {
-      axes: [2],
-    });
-    const y = op("Conv", [images, tap], plane); // [N·OD, M, OH, OW]
-    sum = sum ? op("Add", [sum, y]) : y;
-  }
-  const back = op("Transpose", [op("Reshape", [sum!], { shape: [n, od, m, oh, ow] })], {
-    perm: [0, 2, 1, 3, 4],
-  });
-  return b ? op("Add", [back, op("Reshape", [b], { shape: [m, 1, 1, 1] })]) : back;
 }
 
 /** The flat index of each image's first element in [N, C, plane] (an [N, C, 1, 1] constant). */
@@ -259,73 +175,13 @@ function convTranspose(c: NodeContext): Known[] {
       ? [...small, ...total.map((t, i) => t - small[i])]
       : [...total.map((t, i) => t - small[i]), ...small];
   } else if (autoPad === "VALID") pads = pads.map(() => 0);
-  return transposedConv(c, x, w, bias, { group, kernel, strides, dilations, outputPadding, pads });
-}
-
-/** A transposed convolution's parameters, every one given (see `transposedConv`). */
-export interface TransposedConv {
-  /** Groups of channels. */
-  readonly group: number;
-  /** The kernel's spatial extent. */
-  readonly kernel: readonly number[];
-  /** Strides, one per spatial axis. */
-  readonly strides: readonly number[];
-  /** Dilations, one per spatial axis. */
-  readonly dilations: readonly number[];
-  /** Extra output at each axis's end. */
-  readonly outputPadding: readonly number[];
-  /** Cropping: every axis's start, then every axis's end. */
-  readonly pads: readonly number[];
-}
-
-/**
- * ConvTranspose of data `x` with kernel `w` ([C_in, C_out / group, k…]) as a convolution of the
- * stride-dilated, re-padded input with the flipped, group-transposed kernel (Col2Im takes it too).
- */
-export function transposedConv(
-  c: NodeContext,
-  data: Known,
-  kernelWeights: Known,
-  bias: Known | undefined,
-  { group, kernel, strides, dilations, outputPadding, pads }: TransposedConv,
-): Known[] {
-  const op = opOf(c);
-  let x = data, w = kernelWeights;
-  const spatial = kernel.length, cin = typeOf(x).shape[1], coutPerGroup = typeOf(w).shape[1];
-  // The input, stride-dilated (s - 1 zeros between elements) and re-padded for a plain conv.
-  for (let i = 0; i < spatial; i++) {
-    const axis = 2 + i, s = strides[i], n = typeOf(x).shape[axis];
-    if (s > 1) {
-      const shape = typeOf(x).shape;
-      x = op("Unsqueeze", [x], { axes: [axis + 1] });
-      x = op("Pad", [x], { pads: [0, s - 1], axes: [axis + 1], mode: "constant", value: 0 });
-      const merged = [...shape.slice(0, axis), n * s, ...shape.slice(axis + 1)];
-      x = op("Reshape", [x], { shape: merged });
-    }
-    const reach = (kernel[i] - 1) * dilations[i];
-    const before = reach - pads[i];
-    const after = reach - pads[spatial + i] + outputPadding[i] - (s > 1 ? s - 1 : 0);
-    if (before !== 0 || after !== 0) {
-      x = op("Pad", [x], { pads: [before, after], axes: [axis], mode: "constant", value: 0 });
-    }
-  }
-  // [C_in, C_out/g, k…] → [C_out, C_in/g, k…], each kernel flipped.
-  const k = kernel;
-  w = op("Reshape", [w], { shape: [group, cin / group, coutPerGroup, ...k] });
-  w = op("Transpose", [w], { perm: [0, 2, 1, ...k.map((_, i) => 3 + i)] });
-  w = op("Reshape", [w], { shape: [group * coutPerGroup, cin / group, ...k] });
-  for (let i = 0; i < spatial; i++) {
-    const reversed = [...Array(k[i]).keys()].reverse();
-    w = op("Gather", [w, constant(reversed, [reversed.length], "i32")], { axis: 2 + i });
-  }
-  const conv = {
-    kernel_shape: k,
-    strides: k.map(() => 1),
-    dilations,
-    pads: k.map(() => 0).concat(k.map(() => 0)),
+  return c.emit("ConvTranspose", bias ? [x, w, bias] : [x, w], {
     group,
-  };
-  return windowed(c, "Conv", bias ? [x, w, bias] : [x, w], conv);
+    strides,
+    dilations,
+    output_padding: outputPadding,
+    pads,
+  });
 }
 
 /** LpPool (kiln's op): auto_pad and ceil_mode resolved into pads (zeros add nothing to a sum). */
@@ -412,15 +268,14 @@ function col2Im(c: NodeContext): Known[] {
   const kernel = constant(ones, [shape[1], 1, ...block], "f32");
   const w = typeOf(x).dtype === "f32" ? kernel : op("Cast", [kernel], { to: typeOf(x).dtype });
   const zeros = block.map(() => 0);
-  let y =
-    transposedConv(c, op("Reshape", [x], { shape: [shape[0], shape[1], ...grid] }), w, undefined, {
-      group: channels,
-      kernel: block,
-      strides,
-      dilations,
-      outputPadding: zeros,
-      pads: [...zeros, ...zeros],
-    })[0];
+  const blocksGrid = op("Reshape", [x], { shape: [shape[0], shape[1], ...grid] });
+  let y = op("ConvTranspose", [blocksGrid, w], {
+    group: channels,
+    strides,
+    dilations,
+    output_padding: zeros,
+    pads: [...zeros, ...zeros],
+  });
   // The uncropped image starts at -pads[i]: keep [pads[i], pads[i] + image[i]), zeros past it.
   image.forEach((d, i) => {
     const axis = 2 + i, full = typeOf(y).shape[axis], start = pads[i];
@@ -438,18 +293,15 @@ export const CONV_CONVERTERS: Record<string, Converter<Known>> = {
   LpPool: lpPool,
   GlobalLpPool: globalLpPool,
   Col2Im: col2Im,
-  Conv: (c) => {
-    const [x, w, b] = [c.required(0), c.required(1), c.input(2)];
-    return windowed(c, "Conv", b ? [x, w, b] : [x, w], window(c));
-  },
-  AveragePool: (c) => windowed(c, "AveragePool", [c.required(0)], window(c)),
+  Conv: (c) => c.emit("Conv", c.inputs(), window(c)),
+  AveragePool: (c) => c.emit("AveragePool", [c.required(0)], window(c)),
   MaxPool: (c) => {
     const x = c.required(0), w = window(c);
     // storage_order orders the Indices output only; 8-bit integers pool exactly as f32.
     const values = { ...w, storage_order: undefined };
     const dtype = typeOf(x).dtype;
     const small = dtype === "u8" || dtype === "i8";
-    const pooled = (k: Known) => windowed(c, "MaxPool", [k], values)[0];
+    const pooled = (k: Known) => c.emit("MaxPool", [k], values)[0];
     const y = small
       ? c.emit("Cast", [pooled(c.emit("Cast", [x], { to: "f32" })[0])], { to: dtype })[0]
       : pooled(x);
