@@ -1,6 +1,6 @@
 /**
  * Reference kernels of the pools ONNX defines through others (`jit/ops/pool_composites.ts`):
- * MaxUnpool and LpPool, computed directly.
+ * MaxUnpool, LpPool and MaxPoolIndices, computed directly.
  *
  * @module
  */
@@ -67,6 +67,28 @@ export const poolKernels: Record<string, Kernel> = {
           }
         }
         y.out[plane * oh * ow + o] = sum ** (1 / p);
+      });
+    }
+    return [y.finish()];
+  },
+  // The first largest tap of each window (a NaN first of all; padding reads −∞), as a flat index.
+  MaxPoolIndices: ({ inputs: [xt], outputs, ctx }) => {
+    const [n, c, h, w] = xt.shape;
+    const win = resolveWindow(ctx, [h, w], ctx.ints("kernel_shape"));
+    const columnMajor = ctx.int("storage_order", 0) === 1;
+    const [oh, ow] = win.out, x = read(xt);
+    const y = writer(outputs[0].dtype, n * c * oh * ow);
+    for (let plane = 0; plane < n * c; plane++) {
+      forEachWindow(win, (o, rows, cols) => {
+        let best = -Infinity, at = [rows[0], cols[0]];
+        for (const r of rows) {
+          for (const q of cols) {
+            const v = r >= 0 && r < h && q >= 0 && q < w ? x[(plane * h + r) * w + q] : -Infinity;
+            if (!Number.isNaN(best) && (v > best || Number.isNaN(v))) [best, at] = [v, [r, q]];
+          }
+        }
+        const within = columnMajor ? at[0] + at[1] * h : at[0] * w + at[1];
+        y.out[plane * oh * ow + o] = plane * h * w + within;
       });
     }
     return [y.finish()];

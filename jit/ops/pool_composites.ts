@@ -2,7 +2,11 @@
  * Pooling ops ONNX defines through others, 2-D: `MaxUnpool` (windows that tile: a nearest
  * upsampling of values and indices and one comparison, no scatter, so the indices may be computed
  * at run time), `LpPool` (a depthwise all-ones convolution of |x|^p: padding adds nothing to a
- * sum; 1-D through a height of 1).
+ * sum; 1-D through a height of 1) and `MaxPoolIndices` (MaxPool's second output, 2-D: each
+ * window's taps as strided slices of the input padded with −∞, stacked; ArgMax picks the first
+ * largest tap, ONNX Runtime's order, and its input position becomes a flat index into
+ * [N, C, H, W], row-major or with `storage_order` 1 column-major within each image; padding is
+ * never an index).
  *
  * @module
  */
@@ -175,4 +179,84 @@ function windowOf(ctx: InferContext, attrs: Attrs, plane: Shape): Window {
   return resolveWindow(inner, plane, inner.ints("kernel_shape"));
 }
 
-defineOps([maxUnpool, lpPool]);
+/** MaxPoolIndices' window over an [N, C, H, W] input. */
+function indexWindow(ctx: InferContext): Window {
+  const shape = ctx.input(0).shape;
+  ctx.int("storage_order", 0);
+  return resolveWindow(ctx, shape.slice(2), ctx.ints("kernel_shape"));
+}
+
+const maxPoolIndices: OpDef = {
+  name: "MaxPoolIndices",
+  category: "composite",
+  arity: [1, 1],
+  primitive: false,
+  infer: (ctx) => {
+    ctx.requireDType(0, FLOATS);
+    const shape = ctx.input(0).shape;
+    if (shape.length !== 4) {
+      ctx.fail(
+        `MaxPool's indices of ${formatShape(shape)}`,
+        "kiln gives MaxPool's Indices output for 2-D pools (export the model without it)",
+        "unsupported",
+      );
+    }
+    return [{ shape: [shape[0], shape[1], ...indexWindow(ctx).out], dtype: "i32" }];
+  },
+  decompose: (e, [x], attrs) => {
+    const shape = e.typeOf(x).shape;
+    const ctx = new InferContext({ op: "MaxPool", where: "MaxPool", inputs: [e.typeOf(x)], attrs });
+    const win = indexWindow(ctx);
+    const tap = e.op("ArgMax", [stackedTaps(e, x, win)], { axis: 4, keepdims: 0 }); // [N, C, OH, OW]
+    const [n, ch, h, w] = shape, [oh, ow] = win.out, [kh, kw] = win.kernel;
+    const table = (f: (t: number) => number) =>
+      ints(e, [...Array(kh * kw).keys()].map(f), [kh * kw]);
+    const along = (values: number[], axis: number) =>
+      axisConstant(e, values, { dtype: "i32", rank: 4, axis });
+    const row = e.op("Add", [
+      along([...Array(oh).keys()].map((o) => o * win.strides[0] - win.padsBegin[0]), 2),
+      e.op("Gather", [table((t) => Math.floor(t / kw) * win.dilations[0]), tap], { axis: 0 }),
+    ]);
+    const col = e.op("Add", [
+      along([...Array(ow).keys()].map((o) => o * win.strides[1] - win.padsBegin[1]), 3),
+      e.op("Gather", [table((t) => (t % kw) * win.dilations[1]), tap], { axis: 0 }),
+    ]);
+    const within = attrs.storage_order === 1
+      ? e.op("Add", [row, e.op("Mul", [col, e.scalar(h, "i32")])])
+      : e.op("Add", [e.op("Mul", [row, e.scalar(w, "i32")]), col]);
+    return [e.op("Add", [imageStarts(e, n, ch, h * w), within])];
+  },
+};
+
+/** Each window's taps of `x` (padded with −∞, past the end too in ceil mode), stacked on axis 4. */
+function stackedTaps(e: Emitter, x: EmitRef, win: Window): EmitRef {
+  const shape = e.typeOf(x).shape;
+  const reach = (i: number) =>
+    (win.out[i] - 1) * win.strides[i] + (win.kernel[i] - 1) * win.dilations[i] + 1;
+  let padded = x;
+  for (const i of [0, 1]) {
+    const end = Math.max(win.padsEnd[i], reach(i) - shape[2 + i] - win.padsBegin[i]);
+    padded = e.op("Pad", [padded], {
+      pads: [win.padsBegin[i], end],
+      axes: [2 + i],
+      mode: "constant",
+      value: -Infinity,
+    });
+  }
+  const taps: EmitRef[] = [];
+  for (let i = 0; i < win.kernel[0]; i++) {
+    for (let j = 0; j < win.kernel[1]; j++) {
+      const starts = [i * win.dilations[0], j * win.dilations[1]];
+      const slab = e.op("Slice", [padded], {
+        starts,
+        ends: [0, 1].map((a) => starts[a] + win.strides[a] * (win.out[a] - 1) + 1),
+        axes: [2, 3],
+        steps: win.strides,
+      });
+      taps.push(e.op("Unsqueeze", [slab], { axes: [4] }));
+    }
+  }
+  return taps.length === 1 ? taps[0] : e.op("Concat", taps, { axis: 4 });
+}
+
+defineOps([maxUnpool, lpPool, maxPoolIndices]);

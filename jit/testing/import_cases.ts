@@ -164,4 +164,25 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       atol: 1e-5,
     },
   ],
+  // Ties (the first tap wins), padding, dilations, ceil mode's overhang, column-major order.
+  MaxPoolIndices: [
+    {
+      inputs: [f32([1, 3, 3, 2, 0, 5, 5, 1, 4, 4, 2, 2, 7, 1, 7, 0], [1, 1, 4, 4])],
+      attrs: { kernel_shape: [2, 2], strides: [2, 2] },
+    },
+    {
+      inputs: [f32(uniform(2 * 3 * 5 * 6, 51), [2, 3, 5, 6])],
+      attrs: {
+        kernel_shape: [3, 2],
+        pads: [1, 0, 1, 1],
+        dilations: [1, 2],
+        ceil_mode: 1,
+        strides: [2, 2],
+      },
+    },
+    {
+      inputs: [f32(uniform(2 * 5 * 5, 52), [1, 2, 5, 5])],
+      attrs: { kernel_shape: [2, 3], strides: [1, 2], storage_order: 1 },
+    },
+  ],
 };

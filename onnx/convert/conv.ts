@@ -12,8 +12,7 @@
 import { lpNorm } from "./normalization.ts";
 import { isFloat } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
-import { type Attrs, InferContext } from "../../jit/ops/mod.ts";
-import { resolveWindow } from "../../jit/ops/nn.ts";
+import type { Attrs } from "../../jit/ops/mod.ts";
 import {
   attrs,
   constant,
@@ -48,76 +47,6 @@ export function window(c: NodeView, options: { pool?: boolean } = {}): Attrs {
       : {}),
     group: a.int("group"),
   };
-}
-
-/** The flat index of each image's first element in [N, C, plane] (an [N, C, 1, 1] constant). */
-const imageStarts = (n: number, ch: number, plane: number): Known =>
-  constant([...Array(n * ch).keys()].map((i) => i * plane), [n, ch, 1, 1], "i32");
-
-/**
- * MaxPool's Indices output (2-D): each window's taps as strided slices of the input padded with
- * −∞, stacked; ArgMax picks the first largest tap (ONNX Runtime's order: rows, then columns),
- * and the tap's input position becomes a flat index into [N, C, H, W], row-major or (with
- * `storage_order` 1) column-major within each image. Padding is never an index.
- */
-function maxPoolIndices(c: NodeContext, x: Known, attrs: Attrs): Known {
-  const op = opOf(c);
-  const { shape, dtype } = typeOf(x);
-  if (shape.length !== 4 || !isFloat(dtype)) {
-    throw new KilnError(`${c.label}: MaxPool's Indices output is supported for 2-D float pools`, {
-      code: "unsupported",
-      fix: "export the model without the Indices output",
-    });
-  }
-  const ctx = new InferContext({ op: "MaxPool", where: c.label, inputs: [typeOf(x)], attrs });
-  const win = resolveWindow(ctx, shape.slice(2), ctx.ints("kernel_shape"));
-  const [n, ch, h, w] = shape, [oh, ow] = win.out, [kh, kw] = win.kernel;
-  const reach = (i: number) =>
-    (win.out[i] - 1) * win.strides[i] + (win.kernel[i] - 1) * win.dilations[i] + 1;
-  let padded = x;
-  for (const i of [0, 1]) {
-    // Windows that overhang the end (ceil_mode) read −∞ as well.
-    const end = Math.max(win.padsEnd[i], reach(i) - shape[2 + i] - win.padsBegin[i]);
-    padded = op("Pad", [padded], {
-      pads: [win.padsBegin[i], end],
-      axes: [2 + i],
-      mode: "constant",
-      value: -Infinity,
-    });
-  }
-  const taps: Known[] = [];
-  for (let i = 0; i < kh; i++) {
-    for (let j = 0; j < kw; j++) {
-      const starts = [i * win.dilations[0], j * win.dilations[1]];
-      const slab = op("Slice", [padded], {
-        starts,
-        ends: [0, 1].map((a) => starts[a] + win.strides[a] * (win.out[a] - 1) + 1),
-        axes: [2, 3],
-        steps: win.strides,
-      });
-      taps.push(op("Unsqueeze", [slab], { axes: [4] }));
-    }
-  }
-  const stacked = taps.length === 1 ? taps[0] : op("Concat", taps, { axis: 4 });
-  const tap = op("ArgMax", [stacked], { axis: 4, keepdims: 0 }); // [N, C, OH, OW]
-  const table = (f: (t: number) => number) =>
-    constant([...Array(kh * kw).keys()].map(f), [kh * kw], "i32");
-  const grid = (values: number[], at: number) =>
-    constant(values, [1, 1, ...[0, 1].map((a) => (a === at ? values.length : 1))], "i32");
-  const row = op("Add", [
-    grid([...Array(oh).keys()].map((o) => o * win.strides[0] - win.padsBegin[0]), 0),
-    op("Gather", [table((t) => Math.floor(t / kw) * win.dilations[0]), tap], { axis: 0 }),
-  ]);
-  const col = op("Add", [
-    grid([...Array(ow).keys()].map((o) => o * win.strides[1] - win.padsBegin[1]), 1),
-    op("Gather", [table((t) => (t % kw) * win.dilations[1]), tap], { axis: 0 }),
-  ]);
-  const columnMajor = attrs.storage_order === 1;
-  const within = columnMajor
-    ? op("Add", [row, op("Mul", [col, constant([h], [], "i32")])])
-    : op("Add", [op("Mul", [row, constant([w], [], "i32")]), col]);
-  const image = imageStarts(n, ch, h * w);
-  return { ...op("Add", [image, within]), i64: true };
 }
 
 /** MaxUnpool (kiln's op, `jit/ops/pool_composites.ts`): the output shape as an attribute. */
@@ -306,7 +235,8 @@ export const CONV_CONVERTERS: Record<string, Converter<Known>> = {
       ? c.emit("Cast", [pooled(c.emit("Cast", [x], { to: "f32" })[0])], { to: dtype })[0]
       : pooled(x);
     if (!c.node.output[1]) return [y];
-    return [y, maxPoolIndices(c, x, w)];
+    const [indices] = c.emit("MaxPoolIndices", [x], w);
+    return [y, { ...indices, i64: true }];
   },
   ConvTranspose: convTranspose,
   MaxUnpool: maxUnpool,
