@@ -41,6 +41,7 @@ import { gridSampleKernels } from "./kernels_grid_sample.ts";
 import { scatterKernels } from "./kernels_scatter.ts";
 import { poolKernels } from "./kernels_pool.ts";
 import { convTransposeKernels } from "./kernels_conv_transpose.ts";
+import { llmKernels } from "./kernels_llm.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -52,6 +53,7 @@ const kernels: Record<string, Kernel> = {
   ...scatterKernels,
   ...poolKernels,
   ...convTransposeKernels,
+  ...llmKernels,
   ...nnKernels,
   ...quantKernels,
   ...lossKernels,

@@ -49,6 +49,7 @@ import "./gather_nd.ts";
 import "./movement_composites.ts";
 import "./pool_composites.ts";
 import "./conv_transpose.ts";
+import "./llm.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

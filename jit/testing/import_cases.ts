@@ -185,4 +185,52 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       attrs: { kernel_shape: [2, 3], strides: [1, 2], storage_order: 1 },
     },
   ],
+  RMSNormalization: [
+    { inputs: [f32(uniform(24, 53, -2, 2), [2, 3, 4]), f32(uniform(4, 54))], atol: 1e-5 },
+    {
+      inputs: [f32(uniform(24, 55, -2, 2), [2, 3, 4]), f32(uniform(12, 56), [3, 4])],
+      attrs: { axis: 1, epsilon: 1e-3 },
+      atol: 1e-5,
+    },
+  ],
+  Swish: [{ inputs: [f32([-30, -2, -0.5, 0, 0.5, 3, 40])], attrs: { alpha: 1.5 }, atol: 1e-6 }],
+  // 4-D with caches per token; 3-D with positions and a partial rotation, interleaved.
+  RotaryEmbedding: [
+    {
+      inputs: [
+        f32(uniform(2 * 2 * 3 * 4, 57), [2, 2, 3, 4]),
+        f32(uniform(2 * 3 * 2, 58), [2, 3, 2]),
+        f32(uniform(2 * 3 * 2, 59), [2, 3, 2]),
+      ],
+      atol: 1e-6,
+    },
+    {
+      inputs: [
+        f32(uniform(1 * 3 * 12, 60), [1, 3, 12]),
+        f32(uniform(8, 61), [8, 1]),
+        f32(uniform(8, 62), [8, 1]),
+        i32([5, 0, 7], [1, 3]),
+      ],
+      attrs: { num_heads: 2, rotary_embedding_dim: 2, interleaved: 1 },
+      atol: 1e-6,
+    },
+  ],
+  // Linear from each batch's index (one write past the end), circular wrapping round.
+  TensorScatter: [
+    {
+      inputs: [
+        f32(uniform(2 * 5 * 3, 63), [2, 5, 3]),
+        f32(uniform(2 * 2 * 3, 64), [2, 2, 3]),
+        i32([1, 4]),
+      ],
+    },
+    {
+      inputs: [
+        f32(uniform(2 * 5 * 3, 65), [2, 5, 3]),
+        f32(uniform(2 * 2 * 3, 66), [2, 2, 3]),
+        i32([3, 4]),
+      ],
+      attrs: { mode: "circular" },
+    },
+  ],
 };

@@ -1,8 +1,8 @@
 /**
- * The language-model ops of opsets 23 to 25 (Attention, RMSNormalization, RotaryEmbedding;
- * Attention's nonpad_kv_seqlen, Swish, TensorScatter; Attention's windows) as compositions of kiln ops, so they fuse
- * as a model spelling them out does (attention into one group, RMS norm into one row kernel) and
- * run on every backend. Each follows ONNX's reference (`onnx/reference/ops/op_attention.py` and
+ * The language-model ops of opsets 23 to 25: Attention (with its nonpad_kv_seqlen and windows) as
+ * a composition of kiln ops, so it fuses as a model spelling it out does (into one attention
+ * group) and runs on every backend; RMSNormalization, RotaryEmbedding, Swish and TensorScatter
+ * map onto kiln ops of their names (`jit/ops/llm.ts`). Each follows ONNX's reference (`onnx/reference/ops/op_attention.py` and
  * its neighbours), which ONNX's own cases check.
  *
  * @module
@@ -17,7 +17,6 @@ import {
   dtypeAttr,
   type Known,
   type NodeContext,
-  type OpFn,
   opOf,
   typeOf,
 } from "../import/node_context.ts";
@@ -27,104 +26,12 @@ export function fail(c: NodeContext, what: string, fix: string): never {
   throw new KilnError(`${c.label}: ${what}`, { code: "unsupported", fix });
 }
 
-/** The axes from `axis` (negative counts from the end) to the last of a rank-`rank` tensor. */
-export const trailing = (axis: number, rank: number): number[] => {
-  const from = axis < 0 ? axis + rank : axis;
-  return [...Array(rank - from).keys()].map((i) => from + i);
-};
-
-/** RMSNormalization: x / sqrt(mean(x²) over the axes from `axis` on + ε), times the scale. */
-function rmsNormalization(c: NodeContext): Known[] {
-  const op = opOf(c), a = attrs(c), x = c.required(0), scale = c.required(1);
-  const { shape, dtype } = typeOf(x);
-  const axes = trailing(a.int("axis", -1)!, shape.length);
-  // Statistics in f32 whatever stash_type says, as LayerNormalization's (kiln has no wider float).
-  a.int("stash_type");
-  const mean = op("ReduceMean", [op("Mul", [x, x])], { axes, keepdims: 1 });
-  const eps = scalar(a.float("epsilon", 1e-5)!, dtype);
-  const inv = op("Reciprocal", [op("Sqrt", [op("Add", [mean, eps])])]);
-  return [op("Mul", [op("Mul", [x, inv]), scale])];
-}
-
-/**
- * `x4` ([batch, sequence, heads, head size]) with the first 2·w channels of each head turned by
- * the angles whose cosines and sines `cos` and `sin` hold per token ([batch or 1, sequence, w]):
- * the halves of those channels paired, or (`interleaved`) neighbours. The rest pass unchanged.
- */
-export function rotateHeads(op: OpFn, x4: Known, [cos, sin]: Known[], interleaved: boolean): Known {
-  const [b, s, h, d] = typeOf(x4).shape, half = typeOf(cos).shape.at(-1)!, dim = 2 * half;
-  const slice = (k: Known, start: number, end: number, step = 1) =>
-    op("Slice", [k], { starts: [start], ends: [end], axes: [3], steps: [step] });
-  // One head axis to broadcast over.
-  const [c, n] = [cos, sin].map((k) => op("Unsqueeze", [k], { axes: [2] }));
-  const [x1, x2] = interleaved
-    ? [slice(x4, 0, dim, 2), slice(x4, 1, dim, 2)]
-    : [slice(x4, 0, half), slice(x4, half, dim)];
-  const real = op("Sub", [op("Mul", [c, x1]), op("Mul", [n, x2])]);
-  const imag = op("Add", [op("Mul", [n, x1]), op("Mul", [c, x2])]);
-  const rotated = interleaved
-    ? op("Reshape", [
-      op("Concat", [
-        op("Unsqueeze", [real], { axes: [4] }),
-        op("Unsqueeze", [imag], { axes: [4] }),
-      ], { axis: 4 }),
-    ], { shape: [b, s, h, dim] })
-    : op("Concat", [real, imag], { axis: 3 });
-  return dim < d ? op("Concat", [rotated, slice(x4, dim, d)], { axis: 3 }) : rotated;
-}
-
-/**
- * RotaryEmbedding: each head's first `rotary_embedding_dim` channels rotated in pairs (halves, or
- * neighbours when `interleaved`) by the angle whose cosine and sine the caches hold for the
- * token's position (`position_ids` into them, or the caches already per token).
- */
-function rotaryEmbedding(c: NodeContext): Known[] {
-  const op = opOf(c), a = attrs(c), x = c.required(0);
-  const [cosCache, sinCache, positions] = [c.required(1), c.required(2), c.input(3)];
-  const { shape } = typeOf(x);
-  const interleaved = a.int("interleaved", 0) === 1;
-  const heads = a.int("num_heads", 0)!;
-  let x4: Known;
-  if (shape.length === 4) {
-    // [batch, heads, sequence, head size] → [batch, sequence, heads, head size].
-    x4 = op("Transpose", [x], { perm: [0, 2, 1, 3] });
-  } else if (shape.length === 3 && heads > 0 && shape[2] % heads === 0) {
-    x4 = op("Reshape", [x], { shape: [shape[0], shape[1], heads, shape[2] / heads] });
-  } else {
-    return fail(
-      c,
-      `input of shape [${shape}] with num_heads ${heads}`,
-      "pass a 4-D input [batch, heads, sequence, head size], or a 3-D one with num_heads dividing its last axis",
-    );
-  }
-  const d = typeOf(x4).shape[3];
-  const dim = a.int("rotary_embedding_dim", 0) || d;
-  if (dim % 2 !== 0 || dim > d) {
-    fail(
-      c,
-      `rotary_embedding_dim ${dim} of heads ${d} wide`,
-      "use an even dimension ≤ the head size",
-    );
-  }
-  const half = dim / 2;
-  // The caches per token ([batch, sequence, dim / 2]).
-  const perToken = (cache: Known) => {
-    const rows = positions ? op("Gather", [cache, positions], { axis: 0 }) : cache;
-    if (typeOf(rows).shape.at(-1) !== half) {
-      fail(
-        c,
-        `a cache ${typeOf(rows).shape.at(-1)} wide for ${half} pairs`,
-        "pass caches rotary_embedding_dim / 2 wide",
-      );
-    }
-    return rows;
-  };
-  const y4 = rotateHeads(op, x4, [perToken(cosCache), perToken(sinCache)], interleaved);
-  return [
-    shape.length === 4
-      ? op("Transpose", [y4], { perm: [0, 2, 1, 3] })
-      : op("Reshape", [y4], { shape: [...shape] }),
-  ];
+/** RMSNormalization, RotaryEmbedding, Swish and TensorScatter: kiln ops (`jit/ops/llm.ts`). */
+function mapped(
+  name: string,
+  read: (c: NodeContext) => Record<string, number | string | undefined>,
+) {
+  return (c: NodeContext): Known[] => c.emit(name, c.inputs(), read(c));
 }
 
 /**
@@ -365,65 +272,22 @@ function attentionBias(
   return bias;
 }
 
-/** Swish (opset 24): x · sigmoid(alpha · x). */
-function swish(c: NodeContext): Known[] {
-  const op = opOf(c), x = c.required(0), { dtype } = typeOf(x);
-  const alpha = attrs(c).float("alpha", 1)!;
-  const scaled = alpha === 1 ? x : op("Mul", [x, scalar(alpha, dtype)]);
-  return [op("Mul", [x, op("Sigmoid", [scaled])])];
-}
-
-/**
- * TensorScatter (opset 24): the cache with each batch's update written along `axis` from that
- * batch's write index on (modulo the cache's length in `circular` mode), as a gather: every
- * cache position takes the update's element it receives, or keeps its own. A linear write past
- * the cache's end writes nothing there (ONNX leaves it undefined).
- */
-function tensorScatter(c: NodeContext): Known[] {
-  const op = opOf(c), a = attrs(c);
-  const [past, update, at] = [c.required(0), c.required(1), c.input(2)];
-  const shape = typeOf(past).shape, rank = shape.length, ushape = typeOf(update).shape;
-  const given = a.int("axis", -2)!, axis = given < 0 ? given + rank : given;
-  const mode = a.string("mode", "linear")!;
-  if (mode !== "linear" && mode !== "circular") {
-    fail(c, `mode "${mode}"`, 'use mode "linear" or "circular"');
-  }
-  const fits = ushape.length === rank &&
-    ushape.every((d, i) => (i === axis ? d <= shape[i] : d === shape[i]));
-  if (axis < 1 || axis >= rank || !fits) {
-    fail(
-      c,
-      `an update [${ushape}] into a cache [${shape}] along axis ${given}`,
-      "pass an update shaped as the cache but along the sequence axis (not 0), at most as long",
-    );
-  }
-  const [max, length] = [shape[axis], ushape[axis]];
-  /** A shape of ones but `n` on axis `at` (broadcasts along the others). */
-  const only = (at: number, n: number) => shape.map((_, i) => (i === at ? n : 1));
-  const positions = op("Reshape", [
-    op("Range", [], { start: 0, limit: max, delta: 1, dtype: "i32" }),
-  ], { shape: only(axis, max) });
-  const starts = at
-    ? op("Reshape", [op("Cast", [at], { to: "i32" })], { shape: only(0, shape[0]) })
-    : scalar(0, "i32");
-  let offset = op("Sub", [positions, starts]);
-  if (mode === "circular") offset = op("Mod", [offset, scalar(max, "i32")]);
-  const written = op("And", [
-    op("GreaterOrEqual", [offset, scalar(0, "i32")]),
-    op("Less", [offset, scalar(length, "i32")]),
-  ]);
-  const index = op("Expand", [op("Where", [written, offset, scalar(0, "i32")])], {
-    shape: [...shape],
-  });
-  const taken = op("GatherElements", [update, index], { axis });
-  return [op("Where", [written, taken, past])];
-}
-
 /** Converters of the language-model ops of opsets 23 and 24. */
 export const LLM_CONVERTERS: Record<string, Converter> = {
   Attention: attention,
-  RMSNormalization: rmsNormalization,
-  RotaryEmbedding: rotaryEmbedding,
-  Swish: swish,
-  TensorScatter: tensorScatter,
+  RMSNormalization: mapped("RMSNormalization", (c) => ({
+    axis: attrs(c).int("axis", -1),
+    epsilon: attrs(c).float("epsilon", 1e-5),
+    stash_type: attrs(c).int("stash_type", 1),
+  })),
+  RotaryEmbedding: mapped("RotaryEmbedding", (c) => ({
+    interleaved: attrs(c).int("interleaved", 0),
+    num_heads: attrs(c).int("num_heads", 0),
+    rotary_embedding_dim: attrs(c).int("rotary_embedding_dim", 0),
+  })),
+  Swish: mapped("Swish", (c) => ({ alpha: attrs(c).float("alpha", 1) })),
+  TensorScatter: mapped("TensorScatter", (c) => ({
+    axis: attrs(c).int("axis", -2),
+    mode: attrs(c).string("mode", "linear"),
+  })),
 };

@@ -61,7 +61,9 @@ Deno.test("a decoder block PyTorch exports at opset 23 (Attention with grouped-q
   for (const backend of ["reference", "wasm", "webgpu"]) {
     using exe = await model.compile({ x: [2, 12, 64] }, { backend, cache: false });
     const ops = exe.plan!.kernels.flatMap((k) => k.ops).join(" ");
-    assert.doesNotMatch(ops, /Attention|RMSNormalization/, `${backend}: lowered`);
+    // Attention is lowered at import; RMSNormalization is a kiln op, expanded by fusion.
+    assert.doesNotMatch(ops, /Attention/, `${backend}: lowered`);
+    assert.match(ops, /RMSNormalization/, backend);
     if (backend !== "reference") {
       assert.ok(exe.plan!.kernels.some((k) => k.group?.startsWith("attention")), backend);
     }
@@ -161,7 +163,7 @@ Deno.test("the language-model ops refuse what they cannot run with a KilnError t
     [
       "TensorScatter",
       () => node("TensorScatter", [[2, 3, 8, 4], [2, 3, 9, 4]], [], 24),
-      /an update \[2,3,9,4\] into a cache \[2,3,8,4\]/,
+      /an update \[2, 3, 9, 4\] into a cache \[2, 3, 8, 4\]/,
     ],
   ];
   for (const [op, make, what] of cases) {

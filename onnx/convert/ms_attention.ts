@@ -14,7 +14,7 @@
  */
 import { KilnError } from "../../jit/support/errors.ts";
 import { scalar } from "./composite.ts";
-import { fail, rotateHeads } from "./llm.ts";
+import { fail } from "./llm.ts";
 import {
   attrs,
   constant,
@@ -257,10 +257,12 @@ function rotate(
   positions: Known,
   interleaved: boolean,
 ): Known {
-  const [b, s, d] = typeOf(x).shape;
-  const x4 = op("Reshape", [x], { shape: [b, s, heads, d / heads] });
-  const rows = caches.map((cache) => op("Gather", [cache, positions], { axis: 0 }));
-  return op("Reshape", [rotateHeads(op, x4, rows, interleaved)], { shape: [b, s, d] });
+  // The caches' width sets how many channels of each head turn.
+  return op("RotaryEmbedding", [x, ...caches, positions], {
+    num_heads: heads,
+    interleaved: interleaved ? 1 : 0,
+    rotary_embedding_dim: 2 * typeOf(caches[0]).shape.at(-1)!,
+  });
 }
 
 /**
@@ -392,23 +394,18 @@ function msRotaryEmbedding(c: NodeContext): Known[] {
       "export the unpacked form",
     );
   }
-  const four = shape.length === 4;
-  const [b, s] = four ? [shape[0], shape[2]] : shape;
+  const four = shape.length === 4, s = four ? shape[2] : shape[1];
   const heads = four ? shape[1] : a.int("num_heads", 0) || shape[2] / (2 * half);
-  const x4 = four
-    ? op("Transpose", [x], { perm: [0, 2, 1, 3] })
-    : op("Reshape", [x], { shape: [b, s, heads, shape[2] / heads] });
+  // One offset for every sequence, or a position per token.
   const steps = constant([...Array(s).keys()], [1, s], "i32");
   const at = typeOf(ids).shape.length === 1
     ? op("Add", [op("Cast", [ids], { to: "i32" }), steps])
     : op("Cast", [ids], { to: "i32" });
-  const rows = caches.map((cache) => op("Gather", [cache, at], { axis: 0 }));
-  const y4 = rotateHeads(op, x4, rows, a.int("interleaved", 0) === 1);
-  return [
-    four
-      ? op("Transpose", [y4], { perm: [0, 2, 1, 3] })
-      : op("Reshape", [y4], { shape: [...shape] }),
-  ];
+  return [op("RotaryEmbedding", [x, ...caches, at], {
+    num_heads: four ? 0 : heads,
+    interleaved: a.int("interleaved", 0),
+    rotary_embedding_dim: 2 * half,
+  })];
 }
 
 /** Converters of `com.microsoft` attention ops, by op type. */

@@ -9,7 +9,7 @@
  */
 import { KilnError } from "../../jit/support/errors.ts";
 import { scalar } from "./composite.ts";
-import { trailing } from "./llm.ts";
+import { trailing } from "../../jit/ops/llm.ts";
 import {
   attrs,
   type Converter,
