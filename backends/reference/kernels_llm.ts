@@ -14,15 +14,16 @@ export const llmKernels: Record<string, Kernel> = {
   RMSNormalization: ({ inputs: [x, scale], outputs, ctx }) => {
     const axes = trailing(ctx.int("axis", -1), x.shape.length), eps = ctx.float("epsilon", 1e-5);
     const row = sizeOf(axes.map((a) => x.shape[a])), v = read(x), s = read(scale);
-    const out = new Float64Array(v.length);
+    const out = new Float64Array(v.length), invs = new Float64Array(v.length / row);
     for (let at = 0; at < v.length; at += row) {
       let sum = 0;
       for (let i = 0; i < row; i++) sum += v[at + i] ** 2;
-      const inv = 1 / Math.sqrt(sum / row + eps);
+      const inv = invs[at / row] = 1 / Math.sqrt(sum / row + eps);
       // The scale broadcasts against the normalized axes (trailing-aligned).
       for (let i = 0; i < row; i++) out[at + i] = v[at + i] * inv * s[i % s.length];
     }
-    return [written(outputs[0].dtype, out)];
+    const y = written(outputs[0].dtype, out);
+    return outputs.length > 1 ? [y, written(outputs[1].dtype, invs)] : [y];
   },
   Swish: ({ inputs: [x], outputs, ctx }) => {
     const alpha = ctx.float("alpha", 1);

@@ -34,7 +34,10 @@ const rmsNormalization: OpDef = {
     ctx.float("epsilon", 1e-5);
     // Statistics in f32 whatever stash_type says, as LayerNormalization's (kiln has no wider float).
     ctx.int("stash_type", 1);
-    return [{ shape, dtype }];
+    if (ctx.int("stats", 0) !== 1) return [{ shape, dtype }];
+    // kiln's `stats`: 1/σ as a second output (ONNX Runtime's SimplifiedLayerNormalization has it).
+    const axes = trailing(ctx.int("axis", -1), shape.length);
+    return [{ shape, dtype }, { shape: shape.map((d, i) => (axes.includes(i) ? 1 : d)), dtype }];
   },
   // x / sqrt(mean(x²) over the axes from `axis` on + ε), times the scale.
   decompose: (e, [x, scale], a) => {
@@ -42,7 +45,8 @@ const rmsNormalization: OpDef = {
     const mean = e.op("ReduceMean", [e.op("Mul", [x, x])], { axes, keepdims: 1 });
     const eps = like(e, x, (a.epsilon as number | undefined) ?? 1e-5);
     const inv = e.op("Reciprocal", [e.op("Sqrt", [e.op("Add", [mean, eps])])]);
-    return [e.op("Mul", [e.op("Mul", [x, inv]), scale])];
+    const y = e.op("Mul", [e.op("Mul", [x, inv]), scale]);
+    return a.stats === 1 ? [y, inv] : [y];
   },
 };
 

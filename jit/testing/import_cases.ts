@@ -192,6 +192,12 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       attrs: { axis: 1, epsilon: 1e-3 },
       atol: 1e-5,
     },
+    {
+      inputs: [f32(uniform(24, 67, -2, 2), [2, 3, 4]), f32(uniform(4, 68))],
+      attrs: { stats: 1 },
+      outputs: 2,
+      atol: 1e-5,
+    },
   ],
   Swish: [{ inputs: [f32([-30, -2, -0.5, 0, 0.5, 3, 40])], attrs: { alpha: 1.5 }, atol: 1e-6 }],
   // 4-D with caches per token; 3-D with positions and a partial rotation, interleaved.

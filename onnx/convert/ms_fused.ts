@@ -3,13 +3,13 @@
  * into BERT-, GPT- and T5-style models (`onnxruntime.transformers.optimizer`, and models exported
  * through it): Gelu, BiasGelu, FastGelu, QuickGelu, BiasAdd, FusedMatMul, SkipLayerNormalization,
  * SkipSimplifiedLayerNormalization, and SimplifiedLayerNormalization (which ONNX Runtime registers
- * in ONNX's own domain). Each becomes the kiln ops it fuses, which fuse again in kiln's kernels.
+ * in ONNX's own domain). Each becomes the kiln ops it fuses (Gelu, Swish, LayerNormalization,
+ * RMSNormalization, MatMul), which fuse again in kiln's kernels.
  *
  * @module
  */
 import { KilnError } from "../../jit/support/errors.ts";
 import { scalar } from "./composite.ts";
-import { trailing } from "../../jit/ops/llm.ts";
 import {
   attrs,
   type Converter,
@@ -30,10 +30,9 @@ function fastGelu(c: NodeContext): Known[] {
   return [opOf(c)("Gelu", [biased(c, c.required(0), 1)], { approximate: "tanh" })];
 }
 
-/** QuickGelu: x · sigmoid(alpha · x). */
+/** QuickGelu: x · sigmoid(alpha · x), kiln's Swish. */
 function quickGelu(c: NodeContext): Known[] {
-  const op = opOf(c), x = c.required(0), alpha = attrs(c).float("alpha", 1.702)!;
-  return [op("Mul", [x, op("Sigmoid", [op("Mul", [x, scalar(alpha, typeOf(x).dtype)])])])];
+  return c.emit("Swish", [c.required(0)], { alpha: attrs(c).float("alpha", 1.702) });
 }
 
 /** FusedMatMul: alpha · A·B with either operand's last two axes swapped first. */
@@ -62,32 +61,9 @@ function fusedMatMul(c: NodeContext): Known[] {
 }
 
 /**
- * Layer normalization over `axes` of `x` (the last, unless given), times gamma plus beta
- * (`simplified`: RMS normalization, no mean taken: its place holds 1/σ again), with the mean and
- * 1/σ it used (kept as size-1 axes).
- */
-function normalized(
-  c: NodeContext,
-  x: Known,
-  gamma: Known,
-  beta: Known | undefined,
-  simplified: boolean,
-  axes = [-1],
-): Known[] {
-  const op = opOf(c), t = typeOf(x).dtype, keep = { axes, keepdims: 1 };
-  const eps = scalar(attrs(c).float("epsilon", 1e-5)!, t);
-  const mean = simplified ? undefined : op("ReduceMean", [x], keep);
-  const d = mean ? op("Sub", [x, mean]) : x;
-  const inv = op("Reciprocal", [
-    op("Sqrt", [op("Add", [op("ReduceMean", [op("Mul", [d, d])], keep), eps])]),
-  ]);
-  const y = op("Mul", [op("Mul", [d, inv]), gamma]);
-  return [beta ? op("Add", [y, beta]) : y, mean ?? inv, inv];
-}
-
-/**
- * SkipLayerNormalization (`simplified`: SkipSimplifiedLayerNormalization): the normalization of
- * input + skip (+ bias), with its mean, 1/σ and the sum itself as outputs 1 to 3.
+ * SkipLayerNormalization (`simplified`: SkipSimplifiedLayerNormalization): kiln's
+ * LayerNormalization (RMSNormalization) of input + skip (+ bias) over the last axis, with its mean
+ * (an RMS norm's 1/σ again), 1/σ and the sum itself as outputs 1 to 3.
  */
 function skipNorm(simplified: boolean): Converter<Known> {
   return (c) => {
@@ -99,19 +75,31 @@ function skipNorm(simplified: boolean): Converter<Known> {
         fix: "an RMS normalization takes no mean: leave output 1 unnamed",
       });
     }
-    const beta = simplified ? undefined : c.input(3);
-    const [y, mean, inv] = normalized(c, sum, c.required(2), beta, simplified);
+    const epsilon = attrs(c).float("epsilon", 1e-5)!, gamma = c.required(2);
+    if (simplified) {
+      const [y, inv] = c.emit("RMSNormalization", [sum, gamma], { epsilon, stats: 1 }, 2);
+      return [y, inv, inv, sum];
+    }
+    const beta = c.input(3), a = { axis: -1, epsilon, stats: 1 };
+    const [y, mean, inv] = c.emit(
+      "LayerNormalization",
+      beta ? [sum, gamma, beta] : [sum, gamma],
+      a,
+      3,
+    );
     return [y, mean, inv, sum];
   };
 }
 
-/** SimplifiedLayerNormalization (ONNX Runtime's RMS norm): over the axes from `axis` on. */
+/** SimplifiedLayerNormalization (ONNX Runtime's RMS norm, kiln's RMSNormalization with 1/σ). */
 function simplifiedLayerNormalization(c: NodeContext): Known[] {
-  const x = c.required(0), axes = trailing(attrs(c).int("axis", -1)!, typeOf(x).shape.length);
-  // Statistics in f32 whatever stash_type says (kiln has no wider float), as RMSNormalization's.
-  attrs(c).int("stash_type");
-  const [y, , inv] = normalized(c, x, c.required(1), undefined, true, axes);
-  return [y, inv];
+  const a = attrs(c);
+  return c.emit("RMSNormalization", [c.required(0), c.required(1)], {
+    axis: a.int("axis", -1),
+    epsilon: a.float("epsilon", 1e-5),
+    stash_type: a.int("stash_type", 1),
+    stats: 1,
+  }, 2);
 }
 
 /** Converters of `com.microsoft` fused ops, by op type. */
