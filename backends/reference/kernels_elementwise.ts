@@ -6,7 +6,7 @@
  * @module
  */
 import { ALU_OPS, type AluOp } from "../../jit/ir/kernel_ir.ts";
-import { fromBf16Bits, toBf16Bits } from "../../jit/ir/dtype.ts";
+import { byteSize, fromBf16Bits, toBf16Bits } from "../../jit/ir/dtype.ts";
 import { broadcastOffsets, sameShape, sizeOf } from "../../jit/ir/shape.ts";
 import type { Kernel } from "./kernel.ts";
 import { erf } from "./scalar_math.ts";
@@ -85,7 +85,15 @@ export const elementwiseKernels: Record<string, Kernel> = {
   ...Object.fromEntries(ALU_OPS.map((op) => [op, primitive(op)])),
   GreaterOrEqual: binary((a, b) => +(a >= b)),
   LessOrEqual: binary((a, b) => +(a <= b)),
-  Xor: binary((a, b) => +(a !== b)),
+  // Of 0/1 bools, inequality; of integers, bitwise (written back into the type's width).
+  Xor: binary((a, b) => a ^ b),
+  BitShift: (args) => {
+    const bits = 8 * byteSize(args.outputs[0].dtype),
+      left = args.ctx.choice("direction", ["LEFT", "RIGHT"]) === "LEFT";
+    return binary((x, y) =>
+      y >= bits ? 0 : left ? (x * 2 ** y) % 2 ** bits : Math.floor(x / 2 ** y)
+    )(args);
+  },
   RoundToBf16: unary((x) => (Number.isNaN(x) ? x : fromBf16Bits(toBf16Bits(x)))),
   Trilu: ({ inputs: [x], outputs, attrs }) => {
     const k = num(attrs.k, 0), upper = num(attrs.upper, 1) !== 0;

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { type DType, DTYPES } from "../ir/dtype.ts";
+import { byteSize, type DType, DTYPES } from "../ir/dtype.ts";
 import { formatShape, tryBroadcast } from "../ir/shape.ts";
 import {
   type Attrs,
@@ -25,6 +25,9 @@ export const NUMERIC: readonly DType[] = DTYPES.filter((d) => d !== "bool");
 export const FLOATS: readonly DType[] = ["f32", "f16", "f64"];
 /** Integer dtypes (bool excluded). */
 export const INTEGERS: readonly DType[] = ["i64", "i32", "u32", "i16", "u16", "i8", "u8"];
+
+/** The unsigned integer types (BitShift's). */
+const UNSIGNED: readonly DType[] = ["u32", "u16", "u8"];
 /** Signed dtypes (where negation is meaningful). */
 
 /**
@@ -299,12 +302,27 @@ const elementwiseOps: OpDef[] = [
     (ctx) => [{ shape: broadcastInputs(ctx), dtype: ctx.sameDType() }],
     (e, xs) => pairwise(xs, (a, b) => min2(e, a, b)),
   ),
+  // Xor: of bools, inequality; of integers, bitwise: (a | b) & ~(a & b) (kiln's And, Or and Not
+  // are bitwise on integers).
   composite(
     "Xor",
     [2, 2],
-    (ctx) => binary("", ["bool"], "bool").infer(ctx),
-    (e, [a, b]) => e.op("Not", [e.op("Equal", [a, b])]),
+    (ctx) => binary("", ["bool", ...INTEGERS]).infer(ctx),
+    (e, [a, b]) =>
+      e.typeOf(a).dtype === "bool"
+        ? e.op("Not", [e.op("Equal", [a, b])])
+        : e.op("And", [e.op("Or", [a, b]), e.op("Not", [e.op("And", [a, b])])]),
   ),
+  // BitShift of unsigned integers: a product or quotient by 2^y, 0 where y passes the width.
+  composite("BitShift", [2, 2], (ctx) => {
+    ctx.choice("direction", ["LEFT", "RIGHT"]);
+    return binary("", UNSIGNED).infer(ctx);
+  }, (e, [x, y], a) => {
+    const t = e.typeOf(x).dtype, bits = 8 * byteSize(t);
+    const factor = e.op("Pow", [like(e, x, 2), e.op("Min", [y, like(e, y, bits - 1)])]);
+    const shifted = e.op(a.direction === "RIGHT" ? "Div" : "Mul", [x, factor]);
+    return e.op("Where", [e.op("Less", [y, like(e, y, bits)]), shifted, like(e, x, 0)]);
+  }),
   composite(
     "Sum",
     [1, Infinity],

@@ -47,7 +47,7 @@ const longRows = (rows: number, n: number, set: [number, number, number][]) => {
 };
 
 /** One case per decomposable op: inputs, attributes, tolerance. */
-const cases: Record<string, DecomposeCase[]> = {
+const localCases: Record<string, DecomposeCase[]> = {
   Concat: [
     {
       inputs: [f32([1, 2, 3, 4], [2, 2]), f32([5, 6], [2, 1]), f32([7, 8, -0, NaN], [2, 2])],
@@ -136,7 +136,11 @@ const cases: Record<string, DecomposeCase[]> = {
     { inputs: [f32(uniform(12, 34), [3, 4])], attrs: { axes: [0] }, atol: 1e-6 },
     { inputs: [f32([1, 2])], attrs: { noop: 1 } },
   ],
-  Xor: [{ inputs: [bools([1, 0, 1, 0], [2, 2]), bools([1, 0])] }],
+  // Bools as inequality, integers bitwise (negative ones too).
+  Xor: [
+    { inputs: [bools([1, 0, 1, 0], [2, 2]), bools([1, 0])] },
+    { inputs: [i32([5, -1, 0, 1 << 30], [4]), i32([3, 7, 0, -2], [4])] },
+  ],
   Sum: [
     { inputs: [f32([1, -2, 3, NaN], [2, 2]), f32([0.5, 4]), f32([1, 2, 3, 4], [2, 2])] },
     { inputs: [i32([2147483647, -5]), i32([1, 5]), i32([3, 3])] },
@@ -321,8 +325,6 @@ const cases: Record<string, DecomposeCase[]> = {
       atol: 1e-4,
     },
   ],
-  ...LAYER_CASES,
-  ...IMPORT_CASES,
   // Scores [N, C] and [N, C, d]; targets with an ignored class; weights; each reduction.
   NegativeLogLikelihoodLoss: [
     { inputs: [f32(uniform(12, 60, -3, 0), [3, 4]), i32([1, 0, 3], [3])] },
@@ -359,7 +361,13 @@ const cases: Record<string, DecomposeCase[]> = {
   RandomNormal: [{ inputs: [], attrs: { shape: [64], seed: 3, mean: 1, scale: 2 }, atol: 1e-5 }],
 };
 
+/** Every case, by op name: this file's, the layers' and the ops the importer maps onto. */
+const cases: Record<string, DecomposeCase[]> = { ...localCases, ...LAYER_CASES, ...IMPORT_CASES };
+
 Deno.test("every decomposable op has a test case here", () => {
+  // The case tables are merged by op name: a name in two of them would hide one table's cases.
+  const keys = [localCases, LAYER_CASES, IMPORT_CASES].flatMap((t) => Object.keys(t));
+  assert.equal(new Set(keys).size, keys.length, "an op with cases in two tables");
   const decomposable = opNames().filter((op) =>
     !getOp(op).primitive && getOp(op).category !== "custom"
   );

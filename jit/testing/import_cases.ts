@@ -9,6 +9,18 @@
 import { uniform } from "../support/random.ts";
 import type { DecomposeCase } from "./layer_cases.ts";
 import { f32, i32 } from "./testing.ts";
+import type { HostTensor } from "../ir/host_tensor.ts";
+
+const u8 = (values: number[]): HostTensor => ({
+  data: Uint8Array.from(values),
+  shape: [values.length],
+  dtype: "u8",
+});
+const u32 = (values: number[]): HostTensor => ({
+  data: Uint32Array.from(values),
+  shape: [values.length],
+  dtype: "u32",
+});
 
 const bnInputs = () => [
   f32(uniform(2 * 3 * 4, 12), [2, 3, 2, 2]),
@@ -237,6 +249,19 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
         i32([3, 4]),
       ],
       attrs: { mode: "circular" },
+    },
+  ],
+  // Shifts within the width, at it and past it (0), values whose shift leaves the width.
+  BitShift: [
+    { inputs: [u8([1, 3, 200, 255, 7, 9]), u8([1, 7, 1, 0, 8, 9])], attrs: { direction: "LEFT" } },
+    { inputs: [u8([1, 3, 200, 255, 7, 9]), u8([1, 1, 3, 0, 8, 2])], attrs: { direction: "RIGHT" } },
+    {
+      inputs: [u32([1, 0xffffffff, 0x80000000, 5]), u32([31, 4, 1, 32])],
+      attrs: { direction: "LEFT" },
+    },
+    {
+      inputs: [u32([1, 0xffffffff, 0x80000000, 5]), u32([0, 4, 31, 40])],
+      attrs: { direction: "RIGHT" },
     },
   ],
 };

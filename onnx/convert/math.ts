@@ -1,7 +1,6 @@
 /**
- * Arithmetic ops as composites of kiln ops: Pow across dtypes (ONNX lets the exponent's type
- * differ; the result has the base's), IsInf, Shrink, BitShift (multiplication or division by
- * powers of two, which wrap like the shifts), the bitwise ops of opset 18 on integers, and the
+ * Arithmetic ops onto kiln ops: Pow across dtypes (ONNX lets the exponent's type differ; the
+ * result has the base's), IsInf, Shrink, BitShift, the bitwise ops of opset 18 on integers, and the
  * quantization ops QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear for 8-bit types;
  * Hardmax (before opset 13 on a 2-D view), ReduceProd, LRN, TopK and Det map onto kiln ops of
  * their names.
@@ -124,19 +123,17 @@ function quantizedType(c: NodeContext, zero: Known | undefined): DType {
   return dtype as DType;
 }
 
-/** Opset 18's bitwise ops on integers: kiln's And, Or and Not are bitwise there. */
+/** Opset 18's bitwise ops on integers: kiln's And, Or, Xor and Not are bitwise there. */
 function bitwise(kind: "And" | "Or" | "Xor" | "Not"): Converter<Known> {
   return (c) => {
-    const op = opOf(c), xs = kind === "Not" ? [c.required(0)] : [c.required(0), c.required(1)];
+    const xs = kind === "Not" ? [c.required(0)] : [c.required(0), c.required(1)];
     if (xs.some((x) => !isInt(typeOf(x).dtype))) {
       throw new KilnError(`${c.label}: Bitwise${kind} of ${xs.map((x) => typeOf(x).dtype)}`, {
         code: "dtype-mismatch",
         fix: "bitwise ops take integer tensors (use And/Or/Xor/Not for bool)",
       });
     }
-    if (kind !== "Xor") return [op(kind, xs)];
-    // a ^ b = (a | b) & ~(a & b)
-    return [op("And", [op("Or", xs), op("Not", [op("And", xs)])])];
+    return c.emit(kind, xs);
   };
 }
 
@@ -219,14 +216,10 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     const r = reduceAxes(c);
     return c.emit("ReduceProd", [c.required(0)], r === "identity" ? { noop: 1 } : r);
   },
-  BitShift: (c) => {
-    const op = opOf(c);
-    const [x, y] = [c.required(0), c.required(1)];
-    const t = typeOf(x).dtype;
-    const left = attrs(c).string("direction") === "LEFT";
-    const factor = op("Pow", [scalar(2, t), y]);
-    return [op(left ? "Mul" : "Div", [x, factor])];
-  },
+  BitShift: (c) =>
+    c.emit("BitShift", [c.required(0), c.required(1)], {
+      direction: attrs(c).string("direction"),
+    }),
   LRN: (c) => {
     const a = attrs(c);
     const size = a.int("size")!, alpha = a.float("alpha", 1e-4)!;
