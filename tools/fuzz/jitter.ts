@@ -12,6 +12,7 @@
  */
 import { boundaryOf, Graph, nodeSpecOf } from "../../jit/ir/graph.ts";
 import { getOp } from "../../jit/ops/mod.ts";
+import { decompose } from "../../jit/passes/decompose.ts";
 import type { NodeSpec } from "../../jit/ir/graph.ts";
 
 /** Relative size of the nudge: two units in the last place of an f32. */
@@ -21,10 +22,13 @@ const NUDGE = 2 ** -22;
 const SUMS = new Set(["reduce", "matmul", "conv"]);
 
 /**
- * `graph` with each float sum's result scaled by 1 + `sign` · {@linkcode NUDGE} (`sign` ±1: a
- * difference's sign decides what a ReLU after it keeps); `graph` if it has none.
+ * `input`, its composite ops written out, with each float sum's result scaled by 1 + `sign` ·
+ * {@linkcode NUDGE} (`sign` ±1: a difference's sign decides what a ReLU after it keeps); the
+ * written-out graph if it has none.
  */
-export function jittered(graph: Graph, sign: 1 | -1): Graph {
+export function jittered(input: Graph, sign: 1 | -1): Graph {
+  // Composites written out first: their sums (an instance norm's mean, a softmax's) are sums too.
+  const graph = decompose(input, () => true);
   const float = (v: number) => graph.values[v].dtype === "f32";
   const summed = (op: string) => SUMS.has(getOp(op).category);
   if (!graph.nodes.some((n) => summed(n.op) && n.outputs.every(float))) return graph;
