@@ -42,6 +42,7 @@ import { scatterKernels } from "./kernels_scatter.ts";
 import { poolKernels } from "./kernels_pool.ts";
 import { convTransposeKernels } from "./kernels_conv_transpose.ts";
 import { llmKernels } from "./kernels_llm.ts";
+import { samplingKernels } from "./kernels_sampling.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -54,6 +55,7 @@ const kernels: Record<string, Kernel> = {
   ...poolKernels,
   ...convTransposeKernels,
   ...llmKernels,
+  ...samplingKernels,
   ...nnKernels,
   ...quantKernels,
   ...lossKernels,

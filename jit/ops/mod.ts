@@ -50,6 +50,7 @@ import "./movement_composites.ts";
 import "./pool_composites.ts";
 import "./conv_transpose.ts";
 import "./llm.ts";
+import "./sampling.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

@@ -264,4 +264,35 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       attrs: { direction: "RIGHT" },
     },
   ],
+  AffineGrid: [
+    { inputs: [f32(uniform(12, 69, -1, 1), [2, 2, 3])], attrs: { size: [2, 3, 4, 5] }, atol: 1e-6 },
+    {
+      inputs: [f32(uniform(12, 70, -1, 1), [1, 3, 4])],
+      attrs: { size: [1, 1, 2, 3, 4], align_corners: 1 },
+      atol: 1e-6,
+    },
+  ],
+  // Offsets that leave the image, two offset groups, groups, a mask, bias, strides and pads.
+  DeformConv: [
+    {
+      inputs: [
+        f32(uniform(2 * 4 * 5 * 5, 71, -1, 1), [2, 4, 5, 5]),
+        f32(uniform(6 * 2 * 2 * 2, 72, -1, 1), [6, 2, 2, 2]),
+        f32(uniform(2 * 2 * 4 * 2 * 3 * 3, 73, -2.5, 2.5), [2, 16, 3, 3]),
+        f32(uniform(6, 74)),
+        f32(uniform(2 * 8 * 3 * 3, 75), [2, 8, 3, 3]),
+      ],
+      attrs: { group: 2, offset_group: 2, strides: [2, 2], pads: [1, 1, 0, 0] },
+      atol: 1e-5,
+    },
+    {
+      inputs: [
+        f32(uniform(3 * 4 * 4, 76, -1, 1), [1, 3, 4, 4]),
+        f32(uniform(2 * 3 * 3 * 1, 77, -1, 1), [2, 3, 3, 1]),
+        f32(uniform(6 * 2 * 4, 78, -1.5, 1.5), [1, 6, 2, 4]),
+      ],
+      attrs: { dilations: [1, 1] },
+      atol: 1e-5,
+    },
+  ],
 };

@@ -317,7 +317,7 @@ Deno.test("GroupNormalization, DeformConv and Col2Im refuse shapes that do not f
   await refused(
     one("DeformConv", [1, 1, 3, 3], [], [weights, offsets]),
     [1, 1, 3, 3],
-    /DeformConv of \[1,1,3,3\] with kernel \[1,1,2,2\], offsets \[1,4,2,2\]/,
+    /DeformConv of \[1, 1, 3, 3\] with kernel \[1, 1, 2, 2\], offsets \[1, 4, 2, 2\]/,
   );
   // A 4×4 image of 2×2 blocks has 9 of them at stride 1, not 5.
   await refused(

@@ -1,8 +1,7 @@
 /**
  * GridSample maps to kiln's op (`jit/ops/grid_sample.ts`, its sampling and padding rules). RoiAlign
- * samples fixed places the regions give, MaxRoiPool takes the max of each bin's fixed pixels, and
- * DeformConv samples each kernel tap at its learned offset and meets the samples with the kernel
- * in a MatMul. AffineGrid, the grid GridSample reads, is a constant base grid times θᵀ.
+ * samples fixed places the regions give and MaxRoiPool takes the max of each bin's fixed pixels;
+ * DeformConv and AffineGrid map onto kiln ops of their names (`jit/ops/sampling.ts`).
  *
  * @module
  */
@@ -156,102 +155,17 @@ export function roiAlign(c: NodeContext): Known[] {
   return [op("Transpose", [y], { perm: [0, 3, 1, 2] })];
 }
 
-/**
- * DeformConv (2-D, opset 19): each kernel tap of each output point samples the input bilinearly
- * at its place plus its learned offset (0 outside the image, as GridSample's zeros padding with
- * aligned corners, which ONNX's reference uses), times its mask where given; the samples are the
- * im2col columns, which meet the kernel in one grouped MatMul.
- */
+/** DeformConv (2-D, opset 19): kiln's op (`jit/ops/sampling.ts`), its attributes mapped. */
 export function deformConv(c: NodeContext): Known[] {
-  const op = opOf(c), a = attrs(c);
-  const x = c.required(0), weights = c.required(1), offset = c.required(2);
-  const bias = c.input(3), mask = c.input(4);
-  const xs = typeOf(x).shape, ws = typeOf(weights).shape, os = typeOf(offset).shape;
-  const t = typeOf(x).dtype, k = (v: number) => scalar(v, t);
-  const group = a.int("group", 1)!, groups = a.int("offset_group", 1)!;
-  const kernel = a.ints("kernel_shape") ?? ws.slice(2);
-  const strides = a.ints("strides") ?? [1, 1], dilations = a.ints("dilations") ?? [1, 1];
-  const pads = a.ints("pads") ?? [0, 0, 0, 0];
-  const [n, ch, h, w] = xs, [m, perGroup, kh, kw] = ws, [oh, ow] = os.slice(2);
-  const taps = kh * kw, points = oh * ow, span = taps * points;
-  const extent = (i: number) =>
-    Math.floor(
-      (xs[2 + i] + pads[i] + pads[2 + i] - (kernel[i] - 1) * dilations[i] - 1) / strides[i],
-    ) +
-    1;
-  if (
-    xs.length !== 4 || ws.length !== 4 || os.length !== 4 || kernel.join() !== `${kh},${kw}` ||
-    ch !== perGroup * group || m % group !== 0 || ch % groups !== 0 ||
-    os.join() !== `${n},${groups * taps * 2},${extent(0)},${extent(1)}` ||
-    (mask && typeOf(mask).shape.join() !== `${n},${groups * taps},${oh},${ow}`) ||
-    (bias && typeOf(bias).shape.join() !== `${m}`)
-  ) {
-    throw new KilnError(
-      `${c.label}: DeformConv of [${xs}] with kernel [${ws}], offsets [${os}], group ${group}, ` +
-        `offset_group ${groups}`,
-      {
-        code: "shape-mismatch",
-        fix: "kiln runs 2-D DeformConv: data [N, C, H, W], kernel [M, C / group, kH, kW], " +
-          "offsets [N, offset_group·kH·kW·2, H_out, W_out] and a mask of half their channels",
-      },
-    );
-  }
-  // Each tap's place at each output point (tap-major, then row-major points), before offsets.
-  const baseY = new Float32Array(span), baseX = new Float32Array(span);
-  for (let tap = 0; tap < taps; tap++) {
-    for (let p = 0; p < points; p++) {
-      const i = Math.floor(p / ow), j = p % ow;
-      baseY[tap * points + p] = -pads[0] + i * strides[0] + Math.floor(tap / kw) * dilations[0];
-      baseX[tap * points + p] = -pads[1] + j * strides[1] + (tap % kw) * dilations[1];
-    }
-  }
-  const shifts = op("Reshape", [offset], { shape: [n, groups, taps, 2, points] });
-  const place = (axis: number, base: Float32Array) =>
-    op("Add", [
-      op("Reshape", [op("Slice", [shifts], { starts: [axis], ends: [axis + 1], axes: [3] })], {
-        shape: [n, groups, span],
-      }),
-      constant(base, [span], t),
-    ]);
-  const py = place(0, baseY), px = place(1, baseX);
-  const y0 = op("Floor", [py]), x0 = op("Floor", [px]);
-  const fy = op("Sub", [py, y0]), fx = op("Sub", [px, x0]);
-  const image = op("Reshape", [x], { shape: [n, groups, ch / groups, h * w] });
-  const spread = (v: Known) => op("Reshape", [v], { shape: [n, groups, 1, span] });
-  /** The input at integer places `iy`, `ix` ([N, groups, span]), 0 outside, per channel. */
-  const pixel = (iy: Known, ix: Known): Known => {
-    const inside = (v: Known, size: number) =>
-      op("And", [op("Not", [op("Less", [v, k(0)])]), op("Less", [v, k(size)])]);
-    const at = op("Add", [
-      op("Mul", [op("Clip", [iy], { min: 0, max: h - 1 }), k(w)]),
-      op("Clip", [ix], { min: 0, max: w - 1 }),
-    ]);
-    const index = op("Expand", [spread(op("Cast", [at], { to: "i32" }))], {
-      shape: [n, groups, ch / groups, span],
-    });
-    const v = op("GatherElements", [image, index], { axis: 3 });
-    return op("Where", [spread(op("And", [inside(iy, h), inside(ix, w)])), v, k(0)]);
-  };
-  const one = (f: Known) => op("Sub", [k(1), f]);
-  const y1 = op("Add", [y0, k(1)]), x1 = op("Add", [x0, k(1)]);
-  const corners: [Known, Known, Known][] = [
-    [y0, x0, op("Mul", [one(fy), one(fx)])],
-    [y0, x1, op("Mul", [one(fy), fx])],
-    [y1, x0, op("Mul", [fy, one(fx)])],
-    [y1, x1, op("Mul", [fy, fx])],
-  ];
-  let sampled = corners
-    .map(([iy, ix, weight]) => op("Mul", [pixel(iy, ix), spread(weight)]))
-    .reduce((s, v) => op("Add", [s, v]));
-  if (mask) {
-    sampled = op("Mul", [sampled, spread(op("Reshape", [mask], { shape: [n, groups, span] }))]);
-  }
-  // Columns [N, group, (C / group)·taps, points] in the kernel's order (channel, then tap).
-  const columns = op("Reshape", [sampled], { shape: [n, group, perGroup * taps, points] });
-  const matrix = op("Reshape", [weights], { shape: [group, m / group, perGroup * taps] });
-  let y = op("Reshape", [op("MatMul", [matrix, columns])], { shape: [n, m, oh, ow] });
-  if (bias) y = op("Add", [y, op("Reshape", [bias], { shape: [m, 1, 1] })]);
-  return [y];
+  const a = attrs(c);
+  return c.emit("DeformConv", c.inputs(), {
+    group: a.int("group", 1),
+    offset_group: a.int("offset_group", 1),
+    kernel_shape: a.ints("kernel_shape"),
+    strides: a.ints("strides"),
+    dilations: a.ints("dilations"),
+    pads: a.ints("pads"),
+  });
 }
 
 /**
@@ -322,42 +236,11 @@ export function maxRoiPool(c: NodeContext): Known[] {
   return [op("Reshape", [op("Where", [empty, scalar(0, t), max])], { shape: [r, ch, ph, pw] })];
 }
 
-/** Normalized coordinates of `n` points along an axis, as AffineGrid places them. */
-function coordinates(n: number, alignCorners: boolean): number[] {
-  return [...Array(n).keys()].map((i) =>
-    alignCorners ? (n === 1 ? -1 : -1 + (2 * i) / (n - 1)) : (2 * i + 1) / n - 1
-  );
-}
-
-/** AffineGrid: each output point's (x, y[, z], 1) times θᵀ, θ of [N, 2, 3] or [N, 3, 4]. */
+/** AffineGrid: kiln's op (`jit/ops/sampling.ts`), the output size as an attribute. */
 export function affineGrid(c: NodeContext): Known[] {
-  const op = opOf(c), theta = c.required(0);
   c.required(1); // a typed error when left out
-  const size = constInts(c, 1, "size")!;
-  const align = attrs(c).flag("align_corners", false);
-  const spatial = size.length - 2, [n] = typeOf(theta).shape;
-  const want = spatial === 2 ? [n, 2, 3] : [n, 3, 4];
-  if ((spatial !== 2 && spatial !== 3) || typeOf(theta).shape.join() !== want.join()) {
-    throw new KilnError(`${c.label}: theta [${typeOf(theta).shape}] for size [${size}]`, {
-      code: "shape-mismatch",
-      fix: "give size [N, C, H, W] with theta [N, 2, 3], or [N, C, D, H, W] with [N, 3, 4]",
-    });
-  }
-  // Points in row-major order of (D,) H, W; each row x, y(, z), 1 (x along the last axis).
-  const dims = size.slice(2), axes = dims.map((d) => coordinates(d, align));
-  const count = dims.reduce((p, d) => p * d, 1), width = spatial + 1;
-  const base = new Float32Array(count * width);
-  for (let i = 0; i < count; i++) {
-    let rest = i;
-    for (let d = spatial - 1; d >= 0; d--) {
-      base[i * width + (spatial - 1 - d)] = axes[d][rest % dims[d]];
-      rest = Math.floor(rest / dims[d]);
-    }
-    base[i * width + spatial] = 1;
-  }
-  const grid = op("MatMul", [
-    constant(base, [count, width], "f32"),
-    op("Transpose", [theta], { perm: [0, 2, 1] }),
-  ]);
-  return [op("Reshape", [grid], { shape: [n, ...dims, spatial] })];
+  return c.emit("AffineGrid", [c.required(0)], {
+    size: constInts(c, 1, "size"),
+    align_corners: attrs(c).flag("align_corners", false) ? 1 : 0,
+  });
 }

@@ -1,0 +1,72 @@
+/**
+ * Reference kernels of AffineGrid and DeformConv (`jit/ops/sampling.ts`), computed point by point.
+ *
+ * @module
+ */
+import { baseGrid, deformWindow } from "../../jit/ops/sampling.ts";
+import type { Kernel } from "./kernel.ts";
+import { read, written } from "./tensor_io.ts";
+
+/** Kernels by op name. */
+export const samplingKernels: Record<string, Kernel> = {
+  // Each point's (x, y[, z], 1) times θᵀ.
+  AffineGrid: ({ inputs: [theta], outputs, ctx }) => {
+    const size = ctx.ints("size"), spatial = size.length - 2, width = spatial + 1;
+    const base = baseGrid(size, ctx.int("align_corners", 0) === 1), t = read(theta);
+    const count = base.length / width, out = new Float64Array(size[0] * count * spatial);
+    for (let b = 0; b < size[0]; b++) {
+      for (let p = 0; p < count; p++) {
+        for (let r = 0; r < spatial; r++) {
+          let s = 0;
+          for (let j = 0; j < width; j++) {
+            s += base[p * width + j] * t[(b * spatial + r) * width + j];
+          }
+          out[(b * count + p) * spatial + r] = s;
+        }
+      }
+    }
+    return [written(outputs[0].dtype, out)];
+  },
+  DeformConv: ({ inputs: [xt, wt, ot, bt, mt], outputs, ctx }) => {
+    const [n, ch, h, wd] = xt.shape, [m, perGroup, kh, kw] = wt.shape, [, , oh, ow] = ot.shape;
+    const win = deformWindow(ctx.attrs, [kh, kw]), taps = kh * kw;
+    const x = read(xt), w = read(wt), off = read(ot), b = bt ? read(bt) : undefined;
+    const mask = mt ? read(mt) : undefined, perOffset = ch / win.groups;
+    /** Input channel `c` of image `img` at (y, x) bilinearly, 0 outside. */
+    const sample = (img: number, c: number, y: number, xx: number) => {
+      const y0 = Math.floor(y), x0 = Math.floor(xx), fy = y - y0, fx = xx - x0;
+      const at = (r: number, q: number) =>
+        r >= 0 && r < h && q >= 0 && q < wd ? x[((img * ch + c) * h + r) * wd + q] : 0;
+      return at(y0, x0) * (1 - fy) * (1 - fx) + at(y0, x0 + 1) * (1 - fy) * fx +
+        at(y0 + 1, x0) * fy * (1 - fx) + at(y0 + 1, x0 + 1) * fy * fx;
+    };
+    const out = new Float64Array(n * m * oh * ow);
+    for (let img = 0; img < n; img++) {
+      for (let oc = 0; oc < m; oc++) {
+        const g = Math.floor(oc / (m / win.group));
+        for (let i = 0; i < oh; i++) {
+          for (let j = 0; j < ow; j++) {
+            let s = b ? b[oc] : 0;
+            for (let cl = 0; cl < perGroup; cl++) {
+              const c = g * perGroup + cl, og = Math.floor(c / perOffset);
+              for (let tap = 0; tap < taps; tap++) {
+                const plane = (k: number) => ((img * 2 * win.groups * taps + k) * oh + i) * ow + j;
+                const dy = off[plane(og * taps * 2 + tap * 2)];
+                const dx = off[plane(og * taps * 2 + tap * 2 + 1)];
+                const y = -win.pads[0] + i * win.strides[0] +
+                  Math.floor(tap / kw) * win.dilations[0] + dy;
+                const xx = -win.pads[1] + j * win.strides[1] + (tap % kw) * win.dilations[1] + dx;
+                const scale = mask
+                  ? mask[((img * win.groups + og) * taps + tap) * oh * ow + i * ow + j]
+                  : 1;
+                s += sample(img, c, y, xx) * scale * w[((oc * perGroup) + cl) * taps + tap];
+              }
+            }
+            out[((img * m + oc) * oh + i) * ow + j] = s;
+          }
+        }
+      }
+    }
+    return [written(outputs[0].dtype, out)];
+  },
+};
