@@ -1,6 +1,6 @@
 /**
  * Reference kernels of the pools ONNX defines through others (`jit/ops/pool_composites.ts`):
- * MaxUnpool, LpPool and MaxPoolIndices, computed directly.
+ * MaxUnpool, LpPool, GlobalLpPool and MaxPoolIndices, computed directly.
  *
  * @module
  */
@@ -90,6 +90,16 @@ export const poolKernels: Record<string, Kernel> = {
         const within = columnMajor ? at[0] + at[1] * h : at[0] * w + at[1];
         y.out[plane * oh * ow + o] = plane * h * w + within;
       });
+    }
+    return [y.finish()];
+  },
+  GlobalLpPool: ({ inputs: [xt], outputs, ctx }) => {
+    const p = ctx.int("p", 2), x = read(xt), plane = x.length / (xt.shape[0] * xt.shape[1]);
+    const y = writer(outputs[0].dtype, x.length / plane);
+    for (let c = 0; c < y.out.length; c++) {
+      let sum = 0;
+      for (let i = 0; i < plane; i++) sum += Math.abs(x[c * plane + i]) ** p;
+      y.out[c] = sum ** (1 / p);
     }
     return [y.finish()];
   },

@@ -1,7 +1,8 @@
 /**
  * The reductions ONNX defines as functions of a sum (ReduceL1, ReduceL2, ReduceSumSquare,
  * ReduceLogSum) and ReduceLogSumExp (shifted by the maximum, so large inputs do not overflow),
- * each a kiln op with its one decomposition, and LpNormalization (x over such a norm). Their attributes are ReduceSum's (`axes`, empty for
+ * each a kiln op with its one decomposition, LpNormalization (x over such a norm) and GlobalLpPool
+ * (the norm of each channel over its spatial axes). Their attributes are ReduceSum's (`axes`, empty for
  * every axis, and `keepdims`), and `noop: 1` for ONNX's `noop_with_empty_axes` with no axes: then
  * nothing is reduced and only the elementwise part applies.
  *
@@ -139,4 +140,31 @@ const lpNormalization: OpDef = {
   },
 };
 
-defineOps([...sumReductionOps, lpNormalization]);
+/** GlobalLpPool: each channel's (Σ |x|^p)^(1/p) over its spatial axes, kept as axes of 1. */
+const globalLpPool: OpDef = {
+  name: "GlobalLpPool",
+  category: "composite",
+  arity: [1, 1],
+  primitive: false,
+  infer: (ctx) => {
+    const dtype = ctx.requireDType(0, FLOATS), shape = ctx.input(0).shape, p = ctx.int("p", 2);
+    if (shape.length < 3 || !(p >= 1)) {
+      ctx.fail(
+        `GlobalLpPool of ${shape.length}-D data with p ${p}`,
+        "pool N×C×spatial data with p ≥ 1",
+        "bad-attribute",
+      );
+    }
+    return [{ shape: shape.map((d, i) => (i < 2 ? d : 1)), dtype }];
+  },
+  decompose: (e, [x], a) => {
+    const { shape, dtype } = e.typeOf(x), p = (a.p as number | undefined) ?? 2;
+    const keep = { axes: shape.slice(2).map((_, i) => 2 + i), keepdims: 1 };
+    if (p === 1) return [e.op("ReduceSum", [e.op("Abs", [x])], keep)];
+    if (p === 2) return [e.op("Sqrt", [e.op("ReduceSum", [e.op("Mul", [x, x])], keep)])];
+    const sum = e.op("ReduceSum", [e.op("Pow", [e.op("Abs", [x]), e.scalar(p, dtype)])], keep);
+    return [e.op("Pow", [sum, e.scalar(1 / p, dtype)])];
+  },
+};
+
+defineOps([...sumReductionOps, lpNormalization, globalLpPool]);

@@ -295,4 +295,13 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       atol: 1e-5,
     },
   ],
+  GlobalLpPool: [
+    { inputs: [f32(uniform(2 * 3 * 4 * 5, 79, -2, 2), [2, 3, 4, 5])], atol: 1e-5 },
+    { inputs: [f32(uniform(2 * 3 * 7, 80, -2, 2), [2, 3, 7])], attrs: { p: 1 }, atol: 1e-5 },
+    {
+      inputs: [f32(uniform(2 * 2 * 2 * 2 * 3, 81, -2, 2), [2, 2, 2, 2, 3])],
+      attrs: { p: 3 },
+      atol: 1e-5,
+    },
+  ],
 };

@@ -9,7 +9,6 @@
  *
  * @module
  */
-import { lpNorm } from "./normalization.ts";
 import { isFloat } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
@@ -151,13 +150,6 @@ function lpPool(c: NodeContext): Known[] {
   return c.emit("LpPool", [x], { kernel_shape: kernel, strides, dilations, pads, p });
 }
 
-/** GlobalLpPool: each channel's (Σ |x|^p)^(1/p) over its spatial axes. */
-function globalLpPool(c: NodeContext): Known[] {
-  const x = c.required(0), rank = typeOf(x).shape.length;
-  const axes = [...Array(Math.max(0, rank - 2)).keys()].map((i) => i + 2);
-  return [lpNorm(opOf(c), x, attrs(c).int("p", 2)!, axes)];
-}
-
 /**
  * Col2Im: the patches of `[N, C·∏block, L]` (L blocks, row-major over the image's axes) added
  * into `[N, C, …image_shape]`. That is a transposed convolution of the blocks' grid with a one-hot
@@ -220,7 +212,7 @@ function col2Im(c: NodeContext): Known[] {
 /** Converters by ONNX op type. */
 export const CONV_CONVERTERS: Record<string, Converter<Known>> = {
   LpPool: lpPool,
-  GlobalLpPool: globalLpPool,
+  GlobalLpPool: (c) => c.emit("GlobalLpPool", [c.required(0)], { p: attrs(c).int("p", 2) }),
   Col2Im: col2Im,
   Conv: (c) => c.emit("Conv", c.inputs(), window(c)),
   AveragePool: (c) => c.emit("AveragePool", [c.required(0)], window(c)),

@@ -6,25 +6,14 @@
  * @module
  */
 import { KilnError } from "../../jit/support/errors.ts";
-import { scalar } from "./composite.ts";
 import {
   attrs,
   type Converter,
   type Known,
   type NodeContext,
-  type OpFn,
   opOf,
   typeOf,
 } from "../import/node_context.ts";
-
-/** (Σ |x|^p)^(1/p) over `axes`, kept as size-1 axes. */
-export function lpNorm(op: OpFn, x: Known, p: number, axes: number[]): Known {
-  const t = typeOf(x).dtype, keep = { axes, keepdims: 1 };
-  if (p === 1) return op("ReduceSum", [op("Abs", [x])], keep);
-  if (p === 2) return op("Sqrt", [op("ReduceSum", [op("Mul", [x, x])], keep)]);
-  const sum = op("ReduceSum", [op("Pow", [op("Abs", [x]), scalar(p, t)])], keep);
-  return op("Pow", [sum, scalar(1 / p, t)]);
-}
 
 /** LpNormalization: x over its p-norm along `axis` (p 1 or 2). */
 function lpNormalization(c: NodeContext): Known[] {
