@@ -5,7 +5,7 @@
  * @module
  */
 import { sizeOf, stridesOf } from "../../jit/ir/shape.ts";
-import { transposedExtent, transposedOf } from "../../jit/ops/conv_transpose.ts";
+import { col2ImGeometry, transposedExtent, transposedOf } from "../../jit/ops/conv_transpose.ts";
 import type { Kernel } from "./kernel.ts";
 import { read, written } from "./tensor_io.ts";
 
@@ -41,6 +41,28 @@ export const convTransposeKernels: Record<string, Kernel> = {
       }
     }
     if (b) y.forEach((_, i) => (y[i] += b[Math.floor(i / plane) % m]));
+    return [written(outputs[0].dtype, y)];
+  },
+  // Each patch entry added at its place in the image (places outside it dropped).
+  Col2Im: ({ inputs: [xt], outputs, ctx }) => {
+    const g = col2ImGeometry(ctx.attrs), [n, rows, blocks] = xt.shape, x = read(xt);
+    const size = g.block.reduce((p, k) => p * k, 1), channels = rows / size;
+    const plane = g.image.reduce((p, d) => p * d, 1), y = new Float64Array(n * channels * plane);
+    const bs = stridesOf(g.block), gs = stridesOf(g.grid), is = stridesOf(g.image);
+    for (let b = 0; b < n; b++) {
+      for (let r = 0; r < rows; r++) {
+        const c = Math.floor(r / size), o = r % size;
+        for (let l = 0; l < blocks; l++) {
+          let at = 0;
+          for (let d = 0; d < g.image.length && at >= 0; d++) {
+            const q = (Math.floor(l / gs[d]) % g.grid[d]) * g.strides[d] - g.pads[d] +
+              (Math.floor(o / bs[d]) % g.block[d]) * g.dilations[d];
+            at = q >= 0 && q < g.image[d] ? at + q * is[d] : -1;
+          }
+          if (at >= 0) y[(b * channels + c) * plane + at] += x[(b * rows + r) * blocks + l];
+        }
+      }
+    }
     return [written(outputs[0].dtype, y)];
   },
 };

@@ -145,4 +145,85 @@ const convTranspose: OpDef = {
   },
 };
 
-defineOps([convTranspose]);
+/** Col2Im's geometry: the image, blocks, strides, dilations and pads, and the blocks' grid. */
+export function col2ImGeometry(a: Attrs): {
+  image: readonly number[];
+  block: readonly number[];
+  strides: readonly number[];
+  dilations: readonly number[];
+  pads: readonly number[];
+  grid: number[];
+} {
+  const image = (a.image_shape as readonly number[] | undefined) ?? [];
+  const block = (a.block_shape as readonly number[] | undefined) ?? [];
+  const n = image.length,
+    list = (name: string, fill: number, k = n) =>
+      (a[name] as readonly number[] | undefined) ?? Array(k).fill(fill);
+  const strides = list("strides", 1),
+    dilations = list("dilations", 1),
+    pads = list("pads", 0, 2 * n);
+  const grid = image.map((d, i) =>
+    Math.floor((d + pads[i] + pads[n + i] - dilations[i] * (block[i] - 1) - 1) / strides[i]) + 1
+  );
+  return { image, block, strides, dilations, pads, grid };
+}
+
+const col2Im: OpDef = {
+  name: "Col2Im",
+  category: "composite",
+  arity: [1, 1],
+  primitive: false,
+  infer: (ctx) => {
+    const { shape, dtype } = ctx.input(0);
+    const g = col2ImGeometry(ctx.attrs), n = g.image.length;
+    const size = g.block.reduce((p, k) => p * k, 1), channels = shape[1] / size;
+    const blocks = g.grid.reduce((p, k) => p * k, 1);
+    if (
+      shape.length !== 3 || g.block.length !== n || n < 1 || n > 3 || !Number.isInteger(channels) ||
+      g.grid.some((k) => k < 1) || blocks !== shape[2] || g.strides.length !== n ||
+      g.dilations.length !== n || g.pads.length !== 2 * n || !FLOATS.includes(dtype)
+    ) {
+      ctx.fail(
+        `Col2Im of ${dtype} ${formatShape(shape)} into [${g.image}] by blocks [${g.block}]`,
+        `give float data [N, C·${size}, L] with L the ${
+          g.grid.join("×")
+        } blocks the image, strides, dilations and pads make (1 to 3 image axes)`,
+        "shape-mismatch",
+      );
+    }
+    return [{ shape: [shape[0], channels, ...g.image], dtype }];
+  },
+  // A transposed convolution of the blocks' grid with a one-hot kernel in C groups, uncropped,
+  // then cut to the image from the start padding (zeros past it).
+  decompose: (e, [x], a) => {
+    const { shape, dtype } = e.typeOf(x), g = col2ImGeometry(a);
+    const size = g.block.reduce((p, k) => p * k, 1), zeros = g.block.map(() => 0);
+    // Kernel [C·∏block, 1, …block]: input channel c·∏block + o has a 1 at block offset o.
+    const ones = new Float32Array(shape[1] * size);
+    for (let ch = 0; ch < shape[1]; ch++) ones[ch * size + (ch % size)] = 1;
+    const kernel = e.op("Constant", [], {
+      value: { data: ones, shape: [shape[1], 1, ...g.block], dtype: "f32" },
+    });
+    const w = dtype === "f32" ? kernel : e.op("Cast", [kernel], { to: dtype });
+    const blocksGrid = e.op("Reshape", [x], { shape: [shape[0], shape[1], ...g.grid] });
+    let y = transposedConv(e, [blocksGrid, w], {
+      group: shape[1] / size,
+      kernel: g.block,
+      strides: g.strides,
+      dilations: g.dilations,
+      outputPadding: zeros,
+      pads: [...zeros, ...zeros],
+    });
+    g.image.forEach((d, i) => {
+      const axis = 2 + i, full = e.typeOf(y).shape[axis], start = g.pads[i];
+      y = e.op("Slice", [y], { starts: [start], ends: [Math.min(full, start + d)], axes: [axis] });
+      const short = d - (Math.min(full, start + d) - start);
+      if (short > 0) {
+        y = e.op("Pad", [y], { pads: [0, short], axes: [axis], mode: "constant", value: 0 });
+      }
+    });
+    return [y];
+  },
+};
+
+defineOps([convTranspose, col2Im]);

@@ -304,4 +304,17 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       atol: 1e-5,
     },
   ],
+  // Overlapping 2×2 blocks of 2 channels with pads and dilations; a 1-D image, strides.
+  Col2Im: [
+    {
+      inputs: [f32(uniform(1 * 8 * 12, 82), [1, 8, 12])],
+      attrs: { image_shape: [4, 4], block_shape: [2, 2], pads: [1, 0, 0, 1], dilations: [1, 2] },
+      atol: 1e-5,
+    },
+    {
+      inputs: [f32(uniform(2 * 3 * 4, 83), [2, 3, 4])],
+      attrs: { image_shape: [9], block_shape: [3], strides: [2] },
+      atol: 1e-5,
+    },
+  ],
 };

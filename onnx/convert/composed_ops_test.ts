@@ -323,7 +323,7 @@ Deno.test("GroupNormalization, DeformConv and Col2Im refuse shapes that do not f
   await refused(
     one("Col2Im", [1, 4, 5], [], [i64("image", [4, 4]), i64("block", [2, 2])]),
     [1, 4, 5],
-    /Col2Im of f32 \[1,4,5\] into \[4,4\] by blocks \[2,2\]/,
+    /Col2Im of f32 \[1, 4, 5\] into \[4,4\] by blocks \[2,2\]/,
   );
 });
 

@@ -9,18 +9,15 @@
  *
  * @module
  */
-import { isFloat } from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import {
   attrs,
-  constant,
   constInts,
   type Converter,
   type Known,
   type NodeContext,
   type NodeView,
-  opOf,
   typeOf,
 } from "../import/node_context.ts";
 
@@ -150,63 +147,17 @@ function lpPool(c: NodeContext): Known[] {
   return c.emit("LpPool", [x], { kernel_shape: kernel, strides, dilations, pads, p });
 }
 
-/**
- * Col2Im: the patches of `[N, C·∏block, L]` (L blocks, row-major over the image's axes) added
- * into `[N, C, …image_shape]`. That is a transposed convolution of the blocks' grid with a one-hot
- * kernel in C groups (patch entry o of channel c lands at its offset in the kernel), uncropped,
- * then cut to the image from the start padding.
- */
+/** Col2Im (kiln's op, `jit/ops/conv_transpose.ts`): the image and block shapes as attributes. */
 function col2Im(c: NodeContext): Known[] {
-  const op = opOf(c), a = attrs(c), x = c.required(0), shape = typeOf(x).shape;
+  const a = attrs(c);
   c.required(1), c.required(2); // typed errors when left out
-  const image = constInts(c, 1, "image_shape")!, block = constInts(c, 2, "block_shape")!;
-  const n = image.length, size = block.reduce((p, k) => p * k, 1);
-  const strides = a.ints("strides") ?? block.map(() => 1);
-  const dilations = a.ints("dilations") ?? block.map(() => 1);
-  const pads = a.ints("pads") ?? block.map(() => 0).concat(block.map(() => 0));
-  const grid = image.map((d, i) =>
-    Math.floor((d + pads[i] + pads[n + i] - dilations[i] * (block[i] - 1) - 1) / strides[i]) + 1
-  );
-  const blocks = grid.reduce((p, g) => p * g, 1), channels = shape[1] / size;
-  if (
-    shape.length !== 3 || block.length !== n || n < 1 || n > 3 || !Number.isInteger(channels) ||
-    grid.some((g) => g < 1) || blocks !== shape[2] || strides.length !== n ||
-    dilations.length !== n || pads.length !== 2 * n || !isFloat(typeOf(x).dtype)
-  ) {
-    throw new KilnError(
-      `${c.label}: Col2Im of ${typeOf(x).dtype} [${shape}] into [${image}] by blocks [${block}]`,
-      {
-        code: "shape-mismatch",
-        fix: `give float data [N, C·${size}, L] with L the ${
-          grid.join("×")
-        } blocks the image, strides, dilations and pads make (1 to 3 image axes)`,
-      },
-    );
-  }
-  // Kernel [C·∏block, 1, …block]: input channel c·∏block + o has a 1 at block offset o.
-  const ones = new Float32Array(shape[1] * size);
-  for (let ch = 0; ch < shape[1]; ch++) ones[ch * size + (ch % size)] = 1;
-  const kernel = constant(ones, [shape[1], 1, ...block], "f32");
-  const w = typeOf(x).dtype === "f32" ? kernel : op("Cast", [kernel], { to: typeOf(x).dtype });
-  const zeros = block.map(() => 0);
-  const blocksGrid = op("Reshape", [x], { shape: [shape[0], shape[1], ...grid] });
-  let y = op("ConvTranspose", [blocksGrid, w], {
-    group: channels,
-    strides,
-    dilations,
-    output_padding: zeros,
-    pads: [...zeros, ...zeros],
+  return c.emit("Col2Im", [c.required(0)], {
+    image_shape: constInts(c, 1, "image_shape"),
+    block_shape: constInts(c, 2, "block_shape"),
+    strides: a.ints("strides"),
+    dilations: a.ints("dilations"),
+    pads: a.ints("pads"),
   });
-  // The uncropped image starts at -pads[i]: keep [pads[i], pads[i] + image[i]), zeros past it.
-  image.forEach((d, i) => {
-    const axis = 2 + i, full = typeOf(y).shape[axis], start = pads[i];
-    y = op("Slice", [y], { starts: [start], ends: [Math.min(full, start + d)], axes: [axis] });
-    const short = d - (Math.min(full, start + d) - start);
-    if (short > 0) {
-      y = op("Pad", [y], { pads: [0, short], axes: [axis], mode: "constant", value: 0 });
-    }
-  });
-  return [y];
 }
 
 /** Converters by ONNX op type. */
