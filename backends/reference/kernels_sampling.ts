@@ -1,9 +1,11 @@
 /**
- * Reference kernels of AffineGrid and DeformConv (`jit/ops/sampling.ts`), computed point by point.
+ * Reference kernels of AffineGrid and DeformConv (`jit/ops/sampling.ts`) and RoiAlign
+ * (`jit/ops/roi.ts`), computed point by point.
  *
  * @module
  */
 import { baseGrid, deformWindow } from "../../jit/ops/sampling.ts";
+import { roiAttrs, roiCorners } from "../../jit/ops/roi.ts";
 import type { Kernel } from "./kernel.ts";
 import { read, written } from "./tensor_io.ts";
 
@@ -67,6 +69,24 @@ export const samplingKernels: Record<string, Kernel> = {
         }
       }
     }
+    return [written(outputs[0].dtype, out)];
+  },
+  // Each output point from its samples' corners: their weighted sum, or (max) the largest.
+  RoiAlign: ({ inputs: [xt, rt, bt], outputs, ctx }) => {
+    const [, ch, h, w] = xt.shape, a = roiAttrs(ctx.attrs), x = read(xt), plane = h * w;
+    const points = roiCorners(Array.from(read(rt)), Array.from(read(bt)), [h, w], a);
+    const per = a.oh * a.ow, r = points.length / per, out = new Float64Array(r * ch * per);
+    points.forEach((corners, p) => {
+      const roi = Math.floor(p / per), at = p % per;
+      for (let c = 0; c < ch; c++) {
+        const values = corners.map(([i, weight]) =>
+          weight * x[(Math.floor(i / plane) * ch + c) * plane + (i % plane)]
+        );
+        out[(roi * ch + c) * per + at] = a.mode === "avg"
+          ? values.reduce((s, v) => s + v, 0)
+          : Math.max(...values);
+      }
+    });
     return [written(outputs[0].dtype, out)];
   },
 };

@@ -51,6 +51,7 @@ import "./pool_composites.ts";
 import "./conv_transpose.ts";
 import "./llm.ts";
 import "./sampling.ts";
+import "./roi.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

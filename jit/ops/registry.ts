@@ -8,7 +8,7 @@
  * @module
  */
 import { checkBudget } from "../runtime/budget.ts";
-import { type DType, DTYPES, isFloat, isInt } from "../ir/dtype.ts";
+import { type DType, DTYPES, fromBf16Bits, fromF16Bits, isFloat } from "../ir/dtype.ts";
 import { KilnError, type KilnErrorCode, shown } from "../support/errors.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import {
@@ -53,15 +53,17 @@ export interface Emitter {
   /** The type of an emitted or incoming value. */
   typeOf(ref: EmitRef): ValueType;
   /**
-   * The elements of `ref` where it is an integer constant of the graph (a scatter's indices known
-   * before the run pick a cheaper form), else `undefined`.
+   * The elements of `ref` where it is a constant of the graph (a scatter's indices known before
+   * the run pick a cheaper form, RoiAlign's regions fix its samples), else `undefined`.
    */
   constantOf(ref: EmitRef): readonly number[] | undefined;
 }
 
-/** An integer constant's elements as numbers (what {@linkcode Emitter.constantOf} gives). */
-export function integerElements(t: HostTensor | undefined): readonly number[] | undefined {
-  if (!t || t.dtype === "bf16" || !isInt(t.dtype)) return undefined;
+/** A constant's elements as numbers, half floats decoded (what {@linkcode Emitter.constantOf} gives). */
+export function constantElements(t: HostTensor | undefined): readonly number[] | undefined {
+  if (!t) return undefined;
+  if (t.dtype === "f16") return Array.from(t.data as Uint16Array, fromF16Bits);
+  if (t.dtype === "bf16") return Array.from(t.data as Uint16Array, fromBf16Bits);
   return Array.from(t.data as ArrayLike<number | bigint>, Number);
 }
 

@@ -12,11 +12,11 @@ import { KilnError } from "../support/errors.ts";
 import { boundaryOf, Graph, type NodeSpec, nodeSpecOf } from "../ir/graph.ts";
 import {
   type Attrs,
+  constantElements,
   type EmitRef,
   type Emitter,
   getOp,
   inferNode,
-  integerElements,
   type ValueType,
 } from "../ops/mod.ts";
 import { formatShape, sameShape } from "../ir/shape.ts";
@@ -144,7 +144,7 @@ function makeEmitter(s: EmitState): Emitter & {
     scalar: (value: number, dtype: DType) =>
       emit("Constant", [], { value: scalarTensor(value, dtype) }, 1)[0],
     typeOf: (r: EmitRef) => s.refs[r.id].type,
-    constantOf: (r: EmitRef) => integerElements(s.constants.get(s.refs[r.id].name)),
+    constantOf: (r: EmitRef) => constantElements(s.constants.get(s.refs[r.id].name)),
   };
   return emitter;
 }

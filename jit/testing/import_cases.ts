@@ -317,4 +317,32 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       atol: 1e-5,
     },
   ],
+  // Regions known when decomposed: adaptive sampling, a region past the edge, avg and max, both
+  // coordinate modes, a fixed sampling ratio.
+  RoiAlign: [
+    {
+      inputs: [
+        f32(uniform(2 * 3 * 6 * 5, 84), [2, 3, 6, 5]),
+        f32([0, 0, 4, 3, 1.5, 2.2, 9, 7.5, 2, 1, 3, 2], [3, 4]),
+        i32([0, 1, 1]),
+      ],
+      constants: [1, 2],
+      attrs: { output_height: 2, output_width: 3, spatial_scale: 0.9 },
+      atol: 1e-5,
+    },
+    {
+      inputs: [
+        f32(uniform(3 * 6 * 5, 85), [1, 3, 6, 5]),
+        f32([0.5, 0.5, 3.5, 4, 1, 1, 2, 2], [2, 4]),
+        i32([0, 0]),
+      ],
+      constants: [1, 2],
+      attrs: {
+        mode: "max",
+        sampling_ratio: 2,
+        coordinate_transformation_mode: "output_half_pixel",
+      },
+      atol: 1e-5,
+    },
+  ],
 };

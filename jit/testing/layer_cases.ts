@@ -19,6 +19,8 @@ export interface DecomposeCase {
   readonly atol?: number;
   readonly rtol?: number;
   readonly outputs?: number;
+  /** Inputs (by index) given as constants of the graph rather than graph inputs. */
+  readonly constants?: readonly number[];
 }
 
 /** Cases by op name. */

@@ -12,6 +12,7 @@ import { checkBudget } from "../../jit/runtime/budget.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { needsKnownIndices } from "../../jit/ops/scatter.ts";
 import {
+  asConstant,
   attrs,
   constant,
   constInput,
@@ -52,7 +53,7 @@ function scatterOf(op: "ScatterElements" | "ScatterND"): Converter<Known> {
       throw new NeedsValue(c, "indices");
     }
     const axis = op === "ScatterElements" ? { axis: attrs(c).int("axis", 0)! } : {};
-    return c.emit(op, [data, indices, updates], { ...axis, reduction });
+    return c.emit(op, [data, asConstant(indices), updates], { ...axis, reduction });
   };
 }
 
@@ -184,7 +185,7 @@ export const TENSOR_CONVERTERS: Record<string, Converter<Known>> = {
     return [op("Gather", [source, constant(keep, [keep.length], "i32")], { axis })];
   },
   GatherND: (c) =>
-    c.emit("GatherND", [c.required(0), c.required(1)], {
+    c.emit("GatherND", [c.required(0), asConstant(c.required(1))], {
       batch_dims: attrs(c).int("batch_dims", 0),
     }),
   NonZero: (c) => {

@@ -58,6 +58,14 @@ export interface None {
   readonly kind: "none";
 }
 
+/**
+ * `k` as a constant of the graph where it is one, not the named param an initializer becomes:
+ * an op whose decomposition reads the values (a scatter's indices, RoiAlign's regions) sees them.
+ */
+export function asConstant(k: Known): Known {
+  return k.kind === "const" ? { ...k, tensor: { ...k.tensor } } : k;
+}
+
 /** Emits one op and returns its (single) output: the shorthand composites are written in. */
 export type OpFn = (name: string, xs: Known[], attrs?: Attrs) => Known;
 

@@ -186,3 +186,23 @@ for (const backend of ["reference", "wasm", "webgpu"]) {
     }
   });
 }
+
+Deno.test("a scatter's initializer indices are a constant of the graph, which its decomposition reads", () => {
+  // Read as a named param, the indices were a run-time value: every update matched against every
+  // position, where known indices make one gather a layer.
+  const model = OnnxModel.fromBytes(encodeModel({
+    irVersion: 9,
+    opsetImport: [{ domain: "", version: 18 }],
+    graph: {
+      name: "g",
+      node: [{ opType: "ScatterND", input: ["data", "idx", "upd"], output: ["y"], attribute: [] }],
+      initializer: [{ name: "idx", dims: [2, 1], dataType: 7, int64Data: [2, 0] }],
+      input: [tensor("data", 1, [4, 3]), tensor("upd", 1, [2, 3])],
+      output: [{ name: "y", type: { tensorType: { elemType: 1 } } }],
+    },
+  }));
+  const graph = model.graph();
+  const scatter = graph.nodes.find((n) => n.op === "ScatterND")!;
+  const producer = graph.values[scatter.inputs[1]].producer;
+  assert.equal(graph.nodes[producer]?.op, "Constant");
+});
