@@ -1,11 +1,12 @@
 /**
  * Reference kernels of AffineGrid and DeformConv (`jit/ops/sampling.ts`) and RoiAlign
+ and MaxRoiPool
  * (`jit/ops/roi.ts`), computed point by point.
  *
  * @module
  */
 import { baseGrid, deformWindow } from "../../jit/ops/sampling.ts";
-import { roiAttrs, roiCorners } from "../../jit/ops/roi.ts";
+import { roiAttrs, roiBins, roiCorners } from "../../jit/ops/roi.ts";
 import type { Kernel } from "./kernel.ts";
 import { read, written } from "./tensor_io.ts";
 
@@ -85,6 +86,27 @@ export const samplingKernels: Record<string, Kernel> = {
         out[(roi * ch + c) * per + at] = a.mode === "avg"
           ? values.reduce((s, v) => s + v, 0)
           : Math.max(...values);
+      }
+    });
+    return [written(outputs[0].dtype, out)];
+  },
+  // Each bin's largest pixel, 0 for an empty bin.
+  MaxRoiPool: ({ inputs: [xt, rt], outputs, ctx }) => {
+    const [n, ch, h, w] = xt.shape, [ph, pw] = ctx.ints("pooled_shape"), x = read(xt);
+    const { bins, batches } = roiBins(
+      Array.from(read(rt)),
+      [n, h, w],
+      [ph, pw],
+      ctx.float("spatial_scale", 1),
+    );
+    const per = ph * pw, out = new Float64Array(batches.length * ch * per);
+    bins.forEach((pixels, k) => {
+      const roi = Math.floor(k / per), at = k % per;
+      for (let c = 0; c < ch; c++) {
+        const base = (batches[roi] * ch + c) * h * w;
+        out[(roi * ch + c) * per + at] = pixels.length
+          ? Math.max(...pixels.map((p) => x[base + p]))
+          : 0;
       }
     });
     return [written(outputs[0].dtype, out)];

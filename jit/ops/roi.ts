@@ -188,4 +188,100 @@ const roiAlign: OpDef = {
   },
 };
 
-defineOps([roiAlign]);
+/**
+ * MaxRoiPool's bins: for each region (rows of batch, x1, y1, x2, y2 in `rois`) and pooled
+ * point, its pixels (flat indices into an [H, W] image), as ONNX Runtime finds them; and each
+ * region's image.
+ */
+export function roiBins(
+  rois: readonly number[],
+  [n, h, w]: readonly number[],
+  [ph, pw]: readonly number[],
+  scale: number,
+): { bins: number[][]; batches: number[] } {
+  const bins: number[][] = [], batches: number[] = [];
+  for (let i = 0; i < rois.length / 5; i++) {
+    const [b, x1, y1, x2, y2] = rois.slice(5 * i, 5 * i + 5);
+    if (!(b >= 0 && b < n)) {
+      throw new KilnError(`MaxRoiPool: roi ${i}'s batch ${b} outside [0, ${n})`, {
+        code: "out-of-range",
+        fix: "give each roi the batch index of an input image",
+      });
+    }
+    batches.push(b);
+    const [sw, sh, ew, eh] = [x1, y1, x2, y2].map((v) => Math.round(v * scale));
+    const bh = Math.max(eh - sh + 1, 1) / ph, bw = Math.max(ew - sw + 1, 1) / pw;
+    const clamp = (v: number, size: number) => Math.min(Math.max(v, 0), size);
+    for (let py = 0; py < ph; py++) {
+      for (let px = 0; px < pw; px++) {
+        const hs = clamp(Math.floor(py * bh) + sh, h), he = clamp(Math.ceil((py + 1) * bh) + sh, h);
+        const ws = clamp(Math.floor(px * bw) + sw, w), we = clamp(Math.ceil((px + 1) * bw) + sw, w);
+        const pixels: number[] = [];
+        for (let yy = hs; yy < he; yy++) for (let xx = ws; xx < we; xx++) pixels.push(yy * w + xx);
+        bins.push(pixels);
+      }
+    }
+  }
+  return { bins, batches };
+}
+
+const maxRoiPool: OpDef = {
+  name: "MaxRoiPool",
+  category: "composite",
+  arity: [2, 2],
+  primitive: false,
+  infer: (ctx) => {
+    const dtype = ctx.requireDType(0, FLOATS), xs = ctx.input(0).shape, rs = ctx.input(1).shape;
+    const [ph, pw] = ctx.ints("pooled_shape");
+    ctx.float("spatial_scale", 1);
+    if (xs.length !== 4 || rs.join() !== `${rs[0]},5` || !(ph > 0) || !(pw > 0)) {
+      ctx.fail(
+        `MaxRoiPool of ${formatShape(xs)} with rois ${formatShape(rs)}`,
+        "pass X [N, C, H, W], rois [R, 5] (batch, x1, y1, x2, y2) and a pooled_shape",
+        "bad-input",
+      );
+    }
+    return [{ shape: [rs[0], xs[1], ph, pw], dtype }];
+  },
+  // Each bin a max over gathered pixels, padded to the largest bin with −∞ (index h·w, a column
+  // appended to every image); an empty bin 0.
+  decompose: (e, [x, roisRef], a) => {
+    const rois = e.constantOf(roisRef);
+    if (!rois) throw unknownRegions("MaxRoiPool");
+    const [n, ch, h, w] = e.typeOf(x).shape, [ph, pw] = a.pooled_shape as number[];
+    const { bins, batches } = roiBins(
+      rois,
+      [n, h, w],
+      [ph, pw],
+      (a.spatial_scale as number | undefined) ?? 1,
+    );
+    const r = batches.length, t = e.typeOf(x).dtype;
+    const most = Math.max(1, ...bins.map((p) => p.length)), per = ph * pw * most;
+    const index = new Array(r * per).fill(h * w);
+    bins.forEach((p, k) => p.forEach((v, j) => (index[k * most + j] = v)));
+    const ints = (values: number[], shape: number[], dtype: "i32" | "bool" = "i32") =>
+      e.op("Constant", [], {
+        value: {
+          data: dtype === "i32" ? Int32Array.from(values) : Uint8Array.from(values),
+          shape,
+          dtype,
+        },
+      });
+    const images = e.op("Gather", [x, ints(batches, [r])], { axis: 0 });
+    const flat = e.op("Concat", [
+      e.op("Reshape", [images], { shape: [r, ch, h * w] }),
+      e.op("Expand", [e.scalar(-Infinity, t)], { shape: [r, ch, 1] }),
+    ], { axis: 2 });
+    const spread = e.op("Expand", [ints(index, [r, 1, per])], { shape: [r, ch, per] });
+    const taken = e.op("Reshape", [e.op("GatherElements", [flat, spread], { axis: 2 })], {
+      shape: [r, ch, ph * pw, most],
+    });
+    const max = e.op("ReduceMax", [taken], { axes: [3], keepdims: 0 });
+    const empty = ints(bins.map((p) => (p.length ? 0 : 1)), [r, 1, ph * pw], "bool");
+    return [
+      e.op("Reshape", [e.op("Where", [empty, e.scalar(0, t), max])], { shape: [r, ch, ph, pw] }),
+    ];
+  },
+};
+
+defineOps([roiAlign, maxRoiPool]);

@@ -345,4 +345,15 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       atol: 1e-5,
     },
   ],
+  // A region past the image, one whose bins are empty, a scale.
+  MaxRoiPool: [
+    {
+      inputs: [
+        f32(uniform(2 * 3 * 6 * 5, 86, -2, 2), [2, 3, 6, 5]),
+        f32([0, 0, 0, 4, 3, 1, 1, 2, 9, 7, 1, 7, 7, 9, 9], [3, 5]),
+      ],
+      constants: [1],
+      attrs: { pooled_shape: [2, 3], spatial_scale: 0.8 },
+    },
+  ],
 };

@@ -5,14 +5,10 @@
  *
  * @module
  */
-import { KilnError } from "../../jit/support/errors.ts";
-import { scalar } from "./composite.ts";
 import {
   asConstant,
   attrs,
-  constant,
   constInts,
-  constNumbers,
   type Known,
   NeedsValue,
   type NodeContext,
@@ -74,72 +70,14 @@ export function deformConv(c: NodeContext): Known[] {
   });
 }
 
-/**
- * MaxRoiPool with its regions given at import (constant, or specialised on by `OnnxModel`): each
- * bin's pixels are fixed, found as ONNX Runtime finds them (the region's corners rounded after
- * `spatial_scale`, bins of its size ÷ the pooled shape, floored and ceiled), so each bin is a max
- * over gathered pixels, padded to the largest bin with −∞; an empty bin is 0.
- */
+/** MaxRoiPool (kiln's op, `jit/ops/roi.ts`): its regions must be known when the model is compiled. */
 export function maxRoiPool(c: NodeContext): Known[] {
-  const op = opOf(c), a = attrs(c), x = c.required(0);
-  c.required(1); // a typed error when left out
-  const rois = constNumbers(c, 1, "rois")!, [n, ch, h, w] = typeOf(x).shape;
-  const [ph, pw] = a.ints("pooled_shape") ?? [], scale = a.float("spatial_scale", 1)!;
-  const r = rois.length / 5, t = typeOf(x).dtype;
-  if (typeOf(x).shape.length !== 4 || !Number.isInteger(r) || !(ph > 0) || !(pw > 0)) {
-    throw new KilnError(
-      `${c.label}: MaxRoiPool of [${typeOf(x).shape}] with ${rois.length} roi values`,
-      {
-        code: "bad-input",
-        fix: "pass X [N, C, H, W], rois [R, 5] (batch, x1, y1, x2, y2) and a pooled_shape",
-      },
-    );
-  }
-  const bins: number[][] = [], batches: number[] = [];
-  for (let i = 0; i < r; i++) {
-    const [b, x1, y1, x2, y2] = rois.slice(5 * i, 5 * i + 5);
-    if (!(b >= 0 && b < n)) {
-      throw new KilnError(`${c.label}: roi ${i}'s batch ${b} outside [0, ${n})`, {
-        code: "out-of-range",
-        fix: "give each roi the batch index of an input image",
-      });
-    }
-    batches.push(b);
-    const [sw, sh, ew, eh] = [x1, y1, x2, y2].map((v) => Math.round(v * scale));
-    const bh = Math.max(eh - sh + 1, 1) / ph, bw = Math.max(ew - sw + 1, 1) / pw;
-    const clamp = (v: number, size: number) => Math.min(Math.max(v, 0), size);
-    for (let py = 0; py < ph; py++) {
-      for (let px = 0; px < pw; px++) {
-        const [hs, he] = [
-          clamp(Math.floor(py * bh) + sh, h),
-          clamp(Math.ceil((py + 1) * bh) + sh, h),
-        ];
-        const [ws, we] = [
-          clamp(Math.floor(px * bw) + sw, w),
-          clamp(Math.ceil((px + 1) * bw) + sw, w),
-        ];
-        const pixels: number[] = [];
-        for (let yy = hs; yy < he; yy++) for (let xx = ws; xx < we; xx++) pixels.push(yy * w + xx);
-        bins.push(pixels);
-      }
-    }
-  }
-  // Index h·w is the −∞ column appended to every image: padding, and the whole of an empty bin.
-  const most = Math.max(1, ...bins.map((p) => p.length)), per = ph * pw * most;
-  const index = new Array(r * per).fill(h * w);
-  bins.forEach((p, k) => p.forEach((v, j) => (index[k * most + j] = v)));
-  const images = op("Gather", [x, constant(batches, [r], "i32")], { axis: 0 });
-  const flat = op("Concat", [
-    op("Reshape", [images], { shape: [r, ch, h * w] }),
-    op("Expand", [scalar(-Infinity, t)], { shape: [r, ch, 1] }),
-  ], { axis: 2 });
-  const spread = op("Expand", [constant(index, [r, 1, per], "i32")], { shape: [r, ch, per] });
-  const taken = op("Reshape", [op("GatherElements", [flat, spread], { axis: 2 })], {
-    shape: [r, ch, ph * pw, most],
+  const a = attrs(c), rois = c.required(1);
+  if (rois.kind === "value") throw new NeedsValue(c, "rois");
+  return c.emit("MaxRoiPool", [c.required(0), asConstant(rois)], {
+    pooled_shape: a.ints("pooled_shape"),
+    spatial_scale: a.float("spatial_scale", 1),
   });
-  const max = op("ReduceMax", [taken], { axes: [3], keepdims: 0 });
-  const empty = constant(bins.map((p) => (p.length ? 0 : 1)), [r, 1, ph * pw], "bool");
-  return [op("Reshape", [op("Where", [empty, scalar(0, t), max])], { shape: [r, ch, ph, pw] })];
 }
 
 /** AffineGrid: kiln's op (`jit/ops/sampling.ts`), the output size as an attribute. */
