@@ -20,6 +20,7 @@ import { fuse, type FuseOptions } from "./passes/fuse.ts";
 import type { Graph } from "./ir/graph.ts";
 import { defaultKernelCache, type KernelCache } from "./runtime/kernel_cache.ts";
 import { legalize } from "./passes/legalize.ts";
+import { decompose } from "./passes/decompose.ts";
 import { planMemory } from "./schedule/memory_plan.ts";
 import { checkedPolicy, policyOf } from "./schedule/policy.ts";
 import { type Policy, UNKNOWN_RATES, usableBackends } from "./schedule/schedule.ts";
@@ -389,8 +390,10 @@ function withoutF64(
   named: Backend | undefined,
   allow: boolean,
 ): { graph: Graph; widened?: Widened } {
-  const { graph } = prepared;
   if (!named || named.capabilities().f64) return prepared;
+  // A composite asked to compute in f64 (Attention's softmax_precision) is written out first:
+  // its f64 values are narrowed, or refused, as any other's.
+  const graph = decompose(prepared.graph, (info) => Object.values(info.attrs).includes("f64"));
   const wide = graph.values.filter((v) => v.dtype === "f64");
   if (!wide.length) return prepared;
   if (allow && !prepared.widened) return narrowF64(graph);

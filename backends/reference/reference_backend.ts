@@ -43,6 +43,7 @@ import { poolKernels } from "./kernels_pool.ts";
 import { convTransposeKernels } from "./kernels_conv_transpose.ts";
 import { llmKernels } from "./kernels_llm.ts";
 import { samplingKernels } from "./kernels_sampling.ts";
+import { attentionKernels } from "./kernels_attention.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -56,6 +57,7 @@ const kernels: Record<string, Kernel> = {
   ...convTransposeKernels,
   ...llmKernels,
   ...samplingKernels,
+  ...attentionKernels,
   ...nnKernels,
   ...quantKernels,
   ...lossKernels,

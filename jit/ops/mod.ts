@@ -52,6 +52,7 @@ import "./conv_transpose.ts";
 import "./llm.ts";
 import "./sampling.ts";
 import "./roi.ts";
+import "./attention.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

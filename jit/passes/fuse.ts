@@ -41,7 +41,6 @@ import { type FuseOptions, type FusionResult, withDefaults } from "./fuse_option
 import {
   aluAttrs,
   broadcasts,
-  constSym,
   EqualValues,
   inlineOperand,
   isBare,
@@ -60,27 +59,21 @@ import {
 import { withIntegerRules } from "../ir/integer_rules.ts";
 import { gatherStep, movementSteps, relation, sameMap } from "../ir/index_maps.ts";
 import { loweringOf } from "../ops/window_lowering.ts";
+import { type Decomposition, expandSymbols } from "./fuse_expand.ts";
 import { runsWhole } from "./fusable.ts";
 import { convSym, matmulSym, poolSym, prologueProduct, type Walk } from "./fuse_contractions.ts";
 import { reduceAxes } from "../ops/reduce.ts";
 import {
   type Attrs,
   blockWeight,
-  constantElements,
-  type EmitRef,
-  type Emitter,
   getOp,
   InferContext,
-  inferNode,
   nativeBlockMatMul,
   nativeIntegerMatMul,
   type ValueType,
 } from "../ops/mod.ts";
 
 import { normalizeAxis, sameShape, type Shape, sizeOf } from "../ir/shape.ts";
-
-/** A decomposition: what an op's `decompose` is. */
-type Decomposition = (e: Emitter, inputs: readonly EmitRef[], attrs: Attrs) => EmitRef[];
 
 export type { FuseOptions, FusionResult } from "./fuse_options.ts";
 
@@ -233,25 +226,12 @@ class Fuser {
 
   /** Expands a composite through a decomposition, routing emitted ops back into fusion. */
   #expand(ins: Sym[], attrs: Attrs, label: string, decompose: Decomposition): Sym[] {
-    const refs: Sym[] = [...ins];
-    const ref = (s: Sym): EmitRef => ({ id: refs.push(s) - 1 });
-    const emit = (o: string, xs: readonly EmitRef[], a: Attrs = {}) => {
-      const syms = xs.map((x) => refs[x.id]);
-      const types = inferNode(o, syms.map((s) => s.type), a, label);
-      return this.#apply(o, syms, a, label, types).map(ref);
+    const expander = {
+      apply: (o: string, xs: Sym[], a: Attrs, l: string, types: readonly ValueType[]) =>
+        this.#apply(o, xs, a, l, types),
+      tensorOf: (s: Sym) => this.#tensors.get(s),
     };
-    const outs = decompose(
-      {
-        op: (o, xs, a) => emit(o, xs, a)[0],
-        opN: (o, xs, a) => emit(o, xs, a),
-        scalar: (value, dtype) => ref(constSym(value, { shape: [], dtype })),
-        typeOf: (r) => refs[r.id].type,
-        constantOf: (r) => constantElements(this.#tensors.get(refs[r.id])),
-      },
-      ins.map((_, i) => ({ id: i })),
-      attrs,
-    );
-    return outs.map((r) => refs[r.id]);
+    return expandSymbols(expander, ins, { attrs, label }, decompose);
   }
 
   #constant(t: HostTensor, label: string, value: number): Sym {

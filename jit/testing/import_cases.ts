@@ -356,4 +356,42 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       attrs: { pooled_shape: [2, 3], spatial_scale: 0.8 },
     },
   ],
+  // 4-D grouped-query heads after a past with a causal mask; 3-D with a bool mask shorter than the
+  // keys, a softcap and the scores as a fourth output.
+  Attention: [
+    {
+      inputs: [
+        f32(uniform(2 * 4 * 3 * 8, 87, -1, 1), [2, 4, 3, 8]),
+        f32(uniform(2 * 2 * 3 * 8, 88, -1, 1), [2, 2, 3, 8]),
+        f32(uniform(2 * 2 * 3 * 6, 89, -1, 1), [2, 2, 3, 6]),
+        f32(uniform(2 * 2 * 2 * 8, 90, -1, 1), [2, 2, 2, 8]),
+        f32(uniform(2 * 2 * 2 * 6, 91, -1, 1), [2, 2, 2, 6]),
+      ],
+      attrs: { past: 1, is_causal: 1 },
+      outputs: 3,
+      atol: 1e-5,
+    },
+    {
+      inputs: [
+        f32(uniform(1 * 3 * 16, 92, -1, 1), [1, 3, 16]),
+        f32(uniform(1 * 5 * 16, 93, -1, 1), [1, 5, 16]),
+        f32(uniform(1 * 5 * 16, 94, -1, 1), [1, 5, 16]),
+        {
+          data: Uint8Array.from([1, 1, 0, 1, 0, 1, 0, 0, 1, 1, 1, 1]),
+          shape: [3, 4],
+          dtype: "bool",
+        },
+      ],
+      attrs: {
+        mask: 1,
+        q_num_heads: 2,
+        kv_num_heads: 2,
+        softcap: 2,
+        qk_output: 1,
+        qk_matmul_output_mode: 2,
+      },
+      outputs: 4,
+      atol: 1e-5,
+    },
+  ],
 };
