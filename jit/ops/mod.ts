@@ -53,6 +53,7 @@ import "./llm.ts";
 import "./sampling.ts";
 import "./roi.ts";
 import "./attention.ts";
+import "./random_ops.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

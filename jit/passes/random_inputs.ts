@@ -18,8 +18,18 @@ import { mt19937 } from "../support/random.ts";
 import type { Shape } from "../ir/shape.ts";
 import { sizeOf } from "../ir/shape.ts";
 
-/** The ops that draw at random: never folded into constants, drawn per run instead. */
-export const RANDOM_OPS: ReadonlySet<string> = new Set(["RandomUniform", "RandomNormal"]);
+/**
+ * The ops that draw at random: never folded into constants, drawn per run instead. All but
+ * RandomUniform are written out into RandomUniform first (`jit/ops/source.ts`,
+ * `jit/ops/random_ops.ts`).
+ */
+export const RANDOM_OPS: ReadonlySet<string> = new Set([
+  "RandomUniform",
+  "RandomNormal",
+  "Bernoulli",
+  "Multinomial",
+  "Dropout",
+]);
 
 /** An input the executable fills on every run with uniform numbers in `[low, high)`. */
 export interface DrawnInput {
@@ -45,7 +55,7 @@ export function hoistRandom(graph: Graph): { graph: Graph; drawn: DrawnInput[] }
   if (!graph.nodes.some((n) => RANDOM_OPS.has(n.op))) {
     return { graph, drawn: [] };
   }
-  const g = decompose(graph, (n) => n.op === "RandomNormal");
+  const g = decompose(graph, (n) => n.op !== "RandomUniform" && RANDOM_OPS.has(n.op));
   const name = (v: number) => g.values[v].name;
   const drawn: DrawnInput[] = [];
   const nodes: NodeSpec[] = [];

@@ -394,4 +394,16 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       atol: 1e-5,
     },
   ],
+  // Seeded: the compile draws the same uniforms for the node and for its expansion.
+  Bernoulli: [{ inputs: [f32(uniform(24, 95), [4, 6])], attrs: { seed: 7 } }],
+  Multinomial: [{
+    inputs: [f32(uniform(12, 96, -2, 2), [3, 4])],
+    attrs: { seed: 8, sample_size: 5 },
+  }],
+  Dropout: [{
+    inputs: [f32(uniform(24, 97), [4, 6])],
+    attrs: { seed: 9, ratio: 0.25, mask: 1 },
+    outputs: 2,
+    atol: 1e-6,
+  }],
 };

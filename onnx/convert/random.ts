@@ -10,7 +10,6 @@
  * @module
  */
 import type { Attrs } from "../../jit/ops/mod.ts";
-import { scalar } from "./composite.ts";
 import { int } from "../wire/proto.ts";
 import {
   attribute,
@@ -60,53 +59,30 @@ function draw(normal: boolean, like: boolean): Converter {
   };
 }
 
-/**
- * Multinomial: `sample_size` class indices a row, drawn with the probabilities of the softmax of
- * its unnormalized log-probabilities: each draw u counts the classes whose cumulative probability
- * lies below u (clamped to the last class, where rounding leaves the total under 1).
- */
-function multinomial(c: NodeContext): Known[] {
-  const op = opOf(c), a = attrs(c), x = c.required(0);
-  const [batch, classes] = typeOf(x).shape, samples = a.int("sample_size", 1)!;
-  const logits = typeOf(x).dtype === "f32" ? x : op("Cast", [x], { to: "f32" });
-  const cumulative = op("CumSum", [op("Softmax", [logits], { axis: 1 })], { axis: 1 });
-  const u = op("RandomUniform", [], { shape: [batch, samples, 1], ...seedOf(c) });
-  const below = op("Less", [op("Unsqueeze", [cumulative], { axes: [1] }), u]);
-  const counted = op("ReduceSum", [op("Cast", [below], { to: "i32" })], { axes: [2], keepdims: 0 });
-  const index = op("Min", [counted, scalar(classes - 1, "i32")]);
-  const { dtype, i64 } = dtypeAttr(c, "dtype", { dtype: "i32", i64: false });
-  return [{ ...(dtype === "i32" ? index : op("Cast", [index], { to: dtype })), i64 }];
-}
-
 /** The converters of this file, by ONNX op type. */
 export const RANDOM_CONVERTERS: Readonly<Record<string, Converter>> = {
   RandomUniform: draw(false, false),
   RandomNormal: draw(true, false),
   RandomUniformLike: draw(false, true),
   RandomNormalLike: draw(true, true),
+  // Kiln ops (`jit/ops/random_ops.ts`): the output type as the node's `dtype` says, else as its
+  // input's (Bernoulli) or int64 (Multinomial).
   Bernoulli: (c) => {
-    // 1 with probability p: a uniform draw below p.
     const p = c.required(0);
-    const op = opOf(c);
-    const u = op("RandomUniform", [], { shape: typeOf(p).shape, ...seedOf(c) });
-    const pf = typeOf(p).dtype === "f32" ? p : op("Cast", [p], { to: "f32" });
-    return [as(c, op("Less", [u, pf]), p)];
+    const { dtype, i64 } = dtypeAttr(c, "dtype", { dtype: typeOf(p).dtype, i64: p.i64 ?? false });
+    const [y] = c.emit("Bernoulli", [p], { dtype, ...seedOf(c) });
+    return [{ ...y, i64 }];
   },
-  Multinomial: multinomial,
+  Multinomial: (c) => {
+    const { dtype, i64 } = dtypeAttr(c, "dtype", { dtype: "i32", i64: false });
+    const sample_size = attrs(c).int("sample_size", 1);
+    const [y] = c.emit("Multinomial", [c.required(0)], { sample_size, dtype, ...seedOf(c) });
+    return [{ ...y, i64 }];
+  },
 };
 
-/**
- * Training-mode Dropout with a known `ratio`: ONNX's mask is a uniform draw ≥ ratio, the output
- * `x · mask / (1 − ratio)`.
- */
+/** Training-mode Dropout with a known `ratio` (kiln's op): its output and, where asked, the mask. */
 export function trainingDropout(c: NodeContext, ratio: number): Known[] {
-  const x = c.required(0);
-  const op = opOf(c);
-  const { shape, dtype } = typeOf(x);
-  const u = op("RandomUniform", [], { shape, ...seedOf(c) });
-  const mask = op("Not", [op("Less", [u, scalar(ratio, "f32")])]);
-  // Multiplied, not selected: a NaN dropped stays NaN, as in ONNX's reference (0 · NaN).
-  const kept = op("Mul", [x, op("Cast", [mask], { to: dtype })]);
-  const y = op("Mul", [kept, scalar(1 / (1 - ratio), dtype)]);
-  return c.node.output[1] ? [y, mask] : [y];
+  const mask = c.node.output[1] ? 1 : 0;
+  return c.emit("Dropout", [c.required(0)], { ratio, mask, ...seedOf(c) }, mask ? 2 : 1);
 }
