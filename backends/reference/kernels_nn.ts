@@ -5,14 +5,14 @@
  *
  * @module
  */
-import { resolveWindow, type Window } from "../../jit/ops/nn.ts";
+import { resolveWindow, swapLast, type Window } from "../../jit/ops/nn.ts";
 import { as2d } from "../../jit/ops/window_lowering.ts";
 import { InferContext } from "../../jit/ops/mod.ts";
 import type { DType, TensorData } from "../../jit/ir/dtype.ts";
 import { sizeOf, stridesOf, tryBroadcast } from "../../jit/ir/shape.ts";
 import type { Kernel } from "./kernel.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
-import { read, writer } from "./tensor_io.ts";
+import { read, writer, written } from "./tensor_io.ts";
 
 /** Batched matmul of [..., m, k] × [..., k, n] with broadcast batch dims. */
 function matmul(a: RefTensor, b: RefTensor, out: { dtype: RefTensor["dtype"]; length: number }) {
@@ -112,6 +112,23 @@ export const nnKernels: Record<string, Kernel> = {
       }
     }
     return [out.finish()];
+  },
+  FusedMatMul: ({ inputs: [a, b], outputs, ctx }) => {
+    const swapped = (t: RefTensor, on: boolean): RefTensor => {
+      if (!on || t.shape.length < 2) return t;
+      const [r, c] = t.shape.slice(-2), v = read(t), out = writer(t.dtype, v.length);
+      for (let i = 0; i < v.length; i++) {
+        const base = i - (i % (r * c)), at = i % (r * c);
+        // Row at ÷ c, column at mod c: the column's row of the swapped tensor.
+        out.out[base + (at % c) * r + Math.floor(at / c)] = v[i];
+      }
+      return { data: out.finish(), shape: swapLast(t.shape, true), dtype: t.dtype };
+    };
+    const out = outputs[0], alpha = ctx.float("alpha", 1);
+    const ta = swapped(a, ctx.int("transA", 0) === 1), tb = swapped(b, ctx.int("transB", 0) === 1);
+    const y = matmul(ta, tb, { dtype: out.dtype, length: sizeOf(out.shape) });
+    if (alpha === 1) return [y];
+    return [written(out.dtype, Array.from(read({ ...out, data: y }), (x) => x * alpha))];
   },
   Conv: ({ inputs, outputs, ctx }) => {
     const [xt, wt, bt] = inputs;

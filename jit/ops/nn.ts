@@ -227,9 +227,55 @@ const groupNormalization: OpDef = {
   },
 };
 
+/** `shape` with its last two axes swapped where `on` (rank 2 or more). */
+export function swapLast(shape: Shape, on: boolean): Shape {
+  if (!on || shape.length < 2) return shape;
+  return [...shape.slice(0, -2), shape.at(-1)!, shape.at(-2)!];
+}
+
+/**
+ * FusedMatMul (ONNX Runtime's): alpha · A·B with either operand's last two axes swapped first
+ * (`transA`, `transB`; its batch transposes are not taken).
+ */
+const fusedMatMul: OpDef = {
+  name: "FusedMatMul",
+  category: "composite",
+  arity: [2, 2],
+  primitive: false,
+  infer: (ctx) => {
+    const dtype = ctx.sameDType();
+    ctx.requireDType(0, FLOATS);
+    ctx.float("alpha", 1);
+    if (ctx.int("transBatchA", 0) || ctx.int("transBatchB", 0)) {
+      ctx.fail(
+        "transBatchA or transBatchB",
+        "re-export without the batch transposes",
+        "unsupported",
+      );
+    }
+    const [a, b] = [0, 1].map((i) =>
+      swapLast(ctx.input(i).shape, ctx.int(i ? "transB" : "transA", 0) === 1)
+    );
+    return [{ shape: matmulShape(ctx, a, b), dtype }];
+  },
+  decompose: (e, [a, b], attrs) => {
+    const swap = (k: EmitRef, on: unknown) => {
+      const rank = e.typeOf(k).shape.length;
+      if (on !== 1 || rank < 2) return k;
+      const perm = [...Array(rank).keys()];
+      [perm[rank - 2], perm[rank - 1]] = [perm[rank - 1], perm[rank - 2]];
+      return e.op("Transpose", [k], { perm });
+    };
+    const y = e.op("MatMul", [swap(a, attrs.transA), swap(b, attrs.transB)]);
+    const alpha = (attrs.alpha as number | undefined) ?? 1;
+    return [alpha === 1 ? y : e.op("Mul", [y, e.scalar(alpha, e.typeOf(y).dtype)])];
+  },
+};
+
 const nnOps: OpDef[] = [
   lrn,
   groupNormalization,
+  fusedMatMul,
   {
     name: "MatMul",
     category: "matmul",

@@ -406,4 +406,17 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
     outputs: 2,
     atol: 1e-6,
   }],
+  // Batched, both operands transposed first, alpha; a transposed 2-D A.
+  FusedMatMul: [
+    {
+      inputs: [f32(uniform(2 * 3 * 4, 98), [2, 4, 3]), f32(uniform(2 * 5 * 4, 99), [2, 5, 4])],
+      attrs: { transA: 1, transB: 1, alpha: 0.5 },
+      atol: 1e-6,
+    },
+    {
+      inputs: [f32(uniform(12, 100), [4, 3]), f32(uniform(20, 101), [4, 5])],
+      attrs: { transA: 1 },
+      atol: 1e-6,
+    },
+  ],
 };

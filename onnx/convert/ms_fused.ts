@@ -9,14 +9,12 @@
  * @module
  */
 import { KilnError } from "../../jit/support/errors.ts";
-import { scalar } from "./composite.ts";
 import {
   attrs,
   type Converter,
   type Known,
   type NodeContext,
   opOf,
-  typeOf,
 } from "../import/node_context.ts";
 
 /** `x + bias` where the node has input `i` (a bias over the last axis), else `x`. */
@@ -35,29 +33,16 @@ function quickGelu(c: NodeContext): Known[] {
   return c.emit("Swish", [c.required(0)], { alpha: attrs(c).float("alpha", 1.702) });
 }
 
-/** FusedMatMul: alpha · A·B with either operand's last two axes swapped first. */
+/** FusedMatMul: kiln's op of that name (`jit/ops/nn.ts`). */
 function fusedMatMul(c: NodeContext): Known[] {
-  const op = opOf(c), a = attrs(c);
-  if (a.int("transBatchA", 0) || a.int("transBatchB", 0)) {
-    throw new KilnError(`${c.label}: FusedMatMul with transBatchA or transBatchB`, {
-      code: "unsupported",
-      fix:
-        "kiln runs FusedMatMul with transA, transB and alpha; re-export without the batch transposes",
-    });
-  }
-  const swap = (k: Known, on: number) => {
-    const rank = typeOf(k).shape.length;
-    if (!on || rank < 2) return k;
-    const perm = [...Array(rank).keys()];
-    [perm[rank - 2], perm[rank - 1]] = [perm[rank - 1], perm[rank - 2]];
-    return op("Transpose", [k], { perm });
-  };
-  const y = op("MatMul", [
-    swap(c.required(0), a.int("transA", 0)!),
-    swap(c.required(1), a.int("transB", 0)!),
-  ]);
-  const alpha = a.float("alpha", 1)!;
-  return [alpha === 1 ? y : op("Mul", [y, scalar(alpha, typeOf(y).dtype)])];
+  const a = attrs(c);
+  return c.emit("FusedMatMul", [c.required(0), c.required(1)], {
+    transA: a.int("transA", 0),
+    transB: a.int("transB", 0),
+    alpha: a.float("alpha", 1),
+    transBatchA: a.int("transBatchA", 0),
+    transBatchB: a.int("transBatchB", 0),
+  });
 }
 
 /**
