@@ -44,6 +44,7 @@ import { convTransposeKernels } from "./kernels_conv_transpose.ts";
 import { llmKernels } from "./kernels_llm.ts";
 import { samplingKernels } from "./kernels_sampling.ts";
 import { attentionKernels } from "./kernels_attention.ts";
+import { tfidfKernels } from "./kernels_tfidf.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
 import { sourceKernels } from "./kernels_source.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -58,6 +59,7 @@ const kernels: Record<string, Kernel> = {
   ...llmKernels,
   ...samplingKernels,
   ...attentionKernels,
+  ...tfidfKernels,
   ...nnKernels,
   ...quantKernels,
   ...lossKernels,

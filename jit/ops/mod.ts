@@ -54,6 +54,7 @@ import "./sampling.ts";
 import "./roi.ts";
 import "./attention.ts";
 import "./random_ops.ts";
+import "./tfidf.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

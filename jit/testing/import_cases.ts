@@ -419,4 +419,30 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       atol: 1e-6,
     },
   ],
+  // Unigrams and bigrams with skips over two rows, weighed (TFIDF), and IDF of unigrams.
+  TfIdfVectorizer: [
+    {
+      inputs: [i32([1, 1, 3, 3, 3, 7, 8, 6, 7, 5, 6, 8], [2, 6])],
+      attrs: {
+        mode: "TFIDF",
+        min_gram_length: 1,
+        max_gram_length: 2,
+        max_skip_count: 2,
+        ngram_counts: [0, 4],
+        ngram_indexes: [0, 1, 2, 3, 4, 5, 6],
+        pool_int64s: [2, 3, 5, 4, 5, 6, 7, 8, 6, 7],
+        weights: [1, 0.5, 2, 1, 0.25, 3, 1],
+      },
+    },
+    {
+      inputs: [i32([4, 2, 2, 5, 4, 9], [6])],
+      attrs: {
+        mode: "IDF",
+        ngram_counts: [0],
+        ngram_indexes: [1, 0, 2],
+        pool_int64s: [2, 4, 5],
+        weights: [0.5, 2, 3],
+      },
+    },
+  ],
 };
