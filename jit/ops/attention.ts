@@ -14,11 +14,12 @@
  *
  * @module
  */
-import { byteSize, type DType, fromNumbers, isFloat } from "../ir/dtype.ts";
+import { byteSize, type DType, isFloat } from "../ir/dtype.ts";
 import { formatShape, type Shape } from "../ir/shape.ts";
 import { FLOATS } from "./elementwise.ts";
 import {
   type Attrs,
+  constantTensor,
   defineOps,
   type EmitRef,
   type Emitter,
@@ -208,13 +209,12 @@ function attend(
   const share = (x: EmitRef) =>
     group === 1 ? x : e.op("Gather", [
       x,
-      e.op("Constant", [], {
-        value: {
-          data: Int32Array.from({ length: qHeads }, (_, i) => Math.floor(i / group)),
-          shape: [qHeads],
-          dtype: "i32",
-        },
-      }),
+      constantTensor(
+        e,
+        Array.from({ length: qHeads }, (_, i) => Math.floor(i / group)),
+        [qHeads],
+        "i32",
+      ),
     ], { axis: 1 });
   const scale = (a.scale as number | undefined) ?? 1 / Math.sqrt(dq);
   // The reference scales Q and K by √scale, each rounded to its type: so do f16 inputs (a scale
@@ -359,9 +359,7 @@ function foldedMask(
       values[s * o.skv + j] = hidden ? -Infinity : 0;
     }
   }
-  return e.op("Constant", [], {
-    value: { data: fromNumbers(dtype, values), shape: [o.sq, o.skv], dtype },
-  });
+  return constantTensor(e, values, [o.sq, o.skv], dtype);
 }
 
 defineOps([attention]);

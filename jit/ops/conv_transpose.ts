@@ -9,7 +9,14 @@
  */
 import { formatShape, type Shape } from "../ir/shape.ts";
 import { FLOATS } from "./elementwise.ts";
-import { type Attrs, defineOps, type EmitRef, type Emitter, type OpDef } from "./registry.ts";
+import {
+  type Attrs,
+  constantTensor,
+  defineOps,
+  type EmitRef,
+  type Emitter,
+  type OpDef,
+} from "./registry.ts";
 
 /** A transposed convolution's parameters, every one given. */
 export interface TransposedConv {
@@ -86,9 +93,7 @@ export function transposedConv(
   w = e.op("Reshape", [w], { shape: [group * coutPerGroup, cin / group, ...k] });
   for (let i = 0; i < spatial; i++) {
     const reversed = [...Array(k[i]).keys()].reverse();
-    const at = e.op("Constant", [], {
-      value: { data: Int32Array.from(reversed), shape: [k[i]], dtype: "i32" },
-    });
+    const at = constantTensor(e, reversed, [k[i]], "i32");
     w = e.op("Gather", [w, at], { axis: 2 + i });
   }
   const conv = {
@@ -201,9 +206,7 @@ const col2Im: OpDef = {
     // Kernel [C·∏block, 1, …block]: input channel c·∏block + o has a 1 at block offset o.
     const ones = new Float32Array(shape[1] * size);
     for (let ch = 0; ch < shape[1]; ch++) ones[ch * size + (ch % size)] = 1;
-    const kernel = e.op("Constant", [], {
-      value: { data: ones, shape: [shape[1], 1, ...g.block], dtype: "f32" },
-    });
+    const kernel = constantTensor(e, ones, [shape[1], 1, ...g.block], "f32");
     const w = dtype === "f32" ? kernel : e.op("Cast", [kernel], { to: dtype });
     const blocksGrid = e.op("Reshape", [x], { shape: [shape[0], shape[1], ...g.grid] });
     let y = transposedConv(e, [blocksGrid, w], {

@@ -6,11 +6,10 @@
  *
  * @module
  */
-import { fromNumbers } from "../ir/dtype.ts";
 import { formatShape, type Shape, sizeOf, stridesOf } from "../ir/shape.ts";
 import { KilnError } from "../support/errors.ts";
 import { INTEGERS } from "./elementwise.ts";
-import { defineOps, type EmitRef, type Emitter, type OpDef } from "./registry.ts";
+import { constantTensor, defineOps, type EmitRef, type Emitter, type OpDef } from "./registry.ts";
 
 /** The flat row (of data's `[batches · rows, …rest]` view) each index tuple of `known` picks. */
 function rowsOf(known: readonly number[], k: number, shape: Shape, batch: number): number[] {
@@ -38,17 +37,12 @@ function rowsAtRunTime(e: Emitter, indices: EmitRef, shape: Shape, batch: number
   const ishape = e.typeOf(indices).shape, k = ishape.at(-1)!;
   const tuples = sizeOf(ishape.slice(0, -1)), batches = sizeOf(shape.slice(0, batch));
   const rows = sizeOf(shape.slice(batch, batch + k)), rs = stridesOf(shape.slice(batch, batch + k));
-  const iota = (n: number) =>
-    e.op("Constant", [], {
-      value: { data: fromNumbers("i32", [...Array(n).keys()]), shape: [n], dtype: "i32" },
-    });
+  const iota = (n: number) => constantTensor(e, [...Array(n).keys()], [n], "i32");
   const flat = e.op("Reshape", [e.op("Cast", [indices], { to: "i32" })], { shape: [tuples, k] });
   // The batch each tuple belongs to, as its first row.
   const perBatch = tuples / batches;
   const first = Array.from({ length: tuples }, (_, t) => Math.floor(t / perBatch) * rows);
-  let at = e.op("Constant", [], {
-    value: { data: fromNumbers("i32", first), shape: [tuples, 1], dtype: "i32" },
-  });
+  let at = constantTensor(e, first, [tuples, 1], "i32");
   for (let d = 0; d < k; d++) {
     const column = e.op("Slice", [flat], { starts: [d], ends: [d + 1], axes: [1] });
     const coord = e.op("Gather", [iota(shape[batch + d]), column], { axis: 0 });
@@ -84,13 +78,7 @@ const gatherND: OpDef = {
     const rest = shape.slice(batch + k), known = e.constantOf(indices);
     const tuples = sizeOf(ishape.slice(0, -1));
     const picks = known
-      ? e.op("Constant", [], {
-        value: {
-          data: fromNumbers("i32", rowsOf(known, k, shape, batch)),
-          shape: [tuples],
-          dtype: "i32",
-        },
-      })
+      ? constantTensor(e, rowsOf(known, k, shape, batch), [tuples], "i32")
       : rowsAtRunTime(e, indices, shape, batch);
     const flat = e.op("Reshape", [data], { shape: [sizeOf(shape.slice(0, batch + k)), ...rest] });
     const picked = e.op("Gather", [flat, picks], { axis: 0 });

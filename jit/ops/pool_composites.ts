@@ -16,6 +16,7 @@ import { axisConstant } from "./movement.ts";
 import { resolveWindow, type Window } from "./nn.ts";
 import {
   type Attrs,
+  constantTensor,
   defineOps,
   type EmitRef,
   type Emitter,
@@ -25,7 +26,7 @@ import {
 
 /** A constant i32 tensor of `values` in the decomposition. */
 const ints = (e: Emitter, values: readonly number[], shape: Shape) =>
-  e.op("Constant", [], { value: { data: Int32Array.from(values), shape, dtype: "i32" } });
+  constantTensor(e, values, shape, "i32");
 
 /** The flat index of each image's first element in [N, C, plane] (an [N, C, 1, 1] constant). */
 const imageStarts = (e: Emitter, n: number, ch: number, plane: number) =>
@@ -155,13 +156,11 @@ const lpPool: OpDef = {
       ? e.op("Mul", [flat, flat])
       : e.op("Pow", [e.op("Abs", [flat]), e.scalar(p, dtype)]);
     const taps = kernel.reduce((m, k) => m * k, 1), channels = shape[1];
-    const ones = e.op("Constant", [], {
-      value: {
-        data: new Float32Array(channels * taps).fill(1),
-        shape: [channels, 1, ...kernel],
-        dtype: "f32",
-      },
-    });
+    const ones = constantTensor(e, new Float32Array(channels * taps).fill(1), [
+      channels,
+      1,
+      ...kernel,
+    ], "f32");
     const weights = dtype === "f32" ? ones : e.op("Cast", [ones], { to: dtype });
     const sums = e.op("Conv", [powered, weights], { ...w, group: channels });
     const y = p === 1

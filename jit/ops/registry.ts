@@ -8,7 +8,14 @@
  * @module
  */
 import { checkBudget } from "../runtime/budget.ts";
-import { type DType, DTYPES, fromBf16Bits, fromF16Bits, isFloat } from "../ir/dtype.ts";
+import {
+  type DType,
+  DTYPES,
+  fromBf16Bits,
+  fromF16Bits,
+  fromNumbers,
+  isFloat,
+} from "../ir/dtype.ts";
 import { KilnError, type KilnErrorCode, shown } from "../support/errors.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import {
@@ -57,6 +64,16 @@ export interface Emitter {
    * the run pick a cheaper form, RoiAlign's regions fix its samples), else `undefined`.
    */
   constantOf(ref: EmitRef): readonly number[] | undefined;
+}
+
+/** A constant tensor of `values` in a decomposition, stored as `dtype` stores them. */
+export function constantTensor(
+  e: Emitter,
+  values: ArrayLike<number>,
+  shape: readonly number[],
+  dtype: DType,
+): EmitRef {
+  return e.op("Constant", [], { value: { data: fromNumbers(dtype, values), shape, dtype } });
 }
 
 /** A constant's elements as numbers, half floats decoded (what {@linkcode Emitter.constantOf} gives). */

@@ -13,7 +13,7 @@ import { formatShape } from "../ir/shape.ts";
 import { checkBudget } from "../runtime/budget.ts";
 import { KilnError } from "../support/errors.ts";
 import { FLOATS, INTEGERS } from "./elementwise.ts";
-import { type Attrs, defineOps, type EmitRef, type OpDef } from "./registry.ts";
+import { type Attrs, constantTensor, defineOps, type EmitRef, type OpDef } from "./registry.ts";
 
 /** RoiAlign's attributes, defaults filled (the coordinate mode as ONNX's opset 16 default). */
 export function roiAttrs(a: Attrs): {
@@ -157,13 +157,7 @@ const roiAlign: OpDef = {
       points.flatMap((p) => [...Array(k).keys()].map((j) => f(p[j])));
     const t = e.typeOf(x).dtype;
     const constant = (values: number[], shape: number[], dtype: "i32" | "f32") =>
-      e.op("Constant", [], {
-        value: {
-          data: dtype === "i32" ? Int32Array.from(values) : Float32Array.from(values),
-          shape,
-          dtype,
-        },
-      });
+      constantTensor(e, values, shape, dtype);
     const typed = (k2: EmitRef) => (t === "f32" ? k2 : e.op("Cast", [k2], { to: t }));
     // [N, C, H, W] → [N·H·W, C]: one gather reads every channel of a sample.
     const rows = e.op("Reshape", [e.op("Transpose", [x], { perm: [0, 2, 3, 1] })], {
@@ -260,13 +254,7 @@ const maxRoiPool: OpDef = {
     const index = new Array(r * per).fill(h * w);
     bins.forEach((p, k) => p.forEach((v, j) => (index[k * most + j] = v)));
     const ints = (values: number[], shape: number[], dtype: "i32" | "bool" = "i32") =>
-      e.op("Constant", [], {
-        value: {
-          data: dtype === "i32" ? Int32Array.from(values) : Uint8Array.from(values),
-          shape,
-          dtype,
-        },
-      });
+      constantTensor(e, values, shape, dtype);
     const images = e.op("Gather", [x, ints(batches, [r])], { axis: 0 });
     const flat = e.op("Concat", [
       e.op("Reshape", [images], { shape: [r, ch, h * w] }),

@@ -9,7 +9,14 @@
  */
 import { formatShape, type Shape } from "../ir/shape.ts";
 import { FLOATS, like } from "./elementwise.ts";
-import { type Attrs, defineOps, type EmitRef, type Emitter, type OpDef } from "./registry.ts";
+import {
+  type Attrs,
+  constantTensor,
+  defineOps,
+  type EmitRef,
+  type Emitter,
+  type OpDef,
+} from "./registry.ts";
 
 /** Normalized coordinates of `n` points along an axis, as AffineGrid places them. */
 export function gridCoordinates(n: number, alignCorners: boolean): number[] {
@@ -61,9 +68,7 @@ const affineGrid: OpDef = {
     const size = a.size as readonly number[], spatial = size.length - 2;
     const base = baseGrid(size, a.align_corners === 1);
     const count = base.length / (spatial + 1);
-    const points = e.op("Constant", [], {
-      value: { data: base, shape: [count, spatial + 1], dtype: "f32" },
-    });
+    const points = constantTensor(e, base, [count, spatial + 1], "f32");
     const grid = e.op("MatMul", [points, e.op("Transpose", [theta], { perm: [0, 2, 1] })]);
     return [e.op("Reshape", [grid], { shape: [size[0], ...size.slice(2), spatial] })];
   },
@@ -174,7 +179,7 @@ function deformSamples(
   const t = e.typeOf(x!).dtype;
   const shifts = e.op("Reshape", [offset!], { shape: [n, groups, taps, 2, points] });
   const place = (axis: number, base: Float32Array) => {
-    const values = e.op("Constant", [], { value: { data: base, shape: [span], dtype: "f32" } });
+    const values = constantTensor(e, base, [span], "f32");
     return e.op("Add", [
       e.op("Reshape", [e.op("Slice", [shifts], { starts: [axis], ends: [axis + 1], axes: [3] })], {
         shape: [n, groups, span],

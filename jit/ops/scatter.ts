@@ -9,12 +9,13 @@
  *
  * @module
  */
-import { type DType, fromNumbers, isFloat } from "../ir/dtype.ts";
+import { type DType, isFloat } from "../ir/dtype.ts";
 import { INTEGERS } from "./elementwise.ts";
 import { formatShape, type Shape, sizeOf, stridesOf } from "../ir/shape.ts";
 import { checkBudget } from "../runtime/budget.ts";
 import { KilnError } from "../support/errors.ts";
 import {
+  constantTensor,
   defineOps,
   type EmitRef,
   type Emitter,
@@ -38,13 +39,8 @@ export function needsKnownIndices(op: string, reduction: string, updates: DType)
   return op === "ScatterND" || reduction === "mul" || !isFloat(updates);
 }
 
-/** A constant tensor of `values` in the decomposition. */
-function constant(e: Emitter, values: readonly number[], shape: Shape, dtype: DType): EmitRef {
-  return e.op("Constant", [], { value: { data: fromNumbers(dtype, values), shape, dtype } });
-}
-
 const iota = (e: Emitter, n: number, shape: Shape = [n]) =>
-  constant(e, Array.from({ length: n }, (_, i) => i), shape, "i32");
+  constantTensor(e, Array.from({ length: n }, (_, i) => i), shape, "i32");
 
 /** What a scatter writes where `value` lands on `out`, by ONNX's `reduction`. */
 function combined(e: Emitter, reduction: string, out: EmitRef, value: EmitRef): EmitRef {
@@ -82,8 +78,8 @@ function scatterBySources(
   for (let layer = 0; layer < layers; layer++) {
     // "none": the last write wins (ONNX leaves duplicates undefined).
     const at = (s: number[]) => (reduction === "none" ? s.at(-1) : s[layer]);
-    const has = constant(e, sources.map((s) => +(at(s) !== undefined)), shape, "bool");
-    const from = constant(e, sources.map((s) => at(s) ?? 0), shape, "i32");
+    const has = constantTensor(e, sources.map((s) => +(at(s) !== undefined)), shape, "bool");
+    const from = constantTensor(e, sources.map((s) => at(s) ?? 0), shape, "i32");
     const value = e.op("Gather", [flat, from], { axis: 0 });
     out = e.op("Where", [has, combined(e, reduction, out, value), out]);
   }

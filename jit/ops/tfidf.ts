@@ -13,7 +13,7 @@
 import { formatShape } from "../ir/shape.ts";
 import { checkBudget } from "../runtime/budget.ts";
 import { KilnError } from "../support/errors.ts";
-import { type Attrs, defineOps, type EmitRef, type OpDef } from "./registry.ts";
+import { type Attrs, constantTensor, defineOps, type EmitRef, type OpDef } from "./registry.ts";
 
 /** One counted n-gram: its tokens and the output column it counts into. */
 export interface Gram {
@@ -138,9 +138,7 @@ const tfIdfVectorizer: OpDef = {
       weights = (a.weights as number[] | undefined) ?? [];
     if (mode === "TF") return [tf];
     const w = weights.length
-      ? e.op("Constant", [], {
-        value: { data: Float32Array.from(weights.slice(0, width)), shape: [width], dtype: "f32" },
-      })
+      ? constantTensor(e, weights.slice(0, width), [width], "f32")
       : undefined;
     if (mode === "TFIDF") return [w ? e.op("Mul", [tf, w]) : tf];
     const seen = e.op("Cast", [e.op("Greater", [tf, e.scalar(0, "f32")])], { to: "f32" });
