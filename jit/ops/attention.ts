@@ -116,7 +116,8 @@ function attentionInfer(ctx: InferContext): ValueType[] {
       "unsupported",
     );
   }
-  ctx.int("is_causal", 0), ctx.float("softcap", 0);
+  ctx.int("is_causal", 0);
+  ctx.float("softcap", 0);
   if (ctx.has("scale")) ctx.float("scale");
   const fits = (t: Shape | undefined, want: number[]) => !t || t.join() === want.join();
   if (

@@ -150,7 +150,9 @@ function lpPool(c: NodeContext): Known[] {
 /** Col2Im (kiln's op, `jit/ops/conv_transpose.ts`): the image and block shapes as attributes. */
 function col2Im(c: NodeContext): Known[] {
   const a = attrs(c);
-  c.required(1), c.required(2); // typed errors when left out
+  // Typed errors when left out.
+  c.required(1);
+  c.required(2);
   return c.emit("Col2Im", [c.required(0)], {
     image_shape: constInts(c, 1, "image_shape"),
     block_shape: constInts(c, 2, "block_shape"),
