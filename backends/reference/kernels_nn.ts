@@ -130,8 +130,21 @@ export const nnKernels: Record<string, Kernel> = {
     if (alpha === 1) return [y];
     return [written(out.dtype, Array.from(read({ ...out, data: y }), (x) => x * alpha))];
   },
-  Conv: ({ inputs, outputs, ctx }) => {
+  Conv: (args) => {
+    const { inputs, outputs, ctx } = args;
     const [xt, wt, bt] = inputs;
+    if (xt.shape.length === 3) {
+      // 1-D: the same data as 2-D over a height of 1 (the 2-D loop is the fast one).
+      const up = (t: RefTensor) => ({ ...t, shape: [...t.shape.slice(0, 2), 1, t.shape[2]] });
+      const attrs = as2d(ctx.attrs);
+      const lifted = new InferContext({ op: ctx.op, where: ctx.where, inputs: ctx.inputs, attrs });
+      return nnKernels.Conv({
+        ...args,
+        inputs: [up(xt), up(wt), ...(bt ? [bt] : [])],
+        attrs,
+        ctx: lifted,
+      });
+    }
     if (xt.shape.length !== 4) return [convNd(inputs, outputs[0].dtype, ctx)];
     const [n, c, h, wd] = xt.shape;
     const [m, cg, kh, kw] = wt.shape;
@@ -237,7 +250,7 @@ function insidePads(p: number, size: number, win: Window, axis: number): boolean
 }
 
 /**
- * A convolution over any number of spatial axes (the 1-D and 3-D ones; 2-D has its own loop):
+ * A convolution over any number of spatial axes (the 3-D one; 1-D and 2-D take the 2-D loop):
  * per output point, the channels of its group, then the kernel's taps in row-major order.
  */
 function convNd(
