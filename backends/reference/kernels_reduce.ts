@@ -241,6 +241,17 @@ export const reduceKernels: Record<string, Kernel> = {
       written(args.outputs[1].dtype, Array.from(running, (r, ch) => r * m + batch[ch] * (1 - m)));
     return [w.finish(), blend(mean, mu), blend(variance, sigma2)];
   },
+  InstanceNormalization: (args) => {
+    const [xt, st, bt] = args.inputs, x = read(xt), s = read(st), b = read(bt);
+    const shape = xt.shape, eps = args.ctx.float("epsilon", 1e-5);
+    const groups = groupsOver(shape, shape.slice(2).map((_, i) => 2 + i));
+    const [mean, variance] = momentsOver(x, groups);
+    const out = Array.from(x, (v, i) => {
+      const g = groups.rowOf(i), c = g % shape[1];
+      return ((v - mean[g]) / Math.sqrt(variance[g] + eps)) * s[c] + b[c];
+    });
+    return [written(args.outputs[0].dtype, out)];
+  },
   MeanVarianceNormalization: (args) => {
     const x = args.inputs[0], v = read(x);
     const axes = reduceAxes({ axes: args.ctx.ints("axes", [0, 2, 3]) }, x.shape.length);

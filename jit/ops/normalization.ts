@@ -1,9 +1,8 @@
 /**
  * Normalizations by per-channel or per-axis moments: `BatchNormalization` (inference, with the
  * given statistics, and training, with the batch's own and the blended running statistics as
- * outputs) and `MeanVarianceNormalization`. LayerNormalization lives with the row reductions
- * (`reduce.ts`), GroupNormalization (which InstanceNormalization is, with a group a channel) in
- * `nn.ts`.
+ * outputs), `MeanVarianceNormalization` and `InstanceNormalization`. LayerNormalization lives
+ * with the row reductions (`reduce.ts`), GroupNormalization in `nn.ts`.
  *
  * @module
  */
@@ -109,4 +108,44 @@ const meanVarianceNormalization: OpDef = {
   },
 };
 
-defineOps([batchNormalization, meanVarianceNormalization]);
+/**
+ * InstanceNormalization: each (image, channel)'s spatial values normalized by their own moments,
+ * then scaled and shifted per channel (a GroupNormalization with a group a channel, written so
+ * that the mean and the variance share one row kernel).
+ */
+const instanceNormalization: OpDef = {
+  name: "InstanceNormalization",
+  category: "composite",
+  arity: [3, 3],
+  primitive: false,
+  infer: (ctx) => {
+    const dtype = ctx.requireDType(0, FLOATS), shape = ctx.input(0).shape;
+    ctx.float("epsilon", 1e-5);
+    const fits = (i: number) =>
+      ctx.input(i).shape.join() === `${shape[1]}` && ctx.input(i).dtype === dtype;
+    if (shape.length < 3 || !fits(1) || !fits(2)) {
+      ctx.fail(
+        `InstanceNormalization of ${formatShape(shape)} with scale ${
+          formatShape(ctx.input(1).shape)
+        }`,
+        `give x as N×C×spatial and scale and bias as ${dtype}[C]`,
+        "shape-mismatch",
+      );
+    }
+    return [{ shape, dtype }];
+  },
+  decompose: (e, [x, scale, bias], a) => {
+    const { shape, dtype } = e.typeOf(x);
+    const axes = { axes: shape.slice(2).map((_, i) => 2 + i), keepdims: 1 };
+    const d = e.op("Sub", [x, e.op("ReduceMean", [x], axes)]);
+    const variance = e.op("ReduceMean", [e.op("Mul", [d, d])], axes);
+    const eps = e.scalar((a.epsilon as number | undefined) ?? 1e-5, dtype);
+    const norm = e.op("Div", [d, e.op("Sqrt", [e.op("Add", [variance, eps])])]);
+    // Per channel: [C] → [C, 1, …] against [N, C, spatial…].
+    const perChannel = (k: EmitRef) =>
+      e.op("Reshape", [k], { shape: [shape[1], ...shape.slice(2).map(() => 1)] });
+    return [e.op("Add", [e.op("Mul", [norm, perChannel(scale)]), perChannel(bias)])];
+  },
+};
+
+defineOps([batchNormalization, meanVarianceNormalization, instanceNormalization]);

@@ -445,4 +445,23 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       },
     },
   ],
+  InstanceNormalization: [
+    {
+      inputs: [
+        f32(uniform(2 * 3 * 4 * 5, 102, -2, 2), [2, 3, 4, 5]),
+        f32(uniform(3, 103)),
+        f32(uniform(3, 104)),
+      ],
+      atol: 1e-5,
+    },
+    {
+      inputs: [
+        f32(uniform(2 * 2 * 6, 105, -2, 2), [2, 2, 6]),
+        f32(uniform(2, 106)),
+        f32(uniform(2, 107)),
+      ],
+      attrs: { epsilon: 1e-2 },
+      atol: 1e-5,
+    },
+  ],
 };

@@ -2,10 +2,10 @@
  * The windowed ops, their attributes mapped onto kiln's: Conv, MaxPool and AveragePool (over 1 to
  * 3 spatial axes; fusion runs the 1-D and 3-D ones through 2-D forms, `jit/ops/window_lowering.ts`;
  * MaxPool's Indices from its taps' ArgMax), ConvTranspose with its pads resolved from
- * `output_shape` or `auto_pad` (`jit/ops/conv_transpose.ts`), MaxUnpool and LpPool
- * (`jit/ops/pool_composites.ts`), InstanceNormalization as GroupNormalization with a group a
- * channel, GlobalMaxPool as a reduction, GlobalLpPool, and Col2Im (a transposed convolution with
- * a one-hot kernel: each patch row added at its place in the image).
+ * `output_shape` or `auto_pad` and expanded at import, so its kernel's transform folds
+ * (`jit/ops/conv_transpose.ts`, Col2Im likewise), MaxUnpool and LpPool
+ * (`jit/ops/pool_composites.ts`), InstanceNormalization, GlobalMaxPool as a reduction and
+ * GlobalLpPool.
  *
  * @module
  */
@@ -15,6 +15,7 @@ import {
   attrs,
   constInts,
   type Converter,
+  expanded,
   type Known,
   type NodeContext,
   type NodeView,
@@ -100,7 +101,7 @@ function convTranspose(c: NodeContext): Known[] {
       ? [...small, ...total.map((t, i) => t - small[i])]
       : [...total.map((t, i) => t - small[i]), ...small];
   } else if (autoPad === "VALID") pads = pads.map(() => 0);
-  return c.emit("ConvTranspose", bias ? [x, w, bias] : [x, w], {
+  return expanded(c, "ConvTranspose", bias ? [x, w, bias] : [x, w], {
     group,
     strides,
     dilations,
@@ -153,7 +154,7 @@ function col2Im(c: NodeContext): Known[] {
   // Typed errors when left out.
   c.required(1);
   c.required(2);
-  return c.emit("Col2Im", [c.required(0)], {
+  return expanded(c, "Col2Im", [c.required(0)], {
     image_shape: constInts(c, 1, "image_shape"),
     block_shape: constInts(c, 2, "block_shape"),
     strides: a.ints("strides"),
@@ -190,14 +191,8 @@ export const CONV_CONVERTERS: Record<string, Converter<Known>> = {
     const axes = typeOf(x).shape.slice(2).map((_, i) => 2 + i);
     return c.emit("ReduceMax", [x], { axes, keepdims: 1 });
   },
-  // GroupNormalization with a group a channel (its moments in f32 for f16 data).
-  InstanceNormalization: (c) => {
-    const x = c.required(0), epsilon = attrs(c).float("epsilon", 1e-5)!;
-    const num_groups = typeOf(x).shape[1] ?? 0;
-    return c.emit("GroupNormalization", [x, c.required(1), c.required(2)], {
-      num_groups,
-      epsilon,
-      stash_type: 1,
-    });
-  },
+  InstanceNormalization: (c) =>
+    c.emit("InstanceNormalization", [c.required(0), c.required(1), c.required(2)], {
+      epsilon: attrs(c).float("epsilon", 1e-5),
+    }),
 };
