@@ -12,6 +12,7 @@ import { KilnError } from "../../jit/support/errors.ts";
 import {
   attrs,
   type Converter,
+  expanded,
   type Known,
   type NodeContext,
   opOf,
@@ -33,10 +34,13 @@ function quickGelu(c: NodeContext): Known[] {
   return c.emit("Swish", [c.required(0)], { alpha: attrs(c).float("alpha", 1.702) });
 }
 
-/** FusedMatMul: kiln's op of that name (`jit/ops/nn.ts`). */
+/**
+ * FusedMatMul: kiln's op of that name (`jit/ops/nn.ts`), expanded at import so that a transposed
+ * weight folds once.
+ */
 function fusedMatMul(c: NodeContext): Known[] {
   const a = attrs(c);
-  return c.emit("FusedMatMul", [c.required(0), c.required(1)], {
+  return expanded(c, "FusedMatMul", [c.required(0), c.required(1)], {
     transA: a.int("transA", 0),
     transB: a.int("transB", 0),
     alpha: a.float("alpha", 1),
