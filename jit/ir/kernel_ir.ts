@@ -371,33 +371,7 @@ export function reshapeStep(from: Shape, to: Shape): IndexStep[] {
 function joinSteps(first: readonly IndexStep[], then: readonly IndexStep[]): IndexStep[] {
   const [a, b] = [first.at(-1), then[0]];
   const cancel = a?.kind === "reshape" && b?.kind === "reshape" && sameShape(a.from, b.to);
-  if (cancel) return [...first.slice(0, -1), ...then.slice(1)];
-  const merged = unitReshape(a, b);
-  return merged ? [...first.slice(0, -1), merged, ...then.slice(1)] : [...first, ...then];
-}
-
-/**
- * Affine step `a` then reshape `b` that only drops or inserts axes of 1, as one affine step; an
- * axis dropped must be one `a` holds at 0. A per-channel scale reshaped to [C, 1, 1] inside a
- * composite (an instance norm's), or a 1-D convolution's weight unsqueezed for its 2-D form, then
- * reads as a constant the importer reshaped does: no reshape at every read.
- */
-function unitReshape(a?: IndexStep, b?: IndexStep): IndexStep | undefined {
-  if (a?.kind !== "affine" || b?.kind !== "reshape") return undefined;
-  const kept = (shape: Shape) => shape.flatMap((d, i) => (d === 1 ? [] : [i]));
-  const [from, to] = [kept(b.from), kept(b.to)];
-  if (from.length !== to.length || from.some((i, k) => b.from[i] !== b.to[to[k]])) return undefined;
-  const zero = (i: number) => a.offset[i] === 0 && a.coeff[i].every((c) => c === 0);
-  if (b.from.some((d, i) => d === 1 && !zero(i))) return undefined;
-  const source = b.to.map((_, j) => from[to.indexOf(j)] ?? -1);
-  const width = a.coeff[0]?.length ?? 0;
-  return {
-    kind: "affine",
-    coeff: source.map((i) => (i < 0 ? new Array<number>(width).fill(0) : a.coeff[i])),
-    offset: source.map((i) => (i < 0 ? 0 : a.offset[i])),
-    ...(a.bounds ? { bounds: source.map((i) => (i < 0 ? 1 : a.bounds![i])) } : {}),
-    ...(a.fill !== undefined ? { fill: a.fill } : {}),
-  };
+  return cancel ? [...first.slice(0, -1), ...then.slice(1)] : [...first, ...then];
 }
 
 /**
