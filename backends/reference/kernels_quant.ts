@@ -49,6 +49,21 @@ function quantizeRows(a: RefTensor, block: number): Float64Array {
 
 /** Kernels of the block-quantized ops, by op name. */
 export const quantKernels: Record<string, Kernel> = {
+  // The range widened to hold 0, its scale and zero point in f32 arithmetic, as the decomposition.
+  DynamicQuantizeLinear: ({ inputs: [x], outputs }) => {
+    const v = read(x), f = Math.fround;
+    let lo = 0, hi = 0;
+    for (let i = 0; i < v.length; i++) [lo, hi] = [Math.min(lo, v[i]), Math.max(hi, v[i])];
+    const scale = f(f(hi - lo) / 255);
+    const clip = (q: number) => Math.min(255, Math.max(0, q));
+    const zp = clip(roundHalfEven(f(0 - f(lo / scale))));
+    const y = Array.from(v, (a) => clip(f(roundHalfEven(f(a / scale)) + zp)));
+    return [
+      written(outputs[0].dtype, y),
+      written(outputs[1].dtype, [scale]),
+      written(outputs[2].dtype, [zp]),
+    ];
+  },
   BlockDequantize: ({ inputs, outputs, ctx }) => [
     written(outputs[0].dtype, dequantized(inputs, ctx.int("bits"))),
   ],

@@ -55,6 +55,7 @@ import "./roi.ts";
 import "./attention.ts";
 import "./random_ops.ts";
 import "./tfidf.ts";
+import "./quantize.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
 import "./source.ts";

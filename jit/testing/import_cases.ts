@@ -464,4 +464,10 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       atol: 1e-5,
     },
   ],
+  // A range around 0 and one wholly above it (the zero point at 0); a long tensor (rows first).
+  DynamicQuantizeLinear: [
+    { inputs: [f32(uniform(24, 108, -3, 5), [4, 6])], outputs: 3 },
+    { inputs: [f32(uniform(10, 109, 2, 9))], outputs: 3 },
+    { inputs: [f32(uniform(1 << 16, 110, -1, 1), [16, 4096])], outputs: 3 },
+  ],
 };

@@ -1,7 +1,8 @@
 /**
  * Arithmetic ops onto kiln ops: Pow across dtypes (ONNX lets the exponent's type differ; the
  * result has the base's), IsInf, Shrink, BitShift, the bitwise ops of opset 18 on integers, and the
- * quantization ops QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear for 8-bit types;
+ * quantization ops QuantizeLinear and DequantizeLinear for 8-bit types (DynamicQuantizeLinear is
+ * kiln's op, `jit/ops/quantize.ts`);
  * Hardmax (before opset 13 on a 2-D view), ReduceProd, LRN, TopK and Det map onto kiln ops of
  * their names.
  *
@@ -10,7 +11,6 @@
 import { type DType, isFloat, isInt } from "../../jit/ir/dtype.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { KilnError } from "../../jit/support/errors.ts";
-import { scalar } from "./composite.ts";
 import { fusedQdq } from "./qdq.ts";
 import { foldedMap } from "./fold.ts";
 import {
@@ -242,25 +242,5 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     const spread = perBlock(c, typeOf(x).shape, attrs(c).int("axis", 1)!);
     return [dequantize(opOf(c), x, spread(scale), zero && spread(zero))];
   },
-  DynamicQuantizeLinear: (c) => {
-    const op = opOf(c);
-    const x = c.required(0);
-    const rank = typeOf(x).shape.length;
-    const all = { axes: [...Array(rank).keys()], keepdims: 0 };
-    // Rows first, then the row results: one reduction of a whole activation ran on one GPU
-    // workgroup (1.1 ms for BERT-base's [128, 3072] on the H200, 96 of them a run) and one wasm
-    // thread; by rows it spreads. Min and max are exact in any order. A small tensor keeps one
-    // step (a second kernel cost quant_dynamic's [2, 1024] a tenth of its run on wasm).
-    const long = rank > 1 && sizeOf(typeOf(x).shape) >= 1 << 16;
-    const whole = (reduce: string) =>
-      op(reduce, [long ? op(reduce, [x], { axes: [rank - 1], keepdims: 1 }) : x], all);
-    const zero = scalar(0, "f32");
-    const hi = op("Max", [whole("ReduceMax"), zero]);
-    const lo = op("Min", [whole("ReduceMin"), zero]);
-    const scale = op("Div", [op("Sub", [hi, lo]), scalar(255, "f32")]);
-    const zp = op("Cast", [
-      op("Clip", [op("Round", [op("Sub", [zero, op("Div", [lo, scale])])])], { min: 0, max: 255 }),
-    ], { to: "u8" });
-    return [quantize(op, x, scale, zp, "u8"), scale, zp];
-  },
+  DynamicQuantizeLinear: (c) => c.emit("DynamicQuantizeLinear", [c.required(0)], {}, 3),
 };
