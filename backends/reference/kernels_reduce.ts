@@ -6,7 +6,8 @@
  *
  * @module
  */
-import type { TensorData } from "../../jit/ir/dtype.ts";
+import type { DType, TensorData } from "../../jit/ir/dtype.ts";
+import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import { reduceAxes } from "../../jit/ops/reduce.ts";
 import { offsetsFor, type Shape, sizeOf, stridesOf } from "../../jit/ir/shape.ts";
 import type { Kernel, KernelArgs } from "./kernel.ts";
@@ -242,26 +243,23 @@ export const reduceKernels: Record<string, Kernel> = {
     return [w.finish(), blend(mean, mu), blend(variance, sigma2)];
   },
   InstanceNormalization: (args) => {
-    const [xt, st, bt] = args.inputs, x = read(xt), s = read(st), b = read(bt);
-    const shape = xt.shape, eps = args.ctx.float("epsilon", 1e-5);
-    const groups = groupsOver(shape, shape.slice(2).map((_, i) => 2 + i));
-    const [mean, variance] = momentsOver(x, groups);
-    const out = Array.from(x, (v, i) => {
-      const g = groups.rowOf(i), c = g % shape[1];
-      return ((v - mean[g]) / Math.sqrt(variance[g] + eps)) * s[c] + b[c];
-    });
-    return [written(args.outputs[0].dtype, out)];
+    const [xt, st, bt] = args.inputs, s = read(st), b = read(bt), c = xt.shape[1];
+    const eps = args.ctx.float("epsilon", 1e-5);
+    // Rows are (image, channel) pairs in order: row r is channel r mod C.
+    const axes = xt.shape.slice(2).map((_, i) => 2 + i);
+    return [
+      normalizedRows(
+        xt,
+        axes,
+        args.outputs[0].dtype,
+        (d, variance, r) => (d / Math.sqrt(variance + eps)) * s[r % c] + b[r % c],
+      ),
+    ];
   },
   MeanVarianceNormalization: (args) => {
-    const x = args.inputs[0], v = read(x);
+    const x = args.inputs[0];
     const axes = reduceAxes({ axes: args.ctx.ints("axes", [0, 2, 3]) }, x.shape.length);
-    const groups = groupsOver(x.shape, axes);
-    const [mean, variance] = momentsOver(v, groups);
-    const out = Array.from(v, (xi, i) => {
-      const g = groups.rowOf(i);
-      return (xi - mean[g]) / (Math.sqrt(variance[g]) + 1e-9);
-    });
-    return [written(args.outputs[0].dtype, out)];
+    return [normalizedRows(x, axes, args.outputs[0].dtype, (d, v) => d / (Math.sqrt(v) + 1e-9))];
   },
   GlobalAveragePool: (args) => {
     const rank = args.inputs[0].shape.length;
@@ -285,35 +283,41 @@ function expandTo(from: Shape, to: Shape, data: ArrayLike<number>): Float64Array
 
 /** The mean and population variance of each channel (axis 1) of an N×C×… tensor. */
 function channelMoments(x: ArrayLike<number>, shape: Shape): [Float64Array, Float64Array] {
-  return momentsOver(x, groupsOver(shape, shape.map((_, i) => i).filter((i) => i !== 1)));
-}
-
-/** The mean and population variance of each group of `x`. */
-function momentsOver(
-  x: ArrayLike<number>,
-  { rowOf, count }: { rowOf: (i: number) => number; count: number },
-): [Float64Array, Float64Array] {
-  const mean = new Float64Array(count), variance = new Float64Array(count);
-  const n = x.length / count;
-  for (let i = 0; i < x.length; i++) mean[rowOf(i)] += x[i] / n;
-  for (let i = 0; i < x.length; i++) variance[rowOf(i)] += (x[i] - mean[rowOf(i)]) ** 2 / n;
+  const { mean, variance } = moments(x, shape, shape.map((_, i) => i).filter((i) => i !== 1));
   return [mean, variance];
 }
 
 /**
- * The groups a reduction over `axes` of `shape` makes: each element's group (its index over the
- * kept axes, in order) and how many groups there are.
+ * The rows of a reduction of `x` over `axes` ({@linkcode rowsAndColumns}) with each row's mean and
+ * population variance.
  */
-function groupsOver(shape: Shape, axes: readonly number[]): {
-  rowOf: (i: number) => number;
-  count: number;
-} {
-  const kept = shape.map((d, i) => (axes.includes(i) ? 1 : d));
-  const strides = stridesOf(kept), full = stridesOf(shape);
-  const rowOf = (i: number) =>
-    shape.reduce(
-      (g, d, a) => g + (Math.floor(i / full[a]) % d) * (kept[a] === 1 ? 0 : strides[a]),
-      0,
-    );
-  return { rowOf, count: sizeOf(kept) };
+function moments(x: ArrayLike<number>, shape: Shape, axes: readonly number[]) {
+  const { rows, cols } = rowsAndColumns(shape, axes);
+  const mean = new Float64Array(rows.length), variance = new Float64Array(rows.length);
+  for (let r = 0; r < rows.length; r++) {
+    let sum = 0, squares = 0;
+    for (const c of cols) sum += x[rows[r] + c];
+    mean[r] = sum / cols.length;
+    for (const c of cols) squares += (x[rows[r] + c] - mean[r]) ** 2;
+    variance[r] = squares / cols.length;
+  }
+  return { rows, cols, mean, variance };
+}
+
+/**
+ * `t` with every row of a reduction over `axes` normalized as `f` says: `f(x − mean, variance,
+ * row)` at each of its elements.
+ */
+function normalizedRows(
+  t: RefTensor,
+  axes: readonly number[],
+  dtype: DType,
+  f: (d: number, variance: number, row: number) => number,
+): TensorData {
+  const x = read(t), { rows, cols, mean, variance } = moments(x, t.shape, axes);
+  const out = new Float64Array(x.length);
+  for (let r = 0; r < rows.length; r++) {
+    for (const c of cols) out[rows[r] + c] = f(x[rows[r] + c] - mean[r], variance[r], r);
+  }
+  return written(dtype, out);
 }
