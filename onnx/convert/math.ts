@@ -14,6 +14,7 @@ import { KilnError } from "../../jit/support/errors.ts";
 import { fusedQdq } from "./qdq.ts";
 import { foldedMap } from "./fold.ts";
 import {
+  asConstant,
   attrs,
   constInts,
   type Converter,
@@ -156,9 +157,7 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     // An exponent known at import (an initializer, as exporters fold torch.pow(x, 3.0)'s) is a
     // constant of the graph, not a parameter: code generators then see its value (wasm squares
     // and cubes in the module instead of calling the host's pow for every value).
-    const y = given.kind === "const" && given.tensor.data.length === 1
-      ? { ...given, tensor: { ...given.tensor } }
-      : given;
+    const y = given.kind === "const" && given.tensor.data.length === 1 ? asConstant(given) : given;
     const [xt, yt] = [typeOf(x).dtype, typeOf(y).dtype];
     if (xt === yt) return c.emit("Pow", [x, y]);
     if (isFloat(xt)) return [op("Pow", [x, op("Cast", [y], { to: xt })])];
