@@ -2,13 +2,15 @@
  * `GatherND`: slices of data picked by index tuples over its first axes after `batch_dims`. The
  * decomposition is one Gather of data's flattened rows: by a precomputed row list where the
  * indices are constant, else by each tuple's row computed from its coordinates (each passed
- * through a Gather of 0..n−1, which resolves negative ones and raises out-of-range ones).
+ * through a Gather of 0..n−1, `tupleOffsets`, which resolves negative ones and raises
+ * out-of-range ones).
  *
  * @module
  */
 import { formatShape, type Shape, sizeOf, stridesOf } from "../ir/shape.ts";
 import { KilnError } from "../support/errors.ts";
 import { INTEGERS } from "./elementwise.ts";
+import { tupleOffsets } from "./scatter.ts";
 import { constantTensor, defineOps, type EmitRef, type Emitter, type OpDef } from "./registry.ts";
 
 /** The flat row (of data's `[batches · rows, …rest]` view) each index tuple of `known` picks. */
@@ -36,18 +38,12 @@ function rowsOf(known: readonly number[], k: number, shape: Shape, batch: number
 function rowsAtRunTime(e: Emitter, indices: EmitRef, shape: Shape, batch: number): EmitRef {
   const ishape = e.typeOf(indices).shape, k = ishape.at(-1)!;
   const tuples = sizeOf(ishape.slice(0, -1)), batches = sizeOf(shape.slice(0, batch));
-  const rows = sizeOf(shape.slice(batch, batch + k)), rs = stridesOf(shape.slice(batch, batch + k));
-  const iota = (n: number) => constantTensor(e, [...Array(n).keys()], [n], "i32");
-  const flat = e.op("Reshape", [e.op("Cast", [indices], { to: "i32" })], { shape: [tuples, k] });
-  // The batch each tuple belongs to, as its first row.
+  const rows = sizeOf(shape.slice(batch, batch + k));
+  // The batch each tuple belongs to, as its first row, then the tuple's row within it.
   const perBatch = tuples / batches;
   const first = Array.from({ length: tuples }, (_, t) => Math.floor(t / perBatch) * rows);
-  let at = constantTensor(e, first, [tuples, 1], "i32");
-  for (let d = 0; d < k; d++) {
-    const column = e.op("Slice", [flat], { starts: [d], ends: [d + 1], axes: [1] });
-    const coord = e.op("Gather", [iota(shape[batch + d]), column], { axis: 0 });
-    at = e.op("Add", [at, e.op("Mul", [coord, e.scalar(rs[d], "i32")])]);
-  }
+  const within = tupleOffsets(e, indices, shape.slice(batch, batch + k));
+  const at = e.op("Add", [constantTensor(e, first, [tuples, 1], "i32"), within]);
   return e.op("Reshape", [at], { shape: [tuples] });
 }
 

@@ -166,6 +166,25 @@ function scatterByMatch(
 }
 
 /**
+ * The flat offset in `dims` of each index tuple of `indices` ([…, k] of k = `dims.length`), as a
+ * [tuples, 1] i32 value. Each coordinate passes through a Gather of 0..n−1, which resolves a
+ * negative one and raises one out of range as every Gather does.
+ */
+export function tupleOffsets(e: Emitter, indices: EmitRef, dims: Shape): EmitRef {
+  const ishape = e.typeOf(indices).shape, k = dims.length, tuples = sizeOf(ishape.slice(0, -1));
+  const flat = e.op("Reshape", [e.op("Cast", [indices], { to: "i32" })], { shape: [tuples, k] });
+  const strides = stridesOf(dims);
+  let at: EmitRef | undefined;
+  for (let d = 0; d < k; d++) {
+    const column = e.op("Slice", [flat], { starts: [d], ends: [d + 1], axes: [1] });
+    const coord = e.op("Gather", [iota(e, dims[d]), column], { axis: 0 });
+    const term = e.op("Mul", [coord, e.scalar(strides[d], "i32")]);
+    at = at ? e.op("Add", [at, term]) : term;
+  }
+  return at!;
+}
+
+/**
  * ScatterND with indices computed at run time (a KV cache's write position, say): each index
  * tuple becomes the flat position of its slice in the first `k` axes, matched against every such
  * position (T × P for T tuples and P positions), and the slices land by a matmul of the matches
@@ -183,16 +202,8 @@ function scatterSlices(
   const tuples = sizeOf(ishape.slice(0, -1)), places = sizeOf(shape.slice(0, k));
   const rest = sizeOf(shape.slice(k));
   checkBudget([tuples, places], t, "ScatterND's matches of its run-time indices");
-  const flat = e.op("Reshape", [e.op("Cast", [indices], { to: "i32" })], { shape: [tuples, k] });
-  const within = stridesOf(shape.slice(0, k));
-  let at: EmitRef | undefined;
-  for (let d = 0; d < k; d++) {
-    const column = e.op("Slice", [flat], { starts: [d], ends: [d + 1], axes: [1] });
-    const coord = e.op("Gather", [iota(e, shape[d]), column], { axis: 0 });
-    const term = e.op("Mul", [coord, e.scalar(within[d], "i32")]);
-    at = at ? e.op("Add", [at, term]) : term;
-  }
-  const hits = e.op("Equal", [at!, iota(e, places, [1, places])]); // [T, P]
+  const at = tupleOffsets(e, indices, shape.slice(0, k));
+  const hits = e.op("Equal", [at, iota(e, places, [1, places])]); // [T, P]
   const rows = e.op("Reshape", [updates], { shape: [tuples, rest] });
   const placed = (value: EmitRef) => e.op("Reshape", [value], { shape: [...shape] });
   if (reduction === "add") return e.op("Add", [data, placed(summed(e, hits, rows, t))]);
