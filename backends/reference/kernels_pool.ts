@@ -4,9 +4,8 @@
  *
  * @module
  */
-import { InferContext } from "../../jit/ops/mod.ts";
 import { resolveWindow } from "../../jit/ops/nn.ts";
-import { unpoolSizes } from "../../jit/ops/pool_composites.ts";
+import { lpWindow, unpoolSizes, windowOf } from "../../jit/ops/pool_composites.ts";
 import type { Kernel } from "./kernel.ts";
 import { forEachWindow } from "./kernels_nn.ts";
 import { read, writer } from "./tensor_io.ts";
@@ -41,19 +40,7 @@ export const poolKernels: Record<string, Kernel> = {
   LpPool: ({ inputs, outputs, ctx }) => {
     const xt = inputs[0], spatial = xt.shape.length - 2, p = ctx.int("p", 2);
     const [n, c] = xt.shape, [h, w] = spatial === 1 ? [1, xt.shape[2]] : xt.shape.slice(2);
-    const lift = (name: string, fill: number) => {
-      const v = ctx.has(name) ? ctx.ints(name) : undefined;
-      return spatial === 1 && v ? [fill, ...v] : v;
-    };
-    const pads = ctx.has("pads") ? ctx.ints("pads") : undefined;
-    const attrs = {
-      kernel_shape: lift("kernel_shape", 1),
-      strides: lift("strides", 1),
-      dilations: lift("dilations", 1),
-      pads: spatial === 1 && pads ? [0, pads[0], 0, pads[1]] : pads,
-    };
-    const inner = new InferContext({ op: ctx.op, where: ctx.where, inputs: ctx.inputs, attrs });
-    const win = resolveWindow(inner, [h, w], inner.ints("kernel_shape"));
+    const win = windowOf(ctx, lpWindow(ctx.attrs, spatial), [h, w]);
     const [oh, ow] = win.out, x = read(xt);
     const y = writer(outputs[0].dtype, n * c * oh * ow);
     for (let plane = 0; plane < n * c; plane++) {

@@ -13,6 +13,7 @@
 import { formatShape, type Shape } from "../ir/shape.ts";
 import { FLOATS, INTEGERS } from "./elementwise.ts";
 import { axisConstant } from "./movement.ts";
+import { as2d } from "./window_lowering.ts";
 import { resolveWindow, type Window } from "./nn.ts";
 import {
   type Attrs,
@@ -112,17 +113,15 @@ const maxUnpool: OpDef = {
   },
 };
 
-/** LpPool's attributes as one 2-D window (1-D over a height of 1). */
-function lpWindow(a: Attrs, spatial: number): Attrs {
-  const lift = (xs: unknown, fill: number) =>
-    spatial === 1 && Array.isArray(xs) ? [fill, ...xs] : xs as readonly number[] | undefined;
-  const pads = a.pads as readonly number[] | undefined;
-  return {
-    kernel_shape: lift(a.kernel_shape, 1),
-    strides: lift(a.strides, 1),
-    dilations: lift(a.dilations, 1),
-    pads: spatial === 1 && pads ? [0, pads[0], 0, pads[1]] : pads,
+/** LpPool's window attributes as one 2-D window (1-D over a height of 1, as fusion lifts 1-D pools). */
+export function lpWindow(a: Attrs, spatial: number): Attrs {
+  const w = {
+    kernel_shape: a.kernel_shape,
+    strides: a.strides,
+    dilations: a.dilations,
+    pads: a.pads,
   };
+  return spatial === 1 ? as2d(w) : w;
 }
 
 const lpPool: OpDef = {
@@ -173,7 +172,7 @@ const lpPool: OpDef = {
 };
 
 /** The window of 2-D `attrs` over `plane`, resolved as the pools resolve theirs. */
-function windowOf(ctx: InferContext, attrs: Attrs, plane: Shape): Window {
+export function windowOf(ctx: InferContext, attrs: Attrs, plane: Shape): Window {
   const inner = new InferContext({ op: ctx.op, where: ctx.where, inputs: ctx.inputs, attrs });
   return resolveWindow(inner, plane, inner.ints("kernel_shape"));
 }
