@@ -10,7 +10,7 @@ import { as2d } from "../../jit/ops/window_lowering.ts";
 import { InferContext } from "../../jit/ops/mod.ts";
 import type { DType, TensorData } from "../../jit/ir/dtype.ts";
 import { sizeOf, stridesOf, tryBroadcast } from "../../jit/ir/shape.ts";
-import type { Kernel } from "./kernel.ts";
+import type { Kernel, KernelArgs } from "./kernel.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import { read, writer, written } from "./tensor_io.ts";
 
@@ -135,15 +135,7 @@ export const nnKernels: Record<string, Kernel> = {
     const [xt, wt, bt] = inputs;
     if (xt.shape.length === 3) {
       // 1-D: the same data as 2-D over a height of 1 (the 2-D loop is the fast one).
-      const up = (t: RefTensor) => ({ ...t, shape: [...t.shape.slice(0, 2), 1, t.shape[2]] });
-      const attrs = as2d(ctx.attrs);
-      const lifted = new InferContext({ op: ctx.op, where: ctx.where, inputs: ctx.inputs, attrs });
-      return nnKernels.Conv({
-        ...args,
-        inputs: [up(xt), up(wt), ...(bt ? [bt] : [])],
-        attrs,
-        ctx: lifted,
-      });
+      return nnKernels.Conv({ ...lifted(args), inputs: [up(xt), up(wt), ...(bt ? [bt] : [])] });
     }
     if (xt.shape.length !== 4) return [convNd(inputs, outputs[0].dtype, ctx)];
     const [n, c, h, wd] = xt.shape;
@@ -202,14 +194,24 @@ export const nnKernels: Record<string, Kernel> = {
   AveragePool: (args) => pool(args.inputs[0], args, "avg"),
 };
 
+/** A 1-D tensor [N, C, W] as 2-D data over a height of 1 (the same elements). */
+const up = (t: RefTensor): RefTensor => ({ ...t, shape: [...t.shape.slice(0, 2), 1, t.shape[2]] });
+
+/** A 1-D window op's kernel arguments as its 2-D form's: the attributes lifted (`as2d`). */
+function lifted(args: KernelArgs): KernelArgs {
+  const { ctx } = args, attrs = as2d(ctx.attrs);
+  return {
+    ...args,
+    attrs,
+    ctx: new InferContext({ op: ctx.op, where: ctx.where, inputs: ctx.inputs, attrs }),
+  };
+}
+
 function pool(xt: RefTensor, args: Parameters<Kernel>[0], kind: "max" | "avg"): TensorData[] {
   const { outputs, ctx } = args;
   if (xt.shape.length === 3) {
     // 1-D: the same data as 2-D over a height of 1.
-    const [n, c, w] = xt.shape;
-    const attrs = as2d(ctx.attrs);
-    const lifted = new InferContext({ op: ctx.op, where: ctx.where, inputs: ctx.inputs, attrs });
-    return pool({ ...xt, shape: [n, c, 1, w] }, { ...args, attrs, ctx: lifted }, kind);
+    return pool(up(xt), lifted(args), kind);
   }
   if (xt.shape.length !== 4) {
     return ctx.fail(
