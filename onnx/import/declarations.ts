@@ -1,12 +1,14 @@
 /**
  * What the importer checks of what a model declares before trusting it: the opset of its default
- * domain, and that each graph output's declared element type is what the graph computes.
+ * domain, named inputs, initializers and outputs, ops it can import, and that each graph output's
+ * declared element type is what the graph computes.
  *
  * @module
  */
 import { KilnError } from "../../jit/support/errors.ts";
 import { type Known, typeOf } from "./node_context.ts";
 import { dtypeOfCode, int, type ModelProto, type ValueInfoProto } from "../wire/proto.ts";
+import { converterOf } from "../convert/mod.ts";
 
 /** Opset versions of the default domain kiln accepts. */
 export const OPSETS: readonly [number, number] = [1, 25];
@@ -70,4 +72,39 @@ export function domainVersion(model: ModelProto, domain: string | undefined): nu
   const d = domain === "ai.onnx" ? "" : domain ?? "";
   const entry = model.opsetImport.find((o) => (o.domain === "ai.onnx" ? "" : o.domain ?? "") === d);
   return entry ? int(entry.version) : 1;
+}
+
+/** Refuses a graph input, initializer or output without a name. */
+export function checkNames({ graph: g }: ModelProto): void {
+  const unnamed = [
+    ...g.input.filter((i) => !i.name).map(() => "an input"),
+    ...g.initializer.filter((t) => !t.name).map(() => "an initializer"),
+    ...g.output.filter((o) => !o.name).map(() => "an output"),
+  ];
+  if (unnamed.length) {
+    throw new KilnError(`The model's graph has ${unnamed[0]} with an empty name`, {
+      code: "invalid-graph",
+      fix: "name every graph input, initializer and output (re-export the model)",
+    });
+  }
+}
+
+/** Refuses, all at once, the ops of the main graph that kiln cannot import. */
+export function checkOps(model: ModelProto): void {
+  const unknown = new Set(
+    model.graph.node.filter((n) => !converterOf(n.domain, n.opType, domainVersion(model, n.domain)))
+      .map((n) => `${n.domain ? `${n.domain}::` : ""}${n.opType}`),
+  );
+  if (unknown.size) {
+    throw new KilnError(
+      `The model uses ops kiln cannot import: ${
+        [...unknown].join(", ")
+      } (no kiln backend — reference, wasm or webgpu — implements them)`,
+      {
+        code: "unknown-op",
+        fix:
+          "re-export without them, or register them: registerOp (the kiln op) and registerOnnxOp (its ONNX name)",
+      },
+    );
+  }
 }

@@ -11,13 +11,7 @@
 import { mergeSiblingProducts } from "./siblings.ts";
 import { RANDOM_OPS } from "../../jit/passes/random_inputs.ts";
 import { evaluateNode } from "../../backends/reference/reference_backend.ts";
-import {
-  type BoundaryDType,
-  byteSize,
-  type DType,
-  internalData,
-  internalDType,
-} from "../../jit/ir/dtype.ts";
+import { type BoundaryDType, internalData, internalDType } from "../../jit/ir/dtype.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { checkBudget } from "../../jit/runtime/budget.ts";
 import { KilnError } from "../../jit/support/errors.ts";
@@ -27,7 +21,13 @@ import { type Attrs, inferNode, type ValueType } from "../../jit/ops/mod.ts";
 import { type Shape, sizeOf } from "../../jit/ir/shape.ts";
 import { converterOf } from "../convert/mod.ts";
 import { workCounter } from "./import_limits.ts";
-import { checkDeclaredOutput, checkOpset, domainVersion } from "./declarations.ts";
+import {
+  checkDeclaredOutput,
+  checkNames,
+  checkOps,
+  checkOpset,
+  domainVersion,
+} from "./declarations.ts";
 import {
   carriesI64,
   carriesSentinel,
@@ -51,7 +51,7 @@ import {
   attribute,
   BF16,
   clean,
-  FOLD_LIMIT,
+  folds,
   initializerOf,
   type Known,
   type NodeContext,
@@ -81,28 +81,6 @@ export interface OnnxImportOptions {
   readonly inputValues?: Readonly<Record<string, HostTensor>>;
 }
 
-/**
- * Largest constant the importer folds where it takes no more than twice the bytes of a constant
- * input: a weight's transform (a transpose, an 8-bit weight widened to i16, a Cast of f16), which
- * unfolded runs on every run. A large constant made from small ones (a causal mask from two
- * ranges) stays index arithmetic, and so does a weight's expansion to 4× its bytes (an int8 or
- * int4 weight dequantized to f32), which keeps a quantized model's memory its packed bytes.
- * Packed weights that must stay packed whatever their size say so (`NodeContext.held`).
- */
-const TRANSFORM_FOLD_LIMIT = 1 << 24;
-
-/** Whether an op of constant inputs `ins` giving `types` folds at import. */
-function folds(ins: readonly Known[], types: readonly ValueType[]): boolean {
-  const bytesOf = (t: { shape: Shape; dtype: DType }) => sizeOf(t.shape) * byteSize(t.dtype);
-  const largest = Math.max(0, ...ins.map((k) => (k.kind === "const" ? bytesOf(k.tensor) : 0)));
-  return types.every((t) => {
-    // int64 held in 64 bits is computed by the compile's lowering (`jit/passes/int64.ts`).
-    if (t.dtype === "i64") return false;
-    const size = sizeOf(t.shape);
-    return size <= FOLD_LIMIT || (size <= TRANSFORM_FOLD_LIMIT && bytesOf(t) <= 2 * largest);
-  });
-}
-
 /** Imports model bytes as a graph. */
 export function importOnnx(bytes: Uint8Array, options: OnnxImportOptions = {}): Graph {
   return importModel(decodeModel(bytes), options);
@@ -123,41 +101,6 @@ export function importModel(given: ModelProto, options: OnnxImportOptions = {}):
   const top = importer.bindInputs();
   importer.runNodes(model.graph.node, top);
   return importer.finish(top);
-}
-
-/** Refuses a graph input, initializer or output without a name. */
-function checkNames({ graph: g }: ModelProto): void {
-  const unnamed = [
-    ...g.input.filter((i) => !i.name).map(() => "an input"),
-    ...g.initializer.filter((t) => !t.name).map(() => "an initializer"),
-    ...g.output.filter((o) => !o.name).map(() => "an output"),
-  ];
-  if (unnamed.length) {
-    throw new KilnError(`The model's graph has ${unnamed[0]} with an empty name`, {
-      code: "invalid-graph",
-      fix: "name every graph input, initializer and output (re-export the model)",
-    });
-  }
-}
-
-/** Refuses, all at once, the ops of the main graph that kiln cannot import. */
-function checkOps(model: ModelProto): void {
-  const unknown = new Set(
-    model.graph.node.filter((n) => !converterOf(n.domain, n.opType, domainVersion(model, n.domain)))
-      .map((n) => `${n.domain ? `${n.domain}::` : ""}${n.opType}`),
-  );
-  if (unknown.size) {
-    throw new KilnError(
-      `The model uses ops kiln cannot import: ${
-        [...unknown].join(", ")
-      } (no kiln backend — reference, wasm or webgpu — implements them)`,
-      {
-        code: "unknown-op",
-        fix:
-          "re-export without them, or register them: registerOp (the kiln op) and registerOnnxOp (its ONNX name)",
-      },
-    );
-  }
 }
 
 /** One model's import: the graph being built and what is known of each ONNX value. */
@@ -345,6 +288,7 @@ class Importer {
       },
       emit: (op, ins, attrs = {}, outputs = 1) =>
         this.#emit(op, ins, clean(attrs), outputs, { label, name }),
+      fold: (op, ins, attrs = {}) => this.#fold(op, ins, clean(attrs), { label, name }),
       check: (bad, why) => this.#check(bad, why, { label, name }),
       held: (k) =>
         k.kind === "value" ? k : {
@@ -417,8 +361,40 @@ class Importer {
    * not drawn anew each run), else a node of the graph; int64 results get their wrap check.
    */
   #emit(op: string, given: readonly Known[], attrs: Attrs, outputs: number, at: At): Known[] {
-    const { label, name } = at;
-    this.#charge(label);
+    const p = this.#prepared(op, given, attrs, at);
+    let out = this.#folded(op, attrs, p, at);
+    if (!out) {
+      // The graph labels nodes `node "NAME" (Op)` itself: it gets the bare ONNX name.
+      const syms = this.#b.opN(op, p.ins.map((k) => this.#symbol(k)), attrs, outputs, {
+        name: at.name,
+      });
+      out = syms.map((s, i) => ({
+        kind: "value",
+        name: s.name,
+        type: p.types[i],
+        i64: p.i64,
+        bf16: p.bf16,
+      }));
+    }
+    // Held in 32 bits (folded, or constants too large to fold): checked where it can wrap.
+    if (p.i64 && p.types.every((t) => t.dtype === "i32")) this.#guard(op, p.ins, attrs, out, at);
+    return out;
+  }
+
+  /** Op `op` of constants `given` folded where the importer folds it (`NodeContext.fold`). */
+  #fold(op: string, given: readonly Known[], attrs: Attrs, at: At): Known[] | undefined {
+    if (!given.every((k) => k.kind === "const")) return undefined;
+    const p = this.#prepared(op, given, attrs, at);
+    const out = this.#folded(op, attrs, p, at);
+    if (out && p.i64 && p.types.every((t) => t.dtype === "i32")) {
+      this.#guard(op, p.ins, attrs, out, at);
+    }
+    return out;
+  }
+
+  /** `op`'s inputs at their int64 widths, its result types and what they carry. */
+  #prepared(op: string, given: readonly Known[], attrs: Attrs, at: At): Prepared {
+    this.#charge(at.label);
     const ins = this.#widths(op, given, at);
     const types = inferNode(
       op,
@@ -426,33 +402,34 @@ class Importer {
         k,
       ) => (k.kind === "const" ? { shape: k.tensor.shape, dtype: k.tensor.dtype } : k.type)),
       attrs,
-      label,
+      at.label,
     );
     const i64 = carriesI64(op, ins) && types.every((t) => t.dtype === "i32" || t.dtype === "i64");
     // bfloat16 arithmetic is f32 arithmetic: the type carries on, rounded where the model asks.
     const bf16 = ins.some((k) => k.bf16) && types.every((t) => t.dtype === "f32");
-    const sentinel = carriesSentinel(op, ins, label);
-    let out: Known[];
-    if (ins.every((k) => k.kind === "const") && folds(ins, types) && !RANDOM_OPS.has(op)) {
-      const tensors = ins.map((k) => (k as Extract<Known, { kind: "const" }>).tensor);
-      // A folded value is a tensor too: the budget holds before it is computed.
-      for (const t of types) checkBudget(t.shape, t.dtype, label);
-      const data = evaluateNode({ op, attrs, inputs: tensors, outputs: types, label }, tensors);
-      if (sentinel) data.forEach(markSaturated);
-      out = types.map((t, i) => ({
-        kind: "const",
-        tensor: { data: data[i], shape: t.shape, dtype: t.dtype },
-        i64,
-        bf16,
-      }));
-    } else {
-      // The graph labels nodes `node "NAME" (Op)` itself: it gets the bare ONNX name.
-      const syms = this.#b.opN(op, ins.map((k) => this.#symbol(k)), attrs, outputs, { name });
-      out = syms.map((s, i) => ({ kind: "value", name: s.name, type: types[i], i64, bf16 }));
+    return { ins, types, i64, bf16, sentinel: carriesSentinel(op, ins, at.label) };
+  }
+
+  /** The constants `op` of `p` folds into, or `undefined` where it stays a node. */
+  #folded(op: string, attrs: Attrs, p: Prepared, at: At): Known[] | undefined {
+    const { ins, types } = p;
+    if (!ins.every((k) => k.kind === "const") || !folds(ins, types) || RANDOM_OPS.has(op)) {
+      return undefined;
     }
-    // Held in 32 bits (folded, or constants too large to fold): checked where it can wrap.
-    if (i64 && types.every((t) => t.dtype === "i32")) this.#guard(op, ins, attrs, out, at);
-    return out;
+    const tensors = ins.map((k) => (k as Extract<Known, { kind: "const" }>).tensor);
+    // A folded value is a tensor too: the budget holds before it is computed.
+    for (const t of types) checkBudget(t.shape, t.dtype, at.label);
+    const data = evaluateNode(
+      { op, attrs, inputs: tensors, outputs: types, label: at.label },
+      tensors,
+    );
+    if (p.sentinel) data.forEach(markSaturated);
+    return types.map((t, i) => ({
+      kind: "const",
+      tensor: { data: data[i], shape: t.shape, dtype: t.dtype },
+      i64: p.i64,
+      bf16: p.bf16,
+    }));
   }
 
   /** `ins` at the widths `op` computes int64 in (see {@linkcode int64Widths}). */
@@ -537,6 +514,15 @@ class Importer {
 interface At {
   readonly label: string;
   readonly name: string;
+}
+
+/** An op's inputs and result types, and what its results carry (see `#prepared`). */
+interface Prepared {
+  readonly ins: readonly Known[];
+  readonly types: readonly ValueType[];
+  readonly i64: boolean;
+  readonly bf16: boolean;
+  readonly sentinel: boolean;
 }
 
 /** Refuses an attribute of `node` that its converter did not read (ignoring it could mislead). */

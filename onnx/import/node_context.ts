@@ -4,7 +4,8 @@
  *
  * @module
  */
-import { type DType, fromF16Bits, fromNumbers, isFloat } from "../../jit/ir/dtype.ts";
+import { byteSize, type DType, fromF16Bits, fromNumbers, isFloat } from "../../jit/ir/dtype.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
 import { checkBudget } from "../../jit/runtime/budget.ts";
 import { handOver } from "../../jit/ir/graph.ts";
 import { KilnError } from "../../jit/support/errors.ts";
@@ -66,8 +67,9 @@ export interface None {
 }
 
 /**
- * Composite `op`'s one decomposition (`jit/ops/`) run at import through `c`'s emit, so its parts on
- * constants fold as they are emitted: a transposed convolution's flipped, regrouped kernel is
+ * Composite `op`'s one decomposition (`jit/ops/`) run at import through `c`'s emit (or the op
+ * folded whole where its inputs are all constant), so its parts on constants fold as they are
+ * emitted: a transposed convolution's flipped, regrouped kernel is
  * computed once, where the op left for fusion re-gathered its weights at every read (unet's
  * upsampling: 0.7 → 7.6 ms on wasm). The op's own rule checks the node first.
  */
@@ -79,6 +81,8 @@ export function expanded(
   outputs = 1,
 ): Known[] {
   inferNode(op, ins.map((k) => typeOf(k)), attrs, c.label);
+  const whole = c.fold(op, ins, attrs);
+  if (whole) return whole;
   const refs: Known[] = [...ins];
   const ref = (k: Known): EmitRef => ({ id: refs.push(k) - 1 });
   const emit = (o: string, xs: readonly EmitRef[], a: Attrs = {}, n = 1) =>
@@ -157,6 +161,33 @@ export interface Producer {
  */
 export const FOLD_LIMIT = 1 << 20;
 
+/**
+ * Largest constant the importer folds where it takes no more than twice the bytes of a constant
+ * input: a weight's transform (a transpose, an 8-bit weight widened to i16, a Cast of f16), which
+ * unfolded runs on every run. A large constant made from small ones (a causal mask from two
+ * ranges) stays index arithmetic, and so does a weight's expansion to 4× its bytes (an int8 or
+ * int4 weight dequantized to f32), which keeps a quantized model's memory its packed bytes.
+ * Packed weights that must stay packed whatever their size say so (`NodeContext.held`).
+ */
+const TRANSFORM_FOLD_LIMIT = 1 << 24;
+
+/**
+ * Whether an op of constant inputs `ins` giving `types` folds at import. An op of no inputs (a
+ * decomposition's constant, already computed) always does.
+ */
+export function folds(ins: readonly Known[], types: readonly ValueType[]): boolean {
+  const bytesOf = (t: { shape: readonly number[]; dtype: DType }) =>
+    sizeOf(t.shape) * byteSize(t.dtype);
+  const largest = Math.max(0, ...ins.map((k) => (k.kind === "const" ? bytesOf(k.tensor) : 0)));
+  return types.every((t) => {
+    // int64 held in 64 bits is computed by the compile's lowering (`jit/passes/int64.ts`).
+    if (t.dtype === "i64") return false;
+    const size = sizeOf(t.shape);
+    return ins.length === 0 || size <= FOLD_LIMIT ||
+      (size <= TRANSFORM_FOLD_LIMIT && bytesOf(t) <= 2 * largest);
+  });
+}
+
 /** What a converter can do. */
 export interface NodeContext {
   /** The ONNX node. */
@@ -186,6 +217,11 @@ export interface NodeContext {
   value(name: string): Known | undefined;
   /** Emits a kiln op (folded when its inputs are constant). */
   emit(op: string, inputs: readonly Known[], attrs?: Attrs, outputs?: number): Known[];
+  /**
+   * Kiln op `op` of constants folded as `emit` folds it (one pass of its reference kernel), or
+   * `undefined`, emitting nothing, where an input is not constant or the result too large.
+   */
+  fold(op: string, inputs: readonly Known[], attrs?: Attrs): Known[] | undefined;
   /**
    * Constant `k` as a value of the graph: ops on it run with the model instead of folding at
    * import (a packed weight whose unpacked form would be larger than itself).
