@@ -1,5 +1,7 @@
 /**
- * Reference kernels for block-quantized weights (`jit/ops/block_matmul.ts`): each packed value
+ * Reference kernels of the quantization ops: QuantizeLinear, DequantizeLinear and
+ * DynamicQuantizeLinear element by element in f32 arithmetic as ONNX defines them, and of
+ * block-quantized weights (`jit/ops/block_matmul.ts`): each packed value
  * read from its word by its bit offset, as ONNX Runtime's MatMulNBits reads its bytes, without the
  * decomposition's float unpacking; the product sums in float64. QuantizeRowBlocks rounds each
  * block of A's rows to 8 bits in f32 arithmetic, as ONNX Runtime's CPU does for MatMulNBits of
@@ -10,7 +12,8 @@
 import type { Kernel } from "./kernel.ts";
 import { roundHalfEven } from "./scalar_math.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
-import { sizeOf } from "../../jit/ir/shape.ts";
+import { type Shape, sizeOf, stridesOf } from "../../jit/ir/shape.ts";
+import type { InferContext } from "../../jit/ops/mod.ts";
 import { read, writer, written } from "./tensor_io.ts";
 
 /** The rows of packed `words` [..., L] dequantized: [rows, blocks · block] in float64. */
@@ -47,6 +50,39 @@ function quantizeRows(a: RefTensor, block: number): Float64Array {
   return out;
 }
 
+/**
+ * For each element of `shape`, the index of its scale or zero point of shape `ks`: per tensor,
+ * per axis (1-D along `axis`), per block of `block` along `axis`, or broadcast as NumPy's.
+ */
+function scaleIndex(shape: Shape, ks: Shape, axis: number, block: number): (i: number) => number {
+  const rank = shape.length;
+  if (sizeOf(ks) === 1) return () => 0;
+  if (!block && ks.length === 1) {
+    const inner = sizeOf(shape.slice(axis + 1));
+    return (i) => Math.floor(i / inner) % shape[axis];
+  }
+  const aligned = [...Array(rank - ks.length).fill(1), ...ks], strides = stridesOf(aligned);
+  return (i) => {
+    let at = 0, rest = i;
+    for (let d = rank - 1; d >= 0; d--) {
+      const c = rest % shape[d];
+      rest = Math.floor(rest / shape[d]);
+      const own = aligned[d] === 1 ? 0 : block && d === axis ? Math.floor(c / block) : c;
+      at += own * strides[d];
+    }
+    return at;
+  };
+}
+
+/** A QuantizeLinear's or DequantizeLinear's x, scales and zero points, and each one's index. */
+function scaled(inputs: readonly RefTensor[], ctx: InferContext) {
+  const [x, s, z] = inputs, rank = x.shape.length, block = ctx.int("block_size", 0);
+  const perTensor = !block && sizeOf(s.shape) === 1;
+  const axis = rank && !perTensor ? ctx.axis(ctx.int("axis", 1), rank) : 0;
+  const at = scaleIndex(x.shape, s.shape, axis, block);
+  return { x: read(x), s: read(s), z: z ? read(z) : [0], at: z ? at : () => 0, sAt: at };
+}
+
 /** Kernels of the block-quantized ops, by op name. */
 export const quantKernels: Record<string, Kernel> = {
   // The range widened to hold 0, its scale and zero point in f32 arithmetic, as the decomposition.
@@ -63,6 +99,25 @@ export const quantKernels: Record<string, Kernel> = {
       written(outputs[1].dtype, [scale]),
       written(outputs[2].dtype, [zp]),
     ];
+  },
+  // Each step rounded to f32, as the decomposition computes: x / scale, then the zero point added.
+  QuantizeLinear: ({ inputs, outputs, ctx }) => {
+    const { x, s, z, at, sAt } = scaled(inputs, ctx), f = Math.fround, dtype = outputs[0].dtype;
+    const [lo, hi] = ctx.int("bits", 8) === 4
+      ? (dtype === "i8" ? [-8, 7] : [0, 15])
+      : (dtype === "i8" ? [-128, 127] : [0, 255]);
+    const y = writer(dtype, x.length);
+    for (let i = 0; i < x.length; i++) {
+      const q = roundHalfEven(f(x[i] / s[sAt(i)])) + z[at(i)];
+      y.out[i] = Math.min(hi, Math.max(lo, q));
+    }
+    return [y.finish()];
+  },
+  DequantizeLinear: ({ inputs, outputs, ctx }) => {
+    const { x, s, z, at, sAt } = scaled(inputs, ctx), f = Math.fround;
+    const y = writer(outputs[0].dtype, x.length);
+    for (let i = 0; i < x.length; i++) y.out[i] = f(f(f(x[i]) - f(z[at(i)])) * f(s[sAt(i)]));
+    return [y.finish()];
   },
   BlockDequantize: ({ inputs, outputs, ctx }) => [
     written(outputs[0].dtype, dequantized(inputs, ctx.int("bits"))),

@@ -14,7 +14,7 @@ import { tupleOffsets } from "./scatter.ts";
 import { constantTensor, defineOps, type EmitRef, type Emitter, type OpDef } from "./registry.ts";
 
 /** The flat row (of data's `[batches · rows, …rest]` view) each index tuple of `known` picks. */
-function rowsOf(known: readonly number[], k: number, shape: Shape, batch: number): number[] {
+function rowsOf(known: ArrayLike<number>, k: number, shape: Shape, batch: number): number[] {
   const rows = sizeOf(shape.slice(batch, batch + k)), batches = sizeOf(shape.slice(0, batch));
   const tuples = known.length / k, perBatch = tuples / batches;
   const rs = stridesOf(shape.slice(batch, batch + k));

@@ -63,7 +63,7 @@ export interface Emitter {
    * The elements of `ref` where it is a constant of the graph (a scatter's indices known before
    * the run pick a cheaper form, RoiAlign's regions fix its samples), else `undefined`.
    */
-  constantOf(ref: EmitRef): readonly number[] | undefined;
+  constantOf(ref: EmitRef): ArrayLike<number> | undefined;
 }
 
 /** A constant tensor of `values` in a decomposition, stored as `dtype` stores them. */
@@ -76,12 +76,17 @@ export function constantTensor(
   return e.op("Constant", [], { value: { data: fromNumbers(dtype, values), shape, dtype } });
 }
 
-/** A constant's elements as numbers, half floats decoded (what {@linkcode Emitter.constantOf} gives). */
-export function constantElements(t: HostTensor | undefined): readonly number[] | undefined {
+/**
+ * A constant's elements as numbers, half floats decoded (what {@linkcode Emitter.constantOf}
+ * gives): a tensor of numbers as it is held (not copied: a quantized weight's millions of bytes
+ * are read in one pass), 64-bit integers and half floats converted.
+ */
+export function constantElements(t: HostTensor | undefined): ArrayLike<number> | undefined {
   if (!t) return undefined;
   if (t.dtype === "f16") return Array.from(t.data as Uint16Array, fromF16Bits);
   if (t.dtype === "bf16") return Array.from(t.data as Uint16Array, fromBf16Bits);
-  return Array.from(t.data as ArrayLike<number | bigint>, Number);
+  const data = t.data as ArrayLike<number | bigint>;
+  return typeof data[0] === "bigint" ? Array.from(data, Number) : data as ArrayLike<number>;
 }
 
 /** Families of ops; later stages (fusion, codegen) dispatch on them. */

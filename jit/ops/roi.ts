@@ -142,7 +142,10 @@ const roiAlign: OpDef = {
     return [{ shape: [rs[0], xs[1], a.oh, a.ow], dtype }];
   },
   decompose: (e, [x, roisRef, batchRef], attrs) => {
-    const rois = e.constantOf(roisRef), batch = e.constantOf(batchRef);
+    const [rois, batch] = [roisRef, batchRef].map((r) => {
+      const k = e.constantOf(r);
+      return k && Array.from(k);
+    });
     if (!rois || !batch) throw unknownRegions("RoiAlign");
     const [n, ch, h, w] = e.typeOf(x).shape, a = roiAttrs(attrs);
     if (batch.some((b) => !(b >= 0 && b < n))) {
@@ -240,7 +243,7 @@ const maxRoiPool: OpDef = {
   // Each bin a max over gathered pixels, padded to the largest bin with −∞ (index h·w, a column
   // appended to every image); an empty bin 0.
   decompose: (e, [x, roisRef], a) => {
-    const rois = e.constantOf(roisRef);
+    const known = e.constantOf(roisRef), rois = known && Array.from(known);
     if (!rois) throw unknownRegions("MaxRoiPool");
     const [n, ch, h, w] = e.typeOf(x).shape, [ph, pw] = a.pooled_shape as number[];
     const { bins, batches } = roiBins(

@@ -1,127 +1,40 @@
 /**
  * Arithmetic ops onto kiln ops: Pow across dtypes (ONNX lets the exponent's type differ; the
  * result has the base's), IsInf, Shrink, BitShift, the bitwise ops of opset 18 on integers, and the
- * quantization ops QuantizeLinear and DequantizeLinear for 8-bit types (DynamicQuantizeLinear is
- * kiln's op, `jit/ops/quantize.ts`);
+ * quantization ops QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear (`jit/ops/quantize.ts`);
  * Hardmax (before opset 13 on a 2-D view), ReduceProd, LRN, TopK and Det map onto kiln ops of
  * their names.
  *
  * @module
  */
 import { type DType, isFloat, isInt } from "../../jit/ir/dtype.ts";
-import { sizeOf } from "../../jit/ir/shape.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { fusedQdq } from "./qdq.ts";
-import { foldedMap } from "./fold.ts";
 import {
   asConstant,
   attrs,
   constInts,
   type Converter,
-  FOLD_LIMIT,
+  expanded,
   type Known,
   type NodeContext,
-  type OpFn,
   opOf,
   reduceAxes,
   typeOf,
 } from "../import/node_context.ts";
 import { dtypeOfCode } from "../wire/proto.ts";
 
-/** Ranges of the 8-bit quantized types. */
-const RANGE: Partial<Record<DType, [number, number]>> = { u8: [0, 255], i8: [-128, 127] };
-
-/** `scale` reshaped to broadcast along `axis` of `shape` when it is per axis (1-D, not 1). */
-function alongAxis(op: OpFn, k: Known, shape: readonly number[], axis: number): Known {
-  const s = typeOf(k).shape;
-  if (s.length !== 1 || shape.length === 0) return k;
-  const at = axis < 0 ? axis + shape.length : axis;
-  return op("Reshape", [k], { shape: shape.map((_, i) => (i === at ? s[0] : 1)) });
-}
-
-/**
- * Scales (and zero points) against `shape`: per tensor, per axis (1-D along `axis`), or, with
- * opset 21's `block_size`, per block along `axis` (each entry repeated over its block's elements).
- */
-function perBlock(c: NodeContext, shape: readonly number[], axis: number): (k: Known) => Known {
-  const op = opOf(c), block = attrs(c).int("block_size", 0)!;
-  const at = axis < 0 ? axis + shape.length : axis;
-  if (!block) return (k) => alongAxis(op, k, shape, axis);
-  return (k) => {
-    const ks = typeOf(k).shape;
-    if (ks.length !== shape.length || ks[at] !== Math.ceil(shape[at] / block)) {
-      throw new KilnError(
-        `${c.label}: blocks of ${block} along axis ${axis} of [${shape}] with [${ks}]`,
-        {
-          code: "shape-mismatch",
-          fix: "give the scale and zero point the input's shape, ceil(size / block_size) on axis",
-        },
-      );
-    }
-    const wide = [...ks.slice(0, at + 1), block, ...ks.slice(at + 1)];
-    let y = op("Expand", [op("Unsqueeze", [k], { axes: [at + 1] })], { shape: wide });
-    y = op("Reshape", [y], { shape: [...ks.slice(0, at), ks[at] * block, ...ks.slice(at + 1)] });
-    return ks[at] * block === shape[at]
-      ? y
-      : op("Slice", [y], { starts: [0], ends: [shape[at]], axes: [at] });
-  };
-}
-
-/**
- * `round(x / scale) + zero`, saturated into `dtype` and cast; into 4 bits' range with `fourBit`
- * (a uint4 or int4 zero point, held in u8 or i8).
- */
-export function quantize(
-  op: OpFn,
-  x: Known,
-  scale: Known,
-  zero: Known | undefined,
-  dtype: DType,
-  fourBit = false,
-): Known {
-  const [lo, hi] = fourBit ? (dtype === "i8" ? [-8, 7] : [0, 15]) : RANGE[dtype]!;
-  let q = op("Round", [op("Div", [x, scale])]);
-  if (zero) q = op("Add", [q, op("Cast", [zero], { to: "f32" })]);
-  return op("Cast", [op("Clip", [q], { min: lo, max: hi })], { to: dtype });
-}
-
-/** `(x − zero) · scale` in f32 (constants folded in one pass: see `fold.ts`). */
-export function dequantize(op: OpFn, x: Known, scale: Known, zero: Known | undefined): Known {
-  const folded = foldedDequantize(x, scale, zero);
-  if (folded) return folded;
-  let v = op("Cast", [x], { to: "f32" });
-  if (zero) v = op("Sub", [v, op("Cast", [zero], { to: "f32" })]);
-  return op("Mul", [v, scale]);
-}
-
-/**
- * A constant `(x − zero) · scale` as f32 arithmetic rounds it (the difference of two integers of
- * 16 bits or fewer is exact; the product rounds once), or `undefined` unless all are constant
- * and broadcast to x.
- */
-function foldedDequantize(x: Known, scale: Known, zero: Known | undefined): Known | undefined {
-  if (x.kind !== "const" || scale.kind !== "const" || (zero && zero.kind !== "const")) {
-    return undefined;
-  }
-  // Past the fold limit a weight stays in its bytes, dequantized as it is read (f32 would take
-  // four times an int8 weight's memory; before a QuantizeLinear its product reads the bytes).
-  if (x.fourBit || x.tensor.dtype === "i32" || x.i64 || sizeOf(x.tensor.shape) > FOLD_LIMIT) {
-    return undefined;
-  }
-  if (scale.tensor.dtype !== "f32" || scale.bf16) return undefined;
-  return foldedMap(x, [zero, scale], "f32", (v, z, s) => (v - z) * s);
-}
-
+/** The type QuantizeLinear `c` quantizes to: its zero point's, else `output_dtype`'s, else u8. */
 function quantizedType(c: NodeContext, zero: Known | undefined): DType {
   const code = attrs(c).int("output_dtype", 0)!;
-  const dtype = zero ? typeOf(zero).dtype : code ? dtypeOfCode(code, c.label) : "u8";
-  if (!RANGE[dtype as DType]) {
-    throw new KilnError(`${c.label}: quantization to ${dtype}`, {
-      code: "unsupported",
-      fix: "kiln quantizes to uint8 and int8",
-    });
-  }
-  return dtype as DType;
+  return zero ? typeOf(zero).dtype : code ? dtypeOfCode(code, c.label) as DType : "u8";
+}
+
+/** QuantizeLinear's and DequantizeLinear's inputs (the zero point where given) and layout. */
+function scaled(c: NodeContext): [Known[], { axis: number; block_size: number }] {
+  const zero = c.input(2), a = attrs(c);
+  const layout = { axis: a.int("axis", 1)!, block_size: a.int("block_size", 0)! };
+  return [[c.required(0), c.required(1), ...(zero ? [zero] : [])], layout];
 }
 
 /** Opset 18's bitwise ops on integers: kiln's And, Or, Xor and Not are bitwise there. */
@@ -225,21 +138,17 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     const beta = a.float("beta", 0.75)!, bias = a.float("bias", 1)!;
     return c.emit("LRN", [c.required(0)], { size, alpha, beta, bias });
   },
+  // Kiln ops (jit/ops/quantize.ts), expanded at import so a weight's dequantization folds once;
+  // a QuantizeLinear of a product between DequantizeLinears runs as ONNX Runtime fuses it.
   QuantizeLinear: (c) => {
-    const op = opOf(c);
-    const [x, scale, zero] = [c.required(0), c.required(1), c.input(2)];
-    const shape = typeOf(x).shape, axis = attrs(c).int("axis", 1)!;
+    const [ins, layout] = scaled(c), zero = c.input(2);
     attrs(c).int("saturate"); // float8 only; 8-bit integers always saturate
-    const spread = perBlock(c, shape, axis);
     const four = zero?.kind === "const" && zero.fourBit === true;
-    const z = zero && spread(zero);
     const fused = four ? undefined : fusedQdq(c);
-    return [fused ?? quantize(op, x, spread(scale), z, quantizedType(c, zero), four)];
+    if (fused) return [fused];
+    const to = quantizedType(c, zero);
+    return expanded(c, "QuantizeLinear", ins, { ...layout, to, ...(four ? { bits: 4 } : {}) });
   },
-  DequantizeLinear: (c) => {
-    const [x, scale, zero] = [c.required(0), c.required(1), c.input(2)];
-    const spread = perBlock(c, typeOf(x).shape, attrs(c).int("axis", 1)!);
-    return [dequantize(opOf(c), x, spread(scale), zero && spread(zero))];
-  },
+  DequantizeLinear: (c) => expanded(c, "DequantizeLinear", ...scaled(c)),
   DynamicQuantizeLinear: (c) => c.emit("DynamicQuantizeLinear", [c.required(0)], {}, 3),
 };

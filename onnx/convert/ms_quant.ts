@@ -16,13 +16,13 @@ import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import type { TensorData } from "../../jit/ir/dtype.ts";
 import { handOver } from "../../jit/ir/graph.ts";
 import { scalar } from "./composite.ts";
-import { dequantize, quantize } from "./math.ts";
 import { product } from "./integer_product.ts";
 import {
   attrs,
   constant,
   constInput,
   type Converter,
+  expanded,
   type Known,
   type NodeContext,
   opOf,
@@ -34,20 +34,16 @@ import {
 export const MS_DOMAIN = "com.microsoft";
 
 /** Input `i`, dequantized by inputs `i + 1` (scale) and `i + 2` (zero point). */
-const real = (c: NodeContext, i: number) =>
-  dequantize(opOf(c), c.required(i), c.required(i + 1), c.input(i + 2));
+function real(c: NodeContext, i: number): Known {
+  const zero = c.input(i + 2);
+  const ins = [c.required(i), c.required(i + 1), ...(zero ? [zero] : [])];
+  return expanded(c, "DequantizeLinear", ins, {})[0];
+}
 
-/** `y` quantized by inputs `i` (scale) and `i + 1` (zero point). */
+/** `y` quantized by inputs `i` (scale) and `i + 1` (zero point; u8 without one). */
 function requantize(c: NodeContext, y: Known, i: number): Known {
   const zero = c.input(i + 1);
-  const dtype = zero ? typeOf(zero).dtype : "u8";
-  if (dtype !== "u8" && dtype !== "i8") {
-    throw new KilnError(`${c.label}: quantization to ${dtype}`, {
-      code: "unsupported",
-      fix: "kiln quantizes to uint8 and int8",
-    });
-  }
-  return quantize(opOf(c), y, c.required(i), zero, dtype);
+  return expanded(c, "QuantizeLinear", [y, c.required(i), ...(zero ? [zero] : [])], {})[0];
 }
 
 /** A float op between dequantized inputs and a quantized result. */
@@ -195,7 +191,7 @@ const PACKED_FROM = 1 << 20;
  * Qwen2.5-0.5B-shaped decoder's small projections, read through JavaScript arrays of their
  * values, took 960 ms).
  */
-function expanded(
+function unpackedWeights(
   q: ArrayLike<number>,
   scales: ArrayLike<number>,
   zeros: ArrayLike<number> | undefined,
@@ -256,7 +252,7 @@ function expandedWeight(
     const blocks = Math.ceil(nb.k / nb.block);
     const zeroStride = nb.packed ? Math.ceil((blocks * nb.bits) / 8) : undefined;
     const table = zeros && zeroValues(zeros, { blocks, bits: nb.bits, zeroStride });
-    return expanded(q.data as Uint8Array, floats(scales), table, nb);
+    return unpackedWeights(q.data as Uint8Array, floats(scales), table, nb);
   });
   return { kind: "const", tensor: { data, shape: [nb.k, nb.n], dtype: "f32" }, i64: false };
 }
