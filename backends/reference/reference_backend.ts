@@ -28,6 +28,7 @@ import { elementwiseKernels } from "./kernels_elementwise.ts";
 import { movementKernels } from "./kernels_movement.ts";
 import { nnKernels } from "./kernels_nn.ts";
 import { quantKernels } from "./kernels_quant.ts";
+import { integerKernels } from "./kernels_integer.ts";
 import { lossKernels } from "./kernels_loss.ts";
 import { trainingKernels } from "./kernels_training.ts";
 import { einsumKernels } from "./kernels_einsum.ts";
@@ -62,6 +63,7 @@ const kernels: Record<string, Kernel> = {
   ...tfidfKernels,
   ...nnKernels,
   ...quantKernels,
+  ...integerKernels,
   ...lossKernels,
   ...trainingKernels,
   ...einsumKernels,

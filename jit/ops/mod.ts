@@ -33,6 +33,7 @@ import "./normalization.ts";
 import "./movement.ts";
 import "./nn.ts";
 import "./integer_matmul.ts";
+import "./integer_products.ts";
 import "./block_matmul.ts";
 import "./loss.ts";
 import "./training.ts";

@@ -55,6 +55,60 @@ export interface Window {
   out: number[];
 }
 
+/**
+ * A convolution's output shape, its inputs checked: data [N, C, …] (input `data`), kernel
+ * [M, C/group, …] (input `kernel`) and a bias [M] where `bias` names one; window attributes as
+ * Conv's.
+ */
+export function convShape(
+  ctx: InferContext,
+  [data, kernel, bias]: readonly number[],
+): number[] {
+  const x = ctx.input(data).shape, w = ctx.input(kernel).shape;
+  if (x.length < 3 || x.length > 5 || w.length !== x.length) {
+    ctx.fail(
+      `data ${formatShape(x)} and kernel ${formatShape(w)}`,
+      "convolve over 1 to 3 spatial axes: data [N, C, …], kernel [M, C/group, …] of its rank",
+      "shape-mismatch",
+    );
+  }
+  const group = ctx.int("group", 1);
+  if (group < 1 || x[1] % group !== 0 || w[0] % group !== 0) {
+    ctx.fail(
+      `group ${group} does not divide channels (${x[1]} in, ${w[0]} out)`,
+      "use a group count that divides both channel counts",
+      "shape-mismatch",
+    );
+  }
+  if (w[1] * group !== x[1]) {
+    ctx.fail(
+      `weight expects ${w[1] * group} input channels, input has ${x[1]}`,
+      "pass weights of shape [M, C/group, kH, kW]",
+      "shape-mismatch",
+    );
+  }
+  const taps = ctx.ints("kernel_shape", w.slice(2));
+  if (taps.some((k, i) => k !== w[2 + i])) {
+    ctx.fail(
+      "kernel_shape differs from the weight's spatial shape",
+      "drop kernel_shape or make it match",
+      "shape-mismatch",
+    );
+  }
+  if (
+    bias !== undefined &&
+    (ctx.input(bias).shape.length !== 1 || ctx.input(bias).shape[0] !== w[0])
+  ) {
+    ctx.fail(
+      `bias must have shape [${w[0]}]`,
+      "pass one bias per output channel",
+      "shape-mismatch",
+    );
+  }
+  const win = resolveWindow(ctx, x.slice(2), taps);
+  return [x[0], w[0], ...win.out];
+}
+
 /** Most window taps a windowed op (pool, conv) may read per channel over all its outputs. */
 export const MAX_WINDOW_READS = 2 ** 31;
 
@@ -342,49 +396,7 @@ const nnOps: OpDef[] = [
     infer: (ctx) => {
       const dtype = ctx.sameDType();
       ctx.requireDType(0, FLOATS);
-      const x = ctx.input(0).shape, w = ctx.input(1).shape;
-      if (x.length < 3 || x.length > 5 || w.length !== x.length) {
-        ctx.fail(
-          `data ${formatShape(x)} and kernel ${formatShape(w)}`,
-          "convolve over 1 to 3 spatial axes: data [N, C, …], kernel [M, C/group, …] of its rank",
-          "shape-mismatch",
-        );
-      }
-      const group = ctx.int("group", 1);
-      if (group < 1 || x[1] % group !== 0 || w[0] % group !== 0) {
-        ctx.fail(
-          `group ${group} does not divide channels (${x[1]} in, ${w[0]} out)`,
-          "use a group count that divides both channel counts",
-          "shape-mismatch",
-        );
-      }
-      if (w[1] * group !== x[1]) {
-        ctx.fail(
-          `weight expects ${w[1] * group} input channels, input has ${x[1]}`,
-          "pass weights of shape [M, C/group, kH, kW]",
-          "shape-mismatch",
-        );
-      }
-      const kernel = ctx.ints("kernel_shape", w.slice(2));
-      if (kernel.some((k, i) => k !== w[2 + i])) {
-        ctx.fail(
-          "kernel_shape differs from the weight's spatial shape",
-          "drop kernel_shape or make it match",
-          "shape-mismatch",
-        );
-      }
-      if (
-        ctx.inputs.length === 3 &&
-        (ctx.input(2).shape.length !== 1 || ctx.input(2).shape[0] !== w[0])
-      ) {
-        ctx.fail(
-          `bias must have shape [${w[0]}]`,
-          "pass one bias per output channel",
-          "shape-mismatch",
-        );
-      }
-      const win = resolveWindow(ctx, x.slice(2), kernel);
-      return [{ shape: [x[0], w[0], ...win.out], dtype }];
+      return [{ shape: convShape(ctx, [0, 1, ...(ctx.inputs.length === 3 ? [2] : [])]), dtype }];
     },
   },
   ...["MaxPool", "AveragePool"].map((name): OpDef => ({

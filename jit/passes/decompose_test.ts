@@ -8,6 +8,7 @@ import { uniform } from "../support/random.ts";
 import { assertClose, f32, i32, numbers, runGraph } from "../testing/testing.ts";
 import { type DecomposeCase, LAYER_CASES } from "../testing/layer_cases.ts";
 import { IMPORT_CASES } from "../testing/import_cases.ts";
+import { QUANT_CASES } from "../testing/quant_cases.ts";
 
 /** A bool tensor of 0/1 values. */
 const bools = (values: number[], shape = [values.length]): HostTensor => ({
@@ -362,11 +363,16 @@ const localCases: Record<string, DecomposeCase[]> = {
 };
 
 /** Every case, by op name: this file's, the layers' and the ops the importer maps onto. */
-const cases: Record<string, DecomposeCase[]> = { ...localCases, ...LAYER_CASES, ...IMPORT_CASES };
+const cases: Record<string, DecomposeCase[]> = {
+  ...localCases,
+  ...LAYER_CASES,
+  ...IMPORT_CASES,
+  ...QUANT_CASES,
+};
 
 Deno.test("every decomposable op has a test case here", () => {
   // The case tables are merged by op name: a name in two of them would hide one table's cases.
-  const keys = [localCases, LAYER_CASES, IMPORT_CASES].flatMap((t) => Object.keys(t));
+  const keys = [localCases, LAYER_CASES, IMPORT_CASES, QUANT_CASES].flatMap((t) => Object.keys(t));
   assert.equal(new Set(keys).size, keys.length, "an op with cases in two tables");
   const decomposable = opNames().filter((op) =>
     !getOp(op).primitive && getOp(op).category !== "custom"

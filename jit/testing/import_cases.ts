@@ -16,16 +16,6 @@ const u8 = (values: number[]): HostTensor => ({
   shape: [values.length],
   dtype: "u8",
 });
-const u8s = (values: number[], shape: number[]): HostTensor => ({
-  data: Uint8Array.from(values),
-  shape,
-  dtype: "u8",
-});
-const i8 = (values: number[], shape = [values.length]): HostTensor => ({
-  data: Int8Array.from(values),
-  shape,
-  dtype: "i8",
-});
 const u32 = (values: number[]): HostTensor => ({
   data: Uint32Array.from(values),
   shape: [values.length],
@@ -473,40 +463,5 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       attrs: { epsilon: 1e-2 },
       atol: 1e-5,
     },
-  ],
-  // Per tensor without a zero point (u8), per axis into i8, per block (the last one short),
-  // and int4's range; halves round to even.
-  QuantizeLinear: [
-    { inputs: [f32([-3, -0.5, 0.5, 1.5, 2.5, 300, 127.4, 0.1], [2, 4]), f32([1])] },
-    {
-      inputs: [f32(uniform(24, 111, -40, 40), [2, 3, 4]), f32([0.5, 0.25, 1], [3]), i8([3, -2, 0])],
-    },
-    {
-      inputs: [
-        f32(uniform(10, 112, -9, 9), [2, 5]),
-        f32([0.5, 1, 2, 0.25], [2, 2]),
-        u8s([1, 2, 3, 4], [2, 2]),
-      ],
-      attrs: { axis: 1, block_size: 3 },
-    },
-    { inputs: [f32(uniform(12, 113, -20, 20), [12]), f32([1]), i8([1])], attrs: { bits: 4 } },
-  ],
-  DequantizeLinear: [
-    { inputs: [u8s([0, 7, 128, 255], [4]), f32([0.5]), u8s([128], [1])] },
-    {
-      inputs: [i8([-128, -1, 0, 5, 127, 60], [2, 3]), f32([0.1, 0.2, 0.3], [3])],
-      attrs: { axis: 1 },
-    },
-    {
-      inputs: [i8([1, -2, 3, -4, 5, -6, 7, -8, 9, -10], [2, 5]), f32([0.5, 1, 2, 0.25], [2, 2])],
-      attrs: { axis: 1, block_size: 3 },
-    },
-    { inputs: [i32([1 << 25, -(1 << 25) - 3, 17], [3]), f32([0.125])] },
-  ],
-  // A range around 0 and one wholly above it (the zero point at 0); a long tensor (rows first).
-  DynamicQuantizeLinear: [
-    { inputs: [f32(uniform(24, 108, -3, 5), [4, 6])], outputs: 3 },
-    { inputs: [f32(uniform(10, 109, 2, 9))], outputs: 3 },
-    { inputs: [f32(uniform(1 << 16, 110, -1, 1), [16, 4096])], outputs: 3 },
   ],
 };

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { numbers } from "../../jit/testing/testing.ts";
 import { testModel, valueInfo } from "../testdata.ts";
 import type { TensorProto } from "../wire/proto.ts";
-import { magnitude } from "./integer_product.ts";
+import { magnitude } from "../../jit/ops/integer_products.ts";
 import { importModel } from "../import/import.ts";
 import { modelProto } from "../model.ts";
 import "../../mod.ts";

@@ -16,7 +16,6 @@ import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import type { TensorData } from "../../jit/ir/dtype.ts";
 import { handOver } from "../../jit/ir/graph.ts";
 import { scalar } from "./composite.ts";
-import { product } from "./integer_product.ts";
 import {
   attrs,
   constant,
@@ -68,7 +67,10 @@ function qGemm(c: NodeContext): Known[] {
   const [w, ws, wz] = [c.required(3), c.required(4), c.input(5)];
   const f = (k: Known) => op("Cast", [k], { to: "f32" });
   const scale = op("Mul", [xs, ws]); // per column of the product when ws is 1-D
-  let acc = product(c, "MatMul", [transA ? t(x) : x, xz, w, wz], {}, transB);
+  const zeros = [xz, wz].filter((z) => z !== undefined);
+  const flags = { a_zero: +!!xz, b_zero: +!!wz };
+  const operands = [transA ? t(x) : x, transB ? t(w) : w];
+  let acc = expanded(c, "MatMulInteger", [...operands, ...zeros], flags)[0];
   // The i32 bias joins the i32 sums before the rescale; alpha scales the product alone.
   const bias = c.input(6);
   if (bias && alpha === 1) acc = op("Add", [acc, op("Cast", [bias], { to: "i32" })]);

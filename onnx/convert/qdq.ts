@@ -13,12 +13,12 @@
  */
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { window } from "./conv.ts";
-import { product, requantized } from "./integer_product.ts";
 import {
   attrs,
+  constant,
+  expanded,
   type Known,
   type NodeContext,
-  opOf,
   typeOf,
   valuesOf,
 } from "../import/node_context.ts";
@@ -83,7 +83,7 @@ export function fusedQdq(c: NodeContext): Known | undefined {
   if ((node.domain ?? "") !== "" || !["Conv", "MatMul", "Gemm"].includes(type)) return undefined;
   const x = dequantized(c, node.input[0]), w = dequantized(c, node.input[1]);
   if (!x || !w) return undefined;
-  const op = opOf(c), a = attrs(p), wRank = typeOf(w.q).shape.length;
+  const a = attrs(p), wRank = typeOf(w.q).shape.length;
   const transB = type === "Gemm" && a.int("transB", 0) === 1;
   // The axis of w that is the product's output channels.
   const outAxis = type === "Conv" ? 0 : transB ? 0 : wRank - 1;
@@ -91,16 +91,15 @@ export function fusedQdq(c: NodeContext): Known | undefined {
   const biasName = type === "MatMul" ? undefined : node.input[2];
   const bias = biasName ? integerBias(c, biasName, x, w) : undefined;
   if (biasName && !bias) return undefined;
-  if (type === "Conv") {
-    if (wRank !== 4) return undefined;
-    const acc = product(c, "Conv", [x.q, x.zero, w.q, w.zero], window(p, { pool: false }));
-    return requantized(op, "Conv", acc, bias, [x.scale, w.scale, ys, yz]);
-  }
+  if (type === "Conv" && wRank !== 4) return undefined;
   if (type === "Gemm") {
     const plain = a.int("transA", 0) === 0 && a.float("alpha", 1) === 1 &&
       a.float("beta", 1) === 1;
     if (!plain) return undefined;
   }
-  const acc = product(c, "MatMul", [x.q, x.zero, w.q, w.zero], {}, transB);
-  return requantized(op, "MatMul", acc, bias, [x.scale, w.scale, ys, yz]);
+  // ONNX's QLinear ops take zero points: a DequantizeLinear without one has 0 of its type.
+  const zeroOf = (d: Dequantized) => d.zero ?? constant([0], [], typeOf(d.q).dtype);
+  const ins = [x.q, x.scale, zeroOf(x), w.q, w.scale, zeroOf(w), ys, yz, ...(bias ? [bias] : [])];
+  if (type === "Conv") return expanded(c, "QLinearConv", ins, window(p, { pool: false }))[0];
+  return expanded(c, "QLinearMatMul", ins, transB ? { transB: 1 } : {})[0];
 }

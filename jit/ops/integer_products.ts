@@ -1,0 +1,355 @@
+/**
+ * Integer products: `MatMulInteger`, `ConvInteger`, `QLinearMatMul` and `QLinearConv` (and,
+ * through them, com.microsoft's QGemm and the QDQ format's products) sum the products of
+ * zero-point-shifted 8-bit values in int32, exactly, as ONNX Runtime does.
+ *
+ * - Matmuls become `IntegerMatMul` over i16 operands (the shifted values fit): integer dot
+ *   products on wasm, exact float chunks elsewhere (`integer_matmul.ts`).
+ * - Convolutions run as float convolutions of the shifted values: each product of two of them is
+ *   an integer of at most 255² = 65025, exact in f32, and so is every partial sum while it stays
+ *   under 2^24 whatever the order; a longer patch is split by channels into the groups of one
+ *   grouped convolution, summed in i32.
+ * - With constant weights the chunks are as few as the weights' actual magnitudes allow, not as
+ *   the type's bound asks (258 products a chunk), and the weights are shifted once, in one pass
+ *   (folded op by op, each of BERT-base's [768, 3072] weights took about 150 ms of an import).
+ *
+ * Summed whole in f32, BERT-base's K = 768 and 3072 rounded where ONNX Runtime's int32 sums do
+ * not. Operands too wide for even one exact product (16-bit types) take i32 arithmetic
+ * throughout. Which zero points MatMulInteger and ConvInteger are given is said by the
+ * attributes `a_zero` and `b_zero` (1 where given, in that order after the operands): a product
+ * without one is bounded by the unshifted type. The QLinear ops take kiln's extensions for ONNX
+ * Runtime's QDQ fusion of a Gemm: an i32 `bias` after y's zero point and `transB`.
+ *
+ * @module
+ */
+import type { DType } from "../ir/dtype.ts";
+import { broadcastOffsets, sizeOf, tryBroadcast } from "../ir/shape.ts";
+import { exactTerms } from "./integer_matmul.ts";
+import { convShape, matmulShape } from "./nn.ts";
+import {
+  type Attrs,
+  constantTensor,
+  defineOps,
+  type EmitRef,
+  type Emitter,
+  type InferContext,
+  type OpDef,
+} from "./registry.ts";
+
+/** Value ranges of the integer types a quantized product reads. */
+const RANGE: Partial<Record<DType, [number, number]>> = {
+  u8: [0, 255],
+  i8: [-128, 127],
+  u16: [0, 65535],
+  i16: [-32768, 32767],
+};
+
+/**
+ * Largest magnitude of an operand of type `dtype`, after subtracting a zero point of the same
+ * type where `shifted` (the difference of two such values).
+ */
+export function magnitude(dtype: DType, shifted: boolean): number {
+  const [lo, hi] = RANGE[dtype] ?? [-(2 ** 31), 2 ** 31 - 1];
+  return shifted ? hi - lo : Math.max(-lo, hi);
+}
+
+/** A product's operands, zero points (where given) and how an operand's zero point lines up. */
+interface Operands {
+  readonly a: EmitRef;
+  readonly az?: EmitRef;
+  readonly b: EmitRef;
+  readonly bz?: EmitRef;
+}
+
+const toI32 = (e: Emitter, x: EmitRef) => e.op("Cast", [x], { to: "i32" });
+
+/**
+ * The fewest chunks of a contraction of length `len` (below `most`, else `most`) whose sums stay
+ * exact in f32 for every output `j` of `outputs`: with constant weights of magnitude
+ * `abs(k, j)` and the other operand at most `maxA`, each chunk's sum is at most `maxA` times the
+ * chunk's weights. Quantized weights are mostly far below their type's bound: BERT-base's
+ * K = 768 then sums in one float product, where the bound alone asks for three.
+ */
+function fewestParts(
+  len: number,
+  outputs: number,
+  abs: (k: number, j: number) => number,
+  maxA: number,
+  most: number,
+): number {
+  // A chunk's |w| (integers) summed may reach this: times max|a|, it stays under 2^24.
+  const limit = exactTerms(maxA);
+  // Prefix sums along the contraction, per output: a chunk's sum is one difference.
+  const prefix = new Float64Array((len + 1) * outputs);
+  for (let k = 0; k < len; k++) {
+    for (let j = 0; j < outputs; j++) {
+      prefix[(k + 1) * outputs + j] = prefix[k * outputs + j] + abs(k, j);
+    }
+  }
+  const fits = (size: number) => {
+    for (let s = 0; s < len; s += size) {
+      const e = Math.min(len, s + size);
+      for (let j = 0; j < outputs; j++) {
+        if (prefix[e * outputs + j] - prefix[s * outputs + j] > limit) return false;
+      }
+    }
+    return true;
+  };
+  for (let parts = 1; parts < most; parts++) if (fits(Math.ceil(len / parts))) return parts;
+  return most;
+}
+
+/**
+ * The exact i32 product of `a` [..., M, K] and `b` [..., K, N], integer tensors shifted by their
+ * zero points, whose products are at most `bound` (`a`'s magnitude at most `maxA`): an
+ * IntegerMatMul of i16 operands (with constant weights, as few chunks as their actual magnitudes
+ * allow), or i32 arithmetic where a shifted operand passes i16.
+ */
+function integerMatMul(e: Emitter, a: EmitRef, b: EmitRef, bound: number, maxA: number): EmitRef {
+  const fits = (x: EmitRef) => e.typeOf(x).dtype === "i16";
+  if (!fits(a) || !fits(b)) return e.op("MatMul", [toI32(e, a), toI32(e, b)]);
+  const [k, n] = e.typeOf(b).shape.slice(-2), most = Math.ceil(k / Math.max(1, exactTerms(bound)));
+  const weights = e.typeOf(b).shape.length === 2 ? e.constantOf(b) : undefined;
+  const parts = weights
+    ? fewestParts(k, n, (p, j) => Math.abs(weights[p * n + j]), maxA, most)
+    : undefined;
+  return e.op("IntegerMatMul", [a, b], { bound, ...(parts ? { parts } : {}) });
+}
+
+/**
+ * The exact i32 convolution of `x` [N, C, ...] by `w` [M, C/group, ...], f32 tensors of
+ * integers whose products are at most `bound` (`x` at most `maxA`): channels in slices whose
+ * patches sum exactly (as few as constant weights' magnitudes allow), the slices' convolutions
+ * summed in i32. Grouped convolutions too long for one exact sum take i32 arithmetic.
+ */
+function exactConv(e: Emitter, [x, w]: EmitRef[], attrs: Attrs, bound: number, maxA: number) {
+  const ws = e.typeOf(w).shape, [m, channels] = ws;
+  const taps = sizeOf(ws.slice(2)), per = Math.floor(exactTerms(bound) / taps);
+  // Channel slices the type bound asks for, or (constant weights) as few as their sums need.
+  let parts = per < 1 ? Infinity : Math.ceil(channels / per);
+  const data = parts > 1 ? e.constantOf(w) : undefined;
+  if (data) {
+    const abs = (c: number, o: number) => {
+      let sum = 0;
+      for (let t = 0; t < taps; t++) sum += Math.abs(data[(o * channels + c) * taps + t]);
+      return sum;
+    };
+    parts = fewestParts(channels, m, abs, maxA, Math.min(parts, channels + 1));
+  }
+  if (parts === 1) return toI32(e, e.op("Conv", [x, w], attrs));
+  if (parts > channels || Number(attrs.group ?? 1) !== 1) {
+    return e.op("Conv", [toI32(e, x), toI32(e, w)], attrs);
+  }
+  // The slices as the groups of one grouped convolution (channels zero-padded to a multiple of
+  // `parts`), summed in i32: one kernel of parts × M output channels, where a kernel a slice
+  // kept the H200's small-spatial convolutions on a handful of tiles each (0.5 ms apiece).
+  const size = Math.ceil(channels / parts), pad = size * parts - channels;
+  const padded = (t: EmitRef) =>
+    pad ? e.op("Pad", [t], { pads: [0, pad], axes: [1], mode: "constant", value: 0 }) : t;
+  const spatial = ws.slice(2).map((_, i) => 3 + i);
+  const split = e.op("Reshape", [padded(w)], { shape: [m, parts, size, ...ws.slice(2)] });
+  const grouped = e.op("Reshape", [e.op("Transpose", [split], { perm: [1, 0, 2, ...spatial] })], {
+    shape: [parts * m, size, ...ws.slice(2)],
+  });
+  const y = e.op("Conv", [padded(x), grouped], { ...attrs, group: parts });
+  const [n, , ...outSpatial] = e.typeOf(y).shape;
+  const sums = toI32(e, e.op("Reshape", [y], { shape: [n, parts, m, ...outSpatial] }));
+  return e.op("ReduceSum", [sums], { axes: [1], keepdims: 0 });
+}
+
+/**
+ * A constant `x` less a constant zero point `zero` (broadcast to it), as a constant of `to`, in
+ * one pass; `undefined` for any other operands (graph ops then).
+ */
+function foldedShift(e: Emitter, x: EmitRef, zero: EmitRef | undefined, to: DType) {
+  const xs = e.constantOf(x), zs = zero ? e.constantOf(zero) : [0];
+  if (!xs || !zs) return undefined;
+  const shape = e.typeOf(x).shape, zshape = zero ? e.typeOf(zero).shape : [];
+  if (tryBroadcast([shape, zshape])?.join() !== shape.join()) return undefined;
+  const at = sizeOf(zshape) === 1 ? undefined : broadcastOffsets(zshape, shape);
+  const out = to === "i16"
+    ? new Int16Array(xs.length)
+    : to === "i32"
+    ? new Int32Array(xs.length)
+    : new Float32Array(xs.length);
+  for (let i = 0; i < out.length; i++) out[i] = xs[i] - zs[at ? at[i] : 0];
+  return constantTensor(e, out, shape, to);
+}
+
+/** `x` as f32, less its zero point `zero` where there is one. */
+function shifted(e: Emitter, x: EmitRef, zero: EmitRef | undefined): EmitRef {
+  const folded = foldedShift(e, x, zero, "f32");
+  if (folded) return folded;
+  const f = (k: EmitRef) => e.op("Cast", [k], { to: "f32" });
+  return zero ? e.op("Sub", [f(x), f(zero)]) : f(x);
+}
+
+/** `x` less its zero point, as i16 where the difference fits it (8-bit operands), else as i32. */
+function shiftedInt(e: Emitter, x: EmitRef, zero: EmitRef | undefined): EmitRef {
+  const to = magnitude(e.typeOf(x).dtype, zero !== undefined) <= 32767 ? "i16" : "i32";
+  const folded = foldedShift(e, x, zero, to);
+  if (folded) return folded;
+  const v = zero ? e.op("Sub", [toI32(e, x), toI32(e, zero)]) : x;
+  return e.op("Cast", [v], { to });
+}
+
+/** A per-channel tensor (1-D) reshaped to broadcast along the first axis of rank `rank`. */
+function channels(e: Emitter, k: EmitRef, rank: number): EmitRef {
+  const s = e.typeOf(k).shape;
+  return rank > 0 && s.length === 1
+    ? e.op("Reshape", [k], { shape: [s[0], ...Array(rank - 1).fill(1)] })
+    : k;
+}
+
+/**
+ * `a ⋆ b` of the zero-point-shifted operands in i32: MatMul (B transposed where `transB`) or
+ * Conv with `attrs`. A per-channel zero point of b lines up with the product's output channels:
+ * a Conv's first axis, a transposed B's rows.
+ */
+function product(
+  e: Emitter,
+  kind: "MatMul" | "Conv",
+  { a, az, b, bz }: Operands,
+  attrs: Attrs,
+  transB = false,
+): EmitRef {
+  const [at, bt] = [e.typeOf(a), e.typeOf(b)];
+  const bound = magnitude(at.dtype, az !== undefined) * magnitude(bt.dtype, bz !== undefined);
+  const maxA = magnitude(at.dtype, az !== undefined);
+  const wRank = bt.shape.length;
+  if (kind === "Conv") {
+    const operands = [shifted(e, a, az), shifted(e, b, bz && channels(e, bz, wRank))];
+    return exactConv(e, operands, attrs, bound, maxA);
+  }
+  // ONNX allows a per-row zero point of a (1-D of M): it lines up with a's rows.
+  const rows = az && e.typeOf(az).shape.length === 1 && e.typeOf(az).shape[0] > 1
+    ? channels(e, az, 2)
+    : az;
+  const bv = shiftedInt(e, b, bz && (transB ? channels(e, bz, 2) : bz));
+  const bT = transB ? e.op("Transpose", [bv], { perm: [1, 0] }) : bv;
+  return integerMatMul(e, shiftedInt(e, a, rows), bT, bound, maxA);
+}
+
+/**
+ * The i32 sums `acc` (plus an i32 `bias` per output channel) rescaled by
+ * `a_scale · b_scale / y_scale` and quantized to y's zero point's type: rounded half to even,
+ * saturated, as ONNX Runtime requantizes (b's scale and the bias per output channel where 1-D).
+ */
+function requantized(
+  e: Emitter,
+  kind: "MatMul" | "Conv",
+  acc: EmitRef,
+  bias: EmitRef | undefined,
+  [as, bs, ys, yz]: EmitRef[],
+): EmitRef {
+  const outRank = e.typeOf(acc).shape.length - 1;
+  const perChannel = (k: EmitRef) => kind === "Conv" ? channels(e, k, outRank) : k;
+  if (bias) acc = e.op("Add", [acc, toI32(e, perChannel(bias))]);
+  const scale = e.op("Div", [e.op("Mul", [as, perChannel(bs)]), ys]);
+  const dtype = e.typeOf(yz).dtype, [lo, hi] = RANGE[dtype] ?? [0, 255];
+  const real = e.op("Mul", [e.op("Cast", [acc], { to: "f32" }), scale]);
+  const q = e.op("Add", [e.op("Round", [real]), e.op("Cast", [yz], { to: "f32" })]);
+  return e.op("Cast", [e.op("Clip", [q], { min: lo, max: hi })], { to: dtype });
+}
+
+/** MatMulInteger's and ConvInteger's operands: zero points after them where the flags say. */
+function givenZeros([a, b, ...rest]: readonly EmitRef[], attrs: Attrs): Operands {
+  const zeros = [...rest];
+  const az = attrs.a_zero ? zeros.shift() : undefined,
+    bz = attrs.b_zero ? zeros.shift() : undefined;
+  return { a, az, b, bz };
+}
+
+/** Checks an integer product's operands and zero points; returns its zero points' indices. */
+function checkIntegers(ctx: InferContext, operands: readonly number[], zeros: readonly number[]) {
+  const types = Object.keys(RANGE) as DType[];
+  for (const i of operands) ctx.requireDType(i, types);
+  zeros.forEach((z, i) => ctx.requireDType(z, [ctx.input(operands[i]).dtype]));
+}
+
+/** MatMulInteger's and ConvInteger's zero point inputs, by their flags. */
+function zeroInputs(ctx: InferContext): number[] {
+  const flags = [ctx.int("a_zero", 0), ctx.int("b_zero", 0)].filter(Boolean);
+  if (ctx.inputs.length !== 2 + flags.length) {
+    ctx.fail(
+      `${ctx.inputs.length - 2} zero points where the flags name ${flags.length}`,
+      "set a_zero and b_zero to 1 for each zero point given",
+    );
+  }
+  return flags.map((_, i) => 2 + i);
+}
+
+/** The integer products, by op name. */
+const integerProducts: OpDef[] = [
+  {
+    name: "MatMulInteger",
+    category: "composite",
+    arity: [2, 4],
+    primitive: false,
+    infer: (ctx) => {
+      checkIntegers(ctx, [0, 1], []);
+      const a = ctx.input(0).shape, b = ctx.input(1).shape;
+      zeroInputs(ctx);
+      return [{ shape: matmulShape(ctx, a, b), dtype: "i32" }];
+    },
+    decompose: (e, ins, attrs) => [product(e, "MatMul", givenZeros(ins, attrs), {})],
+  },
+  {
+    name: "ConvInteger",
+    category: "composite",
+    arity: [2, 4],
+    primitive: false,
+    infer: (ctx) => {
+      checkIntegers(ctx, [0, 1], []);
+      zeroInputs(ctx);
+      return [{ shape: convShape(ctx, [0, 1]), dtype: "i32" }];
+    },
+    decompose: (e, ins, attrs) => [product(e, "Conv", givenZeros(ins, attrs), convAttrs(attrs))],
+  },
+  {
+    name: "QLinearMatMul",
+    category: "composite",
+    arity: [8, 9],
+    primitive: false,
+    infer: (ctx) => {
+      checkQLinear(ctx);
+      const [a, b] = [ctx.input(0).shape, ctx.input(3).shape];
+      const bt = ctx.int("transB", 0) ? [...b].reverse() : b;
+      return [{ shape: matmulShape(ctx, a, bt), dtype: ctx.input(7).dtype }];
+    },
+    decompose: (e, [a, as, az, b, bs, bz, ys, yz, bias], attrs) => {
+      const acc = product(e, "MatMul", { a, az, b, bz }, {}, !!attrs.transB);
+      return [requantized(e, "MatMul", acc, bias, [as, bs, ys, yz])];
+    },
+  },
+  {
+    name: "QLinearConv",
+    category: "composite",
+    arity: [8, 9],
+    primitive: false,
+    infer: (ctx) => {
+      checkQLinear(ctx);
+      const bias = ctx.inputs.length > 8 ? [8] : [];
+      return [{ shape: convShape(ctx, [0, 3, ...bias]), dtype: ctx.input(7).dtype }];
+    },
+    decompose: (e, [x, xs, xz, w, ws, wz, ys, yz, bias], attrs) => {
+      const acc = product(e, "Conv", { a: x, az: xz, b: w, bz: wz }, convAttrs(attrs));
+      return [requantized(e, "Conv", acc, bias, [xs, ws, ys, yz])];
+    },
+  },
+];
+
+/** A QLinear op's types: 8-bit operands and zero points, f32 scales, an i32 bias. */
+function checkQLinear(ctx: InferContext): void {
+  checkIntegers(ctx, [0, 3], [2, 5]);
+  for (const i of [1, 4, 6]) ctx.requireDType(i, ["f32"]);
+  ctx.requireDType(7, ["u8", "i8"]);
+  if (ctx.inputs.length > 8) ctx.requireDType(8, ["i32"]);
+}
+
+/** The convolution's own attributes (the zero-point flags left out). */
+function convAttrs({ a_zero: _a, b_zero: _b, ...conv }: Attrs): Attrs {
+  return conv;
+}
+
+defineOps(integerProducts);
