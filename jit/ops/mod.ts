@@ -8,20 +8,18 @@
  * IsNaN Bitcast Expand Pad GatherElements ArgMax CumSum Conv MaxPool AveragePool, and the placement ops
  * ToDevice ToHost.
  *
- * Decomposed ops (rewritten into primitives when a backend lacks them): Relu LeakyRelu Sigmoid
- * Tanh Gelu Mish HardSigmoid HardSwish Reciprocal Clip Min Max GreaterOrEqual LessOrEqual Softmax
- * LogSoftmax LayerNormalization BatchNormalization MeanVarianceNormalization (`normalization.ts`)
- * GlobalAveragePool Gemm Flatten ConstantOfShape
- * Range IntegerMatMul (which fusion builds as one integer kernel where the backends have integer
- * dot products), BlockDequantize and BlockMatMul (block-quantized weights read packed; fusion
- * builds a product of few rows as one kernel where the generator unpacks in registers), ONNX's function-defined activations (`activations.ts`) and sum-defined
- * reductions (`sum_reductions.ts`), QuantizeRowBlocks (A rounded to 8 bits a block before a
- * block product), the training losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss
- * (`loss.ts`), the optimizers Adagrad, Momentum and Adam (`training.ts`), Einsum (`einsum.ts`)
- * the Fourier transforms DFT and STFT (`spectral.ts`), the recurrent layers RNN, GRU and LSTM
- * (`recurrent.ts`), TopK and Det (`ranking.ts`), Resize (`resize.ts`), OneHot (`one_hot.ts`), DepthToSpace and SpaceToDepth
- * (`space_depth.ts`), GridSample (`grid_sample.ts`). The reference backend also runs each of them directly, and the test
- * suite checks that both paths agree.
+ * Decomposed ops (rewritten into primitives when a backend lacks them), one file a family: the
+ * activations and elementwise functions (`activations.ts`, `elementwise.ts`), Softmax,
+ * LayerNormalization and the sum-defined reductions (`reduce.ts`, `sum_reductions.ts`), the
+ * normalizations (`normalization.ts`), Gemm and GroupNormalization (`nn.ts`), IntegerMatMul (one
+ * integer kernel where the backends have integer dot products), the quantization ops and integer
+ * products (`quantize.ts`, `integer_products.ts`), block-quantized weights (`block_matmul.ts`:
+ * read packed), the recurrent layers, Einsum, the Fourier transforms, TopK and Det, Resize, the
+ * scatters and gathers, the window ops built of others (`pool_composites.ts`,
+ * `conv_transpose.ts`, `sampling.ts`, `roi.ts`), attention and the language-model ops
+ * (`attention.ts`, `llm.ts`), the losses and optimizers. `docs/onnx.md` lists them all. The
+ * reference backend also runs each of them directly, and the test suite checks that both paths
+ * agree.
  *
  * @module
  */
