@@ -29,6 +29,7 @@ import { movementKernels } from "./kernels_movement.ts";
 import { nnKernels } from "./kernels_nn.ts";
 import { quantKernels } from "./kernels_quant.ts";
 import { integerKernels } from "./kernels_integer.ts";
+import { ortKernels } from "./kernels_ort.ts";
 import { lossKernels } from "./kernels_loss.ts";
 import { trainingKernels } from "./kernels_training.ts";
 import { einsumKernels } from "./kernels_einsum.ts";
@@ -64,6 +65,7 @@ const kernels: Record<string, Kernel> = {
   ...nnKernels,
   ...quantKernels,
   ...integerKernels,
+  ...ortKernels,
   ...lossKernels,
   ...trainingKernels,
   ...einsumKernels,

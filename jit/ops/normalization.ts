@@ -1,7 +1,8 @@
 /**
  * Normalizations by per-channel or per-axis moments: `BatchNormalization` (inference, with the
  * given statistics, and training, with the batch's own and the blended running statistics as
- * outputs), `MeanVarianceNormalization` and `InstanceNormalization`. LayerNormalization lives
+ * outputs), `MeanVarianceNormalization`, `InstanceNormalization` and ONNX Runtime's
+ * `EmbedLayerNormalization` (BERT's embeddings summed and normalized). LayerNormalization lives
  * with the row reductions (`reduce.ts`), GroupNormalization in `nn.ts`.
  *
  * @module
@@ -9,6 +10,7 @@
 import { formatShape } from "../ir/shape.ts";
 import { FLOATS } from "./elementwise.ts";
 import {
+  constantTensor,
   defineOps,
   type EmitRef,
   type InferContext,
@@ -148,4 +150,58 @@ const instanceNormalization: OpDef = {
   },
 };
 
-defineOps([batchNormalization, meanVarianceNormalization, instanceNormalization]);
+/**
+ * EmbedLayerNormalization (ONNX Runtime's, BERT's embeddings): word + position (+ segment)
+ * embeddings gathered by their ids and layer-normalized over the hidden axis; the second output
+ * each sequence's count of unmasked tokens (0 without a mask), the third the sum before the
+ * normalization. Inputs: ids [B, S], word, position tables [·, D], gamma, beta [D], then where
+ * the attributes say so (1 where given) the `segments` ids and table, the `mask` [B, S] and the
+ * `positions` ([B or 1, S]; 0… without them).
+ */
+const embedLayerNormalization: OpDef = {
+  name: "EmbedLayerNormalization",
+  category: "composite",
+  arity: [5, 9],
+  primitive: false,
+  infer: (ctx) => {
+    const [b, s] = ctx.input(0).shape, d = ctx.input(1).shape[1];
+    const given = 5 + 2 * ctx.int("segments", 0) + ctx.int("mask", 0) + ctx.int("positions", 0);
+    if (ctx.inputs.length !== given || ctx.input(0).shape.length !== 2) {
+      ctx.fail(
+        `ids of ${formatShape(ctx.input(0).shape)} and ${ctx.inputs.length} inputs`,
+        "give ids [B, S] and the inputs segments, mask and positions name",
+        "shape-mismatch",
+      );
+    }
+    const dtype = ctx.requireFloat(1);
+    ctx.float("epsilon", 1e-12);
+    return [{ shape: [b, s, d], dtype }, { shape: [b], dtype: "i32" }, {
+      shape: [b, s, d],
+      dtype,
+    }];
+  },
+  decompose: (e, [ids, words, table, gamma, beta, ...rest], a) => {
+    const [b, s] = e.typeOf(ids).shape;
+    const segment = a.segments === 1 ? rest.splice(0, 2) : undefined;
+    const mask = a.mask === 1 ? rest.shift() : undefined;
+    const positions = a.positions === 1
+      ? rest.shift()!
+      : constantTensor(e, [...Array(s).keys()], [1, s], "i32");
+    const gather = (t: EmitRef, at: EmitRef) => e.op("Gather", [t, at], { axis: 0 });
+    let sum = e.op("Add", [gather(words, ids), gather(table, positions)]);
+    if (segment) sum = e.op("Add", [sum, gather(segment[1], segment[0])]);
+    const epsilon = (a.epsilon as number | undefined) ?? 1e-12;
+    const y = e.op("LayerNormalization", [sum, gamma, beta], { axis: -1, epsilon });
+    const counts = mask
+      ? e.op("ReduceSum", [e.op("Cast", [mask], { to: "i32" })], { axes: [1], keepdims: 0 })
+      : constantTensor(e, new Array(b).fill(0), [b], "i32");
+    return [y, counts, sum];
+  },
+};
+
+defineOps([
+  batchNormalization,
+  meanVarianceNormalization,
+  instanceNormalization,
+  embedLayerNormalization,
+]);

@@ -9,6 +9,7 @@ import { assertClose, f32, i32, numbers, runGraph } from "../testing/testing.ts"
 import { type DecomposeCase, LAYER_CASES } from "../testing/layer_cases.ts";
 import { IMPORT_CASES } from "../testing/import_cases.ts";
 import { QUANT_CASES } from "../testing/quant_cases.ts";
+import { ORT_CASES } from "../testing/ort_cases.ts";
 
 /** A bool tensor of 0/1 values. */
 const bools = (values: number[], shape = [values.length]): HostTensor => ({
@@ -368,11 +369,14 @@ const cases: Record<string, DecomposeCase[]> = {
   ...LAYER_CASES,
   ...IMPORT_CASES,
   ...QUANT_CASES,
+  ...ORT_CASES,
 };
 
 Deno.test("every decomposable op has a test case here", () => {
   // The case tables are merged by op name: a name in two of them would hide one table's cases.
-  const keys = [localCases, LAYER_CASES, IMPORT_CASES, QUANT_CASES].flatMap((t) => Object.keys(t));
+  const keys = [localCases, LAYER_CASES, IMPORT_CASES, QUANT_CASES, ORT_CASES].flatMap((t) =>
+    Object.keys(t)
+  );
   assert.equal(new Set(keys).size, keys.length, "an op with cases in two tables");
   const decomposable = opNames().filter((op) =>
     !getOp(op).primitive && getOp(op).category !== "custom"

@@ -20,6 +20,7 @@ import {
   constant,
   constInts,
   type Converter,
+  expanded,
   type Known,
   type NodeContext,
   type OpFn,
@@ -220,32 +221,23 @@ function multiHeadAttention(c: NodeContext): Known[] {
 }
 
 /**
- * EmbedLayerNormalization: word + position (+ segment) embeddings, layer-normalized over the
- * hidden axis; its second output each sequence's count of unmasked tokens (0 without a mask),
- * its third the sum before the normalization.
+ * EmbedLayerNormalization (kiln's op, `jit/ops/normalization.ts`): segments where both their ids
+ * and table are given, the mask and position ids where given.
  */
 function embedLayerNormalization(c: NodeContext): Known[] {
-  const op = opOf(c), a = attrs(c), ids = c.required(0);
-  const [words, positionsTable] = [c.required(2), c.required(3)];
-  const [gamma, beta] = [c.required(5), c.required(6)], [b, s] = typeOf(ids).shape;
-  const given = c.input(8);
-  const positions = given ?? constant([...Array(s).keys()], [1, s], "i32");
-  let sum = op("Add", [
-    op("Gather", [words, ids], { axis: 0 }),
-    op("Gather", [positionsTable, positions], { axis: 0 }),
-  ]);
-  const segments = c.input(1), segmentTable = c.input(4);
-  if (segments && segmentTable) {
-    sum = op("Add", [sum, op("Gather", [segmentTable, segments], { axis: 0 })]);
-  }
-  const epsilon = a.float("epsilon", 1e-12)!;
+  const a = attrs(c), [segments, segmentTable] = [c.input(1), c.input(4)];
+  const [mask, positions] = [c.input(7), c.input(8)];
   a.int("mask_index_type"); // whether output 1 exists: kiln gives it whenever it is named
-  const y = op("LayerNormalization", [sum, gamma, beta], { axis: -1, epsilon });
-  const mask = c.input(7);
-  const counts = mask
-    ? op("ReduceSum", [op("Cast", [mask], { to: "i32" })], { axes: [1], keepdims: 0 })
-    : constant(new Array(b).fill(0), [b], "i32");
-  return [y, counts, sum];
+  const ins = [0, 2, 3, 5, 6].map((i) => c.required(i));
+  if (segments && segmentTable) ins.push(segments, segmentTable);
+  if (mask) ins.push(mask);
+  if (positions) ins.push(positions);
+  return expanded(c, "EmbedLayerNormalization", ins, {
+    epsilon: a.float("epsilon", 1e-12),
+    segments: +!!(segments && segmentTable),
+    mask: +!!mask,
+    positions: +!!positions,
+  }, 3);
 }
 
 /** Rotary embedding of `x` ([B, S, heads·h]) at `positions` ([B, S] into the caches' rows). */
