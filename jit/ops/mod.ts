@@ -32,6 +32,8 @@ import "./movement.ts";
 import "./nn.ts";
 import "./integer_matmul.ts";
 import "./integer_products.ts";
+import "./ort_attention.ts";
+import "./gqa.ts";
 import "./block_matmul.ts";
 import "./loss.ts";
 import "./training.ts";
