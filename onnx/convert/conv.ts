@@ -15,7 +15,6 @@ import {
   attrs,
   constInts,
   type Converter,
-  expanded,
   type Known,
   type NodeContext,
   type NodeView,
@@ -101,7 +100,7 @@ function convTranspose(c: NodeContext): Known[] {
       ? [...small, ...total.map((t, i) => t - small[i])]
       : [...total.map((t, i) => t - small[i]), ...small];
   } else if (autoPad === "VALID") pads = pads.map(() => 0);
-  return expanded(c, "ConvTranspose", bias ? [x, w, bias] : [x, w], {
+  return c.emit("ConvTranspose", bias ? [x, w, bias] : [x, w], {
     group,
     strides,
     dilations,
@@ -154,7 +153,7 @@ function col2Im(c: NodeContext): Known[] {
   // Typed errors when left out.
   c.required(1);
   c.required(2);
-  return expanded(c, "Col2Im", [c.required(0)], {
+  return c.emit("Col2Im", [c.required(0)], {
     image_shape: constInts(c, 1, "image_shape"),
     block_shape: constInts(c, 2, "block_shape"),
     strides: a.ints("strides"),

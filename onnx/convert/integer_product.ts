@@ -6,14 +6,14 @@
  * @module
  */
 import { window } from "./conv.ts";
-import { type Converter, expanded, type Known, type NodeContext } from "../import/node_context.ts";
+import type { Converter, Known, NodeContext } from "../import/node_context.ts";
 
 /** MatMulInteger and ConvInteger: the zero points given, flagged for the op. */
 function integerProduct(c: NodeContext, op: "MatMulInteger" | "ConvInteger"): Known[] {
   const [az, bz] = [c.input(2), c.input(3)];
   const ins = [c.required(0), c.required(1), ...[az, bz].filter((z) => z !== undefined)];
   const conv = op === "ConvInteger" ? window(c, { pool: false }) : {};
-  return expanded(c, op, ins, { ...conv, a_zero: +!!az, b_zero: +!!bz });
+  return c.emit(op, ins, { ...conv, a_zero: +!!az, b_zero: +!!bz });
 }
 
 /** A QLinear op's eight inputs (all required) and Conv's bias where given. */
@@ -26,6 +26,6 @@ function qlinear(c: NodeContext): Known[] {
 export const INTEGER_PRODUCT_CONVERTERS: Record<string, Converter<Known>> = {
   MatMulInteger: (c) => integerProduct(c, "MatMulInteger"),
   ConvInteger: (c) => integerProduct(c, "ConvInteger"),
-  QLinearMatMul: (c) => expanded(c, "QLinearMatMul", qlinear(c).slice(0, 8), {}),
-  QLinearConv: (c) => expanded(c, "QLinearConv", qlinear(c), window(c, { pool: false })),
+  QLinearMatMul: (c) => c.emit("QLinearMatMul", qlinear(c).slice(0, 8), {}),
+  QLinearConv: (c) => c.emit("QLinearConv", qlinear(c), window(c, { pool: false })),
 };

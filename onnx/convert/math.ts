@@ -15,7 +15,6 @@ import {
   attrs,
   constInts,
   type Converter,
-  expanded,
   type Known,
   type NodeContext,
   opOf,
@@ -147,8 +146,8 @@ export const MATH_CONVERTERS: Record<string, Converter<Known>> = {
     const fused = four ? undefined : fusedQdq(c);
     if (fused) return [fused];
     const to = quantizedType(c, zero);
-    return expanded(c, "QuantizeLinear", ins, { ...layout, to, ...(four ? { bits: 4 } : {}) });
+    return c.emit("QuantizeLinear", ins, { ...layout, to, ...(four ? { bits: 4 } : {}) });
   },
-  DequantizeLinear: (c) => expanded(c, "DequantizeLinear", ...scaled(c)),
+  DequantizeLinear: (c) => c.emit("DequantizeLinear", ...scaled(c)),
   DynamicQuantizeLinear: (c) => c.emit("DynamicQuantizeLinear", [c.required(0)], {}, 3),
 };

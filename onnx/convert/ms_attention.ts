@@ -15,7 +15,6 @@ import {
   constant,
   constInts,
   type Converter,
-  expanded,
   type Known,
   type NodeContext,
   opOf,
@@ -55,8 +54,7 @@ function attention(c: NodeContext): Known[] {
       axes: [0],
     });
   const ins = [...parts, ...[mask, extra].filter((k) => k !== undefined)];
-  const [y, presentKey, presentValue] = expanded(
-    c,
+  const [y, presentKey, presentValue] = c.emit(
     "MultiHeadAttention",
     past ? [...ins, half(0), half(1)] : ins,
     { ...mhaAttrs(c, n), mask: +!!mask, attention_bias: +!!extra, past: +!!past },
@@ -96,7 +94,7 @@ function multiHeadAttention(c: NodeContext): Known[] {
   }
   const [bias, mask, extra] = [c.input(3), c.input(4), c.input(5)];
   const given = [bias, mask, extra, pastKey, pastValue].filter((x) => x !== undefined);
-  return expanded(c, "MultiHeadAttention", [q, k, v, ...given], {
+  return c.emit("MultiHeadAttention", [q, k, v, ...given], {
     ...mhaAttrs(c, attrs(c).int("num_heads")!),
     bias: +!!bias,
     mask: +!!mask,
@@ -117,7 +115,7 @@ function embedLayerNormalization(c: NodeContext): Known[] {
   if (segments && segmentTable) ins.push(segments, segmentTable);
   if (mask) ins.push(mask);
   if (positions) ins.push(positions);
-  return expanded(c, "EmbedLayerNormalization", ins, {
+  return c.emit("EmbedLayerNormalization", ins, {
     epsilon: a.float("epsilon", 1e-12),
     segments: +!!(segments && segmentTable),
     mask: +!!mask,
@@ -146,7 +144,7 @@ function groupQueryAttention(c: NodeContext): Known[] {
   if (rotary && positions) ins.push(positions);
   if (bias) ins.push(bias);
   const given = constInts(c, 6, "total_sequence_length")?.[0];
-  return expanded(c, "GroupQueryAttention", ins, {
+  return c.emit("GroupQueryAttention", ins, {
     num_heads: a.int("num_heads"),
     kv_num_heads: a.int("kv_num_heads"),
     local_window_size: a.int("local_window_size", -1),

@@ -12,7 +12,6 @@ import { KilnError } from "../../jit/support/errors.ts";
 import {
   attrs,
   type Converter,
-  expanded,
   type Known,
   type NodeContext,
   opOf,
@@ -40,7 +39,7 @@ function quickGelu(c: NodeContext): Known[] {
  */
 function fusedMatMul(c: NodeContext): Known[] {
   const a = attrs(c);
-  return expanded(c, "FusedMatMul", [c.required(0), c.required(1)], {
+  return c.emit("FusedMatMul", [c.required(0), c.required(1)], {
     transA: a.int("transA", 0),
     transB: a.int("transB", 0),
     alpha: a.float("alpha", 1),

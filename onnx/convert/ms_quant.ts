@@ -21,7 +21,6 @@ import {
   constant,
   constInput,
   type Converter,
-  expanded,
   type Known,
   type NodeContext,
   opOf,
@@ -36,13 +35,13 @@ export const MS_DOMAIN = "com.microsoft";
 function real(c: NodeContext, i: number): Known {
   const zero = c.input(i + 2);
   const ins = [c.required(i), c.required(i + 1), ...(zero ? [zero] : [])];
-  return expanded(c, "DequantizeLinear", ins, {})[0];
+  return c.emit("DequantizeLinear", ins, {})[0];
 }
 
 /** `y` quantized by inputs `i` (scale) and `i + 1` (zero point; u8 without one). */
 function requantize(c: NodeContext, y: Known, i: number): Known {
   const zero = c.input(i + 1);
-  return expanded(c, "QuantizeLinear", [y, c.required(i), ...(zero ? [zero] : [])], {})[0];
+  return c.emit("QuantizeLinear", [y, c.required(i), ...(zero ? [zero] : [])], {})[0];
 }
 
 /** A float op between dequantized inputs and a quantized result. */
@@ -70,7 +69,7 @@ function qGemm(c: NodeContext): Known[] {
   const zeros = [xz, wz].filter((z) => z !== undefined);
   const flags = { a_zero: +!!xz, b_zero: +!!wz };
   const operands = [transA ? t(x) : x, transB ? t(w) : w];
-  let acc = expanded(c, "MatMulInteger", [...operands, ...zeros], flags)[0];
+  let acc = c.emit("MatMulInteger", [...operands, ...zeros], flags)[0];
   // The i32 bias joins the i32 sums before the rescale; alpha scales the product alone.
   const bias = c.input(6);
   if (bias && alpha === 1) acc = op("Add", [acc, op("Cast", [bias], { to: "i32" })]);

@@ -21,6 +21,7 @@ import { type Attrs, inferNode, type ValueType } from "../../jit/ops/mod.ts";
 import { type Shape, sizeOf } from "../../jit/ir/shape.ts";
 import { converterOf } from "../convert/mod.ts";
 import { workCounter } from "./import_limits.ts";
+import { expand, EXPANDED, type KnownEmit } from "./expand.ts";
 import {
   checkDeclaredOutput,
   checkNames,
@@ -288,7 +289,6 @@ class Importer {
       },
       emit: (op, ins, attrs = {}, outputs = 1) =>
         this.#emit(op, ins, clean(attrs), outputs, { label, name }),
-      fold: (op, ins, attrs = {}) => this.#fold(op, ins, clean(attrs), { label, name }),
       check: (bad, why) => this.#check(bad, why, { label, name }),
       held: (k) =>
         k.kind === "value" ? k : {
@@ -361,6 +361,11 @@ class Importer {
    * not drawn anew each run), else a node of the graph; int64 results get their wrap check.
    */
   #emit(op: string, given: readonly Known[], attrs: Attrs, outputs: number, at: At): Known[] {
+    if (EXPANDED.has(op)) {
+      const emit: KnownEmit = (o, xs, a, n) => this.#emit(o, xs, a, n, at);
+      return this.#fold(op, given, attrs, at) ??
+        expand(emit, [op, given, attrs, outputs], at.label);
+    }
     const p = this.#prepared(op, given, attrs, at);
     let out = this.#folded(op, attrs, p, at);
     if (!out) {
@@ -381,7 +386,7 @@ class Importer {
     return out;
   }
 
-  /** Op `op` of constants `given` folded where the importer folds it (`NodeContext.fold`). */
+  /** Op `op` of constants `given` folded where the importer folds it, else `undefined`. */
   #fold(op: string, given: readonly Known[], attrs: Attrs, at: At): Known[] | undefined {
     if (!given.every((k) => k.kind === "const")) return undefined;
     const p = this.#prepared(op, given, attrs, at);

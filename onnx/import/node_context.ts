@@ -10,14 +10,7 @@ import { checkBudget } from "../../jit/runtime/budget.ts";
 import { handOver } from "../../jit/ir/graph.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
-import {
-  type Attrs,
-  constantElements,
-  type EmitRef,
-  getOp,
-  inferNode,
-  type ValueType,
-} from "../../jit/ops/mod.ts";
+import type { Attrs, ValueType } from "../../jit/ops/mod.ts";
 import {
   type AttributeProto,
   dtypeOfCode,
@@ -64,50 +57,6 @@ export interface Sequence {
 export interface None {
   /** Discriminant. */
   readonly kind: "none";
-}
-
-/**
- * Composite `op`'s one decomposition (`jit/ops/`) run at import through `c`'s emit (or the op
- * folded whole where its inputs are all constant), so its parts on constants fold as they are
- * emitted: a transposed convolution's flipped, regrouped kernel is
- * computed once, where the op left for fusion re-gathered its weights at every read (unet's
- * upsampling: 0.7 → 7.6 ms on wasm). The op's own rule checks the node first.
- */
-export function expanded(
-  c: NodeContext,
-  op: string,
-  ins: readonly Known[],
-  attrs: Attrs,
-  outputs = 1,
-): Known[] {
-  inferNode(op, ins.map((k) => typeOf(k)), attrs, c.label);
-  const whole = c.fold(op, ins, attrs);
-  if (whole) return whole;
-  const refs: Known[] = [...ins];
-  const ref = (k: Known): EmitRef => ({ id: refs.push(k) - 1 });
-  const emit = (o: string, xs: readonly EmitRef[], a: Attrs = {}, n = 1) =>
-    c.emit(o, xs.map((r) => refs[r.id]), a, n).map(ref);
-  const outs = getOp(op).decompose!(
-    {
-      op: (o, xs, a) => emit(o, xs, a)[0],
-      opN: (o, xs, a, n) => emit(o, xs, a ?? {}, n),
-      scalar: (value, dtype) => ref(constant([value], [], dtype)),
-      typeOf: (r) => typeOf(refs[r.id]),
-      constantOf: (r) => {
-        const k = refs[r.id];
-        return k.kind === "const" ? constantElements(k.tensor) : undefined;
-      },
-    },
-    ins.map((_, i) => ({ id: i })),
-    attrs,
-  );
-  if (outs.length !== outputs) {
-    throw new KilnError(`${c.label}: ${op} gave ${outs.length} outputs`, {
-      code: "internal",
-      fix: "report this",
-    });
-  }
-  return outs.map((r) => refs[r.id]);
 }
 
 /**
@@ -215,13 +164,11 @@ export interface NodeContext {
   producer(name: string): Producer | undefined;
   /** The tensor `name` names, here or in an enclosing graph. */
   value(name: string): Known | undefined;
-  /** Emits a kiln op (folded when its inputs are constant). */
-  emit(op: string, inputs: readonly Known[], attrs?: Attrs, outputs?: number): Known[];
   /**
-   * Kiln op `op` of constants folded as `emit` folds it (one pass of its reference kernel), or
-   * `undefined`, emitting nothing, where an input is not constant or the result too large.
+   * Emits a kiln op: folded when its inputs are constant, written out through its decomposition
+   * where the importer expands it (`expand.ts`).
    */
-  fold(op: string, inputs: readonly Known[], attrs?: Attrs): Known[] | undefined;
+  emit(op: string, inputs: readonly Known[], attrs?: Attrs, outputs?: number): Known[];
   /**
    * Constant `k` as a value of the graph: ops on it run with the model instead of folding at
    * import (a packed weight whose unpacked form would be larger than itself).
