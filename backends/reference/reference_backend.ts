@@ -30,6 +30,7 @@ import { nnKernels } from "./kernels_nn.ts";
 import { quantKernels } from "./kernels_quant.ts";
 import { integerKernels } from "./kernels_integer.ts";
 import { ortKernels } from "./kernels_ort.ts";
+import { qoperatorKernels } from "./kernels_qoperator.ts";
 import { lossKernels } from "./kernels_loss.ts";
 import { trainingKernels } from "./kernels_training.ts";
 import { einsumKernels } from "./kernels_einsum.ts";
@@ -78,6 +79,8 @@ const kernels: Record<string, Kernel> = {
   ...gridSampleKernels,
   ...sourceKernels,
 };
+// The QOperator ops run the float op they wrap through this table.
+Object.assign(kernels, qoperatorKernels((op) => kernels[op]));
 
 /** The reference backend (id `reference`). */
 export class ReferenceBackend extends BackendBase {

@@ -34,6 +34,7 @@ import "./integer_matmul.ts";
 import "./integer_products.ts";
 import "./ort_attention.ts";
 import "./gqa.ts";
+import "./qoperator.ts";
 import "./block_matmul.ts";
 import "./loss.ts";
 import "./training.ts";

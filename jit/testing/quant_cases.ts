@@ -149,4 +149,139 @@ export const QUANT_CASES: Record<string, DecomposeCase[]> = {
       constants: [3],
     },
   ],
+  // ONNX Runtime's QOperator ops: operands with and without zero points, broadcasting, both
+  // pooling layouts, Softmax's meaning before opset 13; approximated functions a step apart.
+  QLinearAdd: [
+    {
+      inputs: [
+        u8s(ints(6, 190, 0, 255), [2, 3]),
+        f32([0.05]),
+        u8s([120]),
+        u8s(ints(3, 191, 0, 255)),
+        f32([0.02]),
+        u8s([10]),
+        f32([0.07]),
+        u8s([100]),
+      ],
+      attrs: { zeros: [1, 1, 1] },
+    },
+  ],
+  QLinearMul: [
+    {
+      inputs: [
+        i8(ints(6, 192, -128, 127), [2, 3]),
+        f32([0.05]),
+        i8([3]),
+        i8(ints(6, 193, -128, 127), [2, 3]),
+        f32([0.1]),
+        f32([0.4]),
+        i8([-5]),
+      ],
+      attrs: { zeros: [1, 0, 1] },
+    },
+  ],
+  QLinearSigmoid: [
+    {
+      inputs: [u8s(ints(12, 194, 0, 255), [3, 4]), f32([0.05]), u8s([128]), f32([1 / 256])],
+      attrs: { zeros: [1, 0] },
+      atol: 1,
+    },
+  ],
+  QLinearLeakyRelu: [
+    {
+      inputs: [u8s(ints(8, 195, 0, 255)), f32([0.1]), u8s([128]), f32([0.08]), u8s([64])],
+      attrs: { zeros: [1, 1], alpha: 0.2 },
+    },
+  ],
+  QLinearGlobalAveragePool: [
+    {
+      inputs: [
+        u8s(ints(18, 196, 0, 255), [1, 2, 3, 3]),
+        f32([0.1]),
+        u8s([7]),
+        f32([0.1]),
+        u8s([7]),
+      ],
+      attrs: { zeros: [1, 1] },
+      atol: 1,
+    },
+    {
+      inputs: [
+        u8s(ints(18, 197, 0, 255), [1, 3, 3, 2]),
+        f32([0.1]),
+        u8s([7]),
+        f32([0.2]),
+        u8s([0]),
+      ],
+      attrs: { zeros: [1, 1], channels_last: 1 },
+      atol: 1,
+    },
+  ],
+  QLinearConcat: [
+    {
+      inputs: [
+        u8s(ints(4, 198, 0, 255), [2, 2]),
+        f32([0.1]),
+        u8s([100]),
+        u8s(ints(6, 199, 0, 255), [2, 3]),
+        f32([0.05]),
+        u8s([3]),
+        f32([0.08]),
+        u8s([90]),
+      ],
+      attrs: { zeros: [1, 1, 1], axis: 1 },
+    },
+  ],
+  QLinearSoftmax: [
+    {
+      inputs: [
+        u8s(ints(12, 200, 0, 255), [3, 4]),
+        f32([0.1]),
+        u8s([128]),
+        f32([1 / 256]),
+        u8s([0]),
+      ],
+      attrs: { zeros: [1, 1] },
+      atol: 1,
+    },
+    {
+      inputs: [
+        u8s(ints(12, 201, 0, 255), [2, 2, 3]),
+        f32([0.1]),
+        u8s([128]),
+        f32([1 / 256]),
+        u8s([0]),
+      ],
+      attrs: { zeros: [1, 1], axis: 1, opset: 12 },
+      atol: 1,
+    },
+  ],
+  // B transposed with a bias, quantized; alpha with a bias and A transposed, left in f32.
+  QGemm: [
+    {
+      inputs: [
+        u8s(ints(2 * 5, 202, 0, 255), [2, 5]),
+        f32([0.02]),
+        u8s([128]),
+        i8(ints(3 * 5, 203, -128, 127), [3, 5]),
+        f32([0.01, 0.03, 0.02]),
+        i8([0, 0, 0]),
+        i32([100, -200, 3000]),
+        f32([0.05]),
+        u8s([10]),
+      ],
+      attrs: { transB: 1, a_zero: 1, b_zero: 1, bias: 1, y_scale: 1, y_zero: 1 },
+    },
+    {
+      inputs: [
+        u8s(ints(5 * 2, 204, 0, 255), [5, 2]),
+        f32([0.02]),
+        i8(ints(5 * 3, 205, -128, 127), [5, 3]),
+        f32([0.01]),
+        i32([100, -200, 3000]),
+      ],
+      attrs: { transA: 1, alpha: 0.5, bias: 1 },
+      atol: 1e-6,
+    },
+  ],
 };

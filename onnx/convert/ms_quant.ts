@@ -1,12 +1,11 @@
 /**
- * The quantized ops of ONNX Runtime's `com.microsoft` domain that its own quantizer writes in the
- * QOperator format (`quantize_static(…, quant_format=QuantFormat.QOperator)`): QGemm, QLinearAdd,
- * QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat and
- * QLinearSoftmax. Each dequantizes its inputs, runs the float op, and quantizes the result as
- * QuantizeLinear does (round half to even, saturated to the zero point's type), so they fuse
- * like the standard quantization ops around them. And MatMulNBits and GatherBlockQuantized, the
- * block-quantized weights and embedding tables (2 to 8 bits) of ONNX Runtime's int4 language
- * models and transformers.js's `q4` exports.
+ * The quantized ops of ONNX Runtime's `com.microsoft` domain onto kiln's: the QOperator format's
+ * (`quantize_static(…, quant_format=QuantFormat.QOperator)`) QGemm, QLinearAdd, QLinearMul,
+ * QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat and QLinearSoftmax
+ * (`jit/ops/qoperator.ts`: the zero points given flagged); and MatMulNBits and
+ * GatherBlockQuantized, the block-quantized weights and embedding tables (2 to 8 bits) of ONNX
+ * Runtime's int4 language models and transformers.js's `q4` exports, whose packed bytes are laid
+ * out here as the tables kiln's BlockMatMul and BlockDequantize read.
  *
  * @module
  */
@@ -15,7 +14,7 @@ import { sizeOf } from "../../jit/ir/shape.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import type { TensorData } from "../../jit/ir/dtype.ts";
 import { handOver } from "../../jit/ir/graph.ts";
-import { scalar } from "./composite.ts";
+import type { Attrs } from "../../jit/ops/mod.ts";
 import {
   attrs,
   constant,
@@ -31,64 +30,43 @@ import {
 /** ONNX Runtime's contrib-op domain. */
 export const MS_DOMAIN = "com.microsoft";
 
-/** Input `i`, dequantized by inputs `i + 1` (scale) and `i + 2` (zero point). */
-function real(c: NodeContext, i: number): Known {
-  const zero = c.input(i + 2);
-  const ins = [c.required(i), c.required(i + 1), ...(zero ? [zero] : [])];
-  return c.emit("DequantizeLinear", ins, {})[0];
-}
-
-/** `y` quantized by inputs `i` (scale) and `i + 1` (zero point; u8 without one). */
-function requantize(c: NodeContext, y: Known, i: number): Known {
-  const zero = c.input(i + 1);
-  return c.emit("QuantizeLinear", [y, c.required(i), ...(zero ? [zero] : [])], {})[0];
-}
-
-/** A float op between dequantized inputs and a quantized result. */
-function around(
-  inputs: readonly number[],
-  output: number,
-  body: (c: NodeContext, xs: Known[]) => Known,
-): Converter<Known> {
-  return (c) => [requantize(c, body(c, inputs.map((i) => real(c, i))), output)];
-}
-
 /**
- * QGemm: `alpha · (A·B + C)·scale`, A·B and the i32 bias C summed exactly in i32 over the
- * zero-point-shifted operands, quantized when y's scale is given.
+ * A QOperator op (kiln's, `jit/ops/qoperator.ts`) of quantized operands at input positions
+ * `operands` (each followed by its scale and zero point) and y's scale at `output`: the zero
+ * points given, flagged.
  */
-function qGemm(c: NodeContext): Known[] {
-  const op = opOf(c), a = attrs(c);
-  const [transA, transB] = [a.int("transA", 0) === 1, a.int("transB", 0) === 1];
-  const alpha = a.float("alpha", 1)!;
-  const t = (x: Known) => op("Transpose", [x], { perm: [1, 0] });
-  const [x, xs, xz] = [c.required(0), c.required(1), c.input(2)];
-  const [w, ws, wz] = [c.required(3), c.required(4), c.input(5)];
-  const f = (k: Known) => op("Cast", [k], { to: "f32" });
-  const scale = op("Mul", [xs, ws]); // per column of the product when ws is 1-D
-  const zeros = [xz, wz].filter((z) => z !== undefined);
-  const flags = { a_zero: +!!xz, b_zero: +!!wz };
-  const operands = [transA ? t(x) : x, transB ? t(w) : w];
-  let acc = c.emit("MatMulInteger", [...operands, ...zeros], flags)[0];
-  // The i32 bias joins the i32 sums before the rescale; alpha scales the product alone.
-  const bias = c.input(6);
-  if (bias && alpha === 1) acc = op("Add", [acc, op("Cast", [bias], { to: "i32" })]);
-  let y = op("Mul", [f(acc), scale]);
-  if (alpha !== 1) y = op("Mul", [y, scalar(alpha, "f32")]);
-  if (bias && alpha !== 1) y = op("Add", [y, op("Mul", [f(bias), scale])]);
-  return [c.input(7) ? requantize(c, y, 7) : y];
+function quantized(
+  name: string,
+  operands: readonly number[],
+  output: number,
+  attrsOf: (c: NodeContext) => Attrs = () => ({}),
+): Converter<Known> {
+  return (c) => {
+    const ins: Known[] = [], zeros: number[] = [];
+    for (const i of [...operands, output]) {
+      const zero = c.input(i + (i === output ? 1 : 2));
+      ins.push(...(i === output ? [c.required(i)] : [c.required(i), c.required(i + 1)]));
+      if (zero) ins.push(zero);
+      zeros.push(+!!zero);
+    }
+    return c.emit(name, ins, { ...attrsOf(c), zeros });
+  };
 }
 
-/** QLinearSoftmax: `opset` below 13 keeps Softmax's old flatten-to-2-D meaning. */
-function qSoftmax(c: NodeContext): Known[] {
-  const op = opOf(c), a = attrs(c);
-  const x = real(c, 0), shape = typeOf(x).shape;
-  const raw = a.int("axis", -1)!, axis = raw < 0 ? raw + shape.length : raw;
-  if (a.int("opset", 13)! >= 13) return [requantize(c, op("Softmax", [x], { axis }), 3)];
-  const rows = shape.slice(0, axis).reduce((p, d) => p * d, 1);
-  const flat = op("Reshape", [x], { shape: [rows, -1] });
-  const y = op("Reshape", [op("Softmax", [flat], { axis: 1 })], { shape: [...shape] });
-  return [requantize(c, y, 3)];
+/** QGemm (kiln's op): its optional inputs flagged. */
+function qGemm(c: NodeContext): Known[] {
+  const a = attrs(c), [xz, wz, bias, ys, yz] = [2, 5, 6, 7, 8].map((i) => c.input(i));
+  const ins = [c.required(0), c.required(1), xz, c.required(3), c.required(4), wz, bias, ys, yz];
+  return c.emit("QGemm", ins.filter((k) => k !== undefined), {
+    transA: a.int("transA", 0),
+    transB: a.int("transB", 0),
+    alpha: a.float("alpha", 1),
+    a_zero: +!!xz,
+    b_zero: +!!wz,
+    bias: +!!bias,
+    y_scale: +!!ys,
+    y_zero: +!!(ys && yz),
+  });
 }
 
 /** The `bits`-bit unsigned value at bit `at` of `bytes`, low bits first (it may cross a byte). */
@@ -450,37 +428,32 @@ function gatheredRows(
 /** Converters by op type in {@linkcode MS_DOMAIN}. */
 export const MS_QUANT_CONVERTERS: Record<string, Converter<Known>> = {
   QGemm: qGemm,
-  QLinearAdd: around([0, 3], 6, (c, [x, y]) => opOf(c)("Add", [x, y])),
-  QLinearMul: around([0, 3], 6, (c, [x, y]) => opOf(c)("Mul", [x, y])),
-  QLinearSigmoid: around([0], 3, (c, [x]) => opOf(c)("Sigmoid", [x])),
-  QLinearLeakyRelu: around(
-    [0],
-    3,
-    (c, [x]) => opOf(c)("LeakyRelu", [x], { alpha: attrs(c).float("alpha", 0.01) }),
-  ),
-  QLinearGlobalAveragePool: around([0], 3, (c, [x]) => {
-    const rank = typeOf(x).shape.length, last = attrs(c).int("channels_last", 0) === 1;
-    const axes = [...Array(rank - 2).keys()].map((i) => i + (last ? 1 : 2));
-    return opOf(c)("ReduceMean", [x], { axes, keepdims: 1 });
-  }),
+  QLinearAdd: quantized("QLinearAdd", [0, 3], 6),
+  QLinearMul: quantized("QLinearMul", [0, 3], 6),
+  QLinearSigmoid: quantized("QLinearSigmoid", [0], 3),
+  QLinearLeakyRelu: quantized("QLinearLeakyRelu", [0], 3, (c) => ({
+    alpha: attrs(c).float("alpha", 0.01),
+  })),
+  QLinearGlobalAveragePool: quantized("QLinearGlobalAveragePool", [0], 3, (c) => ({
+    channels_last: attrs(c).int("channels_last", 0),
+  })),
   QLinearConcat: (c) => {
-    const op = opOf(c), count = c.inputs().length - 2;
+    const count = c.inputs().length - 2;
     if (count < 3 || count % 3 !== 0) {
       throw new KilnError(
         `${c.label}: ${
           count + 2
         } inputs; QLinearConcat takes y's scale and zero point, then (x, scale, zero point) per input`,
-        {
-          code: "bad-input",
-          fix: "re-quantize the model",
-        },
+        { code: "bad-input", fix: "re-quantize the model" },
       );
     }
-    const xs = [...Array(count / 3).keys()].map((k) => real(c, 2 + 3 * k));
-    const y = op("Concat", xs, { axis: attrs(c).int("axis", 0) });
-    return [requantize(c, y, 0)];
+    const operands = [...Array(count / 3).keys()].map((k) => 2 + 3 * k);
+    return quantized("QLinearConcat", operands, 0, () => ({ axis: attrs(c).int("axis", 0) }))(c);
   },
-  QLinearSoftmax: qSoftmax,
+  QLinearSoftmax: quantized("QLinearSoftmax", [0], 3, (c) => ({
+    axis: attrs(c).int("axis", -1),
+    opset: attrs(c).int("opset", 13),
+  })),
   MatMulNBits: matMulNBits,
   GatherBlockQuantized: gatherBlockQuantized,
 };

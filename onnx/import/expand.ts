@@ -27,6 +27,14 @@ export const EXPANDED: ReadonlySet<string> = new Set([
   "EmbedLayerNormalization",
   "MultiHeadAttention",
   "GroupQueryAttention",
+  "QGemm",
+  "QLinearAdd",
+  "QLinearMul",
+  "QLinearSigmoid",
+  "QLinearLeakyRelu",
+  "QLinearGlobalAveragePool",
+  "QLinearConcat",
+  "QLinearSoftmax",
 ]);
 
 /** Emits one op of known inputs, as the importer does. */
