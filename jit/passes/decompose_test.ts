@@ -292,6 +292,24 @@ const localCases: Record<string, DecomposeCase[]> = {
       rtol: 0,
     },
     { inputs: [ints("u8", 6, 0, 255, [2, 3]), ints("i8", 6, -128, 127, [3, 2])], atol: 0, rtol: 0 },
+    // A constant weight: its f32 form (chunked, padded: K = 601 in three) is computed once.
+    {
+      inputs: [
+        ints("i16", 2 * 601, -255, 255, [2, 601]),
+        ints("i16", 601 * 3, -255, 255, [601, 3]),
+      ],
+      attrs: { bound: 65025 },
+      constants: [1],
+      atol: 0,
+      rtol: 0,
+    },
+    {
+      inputs: [ints("i16", 2 * 5, -255, 255, [2, 5]), ints("i16", 5 * 3, -255, 255, [5, 3])],
+      attrs: { bound: 65025 },
+      constants: [1],
+      atol: 0,
+      rtol: 0,
+    },
   ],
   // 4-bit values in blocks of 16 with zero points; 2 bits without (the middle value); 8 bits.
   BlockDequantize: [
