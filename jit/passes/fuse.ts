@@ -93,10 +93,12 @@ class Fuser {
   readonly #storedAs = new WeakMap<Sym, Sym>();
   readonly #equal = new EqualValues();
   /**
-   * Reduction kernels by the bare value they reduce: a reduction of the same value over the same
-   * axes (DynamicQuantizeLinear's min beside its max) joins the kernel, one pass instead of two.
+   * Reduction kernels of stored values by their space and axes: a reduction of a stored value of
+   * the same shape over the same axes (DynamicQuantizeLinear's min beside its max, or the minimum
+   * of its rows' minima beside the maximum of their maxima) joins the kernel, one pass (and one
+   * dispatch) instead of two.
    */
-  readonly #reduced = new Map<Expr, Group>();
+  readonly #reduced = new Map<string, Group>();
   #fresh: number;
   /** What the contractions (`fuse_contractions.ts`) need of this walk. */
   readonly #walk: Walk = {
@@ -425,13 +427,14 @@ class Fuser {
     ) {
       s = this.#stored(s, `${label} reduces it over another iteration space`);
     }
-    const sibling = s.group ? undefined : this.#reduced.get(s.expr);
+    const key = `${shape.join()} ${sorted.join()}`;
+    const sibling = s.group || !isBare(s) ? undefined : this.#reduced.get(key);
     const joins = sibling && sameAxes(sibling.reduced, sorted) && !sibling.outputs.length;
     const joined = s.group ?? (joins ? sibling : undefined);
     const group = joined ?? this.#groups.create(shape, sorted, "reduce");
     const nth = group.reductions.length + 1;
     if (joined) this.#log.push(`${label}: joins kernel #${group.id} as reduction ${nth}`);
-    else if (isBare(s)) this.#reduced.set(s.expr, group);
+    else if (isBare(s)) this.#reduced.set(key, group);
     return this.#reduction(group, op, s.expr, label, type, own(s));
   }
 
