@@ -469,6 +469,7 @@ export function fusionFor(
   | "integerBlockRows"
   | "patchesFrom"
   | "splitSums"
+  | "keysFrom"
 > {
   const all = (has: (p: DeviceProfile) => boolean | undefined) =>
     profiles.length > 0 && profiles.every((p) => has(p) ?? false);
@@ -488,6 +489,10 @@ export function fusionFor(
       ? Math.max(...profiles.map((p) => p.storedPatches!))
       : Infinity,
     splitSums: all((p) => p.splitSums),
+    // Keys are stored only where every candidate wants them, from the largest size any asks.
+    keysFrom: all((p) => p.storedKeys !== undefined)
+      ? Math.max(...profiles.map((p) => p.storedKeys!))
+      : Infinity,
   };
 }
 

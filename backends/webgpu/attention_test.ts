@@ -153,7 +153,8 @@ function flashGraph(
 }
 
 Deno.test("flash attention: tiles of queries, keys and values, masks, ragged key tiles, fully masked rows", async () => {
-  const flash = new WebGpuBackend({ profile: true, flashAttention: true });
+  // Keys as the graph lays them (the kernel's own key-minor reads are among the cases).
+  const flash = new WebGpuBackend({ profile: true, flashAttention: true, storedKeys: Infinity });
   await flash.prepare();
   const wgsl = {
     maxInvocations: 256,
@@ -436,4 +437,48 @@ Deno.test("attention under precision f16 runs as one kernel, fused and flash, it
     assert.ok(names.includes("attention_0") && !names.some((n) => /softmax/.test(n)), `${names}`);
     gpu.dispose();
   }
+});
+
+Deno.test("keys read through a transposing view are stored by head first where they are many, and the result is unchanged", async () => {
+  // Q, K and V as projections write them, [batch, tokens, heads · size], split into heads by views.
+  const graph = (tokens: number, h = 4) => {
+    const b = new GraphBuilder();
+    const heads = (name: string) =>
+      b.op("Transpose", [b.op("Reshape", [b.input(name, [1, tokens, h * 16])], {
+        shape: [1, tokens, h, 16],
+      })], { perm: [0, 2, 1, 3] });
+    const [q, k, v] = ["q", "k", "v"].map(heads);
+    const scores = b.op("Mul", [
+      b.op("MatMul", [q, b.op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
+      b.constant(0.25),
+    ]);
+    b.output("y", b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]));
+    return b.build();
+  };
+  const stores = (tokens: number, keysFrom: number) =>
+    fuse(graph(tokens), { keysFrom }).log.some((l) => l.includes("reads it across its columns"));
+  assert.ok(stores(64, 4096), "4 heads × 16 × 64 keys from 4096: stored by head");
+  assert.ok(!stores(64, Infinity), "never unless asked");
+  assert.ok(!stores(8, 4096), "a few keys stay a view");
+  // The WebGPU profile asks for it from 2^16 elements: 4 heads × 16 × 1024 tokens.
+  const gpu = new WebGpuBackend();
+  await gpu.prepare();
+  const tokens = 1024, n = tokens * 64;
+  const feeds = Object.fromEntries(
+    ["q", "k", "v"].map((
+      name,
+      i,
+    ) => [name, f32(hashed(n, i + 1).map((x) => x / 4), [1, tokens, 64])]),
+  );
+  const want = await (await compile(graph(tokens), { backend: "reference", cache: false })).run(
+    feeds,
+  );
+  using exe = await compile(graph(tokens), { backend: gpu, cache: false });
+  assert.ok(
+    exe.plan!.kernels.some((k) => k.pattern === "elementwise"),
+    "the keys' copy is a kernel of its own",
+  );
+  const got = await exe.run(feeds);
+  assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-4, rtol: 1e-4 });
+  gpu.dispose();
 });

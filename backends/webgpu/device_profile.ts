@@ -46,6 +46,8 @@ export interface ProfileOptions {
   readonly readbackMs?: number;
   /** Least multiply-adds of a conv whose patches are stored (`WebGpuOptions.storedPatches`). */
   readonly storedPatches?: number;
+  /** Least elements of keys stored by head (`WebGpuOptions.storedKeys`). */
+  readonly storedKeys?: number;
   /** Whether products of few outputs sum K in parts (`WebGpuOptions.splitSums`). */
   readonly splitSums?: boolean;
 }
@@ -59,6 +61,13 @@ export interface ProfileOptions {
  * large; below it a dispatch and a pass over the patches weigh more.
  */
 export const PATCHES_FROM = 2 ** 24;
+
+/**
+ * Least elements of attention's keys, read through a transposing view, stored by head first
+ * (`DeviceProfile.storedKeys`): BERT-base's 12 heads × 64 × 128 tokens (98,304) gained, models of
+ * a dozen tokens lost the copy's dispatch (device time on the H200, `.device/scratch/s49g.sh`).
+ */
+export const KEYS_FROM = 2 ** 16;
 
 /** The profile of `device` on `adapter` (zeros and `false` before they are acquired). */
 export function webgpuProfile(
@@ -85,6 +94,8 @@ export function webgpuProfile(
     blockPrologues: true,
     storedPatches: o.storedPatches ?? PATCHES_FROM,
     splitSums: o.splitSums ?? false,
+    // Its attention kernels read keys a thread each (see `DeviceProfile.storedKeys`).
+    storedKeys: o.storedKeys ?? KEYS_FROM,
     maxWorkgroupSize: d?.limits.maxComputeInvocationsPerWorkgroup ?? 0,
     maxStorageBufferBytes: Math.min(
       d?.limits.maxStorageBufferBindingSize ?? 0,

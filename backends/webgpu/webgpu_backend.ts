@@ -114,6 +114,7 @@ export class WebGpuBackend implements Backend {
       maxStorageBufferBytes: this.#options.maxStorageBufferBytes,
       readbackMs: this.#readbackMs,
       storedPatches: this.#options.storedPatches,
+      storedKeys: this.#options.storedKeys,
       splitSums: this.#options.splitSums ?? envVar("KILN_SPLIT_SUMS") !== "0",
     });
   }

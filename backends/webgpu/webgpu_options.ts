@@ -61,6 +61,12 @@ export interface WebGpuOptions {
    */
   readonly storedPatches?: number;
   /**
+   * Least elements of attention's keys, read through a transposing view, that are stored by head
+   * before the attention kernels read them (`DeviceProfile.storedKeys`); default 2^16, Infinity
+   * never.
+   */
+  readonly storedKeys?: number;
+  /**
    * Sum the K of a product of few outputs and a deep K (by a shared weight, or a convolution
    * whose patches are stored) in parts, each part's tiles a kernel of their own, added up by a
    * second kernel with the epilogue: the parts multiply the workgroups that fill the GPU.

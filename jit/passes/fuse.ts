@@ -39,6 +39,7 @@ import {
 import { type Group, KernelGroups } from "./fuse_groups.ts";
 import { type FuseOptions, type FusionResult, withDefaults } from "./fuse_options.ts";
 import {
+  acrossColumns,
   aluAttrs,
   broadcasts,
   EqualValues,
@@ -91,6 +92,8 @@ class Fuser {
   /** The tensor of each constant's symbol: what a decomposition may read (`Emitter.constantOf`). */
   readonly #tensors = new WeakMap<Sym, HostTensor>();
   readonly #storedAs = new WeakMap<Sym, Sym>();
+  /** The shape of each buffer a load reads (graph values and the values fusion stores). */
+  readonly #shapes = new Map<number, Shape>();
   readonly #equal = new EqualValues();
   /**
    * Reduction kernels of stored values by their space and axes: a reduction of a stored value of
@@ -105,6 +108,10 @@ class Fuser {
     operand: (s, label) => this.#operand(s, label),
     stored: (s, why) => this.#stored(s, why),
     storesPatches: (macs) => macs >= this.#opts.patchesFrom,
+    keysAlong: (b, label) =>
+      sizeOf(b.type.shape) >= this.#opts.keysFrom && acrossColumns(b, this.#shapes)
+        ? this.#stored(b, `${label} reads it across its columns`)
+        : b,
     splitsSums: () => this.#opts.splitSums,
     inline: (a, b) => this.#opts.inlineOperands && inlineOperand(a, b) && !this.#tooDeep(b),
     group: (space, reduced, pattern) => this.#groups.create(space, reduced, pattern),
@@ -151,6 +158,7 @@ class Fuser {
   }
 
   #bufferSym(value: number, type: ValueType, labels: readonly string[] = []): Sym {
+    this.#shapes.set(value, type.shape);
     return {
       type,
       expr: { kind: "load", input: value, steps: [], dtype: type.dtype },

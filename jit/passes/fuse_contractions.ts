@@ -31,6 +31,11 @@ export interface Walk {
   storesPatches(macs: number): boolean;
   /** Whether products of few outputs sum a deep K in parts (`FuseOptions.splitSums`). */
   splitsSums(): boolean;
+  /**
+   * `b`, a batched product's B, stored along its columns where it is a view read across them
+   * of as many elements as the options ask (`FuseOptions.keysFrom`); else `b`.
+   */
+  keysAlong(b: Sym, label: string): Sym;
   /** A new group iterating `space`, `reduced` axes reduced. */
   group(space: Shape, reduced: number[], pattern: KernelPattern): Group;
   /** Reduction `op` of `expr` joining `group`: the value it gives. */
@@ -58,7 +63,9 @@ export function matmulSym(
   { widen, inlineB, inlineA }: { widen: boolean; inlineB: boolean; inlineA: boolean },
 ): Sym {
   const a = inlineA ? ins[0] : walk.operand(ins[0], label);
-  const b = inlineB || walk.inline(a, ins[1]) ? ins[1] : walk.operand(ins[1], label);
+  const b = inlineB || walk.inline(a, ins[1])
+    ? ins[1]
+    : walk.keysAlong(walk.operand(ins[1], label), label);
   const map = matmulMap(a.type.shape, b.type.shape);
   const read = (e: Expr): Expr =>
     widen ? { kind: "alu", op: "Cast", args: [e], dtype: type.dtype } : e;

@@ -63,6 +63,12 @@ export interface FuseOptions {
    */
   readonly splitSums?: boolean;
   /**
+   * Least elements of a batched product's B read across its columns through a view (attention's
+   * keys) from which it is stored along them first (`DeviceProfile.storedKeys`); default
+   * `Infinity`: never.
+   */
+  readonly keysFrom?: number;
+  /**
    * Whether every kernel is computed to the reference's bits (`KernelIR.exact`, the exact
    * precision): transcendentals decomposed, no attention groups, no block products, patches or
    * split sums; default false.
@@ -97,6 +103,7 @@ export function withDefaults(options: FuseOptions): Required<FuseOptions> {
     integerBlockRows: options.integerBlockRows ?? 4,
     patchesFrom: options.patchesFrom ?? Infinity,
     splitSums: options.splitSums ?? false,
+    keysFrom: options.keysFrom ?? Infinity,
   };
 }
 

@@ -20,6 +20,7 @@ import { type DType, fromF16Bits } from "../ir/dtype.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import { sameShape, type Shape, sizeOf } from "../ir/shape.ts";
 import { ExprTable } from "../ir/expr_table.ts";
+import { affineOffset } from "../ir/access.ts";
 import { tensorText } from "../ir/canonical.ts";
 
 /** A value during fusion. */
@@ -38,6 +39,19 @@ export interface Sym {
   readonly labels: readonly string[];
   /** How many consumers read it (for the recompute rule). */
   uses: number;
+}
+
+/**
+ * Whether `b` (a product's B of rank ≥ 3) is a view of a buffer (shapes by value in `shapes`)
+ * laid along its contraction rather than its columns: attention's keys through a transposing
+ * view.
+ */
+export function acrossColumns(b: Sym, shapes: ReadonlyMap<number, Shape>): boolean {
+  const e = b.expr, shape = b.type.shape, rank = shape.length;
+  const stored = e.kind === "load" ? shapes.get(e.input) : undefined;
+  if (e.kind !== "load" || rank < 3 || !stored) return false;
+  const at = affineOffset(e.steps, shape, stored);
+  return at !== undefined && at.weights[rank - 1] !== 1 && at.weights[rank - 2] === 1;
 }
 
 /** Labels a consumer inherits: none from stored buffers (their kernel already counts them). */

@@ -111,6 +111,15 @@ export interface DeviceProfile {
    * added up by a second kernel: a large GPU fills its compute units only with many tiles.
    */
   readonly splitSums?: boolean;
+  /**
+   * Least elements of a batched product's B that its kernels would read across its columns
+   * (attention's keys through a transposing view of the projection's output, [tokens, heads ·
+   * size]) from which it is stored along them first: WebGPU's attention kernels give each thread
+   * a key, and read BERT-base's keys that way 3.6× slower than laid out by head (H200: 0.068 ms
+   * against 0.019 for the group, the copy 0.008), while a dozen tokens' keys cost the copy's
+   * dispatch more than it saves. Absent: never.
+   */
+  readonly storedKeys?: number;
   /** Whether shaders can reach the device's matrix units (WebGPU subgroup matrices). */
   readonly matrixUnits?: boolean;
   /** Which device this is, where the implementation says (vendor, architecture, device). */
