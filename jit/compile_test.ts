@@ -27,6 +27,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockPrologues: true,
     storedPatches: 1000,
     splitSums: true,
+    storedKeys: 4096,
   };
   const wasm: DeviceProfile = {
     ...reference,
@@ -46,6 +47,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     patchesFrom: 1000,
     splitSums: true,
     integerBlockRows: 4,
+    keysFrom: 4096,
   });
   assert.deepEqual(fusionFor([wasm]), {
     integerDot: true,
@@ -56,6 +58,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     patchesFrom: Infinity,
     splitSums: false,
     integerBlockRows: 32,
+    keysFrom: Infinity,
   });
   // Both candidates (auto on a GPU machine): block products stay tagged, so neither unpacks into
   // buffers, and integer ones of more rows than the GPU wants are not; A stays stored, as wasm
@@ -69,6 +72,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     patchesFrom: Infinity,
     splitSums: false,
     integerBlockRows: 4,
+    keysFrom: Infinity,
   });
   assert.deepEqual(fusionFor([stored, gpu]), {
     integerDot: false,
@@ -79,6 +83,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     patchesFrom: Infinity,
     splitSums: false,
     integerBlockRows: 4,
+    keysFrom: Infinity,
   });
   assert.deepEqual(fusionFor([]), {
     integerDot: false,
@@ -89,5 +94,6 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     patchesFrom: Infinity,
     splitSums: false,
     integerBlockRows: 4,
+    keysFrom: Infinity,
   });
 });
