@@ -489,10 +489,9 @@ export function fusionFor(
       ? Math.max(...profiles.map((p) => p.storedPatches!))
       : Infinity,
     splitSums: all((p) => p.splitSums),
-    // Keys are stored only where every candidate wants them, from the largest size any asks.
-    keysFrom: all((p) => p.storedKeys !== undefined)
-      ? Math.max(...profiles.map((p) => p.storedKeys!))
-      : Infinity,
+    // Keys are stored where any candidate wants them (auto on a GPU machine runs its attention
+    // there): the copy is one pass over the keys, a small share of any attention's work.
+    keysFrom: Math.min(Infinity, ...profiles.flatMap((p) => p.storedKeys ?? [])),
   };
 }
 

@@ -62,7 +62,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
   });
   // Both candidates (auto on a GPU machine): block products stay tagged, so neither unpacks into
   // buffers, and integer ones of more rows than the GPU wants are not; A stays stored, as wasm
-  // reads it.
+  // reads it; keys are stored by head as the GPU asks.
   assert.deepEqual(fusionFor([wasm, gpu]), {
     integerDot: false,
     inlineOperands: false,
@@ -72,7 +72,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     patchesFrom: Infinity,
     splitSums: false,
     integerBlockRows: 4,
-    keysFrom: Infinity,
+    keysFrom: 4096,
   });
   assert.deepEqual(fusionFor([stored, gpu]), {
     integerDot: false,
@@ -83,7 +83,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     patchesFrom: Infinity,
     splitSums: false,
     integerBlockRows: 4,
-    keysFrom: Infinity,
+    keysFrom: 4096,
   });
   assert.deepEqual(fusionFor([]), {
     integerDot: false,

@@ -117,7 +117,7 @@ export interface DeviceProfile {
    * size]) from which it is stored along them first: WebGPU's attention kernels give each thread
    * a key, and read BERT-base's keys that way 3.6× slower than laid out by head (H200: 0.068 ms
    * against 0.019 for the group, the copy 0.008), while a dozen tokens' keys cost the copy's
-   * dispatch more than it saves. Absent: never.
+   * dispatch more than it saves. Absent: never (where another candidate asks, it is stored).
    */
   readonly storedKeys?: number;
   /** Whether shaders can reach the device's matrix units (WebGPU subgroup matrices). */
