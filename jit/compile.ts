@@ -348,14 +348,16 @@ async function fuseFor(
   // binding is kept for the output). A software device runs nothing where another backend runs
   // every kernel (see `usableBackends`): its limit split lstm2's 47 kernels into 51 on the
   // 2-core VM, all of them then run on wasm.
-  const limits = candidates.filter((b) => {
-    const { maxBindings, software } = b.capabilities();
-    return b.codegen && maxBindings > 0 &&
-      (named !== undefined || !software || (holding?.has(b.id) ?? false));
-  }).map((b) => b.capabilities().maxBindings - 1);
+  const runs = (b: Backend) =>
+    named !== undefined || !b.capabilities().software || (holding?.has(b.id) ?? false);
+  const limits = candidates.filter((b) => b.codegen && b.capabilities().maxBindings > 0 && runs(b))
+    .map((b) => b.capabilities().maxBindings - 1);
   const report = reporter(options.onProgress);
   report({ phase: "fuse", done: 0, total: 1 });
-  const generated = candidates.filter((b) => b.codegen).map((b) => b.capabilities());
+  // A software device that runs nothing here asks for no stored keys (the CPU path stays).
+  const generated = candidates.filter((b) => b.codegen).map((b) =>
+    runs(b) ? b.capabilities() : { ...b.capabilities(), storedKeys: undefined }
+  );
   const maxInputs = limits.length ? Math.min(...limits) : Infinity;
   const exact = options.precision === "exact";
   const fusion = fuse(legal, { maxInputs, ...fusionFor(generated), exact });
@@ -489,8 +491,8 @@ export function fusionFor(
       ? Math.max(...profiles.map((p) => p.storedPatches!))
       : Infinity,
     splitSums: all((p) => p.splitSums),
-    // Keys are stored where any candidate wants them (auto on a GPU machine runs its attention
-    // there): the copy is one pass over the keys, a small share of any attention's work.
+    // Keys are stored where any candidate that runs work wants them (auto on a GPU machine runs
+    // its attention there): the copy is one pass over the keys, a small share of any attention's.
     keysFrom: Math.min(Infinity, ...profiles.flatMap((p) => p.storedKeys ?? [])),
   };
 }

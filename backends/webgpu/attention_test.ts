@@ -480,5 +480,10 @@ Deno.test("keys read through a transposing view are stored by head first where t
   );
   const got = await exe.run(feeds);
   assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-4, rtol: 1e-4 });
+  // Under auto a software GPU runs nothing, and asks for nothing: the CPU path keeps its views.
+  if (gpu.capabilities().software) {
+    using auto = await compile(graph(tokens, 16), { cache: false });
+    assert.ok(!auto.plan!.kernels.some((k) => k.pattern === "elementwise"), "auto on the CPU");
+  }
   gpu.dispose();
 });
