@@ -367,23 +367,8 @@ class Importer {
         expand(emit, [op, given, attrs, outputs], at.label);
     }
     const p = this.#prepared(op, given, attrs, at);
-    let out = this.#folded(op, attrs, p, at);
-    if (!out) {
-      // The graph labels nodes `node "NAME" (Op)` itself: it gets the bare ONNX name.
-      const syms = this.#b.opN(op, p.ins.map((k) => this.#symbol(k)), attrs, outputs, {
-        name: at.name,
-      });
-      out = syms.map((s, i) => ({
-        kind: "value",
-        name: s.name,
-        type: p.types[i],
-        i64: p.i64,
-        bf16: p.bf16,
-      }));
-    }
-    // Held in 32 bits (folded, or constants too large to fold): checked where it can wrap.
-    if (p.i64 && p.types.every((t) => t.dtype === "i32")) this.#guard(op, p.ins, attrs, out, at);
-    return out;
+    const out = this.#folded(op, attrs, p, at) ?? this.#node(op, [attrs, outputs], p, at);
+    return this.#checked(op, attrs, p, at, out);
   }
 
   /** Op `op` of constants `given` folded where the importer folds it, else `undefined`. */
@@ -391,9 +376,26 @@ class Importer {
     if (!given.every((k) => k.kind === "const")) return undefined;
     const p = this.#prepared(op, given, attrs, at);
     const out = this.#folded(op, attrs, p, at);
-    if (out && p.i64 && p.types.every((t) => t.dtype === "i32")) {
-      this.#guard(op, p.ins, attrs, out, at);
-    }
+    return out && this.#checked(op, attrs, p, at, out);
+  }
+
+  /** `op` of `p` as a node of the graph (the graph labels it `node "NAME" (Op)` itself). */
+  #node(op: string, [attrs, outputs]: [Attrs, number], p: Prepared, at: At): Known[] {
+    const syms = this.#b.opN(op, p.ins.map((k) => this.#symbol(k)), attrs, outputs, {
+      name: at.name,
+    });
+    return syms.map((s, i) => ({
+      kind: "value",
+      name: s.name,
+      type: p.types[i],
+      i64: p.i64,
+      bf16: p.bf16,
+    }));
+  }
+
+  /** `out` with its wrap check where an int64 result is held in 32 bits (folded, or too large). */
+  #checked(op: string, attrs: Attrs, p: Prepared, at: At, out: Known[]): Known[] {
+    if (p.i64 && p.types.every((t) => t.dtype === "i32")) this.#guard(op, p.ins, attrs, out, at);
     return out;
   }
 
