@@ -5,8 +5,8 @@
  *
  * @module
  */
-import type { TensorData } from "../../jit/ir/dtype.ts";
-import type { Attrs, InferContext, ValueType } from "../../jit/ops/mod.ts";
+import type { DType, TensorData } from "../../jit/ir/dtype.ts";
+import { type Attrs, InferContext, type ValueType } from "../../jit/ops/mod.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 
 /** What a reference kernel receives. */
@@ -23,3 +23,18 @@ export interface KernelArgs {
 
 /** A reference kernel. */
 export type Kernel = (args: KernelArgs) => TensorData[];
+
+/**
+ * `kernel` (of op `op`) run on `inputs` with `attrs`, giving one output of `shape` and `dtype`: a
+ * composite's reference computing a step through another op's own (`where` labels errors).
+ */
+export function runKernel(
+  kernel: Kernel,
+  op: string,
+  [inputs, attrs]: [readonly RefTensor[], Attrs],
+  [shape, dtype]: [readonly number[], DType],
+  where: string,
+): RefTensor {
+  const ctx = new InferContext({ op, where, inputs, attrs });
+  return { data: kernel({ inputs, attrs, outputs: [{ shape, dtype }], ctx })[0], shape, dtype };
+}

@@ -90,8 +90,11 @@ export const attentionKernels: Record<string, Kernel> = {
   },
 };
 
-/** The mask's bias at (batch, head, query, key): bool as 0 or −∞, −∞ past its keys. */
-function maskReader(mask: RefTensor, [b, h, sq]: Shape) {
+/**
+ * The mask's bias at (batch, head, query, key), the mask broadcast to [b, h, sq, its keys]: bool
+ * as 0 or −∞, −∞ past its keys (ONNX Runtime's attention biases read it too).
+ */
+export function maskReader(mask: RefTensor, [b, h, sq]: Shape) {
   const keys = mask.shape.at(-1)!, values = read(mask), bool = mask.dtype === "bool";
   const full = [b, h, sq, keys];
   const offsets = broadcastOffsets(mask.shape, full);

@@ -8,6 +8,7 @@
  */
 import type { Kernel, KernelArgs } from "./kernel.ts";
 import { nnKernels } from "./kernels_nn.ts";
+import { quantRange } from "../../jit/ops/quantize.ts";
 import { roundHalfEven } from "./scalar_math.ts";
 import { read, writer } from "./tensor_io.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
@@ -73,7 +74,7 @@ function qlinear(kind: "MatMul" | "Conv"): Kernel {
     const inner = kind === "Conv" ? sizeOf(shape.slice(2)) : 1;
     const [sa, sb, sy, zy] = [as, bs, ys, yz].map(read);
     const c = bias ? read(bias) : undefined, dtype = args.outputs[0].dtype;
-    const [lo, hi] = dtype === "i8" ? [-128, 127] : [0, 255];
+    const [lo, hi] = quantRange(dtype, 8);
     const y = writer(dtype, acc.length);
     for (let i = 0; i < acc.length; i++) {
       const j = Math.floor(i / inner) % n, pick = (v: ArrayLike<number>) => v[v.length > 1 ? j : 0];

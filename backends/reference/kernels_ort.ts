@@ -7,12 +7,12 @@
  *
  * @module
  */
-import { InferContext } from "../../jit/ops/mod.ts";
-import { gqaRoles } from "../../jit/ops/gqa.ts";
+import type { InferContext } from "../../jit/ops/mod.ts";
+import { gqaRoles, headSize } from "../../jit/ops/gqa.ts";
 import { maskFormat, mhaRoles } from "../../jit/ops/ort_attention.ts";
-import { broadcastOffsets } from "../../jit/ir/shape.ts";
-import type { Kernel } from "./kernel.ts";
+import { type Kernel, runKernel } from "./kernel.ts";
 import { reduceKernels } from "./kernels_reduce.ts";
+import { maskReader } from "./kernels_attention.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import { read, written } from "./tensor_io.ts";
 
@@ -38,16 +38,6 @@ function weighted(
     for (let j = 0; j < scores.length; j++) acc += (ws[j] / sum) * value(j, c);
     out[at + c] = acc;
   }
-}
-
-/** The additive bias `t` ([B or 1, N or 1, S, T]) at (batch, head, query, key), or 0 without one. */
-function biasReader(t: RefTensor | undefined, full: number[]) {
-  if (!t) return () => 0;
-  const v = read(t), offsets = broadcastOffsets(t.shape, full), [, n, s, total] = full;
-  return (i: number, h: number, q: number, j: number) => {
-    const flat = ((i * n + h) * s + q) * total + j;
-    return v[offsets ? offsets[flat] : flat];
-  };
 }
 
 /** Whether key `j` is hidden from query `q` of batch `i` by an ONNX Runtime `mask_index`. */
@@ -85,7 +75,7 @@ const multiHeadAttention: Kernel = ({ inputs, outputs, ctx }) => {
   const scale = ctx.has("scale") ? ctx.float("scale") : 1 / Math.sqrt(h);
   const filter = ctx.float("mask_filter_value", -10000), causal = ctx.int("unidirectional", 0);
   const hides = r.mask && maskHides(r.mask, [b, s, total]),
-    extra = biasReader(r.extra, [b, n, s, total]);
+    extra = r.extra ? maskReader(r.extra, [b, n, s]) : () => 0;
   const y = new Float64Array(b * s * dv);
   for (let i = 0; i < b; i++) {
     for (let g = 0; g < n; g++) {
@@ -134,7 +124,7 @@ function rotated(
 const groupQueryAttention: Kernel = ({ inputs, outputs, ctx }) => {
   const r = gqaRoles(inputs, ctx.attrs), n = ctx.int("num_heads"), kv = ctx.int("kv_num_heads");
   const [b, s, width] = r.q.shape, packed = ctx.int("packed", 0) === 1;
-  const h = packed ? width / (n + 2 * kv) : width / n, total = outputs[1].shape[2];
+  const h = headSize(width, [n, kv], packed), total = outputs[1].shape[2];
   const past = r.pastKey?.shape[2] ?? 0, lengths = read(r.seqlens);
   const [q, k, v] = [r.q, r.k, r.v].map((t) => t && read(t));
   const caches = r.caches?.map(read), half = r.caches?.[0].shape.at(-1) ?? 0;
@@ -173,7 +163,8 @@ const groupQueryAttention: Kernel = ({ inputs, outputs, ctx }) => {
   const [keys, values] = [present(1, pk), present(2, pv)];
   const scale = ctx.has("scale") ? ctx.float("scale") : 1 / Math.sqrt(h);
   const softcap = ctx.float("softcap", 0), window = ctx.int("local_window_size", -1);
-  const extra = biasReader(r.bias, [b, n, s, total]), y = new Float64Array(b * s * n * h);
+  const extra = r.bias ? maskReader(r.bias, [b, n, s]) : () => 0;
+  const y = new Float64Array(b * s * n * h);
   for (let i = 0; i < b; i++) {
     for (let hd = 0; hd < n; hd++) {
       const g = Math.floor(hd / (n / kv)), base = (i * kv + g) * total * h;
@@ -214,16 +205,18 @@ export const ortKernels: Record<string, Kernel> = {
     }
     const dtype = outputs[0].dtype, x = { data: written(dtype, sum), shape: [b, s, d], dtype };
     const attrs = { axis: -1, epsilon: ctx.float("epsilon", 1e-12) };
-    const norm = new InferContext({
-      op: "LayerNormalization",
-      where: ctx.where,
-      inputs: [],
-      attrs,
-    });
-    const normArgs = { inputs: [x, r.gamma, r.beta], attrs, outputs: [outputs[0]], ctx: norm };
-    const [y] = reduceKernels.LayerNormalization(normArgs);
+    const y = runKernel(
+      reduceKernels.LayerNormalization,
+      "LayerNormalization",
+      [
+        [x, r.gamma, r.beta],
+        attrs,
+      ],
+      [x.shape, dtype],
+      ctx.where,
+    );
     const counts = new Int32Array(b), mask = r.mask && read(r.mask);
     for (let t = 0; mask && t < b * s; t++) counts[Math.floor(t / s)] += Math.trunc(mask[t]);
-    return [y, counts, x.data];
+    return [y.data, counts, x.data];
   },
 };

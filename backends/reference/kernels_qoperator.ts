@@ -7,8 +7,8 @@
  * @module
  */
 import { flatOpset, FLOAT_OPS, qgemmRoles, quantizedRoles } from "../../jit/ops/qoperator.ts";
-import { type Attrs, InferContext } from "../../jit/ops/mod.ts";
-import type { Kernel, KernelArgs } from "./kernel.ts";
+import type { Attrs } from "../../jit/ops/mod.ts";
+import { type Kernel, runKernel } from "./kernel.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import type { DType } from "../../jit/ir/dtype.ts";
 import { read, written } from "./tensor_io.ts";
@@ -17,13 +17,11 @@ import { read, written } from "./tensor_io.ts";
 function run(
   kernels: (op: string) => Kernel,
   op: string,
-  [inputs, attrs]: [readonly RefTensor[], Attrs],
-  [shape, dtype]: [readonly number[], DType],
+  given: [readonly RefTensor[], Attrs],
+  out: [readonly number[], DType],
   where: string,
 ): RefTensor {
-  const ctx = new InferContext({ op, where, inputs, attrs });
-  const args: KernelArgs = { inputs, attrs, outputs: [{ shape, dtype }], ctx };
-  return { data: kernels(op)(args)[0], shape, dtype };
+  return runKernel(kernels(op), op, given, out, where);
 }
 
 /** One QOperator op's kernel: dequantize, the float op, quantize. */

@@ -14,6 +14,7 @@ import { roundHalfEven } from "./scalar_math.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import { type Shape, sizeOf, stridesOf } from "../../jit/ir/shape.ts";
 import type { InferContext } from "../../jit/ops/mod.ts";
+import { quantRange } from "../../jit/ops/quantize.ts";
 import { read, writer, written } from "./tensor_io.ts";
 
 /** The rows of packed `words` [..., L] dequantized: [rows, blocks · block] in float64. */
@@ -103,9 +104,7 @@ export const quantKernels: Record<string, Kernel> = {
   // Each step rounded to f32, as the decomposition computes: x / scale, then the zero point added.
   QuantizeLinear: ({ inputs, outputs, ctx }) => {
     const { x, s, z, at, sAt } = scaled(inputs, ctx), f = Math.fround, dtype = outputs[0].dtype;
-    const [lo, hi] = ctx.int("bits", 8) === 4
-      ? (dtype === "i8" ? [-8, 7] : [0, 15])
-      : (dtype === "i8" ? [-128, 127] : [0, 255]);
+    const [lo, hi] = quantRange(dtype, ctx.int("bits", 8));
     const y = writer(dtype, x.length);
     for (let i = 0; i < x.length; i++) {
       const q = roundHalfEven(f(x[i] / s[sAt(i)])) + z[at(i)];

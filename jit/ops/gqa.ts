@@ -39,12 +39,19 @@ export function gqaRoles<T>(xs: readonly T[], a: Attrs) {
   return { q, k, v, pastKey, pastValue, seqlens, caches, positions, bias };
 }
 
+/**
+ * The size of a head: the query's width over `n` heads, or over n + 2·kv heads where it is
+ * `packed` with the new keys and values.
+ */
+export const headSize = (width: number, [n, kv]: number[], packed: boolean): number =>
+  width / (packed ? n + 2 * kv : n);
+
 /** The sizes GroupQueryAttention works in, checked. */
 function gqaLayout(ctx: InferContext) {
   const r = gqaRoles(ctx.inputs, ctx.attrs);
   const n = ctx.int("num_heads"), kv = ctx.int("kv_num_heads");
   const [b, s, width] = r.q.shape, packed = ctx.int("packed", 0) === 1;
-  const h = packed ? width / (n + 2 * kv) : width / n;
+  const h = headSize(width, [n, kv], packed);
   const past = r.pastKey?.shape[2] ?? 0, total = ctx.int("total_sequence_length", past + s);
   const fits = n > 0 && kv > 0 && n % kv === 0 && Number.isInteger(h) && r.q.shape.length === 3 &&
     (packed || r.k?.shape.join() === [b, s, kv * h].join()) && total >= s &&
@@ -142,7 +149,7 @@ const groupQueryAttention: OpDef = {
   decompose: (e, xs, a) => {
     const r = gqaRoles(xs, a), n = a.num_heads as number, kv = a.kv_num_heads as number;
     const [b, s, width] = e.typeOf(r.q).shape, packed = a.packed === 1;
-    const h = packed ? width / (n + 2 * kv) : width / n;
+    const h = headSize(width, [n, kv], packed);
     let [q, k, v] = packed
       ? e.opN("Split", [r.q], { axis: 2, split: [n * h, kv * h, kv * h] }, 3)
       : [r.q, r.k!, r.v!];

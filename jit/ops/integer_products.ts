@@ -25,6 +25,7 @@
 import type { DType } from "../ir/dtype.ts";
 import { broadcastOffsets, sizeOf, tryBroadcast } from "../ir/shape.ts";
 import { exactTerms } from "./integer_matmul.ts";
+import { quantRange } from "./quantize.ts";
 import { convShape, matmulShape } from "./nn.ts";
 import {
   type Attrs,
@@ -214,8 +215,8 @@ function product(
   transB = false,
 ): EmitRef {
   const [at, bt] = [e.typeOf(a), e.typeOf(b)];
-  const bound = magnitude(at.dtype, az !== undefined) * magnitude(bt.dtype, bz !== undefined);
   const maxA = magnitude(at.dtype, az !== undefined);
+  const bound = maxA * magnitude(bt.dtype, bz !== undefined);
   const wRank = bt.shape.length;
   if (kind === "Conv") {
     const operands = [shifted(e, a, az), shifted(e, b, bz && channels(e, bz, wRank))];
@@ -246,7 +247,7 @@ function requantized(
   const perChannel = (k: EmitRef) => kind === "Conv" ? channels(e, k, outRank) : k;
   if (bias) acc = e.op("Add", [acc, toI32(e, perChannel(bias))]);
   const scale = e.op("Div", [e.op("Mul", [as, perChannel(bs)]), ys]);
-  const dtype = e.typeOf(yz).dtype, [lo, hi] = RANGE[dtype] ?? [0, 255];
+  const dtype = e.typeOf(yz).dtype, [lo, hi] = quantRange(dtype, 8);
   const real = e.op("Mul", [e.op("Cast", [acc], { to: "f32" }), scale]);
   const q = e.op("Add", [e.op("Round", [real]), e.op("Cast", [yz], { to: "f32" })]);
   return e.op("Cast", [e.op("Clip", [q], { min: lo, max: hi })], { to: dtype });

@@ -57,8 +57,8 @@ const dynamicQuantizeLinear: OpDef = {
   },
 };
 
-/** Value ranges of the quantized types; `bits: 4` narrows them to int4's and uint4's. */
-function quantRange(dtype: DType, bits: number): [number, number] {
+/** Value ranges of the quantized types (u8, i8); `bits: 4` narrows them to int4's and uint4's. */
+export function quantRange(dtype: DType, bits: number): [number, number] {
   if (bits === 4) return dtype === "i8" ? [-8, 7] : [0, 15];
   return dtype === "i8" ? [-128, 127] : [0, 255];
 }
