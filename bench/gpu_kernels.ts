@@ -12,10 +12,11 @@
  * the last repetition's kernel times are summed; the median of 5 such runs is reported, after
  * about 300 ms of the same work brought the GPU to its working clock.
  *
- *   deno run -A --config deno.json bench/gpu_kernels.ts [--only ID,ID] [--f32] [--batch N] [--out FILE.json]
+ *   deno run -A --config deno.json bench/gpu_kernels.ts [--only ID,ID] [--f32 | --half] [--batch N] [--out FILE.json]
  *
  * `--only` keeps the kernels whose ids start with one of its prefixes; `--f32` leaves out the f16
- * precisions; `--batch` sets the convolutions' batch (8).
+ * precisions, `--half` all but `"f16"`; `--batch` sets the convolutions' batch (8). Each row also
+ * gives its slowest kernel's time (a product's, beside the casts around it).
  *
  * @module
  */
@@ -24,6 +25,7 @@ import { WebGpuBackend } from "../backends/webgpu/webgpu_backend.ts";
 import type { Graph } from "../jit/ir/graph.ts";
 import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
 import { uniform } from "../jit/support/random.ts";
+import { fromF16Array, toF16Array } from "../jit/ir/dtype.ts";
 import { f64, w1 as workloadW1 } from "./workloads.ts";
 import { PassTimer, timingDawnFlags } from "./timed.ts";
 
@@ -41,6 +43,8 @@ interface Kernel {
   readonly bytes?: number;
   /** Whether to time the f16 precisions too (attention's three kernels: not yet). */
   readonly half?: boolean;
+  /** Whether the graph's inputs are f16 (timed under `"f16"` only). */
+  readonly halfInputs?: boolean;
 }
 
 const arg = (name: string) => {
@@ -48,22 +52,38 @@ const arg = (name: string) => {
   return i >= 0 ? Deno.args[i + 1] : undefined;
 };
 
-function matmul(n: number): Kernel {
+/**
+ * The n×n product: `nn` of two f32 inputs; `nt` and `tn` of f16 inputs, B (as a Linear layer's
+ * [N, K] weight) or A given transposed, which reach the product as transposing views (f32 inputs
+ * are transposed by the kernel that casts them).
+ */
+function matmul(n: number, form: "nn" | "nt" | "tn" = "nn"): Kernel {
   const b = new GraphBuilder();
-  b.output("y", b.op("MatMul", [b.input("a", [n, n]), b.input("b", [n, n])]));
-  const a = uniform(n * n, 2), w = uniform(n * n, 3);
+  const half = form !== "nn";
+  const input = (name: string, flip: boolean) => {
+    const x = b.input(name, [n, n], half ? "f16" : "f32");
+    return flip ? b.op("Transpose", [x], { perm: [1, 0] }) : x;
+  };
+  const product = b.op("MatMul", [input("a", form === "tn"), input("b", form === "nt")]);
+  b.output("y", half ? b.op("Cast", [product], { to: "f32" }) : product);
+  // f16 inputs are the f16 values of these (so the float64 expectation sees what the GPU does).
+  const round = (x: Float32Array) => half ? fromF16Array(toF16Array(x)) : x;
+  const a = round(uniform(n * n, 2)), w = round(uniform(n * n, 3));
+  const at = (r: number, k: number) => form === "tn" ? a[k * n + r] : a[r * n + k];
+  const wt = (k: number, c: number) => form === "nt" ? w[c * n + k] : w[k * n + c];
   return {
-    id: `matmul-${n}`,
+    id: `matmul-${n}${half ? `-${form}` : ""}`,
     graph: b.build(),
     inputs: { a: { data: a, shape: [n, n] }, b: { data: w, shape: [n, n] } },
     expect: (i) => {
       const r = Math.floor(i / n), c = i % n;
       let s = 0;
-      for (let k = 0; k < n; k++) s += a[r * n + k] * w[k * n + c];
+      for (let k = 0; k < n; k++) s += at(r, k) * wt(k, c);
       return s;
     },
     size: n * n,
     flops: 2 * n ** 3,
+    ...(half ? { halfInputs: true } : {}),
   };
 }
 
@@ -388,12 +408,22 @@ interface Row {
   error: number;
   tflops?: number;
   tbps?: number;
+  /** The slowest kernel's device time (of the median run), ms. */
+  slowest: number;
 }
 
 async function measure(k: Kernel, precision: Precision, backend = profiled): Promise<Row> {
   using exe = await compile(k.graph, { backend, cache: false, precision });
   const inputs = Object.fromEntries(
-    Object.entries(k.inputs).map(([n, v]) => [n, { ...v, dtype: "f32" as const }]),
+    Object.entries(k.inputs).map((
+      [n, v],
+    ) => [
+      n,
+      k.halfInputs ? { ...v, data: toF16Array(v.data), dtype: "f16" as const } : {
+        ...v,
+        dtype: "f32" as const,
+      },
+    ]),
   );
   const out = (await exe.run(inputs)).y.data as Float32Array;
   let error = 0;
@@ -408,13 +438,14 @@ async function measure(k: Kernel, precision: Precision, backend = profiled): Pro
   // repetitions in one submission; each timed run repeats the kernels for at least 30 ms.
   const upload = new GraphBuilder();
   for (const [n, v] of Object.entries(k.inputs)) {
-    upload.output(n, upload.op("ToDevice", [upload.input(n, v.shape)]));
+    upload.output(n, upload.op("ToDevice", [upload.input(n, v.shape, inputs[n].dtype)]));
   }
   // Under the same precision and on the backend under test (a device tensor feeds only its own
   // device), so the device tensors have the dtype the executable stores.
   using uploader = await compile(upload.build(), { backend, cache: false, precision });
   const resident = await uploader.runOnDevice(inputs);
   const sums: number[] = [];
+  const slowest: number[] = [];
   const sum = () => exe.deviceTimes().reduce((s, t) => s + t.ms, 0);
   const timedRun = async (repeat: number) => {
     for (const t of Object.values(await exe.runOnDevice(resident, { repeat }))) t.dispose();
@@ -431,6 +462,7 @@ async function measure(k: Kernel, precision: Precision, backend = profiled): Pro
     await timedRun(repeat);
     kernels = exe.deviceTimes().length;
     sums.push(sum());
+    slowest.push(Math.max(...exe.deviceTimes().map((t) => t.ms)));
   }
   for (const t of Object.values(resident)) t.dispose();
   const ms = median(sums);
@@ -440,6 +472,7 @@ async function measure(k: Kernel, precision: Precision, backend = profiled): Pro
     ms,
     kernels,
     error,
+    slowest: median(slowest),
     tflops: k.flops ? k.flops / ms / 1e9 : undefined,
     tbps: k.bytes ? k.bytes / ms / 1e9 : undefined,
   };
@@ -459,6 +492,8 @@ const all: (() => Kernel)[] = [
   () => matmul(2048),
   () => matmul(4096),
   () => matmul(8192),
+  () => matmul(4096, "nt"),
+  () => matmul(4096, "tn"),
   // ResNet-50's convolutions (batch 8, or `--batch`): the stem, each stage's 3×3, a 1×1 of
   // stage 4 and of stage 5, two strided 1×1.
   ...[1, 2, 3, 4, 5].map((stage) => {
@@ -491,6 +526,9 @@ setMemoryBudget({ maxTensorBytes: 2 ** 33 });
 const only = arg("--only")?.split(",");
 const rows: Row[] = [];
 const copy = await copyMs(1 << 26);
+// Which implementation: where Dawn cannot load (a package missing from an offline cache) the
+// backend takes Deno's WebGPU, whose kernels and limits differ.
+console.log(`${profiled.capabilities().name}, matrix units: ${matrixUnits ? "yes" : "no"}`);
 console.log(
   `copy 64M (vec4, hand-written): ${copy.toFixed(4)} ms, ${(2 ** 29 / copy / 1e9).toFixed(2)} TB/s`,
 );
@@ -498,9 +536,10 @@ for (const make of all) {
   const k = make();
   if (only && !only.some((o) => k.id.startsWith(o))) continue;
   const variants: [Precision, WebGpuBackend, string][] = [
-    ...(f16 && k.half !== false ? ["f32", "f16-storage", "f16"] : ["f32"]).map((
-      p,
-    ): [Precision, WebGpuBackend, string] => [p as Precision, profiled, ""]),
+    ...(k.halfInputs ? ["f16"] : f16 && k.half !== false ? ["f32", "f16-storage", "f16"] : ["f32"])
+      .map((
+        p,
+      ): [Precision, WebGpuBackend, string] => [p as Precision, profiled, ""]),
     ...(k.id.startsWith("attention")
       ? [["f32", flash, " flash"] as [Precision, WebGpuBackend, string]]
       : []),
@@ -516,6 +555,7 @@ for (const make of all) {
       : []),
   ];
   for (const [precision, backend, label] of variants) {
+    if (Deno.args.includes("--half") && precision !== "f16") continue;
     try {
       const r = { ...await measure(k, precision, backend), id: k.id + label };
       rows.push(r);
@@ -524,10 +564,14 @@ for (const make of all) {
         : `${r.tbps!.toFixed(2)} TB/s, ${
           (100 * r.tbps! / (2 ** 29 / copy / 1e9)).toFixed(0)
         }% of the copy`;
+      const alone = r.kernels > 1 && r.tflops
+        ? `; slowest kernel ${r.slowest.toFixed(4)} ms, ${
+          (r.tflops * r.ms / r.slowest).toFixed(1)
+        } TFLOP/s alone`
+        : "";
       console.log(
-        `${r.id} ${precision}: ${
-          r.ms.toFixed(4)
-        } ms in ${r.kernels} kernel(s), ${rate}, max rel error ${r.error.toExponential(1)}`,
+        `${r.id} ${precision}: ${r.ms.toFixed(4)} ms in ${r.kernels} kernel(s), ${rate}, ` +
+          `max rel error ${r.error.toExponential(1)}${alone}`,
       );
     } catch (e) {
       console.log(`${k.id}${label} ${precision}: failed: ${(e as Error).message}`);

@@ -39,7 +39,13 @@ import {
 } from "./rows.ts";
 import { blockTiling, emitBlockProduct } from "./block_product.ts";
 import { quadAligned, quadInputs } from "./quads.ts";
-import { emitMatrixMatmul, MATRIX_BUILTINS, MATRIX_ENABLES, matrixTile } from "./matrix_matmul.ts";
+import {
+  emitMatrixMatmul,
+  MATRIX_BUILTINS,
+  MATRIX_ENABLES,
+  matrixTile,
+  matrixVectors,
+} from "./matrix_matmul.ts";
 import {
   emitTiledMatmul,
   foldedRows,
@@ -125,13 +131,14 @@ export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayo
   if (block) return rowsLayout(block);
   const folded = foldedRows(kernel);
   const whole = options.matrix && options.half ? tiledMatmul(folded, most) : undefined;
-  const tile = (whole && matrixTile(folded, whole, most)) ?? tiledMatmul(folded, most, sliceBytes);
+  const tile = (whole && matrixTile(folded, whole, most, options.workgroupBytes ?? 16384)) ??
+    tiledMatmul(folded, most, sliceBytes);
   if (tile) {
     return {
       kind: "tiles",
       workgroup: tile.threads[0] * tile.threads[1] * tile.slices,
       width: 1,
-      vectors: tile.matrix ? none : tileVectors(folded, tile),
+      vectors: tile.matrix ? matrixVectors(folded, tile) : tileVectors(folded, tile),
       tile,
     };
   }
@@ -227,8 +234,9 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   if (layout.kind === "tiles") kernel = foldedRows(kernel);
   const l = new KernelLowering(kernel, { half: options.half, subgroup: options.subgroupSize });
   let decls: string[] = [], helpers: string[] = [];
-  if (layout.tile?.matrix) ({ decls, helpers } = emitMatrixMatmul(l, layout.tile));
-  else if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile, layout.vectors));
+  if (layout.tile?.matrix) {
+    ({ decls, helpers } = emitMatrixMatmul(l, layout.tile, layout.vectors));
+  } else if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile, layout.vectors));
   else if (layout.rows?.blocks && kernel.blockProduct) {
     decls = emitBlockProduct(l, layout.rows, kernel.blockProduct);
   } else if (layout.rows?.serial) emitSerialRows(l, layout.rows.rows);

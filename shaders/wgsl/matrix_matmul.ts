@@ -3,10 +3,15 @@
  * (Dawn's `chromium-experimental-subgroup-matrix`): a workgroup of `sm`×`sn` subgroups of 32
  * computes a TM×TN output tile, each subgroup `fm`×`fn` result matrices of 16×16 held in f32 (f16
  * products summed in f32, as the precision policy promises). K advances {@linkcode TK} at a time:
- * the threads fill f16 tiles of both operands in workgroup memory through the generic index-map
- * code (so transposed, broadcast and batched operands work as in the tiled kernel), then each
- * subgroup loads its left and right matrices from them and multiplies, while the next step's
- * operands travel into registers.
+ * the threads fill f16 tiles of both operands in workgroup memory, each tile laid out like its
+ * operand in memory (rows of K where K is contiguous, rows of M or N otherwise) so that
+ * consecutive threads read and store consecutive halves, four at a time as one `vec4<f16>` where
+ * the operand is aligned, at offsets worked out once from the operand's affine view (transposed,
+ * broadcast and batched operands alike); then each subgroup loads its left and right matrices
+ * from them and multiplies, while the next step's operands travel into registers. On the H200
+ * (device time, `bench/gpu_kernels.ts --only matmul --half`) these fills took matmul 4096 from
+ * 67.6 to 121 TFLOP/s (casts included; the product alone 128), where an element at a time
+ * through the generic index code had bounded the kernel.
  * The epilogue runs per output: each result matrix goes through a 16×16 slice of workgroup memory
  * that the subgroup's own threads read back, calling the same epilogue helper as the tiled kernel.
  *
@@ -21,11 +26,12 @@
  * @module
  */
 import { affineOffset } from "../../jit/ir/access.ts";
-import { type KernelIR, type Load, sumsHalfProducts } from "../../jit/ir/kernel_ir.ts";
+import { type KernelIR, type Load, sumsHalfProducts, walk } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelLowering } from "./expr.ts";
 import { epilogueHelper, type MatmulTile, type MatrixShape, tileOf } from "./matmul.ts";
 import { allOf } from "./prelude.ts";
+import { quadAligned } from "./quads.ts";
 
 /** A result matrix's rows, columns and K (the 16×16×16 configuration). */
 const MK = 16;
@@ -40,7 +46,9 @@ const PAD = 8;
  * Matrix tile shapes, largest first, as tiles of the tiled kernel's kind (`threads` × `per`
  * giving the same output tile, `threads` the workgroup's invocations, 32 along x: Dawn requires
  * the x size to be a multiple of the subgroup size in a kernel with subgroup matrices): 128×128
- * in 8 subgroups of 32×64, 64×64 in 4 of 32×32, 32×32 in 4 of 16×16.
+ * in 8 subgroups of 32×64, 64×64 in 4 of 32×32, 32×32 in 4 of 16×16. Measured against the first
+ * at 4096 on the H200 (same call): 128×256 in 8 subgroups of 64×64 114 TFLOP/s, 256×128 102,
+ * 128×128 in 4 subgroups of 64×64 95, K steps of 64 92 and of 16 98, against 128.
  */
 const SHAPES: readonly (Pick<MatmulTile, "threads" | "per"> & { matrix: MatrixShape })[] = [
   { threads: [32, 8], per: [16, 4], matrix: { sm: 4, sn: 2, fm: 2, fn: 4 } },
@@ -53,7 +61,7 @@ const FILL = 256;
 
 /**
  * `tile` (the tiled kernel's choice for `kernel`, without K slices) as a matrix tile of at most
- * `most` threads, where the kernel is an f16 matmul: the largest shape that yields
+ * `most` threads and `bytes` of workgroup memory, where the kernel is an f16 matmul: the largest shape that yields
  * {@linkcode FILL} workgroups, none where no shape does: the tiled kernel splits K there (on the
  * H200 ResNet-50 b8 in f16 took 48.5 ms with every convolution on matrix tiles, its deep ones
  * 56-98 tiles of 32×32, against 16.5 tiled).
@@ -62,8 +70,9 @@ export function matrixTile(
   kernel: KernelIR,
   tile: MatmulTile,
   most: number,
+  bytes: number,
 ): MatmulTile | undefined {
-  const fit = SHAPES.filter((s) => s.threads[0] * s.threads[1] <= most);
+  const fit = SHAPES.filter((s) => s.threads[0] * s.threads[1] <= most && tileBytes(s) <= bytes);
   if (!sumsHalfProducts(kernel) || tile.slices !== 1 || !fit.length) return undefined;
   // Affine operands only: a convolution's gathered patches, an element at a time through some
   // 20 lines of index code, kept ResNet-50's f16 at batch 8 at 16.6 ms on the H200 (the tiled
@@ -83,6 +92,13 @@ export function matrixTile(
   return { ...tile, threads: shape.threads, per: shape.per, matrix: shape.matrix };
 }
 
+/** Workgroup memory a shape's kernel may take at most: both tiles in either layout, and `stage`. */
+function tileBytes(shape: Pick<MatmulTile, "threads" | "per">): number {
+  const [TM, TN] = tileOf(shape);
+  const tile = (rows: number) => 2 * Math.max(rows * (TK + PAD), TK * (rows + PAD));
+  return tile(TM) + tile(TN) + (shape.threads[0] * shape.threads[1] / 32) * MK * MK * 4;
+}
+
 /** The WGSL a matrix kernel needs enabled, after `enable f16`. */
 export const MATRIX_ENABLES: readonly string[] = [
   "enable subgroups;",
@@ -93,13 +109,39 @@ export const MATRIX_ENABLES: readonly string[] = [
 export const MATRIX_BUILTINS =
   "@builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32";
 
+/**
+ * The operands a matrix tile reads as `vec4<f16>` arrays: each one whose load is aligned along its
+ * contiguous axis (K, or its own M or N), a multiple of 4 long there, and the only read of its
+ * input. Four halves a load and one offset for them: with every element's index worked out on its
+ * own, the fills, not the matrix units, bounded the kernel.
+ */
+export function matrixVectors(kernel: KernelIR, tile: MatmulTile): Set<number> {
+  const space = kernel.space;
+  const kAx = space.length - 1;
+  const reads = new Map<number, number>();
+  for (const x of [...kernel.outputs, ...kernel.reductions]) {
+    walk(x.expr, (v) => v.kind === "load" && reads.set(v.input, (reads.get(v.input) ?? 0) + 1));
+  }
+  const along = (op: Load, ax: number) => {
+    const shape = kernel.inputs[op.input].shape;
+    const axis = affineOffset(op.steps, space, shape)?.weights[kAx] === 1 ? kAx : ax;
+    return reads.get(op.input) === 1 && space[axis] % 4 === 0 &&
+      quadAligned(op.steps, space, shape, axis);
+  };
+  const vectors = new Set<number>();
+  if (along(tile.a, tile.nb)) vectors.add(tile.a.input);
+  if (along(tile.b, tile.nb + 1)) vectors.add(tile.b.input);
+  return vectors;
+}
+
 /** The kernel body, the epilogue helper and the workgroup arrays of a matrix tile. */
 export function emitMatrixMatmul(
   l: KernelLowering,
   tile: MatmulTile,
+  vectors: ReadonlySet<number>,
 ): { helpers: string[]; decls: string[] } {
   const { sm, fm, fn } = tile.matrix!;
-  const { nb, m: M, n: N, k: K } = tile;
+  const { nb, m: M, n: N } = tile;
   const [TM, TN] = tileOf(tile);
   const threads = tile.threads[0] * tile.threads[1];
   const [mAx, nAx] = [nb, nb + 1];
@@ -117,9 +159,8 @@ export function emitMatrixMatmul(
       e.line(`var acc_${i}_${j} = subgroup_matrix_result<f32, ${MK}, ${MK}>();`);
     }
   }
-  const whole = K % TK === 0;
   const fill = (name: string, op: Load, ax: number, o0: string, bound: number, rows: number) =>
-    tileFill(l, { name, op, ax, o0, bound, rows, threads, whole, stride: rows + PAD });
+    tileFill(l, { name, op, ax, o0, bound, rows, threads, vector: vectors.has(op.input) });
   const fillA = fill("tileA", tile.a, mAx, "m0", M, TM);
   const fillB = fill("tileB", tile.b, nAx, "n0", N, TN);
   stepLoop(l, tile, fillA, fillB);
@@ -127,8 +168,8 @@ export function emitMatrixMatmul(
   return {
     helpers: epilogueHelper({ l, M, N, mAx, nAx, x: l.coords }),
     decls: [
-      `var<workgroup> tileA: array<f16, ${TK * (TM + PAD)}>;`,
-      `var<workgroup> tileB: array<f16, ${TK * (TN + PAD)}>;`,
+      `var<workgroup> tileA: array<f16, ${fillA.size}>;`,
+      `var<workgroup> tileB: array<f16, ${fillB.size}>;`,
       `var<workgroup> stage: array<f32, ${(threads / 32) * MK * MK}>;`,
     ],
   };
@@ -140,18 +181,12 @@ export function emitMatrixMatmul(
  */
 function stepLoop(l: KernelLowering, tile: MatmulTile, fillA: Fill, fillB: Fill): void {
   const { fm, fn } = tile.matrix!;
-  const [TM, TN] = tileOf(tile);
-  const { e, coords: x } = l;
-  const [mAx, nAx] = [tile.nb, tile.nb + 1];
+  const e = l.e;
   const load = (k0: string) => {
-    e.line(`${x[nAx]} = 0;`);
     fillA.load(k0);
-    e.line(`${x[mAx]} = 0;`);
     fillB.load(k0);
   };
   load("0");
-  // Both tiles k-major (a row of M or N a K): the left matrices are read column-major.
-  const [SA, SB] = [TM + PAD, TN + PAD];
   const left = `subgroup_matrix_left<f16, ${MK}, ${MK}>`;
   const right = `subgroup_matrix_right<f16, ${MK}, ${MK}>`;
   e.block(`for (var k0 = 0; k0 < ${tile.k}; k0 += ${TK}) {`, () => {
@@ -161,12 +196,10 @@ function stepLoop(l: KernelLowering, tile: MatmulTile, fillA: Fill, fillB: Fill)
     e.block(`if (k0 + ${TK} < ${tile.k}) {`, () => load(`k0 + ${TK}`));
     for (let kk = 0; kk < TK; kk += MK) {
       for (let i = 0; i < fm; i++) {
-        const at = `u32(${kk * SA} + sgm + ${i * MK})`;
-        e.line(`let a${kk}_${i} = subgroupMatrixLoad<${left}, col_major>(&tileA, ${at}, ${SA}u);`);
+        e.line(`let a${kk}_${i} = ${fillA.matrix(left, `sgm + ${i * MK}`, kk)};`);
       }
       for (let j = 0; j < fn; j++) {
-        const at = `u32(${kk * SB} + sgn + ${j * MK})`;
-        e.line(`let b${kk}_${j} = subgroupMatrixLoad<${right}, row_major>(&tileB, ${at}, ${SB}u);`);
+        e.line(`let b${kk}_${j} = ${fillB.matrix(right, `sgn + ${j * MK}`, kk)};`);
         for (let i = 0; i < fm; i++) {
           const acc = `acc_${i}_${j}`;
           e.line(`${acc} = subgroupMatrixMultiplyAccumulate(a${kk}_${i}, b${kk}_${j}, ${acc});`);
@@ -199,17 +232,25 @@ function resultEpilogues(l: KernelLowering, tile: MatmulTile): void {
   }
 }
 
-/** An operand tile's fill: `load(k0)` reads a step into registers, `store()` puts it in the tile. */
+/**
+ * An operand tile's fill: `load(k0)` reads a step into registers, `store()` puts it in the tile,
+ * `matrix(type, row, kk)` loads the 16×16 subgroup matrix of `type` at the tile's `row` (of M or
+ * N) and K `kk`; `size` is the tile's length in halves.
+ */
 interface Fill {
   load(k0: string): void;
   store(): void;
+  matrix(type: string, row: string, kk: number): string;
+  readonly size: number;
 }
 
 /**
- * The fill of `name`, an f16 tile of {@linkcode TK} rows of K, each `rows` wide (the operand's M
- * or N from `o0`) and `stride` apart: `rows · TK / threads` elements a thread, held in registers
- * `${name}_r` between `load` and `store`, consecutive threads along the operand's contiguous axis,
- * zero past `bound` and K (where the shape is not whole).
+ * The fill of `name`, an f16 tile of {@linkcode TK} of K by `rows` (the operand's M or N from
+ * `o0`), laid out like the operand in memory: K-contiguous operands (a row-major A, a transposed
+ * B) as `rows` rows of K, the others as rows of M or N, each padded by {@linkcode PAD}, so that
+ * consecutive threads read and store consecutive halves. A thread moves units of 4 halves (one
+ * `vec4<f16>` load where `vector`) or 1, unrolled into registers `${name}_${p}`, their offsets
+ * worked out once from the operand's affine view; zero past `bound` and K (where not whole).
  */
 function tileFill(
   l: KernelLowering,
@@ -221,40 +262,73 @@ function tileFill(
     bound: number;
     rows: number;
     threads: number;
-    whole: boolean;
-    stride: number;
+    vector: boolean;
   },
 ): Fill {
   const { e, coords: x, kernel } = l;
   const kAx = kernel.space.length - 1;
   const K = kernel.space[kAx];
-  const access = affineOffset(o.op.steps, kernel.space, kernel.inputs[o.op.input].shape);
-  const alongK = access !== undefined && access.weights[kAx] === 1;
-  const count = (o.rows * TK) / o.threads;
-  const guarded = !(o.whole && o.bound % o.rows === 0);
-  const regs = `${o.name}_r`;
-  e.line(`var ${regs}: array<f16, ${count}>;`);
-  // Element `p` of this thread: its row `r` (of M or N) and its K `kq` in the step.
-  const place = () =>
-    e.line(
-      alongK
-        ? `let s = t + p * ${o.threads}; let kq = s % ${TK}; let r = s / ${TK};`
-        : `let s = t + p * ${o.threads}; let r = s % ${o.rows}; let kq = s / ${o.rows};`,
-    );
-  const load = (k0: string) =>
-    e.block(`for (var p = 0; p < ${count}; p++) {`, () => {
-      place();
-      e.line(`${x[kAx]} = ${k0} + kq;`);
-      e.line(`${x[o.ax]} = ${o.o0} + r;`);
-      const fill = () => e.line(`${regs}[p] = f16(${l.value(o.op, new Map())});`);
-      if (!guarded) return fill();
-      e.block(`if (${allOf(`${x[o.ax]} < ${o.bound}`, `${x[kAx]} < ${K}`)}) {`, fill);
-      e.block("else {", () => e.line(`${regs}[p] = f16(0.0);`));
-    });
-  const store = () =>
-    e.block(`for (var p = 0; p < ${count}; p++) {`, () => {
-      place();
-      e.line(`${o.name}[kq * ${o.stride} + r] = ${regs}[p];`);
-    });
-  return { load, store };
+  const shape = kernel.inputs[o.op.input].shape;
+  const access = affineOffset(o.op.steps, kernel.space, shape)!;
+  const [wK, wR] = [access.weights[kAx], access.weights[o.ax]];
+  const alongK = wK === 1;
+  const V = o.vector ? 4 : 1;
+  const stride = (alongK ? TK : o.rows) + PAD;
+  const across = (alongK ? TK : o.rows) / V;
+  const count = (o.rows * TK) / V / o.threads;
+  const guarded = !(K % TK === 0 && o.bound % o.rows === 0);
+  // The workgroup's origin in the operand, then each unit's row `r`, K `kq` and offset.
+  const terms = access.weights.flatMap((w, d) => (w && d < kAx - 2 ? [`${w} * ${x[d]}`] : []));
+  const origin = `${o.name}_at`;
+  e.line(`let ${origin} = ${[String(access.base), ...terms, `${wR} * ${o.o0}`].join(" + ")};`);
+  const units = [...Array(count).keys()].map((p) => {
+    const u = `(t + ${p * o.threads})`;
+    const [r, kq] = alongK
+      ? [`${u} / ${across}`, `${u} % ${across} * ${V}`]
+      : [`${u} % ${across} * ${V}`, `${u} / ${across}`];
+    e.line(`let ${o.name}_r${p} = ${r};`);
+    e.line(`let ${o.name}_k${p} = ${kq};`);
+    e.line(`let ${o.name}_o${p} = ${origin} + ${wR} * ${o.name}_r${p} + ${wK} * ${o.name}_k${p};`);
+    e.line(`var ${o.name}_${p}: ${V === 4 ? "vec4<f16>" : "f16"};`);
+    return {
+      r: `${o.name}_r${p}`,
+      kq: `${o.name}_k${p}`,
+      off: `${o.name}_o${p}`,
+      reg: `${o.name}_${p}`,
+    };
+  });
+  const input = l.inputs[o.op.input];
+  const half = l.stored(kernel.inputs[o.op.input].dtype) === "f16";
+  const read = (off: string) => {
+    const at = V === 4 ? `${input}[u32(${off}) / 4u]` : `${input}[u32(${off})]`;
+    return half ? at : `${V === 4 ? "vec4<f16>" : "f16"}(${at})`;
+  };
+  const load = (k0: string) => {
+    for (const u of units) {
+      if (!guarded) {
+        e.line(`${u.reg} = ${read(`${u.off} + ${wK} * (${k0})`)};`);
+        continue;
+      }
+      // Reads stay in range: a unit past the bounds reads the origin's element, then zero.
+      const ok = allOf(`${o.o0} + ${u.r} < ${o.bound}`, `${k0} + ${u.kq} < ${K}`);
+      const inside = read(`select(0, ${u.off} + ${wK} * (${k0}), ${ok})`);
+      e.line(`${u.reg} = select(${V === 4 ? "vec4<f16>" : "f16"}(0.0), ${inside}, ${ok});`);
+    }
+  };
+  const store = () => {
+    for (const u of units) {
+      const at = alongK ? `${u.r} * ${stride} + ${u.kq}` : `${u.kq} * ${stride} + ${u.r}`;
+      if (V === 1) e.line(`${o.name}[${at}] = ${u.reg};`);
+      else for (let j = 0; j < 4; j++) e.line(`${o.name}[${at} + ${j}] = ${u.reg}[${j}];`);
+    }
+  };
+  // The matrix's rows are the tile's `row…row+15` (M of a left, N of a right matrix), its K
+  // `kk…kk+15`: a left matrix is row-major where K is contiguous, a right one column-major.
+  const left = o.name === "tileA";
+  const matrix = (type: string, row: string, kk: number) => {
+    const major = alongK === left ? "row_major" : "col_major";
+    const at = alongK ? `(${row}) * ${stride} + ${kk}` : `${kk * stride} + ${row}`;
+    return `subgroupMatrixLoad<${type}, ${major}>(&${o.name}, u32(${at}), ${stride}u)`;
+  };
+  return { load, store, matrix, size: (alongK ? o.rows : TK) * stride };
 }

@@ -22,12 +22,26 @@ function product(m: number, k: number, n: number, precision: Precision = "f16"):
   return fuse(graph).kernels.find((x) => x.pattern === "matmul")!;
 }
 
+/** The matmul kernel of f16 inputs, A given as [k, m] (`tn`) or B as [n, k] (`nt`), transposed. */
+function transposed(form: "tn" | "nt", m: number, k: number, n: number): KernelIR {
+  const b = new GraphBuilder();
+  const t = (x: ReturnType<typeof b.input>) => b.op("Transpose", [x], { perm: [1, 0] });
+  const x = form === "tn" ? t(b.input("x", [k, m], "f16")) : b.input("x", [m, k], "f16");
+  const w = form === "nt" ? t(b.input("w", [n, k], "f16")) : b.input("w", [k, n], "f16");
+  b.output("y", b.op("MatMul", [x, w]));
+  const { graph } = applyPrecision(b.build(), "f16");
+  return fuse(graph).kernels.find((x) => x.pattern === "matmul")!;
+}
+
 Deno.test("f16 matmuls take matrix tiles where the device has matrix units, sized to fill it", () => {
   const layout = (k: KernelIR, o = H200) => kernelLayout(k, o);
   // 16 × 16 tiles of 32×32: the smallest shape that yields 256 workgroups.
   const small = layout(product(512, 256, 512));
   assert.deepEqual(small.tile?.matrix, { sm: 2, sn: 2, fm: 1, fn: 1 });
-  assert.equal(small.vectors.size, 0, "f16 operands are read an element at a time");
+  // Both operands aligned along their contiguous axis (x along K, w along N): read as vec4s.
+  assert.deepEqual([...small.vectors].sort(), [0, 1]);
+  // K = 301 leaves x's rows unaligned: x an element at a time, w still four at a time.
+  assert.deepEqual([...layout(product(600, 301, 500)).vectors], [1]);
   assert.equal(small.workgroup, 128);
   // Dawn requires the x size of a kernel with subgroup matrices to be a multiple of 32.
   assert.equal(small.tile!.threads[0], 32);
@@ -36,6 +50,11 @@ Deno.test("f16 matmuls take matrix tiles where the device has matrix units, size
   assert.deepEqual(tileOf(large.tile!), [128, 128]);
   assert.equal(large.workgroup, 256);
   assert.deepEqual(layout(product(1024, 1024, 1024)).tile?.matrix, { sm: 2, sn: 2, fm: 2, fn: 2 });
+  // 128×128 takes 28 KB of workgroup memory: past a device's 16 KB, the 64×64 shape.
+  assert.deepEqual(
+    layout(product(4096, 4096, 4096), { ...H200, workgroupBytes: 16384 }).tile?.matrix,
+    { sm: 2, sn: 2, fm: 2, fn: 2 },
+  );
   // Not without the units, not without f16 storage, not for f32, not past the workgroup limit.
   assert.equal(layout(product(256, 512, 384), { ...H200, matrix: false }).tile?.matrix, undefined);
   assert.equal(layout(product(256, 512, 384), { ...H200, half: false }).tile?.matrix, undefined);
@@ -60,21 +79,47 @@ Deno.test("a matrix kernel fills f16 tiles, multiplies on subgroup matrices, and
       /@builtin\(subgroup_id\) sg: u32, @builtin\(subgroup_invocation_id\) lane: u32/,
     );
     const [TM, TN] = [sm * fm * 16, sn * fn * 16];
-    // 32 rows of K a step, each padded by 8 halves; a 16×16 f32 slice of `stage` per subgroup.
-    assert.ok(wgsl.includes(`var<workgroup> tileA: array<f16, ${32 * (TM + 8)}>;`), wgsl);
+    // Each tile laid out as its operand: x's as TM rows of 32 K (its K contiguous), w's as 32
+    // rows of TN; each row padded by 8 halves; a 16×16 f32 slice of `stage` per subgroup.
+    assert.ok(wgsl.includes(`var<workgroup> tileA: array<f16, ${TM * (32 + 8)}>;`), wgsl);
     assert.ok(wgsl.includes(`var<workgroup> tileB: array<f16, ${32 * (TN + 8)}>;`));
     assert.ok(wgsl.includes(`var<workgroup> stage: array<f32, ${sm * sn * 256}>;`));
     // Two K steps of 16 a tile step, each fm·fn products.
     assert.equal(wgsl.match(/subgroupMatrixMultiplyAccumulate/g)!.length, 2 * fm * fn);
     assert.equal(wgsl.match(/subgroupMatrixStore<row_major>/g)!.length, fm * fn);
-    // Both tiles k-major: the left matrices column-major, the right ones row-major.
-    assert.equal(wgsl.match(/col_major>\(&tileA, /g)!.length, 2 * fm);
-    assert.equal(wgsl.match(/row_major>\(&tileB, /g)!.length, 2 * fn);
+    // Both layouts read row-major: the left matrices' rows are M, the right ones' K.
+    assert.equal(wgsl.match(/row_major>\(&tileA, u32\(\(sgm \+ \d+\) \* 40 \+ /g)!.length, 2 * fm);
+    assert.equal(wgsl.match(/row_major>\(&tileB, u32\(\d+ \+ sgn \+ /g)!.length, 2 * fn);
+    // Four halves a load from vec4 bindings, stored as four halves into the tile.
+    assert.match(wgsl, /var<storage, read> in0: array<vec4<f16>>;/);
+    assert.match(wgsl, /tileA_0 = (select\(vec4<f16>\(0\.0\), )?in0\[u32\(/);
+    assert.match(wgsl, /tileA\[tileA_r0 \* 40 \+ tileA_k0 \+ 3\] = tileA_0\[3\];/);
     // Ragged shapes fill zeros past M, N and K; whole ones need no guard.
-    assert.equal(wgsl.includes("= f16(0.0);"), m % TM !== 0 || k % 32 !== 0 || n % TN !== 0);
+    assert.equal(
+      wgsl.includes("select(vec4<f16>(0.0), "),
+      m % TM !== 0 || k % 32 !== 0 || n % TN !== 0,
+    );
     // The sum rounds once to f16, then the epilogue (Relu, the cast to the caller's f32).
     assert.match(wgsl, /let acc0 = k_f16\(sum\);/);
   }
+});
+
+Deno.test("transposed operands fill tiles of their own layout, read column-major", () => {
+  // B given as [n, k] (a Linear layer's weight): its tile TN rows of K, the right matrices
+  // column-major (their K runs along the tile's rows).
+  const nt = generateWgsl(transposed("nt", 600, 300, 500), H200);
+  assert.match(nt, /var<workgroup> tileB: array<f16, 1280>;/);
+  assert.match(nt, /col_major>\(&tileB, u32\(\(sgn \+ 0\) \* 40 \+ 16\), 40u\)/);
+  assert.match(nt, /row_major>\(&tileA, /);
+  // A given as [k, m]: its tile 32 rows of M, the left matrices column-major.
+  const tn = generateWgsl(transposed("tn", 600, 300, 500), H200);
+  assert.match(tn, /var<workgroup> tileA: array<f16, 1280>;/);
+  assert.match(tn, /col_major>\(&tileA, u32\(640 \+ sgm \+ 0\), 40u\)/);
+  assert.match(tn, /row_major>\(&tileB, /);
+  // Unaligned (K = 301 along both operands' rows): an element at a time, from scalar bindings.
+  const odd = transposed("nt", 600, 301, 500);
+  assert.equal(kernelLayout(odd, H200).vectors.size, 0);
+  assert.match(generateWgsl(odd, H200), /var<storage, read> in1: array<f16>;/);
 });
 
 Deno.test("an f16 convolution's gathered patches stay on the tiled kernel", () => {
