@@ -471,6 +471,7 @@ export function fusionFor(
   | "integerBlockRows"
   | "patchesFrom"
   | "splitSums"
+  | "halfPatches"
   | "keysFrom"
 > {
   const all = (has: (p: DeviceProfile) => boolean | undefined) =>
@@ -491,6 +492,8 @@ export function fusionFor(
       ? Math.max(...profiles.map((p) => p.storedPatches!))
       : Infinity,
     splitSums: all((p) => p.splitSums),
+    // Where every candidate has matrix units (an f16 plan's GPU kernels then run on them).
+    halfPatches: all((p) => p.matrixUnits),
     // Keys are stored where any candidate that runs work wants them (auto on a GPU machine runs
     // its attention there): the copy is one pass over the keys, a small share of any attention's.
     keysFrom: Math.min(Infinity, ...profiles.flatMap((p) => p.storedKeys ?? [])),

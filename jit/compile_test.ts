@@ -28,6 +28,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     storedPatches: 1000,
     splitSums: true,
     storedKeys: 4096,
+    matrixUnits: true,
   };
   const wasm: DeviceProfile = {
     ...reference,
@@ -46,6 +47,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockPrologues: true,
     patchesFrom: 1000,
     splitSums: true,
+    halfPatches: true,
     integerBlockRows: 4,
     keysFrom: 4096,
   });
@@ -57,6 +59,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockPrologues: false,
     patchesFrom: Infinity,
     splitSums: false,
+    halfPatches: false,
     integerBlockRows: 32,
     keysFrom: Infinity,
   });
@@ -71,6 +74,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockPrologues: false,
     patchesFrom: Infinity,
     splitSums: false,
+    halfPatches: false,
     integerBlockRows: 4,
     keysFrom: 4096,
   });
@@ -82,6 +86,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockPrologues: false,
     patchesFrom: Infinity,
     splitSums: false,
+    halfPatches: false,
     integerBlockRows: 4,
     keysFrom: 4096,
   });
@@ -93,6 +98,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     blockPrologues: false,
     patchesFrom: Infinity,
     splitSums: false,
+    halfPatches: false,
     integerBlockRows: 4,
     keysFrom: Infinity,
   });

@@ -107,7 +107,7 @@ export function webgpuProfile(
     ...(o.readbackMs === undefined ? {} : { readbackMs: o.readbackMs }),
     bf16: false,
     ...subgroupSizes(info),
-    matrixUnits: d?.features.has(MATRIX_FEATURE) ?? false,
+    matrixUnits: matrixUnitsUsable(adapter, d),
     ...(info ? { deviceId: [info.vendor, info.architecture, info.device].join(":") } : {}),
   };
 }

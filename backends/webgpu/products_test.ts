@@ -13,6 +13,8 @@ import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { f32, graphMatchesReference, hashed } from "../../jit/testing/testing.ts";
 import { rng } from "../../jit/support/random.ts";
 import { kernelLayout } from "../../shaders/wgsl/codegen.ts";
+import { sumsHalfProducts } from "../../jit/ir/kernel_ir.ts";
+import { toF16Array } from "../../jit/ir/dtype.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 
@@ -121,7 +123,7 @@ Deno.test("a product of few outputs and a deep K sums its K in parts, its images
     splitting,
     1e-3,
   );
-  // Kept whole: off, in f16, one row (a decoder's step), a shallow K, a batched B (attention's).
+  // Kept whole: off, one row (a decoder's step), a shallow K, a batched B (attention's).
   const product = (a: number[], w: number[], dtype: "f32" | "f16" = "f32") => {
     const g = new GraphBuilder();
     g.output("y", g.op("MatMul", [g.input("a", a, dtype), g.input("w", w, dtype)]));
@@ -130,10 +132,48 @@ Deno.test("a product of few outputs and a deep K sums its K in parts, its images
   const whole = (g: Graph, options = { splitSums: true }) =>
     assert.equal(fuse(g, options).kernels.length, 1);
   whole(graph, { splitSums: false });
-  whole(product([196, 3072], [3072, 256], "f16"));
   whole(product([1, 8192], [8192, 4096]));
   whole(product([196, 768], [768, 256]));
   whole(product([4, 98, 3072], [4, 3072, 64]));
+});
+
+Deno.test("an f16 product's parts are f32 sums, added in f32 and rounded once", async () => {
+  const b = new GraphBuilder();
+  const y = b.op("MatMul", [b.input("a", [196, 3072], "f16"), b.input("w", [3072, 256], "f16")]);
+  b.output("y", b.op("Cast", [b.op("Relu", [y])], { to: "f32" }));
+  const graph = b.build();
+  const kernels = fuse(graph, { splitSums: true }).kernels;
+  assert.deepEqual(kernels.map((k) => [k.pattern, k.space]), [
+    ["matmul", [8, 196, 256, 384]],
+    ["reduce", [196, 256, 8]],
+  ]);
+  // The partial sums stay f32 (so the matrix units still take them: f16 products summed).
+  assert.deepEqual(kernels.map((k) => k.reductions[0].dtype), ["f32", "f32"]);
+  assert.equal(kernels[0].outputs[0].dtype, "f32");
+  assert.ok(sumsHalfProducts(kernels[0]));
+  const half = (n: number, seed: number, shape: number[]) => ({
+    data: toF16Array(hashed(n, seed)),
+    shape,
+    dtype: "f16" as const,
+  });
+  await graphMatchesReference(
+    graph,
+    { a: half(196 * 3072, 7919, [196, 3072]), w: half(3072 * 256, 104729, [3072, 256]) },
+    new WebGpuBackend({ splitSums: true }),
+    2e-2,
+  );
+});
+
+Deno.test("f16 convolutions store their patches where the matrix units would take them", () => {
+  // 64 channels over 56×56 gather their patches in f32 (and in f16 without matrix units).
+  const b = new GraphBuilder();
+  const [x, w] = [b.input("x", [8, 64, 56, 56], "f16"), b.input("w", [64, 64, 3, 3], "f16")];
+  b.output("y", b.op("Conv", [x, w], { pads: [1, 1, 1, 1] }));
+  const graph = b.build();
+  const patterns = (halfPatches: boolean) =>
+    fuse(graph, { patchesFrom: 2 ** 24, halfPatches }).kernels.map((k) => k.pattern);
+  assert.deepEqual(patterns(false), ["conv"]);
+  assert.deepEqual(patterns(true), ["elementwise", "conv"]);
 });
 
 Deno.test("a convolution's stored patches sum a deep K in parts", async () => {

@@ -21,13 +21,18 @@ export interface AffineOffset {
 
 /**
  * A coordinate during composition: an affine function of the space's axes (weights, then a
- * constant), or one axis of a reshape that split an affine index: `(index / stride) % extent`.
+ * constant), one axis of a reshape that split an affine index: `(index / stride) % extent`, or
+ * opaque: an axis of a reshape whose index is not affine (a convolution's weight read through
+ * its patches' split axes), which the access may still ignore.
  */
 type Coord = { readonly row: number[] } | {
   readonly split: number;
   readonly stride: number;
   readonly extent: number;
-};
+} | { readonly opaque: true };
+
+/** An axis the access cannot be affine in if it uses it. */
+const OPAQUE: Coord = { opaque: true };
 
 /** Whether `c` is the constant 0 (an axis of extent 1). */
 const isZero = (c: Coord) => "row" in c && c.row.every((v) => v === 0);
@@ -58,6 +63,7 @@ export function affineOffset(
     for (const [d, c] of coords.entries()) {
       const w = weights[d] ?? 0;
       if (w === 0) continue;
+      if ("opaque" in c) return undefined;
       if ("row" in c) {
         c.row.forEach((v, i) => (row[i] += w * v));
         continue;
@@ -91,7 +97,11 @@ export function affineOffset(
         const inner = stridesOf(from.map((a) => s.from[a]));
         const weights = s.from.map((_, a) => (from.includes(a) ? inner[from.indexOf(a)] : 0));
         const index = combine(weights, 0);
-        if (!index) return undefined;
+        // Not affine: the axes it splits into are opaque, an access that uses one is not.
+        if (!index) {
+          for (const a of realTo) next[a] = OPAQUE;
+          continue;
+        }
         const outer = stridesOf(to.map((a) => s.to[a]));
         const parts = to.map((a, j) => divide(index, outer[j], s.to[a], space));
         if (parts.every((p) => p !== undefined)) {
@@ -116,10 +126,11 @@ export function affineOffset(
       // cannot leave changes nothing (that convolution's spatial axes, split off one index).
       const live = c.flatMap((w, d) => (w !== 0 && !isZero(coords[d]) ? [d] : []));
       const only = coords[live[0]];
+      const within = (at: Coord, bound: number) =>
+        "row" in at ? withinBounds(at.row, space, bound) : "extent" in at && at.extent <= bound;
       if (
         s.offset[j] === 0 && live.length === 1 && c[live[0]] === 1 &&
-        (!s.bounds ||
-          ("row" in only ? withinBounds(only.row, space, s.bounds[j]) : only.extent <= s.bounds[j]))
+        (!s.bounds || within(only, s.bounds[j]))
       ) {
         next.push(only);
         continue;

@@ -110,6 +110,27 @@ Deno.test("reshapes inside a chain: merges are affine, splits while used as thei
     weights: [75264, 0, 1, 0, 3136],
     base: 0,
   });
+  // A reshape whose index is not affine (k·4 + b, b one part of a split p) makes its axes
+  // opaque: an access that ignores them stays affine (a conv's weights read through its
+  // patches' split axes), one that uses them does not.
+  const parts: IndexStep[] = [
+    { kind: "reshape", from: [8, 4, 5], to: [2, 4, 4, 5] },
+    {
+      kind: "affine",
+      coeff: [[1, 0, 0, 0], [0, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 1]],
+      offset: [0, 0, 0, 0],
+    },
+    { kind: "reshape", from: [2, 4, 4, 5], to: [2, 16, 5] },
+  ];
+  const read = (coeff: number[][]) => ({ kind: "affine" as const, coeff, offset: [0] });
+  assert.deepEqual(affineOffset([...parts, read([[0, 0, 1]])], [8, 4, 5], [5]), {
+    weights: [0, 0, 1],
+    base: 0,
+  });
+  assert.equal(affineOffset([...parts, read([[0, 1, 0]])], [8, 4, 5], [16]), undefined);
+  // …and a bound on an opaque axis cannot be proved.
+  const bounded: IndexStep = { ...read([[0, 1, 0]]), bounds: [16], fill: 0 };
+  assert.equal(affineOffset([...parts, bounded], [8, 4, 5], [16]), undefined);
   // With a 3×3 kernel the offsets move h and w out of bounds: not affine.
   const conv3x3 = conv1x1.map((s) =>
     s.kind === "reshape" ? { ...s, from: [2, 1, 24, 3136, 27], to: [2, 1, 24, 56, 56, 3, 3, 3] } : s

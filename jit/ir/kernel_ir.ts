@@ -535,8 +535,9 @@ export function matmulOperands(kernel: KernelIR): MatmulOperands | undefined {
  */
 export function sumsHalfProducts(kernel: KernelIR): boolean {
   const r = kernel.reductions[0];
-  return kernel.reductions.length === 1 && r.dtype === "f16" && r.op === "sum" &&
-    r.expr.kind === "alu" && r.expr.op === "Mul" &&
+  // An f32 sum of them too: an f16 product's partial sums (K summed in parts).
+  return kernel.reductions.length === 1 && (r.dtype === "f16" || r.dtype === "f32") &&
+    r.op === "sum" && r.expr.kind === "alu" && r.expr.op === "Mul" && r.expr.dtype === "f16" &&
     r.expr.args.every((e) => e.kind === "load" && e.dtype === "f16");
 }
 

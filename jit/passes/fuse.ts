@@ -113,6 +113,7 @@ class Fuser {
         ? this.#stored(b, `${label} reads it across its columns`)
         : b,
     splitsSums: () => this.#opts.splitSums,
+    halfPatches: () => this.#opts.halfPatches,
     inline: (a, b) => this.#opts.inlineOperands && inlineOperand(a, b) && !this.#tooDeep(b),
     group: (space, reduced, pattern) => this.#groups.create(space, reduced, pattern),
     reduction: (group, op, expr, label, type, labels) =>

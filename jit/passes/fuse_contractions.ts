@@ -31,6 +31,8 @@ export interface Walk {
   storesPatches(macs: number): boolean;
   /** Whether products of few outputs sum a deep K in parts (`FuseOptions.splitSums`). */
   splitsSums(): boolean;
+  /** Whether every f16 conv large enough stores its patches (`FuseOptions.halfPatches`). */
+  halfPatches(): boolean;
   /**
    * `b`, a batched product's B, stored along its columns where it is a view read across them
    * of as many elements as the options ask (`FuseOptions.keysFrom`); else `b`.
@@ -162,15 +164,16 @@ export function convSym(
 
 /**
  * Parts to sum the K of a product over `space` ([...kept, K], reduced last) in (see
- * {@linkcode splitSum}): 1 unless the walk splits sums, the product is f32 and large enough to
- * tile, its rows fill a tile, its outputs are few and its K deep; then doubled while the parts'
- * outputs stay under `SPLIT_OUTPUTS` and each part keeps `SPLIT_DEPTH` of K.
+ * {@linkcode splitSum}): 1 unless the walk splits sums, the product is f32 or f16 and large
+ * enough to tile, its rows fill a tile, its outputs are few and its K deep; then doubled while the
+ * parts' outputs stay under `SPLIT_OUTPUTS` and each part keeps `SPLIT_DEPTH` of K.
  */
 function sumParts(walk: Walk, space: Shape, dtype: string): number {
   const k = space[space.length - 1], outputs = sizeOf(space.slice(0, -1));
   const rows = outputs / space[space.length - 2];
   if (
-    !walk.splitsSums() || dtype !== "f32" || outputs * k < SPLIT_MACS || rows < SPLIT_ROWS ||
+    !walk.splitsSums() || (dtype !== "f32" && dtype !== "f16") || outputs * k < SPLIT_MACS ||
+    rows < SPLIT_ROWS ||
     outputs >= SPLIT_OUTPUTS / 2 || k < 4 * SPLIT_DEPTH
   ) return 1;
   let parts = 1;
@@ -195,7 +198,8 @@ const SPLIT_OUTPUTS = 2 ** 20;
  * (so a GPU's tiles fold the batch behind them into rows and fill `parts` times the workgroups),
  * and a second adds the parts up, where the product's epilogue then joins. A product whose
  * outputs are few has few tiles; its K split inside each workgroup leaves most of a large GPU
- * idle still.
+ * idle still. An f16 product's partial sums are f32, added in f32 and rounded once, as an
+ * unsplit f16 product's sum is (the precision policy's f32 accumulation).
  */
 function splitSum(
   walk: Walk,
@@ -215,12 +219,13 @@ function splitSum(
     offset: map.space.map(() => 0),
   };
   const partial = walk.group([parts, ...kept, depth], [n], "matmul");
+  const dtype = type.dtype === "f16" ? "f32" : type.dtype;
   const sums = walk.reduction(
     partial,
     "sum",
     reindex(product, [toSpace]),
     label,
-    { shape: [parts, ...kept], dtype: type.dtype },
+    { shape: [parts, ...kept], dtype },
     labels,
   );
   const stored = walk.stored(sums, `partial sums of ${label}, its K in ${parts} parts`);
@@ -232,7 +237,10 @@ function splitSum(
   };
   const adding = walk.group([...kept, parts], [n - 1], "reduce");
   adding.keptOrder = map.keptOrder;
-  return walk.reduction(adding, "sum", reindex(stored.expr, [fromSums]), label, type, []);
+  const read = reindex(stored.expr, [fromSums]);
+  const sum = walk.reduction(adding, "sum", read, label, { ...type, dtype }, []);
+  if (dtype === type.dtype) return sum;
+  return { ...sum, type, expr: { kind: "alu", op: "Cast", args: [sum.expr], dtype: type.dtype } };
 }
 
 /**
@@ -269,7 +277,9 @@ function storedPatches(walk: Walk, map: Contraction, x: Sym, label: string): Sym
   const [images, groups, pixels, channels] = map.space;
   const outputs = images * groups * pixels * channels;
   const bytes = sizeOf(p.shape) * byteSize(x.type.dtype);
-  const pays = channels >= PATCH_WIDE || (channels >= PATCH_CHANNELS && outputs < PATCH_OUTPUTS);
+  // f16 patches, stored, make a plain product the matrix units take (`FuseOptions.halfPatches`).
+  const pays = (x.type.dtype === "f16" && walk.halfPatches()) || channels >= PATCH_WIDE ||
+    (channels >= PATCH_CHANNELS && outputs < PATCH_OUTPUTS);
   if (!pays || !walk.storesPatches(sizeOf(map.space)) || bytes > PATCH_BYTES) return undefined;
   const patches: Sym = {
     type: { shape: p.shape, dtype: x.type.dtype },

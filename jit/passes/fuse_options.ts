@@ -63,6 +63,12 @@ export interface FuseOptions {
    */
   readonly splitSums?: boolean;
   /**
+   * Whether an f16 conv of `patchesFrom` multiply-adds or more stores its patches whatever its
+   * channels, so that its product runs as a plain one on the matrix units
+   * (`DeviceProfile.matrixUnits`); default false.
+   */
+  readonly halfPatches?: boolean;
+  /**
    * Least elements of a batched product's B read across its columns through a view (attention's
    * keys) from which it is stored along them first (`DeviceProfile.storedKeys`); default
    * `Infinity`: never.
@@ -88,6 +94,7 @@ export function withDefaults(options: FuseOptions): Required<FuseOptions> {
       blockPrologues: false,
       patchesFrom: Infinity,
       splitSums: false,
+      halfPatches: false,
     };
   }
   return {
@@ -103,6 +110,7 @@ export function withDefaults(options: FuseOptions): Required<FuseOptions> {
     integerBlockRows: options.integerBlockRows ?? 4,
     patchesFrom: options.patchesFrom ?? Infinity,
     splitSums: options.splitSums ?? false,
+    halfPatches: options.halfPatches ?? false,
     keysFrom: options.keysFrom ?? Infinity,
   };
 }

@@ -120,7 +120,7 @@ export interface DeviceProfile {
    * dispatch more than it saves. Absent: never (where another candidate asks, it is stored).
    */
   readonly storedKeys?: number;
-  /** Whether shaders can reach the device's matrix units (WebGPU subgroup matrices). */
+  /** Whether kiln's matrix kernels can run on the device's matrix units (WebGPU subgroup matrices). */
   readonly matrixUnits?: boolean;
   /** Which device this is, where the implementation says (vendor, architecture, device). */
   readonly deviceId?: string;
