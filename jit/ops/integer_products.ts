@@ -268,16 +268,35 @@ function checkIntegers(ctx: InferContext, operands: readonly number[], zeros: re
   zeros.forEach((z, i) => ctx.requireDType(z, [ctx.input(operands[i]).dtype]));
 }
 
-/** MatMulInteger's and ConvInteger's zero point inputs, by their flags. */
-function zeroInputs(ctx: InferContext): number[] {
-  const flags = [ctx.int("a_zero", 0), ctx.int("b_zero", 0)].filter(Boolean);
-  if (ctx.inputs.length !== 2 + flags.length) {
+/**
+ * Checks MatMulInteger's and ConvInteger's zero points, given where their flags say: each of its
+ * operand's dtype, and one value or one per row of a (MatMul's M; a Conv's input takes one only)
+ * or per column of b (MatMul's N, a Conv's output channels), as the products line them up.
+ */
+function checkZeros(ctx: InferContext, kind: "MatMul" | "Conv"): void {
+  const owners = [ctx.int("a_zero", 0) ? 0 : -1, ctx.int("b_zero", 0) ? 1 : -1].filter((o) =>
+    o >= 0
+  );
+  if (ctx.inputs.length !== 2 + owners.length) {
     ctx.fail(
-      `${ctx.inputs.length - 2} zero points where the flags name ${flags.length}`,
+      `${ctx.inputs.length - 2} zero points where the flags name ${owners.length}`,
       "set a_zero and b_zero to 1 for each zero point given",
     );
   }
-  return flags.map((_, i) => 2 + i);
+  const [a, b] = [ctx.input(0).shape, ctx.input(1).shape];
+  const lanes = kind === "Conv" ? [1, b[0]] : [a.length > 1 ? a[a.length - 2] : 1, b[b.length - 1]];
+  owners.forEach((owner, j) => {
+    const at = 2 + j, shape = ctx.input(at).shape;
+    ctx.requireDType(at, [ctx.input(owner).dtype]);
+    if (sizeOf(shape) !== 1 && !(shape.length === 1 && shape[0] === lanes[owner])) {
+      ctx.fail(
+        `zero point ${at} has shape [${shape}], where ${kind}Integer takes one value or ` +
+          `${lanes[owner]} (one per ${owner === 0 ? "row of a" : "column of b"})`,
+        `give input ${at} as a scalar or a 1-D tensor of ${lanes[owner]}`,
+        "shape-mismatch",
+      );
+    }
+  });
 }
 
 /** The integer products, by op name. */
@@ -290,7 +309,7 @@ const integerProducts: OpDef[] = [
     infer: (ctx) => {
       checkIntegers(ctx, [0, 1], []);
       const a = ctx.input(0).shape, b = ctx.input(1).shape;
-      zeroInputs(ctx);
+      checkZeros(ctx, "MatMul");
       return [{ shape: matmulShape(ctx, a, b), dtype: "i32" }];
     },
     decompose: (e, ins, attrs) => [product(e, "MatMul", givenZeros(ins, attrs), {})],
@@ -302,7 +321,7 @@ const integerProducts: OpDef[] = [
     primitive: false,
     infer: (ctx) => {
       checkIntegers(ctx, [0, 1], []);
-      zeroInputs(ctx);
+      checkZeros(ctx, "Conv");
       return [{ shape: convShape(ctx, [0, 1]), dtype: "i32" }];
     },
     decompose: (e, ins, attrs) => [product(e, "Conv", givenZeros(ins, attrs), convAttrs(attrs))],
