@@ -15,6 +15,7 @@ import {
 import type { Expr } from "../../jit/ir/kernel_ir.ts";
 import { walk } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
+import { type DType, intRange } from "../../jit/ir/dtype.ts";
 import { isFloat, type Memo } from "./alu.ts";
 import type { Load } from "../../jit/ir/kernel_ir.ts";
 import type { KernelFunction } from "./module.ts";
@@ -144,8 +145,23 @@ export function walks(L: Lin, acc: Accesses, group: readonly number[], stmts: nu
 export function vectorizable(L: Lin, exprs: readonly Expr[], outs: readonly number[]): boolean {
   const { kernel, vectorKind } = L;
   return outs.every((k, i) =>
+    narrowCast(L, exprs[i], kernel.outputs[k].dtype) !== undefined ||
     vectorKind(exprs[i]) === (kernel.outputs[k].dtype === "bool" ? "mask" : "f32")
   );
+}
+
+/**
+ * The f32 argument of `expr` where it casts f32 lanes to an integer `dtype` of at most 32 signed
+ * bits (a quantization's u8 or i8): stored four at a time as the scalar cast does, truncated and
+ * saturated. Those outputs are i32 words in the arena, as every integer's is.
+ */
+function narrowCast(L: Lin, expr: Expr, dtype: DType): Expr | undefined {
+  if (expr.kind !== "alu" || expr.op !== "Cast" || dtype === "u32" || !intRange(dtype)) {
+    return undefined;
+  }
+  return L.vectorKind(expr.args[0]) === "f32" && expr.args[0].dtype === "f32"
+    ? expr.args[0]
+    : undefined;
 }
 
 /** Evaluates `expr` for four consecutive points of a linear walk. */
@@ -227,8 +243,17 @@ export function storeLinear(
     stmts.push(isFloat(o.dtype) ? m.f32.store(0, 4, address, v) : m.i32.store(0, 4, address, v));
     return;
   }
-  let v = vvalue(L, expr, lin, memo, stmts);
+  const cast = narrowCast(L, expr, o.dtype);
+  let v = vvalue(L, cast ?? expr, lin, memo, stmts);
   if (o.dtype === "bool") v = m.v128.and(v, m.i32x4.splat(ic(1)));
+  if (cast) {
+    // The scalar cast's saturation: i32's by the truncation (NaN to 0), then the type's range.
+    const [lo, hi] = intRange(o.dtype)!;
+    v = m.i32x4.trunc_sat_f32x4_s(v);
+    if (o.dtype !== "i32") {
+      v = m.i32x4.min_s(m.i32x4.max_s(v, m.i32x4.splat(ic(lo))), m.i32x4.splat(ic(hi)));
+    }
+  }
   if (w.stride === 1) stmts.push(m.v128.store(0, 4, at(w, lin.j), v));
   else {
     const t = local(v128);
@@ -238,11 +263,12 @@ export function storeLinear(
     const forward = w.stride > 0, address = forward ? local(i32) : -1;
     if (forward) stmts.push(m.local.set(address, at(w, lin.j)));
     for (let l = 0; l < 4; l++) {
-      const lane = f4.extract_lane(get(t, v128), l);
+      const store = cast ? m.i32.store : m.f32.store;
+      const lane = cast ? m.i32x4.extract_lane(get(t, v128), l) : f4.extract_lane(get(t, v128), l);
       stmts.push(
         forward
-          ? m.f32.store(4 * w.stride * l, 4, get(address, i32), lane)
-          : m.f32.store(0, 4, at(w, lin.j, l), lane),
+          ? store(4 * w.stride * l, 4, get(address, i32), lane)
+          : store(0, 4, at(w, lin.j, l), lane),
       );
     }
   }
