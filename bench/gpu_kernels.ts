@@ -414,17 +414,11 @@ interface Row {
 
 async function measure(k: Kernel, precision: Precision, backend = profiled): Promise<Row> {
   using exe = await compile(k.graph, { backend, cache: false, precision });
-  const inputs = Object.fromEntries(
-    Object.entries(k.inputs).map((
-      [n, v],
-    ) => [
-      n,
-      k.halfInputs ? { ...v, data: toF16Array(v.data), dtype: "f16" as const } : {
-        ...v,
-        dtype: "f32" as const,
-      },
-    ]),
-  );
+  const host = (v: Kernel["inputs"][string]) =>
+    k.halfInputs
+      ? { ...v, data: toF16Array(v.data), dtype: "f16" as const }
+      : { ...v, dtype: "f32" as const };
+  const inputs = Object.fromEntries(Object.entries(k.inputs).map(([n, v]) => [n, host(v)]));
   const out = (await exe.run(inputs)).y.data as Float32Array;
   let error = 0;
   for (let s = 0; s < 64; s++) {

@@ -274,9 +274,8 @@ function checkIntegers(ctx: InferContext, operands: readonly number[], zeros: re
  * or per column of b (MatMul's N, a Conv's output channels), as the products line them up.
  */
 function checkZeros(ctx: InferContext, kind: "MatMul" | "Conv"): void {
-  const owners = [ctx.int("a_zero", 0) ? 0 : -1, ctx.int("b_zero", 0) ? 1 : -1].filter((o) =>
-    o >= 0
-  );
+  // The operand (0: a, 1: b) each zero point input belongs to, in their order.
+  const owners = [0, 1].filter((o) => ctx.int(o === 0 ? "a_zero" : "b_zero", 0));
   if (ctx.inputs.length !== 2 + owners.length) {
     ctx.fail(
       `${ctx.inputs.length - 2} zero points where the flags name ${owners.length}`,

@@ -262,8 +262,8 @@ export function storeLinear(
     // a plane apart along the tile's columns).
     const forward = w.stride > 0, address = forward ? local(i32) : -1;
     if (forward) stmts.push(m.local.set(address, at(w, lin.j)));
+    const store = cast ? m.i32.store : m.f32.store;
     for (let l = 0; l < 4; l++) {
-      const store = cast ? m.i32.store : m.f32.store;
       const lane = cast ? m.i32x4.extract_lane(get(t, v128), l) : f4.extract_lane(get(t, v128), l);
       stmts.push(
         forward

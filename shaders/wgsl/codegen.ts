@@ -126,12 +126,13 @@ export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayo
   const none = new Set<number>();
   // The exact precision's kernels: a row a thread, or a point a thread (`KernelIR.exact`).
   if (kernel.exact && kernel.reductions.length) return rowsLayout(serialRows(most));
-  const sliceBytes = options.splitK === false ? undefined : options.workgroupBytes ?? 16384;
-  const block = blockTiling(kernel, most, options.workgroupBytes ?? 16384);
+  const bytes = options.workgroupBytes ?? 16384;
+  const sliceBytes = options.splitK === false ? undefined : bytes;
+  const block = blockTiling(kernel, most, bytes);
   if (block) return rowsLayout(block);
   const folded = foldedRows(kernel);
   const whole = options.matrix && options.half ? tiledMatmul(folded, most) : undefined;
-  const tile = (whole && matrixTile(folded, whole, most, options.workgroupBytes ?? 16384)) ??
+  const tile = (whole && matrixTile(folded, whole, most, bytes)) ??
     tiledMatmul(folded, most, sliceBytes);
   if (tile) {
     return {

@@ -198,12 +198,20 @@ const TK = 16;
  */
 export function tileVectors(kernel: KernelIR, tile: MatmulTile): Set<number> {
   const { b, n, nb } = tile;
+  const aligned = quadAligned(b.steps, kernel.space, kernel.inputs[b.input].shape, nb + 1);
+  return aligned && n % 4 === 0 && readOnce(kernel, b.input) ? new Set([b.input]) : new Set();
+}
+
+/**
+ * Whether one load of `kernel`'s outputs and reductions reads input `i`: only then may the
+ * binding take another element type (a vec4 array) than the kernel's other reads would need.
+ */
+export function readOnce(kernel: KernelIR, i: number): boolean {
   let reads = 0;
   for (const e of [...kernel.outputs.map((o) => o.expr), ...kernel.reductions.map((r) => r.expr)]) {
-    walk(e, (x) => x.kind === "load" && x.input === b.input && reads++);
+    walk(e, (x) => x.kind === "load" && x.input === i && reads++);
   }
-  const aligned = quadAligned(b.steps, kernel.space, kernel.inputs[b.input].shape, nb + 1);
-  return aligned && n % 4 === 0 && reads === 1 ? new Set([b.input]) : new Set();
+  return reads === 1;
 }
 
 /** The kernel body, the epilogue helper and the workgroup arrays of a tiled matmul. */

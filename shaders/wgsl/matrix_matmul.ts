@@ -26,10 +26,10 @@
  * @module
  */
 import { affineOffset } from "../../jit/ir/access.ts";
-import { type KernelIR, type Load, sumsHalfProducts, walk } from "../../jit/ir/kernel_ir.ts";
+import { type KernelIR, type Load, sumsHalfProducts } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelLowering } from "./expr.ts";
-import { epilogueHelper, type MatmulTile, type MatrixShape, tileOf } from "./matmul.ts";
+import { epilogueHelper, type MatmulTile, type MatrixShape, readOnce, tileOf } from "./matmul.ts";
 import { allOf } from "./prelude.ts";
 import { quadAligned } from "./quads.ts";
 
@@ -124,14 +124,10 @@ export const MATRIX_BUILTINS =
 export function matrixVectors(kernel: KernelIR, tile: MatmulTile): Set<number> {
   const space = kernel.space;
   const kAx = space.length - 1;
-  const reads = new Map<number, number>();
-  for (const x of [...kernel.outputs, ...kernel.reductions]) {
-    walk(x.expr, (v) => v.kind === "load" && reads.set(v.input, (reads.get(v.input) ?? 0) + 1));
-  }
   const along = (op: Load, ax: number) => {
     const shape = kernel.inputs[op.input].shape;
     const axis = affineOffset(op.steps, space, shape)?.weights[kAx] === 1 ? kAx : ax;
-    return reads.get(op.input) === 1 && space[axis] % 4 === 0 &&
+    return readOnce(kernel, op.input) && space[axis] % 4 === 0 &&
       quadAligned(op.steps, space, shape, axis);
   };
   const vectors = new Set<number>();
