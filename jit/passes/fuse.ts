@@ -497,6 +497,11 @@ class Fuser {
       (normed || prologueOperand(ins[0], attrs, this.#opts.maxDepth))
     ) {
       const [w] = this.#expand(ins, attrs, label, blockWeight);
+      // The product takes the normalization's reductions: its group never runs, so no later
+      // reduction may join it (a decode step's next layer's norm had, and ran on its own).
+      if (normed) {
+        this.#reduced.forEach((g, key) => g === ins[0].group && this.#reduced.delete(key));
+      }
       this.#log.push(
         normed
           ? `${label}: takes its A's normalization into its own kernel (a prologue)`

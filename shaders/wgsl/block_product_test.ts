@@ -2,6 +2,9 @@ import assert from "node:assert/strict";
 import { fuse } from "../../jit/passes/fuse.ts";
 import { blockProduct, FEW_ROW_CASES, matchesReference } from "../../jit/testing/block_product.ts";
 import { generateWgsl } from "./codegen.ts";
+import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
+import { uniform } from "../../jit/support/random.ts";
+import { f32 } from "../../jit/testing/testing.ts";
 
 Deno.test("WebGPU unpacks a few-row BlockMatMul in registers, as the reference computes it", async () => {
   for (const [lead, form, zeros] of FEW_ROW_CASES) {
@@ -55,4 +58,34 @@ Deno.test("a block product whose A rows are not whole vec4s keeps the generic ke
   const [kernel] = fuse(graph, { blockProducts: true }).kernels;
   assert.ok(kernel.blockProduct);
   assert.doesNotMatch(generateWgsl(kernel, { maxInvocations: 256 }), /array<vec4<u32>>/);
+});
+
+Deno.test("WebGPU takes each layer's normalization into the next block product, layer by layer", async () => {
+  // Three layers of a decoder's step: h + product(norm(h)), the sum the next layer's A. Each
+  // normalization's reduction is its product's, none a kernel of its own (the second layer's had
+  // joined the first's absorbed reduction and then run alone).
+  const k = 64;
+  const b = new GraphBuilder();
+  let h = b.input("a", [1, k]);
+  for (let layer = 0; layer < 3; layer++) {
+    const q = b.param(
+      `q${layer}`,
+      [k, k / 8],
+      "u32",
+      Uint32Array.from({ length: k * k / 8 }, (_, i) => (i + layer) * 2654435761),
+    );
+    const s = b.param(`s${layer}`, [k, 2], "f32", uniform(2 * k, 7 + layer, 0.01, 0.03));
+    const mean = b.op("ReduceMean", [b.op("Mul", [h, h])], { axes: [-1], keepdims: 1 });
+    const root = b.op("Sqrt", [b.op("Add", [mean, b.constant(1e-6)])]);
+    const normed = b.op("Mul", [h, b.op("Reciprocal", [root])]);
+    const product = b.op("BlockMatMul", [normed, q, s], { bits: 4, block: 32 });
+    h = layer < 2 ? b.op("Add", [h, product]) : product;
+  }
+  b.output("y", h);
+  const graph = b.build();
+  const kernels = fuse(graph, { blockProducts: true, blockPrologues: true }).kernels;
+  assert.deepEqual(kernels.map((x) => x.pattern), ["matmul", "matmul", "matmul"]);
+  assert.ok(kernels.every((x) => x.blockProduct?.prologue && x.reductions.length === 2));
+  const feeds = { a: f32(uniform(k, 9, -2, 2), [1, k]) };
+  await matchesReference(graph, feeds, "webgpu", "three layers");
 });
