@@ -18,24 +18,28 @@ const INLINE_BYTES = 64;
 /** Digests of graph tensors' data, which graphs never change: each hashed once however often a graph is keyed. */
 const digests = new WeakMap<object, string>();
 
-/** A tensor's canonical text: its type and bytes (a digest of them past 64 bytes). */
-export function tensorText(t: HostTensor): string {
-  const bytes = t.data.byteLength;
-  let body = bytes <= INLINE_BYTES ? hexBytes(t.data) : digests.get(t.data);
-  if (body === undefined) digests.set(t.data, body = `${bytes}b#${digest(t.data)}`);
+/**
+ * A tensor's canonical text: its type and bytes (a digest of them past 64 bytes), or with
+ * `bytes: false` the bytes of a small one only (see {@linkcode canonicalize}).
+ */
+export function tensorText(t: HostTensor, bytes = true): string {
+  const length = t.data.byteLength;
+  if (!bytes && length > INLINE_BYTES) return `tensor<${t.dtype}[${t.shape.join(",")}]:${length}b>`;
+  let body = length <= INLINE_BYTES ? hexBytes(t.data) : digests.get(t.data);
+  if (body === undefined) digests.set(t.data, body = `${length}b#${digest(t.data)}`);
   return `tensor<${t.dtype}[${t.shape.join(",")}]:${body}>`;
 }
 
-function attrText(v: AttrValue): string {
-  if (typeof v === "object" && !Array.isArray(v)) return tensorText(v as HostTensor);
+function attrText(v: AttrValue, bytes: boolean): string {
+  if (typeof v === "object" && !Array.isArray(v)) return tensorText(v as HostTensor, bytes);
   if (typeof v === "number") return Object.is(v, -0) ? "-0" : String(v);
   return JSON.stringify(v);
 }
 
-/** Attributes as sorted `key=value` text. */
-export function attrsText(attrs: Attrs): string {
+/** Attributes as sorted `key=value` text (tensors as {@linkcode tensorText} writes them). */
+export function attrsText(attrs: Attrs, bytes = true): string {
   return Object.keys(attrs).sort().filter((k) => attrs[k] !== undefined)
-    .map((k) => `${k}=${attrText(attrs[k]!)}`).join(";");
+    .map((k) => `${k}=${attrText(attrs[k]!, bytes)}`).join(";");
 }
 
 /** A typed value of a graph: its element type, shape and producing node (−1: none). */
@@ -73,15 +77,22 @@ export interface CanonicalSource {
   consumers(v: number): readonly number[];
 }
 
-/** Canonical text and its hash for `graph`. */
-export function canonicalize(graph: CanonicalSource): { text: string; hash: string } {
+/**
+ * Canonical text and its hash for `graph`. With `bytes: false` constants past 64 bytes are
+ * written by type alone: the graph's structure, which is what its speed depends on (hashing a
+ * decoder's 316 MB of constant weights took 0.2-0.7 s of its first compile).
+ */
+export function canonicalize(
+  graph: CanonicalSource,
+  { bytes = true }: { bytes?: boolean } = {},
+): { text: string; hash: string } {
   const key: string[] = new Array(graph.values.length);
   const type = (id: number) => `${graph.values[id].dtype}[${graph.values[id].shape.join(",")}]`;
   graph.inputs.forEach((inp, i) => (key[inp.value] = `in${i}`));
   graph.params.forEach((p, i) => (key[p.value] = `p${i}`));
   const nodeKey = graph.nodes.map((n) => {
     const k = digest(
-      `${n.op}(${attrsText(n.attrs)})[${n.inputs.map((v) => key[v]).join(",")}]->${
+      `${n.op}(${attrsText(n.attrs, bytes)})[${n.inputs.map((v) => key[v]).join(",")}]->${
         n.outputs.map(type).join(",")
       }`,
     );
@@ -110,9 +121,9 @@ export function canonicalize(graph: CanonicalSource): { text: string; hash: stri
     const n = graph.nodes[id];
     index.set(id, index.size);
     lines.push(
-      `%${index.get(id)} = ${n.op}(${attrsText(n.attrs)})(${n.inputs.map(ref).join(", ")}) : ${
-        n.outputs.map(type).join(", ")
-      }`,
+      `%${index.get(id)} = ${n.op}(${attrsText(n.attrs, bytes)})(${
+        n.inputs.map(ref).join(", ")
+      }) : ${n.outputs.map(type).join(", ")}`,
     );
     for (const v of n.outputs) {
       for (const c of new Set(graph.consumers(v))) {

@@ -75,6 +75,14 @@ Deno.test("the hash changes with any op, attribute, operand order, shape, dtype 
     withConstant(new Float32Array([0])).hash(),
     withConstant(new Float32Array([-0])).hash(),
   );
+  // The structure's hash leaves out large constants' values, not their types or small ones.
+  assert.equal(withConstant(big).structureHash(), withConstant(big2).structureHash());
+  assert.notEqual(withConstant(big).structureHash(), withConstant(big.slice(1)).structureHash());
+  assert.notEqual(withConstant(big).structureHash(), withConstant(big).hash());
+  assert.notEqual(
+    withConstant(new Float32Array([1, 2])).structureHash(),
+    withConstant(new Float32Array([1, 3])).structureHash(),
+  );
 });
 
 Deno.test("identical subexpressions in different orders still hash the same", () => {

@@ -149,6 +149,7 @@ export class Graph {
   /** Graph outputs, in declaration order. */
   readonly outputs: readonly GraphOutput[];
   #canonical?: { text: string; hash: string };
+  #structure?: string;
   #consumers?: number[][];
 
   private constructor(parts: GraphParts) {
@@ -175,6 +176,14 @@ export class Graph {
   /** Canonical serialization the hash is taken of; caches compare it to rule out collisions. */
   canonical(): string {
     return (this.#canonical ??= canonicalize(this)).text;
+  }
+
+  /**
+   * The hash of the graph's structure: as {@linkcode Graph.hash}, with constants past 64 bytes
+   * by type alone (graphs that differ only in their weights' values run alike).
+   */
+  structureHash(): string {
+    return this.#structure ??= canonicalize(this, { bytes: false }).hash;
   }
 
   /** Ids of the nodes that read value `id`. */

@@ -449,6 +449,20 @@ Deno.test("a value computed twice from the same buffers and equal constants is s
   // −0 is not +0 (x + −0 keeps a −0 of x): those constants, and so the sums, stay apart.
   assert.equal(stores(build([-0, 1, 2, 3, 4, 5, 6, 7])), 2);
   assert.equal(stores(build([0, 1, 2, 3, 4, 5, 6, 8])), 2);
+  // Large constants are told apart by every byte, not only the ones their key samples.
+  const wide = (second: (v: Float32Array) => void) => {
+    const b = new GraphBuilder();
+    const x = b.input("x", [2, 1000]);
+    const w = b.param("w", [1000, 3], "f32", uniform(3000, 5));
+    const first = uniform(1000, 9), other = first.slice();
+    second(other);
+    for (const [name, v] of [["p", first], ["q", other]] as const) {
+      b.output(name, b.op("MatMul", [b.op("Add", [x, b.constant(v, [1000], "f32")]), w]));
+    }
+    return b.build();
+  };
+  assert.equal(stores(wide(() => {})), 1);
+  assert.equal(stores(wide((v) => (v[1] += 1))), 2);
 });
 
 Deno.test("reductions of one value over the same axes share a kernel (a min beside a max)", async () => {

@@ -94,7 +94,7 @@ const timedAgainst = (b: Backend, other: string) =>
 class Placer {
   #in: PlacementInput;
   #hooks: PlacementHooks;
-  #key: string;
+  #trialKey?: string;
   #outputs: Set<number>;
   /** Values that start on the host: inputs, params and constants. */
   #hostValues: Set<number>;
@@ -107,7 +107,6 @@ class Placer {
   constructor(input: PlacementInput, hooks: PlacementHooks) {
     this.#in = input;
     this.#hooks = hooks;
-    this.#key = trialKey(input.legal, input.usable, input.runs);
     this.#outputs = new Set(input.legal.outputs.map((o) => o.value));
     const { legal, fusion } = input;
     this.#hostValues = new Set(
@@ -116,6 +115,11 @@ class Placer {
     this.#devices = input.usable.filter((b) => memorySpace(b) !== "host");
     this.#host = input.usable.filter((b) => memorySpace(b) === "host");
     this.#hostSimd = this.#host.find((b) => b.kind !== "cpu");
+  }
+
+  /** The key of this compile's trial, taken where a verdict is looked up or stored. */
+  #key(): string {
+    return this.#trialKey ??= trialKey(this.#in.legal, this.#in.usable, this.#in.runs);
   }
 
   /** Whether `b` can run every kernel, given the values it elides among them. */
@@ -159,7 +163,7 @@ class Placer {
     record: TrialRecord | undefined,
     fallback: Verdict,
   ): Promise<Executable> {
-    if (record) await storeVerdict(this.#key, record, this.#in.notes);
+    if (record) await storeVerdict(this.#key(), record, this.#in.notes);
     const exe = built.get(record?.verdict ?? fallback)!;
     for (const other of built.values()) if (other !== exe) other.dispose();
     return exe;
@@ -171,7 +175,7 @@ class Placer {
    * {@linkcode trialOf}.
    */
   async fastest(plans: Map<Verdict, Schedule>, fallback: Verdict, syncMs: number) {
-    const stored = await storedVerdict(this.#key, this.#in.notes);
+    const stored = await storedVerdict(this.#key(), this.#in.notes);
     if (stored && plans.has(stored)) return await this.#hooks.build(plans.get(stored)!);
     const { legal, runs } = this.#in;
     const { record, built } = await trialOf(plans, this.#hooks.build, legal, syncMs, runs);
@@ -199,7 +203,7 @@ class Placer {
     // A device that runs every kernel, for a plan all on it.
     const rival = this.#devices.find((b) => !b.capabilities().software && this.runsAll(b));
     // A plan an earlier compile here found fastest (against the device's plan or its floor).
-    const stored = rival && await storedVerdict(this.#key, this.#in.notes);
+    const stored = rival && await storedVerdict(this.#key(), this.#in.notes);
     const earlier = (b: Backend) =>
       `auto: every kernel on "${b.id}", as an earlier compile on this machine found fastest`;
     const { compileAs } = this.#hooks;
@@ -220,7 +224,7 @@ class Placer {
     const record = await trial(new Map([["host", exe]]), this.#in.legal, this.#in.runs);
     if (record && record.ms.host! < HOST_MARGIN * floor) {
       // Kept for the next compile, which then times nothing (a warm `kiln run` timed it anew).
-      if (rival) await storeVerdict(this.#key, record, this.#in.notes);
+      if (rival) await storeVerdict(this.#key(), record, this.#in.notes);
       first?.exe.dispose();
       return { exe: this.done(exe), hostTimed: false };
     }
@@ -264,7 +268,7 @@ class Placer {
     const won = perRun !== undefined && perRun < HOST_MARGIN * hostMs;
     if (won) {
       await storeVerdict(
-        this.#key,
+        this.#key(),
         { verdict: "device", ms: { device: timed!.ms } },
         this.#in.notes,
       );

@@ -31,13 +31,14 @@ export type Verdict = "plan" | "host" | "device";
 const VERDICTS: readonly Verdict[] = ["plan", "host", "device"];
 
 /**
- * The key of a trial: the graph, every backend's identity and device profile, and the runs the
- * caller expects where it said (a verdict for one run is not one for many).
+ * The key of a trial: the graph's structure (its weights' values do not change which plan is
+ * faster), every backend's identity and device profile, and the runs the caller expects where it
+ * said (a verdict for one run is not one for many).
  */
 export function trialKey(graph: Graph, backends: readonly Backend[], runs?: number): string {
   const machine = backends.map((b) => [b.id, b.version, profileKey(b.capabilities())]);
   const hint = runs === undefined ? "" : `runs ${runs}`;
-  return digest(graph.canonical() + JSON.stringify(machine) + hint).slice(0, 24);
+  return digest(graph.structureHash() + JSON.stringify(machine) + hint).slice(0, 24);
 }
 
 const note = (key: string) => `placement-${key}.json`;
