@@ -85,3 +85,17 @@ Deno.test("products are left apart where a weight is read elsewhere, a bias is m
   b.output("y1", b.op("MatMul", [a, w1]));
   apart(b.build());
 });
+
+Deno.test("joining the same weights again hands out the first join's array, not a copy", () => {
+  // auto's compile and the device compile it tries first rewrite one graph apart.
+  const graph = projections([6, 4, 6]);
+  const joinedData = (g: Graph) =>
+    g.params.filter((p) => p.data && p.data.length === 8 * 16).map((p) => p.data);
+  const [first] = joinedData(joinedProducts(graph));
+  const [again] = joinedData(joinedProducts(graph));
+  assert.ok(first !== undefined && first === again);
+  // Other weights of the same shapes are joined anew.
+  const [other] = joinedData(joinedProducts(projections([6, 4, 6])));
+  assert.notEqual(other, first);
+  assert.deepEqual(other, first);
+});
