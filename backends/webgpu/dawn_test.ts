@@ -2,7 +2,7 @@
 // runs on Dawn's GL backend over llvmpipe, headless through EGL (KILN_DAWN_FLAGS overrides, as
 // on the GPU machine: backend=vulkan).
 import assert from "node:assert/strict";
-import { compile } from "../../mod.ts";
+import { compile, generate, OnnxModel } from "../../mod.ts";
 import { differentialOn } from "../../jit/testing/differential.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { fuse } from "../../jit/passes/fuse.ts";
@@ -73,6 +73,32 @@ Deno.test("a run on Dawn leaves its inputs as they were; a resident output feeds
   const { y } = await exe.runOnDevice({ x: f32(data, [4, 8]) });
   const chained = await exe.run({ x: y });
   assert.deepEqual(numbers((await exe.run({ x: first.y })).y.data), numbers(chained.y.data));
+});
+
+Deno.test("outputs read back through Dawn keep their values when later reads reuse the staging buffer", async () => {
+  // Dawn's mapped range is the staging buffer's memory: kept as it was, a token read in a
+  // generation became the zeros of the read that next mapped that buffer.
+  const b = new GraphBuilder();
+  b.output("y", b.op("Add", [b.input("x", [4]), b.constant(1)]));
+  const exe = await compile(b.build(), { backend: dawn, cache: false });
+  const first = await exe.run({ x: f32([1, 2, 3, 4]) });
+  const device = await exe.runOnDevice({ x: f32([5, 6, 7, 8]) });
+  const read = await device.y.read();
+  for (let i = 0; i < 4; i++) await exe.run({ x: f32([0, 0, 0, 0]) });
+  await device.y.read();
+  assert.deepEqual(numbers(first.y.data), [2, 3, 4, 5]);
+  assert.deepEqual(numbers(read.data), [6, 7, 8, 9]);
+  device.y.dispose();
+});
+
+Deno.test("greedy generation through Dawn gives ONNX Runtime's ids, steps ahead of their reads", async () => {
+  const dir = new URL("../../onnx/testdata/decoders/", import.meta.url);
+  const recorded = JSON.parse(await Deno.readTextFile(new URL("decoders.json", dir)));
+  const { prompt, greedy } = recorded.genai_tiny as { prompt: number[]; greedy: number[] };
+  const model = await OnnxModel.load(new URL("genai_tiny.onnx", dir));
+  const n = Math.min(8, greedy.length);
+  const ids = await generate(model, prompt, { maxNewTokens: n, backend: dawn }).collect();
+  assert.deepEqual(ids, greedy.slice(0, n));
 });
 
 Deno.test("device loss on Dawn: pending runs reject, auto falls back, recover() restores", async () => {

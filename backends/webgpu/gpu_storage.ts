@@ -28,6 +28,11 @@ export interface GpuContext {
   readonly timestamps?: boolean;
   /** Whether f16 tensors are stored as 16 bits (the device has `shader-f16`). */
   readonly half: boolean;
+  /**
+   * Whether a read mapping's range is a copy the implementation made (Deno's own WebGPU), which
+   * a read may keep after `unmap` (see {@linkcode mapForRead}); Dawn's is the mapping itself.
+   */
+  readonly copiedRanges?: boolean;
   /** Throws when the device was lost (or replaced) since the program was built. */
   check(): void;
 }
@@ -43,18 +48,21 @@ export const MAP_READ = 0x01;
  * Maps `staging` for reading and returns its first `bytes` as an ArrayBuffer the caller may keep
  * after `unmap` (`owned`), or the mapped range itself, which `unmap` detaches. Deno's
  * `getMappedRange` of a read mapping is already a copy the runtime made (it keeps its values after
- * the buffer is mapped again with other data and destroyed), so `transfer()` takes it without a
- * second copy: 64 MB cost one copy and one fresh array of page faults (≈ 40 + 37 ms on the H200
- * host) before. Elsewhere (browsers, Dawn in Node) a range may be the mapping itself.
+ * the buffer is mapped again with other data and destroyed), so where `copied` says the range is
+ * one, `transfer()` takes it without a second copy: 64 MB cost one copy and one fresh array of
+ * page faults (≈ 40 + 37 ms on the H200 host) before. Elsewhere (browsers, Dawn in Node or in
+ * Deno) the range is the mapping itself: transferred, it still pointed at the staging buffer's
+ * memory, and a generation's token read as the zeros of a later read through that buffer.
  */
 export async function mapForRead(
   staging: GPUBuffer,
   bytes: number,
+  copied = false,
 ): Promise<{ range: ArrayBuffer; owned: boolean }> {
   await staging.mapAsync(MAP_READ, 0, bytes);
   const range = staging.getMappedRange(0, bytes);
   const transfer = (range as ArrayBuffer & { transfer?: () => ArrayBuffer }).transfer;
-  if (!("Deno" in globalThis) || typeof transfer !== "function") return { range, owned: false };
+  if (!copied || typeof transfer !== "function") return { range, owned: false };
   try {
     return { range: transfer.call(range), owned: true };
   } catch {
@@ -148,7 +156,11 @@ export class GpuStorage implements DeviceStorage {
         }
       }
       device.queue.submit([encoder.finish()]);
-      const { range, owned } = await mapForRead(staging, Math.max(4, total));
+      const { range, owned } = await mapForRead(
+        staging,
+        Math.max(4, total),
+        this.#ctx.copiedRanges,
+      );
       // One range's own copy is handed out as it is; ranges sharing one are copied out of it.
       const own = owned && parts.length === 1;
       const data = ranges.map((r, i) =>

@@ -391,6 +391,8 @@ export class WebGpuBackend implements Backend {
       wgsl: this.#wgsl(),
       timestamps: (this.#options.profile ?? false) && device.features.has("timestamp-query"),
       half: device.features.has("shader-f16"),
+      // Deno's own WebGPU copies a read mapping's range; Dawn's is the mapping.
+      copiedRanges: !this.#dawn && "Deno" in globalThis,
       check: () => {
         if (this.#lost || generation !== this.#generation) {
           throw new KilnError(`The WebGPU device was lost (${this.#lostReason || "replaced"})`, {
