@@ -329,3 +329,41 @@ Deno.test("warmUp runs a GPU program once on zeros: its weights are up before it
   assertClose(numbers(y.data), new Array(128).fill(32));
   fresh.dispose();
 });
+
+Deno.test("a device run returns before its checks are read; a failed check surfaces where its outputs are read", async () => {
+  // a·a in int64, held in 32 bits on WebGPU: a product past 2^31 fails the run's wrap check.
+  const b = new GraphBuilder();
+  const a = b.input("a", [1], "i64");
+  b.output("y", b.op("Mul", [a, a]), { dtype: "i64" });
+  using exe = await compile(b.build(), { backend: gpu, cache: false });
+  assert.ok(exe.graph.outputs.some((o) => o.name.startsWith("kiln.check:")), "a check output");
+  const i64 = (v: bigint) => ({ data: BigInt64Array.of(v), shape: [1], dtype: "i64" as const });
+  const ok = await exe.runOnDevice({ a: i64(3n) });
+  assert.deepEqual(Array.from((await ok.y.read()).data as BigInt64Array), [9n]);
+  const again = await exe.runOnDevice({ a: ok.y });
+  assert.deepEqual(Array.from((await again.y.read()).data as BigInt64Array), [81n]);
+  const bad = await exe.runOnDevice({ a: i64(100000n) });
+  const outOfRange = (e: unknown) => e instanceof KilnError && e.code === "out-of-range";
+  await assert.rejects(bad.y.read(), outOfRange);
+  await assert.rejects(DeviceTensor.readAll([bad.y]), outOfRange);
+  // Runs that take the failed output fail where their outputs are read, or at once on the host.
+  const next = await exe.runOnDevice({ a: bad.y });
+  await assert.rejects(next.y.read(), outOfRange);
+  await assert.rejects(exe.run({ a: bad.y }).result(), outOfRange);
+  for (const t of [ok.y, again.y, bad.y, next.y]) t.dispose();
+});
+
+Deno.test("two outputs of one value are buffers of their own: disposing one spares the other", async () => {
+  // y and y reshaped: a later run, taking the freed buffer, must not write over the other.
+  const b = new GraphBuilder();
+  const y = b.op("Mul", [b.input("x", [4]), b.constant(2)]);
+  b.output("y", y);
+  b.output("flat", b.op("Reshape", [y], { shape: [2, 2] }));
+  using exe = await compile(b.build(), { backend: gpu, cache: false });
+  const first = await exe.runOnDevice({ x: f32([1, 2, 3, 4]) });
+  first.flat.dispose();
+  const later = await exe.runOnDevice({ x: f32([10, 20, 30, 40]) });
+  assertClose(numbers((await first.y.read()).data), [2, 4, 6, 8]);
+  assertClose(numbers((await later.flat.read()).data), [20, 40, 60, 80]);
+  for (const t of [first.y, later.y, later.flat]) t.dispose();
+});

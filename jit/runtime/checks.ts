@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { DeviceTensor } from "./device_tensor.ts";
+import { DeviceTensor, pendingChecks } from "./device_tensor.ts";
 import type { TensorData } from "../ir/dtype.ts";
 import { KilnError } from "../support/errors.ts";
 import type { Graph } from "../ir/graph.ts";
@@ -62,25 +62,50 @@ export function assertCheck(name: string, data: TensorData): void {
   }
 }
 
-/** Reads check `name` left on the device (then frees it) and asserts it holds no `true`. */
-export async function readCheck(name: string, t: DeviceTensor): Promise<void> {
+/**
+ * Reads the checks left on the device (`names` of `tensors`) in one batched read, then frees them,
+ * and asserts none holds a `true`.
+ */
+export async function readChecks(names: readonly string[], tensors: DeviceTensor[]): Promise<void> {
   try {
-    assertCheck(name, (await t.read()).data);
+    const read = await DeviceTensor.readAll(tensors);
+    names.forEach((name, i) => assertCheck(name, read[i].data));
   } finally {
-    t.dispose();
+    for (const t of tensors) t.dispose();
   }
 }
 
 /**
- * Waits for a device run's check reads; where one fails, the run's device outputs `out` are
- * freed before its error is thrown (the caller never receives them).
+ * The checks a device run's outputs wait on: its own (`checks`, being read) and those its device
+ * inputs still wait on; `undefined` where there are none. Handled here, so a run whose outputs
+ * are never read leaves no unhandled rejection: a failure surfaces where an output is read.
+ */
+export function runChecks(
+  checks: Promise<void> | undefined,
+  inputs: readonly unknown[],
+): Promise<void> | undefined {
+  const inherited = inputs.flatMap((a) => {
+    const p = a instanceof DeviceTensor ? pendingChecks(a) : undefined;
+    return p ? [p] : [];
+  });
+  const all = checks ? [checks, ...inherited] : inherited;
+  if (!all.length) return undefined;
+  const pending = all.length === 1 ? all[0] : Promise.all(all).then(() => {});
+  pending.catch(() => {});
+  return pending;
+}
+
+/**
+ * Waits for a host run's checks (`pending`, see {@linkcode runChecks}); where one fails, the
+ * run's device outputs `out` are freed before its error is thrown (the caller never receives
+ * them).
  */
 export async function settleChecks(
-  checks: readonly Promise<void>[],
+  pending: Promise<void> | undefined,
   out: Readonly<Record<string, unknown>>,
 ): Promise<void> {
   try {
-    await Promise.all(checks);
+    await pending;
   } catch (e) {
     for (const t of Object.values(out)) if (t instanceof DeviceTensor) t.dispose();
     throw e;

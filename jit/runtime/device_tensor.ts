@@ -62,6 +62,31 @@ export interface Allocator {
   allocate?(shape: Shape, dtype: BoundaryDType): Promise<DeviceTensor>;
 }
 
+/** The checks of the runs that made a device tensor, still being read (see `deferChecks`). */
+const PENDING = new WeakMap<DeviceTensor, Promise<void>>();
+
+/**
+ * Marks `t` as made by a run whose checks (int64 range, index bounds) `pending` settles: reading
+ * `t` fails with a check's error where one fails, and so do the outputs of runs that take `t`
+ * (see {@linkcode pendingChecks}). A run on the device then returns its outputs before its checks
+ * are read back: waiting for them made each decode step of a generation wait until the device
+ * had finished it, so no step ever started ahead of the one before.
+ */
+export function deferChecks(t: DeviceTensor, pending: Promise<void>): void {
+  PENDING.set(t, pending);
+}
+
+/** The checks `t` still waits on (see {@linkcode deferChecks}), if any. */
+export function pendingChecks(t: DeviceTensor): Promise<void> | undefined {
+  return PENDING.get(t);
+}
+
+/** `read` once `pending` (where given) settles without a check failing. */
+function checked<T>(read: Promise<T>, pending: readonly (Promise<void> | undefined)[]): Promise<T> {
+  const waits = pending.filter((p) => p !== undefined);
+  return waits.length ? Promise.all([read, ...waits]).then(([r]) => r as T) : read;
+}
+
 /** A tensor resident in device memory. */
 export class DeviceTensor {
   /** Shape. */
@@ -124,7 +149,7 @@ export class DeviceTensor {
         },
       );
     }
-    return this.storage().read(offset, length).then((read) => {
+    return checked(this.storage().read(offset, length), [PENDING.get(this)]).then((read) => {
       const t = this.#delivered(read, whole ? this.shape : [length]);
       if (into) (into as Float32Array).set(t.data as Float32Array);
       return into ? { ...t, data: into } : t;
@@ -196,7 +221,7 @@ export class DeviceTensor {
     const reads = batched
       ? first.readMany!(parts)
       : Promise.all(parts.map((p) => p.storage.read(p.offset, p.length)));
-    return reads.then((all) =>
+    return checked(reads, tensors.map((t) => PENDING.get(t))).then((all) =>
       all.map((read, i) =>
         tensors[i].#delivered(read, parts[i].whole ? tensors[i].shape : [parts[i].length])
       )

@@ -8,7 +8,7 @@
  */
 import type { Backend, KernelTime, Program } from "./backend.ts";
 import type { RefTensor } from "../ir/host_tensor.ts";
-import { acceptDevice, DeviceTensor } from "./device_tensor.ts";
+import { acceptDevice, deferChecks, DeviceTensor } from "./device_tensor.ts";
 import { matchesDType, type TensorData } from "../ir/dtype.ts";
 import { convertData, type Widened } from "../passes/precision.ts";
 import { KilnError } from "../support/errors.ts";
@@ -17,7 +17,14 @@ import { acceptInput, type HostTensor } from "../ir/host_tensor.ts";
 import type { KernelIR } from "../ir/kernel_ir.ts";
 import type { MemoryPlan } from "../schedule/memory_plan.ts";
 import { checkInto, deliver, type IntoMap } from "./into.ts";
-import { assertCheck, isCheck, outputIndices, readCheck, settleChecks } from "./checks.ts";
+import {
+  assertCheck,
+  isCheck,
+  outputIndices,
+  readChecks,
+  runChecks,
+  settleChecks,
+} from "./checks.ts";
 import { RunHandle, type RunTiming } from "./run_handle.ts";
 import type { DeviceTensorMap, InputMap, RunOptions, TensorMap } from "./run_types.ts";
 import type { Variants } from "./specialize.ts";
@@ -343,17 +350,22 @@ export class Executable {
     into: IntoMap | undefined,
   ): Promise<TensorMap | DeviceTensorMap> {
     const out: Record<string, HostTensor | DeviceTensor> = {};
-    const checks: Promise<void>[] = [];
+    const checks: { names: string[]; tensors: DeviceTensor[] } = { names: [], tensors: [] };
+    // State kept on the device, which later runs take.
+    const kept: DeviceTensor[] = [];
     run.wanted.forEach((idx, k) => {
       const o = this.graph.outputs[idx];
       const shape = this.#activeShape(o.value, run.partial);
       const d = data[k];
       if (k >= run.requested.length) {
+        if (d instanceof DeviceTensor) kept.push(d);
         this.#setState(this.state[o.name], d instanceof DeviceTensor ? d : d.slice());
       } else if (d instanceof DeviceTensor) {
         const t = new DeviceTensor(d.storage(), shape, o.dtype);
-        if (isCheck(o.name)) checks.push(readCheck(o.name, t));
-        else out[o.name] = t;
+        if (isCheck(o.name)) {
+          checks.names.push(o.name);
+          checks.tensors.push(t);
+        } else out[o.name] = t;
       } else if (isCheck(o.name)) assertCheck(o.name, d);
       else {
         if (!run.onDevice && o.name in this.state) this.#setState(this.state[o.name], d.slice());
@@ -365,8 +377,17 @@ export class Executable {
         });
       }
     });
-    await settleChecks(checks, out);
-    if (run.onDevice) return out as DeviceTensorMap;
+    const own = checks.tensors.length ? readChecks(checks.names, checks.tensors) : undefined;
+    const pending = runChecks(own, run.args);
+    if (run.onDevice) {
+      // Returned before the checks are read: a read of an output (or of a later run's that
+      // takes one) fails where one does (`deferChecks`), and the next run starts meanwhile.
+      if (pending) {
+        for (const t of [...Object.values(out), ...kept]) deferChecks(t as DeviceTensor, pending);
+      }
+      return out as DeviceTensorMap;
+    }
+    await settleChecks(pending, out);
     for (const [k, t] of Object.entries(out)) out[k] = deliver(k, t as HostTensor, into);
     return out as TensorMap;
   }
