@@ -89,6 +89,20 @@ Deno.test("outputs read back through Dawn keep their values when later reads reu
   assert.deepEqual(numbers(first.y.data), [2, 3, 4, 5]);
   assert.deepEqual(numbers(read.data), [6, 7, 8, 9]);
   device.y.dispose();
+  // The same for a large output, read through a staging buffer of its own size.
+  const n = 1 << 19;
+  const big = new GraphBuilder();
+  big.output("y", big.op("Add", [big.input("x", [n]), big.constant(1)]));
+  const large = await compile(big.build(), { backend: dawn, cache: false });
+  const ramp = Float32Array.from({ length: n }, (_, i) => i % 1000);
+  const kept = await large.run({ x: f32(ramp, [n]) });
+  const held = await large.runOnDevice({ x: f32(ramp, [n]) });
+  const keptRead = await held.y.read();
+  for (let i = 0; i < 3; i++) await large.run({ x: f32(new Float32Array(n), [n]) });
+  for (const out of [kept.y.data, keptRead.data] as Float32Array[]) {
+    assert.ok(out.every((v, i) => v === (i % 1000) + 1));
+  }
+  held.y.dispose();
 });
 
 Deno.test("greedy generation through Dawn gives ONNX Runtime's ids, steps ahead of their reads", async () => {
