@@ -75,6 +75,24 @@ export async function readChecks(names: readonly string[], tensors: DeviceTensor
   }
 }
 
+/** The check outputs a run left on the device, read together (see {@linkcode runChecks}). */
+export class DeviceChecks {
+  readonly #names: string[] = [];
+  readonly #tensors: DeviceTensor[] = [];
+
+  /** Adds check output `name`, held in `t`. */
+  add(name: string, t: DeviceTensor): void {
+    this.#names.push(name);
+    this.#tensors.push(t);
+  }
+
+  /** Starts reading them: what the run's outputs wait on, with its device `inputs`' checks. */
+  pending(inputs: readonly unknown[]): Promise<void> | undefined {
+    const own = this.#tensors.length ? readChecks(this.#names, this.#tensors) : undefined;
+    return runChecks(own, inputs);
+  }
+}
+
 /**
  * The checks a device run's outputs wait on: its own (`checks`, being read) and those its device
  * inputs still wait on; `undefined` where there are none. Handled here, so a run whose outputs

@@ -72,8 +72,8 @@ const PENDING = new WeakMap<DeviceTensor, Promise<void>>();
  * are read back: waiting for them made each decode step of a generation wait until the device
  * had finished it, so no step ever started ahead of the one before.
  */
-export function deferChecks(t: DeviceTensor, pending: Promise<void>): void {
-  PENDING.set(t, pending);
+export function deferChecks(t: DeviceTensor, pending: Promise<void> | undefined): void {
+  if (pending) PENDING.set(t, pending);
 }
 
 /** The checks `t` still waits on (see {@linkcode deferChecks}), if any. */

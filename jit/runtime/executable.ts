@@ -17,14 +17,7 @@ import { acceptInput, type HostTensor } from "../ir/host_tensor.ts";
 import type { KernelIR } from "../ir/kernel_ir.ts";
 import type { MemoryPlan } from "../schedule/memory_plan.ts";
 import { checkInto, deliver, type IntoMap } from "./into.ts";
-import {
-  assertCheck,
-  isCheck,
-  outputIndices,
-  readChecks,
-  runChecks,
-  settleChecks,
-} from "./checks.ts";
+import { assertCheck, DeviceChecks, isCheck, outputIndices, settleChecks } from "./checks.ts";
 import { RunHandle, type RunTiming } from "./run_handle.ts";
 import type { DeviceTensorMap, InputMap, RunOptions, TensorMap } from "./run_types.ts";
 import type { Variants } from "./specialize.ts";
@@ -350,7 +343,7 @@ export class Executable {
     into: IntoMap | undefined,
   ): Promise<TensorMap | DeviceTensorMap> {
     const out: Record<string, HostTensor | DeviceTensor> = {};
-    const checks: { names: string[]; tensors: DeviceTensor[] } = { names: [], tensors: [] };
+    const checks = new DeviceChecks();
     // State kept on the device, which later runs take.
     const kept: DeviceTensor[] = [];
     run.wanted.forEach((idx, k) => {
@@ -362,10 +355,8 @@ export class Executable {
         this.#setState(this.state[o.name], d instanceof DeviceTensor ? d : d.slice());
       } else if (d instanceof DeviceTensor) {
         const t = new DeviceTensor(d.storage(), shape, o.dtype);
-        if (isCheck(o.name)) {
-          checks.names.push(o.name);
-          checks.tensors.push(t);
-        } else out[o.name] = t;
+        if (isCheck(o.name)) checks.add(o.name, t);
+        else out[o.name] = t;
       } else if (isCheck(o.name)) assertCheck(o.name, d);
       else {
         if (!run.onDevice && o.name in this.state) this.#setState(this.state[o.name], d.slice());
@@ -377,14 +368,11 @@ export class Executable {
         });
       }
     });
-    const own = checks.tensors.length ? readChecks(checks.names, checks.tensors) : undefined;
-    const pending = runChecks(own, run.args);
+    const pending = checks.pending(run.args);
     if (run.onDevice) {
       // Returned before the checks are read: a read of an output (or of a later run's that
       // takes one) fails where one does (`deferChecks`), and the next run starts meanwhile.
-      if (pending) {
-        for (const t of [...Object.values(out), ...kept]) deferChecks(t as DeviceTensor, pending);
-      }
+      for (const t of [...Object.values(out), ...kept]) deferChecks(t as DeviceTensor, pending);
       return out as DeviceTensorMap;
     }
     await settleChecks(pending, out);
