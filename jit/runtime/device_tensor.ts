@@ -131,7 +131,9 @@ export class DeviceTensor {
   /**
    * Copies the tensor (or `range` of its elements, as a 1-D tensor) to the host, into `into`
    * (a typed array of its dtype, at least as long) where given. Reads are ordered after every run
-   * already started on the same device; a bad range or buffer throws at once.
+   * already started on the same device; a bad range or buffer throws at once. Where a check of
+   * the run that made the tensor failed (or of a run it was computed from: an int64 value past
+   * the 32 bits WebGPU holds it in), the read rejects with that check's typed error.
    */
   read(
     range: ElementRange = {},

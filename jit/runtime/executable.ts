@@ -237,7 +237,9 @@ export class Executable {
   /**
    * Runs the graph and leaves its outputs in device memory as {@linkcode DeviceTensor}s (yours to
    * `read()` and `dispose()`), where the backend has device memory (WebGPU). State outputs stay
-   * on the device too. Nothing is read back, so the handle settles without waiting for the device.
+   * on the device too. Nothing is read back, so the handle settles without waiting for the device;
+   * the run's checks (int64 ranges) are read meanwhile, and one that fails rejects the reads of
+   * its outputs and of what later runs compute from them.
    */
   runOnDevice(inputs: InputMap, options?: RunOptions): RunHandle<DeviceTensorMap> {
     const elsewhere = this.#variants?.run<DeviceTensorMap>(inputs, options, true);
