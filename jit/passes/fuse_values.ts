@@ -261,11 +261,12 @@ export class EqualValues {
   constant(t: HostTensor, make: () => Sym): Sym {
     const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
     const key = `${t.dtype}[${t.shape}]:${sampled(bytes)}`;
-    const same = this.#constants.get(key) ?? [];
+    let same = this.#constants.get(key);
+    if (!same) this.#constants.set(key, same = []);
     const found = same.find((c) => equalBytes(c.bytes, bytes));
     if (found) return found.sym;
     const sym = make();
-    this.#constants.set(key, [...same, { bytes, sym }]);
+    same.push({ bytes, sym });
     return sym;
   }
 

@@ -66,7 +66,7 @@ export function assertCheck(name: string, data: TensorData): void {
  * Reads the checks left on the device (`names` of `tensors`) in one batched read, then frees them,
  * and asserts none holds a `true`.
  */
-export async function readChecks(names: readonly string[], tensors: DeviceTensor[]): Promise<void> {
+async function readChecks(names: readonly string[], tensors: DeviceTensor[]): Promise<void> {
   try {
     const read = await DeviceTensor.readAll(tensors);
     names.forEach((name, i) => assertCheck(name, read[i].data));
@@ -98,7 +98,7 @@ export class DeviceChecks {
  * inputs still wait on; `undefined` where there are none. Handled here, so a run whose outputs
  * are never read leaves no unhandled rejection: a failure surfaces where an output is read.
  */
-export function runChecks(
+function runChecks(
   checks: Promise<void> | undefined,
   inputs: readonly unknown[],
 ): Promise<void> | undefined {
