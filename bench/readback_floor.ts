@@ -6,6 +6,11 @@
  *
  *   deno run -A bench/readback_floor.ts          (Deno's WebGPU)
  *   KILN_GPU=dawn deno run -A bench/readback_floor.ts   (Dawn, with KILN_DAWN_FLAGS)
+ *   deno run -A bench/readback_floor.ts --bytes 25731584   (and a large result, step by step)
+ *
+ * With `--bytes N` it also times a large result's way to the host, step by step: the copy and
+ * map, the range copied into a fresh array (what a read hands out), into an array kept from
+ * before, a second copy of the same mapping, and the same two copies between ordinary arrays.
  *
  * Deno's `mapAsync` polls the device and then sleeps 10 ms before it looks at whether the map
  * is done (`ext/webgpu/buffer.rs`, `map_async`, in Deno's source of 2025), so every awaited
@@ -47,6 +52,48 @@ async function timed(start: () => Promise<unknown>): Promise<number> {
 }
 
 const median = (xs: number[]) => xs.sort((p, q) => p - q)[xs.length >> 1];
+
+/** Milliseconds `f` takes. */
+function clocked(f: () => unknown): number {
+  const t = performance.now();
+  f();
+  return performance.now() - t;
+}
+
+/** The steps of a readback of `size` bytes, timed one by one (medians of 11). */
+async function largeRows(size: number): Promise<[string, number[]][]> {
+  const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+  const big = device.createBuffer({ size, usage });
+  const staged = device.createBuffer({
+    size,
+    usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+  });
+  const kept = new Uint8Array(size), host = new Uint8Array(size).fill(7);
+  const rows: [string, number[]][] = [
+    "copy and mapAsync",
+    "mapped range into a fresh array",
+    "mapped range again, into a fresh array",
+    "mapped range into a kept array",
+    "host array into a fresh array",
+    "host array into a kept array",
+  ].map((name) => [`${name} (${(size / 1e6).toFixed(1)} MB)`, []]);
+  for (let i = 0; i < 11; i++) {
+    const encoder = device.createCommandEncoder();
+    encoder.copyBufferToBuffer(big, 0, staged, 0, size);
+    const t = performance.now();
+    device.queue.submit([encoder.finish()]);
+    await staged.mapAsync(GPUMapMode.READ);
+    rows[0][1].push(performance.now() - t);
+    const range = staged.getMappedRange();
+    rows[1][1].push(clocked(() => range.slice(0)));
+    rows[2][1].push(clocked(() => range.slice(0)));
+    rows[3][1].push(clocked(() => kept.set(new Uint8Array(range))));
+    staged.unmap();
+    rows[4][1].push(clocked(() => host.slice(0)));
+    rows[5][1].push(clocked(() => kept.set(host)));
+  }
+  return rows;
+}
 const rows: [string, number[]][] = [["mapAsync after a copy", []], [
   "onSubmittedWorkDone after an empty submit",
   [],
@@ -65,6 +112,8 @@ for (let i = 0; i < 11; i++) {
   a.unmap();
   b.unmap();
 }
+const at = Deno.args.indexOf("--bytes");
+if (at >= 0) rows.push(...await largeRows(Number(Deno.args[at + 1])));
 console.log(`Deno ${Deno.version.deno}, ${name}`);
 for (const [name, ms] of rows) {
   console.log(
