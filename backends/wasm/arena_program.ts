@@ -16,7 +16,7 @@ import { planMemory } from "../../jit/schedule/memory_plan.ts";
 import { neededKernels } from "../../jit/runtime/program.ts";
 import { count } from "../../jit/runtime/counters.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import { elementBytes, fromWords, type Storage, toWords } from "../words.ts";
+import { elementBytes, type Storage, toWords, wordsInto } from "../words.ts";
 import {
   halfMatmulView,
   packedInput,
@@ -89,12 +89,13 @@ export interface ArenaProgram extends Program {
    * Runs on the calling thread alone, untimed by the thread tuner: a warm-up. V8 tiers a wasm
    * function up once one instance has run it enough, so runs split over threads, each instance
    * running a share, stay in baseline code threads times longer (resnet_block on 2 cores: 0.10 ms
-   * from the 5th run alone, from the 30th threaded).
+   * from the 5th run alone, from the 30th threaded). `into` as `Program.run` takes it.
    */
   runAlone(
     args: readonly RefTensor[],
     outputs: readonly number[],
     active?: number,
+    into?: readonly (TensorData | undefined)[],
   ): Promise<TensorData[]>;
   /** Whether runs take one way for now: single-threaded, or the thread tuner has a verdict. */
   readonly settled: boolean;
@@ -333,13 +334,14 @@ class Arena implements ArenaProgram, Swappable {
       : `${choice ? "threads" : "alone"} ${this.#layout.threads}`;
   }
 
-  /** A run, timed by the thread tuner. */
+  /** A run, timed by the thread tuner (outputs into the caller's arrays: `Program.run`). */
   run(
     args: readonly RefTensor[],
     outputs: readonly number[],
     active?: number,
+    into?: readonly (TensorData | undefined)[],
   ): Promise<TensorData[]> {
-    return this.#execute(args, outputs, active, true);
+    return this.#execute(args, outputs, active, true, into);
   }
 
   /** A run on this thread alone, untimed (a warm-up; see {@linkcode ArenaProgram.runAlone}). */
@@ -347,8 +349,9 @@ class Arena implements ArenaProgram, Swappable {
     args: readonly RefTensor[],
     outputs: readonly number[],
     active?: number,
+    into?: readonly (TensorData | undefined)[],
   ): Promise<TensorData[]> {
-    return this.#execute(args, outputs, active, false);
+    return this.#execute(args, outputs, active, false, into);
   }
 
   /** Whether runs take one way for now: single-threaded, or the thread tuner has a verdict. */
@@ -440,6 +443,7 @@ class Arena implements ArenaProgram, Swappable {
     outputs: readonly number[],
     active: number | undefined,
     tuned: boolean,
+    into?: readonly (TensorData | undefined)[],
   ): Promise<TensorData[]> {
     this.#plan.tier?.step(this);
     const crew = this.#crew;
@@ -474,7 +478,7 @@ class Arena implements ArenaProgram, Swappable {
       fault.fill(0);
       return Promise.reject(error);
     }
-    return Promise.resolve(this.#outputs(args, outputs));
+    return Promise.resolve(this.#outputs(args, outputs, into));
   }
 
   /** The run's arguments and the constants into the arena; fixed Bs that changed packed. */
@@ -517,11 +521,18 @@ class Arena implements ArenaProgram, Swappable {
     return timed;
   }
 
-  /** The outputs' data: arguments as given, constants copied, the rest read from the arena. */
-  #outputs(args: readonly RefTensor[], outputs: readonly number[]): TensorData[] {
+  /**
+   * The outputs' data: arguments as given, constants copied, the rest read from the arena (into
+   * the caller's arrays where `into` has them).
+   */
+  #outputs(
+    args: readonly RefTensor[],
+    outputs: readonly number[],
+    into: readonly (TensorData | undefined)[] = [],
+  ): TensorData[] {
     const plan = this.#plan;
     const { types, offsets } = this.#layout;
-    return outputs.map((i) => {
+    return outputs.map((i, j) => {
       const v = plan.outputs[i];
       const bound = plan.bindings.findIndex((b) => b.value === v);
       if (bound >= 0) return args[bound].data;
@@ -529,12 +540,8 @@ class Arena implements ArenaProgram, Swappable {
       const constant = plan.constants.get(v);
       if (constant) return constant.data.slice();
       const t = types.get(v)!;
-      return fromWords(
-        this.#memory.buffer as ArrayBuffer,
-        offsets.get(v)!,
-        sizeOf(t.shape),
-        t.dtype,
-      );
+      const memory = this.#memory.buffer as ArrayBuffer;
+      return wordsInto(into[j], memory, offsets.get(v)!, sizeOf(t.shape), t.dtype);
     });
   }
 }

@@ -124,20 +124,20 @@ export function warmedAtSecondRun(
           program.noted
         ))
       .then(() => void (warm = true), () => void (warm = true));
-  const run: ArenaProgram["run"] = (args, wanted, active) => {
+  const run: ArenaProgram["run"] = (args, wanted, active, into) => {
     ran = true;
     // A heavy program is warmed only when asked: its runs go straight on.
-    if (warm || (ms <= 0 && warming === undefined)) return program.run(args, wanted, active);
+    if (warm || (ms <= 0 && warming === undefined)) return program.run(args, wanted, active, into);
     if (first === undefined && warming === undefined) {
       const start = performance.now();
-      const result = program.runAlone(args, wanted, active);
+      const result = program.runAlone(args, wanted, active, into);
       first = performance.now() - start;
       return result;
     }
     // The verdict the warm-up reached is stored before the run goes on: the process may end
     // with any run after it.
     const copies = args.map((a) => ({ ...a, data: a.data.slice() }));
-    return start().then(() => program.run(copies, wanted, active));
+    return start().then(() => program.run(copies, wanted, active, into));
   };
   return {
     readsArgsOnCall: true,
@@ -145,7 +145,7 @@ export function warmedAtSecondRun(
     // Now rather than at the second run: for a caller about to time runs of the program (a
     // heavy program's first run, unless one of the caller's made it).
     warmUp: () => (warm || (ms <= 0 && ran && !warming) ? Promise.resolve() : start()),
-    runAlone: (args, wanted, active) => program.runAlone(args, wanted, active),
+    runAlone: (args, wanted, active, into) => program.runAlone(args, wanted, active, into),
     get settled() {
       return program.settled;
     },

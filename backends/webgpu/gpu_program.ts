@@ -145,6 +145,7 @@ class GpuProgram implements Program {
     args: readonly RefTensor[],
     outputs: readonly number[],
     active?: number,
+    into?: readonly (TensorData | undefined)[],
   ): Promise<TensorData[]> {
     // Runs need no queue: each takes its own buffers and staging from the pool, so pipelined
     // runs overlap their waits for the device.
@@ -153,6 +154,7 @@ class GpuProgram implements Program {
       feedback: [],
       keep: outputs.map(() => false),
       active,
+      into,
     }) as TensorData[];
   }
 
@@ -305,7 +307,7 @@ class GpuProgram implements Program {
       const buffers = await this.#buffers(args, outputs, options, io, held);
       const timed = await this.#submit(outputs, options, buffers, io);
       this.#own.submitted(writing.splice(0));
-      return await this.#read(outputs, io, buffers, timed);
+      return await this.#read(outputs, io, buffers, timed, options.into);
     } catch (e) {
       ctx.pool.release(claimed);
       if (e instanceof KilnError) throw e;
@@ -522,7 +524,7 @@ class GpuProgram implements Program {
 
   /**
    * The outputs: kept ones as device tensors, passed ones as they are, staged ones read back
-   * (with the kernel times). Without a readback nothing needs the device to finish: later work
+   * (into the caller's arrays where `into` has them; with the kernel times). Without a readback nothing needs the device to finish: later work
    * on these buffers (through the pool or device tensors) is ordered after this submit.
    */
   async #read(
@@ -530,6 +532,7 @@ class GpuProgram implements Program {
     io: RunOutputs,
     run: RunBuffers,
     timed: ReadonlySet<number>,
+    into: readonly (TensorData | undefined)[] = [],
   ): Promise<(TensorData | DeviceTensor)[]> {
     const { staging, stamps, stampBytes } = run;
     const queries = this.#queries;
@@ -547,7 +550,8 @@ class GpuProgram implements Program {
         return new DeviceTensor(new GpuStorage(this.#ctx, k.buffer, t.dtype), t.shape, t.dtype);
       }
       if (io.passed[j]) return io.passed[j].data;
-      return fromStored(bytes!, run.offsets.get(v)!, sizeOf(t.shape), t.dtype, this.#ctx, owned);
+      const at = run.offsets.get(v)!;
+      return fromStored(bytes!, at, sizeOf(t.shape), t.dtype, this.#ctx, owned, into[j]);
     });
     if (queries && bytes) {
       const t = new BigUint64Array(bytes, stamps, queries.count);

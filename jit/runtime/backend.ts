@@ -176,12 +176,15 @@ export interface Program {
    * Runs the graph. `args` holds the graph's inputs followed by its params, in declaration order
    * (already validated and converted to internal dtypes); `outputs` lists the indices of the graph
    * outputs wanted. Returns their data in that order. `active` is the batch extent of a bucketed
-   * run (see `compile`'s `buckets`).
+   * run (see `compile`'s `buckets`). `into` holds, by position in `outputs`, the caller's arrays
+   * for them (`RunOptions.into`): a program that reads an output out of its own memory writes it
+   * there and returns that array, rather than a fresh one the executable would copy over.
    */
   run(
     args: readonly RefTensor[],
     outputs: readonly number[],
     active?: number,
+    into?: readonly (TensorData | undefined)[],
   ): Promise<TensorData[]>;
   /** Releases what the program holds. */
   dispose(): void;
@@ -227,6 +230,8 @@ export interface ResidentRunOptions {
   readonly keep: readonly boolean[];
   /** The batch extent of a bucketed run. */
   readonly active?: number;
+  /** Per requested output read to the host: the caller's array for it (see `Program.run`). */
+  readonly into?: readonly (TensorData | undefined)[];
 }
 
 /** How long one kernel ran on its device. */

@@ -16,7 +16,7 @@ import type { Graph, GraphInput } from "../ir/graph.ts";
 import { acceptInput, type HostTensor } from "../ir/host_tensor.ts";
 import type { KernelIR } from "../ir/kernel_ir.ts";
 import type { MemoryPlan } from "../schedule/memory_plan.ts";
-import { checkInto, deliver, type IntoMap } from "./into.ts";
+import { checkInto, deliver, type IntoMap, intoTargets } from "./into.ts";
 import { assertCheck, DeviceChecks, isCheck, outputIndices, settleChecks } from "./checks.ts";
 import { RunHandle, type RunTiming } from "./run_handle.ts";
 import type { DeviceTensorMap, InputMap, RunOptions, TensorMap } from "./run_types.ts";
@@ -330,6 +330,7 @@ export class Executable {
       resident,
       given: new Set(args.flatMap((a) => (a instanceof DeviceTensor ? [] : [a.data]))),
       partial: buckets && active !== undefined && active < buckets.bound ? active : undefined,
+      into: onDevice ? undefined : intoTargets(this.graph, options?.into, wanted),
     };
   }
 

@@ -43,10 +43,26 @@ export function checkInto(graph: Graph, into: IntoMap | undefined, returned: rea
   }
 }
 
-/** `t` copied into the caller's buffer for its output, where one was given. */
+/**
+ * The caller's buffers by position in `wanted` (graph output indices), for the program to read
+ * those outputs straight into (`Program.run`'s `into`); undefined where none was given.
+ */
+export function intoTargets(
+  graph: Graph,
+  into: IntoMap | undefined,
+  wanted: readonly number[],
+): (TensorData | undefined)[] | undefined {
+  if (!into) return undefined;
+  return wanted.map((i) => into[graph.outputs[i].name]);
+}
+
+/**
+ * `t` copied into the caller's buffer for its output, where one was given and the program did
+ * not already read the output into it.
+ */
 export function deliver(name: string, t: HostTensor, into: IntoMap | undefined): HostTensor {
   const buffer = into?.[name];
-  if (!buffer) return t;
+  if (!buffer || t.data === buffer) return t;
   (buffer as Float32Array).set(t.data as Float32Array);
   return { ...t, data: buffer };
 }

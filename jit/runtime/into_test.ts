@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { compile, GraphBuilder, KilnError } from "../../mod.ts";
+import { compile, GraphBuilder, KilnError, WasmBackend, WebGpuBackend } from "../../mod.ts";
+import type { AssemblyPlan, Program } from "./backend.ts";
 
 function graph() {
   const b = new GraphBuilder();
@@ -47,4 +48,37 @@ Deno.test("a device tensor reads into the caller's buffer", async () => {
   assert.throws(() => y.read({}, { into: new Float32Array(2) }), KilnError);
   y.dispose();
   n.dispose();
+});
+
+Deno.test("wasm and webgpu read outputs straight into the caller's buffers, no fresh array", async () => {
+  for (const backend of [new WasmBackend({ threads: 1, warmUpMs: 0 }), new WebGpuBackend()]) {
+    // What the program hands back for each output: the caller's own array, not a copy of it.
+    const handed: unknown[] = [];
+    const codegen = backend.codegen;
+    const assemble = codegen.assemble!.bind(codegen);
+    codegen.assemble = async (plan: AssemblyPlan): Promise<Program> => {
+      const program = await assemble(plan);
+      const run = program.run.bind(program);
+      program.run = async (...call: Parameters<Program["run"]>) => {
+        const data = await run(...call);
+        handed.push(...data.map((d, i) => d === call[3]?.[i]));
+        return data;
+      };
+      return program;
+    };
+    using exe = await compile(graph(), { backend, cache: false });
+    const x = { data: Float32Array.from([-1, 0, 1, 2]), shape: [4], dtype: "f32" as const };
+    const y = new Float32Array(6).fill(9), n = new Int32Array(4);
+    const out = await exe.run({ x }, { into: { y, n } });
+    assert.deepEqual(handed, [true, true], backend.id);
+    assert.equal(out.y.data, y);
+    // The front is the output; the rest of a longer buffer is left as it was.
+    assert.deepEqual([...y], [-2, 0, 2, 4, 9, 9]);
+    assert.deepEqual([...n], [0, 0, 1, 1]);
+    // Without `into`, fresh arrays as before.
+    const fresh = await exe.run({ x });
+    assert.notEqual(fresh.y.data, y);
+    assert.deepEqual([...fresh.y.data], [-2, 0, 2, 4]);
+    backend.dispose();
+  }
 });

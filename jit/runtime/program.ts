@@ -131,8 +131,8 @@ export function neededKernels(
  */
 export function serialized(run: Program["run"]): Program["run"] {
   let queue: Promise<unknown> = Promise.resolve();
-  return (args, outputs, active) => {
-    const result = queue.then(() => run(args, outputs, active));
+  return (args, outputs, active, into) => {
+    const result = queue.then(() => run(args, outputs, active, into));
     queue = result.catch(() => {});
     return result;
   };

@@ -34,6 +34,7 @@ export async function runProgram(
       feedback,
       keep: wanted.map(() => run.onDevice),
       active: partial,
+      into: run.into,
     });
   }
   // Programs that read their arguments on call get them before the first await; reading a
@@ -52,7 +53,7 @@ export async function runProgram(
     : args as RefTensor[];
   let data: TensorData[] = [];
   for (let r = 0; r < repeat; r++) {
-    data = await program.run(current, wanted, partial);
+    data = await program.run(current, wanted, partial, r === repeat - 1 ? run.into : undefined);
     const next = [...current];
     for (const [o, a] of feedback) next[a] = { ...next[a], data: data[wanted.indexOf(o)] };
     current = next;
@@ -121,4 +122,6 @@ export interface Run {
   readonly given: ReadonlySet<TensorData>;
   /** Rows active in a bucketed run (undefined: all). */
   readonly partial?: number;
+  /** Per wanted output: the caller's array to read it into (`RunOptions.into`), where one fits. */
+  readonly into?: readonly (TensorData | undefined)[];
 }
