@@ -92,9 +92,9 @@ export class GpuStorage implements DeviceStorage {
     return ctx.device === this.#ctx.device;
   }
 
-  /** Copies elements `[offset, offset + length)` to the host through one map. */
-  async read(offset: number, length: number): Promise<TensorData> {
-    return (await this.readMany([{ storage: this, offset, length }]))[0];
+  /** Copies elements `[offset, offset + length)` to the host through one map (into `into`). */
+  async read(offset: number, length: number, into?: TensorData): Promise<TensorData> {
+    return (await this.readMany([{ storage: this, offset, length, into }]))[0];
   }
 
   /** Writes `data` from element `offset`, ordered before every later submit. */
@@ -164,7 +164,7 @@ export class GpuStorage implements DeviceStorage {
       // One range's own copy is handed out as it is; ranges sharing one are copied out of it.
       const own = owned && parts.length === 1;
       const data = ranges.map((r, i) =>
-        fromStored(range, r.at + r.skip, parts[i].length, r.s.dtype, this.#ctx, own)
+        fromStored(range, r.at + r.skip, parts[i].length, r.s.dtype, this.#ctx, own, parts[i].into)
       );
       staging.unmap();
       return data;

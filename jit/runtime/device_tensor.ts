@@ -23,8 +23,11 @@ import { type Shape, sizeOf } from "../ir/shape.ts";
 export interface DeviceStorage {
   /** Id of the backend whose device holds it. */
   readonly backend: string;
-  /** Elements `[offset, offset + length)`, copied to the host. */
-  read(offset: number, length: number): Promise<TensorData>;
+  /**
+   * Elements `[offset, offset + length)`, copied to the host: into `into` (returned) where it is
+   * an array of the storage's dtype and length, else into a fresh array.
+   */
+  read(offset: number, length: number, into?: TensorData): Promise<TensorData>;
   /** Overwrites elements from `offset` with `data` (of the storage's dtype), in queue order. */
   write(data: TensorData, offset: number): void;
   /** Gives the memory back to the backend. */
@@ -44,6 +47,8 @@ export interface StorageRange {
   readonly offset: number;
   /** Number of elements. */
   readonly length: number;
+  /** The caller's array to read them into, as `DeviceStorage.read` takes it. */
+  readonly into?: TensorData;
 }
 
 /** A range of a tensor's elements in row-major order. */
@@ -151,9 +156,13 @@ export class DeviceTensor {
         },
       );
     }
-    return checked(this.storage().read(offset, length), [PENDING.get(this)]).then((read) => {
+    // The storage reads straight into the caller's array (a fresh one's first touch cost more
+    // than the copy: `bench/readback_floor.ts --bytes`), unless the dtype needs converting.
+    const target = into && into.length > length ? into.subarray(0, length) : into;
+    const reading = this.storage().read(offset, length, target);
+    return checked(reading, [PENDING.get(this)]).then((read) => {
       const t = this.#delivered(read, whole ? this.shape : [length]);
-      if (into) (into as Float32Array).set(t.data as Float32Array);
+      if (into && t.data !== target) (into as Float32Array).set(t.data as Float32Array);
       return into ? { ...t, data: into } : t;
     });
   }

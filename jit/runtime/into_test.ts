@@ -41,10 +41,24 @@ Deno.test("a device tensor reads into the caller's buffer", async () => {
   using exe = await compile(graph(), { backend: "webgpu", cache: false });
   const x = { data: Float32Array.from([1, 2, 3, 4]), shape: [4], dtype: "f32" as const };
   const { y, n } = await exe.runOnDevice({ x });
+  // The storage's read fills the caller's array itself (no fresh array copied over).
+  const storage = y.storage();
+  const read = storage.read.bind(storage);
+  const filled: boolean[] = [];
+  storage.read = async (offset, length, into) => {
+    const data = await read(offset, length, into);
+    filled.push(into !== undefined && data === into);
+    return data;
+  };
   const mine = new Float32Array(2);
   const got = await y.read({ offset: 1, length: 2 }, { into: mine });
   assert.equal(got.data, mine);
   assert.deepEqual([...mine], [4, 6]);
+  // A longer array: its front is filled, the rest left as it was.
+  const longer = new Float32Array(4).fill(9);
+  assert.equal((await y.read({ length: 3 }, { into: longer })).data, longer);
+  assert.deepEqual([...longer], [2, 4, 6, 9]);
+  assert.deepEqual(filled, [true, true]);
   assert.throws(() => y.read({}, { into: new Float32Array(2) }), KilnError);
   y.dispose();
   n.dispose();
