@@ -458,15 +458,32 @@ function overflowed(x: number): boolean {
   return !Number.isFinite(x) || Math.abs(x) > 1e37;
 }
 
-/** Runs `graph` once on `feeds` with compile options `options`. */
+/**
+ * Runs `graph` once on `feeds` with compile options `options`; with `into`, once more into the
+ * caller's arrays (other values in them first), which must then hold the first run's outputs.
+ */
 async function runOnce(
   graph: Graph,
   feeds: Record<string, HostTensor>,
   options: CompileOptions,
+  into = false,
 ): Promise<Record<string, HostTensor>> {
   const exe = await compile(graph, { ...options, cache: false });
   try {
-    return await exe.run(feeds);
+    const first = await exe.run(feeds);
+    if (!into) return first;
+    const fill = (d: TensorData) =>
+      d instanceof BigInt64Array ? d.slice().fill(7n) : d.slice().fill(7);
+    const arrays = Object.fromEntries(Object.entries(first).map(([k, t]) => [k, fill(t.data)]));
+    const again = await exe.run(feeds, { into: arrays });
+    for (const [name, t] of Object.entries(first)) {
+      const [a, b] = [again[name].data as ArrayLike<unknown>, t.data as ArrayLike<unknown>];
+      const bad = Array.from(b).findIndex((x, i) => !Object.is(a[i], x));
+      if (again[name].data !== arrays[name] || bad >= 0) {
+        throw new Mismatch(`${options.backend} ${name}[${bad}] read into the caller's array`);
+      }
+    }
+    return first;
   } finally {
     exe.dispose();
   }
@@ -551,7 +568,7 @@ async function runEverywhere(
     : undefined;
   oracle.ms += performance.now() - t0;
   for (const backend of backends) {
-    const got = await runOnce(graph, feeds, { backend });
+    const got = await runOnce(graph, feeds, { backend }, true);
     for (const [name, w] of Object.entries(want)) {
       const g = got[name];
       if (!g || g.shape.join() !== w.shape.join() || g.dtype !== w.dtype) {
