@@ -26,7 +26,8 @@ Usage:
   kiln bench [MODEL.onnx] [--backends ID,ID] [--runs N] [--warmup N] [--threads N] [--json]
              [--precision f32|f16-storage|f16|exact] [--narrow-f64]
       Compile time, first run, median and p90 run time per backend (after --warmup runs, default
-      3; --threads sizes the wasm backend's thread pool; --backend ID is one backend).
+      3; --threads sizes the wasm backend's thread pool; --backend ID is one backend). After the
+      first run, each run (of run and bench) writes its outputs into the previous run's arrays.
   kiln info [MODEL.onnx] [--json]
       Backends, device profiles, cache location and size; with a model, its summary: producer,
       opsets, inputs and outputs, parameters, op histogram and ops kiln cannot import.
