@@ -1,6 +1,14 @@
 import assert from "node:assert/strict";
 import { toF16Bits } from "../jit/ir/dtype.ts";
-import { elementBytes, fromStored, storedBytes, storedRange, toStored, toWords } from "./words.ts";
+import {
+  elementBytes,
+  fromStored,
+  storedBytes,
+  storedRange,
+  toStored,
+  toWords,
+  wordsInto,
+} from "./words.ts";
 
 // The 16-bit storage of f16 runs only on GPUs with shader-f16 (not CI's): its arithmetic is
 // checked here, its kernels on the GPU machine (bench/gpu_kernels.ts).
@@ -37,4 +45,27 @@ Deno.test("storedRange widens a range of 16-bit elements to the words it touches
   assert.deepEqual(storedRange(2, 2, "f16", half), { start: 4, end: 8, skip: 0 });
   assert.deepEqual(storedRange(3, 4, "f32", half), { start: 12, end: 28, skip: 0 });
   assert.deepEqual(storedRange(5, 0, "f16", half), { start: 8, end: 12, skip: 2 });
+});
+
+Deno.test("wordsInto writes the caller's array where it fits, else hands back a fresh copy", () => {
+  const stored = new Uint32Array([0, 5, 0xffffffff, 7, 1]).buffer;
+  // Words that are the elements: copied straight in, the target returned, its tail untouched.
+  const u = new Uint32Array(6).fill(9);
+  assert.equal(wordsInto(u, stored, 4, 3, "u32"), u);
+  assert.deepEqual([...u], [5, 0xffffffff, 7, 9, 9, 9]);
+  // Narrow types are converted from their words, then written in.
+  const b = new Int8Array(3);
+  assert.equal(wordsInto(b, new Int32Array([-3, 4, -128]).buffer, 0, 3, "i8"), b);
+  assert.deepEqual([...b], [-3, 4, -128]);
+  const flags = new Uint8Array(2);
+  assert.equal(wordsInto(flags, new Uint32Array([1, 0]).buffer, 0, 2, "bool"), flags);
+  assert.deepEqual([...flags], [1, 0]);
+  // An array of another type or too short is left alone: the elements come back fresh.
+  const wrong = new Float32Array(3).fill(2), short = new Uint32Array(2).fill(2);
+  for (const target of [wrong, short]) {
+    const got = wordsInto(target, stored, 0, 3, "u32");
+    assert.notEqual(got, target);
+    assert.deepEqual([...got], [0, 5, 0xffffffff]);
+    assert.ok([...target].every((v) => v === 2));
+  }
 });
