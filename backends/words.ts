@@ -50,34 +50,42 @@ function lowered(): KilnError {
   });
 }
 
-/** A copy in a fresh (never shared) buffer: callers own what they get. */
+/**
+ * A copy in a fresh (never shared) buffer, or in `into` (the caller's own array of this type):
+ * callers own what they get.
+ */
 function copy<T extends Float64Array | Float32Array | Int32Array | Uint32Array>(
   Type: { new (n: number): T; new (b: ArrayBufferLike, o: number, n: number): T },
   buffer: ArrayBufferLike,
   offset: number,
   n: number,
+  into?: TensorData,
 ): T {
-  const out = new Type(n);
+  const out = (into as T | undefined) ?? new Type(n);
   out.set(new Type(buffer, offset, n));
   return out;
 }
 
-/** `n` elements of `dtype` from 32-bit words at `offset` bytes of `buffer` (copied). */
+/**
+ * `n` elements of `dtype` from 32-bit words at `offset` bytes of `buffer` (copied): where the
+ * words are the elements, into `into` if given (an array of `dtype` with room for them).
+ */
 export function fromWords(
   buffer: ArrayBufferLike,
   offset: number,
   n: number,
   dtype: DType,
+  into?: TensorData,
 ): TensorData {
   switch (dtype) {
     case "f64":
-      return copy(Float64Array, buffer, offset, n);
+      return copy(Float64Array, buffer, offset, n, into);
     case "f32":
-      return copy(Float32Array, buffer, offset, n);
+      return copy(Float32Array, buffer, offset, n, into);
     case "f16":
       return toF16Array(new Float32Array(buffer, offset, n));
     case "i32":
-      return copy(Int32Array, buffer, offset, n);
+      return copy(Int32Array, buffer, offset, n, into);
     case "i16":
       return Int16Array.from(new Int32Array(buffer, offset, n));
     case "u16":
@@ -85,7 +93,7 @@ export function fromWords(
     case "i8":
       return Int8Array.from(new Int32Array(buffer, offset, n));
     case "u32":
-      return copy(Uint32Array, buffer, offset, n);
+      return copy(Uint32Array, buffer, offset, n, into);
     case "u8":
     case "bool":
       return Uint8Array.from(new Uint32Array(buffer, offset, n));
@@ -111,16 +119,10 @@ export function wordsInto(
   if (!target || !matchesDType(target, dtype) || target.length < n) {
     return fromWords(buffer, offset, n, dtype);
   }
-  const words = dtype === "f64" || dtype === "f32" || dtype === "i32" || dtype === "u32";
-  const view = words ? viewOf(target, buffer, offset, n) : fromWords(buffer, offset, n, dtype);
-  (target as Float32Array).set(view as Float32Array);
+  // Narrow types come back converted, then go in.
+  const got = fromWords(buffer, offset, n, dtype, target);
+  if (got !== target) (target as Float32Array).set(got as Float32Array);
   return target;
-}
-
-/** A view of `n` elements at `offset` bytes of `buffer`, of `like`'s element type. */
-function viewOf(like: TensorData, buffer: ArrayBufferLike, offset: number, n: number): TensorData {
-  const Type = like.constructor as new (b: ArrayBufferLike, o: number, n: number) => TensorData;
-  return new Type(buffer, offset, n);
 }
 
 /**
@@ -156,7 +158,8 @@ export function toStored(data: TensorData, dtype: DType, storage: Storage): Arra
 /**
  * `n` elements of `dtype` as `storage` holds them at `offset` bytes of `buffer`: copied, or where
  * the caller hands `buffer` over (`owned`) and the words are the elements (f32, i32, u32), a view;
- * where `target` is given, written into it as {@linkcode wordsInto} does.
+ * where the caller's array `into` is given, elements held in words are written into it as
+ * {@linkcode wordsInto} does (16-bit ones come back copied, for the executable to copy over).
  */
 export function fromStored(
   buffer: ArrayBufferLike,
@@ -164,12 +167,9 @@ export function fromStored(
   n: number,
   dtype: DType,
   storage: Storage,
-  owned = false,
-  target?: TensorData,
+  { owned = false, into }: { readonly owned?: boolean; readonly into?: TensorData } = {},
 ): TensorData {
-  if (target && elementBytes(dtype, storage) !== 2) {
-    return wordsInto(target, buffer, offset, n, dtype);
-  }
+  if (into && elementBytes(dtype, storage) !== 2) return wordsInto(into, buffer, offset, n, dtype);
   if (owned && dtype === "f32") return new Float32Array(buffer, offset, n);
   if (owned && dtype === "i32") return new Int32Array(buffer, offset, n);
   if (owned && dtype === "u32") return new Uint32Array(buffer, offset, n);

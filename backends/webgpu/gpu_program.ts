@@ -524,8 +524,9 @@ class GpuProgram implements Program {
 
   /**
    * The outputs: kept ones as device tensors, passed ones as they are, staged ones read back
-   * (into the caller's arrays where `into` has them; with the kernel times). Without a readback nothing needs the device to finish: later work
-   * on these buffers (through the pool or device tensors) is ordered after this submit.
+   * (into the caller's arrays where `into` has them; with the kernel times). Without a readback
+   * nothing needs the device to finish: later work on these buffers (through the pool or device
+   * tensors) is ordered after this submit.
    */
   async #read(
     outputs: readonly number[],
@@ -551,7 +552,7 @@ class GpuProgram implements Program {
       }
       if (io.passed[j]) return io.passed[j].data;
       const at = run.offsets.get(v)!;
-      return fromStored(bytes!, at, sizeOf(t.shape), t.dtype, this.#ctx, owned, into[j]);
+      return fromStored(bytes!, at, sizeOf(t.shape), t.dtype, this.#ctx, { owned, into: into[j] });
     });
     if (queries && bytes) {
       const t = new BigUint64Array(bytes, stamps, queries.count);

@@ -164,7 +164,10 @@ export class GpuStorage implements DeviceStorage {
       // One range's own copy is handed out as it is; ranges sharing one are copied out of it.
       const own = owned && parts.length === 1;
       const data = ranges.map((r, i) =>
-        fromStored(range, r.at + r.skip, parts[i].length, r.s.dtype, this.#ctx, own, parts[i].into)
+        fromStored(range, r.at + r.skip, parts[i].length, r.s.dtype, this.#ctx, {
+          owned: own,
+          into: parts[i].into,
+        })
       );
       staging.unmap();
       return data;
