@@ -1,9 +1,9 @@
 /**
  * The GPU program: a whole fused plan on one device. Each run writes the inputs, encodes every
- * kernel's dispatch (for every repetition) into one command encoder, copies all requested host
- * outputs into one staging buffer, submits once and awaits at most one `mapAsync` — in Deno
- * every GPU await costs about 10 ms, so this is the main lever; a run whose outputs stay on the
- * device awaits nothing. Params and constants stay resident between runs; device-tensor
+ * kernel's dispatch (for every repetition), copies all requested host outputs into one staging
+ * buffer, submits (in a few parts where the kernels are many: `run_encoder.ts`) and awaits at
+ * most one `mapAsync` — in Deno every GPU await costs about 10 ms, so this is the main lever; a
+ * run whose outputs stay on the device awaits nothing. Params and constants stay resident between runs; device-tensor
  * arguments are bound in place; intermediates come from the pool and return to it when the run
  * settles (queue order keeps later work on them behind this submit), so runs need no queue of
  * their own and pipelined runs overlap their waits.
@@ -26,6 +26,7 @@ import { fromStored, storedBytes, toStored } from "../words.ts";
 import { type GpuContext, GpuStorage, mapForRead, STAGING, STORAGE } from "./gpu_storage.ts";
 import { OwnBuffers, SMALL_BYTES } from "./own_buffers.ts";
 import { BindGroups, type Typed } from "./bind_groups.ts";
+import { RunEncoder } from "./run_encoder.ts";
 
 /** A plan for one device. */
 export interface GpuPlan {
@@ -243,7 +244,7 @@ class GpuProgram implements Program {
 
   /** Encodes the kernels of one repetition over `buffers` (value → buffer). */
   #encode(
-    encoder: GPUCommandEncoder,
+    run: RunEncoder,
     buffers: ReadonlyMap<number, GPUBuffer>,
     active: number | undefined,
     timed: Set<number>,
@@ -264,7 +265,7 @@ class GpuProgram implements Program {
       if (rows === 0) return;
       if (queries) timed.add(i);
       const pass = queries
-        ? encoder.beginComputePass({
+        ? run.encoder.beginComputePass({
           label: k.name,
           timestampWrites: {
             querySet: queries,
@@ -272,12 +273,13 @@ class GpuProgram implements Program {
             endOfPassWriteIndex: 2 * i + 1,
           },
         })
-        : shared ??= encoder.beginComputePass();
+        : shared ??= run.encoder.beginComputePass();
       pass.setPipeline(pipelines[i]!);
       pass.setBindGroup(0, group(i));
       const [x, y, z] = this.#dispatch(i, rows, partial);
       pass.dispatchWorkgroups(x, y, z);
       if (queries) pass.end();
+      else if (run.dispatched(pass)) shared = undefined;
     });
     shared?.end();
   }
@@ -305,7 +307,7 @@ class GpuProgram implements Program {
       const io = this.#outputsOf(args, outputs, options.keep);
       const held = { acquired, claimed, writing };
       const buffers = await this.#buffers(args, outputs, options, io, held);
-      const timed = await this.#submit(outputs, options, buffers, io);
+      const timed = await this.#submit(outputs, options, buffers, io, writing);
       this.#own.submitted(writing.splice(0));
       return await this.#read(outputs, io, buffers, timed, options.into);
     } catch (e) {
@@ -465,12 +467,13 @@ class GpuProgram implements Program {
     return { given, sets, offsets, stamps, stampBytes, resolved, staging, kept };
   }
 
-  /** Encodes every repetition and the copies out, submits once; the kernels timed. */
+  /** Encodes every repetition and the copies out and submits them; the kernels timed. */
   async #submit(
     outputs: readonly number[],
     { repeat, feedback, active }: ResidentRunOptions,
     run: RunBuffers,
     io: RunOutputs,
+    writing: readonly number[],
   ): Promise<Set<number>> {
     const { device } = this.#ctx;
     const { bindings, kernels } = this.#plan;
@@ -479,7 +482,8 @@ class GpuProgram implements Program {
     const bufferOf = (v: number, set: ReadonlyMap<number, GPUBuffer>) =>
       set.get(v) ?? given.get(v)!;
     device.pushErrorScope("validation");
-    const encoder = device.createCommandEncoder();
+    const parts = new RunEncoder(device, kernels.length, this.#queries !== undefined);
+    this.#own.encodeUploads(parts.encoder, writing);
     const timed = new Set<number>();
     // Only the kernels the requested outputs (and the fed-back ones) need.
     const wanted = this.#kernelsNeeded([...outputs, ...feedback.map(([o]) => o)]);
@@ -491,8 +495,9 @@ class GpuProgram implements Program {
           buffers.set(bindings[a].value, bufferOf(this.#plan.outputs[o], sets[(r - 1) % 2]));
         }
       }
-      this.#encode(encoder, buffers, active, timed, wanted);
+      this.#encode(parts, buffers, active, timed, wanted);
     }
+    const encoder = parts.encoder;
     for (const k of run.kept) {
       if (k?.copy) {
         const from = bufferOf(k.value, last);
@@ -507,7 +512,7 @@ class GpuProgram implements Program {
       encoder.resolveQuerySet(queries, 0, queries.count, run.resolved, 0);
       encoder.copyBufferToBuffer(run.resolved, 0, staging!, run.stamps, run.stampBytes);
     }
-    device.queue.submit([encoder.finish()]);
+    parts.submit();
     const error = await device.popErrorScope();
     if (error) {
       throw new KilnError(

@@ -4,7 +4,7 @@
  * bind the same buffers (no bind group made once they are warm). On the software adapter in CI.
  */
 import assert from "node:assert/strict";
-import { compile, DeviceTensor } from "../../mod.ts";
+import { compile, DeviceTensor, type TensorMap } from "../../mod.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { f32, numbers } from "../../jit/testing/testing.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
@@ -65,4 +65,44 @@ Deno.test("pipelined runs of a warm program make no bind groups", async () => {
     device.createBindGroup = create;
   }
   assert.equal(created, 0);
+});
+
+/** y = x · 2 over a large x (1 MiB and more): written through the binding's upload buffer. */
+async function large() {
+  const b = new GraphBuilder();
+  const x = b.input("x", [512, 1024]);
+  b.output("y", b.op("Mul", [x, b.constant(2)]));
+  return await compile(b.build(), { backend: gpu, cache: false });
+}
+
+const big = (v: number) =>
+  f32(Float32Array.from({ length: 512 * 1024 }, (_, i) => v + (i % 7)), [512, 1024]);
+const doubled = (o: TensorMap, v: number) =>
+  (o.y.data as Float32Array).every((y, i) => y === 2 * (v + (i % 7)));
+
+Deno.test("large arguments go through the binding's upload buffer, not writeBuffer", async () => {
+  const exe = await large();
+  const queue = gpu.device!.queue;
+  const write = queue.writeBuffer;
+  let largeWrites = 0;
+  queue.writeBuffer = (...a: Parameters<GPUQueue["writeBuffer"]>) => {
+    if (a[0].size >= 1 << 20) largeWrites++;
+    return write.apply(queue, a);
+  };
+  try {
+    for (let v = 0; v < 5; v++) assert.ok(doubled(await exe.run({ x: big(v) }), v), `run ${v}`);
+  } finally {
+    queue.writeBuffer = write;
+  }
+  assert.equal(largeWrites, 0);
+});
+
+Deno.test("large arguments of runs in flight together each reach their own run", async () => {
+  const exe = await large();
+  await exe.run({ x: big(1) });
+  // The first run writes the upload buffer; the others, before it is mapped again, write pooled
+  // buffers through the queue.
+  const outs = await Promise.all([3, 4, 5].map((v) => exe.run({ x: big(v) })));
+  outs.forEach((o, j) => assert.ok(doubled(o, j + 3), `run ${j + 3}`));
+  assert.ok(doubled(await exe.run({ x: big(9) }), 9));
 });
