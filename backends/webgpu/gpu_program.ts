@@ -542,9 +542,7 @@ class GpuProgram implements Program {
   ): Promise<(TensorData | DeviceTensor)[]> {
     const { staging, stamps, stampBytes } = run;
     const queries = this.#queries;
-    const mapped = staging
-      ? await mapForRead(staging, stamps + stampBytes, this.#ctx.copiedRanges)
-      : undefined;
+    const mapped = staging ? await mapForRead(this.#ctx, staging, stamps + stampBytes) : undefined;
     const bytes = mapped?.range;
     // One output's own copy is handed out as it is; outputs sharing one are copied out of it.
     const owned = mapped?.owned === true && io.staged.filter(Boolean).length === 1 && !queries;

@@ -44,25 +44,42 @@ export const STAGING = 0x01 | 0x08;
 /** `GPUMapMode.READ`. */
 export const MAP_READ = 0x01;
 
+/** Reads in flight on each device: their maps wait for the work submitted before them. */
+const pendingReads = new WeakMap<GPUDevice, number>();
+
 /**
- * Maps `staging` for reading and returns its first `bytes` as an ArrayBuffer the caller may keep
- * after `unmap` (`owned`), or the mapped range itself, which `unmap` detaches. Deno's
- * `getMappedRange` of a read mapping is already a copy the runtime made (it keeps its values after
- * the buffer is mapped again with other data and destroyed), so where `copied` says the range is
- * one, `transfer()` takes it without a second copy: 64 MB cost one copy and one fresh array of
- * page faults (≈ 40 + 37 ms on the H200 host) before. Elsewhere (browsers, Dawn in Node or in
- * Deno) the range is the mapping itself: transferred, it still pointed at the staging buffer's
- * memory, and a generation's token read as the zeros of a later read through that buffer.
+ * Whether a read is in flight on `device`: its queue then holds work ahead of anything submitted
+ * now (a generation's step starts while the step before it reads back its token).
+ */
+export function readsPending(device: GPUDevice): boolean {
+  return (pendingReads.get(device) ?? 0) > 0;
+}
+
+/**
+ * Maps `staging` (of `ctx`'s device) for reading and returns its first `bytes` as an ArrayBuffer
+ * the caller may keep after `unmap` (`owned`), or the mapped range itself, which `unmap` detaches.
+ * Deno's `getMappedRange` of a read mapping is already a copy the runtime made (it keeps its values
+ * after the buffer is mapped again with other data and destroyed), so where `ctx.copiedRanges`
+ * says the range is one, `transfer()` takes it without a second copy: 64 MB cost one copy and one
+ * fresh array of page faults (≈ 40 + 37 ms on the H200 host) before. Elsewhere (browsers, Dawn in
+ * Node or in Deno) the range is the mapping itself: transferred, it still pointed at the staging
+ * buffer's memory, and a generation's token read as the zeros of a later read through that buffer.
  */
 export async function mapForRead(
+  ctx: GpuContext,
   staging: GPUBuffer,
   bytes: number,
-  copied = false,
 ): Promise<{ range: ArrayBuffer; owned: boolean }> {
-  await staging.mapAsync(MAP_READ, 0, bytes);
+  const { device } = ctx;
+  pendingReads.set(device, (pendingReads.get(device) ?? 0) + 1);
+  try {
+    await staging.mapAsync(MAP_READ, 0, bytes);
+  } finally {
+    pendingReads.set(device, pendingReads.get(device)! - 1);
+  }
   const range = staging.getMappedRange(0, bytes);
   const transfer = (range as ArrayBuffer & { transfer?: () => ArrayBuffer }).transfer;
-  if (!copied || typeof transfer !== "function") return { range, owned: false };
+  if (!ctx.copiedRanges || typeof transfer !== "function") return { range, owned: false };
   try {
     return { range: transfer.call(range), owned: true };
   } catch {
@@ -156,11 +173,7 @@ export class GpuStorage implements DeviceStorage {
         }
       }
       device.queue.submit([encoder.finish()]);
-      const { range, owned } = await mapForRead(
-        staging,
-        Math.max(4, total),
-        this.#ctx.copiedRanges,
-      );
+      const { range, owned } = await mapForRead(this.#ctx, staging, Math.max(4, total));
       // One range's own copy is handed out as it is; ranges sharing one are copied out of it.
       const own = owned && parts.length === 1;
       const data = ranges.map((r, i) =>
