@@ -199,6 +199,35 @@ Deno.test("a convolution's stored patches sum a deep K in parts", async () => {
   );
 });
 
+Deno.test("a 1×1 convolution of few outputs sums a deep K in parts; one of many outputs does not", async () => {
+  // 3 images of 7×9, 2048 → 512 channels: 97K outputs, K = 2048 in 8 parts of 256.
+  const b = new GraphBuilder();
+  const [x, w] = [b.input("x", [3, 2048, 7, 9]), b.input("w", [512, 2048, 1, 1])];
+  b.output("y", b.op("Relu", [b.op("Conv", [x, w])]));
+  const graph = b.build();
+  assert.deepEqual(fuse(graph, { splitSums: true }).kernels.map((k) => k.space), [
+    [8, 3, 1, 512, 63, 256],
+    [3, 1, 512, 63, 8],
+  ]);
+  await graphMatchesReference(
+    graph,
+    {
+      x: f32(hashed(3 * 2048 * 63, 7919), [3, 2048, 7, 9]),
+      w: f32(hashed(512 * 2048, 104729), [512, 2048, 1, 1]),
+    },
+    new WebGpuBackend({ splitSums: true }),
+    1e-3,
+  );
+  // 8 images of 14×14, 1024 → 256: 401K outputs, tiles enough for the GPU whole.
+  const wide = new GraphBuilder();
+  const y = wide.op("Conv", [
+    wide.input("x", [8, 1024, 14, 14]),
+    wide.input("w", [256, 1024, 1, 1]),
+  ]);
+  wide.output("y", y);
+  assert.deepEqual(fuse(wide.build(), { splitSums: true }).kernels.map((k) => k.pattern), ["conv"]);
+});
+
 Deno.test("stored patches and split sums over random convolutions match the reference", async () => {
   // Strides, dilations, asymmetric padding, groups and ragged sizes, through both rewrites
   // (patches stored from any size, K split wherever it is deep).
