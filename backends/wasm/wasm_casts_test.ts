@@ -62,3 +62,64 @@ Deno.test("casts of f32 to integers store four at a time, truncated and saturate
   const at = bytes.findIndex((v, i) => v === 0xfd && bytes[i + 1] === 0xf8 && bytes[i + 2] === 1);
   assert.ok(at >= 0, "no f32x4 truncation in the cast's kernel");
 });
+
+/** Whether the wasm of `graph`'s kernel `i` holds the SIMD instruction of LEB128 code `code`. */
+async function hasSimd(graph: ReturnType<GraphBuilder["build"]>, i: number, code: number[]) {
+  const bytes = await wasm.codegen!.generate(fuse(graph).kernels[i]) as Uint8Array;
+  return bytes.some((v, at) => v === 0xfd && code.every((c, j) => bytes[at + 1 + j] === c));
+}
+
+Deno.test("integer lanes: shifted quantizations, dequantizations and i32 arithmetic four at a time", async () => {
+  // A quantization's zero-point shift (MatMulInteger's A as the importer lays it), over 103
+  // points (the last three one at a time), and a dequantization of stored bytes.
+  const x = f32(Float32Array.from({ length: 103 }, (_, i) => Math.sin(i * 0.7) * (1 + i)), [103]);
+  const q = new GraphBuilder();
+  const [y, , z] = q.opN("DynamicQuantizeLinear", [q.input("x", [103])], {}, 3);
+  const shifted = q.op("Sub", [q.op("Cast", [y], { to: "i32" }), q.op("Cast", [z], { to: "i32" })]);
+  q.output("shifted", q.op("Cast", [shifted], { to: "i16" }));
+  const stored = q.input("bytes", [103], "u8");
+  q.output("back", q.op("DequantizeLinear", [stored, q.constant(0.25), q.constant(131, [], "u8")]));
+  const quantized = q.build();
+  const bytes = {
+    data: Uint8Array.from({ length: 103 }, (_, i) => (i * 37) % 256),
+    shape: [103],
+    dtype: "u8" as const,
+  };
+  const [got, want] = await Promise.all(
+    [wasm, "reference"].map((backend) => runGraph(quantized, { x, bytes }, backend)),
+  );
+  for (const name of ["shifted", "back"]) {
+    assert.deepEqual(numbers(got[name].data), numbers(want[name].data), name);
+  }
+  // i32 lanes: products and sums wrapping at 32 bits, casts saturating, a select between them.
+  const big = [2 ** 31 - 1, -(2 ** 31), 65537, -70000, 300, -300, 255, 0, 1, -1, 46341];
+  const a = {
+    data: Int32Array.from({ length: 103 }, (_, i) => big[i % big.length] + i),
+    shape: [103],
+    dtype: "i32" as const,
+  };
+  const g = new GraphBuilder();
+  const ai = g.input("a", [103], "i32");
+  const wrapped = g.op("Add", [g.op("Mul", [ai, ai]), g.constant(7, [], "i32")]);
+  g.output("wrapped", wrapped);
+  g.output("bytes", g.op("Cast", [wrapped], { to: "u8" }));
+  const pick = g.op("Greater", [g.op("Cast", [ai], { to: "f32" }), g.constant(0)]);
+  g.output(
+    "picked",
+    g.op("Where", [pick, g.op("Cast", [ai], { to: "i16" }), g.constant(-5, [], "i16")]),
+  );
+  const ints = g.build();
+  const [gi, wi] = await Promise.all([wasm, "reference"].map((b) => runGraph(ints, { a }, b)));
+  for (const name of ["wrapped", "bytes", "picked"]) {
+    assert.deepEqual(numbers(gi[name].data), numbers(wi[name].data), name);
+  }
+  // The shift's kernel subtracts i32 lanes (i32x4.sub: 0xfd 0xb1 0x01); the dequantization
+  // converts them (f32x4.convert_i32x4_s: 0xfd 0xfa 0x01).
+  const kernels = fuse(quantized).kernels;
+  const shiftAt = kernels.findIndex((k) => k.outputs.some((o) => o.dtype === "i16"));
+  assert.ok(await hasSimd(quantized, shiftAt, [0xb1, 0x01]), "no i32x4.sub in the shift");
+  const backAt = kernels.findIndex((k) =>
+    k.outputs.some((o) => o.dtype === "f32" && o.shape.length === 1)
+  );
+  assert.ok(await hasSimd(quantized, backAt, [0xfa, 0x01]), "no f32x4.convert_i32x4_s");
+});

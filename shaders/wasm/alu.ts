@@ -76,6 +76,13 @@ const VECTOR_F32 = new Set([
 const VECTOR_MASK = new Set(["Equal", "Greater", "Less", "IsNaN"]);
 /** Logic on lane masks. */
 const VECTOR_LOGIC = new Set(["And", "Or", "Not"]);
+/** i32 → i32 ops with an i32x4 lowering (wrapping at 32 bits, as the scalar ones do). */
+const VECTOR_I32 = new Set(["Add", "Sub", "Mul"]);
+/**
+ * Integer types that live in i32 lanes: the arena holds each of their values as an i32 word.
+ * (u32 compares and converts unsigned; i64 is two words.)
+ */
+const LANE_INTS: ReadonlySet<DType> = new Set(["i32", "i16", "i8", "u16", "u8"]);
 
 /** What the lowering needs of the function being generated (a `KernelFunction` is one). */
 export interface AluContext {
@@ -120,8 +127,11 @@ type FloatOps = Pick<
 /** A vector lowering's argument builder: a fresh f32x4 expression of argument `i` per call. */
 type Arg = (i: number) => number;
 
-/** How an expression lives in a vector: f32 lanes, a lane mask (bool), or not at all. */
-export type VectorKind = "f32" | "mask" | undefined;
+/**
+ * How an expression lives in a vector: f32 lanes, a lane mask (bool), i32 lanes (the integers
+ * of {@linkcode LANE_INTS}), or not at all.
+ */
+export type VectorKind = "f32" | "mask" | "i32" | undefined;
 
 /** The scalar and vector lowerings (each returns an encoder expression). */
 export interface AluLowering {
@@ -344,19 +354,23 @@ function vectorKinds(): (e: Expr) => VectorKind {
     if (kinds.has(e)) return kinds.get(e);
     // f16 values live in f32 lanes too (the arena widens them), rounded after every op.
     const lanesF32 = e.dtype === "f32" || e.dtype === "f16";
-    let k: VectorKind;
-    if (e.kind === "const") k = lanesF32 ? "f32" : e.dtype === "bool" ? "mask" : undefined;
+    const lanesI32 = LANE_INTS.has(e.dtype);
     // A bool buffer holds 0/1 words: loaded four at a time, they become a lane mask.
-    else if (e.kind === "load") k = lanesF32 ? "f32" : e.dtype === "bool" ? "mask" : undefined;
+    const leaf = lanesF32 ? "f32" : lanesI32 ? "i32" : e.dtype === "bool" ? "mask" : undefined;
+    let k: VectorKind;
+    if (e.kind === "const" || e.kind === "load") k = leaf;
     else if (e.kind !== "alu") k = lanesF32 ? "f32" : undefined;
     else {
       const args = e.args.map(vectorKind);
       const all = (want: string) => args.every((a) => a === want);
       if (lanesF32 && VECTOR_F32.has(e.op) && all("f32")) k = "f32";
+      else if (e.dtype === "i32" && VECTOR_I32.has(e.op) && all("i32")) k = "i32";
       else if (VECTOR_MASK.has(e.op) && all("f32")) k = "mask";
       else if (VECTOR_LOGIC.has(e.op) && all("mask")) k = "mask";
       else if (e.op === "Where" && args[0] === "mask" && args[1] === args[2]) k = args[1];
       else if (e.op === "Cast" && lanesF32 && args[0] !== undefined) k = "f32";
+      // Integers from f32 lanes (truncated and saturated) or from narrower integers' lanes.
+      else if (e.op === "Cast" && lanesI32 && (args[0] === "i32" || args[0] === "f32")) k = "i32";
     }
     kinds.set(e, k);
     return k;
@@ -414,14 +428,54 @@ function vectorLowerings(
     Or: (_e, a) => m.v128.or(a(0), a(1)),
     Not: (_e, a) => m.v128.not(a(0)),
     Where: (_e, a) => m.v128.bitselect(a(1), a(2), a(0)),
-    Cast: (e, a) =>
-      vectorKind(e.args[0]) === "mask" ? m.v128.and(a(0), f4.splat(m.f32.const(1))) : a(0),
+    Cast: (e, a) => {
+      const from = vectorKind(e.args[0]);
+      if (from === "i32") return f4.convert_i32x4_s(a(0));
+      return from === "mask" ? m.v128.and(a(0), f4.splat(m.f32.const(1))) : a(0);
+    },
     // Never chosen (integers do not live in vectors), but a v128 is the same bits either way.
     Bitcast: (_e, a) => a(0),
   } satisfies Record<AluOp, (e: Alu, a: Arg) => number>;
   const valu = (e: Alu, a: Arg): number => {
+    if (vectorKind(e) === "i32") return integerLanes(c, h, vectorKind, e, a);
     const v = vector[e.op](e, a);
     return e.dtype === "f16" ? m.call("vf16", [v], v128) : v;
   };
   return { lanes, valu };
+}
+
+/**
+ * The i32x4 lowering of `e`, an integer of i32 lanes: Add, Sub and Mul wrap at 32 bits and casts
+ * saturate to the type's range, as the scalar lowerings do (a cast from f32 truncates first).
+ */
+function integerLanes(
+  c: AluContext,
+  h: Helpers,
+  vectorKind: (e: Expr) => VectorKind,
+  e: Alu,
+  a: Arg,
+): number {
+  const { m } = c;
+  const { ic } = h;
+  const i4 = m.i32x4;
+  switch (e.op) {
+    case "Add":
+      return i4.add(a(0), a(1));
+    case "Sub":
+      return i4.sub(a(0), a(1));
+    case "Mul":
+      return i4.mul(a(0), a(1));
+    case "Where":
+      return m.v128.bitselect(a(1), a(2), a(0));
+    case "Cast": {
+      const from = e.args[0].dtype, [lo, hi] = intRange(e.dtype)!;
+      const fromFloat = vectorKind(e.args[0]) === "f32";
+      const v = fromFloat ? i4.trunc_sat_f32x4_s(a(0)) : a(0);
+      const [flo, fhi] = fromFloat ? [-(2 ** 31), 2 ** 31 - 1] : intRange(from)!;
+      if (flo >= lo && fhi <= hi) return v;
+      return i4.min_s(i4.max_s(v, i4.splat(ic(lo))), i4.splat(ic(hi)));
+    }
+    default:
+      throw new Error(`no i32x4 lowering for ${e.op}`);
+  }
 }

@@ -15,7 +15,7 @@ import {
 import type { Expr } from "../../jit/ir/kernel_ir.ts";
 import { walk } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import { type DType, intRange } from "../../jit/ir/dtype.ts";
+import type { DType } from "../../jit/ir/dtype.ts";
 import { isFloat, type Memo } from "./alu.ts";
 import type { Load } from "../../jit/ir/kernel_ir.ts";
 import type { KernelFunction } from "./module.ts";
@@ -141,27 +141,19 @@ export function walks(L: Lin, acc: Accesses, group: readonly number[], stmts: nu
   return lin;
 }
 
-/** Whether values `exprs`, stored as outputs `outs` (one each), have an f32x4 lowering. */
+/**
+ * Whether values `exprs`, stored as outputs `outs` (one each), have a lowering of four lanes: f32
+ * lanes for floats, i32 lanes for the integers the arena holds as words (a quantization's u8, its
+ * zero-point-shifted i16), a lane mask for bools.
+ */
 export function vectorizable(L: Lin, exprs: readonly Expr[], outs: readonly number[]): boolean {
   const { kernel, vectorKind } = L;
-  return outs.every((k, i) =>
-    narrowCast(L, exprs[i], kernel.outputs[k].dtype) !== undefined ||
-    vectorKind(exprs[i]) === (kernel.outputs[k].dtype === "bool" ? "mask" : "f32")
-  );
+  return outs.every((k, i) => vectorKind(exprs[i]) === lanesOf(kernel.outputs[k].dtype));
 }
 
-/**
- * The f32 argument of `expr` where it casts f32 lanes to an integer `dtype` of at most 32 signed
- * bits (a quantization's u8 or i8): stored four at a time as the scalar cast does, truncated and
- * saturated. Those outputs are i32 words in the arena, as every integer's is.
- */
-function narrowCast(L: Lin, expr: Expr, dtype: DType): Expr | undefined {
-  if (expr.kind !== "alu" || expr.op !== "Cast" || dtype === "u32" || !intRange(dtype)) {
-    return undefined;
-  }
-  return L.vectorKind(expr.args[0]) === "f32" && expr.args[0].dtype === "f32"
-    ? expr.args[0]
-    : undefined;
+/** The vector kind a value of `dtype` is stored from. */
+function lanesOf(dtype: DType): "f32" | "i32" | "mask" {
+  return dtype === "bool" ? "mask" : isFloat(dtype) ? "f32" : "i32";
 }
 
 /** Evaluates `expr` for four consecutive points of a linear walk. */
@@ -176,7 +168,9 @@ export function vvalue(L: Lin, expr: Expr, lin: Linear, memo: Memo, stmts: numbe
     case "const":
       return expr.dtype === "bool"
         ? m.i32x4.splat(ic(expr.value ? -1 : 0))
-        : f4.splat(m.f32.const(expr.value));
+        : isFloat(expr.dtype)
+        ? f4.splat(m.f32.const(expr.value))
+        : m.i32x4.splat(ic(expr.value));
     case "acc":
       return lin.acc ? m.v128.load(0, 4, at(lin.acc, lin.j)) : f4.splat(get(accs[expr.index], f32));
     case "load": {
@@ -184,20 +178,20 @@ export function vvalue(L: Lin, expr: Expr, lin: Linear, memo: Memo, stmts: numbe
       // Four windows at a row's end: the lanes outside the padding read the fill, one by one.
       // A stride of 0 (a value broadcast along the walk) is one load, splatted.
       const edge = lin.lanes?.get(expr);
-      // Bool lanes are i32 words (0/1), made a mask below.
-      const bool = expr.dtype === "bool";
+      // Bool and integer lanes are i32 words (bools 0/1, made a mask below).
+      const bool = expr.dtype === "bool", words = !isFloat(expr.dtype);
       const one = (l: number) =>
-        bool ? m.i32.load(0, 4, at(w, lin.j, l)) : m.f32.load(0, 4, at(w, lin.j, l));
-      const four = bool
+        words ? m.i32.load(0, 4, at(w, lin.j, l)) : m.f32.load(0, 4, at(w, lin.j, l));
+      const four = words
         ? (f: (l: number) => number) =>
           [1, 2, 3].reduce((v, l) => m.i32x4.replace_lane(v, l, f(l)), m.i32x4.splat(f(0)))
         : lanes;
       code = edge
-        ? four((l) => edge.lanes[l] ? one(l) : bool ? ic(edge.fill) : m.f32.const(edge.fill))
+        ? four((l) => edge.lanes[l] ? one(l) : words ? ic(edge.fill) : m.f32.const(edge.fill))
         : w.stride === 1
         ? m.v128.load(0, 4, at(w, lin.j))
         : w.stride === 0
-        ? (bool ? m.i32x4.splat(one(0)) : f4.splat(one(0)))
+        ? (words ? m.i32x4.splat(one(0)) : f4.splat(one(0)))
         : w.stride === 2 || w.stride === 3
         ? spreadLoad(fn, w.stride, at(w, lin.j), stmts)
         : four(one);
@@ -243,17 +237,9 @@ export function storeLinear(
     stmts.push(isFloat(o.dtype) ? m.f32.store(0, 4, address, v) : m.i32.store(0, 4, address, v));
     return;
   }
-  const cast = narrowCast(L, expr, o.dtype);
-  let v = vvalue(L, cast ?? expr, lin, memo, stmts);
+  let v = vvalue(L, expr, lin, memo, stmts);
   if (o.dtype === "bool") v = m.v128.and(v, m.i32x4.splat(ic(1)));
-  if (cast) {
-    // The scalar cast's saturation: i32's by the truncation (NaN to 0), then the type's range.
-    const [lo, hi] = intRange(o.dtype)!;
-    v = m.i32x4.trunc_sat_f32x4_s(v);
-    if (o.dtype !== "i32") {
-      v = m.i32x4.min_s(m.i32x4.max_s(v, m.i32x4.splat(ic(lo))), m.i32x4.splat(ic(hi)));
-    }
-  }
+  const words = !isFloat(o.dtype);
   if (w.stride === 1) stmts.push(m.v128.store(0, 4, at(w, lin.j), v));
   else {
     const t = local(v128);
@@ -262,9 +248,9 @@ export function storeLinear(
     // a plane apart along the tile's columns).
     const forward = w.stride > 0, address = forward ? local(i32) : -1;
     if (forward) stmts.push(m.local.set(address, at(w, lin.j)));
-    const store = cast ? m.i32.store : m.f32.store;
+    const store = words ? m.i32.store : m.f32.store;
     for (let l = 0; l < 4; l++) {
-      const lane = cast ? m.i32x4.extract_lane(get(t, v128), l) : f4.extract_lane(get(t, v128), l);
+      const lane = words ? m.i32x4.extract_lane(get(t, v128), l) : f4.extract_lane(get(t, v128), l);
       stmts.push(
         forward
           ? store(4 * w.stride * l, 4, get(address, i32), lane)
