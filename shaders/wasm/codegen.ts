@@ -41,6 +41,7 @@ import {
   tableTaps,
 } from "./matmul_plan.ts";
 import { integerGemm } from "./int_gemm.ts";
+import { splitLastAxis } from "./split_space.ts";
 import { blockProductBody, blockUnpackBody } from "./block_product.ts";
 
 /** Generates the module for `kernel` (not for opaque kernels). */
@@ -70,7 +71,8 @@ export function generateWasm(
   // An f16 matmul is generated as the tiles compute it (the program packs B for it the same way).
   // The exact precision's kernels (f32, `KernelIR.exact`) take every path below in the order of
   // the reduced coordinates (tiles, windows: a lane an output; row walks scalar).
-  const kernel = halfMatmulView(given);
+  // An elementwise kernel reading a reshaped transpose is walked over the reshape's split axes.
+  const kernel = splitLastAxis(halfMatmulView(given));
   const fn = new KernelFunction(wasm, kernel, options);
   const { m, get, ic, coord, kept, unravel, whileLoop, row } = fn;
   const { start, end } = fn.params;
