@@ -69,7 +69,7 @@ async function hasSimd(graph: ReturnType<GraphBuilder["build"]>, i: number, code
   return bytes.some((v, at) => v === 0xfd && code.every((c, j) => bytes[at + 1 + j] === c));
 }
 
-Deno.test("integer lanes: shifted quantizations, dequantizations and i32 arithmetic four at a time", async () => {
+Deno.test("integer lanes: shifted quantizations, dequantizations, i32 arithmetic and comparisons four at a time", async () => {
   // A quantization's zero-point shift (MatMulInteger's A as the importer lays it), over 103
   // points (the last three one at a time), and a dequantization of stored bytes.
   const x = f32(Float32Array.from({ length: 103 }, (_, i) => Math.sin(i * 0.7) * (1 + i)), [103]);
@@ -108,9 +108,16 @@ Deno.test("integer lanes: shifted quantizations, dequantizations and i32 arithme
     "picked",
     g.op("Where", [pick, g.op("Cast", [ai], { to: "i16" }), g.constant(-5, [], "i16")]),
   );
+  // Comparisons of the integers themselves: lane masks from i32x4 comparisons.
+  const below = g.op("Less", [ai, g.constant(300, [], "i32")]);
+  const same = g.op("Equal", [g.op("Cast", [ai], { to: "u8" }), g.constant(255, [], "u8")]);
+  const either = g.op("Or", [below, same]);
+  g.output("compared", g.op("Where", [either, ai, g.constant(9, [], "i32")]));
   const ints = g.build();
   const [gi, wi] = await Promise.all([wasm, "reference"].map((b) => runGraph(ints, { a }, b)));
-  for (const name of ["wrapped", "bytes", "picked"]) {
+  const compareAt = fuse(ints).kernels.findIndex((k) => k.ops.some((o) => o.includes("Less")));
+  assert.ok(await hasSimd(ints, compareAt, [0x39]), "no i32x4.lt_s in the comparison");
+  for (const name of ["wrapped", "bytes", "picked", "compared"]) {
     assert.deepEqual(numbers(gi[name].data), numbers(wi[name].data), name);
   }
   // The shift's kernel subtracts i32 lanes (i32x4.sub: 0xfd 0xb1 0x01); the dequantization

@@ -366,6 +366,7 @@ function vectorKinds(): (e: Expr) => VectorKind {
       if (lanesF32 && VECTOR_F32.has(e.op) && all("f32")) k = "f32";
       else if (e.dtype === "i32" && VECTOR_I32.has(e.op) && all("i32")) k = "i32";
       else if (VECTOR_MASK.has(e.op) && all("f32")) k = "mask";
+      else if (e.op !== "IsNaN" && VECTOR_MASK.has(e.op) && all("i32")) k = "mask";
       else if (VECTOR_LOGIC.has(e.op) && all("mask")) k = "mask";
       else if (e.op === "Where" && args[0] === "mask" && args[1] === args[2]) k = args[1];
       else if (e.op === "Cast" && lanesF32 && args[0] !== undefined) k = "f32";
@@ -388,6 +389,7 @@ function vectorLowerings(
   const { v128, f4, call2 } = h;
   const lanes = (f: (lane: number) => number) =>
     [1, 2, 3].reduce((v, l) => f4.replace_lane(v, l, f(l)), f4.splat(f(0)));
+  const ints = (e: Alu) => vectorKind(e.args[0]) === "i32";
   const lane = (x: number, l: number) => f4.extract_lane(x, l);
   const vmath = (op: keyof typeof MATH) => (_e: Alu, a: Arg) => m.call(MATH[op], [a(0)], v128);
   const perLane = (name: string) => (_e: Alu, a: Arg) =>
@@ -420,9 +422,10 @@ function vectorLowerings(
       return power ? m.call(power, [a(0)], v128) : perLane("pow")(e, a);
     },
     Mod: perLane("fmod"),
-    Equal: (_e, a) => f4.eq(a(0), a(1)),
-    Greater: (_e, a) => f4.gt(a(0), a(1)),
-    Less: (_e, a) => f4.lt(a(0), a(1)),
+    // Comparisons of i32 lanes (integers of up to 32 signed bits) or of f32 lanes.
+    Equal: (e, a) => ints(e) ? m.i32x4.eq(a(0), a(1)) : f4.eq(a(0), a(1)),
+    Greater: (e, a) => ints(e) ? m.i32x4.gt_s(a(0), a(1)) : f4.gt(a(0), a(1)),
+    Less: (e, a) => ints(e) ? m.i32x4.lt_s(a(0), a(1)) : f4.lt(a(0), a(1)),
     IsNaN: (_e, a) => f4.ne(a(0), a(0)),
     And: (_e, a) => m.v128.and(a(0), a(1)),
     Or: (_e, a) => m.v128.or(a(0), a(1)),
