@@ -8,6 +8,7 @@
  * @module
  */
 import { type DType, intRange } from "../../jit/ir/dtype.ts";
+import { KilnError } from "../../jit/support/errors.ts";
 import type { Alu, AluOp, AluOperands, Expr } from "../../jit/ir/kernel_ir.ts";
 import type { MathFunction } from "./math.ts";
 import type { Wasm, WasmModule } from "./encoder.ts";
@@ -479,6 +480,10 @@ function integerLanes(
       return i4.min_s(i4.max_s(v, i4.splat(ic(lo))), i4.splat(ic(hi)));
     }
     default:
-      throw new Error(`no i32x4 lowering for ${e.op}`);
+      // `vectorKinds` gives i32 lanes to the ops above alone.
+      throw new KilnError(`wasm: no i32x4 lowering for ${e.op}`, {
+        code: "internal",
+        fix: "report this kernel (kiln explain shows it); compile for another backend meanwhile",
+      });
   }
 }
