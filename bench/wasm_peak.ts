@@ -21,6 +21,7 @@
  */
 import { compile, GraphBuilder, WasmBackend } from "../mod.ts";
 import { wasm } from "../shaders/wasm/encoder.ts";
+import { hasRelaxedSimd } from "../backends/wasm/wasm_backend.ts";
 import { median } from "./timed.ts";
 
 const arg = (name: string) => {
@@ -42,7 +43,7 @@ function peakModule(kind: "f32" | "i16"): Uint8Array {
   const acc = (c: number) => 1 + c;
   const [x, y] = [1 + CHAINS, 2 + CHAINS];
   const get = (l: number) => m.local.get(l, v128);
-  const relaxed = kind === "f32" && hasRelaxed();
+  const relaxed = kind === "f32" && hasRelaxedSimd();
   // Each step reads its chain's value (acc · y + x, acc + dot(acc, y)), so that no product is
   // loop-invariant for the engine to hoist.
   const step = (c: number) =>
@@ -82,13 +83,6 @@ function peakModule(kind: "f32" | "i16"): Uint8Array {
   m.addFunction("run", i32, i32, vars, body);
   m.addFunctionExport("run", "run");
   return m.emitBinary();
-}
-
-/** Whether the engine validates relaxed SIMD's multiply-add. */
-function hasRelaxed(): boolean {
-  const m = new wasm.Module(), zero = () => m.f32x4.splat(m.f32.const(0));
-  m.addFunction("f", wasm.none, wasm.v128, [], m.f32x4.relaxed_madd(zero(), zero(), zero()));
-  return m.validate();
 }
 
 /**
@@ -225,7 +219,7 @@ for (const p of PRODUCTS) {
 }
 const result = {
   cores: navigator.hardwareConcurrency,
-  relaxedSimd: hasRelaxed(),
+  relaxedSimd: hasRelaxedSimd(),
   peak: {
     f32OneThread: f32One,
     f32AllThreads: f32All,

@@ -57,7 +57,7 @@ function compileModule(bytes: Uint8Array<ArrayBuffer>): Promise<WebAssembly.Modu
 let relaxed: boolean | undefined;
 
 /** Whether the engine compiles relaxed SIMD (checked once, on a module of one multiply-add). */
-function hasRelaxedSimd(): boolean {
+export function hasRelaxedSimd(): boolean {
   if (relaxed === undefined) {
     const m = new wasm.Module(), zero = () => m.f32x4.splat(m.f32.const(0));
     m.addFunction("f", wasm.none, wasm.v128, [], m.f32x4.relaxed_madd(zero(), zero(), zero()));

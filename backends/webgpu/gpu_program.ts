@@ -3,10 +3,10 @@
  * kernel's dispatch (for every repetition), copies all requested host outputs into one staging
  * buffer, submits (in a few parts where the kernels are many: `run_encoder.ts`) and awaits at
  * most one `mapAsync` — in Deno every GPU await costs about 10 ms, so this is the main lever; a
- * run whose outputs stay on the device awaits nothing. Params and constants stay resident between runs; device-tensor
- * arguments are bound in place; intermediates come from the pool and return to it when the run
- * settles (queue order keeps later work on them behind this submit), so runs need no queue of
- * their own and pipelined runs overlap their waits.
+ * run whose outputs stay on the device awaits nothing. Params and constants stay resident between
+ * runs; device-tensor arguments are bound in place; intermediates come from the pool and return to
+ * it when the run settles (queue order keeps later work on them behind this submit), so runs need
+ * no queue of their own and pipelined runs overlap their waits.
  *
  * @module
  */

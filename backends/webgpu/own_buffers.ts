@@ -80,8 +80,10 @@ export class OwnBuffers {
   /** Encodes the copies out of the upload buffers that `bindings` were written through. */
   encodeUploads(encoder: GPUCommandEncoder, bindings: readonly number[]): void {
     for (const i of bindings) {
-      const copy = this.#uploads.get(i)?.copy;
-      if (copy) encoder.copyBufferToBuffer(this.#uploads.get(i)!.buffer, 0, copy.to, 0, copy.bytes);
+      const upload = this.#uploads.get(i);
+      if (upload?.copy) {
+        encoder.copyBufferToBuffer(upload.buffer, 0, upload.copy.to, 0, upload.copy.bytes);
+      }
     }
   }
 

@@ -11,6 +11,7 @@
  */
 import { affineOffset } from "../../jit/ir/access.ts";
 import {
+  type Expr,
   type IndexStep,
   type KernelIR,
   type Load,
@@ -40,9 +41,8 @@ export function splitLastAxis(kernel: KernelIR): KernelIR {
     const split = [...space.slice(0, -1), ...parts];
     const merge: IndexStep = { kind: "reshape", from: split, to: space };
     const within = (steps: readonly IndexStep[]) => [merge, ...steps];
-    const memo = new Map();
-    const loaded = (e: KernelIR["outputs"][number]["expr"]) =>
-      mapLoads(e, (x) => ({ ...x, steps: within(x.steps) }), memo);
+    const memo = new Map<Expr, Expr>();
+    const loaded = (e: Expr) => mapLoads(e, (x) => ({ ...x, steps: within(x.steps) }), memo);
     const refined: KernelIR = {
       ...kernel,
       space: split,
