@@ -36,12 +36,15 @@ const dynamicQuantizeLinear: OpDef = {
     const shape = e.typeOf(x).shape, rank = shape.length;
     const all = { axes: [...Array(rank).keys()], keepdims: 0 };
     const long = rank > 1 && sizeOf(shape) >= 1 << 16;
-    const whole = (reduce: string) =>
-      e.op(reduce, [long ? e.op(reduce, [x], { axes: [rank - 1], keepdims: 1 }) : x], all);
+    const rows = (reduce: string) =>
+      long ? e.op(reduce, [x], { axes: [rank - 1], keepdims: 1 }) : x;
+    // Both rows' reductions before either whole one: fusion joins reductions of one value into
+    // one kernel only until a reader stores the first one's result.
+    const [rowsMax, rowsMin] = [rows("ReduceMax"), rows("ReduceMin")];
     const f = (v: number) => e.scalar(v, "f32");
     const zero = f(0);
-    const hi = e.op("Max", [whole("ReduceMax"), zero]);
-    const lo = e.op("Min", [whole("ReduceMin"), zero]);
+    const hi = e.op("Max", [e.op("ReduceMax", [rowsMax], all), zero]);
+    const lo = e.op("Min", [e.op("ReduceMin", [rowsMin], all), zero]);
     const scale = e.op("Div", [e.op("Sub", [hi, lo]), f(255)]);
     const zp = e.op("Cast", [
       e.op("Clip", [e.op("Round", [e.op("Sub", [zero, e.op("Div", [lo, scale])])])], {

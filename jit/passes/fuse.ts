@@ -436,14 +436,17 @@ class Fuser {
     ) {
       s = this.#stored(s, `${label} reduces it over another iteration space`);
     }
-    const key = `${shape.join()} ${sorted.join()}`;
-    const sibling = s.group || !isBare(s) ? undefined : this.#reduced.get(key);
+    // Reductions of stored values over one space share a kernel, as do reductions of one
+    // expression (DynamicQuantizeLinear's maximum and minimum of a GELU's output).
+    const space = `${shape.join()} ${sorted.join()}`;
+    const key = s.group ? undefined : isBare(s) ? space : `${space} ${JSON.stringify(s.expr)}`;
+    const sibling = key === undefined ? undefined : this.#reduced.get(key);
     const joins = sibling && sameAxes(sibling.reduced, sorted) && !sibling.outputs.length;
     const joined = s.group ?? (joins ? sibling : undefined);
     const group = joined ?? this.#groups.create(shape, sorted, "reduce");
     const nth = group.reductions.length + 1;
     if (joined) this.#log.push(`${label}: joins kernel #${group.id} as reduction ${nth}`);
-    else if (isBare(s)) this.#reduced.set(key, group);
+    else if (key !== undefined) this.#reduced.set(key, group);
     return this.#reduction(group, op, s.expr, label, type, own(s));
   }
 
