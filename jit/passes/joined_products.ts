@@ -55,12 +55,12 @@ export function joinedProducts(graph: Graph): Graph {
     if (join) {
       const a = name(join[0].product.inputs[0]);
       const weight = fresh(`${a}/joined_weight`);
-      params.push(sideBySide(graph, join.map((m) => m.weight), weight));
+      params.push(sideBySide(graph, join.map((m) => constant(graph, m.weight)), weight));
       let sum = fresh(`${a}/joined`);
       nodes.push({ op: "MatMul", inputs: [a, weight], outputs: [sum], name: join[0].product.name });
       if (join[0].add) {
         const bias = fresh(`${a}/joined_bias`);
-        params.push(sideBySide(graph, join.map((m) => m.bias!), bias));
+        params.push(sideBySide(graph, join.map((m) => constant(graph, m.bias!)), bias));
         const biased = fresh(`${a}/joined_biased`);
         nodes.push({ op: "Add", inputs: [sum, bias], outputs: [biased], name: join[0].add.name });
         sum = biased;
@@ -114,7 +114,21 @@ function joinable(graph: Graph): Member[][] {
   });
 }
 
-type Weights = Float32Array | Uint16Array;
+/** The typed arrays of the constants a join lays side by side (f32, f16's bits, integers). */
+export type Weights = Float32Array | Uint16Array | Int16Array | Int8Array | Uint8Array | Int32Array;
+
+/** A constant of a join: its value and its data. */
+export interface JoinedConstant {
+  /** The value id. */
+  readonly value: number;
+  /** Its data. */
+  readonly data: Weights;
+}
+
+/** Param value `v` of `graph` with its data. */
+function constant(graph: Graph, v: number): JoinedConstant {
+  return { value: v, data: graph.params.find((p) => p.value === v)!.data as Weights };
+}
 
 /**
  * Joined weights by the arrays they were joined from (the first one's, then the list): auto's
@@ -129,14 +143,15 @@ const JOINED = new WeakMap<Weights, { parts: readonly Weights[]; data: WeakRef<W
  * axis as a param named `name`, its data handed to the graph (the same array as an earlier join
  * of the same arrays, while that one lives).
  */
-function sideBySide(graph: Graph, values: number[], name: string): ParamSpec {
-  const parts = values.map((v) => ({
-    data: graph.params.find((p) => p.value === v)!.data as Weights,
-    shape: graph.values[v].shape,
-  }));
+export function sideBySide(
+  graph: Graph,
+  values: readonly JoinedConstant[],
+  name: string,
+): ParamSpec {
+  const parts = values.map((c) => ({ data: c.data, shape: graph.values[c.value].shape }));
   const matrix = parts[0].shape.length === 2, rows = matrix ? parts[0].shape[0] : 1;
   const width = parts.reduce((s, p) => s + p.shape[p.shape.length - 1], 0);
-  const dtype = graph.values[values[0]].dtype as "f32" | "f16";
+  const dtype = graph.values[values[0].value].dtype;
   const shape = matrix ? [rows, width] : [width];
   const sources = parts.map((p) => p.data);
   const earlier = JOINED.get(sources[0]) ?? [];
