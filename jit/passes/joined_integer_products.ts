@@ -17,17 +17,21 @@
  */
 import type { HostTensor } from "../ir/host_tensor.ts";
 import {
-  boundaryOf,
-  freshNames,
-  Graph,
+  type Graph,
   type Node,
   type NodeSpec,
-  nodeSpecOf,
+  type ParamSpec,
   producerOf,
   readCount,
 } from "../ir/graph.ts";
 import { sizeOf } from "../ir/shape.ts";
-import { type JoinedConstant, sideBySide, type Weights } from "./joined_products.ts";
+import {
+  type JoinedConstant,
+  rewriteJoins,
+  sideBySide,
+  slicesOf,
+  type Weights,
+} from "./joined_products.ts";
 
 /** One integer product of a join and the nodes that scale and bias it. */
 interface Member {
@@ -45,76 +49,52 @@ interface Member {
 
 /** `graph` with every set of integer products sharing their left operand joined. */
 export function joinedIntegerProducts(graph: Graph): Graph {
-  const joins = joinable(graph);
-  if (joins.length === 0) return graph;
-  const name = (v: number) => graph.values[v].name;
-  const fresh = freshNames(graph);
-  const dropped = new Set(
-    joins.flat().flatMap((m) => [
+  return rewriteJoins(graph, joinable(graph), {
+    dropped: (m) => [
       m.product.id,
       m.cast.id,
       m.mul.id,
       ...(m.add ? [m.add.id] : []),
       ...constantNode(graph, m.weight.value),
       ...(m.bias ? constantNode(graph, m.bias.value) : []),
-    ]),
-  );
-  const replaced = new Set(joins.flat().flatMap((m) => [m.weight.value, m.bias?.value ?? -1]));
-  const boundary = boundaryOf(graph);
-  // boundaryOf lists the params in the graph's order.
-  const params = boundary.params.filter((_, i) => !replaced.has(graph.params[i].value));
-  const nodes: NodeSpec[] = [];
-  const first = new Map(joins.map((j) => [j[0].product.id, j]));
-  for (const n of graph.nodes) {
-    const join = first.get(n.id);
-    if (join) {
-      const a = name(join[0].product.inputs[0]);
-      const weight = fresh(`${a}/joined_weight`);
-      // A Constant, as the importer gives the weights: the product's decomposition reads its
-      // f32 form at compile (a param's it would convert in every run).
-      const { data, shape, dtype } = sideBySide(graph, join.map((m) => m.weight), weight);
-      nodes.push({
-        op: "Constant",
-        inputs: [],
-        outputs: [weight],
-        attrs: { value: { data: data!, shape, dtype } },
-      });
-      nodes.push(...joinedNodes(graph, join, { a, weight, fresh, params }));
-    }
-    if (!dropped.has(n.id)) nodes.push(nodeSpecOf(graph, n));
-  }
-  return Graph.create({ ...boundary, params, nodes });
+    ],
+    replaced: (m) => [m.weight.value, ...(m.bias ? [m.bias.value] : [])],
+    joined: (join, at) => joinedNodes(graph, join, at),
+  });
 }
 
 /** The joined product, its scaling, bias and the members' slices (see the module note). */
 function joinedNodes(
   graph: Graph,
   join: readonly Member[],
-  at: {
-    a: string;
-    weight: string;
-    fresh: (base: string) => string;
-    params: ReturnType<typeof boundaryOf>["params"];
-  },
+  { fresh, params }: { fresh: (base: string) => string; params: ParamSpec[] },
 ): NodeSpec[] {
-  const { a, weight, fresh, params } = at;
   const name = (v: number) => graph.values[v].name;
+  const a = name(join[0].product.inputs[0]);
+  const weight = fresh(`${a}/joined_weight`);
+  // A Constant, as the importer gives the weights: the product's decomposition reads its f32
+  // form at compile (a param's it would convert in every run).
+  const { data, shape, dtype } = sideBySide(graph, join.map((m) => m.weight), weight);
   const widths = join.map((m) => graph.values[m.weight.value].shape[1]);
-  const attrs = join[0].product.attrs;
-  const parts = join.map((m) => m.product.attrs.parts as number | undefined);
-  const bounds = join.map((m) => m.product.attrs.bound as number | undefined);
+  const most = (key: "parts" | "bound") => {
+    const values = join.map((m) => m.product.attrs[key] as number | undefined);
+    return values[0] === undefined ? {} : { [key]: Math.max(...(values as number[])) };
+  };
   const product = fresh(`${a}/joined`), cast = fresh(`${a}/joined_f32`);
   const scales = fresh(`${a}/joined_scales`), scaled = fresh(`${a}/joined_scaled`);
+  const attrs = { ...join[0].product.attrs, ...most("parts"), ...most("bound") };
   const nodes: NodeSpec[] = [
+    {
+      op: "Constant",
+      inputs: [],
+      outputs: [weight],
+      attrs: { value: { data: data!, shape, dtype } },
+    },
     {
       op: "IntegerMatMul",
       inputs: [a, weight],
       outputs: [product],
-      attrs: {
-        ...attrs,
-        ...(parts[0] === undefined ? {} : { parts: Math.max(...(parts as number[])) }),
-        ...(bounds[0] === undefined ? {} : { bound: Math.max(...(bounds as number[])) }),
-      },
+      attrs,
       name: join[0].product.name,
     },
     { op: "Cast", inputs: [product], outputs: [cast], attrs: { to: "f32" } },
@@ -138,14 +118,12 @@ function joinedNodes(
     sum = fresh(`${a}/joined_biased`);
     nodes.push({ op: "Add", inputs: [scaled, bias], outputs: [sum], name: join[0].add.name });
   }
-  let start = 0;
-  join.forEach((m, i) => {
-    const out = name((m.add ?? m.mul).outputs[0]);
-    const attrs = { starts: [start], ends: [start + widths[i]], axes: [-1] };
-    nodes.push({ op: "Slice", inputs: [sum], outputs: [out], attrs, name: m.product.name });
-    start += widths[i];
-  });
-  return nodes;
+  const parts = join.map((m) => ({
+    product: m.product,
+    weight: m.weight.value,
+    last: m.add ?? m.mul,
+  }));
+  return [...nodes, ...slicesOf(graph, sum, parts)];
 }
 
 /**

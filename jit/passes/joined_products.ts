@@ -35,29 +35,18 @@ interface Member {
 
 /** `graph` with every set of products sharing their left operand joined (see the module note). */
 export function joinedProducts(graph: Graph): Graph {
-  const joins = joinable(graph);
-  if (joins.length === 0) return graph;
   const name = (v: number) => graph.values[v].name;
-  const fresh = freshNames(graph);
-  const dropped = new Set(
-    joins.flat().flatMap((m) => [m.product.id, ...(m.add ? [m.add.id] : [])]),
-  );
-  const replaced = new Set(
-    joins.flat().flatMap((m) => [m.weight, ...(m.bias === undefined ? [] : [m.bias])]),
-  );
-  const boundary = boundaryOf(graph);
-  // boundaryOf lists the params in the graph's order.
-  const params = boundary.params.filter((_, i) => !replaced.has(graph.params[i].value));
-  const nodes: NodeSpec[] = [];
-  const first = new Map(joins.map((j) => [j[0].product.id, j]));
-  for (const n of graph.nodes) {
-    const join = first.get(n.id);
-    if (join) {
+  return rewriteJoins(graph, joinable(graph), {
+    dropped: (m) => [m.product.id, ...(m.add ? [m.add.id] : [])],
+    replaced: (m) => [m.weight, ...(m.bias === undefined ? [] : [m.bias])],
+    joined: (join, { fresh, params }) => {
       const a = name(join[0].product.inputs[0]);
       const weight = fresh(`${a}/joined_weight`);
       params.push(sideBySide(graph, join.map((m) => constant(graph, m.weight)), weight));
       let sum = fresh(`${a}/joined`);
-      nodes.push({ op: "MatMul", inputs: [a, weight], outputs: [sum], name: join[0].product.name });
+      const nodes: NodeSpec[] = [
+        { op: "MatMul", inputs: [a, weight], outputs: [sum], name: join[0].product.name },
+      ];
       if (join[0].add) {
         const bias = fresh(`${a}/joined_bias`);
         params.push(sideBySide(graph, join.map((m) => constant(graph, m.bias!)), bias));
@@ -65,18 +54,65 @@ export function joinedProducts(graph: Graph): Graph {
         nodes.push({ op: "Add", inputs: [sum, bias], outputs: [biased], name: join[0].add.name });
         sum = biased;
       }
-      let at = 0;
-      for (const m of join) {
-        const width = graph.values[m.weight].shape[1];
-        const out = name((m.add ?? m.product).outputs[0]);
-        const attrs = { starts: [at], ends: [at + width], axes: [-1] };
-        nodes.push({ op: "Slice", inputs: [sum], outputs: [out], attrs, name: m.product.name });
-        at += width;
-      }
-    }
+      const parts = join.map((m) => ({ product: m.product, weight: m.weight, last: m.add }));
+      return [...nodes, ...slicesOf(graph, sum, parts)];
+    },
+  });
+}
+
+/** What a join rewrite drops, replaces and adds for its sets of members (see `rewriteJoins`). */
+export interface JoinRewrite<M> {
+  /** Nodes a member's join drops. */
+  dropped(member: M): number[];
+  /** Params a member's join replaces. */
+  replaced(member: M): number[];
+  /** The join's nodes, put where its first product was; the params they read added to `params`. */
+  joined(
+    join: readonly M[],
+    at: { fresh: (base: string) => string; params: ParamSpec[] },
+  ): NodeSpec[];
+}
+
+/** `graph` with each of `joins` (sets of members, each led by a product) rewritten by `how`. */
+export function rewriteJoins<M extends { readonly product: Node }>(
+  graph: Graph,
+  joins: readonly (readonly M[])[],
+  how: JoinRewrite<M>,
+): Graph {
+  if (joins.length === 0) return graph;
+  const fresh = freshNames(graph);
+  const dropped = new Set(joins.flat().flatMap(how.dropped));
+  const replaced = new Set(joins.flat().flatMap(how.replaced));
+  const boundary = boundaryOf(graph);
+  // boundaryOf lists the params in the graph's order.
+  const params = boundary.params.filter((_, i) => !replaced.has(graph.params[i].value));
+  const nodes: NodeSpec[] = [];
+  const first = new Map(joins.map((j) => [j[0].product.id, j]));
+  for (const n of graph.nodes) {
+    const join = first.get(n.id);
+    if (join) nodes.push(...how.joined(join, { fresh, params }));
     if (!dropped.has(n.id)) nodes.push(nodeSpecOf(graph, n));
   }
   return Graph.create({ ...boundary, params, nodes });
+}
+
+/**
+ * The Slices of a joined `sum` along N that give each member's readers its columns: under the
+ * name of the member's `last` node's output (its product's where none), its weight's width.
+ */
+export function slicesOf(
+  graph: Graph,
+  sum: string,
+  members: readonly { product: Node; weight: number; last?: Node }[],
+): NodeSpec[] {
+  let at = 0;
+  return members.map((m) => {
+    const width = graph.values[m.weight].shape[1];
+    const out = graph.values[(m.last ?? m.product).outputs[0]].name;
+    const attrs = { starts: [at], ends: [at + width], axes: [-1] };
+    at += width;
+    return { op: "Slice", inputs: [sum], outputs: [out], attrs, name: m.product.name };
+  });
 }
 
 /**
