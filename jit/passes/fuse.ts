@@ -42,6 +42,7 @@ import {
   acrossColumns,
   aluAttrs,
   broadcasts,
+  cheapUnderBroadcast,
   EqualValues,
   inlineOperand,
   isBare,
@@ -322,7 +323,8 @@ class Fuser {
     for (const { sym, steps } of pending) {
       let s = sym;
       if (s.group && s.group !== group) s = this.#stored(s, `read by ${label} outside its kernel`);
-      if (!s.group && !isBare(s) && broadcasts(shape, s.type.shape)) {
+      const broadcast = !s.group && !isBare(s) && broadcasts(shape, s.type.shape);
+      if (broadcast && !cheapUnderBroadcast(s, this.#shapes, this.#constants)) {
         s = this.#stored(s, `${label} reads it under a broadcast (recomputation)`);
       }
       if (!s.group && !isBare(s) && this.#tooDeep(s)) {

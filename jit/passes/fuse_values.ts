@@ -14,6 +14,7 @@ import {
   type IndexStep,
   type ReduceOp,
   reindex,
+  walk,
 } from "../ir/kernel_ir.ts";
 import type { Attrs, ValueType } from "../ops/mod.ts";
 import { type DType, fromF16Bits } from "../ir/dtype.ts";
@@ -57,6 +58,30 @@ export function acrossColumns(b: Sym, shapes: ReadonlyMap<number, Shape>): boole
 export const own = (s: Sym): readonly string[] => (s.buffer === undefined ? s.labels : []);
 /** Whether `s` is a plain load or a constant (free to recompute). */
 export const isBare = (s: Sym) => s.expr.kind === "load" || s.expr.kind === "const";
+
+/** Most operations of an expression of scalars and constants computed again under a broadcast. */
+const BROADCAST_OPS = 4;
+
+/**
+ * Whether `s`, read under a broadcast, stays inline rather than becoming a kernel of its own: a
+ * few operations on scalars and constants (`constants`; other buffers' shapes in `shapes`), as a
+ * joined integer product's per-column scales (a Concat of Expands of each member's scalar scale)
+ * are. Computed again for every element it is read at, it costs about what a load of it stored
+ * would; stored, it was a kernel and a dispatch a layer.
+ */
+export function cheapUnderBroadcast(
+  s: Sym,
+  shapes: ReadonlyMap<number, Shape>,
+  constants: ReadonlyMap<number, unknown>,
+): boolean {
+  if (aluCount(s.expr) > BROADCAST_OPS) return false;
+  let constant = true;
+  walk(s.expr, (e) => {
+    if (e.kind !== "load" || constants.has(e.input)) return;
+    if (sizeOf(shapes.get(e.input) ?? [2]) > 1) constant = false;
+  });
+  return constant;
+}
 
 /**
  * Most rows (batch · M) of a contraction's A whose B may stay an elementwise expression, computed

@@ -57,6 +57,8 @@ Deno.test("integer products of one A join into one, each column scaled by its ow
     const exe = await compile(graph, { backend: "webgpu", cache: false });
     const products = exe.plan!.kernels.filter((k) => k.pattern === "matmul");
     assert.deepEqual(products.map((k) => k.space.at(-2)), [24]);
+    // Its columns' scales (scalars and constant masks) computed in its epilogue, not stored.
+    assert.ok(!exe.plan!.kernels.some((k) => k.space.join() === "24"), "no kernel of 24 scales");
     exe.dispose();
   }
 });
