@@ -232,9 +232,9 @@ interface Rewritten {
  * `input` with random ops hoisted into drawn inputs, empty tensors folded, repeated nodes
  * computed once, scalar scales moved past their products (not in the exact precision: that
  * regroups a rounding), gathered rows picked before their products and, where `join`, products
- * (and integer products) of one A joined. Shared while one is
- * alive: auto's compile and the named compile it places into rewrite the same graph (joining
- * BERT-base's products copies 85 MB of weights, 56 ms of auto's first result on the H200 host).
+ * (and integer products) of one A joined. Shared while one is alive: auto's compile and the named
+ * compile it places into rewrite the same graph (joining BERT-base's products copies 85 MB of
+ * weights, 56 ms of auto's first result on the H200 host).
  */
 function rewrittenOf(
   input: Graph,

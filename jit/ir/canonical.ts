@@ -30,16 +30,26 @@ export function tensorText(t: HostTensor, bytes = true): string {
   return `tensor<${t.dtype}[${t.shape.join(",")}]:${body}>`;
 }
 
-function attrText(v: AttrValue, bytes: boolean): string {
-  if (typeof v === "object" && !Array.isArray(v)) return tensorText(v as HostTensor, bytes);
-  if (typeof v === "number") return Object.is(v, -0) ? "-0" : String(v);
+/** A number's text: −0 apart from 0 (JSON writes both `0`, and NaN and ±Infinity `null`). */
+const numberText = (v: number) => (Object.is(v, -0) ? "-0" : String(v));
+
+function attrText(v: AttrValue, tensor: (t: HostTensor) => string): string {
+  if (typeof v === "number") return numberText(v);
+  if (Array.isArray(v)) return `[${v.map(numberText).join()}]`;
+  if (typeof v === "object") return tensor(v as HostTensor);
   return JSON.stringify(v);
 }
 
-/** Attributes as sorted `key=value` text (tensors as {@linkcode tensorText} writes them). */
-export function attrsText(attrs: Attrs, bytes = true): string {
+/**
+ * Attributes as sorted `key=value` text, tensors as `tensor` writes them (default:
+ * {@linkcode tensorText}).
+ */
+export function attrsText(
+  attrs: Attrs,
+  tensor: (t: HostTensor) => string = (t) => tensorText(t),
+): string {
   return Object.keys(attrs).sort().filter((k) => attrs[k] !== undefined)
-    .map((k) => `${k}=${attrText(attrs[k]!, bytes)}`).join(";");
+    .map((k) => `${k}=${attrText(attrs[k]!, tensor)}`).join(";");
 }
 
 /** A typed value of a graph: its element type, shape and producing node (−1: none). */
@@ -92,9 +102,9 @@ export function canonicalize(
   graph.params.forEach((p, i) => (key[p.value] = `p${i}`));
   const nodeKey = graph.nodes.map((n) => {
     const k = digest(
-      `${n.op}(${attrsText(n.attrs, bytes)})[${n.inputs.map((v) => key[v]).join(",")}]->${
-        n.outputs.map(type).join(",")
-      }`,
+      `${n.op}(${attrsText(n.attrs, (t) => tensorText(t, bytes))})[${
+        n.inputs.map((v) => key[v]).join(",")
+      }]->${n.outputs.map(type).join(",")}`,
     );
     n.outputs.forEach((v, j) => (key[v] = `${k}.${j}`));
     return k;
@@ -121,7 +131,7 @@ export function canonicalize(
     const n = graph.nodes[id];
     index.set(id, index.size);
     lines.push(
-      `%${index.get(id)} = ${n.op}(${attrsText(n.attrs, bytes)})(${
+      `%${index.get(id)} = ${n.op}(${attrsText(n.attrs, (t) => tensorText(t, bytes))})(${
         n.inputs.map(ref).join(", ")
       }) : ${n.outputs.map(type).join(", ")}`,
     );

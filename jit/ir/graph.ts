@@ -261,6 +261,11 @@ export function readCount(graph: Graph, id: number): number {
   return graph.consumers(id).length + graph.outputs.filter((o) => o.value === id).length;
 }
 
+/** The one node of `graph` that reads value `id` (`undefined`: none, several, or a graph output). */
+export function soleReader(graph: Graph, id: number): Node | undefined {
+  return readCount(graph, id) === 1 ? graph.nodes[graph.consumers(id)[0]] : undefined;
+}
+
 /**
  * Names for values a rewrite of `graph` adds: `base` where no value has it, else `base_1`,
  * `base_2`, … (each name given once).

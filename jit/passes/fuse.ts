@@ -441,7 +441,7 @@ class Fuser {
     // Reductions of stored values over one space share a kernel, as do reductions of one
     // expression (DynamicQuantizeLinear's maximum and minimum of a GELU's output).
     const space = `${shape.join()} ${sorted.join()}`;
-    const key = s.group ? undefined : isBare(s) ? space : `${space} ${JSON.stringify(s.expr)}`;
+    const key = s.group ? undefined : isBare(s) ? space : `${space} ${this.#equal.exprId(s.expr)}`;
     const sibling = key === undefined ? undefined : this.#reduced.get(key);
     const joins = sibling && sameAxes(sibling.reduced, sorted) && !sibling.outputs.length;
     const joined = s.group ?? (joins ? sibling : undefined);

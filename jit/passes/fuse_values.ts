@@ -78,7 +78,8 @@ export function cheapUnderBroadcast(
   let constant = true;
   walk(s.expr, (e) => {
     if (e.kind !== "load" || constants.has(e.input)) return;
-    if (sizeOf(shapes.get(e.input) ?? [2]) > 1) constant = false;
+    const shape = shapes.get(e.input);
+    if (!shape || sizeOf(shape) > 1) constant = false;
   });
   return constant;
 }
@@ -293,6 +294,11 @@ export class EqualValues {
     const sym = make();
     same.push({ bytes, sym });
     return sym;
+  }
+
+  /** The id of `e`'s structure: structurally equal expressions share it. */
+  exprId(e: Expr): number {
+    return this.#exprs.id(e);
   }
 
   /** The stored form of a value equal to `s`, made by `make` the first time. */

@@ -23,6 +23,7 @@ import {
   type ParamSpec,
   producerOf,
   readCount,
+  soleReader,
 } from "../ir/graph.ts";
 import { sizeOf } from "../ir/shape.ts";
 import {
@@ -155,26 +156,20 @@ function memberOf(graph: Graph, n: Node): Member | undefined {
   const shapeW = graph.values[w].shape, shapeA = graph.values[a].shape;
   if (n.inputs.length !== 2 || !weight || shapeW.length !== 2) return undefined;
   if (shapeA.length < 2 || shapeA[shapeA.length - 1] !== shapeW[0]) return undefined;
-  const cast = onlyReader(graph, n.outputs[0]);
+  const cast = soleReader(graph, n.outputs[0]);
   if (cast?.op !== "Cast" || cast.attrs.to !== "f32") return undefined;
-  const mul = onlyReader(graph, cast.outputs[0]);
+  const mul = soleReader(graph, cast.outputs[0]);
   const scale = mul?.op === "Mul" ? mul.inputs.find((v) => v !== cast.outputs[0]) : undefined;
   if (!mul || scale === undefined || mul.inputs.length !== 2) return undefined;
   const s = graph.values[scale];
   if (s.shape.length !== 0 || s.dtype !== "f32") return undefined;
-  const add = onlyReader(graph, mul.outputs[0]);
+  const add = soleReader(graph, mul.outputs[0]);
   const biasValue = add?.op === "Add" ? add.inputs.find((v) => v !== mul.outputs[0]) : undefined;
   const bias = biasValue === undefined ? undefined : constantOf(graph, biasValue);
   const biased = bias !== undefined && graph.values[biasValue!].dtype === "f32" &&
     graph.values[biasValue!].shape.join() === String(shapeW[1]);
   const member = { product: n, weight: { value: w, data: weight }, cast, mul, scale };
   return biased ? { ...member, add, bias: { value: biasValue!, data: bias } } : member;
-}
-
-/** The one node that reads value `v` (`undefined` if none, several, or a graph output). */
-function onlyReader(graph: Graph, v: number): Node | undefined {
-  if (readCount(graph, v) !== 1) return undefined;
-  return graph.nodes[graph.consumers(v)[0]];
 }
 
 /**

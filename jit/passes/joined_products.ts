@@ -22,6 +22,7 @@ import {
   nodeSpecOf,
   type ParamSpec,
   readCount,
+  soleReader,
 } from "../ir/graph.ts";
 import { allocate } from "../ir/dtype.ts";
 
@@ -132,10 +133,8 @@ function joinable(graph: Graph): Member[][] {
     if (!float || tw.dtype !== ta.dtype || tw.shape.length !== 2 || !constant(w)) continue;
     if (ta.shape.length < 2 || ta.shape[ta.shape.length - 1] !== tw.shape[0]) continue;
     const out = n.outputs[0];
-    const [reader] = graph.consumers(out).map((id) => graph.nodes[id]);
-    const bias = reader?.op === "Add" && readCount(graph, out) === 1
-      ? reader.inputs.find((v) => v !== out)
-      : undefined;
+    const reader = soleReader(graph, out);
+    const bias = reader?.op === "Add" ? reader.inputs.find((v) => v !== out) : undefined;
     const biased = bias !== undefined && constant(bias) &&
       graph.values[bias].shape.join() === String(tw.shape[1]) &&
       graph.values[bias].dtype === ta.dtype;

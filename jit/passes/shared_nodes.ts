@@ -10,7 +10,7 @@
  * @module
  */
 import { boundaryOf, Graph, type Node, nodeSpecOf } from "../ir/graph.ts";
-import type { Attrs, AttrValue } from "../ops/mod.ts";
+import { attrsText } from "../ir/canonical.ts";
 import { RANDOM_OPS } from "./random_inputs.ts";
 
 /** `graph` with every repeated node dropped (`graph` itself when none repeats). */
@@ -23,7 +23,7 @@ export function sharedNodes(graph: Graph): Graph {
   const read = (v: number) => same.get(v) ?? v;
   for (const n of graph.nodes) {
     if (RANDOM_OPS.has(n.op)) continue;
-    const key = `${n.op}(${attrsKey(n.attrs)})[${n.inputs.map(read).join(",")}]`;
+    const key = `${n.op}(${attrsText(n.attrs, tensorKey)})[${n.inputs.map(read).join(",")}]`;
     const earlier = first.get(key);
     if (!earlier) {
       first.set(key, n);
@@ -47,21 +47,11 @@ const tensorIds = new WeakMap<object, number>();
 let tensorCount = 0;
 
 /**
- * Attributes as exact, sorted text: numbers as written (−0 apart from 0), a tensor by identity
- * (two copies of one constant stay two nodes; digesting BERT-base int8's attributes' bytes cost
- * its compile 0.26 s).
+ * A tensor attribute's key: its identity (two copies of one constant stay two nodes; digesting
+ * BERT-base int8's attributes' bytes cost its compile 0.26 s).
  */
-function attrsKey(attrs: Attrs): string {
-  const text = (v: AttrValue): string => {
-    if (typeof v === "number") return Object.is(v, -0) ? "-0" : String(v);
-    if (Array.isArray(v)) return `[${v.map(text).join()}]`;
-    if (typeof v === "object") {
-      let id = tensorIds.get(v);
-      if (id === undefined) tensorIds.set(v, id = tensorCount++);
-      return `#${id}`;
-    }
-    return JSON.stringify(v);
-  };
-  return Object.keys(attrs).sort().filter((k) => attrs[k] !== undefined)
-    .map((k) => `${k}=${text(attrs[k]!)}`).join(";");
+function tensorKey(t: object): string {
+  let id = tensorIds.get(t);
+  if (id === undefined) tensorIds.set(t, id = tensorCount++);
+  return `#${id}`;
 }
