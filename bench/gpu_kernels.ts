@@ -1,10 +1,10 @@
 /**
  * Device time of kiln's WebGPU kernels against the hardware's limits (the GPU kernels issue):
- * matmuls from 1024 to 8192, softmax and layer norm over 16384×4096, attention (B8 H16 T1024
- * D64), ResNet-50's convolutions at batch 8 (their patches stored first and, beside, gathered as
- * the tiles fill, and with a deep K summed in parts), W1 over 64M elements, each with `precision: "f32"` and, where the device grants
- * `shader-f16`, `"f16"` (on the matrix units where the device has them, and then the tiled
- * kernel's f16 beside), with a hand-written vec4 copy kernel of the same run as the bandwidth
+ * matmuls from 1024 to 8192 and of a transformer layer at 128 tokens, softmax and layer norm over
+ * 16384×4096, attention (B8 H16 T1024 D64), ResNet-50's convolutions at batch 8 (their patches
+ * stored first and, beside, gathered as the tiles fill, and with a deep K summed in parts), W1
+ * over 64M elements, each with `precision: "f32"` and, where the device grants `shader-f16`,
+ * `"f16"` (on the matrix units where the device has them, and then the tiled kernel's f16 beside), with a hand-written vec4 copy kernel of the same run as the bandwidth
  * yardstick. Every result is checked at sampled points against float64 before it is timed.
  *
  * Timing: a profiled executable (timestamp queries around each kernel) runs its kernels back to
@@ -53,36 +53,44 @@ const arg = (name: string) => {
 };
 
 /**
- * The n×n product: `nn` of two f32 inputs; `nt` and `tn` of f16 inputs, B (as a Linear layer's
- * [N, K] weight) or A given transposed, which reach the product as transposing views (f32 inputs
- * are transposed by the kernel that casts them).
+ * The m×k by k×n product (square: `matmul-N`, else `linear-MxKxN`, a transformer layer's shape):
+ * `nn` of two f32 inputs; `nt` and `tn` of f16 inputs, B (as a Linear layer's [N, K] weight) or
+ * A given transposed, which reach the product as transposing views (f32 inputs are transposed by
+ * the kernel that casts them).
  */
-function matmul(n: number, form: "nn" | "nt" | "tn" = "nn"): Kernel {
+function matmul(n: number, form: "nn" | "nt" | "tn" = "nn", m = n, k = n): Kernel {
   const b = new GraphBuilder();
   const half = form !== "nn";
-  const input = (name: string, flip: boolean) => {
-    const x = b.input(name, [n, n], half ? "f16" : "f32");
+  const input = (name: string, rows: number, cols: number, flip: boolean) => {
+    const x = b.input(name, flip ? [cols, rows] : [rows, cols], half ? "f16" : "f32");
     return flip ? b.op("Transpose", [x], { perm: [1, 0] }) : x;
   };
-  const product = b.op("MatMul", [input("a", form === "tn"), input("b", form === "nt")]);
+  const product = b.op("MatMul", [
+    input("a", m, k, form === "tn"),
+    input("b", k, n, form === "nt"),
+  ]);
   b.output("y", half ? b.op("Cast", [product], { to: "f32" }) : product);
   // f16 inputs are the f16 values of these (so the float64 expectation sees what the GPU does).
   const round = (x: Float32Array) => half ? fromF16Array(toF16Array(x)) : x;
-  const a = round(uniform(n * n, 2)), w = round(uniform(n * n, 3));
-  const at = (r: number, k: number) => form === "tn" ? a[k * n + r] : a[r * n + k];
-  const wt = (k: number, c: number) => form === "nt" ? w[c * n + k] : w[k * n + c];
+  const a = round(uniform(m * k, 2)), w = round(uniform(k * n, 3));
+  const at = (r: number, j: number) => form === "tn" ? a[j * m + r] : a[r * k + j];
+  const wt = (j: number, c: number) => form === "nt" ? w[c * k + j] : w[j * n + c];
+  const square = m === n && k === n;
   return {
-    id: `matmul-${n}${half ? `-${form}` : ""}`,
+    id: `${square ? `matmul-${n}` : `linear-${m}x${k}x${n}`}${half ? `-${form}` : ""}`,
     graph: b.build(),
-    inputs: { a: { data: a, shape: [n, n] }, b: { data: w, shape: [n, n] } },
+    inputs: {
+      a: { data: a, shape: form === "tn" ? [k, m] : [m, k] },
+      b: { data: w, shape: form === "nt" ? [n, k] : [k, n] },
+    },
     expect: (i) => {
       const r = Math.floor(i / n), c = i % n;
       let s = 0;
-      for (let k = 0; k < n; k++) s += at(r, k) * wt(k, c);
+      for (let j = 0; j < k; j++) s += at(r, j) * wt(j, c);
       return s;
     },
-    size: n * n,
-    flops: 2 * n ** 3,
+    size: m * n,
+    flops: 2 * m * n * k,
     ...(half ? { halfInputs: true } : {}),
   };
 }
@@ -488,6 +496,10 @@ const all: (() => Kernel)[] = [
   () => matmul(8192),
   () => matmul(4096, "nt"),
   () => matmul(4096, "tn"),
+  // BERT-base's and ViT-B/16's products at 128 tokens: Q, K and V joined, attention out, MLP.
+  ...[[768, 2304], [768, 768], [768, 3072], [3072, 768]].map(([k, n]) => () =>
+    matmul(n, "nn", 128, k)
+  ),
   // ResNet-50's convolutions (batch 8, or `--batch`): the stem, each stage's 3×3, a 1×1 of
   // stage 4 and of stage 5, two strided 1×1.
   ...[1, 2, 3, 4, 5].map((stage) => {
@@ -544,7 +556,7 @@ for (const make of all) {
       ]
       : []),
     // Where f16 matmuls run on the matrix units, the tiled kernel's f16 beside them.
-    ...(f16 && matrixUnits && k.id.startsWith("matmul")
+    ...(f16 && matrixUnits && /^(matmul|linear)/.test(k.id)
       ? [["f16", tiled, " tiled"] as [Precision, WebGpuBackend, string]]
       : []),
   ];
