@@ -44,6 +44,8 @@ export interface MatrixShape {
   readonly fm: number;
   /** Result matrices a subgroup holds along N. */
   readonly fn: number;
+  /** K a step through workgroup memory: a multiple of 16. */
+  readonly tk: number;
 }
 
 /** A matmul's operands with its tile shape. */

@@ -2,7 +2,8 @@
  * The f16 matmul on a GPU's matrix units (tensor cores), through WGSL's subgroup matrices
  * (Dawn's `chromium-experimental-subgroup-matrix`): a workgroup of `sm`×`sn` subgroups of 32
  * computes a TM×TN output tile, each subgroup `fm`×`fn` result matrices of 16×16 held in f32 (f16
- * products summed in f32, as the precision policy promises). K advances {@linkcode TK} at a time:
+ * products summed in f32, as the precision policy promises). K advances {@linkcode TK} at a time
+ * (twice that for products of few rows, {@linkcode FEW_ROWS}):
  * the threads fill f16 tiles of both operands in workgroup memory, each tile laid out like its
  * operand in memory (rows of K where K is contiguous, rows of M or N otherwise) so that
  * consecutive threads read and store consecutive halves, four at a time as one `vec4<f16>` where
@@ -36,11 +37,11 @@ import { quadAligned } from "./quads.ts";
 /** A result matrix's rows, columns and K (the 16×16×16 configuration). */
 const MK = 16;
 
-/** K a step through workgroup memory: two matrix multiplies a step. */
-const TK = 32;
-
 /** f16 elements a tile row is padded by: rows start 16 bytes apart from the banks' pattern. */
 const PAD = 8;
+
+/** K a step through workgroup memory: two matrix multiplies a step (four for few rows). */
+const TK = 32;
 
 /**
  * Matrix tile shapes, largest first, as tiles of the tiled kernel's kind (`threads` × `per`
@@ -51,10 +52,20 @@ const PAD = 8;
  * 128×128 in 4 subgroups of 64×64 95, K steps of 64 92 and of 16 98, against 128.
  */
 const SHAPES: readonly (Pick<MatmulTile, "threads" | "per"> & { matrix: MatrixShape })[] = [
-  { threads: [32, 8], per: [16, 4], matrix: { sm: 4, sn: 2, fm: 2, fn: 4 } },
-  { threads: [32, 4], per: [16, 2], matrix: { sm: 2, sn: 2, fm: 2, fn: 2 } },
-  { threads: [32, 4], per: [8, 1], matrix: { sm: 2, sn: 2, fm: 1, fn: 1 } },
+  { threads: [32, 8], per: [16, 4], matrix: { sm: 4, sn: 2, fm: 2, fn: 4, tk: TK } },
+  { threads: [32, 4], per: [16, 2], matrix: { sm: 2, sn: 2, fm: 2, fn: 2, tk: TK } },
+  { threads: [32, 4], per: [8, 1], matrix: { sm: 2, sn: 2, fm: 1, fn: 1, tk: TK } },
 ];
+
+/**
+ * Rows (M of one product) at most for which the 32×32 shape steps `2 * TK` of K: half the steps,
+ * each a subgroup's four multiplies. BERT-base's f16 products (128 tokens: Q, K and V joined, the
+ * MLP's, its K = 3072 in parts) took the model from 1.98-2.00 to 1.85 ms of device time on the
+ * H200 (three rounds, trees alternating, `bench/profile_model.ts`), where ResNet-50's f16
+ * convolutions at batch 8 (rows of patches, 392 or more) measured within the noise or slower
+ * (the 3×3 of stage 2: 0.068 against 0.056 ms).
+ */
+const FEW_ROWS = 256;
 
 /**
  * Workgroups a matrix tile shape should yield before it is chosen over a smaller one. At 64
@@ -95,13 +106,17 @@ export function matrixTile(
   // Too few tiles leave matrix units idle where the tiled kernel splits K among slices instead.
   const shape = fit.find((s) => tiles(tileOf(s)) >= FILL);
   if (!shape) return undefined;
-  return { ...tile, threads: shape.threads, per: shape.per, matrix: shape.matrix };
+  const deep = { ...shape, matrix: { ...shape.matrix, tk: 2 * TK } };
+  const few = shape.matrix.fm === 1 && tile.m <= FEW_ROWS && tileBytes(deep) <= bytes;
+  const { threads, per, matrix } = few ? deep : shape;
+  return { ...tile, threads, per, matrix };
 }
 
 /** Workgroup memory a shape's kernel may take at most: both tiles in either layout, and `stage`. */
-function tileBytes(shape: Pick<MatmulTile, "threads" | "per">): number {
+function tileBytes(shape: Pick<MatmulTile, "threads" | "per" | "matrix">): number {
   const [TM, TN] = tileOf(shape);
-  const tile = (rows: number) => 2 * Math.max(rows * (TK + PAD), TK * (rows + PAD));
+  const tk = shape.matrix!.tk;
+  const tile = (rows: number) => 2 * Math.max(rows * (tk + PAD), tk * (rows + PAD));
   return tile(TM) + tile(TN) + (shape.threads[0] * shape.threads[1] / 32) * MK * MK * 4;
 }
 
@@ -162,7 +177,17 @@ export function emitMatrixMatmul(
     }
   }
   const fill = (name: string, op: Load, ax: number, o0: string, bound: number, rows: number) =>
-    tileFill(l, { name, op, ax, o0, bound, rows, threads, vector: vectors.has(op.input) });
+    tileFill(l, {
+      name,
+      op,
+      ax,
+      o0,
+      bound,
+      rows,
+      threads,
+      tk: tile.matrix!.tk,
+      vector: vectors.has(op.input),
+    });
   const fillA = fill("tileA", tile.a, mAx, "m0", M, TM);
   const fillB = fill("tileB", tile.b, nAx, "n0", N, TN);
   stepLoop(l, tile, fillA, fillB);
@@ -182,7 +207,7 @@ export function emitMatrixMatmul(
  * the subgroups multiply this one (a barrier pair a step, as in the tiled kernel).
  */
 function stepLoop(l: KernelLowering, tile: MatmulTile, fillA: Fill, fillB: Fill): void {
-  const { fm, fn } = tile.matrix!;
+  const { fm, fn, tk } = tile.matrix!;
   const e = l.e;
   const load = (k0: string) => {
     fillA.load(k0);
@@ -191,12 +216,12 @@ function stepLoop(l: KernelLowering, tile: MatmulTile, fillA: Fill, fillB: Fill)
   load("0");
   const left = `subgroup_matrix_left<f16, ${MK}, ${MK}>`;
   const right = `subgroup_matrix_right<f16, ${MK}, ${MK}>`;
-  e.block(`for (var k0 = 0; k0 < ${tile.k}; k0 += ${TK}) {`, () => {
+  e.block(`for (var k0 = 0; k0 < ${tile.k}; k0 += ${tk}) {`, () => {
     fillA.store();
     fillB.store();
     e.line("workgroupBarrier();");
-    e.block(`if (k0 + ${TK} < ${tile.k}) {`, () => load(`k0 + ${TK}`));
-    for (let kk = 0; kk < TK; kk += MK) {
+    e.block(`if (k0 + ${tk} < ${tile.k}) {`, () => load(`k0 + ${tk}`));
+    for (let kk = 0; kk < tk; kk += MK) {
       for (let i = 0; i < fm; i++) {
         e.line(`let a${kk}_${i} = ${fillA.matrix(left, `sgm + ${i * MK}`, kk)};`);
       }
@@ -247,7 +272,7 @@ interface Fill {
 }
 
 /**
- * The fill of `name`, an f16 tile of {@linkcode TK} of K by `rows` (the operand's M or N from
+ * The fill of `name`, an f16 tile of `tk` of K by `rows` (the operand's M or N from
  * `o0`), laid out like the operand in memory: K-contiguous operands (a row-major A, a transposed
  * B) as `rows` rows of K, the others as rows of M or N, each padded by {@linkcode PAD}, so that
  * consecutive threads read and store consecutive halves. A thread moves units of 4 halves (one
@@ -264,6 +289,7 @@ function tileFill(
     bound: number;
     rows: number;
     threads: number;
+    tk: number;
     vector: boolean;
   },
 ): Fill {
@@ -275,10 +301,10 @@ function tileFill(
   const [wK, wR] = [access.weights[kAx], access.weights[o.ax]];
   const alongK = wK === 1;
   const V = o.vector ? 4 : 1;
-  const stride = (alongK ? TK : o.rows) + PAD;
-  const across = (alongK ? TK : o.rows) / V;
-  const count = (o.rows * TK) / V / o.threads;
-  const guarded = !(K % TK === 0 && o.bound % o.rows === 0);
+  const stride = (alongK ? o.tk : o.rows) + PAD;
+  const across = (alongK ? o.tk : o.rows) / V;
+  const count = (o.rows * o.tk) / V / o.threads;
+  const guarded = !(K % o.tk === 0 && o.bound % o.rows === 0);
   // The workgroup's origin in the operand, then each unit's row `r`, K `kq` and offset.
   const terms = access.weights.flatMap((w, d) => (w && d < kAx - 2 ? [`${w} * ${x[d]}`] : []));
   const origin = `${o.name}_at`;
@@ -332,5 +358,5 @@ function tileFill(
     const at = alongK ? `(${row}) * ${stride} + ${kk}` : `${kk * stride} + ${row}`;
     return `subgroupMatrixLoad<${type}, ${major}>(&${o.name}, u32(${at}), ${stride}u)`;
   };
-  return { load, store, matrix, size: (alongK ? o.rows : TK) * stride };
+  return { load, store, matrix, size: (alongK ? o.rows : o.tk) * stride };
 }

@@ -37,7 +37,7 @@ Deno.test("f16 matmuls take matrix tiles where the device has matrix units, size
   const layout = (k: KernelIR, o = H200) => kernelLayout(k, o);
   // 16 × 16 tiles of 32×32: the smallest shape that yields 256 workgroups.
   const small = layout(product(512, 256, 512));
-  assert.deepEqual(small.tile?.matrix, { sm: 2, sn: 2, fm: 1, fn: 1 });
+  assert.deepEqual(small.tile?.matrix, { sm: 2, sn: 2, fm: 1, fn: 1, tk: 32 });
   // Both operands aligned along their contiguous axis (x along K, w along N): read as vec4s.
   assert.deepEqual([...small.vectors].sort(), [0, 1]);
   // K = 301 leaves x's rows unaligned: x an element at a time, w still four at a time.
@@ -49,12 +49,24 @@ Deno.test("f16 matmuls take matrix tiles where the device has matrix units, size
   const large = layout(product(4096, 4096, 4096));
   assert.deepEqual(tileOf(large.tile!), [128, 128]);
   assert.equal(large.workgroup, 256);
-  assert.deepEqual(layout(product(1024, 1024, 1024)).tile?.matrix, { sm: 2, sn: 2, fm: 2, fn: 2 });
+  assert.deepEqual(layout(product(1024, 1024, 1024)).tile?.matrix, {
+    sm: 2,
+    sn: 2,
+    fm: 2,
+    fn: 2,
+    tk: 32,
+  });
   // 128×128 takes 28 KB of workgroup memory: past a device's 16 KB, the 64×64 shape.
   assert.deepEqual(
     layout(product(4096, 4096, 4096), { ...H200, workgroupBytes: 16384 }).tile?.matrix,
-    { sm: 2, sn: 2, fm: 2, fn: 2 },
+    { sm: 2, sn: 2, fm: 2, fn: 2, tk: 32 },
   );
+  // A product of few rows (BERT's 128 tokens by 768 → 3072) steps 64 of K on its 32×32 tiles.
+  const few = layout(product(128, 768, 3072));
+  assert.deepEqual(few.tile?.matrix, { sm: 2, sn: 2, fm: 1, fn: 1, tk: 64 });
+  const wgsl = generateWgsl(product(128, 768, 3072), H200);
+  assert.match(wgsl, /for \(var k0 = 0; k0 < 768; k0 \+= 64\)/);
+  assert.ok(wgsl.includes(`var<workgroup> tileA: array<f16, ${32 * (64 + 8)}>;`), wgsl);
   // Not without the units, not without f16 storage, not for f32, not past the workgroup limit.
   assert.equal(layout(product(256, 512, 384), { ...H200, matrix: false }).tile?.matrix, undefined);
   assert.equal(layout(product(256, 512, 384), { ...H200, half: false }).tile?.matrix, undefined);
