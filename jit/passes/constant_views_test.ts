@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { compile, GraphBuilder } from "../../mod.ts";
+import { compile, type Graph, GraphBuilder } from "../../mod.ts";
 import { uniform } from "../support/random.ts";
 import { foldConstantViews } from "./constant_views.ts";
 
@@ -28,7 +28,30 @@ Deno.test("views of constants fold into constants; the source goes where nothing
   assert.equal(foldConstantViews(folded), folded);
 });
 
+/**
+ * Compiles `graph` (input `x` [1, c, 5, 5], output `y`) on wasm and webgpu: its kernels read the
+ * filters as a constant [m, c, 3, 3] and never the [c, m, 3, 3] they were made from; `y` as the
+ * reference's.
+ */
+async function readsFilters(graph: Graph, [c, m]: [number, number], seed: number) {
+  const x = { data: uniform(c * 25, seed), shape: [1, c, 5, 5], dtype: "f32" as const };
+  const want = await (await compile(graph, { backend: "reference", fuse: false })).run({ x });
+  for (const backend of ["wasm", "webgpu"]) {
+    const exe = await compile(graph, { backend, cache: false });
+    const inputs = exe.plan!.kernels.flatMap((k) => k.inputs.map((i) => i.shape.join()));
+    assert.ok(inputs.includes([m, c, 3, 3].join()), `${backend}: ${inputs.join(" | ")}`);
+    assert.ok(!inputs.includes([c, m, 3, 3].join()), backend);
+    const got = (await exe.run({ x })).y;
+    const ref = want.y.data as Float32Array;
+    assert.deepEqual(got.shape, want.y.shape);
+    assert.ok((got.data as Float32Array).every((v, i) => Math.abs(v - ref[i]) <= 1e-5), backend);
+    exe.dispose();
+  }
+}
+
 Deno.test("a convolution's filters given transposed reach its kernel as a constant in its layout", async () => {
+  // Read through the Transpose, a conv of 512 → 256 channels took 260 ms on one wasm thread
+  // against 17 with its filters as a constant.
   const [c, m] = [6, 4];
   const b = new GraphBuilder();
   const filters = b.constant(uniform(c * m * 9, 4), [c, m, 3, 3], "f32");
@@ -37,26 +60,12 @@ Deno.test("a convolution's filters given transposed reach its kernel as a consta
     kernel_shape: [3, 3],
     pads: [1, 1, 1, 1],
   });
-  const graph = b.output("y", y).build();
-  const x = { data: uniform(c * 25, 5), shape: [1, c, 5, 5], dtype: "f32" as const };
-  const want = await (await compile(graph, { backend: "reference", fuse: false })).run({ x });
-  for (const backend of ["wasm", "webgpu"]) {
-    const exe = await compile(graph, { backend, cache: false });
-    // Read through the Transpose, a conv of 512 → 256 channels took 260 ms on one wasm thread
-    // against 17 with its filters as a constant.
-    const inputs = exe.plan!.kernels.flatMap((k) => k.inputs.map((i) => i.shape.join()));
-    assert.ok(inputs.includes([m, c, 3, 3].join()), `${backend}: ${inputs.join(" | ")}`);
-    assert.ok(!inputs.includes([c, m, 3, 3].join()), backend);
-    const got = await exe.run({ x });
-    const close = (got.y.data as Float32Array).every((v, i) =>
-      Math.abs(v - (want.y.data as Float32Array)[i]) <= 1e-5
-    );
-    assert.ok(close, backend);
-    exe.dispose();
-  }
+  await readsFilters(b.output("y", y).build(), [c, m], 5);
 });
 
 Deno.test("a transposed convolution's flipped, regrouped kernel is a constant its conv reads", async () => {
+  // Expanded in fusion, each run gathered the kernel anew (1.4 s on one wasm thread for 128 → 64
+  // channels at 28×28); now the conv reads [M, C, 3, 3], flipped, as a constant.
   const [c, m] = [8, 4];
   const b = new GraphBuilder();
   const w = b.constant(uniform(c * m * 9, 6), [c, m, 3, 3], "f32");
@@ -65,20 +74,5 @@ Deno.test("a transposed convolution's flipped, regrouped kernel is a constant it
     strides: [2, 2],
     pads: [1, 1, 0, 0],
   });
-  const graph = b.output("y", y).build();
-  const x = { data: uniform(c * 25, 7), shape: [1, c, 5, 5], dtype: "f32" as const };
-  const want = await (await compile(graph, { backend: "reference", fuse: false })).run({ x });
-  for (const backend of ["wasm", "webgpu"]) {
-    const exe = await compile(graph, { backend, cache: false });
-    // Expanded in fusion, each run gathered the kernel anew (1.4 s on one wasm thread for 128 →
-    // 64 channels at 28×28); now the conv reads [M, C, 3, 3], flipped, as a constant.
-    const inputs = exe.plan!.kernels.flatMap((k) => k.inputs.map((i) => i.shape.join()));
-    assert.ok(inputs.includes([m, c, 3, 3].join()), `${backend}: ${inputs.join(" | ")}`);
-    assert.ok(!inputs.includes([c, m, 3, 3].join()), backend);
-    const got = (await exe.run({ x })).y.data as Float32Array;
-    const ref = want.y.data as Float32Array;
-    assert.deepEqual((await exe.run({ x })).y.shape, want.y.shape);
-    assert.ok(got.every((v, i) => Math.abs(v - ref[i]) <= 1e-5), backend);
-    exe.dispose();
-  }
+  await readsFilters(b.output("y", y).build(), [c, m], 7);
 });
