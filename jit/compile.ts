@@ -17,7 +17,7 @@ import { joinedProducts } from "./passes/joined_products.ts";
 import { joinedIntegerProducts } from "./passes/joined_integer_products.ts";
 import { scalesOut } from "./passes/scales_out.ts";
 import { foldEmpty } from "./passes/fold_empty.ts";
-import { foldConstantViews } from "./passes/constant_views.ts";
+import { constantsLaidOut } from "./passes/constant_views.ts";
 import { sharedNodes } from "./passes/shared_nodes.ts";
 import { fuse, type FuseOptions } from "./passes/fuse.ts";
 import type { Graph } from "./ir/graph.ts";
@@ -230,12 +230,13 @@ interface Rewritten {
 }
 
 /**
- * `input` with random ops hoisted into drawn inputs, empty tensors folded, constants' views laid
- * out once, repeated nodes computed once, scalar scales moved past their products (not in the exact precision: that
- * regroups a rounding), gathered rows picked before their products and, where `join`, products
- * (and integer products) of one A joined. Shared while one is alive: auto's compile and the named
- * compile it places into rewrite the same graph (joining BERT-base's products copies 85 MB of
- * weights, 56 ms of auto's first result on the H200 host).
+ * `input` with random ops hoisted into drawn inputs, empty tensors folded, constants laid out
+ * once (where `fused`, transposed convolutions written out first), repeated nodes computed once,
+ * scalar scales moved past their products (not in the exact precision: that regroups a rounding),
+ * gathered rows picked before their products and, where `join`, products (and integer products)
+ * of one A joined. Shared while one is alive: auto's compile and the named compile it places into
+ * rewrite the same graph (joining BERT-base's products copies 85 MB of weights, 56 ms of auto's
+ * first result on the H200 host).
  */
 function rewrittenOf(
   input: Graph,
@@ -247,13 +248,7 @@ function rewrittenOf(
   const entry = byHow.get(key), kept = entry?.graph.deref();
   if (kept) return { graph: kept, drawn: entry!.drawn };
   const { graph: drawing, drawn } = hoistRandom(lowerInt64(input, how.int64));
-  // Where fusion would expand them, transposed convolutions written out as the importer writes
-  // them: their flipped, regrouped kernels then fold with the other views of constants (expanded
-  // in fusion, every run gathered them anew: 1.4 s on one wasm thread for 128 → 64 channels at
-  // 28×28, stride 2). Unfused, the reference runs the op's own kernel.
-  const empty = foldEmpty(drawing);
-  const transposed = how.fused ? decompose(empty, (n) => n.op === "ConvTranspose") : empty;
-  const shared = sharedNodes(foldConstantViews(transposed));
+  const shared = sharedNodes(constantsLaidOut(foldEmpty(drawing), how.fused));
   const scaled = how.exact ? shared : scalesOut(shared);
   const rows = rowsFirst(scaled);
   const graph = how.join ? joinedIntegerProducts(joinedProducts(rows)) : rows;
