@@ -3,11 +3,12 @@
  * axes in every operand; without `->` the output is the ellipsis, then the letters used once,
  * alphabetically), multiplied and summed over the letters the output lacks.
  *
- * It decomposes into a broadcast product and a sum: each operand's repeated letters become its
- * diagonal, its axes are permuted into one shared letter order (with size-1 axes for letters it
- * lacks), the operands are multiplied, the letters missing from the output are summed away, and
- * the result is permuted into the output's order. Fusion turns the multiply-and-sum into one
- * reduction kernel.
+ * A contraction of two operands that is a (batched) matrix product decomposes into one MatMul,
+ * which backends tile. Any other equation decomposes into a broadcast product and a sum: each
+ * operand's repeated letters become its diagonal, its axes are permuted into one shared letter
+ * order (with size-1 axes for letters it lacks), the operands are multiplied, the letters missing
+ * from the output are summed away, and the result is permuted into the output's order. Fusion
+ * turns the multiply-and-sum into one reduction kernel.
  *
  * @module
  */
@@ -132,21 +133,66 @@ function aligned(
   return full.length === present.length ? t : e.op("Reshape", [t], { shape: full });
 }
 
-/** Einsum's decomposition: the operands aligned, multiplied, summed, permuted, expanded. */
+/**
+ * A contraction of two operands as one MatMul, where the equation is one: no letter repeated
+ * within an operand or broadcast between them, and every letter either in the output (batch
+ * letters in both operands, M letters in the first only, N in the second only) or summed in both
+ * (K). The operands go through transposes and reshapes into [...batch, M, K] and [...batch, K, N],
+ * the product back into the output's order; `undefined` for any other equation. As a broadcast
+ * product and a sum, `bik,bjk->bij` took 4.6 ms on one wasm thread (a reduction kernel) where the
+ * same MatMul took 1.2 (the tiles).
+ */
+function asMatMul(e: Emitter, ins: readonly EmitRef[], plan: EinsumPlan) {
+  if (ins.length !== 2) return undefined;
+  const [a, b] = ins, [la, lb] = plan.letters, { output, extent } = plan;
+  const shapes = [e.typeOf(a).shape, e.typeOf(b).shape];
+  const plain = (ls: readonly string[], i: number) =>
+    new Set(ls).size === ls.length && ls.every((l, k) => shapes[i][k] === extent.get(l));
+  if (!plain(la, 0) || !plain(lb, 1)) return undefined;
+  const inOut = (l: string) => output.includes(l);
+  const batch = output.filter((l) => la.includes(l) && lb.includes(l));
+  const m = output.filter((l) => la.includes(l) && !lb.includes(l));
+  const n = output.filter((l) => lb.includes(l) && !la.includes(l));
+  const k = la.filter((l) => lb.includes(l) && !inOut(l));
+  const onlyOne = [...la, ...lb].some((l) => !inOut(l) && !(la.includes(l) && lb.includes(l)));
+  if (onlyOne || k.length === 0) return undefined;
+  const size = (ls: readonly string[]) => ls.reduce((p, l) => p * extent.get(l)!, 1);
+  const lead = batch.map((l) => extent.get(l)!);
+  const arranged = (x: EmitRef, ls: readonly string[], order: string[], shape: number[]) => {
+    const perm = order.map((l) => ls.indexOf(l));
+    const moved = perm.some((p, i) => p !== i) ? e.op("Transpose", [x], { perm }) : x;
+    return e.op("Reshape", [moved], { shape });
+  };
+  const y = e.op("MatMul", [
+    arranged(a, la, [...batch, ...m, ...k], [...lead, size(m), size(k)]),
+    arranged(b, lb, [...batch, ...k, ...n], [...lead, size(k), size(n)]),
+  ]);
+  const kept = [...batch, ...m, ...n];
+  const unfolded = e.op("Reshape", [y], { shape: kept.map((l) => extent.get(l)!) });
+  const perm = output.map((l) => kept.indexOf(l));
+  return perm.some((p, i) => p !== i) ? e.op("Transpose", [unfolded], { perm }) : unfolded;
+}
+
+/**
+ * Einsum's decomposition: a MatMul where the equation is one (`asMatMul`), else the operands
+ * aligned, multiplied, summed, permuted, expanded.
+ */
 function decomposeEinsum(e: Emitter, ins: readonly EmitRef[], equation: string): EmitRef {
   const plan = einsumPlan(equation, ins.map((x) => e.typeOf(x).shape)) as EinsumPlan;
+  const product = asMatMul(e, ins, plan);
+  if (product) return product;
   const { letters, output, extent } = plan;
   const all = [...new Set([...output, ...letters.flat()])];
-  let product = ins.map((x, i) => aligned(e, x, letters[i], all)).reduce((a, b) =>
+  let summed = ins.map((x, i) => aligned(e, x, letters[i], all)).reduce((a, b) =>
     e.op("Mul", [a, b])
   );
-  const summed = all.map((_, k) => k).filter((k) => !output.includes(all[k]));
-  if (summed.length) product = e.op("ReduceSum", [product], { axes: summed, keepdims: 0 });
+  const axes = all.map((_, k) => k).filter((k) => !output.includes(all[k]));
+  if (axes.length) summed = e.op("ReduceSum", [summed], { axes, keepdims: 0 });
   const kept = all.filter((l) => output.includes(l));
   const perm = output.map((l) => kept.indexOf(l));
   // A letter broadcast in every operand may still be 1 here: expand it to its extent.
   const shape = output.map((l) => extent.get(l)!);
-  const y = perm.some((p, k) => p !== k) ? e.op("Transpose", [product], { perm }) : product;
+  const y = perm.some((p, k) => p !== k) ? e.op("Transpose", [summed], { perm }) : summed;
   return e.typeOf(y).shape.some((d, k) => d !== shape[k]) ? e.op("Expand", [y], { shape }) : y;
 }
 

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { GraphBuilder } from "../frontend/graph_builder.ts";
+import { compile, GraphBuilder } from "../../mod.ts";
 import { KilnError } from "../support/errors.ts";
+import { uniform } from "../support/random.ts";
 import { type EinsumPlan, einsumPlan } from "./einsum.ts";
-import "./mod.ts";
 
 Deno.test("an Einsum equation is read against its operands, the implicit output included", () => {
   const plan = einsumPlan("...ij, kj", [[5, 2, 3], [4, 3]]) as EinsumPlan;
@@ -25,4 +25,37 @@ Deno.test("an Einsum the operands do not fit is a typed error that says how to w
     () => b.output("y", y).build(),
     (e) => e instanceof KilnError && e.code === "bad-attribute" && /ab,bc->ac/.test(e.message),
   );
+});
+
+Deno.test("a two-operand contraction runs as a tiled matmul; other equations as a reduction", async () => {
+  const run = async (equation: string, a: number[], b: number[]) => {
+    const g = new GraphBuilder();
+    const y = g.op("Einsum", [g.input("a", a), g.input("b", b)], { equation });
+    const graph = g.output("y", y).build();
+    const feeds = {
+      a: { data: uniform(a.reduce((p, d) => p * d), 80), shape: a, dtype: "f32" as const },
+      b: { data: uniform(b.reduce((p, d) => p * d), 81), shape: b, dtype: "f32" as const },
+    };
+    const want = await (await compile(graph, { backend: "reference", fuse: false })).run(feeds);
+    const patterns: string[][] = [];
+    for (const backend of ["wasm", "webgpu"]) {
+      const exe = await compile(graph, { backend, cache: false });
+      patterns.push(exe.plan!.kernels.map((k) => k.pattern));
+      const got = (await exe.run(feeds)).y.data as Float32Array;
+      const ref = want.y.data as Float32Array;
+      assert.ok(got.every((v, i) => Math.abs(v - ref[i]) <= 1e-5), `${equation} on ${backend}`);
+      exe.dispose();
+    }
+    return patterns;
+  };
+  // Attention's scores: one matmul kernel (as a broadcast product and a sum, a reduction
+  // kernel: 4.6 ms on one wasm thread against 1.2 for `bik,bjk->bij` at 8 × 128 × 256 × 64).
+  for (const kinds of await run("bhqd,bhkd->bhqk", [1, 2, 16, 8], [1, 2, 12, 8])) {
+    assert.ok(kinds.includes("matmul"), kinds.join());
+    assert.ok(!kinds.includes("reduce"), kinds.join());
+  }
+  // A letter summed in one operand only is no product: the reduction form stays.
+  for (const kinds of await run("ij,jk->i", [4, 6], [6, 5])) {
+    assert.ok(!kinds.includes("matmul"), kinds.join());
+  }
 });

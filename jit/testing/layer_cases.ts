@@ -26,7 +26,7 @@ export interface DecomposeCase {
 /** Cases by op name. */
 export const LAYER_CASES: Record<string, DecomposeCase[]> = {
   // A batched matmul through the ellipsis, a trace and a diagonal, a broadcast letter, an
-  // implicit output, three operands.
+  // implicit output, three operands, attention's scores, several M and K letters.
   Einsum: [
     {
       inputs: [f32(uniform(24, 60), [2, 3, 4]), f32(uniform(40, 61), [2, 4, 5])],
@@ -43,6 +43,18 @@ export const LAYER_CASES: Record<string, DecomposeCase[]> = {
     {
       inputs: [f32(uniform(6, 66), [2, 3]), f32(uniform(12, 67), [3, 4]), f32(uniform(4, 68), [4])],
       attrs: { equation: "ab,bc,c->a" },
+      atol: 1e-6,
+    },
+    // Products as MatMuls: attention's scores (B transposed), two M letters and two K letters,
+    // the output permuted.
+    {
+      inputs: [f32(uniform(48, 69), [2, 2, 3, 4]), f32(uniform(80, 70), [2, 2, 5, 4])],
+      attrs: { equation: "bhqd,bhkd->bhqk" },
+      atol: 1e-6,
+    },
+    {
+      inputs: [f32(uniform(60, 71), [2, 3, 2, 5]), f32(uniform(40, 72), [2, 5, 4])],
+      attrs: { equation: "abcd,cdn->nab" },
       atol: 1e-6,
     },
   ],
