@@ -59,3 +59,25 @@ Deno.test("a two-operand contraction runs as a tiled matmul; other equations as 
     assert.ok(!kinds.includes("matmul"), kinds.join());
   }
 });
+
+Deno.test("attention written with Einsum reaches the attention kernels, as its MatMul form does", async () => {
+  const [b, h, t, d] = [1, 2, 16, 8];
+  const g = new GraphBuilder();
+  const [q, k, v] = ["q", "k", "v"].map((n) => g.input(n, [b, h, t, d]));
+  const scores = g.op("Einsum", [q, k], { equation: "bhqd,bhkd->bhqk" });
+  const p = g.op("Softmax", [g.op("Mul", [scores, g.constant(0.25)])], { axis: -1 });
+  const graph = g.output("y", g.op("Einsum", [p, v], { equation: "bhqk,bhkd->bhqd" })).build();
+  const tensor = (seed: number) => ({
+    data: uniform(b * h * t * d, seed),
+    shape: [b, h, t, d],
+    dtype: "f32" as const,
+  });
+  const feeds = { q: tensor(90), k: tensor(91), v: tensor(92) };
+  const want = await (await compile(graph, { backend: "reference", fuse: false })).run(feeds);
+  const exe = await compile(graph, { backend: "webgpu", cache: false });
+  const groups = exe.plan!.kernels.map((x) => x.group ?? x.pattern);
+  assert.ok(groups.every((x) => x.startsWith("attention")), groups.join());
+  const got = (await exe.run(feeds)).y.data as Float32Array;
+  assert.ok(got.every((x, i) => Math.abs(x - (want.y.data as Float32Array)[i]) <= 1e-5));
+  exe.dispose();
+});
