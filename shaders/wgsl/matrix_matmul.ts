@@ -61,11 +61,11 @@ const SHAPES: readonly (Pick<MatmulTile, "threads" | "per"> & { matrix: MatrixSh
  * Rows (M of one product) at most for which the 32×32 shape steps `2 * TK` of K: half the steps,
  * each a subgroup's four multiplies. BERT-base's f16 products (128 tokens: Q, K and V joined, the
  * MLP's, its K = 3072 in parts) took the model from 1.98-2.00 to 1.85 ms of device time on the
- * H200 (three rounds, trees alternating, `bench/profile_model.ts`), where ResNet-50's f16
- * convolutions at batch 8 (rows of patches, 392 or more) measured within the noise or slower
- * (the 3×3 of stage 2: 0.068 against 0.056 ms).
+ * H200 (three rounds, trees alternating, `bench/profile_model.ts`); ViT-B/16's (197 tokens) took
+ * it from 2.75 to 2.99 ms (two rounds), and ResNet-50's f16 convolutions at batch 8 (rows of
+ * patches, 392 or more) measured within the noise or slower (0.056 → 0.068 ms for a 3×3).
  */
-const FEW_ROWS = 256;
+const FEW_ROWS = 128;
 
 /**
  * Workgroups a matrix tile shape should yield before it is chosen over a smaller one. At 64
