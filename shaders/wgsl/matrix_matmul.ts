@@ -157,7 +157,7 @@ export function emitMatrixMatmul(
   tile: MatmulTile,
   vectors: ReadonlySet<number>,
 ): { helpers: string[]; decls: string[] } {
-  const { sm, fm, fn } = tile.matrix!;
+  const { sm, fm, fn, tk } = tile.matrix!;
   const { nb, m: M, n: N } = tile;
   const [TM, TN] = tileOf(tile);
   const threads = tile.threads[0] * tile.threads[1];
@@ -177,17 +177,7 @@ export function emitMatrixMatmul(
     }
   }
   const fill = (name: string, op: Load, ax: number, o0: string, bound: number, rows: number) =>
-    tileFill(l, {
-      name,
-      op,
-      ax,
-      o0,
-      bound,
-      rows,
-      threads,
-      tk: tile.matrix!.tk,
-      vector: vectors.has(op.input),
-    });
+    tileFill(l, { name, op, ax, o0, bound, rows, threads, tk, vector: vectors.has(op.input) });
   const fillA = fill("tileA", tile.a, mAx, "m0", M, TM);
   const fillB = fill("tileB", tile.b, nAx, "n0", N, TN);
   stepLoop(l, tile, fillA, fillB);
