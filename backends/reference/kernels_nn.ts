@@ -130,6 +130,8 @@ export const nnKernels: Record<string, Kernel> = {
     if (alpha === 1) return [y];
     return [written(out.dtype, Array.from(read({ ...out, data: y }), (x) => x * alpha))];
   },
+  // Conv's float64 loop over integers: exact while its sums stay under 2^53, then wrapped to i32.
+  IntegerConv: (args) => nnKernels.Conv(args),
   Conv: (args) => {
     const { inputs, outputs, ctx } = args;
     const [xt, wt, bt] = inputs;

@@ -19,6 +19,7 @@ import {
   defineOps,
   type EmitRef,
   type Emitter,
+  type InferContext,
   type OpDef,
   type ValueType,
 } from "./registry.ts";
@@ -34,11 +35,58 @@ export function exactTerms(bound: number): number {
   return Math.floor((EXACT_SUM - 1) / bound);
 }
 
-/** The integer types IntegerMatMul takes. */
-const NARROW = ["i16", "i8", "u8"] as const;
+/**
+ * The fewest chunks of a contraction of length `len` (below `most`, else `most`) whose sums stay
+ * exact in f32 for every output `j` of `outputs`: with constant weights of magnitude
+ * `abs(k, j)` and the other operand at most `maxA`, each chunk's sum is at most `maxA` times the
+ * chunk's weights. Quantized weights are mostly far below their type's bound: BERT-base's
+ * K = 768 then sums in one float product, where the bound alone asks for three.
+ */
+export function fewestParts(
+  len: number,
+  outputs: number,
+  abs: (k: number, j: number) => number,
+  maxA: number,
+  most: number,
+): number {
+  // A chunk's |w| (integers) summed may reach this: times max|a|, it stays under 2^24.
+  const limit = exactTerms(maxA);
+  // Prefix sums along the contraction, per output: a chunk's sum is one difference.
+  const prefix = new Float64Array((len + 1) * outputs);
+  for (let k = 0; k < len; k++) {
+    for (let j = 0; j < outputs; j++) {
+      prefix[(k + 1) * outputs + j] = prefix[k * outputs + j] + abs(k, j);
+    }
+  }
+  const fits = (size: number) => {
+    for (let s = 0; s < len; s += size) {
+      const e = Math.min(len, s + size);
+      for (let j = 0; j < outputs; j++) {
+        if (prefix[e * outputs + j] - prefix[s * outputs + j] > limit) return false;
+      }
+    }
+    return true;
+  };
+  for (let parts = 1; parts < most; parts++) if (fits(Math.ceil(len / parts))) return parts;
+  return most;
+}
+
+/** The integer types IntegerMatMul and IntegerConv take. */
+export const NARROW = ["i16", "i8", "u8"] as const;
 
 /** The largest product an i16 × i16 MatMul can meet: its default `bound`. */
-const I16_BOUND = 2 ** 30;
+export const I16_BOUND = 2 ** 30;
+
+/**
+ * Checks an integer product's attribute `name`, a bound on magnitudes (`what` they bound) in
+ * [1, 2^30]; absent, the bound of i16 products.
+ */
+export function boundAttr(ctx: InferContext, name: string, what: string): void {
+  const bound = ctx.int(name, I16_BOUND);
+  if (!(bound >= 1 && bound <= I16_BOUND)) {
+    ctx.fail(`${name} ${bound} is outside [1, 2^30]`, `give ${what}`, "bad-attribute");
+  }
+}
 
 /**
  * Whether fusion should build an IntegerMatMul of operands `a` and `b` as one integer matmul
@@ -100,17 +148,11 @@ const integerOps: OpDef[] = [{
   infer: (ctx) => {
     ctx.requireDType(0, NARROW);
     ctx.requireDType(1, NARROW);
-    const bound = ctx.int("bound", I16_BOUND), parts = ctx.int("parts", 1);
+    const parts = ctx.int("parts", 1);
     if (!(parts >= 1)) {
       ctx.fail(`parts ${parts} is below 1`, "give 1 or more chunks", "bad-attribute");
     }
-    if (!(bound >= 1 && bound <= I16_BOUND)) {
-      ctx.fail(
-        `bound ${bound} is outside [1, 2^30]`,
-        "give the largest |a·b| product",
-        "bad-attribute",
-      );
-    }
+    boundAttr(ctx, "bound", "the largest |a·b| product");
     return [{ shape: matmulShape(ctx, ctx.input(0).shape, ctx.input(1).shape), dtype: "i32" }];
   },
   decompose: (e, [a, b], attrs) => [

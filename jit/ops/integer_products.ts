@@ -5,10 +5,9 @@
  *
  * - Matmuls become `IntegerMatMul` over i16 operands (the shifted values fit): integer dot
  *   products on wasm, exact float chunks elsewhere (`integer_matmul.ts`).
- * - Convolutions run as float convolutions of the shifted values: each product of two of them is
- *   an integer of at most 255² = 65025, exact in f32, and so is every partial sum while it stays
- *   under 2^24 whatever the order; a longer patch is split by channels into the groups of one
- *   grouped convolution, summed in i32.
+ * - Convolutions become `IntegerConv` over the same i16 operands: integer dot products on wasm
+ *   (patches gathered through the float tiles' indirection table), float convolutions exact by
+ *   channel slices elsewhere (`integer_conv.ts`).
  * - With constant weights the chunks are as few as the weights' actual magnitudes allow, not as
  *   the type's bound asks (258 products a chunk), and the weights are shifted once, in one pass
  *   (folded op by op, each of BERT-base's [768, 3072] weights took about 150 ms of an import).
@@ -24,7 +23,7 @@
  */
 import type { DType } from "../ir/dtype.ts";
 import { broadcastOffsets, sizeOf, tryBroadcast } from "../ir/shape.ts";
-import { exactTerms } from "./integer_matmul.ts";
+import { exactTerms, fewestParts } from "./integer_matmul.ts";
 import { quantRange } from "./quantize.ts";
 import { convShape, matmulShape } from "./nn.ts";
 import {
@@ -65,42 +64,6 @@ interface Operands {
 const toI32 = (e: Emitter, x: EmitRef) => e.op("Cast", [x], { to: "i32" });
 
 /**
- * The fewest chunks of a contraction of length `len` (below `most`, else `most`) whose sums stay
- * exact in f32 for every output `j` of `outputs`: with constant weights of magnitude
- * `abs(k, j)` and the other operand at most `maxA`, each chunk's sum is at most `maxA` times the
- * chunk's weights. Quantized weights are mostly far below their type's bound: BERT-base's
- * K = 768 then sums in one float product, where the bound alone asks for three.
- */
-function fewestParts(
-  len: number,
-  outputs: number,
-  abs: (k: number, j: number) => number,
-  maxA: number,
-  most: number,
-): number {
-  // A chunk's |w| (integers) summed may reach this: times max|a|, it stays under 2^24.
-  const limit = exactTerms(maxA);
-  // Prefix sums along the contraction, per output: a chunk's sum is one difference.
-  const prefix = new Float64Array((len + 1) * outputs);
-  for (let k = 0; k < len; k++) {
-    for (let j = 0; j < outputs; j++) {
-      prefix[(k + 1) * outputs + j] = prefix[k * outputs + j] + abs(k, j);
-    }
-  }
-  const fits = (size: number) => {
-    for (let s = 0; s < len; s += size) {
-      const e = Math.min(len, s + size);
-      for (let j = 0; j < outputs; j++) {
-        if (prefix[e * outputs + j] - prefix[s * outputs + j] > limit) return false;
-      }
-    }
-    return true;
-  };
-  for (let parts = 1; parts < most; parts++) if (fits(Math.ceil(len / parts))) return parts;
-  return most;
-}
-
-/**
  * The exact i32 product of `a` [..., M, K] and `b` [..., K, N], integer tensors shifted by their
  * zero points, whose products are at most `bound` (`a`'s magnitude at most `maxA`): an
  * IntegerMatMul of i16 operands (with constant weights, as few chunks as their actual magnitudes
@@ -118,95 +81,18 @@ function integerMatMul(e: Emitter, a: EmitRef, b: EmitRef, bound: number, maxA: 
 }
 
 /**
- * The exact i32 convolution of `x` [N, C, ...] by `w` [M, C/group, ...], f32 tensors of
- * integers whose products are at most `bound` (`x` at most `maxA`): channels in slices whose
- * patches sum exactly (as few as constant weights' magnitudes allow), the slices' convolutions
- * summed in i32. Grouped convolutions too long for one exact sum take i32 arithmetic.
- */
-function exactConv(e: Emitter, [x, w]: EmitRef[], attrs: Attrs, bound: number, maxA: number) {
-  const ws = e.typeOf(w).shape, [m, channels] = ws;
-  const taps = sizeOf(ws.slice(2)), per = Math.floor(exactTerms(bound) / taps);
-  // Channel slices the type bound asks for, or (constant weights) as few as their sums need.
-  let parts = per < 1 ? Infinity : Math.ceil(channels / per);
-  const data = parts > 1 ? e.constantOf(w) : undefined;
-  if (data) {
-    const abs = (c: number, o: number) => {
-      let sum = 0;
-      for (let t = 0; t < taps; t++) sum += Math.abs(data[(o * channels + c) * taps + t]);
-      return sum;
-    };
-    parts = fewestParts(channels, m, abs, maxA, Math.min(parts, channels + 1));
-  }
-  if (parts === 1) return toI32(e, e.op("Conv", [x, w], attrs));
-  if (parts > channels || Number(attrs.group ?? 1) !== 1) {
-    return e.op("Conv", [toI32(e, x), toI32(e, w)], attrs);
-  }
-  // The slices as the groups of one grouped convolution (channels zero-padded to a multiple of
-  // `parts`), summed in i32: one kernel of parts × M output channels, where a kernel a slice
-  // kept the H200's small-spatial convolutions on a handful of tiles each (0.5 ms apiece).
-  const pad = Math.ceil(channels / parts) * parts - channels;
-  const xs = pad ? e.op("Pad", [x], { pads: [0, pad], axes: [1], mode: "constant", value: 0 }) : x;
-  const y = e.op("Conv", [xs, groupedWeight(e, w, parts, data)], { ...attrs, group: parts });
-  const [n, , ...outSpatial] = e.typeOf(y).shape;
-  const sums = toI32(e, e.op("Reshape", [y], { shape: [n, parts, m, ...outSpatial] }));
-  return e.op("ReduceSum", [sums], { axes: [1], keepdims: 0 });
-}
-
-/**
- * Weights `w` [M, C, ...] as `parts` groups of their channels [parts · M, ⌈C / parts⌉, ...]
- * (zero past C): constant weights (`data`) reordered here, others through a view. Read through
- * the view, a constant's grouped conv took 467 ms on one wasm thread where the same weights as a
- * constant took 10.6 (512 → 256 channels at 14×14, 3×3, two groups).
- */
-function groupedWeight(e: Emitter, w: EmitRef, parts: number, data?: ArrayLike<number>): EmitRef {
-  const ws = e.typeOf(w).shape, [m, channels] = ws, taps = sizeOf(ws.slice(2));
-  const size = Math.ceil(channels / parts), pad = size * parts - channels;
-  const shape = [parts * m, size, ...ws.slice(2)];
-  if (data) {
-    const out = new Float32Array(parts * m * size * taps);
-    for (let p = 0; p < parts; p++) {
-      for (let o = 0; o < m; o++) {
-        for (let c = 0; c < size && p * size + c < channels; c++) {
-          const from = (o * channels + p * size + c) * taps, to = ((p * m + o) * size + c) * taps;
-          for (let t = 0; t < taps; t++) out[to + t] = data[from + t];
-        }
-      }
-    }
-    return constantTensor(e, out, shape, "f32");
-  }
-  const padded = pad
-    ? e.op("Pad", [w], { pads: [0, pad], axes: [1], mode: "constant", value: 0 })
-    : w;
-  const spatial = ws.slice(2).map((_, i) => 3 + i);
-  const split = e.op("Reshape", [padded], { shape: [m, parts, size, ...ws.slice(2)] });
-  return e.op("Reshape", [e.op("Transpose", [split], { perm: [1, 0, 2, ...spatial] })], { shape });
-}
-
-/**
  * A constant `x` less a constant zero point `zero` (broadcast to it), as a constant of `to`, in
  * one pass; `undefined` for any other operands (graph ops then).
  */
-function foldedShift(e: Emitter, x: EmitRef, zero: EmitRef | undefined, to: DType) {
+function foldedShift(e: Emitter, x: EmitRef, zero: EmitRef | undefined, to: "i16" | "i32") {
   const xs = e.constantOf(x), zs = zero ? e.constantOf(zero) : [0];
   if (!xs || !zs) return undefined;
   const shape = e.typeOf(x).shape, zshape = zero ? e.typeOf(zero).shape : [];
   if (tryBroadcast([shape, zshape])?.join() !== shape.join()) return undefined;
   const at = sizeOf(zshape) === 1 ? undefined : broadcastOffsets(zshape, shape);
-  const out = to === "i16"
-    ? new Int16Array(xs.length)
-    : to === "i32"
-    ? new Int32Array(xs.length)
-    : new Float32Array(xs.length);
+  const out = to === "i16" ? new Int16Array(xs.length) : new Int32Array(xs.length);
   for (let i = 0; i < out.length; i++) out[i] = xs[i] - zs[at ? at[i] : 0];
   return constantTensor(e, out, shape, to);
-}
-
-/** `x` as f32, less its zero point `zero` where there is one. */
-function shifted(e: Emitter, x: EmitRef, zero: EmitRef | undefined): EmitRef {
-  const folded = foldedShift(e, x, zero, "f32");
-  if (folded) return folded;
-  const f = (k: EmitRef) => e.op("Cast", [k], { to: "f32" });
-  return zero ? e.op("Sub", [f(x), f(zero)]) : f(x);
 }
 
 /** `x` less its zero point, as i16 where the difference fits it (8-bit operands), else as i32. */
@@ -248,8 +134,12 @@ function product(
   const bound = maxA * magnitude(bt.dtype, bz !== undefined);
   const wRank = bt.shape.length;
   if (kind === "Conv") {
-    const operands = [shifted(e, a, az), shifted(e, b, bz && channels(e, bz, wRank))];
-    return exactConv(e, operands, attrs, bound, maxA);
+    const x = shiftedInt(e, a, az), w = shiftedInt(e, b, bz && channels(e, bz, wRank));
+    // 16-bit operands, shifted, pass i16: i32 arithmetic throughout.
+    if (e.typeOf(x).dtype === "i32" || e.typeOf(w).dtype === "i32") {
+      return e.op("Conv", [toI32(e, x), toI32(e, w)], attrs);
+    }
+    return e.op("IntegerConv", [x, w], { ...attrs, bound, max_a: maxA });
   }
   // ONNX allows a per-row zero point of a (1-D of M): it lines up with a's rows.
   const rows = az && e.typeOf(az).shape.length === 1 && e.typeOf(az).shape[0] > 1

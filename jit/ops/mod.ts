@@ -11,15 +11,15 @@
  * Decomposed ops (rewritten into primitives when a backend lacks them), one file a family: the
  * activations and elementwise functions (`activations.ts`, `elementwise.ts`), Softmax,
  * LayerNormalization and the sum-defined reductions (`reduce.ts`, `sum_reductions.ts`), the
- * normalizations (`normalization.ts`), Gemm and GroupNormalization (`nn.ts`), IntegerMatMul (one
- * integer kernel where the backends have integer dot products), the quantization ops and integer
- * products (`quantize.ts`, `integer_products.ts`), block-quantized weights (`block_matmul.ts`:
- * read packed), the recurrent layers, Einsum, the Fourier transforms, TopK and Det, Resize, the
- * scatters and gathers, the window ops built of others (`pool_composites.ts`,
- * `conv_transpose.ts`, `sampling.ts`, `roi.ts`), attention and the language-model ops
- * (`attention.ts`, `llm.ts`), the losses and optimizers. `docs/onnx.md` lists them all. The
- * reference backend also runs each of them directly, and the test suite checks that both paths
- * agree.
+ * normalizations (`normalization.ts`), Gemm and GroupNormalization (`nn.ts`), IntegerMatMul and
+ * IntegerConv (integer kernels where the backends have integer dot products), the quantization
+ * ops and integer products (`quantize.ts`, `integer_products.ts`), block-quantized weights
+ * (`block_matmul.ts`: read packed), the recurrent layers, Einsum, the Fourier transforms, TopK
+ * and Det, Resize, the scatters and gathers, the window ops built of others
+ * (`pool_composites.ts`, `conv_transpose.ts`, `sampling.ts`, `roi.ts`), attention and the
+ * language-model ops (`attention.ts`, `llm.ts`), the losses and optimizers. `docs/onnx.md` lists
+ * them all. The reference backend also runs each of them directly, and the test suite checks that
+ * both paths agree.
  *
  * @module
  */
@@ -31,6 +31,7 @@ import "./normalization.ts";
 import "./movement.ts";
 import "./nn.ts";
 import "./integer_matmul.ts";
+import "./integer_conv.ts";
 import "./integer_products.ts";
 import "./ort_attention.ts";
 import "./gqa.ts";
@@ -60,6 +61,7 @@ import "./tfidf.ts";
 import "./quantize.ts";
 export { blockWeight, nativeBlockMatMul } from "./block_matmul.ts";
 export { exactTerms, nativeIntegerMatMul } from "./integer_matmul.ts";
+export { integerConvAttrs, nativeIntegerConv } from "./integer_conv.ts";
 import "./source.ts";
 
 export * from "./registry.ts";

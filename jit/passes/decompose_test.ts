@@ -311,6 +311,44 @@ const localCases: Record<string, DecomposeCase[]> = {
       rtol: 0,
     },
   ],
+  // Shifted 8-bit values: 40 channels of 3×3 sum past 2^24 in two channel slices (one grouped
+  // conv); constant weights far below the bound in one; two groups in i32; unshifted u8 × i8.
+  IntegerConv: [
+    {
+      inputs: [
+        ints("i16", 40 * 25, -255, 255, [1, 40, 5, 5]),
+        ints("i16", 3 * 360, -255, 255, [3, 40, 3, 3]),
+      ],
+      attrs: { bound: 65025, max_a: 255, pads: [1, 1, 1, 1] },
+      atol: 0,
+      rtol: 0,
+    },
+    {
+      inputs: [
+        ints("i16", 40 * 25, -255, 255, [1, 40, 5, 5]),
+        ints("i16", 3 * 360, -20, 20, [3, 40, 3, 3]),
+      ],
+      attrs: { bound: 65025, max_a: 255, strides: [2, 2] },
+      constants: [1],
+      atol: 0,
+      rtol: 0,
+    },
+    {
+      inputs: [
+        ints("i16", 2 * 8 * 16, -255, 255, [2, 8, 4, 4]),
+        ints("i16", 6 * 36, -255, 255, [6, 4, 3, 3]),
+      ],
+      attrs: { bound: 65025, max_a: 255, group: 2 },
+      atol: 0,
+      rtol: 0,
+    },
+    {
+      inputs: [ints("u8", 18, 0, 255, [1, 2, 3, 3]), ints("i8", 8, -128, 127, [2, 2, 1, 2])],
+      attrs: { bound: 32640, max_a: 255 },
+      atol: 0,
+      rtol: 0,
+    },
+  ],
   // 4-bit values in blocks of 16 with zero points; 2 bits without (the middle value); 8 bits.
   BlockDequantize: [
     {

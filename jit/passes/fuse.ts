@@ -64,6 +64,7 @@ import { loweringOf } from "../ops/window_lowering.ts";
 import { type Decomposition, expandSymbols } from "./fuse_expand.ts";
 import { runsWhole } from "./fusable.ts";
 import { convSym, matmulSym, poolSym, prologueProduct, type Walk } from "./fuse_contractions.ts";
+import { integerProduct } from "./fuse_integer.ts";
 import { reduceAxes } from "../ops/reduce.ts";
 import {
   type Attrs,
@@ -71,7 +72,6 @@ import {
   getOp,
   InferContext,
   nativeBlockMatMul,
-  nativeIntegerMatMul,
   type ValueType,
 } from "../ops/mod.ts";
 
@@ -180,12 +180,9 @@ class Fuser {
     values?: readonly number[],
   ): Sym[] {
     const def = getOp(op);
-    if (
-      op === "IntegerMatMul" && this.#opts.integerDot &&
-      nativeIntegerMatMul(ins[0].type, ins[1].type)
-    ) {
-      return [this.#matmul(ins, label, types[0], { widen: true })];
-    }
+    const integer = this.#opts.integerDot &&
+      integerProduct(this.#walk, op, ins, attrs, { label, type: types[0] });
+    if (integer) return [integer];
     const block = op === "BlockMatMul" && this.#opts.blockProducts &&
       this.#blockProduct(ins, attrs, label, types[0]);
     if (block) return [block];
@@ -473,14 +470,14 @@ class Fuser {
     };
   }
 
-  /** MatMul (and IntegerMatMul widened, a block product's B inline) as a contraction. */
+  /** MatMul (a block product's B inline) as a contraction. */
   #matmul(
     ins: Sym[],
     label: string,
     type: ValueType,
-    { widen = false, inlineB = false, inlineA = false } = {},
+    { inlineB = false, inlineA = false } = {},
   ): Sym {
-    return matmulSym(this.#walk, ins, label, type, { widen, inlineB, inlineA });
+    return matmulSym(this.#walk, ins, label, type, { widen: false, inlineB, inlineA });
   }
 
   /**

@@ -69,8 +69,7 @@ export function matmulSym(
     ? ins[1]
     : walk.keysAlong(walk.operand(ins[1], label), label);
   const map = matmulMap(a.type.shape, b.type.shape);
-  const read = (e: Expr): Expr =>
-    widen ? { kind: "alu", op: "Cast", args: [e], dtype: type.dtype } : e;
+  const read = widened(widen, type);
   const factors = [a, b].map((s, i) => read(reindex(s.expr, map.operands[i])));
   const product = multiplied(factors[0], factors[1], type);
   const labels = [...own(a), ...own(b)];
@@ -111,6 +110,11 @@ export function prologueProduct(
   return sym;
 }
 
+/** How an integer product (`widen`) reads a factor: widened to its sum's type; others as it is. */
+function widened(widen: boolean, type: ValueType): (e: Expr) => Expr {
+  return (e) => widen ? { kind: "alu", op: "Cast", args: [e], dtype: type.dtype } : e;
+}
+
 /** The product of two factors at a contraction's point, in `type`'s dtype. */
 function multiplied(x: Expr, y: Expr, type: ValueType): Expr {
   return { kind: "alu", op: "Mul", args: [x, y], dtype: type.dtype };
@@ -119,7 +123,9 @@ function multiplied(x: Expr, y: Expr, type: ValueType): Expr {
 /**
  * 2-D Conv as a contraction over [Cg, KH, KW] in the space [N, G, Mg, OH, OW, Cg, KH, KW]. With
  * plain operands it is laid out as a matmul (implicit GEMM): [N, G, OH·OW, Mg, Cg·KH·KW], rows
- * of patches times the filters, so backends run it through their matmul kernels.
+ * of patches times the filters, so backends run it through their matmul kernels. `widen`: an
+ * IntegerConv, its i16 operands widened to the i32 sum's type (its patches gathered: the
+ * integer tiles gather them through the float tiles' indirection table).
  */
 export function convSym(
   walk: Walk,
@@ -127,6 +133,7 @@ export function convSym(
   attrs: Attrs,
   label: string,
   type: ValueType,
+  { widen = false }: { widen?: boolean } = {},
 ): Sym {
   const [x, w, bias] = ins.map((s) => walk.operand(s, label));
   const inputs = ins.map((s) => s.type);
@@ -134,11 +141,11 @@ export function convSym(
   const win = resolveWindow(ctx, x.type.shape.slice(2), w.type.shape.slice(2));
   const plain = x.expr.kind === "load" && w.expr.kind === "load";
   const map = convMap(x.type.shape, w.type.shape, ctx.int("group", 1), win, plain);
-  const patches = storedPatches(walk, map, x, label);
+  const patches = widen ? undefined : storedPatches(walk, map, x, label);
   const rows = patches
     ? reindex(patches.expr, [map.patches!.read])
     : reindex(x.expr, map.operands[0]);
-  const factors = [rows, reindex(w.expr, map.operands[1])];
+  const factors = [rows, reindex(w.expr, map.operands[1])].map(widened(widen, type));
   const product = multiplied(
     ...(map.swapped ? [factors[1], factors[0]] : factors) as [Expr, Expr],
     type,

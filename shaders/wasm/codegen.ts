@@ -65,7 +65,9 @@ export function generateWasm(
     // An integer matmul whose outputs dequantize its sums is generated as the tiles compute it;
     // where its operands do not fit the tiles, it takes the generic paths below as it is.
     const fn = new KernelFunction(wasm, integerView(given) ?? given, options);
-    const body = integerGemm({ fn, ...linearLowering(fn) }, integer);
+    const tableFill = indirectionFill(given);
+    const taps = tableFill === undefined ? undefined : tableTaps(given);
+    const body = integerGemm({ fn, tableFill, taps, ...linearLowering(fn) }, integer);
     if (body) return fn.finish(body);
   }
   // An f16 matmul is generated as the tiles compute it (the program packs B for it the same way).

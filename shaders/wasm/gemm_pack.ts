@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { isFloat } from "./alu.ts";
 import { gatherTaps } from "./conv_gather.ts";
 import { rowsOfA } from "./matmul_plan.ts";
 import { type Gemm, prepacked, rowA, setRow, tableRow } from "./gemm_state.ts";
@@ -48,6 +49,10 @@ export function pack(g: Gemm, width: number, into: number): number[] {
   return st;
 }
 
+/**
+ * Gathers this block's rows of A, k-contiguous, into the scratch: through the indirection
+ * table (beside B's panels), else through A's index map.
+ */
 export function packA(g: Gemm): number[] {
   const { m, local, get, ic, coord, whileLoop, i32, k, a, kAxis, r, kk, kLoop, lo, hi, e } = g;
   const st: number[] = [], dst = local(i32);
@@ -85,7 +90,10 @@ export function packA(g: Gemm): number[] {
   const gather: number[] = [m.local.set(coord[kAxis], get(kk, i32))];
   const value = e.fn.value(a, new Map(), gather);
   gather.push(
-    m.f32.store(0, 4, get(dst, i32), value),
+    // An integer product's A (i16, as an i32 word) is narrowed after (see `packGathered`).
+    isFloat(a.dtype)
+      ? m.f32.store(0, 4, get(dst, i32), value)
+      : m.i32.store(0, 4, get(dst, i32), value),
     m.local.set(dst, m.i32.add(get(dst, i32), ic(4))),
   );
   row.push(...kLoop(gather));
@@ -146,7 +154,10 @@ export function buildTable(g: Gemm): number[] {
   // Rows [−1 − start, end) of it, a call's share (see `tableRows`).
   st.push(
     m.local.set(cell, tableRow(g, ic(rowsOfA(kernel, n)), width * entries)),
-    m.f32.store(0, 4, get(cell, i32), m.f32.const(e.tableFill!)),
+    // An integer A's fill is an integer word (see `packGathered`).
+    isFloat(g.a.dtype)
+      ? m.f32.store(0, 4, get(cell, i32), m.f32.const(e.tableFill!))
+      : m.i32.store(0, 4, get(cell, i32), ic(e.tableFill!)),
     m.local.set(r, m.i32.sub(ic(-1), get(start, i32))),
     m.local.set(dst, tableRow(g, get(r, i32), width * entries)),
     whileLoop(() => m.i32.lt_s(get(r, i32), get(end, i32)), row),

@@ -46,24 +46,40 @@ import { buildTable, pack, packA, packRows } from "./gemm_pack.ts";
 export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
   const g = gemmState(e, plan);
   if (!g) return undefined;
-  const packB = g.strideN === 4 ? packRows(g) : panels(g, (width) => pack(g, width, prepacked(g)));
-  return tiledLoops(g, packB, tile);
+  const packPanel = (width: number) => pack(g, width, prepacked(g));
+  return tiledLoops(g, {
+    packB: g.strideN === 4 ? packRows(g) : panels(g, packPanel),
+    packPanel,
+    tile,
+    packRowsOfA: packA,
+    table: e.tableFill !== undefined ? buildTable(g) : [],
+  });
 }
 
 /** A tile kernel: `rows` rows at r against the panel of `width` columns at n0, through its epilogue. */
 export type TileFn = (g: Gemm, rows: number, width: number) => number[];
 
+/** What a kind of tiles (f32, integer) puts into the loops of {@linkcode tiledLoops}. */
+export interface TileKind {
+  /** The packing call's statements packing all of B's panels. */
+  readonly packB: number[];
+  /** Packs B's panel of `width` ≤ 8 columns at n0 into its place (a call packing its own). */
+  readonly packPanel: (width: number) => number[];
+  /** A tile of rows against a panel, through the epilogue. */
+  readonly tile: TileFn;
+  /** Packs the block [lo, hi) of A's rows into the scratch, where A is packed. */
+  readonly packRowsOfA: (g: Gemm) => number[];
+  /** The packing call's statements building a convolution's indirection table (or none). */
+  readonly table: number[];
+}
+
 /**
- * The loops of a tiled product around `tileFn`: the packing call (`packB`, and a convolution's
- * indirection table), then this call's rows (or panels) in blocks (packed by `packRowsOfA`
- * where A is packed), every row tile against every panel.
+ * The loops of a tiled product around `kind`'s tiles: the packing call (B's panels and a
+ * convolution's indirection table), then this call's rows (or panels) in blocks (packed where
+ * A is packed), every row tile against every panel.
  */
-export function tiledLoops(
-  g: Gemm,
-  packB: number[],
-  tileFn: TileFn,
-  packRowsOfA: (g: Gemm) => number[] = packA,
-): number[] {
+export function tiledLoops(g: Gemm, kind: TileKind): number[] {
+  const { packB, packPanel, tile: tileFn, packRowsOfA, table } = kind;
   const {
     m,
     kernel,
@@ -104,7 +120,7 @@ export function tiledLoops(
     m.if(
       m.i32.lt_s(get(start, i32), ic(0)),
       m.block(null, [
-        ...(e.tableFill !== undefined ? buildTable(g) : []),
+        ...table,
         // B's panels with the table's first rows (a start of −1) only.
         m.if(m.i32.ne(get(start, i32), ic(-1)), m.return()),
         m.local.set(r, ic(0)),
@@ -134,7 +150,7 @@ export function tiledLoops(
         m.block(null, [
           m.local.set(packedB, m.i32.sub(ic(0), get(packedB, i32))),
           m.local.set(r, ic(0)),
-          ...panels(g, (width) => pack(g, width, prepacked(g)), true),
+          ...panels(g, packPanel, true),
         ]),
       )]
       : []),
@@ -259,11 +275,6 @@ export function pointwise(g: Gemm, i: number, width: number, integer = false): n
   const point = e.fn.pointOutputs(nb, m.i32.add(get(n0, i32), get(column, i32)), sum);
   return [...st, ...countedLoop(column, width, point)];
 }
-
-/**
- * Gathers this block's rows of A, k-contiguous, into the scratch: through the indirection
- * table (beside B's panels), else through A's index map.
- */
 
 /** Every row tile against the panel of `width` ≤ 8 columns at n0. */
 function panel(g: Gemm, width: number, tileFn: TileFn) {

@@ -33,7 +33,39 @@ export function contracts(kernel: KernelIR): boolean {
   // product sums each output on its own, so its rows split as a reduction's do.
   if (kernel.pattern === "matmul" && kernel.space.at(-1) === 0) return false;
   if (kernel.blockProduct) return false;
-  return kernel.pattern === "matmul" || matmulOperands(kernel) !== undefined;
+  return kernel.pattern === "matmul" || productOperands(kernel) !== undefined;
+}
+
+/**
+ * A product's operands as the tiles read them: an f32 matmul's loads (see `matmulOperands`), or
+ * an integer product's i16 loads under the Casts that widen them to its i32 sum (fusion's
+ * IntegerMatMul and IntegerConv: K counts elements, not the integer tiles' pairs).
+ */
+export function productOperands(kernel: KernelIR): MatmulOperands | undefined {
+  return matmulOperands(kernel) ?? integerOperands(kernel);
+}
+
+/**
+ * {@linkcode productOperands} of an integer product: an i32 sum of widened i16 loads (or, in its
+ * {@linkcode integerView}, the same products summed as f32).
+ */
+function integerOperands(kernel: KernelIR): MatmulOperands | undefined {
+  const r = kernel.reductions[0];
+  const contraction = kernel.pattern === "matmul" ||
+    (kernel.pattern === "conv" && kernel.reduced.join() === String(kernel.space.length - 1));
+  if (
+    !contraction || kernel.reductions.length !== 1 || r.op !== "sum" ||
+    (r.dtype !== "i32" && r.dtype !== "f32") ||
+    r.expr.kind !== "alu" || r.expr.op !== "Mul" || kernel.outputs.some((o) => o.level !== "row")
+  ) return undefined;
+  const widened = (e: Expr) =>
+    e.kind === "alu" && e.op === "Cast" && e.dtype === "i32" && e.args[0].kind === "load" &&
+      e.args[0].dtype === "i16" && !gathers(e.args[0].steps)
+      ? e.args[0]
+      : undefined;
+  const [a, b] = r.expr.args.map(widened);
+  const nb = kernel.space.length - 3, [m, n, k] = kernel.space.slice(nb);
+  return a && b && k > 0 ? { nb, m, n, k, a, b } : undefined;
 }
 
 /**
@@ -87,7 +119,7 @@ function rowsInPlace(kernel: KernelIR): boolean {
  * packed); undefined for a kernel that is no product.
  */
 function aAccess(kernel: KernelIR): { offset?: AffineOffset; nb: number } | undefined {
-  const operands = matmulOperands(kernel);
+  const operands = productOperands(kernel);
   if (!operands) return undefined;
   const { a, nb } = operands;
   return { offset: affineOffset(a.steps, kernel.space, kernel.inputs[a.input].shape), nb };
@@ -200,7 +232,7 @@ export function indirectionFill(kernel: KernelIR): number | undefined {
 /** {@linkcode indirectionFill} at any table size. */
 function fillOf(kernel: KernelIR): number | undefined {
   if (!packsA(kernel)) return undefined;
-  const { a } = matmulOperands(kernel)!;
+  const { a } = productOperands(kernel)!;
   if (a.steps.some((s) => s.kind === "gather")) return undefined;
   const fills = a.steps.flatMap((s) => (s.kind === "affine" && s.bounds ? [s.fill ?? 0] : []));
   return fills.every((f) => Object.is(f, fills[0])) ? fills[0] ?? 0 : undefined;
@@ -252,7 +284,7 @@ const SAMPLED_CHANNELS = (channels: number) =>
 /** {@linkcode tableTaps}, worked out. */
 function factorTable(kernel: KernelIR): TableTaps | undefined {
   if (fillOf(kernel) === undefined || kernel.pattern !== "conv") return undefined;
-  const { a, nb, n, k } = matmulOperands(kernel)!;
+  const { a, nb, n, k } = productOperands(kernel)!;
   const window = a.steps.find((s) => s.kind === "reshape" && s.to.length === 8);
   if (window?.kind !== "reshape") return undefined;
   const [channels, kh, kw] = window.to.slice(5), taps = kh * kw;
@@ -322,7 +354,7 @@ function linesOf(
 
 /** Bytes of a matmul's indirection table: 8 a tap (address and mask) or 4 an element. */
 function tableBytes(kernel: KernelIR): number {
-  const { n, k } = matmulOperands(kernel)!;
+  const { n, k } = productOperands(kernel)!;
   const taps = tableTaps(kernel);
   return rowsOfA(kernel, n) * (taps ? 8 * taps.taps : 4 * k);
 }
@@ -389,21 +421,10 @@ export interface MatmulPlan {
  * K or a gathered operand.
  */
 export function integerPlan(kernel: KernelIR): MatmulPlan | undefined {
-  const r = kernel.reductions[0];
-  if (
-    kernel.pattern !== "matmul" || kernel.reductions.length !== 1 || r.op !== "sum" ||
-    r.dtype !== "i32" || r.expr.kind !== "alu" || r.expr.op !== "Mul" ||
-    kernel.outputs.some((o) => o.level !== "row")
-  ) return undefined;
-  const widened = (e: Expr) =>
-    e.kind === "alu" && e.op === "Cast" && e.args[0].kind === "load" &&
-      e.args[0].dtype === "i16" && !gathers(e.args[0].steps)
-      ? e.args[0]
-      : undefined;
-  const [a, b] = r.expr.args.map(widened);
-  const nb = kernel.space.length - 3, k = kernel.space[nb + 2];
-  if (!a || !b || k === 0 || k % 2 !== 0) return undefined;
-  return { nb, n: kernel.space[nb + 1], k: k / 2, a, b, contiguous: false };
+  const operands = integerOperands(kernel);
+  if (!operands || operands.k % 2 !== 0) return undefined;
+  const { nb, n, k, a, b } = operands;
+  return { nb, n, k: k / 2, a, b, contiguous: false };
 }
 
 /**
@@ -428,7 +449,7 @@ export function integerView(kernel: KernelIR): KernelIR | undefined {
 
 /** The input whose panels a tiled matmul packs (B: of an f32 or an integer product). */
 export function packedInput(kernel: KernelIR): number {
-  return (matmulOperands(kernel) ?? integerPlan(kernel))!.b.input;
+  return productOperands(kernel)!.b.input;
 }
 
 /** The i-k-j plan of an f32 matmul kernel whose outputs are all per-row, if it is one. */

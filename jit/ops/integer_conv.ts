@@ -1,0 +1,143 @@
+/**
+ * `IntegerConv`: the exact i32 convolution of two integer tensors (i16 or narrower: the
+ * importer's zero-point-shifted 8-bit values), Conv's attributes and shapes, whose elementwise
+ * products are at most the attribute `bound` in magnitude (the input's at most `max_a`).
+ *
+ * A backend whose code generator has integer dot products (WebAssembly's `i32x4.dot_i16x8_s`)
+ * runs it as one integer implicit GEMM, its patches gathered as the float convolutions' are
+ * (fusion asks {@linkcode nativeIntegerConv}); elsewhere it decomposes into float convolutions: each product of
+ * two shifted 8-bit values is an integer of at most 255² = 65025, exact in f32, and so is every
+ * partial sum while it stays under 2^24 whatever the order, so a longer patch is split by
+ * channels into the groups of one grouped convolution, summed in i32. With constant weights the
+ * slices are as few as the weights' actual magnitudes allow, not as the type's bound asks.
+ *
+ * @module
+ */
+import { sizeOf } from "../ir/shape.ts";
+import { boundAttr, exactTerms, fewestParts, I16_BOUND, NARROW } from "./integer_matmul.ts";
+import { convShape } from "./nn.ts";
+import {
+  type Attrs,
+  constantTensor,
+  defineOps,
+  type EmitRef,
+  type Emitter,
+  type OpDef,
+  type ValueType,
+} from "./registry.ts";
+
+/**
+ * Whether fusion should build an IntegerConv of input `x` and weights `w` as one integer conv
+ * kernel (where the backends have integer dot products): the WebAssembly generator's tiles take
+ * i16 operands with an even K (channels × kernel points, as they step K in pairs) and one set of
+ * weights for every row (a 2-D conv of one group).
+ */
+export function nativeIntegerConv(x: ValueType, w: ValueType, attrs: Attrs): boolean {
+  return x.dtype === "i16" && w.dtype === "i16" && x.shape.length === 4 &&
+    Number(attrs.group ?? 1) === 1 && sizeOf(w.shape.slice(1)) % 2 === 0;
+}
+
+/** `x` as f32: a constant's values converted here, once, else a Cast in the graph. */
+function asFloat(e: Emitter, x: EmitRef): EmitRef {
+  const known = e.constantOf(x);
+  if (!known) return e.op("Cast", [x], { to: "f32" });
+  return constantTensor(e, Float32Array.from(known), [...e.typeOf(x).shape], "f32");
+}
+
+/**
+ * The float decomposition of the exact i32 convolution of `x` [N, C, ...] by `w`
+ * [M, C/group, ...], integer tensors whose products are at most `bound` (`x` at most `maxA`):
+ * channels in slices whose patches sum exactly (as few as constant weights' magnitudes allow),
+ * the slices' convolutions summed in i32. Grouped convolutions too long for one exact sum take
+ * i32 arithmetic.
+ */
+function exactConv(e: Emitter, ints: EmitRef[], attrs: Attrs, bound: number, maxA: number) {
+  const [x, w] = ints.map((t) => asFloat(e, t));
+  const ws = e.typeOf(w).shape, [m, channels] = ws;
+  const taps = sizeOf(ws.slice(2)), per = Math.floor(exactTerms(bound) / taps);
+  // Channel slices the type bound asks for, or (constant weights) as few as their sums need.
+  let parts = per < 1 ? Infinity : Math.ceil(channels / per);
+  const data = parts > 1 ? e.constantOf(w) : undefined;
+  if (data) {
+    const abs = (c: number, o: number) => {
+      let sum = 0;
+      for (let t = 0; t < taps; t++) sum += Math.abs(data[(o * channels + c) * taps + t]);
+      return sum;
+    };
+    parts = fewestParts(channels, m, abs, maxA, Math.min(parts, channels + 1));
+  }
+  const i32 = (t: EmitRef) => e.op("Cast", [t], { to: "i32" });
+  if (parts === 1) return i32(e.op("Conv", [x, w], attrs));
+  if (parts > channels || Number(attrs.group ?? 1) !== 1) {
+    return e.op("Conv", ints.map(i32), attrs);
+  }
+  // The slices as the groups of one grouped convolution (channels zero-padded to a multiple of
+  // `parts`), summed in i32: one kernel of parts × M output channels, where a kernel a slice
+  // kept the H200's small-spatial convolutions on a handful of tiles each (0.5 ms apiece).
+  const pad = Math.ceil(channels / parts) * parts - channels;
+  const xs = pad ? e.op("Pad", [x], { pads: [0, pad], axes: [1], mode: "constant", value: 0 }) : x;
+  const y = e.op("Conv", [xs, groupedWeight(e, w, parts, data)], { ...attrs, group: parts });
+  const [n, , ...outSpatial] = e.typeOf(y).shape;
+  const sums = i32(e.op("Reshape", [y], { shape: [n, parts, m, ...outSpatial] }));
+  return e.op("ReduceSum", [sums], { axes: [1], keepdims: 0 });
+}
+
+/**
+ * Weights `w` [M, C, ...] as `parts` groups of their channels [parts · M, ⌈C / parts⌉, ...]
+ * (zero past C): constant weights (`data`) reordered here, others through a view. Read through
+ * the view, a constant's grouped conv took 467 ms on one wasm thread where the same weights as a
+ * constant took 10.6 (512 → 256 channels at 14×14, 3×3, two groups).
+ */
+function groupedWeight(e: Emitter, w: EmitRef, parts: number, data?: ArrayLike<number>): EmitRef {
+  const ws = e.typeOf(w).shape, [m, channels] = ws, taps = sizeOf(ws.slice(2));
+  const size = Math.ceil(channels / parts), pad = size * parts - channels;
+  const shape = [parts * m, size, ...ws.slice(2)];
+  if (data) {
+    const out = new Float32Array(parts * m * size * taps);
+    for (let p = 0; p < parts; p++) {
+      for (let o = 0; o < m; o++) {
+        for (let c = 0; c < size && p * size + c < channels; c++) {
+          const from = (o * channels + p * size + c) * taps, to = ((p * m + o) * size + c) * taps;
+          for (let t = 0; t < taps; t++) out[to + t] = data[from + t];
+        }
+      }
+    }
+    return constantTensor(e, out, shape, "f32");
+  }
+  const padded = pad
+    ? e.op("Pad", [w], { pads: [0, pad], axes: [1], mode: "constant", value: 0 })
+    : w;
+  const spatial = ws.slice(2).map((_, i) => 3 + i);
+  const split = e.op("Reshape", [padded], { shape: [m, parts, size, ...ws.slice(2)] });
+  return e.op("Reshape", [e.op("Transpose", [split], { perm: [1, 0, 2, ...spatial] })], { shape });
+}
+
+/** Conv's own attributes of an IntegerConv's (the bounds left out). */
+export function integerConvAttrs({ bound: _b, max_a: _m, ...conv }: Attrs): Attrs {
+  return conv;
+}
+
+const integerConvOps: OpDef[] = [{
+  name: "IntegerConv",
+  category: "conv",
+  arity: [2, 2],
+  primitive: false,
+  infer: (ctx) => {
+    ctx.requireDType(0, NARROW);
+    ctx.requireDType(1, NARROW);
+    boundAttr(ctx, "bound", "the largest |x·w| product");
+    boundAttr(ctx, "max_a", "the largest |x|");
+    return [{ shape: convShape(ctx, [0, 1]), dtype: "i32" }];
+  },
+  decompose: (e, ins, attrs) => [
+    exactConv(
+      e,
+      [...ins],
+      integerConvAttrs(attrs),
+      Number(attrs.bound ?? I16_BOUND),
+      Number(attrs.max_a ?? I16_BOUND),
+    ),
+  ],
+}];
+
+defineOps(integerConvOps);
