@@ -359,8 +359,9 @@ function vectorKinds(): (e: Expr) => VectorKind {
     // A bool buffer holds 0/1 words: loaded four at a time, they become a lane mask.
     const leaf = lanesF32 ? "f32" : lanesI32 ? "i32" : e.dtype === "bool" ? "mask" : undefined;
     let k: VectorKind;
+    // A sum: a tile's f32 or i32 sums in the scratch, or a scalar accumulator splat.
     if (e.kind === "const" || e.kind === "load") k = leaf;
-    else if (e.kind !== "alu") k = lanesF32 ? "f32" : undefined;
+    else if (e.kind !== "alu") k = lanesF32 ? "f32" : e.dtype === "i32" ? "i32" : undefined;
     else {
       const args = e.args.map(vectorKind);
       const all = (want: string) => args.every((a) => a === want);

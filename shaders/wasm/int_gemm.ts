@@ -23,7 +23,7 @@ import { originOf } from "./padded.ts";
 import type { MatmulPlan } from "./matmul_plan.ts";
 import { type Gemm, gemmState, type MatmulContext, prepacked, rowA, setRow } from "./gemm_state.ts";
 import { buildTable, packA } from "./gemm_pack.ts";
-import { panels, pointwise, tiledLoops, tileEpilogue, tileRows, tileSteps } from "./matmul.ts";
+import { panels, tiledLoops, tileEpilogue, tileRows, tileSteps } from "./matmul.ts";
 
 /**
  * The integer tiled product of `plan` (see `integerPlan`), or `undefined` where its shape does
@@ -187,11 +187,13 @@ function packGathered(g: Gemm, words: Gemm): number[] {
 function integerTile(g: Gemm, rows: number, width: number): number[] {
   const { m, get, ic, countedLoop, scratch, f4, i32, v128, k, r, kk, bPtr, bPanel } = g;
   const { aPtr, acc } = g;
-  // Where the outputs dequantize the sums (see `integerView`), the tile converts them and the
-  // f32 tiles' epilogue follows; else each output reads its i32 sum point by point.
+  // Where the outputs dequantize the sums (see `integerView`), the tile converts them to f32;
+  // else the outputs read the i32 sums (a bias added in i32 first: QDQ's requantization). The
+  // f32 tiles' epilogue follows either way: point by point, ResNet-50 QDQ's 1×1 convolutions
+  // with a residual took twice their product's time in it.
   const viewed = g.kernel.reductions[0].dtype === "f32";
   const st: number[] = [];
-  const lins = viewed ? tileRows(g, rows, st, () => {}) : [];
+  const lins = tileRows(g, rows, st, () => {});
   st.push(m.local.set(aPtr[0], rowA(g, get(r, i32), [])), m.local.set(bPtr, get(bPanel, i32)));
   for (let i = 0; i < 2 * rows; i++) st.push(m.local.set(acc[i], f4.splat(m.f32.const(0))));
   const dot = (a: number, b: number, sum: number) => m.i32x4.add(sum, m.i32x4.dot_i16x8_s(a, b));
@@ -211,7 +213,5 @@ function integerTile(g: Gemm, rows: number, width: number): number[] {
     const sums = get(acc[i], v128);
     st.push(m.v128.store(16 * i, 4, get(scratch, i32), viewed ? f4.convert_i32x4_s(sums) : sums));
   }
-  if (viewed) return [...st, ...tileEpilogue(g, rows, width, lins)];
-  for (let i = 0; i < rows; i++) st.push(...pointwise(g, i, width, true));
-  return st;
+  return [...st, ...tileEpilogue(g, rows, width, lins, !viewed)];
 }

@@ -172,7 +172,10 @@ export function vvalue(L: Lin, expr: Expr, lin: Linear, memo: Memo, stmts: numbe
         ? f4.splat(m.f32.const(expr.value))
         : m.i32x4.splat(ic(expr.value));
     case "acc":
-      return lin.acc ? m.v128.load(0, 4, at(lin.acc, lin.j)) : f4.splat(get(accs[expr.index], f32));
+      if (lin.acc) return m.v128.load(0, 4, at(lin.acc, lin.j));
+      return isFloat(expr.dtype)
+        ? f4.splat(get(accs[expr.index], f32))
+        : m.i32x4.splat(get(accs[expr.index], i32));
     case "load": {
       const w = lin.loads.get(expr)!;
       // Four windows at a row's end: the lanes outside the padding read the fill, one by one.

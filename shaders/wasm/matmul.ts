@@ -251,14 +251,23 @@ export function tileRows(g: Gemm, rows: number, st: number[], each: (i: number) 
   return lins;
 }
 
-/** The outputs of a finished tile, from its f32 sums in the scratch: along `lins`, or point by point. */
-export function tileEpilogue(g: Gemm, rows: number, width: number, lins: Linear[]): number[] {
+/**
+ * The outputs of a finished tile, from its sums in the scratch (f32; i32 where `integer`): along
+ * `lins`, or point by point.
+ */
+export function tileEpilogue(
+  g: Gemm,
+  rows: number,
+  width: number,
+  lins: Linear[],
+  integer = false,
+): number[] {
   const { ic, linearStores, outs, walked, vectorEpilogue } = g;
   const st: number[] = [];
   for (const lin of lins) {
     st.push(...linearStores(lin, () => ic(width), outs, width >= 4 && vectorEpilogue));
   }
-  if (!walked) { for (let i = 0; i < rows; i++) st.push(...pointwise(g, i, width)); }
+  if (!walked) { for (let i = 0; i < rows; i++) st.push(...pointwise(g, i, width, integer)); }
   return st;
 }
 
@@ -266,7 +275,7 @@ export function tileEpilogue(g: Gemm, rows: number, width: number, lins: Linear[
  * Row `i` of the tile at r: its `width` outputs, each from its accumulator in the scratch (f32
  * sums; i32 where `integer`).
  */
-export function pointwise(g: Gemm, i: number, width: number, integer = false): number[] {
+function pointwise(g: Gemm, i: number, width: number, integer = false): number[] {
   const { m, get, ic, countedLoop, scratch, i32, nb, r, n0, column, e } = g;
   const st: number[] = [];
   setRow(g, m.i32.add(get(r, i32), ic(i)), get(n0, i32), st);

@@ -186,8 +186,9 @@ export class KernelFunction {
       case "const":
         return constant(expr.value, expr.dtype);
       case "acc":
+        // A tile's sums in the scratch: f32, or an integer product's i32.
         return lin?.acc
-          ? m.f32.load(0, 4, walkAt(this, lin.acc, lin.j))
+          ? this.load(expr.dtype, walkAt(this, lin.acc, lin.j))
           : get(this.accs[expr.index], typeOf(expr.dtype));
       case "load": {
         if (lin) {
