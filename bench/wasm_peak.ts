@@ -15,7 +15,7 @@
  * core), median of the runs after warm-up; GFLOP/s (GOP/s for int8) and the share of the peak of
  * as many threads (f32's, or the integer dot's).
  *
- *   deno run -A --config deno.json bench/wasm_peak.ts [--threads N] [--runs 20] [--json]
+ *   deno run -A --config deno.json bench/wasm_peak.ts [--threads N] [--runs 20] [--json] [--peak-only]
  *
  * @module
  */
@@ -36,8 +36,11 @@ const CHAINS = 12;
 /** Iterations of a timed peak loop (each `CHAINS` vector multiply-adds). */
 const ITERS = 4_000_000;
 
+/** What a peak kernel multiplies: f32 lanes, i16 pairs (`dot_i16x8_s`), i8 quads (relaxed dot). */
+type Kind = "f32" | "i16" | "i8";
+
 /** The peak kernel's module: `run(iters)` loops `CHAINS` chains of `kind`'s multiply-adds. */
-function peakModule(kind: "f32" | "i16"): Uint8Array {
+function peakModule(kind: Kind): Uint8Array {
   const m = new wasm.Module();
   const { v128, i32 } = wasm;
   const acc = (c: number) => 1 + c;
@@ -49,19 +52,22 @@ function peakModule(kind: "f32" | "i16"): Uint8Array {
   const step = (c: number) =>
     m.local.set(
       acc(c),
-      kind === "i16"
+      kind === "i8"
+        ? m.i32x4.relaxed_dot_i8x16_i7x16_add_s(get(acc(c)), get(y), get(acc(c)))
+        : kind === "i16"
         ? m.i32x4.add(get(acc(c)), m.i32x4.dot_i16x8_s(get(acc(c)), get(y)))
         : relaxed
         ? m.f32x4.relaxed_madd(get(acc(c)), get(y), get(x))
         : m.f32x4.add(m.f32x4.mul(get(acc(c)), get(y)), get(x)),
     );
-  const splat = (v: number) =>
-    kind === "i16" ? m.i32x4.splat(m.i32.const(v)) : m.f32x4.splat(m.f32.const(v));
+  const ints = kind !== "f32";
+  const splat = (v: number) => ints ? m.i32x4.splat(m.i32.const(v)) : m.f32x4.splat(m.f32.const(v));
   const chains = [...Array(CHAINS).keys()];
   const body = m.block(null, [
     ...chains.map((c) => m.local.set(acc(c), splat(0))),
-    m.local.set(x, splat(kind === "i16" ? 3 : 1e-4)),
-    m.local.set(y, splat(kind === "i16" ? 5 : 0.9999)),
+    m.local.set(x, splat(ints ? 3 : 1e-4)),
+    // The relaxed dot's second operand in 7 bits (0x05 in each byte): defined on every engine.
+    m.local.set(y, splat(kind === "i8" ? 0x05050505 : ints ? 5 : 0.9999)),
     m.loop(
       "top",
       m.block(null, [
@@ -73,7 +79,7 @@ function peakModule(kind: "f32" | "i16"): Uint8Array {
     // A lane of the chains' sum, so that none is dead code (JS takes no v128).
     m.i32x4.extract_lane(
       chains.slice(1).reduce(
-        (s, c) => (kind === "i16" ? m.i32x4.add(s, get(acc(c))) : m.f32x4.add(s, get(acc(c)))),
+        (s, c) => (ints ? m.i32x4.add(s, get(acc(c))) : m.f32x4.add(s, get(acc(c)))),
         get(acc(0)),
       ),
       0,
@@ -105,7 +111,7 @@ self.onmessage = async (e) => {
 };`;
 
 /** GFLOP/s of `kind`'s peak kernel on `threads` workers at once: per thread (median) and in all. */
-async function peak(kind: "f32" | "i16", threads: number): Promise<[number, number]> {
+async function peak(kind: Kind, threads: number): Promise<[number, number]> {
   const bytes = peakModule(kind);
   const url = URL.createObjectURL(new Blob([WORKER], { type: "application/javascript" }));
   const workers = [...Array(threads)].map(() => new Worker(url, { type: "module" }));
@@ -120,7 +126,7 @@ async function peak(kind: "f32" | "i16", threads: number): Promise<[number, numb
     workers.forEach((w) => w.postMessage("go"));
     const ms = await Promise.all(done) as number[];
     // Lanes (4 f32, or 8 i16 pairs' products) times 2 ops a multiply-add.
-    const flop = ITERS * CHAINS * (kind === "i16" ? 16 : 8);
+    const flop = ITERS * CHAINS * (kind === "i8" ? 32 : kind === "i16" ? 16 : 8);
     return [flop / median(ms) / 1e6, (threads * flop) / Math.max(...ms) / 1e6];
   } finally {
     workers.forEach((w) => w.terminate());
@@ -198,8 +204,12 @@ const [f32One] = await peak("f32", 1);
 const [, f32All] = await peak("f32", threads);
 const [i16One] = await peak("i16", 1);
 const [, i16All] = await peak("i16", threads);
+// Relaxed SIMD's int8 dot product: where the engine maps it to one instruction (x86's VNNI), twice
+// the i16 dot's multiply-adds an instruction.
+const [i8One] = hasRelaxedSimd() ? await peak("i8", 1) : [0];
+const [, i8All] = hasRelaxedSimd() ? await peak("i8", threads) : [0, 0];
 const rows = [];
-for (const p of PRODUCTS) {
+for (const p of Deno.args.includes("--peak-only") ? [] : PRODUCTS) {
   const gflop = (2 * p.batch * p.m * p.k * p.n) / 1e9;
   for (const int8 of p.batch === 1 && p.n <= 3072 ? [false, true] : [false]) {
     const [onePeak, allPeak] = int8 ? [i16One, i16All] : [f32One, f32All];
@@ -225,6 +235,8 @@ const result = {
     f32AllThreads: f32All,
     i16OneThread: i16One,
     i16AllThreads: i16All,
+    i8OneThread: i8One,
+    i8AllThreads: i8All,
   },
   products: rows,
 };
@@ -233,7 +245,8 @@ else {
   const f = (v: number, d = 1) => v.toFixed(d);
   console.log(
     `peak (GFLOP/s): f32 ${f(f32One)} a thread, ${f(f32All)} on ${threads}; ` +
-      `i16 dot ${f(i16One)} a thread, ${f(i16All)} on ${threads}` +
+      `i16 dot ${f(i16One)} a thread, ${f(i16All)} on ${threads}; ` +
+      `i8 relaxed dot ${f(i8One)} a thread, ${f(i8All)} on ${threads}` +
       (result.relaxedSimd ? " (relaxed SIMD)" : ""),
   );
   for (const r of rows) {
