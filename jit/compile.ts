@@ -15,6 +15,7 @@ import { type ProgressCallback, reporter } from "./runtime/progress.ts";
 import { rowsFirst } from "./passes/rows_first.ts";
 import { joinedProducts } from "./passes/joined_products.ts";
 import { joinedIntegerProducts } from "./passes/joined_integer_products.ts";
+import { byteProducts } from "./passes/byte_products.ts";
 import { scalesOut } from "./passes/scales_out.ts";
 import { foldEmpty } from "./passes/fold_empty.ts";
 import { constantsLaidOut } from "./passes/constant_views.ts";
@@ -240,15 +241,16 @@ interface Rewritten {
  */
 function rewrittenOf(
   input: Graph,
-  how: { exact: boolean; join: boolean; int64: Int64Mode; fused: boolean },
+  how: { exact: boolean; join: boolean; int64: Int64Mode; fused: boolean; bytes: boolean },
 ): Rewritten {
-  const key = `${how.exact} ${how.join} ${how.int64} ${how.fused}`;
+  const key = `${how.exact} ${how.join} ${how.int64} ${how.fused} ${how.bytes}`;
   let byHow = REWRITTEN.get(input);
   if (!byHow) REWRITTEN.set(input, byHow = new Map());
   const entry = byHow.get(key), kept = entry?.graph.deref();
   if (kept) return { graph: kept, drawn: entry!.drawn };
   const { graph: drawing, drawn } = hoistRandom(lowerInt64(input, how.int64));
-  const shared = sharedNodes(constantsLaidOut(foldEmpty(drawing), how.fused));
+  const laid = sharedNodes(constantsLaidOut(foldEmpty(drawing), how.fused));
+  const shared = how.bytes ? byteProducts(laid) : laid;
   const scaled = how.exact ? shared : scalesOut(shared);
   const rows = rowsFirst(scaled);
   const graph = how.join ? joinedIntegerProducts(joinedProducts(rows)) : rows;
@@ -270,11 +272,14 @@ function prepare(input: Graph, options: CompileOptions): Prepared {
   const join = !named || named.kind === "gpu";
   // int64 in f64 where the backend has it (auto places f64 kernels on the CPU), else in i32.
   const int64 = !named || named.capabilities().f64 ? "f64" : "i32";
+  const fused = options.fuse !== false;
   const { graph: joined, drawn } = rewrittenOf(input, {
     exact: precision === "exact",
     join,
     int64,
-    fused: options.fuse !== false,
+    fused,
+    // Quantized products over bytes where the named backend multiplies them exactly.
+    bytes: fused && precision !== "exact" && named?.capabilities().byteDot === true,
   });
   const { graph, widened } = withoutF64(
     applyPrecision(joined, precision),

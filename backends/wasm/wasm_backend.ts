@@ -66,6 +66,36 @@ export function hasRelaxedSimd(): boolean {
   return relaxed;
 }
 
+let byteDot: boolean | undefined;
+
+/**
+ * Whether the engine's relaxed byte dot product (`i32x4.relaxed_dot_i8x16_i7x16_add_s`) is exact
+ * for unsigned bytes past 127 (checked once, on the lanes that tell the lowerings apart): the
+ * proposal leaves it to the engine whether such a byte is signed and whether pairs of products
+ * saturate in 16 bits. x86's VNNI (`vpdpbusd`) computes it exactly; V8's lowering without VNNI
+ * (`pmaddubsw`) saturates, and ARM's signed dot reads 255 as −1.
+ */
+export function exactByteDot(): boolean {
+  if (byteDot === undefined) {
+    const m = new wasm.Module();
+    const v = (bytes: number[]) => m.v128.const(bytes);
+    // Signed −128, −128, −1, 5 by unsigned 255, 255, 200, 1 in every lane: −65475 exactly; a
+    // pair saturated in i16 gives −32768 − 195, and 255 and 200 read as signed 307.
+    const lanes = (x: number[]) => [...Array(4)].flatMap(() => x);
+    const dot = m.i32x4.relaxed_dot_i8x16_i7x16_add_s(
+      v(lanes([128, 128, 255, 5])),
+      v(lanes([255, 255, 200, 1])),
+      m.i32x4.splat(m.i32.const(0)),
+    );
+    m.addFunction("f", wasm.none, wasm.i32, [], m.i32x4.extract_lane(dot, 3));
+    m.addFunctionExport("f", "f");
+    byteDot = hasRelaxedSimd() && m.validate() &&
+      (new WebAssembly.Instance(new WebAssembly.Module(m.emitBinary() as Uint8Array<ArrayBuffer>))
+          .exports.f as () => number)() === -65475;
+  }
+  return byteDot;
+}
+
 /**
  * Deno's own workers, else `node:worker_threads` (Node, or a Deno whose workers cannot be
  * unref'd; the specifier is kept from bundlers), else a cross-origin isolated page's Web Workers,
@@ -152,6 +182,13 @@ export interface WasmBackendOptions {
    * Off by default: Binaryen made no measured kernel faster (`optimizing_tier.ts`).
    */
   readonly optimizingTier?: boolean | TierOptions;
+  /**
+   * Whether quantized products of 8-bit activations run on relaxed SIMD's byte dot product, four
+   * multiply-adds a lane (default: where the engine computes it exactly, {@linkcode exactByteDot}).
+   * `true` forces it: its sums are then exact only while the unsigned bytes stay below 128 or the
+   * engine is exact (tests use it on machines without VNNI).
+   */
+  readonly byteDot?: boolean;
 }
 
 /** The WebAssembly backend. */
@@ -159,7 +196,7 @@ export class WasmBackend implements Backend {
   /** Always `"wasm"`. */
   readonly id: string = "wasm";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.7.13";
+  readonly version: string = "0.7.14";
   /** CPU with WebAssembly. */
   readonly kind: BackendKind = "cpu-simd";
   /** A CPU is never lost. */
@@ -169,6 +206,7 @@ export class WasmBackend implements Backend {
   #most: number;
   #workers?: WorkerThreads;
   #fma = false;
+  #byteDot?: boolean;
   #profile: boolean;
   #warmUpMs: number;
   #countCores = false;
@@ -189,6 +227,7 @@ export class WasmBackend implements Backend {
     // Node before 21 has no navigator: prepare() asks node:os how many cores there are.
     this.#countCores = options.threads === undefined && globalThis.navigator === undefined &&
       typeof SharedArrayBuffer === "function";
+    this.#byteDot = options.byteDot;
     this.#profile = options.profile ?? false;
     this.#warmUpMs = options.warmUpMs ?? 100;
     if (!(this.#warmUpMs >= 0)) {
@@ -203,7 +242,8 @@ export class WasmBackend implements Backend {
     const backend = this;
     this.codegen = {
       get format() {
-        return `wasm-12${backend.#threads > 1 ? "-shared" : ""}${backend.#fma ? "-fma" : ""}`;
+        const shared = backend.#threads > 1 ? "-shared" : "", fma = backend.#fma ? "-fma" : "";
+        return `wasm-12${shared}${fma}${backend.#bytes() ? "-dot8" : ""}`;
       },
       // In a promise's callback, so a refusal rejects rather than throws.
       generate: (kernel: KernelIR): Promise<Artifact> =>
@@ -217,7 +257,11 @@ export class WasmBackend implements Backend {
               : new Uint8Array();
           }
           this.#startPool();
-          return generateWasm(wasm, kernel, { shared: this.#threads > 1, fma: this.#fma });
+          return generateWasm(wasm, kernel, {
+            shared: this.#threads > 1,
+            fma: this.#fma,
+            byteDot: this.#bytes(),
+          });
         }),
       load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {
         const module = await compileModule(artifact as Uint8Array<ArrayBuffer>);
@@ -282,6 +326,7 @@ export class WasmBackend implements Backend {
       timestampQuery: false,
       bf16: false,
       integerDot: true,
+      byteDot: this.#bytes(),
       storedOperands: true,
       blockProducts: true,
       // Integer block products (relaxed SIMD's byte dot product) read the packed weight once a
@@ -308,6 +353,11 @@ export class WasmBackend implements Backend {
 
   /** Kernel IR → WebAssembly modules (format `wasm-12-shared` when threads are on). */
   readonly codegen: KernelCodegen;
+
+  /** Whether byte products run on the relaxed byte dot (see {@linkcode WasmBackendOptions.byteDot}). */
+  #bytes(): boolean {
+    return this.#byteDot ??= exactByteDot();
+  }
 
   /** Finds the worker threads (Deno's, Node's or a page's) and probes for relaxed SIMD. */
   async prepare(): Promise<void> {

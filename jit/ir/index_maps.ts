@@ -197,6 +197,12 @@ export function convMap(
   const gemm = plain && !(mg === 1 && cg * kh * kw <= DEPTHWISE_WINDOW);
   const space = [nImg, group, mg, win.out[0], win.out[1], cg, kh, kw];
   const row = rowOf(space);
+  // A window that stays inside the input reads it unbounded: nothing to fill, so that the fill
+  // of a Pad before the conv is its reads' only one (integer products over bytes pad by the
+  // zero point: two fills would take them off the indirection table).
+  const last = (i: number) =>
+    (win.out[i] - 1) * win.strides[i] + ([kh, kw][i] - 1) * win.dilations[i];
+  const inside = win.padsBegin.every((p) => p === 0) && last(0) < h && last(1) < wd;
   const xStep = affine(
     [
       row({ 0: 1 }),
@@ -205,7 +211,7 @@ export function convMap(
       row({ 4: win.strides[1], 7: win.dilations[1] }),
     ],
     [0, 0, -win.padsBegin[0], -win.padsBegin[1]],
-    { bounds: [nImg, c, h, wd], fill: 0 },
+    inside ? undefined : { bounds: [nImg, c, h, wd], fill: 0 },
   );
   const wStep = affine(
     [row({ 1: mg, 2: 1 }), row({ 5: 1 }), row({ 6: 1 }), row({ 7: 1 })],

@@ -14,7 +14,14 @@
  * @module
  */
 import { sizeOf } from "../ir/shape.ts";
-import { boundAttr, exactTerms, fewestParts, I16_BOUND, NARROW } from "./integer_matmul.ts";
+import {
+  boundAttr,
+  byteOperands,
+  exactTerms,
+  fewestParts,
+  I16_BOUND,
+  NARROW,
+} from "./integer_matmul.ts";
 import { convShape } from "./nn.ts";
 import {
   type Attrs,
@@ -29,12 +36,13 @@ import {
 /**
  * Whether fusion should build an IntegerConv of input `x` and weights `w` as one integer conv
  * kernel (where the backends have integer dot products): the WebAssembly generator's tiles take
- * i16 operands with an even K (channels × kernel points, as they step K in pairs) and one set of
- * weights for every row (a 2-D conv of one group).
+ * i16 operands with an even K (channels × kernel points, as they step K in pairs), or bytes
+ * (`byteOperands`), and one set of weights for every row (a 2-D conv of one group).
  */
 export function nativeIntegerConv(x: ValueType, w: ValueType, attrs: Attrs): boolean {
-  return x.dtype === "i16" && w.dtype === "i16" && x.shape.length === 4 &&
-    Number(attrs.group ?? 1) === 1 && sizeOf(w.shape.slice(1)) % 2 === 0;
+  const k = sizeOf(w.shape.slice(1));
+  if (x.shape.length !== 4 || Number(attrs.group ?? 1) !== 1) return false;
+  return (x.dtype === "i16" && w.dtype === "i16" && k % 2 === 0) || byteOperands(x, w, k);
 }
 
 /** `x` as f32: a constant's values converted here, once, else a Cast in the graph. */

@@ -89,13 +89,24 @@ export function boundAttr(ctx: InferContext, name: string, what: string): void {
 }
 
 /**
+ * Whether a product's operands are bytes the integer tiles take four at a time: one u8 and one
+ * i8 (relaxed SIMD's byte dot product multiplies signed bytes by unsigned ones), K a multiple of
+ * 4. Fusion meets them where `byte_products.ts` rewrote the importer's shifted products.
+ */
+export function byteOperands(a: ValueType, b: ValueType, k: number): boolean {
+  const types = [a.dtype, b.dtype].sort().join();
+  return types === "i8,u8" && k % 4 === 0;
+}
+
+/**
  * Whether fusion should build an IntegerMatMul of operands `a` and `b` as one integer matmul
  * kernel (where the backends have integer dot products): the WebAssembly generator's tiles take
- * i16 operands of rank 2 or more with K even.
+ * i16 operands of rank 2 or more with K even, or bytes (see {@linkcode byteOperands}).
  */
 export function nativeIntegerMatMul(a: ValueType, b: ValueType): boolean {
-  return a.dtype === "i16" && b.dtype === "i16" && a.shape.length >= 2 && b.shape.length >= 2 &&
-    a.shape.at(-1)! % 2 === 0;
+  const k = a.shape.at(-1)!;
+  if (a.shape.length < 2 || b.shape.length < 2) return false;
+  return (a.dtype === "i16" && b.dtype === "i16" && k % 2 === 0) || byteOperands(a, b, k);
 }
 
 /**

@@ -73,6 +73,12 @@ export interface DeviceProfile {
    */
   readonly integerDot?: boolean;
   /**
+   * Whether those integer dot products multiply bytes exactly, four a lane (WebAssembly's relaxed
+   * byte dot product where the engine computes unsigned bytes without saturating): the compile
+   * then writes quantized products of 8-bit activations over bytes (`byte_products.ts`).
+   */
+  readonly byteDot?: boolean;
+  /**
    * Whether a product of a few rows should read its elementwise operand stored rather than
    * computed as it reads it (fusion's `inlineOperands` is then off): WebAssembly, whose reduction
    * kernels compute such an operand point by point through its index arithmetic. On the H200's

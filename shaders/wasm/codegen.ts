@@ -60,7 +60,7 @@ export function generateWasm(
     const fn = new KernelFunction(wasm, given, options);
     return fn.finish(blockUnpackBody(fn, given.blockUnpack));
   }
-  const integer = integerPlan(given);
+  const integer = integerPlan(given, options.byteDot);
   if (integer) {
     // An integer matmul whose outputs dequantize its sums is generated as the tiles compute it;
     // where its operands do not fit the tiles, it takes the generic paths below as it is.

@@ -250,6 +250,10 @@ export class WasmModule {
     splat: (a: Ref): Ref => this.#op(I8X16.splat, [a]),
     /** Each byte lane shifted right by `bits` (an i32), zeros in. */
     shr_u: (a: Ref, bits: Ref): Ref => this.#op(I8X16.shr_u, [a, bits]),
+    /** Two i16x8 to sixteen signed byte lanes, saturating. */
+    narrow_i16x8_s: (a: Ref, b: Ref): Ref => this.#op(I8X16.narrow_i16x8_s, [a, b]),
+    /** Two i16x8 to sixteen unsigned byte lanes, saturating. */
+    narrow_i16x8_u: (a: Ref, b: Ref): Ref => this.#op(I8X16.narrow_i16x8_u, [a, b]),
   };
   /** i16x8 instructions. */
   readonly i16x8: LaneOps<typeof I16X8> = this.#lanes(I16X8);

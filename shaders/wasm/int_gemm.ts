@@ -19,10 +19,10 @@
  *
  * @module
  */
-import { originOf } from "./padded.ts";
-import type { MatmulPlan } from "./matmul_plan.ts";
-import { type Gemm, gemmState, type MatmulContext, prepacked, rowA, setRow } from "./gemm_state.ts";
-import { buildTable, packA } from "./gemm_pack.ts";
+import type { IntegerPlan } from "./matmul_plan.ts";
+import { type Gemm, gemmState, type MatmulContext, rowA } from "./gemm_state.ts";
+import { buildTable } from "./gemm_pack.ts";
+import { packGathered, type Packing, packPanel as packPanelOf, packRows } from "./int_pack.ts";
 import { panels, tiledLoops, tileEpilogue, tileRows, tileSteps } from "./matmul.ts";
 
 /**
@@ -30,7 +30,7 @@ import { panels, tiledLoops, tileEpilogue, tileRows, tileSteps } from "./matmul.
  * not fit the tiles: A's row not contiguous along K, B running backwards along K (packing reads
  * it at positive offsets) or changing along a batch axis.
  */
-export function integerGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
+export function integerGemm(e: MatmulContext, plan: IntegerPlan): number[] | undefined {
   const state = gemmState(e, plan);
   // A gathered (a convolution's patches), or read in place along K.
   if (!state || (state.wa ? state.wa.weights[state.kAxis] !== 1 : !state.packed)) {
@@ -42,149 +42,32 @@ export function integerGemm(e: MatmulContext, plan: MatmulPlan): number[] | unde
   if (wb.weights[state.kAxis] <= 0 || wb.weights.slice(0, state.nb).some(moves)) {
     return undefined;
   }
-  // A is always packed (as i16 pairs), 4 bytes a pair of k.
+  const p: Packing = {
+    lanes: plan.lanes,
+    unsignedA: plan.a.dtype === "u8",
+    unsignedB: plan.b.dtype === "u8",
+  };
+  // A is always packed, 4 bytes a word of k.
   const g: Gemm = { ...state, packed: true, strideA: 4 };
-  // A gathered takes K words a row before they are narrowed to pairs (see `packGathered`).
-  const words: Gemm = { ...g, k: 2 * g.k, kLoop: (body) => g.countedLoop(g.kk, 2 * g.k, body) };
-  const packPanel = (width: number) => packPairs(g, width);
+  // A gathered takes K words a row before they are narrowed (see `packGathered`).
+  const k = p.lanes * g.k;
+  const words: Gemm = { ...g, k, kLoop: (body) => g.countedLoop(g.kk, k, body) };
+  const packPanel = (width: number) => packPanelOf(g, p, width);
   return tiledLoops(g, {
     packB: panels(g, packPanel),
     packPanel,
-    tile: integerTile,
-    packRowsOfA: state.wa ? packRowPairs : () => packGathered(g, words),
+    tile: (g, rows, width) => integerTile(g, p, rows, width),
+    packRowsOfA: state.wa ? (g) => packRows(g, p) : () => packGathered(g, words, p),
     table: e.tableFill !== undefined ? buildTable(words) : [],
   });
 }
 
-/** Copies B's panel of `width` ≤ 8 columns at n0 as i16 pairs of k, zero-padded to 8 columns. */
-function packPairs(g: Gemm, width: number): number[] {
-  const { m, local, get, ic, loadAddress, i32, v128, strideB, strideN, r, n0, bPtr, kLoop } = g;
-  const { b0, b1 } = g;
-  const st: number[] = [];
-  setRow(g, get(r, i32), get(n0, i32), st);
-  const dst = local(i32);
-  const word = (c: number) => {
-    const at = (k: number) => m.i32.load(k * strideB + c * strideN, 4, get(bPtr, i32));
-    return m.i32.or(m.i32.and(at(0), ic(0xffff)), m.i32.shl(at(1), ic(16)));
-  };
-  // Contiguous columns (a 1×1 convolution's pixels, packed each run): each k's eight narrowed
-  // to i16 lanes, the two k's lanes interleaved into pairs; one at a time, 256 → 64 channels at
-  // 56×56 took 1.6× its f32 form on one thread.
-  const row = (k: number) =>
-    m.i16x8.narrow_i32x4_s(
-      m.v128.load(k * strideB, 4, get(bPtr, i32)),
-      m.v128.load(k * strideB + 16, 4, get(bPtr, i32)),
-    );
-  // Columns 4·half to 4·half + 3 of both k: bytes 2c, 2c + 1 of each narrowed row.
-  const pairs = (half: number) =>
-    m.i8x16.shuffle(
-      get(b0, v128),
-      get(b1, v128),
-      [...Array(4).keys()].flatMap((c) => {
-        const lane = 2 * (4 * half + c);
-        return [lane, lane + 1, 16 + lane, 17 + lane];
-      }),
-    );
-  const vectors = strideN === 4 && width === 8;
-  st.push(
-    m.local.set(bPtr, loadAddress(g.b, st).address),
-    m.local.set(dst, prepacked(g)),
-    ...kLoop([
-      ...(vectors
-        ? [
-          m.local.set(b0, row(0)),
-          m.local.set(b1, row(1)),
-          ...[0, 1].map((half) => m.v128.store(16 * half, 4, get(dst, i32), pairs(half))),
-        ]
-        : [...Array(8).keys()].map((c) =>
-          m.i32.store(4 * c, 4, get(dst, i32), c < width ? word(c) : ic(0))
-        )),
-      m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(2 * strideB))),
-      m.local.set(dst, m.i32.add(get(dst, i32), ic(32))),
-    ]),
-  );
-  return st;
-}
-
 /**
- * Steps narrowing 32-bit words at local `src` to i16 pairs at local `dst`, both moved past them:
- * `eight` words to a vector, or `two` to one pair.
+ * A tile of `rows` rows at r against the panel at n0: words of k (pairs or quads) into i32x4
+ * accumulators. The packed rows lie `4k` bytes apart, so one pointer walks all of them (memory
+ * offsets), two words a pass.
  */
-function narrowing(g: Gemm, src: number, dst: number): { eight: number[]; two: number[] } {
-  const { m, get, ic, i32 } = g;
-  const step = (bytes: number) => [
-    m.local.set(src, m.i32.add(get(src, i32), ic(2 * bytes))),
-    m.local.set(dst, m.i32.add(get(dst, i32), ic(bytes))),
-  ];
-  const narrow = m.i16x8.narrow_i32x4_s(
-    m.v128.load(0, 4, get(src, i32)),
-    m.v128.load(16, 4, get(src, i32)),
-  );
-  const pair = m.i32.or(
-    m.i32.and(m.i32.load(0, 4, get(src, i32)), ic(0xffff)),
-    m.i32.shl(m.i32.load(4, 4, get(src, i32)), ic(16)),
-  );
-  return {
-    eight: [m.v128.store(0, 4, get(dst, i32), narrow), ...step(16)],
-    two: [m.i32.store(0, 4, get(dst, i32), pair), ...step(4)],
-  };
-}
-
-/**
- * Packs rows [lo, hi) of A into the scratch as i16 pairs: eight words narrowed to eight i16
- * lanes a step, the last pairs one word each.
- */
-function packRowPairs(g: Gemm): number[] {
-  const { m, local, get, ic, whileLoop, countedLoop, i32, k, r, lo, hi, e } = g;
-  const st: number[] = [], dst = local(i32), src = local(i32), kk = local(i32);
-  st.push(m.local.set(dst, rowA(g, get(lo, i32), st)), m.local.set(r, get(lo, i32)));
-  const row: number[] = [];
-  setRow(g, get(r, i32), ic(0), row);
-  const pairs = k, eights = pairs >> 2;
-  const { eight, two } = narrowing(g, src, dst);
-  row.push(
-    m.local.set(src, originOf(e.fn, g.wa!, 4, g.a.input)),
-    ...countedLoop(kk, eights, eight),
-    ...countedLoop(kk, pairs - 4 * eights, two),
-    m.local.set(r, m.i32.add(get(r, i32), ic(1))),
-  );
-  st.push(whileLoop(() => m.i32.lt_s(get(r, i32), get(hi, i32)), row));
-  return st;
-}
-
-/**
- * Packs rows [lo, hi) of a gathered A (a convolution's patches) as i16 pairs: its 32-bit words
- * gathered as the f32 tiles gather theirs (`words`: K a row, through the indirection table or
- * A's index map), then narrowed in place, front to back, eight words a step (each pair lands at or
- * before the words it is made of, read first).
- */
-function packGathered(g: Gemm, words: Gemm): number[] {
-  const { m, local, get, ic, whileLoop, i32, k, lo, hi } = g;
-  const src = local(i32), dst = local(i32), last = local(i32);
-  const st = packA(words);
-  const base = rowA(g, get(lo, i32), st);
-  const { eight, two } = narrowing(g, src, dst);
-  // The pairs end where the block's 2k words (k pairs a row) would end at 2 bytes each.
-  const pairsEnd = m.i32.add(
-    get(dst, i32),
-    m.i32.mul(m.i32.sub(get(hi, i32), get(lo, i32)), ic(4 * k)),
-  );
-  st.push(
-    m.local.set(src, base),
-    m.local.set(dst, get(src, i32)),
-    m.local.set(last, pairsEnd),
-    whileLoop(() => m.i32.le_u(m.i32.add(get(dst, i32), ic(16)), get(last, i32)), eight),
-    whileLoop(() => m.i32.lt_u(get(dst, i32), get(last, i32)), two),
-  );
-  return st;
-}
-
-/**
- * A tile of `rows` rows at r against the panel at n0: pairs of k into i32x4 accumulators. The
- * packed rows lie `4k` bytes apart, so one pointer walks all of them (memory offsets), two pairs
- * a pass.
- */
-function integerTile(g: Gemm, rows: number, width: number): number[] {
+function integerTile(g: Gemm, p: Packing, rows: number, width: number): number[] {
   const { m, get, ic, countedLoop, scratch, f4, i32, v128, k, r, kk, bPtr, bPanel } = g;
   const { aPtr, acc } = g;
   // Where the outputs dequantize the sums (see `integerView`), the tile converts them to f32;
@@ -196,9 +79,14 @@ function integerTile(g: Gemm, rows: number, width: number): number[] {
   const lins = tileRows(g, rows, st, () => {});
   st.push(m.local.set(aPtr[0], rowA(g, get(r, i32), [])), m.local.set(bPtr, get(bPanel, i32)));
   for (let i = 0; i < 2 * rows; i++) st.push(m.local.set(acc[i], f4.splat(m.f32.const(0))));
-  const dot = (a: number, b: number, sum: number) => m.i32x4.add(sum, m.i32x4.dot_i16x8_s(a, b));
+  // Relaxed SIMD's byte dot takes the signed bytes first, the unsigned ones second.
+  const dot = p.lanes === 2
+    ? (a: number, b: number, sum: number) => m.i32x4.add(sum, m.i32x4.dot_i16x8_s(a, b))
+    : p.unsignedA
+    ? (a: number, b: number, sum: number) => m.i32x4.relaxed_dot_i8x16_i7x16_add_s(b, a, sum)
+    : (a: number, b: number, sum: number) => m.i32x4.relaxed_dot_i8x16_i7x16_add_s(a, b, sum);
   const pass = (steps: number) => {
-    // Row i's packed pairs lie 4k bytes after row i − 1's.
+    // Row i's packed words lie 4k bytes after row i − 1's.
     const splat = (u: number, i: number) =>
       m.v128.load32_splat(4 * (u + i * k), 4, get(aPtr[0], i32));
     const body = tileSteps(g, rows, steps, splat, dot);

@@ -98,41 +98,69 @@ function gatherOf(kernel: KernelIR): Case["gather"] {
   return tableTaps(kernel) ? "taps" : "table";
 }
 
-Deno.test("integer convolutions run the integer tiles over gathered patches, exact with one thread or two", async () => {
-  const one = new WasmBackend({ threads: 1, warmUpMs: 0 });
-  const two = new WasmBackend({ threads: 2, warmUpMs: 0 });
-  const dir = await Deno.makeTempDir();
-  try {
-    for (const [name, c] of Object.entries(CASES)) {
-      const graph = convInteger(c);
-      const size = c.x.reduce((p, d) => p * d);
-      const x: HostTensor = {
-        data: Uint8Array.from(uniform(size, 42, 0, 256), Math.floor),
-        shape: c.x,
-        dtype: "u8",
-      };
-      using reference = await compile(graph, { backend: "reference" });
-      const want = numbers((await reference.run({ x })).y.data);
-      using single = await compile(graph, { backend: one, cache: false });
-      const products = single.plan!.kernels.filter((k) => integerPlan(k));
-      assert.equal(products.length, 1, name);
-      const [product] = products;
-      assert.equal(gatherOf(product), c.gather, name);
-      if (c.blocks) {
-        assert.equal(Math.ceil(rowsOfA(product, c.w[0]) / packBlockRows(product)), c.blocks, name);
+/**
+ * The ways integer products pack their values: i16 pairs (`i32x4.dot_i16x8_s`), or bytes on
+ * relaxed SIMD's byte dot product, forced on (the activations' bytes stay below 128, where every
+ * engine's byte dot is exact).
+ */
+const WAYS = [{ name: "i16 pairs", byteDot: false, lanes: 2 }, {
+  name: "bytes",
+  byteDot: true,
+  lanes: 4,
+}] as const;
+
+for (const way of WAYS) {
+  Deno.test(`integer convolutions run the integer tiles (${way.name}) over gathered patches, exact with one thread or two`, async () => {
+    const one = new WasmBackend({ threads: 1, warmUpMs: 0, byteDot: way.byteDot });
+    const two = new WasmBackend({ threads: 2, warmUpMs: 0, byteDot: way.byteDot });
+    const dir = await Deno.makeTempDir();
+    try {
+      for (const [name, c] of Object.entries(CASES)) {
+        await assertTiled(`${name}, ${way.name}`, c, { one, two, dir, way });
       }
-      // The tiles' module: it takes B's panels packed (the generic reduction takes none).
-      const bytes = await one.codegen!.generate(product) as Uint8Array<ArrayBuffer>;
-      assert.ok(packsOf(new WebAssembly.Module(bytes)), name);
-      assert.deepEqual(numbers((await single.run({ x })).y.data), want, name);
-      if (!c.oneThread) await assertThreadsAlike(graph, { x }, two, `${name}, 2 threads`, dir);
+    } finally {
+      one.dispose();
+      two.dispose();
+      await Deno.remove(dir, { recursive: true });
     }
-  } finally {
-    one.dispose();
-    two.dispose();
-    await Deno.remove(dir, { recursive: true });
+  });
+}
+
+/** Case `c` on `one` thread against the reference: one integer product, its plan, exact; on two. */
+async function assertTiled(
+  name: string,
+  c: Case,
+  { one, two, dir, way }: {
+    one: WasmBackend;
+    two: WasmBackend;
+    dir: string;
+    way: typeof WAYS[number];
+  },
+) {
+  const graph = convInteger(c);
+  const size = c.x.reduce((p, d) => p * d);
+  const x: HostTensor = {
+    data: Uint8Array.from(uniform(size, 42, 0, 128), Math.floor),
+    shape: c.x,
+    dtype: "u8",
+  };
+  using reference = await compile(graph, { backend: "reference" });
+  const want = numbers((await reference.run({ x })).y.data);
+  using single = await compile(graph, { backend: one, cache: false });
+  const products = single.plan!.kernels.filter((k) => integerPlan(k, way.byteDot));
+  assert.equal(products.length, 1, name);
+  const [product] = products;
+  assert.equal(integerPlan(product, way.byteDot)?.lanes, way.lanes, name);
+  assert.equal(gatherOf(product), c.gather, name);
+  if (c.blocks) {
+    assert.equal(Math.ceil(rowsOfA(product, c.w[0]) / packBlockRows(product)), c.blocks, name);
   }
-});
+  // The tiles' module: it takes B's panels packed (the generic reduction takes none).
+  const bytes = await one.codegen!.generate(product) as Uint8Array<ArrayBuffer>;
+  assert.ok(packsOf(new WebAssembly.Module(bytes)), name);
+  assert.deepEqual(numbers((await single.run({ x })).y.data), want, name);
+  if (!c.oneThread) await assertThreadsAlike(graph, { x }, two, `${name}, 2 threads`, dir);
+}
 
 /**
  * Runs `graph` on `two` threads (the thread verdict seeded in a kernel cache under `dir`) until
@@ -189,5 +217,45 @@ Deno.test("an integer convolution of odd patches or of groups decomposes into ex
     }
   } finally {
     wasm.dispose();
+  }
+});
+
+Deno.test("byte products of matmuls: u8 rows in place, i8 ones moved to unsigned, a panel split", async () => {
+  // [rows, K, N]: tiles of 6 rows and fewer, a last panel of 5 columns; 8 rows split B's panels.
+  const shapes = [[2 * 23, 64, 45], [8, 128, 600]];
+  const one = new WasmBackend({ threads: 1, warmUpMs: 0, byteDot: true });
+  const two = new WasmBackend({ threads: 2, warmUpMs: 0, byteDot: true });
+  const dir = await Deno.makeTempDir();
+  try {
+    for (const [rows, k, n] of shapes) {
+      for (const dtype of ["u8", "i8"] as const) {
+        const b = new GraphBuilder();
+        const weights = Int8Array.from(uniform(k * n, 51, -128, 128), Math.floor);
+        const zero = dtype === "u8" ? new Uint8Array([9]) : new Int8Array([-9]);
+        const y = b.op("MatMulInteger", [
+          b.input("x", [rows, k], dtype),
+          b.constant(weights, [k, n], "i8"),
+          b.constant(zero, [], dtype),
+        ], { a_zero: 1 });
+        const graph = b.output("y", y).build();
+        // Unsigned bytes below 128: u8 in [0, 128), i8 in [−128, 0).
+        const lo = dtype === "u8" ? 0 : -128, values = uniform(rows * k, 52, lo, lo + 128);
+        const data = dtype === "u8"
+          ? Uint8Array.from(values, Math.floor)
+          : Int8Array.from(values, Math.floor);
+        const x: HostTensor = { data, shape: [rows, k], dtype };
+        const name = `${rows} × ${k} × ${n}, ${dtype}`;
+        using reference = await compile(graph, { backend: "reference" });
+        const want = numbers((await reference.run({ x })).y.data);
+        using single = await compile(graph, { backend: one, cache: false });
+        assert.ok(single.plan!.kernels.some((k) => integerPlan(k, true)?.lanes === 4), name);
+        assert.deepEqual(numbers((await single.run({ x })).y.data), want, name);
+        await assertThreadsAlike(graph, { x }, two, `${name}, 2 threads`, dir);
+      }
+    }
+  } finally {
+    one.dispose();
+    two.dispose();
+    await Deno.remove(dir, { recursive: true });
   }
 });

@@ -45,6 +45,9 @@ export function productOperands(kernel: KernelIR): MatmulOperands | undefined {
   return matmulOperands(kernel) ?? integerOperands(kernel);
 }
 
+/** The operand types of integer products: shifted 8-bit values (i16), or bytes. */
+const INTEGER_OPERANDS = new Set(["i16", "u8", "i8"]);
+
 /**
  * {@linkcode productOperands} of an integer product: an i32 sum of widened i16 loads (or, in its
  * {@linkcode integerView}, the same products summed as f32).
@@ -60,7 +63,7 @@ function integerOperands(kernel: KernelIR): MatmulOperands | undefined {
   ) return undefined;
   const widened = (e: Expr) =>
     e.kind === "alu" && e.op === "Cast" && e.dtype === "i32" && e.args[0].kind === "load" &&
-      e.args[0].dtype === "i16" && !gathers(e.args[0].steps)
+      INTEGER_OPERANDS.has(e.args[0].dtype) && !gathers(e.args[0].steps)
       ? e.args[0]
       : undefined;
   const [a, b] = r.expr.args.map(widened);
@@ -392,7 +395,7 @@ export function scratchBytes(kernel: KernelIR): number {
   // An integer product packs A's rows as i16 pairs: 2 bytes an element.
   const packed = packsA(kernel)
     ? packBlockRows(kernel) * k * 4
-    : integerPlan(kernel)
+    : integerOperands(kernel)
     ? packBlockRows(kernel) * k * 2
     : 0;
   return Math.max(TILE_BYTES + packed, 4 * n);
@@ -415,16 +418,31 @@ export interface MatmulPlan {
 }
 
 /**
- * The plan of an integer matmul kernel (fusion's IntegerMatMul: an i32 sum of products of i16
- * loads widened, every output per row) for the integer tiles, which step K in pairs (`k` is K/2:
- * one `i32x4.dot_i16x8_s` takes two k of four columns): `undefined` for any other kernel, an odd
- * K or a gathered operand.
+ * The plan of an integer product kernel (fusion's IntegerMatMul or IntegerConv: an i32 sum of
+ * products of i16 or byte loads widened, every output per row) for the integer tiles, which step
+ * K in pairs of i16 (`k` is K/2: one `i32x4.dot_i16x8_s` takes two k of four columns) or, where
+ * `byteDot`, in quads of bytes (K/4: relaxed SIMD's byte dot product takes four): `undefined` for
+ * any other kernel, a K those do not divide, or an operand read through a gather.
  */
-export function integerPlan(kernel: KernelIR): MatmulPlan | undefined {
+export function integerPlan(kernel: KernelIR, byteDot = false): IntegerPlan | undefined {
   const operands = integerOperands(kernel);
-  if (!operands || operands.k % 2 !== 0) return undefined;
+  if (!operands) return undefined;
   const { nb, n, k, a, b } = operands;
-  return { nb, n, k: k / 2, a, b, contiguous: false };
+  const plan = { nb, n, a, b, contiguous: false };
+  if (a.dtype === "i16" && b.dtype === "i16") {
+    return k % 2 === 0 ? { ...plan, k: k / 2, lanes: 2 } : undefined;
+  }
+  const bytes = [a.dtype, b.dtype].sort().join() === "i8,u8" && k % 4 === 0;
+  return bytes && byteDot ? { ...plan, k: k / 4, lanes: 4 } : undefined;
+}
+
+/**
+ * An integer product's plan: K in words of `lanes` values (`k` words), i16 pairs
+ * (`i32x4.dot_i16x8_s`) or byte quads (relaxed SIMD's byte dot product, one operand unsigned).
+ */
+export interface IntegerPlan extends MatmulPlan {
+  /** Values a 32-bit word of the packed operands holds: 2 (i16) or 4 (bytes). */
+  readonly lanes: 2 | 4;
 }
 
 /**

@@ -49,6 +49,11 @@ export interface ModuleOptions {
    * fusing rounds once instead of twice (exp over 4M floats: 6.3 -> 5.7 ms).
    */
   readonly fma?: boolean;
+  /**
+   * Run integer products of bytes (one u8 and one i8 operand) on relaxed SIMD's byte dot product,
+   * where the engine computes it exactly (`exactByteDot`); otherwise they take the generic loops.
+   */
+  readonly byteDot?: boolean;
 }
 
 /** A new module with the features, memory import and host imports every kernel uses. */
@@ -85,6 +90,8 @@ export class KernelFunction {
   readonly kernel: KernelIR;
   /** Whether relaxed SIMD's fused multiply-add may be used. */
   readonly fma: boolean;
+  /** Whether integer products of bytes take relaxed SIMD's byte dot product. */
+  readonly byteDot: boolean;
   /** Parameter indices after the buffers: the thread's scratch, the row range, B's panels. */
   readonly params: {
     readonly scratch: number;
@@ -133,6 +140,7 @@ export class KernelFunction {
     this.kernel = kernel;
     // The exact precision rounds every product before its sum (`KernelIR.exact`).
     this.fma = !kernel.exact && (options.fma ?? false);
+    this.byteDot = options.byteDot ?? false;
     const buffers = kernel.inputs.length + kernel.outputs.length;
     this.params = { scratch: buffers, start: buffers + 1, end: buffers + 2, packedB: buffers + 3 };
     this.#params = buffers + 4;

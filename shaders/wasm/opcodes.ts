@@ -196,11 +196,13 @@ export interface Lanes<U extends string, B extends string, T extends string, S e
   readonly shifts: Readonly<Record<S, OpCode>>;
 }
 
-/** i8x16 operators (only what byte shuffles and nibble unpacking need). */
+/** i8x16 operators (only what byte shuffles, nibble unpacking and byte packing need). */
 export const I8X16 = {
   shuffle: { code: simd(0x0d), type: v128 },
   splat: { code: simd(0x0f), type: v128 },
   shr_u: { code: simd(0x6d), type: v128 },
+  narrow_i16x8_s: { code: simd(0x65), type: v128 },
+  narrow_i16x8_u: { code: simd(0x66), type: v128 },
 } as const;
 
 /** i16x8 operators (only what packing integer products needs). */

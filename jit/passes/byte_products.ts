@@ -1,0 +1,199 @@
+/**
+ * Integer products over bytes, for a backend whose integer dot products multiply bytes exactly
+ * (WebAssembly's relaxed `i32x4.relaxed_dot_i8x16_i7x16_add_s` where the engine computes it for
+ * unsigned bytes without saturating: x86 with VNNI, `exactByteDot`).
+ *
+ * The importer writes a quantized product as an IntegerMatMul (or IntegerConv) of the activation
+ * less its zero point, in i16, by a constant weight less its own. Where the activation is an
+ * 8-bit x less a scalar zero point z, and the weight, shifted, fits in i8, the product becomes
+ * the unsigned byte x + c (c = 0 for u8, 128 for i8) times the i8 weight, less (z + c) times the
+ * weight's sums along K: Σ (x − z)·w = Σ (x + c)·w − (z + c)·Σ w, exact in i32. A convolution's
+ * padding becomes a Pad of the byte by z + c first, so that a padded tap still adds nothing.
+ * The tiles then take four products an instruction where the i16 pairs took two, and the
+ * activation's shifted i16 copy is no longer computed.
+ *
+ * @module
+ */
+import {
+  boundaryOf,
+  freshNames,
+  Graph,
+  type Node,
+  type NodeSpec,
+  nodeSpecOf,
+  producerOf,
+} from "../ir/graph.ts";
+import type { HostTensor } from "../ir/host_tensor.ts";
+import type { Attrs } from "../ops/mod.ts";
+import { sizeOf } from "../ir/shape.ts";
+import { byteOperands } from "../ops/integer_matmul.ts";
+import { decompose } from "./decompose.ts";
+
+/** The largest product of an unsigned byte by a signed one: the byte products' `bound`. */
+const BYTE_BOUND = 255 * 128;
+
+/** The ops whose decompositions write quantized products as IntegerMatMul or IntegerConv. */
+const QUANTIZED = new Set([
+  "MatMulInteger",
+  "ConvInteger",
+  "QLinearMatMul",
+  "QLinearConv",
+  "QGemm",
+]);
+
+/**
+ * `given` with its shifted 8-bit products over bytes (`given` itself where there is none). The
+ * quantized ops a program built them of are written out first (the importer already has).
+ */
+export function byteProducts(given: Graph): Graph {
+  const graph = decompose(given, (n) => QUANTIZED.has(n.op));
+  const fresh = freshNames(graph);
+  const rewrites = new Map<number, NodeSpec[]>();
+  for (const n of graph.nodes) {
+    if (n.op !== "IntegerMatMul" && n.op !== "IntegerConv") continue;
+    const nodes = byteProduct(graph, n, fresh);
+    if (nodes) rewrites.set(n.id, nodes);
+  }
+  if (rewrites.size === 0) return given;
+  const nodes = graph.nodes.flatMap((n) => rewrites.get(n.id) ?? [nodeSpecOf(graph, n)]);
+  return withoutUnread(Graph.create({ ...boundaryOf(graph), nodes }));
+}
+
+/** An activation shifted by a scalar zero point: the 8-bit `x` and the zero's value (or none). */
+interface Shifted {
+  readonly x: number;
+  readonly zero?: number;
+}
+
+/**
+ * The product `n` over bytes (see the module note), as the nodes that replace it; `undefined`
+ * where its operands are not a shifted 8-bit activation and a constant weight that fits i8.
+ */
+function byteProduct(
+  graph: Graph,
+  n: Node,
+  fresh: (base: string) => string,
+): NodeSpec[] | undefined {
+  const conv = n.op === "IntegerConv";
+  const shifted = shiftedByte(graph, n.inputs[0]);
+  const weight = constantData(graph, n.inputs[1]);
+  const w = graph.values[n.inputs[1]];
+  if (!shifted || !weight || (!conv && w.shape.length !== 2)) return undefined;
+  if (conv && (Number(n.attrs.group ?? 1) !== 1 || (n.attrs.auto_pad ?? "NOTSET") !== "NOTSET")) {
+    return undefined;
+  }
+  const k = conv ? sizeOf(w.shape.slice(1)) : w.shape[0];
+  const xType = graph.values[shifted.x];
+  if (!byteOperands({ ...xType, dtype: "u8" }, { ...w, dtype: "i8" }, k)) return undefined;
+  if (!Array.from(weight as ArrayLike<number>).every((v) => v >= -128 && v <= 127)) {
+    return undefined;
+  }
+  const name = (v: number) => graph.values[v].name;
+  const out = name(n.outputs[0]);
+  const nodes: NodeSpec[] = [];
+  const add = (op: string, inputs: string[], attrs = {}, base = `${out}/bytes`) => {
+    const output = fresh(base);
+    nodes.push({ op, inputs, outputs: [output], attrs });
+    return output;
+  };
+  const constant = (value: number) =>
+    add("Constant", [], { value: { data: Int32Array.of(value), shape: [], dtype: "i32" } });
+  const signed = xType.dtype === "i8", c = signed ? 128 : 0;
+  // The unsigned byte x + c, and the offset z + c it is less (a number where z is a constant).
+  const byte = signed
+    ? add("Cast", [add("Add", [add("Cast", [name(shifted.x)], { to: "i32" }), constant(c)])], {
+      to: "u8",
+    })
+    : name(shifted.x);
+  const known = shifted.zero === undefined ? 0 : scalarOf(graph, shifted.zero);
+  const offset = known !== undefined
+    ? known + c
+    : add("Add", [add("Cast", [name(shifted.zero!)], { to: "i32" }), constant(c)]);
+  const bytes = { data: Int8Array.from(weight as ArrayLike<number>), shape: w.shape, dtype: "i8" };
+  const weightBytes = add("Constant", [], { value: bytes }, `${out}/weight`);
+  const sums = columnSums(weight as ArrayLike<number>, w.shape, conv);
+  // The byte product's own bound; its float decomposition works out its own chunks of K.
+  const { parts: _parts, ...given } = n.attrs;
+  let a = byte, attrs: Attrs = { ...given, bound: BYTE_BOUND };
+  if (conv) {
+    const pads = (n.attrs.pads as number[] | undefined) ?? [];
+    if (pads.some((p) => p !== 0)) {
+      // The Pad's value is an attribute: a runtime zero point keeps the i16 product.
+      if (typeof offset !== "number") return undefined;
+      a = add("Pad", [byte], { pads, axes: [2, 3], mode: "constant", value: offset });
+    }
+    attrs = { ...attrs, ...(pads.length && { pads: pads.map(() => 0) }), max_a: 255 };
+  }
+  const product = add(n.op, [a, weightBytes], attrs, `${out}/byte_product`);
+  // (z + c)·Σw: a constant where z is one.
+  const correction = typeof offset === "number"
+    ? add("Constant", [], { value: scaled(sums, offset) }, `${out}/correction`)
+    : add("Mul", [offset, add("Constant", [], { value: sums }, `${out}/sums`)]);
+  nodes.push({ op: "Sub", inputs: [product, correction], outputs: [out], name: n.name });
+  return nodes;
+}
+
+/**
+ * Value `v` as `Cast(to i16)` of an 8-bit `x` (less the i32 Cast of a scalar zero point), as
+ * `shiftedInt` in `integer_products.ts` writes a quantized activation; `undefined` otherwise.
+ */
+function shiftedByte(graph: Graph, v: number): Shifted | undefined {
+  const cast = producerOf(graph, v);
+  if (cast?.op !== "Cast" || graph.values[v].dtype !== "i16") return undefined;
+  const eight = (u: number) => ["u8", "i8"].includes(graph.values[u].dtype);
+  const from = cast.inputs[0];
+  if (eight(from)) return { x: from };
+  const sub = producerOf(graph, from);
+  if (sub?.op !== "Sub") return undefined;
+  const [x, z] = sub.inputs.map((u) => producerOf(graph, u));
+  if (x?.op !== "Cast" || z?.op !== "Cast" || !eight(x.inputs[0])) return undefined;
+  const zero = z.inputs[0];
+  if (sizeOf(graph.values[zero].shape) !== 1 || !eight(zero)) return undefined;
+  return { x: x.inputs[0], zero };
+}
+
+/** The data of constant `v` (a Constant node's or a param's). */
+function constantData(graph: Graph, v: number): HostTensor["data"] | undefined {
+  const node = producerOf(graph, v);
+  if (node?.op === "Constant") return (node.attrs.value as HostTensor | undefined)?.data;
+  return graph.params.find((p) => p.value === v)?.data;
+}
+
+/** The value of scalar constant `v` (a Constant node's), or `undefined`. */
+function scalarOf(graph: Graph, v: number): number | undefined {
+  const data = constantData(graph, v);
+  return data?.length === 1 ? Number(data[0]) : undefined;
+}
+
+/** `sums` times `factor`, as a constant of their shape. */
+function scaled(sums: HostTensor, factor: number): HostTensor {
+  return { ...sums, data: Int32Array.from(sums.data as Int32Array, (s) => s * factor) };
+}
+
+/**
+ * The sums of weight `w` along K: a matmul's [K, N] by column ([N]), a convolution's
+ * [M, C, ...] by output channel ([M, 1, 1], as its output's channel axis broadcasts).
+ */
+function columnSums(w: ArrayLike<number>, shape: readonly number[], conv: boolean): HostTensor {
+  const [rows, cols] = conv ? [shape[0], sizeOf(shape.slice(1))] : [shape[0], shape[1]];
+  const outputs = conv ? rows : cols, sums = new Int32Array(outputs);
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) sums[conv ? r : c] += w[r * cols + c];
+  }
+  const out = conv ? [rows, ...shape.slice(2).map(() => 1)] : [cols];
+  return { data: sums, shape: out, dtype: "i32" };
+}
+
+/** `graph` without the nodes no output reads (the shifted activations the products left). */
+function withoutUnread(graph: Graph): Graph {
+  const live = new Set(graph.outputs.map((o) => o.value));
+  const kept = new Set<number>();
+  for (const n of [...graph.nodes].reverse()) {
+    if (!n.outputs.some((v) => live.has(v))) continue;
+    kept.add(n.id);
+    n.inputs.forEach((v) => live.add(v));
+  }
+  const nodes = graph.nodes.filter((n) => kept.has(n.id)).map((n) => nodeSpecOf(graph, n));
+  const boundary = boundaryOf(graph);
+  return Graph.create({ ...boundary, nodes });
+}
