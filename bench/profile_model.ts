@@ -4,6 +4,7 @@
  * instead (each kernel's call timed, all threads).
  *
  *   deno run -A --no-config bench/profile_model.ts MODEL.onnx [NAME=FILE.bin ...] [--top N] [--auto] [--wasm]
+ *     [--runs N]
  *
  * Inputs not given are zeros. Runs on Dawn (`KILN_GPU` to choose), kernel cache off; `--auto`
  * compiles under the auto policy instead (placement as `kiln run` without --backend takes it),
@@ -22,6 +23,8 @@ const precisionAt = args.indexOf("--precision");
 const precision = precisionAt >= 0 ? args.splice(precisionAt, 2)[1] as Precision : "f32";
 const topAt = args.indexOf("--top");
 const top = topAt >= 0 ? Number(args.splice(topAt, 2)[1]) : 15;
+const runsAt = args.indexOf("--runs");
+const runs = runsAt >= 0 ? Number(args.splice(runsAt, 2)[1]) : 1;
 const [path, ...given] = args;
 const model = await OnnxModel.load(path);
 const files = Object.fromEntries(given.map((g) => g.split("=") as [string, string]));
@@ -63,16 +66,28 @@ if (auto) {
 for (let i = 0, t = performance.now(); i < 3 || performance.now() - t < 1500; i++) {
   await executable.run(feeds);
 }
-const t0 = performance.now();
-const handle = executable.run(feeds);
-await handle;
-const wall = performance.now() - t0;
-const split = await handle.timing();
-const times = [...executable.deviceTimes()];
+// `--runs N`: each kernel's median over N profiled runs (a wasm program's thread tuner runs some
+// of its early runs on one thread: one run's times may be such a run's).
+const samples = new Map<string, number[]>();
+let wall = 0, split = { hostMs: 0, waitMs: 0, outputMs: 0 };
+for (let r = 0; r < runs; r++) {
+  const t0 = performance.now();
+  const handle = executable.run(feeds);
+  await handle;
+  wall = performance.now() - t0;
+  split = await handle.timing();
+  for (const t of executable.deviceTimes()) {
+    samples.set(t.kernel, [...samples.get(t.kernel) ?? [], t.ms]);
+  }
+}
+const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
+const times = [...samples].map(([kernel, ms]) => ({ kernel, ms: median(ms) }));
 const kernels = new Map(executable.plan!.kernels.map((k) => [k.name, k]));
 const total = times.reduce((s, t) => s + t.ms, 0);
 console.log(
-  `${path}: ${times.length} kernels, device ${total.toFixed(3)} ms, wall ${wall.toFixed(3)} ms ` +
+  `${path}: ${times.length} kernels, device ${total.toFixed(3)} ms${
+    runs > 1 ? ` (medians of ${runs} runs)` : ""
+  }, wall ${wall.toFixed(3)} ms ` +
     `(host ${split.hostMs.toFixed(3)}, wait ${split.waitMs.toFixed(3)}, output ${
       split.outputMs.toFixed(3)
     })`,
