@@ -134,8 +134,9 @@ function byteProduct(
 }
 
 /**
- * Value `v` as `Cast(to i16)` of an 8-bit `x` (less the i32 Cast of a scalar zero point), as
- * `shiftedInt` in `integer_products.ts` writes a quantized activation; `undefined` otherwise.
+ * Value `v` as `Cast(to i16)` of an 8-bit `x` (less a scalar zero point: the i32 Cast of an 8-bit
+ * one, or an i32 constant of the byte's range, as the importer folds that Cast), as `shiftedInt`
+ * in `integer_products.ts` writes a quantized activation; `undefined` otherwise.
  */
 function shiftedByte(graph: Graph, v: number): Shifted | undefined {
   const cast = producerOf(graph, v);
@@ -146,17 +147,23 @@ function shiftedByte(graph: Graph, v: number): Shifted | undefined {
   const sub = producerOf(graph, from);
   if (sub?.op !== "Sub") return undefined;
   const [x, z] = sub.inputs.map((u) => producerOf(graph, u));
-  if (x?.op !== "Cast" || z?.op !== "Cast" || !eight(x.inputs[0])) return undefined;
-  const zero = z.inputs[0];
-  if (sizeOf(graph.values[zero].shape) !== 1 || !eight(zero)) return undefined;
-  return { x: x.inputs[0], zero };
+  if (x?.op !== "Cast" || !eight(x.inputs[0])) return undefined;
+  const zero = sub.inputs[1], signed = graph.values[x.inputs[0]].dtype === "i8";
+  if (sizeOf(graph.values[zero].shape) !== 1) return undefined;
+  if (z?.op === "Cast" && eight(z.inputs[0])) return { x: x.inputs[0], zero: z.inputs[0] };
+  const known = scalarOf(graph, zero);
+  const fits = known !== undefined &&
+    (signed ? known >= -128 && known <= 127 : known >= 0 && known <= 255);
+  return fits ? { x: x.inputs[0], zero } : undefined;
 }
 
-/** The data of constant `v` (a Constant node's or a param's). */
+/**
+ * The data of constant `v`: a Constant node's (the importer's shifted weights are; a param's data
+ * may change after the compile).
+ */
 function constantData(graph: Graph, v: number): HostTensor["data"] | undefined {
   const node = producerOf(graph, v);
-  if (node?.op === "Constant") return (node.attrs.value as HostTensor | undefined)?.data;
-  return graph.params.find((p) => p.value === v)?.data;
+  return node?.op === "Constant" ? (node.attrs.value as HostTensor | undefined)?.data : undefined;
 }
 
 /** The value of scalar constant `v` (a Constant node's), or `undefined`. */

@@ -106,3 +106,26 @@ Deno.test("products the bytes cannot hold stay as they are", () => {
     assert.ok(!ops.includes("Pad") && !ops.some((o) => o === "Sub"), ops.join(" "));
   }
 });
+
+Deno.test("an imported QDQ convolution's zero point, an i32 constant, takes the bytes too", async () => {
+  // As the importer writes ONNX Runtime's QDQ convolution: the zero point's Cast folded.
+  const [c, m] = [4, 5];
+  const graph = graphOf([1, c, 6, 6], "u8", (b, x) => {
+    const shifted = b.op("Sub", [
+      b.op("Cast", [x], { to: "i32" }),
+      b.constant(Int32Array.of(77), []),
+    ]);
+    const weights = Int16Array.from(ints(Int8Array, m * c * 9, 7, -128, 128));
+    return b.op("IntegerConv", [
+      b.op("Cast", [shifted], { to: "i16" }),
+      b.constant(weights, [m, c, 3, 3], "i16"),
+    ], { pads: [1, 1, 1, 1], bound: 255 * 128, max_a: 255 });
+  });
+  const x = {
+    data: ints(Uint8Array, c * 36, 8, 0, 256),
+    shape: [1, c, 6, 6],
+    dtype: "u8" as const,
+  };
+  const ops = await rewritten(graph, x);
+  assert.ok(ops.includes("IntegerConv:u8/i8") && ops.includes("Pad:u8"), ops.join(" "));
+});
