@@ -24,13 +24,16 @@ import {
   producerOf,
 } from "../ir/graph.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
-import type { Attrs } from "../ops/mod.ts";
+import type { Attrs, ValueType } from "../ops/mod.ts";
 import { sizeOf } from "../ir/shape.ts";
 import { byteOperands } from "../ops/integer_matmul.ts";
 import { decompose } from "./decompose.ts";
 
 /** The largest product of an unsigned byte by a signed one: the byte products' `bound`. */
 const BYTE_BOUND = 255 * 128;
+
+/** Most bytes of a convolution's whole indirection table on wasm (`TABLE_LIMIT`, matmul_plan.ts). */
+const WHOLE_TABLE = 2 ** 24;
 
 /** The ops whose decompositions write quantized products as IntegerMatMul or IntegerConv. */
 const QUANTIZED = new Set([
@@ -82,9 +85,11 @@ function byteProduct(
   if (conv && (Number(n.attrs.group ?? 1) !== 1 || (n.attrs.auto_pad ?? "NOTSET") !== "NOTSET")) {
     return undefined;
   }
-  const k = conv ? sizeOf(w.shape.slice(1)) : w.shape[0];
   const xType = graph.values[shifted.x];
-  if (!byteOperands({ ...xType, dtype: "u8" }, { ...w, dtype: "i8" }, k)) return undefined;
+  // A convolution's patches are padded to a multiple of 4 below (see `paddedConv`).
+  if (!conv && !byteOperands({ ...xType, dtype: "u8" }, { ...w, dtype: "i8" }, w.shape[0])) {
+    return undefined;
+  }
   if (!Array.from(weight as ArrayLike<number>).every((v) => v >= -128 && v <= 127)) {
     return undefined;
   }
@@ -109,21 +114,26 @@ function byteProduct(
   const offset = known !== undefined
     ? known + c
     : add("Add", [add("Cast", [name(shifted.zero!)], { to: "i32" }), constant(c)]);
-  const bytes = { data: Int8Array.from(weight as ArrayLike<number>), shape: w.shape, dtype: "i8" };
-  const weightBytes = add("Constant", [], { value: bytes }, `${out}/weight`);
+  let bytes: HostTensor = {
+    data: Int8Array.from(weight as ArrayLike<number>),
+    shape: w.shape,
+    dtype: "i8",
+  };
   const sums = columnSums(weight as ArrayLike<number>, w.shape, conv);
   // The byte product's own bound; its float decomposition works out its own chunks of K.
   const { parts: _parts, ...given } = n.attrs;
   let a = byte, attrs: Attrs = { ...given, bound: BYTE_BOUND };
   if (conv) {
-    const pads = (n.attrs.pads as number[] | undefined) ?? [];
-    if (pads.some((p) => p !== 0)) {
-      // The Pad's value is an attribute: a runtime zero point keeps the i16 product.
-      if (typeof offset !== "number") return undefined;
-      a = add("Pad", [byte], { pads, axes: [2, 3], mode: "constant", value: offset });
-    }
-    attrs = { ...attrs, ...(pads.length && { pads: pads.map(() => 0) }), max_a: 255 };
+    const padded = paddedConv(
+      n,
+      { byte, offset, weight: bytes, out: graph.values[n.outputs[0]] },
+      add,
+    );
+    if (!padded) return undefined;
+    [a, bytes] = [padded.input, padded.weight];
+    attrs = { ...attrs, ...(padded.pads && { pads: padded.pads }), max_a: 255 };
   }
+  const weightBytes = add("Constant", [], { value: bytes }, `${out}/weight`);
   const product = add(n.op, [a, weightBytes], attrs, `${out}/byte_product`);
   // (z + c)·Σw: a constant where z is one.
   const correction = typeof offset === "number"
@@ -131,6 +141,52 @@ function byteProduct(
     : add("Mul", [offset, add("Constant", [], { value: sums }, `${out}/sums`)]);
   nodes.push({ op: "Sub", inputs: [product, correction], outputs: [out], name: n.name });
   return nodes;
+}
+
+/**
+ * A convolution's byte input and i8 weights padded as its byte product needs: its spatial pads
+ * become a Pad by the offset (a padded tap then adds nothing), and channels of zero weight are
+ * added until the patches' length is a multiple of 4, the byte tiles' words (ResNet's stem: 3
+ * channels of 49 taps, which took exact float slices); the conv's own pads then zeros. `undefined`
+ * where spatial pads meet a runtime offset (Pad's value is an attribute).
+ */
+function paddedConv(
+  n: Node,
+  { byte, offset, weight, out }: {
+    byte: string;
+    offset: number | string;
+    weight: HostTensor;
+    out: ValueType;
+  },
+  add: (op: string, inputs: string[], attrs?: object) => string,
+): { input: string; weight: HostTensor; pads?: number[] } | undefined {
+  const pads = (n.attrs.pads as number[] | undefined) ?? [];
+  const [m, c, ...window] = weight.shape, taps = sizeOf(window);
+  let more = 0;
+  while (((c + more) * taps) % 4 !== 0) more++;
+  // A padded channel does not factor the patches' table into taps: whole, it must fit the tiles'
+  // table (a batch of stems past it would gather through the index map, slower than the slices).
+  const [images, , ...pixels] = out.shape;
+  if (more && images * sizeOf(pixels) * (c + more) * taps * 4 > WHOLE_TABLE) return undefined;
+  const spatial = pads.some((p) => p !== 0);
+  if (spatial && typeof offset !== "number") return undefined;
+  if (!spatial && more === 0) return { input: byte, weight };
+  const [top = 0, left = 0, bottom = 0, right = 0] = pads;
+  const input = add("Pad", [byte], {
+    pads: [0, top, left, more, bottom, right],
+    axes: [1, 2, 3],
+    mode: "constant",
+    value: typeof offset === "number" ? offset : 0,
+  });
+  const data = new Int8Array(m * (c + more) * taps);
+  for (let o = 0; o < m; o++) {
+    data.set(
+      (weight.data as Int8Array).subarray(o * c * taps, (o + 1) * c * taps),
+      o * (c + more) * taps,
+    );
+  }
+  const grown = { data, shape: [m, c + more, ...window], dtype: "i8" } as HostTensor;
+  return { input, weight: grown, ...(pads.length && { pads: pads.map(() => 0) }) };
 }
 
 /**

@@ -129,3 +129,21 @@ Deno.test("an imported QDQ convolution's zero point, an i32 constant, takes the 
   const ops = await rewritten(graph, x);
   assert.ok(ops.includes("IntegerConv:u8/i8") && ops.includes("Pad:u8"), ops.join(" "));
 });
+
+Deno.test("a stem of 3 channels by 7×7 takes a channel of zero weights: patches of 4 × 49 bytes", async () => {
+  const graph = graphOf([1, 3, 16, 16], "u8", (b, x) =>
+    b.op("ConvInteger", [
+      x,
+      b.constant(ints(Int8Array, 8 * 3 * 49, 11, -128, 128), [8, 3, 7, 7], "i8"),
+      b.constant(new Uint8Array([5]), [], "u8"),
+    ], { a_zero: 1, pads: [3, 3, 3, 3], strides: [2, 2] }));
+  const x = {
+    data: ints(Uint8Array, 3 * 256, 12, 0, 256),
+    shape: [1, 3, 16, 16],
+    dtype: "u8" as const,
+  };
+  const ops = await rewritten(graph, x);
+  assert.ok(ops.includes("IntegerConv:u8/i8") && ops.includes("Pad:u8"), ops.join(" "));
+  const conv = byteProducts(graph).nodes.find((n) => n.op === "IntegerConv")!;
+  assert.deepEqual(byteProducts(graph).values[conv.inputs[1]].shape, [8, 4, 7, 7]);
+});
