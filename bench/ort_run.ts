@@ -4,7 +4,8 @@
  * the timed runs after three warm-ups, as JSON.
  *
  *   deno run -A --config bench/deno.json bench/ort_run.ts MODEL.onnx --input NAME=FILE.DTYPE.bin
- *     [--runs 10] [--threads N]   (threads: default the machine's cores, as kiln's wasm backend)
+ *     [--runs 10] [--threads N] [--save FILE]   (threads: default the machine's cores, as kiln's
+ *     wasm backend; FILE: the first output, raw f32)
  *
  * @module
  */
@@ -19,6 +20,7 @@ const { values, positionals } = parseArgs({
     input: { type: "string", multiple: true, default: [] },
     runs: { type: "string", default: "10" },
     threads: { type: "string" },
+    save: { type: "string" },
   },
   allowPositionals: true,
 });
@@ -45,6 +47,8 @@ const first = performance.now() - t1;
 // A checksum of the first output, to hold against kiln's (`kiln run --save`).
 const y = result[session.outputNames[0]].data as Float32Array;
 const checksum = y.reduce((s, v) => s + v, 0);
+// `--save FILE`: the first output's values, raw f32, to hold against kiln's element by element.
+if (values.save) await Deno.writeFile(values.save, new Uint8Array(Float32Array.from(y).buffer));
 const absSum = y.reduce((s, v) => s + Math.abs(v), 0);
 for (let i = 0; i < 3; i++) await session.run(feeds);
 const times: number[] = [];

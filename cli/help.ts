@@ -24,9 +24,11 @@ Usage:
       The fusion and placement plan; --dot writes it for Graphviz, --svg draws it with dot,
       --wat prints each wasm kernel as WebAssembly text (through Binaryen, fetched on first use).
   kiln bench [MODEL.onnx] [--backends ID,ID] [--runs N] [--warmup N] [--threads N] [--json]
+             [--input NAME=FILE.bin ...] [--shape NAME=2x3 ...]
              [--precision f32|f16-storage|f16|exact] [--narrow-f64]
       Compile time, first run, median and p90 run time per backend (after --warmup runs, default
-      3; --threads sizes the wasm backend's thread pool; --backend ID is one backend). After the
+      3; --threads sizes the wasm backend's thread pool; --backend ID is one backend; inputs as
+      kiln run reads them, missing ones seeded random). After the
       first run, each run (of run and bench) writes its outputs into the previous run's arrays.
   kiln info [MODEL.onnx] [--json]
       Backends, device profiles, cache location and size; with a model, its summary: producer,

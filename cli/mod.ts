@@ -128,10 +128,20 @@ function randomData(dtype: BoundaryDType, n: number, seed: number): TensorData {
 }
 
 async function load(
-  modelPath: string | undefined,
+  positionals: readonly string[],
   inputFlags: string[] | undefined,
   shapeFlags: string[] | undefined,
 ): Promise<Loaded> {
+  const [modelPath, extra] = positionals;
+  // `x=in.bin` after the model read as a second model once, silently: inputs were then random.
+  if (extra !== undefined) {
+    throw new KilnError(`One model is read, and "${extra}" is not a flag`, {
+      code: "usage",
+      fix: extra.includes("=")
+        ? `give inputs as --input ${extra} (and shapes as --shape NAME=AxB)`
+        : "pass one MODEL.onnx; flags start with --",
+    });
+  }
   if (!modelPath) {
     if (inputFlags?.length || shapeFlags?.length) {
       throw new KilnError("--input and --shape need a model", {
@@ -286,7 +296,7 @@ async function run(args: string[]): Promise<number> {
   });
   const runs = runCount("run", values.runs, 10);
   if (values.save) await checkWritableDir(values.save, "--save");
-  const loaded = await load(positionals[0], values.input, values.shape);
+  const loaded = await load(positionals, values.input, values.shape);
   // The probe acquires a named GPU, which the compile then finds ready: its time is the
   // compile's, as it is under auto (left out, Dawn's compile of BERT-base read 85 ms short).
   const probing = performance.now();
@@ -382,7 +392,7 @@ async function explainCommand(args: string[]): Promise<number> {
   });
   if (values.dot) await checkWritableFile(values.dot, "--dot");
   if (values.svg) await checkWritableFile(values.svg, "--svg");
-  const loaded = await load(positionals[0], undefined, values.shape);
+  const loaded = await load(positionals, undefined, values.shape);
   const { exe } = await loaded.compile(compileOptions(values.backend));
   if (values.wat) {
     console.log(await watOf(exe));
@@ -412,6 +422,7 @@ async function bench(args: string[]): Promise<number> {
       warmup: { type: "string", default: "3" },
       threads: { type: "string" },
       json: { type: "boolean", default: false },
+      input: { type: "string", multiple: true },
       shape: { type: "string", multiple: true },
     },
     allowPositionals: true,
@@ -426,7 +437,7 @@ async function bench(args: string[]): Promise<number> {
     ? listed.split(",")
     : defaultBackends().list().filter((b) => b.codegen).map((b) => b.id);
   for (const id of ids) defaultBackends().get(id);
-  const loaded = await load(positionals[0], undefined, values.shape);
+  const loaded = await load(positionals, values.input, values.shape);
   const tty = !values.json && process.stderr.isTTY === true;
   const total = ids.length * (runs + warmup + 1);
   let done = 0;
@@ -485,7 +496,7 @@ async function bench(args: string[]): Promise<number> {
   }
   if (tty) process.stderr.write("\r" + " ".repeat(70) + "\r");
   if (values.json) {
-    console.log(JSON.stringify({ model: loaded.name, results: rows }));
+    console.log(JSON.stringify({ model: loaded.name, inputs: loaded.sources, results: rows }));
     return 0;
   }
   const head = ["backend", "compile ms", "first run ms", "median ms", "p90 ms"];

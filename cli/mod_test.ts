@@ -294,6 +294,30 @@ Deno.test("kiln info MODEL summarizes the model; kiln bench takes --warmup, --th
   assert.match(bad.stderr, /--warmup of kiln bench must be/);
 });
 
+Deno.test("kiln bench reads --input as kiln run does; an input given without --input is a usage error", async () => {
+  const models = new URL("../../shared/models/", import.meta.url).pathname;
+  const file = `${models}mlp.in.x.float32.bin`;
+  const b = await kiln(
+    "bench",
+    `${models}mlp.onnx`,
+    "--input",
+    `x=${file}`,
+    "--backend",
+    "wasm",
+    "--runs",
+    "1",
+    "--json",
+  );
+  assert.equal(b.code, 0, b.stderr);
+  assert.deepEqual(JSON.parse(b.stdout).inputs, { x: file });
+  // Read as a second model once, it left the inputs random without a word.
+  for (const command of ["run", "bench", "explain"]) {
+    const bare = await kiln(command, `${models}mlp.onnx`, `x=${file}`);
+    assert.equal(bare.code, 2, `${command}: ${bare.stderr}`);
+    assert.match(bare.stderr, new RegExp(`Fix: give inputs as --input x=`), command);
+  }
+});
+
 Deno.test("cli/demo_mlp.ts run as a script prints its plan and output", async () => {
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", new URL("./demo_mlp.ts", import.meta.url).pathname],
