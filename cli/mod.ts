@@ -89,6 +89,29 @@ function arraysOf(outputs: TensorMap): Record<string, TensorData> {
   return Object.fromEntries(Object.entries(outputs).map(([k, v]) => [k, v.data]));
 }
 
+/**
+ * A line for stderr where outputs hold NaN and some inputs were seeded at random: such inputs may
+ * lie outside what the model expects (a token id past its vocabulary; an attention mask of 7,
+ * which a BERT's additive mask overflows to NaN). `undefined` otherwise.
+ */
+function seededNote(
+  outputs: Record<string, HostTensor>,
+  sources: Record<string, string>,
+): string | undefined {
+  const seeded = Object.keys(sources).filter((k) => sources[k] === "seeded random");
+  const nan = Object.keys(outputs).filter((k) => {
+    const t = outputs[k];
+    return (t.dtype === "f32" || t.dtype === "f64") &&
+      (t.data as Float32Array | Float64Array).some(Number.isNaN);
+  });
+  if (!seeded.length || !nan.length) return undefined;
+  return `note: ${nan.join(", ")} ${
+    nan.length > 1 ? "hold" : "holds"
+  } NaN from inputs seeded at random (${
+    seeded.join(", ")
+  }): give the model's own with --input NAME=FILE`;
+}
+
 function summarize(t: HostTensor): OutputSummary {
   const values = Array.from(t.data as ArrayLike<number | bigint>, Number);
   let min = Infinity, max = -Infinity, sum = 0;
@@ -345,6 +368,8 @@ async function run(args: string[]): Promise<number> {
     cache: cacheReport(),
     ...(values.explain ? { explain: plan.text() } : {}),
   };
+  const seeded = seededNote(outputs, loaded.sources);
+  if (seeded) console.error(seeded);
   if (values.json) {
     console.log(JSON.stringify(report));
     return 0;
@@ -454,6 +479,8 @@ async function bench(args: string[]): Promise<number> {
     );
   };
   const rows = [];
+  // The last backend's outputs, for a note on what seeded inputs gave.
+  let latest: Record<string, HostTensor> | undefined;
   for (const id of ids) {
     const t0 = performance.now();
     // --threads sizes the wasm backend's pool (default: one thread per core).
@@ -483,6 +510,7 @@ async function bench(args: string[]): Promise<number> {
       done++;
       progress(id);
     }
+    latest = last;
     rows.push({
       backend: id,
       compileMs: round(compileMs),
@@ -495,6 +523,8 @@ async function bench(args: string[]): Promise<number> {
     });
   }
   if (tty) process.stderr.write("\r" + " ".repeat(70) + "\r");
+  const seeded = latest && seededNote(latest, loaded.sources);
+  if (seeded) console.error(seeded);
   if (values.json) {
     console.log(JSON.stringify({ model: loaded.name, inputs: loaded.sources, results: rows }));
     return 0;

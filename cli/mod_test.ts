@@ -537,3 +537,36 @@ Deno.test("kiln explain --wat prints each wasm kernel as WebAssembly text, throu
   assert.equal(none.code, 2, none.stderr);
   assert.match(none.stderr, /Fix: pass --backend wasm/);
 });
+
+Deno.test("kiln run and bench say when seeded random inputs gave NaN, and not when the inputs are given", async () => {
+  const { GraphBuilder } = await import("../jit/frontend/graph_builder.ts");
+  const { toOnnx } = await import("../onnx/export/export.ts");
+  // Log of a seeded input (in [−1, 1)) is NaN for its negative half.
+  const b = new GraphBuilder();
+  b.output("y", b.op("Log", [b.input("x", [8])]));
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeFile(`${dir}/log.onnx`, toOnnx(b.build()));
+    await Deno.writeFile(`${dir}/x.bin`, new Uint8Array(new Float32Array(8).fill(2).buffer));
+    const model = `${dir}/log.onnx`;
+    for (const command of ["run", "bench"]) {
+      const seeded = await kiln(command, model, "--backend", "reference", "--runs", "1");
+      assert.equal(seeded.code, 0, seeded.stderr);
+      assert.match(seeded.stderr, /note: y holds NaN from inputs seeded at random \(x\): give/);
+      const given = await kiln(
+        command,
+        model,
+        "--backend",
+        "reference",
+        "--runs",
+        "1",
+        "--input",
+        `x=${dir}/x.bin`,
+      );
+      assert.equal(given.code, 0, given.stderr);
+      assert.doesNotMatch(given.stderr, /holds NaN/);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
