@@ -510,23 +510,33 @@ export interface MatmulOperands {
  * (the epilogue); `undefined` otherwise.
  */
 export function matmulOperands(kernel: KernelIR): MatmulOperands | undefined {
+  const plain = (e: Expr) => (e.kind === "load" && !gathers(e.steps) ? e : undefined);
+  return contractionOperands(kernel, (d) => d === "f32", plain);
+}
+
+/**
+ * The operands of a contraction kernel (a matmul, or a convolution reduced over its last axis
+ * only, as its implicit-GEMM layout is) whose one reduction, of a dtype `sums` takes, sums the
+ * product of two factors that `read` takes to their loads, every output stored per row;
+ * `undefined` otherwise, and for an empty contraction (the generic reduction sums nothing to 0;
+ * tilers would divide by 0). A generator's integer products read theirs under widening Casts.
+ */
+export function contractionOperands(
+  kernel: KernelIR,
+  sums: (dtype: DType) => boolean,
+  read: (factor: Expr) => Load | undefined,
+): MatmulOperands | undefined {
   const r = kernel.reductions[0];
   const contracts = kernel.pattern === "matmul" ||
     (kernel.pattern === "conv" && kernel.reduced.join() === String(kernel.space.length - 1));
   if (
-    !contracts || kernel.reductions.length !== 1 || r.op !== "sum" ||
-    r.dtype !== "f32" || r.expr.kind !== "alu" || r.expr.op !== "Mul" ||
-    kernel.outputs.some((o) => o.level !== "row")
+    !contracts || kernel.reductions.length !== 1 || r.op !== "sum" || !sums(r.dtype) ||
+    r.expr.kind !== "alu" || r.expr.op !== "Mul" || kernel.outputs.some((o) => o.level !== "row")
   ) return undefined;
-  const [a, b] = r.expr.args;
-  if (a.kind !== "load" || b.kind !== "load" || gathers(a.steps) || gathers(b.steps)) {
-    return undefined;
-  }
+  const [a, b] = r.expr.args.map(read);
   const nb = kernel.space.length - 3;
   const [m, n, k] = kernel.space.slice(nb);
-  // An empty contraction sums nothing: the generic reduction handles it; tilers would divide by 0.
-  if (k === 0) return undefined;
-  return { nb, m, n, k, a, b };
+  return a && b && k > 0 ? { nb, m, n, k, a, b } : undefined;
 }
 
 /**

@@ -31,6 +31,15 @@ function narrowed8(g: Gemm, a: number, b: number, unsigned: boolean): number {
   return unsigned ? g.m.i8x16.narrow_i16x8_u(a, b) : g.m.i8x16.narrow_i16x8_s(a, b);
 }
 
+/** One packed word of `p.lanes` values, value j (a 32-bit word, `value(j)`) in bits j·32/lanes on. */
+function packedWord(g: Gemm, p: Packing, value: (j: number) => number): number {
+  const { m, ic } = g, bits = 32 / p.lanes;
+  return [...Array(p.lanes).keys()].reduce(
+    (w, j) => m.i32.or(w, m.i32.shl(m.i32.and(value(j), ic(2 ** bits - 1)), ic(j * bits))),
+    ic(0),
+  );
+}
+
 /**
  * Copies B's panel of `width` ≤ 8 columns at n0, each word of k one 32-byte row of the 8
  * columns' words (`b[k][c]`, `b[k+1][c]`, … in a column's word), zero-padded to 8 columns.
@@ -40,15 +49,9 @@ export function packPanel(g: Gemm, p: Packing, width: number): number[] {
   const { b0, b1 } = g;
   const st: number[] = [];
   setRow(g, get(r, i32), get(n0, i32), st);
-  const dst = local(i32), bits = 32 / p.lanes;
-  const word = (c: number) => {
-    const at = (k: number) => m.i32.load(k * strideB + c * strideN, 4, get(bPtr, i32));
-    const mask = ic(bits === 16 ? 0xffff : 0xff);
-    return [...Array(p.lanes).keys()].reduce(
-      (w, j) => m.i32.or(w, m.i32.shl(m.i32.and(at(j), mask), ic(j * bits))),
-      ic(0),
-    );
-  };
+  const dst = local(i32);
+  const word = (c: number) =>
+    packedWord(g, p, (k) => m.i32.load(k * strideB + c * strideN, 4, get(bPtr, i32)));
   // Contiguous columns (a 1×1 convolution's pixels, packed each run): each k's eight narrowed,
   // the k's lanes interleaved into words; one at a time, 256 → 64 channels at 56×56 took 1.6×
   // its f32 form on one thread.
@@ -110,12 +113,7 @@ function narrowing(g: Gemm, p: Packing, src: number, dst: number) {
   const wide = p.lanes === 2
     ? narrowed16(g, at)
     : narrowed8(g, narrowed16(g, at), narrowed16(g, at, 32), p.unsignedA);
-  const bits = 32 / p.lanes;
-  const one = [...Array(p.lanes).keys()].reduce(
-    (w, j) =>
-      m.i32.or(w, m.i32.shl(m.i32.and(m.i32.load(4 * j, 4, at), ic(2 ** bits - 1)), ic(j * bits))),
-    ic(0),
-  );
+  const one = packedWord(g, p, (j) => m.i32.load(4 * j, 4, at));
   return {
     wide: [m.v128.store(0, 4, get(dst, i32), wide), ...step(16)],
     one: [m.i32.store(0, 4, get(dst, i32), one), ...step(4)],

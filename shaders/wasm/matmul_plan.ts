@@ -9,6 +9,7 @@ import { blockScratchBytes } from "./block_product.ts";
 import { type AffineOffset, affineOffset, batchAffineOffset } from "../../jit/ir/access.ts";
 import {
   applyStep,
+  contractionOperands,
   type Expr,
   gathers,
   type KernelIR,
@@ -38,8 +39,8 @@ export function contracts(kernel: KernelIR): boolean {
 
 /**
  * A product's operands as the tiles read them: an f32 matmul's loads (see `matmulOperands`), or
- * an integer product's i16 loads under the Casts that widen them to its i32 sum (fusion's
- * IntegerMatMul and IntegerConv: K counts elements, not the integer tiles' pairs).
+ * an integer product's i16 or byte loads under the Casts that widen them to its i32 sum (fusion's
+ * IntegerMatMul and IntegerConv: K counts elements, not the integer tiles' words).
  */
 export function productOperands(kernel: KernelIR): MatmulOperands | undefined {
   return matmulOperands(kernel) ?? integerOperands(kernel);
@@ -49,26 +50,16 @@ export function productOperands(kernel: KernelIR): MatmulOperands | undefined {
 const INTEGER_OPERANDS = new Set(["i16", "u8", "i8"]);
 
 /**
- * {@linkcode productOperands} of an integer product: an i32 sum of widened i16 loads (or, in its
- * {@linkcode integerView}, the same products summed as f32).
+ * {@linkcode productOperands} of an integer product: an i32 sum of widened integer loads (or, in
+ * its {@linkcode integerView}, the same products summed as f32).
  */
 function integerOperands(kernel: KernelIR): MatmulOperands | undefined {
-  const r = kernel.reductions[0];
-  const contraction = kernel.pattern === "matmul" ||
-    (kernel.pattern === "conv" && kernel.reduced.join() === String(kernel.space.length - 1));
-  if (
-    !contraction || kernel.reductions.length !== 1 || r.op !== "sum" ||
-    (r.dtype !== "i32" && r.dtype !== "f32") ||
-    r.expr.kind !== "alu" || r.expr.op !== "Mul" || kernel.outputs.some((o) => o.level !== "row")
-  ) return undefined;
   const widened = (e: Expr) =>
     e.kind === "alu" && e.op === "Cast" && e.dtype === "i32" && e.args[0].kind === "load" &&
       INTEGER_OPERANDS.has(e.args[0].dtype) && !gathers(e.args[0].steps)
       ? e.args[0]
       : undefined;
-  const [a, b] = r.expr.args.map(widened);
-  const nb = kernel.space.length - 3, [m, n, k] = kernel.space.slice(nb);
-  return a && b && k > 0 ? { nb, m, n, k, a, b } : undefined;
+  return contractionOperands(kernel, (d) => d === "i32" || d === "f32", widened);
 }
 
 /**
