@@ -76,24 +76,29 @@ let byteDot: boolean | undefined;
  * (`pmaddubsw`) saturates, and ARM's signed dot reads 255 as −1.
  */
 export function exactByteDot(): boolean {
-  if (byteDot === undefined) {
-    const m = new wasm.Module();
-    const v = (bytes: number[]) => m.v128.const(bytes);
-    // Signed −128, −128, −1, 5 by unsigned 255, 255, 200, 1 in every lane: −65475 exactly; a
-    // pair saturated in i16 gives −32768 − 195, and 255 and 200 read as signed 307.
-    const lanes = (x: number[]) => [...Array(4)].flatMap(() => x);
-    const dot = m.i32x4.relaxed_dot_i8x16_i7x16_add_s(
-      v(lanes([128, 128, 255, 5])),
-      v(lanes([255, 255, 200, 1])),
-      m.i32x4.splat(m.i32.const(0)),
-    );
-    m.addFunction("f", wasm.none, wasm.i32, [], m.i32x4.extract_lane(dot, 3));
-    m.addFunctionExport("f", "f");
-    byteDot = hasRelaxedSimd() && m.validate() &&
-      (new WebAssembly.Instance(new WebAssembly.Module(m.emitBinary() as Uint8Array<ArrayBuffer>))
-          .exports.f as () => number)() === -65475;
-  }
+  // Signed −128, −128, −1, 5 by unsigned 255, 255, 200, 1: −65475 exactly; a pair saturated in
+  // i16 gives −32768 − 195, and 255 and 200 read as signed 307.
+  byteDot ??= hasRelaxedSimd() && engineByteDot([-128, -128, -1, 5], [255, 255, 200, 1]) === -65475;
   return byteDot;
+}
+
+/**
+ * The engine's relaxed byte dot product of four signed bytes `a` by four unsigned bytes `b` (one
+ * i32 lane's sum; an engine without relaxed SIMD cannot compile it).
+ */
+export function engineByteDot(a: readonly number[], b: readonly number[]): number {
+  const m = new wasm.Module();
+  const lanes = (x: readonly number[]) =>
+    m.v128.const([...Array(4)].flatMap(() => x.map((v) => v & 255)));
+  const dot = m.i32x4.relaxed_dot_i8x16_i7x16_add_s(
+    lanes(a),
+    lanes(b),
+    m.i32x4.splat(m.i32.const(0)),
+  );
+  m.addFunction("f", wasm.none, wasm.i32, [], m.i32x4.extract_lane(dot, 3));
+  m.addFunctionExport("f", "f");
+  const bytes = m.emitBinary() as Uint8Array<ArrayBuffer>;
+  return (new WebAssembly.Instance(new WebAssembly.Module(bytes)).exports.f as () => number)();
 }
 
 /**
