@@ -11,6 +11,8 @@ Run on the GPU machine (torch, onnx, onnxruntime): python bench/export_decoders.
   attention_mask and position_ids, exported by torch.onnx.export with dynamic axes.
 - --qwen: the same genai layout at Qwen2.5-0.5B's shape (24 layers, hidden 896, 14/2 heads,
   vocab 151936), random weights, for bench/generate.ts (large: not committed).
+- --qwen-level4: the same as qwen_shaped_level4.onnx, quantized with accuracy_level 4 (A rounded to
+  8 bits a block: onnxruntime-genai's default for its CPU and WebGPU models).
 """
 import json
 import os
@@ -24,7 +26,7 @@ OUT = sys.argv[1] if len(sys.argv) > 1 else "."
 os.makedirs(OUT, exist_ok=True)
 
 
-def genai_decoder(name, layers, hidden, heads, kv_heads, inter, vocab, max_pos, seed):
+def genai_decoder(name, layers, hidden, heads, kv_heads, inter, vocab, max_pos, seed, level=None):
     rng = np.random.default_rng(seed)
     head = hidden // heads
     inits, nodes = [], []
@@ -102,7 +104,7 @@ def genai_decoder(name, layers, hidden, heads, kv_heads, inter, vocab, max_pos, 
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 8
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
-    quant = MatMulNBitsQuantizer(model, block_size=32, is_symmetric=False)
+    quant = MatMulNBitsQuantizer(model, block_size=32, is_symmetric=False, accuracy_level=level)
     quant.process()
     return quant.model.model
 
@@ -238,6 +240,11 @@ def ort_bench(path, prompt_len=128, new=128, threads=16):
 def main():
     if "--ort-bench" in sys.argv:
         print(json.dumps(ort_bench(sys.argv[sys.argv.index("--ort-bench") + 1])))
+        return
+    if "--qwen-level4" in sys.argv:
+        qwen = genai_decoder("qwen_shaped", 24, 896, 14, 2, 4864, 151936, 4096, 5, level=4)
+        onnx.save(qwen, f"{OUT}/qwen_shaped_level4.onnx", save_as_external_data=True,
+                  location="qwen_shaped_level4.onnx.data")
         return
     genai = genai_decoder("genai_tiny", 2, 64, 4, 2, 128, 128, 256, 11)
     onnx.save(genai, f"{OUT}/genai_tiny.onnx")

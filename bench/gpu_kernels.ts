@@ -22,30 +22,12 @@
  */
 import { compile, type Precision, setMemoryBudget } from "../mod.ts";
 import { WebGpuBackend } from "../backends/webgpu/webgpu_backend.ts";
-import type { Graph } from "../jit/ir/graph.ts";
 import { GraphBuilder } from "../jit/frontend/graph_builder.ts";
 import { uniform } from "../jit/support/random.ts";
 import { fromF16Array, toF16Array } from "../jit/ir/dtype.ts";
 import { f64, w1 as workloadW1 } from "./workloads.ts";
 import { PassTimer, timingDawnFlags } from "./timed.ts";
-
-interface Kernel {
-  readonly id: string;
-  readonly graph: Graph;
-  readonly inputs: Record<string, { data: Float32Array; shape: number[] }>;
-  /** Float64 value of the output at flat index `i`. */
-  readonly expect: (i: number) => number;
-  /** Output elements. */
-  readonly size: number;
-  /** FLOPs of one run, for a FLOP rate. */
-  readonly flops?: number;
-  /** Bytes one run must move at the least (f32), for a bandwidth. */
-  readonly bytes?: number;
-  /** Whether to time the f16 precisions too (attention's three kernels: not yet). */
-  readonly half?: boolean;
-  /** Whether the graph's inputs are f16 (timed under `"f16"` only). */
-  readonly halfInputs?: boolean;
-}
+import { decodeAttention, gemv4, type Kernel } from "./decode_kernels.ts";
 
 const arg = (name: string) => {
   const i = Deno.args.indexOf(name);
@@ -144,46 +126,6 @@ function layerNorm(): Kernel {
 }
 
 /**
- * A one-row product by a 4-bit weight of N rows of K in blocks of 32 with zero points
- * (`BlockMatMul`, as MatMulNBits imports): what a decode step reads, so its bytes are the packed
- * words and the f32 scale and zero tables.
- */
-function gemv4(k: number, n: number, normed = false): Kernel {
-  const blocks = k / 32, width = blocks * 4;
-  const q = Uint32Array.from(uniform(n * width, 11, 0, 2 ** 32), (v) => Math.floor(v) >>> 0);
-  const s = uniform(n * blocks, 12, 0.01, 0.03);
-  const z = uniform(n * blocks, 13, 0, 16).map(Math.floor);
-  const a = uniform(k, 14);
-  const b = new GraphBuilder();
-  const w = [b.param("q", [n, width], "u32", q), b.param("s", [n, blocks], "f32", s)];
-  const zeros = b.param("z", [n, blocks], "f32", z);
-  // `normed`: A an RMS normalization of the input (a decode step's), taken into the product.
-  const x = b.input("a", [1, k]);
-  const mean = b.op("ReduceMean", [b.op("Mul", [x, x])], { axes: [-1], keepdims: 1 });
-  const root = b.op("Sqrt", [b.op("Add", [mean, b.constant(1e-6)])]);
-  const rows = normed ? b.op("Div", [x, root]) : x;
-  b.output("y", b.op("BlockMatMul", [rows, ...w, zeros], { bits: 4, block: 32 }));
-  const scale = normed ? 1 / Math.sqrt(a.reduce((t, v) => t + v * v, 0) / k + 1e-6) : 1;
-  return {
-    id: `gemv4-${k}x${n}${normed ? "-normed" : ""}`,
-    graph: b.build(),
-    inputs: { a: { data: a, shape: [1, k] } },
-    expect: (j) => {
-      let sum = 0;
-      for (let i = 0; i < k; i++) {
-        const cell = j * blocks + Math.floor(i / 32);
-        const v = (q[j * width + (i >> 3)] >>> ((i & 7) * 4)) & 15;
-        sum += a[i] * (v - z[cell]) * s[cell];
-      }
-      return sum * scale;
-    },
-    size: n,
-    bytes: 4 * (n * width + 2 * n * blocks + k + n),
-    half: false,
-  };
-}
-
-/**
  * Attention over [B, H, T, D]; `causal`: with an added mask of 0 and −∞ (key after query), as
  * PyTorch exports `is_causal`, its flops still counted whole (4·B·H·T²·D).
  */
@@ -229,51 +171,6 @@ function attention(B = 8, H = 16, T = 1024, D = 64, causal = false): Kernel {
     },
     size: B * H * T * D,
     flops: 4 * B * H * T * T * D,
-    half: false,
-  };
-}
-
-/**
- * A decode step's attention: one query row per head over `T` cached keys (a Qwen2.5-0.5B layer:
- * 14 heads of 64), as the fused attention group runs it once a layer a token.
- */
-function decodeAttention(H = 14, T = 257, D = 64): Kernel {
-  const b = new GraphBuilder();
-  const q = b.input("q", [1, H, 1, D]),
-    k = b.input("k", [1, H, T, D]),
-    v = b.input("v", [1, H, T, D]);
-  const scaled = b.op("Mul", [
-    b.op("MatMul", [q, b.op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
-    b.constant(1 / Math.sqrt(D)),
-  ]);
-  b.output("y", b.op("MatMul", [b.op("Softmax", [scaled], { axis: -1 }), v]));
-  const [Q, K, V] = [[H * D, 21], [H * T * D, 22], [H * T * D, 23]].map(([n, s]) => uniform(n, s));
-  return {
-    id: `decode-attention-H${H}T${T}D${D}`,
-    graph: b.build(),
-    inputs: {
-      q: { data: Q, shape: [1, H, 1, D] },
-      k: { data: K, shape: [1, H, T, D] },
-      v: { data: V, shape: [1, H, T, D] },
-    },
-    expect: (i) => {
-      const e = i % D, h = Math.floor(i / D);
-      const s = Array.from({ length: T }, (_, j) => {
-        let dot = 0;
-        for (let d = 0; d < D; d++) dot += Q[h * D + d] * K[(h * T + j) * D + d];
-        return dot / Math.sqrt(D);
-      });
-      const m = Math.max(...s);
-      let sum = 0, out = 0;
-      s.forEach((x, j) => {
-        const w = Math.exp(x - m);
-        sum += w;
-        out += w * V[(h * T + j) * D + e];
-      });
-      return out / sum;
-    },
-    size: H * D,
-    bytes: 4 * (2 * H * T * D + 2 * H * D),
     half: false,
   };
 }
@@ -342,6 +239,8 @@ const flash = new WebGpuBackend({ profile: true, flashAttention: true, dawnFlags
 const gathered = new WebGpuBackend({ profile: true, storedPatches: Infinity, dawnFlags });
 /** The same device's kernels with a deep K of few outputs summed in parts. */
 const split = new WebGpuBackend({ profile: true, splitSums: true, dawnFlags });
+/** The same device's block products of A rounded to 8 bits summed in f32 (no packed byte dots). */
+const floatSums = new WebGpuBackend({ profile: true, packedDots: false, dawnFlags });
 /** The same device's kernels without its matrix units (f16 matmuls on the tiled kernel). */
 const tiled = new WebGpuBackend({
   profile: true,
@@ -488,8 +387,13 @@ const all: (() => Kernel)[] = [
   () => gemv4(896, 4864 * 2),
   () => gemv4(4864, 896),
   () => gemv4(896, 151936),
-  () => gemv4(896, 1152, true),
-  () => gemv4(896, 151936, true),
+  () => gemv4(896, 1152, "normed"),
+  () => gemv4(896, 151936, "normed"),
+  // The same products of A rounded to 8 bits: in packed byte dots where WGSL has them.
+  () => gemv4(896, 1152, "int8"),
+  () => gemv4(896, 4864 * 2, "int8"),
+  () => gemv4(4864, 896, "int8"),
+  () => gemv4(896, 151936, "int8"),
   () => matmul(1024),
   () => matmul(2048),
   () => matmul(4096),
@@ -549,6 +453,9 @@ for (const make of all) {
     ...(k.id.startsWith("attention")
       ? [["f32", flash, " flash"] as [Precision, WebGpuBackend, string]]
       : []),
+    ...(k.id.endsWith("-int8")
+      ? [["f32", floatSums, " f32 sums"] as [Precision, WebGpuBackend, string]]
+      : []),
     ...(k.id.startsWith("conv")
       ? [
         ["f32", gathered, " gathered"] as [Precision, WebGpuBackend, string],
@@ -565,11 +472,14 @@ for (const make of all) {
     try {
       const r = { ...await measure(k, precision, backend), id: k.id + label };
       rows.push(r);
+      const share = (tbps: number) => `${(100 * tbps / (2 ** 29 / copy / 1e9)).toFixed(0)}%`;
+      // A product after a kernel of its own (A's rounding): its bytes over its own time too.
+      const product = r.kernels > 1 && r.tbps
+        ? `; slowest kernel ${r.slowest.toFixed(4)} ms, ${share(r.tbps * r.ms / r.slowest)}`
+        : "";
       const rate = r.tflops
         ? `${r.tflops.toFixed(1)} TFLOP/s`
-        : `${r.tbps!.toFixed(2)} TB/s, ${
-          (100 * r.tbps! / (2 ** 29 / copy / 1e9)).toFixed(0)
-        }% of the copy`;
+        : `${r.tbps!.toFixed(2)} TB/s, ${share(r.tbps!)} of the copy${product}`;
       const alone = r.kernels > 1 && r.tflops
         ? `; slowest kernel ${r.slowest.toFixed(4)} ms, ${
           (r.tflops * r.ms / r.slowest).toFixed(1)

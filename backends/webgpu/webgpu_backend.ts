@@ -76,6 +76,8 @@ export class WebGpuBackend implements Backend {
   #generation = 0;
   #preparing?: Promise<void>;
   #dawn = false;
+  /** Whether WGSL has the packed byte dot products here (see `WebGpuOptions.packedDots`). */
+  #packedDots = false;
   /** The adapter the automatic choice of implementation got, for `#acquire` to take. */
   #probed?: GPUAdapter;
 
@@ -153,7 +155,8 @@ export class WebGpuBackend implements Backend {
   readonly codegen: KernelCodegen = ((backend: WebGpuBackend): KernelCodegen => ({
     // Kernels depend on the device's workgroup limit, so it is part of every cache key.
     get format(): string {
-      return `wgsl-5-i${backend.#wgsl().maxInvocations}`;
+      const wgsl = backend.#wgsl();
+      return `wgsl-5-i${wgsl.maxInvocations}${wgsl.packedDots ? "-d4" : ""}`;
     },
     generate: (kernel: KernelIR): Artifact =>
       kernel.opaque ? backend.#custom(kernel) ?? "" : backend.#generate(kernel),
@@ -181,6 +184,8 @@ export class WebGpuBackend implements Backend {
 
   async #acquire(): Promise<void> {
     const gpu = await this.#gpu();
+    this.#packedDots = (this.#options.packedDots ?? envVar("KILN_PACKED_DOTS") !== "0") &&
+      languageFeature(gpu, PACKED_DOTS);
     const request = async (featureLevel?: string) => {
       try {
         return await gpu.requestAdapter({
@@ -368,6 +373,7 @@ export class WebGpuBackend implements Backend {
       subgroupSize: (this.#options.subgroups ?? envVar("KILN_SUBGROUPS") !== "0")
         ? shuffleSize(this.#adapter, this.#device)
         : undefined,
+      packedDots: this.#packedDots,
     };
   }
 
@@ -516,6 +522,15 @@ async function readbackMs(device: GPUDevice): Promise<number> {
 }
 
 /** Deno's `navigator.gpu`. */
+/** WGSL's language feature of packed byte dot products (`dot4I8Packed`, `pack4xI8`). */
+const PACKED_DOTS = "packed_4x8_integer_dot_product";
+
+/** Whether `gpu`'s WGSL has language feature `name` (implementations without the list: no). */
+function languageFeature(gpu: GPU, name: string): boolean {
+  const features = (gpu as { wgslLanguageFeatures?: ReadonlySet<string> }).wgslLanguageFeatures;
+  return features?.has(name) ?? false;
+}
+
 function navigatorGpu(): GPU {
   return (navigator as unknown as { gpu: GPU }).gpu;
 }

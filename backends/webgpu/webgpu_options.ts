@@ -100,4 +100,10 @@ export interface WebGpuOptions {
    * Default: `KILN_SUBGROUPS=0` in the environment turns it off, else on.
    */
   readonly subgroups?: boolean;
+  /**
+   * Sum block products of A rounded to 8 bits (MatMulNBits of `accuracy_level` 4) in integers
+   * with WGSL's `dot4I8Packed` where the implementation has `packed_4x8_integer_dot_product`.
+   * Default: `KILN_PACKED_DOTS=0` in the environment turns it off, else on.
+   */
+  readonly packedDots?: boolean;
 }

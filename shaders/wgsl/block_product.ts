@@ -32,6 +32,12 @@ import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelLowering } from "./expr.ts";
 import { allOf } from "./prelude.ts";
 import { combineAcross, combiner, type RowTiling, storeRowOutputs } from "./rows.ts";
+import {
+  integerBlocks,
+  integerStageBytes,
+  integerSums,
+  stageIntegers,
+} from "./block_product_int8.ts";
 
 /** Workgroups a product should keep before its threads take several outputs each. */
 const MANY_WORKGROUPS = 512;
@@ -49,9 +55,15 @@ function sizes(kernel: KernelIR, tag: BlockProduct) {
  * `bytes` of workgroup memory, where this generator takes it: one f32 sum over K, A's rows of K
  * a multiple of 4, whole vec4s of words a block, and no output that reads A or the words (they
  * are bound as vec4s). Threads a row: the blocks' count rounded up to a power of two, from 8 to
- * 64.
+ * 64. With `packedDots` (WGSL's `packed_4x8_integer_dot_product`) a staged product of A rounded
+ * to 8 bits sums in integers (`block_product_int8.ts`).
  */
-export function blockTiling(kernel: KernelIR, most: number, bytes: number): RowTiling | undefined {
+export function blockTiling(
+  kernel: KernelIR,
+  most: number,
+  bytes: number,
+  packedDots = false,
+): RowTiling | undefined {
   const tag = kernel.blockProduct;
   // Reductions before the product's are a prologue's (a normalization's rows, `prologueProduct`).
   const pre = kernel.reductions.length - 1;
@@ -78,7 +90,10 @@ export function blockTiling(kernel: KernelIR, most: number, bytes: number): RowT
   const rows = Math.max(1, most / threads);
   const share = (outputs: number) => total === n || n % (outputs * rows) === 0;
   // A chunk of A (a block a thread, padded) and the combining steps' floats.
-  const staged = share(1) && threads * (tag.block / 4 + 1) * 16 + most * 4 <= bytes;
+  const stage = threads * (tag.block / 4 + 1) * 16 + most * 4;
+  const staged = share(1) && stage <= bytes;
+  const integers = staged && packedDots && integerBlocks(tag, k) &&
+    stage + integerStageBytes(threads, tag.block) <= bytes;
   // A prologue's reductions are the workgroup's, over the one row of A it stages.
   if (pre > 0 && !staged) return undefined;
   let outputs = 1;
@@ -87,7 +102,7 @@ export function blockTiling(kernel: KernelIR, most: number, bytes: number): RowT
     outputs *= 2;
   }
   const base = { threads, rows, slots: 0, width: 1 as const, vectors, vectorStores: false };
-  return { ...base, blocks: { outputs, staged } };
+  return { ...base, blocks: { outputs, staged, integers } };
 }
 
 /**
@@ -159,6 +174,8 @@ function stagedLoop(l: KernelLowering, tiling: RowTiling, tag: BlockProduct): st
   const { threads, rows } = tiling;
   const { blocks, k } = sizes(kernel, tag);
   const quads = tag.block / 4, stride = quads + 1, size = threads * quads;
+  const { outputs, integers } = tiling.blocks!;
+  const decls: string[] = [];
   e.block(`for (var c: i32 = 0; c < ${blocks}; c += ${threads}) {`, () => {
     // The chunk's earlier readers are done before it is overwritten.
     e.line("workgroupBarrier();");
@@ -174,12 +191,17 @@ function stagedLoop(l: KernelLowering, tiling: RowTiling, tag: BlockProduct): st
       );
     });
     e.line("workgroupBarrier();");
+    if (integers) {
+      decls.push(...stageIntegers(l, tag, { threads, all: threads * rows }));
+      e.line("workgroupBarrier();");
+    }
     e.line("let b = c + i32(lane);");
     e.block(`if (b < ${blocks}) {`, () => {
-      blockSums(l, tag, (j) => `sh_a[lane * ${stride}u + ${j}u]`, tiling.blocks!.outputs);
+      if (integers) integerSums(l, tag, { outputs, blocks });
+      else blockSums(l, tag, (j) => `sh_a[lane * ${stride}u + ${j}u]`, outputs);
     });
   });
-  return [`var<workgroup> sh_a: array<vec4<f32>, ${threads * stride}>;`];
+  return [`var<workgroup> sh_a: array<vec4<f32>, ${threads * stride}>;`, ...decls];
 }
 
 /**

@@ -5,6 +5,7 @@ import { generateWgsl } from "./codegen.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { uniform } from "../../jit/support/random.ts";
 import { f32 } from "../../jit/testing/testing.ts";
+import { WebGpuBackend } from "../../backends/webgpu/webgpu_backend.ts";
 
 Deno.test("WebGPU unpacks a few-row BlockMatMul in registers, as the reference computes it", async () => {
   for (const [lead, form, zeros] of FEW_ROW_CASES) {
@@ -88,4 +89,37 @@ Deno.test("WebGPU takes each layer's normalization into the next block product, 
   assert.ok(kernels.every((x) => x.blockProduct?.prologue && x.reductions.length === 2));
   const feeds = { a: f32(uniform(k, 9, -2, 2), [1, k]) };
   await matchesReference(graph, feeds, "webgpu", "three layers");
+});
+
+Deno.test("WebGPU sums a staged block product of A rounded to 8 bits in packed byte dots", async () => {
+  // MatMulNBits of accuracy_level 4: 4-bit weights in blocks of whole 32s covering K.
+  const cases: [number[], number[], boolean][] = [
+    [[1], [896, 70, 4, 32], true], // a decoder's token step
+    [[1], [256, 9, 4, 64], false], // blocks of 64, the middle value
+    [[1], [384, 5, 4, 128], true], // blocks of 128: four groups of 32 a block
+    [[1], [4864, 7, 4, 32], true], // more blocks than a row's threads: chunks, the last short
+    [[1], [128, 65544, 4, 32], true], // a vocabulary's many outputs, eight to a group
+    [[2], [64, 256, 4, 32], false], // two rows of A, each workgroup's outputs on one
+  ];
+  const gpu = new WebGpuBackend();
+  for (const [lead, form, zeros] of cases) {
+    const { graph, feeds } = blockProduct(lead, form, zeros, { int8: true });
+    const [kernel] = fuse(graph, { blockProducts: true }).kernels.filter((k) => k.blockProduct);
+    assert.equal(kernel.blockProduct?.int8, true, `${form}: the product knows its A is rounded`);
+    const packed = generateWgsl(kernel, { maxInvocations: 256, packedDots: true });
+    assert.match(packed, /dot4I8Packed/, `${lead} × ${form}: summed in integers`);
+    // Without the language feature the f32 form runs.
+    const plain = generateWgsl(kernel, { maxInvocations: 256 });
+    assert.doesNotMatch(plain, /dot4I8Packed/);
+    await matchesReference(graph, feeds, gpu, `${lead} × ${form} in integers`);
+  }
+  // The backend generated them so where its WGSL has the language feature (Deno's and Dawn's).
+  const features = (navigator as { gpu?: { wgslLanguageFeatures?: Set<string> } }).gpu
+    ?.wgslLanguageFeatures;
+  if (features?.has("packed_4x8_integer_dot_product")) assert.match(gpu.codegen.format, /-d4$/);
+  // K past the last whole block keeps the f32 form.
+  const { graph } = blockProduct([1], [80, 6, 4, 32], true, { int8: true });
+  const [cut] = fuse(graph, { blockProducts: true }).kernels.filter((k) => k.blockProduct);
+  assert.doesNotMatch(generateWgsl(cut, { maxInvocations: 256, packedDots: true }), /dot4I8/);
+  gpu.dispose();
 });

@@ -96,6 +96,12 @@ export interface WgslOptions {
    * agree): row kernels combine their last steps by shuffles (`combineAcross`). Default: none.
    */
   readonly subgroupSize?: number;
+  /**
+   * Whether WGSL has `dot4I8Packed` and `pack4xI8` (the language feature
+   * `packed_4x8_integer_dot_product`): block products of A rounded to 8 bits then sum in
+   * integers (`shaders/wgsl/block_product_int8.ts`). Default false.
+   */
+  readonly packedDots?: boolean;
 }
 
 /** How a kernel maps onto the GPU; code generation and dispatch both follow it. */
@@ -128,7 +134,7 @@ export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayo
   if (kernel.exact && kernel.reductions.length) return rowsLayout(serialRows(most));
   const bytes = options.workgroupBytes ?? 16384;
   const sliceBytes = options.splitK === false ? undefined : bytes;
-  const block = blockTiling(kernel, most, bytes);
+  const block = blockTiling(kernel, most, bytes, options.packedDots);
   if (block) return rowsLayout(block);
   const folded = foldedRows(kernel);
   const whole = options.matrix && options.half ? tiledMatmul(folded, most) : undefined;

@@ -52,6 +52,8 @@ export interface BlockRows {
   readonly outputs: number;
   /** Whether A passes through workgroup memory (the workgroup's outputs share its row). */
   readonly staged: boolean;
+  /** Whether the staged A's blocks are packed to bytes and summed in integers (`block_product_int8.ts`). */
+  readonly integers?: boolean;
 }
 
 /** A tiling of `threads` threads a row and `rows` rows a workgroup, rows not held (scalar). */
