@@ -11,7 +11,9 @@ Run on the GPU machine (torch, onnx, onnxruntime): python bench/export_decoders.
   attention_mask and position_ids, exported by torch.onnx.export with dynamic axes.
 - --qwen: the same genai layout at Qwen2.5-0.5B's shape (24 layers, hidden 896, 14/2 heads,
   vocab 151936), random weights, for bench/generate.ts (large: not committed).
-- --qwen-level4: the same as qwen_shaped_level4.onnx, quantized with accuracy_level 4 (A rounded to
+- --tiny-level4: genai_tiny quantized with accuracy_level 4 as genai_tiny_level4.onnx, its greedy
+  continuation printed as a decoders.json entry.
+- --qwen-level4: the Qwen2.5-0.5B-shaped decoder as qwen_shaped_level4.onnx, quantized with accuracy_level 4 (A rounded to
   8 bits a block: onnxruntime-genai's default for its CPU and WebGPU models).
 """
 import json
@@ -240,6 +242,13 @@ def ort_bench(path, prompt_len=128, new=128, threads=16):
 def main():
     if "--ort-bench" in sys.argv:
         print(json.dumps(ort_bench(sys.argv[sys.argv.index("--ort-bench") + 1])))
+        return
+    if "--tiny-level4" in sys.argv:
+        tiny = genai_decoder("genai_tiny", 2, 64, 4, 2, 128, 128, 256, 11, level=4)
+        onnx.save(tiny, f"{OUT}/genai_tiny_level4.onnx")
+        prompt = [3, 17, 42, 9, 100, 5, 77]
+        entry = {"prompt": prompt, "greedy": greedy(f"{OUT}/genai_tiny_level4.onnx", prompt, 24, None)}
+        print(json.dumps({"genai_tiny_level4": entry}))
         return
     if "--qwen-level4" in sys.argv:
         qwen = genai_decoder("qwen_shaped", 24, 896, 14, 2, 4864, 151936, 4096, 5, level=4)
