@@ -92,8 +92,6 @@ export function blockTiling(
   // A chunk of A (a block a thread, padded) and the combining steps' floats.
   const stage = threads * (tag.block / 4 + 1) * 16 + most * 4;
   const staged = share(1) && stage <= bytes;
-  const integers = staged && packedDots && integerBlocks(tag, k) &&
-    stage + integerStageBytes(threads, tag.block) <= bytes;
   // A prologue's reductions are the workgroup's, over the one row of A it stages.
   if (pre > 0 && !staged) return undefined;
   let outputs = 1;
@@ -101,6 +99,10 @@ export function blockTiling(
     if (total / (outputs * 2 * rows) < MANY_WORKGROUPS) break;
     outputs *= 2;
   }
+  // Packing A costs a group as much as one output's sums save: with one output a group the
+  // integer form was slower (H200, 4864 → 896: 12.2-12.7 µs against 10.7-11.2).
+  const integers = outputs > 1 && packedDots && integerBlocks(tag, k) &&
+    stage + integerStageBytes(threads, tag.block) <= bytes;
   const base = { threads, rows, slots: 0, width: 1 as const, vectors, vectorStores: false };
   return { ...base, blocks: { outputs, staged, integers } };
 }

@@ -92,14 +92,15 @@ Deno.test("WebGPU takes each layer's normalization into the next block product, 
 });
 
 Deno.test("WebGPU sums a staged block product of A rounded to 8 bits in packed byte dots", async () => {
-  // MatMulNBits of accuracy_level 4: 4-bit weights in blocks of whole 32s covering K.
+  // MatMulNBits of accuracy_level 4: 4-bit weights in blocks of whole 32s covering K, outputs
+  // many enough for a group of threads to take two or more (packing A costs one output's sums).
   const cases: [number[], number[], boolean][] = [
-    [[1], [896, 70, 4, 32], true], // a decoder's token step
-    [[1], [256, 9, 4, 64], false], // blocks of 64, the middle value
-    [[1], [384, 5, 4, 128], true], // blocks of 128: four groups of 32 a block
-    [[1], [4864, 7, 4, 32], true], // more blocks than a row's threads: chunks, the last short
-    [[1], [128, 65544, 4, 32], true], // a vocabulary's many outputs, eight to a group
-    [[2], [64, 256, 4, 32], false], // two rows of A, each workgroup's outputs on one
+    [[1], [896, 8192, 4, 32], true], // a decoder's token step
+    [[1], [256, 32768, 4, 64], false], // blocks of 64, the middle value
+    [[1], [384, 32768, 4, 128], true], // blocks of 128: four groups of 32 a block
+    [[1], [4864, 4096, 4, 32], true], // more blocks than a row's threads: chunks, the last short
+    [[1], [128, 65544, 4, 32], true], // a vocabulary's many outputs, four to a group
+    [[2], [64, 32768, 4, 32], false], // two rows of A, each workgroup's outputs on one
   ];
   const gpu = new WebGpuBackend();
   for (const [lead, form, zeros] of cases) {
@@ -117,9 +118,12 @@ Deno.test("WebGPU sums a staged block product of A rounded to 8 bits in packed b
   const features = (navigator as { gpu?: { wgslLanguageFeatures?: Set<string> } }).gpu
     ?.wgslLanguageFeatures;
   if (features?.has("packed_4x8_integer_dot_product")) assert.match(gpu.codegen.format, /-d4$/);
-  // K past the last whole block keeps the f32 form.
-  const { graph } = blockProduct([1], [80, 6, 4, 32], true, { int8: true });
-  const [cut] = fuse(graph, { blockProducts: true }).kernels.filter((k) => k.blockProduct);
-  assert.doesNotMatch(generateWgsl(cut, { maxInvocations: 256, packedDots: true }), /dot4I8/);
+  // One output a group of threads, or K past the last whole block, keeps the f32 form.
+  for (const form of [[896, 70, 4, 32], [80, 8192, 4, 32]]) {
+    const { graph } = blockProduct([1], form, true, { int8: true });
+    const [kernel] = fuse(graph, { blockProducts: true }).kernels.filter((k) => k.blockProduct);
+    const wgsl = generateWgsl(kernel, { maxInvocations: 256, packedDots: true });
+    assert.doesNotMatch(wgsl, /dot4I8Packed/, `${form}`);
+  }
   gpu.dispose();
 });
