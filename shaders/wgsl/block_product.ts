@@ -95,14 +95,17 @@ export function blockTiling(
   // A prologue's reductions are the workgroup's, over the one row of A it stages.
   if (pre > 0 && !staged) return undefined;
   let outputs = 1;
+  // Without subgroups a group's outputs combine through workgroup memory, a float each a thread.
+  const combining = (n: number) => (n > 1 ? 4 * most * n : 0);
   while (staged && outputs < 8 && share(outputs * 2)) {
     if (total / (outputs * 2 * rows) < MANY_WORKGROUPS) break;
+    if (stage + combining(outputs * 2) > bytes) break;
     outputs *= 2;
   }
   // Packing A costs a group as much as one output's sums save: with one output a group the
   // integer form was slower (H200, 4864 → 896: 12.2-12.7 µs against 10.7-11.2).
   const integers = outputs > 1 && packedDots && integerBlocks(tag, k) &&
-    stage + integerStageBytes(threads, tag.block) <= bytes;
+    stage + combining(outputs) + integerStageBytes(threads, tag.block) <= bytes;
   const base = { threads, rows, slots: 0, width: 1 as const, vectors, vectorStores: false };
   return { ...base, blocks: { outputs, staged, integers } };
 }
@@ -141,8 +144,7 @@ export function emitBlockProduct(
   if (tag.prologue) prologueRow(l);
   rowReductions(l, tiling, kernel.reductions.length - 1);
   const decls = staged ? stagedLoop(l, tiling, tag) : plainLoop(l, tiling, tag);
-  const t = storeOutputs(l, tiling, kept);
-  return [...decls, `var<workgroup> sh_${t}: array<${t}, ${threads * rows}>;`];
+  return [...decls, ...storeOutputs(l, tiling, kept)];
 }
 
 /**
@@ -300,27 +302,82 @@ function blockSums(
 }
 
 /**
- * Combines each output's sums over its row's threads and stores the kernel's row outputs.
- * Returns the WGSL type of the combining steps' workgroup array.
+ * Combines each output's sums over its row's threads and stores the kernel's row outputs:
+ * output after output through `combineAcross` where a group takes one, else all at once
+ * (`combineOutputs`). Returns the combining steps' workgroup arrays.
  */
-function storeOutputs(l: KernelLowering, tiling: RowTiling, kept: number[]): string {
+function storeOutputs(l: KernelLowering, tiling: RowTiling, kept: number[]): string[] {
   const { kernel, e } = l;
-  const { threads } = tiling;
+  const { threads, rows } = tiling;
   const { outputs } = tiling.blocks!;
   const total = sizeOf(kept.map((i) => kernel.space[i]));
   const k = kernel.space[kernel.space.length - 1];
-  // The product's sum is the last reduction (a prologue's come first).
+  // The product's sum is the last reduction (a prologue's come first), an f32 sum (`blockTiling`).
   const m = kernel.reductions.length - 1;
   e.line(`var acc${m}: f32 = 0.0;`);
-  let t = "f32";
-  for (let r = 0; r < outputs; r++) {
-    e.line(`acc${m} = part${r};`);
-    t = combineAcross(l, kernel.reductions[m], m, threads, k, `lid.x - lane`);
+  const store = (at: string, lanes: string) =>
     e.block("{", () => {
-      e.line(`let row = min(first + ${r}, ${total - 1});`);
+      e.line(`let row = min(first + ${at}, ${total - 1});`);
       l.unravel(kept, "row");
-      storeRowOutputs(l, allOf("lane == 0u", `first + ${r} < ${total}`));
+      storeRowOutputs(l, allOf(lanes, `first + ${at} < ${total}`));
     });
+  const shared = `var<workgroup> sh_f32: array<f32, ${threads * rows}>;`;
+  if (outputs === 1) {
+    e.line(`acc${m} = part0;`);
+    combineAcross(l, kernel.reductions[m], m, threads, k, `lid.x - lane`);
+    store("0", "lane == 0u");
+    return [shared];
   }
-  return t;
+  const { at, lanes, decls } = combineOutputs(l, tiling, m);
+  store(at, lanes);
+  return [shared, ...decls];
+}
+
+/**
+ * Sums each of a group's `outputs` parts over its threads into `acc${m}` of one lane an output.
+ * Within a subgroup by a butterfly that halves the outputs a lane holds at each step (each lane
+ * keeps one half and sends the other to the lane `d` away, for d = threads / 2, threads / 4, …),
+ * then sums its own output's copies: log2(threads) + outputs − 1 shuffles where an output at a
+ * time took log2(threads) + 1 each (a vocabulary's product of 8 outputs a group of 32: 10 against
+ * 48). Elsewhere through workgroup memory, the first `outputs` lanes each summing one output's
+ * parts. Returns the output a lane holds (`at`, i32), which lanes store, and the workgroup arrays.
+ */
+function combineOutputs(
+  l: KernelLowering,
+  tiling: RowTiling,
+  m: number,
+): { at: string; lanes: string; decls: string[] } {
+  const { e } = l;
+  const { threads, rows } = tiling;
+  const { outputs } = tiling.blocks!;
+  const size = l.subgroup ?? 1;
+  if (size > 1 && threads <= size) {
+    l.usesSubgroups = true;
+    let parts = [...Array(outputs).keys()].map((r) => `part${r}`);
+    let d = threads >> 1;
+    for (; parts.length > 1; d >>= 1) {
+      // Lanes with bit d set keep the upper half of their parts.
+      const half = parts.length / 2, upper = `(lane & ${d}u) != 0u`;
+      parts = parts.slice(0, half).map((low, j) => {
+        const high = parts[j + half];
+        e.line(`let keep${d}_${j} = select(${low}, ${high}, ${upper});`);
+        e.line(`let give${d}_${j} = select(${high}, ${low}, ${upper});`);
+        e.line(`let sum${d}_${j} = keep${d}_${j} + subgroupShuffleXor(give${d}_${j}, ${d}u);`);
+        return `sum${d}_${j}`;
+      });
+    }
+    e.line(`acc${m} = ${parts[0]};`);
+    for (; d >= 1; d >>= 1) e.line(`acc${m} = acc${m} + subgroupShuffleXor(acc${m}, ${d}u);`);
+    const span = threads / outputs;
+    return { at: `i32(lane / ${span}u)`, lanes: `lane % ${span}u == 0u`, decls: [] };
+  }
+  for (let r = 0; r < outputs; r++) e.line(`sh_p[lid.x * ${outputs}u + ${r}u] = part${r};`);
+  e.line("workgroupBarrier();");
+  e.block(`if (lane < ${outputs}u) {`, () => {
+    e.block(`for (var j: u32 = 0u; j < ${threads}u; j++) {`, () => {
+      e.line(`acc${m} += sh_p[(lid.x - lane + j) * ${outputs}u + lane];`);
+    });
+  });
+  const decls = [`var<workgroup> sh_p: array<f32, ${threads * rows * outputs}>;`];
+  return { at: "i32(lane)", lanes: `lane < ${outputs}u`, decls };
 }

@@ -127,3 +127,19 @@ Deno.test("WebGPU sums a staged block product of A rounded to 8 bits in packed b
   }
   gpu.dispose();
 });
+
+Deno.test("a block product's group combines its outputs at once: a butterfly in a subgroup, else memory", () => {
+  // A vocabulary's product: 28 blocks a row (32 threads), eight outputs a group.
+  const { graph } = blockProduct([1], [896, 151936, 4, 32], true);
+  const [kernel] = fuse(graph, { blockProducts: true }).kernels;
+  const options = { maxInvocations: 256, workgroupBytes: 32768 };
+  const shuffled = generateWgsl(kernel, { ...options, subgroupSize: 32 });
+  // log2(32) steps, the first three halving eight outputs to one: 4 + 2 + 1 + 1 + 1 exchanges.
+  assert.equal(shuffled.match(/subgroupShuffleXor\(/g)?.length, 9);
+  assert.doesNotMatch(shuffled, /subgroupShuffleDown|sh_p\[/);
+  // Lanes 0, 4, …, 28 store outputs 0 … 7.
+  assert.match(shuffled, /lane % 4u == 0u/);
+  const memory = generateWgsl(kernel, options);
+  assert.doesNotMatch(memory, /subgroup/);
+  assert.match(memory, /if \(lane < 8u\)/);
+});
