@@ -36,8 +36,9 @@ function roundedBlocks(a: Float32Array, block: number): Float32Array {
   const out = new Float32Array(a.length);
   for (let b = 0; b < a.length; b += block) {
     const part = a.subarray(b, b + block);
-    const scale = Math.fround(Math.max(...part.map(Math.abs)) / 127);
-    const inverse = scale === 0 ? 0 : Math.fround(1 / scale);
+    const largest = Math.max(...part.map(Math.abs));
+    const scale = Math.fround(largest / 127);
+    const inverse = scale === 0 ? 0 : Math.fround(127 / largest);
     part.forEach((
       v,
       j,

@@ -35,7 +35,8 @@ function dequantized([words, scales, zeros]: readonly RefTensor[], bits: number)
 
 /**
  * `a`'s rows [..., K] rounded to 8 bits per block of `block`, each step rounded to f32: scale =
- * max |a| / 127, a → round(a · (1 / scale)) · scale, 0 for a block of zeros.
+ * max |a| / 127, a → round(a · (127 / max |a|)) · scale (MLAS's inverse, not 1 / scale, which
+ * rounds differently), 0 for a block of zeros.
  */
 function quantizeRows(a: RefTensor, block: number): Float64Array {
   const f = Math.fround, x = read(a), k = a.shape.at(-1)!, out = new Float64Array(x.length);
@@ -44,7 +45,7 @@ function quantizeRows(a: RefTensor, block: number): Float64Array {
       const end = Math.min(start + block, row + k);
       let largest = 0;
       for (let i = start; i < end; i++) largest = Math.max(largest, Math.abs(x[i]));
-      const scale = f(largest / 127), inverse = scale === 0 ? 0 : f(1 / scale);
+      const scale = f(largest / 127), inverse = scale === 0 ? 0 : f(127 / largest);
       for (let i = start; i < end; i++) out[i] = f(roundHalfEven(f(x[i] * inverse)) * scale);
     }
   }

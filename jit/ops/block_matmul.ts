@@ -7,8 +7,8 @@
  *
  * `QuantizeRowBlocks` rounds A to 8 bits a block before such a product, as ONNX Runtime's CPU
  * computes MatMulNBits of `accuracy_level` 4 (MLAS's CompInt8): per block of `block` along the
- * last axis, scale = max |a| / 127 and a → round(a · (1 / scale)) · scale (0 where the block is
- * all zeros). A BlockMatMul after it says so (`int8`): its A then holds whole numbers times a
+ * last axis, scale = max |a| / 127 and a → round(a · (127 / max |a|)) · scale (0 where the
+ * block is all zeros). A BlockMatMul after it says so (`int8`): its A then holds whole numbers times a
  * scale per block, which a generator may sum in integers.
  *
  * They decompose into graph ops over the words (u32 division and remainder by powers of two),
@@ -128,12 +128,13 @@ function quantizeRows(e: Emitter, a: EmitRef, block: number): EmitRef {
   const grouped = e.op("Reshape", [padded], { shape: [...lead, blocks, block] });
   const largest = e.op("ReduceMax", [e.op("Abs", [grouped])], { axes: [axis + 1], keepdims: 1 });
   const scale = e.op("Div", [largest, e.scalar(127, "f32")]);
-  // Multiplied by the reciprocal, as MLAS does (a division rounds differently).
+  // Multiplied by 127 / max |a|, as MLAS does: a division, or 1 / scale, rounds differently
+  // (a value near a half then rounds the other way, and a 24-layer decoder's ids drift).
   const zero = e.op("Equal", [scale, e.scalar(0, "f32")]);
   const inverse = e.op("Where", [
     zero,
     e.scalar(0, "f32"),
-    e.op("Div", [e.scalar(1, "f32"), scale]),
+    e.op("Div", [e.scalar(127, "f32"), largest]),
   ]);
   const q = e.op("Round", [e.op("Mul", [grouped, inverse])]);
   const rows = e.op("Reshape", [e.op("Mul", [q, scale])], { shape: [...lead, width] });

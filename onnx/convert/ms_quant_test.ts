@@ -364,7 +364,7 @@ Deno.test("a model imported again (another shape, a generation's step) shares it
 
 /**
  * MatMulNBits of `accuracy_level` 4 as ONNX Runtime's CPU computes it (MLAS's CompInt8): A is
- * rounded to 8 bits a block of `block_size` (scale = max |a| / 127, a → round(a · (1 / scale)) ·
+ * rounded to 8 bits a block of `block_size` (scale = max |a| / 127, a → round(a · (127 / max |a|)) ·
  * scale, a block of zeros left 0) before the 4-bit product, on every backend; level 0 is the f32
  * product of A as it is.
  */
@@ -374,11 +374,14 @@ Deno.test("MatMulNBits of accuracy_level 4 rounds A to 8 bits a block on every b
   const sc = Array.from({ length: n * blocks }, (_, i) => f(0.01 + (i % 5) * 0.003));
   // The second block all zeros; the last one cut short (K = 80).
   const x = Float32Array.from({ length: k }, (_, j) => (j >= 32 && j < 64 ? 0 : Math.sin(j * 1.7)));
+  // A block whose 1 / scale and 127 / max |a| differ by an ulp: 0.0220131… · (127 / max) rounds
+  // to 3, times 1 / scale to 2. MLAS multiplies by the former.
+  [x[0], x[1]] = [1.118267297744751, 0.022013137117028236];
   const rounded = new Float32Array(k);
   for (let b = 0; b < blocks; b++) {
     const part = x.subarray(b * block, Math.min(k, (b + 1) * block));
     const scale = f(Math.max(...part.map(Math.abs)) / 127);
-    const inverse = scale === 0 ? 0 : f(1 / scale);
+    const inverse = scale === 0 ? 0 : f(127 / Math.max(...part.map(Math.abs)));
     const even = (v: number) => (Math.abs(v % 1) === 0.5 ? 2 * Math.round(v / 2) : Math.round(v));
     part.forEach((v, j) => (rounded[b * block + j] = f(even(f(v * inverse)) * scale)));
   }
