@@ -173,6 +173,13 @@ Deno.test("data handed over is kept as it is; a caller's is copied", () => {
   assert.equal(constant.data, handed);
   assert.notEqual(g.params[0].data, given);
   assert.deepEqual(Array.from(g.params[0].data as Float32Array), [1, 2]);
+  // A graph's own copy is never written: a graph built from it (a compile's rewrite) shares it.
+  const again = new GraphBuilder();
+  again.output("y", again.op("Add", [again.input("x", [2]), again.constant(g.params[0].data!)]));
+  const kept = again.build().nodes.find((n) => n.op === "Constant")!.attrs.value as {
+    data: unknown;
+  };
+  assert.equal(kept.data, g.params[0].data);
 });
 
 Deno.test("a caller's odd value in an error message: typed, bounded, never a throw of its own", () => {

@@ -76,3 +76,33 @@ Deno.test("a transposed convolution's flipped, regrouped kernel is a constant it
   });
   await readsFilters(b.output("y", y).build(), [c, m], 7);
 });
+
+Deno.test("views whose elements lie in order share the constant's data; others copy", () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [3, 4]);
+  const w = b.constant(uniform(24, 4), [6, 4], "f32");
+  // Rows 1-3 of w: its own elements in order. Columns 1-3 (rows of 3 copied) and wᵀ (elements).
+  const rows = b.op("Slice", [w], { starts: [1], ends: [4], axes: [0] });
+  const cols = b.op("Slice", [w], { starts: [1], ends: [4], axes: [1] });
+  b.output("y", b.op("Add", [rows, x]));
+  b.output("z", b.op("MatMul", [x, b.op("Transpose", [w], { perm: [1, 0] })]));
+  b.output("c", b.op("Add", [cols, b.constant(0)]));
+  const graph = b.build();
+  const tensor = (v: unknown) => v as { data: Float32Array; shape: number[] };
+  const source = tensor(graph.nodes.find((n) => n.op === "Constant")!.attrs.value).data;
+  const folded = foldConstantViews(graph).nodes.filter((n) => n.op === "Constant")
+    .map((n) => tensor(n.attrs.value));
+  const of = (shape: number[]) => folded.find((t) => t.shape.join() === shape.join())!;
+  const w6 = Array.from(source), at = (r: number, c: number) => w6[r * 4 + c];
+  assert.equal(of([3, 4]).data.buffer, source.buffer);
+  assert.deepEqual(Array.from(of([3, 4]).data), w6.slice(4, 16));
+  assert.notEqual(of([6, 3]).data.buffer, source.buffer);
+  assert.deepEqual(
+    Array.from(of([6, 3]).data),
+    [0, 1, 2, 3, 4, 5].flatMap((r) => [1, 2, 3].map((c) => at(r, c))),
+  );
+  assert.deepEqual(
+    Array.from(of([4, 6]).data),
+    [0, 1, 2, 3].flatMap((c) => [0, 1, 2, 3, 4, 5].map((r) => at(r, c))),
+  );
+});
