@@ -26,6 +26,7 @@ import {
   typeOf,
   valuesOf,
 } from "../import/node_context.ts";
+import { littleEndianWords } from "../wire/proto.ts";
 
 /** ONNX Runtime's contrib-op domain. */
 export const MS_DOMAIN = "com.microsoft";
@@ -277,12 +278,7 @@ function packedTables(
  */
 function wordsOf(c: NodeContext, i: number): Known {
   const bytes = constInput(c, i, "packed values").tensor.data as Uint8Array;
-  const words = madeFrom(bytes, "words", () => {
-    const out = new Uint32Array(bytes.length / 4);
-    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    for (let w = 0; w < out.length; w++) out[w] = view.getUint32(4 * w, true);
-    return out;
-  });
+  const words = madeFrom(bytes, "words", () => littleEndianWords(bytes, bytes.length / 4));
   return tableOf(words, "u32");
 }
 
