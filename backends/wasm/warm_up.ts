@@ -97,6 +97,30 @@ export async function warmUp(
 }
 
 /**
+ * Runs at most that a heavy program's warm-up makes on zeros for the thread tuner's verdict
+ * (about 9 reach it: two to warm, one to wake the workers, three timings each way).
+ */
+const SETTLE_RUNS = 16;
+
+/**
+ * Runs `program` on `args` until its thread tuner has a verdict, at most
+ * {@linkcode SETTLE_RUNS} times, a task boundary between runs so that workers spawned by a timer
+ * start. A generation's decode step asks for it inside prefill: its tuner otherwise alternated
+ * between the threads and one thread through the first generation's steps (a 0.5B decoder on
+ * wasm, 12 of 16 cores: 24.0 tokens/s in a first generation, 43.4 warm).
+ */
+async function settle(
+  program: Pick<ArenaProgram, "run" | "settled">,
+  args: readonly RefTensor[],
+  outputs: readonly number[],
+): Promise<void> {
+  for (let i = 0; i < SETTLE_RUNS && !program.settled; i++) {
+    await program.run(args, outputs);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+  }
+}
+
+/**
  * `program`, warmed up (see {@linkcode warmUp}) for `ms` at its second run. The first run goes
  * alone on this thread, as the warm-up's first run would, and its time counts toward the
  * warm-up; the second and any made while the warm-up lasts wait for it, on copies of their
@@ -104,8 +128,9 @@ export async function warmUp(
  * arguments, only if it happens. `warmUp()` starts it before that (a generation's decode step,
  * compiled beside prefill: warmed at its second run, two of a small decoder's first steps took
  * 5 and 8 ms where the rest took 0.2). A program too heavy for a warm-up (`ms` 0) still makes
- * its first run on zeros when `warmUp()` asks, before its caller's: a 0.5B decoder's first decode
- * step on 2 cores took 2.7 s where the rest took 0.1.
+ * its first run on zeros when `warmUp()` asks, before its caller's (a 0.5B decoder's first decode
+ * step on 2 cores took 2.7 s where the rest took 0.1), then the runs its thread tuner needs for
+ * a verdict (see {@linkcode settle}).
  */
 export function warmedAtSecondRun(
   program: ArenaProgram,
@@ -115,10 +140,15 @@ export function warmedAtSecondRun(
 ): ArenaProgram {
   let first: number | undefined;
   let warming: Promise<void> | undefined;
+  const heavy = async (args: readonly RefTensor[]) => {
+    await program.runAlone(args, outputs);
+    await settle(program, args, outputs);
+    await program.noted;
+  };
   let warm = false, ran = false;
   const start = () =>
     warming ??= (ms <= 0
-      ? program.runAlone(zeros(), outputs).then(() => {})
+      ? heavy(zeros())
       : warmUp(program, zeros(), outputs, ms, first === undefined ? [] : [first])
         .then(() =>
           program.noted

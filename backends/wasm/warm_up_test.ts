@@ -141,15 +141,22 @@ Deno.test("a program too heavy for a warm-up runs straight through; warmUp() mak
   assert.deepEqual(heavy.calls, ["run 1", "run 2"], "no warm-up once the caller ran it");
   assert.equal(zeros, 0);
   // Asked before any run (a generation's decode step, inside prefill): one run alone on zeros,
-  // and a run made meanwhile waits for it.
+  // then tuned runs on them until the thread tuner decides (the recorder's second), and a run
+  // made meanwhile waits for it.
   const asked = recorder();
   const warmed = warmedAtSecondRun(asked.program, () => (zeros++, [tensor(0)]), [0], 0);
   const warming = warmed.warmUp!();
   const first = warmed.run([tensor(1)], [0]);
   await warming;
   assert.deepEqual(await first, [new Float32Array([1])]);
-  assert.deepEqual(asked.calls, ["alone 0", "run 1"]);
+  assert.deepEqual(asked.calls, ["alone 0", "run 0", "run 0", "noted", "run 1"]);
   assert.equal(zeros, 1);
+  // A tuner that never decides: the warm-up stops after 16 tuned runs.
+  const undecided = recorder();
+  const never = { ...undecided.program, settled: false };
+  await warmedAtSecondRun(never, () => [tensor(0)], [0], 0).warmUp!();
+  const runs = undecided.calls.filter((c) => c !== "noted");
+  assert.deepEqual(runs, ["alone 0", ...new Array(16).fill("run 0")]);
 });
 
 Deno.test("warmUp() warms a program before its first run, which then goes straight through", async () => {
