@@ -1,7 +1,7 @@
 /**
  * Generation speed: prefill and decode tokens per second of `kiln.generate` on one decoder, per
  * backend, for a process's first generation (compiles included) and a warm one after it, with a
- * seeded random prompt. One JSON line per backend:
+ * seeded random prompt, and the model's load time (`loadMs`). One JSON line per backend:
  *
  *   deno run -A bench/generate.ts MODEL.onnx [--backends webgpu,wasm] [--prompt 128] [--new 128]
  *
@@ -31,7 +31,9 @@ const prompt = Array.from(
   { length: Number(values.prompt) },
   () => Math.floor(next() * Number(values.vocab)),
 );
+const loading = performance.now();
 const model = await OnnxModel.load(path);
+const loadMs = Math.round(performance.now() - loading);
 for (const backend of values.backends.split(",")) {
   const runs = [];
   for (let i = 0; i < 2; i++) {
@@ -47,6 +49,8 @@ for (const backend of values.backends.split(",")) {
     residentMB: mb(pool.residentBytes),
     fileMB: mb((await Deno.stat(path)).size),
   };
-  console.log(JSON.stringify({ model: path, backend, first: runs[0], warm: runs[1], memory }));
+  console.log(
+    JSON.stringify({ model: path, backend, loadMs, first: runs[0], warm: runs[1], memory }),
+  );
 }
 model.dispose();
