@@ -169,3 +169,40 @@ Deno.test("loads two or three elements apart take two vectors and a shuffle: poo
     );
   }
 });
+
+Deno.test("many outputs of their own streams loop apart; outputs sharing an activation loop together", async () => {
+  // A generation's cache updates: each of 12 outputs keeps its past where the slot is valid and
+  // takes its new entry elsewhere (a shared test, cheap to compute again in each loop), one
+  // kernel; then the same outputs scaled by one shared sigmoid (work they share).
+  for (const shared of [false, true]) {
+    const b = new GraphBuilder();
+    const keep = b.input("keep", [1, 40, 1], "bool");
+    const act = b.op("Sigmoid", [b.input("s", [1, 40, 7])]);
+    const feeds: Record<string, HostTensor> = {
+      keep: {
+        data: Uint8Array.from({ length: 40 }, (_, i) => +(i % 3 !== 0)),
+        shape: [1, 40, 1],
+        dtype: "bool",
+      },
+      s: f32(values(280, 99), [1, 40, 7]),
+    };
+    for (let i = 0; i < 12; i++) {
+      const past = b.input(`p${i}`, [2, 40, 7]), next = b.input(`n${i}`, [2, 1, 7]);
+      const y = b.op("Where", [keep, past, next]);
+      b.output(`y${i}`, shared ? b.op("Mul", [y, act]) : y);
+      feeds[`p${i}`] = f32(values(560, 2 * i), [2, 40, 7]);
+      feeds[`n${i}`] = f32(values(14, 2 * i + 1), [2, 1, 7]);
+    }
+    const graph = b.build();
+    if (!shared) assert.equal(fuse(graph).kernels.length, 1);
+    const [want, got] = await Promise.all(
+      ["reference", wasm].map((backend) => runGraph(graph, feeds, backend)),
+    );
+    for (let i = 0; i < 12; i++) {
+      assertClose(numbers(got[`y${i}`].data), numbers(want[`y${i}`].data), {
+        atol: 1e-6,
+        rtol: 1e-6,
+      });
+    }
+  }
+});
