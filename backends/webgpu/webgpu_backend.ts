@@ -521,7 +521,6 @@ async function readbackMs(device: GPUDevice): Promise<number> {
   return least;
 }
 
-/** Deno's `navigator.gpu`. */
 /** WGSL's language feature of packed byte dot products (`dot4I8Packed`, `pack4xI8`). */
 const PACKED_DOTS = "packed_4x8_integer_dot_product";
 
@@ -531,6 +530,7 @@ function languageFeature(gpu: GPU, name: string): boolean {
   return features?.has(name) ?? false;
 }
 
+/** Deno's `navigator.gpu`. */
 function navigatorGpu(): GPU {
   return (navigator as unknown as { gpu: GPU }).gpu;
 }

@@ -8,8 +8,8 @@
  * `QuantizeRowBlocks` rounds A to 8 bits a block before such a product, as ONNX Runtime's CPU
  * computes MatMulNBits of `accuracy_level` 4 (MLAS's CompInt8): per block of `block` along the
  * last axis, scale = max |a| / 127 and a → round(a · (127 / max |a|)) · scale (0 where the
- * block is all zeros). A BlockMatMul after it says so (`int8`): its A then holds whole numbers times a
- * scale per block, which a generator may sum in integers.
+ * block is all zeros). A BlockMatMul after it says so (`int8`): its A then holds whole numbers
+ * times a scale per block, which a generator may sum in integers.
  *
  * They decompose into graph ops over the words (u32 division and remainder by powers of two),
  * so every backend runs them; a backend whose generator unpacks in registers

@@ -364,9 +364,9 @@ Deno.test("a model imported again (another shape, a generation's step) shares it
 
 /**
  * MatMulNBits of `accuracy_level` 4 as ONNX Runtime's CPU computes it (MLAS's CompInt8): A is
- * rounded to 8 bits a block of `block_size` (scale = max |a| / 127, a → round(a · (127 / max |a|)) ·
- * scale, a block of zeros left 0) before the 4-bit product, on every backend; level 0 is the f32
- * product of A as it is.
+ * rounded to 8 bits a block of `block_size` (scale = max |a| / 127, a → round(a · (127 /
+ * max |a|)) · scale, a block of zeros left 0) before the 4-bit product, on every backend; level 0
+ * is the f32 product of A as it is.
  */
 Deno.test("MatMulNBits of accuracy_level 4 rounds A to 8 bits a block on every backend", async () => {
   const [k, n, block] = [80, 6, 32], blocks = Math.ceil(k / block), blob = block / 2;

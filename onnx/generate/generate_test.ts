@@ -3,9 +3,9 @@
  * (`bench/export_decoders.py`: onnxruntime-genai's layout with GroupQueryAttention and 4-bit
  * MatMulNBits, of `accuracy_level` 0 and 4 (A rounded to 8 bits a block: the genai builder's
  * default for CPU and WebGPU models), and a plain torch.onnx.export decoder that appends to its
- * past) with ONNX Runtime's
- * greedy continuation of a prompt recorded beside them; kiln must give the same ids, compiling
- * prefill once and decode once, with no cache byte read back between steps.
+ * past) with ONNX Runtime's greedy continuation of a prompt recorded beside them; kiln must give
+ * the same ids, compiling prefill once and decode once, with no cache byte read back between
+ * steps.
  */
 import assert from "node:assert/strict";
 import { generate, KilnError, OnnxModel, stats, WebGpuBackend } from "../../mod.ts";

@@ -316,8 +316,8 @@ export function linearLoop(
 
 /**
  * Stores outputs `outs` (the values `exprs`) at `count()` points of a linear walk, four at a
- * time where `vector`: a loop for each group of outputs that read a large input in common
- * ({@linkcode streamGroups}).
+ * time where `vector`: one loop, or where many outputs walk streams of their own, a loop for
+ * each group of them ({@linkcode streamGroups}).
  */
 export function linearStores(
   L: Lin,
@@ -379,10 +379,11 @@ const MANY_STREAMS = 8;
 /**
  * The outputs (positions in `exprs`) in groups that each walk their own streams, where there are
  * {@linkcode MANY_STREAMS} or more: outputs that read an input of more than
- * {@linkcode CACHED_BYTES} in common share a loop (it is read once), the others loop apart, unless they share work ({@linkcode costly}). One
- * loop over a generation's 48 cache updates (each a copy of its own past) walked 96 streams at
- * once: 4.2 ms on one thread of the 2-core VM for 6.3 MB, 0.37 ms a loop a cache. A few outputs
- * (an LSTM cell's) keep one loop and the work they share.
+ * {@linkcode CACHED_BYTES} in common, or share work ({@linkcode costly}), share a loop (it is
+ * read or computed once); the others loop apart. One loop over a generation's 48 cache updates
+ * (each a copy of its own past) walked 96 streams at once: 4.2 ms on one thread of the 2-core VM
+ * for 6.3 MB, 0.37 ms in loops of their own. A few outputs (an LSTM cell's) keep one loop and the
+ * work they share.
  */
 function streamGroups(L: Lin, exprs: readonly Expr[]): number[][] {
   const owner = new Map<number, number>();
@@ -393,8 +394,9 @@ function streamGroups(L: Lin, exprs: readonly Expr[]): number[][] {
     walk(e, (x) => {
       if (x.kind === "alu") {
         const first = computed.get(x);
+        // A node met again within one output joins nothing.
         if (first === undefined) computed.set(x, i);
-        else if (costly(x, cost)) root[find(i)] = find(first);
+        else if (first !== i && costly(x, cost)) root[find(i)] = find(first);
       }
       if (x.kind !== "load") return;
       const shape = L.bufferOf(x.input).shape;
@@ -405,6 +407,10 @@ function streamGroups(L: Lin, exprs: readonly Expr[]): number[][] {
     })
   );
   const groups = new Map<number, number[]>();
-  exprs.forEach((_, i) => groups.set(find(i), [...(groups.get(find(i)) ?? []), i]));
+  exprs.forEach((_, i) => {
+    const group = groups.get(find(i));
+    if (group) group.push(i);
+    else groups.set(find(i), [i]);
+  });
   return groups.size >= MANY_STREAMS ? [...groups.values()] : [exprs.map((_, i) => i)];
 }
