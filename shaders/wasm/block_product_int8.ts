@@ -32,9 +32,16 @@ export function integerBlocks(fn: KernelFunction, tag: StoredBlockProduct): bool
     k % tag.block === 0;
 }
 
+/** Bytes 0, 2, … 30 of two vectors (the even values of 32), then 1, 3, … 31 (the odd ones). */
+const EVEN = [...Array(16).keys()].map((i) => 2 * i), ODD = EVEN.map((i) => i + 1);
+
 /**
  * Quantizes row `row` of A into the scratch: per block its integers (even, then odd index, per
- * 32), then all blocks' scales (f32), then their integer sums (i32).
+ * 32), then all blocks' scales (f32), then their integer sums (i32). Four values a vector: each
+ * call of the kernel (a piece of its columns) quantizes the row again, and value by value that
+ * took half of a 4864 → 896 product's time on 16 threads (H200 host: 0.22-0.27 ms against
+ * 0.15-0.19 for 896 → 9728, twice its weights). The lanes round, truncate and narrow exactly as
+ * the scalar instructions do, so the integers are the same.
  */
 export function regroupIntegers(
   fn: KernelFunction,
@@ -42,60 +49,80 @@ export function regroupIntegers(
   row: number,
 ): number[] {
   const { m, wasm, local, get, ic, countedLoop } = fn;
-  const { i32, f32 } = wasm, { k, blocks } = sizes(fn.kernel, tag);
-  const b = local(i32), j = local(i32), src = local(i32), q = local(i32), sum = local(i32);
-  const largest = local(f32), scale = local(f32), inverse = local(f32);
-  const scratch = () => get(fn.params.scratch, i32);
-  const value = () =>
-    m.f32.load(
-      0,
-      4,
-      element(fn, get(src, i32), m.i32.add(m.i32.mul(get(b, i32), ic(tag.block)), get(j, i32))),
+  const { i32, f32, v128 } = wasm, { k, blocks } = sizes(fn.kernel, tag), f4 = m.f32x4;
+  const b = local(i32), g = local(i32), src = local(i32), dst = local(i32);
+  const largest = local(v128), inverse = local(v128), sum = local(v128), scale = local(f32);
+  const q = [...Array(8).keys()].map(() => local(v128));
+  const quad = (j: number) => m.v128.load(16 * j, 4, get(src, i32));
+  const advance = (ptr: number, bytes: number) =>
+    m.local.set(ptr, m.i32.add(get(ptr, i32), ic(bytes)));
+  const lane = (x: number, l: number) => f4.extract_lane(get(x, v128), l);
+  const groups = tag.block / GROUP, tables = blocks * tag.block;
+  const at = (offset: number) =>
+    element(fn, m.i32.add(get(fn.params.scratch, i32), ic(offset)), get(b, i32));
+  const narrow = (from: number) =>
+    m.i8x16.narrow_i16x8_s(
+      m.i16x8.narrow_i32x4_s(get(q[from], v128), get(q[from + 1], v128)),
+      m.i16x8.narrow_i32x4_s(get(q[from + 2], v128), get(q[from + 3], v128)),
     );
-  // Value j of block b at b·block + (j − j mod 32) + 16·(j mod 2) + (j mod 32) / 2.
-  const slot = m.i32.add(
-    m.i32.add(m.i32.mul(get(b, i32), ic(tag.block)), m.i32.and(get(j, i32), ic(~(GROUP - 1)))),
-    m.i32.or(
-      m.i32.shl(m.i32.and(get(j, i32), ic(1)), ic(4)),
-      m.i32.shr_u(m.i32.and(get(j, i32), ic(GROUP - 1)), ic(1)),
-    ),
-  );
-  const tables = blocks * tag.block;
-  return [
-    m.local.set(src, element(fn, get(tag.a, i32), m.i32.mul(get(row, i32), ic(k)))),
-    ...countedLoop(b, blocks, [
-      m.local.set(largest, m.f32.const(0)),
-      ...countedLoop(j, tag.block, [
-        m.local.set(largest, m.f32.max(get(largest, f32), m.f32.abs(value()))),
-      ]),
-      m.local.set(scale, m.f32.div(get(largest, f32), m.f32.const(127))),
+  // 32 values: their integers, summed, stored as the even ones' bytes then the odd ones'.
+  const pack = [
+    ...q.map((x, j) =>
       m.local.set(
-        inverse,
+        x,
+        m.i32x4.trunc_sat_f32x4_s(f4.nearest(f4.mul(quad(j), get(inverse, v128)))),
+      )
+    ),
+    ...q.map((x) => m.local.set(sum, m.i32x4.add(get(sum, v128), get(x, v128)))),
+    m.v128.store(0, 4, get(dst, i32), m.i8x16.shuffle(narrow(0), narrow(4), EVEN)),
+    m.v128.store(16, 4, get(dst, i32), m.i8x16.shuffle(narrow(0), narrow(4), ODD)),
+    advance(src, 4 * GROUP),
+    advance(dst, GROUP),
+  ];
+  const block = [
+    m.local.set(largest, f4.splat(m.f32.const(0))),
+    ...countedLoop(g, tag.block / 4, [
+      m.local.set(largest, f4.max(get(largest, v128), f4.abs(quad(0)))),
+      advance(src, 16),
+    ]),
+    m.local.set(
+      scale,
+      m.f32.div(
+        m.f32.max(
+          m.f32.max(lane(largest, 0), lane(largest, 1)),
+          m.f32.max(lane(largest, 2), lane(largest, 3)),
+        ),
+        m.f32.const(127),
+      ),
+    ),
+    m.local.set(
+      inverse,
+      f4.splat(
         m.select(
           m.f32.ne(get(scale, f32), m.f32.const(0)),
           m.f32.div(m.f32.const(1), get(scale, f32)),
           m.f32.const(0),
         ),
       ),
-      m.local.set(sum, ic(0)),
-      ...countedLoop(j, tag.block, [
-        m.local.set(q, m.i32.trunc_s_sat.f32(m.f32.nearest(m.f32.mul(value(), get(inverse, f32))))),
-        m.i32.store8(0, m.i32.add(scratch(), slot), get(q, i32)),
-        m.local.set(sum, m.i32.add(get(sum, i32), get(q, i32))),
-      ]),
-      m.f32.store(
-        0,
-        4,
-        element(fn, m.i32.add(scratch(), ic(tables)), get(b, i32)),
-        get(scale, f32),
+    ),
+    advance(src, -4 * tag.block),
+    m.local.set(sum, m.i32x4.splat(ic(0))),
+    ...countedLoop(g, groups, pack),
+    m.f32.store(0, 4, at(tables), get(scale, f32)),
+    m.i32.store(
+      0,
+      4,
+      at(tables + 4 * blocks),
+      m.i32.add(
+        m.i32.add(m.i32x4.extract_lane(get(sum, v128), 0), m.i32x4.extract_lane(get(sum, v128), 1)),
+        m.i32.add(m.i32x4.extract_lane(get(sum, v128), 2), m.i32x4.extract_lane(get(sum, v128), 3)),
       ),
-      m.i32.store(
-        0,
-        4,
-        element(fn, m.i32.add(scratch(), ic(tables + 4 * blocks)), get(b, i32)),
-        get(sum, i32),
-      ),
-    ]),
+    ),
+  ];
+  return [
+    m.local.set(src, element(fn, get(tag.a, i32), m.i32.mul(get(row, i32), ic(k)))),
+    m.local.set(dst, get(fn.params.scratch, i32)),
+    ...countedLoop(b, blocks, block),
   ];
 }
 
