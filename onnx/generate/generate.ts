@@ -21,6 +21,7 @@ import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { checkBudget } from "../../jit/runtime/budget.ts";
 import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import type { Executable, InputMap } from "../../jit/runtime/executable.ts";
+import type { IntoMap } from "../../jit/runtime/into.ts";
 import { convertData } from "../../jit/passes/precision.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { modelOfProto, modelProto, type OnnxModel } from "../model.ts";
@@ -84,10 +85,21 @@ const bad = (what: string, fix: string) => new KilnError(what, { code: "bad-inpu
  */
 function ints(values: readonly number[], shape: number[], dtype: BoundaryDType): HostTensor {
   const data = dtype === "i64"
-    ? BigInt64Array.from(values, BigInt)
+    ? BigInt64Array.from(values, bigint)
     : fromNumbers(internalDType(dtype), values);
   return { data, shape, dtype };
 }
+
+/**
+ * `v` as a BigInt, made once: a step's i64 feeds are hundreds of small whole numbers (the mask
+ * and the slots of its capacity), and making each anew took a millisecond a token on a 2-core
+ * machine.
+ */
+function bigint(v: number): bigint {
+  if (!(v >= 0 && v < 1 << 16)) return BigInt(v);
+  return (bigints[v] ??= BigInt(v));
+}
+const bigints: bigint[] = [];
 
 /** Whether `t` can be a token id of a vocabulary of `size` (any whole number where unknown). */
 const isToken = (t: unknown, size = 2 ** 31) =>
@@ -358,6 +370,8 @@ class Ahead {
   readonly #queue: Started[] = [];
   /** The step whose token was read last (its caches feed the next step from the host). */
   #read?: Started;
+  /** Host buffers for the next step's caches (see `#readCaches`). */
+  #spare?: IntoMap;
 
   constructor(
     runner: StepRunner,
@@ -428,13 +442,29 @@ class Ahead {
     if (this.#read) this.#spend(this.#read);
   }
 
+  /**
+   * The host caches a step has read, by the outputs the next step writes (the same shapes with a
+   * fixed capacity): that step's buffers, so a host step allocates no caches (6.3 MB a token for
+   * a 0.5B decoder at capacity 256, fresh pages each time). Undefined where any is on a device.
+   */
+  #readCaches(feeds: InputMap): IntoMap | undefined {
+    const spare: Record<string, TensorData> = {};
+    for (const [i, c] of this.#d.caches.entries()) {
+      const t = feeds[c.past];
+      if (!t || t instanceof DeviceTensor) return undefined;
+      spare[this.#nexts[i]] = t.data as TensorData;
+    }
+    return spare;
+  }
+
   /** The caches `step` made, by the past inputs they feed. */
   #caches(step: Started): InputMap {
     return Object.fromEntries(this.#d.caches.map((c, i) => [c.past, step.out[this.#nexts[i]]]));
   }
 
   async #started(feeds: InputMap, past: number, from?: Started): Promise<void> {
-    const out = await this.#runner.run(feeds);
+    const out = await this.#runner.run(feeds, this.#spare);
+    this.#spare = this.#capacity === undefined ? undefined : this.#readCaches(feeds);
     // Its readback queues right behind it (see the class's description).
     const reading = numbers(this.#choice.map((name) => out[name]));
     reading.catch(() => undefined);
@@ -501,7 +531,7 @@ class StepRunner {
   }
 
   /** One step's wanted outputs. */
-  async run(feeds: InputMap): Promise<StepOutputs> {
+  async run(feeds: InputMap, into?: IntoMap): Promise<StepOutputs> {
     const { executable, inputs } = await this.#model.compileFor(feeds, this.#options);
     this.#seen.add(executable);
     const options = { outputs: [...this.wanted] };
@@ -513,7 +543,7 @@ class StepRunner {
         this.#resident = false;
       }
     }
-    return await executable.run(inputs, options);
+    return await executable.run(inputs, { ...options, into });
   }
 
   /**
