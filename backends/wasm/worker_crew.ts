@@ -120,16 +120,6 @@ const MOST_PIECES = INDEX_MASK - 1;
 const SPIN = 20000, CLOCK_SPINS = 4096, ACTIVE_MS = 50;
 
 /**
- * Spins of the calling thread for the pieces still running elsewhere before it sleeps in
- * `Atomics.wait` (about as long as a worker's spin, {@linkcode SPIN}). Asleep, it waited for a
- * wake-up at every threaded kernel: on the 16-core H200 host a Qwen2.5-0.5B-shaped decode step
- * (about 300 threaded kernels of 20-200 µs) spent 11.6 ms of its 30 waiting there
- * (`--cpu-prof`, self time of `#share`), while the workers spun idle. A bounded spin, not an
- * endless one: where threads outnumber the cores it would take the core a late piece needs.
- */
-const JOIN_SPINS = SPIN;
-
-/**
  * Milliseconds of kernels run alone (the spawn timer not having fired) after which the workers
  * spawn on the spot: by then a second thread would have saved more than the spawn's 20-30 ms.
  */
@@ -421,12 +411,10 @@ export class WorkerPool {
         break;
       }
     }
-    // The last pieces usually end within microseconds of ours: spin for them before sleeping
-    // (see JOIN_SPINS). A browser's main thread may not block: it spins throughout.
+    // A browser's main thread may not block: it spins instead.
     const block = canBlock();
-    let spin = 0;
     for (let done = Atomics.load(c, DONE); done < claimed; done = Atomics.load(c, DONE)) {
-      if (block && ++spin > JOIN_SPINS) Atomics.wait(c, DONE, done, 1);
+      if (block) Atomics.wait(c, DONE, done, 1);
     }
     if (failure) throw failure.error;
     tally("kiln_worker_pieces_total", claimed - mine);
