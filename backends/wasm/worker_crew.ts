@@ -93,17 +93,8 @@ export interface PoolOptions extends WorkerThreads {
   readonly threads: number;
 }
 
-/**
- * The control block's words. What every thread writes at every piece (the claims' {@linkcode NEXT},
- * the count {@linkcode DONE}) lies on cache lines of its own, apart from the job's words that the
- * spinning workers read (a job's parameters, {@linkcode GEN}): on one line, each claim and each
- * count took that line from fifteen spinning cores, and the one publishing the next job waited
- * for it. Lines are taken as 128 bytes (x86 fetches them in adjacent pairs).
- */
-const LINE = 32;
-const GEN = 0, KERNEL = 2, ROWS = 3, PARTS = 4, SIZE = 5, STOP = 6, FAILED = 7;
-const CHUNK = 8, PROGRAM = 9, JOB = 10, ACTIVE = 11, COUNT = 13;
-const NEXT = LINE, DONE = 2 * LINE, READY = 3 * LINE;
+const GEN = 0, DONE = 1, KERNEL = 2, ROWS = 3, PARTS = 4, SIZE = 5, STOP = 6, FAILED = 7;
+const CHUNK = 8, PROGRAM = 9, JOB = 10, ACTIVE = 11, NEXT = 12, COUNT = 13, READY = 14;
 
 /**
  * A job's pieces are claimed from {@linkcode NEXT}: the job's generation in the high bits, the
