@@ -219,6 +219,7 @@ export class Generation implements AsyncIterable<number> {
   readonly #plan: ReturnType<typeof plan>;
   #started = false;
   #stats?: GenerationStats;
+  #runner?: StepRunner;
 
   /** A generation, checked: a model that is not a decoder or bad options throw here. */
   constructor(model: OnnxModel, prompt: readonly number[], options: GenerateOptions = {}) {
@@ -233,6 +234,16 @@ export class Generation implements AsyncIterable<number> {
   /** What the generation measured, once it has ended (undefined before). */
   get stats(): GenerationStats | undefined {
     return this.#stats;
+  }
+
+  /**
+   * The executables the generation's steps ran, in the order each first ran (prefill, then the
+   * decode step where the capacity is fixed); empty before it starts. Compiled with a backend
+   * that profiles (`profile: true`), each one's `deviceTimes()` gives its last run kernel by
+   * kernel (`bench/generate_kernels.ts`).
+   */
+  get executables(): readonly Executable[] {
+    return this.#runner?.ran ?? [];
   }
 
   /** The token ids, one at a time; a generation is iterated once. */
@@ -267,7 +278,7 @@ export class Generation implements AsyncIterable<number> {
     const nexts = d.caches.map((c) => (capacity === undefined ? c.present : STEP.next(c.past)));
     const choice = greedy ? [STEP.argmax] : onDevice ? [STEP.topValues, STEP.topIds] : [STEP.last];
     const wanted = [...choice, ...nexts, ...(feedback ? [STEP.nextIds] : [])];
-    const runner = new StepRunner(step, this.#options, wanted);
+    const runner = this.#runner = new StepRunner(step, this.#options, wanted);
     const ahead = new Ahead(runner, d, { choice, nexts, capacity });
     const began = performance.now();
     let prefilled = began, made = 0;
@@ -528,6 +539,11 @@ class StepRunner {
   /** Executables run so far. */
   get executables(): number {
     return this.#seen.size;
+  }
+
+  /** The executables run so far, in the order each first ran. */
+  get ran(): readonly Executable[] {
+    return [...this.#seen];
   }
 
   /** One step's wanted outputs. */

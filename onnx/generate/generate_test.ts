@@ -8,7 +8,7 @@
  * steps.
  */
 import assert from "node:assert/strict";
-import { generate, KilnError, OnnxModel, stats, WebGpuBackend } from "../../mod.ts";
+import { generate, KilnError, OnnxModel, stats, WasmBackend, WebGpuBackend } from "../../mod.ts";
 import { decodeModel, encodeModel, type NodeProto } from "../wire/proto.ts";
 import { stepsAhead } from "./generate.ts";
 import { referenceModel } from "../testdata.ts";
@@ -38,6 +38,21 @@ for (const name of ["genai_tiny", "genai_tiny_level4", "torch_tiny"]) {
     });
   }
 }
+
+Deno.test("generate: a generation names the executables it ran, to profile kernel by kernel", async () => {
+  const { prompt, greedy } = recorded.genai_tiny;
+  const backend = new WasmBackend({ profile: true });
+  const g = generate(await load("genai_tiny"), prompt, { maxNewTokens: 4, backend, cache: false });
+  assert.equal(g.executables.length, 0);
+  assert.deepEqual(await g.collect(), greedy.slice(0, 4));
+  // Prefill first, then the decode step, whose last run is timed kernel by kernel.
+  const [prefill, decode] = g.executables;
+  assert.equal(g.executables.length, 2);
+  assert.ok(prefill.graph.inputs[0].shape.includes(prompt.length), "prefill takes the prompt");
+  const times = decode.deviceTimes();
+  assert.ok(times.length > 0 && times.every((t) => t.ms >= 0 && t.kernel.length > 0));
+  backend.dispose();
+});
 
 Deno.test("generate: on webgpu the caches stay on the device; a step reads back its id", async () => {
   const { prompt, greedy } = recorded.torch_tiny;

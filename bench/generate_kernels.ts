@@ -1,0 +1,70 @@
+/**
+ * A generation's decode step kernel by kernel: two generations on a profiling backend, then the
+ * warm decode step's last run (`Generation.executables`, `deviceTimes()`), beside the time a
+ * token took. Kernels are grouped by kind, iteration space and outputs (a layer's products
+ * together), largest first; kernels of the same group are one line.
+ *
+ *   deno run -A bench/generate_kernels.ts MODEL.onnx [--backend wasm|webgpu] [--threads N]
+ *     [--prompt 128] [--new 32] [--vocab 151936] [--top 24]
+ *
+ * The gap between a token's time and its kernels' sum is the host's share: feeds, the caches'
+ * copies (wasm), encoding and readback (webgpu).
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import { generate, OnnxModel, WasmBackend, WebGpuBackend } from "../mod.ts";
+import { rng } from "../jit/support/random.ts";
+
+const { values, positionals } = parseArgs({
+  args: Deno.args,
+  options: {
+    backend: { type: "string", default: "wasm" },
+    threads: { type: "string" },
+    prompt: { type: "string", default: "128" },
+    new: { type: "string", default: "32" },
+    vocab: { type: "string", default: "151936" },
+    top: { type: "string", default: "24" },
+  },
+  allowPositionals: true,
+});
+const path = positionals[0];
+if (!path) throw new Error("usage: bench/generate_kernels.ts MODEL.onnx [--backend wasm|webgpu]");
+const next = rng(1);
+const prompt = Array.from(
+  { length: Number(values.prompt) },
+  () => Math.floor(next() * Number(values.vocab)),
+);
+const threads = values.threads === undefined ? {} : { threads: Number(values.threads) };
+const backend = values.backend === "webgpu"
+  ? new WebGpuBackend({ profile: true })
+  : new WasmBackend({ profile: true, ...threads });
+const model = await OnnxModel.load(path);
+let last;
+for (let i = 0; i < 2; i++) {
+  last = generate(model, prompt, { maxNewTokens: Number(values.new), backend, cache: false });
+  await last.collect();
+}
+const stats = last!.stats!, decode = last!.executables.at(-1)!;
+const times = decode.deviceTimes();
+const kernels = new Map(decode.plan?.kernels.map((k) => [k.name, k]));
+const groups = new Map<string, { count: number; ms: number }>();
+for (const t of times) {
+  const k = kernels.get(t.kernel);
+  const key = `${t.kernel.replace(/_\d+$/, "")} [${k?.space.join("x")}] ${k?.outputs.length} out${
+    k?.blockProduct ? ", packed weights" : ""
+  }`;
+  const g = groups.get(key) ?? { count: 0, ms: 0 };
+  groups.set(key, { count: g.count + 1, ms: g.ms + t.ms });
+}
+const sum = times.reduce((s, t) => s + t.ms, 0);
+const token = stats.decodeMs / Math.max(1, stats.newTokens - 1);
+console.log(
+  `${values.backend}: ${stats.decodeTokensPerSecond.toFixed(1)} tokens/s warm, ${
+    token.toFixed(2)
+  } ms a token; its step's ${times.length} kernels ${sum.toFixed(2)} ms`,
+);
+const top = [...groups].sort((a, b) => b[1].ms - a[1].ms).slice(0, Number(values.top));
+for (const [key, g] of top) console.log(`${g.ms.toFixed(3).padStart(8)} ms ${g.count}× ${key}`);
+model.dispose();
+backend.dispose();
