@@ -10,7 +10,7 @@
 import { KilnError } from "../../jit/support/errors.ts";
 import type { BoundaryDType } from "../../jit/ir/dtype.ts";
 import { type OnnxInputInfo, onnxInputs } from "../import/inputs.ts";
-import { int, type ModelProto, type ValueInfoProto } from "../wire/proto.ts";
+import { int, type ModelProto, type NodeProto, type ValueInfoProto } from "../wire/proto.ts";
 
 /** One layer's key or value cache: the input fed the past, the output holding past and new. */
 export interface DecoderCache {
@@ -58,6 +58,12 @@ export interface Decoder {
   readonly layout: CacheLayout;
   /** Element types of the inputs besides the caches (ids, mask, positions, switch). */
   readonly dtypes: Readonly<Record<string, BoundaryDType>>;
+  /**
+   * Positions the model has tables for, where a table says so: rows of the rotary caches its
+   * attention reads (GroupQueryAttention, RotaryEmbedding) or of a position embedding gathered
+   * by the positions input.
+   */
+  readonly positionLimit?: number;
 }
 
 const notDecoder = (why: string) =>
@@ -152,5 +158,47 @@ export function findDecoder(model: ModelProto): Decoder {
   const last = output.find((o) => o.name === logits)!.type?.tensorType?.shape?.dim?.at(-1);
   const size = last && !last.dimParam ? int(last.dimValue) : 0;
   const vocabulary = size > 0 ? size : undefined;
-  return { ids, mask, positions, useCache, logits, vocabulary, caches, layout, dtypes };
+  const positionLimit = positionTables(model, positions);
+  return {
+    ids,
+    mask,
+    positions,
+    useCache,
+    logits,
+    vocabulary,
+    caches,
+    layout,
+    dtypes,
+    positionLimit,
+  };
+}
+
+/**
+ * The operand of `n` that is a table indexed by position, where it has one: GroupQueryAttention's
+ * and RotaryEmbedding's cos caches (com.microsoft: operand 7 and 2; ONNX's RotaryEmbedding: 1,
+ * a table only where position ids index it), a Gather by the positions input.
+ */
+function positionTable(n: NodeProto, positions: string | undefined): string | undefined {
+  const microsoft = n.domain === "com.microsoft";
+  if (n.opType === "GroupQueryAttention" && microsoft) return n.input[7];
+  if (n.opType === "RotaryEmbedding") return microsoft ? n.input[2] : n.input[3] && n.input[1];
+  if (n.opType === "Gather" && positions !== undefined && n.input[1] === positions) {
+    return n.input[0];
+  }
+  return undefined;
+}
+
+/**
+ * The fewest rows among the initializers read by position (`Decoder.positionLimit`): rotary cos
+ * caches, and tables gathered by the positions input; undefined where none is found.
+ */
+function positionTables(model: ModelProto, positions: string | undefined): number | undefined {
+  const rows = new Map(model.graph.initializer.map((t) => [t.name, int(t.dims?.[0] ?? 0)]));
+  let fewest: number | undefined;
+  for (const n of model.graph.node) {
+    const table = positionTable(n, positions);
+    const count = table ? rows.get(table) : undefined;
+    if (count && count > 0) fewest = Math.min(fewest ?? count, count);
+  }
+  return fewest;
 }

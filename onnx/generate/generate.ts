@@ -127,6 +127,18 @@ function plan(prompt: readonly number[], o: GenerateOptions, d: Decoder) {
   if (!(Number.isSafeInteger(maxNew) && maxNew >= 1)) {
     throw bad(`maxNewTokens ${maxNew} is not a whole number >= 1`, "pass 1 or more");
   }
+  // Positions 0 … n + maxNew − 2 are fed (the last token is not): each needs a row of the
+  // model's position tables, or the step fails inside (a Gather out of range).
+  const positions = prompt.length + maxNew - 1, limit = d.positionLimit;
+  if (limit !== undefined && positions > limit) {
+    throw bad(
+      `The prompt's ${prompt.length} tokens and ${maxNew} new ones need ${positions} positions; ` +
+        `this model's position tables have ${limit}`,
+      prompt.length >= limit
+        ? `shorten the prompt to fewer than ${limit} tokens`
+        : `ask for at most ${limit - prompt.length + 1} new tokens (maxNewTokens)`,
+    );
+  }
   const need = prompt.length + maxNew;
   const capacity = o.capacity ?? Math.max(64, 2 ** Math.ceil(Math.log2(need)));
   if (!(Number.isSafeInteger(capacity) && capacity >= need - 1)) {

@@ -275,10 +275,15 @@ Deno.test("generate: what is not a decoder, and bad options, are typed errors", 
     [[500], {}, /not a token id of this model.*vocabulary of 128/],
     [[1], { stopIds: [1.5] }, /Stop id 1.5/],
     [[1], { capacity: 1e12 }, /over the memory budget|elements/],
+    // The model's position tables have 256 rows: 7 prompt tokens leave room for 250 new ones.
+    [[1, 2, 3, 4, 5, 6, 7], { maxNewTokens: 251 }, /need 257 positions.*have 256.*at most 250/],
+    [Array(300).fill(1), {}, /position tables have 256.*shorten the prompt/],
   ];
   for (const [prompt, options, pattern] of bad) {
     assert.throws(() => generate(model, prompt, options), typed(pattern), pattern.source);
   }
+  // At the limit, a generation is planned (not run here).
+  assert.ok(generate(model, [1, 2, 3, 4, 5, 6, 7], { maxNewTokens: 250 }));
   const g = generate(model, [1], { maxNewTokens: 1, backend: "wasm" });
   await g.collect();
   await assert.rejects(() => g.collect(), typed(/already been iterated/));
