@@ -84,22 +84,27 @@ const bad = (what: string, fix: string) => new KilnError(what, { code: "bad-inpu
  * as `fromNumbers` stores them, an f16 mask as its bits).
  */
 function ints(values: readonly number[], shape: number[], dtype: BoundaryDType): HostTensor {
-  const data = dtype === "i64"
-    ? BigInt64Array.from(values, bigint)
-    : fromNumbers(internalDType(dtype), values);
+  const data = dtype === "i64" ? i64s(values) : fromNumbers(internalDType(dtype), values);
   return { data, shape, dtype };
 }
 
+/** Whether this platform stores a word's lowest byte first (every engine kiln runs on does). */
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
 /**
- * `v` as a BigInt, made once: a step's i64 feeds are hundreds of small whole numbers (the mask
- * and the slots of its capacity), and making each anew took a millisecond a token on a 2-core
- * machine.
+ * Whole numbers of 32 bits (a step's ids, positions, mask and slots) as i64s: each written as its
+ * two 32-bit halves, where making a BigInt of each took a millisecond a token on a 2-core machine
+ * (hundreds a step: the mask and the slots of the cache's capacity).
  */
-function bigint(v: number): bigint {
-  if (!(v >= 0 && v < 1 << 16)) return BigInt(v);
-  return (bigints[v] ??= BigInt(v));
+function i64s(values: readonly number[]): BigInt64Array {
+  if (!LITTLE_ENDIAN) return BigInt64Array.from(values, BigInt);
+  const out = new BigInt64Array(values.length), halves = new Int32Array(out.buffer);
+  values.forEach((v, i) => {
+    halves[2 * i] = v;
+    halves[2 * i + 1] = v < 0 ? -1 : 0;
+  });
+  return out;
 }
-const bigints: bigint[] = [];
 
 /** Whether `t` can be a token id of a vocabulary of `size` (any whole number where unknown). */
 const isToken = (t: unknown, size = 2 ** 31) =>
