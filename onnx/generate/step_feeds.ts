@@ -1,0 +1,87 @@
+/**
+ * What a generation step is fed besides its caches' contents: the token ids, positions, mask
+ * and cache-slot map of a step of `ids` after `past` valid entries, in the dtypes the decoder
+ * declares, and the empty caches of the first step.
+ *
+ * @module
+ */
+import { allocate, type BoundaryDType, fromNumbers, internalDType } from "../../jit/ir/dtype.ts";
+import type { HostTensor } from "../../jit/ir/host_tensor.ts";
+import type { InputMap } from "../../jit/runtime/executable.ts";
+import type { Decoder } from "./decoder.ts";
+import { STEP } from "./step_model.ts";
+
+/** One step's inputs besides the caches: `ids` after `past` valid entries. */
+export function stepFeeds(
+  d: Decoder,
+  ids: readonly number[],
+  past: number,
+  capacity: number | undefined,
+): InputMap {
+  const s = ids.length, feeds: InputMap = {};
+  feeds[d.ids] = ints(ids, [1, s], d.dtypes[d.ids]);
+  const positions = ids.map((_, i) => past + i);
+  if (d.positions) feeds[d.positions] = ints(positions, [1, s], d.dtypes[d.positions]);
+  if (d.useCache) {
+    feeds[d.useCache] = ints([capacity !== undefined || past > 0 ? 1 : 0], [1], "bool");
+  }
+  const width = (capacity ?? past) + s;
+  // Which of the mask's entries are real: the packed layout's first past + s; the appended
+  // layout's valid past and the new entries after the whole capacity.
+  const valid = (j: number) => d.layout === "appended" ? j < past || j >= width - s : j < past + s;
+  if (d.mask) {
+    feeds[d.mask] = ints(
+      [...Array(width).keys()].map((j) => +valid(j)),
+      [1, width],
+      d.dtypes[d.mask],
+    );
+  }
+  if (capacity !== undefined) {
+    // Slot j of the next past keeps present entry j, except the new entries' slots.
+    const from = (j: number) =>
+      d.layout === "appended" && j >= past && j < past + s ? capacity + j - past : j;
+    feeds[STEP.slots] = ints([...Array(capacity).keys()].map(from), [capacity], "i64");
+  }
+  return feeds;
+}
+
+/** Empty caches: `capacity` zero entries each (none without a capacity). */
+export function emptyCaches(d: Decoder, capacity: number | undefined): Record<string, HostTensor> {
+  const out: Record<string, HostTensor> = {};
+  for (const c of d.caches) {
+    const shape = [1, c.heads, capacity ?? 0, c.headSize];
+    out[c.past] = {
+      data: allocate(c.dtype, c.heads * (capacity ?? 0) * c.headSize),
+      shape,
+      dtype: c.dtype,
+    } as HostTensor;
+  }
+  return out;
+}
+
+/**
+ * A tensor of `values` in `dtype` (i64 as BigInt64Array, as the boundary takes it; other dtypes
+ * as `fromNumbers` stores them, an f16 mask as its bits).
+ */
+function ints(values: readonly number[], shape: number[], dtype: BoundaryDType): HostTensor {
+  const data = dtype === "i64" ? i64s(values) : fromNumbers(internalDType(dtype), values);
+  return { data, shape, dtype };
+}
+
+/** Whether this platform stores a word's lowest byte first (every engine kiln runs on does). */
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/**
+ * Whole numbers of 32 bits (a step's ids, positions, mask and slots) as i64s: each written as its
+ * two 32-bit halves, where making a BigInt of each took a millisecond a token on a 2-core machine
+ * (hundreds a step: the mask and the slots of the cache's capacity).
+ */
+function i64s(values: readonly number[]): BigInt64Array {
+  if (!LITTLE_ENDIAN) return BigInt64Array.from(values, BigInt);
+  const out = new BigInt64Array(values.length), halves = new Int32Array(out.buffer);
+  values.forEach((v, i) => {
+    halves[2 * i] = v;
+    halves[2 * i + 1] = v < 0 ? -1 : 0;
+  });
+  return out;
+}
