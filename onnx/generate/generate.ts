@@ -106,8 +106,8 @@ function plan(prompt: readonly number[], o: GenerateOptions, d: Decoder) {
     throw bad(
       `The prompt's ${prompt.length} tokens and ${maxNew} new ones need ${positions} positions; ` +
         `this model's position tables have ${limit}`,
-      prompt.length >= limit
-        ? `shorten the prompt to fewer than ${limit} tokens`
+      prompt.length > limit
+        ? `shorten the prompt to at most ${limit} tokens`
         : `ask for at most ${limit - prompt.length + 1} new tokens (maxNewTokens)`,
     );
   }

@@ -277,7 +277,8 @@ Deno.test("generate: what is not a decoder, and bad options, are typed errors", 
     [[1], { capacity: 1e12 }, /over the memory budget|elements/],
     // The model's position tables have 256 rows: 7 prompt tokens leave room for 250 new ones.
     [[1, 2, 3, 4, 5, 6, 7], { maxNewTokens: 251 }, /need 257 positions.*have 256.*at most 250/],
-    [Array(300).fill(1), {}, /position tables have 256.*shorten the prompt/],
+    [Array(300).fill(1), {}, /position tables have 256.*shorten the prompt to at most 256/],
+    [Array(256).fill(1), { maxNewTokens: 2 }, /need 257 positions.*at most 1 new/],
   ];
   for (const [prompt, options, pattern] of bad) {
     assert.throws(() => generate(model, prompt, options), typed(pattern), pattern.source);
