@@ -5,7 +5,13 @@
  *
  * @module
  */
-import { allocate, type BoundaryDType, fromNumbers, internalDType } from "../../jit/ir/dtype.ts";
+import {
+  allocate,
+  type BoundaryDType,
+  fromNumbers,
+  internalDType,
+  widenToI64,
+} from "../../jit/ir/dtype.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import type { InputMap } from "../../jit/runtime/executable.ts";
 import type { Decoder } from "./decoder.ts";
@@ -64,24 +70,8 @@ export function emptyCaches(d: Decoder, capacity: number | undefined): Record<st
  * as `fromNumbers` stores them, an f16 mask as its bits).
  */
 function ints(values: readonly number[], shape: number[], dtype: BoundaryDType): HostTensor {
-  const data = dtype === "i64" ? i64s(values) : fromNumbers(internalDType(dtype), values);
+  const data = dtype === "i64"
+    ? widenToI64(Int32Array.from(values))
+    : fromNumbers(internalDType(dtype), values);
   return { data, shape, dtype };
-}
-
-/** Whether this platform stores a word's lowest byte first (every engine kiln runs on does). */
-const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
-
-/**
- * Whole numbers of 32 bits (a step's ids, positions, mask and slots) as i64s: each written as its
- * two 32-bit halves, where making a BigInt of each took a millisecond a token on a 2-core machine
- * (hundreds a step: the mask and the slots of the cache's capacity).
- */
-function i64s(values: readonly number[]): BigInt64Array {
-  if (!LITTLE_ENDIAN) return BigInt64Array.from(values, BigInt);
-  const out = new BigInt64Array(values.length), halves = new Int32Array(out.buffer);
-  values.forEach((v, i) => {
-    halves[2 * i] = v;
-    halves[2 * i + 1] = v < 0 ? -1 : 0;
-  });
-  return out;
 }

@@ -5,7 +5,13 @@
  *
  * @module
  */
-import { type BoundaryDType, type DType, narrowI64, type TensorData } from "../../jit/ir/dtype.ts";
+import {
+  type BoundaryDType,
+  type DType,
+  LITTLE_ENDIAN,
+  narrowI64,
+  type TensorData,
+} from "../../jit/ir/dtype.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { checkWireFormat } from "./wire_check.ts";
 import { decode, encode, MESSAGES } from "./proto_codec.ts";
@@ -226,9 +232,6 @@ export function decodeTensor(bytes: Uint8Array, where: string): TensorProto {
     });
   }
 }
-
-/** Whether this engine stores numbers little-endian, as ONNX's raw data is. */
-const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /** The typed arrays raw tensor data is read into. */
 type RawElements =
