@@ -446,7 +446,7 @@ function statsOf(
     decodeMs,
     prefillTokensPerSecond: prefillMs > 0 ? promptTokens / prefillMs * 1000 : 0,
     decodeTokensPerSecond: decodeMs > 0 ? (made - 1) / decodeMs * 1000 : 0,
-    executables: runner.executables,
+    executables: runner.ran.length,
     layout,
     capacity,
   };
@@ -470,11 +470,6 @@ class StepRunner {
     this.#model = model;
     this.#options = options;
     this.wanted = wanted;
-  }
-
-  /** Executables run so far. */
-  get executables(): number {
-    return this.#seen.size;
   }
 
   /** The executables run so far, in the order each first ran. */
