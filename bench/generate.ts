@@ -12,7 +12,7 @@
  */
 import { parseArgs } from "node:util";
 import { defaultBackends, generate, OnnxModel, WebGpuBackend } from "../mod.ts";
-import { rng } from "../jit/support/random.ts";
+import { seededPrompt } from "./prompt.ts";
 
 const { values, positionals } = parseArgs({
   args: Deno.args,
@@ -26,11 +26,7 @@ const { values, positionals } = parseArgs({
 });
 const path = positionals[0];
 if (!path) throw new Error("usage: bench/generate.ts MODEL.onnx [--backends ...]");
-const next = rng(1);
-const prompt = Array.from(
-  { length: Number(values.prompt) },
-  () => Math.floor(next() * Number(values.vocab)),
-);
+const prompt = seededPrompt(Number(values.prompt), Number(values.vocab));
 const loading = performance.now();
 const model = await OnnxModel.load(path);
 const loadMs = Math.round(performance.now() - loading);

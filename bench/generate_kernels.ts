@@ -17,7 +17,7 @@
  */
 import { parseArgs } from "node:util";
 import { generate, OnnxModel, WasmBackend, WebGpuBackend } from "../mod.ts";
-import { rng } from "../jit/support/random.ts";
+import { seededPrompt } from "./prompt.ts";
 
 const { values, positionals } = parseArgs({
   args: Deno.args,
@@ -33,11 +33,7 @@ const { values, positionals } = parseArgs({
 });
 const path = positionals[0];
 if (!path) throw new Error("usage: bench/generate_kernels.ts MODEL.onnx [--backend wasm|webgpu]");
-const next = rng(1);
-const prompt = Array.from(
-  { length: Number(values.prompt) },
-  () => Math.floor(next() * Number(values.vocab)),
-);
+const prompt = seededPrompt(Number(values.prompt), Number(values.vocab));
 const threads = values.threads === undefined ? {} : { threads: Number(values.threads) };
 const backend = values.backend === "webgpu"
   ? new WebGpuBackend({ profile: true })

@@ -14,7 +14,7 @@
  */
 import { parseArgs } from "node:util";
 import { OnnxModel } from "../mod.ts";
-import { rng } from "../jit/support/random.ts";
+import { seededPrompt } from "./prompt.ts";
 import { decodeModel } from "../onnx/wire/proto.ts";
 
 // deno-lint-ignore no-explicit-any
@@ -32,11 +32,7 @@ const { values, positionals } = parseArgs({
 });
 const path = positionals[0];
 if (!path) throw new Error("usage: bench/ort_generate.ts MODEL.onnx [--ep wasm|webgpu] ...");
-const next = rng(1);
-const prompt = Array.from(
-  { length: Number(values.prompt) },
-  () => Math.floor(next() * Number(values.vocab)),
-);
+const prompt = seededPrompt(Number(values.prompt), Number(values.vocab));
 const webgpu = values.ep === "webgpu";
 const ort: Any = webgpu
   ? await import("npm:onnxruntime-web@1.30.0/webgpu")
