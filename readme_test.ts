@@ -34,11 +34,11 @@ const EXPECTED: Readonly<Record<string, readonly RegExp[]>> = {
   "docs/backends.md#1": [
     /^Float32Array\(2\) \[ 0\.69970703125, 7 \]\nFloat32Array\(2\) \[ 0\.69970703125, 7 \]$/m,
   ],
-  // Timing, capabilities and ops, and device memory refused on wasm.
+  // Timing, capabilities and ops, device memory on wasm and refused on the reference backend.
   "docs/backends.md#2": [
     /\[ "hostMs", "waitMs", "outputMs", "wallMs" \]/,
     /^false true$/m,
-    /^unsupported$/m,
+    /^wasm\nunsupported$/m,
   ],
 };
 

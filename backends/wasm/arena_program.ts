@@ -6,30 +6,23 @@
  *
  * @module
  */
-import type { KernelTime, Program } from "../../jit/runtime/backend.ts";
+import type { KernelTime, Program, ResidentRunOptions } from "../../jit/runtime/backend.ts";
+import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import type { DType, TensorData } from "../../jit/ir/dtype.ts";
 import type { HostTensor, RefTensor } from "../../jit/ir/host_tensor.ts";
 import { type KernelIR, rowCount } from "../../jit/ir/kernel_ir.ts";
-import { KilnError } from "../../jit/support/errors.ts";
 import { gatherOutOfRange } from "../../jit/ir/kernel_ir.ts";
-import { planMemory } from "../../jit/schedule/memory_plan.ts";
 import { neededKernels } from "../../jit/runtime/program.ts";
 import { count } from "../../jit/runtime/counters.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import { elementBytes, type Storage, toWords, wordsInto } from "../words.ts";
-import {
-  halfMatmulView,
-  packedInput,
-  packsOf,
-  scratchBytes,
-} from "../../shaders/wasm/matmul_plan.ts";
+import { toWords, wordsInto } from "../words.ts";
+import { halfMatmulView } from "../../shaders/wasm/matmul_plan.ts";
 import { type Split, WorkerPool, type WorkerThreads } from "./worker_crew.ts";
-import { SPLIT_PAYS, splitsOf, threadable, totalWork, workOf } from "./splits.ts";
+import { SPLIT_PAYS, splitsOf, totalWork, workOf } from "./splits.ts";
 import type { ProgramTier, Swappable } from "./optimizing_tier.ts";
 import { ThreadTuner } from "./thread_tuner.ts";
-
-/** The arena stores every dtype in 32-bit words, f64 in 64-bit ones (see `words.ts`). */
-const WORDS: Storage = { half: false };
+import { type ArenaLayout, arenaLayout, MAX_PAGES } from "./arena_layout.ts";
+import { ArenaHome, ArenaStorage, type ArgumentPlace, placeArguments } from "./arena_storage.ts";
 
 /** Element-ops of a program from which the worker pool spawns at compile (see `WorkerPool`). */
 const EAGER_WORK = 2 ** 33;
@@ -72,17 +65,6 @@ export interface ArenaPlan {
   readonly tier?: ProgramTier;
 }
 
-/**
- * Bytes at the arena's start where a kernel records a fault it cannot return: word 0 is set to 1,
- * words 1 and 2 hold a gather's offending index and the extent it had to fit. A run checks it
- * after its kernels and throws.
- */
-export const FAULT_BYTES = 16;
-
-const PAGE = 65536;
-/** 4 GiB: what a 32-bit WebAssembly memory can address. */
-const MAX_PAGES = 65536;
-
 /** A program in one arena. */
 export interface ArenaProgram extends Program {
   /**
@@ -97,6 +79,15 @@ export interface ArenaProgram extends Program {
     active?: number,
     into?: readonly (TensorData | undefined)[],
   ): Promise<TensorData[]>;
+  /**
+   * Runs with outputs left in the arena as device tensors where `keep` says, and device tensors
+   * among the arguments (see `arena_storage.ts`); `alone` as {@linkcode ArenaProgram.runAlone}.
+   */
+  runResident(
+    args: readonly (RefTensor | DeviceTensor)[],
+    outputs: readonly number[],
+    options: ResidentRunOptions & { readonly alone?: boolean },
+  ): Promise<(TensorData | DeviceTensor)[]>;
   /** Whether runs take one way for now: single-threaded, or the thread tuner has a verdict. */
   readonly settled: boolean;
   /** Runs on one thread from now on, unless the thread tuner's later probes find threads faster. */
@@ -108,104 +99,6 @@ export interface ArenaProgram extends Program {
   readonly splitPays: boolean;
   /** Settles once the last thread verdict reported has been stored (see `ArenaPlan.onTuning`). */
   readonly noted: Promise<void> | void;
-}
-
-/** Where everything of a program lives in its arena, and how large the arena is. */
-interface ArenaLayout {
-  /** Every kernel buffer's type, by value. */
-  readonly types: Map<number, { shape: readonly number[]; dtype: DType }>;
-  /** Every value's byte offset. */
-  readonly offsets: Map<number, number>;
-  /** Per kernel, whether it is worth splitting over threads; the threads the program uses. */
-  readonly threaded: boolean[];
-  readonly threads: number;
-  /** The scratch (one slice of `scratchSize` a thread) after the values. */
-  readonly scratch: number;
-  readonly scratchSize: number;
-  /** Per tiled matmul, where its B's packed panels go (fixed B: packed once per change). */
-  readonly packs: (Pack | undefined)[];
-  readonly packedAt: number[];
-  /** The arena's size in pages. */
-  readonly pages: number;
-}
-
-/** Where a tiled matmul's B is packed, and how. */
-interface Pack {
-  readonly value: number;
-  readonly fixed: boolean;
-  readonly bytes: number;
-  readonly tableRows?: number;
-  at: number;
-}
-
-/** The arena of `plan`: its values, scratch and packed panels placed; too large, refused. */
-function arenaLayout(plan: ArenaPlan): ArenaLayout {
-  const types = new Map<number, { shape: readonly number[]; dtype: DType }>();
-  for (const k of plan.kernels) for (const b of [...k.inputs, ...k.outputs]) types.set(b.value, b);
-  // Intermediates share places as the compiler's memory plan says (lifetimes that do not
-  // overlap); inputs, params, constants and outputs keep places of their own.
-  const external = new Set([
-    ...plan.bindings.map((b) => b.value),
-    ...plan.constants.keys(),
-    ...plan.outputs,
-  ]);
-  const memoryPlan = planMemory(plan.kernels, external);
-  const bytes = (v: number) => {
-    const { shape, dtype } = types.get(v)!;
-    return Math.ceil(Math.max(1, sizeOf(shape)) * elementBytes(dtype, WORDS) / 16) * 16;
-  };
-  const slotBytes = memoryPlan.slots.map(() => 0);
-  for (const [v, s] of memoryPlan.assignment) slotBytes[s] = Math.max(slotBytes[s], bytes(v));
-  const offsets = new Map<number, number>();
-  // The arena's first words are the fault record kernels write (see `FAULT_BYTES`).
-  let top = FAULT_BYTES;
-  const slotAt = slotBytes.map((b) => (top += b) - b);
-  for (const v of types.keys()) {
-    const slot = memoryPlan.assignment.get(v);
-    if (slot !== undefined) offsets.set(v, slotAt[slot]);
-    else {
-      offsets.set(v, top);
-      top += bytes(v);
-    }
-  }
-  // Decided once per kernel: run() consults it on every call.
-  const threaded = plan.kernels.map(threadable);
-  const threads = plan.workers && threaded.some(Boolean) ? plan.threads ?? 1 : 1;
-  const scratch = top,
-    scratchSize = Math.ceil(Math.max(16, ...plan.kernels.map(scratchBytes)) / 16) * 16;
-  top += scratchSize * threads;
-  // A tiled matmul reads B as panels packed ahead of it (see `tiledGemm`): a B the program holds
-  // fixed (a param or constant) at a place of its own, packed once per change of B; any other B
-  // at one place all such kernels share, packed in every run right before its kernel.
-  const fixed = new Set([
-    ...plan.bindings.filter((b) => b.resident).map((b) => b.value),
-    ...plan.constants.keys(),
-  ]);
-  const declared = new Map(plan.modules.map((m) => [m, packsOf(m)]));
-  const packs = plan.kernels.map((k, i) => {
-    const { bytes, tableRows } = declared.get(plan.modules[i]) ?? {};
-    if (bytes === undefined) return undefined;
-    const value = k.inputs[packedInput(k)].value;
-    return { value, fixed: fixed.has(value), bytes, tableRows, at: 0 };
-  });
-  for (const p of packs) if (p?.fixed) top = (p.at = top) + p.bytes;
-  const transient = Math.max(0, ...packs.map((p) => (p && !p.fixed ? p.bytes : 0)));
-  for (const p of packs) if (p && !p.fixed) p.at = top;
-  top += transient;
-  const packedAt = packs.map((p) => p?.at ?? 0);
-  const pages = Math.max(1, Math.ceil(top / PAGE));
-  if (pages > MAX_PAGES) {
-    throw new KilnError(
-      `The wasm backend needs ${
-        (top / 2 ** 30).toFixed(1)
-      } GiB for this program's buffers; WebAssembly addresses at most 4 GiB`,
-      {
-        code: "unsupported",
-        fix: "run it on the webgpu or reference backend, or compile smaller pieces of the graph",
-      },
-    );
-  }
-  return { types, offsets, threaded, threads, scratch, scratchSize, packs, packedAt, pages };
 }
 
 /** Builds the program for `plan`. */
@@ -284,6 +177,10 @@ class Arena implements ArenaProgram, Swappable {
   #written = new Map<number, TensorData>();
   /** Values written by the current run (a prepacked B among them is packed anew). */
   #fresh = new Set<number>();
+  /** The device tensors living in the arena. */
+  #home: ArenaHome;
+  /** Each argument's place, where a kernel reads it. */
+  #places: (ArgumentPlace | undefined)[];
 
   constructor(plan: ArenaPlan) {
     this.#plan = plan;
@@ -295,6 +192,11 @@ class Arena implements ArenaProgram, Swappable {
       shared,
     } as WebAssembly.MemoryDescriptor);
     const k = this.#k = instantiate(plan, layout, this.#memory);
+    this.#home = new ArenaHome(this.#memory);
+    this.#places = plan.bindings.map(({ value }) => {
+      const type = layout.types.get(value);
+      return type && { at: layout.offsets.get(value)!, dtype: type.dtype };
+    });
     this.#rowsOf = plan.kernels.map((kernel, i) => k.panels[i] || rowCount(kernel));
     // A stored verdict counts for the same thread count only (another machine, another setting).
     const [way, count] = plan.tuning?.split(" ") ?? [];
@@ -341,7 +243,9 @@ class Arena implements ArenaProgram, Swappable {
     active?: number,
     into?: readonly (TensorData | undefined)[],
   ): Promise<TensorData[]> {
-    return this.#execute(args, outputs, active, true, into);
+    return settled(() =>
+      this.#execute(args, outputs, { active, tuned: true, into }) as TensorData[]
+    );
   }
 
   /** A run on this thread alone, untimed (a warm-up; see {@linkcode ArenaProgram.runAlone}). */
@@ -351,7 +255,39 @@ class Arena implements ArenaProgram, Swappable {
     active?: number,
     into?: readonly (TensorData | undefined)[],
   ): Promise<TensorData[]> {
-    return this.#execute(args, outputs, active, false, into);
+    return settled(() =>
+      this.#execute(args, outputs, { active, tuned: false, into }) as TensorData[]
+    );
+  }
+
+  /**
+   * Runs `repeat` times, each repetition's `feedback` outputs the next one's arguments (they stay
+   * in the arena between), outputs kept as device tensors where `keep` says.
+   */
+  runResident(
+    args: readonly (RefTensor | DeviceTensor)[],
+    outputs: readonly number[],
+    options: ResidentRunOptions & { readonly alone?: boolean },
+  ): Promise<(TensorData | DeviceTensor)[]> {
+    const { repeat, feedback, keep, active, into, alone } = options;
+    return settled(() => {
+      // Between repetitions only the fed-back outputs are made, and they stay in the arena.
+      const fed = feedback.map(([o]) => o), kept = fed.map(() => true);
+      let current = args, passed: DeviceTensor[] = [];
+      for (let r = 0; r < repeat - 1; r++) {
+        const out = this.#execute(current, fed, { active, tuned: !alone, keep: kept });
+        passed.forEach((t) => t.dispose());
+        passed = out as DeviceTensor[];
+        const next = [...current];
+        feedback.forEach(([, a], j) => (next[a] = passed[j]));
+        current = next;
+      }
+      try {
+        return this.#execute(current, outputs, { active, tuned: !alone, into, keep });
+      } finally {
+        passed.forEach((t) => t.dispose());
+      }
+    });
   }
 
   /** Whether runs take one way for now: single-threaded, or the thread tuner has a verdict. */
@@ -398,6 +334,8 @@ class Arena implements ArenaProgram, Swappable {
 
   /** Stops the crew's work for this program and forgets what was written. */
   dispose(): void {
+    // Its device tensors stay readable, on the host.
+    this.#home.evacuate();
     this.#crew?.dispose();
     this.#written.clear();
   }
@@ -425,6 +363,7 @@ class Arena implements ArenaProgram, Swappable {
     if (!this.#layout.types.has(value) || this.#written.get(value) === data) return;
     this.#fresh.add(value);
     const words = toWords(data, dtype);
+    count("kiln_wasm_host_bytes_total", words.byteLength);
     new Uint8Array(this.#memory.buffer, this.#layout.offsets.get(value)!, words.byteLength).set(
       new Uint8Array(words.buffer, words.byteOffset, words.byteLength),
     );
@@ -437,17 +376,18 @@ class Arena implements ArenaProgram, Swappable {
     }
   }
 
-  /** A run: arguments written, the wanted kernels called (threaded or not), outputs read. */
+  /**
+   * A run: arguments written, the wanted kernels called (threaded or not), outputs read or, where
+   * `keep` says, left in the arena as device tensors. Throws a fault a kernel recorded.
+   */
   #execute(
-    args: readonly RefTensor[],
+    args: readonly (RefTensor | DeviceTensor)[],
     outputs: readonly number[],
-    active: number | undefined,
-    tuned: boolean,
-    into?: readonly (TensorData | undefined)[],
-  ): Promise<TensorData[]> {
+    o: { active?: number; tuned: boolean; into?: Into; keep?: readonly boolean[] },
+  ): (TensorData | DeviceTensor)[] {
     this.#plan.tier?.step(this);
     const crew = this.#crew;
-    const threads = tuned && (this.#tuner?.next() ?? false);
+    const threads = o.tuned && (this.#tuner?.next() ?? false);
     // Left to the pool, the spawn waits for a task boundary that a caller awaiting runs back to
     // back never reaches: with a stored verdict of threads, a compile from the disk cache ran
     // mobilenet_v2ish's first 110 runs alone on the 16-core host (0.93 ms a run, 0.33 after).
@@ -458,14 +398,14 @@ class Arena implements ArenaProgram, Swappable {
     const began = performance.now();
     this.#writeArguments(args);
     try {
-      this.#times = this.#callKernels(outputs, active, threads);
+      this.#times = this.#callKernels(outputs, o.active, threads);
     } finally {
       // The workers spun through the run for its jobs (see `WorkerPool.prime`).
       if (threads) crew!.rest();
     }
     // Until every worker is up a threaded run splits over fewer threads than it will: such
     // runs time nothing.
-    if (tuned && this.#tuner) {
+    if (o.tuned && this.#tuner) {
       this.#tuner.record(threads, performance.now() - began, crew!.ready() === crew!.workers);
       const now = this.#verdict();
       if (now !== this.#reported && now !== undefined) {
@@ -476,17 +416,29 @@ class Arena implements ArenaProgram, Swappable {
     if (fault[0] !== 0) {
       const error = gatherOutOfRange(fault[1], fault[2]);
       fault.fill(0);
-      return Promise.reject(error);
+      throw error;
     }
-    return Promise.resolve(this.#outputs(args, outputs, into));
+    return this.#outputs(args, outputs, o.into, o.keep);
   }
 
-  /** The run's arguments and the constants into the arena; fixed Bs that changed packed. */
-  #writeArguments(args: readonly RefTensor[]): void {
+  /**
+   * The run's arguments and the constants into the arena (device tensors placed, see
+   * `placeArguments`); fixed Bs that changed packed.
+   */
+  #writeArguments(args: readonly (RefTensor | DeviceTensor)[]): void {
     const plan = this.#plan;
+    const device = this.#home.live.size > 0 || args.some((a) => a instanceof DeviceTensor);
+    const placed = device ? placeArguments(this.#home, this.#places, args) : [];
     plan.bindings.forEach((b, i) => {
-      this.#write(b.value, args[i].data, args[i].dtype);
-      if (b.resident) this.#written.set(b.value, args[i].data);
+      const a = args[i];
+      if (a instanceof DeviceTensor) {
+        // Its words are in place; a host argument there later is written again.
+        if (placed[i]) this.#fresh.add(b.value);
+        this.#written.delete(b.value);
+        return;
+      }
+      this.#write(b.value, a.data, a.dtype);
+      if (b.resident) this.#written.set(b.value, a.data);
     });
     for (const [v, t] of plan.constants) {
       this.#write(v, t.data, t.dtype as DType);
@@ -523,25 +475,61 @@ class Arena implements ArenaProgram, Swappable {
 
   /**
    * The outputs' data: arguments as given, constants copied, the rest read from the arena (into
-   * the caller's arrays where `into` has them).
+   * the caller's arrays where `into` has them) or, where `keep` says, left there.
    */
   #outputs(
-    args: readonly RefTensor[],
+    args: readonly (RefTensor | DeviceTensor)[],
     outputs: readonly number[],
-    into: readonly (TensorData | undefined)[] = [],
-  ): TensorData[] {
+    into: Into = [],
+    keep: readonly boolean[] = [],
+  ): (TensorData | DeviceTensor)[] {
     const plan = this.#plan;
     const { types, offsets } = this.#layout;
     return outputs.map((i, j) => {
       const v = plan.outputs[i];
       const bound = plan.bindings.findIndex((b) => b.value === v);
-      if (bound >= 0) return args[bound].data;
-      // A graph output that is a folded constant: a copy, so the caller cannot change it.
-      const constant = plan.constants.get(v);
-      if (constant) return constant.data.slice();
-      const t = types.get(v)!;
-      const memory = this.#memory.buffer as ArrayBuffer;
-      return wordsInto(into[j], memory, offsets.get(v)!, sizeOf(t.shape), t.dtype);
+      // A graph output that is a folded constant or an argument: a copy, so the caller cannot
+      // change it (a host argument is the executable's to copy).
+      const given = bound >= 0 ? args[bound] : plan.constants.get(v);
+      if (given instanceof DeviceTensor) {
+        const storage = given.storage() as ArenaStorage;
+        const data = storage.copy(0, given.size);
+        return keep[j] ? kept(ArenaStorage.onHost(data, storage.dtype), given) : data;
+      }
+      if (given) {
+        const dtype = given.dtype as DType;
+        if (keep[j]) return kept(ArenaStorage.onHost(given.data.slice(), dtype), given);
+        return bound >= 0 ? given.data : given.data.slice();
+      }
+      const t = types.get(v)!, n = sizeOf(t.shape);
+      if (keep[j]) return kept(ArenaStorage.inArena(this.#home, offsets.get(v)!, t.dtype, n), t);
+      const data = wordsInto(
+        into[j],
+        this.#memory.buffer as ArrayBuffer,
+        offsets.get(v)!,
+        n,
+        t.dtype,
+      );
+      count("kiln_wasm_host_bytes_total", data.byteLength);
+      return data;
     });
+  }
+}
+
+/** The caller's arrays for a run's outputs, by position (see `Program.run`). */
+type Into = readonly (TensorData | undefined)[];
+
+/** A device tensor over `storage`, of `t`'s shape (the executable gives it the graph's dtype). */
+const kept = (
+  storage: ArenaStorage,
+  t: { readonly shape: readonly number[]; readonly dtype: string },
+) => new DeviceTensor(storage, [...t.shape], t.dtype as DType);
+
+/** `run()` as a promise: its result, or its error as a rejection. */
+function settled<T>(run: () => T): Promise<T> {
+  try {
+    return Promise.resolve(run());
+  } catch (e) {
+    return Promise.reject(e);
   }
 }

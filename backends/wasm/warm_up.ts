@@ -18,6 +18,17 @@ import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
 import { estimateWork } from "../../jit/schedule/workload.ts";
 import type { ArenaProgram } from "./arena_program.ts";
+import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
+import type { ArenaStorage } from "./arena_storage.ts";
+
+/** `a` with its own copy of the data (the caller may change its array once `run` returns). */
+const copied = (a: RefTensor): RefTensor => ({ ...a, data: a.data.slice() });
+
+/** A device tensor's data as a host argument (the caller may dispose it once `run` returns). */
+function hostCopy(t: DeviceTensor): RefTensor {
+  const s = t.storage() as ArenaStorage;
+  return { data: s.copy(0, t.size), shape: t.shape, dtype: s.dtype };
+}
 
 /**
  * Flops a millisecond of V8's baseline (unoptimized) code computes on one thread, about:
@@ -154,24 +165,36 @@ export function warmedAtSecondRun(
           program.noted
         ))
       .then(() => void (warm = true), () => void (warm = true));
-  const run: ArenaProgram["run"] = (args, wanted, active, into) => {
+  // A run straight on once warm (or of a heavy program while no warm-up is asked for), alone as
+  // the first, else after the warm-up on copies of its arguments.
+  const through = <T>(
+    args: readonly (RefTensor | DeviceTensor)[],
+    go: (args: readonly (RefTensor | DeviceTensor)[], alone: boolean) => Promise<T>,
+  ): Promise<T> => {
     ran = true;
-    // A heavy program is warmed only when asked: its runs go straight on.
-    if (warm || (ms <= 0 && warming === undefined)) return program.run(args, wanted, active, into);
+    if (warm || (ms <= 0 && warming === undefined)) return go(args, false);
     if (first === undefined && warming === undefined) {
       const start = performance.now();
-      const result = program.runAlone(args, wanted, active, into);
+      const result = go(args, true);
       first = performance.now() - start;
       return result;
     }
     // The verdict the warm-up reached is stored before the run goes on: the process may end
     // with any run after it.
-    const copies = args.map((a) => ({ ...a, data: a.data.slice() }));
-    return start().then(() => program.run(copies, wanted, active, into));
+    const copies = args.map((a) => (a instanceof DeviceTensor ? hostCopy(a) : copied(a)));
+    return start().then(() => go(copies, false));
   };
   return {
     readsArgsOnCall: true,
-    run,
+    run: (args, wanted, active, into) =>
+      through(args, (a, alone) => {
+        const host = a as readonly RefTensor[];
+        return alone
+          ? program.runAlone(host, wanted, active, into)
+          : program.run(host, wanted, active, into);
+      }),
+    runResident: (args, wanted, options) =>
+      through(args, (a, alone) => program.runResident(a, wanted, { ...options, alone })),
     // Now rather than at the second run: for a caller about to time runs of the program (a
     // heavy program's first run, unless one of the caller's made it).
     warmUp: () => (warm || (ms <= 0 && ran && !warming) ? Promise.resolve() : start()),

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import type { ArenaProgram } from "./arena_program.ts";
+import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import { warmedAtSecondRun, warmUp } from "./warm_up.ts";
 
 /** A stand-in run: `ms` of this thread's time, no outputs. */
@@ -84,6 +85,15 @@ function recorder() {
       }
       return Promise.resolve([args[0].data]);
     },
+    runResident: (args: readonly (RefTensor | DeviceTensor)[], _: readonly number[], o) => {
+      const a = args[0];
+      calls.push(
+        `resident ${o.alone ? "alone" : "tuned"} ${
+          a instanceof DeviceTensor ? "device" : a.data[0]
+        }`,
+      );
+      return Promise.resolve([]);
+    },
     get settled() {
       return tuned >= 2;
     },
@@ -129,6 +139,22 @@ Deno.test("a program warms up at its second run: the first result does not wait 
   assert.deepEqual(calls, ["run 4"]);
   warmed.dispose();
   assert.deepEqual(calls, ["run 4", "dispose"]);
+});
+
+Deno.test("runs on device memory go through the warm-up as host runs do", async () => {
+  const { program, calls } = recorder();
+  const warmed = warmedAtSecondRun(program, () => [tensor(0)], [0], 5);
+  const once = { repeat: 1, feedback: [], keep: [true] };
+  await warmed.runResident([tensor(1)], [0], once);
+  assert.deepEqual(calls, ["resident alone 1"], "the first run goes alone, at once");
+  const x = tensor(2);
+  const second = warmed.runResident([x], [0], once);
+  x.data[0] = 9;
+  await second;
+  assert.deepEqual(calls.slice(-2), ["noted", "resident tuned 2"], "after the warm-up, on a copy");
+  calls.length = 0;
+  await warmed.runResident([tensor(4)], [0], once);
+  assert.deepEqual(calls, ["resident tuned 4"], "then straight through");
 });
 
 Deno.test("a program too heavy for a warm-up runs straight through; warmUp() makes its first run on zeros", async () => {

@@ -20,7 +20,9 @@ import { sizeOf } from "../../jit/ir/shape.ts";
 import { customArtifact, customKernel, kernelOps } from "../../jit/runtime/custom_op.ts";
 import { runsWhole } from "../../jit/passes/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/runtime/program.ts";
-import { allocate } from "../../jit/ir/dtype.ts";
+import { allocate, type BoundaryDType, internalDType } from "../../jit/ir/dtype.ts";
+import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
+import { ArenaStorage } from "./arena_storage.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { erf, pow } from "../reference/scalar_math.ts";
@@ -313,6 +315,16 @@ export class WasmBackend implements Backend {
         return warmedAtSecondRun(program, zeros, bound.outputs.map((_, i) => i), ms);
       },
     };
+  }
+
+  /**
+   * A zero-filled device tensor (shape and dtype checked by the caller): on the host until a run
+   * takes it into its arena (see `arena_storage.ts`).
+   */
+  allocate(shape: readonly number[], dtype: BoundaryDType): Promise<DeviceTensor> {
+    const internal = internalDType(dtype);
+    const storage = ArenaStorage.onHost(allocate(internal, sizeOf(shape)), internal);
+    return Promise.resolve(new DeviceTensor(storage, shape, dtype));
   }
 
   /** SIMD128 WebAssembly on `threads` threads. */

@@ -1,11 +1,10 @@
 import assert from "node:assert/strict";
-import { compile, stats } from "../../mod.ts";
+import { compile, ReferenceBackend, stats } from "../../mod.ts";
 import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { assertClose, f32, numbers } from "../../jit/testing/testing.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
-import { WasmBackend } from "../wasm/wasm_backend.ts";
 
 // CI has no GPU: these run on the software adapter (llvmpipe), slow but exact.
 const gpu = new WebGpuBackend();
@@ -79,7 +78,7 @@ Deno.test("device tensors: bad ranges, shapes and backends get clear errors", as
   assert.throws(() => y.write(new Float32Array(4), 30), /Fix: use a whole-number offset/);
   assert.throws(() => y.write(new Int32Array(2)), /f32 cannot be stored in a Int32Array/);
   assert.throws(() => exe.run({ x: z }), /expected f32\[4,8\], got a device tensor f32\[4,1\]/);
-  using cpu = await compile(scaled(), { backend: "wasm" });
+  using cpu = await compile(scaled(), { backend: "reference" });
   assert.throws(() => cpu.runOnDevice({ x: f32(ramp(32), [4, 8]) }), /runOnDevice needs a backend/);
   assert.throws(() => exe.run({ x: y }, { repeat: 0 }), /repeat must be a whole number/);
   y.dispose();
@@ -288,7 +287,7 @@ Deno.test("device tensors allocate by shape and dtype, zero-filled, and read bac
 
 Deno.test("a backend without device memory refuses to allocate, with a Fix", async () => {
   await assert.rejects(
-    DeviceTensor.allocate(new WasmBackend({ threads: 1 }), [4]),
+    DeviceTensor.allocate(new ReferenceBackend(), [4]),
     (e: unknown) => e instanceof KilnError && e.code === "unsupported" && /Fix:/.test(e.message),
   );
 });

@@ -16,7 +16,12 @@ export type CounterName =
   | "kiln_transfers_total"
   | "kiln_worker_pieces_total"
   /** Kernels the wasm backend's optimizing tier moved to Binaryen's code (`optimizing_tier.ts`). */
-  | "kiln_wasm_tier_swaps_total";
+  | "kiln_wasm_tier_swaps_total"
+  /**
+   * Bytes the wasm backend copied between the host and its arenas: arguments written, outputs
+   * read, device tensors moved out (`arena_storage.ts`).
+   */
+  | "kiln_wasm_host_bytes_total";
 
 const counters: Record<CounterName, number> = {
   kiln_runs_total: 0,
@@ -28,6 +33,7 @@ const counters: Record<CounterName, number> = {
   kiln_transfers_total: 0,
   kiln_worker_pieces_total: 0,
   kiln_wasm_tier_swaps_total: 0,
+  kiln_wasm_host_bytes_total: 0,
 };
 
 /** Adds `n` to a counter. */

@@ -236,10 +236,10 @@ export class Executable {
 
   /**
    * Runs the graph and leaves its outputs in device memory as {@linkcode DeviceTensor}s (yours to
-   * `read()` and `dispose()`), where the backend has device memory (WebGPU). State outputs stay
-   * on the device too. Nothing is read back, so the handle settles without waiting for the device;
-   * the run's checks (int64 ranges) are read meanwhile, and one that fails rejects the reads of
-   * its outputs and of what later runs compute from them.
+   * `read()` and `dispose()`), where the backend has device memory (WebGPU; wasm in its arena).
+   * State outputs stay on the device too. Nothing is read back, so the handle settles without
+   * waiting for the device; the run's checks (int64 ranges) are read meanwhile, and one that fails
+   * rejects the reads of its outputs and of what later runs compute from them.
    */
   runOnDevice(inputs: InputMap, options?: RunOptions): RunHandle<DeviceTensorMap> {
     const elsewhere = this.#variants?.run<DeviceTensorMap>(inputs, options, true);
@@ -307,7 +307,7 @@ export class Executable {
         `runOnDevice needs a backend with device memory; this executable runs on ${this.backend.id}`,
         {
           code: "unsupported",
-          fix: "compile for webgpu, or run() to get host outputs",
+          fix: "compile for webgpu or wasm, or run() to get host outputs",
         },
       );
     }
@@ -321,6 +321,7 @@ export class Executable {
     });
     const buckets = this.#init.buckets;
     return {
+      backend: this.backend.id,
       args,
       repeat,
       requested,

@@ -22,12 +22,20 @@ export async function runProgram(
   program: Program,
   run: Run,
 ): Promise<(TensorData | DeviceTensor)[]> {
-  const { args, repeat, wanted, feedback, partial, resident } = run;
-  // A program without device memory takes device tensors by copying them to the host: a
-  // transfer, counted as one (a program with device memory uses them in place, or refuses one
-  // of another device with a typed error).
-  const device = run.onDevice ||
-    (resident !== undefined && args.some((a) => a instanceof DeviceTensor));
+  const { repeat, wanted, feedback, partial, resident } = run;
+  // Device tensors of another backend (all of them, where the program has no device memory)
+  // come to the host first: a transfer each. Host arguments beside them are copied now, in this
+  // synchronous map, before any read settles: the caller may change its arrays once `run` returns.
+  const foreign = (a: RefTensor | DeviceTensor): a is DeviceTensor =>
+    a instanceof DeviceTensor && (resident === undefined || a.backend !== run.backend);
+  const args = run.args.some(foreign)
+    ? await Promise.all(
+      run.args.map((a) =>
+        foreign(a) ? toHost(a) : a instanceof DeviceTensor ? a : { ...a, data: a.data.slice() }
+      ),
+    )
+    : run.args;
+  const device = run.onDevice || args.some((a) => a instanceof DeviceTensor);
   if (resident && (device || repeat > 1)) {
     return await resident(args, wanted, {
       repeat,
@@ -37,20 +45,7 @@ export async function runProgram(
       into: run.into,
     });
   }
-  // Programs that read their arguments on call get them before the first await; reading a
-  // device tensor awaits, so the host arguments beside one are copied (in this synchronous
-  // map, before any read settles).
-  const toHost = async (t: DeviceTensor): Promise<RefTensor> => {
-    const data = await t.storage().read(0, sizeOf(t.shape));
-    count("kiln_transfers_total");
-    count("kiln_bytes_downloaded_total", data.byteLength);
-    return { data, shape: t.shape, dtype: internalDType(t.dtype) };
-  };
-  let current: RefTensor[] = args.some((a) => a instanceof DeviceTensor)
-    ? await Promise.all(
-      args.map((a) => (a instanceof DeviceTensor ? toHost(a) : { ...a, data: a.data.slice() })),
-    )
-    : args as RefTensor[];
+  let current = args as RefTensor[];
   let data: TensorData[] = [];
   for (let r = 0; r < repeat; r++) {
     data = await program.run(current, wanted, partial, r === repeat - 1 ? run.into : undefined);
@@ -59,6 +54,14 @@ export async function runProgram(
     current = next;
   }
   return data;
+}
+
+/** A device tensor's data as a host argument: a transfer, counted. */
+async function toHost(t: DeviceTensor): Promise<RefTensor> {
+  const data = await t.storage().read(0, sizeOf(t.shape));
+  count("kiln_transfers_total");
+  count("kiln_bytes_downloaded_total", data.byteLength);
+  return { data, shape: t.shape, dtype: internalDType(t.dtype) };
 }
 
 /** Output `o`'s host tensor from `d`: copied if the caller owns it, cut, widened back. */
@@ -107,6 +110,8 @@ export function countTransfers(
 
 /** One run, checked and ready: its arguments, the outputs it computes and how. */
 export interface Run {
+  /** Id of the backend the program runs on (its device tensors are used in place). */
+  readonly backend: string;
   readonly args: readonly (RefTensor | DeviceTensor)[];
   readonly repeat: number;
   /** Output indices the caller asked for. */

@@ -347,6 +347,8 @@ class Ahead {
   /** Starts steps on the device after the newest until `#steps` wait behind the oldest. */
   async fill(tokensLeft: number): Promise<void> {
     const queue = this.#queue;
+    // A CPU runs a step as it is started: ahead of the token, it would only run past a stop.
+    if (!this.#runner.overlaps) return;
     while (this.#runner.chains && queue.length <= this.#steps && queue.length < tokensLeft) {
       const tail = queue.at(-1)!;
       const fed = tail.out[STEP.nextIds];
@@ -475,6 +477,11 @@ class StepRunner {
   /** The executables run so far, in the order each first ran. */
   get ran(): readonly Executable[] {
     return [...this.#seen];
+  }
+
+  /** Whether steps run on a device beside the host (a GPU), so starting one ahead overlaps. */
+  get overlaps(): boolean {
+    return [...this.#seen].at(-1)?.backend.kind === "gpu";
   }
 
   /** One step's wanted outputs. */

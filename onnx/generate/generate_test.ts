@@ -85,6 +85,24 @@ Deno.test("generate: on webgpu the caches stay on the device; a step reads back 
   assert.equal(stats().kiln_bytes_downloaded_total - before, 6 * 4);
 });
 
+Deno.test("generate: on wasm the caches stay in the arena; a step's host bytes are its feeds and id", async () => {
+  const { prompt, greedy } = recorded.torch_tiny;
+  const model = await load("torch_tiny");
+  const ids: number[] = [];
+  let before = 0;
+  const backend = new WasmBackend({ threads: 1 });
+  for await (const id of generate(model, prompt, { maxNewTokens: 6, backend })) {
+    // From the second token on: prefill, the decode step's warm-up (on zeros) and its first
+    // run (the weights written over those zeros) are behind.
+    if (ids.push(id) === 2) before = stats().kiln_wasm_host_bytes_total;
+  }
+  assert.deepEqual(ids, greedy.slice(0, 6));
+  // One cache is 4 heads x 64 positions x 16 floats (16 KB); through the host, each step moved
+  // all eight in and out. Now a step's ids, positions, mask and slots go in (about 540 bytes).
+  const perStep = (stats().kiln_wasm_host_bytes_total - before) / 4;
+  assert.ok(perStep > 0 && perStep < 1024, `${perStep} bytes a step`);
+});
+
 Deno.test("generate: on webgpu greedy steps start two ahead of the token read; stopping leaves nothing behind", async () => {
   const { prompt, greedy } = recorded.genai_tiny;
   const model = await load("genai_tiny");

@@ -1,0 +1,147 @@
+/**
+ * Where everything of an arena program lives: each buffer's byte offset in its one
+ * `WebAssembly.Memory` (intermediates sharing places as the memory plan says), the threads'
+ * scratch, the tiled matmuls' packed panels, and the size, refused past what wasm addresses.
+ *
+ * @module
+ */
+import type { DType } from "../../jit/ir/dtype.ts";
+import type { HostTensor } from "../../jit/ir/host_tensor.ts";
+import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
+import { planMemory } from "../../jit/schedule/memory_plan.ts";
+import { KilnError } from "../../jit/support/errors.ts";
+import { packedInput, packsOf, scratchBytes } from "../../shaders/wasm/matmul_plan.ts";
+import { elementBytes, type Storage } from "../words.ts";
+import { threadable } from "./splits.ts";
+import type { WorkerThreads } from "./worker_crew.ts";
+
+/** The arena stores every dtype in 32-bit words, f64 in 64-bit ones (see `words.ts`). */
+const WORDS: Storage = { half: false };
+
+/**
+ * Bytes at the arena's start where a kernel records a fault it cannot return: word 0 is set to 1,
+ * words 1 and 2 hold a gather's offending index and the extent it had to fit. A run checks it
+ * after its kernels and throws.
+ */
+export const FAULT_BYTES = 16;
+
+const PAGE = 65536;
+/** 4 GiB: what a 32-bit WebAssembly memory can address. */
+export const MAX_PAGES = 65536;
+
+/** What a layout is made from: the parts of an `ArenaPlan` it reads. */
+export interface LayoutPlan {
+  /** Values bound from the run's arguments; `resident` ones are params. */
+  readonly bindings: readonly { readonly value: number; readonly resident: boolean }[];
+  /** The value of each output index. */
+  readonly outputs: readonly number[];
+  /** Kernels in execution order. */
+  readonly kernels: readonly KernelIR[];
+  /** One compiled module per kernel. */
+  readonly modules: readonly WebAssembly.Module[];
+  /** Constant buffers (value id → data). */
+  readonly constants: ReadonlyMap<number, HostTensor>;
+  /** Threads for large kernels. */
+  readonly threads?: number;
+  /** The worker threads, when there are any. */
+  readonly workers?: WorkerThreads;
+}
+
+/** Where everything of a program lives in its arena, and how large the arena is. */
+export interface ArenaLayout {
+  /** Every kernel buffer's type, by value. */
+  readonly types: Map<number, { shape: readonly number[]; dtype: DType }>;
+  /** Every value's byte offset. */
+  readonly offsets: Map<number, number>;
+  /** Per kernel, whether it is worth splitting over threads; the threads the program uses. */
+  readonly threaded: boolean[];
+  readonly threads: number;
+  /** The scratch (one slice of `scratchSize` a thread) after the values. */
+  readonly scratch: number;
+  readonly scratchSize: number;
+  /** Per tiled matmul, where its B's packed panels go (fixed B: packed once per change). */
+  readonly packs: (Pack | undefined)[];
+  readonly packedAt: number[];
+  /** The arena's size in pages. */
+  readonly pages: number;
+}
+
+/** Where a tiled matmul's B is packed, and how. */
+export interface Pack {
+  readonly value: number;
+  readonly fixed: boolean;
+  readonly bytes: number;
+  readonly tableRows?: number;
+  at: number;
+}
+
+/** The arena of `plan`: its values, scratch and packed panels placed; too large, refused. */
+export function arenaLayout(plan: LayoutPlan): ArenaLayout {
+  const types = new Map<number, { shape: readonly number[]; dtype: DType }>();
+  for (const k of plan.kernels) for (const b of [...k.inputs, ...k.outputs]) types.set(b.value, b);
+  // Intermediates share places as the compiler's memory plan says (lifetimes that do not
+  // overlap); inputs, params, constants and outputs keep places of their own.
+  const external = new Set([
+    ...plan.bindings.map((b) => b.value),
+    ...plan.constants.keys(),
+    ...plan.outputs,
+  ]);
+  const memoryPlan = planMemory(plan.kernels, external);
+  const bytes = (v: number) => {
+    const { shape, dtype } = types.get(v)!;
+    return Math.ceil(Math.max(1, sizeOf(shape)) * elementBytes(dtype, WORDS) / 16) * 16;
+  };
+  const slotBytes = memoryPlan.slots.map(() => 0);
+  for (const [v, s] of memoryPlan.assignment) slotBytes[s] = Math.max(slotBytes[s], bytes(v));
+  const offsets = new Map<number, number>();
+  // The arena's first words are the fault record kernels write (see `FAULT_BYTES`).
+  let top = FAULT_BYTES;
+  const slotAt = slotBytes.map((b) => (top += b) - b);
+  for (const v of types.keys()) {
+    const slot = memoryPlan.assignment.get(v);
+    if (slot !== undefined) offsets.set(v, slotAt[slot]);
+    else {
+      offsets.set(v, top);
+      top += bytes(v);
+    }
+  }
+  // Decided once per kernel: run() consults it on every call.
+  const threaded = plan.kernels.map(threadable);
+  const threads = plan.workers && threaded.some(Boolean) ? plan.threads ?? 1 : 1;
+  const scratch = top,
+    scratchSize = Math.ceil(Math.max(16, ...plan.kernels.map(scratchBytes)) / 16) * 16;
+  top += scratchSize * threads;
+  // A tiled matmul reads B as panels packed ahead of it (see `tiledGemm`): a B the program holds
+  // fixed (a param or constant) at a place of its own, packed once per change of B; any other B
+  // at one place all such kernels share, packed in every run right before its kernel.
+  const fixed = new Set([
+    ...plan.bindings.filter((b) => b.resident).map((b) => b.value),
+    ...plan.constants.keys(),
+  ]);
+  const declared = new Map(plan.modules.map((m) => [m, packsOf(m)]));
+  const packs = plan.kernels.map((k, i) => {
+    const { bytes, tableRows } = declared.get(plan.modules[i]) ?? {};
+    if (bytes === undefined) return undefined;
+    const value = k.inputs[packedInput(k)].value;
+    return { value, fixed: fixed.has(value), bytes, tableRows, at: 0 };
+  });
+  for (const p of packs) if (p?.fixed) top = (p.at = top) + p.bytes;
+  const transient = Math.max(0, ...packs.map((p) => (p && !p.fixed ? p.bytes : 0)));
+  for (const p of packs) if (p && !p.fixed) p.at = top;
+  top += transient;
+  const packedAt = packs.map((p) => p?.at ?? 0);
+  const pages = Math.max(1, Math.ceil(top / PAGE));
+  if (pages > MAX_PAGES) {
+    throw new KilnError(
+      `The wasm backend needs ${
+        (top / 2 ** 30).toFixed(1)
+      } GiB for this program's buffers; WebAssembly addresses at most 4 GiB`,
+      {
+        code: "unsupported",
+        fix: "run it on the webgpu or reference backend, or compile smaller pieces of the graph",
+      },
+    );
+  }
+  return { types, offsets, threaded, threads, scratch, scratchSize, packs, packedAt, pages };
+}
