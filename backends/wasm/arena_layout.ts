@@ -30,21 +30,24 @@ const PAGE = 65536;
 /** 4 GiB: what a 32-bit WebAssembly memory can address. */
 export const MAX_PAGES = 65536;
 
-/** What a layout is made from: the parts of an `ArenaPlan` it reads. */
+/** What a layout is made from (the part of an `ArenaPlan` it reads). */
 export interface LayoutPlan {
-  /** Values bound from the run's arguments; `resident` ones are params. */
+  /** Values bound from the run's arguments, in argument order; `resident` ones are params. */
   readonly bindings: readonly { readonly value: number; readonly resident: boolean }[];
-  /** The value of each output index. */
+  /** The value of each output index `run` may be asked for. */
   readonly outputs: readonly number[];
-  /** Kernels in execution order. */
+  /**
+   * Kernels in execution order; opaque ones are custom ops whose registered module's `run` takes
+   * their buffers' addresses alone.
+   */
   readonly kernels: readonly KernelIR[];
   /** One compiled module per kernel. */
   readonly modules: readonly WebAssembly.Module[];
   /** Constant buffers (value id → data). */
   readonly constants: ReadonlyMap<number, HostTensor>;
-  /** Threads for large kernels. */
+  /** Threads for large kernels (modules must import a shared memory when > 1). */
   readonly threads?: number;
-  /** The worker threads, when there are any. */
+  /** The worker threads (Deno's, `node:worker_threads` or a page's), when there are any. */
   readonly workers?: WorkerThreads;
 }
 

@@ -9,52 +9,34 @@
 import type { KernelTime, Program, ResidentRunOptions } from "../../jit/runtime/backend.ts";
 import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import type { DType, TensorData } from "../../jit/ir/dtype.ts";
-import type { HostTensor, RefTensor } from "../../jit/ir/host_tensor.ts";
-import { type KernelIR, rowCount } from "../../jit/ir/kernel_ir.ts";
-import { gatherOutOfRange } from "../../jit/ir/kernel_ir.ts";
+import type { RefTensor } from "../../jit/ir/host_tensor.ts";
+import { gatherOutOfRange, rowCount } from "../../jit/ir/kernel_ir.ts";
 import { neededKernels } from "../../jit/runtime/program.ts";
 import { count } from "../../jit/runtime/counters.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { toWords, wordsInto } from "../words.ts";
 import { halfMatmulView } from "../../shaders/wasm/matmul_plan.ts";
-import { type Split, WorkerPool, type WorkerThreads } from "./worker_crew.ts";
+import { type Split, WorkerPool } from "./worker_crew.ts";
 import { SPLIT_PAYS, splitsOf, totalWork, workOf } from "./splits.ts";
 import type { ProgramTier, Swappable } from "./optimizing_tier.ts";
 import { ThreadTuner } from "./thread_tuner.ts";
-import { type ArenaLayout, arenaLayout, MAX_PAGES } from "./arena_layout.ts";
+import { type ArenaLayout, arenaLayout, type LayoutPlan, MAX_PAGES } from "./arena_layout.ts";
 import { ArenaHome, ArenaStorage, type ArgumentPlace, placeArguments } from "./arena_storage.ts";
 
 /** Element-ops of a program from which the worker pool spawns at compile (see `WorkerPool`). */
 const EAGER_WORK = 2 ** 33;
 
-/** A plan for the arena. */
-export interface ArenaPlan {
-  /** Values bound from the run's arguments, in argument order; `resident` ones are params. */
-  readonly bindings: readonly { readonly value: number; readonly resident: boolean }[];
-  /** The value of each output index `run` may be asked for. */
-  readonly outputs: readonly number[];
-  /**
-   * Kernels in execution order; opaque ones are custom ops whose registered module's `run` takes
-   * their buffers' addresses alone.
-   */
-  readonly kernels: readonly KernelIR[];
-  /** One compiled module per kernel. */
-  readonly modules: readonly WebAssembly.Module[];
-  /** Constant buffers (value id → data). */
-  readonly constants: ReadonlyMap<number, HostTensor>;
+/** A plan for the arena: its layout's parts and how it runs. */
+export interface ArenaPlan extends LayoutPlan {
   /** Per kernel: whether a bucketed run computes only the active rows. */
   readonly partial?: readonly boolean[];
   /** Host functions the modules import (`env.*`). */
   readonly imports: Readonly<Record<string, (...args: number[]) => number>>;
-  /** Threads for large kernels (modules must import a shared memory when > 1). */
-  readonly threads?: number;
   /**
    * Threads of the worker pool the program enlists in (default `threads`): the most any program
    * of its backend takes, so that programs taking fewer share the pool of those taking more.
    */
   readonly poolThreads?: number;
-  /** The worker threads (Deno's, `node:worker_threads` or a page's), when there are any. */
-  readonly workers?: WorkerThreads;
   /** Time each kernel of a run (wall clock, threads included) for `deviceTimes()`. */
   readonly profile?: boolean;
   /** The thread verdict of an earlier compile of these kernels (see `Program.tuning`). */
