@@ -129,9 +129,12 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
     const value = k.inputs[packedInput(k)].value;
     return { value, fixed: fixed.has(value), bytes, tableRows, at: 0 };
   });
-  for (const p of packs) if (p?.fixed) top = (p.at = top) + p.bytes;
-  const transient = Math.max(0, ...packs.map((p) => (p && !p.fixed ? p.bytes : 0)));
-  for (const p of packs) if (p && !p.fixed) p.at = top;
+  // A group's members (attention's) also pack at places of their own: a thread runs them one
+  // after another over its share of rows (see `chainsOf`), their Bs packed together before.
+  const shared = (p: Pack, i: number) => !p.fixed && plan.kernels[i].group === undefined;
+  packs.forEach((p, i) => p && !shared(p, i) && (top = (p.at = top) + p.bytes));
+  const transient = Math.max(0, ...packs.map((p, i) => (p && shared(p, i) ? p.bytes : 0)));
+  packs.forEach((p, i) => p && shared(p, i) && (p.at = top));
   top += transient;
   const packedAt = packs.map((p) => p?.at ?? 0);
   const pages = Math.max(1, Math.ceil(top / PAGE));

@@ -17,7 +17,7 @@ import { sizeOf } from "../../jit/ir/shape.ts";
 import { toWords, wordsInto } from "../words.ts";
 import { halfMatmulView } from "../../shaders/wasm/matmul_plan.ts";
 import { type Split, WorkerPool } from "./worker_crew.ts";
-import { SPLIT_PAYS, splitsOf, totalWork, workOf } from "./splits.ts";
+import { type Chain, chainsOf, SPLIT_PAYS, splitsOf, totalWork, workOf } from "./splits.ts";
 import type { ProgramTier, Swappable } from "./optimizing_tier.ts";
 import { ThreadTuner } from "./thread_tuner.ts";
 import { type ArenaLayout, arenaLayout, type LayoutPlan, MAX_PAGES } from "./arena_layout.ts";
@@ -146,6 +146,9 @@ class Arena implements ArenaProgram, Swappable {
   #k: Instances;
   #rowsOf: number[];
   #split: Split[];
+  /** Groups split as one job (see `Chain`), and the chain each first member starts. */
+  #chains: Chain[];
+  #chainAt: Map<number, number>;
   #crew?: ReturnType<WorkerPool["enlist"]>;
   #stored?: boolean;
   #tuner?: ThreadTuner;
@@ -180,6 +183,13 @@ class Arena implements ArenaProgram, Swappable {
       return type && { at: layout.offsets.get(value)!, dtype: type.dtype };
     });
     this.#rowsOf = plan.kernels.map((kernel, i) => k.panels[i] || rowCount(kernel));
+    // A member's calls range over its rows.
+    this.#chains = chainsOf(
+      plan.kernels,
+      this.#rowsOf,
+      (i) => !plan.kernels[i].opaque && !k.panels[i],
+    );
+    this.#chainAt = new Map(this.#chains.map((c, n) => [c.kernels[0], n]));
     // A stored verdict counts for the same thread count only (another machine, another setting).
     const [way, count] = plan.tuning?.split(" ") ?? [];
     const { threads } = layout;
@@ -201,6 +211,7 @@ class Arena implements ArenaProgram, Swappable {
           // W1-16M were as fast or faster without). Other programs spawn them as their second run
           // that wants threads begins (see `execute`), after the first result.
           eager: totalWork(plan.kernels) >= EAGER_WORK,
+          chains: this.#chains.map((c) => c.kernels.flatMap((m, x) => [m, c.per[x]])),
         })
       : undefined;
     this.#split = splitsOf(plan.kernels, k.panels);
@@ -351,6 +362,12 @@ class Arena implements ArenaProgram, Swappable {
     );
   }
 
+  /** Whether kernel `i`'s B is packed in every run, before its calls. */
+  #packsAhead(i: number): boolean {
+    const pack = this.#layout.packs[i];
+    return pack !== undefined && !pack.fixed && this.#k.packs[i] > 0;
+  }
+
   /** Kernel `i` over rows `[start, end)`, in calls of `chunk` rows, each twice the last. */
   #callRows(i: number, start: number, end: number): void {
     for (let s = start, n = this.#split[i].chunk; s < end; s += n, n *= 2) {
@@ -430,17 +447,33 @@ class Arena implements ArenaProgram, Swappable {
     this.#fresh.clear();
   }
 
-  /** Calls the kernels the outputs need, over the active rows; their times where profiled. */
+  /**
+   * Calls the kernels the outputs need, over the active rows, a chain's members together where
+   * threaded (see `Chain`); their times where profiled.
+   */
   #callKernels(outputs: readonly number[], active: number | undefined, threads: boolean) {
     const plan = this.#plan;
-    const { packs, threaded } = this.#layout;
+    const { threaded } = this.#layout;
     const { runs, addresses, panels } = this.#k;
     const timed: KernelTime[] = [];
     const wanted = this.#needed(outputs);
+    const chained = threads && !plan.profile && active === undefined;
+    let after = -1;
     plan.kernels.forEach((k, i) => {
-      if (!wanted[i]) return;
+      if (!wanted[i] || i <= after) return;
+      const chain = chained ? this.#chains[this.#chainAt.get(i) ?? -1] : undefined;
+      if (chain && chain.kernels.every((m) => wanted[m])) {
+        for (const m of chain.kernels) if (this.#packsAhead(m)) this.#pack(m);
+        const call = (a: number, b: number) =>
+          chain.kernels.forEach((m, x) =>
+            this.#k.bound[m](a * chain.per[x], b * chain.per[x], this.#k.packs[m])
+          );
+        this.#crew!.run(-1 - this.#chainAt.get(i)!, chain.rows, chain.split, call);
+        after = chain.kernels.at(-1)!;
+        return;
+      }
       const start = plan.profile ? performance.now() : 0;
-      if (packs[i] && !packs[i].fixed && this.#k.packs[i] > 0) this.#pack(i);
+      if (this.#packsAhead(i)) this.#pack(i);
       // A panel split computes every row, the stale ones past the active rows too (harmless:
       // see `panelSplit`).
       const rows = active !== undefined && plan.partial?.[i] && !panels[i]

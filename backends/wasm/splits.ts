@@ -129,6 +129,64 @@ export function splitsOf(kernels: readonly KernelIR[], panels: readonly number[]
 }
 
 /**
+ * Kernels of one group (`KernelIR.group`: attention's scores → softmax → weighted values) split
+ * as one job: a thread runs every member over its share of the group's rows, so the scores it
+ * made stay in its cache for the next member and the group joins its threads once, not once a
+ * member. `rows` are the group's (a member's rows are `per` times as many); `kernels` its members.
+ */
+export interface Chain {
+  /** The members' kernel indices, in order. */
+  readonly kernels: readonly number[];
+  /** Each member's rows per row of the chain. */
+  readonly per: readonly number[];
+  /** The chain's rows (those of its member with fewest). */
+  readonly rows: number;
+  /** How they split among threads. */
+  readonly split: Split;
+}
+
+/**
+ * The chains of `kernels` (see {@linkcode Chain}): groups of two or more adjacent members each
+ * `eligible` (its calls range over its own rows, which divide into the group's), worth splitting
+ * together.
+ */
+export function chainsOf(
+  kernels: readonly KernelIR[],
+  rowsOf: readonly number[],
+  eligible: (i: number) => boolean,
+): Chain[] {
+  const chains: Chain[] = [];
+  for (let i = 0, j = 1; i < kernels.length; i = j, j = i + 1) {
+    const group = kernels[i].group;
+    while (group !== undefined && j < kernels.length && kernels[j].group === group) j++;
+    const members = Array.from({ length: j - i }, (_, m) => i + m);
+    const rows = Math.min(...members.map((m) => rowsOf[m]));
+    const work = totalWork(members.map((m) => kernels[m]));
+    if (members.length < 2 || work < THREADED_WORK || !members.every(eligible)) continue;
+    if (members.some((m) => rowsOf[m] % rows !== 0)) continue;
+    const per = members.map((m) => rowsOf[m] / rows);
+    // A share of the chain's rows is a whole share of each member's: pairs of a product's
+    // output rows; any rows of a row kernel (softmax), which computes any range of them.
+    const unit = members.reduce((u, m, x) => {
+      const k = kernels[m];
+      const own = k.reductions.length && !contracts(k) ? 1 : rowUnit(k).unit;
+      return lcm(u, own / gcd(own, per[x]));
+    }, 1);
+    const parts = Math.max(1, Math.floor(work / PART_WORK));
+    chains.push({
+      kernels: members,
+      per,
+      rows,
+      split: { unit, chunk: rows, parts, pieces: PIECES },
+    });
+  }
+  return chains;
+}
+
+const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+const lcm = (a: number, b: number) => (a / gcd(a, b)) * b;
+
+/**
  * Element-operations of a kernel that gains from the threads however short the run around it,
  * about 0.1 ms on one thread: a program with one is not presumed single-threaded for its short
  * runs (see `ALONE_MS` in `warm_up.ts`), its tuner decides in the warm-up. mlp's 8 × 784 × 256

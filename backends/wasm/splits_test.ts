@@ -1,9 +1,11 @@
 import * as assert from "node:assert/strict";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { fuse } from "../../jit/passes/fuse.ts";
+import { rowCount } from "../../jit/ir/kernel_ir.ts";
 import {
   ALL_CORES_SPLIT_WORK,
   ALL_CORES_WORK,
+  chainsOf,
   threadable,
   threadsOfProgram,
   totalWork,
@@ -36,4 +38,24 @@ Deno.test("a heavy program of many short split kernels (a decode step) keeps the
   assert.ok(totalWork(kernels) >= ALL_CORES_WORK);
   assert.ok(totalWork(split) < ALL_CORES_SPLIT_WORK * split.length);
   assert.equal(threadsOfProgram(kernels, 12, 16), 12);
+});
+
+Deno.test("an attention group splits as one chain: rows of (batch, head, query), members per row", () => {
+  const b = new GraphBuilder();
+  const [q, k, v] = ["q", "k", "v"].map((n) => b.input(n, [2, 4, 64, 32], "f32"));
+  const scores = b.op("Mul", [
+    b.op("MatMul", [q, b.op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
+    b.constant(0.125),
+  ]);
+  b.output("y", b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]));
+  const kernels = fuse(b.build()).kernels;
+  const rows = kernels.map((k) => rowCount(k));
+  const [chain] = chainsOf(kernels, rows, () => true);
+  assert.ok(chain, kernels.map((k) => `${k.name} ${k.group}`).join(", "));
+  assert.equal(chain.rows, 2 * 4 * 64);
+  assert.deepEqual(chain.per, [64, 1, 32]);
+  assert.ok(chain.kernels.every((i) => kernels[i].group === kernels[chain.kernels[0]].group));
+  // A share is whole pairs of each product's output rows (any rows of the softmax).
+  assert.equal(chain.split.unit, 2);
+  assert.deepEqual(chainsOf(kernels, rows, (i) => i !== chain.kernels[1]), [], "all or none");
 });

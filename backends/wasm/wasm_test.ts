@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { compile } from "../../mod.ts";
+import { compile, stats } from "../../mod.ts";
 import { differentialOn } from "../../jit/testing/differential.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import {
@@ -337,4 +337,33 @@ Deno.test("a thread tuner seeded with a verdict takes it at once and probes late
     }
     assert.ok(ways.length > ThreadTuner.CLEAR_PROBE, `probed after ${ways.length} runs`);
   }
+});
+
+Deno.test("an attention group runs threaded as one chain and computes what its kernels compute alone", async () => {
+  const b = new GraphBuilder();
+  const [q, k, v] = ["q", "k", "v"].map((n) => b.input(n, [1, 4, 64, 32], "f32"));
+  const t = b.op("Transpose", [k], { perm: [0, 1, 3, 2] });
+  const scores = b.op("Mul", [b.op("MatMul", [q, t]), b.constant(0.125)]);
+  b.output("y", b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]));
+  const graph = b.build();
+  const ramp = (s: number) => Float32Array.from({ length: 8192 }, (_, i) => Math.sin(i * s));
+  const inputs = {
+    q: f32(ramp(0.1), [1, 4, 64, 32]),
+    k: f32(ramp(0.2), [1, 4, 64, 32]),
+    v: f32(ramp(0.3), [1, 4, 64, 32]),
+  };
+  const want = numbers((await (await compile(graph, { backend: "reference" })).run(inputs)).y.data);
+  using exe = await compile(graph, {
+    backend: new WasmBackend({ threads: 2, warmUpMs: 0 }),
+    cache: false,
+  });
+  const pieces = () => stats().kiln_worker_pieces_total;
+  const before = pieces();
+  // The thread tuner's first runs alternate between the threads and one thread.
+  for (let i = 0; i < 40 && pieces() === before; i++) {
+    assertClose(numbers((await exe.run(inputs)).y.data), want, { rtol: 1e-5, atol: 1e-6 });
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  assert.ok(pieces() > before, "a worker ran a share of the chain");
+  assertClose(numbers((await exe.run(inputs)).y.data), want, { rtol: 1e-5, atol: 1e-6 });
 });

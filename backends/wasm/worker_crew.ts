@@ -55,6 +55,11 @@ export interface CrewOptions {
   /** Spawn the pool's workers now (if they are not up) rather than after the current task. */
   readonly eager?: boolean;
   /**
+   * Per chain (kernel `-1 - c` of a job; see `splits.ts`): its members' kernel indices, each
+   * followed by its rows per row of the chain.
+   */
+  readonly chains?: readonly (readonly number[])[];
+  /**
    * Threads the program's kernels split over, the caller included (default: the pool's). A pool
    * spawns the workers its programs take, no more, and only they spin through a run.
    */
@@ -209,7 +214,7 @@ for (;;) {
     if (!p?.runs) continue;
     const k = Atomics.load(c, ${KERNEL}), rows = Atomics.load(c, ${ROWS});
     const size = Atomics.load(c, ${SIZE}), count = Atomics.load(c, ${COUNT});
-    const chunk = Atomics.load(c, ${CHUNK});
+    const chunk = Atomics.load(c, ${CHUNK}), chain = k < 0 ? p.chains[-1 - k] : undefined;
     for (;;) {
       const v = Atomics.load(c, ${NEXT});
       const piece = v & ${INDEX_MASK};
@@ -218,7 +223,11 @@ for (;;) {
       try {
         const end = Math.min(rows, (piece + 1) * size), args = p.args[k];
         const scratch = p.scratch + id * p.scratchBytes;
-        for (let s = piece * size, n = chunk; s < end; s += n, n *= 2) {
+        for (let j = 0; chain && j < chain.length; j += 2) {
+          const i = chain[j], per = chain[j + 1];
+          p.runs[i](...p.args[i], scratch, piece * size * per, end * per, p.packs[i]);
+        }
+        for (let s = piece * size, n = chunk; !chain && s < end; s += n, n *= 2) {
           p.runs[k](...args, scratch, s, Math.min(end, s + n), p.packs[k]);
         }
       } catch {
@@ -555,6 +564,7 @@ function registration(id: number, p: CrewOptions) {
     packs: p.packs,
     scratch: p.scratch,
     scratchBytes: p.scratchBytes,
+    chains: p.chains ?? [],
   };
 }
 

@@ -128,6 +128,8 @@ function aAccess(kernel: KernelIR): { offset?: AffineOffset; nb: number } | unde
  * and keeps whole row tiles.
  */
 export function panelSplit(kernel: KernelIR): number {
+  // A member of a group (attention's) splits by rows, as the group does (`chainsOf`).
+  if (kernel.group !== undefined) return 0;
   const n = kernel.space.at(-2)!, rows = rowsOfA(kernel, n);
   const many = n >= 8 * PANEL_SPLIT_PANELS && rowsInPlace(kernel);
   const most = many ? PANEL_SPLIT_ROWS_IN_PLACE : PANEL_SPLIT_ROWS;
