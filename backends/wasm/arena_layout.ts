@@ -7,13 +7,13 @@
  */
 import type { DType } from "../../jit/ir/dtype.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
-import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
+import { type KernelIR, rowCount } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { planMemory } from "../../jit/schedule/memory_plan.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { packedInput, packsOf, scratchBytes } from "../../shaders/wasm/matmul_plan.ts";
 import { elementBytes, type Storage } from "../words.ts";
-import { threadable } from "./splits.ts";
+import { type Chain, chainsOf, threadable } from "./splits.ts";
 import type { WorkerThreads } from "./worker_crew.ts";
 
 /** The arena stores every dtype in 32-bit words, f64 in 64-bit ones (see `words.ts`). */
@@ -53,6 +53,8 @@ export interface LayoutPlan {
 
 /** Where everything of a program lives in its arena, and how large the arena is. */
 export interface ArenaLayout {
+  /** Groups of kernels split as one job (see `Chain`). */
+  readonly chains: readonly Chain[];
   /** Every kernel buffer's type, by value. */
   readonly types: Map<number, { shape: readonly number[]; dtype: DType }>;
   /** Every value's byte offset. */
@@ -90,7 +92,11 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
     ...plan.constants.keys(),
     ...plan.outputs,
   ]);
-  const memoryPlan = planMemory(plan.kernels, external);
+  // A chain's members run together, share by share: what one reads stays until the last.
+  const chains = chainsOf(plan.kernels, plan.kernels.map(rowCount), (i) => !plan.kernels[i].opaque);
+  const until = plan.kernels.map((_, i) => i);
+  for (const c of chains) for (const m of c.kernels) until[m] = c.kernels.at(-1)!;
+  const memoryPlan = planMemory(plan.kernels, external, until);
   const bytes = (v: number) => {
     const { shape, dtype } = types.get(v)!;
     return Math.ceil(Math.max(1, sizeOf(shape)) * elementBytes(dtype, WORDS) / 16) * 16;
@@ -149,5 +155,16 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
       },
     );
   }
-  return { types, offsets, threaded, threads, scratch, scratchSize, packs, packedAt, pages };
+  return {
+    chains,
+    types,
+    offsets,
+    threaded,
+    threads,
+    scratch,
+    scratchSize,
+    packs,
+    packedAt,
+    pages,
+  };
 }

@@ -17,7 +17,7 @@ import { sizeOf } from "../../jit/ir/shape.ts";
 import { toWords, wordsInto } from "../words.ts";
 import { halfMatmulView } from "../../shaders/wasm/matmul_plan.ts";
 import { type Split, WorkerPool } from "./worker_crew.ts";
-import { type Chain, chainsOf, SPLIT_PAYS, splitsOf, totalWork, workOf } from "./splits.ts";
+import { type Chain, SPLIT_PAYS, splitsOf, totalWork, workOf } from "./splits.ts";
 import type { ProgramTier, Swappable } from "./optimizing_tier.ts";
 import { ThreadTuner } from "./thread_tuner.ts";
 import { type ArenaLayout, arenaLayout, type LayoutPlan, MAX_PAGES } from "./arena_layout.ts";
@@ -147,7 +147,7 @@ class Arena implements ArenaProgram, Swappable {
   #rowsOf: number[];
   #split: Split[];
   /** Groups split as one job (see `Chain`), and the chain each first member starts. */
-  #chains: Chain[];
+  #chains: readonly Chain[];
   #chainAt: Map<number, number>;
   #crew?: ReturnType<WorkerPool["enlist"]>;
   #stored?: boolean;
@@ -183,12 +183,7 @@ class Arena implements ArenaProgram, Swappable {
       return type && { at: layout.offsets.get(value)!, dtype: type.dtype };
     });
     this.#rowsOf = plan.kernels.map((kernel, i) => k.panels[i] || rowCount(kernel));
-    // A member's calls range over its rows.
-    this.#chains = chainsOf(
-      plan.kernels,
-      this.#rowsOf,
-      (i) => !plan.kernels[i].opaque && !k.panels[i],
-    );
+    this.#chains = layout.chains;
     this.#chainAt = new Map(this.#chains.map((c, n) => [c.kernels[0], n]));
     // A stored verdict counts for the same thread count only (another machine, another setting).
     const [way, count] = plan.tuning?.split(" ") ?? [];

@@ -147,8 +147,9 @@ export interface Chain {
 
 /**
  * The chains of `kernels` (see {@linkcode Chain}): groups of two or more adjacent members each
- * `eligible` (its calls range over its own rows, which divide into the group's), worth splitting
- * together.
+ * `eligible` (not opaque; a group's products split by rows, `panelSplit`), whose rows divide into
+ * the group's, worth splitting together. Their values need places no member's share writes
+ * while another reads them: the arena's memory plan keeps them until the last member.
  */
 export function chainsOf(
   kernels: readonly KernelIR[],

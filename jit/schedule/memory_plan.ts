@@ -23,13 +23,23 @@ export interface MemoryPlan {
   readonly naiveBytes: number;
 }
 
-/** Plans the intermediates of `kernels` (values in `external` are not planned). */
+/**
+ * Plans the intermediates of `kernels` (values in `external` are not planned). `until[i]`, where
+ * given, is the last kernel that may still run while kernel `i` reads its inputs (kernels a
+ * backend runs together, row share by row share: see the wasm backend's chains); a value read
+ * there keeps its slot until then.
+ */
 export function planMemory(
   kernels: readonly KernelIR[],
   external: ReadonlySet<number>,
+  until: readonly number[] = [],
 ): MemoryPlan {
   const last = new Map<number, number>();
-  kernels.forEach((k, i) => k.inputs.forEach((b) => last.set(b.value, i)));
+  kernels.forEach((k, i) => k.inputs.forEach((b) => last.set(b.value, until[i] ?? i)));
+  const held: number[][] = [];
+  kernels.forEach((k, j) => {
+    if ((until[j] ?? j) !== j) { for (const b of k.inputs) (held[until[j]] ??= []).push(b.value); }
+  });
   const slots: number[] = [];
   const free: number[] = [];
   const assignment = new Map<number, number>();
@@ -42,10 +52,11 @@ export function planMemory(
       const slot = slotFor(bytes, slots, free);
       assignment.set(o.value, slot);
     }
-    // Inputs whose last reader is this kernel free their slots for later kernels.
-    for (const b of k.inputs) {
-      const slot = assignment.get(b.value);
-      if (slot !== undefined && last.get(b.value) === i && !free.includes(slot)) free.push(slot);
+    // Values whose last read ends here free their slots for later kernels: this kernel's
+    // inputs, then those read by the kernels running with it.
+    for (const v of [...k.inputs.map((b) => b.value), ...(held[i] ?? [])]) {
+      const slot = assignment.get(v);
+      if (slot !== undefined && last.get(v) === i && !free.includes(slot)) free.push(slot);
     }
   });
   return { slots, assignment, plannedBytes: slots.reduce((a, b) => a + b, 0), naiveBytes };

@@ -39,3 +39,19 @@ Deno.test("a value larger than every free slot grows the largest of them", () =>
   assert.equal(plan.assignment.get(3), plan.assignment.get(1));
   assert.equal(plan.plannedBytes, 4 * 3 * MB + 64);
 });
+
+Deno.test("values read by kernels that run together keep their places until the last of them", () => {
+  // k1 → k2 → k3, each read once by the next; alone, k3's output takes k1's freed place.
+  const kernels = [
+    kernel([], [[1, MB]]),
+    kernel([[1, MB]], [[2, MB]]),
+    kernel([[2, MB]], [[3, MB]]),
+    kernel([[3, MB]], [[4, 16]]),
+  ];
+  const alone = planMemory(kernels, new Set([4]));
+  assert.equal(alone.assignment.get(3), alone.assignment.get(1));
+  // Run together share by share (a chain of k1-k3): another share may still read v1 or v2.
+  const together = planMemory(kernels, new Set([4]), [2, 2, 2, 3]);
+  const places = [1, 2, 3].map((v) => together.assignment.get(v));
+  assert.equal(new Set(places).size, 3, `places ${places}`);
+});
