@@ -65,7 +65,9 @@ const stepModels = new WeakMap<OnnxModel, Map<string, OnnxModel>>();
 function stepModel(model: OnnxModel, decoder: Decoder, form: StepForm): OnnxModel {
   let forms = stepModels.get(model);
   if (!forms) stepModels.set(model, forms = new Map());
-  const key = `${form.capacity}:${form.topK ?? ""}:${form.feedback ?? false}`;
+  const key = `${form.capacity}:${form.shared ?? false}:${form.topK ?? ""}:${
+    form.feedback ?? false
+  }`;
   let step = forms.get(key);
   if (!step) forms.set(key, step = modelOfProto(stepProto(modelProto(model), decoder, form)));
   return step;
@@ -209,9 +211,17 @@ export class Generation implements AsyncIterable<number> {
     // A greedy step of a fixed capacity hands its argmax to the next step on the device, so
     // steps can start before their tokens are read (see `Ahead`).
     const feedback = greedy && capacity !== undefined;
-    const form = { capacity: capacity !== undefined, topK: onDevice ? topK : undefined, feedback };
+    const shared = capacity !== undefined && d.layout === "packed";
+    const form = {
+      capacity: capacity !== undefined,
+      shared,
+      topK: onDevice ? topK : undefined,
+      feedback,
+    };
     const step = stepModel(this.#model, d, form);
-    const nexts = d.caches.map((c) => (capacity === undefined ? c.present : STEP.next(c.past)));
+    const nexts = d.caches.map((
+      c,
+    ) => (capacity === undefined || shared ? c.present : STEP.next(c.past)));
     const choice = greedy ? [STEP.argmax] : onDevice ? [STEP.topValues, STEP.topIds] : [STEP.last];
     const wanted = [...choice, ...nexts, ...(feedback ? [STEP.nextIds] : [])];
     const runner = this.#runner = new StepRunner(step, this.#options, wanted);

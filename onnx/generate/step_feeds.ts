@@ -31,7 +31,10 @@ export function stepFeeds(
   if (d.useCache) {
     feeds[d.useCache] = ints([capacity !== undefined || past > 0 ? 1 : 0], [1], "bool");
   }
-  const width = (capacity ?? past) + s;
+  // A packed cache at a capacity shares its buffer: the mask is as wide as the capacity, and
+  // the present (the next past) as long (see `StepForm.shared`).
+  const shared = capacity !== undefined && d.layout === "packed";
+  const width = shared ? capacity : (capacity ?? past) + s;
   // Which of the mask's entries are real: the packed layout's first past + s; the appended
   // layout's valid past and the new entries after the whole capacity.
   const valid = (j: number) => d.layout === "appended" ? j < past || j >= width - s : j < past + s;
@@ -42,7 +45,7 @@ export function stepFeeds(
       d.dtypes[d.mask],
     );
   }
-  if (capacity !== undefined) {
+  if (capacity !== undefined && !shared) {
     // Slot j of the next past keeps present entry j, except the new entries' slots.
     const from = (j: number) =>
       d.layout === "appended" && j >= past && j < past + s ? capacity + j - past : j;

@@ -5,7 +5,8 @@
  * back one id. Where the cache has a fixed capacity, each present output is gathered back to that
  * capacity (`kiln_next.<past>`) through a `kiln_slots` input that says which present entry each
  * slot keeps: the new entries move into the slots after the valid past, the rest stay, and the
- * result is next step's past, the same shape every step.
+ * result is next step's past, the same shape every step. A `packed` cache needs none of that: its
+ * present, as long as the capacity, is the next past (see `StepForm.shared`).
  *
  * @module
  */
@@ -42,6 +43,12 @@ const INT64 = CODE_OF_DTYPE.i64;
 export interface StepForm {
   /** Whether the caches are kept at a fixed capacity (gathered through `kiln_slots`). */
   readonly capacity: boolean;
+  /**
+   * Whether each present output is the next past as it is (a `packed` cache whose mask is as wide
+   * as the capacity: GroupQueryAttention writes the new entries after the valid ones, in a
+   * present as long as the past), so no gather and no `kiln_slots`.
+   */
+  readonly shared?: boolean;
   /** A top k of the last logits computed on the device, for sampling among them. */
   readonly topK?: number;
   /**
@@ -78,9 +85,10 @@ export function stepProto(model: ModelProto, decoder: Decoder, form: StepForm): 
     { name: STEP.last, type: { tensorType: { elemType: logitsType ?? CODE_OF_DTYPE.f32 } } },
     { name: STEP.argmax, type: { tensorType: { elemType: INT64 } } },
   ];
+  const gathered = capacity && !form.shared;
   for (const c of decoder.caches) {
     const type = { tensorType: { elemType: CODE_OF_DTYPE[c.dtype] } };
-    if (!capacity) {
+    if (!gathered) {
       outputs.push({ name: c.present, type });
       continue;
     }
@@ -140,7 +148,7 @@ export function stepProto(model: ModelProto, decoder: Decoder, form: StepForm): 
       ...g,
       node: [...g.node, ...nodes],
       initializer,
-      input: capacity ? [...g.input, slots] : g.input,
+      input: gathered ? [...g.input, slots] : g.input,
       output: outputs,
     },
   };
