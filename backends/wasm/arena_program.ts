@@ -22,6 +22,7 @@ import type { ProgramTier, Swappable } from "./optimizing_tier.ts";
 import { ThreadTuner } from "./thread_tuner.ts";
 import { type ArenaLayout, arenaLayout, type LayoutPlan, MAX_PAGES } from "./arena_layout.ts";
 import { ArenaHome, ArenaStorage, type ArgumentPlace, placeArguments } from "./arena_storage.ts";
+import { PlaceSwaps } from "./arena_places.ts";
 
 /** Element-ops of a program from which the worker pool spawns at compile (see `WorkerPool`). */
 const EAGER_WORK = 2 ** 33;
@@ -99,6 +100,9 @@ interface Instances {
   readonly panels: number[];
   /** Per kernel, the place of its B's panels its calls take (negated: they pack them). */
   readonly packs: number[];
+  /** Every kernel's addresses in shared memory, kernel `i`'s from `tableAt[i]` (workers'). */
+  readonly table: Int32Array;
+  readonly tableAt: readonly number[];
 }
 
 /**
@@ -132,7 +136,12 @@ function instantiate(plan: ArenaPlan, layout: ArenaLayout, memory: WebAssembly.M
     const own = (exported[i].packsInCalls as WebAssembly.Global | undefined)?.value;
     return own && layout.packs[i] && !layout.packs[i]!.fixed ? -at : at;
   });
-  return { runs, addresses, bound, panels, packs };
+  // The workers read each kernel's addresses from shared memory, as the places may swap.
+  const tableAt = [0];
+  for (const a of addresses) tableAt.push(tableAt.at(-1)! + a.length);
+  const table = new Int32Array(new SharedArrayBuffer(4 * Math.max(1, tableAt.at(-1)!)));
+  addresses.forEach((a, i) => table.set(a, tableAt[i]));
+  return { runs, addresses, bound, panels, packs, table, tableAt };
 }
 
 /** A program in one arena (see {@linkcode ArenaProgram}). */
@@ -166,6 +175,8 @@ class Arena implements ArenaProgram, Swappable {
   #home: ArenaHome;
   /** Each argument's place, where a kernel reads it. */
   #places: (ArgumentPlace | undefined)[];
+  /** Trades an argument's place for an output's (see `arena_places.ts`). */
+  #swaps: PlaceSwaps;
 
   constructor(plan: ArenaPlan) {
     this.#plan = plan;
@@ -182,6 +193,15 @@ class Arena implements ArenaProgram, Swappable {
       const type = layout.types.get(value);
       return type && { at: layout.offsets.get(value)!, dtype: type.dtype };
     });
+    this.#swaps = new PlaceSwaps({
+      ...plan,
+      ...layout,
+      places: this.#places,
+      addresses: k.addresses,
+      table: k.table,
+      tableAt: k.tableAt,
+      rebind: (n) => (k.bound[n] = k.runs[n].bind(null, ...k.addresses[n], layout.scratch)),
+    });
     this.#rowsOf = plan.kernels.map((kernel, i) => k.panels[i] || rowCount(kernel));
     this.#chains = layout.chains;
     this.#chainAt = new Map(this.#chains.map((c, n) => [c.kernels[0], n]));
@@ -197,7 +217,8 @@ class Arena implements ArenaProgram, Swappable {
           threads,
           modules: plan.modules,
           memory: this.#memory,
-          args: k.addresses,
+          args: k.table,
+          argAt: k.tableAt,
           packs: k.packs,
           scratch: layout.scratch,
           scratchBytes: layout.scratchSize,
@@ -422,7 +443,8 @@ class Arena implements ArenaProgram, Swappable {
   #writeArguments(args: readonly (RefTensor | DeviceTensor)[]): void {
     const plan = this.#plan;
     const device = this.#home.live.size > 0 || args.some((a) => a instanceof DeviceTensor);
-    const placed = device ? placeArguments(this.#home, this.#places, args) : [];
+    const swap = (i: number, at: number) => this.#swaps.swap(i, at);
+    const placed = device ? placeArguments(this.#home, this.#places, args, swap) : [];
     plan.bindings.forEach((b, i) => {
       const a = args[i];
       if (a instanceof DeviceTensor) {

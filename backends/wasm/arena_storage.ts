@@ -171,14 +171,21 @@ function arenaStorage(t: DeviceTensor): ArenaStorage {
  * Before a run in `home`: the device tensors among `args` copied to their places (`places`, by
  * argument; undefined where no kernel reads it), unless already there, and every other tensor
  * living in the arena moved off the places the run writes: to an argument's place it was copied
- * to, else to the host. Returns, per argument, whether it was placed here (host ones were not).
+ * to, else to the host. An argument at another of the arena's places first asks `swap` to trade
+ * its place for that one (`arena_places.ts`), which spares the copy. Returns, per argument,
+ * whether it was placed here (host ones were not).
  */
 export function placeArguments(
   home: ArenaHome,
   places: readonly (ArgumentPlace | undefined)[],
   args: readonly (RefTensor | DeviceTensor)[],
+  swap?: (i: number, at: number) => boolean,
 ): boolean[] {
   const stores = args.map((a) => (a instanceof DeviceTensor ? arenaStorage(a) : undefined));
+  stores.forEach((s, i) => {
+    const at = s?.at(home), p = places[i];
+    if (swap && at !== undefined && p && at !== p.at && s!.dtype === p.dtype) swap(i, at);
+  });
   const argumentAt = new Map<number, number>();
   places.forEach((p, i) => p && argumentAt.set(p.at, i));
   // A tensor at an argument's place that this run writes with something else goes first.

@@ -44,8 +44,10 @@ export interface CrewOptions {
   readonly modules: readonly WebAssembly.Module[];
   /** The shared arena. */
   readonly memory: WebAssembly.Memory;
-  /** Per kernel: its buffer addresses (the arguments before scratch and row range). */
-  readonly args: readonly (readonly number[])[];
+  /** Kernels' buffer addresses (before scratch and rows), `k`'s from `argAt[k]`; may change. */
+  readonly args: Int32Array;
+  /** Where each kernel's addresses start in `args` (one more entry: the end). */
+  readonly argAt: readonly number[];
   /** Per kernel: its prepacked B's address, or 0 (the argument after the row range). */
   readonly packs: readonly number[];
   /** Scratch of thread `t`: `scratch + t * scratchBytes`. */
@@ -221,14 +223,14 @@ for (;;) {
       if ((v & ~${INDEX_MASK}) !== tag || piece >= count) break;
       if (Atomics.compareExchange(c, ${NEXT}, v, v + 1) !== v) continue;
       try {
-        const end = Math.min(rows, (piece + 1) * size), args = p.args[k];
+        const end = Math.min(rows, (piece + 1) * size), args = (i) => p.args.subarray(p.argAt[i], p.argAt[i + 1]);
         const scratch = p.scratch + id * p.scratchBytes;
         for (let j = 0; chain && j < chain.length; j += 2) {
           const i = chain[j], per = chain[j + 1];
-          p.runs[i](...p.args[i], scratch, piece * size * per, end * per, p.packs[i]);
+          p.runs[i](...args(i), scratch, piece * size * per, end * per, p.packs[i]);
         }
         for (let s = piece * size, n = chunk; !chain && s < end; s += n, n *= 2) {
-          p.runs[k](...args, scratch, s, Math.min(end, s + n), p.packs[k]);
+          p.runs[k](...args(k), scratch, s, Math.min(end, s + n), p.packs[k]);
         }
       } catch {
         Atomics.store(c, ${FAILED}, 1);
@@ -561,6 +563,7 @@ function registration(id: number, p: CrewOptions) {
     memory: p.memory,
     modules: p.modules,
     args: p.args,
+    argAt: p.argAt,
     packs: p.packs,
     scratch: p.scratch,
     scratchBytes: p.scratchBytes,

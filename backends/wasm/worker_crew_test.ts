@@ -102,7 +102,8 @@ function enlist(pool: WorkerPool, module: WebAssembly.Module, threads?: number) 
   const crew = pool.enlist({
     modules: [module],
     memory,
-    args: [[0]],
+    args: new Int32Array(new SharedArrayBuffer(4)),
+    argAt: [0, 1],
     packs: [0],
     scratch: 1000,
     scratchBytes: 1,
