@@ -91,7 +91,9 @@ function appender(
   const { b, kv, s } = o;
   const slots = constantTensor(e, [...Array(total).keys()], [1, 1, total, 1], "i32");
   const valid = e.op("Reshape", [start], { shape: [b, 1, 1, 1] });
-  const pastAt = constantTensor(
+  // A present as long as the past (a buffer shared by past and present) keeps each past entry
+  // where it is: no gather.
+  const pastAt = total === past ? undefined : constantTensor(
     e,
     [...Array(total).keys()].map((j) => Math.min(j, past - 1)),
     [total],
@@ -106,7 +108,7 @@ function appender(
   return (pastState: EmitRef | undefined, fresh: EmitRef) => {
     const heads4 = heads(e, fresh, kv);
     if (!pastState) return heads4;
-    const fromPast = e.op("Gather", [pastState, pastAt], { axis: 2 });
+    const fromPast = pastAt ? e.op("Gather", [pastState, pastAt], { axis: 2 }) : pastState;
     const fromNew = e.op("GatherElements", [
       heads4,
       e.op("Expand", [newAt], { shape: [b, kv, total, e.typeOf(heads4).shape[3]] }),
