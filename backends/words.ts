@@ -125,6 +125,20 @@ export function wordsInto(
   return target;
 }
 
+/** Writes `data` (of `dtype`) as words at byte `at` of `buffer`; returns the bytes written. */
+export function writeWords(
+  buffer: ArrayBufferLike,
+  at: number,
+  data: TensorData,
+  dtype: DType,
+): number {
+  const words = toWords(data, dtype);
+  new Uint8Array(buffer, at, words.byteLength).set(
+    new Uint8Array(words.buffer, words.byteOffset, words.byteLength),
+  );
+  return words.byteLength;
+}
+
 /**
  * Element storage on a device that may hold f16 natively (WebGPU with `shader-f16`): there f16
  * tensors take 2 bytes an element, everything else a 32-bit word.

@@ -17,7 +17,7 @@ import { type Chain, chainsOf, threadable } from "./splits.ts";
 import type { WorkerThreads } from "./worker_crew.ts";
 
 /** The arena stores every dtype in 32-bit words, f64 in 64-bit ones (see `words.ts`). */
-const WORDS: Storage = { half: false };
+export const WORDS: Storage = { half: false };
 
 /**
  * Bytes at the arena's start where a kernel records a fault it cannot return: word 0 is set to 1,

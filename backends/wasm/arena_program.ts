@@ -14,7 +14,7 @@ import { gatherOutOfRange, rowCount } from "../../jit/ir/kernel_ir.ts";
 import { neededKernels } from "../../jit/runtime/program.ts";
 import { count } from "../../jit/runtime/counters.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import { toWords, wordsInto } from "../words.ts";
+import { wordsInto, writeWords } from "../words.ts";
 import { halfMatmulView } from "../../shaders/wasm/matmul_plan.ts";
 import { type Split, WorkerPool } from "./worker_crew.ts";
 import { type Chain, SPLIT_PAYS, splitsOf, totalWork, workOf } from "./splits.ts";
@@ -124,9 +124,7 @@ function instantiate(plan: ArenaPlan, layout: ArenaLayout, memory: WebAssembly.M
   const addresses = plan.kernels.map((k) =>
     [...k.inputs, ...k.outputs].map((b) => layout.offsets.get(b.value)!)
   );
-  // Each kernel's call with its buffers bound, and its rows: a run of a small model is mostly
-  // calls (lstm2: 47 kernels in 0.13 ms), so nothing is spread or counted per call.
-  const bound = runs.map((run, i) => run.bind(null, ...addresses[i], layout.scratch));
+  const bound: ((...a: number[]) => void)[] = [];
   // A matmul of few rows ranges over B's panels instead (see `panelSplit`): its calls cover
   // every row.
   const panels = exported.map((e) => (e.panelSplit as WebAssembly.Global | undefined)?.value ?? 0);
@@ -141,7 +139,22 @@ function instantiate(plan: ArenaPlan, layout: ArenaLayout, memory: WebAssembly.M
   for (const a of addresses) tableAt.push(tableAt.at(-1)! + a.length);
   const table = new Int32Array(new SharedArrayBuffer(4 * Math.max(1, tableAt.at(-1)!)));
   addresses.forEach((a, i) => table.set(a, tableAt[i]));
-  return { runs, addresses, bound, panels, packs, table, tableAt };
+  const k = { runs, addresses, bound, panels, packs, table, tableAt };
+  runs.forEach((_, i) => bindCall(k, i, layout.scratch));
+  return k;
+}
+
+/**
+ * Kernel `i`'s call with its buffers and the scratch bound, leaving its rows (and B's panels): a
+ * run of a small model is mostly calls (lstm2: 47 kernels in 0.13 ms), so nothing is spread or
+ * counted per call. Bound anew when the kernel's code or its buffers' places change.
+ */
+function bindCall(
+  k: Pick<Instances, "runs" | "addresses" | "bound">,
+  i: number,
+  scratch: number,
+): void {
+  k.bound[i] = k.runs[i].bind(null, ...k.addresses[i], scratch);
 }
 
 /** A program in one arena (see {@linkcode ArenaProgram}). */
@@ -200,7 +213,7 @@ class Arena implements ArenaProgram, Swappable {
       addresses: k.addresses,
       table: k.table,
       tableAt: k.tableAt,
-      rebind: (n) => (k.bound[n] = k.runs[n].bind(null, ...k.addresses[n], layout.scratch)),
+      rebind: (n) => bindCall(k, n, layout.scratch),
     });
     this.#rowsOf = plan.kernels.map((kernel, i) => k.panels[i] || rowCount(kernel));
     this.#chains = layout.chains;
@@ -336,7 +349,7 @@ class Arena implements ArenaProgram, Swappable {
     this.#plan.modules.forEach((m, i) => {
       if (m !== old) return;
       this.#k.runs[i] = run;
-      this.#k.bound[i] = run.bind(null, ...this.#k.addresses[i], this.#layout.scratch);
+      bindCall(this.#k, i, this.#layout.scratch);
       count("kiln_wasm_tier_swaps_total");
     });
   }
@@ -371,11 +384,8 @@ class Arena implements ArenaProgram, Swappable {
   #write(value: number, data: TensorData, dtype: DType): void {
     if (!this.#layout.types.has(value) || this.#written.get(value) === data) return;
     this.#fresh.add(value);
-    const words = toWords(data, dtype);
-    count("kiln_wasm_host_bytes_total", words.byteLength);
-    new Uint8Array(this.#memory.buffer, this.#layout.offsets.get(value)!, words.byteLength).set(
-      new Uint8Array(words.buffer, words.byteOffset, words.byteLength),
-    );
+    const at = this.#layout.offsets.get(value)!;
+    count("kiln_wasm_host_bytes_total", writeWords(this.#memory.buffer, at, data, dtype));
   }
 
   /** Whether kernel `i`'s B is packed in every run, before its calls. */

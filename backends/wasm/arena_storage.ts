@@ -16,10 +16,8 @@ import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import { type DeviceStorage, DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { count } from "../../jit/runtime/counters.ts";
-import { elementBytes, type Storage, toWords, wordsInto } from "../words.ts";
-
-/** The arena stores every dtype in 32-bit words, f64 in 64-bit ones (see `words.ts`). */
-const WORDS: Storage = { half: false };
+import { elementBytes, wordsInto, writeWords } from "../words.ts";
+import { WORDS } from "./arena_layout.ts";
 
 /** A program's arena: its memory and the device tensors living in it. */
 export class ArenaHome {
@@ -100,11 +98,8 @@ export class ArenaStorage implements DeviceStorage {
   /** Overwrites elements from `offset` with `data` (of its dtype). */
   write(data: TensorData, offset: number): void {
     if (!this.#home) return (this.#host as Float32Array).set(data as Float32Array, offset);
-    const words = toWords(data, this.dtype);
     const at = this.#at + offset * elementBytes(this.dtype, WORDS);
-    new Uint8Array(this.#home.memory.buffer, at, words.byteLength).set(
-      new Uint8Array(words.buffer, words.byteOffset, words.byteLength),
-    );
+    writeWords(this.#home.memory.buffer, at, data, this.dtype);
   }
 
   /** Lets the words go. */
@@ -123,12 +118,7 @@ export class ArenaStorage implements DeviceStorage {
       new Uint8Array(memory.buffer, at, bytes).set(
         new Uint8Array(this.#home.memory.buffer, this.#at, bytes),
       );
-    } else {
-      const words = toWords(this.#host!, this.dtype);
-      new Uint8Array(memory.buffer, at, bytes).set(
-        new Uint8Array(words.buffer, words.byteOffset, bytes),
-      );
-    }
+    } else writeWords(memory.buffer, at, this.#host!, this.dtype);
   }
 
   /** Lives at byte `at` of `home`'s arena from now on (its words are there already). */

@@ -21,7 +21,7 @@ import { modelOfProto, modelProto, type OnnxModel } from "../model.ts";
 import { type CacheLayout, type Decoder, type DecoderCache, findDecoder } from "./decoder.ts";
 import { Sampler, type SamplingOptions } from "./sampling.ts";
 import { STEP, type StepForm, stepProto } from "./step_model.ts";
-import { emptyCaches, stepFeeds } from "./step_feeds.ts";
+import { emptyCaches, sharesBuffer, stepFeeds } from "./step_feeds.ts";
 
 /** Options of {@linkcode generate}: how tokens are chosen, when to stop, where it runs. */
 export interface GenerateOptions extends SamplingOptions, CompileOptions {
@@ -211,7 +211,7 @@ export class Generation implements AsyncIterable<number> {
     // A greedy step of a fixed capacity hands its argmax to the next step on the device, so
     // steps can start before their tokens are read (see `Ahead`).
     const feedback = greedy && capacity !== undefined;
-    const shared = capacity !== undefined && d.layout === "packed";
+    const shared = sharesBuffer(d, capacity);
     const form = {
       capacity: capacity !== undefined,
       shared,

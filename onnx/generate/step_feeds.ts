@@ -31,10 +31,9 @@ export function stepFeeds(
   if (d.useCache) {
     feeds[d.useCache] = ints([capacity !== undefined || past > 0 ? 1 : 0], [1], "bool");
   }
-  // A packed cache at a capacity shares its buffer: the mask is as wide as the capacity, and
-  // the present (the next past) as long (see `StepForm.shared`).
-  const shared = capacity !== undefined && d.layout === "packed";
-  const width = shared ? capacity : (capacity ?? past) + s;
+  // A shared buffer's mask is as wide as the capacity, and its present (the next past) as long.
+  const shared = sharesBuffer(d, capacity);
+  const width = (capacity ?? past) + (shared ? 0 : s);
   // Which of the mask's entries are real: the packed layout's first past + s; the appended
   // layout's valid past and the new entries after the whole capacity.
   const valid = (j: number) => d.layout === "appended" ? j < past || j >= width - s : j < past + s;
@@ -52,6 +51,14 @@ export function stepFeeds(
     feeds[STEP.slots] = ints([...Array(capacity).keys()].map(from), [capacity], "i64");
   }
   return feeds;
+}
+
+/**
+ * Whether a step's present caches are its next past as they are (`StepForm.shared`): a packed
+ * cache kept at a capacity, as ONNX Runtime's GroupQueryAttention shares its past and present.
+ */
+export function sharesBuffer(d: Decoder, capacity: number | undefined): boolean {
+  return capacity !== undefined && d.layout === "packed";
 }
 
 /** Empty caches: `capacity` zero entries each (none without a capacity). */
