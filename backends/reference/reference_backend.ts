@@ -6,7 +6,7 @@
  * @module
  */
 import type { TensorData } from "../../jit/ir/dtype.ts";
-import { KilnError } from "../../jit/support/errors.ts";
+import { KilnError, settled } from "../../jit/support/errors.ts";
 import { customOp } from "../../jit/runtime/custom_op.ts";
 import { checkHostTensor, type HostTensor } from "../../jit/ir/host_tensor.ts";
 import { InferContext } from "../../jit/ops/mod.ts";
@@ -153,11 +153,7 @@ export class ReferenceBackend extends BackendBase {
     node: NodeInfo,
     inputs: readonly RefTensor[],
   ): Promise<TensorData[]> {
-    try {
-      return Promise.resolve(this.#execute(node, inputs));
-    } catch (e) {
-      return Promise.reject(e);
-    }
+    return settled(() => this.#execute(node, inputs));
   }
 
   /** Runs one node synchronously (see {@linkcode evaluateNode}). */

@@ -11,6 +11,7 @@ import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import type { DType, TensorData } from "../../jit/ir/dtype.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import { gatherOutOfRange, rowCount } from "../../jit/ir/kernel_ir.ts";
+import { settled } from "../../jit/support/errors.ts";
 import { neededKernels } from "../../jit/runtime/program.ts";
 import { count } from "../../jit/runtime/counters.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
@@ -566,12 +567,3 @@ const kept = (
   storage: ArenaStorage,
   t: { readonly shape: readonly number[]; readonly dtype: string },
 ) => new DeviceTensor(storage, [...t.shape], t.dtype as DType);
-
-/** `run()` as a promise: its result, or its error as a rejection. */
-function settled<T>(run: () => T): Promise<T> {
-  try {
-    return Promise.resolve(run());
-  } catch (e) {
-    return Promise.reject(e);
-  }
-}

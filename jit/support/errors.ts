@@ -85,3 +85,15 @@ export function shown(value: unknown): string {
   }
   return text.length > SHOWN_CHARS ? `${text.slice(0, SHOWN_CHARS - 1)}…` : text;
 }
+
+/**
+ * `run()`'s result as a promise, its throw as a rejection: a synchronous computation behind an
+ * asynchronous interface fails the way callers of that interface expect.
+ */
+export function settled<T>(run: () => T): Promise<T> {
+  try {
+    return Promise.resolve(run());
+  } catch (e) {
+    return Promise.reject(e);
+  }
+}
