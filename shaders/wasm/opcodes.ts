@@ -205,7 +205,7 @@ export const I8X16 = {
   narrow_i16x8_u: { code: simd(0x66), type: v128 },
 } as const;
 
-/** i16x8 operators (only what packing integer products needs). */
+/** i16x8 operators (only what packing integer products and unpacking nibbles need). */
 export const I16X8 = {
   splat: { code: simd(0x10), type: v128 },
   extract: { code: simd(0x18), type: i32 },
@@ -214,7 +214,8 @@ export const I16X8 = {
   // Two i32x4 to eight i16 lanes, saturating (integer products pack values that fit).
   binary: table({ narrow_i32x4_s: [simd(0x85), v128] }),
   ternary: {},
-  shifts: {},
+  // A shift of 16-bit lanes and a mask splits bytes into nibbles: x86 has no 8-bit shift.
+  shifts: table({ shr_u: [simd(0x8d), v128] }),
 } as const;
 
 /** i32x4 operators. */
