@@ -25,6 +25,7 @@
 import { count as tally } from "../../jit/runtime/counters.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { erf, pow } from "../reference/scalar_math.ts";
+import { canBlock, pause } from "./waits.ts";
 
 /** `node:worker_threads`' `Worker` (Deno, Node; a browser's Web Workers through `web_workers.ts`). */
 export type WorkerClass = new (
@@ -434,10 +435,16 @@ export class WorkerPool {
         break;
       }
     }
-    // A browser's main thread may not block: it spins instead.
+    // It spins before it blocks: woken from `Atomics.wait`, a join took tens of microseconds
+    // more, as many times a run as it has split kernels. A browser's main thread never blocks.
     const block = canBlock();
-    for (let done = Atomics.load(c, DONE); done < claimed; done = Atomics.load(c, DONE)) {
-      if (block) Atomics.wait(c, DONE, done, 1);
+    for (
+      let spin = 0, done = Atomics.load(c, DONE);
+      done < claimed;
+      done = Atomics.load(c, DONE), spin++
+    ) {
+      if (spin < SPIN_PAUSED) pause();
+      else if (block) Atomics.wait(c, DONE, done, 1);
     }
     if (failure) throw failure.error;
     tally("kiln_worker_pieces_total", claimed - mine);
@@ -578,19 +585,4 @@ function unref(timer: unknown): void {
   } else {
     (globalThis as { Deno?: { unrefTimer(id: number): void } }).Deno?.unrefTimer(timer as number);
   }
-}
-
-let blocks: boolean | undefined;
-
-/** Whether this thread may block in `Atomics.wait` (a browser's main thread may not). */
-function canBlock(): boolean {
-  if (blocks === undefined) {
-    try {
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 1, 0);
-      blocks = true;
-    } catch {
-      blocks = false;
-    }
-  }
-  return blocks;
 }
