@@ -4,14 +4,16 @@
  * seeded random prompt, and the model's load time (`loadMs`). One JSON line per backend:
  *
  *   deno run -A bench/generate.ts MODEL.onnx [--backends webgpu,wasm] [--prompt 128] [--new 128]
+ *     [--threads N]
  *
  * Run each backend in a process of its own for numbers that do not share a warm-up
  * (bench/generate_device.sh does, on the GPU machine). On webgpu the line also gives the device
  * memory: the pool's peak and its resident (weights') bytes, beside the model file's bytes, for
- * the issue's bound of 1.5× the packed weights plus the KV cache.
+ * the issue's bound of 1.5× the packed weights plus the KV cache. `--threads` runs wasm on that
+ * many threads instead of the backend's own choice.
  */
 import { parseArgs } from "node:util";
-import { defaultBackends, generate, OnnxModel, WebGpuBackend } from "../mod.ts";
+import { defaultBackends, generate, OnnxModel, WasmBackend, WebGpuBackend } from "../mod.ts";
 import { seededPrompt } from "./prompt.ts";
 
 const { values, positionals } = parseArgs({
@@ -21,6 +23,7 @@ const { values, positionals } = parseArgs({
     prompt: { type: "string", default: "128" },
     new: { type: "string", default: "128" },
     vocab: { type: "string", default: "1000" },
+    threads: { type: "string" },
   },
   allowPositionals: true,
 });
@@ -32,8 +35,11 @@ const model = await OnnxModel.load(path);
 const loadMs = Math.round(performance.now() - loading);
 for (const backend of values.backends.split(",")) {
   const runs = [];
+  const runner = backend === "wasm" && values.threads
+    ? new WasmBackend({ threads: Number(values.threads) })
+    : backend;
   for (let i = 0; i < 2; i++) {
-    const g = generate(model, prompt, { maxNewTokens: Number(values.new), backend });
+    const g = generate(model, prompt, { maxNewTokens: Number(values.new), backend: runner });
     const ids = await g.collect();
     runs.push({ ids: ids.slice(0, 8), ...g.stats });
   }
@@ -48,5 +54,6 @@ for (const backend of values.backends.split(",")) {
   console.log(
     JSON.stringify({ model: path, backend, loadMs, first: runs[0], warm: runs[1], memory }),
   );
+  if (runner instanceof WasmBackend) runner.dispose();
 }
 model.dispose();
