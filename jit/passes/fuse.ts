@@ -37,11 +37,13 @@ import {
   reindex,
 } from "../ir/kernel_ir.ts";
 import { type Group, KernelGroups } from "./fuse_groups.ts";
+import { OutputViews } from "./fuse_outputs.ts";
 import { type FuseOptions, type FusionResult, withDefaults } from "./fuse_options.ts";
 import {
   acrossColumns,
   aluAttrs,
   broadcasts,
+  bufferSym,
   cheapUnderBroadcast,
   EqualValues,
   inlineOperand,
@@ -93,6 +95,11 @@ class Fuser {
   /** The tensor of each constant's symbol: what a decomposition may read (`Emitter.constantOf`). */
   readonly #tensors = new WeakMap<Sym, HostTensor>();
   readonly #storedAs = new WeakMap<Sym, Sym>();
+  readonly #outputs = new OutputViews({
+    store: (s, v, why) => this.#store(s, v, why),
+    buffer: (v, type) => this.#bufferSym(v, type),
+    name: (v) => this.#graph.values[v].name,
+  });
   /** The shape of each buffer a load reads (graph values and the values fusion stores). */
   readonly #shapes = new Map<number, Shape>();
   readonly #equal = new EqualValues();
@@ -143,13 +150,10 @@ class Fuser {
       n.outputs.forEach((v, k) => {
         outs[k].uses = uses.get(v) ?? 0;
         syms.set(v, outs[k]);
+        if (outputs.has(v)) this.#outputs.note(outs[k], v);
       });
     }
-    for (const v of outputs) {
-      const s = syms.get(v)!;
-      if (s.buffer === v) continue;
-      this.#store(s, v, `graph output "${g.values[v].name}"`);
-    }
+    this.#outputs.storeRest(outputs, syms);
     const typeOf = (v: number): ValueType | undefined => {
       if (v < g.values.length) return g.values[v];
       const c = this.#constants.get(v);
@@ -160,14 +164,7 @@ class Fuser {
   }
 
   #bufferSym(value: number, type: ValueType, labels: readonly string[] = []): Sym {
-    this.#shapes.set(value, type.shape);
-    return {
-      type,
-      expr: { kind: "load", input: value, steps: [], dtype: type.dtype },
-      buffer: value,
-      labels,
-      uses: 0,
-    };
+    return bufferSym(this.#shapes, value, type, labels);
   }
 
   /** Runs one op (primitive or composite) symbolically. `values` names graph values when known. */
@@ -382,13 +379,15 @@ class Fuser {
     }
     if (steps.length === 0) return { ...s, type, labels: unique([...s.labels, label]), uses: 0 };
     if (!isBare(s) && !masked && sizeOf(to) > sizeOf(from)) {
-      s = this.#stored(s, `${label} reads it under a broadcast (recomputation)`);
+      s = this.#outputs.read(s) ??
+        this.#stored(s, `${label} reads it under a broadcast (recomputation)`);
     }
     return {
       type,
       expr: reindex(s.expr, steps),
       labels: unique([...(s.buffer === undefined ? s.labels : []), label]),
       uses: 0,
+      viewOf: this.#outputs.after(s, steps),
     };
   }
 

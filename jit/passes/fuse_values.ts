@@ -39,6 +39,8 @@ export interface Sym {
   readonly labels: readonly string[];
   /** How many consumers read it (for the recompute rule). */
   uses: number;
+  /** A graph output's value (`sym`, not yet stored) through reshapes (`steps`), element for element. */
+  readonly viewOf?: { readonly sym: Sym; readonly steps: readonly IndexStep[] };
 }
 
 /**
@@ -162,6 +164,23 @@ function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
   for (let i = 0; i < words; i++) if (x[i] !== y[i]) return false;
   for (let i = words * 4; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
+}
+
+/** The symbol of stored value `value` (a plain load of it), its shape noted in `shapes`. */
+export function bufferSym(
+  shapes: Map<number, Shape>,
+  value: number,
+  type: ValueType,
+  labels: readonly string[] = [],
+): Sym {
+  shapes.set(value, type.shape);
+  return {
+    type,
+    expr: { kind: "load", input: value, steps: [], dtype: type.dtype },
+    buffer: value,
+    labels,
+    uses: 0,
+  };
 }
 
 /** A one-element constant as a constant expression, or `undefined` for a larger one. */
