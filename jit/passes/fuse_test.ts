@@ -506,3 +506,25 @@ Deno.test("a large DynamicQuantizeLinear takes its rows' maximum and minimum in 
     exe.dispose();
   }
 });
+
+Deno.test("a graph output read reshaped under a broadcast is stored once, where it is read", async () => {
+  // A decode step's cache update: the present is an output, and the attention reads it
+  // unsqueezed under its query heads' broadcast.
+  const b = new GraphBuilder();
+  const present = b.op("Add", [b.input("past", [1, 2, 8, 4]), b.input("x", [1, 2, 8, 4])]);
+  b.output("present", present);
+  const keys = b.op("Expand", [b.op("Unsqueeze", [present], { axes: [2] })], {
+    shape: [1, 2, 3, 8, 4],
+  });
+  b.output("y", b.op("Mul", [keys, b.input("q", [1, 2, 3, 8, 4])]));
+  const feeds = {
+    past: f32([1, 2, 8, 4], 1),
+    x: f32([1, 2, 8, 4], 2),
+    q: f32([1, 2, 3, 8, 4], 3),
+  };
+  const r = await check(b.build(), feeds, 2);
+  assert.ok(
+    r.log.some((l) => l.includes(", read reshaped)")),
+    r.log.join("\n"),
+  );
+});
