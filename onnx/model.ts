@@ -205,6 +205,18 @@ export class OnnxModel {
    * or `data:` URL (in browsers, and in Deno and Node too).
    */
   static async load(path: string | URL, options: OnnxLoadOptions = {}): Promise<OnnxModel> {
+    // Bytes given here would be read as a path, and the error would print them all.
+    if (typeof path !== "string" && !(path instanceof URL)) {
+      throw new KilnError(
+        `OnnxModel.load takes a path or a URL, not a ${
+          Object.prototype.toString.call(path).slice(8, -1)
+        }`,
+        {
+          code: "bad-input",
+          fix: "pass a model's bytes to OnnxModel.fromBytes(bytes), or its file's path here",
+        },
+      );
+    }
     if (/^(https?|blob|data):/i.test(String(path))) {
       return await OnnxModel.#withData(await fetched(path), urlReader(path, fetched), options);
     }

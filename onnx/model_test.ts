@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { OnnxModel } from "../mod.ts";
+import { KilnError, OnnxModel } from "../mod.ts";
 import { referenceModel } from "./testdata.ts";
 import { decodeModel } from "./wire/proto.ts";
 
@@ -15,4 +15,13 @@ Deno.test("a model made from the caller's bytes keeps its own copy of them", asy
   // The decoder itself copies nothing: a tensor's raw data is a view of the message's buffer.
   const raw = decodeModel(m.bytes).graph.initializer.find((t) => t.rawData?.length)!.rawData!;
   assert.equal(raw.buffer, m.bytes.buffer);
+});
+
+Deno.test("OnnxModel.load given bytes says to use fromBytes, without printing them", async () => {
+  const bytes = new Uint8Array(100_000).fill(7) as unknown as string;
+  const error = await OnnxModel.load(bytes).then(() => undefined, (e: Error) => e);
+  assert.ok(error instanceof KilnError, String(error));
+  assert.match(error.message, /takes a path or a URL, not a Uint8Array/);
+  assert.match(error.message, /fromBytes/);
+  assert.ok(error.message.length < 400, `${error.message.length} characters`);
 });
