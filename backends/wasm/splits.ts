@@ -75,19 +75,12 @@ export function totalWork(kernels: readonly KernelIR[]): number {
 export const ALL_CORES_WORK = 2 ** 32;
 
 /**
- * Element-operations a split kernel of such a program has on average, at the least, for every
- * core to pay: a join waits for the slowest thread, so a preempted worker's tick is amortized
- * only over long kernels. A decode step of a Qwen2.5-0.5B-shaped decoder has 2^32.8
- * element-operations in 196 split kernels of 2^25.2 on average (median 2^20: norms, rotary,
- * attention of one row); on the 16-core host it decoded 30.6-41.5 tokens/s on 16 threads against
- * 39.6-47.6 on 12 (one call, three generations each, alternating). BERT-base, GPT-2 small and a
- * ResNet-50 average 2^28.7-2^29.9.
- */
-export const ALL_CORES_SPLIT_WORK = 2 ** 27;
-
-/**
- * Threads the runs of a program of `kernels` take: `most` (every core) for the heaviest, whose
- * split kernels are long too, else the backend's default `threads`.
+ * Threads the runs of a program of `kernels` take: `most` (every core) for the heaviest, else
+ * the backend's default `threads`. A decode step of a Qwen2.5-0.5B-shaped decoder (2^32.8
+ * element-operations in 196 split kernels of 2^25.2 on average) had kept the default 12 of the
+ * 16-core host's threads while each join woke the calling thread from `Atomics.wait` (12 threads
+ * 39.6-47.6 tokens/s, 16 30.7-41.5); with joins that spin (`worker_crew.ts`) 16 threads decoded
+ * 53.9, 59.3, 63.3 against 49.5, 52.9, 58.4 on 12 in one call (and 62.4 against 59.0 profiled).
  */
 export function threadsOfProgram(
   kernels: readonly KernelIR[],
@@ -95,10 +88,7 @@ export function threadsOfProgram(
   most: number,
 ): number {
   if (threads <= 1 || totalWork(kernels) < ALL_CORES_WORK) return threads;
-  const split = kernels.filter(threadable);
-  return totalWork(split) >= ALL_CORES_SPLIT_WORK * split.length
-    ? Math.max(threads, most)
-    : threads;
+  return Math.max(threads, most);
 }
 
 /** Whether `k` is worth splitting. */
