@@ -21,6 +21,17 @@ export function sizes(
   return { per, words, k, blocks, n };
 }
 
+/**
+ * An emitter of a block product's columns `col` … `col + cols − 1` (locals of the kernel's row
+ * loop): the statements that sum them, and an expression of each one's result.
+ */
+export type ColumnSums = (
+  fn: KernelFunction,
+  tag: StoredBlockProduct,
+  col: number,
+  cols: number,
+) => [number[], number[]];
+
 /** The byte address of column `col`'s row (a local) of input `input`, rows `bytes` apart. */
 export function columnRow(fn: KernelFunction, input: number, col: number, bytes: number): number {
   const { m, get, ic } = fn, i32 = fn.wasm.i32;

@@ -16,7 +16,7 @@
  */
 import type { BlockTables, KernelIR, StoredBlockProduct } from "../../jit/ir/kernel_ir.ts";
 import type { KernelFunction } from "./module.ts";
-import { columnRow, columnSums, element, sizes, zeroOf } from "./block_common.ts";
+import { columnRow, type ColumnSums, columnSums, element, sizes, zeroOf } from "./block_common.ts";
 import { integerBlocks, integerRowDot, regroupIntegers } from "./block_product_int8.ts";
 
 /**
@@ -143,12 +143,7 @@ function regroup(fn: KernelFunction, tag: StoredBlockProduct, row: number): numb
  * zero points' share (zero · scale · the block's sum of A) subtracted at the end. The columns'
  * rows lie a fixed stride apart, reached by constant load offsets.
  */
-function rowDot(
-  fn: KernelFunction,
-  tag: StoredBlockProduct,
-  col: number,
-  cols: number,
-): [number[], number[]] {
+const rowDot: ColumnSums = (fn, tag, col, cols) => {
   const { m, wasm, local, get, ic, countedLoop } = fn;
   const { i32, f32, v128 } = wasm, { per, words, blocks } = sizes(fn.kernel, tag);
   const f4 = m.f32x4, b = local(i32), g = local(i32), bp = local(i32), ap = local(i32);
@@ -212,7 +207,7 @@ function rowDot(
     ...countedLoop(b, blocks, block),
   ];
   return [stmts, columnSums(fn, acc, corr)];
-}
+};
 
 /**
  * The body of `fn`, a block-quantized weight's unpacking for a product of many rows: its output

@@ -17,7 +17,7 @@
  */
 import type { StoredBlockProduct } from "../../jit/ir/kernel_ir.ts";
 import type { KernelFunction } from "./module.ts";
-import { columnRow, columnSums, element, sizes, zeroOf } from "./block_common.ts";
+import { columnRow, type ColumnSums, columnSums, element, sizes, zeroOf } from "./block_common.ts";
 
 /** Values 16 bytes of packed 4-bit words hold. */
 const GROUP = 32;
@@ -144,12 +144,7 @@ export function regroupIntegers(
  * end that sum, converted, times the weight's scale and A's, into an f32x4 per column; the zero
  * points' share (see {@linkcode zeroShares}) subtracted at the end.
  */
-export function integerRowDot(
-  fn: KernelFunction,
-  tag: StoredBlockProduct,
-  col: number,
-  cols: number,
-): [number[], number[]] {
+export const integerRowDot: ColumnSums = (fn, tag, col, cols) => {
   const { m, wasm, local, get, ic, countedLoop } = fn;
   const { i32, v128 } = wasm, { blocks } = sizes(fn.kernel, tag), f4 = m.f32x4;
   const b = local(i32), bp = local(i32), sp = local(i32), qp = local(i32);
@@ -213,7 +208,7 @@ export function integerRowDot(
     ...shares,
   ];
   return [stmts, columnSums(fn, acc, corr)];
-}
+};
 
 /**
  * The statements setting each column's zero points' share, Σ over blocks of zero · scale · A's
@@ -223,12 +218,7 @@ export function integerRowDot(
  * sums in one fused multiply-add, a 0.5B decoder's 896 → 9728 product took 0.42-0.43 ms on one
  * thread of the 2-core VM against 0.53-0.54, its 4864 → 896 0.175 against 0.23.
  */
-function zeroShares(
-  fn: KernelFunction,
-  tag: StoredBlockProduct,
-  col: number,
-  cols: number,
-): [number[], number[]] {
+const zeroShares: ColumnSums = (fn, tag, col, cols) => {
   const { m, wasm, local, get, ic, countedLoop } = fn;
   const { i32, f32, v128 } = wasm, { blocks } = sizes(fn.kernel, tag), f4 = m.f32x4;
   const q = local(i32), sp = local(i32), zp = local(i32), tp = local(i32);
@@ -285,4 +275,4 @@ function zeroShares(
     ),
     ...rest,
   ], corr];
-}
+};
