@@ -15,6 +15,8 @@ Run on the GPU machine (torch, onnx, onnxruntime): python bench/export_decoders.
   continuation printed as a decoders.json entry.
 - --qwen-level4: the Qwen2.5-0.5B-shaped decoder as qwen_shaped_level4.onnx, quantized with accuracy_level 4 (A rounded to
   8 bits a block: onnxruntime-genai's default for its CPU and WebGPU models).
+- --symmetric (with --qwen-level4): the weights quantized symmetric, without zero points, as the model
+  builder does by default (`int4_is_symmetric`), as qwen_shaped_level4_sym.onnx.
 """
 import json
 import os
@@ -28,7 +30,7 @@ OUT = sys.argv[1] if len(sys.argv) > 1 else "."
 os.makedirs(OUT, exist_ok=True)
 
 
-def genai_decoder(name, layers, hidden, heads, kv_heads, inter, vocab, max_pos, seed, level=None):
+def genai_decoder(name, layers, hidden, heads, kv_heads, inter, vocab, max_pos, seed, level=None, symmetric=False):
     rng = np.random.default_rng(seed)
     head = hidden // heads
     inits, nodes = [], []
@@ -106,7 +108,7 @@ def genai_decoder(name, layers, hidden, heads, kv_heads, inter, vocab, max_pos, 
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 8
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
-    quant = MatMulNBitsQuantizer(model, block_size=32, is_symmetric=False, accuracy_level=level)
+    quant = MatMulNBitsQuantizer(model, block_size=32, is_symmetric=symmetric, accuracy_level=level)
     quant.process()
     return quant.model.model
 
@@ -251,9 +253,11 @@ def main():
         print(json.dumps({"genai_tiny_level4": entry}))
         return
     if "--qwen-level4" in sys.argv:
-        qwen = genai_decoder("qwen_shaped", 24, 896, 14, 2, 4864, 151936, 4096, 5, level=4)
-        onnx.save(qwen, f"{OUT}/qwen_shaped_level4.onnx", save_as_external_data=True,
-                  location="qwen_shaped_level4.onnx.data")
+        symmetric = "--symmetric" in sys.argv
+        name = "qwen_shaped_level4" + ("_sym" if symmetric else "")
+        qwen = genai_decoder("qwen_shaped", 24, 896, 14, 2, 4864, 151936, 4096, 5, level=4,
+                             symmetric=symmetric)
+        onnx.save(qwen, f"{OUT}/{name}.onnx", save_as_external_data=True, location=f"{name}.onnx.data")
         return
     genai = genai_decoder("genai_tiny", 2, 64, 4, 2, 128, 128, 256, 11)
     onnx.save(genai, f"{OUT}/genai_tiny.onnx")
