@@ -15,6 +15,7 @@ Run on the GPU machine (torch, onnx, onnxruntime): python bench/export_decoders.
   continuation printed as a decoders.json entry.
 - --qwen-level4: the Qwen2.5-0.5B-shaped decoder as qwen_shaped_level4.onnx, quantized with accuracy_level 4 (A rounded to
   8 bits a block: onnxruntime-genai's default for its CPU and WebGPU models).
+- --ort-bench MODEL [--threads N]: ONNX Runtime's own CPU loop over MODEL (16 threads unless told).
 - --symmetric (with --qwen-level4): the weights quantized symmetric, without zero points, as the model
   builder does by default (`int4_is_symmetric`), as qwen_shaped_level4_sym.onnx.
 """
@@ -243,7 +244,8 @@ def ort_bench(path, prompt_len=128, new=128, threads=16):
 
 def main():
     if "--ort-bench" in sys.argv:
-        print(json.dumps(ort_bench(sys.argv[sys.argv.index("--ort-bench") + 1])))
+        threads = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else 16
+        print(json.dumps(ort_bench(sys.argv[sys.argv.index("--ort-bench") + 1], threads=threads)))
         return
     if "--tiny-level4" in sys.argv:
         tiny = genai_decoder("genai_tiny", 2, 64, 4, 2, 128, 128, 256, 11, level=4)
