@@ -347,10 +347,11 @@ export class WasmBackend implements Backend {
       storedOperands: true,
       blockProducts: true,
       // Integer block products (relaxed SIMD's byte dot product) read the packed weight once a
-      // row faster than the weight unpacks and tiles up to about 32 rows (24-layer Qwen-shaped
-      // decoder, 2 cores, prompt 16: prefill 584 -> 246 ms, prompt 32: 721 -> 464; at 64 rows
-      // the two were level; f32 block products lost at 16 rows, 549 against 753).
-      integerBlockRows: hasRelaxedSimd() ? 32 : 4,
+      // row faster than the weight unpacks and tiles: a 24-layer Qwen-shaped decoder's prefill on
+      // the 2-core VM, prompt 16: 584 -> 246 ms. With the products' zero shares out of their loop
+      // (dc6a147) up to 512 rows at least: prompt 128 2925-2959 -> 1997-2061 ms warm, prompt 512
+      // 10.2 -> 8.8 s (f32 block products lost at 16 rows, 549 against 753).
+      integerBlockRows: hasRelaxedSimd() ? 512 : 4,
       matrixUnits: false,
     };
   }
