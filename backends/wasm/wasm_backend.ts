@@ -349,8 +349,10 @@ export class WasmBackend implements Backend {
       // Integer block products (relaxed SIMD's byte dot product) read the packed weight once a
       // row faster than the weight unpacks and tiles: a 24-layer Qwen-shaped decoder's prefill on
       // the 2-core VM, prompt 16: 584 -> 246 ms. With the products' zero shares out of their loop
-      // (dc6a147) up to 512 rows at least: prompt 128 2925-2959 -> 1997-2061 ms warm, prompt 512
-      // 10.2 -> 8.8 s (f32 block products lost at 16 rows, 549 against 753).
+      // (dc6a147) up to 512 rows at least: prompt 128 1712-1763 -> 1047-1067 ms warm, prompt 512
+      // 5.77 -> 4.82 s (f32 block products lost at 16 rows, 549 against 753). Taking a block of
+      // columns at a time for every row, so that its weights stay in cache, was slower there
+      // (1243-1275 ms at 128: each row's A is regrouped once a block).
       integerBlockRows: hasRelaxedSimd() ? 512 : 4,
       matrixUnits: false,
     };
