@@ -50,8 +50,9 @@ export class PlaceSwaps {
     this.#p = p;
     p.kernels.forEach((k, n) =>
       [...k.inputs, ...k.outputs].forEach((buffer, j) => {
-        const list = this.#users.get(buffer.value) ?? [];
-        this.#users.set(buffer.value, [...list, [n, j]]);
+        const list = this.#users.get(buffer.value);
+        if (list) list.push([n, j]);
+        else this.#users.set(buffer.value, [[n, j]]);
       })
     );
     const bound = new Set(p.bindings.map((b) => b.value));

@@ -58,19 +58,21 @@ export function element(fn: KernelFunction, base: number, index: number): number
   return fn.m.i32.add(base, fn.m.i32.shl(index, fn.ic(2)));
 }
 
+/** The four lanes of f32x4 local `x` summed pairwise, in a fixed order. */
+export function laneSum(fn: KernelFunction, x: number): number {
+  const { m, get, wasm } = fn, f4 = m.f32x4;
+  const lane = (i: number) => f4.extract_lane(get(x, wasm.v128), i);
+  return m.f32.add(m.f32.add(lane(0), lane(1)), m.f32.add(lane(2), lane(3)));
+}
+
 /**
- * Each column's result: its f32x4 local `acc` summed across lanes (pairwise, in a fixed order),
- * less its f32 local `corr` (the zero points' share).
+ * Each column's result: its f32x4 local `acc` summed across lanes (see {@linkcode laneSum}), less
+ * its f32 local `corr` (the zero points' share).
  */
 export function columnSums(
   fn: KernelFunction,
   acc: readonly number[],
   corr: readonly number[],
 ): number[] {
-  const { m, get, wasm } = fn, f4 = m.f32x4;
-  return acc.map((sum, c) => {
-    const lane = (i: number) => f4.extract_lane(get(sum, wasm.v128), i);
-    const total = m.f32.add(m.f32.add(lane(0), lane(1)), m.f32.add(lane(2), lane(3)));
-    return m.f32.sub(total, get(corr[c], wasm.f32));
-  });
+  return acc.map((sum, c) => fn.m.f32.sub(laneSum(fn, sum), fn.get(corr[c], fn.wasm.f32)));
 }
