@@ -142,7 +142,12 @@ export function registeredBackends(): BackendSet {
 export async function compile(input: Graph, options: CompileOptions = {}): Promise<Executable> {
   if (!isGraph(input)) throw notAGraph(input);
   const start = performance.now();
-  const prepared = prepare(input, options);
+  checkPrecision(options.precision);
+  const chosen = chosenBackend(options);
+  // A named kernel backend is prepared first: what it supports, and how its graph is rewritten
+  // (products over bytes where its code has byte dots), can depend on its device.
+  if (chosen.named?.codegen && options.fuse !== false) await chosen.named.prepare();
+  const prepared = prepare(input, options, chosen);
   const { named, registry } = prepared;
   const whole = (b: Backend, legal: Graph, reason?: string) =>
     wholeGraph(prepared, { backend: b, legal, reason, start });
@@ -234,8 +239,8 @@ interface Rewritten {
  * `input` with random ops hoisted into drawn inputs, empty tensors folded, constants laid out
  * once (where `fused`, transposed convolutions written out first), repeated nodes computed once,
  * scalar scales moved past their products (not in the exact precision: that regroups a rounding),
- * gathered rows picked before their products and, where `join`, products (and integer products)
- * of one A joined. Shared while one is alive: auto's compile and the named compile it places into
+ * gathered rows picked before their products, where `join`, products (and integer products) of
+ * one A joined and, where `bytes`, quantized products written over bytes. Shared while one is alive: auto's compile and the named compile it places into
  * rewrite the same graph (joining BERT-base's products copies 85 MB of weights, 56 ms of auto's
  * first result on the H200 host).
  */
@@ -250,23 +255,33 @@ function rewrittenOf(
   if (kept) return { graph: kept, drawn: entry!.drawn };
   const { graph: drawing, drawn } = hoistRandom(lowerInt64(input, how.int64));
   const laid = sharedNodes(constantsLaidOut(foldEmpty(drawing), how.fused));
-  const shared = how.bytes ? byteProducts(laid) : laid;
-  const scaled = how.exact ? shared : scalesOut(shared);
+  const scaled = how.exact ? laid : scalesOut(laid);
   const rows = rowsFirst(scaled);
-  const graph = how.join ? joinedIntegerProducts(joinedProducts(rows)) : rows;
+  const joined = how.join ? joinedIntegerProducts(joinedProducts(rows)) : rows;
+  // Over bytes after the joins: a joined integer product's weights are one constant.
+  const graph = how.bytes ? byteProducts(joined) : joined;
   // Held weakly: the rewritten graph lives as long as a compile or an executable holds it.
   byHow.set(key, { graph: new WeakRef(graph), drawn });
   return { graph, drawn };
 }
 
-/** `input` prepared for `options`, the named backend checked for what the compile asks of it. */
-function prepare(input: Graph, options: CompileOptions): Prepared {
-  const precision = checkPrecision(options.precision);
+/** The backend `options` name (none: auto) and the registry the compile draws on. */
+function chosenBackend(options: CompileOptions): Pick<Prepared, "named" | "registry"> {
   // Unfused compiles run node by node on one backend: the reference unless one is named.
   const id = options.backend ?? (options.fuse === false ? "reference" : undefined);
   // A backend instance needs no registry (it only widens the suggestions of a legalize error).
   const registry = options.registry ?? (typeof id === "object" ? undefined : registeredBackends());
   const named = typeof id === "object" ? id : id === undefined ? undefined : registry!.get(id);
+  return { named, registry };
+}
+
+/** `input` prepared for `options`, the named backend checked for what the compile asks of it. */
+function prepare(
+  input: Graph,
+  options: CompileOptions,
+  { named, registry }: Pick<Prepared, "named" | "registry">,
+): Prepared {
+  const precision = checkPrecision(options.precision);
   // Joined products pay on a GPU (more tiles, fewer dispatches); on a CPU they measured the same
   // and would hold their weights twice beside the caller's graph.
   const join = !named || named.kind === "gpu";
@@ -489,7 +504,8 @@ export function fusionFor(
   const all = (has: (p: DeviceProfile) => boolean | undefined) =>
     profiles.length > 0 && profiles.every((p) => has(p) ?? false);
   return {
-    integerDot: all((p) => p.integerDot),
+    // Dots of every kind where every backend has them, of bytes where all have those at least.
+    integerDot: all((p) => p.integerDot === true) || (all((p) => !!p.integerDot) && "bytes"),
     inlineOperands: !profiles.some((p) => p.storedOperands),
     blockProducts: all((p) => p.blockProducts || !p.storedOperands),
     blockUnpacks: profiles.some((p) => p.blockProducts),

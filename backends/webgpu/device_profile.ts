@@ -50,6 +50,8 @@ export interface ProfileOptions {
   readonly storedKeys?: number;
   /** Whether products of few outputs sum K in parts (`WebGpuOptions.splitSums`). */
   readonly splitSums?: boolean;
+  /** Whether WGSL has packed byte dot products here and they are used (`WebGpuOptions.packedDots`). */
+  readonly packedDots?: boolean;
 }
 
 /**
@@ -96,6 +98,8 @@ export function webgpuProfile(
     splitSums: o.splitSums ?? false,
     // Its attention kernels read keys a thread each (see `DeviceProfile.storedKeys`).
     storedKeys: o.storedKeys ?? KEYS_FROM,
+    // Quantized products over bytes tile in `dot4I8Packed` words (`shaders/wgsl/byte_tiles.ts`).
+    ...(o.packedDots && { integerDot: "bytes" as const, byteDot: true }),
     maxWorkgroupSize: d?.limits.maxComputeInvocationsPerWorkgroup ?? 0,
     maxStorageBufferBytes: Math.min(
       d?.limits.maxStorageBufferBindingSize ?? 0,

@@ -62,7 +62,7 @@ export class WebGpuBackend implements Backend {
   /** Always `"webgpu"`. */
   readonly id: string = "webgpu";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.6.36";
+  readonly version: string = "0.6.37";
   /** A GPU. */
   readonly kind: BackendKind = "gpu";
   #options: WebGpuOptions;
@@ -118,6 +118,7 @@ export class WebGpuBackend implements Backend {
       storedPatches: this.#options.storedPatches,
       storedKeys: this.#options.storedKeys,
       splitSums: this.#options.splitSums ?? envVar("KILN_SPLIT_SUMS") !== "0",
+      packedDots: this.#packedDots,
     });
   }
 

@@ -37,12 +37,19 @@ import {
  * Whether fusion should build an IntegerConv of input `x` and weights `w` as one integer conv
  * kernel (where the backends have integer dot products): the WebAssembly generator's tiles take
  * i16 operands with an even K (channels × kernel points, as they step K in pairs), or bytes
- * (`byteOperands`), and one set of weights for every row (a 2-D conv of one group).
+ * (`byteOperands`), and one set of weights for every row (a 2-D conv of one group); where the
+ * backends have `dots` of bytes only (WGSL's), bytes only.
  */
-export function nativeIntegerConv(x: ValueType, w: ValueType, attrs: Attrs): boolean {
+export function nativeIntegerConv(
+  x: ValueType,
+  w: ValueType,
+  attrs: Attrs,
+  dots: true | "bytes" = true,
+): boolean {
   const k = sizeOf(w.shape.slice(1));
   if (x.shape.length !== 4 || Number(attrs.group ?? 1) !== 1) return false;
-  return (x.dtype === "i16" && w.dtype === "i16" && k % 2 === 0) || byteOperands(x, w, k);
+  const pairs = dots === true && x.dtype === "i16" && w.dtype === "i16" && k % 2 === 0;
+  return pairs || byteOperands(x, w, k);
 }
 
 /** `x` as f32: a constant's values converted here, once, else a Cast in the graph. */

@@ -101,12 +101,18 @@ export function byteOperands(a: ValueType, b: ValueType, k: number): boolean {
 /**
  * Whether fusion should build an IntegerMatMul of operands `a` and `b` as one integer matmul
  * kernel (where the backends have integer dot products): the WebAssembly generator's tiles take
- * i16 operands of rank 2 or more with K even, or bytes (see {@linkcode byteOperands}).
+ * i16 operands of rank 2 or more with K even, or bytes (see {@linkcode byteOperands}); where the
+ * backends have `dots` of bytes only (WGSL's), bytes only.
  */
-export function nativeIntegerMatMul(a: ValueType, b: ValueType): boolean {
+export function nativeIntegerMatMul(
+  a: ValueType,
+  b: ValueType,
+  dots: true | "bytes" = true,
+): boolean {
   const k = a.shape.at(-1)!;
   if (a.shape.length < 2 || b.shape.length < 2) return false;
-  return (a.dtype === "i16" && b.dtype === "i16" && k % 2 === 0) || byteOperands(a, b, k);
+  const pairs = dots === true && a.dtype === "i16" && b.dtype === "i16" && k % 2 === 0;
+  return pairs || byteOperands(a, b, k);
 }
 
 /**

@@ -177,8 +177,12 @@ class Fuser {
     values?: readonly number[],
   ): Sym[] {
     const def = getOp(op);
-    const integer = this.#opts.integerDot &&
-      integerProduct(this.#walk, op, ins, attrs, { label, type: types[0] });
+    const dots = this.#opts.integerDot;
+    const integer = dots && integerProduct(this.#walk, op, ins, attrs, {
+      label,
+      type: types[0],
+      dots,
+    });
     if (integer) return [integer];
     const block = op === "BlockMatMul" && this.#opts.blockProducts &&
       this.#blockProduct(ins, attrs, label, types[0]);

@@ -25,13 +25,13 @@ export function integerProduct(
   op: string,
   ins: readonly Sym[],
   attrs: Attrs,
-  { label, type }: { label: string; type: ValueType },
+  { label, type, dots }: { label: string; type: ValueType; dots: true | "bytes" },
 ): Sym | undefined {
   const [a, b] = ins.map((s) => s.type);
-  if (op === "IntegerMatMul" && nativeIntegerMatMul(a, b)) {
+  if (op === "IntegerMatMul" && nativeIntegerMatMul(a, b, dots)) {
     return matmulSym(walk, ins, label, type, { widen: true, inlineB: false, inlineA: false });
   }
-  if (op === "IntegerConv" && nativeIntegerConv(a, b, attrs)) {
+  if (op === "IntegerConv" && nativeIntegerConv(a, b, attrs, dots)) {
     return convSym(walk, ins, integerConvAttrs(attrs), label, type, { widen: true });
   }
   return undefined;

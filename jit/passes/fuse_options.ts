@@ -20,9 +20,10 @@ export interface FuseOptions {
   readonly maxDepth?: number;
   /**
    * Whether IntegerMatMul fuses as one integer matmul kernel (the backends have integer dot
-   * products for it) instead of its decomposition; default false.
+   * products for it) instead of its decomposition; `"bytes"`: only over bytes (u8 by i8);
+   * default false.
    */
-  readonly integerDot?: boolean;
+  readonly integerDot?: boolean | "bytes";
   /**
    * Whether a contraction of a few rows reads its B's elementwise expression as it goes instead
    * of storing it first (see `inlineOperand`); default true.

@@ -70,8 +70,9 @@ export interface DeviceProfile {
   /**
    * Whether the code generator runs IntegerMatMul kernels as integer dot products (WebAssembly's
    * `i32x4.dot_i16x8_s`): fusion then builds them as one kernel instead of exact float chunks.
+   * `"bytes"`: only products over bytes (a u8 by an i8 operand: WGSL's `dot4I8Packed`).
    */
-  readonly integerDot?: boolean;
+  readonly integerDot?: boolean | "bytes";
   /**
    * Whether those integer dot products multiply bytes exactly, four a lane (WebAssembly's relaxed
    * byte dot product where the engine computes unsigned bytes without saturating): the compile

@@ -39,6 +39,7 @@ import {
 } from "./rows.ts";
 import { blockTiling, emitBlockProduct } from "./block_product.ts";
 import { quadAligned, quadInputs } from "./quads.ts";
+import { byteContraction } from "./byte_tiles.ts";
 import {
   emitMatrixMatmul,
   MATRIX_BUILTINS,
@@ -139,13 +140,18 @@ export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayo
   const folded = foldedRows(kernel);
   const whole = options.matrix && options.half ? tiledMatmul(folded, most) : undefined;
   const tile = (whole && matrixTile(folded, whole, most, bytes)) ??
-    tiledMatmul(folded, most, sliceBytes);
+    tiledMatmul(folded, most, sliceBytes, options.packedDots);
   if (tile) {
+    const vectors = tile.matrix
+      ? matrixVectors(folded, tile)
+      : tile.bytes
+      ? none
+      : tileVectors(folded, tile);
     return {
       kind: "tiles",
       workgroup: tile.threads[0] * tile.threads[1] * tile.slices,
       width: 1,
-      vectors: tile.matrix ? matrixVectors(folded, tile) : tileVectors(folded, tile),
+      vectors,
       tile,
     };
   }
@@ -203,14 +209,17 @@ export function dispatchSize(layout: KernelLayout, rows: number): [number, numbe
 /**
  * The tiling of an f32 matmul kernel (plain-load operands, per-row outputs, large enough), if any,
  * in workgroups of at most `most` threads, its K split into slices where its tiles are too few
- * and `sliceBytes` of workgroup memory hold them (none without).
+ * and `sliceBytes` of workgroup memory hold them (none without). With `packedDots`, a quantized
+ * product over bytes tiles too, four K values a tile word (`byte_tiles.ts`).
  */
 export function tiledMatmul(
   kernel: KernelIR,
   most = 256,
   sliceBytes?: number,
+  packedDots = false,
 ): MatmulTile | undefined {
-  const operands = matmulOperands(f32SumView(kernel));
+  const bytes = packedDots ? byteContraction(kernel) : undefined;
+  const operands = matmulOperands(f32SumView(kernel)) ?? bytes;
   if (!operands) return undefined;
   const { nb, m, n, k } = operands;
   const batch = sizeOf(kernel.space.slice(0, nb));
@@ -224,8 +233,8 @@ export function tiledMatmul(
   if (!shape) return undefined;
   const slices = sliceBytes === undefined
     ? 1
-    : sliceCount(shape, tiles(...tileOf(shape)), k, most, sliceBytes);
-  return { ...operands, ...shape, slices };
+    : sliceCount(shape, tiles(...tileOf(shape)), k, most, sliceBytes, bytes ? 4 : 1);
+  return { ...operands, ...shape, slices, ...(bytes && { bytes: true }) };
 }
 
 /** Generates the WGSL compute shader for `kernel` (not for opaque kernels). */

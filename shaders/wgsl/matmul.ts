@@ -15,6 +15,7 @@
  * @module
  */
 import { affineOffset } from "../../jit/ir/access.ts";
+import { byteContraction, byteProducts, byteSums, packSlot } from "./byte_tiles.ts";
 import {
   type Expr,
   gathers,
@@ -61,6 +62,11 @@ export interface MatmulTile extends MatmulOperands {
   readonly slices: number;
   /** On the matrix units, in this shape (the threads and outputs a thread only size the tile). */
   readonly matrix?: MatrixShape;
+  /**
+   * A product of a u8 A by an i8 B summed in i32 (a quantized product over bytes,
+   * {@linkcode byteContraction}): each tile word holds four K values, summed by `dot4I8Packed`.
+   */
+  readonly bytes?: boolean;
 }
 
 /**
@@ -112,7 +118,7 @@ const FILL_THREADS = FILL * 256;
 /**
  * K slices for a tile of `shape` that yields `count` workgroups over a K of `k`: none where the
  * workgroups' threads fill the GPU; else up to 4, as the workgroup's `most` threads, its `bytes`
- * of workgroup memory and K (at least two steps a slice) allow.
+ * of workgroup memory and K (at least two steps a slice, of `perWord` K values a tile word) allow.
  */
 export function sliceCount(
   shape: Pick<MatmulTile, "threads" | "per">,
@@ -120,11 +126,12 @@ export function sliceCount(
   k: number,
   most: number,
   bytes: number,
+  perWord = 1,
 ): number {
   const threads = shape.threads[0] * shape.threads[1];
   let slices = 1;
   while (
-    slices < 4 && count * threads * slices < FILL_THREADS && k >= 2 * TK * 2 * slices &&
+    slices < 4 && count * threads * slices < FILL_THREADS && k >= 2 * TK * perWord * 2 * slices &&
     threads * 2 * slices <= most &&
     tileBytes({ ...shape, slices: 2 * slices }) <= bytes
   ) slices *= 2;
@@ -157,7 +164,7 @@ export function tileOf(tile: Pick<MatmulTile, "threads" | "per">): [number, numb
  * (medians of 3 processes).
  */
 export function foldedRows(kernel: KernelIR): KernelIR {
-  const operands = matmulOperands(kernel);
+  const operands = tileOperands(kernel);
   if (!operands || operands.nb === 0) return kernel;
   const { nb, m, n, k, b } = operands;
   const bAccess = affineOffset(b.steps, kernel.space, kernel.inputs[b.input].shape);
@@ -186,12 +193,17 @@ export function foldedRows(kernel: KernelIR): KernelIR {
     reductions: kernel.reductions.map((r) => ({ ...r, expr: folded(r.expr) })),
     outputs: kernel.outputs.map((o) => ({ ...o, expr: folded(o.expr), steps: [back, ...o.steps] })),
   };
-  const a = matmulOperands(result)?.a;
+  const a = tileOperands(result)?.a;
   const affine = a && affineOffset(a.steps, space, kernel.inputs[a.input].shape);
   return affine ? result : kernel;
 }
 
-/** K consumed per step through workgroup memory. */
+/** The operands of a product the tiles take: an f32 matmul's, or one over bytes. */
+function tileOperands(kernel: KernelIR): MatmulOperands | undefined {
+  return matmulOperands(kernel) ?? byteContraction(kernel);
+}
+
+/** Tile rows (f32 values, or words of four bytes) consumed per step through workgroup memory. */
 const TK = 16;
 
 /**
@@ -227,15 +239,15 @@ export function emitTiledMatmul(
   const fillB = filler(T, "tileB", tile.b, T.nAx, "n0", T.N, T.TN, T.RB);
   stepLoop(T, fillA, fillB);
   sliceSums(T);
-  const helpers = epilogueHelper(T);
-  const { S, TM, TN, sliced, e, RA, RB } = T;
+  const helpers = epilogueHelper({ ...T, sum: T.bytes ? "i32" : "f32" });
+  const { S, TM, TN, sliced, e, RA, RB, word, acc } = T;
   return {
     body: e.lines,
     helpers,
     decls: [
-      `var<workgroup> tileA: array<vec4<f32>, ${S * TK * RA}>;`,
-      `var<workgroup> tileB: array<vec4<f32>, ${S * TK * RB}>;`,
-      ...(sliced ? [`var<workgroup> partial: array<vec4<f32>, ${((S - 1) * TM * TN) / 4}>;`] : []),
+      `var<workgroup> tileA: array<${word}, ${S * TK * RA}>;`,
+      `var<workgroup> tileB: array<${word}, ${S * TK * RB}>;`,
+      ...(sliced ? [`var<workgroup> partial: array<${acc}, ${((S - 1) * TM * TN) / 4}>;`] : []),
     ],
   };
 }
@@ -249,9 +261,13 @@ function tileState(l: KernelLowering, tile: MatmulTile, vectors: ReadonlySet<num
   const [tx, ty] = tile.threads, [pm, pn] = tile.per;
   const [TM, TN] = tileOf(tile);
   const threads = tx * ty;
+  // A tile word holds one f32, or four bytes of K (KS: K values a step), and the accumulators
+  // their type's sums.
+  const bytes = tile.bytes === true, KS = bytes ? 4 * TK : TK;
+  const word = bytes ? "vec4<u32>" : "vec4<f32>", acc = bytes ? "vec4<i32>" : "vec4<f32>";
   // K in slices: slice `kslice` (the workgroup's rows of `ty` threads, `lid.y / ty`) sums STEPS
   // steps from `kb`, in its own part of the tiles.
-  const STEPS = Math.ceil(K / S / TK), sliced = S > 1;
+  const STEPS = Math.ceil(K / S / KS), sliced = S > 1;
   const space = l.kernel.space;
   const [mAx, nAx, kAx] = [nb, nb + 1, nb + 2];
   const x = l.coords;
@@ -273,7 +289,7 @@ function tileState(l: KernelLowering, tile: MatmulTile, vectors: ReadonlySet<num
     e.line(`let ly = i32(lid.y) % ${ty};`);
     e.line(`let t = ly * ${tx} + i32(lid.x);`);
     e.line(`let kslice = i32(lid.y) / ${ty};`);
-    e.line(`let kb = kslice * ${STEPS * TK};`);
+    e.line(`let kb = kslice * ${STEPS * KS};`);
     e.line(`let ta = kslice * ${TK * RA};`);
     e.line(`let tb = kslice * ${TK * RB};`);
   } else e.line(`let t = i32(lid.y * ${tx}u + lid.x);`);
@@ -282,12 +298,18 @@ function tileState(l: KernelLowering, tile: MatmulTile, vectors: ReadonlySet<num
   e.line(`let n0 = i32(wid.x) * ${TN};`);
   l.unravel(x.slice(0, nb).map((_, i) => i), "i32(wid.z)");
   for (let r = 0; r < pm; r++) {
-    for (let h = 0; h < pn / 4; h++) e.line(`var acc_${r}_${h} = vec4<f32>(0.0);`);
+    for (let h = 0; h < pn / 4; h++) e.line(`var acc_${r}_${h} = ${acc}();`);
   }
-  const kWhole = K % (TK * S) === 0;
+  // B's column sums over K, for the bytes of A taken as signed (`byte_tiles.ts`).
+  if (bytes) { for (let h = 0; h < pn / 4; h++) e.line(`var cs_${h} = vec4<i32>();`); }
+  const kWhole = K % (KS * S) === 0;
   return {
     l,
     tile,
+    bytes,
+    KS,
+    word,
+    acc,
     vectors,
     nb,
     M,
@@ -343,7 +365,7 @@ function filler(
   width: number,
   stride: number,
 ): Fill {
-  const { l, vectors, K, threads, space, kAx, x, e, kFast, at, kWhole } = T;
+  const { l, vectors, K, threads, space, kAx, x, e, kFast, at, kWhole, bytes, word } = T;
   const guarded = (fill: () => void, zero: () => void) => {
     if (kWhole && bound % width === 0) return fill();
     e.block(`if (${allOf(`${x[ax]} < ${bound}`, `${x[kAx]} < ${K}`)}) {`, fill);
@@ -362,7 +384,7 @@ function filler(
   const row4 = width / 4, count = (width * TK) / 4 / threads, alongK = kFast(op);
   const slots = [...Array(count).keys()].map((p) => {
     e.line(`let s${name}${p} = t + ${p * threads};`);
-    e.line(`var ${name}_${p} = vec4<f32>(0.0);`);
+    e.line(`var ${name}_${p} = ${word}();`);
     return alongK
       ? [`s${name}${p} % ${TK}`, `s${name}${p} / ${TK}`]
       : [`s${name}${p} / ${row4}`, `s${name}${p} % ${row4}`];
@@ -371,6 +393,11 @@ function filler(
   const load = (k0: string) => {
     for (let p = 0; p < count; p++) {
       const [kq, q] = slot(p);
+      if (bytes) {
+        const unsigned = name === "tileA";
+        packSlot({ l, x, kAx, ax, o0, k0, kq, q, unsigned, guarded }, op, `${name}_${p}`);
+        continue;
+      }
       e.line(`${x[kAx]} = ${k0} + ${kq};`);
       if (vectors.has(op.input)) {
         // Four consecutive elements, aligned: one vec4 load (all four are in bounds or none).
@@ -412,7 +439,7 @@ function filler(
 
 /** The K steps: each step's tiles stored, the next step's loaded, the products accumulated. */
 function stepLoop(T: TileState, fillA: Fill, fillB: Fill): void {
-  const { K, tx, ty, pm, pn, STEPS, sliced, mAx, nAx, x, e, RA, RB, ly, at } = T;
+  const { K, tx, ty, pm, pn, STEPS, sliced, mAx, nAx, x, e, RA, RB, ly, at, KS, bytes } = T;
   const load = (k0: string) => {
     e.line(`${x[nAx]} = 0;`);
     fillA.load(k0);
@@ -424,16 +451,16 @@ function stepLoop(T: TileState, fillA: Fill, fillB: Fill): void {
   // A slice's loop runs on a step count, the same in every slice: its barriers stay in uniform
   // control flow, as WGSL requires.
   const loop = sliced
-    ? `for (var kq = 0; kq < ${STEPS * TK}; kq += ${TK}) {`
-    : `for (var k0 = 0; k0 < ${K}; k0 += ${TK}) {`;
+    ? `for (var kq = 0; kq < ${STEPS * KS}; kq += ${KS}) {`
+    : `for (var k0 = 0; k0 < ${K}; k0 += ${KS}) {`;
   e.block(loop, () => {
     if (sliced) e.line(`let k0 = kb + kq;`);
     fillA.store();
     fillB.store();
     e.line("workgroupBarrier();");
     // The next step's operands travel from memory while this one computes.
-    const more = sliced ? `kq + ${TK} < ${STEPS * TK}` : `k0 + ${TK} < ${K}`;
-    e.block(`if (${more}) {`, () => load(`k0 + ${TK}`));
+    const more = sliced ? `kq + ${KS} < ${STEPS * KS}` : `k0 + ${KS} < ${K}`;
+    e.block(`if (${more}) {`, () => load(`k0 + ${KS}`));
     const body = (kk: string) => {
       for (let h = 0; h < pm / 4; h++) {
         e.line(`let a${h} = tileA[${at("tileA")}${kk} * ${RA} + ${h * ty} + ${ly}];`);
@@ -441,6 +468,7 @@ function stepLoop(T: TileState, fillA: Fill, fillB: Fill): void {
       for (let h = 0; h < pn / 4; h++) {
         e.line(`let b${h} = tileB[${at("tileB")}${kk} * ${RB} + ${h * tx} + i32(lid.x)];`);
       }
+      if (bytes) return byteProducts(e, pm, pn);
       for (let r = 0; r < pm; r++) {
         const a = `a${r >> 2}.${"xyzw"[r & 3]}`;
         for (let h = 0; h < pn / 4; h++) {
@@ -453,6 +481,7 @@ function stepLoop(T: TileState, fillA: Fill, fillB: Fill): void {
     for (let kk = 0; kk < TK; kk++) e.block("{", () => body(String(kk)));
     e.line("workgroupBarrier();");
   });
+  if (bytes) byteSums(e, pm, pn);
 }
 
 /**
@@ -513,8 +542,10 @@ export function epilogueHelper(T: {
   nAx: number;
   /** The coordinate names. */
   x: readonly string[];
+  /** The WGSL type of the sum (default f32). */
+  sum?: string;
 }): string[] {
-  const { l, M, N, mAx, nAx, x } = T;
+  const { l, M, N, mAx, nAx, x, sum = "f32" } = T;
   // The epilogue: the kernel's outputs at one point of the product, as a function of that point.
   const main = l.e;
   l.e = new Emitter();
@@ -524,7 +555,7 @@ export function epilogueHelper(T: {
   });
   // The sum rounds once to its dtype (an f16 matmul accumulates in f32).
   const helpers = [
-    `fn epilogue(${x.map((c) => `${c}: i32`).join(", ")}, sum: f32) {`,
+    `fn epilogue(${x.map((c) => `${c}: i32`).join(", ")}, sum: ${sum}) {`,
     `  let acc0 = ${rounded("sum", l.kernel.reductions[0].dtype)};`,
     ...l.e.lines,
     "}",

@@ -1,0 +1,120 @@
+/**
+ * Quantized products over bytes in `dot4I8Packed` tiles (`byte_tiles.ts`), on the software
+ * adapter: which kernels take them, and their sums against the reference's, to the bit.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { compile } from "../../mod.ts";
+import { fuse } from "../../jit/passes/fuse.ts";
+import { fusionFor } from "../../jit/compile.ts";
+import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
+import type { Graph } from "../../jit/ir/graph.ts";
+import type { HostTensor } from "../../jit/ir/host_tensor.ts";
+import { rng } from "../../jit/support/random.ts";
+import { WebGpuBackend } from "../../backends/webgpu/webgpu_backend.ts";
+import { kernelLayout } from "./codegen.ts";
+
+const gpu = new WebGpuBackend();
+await gpu.prepare();
+const dots = gpu.capabilities().integerDot === "bytes";
+const OPTIONS = { maxInvocations: 256, packedDots: true };
+
+/** Bytes over their whole range: u8 0…255 or i8 −128…127, extremes included. */
+function bytes(dtype: "u8" | "i8", shape: number[], seed: number): HostTensor {
+  const next = rng(seed), n = shape.reduce((a, b) => a * b, 1);
+  const data = dtype === "u8" ? new Uint8Array(n) : new Int8Array(n);
+  const low = dtype === "u8" ? 0 : -128;
+  for (let i = 0; i < n; i++) {
+    data[i] = i < 4 ? low + 255 * (i % 2) : low + Math.floor(next() * 256);
+  }
+  return { data, shape, dtype };
+}
+
+/** A product of a u8 `a` by an i8 `w` (`op` IntegerMatMul or IntegerConv), its i32 sum stored. */
+function product(op: string, a: number[], w: number[], attrs = {}): Graph {
+  const b = new GraphBuilder();
+  b.output("y", b.op(op, [b.input("a", a, "u8"), b.input("w", w, "i8")], attrs));
+  return b.build();
+}
+
+/** `graph` on `backend` gives the reference's i32 sums exactly. */
+async function exact(graph: Graph, feeds: Record<string, HostTensor>, backend: WebGpuBackend) {
+  using got = await compile(graph, { backend, cache: false });
+  using want = await compile(graph, { backend: "reference", cache: false });
+  assert.deepEqual((await got.run(feeds)).y.data, (await want.run(feeds)).y.data);
+}
+
+/** The one kernel of `graph` as fusion builds it for this device. */
+function kernelOf(graph: Graph) {
+  const { kernels } = fuse(graph, fusionFor([gpu.capabilities()]));
+  assert.equal(kernels.length, 1);
+  return kernels[0];
+}
+
+Deno.test({
+  name: "a product of u8 by i8 tiles in words of four bytes: ragged M, N and K, sums exact",
+  ignore: !dots,
+  fn: async () => {
+    // 130 × 260 outputs over K = 516 (a multiple of 4, not of a step's 64): partial tiles on
+    // every side, the last step's words past K filled with zeros.
+    const graph = product("IntegerMatMul", [130, 516], [516, 260]);
+    const kernel = kernelOf(graph);
+    const layout = kernelLayout(kernel, OPTIONS);
+    assert.equal(layout.tile?.bytes, true);
+    assert.equal(layout.vectors.size, 0);
+    // Without packed dots the same kernel sums its i32 products a row at a time.
+    assert.equal(kernelLayout(kernel, { maxInvocations: 256 }).kind, "rows");
+    const feeds = { a: bytes("u8", [130, 516], 7), w: bytes("i8", [516, 260], 11) };
+    await exact(graph, feeds, gpu);
+  },
+});
+
+Deno.test({
+  name: "a deep product of few byte tiles splits K among slices, sums exact",
+  ignore: !dots,
+  fn: async () => {
+    const graph = product("IntegerMatMul", [128, 2048], [2048, 128]);
+    const layout = kernelLayout(kernelOf(graph), { ...OPTIONS, workgroupBytes: 32768 });
+    assert.equal(layout.tile?.bytes, true);
+    assert.equal(layout.tile?.slices, 4);
+    // Software adapters leave split K off: asked for.
+    const split = new WebGpuBackend({ splitK: true });
+    try {
+      const feeds = { a: bytes("u8", [128, 2048], 3), w: bytes("i8", [2048, 128], 5) };
+      await exact(graph, feeds, split);
+    } finally {
+      split.dispose();
+    }
+  },
+});
+
+Deno.test({
+  name: "a convolution over bytes gathers its patches into byte tiles, its padding adding nothing",
+  ignore: !dots,
+  fn: async () => {
+    // K = 16 channels × 9 taps; a padded tap reads 0, stored as −128 like every byte of x, and
+    // 128 times the weights' sums puts it back to nothing.
+    // The bounds the byte pass gives (the reference's decomposition sums in exact chunks by them).
+    const attrs = { pads: [1, 1, 1, 1], bound: 255 * 128, max_a: 255 };
+    const graph = product("IntegerConv", [2, 16, 34, 34], [64, 16, 3, 3], attrs);
+    const kernel = kernelOf(graph);
+    assert.equal(kernel.pattern, "conv");
+    assert.equal(kernelLayout(kernel, OPTIONS).tile?.bytes, true);
+    const feeds = { a: bytes("u8", [2, 16, 34, 34], 13), w: bytes("i8", [64, 16, 3, 3], 17) };
+    await exact(graph, feeds, gpu);
+  },
+});
+
+Deno.test("a backend with byte dots only builds no i16 product as one kernel", () => {
+  const b = new GraphBuilder();
+  b.output(
+    "y",
+    b.op("IntegerMatMul", [b.input("a", [8, 64], "i16"), b.input("w", [64, 8], "i16")]),
+  );
+  const graph = b.build();
+  // One kernel of i16 pair dots, or the decomposition's kernels (operands to f32, their chunks).
+  const kernels = (integerDot: boolean | "bytes") => fuse(graph, { integerDot }).kernels.length;
+  assert.equal(kernels(true), 1);
+  assert.ok(kernels("bytes") > 1);
+});
