@@ -124,8 +124,8 @@ function multiplied(x: Expr, y: Expr, type: ValueType): Expr {
  * 2-D Conv as a contraction over [Cg, KH, KW] in the space [N, G, Mg, OH, OW, Cg, KH, KW]. With
  * plain operands it is laid out as a matmul (implicit GEMM): [N, G, OH·OW, Mg, Cg·KH·KW], rows
  * of patches times the filters, so backends run it through their matmul kernels. `widen`: an
- * IntegerConv, its i16 operands widened to the i32 sum's type (its patches gathered: the
- * integer tiles gather them through the float tiles' indirection table).
+ * IntegerConv, its integer operands widened to the i32 sum's type (wasm's integer tiles gather
+ * the patches through the float tiles' indirection table; a GPU stores byte patches).
  */
 export function convSym(
   walk: Walk,
@@ -141,7 +141,7 @@ export function convSym(
   const win = resolveWindow(ctx, x.type.shape.slice(2), w.type.shape.slice(2));
   const plain = x.expr.kind === "load" && w.expr.kind === "load";
   const map = convMap(x.type.shape, w.type.shape, ctx.int("group", 1), win, plain);
-  const patches = widen ? undefined : storedPatches(walk, map, x, label);
+  const patches = storedPatches(walk, map, x, label);
   const rows = patches
     ? reindex(patches.expr, [map.patches!.read])
     : reindex(x.expr, map.operands[0]);
@@ -296,9 +296,13 @@ function storedPatches(walk: Walk, map: Contraction, x: Sym, label: string): Sym
   if (!p) return undefined;
   const [images, groups, pixels, channels] = map.space;
   const outputs = images * groups * pixels * channels;
-  const bytes = sizeOf(p.shape) * byteSize(x.type.dtype);
-  // f16 patches, stored, make a plain product the matrix units take (`FuseOptions.halfPatches`).
-  const pays = (x.type.dtype === "f16" && walk.halfPatches()) || channels >= PATCH_WIDE ||
+  // A GPU holds u8 values in 32-bit words.
+  const u8 = x.type.dtype === "u8";
+  const bytes = sizeOf(p.shape) * (u8 ? 4 : byteSize(x.type.dtype));
+  // f16 patches, stored, make a plain product the matrix units take (`FuseOptions.halfPatches`);
+  // byte patches one whose tiles read four K values a vec4 (`shaders/wgsl/byte_tiles.ts`), where
+  // gathered they cost the window's index arithmetic per byte of a packed word.
+  const pays = (x.type.dtype === "f16" && walk.halfPatches()) || u8 || channels >= PATCH_WIDE ||
     (channels >= PATCH_CHANNELS && outputs < PATCH_OUTPUTS);
   if (!pays || !walk.storesPatches(sizeOf(map.space)) || bytes > PATCH_BYTES) return undefined;
   const patches: Sym = {

@@ -6,9 +6,12 @@
  * shapes and epilogue are `matmul.ts`'s; this module is what differs: which kernels take it, how
  * a slot of a tile is packed, and a step's products.
  *
- * `dot4I8Packed` multiplies signed bytes, so A's u8 values are stored less 128 and each thread
- * sums its columns of B as it goes: Σ (a − 128)·b + 128·Σ b = Σ a·b, exact in i32 and wrapping as
- * ONNX Runtime's int32 sums do. A zero filled past M, N or K adds nothing either way (B's is 0).
+ * `dot4I8Packed` multiplies signed bytes, so the u8 operand's values are stored less 128 and each
+ * thread sums the i8 operand's values along K as it goes (its columns of B, or its rows of A):
+ * Σ (a − 128)·b + 128·Σ b = Σ a·b, exact in i32 and wrapping as ONNX Runtime's int32 sums do. A
+ * zero filled past M, N or K adds nothing either way (the i8 operand's is 0 there too). Operands
+ * whose four consecutive K values, or four consecutive outputs, are an aligned vec4 in memory are
+ * read a vec4 at a time and packed by `pack4xU8` / `pack4xI8`.
  *
  * @module
  */
@@ -21,23 +24,52 @@ import {
   type MatmulOperands,
 } from "../../jit/ir/kernel_ir.ts";
 import type { Emitter, KernelLowering } from "./expr.ts";
+import { quadAligned, readOnce } from "./quads.ts";
 
 /** Four bytes of 1: `dot4I8Packed(x, ONES)` sums the four signed bytes of x. */
 const ONES = "0x01010101u";
 
+/** A product over bytes: its operands, and which of them holds the u8 values. */
+export interface ByteOperands extends MatmulOperands {
+  readonly unsigned: "a" | "b";
+}
+
 /**
- * The operands of a quantized product over bytes: an i32 sum of a u8 A times an i8 B, each
- * widened by a Cast, K a multiple of 4; `undefined` for anything else.
+ * The operands of a quantized product over bytes: an i32 sum of a u8 factor times an i8 one (in
+ * either order: a convolution's weights may be its A), each widened by a Cast, K a multiple of 4;
+ * `undefined` for anything else.
  */
-export function byteContraction(kernel: KernelIR): MatmulOperands | undefined {
+export function byteContraction(kernel: KernelIR): ByteOperands | undefined {
   const widened = (e: Expr) =>
     e.kind === "alu" && e.op === "Cast" && e.dtype === "i32" && e.args[0].kind === "load" &&
       !gathers(e.args[0].steps)
       ? e.args[0]
       : undefined;
   const operands = contractionOperands(kernel, (d) => d === "i32", widened);
-  const bytes = operands?.a.dtype === "u8" && operands.b.dtype === "i8" && operands.k % 4 === 0;
-  return bytes ? operands : undefined;
+  if (!operands || operands.k % 4 !== 0) return undefined;
+  const types = `${operands.a.dtype},${operands.b.dtype}`;
+  const unsigned = types === "u8,i8" ? "a" : types === "i8,u8" ? "b" : undefined;
+  return unsigned && { ...operands, unsigned };
+}
+
+/** How a byte tile reads an operand: aligned vec4s along K, or along its outputs (or neither). */
+export type ByteVector = "k" | "outputs" | undefined;
+
+/**
+ * How the byte tile of `op` (whose outputs lie along axis `ax`, K along `kAx`) reads it: as vec4s
+ * where it is read once and four consecutive K values (or outputs) are aligned in memory.
+ */
+export function byteVector(kernel: KernelIR, op: Load, ax: number, kAx: number): ByteVector {
+  if (!readOnce(kernel, op.input)) return undefined;
+  const aligned = (axis: number) =>
+    quadAligned(op.steps, kernel.space, kernel.inputs[op.input].shape, axis);
+  return aligned(kAx) ? "k" : aligned(ax) && kernel.space[ax] % 4 === 0 ? "outputs" : undefined;
+}
+
+/** The inputs a byte tile reads as vec4 arrays (see {@linkcode byteVector}). */
+export function byteVectors(kernel: KernelIR, { a, b, nb }: MatmulOperands): Set<number> {
+  const read = [byteVector(kernel, a, nb, nb + 2), byteVector(kernel, b, nb + 1, nb + 2)];
+  return new Set([a, b].flatMap((op, i) => (read[i] ? [op.input] : [])));
 }
 
 /** Where a slot of a byte tile is: its operand axis and the slot's place in the step. */
@@ -53,8 +85,10 @@ export interface ByteSlot {
   readonly k0: string;
   readonly kq: string;
   readonly q: string;
-  /** A's slot (u8 values, stored less 128) or B's (i8 values as they are). */
+  /** Whether the operand holds u8 values (stored less 128) or i8 ones (stored as they are). */
   readonly unsigned: boolean;
+  /** How it is read (see {@linkcode byteVector}). */
+  readonly vector: ByteVector;
   /** Emits `fill` where the element is inside the operand, `zero` elsewhere. */
   readonly guarded: (fill: () => void, zero: () => void) => void;
 }
@@ -65,6 +99,33 @@ export interface ByteSlot {
  */
 export function packSlot(s: ByteSlot, op: Load, slot: string): void {
   const { l, x, kAx, ax } = s, e = l.e;
+  const quad = () => l.quad(op.input, l.offset(op.steps, l.kernel.inputs[op.input].shape).index);
+  const pack = (v: string) => s.unsigned ? `pack4xU8(${v} ^ vec4<u32>(128u))` : `pack4xI8(${v})`;
+  if (s.vector === "k") {
+    // Each output's four K values are one vec4: one word.
+    for (let j = 0; j < 4; j++) {
+      e.line(`${x[ax]} = ${s.o0} + (${s.q}) * 4 + ${j};`);
+      e.line(`${x[kAx]} = ${s.k0} + (${s.kq}) * 4;`);
+      const lane = `${slot}.${"xyzw"[j]}`;
+      s.guarded(() => e.line(`${lane} = ${pack(quad())};`), () => e.line(`${lane} = 0u;`));
+    }
+    return;
+  }
+  if (s.vector === "outputs") {
+    // Four vec4s of four outputs at four consecutive K, their lanes gathered into words.
+    const t = `vec4<${l.stored(op.dtype)}>`;
+    e.line(`${x[ax]} = ${s.o0} + (${s.q}) * 4;`);
+    for (let i = 0; i < 4; i++) {
+      e.line(`var ${slot}_${i} = ${t}();`);
+      e.line(`${x[kAx]} = ${s.k0} + (${s.kq}) * 4 + ${i};`);
+      s.guarded(() => e.line(`${slot}_${i} = ${quad()};`), () => {});
+    }
+    for (let j = 0; j < 4; j++) {
+      const lanes = [0, 1, 2, 3].map((i) => `${slot}_${i}.${"xyzw"[j]}`).join(", ");
+      e.line(`${slot}.${"xyzw"[j]} = ${pack(`${t}(${lanes})`)};`);
+    }
+    return;
+  }
   e.block("for (var j = 0; j < 4; j++) {", () => {
     e.line("var packed = 0u;");
     e.block("for (var i = 0; i < 4; i++) {", () => {
@@ -72,30 +133,56 @@ export function packSlot(s: ByteSlot, op: Load, slot: string): void {
       e.line(`${x[kAx]} = ${s.k0} + (${s.kq}) * 4 + i;`);
       s.guarded(() => {
         const v = `u32(${l.value(op as Expr, new Map())})${s.unsigned ? " ^ 128u" : ""}`;
-        e.line(`packed = packed | ((${v}) & 255u) << (8u * u32(i));`);
+        // Tint asks for the parentheses around a shift beside a bitwise or.
+        e.line(`packed = packed | (((${v}) & 255u) << (8u * u32(i)));`);
       }, () => {});
     });
     e.line(`${slot}[j] = packed;`);
   });
 }
 
-/**
- * A step's products for a thread of `pm` rows (in `a0…`, vec4s of words) by `pn` columns
- * (`b0…`): accumulators `acc_r_h` (vec4<i32> over four columns) and the columns' sums `cs_h`.
- */
-export function byteProducts(e: Emitter, pm: number, pn: number): void {
-  const dots = (a: string, b: string) =>
-    `vec4<i32>(${[..."xyzw"].map((c) => `dot4I8Packed(${a}, ${b}.${c})`).join(", ")})`;
-  for (let r = 0; r < pm; r++) {
-    const a = `a${r >> 2}.${"xyzw"[r & 3]}`;
-    for (let h = 0; h < pn / 4; h++) e.line(`acc_${r}_${h} = acc_${r}_${h} + ${dots(a, `b${h}`)};`);
-  }
-  for (let h = 0; h < pn / 4; h++) e.line(`cs_${h} = cs_${h} + ${dots(ONES, `b${h}`)};`);
+/** The sums along K of the i8 operand a thread holds: its rows of A, or its columns of B. */
+function sumsOf(unsigned: "a" | "b", pm: number, pn: number): string[] {
+  return unsigned === "a"
+    ? [...Array(pn / 4).keys()].map((h) => `cs_${h}`)
+    : [...Array(pm).keys()].map((r) => `rs_${r}`);
 }
 
-/** After the steps: 128 times each column's sum of B added back (A's bytes were less 128). */
-export function byteSums(e: Emitter, pm: number, pn: number): void {
+/** A thread's sums of the i8 operand (see {@linkcode byteSums}), declared before the steps. */
+export function byteSumDecls(e: Emitter, unsigned: "a" | "b", pm: number, pn: number): void {
+  const t = unsigned === "a" ? "vec4<i32>()" : "0i";
+  for (const v of sumsOf(unsigned, pm, pn)) e.line(`var ${v} = ${t};`);
+}
+
+/**
+ * A step's products for a thread of `pm` rows (in `a0…`, vec4s of words) by `pn` columns
+ * (`b0…`): accumulators `acc_r_h` (vec4<i32> over four columns) and the i8 operand's sums.
+ */
+export function byteProducts(e: Emitter, unsigned: "a" | "b", pm: number, pn: number): void {
+  const dots = (a: string, b: string) =>
+    `vec4<i32>(${[..."xyzw"].map((c) => `dot4I8Packed(${a}, ${b}.${c})`).join(", ")})`;
+  const row = (r: number) => `a${r >> 2}.${"xyzw"[r & 3]}`;
   for (let r = 0; r < pm; r++) {
-    for (let h = 0; h < pn / 4; h++) e.line(`acc_${r}_${h} = acc_${r}_${h} + cs_${h} * 128;`);
+    for (let h = 0; h < pn / 4; h++) {
+      e.line(`acc_${r}_${h} = acc_${r}_${h} + ${dots(row(r), `b${h}`)};`);
+    }
+  }
+  const sums = sumsOf(unsigned, pm, pn);
+  sums.forEach((v, i) => {
+    const step = unsigned === "a" ? dots(ONES, `b${i}`) : `dot4I8Packed(${row(i)}, ${ONES})`;
+    e.line(`${v} = ${v} + ${step};`);
+  });
+}
+
+/**
+ * After the steps: 128 times the i8 operand's sums added back (the u8 operand's bytes were less
+ * 128), each column's to its outputs (or each row's).
+ */
+export function byteSums(e: Emitter, unsigned: "a" | "b", pm: number, pn: number): void {
+  for (let r = 0; r < pm; r++) {
+    for (let h = 0; h < pn / 4; h++) {
+      const sum = unsigned === "a" ? `cs_${h}` : `vec4<i32>(rs_${r})`;
+      e.line(`acc_${r}_${h} = acc_${r}_${h} + ${sum} * 128;`);
+    }
   }
 }

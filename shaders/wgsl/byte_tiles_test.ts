@@ -56,16 +56,17 @@ Deno.test({
   name: "a product of u8 by i8 tiles in words of four bytes: ragged M, N and K, sums exact",
   ignore: !dots,
   fn: async () => {
-    // 130 × 260 outputs over K = 516 (a multiple of 4, not of a step's 64): partial tiles on
-    // every side, the last step's words past K filled with zeros.
-    const graph = product("IntegerMatMul", [130, 516], [516, 260]);
+    // 130 × 258 outputs over K = 516 (a multiple of 4, not of a step's 64): partial tiles on
+    // every side, the last step's words past K filled with zeros. A's rows are read a vec4 of
+    // K at a time; B's 258 columns are not four-aligned, read a byte at a time.
+    const graph = product("IntegerMatMul", [130, 516], [516, 258]);
     const kernel = kernelOf(graph);
     const layout = kernelLayout(kernel, OPTIONS);
-    assert.equal(layout.tile?.bytes, true);
-    assert.equal(layout.vectors.size, 0);
+    assert.equal(layout.tile?.bytes, "a");
+    assert.deepEqual([...layout.vectors], [0]);
     // Without packed dots the same kernel sums its i32 products a row at a time.
     assert.equal(kernelLayout(kernel, { maxInvocations: 256 }).kind, "rows");
-    const feeds = { a: bytes("u8", [130, 516], 7), w: bytes("i8", [516, 260], 11) };
+    const feeds = { a: bytes("u8", [130, 516], 7), w: bytes("i8", [516, 258], 11) };
     await exact(graph, feeds, gpu);
   },
 });
@@ -76,8 +77,10 @@ Deno.test({
   fn: async () => {
     const graph = product("IntegerMatMul", [128, 2048], [2048, 128]);
     const layout = kernelLayout(kernelOf(graph), { ...OPTIONS, workgroupBytes: 32768 });
-    assert.equal(layout.tile?.bytes, true);
+    assert.equal(layout.tile?.bytes, "a");
     assert.equal(layout.tile?.slices, 4);
+    // A a vec4 along K, B a vec4 along its columns: four of them make four words.
+    assert.deepEqual([...layout.vectors], [0, 1]);
     // Software adapters leave split K off: asked for.
     const split = new WebGpuBackend({ splitK: true });
     try {
@@ -90,18 +93,42 @@ Deno.test({
 });
 
 Deno.test({
-  name: "a convolution over bytes gathers its patches into byte tiles, its padding adding nothing",
+  name: "a convolution over bytes, its patches stored or gathered, its padding adding nothing",
   ignore: !dots,
   fn: async () => {
     // K = 16 channels × 9 taps; a padded tap reads 0, stored as −128 like every byte of x, and
-    // 128 times the weights' sums puts it back to nothing.
-    // The bounds the byte pass gives (the reference's decomposition sums in exact chunks by them).
+    // 128 times the weights' sums puts it back to nothing. The bounds are the byte pass's (the
+    // reference's decomposition sums in exact chunks by them).
     const attrs = { pads: [1, 1, 1, 1], bound: 255 * 128, max_a: 255 };
     const graph = product("IntegerConv", [2, 16, 34, 34], [64, 16, 3, 3], attrs);
-    const kernel = kernelOf(graph);
-    assert.equal(kernel.pattern, "conv");
-    assert.equal(kernelLayout(kernel, OPTIONS).tile?.bytes, true);
     const feeds = { a: bytes("u8", [2, 16, 34, 34], 13), w: bytes("i8", [64, 16, 3, 3], 17) };
+    // The device's profile stores byte patches (im2col): a plain product read in vec4s.
+    const kernels = fuse(graph, fusionFor([gpu.capabilities()])).kernels;
+    assert.deepEqual(kernels.map((k) => k.pattern), ["elementwise", "conv"]);
+    assert.deepEqual([...kernelLayout(kernels[1], OPTIONS).vectors], [0, 1]);
+    await exact(graph, feeds, gpu);
+    // Gathered as the tiles fill, a byte at a time.
+    const gathered = fuse(graph, { integerDot: "bytes" }).kernels;
+    assert.equal(gathered.length, 1);
+    assert.equal(kernelLayout(gathered[0], OPTIONS).tile?.bytes, "a");
+    const gathering = new WebGpuBackend({ storedPatches: Infinity });
+    try {
+      await exact(graph, feeds, gathering);
+    } finally {
+      gathering.dispose();
+    }
+  },
+});
+
+Deno.test({
+  name: "a 1×1 convolution takes its weights as A: the u8 operand is B, A's rows summed",
+  ignore: !dots,
+  fn: async () => {
+    const attrs = { bound: 255 * 128, max_a: 255 };
+    const graph = product("IntegerConv", [1, 256, 14, 14], [512, 256, 1, 1], attrs);
+    const layout = kernelLayout(kernelOf(graph), OPTIONS);
+    assert.equal(layout.tile?.bytes, "b");
+    const feeds = { a: bytes("u8", [1, 256, 14, 14], 19), w: bytes("i8", [512, 256, 1, 1], 23) };
     await exact(graph, feeds, gpu);
   },
 });

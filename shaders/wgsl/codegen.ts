@@ -39,7 +39,7 @@ import {
 } from "./rows.ts";
 import { blockTiling, emitBlockProduct } from "./block_product.ts";
 import { quadAligned, quadInputs } from "./quads.ts";
-import { byteContraction } from "./byte_tiles.ts";
+import { byteContraction, byteVectors } from "./byte_tiles.ts";
 import {
   emitMatrixMatmul,
   MATRIX_BUILTINS,
@@ -145,7 +145,7 @@ export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayo
     const vectors = tile.matrix
       ? matrixVectors(folded, tile)
       : tile.bytes
-      ? none
+      ? byteVectors(folded, tile)
       : tileVectors(folded, tile);
     return {
       kind: "tiles",
@@ -234,7 +234,7 @@ export function tiledMatmul(
   const slices = sliceBytes === undefined
     ? 1
     : sliceCount(shape, tiles(...tileOf(shape)), k, most, sliceBytes, bytes ? 4 : 1);
-  return { ...operands, ...shape, slices, ...(bytes && { bytes: true }) };
+  return { ...operands, ...shape, slices, ...(bytes && { bytes: bytes.unsigned }) };
 }
 
 /** Generates the WGSL compute shader for `kernel` (not for opaque kernels). */

@@ -15,7 +15,14 @@
  * @module
  */
 import { affineOffset } from "../../jit/ir/access.ts";
-import { byteContraction, byteProducts, byteSums, packSlot } from "./byte_tiles.ts";
+import {
+  byteContraction,
+  byteProducts,
+  byteSumDecls,
+  byteSums,
+  byteVector,
+  packSlot,
+} from "./byte_tiles.ts";
 import {
   type Expr,
   gathers,
@@ -29,7 +36,7 @@ import {
 } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { Emitter, type KernelLowering, rounded } from "./expr.ts";
-import { quadAligned } from "./quads.ts";
+import { quadAligned, readOnce } from "./quads.ts";
 import { allOf } from "./prelude.ts";
 
 /**
@@ -63,10 +70,11 @@ export interface MatmulTile extends MatmulOperands {
   /** On the matrix units, in this shape (the threads and outputs a thread only size the tile). */
   readonly matrix?: MatrixShape;
   /**
-   * A product of a u8 A by an i8 B summed in i32 (a quantized product over bytes,
-   * {@linkcode byteContraction}): each tile word holds four K values, summed by `dot4I8Packed`.
+   * A quantized product over bytes summed in i32 (`byte_tiles.ts`), and which operand holds its
+   * u8 values (the other its i8 ones): each tile word holds four K values, summed by
+   * `dot4I8Packed`.
    */
-  readonly bytes?: boolean;
+  readonly bytes?: "a" | "b";
 }
 
 /**
@@ -216,18 +224,6 @@ export function tileVectors(kernel: KernelIR, tile: MatmulTile): Set<number> {
   return aligned && n % 4 === 0 && readOnce(kernel, b.input) ? new Set([b.input]) : new Set();
 }
 
-/**
- * Whether one load of `kernel`'s outputs and reductions reads input `i`: only then may the
- * binding take another element type (a vec4 array) than the kernel's other reads would need.
- */
-export function readOnce(kernel: KernelIR, i: number): boolean {
-  let reads = 0;
-  for (const e of [...kernel.outputs.map((o) => o.expr), ...kernel.reductions.map((r) => r.expr)]) {
-    walk(e, (x) => x.kind === "load" && x.input === i && reads++);
-  }
-  return reads === 1;
-}
-
 /** The kernel body, the epilogue helper and the workgroup arrays of a tiled matmul. */
 export function emitTiledMatmul(
   l: KernelLowering,
@@ -263,7 +259,7 @@ function tileState(l: KernelLowering, tile: MatmulTile, vectors: ReadonlySet<num
   const threads = tx * ty;
   // A tile word holds one f32, or four bytes of K (KS: K values a step), and the accumulators
   // their type's sums.
-  const bytes = tile.bytes === true, KS = bytes ? 4 * TK : TK;
+  const bytes = tile.bytes !== undefined, KS = bytes ? 4 * TK : TK;
   const word = bytes ? "vec4<u32>" : "vec4<f32>", acc = bytes ? "vec4<i32>" : "vec4<f32>";
   // K in slices: slice `kslice` (the workgroup's rows of `ty` threads, `lid.y / ty`) sums STEPS
   // steps from `kb`, in its own part of the tiles.
@@ -300,8 +296,8 @@ function tileState(l: KernelLowering, tile: MatmulTile, vectors: ReadonlySet<num
   for (let r = 0; r < pm; r++) {
     for (let h = 0; h < pn / 4; h++) e.line(`var acc_${r}_${h} = ${acc}();`);
   }
-  // B's column sums over K, for the bytes of A taken as signed (`byte_tiles.ts`).
-  if (bytes) { for (let h = 0; h < pn / 4; h++) e.line(`var cs_${h} = vec4<i32>();`); }
+  // The i8 operand's sums over K, for the u8 one's bytes taken as signed (`byte_tiles.ts`).
+  if (tile.bytes) byteSumDecls(e, tile.bytes, pm, pn);
   const kWhole = K % (KS * S) === 0;
   return {
     l,
@@ -394,8 +390,10 @@ function filler(
     for (let p = 0; p < count; p++) {
       const [kq, q] = slot(p);
       if (bytes) {
-        const unsigned = name === "tileA";
-        packSlot({ l, x, kAx, ax, o0, k0, kq, q, unsigned, guarded }, op, `${name}_${p}`);
+        const unsigned = (name === "tileA") === (T.tile.bytes === "a");
+        const vector = vectors.has(op.input) ? byteVector(l.kernel, op, ax, kAx) : undefined;
+        const slot = { l, x, kAx, ax, o0, k0, kq, q, unsigned, vector, guarded };
+        packSlot(slot, op, `${name}_${p}`);
         continue;
       }
       e.line(`${x[kAx]} = ${k0} + ${kq};`);
@@ -439,7 +437,7 @@ function filler(
 
 /** The K steps: each step's tiles stored, the next step's loaded, the products accumulated. */
 function stepLoop(T: TileState, fillA: Fill, fillB: Fill): void {
-  const { K, tx, ty, pm, pn, STEPS, sliced, mAx, nAx, x, e, RA, RB, ly, at, KS, bytes } = T;
+  const { K, tx, ty, pm, pn, STEPS, sliced, mAx, nAx, x, e, RA, RB, ly, at, KS } = T;
   const load = (k0: string) => {
     e.line(`${x[nAx]} = 0;`);
     fillA.load(k0);
@@ -468,7 +466,7 @@ function stepLoop(T: TileState, fillA: Fill, fillB: Fill): void {
       for (let h = 0; h < pn / 4; h++) {
         e.line(`let b${h} = tileB[${at("tileB")}${kk} * ${RB} + ${h * tx} + i32(lid.x)];`);
       }
-      if (bytes) return byteProducts(e, pm, pn);
+      if (T.tile.bytes) return byteProducts(e, T.tile.bytes, pm, pn);
       for (let r = 0; r < pm; r++) {
         const a = `a${r >> 2}.${"xyzw"[r & 3]}`;
         for (let h = 0; h < pn / 4; h++) {
@@ -481,7 +479,7 @@ function stepLoop(T: TileState, fillA: Fill, fillB: Fill): void {
     for (let kk = 0; kk < TK; kk++) e.block("{", () => body(String(kk)));
     e.line("workgroupBarrier();");
   });
-  if (bytes) byteSums(e, pm, pn);
+  if (T.tile.bytes) byteSums(e, T.tile.bytes, pm, pn);
 }
 
 /**

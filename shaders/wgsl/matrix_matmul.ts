@@ -30,9 +30,9 @@ import { affineOffset } from "../../jit/ir/access.ts";
 import { type KernelIR, type Load, sumsHalfProducts } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelLowering } from "./expr.ts";
-import { epilogueHelper, type MatmulTile, type MatrixShape, readOnce, tileOf } from "./matmul.ts";
+import { epilogueHelper, type MatmulTile, type MatrixShape, tileOf } from "./matmul.ts";
 import { allOf } from "./prelude.ts";
-import { quadAligned } from "./quads.ts";
+import { quadAligned, readOnce } from "./quads.ts";
 
 /** A result matrix's rows, columns and K (the 16×16×16 configuration). */
 const MK = 16;

@@ -42,3 +42,15 @@ export function quadInputs(kernel: KernelIR, exprs: readonly Expr[], axis: numbe
   }
   return new Set([...loads].flatMap(([i, ok]) => (ok ? [i] : [])));
 }
+
+/**
+ * Whether one load of `kernel`'s outputs and reductions reads input `i`: only then may the
+ * binding take another element type (a vec4 array) than the kernel's other reads would need.
+ */
+export function readOnce(kernel: KernelIR, i: number): boolean {
+  let reads = 0;
+  for (const e of [...kernel.outputs.map((o) => o.expr), ...kernel.reductions.map((r) => r.expr)]) {
+    walk(e, (x) => x.kind === "load" && x.input === i && reads++);
+  }
+  return reads === 1;
+}
