@@ -30,7 +30,8 @@ import { quadAligned, readOnce } from "./quads.ts";
 const ONES = "0x01010101u";
 
 /** A product over bytes: its operands, and which of them holds the u8 values. */
-export interface ByteOperands extends MatmulOperands {
+export interface ByteOperands {
+  readonly operands: MatmulOperands;
   readonly unsigned: "a" | "b";
 }
 
@@ -49,7 +50,7 @@ export function byteContraction(kernel: KernelIR): ByteOperands | undefined {
   if (!operands || operands.k % 4 !== 0) return undefined;
   const types = `${operands.a.dtype},${operands.b.dtype}`;
   const unsigned = types === "u8,i8" ? "a" : types === "i8,u8" ? "b" : undefined;
-  return unsigned && { ...operands, unsigned };
+  return unsigned && { operands, unsigned };
 }
 
 /** How a byte tile reads an operand: aligned vec4s along K, or along its outputs (or neither). */

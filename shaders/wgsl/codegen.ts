@@ -219,7 +219,7 @@ export function tiledMatmul(
   packedDots = false,
 ): MatmulTile | undefined {
   const bytes = packedDots ? byteContraction(kernel) : undefined;
-  const operands = matmulOperands(f32SumView(kernel)) ?? bytes;
+  const operands = matmulOperands(f32SumView(kernel)) ?? bytes?.operands;
   if (!operands) return undefined;
   const { nb, m, n, k } = operands;
   const batch = sizeOf(kernel.space.slice(0, nb));

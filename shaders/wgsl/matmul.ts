@@ -208,7 +208,7 @@ export function foldedRows(kernel: KernelIR): KernelIR {
 
 /** The operands of a product the tiles take: an f32 matmul's, or one over bytes. */
 function tileOperands(kernel: KernelIR): MatmulOperands | undefined {
-  return matmulOperands(kernel) ?? byteContraction(kernel);
+  return matmulOperands(kernel) ?? byteContraction(kernel)?.operands;
 }
 
 /** Tile rows (f32 values, or words of four bytes) consumed per step through workgroup memory. */
