@@ -9,7 +9,9 @@
  * two shifted 8-bit values is an integer of at most 255² = 65025, exact in f32, and so is every
  * partial sum while it stays under 2^24 whatever the order, so a longer patch is split by
  * channels into the groups of one grouped convolution, summed in i32. With constant weights the
- * slices are as few as the weights' actual magnitudes allow, not as the type's bound asks.
+ * slices are as few as the weights' actual magnitudes allow, not as the type's bound asks. Where
+ * no slices sum exactly (a window of more taps than one f32 sum holds, or a grouped convolution
+ * whose channels need slices) it is a product of gathered patches in i32 (`patchProduct`).
  *
  * @module
  */
@@ -22,13 +24,14 @@ import {
   I16_BOUND,
   NARROW,
 } from "./integer_matmul.ts";
-import { convShape } from "./nn.ts";
+import { convShape, resolveWindow } from "./nn.ts";
 import {
   type Attrs,
   constantTensor,
   defineOps,
   type EmitRef,
   type Emitter,
+  InferContext,
   type OpDef,
   type ValueType,
 } from "./registry.ts";
@@ -63,8 +66,7 @@ function asFloat(e: Emitter, x: EmitRef): EmitRef {
  * The float decomposition of the exact i32 convolution of `x` [N, C, ...] by `w`
  * [M, C/group, ...], integer tensors whose products are at most `bound` (`x` at most `maxA`):
  * channels in slices whose patches sum exactly (as few as constant weights' magnitudes allow),
- * the slices' convolutions summed in i32. Grouped convolutions too long for one exact sum take
- * i32 arithmetic.
+ * the slices' convolutions summed in i32. Those no slices sum exactly take i32 arithmetic.
  */
 function exactConv(e: Emitter, ints: EmitRef[], attrs: Attrs, bound: number, maxA: number) {
   const [x, w] = ints.map((t) => asFloat(e, t));
@@ -83,9 +85,7 @@ function exactConv(e: Emitter, ints: EmitRef[], attrs: Attrs, bound: number, max
   }
   const i32 = (t: EmitRef) => e.op("Cast", [t], { to: "i32" });
   if (parts === 1) return i32(e.op("Conv", [x, w], attrs));
-  if (parts > channels || Number(attrs.group ?? 1) !== 1) {
-    return e.op("Conv", ints.map(i32), attrs);
-  }
+  if (parts > channels || Number(attrs.group ?? 1) !== 1) return patchProduct(e, ints, attrs);
   // The slices as the groups of one grouped convolution (channels zero-padded to a multiple of
   // `parts`), summed in i32: one kernel of parts × M output channels, where a kernel a slice
   // kept the H200's small-spatial convolutions on a handful of tiles each (0.5 ms apiece).
@@ -95,6 +95,64 @@ function exactConv(e: Emitter, ints: EmitRef[], attrs: Attrs, bound: number, max
   const [n, , ...outSpatial] = e.typeOf(y).shape;
   const sums = i32(e.op("Reshape", [y], { shape: [n, parts, m, ...outSpatial] }));
   return e.op("ReduceSum", [sums], { axes: [1], keepdims: 0 });
+}
+
+/**
+ * The exact i32 convolution of `x` by `w` as a product of patches (im2col): x zero-padded and
+ * flattened over its spatial axes, each output's window gathered by a constant table of
+ * positions, times the weights as one i32 matmul per group. Exact whatever the bounds (a product
+ * of i32 sums wraps as ONNX Runtime's int32 sums do); float slices are faster where they hold.
+ */
+function patchProduct(e: Emitter, [x, w]: EmitRef[], attrs: Attrs): EmitRef {
+  const [n, c, ...spatial] = e.typeOf(x).shape, [m, cg, ...taps] = e.typeOf(w).shape;
+  const group = Number(attrs.group ?? 1);
+  const ctx = new InferContext({
+    op: "IntegerConv",
+    where: "IntegerConv",
+    inputs: [e.typeOf(x), e.typeOf(w)],
+    attrs,
+  });
+  const win = resolveWindow(ctx, spatial, taps);
+  const i32 = (t: EmitRef) => e.op("Cast", [t], { to: "i32" });
+  const axes = spatial.map((_, i) => 2 + i);
+  const padded = spatial.map((s, i) => s + win.padsBegin[i] + win.padsEnd[i]);
+  const xp = win.padsBegin.some((p) => p) || win.padsEnd.some((p) => p)
+    ? e.op("Pad", [i32(x)], {
+      pads: [...win.padsBegin, ...win.padsEnd],
+      axes,
+      mode: "constant",
+      value: 0,
+    })
+    : i32(x);
+  const flat = e.op("Reshape", [xp], { shape: [n, c, sizeOf(padded)] });
+  const outputs = sizeOf(win.out), count = sizeOf(taps);
+  const table = new Int32Array(outputs * count);
+  for (let o = 0; o < outputs; o++) {
+    for (let t = 0; t < count; t++) {
+      // Each spatial axis, last fastest: the output's window start plus the tap's offset.
+      let at = 0;
+      for (let i = 0, os = o, ts = t, stride = 1; i < spatial.length; i++) {
+        const axis = spatial.length - 1 - i;
+        const oi = os % win.out[axis], ti = ts % taps[axis];
+        os = Math.floor(os / win.out[axis]);
+        ts = Math.floor(ts / taps[axis]);
+        at += (oi * win.strides[axis] + ti * win.dilations[axis]) * stride;
+        stride *= padded[axis];
+      }
+      table[o * count + t] = at;
+    }
+  }
+  const positions = constantTensor(e, table, [outputs, count], "i32");
+  // [N, C, O, T] → [N, G, O, C/G · T], against the weights as [G, C/G · T, M/G].
+  const patches = e.op("Gather", [flat, positions], { axis: 2 });
+  const grouped = e.op("Reshape", [patches], { shape: [n, group, cg, outputs, count] });
+  const rows = e.op("Reshape", [e.op("Transpose", [grouped], { perm: [0, 1, 3, 2, 4] })], {
+    shape: [n, group, outputs, cg * count],
+  });
+  const wg = e.op("Reshape", [i32(w)], { shape: [group, m / group, cg * count] });
+  const sums = e.op("MatMul", [rows, e.op("Transpose", [wg], { perm: [0, 2, 1] })]);
+  const byChannel = e.op("Transpose", [sums], { perm: [0, 1, 3, 2] });
+  return e.op("Reshape", [byChannel], { shape: [n, m, ...win.out] });
 }
 
 /**

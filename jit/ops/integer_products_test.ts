@@ -6,7 +6,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { compile, GraphBuilder, WasmBackend } from "../../mod.ts";
+import { compile, GraphBuilder, WasmBackend, WebGpuBackend } from "../../mod.ts";
 import { KilnError } from "../support/errors.ts";
 import { uniform } from "../support/random.ts";
 
@@ -58,7 +58,7 @@ Deno.test("ConvInteger's zero points: one for the input, one or one per output c
   assert.throws(() => conv([], [2]), refused("shape-mismatch", /one value or 6/));
 });
 
-Deno.test("a QLinearConv of per-channel zero points folds its weights: one integer conv on wasm, its channel slices a constant elsewhere", async () => {
+Deno.test("a QLinearConv of per-channel zero points folds its weights: one integer conv where the backend has integer dots, its channel slices a constant elsewhere", async () => {
   // 256 channels of 3×3 by weights of the full int8 range: the type's bound (258 products a sum)
   // asks for slices of 28 channels; the weights' own magnitudes for fewer, each exact in f32.
   const [c, m, hw] = [256, 8, 5];
@@ -82,19 +82,28 @@ Deno.test("a QLinearConv of per-channel zero points folds its weights: one integ
     dtype: "u8" as const,
   };
   const want = await (await compile(graph, { backend: "reference" })).run({ x });
-  for (const backend of ["wasm", "webgpu"]) {
+  // wasm's integer tiles take i16 pairs (or bytes where its byte dot is exact); WebGPU's bytes
+  // where WGSL has packed byte dots (llvmpipe's does), else the exact float slices.
+  const gpu = new WebGpuBackend();
+  await gpu.prepare();
+  const bytes = {
+    wasm: new WasmBackend().capabilities().byteDot === true,
+    webgpu: gpu.capabilities().byteDot === true,
+  };
+  gpu.dispose();
+  for (const backend of ["wasm", "webgpu"] as const) {
     const exe = await compile(graph, { backend, cache: false });
     // The shifted weights are constants: no kernel computes them in each run (one did while
     // the per-channel zero points went through a Reshape), and the slices' conv reads them.
     const spaces = (exe.plan?.kernels ?? []).map((k) => k.space.join());
     assert.ok(!spaces.includes([m, c, 3, 3].join()), `${backend}: ${spaces.join(" | ")}`);
-    if (backend === "wasm") {
+    if (backend === "wasm" || bytes.webgpu) {
       // Integer dot products: one group, the shifted weights an i16 constant as they are, or
-      // the weights' bytes where the engine's byte dot product is exact (x86 with VNNI).
+      // the weights' bytes where the backend's byte dot product is exact (x86 with VNNI; WGSL).
       const conv = exe.plan!.kernels.find((k) => k.space.join() === `1,1,25,8,${c * 9}`);
       assert.equal(conv?.reductions[0].dtype, "i32", spaces.join(" | "));
       const weights = conv.inputs.find((i) => i.shape.join() === [m, c, 3, 3].join());
-      assert.equal(weights?.dtype, new WasmBackend().capabilities().byteDot ? "i8" : "i16");
+      assert.equal(weights?.dtype, bytes[backend] ? "i8" : "i16");
       assert.deepEqual((await exe.run({ x })).y.data, want.y.data, backend);
       exe.dispose();
       continue;
@@ -108,5 +117,49 @@ Deno.test("a QLinearConv of per-channel zero points folds its weights: one integ
     assert.ok(shapes.includes([parts * m, size, 3, 3].join()), `${backend}: ${shapes.join(" | ")}`);
     assert.deepEqual((await exe.run({ x })).y.data, want.y.data, backend);
     exe.dispose();
+  }
+});
+
+Deno.test("an integer conv no float slices sum exactly is a product of gathered patches, exact", async () => {
+  // A 1-D window of 300 taps (one f32 sum holds 258 products of shifted bytes), and a grouped
+  // conv whose 64 channels a group need three slices: wasm's integer tiles take neither (rank 3,
+  // two groups), so both decompose, into i32 products of patches.
+  const cases = [
+    { x: [2, 3, 320], w: [4, 3, 300], attrs: { pads: [2, 1], strides: [3] } },
+    {
+      x: [1, 128, 9, 9],
+      w: [8, 64, 3, 3],
+      attrs: { group: 2, pads: [1, 1, 1, 1], dilations: [2, 1] },
+    },
+  ];
+  const wasm = new WasmBackend({ threads: 1 });
+  try {
+    for (const { x, w, attrs } of cases) {
+      const g = new GraphBuilder();
+      const y = g.op("IntegerConv", [g.input("x", x, "i16"), g.input("w", w, "i16")], {
+        ...attrs,
+        bound: 255 * 255,
+        max_a: 255,
+      });
+      const graph = g.output("y", y).build();
+      const count = (s: number[]) => s.reduce((a, b) => a * b, 1);
+      const feeds = {
+        x: {
+          data: Int16Array.from(uniform(count(x), 11, -255, 256), Math.floor),
+          shape: x,
+          dtype: "i16" as const,
+        },
+        w: {
+          data: Int16Array.from(uniform(count(w), 13, -255, 256), Math.floor),
+          shape: w,
+          dtype: "i16" as const,
+        },
+      };
+      using want = await compile(graph, { backend: "reference", cache: false });
+      using got = await compile(graph, { backend: wasm, cache: false });
+      assert.deepEqual((await got.run(feeds)).y.data, (await want.run(feeds)).y.data);
+    }
+  } finally {
+    wasm.dispose();
   }
 });
