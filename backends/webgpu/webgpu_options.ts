@@ -101,8 +101,10 @@ export interface WebGpuOptions {
    */
   readonly subgroups?: boolean;
   /**
-   * Sum block products of A rounded to 8 bits (MatMulNBits of `accuracy_level` 4) in integers
-   * with WGSL's `dot4I8Packed` where the implementation has `packed_4x8_integer_dot_product`.
+   * Sum block products of A rounded to 8 bits (MatMulNBits of `accuracy_level` 4), and quantized
+   * products over bytes (a u8 activation by i8 weights: MatMulInteger, QDQ and QLinear products),
+   * in integers with WGSL's `dot4I8Packed` where the implementation has
+   * `packed_4x8_integer_dot_product`; off, those sum the same integers in exact f32 chunks.
    * Default: `KILN_PACKED_DOTS=0` in the environment turns it off, else on.
    */
   readonly packedDots?: boolean;
