@@ -142,12 +142,13 @@ export function registeredBackends(): BackendSet {
 export async function compile(input: Graph, options: CompileOptions = {}): Promise<Executable> {
   if (!isGraph(input)) throw notAGraph(input);
   const start = performance.now();
-  checkPrecision(options.precision);
+  // A bad precision is refused before any device is acquired.
+  const precision = checkPrecision(options.precision);
   const chosen = chosenBackend(options);
   // A named kernel backend is prepared first: what it supports, and how its graph is rewritten
   // (products over bytes where its code has byte dots), can depend on its device.
   if (chosen.named?.codegen && options.fuse !== false) await chosen.named.prepare();
-  const prepared = prepare(input, options, chosen);
+  const prepared = prepare(input, options, { ...chosen, precision });
   const { named, registry } = prepared;
   const whole = (b: Backend, legal: Graph, reason?: string) =>
     wholeGraph(prepared, { backend: b, legal, reason, start });
@@ -240,9 +241,9 @@ interface Rewritten {
  * once (where `fused`, transposed convolutions written out first), repeated nodes computed once,
  * scalar scales moved past their products (not in the exact precision: that regroups a rounding),
  * gathered rows picked before their products, where `join`, products (and integer products) of
- * one A joined and, where `bytes`, quantized products written over bytes. Shared while one is alive: auto's compile and the named compile it places into
- * rewrite the same graph (joining BERT-base's products copies 85 MB of weights, 56 ms of auto's
- * first result on the H200 host).
+ * one A joined and, where `bytes`, quantized products written over bytes. Shared while one is
+ * alive: auto's compile and the named compile it places into rewrite the same graph (joining
+ * BERT-base's products copies 85 MB of weights, 56 ms of auto's first result on the H200 host).
  */
 function rewrittenOf(
   input: Graph,
@@ -275,13 +276,15 @@ function chosenBackend(options: CompileOptions): Pick<Prepared, "named" | "regis
   return { named, registry };
 }
 
-/** `input` prepared for `options`, the named backend checked for what the compile asks of it. */
+/**
+ * `input` prepared for `options` (their `precision` checked), the named backend checked for what
+ * the compile asks of it.
+ */
 function prepare(
   input: Graph,
   options: CompileOptions,
-  { named, registry }: Pick<Prepared, "named" | "registry">,
+  { named, registry, precision }: Pick<Prepared, "named" | "registry"> & { precision: Precision },
 ): Prepared {
-  const precision = checkPrecision(options.precision);
   // Joined products pay on a GPU (more tiles, fewer dispatches); on a CPU they measured the same
   // and would hold their weights twice beside the caller's graph.
   const join = !named || named.kind === "gpu";

@@ -18,11 +18,11 @@
 import { sizeOf } from "../ir/shape.ts";
 import {
   boundAttr,
-  byteOperands,
   exactTerms,
   fewestParts,
   I16_BOUND,
   NARROW,
+  tiledOperands,
 } from "./integer_matmul.ts";
 import { convShape, resolveWindow } from "./nn.ts";
 import {
@@ -38,10 +38,9 @@ import {
 
 /**
  * Whether fusion should build an IntegerConv of input `x` and weights `w` as one integer conv
- * kernel (where the backends have integer dot products): the WebAssembly generator's tiles take
- * i16 operands with an even K (channels × kernel points, as they step K in pairs), or bytes
- * (`byteOperands`), and one set of weights for every row (a 2-D conv of one group); where the
- * backends have `dots` of bytes only (WGSL's), bytes only.
+ * kernel (where the backends have integer `dots`): operands the integer tiles take over a K of
+ * channels × kernel points (`tiledOperands`), and one set of weights for every row (a 2-D conv
+ * of one group).
  */
 export function nativeIntegerConv(
   x: ValueType,
@@ -51,8 +50,7 @@ export function nativeIntegerConv(
 ): boolean {
   const k = sizeOf(w.shape.slice(1));
   if (x.shape.length !== 4 || Number(attrs.group ?? 1) !== 1) return false;
-  const pairs = dots === true && x.dtype === "i16" && w.dtype === "i16" && k % 2 === 0;
-  return pairs || byteOperands(x, w, k);
+  return tiledOperands(x, w, k, dots);
 }
 
 /** `x` as f32: a constant's values converted here, once, else a Cast in the graph. */

@@ -99,20 +99,32 @@ export function byteOperands(a: ValueType, b: ValueType, k: number): boolean {
 }
 
 /**
+ * Whether integer tiles with `dots` take operands `a` and `b` over a K of `k`: i16 pairs (K even)
+ * where the backends have dots of every kind, bytes (see {@linkcode byteOperands}) where they have
+ * at least byte dots (WGSL's `dot4I8Packed` only those).
+ */
+export function tiledOperands(
+  a: ValueType,
+  b: ValueType,
+  k: number,
+  dots: true | "bytes",
+): boolean {
+  const pairs = dots === true && a.dtype === "i16" && b.dtype === "i16" && k % 2 === 0;
+  return pairs || byteOperands(a, b, k);
+}
+
+/**
  * Whether fusion should build an IntegerMatMul of operands `a` and `b` as one integer matmul
- * kernel (where the backends have integer dot products): the WebAssembly generator's tiles take
- * i16 operands of rank 2 or more with K even, or bytes (see {@linkcode byteOperands}); where the
- * backends have `dots` of bytes only (WGSL's), bytes only.
+ * kernel (where the backends have integer `dots`): operands of rank 2 or more that the integer
+ * tiles take (see {@linkcode tiledOperands}).
  */
 export function nativeIntegerMatMul(
   a: ValueType,
   b: ValueType,
   dots: true | "bytes" = true,
 ): boolean {
-  const k = a.shape.at(-1)!;
   if (a.shape.length < 2 || b.shape.length < 2) return false;
-  const pairs = dots === true && a.dtype === "i16" && b.dtype === "i16" && k % 2 === 0;
-  return pairs || byteOperands(a, b, k);
+  return tiledOperands(a, b, a.shape.at(-1)!, dots);
 }
 
 /**

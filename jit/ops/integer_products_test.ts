@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { compile, GraphBuilder, WasmBackend, WebGpuBackend } from "../../mod.ts";
 import { KilnError } from "../support/errors.ts";
 import { uniform } from "../support/random.ts";
+import { graphEqualsReference } from "../testing/testing.ts";
 
 /** The graph of a u8 [4, 8] by i8 [8, 3] MatMulInteger with `zeros` (a's, b's), flagged. */
 function matmul(zeros: { a?: [number[], "u8" | "f32"]; b?: [number[], "i8" | "u8"] }) {
@@ -155,9 +156,7 @@ Deno.test("an integer conv no float slices sum exactly is a product of gathered 
           dtype: "i16" as const,
         },
       };
-      using want = await compile(graph, { backend: "reference", cache: false });
-      using got = await compile(graph, { backend: wasm, cache: false });
-      assert.deepEqual((await got.run(feeds)).y.data, (await want.run(feeds)).y.data);
+      await graphEqualsReference(graph, feeds, wasm);
     }
   } finally {
     wasm.dispose();

@@ -50,6 +50,21 @@ export async function graphMatchesReference(
   }
 }
 
+/**
+ * Runs `graph` on `backend` and on the reference and asserts every output's data equal, element
+ * for element (exact paths: integer sums, the exact precision).
+ */
+export async function graphEqualsReference(
+  graph: Graph,
+  feeds: Record<string, HostTensor>,
+  backend: Backend,
+): Promise<void> {
+  using got = await compile(graph, { backend, cache: false });
+  using want = await compile(graph, { backend: "reference", cache: false });
+  const [g, w] = [await got.run(feeds), await want.run(feeds)];
+  for (const name of Object.keys(w)) assert.deepEqual(g[name].data, w[name].data, name);
+}
+
 /** Numbers of a tensor's data (f16 decoded when `f16` is set, i64 converted). */
 export function numbers(data: TensorData | ArrayLike<number>, f16 = false): number[] {
   if (f16) return Array.from(data as Uint16Array, fromF16Bits);

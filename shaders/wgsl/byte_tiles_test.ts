@@ -5,13 +5,13 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { compile } from "../../mod.ts";
 import { fuse } from "../../jit/passes/fuse.ts";
 import { fusionFor } from "../../jit/compile.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { rng } from "../../jit/support/random.ts";
+import { graphEqualsReference } from "../../jit/testing/testing.ts";
 import { WebGpuBackend } from "../../backends/webgpu/webgpu_backend.ts";
 import { kernelLayout } from "./codegen.ts";
 
@@ -38,13 +38,6 @@ function product(op: string, a: number[], w: number[], attrs = {}): Graph {
   return b.build();
 }
 
-/** `graph` on `backend` gives the reference's i32 sums exactly. */
-async function exact(graph: Graph, feeds: Record<string, HostTensor>, backend: WebGpuBackend) {
-  using got = await compile(graph, { backend, cache: false });
-  using want = await compile(graph, { backend: "reference", cache: false });
-  assert.deepEqual((await got.run(feeds)).y.data, (await want.run(feeds)).y.data);
-}
-
 /** The one kernel of `graph` as fusion builds it for this device. */
 function kernelOf(graph: Graph) {
   const { kernels } = fuse(graph, fusionFor([gpu.capabilities()]));
@@ -67,7 +60,7 @@ Deno.test({
     // Without packed dots the same kernel sums its i32 products a row at a time.
     assert.equal(kernelLayout(kernel, { maxInvocations: 256 }).kind, "rows");
     const feeds = { a: bytes("u8", [130, 516], 7), w: bytes("i8", [516, 258], 11) };
-    await exact(graph, feeds, gpu);
+    await graphEqualsReference(graph, feeds, gpu);
   },
 });
 
@@ -85,7 +78,7 @@ Deno.test({
     const split = new WebGpuBackend({ splitK: true });
     try {
       const feeds = { a: bytes("u8", [128, 2048], 3), w: bytes("i8", [2048, 128], 5) };
-      await exact(graph, feeds, split);
+      await graphEqualsReference(graph, feeds, split);
     } finally {
       split.dispose();
     }
@@ -106,14 +99,14 @@ Deno.test({
     const kernels = fuse(graph, fusionFor([gpu.capabilities()])).kernels;
     assert.deepEqual(kernels.map((k) => k.pattern), ["elementwise", "conv"]);
     assert.deepEqual([...kernelLayout(kernels[1], OPTIONS).vectors], [0, 1]);
-    await exact(graph, feeds, gpu);
+    await graphEqualsReference(graph, feeds, gpu);
     // Gathered as the tiles fill, a byte at a time.
     const gathered = fuse(graph, { integerDot: "bytes" }).kernels;
     assert.equal(gathered.length, 1);
     assert.equal(kernelLayout(gathered[0], OPTIONS).tile?.bytes, "a");
     const gathering = new WebGpuBackend({ storedPatches: Infinity });
     try {
-      await exact(graph, feeds, gathering);
+      await graphEqualsReference(graph, feeds, gathering);
     } finally {
       gathering.dispose();
     }
@@ -129,7 +122,7 @@ Deno.test({
     const layout = kernelLayout(kernelOf(graph), OPTIONS);
     assert.equal(layout.tile?.bytes, "b");
     const feeds = { a: bytes("u8", [1, 256, 14, 14], 19), w: bytes("i8", [512, 256, 1, 1], 23) };
-    await exact(graph, feeds, gpu);
+    await graphEqualsReference(graph, feeds, gpu);
   },
 });
 

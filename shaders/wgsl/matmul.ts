@@ -235,7 +235,7 @@ export function emitTiledMatmul(
   const fillB = filler(T, "tileB", tile.b, T.nAx, "n0", T.N, T.TN, T.RB);
   stepLoop(T, fillA, fillB);
   sliceSums(T);
-  const helpers = epilogueHelper({ ...T, sum: T.bytes ? "i32" : "f32" });
+  const helpers = epilogueHelper({ ...T, sum: tile.bytes ? "i32" : "f32" });
   const { S, TM, TN, sliced, e, RA, RB, word, acc } = T;
   return {
     body: e.lines,
@@ -259,8 +259,8 @@ function tileState(l: KernelLowering, tile: MatmulTile, vectors: ReadonlySet<num
   const threads = tx * ty;
   // A tile word holds one f32, or four bytes of K (KS: K values a step), and the accumulators
   // their type's sums.
-  const bytes = tile.bytes !== undefined, KS = bytes ? 4 * TK : TK;
-  const word = bytes ? "vec4<u32>" : "vec4<f32>", acc = bytes ? "vec4<i32>" : "vec4<f32>";
+  const KS = tile.bytes ? 4 * TK : TK;
+  const word = tile.bytes ? "vec4<u32>" : "vec4<f32>", acc = tile.bytes ? "vec4<i32>" : "vec4<f32>";
   // K in slices: slice `kslice` (the workgroup's rows of `ty` threads, `lid.y / ty`) sums STEPS
   // steps from `kb`, in its own part of the tiles.
   const STEPS = Math.ceil(K / S / KS), sliced = S > 1;
@@ -302,7 +302,6 @@ function tileState(l: KernelLowering, tile: MatmulTile, vectors: ReadonlySet<num
   return {
     l,
     tile,
-    bytes,
     KS,
     word,
     acc,
@@ -361,7 +360,7 @@ function filler(
   width: number,
   stride: number,
 ): Fill {
-  const { l, vectors, K, threads, space, kAx, x, e, kFast, at, kWhole, bytes, word } = T;
+  const { l, tile, vectors, K, threads, space, kAx, x, e, kFast, at, kWhole, word } = T;
   const guarded = (fill: () => void, zero: () => void) => {
     if (kWhole && bound % width === 0) return fill();
     e.block(`if (${allOf(`${x[ax]} < ${bound}`, `${x[kAx]} < ${K}`)}) {`, fill);
@@ -389,8 +388,8 @@ function filler(
   const load = (k0: string) => {
     for (let p = 0; p < count; p++) {
       const [kq, q] = slot(p);
-      if (bytes) {
-        const unsigned = (name === "tileA") === (T.tile.bytes === "a");
+      if (tile.bytes) {
+        const unsigned = (name === "tileA") === (tile.bytes === "a");
         const vector = vectors.has(op.input) ? byteVector(l.kernel, op, ax, kAx) : undefined;
         const slot = { l, x, kAx, ax, o0, k0, kq, q, unsigned, vector, guarded };
         packSlot(slot, op, `${name}_${p}`);
