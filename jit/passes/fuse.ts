@@ -76,7 +76,6 @@ import {
   nativeBlockMatMul,
   type ValueType,
 } from "../ops/mod.ts";
-
 import { normalizeAxis, sameShape, type Shape, sizeOf } from "../ir/shape.ts";
 
 export type { FuseOptions, FusionResult } from "./fuse_options.ts";
@@ -443,7 +442,8 @@ class Fuser {
     const space = `${shape.join()} ${sorted.join()}`;
     const key = s.group ? undefined : isBare(s) ? space : `${space} ${this.#equal.exprId(s.expr)}`;
     const sibling = key === undefined ? undefined : this.#reduced.get(key);
-    const joins = sibling && sameAxes(sibling.reduced, sorted) && !sibling.outputs.length;
+    const joins = sibling && sameAxes(sibling.reduced, sorted) && !sibling.outputs.length &&
+      this.#groups.readsWithin(sibling, s.expr, this.#opts.maxInputs / 2);
     const joined = s.group ?? (joins ? sibling : undefined);
     const group = joined ?? this.#groups.create(shape, sorted, "reduce");
     const nth = group.reductions.length + 1;

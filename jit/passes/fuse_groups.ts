@@ -181,6 +181,16 @@ export class KernelGroups {
   }
 
   /**
+   * Whether `g`, reading `expr` too, reads at most `budget` buffers. Joining reductions of
+   * stored values is asked for half the binding limit: the rest is left to the epilogue's reads
+   * and the stores, as a group whose reductions fill the limit cannot be split by its stores (20
+   * sums of 20 products, each summed whole, joined one kernel of 21 bindings).
+   */
+  readsWithin(g: Group, expr: Expr, budget: number): boolean {
+    return budget === Infinity || buffersRead(expr, this.loads(g)).size <= budget;
+  }
+
+  /**
    * The kernels: elementwise groups of equal space merged where independent, in dependency
    * order, inputs numbered per kernel (`typeOf` gives the type of a buffer no group stores), as
    * the exact precision computes them where `options.exact` says (`exact_math.ts`).

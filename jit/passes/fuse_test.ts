@@ -415,6 +415,33 @@ Deno.test("a reduction whose epilogue stores many values is split within the bin
   }
 });
 
+Deno.test("sums of many stored values of one shape share kernels only within the binding limit", async () => {
+  // Twelve products, each summed whole and the sums added: the sums of stored values of one
+  // shape join one kernel, which bound 13 buffers where the device allowed 5.
+  const b = new GraphBuilder();
+  const x = b.input("x", [3, 4]);
+  let total: Sym | undefined;
+  for (let i = 0; i < 12; i++) {
+    const y = b.op("MatMul", [x, b.constant(new Float32Array(8).fill(i + 1), [4, 2])]);
+    const sum = b.op("ReduceSum", [y], { keepdims: 0 });
+    total = total ? b.op("Add", [total, sum]) : sum;
+  }
+  b.output("y", total!);
+  const graph = b.build();
+  const { kernels } = fuse(graph, { maxInputs: 4 });
+  for (const k of kernels) {
+    assert.ok(k.inputs.length + k.outputs.length <= 5, `${k.name}: ${k.inputs.length} in`);
+  }
+  const sums = kernels.filter((k) => k.ops.some((o) => o.includes("ReduceSum")));
+  assert.ok(sums.length > 1 && sums.length < 12, `${sums.length} kernels of sums`);
+  const feeds = { x: f32([3, 4], 13) };
+  const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
+  for (const backend of ["wasm", "webgpu"]) {
+    const got = await (await compile(graph, { backend, cache: false })).run(feeds);
+    assertClose(numbers(got.y.data), numbers(want.y.data), { rtol: 1e-5, message: backend });
+  }
+});
+
 Deno.test("independent elementwise kernels merge only while their stores stay small", () => {
   const build = (n: number) => {
     const b = new GraphBuilder();
