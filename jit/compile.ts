@@ -494,6 +494,7 @@ export function fusionFor(
 ): Pick<
   FuseOptions,
   | "integerDot"
+  | "quantizedOperands"
   | "inlineOperands"
   | "blockProducts"
   | "blockUnpacks"
@@ -509,6 +510,7 @@ export function fusionFor(
   return {
     // Dots of every kind where every backend has them, of bytes where all have those at least.
     integerDot: all((p) => p.integerDot === true) || (all((p) => !!p.integerDot) && "bytes"),
+    quantizedOperands: all((p) => p.quantizedOperands),
     inlineOperands: !profiles.some((p) => p.storedOperands),
     blockProducts: all((p) => p.blockProducts || !p.storedOperands),
     blockUnpacks: profiles.some((p) => p.blockProducts),

@@ -29,7 +29,8 @@ export function integerProduct(
 ): Sym | undefined {
   const [a, b] = ins.map((s) => s.type);
   if (op === "IntegerMatMul" && nativeIntegerMatMul(a, b, dots)) {
-    return matmulSym(walk, ins, label, type, { widen: true, inlineB: false, inlineA: false });
+    const inlineA = dots === "bytes" && walk.quantized(ins[0]);
+    return matmulSym(walk, ins, label, type, { widen: true, inlineB: false, inlineA });
   }
   if (op === "IntegerConv" && nativeIntegerConv(a, b, attrs, dots)) {
     return convSym(walk, ins, integerConvAttrs(attrs), label, type, { widen: true });

@@ -138,3 +138,54 @@ Deno.test("a backend with byte dots only builds no i16 product as one kernel", (
   assert.equal(kernels(true), 1);
   assert.ok(kernels("bytes") > 1);
 });
+
+/** f32 values around zero, with a tail: DynamicQuantizeLinear's range then rounds at both ends. */
+function floats(shape: number[], seed: number): HostTensor {
+  const next = rng(seed), n = shape.reduce((a, b) => a * b, 1);
+  const data = Float32Array.from({ length: n }, (_, i) => (next() - 0.4) * (i % 97 === 0 ? 9 : 2));
+  return { data, shape, dtype: "f32" };
+}
+
+/**
+ * `x` (f32, transposed first where `xShape` is [K, M]) quantized by DynamicQuantizeLinear, its
+ * bytes multiplied by i8 weights [K, N] and dequantized by the scale, as the byte pass writes
+ * dynamically quantized products.
+ */
+function quantizedProduct(xShape: number[], n: number, transposed: boolean): Graph {
+  const b = new GraphBuilder();
+  let x = b.input("x", xShape);
+  if (transposed) x = b.op("Transpose", [x], { perm: [1, 0] });
+  const [q, scale] = b.opN("DynamicQuantizeLinear", [x], undefined, 3);
+  const k = transposed ? xShape[0] : xShape[1];
+  const sums = b.op("IntegerMatMul", [q, b.input("w", [k, n], "i8")], { bound: 255 * 128 });
+  b.output("y", b.op("Mul", [b.op("Cast", [sums], { to: "f32" }), scale]));
+  return b.build();
+}
+
+Deno.test({
+  name: "a dynamically quantized activation is quantized as the byte tiles read it, to the bit",
+  ignore: !dots,
+  fn: async () => {
+    // A along K in vec4s; A's M along a transposed x (132: vec4s of four rows; 130: a byte at a
+    // time). Each way the quantizing pass is not a kernel of its own.
+    const cases = [
+      { x: [130, 516], transposed: false, vectors: "k" },
+      { x: [516, 132], transposed: true, vectors: "outputs" },
+      { x: [516, 130], transposed: true, vectors: "none" },
+    ];
+    for (const { x, transposed, vectors } of cases) {
+      const graph = quantizedProduct(x, 260, transposed);
+      const { kernels } = fuse(graph, fusionFor([gpu.capabilities()]));
+      const product = kernels.find((k) => k.pattern === "matmul")!;
+      assert.ok(product.ops.some((o) => o.includes("DynamicQuantizeLinear")), vectors);
+      assert.ok(!kernels.some((k) => k.pattern === "elementwise"), vectors);
+      const layout = kernelLayout(product, OPTIONS);
+      assert.equal(layout.tile?.bytes, "a");
+      assert.ok(layout.tile?.quantized, vectors);
+      assert.equal(layout.vectors.has(layout.tile!.a.input), vectors !== "none", vectors);
+      const k = transposed ? x[0] : x[1];
+      const feeds = { x: floats(x, 29), w: bytes("i8", [k, 260], 31) };
+      await graphEqualsReference(graph, feeds, gpu);
+    }
+  },
+});

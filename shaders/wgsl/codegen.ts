@@ -234,7 +234,8 @@ export function tiledMatmul(
   const slices = sliceBytes === undefined
     ? 1
     : sliceCount(shape, tiles(...tileOf(shape)), k, most, sliceBytes, bytes ? 4 : 1);
-  return { ...operands, ...shape, slices, ...(bytes && { bytes: bytes.unsigned }) };
+  const quantized = bytes?.quantized;
+  return { ...operands, ...shape, slices, ...(bytes && { bytes: bytes.unsigned, quantized }) };
 }
 
 /** Generates the WGSL compute shader for `kernel` (not for opaque kernels). */

@@ -75,6 +75,8 @@ export interface MatmulTile extends MatmulOperands {
    * `dot4I8Packed`.
    */
   readonly bytes?: "a" | "b";
+  /** The u8 operand quantized as it is read (`ByteOperands.quantized`), if it is. */
+  readonly quantized?: Expr;
 }
 
 /**
@@ -391,7 +393,8 @@ function filler(
       if (tile.bytes) {
         const unsigned = (name === "tileA") === (tile.bytes === "a");
         const vector = vectors.has(op.input) ? byteVector(l.kernel, op, ax, kAx) : undefined;
-        const slot = { l, x, kAx, ax, o0, k0, kq, q, unsigned, vector, guarded };
+        const quantized = unsigned ? tile.quantized : undefined;
+        const slot = { l, x, kAx, ax, o0, k0, kq, q, unsigned, vector, guarded, quantized };
         packSlot(slot, op, `${name}_${p}`);
         continue;
       }
