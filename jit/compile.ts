@@ -494,7 +494,6 @@ export function fusionFor(
 ): Pick<
   FuseOptions,
   | "integerDot"
-  | "quantizedOperands"
   | "inlineOperands"
   | "blockProducts"
   | "blockUnpacks"
@@ -510,7 +509,6 @@ export function fusionFor(
   return {
     // Dots of every kind where every backend has them, of bytes where all have those at least.
     integerDot: all((p) => p.integerDot === true) || (all((p) => !!p.integerDot) && "bytes"),
-    quantizedOperands: all((p) => p.quantizedOperands),
     inlineOperands: !profiles.some((p) => p.storedOperands),
     blockProducts: all((p) => p.blockProducts || !p.storedOperands),
     blockUnpacks: profiles.some((p) => p.blockProducts),

@@ -29,7 +29,6 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     splitSums: true,
     storedKeys: 4096,
     matrixUnits: true,
-    quantizedOperands: true,
   };
   const wasm: DeviceProfile = {
     ...reference,
@@ -42,7 +41,6 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
   const stored: DeviceProfile = { ...reference, name: "stored", storedOperands: true };
   assert.deepEqual(fusionFor([gpu]), {
     integerDot: false,
-    quantizedOperands: true,
     inlineOperands: true,
     blockProducts: true,
     blockUnpacks: false,
@@ -55,7 +53,6 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
   });
   assert.deepEqual(fusionFor([wasm]), {
     integerDot: true,
-    quantizedOperands: false,
     inlineOperands: false,
     blockProducts: true,
     blockUnpacks: true,
@@ -71,7 +68,6 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
   // reads it; keys are stored by head as the GPU asks.
   assert.deepEqual(fusionFor([wasm, gpu]), {
     integerDot: false,
-    quantizedOperands: false,
     inlineOperands: false,
     blockProducts: true,
     blockUnpacks: true,
@@ -84,7 +80,6 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
   });
   assert.deepEqual(fusionFor([stored, gpu]), {
     integerDot: false,
-    quantizedOperands: false,
     inlineOperands: false,
     blockProducts: false,
     blockUnpacks: false,
@@ -97,7 +92,6 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
   });
   assert.deepEqual(fusionFor([]), {
     integerDot: false,
-    quantizedOperands: false,
     inlineOperands: true,
     blockProducts: false,
     blockUnpacks: false,

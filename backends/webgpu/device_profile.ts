@@ -99,7 +99,7 @@ export function webgpuProfile(
     // Its attention kernels read keys a thread each (see `DeviceProfile.storedKeys`).
     storedKeys: o.storedKeys ?? KEYS_FROM,
     // Quantized products over bytes tile in `dot4I8Packed` words (`shaders/wgsl/byte_tiles.ts`).
-    ...(o.packedDots && { integerDot: "bytes" as const, byteDot: true, quantizedOperands: true }),
+    ...(o.packedDots && { integerDot: "bytes" as const, byteDot: true }),
     maxWorkgroupSize: d?.limits.maxComputeInvocationsPerWorkgroup ?? 0,
     maxStorageBufferBytes: Math.min(
       d?.limits.maxStorageBufferBindingSize ?? 0,

@@ -54,7 +54,6 @@ import {
   plainInput,
   plainTables,
   prologueOperand,
-  quantizedOperand,
   REDUCE,
   sameAxes,
   scalarSym,
@@ -123,7 +122,6 @@ class Fuser {
     splitsSums: () => this.#opts.splitSums,
     halfPatches: () => this.#opts.halfPatches,
     inline: (a, b) => this.#opts.inlineOperands && inlineOperand(a, b) && !this.#tooDeep(b),
-    quantized: (a) => this.#opts.quantizedOperands && quantizedOperand(a, this.#shapes),
     group: (space, reduced, pattern) => this.#groups.create(space, reduced, pattern),
     reduction: (group, op, expr, label, type, labels) =>
       this.#reduction(group, op, expr, label, type, labels),
@@ -504,7 +502,8 @@ class Fuser {
       (normed || prologueOperand(ins[0], attrs, this.#opts.maxDepth))
     ) {
       const [w] = this.#expand(ins, attrs, label, blockWeight);
-      // Its group never runs (the product takes its reductions): no later reduction may join.
+      // The product takes the normalization's reductions: its group never runs, so no later
+      // reduction may join it (a decode step's next layer's norm had, and ran on its own).
       if (normed) {
         this.#reduced.forEach((g, key) => g === ins[0].group && this.#reduced.delete(key));
       }

@@ -25,8 +25,6 @@ export interface Walk {
   operand(s: Sym, label: string): Sym;
   /** Whether a product by `a` may read `b`'s elementwise expression inline (`inlineOperand`). */
   inline(a: Sym, b: Sym): boolean;
-  /** Whether a product over bytes quantizes its u8 operand `a` as it reads it. */
-  quantized(a: Sym): boolean;
   /** `s` stored (where it is not yet), read back as a load. */
   stored(s: Sym, why: string): Sym;
   /** Whether a conv of `macs` multiply-adds stores its patches first (`FuseOptions.patchesFrom`). */

@@ -29,8 +29,7 @@ export function integerProduct(
 ): Sym | undefined {
   const [a, b] = ins.map((s) => s.type);
   if (op === "IntegerMatMul" && nativeIntegerMatMul(a, b, dots)) {
-    const inlineA = dots === "bytes" && walk.quantized(ins[0]);
-    return matmulSym(walk, ins, label, type, { widen: true, inlineB: false, inlineA });
+    return matmulSym(walk, ins, label, type, { widen: true, inlineB: false, inlineA: false });
   }
   if (op === "IntegerConv" && nativeIntegerConv(a, b, attrs, dots)) {
     return convSym(walk, ins, integerConvAttrs(attrs), label, type, { widen: true });

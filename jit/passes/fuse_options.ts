@@ -25,12 +25,6 @@ export interface FuseOptions {
    */
   readonly integerDot?: boolean | "bytes";
   /**
-   * Whether an IntegerMatMul over bytes reads its u8 operand as the quantization of an f32 value
-   * by scalars, computed as its tiles read it (see `quantizedOperand`), instead of storing it
-   * first; default false.
-   */
-  readonly quantizedOperands?: boolean;
-  /**
    * Whether a contraction of a few rows reads its B's elementwise expression as it goes instead
    * of storing it first (see `inlineOperand`); default true.
    */
@@ -110,7 +104,6 @@ export function withDefaults(options: FuseOptions): Required<FuseOptions> {
     maxSharedOps: options.maxSharedOps ?? 16,
     maxDepth: options.maxDepth ?? 128,
     integerDot: options.integerDot ?? false,
-    quantizedOperands: options.quantizedOperands ?? false,
     inlineOperands: options.inlineOperands ?? true,
     blockProducts: options.blockProducts ?? false,
     blockUnpacks: options.blockUnpacks ?? false,

@@ -11,7 +11,6 @@ import {
   buffersRead,
   type Expr,
   exprDepth,
-  gathers,
   type IndexStep,
   type ReduceOp,
   reindex,
@@ -100,31 +99,6 @@ const INLINE = { rows: 4, buffers: 8 };
 export function inlineOperand(a: Sym, b: Sym): boolean {
   return sizeOf(a.type.shape.slice(0, -1)) <= INLINE.rows && !b.group && !isBare(b) &&
     buffersRead(b.expr).size <= INLINE.buffers;
-}
-
-/** Most operations of a quantization a product over bytes computes as its tiles read it. */
-const QUANTIZE_OPS = 24;
-
-/**
- * Whether a product over bytes reads `a` (its u8 operand) as an expression, quantizing as its
- * tiles read (`FuseOptions.quantizedOperands`), instead of storing it first: `a` is not yet part
- * of a kernel, and reads one f32 buffer of more than one element, plainly, beside scalars (a
- * scale, a zero point), in a few operations: DynamicQuantizeLinear's and QuantizeLinear's output.
- * BERT-base int8 stored four such activations a layer, each by a kernel of its own.
- */
-export function quantizedOperand(a: Sym, shapes: ReadonlyMap<number, Shape>): boolean {
-  if (a.group || isBare(a) || a.type.dtype !== "u8" || aluCount(a.expr) > QUANTIZE_OPS) {
-    return false;
-  }
-  let varying = 0, plain = true;
-  walk(a.expr, (e) => {
-    if (e.kind !== "load") return;
-    const shape = shapes.get(e.input);
-    if (shape && sizeOf(shape) === 1) return;
-    varying++;
-    plain &&= shape !== undefined && e.dtype === "f32" && !gathers(e.steps);
-  });
-  return varying === 1 && plain;
 }
 
 /**

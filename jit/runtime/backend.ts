@@ -80,12 +80,6 @@ export interface DeviceProfile {
    */
   readonly byteDot?: boolean;
   /**
-   * Whether a product over bytes may quantize its u8 operand as its tiles read it (an f32 value
-   * by a scalar scale and zero point, DynamicQuantizeLinear's or QuantizeLinear's output) instead
-   * of reading it stored by a kernel of its own: fusion's `quantizedOperands`.
-   */
-  readonly quantizedOperands?: boolean;
-  /**
    * Whether a product of a few rows should read its elementwise operand stored rather than
    * computed as it reads it (fusion's `inlineOperands` is then off): WebAssembly, whose reduction
    * kernels compute such an operand point by point through its index arithmetic. On the H200's

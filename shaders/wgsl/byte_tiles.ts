@@ -22,9 +22,7 @@ import {
   type KernelIR,
   type Load,
   type MatmulOperands,
-  walk,
 } from "../../jit/ir/kernel_ir.ts";
-import { sizeOf } from "../../jit/ir/shape.ts";
 import type { Emitter, KernelLowering } from "./expr.ts";
 import { quadAligned, readOnce } from "./quads.ts";
 
@@ -35,52 +33,24 @@ const ONES = "0x01010101u";
 export interface ByteOperands {
   readonly operands: MatmulOperands;
   readonly unsigned: "a" | "b";
-  /**
-   * The u8 operand's values where they are quantized as the tiles read them: an expression of
-   * its operand's load (an f32 value) and of scalars (see {@linkcode quantizedLoad}).
-   */
-  readonly quantized?: Expr;
 }
 
 /**
  * The operands of a quantized product over bytes: an i32 sum of a u8 factor times an i8 one (in
  * either order: a convolution's weights may be its A), each widened by a Cast, K a multiple of 4;
- * `undefined` for anything else. The u8 factor may be a quantization of an f32 load (fusion's
- * `quantizedOperands`): that load is its operand, and the expression `quantized`.
+ * `undefined` for anything else.
  */
 export function byteContraction(kernel: KernelIR): ByteOperands | undefined {
-  let quantized: Expr | undefined, from: Load | undefined;
-  const widened = (e: Expr) => {
-    if (e.kind !== "alu" || e.op !== "Cast" || e.dtype !== "i32") return undefined;
-    const x = e.args[0];
-    if (x.kind === "load") return gathers(x.steps) ? undefined : x;
-    from = quantizedLoad(kernel, x);
-    if (from) quantized = x;
-    return from;
-  };
+  const widened = (e: Expr) =>
+    e.kind === "alu" && e.op === "Cast" && e.dtype === "i32" && e.args[0].kind === "load" &&
+      !gathers(e.args[0].steps)
+      ? e.args[0]
+      : undefined;
   const operands = contractionOperands(kernel, (d) => d === "i32", widened);
   if (!operands || operands.k % 4 !== 0) return undefined;
-  const dtype = (op: Load) => op === from ? "u8" : op.dtype;
-  const types = `${dtype(operands.a)},${dtype(operands.b)}`;
+  const types = `${operands.a.dtype},${operands.b.dtype}`;
   const unsigned = types === "u8,i8" ? "a" : types === "i8,u8" ? "b" : undefined;
-  return unsigned && { operands, unsigned, ...(quantized && { quantized }) };
-}
-
-/**
- * The one f32 load of `x`, a u8 expression that reads it plainly beside loads of single
- * elements (a scale, a zero point); `undefined` if `x` is not of that form.
- */
-export function quantizedLoad(kernel: KernelIR, x: Expr): Load | undefined {
-  if (x.dtype !== "u8") return undefined;
-  const varying: Load[] = [];
-  let accumulated = false;
-  walk(x, (e) => {
-    if (e.kind === "load" && sizeOf(kernel.inputs[e.input].shape) > 1) varying.push(e);
-    accumulated ||= e.kind === "acc";
-  });
-  const [load] = varying;
-  const plain = varying.length === 1 && load.dtype === "f32" && !gathers(load.steps);
-  return plain && !accumulated ? load : undefined;
+  return unsigned && { operands, unsigned };
 }
 
 /** How a byte tile reads an operand: aligned vec4s along K, or along its outputs (or neither). */
@@ -120,8 +90,6 @@ export interface ByteSlot {
   readonly unsigned: boolean;
   /** How it is read (see {@linkcode byteVector}). */
   readonly vector: ByteVector;
-  /** The u8 values as a quantization of the operand's load (`ByteOperands.quantized`). */
-  readonly quantized?: Expr;
   /** Emits `fill` where the element is inside the operand, `zero` elsewhere. */
   readonly guarded: (fill: () => void, zero: () => void) => void;
 }
@@ -134,23 +102,13 @@ export function packSlot(s: ByteSlot, op: Load, slot: string): void {
   const { l, x, kAx, ax } = s, e = l.e;
   const quad = () => l.quad(op.input, l.offset(op.steps, l.kernel.inputs[op.input].shape).index);
   const pack = (v: string) => s.unsigned ? `pack4xU8(${v} ^ vec4<u32>(128u))` : `pack4xI8(${v})`;
-  // Four values of the operand's load as its bytes: quantized lane by lane where they are f32.
-  const bytes = (lanes: readonly string[]) =>
-    s.quantized
-      ? `vec4<u32>(${lanes.map((v) => l.value(s.quantized!, new Map([[op, v]]))).join(", ")})`
-      : `vec4<${l.stored(op.dtype)}>(${lanes.join(", ")})`;
   if (s.vector === "k") {
     // Each output's four K values are one vec4: one word.
     for (let j = 0; j < 4; j++) {
       e.line(`${x[ax]} = ${s.o0} + (${s.q}) * 4 + ${j};`);
       e.line(`${x[kAx]} = ${s.k0} + (${s.kq}) * 4;`);
       const lane = `${slot}.${"xyzw"[j]}`;
-      s.guarded(() => {
-        if (!s.quantized) return e.line(`${lane} = ${pack(quad())};`);
-        const v = e.fresh("q");
-        e.line(`let ${v} = ${quad()};`);
-        e.line(`${lane} = ${pack(bytes([..."xyzw"].map((c) => `${v}.${c}`)))};`);
-      }, () => e.line(`${lane} = 0u;`));
+      s.guarded(() => e.line(`${lane} = ${pack(quad())};`), () => e.line(`${lane} = 0u;`));
     }
     return;
   }
@@ -164,8 +122,8 @@ export function packSlot(s: ByteSlot, op: Load, slot: string): void {
       s.guarded(() => e.line(`${slot}_${i} = ${quad()};`), () => {});
     }
     for (let j = 0; j < 4; j++) {
-      const lanes = [0, 1, 2, 3].map((i) => `${slot}_${i}.${"xyzw"[j]}`);
-      e.line(`${slot}.${"xyzw"[j]} = ${pack(bytes(lanes))};`);
+      const lanes = [0, 1, 2, 3].map((i) => `${slot}_${i}.${"xyzw"[j]}`).join(", ");
+      e.line(`${slot}.${"xyzw"[j]} = ${pack(`${t}(${lanes})`)};`);
     }
     return;
   }
@@ -175,8 +133,7 @@ export function packSlot(s: ByteSlot, op: Load, slot: string): void {
       e.line(`${x[ax]} = ${s.o0} + (${s.q}) * 4 + j;`);
       e.line(`${x[kAx]} = ${s.k0} + (${s.kq}) * 4 + i;`);
       s.guarded(() => {
-        const value = l.value(s.quantized ?? op, new Map());
-        const v = `u32(${value})${s.unsigned ? " ^ 128u" : ""}`;
+        const v = `u32(${l.value(op as Expr, new Map())})${s.unsigned ? " ^ 128u" : ""}`;
         // Tint asks for the parentheses around a shift beside a bitwise or.
         e.line(`packed = packed | (((${v}) & 255u) << (8u * u32(i)));`);
       }, () => {});

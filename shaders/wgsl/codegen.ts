@@ -234,8 +234,7 @@ export function tiledMatmul(
   const slices = sliceBytes === undefined
     ? 1
     : sliceCount(shape, tiles(...tileOf(shape)), k, most, sliceBytes, bytes ? 4 : 1);
-  const quantized = bytes?.quantized;
-  return { ...operands, ...shape, slices, ...(bytes && { bytes: bytes.unsigned, quantized }) };
+  return { ...operands, ...shape, slices, ...(bytes && { bytes: bytes.unsigned }) };
 }
 
 /** Generates the WGSL compute shader for `kernel` (not for opaque kernels). */

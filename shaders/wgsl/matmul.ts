@@ -75,8 +75,6 @@ export interface MatmulTile extends MatmulOperands {
    * `dot4I8Packed`.
    */
   readonly bytes?: "a" | "b";
-  /** The u8 operand quantized as it is read (`ByteOperands.quantized`), if it is. */
-  readonly quantized?: Expr;
 }
 
 /**
@@ -393,8 +391,7 @@ function filler(
       if (tile.bytes) {
         const unsigned = (name === "tileA") === (tile.bytes === "a");
         const vector = vectors.has(op.input) ? byteVector(l.kernel, op, ax, kAx) : undefined;
-        const quantized = unsigned ? tile.quantized : undefined;
-        const slot = { l, x, kAx, ax, o0, k0, kq, q, unsigned, vector, guarded, quantized };
+        const slot = { l, x, kAx, ax, o0, k0, kq, q, unsigned, vector, guarded };
         packSlot(slot, op, `${name}_${p}`);
         continue;
       }
