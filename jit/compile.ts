@@ -12,6 +12,7 @@ import { type BackendRates, backendRates, knownRates } from "./schedule/cost_mod
 import { KilnError } from "./support/errors.ts";
 import { Executable, settleCompile } from "./runtime/executable.ts";
 import { type ProgressCallback, reporter } from "./runtime/progress.ts";
+import { splitReductions } from "./passes/split_reductions.ts";
 import { rowsFirst } from "./passes/rows_first.ts";
 import { joinedProducts } from "./passes/joined_products.ts";
 import { joinedIntegerProducts } from "./passes/joined_integer_products.ts";
@@ -239,11 +240,12 @@ interface Rewritten {
 /**
  * `input` with random ops hoisted into drawn inputs, empty tensors folded, constants laid out
  * once (where `fused`, transposed convolutions written out first), repeated nodes computed once,
- * scalar scales moved past their products (not in the exact precision: that regroups a rounding),
- * gathered rows picked before their products, where `join`, products (and integer products) of
- * one A joined and, where `bytes`, quantized products written over bytes. Shared while one is
- * alive: auto's compile and the named compile it places into rewrite the same graph (joining
- * BERT-base's products copies 85 MB of weights, 56 ms of auto's first result on the H200 host).
+ * scalar scales moved past their products and large reductions to a few values split in two (not
+ * in the exact precision: both regroup a rounding), gathered rows picked before their products,
+ * where `join`, products (and integer products) of one A joined and, where `bytes`, quantized
+ * products written over bytes. Shared while one is alive: auto's compile and the named compile it
+ * places into rewrite the same graph (joining BERT-base's products copies 85 MB of weights, 56 ms
+ * of auto's first result on the H200 host).
  */
 function rewrittenOf(
   input: Graph,
@@ -257,7 +259,7 @@ function rewrittenOf(
   const { graph: drawing, drawn } = hoistRandom(lowerInt64(input, how.int64));
   const laid = sharedNodes(constantsLaidOut(foldEmpty(drawing), how.fused));
   const scaled = how.exact ? laid : scalesOut(laid);
-  const rows = rowsFirst(scaled);
+  const rows = rowsFirst(how.exact ? scaled : splitReductions(scaled));
   const joined = how.join ? joinedIntegerProducts(joinedProducts(rows)) : rows;
   // Over bytes after the joins: a joined integer product's weights are one constant.
   const graph = how.bytes ? byteProducts(joined) : joined;
