@@ -3,16 +3,17 @@
  * per tensor, per axis or per block), and `DynamicQuantizeLinear`: x (f32) quantized to uint8
  * with a scale and zero point computed from its own range (widened to hold 0), as ONNX defines
  * it: scale = (max − min) / 255, zero point = saturate(round(−min / scale)), y = saturate(round(x
- * / scale) + zero point), rounding half to even. Its range is taken rows first, then over the
- * row results, for a large tensor: one reduction of a whole activation ran on one GPU workgroup
- * (1.1 ms for BERT-base's [128, 3072] on the H200, 96 of them a run) and one wasm thread; by rows
- * it spreads. Min and max are exact in any order. A small tensor keeps one step (a second kernel
- * cost quant_dynamic's [2, 1024] a tenth of its run on wasm).
+ * / scale) + zero point), rounding half to even. Its range is taken in two steps for a large
+ * tensor (`splitOf`: rows first, then the row results): one reduction of a whole activation ran
+ * on one GPU workgroup (1.1 ms for BERT-base's [128, 3072] on the H200, 96 of them a run) and one
+ * wasm thread; by rows it spreads. Min and max are exact in any order. A small tensor keeps one
+ * step (a second kernel cost quant_dynamic's [2, 1024] a tenth of its run on wasm).
  *
  * @module
  */
 import type { DType } from "../ir/dtype.ts";
 import { formatShape, type Shape, sizeOf } from "../ir/shape.ts";
+import { splitOf } from "./reduce.ts";
 import {
   type Attrs,
   defineOps,
@@ -33,11 +34,12 @@ const dynamicQuantizeLinear: OpDef = {
     return [{ shape, dtype: "u8" }, { shape: [], dtype: "f32" }, { shape: [], dtype: "u8" }];
   },
   decompose: (e, [x]) => {
-    const shape = e.typeOf(x).shape, rank = shape.length;
-    const all = { axes: [...Array(rank).keys()], keepdims: 0 };
-    const long = rank > 1 && sizeOf(shape) >= 1 << 16;
+    const shape = e.typeOf(x).shape;
+    const split = splitOf(shape, [...shape.keys()]);
+    const parts = split?.view ? e.op("Reshape", [x], { shape: split.view }) : x;
+    const all = { axes: split?.second ?? [...shape.keys()], keepdims: 0 };
     const rows = (reduce: string) =>
-      long ? e.op(reduce, [x], { axes: [rank - 1], keepdims: 1 }) : x;
+      split ? e.op(reduce, [parts], { axes: split.first, keepdims: 1 }) : x;
     // Both rows' reductions before either whole one: fusion joins reductions of one value into
     // one kernel only until a reader stores the first one's result.
     const [rowsMax, rowsMin] = [rows("ReduceMax"), rows("ReduceMin")];

@@ -6,7 +6,7 @@
  * inputs clipped to their own maximum (`Min(x, ReduceMax(x))`, 72 whole reductions of [128, 768]
  * and [128, 3072]) ran 22.8 ms a run on the H200 through Dawn, against 2.7 without them. Split,
  * the first reduction spreads over a workgroup (a thread) per partial result, as
- * DynamicQuantizeLinear's range is taken (`jit/ops/quantize.ts`).
+ * DynamicQuantizeLinear takes its range (`jit/ops/quantize.ts`), both by {@linkcode splitOf}.
  *
  * Max and min are exact in any order; sums and means (of equal parts) change their rounding
  * order, so the exact precision keeps one reduction (the compile does not call this there).
@@ -14,28 +14,10 @@
  * @module
  */
 import { boundaryOf, freshNames, Graph, type NodeSpec, nodeSpecOf } from "../ir/graph.ts";
-import { type Shape, sizeOf } from "../ir/shape.ts";
-import { reduceAxes } from "../ops/reduce.ts";
+import { reduceAxes, type Split, splitOf } from "../ops/reduce.ts";
 
 /** The reductions split, each the same op twice (a mean of equal parts' means is the mean). */
 const SPLIT: ReadonlySet<string> = new Set(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"]);
-
-/**
- * Least elements of a reduction's input, most values it reduces to, and least extent of either
- * step, for a split: smaller reductions keep one kernel (a second costs a dispatch, and a tenth
- * of a small DynamicQuantizeLinear's run on wasm).
- */
-const LIMITS = { elements: 1 << 16, outputs: 32, part: 16 };
-
-/** How a reduction splits: a view of its input, the first step's axes, the second's. */
-export interface Split {
-  /** The input's shape for both steps (its one reduced axis cut in two), if it changes. */
-  readonly view?: Shape;
-  /** Axes of the view the first step reduces (kept as 1). */
-  readonly first: readonly number[];
-  /** Axes of the view the second step reduces. */
-  readonly second: readonly number[];
-}
 
 /** `graph` with each large reduction to a few values split in two steps. */
 export function splitReductions(graph: Graph): Graph {
@@ -82,29 +64,4 @@ export function splitReductions(graph: Graph): Graph {
     nodes.push({ op: "Reshape", inputs: [whole], outputs: [y.name], attrs: { shape: y.shape } });
   }
   return Graph.create({ ...boundaryOf(graph), nodes });
-}
-
-/**
- * The split of a reduction of `shape` over `axes`, if it pays: a large input to few values. Of
- * several reduced axes, the second step takes the one whose extent and the rest's are most even;
- * a single reduced axis is cut at the largest divisor of its extent up to its square root.
- */
-export function splitOf(shape: Shape, axes: readonly number[]): Split | undefined {
-  const elements = sizeOf(shape), reduced = sizeOf(axes.map((a) => shape[a]));
-  if (elements < LIMITS.elements || elements / reduced > LIMITS.outputs) return undefined;
-  const long = axes.filter((a) => shape[a] > 1);
-  const even = (a: number) => Math.min(shape[a], reduced / shape[a]);
-  if (long.length > 1) {
-    const axis = long.reduce((best, a) => (even(a) > even(best) ? a : best));
-    if (even(axis) < LIMITS.part) return undefined;
-    return { first: axes.filter((a) => a !== axis), second: axes };
-  }
-  const [axis] = long, extent = shape[axis];
-  let parts = Math.floor(Math.sqrt(extent));
-  while (extent % parts !== 0) parts--;
-  if (parts < LIMITS.part) return undefined;
-  // The axis as [parts, extent / parts]: the first step reduces the inner part.
-  const view = [...shape.slice(0, axis), parts, extent / parts, ...shape.slice(axis + 1)];
-  const second = [...axes.map((a) => (a > axis ? a + 1 : a)), axis + 1];
-  return { view, first: [axis + 1], second: second.sort((a, b) => a - b) };
 }
