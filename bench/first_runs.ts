@@ -1,0 +1,75 @@
+/**
+ * A model's runs from its compile, each one's wall time: what a harness that times a few runs
+ * after a compile sees, where a warm median hides it. On the H200 the GPU's clock decides the
+ * first runs of some models (`REPORT-quant.md`, session 63): `--idle MS` runs once (the weights'
+ * uploads), idles, then times; `--warm MS` runs for that long first. Logs `nvidia-smi`'s SM clock
+ * beside the runs where `--clocks FILE` is given and the tool is there.
+ *
+ *   deno run -A --config deno.json bench/first_runs.ts MODEL.onnx [--runs N] [--idle MS]
+ *     [--warm MS] [--clocks FILE] [--backend webgpu|wasm]
+ *
+ * Inputs are ones (ids) and sin(i) (floats); WebGPU through Dawn (`KILN_GPU=navigator` for Deno's),
+ * kernel cache off.
+ */
+import { OnnxModel, type TensorMap, WasmBackend, WebGpuBackend } from "../mod.ts";
+
+const args = [...Deno.args];
+const option = (name: string, fallback: string) => {
+  const at = args.indexOf(name);
+  return at >= 0 ? args.splice(at, 2)[1] : fallback;
+};
+const runs = Number(option("--runs", "40")), idle = Number(option("--idle", "0"));
+const warm = Number(option("--warm", "0")), clocks = option("--clocks", "");
+const backendId = option("--backend", "webgpu");
+const [path] = args;
+const model = await OnnxModel.load(path);
+const inputs: TensorMap = {};
+for (const info of model.inputs) {
+  const shape = info.dims.map((d) => (typeof d === "number" ? d : 1));
+  const n = shape.reduce((a, b) => a * b, 1);
+  inputs[info.name] = info.dtype === "i64"
+    ? { data: new BigInt64Array(n).fill(1n), shape, dtype: "i64" }
+    : { data: new Float32Array(n).map((_, i) => Math.sin(i)), shape, dtype: "f32" } as never;
+}
+const smi = clocks ? startClocks(clocks) : undefined;
+const backend = backendId === "wasm" ? new WasmBackend() : new WebGpuBackend({
+  gpu: Deno.env.get("KILN_GPU") === "navigator" ? "navigator" : "dawn",
+});
+const compiled = performance.now();
+const { executable, inputs: feeds } = await model.compileFor(inputs, { backend, cache: false });
+const compileMs = performance.now() - compiled;
+if (idle) {
+  await executable.run(feeds);
+  await new Promise((r) => setTimeout(r, idle));
+}
+for (const start = performance.now(); performance.now() - start < warm;) {
+  await executable.run(feeds);
+}
+const walls: number[] = [];
+for (let i = 0; i < runs; i++) {
+  const t = performance.now();
+  await executable.run(feeds);
+  walls.push(performance.now() - t);
+}
+smi?.kill();
+const sorted = [...walls].sort((a, b) => a - b);
+console.log(
+  `${path.split("/").pop()} on ${backend.id}: compile ${compileMs.toFixed(0)} ms, median ${
+    sorted[sorted.length >> 1].toFixed(2)
+  } ms; runs ${walls.map((w) => w.toFixed(1)).join(" ")}`,
+);
+executable.dispose();
+backend.dispose();
+
+/** `nvidia-smi` writing the SM clock every 10 ms to `file` (nothing where it is missing). */
+function startClocks(file: string): Deno.ChildProcess | undefined {
+  try {
+    return new Deno.Command("nvidia-smi", {
+      args: ["--query-gpu=timestamp,clocks.sm", "--format=csv,noheader", "-lms", "10", "-f", file],
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+  } catch {
+    return undefined;
+  }
+}
