@@ -89,7 +89,7 @@ Deno.test("a QLinearConv of per-channel zero points folds its weights: one integ
   await gpu.prepare();
   const bytes = {
     wasm: new WasmBackend().capabilities().byteDot === true,
-    webgpu: gpu.capabilities().byteDot === true,
+    webgpu: !!gpu.capabilities().byteDot,
   };
   gpu.dispose();
   for (const backend of ["wasm", "webgpu"] as const) {
