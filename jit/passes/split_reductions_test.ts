@@ -72,3 +72,36 @@ Deno.test("means of integers and reductions to many values keep one step", () =>
   const graph = b.build();
   assert.equal(splitReductions(graph), graph);
 });
+
+Deno.test("split reductions over any axes and keepdims give one reduction's values", async () => {
+  // Shapes of 2^16 elements or more reduced to at most 32 values: axes not contiguous, negative,
+  // absent; size-1 axes among them; one long axis cut in two.
+  const cases: { shape: number[]; axes?: number[]; keepdims: number }[] = [
+    { shape: [4, 1, 128, 130], axes: [2, 3], keepdims: 1 },
+    { shape: [64, 3, 512], axes: [0, -1], keepdims: 0 },
+    { shape: [2, 70000], axes: [-1], keepdims: 0 },
+    { shape: [30, 4, 1, 600], axes: [0, 2, 3], keepdims: 1 },
+    { shape: [1, 96, 1, 768], keepdims: 0 },
+  ];
+  for (const [i, { shape, axes, keepdims }] of cases.entries()) {
+    const b = new GraphBuilder();
+    const x = b.input("x", shape);
+    for (const op of ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"]) {
+      b.output(op, b.op(op, [x], { ...(axes && { axes }), keepdims }));
+    }
+    const graph = b.build();
+    assert.notEqual(splitReductions(graph), graph, `case ${i}`);
+    const feeds = { x: f32(shape, i + 5) };
+    const exact = { backend: "reference", precision: "exact", cache: false } as const;
+    const want = await (await compile(graph, exact)).run(feeds);
+    const got = await (await compile(graph, { backend: "wasm", cache: false })).run(feeds);
+    for (const op of ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"]) {
+      assert.deepEqual(got[op].shape, want[op].shape, `case ${i} ${op}`);
+      assertClose(numbers(got[op].data), numbers(want[op].data), {
+        rtol: 1e-4,
+        atol: 2e-3,
+        message: `case ${i} ${op}`,
+      });
+    }
+  }
+});
