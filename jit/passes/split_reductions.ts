@@ -23,10 +23,11 @@ const SPLIT: ReadonlySet<string> = new Set(["ReduceSum", "ReduceMean", "ReduceMa
 export function splitReductions(graph: Graph): Graph {
   const splits = new Map<number, Split>();
   for (const n of graph.nodes) {
+    // An empty axes list may mean no reduction.
+    if (!SPLIT.has(n.op) || n.attrs.noop_with_empty_axes) continue;
     const x = graph.values[n.inputs[0]];
-    // A mean of integers rounds each part's mean; an empty axes list may mean no reduction.
-    const integerMean = n.op === "ReduceMean" && !x.dtype.startsWith("f");
-    if (!SPLIT.has(n.op) || integerMean || n.attrs.noop_with_empty_axes) continue;
+    // A mean of integers rounds each part's mean.
+    if (n.op === "ReduceMean" && !x.dtype.startsWith("f")) continue;
     const split = splitOf(x.shape, reduceAxes(n.attrs, x.shape.length));
     if (split) splits.set(n.id, split);
   }
