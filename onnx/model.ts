@@ -28,6 +28,7 @@ import { hostFs } from "../jit/support/host_fs.ts";
 import { type OnnxInputInfo, onnxInputs } from "./import/inputs.ts";
 import { NeedsValue } from "./import/node_context.ts";
 import { decodeModel, int, type ModelProto } from "./wire/proto.ts";
+import { ALIGN_ROOM, decodeAligned } from "./wire/aligned.ts";
 import { type ModelSummary, summarizeModel } from "./import/summary.ts";
 import type { StringTensor } from "./import/string_ops.ts";
 import { StringStage, type Value } from "./import/strings.ts";
@@ -230,7 +231,7 @@ export class OnnxModel {
       if (info.size > MAX_MODEL_BYTES) {
         throw new Error(`${info.size} bytes, over ONNX's 2 GiB protobuf limit`);
       }
-      bytes = await fs.readFile(path);
+      bytes = await fs.readFile(path, ALIGN_ROOM);
     } catch (e) {
       throw new KilnError(`Cannot read the model ${path}: ${(e as Error).message}`, {
         code: "bad-input",
@@ -250,7 +251,8 @@ export class OnnxModel {
     read: ExternalReader,
     options: OnnxLoadOptions,
   ): Promise<OnnxModel> {
-    const proto = decodeModel(bytes);
+    // The bytes are the load's own: moved in place where that lets tensors view them.
+    const proto = decodeAligned(bytes);
     await inlineExternalData(proto, read);
     return new OnnxModel(proto, options);
   }

@@ -21,8 +21,11 @@ export interface HostFs {
   lstat(path: string): Promise<HostStat>;
   /** The entry the path (or `file:` URL) leads to (links followed). */
   stat(path: string | URL): Promise<HostStat>;
-  /** The file's bytes. */
-  readFile(path: string | URL): Promise<Uint8Array>;
+  /**
+   * The file's bytes; `room` bytes of their buffer left free after them where the host reads
+   * into a buffer of its own (Deno; elsewhere none), for a move in place (`decodeAligned`).
+   */
+  readFile(path: string | URL, room?: number): Promise<Uint8Array>;
   /** The file as UTF-8 text. */
   readTextFile(path: string): Promise<string>;
   /** Writes `text` to the file, replacing it. */
@@ -66,7 +69,7 @@ async function load(): Promise<HostFs | undefined> {
     return {
       lstat: (p) => deno.lstat(p),
       stat: (p) => deno.stat(p),
-      readFile: (p) => readSized(deno, p),
+      readFile: (p, room = 0) => readSized(deno, p, room),
       readTextFile: (p) => deno.readTextFile(p),
       writeTextFile: (p, text) => deno.writeTextFile(p, text),
       mkdirAll: (p) => deno.mkdir(p, { recursive: true }),
@@ -108,12 +111,12 @@ const CHUNK = 64 << 20;
  * ways (it grows its buffer as it reads, and that VM touches a new page at about 360 MB/s). Other
  * files (devices, pipes, one that grew while read) go through `readFile` as they did.
  */
-async function readSized(deno: DenoFs, path: string | URL): Promise<Uint8Array> {
+async function readSized(deno: DenoFs, path: string | URL, room: number): Promise<Uint8Array> {
   const file = await deno.open(path);
   try {
     const { isFile, size } = await file.stat();
     if (!isFile) return await deno.readFile(path);
-    const bytes = new Uint8Array(size);
+    const bytes = new Uint8Array(size + room).subarray(0, size);
     let at = 0;
     while (at < size) {
       const n = await file.read(bytes.subarray(at, Math.min(size, at + CHUNK)));
