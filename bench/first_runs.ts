@@ -12,6 +12,7 @@
  * kernel cache off.
  */
 import { OnnxModel, type TensorMap, WasmBackend, WebGpuBackend } from "../mod.ts";
+import { median, wallTimes } from "./timed.ts";
 
 const args = [...Deno.args];
 const option = (name: string, fallback: string) => {
@@ -45,17 +46,11 @@ if (idle) {
 for (const start = performance.now(); performance.now() - start < warm;) {
   await executable.run(feeds);
 }
-const walls: number[] = [];
-for (let i = 0; i < runs; i++) {
-  const t = performance.now();
-  await executable.run(feeds);
-  walls.push(performance.now() - t);
-}
+const walls = await wallTimes(() => executable.run(feeds), runs);
 smi?.kill();
-const sorted = [...walls].sort((a, b) => a - b);
 console.log(
   `${path.split("/").pop()} on ${backend.id}: compile ${compileMs.toFixed(0)} ms, median ${
-    sorted[sorted.length >> 1].toFixed(2)
+    median(walls).toFixed(2)
   } ms; runs ${walls.map((w) => w.toFixed(1)).join(" ")}`,
 );
 executable.dispose();

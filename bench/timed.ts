@@ -21,6 +21,17 @@ export function median(xs: readonly number[]): number {
   return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
 }
 
+/** Milliseconds of each of `count` calls of `run`, one after another. */
+export async function wallTimes(run: () => PromiseLike<unknown>, count: number): Promise<number[]> {
+  const ms: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const start = performance.now();
+    await run();
+    ms.push(performance.now() - start);
+  }
+  return ms;
+}
+
 /** `run`, timed per call under `workload` and `library`. */
 export function timed(
   workload: string,

@@ -22,7 +22,7 @@
 import { compile, GraphBuilder, WasmBackend } from "../mod.ts";
 import { wasm } from "../shaders/wasm/encoder.ts";
 import { hasRelaxedSimd } from "../backends/wasm/wasm_backend.ts";
-import { median } from "./timed.ts";
+import { median, wallTimes } from "./timed.ts";
 
 const arg = (name: string) => {
   const i = Deno.args.indexOf(name);
@@ -190,13 +190,7 @@ async function productMs(p: Product, threads: number, int8 = false): Promise<num
   for (let i = 0, t = performance.now(); i < 5 || performance.now() - t < 300; i++) {
     await exe.run(inputs);
   }
-  const ms: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t = performance.now();
-    await exe.run(inputs);
-    ms.push(performance.now() - t);
-  }
-  return median(ms);
+  return median(await wallTimes(() => exe.run(inputs), runs));
 }
 
 const threads = Number(arg("--threads") ?? navigator.hardwareConcurrency);
