@@ -74,12 +74,16 @@ function exactConv(e: Emitter, ints: EmitRef[], attrs: Attrs, bound: number, max
   let parts = per < 1 ? Infinity : Math.ceil(channels / per);
   const data = parts > 1 ? e.constantOf(w) : undefined;
   if (data) {
-    const abs = (c: number, o: number) => {
-      let sum = 0;
-      for (let t = 0; t < taps; t++) sum += Math.abs(data[(o * channels + c) * taps + t]);
-      return sum;
-    };
-    parts = fewestParts(channels, m, abs, maxA, Math.min(parts, channels + 1));
+    // Each channel's |w| over its taps, [channels, m] as the contraction runs.
+    const sums = new Float64Array(channels * m);
+    for (let o = 0; o < m; o++) {
+      for (let c = 0; c < channels; c++) {
+        let sum = 0;
+        for (let t = 0; t < taps; t++) sum += Math.abs(data[(o * channels + c) * taps + t]);
+        sums[c * m + o] = sum;
+      }
+    }
+    parts = fewestParts(channels, m, sums, maxA, Math.min(parts, channels + 1));
   }
   const i32 = (t: EmitRef) => e.op("Cast", [t], { to: "i32" });
   if (parts === 1) return i32(e.op("Conv", [x, w], attrs));

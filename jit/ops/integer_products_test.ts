@@ -10,6 +10,7 @@ import { compile, GraphBuilder, WasmBackend, WebGpuBackend } from "../../mod.ts"
 import { KilnError } from "../support/errors.ts";
 import { uniform } from "../support/random.ts";
 import { graphEqualsReference } from "../testing/testing.ts";
+import { exactTerms, fewestParts } from "./integer_matmul.ts";
 
 /** The graph of a u8 [4, 8] by i8 [8, 3] MatMulInteger with `zeros` (a's, b's), flagged. */
 function matmul(zeros: { a?: [number[], "u8" | "f32"]; b?: [number[], "i8" | "u8"] }) {
@@ -161,4 +162,15 @@ Deno.test("an integer conv no float slices sum exactly is a product of gathered 
   } finally {
     wasm.dispose();
   }
+});
+
+Deno.test("fewestParts: the fewest chunks of K whose weights' magnitudes sum under the exact bound", () => {
+  // maxA 2^16: a chunk may sum |w| up to 255 (exactTerms(65536)); columns of 4 rows.
+  const limit = exactTerms(2 ** 16);
+  const column = (values: number[]) => values.flatMap((v) => [v, 1]);
+  assert.equal(fewestParts(4, 2, column([60, -60, 60, -60]), 2 ** 16, 8), 1);
+  // 100 · 4 is past it, two chunks of 200 are not: 2.
+  assert.equal(fewestParts(4, 2, column([100, -100, 100, -100]), 2 ** 16, 8), 2);
+  // One row alone past the bound: every split fails, so the most allowed.
+  assert.equal(fewestParts(4, 2, column([limit + 1, 0, 0, 0]), 2 ** 16, 3), 3);
 });
