@@ -13,7 +13,7 @@ import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { rng } from "../../jit/support/random.ts";
 import { graphEqualsReference } from "../../jit/testing/testing.ts";
 import { WebGpuBackend } from "../../backends/webgpu/webgpu_backend.ts";
-import { kernelLayout } from "./codegen.ts";
+import { generateWgsl, kernelLayout } from "./codegen.ts";
 
 const gpu = new WebGpuBackend();
 await gpu.prepare();
@@ -137,4 +137,47 @@ Deno.test("a backend with byte dots only builds no i16 product as one kernel", (
   const kernels = (integerDot: boolean | "bytes") => fuse(graph, { integerDot }).kernels.length;
   assert.equal(kernels(true), 1);
   assert.ok(kernels("bytes") > 1);
+});
+
+Deno.test({
+  name:
+    "a product's long epilogue (a requantization) runs from one loop over a thread's sums, exact",
+  ignore: !dots,
+  fn: async () => {
+    // A QDQ residual block's tail: the sums rescaled, a residual added, divided by a runtime
+    // scale, rounded and clipped to bytes, twice. Inlined at each of a thread's sums it made
+    // NVIDIA's pipeline compile 3× as long. (K in slices calls the same loop; the software
+    // adapter takes minutes to compile such a kernel.)
+    const [m, k, n] = [130, 516, 258];
+    const b = new GraphBuilder();
+    const sum = b.op("IntegerMatMul", [b.input("a", [m, k], "u8"), b.input("w", [k, n], "i8")]);
+    const f = (v: number) => b.constant(new Float32Array([v]), []);
+    let y = b.op("Mul", [b.op("Cast", [sum], { to: "f32" }), f(2 ** -11)]);
+    const [r, scale] = [b.input("r", [m, n]), b.input("s", [])];
+    y = b.op("Round", [b.op("Div", [b.op("Add", [y, r]), scale])]);
+    y = b.op("Min", [b.op("Max", [b.op("Add", [y, f(128)]), f(0)]), f(255)]);
+    // Dequantized again, the residual added once more, quantized again.
+    y = b.op("Add", [b.op("Mul", [b.op("Sub", [y, f(128)]), scale]), r]);
+    y = b.op("Round", [b.op("Div", [y, f(0.61)])]);
+    y = b.op("Min", [b.op("Max", [b.op("Add", [y, f(100)]), f(0)]), f(255)]);
+    b.output("y", b.op("Cast", [y], { to: "u8" }));
+    const graph = b.build();
+    const kernel = kernelOf(graph);
+    const options = { ...OPTIONS, splitK: false };
+    assert.equal(kernelLayout(kernel, options).tile?.bytes, "a");
+    const code = generateWgsl(kernel, options);
+    assert.match(code, /for \(var k_i = 0; k_i < select\(/);
+    const next = rng(m + n);
+    const feeds: Record<string, HostTensor> = {
+      a: bytes("u8", [m, k], 29),
+      w: bytes("i8", [k, n], 31),
+      r: {
+        data: Float32Array.from({ length: m * n }, () => next() * 60 - 30),
+        shape: [m, n],
+        dtype: "f32",
+      },
+      s: { data: new Float32Array([0.37]), shape: [], dtype: "f32" },
+    };
+    await graphEqualsReference(graph, feeds, gpu);
+  },
 });

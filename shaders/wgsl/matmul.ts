@@ -234,8 +234,8 @@ export function emitTiledMatmul(
   const fillA = filler(T, "tileA", tile.a, T.mAx, "m0", T.M, T.TM, T.RA);
   const fillB = filler(T, "tileB", tile.b, T.nAx, "n0", T.N, T.TN, T.RB);
   stepLoop(T, fillA, fillB);
-  sliceSums(T);
   const helpers = epilogueHelper({ ...T, sum: tile.bytes ? "i32" : "f32" });
+  sliceSums(T, helpers.length > LOOPED_EPILOGUE);
   const { S, TM, TN, sliced, e, RA, RB, word, acc } = T;
   return {
     body: e.lines,
@@ -482,13 +482,14 @@ function stepLoop(T: TileState, fillA: Fill, fillB: Fill): void {
 }
 
 /**
- * The epilogue calls for every accumulator; with K in slices, the slices' sums handed to the
- * first slice first.
+ * The epilogue calls for every accumulator (in a loop where `looped`); with K in slices, the
+ * slices' sums handed to the first slice first.
  */
-function sliceSums(T: TileState): void {
+function sliceSums(T: TileState, looped: boolean): void {
   const { nb, M, S, tx, ty, pm, pn, threads, sliced, x, e, ly } = T;
   const batch = x.slice(0, nb);
   const epilogues = (rowBase: string) => {
+    if (looped) return loopedEpilogues(T, rowBase);
     for (let r = 0; r < pm; r++) {
       const mExpr = `${rowBase} + ${(r >> 2) * 4 * ty} + ${ly} * 4 + ${r & 3}`;
       for (let h = 0; h < pn / 4; h++) {
@@ -525,6 +526,36 @@ function sliceSums(T: TileState): void {
     });
     epilogues(`select(${M}, m0, kslice == 0)`);
   } else epilogues("m0");
+}
+
+/**
+ * Epilogues of more lines than this are called from one loop over a thread's sums, not inlined
+ * at each: NVIDIA's compiler took 0.3 s a pipeline over ResNet-50 QDQ's requantizing epilogue
+ * (77 lines) at 16 sums a thread, 0.1 s with one call (`.device/scratch/pipexp.ts`, session 64).
+ * A product's plain epilogues (bias, activation, residual: 12-19 lines) stay inline.
+ */
+const LOOPED_EPILOGUE = 40;
+
+/**
+ * A thread's epilogue calls as one loop over its sums (a local array), the loop's count hidden
+ * from the compiler by `k_never` so that it does not unroll them back.
+ */
+function loopedEpilogues(T: TileState, rowBase: string): void {
+  const { nb, tx, ty, pm, pn, x, e, ly } = T;
+  const count = pm * pn;
+  e.line(`var k_sums: array<${T.tile.bytes ? "i32" : "f32"}, ${count}>;`);
+  for (let r = 0; r < pm; r++) {
+    for (let h = 0; h < pn / 4; h++) {
+      [..."xyzw"].forEach((c, i) => e.line(`k_sums[${r * pn + h * 4 + i}] = acc_${r}_${h}.${c};`));
+    }
+  }
+  e.block(`for (var k_i = 0; k_i < select(${count}, 0, k_never); k_i++) {`, () => {
+    e.line(`let k_r = k_i / ${pn};`);
+    e.line(`let k_c = k_i % ${pn};`);
+    const m = `${rowBase} + (k_r >> 2) * ${4 * ty} + ${ly} * 4 + (k_r & 3)`;
+    const n = `n0 + (k_c >> 2) * ${4 * tx} + i32(lid.x) * 4 + (k_c & 3)`;
+    e.line(`epilogue(${[...x.slice(0, nb), m, n, "0"].join(", ")}, k_sums[k_i]);`);
+  });
 }
 
 /** The epilogue helper: the kernel's outputs at one point of the product, from its sum. */
