@@ -35,6 +35,7 @@ import { unfit } from "../../jit/schedule/schedule.ts";
 import { generateWgsl, kernelLayout, type WgslOptions } from "../../shaders/wgsl/codegen.ts";
 import { groupLayout, groupWgsl, withFusedAttention } from "../../shaders/wgsl/attention.ts";
 import { BufferPool, emptyPoolStats, type PoolStats } from "./buffer_pool.ts";
+import { ClockWindow, lowersClock, raiseClock } from "./clock_wake.ts";
 import { dawnGlAdapter, dawnGpu, headlessEgl, vulkanLoader } from "./dawn.ts";
 import { gpuProgram } from "./gpu_program.ts";
 import type { GpuContext } from "./gpu_storage.ts";
@@ -76,6 +77,9 @@ export class WebGpuBackend implements Backend {
   #generation = 0;
   #preparing?: Promise<void>;
   #dawn = false;
+  /** The GPU entry point the device came from, and its clock's window where it lowers it. */
+  #entry?: GPU;
+  #clock?: ClockWindow;
   /** Whether WGSL has the packed byte dot products here (see `WebGpuOptions.packedDots`). */
   #packedDots = false;
   /** The adapter the automatic choice of implementation got, for `#acquire` to take. */
@@ -240,6 +244,11 @@ export class WebGpuBackend implements Backend {
     this.#adapter = adapter;
     this.#device = device;
     this.#lost = false;
+    this.#entry = gpu;
+    const wake = this.#options.clockWake ?? envVar("KILN_CLOCK_WAKE") !== "0";
+    this.#clock = wake && !isSoftwareAdapter(adapter) && lowersClock(adapter.info)
+      ? new ClockWindow()
+      : undefined;
     const cap = this.#options.poolCapBytes ??
       Math.min(2 ** 31, device.limits.maxStorageBufferBindingSize * 8) / 2;
     this.#pool = new BufferPool(device, cap);
@@ -349,6 +358,7 @@ export class WebGpuBackend implements Backend {
       if (k.opaque) return undefined;
       return group ? groupLayout(group, wgsl) : kernelLayout(k, wgsl);
     });
+    await this.#keepClock();
     return gpuProgram(this.#context(), {
       ...io,
       kernels,
@@ -357,6 +367,13 @@ export class WebGpuBackend implements Backend {
       constants,
       partial: partial && from.map((i) => partial[i]),
     });
+  }
+
+  /** After a compile that outlasted the clock's window, raises it again (`clock_wake.ts`). */
+  async #keepClock(): Promise<void> {
+    if (!this.#clock?.passed()) return;
+    await raiseClock(this.#entry!, { powerPreference: this.#options.powerPreference });
+    this.#clock.raised();
   }
 
   /** What generated kernels may use on this device (WebGPU's defaults before `prepare()`). */

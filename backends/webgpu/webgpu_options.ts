@@ -27,6 +27,13 @@ export interface WebGpuOptions {
    */
   readonly dawnFlags?: readonly string[];
   /**
+   * After a compile longer than about 3 s on an NVIDIA GPU, make a second device
+   * and release it (about 0.1 s): the driver lets the clock fall to its floor 3.5 s after the
+   * device was made, which left the first 20-40 runs after such a compile 3× slower
+   * (`clock_wake.ts`). Default: on, unless `KILN_CLOCK_WAKE=0`.
+   */
+  readonly clockWake?: boolean;
+  /**
    * Adapter feature level. Default: `"core"`, then `"compatibility"` where no core adapter
    * exists (Dawn's software adapters, SwiftShader and llvmpipe through EGL, offer only that).
    */
