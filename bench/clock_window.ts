@@ -34,15 +34,11 @@ const code = `@group(0) @binding(0) var<storage, read_write> b: array<f32>;
   for (var i = 0u; i < 20000u; i++) { x = fma(x, 0.9999, 0.0001); }
   b[g.x % 262144u] = x;
 }`;
-const module = device.createShaderModule({ code });
-const pipeline = device.createComputePipeline({
-  layout: "auto",
-  compute: { module, entryPoint: "main" },
-});
-const group = device.createBindGroup({
-  layout: pipeline.getBindGroupLayout(0),
-  entries: [{ binding: 0, resource: { buffer } }],
-});
+// One pipeline of one binding: the kernel's own layout.
+const compute = { module: device.createShaderModule({ code }), entryPoint: "main" };
+const pipeline = device.createComputePipeline({ layout: "auto", compute });
+const entries = [{ binding: 0, resource: { buffer } }];
+const group = device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
 
 /** `n` runs of the kernel, each submitted and waited for: their times in ms. */
 async function times(n: number): Promise<number[]> {

@@ -11,7 +11,8 @@
  * Inputs are ones (ids) and sin(i) (floats); WebGPU through Dawn (`KILN_GPU=navigator` for Deno's),
  * kernel cache off.
  */
-import { OnnxModel, type TensorMap, WasmBackend, WebGpuBackend } from "../mod.ts";
+import { OnnxModel, WasmBackend, WebGpuBackend } from "../mod.ts";
+import { madeInputs } from "./model_inputs.ts";
 import { median, wallTimes } from "./timed.ts";
 
 const args = [...Deno.args];
@@ -24,14 +25,7 @@ const warm = Number(option("--warm", "0")), clocks = option("--clocks", "");
 const backendId = option("--backend", "webgpu");
 const [path] = args;
 const model = await OnnxModel.load(path);
-const inputs: TensorMap = {};
-for (const info of model.inputs) {
-  const shape = info.dims.map((d) => (typeof d === "number" ? d : 1));
-  const n = shape.reduce((a, b) => a * b, 1);
-  inputs[info.name] = info.dtype === "i64"
-    ? { data: new BigInt64Array(n).fill(1n), shape, dtype: "i64" }
-    : { data: new Float32Array(n).map((_, i) => Math.sin(i)), shape, dtype: "f32" } as never;
-}
+const inputs = await madeInputs(model.inputs, { id: () => 1n, float: Math.sin });
 const smi = clocks ? startClocks(clocks) : undefined;
 const backend = backendId === "wasm" ? new WasmBackend() : new WebGpuBackend({
   gpu: Deno.env.get("KILN_GPU") === "navigator" ? "navigator" : "dawn",

@@ -11,24 +11,14 @@
  * @module
  */
 import { OnnxModel, WebGpuBackend } from "../mod.ts";
+import { madeInputs } from "./model_inputs.ts";
 
 const backend = new WebGpuBackend({ profile: true });
 await backend.prepare();
 for (const path of Deno.args) {
   const model = await OnnxModel.load(path);
   // 0.5 everywhere, token ids of 0 where the model takes integers, symbolic dimensions 1.
-  const inputs = Object.fromEntries(model.inputs.map(({ name, dims, dtype }) => {
-    const shape = dims.map((d) => (typeof d === "number" ? d : 1));
-    const n = shape.reduce((a, d) => a * d, 1);
-    return [
-      name,
-      dtype === "i64" ? { data: new BigInt64Array(n), shape, dtype } : {
-        data: new Float32Array(n).fill(0.5),
-        shape,
-        dtype: "f32" as const,
-      },
-    ];
-  }));
+  const inputs = await madeInputs(model.inputs, { float: () => 0.5 });
   const shapes = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, t.shape]));
   const t0 = performance.now();
   using exe = await model.compile(shapes, { backend, cache: false });

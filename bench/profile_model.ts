@@ -10,7 +10,8 @@
  * compiles under the auto policy instead (placement as `kiln run` without --backend takes it),
  * and prints the run's timing split over ten runs; `--precision f16` compiles under that policy.
  */
-import { OnnxModel, type Precision, type TensorMap, WasmBackend, WebGpuBackend } from "../mod.ts";
+import { OnnxModel, type Precision, WasmBackend, WebGpuBackend } from "../mod.ts";
+import { madeInputs } from "./model_inputs.ts";
 import { timingDawnFlags } from "./timed.ts";
 
 const args = [...Deno.args];
@@ -28,16 +29,7 @@ const runs = runsAt >= 0 ? Number(args.splice(runsAt, 2)[1]) : 1;
 const [path, ...given] = args;
 const model = await OnnxModel.load(path);
 const files = Object.fromEntries(given.map((g) => g.split("=") as [string, string]));
-const inputs: TensorMap = {};
-for (const info of model.inputs) {
-  const shape = info.dims.map((d) => (typeof d === "number" ? d : 1));
-  const n = shape.reduce((a, b) => a * b, 1);
-  const bytes = files[info.name] ? await Deno.readFile(files[info.name]) : undefined;
-  const data = info.dtype === "i64"
-    ? (bytes ? new BigInt64Array(bytes.buffer) : new BigInt64Array(n))
-    : (bytes ? new Float32Array(bytes.buffer) : new Float32Array(n));
-  inputs[info.name] = { data, shape, dtype: info.dtype === "i64" ? "i64" : "f32" } as never;
-}
+const inputs = await madeInputs(model.inputs, { files });
 const gpu = wasm ? new WasmBackend({ profile: true }) : new WebGpuBackend({
   gpu: Deno.env.get("KILN_GPU") === "navigator" ? "navigator" : "dawn",
   profile: true,
