@@ -21,6 +21,7 @@ import { checkHostTensor, type HostTensor } from "./host_tensor.ts";
 import { type Attrs, inferNode } from "../ops/mod.ts";
 import { canonicalize } from "./canonical.ts";
 import { formatShape, isValidShape, type Shape } from "./shape.ts";
+import { handOver, isHandedOver } from "./hand_over.ts";
 
 /** A graph input as declared in a {@linkcode GraphSpec}. */
 export interface InputSpec {
@@ -304,27 +305,9 @@ function checkDecl(decl: InputSpec, kind: string): void {
   }
 }
 
-/**
- * Data whose makers gave it up to the graphs built from it (see {@linkcode handOver}), and the
- * copies graphs made of their callers' data: a graph never writes its data, so the graphs a
- * compile's passes rebuild from it keep the same arrays (a 0.5B decoder's compile copied its
- * weights at each of three rewrites: 7.6 s of its 2-core first prefill).
- */
-const handedOver = new WeakSet<TensorData>();
-
-/**
- * Marks `data` as given up by its maker (the importer's decoded initializers and made tables):
- * a graph keeps it as its param or Constant without the copy that guards a caller's data from the
- * caller's later writes. A 4-bit decoder's 550 MB of weights took 1.5 s to copy at its import.
- */
-export function handOver<T extends TensorData>(data: T): T {
-  handedOver.add(data);
-  return data;
-}
-
 /** `data` to keep in a graph: a copy, unless handed over or kept by a graph already. */
 function owned(data: TensorData): TensorData {
-  return handedOver.has(data) ? data : handOver(data.slice());
+  return isHandedOver(data) ? data : handOver(data.slice());
 }
 
 function paramData(p: ParamSpec): TensorData | undefined {

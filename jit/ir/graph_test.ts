@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { KilnError, type KilnErrorCode } from "../support/errors.ts";
-import { Graph, handOver } from "./graph.ts";
+import { Graph } from "./graph.ts";
+import { handOver } from "./hand_over.ts";
 import { GraphBuilder } from "../frontend/graph_builder.ts";
 
 function throwsKiln(fn: () => unknown, code: KilnErrorCode, ...patterns: RegExp[]): void {

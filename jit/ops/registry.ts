@@ -18,6 +18,7 @@ import {
 } from "../ir/dtype.ts";
 import { KilnError, type KilnErrorCode, shown } from "../support/errors.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
+import { handOver } from "../ir/hand_over.ts";
 import {
   formatShape,
   isValidShape,
@@ -73,7 +74,9 @@ export function constantTensor(
   shape: readonly number[],
   dtype: DType,
 ): EmitRef {
-  return e.op("Constant", [], { value: { data: fromNumbers(dtype, values), shape, dtype } });
+  // Its own array: the graph keeps it without a copy.
+  const data = handOver(fromNumbers(dtype, values));
+  return e.op("Constant", [], { value: { data, shape, dtype } });
 }
 
 /**

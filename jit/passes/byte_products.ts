@@ -18,12 +18,12 @@ import {
   boundaryOf,
   freshNames,
   Graph,
-  handOver,
   type Node,
   type NodeSpec,
   nodeSpecOf,
   producerOf,
 } from "../ir/graph.ts";
+import { handOver } from "../ir/hand_over.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import type { Attrs, ValueType } from "../ops/mod.ts";
 import { sizeOf } from "../ir/shape.ts";

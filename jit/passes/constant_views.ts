@@ -14,7 +14,8 @@
  */
 import { affineOffset } from "../ir/access.ts";
 import { allocate, byteSize } from "../ir/dtype.ts";
-import { boundaryOf, Graph, handOver, type Node, type NodeSpec, nodeSpecOf } from "../ir/graph.ts";
+import { boundaryOf, Graph, type Node, type NodeSpec, nodeSpecOf } from "../ir/graph.ts";
+import { handOver } from "../ir/hand_over.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import { movementSteps } from "../ir/index_maps.ts";
 import { decompose } from "./decompose.ts";

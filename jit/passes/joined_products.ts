@@ -16,7 +16,6 @@ import {
   boundaryOf,
   freshNames,
   Graph,
-  handOver,
   type Node,
   type NodeSpec,
   nodeSpecOf,
@@ -24,6 +23,7 @@ import {
   readCount,
   soleReader,
 } from "../ir/graph.ts";
+import { handOver } from "../ir/hand_over.ts";
 import { allocate } from "../ir/dtype.ts";
 
 /** One product of a join: its MatMul, its bias Add if any, and their constant operands. */

@@ -13,7 +13,7 @@ import { KilnError } from "../../jit/support/errors.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import type { TensorData } from "../../jit/ir/dtype.ts";
-import { handOver } from "../../jit/ir/graph.ts";
+import { handOver } from "../../jit/ir/hand_over.ts";
 import type { Attrs } from "../../jit/ops/mod.ts";
 import {
   attrs,

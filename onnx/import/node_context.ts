@@ -7,7 +7,7 @@
 import { byteSize, type DType, fromF16Bits, fromNumbers, isFloat } from "../../jit/ir/dtype.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { checkBudget } from "../../jit/runtime/budget.ts";
-import { handOver } from "../../jit/ir/graph.ts";
+import { handOver } from "../../jit/ir/hand_over.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import type { Attrs, ValueType } from "../../jit/ops/mod.ts";
