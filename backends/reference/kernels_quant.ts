@@ -12,7 +12,7 @@
 import type { Kernel } from "./kernel.ts";
 import { roundHalfEven } from "./scalar_math.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
-import { type Shape, sizeOf, stridesOf } from "../../jit/ir/shape.ts";
+import { broadcastRun, type Shape, sizeOf, stridesOf } from "../../jit/ir/shape.ts";
 import type { InferContext } from "../../jit/ops/mod.ts";
 import { quantRange } from "../../jit/ops/quantize.ts";
 import { read, writer, written } from "./tensor_io.ts";
@@ -66,9 +66,12 @@ function scaleRuns(
   block: number,
 ): { run: number; at: (r: number) => number } {
   const rank = shape.length;
-  if (sizeOf(ks) === 1) return { run: Math.max(1, sizeOf(shape)), at: () => 0 };
-  if (!block && ks.length === 1) {
-    return { run: Math.max(1, sizeOf(shape.slice(axis + 1))), at: (r) => r % shape[axis] };
+  // Per tensor, or per axis (its length checked at inference): the scales lined up with x's
+  // axes as `spread` in jit/ops/quantize.ts lines them up, read in runs.
+  const whole = sizeOf(ks) === 1;
+  if (whole || (!block && ks.length === 1)) {
+    const along = whole ? [] : shape.map((_, i) => (i === axis ? ks[0] : 1));
+    return { run: broadcastRun(along, shape)!, at: (r) => r % sizeOf(ks) };
   }
   const aligned = [...Array(rank - ks.length).fill(1), ...ks], strides = stridesOf(aligned);
   const at = (i: number) => {

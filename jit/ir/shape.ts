@@ -79,6 +79,22 @@ export function broadcastOffsets(shape: Shape, out: Shape): Int32Array | undefin
 }
 
 /**
+ * Where a tensor of `shape` broadcasts to `out` in runs of consecutive elements of `out` that read
+ * one element of it (its non-1 axes contiguous and all of `out`'s there: per tensor, or per
+ * channel of leading axes), the runs' length: run `r` reads element `r % sizeOf(shape)`.
+ * `undefined` otherwise ({@linkcode broadcastOffsets} then). Loops over runs read a weight's
+ * per-channel scale or zero point without an offset an element.
+ */
+export function broadcastRun(shape: Shape, out: Shape): number | undefined {
+  const aligned = [...Array(out.length - shape.length).fill(1), ...shape];
+  const axes = aligned.flatMap((d, i) => (d === 1 ? [] : [i]));
+  if (axes.length === 0) return Math.max(1, sizeOf(out));
+  const [first, last] = [axes[0], axes.at(-1)!];
+  for (let d = first; d <= last; d++) if (aligned[d] !== out[d]) return undefined;
+  return Math.max(1, sizeOf(out.slice(last + 1)));
+}
+
+/**
  * Offsets `base + Σ index[d] * strides[d]` for every index of `shape`, in row-major order.
  * The general strided view behind broadcasting, transposes and slices in the reference backend.
  */
