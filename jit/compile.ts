@@ -249,13 +249,7 @@ interface Rewritten {
  */
 function rewrittenOf(
   input: Graph,
-  how: {
-    exact: boolean;
-    join: boolean;
-    int64: Int64Mode;
-    fused: boolean;
-    bytes: boolean | "convolutions";
-  },
+  how: { exact: boolean; join: boolean; int64: Int64Mode; fused: boolean; bytes: boolean },
 ): Rewritten {
   const key = `${how.exact} ${how.join} ${how.int64} ${how.fused} ${how.bytes}`;
   let byHow = REWRITTEN.get(input);
@@ -268,7 +262,7 @@ function rewrittenOf(
   const rows = rowsFirst(how.exact ? scaled : splitReductions(scaled));
   const joined = how.join ? joinedIntegerProducts(joinedProducts(rows)) : rows;
   // Over bytes after the joins: a joined integer product's weights are one constant.
-  const graph = how.bytes ? byteProducts(joined, { convolutionsOnly: how.bytes !== true }) : joined;
+  const graph = how.bytes ? byteProducts(joined) : joined;
   // Held weakly: the rewritten graph lives as long as a compile or an executable holds it.
   byHow.set(key, { graph: new WeakRef(graph), drawn });
   return { graph, drawn };
@@ -305,7 +299,7 @@ function prepare(
     int64,
     fused,
     // Quantized products over bytes where the named backend multiplies them exactly.
-    bytes: fused && precision !== "exact" ? named?.capabilities().byteDot ?? false : false,
+    bytes: fused && precision !== "exact" && named?.capabilities().byteDot === true,
   });
   const { graph, widened } = withoutF64(
     applyPrecision(joined, precision),

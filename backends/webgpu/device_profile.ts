@@ -98,9 +98,8 @@ export function webgpuProfile(
     splitSums: o.splitSums ?? false,
     // Its attention kernels read keys a thread each (see `DeviceProfile.storedKeys`).
     storedKeys: o.storedKeys ?? KEYS_FROM,
-    // Quantized convolutions over bytes tile in `dot4I8Packed` words (`shaders/wgsl/byte_tiles.ts`);
-    // matrix products stay in exact f32 chunks (see `WebGpuOptions.packedDots`).
-    ...(o.packedDots && { integerDot: "bytes" as const, byteDot: "convolutions" as const }),
+    // Quantized products over bytes tile in `dot4I8Packed` words (`shaders/wgsl/byte_tiles.ts`).
+    ...(o.packedDots && { integerDot: "bytes" as const, byteDot: true }),
     maxWorkgroupSize: d?.limits.maxComputeInvocationsPerWorkgroup ?? 0,
     maxStorageBufferBytes: Math.min(
       d?.limits.maxStorageBufferBindingSize ?? 0,

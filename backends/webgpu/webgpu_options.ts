@@ -109,15 +109,15 @@ export interface WebGpuOptions {
   readonly subgroups?: boolean;
   /**
    * Sum block products of A rounded to 8 bits (MatMulNBits of `accuracy_level` 4), and quantized
-   * convolutions over bytes (a u8 activation by i8 weights: ConvInteger, QDQ and QLinear
-   * convolutions), in integers with WGSL's `dot4I8Packed` where the implementation has
+   * products over bytes (a u8 activation by i8 weights: MatMulInteger, QDQ and QLinear products),
+   * in integers with WGSL's `dot4I8Packed` where the implementation has
    * `packed_4x8_integer_dot_product`; off, those sum the same integers in exact f32 chunks.
-   * Quantized matrix products keep their exact f32 chunks either way: over bytes, BERT-base int8
-   * ran 8% faster warm on the H200 (3.5-3.7 against 3.9-4.0 ms) but held the GPU's clock at its
-   * lowest for its first 20-30 runs from a compile (10 ms each, where the chunks' started at
-   * 3.3-5.4; `bench/REPORT-quant.md`, session 63). ResNet-50 QDQ's convolutions over bytes run
-   * 2.2-2.7 ms warm against 5.7-5.9 in chunks. Default: `KILN_PACKED_DOTS=0` in the environment
-   * turns it off, else on.
+   * On the H200 BERT-base int8's first run over bytes took 514-544 ms against 683-768 in chunks
+   * (12 kernels fewer: a deep K needs no chunks in i32) and the runs after it were as fast or
+   * faster (`bench/REPORT-quant.md`, session 65); session 63's slow
+   * first runs over bytes were the GPU's clock, which the clock wake now raises
+   * ({@linkcode WebGpuOptions.clockWake}). Default: `KILN_PACKED_DOTS=0` in the environment turns
+   * it off, else on.
    */
   readonly packedDots?: boolean;
 }

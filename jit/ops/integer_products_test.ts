@@ -90,7 +90,7 @@ Deno.test("a QLinearConv of per-channel zero points folds its weights: one integ
   await gpu.prepare();
   const bytes = {
     wasm: new WasmBackend().capabilities().byteDot === true,
-    webgpu: !!gpu.capabilities().byteDot,
+    webgpu: gpu.capabilities().byteDot === true,
   };
   gpu.dispose();
   for (const backend of ["wasm", "webgpu"] as const) {

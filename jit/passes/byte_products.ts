@@ -45,23 +45,16 @@ const QUANTIZED = new Set([
   "QGemm",
 ]);
 
-/** Options of {@linkcode byteProducts}. */
-export interface ByteProductOptions {
-  /** Only the convolutions over bytes (the backend's `byteDot: "convolutions"`); default false. */
-  readonly convolutionsOnly?: boolean;
-}
-
 /**
  * `given` with its shifted 8-bit products over bytes (`given` itself where there is none). The
  * quantized ops a program built them of are written out first (the importer already has).
  */
-export function byteProducts(given: Graph, options: ByteProductOptions = {}): Graph {
+export function byteProducts(given: Graph): Graph {
   const graph = decompose(given, (n) => QUANTIZED.has(n.op));
   const fresh = freshNames(graph);
   const rewrites = new Map<number, NodeSpec[]>();
-  const ops = options.convolutionsOnly ? ["IntegerConv"] : ["IntegerMatMul", "IntegerConv"];
   for (const n of graph.nodes) {
-    if (!ops.includes(n.op)) continue;
+    if (n.op !== "IntegerMatMul" && n.op !== "IntegerConv") continue;
     const nodes = byteProduct(graph, n, fresh);
     if (nodes) rewrites.set(n.id, nodes);
   }

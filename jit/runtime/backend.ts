@@ -76,11 +76,9 @@ export interface DeviceProfile {
   /**
    * Whether those integer dot products multiply bytes exactly, four a lane (WebAssembly's relaxed
    * byte dot product where the engine computes unsigned bytes without saturating): the compile
-   * then writes quantized products of 8-bit activations over bytes (`byte_products.ts`);
-   * `"convolutions"`: only the convolutions, the matrix products staying as the importer wrote
-   * them (WebGPU: see `WebGpuOptions.packedDots`).
+   * then writes quantized products of 8-bit activations over bytes (`byte_products.ts`).
    */
-  readonly byteDot?: boolean | "convolutions";
+  readonly byteDot?: boolean;
   /**
    * Whether a product of a few rows should read its elementwise operand stored rather than
    * computed as it reads it (fusion's `inlineOperands` is then off): WebAssembly, whose reduction
