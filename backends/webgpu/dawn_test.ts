@@ -14,7 +14,7 @@ import { MODEL_NAMES, referenceModel } from "../../onnx/testdata.ts";
 import { BackendRegistry } from "../registry.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 import { gpuChoice } from "./gpu_choice.ts";
-import { withToggles } from "./dawn.ts";
+import { dawnGpu, withToggles } from "./dawn.ts";
 
 // EGL reads it when Dawn opens its display, so setting it here, before, is in time.
 if (!Deno.env.get("EGL_PLATFORM")) Deno.env.set("EGL_PLATFORM", "surfaceless");
@@ -27,6 +27,25 @@ Deno.test("Dawn gives an adapter and a device with real limits", () => {
   assert.ok(c.maxWorkgroupSize >= 64 && c.maxStorageBufferBytes > 0 && c.maxBindings >= 8, c.name);
   // Verdicts and calibrations are keyed by the profile: each implementation has its own.
   assert.match(c.name, / \(Dawn\)$/);
+});
+
+Deno.test("a GPU passed in is Dawn unless it is navigator.gpu (Node passes the package's create())", async () => {
+  const given = new WebGpuBackend({
+    gpu: await dawnGpu({ flags }),
+    allowSoftware: true,
+  });
+  await given.prepare();
+  assert.match(given.capabilities().name, / \(Dawn\)$/);
+  const b = new GraphBuilder();
+  b.output("y", b.op("Relu", [b.input("x", [2])]));
+  const exe = await compile(b.build(), { backend: given, cache: false });
+  assert.deepEqual(numbers((await exe.run({ x: f32([-1, 2], [2]) })).y.data), [0, 2]);
+  exe.dispose();
+  given.dispose();
+  const deno = new WebGpuBackend({ gpu: navigator.gpu, allowSoftware: true });
+  await deno.prepare();
+  assert.doesNotMatch(deno.capabilities().name, /Dawn/);
+  deno.dispose();
 });
 
 Deno.test("kiln's Dawn toggles join the caller's flags without replacing them", () => {

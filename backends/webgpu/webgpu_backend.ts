@@ -212,7 +212,9 @@ export class WebGpuBackend implements Backend {
     const adapter = this.#options.featureLevel
       ? await request(this.#options.featureLevel)
       : probed ?? await request() ?? await request("compatibility") ??
-        (this.#dawn && !givenDawnFlags(this.#options) ? await dawnGlAdapter() : null);
+        (this.#dawn && typeof this.#options.gpu !== "object" && !givenDawnFlags(this.#options)
+          ? await dawnGlAdapter()
+          : null);
     if (!adapter) {
       throw new KilnError("No WebGPU adapter was found", {
         code: "backend",
@@ -260,7 +262,14 @@ export class WebGpuBackend implements Backend {
   /** The WebGPU entry point the options (or `KILN_GPU`) name. */
   async #gpu(): Promise<GPU> {
     const choice = this.#options.gpu ?? gpuChoice();
-    if (typeof choice === "object") return choice;
+    if (typeof choice === "object") {
+      // A GPU given that is not the runtime's own is the webgpu package's (what the docs name for
+      // Node): Dawn in this process, so it takes Dawn's ways (pipelines made as `#pipeline`
+      // says, mappings read in place). Taken as Deno's, each pipeline was awaited through Dawn's
+      // asynchronous creation (13 of them 5.6-6.4 s on the H200 against 1.3-1.7 s).
+      this.#dawn = !WebGpuBackend.available() || choice !== navigatorGpu();
+      return choice;
+    }
     if (choice === "auto") {
       const navigator = WebGpuBackend.available() ? navigatorGpu() : undefined;
       const chosen = await fastestGpu({ navigator, loadDawn: () => this.#dawnGpu() });

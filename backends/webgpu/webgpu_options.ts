@@ -17,7 +17,9 @@ export interface WebGpuOptions {
    * wgpu) or `"dawn"` (Dawn, the `webgpu` npm package, loaded by `dawnGpu`: its readback takes
    * 0.035 ms on the H200 where Deno's takes 11) or `"auto"`: Dawn on a hardware adapter where
    * the package loads, else Deno's (see `gpu_choice.ts`). Default: `KILN_GPU` from the
-   * environment, else `"auto"`. On Node pass `"dawn"` or the package's `create([])`.
+   * environment, else `"auto"`. On Node pass `"dawn"` or the package's `create([])`: a `GPU`
+   * given that is not `navigator.gpu` is taken as Dawn's (its pipelines and readbacks made as
+   * Dawn's are best made).
    */
   readonly gpu?: GPU | GpuName;
   /**
