@@ -60,6 +60,21 @@ export async function dawnGpu(options: DawnOptions = {}): Promise<GPU> {
 }
 
 /**
+ * Dawn with `flags` where given, else with those this machine needs: its platform's backend
+ * where a Vulkan loader is found, else GL (through EGL, made headless first).
+ */
+export async function machineDawnGpu(
+  flags: readonly string[] | undefined,
+  unsafeApis: boolean,
+): Promise<GPU> {
+  if (flags) return await dawnGpu({ flags, unsafeApis });
+  // Before Dawn starts its threads: setting the environment while they read it aborted the
+  // process. EGL without a display needs it for the GL backend.
+  headlessEgl();
+  return await dawnGpu({ flags: await vulkanLoader() ? [] : ["backend=opengles"], unsafeApis });
+}
+
+/**
  * Dawn toggles kiln always asks for. `vulkan_enable_f16_on_nvidia`: Dawn's Vulkan backend lists
  * no `shader-f16` on NVIDIA GPUs unless asked (a conformance investigation of Dawn's, not a
  * missing Vulkan feature: the H200's driver has them all), so f16 models there were refused or

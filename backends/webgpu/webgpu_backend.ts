@@ -36,7 +36,7 @@ import { generateWgsl, kernelLayout, type WgslOptions } from "../../shaders/wgsl
 import { groupLayout, groupWgsl, withFusedAttention } from "../../shaders/wgsl/attention.ts";
 import { BufferPool, emptyPoolStats, type PoolStats } from "./buffer_pool.ts";
 import { ClockWindow, lowersClock, raiseClock } from "./clock_wake.ts";
-import { dawnGlAdapter, dawnGpu, headlessEgl, vulkanLoader } from "./dawn.ts";
+import { dawnGlAdapter, machineDawnGpu } from "./dawn.ts";
 import { gpuProgram } from "./gpu_program.ts";
 import type { GpuContext } from "./gpu_storage.ts";
 import {
@@ -290,15 +290,8 @@ export class WebGpuBackend implements Backend {
   }
 
   /** Dawn, with the flags given, else with those this machine needs. */
-  async #dawnGpu(): Promise<GPU> {
-    const unsafeApis = this.#matrixUnits();
-    const given = givenDawnFlags(this.#options);
-    if (given) return await dawnGpu({ flags: given, unsafeApis });
-    // Before Dawn starts its threads: setting the environment while they read it aborted the
-    // process. EGL without a display needs it for the GL backend.
-    headlessEgl();
-    const flags = await vulkanLoader() ? [] : ["backend=opengles"];
-    return await dawnGpu({ flags, unsafeApis });
+  #dawnGpu(): Promise<GPU> {
+    return machineDawnGpu(givenDawnFlags(this.#options), this.#matrixUnits());
   }
 
   /** Whether the matrix units are wanted (the option, else `KILN_MATRIX_UNITS`). */
