@@ -7,7 +7,7 @@
  */
 import type { DType } from "../../jit/ir/dtype.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
-import { type KernelIR, rowCount } from "../../jit/ir/kernel_ir.ts";
+import { type Expr, type KernelIR, rowCount, walk } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { planMemory } from "../../jit/schedule/memory_plan.ts";
 import { KilnError } from "../../jit/support/errors.ts";
@@ -65,6 +65,11 @@ export interface ArenaLayout {
   /** The scratch (one slice of `scratchSize` a thread) after the values. */
   readonly scratch: number;
   readonly scratchSize: number;
+  /**
+   * Constants and params read only as a tiled product's B to pack (a model's weights): they take
+   * turns at one place, each packed before the next is written there.
+   */
+  readonly sources: ReadonlySet<number>;
   /** Per tiled matmul, where its B's packed panels go (fixed B: packed once per change). */
   readonly packs: (Pack | undefined)[];
   readonly packedAt: number[];
@@ -101,6 +106,8 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
     const { shape, dtype } = types.get(v)!;
     return Math.ceil(Math.max(1, sizeOf(shape)) * elementBytes(dtype, WORDS) / 16) * 16;
   };
+  const declared = new Map(plan.modules.map((m) => [m, packsOf(m)]));
+  const sources = packedSources(plan, declared);
   const slotBytes = memoryPlan.slots.map(() => 0);
   for (const [v, s] of memoryPlan.assignment) slotBytes[s] = Math.max(slotBytes[s], bytes(v));
   const offsets = new Map<number, number>();
@@ -110,11 +117,15 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
   for (const v of types.keys()) {
     const slot = memoryPlan.assignment.get(v);
     if (slot !== undefined) offsets.set(v, slotAt[slot]);
-    else {
+    else if (!sources.has(v)) {
       offsets.set(v, top);
       top += bytes(v);
     }
   }
+  // The sources' one place, as large as the largest (BERT-base's f32 weights had held 340 MB of
+  // the arena twice, as written and as packed, and paid first touches of both in the first run).
+  for (const v of sources) offsets.set(v, top);
+  top += Math.max(0, ...[...sources].map(bytes));
   // Decided once per kernel: run() consults it on every call.
   const threaded = plan.kernels.map(threadable);
   const threads = plan.workers && threaded.some(Boolean) ? plan.threads ?? 1 : 1;
@@ -128,7 +139,6 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
     ...plan.bindings.filter((b) => b.resident).map((b) => b.value),
     ...plan.constants.keys(),
   ]);
-  const declared = new Map(plan.modules.map((m) => [m, packsOf(m)]));
   const packs = plan.kernels.map((k, i) => {
     const { bytes, tableRows } = declared.get(plan.modules[i]) ?? {};
     if (bytes === undefined) return undefined;
@@ -163,8 +173,50 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
     threads,
     scratch,
     scratchSize,
+    sources,
     packs,
     packedAt,
     pages,
   };
+}
+
+/**
+ * The constants and params (resident bindings: host data, written when it changes) whose every
+ * read is a tiled product's B, packed (`packs` declared by its module): their words matter only
+ * while they are packed. Not an output's.
+ */
+function packedSources(
+  plan: LayoutPlan,
+  declared: ReadonlyMap<WebAssembly.Module, unknown>,
+): Set<number> {
+  const packedOnly = new Map<number, boolean>();
+  plan.kernels.forEach((k, i) => {
+    const packed = declared.get(plan.modules[i]) === undefined ? -1 : packedInput(k);
+    const loads = loadCounts(k);
+    k.inputs.forEach((b, j) => {
+      // The product's B is one load; an epilogue's add of the same weight is another.
+      const only = j === packed && loads[j] === 1;
+      packedOnly.set(b.value, (packedOnly.get(b.value) ?? true) && only);
+    });
+  });
+  const outputs = new Set(plan.outputs);
+  const fixed = [
+    ...plan.constants.keys(),
+    ...plan.bindings.filter((b) => b.resident).map((b) => b.value),
+  ];
+  return new Set(fixed.filter((v) => packedOnly.get(v) && !outputs.has(v)));
+}
+
+/** How many distinct loads of each input kernel `k`'s expressions hold (a gather's index too). */
+function loadCounts(k: KernelIR): number[] {
+  const counts = k.inputs.map(() => 0);
+  const seen = new Set<Expr>();
+  const visit = (e: Expr) => {
+    if (e.kind !== "load") return;
+    counts[e.input]++;
+    for (const step of e.steps) if (step.kind === "gather") walk(step.index, visit, seen);
+  };
+  for (const r of k.reductions) walk(r.expr, visit, seen);
+  for (const o of k.outputs) walk(o.expr, visit, seen);
+  return counts;
 }

@@ -1,8 +1,10 @@
 /**
  * The arena program: a whole fused plan in one `WebAssembly.Memory`. Every buffer has a fixed
- * place in the arena (intermediates share places per the memory plan); each run writes the inputs (params and constants only when their data
- * changed), calls each kernel's `run` with its buffers' addresses and row range, and reads back
- * only the requested outputs.
+ * place in the arena (intermediates share places per the memory plan, weights read only as packed
+ * panels take turns at one, `ArenaLayout.sources`); each run writes the inputs (params and
+ * constants only when their data changed, a tiled product's fixed B packed right after), calls
+ * each kernel's `run` with its buffers' addresses and row range, and reads back only the
+ * requested outputs.
  *
  * @module
  */
@@ -203,9 +205,12 @@ class Arena implements ArenaProgram, Swappable {
     } as WebAssembly.MemoryDescriptor);
     const k = this.#k = instantiate(plan, layout, this.#memory);
     this.#home = new ArenaHome(this.#memory);
+    // A packed source shares its place with the others: never a device tensor's place.
     this.#places = plan.bindings.map(({ value }) => {
       const type = layout.types.get(value);
-      return type && { at: layout.offsets.get(value)!, dtype: type.dtype };
+      return type && !layout.sources.has(value)
+        ? { at: layout.offsets.get(value)!, dtype: type.dtype }
+        : undefined;
     });
     this.#swaps = new PlaceSwaps({
       ...plan,
@@ -466,13 +471,25 @@ class Arena implements ArenaProgram, Swappable {
       }
       this.#write(b.value, a.data, a.dtype);
       if (b.resident) this.#written.set(b.value, a.data);
+      this.#packSource(b.value);
     });
     for (const [v, t] of plan.constants) {
       this.#write(v, t.data, t.dtype as DType);
       this.#written.set(v, t.data);
+      this.#packSource(v);
     }
-    this.#layout.packs.forEach((p, i) => p?.fixed && this.#fresh.has(p.value) && this.#pack(i));
+    for (const v of this.#fresh) this.#packAll(v);
     this.#fresh.clear();
+  }
+
+  /** Packs `value` where it is a packed source just written, before the next takes its place. */
+  #packSource(value: number): void {
+    if (this.#layout.sources.has(value) && this.#fresh.delete(value)) this.#packAll(value);
+  }
+
+  /** Packs the B of every kernel whose fixed B is `value`. */
+  #packAll(value: number): void {
+    this.#layout.packs.forEach((p, i) => p?.fixed && p.value === value && this.#pack(i));
   }
 
   /**
