@@ -23,7 +23,6 @@
  */
 import type { DType } from "../ir/dtype.ts";
 import { broadcastOffsets, broadcastRun, sizeOf, tryBroadcast } from "../ir/shape.ts";
-import { exactTerms, fewestParts } from "./integer_matmul.ts";
 import { quantRange } from "./quantize.ts";
 import { convShape, matmulShape } from "./nn.ts";
 import {
@@ -66,16 +65,14 @@ const toI32 = (e: Emitter, x: EmitRef) => e.op("Cast", [x], { to: "i32" });
 /**
  * The exact i32 product of `a` [..., M, K] and `b` [..., K, N], integer tensors shifted by their
  * zero points, whose products are at most `bound` (`a`'s magnitude at most `maxA`): an
- * IntegerMatMul of i16 operands (with constant weights, as few chunks as their actual magnitudes
- * allow), or i32 arithmetic where a shifted operand passes i16.
+ * IntegerMatMul of i16 operands (`max_a` lets a decomposition into float chunks take as few as
+ * constant weights' actual magnitudes allow), or i32 arithmetic where a shifted operand passes i16.
  */
 function integerMatMul(e: Emitter, a: EmitRef, b: EmitRef, bound: number, maxA: number): EmitRef {
   const fits = (x: EmitRef) => e.typeOf(x).dtype === "i16";
   if (!fits(a) || !fits(b)) return e.op("MatMul", [toI32(e, a), toI32(e, b)]);
-  const [k, n] = e.typeOf(b).shape.slice(-2), most = Math.ceil(k / Math.max(1, exactTerms(bound)));
-  const weights = e.typeOf(b).shape.length === 2 ? e.constantOf(b) : undefined;
-  const parts = weights ? fewestParts(k, n, weights, maxA, most) : undefined;
-  return e.op("IntegerMatMul", [a, b], { bound, ...(parts ? { parts } : {}) });
+  // Its chunks of K are worked out only where a backend decomposes it (`max_a` bounds them).
+  return e.op("IntegerMatMul", [a, b], { bound, max_a: maxA });
 }
 
 /**

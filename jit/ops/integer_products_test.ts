@@ -164,6 +164,37 @@ Deno.test("an integer conv no float slices sum exactly is a product of gathered 
   }
 });
 
+Deno.test("a MatMulInteger in float chunks takes as few as its weights allow, worked out where it decomposes", async () => {
+  // K = 768 and a u8 a (|a| ≤ 255): the bound alone (255 · 128 a product) asks for three chunks;
+  // weights of |w| ≤ 2 sum under 2^24 / 255 in one, weights all ±127 in two.
+  const k = 768, n = 4;
+  const graph = (weight: (i: number) => number) => {
+    const g = new GraphBuilder();
+    const w = Int8Array.from({ length: k * n }, (_, i) => weight(i));
+    const y = g.op("MatMulInteger", [g.input("a", [2, k], "u8"), g.constant(w, [k, n], "i8")]);
+    return g.output("y", y).build();
+  };
+  const a = {
+    data: Uint8Array.from({ length: 2 * k }, (_, i) => (i * 37) % 256),
+    shape: [2, k],
+    dtype: "u8" as const,
+  };
+  const gpu = new WebGpuBackend({ packedDots: false });
+  const small = (i: number) => (i % 5) - 2, large = (i: number) => (i % 2 ? 127 : -127);
+  for (const [weight, chunks] of [[small, 1], [large, 2]] as const) {
+    const g = graph(weight);
+    const exe = await compile(g, { backend: gpu, cache: false });
+    const shapes = exe.plan!.kernels.flatMap((kernel) => kernel.inputs)
+      .filter((i) => i.dtype === "f32" && i.shape.at(-1) === n).map((i) => i.shape.join());
+    const want = chunks === 1 ? [k, n] : [chunks, k / chunks, n];
+    assert.ok(shapes.includes(want.join()), `${chunks}: ${shapes.join(" | ")}`);
+    const reference = await compile(g, { backend: "reference" });
+    assert.deepEqual((await exe.run({ a })).y.data, (await reference.run({ a })).y.data);
+    exe.dispose();
+  }
+  gpu.dispose();
+});
+
 Deno.test("fewestParts: the fewest chunks of K whose weights' magnitudes sum under the exact bound", () => {
   // maxA 2^16: a chunk may sum |w| up to 255 (exactTerms(65536)); columns of 4 rows.
   const limit = exactTerms(2 ** 16);
