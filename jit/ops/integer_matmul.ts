@@ -18,12 +18,12 @@
 import { matmulShape } from "./nn.ts";
 import {
   type Attrs,
-  constantTensor,
   defineOps,
   type EmitRef,
   type Emitter,
   type InferContext,
   type OpDef,
+  ownedTensor,
   type ValueType,
 } from "./registry.ts";
 
@@ -139,7 +139,7 @@ function floatWeight(e: Emitter, b: EmitRef, [rows, parts]: [number, number]): E
   const values = new Float32Array(rows * shape[1]);
   values.set(known);
   const out = parts ? [parts, rows / parts, shape[1]] : [...shape];
-  return constantTensor(e, values, out, "f32");
+  return ownedTensor(e, values, out, "f32");
 }
 
 /**

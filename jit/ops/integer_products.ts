@@ -33,6 +33,7 @@ import {
   type Emitter,
   type InferContext,
   type OpDef,
+  ownedTensor,
 } from "./registry.ts";
 
 /** Value ranges of the integer types a quantized product reads. */
@@ -95,7 +96,7 @@ function foldedShift(e: Emitter, x: EmitRef, zero: EmitRef | undefined, to: "i16
     const at = broadcastOffsets(zshape, shape)!;
     for (let i = 0; i < out.length; i++) out[i] = xs[i] - zs[at[i]];
   }
-  return constantTensor(e, out, shape, to);
+  return ownedTensor(e, out, shape, to);
 }
 
 /** `x` less its zero point, as i16 where the difference fits it (8-bit operands), else as i32. */

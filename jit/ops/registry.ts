@@ -15,6 +15,7 @@ import {
   fromF16Bits,
   fromNumbers,
   isFloat,
+  type TensorData,
 } from "../ir/dtype.ts";
 import { KilnError, type KilnErrorCode, shown } from "../support/errors.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
@@ -74,9 +75,21 @@ export function constantTensor(
   shape: readonly number[],
   dtype: DType,
 ): EmitRef {
-  // Its own array: the graph keeps it without a copy.
-  const data = handOver(fromNumbers(dtype, values));
-  return e.op("Constant", [], { value: { data, shape, dtype } });
+  return ownedTensor(e, fromNumbers(dtype, values), shape, dtype);
+}
+
+/**
+ * A constant tensor of `data`, an array the decomposition made itself and stores as `dtype` does:
+ * the graph keeps it without a copy (a quantized BERT-base's shifted weights, 85M values, had
+ * been copied again: 0.34 s of its compile on the 2-core VM).
+ */
+export function ownedTensor(
+  e: Emitter,
+  data: TensorData,
+  shape: readonly number[],
+  dtype: DType,
+): EmitRef {
+  return e.op("Constant", [], { value: { data: handOver(data), shape, dtype } });
 }
 
 /**
