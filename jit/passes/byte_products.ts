@@ -116,9 +116,10 @@ function byteProduct(
     : add("Add", [add("Cast", [name(shifted.zero!)], { to: "i32" }), constant(c)]);
   let bytes: HostTensor = { data: weightI8, shape: w.shape, dtype: "i8" };
   const sums = columnSums(weightI8, w.shape, conv);
-  // The byte product's own bound; its float decomposition works out its own chunks of K.
+  // The byte product's own bounds (its bytes reach 255 where an i8 activation less its zero
+  // point reached 128): its float decomposition works out its own chunks of K from them.
   const { parts: _parts, ...given } = n.attrs;
-  let a = byte, attrs: Attrs = { ...given, bound: BYTE_BOUND };
+  let a = byte, attrs: Attrs = { ...given, bound: BYTE_BOUND, max_a: 255 };
   if (conv) {
     const padded = paddedConv(
       n,
@@ -127,7 +128,7 @@ function byteProduct(
     );
     if (!padded) return undefined;
     [a, bytes] = [padded.input, padded.weight];
-    attrs = { ...attrs, ...(padded.pads && { pads: padded.pads }), max_a: 255 };
+    attrs = { ...attrs, ...(padded.pads && { pads: padded.pads }) };
   }
   // The pass's own arrays: the graph keeps them without a copy (BERT-base int8: 0.46 s).
   handOver(bytes.data);

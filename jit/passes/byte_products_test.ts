@@ -86,6 +86,19 @@ Deno.test("MatMulInteger of i8 by a runtime zero point runs over unsigned bytes 
   assert.ok(ops.includes("Mul:i32/i32"), ops.join(" "));
 });
 
+Deno.test("a byte product bounds its bytes at 255 where its i8 activation less no zero point reached 128", () => {
+  // A float decomposition counts its exact chunks from max_a: kept at 128, the bytes' sums
+  // (x + 128 up to 255) could pass 2^24 in a chunk it took for exact.
+  const graph = graphOf(
+    [3, 16],
+    "i8",
+    (b, x) =>
+      b.op("MatMulInteger", [x, b.constant(ints(Int8Array, 16 * 5, 3, -128, 128), [16, 5], "i8")]),
+  );
+  const product = byteProducts(graph).nodes.find((n) => n.op === "IntegerMatMul")!;
+  assert.deepEqual([product.attrs.bound, product.attrs.max_a], [255 * 128, 255]);
+});
+
 Deno.test("products the bytes cannot hold stay as they are", () => {
   // Weights of u8 with a zero point of 0 shift to [0, 255]: past i8. A grouped convolution.
   const wide = graphOf([2, 8], "u8", (b, x) =>
