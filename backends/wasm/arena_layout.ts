@@ -106,8 +106,13 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
     const { shape, dtype } = types.get(v)!;
     return Math.ceil(Math.max(1, sizeOf(shape)) * elementBytes(dtype, WORDS) / 16) * 16;
   };
+  // Values the program holds fixed (params, constants): written only when their data changes.
+  const fixed = new Set([
+    ...plan.bindings.filter((b) => b.resident).map((b) => b.value),
+    ...plan.constants.keys(),
+  ]);
   const declared = new Map(plan.modules.map((m) => [m, packsOf(m)]));
-  const sources = packedSources(plan, declared);
+  const sources = packedSources(plan, declared, fixed);
   const slotBytes = memoryPlan.slots.map(() => 0);
   for (const [v, s] of memoryPlan.assignment) slotBytes[s] = Math.max(slotBytes[s], bytes(v));
   const offsets = new Map<number, number>();
@@ -135,10 +140,6 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
   // A tiled matmul reads B as panels packed ahead of it (see `tiledGemm`): a B the program holds
   // fixed (a param or constant) at a place of its own, packed once per change of B; any other B
   // at one place all such kernels share, packed in every run right before its kernel.
-  const fixed = new Set([
-    ...plan.bindings.filter((b) => b.resident).map((b) => b.value),
-    ...plan.constants.keys(),
-  ]);
   const packs = plan.kernels.map((k, i) => {
     const { bytes, tableRows } = declared.get(plan.modules[i]) ?? {};
     if (bytes === undefined) return undefined;
@@ -181,13 +182,14 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
 }
 
 /**
- * The constants and params (resident bindings: host data, written when it changes) whose every
- * read is a tiled product's B, packed (`packs` declared by its module): their words matter only
- * while they are packed. Not an output's.
+ * The `fixed` values (constants and params: host data, written when it changes) whose every read
+ * is a tiled product's B, packed (`packs` declared by its module): their words matter only while
+ * they are packed. Not an output's.
  */
 function packedSources(
   plan: LayoutPlan,
   declared: ReadonlyMap<WebAssembly.Module, unknown>,
+  fixed: ReadonlySet<number>,
 ): Set<number> {
   const packedOnly = new Map<number, boolean>();
   plan.kernels.forEach((k, i) => {
@@ -200,11 +202,7 @@ function packedSources(
     });
   });
   const outputs = new Set(plan.outputs);
-  const fixed = [
-    ...plan.constants.keys(),
-    ...plan.bindings.filter((b) => b.resident).map((b) => b.value),
-  ];
-  return new Set(fixed.filter((v) => packedOnly.get(v) && !outputs.has(v)));
+  return new Set([...fixed].filter((v) => packedOnly.get(v) && !outputs.has(v)));
 }
 
 /** How many distinct loads of each input kernel `k`'s expressions hold (a gather's index too). */
