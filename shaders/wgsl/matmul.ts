@@ -534,7 +534,7 @@ function sliceSums(T: TileState, looped: boolean): void {
  * (77 lines) at 16 sums a thread, 0.1 s with one call (`.device/scratch/pipexp.ts`, session 64).
  * A product's plain epilogues (bias, activation, residual: 12-19 lines) stay inline.
  */
-const LOOPED_EPILOGUE = 40;
+export const LOOPED_EPILOGUE: number = 40;
 
 /**
  * A thread's epilogue calls as one loop over its sums (a local array), the loop's count hidden

@@ -147,3 +147,26 @@ Deno.test("an f16 convolution's gathered patches stay on the tiled kernel", () =
   assert.ok(layout.tile && !layout.tile.matrix, JSON.stringify(layout.tile));
   assert.doesNotMatch(generateWgsl(conv, H200), /subgroupMatrix/);
 });
+
+Deno.test("a matrix kernel writes out a short epilogue's eight calls a result matrix, and loops a long one", () => {
+  const count = (wgsl: string, re: RegExp) => wgsl.match(re)?.length ?? 0;
+  // relu(x·w): a short epilogue, each of a thread's eight elements a call of its own.
+  const short = product(4096, 4096, 4096);
+  const { fm, fn } = kernelLayout(short, H200).tile!.matrix!;
+  const unrolled = generateWgsl(short, H200);
+  assert.equal(count(unrolled, /for \(var q = lane;/g), 0);
+  assert.equal(count(unrolled, /let q = lane \+ \d+u;/g), 8 * fm * fn);
+  assert.match(unrolled, /let q = lane \+ 224u;/);
+  // A long chain after the product (past LOOPED_EPILOGUE lines) stays in one loop a matrix.
+  const b = new GraphBuilder();
+  let y = b.op("MatMul", [b.input("x", [4096, 4096]), b.input("w", [4096, 4096])]);
+  for (let i = 0; i < 12; i++) y = b.op("Erf", [b.op("Sigmoid", [y])]);
+  b.output("y", y);
+  const long = fuse(applyPrecision(b.build(), "f16").graph).kernels.find((k) =>
+    k.pattern === "matmul"
+  )!;
+  const looped = generateWgsl(long, H200);
+  assert.ok(kernelLayout(long, H200).tile?.matrix, "a matrix tile");
+  assert.equal(count(looped, /let q = lane \+/g), 0);
+  assert.equal(count(looped, /for \(var q = lane; q < 256u; q \+= 32u\)/g), fm * fn);
+});
