@@ -28,6 +28,7 @@ import { fromF16Array, toF16Array } from "../jit/ir/dtype.ts";
 import { f64, w1 as workloadW1 } from "./workloads.ts";
 import { PassTimer, timingDawnFlags } from "./timed.ts";
 import { decodeAttention, gemv4, type Kernel } from "./decode_kernels.ts";
+import { linearInt8 } from "./quant_kernels.ts";
 
 const arg = (name: string) => {
   const i = Deno.args.indexOf(name);
@@ -403,6 +404,10 @@ const all: (() => Kernel)[] = [
   // BERT-base's and ViT-B/16's products at 128 tokens: Q, K and V joined, attention out, MLP.
   ...[[768, 2304], [768, 768], [768, 3072], [3072, 768]].map(([k, n]) => () =>
     matmul(n, "nn", 128, k)
+  ),
+  // The same products dynamically quantized (BERT-base int8, as `quantize_dynamic` writes it).
+  ...[[768, 2304], [768, 768], [768, 3072], [3072, 768]].map(([k, n]) => () =>
+    linearInt8(128, k, n)
   ),
   // ResNet-50's convolutions (batch 8, or `--batch`): the stem, each stage's 3×3, a 1×1 of
   // stage 4 and of stage 5, two strided 1×1.
