@@ -16,6 +16,7 @@ import { kernelLayout } from "../../shaders/wgsl/codegen.ts";
 import { sumsHalfProducts } from "../../jit/ir/kernel_ir.ts";
 import { toF16Array } from "../../jit/ir/dtype.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
+import type { DeviceProfile } from "../../jit/runtime/backend.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 
 // CI has no GPU: these run on the software adapter (llvmpipe), slow but exact.
@@ -174,6 +175,38 @@ Deno.test("f16 convolutions store their patches where the matrix units would tak
     fuse(graph, { patchesFrom: 2 ** 24, halfPatches }).kernels.map((k) => k.pattern);
   assert.deepEqual(patterns(false), ["conv"]);
   assert.deepEqual(patterns(true), ["elementwise", "conv"]);
+});
+
+/**
+ * A WebGPU backend whose profile claims matrix units: its f16 plans store their convolutions'
+ * patches as the H200's do, while its kernels stay tiled (the software adapter has none).
+ */
+class ClaimsMatrixUnits extends WebGpuBackend {
+  override capabilities(): DeviceProfile {
+    return { ...super.capabilities(), matrixUnits: true };
+  }
+}
+
+Deno.test("f16 patches stored for the matrix units are K-major and give the convolution's values", async () => {
+  const b = new GraphBuilder();
+  const [x, w] = [b.input("x", [2, 8, 10, 12], "f16"), b.input("w", [16, 8, 3, 3], "f16")];
+  b.output("y", b.op("Conv", [x, w], { pads: [1, 1, 1, 1] }));
+  const graph = b.build();
+  // [N, G, Cg·KH·KW, OH·OW]: each tap's pixels side by side, as the input lays them out.
+  const [patches, conv] = fuse(graph, { patchesFrom: 1, halfPatches: true }).kernels;
+  assert.deepEqual(patches.space, [2, 1, 72, 120]);
+  assert.deepEqual(conv.space, [2, 1, 120, 16, 72]);
+  const half = (n: number, seed: number, shape: number[]) => ({
+    data: toF16Array(hashed(n, seed)),
+    shape,
+    dtype: "f16" as const,
+  });
+  await graphMatchesReference(
+    graph,
+    { x: half(2 * 8 * 120, 7919, [2, 8, 10, 12]), w: half(16 * 72, 104729, [16, 8, 3, 3]) },
+    new ClaimsMatrixUnits({ storedPatches: 1 }),
+    2e-2,
+  );
 });
 
 Deno.test("a convolution's stored patches sum a deep K in parts", async () => {

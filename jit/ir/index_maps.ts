@@ -243,14 +243,8 @@ export function convMap(
       swapped: true,
     };
   }
-  // Coordinates as rows of `ins` axes: `picks[j]` the axis the j-th takes (-1: none, 0).
-  const select = (ins: number, picks: number[]) =>
-    affine(
-      picks.map((p) => [...Array(ins).keys()].map((i) => (i === p ? 1 : 0))),
-      picks.map(() => 0),
-    );
   const unfold: IndexStep = { kind: "reshape", from: [nImg, group, mg, pixels, depth], to: space };
-  const view: IndexStep[] = [select(5, [0, 1, 3, 2, 4]), unfold];
+  const view: IndexStep[] = [picked(5, [0, 1, 3, 2, 4]), unfold];
   return {
     space: [nImg, group, pixels, mg, depth],
     reduced: [4],
@@ -258,9 +252,31 @@ export function convMap(
     operands: [[...view, xStep], [...view, wStep], [...view, bStep]],
     patches: {
       shape: [nImg, group, pixels, depth],
-      steps: [select(4, [0, 1, -1, 2, 3]), unfold, xStep],
-      read: select(5, [0, 1, 2, 4]),
+      steps: [picked(4, [0, 1, -1, 2, 3]), unfold, xStep],
+      read: picked(5, [0, 1, 2, 4]),
     },
+  };
+}
+
+/** Coordinates as rows of `ins` axes: `picks[j]` the axis the j-th takes (-1: none, 0). */
+function picked(ins: number, picks: number[]): IndexStep {
+  return affine(
+    picks.map((p) => [...Array(ins).keys()].map((i) => (i === p ? 1 : 0))),
+    picks.map(() => 0),
+  );
+}
+
+/**
+ * A conv's patches stored K-major, [N, G, Cg·KH·KW, OH·OW]: consecutive pixels of one tap and
+ * channel side by side, as the conv's input lays them out, so the pass that stores them reads
+ * and writes runs of consecutive elements, and the product reads its A along M.
+ */
+export function transposedPatches(p: Patches): Patches {
+  const [n, g, pixels, depth] = p.shape;
+  return {
+    shape: [n, g, depth, pixels],
+    steps: [picked(4, [0, 1, 3, 2]), ...p.steps],
+    read: picked(5, [0, 1, 4, 2]),
   };
 }
 
