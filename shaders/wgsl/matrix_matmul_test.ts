@@ -69,6 +69,9 @@ Deno.test("f16 matmuls take matrix tiles where the device has matrix units, size
   const wgsl = generateWgsl(product(128, 768, 3072), H200);
   assert.match(wgsl, /for \(var k0 = 0; k0 < 768; k0 \+= 64\)/);
   assert.ok(wgsl.includes(`var<workgroup> tileA: array<f16, ${32 * (64 + 8)}>;`), wgsl);
+  // A shallow K (ResNet's 64 → 256 1×1 convolutions) takes the smallest shape that fills the GPU.
+  assert.deepEqual(tileOf(layout(product(4096, 64, 4096)).tile!), [32, 32]);
+  assert.deepEqual(tileOf(layout(product(4096, 128, 4096)).tile!), [128, 128]);
   // Not without the units, not without f16 storage, not for f32, not past the workgroup limit.
   assert.equal(layout(product(256, 512, 384), { ...H200, matrix: false }).tile?.matrix, undefined);
   assert.equal(layout(product(256, 512, 384), { ...H200, half: false }).tile?.matrix, undefined);
