@@ -170,6 +170,18 @@ export function toStored(data: TensorData, dtype: DType, storage: Storage): Arra
 }
 
 /**
+ * 8-bit `data` as it lies in memory, four elements to a word (a packed constant: see
+ * `KernelBuffer.packed`), padded with zeros to a whole number of words.
+ */
+export function packedBytes(data: TensorData): Uint8Array {
+  const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  if (bytes.length % 4 === 0 && bytes.length > 0) return bytes;
+  const padded = new Uint8Array(Math.max(4, Math.ceil(bytes.length / 4) * 4));
+  padded.set(bytes);
+  return padded;
+}
+
+/**
  * `n` elements of `dtype` as `storage` holds them at `offset` bytes of `buffer`: copied, or where
  * the caller hands `buffer` over (`owned`) and the words are the elements (f32, i32, u32), a view;
  * where the caller's array `into` is given, elements held in words are written into it as

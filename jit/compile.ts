@@ -22,6 +22,7 @@ import { foldEmpty } from "./passes/fold_empty.ts";
 import { constantsLaidOut } from "./passes/constant_views.ts";
 import { sharedNodes } from "./passes/shared_nodes.ts";
 import { fuse, type FuseOptions } from "./passes/fuse.ts";
+import { packedConstants } from "./passes/packed_constants.ts";
 import type { Graph } from "./ir/graph.ts";
 import { defaultKernelCache, type KernelCache } from "./runtime/kernel_cache.ts";
 import { legalize } from "./passes/legalize.ts";
@@ -392,7 +393,8 @@ async function fuseFor(
   );
   const maxInputs = limits.length ? Math.min(...limits) : Infinity;
   const exact = options.precision === "exact";
-  const fusion = fuse(legal, { maxInputs, ...fusionFor(generated), exact });
+  const fused = fuse(legal, { maxInputs, ...fusionFor(generated), exact });
+  const fusion = packedConstants(fused, legal.outputs.map((o) => o.value));
   report({ phase: "fuse", done: 1, total: 1 });
   const external = new Set([...legal.outputs.map((o) => o.value), ...fusion.constants.keys()]);
   return {

@@ -6,8 +6,12 @@
 import type { DType } from "../../jit/ir/dtype.ts";
 import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
 
-/** A tensor's type, as buffers are sized by it. */
-export type Typed = { readonly shape: readonly number[]; readonly dtype: DType };
+/** A tensor's type, as buffers are sized by it (`packed`: 8-bit, four to a word). */
+export type Typed = {
+  readonly shape: readonly number[];
+  readonly dtype: DType;
+  readonly packed?: boolean;
+};
 
 /** A tensor a kernel binds: its value and type. */
 type Bound = Typed & { readonly value: number };

@@ -22,7 +22,7 @@ import { neededKernels } from "../../jit/runtime/program.ts";
 import { type MemoryPlan, planMemory } from "../../jit/schedule/memory_plan.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { dispatchSize, type KernelLayout } from "../../shaders/wgsl/codegen.ts";
-import { fromStored, storedBytes, toStored } from "../words.ts";
+import { fromStored, packedBytes, storedBytes, toStored } from "../words.ts";
 import { type GpuContext, GpuStorage, mapForRead, STAGING, STORAGE } from "./gpu_storage.ts";
 import { OwnBuffers, SMALL_BYTES } from "./own_buffers.ts";
 import { BindGroups, type Typed } from "./bind_groups.ts";
@@ -87,6 +87,9 @@ class GpuProgram implements Program {
   #resident = new Map<TensorData, Promise<GPUBuffer>>();
   /** The resident uploads that are done: a run binds them without waiting. */
   #uploaded = new Map<TensorData, GPUBuffer>();
+  /** Values held four bytes to a word (8-bit constants, `KernelBuffer.packed`), and their data. */
+  #packed = new Set<number>();
+  #packedData = new Set<TensorData>();
   /** Two timestamps per kernel (pass begin and end), resolved and read back with the outputs. */
   #queries?: GPUQuerySet;
   #times: KernelTime[] = [];
@@ -120,8 +123,11 @@ class GpuProgram implements Program {
     this.#rows = kernels.map(rowCount);
     for (const k of kernels) {
       for (const b of [...k.inputs, ...k.outputs]) this.#types.set(b.value, b);
+      for (const b of k.inputs) if (b.packed) this.#packed.add(b.value);
     }
-    for (const [v, t] of constants) this.#types.set(v, { shape: t.shape, dtype: t.dtype as DType });
+    for (const [v, t] of constants) {
+      this.#types.set(v, { shape: t.shape, dtype: t.dtype as DType, packed: this.#packed.has(v) });
+    }
     plan.bindings.forEach((b, i) => this.#argument.has(b.value) || this.#argument.set(b.value, i));
     this.#groups = new BindGroups(ctx.device, plan.pipelines, kernels, this.#bytesOf);
     this.#own = new OwnBuffers(ctx.device, ctx.pool);
@@ -139,7 +145,10 @@ class GpuProgram implements Program {
   }
 
   /** Bytes a buffer for a tensor takes (at least one word: WebGPU binds no empty buffers). */
-  #bytesOf = (t: Typed): number => storedBytes(Math.max(1, sizeOf(t.shape)), t.dtype, this.#ctx);
+  #bytesOf = (t: Typed): number =>
+    t.packed
+      ? Math.max(4, Math.ceil(sizeOf(t.shape) / 4) * 4)
+      : storedBytes(Math.max(1, sizeOf(t.shape)), t.dtype, this.#ctx);
 
   /** A run: one repetition, every output read back. */
   async run(
@@ -168,7 +177,9 @@ class GpuProgram implements Program {
   dispose(): void {
     this.#queries?.destroy();
     this.#own.dispose();
-    for (const data of this.#resident.keys()) this.#ctx.residents.release(data);
+    for (const data of this.#resident.keys()) {
+      this.#ctx.residents.release(data, this.#packedData.has(data));
+    }
     this.#resident.clear();
     this.#uploaded.clear();
   }
@@ -190,6 +201,7 @@ class GpuProgram implements Program {
     keep: boolean,
     acquired: GPUBuffer[],
     binding?: { i: number; held: { writing: number[] } },
+    packed = false,
   ): Promise<GPUBuffer> {
     const ctx = this.#ctx;
     const { device, pool } = ctx;
@@ -207,23 +219,25 @@ class GpuProgram implements Program {
     }
     const hit = resident.get(t.data);
     if (hit) return hit;
+    const storedOf = () => packed ? packedBytes(t.data) : toStored(t.data, t.dtype, ctx);
     if (keep) {
       // Converted and written only where no program of the device holds it yet.
+      if (packed) this.#packedData.add(t.data);
       const buffer = ctx.residents.use(t.data, () => {
-        const stored = toStored(t.data, t.dtype, ctx);
+        const stored = storedOf();
         return pool.acquire(Math.max(4, stored.byteLength), STORAGE, true).then((b) => {
           if (stored.byteLength) {
             device.queue.writeBuffer(b, 0, stored as Float32Array<ArrayBuffer>);
           }
           return b;
         });
-      });
+      }, packed);
       resident.set(t.data, buffer);
       // A failed upload (out of memory) must not stay cached for every later run.
       buffer.then((b) => this.#uploaded.set(t.data, b), () => resident.delete(t.data));
       return await buffer;
     }
-    const stored = toStored(t.data, t.dtype, ctx);
+    const stored = storedOf();
     const bytes = Math.max(4, stored.byteLength);
     const own = binding && this.#own.write(binding.i, stored, t.data, binding.held.writing);
     if (own) return await own;
@@ -238,7 +252,9 @@ class GpuProgram implements Program {
     // executable used to copy every argument of every run (64 MB: ≈ 40 ms and a fresh array).
     const now = pool.reuse(bytes, STORAGE);
     if (now) return write(now, stored);
-    const w = stored === t.data ? (t.data.slice() as typeof stored) : stored;
+    // Words or bytes that are the caller's own memory are copied (packed bytes view it).
+    const callers = stored === t.data || stored.buffer === t.data.buffer;
+    const w = callers ? (stored as unknown as { slice(): typeof stored }).slice() : stored;
     return write(await pool.acquire(bytes, STORAGE, false), w);
   }
 
@@ -378,7 +394,10 @@ class GpuProgram implements Program {
       if (now) given.set(v, now);
       else {
         const binding = i === undefined ? undefined : { i, held };
-        uploads.push(this.#upload(t, keep, acquired, binding).then((b) => given.set(v, b)));
+        const packed = this.#packed.has(v);
+        uploads.push(
+          this.#upload(t, keep, acquired, binding, packed).then((b) => given.set(v, b)),
+        );
       }
     };
     bindings.forEach((b, i) => {

@@ -26,11 +26,14 @@ export class Residents {
     this.#pool = pool;
   }
 
-  /** `data`'s buffer, uploaded by `upload` where no program holds it yet; one more user. */
-  use(data: TensorData, upload: () => Promise<GPUBuffer>): Promise<GPUBuffer> {
+  /**
+   * `data`'s buffer, uploaded by `upload` where no program holds it yet; one more user. `packed`:
+   * its bytes four to a word (an 8-bit constant), an upload apart from its words.
+   */
+  use(data: TensorData, upload: () => Promise<GPUBuffer>, packed = false): Promise<GPUBuffer> {
     const views = this.#entries.get(data.buffer) ?? new Map();
     this.#entries.set(data.buffer, views);
-    const key = viewKey(data), entry = views.get(key);
+    const key = viewKey(data, packed), entry = views.get(key);
     if (entry) {
       entry.users++;
       return entry.buffer;
@@ -38,27 +41,27 @@ export class Residents {
     const buffer = upload();
     views.set(key, { buffer, users: 1 });
     // A failed upload (out of memory) must not stay shared for every later program.
-    buffer.catch(() => this.#forget(data));
+    buffer.catch(() => this.#forget(data, packed));
     return buffer;
   }
 
-  /** One user of `data`'s buffer fewer: the last one's release frees it. */
-  release(data: TensorData): void {
-    const entry = this.#entries.get(data.buffer)?.get(viewKey(data));
+  /** One user of `data`'s buffer (`packed` or not) fewer: the last one's release frees it. */
+  release(data: TensorData, packed = false): void {
+    const entry = this.#entries.get(data.buffer)?.get(viewKey(data, packed));
     if (!entry || --entry.users > 0) return;
-    this.#forget(data);
+    this.#forget(data, packed);
     entry.buffer.then((b) => this.#pool.release([b]), () => {});
   }
 
   /** Drops `data`'s entry (and its memory's map, once empty). */
-  #forget(data: TensorData): void {
+  #forget(data: TensorData, packed: boolean): void {
     const views = this.#entries.get(data.buffer);
-    views?.delete(viewKey(data));
+    views?.delete(viewKey(data, packed));
     if (views?.size === 0) this.#entries.delete(data.buffer);
   }
 }
 
-/** Where `data` lies in its memory and what its elements are. */
-function viewKey(data: TensorData): string {
-  return `${data.constructor.name} ${data.byteOffset} ${data.byteLength}`;
+/** Where `data` lies in its memory, what its elements are and how they are held. */
+function viewKey(data: TensorData, packed: boolean): string {
+  return `${data.constructor.name} ${data.byteOffset} ${data.byteLength}${packed ? " packed" : ""}`;
 }

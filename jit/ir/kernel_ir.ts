@@ -185,6 +185,12 @@ export interface KernelBuffer {
   readonly shape: Shape;
   /** Element type. */
   readonly dtype: DType;
+  /**
+   * An 8-bit constant (a quantized model's weights) that a backend may hold four elements to a
+   * 32-bit word, as they lie in memory, where it widens other 8-bit values to a word each
+   * (`jit/passes/packed_constants.ts`); a backend that holds it otherwise ignores this.
+   */
+  readonly packed?: boolean;
 }
 
 /** An output of a kernel. */

@@ -103,12 +103,18 @@ export function packSlot(s: ByteSlot, op: Load, slot: string): void {
   const quad = () => l.quad(op.input, l.offset(op.steps, l.kernel.inputs[op.input].shape).index);
   const pack = (v: string) => s.unsigned ? `pack4xU8(${v} ^ vec4<u32>(128u))` : `pack4xI8(${v})`;
   if (s.vector === "k") {
-    // Each output's four K values are one vec4: one word.
+    // Each output's four K values are one vec4: one word (as it lies, where the input is packed).
+    const packed = l.kernel.inputs[op.input].packed;
+    const word = () => {
+      const at = l.packedWord(op.input, l.offset(op.steps, l.kernel.inputs[op.input].shape).index);
+      return s.unsigned ? `(${at} ^ 0x80808080u)` : at;
+    };
     for (let j = 0; j < 4; j++) {
       e.line(`${x[ax]} = ${s.o0} + (${s.q}) * 4 + ${j};`);
       e.line(`${x[kAx]} = ${s.k0} + (${s.kq}) * 4;`);
       const lane = `${slot}.${"xyzw"[j]}`;
-      s.guarded(() => e.line(`${lane} = ${pack(quad())};`), () => e.line(`${lane} = 0u;`));
+      const value = () => packed ? word() : pack(quad());
+      s.guarded(() => e.line(`${lane} = ${value()};`), () => e.line(`${lane} = 0u;`));
     }
     return;
   }

@@ -12,7 +12,9 @@
  * repeated.
  *
  * Storage is 32-bit words: f32/f16 as f32, i32/i8 as i32, u32/u8/bool as u32 (the backend widens
- * on upload and narrows on download). After every ALU op the value is re-rounded to its dtype
+ * on upload and narrows on download), but for 8-bit constants marked `packed`, four bytes to a word
+ * as they lie in memory, read through `extractBits` (a quantized model's weights: a quarter of the
+ * memory, and a byte tile's word is one load). After every ALU op the value is re-rounded to its dtype
  * (f16 through pack2x16float, i8/u8 by wrapping, bool to 0/1), exactly the IR's semantics.
  *
  * @module
@@ -260,7 +262,9 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
     decls = layout.rows.slots ? emitHeldRows(l, layout.rows) : emitRows(l, layout.rows.threads);
   } else if (layout.width === 4) emitVectorPoints(l, layout);
   else emitPoints(l, layout);
-  const array = (t: string, i: number) => layout.vectors.has(i) ? `vec4<${t}>` : t;
+  // A packed input (an 8-bit constant) is words of four bytes, read through `element`/`quad`.
+  const array = (t: string, i: number) =>
+    kernel.inputs[i].packed ? "u32" : layout.vectors.has(i) ? `vec4<${t}>` : t;
   const outArray = (t: string) => layout.width === 4 ? `vec4<${t}>` : t;
   const bindings = storageBindings(
     kernel.inputs.map((b, i) => array(l.stored(b.dtype), i)),

@@ -404,14 +404,34 @@ export class KernelLowering {
 
   /** Element `index` (a u32 expression) of input `i`, in its arithmetic type. */
   element(i: number, index: string): string {
+    if (this.kernel.inputs[i].packed) {
+      // Byte `index % 4` of its word, sign-extended for i8 (extractBits does on an i32).
+      const word = `${this.inputs[i]}[(${index}) >> 2u]`;
+      const signed = this.kernel.inputs[i].dtype === "i8";
+      return `extractBits(${signed ? `bitcast<i32>(${word})` : word}, ((${index}) & 3u) * 8u, 8u)`;
+    }
     const at = `${this.inputs[i]}[${index}]`;
     return this.stored(this.kernel.inputs[i].dtype) === "f16" ? `f32(${at})` : at;
   }
 
-  /** The aligned vec4 of input `i` holding element `index` (an i32 expression), as vec4<f32>. */
+  /**
+   * The aligned vec4 of input `i` holding element `index` (an i32 expression), as vec4<f32> (or
+   * vec4 of its integer type; a packed input's one word, its four bytes unpacked).
+   */
   quad(i: number, index: string): string {
+    if (this.kernel.inputs[i].packed) {
+      const word = this.packedWord(i, index);
+      return this.kernel.inputs[i].dtype === "i8"
+        ? `((vec4<i32>(bitcast<i32>(${word})) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u))`
+        : `((vec4<u32>(${word}) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u))`;
+    }
     const at = `${this.inputs[i]}[u32(${index}) / 4u]`;
     return this.stored(this.kernel.inputs[i].dtype) === "f16" ? `vec4<f32>(${at})` : at;
+  }
+
+  /** The word (u32) of packed input `i` holding its aligned element `index` and the next three. */
+  packedWord(i: number, index: string): string {
+    return `${this.inputs[i]}[u32(${index}) / 4u]`;
   }
 
   /** `value` (arithmetic type) as stored in a buffer of `dtype`; `vec4` for four lanes. */

@@ -1,0 +1,59 @@
+/**
+ * Which reads of 8-bit constants are marked for storage four to a word.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { GraphBuilder } from "../frontend/graph_builder.ts";
+import { fuse } from "./fuse.ts";
+import { packedConstants } from "./packed_constants.ts";
+import type { KernelIR } from "../ir/kernel_ir.ts";
+import type { FusionResult } from "./fuse_options.ts";
+
+/** The packed inputs' dtypes of every kernel. */
+const packed = (kernels: readonly KernelIR[]) =>
+  kernels.flatMap((k) => k.inputs.filter((b) => b.packed).map((b) => b.dtype)).sort();
+
+Deno.test("8-bit constants are marked packed on every read; others, inputs and outputs are not", () => {
+  const g = new GraphBuilder();
+  const w = g.constant(Int8Array.from({ length: 24 }, (_, i) => i - 12), [8, 3], "i8");
+  const table = g.constant(Uint8Array.from({ length: 10 }, (_, i) => 3 * i), [10], "u8");
+  const scale = g.constant(Float32Array.of(0.5, 1, 2), [3]);
+  const y = g.op("Mul", [g.op("Cast", [w], { to: "f32" }), scale]);
+  const picked = g.op("Gather", [table, g.input("i", [2], "i32")]);
+  const u8 = g.input("x", [8, 3], "u8");
+  const sum = g.op("Add", [g.op("Cast", [u8], { to: "f32" }), y]);
+  const graph = g.output("y", sum).output("t", picked).output("w8", table).build();
+  const fusion = fuse(graph);
+  const outputs = (names: string[]) =>
+    graph.outputs.filter((o) => names.includes(o.name)).map((o) => o.value);
+  // The weights (i8) and the table (u8) on every read; the input x and the f32 scale never.
+  assert.deepEqual(packed(packedConstants(fusion, outputs(["y", "t"])).kernels), ["i8", "u8"]);
+  // The table is an output as well: words, on every read.
+  assert.deepEqual(packed(packedConstants(fusion, outputs(["y", "t", "w8"])).kernels), ["i8"]);
+  // The fusion itself is left as it was.
+  assert.deepEqual(packed(fusion.kernels), []);
+});
+
+Deno.test("a constant an opaque kernel reads stays words everywhere, and so do views of its bytes", () => {
+  const g = new GraphBuilder();
+  const bytes = Int8Array.from({ length: 16 }, (_, i) => i - 8);
+  const a = g.op("Cast", [g.constant(bytes, [4, 4], "i8")], { to: "f32" });
+  const b = g.op("Cast", [g.constant(bytes.slice(), [16], "i8")], { to: "f32" });
+  const graph = g.output("a", a).output("b", b).build();
+  const fusion = fuse(graph);
+  const outputs = graph.outputs.map((o) => o.value);
+  assert.deepEqual(packed(packedConstants(fusion, outputs).kernels), ["i8", "i8"]);
+  // The first kernel made opaque (a custom op's code reads words): the other constant is packed,
+  // unless it views the same bytes (as the importer's views of one initializer do).
+  const [first, second] = fusion.kernels.map((k) => k.inputs[0].value);
+  const kernels = fusion.kernels.map((k, i) =>
+    i === 0 ? { ...k, opaque: { op: "Custom", attrs: {} } } : k
+  );
+  assert.deepEqual(packed(packedConstants({ ...fusion, kernels }, outputs).kernels), ["i8"]);
+  const constants = new Map(fusion.constants);
+  const shared = constants.get(first)!.data;
+  constants.set(second, { ...constants.get(second)!, data: new Int8Array(shared.buffer, 0, 16) });
+  const viewed: FusionResult = { ...fusion, kernels, constants };
+  assert.deepEqual(packed(packedConstants(viewed, outputs).kernels), []);
+});
