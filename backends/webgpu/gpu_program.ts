@@ -22,9 +22,10 @@ import { neededKernels } from "../../jit/runtime/program.ts";
 import { type MemoryPlan, planMemory } from "../../jit/schedule/memory_plan.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { dispatchSize, type KernelLayout } from "../../shaders/wgsl/codegen.ts";
-import { fromStored, packedBytes, storedBytes, toStored } from "../words.ts";
+import { fromStored, storedBytes } from "../words.ts";
 import { type GpuContext, GpuStorage, mapForRead, STAGING, STORAGE } from "./gpu_storage.ts";
 import { OwnBuffers, SMALL_BYTES } from "./own_buffers.ts";
+import { ProgramUploads } from "./program_uploads.ts";
 import { BindGroups, type Typed } from "./bind_groups.ts";
 import { RunEncoder } from "./run_encoder.ts";
 
@@ -83,13 +84,10 @@ class GpuProgram implements Program {
   readonly readsArgsOnCall = true;
   #ctx: GpuContext;
   #plan: GpuPlan;
-  /** Params and constants are uploaded once; concurrent first runs share the one upload. */
-  #resident = new Map<TensorData, Promise<GPUBuffer>>();
-  /** The resident uploads that are done: a run binds them without waiting. */
-  #uploaded = new Map<TensorData, GPUBuffer>();
-  /** Values held four bytes to a word (8-bit constants, `KernelBuffer.packed`), and their data. */
+  /** The arguments', params' and constants' buffers (see `program_uploads.ts`). */
+  #uploads: ProgramUploads;
+  /** Values held four bytes to a word (8-bit constants, `KernelBuffer.packed`). */
   #packed = new Set<number>();
-  #packedData = new Set<TensorData>();
   /** Two timestamps per kernel (pass begin and end), resolved and read back with the outputs. */
   #queries?: GPUQuerySet;
   #times: KernelTime[] = [];
@@ -131,6 +129,7 @@ class GpuProgram implements Program {
     plan.bindings.forEach((b, i) => this.#argument.has(b.value) || this.#argument.set(b.value, i));
     this.#groups = new BindGroups(ctx.device, plan.pipelines, kernels, this.#bytesOf);
     this.#own = new OwnBuffers(ctx.device, ctx.pool);
+    this.#uploads = new ProgramUploads(ctx, this.#own);
     const external = new Set([
       ...plan.bindings.map((b) => b.value),
       ...constants.keys(),
@@ -177,85 +176,7 @@ class GpuProgram implements Program {
   dispose(): void {
     this.#queries?.destroy();
     this.#own.dispose();
-    for (const data of this.#resident.keys()) {
-      this.#ctx.residents.release(data, this.#packedData.has(data));
-    }
-    this.#resident.clear();
-    this.#uploaded.clear();
-  }
-
-  /**
-   * `t`'s buffer where a run has it without waiting: a device tensor of this device's, or a
-   * resident upload that is done. A decode step binds hundreds of weights: each through an
-   * awaited upload cost microtasks a binding, a step's host time where the step is host-bound.
-   */
-  #bufferNow(t: RefTensor | DeviceTensor): GPUBuffer | undefined {
-    if (!(t instanceof DeviceTensor)) return this.#uploaded.get(t.data);
-    const storage = t.storage();
-    return storage instanceof GpuStorage && storage.on(this.#ctx) ? storage.buffer : undefined;
-  }
-
-  /** `t`'s buffer: in place for a device tensor, else uploaded (once, where `keep`). */
-  async #upload(
-    t: RefTensor | DeviceTensor,
-    keep: boolean,
-    acquired: GPUBuffer[],
-    binding?: { i: number; held: { writing: number[] } },
-    packed = false,
-  ): Promise<GPUBuffer> {
-    const ctx = this.#ctx;
-    const { device, pool } = ctx;
-    const resident = this.#resident;
-    if (t instanceof DeviceTensor) {
-      const own = this.#bufferNow(t);
-      if (own) return own;
-      throw new KilnError(
-        `A device tensor of ${t.storage().backend} cannot feed this WebGPU run`,
-        {
-          code: "bad-input",
-          fix: "read() it to the host and pass the host tensor (or run both on one device)",
-        },
-      );
-    }
-    const hit = resident.get(t.data);
-    if (hit) return hit;
-    const storedOf = () => packed ? packedBytes(t.data) : toStored(t.data, t.dtype, ctx);
-    if (keep) {
-      // Converted and written only where no program of the device holds it yet.
-      if (packed) this.#packedData.add(t.data);
-      const buffer = ctx.residents.use(t.data, () => {
-        const stored = storedOf();
-        return pool.acquire(Math.max(4, stored.byteLength), STORAGE, true).then((b) => {
-          if (stored.byteLength) {
-            device.queue.writeBuffer(b, 0, stored as Float32Array<ArrayBuffer>);
-          }
-          return b;
-        });
-      }, packed);
-      resident.set(t.data, buffer);
-      // A failed upload (out of memory) must not stay cached for every later run.
-      buffer.then((b) => this.#uploaded.set(t.data, b), () => resident.delete(t.data));
-      return await buffer;
-    }
-    const stored = storedOf();
-    const bytes = Math.max(4, stored.byteLength);
-    const own = binding && this.#own.write(binding.i, stored, t.data, binding.held.writing);
-    if (own) return await own;
-    const write = (buffer: GPUBuffer, w: typeof stored) => {
-      if (w.byteLength) device.queue.writeBuffer(buffer, 0, w as Float32Array<ArrayBuffer>);
-      acquired.push(buffer);
-      return buffer;
-    };
-    // A run's arguments are read before `run` returns (`readsArgsOnCall`): the caller may change
-    // its arrays right after. A pooled buffer (every steady-state run) takes them at once;
-    // otherwise the buffer comes after an await, so a caller's array is copied first. The
-    // executable used to copy every argument of every run (64 MB: ≈ 40 ms and a fresh array).
-    const now = pool.reuse(bytes, STORAGE);
-    if (now) return write(now, stored);
-    // Words or bytes that are the caller's own memory are copied (packed bytes view it).
-    const callers = stored === t.data || stored.buffer === t.data.buffer;
-    const w = callers ? (stored as unknown as { slice(): typeof stored }).slice() : stored;
-    return write(await pool.acquire(bytes, STORAGE, false), w);
+    this.#uploads.dispose();
   }
 
   /** Encodes the kernels of one repetition over `buffers` (value → buffer). */
@@ -390,13 +311,13 @@ class GpuProgram implements Program {
     // Each upload starts now, in binding order (a host argument is read before `run` returns).
     const uploads: Promise<unknown>[] = [];
     const bind = (v: number, t: RefTensor | DeviceTensor, keep: boolean, i?: number) => {
-      const now = this.#bufferNow(t);
+      const now = this.#uploads.now(t);
       if (now) given.set(v, now);
       else {
         const binding = i === undefined ? undefined : { i, held };
         const packed = this.#packed.has(v);
         uploads.push(
-          this.#upload(t, keep, acquired, binding, packed).then((b) => given.set(v, b)),
+          this.#uploads.upload(t, { keep, acquired, binding, packed }).then((b) => given.set(v, b)),
         );
       }
     };
@@ -417,7 +338,7 @@ class GpuProgram implements Program {
       else acquired.push(b);
       return b;
     };
-    // At hand (every steady-state run), a buffer is taken without waiting: see `#bufferNow`.
+    // At hand (every steady-state run), a buffer is taken without waiting: see `uploads.now`.
     const now = (key: string, bytes: number) => {
       const b = own(bytes) ? this.#own.smallNow(key) : pool.reuse(bytes, STORAGE);
       return b && noted(b, bytes);
