@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { toF16Bits } from "../jit/ir/dtype.ts";
+import { type DType, type TensorData, toF16Bits } from "../jit/ir/dtype.ts";
 import {
   elementBytes,
   fromStored,
@@ -8,6 +8,7 @@ import {
   toStored,
   toWords,
   wordsInto,
+  writeWords,
 } from "./words.ts";
 
 // The 16-bit storage of f16 runs only on GPUs with shader-f16 (not CI's): its arithmetic is
@@ -67,5 +68,24 @@ Deno.test("wordsInto writes the caller's array where it fits, else hands back a 
     assert.notEqual(got, target);
     assert.deepEqual([...got], [0, 5, 0xffffffff]);
     assert.ok([...target].every((v) => v === 2));
+  }
+});
+
+Deno.test("writeWords widens narrow integers in place as toWords does, at any offset", () => {
+  const cases: [TensorData, DType][] = [
+    [Int8Array.of(-128, -1, 0, 127), "i8"],
+    [Uint8Array.of(0, 1, 200, 255), "u8"],
+    [Int16Array.of(-32768, -2, 3, 32767), "i16"],
+    [Uint16Array.of(0, 9, 40000, 65535), "u16"],
+    [Uint8Array.of(1, 0, 1, 1), "bool"],
+  ];
+  for (const [data, dtype] of cases) {
+    const want = new Uint8Array(toWords(data, dtype).buffer);
+    // A word-aligned place (straight into the words) and a misaligned one (through them).
+    for (const at of [16, 6]) {
+      const buffer = new ArrayBuffer(64);
+      assert.equal(writeWords(buffer, at, data, dtype), 16);
+      assert.deepEqual(new Uint8Array(buffer, at, 16), want, `${dtype} at ${at}`);
+    }
   }
 });
