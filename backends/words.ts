@@ -196,10 +196,16 @@ export function toStored(data: TensorData, dtype: DType, storage: Storage): Arra
  */
 export function packedBytes(data: TensorData): Uint8Array {
   const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  if (bytes.length % 4 === 0 && bytes.length > 0) return bytes;
-  const padded = new Uint8Array(Math.max(4, Math.ceil(bytes.length / 4) * 4));
+  const length = packedLength(bytes.length);
+  if (bytes.length === length) return bytes;
+  const padded = new Uint8Array(length);
   padded.set(bytes);
   return padded;
+}
+
+/** Bytes `n` 8-bit elements take four to a word: whole words, at least one. */
+export function packedLength(n: number): number {
+  return Math.max(4, Math.ceil(n / 4) * 4);
 }
 
 /**

@@ -22,7 +22,7 @@ import { neededKernels } from "../../jit/runtime/program.ts";
 import { type MemoryPlan, planMemory } from "../../jit/schedule/memory_plan.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { dispatchSize, type KernelLayout } from "../../shaders/wgsl/codegen.ts";
-import { fromStored, storedBytes } from "../words.ts";
+import { fromStored, packedLength, storedBytes } from "../words.ts";
 import { type GpuContext, GpuStorage, mapForRead, STAGING, STORAGE } from "./gpu_storage.ts";
 import { OwnBuffers, SMALL_BYTES } from "./own_buffers.ts";
 import { ProgramUploads } from "./program_uploads.ts";
@@ -146,7 +146,7 @@ class GpuProgram implements Program {
   /** Bytes a buffer for a tensor takes (at least one word: WebGPU binds no empty buffers). */
   #bytesOf = (t: Typed): number =>
     t.packed
-      ? Math.max(4, Math.ceil(sizeOf(t.shape) / 4) * 4)
+      ? packedLength(sizeOf(t.shape))
       : storedBytes(Math.max(1, sizeOf(t.shape)), t.dtype, this.#ctx);
 
   /** A run: one repetition, every output read back. */

@@ -24,6 +24,12 @@ const gpu = new WebGpuBackend();
 await gpu.prepare();
 const OPTIONS = { maxInvocations: 256 };
 
+/** An f16 input of `shape`, hashed values from `seed`. */
+function half(shape: number[], seed: number) {
+  const n = shape.reduce((a, b) => a * b, 1);
+  return { data: toF16Array(hashed(n, seed)), shape, dtype: "f16" as const };
+}
+
 Deno.test("a large convolution runs the tiled matmul as implicit GEMM (padding through the fill)", async () => {
   const b = new GraphBuilder();
   const conv = b.op("Conv", [b.input("x", [2, 16, 34, 34]), b.input("w", [64, 16, 3, 3])], {
@@ -152,14 +158,9 @@ Deno.test("an f16 product's parts are f32 sums, added in f32 and rounded once", 
   assert.deepEqual(kernels.map((k) => k.reductions[0].dtype), ["f32", "f32"]);
   assert.equal(kernels[0].outputs[0].dtype, "f32");
   assert.ok(sumsHalfProducts(kernels[0]));
-  const half = (n: number, seed: number, shape: number[]) => ({
-    data: toF16Array(hashed(n, seed)),
-    shape,
-    dtype: "f16" as const,
-  });
   await graphMatchesReference(
     graph,
-    { a: half(196 * 3072, 7919, [196, 3072]), w: half(3072 * 256, 104729, [3072, 256]) },
+    { a: half([196, 3072], 7919), w: half([3072, 256], 104729) },
     new WebGpuBackend({ splitSums: true }),
     2e-2,
   );
@@ -196,14 +197,9 @@ Deno.test("f16 patches stored for the matrix units are K-major and give the conv
   const [patches, conv] = fuse(graph, { patchesFrom: 1, halfPatches: true }).kernels;
   assert.deepEqual(patches.space, [2, 1, 72, 120]);
   assert.deepEqual(conv.space, [2, 1, 120, 16, 72]);
-  const half = (n: number, seed: number, shape: number[]) => ({
-    data: toF16Array(hashed(n, seed)),
-    shape,
-    dtype: "f16" as const,
-  });
   await graphMatchesReference(
     graph,
-    { x: half(2 * 8 * 120, 7919, [2, 8, 10, 12]), w: half(16 * 72, 104729, [16, 8, 3, 3]) },
+    { x: half([2, 8, 10, 12], 7919), w: half([16, 8, 3, 3], 104729) },
     new ClaimsMatrixUnits({ storedPatches: 1 }),
     2e-2,
   );
