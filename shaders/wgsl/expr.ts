@@ -249,7 +249,13 @@ export interface Guard {
   readonly fill: number;
 }
 
-/** The coordinate expressions after applying `steps` to `coords`, with each step's bounds check. */
+/**
+ * The coordinate expressions after applying `steps` to `coords`, with each step's bounds check.
+ * A reshape divides its coordinates as u32s: a coordinate is never negative where its value is
+ * used (a padded read's guard discards the others), and a signed division by a constant costs
+ * NVIDIA's compiler about twice the unsigned one (H200: ResNet-50's f16 patch kernels 34 → 18 µs,
+ * its 3×3 max pool 69 → 38 µs, its f32 model 5.9 → 5.1 ms, whose products gather their windows).
+ */
 export function applySteps(
   e: Emitter,
   steps: readonly IndexStep[],
@@ -298,8 +304,9 @@ export function applySteps(
           : terms.map(({ axis, mul }) => (mul === 1 ? c[axis] : `${c[axis]} * ${mul}`)).join(
             " + ",
           ) || "0";
-        const q = div === 1 ? sum : `(${sum}) / ${div}`;
-        return mod ? `((${q}) % ${mod})` : /^\w+$/.test(q) ? q : `(${q})`;
+        if (div === 1 && !mod) return /^\w+$/.test(sum) ? sum : `(${sum})`;
+        const u = div === 1 ? `u32(${sum})` : `(u32(${sum}) / ${div}u)`;
+        return mod ? `i32(${u} % ${mod}u)` : `i32(${u})`;
       });
       continue;
     }
@@ -531,16 +538,19 @@ export class KernelLowering {
     this.e.line(`${target} = ${this.toStored(v, o.dtype)};`);
   }
 
-  /** Assigns the coordinates of `axes` (row-major) from the linear `index`. */
+  /**
+   * Assigns the coordinates of `axes` (row-major) from the linear `index` (never negative), divided
+   * as u32s for the reason `applySteps` gives.
+   */
   unravel(axes: readonly number[], index: string): void {
     const space = this.kernel.space;
     let rest = index;
     for (let j = axes.length - 1; j >= 0; j--) {
       const d = space[axes[j]];
-      this.e.line(`${this.coords[axes[j]]} = ${d === 1 ? "0" : `${rest} % ${d}`};`);
-      if (j > 0) {
+      this.e.line(`${this.coords[axes[j]]} = ${d === 1 ? "0" : `i32(u32(${rest}) % ${d}u)`};`);
+      if (j > 0 && d !== 1) {
         const next = this.e.fresh("q");
-        this.e.line(`let ${next} = ${rest} / ${d};`);
+        this.e.line(`let ${next} = i32(u32(${rest}) / ${d}u);`);
         rest = next;
       }
     }

@@ -27,3 +27,24 @@ Deno.test("Sigmoid's and Tanh's divisions by 1 + exp(·) take the division witho
     assertClose(numbers(got[k].data), numbers(expected[k].data), { atol: 1e-7, rtol: 1e-6 });
   }
 });
+
+Deno.test("coordinates divide as u32s: a padded, strided convolution's stored patches and its values", async () => {
+  const b = new GraphBuilder();
+  const [x, w] = [b.input("x", [2, 5, 13, 11]), b.input("w", [8, 5, 3, 3])];
+  b.output("y", b.op("Conv", [x, w], { pads: [1, 2, 1, 0], strides: [2, 1] }));
+  const graph = b.build();
+  const [patches] = fuse(graph, { patchesFrom: 1 }).kernels;
+  const body = generateWgsl(patches, { maxInvocations: 256 }).split("@compute")[1];
+  // Every coordinate's division and remainder by a constant is unsigned (NVIDIA's signed ones
+  // cost about twice as much); the pads' negative coordinates are discarded by their guards.
+  assert.deepEqual(body.match(/ [/%] \d+(?![\du.])/g), null);
+  assert.ok(body.match(/ [/%] \d+u/g)!.length >= 4);
+  const data = (shape: number[], seed: number) =>
+    f32(
+      Array.from({ length: shape.reduce((a, d) => a * d) }, (_, i) => Math.sin(i * seed) * 2),
+      shape,
+    );
+  const feeds = { x: data([2, 5, 13, 11], 0.37), w: data([8, 5, 3, 3], 1.13) };
+  const [expected, got] = [await runGraph(graph, feeds), await runGraph(graph, feeds, "webgpu")];
+  assertClose(numbers(got.y.data), numbers(expected.y.data), { atol: 1e-5, rtol: 1e-5 });
+});
