@@ -114,3 +114,25 @@ Deno.test("with subgroups of one size, rows combine their last steps by shuffles
     assert.doesNotMatch(generateWgsl(k, { maxInvocations: 256 }), /subgroup/);
   }
 });
+
+Deno.test("a row of at most 16 points is one thread's: 3×3 max and 4×4 average pools, padded, a NaN and a −∞ in", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [2, 3, 9, 11]);
+  const attrs = { kernel_shape: [3, 3], pads: [1, 1, 1, 1], strides: [2, 2] };
+  b.output("y", b.op("MaxPool", [x], attrs));
+  b.output("z", b.op("AveragePool", [x], { ...attrs, kernel_shape: [4, 4], pads: [1, 2, 1, 2] }));
+  const graph = b.build();
+  const options = { maxInvocations: 256 };
+  for (const kernel of fuse(graph).kernels.filter((k) => k.reductions.length)) {
+    // Split over threads, each row met in workgroup memory behind three barriers.
+    assert.equal(kernelLayout(kernel, options).rows?.serial, true, kernel.name);
+  }
+  const data = Array.from({ length: 594 }, (_, i) => Math.sin(i * 0.71) * 5);
+  data[40] = NaN;
+  data[333] = -Infinity;
+  const feeds = { x: f32(data, [2, 3, 9, 11]) };
+  const [expected, got] = [await runGraph(graph, feeds), await runGraph(graph, feeds, "webgpu")];
+  for (const name of ["y", "z"]) {
+    assertClose(numbers(got[name].data), numbers(expected[name].data), { atol: 1e-6, rtol: 1e-6 });
+  }
+});
