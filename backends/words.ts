@@ -28,28 +28,37 @@ export function toWords(
       return fromF16Array(data as Uint16Array);
     case "i32":
       return data as Int32Array;
-    case "i16":
-    case "i8":
-      return Int32Array.from(data as Int8Array | Int16Array);
     case "u32":
       return data as Uint32Array;
+    case "i16":
+    case "i8":
     case "u16":
     case "u8":
-    case "bool":
-      return Uint32Array.from(data as Uint8Array | Uint16Array);
+    case "bool": {
+      const words = narrowWords(dtype, new ArrayBuffer(data.length * 4), 0, data.length);
+      words.set(data as Int8Array);
+      return words;
+    }
     case "i64":
       throw lowered();
   }
 }
 
-/** How each narrow integer dtype widens to a word: sign-extended or zero-extended. */
-const WIDENED: Partial<Record<DType, "signed" | "unsigned">> = {
-  i8: "signed",
-  i16: "signed",
-  u8: "unsigned",
-  u16: "unsigned",
-  bool: "unsigned",
-};
+/** Integer dtypes narrower than a word: widened on the way in, i8 and i16 sign-extended. */
+type Narrow = "i8" | "i16" | "u8" | "u16" | "bool";
+const NARROW: ReadonlySet<DType> = new Set<Narrow>(["i8", "i16", "u8", "u16", "bool"]);
+
+/** `n` words at byte `at` of `buffer` that a narrow dtype widens into (i32 where it is signed). */
+function narrowWords(
+  dtype: Narrow,
+  buffer: ArrayBufferLike,
+  at: number,
+  n: number,
+): Int32Array | Uint32Array {
+  return dtype === "i8" || dtype === "i16"
+    ? new Int32Array(buffer, at, n)
+    : new Uint32Array(buffer, at, n);
+}
 
 /** An i64 reaching a device: each compile lowers it first (see `jit/passes/int64.ts`). */
 function lowered(): KilnError {
@@ -144,14 +153,9 @@ export function writeWords(
   // Narrow integers widen straight into their place: through a fresh array of words first, each
   // page was touched twice (a BERT-base int8's 85M weights: 1.4 s of its first wasm run on the
   // 2-core VM in `toWords` alone; a typed set of 20M bytes into touched memory takes 5 ms).
-  const narrow = WIDENED[dtype];
-  if (narrow && at % 4 === 0) {
-    const n = data.length;
-    const words = narrow === "signed"
-      ? new Int32Array(buffer, at, n)
-      : new Uint32Array(buffer, at, n);
-    words.set(data as Int8Array);
-    return n * 4;
+  if (NARROW.has(dtype) && at % 4 === 0) {
+    narrowWords(dtype as Narrow, buffer, at, data.length).set(data as Int8Array);
+    return data.length * 4;
   }
   const words = toWords(data, dtype);
   new Uint8Array(buffer, at, words.byteLength).set(
