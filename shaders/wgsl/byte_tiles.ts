@@ -100,14 +100,16 @@ export interface ByteSlot {
  */
 export function packSlot(s: ByteSlot, op: Load, slot: string): void {
   const { l, x, kAx, ax } = s, e = l.e;
-  const quad = () => l.quad(op.input, l.offset(op.steps, l.kernel.inputs[op.input].shape).index);
+  // The operand's element at the current coordinates (its offset's lines emitted per call).
+  const at = () => l.offset(op.steps, l.kernel.inputs[op.input].shape).index;
+  const quad = () => l.quad(op.input, at());
   const pack = (v: string) => s.unsigned ? `pack4xU8(${v} ^ vec4<u32>(128u))` : `pack4xI8(${v})`;
   if (s.vector === "k") {
     // Each output's four K values are one vec4: one word (as it lies, where the input is packed).
     const packed = l.kernel.inputs[op.input].packed;
     const word = () => {
-      const at = l.packedWord(op.input, l.offset(op.steps, l.kernel.inputs[op.input].shape).index);
-      return s.unsigned ? `(${at} ^ 0x80808080u)` : at;
+      const w = l.packedWord(op.input, at());
+      return s.unsigned ? `(${w} ^ 0x80808080u)` : w;
     };
     for (let j = 0; j < 4; j++) {
       e.line(`${x[ax]} = ${s.o0} + (${s.q}) * 4 + ${j};`);

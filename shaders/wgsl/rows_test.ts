@@ -124,7 +124,7 @@ Deno.test("a row of at most 16 points is one thread's: 3×3 max and 4×4 average
   const graph = b.build();
   const options = { maxInvocations: 256 };
   for (const kernel of fuse(graph).kernels.filter((k) => k.reductions.length)) {
-    // Split over threads, each row met in workgroup memory behind three barriers.
+    // Not split over threads that meet in workgroup memory behind barriers (three for a row of 9).
     assert.equal(kernelLayout(kernel, options).rows?.serial, true, kernel.name);
   }
   const data = Array.from({ length: 594 }, (_, i) => Math.sin(i * 0.71) * 5);
