@@ -32,10 +32,9 @@ interface Probe {
 
 const OPTIONS = { maxInvocations: 256, half: true };
 
-/** Workgroups of 256 for `threads`, folded into y past 65535 as kiln folds them. */
+/** A hand-written kernel's dispatch: a thread a point, 256 a workgroup, as kiln's are. */
 function grid(threads: number): [number, number, number] {
-  const groups = Math.ceil(threads / 256), y = Math.ceil(groups / 65535);
-  return [Math.ceil(groups / y), y, 1];
+  return dispatchSize({ kind: "points", workgroup: 256, width: 1, vectors: new Set() }, threads);
 }
 
 /** kiln's kernel for `k` as the WebGPU backend generates it. */
