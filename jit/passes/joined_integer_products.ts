@@ -15,23 +15,14 @@
  *
  * @module
  */
-import type { HostTensor } from "../ir/host_tensor.ts";
+import { type Graph, type Node, type NodeSpec, type ParamSpec, soleReader } from "../ir/graph.ts";
 import {
-  type Graph,
-  type Node,
-  type NodeSpec,
-  type ParamSpec,
-  producerOf,
-  readCount,
-  soleReader,
-} from "../ir/graph.ts";
-import { sizeOf } from "../ir/shape.ts";
-import {
+  constantNode,
+  constantOf,
   type JoinedConstant,
   rewriteJoins,
   sideBySide,
   slicesOf,
-  type Weights,
 } from "./joined_products.ts";
 
 /** One integer product of a join and the nodes that scale and bias it. */
@@ -170,26 +161,4 @@ function memberOf(graph: Graph, n: Node): Member | undefined {
     graph.values[biasValue!].shape.join() === String(shapeW[1]);
   const member = { product: n, weight: { value: w, data: weight }, cast, mul, scale };
   return biased ? { ...member, add, bias: { value: biasValue!, data: bias } } : member;
-}
-
-/**
- * The data of `v` where it is a constant read once: a param's, or a Constant node's `value`.
- * (Typed arrays only: a weight the importer folded, its bytes never read here.)
- */
-function constantOf(graph: Graph, v: number): Weights | undefined {
-  if (readCount(graph, v) !== 1) return undefined;
-  const param = graph.params.find((p) => p.value === v);
-  const node = producerOf(graph, v);
-  const data = param
-    ? param.data
-    : node?.op === "Constant"
-    ? (node.attrs.value as HostTensor | undefined)?.data
-    : undefined;
-  return data && sizeOf(graph.values[v].shape) === data.length ? data as Weights : undefined;
-}
-
-/** The Constant node that makes `v`, as a list of its id (empty where `v` is a param). */
-function constantNode(graph: Graph, v: number): number[] {
-  const node = producerOf(graph, v);
-  return node?.op === "Constant" ? [node.id] : [];
 }

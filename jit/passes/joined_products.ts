@@ -20,42 +20,50 @@ import {
   type NodeSpec,
   nodeSpecOf,
   type ParamSpec,
+  producerOf,
   readCount,
   soleReader,
 } from "../ir/graph.ts";
+import type { HostTensor } from "../ir/host_tensor.ts";
+import { sizeOf } from "../ir/shape.ts";
 import { handOver } from "../ir/hand_over.ts";
 import { allocate } from "../ir/dtype.ts";
 
 /** One product of a join: its MatMul, its bias Add if any, and their constant operands. */
 interface Member {
   readonly product: Node;
-  readonly weight: number;
+  readonly weight: JoinedConstant;
   readonly add?: Node;
-  readonly bias?: number;
+  readonly bias?: JoinedConstant;
 }
 
 /** `graph` with every set of products sharing their left operand joined (see the module note). */
 export function joinedProducts(graph: Graph): Graph {
   const name = (v: number) => graph.values[v].name;
   return rewriteJoins(graph, joinable(graph), {
-    dropped: (m) => [m.product.id, ...(m.add ? [m.add.id] : [])],
-    replaced: (m) => [m.weight, ...(m.bias === undefined ? [] : [m.bias])],
+    dropped: (m) => [
+      m.product.id,
+      ...(m.add ? [m.add.id] : []),
+      ...constantNode(graph, m.weight.value),
+      ...(m.bias ? constantNode(graph, m.bias.value) : []),
+    ],
+    replaced: (m) => [m.weight.value, ...(m.bias ? [m.bias.value] : [])],
     joined: (join, { fresh, params }) => {
       const a = name(join[0].product.inputs[0]);
       const weight = fresh(`${a}/joined_weight`);
-      params.push(sideBySide(graph, join.map((m) => constant(graph, m.weight)), weight));
+      params.push(sideBySide(graph, join.map((m) => m.weight), weight));
       let sum = fresh(`${a}/joined`);
       const nodes: NodeSpec[] = [
         { op: "MatMul", inputs: [a, weight], outputs: [sum], name: join[0].product.name },
       ];
       if (join[0].add) {
         const bias = fresh(`${a}/joined_bias`);
-        params.push(sideBySide(graph, join.map((m) => constant(graph, m.bias!)), bias));
+        params.push(sideBySide(graph, join.map((m) => m.bias!), bias));
         const biased = fresh(`${a}/joined_biased`);
         nodes.push({ op: "Add", inputs: [sum, bias], outputs: [biased], name: join[0].add.name });
         sum = biased;
       }
-      const parts = join.map((m) => ({ product: m.product, weight: m.weight, last: m.add }));
+      const parts = join.map((m) => ({ product: m.product, weight: m.weight.value, last: m.add }));
       return [...nodes, ...slicesOf(graph, sum, parts)];
     },
   });
@@ -119,28 +127,36 @@ export function slicesOf(
 /**
  * The sets of products to join, each in graph order: two or more MatMuls of one A (of K
  * columns, f32 or f16) by 2-D constant weights of K rows read by nothing else, all with a bias
- * Add of a 1-D constant read by nothing else, or none.
+ * Add of a 1-D constant read by nothing else, or none. A constant is a param's data or a
+ * Constant node's: `torch.onnx.export` writes Hugging Face's Linear biases as Constant nodes,
+ * which left BERT-base's and ViT's Q, K and V biases apart, each added by a kernel of its own
+ * that also laid its heads out (24 kernels of BERT-base).
  */
 function joinable(graph: Graph): Member[][] {
-  const constant = (v: number) =>
-    graph.params.find((p) => p.value === v)?.data !== undefined && readCount(graph, v) === 1;
   const byA = new Map<number, Member[]>();
   for (const n of graph.nodes) {
     if (n.op !== "MatMul") continue;
     const [a, w] = n.inputs;
     const [ta, tw] = [graph.values[a], graph.values[w]];
     const float = ta.dtype === "f32" || ta.dtype === "f16";
-    if (!float || tw.dtype !== ta.dtype || tw.shape.length !== 2 || !constant(w)) continue;
+    const weight = constantOf(graph, w);
+    if (!float || tw.dtype !== ta.dtype || tw.shape.length !== 2 || !weight) continue;
     if (ta.shape.length < 2 || ta.shape[ta.shape.length - 1] !== tw.shape[0]) continue;
     const out = n.outputs[0];
     const reader = soleReader(graph, out);
-    const bias = reader?.op === "Add" ? reader.inputs.find((v) => v !== out) : undefined;
-    const biased = bias !== undefined && constant(bias) &&
-      graph.values[bias].shape.join() === String(tw.shape[1]) &&
-      graph.values[bias].dtype === ta.dtype;
-    const member = biased
-      ? { product: n, weight: w, add: reader, bias }
-      : { product: n, weight: w };
+    const b = reader?.op === "Add" ? reader.inputs.find((v) => v !== out) : undefined;
+    const bias = b === undefined ? undefined : constantOf(graph, b);
+    const biased = bias !== undefined &&
+      graph.values[b!].shape.join() === String(tw.shape[1]) &&
+      graph.values[b!].dtype === ta.dtype;
+    const member: Member = biased
+      ? {
+        product: n,
+        weight: { value: w, data: weight },
+        add: reader,
+        bias: { value: b!, data: bias },
+      }
+      : { product: n, weight: { value: w, data: weight } };
     byA.set(a, [...byA.get(a) ?? [], member]);
   }
   return [...byA.values()].flatMap((members) => {
@@ -160,9 +176,26 @@ export interface JoinedConstant {
   readonly data: Weights;
 }
 
-/** Param value `v` of `graph` with its data. */
-function constant(graph: Graph, v: number): JoinedConstant {
-  return { value: v, data: graph.params.find((p) => p.value === v)!.data as Weights };
+/**
+ * The data of `v` where it is a constant read once: a param's, or a Constant node's `value`.
+ * (Typed arrays only: a weight the importer folded, its bytes never read here.)
+ */
+export function constantOf(graph: Graph, v: number): Weights | undefined {
+  if (readCount(graph, v) !== 1) return undefined;
+  const param = graph.params.find((p) => p.value === v);
+  const node = producerOf(graph, v);
+  const data = param
+    ? param.data
+    : node?.op === "Constant"
+    ? (node.attrs.value as HostTensor | undefined)?.data
+    : undefined;
+  return data && sizeOf(graph.values[v].shape) === data.length ? data as Weights : undefined;
+}
+
+/** The Constant node that makes `v`, as a list of its id (empty where `v` is a param). */
+export function constantNode(graph: Graph, v: number): number[] {
+  const node = producerOf(graph, v);
+  return node?.op === "Constant" ? [node.id] : [];
 }
 
 /**

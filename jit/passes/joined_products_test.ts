@@ -7,11 +7,12 @@ import { joinedProducts } from "./joined_products.ts";
 
 /**
  * Q, K and V as exporters write them: MatMul + Add of one A by constants of `widths` columns
- * (`inputs`: the weights as graph inputs instead, which nothing joins).
+ * (`inputs`: the weights as graph inputs instead, which nothing joins; `nodes`: the biases as
+ * Constant nodes, as `torch.onnx.export` writes Hugging Face's Linear biases).
  */
 function projections(
   widths: number[],
-  { bias = true, shareWeight = false, inputs = false } = {},
+  { bias = true, shareWeight = false, inputs = false, nodes = false } = {},
 ): Graph {
   const b = new GraphBuilder();
   const a = b.input("a", [2, 5, 8]);
@@ -22,8 +23,9 @@ function projections(
   );
   widths.forEach((n, i) => {
     const p = b.op("MatMul", [a, weights[i]]);
+    const values = new Float32Array(hashed(n, 7 + i));
     const y = bias
-      ? b.op("Add", [p, b.param(`b${i}`, [n], "f32", new Float32Array(hashed(n, 7 + i)))])
+      ? b.op("Add", [nodes ? b.constant(values, [n]) : b.param(`b${i}`, [n], "f32", values), p])
       : p;
     b.output(`y${i}`, b.op("Relu", [y]));
   });
@@ -62,6 +64,26 @@ Deno.test("products of one A by constant weights join into one, their outputs sl
         assert.deepEqual(numbers(got[name].data), numbers(want[name].data), `${backend} ${name}`);
       }
     }
+  }
+});
+
+Deno.test("biases made by Constant nodes join too, and those nodes go", async () => {
+  const graph = projections([6, 4, 6], { nodes: true });
+  const joined = joinedProducts(graph);
+  const ops = joined.nodes.map((n) => n.op);
+  assert.equal(ops.filter((op) => op === "MatMul").length, 1, ops.join());
+  assert.equal(ops.filter((op) => op === "Add").length, 1, ops.join());
+  assert.equal(ops.filter((op) => op === "Constant").length, 0, ops.join());
+  const bias = joined.params.find((p) => joined.values[p.value].shape.join() === "16");
+  assert.deepEqual(
+    Array.from(bias!.data as Float32Array),
+    [...hashed(6, 7), ...hashed(4, 8), ...hashed(6, 9)].map(Math.fround),
+  );
+  const feeds = { a: f32(hashed(80, 5), [2, 5, 8]) };
+  const want = await (await compile(graph, { backend: "reference" })).run(feeds);
+  const got = await (await compile(joined, { backend: "reference" })).run(feeds);
+  for (const name of Object.keys(want)) {
+    assert.deepEqual(numbers(got[name].data), numbers(want[name].data), name);
   }
 });
 
