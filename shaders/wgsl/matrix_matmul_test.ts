@@ -72,6 +72,9 @@ Deno.test("f16 matmuls take matrix tiles where the device has matrix units, size
   // A shallow K (ResNet's 64 → 256 1×1 convolutions) takes the smallest shape that fills the GPU.
   assert.deepEqual(tileOf(layout(product(4096, 64, 4096)).tile!), [32, 32]);
   assert.deepEqual(tileOf(layout(product(4096, 128, 4096)).tile!), [128, 128]);
+  // 64 columns (ResNet's stem: 64 channels, K = 147) take 64×64 tiles, not 128×128 half past
+  // the product's edge.
+  assert.deepEqual(tileOf(layout(product(100352, 147, 64)).tile!), [64, 64]);
   // Not without the units, not without f16 storage, not for f32, not past the workgroup limit.
   assert.equal(layout(product(256, 512, 384), { ...H200, matrix: false }).tile?.matrix, undefined);
   assert.equal(layout(product(256, 512, 384), { ...H200, half: false }).tile?.matrix, undefined);
