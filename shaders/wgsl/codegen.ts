@@ -231,7 +231,7 @@ export function tiledMatmul(
   // large GPU idle (64×784·784×512 made 8 and ran 1.4× slower than one workgroup per output).
   const tiles = (rows: number, cols: number) => batch * Math.ceil(m / rows) * Math.ceil(n / cols);
   if (batch * m * n * k < TILE_THRESHOLD || tiles(32, 32) < MIN_TILES) return undefined;
-  const shape = tileShape(tiles, most);
+  const shape = tileShape(m, n, tiles, most);
   if (!shape) return undefined;
   const slices = sliceBytes === undefined
     ? 1

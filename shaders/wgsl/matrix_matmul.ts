@@ -32,6 +32,7 @@ import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelLowering } from "./expr.ts";
 import {
   epilogueHelper,
+  fillingShape,
   LOOPED_EPILOGUE,
   type MatmulTile,
   type MatrixShape,
@@ -116,33 +117,16 @@ export function matrixTile(
     return undefined;
   }
   const batch = sizeOf(kernel.space.slice(0, tile.nb));
-  const tiles = ([tm, tn]: [number, number]) =>
-    batch * Math.ceil(tile.m / tm) * Math.ceil(tile.n / tn);
+  const tiles = (tm: number, tn: number) => batch * Math.ceil(tile.m / tm) * Math.ceil(tile.n / tn);
   // Too few tiles leave matrix units idle where the tiled kernel splits K among slices instead.
   // A shallow K is mostly its epilogue: the smallest tiles keep the most of them in flight.
   const order = tile.k <= SHALLOW ? [...fit].reverse() : fit;
-  const filling = order.filter((s) => tiles(tileOf(s)) >= FILL);
-  const least = Math.min(...filling.map((s) => padded(tile, tileOf(s))));
-  const shape = filling.find((s) => padded(tile, tileOf(s)) <= least * WASTE);
+  const shape = fillingShape(order, tile.m, tile.n, tiles, FILL);
   if (!shape) return undefined;
   const deep = { ...shape, matrix: { ...shape.matrix, tk: 2 * TK } };
   const few = shape.matrix.fm === 1 && tile.m <= FEW_ROWS && tileBytes(deep) <= bytes;
   const { threads, per, matrix } = few ? deep : shape;
   return { ...tile, threads, per, matrix };
-}
-
-/**
- * How much more a shape's tiles may cover than the smallest cover among the shapes that fill the
- * GPU: past it the next smaller shape is taken. ResNet-50's stem (64 output channels) took 128×128
- * tiles, half of each tile's columns past the product's: at batch 8 in f16 on the H200 its
- * convolution took 0.123 ms, on 64×64 tiles 0.096, and the model 3.42 → 3.23 ms (warm walls,
- * interleaved in one process, medians of five rounds).
- */
-const WASTE = 1.125;
-
-/** The output area `[tm, tn]` tiles cover over the product's own (1: none past its edges). */
-function padded(tile: MatmulTile, [tm, tn]: [number, number]): number {
-  return (Math.ceil(tile.m / tm) * tm * Math.ceil(tile.n / tn) * tn) / (tile.m * tile.n);
 }
 
 /** Workgroup memory a shape's kernel may take at most: both tiles in either layout, and `stage`. */

@@ -75,6 +75,8 @@ Deno.test("f16 matmuls take matrix tiles where the device has matrix units, size
   // 64 columns (ResNet's stem: 64 channels, K = 147) take 64×64 tiles, not 128×128 half past
   // the product's edge.
   assert.deepEqual(tileOf(layout(product(100352, 147, 64)).tile!), [64, 64]);
+  // The f32 tiled kernel alike: 128×64, not 128×128.
+  assert.deepEqual(tileOf(layout(product(100352, 147, 64, "f32")).tile!), [128, 64]);
   // Not without the units, not without f16 storage, not for f32, not past the workgroup limit.
   assert.equal(layout(product(256, 512, 384), { ...H200, matrix: false }).tile?.matrix, undefined);
   assert.equal(layout(product(256, 512, 384), { ...H200, half: false }).tile?.matrix, undefined);
