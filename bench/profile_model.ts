@@ -4,11 +4,12 @@
  * instead (each kernel's call timed, all threads).
  *
  *   deno run -A --no-config bench/profile_model.ts MODEL.onnx [NAME=FILE.bin ...] [--top N] [--auto] [--wasm]
- *     [--runs N]
+ *     [--runs N] [--threads N]
  *
  * Inputs not given are zeros. Runs on Dawn (`KILN_GPU` to choose), kernel cache off; `--auto`
  * compiles under the auto policy instead (placement as `kiln run` without --backend takes it),
- * and prints the run's timing split over ten runs; `--precision f16` compiles under that policy.
+ * and prints the run's timing split over ten runs; `--precision f16` compiles under that policy;
+ * `--threads N` sizes the wasm backend's threads (default: as `kiln run` takes them).
  */
 import { OnnxModel, type Precision, WasmBackend, WebGpuBackend } from "../mod.ts";
 import { madeInputs } from "./model_inputs.ts";
@@ -26,11 +27,13 @@ const topAt = args.indexOf("--top");
 const top = topAt >= 0 ? Number(args.splice(topAt, 2)[1]) : 15;
 const runsAt = args.indexOf("--runs");
 const runs = runsAt >= 0 ? Number(args.splice(runsAt, 2)[1]) : 1;
+const threadsAt = args.indexOf("--threads");
+const threads = threadsAt >= 0 ? Number(args.splice(threadsAt, 2)[1]) : undefined;
 const [path, ...given] = args;
 const model = await OnnxModel.load(path);
 const files = Object.fromEntries(given.map((g) => g.split("=") as [string, string]));
 const inputs = await madeInputs(model.inputs, { files });
-const gpu = wasm ? new WasmBackend({ profile: true }) : new WebGpuBackend({
+const gpu = wasm ? new WasmBackend({ profile: true, threads }) : new WebGpuBackend({
   gpu: Deno.env.get("KILN_GPU") === "navigator" ? "navigator" : "dawn",
   profile: true,
   dawnFlags: timingDawnFlags,
