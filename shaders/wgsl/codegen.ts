@@ -49,15 +49,8 @@ import {
   matrixTile,
   matrixVectors,
 } from "./matrix_matmul.ts";
-import {
-  emitTiledMatmul,
-  foldedRows,
-  type MatmulTile,
-  sliceCount,
-  tileOf,
-  tileShape,
-  tileVectors,
-} from "./matmul.ts";
+import { emitTiledMatmul, foldedRows, tileVectors } from "./matmul.ts";
+import { type MatmulTile, sliceCount, tileOf, tileShape } from "./tile_shapes.ts";
 
 /** What the device allows generated kernels. */
 export interface WgslOptions {

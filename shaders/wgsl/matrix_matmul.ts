@@ -30,14 +30,8 @@ import { affineOffset } from "../../jit/ir/access.ts";
 import { type KernelIR, type Load, sumsHalfProducts } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelLowering } from "./expr.ts";
-import {
-  epilogueHelper,
-  fillingShape,
-  LOOPED_EPILOGUE,
-  type MatmulTile,
-  type MatrixShape,
-  tileOf,
-} from "./matmul.ts";
+import { epilogueHelper, LOOPED_EPILOGUE } from "./matmul.ts";
+import { fillingShape, type MatmulTile, type MatrixShape, tileOf } from "./tile_shapes.ts";
 import { allOf } from "./prelude.ts";
 import { quadAligned, readOnce } from "./quads.ts";
 

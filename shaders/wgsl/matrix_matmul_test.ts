@@ -10,7 +10,7 @@ import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { applyPrecision, type Precision } from "../../jit/passes/precision.ts";
 import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { generateWgsl, kernelLayout, type WgslOptions } from "./codegen.ts";
-import { tileOf } from "./matmul.ts";
+import { tileOf } from "./tile_shapes.ts";
 
 const H200: WgslOptions = { maxInvocations: 1024, half: true, matrix: true, workgroupBytes: 49152 };
 
