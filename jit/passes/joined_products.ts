@@ -146,17 +146,12 @@ function joinable(graph: Graph): Member[][] {
     const reader = soleReader(graph, out);
     const b = reader?.op === "Add" ? reader.inputs.find((v) => v !== out) : undefined;
     const bias = b === undefined ? undefined : constantOf(graph, b);
-    const biased = bias !== undefined &&
-      graph.values[b!].shape.join() === String(tw.shape[1]) &&
-      graph.values[b!].dtype === ta.dtype;
+    const product = { product: n, weight: { value: w, data: weight } };
+    const biased = b !== undefined && bias !== undefined &&
+      graph.values[b].shape.join() === String(tw.shape[1]) && graph.values[b].dtype === ta.dtype;
     const member: Member = biased
-      ? {
-        product: n,
-        weight: { value: w, data: weight },
-        add: reader,
-        bias: { value: b!, data: bias },
-      }
-      : { product: n, weight: { value: w, data: weight } };
+      ? { ...product, add: reader, bias: { value: b, data: bias } }
+      : product;
     byA.set(a, [...byA.get(a) ?? [], member]);
   }
   return [...byA.values()].flatMap((members) => {
