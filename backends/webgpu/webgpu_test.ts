@@ -425,19 +425,21 @@ Deno.test("deep products of many small tiles split K too: threads in flight deci
 Deno.test("every tile shape: transposed operands, ragged M, N and K, a batch broadcast", async () => {
   // 260×260 outputs a batch item (a transposed A keeps its batch axis): 3×3 tiles of 128×128,
   // 3×5 of 128×64, 5×5 of 64×64, 9×5 of 32×64, 9×9 of 32×32. The largest shape that still yields
-  // 256 workgroups is chosen, else the smallest (5 items: 225 tiles of 32×64; K = 64 keeps the
-  // product large enough to tile).
+  // 256 workgroups is chosen unless its tiles cover over 1.5× what the smallest cover (128×128:
+  // 384² against 288²), else the smallest (5 items: 225 tiles of 32×64; K = 64 keeps the product
+  // large enough to tile). 250×250 in tiles of 128×128 covers 256², as tiles of 32×32 do.
   const cases = [
-    [32, 20, [16, 16], [8, 8]],
-    [18, 20, [8, 16], [8, 8]],
-    [13, 20, [16, 16], [4, 4]],
-    [10, 32, [16, 8], [4, 4]],
-    [5, 64, [8, 8], [4, 4]],
+    [64, 20, 250, [16, 16], [8, 8]],
+    [32, 20, 260, [8, 16], [8, 8]],
+    [18, 20, 260, [8, 16], [8, 8]],
+    [13, 20, 260, [16, 16], [4, 4]],
+    [10, 32, 260, [16, 8], [4, 4]],
+    [5, 64, 260, [8, 8], [4, 4]],
   ] as const;
-  for (const [batch, k, threads, per] of cases) {
+  for (const [batch, k, size, threads, per] of cases) {
     const b = new GraphBuilder();
-    const a = b.input("a", [batch, k, 260]); // used transposed: [batch, 260, k]
-    const w = b.input("w", [260, k]); // used transposed: [k, 260], shared by the batch
+    const a = b.input("a", [batch, k, size]); // used transposed: [batch, size, k]
+    const w = b.input("w", [size, k]); // used transposed: [k, size], shared by the batch
     const p = b.op("MatMul", [
       b.op("Transpose", [a], { perm: [0, 2, 1] }),
       b.op("Transpose", [w], { perm: [1, 0] }),
@@ -448,8 +450,8 @@ Deno.test("every tile shape: transposed operands, ragged M, N and K, a batch bro
     const tile = kernelLayout(kernel, OPTIONS).tile;
     assert.deepEqual([tile?.threads, tile?.per], [threads, per], `batch ${batch}`);
     await matchesReference(graph, {
-      a: f32(hashed(batch * k * 260, 7919), [batch, k, 260]),
-      w: f32(hashed(260 * k, 104729), [260, k]),
+      a: f32(hashed(batch * k * size, 7919), [batch, k, size]),
+      w: f32(hashed(size * k, 104729), [size, k]),
     }, 1e-4);
   }
 });
