@@ -88,10 +88,11 @@ const SHALLOW = 64;
 
 /**
  * `tile` (the tiled kernel's choice for `kernel`, without K slices) as a matrix tile of at most
- * `most` threads and `bytes` of workgroup memory, where the kernel is an f16 matmul: the largest shape that yields
- * {@linkcode FILL} workgroups, none where no shape does: the tiled kernel splits K there (on the
- * H200 ResNet-50 b8 in f16 took 48.5 ms with every convolution on matrix tiles, its deep ones
- * 56-98 tiles of 32×32, against 16.5 tiled).
+ * `most` threads and `bytes` of workgroup memory, where the kernel is an f16 matmul: the largest
+ * shape (the smallest, for a shallow K) that yields {@linkcode FILL} workgroups without passing
+ * the product's edge much (`fillingShape`), none where no shape fills: the tiled kernel splits K
+ * there (on the H200 ResNet-50 b8 in f16 took 48.5 ms with every convolution on matrix tiles, its
+ * deep ones 56-98 tiles of 32×32, against 16.5 tiled).
  */
 export function matrixTile(
   kernel: KernelIR,
