@@ -15,6 +15,7 @@ import { type ProgressCallback, reporter } from "./runtime/progress.ts";
 import { splitReductions } from "./passes/split_reductions.ts";
 import { rowsFirst } from "./passes/rows_first.ts";
 import { joinedProducts } from "./passes/joined_products.ts";
+import { winogradConvs } from "./passes/winograd.ts";
 import { joinedIntegerProducts } from "./passes/joined_integer_products.ts";
 import { byteProducts } from "./passes/byte_products.ts";
 import { scalesOut } from "./passes/scales_out.ts";
@@ -240,8 +241,8 @@ interface Rewritten {
 
 /**
  * `input` with random ops hoisted into drawn inputs, empty tensors folded, constants laid out
- * once (where `fused`, transposed convolutions written out first), repeated nodes computed once,
- * scalar scales moved past their products and large reductions to a few values split in two (not
+ * once (where `fused`, transposed convolutions written out first), 3×3 convolutions of at least
+ * `winograd` channels as F(2×2, 3×3), repeated nodes computed once, scalar scales moved past their products and large reductions to a few values split in two (not
  * in the exact precision: both regroup a rounding), gathered rows picked before their products,
  * where `join`, products (and integer products) of one A joined and, where `bytes`, quantized
  * products written over bytes. Shared while one is alive: auto's compile and the named compile it
@@ -250,15 +251,23 @@ interface Rewritten {
  */
 function rewrittenOf(
   input: Graph,
-  how: { exact: boolean; join: boolean; int64: Int64Mode; fused: boolean; bytes: boolean },
+  how: {
+    exact: boolean;
+    join: boolean;
+    int64: Int64Mode;
+    fused: boolean;
+    bytes: boolean;
+    winograd?: number;
+  },
 ): Rewritten {
-  const key = `${how.exact} ${how.join} ${how.int64} ${how.fused} ${how.bytes}`;
+  const key = `${how.exact} ${how.join} ${how.int64} ${how.fused} ${how.bytes} ${how.winograd}`;
   let byHow = REWRITTEN.get(input);
   if (!byHow) REWRITTEN.set(input, byHow = new Map());
   const entry = byHow.get(key), kept = entry?.graph.deref();
   if (kept) return { graph: kept, drawn: entry!.drawn };
   const { graph: drawing, drawn } = hoistRandom(lowerInt64(input, how.int64));
-  const laid = sharedNodes(constantsLaidOut(foldEmpty(drawing), how.fused));
+  const constant = sharedNodes(constantsLaidOut(foldEmpty(drawing), how.fused));
+  const laid = how.winograd ? winogradConvs(constant, { minChannels: how.winograd }) : constant;
   const scaled = how.exact ? laid : scalesOut(laid);
   const rows = rowsFirst(how.exact ? scaled : splitReductions(scaled));
   const joined = how.join ? joinedIntegerProducts(joinedProducts(rows)) : rows;
@@ -301,6 +310,9 @@ function prepare(
     fused,
     // Quantized products over bytes where the named backend multiplies them exactly.
     bytes: fused && precision !== "exact" && named?.capabilities().byteDot === true,
+    // Winograd's convolutions where the named backend computes them faster (a rounding of its
+    // own: not in the exact precision).
+    winograd: fused && precision !== "exact" ? named?.capabilities().winogradChannels : undefined,
   });
   const { graph, widened } = withoutF64(
     applyPrecision(joined, precision),

@@ -35,6 +35,15 @@ import { wasm } from "../../shaders/wasm/encoder.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 import { denoWorkers, webWorkers } from "./web_workers.ts";
 
+/**
+ * Least channels of the 3×3 convolutions wasm computes as F(2×2, 3×3) (`jit/passes/winograd.ts`).
+ * On the 2-core VM (two threads, one conv with its bias and Relu, medians of 30 runs, two
+ * processes), direct against Winograd: 64 channels at 56×56 5.8-6.5 against 7.2-7.3 ms, 128 at
+ * 28×28 4.8-5.5 against 4.4-4.8, 256 at 14×14 4.7 against 3.8-3.9, 512 at 7×7 4.8-5.1 against
+ * 3.6-4.0.
+ */
+const WINOGRAD_CHANNELS = 128;
+
 let workers: Promise<WorkerThreads | undefined> | undefined;
 
 /**
@@ -346,6 +355,7 @@ export class WasmBackend implements Backend {
       byteDot: this.#bytes(),
       storedOperands: true,
       blockProducts: true,
+      winogradChannels: WINOGRAD_CHANNELS,
       // Integer block products (relaxed SIMD's byte dot product) read the packed weight once a
       // row faster than the weight unpacks and tiles: a 24-layer Qwen-shaped decoder's prefill on
       // the 2-core VM, prompt 16: 584 -> 246 ms. With the products' zero shares out of their loop

@@ -127,6 +127,13 @@ export interface DeviceProfile {
    * dispatch more than it saves. Absent: never (where another candidate asks, it is stored).
    */
   readonly storedKeys?: number;
+  /**
+   * Least input and output channels of a 3×3 convolution of stride 1 the compile computes as
+   * Winograd's F(2×2, 3×3) for this backend (`jit/passes/winograd.ts`: 16 products of the
+   * channels a 2×2 block of outputs where the direct convolution takes 36, with transforms
+   * around them). Absent: never.
+   */
+  readonly winogradChannels?: number;
   /** Whether kiln's matrix kernels can run on the device's matrix units (WebGPU subgroup matrices). */
   readonly matrixUnits?: boolean;
   /** Which device this is, where the implementation says (vendor, architecture, device). */

@@ -1,0 +1,74 @@
+import assert from "node:assert/strict";
+import { compile } from "../compile.ts";
+import { GraphBuilder } from "../frontend/graph_builder.ts";
+import type { Graph } from "../ir/graph.ts";
+import type { Attrs } from "../ops/mod.ts";
+import { assertClose, f32, hashed, numbers } from "../testing/testing.ts";
+import { winogradConvs } from "./winograd.ts";
+
+/** A 3×3 conv of `c` → `m` channels over [n, c, h, w] with `pads`, a bias and a Relu after. */
+function conv(
+  [n, c, h, w]: number[],
+  m: number,
+  attrs: Attrs = { pads: [1, 1, 1, 1] },
+): Graph {
+  const b = new GraphBuilder();
+  const x = b.input("x", [n, c, h, w]);
+  const k = c / Number(attrs.group ?? 1);
+  const weights = b.param("w", [m, k, 3, 3], "f32", new Float32Array(hashed(m * k * 9, 3)));
+  const bias = b.param("b", [m], "f32", new Float32Array(hashed(m, 5)));
+  b.output("y", b.op("Relu", [b.op("Conv", [x, weights, bias], attrs)]));
+  return b.build();
+}
+
+Deno.test("3x3 convolutions of stride 1 compute as F(2x2, 3x3) within f32's rounding", async () => {
+  const cases: [number[], number, Attrs][] = [
+    [[1, 8, 6, 6], 8, { pads: [1, 1, 1, 1] }],
+    // Odd outputs (the last tiles cropped), no pads, uneven pads, two images.
+    [[1, 8, 7, 9], 12, { pads: [0, 0, 0, 0] }],
+    [[2, 8, 5, 6], 8, { pads: [1, 0, 2, 1] }],
+  ];
+  for (const [shape, m, attrs] of cases) {
+    const graph = conv(shape, m, attrs);
+    const rewritten = winogradConvs(graph, { minChannels: 8 });
+    const ops = rewritten.nodes.map((n) => n.op);
+    assert.equal(ops.filter((op) => op === "Conv").length, 1, ops.join());
+    assert.equal(ops.filter((op) => op === "MatMul").length, 2, ops.join());
+    const x = f32(hashed(shape.reduce((a, b) => a * b), 9), shape);
+    const want = await (await compile(graph, { backend: "reference" })).run({ x });
+    for (const backend of ["reference", "wasm"]) {
+      const got = await (await compile(rewritten, { backend })).run({ x });
+      assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-5, rtol: 1e-5 });
+    }
+  }
+});
+
+Deno.test("other convolutions stay as they are", () => {
+  const others: [number[], number, Attrs][] = [
+    [[1, 8, 6, 6], 8, { pads: [1, 1, 1, 1], strides: [2, 2] }],
+    [[1, 8, 6, 6], 8, { pads: [2, 2, 2, 2], dilations: [2, 2] }],
+    [[1, 16, 6, 6], 8, { pads: [1, 1, 1, 1], group: 2 }],
+    [[1, 8, 6, 6], 8, { auto_pad: "SAME_UPPER" }],
+    // Fewer channels than asked for.
+    [[1, 4, 6, 6], 8, { pads: [1, 1, 1, 1] }],
+  ];
+  for (const [shape, m, attrs] of others) {
+    const graph = conv(shape, m, attrs);
+    assert.equal(winogradConvs(graph, { minChannels: 8 }), graph, JSON.stringify(attrs));
+  }
+});
+
+Deno.test("wasm computes its 3x3 convolutions of 128 channels as F(2x2, 3x3); exact keeps them", async () => {
+  const graph = conv([1, 128, 6, 6], 128);
+  const x = f32(hashed(128 * 36, 9), [1, 128, 6, 6]);
+  const want = await (await compile(graph, { backend: "reference" })).run({ x });
+  const spaces = async (precision: "f32" | "exact") => {
+    using exe = await compile(graph, { backend: "wasm", cache: false, precision });
+    const got = await exe.run({ x });
+    assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-4, rtol: 1e-4 });
+    return exe.plan!.kernels.filter((k) => k.pattern === "matmul").map((k) => k.space.join("x"));
+  };
+  // The channels' product by position, then the output's transform.
+  assert.deepEqual(await spaces("f32"), ["1x16x128x9x128", "1x128x4x9x16"]);
+  assert.deepEqual(await spaces("exact"), []);
+});
