@@ -38,9 +38,9 @@ import { denoWorkers, webWorkers } from "./web_workers.ts";
 /**
  * Least channels of the 3×3 convolutions wasm computes as F(2×2, 3×3) (`jit/passes/winograd.ts`).
  * On the 2-core VM (two threads, one conv with its bias and Relu, medians of 30 runs, two
- * processes), direct against Winograd: 64 channels at 56×56 5.8-6.5 against 7.2-7.3 ms, 128 at
- * 28×28 4.8-5.5 against 4.4-4.8, 256 at 14×14 4.7 against 3.8-3.9, 512 at 7×7 4.8-5.1 against
- * 3.6-4.0.
+ * processes), direct against Winograd: 32 channels at 112×112 7.0-7.1 against 9.7-10.2 ms, 64 at
+ * 56×56 5.3-6.2 against 5.5-6.7, 128 at 28×28 4.5-4.7 against 4.0-4.1, 256 at 14×14 3.8-4.4
+ * against 2.9-3.1, 512 at 7×7 4.4-5.2 against 3.5-3.9.
  */
 const WINOGRAD_CHANNELS = 128;
 
