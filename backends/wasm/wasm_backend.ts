@@ -205,6 +205,11 @@ export interface WasmBackendOptions {
    * engine is exact (tests use it on machines without VNNI).
    */
   readonly byteDot?: boolean;
+  /**
+   * Least input and output channels of the 3×3 convolutions of stride 1 computed as Winograd's
+   * F(2×2, 3×3) (default 128, where it measured faster; `Infinity`: never).
+   */
+  readonly winogradChannels?: number;
 }
 
 /** The WebAssembly backend. */
@@ -223,6 +228,7 @@ export class WasmBackend implements Backend {
   #workers?: WorkerThreads;
   #fma = false;
   #byteDot?: boolean;
+  #winograd: number;
   #profile: boolean;
   #warmUpMs: number;
   #countCores = false;
@@ -244,6 +250,17 @@ export class WasmBackend implements Backend {
     this.#countCores = options.threads === undefined && globalThis.navigator === undefined &&
       typeof SharedArrayBuffer === "function";
     this.#byteDot = options.byteDot;
+    this.#winograd = options.winogradChannels ?? WINOGRAD_CHANNELS;
+    if (!(this.#winograd > 0)) {
+      throw new KilnError(
+        `WasmBackend: winogradChannels must be above 0, got ${options.winogradChannels}`,
+        {
+          code: "out-of-range",
+          fix:
+            "pass the least channels to compute as Winograd (128 by default), or Infinity: never",
+        },
+      );
+    }
     this.#profile = options.profile ?? false;
     this.#warmUpMs = options.warmUpMs ?? 100;
     if (!(this.#warmUpMs >= 0)) {
@@ -355,7 +372,7 @@ export class WasmBackend implements Backend {
       byteDot: this.#bytes(),
       storedOperands: true,
       blockProducts: true,
-      winogradChannels: WINOGRAD_CHANNELS,
+      winogradChannels: this.#winograd,
       // Integer block products (relaxed SIMD's byte dot product) read the packed weight once a
       // row faster than the weight unpacks and tiles: a 24-layer Qwen-shaped decoder's prefill on
       // the 2-core VM, prompt 16: 584 -> 246 ms. With the products' zero shares out of their loop

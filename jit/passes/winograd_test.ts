@@ -5,6 +5,8 @@ import type { Graph } from "../ir/graph.ts";
 import type { Attrs } from "../ops/mod.ts";
 import { assertClose, f32, hashed, numbers } from "../testing/testing.ts";
 import { winogradConvs } from "./winograd.ts";
+import type { Backend } from "../runtime/backend.ts";
+import { WasmBackend } from "../../backends/wasm/wasm_backend.ts";
 
 /** A 3×3 conv of `c` → `m` channels over [n, c, h, w] with `pads`, a bias and a Relu after. */
 function conv(
@@ -69,8 +71,8 @@ Deno.test("wasm computes its 3x3 convolutions of 128 channels as F(2x2, 3x3); ex
   const graph = conv([1, 128, 6, 6], 128);
   const x = f32(hashed(128 * 36, 9), [1, 128, 6, 6]);
   const want = await (await compile(graph, { backend: "reference" })).run({ x });
-  const spaces = async (precision: "f32" | "exact") => {
-    using exe = await compile(graph, { backend: "wasm", cache: false, precision });
+  const spaces = async (precision: "f32" | "exact", backend: Backend | string = "wasm") => {
+    using exe = await compile(graph, { backend, cache: false, precision });
     const got = await exe.run({ x });
     assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-4, rtol: 1e-4 });
     return exe.plan!.kernels.filter((k) => k.pattern === "matmul").map((k) => k.space.join("x"));
@@ -78,4 +80,7 @@ Deno.test("wasm computes its 3x3 convolutions of 128 channels as F(2x2, 3x3); ex
   // The channels' product by position (9 tiles by 128 outputs), then the output's transform.
   assert.deepEqual(await spaces("f32"), ["1x16x9x128x128", "1x4x1152x16"]);
   assert.deepEqual(await spaces("exact"), []);
+  // A backend asked for none keeps them direct; a count of 0 is refused.
+  assert.deepEqual(await spaces("f32", new WasmBackend({ winogradChannels: Infinity })), []);
+  assert.throws(() => new WasmBackend({ winogradChannels: 0 }), /winogradChannels.*Fix:/s);
 });
