@@ -3,10 +3,11 @@
  * interleaved: ResNet's 3×3 convolutions of stride 1 (each with a bias and a Relu, batch 1, 32 to
  * 512 channels) or, given a model, the whole model. Direct: `WasmBackend({ winogradChannels:
  * Infinity })`; Winograd: every such convolution of at least `--channels` channels (default: the
- * backend's own choice, 128; the table of convolutions takes 32).
+ * backend's own choice, 128; the table of convolutions takes 32) and tiles of `--tile` outputs a
+ * side (default: the backend's).
  *
  *   deno run -A --config deno.json bench/winograd_convs.ts [MODEL.onnx] [--runs 30] [--threads N]
- *     [--channels N]
+ *     [--channels N] [--tile 2|4]
  *
  * Prints each form's median and Winograd ÷ direct. Inputs are seeded random (a model's: zeros).
  *
@@ -32,6 +33,7 @@ const { values, positionals } = parseArgs({
     runs: { type: "string", default: "30" },
     threads: { type: "string" },
     channels: { type: "string" },
+    tile: { type: "string" },
   },
   allowPositionals: true,
 });
@@ -42,6 +44,7 @@ const forms = {
   winograd: new WasmBackend({
     threads,
     winogradChannels: Number(values.channels ?? (positionals[0] ? 128 : 32)),
+    winogradTile: values.tile === undefined ? undefined : Number(values.tile) as 2 | 4,
   }),
 };
 

@@ -15,7 +15,7 @@ import { type ProgressCallback, reporter } from "./runtime/progress.ts";
 import { splitReductions } from "./passes/split_reductions.ts";
 import { rowsFirst } from "./passes/rows_first.ts";
 import { joinedProducts } from "./passes/joined_products.ts";
-import { winogradConvs } from "./passes/winograd.ts";
+import { winogradConvs, type WinogradOptions } from "./passes/winograd.ts";
 import { joinedIntegerProducts } from "./passes/joined_integer_products.ts";
 import { byteProducts } from "./passes/byte_products.ts";
 import { scalesOut } from "./passes/scales_out.ts";
@@ -257,17 +257,18 @@ function rewrittenOf(
     int64: Int64Mode;
     fused: boolean;
     bytes: boolean;
-    winograd?: number;
+    winograd?: WinogradOptions;
   },
 ): Rewritten {
-  const key = `${how.exact} ${how.join} ${how.int64} ${how.fused} ${how.bytes} ${how.winograd}`;
+  const winograd = how.winograd && `${how.winograd.minChannels}/${how.winograd.tile}`;
+  const key = `${how.exact} ${how.join} ${how.int64} ${how.fused} ${how.bytes} ${winograd}`;
   let byHow = REWRITTEN.get(input);
   if (!byHow) REWRITTEN.set(input, byHow = new Map());
   const entry = byHow.get(key), kept = entry?.graph.deref();
   if (kept) return { graph: kept, drawn: entry!.drawn };
   const { graph: drawing, drawn } = hoistRandom(lowerInt64(input, how.int64));
   const constant = sharedNodes(constantsLaidOut(foldEmpty(drawing), how.fused));
-  const laid = how.winograd ? winogradConvs(constant, { minChannels: how.winograd }) : constant;
+  const laid = how.winograd ? winogradConvs(constant, how.winograd) : constant;
   const scaled = how.exact ? laid : scalesOut(laid);
   const rows = rowsFirst(how.exact ? scaled : splitReductions(scaled));
   const joined = how.join ? joinedIntegerProducts(joinedProducts(rows)) : rows;
@@ -312,7 +313,7 @@ function prepare(
     bytes: fused && precision !== "exact" && named?.capabilities().byteDot === true,
     // Winograd's convolutions where the named backend computes them faster (a rounding of its
     // own: not in the exact precision).
-    winograd: fused && precision !== "exact" ? named?.capabilities().winogradChannels : undefined,
+    winograd: fused && precision !== "exact" ? winogradOf(named?.capabilities()) : undefined,
   });
   const { graph, widened } = withoutF64(
     applyPrecision(joined, precision),
@@ -333,6 +334,12 @@ function prepare(
     });
   }
   return { graph, drawn, widened, named, registry, options };
+}
+
+/** The Winograd rewrite a backend of `profile` asks for, if any. */
+function winogradOf(profile: DeviceProfile | undefined): WinogradOptions | undefined {
+  const minChannels = profile?.winogradChannels;
+  return minChannels === undefined ? undefined : { minChannels, tile: profile?.winogradTile };
 }
 
 /**

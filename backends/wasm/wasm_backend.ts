@@ -36,13 +36,24 @@ import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
 import { denoWorkers, webWorkers } from "./web_workers.ts";
 
 /**
- * Least channels of the 3×3 convolutions wasm computes as F(2×2, 3×3) (`jit/passes/winograd.ts`).
- * On the 2-core VM (two threads, one conv with its bias and Relu, medians of 30 runs, two
- * processes), direct against Winograd: 32 channels at 112×112 7.0-7.1 against 9.7-10.2 ms, 64 at
- * 56×56 5.3-6.2 against 5.5-6.7, 128 at 28×28 4.5-4.7 against 4.0-4.1, 256 at 14×14 3.8-4.4
- * against 2.9-3.1, 512 at 7×7 4.4-5.2 against 3.5-3.9.
+ * Least channels of the 3×3 convolutions wasm computes as Winograd's F(4×4, 3×3)
+ * (`jit/passes/winograd.ts`). `bench/winograd_convs.ts --tile 4` (one conv with its bias and Relu,
+ * batch 1, Winograd ÷ direct, runs interleaved): on the 2-core VM 32 channels at 112×112 1.17,
+ * 64 at 56×56 0.96, 128 at 28×28 0.68, 256 at 14×14 0.66, 512 at 7×7 0.70; on the H200 host's 16
+ * threads 1.14, 0.93, 0.76, 0.66, 0.55. F(2×2, 3×3) there: 1.38, 1.15, 0.83, 0.78, 0.77 and 1.26,
+ * 1.09, 0.95, 0.74, 0.71.
  */
-const WINOGRAD_CHANNELS = 128;
+const WINOGRAD_CHANNELS = 64;
+
+/**
+ * Outputs a side of wasm's Winograd tiles: F(4×4, 3×3), whose product takes 2.25 multiply-adds an
+ * output and channel where F(2×2, 3×3) takes 4. ResNet-50 b1, `bench/winograd_convs.ts MODEL`:
+ * 2-core VM 0.87-0.90 of the direct form's time (F(2×2) 0.90-0.92), 16 threads of the H200 host
+ * 0.89-0.90 (0.92-0.93); ResNet-50 b8 on 16 threads 0.92 (0.98). Its U holds 36 values a filter
+ * where the 3×3 weights held 9 (F(2×2): 16): ResNet-50 b1's process peaked at 721 MB resident
+ * against 425 MB direct on the VM.
+ */
+const WINOGRAD_TILE: 2 | 4 = 4;
 
 let workers: Promise<WorkerThreads | undefined> | undefined;
 
@@ -207,9 +218,11 @@ export interface WasmBackendOptions {
   readonly byteDot?: boolean;
   /**
    * Least input and output channels of the 3×3 convolutions of stride 1 computed as Winograd's
-   * F(2×2, 3×3) (default 128, where it measured faster; `Infinity`: never).
+   * F(m×m, 3×3) (default 64, where it measured faster; `Infinity`: never).
    */
   readonly winogradChannels?: number;
+  /** Outputs a side of their Winograd tiles, m: F(2×2, 3×3) or F(4×4, 3×3) (default 4). */
+  readonly winogradTile?: 2 | 4;
 }
 
 /** The WebAssembly backend. */
@@ -229,6 +242,7 @@ export class WasmBackend implements Backend {
   #fma = false;
   #byteDot?: boolean;
   #winograd: number;
+  #winogradTile: 2 | 4;
   #profile: boolean;
   #warmUpMs: number;
   #countCores = false;
@@ -260,6 +274,13 @@ export class WasmBackend implements Backend {
             "pass the least channels to compute as Winograd (128 by default), or Infinity: never",
         },
       );
+    }
+    this.#winogradTile = options.winogradTile ?? WINOGRAD_TILE;
+    if (this.#winogradTile !== 2 && this.#winogradTile !== 4) {
+      throw new KilnError(`WasmBackend: winogradTile must be 2 or 4, got ${options.winogradTile}`, {
+        code: "out-of-range",
+        fix: "pass winogradTile: 2 (F(2×2, 3×3)) or 4 (F(4×4, 3×3))",
+      });
     }
     this.#profile = options.profile ?? false;
     this.#warmUpMs = options.warmUpMs ?? 100;
@@ -373,6 +394,7 @@ export class WasmBackend implements Backend {
       storedOperands: true,
       blockProducts: true,
       winogradChannels: this.#winograd,
+      winogradTile: this.#winogradTile,
       // Integer block products (relaxed SIMD's byte dot product) read the packed weight once a
       // row faster than the weight unpacks and tiles: a 24-layer Qwen-shaped decoder's prefill on
       // the 2-core VM, prompt 16: 584 -> 246 ms. With the products' zero shares out of their loop

@@ -1,31 +1,32 @@
 /**
- * 3×3 convolutions of stride 1 as Winograd's F(2×2, 3×3): each 2×2 block of outputs from a 4×4
- * tile of the input, in 16 products of the channels where the direct convolution takes 36.
+ * 3×3 convolutions of stride 1 as Winograd's F(m×m, 3×3), m = 2 or 4: each m×m block of outputs
+ * from an α×α tile of the input (α = m + 2), in α² products of the channels where the direct
+ * convolution takes 9·m² (F(2×2): 16 for 36; F(4×4): 36 for 144).
  *
- * For a tile d (4×4 of one channel) and a filter g (3×3), the block is Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A,
- * summed over the channels inside the ⊙, so that per position ξ of the 4×4 transformed tile the
+ * For a tile d (α×α of one channel) and a filter g (3×3), the block is Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A,
+ * summed over the channels inside the ⊙, so that per position ξ of the α×α transformed tile the
  * sum over channels is a matrix product: M_ξ = V_ξ · U_ξ with V_ξ = (Bᵀ d B)_ξ ([tiles, in]) and
  * U_ξ = (G g Gᵀ)_ξ ([in, out], made once here from the constant weights). Written as the graph's
  * own ops, so that every backend runs it and the reference checks it:
  *
- * - Bᵀ d B as a convolution of each channel alone (group C) by the 16 positions' 4×4 picks at a
- *   stride of 2, padded so that the tiles cover the output: [N, C·16, tiles], read as
- *   [N, 16, tiles, C];
+ * - Bᵀ d B as a convolution of each channel alone (group C) by the positions' α×α picks (one
+ *   table broadcast to every channel) at a stride of m, padded so that the tiles cover the
+ *   output: [N, C·α², tiles], read as [N, α², tiles, C];
  * - one batched MatMul by U on its right (where a CPU's products lay out their constant),
- *   [N, 16, tiles, C] · [16, C, M] → [N, 16, tiles, M];
- * - Aᵀ m A as a [4, 16] MatMul over the positions, the 2×2 blocks interleaved back into
+ *   [N, α², tiles, C] · [α², C, M] → [N, α², tiles, M];
+ * - Aᵀ m A as an [m², α²] MatMul over the positions, the m×m blocks interleaved back into
  *   [N, M, H, W] and cropped, and the bias added.
  *
- * On wasm (2-core VM, one 128-channel conv at 28×28, kernel by kernel): the picks' convolution
- * 0.7 ms, the product 2.2, the output's transform 0.6, against 4.5 for the direct convolution.
- * Slower forms measured on the way: the 16 taps as strided Slices stacked by a Concat (each
- * element then evaluates the parts: 18 ms for the stack), U on the product's left (twice the
+ * On wasm (2-core VM, one 128-channel conv at 28×28, F(2×2), kernel by kernel): the picks'
+ * convolution 0.7 ms, the product 2.2, the output's transform 0.6, against 4.5 for the direct
+ * convolution. Slower forms measured on the way: the 16 taps as strided Slices stacked by a Concat
+ * (each element then evaluates the parts: 18 ms for the stack), U on the product's left (twice the
  * product's time), the taps gathered channels-last through four shifted views (6 ms).
  *
- * The multiply-adds of the product fall to 16/36 of the convolution's (plus the transforms'
- * additions). U rounds the weights once more (G holds halves); F(2×2, 3×3) is the variant whose
- * error stays at the f32 convolution's order (Lavin and Gray, "Fast Algorithms for Convolutional
- * Neural Networks", 2016).
+ * U rounds the weights once more (G holds fractions), and F(4×4)'s larger points (±2) grow the
+ * rounding of its transforms; both stay near the f32 convolution's own (Lavin and Gray, "Fast
+ * Algorithms for Convolutional Neural Networks", 2016): ResNet-50 b1's output moved by 1.3e-7 of
+ * its largest magnitude under F(4×4) on wasm.
  *
  * @module
  */
@@ -40,17 +41,54 @@ import {
 import { handOver } from "../ir/hand_over.ts";
 import { constantOf } from "./joined_products.ts";
 
-/** Which convolutions to rewrite: the least input and output channels. */
+/** Which convolutions to rewrite, and how. */
 export interface WinogradOptions {
   /** Least input channels (the product's K): below, the transforms cost more than they save. */
   readonly minChannels: number;
+  /** Outputs a tile's side: F(2×2, 3×3) or F(4×4, 3×3) (default 2). */
+  readonly tile?: 2 | 4;
 }
 
-/** Bᵀ of F(2×2, 3×3): the input tile's transform, [4, 4]. */
-const BT = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]];
+/** Most of the direct convolution's products a rewritten one may take (see `eligible`). */
+const MOST_PRODUCTS = 0.6;
 
-/** Aᵀ of F(2×2, 3×3): the output's transform, [2, 4]. */
-const AT = [[1, 1, 1, 0], [0, 1, -1, -1]];
+/**
+ * A Winograd algorithm F(m×m, 3×3): its transforms Bᵀ ([α, α], α = m + 2, the input tile's), G
+ * ([α, 3], the filter's) and Aᵀ ([m, α], the output's).
+ */
+interface Transforms {
+  readonly bt: readonly (readonly number[])[];
+  readonly g: readonly (readonly number[])[];
+  readonly at: readonly (readonly number[])[];
+}
+
+/** F(2×2, 3×3), interpolation points 0, ±1. */
+const F2: Transforms = {
+  bt: [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
+  g: [[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]],
+  at: [[1, 1, 1, 0], [0, 1, -1, -1]],
+};
+
+/** F(4×4, 3×3), interpolation points 0, ±1, ±2 (Lavin and Gray's). */
+const F4: Transforms = {
+  bt: [
+    [4, 0, -5, 0, 1, 0],
+    [0, -4, -4, 1, 1, 0],
+    [0, 4, -4, -1, 1, 0],
+    [0, -2, -1, 2, 1, 0],
+    [0, 2, -1, -2, 1, 0],
+    [0, 4, 0, -5, 0, 1],
+  ],
+  g: [
+    [1 / 4, 0, 0],
+    [-1 / 6, -1 / 6, -1 / 6],
+    [-1 / 6, 1 / 6, -1 / 6],
+    [1 / 24, 1 / 12, 1 / 6],
+    [1 / 24, -1 / 12, 1 / 6],
+    [0, 0, 1],
+  ],
+  at: [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
+};
 
 /**
  * `graph` with each 3×3 convolution of stride 1 (one group, no dilation, explicit pads, constant
@@ -62,7 +100,8 @@ export function winogradConvs(graph: Graph, options: WinogradOptions): Graph {
   const rewrites = new Map<number, NodeSpec[]>();
   for (const n of graph.nodes) {
     const weights = n.op === "Conv" ? eligible(graph, n, options) : undefined;
-    if (weights) rewrites.set(n.id, rewritten(graph, n, weights, fresh));
+    const f = options.tile === 4 ? F4 : F2;
+    if (weights) rewrites.set(n.id, rewritten(graph, n, { weights, f }, fresh));
   }
   if (rewrites.size === 0) return graph;
   const nodes = graph.nodes.flatMap((n) => rewrites.get(n.id) ?? [nodeSpecOf(graph, n)]);
@@ -80,44 +119,51 @@ function eligible(graph: Graph, n: Node, options: WinogradOptions): Float32Array
     ((n.attrs[name] as number[] | undefined) ?? [1, 1]).every((v) => v === 1);
   if (!ones("strides") || !ones("dilations") || Number(n.attrs.group ?? 1) !== 1) return undefined;
   if ((n.attrs.auto_pad ?? "NOTSET") !== "NOTSET") return undefined;
+  // Tiles past a small output's edge: the positions' products must stay well under the direct
+  // convolution's 9 an output (ResNet's 7×7 under F(4×4): a third; a 2×2 output: as many).
+  const side = options.tile ?? 2, [, , ho, wo] = graph.values[n.outputs[0]].shape;
+  const products = (side + 2) ** 2 * Math.ceil(ho / side) * Math.ceil(wo / side);
+  if (products > MOST_PRODUCTS * 9 * ho * wo) return undefined;
   const data = constantOf(graph, n.inputs[1]);
   return data instanceof Float32Array ? data : undefined;
 }
 
 /**
- * U = G g Gᵀ for every filter, laid out [16, C, M] (position ξ = 4a + b first). G's rows written
- * out (g0, (g0 + g1 + g2) / 2, (g0 − g1 + g2) / 2, g2), once along the filter's rows and once
- * along its columns: the products of G's entries one by one took ResNet-50's compile on wasm from
- * 0.4-0.5 to 1.0 s.
+ * U = G g Gᵀ for every filter, laid out [α², C, M] (position ξ = α·a + b first): each filter's
+ * positions made in order ([M, C, α²]: the filter's transform written across the layout took
+ * ResNet-50's compile on wasm from 0.4-0.5 to 1.0 s), then laid out a block of 32 filters at a time.
  */
-export function filterTransform(g: Float32Array, m: number, c: number): Float32Array {
-  // Each filter's 16 positions side by side ([M, C, 16], read and written in order), then laid
-  // out [16, C, M] a block of 32 filters at a time.
-  const byFilter = new Float32Array(16 * m * c);
+export function filterTransform(
+  weights: Float32Array,
+  [m, c]: readonly number[],
+  { g }: Transforms = F2,
+): Float32Array {
+  const alpha = g.length, positions = alpha * alpha;
+  const byFilter = new Float32Array(positions * m * c);
+  const gf = Float64Array.from(g.flat()), t = new Float64Array(alpha * 3);
   for (let f = 0; f < m * c; f++) {
-    const at = f * 9, to = f * 16;
-    for (let l = 0; l < 3; l++) {
-      // Column l of G g, then its place in each row of (G g) Gᵀ.
-      const a = g[at + l], b = g[at + 3 + l], d = g[at + 6 + l];
-      byFilter[to + l] = a;
-      byFilter[to + 4 + l] = (a + b + d) / 2;
-      byFilter[to + 8 + l] = (a - b + d) / 2;
-      byFilter[to + 12 + l] = d;
+    const at = f * 9, to = f * positions;
+    // G g: [α, 3], then (G g) Gᵀ: [α, α].
+    for (let a = 0; a < alpha; a++) {
+      const g0 = gf[a * 3], g1 = gf[a * 3 + 1], g2 = gf[a * 3 + 2];
+      for (let l = 0; l < 3; l++) {
+        t[a * 3 + l] = g0 * weights[at + l] + g1 * weights[at + 3 + l] + g2 * weights[at + 6 + l];
+      }
     }
-    for (let r = 0; r < 16; r += 4) {
-      const a = byFilter[to + r], b = byFilter[to + r + 1], d = byFilter[to + r + 2];
-      byFilter[to + r + 1] = (a + b + d) / 2;
-      byFilter[to + r + 2] = (a - b + d) / 2;
-      byFilter[to + r + 3] = d;
+    for (let a = 0; a < alpha; a++) {
+      const t0 = t[a * 3], t1 = t[a * 3 + 1], t2 = t[a * 3 + 2];
+      for (let b = 0; b < alpha; b++) {
+        byFilter[to + a * alpha + b] = t0 * gf[b * 3] + t1 * gf[b * 3 + 1] + t2 * gf[b * 3 + 2];
+      }
     }
   }
-  const u = new Float32Array(16 * m * c);
+  const u = new Float32Array(positions * m * c);
   for (let o0 = 0; o0 < m; o0 += 32) {
     for (let i = 0; i < c; i++) {
-      for (let xi = 0; xi < 16; xi++) {
+      for (let xi = 0; xi < positions; xi++) {
         const row = (xi * c + i) * m;
         for (let o = o0; o < Math.min(m, o0 + 32); o++) {
-          u[row + o] = byFilter[(o * c + i) * 16 + xi];
+          u[row + o] = byFilter[(o * c + i) * positions + xi];
         }
       }
     }
@@ -129,7 +175,7 @@ export function filterTransform(g: Float32Array, m: number, c: number): Float32A
  * T ⊗ T for a transform T of `cols` columns, [rows², cols²]: row (a, b) applies T's row a along a
  * tile's rows and row b along its columns (both sides of T x Tᵀ at once).
  */
-function kronecker(t: number[][], cols: number): Float32Array {
+function kronecker(t: readonly (readonly number[])[], cols: number): Float32Array {
   const rows = t.length, out = new Float32Array(rows * rows * cols * cols);
   for (let a = 0; a < rows; a++) {
     for (let b = 0; b < rows; b++) {
@@ -147,7 +193,7 @@ function kronecker(t: number[][], cols: number): Float32Array {
 function rewritten(
   graph: Graph,
   n: Node,
-  weights: Float32Array,
+  { weights, f }: { weights: Float32Array; f: Transforms },
   fresh: (base: string) => string,
 ): NodeSpec[] {
   const name = (v: number) => graph.values[v].name;
@@ -155,7 +201,9 @@ function rewritten(
   const [batch, , height, width] = graph.values[n.inputs[0]].shape;
   const [m, c] = graph.values[n.inputs[1]].shape;
   const [, , ho, wo] = out.shape;
-  const [th, tw] = [Math.ceil(ho / 2), Math.ceil(wo / 2)];
+  // Outputs a tile's side (s), its inputs (α) and positions (α²), tiles down and across.
+  const s = f.at.length, alpha = s + 2, positions = alpha * alpha;
+  const [th, tw] = [Math.ceil(ho / s), Math.ceil(wo / s)];
   const [top = 0, left = 0] = (n.attrs.pads as number[] | undefined) ?? [];
   const nodes: NodeSpec[] = [];
   const add = (op: string, inputs: string[], attrs = {}) => {
@@ -165,35 +213,38 @@ function rewritten(
   };
   const constant = (data: Float32Array, shape: number[]) =>
     add("Constant", [], { value: { data: handOver(data), shape, dtype: "f32" } });
-  // Bᵀ d B for each channel's tiles: a convolution of each channel alone by the 16 positions'
-  // 4×4 picks at a stride of 2, padded so that the tiles cover the output.
-  const picks = new Float32Array(16 * c * 16);
-  for (let i = 0; i < c; i++) picks.set(kronecker(BT, 4), i * 256);
-  const convolved = add("Conv", [name(n.inputs[0]), constant(picks, [16 * c, 1, 4, 4])], {
-    pads: [top, left, 2 * th + 2 - height - top, 2 * tw + 2 - width - left],
-    strides: [2, 2],
+  // Bᵀ d B for each channel's tiles: a convolution of each channel alone by the positions' α×α
+  // picks at a stride of s, padded so that the tiles cover the output.
+  const table = constant(kronecker(f.bt, alpha), [1, positions, 1, alpha, alpha]);
+  const spread = add("Expand", [table], { shape: [c, positions, 1, alpha, alpha] });
+  const picks = add("Reshape", [spread], {
+    shape: [positions * c, 1, alpha, alpha],
+  });
+  const convolved = add("Conv", [name(n.inputs[0]), picks], {
+    pads: [top, left, s * th + 2 - height - top, s * tw + 2 - width - left],
+    strides: [s, s],
     group: c,
   });
-  // [N, C·16, tiles] read as [N, 16, tiles, C].
+  // [N, C·α², tiles] read as [N, α², tiles, C].
   const transformed = add("Transpose", [
-    add("Reshape", [convolved], { shape: [batch, c, 16, th * tw] }),
+    add("Reshape", [convolved], { shape: [batch, c, positions, th * tw] }),
   ], { perm: [0, 2, 3, 1] });
-  // The channels' product by position, by U (G g Gᵀ) laid out [16, C, M]: [N, 16, tiles, M].
+  // The channels' product by position, by U (G g Gᵀ) laid out [α², C, M]: [N, α², tiles, M].
   const product = add("MatMul", [
     transformed,
-    constant(filterTransform(weights, m, c), [16, c, m]),
+    constant(filterTransform(weights, [m, c], f), [positions, c, m]),
   ]);
-  // Aᵀ m A of every tile and output: [4, 16] by the products, the 2×2 blocks.
+  // Aᵀ m A of every tile and output: [s², α²] by the products, the s×s blocks.
   const blocks = add("MatMul", [
-    constant(kronecker(AT, 4), [4, 16]),
-    add("Reshape", [product], { shape: [batch, 16, th * tw * m] }),
+    constant(kronecker(f.at, alpha), [s * s, positions]),
+    add("Reshape", [product], { shape: [batch, positions, th * tw * m] }),
   ]);
   const image = add("Reshape", [
     add("Transpose", [
-      add("Reshape", [blocks], { shape: [batch, 2, 2, th, tw, m] }),
+      add("Reshape", [blocks], { shape: [batch, s, s, th, tw, m] }),
     ], { perm: [0, 5, 3, 1, 4, 2] }),
-  ], { shape: [batch, m, 2 * th, 2 * tw] });
-  const cropped = ho === 2 * th && wo === 2 * tw
+  ], { shape: [batch, m, s * th, s * tw] });
+  const cropped = ho === s * th && wo === s * tw
     ? image
     : add("Slice", [image], { starts: [0, 0], ends: [ho, wo], axes: [2, 3] });
   const bias = n.inputs[2] === undefined

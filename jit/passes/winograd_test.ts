@@ -23,34 +23,36 @@ function conv(
   return b.build();
 }
 
-Deno.test("3x3 convolutions of stride 1 compute as F(2x2, 3x3) within f32's rounding", async () => {
+Deno.test("3x3 convolutions of stride 1 compute as F(2x2, 3x3) and F(4x4, 3x3) within f32's rounding", async () => {
   const cases: [number[], number, Attrs][] = [
     [[1, 8, 6, 6], 8, { pads: [1, 1, 1, 1] }],
     // Odd outputs (the last tiles cropped), no pads, uneven pads, two images.
-    [[1, 8, 7, 9], 12, { pads: [0, 0, 0, 0] }],
+    [[1, 8, 9, 11], 12, { pads: [0, 0, 0, 0] }],
     [[2, 8, 5, 6], 8, { pads: [1, 0, 2, 1] }],
   ];
-  for (const [shape, m, attrs] of cases) {
-    const graph = conv(shape, m, attrs);
-    const rewritten = winogradConvs(graph, { minChannels: 8 });
-    const ops = rewritten.nodes.map((n) => n.op);
-    // The one Conv left is the input's transform: each channel alone by 4×4 picks.
-    const convs = rewritten.nodes.filter((n) => n.op === "Conv");
-    assert.deepEqual(convs.map((n) => rewritten.values[n.inputs[1]].shape), [[
-      16 * shape[1],
-      1,
-      4,
-      4,
-    ]]);
-    assert.equal(ops.filter((op) => op === "MatMul").length, 2, ops.join());
-    const x = f32(hashed(shape.reduce((a, b) => a * b), 9), shape);
-    const want = await (await compile(graph, { backend: "reference" })).run({ x });
-    for (const backend of ["reference", "wasm"]) {
-      const got = await (await compile(rewritten, { backend })).run({ x });
-      assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-5, rtol: 1e-5 });
-    }
+  for (const tile of [2, 4] as const) {
+    for (const [shape, m, attrs] of cases) await winogradCase(shape, m, attrs, tile);
   }
 });
+
+/** Conv `shape` → `m` channels as F(tile×tile, 3×3) on the reference and wasm, against direct. */
+async function winogradCase(shape: number[], m: number, attrs: Attrs, tile: 2 | 4) {
+  const graph = conv(shape, m, attrs);
+  const rewritten = winogradConvs(graph, { minChannels: 8, tile });
+  const ops = rewritten.nodes.map((n) => n.op);
+  // The one Conv left is the input's transform: each channel alone by α×α picks (α = tile + 2).
+  const alpha = tile + 2;
+  const convs = rewritten.nodes.filter((n) => n.op === "Conv");
+  const picks = convs.map((n) => rewritten.values[n.inputs[1]].shape);
+  assert.deepEqual(picks, [[alpha * alpha * shape[1], 1, alpha, alpha]]);
+  assert.equal(ops.filter((op) => op === "MatMul").length, 2, ops.join());
+  const x = f32(hashed(shape.reduce((a, b) => a * b), 9), shape);
+  const want = await (await compile(graph, { backend: "reference" })).run({ x });
+  for (const backend of ["reference", "wasm"]) {
+    const got = await (await compile(rewritten, { backend })).run({ x });
+    assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-5, rtol: 1e-5 });
+  }
+}
 
 Deno.test("other convolutions stay as they are", () => {
   const others: [number[], number, Attrs][] = [
@@ -60,14 +62,16 @@ Deno.test("other convolutions stay as they are", () => {
     [[1, 8, 6, 6], 8, { auto_pad: "SAME_UPPER" }],
     // Fewer channels than asked for.
     [[1, 4, 6, 6], 8, { pads: [1, 1, 1, 1] }],
+    // A 2×2 output: one tile of 4×4 takes as many products as the direct convolution.
+    [[1, 8, 2, 2], 8, { pads: [1, 1, 1, 1] }],
   ];
   for (const [shape, m, attrs] of others) {
     const graph = conv(shape, m, attrs);
-    assert.equal(winogradConvs(graph, { minChannels: 8 }), graph, JSON.stringify(attrs));
+    assert.equal(winogradConvs(graph, { minChannels: 8, tile: 4 }), graph, JSON.stringify(attrs));
   }
 });
 
-Deno.test("wasm computes its 3x3 convolutions of 128 channels as F(2x2, 3x3); exact keeps them", async () => {
+Deno.test("wasm computes its 3x3 convolutions of 128 channels as F(4x4, 3x3); exact keeps them", async () => {
   const graph = conv([1, 128, 6, 6], 128);
   const x = f32(hashed(128 * 36, 9), [1, 128, 6, 6]);
   const want = await (await compile(graph, { backend: "reference" })).run({ x });
@@ -77,10 +81,16 @@ Deno.test("wasm computes its 3x3 convolutions of 128 channels as F(2x2, 3x3); ex
     assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-4, rtol: 1e-4 });
     return exe.plan!.kernels.filter((k) => k.pattern === "matmul").map((k) => k.space.join("x"));
   };
-  // The channels' product by position (9 tiles by 128 outputs), then the output's transform.
-  assert.deepEqual(await spaces("f32"), ["1x16x9x128x128", "1x4x1152x16"]);
+  // The channels' product by position (36 of them, 4 tiles by 128 outputs), then the output's
+  // transform (16 outputs a tile).
+  assert.deepEqual(await spaces("f32"), ["1x36x4x128x128", "1x16x512x36"]);
+  assert.deepEqual(
+    await spaces("f32", new WasmBackend({ winogradTile: 2 })),
+    ["1x16x9x128x128", "1x4x1152x16"],
+  );
   assert.deepEqual(await spaces("exact"), []);
   // A backend asked for none keeps them direct; a count of 0 is refused.
   assert.deepEqual(await spaces("f32", new WasmBackend({ winogradChannels: Infinity })), []);
   assert.throws(() => new WasmBackend({ winogradChannels: 0 }), /winogradChannels.*Fix:/s);
+  assert.throws(() => new WasmBackend({ winogradTile: 3 as 2 }), /winogradTile.*Fix:/s);
 });

@@ -134,6 +134,8 @@ export interface DeviceProfile {
    * around them). Absent: never.
    */
   readonly winogradChannels?: number;
+  /** Outputs a side of those convolutions' Winograd tiles: F(2×2, 3×3) or F(4×4, 3×3) (default 2). */
+  readonly winogradTile?: 2 | 4;
   /** Whether kiln's matrix kernels can run on the device's matrix units (WebGPU subgroup matrices). */
   readonly matrixUnits?: boolean;
   /** Which device this is, where the implementation says (vendor, architecture, device). */
