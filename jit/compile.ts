@@ -151,6 +151,8 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   // A named kernel backend is prepared first: what it supports, and how its graph is rewritten
   // (products over bytes where its code has byte dots), can depend on its device.
   if (chosen.named?.codegen && options.fuse !== false) await chosen.named.prepare();
+  // Auto's candidates too: whether their devices are software ones decides the rewrites.
+  if (!chosen.named) await prepareAll(chosen.registry?.list() ?? []);
   const prepared = prepare(input, options, { ...chosen, precision });
   const { named, registry } = prepared;
   const whole = (b: Backend, legal: Graph, reason?: string) =>
@@ -313,7 +315,9 @@ function prepare(
     bytes: fused && precision !== "exact" && named?.capabilities().byteDot === true,
     // Winograd's convolutions where the named backend computes them faster (a rounding of its
     // own: not in the exact precision).
-    winograd: fused && precision !== "exact" ? winogradOf(named?.capabilities()) : undefined,
+    winograd: fused && precision !== "exact"
+      ? winogradOf(named ? [named] : registry?.list() ?? [])
+      : undefined,
   });
   const { graph, widened } = withoutF64(
     applyPrecision(joined, precision),
@@ -336,10 +340,26 @@ function prepare(
   return { graph, drawn, widened, named, registry, options };
 }
 
-/** The Winograd rewrite a backend of `profile` asks for, if any. */
-function winogradOf(profile: DeviceProfile | undefined): WinogradOptions | undefined {
-  const minChannels = profile?.winogradChannels;
-  return minChannels === undefined ? undefined : { minChannels, tile: profile?.winogradTile };
+/** Prepares `backends`; one that fails to is left out later by its profile, not by an exception. */
+async function prepareAll(backends: readonly Backend[]): Promise<void> {
+  await Promise.all(backends.map((b) => b.prepare().catch(() => {})));
+}
+
+/**
+ * The Winograd rewrite the backends that may run the kernels ask for: where every compiled
+ * backend with a hardware device asks for it (auto on a CPU-only machine: wasm alone), the first
+ * one's; none where one does not (a GPU's products are faster direct) or none is there. Software
+ * devices and interpreters run nothing another backend runs (`usableBackends`), and a device not
+ * acquired (no adapter) reports no buffer size and runs nothing. The candidates are prepared.
+ */
+function winogradOf(candidates: readonly Backend[]): WinogradOptions | undefined {
+  const running = candidates.filter((b) => b.codegen).map((b) => b.capabilities())
+    .filter((p) => !p.software && !p.interpreter && p.maxStorageBufferBytes > 0);
+  const minChannels = running[0]?.winogradChannels;
+  if (minChannels === undefined || running.some((p) => p.winogradChannels === undefined)) {
+    return undefined;
+  }
+  return { minChannels, tile: running[0].winogradTile };
 }
 
 /**
@@ -395,7 +415,7 @@ async function fuseFor(
   // a backend that fails to prepare is left out by its profile, not by an exception here.
   // Prepared before fusion, which reads their limits: otherwise a process's first compile
   // fused for no device limit and the next ones for the device's.
-  if (!named) await Promise.all(candidates.map((b) => b.prepare().catch(() => {})));
+  if (!named) await prepareAll(candidates);
   // Kernels must fit the tightest binding limit among the backends that may run them (one
   // binding is kept for the output). A software device runs nothing where another backend runs
   // every kernel (see `usableBackends`): its limit split lstm2's 47 kernels into 51 on the

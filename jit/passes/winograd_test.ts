@@ -5,7 +5,10 @@ import type { Graph } from "../ir/graph.ts";
 import type { Attrs } from "../ops/mod.ts";
 import { assertClose, f32, hashed, numbers } from "../testing/testing.ts";
 import { winogradConvs } from "./winograd.ts";
-import type { Backend } from "../runtime/backend.ts";
+import type { Backend, DeviceProfile } from "../runtime/backend.ts";
+import { BackendRegistry } from "../../backends/registry.ts";
+import { setBackendRates } from "../schedule/cost_model.ts";
+import { ReferenceBackend } from "../../backends/reference/reference_backend.ts";
 import { WasmBackend } from "../../backends/wasm/wasm_backend.ts";
 
 /** A 3×3 conv of `c` → `m` channels over [n, c, h, w] with `pads`, a bias and a Relu after. */
@@ -93,4 +96,30 @@ Deno.test("wasm computes its 3x3 convolutions of 128 channels as F(4x4, 3x3); ex
   assert.deepEqual(await spaces("f32", new WasmBackend({ winogradChannels: Infinity })), []);
   assert.throws(() => new WasmBackend({ winogradChannels: 0 }), /winogradChannels.*Fix:/s);
   assert.throws(() => new WasmBackend({ winogradTile: 3 as 2 }), /winogradTile.*Fix:/s);
+});
+
+/** A GPU with a hardware device that does not ask for Winograd (the reference's kernels). */
+class HardwareGpu extends ReferenceBackend {
+  override readonly id = "hardware-gpu";
+  override readonly kind = "gpu";
+  override capabilities(): DeviceProfile {
+    return { ...super.capabilities(), interpreter: false, maxStorageBufferBytes: 2 ** 30 };
+  }
+}
+
+Deno.test("auto rewrites where every hardware backend asks (wasm alone), not beside a GPU", async () => {
+  const graph = conv([1, 64, 4, 4], 64);
+  const products = async (registry: BackendRegistry) => {
+    using exe = await compile(graph, { registry, cache: false });
+    return exe.plan!.kernels.filter((k) => k.pattern === "matmul").length;
+  };
+  // Known rates: no calibration runs (what auto then places does not matter here).
+  const rates = { bytesPerMs: 1e6, flopsPerMs: 1e7, dispatchMs: 0.01, syncMs: 0 };
+  for (const id of ["wasm", "hardware-gpu"]) {
+    setBackendRates(id, { ...rates, transferBytesPerMs: Infinity });
+  }
+  assert.equal(await products(new BackendRegistry().register(new WasmBackend())), 2);
+  const beside = new BackendRegistry().register(new WasmBackend()).register(new HardwareGpu());
+  assert.equal(await products(beside), 0);
+  for (const id of ["wasm", "hardware-gpu"]) setBackendRates(id, undefined);
 });
