@@ -135,7 +135,7 @@ function eligible(graph: Graph, n: Node, options: WinogradOptions): Float32Array
  * had taken ResNet-50's compile on wasm from 0.4-0.5 to 1.0 s (F(4×4) of 512 × 512 channels: 62-67
  * ms here against 140-224 ms through a filter-major copy).
  */
-export function filterTransform(
+function filterTransform(
   weights: Float32Array,
   [m, c]: readonly number[],
   { g }: Transforms = F2,
