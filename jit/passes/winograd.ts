@@ -92,15 +92,15 @@ const F4: Transforms = {
 
 /**
  * `graph` with each 3×3 convolution of stride 1 (one group, no dilation, explicit pads, constant
- * f32 weights of at least `minChannels` input and output channels) computed as F(2×2, 3×3);
- * `graph` itself where there is none.
+ * f32 weights of at least `minChannels` input and output channels, an output its tiles do not
+ * pass much) computed as F(m×m, 3×3), m = `tile`; `graph` itself where there is none.
  */
 export function winogradConvs(graph: Graph, options: WinogradOptions): Graph {
   const fresh = freshNames(graph);
   const rewrites = new Map<number, NodeSpec[]>();
+  const f = options.tile === 4 ? F4 : F2;
   for (const n of graph.nodes) {
     const weights = n.op === "Conv" ? eligible(graph, n, options) : undefined;
-    const f = options.tile === 4 ? F4 : F2;
     if (weights) rewrites.set(n.id, rewritten(graph, n, { weights, f }, fresh));
   }
   if (rewrites.size === 0) return graph;
@@ -109,7 +109,7 @@ export function winogradConvs(graph: Graph, options: WinogradOptions): Graph {
   return Graph.create({ ...boundaryOf(graph), nodes });
 }
 
-/** The weights of Conv `n` where F(2×2, 3×3) computes it (see `winogradConvs`), else none. */
+/** The weights of Conv `n` where Winograd computes it (see `winogradConvs`), else none. */
 function eligible(graph: Graph, n: Node, options: WinogradOptions): Float32Array | undefined {
   const x = graph.values[n.inputs[0]], w = graph.values[n.inputs[1]];
   if (x.shape.length !== 4 || x.dtype !== "f32" || w.shape.length !== 4) return undefined;
@@ -187,7 +187,7 @@ function kronecker(t: readonly (readonly number[])[], cols: number): Float32Arra
   return out;
 }
 
-/** The nodes that compute Conv `n` as F(2×2, 3×3) (see the module note). */
+/** The nodes that compute Conv `n` as Winograd's `f` (see the module note). */
 function rewritten(
   graph: Graph,
   n: Node,
