@@ -179,7 +179,8 @@ export const DEPTHWISE_WINDOW = 121;
  * in [N, G, Mg, OH, OW, Cg, KH, KW]; operands are x, w and the bias. With `plain` operands (loads)
  * other than a small depthwise window it is laid out as a matmul (implicit GEMM):
  * [N, G, OH·OW, Mg, Cg·KH·KW], rows of patches times the filters, reached from the 8-D
- * coordinates through a permutation and a reshape.
+ * coordinates through a permutation and a reshape. `inPlace`: x is read as it lies in memory
+ * (no view before the conv), which a 1×1 conv's filters × pixels layout needs (see below).
  */
 export function convMap(
   xShape: Shape,
@@ -187,6 +188,7 @@ export function convMap(
   group: number,
   win: Window,
   plain: boolean,
+  inPlace = plain,
 ): Contraction {
   const [nImg, c, h, wd] = xShape;
   const [m, cg, kh, kw] = wShape;
@@ -227,8 +229,10 @@ export function convMap(
   // are B's columns, contiguous in x. As rows of pixels, each output channel was a plane apart,
   // every epilogue store a scalar one (MobileNet's 16 -> 96 expansions: 21 GFLOP/s). Fewer
   // pixels than a tile's 8 columns keep rows of pixels: a squeeze-and-excitation's 1×1 image
-  // would fill one column of 8.
-  const pointwise = kh === 1 && kw === 1 && win.out[0] === h && win.out[1] === wd &&
+  // would fill one column of 8. Pixels read through a view (a strided Slice before the conv)
+  // are not columns in place: wasm packed them element by element, 30× the patches' time (a
+  // 256 -> 512 conv of a 56×56 input sliced by 2: 150-172 ms against 4.5-6.3).
+  const pointwise = inPlace && kh === 1 && kw === 1 && win.out[0] === h && win.out[1] === wd &&
     win.strides.every((s) => s === 1) && pixels >= 8;
   if (pointwise) {
     const view: IndexStep[] = [{

@@ -122,9 +122,15 @@ Deno.test("sameMap decides affine chains exactly, and agrees with every point wh
 });
 
 Deno.test("a 1×1 conv of stride 1 is laid out as filters × pixels; others as pixels × filters", () => {
-  const map = (x: Shape, w: Shape, attrs: Record<string, number[]> = {}, group = 1) => {
+  const map = (
+    x: Shape,
+    w: Shape,
+    attrs: Record<string, number[]> = {},
+    group = 1,
+    inPlace = true,
+  ) => {
     const ctx = new InferContext({ op: "Conv", where: "test", inputs: [], attrs });
-    return convMap(x, w, group, resolveWindow(ctx, x.slice(2), w.slice(2)), true);
+    return convMap(x, w, group, resolveWindow(ctx, x.slice(2), w.slice(2)), true, inPlace);
   };
   const at = (steps: readonly IndexStep[], c: number[]) =>
     steps.reduce((p, s) => applyStep(s, p)!, c);
@@ -149,4 +155,6 @@ Deno.test("a 1×1 conv of stride 1 is laid out as filters × pixels; others as p
     assert.equal(m.swapped, undefined, JSON.stringify(attrs));
     assert.deepEqual(m.keptOrder, [0, 1, 3, 2]);
   }
+  // An input read through a view (a strided Slice fused before the conv): rows of pixels too.
+  assert.equal(map([2, 6, 4, 5], [8, 6, 1, 1], {}, 1, false).swapped, undefined);
 });

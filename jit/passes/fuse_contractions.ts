@@ -147,7 +147,8 @@ export function convSym(
   const ctx = new InferContext({ op: "Conv", where: label, inputs, attrs });
   const win = resolveWindow(ctx, x.type.shape.slice(2), w.type.shape.slice(2));
   const plain = x.expr.kind === "load" && w.expr.kind === "load";
-  const map = convMap(x.type.shape, w.type.shape, ctx.int("group", 1), win, plain);
+  const inPlace = plain && x.expr.kind === "load" && x.expr.steps.length === 0;
+  const map = convMap(x.type.shape, w.type.shape, ctx.int("group", 1), win, plain, inPlace);
   const stored = storedPatches(walk, map, x, label);
   const patches = stored?.patches;
   const rows = stored

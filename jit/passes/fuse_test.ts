@@ -555,3 +555,18 @@ Deno.test("a graph output read reshaped under a broadcast is stored once, where 
     r.log.join("\n"),
   );
 });
+
+Deno.test("a 1×1 conv of an input sliced by 2 reads it as rows of patches, not pixels in place", async () => {
+  const b = new GraphBuilder();
+  const x = b.input("x", [1, 16, 8, 8]);
+  const w = b.param("w", [24, 16, 1, 1], "f32", uniform(24 * 16, 5));
+  const sliced = b.op("Slice", [x], { starts: [0, 0], ends: [8, 8], axes: [2, 3], steps: [2, 2] });
+  b.output("y", b.op("Conv", [sliced, w]));
+  const graph = b.build();
+  const feeds = { x: { data: uniform(16 * 64, 6), shape: [1, 16, 8, 8], dtype: "f32" as const } };
+  const want = await (await compile(graph, { backend: "reference" })).run(feeds);
+  using exe = await compile(graph, { backend: "wasm", cache: false });
+  // [N, G, pixels, filters, K]: the pixels are the product's rows (16 of them, then 24 filters).
+  assert.deepEqual(exe.plan!.kernels.map((k) => k.space.join("x")), ["1x1x16x24x16"]);
+  assertClose(numbers((await exe.run(feeds)).y.data), numbers(want.y.data), { rtol: 1e-5 });
+});
