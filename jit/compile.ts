@@ -243,9 +243,10 @@ interface Rewritten {
 
 /**
  * `input` with random ops hoisted into drawn inputs, empty tensors folded, constants laid out
- * once (where `fused`, transposed convolutions written out first), 3×3 convolutions of at least
- * `winograd` channels as F(2×2, 3×3), repeated nodes computed once, scalar scales moved past their products and large reductions to a few values split in two (not
- * in the exact precision: both regroup a rounding), gathered rows picked before their products,
+ * once (where `fused`, transposed convolutions written out first), 3×3 convolutions as
+ * Winograd's F(m×m, 3×3) where `winograd` says, repeated nodes computed once, scalar scales moved
+ * past their products and large reductions to a few values split in two (not in the exact
+ * precision: both regroup a rounding), gathered rows picked before their products,
  * where `join`, products (and integer products) of one A joined and, where `bytes`, quantized
  * products written over bytes. Shared while one is alive: auto's compile and the named compile it
  * places into rewrite the same graph (joining BERT-base's products copies 85 MB of weights, 56 ms

@@ -270,8 +270,7 @@ export class WasmBackend implements Backend {
         `WasmBackend: winogradChannels must be above 0, got ${options.winogradChannels}`,
         {
           code: "out-of-range",
-          fix:
-            "pass the least channels to compute as Winograd (128 by default), or Infinity: never",
+          fix: "pass the least channels to compute as Winograd (64 by default), or Infinity: never",
         },
       );
     }

@@ -43,7 +43,10 @@ import { constantOf } from "./joined_products.ts";
 
 /** Which convolutions to rewrite, and how. */
 export interface WinogradOptions {
-  /** Least input channels (the product's K): below, the transforms cost more than they save. */
+  /**
+   * Least input channels (the product's K) and output channels: below, the transforms cost more
+   * than they save.
+   */
   readonly minChannels: number;
   /** Outputs a tile's side: F(2×2, 3×3) or F(4×4, 3×3) (default 2). */
   readonly tile?: 2 | 4;
@@ -100,7 +103,7 @@ export function winogradConvs(graph: Graph, options: WinogradOptions): Graph {
   const rewrites = new Map<number, NodeSpec[]>();
   const f = options.tile === 4 ? F4 : F2;
   for (const n of graph.nodes) {
-    const weights = n.op === "Conv" ? eligible(graph, n, options) : undefined;
+    const weights = n.op === "Conv" ? eligible(graph, n, options.minChannels, f) : undefined;
     if (weights) rewrites.set(n.id, rewritten(graph, n, { weights, f }, fresh));
   }
   if (rewrites.size === 0) return graph;
@@ -109,19 +112,24 @@ export function winogradConvs(graph: Graph, options: WinogradOptions): Graph {
   return Graph.create({ ...boundaryOf(graph), nodes });
 }
 
-/** The weights of Conv `n` where Winograd computes it (see `winogradConvs`), else none. */
-function eligible(graph: Graph, n: Node, options: WinogradOptions): Float32Array | undefined {
+/** The weights of Conv `n` where Winograd's `f` computes it (see `winogradConvs`), else none. */
+function eligible(
+  graph: Graph,
+  n: Node,
+  minChannels: number,
+  f: Transforms,
+): Float32Array | undefined {
   const x = graph.values[n.inputs[0]], w = graph.values[n.inputs[1]];
   if (x.shape.length !== 4 || x.dtype !== "f32" || w.shape.length !== 4) return undefined;
   const [m, c, kh, kw] = w.shape;
-  if (kh !== 3 || kw !== 3 || c < options.minChannels || m < options.minChannels) return undefined;
+  if (kh !== 3 || kw !== 3 || c < minChannels || m < minChannels) return undefined;
   const ones = (name: string) =>
     ((n.attrs[name] as number[] | undefined) ?? [1, 1]).every((v) => v === 1);
   if (!ones("strides") || !ones("dilations") || Number(n.attrs.group ?? 1) !== 1) return undefined;
   if ((n.attrs.auto_pad ?? "NOTSET") !== "NOTSET") return undefined;
   // Tiles past a small output's edge: the positions' products must stay well under the direct
   // convolution's 9 an output (ResNet's 7×7 under F(4×4): a third; a 2×2 output: as many).
-  const side = options.tile ?? 2, [, , ho, wo] = graph.values[n.outputs[0]].shape;
+  const side = f.at.length, [, , ho, wo] = graph.values[n.outputs[0]].shape;
   const products = (side + 2) ** 2 * Math.ceil(ho / side) * Math.ceil(wo / side);
   if (products > MOST_PRODUCTS * 9 * ho * wo) return undefined;
   const data = constantOf(graph, n.inputs[1]);
@@ -138,7 +146,7 @@ function eligible(graph: Graph, n: Node, options: WinogradOptions): Float32Array
 function filterTransform(
   weights: Float32Array,
   [m, c]: readonly number[],
-  { g }: Transforms = F2,
+  { g }: Transforms,
 ): Float32Array {
   const alpha = g.length, positions = alpha * alpha, step = c * m;
   const gf = Float64Array.from(g.flat()), t = new Float64Array(alpha * 3);
