@@ -32,6 +32,21 @@ export async function wallTimes(run: () => PromiseLike<unknown>, count: number):
   return ms;
 }
 
+/**
+ * Milliseconds of each of `runs`, called in turns `count` times (so that each meets the same
+ * moments of a host whose speed moves): one list of times a function.
+ */
+export async function interleavedTimes(
+  runs: readonly (() => PromiseLike<unknown>)[],
+  count: number,
+): Promise<number[][]> {
+  const ms = runs.map(() => [] as number[]);
+  for (let r = 0; r < count; r++) {
+    for (const [i, run] of runs.entries()) ms[i].push(...await wallTimes(run, 1));
+  }
+  return ms;
+}
+
 /** `run`, timed per call under `workload` and `library`. */
 export function timed(
   workload: string,

@@ -14,6 +14,7 @@ import type { Graph } from "../jit/ir/graph.ts";
 import type { HostTensor } from "../jit/ir/host_tensor.ts";
 import { counterValues } from "../jit/runtime/counters.ts";
 import { importOnnx } from "../onnx/import/import.ts";
+import { interleavedTimes } from "./timed.ts";
 
 const existsSync = (path: string) => {
   try {
@@ -63,14 +64,7 @@ function workloads(): Workload[] {
 /** Median ms of `runs` runs of each program in turns, after 30 warm runs each. */
 async function timed(programs: Executable[], inputs: Record<string, HostTensor>) {
   for (const p of programs) for (let i = 0; i < 30; i++) await p.run(inputs);
-  const times = programs.map(() => [] as number[]);
-  for (let r = 0; r < runs; r++) {
-    for (const [j, p] of programs.entries()) {
-      const t = performance.now();
-      await p.run(inputs);
-      times[j].push(performance.now() - t);
-    }
-  }
+  const times = await interleavedTimes(programs.map((p) => () => p.run(inputs)), runs);
   return times.map((t) => +t.sort((a, b) => a - b)[t.length >> 1].toFixed(4));
 }
 

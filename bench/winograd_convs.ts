@@ -25,7 +25,8 @@ import {
 } from "../mod.ts";
 import type { HostTensor } from "../jit/ir/host_tensor.ts";
 import { madeInputs } from "./model_inputs.ts";
-import { median } from "./timed.ts";
+import { uniform } from "../jit/support/random.ts";
+import { interleavedTimes, median } from "./timed.ts";
 
 const { values, positionals } = parseArgs({
   args: Deno.args,
@@ -52,32 +53,16 @@ const forms = {
 function conv(c: number, h: number): Graph {
   const b = new GraphBuilder();
   const x = b.input("x", [1, c, h, h]);
-  const w = b.param("w", [c, c, 3, 3], "f32", seeded(c * c * 9, 0.05));
-  const bias = b.param("b", [c], "f32", seeded(c, 1));
+  const w = b.param("w", [c, c, 3, 3], "f32", uniform(c * c * 9, 1, -0.05, 0.05));
+  const bias = b.param("b", [c], "f32", uniform(c, 2));
   b.output("y", b.op("Relu", [b.op("Conv", [x, w, bias], { pads: [1, 1, 1, 1] })]));
   return b.build();
-}
-
-/** `n` floats in [-scale, scale) from a fixed linear congruential sequence. */
-function seeded(n: number, scale: number): Float32Array {
-  let s = 12345;
-  return Float32Array.from({ length: n }, () => {
-    s = (s * 1103515245 + 12345) % 2 ** 31;
-    return (s / 2 ** 30 - 1) * scale;
-  });
 }
 
 /** Each executable's median over `runs` interleaved runs on `feeds`. */
 async function timed(executables: Executable[], feeds: TensorMap): Promise<number[]> {
   for (const e of executables) for (let i = 0; i < 3; i++) await e.run(feeds);
-  const times = executables.map(() => [] as number[]);
-  for (let r = 0; r < runs; r++) {
-    for (const [i, e] of executables.entries()) {
-      const start = performance.now();
-      await e.run(feeds);
-      times[i].push(performance.now() - start);
-    }
-  }
+  const times = await interleavedTimes(executables.map((e) => () => e.run(feeds)), runs);
   executables.forEach((e) => e.dispose());
   return times.map(median);
 }
@@ -97,7 +82,7 @@ if (positionals[0]) {
   report(positionals[0], await timed(executables, compiled[0].inputs));
 } else {
   for (const [c, h] of [[32, 112], [64, 56], [128, 28], [256, 14], [512, 7]]) {
-    const x: HostTensor = { data: seeded(c * h * h, 1), shape: [1, c, h, h], dtype: "f32" };
+    const x: HostTensor = { data: uniform(c * h * h, 3), shape: [1, c, h, h], dtype: "f32" };
     const graph = conv(c, h);
     const executables = await Promise.all(
       Object.values(forms).map((backend) => compile(graph, { backend, cache: false })),
