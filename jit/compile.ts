@@ -151,8 +151,14 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   // A named kernel backend is prepared first: what it supports, and how its graph is rewritten
   // (products over bytes where its code has byte dots), can depend on its device.
   if (chosen.named?.codegen && options.fuse !== false) await chosen.named.prepare();
-  // Auto's candidates too: whether their devices are software ones decides the rewrites.
-  if (!chosen.named) await prepareAll(chosen.registry?.list() ?? []);
+  // Auto's candidates too. Capabilities are only known once a device is acquired (a software
+  // GPU, binding limits): whether a device is a software one decides the rewrites, and fusion
+  // reads their limits (unprepared, a process's first compile fused for no device limit and the
+  // next ones for the device's). One that fails to prepare is left out by its profile, not by an
+  // exception here.
+  if (!chosen.named) {
+    await Promise.all((chosen.registry?.list() ?? []).map((b) => b.prepare().catch(() => {})));
+  }
   const prepared = prepare(input, options, { ...chosen, precision });
   const { named, registry } = prepared;
   const whole = (b: Backend, legal: Graph, reason?: string) =>
@@ -176,7 +182,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     }),
   );
   const holding = new Set(inputsOn.values());
-  const fused = await fuseFor(prepared, { legal, candidates, start, holding });
+  const fused = fuseFor(prepared, { legal, candidates, start, holding });
   const outputs = new Set(legal.outputs.map((o) => o.value));
   const exe = await place({
     legal,
@@ -342,11 +348,6 @@ function prepare(
   return { graph, drawn, widened, named, registry, options };
 }
 
-/** Prepares `backends`; one that fails to is left out later by its profile, not by an exception. */
-async function prepareAll(backends: readonly Backend[]): Promise<void> {
-  await Promise.all(backends.map((b) => b.prepare().catch(() => {})));
-}
-
 /**
  * The Winograd rewrite the backends that may run the kernels ask for: where every compiled
  * backend with a hardware device asks for it (auto on a CPU-only machine: wasm alone), the first
@@ -407,17 +408,13 @@ async function wholeGraph(
 }
 
 /** `legal` fused for the tightest binding limit among `candidates`, with what building needs. */
-async function fuseFor(
+function fuseFor(
   prepared: Prepared,
   at: { legal: Graph; candidates: readonly Backend[]; start: number; holding?: Set<string> },
-): Promise<FusedCompile> {
+): FusedCompile {
   const { options, named } = prepared;
   const { legal, candidates, holding } = at;
-  // Capabilities are only known once a device is acquired (a software GPU, binding limits);
-  // a backend that fails to prepare is left out by its profile, not by an exception here.
-  // Prepared before fusion, which reads their limits: otherwise a process's first compile
-  // fused for no device limit and the next ones for the device's.
-  if (!named) await prepareAll(candidates);
+  // Auto's candidates were prepared before the rewrites (see `compile`).
   // Kernels must fit the tightest binding limit among the backends that may run them (one
   // binding is kept for the output). A software device runs nothing where another backend runs
   // every kernel (see `usableBackends`): its limit split lstm2's 47 kernels into 51 on the
