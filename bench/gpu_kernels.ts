@@ -242,7 +242,10 @@ const gathered = new WebGpuBackend({ profile: true, storedPatches: Infinity, daw
 const split = new WebGpuBackend({ profile: true, splitSums: true, dawnFlags });
 /** The same device's block products of A rounded to 8 bits summed in f32 (no packed byte dots). */
 const floatSums = new WebGpuBackend({ profile: true, packedDots: false, dawnFlags });
-/** The same device's kernels without its matrix units (f16 matmuls on the tiled kernel). */
+/**
+ * The same device's kernels without its matrix units (f16 matmuls on the tiled kernel, products
+ * over bytes on dot4I8Packed tiles).
+ */
 const tiled = new WebGpuBackend({
   profile: true,
   flashAttention: false,
@@ -409,6 +412,9 @@ const all: (() => Kernel)[] = [
   ...[[768, 2304], [768, 768], [768, 3072], [3072, 768]].map(([k, n]) => () =>
     linearInt8(128, k, n)
   ),
+  // And at 1024 tokens, whose tiles fill the GPU (on its matrix units where it multiplies bytes).
+  ...[[768, 3072], [3072, 768]].map(([k, n]) => () => linearInt8(1024, k, n)),
+  () => linearInt8(4096, 4096, 4096),
   // ResNet-50's convolutions (batch 8, or `--batch`): the stem, each stage's 3×3, a 1×1 of
   // stage 4 and of stage 5, two strided 1×1.
   ...[1, 2, 3, 4, 5].map((stage) => {
@@ -467,9 +473,13 @@ for (const make of all) {
         ["f32", split, " split"] as [Precision, WebGpuBackend, string],
       ]
       : []),
-    // Where f16 matmuls run on the matrix units, the tiled kernel's f16 beside them.
-    ...(f16 && matrixUnits && /^(matmul|linear)/.test(k.id)
+    // Where f16 matmuls run on the matrix units, the tiled kernel's f16 beside them; where
+    // products over bytes do, their dot4I8Packed tiles.
+    ...(f16 && matrixUnits && /^(matmul|linear)/.test(k.id) && !k.id.endsWith("-int8")
       ? [["f16", tiled, " tiled"] as [Precision, WebGpuBackend, string]]
+      : []),
+    ...(matrixUnits && k.id.endsWith("-int8")
+      ? [["f32", tiled, " dots"] as [Precision, WebGpuBackend, string]]
       : []),
   ];
   for (const [precision, backend, label] of variants) {

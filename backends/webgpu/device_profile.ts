@@ -137,13 +137,35 @@ export function matrixUnitsUsable(
   adapter: GPUAdapter | undefined,
   d: GPUDevice | undefined,
 ): boolean {
-  if (!adapter || !d?.features.has(MATRIX_FEATURE) || !d.features.has("shader-f16")) return false;
+  return d?.features.has("shader-f16") === true &&
+    hasMatrixConfig(adapter, d, { K: 16, componentType: "f16", resultComponentType: "f32" });
+}
+
+/**
+ * Whether the matrix kernels can run quantized products over bytes on `device`: subgroup
+ * matrices with a 16×16×32 i8 → i32 configuration and subgroups of exactly 32.
+ */
+export function byteMatricesUsable(
+  adapter: GPUAdapter | undefined,
+  d: GPUDevice | undefined,
+): boolean {
+  return hasMatrixConfig(adapter, d, { K: 32, componentType: "i8", resultComponentType: "i32" });
+}
+
+/** Whether `device` has subgroup matrices, subgroups of 32 and a 16×16×`K` `want` configuration. */
+function hasMatrixConfig(
+  adapter: GPUAdapter | undefined,
+  d: GPUDevice | undefined,
+  want: { K: number; componentType: string; resultComponentType: string },
+): boolean {
+  if (!adapter || !d?.features.has(MATRIX_FEATURE)) return false;
   const info = adapter.info as GPUAdapterInfo & { subgroupMatrixConfigs?: readonly MatrixConfig[] };
   const sizes = subgroupSizes(info).subgroupSizes;
   return sizes?.[0] === 32 && sizes[1] === 32 &&
     (info.subgroupMatrixConfigs ?? []).some((c) =>
-      c.M === 16 && c.N === 16 && c.K === 16 && String(c.componentType) === "f16" &&
-      String(c.resultComponentType) === "f32"
+      c.M === 16 && c.N === 16 && c.K === want.K &&
+      String(c.componentType) === want.componentType &&
+      String(c.resultComponentType) === want.resultComponentType
     );
 }
 

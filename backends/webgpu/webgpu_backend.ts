@@ -40,6 +40,7 @@ import { dawnGlAdapter, machineDawnGpu } from "./dawn.ts";
 import { gpuProgram } from "./gpu_program.ts";
 import type { GpuContext } from "./gpu_storage.ts";
 import {
+  byteMatricesUsable,
   isSoftwareAdapter,
   MATRIX_FEATURE,
   matrixUnitsUsable,
@@ -63,7 +64,7 @@ export class WebGpuBackend implements Backend {
   /** Always `"webgpu"`. */
   readonly id: string = "webgpu";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.6.43";
+  readonly version: string = "0.6.44";
   /** A GPU. */
   readonly kind: BackendKind = "gpu";
   #options: WebGpuOptions;
@@ -390,6 +391,7 @@ export class WebGpuBackend implements Backend {
       flash: this.#options.flashAttention ?? (software ? false : undefined),
       bindings: this.#device && storageBindings(this.#device.limits),
       matrix: matrixUnitsUsable(this.#adapter, this.#device),
+      byteMatrix: byteMatricesUsable(this.#adapter, this.#device),
       subgroupSize: (this.#options.subgroups ?? envVar("KILN_SUBGROUPS") !== "0")
         ? shuffleSize(this.#adapter, this.#device)
         : undefined,

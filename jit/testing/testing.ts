@@ -18,6 +18,7 @@ import { zeroInputs } from "../schedule/placement_trial.ts";
 import type { Graph } from "../ir/graph.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import type { Attrs } from "../ops/mod.ts";
+import { rng } from "../support/random.ts";
 import { runOp as runOpOn, type RunOpOptions } from "../runtime/run_op.ts";
 import { setBackendRates } from "../schedule/cost_model.ts";
 
@@ -172,6 +173,17 @@ export function f32(values: ArrayLike<number>, shape?: readonly number[]): HostT
 /** Shorthand for an i32 host tensor. */
 export function i32(values: ArrayLike<number>, shape?: readonly number[]): HostTensor {
   return { data: Int32Array.from(values), shape: shape ?? [values.length], dtype: "i32" };
+}
+
+/** Bytes over their whole range from seed `seed`, extremes first: u8 0…255 or i8 −128…127. */
+export function randomBytes(dtype: "u8" | "i8", shape: number[], seed: number): HostTensor {
+  const next = rng(seed), n = shape.reduce((a, b) => a * b, 1);
+  const data = dtype === "u8" ? new Uint8Array(n) : new Int8Array(n);
+  const low = dtype === "u8" ? 0 : -128;
+  for (let i = 0; i < n; i++) {
+    data[i] = i < 4 ? low + 255 * (i % 2) : low + Math.floor(next() * 256);
+  }
+  return { data, shape, dtype };
 }
 
 /** Shorthand for a bool host tensor. */

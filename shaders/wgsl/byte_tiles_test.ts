@@ -11,7 +11,7 @@ import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { rng } from "../../jit/support/random.ts";
-import { graphEqualsReference } from "../../jit/testing/testing.ts";
+import { graphEqualsReference, randomBytes } from "../../jit/testing/testing.ts";
 import { WebGpuBackend } from "../../backends/webgpu/webgpu_backend.ts";
 import { generateWgsl, kernelLayout } from "./codegen.ts";
 
@@ -19,17 +19,6 @@ const gpu = new WebGpuBackend();
 await gpu.prepare();
 const dots = gpu.capabilities().integerDot === "bytes";
 const OPTIONS = { maxInvocations: 256, packedDots: true };
-
-/** Bytes over their whole range: u8 0…255 or i8 −128…127, extremes included. */
-function bytes(dtype: "u8" | "i8", shape: number[], seed: number): HostTensor {
-  const next = rng(seed), n = shape.reduce((a, b) => a * b, 1);
-  const data = dtype === "u8" ? new Uint8Array(n) : new Int8Array(n);
-  const low = dtype === "u8" ? 0 : -128;
-  for (let i = 0; i < n; i++) {
-    data[i] = i < 4 ? low + 255 * (i % 2) : low + Math.floor(next() * 256);
-  }
-  return { data, shape, dtype };
-}
 
 /** A product of a u8 `a` by an i8 `w` (`op` IntegerMatMul or IntegerConv), its i32 sum stored. */
 function product(op: string, a: number[], w: number[], attrs = {}): Graph {
@@ -59,7 +48,7 @@ Deno.test({
     assert.deepEqual([...layout.vectors], [0]);
     // Without packed dots the same kernel sums its i32 products a row at a time.
     assert.equal(kernelLayout(kernel, { maxInvocations: 256 }).kind, "rows");
-    const feeds = { a: bytes("u8", [130, 516], 7), w: bytes("i8", [516, 258], 11) };
+    const feeds = { a: randomBytes("u8", [130, 516], 7), w: randomBytes("i8", [516, 258], 11) };
     await graphEqualsReference(graph, feeds, gpu);
   },
 });
@@ -77,7 +66,7 @@ Deno.test({
     // Software adapters leave split K off: asked for.
     const split = new WebGpuBackend({ splitK: true });
     try {
-      const feeds = { a: bytes("u8", [128, 2048], 3), w: bytes("i8", [2048, 128], 5) };
+      const feeds = { a: randomBytes("u8", [128, 2048], 3), w: randomBytes("i8", [2048, 128], 5) };
       await graphEqualsReference(graph, feeds, split);
     } finally {
       split.dispose();
@@ -94,7 +83,10 @@ Deno.test({
     // reference's decomposition sums in exact chunks by them).
     const attrs = { pads: [1, 1, 1, 1], bound: 255 * 128, max_a: 255 };
     const graph = product("IntegerConv", [2, 16, 34, 34], [64, 16, 3, 3], attrs);
-    const feeds = { a: bytes("u8", [2, 16, 34, 34], 13), w: bytes("i8", [64, 16, 3, 3], 17) };
+    const feeds = {
+      a: randomBytes("u8", [2, 16, 34, 34], 13),
+      w: randomBytes("i8", [64, 16, 3, 3], 17),
+    };
     // The device's profile stores byte patches (im2col): a plain product read in vec4s.
     const kernels = fuse(graph, fusionFor([gpu.capabilities()])).kernels;
     assert.deepEqual(kernels.map((k) => k.pattern), ["elementwise", "conv"]);
@@ -121,7 +113,10 @@ Deno.test({
     const graph = product("IntegerConv", [1, 256, 14, 14], [512, 256, 1, 1], attrs);
     const layout = kernelLayout(kernelOf(graph), OPTIONS);
     assert.equal(layout.tile?.bytes, "b");
-    const feeds = { a: bytes("u8", [1, 256, 14, 14], 19), w: bytes("i8", [512, 256, 1, 1], 23) };
+    const feeds = {
+      a: randomBytes("u8", [1, 256, 14, 14], 19),
+      w: randomBytes("i8", [512, 256, 1, 1], 23),
+    };
     await graphEqualsReference(graph, feeds, gpu);
   },
 });
@@ -169,8 +164,8 @@ Deno.test({
     assert.match(code, /for \(var k_i = 0; k_i < select\(/);
     const next = rng(m + n);
     const feeds: Record<string, HostTensor> = {
-      a: bytes("u8", [m, k], 29),
-      w: bytes("i8", [k, n], 31),
+      a: randomBytes("u8", [m, k], 29),
+      w: randomBytes("i8", [k, n], 31),
       r: {
         data: Float32Array.from({ length: m * n }, () => next() * 60 - 30),
         shape: [m, n],

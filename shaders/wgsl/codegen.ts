@@ -88,6 +88,11 @@ export interface WgslOptions {
    */
   readonly matrix?: boolean;
   /**
+   * Whether quantized products over bytes (`packedDots`' tiles) run on the matrix units: the
+   * device has subgroup matrices of 16×16×32 i8 → i32 and subgroups of 32. Default false.
+   */
+  readonly byteMatrix?: boolean;
+  /**
    * The device's subgroup size where it has `subgroups` of one size (its least and largest
    * agree): row kernels combine their last steps by shuffles (`combineAcross`). Default: none.
    */
@@ -133,8 +138,14 @@ export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayo
   const block = blockTiling(kernel, most, bytes, options.packedDots);
   if (block) return rowsLayout(block);
   const folded = foldedRows(kernel);
-  const whole = options.matrix && options.half ? tiledMatmul(folded, most) : undefined;
-  const tile = (whole && matrixTile(folded, whole, most, bytes)) ??
+  // The product's whole tile, where the device runs its kind on the matrix units.
+  const halves = options.matrix && options.half,
+    integers = options.byteMatrix && options.packedDots;
+  const whole = halves || integers
+    ? tiledMatmul(folded, most, undefined, options.packedDots)
+    : undefined;
+  const units = whole && (whole.bytes ? integers : halves);
+  const tile = (units && matrixTile(folded, whole, most, bytes)) ??
     tiledMatmul(folded, most, sliceBytes, options.packedDots);
   if (tile) {
     const vectors = tile.matrix
@@ -266,7 +277,7 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   const half = [...kernel.inputs, ...kernel.outputs].some((b) => l.stored(b.dtype) === "f16");
   const matrix = layout.tile?.matrix !== undefined;
   return [
-    ...(half || matrix ? ["enable f16;"] : []),
+    ...(half || (matrix && !layout.tile?.bytes) ? ["enable f16;"] : []),
     ...(matrix ? MATRIX_ENABLES : []),
     ...(l.usesSubgroups && !matrix ? ["enable subgroups;"] : []),
     `// kiln kernel ${kernel.name}: ${kernel.ops.join(" | ")}`,

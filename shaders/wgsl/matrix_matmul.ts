@@ -2,9 +2,9 @@
  * The f16 matmul on a GPU's matrix units (tensor cores), through WGSL's subgroup matrices
  * (Dawn's `chromium-experimental-subgroup-matrix`): a workgroup of `sm`×`sn` subgroups of 32
  * computes a TM×TN output tile, each subgroup `fm`×`fn` result matrices of 16×16 held in f32 (f16
- * products summed in f32, as the precision policy promises). K advances {@linkcode TK} at a time
- * (twice that for products of few rows, {@linkcode FEW_ROWS}):
- * the threads fill f16 tiles of both operands in workgroup memory, each tile laid out like its
+ * products summed in f32, as the precision policy promises). K advances two multiplies' K at a
+ * time (twice that for products of few rows, {@linkcode FEW_ROWS}):
+ * the threads fill tiles of both operands in workgroup memory (`matrix_fills.ts`), each laid out like its
  * operand in memory (rows of K where K is contiguous, rows of M or N otherwise) so that
  * consecutive threads read and store consecutive halves, four at a time as one `vec4<f16>` where
  * the operand is aligned, at offsets worked out once from the operand's affine view (transposed,
@@ -20,7 +20,10 @@
  * inputs: convolutions' patches stay on the tiled kernel) that the tiled kernel takes, and whose
  * tiles fill the GPU, on a device that lists the feature with a 16×16×16 f16 → f32 configuration and
  * subgroups of exactly 32 (the tile's subgroups are counted in 32s); elsewhere the tiled kernel
- * runs them. CI's software adapter has no matrix units: the kernels are generated and checked
+ * runs them. Quantized products over bytes (a u8 activation by i8 weights summed in i32, as
+ * `byte_tiles.ts` takes them) run the same way on a 16×16×32 i8 → i32 configuration, exact: the
+ * u8 operand's bytes enter less 128, and 128 times the i8 operand's sums along K, themselves
+ * summed on the units by a matrix of ones, are added back in the epilogue. CI's software adapter has no matrix units: the kernels are generated and checked
  * there as text, and run against float64 on the H200 by `bench/gpu_kernels.ts --only matmul`
  * (its f16 rows; the tiled kernel's f16 beside them).
  *
@@ -32,17 +35,26 @@ import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelLowering } from "./expr.ts";
 import { epilogueHelper, LOOPED_EPILOGUE } from "./matmul.ts";
 import { fillingShape, type MatmulTile, type MatrixShape, tileOf } from "./tile_shapes.ts";
-import { allOf } from "./prelude.ts";
+import {
+  BYTES,
+  type Fill,
+  HALVES,
+  type MatrixElement,
+  PAD_BYTES,
+  tileFill,
+} from "./matrix_fills.ts";
 import { quadAligned, readOnce } from "./quads.ts";
 
-/** A result matrix's rows, columns and K (the 16×16×16 configuration). */
+/** A result matrix's rows and columns. */
 const MK = 16;
 
-/** f16 elements a tile row is padded by: rows start 16 bytes apart from the banks' pattern. */
-const PAD = 8;
+/** Multiplies a step through workgroup memory (twice as many for few rows). */
+const STEP_MULTIPLIES = 2;
 
-/** K a step through workgroup memory: two matrix multiplies a step (four for few rows). */
-const TK = 32;
+/** How `tile`'s operands are held: bytes for a product over bytes, halves otherwise. */
+function elementOf(tile: Pick<MatmulTile, "bytes">): MatrixElement {
+  return tile.bytes ? BYTES : HALVES;
+}
 
 /**
  * Matrix tile shapes, largest first, as tiles of the tiled kernel's kind (`threads` × `per`
@@ -52,14 +64,16 @@ const TK = 32;
  * at 4096 on the H200 (same call): 128×256 in 8 subgroups of 64×64 114 TFLOP/s, 256×128 102,
  * 128×128 in 4 subgroups of 64×64 95, K steps of 64 92 and of 16 98, against 128.
  */
-const SHAPES: readonly (Pick<MatmulTile, "threads" | "per"> & { matrix: MatrixShape })[] = [
-  { threads: [32, 8], per: [16, 4], matrix: { sm: 4, sn: 2, fm: 2, fn: 4, tk: TK } },
-  { threads: [32, 4], per: [16, 2], matrix: { sm: 2, sn: 2, fm: 2, fn: 2, tk: TK } },
-  { threads: [32, 4], per: [8, 1], matrix: { sm: 2, sn: 2, fm: 1, fn: 1, tk: TK } },
+const SHAPES: readonly (Pick<MatmulTile, "threads" | "per"> & {
+  matrix: Omit<MatrixShape, "tk">;
+})[] = [
+  { threads: [32, 8], per: [16, 4], matrix: { sm: 4, sn: 2, fm: 2, fn: 4 } },
+  { threads: [32, 4], per: [16, 2], matrix: { sm: 2, sn: 2, fm: 2, fn: 2 } },
+  { threads: [32, 4], per: [8, 1], matrix: { sm: 2, sn: 2, fm: 1, fn: 1 } },
 ];
 
 /**
- * Rows (M of one product) at most for which the 32×32 shape steps `2 * TK` of K: half the steps,
+ * Rows (M of one product) at most for which the 32×32 shape steps twice the K: half the steps,
  * each a subgroup's four multiplies. BERT-base's f16 products (128 tokens: Q, K and V joined, the
  * MLP's, its K = 3072 in parts) took the model from 1.98-2.00 to 1.85 ms of device time on the
  * H200 (three rounds, trees alternating, `bench/profile_model.ts`); ViT-B/16's (197 tokens) took
@@ -67,6 +81,15 @@ const SHAPES: readonly (Pick<MatmulTile, "threads" | "per"> & { matrix: MatrixSh
  * patches, 392 or more) measured within the noise or slower (0.056 → 0.068 ms for a 3×3).
  */
 const FEW_ROWS = 128;
+
+/**
+ * Fewest result matrices a subgroup holds for a product over bytes to take the matrix units: each
+ * step also multiplies by the matrix of ones, `fn` of `fm·fn + fn` multiplies (half of a 32×32
+ * tile's, a third of a 64×64 one's). On the H200 (device time, `bench/gpu_kernels.ts --only
+ * linear`, session 70) the int8 product 1024×3072×768 took 0.123 ms on 32×32 matrix tiles against
+ * 0.094 on dot4I8Packed tiles, and 1024×768×3072 on 64×64 ones 0.073 against 0.082.
+ */
+const BYTE_RESULTS = 4;
 
 /**
  * Workgroups a matrix tile shape should yield before it is chosen over a smaller one. At 64
@@ -88,7 +111,8 @@ const SHALLOW = 64;
 
 /**
  * `tile` (the tiled kernel's choice for `kernel`, without K slices) as a matrix tile of at most
- * `most` threads and `bytes` of workgroup memory, where the kernel is an f16 matmul: the largest
+ * `most` threads and `bytes` of workgroup memory, where the kernel is an f16 matmul or the tile a
+ * product over bytes (the caller knows which the device runs on its units): the largest
  * shape (the smallest, for a shallow K) that yields {@linkcode FILL} workgroups without passing
  * the product's edge much (`fillingShape`), none where no shape fills: the tiled kernel splits K
  * there (on the H200 ResNet-50 b8 in f16 took 48.5 ms with every convolution on matrix tiles, its
@@ -100,8 +124,17 @@ export function matrixTile(
   most: number,
   bytes: number,
 ): MatmulTile | undefined {
-  const fit = SHAPES.filter((s) => s.threads[0] * s.threads[1] <= most && tileBytes(s) <= bytes);
-  if (!sumsHalfProducts(kernel) || tile.slices !== 1 || !fit.length) return undefined;
+  if (!tile.bytes && !sumsHalfProducts(kernel)) return undefined;
+  const element = elementOf(tile);
+  const stepped = (tk: number) => (s: typeof SHAPES[number]) => ({
+    ...s,
+    matrix: { ...s.matrix, tk },
+  });
+  const fit = SHAPES.map(stepped(STEP_MULTIPLIES * element.mk)).filter((s) =>
+    s.threads[0] * s.threads[1] <= most && tileBytes(s, element) <= bytes &&
+    s.matrix.fm * s.matrix.fn >= (element === BYTES ? BYTE_RESULTS : 1)
+  );
+  if (tile.slices !== 1 || !fit.length) return undefined;
   // Affine operands only: a convolution's gathered patches, an element at a time through some
   // 20 lines of index code, kept ResNet-50's f16 at batch 8 at 16.6 ms on the H200 (the tiled
   // kernel's f16 took 16.5) and took its compile from 3.7 to 13.3 s.
@@ -118,21 +151,34 @@ export function matrixTile(
   const order = tile.k <= SHALLOW ? [...fit].reverse() : fit;
   const shape = fillingShape(order, tile.m, tile.n, tiles, FILL);
   if (!shape) return undefined;
-  const deep = { ...shape, matrix: { ...shape.matrix, tk: 2 * TK } };
-  const few = shape.matrix.fm === 1 && tile.m <= FEW_ROWS && tileBytes(deep) <= bytes;
+  const deep = stepped(2 * STEP_MULTIPLIES * element.mk)(shape);
+  const few = shape.matrix.fm === 1 && tile.m <= FEW_ROWS && tileBytes(deep, element) <= bytes;
   const { threads, per, matrix } = few ? deep : shape;
   return { ...tile, threads, per, matrix };
 }
 
-/** Workgroup memory a shape's kernel may take at most: both tiles in either layout, and `stage`. */
-function tileBytes(shape: Pick<MatmulTile, "threads" | "per" | "matrix">): number {
+/**
+ * Workgroup memory a shape's kernel may take at most: both tiles in either layout, and `stage`
+ * (as large again in `tileA` for a product over bytes, which keeps its sums there after the steps).
+ */
+function tileBytes(
+  shape: Pick<MatmulTile, "threads" | "per" | "matrix">,
+  element: MatrixElement,
+): number {
   const [TM, TN] = tileOf(shape);
   const tk = shape.matrix!.tk;
-  const tile = (rows: number) => 2 * Math.max(rows * (tk + PAD), tk * (rows + PAD));
-  return tile(TM) + tile(TN) + (shape.threads[0] * shape.threads[1] / 32) * MK * MK * 4;
+  const pad = PAD_BYTES / element.size;
+  const tile = (rows: number) => element.size * Math.max(rows * (tk + pad), tk * (rows + pad));
+  const stage = stageLength(shape) * 4;
+  return (element === BYTES ? Math.max(tile(TM), stage) : tile(TM)) + tile(TN) + stage;
 }
 
-/** The WGSL a matrix kernel needs enabled, after `enable f16`. */
+/** Elements of `stage`: a 16×16 result matrix per subgroup. */
+function stageLength(shape: Pick<MatmulTile, "threads">): number {
+  return (shape.threads[0] * shape.threads[1] / 32) * MK * MK;
+}
+
+/** The WGSL a matrix kernel needs enabled (after `enable f16` where it multiplies halves). */
 export const MATRIX_ENABLES: readonly string[] = [
   "enable subgroups;",
   "enable chromium_experimental_subgroup_matrix;",
@@ -174,6 +220,7 @@ export function emitMatrixMatmul(
   const [TM, TN] = tileOf(tile);
   const threads = tile.threads[0] * tile.threads[1];
   const [mAx, nAx] = [nb, nb + 1];
+  const element = elementOf(tile);
   const e = l.e;
   for (const c of l.coords) e.line(`var ${c}: i32 = 0;`);
   e.line(`let t = i32(lid.y * ${tile.threads[0]}u + lid.x);`);
@@ -183,57 +230,80 @@ export function emitMatrixMatmul(
   // This subgroup's first row and column in the tile.
   e.line(`let sgm = i32(sg) % ${sm} * ${fm * MK};`);
   e.line(`let sgn = i32(sg) / ${sm} * ${fn * MK};`);
+  const result = `subgroup_matrix_result<${element.result}, ${MK}, ${MK}>`;
   for (let i = 0; i < fm; i++) {
-    for (let j = 0; j < fn; j++) {
-      e.line(`var acc_${i}_${j} = subgroup_matrix_result<f32, ${MK}, ${MK}>();`);
-    }
+    for (let j = 0; j < fn; j++) e.line(`var acc_${i}_${j} = ${result}();`);
+  }
+  // A product over bytes: the i8 operand's sums along K, its columns' (or its rows').
+  for (let s = 0; tile.bytes && s < (tile.bytes === "a" ? fn : fm); s++) {
+    e.line(`var sums_${s} = ${result}();`);
   }
   const fill = (name: string, op: Load, ax: number, o0: string, bound: number, rows: number) =>
-    tileFill(l, { name, op, ax, o0, bound, rows, threads, tk, vector: vectors.has(op.input) });
+    tileFill(l, {
+      name,
+      op,
+      ax,
+      o0,
+      bound,
+      rows,
+      threads,
+      tk,
+      vector: vectors.has(op.input),
+      element,
+      unsigned: tile.bytes === (name === "tileA" ? "a" : "b"),
+    });
   const fillA = fill("tileA", tile.a, mAx, "m0", M, TM);
   const fillB = fill("tileB", tile.b, nAx, "n0", N, TN);
   stepLoop(l, tile, fillA, fillB);
-  const helpers = epilogueHelper({ l, M, N, mAx, nAx, x: l.coords });
+  const helpers = epilogueHelper({ l, M, N, mAx, nAx, x: l.coords, sum: element.result });
   resultEpilogues(l, tile, helpers.length <= LOOPED_EPILOGUE);
+  // Tile lengths in their array's elements: halves, or words of four bytes. A product over
+  // bytes keeps its sums in `tileA` after the steps: at least as long as `stage`.
+  const words = (size: number) => element === BYTES ? size / 4 : size;
+  const lengthA = element === BYTES ? Math.max(words(fillA.size), stageLength(tile)) : fillA.size;
   return {
     helpers,
     decls: [
-      `var<workgroup> tileA: array<f16, ${fillA.size}>;`,
-      `var<workgroup> tileB: array<f16, ${fillB.size}>;`,
-      `var<workgroup> stage: array<f32, ${(threads / 32) * MK * MK}>;`,
+      `var<workgroup> tileA: array<${element.array}, ${lengthA}>;`,
+      `var<workgroup> tileB: array<${element.array}, ${words(fillB.size)}>;`,
+      `var<workgroup> stage: array<${element.result}, ${stageLength(tile)}>;`,
     ],
   };
 }
 
 /**
  * The K steps: each step's tiles stored from registers, the next step's read into them while
- * the subgroups multiply this one (a barrier pair a step, as in the tiled kernel).
+ * the subgroups multiply this one (a barrier pair a step, as in the tiled kernel). A product over
+ * bytes also multiplies its i8 operand's matrices by a matrix of ones: their sums along K.
  */
 function stepLoop(l: KernelLowering, tile: MatmulTile, fillA: Fill, fillB: Fill): void {
   const { fm, fn, tk } = tile.matrix!;
+  const { component, mk } = elementOf(tile);
   const e = l.e;
   const load = (k0: string) => {
     fillA.load(k0);
     fillB.load(k0);
   };
   load("0");
-  const left = `subgroup_matrix_left<f16, ${MK}, ${MK}>`;
-  const right = `subgroup_matrix_right<f16, ${MK}, ${MK}>`;
+  const left = `subgroup_matrix_left<${component}, ${mk}, ${MK}>`;
+  const right = `subgroup_matrix_right<${component}, ${MK}, ${mk}>`;
+  if (tile.bytes) e.line(`let ones = ${tile.bytes === "a" ? left : right}(1);`);
+  const mac = (acc: string, a: string, b: string) =>
+    e.line(`${acc} = subgroupMatrixMultiplyAccumulate(${a}, ${b}, ${acc});`);
   e.block(`for (var k0 = 0; k0 < ${tile.k}; k0 += ${tk}) {`, () => {
     fillA.store();
     fillB.store();
     e.line("workgroupBarrier();");
     e.block(`if (k0 + ${tk} < ${tile.k}) {`, () => load(`k0 + ${tk}`));
-    for (let kk = 0; kk < tk; kk += MK) {
+    for (let kk = 0; kk < tk; kk += mk) {
       for (let i = 0; i < fm; i++) {
         e.line(`let a${kk}_${i} = ${fillA.matrix(left, `sgm + ${i * MK}`, kk)};`);
+        if (tile.bytes === "b") mac(`sums_${i}`, `a${kk}_${i}`, "ones");
       }
       for (let j = 0; j < fn; j++) {
         e.line(`let b${kk}_${j} = ${fillB.matrix(right, `sgn + ${j * MK}`, kk)};`);
-        for (let i = 0; i < fm; i++) {
-          const acc = `acc_${i}_${j}`;
-          e.line(`${acc} = subgroupMatrixMultiplyAccumulate(a${kk}_${i}, b${kk}_${j}, ${acc});`);
-        }
+        if (tile.bytes === "a") mac(`sums_${j}`, "ones", `b${kk}_${j}`);
+        for (let i = 0; i < fm; i++) mac(`acc_${i}_${j}`, `a${kk}_${i}`, `b${kk}_${j}`);
       }
     }
     e.line("workgroupBarrier();");
@@ -247,19 +317,30 @@ function stepLoop(l: KernelLowering, tile: MatmulTile, fillA: Fill, fillB: Fill)
  * together. In a loop, each call's loads waited for the one before: on the H200 ResNet-50 b8's
  * stage-2 1×1 convolutions with the residual added took 0.125 ms in f16 where the same
  * convolution without it took 0.051 (session 66, `bench/profile_model.ts --precision f16`).
+ * A product over bytes first puts the sums its result matrices share (a column's, or a row's)
+ * in the subgroup's slice of `tileA`, and adds 128 times them to each element.
  */
 function resultEpilogues(l: KernelLowering, tile: MatmulTile, unrolled: boolean): void {
   const { fm, fn } = tile.matrix!;
   const batch = l.coords.slice(0, tile.nb);
   const e = l.e;
-  for (let i = 0; i < fm; i++) {
-    for (let j = 0; j < fn; j++) {
-      e.line(`subgroupMatrixStore<row_major>(&stage, sg * ${MK * MK}u, acc_${i}_${j}, ${MK}u);`);
+  const slice = `sg * ${MK * MK}u`;
+  const byColumns = tile.bytes === "a";
+  for (let outer = 0; outer < (byColumns ? fn : fm); outer++) {
+    if (tile.bytes) {
+      e.line(`subgroupMatrixStore<row_major>(&tileA, ${slice}, sums_${outer}, ${MK}u);`);
+    }
+    for (let inner = 0; inner < (byColumns ? fm : fn); inner++) {
+      const [i, j] = byColumns ? [inner, outer] : [outer, inner];
+      e.line(`subgroupMatrixStore<row_major>(&stage, ${slice}, acc_${i}_${j}, ${MK}u);`);
       e.line("workgroupBarrier();");
+      const sum = tile.bytes
+        ? `stage[${slice} + q] + 128 * tileA[${slice} + q]`
+        : `stage[${slice} + q]`;
       const call = () => {
         const m = `m0 + sgm + ${i * MK} + i32(q / ${MK}u)`;
         const n = `n0 + sgn + ${j * MK} + i32(q % ${MK}u)`;
-        e.line(`epilogue(${[...batch, m, n, "0"].join(", ")}, stage[sg * ${MK * MK}u + q]);`);
+        e.line(`epilogue(${[...batch, m, n, "0"].join(", ")}, ${sum});`);
       };
       if (!unrolled) e.block(`for (var q = lane; q < ${MK * MK}u; q += 32u) {`, call);
       for (let u = 0; unrolled && u < (MK * MK) / 32; u++) {
@@ -271,106 +352,4 @@ function resultEpilogues(l: KernelLowering, tile: MatmulTile, unrolled: boolean)
       e.line("workgroupBarrier();");
     }
   }
-}
-
-/**
- * An operand tile's fill: `load(k0)` reads a step into registers, `store()` puts it in the tile,
- * `matrix(type, row, kk)` loads the 16×16 subgroup matrix of `type` at the tile's `row` (of M or
- * N) and K `kk`; `size` is the tile's length in halves.
- */
-interface Fill {
-  load(k0: string): void;
-  store(): void;
-  matrix(type: string, row: string, kk: number): string;
-  readonly size: number;
-}
-
-/**
- * The fill of `name`, an f16 tile of `tk` of K by `rows` (the operand's M or N from
- * `o0`), laid out like the operand in memory: K-contiguous operands (a row-major A, a transposed
- * B) as `rows` rows of K, the others as rows of M or N, each padded by {@linkcode PAD}, so that
- * consecutive threads read and store consecutive halves. A thread moves units of 4 halves (one
- * `vec4<f16>` load where `vector`) or 1, unrolled into registers `${name}_${p}`, their offsets
- * worked out once from the operand's affine view; zero past `bound` and K (where not whole).
- */
-function tileFill(
-  l: KernelLowering,
-  o: {
-    name: string;
-    op: Load;
-    ax: number;
-    o0: string;
-    bound: number;
-    rows: number;
-    threads: number;
-    tk: number;
-    vector: boolean;
-  },
-): Fill {
-  const { e, coords: x, kernel } = l;
-  const kAx = kernel.space.length - 1;
-  const K = kernel.space[kAx];
-  const shape = kernel.inputs[o.op.input].shape;
-  const access = affineOffset(o.op.steps, kernel.space, shape)!;
-  const [wK, wR] = [access.weights[kAx], access.weights[o.ax]];
-  const alongK = wK === 1;
-  const V = o.vector ? 4 : 1;
-  const stride = (alongK ? o.tk : o.rows) + PAD;
-  const across = (alongK ? o.tk : o.rows) / V;
-  const count = (o.rows * o.tk) / V / o.threads;
-  const guarded = !(K % o.tk === 0 && o.bound % o.rows === 0);
-  // The workgroup's origin in the operand, then each unit's row `r`, K `kq` and offset.
-  const terms = access.weights.flatMap((w, d) => (w && d < kAx - 2 ? [`${w} * ${x[d]}`] : []));
-  const origin = `${o.name}_at`;
-  e.line(`let ${origin} = ${[String(access.base), ...terms, `${wR} * ${o.o0}`].join(" + ")};`);
-  const units = [...Array(count).keys()].map((p) => {
-    const u = `(t + ${p * o.threads})`;
-    const [r, kq] = alongK
-      ? [`${u} / ${across}`, `${u} % ${across} * ${V}`]
-      : [`${u} % ${across} * ${V}`, `${u} / ${across}`];
-    e.line(`let ${o.name}_r${p} = ${r};`);
-    e.line(`let ${o.name}_k${p} = ${kq};`);
-    e.line(`let ${o.name}_o${p} = ${origin} + ${wR} * ${o.name}_r${p} + ${wK} * ${o.name}_k${p};`);
-    e.line(`var ${o.name}_${p}: ${V === 4 ? "vec4<f16>" : "f16"};`);
-    return {
-      r: `${o.name}_r${p}`,
-      kq: `${o.name}_k${p}`,
-      off: `${o.name}_o${p}`,
-      reg: `${o.name}_${p}`,
-    };
-  });
-  const input = l.inputs[o.op.input];
-  const half = l.stored(kernel.inputs[o.op.input].dtype) === "f16";
-  const read = (off: string) => {
-    const at = V === 4 ? `${input}[u32(${off}) / 4u]` : `${input}[u32(${off})]`;
-    return half ? at : `${V === 4 ? "vec4<f16>" : "f16"}(${at})`;
-  };
-  const load = (k0: string) => {
-    for (const u of units) {
-      if (!guarded) {
-        e.line(`${u.reg} = ${read(`${u.off} + ${wK} * (${k0})`)};`);
-        continue;
-      }
-      // Reads stay in range: a unit past the bounds reads the origin's element, then zero.
-      const ok = allOf(`${o.o0} + ${u.r} < ${o.bound}`, `${k0} + ${u.kq} < ${K}`);
-      const inside = read(`select(0, ${u.off} + ${wK} * (${k0}), ${ok})`);
-      e.line(`${u.reg} = select(${V === 4 ? "vec4<f16>" : "f16"}(0.0), ${inside}, ${ok});`);
-    }
-  };
-  const store = () => {
-    for (const u of units) {
-      const at = alongK ? `${u.r} * ${stride} + ${u.kq}` : `${u.kq} * ${stride} + ${u.r}`;
-      if (V === 1) e.line(`${o.name}[${at}] = ${u.reg};`);
-      else for (let j = 0; j < 4; j++) e.line(`${o.name}[${at} + ${j}] = ${u.reg}[${j}];`);
-    }
-  };
-  // The matrix's rows are the tile's `row…row+15` (M of a left, N of a right matrix), its K
-  // `kk…kk+15`: a left matrix is row-major where K is contiguous, a right one column-major.
-  const left = o.name === "tileA";
-  const matrix = (type: string, row: string, kk: number) => {
-    const major = alongK === left ? "row_major" : "col_major";
-    const at = alongK ? `(${row}) * ${stride} + ${kk}` : `${kk * stride} + ${row}`;
-    return `subgroupMatrixLoad<${type}, ${major}>(&${o.name}, u32(${at}), ${stride}u)`;
-  };
-  return { load, store, matrix, size: (alongK ? o.rows : o.tk) * stride };
 }

@@ -25,7 +25,7 @@ export interface MatrixShape {
   readonly fm: number;
   /** Result matrices a subgroup holds along N. */
   readonly fn: number;
-  /** K a step through workgroup memory: a multiple of 16. */
+  /** K a step through workgroup memory: a multiple of the configuration's K (16, or 32 for bytes). */
   readonly tk: number;
 }
 
