@@ -145,7 +145,8 @@ export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayo
     ? tiledMatmul(folded, most, undefined, options.packedDots)
     : undefined;
   const units = whole && (whole.bytes ? integers : halves);
-  const tile = (units && matrixTile(folded, whole, most, bytes)) ??
+  // Matrix tiles may take the device's largest workgroup (a tile whose subgroups split K).
+  const tile = (units && matrixTile(folded, whole, options.maxInvocations, bytes)) ??
     tiledMatmul(folded, most, sliceBytes, options.packedDots);
   if (tile) {
     const vectors = tile.matrix

@@ -51,12 +51,13 @@ export const PAD_BYTES = 16;
 /**
  * An operand tile's fill: `load(k0)` reads a step into registers, `store()` puts it in the tile,
  * `matrix(type, row, kk)` loads the subgroup matrix of `type` at the tile's `row` (of M or N) and
- * K `kk`; `size` is the tile's length in elements (halves or bytes).
+ * K `kk` (a constant, or an expression where subgroups split the step's K); `size` is the tile's
+ * length in elements (halves or bytes).
  */
 export interface Fill {
   load(k0: string): void;
   store(): void;
-  matrix(type: string, row: string, kk: number): string;
+  matrix(type: string, row: string, kk: number | string): string;
   readonly size: number;
 }
 
@@ -137,9 +138,10 @@ export function tileFill(l: KernelLowering, o: FillSpec): Fill {
   // Tint counts a load's offset and stride in the array's elements (a byte tile's words: its
   // 16-byte-aligned rows and matrices fall on whole words).
   const left = o.name === "tileA";
-  const matrix = (type: string, row: string, kk: number) => {
+  const matrix = (type: string, row: string, kk: number | string) => {
     const major = alongK === left ? "row_major" : "col_major";
-    const at = alongK ? `(${row}) * ${stride} + ${kk}` : `${kk * stride} + ${row}`;
+    const kRows = typeof kk === "number" ? `${kk * stride}` : `(${kk}) * ${stride}`;
+    const at = alongK ? `(${row}) * ${stride} + ${kk}` : `${kRows} + ${row}`;
     const [offset, pitch] = bytes ? [`(${at}) / 4`, stride / 4] : [at, stride];
     return `subgroupMatrixLoad<${type}, ${major}>(&${o.name}, u32(${offset}), ${pitch}u)`;
   };

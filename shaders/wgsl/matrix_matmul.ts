@@ -101,6 +101,16 @@ const BYTE_RESULTS = 4;
 const FILL = 256;
 
 /**
+ * Subgroups along K of an f16 product whose tiles are too few to fill the GPU, each summing its
+ * quarter of every step's K for the whole 32×32 tile (`MatmulTile.slices`), the parts added in
+ * the epilogue: BERT-base's products of 768 outputs at 128 tokens make 96 such tiles.
+ */
+const SPLIT = 4;
+
+/** Fewest 32×32 tiles a product splits K for on the matrix units (fewer: the tiled kernel). */
+const SPLIT_TILES = 32;
+
+/**
  * Most K of a product whose matrix tile is the smallest shape that fills the GPU, not the largest:
  * its two steps of K leave the tile's time to its epilogue, a result matrix at a time through
  * `stage`, and larger tiles queue more of them behind fewer workgroups. On the H200 ResNet-50 b8's
@@ -128,6 +138,7 @@ export function matrixTile(
   const element = elementOf(tile);
   const stepped = (tk: number) => (s: typeof SHAPES[number]) => ({
     ...s,
+    slices: 1,
     matrix: { ...s.matrix, tk },
   });
   const fit = SHAPES.map(stepped(STEP_MULTIPLIES * element.mk)).filter((s) =>
@@ -150,11 +161,18 @@ export function matrixTile(
   // A shallow K is mostly its epilogue: the smallest tiles keep the most of them in flight.
   const order = tile.k <= SHALLOW ? [...fit].reverse() : fit;
   const shape = fillingShape(order, tile.m, tile.n, tiles, FILL);
-  if (!shape) return undefined;
+  if (!shape) {
+    // Too few tiles for the units to fill the GPU: the smallest, its K split among subgroups.
+    const split = { ...fit[fit.length - 1], slices: SPLIT };
+    const enough = tiles(...tileOf(split)) >= SPLIT_TILES && tile.k >= 2 * SPLIT * split.matrix.tk;
+    const fits = split.threads[0] * split.threads[1] * SPLIT <= most &&
+      tileBytes(split, element) <= bytes;
+    return element === HALVES && enough && fits ? { ...tile, ...split } : undefined;
+  }
   const deep = stepped(2 * STEP_MULTIPLIES * element.mk)(shape);
   const few = shape.matrix.fm === 1 && tile.m <= FEW_ROWS && tileBytes(deep, element) <= bytes;
   const { threads, per, matrix } = few ? deep : shape;
-  return { ...tile, threads, per, matrix };
+  return { ...tile, threads, per, matrix, slices: 1 };
 }
 
 /**
@@ -162,20 +180,25 @@ export function matrixTile(
  * (as large again in `tileA` for a product over bytes, which keeps its sums there after the steps).
  */
 function tileBytes(
-  shape: Pick<MatmulTile, "threads" | "per" | "matrix">,
+  shape: Pick<MatmulTile, "threads" | "per" | "matrix" | "slices">,
   element: MatrixElement,
 ): number {
   const [TM, TN] = tileOf(shape);
-  const tk = shape.matrix!.tk;
+  const tk = shape.matrix!.tk * shape.slices;
   const pad = PAD_BYTES / element.size;
   const tile = (rows: number) => element.size * Math.max(rows * (tk + pad), tk * (rows + pad));
   const stage = stageLength(shape) * 4;
   return (element === BYTES ? Math.max(tile(TM), stage) : tile(TM)) + tile(TN) + stage;
 }
 
-/** Elements of `stage`: a 16×16 result matrix per subgroup. */
-function stageLength(shape: Pick<MatmulTile, "threads">): number {
-  return (shape.threads[0] * shape.threads[1] / 32) * MK * MK;
+/**
+ * Elements of `stage`: a 16×16 result matrix per subgroup, or, where subgroups split K, every
+ * result matrix of every subgroup.
+ */
+function stageLength(shape: Pick<MatmulTile, "threads" | "matrix" | "slices">): number {
+  const subgroups = (shape.threads[0] * shape.threads[1] * shape.slices) / 32;
+  const matrices = shape.slices > 1 ? shape.matrix!.fm * shape.matrix!.fn : 1;
+  return subgroups * matrices * MK * MK;
 }
 
 /** The WGSL a matrix kernel needs enabled (after `enable f16` where it multiplies halves). */
@@ -215,10 +238,10 @@ export function emitMatrixMatmul(
   tile: MatmulTile,
   vectors: ReadonlySet<number>,
 ): { helpers: string[]; decls: string[] } {
-  const { sm, fm, fn, tk } = tile.matrix!;
-  const { nb, m: M, n: N } = tile;
+  const { sm, sn, fm, fn, tk } = tile.matrix!;
+  const { nb, m: M, n: N, slices: S } = tile;
   const [TM, TN] = tileOf(tile);
-  const threads = tile.threads[0] * tile.threads[1];
+  const threads = tile.threads[0] * tile.threads[1] * S;
   const [mAx, nAx] = [nb, nb + 1];
   const element = elementOf(tile);
   const e = l.e;
@@ -227,9 +250,10 @@ export function emitMatrixMatmul(
   e.line(`let m0 = i32(wid.y) * ${TM};`);
   e.line(`let n0 = i32(wid.x) * ${TN};`);
   l.unravel(l.coords.slice(0, nb).map((_, i) => i), "i32(wid.z)");
-  // This subgroup's first row and column in the tile.
+  // This subgroup's first row and column in the tile (and, K split, its part of a step's K).
   e.line(`let sgm = i32(sg) % ${sm} * ${fm * MK};`);
-  e.line(`let sgn = i32(sg) / ${sm} * ${fn * MK};`);
+  e.line(`let sgn = i32(sg) / ${sm}${S > 1 ? ` % ${sn}` : ""} * ${fn * MK};`);
+  if (S > 1) e.line(`let sgk = i32(sg) / ${sm * sn} * ${tk};`);
   const result = `subgroup_matrix_result<${element.result}, ${MK}, ${MK}>`;
   for (let i = 0; i < fm; i++) {
     for (let j = 0; j < fn; j++) e.line(`var acc_${i}_${j} = ${result}();`);
@@ -247,7 +271,7 @@ export function emitMatrixMatmul(
       bound,
       rows,
       threads,
-      tk,
+      tk: tk * S,
       vector: vectors.has(op.input),
       element,
       unsigned: tile.bytes === (name === "tileA" ? "a" : "b"),
@@ -256,7 +280,8 @@ export function emitMatrixMatmul(
   const fillB = fill("tileB", tile.b, nAx, "n0", N, TN);
   stepLoop(l, tile, fillA, fillB);
   const helpers = epilogueHelper({ l, M, N, mAx, nAx, x: l.coords, sum: element.result });
-  resultEpilogues(l, tile, helpers.length <= LOOPED_EPILOGUE);
+  if (S > 1) splitEpilogues(l, tile);
+  else resultEpilogues(l, tile, helpers.length <= LOOPED_EPILOGUE);
   // Tile lengths in their array's elements: halves, or words of four bytes. A product over
   // bytes keeps its sums in `tileA` after the steps: at least as long as `stage`.
   const words = (size: number) => element === BYTES ? size / 4 : size;
@@ -277,8 +302,11 @@ export function emitMatrixMatmul(
  * bytes also multiplies its i8 operand's matrices by a matrix of ones: their sums along K.
  */
 function stepLoop(l: KernelLowering, tile: MatmulTile, fillA: Fill, fillB: Fill): void {
-  const { fm, fn, tk } = tile.matrix!;
+  const { fm, fn } = tile.matrix!;
   const { component, mk } = elementOf(tile);
+  // K a step: each subgroup's `tk`, times the subgroups along K (`sgk` is a subgroup's part).
+  const tk = tile.matrix!.tk * tile.slices;
+  const at = (kk: number) => tile.slices > 1 ? `sgk + ${kk}` : kk;
   const e = l.e;
   const load = (k0: string) => {
     fillA.load(k0);
@@ -295,13 +323,13 @@ function stepLoop(l: KernelLowering, tile: MatmulTile, fillA: Fill, fillB: Fill)
     fillB.store();
     e.line("workgroupBarrier();");
     e.block(`if (k0 + ${tk} < ${tile.k}) {`, () => load(`k0 + ${tk}`));
-    for (let kk = 0; kk < tk; kk += mk) {
+    for (let kk = 0; kk < tile.matrix!.tk; kk += mk) {
       for (let i = 0; i < fm; i++) {
-        e.line(`let a${kk}_${i} = ${fillA.matrix(left, `sgm + ${i * MK}`, kk)};`);
+        e.line(`let a${kk}_${i} = ${fillA.matrix(left, `sgm + ${i * MK}`, at(kk))};`);
         if (tile.bytes === "b") mac(`sums_${i}`, `a${kk}_${i}`, "ones");
       }
       for (let j = 0; j < fn; j++) {
-        e.line(`let b${kk}_${j} = ${fillB.matrix(right, `sgn + ${j * MK}`, kk)};`);
+        e.line(`let b${kk}_${j} = ${fillB.matrix(right, `sgn + ${j * MK}`, at(kk))};`);
         if (tile.bytes === "a") mac(`sums_${j}`, "ones", `b${kk}_${j}`);
         for (let i = 0; i < fm; i++) mac(`acc_${i}_${j}`, `a${kk}_${i}`, `b${kk}_${j}`);
       }
@@ -352,4 +380,38 @@ function resultEpilogues(l: KernelLowering, tile: MatmulTile, unrolled: boolean)
       e.line("workgroupBarrier();");
     }
   }
+}
+
+/**
+ * The epilogue of a tile whose subgroups split K: each subgroup's result matrices into its own
+ * slices of `stage`, then every thread of the workgroup sums the parts of its outputs (the
+ * subgroups' along K) and calls the epilogue on them, a loop over the tile's outputs.
+ */
+function splitEpilogues(l: KernelLowering, tile: MatmulTile): void {
+  const { sm, sn, fm, fn } = tile.matrix!;
+  const [TM, TN] = tileOf(tile);
+  const threads = tile.threads[0] * tile.threads[1] * tile.slices;
+  const batch = l.coords.slice(0, tile.nb);
+  const e = l.e;
+  for (let i = 0; i < fm; i++) {
+    for (let j = 0; j < fn; j++) {
+      const at = `(sg * ${fm * fn}u + ${i * fn + j}u) * ${MK * MK}u`;
+      e.line(`subgroupMatrixStore<row_major>(&stage, ${at}, acc_${i}_${j}, ${MK}u);`);
+    }
+  }
+  e.line("workgroupBarrier();");
+  e.block(`for (var o = t; o < ${TM * TN}; o += ${threads}) {`, () => {
+    // The output's row and column in the tile, the subgroup that holds it, its matrix and place.
+    e.line(`let r = o / ${TN};`);
+    e.line(`let c = o % ${TN};`);
+    e.line(`let holder = (c / ${fn * MK}) * ${sm} + r / ${fm * MK};`);
+    e.line(`let slot = (r % ${fm * MK}) / ${MK} * ${fn} + (c % ${fn * MK}) / ${MK};`);
+    e.line(`let q = (r % ${MK}) * ${MK} + c % ${MK};`);
+    e.line(`var sum = 0.0;`);
+    for (let k = 0; k < tile.slices; k++) {
+      const part = `(${k * sm * sn} + holder) * ${fm * fn} + slot`;
+      e.line(`sum += stage[u32((${part}) * ${MK * MK} + q)];`);
+    }
+    e.line(`epilogue(${[...batch, "m0 + r", "n0 + c", "0"].join(", ")}, sum);`);
+  });
 }

@@ -178,3 +178,26 @@ Deno.test("a matrix kernel writes out a short epilogue's eight calls a result ma
   assert.equal(count(looped, /let q = lane \+/g), 0);
   assert.equal(count(looped, /for \(var q = lane; q < 256u; q \+= 32u\)/g), fm * fn);
 });
+
+Deno.test("an f16 product of too few tiles splits K among the subgroups of a 32×32 matrix tile", () => {
+  // BERT-base's attention output at 128 tokens: 96 tiles of 32×32, too few to fill the GPU.
+  const kernel = product(128, 768, 768);
+  const layout = kernelLayout(kernel, H200);
+  assert.deepEqual(layout.tile?.matrix, { sm: 2, sn: 2, fm: 1, fn: 1, tk: 32 });
+  assert.equal(layout.tile?.slices, 4);
+  assert.equal(layout.workgroup, 512);
+  const wgsl = generateWgsl(kernel, H200);
+  assert.match(wgsl, /@workgroup_size\(32, 16\)/);
+  // Each step 128 of K, each subgroup's quarter of it at `sgk`.
+  assert.match(wgsl, /let sgk = i32\(sg\) \/ 4 \* 32;/);
+  assert.match(wgsl, /for \(var k0 = 0; k0 < 768; k0 \+= 128\)/);
+  assert.match(wgsl, /&tileA, u32\(\(sgm \+ 0\) \* 136 \+ sgk \+ 16\), 136u\)/);
+  // Every subgroup's results kept in `stage`, the four parts of an output summed.
+  assert.match(wgsl, /var<workgroup> stage: array<f32, 4096>;/);
+  assert.equal(wgsl.match(/sum \+= stage\[/g)?.length, 4);
+  // Not where the device's workgroups hold fewer than 512 invocations, nor for a K of fewer
+  // than two steps, nor in f32.
+  assert.equal(kernelLayout(kernel, { ...H200, maxInvocations: 256 }).tile?.matrix, undefined);
+  assert.equal(kernelLayout(product(128, 192, 768), H200).tile?.matrix, undefined);
+  assert.equal(kernelLayout(product(128, 768, 768, "f32"), H200).tile?.matrix, undefined);
+});
