@@ -25,3 +25,29 @@ Deno.test("OnnxModel.load given bytes says to use fromBytes, without printing th
   assert.match(error.message, /fromBytes/);
   assert.ok(error.message.length < 400, `${error.message.length} characters`);
 });
+
+Deno.test("input shapes that name no input, or are not shapes, are refused, not ignored", async () => {
+  const m = await referenceModel("mlp");
+  const model = OnnxModel.fromBytes(m.bytes);
+  // Options where the shapes go: ignored, they had compiled on the default backend.
+  await assert.rejects(
+    () => model.compile({ backend: "reference" } as never),
+    (e: unknown) =>
+      e instanceof KilnError && /inputShapes names "backend"/.test(e.message) &&
+      /compile options second/.test(e.message),
+  );
+  assert.throws(
+    () => model.graph({ X: [8, 784] }),
+    (e: unknown) => e instanceof KilnError && /name the model's inputs: "x"/.test(e.message),
+  );
+  for (const bad of [[8, -784], [8, 784.5], "8,784", [8, NaN]]) {
+    assert.throws(
+      () => model.graph({ x: bad } as never),
+      (e: unknown) => e instanceof KilnError && /is not a shape/.test(e.message),
+      String(bad),
+    );
+  }
+  // The model's own input, at its declared shape, still compiles.
+  using exe = await model.compile({ x: [8, 784] }, { backend: "reference", cache: false });
+  assert.ok(exe);
+});

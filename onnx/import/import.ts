@@ -38,7 +38,7 @@ import {
   sentinelError,
 } from "./int64_guard.ts";
 import { assertCheck, checkName } from "../../jit/runtime/checks.ts";
-import { bindShape, type OnnxInputInfo, onnxInputs } from "./inputs.ts";
+import { bindShape, checkInputShapes, type OnnxInputInfo, onnxInputs } from "./inputs.ts";
 import {
   innerScope,
   isAbsent,
@@ -145,7 +145,9 @@ class Importer {
       absent: new Set(),
       made: new Map(),
     };
-    for (const input of onnxInputs(this.#model)) {
+    const inputs = onnxInputs(this.#model);
+    checkInputShapes(inputs, this.#options.inputShapes ?? {});
+    for (const input of inputs) {
       if (input.dtype === "string") {
         throw new KilnError(`Input "${input.name}" is a tensor of strings`, {
           code: "unsupported",

@@ -105,3 +105,51 @@ export function bindShape(input: OnnxInputInfo, given: Shape | undefined): numbe
   }
   return [...given];
 }
+
+/** Compile options' names: such a key among the shapes means the options went where they go. */
+const OPTION_KEYS: ReadonlySet<string> = new Set([
+  "backend",
+  "policy",
+  "registry",
+  "cache",
+  "fuse",
+  "state",
+  "precision",
+  "onProgress",
+  "inputsOn",
+  "workload",
+  "runs",
+  "narrowF64",
+]);
+
+/**
+ * Refuses `shapes` (the caller's `inputShapes`) that name no input of the model, or whose values
+ * are not lists of non-negative integers: ignored, they compiled the model for shapes the caller
+ * did not give (`model.compile({ backend })`, the options where the shapes go, compiled on the
+ * default backend). A sequence input's elements are named `input[i]` (`input[]`: none).
+ */
+export function checkInputShapes(
+  inputs: readonly OnnxInputInfo[],
+  shapes: Readonly<Record<string, unknown>>,
+): void {
+  const names = inputs.map((i) => i.name);
+  const sequences = new Set(inputs.filter((i) => i.kind === "sequence").map((i) => i.name));
+  for (const [key, shape] of Object.entries(shapes)) {
+    const element = /^(.*)\[\d*\]$/.exec(key);
+    if (!names.includes(key) && !(element && sequences.has(element[1]))) {
+      throw new KilnError(`inputShapes names "${key}", which is not an input of the model`, {
+        code: "bad-input",
+        fix: OPTION_KEYS.has(key)
+          ? "pass the compile options second: model.compile(inputShapes, options), with {} " +
+            "for no shapes"
+          : `name the model's inputs: ${names.map((n) => JSON.stringify(n)).join(", ")}`,
+      });
+    }
+    if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+      throw new KilnError(`inputShapes["${key}"] is not a shape: ${String(shape)}`, {
+        code: "bad-input",
+        fix: "give each input's shape as a list of non-negative integers, e.g. [1, 3, 224, 224]",
+      });
+    }
+  }
+}
