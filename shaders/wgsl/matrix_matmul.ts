@@ -1,18 +1,17 @@
 /**
- * The f16 matmul on a GPU's matrix units (tensor cores), through WGSL's subgroup matrices
- * (Dawn's `chromium-experimental-subgroup-matrix`): a workgroup of `sm`×`sn` subgroups of 32
- * computes a TM×TN output tile, each subgroup `fm`×`fn` result matrices of 16×16 held in f32 (f16
- * products summed in f32, as the precision policy promises). K advances two multiplies' K at a
- * time (twice that for products of few rows, {@linkcode FEW_ROWS}):
- * the threads fill tiles of both operands in workgroup memory (`matrix_fills.ts`), each laid out like its
- * operand in memory (rows of K where K is contiguous, rows of M or N otherwise) so that
- * consecutive threads read and store consecutive halves, four at a time as one `vec4<f16>` where
- * the operand is aligned, at offsets worked out once from the operand's affine view (transposed,
- * broadcast and batched operands alike); then each subgroup loads its left and right matrices
- * from them and multiplies, while the next step's operands travel into registers. On the H200
- * (device time, `bench/gpu_kernels.ts --only matmul --half`) these fills took matmul 4096 from
- * 67.6 to 121 TFLOP/s (casts included; the product alone 128), where an element at a time
- * through the generic index code had bounded the kernel.
+ * The f16 matmul on a GPU's matrix units (tensor cores), through WGSL's subgroup matrices (Dawn's
+ * `chromium-experimental-subgroup-matrix`): a workgroup of `sm`×`sn` subgroups of 32 computes a
+ * TM×TN output tile, each subgroup `fm`×`fn` result matrices of 16×16 held in f32 (f16 products
+ * summed in f32, as the precision policy promises). K advances two multiplies' K at a time (twice
+ * that for products of few rows, {@linkcode FEW_ROWS}): the threads fill tiles of both operands in
+ * workgroup memory (`matrix_fills.ts`), each laid out like its operand in memory (rows of K where K
+ * is contiguous, rows of M or N otherwise) so that consecutive threads read and store consecutive
+ * halves, four at a time as one `vec4<f16>` where the operand is aligned, at offsets worked out
+ * once from the operand's affine view (transposed, broadcast and batched operands alike); then each
+ * subgroup loads its left and right matrices from them and multiplies, while the next step's
+ * operands travel into registers. On the H200 (device time, `bench/gpu_kernels.ts --only matmul
+ * --half`) these fills took matmul 4096 from 67.6 to 121 TFLOP/s (casts included; the product alone
+ * 128), where an element at a time through the generic index code had bounded the kernel.
  * The epilogue runs per output: each result matrix goes through a 16×16 slice of workgroup memory
  * that the subgroup's own threads read back, calling the same epilogue helper as the tiled kernel.
  *
@@ -23,9 +22,10 @@
  * runs them. Quantized products over bytes (a u8 activation by i8 weights summed in i32, as
  * `byte_tiles.ts` takes them) run the same way on a 16×16×32 i8 → i32 configuration, exact: the
  * u8 operand's bytes enter less 128, and 128 times the i8 operand's sums along K, themselves
- * summed on the units by a matrix of ones, are added back in the epilogue. CI's software adapter has no matrix units: the kernels are generated and checked
- * there as text, and run against float64 on the H200 by `bench/gpu_kernels.ts --only matmul`
- * (its f16 rows; the tiled kernel's f16 beside them).
+ * summed on the units by a matrix of ones, are added back in the epilogue. CI's software adapter
+ * has no matrix units: the kernels are generated and checked there as text, and run against
+ * float64 on the H200 by `bench/gpu_kernels.ts --only matmul` (its f16 rows; the tiled kernel's
+ * f16 beside them) and, over bytes, against the reference by `bench/byte_matrices_check.ts`.
  *
  * @module
  */
@@ -124,9 +124,10 @@ const SHALLOW = 64;
  * `most` threads and `bytes` of workgroup memory, where the kernel is an f16 matmul or the tile a
  * product over bytes (the caller knows which the device runs on its units): the largest
  * shape (the smallest, for a shallow K) that yields {@linkcode FILL} workgroups without passing
- * the product's edge much (`fillingShape`), none where no shape fills: the tiled kernel splits K
- * there (on the H200 ResNet-50 b8 in f16 took 48.5 ms with every convolution on matrix tiles, its
- * deep ones 56-98 tiles of 32×32, against 16.5 tiled).
+ * the product's edge much (`fillingShape`). Where no shape fills, an f16 product of enough tiles
+ * and K splits K among a 32×32 tile's subgroups ({@linkcode SPLIT}); others get none and the
+ * tiled kernel splits K (on the H200 ResNet-50 b8 in f16 took 48.5 ms with every convolution on
+ * matrix tiles, its deep ones 56-98 tiles of 32×32, against 16.5 tiled).
  */
 export function matrixTile(
   kernel: KernelIR,
