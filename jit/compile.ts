@@ -25,7 +25,7 @@ import { sharedNodes } from "./passes/shared_nodes.ts";
 import { fuse, type FuseOptions } from "./passes/fuse.ts";
 import { packedConstants } from "./passes/packed_constants.ts";
 import type { Graph } from "./ir/graph.ts";
-import { defaultKernelCache, type KernelCache } from "./runtime/kernel_cache.ts";
+import { defaultKernelCache, type KernelCache, kernelCacheOf } from "./runtime/kernel_cache.ts";
 import { legalize } from "./passes/legalize.ts";
 import { decompose } from "./passes/decompose.ts";
 import { planMemory } from "./schedule/memory_plan.ts";
@@ -54,8 +54,11 @@ export interface CompileOptions {
   readonly policy?: Policy | Policy["kind"] | "minimize-cost";
   /** The backends to resolve ids in and place work on (default: {@linkcode registeredBackends}). */
   readonly registry?: BackendSet;
-  /** Kernel cache (default: the process-wide one); `false` generates every kernel afresh. */
-  readonly cache?: KernelCache | false;
+  /**
+   * Kernel cache (default, or `true`: the process-wide one); `false` generates every kernel
+   * afresh.
+   */
+  readonly cache?: KernelCache | boolean;
   /**
    * Fuse into kernels (default true); `false` runs the legalized graph node by node on a
    * graph-level backend (the reference unless another is named).
@@ -147,6 +150,8 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   const start = performance.now();
   // A bad precision is refused before any device is acquired.
   const precision = checkPrecision(options.precision);
+  // So is a cache option that is not one.
+  kernelCacheOf(options.cache);
   const chosen = chosenBackend(options);
   // A named kernel backend is prepared first: what it supports, and how its graph is rewritten
   // (products over bytes where its code has byte dots), can depend on its device.
@@ -195,7 +200,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     named: named !== undefined,
     stateful: options.state !== undefined,
     bucketed: fused.buckets !== undefined,
-    notes: options.cache || defaultKernelCache(),
+    notes: kernelCacheOf(options.cache) || defaultKernelCache(),
     start,
   }, {
     build: (placed) => buildExecutable(fused, placed),
@@ -441,7 +446,7 @@ function fuseFor(
     fusion,
     byId: new Map(candidates.map((b) => [b.id, b])),
     fallback: candidates[0],
-    cache: options.cache === false ? undefined : options.cache ?? defaultKernelCache(),
+    cache: kernelCacheOf(options.cache) || undefined,
     memory: planMemory(fusion.kernels, external),
     buckets: options.buckets?.length
       ? planBuckets(legal, fusion.kernels, options.buckets)

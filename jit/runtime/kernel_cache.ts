@@ -15,6 +15,7 @@
  * @module
  */
 import { envVar } from "../support/env.ts";
+import { KilnError } from "../support/errors.ts";
 import { type HostFs, hostFs } from "../support/host_fs.ts";
 import { type Artifact, type Backend, profileKey } from "./backend.ts";
 import { digest } from "../ir/digest.ts";
@@ -359,6 +360,25 @@ let shared: KernelCache | undefined;
 /** The process-wide kernel cache. */
 export function defaultKernelCache(): KernelCache {
   return shared ??= new KernelCache();
+}
+
+/**
+ * The kernel cache a compile's `cache` option asks for: `false` none, absent or `true` the
+ * process-wide one ({@linkcode defaultKernelCache}), else the cache given; anything else is a
+ * {@linkcode KilnError} (a `"no"` had reached the cache's first lookup as a TypeError).
+ */
+export function kernelCacheOf(value: unknown): KernelCache | false {
+  if (value === false) return false;
+  if (value === undefined || value === true) return defaultKernelCache();
+  // Duck-typed: a cache made by another copy of kiln's module serves as well.
+  if (typeof (value as KernelCache | null)?.artifact === "function") return value as KernelCache;
+  throw new KilnError(
+    `The cache option must be a KernelCache, true or false, got ${String(value)}`,
+    {
+      code: "bad-input",
+      fix: "pass cache: false to generate every kernel afresh, or a new KernelCache({ dir })",
+    },
+  );
 }
 
 /**

@@ -5,7 +5,8 @@ import { Graph } from "../ir/graph.ts";
 import { fuse } from "../passes/fuse.ts";
 import { GraphBuilder } from "../frontend/graph_builder.ts";
 import type { KernelIR } from "../ir/kernel_ir.ts";
-import { KernelCache } from "./kernel_cache.ts";
+import { defaultKernelCache, KernelCache, kernelCacheOf } from "./kernel_cache.ts";
+import { KilnError } from "../support/errors.ts";
 import { digest } from "../ir/digest.ts";
 
 /** A reference backend that counts code generation. */
@@ -325,5 +326,30 @@ Deno.test("a verified cached artifact that fails to load is regenerated", async 
   } finally {
     console.warn = warn;
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a compile's cache option is a KernelCache, true or false; anything else is a KilnError", async () => {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Relu", [b.input("x", [4])]));
+  const graph = b.build();
+  const x = { data: new Float32Array([1, -1, 2, -2]), shape: [4], dtype: "f32" as const };
+  // `true` is the process-wide cache, as leaving it out is; a cache given is used.
+  assert.equal(kernelCacheOf(true), defaultKernelCache());
+  assert.equal(kernelCacheOf(undefined), defaultKernelCache());
+  assert.equal(kernelCacheOf(false), false);
+  const own = new KernelCache({ dir: false });
+  assert.equal(kernelCacheOf(own), own);
+  for (const cache of [true, false, own]) {
+    using exe = await compile(graph, { backend: "wasm", cache });
+    assert.deepEqual(Array.from((await exe.run({ x })).y.data as Float32Array), [1, 0, 2, 0]);
+  }
+  // A string or an object without a cache's methods reached the first lookup as a TypeError.
+  for (const bad of ["no", 1, {}, null]) {
+    await assert.rejects(
+      () => compile(graph, { backend: "wasm", cache: bad as never }),
+      (e: unknown) => e instanceof KilnError && /cache option must be/.test(e.message),
+      String(bad),
+    );
   }
 });
