@@ -26,6 +26,7 @@ import { fuse, type FuseOptions } from "./passes/fuse.ts";
 import { packedConstants } from "./passes/packed_constants.ts";
 import type { Graph } from "./ir/graph.ts";
 import { defaultKernelCache, type KernelCache, kernelCacheOf } from "./runtime/kernel_cache.ts";
+import { checkInputsOn, expectedRuns } from "./schedule/placement_hints.ts";
 import { legalize } from "./passes/legalize.ts";
 import { decompose } from "./passes/decompose.ts";
 import { planMemory } from "./schedule/memory_plan.ts";
@@ -180,6 +181,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     ? policyOf(options.policy)
     : checkedPolicy(options.policy ?? { kind: "auto" });
   const candidates = named ? [named] : registry!.list();
+  checkInputsOn(options.inputsOn, legal);
   const inputsOn = new Map(
     legal.inputs.flatMap((i) => {
       const id = options.inputsOn?.[i.name];
@@ -576,17 +578,4 @@ export function fusionFor(
     // its attention there): the copy is one pass over the keys, a small share of any attention's.
     keysFrom: Math.min(Infinity, ...profiles.flatMap((p) => p.storedKeys ?? [])),
   };
-}
-
-/** The runs a workload hint expects, checked (`undefined`: none said). */
-function expectedRuns(workload: WorkloadHint | undefined): number | undefined {
-  const runs = workload?.runs;
-  if (runs === undefined) return undefined;
-  if (!Number.isInteger(runs) || runs < 1) {
-    throw new KilnError(`workload.runs must be a whole number of at least 1, got ${runs}`, {
-      code: "bad-input",
-      fix: "pass workload: { runs: N } with N ≥ 1, or leave the hint out",
-    });
-  }
-  return runs;
 }

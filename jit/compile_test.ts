@@ -103,3 +103,22 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     keysFrom: Infinity,
   });
 });
+
+Deno.test("placement hints of the wrong form are a KilnError, not ignored", async () => {
+  const b = new GraphBuilder();
+  b.output("y", b.op("Relu", [b.input("x", [4])]));
+  const graph = b.build();
+  const refused = (options: object, re: RegExp) =>
+    assert.rejects(
+      () => compile(graph, { cache: false, ...options }),
+      (e: unknown) => e instanceof KilnError && re.test(e.message),
+      JSON.stringify(options),
+    );
+  await refused({ inputsOn: { X: "webgpu" } }, /inputsOn names "X"/);
+  await refused({ inputsOn: { x: 1 } }, /inputsOn names "x" → 1/);
+  await refused({ inputsOn: "webgpu" }, /inputsOn must map input names/);
+  await refused({ workload: "server" }, /workload must be an object/);
+  // The graph's own input names pass.
+  using exe = await compile(graph, { cache: false, backend: "wasm", inputsOn: { x: "wasm" } });
+  assert.ok(exe);
+});

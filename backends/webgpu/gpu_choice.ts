@@ -15,6 +15,9 @@ import { isSoftwareAdapter } from "./device_profile.ts";
 /** A WebGPU implementation as the options name it. */
 export type GpuName = "navigator" | "dawn" | "auto";
 
+/** Every {@linkcode GpuName}. */
+export const GPU_NAMES: readonly GpuName[] = ["navigator", "dawn", "auto"];
+
 /**
  * The WebGPU implementation `KILN_GPU` names (`dawn`, `navigator` or `auto`; unset: `auto`). Any
  * other value is refused: a misspelt choice must not quietly measure another implementation.

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { fastestGpu } from "./gpu_choice.ts";
+import { WebGpuBackend } from "./webgpu_backend.ts";
+import { KilnError } from "../../jit/support/errors.ts";
 
 /** A `navigator.gpu` whose adapter says `description` (or none at all). */
 function fakeNavigator(description: string | null): GPU {
@@ -60,4 +62,17 @@ Deno.test("a backend under the automatic choice asks Deno's WebGPU for one adapt
   } finally {
     gpu.requestAdapter = original;
   }
+});
+
+Deno.test("a gpu option that names no implementation is a KilnError at construction", () => {
+  for (const gpu of ["metal", "Dawn", "", null]) {
+    assert.throws(
+      () => new WebGpuBackend({ gpu: gpu as never }),
+      (e: unknown) => e instanceof KilnError && /names no WebGPU implementation/.test(e.message),
+      String(gpu),
+    );
+  }
+  // The names, and a GPU entry point, construct (nothing is acquired before prepare()).
+  for (const gpu of ["dawn", "navigator", "auto"] as const) new WebGpuBackend({ gpu }).dispose();
+  new WebGpuBackend({ gpu: {} as GPU }).dispose();
 });

@@ -48,7 +48,7 @@ import {
   storageBindings,
   webgpuProfile,
 } from "./device_profile.ts";
-import { fastestGpu, gpuChoice } from "./gpu_choice.ts";
+import { fastestGpu, GPU_NAMES, gpuChoice, type GpuName } from "./gpu_choice.ts";
 import type { WebGpuOptions } from "./webgpu_options.ts";
 
 export type { WebGpuOptions } from "./webgpu_options.ts";
@@ -88,6 +88,18 @@ export class WebGpuBackend implements Backend {
 
   /** Creates the backend; the device is acquired by `prepare()`. */
   constructor(options: WebGpuOptions = {}) {
+    const gpu: unknown = options.gpu;
+    // A misspelt name had taken Deno's WebGPU without a word.
+    const entry = typeof gpu === "object" && gpu !== null;
+    if (gpu !== undefined && !entry && !GPU_NAMES.includes(gpu as GpuName)) {
+      throw new KilnError(
+        `WebGpuBackend: gpu ${JSON.stringify(gpu)} names no WebGPU implementation`,
+        {
+          code: "bad-input",
+          fix: 'pass gpu: "dawn", "navigator" or "auto" (the default), or a GPU entry point',
+        },
+      );
+    }
     this.#options = options;
   }
 
