@@ -7,6 +7,7 @@
  */
 import { defaultBackends } from "../backends/registry.ts";
 import { WebGpuBackend } from "../backends/webgpu/webgpu_backend.ts";
+import { isGpuName } from "../backends/webgpu/gpu_choice.ts";
 import type { DeviceProfile } from "../jit/runtime/backend.ts";
 import { KilnError } from "../jit/support/errors.ts";
 
@@ -84,7 +85,7 @@ export function useGpu(args: string[]): void {
   const [value] = args[at].includes("=")
     ? [args[at].slice(6), args.splice(at, 1)]
     : [args[at + 1], args.splice(at, 2)];
-  if (value !== "dawn" && value !== "navigator" && value !== "auto") {
+  if (!isGpuName(value)) {
     throw new KilnError(`--gpu ${value ?? ""} names no WebGPU implementation`, {
       code: "usage",
       fix: "pass --gpu dawn, --gpu navigator or --gpu auto",

@@ -152,7 +152,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
   // A bad precision is refused before any device is acquired.
   const precision = checkPrecision(options.precision);
   // So is a cache option that is not one.
-  kernelCacheOf(options.cache);
+  const cache = kernelCacheOf(options.cache);
   const chosen = chosenBackend(options);
   // A named kernel backend is prepared first: what it supports, and how its graph is rewritten
   // (products over bytes where its code has byte dots), can depend on its device.
@@ -189,7 +189,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     }),
   );
   const holding = new Set(inputsOn.values());
-  const fused = fuseFor(prepared, { legal, candidates, start, holding });
+  const fused = fuseFor(prepared, { legal, candidates, start, holding, cache });
   const outputs = new Set(legal.outputs.map((o) => o.value));
   const exe = await place({
     legal,
@@ -202,7 +202,7 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     named: named !== undefined,
     stateful: options.state !== undefined,
     bucketed: fused.buckets !== undefined,
-    notes: kernelCacheOf(options.cache) || defaultKernelCache(),
+    notes: cache || defaultKernelCache(),
     start,
   }, {
     build: (placed) => buildExecutable(fused, placed),
@@ -417,7 +417,14 @@ async function wholeGraph(
 /** `legal` fused for the tightest binding limit among `candidates`, with what building needs. */
 function fuseFor(
   prepared: Prepared,
-  at: { legal: Graph; candidates: readonly Backend[]; start: number; holding?: Set<string> },
+  at: {
+    legal: Graph;
+    candidates: readonly Backend[];
+    start: number;
+    holding?: Set<string>;
+    /** The compile's kernel cache (`false`: none). */
+    cache: KernelCache | false;
+  },
 ): FusedCompile {
   const { options, named } = prepared;
   const { legal, candidates, holding } = at;
@@ -448,7 +455,7 @@ function fuseFor(
     fusion,
     byId: new Map(candidates.map((b) => [b.id, b])),
     fallback: candidates[0],
-    cache: kernelCacheOf(options.cache) || undefined,
+    cache: at.cache || undefined,
     memory: planMemory(fusion.kernels, external),
     buckets: options.buckets?.length
       ? planBuckets(legal, fusion.kernels, options.buckets)

@@ -15,8 +15,10 @@ import { isSoftwareAdapter } from "./device_profile.ts";
 /** A WebGPU implementation as the options name it. */
 export type GpuName = "navigator" | "dawn" | "auto";
 
-/** Every {@linkcode GpuName}. */
-export const GPU_NAMES: readonly GpuName[] = ["navigator", "dawn", "auto"];
+/** Whether `value` is a {@linkcode GpuName}. */
+export function isGpuName(value: unknown): value is GpuName {
+  return value === "navigator" || value === "dawn" || value === "auto";
+}
 
 /**
  * The WebGPU implementation `KILN_GPU` names (`dawn`, `navigator` or `auto`; unset: `auto`). Any
@@ -24,8 +26,8 @@ export const GPU_NAMES: readonly GpuName[] = ["navigator", "dawn", "auto"];
  */
 export function gpuChoice(): GpuName {
   const v = envVar("KILN_GPU");
-  if (v === "dawn" || v === "navigator") return v;
-  if (!v || v === "auto") return "auto";
+  if (!v) return "auto";
+  if (isGpuName(v)) return v;
   throw new KilnError(`KILN_GPU=${v} names no WebGPU implementation`, {
     code: "backend",
     fix: "set KILN_GPU to dawn, navigator or auto, or unset it",

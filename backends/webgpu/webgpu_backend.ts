@@ -48,7 +48,7 @@ import {
   storageBindings,
   webgpuProfile,
 } from "./device_profile.ts";
-import { fastestGpu, GPU_NAMES, gpuChoice, type GpuName } from "./gpu_choice.ts";
+import { fastestGpu, gpuChoice, isGpuName } from "./gpu_choice.ts";
 import type { WebGpuOptions } from "./webgpu_options.ts";
 
 export type { WebGpuOptions } from "./webgpu_options.ts";
@@ -91,7 +91,7 @@ export class WebGpuBackend implements Backend {
     const gpu: unknown = options.gpu;
     // A misspelt name had taken Deno's WebGPU without a word.
     const entry = typeof gpu === "object" && gpu !== null;
-    if (gpu !== undefined && !entry && !GPU_NAMES.includes(gpu as GpuName)) {
+    if (gpu !== undefined && !entry && !isGpuName(gpu)) {
       throw new KilnError(
         `WebGpuBackend: gpu ${JSON.stringify(gpu)} names no WebGPU implementation`,
         {

@@ -15,16 +15,21 @@ import { KilnError } from "../support/errors.ts";
 export function checkInputsOn(given: unknown, graph: Graph): void {
   if (given === undefined) return;
   const names = graph.inputs.map((i) => i.name);
-  const entries = typeof given === "object" && given !== null ? Object.entries(given) : undefined;
-  const bad = entries === undefined
-    ? `inputsOn must map input names to backend ids, got ${JSON.stringify(given)}`
-    : entries.filter(([name, id]) => !names.includes(name) || typeof id !== "string")
-      .map(([name, id]) => `inputsOn names ${JSON.stringify(name)} → ${JSON.stringify(id)}`)[0];
-  if (bad === undefined) return;
-  throw new KilnError(`${bad}: not an input of the graph and a backend id`, {
-    code: "bad-input",
-    fix: `give inputsOn as { input: "backend id" } for inputs among: ${names.join(", ")}`,
-  });
+  const fix = `give inputsOn as { input: "backend id" } for inputs among: ${names.join(", ")}`;
+  if (typeof given !== "object" || given === null) {
+    throw new KilnError(
+      `inputsOn must map input names to backend ids, got ${JSON.stringify(given)}`,
+      { code: "bad-input", fix },
+    );
+  }
+  for (const [name, id] of Object.entries(given)) {
+    if (names.includes(name) && typeof id === "string") continue;
+    throw new KilnError(
+      `inputsOn names ${JSON.stringify(name)} → ${JSON.stringify(id)}: not an input of the ` +
+        "graph and a backend id",
+      { code: "bad-input", fix },
+    );
+  }
 }
 
 /** The runs a workload hint expects, checked (`undefined`: none said). */
