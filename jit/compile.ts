@@ -9,7 +9,7 @@
  */
 import type { Backend, BackendSet, DeviceProfile } from "./runtime/backend.ts";
 import { type BackendRates, backendRates, knownRates } from "./schedule/cost_model.ts";
-import { KilnError } from "./support/errors.ts";
+import { KilnError, shown } from "./support/errors.ts";
 import { Executable, settleCompile } from "./runtime/executable.ts";
 import { type ProgressCallback, reporter } from "./runtime/progress.ts";
 import { splitReductions } from "./passes/split_reductions.ts";
@@ -148,6 +148,14 @@ export function registeredBackends(): BackendSet {
  */
 export async function compile(input: Graph, options: CompileOptions = {}): Promise<Executable> {
   if (!isGraph(input)) throw notAGraph(input);
+  if (typeof options !== "object" || options === null) {
+    throw new KilnError(`compile()'s options are ${shown(options)}, not an object`, {
+      code: "bad-input",
+      fix: typeof options === "string"
+        ? `pass { backend: ${JSON.stringify(options)} }`
+        : 'pass them as an object, e.g. { backend: "wasm" }, or leave them out',
+    });
+  }
   const start = performance.now();
   // A bad precision is refused before any device is acquired.
   const precision = checkPrecision(options.precision);

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { compile, GraphBuilder, KilnError } from "../mod.ts";
+import { compile, explain, GraphBuilder, KilnError } from "../mod.ts";
 import { fuse } from "./passes/fuse.ts";
 import { fusionFor } from "./compile.ts";
 import type { DeviceProfile } from "./runtime/backend.ts";
@@ -17,6 +17,15 @@ Deno.test("compile of fuse()'s plan, or of anything but a graph, is a typed erro
         /compile\(\) takes a Graph/.test(e.message),
     );
   }
+  // explain() of something other than an executable compiles it, and is refused the same way.
+  await assert.rejects(() => explain(null as never), (e) => e instanceof KilnError);
+  // Options that are not an object: a backend's name there had been ignored.
+  const graph = b.build();
+  await assert.rejects(
+    () => compile(graph, "wasm" as never),
+    (e) => e instanceof KilnError && /options are "wasm".*backend: "wasm"/.test(e.message),
+  );
+  await assert.rejects(() => compile(graph, null as never), (e) => e instanceof KilnError);
 });
 
 Deno.test("fusion's choices follow every generator that may run a kernel", () => {

@@ -25,7 +25,7 @@ import {
 } from "./import/external_data.ts";
 import { importModel } from "./import/import.ts";
 import { hostFs } from "../jit/support/host_fs.ts";
-import { type OnnxInputInfo, onnxInputs } from "./import/inputs.ts";
+import { compileArgsError, type OnnxInputInfo, onnxInputs } from "./import/inputs.ts";
 import { NeedsValue } from "./import/node_context.ts";
 import { decodeModel, int, type ModelProto } from "./wire/proto.ts";
 import { ALIGN_ROOM, decodeAligned } from "./wire/aligned.ts";
@@ -294,6 +294,9 @@ export class OnnxModel {
     inputShapes: Readonly<Record<string, Shape>> = {},
     options: CompileOptions = {},
   ): Promise<Executable> {
+    // Refused as the promise's rejection, as every other compile error is.
+    const bad = compileArgsError(inputShapes, options);
+    if (bad) return Promise.reject(bad);
     const key = this.#key(inputShapes, options);
     let exe = this.#executables.get(key);
     if (!exe) {

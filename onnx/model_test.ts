@@ -47,6 +47,16 @@ Deno.test("input shapes that name no input, or are not shapes, are refused, not 
       String(bad),
     );
   }
+  // Not objects: a TypeError from inside (null), or options ignored (a backend's name).
+  await assert.rejects(
+    () => model.compile(null as never),
+    (e: unknown) =>
+      e instanceof KilnError && /input shapes are null, not an object/.test(e.message),
+  );
+  await assert.rejects(
+    () => model.compile({}, "wasm" as never),
+    (e: unknown) => e instanceof KilnError && /options are "wasm".*backend: "wasm"/.test(e.message),
+  );
   // The model's own input, at its declared shape, still compiles.
   using exe = await model.compile({ x: [8, 784] }, { backend: "reference", cache: false });
   assert.ok(exe);

@@ -74,7 +74,9 @@ export async function explain(
   target: Graph | Executable,
   options: CompileOptions = {},
 ): Promise<Explanation> {
-  const exe = "run" in target ? target : await compile(target, options);
+  // Anything else goes to compile, which refuses what is not a graph with a KilnError.
+  const runs = typeof target === "object" && target !== null && "run" in target;
+  const exe = runs ? target : await compile(target, options);
   const plan = exe.plan;
   if (!plan) {
     const backend = exe.backend.id;

@@ -16,8 +16,8 @@ import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import type { Executable, InputMap } from "../../jit/runtime/executable.ts";
 import type { IntoMap } from "../../jit/runtime/into.ts";
 import { convertData } from "../../jit/passes/precision.ts";
-import { KilnError } from "../../jit/support/errors.ts";
-import { modelOfProto, modelProto, type OnnxModel } from "../model.ts";
+import { KilnError, shown } from "../../jit/support/errors.ts";
+import { modelOfProto, modelProto, OnnxModel } from "../model.ts";
 import { type CacheLayout, type Decoder, type DecoderCache, findDecoder } from "./decoder.ts";
 import { Sampler, type SamplingOptions } from "./sampling.ts";
 import { STEP, type StepForm, stepProto } from "./step_model.ts";
@@ -81,7 +81,10 @@ const isToken = (t: unknown, size = 2 ** 31) =>
 
 /** The checked prompt, new-token count, stop ids and capacity, for decoder `d`. */
 function plan(prompt: readonly number[], o: GenerateOptions, d: Decoder) {
-  if (!Array.isArray(prompt) || prompt.length === 0) {
+  if (!Array.isArray(prompt)) {
+    throw bad(`The prompt is ${shown(prompt)}, not a list of token ids`, "pass e.g. [1, 2, 3]");
+  }
+  if (prompt.length === 0) {
     throw bad("The prompt holds no token ids", "pass at least one token id, e.g. [1]");
   }
   const wrong = prompt.find((t) => !isToken(t, d.vocabulary));
@@ -91,6 +94,12 @@ function plan(prompt: readonly number[], o: GenerateOptions, d: Decoder) {
       `pass whole numbers from 0 up${
         d.vocabulary ? `, below its vocabulary of ${d.vocabulary}` : ""
       }`,
+    );
+  }
+  if (o.stopIds !== undefined && !Array.isArray(o.stopIds)) {
+    throw bad(
+      `stopIds is ${shown(o.stopIds)}, not a list of token ids`,
+      "pass e.g. [2], or leave it out",
     );
   }
   const stop = (o.stopIds ?? []).find((t) => !isToken(t));
@@ -161,6 +170,15 @@ export class Generation implements AsyncIterable<number> {
 
   /** A generation, checked: a model that is not a decoder or bad options throw here. */
   constructor(model: OnnxModel, prompt: readonly number[], options: GenerateOptions = {}) {
+    if (!(model instanceof OnnxModel)) {
+      throw bad("generate() takes an OnnxModel first", "load it with OnnxModel.load(path)");
+    }
+    if (typeof options !== "object" || options === null) {
+      throw bad(
+        `generate()'s options are ${shown(options)}, not an object`,
+        "pass e.g. { maxNewTokens: 32 }",
+      );
+    }
     this.#decoder = findDecoder(modelProto(model));
     this.#plan = plan(prompt, options, this.#decoder);
     this.#sampler = new Sampler(options);

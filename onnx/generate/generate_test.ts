@@ -309,6 +309,9 @@ Deno.test("generate: what is not a decoder, and bad options, are typed errors", 
     [[1, 2, 3], { maxNewTokens: 8, capacity: 4 }, /capacity/],
     [[500], {}, /not a token id of this model.*vocabulary of 128/],
     [[1], { stopIds: [1.5] }, /Stop id 1.5/],
+    // Not lists: a TypeError from inside (stopIds.find) before.
+    [[1], { stopIds: 2 }, /stopIds is 2, not a list/],
+    ["1,2" as unknown as number[], {}, /prompt is "1,2", not a list/],
     [[1], { capacity: 1e12 }, /over the memory budget|elements/],
     // The model's position tables have 256 rows: 7 prompt tokens leave room for 250 new ones.
     [[1, 2, 3, 4, 5, 6, 7], { maxNewTokens: 251 }, /need 257 positions.*have 256.*at most 250/],
@@ -318,6 +321,10 @@ Deno.test("generate: what is not a decoder, and bad options, are typed errors", 
   for (const [prompt, options, pattern] of bad) {
     assert.throws(() => generate(model, prompt, options), typed(pattern), pattern.source);
   }
+  const options = null as unknown as Record<string, unknown>;
+  assert.throws(() => generate(model, [1], options), typed(/options are null, not an object/));
+  const path = "model.onnx" as unknown as OnnxModel;
+  assert.throws(() => generate(path, [1]), typed(/takes an OnnxModel first/));
   // At the limit, a generation is planned (not run here).
   assert.ok(generate(model, [1, 2, 3, 4, 5, 6, 7], { maxNewTokens: 250 }));
   const g = generate(model, [1], { maxNewTokens: 1, backend: "wasm" });

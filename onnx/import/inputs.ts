@@ -5,7 +5,7 @@
  * @module
  */
 import type { BoundaryDType } from "../../jit/ir/dtype.ts";
-import { KilnError } from "../../jit/support/errors.ts";
+import { KilnError, shown } from "../../jit/support/errors.ts";
 import { formatShape, type Shape } from "../../jit/ir/shape.ts";
 import { CODE_OF_DTYPE, dtypeOfCode, int, type ModelProto } from "../wire/proto.ts";
 import { STRING } from "./string_ops.ts";
@@ -121,6 +121,30 @@ const OPTION_KEYS: ReadonlySet<string> = new Set([
   "runs",
   "narrowF64",
 ]);
+
+/**
+ * The error of `OnnxModel.compile` arguments that are not objects (null, a backend's name where
+ * the options go), if they are not: they had failed inside as a TypeError, or a string of
+ * options was ignored.
+ */
+export function compileArgsError(inputShapes: unknown, options: unknown): KilnError | undefined {
+  const object = (v: unknown) => typeof v === "object" && v !== null && !Array.isArray(v);
+  if (!object(inputShapes)) {
+    return new KilnError(`compile()'s input shapes are ${shown(inputShapes)}, not an object`, {
+      code: "bad-input",
+      fix: "pass a map of input names to shapes, e.g. { x: [1, 3, 224, 224] }, or {} for none",
+    });
+  }
+  if (!object(options)) {
+    return new KilnError(`compile()'s options are ${shown(options)}, not an object`, {
+      code: "bad-input",
+      fix: typeof options === "string"
+        ? `pass { backend: ${JSON.stringify(options)} }`
+        : 'pass them as an object, e.g. { backend: "wasm" }, or leave them out',
+    });
+  }
+  return undefined;
+}
 
 /**
  * Refuses `shapes` (the caller's `inputShapes`) that name no input of the model, or whose values
