@@ -131,6 +131,13 @@ export class Tensor {
   /** A tensor operand as is; a number as a scalar leaf of `dtype` (no user-visible tensor). */
   static #operand(v: Tensor | number, dtype: DType, op: string): Lazy {
     if (v instanceof Tensor) return v.#lazy(op);
+    // A string or an object had become NaN (and null 0) without a word.
+    if (typeof v !== "number") {
+      throw new KilnError(`Tensor.${op}: an operand is ${shown(v)}, not a Tensor or a number`, {
+        code: "bad-input",
+        fix: "pass a Tensor (tensor(...)) or a plain number",
+      });
+    }
     return {
       type: { shape: [], dtype },
       data: exactNumbers(dtype, [v], `${op}()`),

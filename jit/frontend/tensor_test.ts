@@ -106,6 +106,19 @@ Deno.test("op errors are raised at the call, not at data()", () => {
     () => tensor(["a"] as unknown as number[]),
     (e: unknown) => e instanceof KilnError && e.code === "bad-input",
   );
+  // Operands and attributes of the wrong kind: a string had made NaN (null 0), a string
+  // attribute had been taken as unset.
+  for (const other of ["x", null, {}]) {
+    assert.throws(
+      () => a.add(other as unknown as number),
+      (e: unknown) => e instanceof KilnError && /an operand is .*, not a Tensor/.test(e.message),
+      String(other),
+    );
+  }
+  assert.throws(
+    () => a.leakyRelu("0.1" as unknown as number),
+    (e: unknown) => e instanceof KilnError && /alpha must be a number, got "0.1"/.test(e.message),
+  );
 });
 
 Deno.test("dtypes: bool from booleans, typed arrays keep theirs, integer math, where", async () => {

@@ -75,6 +75,27 @@ Deno.test("bad axes, dtype clashes, bad attributes", () => {
   const s = new GraphBuilder();
   s.output("y", s.op("Concat", [s.input("x", [2, 3])], { axis: "0" as unknown as number }));
   throwsKiln(() => s.build(), "bad-attribute", /axis must be an integer/);
+  // The activations' numeric attributes: a string had been taken as unset (the default used).
+  const numbers: [string, Record<string, unknown>][] = [
+    ["Elu", { alpha: "1" }],
+    ["Selu", { gamma: "2" }],
+    ["Celu", { alpha: "1" }],
+    ["ThresholdedRelu", { alpha: "1" }],
+    ["Shrink", { lambd: "0.5" }],
+    ["LeakyRelu", { alpha: "0.1" }],
+    ["HardSigmoid", { beta: true }],
+    ["IsInf", { detect_negative: "0" }],
+  ];
+  for (const [op, attrs] of numbers) {
+    const n = new GraphBuilder();
+    n.output("y", n.op(op, [n.input("x", [2])], attrs as never));
+    const name = Object.keys(attrs)[0];
+    throwsKiln(
+      () => n.build(),
+      "bad-attribute",
+      new RegExp(`${name} must be an? (number|integer)`),
+    );
+  }
 });
 
 Deno.test("unknown ops suggest close names", () => {

@@ -25,6 +25,7 @@ import {
   NUMERIC,
   sameAsInput,
   SIGNED,
+  withNumbers,
 } from "./elementwise.ts";
 
 const floats = sameAsInput(FLOATS);
@@ -33,13 +34,13 @@ const floats = sameAsInput(FLOATS);
 const SELU_ALPHA = 1.67326319217681884765625, SELU_GAMMA = 1.05070102214813232421875;
 
 const activationOps: readonly OpDef[] = [
-  composite("Elu", [1, 1], floats, (e, [x], a) =>
+  composite("Elu", [1, 1], withNumbers(["alpha"], floats), (e, [x], a) =>
     e.op("Where", [
       e.op("Less", [x, like(e, x, 0)]),
       e.op("Mul", [like(e, x, num(a.alpha, 1)), e.op("Sub", [e.op("Exp", [x]), like(e, x, 1)])]),
       x,
     ])),
-  composite("Selu", [1, 1], floats, (e, [x], a) => {
+  composite("Selu", [1, 1], withNumbers(["alpha", "gamma"], floats), (e, [x], a) => {
     const alpha = num(a.alpha, SELU_ALPHA), gamma = num(a.gamma, SELU_GAMMA);
     const neg = e.op("Sub", [
       e.op("Mul", [like(e, x, alpha), e.op("Exp", [x])]),
@@ -50,7 +51,7 @@ const activationOps: readonly OpDef[] = [
       e.op("Where", [e.op("Greater", [x, like(e, x, 0)]), x, neg]),
     ]);
   }),
-  composite("Celu", [1, 1], floats, (e, [x], a) => {
+  composite("Celu", [1, 1], withNumbers(["alpha"], floats), (e, [x], a) => {
     const alpha = num(a.alpha, 1);
     const scaled = e.op("Exp", [e.op("Div", [x, like(e, x, alpha)])]);
     const neg = e.op("Mul", [like(e, x, alpha), e.op("Sub", [scaled, like(e, x, 1)])]);
@@ -59,7 +60,7 @@ const activationOps: readonly OpDef[] = [
   composite(
     "ThresholdedRelu",
     [1, 1],
-    floats,
+    withNumbers(["alpha"], floats),
     (e, [x], a) =>
       e.op("Where", [e.op("Greater", [x, like(e, x, num(a.alpha, 1))]), x, like(e, x, 0)]),
   ),
@@ -135,7 +136,7 @@ const activationOps: readonly OpDef[] = [
       e.op("Where", [e.op("Less", [x, like(e, x, 0)]), e.op("Mul", [x, slope]), x]),
   ),
   // Shrink: x + bias below −lambd, x − bias above lambd, 0 between.
-  composite("Shrink", [1, 1], sameAsInput(NUMERIC), (e, [x], a) => {
+  composite("Shrink", [1, 1], withNumbers(["bias", "lambd"], sameAsInput(NUMERIC)), (e, [x], a) => {
     const bias = num(a.bias, 0), lambd = num(a.lambd, 0.5);
     const low = e.op("Less", [x, like(e, x, -lambd)]);
     const high = e.op("Greater", [x, like(e, x, lambd)]);
@@ -218,6 +219,7 @@ function slopeRule(ctx: InferContext): ValueType[] {
 /** IsInf's type rule: a float input, a bool of its shape. */
 function isInfRule(ctx: InferContext): ValueType[] {
   ctx.requireDType(0, FLOATS);
+  for (const flag of ["detect_positive", "detect_negative"]) if (ctx.has(flag)) ctx.int(flag);
   return [{ shape: ctx.input(0).shape, dtype: "bool" }];
 }
 

@@ -154,8 +154,19 @@ function tanh(e: Emitter, x: EmitRef): EmitRef {
   return e.op("Sub", [one, e.op("Div", [like(e, x, 2), e.op("Add", [ex, one])])]);
 }
 
-/** A numeric attribute, or `fallback` where it is unset. */
+/** A numeric attribute, or `fallback` where it is unset (`withNumbers` refuses other values). */
 export const num = (v: unknown, fallback: number): number => typeof v === "number" ? v : fallback;
+
+/**
+ * `rule`, with the numeric attributes `names` checked first where they are set: a string there
+ * (`tensor.leakyRelu("0.1")`) had been taken as unset, its default computed without a word.
+ */
+export const withNumbers =
+  (names: readonly string[], rule: (ctx: InferContext) => ValueType[]) =>
+  (ctx: InferContext): ValueType[] => {
+    for (const name of names) if (ctx.has(name)) ctx.float(name);
+    return rule(ctx);
+  };
 
 const elementwiseOps: OpDef[] = [
   binary("Add", NUMERIC),
@@ -247,7 +258,7 @@ const elementwiseOps: OpDef[] = [
     const zero = like(e, x, 0);
     return e.op("Where", [e.op("Less", [x, zero]), zero, x]);
   }),
-  composite("LeakyRelu", [1, 1], sameAsInput(FLOATS), (e, [x], a) => {
+  composite("LeakyRelu", [1, 1], withNumbers(["alpha"], sameAsInput(FLOATS)), (e, [x], a) => {
     const scaled = e.op("Mul", [x, like(e, x, num(a.alpha, 0.01))]);
     return e.op("Where", [e.op("Less", [x, like(e, x, 0)]), scaled, x]);
   }),
@@ -276,7 +287,7 @@ const elementwiseOps: OpDef[] = [
   composite(
     "HardSigmoid",
     [1, 1],
-    sameAsInput(FLOATS),
+    withNumbers(["alpha", "beta"], sameAsInput(FLOATS)),
     (e, [x], a) => hardSigmoid(e, x, num(a.alpha, 0.2), num(a.beta, 0.5)),
   ),
   composite(
