@@ -39,6 +39,24 @@ for (const name of ["genai_tiny", "genai_tiny_level4", "torch_tiny"]) {
   }
 }
 
+Deno.test("generate: f16 decoders (every float tensor f16, as fp16 and q4f16 exports carry theirs) give ONNX Runtime's ids of their f32 form", async () => {
+  const { AS_HALF, asForm } = await import("../../tools/conformance/conformance_forms.ts");
+  for (const name of ["genai_tiny", "torch_tiny"]) {
+    const { prompt, greedy } = recorded[name];
+    const bytes = await Deno.readFile(new URL(`${name}.onnx`, DIR));
+    const half = OnnxModel.fromBytes(encodeModel(asForm(decodeModel(bytes), AS_HALF)!));
+    // The caches, the logits and the weights are f16: a generation reads and writes them so.
+    assert.ok(half.inputs.some((i) => i.dtype === "f16"), name);
+    for (const backend of ["reference", "wasm", "webgpu"]) {
+      const n = backend === "wasm" ? 8 : 4;
+      const g = generate(half, prompt, { maxNewTokens: n, backend, cache: false });
+      // These models' logits stay apart by more than f16 rounds: the same ids.
+      assert.deepEqual(await g.collect(), greedy.slice(0, n), `${name} on ${backend}`);
+      assert.equal(g.stats!.executables, 2);
+    }
+  }
+});
+
 Deno.test("generate: a generation names the executables it ran, to profile kernel by kernel", async () => {
   const { prompt, greedy } = recorded.genai_tiny;
   const backend = new WasmBackend({ profile: true });
