@@ -11,7 +11,7 @@
  */
 import { DeviceTensor, pendingChecks } from "./device_tensor.ts";
 import type { TensorData } from "../ir/dtype.ts";
-import { KilnError } from "../support/errors.ts";
+import { KilnError, shown } from "../support/errors.ts";
 import type { Graph } from "../ir/graph.ts";
 
 /** The output-name prefix of a check. */
@@ -35,6 +35,12 @@ export function outputIndices(graph: Graph, names: readonly string[] | undefined
   const returned = graph.outputs.flatMap((o, i) => (isCheck(o.name) ? [] : [i]));
   const checks = graph.outputs.flatMap((o, i) => (isCheck(o.name) ? [i] : []));
   if (!names) return [...returned, ...checks];
+  if (!Array.isArray(names)) {
+    throw new KilnError(`outputs is ${shown(names)}, not a list of output names`, {
+      code: "bad-input",
+      fix: `pass e.g. { outputs: [${JSON.stringify(graph.outputs[returned[0]]?.name ?? "y")}] }`,
+    });
+  }
   const picked = names.map((n) => {
     const i = returned.find((r) => graph.outputs[r].name === n);
     if (i === undefined) {

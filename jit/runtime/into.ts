@@ -7,7 +7,7 @@
  * @module
  */
 import { matchesDType, type TensorData } from "../ir/dtype.ts";
-import { KilnError } from "../support/errors.ts";
+import { KilnError, shown } from "../support/errors.ts";
 import type { Graph } from "../ir/graph.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import { sizeOf } from "../ir/shape.ts";
@@ -20,6 +20,13 @@ export type IntoMap = Readonly<Record<string, TensorData>>;
  * of its dtype and of at least its size (a bucketed run fills the front of it).
  */
 export function checkInto(graph: Graph, into: IntoMap | undefined, returned: readonly number[]) {
+  if (into !== undefined && (typeof into !== "object" || into === null || Array.isArray(into))) {
+    throw new KilnError(`into is ${shown(into)}, not a map of output names to buffers`, {
+      code: "bad-input",
+      fix: "pass e.g. { into: { y: new Float32Array(n) } }, or leave it out",
+    });
+  }
+  const seen: { name: string; view: ArrayBufferView }[] = [];
   for (const [name, buffer] of Object.entries(into ?? {})) {
     const o = returned.map((i) => graph.outputs[i]).find((x) => x.name === name);
     const fail = (why: string, fix: string) =>
@@ -40,7 +47,24 @@ export function checkInto(graph: Graph, into: IntoMap | undefined, returned: rea
         `pass ${size} elements`,
       );
     }
+    // Two outputs over the same bytes: the later one's values had silently replaced the earlier's.
+    const other = overlapping(seen, buffer);
+    if (other !== undefined) {
+      throw fail(`its bytes are also into.${other}'s`, "give each output a buffer of its own");
+    }
+    seen.push({ name, view: buffer });
   }
+}
+
+/** The name of a buffer in `seen` whose bytes `view` shares, if one does. */
+function overlapping(
+  seen: readonly { name: string; view: ArrayBufferView }[],
+  view: ArrayBufferView,
+): string | undefined {
+  const end = view.byteOffset + view.byteLength;
+  return seen.find(({ view: v }) =>
+    v.buffer === view.buffer && v.byteOffset < end && view.byteOffset < v.byteOffset + v.byteLength
+  )?.name;
 }
 
 /**

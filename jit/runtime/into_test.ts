@@ -19,10 +19,13 @@ Deno.test("run fills the caller's buffers, and refuses wrong ones before running
     assert.equal(out.y.data, y, `${backend}: the caller's y`);
     assert.deepEqual([...y], [-2, 0, 2, 4]);
     assert.deepEqual([...n], [0, 0, 1, 1]);
+    // Two outputs on the same bytes (y's values had been lost to n's).
+    const shared = new ArrayBuffer(32);
     const wrong: Record<string, Float32Array | Int32Array>[] = [
       { y: new Float32Array(3) },
       { y: new Int32Array(4) },
       { z: new Float32Array(4) },
+      { y: new Float32Array(shared, 0, 4), n: new Int32Array(shared, 12, 4) },
     ];
     for (const into of wrong) {
       const mine = Object.values(into)[0];
@@ -33,6 +36,18 @@ Deno.test("run fills the caller's buffers, and refuses wrong ones before running
           e instanceof KilnError && /^into\./.test(e.message) && /Fix:/.test(e.message),
       );
       assert.ok([...mine].every((v) => v === 7), "the caller's buffer is untouched");
+    }
+    // Apart in one memory: fine.
+    const whole = new ArrayBuffer(32);
+    const [ya, na] = [new Float32Array(whole, 0, 4), new Int32Array(whole, 16, 4)];
+    await exe.run({ x }, { into: { y: ya, n: na } });
+    assert.deepEqual([...ya, ...na], [-2, 0, 2, 4, 0, 0, 1, 1]);
+    // Not a map, and names not in a list: typed, where they had been ignored or a TypeError.
+    for (const options of [{ into: 5 }, { outputs: "y" }]) {
+      await assert.rejects(
+        async () => await exe.run({ x }, options as never),
+        (e: unknown) => e instanceof KilnError && /not a (map|list)/.test(e.message),
+      );
     }
   }
 });
