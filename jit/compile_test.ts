@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { compile, explain, GraphBuilder, KilnError } from "../mod.ts";
+import { compile, estimateWork, explain, GraphBuilder, KilnError, runOp } from "../mod.ts";
 import { fuse } from "./passes/fuse.ts";
 import { fusionFor } from "./compile.ts";
 import type { DeviceProfile } from "./runtime/backend.ts";
@@ -26,6 +26,9 @@ Deno.test("compile of fuse()'s plan, or of anything but a graph, is a typed erro
     (e) => e instanceof KilnError && /options are "wasm".*backend: "wasm"/.test(e.message),
   );
   await assert.rejects(() => compile(graph, null as never), (e) => e instanceof KilnError);
+  // The other entries that take a graph, or a list of tensors.
+  assert.throws(() => estimateWork(null as never), (e) => e instanceof KilnError);
+  await assert.rejects(() => runOp("Relu", null as never), (e) => e instanceof KilnError);
 });
 
 Deno.test("fusion's choices follow every generator that may run a kernel", () => {

@@ -14,7 +14,7 @@ import { DeviceTensor } from "../jit/runtime/device_tensor.ts";
 import type { Graph } from "../jit/ir/graph.ts";
 import { type ProgressCallback, reporter } from "../jit/runtime/progress.ts";
 import { hexBytes } from "../jit/ir/digest.ts";
-import { KilnError } from "../jit/support/errors.ts";
+import { KilnError, shown } from "../jit/support/errors.ts";
 import type { Shape } from "../jit/ir/shape.ts";
 import type { HostTensor } from "../jit/ir/host_tensor.ts";
 import {
@@ -198,6 +198,13 @@ export class OnnxModel {
    * tensors are views of the bytes they were read from, and the caller's may change later.
    */
   static fromBytes(bytes: Uint8Array, options: OnnxLoadOptions = {}): OnnxModel {
+    // A string had been read as an empty model, null failed inside (a TypeError).
+    if (!(bytes instanceof Uint8Array)) {
+      throw new KilnError(`OnnxModel.fromBytes takes the model's bytes, got ${shown(bytes)}`, {
+        code: "bad-input",
+        fix: "pass a Uint8Array (new Uint8Array(arrayBuffer)), or OnnxModel.load(path) for a file",
+      });
+    }
     return new OnnxModel(decodeModel(bytes.slice()), options);
   }
 

@@ -26,6 +26,16 @@ Deno.test("OnnxModel.load given bytes says to use fromBytes, without printing th
   assert.ok(error.message.length < 400, `${error.message.length} characters`);
 });
 
+Deno.test("OnnxModel.fromBytes of something other than bytes is a typed error", () => {
+  // A string had read as an empty model, null failed inside.
+  for (const bad of ["model.onnx", null, [8, 1]]) {
+    assert.throws(
+      () => OnnxModel.fromBytes(bad as never),
+      (e: unknown) => e instanceof KilnError && /takes the model's bytes/.test(e.message),
+    );
+  }
+});
+
 Deno.test("input shapes that name no input, or are not shapes, are refused, not ignored", async () => {
   const m = await referenceModel("mlp");
   const model = OnnxModel.fromBytes(m.bytes);

@@ -11,6 +11,7 @@ import type { TensorData } from "../ir/dtype.ts";
 import type { Executable } from "../runtime/executable.ts";
 import { Graph, type NodeSpec } from "../ir/graph.ts";
 import type { Attrs, ValueType } from "../ops/mod.ts";
+import { checkOptions, KilnError, shown } from "../support/errors.ts";
 
 /**
  * A lazily computed value: output `src.index` of a pending op until realized, host data after.
@@ -76,6 +77,17 @@ const stats: RealizeStats = { ...ZERO };
 
 /** Changes the Tensor runtime's options; a new backend clears the cache. */
 export function configureTensors(next: TensorRuntimeOptions): void {
+  checkOptions(next, ["backend", "maxEntries"], "configureTensors");
+  const most = next.maxEntries;
+  if (most !== undefined && !(Number.isSafeInteger(most) && most >= 1)) {
+    throw new KilnError(
+      `configureTensors: maxEntries must be a whole number >= 1, got ${shown(most)}`,
+      {
+        code: "bad-input",
+        fix: "pass maxEntries: 1 or more (default 256)",
+      },
+    );
+  }
   if (next.backend !== undefined) registeredBackends().get(next.backend);
   if (next.backend !== undefined && next.backend !== options.backend) clearRealizeCache();
   Object.assign(options, next);

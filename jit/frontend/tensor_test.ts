@@ -115,6 +115,9 @@ Deno.test("op errors are raised at the call, not at data()", () => {
       String(other),
     );
   }
+  for (const bad of [5, { backend: "wasm", maxEntry: 2 }, { maxEntries: 0 }]) {
+    assert.throws(() => configureTensors(bad as never), KilnError, JSON.stringify(bad));
+  }
   assert.throws(
     () => a.leakyRelu("0.1" as unknown as number),
     (e: unknown) => e instanceof KilnError && /alpha must be a number, got "0.1"/.test(e.message),

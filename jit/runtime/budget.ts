@@ -12,7 +12,7 @@
  */
 import { type BoundaryDType, byteSize } from "../ir/dtype.ts";
 import { envVar } from "../support/env.ts";
-import { KilnError } from "../support/errors.ts";
+import { checkOptions, KilnError } from "../support/errors.ts";
 import type { Shape } from "../ir/shape.ts";
 
 /** Limits on tensor sizes. */
@@ -66,7 +66,11 @@ export function memoryBudget(): MemoryBudget {
 
 /** Sets the budget (`undefined` restores the default). */
 export function setMemoryBudget(budget: Partial<MemoryBudget> | undefined): void {
-  if (budget?.maxTensorBytes !== undefined && !(budget.maxTensorBytes > 0)) {
+  checkOptions(budget, ["maxTensorBytes"], "setMemoryBudget");
+  if (
+    budget?.maxTensorBytes !== undefined &&
+    !(typeof budget.maxTensorBytes === "number" && budget.maxTensorBytes > 0)
+  ) {
     throw new KilnError(`maxTensorBytes must be a positive number, got ${budget.maxTensorBytes}`, {
       code: "bad-input",
       fix: "pass a byte count such as 2 ** 30",

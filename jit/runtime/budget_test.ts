@@ -57,6 +57,11 @@ Deno.test("the budget is configurable and checked per tensor", async () => {
   assert.equal(memoryBudget().maxTensorBytes, before);
   limited(() => checkBudget([MAX_ELEMENTS + 1], "bool", "t"));
   assert.throws(() => setMemoryBudget({ maxTensorBytes: -1 }), KilnError);
+  // Not options, a misspelled one, a byte count as text: each had kept the default silently.
+  for (const bad of ["big", { bytes: 5 }, { maxTensorBytes: "1024" }]) {
+    assert.throws(() => setMemoryBudget(bad as never), KilnError, JSON.stringify(bad));
+  }
+  assert.equal(memoryBudget().maxTensorBytes, before);
 });
 
 Deno.test("KILN_MAX_TENSOR_BYTES that is not a positive byte count is a typed error", () => {

@@ -15,7 +15,7 @@ import {
 } from "../ir/dtype.ts";
 import { count } from "./counters.ts";
 import { checkBudget } from "./budget.ts";
-import { KilnError } from "../support/errors.ts";
+import { checkOptions, KilnError } from "../support/errors.ts";
 import { acceptInput, type HostTensor } from "../ir/host_tensor.ts";
 import { type Shape, sizeOf } from "../ir/shape.ts";
 
@@ -258,6 +258,7 @@ export class DeviceTensor {
   }
 
   #range(range: ElementRange, what: string): [number, number] {
+    checkOptions(range, ["offset", "length"], `DeviceTensor.${what}`);
     const offset = range.offset ?? 0;
     const length = range.length ?? this.size - offset;
     if (

@@ -75,6 +75,10 @@ Deno.test("a device tensor reads into the caller's buffer", async () => {
   assert.deepEqual([...longer], [2, 4, 6, 9]);
   assert.deepEqual(filled, [true, true]);
   assert.throws(() => y.read({}, { into: new Float32Array(2) }), KilnError);
+  // A range that is not one: a string's length had been read as the range's length.
+  for (const bad of ["ab", { offset: 1, count: 2 }]) {
+    assert.throws(() => y.read(bad as never), KilnError, JSON.stringify(bad));
+  }
   y.dispose();
   n.dispose();
 });

@@ -10,6 +10,7 @@ import type { DType } from "../ir/dtype.ts";
 import { GraphBuilder } from "../frontend/graph_builder.ts";
 import { checkHostTensor, type HostTensor } from "../ir/host_tensor.ts";
 import { type Attrs, inferNode } from "../ops/mod.ts";
+import { KilnError, shown } from "../support/errors.ts";
 
 /** Options of {@linkcode runOp}: those of `compile`, and how many outputs the op has. */
 export interface RunOpOptions extends CompileOptions {
@@ -36,6 +37,12 @@ export async function runOp(
   attrs: Attrs = {},
   options: RunOpOptions = {},
 ): Promise<HostTensor[]> {
+  if (!Array.isArray(inputs)) {
+    throw new KilnError(`runOp ${op}: inputs are ${shown(inputs)}, not a list of tensors`, {
+      code: "bad-input",
+      fix: "pass [{ data, shape, dtype }, …] (one HostTensor per input)",
+    });
+  }
   const checked = inputs.map((t, i) => checkHostTensor(t, `${op} input ${i}`));
   const b = new GraphBuilder();
   const ins = checked.map((t, i) => b.input(`x${i}`, t.shape, t.dtype));

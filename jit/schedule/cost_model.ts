@@ -13,6 +13,7 @@ import { GraphBuilder } from "../frontend/graph_builder.ts";
 import { digest } from "../ir/digest.ts";
 import { defaultKernelCache } from "../runtime/kernel_cache.ts";
 import { uniform } from "../support/random.ts";
+import { checkOptions, KilnError, shown } from "../support/errors.ts";
 
 /** Measured (or given) speed of one backend. */
 export interface BackendRates {
@@ -46,8 +47,22 @@ const overrides = new Map<string, BackendRates>();
 const measured = new Map<string, Promise<BackendRates>>();
 const known = new Map<string, BackendRates>();
 
+/** The fields of {@linkcode BackendRates}, each a number >= 0. */
+const RATE_FIELDS = ["bytesPerMs", "flopsPerMs", "dispatchMs", "syncMs", "transferBytesPerMs"];
+
 /** Sets the rates of backend `id`, replacing calibration (pass `undefined` to recalibrate). */
 export function setBackendRates(id: string, rates: BackendRates | undefined): void {
+  checkOptions(rates, RATE_FIELDS, "setBackendRates");
+  // Every rate given, none negative or NaN: a missing one made every estimate NaN, and placement
+  // then compared NaNs.
+  const given = rates as unknown as Record<string, unknown> | undefined;
+  const bad = given && RATE_FIELDS.find((f) => !(typeof given[f] === "number" && given[f] >= 0));
+  if (bad) {
+    throw new KilnError(`setBackendRates: ${bad} must be a number >= 0, got ${shown(given[bad])}`, {
+      code: "bad-input",
+      fix: `give every rate: ${RATE_FIELDS.join(", ")}`,
+    });
+  }
   if (rates) overrides.set(id, rates);
   else overrides.delete(id);
   measured.delete(id);

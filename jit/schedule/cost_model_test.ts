@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ReferenceBackend } from "../../mod.ts";
+import { KilnError, ReferenceBackend } from "../../mod.ts";
 import { backendRates, measurableMs, setBackendRates } from "./cost_model.ts";
 import type { Executable, RunOptions } from "../runtime/executable.ts";
 import type { Graph } from "../ir/graph.ts";
@@ -10,6 +10,27 @@ class ReadbackGpu extends ReferenceBackend {
   override readonly id = "readback-gpu-rates";
   override readonly kind = "gpu";
 }
+
+Deno.test("rates of the wrong form are refused, not kept as NaN estimates", () => {
+  const rates = { bytesPerMs: 1e6, flopsPerMs: 1e7, dispatchMs: 0.01, syncMs: 0.1 };
+  for (
+    const bad of [
+      { ...rates, transferBytesPerMs: Infinity, flops: 1 },
+      rates,
+      { ...rates, transferBytesPerMs: -1 },
+      { ...rates, transferBytesPerMs: "fast" },
+      "fast",
+    ]
+  ) {
+    assert.throws(
+      () => setBackendRates("rates-checked", bad as never),
+      (e) => e instanceof KilnError && /setBackendRates/.test(e.message) && /Fix:/.test(e.message),
+      JSON.stringify(bad),
+    );
+  }
+  setBackendRates("rates-checked", { ...rates, transferBytesPerMs: Infinity });
+  setBackendRates("rates-checked", undefined);
+});
 
 Deno.test("a GPU's rates come from repeated work in one submission, not from a readback", async () => {
   const bytesPerMs = 1e8, flopsPerMs = 1e9;

@@ -87,6 +87,29 @@ export function shown(value: unknown): string {
 }
 
 /**
+ * `value` checked as `what`'s options: undefined, or an object whose keys are among `keys`. A
+ * string, a number or a misspelled key had been ignored without a word (`setMemoryBudget("big")`
+ * kept the default), or failed inside as a TypeError.
+ */
+export function checkOptions(value: unknown, keys: readonly string[], what: string): void {
+  if (value === undefined) return;
+  const listed = keys.join(", ");
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new KilnError(`${what} takes an object of options, got ${shown(value)}`, {
+      code: "bad-input",
+      fix: `pass an object with some of: ${listed}`,
+    });
+  }
+  const unknown = Object.keys(value).find((k) => !keys.includes(k));
+  if (unknown !== undefined) {
+    throw new KilnError(`${what} has no option "${unknown}"`, {
+      code: "bad-input",
+      fix: `use some of: ${listed}`,
+    });
+  }
+}
+
+/**
  * `run()`'s result as a promise, its throw as a rejection: a synchronous computation behind an
  * asynchronous interface fails the way callers of that interface expect.
  */
