@@ -23,7 +23,7 @@ import { bindingsOf as planOf } from "../../jit/runtime/program.ts";
 import { allocate, type BoundaryDType, internalDType } from "../../jit/ir/dtype.ts";
 import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import { ArenaStorage } from "./arena_storage.ts";
-import { KilnError } from "../../jit/support/errors.ts";
+import { checkOptions, KilnError } from "../../jit/support/errors.ts";
 import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { erf, pow } from "../reference/scalar_math.ts";
 import { arenaProgram } from "./arena_program.ts";
@@ -225,6 +225,17 @@ export interface WasmBackendOptions {
   readonly winogradTile?: 2 | 4;
 }
 
+/** The keys of {@linkcode WasmBackendOptions}: a misspelt one is refused (`checkOptions`). */
+const WASM_OPTIONS: readonly (keyof WasmBackendOptions)[] = [
+  "threads",
+  "profile",
+  "warmUpMs",
+  "optimizingTier",
+  "byteDot",
+  "winogradChannels",
+  "winogradTile",
+];
+
 /** The WebAssembly backend. */
 export class WasmBackend implements Backend {
   /** Always `"wasm"`. */
@@ -250,6 +261,7 @@ export class WasmBackend implements Backend {
 
   /** A backend; see {@linkcode WasmBackendOptions}. */
   constructor(options: WasmBackendOptions = {}) {
+    checkOptions(options, WASM_OPTIONS, "WasmBackend");
     const cores = globalThis.navigator?.hardwareConcurrency ?? 1;
     const threads = options.threads ?? threadsFor(cores);
     if (!Number.isInteger(threads) || threads < 1) {

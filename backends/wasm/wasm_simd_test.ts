@@ -568,6 +568,12 @@ Deno.test("large kernels give the same results with threads on and off", async (
     }
   }
   assert.throws(() => new WasmBackend({ threads: 0 }), /threads must be a positive integer/);
+  // A misspelt option had been ignored (all the cores' threads where one was asked for).
+  assert.throws(
+    () => new WasmBackend({ thread: 1 } as never),
+    /WasmBackend has no option "thread"/,
+  );
+  assert.throws(() => new WasmBackend(4 as never), /takes an object of options/);
 });
 
 Deno.test("a program beyond 4 GiB of buffers is refused with a clear error", async () => {

@@ -75,4 +75,13 @@ Deno.test("a gpu option that names no implementation is a KilnError at construct
   // The names, and a GPU entry point, construct (nothing is acquired before prepare()).
   for (const gpu of ["dawn", "navigator", "auto"] as const) new WebGpuBackend({ gpu }).dispose();
   new WebGpuBackend({ gpu: {} as GPU }).dispose();
+  // A misspelt option, and sizes that are not ones, had been taken without a word.
+  const bad = [{ flash: true }, { maxStorageBufferBytes: -1 }, { poolCapBytes: "1GB" }, "dawn"];
+  for (const options of bad) {
+    assert.throws(
+      () => new WebGpuBackend(options as never),
+      (e: unknown) => e instanceof KilnError && /WebGpuBackend/.test(e.message),
+      JSON.stringify(options),
+    );
+  }
 });

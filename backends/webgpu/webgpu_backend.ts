@@ -26,7 +26,7 @@ import { runsWhole } from "../../jit/passes/fusable.ts";
 import { bindingsOf as planOf } from "../../jit/runtime/program.ts";
 import { type BoundaryDType, internalDType, type TensorData } from "../../jit/ir/dtype.ts";
 import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
-import { KilnError } from "../../jit/support/errors.ts";
+import { checkOptions, KilnError, shown } from "../../jit/support/errors.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
@@ -49,7 +49,7 @@ import {
   webgpuProfile,
 } from "./device_profile.ts";
 import { fastestGpu, gpuChoice, isGpuName } from "./gpu_choice.ts";
-import type { WebGpuOptions } from "./webgpu_options.ts";
+import { WEBGPU_OPTIONS, type WebGpuOptions } from "./webgpu_options.ts";
 
 export type { WebGpuOptions } from "./webgpu_options.ts";
 import { allocateStorage, MAP_READ, STAGING, STORAGE } from "./gpu_storage.ts";
@@ -88,6 +88,15 @@ export class WebGpuBackend implements Backend {
 
   /** Creates the backend; the device is acquired by `prepare()`. */
   constructor(options: WebGpuOptions = {}) {
+    checkOptions(options, WEBGPU_OPTIONS, "WebGpuBackend");
+    const sizes = ["poolCapBytes", "maxStorageBufferBytes", "storedPatches", "storedKeys"] as const;
+    const size = sizes.find((k) => options[k] !== undefined && !(Number(options[k]) > 0));
+    if (size) {
+      throw new KilnError(`WebGpuBackend: ${size} must be above 0, got ${shown(options[size])}`, {
+        code: "out-of-range",
+        fix: `pass a positive ${size}, or leave it out for the default`,
+      });
+    }
     const gpu: unknown = options.gpu;
     // A misspelt name had taken Deno's WebGPU without a word.
     const entry = typeof gpu === "object" && gpu !== null;

@@ -123,3 +123,24 @@ export interface WebGpuOptions {
    */
   readonly packedDots?: boolean;
 }
+
+/** The keys of {@linkcode WebGpuOptions}: a misspelt one is refused (`checkOptions`). */
+export const WEBGPU_OPTIONS: readonly (keyof WebGpuOptions)[] = [
+  "poolCapBytes",
+  "powerPreference",
+  "gpu",
+  "dawnFlags",
+  "clockWake",
+  "featureLevel",
+  "profile",
+  "flashAttention",
+  "splitK",
+  "storedPatches",
+  "storedKeys",
+  "splitSums",
+  "maxStorageBufferBytes",
+  "allowSoftware",
+  "matrixUnits",
+  "subgroups",
+  "packedDots",
+];
