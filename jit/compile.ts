@@ -9,9 +9,9 @@
  */
 import type { Backend, BackendSet, DeviceProfile } from "./runtime/backend.ts";
 import { type BackendRates, backendRates, knownRates } from "./schedule/cost_model.ts";
-import { KilnError, shown } from "./support/errors.ts";
+import { checkOptions, KilnError } from "./support/errors.ts";
 import { Executable, settleCompile } from "./runtime/executable.ts";
-import { type ProgressCallback, reporter } from "./runtime/progress.ts";
+import { reporter } from "./runtime/progress.ts";
 import { splitReductions } from "./passes/split_reductions.ts";
 import { rowsFirst } from "./passes/rows_first.ts";
 import { joinedProducts } from "./passes/joined_products.ts";
@@ -46,71 +46,9 @@ import {
 } from "./passes/precision.ts";
 import { type DrawnInput, hoistRandom } from "./passes/random_inputs.ts";
 import { type Int64Mode, lowerInt64 } from "./passes/int64.ts";
+import { COMPILE_OPTIONS, type CompileOptions } from "./compile_options.ts";
 
-/** Options for {@linkcode compile}. */
-export interface CompileOptions {
-  /** Backend id or instance: places everything there (the `named` policy). */
-  readonly backend?: string | Backend;
-  /** Placement policy when no backend is named (default `auto`; `"minimize-cost"` is `"min-cost"`). */
-  readonly policy?: Policy | Policy["kind"] | "minimize-cost";
-  /** The backends to resolve ids in and place work on (default: {@linkcode registeredBackends}). */
-  readonly registry?: BackendSet;
-  /**
-   * Kernel cache (default, or `true`: the process-wide one); `false` generates every kernel
-   * afresh.
-   */
-  readonly cache?: KernelCache | boolean;
-  /**
-   * Fuse into kernels (default true); `false` runs the legalized graph node by node on a
-   * graph-level backend (the reference unless another is named).
-   */
-  readonly fuse?: boolean;
-  /** State bindings: output name → input it refreshes after every run (e.g. a KV cache). */
-  readonly state?: Readonly<Record<string, string>>;
-  /**
-   * Precision of float tensors (default `"f32"`): `"f16-storage"` keeps the graph's float inputs
-   * and outputs in f16 on the device, `"f16"` every float tensor (f16 arithmetic, f32
-   * accumulation in reductions and matmuls). The caller's tensors stay f32 either way. Both run
-   * on every backend, natively where the device has f16 (WebGPU with `shader-f16`). `"exact"`
-   * computes in f32 to the reference's bits on every backend. See `jit/passes/precision.ts`.
-   */
-  readonly precision?: Precision;
-  /**
-   * Where the named backend has no f64 arithmetic (WebGPU: WGSL has none), compute the graph's
-   * f64 tensors in f32 instead of refusing it (default false). The caller still passes and gets
-   * f64 data. Under a policy, f64 kernels are placed on a backend that has f64 (wasm) and this
-   * does nothing.
-   */
-  readonly narrowF64?: boolean;
-  /**
-   * Shape buckets: inputs whose axis 0 (the batch) is an upper bound. The executable then runs
-   * any smaller batch without recompiling, computing and returning only the active rows; a graph
-   * that mixes batch rows is refused at compile time.
-   */
-  readonly buckets?: readonly string[];
-  /** Called as the compile moves through its phases (fuse, codegen, pipelines), with counts. */
-  readonly onProgress?: ProgressCallback;
-  /**
-   * Inputs that runs will give as device tensors, by name → the backend id whose device holds
-   * them (default: every input on the host). The `local-first` policy places the kernels that
-   * read them there; its executables compile such a variant by themselves when a run gives
-   * device tensors (see `jit/runtime/specialize.ts`).
-   */
-  readonly inputsOn?: Readonly<Record<string, string>>;
-  /**
-   * How the executable will be used, a hint for the `auto` policy: `runs`, the runs expected.
-   * Candidate plans are then weighed by their first run (a GPU's uploads and first dispatches)
-   * plus the rest at their steady time, so a plan that is fast only once warm loses where few
-   * runs follow (default: many runs, the steady time alone).
-   */
-  readonly workload?: WorkloadHint;
-}
-
-/** What the caller says of an executable's use (see {@linkcode CompileOptions.workload}). */
-export interface WorkloadHint {
-  /** Runs the executable is expected to make (a whole number of at least 1). */
-  readonly runs?: number;
-}
+export type { CompileOptions, WorkloadHint } from "./compile_options.ts";
 
 let provider: (() => BackendSet) | undefined;
 
@@ -148,14 +86,8 @@ export function registeredBackends(): BackendSet {
  */
 export async function compile(input: Graph, options: CompileOptions = {}): Promise<Executable> {
   if (!isGraph(input)) throw notAGraph(input);
-  if (typeof options !== "object" || options === null) {
-    throw new KilnError(`compile()'s options are ${shown(options)}, not an object`, {
-      code: "bad-input",
-      fix: typeof options === "string"
-        ? `pass { backend: ${JSON.stringify(options)} }`
-        : 'pass them as an object, e.g. { backend: "wasm" }, or leave them out',
-    });
-  }
+  // A misspelt option had been ignored (`precison: "f16"` compiled in f32).
+  checkOptions(options, COMPILE_OPTIONS, "compile()");
   const start = performance.now();
   // A bad precision is refused before any device is acquired.
   const precision = checkPrecision(options.precision);

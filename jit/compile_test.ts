@@ -23,7 +23,12 @@ Deno.test("compile of fuse()'s plan, or of anything but a graph, is a typed erro
   const graph = b.build();
   await assert.rejects(
     () => compile(graph, "wasm" as never),
-    (e) => e instanceof KilnError && /options are "wasm".*backend: "wasm"/.test(e.message),
+    (e) => e instanceof KilnError && /takes an object of options, got "wasm"/.test(e.message),
+  );
+  // A misspelt option had been ignored: precison: "f16" compiled in f32.
+  await assert.rejects(
+    () => compile(graph, { precison: "f16" } as never),
+    (e) => e instanceof KilnError && /no option "precison".*precision/.test(e.message),
   );
   await assert.rejects(() => compile(graph, null as never), (e) => e instanceof KilnError);
   // The other entries that take a graph, or a list of tensors.

@@ -9,12 +9,13 @@
  * @module
  */
 import { compile, type CompileOptions } from "../jit/compile.ts";
+import { COMPILE_OPTIONS, compileOptionsOf } from "../jit/compile_options.ts";
 import type { Executable, InputMap, RunOptions, TensorMap } from "../jit/runtime/executable.ts";
 import { DeviceTensor } from "../jit/runtime/device_tensor.ts";
 import type { Graph } from "../jit/ir/graph.ts";
 import { type ProgressCallback, reporter } from "../jit/runtime/progress.ts";
 import { hexBytes } from "../jit/ir/digest.ts";
-import { KilnError, shown } from "../jit/support/errors.ts";
+import { checkOptions, KilnError, shown } from "../jit/support/errors.ts";
 import type { Shape } from "../jit/ir/shape.ts";
 import type { HostTensor } from "../jit/ir/host_tensor.ts";
 import {
@@ -25,7 +26,7 @@ import {
 } from "./import/external_data.ts";
 import { importModel } from "./import/import.ts";
 import { hostFs } from "../jit/support/host_fs.ts";
-import { compileArgsError, type OnnxInputInfo, onnxInputs } from "./import/inputs.ts";
+import { checkCompileArgs, type OnnxInputInfo, onnxInputs } from "./import/inputs.ts";
 import { NeedsValue } from "./import/node_context.ts";
 import { decodeModel, int, type ModelProto } from "./wire/proto.ts";
 import { ALIGN_ROOM, decodeAligned } from "./wire/aligned.ts";
@@ -153,6 +154,9 @@ export function modelProto(model: OnnxModel): ModelProto {
 export function modelOfProto(proto: ModelProto): OnnxModel {
   return modelOf(proto);
 }
+
+/** What `run` and `runValues` take: compile options and a run's own. */
+const RUN_OPTIONS: readonly string[] = [...COMPILE_OPTIONS, "outputs", "repeat", "into"];
 
 /** An imported ONNX model. */
 export class OnnxModel {
@@ -302,8 +306,11 @@ export class OnnxModel {
     options: CompileOptions = {},
   ): Promise<Executable> {
     // Refused as the promise's rejection, as every other compile error is.
-    const bad = compileArgsError(inputShapes, options);
-    if (bad) return Promise.reject(bad);
+    try {
+      checkCompileArgs(inputShapes, options);
+    } catch (e) {
+      return Promise.reject(e);
+    }
     const key = this.#key(inputShapes, options);
     let exe = this.#executables.get(key);
     if (!exe) {
@@ -413,6 +420,7 @@ export class OnnxModel {
         },
       );
     }
+    checkOptions(options, COMPILE_OPTIONS, "compileFor()");
     return await this.#compileFor(inputs, this.#shapesOf(inputs), options);
   }
 
@@ -461,8 +469,11 @@ export class OnnxModel {
     shapes: Record<string, Shape>,
     options: CompileOptions & RunOptions,
   ): Promise<TensorMap> {
-    const { executable, inputs: feeds } = await this.#compileFor(inputs, shapes, options);
-    return await executable.run(feeds, { outputs: options.outputs });
+    checkOptions(options, RUN_OPTIONS, "run()");
+    const compiling = compileOptionsOf(options);
+    const { executable, inputs: feeds } = await this.#compileFor(inputs, shapes, compiling);
+    const { outputs, repeat, into } = options;
+    return await executable.run(feeds, { outputs, repeat, into });
   }
 
   /** The executable for these shapes and input values (cached, least recently used evicted). */

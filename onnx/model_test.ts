@@ -65,8 +65,23 @@ Deno.test("input shapes that name no input, or are not shapes, are refused, not 
   );
   await assert.rejects(
     () => model.compile({}, "wasm" as never),
-    (e: unknown) => e instanceof KilnError && /options are "wasm".*backend: "wasm"/.test(e.message),
+    (e: unknown) =>
+      e instanceof KilnError && /takes an object of options, got "wasm"/.test(e.message),
   );
+  // Misspelt options of compile and of run, and run options compileFor does not take.
+  const x = { data: new Float32Array(8 * 784), shape: [8, 784], dtype: "f32" as const };
+  for (
+    const call of [
+      () => model.compile({}, { backnd: "wasm" } as never),
+      () => model.run({ x }, { output: ["y"] } as never),
+      () => model.compileFor({ x }, { outputs: ["y"] } as never),
+    ]
+  ) {
+    await assert.rejects(
+      call,
+      (e: unknown) => e instanceof KilnError && /no option/.test(e.message),
+    );
+  }
   // The model's own input, at its declared shape, still compiles.
   using exe = await model.compile({ x: [8, 784] }, { backend: "reference", cache: false });
   assert.ok(exe);

@@ -9,6 +9,7 @@
  * @module
  */
 import type { CompileOptions } from "../../jit/compile.ts";
+import { compileOptionsOf } from "../../jit/compile_options.ts";
 import { byteSize, type TensorData } from "../../jit/ir/dtype.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { checkBudget } from "../../jit/runtime/budget.ts";
@@ -242,7 +243,7 @@ export class Generation implements AsyncIterable<number> {
     ) => (capacity === undefined || shared ? c.present : STEP.next(c.past)));
     const choice = greedy ? [STEP.argmax] : onDevice ? [STEP.topValues, STEP.topIds] : [STEP.last];
     const wanted = [...choice, ...nexts, ...(feedback ? [STEP.nextIds] : [])];
-    const runner = this.#runner = new StepRunner(step, this.#options, wanted);
+    const runner = this.#runner = new StepRunner(step, compileOptionsOf(this.#options), wanted);
     const ahead = new Ahead(runner, d, { choice, nexts, capacity });
     const began = performance.now();
     let prefilled = began, made = 0;

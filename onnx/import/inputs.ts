@@ -5,7 +5,8 @@
  * @module
  */
 import type { BoundaryDType } from "../../jit/ir/dtype.ts";
-import { KilnError, shown } from "../../jit/support/errors.ts";
+import { checkOptions, KilnError, shown } from "../../jit/support/errors.ts";
+import { COMPILE_OPTIONS } from "../../jit/compile_options.ts";
 import { formatShape, type Shape } from "../../jit/ir/shape.ts";
 import { CODE_OF_DTYPE, dtypeOfCode, int, type ModelProto } from "../wire/proto.ts";
 import { STRING } from "./string_ops.ts";
@@ -106,44 +107,19 @@ export function bindShape(input: OnnxInputInfo, given: Shape | undefined): numbe
   return [...given];
 }
 
-/** Compile options' names: such a key among the shapes means the options went where they go. */
-const OPTION_KEYS: ReadonlySet<string> = new Set([
-  "backend",
-  "policy",
-  "registry",
-  "cache",
-  "fuse",
-  "state",
-  "precision",
-  "onProgress",
-  "inputsOn",
-  "workload",
-  "runs",
-  "narrowF64",
-]);
-
 /**
- * The error of `OnnxModel.compile` arguments that are not objects (null, a backend's name where
- * the options go), if they are not: they had failed inside as a TypeError, or a string of
- * options was ignored.
+ * Refuses `OnnxModel.compile` arguments of the wrong form: shapes that are not a map (null had
+ * failed inside as a TypeError), options that are not an object or name no compile option (a
+ * backend's name where the options go, a misspelt key: ignored without a word).
  */
-export function compileArgsError(inputShapes: unknown, options: unknown): KilnError | undefined {
-  const object = (v: unknown) => typeof v === "object" && v !== null && !Array.isArray(v);
-  if (!object(inputShapes)) {
-    return new KilnError(`compile()'s input shapes are ${shown(inputShapes)}, not an object`, {
+export function checkCompileArgs(inputShapes: unknown, options: unknown): void {
+  if (typeof inputShapes !== "object" || inputShapes === null || Array.isArray(inputShapes)) {
+    throw new KilnError(`compile()'s input shapes are ${shown(inputShapes)}, not an object`, {
       code: "bad-input",
       fix: "pass a map of input names to shapes, e.g. { x: [1, 3, 224, 224] }, or {} for none",
     });
   }
-  if (!object(options)) {
-    return new KilnError(`compile()'s options are ${shown(options)}, not an object`, {
-      code: "bad-input",
-      fix: typeof options === "string"
-        ? `pass { backend: ${JSON.stringify(options)} }`
-        : 'pass them as an object, e.g. { backend: "wasm" }, or leave them out',
-    });
-  }
-  return undefined;
+  checkOptions(options, COMPILE_OPTIONS, "compile()");
 }
 
 /**
@@ -163,7 +139,7 @@ export function checkInputShapes(
     if (!names.includes(key) && !(element && sequences.has(element[1]))) {
       throw new KilnError(`inputShapes names "${key}", which is not an input of the model`, {
         code: "bad-input",
-        fix: OPTION_KEYS.has(key)
+        fix: (COMPILE_OPTIONS as readonly string[]).includes(key)
           ? "pass the compile options second: model.compile(inputShapes, options), with {} " +
             "for no shapes"
           : `name the model's inputs: ${names.map((n) => JSON.stringify(n)).join(", ")}`,
