@@ -6,6 +6,7 @@
  * @module
  */
 import { compile, type CompileOptions } from "../compile.ts";
+import { compileOptionsOf } from "../compile_options.ts";
 import type { DType } from "../ir/dtype.ts";
 import { GraphBuilder } from "../frontend/graph_builder.ts";
 import { checkHostTensor, type HostTensor } from "../ir/host_tensor.ts";
@@ -53,7 +54,7 @@ export async function runOp(
   const count = options.outputs ?? inferNode(op, types, attrs, `op ${op}`).length;
   const outs = b.opN(op, ins, attrs, count);
   outs.forEach((o, i) => b.output(`y${i}`, o));
-  const exe = await compile(b.build(), options);
+  const exe = await compile(b.build(), compileOptionsOf(options));
   try {
     const result = await exe.run(Object.fromEntries(checked.map((t, i) => [`x${i}`, t])));
     return outs.map((_, i) => result[`y${i}`]);
