@@ -9,7 +9,7 @@
  * @module
  */
 import type { CompileOptions } from "../../jit/compile.ts";
-import { compileOptionsOf } from "../../jit/compile_options.ts";
+import { COMPILE_OPTIONS, compileOptionsOf } from "../../jit/compile_options.ts";
 import { byteSize, type TensorData } from "../../jit/ir/dtype.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { checkBudget } from "../../jit/runtime/budget.ts";
@@ -17,10 +17,10 @@ import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import type { Executable, InputMap } from "../../jit/runtime/executable.ts";
 import type { IntoMap } from "../../jit/runtime/into.ts";
 import { convertData } from "../../jit/passes/precision.ts";
-import { KilnError, shown } from "../../jit/support/errors.ts";
+import { checkOptions, KilnError, shown } from "../../jit/support/errors.ts";
 import { modelOfProto, modelProto, OnnxModel } from "../model.ts";
 import { type CacheLayout, type Decoder, type DecoderCache, findDecoder } from "./decoder.ts";
-import { Sampler, type SamplingOptions } from "./sampling.ts";
+import { Sampler, SAMPLING_OPTIONS, type SamplingOptions } from "./sampling.ts";
 import { STEP, type StepForm, stepProto } from "./step_model.ts";
 import { emptyCaches, sharesBuffer, stepFeeds } from "./step_feeds.ts";
 
@@ -36,6 +36,18 @@ export interface GenerateOptions extends SamplingOptions, CompileOptions {
    */
   readonly capacity?: number;
 }
+
+/**
+ * The keys {@linkcode generate} takes: any other is refused, since a misspelt one
+ * (`maxNewToken: 200`) had generated the default 32 tokens without a word.
+ */
+export const GENERATE_OPTIONS: readonly (keyof GenerateOptions)[] = [
+  ...COMPILE_OPTIONS,
+  ...SAMPLING_OPTIONS,
+  "maxNewTokens",
+  "stopIds",
+  "capacity",
+];
 
 /** What a finished generation measured. */
 export interface GenerationStats {
@@ -174,12 +186,7 @@ export class Generation implements AsyncIterable<number> {
     if (!(model instanceof OnnxModel)) {
       throw bad("generate() takes an OnnxModel first", "load it with OnnxModel.load(path)");
     }
-    if (typeof options !== "object" || options === null) {
-      throw bad(
-        `generate()'s options are ${shown(options)}, not an object`,
-        "pass e.g. { maxNewTokens: 32 }",
-      );
-    }
+    checkOptions(options, GENERATE_OPTIONS, "generate()");
     this.#decoder = findDecoder(modelProto(model));
     this.#plan = plan(prompt, options, this.#decoder);
     this.#sampler = new Sampler(options);

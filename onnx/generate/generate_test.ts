@@ -340,7 +340,10 @@ Deno.test("generate: what is not a decoder, and bad options, are typed errors", 
     assert.throws(() => generate(model, prompt, options), typed(pattern), pattern.source);
   }
   const options = null as unknown as Record<string, unknown>;
-  assert.throws(() => generate(model, [1], options), typed(/options are null, not an object/));
+  assert.throws(() => generate(model, [1], options), typed(/takes an object of options, got null/));
+  // A misspelt key had generated the default 32 tokens without a word.
+  const misspelt = { maxNewToken: 2 } as Record<string, unknown>;
+  assert.throws(() => generate(model, [1], misspelt), typed(/no option "maxNewToken"/));
   const path = "model.onnx" as unknown as OnnxModel;
   assert.throws(() => generate(path, [1]), typed(/takes an OnnxModel first/));
   // At the limit, a generation is planned (not run here).

@@ -21,6 +21,14 @@ export interface SamplingOptions {
   readonly seed?: number;
 }
 
+/** The keys of {@linkcode SamplingOptions}, for the check of an options object's names. */
+export const SAMPLING_OPTIONS: readonly (keyof SamplingOptions)[] = [
+  "temperature",
+  "topK",
+  "topP",
+  "seed",
+];
+
 const bad = (what: string, fix: string) => new KilnError(what, { code: "bad-input", fix });
 
 /** The options checked, with their defaults. */
