@@ -126,40 +126,61 @@ function layerNorm(): Kernel {
   };
 }
 
+/** How an attention benchmark masks and scales its scores, as exporters write them. */
+type AttentionForm =
+  /** softmax((Q·Kᵀ)·s)·V. */
+  | "plain"
+  /** softmax((Q·s)·Kᵀ)·V: the scale on the queries. */
+  | "scaled-q"
+  /** An added [T, T] mask of 0 and −∞ (key after query), as PyTorch exports `is_causal`. */
+  | "causal"
+  /** An added [B, 1, 1, T] padding mask: batch b's last 64·b keys −∞, as BERT's exports add it. */
+  | "padding";
+
 /**
- * Attention over [B, H, T, D]; `causal`: with an added mask of 0 and −∞ (key after query), as
- * PyTorch exports `is_causal`, its flops still counted whole (4·B·H·T²·D).
+ * Attention over [B, H, T, D] in `form`; its flops counted whole (4·B·H·T²·D) whatever the mask
+ * hides.
  */
-function attention(B = 8, H = 16, T = 1024, D = 64, causal = false): Kernel {
+function attention(B = 8, H = 16, T = 1024, D = 64, form: AttentionForm = "plain"): Kernel {
   const b = new GraphBuilder();
   const shape = [B, H, T, D];
   const [q, k, v] = ["q", "k", "v"].map((n) => b.input(n, shape));
   const scale = 1 / Math.sqrt(D);
-  const scaled = b.op("Mul", [
-    b.op("MatMul", [q, b.op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
-    b.constant(scale),
-  ]);
-  const scores = causal ? b.op("Add", [scaled, b.input("mask", [T, T])]) : scaled;
+  const kt = b.op("Transpose", [k], { perm: [0, 1, 3, 2] });
+  const scaled = form === "scaled-q"
+    ? b.op("MatMul", [b.op("Mul", [q, b.constant(scale)]), kt])
+    : b.op("Mul", [b.op("MatMul", [q, kt]), b.constant(scale)]);
+  const maskShape = form === "causal" ? [T, T] : [B, 1, 1, T];
+  const masked = form === "causal" || form === "padding";
+  const scores = masked ? b.op("Add", [scaled, b.input("mask", maskShape)]) : scaled;
   b.output("y", b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]));
   const data = [8, 9, 10].map((s) => uniform(B * H * T * D, s));
   const inputs = Object.fromEntries(["q", "k", "v"].map((n, i) => [n, { data: data[i], shape }]));
-  // Built only where used: at T8192 it is 256 MB.
-  if (causal) {
-    const mask = new Float32Array(T * T).map((_, i) => i % T > Math.floor(i / T) ? -Infinity : 0);
-    inputs.mask = { data: mask, shape: [T, T] };
+  // Whether batch `n`'s query `t` sees key `j`.
+  const sees = (n: number, t: number, j: number) =>
+    form === "causal" ? j <= t : form === "padding" ? j < T - 64 * n : true;
+  // Built only where used: at T8192 a causal mask is 256 MB.
+  if (masked) {
+    const rows = form === "causal" ? T : B;
+    const mask = new Float32Array(rows * T).map((_, i) =>
+      form === "causal"
+        ? (sees(0, Math.floor(i / T), i % T) ? 0 : -Infinity)
+        : (sees(Math.floor(i / T), 0, i % T) ? 0 : -Infinity)
+    );
+    inputs.mask = { data: mask, shape: maskShape };
   }
   return {
-    id: `attention-${causal ? "causal-" : ""}B${B}H${H}T${T}D${D}`,
+    id: `attention-${form === "plain" ? "" : `${form}-`}B${B}H${H}T${T}D${D}`,
     graph: b.build(),
     inputs,
     expect: (i) => {
       const e = i % D, row = Math.floor(i / D), t = row % T, bh = Math.floor(row / T);
-      const [Q, K, V] = data, base = bh * T * D;
+      const [Q, K, V] = data, base = bh * T * D, n = Math.floor(bh / H);
       const s = new Float64Array(T);
       for (let j = 0; j < T; j++) {
         let dot = 0;
         for (let d = 0; d < D; d++) dot += Q[base + t * D + d] * K[base + j * D + d];
-        s[j] = causal && j > t ? -Infinity : dot * scale;
+        s[j] = sees(n, t, j) ? dot * scale : -Infinity;
       }
       const m = Math.max(...s);
       let sum = 0, out = 0;
@@ -435,8 +456,10 @@ const all: (() => Kernel)[] = [
   () => attention(8, 16, 256, 64),
   () => attention(8, 16, 512, 64),
   () => attention(1, 16, 4096, 64),
-  () => attention(8, 16, 1024, 64, true),
-  () => attention(1, 16, 4096, 64, true),
+  () => attention(8, 16, 1024, 64, "scaled-q"),
+  () => attention(8, 16, 1024, 64, "padding"),
+  () => attention(8, 16, 1024, 64, "causal"),
+  () => attention(1, 16, 4096, 64, "causal"),
   () => decodeAttention(),
   // Scores of 4.3 GB, past the H200's 2 GB binding: only the flash kernel runs it (on both
   // backends). The graph holds them, past the default budget of 2 GiB a tensor (raised below).
