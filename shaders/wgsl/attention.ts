@@ -28,6 +28,7 @@ import {
   KEYS,
   summaryGeometry,
 } from "./flash.ts";
+import { keysInPlace } from "./flash_keys.ts";
 import { flashWgsl } from "./flash_kernel.ts";
 import { flashMask } from "./masks.ts";
 import { sharedMask, summaryKernel, summaryLayout, summaryWgsl } from "./tile_summary.ts";
@@ -161,7 +162,9 @@ export function withFusedAttention(
       ? flashAttention(group, options)
       : undefined;
     const chosen = plan && (options.flash === true || needed || flashPays(plan)) ? plan : undefined;
-    const flash = chosen && withSkip(chosen, options, --summaries);
+    const best = chosen &&
+      keysReadInPlace(chosen, { kernels, members, external, options, out, from });
+    const flash = best && withSkip(best, options, --summaries);
     const att = group && (flash ?? fusedAttention(members, external));
     if (!att) {
       out.push(k);
@@ -191,6 +194,32 @@ export function withFusedAttention(
     i += 2;
   }
   return { kernels: out, fused, from };
+}
+
+/**
+ * `chosen` with its keys read where a copy of them took them (see `flash_keys.ts`), that copy
+ * then taken out of the kernels made so far (`out`, and its place in `from`); `chosen` itself
+ * where there is no copy or the flash kernel does not take the keys in place.
+ */
+function keysReadInPlace(
+  chosen: Flash,
+  { kernels, members, external, options, out, from }: {
+    kernels: readonly KernelIR[];
+    members: readonly KernelIR[];
+    external: ReadonlySet<number>;
+    options: WgslOptions;
+    out: KernelIR[];
+    from: number[];
+  },
+): Flash {
+  const direct = keysInPlace(kernels, members, external);
+  const group = direct && attentionGroup(direct.members, external);
+  const plan = group && flashAttention(group, options);
+  const at = direct ? out.indexOf(direct.copy) : -1;
+  if (!plan || at < 0) return chosen;
+  out.splice(at, 1);
+  from.splice(at, 1);
+  return plan;
 }
 
 /** A kernel of an attention group: fused, flash, or a flash kernel's tile summary. */
