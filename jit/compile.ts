@@ -24,7 +24,7 @@ import { constantsLaidOut } from "./passes/constant_views.ts";
 import { sharedNodes } from "./passes/shared_nodes.ts";
 import { fuse, type FuseOptions } from "./passes/fuse.ts";
 import { packedConstants } from "./passes/packed_constants.ts";
-import type { Graph } from "./ir/graph.ts";
+import { checkGraph, type Graph } from "./ir/graph.ts";
 import { defaultKernelCache, type KernelCache, kernelCacheOf } from "./runtime/kernel_cache.ts";
 import { checkInputsOn, expectedRuns } from "./schedule/placement_hints.ts";
 import { legalize } from "./passes/legalize.ts";
@@ -85,7 +85,7 @@ export function registeredBackends(): BackendSet {
  * ```
  */
 export async function compile(input: Graph, options: CompileOptions = {}): Promise<Executable> {
-  if (!isGraph(input)) throw notAGraph(input);
+  checkGraph(input, "compile()");
   // A misspelt option had been ignored (`precison: "f16"` compiled in f32).
   checkOptions(options, COMPILE_OPTIONS, "compile()");
   const start = performance.now();
@@ -451,26 +451,6 @@ async function ratesOf(backends: readonly Backend[], policy: Policy): Promise<Ba
     backends.map((b) =>
       backendRates(b, (graph: Graph) => compile(graph, { backend: b, cache: false }))
     ),
-  );
-}
-
-/** Whether `input` is a graph (by shape: a graph of another copy of kiln's modules counts). */
-function isGraph(input: unknown): input is Graph {
-  const g = input as Partial<Graph> | undefined;
-  return typeof g?.hash === "function" && Array.isArray(g.nodes) && Array.isArray(g.outputs);
-}
-
-/** The error of a `compile` given something other than a graph (a fusion plan, a builder). */
-function notAGraph(input: unknown): KilnError {
-  const kernels = (input as { kernels?: unknown })?.kernels !== undefined;
-  return new KilnError(
-    `compile() takes a Graph, got ${kernels ? "fuse()'s kernel plan" : typeof input}`,
-    {
-      code: "bad-input",
-      fix: kernels
-        ? "pass the graph itself: compile() fuses it (fuse() is for inspecting the plan)"
-        : "build a Graph (GraphBuilder.build(), importOnnx, or a Tensor's graph) and pass it",
-    },
   );
 }
 

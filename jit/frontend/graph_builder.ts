@@ -98,7 +98,7 @@ export class GraphBuilder {
     const output = options?.output ?? this.#fresh();
     this.#nodes.push({
       op,
-      inputs: inputs.map(nameOf),
+      inputs: namesOf(op, inputs),
       outputs: [output],
       attrs,
       name: options?.name,
@@ -119,7 +119,7 @@ export class GraphBuilder {
       : [...outputs];
     this.#nodes.push({
       op,
-      inputs: inputs.map(nameOf),
+      inputs: namesOf(op, inputs),
       outputs: names,
       attrs,
       name: options?.name,
@@ -146,6 +146,15 @@ export class GraphBuilder {
   #fresh(): string {
     return `%${this.#next++}`;
   }
+}
+
+/** The names of node `op`'s `inputs`: a list (anything else had failed inside as a TypeError). */
+function namesOf(op: string, inputs: readonly (Sym | string)[]): string[] {
+  if (Array.isArray(inputs)) return inputs.map(nameOf);
+  throw new KilnError(`${op}'s inputs are ${shown(inputs)}, not a list`, {
+    code: "invalid-graph",
+    fix: "pass a list of the Syms returned by input()/param()/op() (or value names), e.g. [x]",
+  });
 }
 
 function nameOf(v: Sym | string): string {

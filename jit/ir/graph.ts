@@ -166,7 +166,7 @@ export class Graph {
    * shapes involved, with a `Fix:` hint, for any defect.
    */
   static create(spec: GraphSpec): Graph {
-    return new Graph(validate(spec));
+    return new Graph(validate(checkSpec(spec)));
   }
 
   /** Structural hash: equal for isomorphic graphs, whatever the node order or value names. */
@@ -376,6 +376,43 @@ class ValueTable {
  * A spec checked and made a graph: declarations defined, nodes that no output depends on
  * dropped, the rest in topological order with their types inferred, outputs checked.
  */
+/** `spec` where its lists are lists (else a field's `map` had failed inside as a TypeError). */
+function checkSpec(spec: GraphSpec): GraphSpec {
+  const lists = ["inputs", "nodes", "outputs"] as const;
+  const wrong = typeof spec !== "object" || spec === null
+    ? "spec"
+    : [...lists, "params" as const].find((k) =>
+      !Array.isArray(spec[k]) && (k !== "params" || spec[k] !== undefined)
+    );
+  if (wrong === undefined) return spec;
+  throw new KilnError(`Graph.create: ${wrong} is ${shown(wrong === "spec" ? spec : spec[wrong])}`, {
+    code: "bad-input",
+    fix: "pass { inputs: [...], nodes: [...], outputs: [...] } (params optional), or build the " +
+      "graph with GraphBuilder",
+  });
+}
+
+/**
+ * `input` where it is a graph (by shape: a graph of another copy of kiln's modules counts), else
+ * a typed error naming `what` took it: a fusion plan, a builder or nothing had failed inside.
+ */
+export function checkGraph(input: unknown, what: string): Graph {
+  const g = input as Partial<Graph> | undefined;
+  if (typeof g?.hash === "function" && Array.isArray(g.nodes) && Array.isArray(g.outputs)) {
+    return input as Graph;
+  }
+  const kernels = (input as { kernels?: unknown })?.kernels !== undefined;
+  throw new KilnError(
+    `${what} takes a Graph, got ${kernels ? "fuse()'s kernel plan" : shown(input)}`,
+    {
+      code: "bad-input",
+      fix: kernels
+        ? "pass the graph itself: compile() fuses it (fuse() is for inspecting the plan)"
+        : "build a Graph (GraphBuilder.build(), importOnnx, or a Tensor's graph) and pass it",
+    },
+  );
+}
+
 function validate(spec: GraphSpec): GraphParts {
   const table = new ValueTable();
   const inputs = spec.inputs.map((i): GraphInput => {

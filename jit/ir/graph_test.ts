@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { KilnError, type KilnErrorCode } from "../support/errors.ts";
 import { Graph } from "./graph.ts";
+import { hostTensor } from "./host_tensor.ts";
 import { handOver } from "./hand_over.ts";
 import { GraphBuilder } from "../frontend/graph_builder.ts";
 
@@ -219,4 +220,18 @@ Deno.test("a caller's odd value in an error message: typed, bounded, never a thr
   const odd = new GraphBuilder();
   odd.input("x", [2], loop as never);
   throwsKiln(() => odd.build(), "dtype-mismatch", /unknown dtype \[object Object\]/, short);
+});
+
+Deno.test("Graph.create, hostTensor and the builder refuse what is not a list or an array as typed errors", () => {
+  // Each had failed inside as a TypeError (`spec.inputs.map`, `null.length`, `null.map`).
+  throwsKiln(() => Graph.create(null as never), "bad-input", /spec is null/);
+  throwsKiln(() => Graph.create({ inputs: 5 } as never), "bad-input", /inputs is 5/);
+  throwsKiln(() => Graph.create({ inputs: [], outputs: [] } as never), "bad-input", /nodes is/);
+  const bad = { inputs: [], nodes: [], outputs: [], params: 1 } as never;
+  throwsKiln(() => Graph.create(bad), "bad-input", /params is 1/);
+  throwsKiln(() => hostTensor(null as never), "bad-input", /typed array first, got null/);
+  const b = new GraphBuilder();
+  throwsKiln(() => b.op("Relu", null as never), "invalid-graph", /Relu's inputs are null/);
+  throwsKiln(() => b.opN("Split", "x" as never, {}, 2), "invalid-graph", /not a list/);
+  assert.equal(hostTensor(new Float32Array(2)).shape[0], 2);
 });

@@ -54,6 +54,13 @@ export interface TensorSpec {
  * (`Uint8Array` → `u8`; pass `"bool"` for booleans); `shape` defaults to `[data.length]`.
  */
 export function hostTensor(data: TensorData, shape?: Shape, dtype?: BoundaryDType): HostTensor {
+  if (!ArrayBuffer.isView(data)) {
+    // Its length and type had been asked for first: a TypeError from inside.
+    throw new KilnError(`hostTensor takes a typed array first, got ${shown(data)}`, {
+      code: "bad-input",
+      fix: "pass e.g. hostTensor(new Float32Array([1, 2]), [2])",
+    });
+  }
   const t = { data, shape: shape ?? [data.length], dtype: dtype ?? dtypeOfData(data) };
   return checkHostTensor(t, "hostTensor");
 }

@@ -22,7 +22,7 @@
  */
 import type { DType } from "../ir/dtype.ts";
 import { KilnError } from "../support/errors.ts";
-import type { Graph } from "../ir/graph.ts";
+import { checkGraph, type Graph } from "../ir/graph.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import {
   aluCount,
@@ -82,7 +82,7 @@ export type { FuseOptions, FusionResult } from "./fuse_options.ts";
 
 /** Fuses `graph` into kernels. */
 export function fuse(graph: Graph, options: FuseOptions = {}): FusionResult {
-  return new Fuser(graph, options).run();
+  return new Fuser(checkGraph(graph, "fuse()"), options).run();
 }
 
 class Fuser {

@@ -6,6 +6,7 @@
  */
 import type { HostTensor } from "../ir/host_tensor.ts";
 import type { KernelIR } from "../ir/kernel_ir.ts";
+import { checkOptions } from "../support/errors.ts";
 
 /** Options for `fuse`. */
 export interface FuseOptions {
@@ -83,8 +84,17 @@ export interface FuseOptions {
   readonly exact?: boolean;
 }
 
-/** `options` with every default filled in. */
+/**
+ * `options` checked by name (a misspelt key had been ignored without a word), with every default
+ * filled in.
+ */
 export function withDefaults(options: FuseOptions): Required<FuseOptions> {
+  checkOptions(options, FUSE_OPTIONS, "fuse()");
+  return filled(options);
+}
+
+/** `options` with every default filled in. */
+function filled(options: FuseOptions): Required<FuseOptions> {
   // The exact precision's kernels are the plain ones every backend sums in the same order.
   const exact = options.exact ?? false;
   if (exact) {
@@ -125,3 +135,6 @@ export interface FusionResult {
   /** Constant buffers the kernels read (value id → data). */
   readonly constants: ReadonlyMap<number, HostTensor>;
 }
+
+/** The option names `fuse()` takes: those its defaults fill. */
+export const FUSE_OPTIONS: readonly string[] = Object.keys(filled({}));

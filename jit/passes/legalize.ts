@@ -8,11 +8,18 @@
  */
 import { type Backend, type BackendSet, nodeInfo } from "../runtime/backend.ts";
 import { decompose } from "./decompose.ts";
-import { KilnError } from "../support/errors.ts";
-import type { Graph } from "../ir/graph.ts";
+import { KilnError, shown } from "../support/errors.ts";
+import { checkGraph, type Graph } from "../ir/graph.ts";
 
 /** Rewrites `graph` for `backend`; `registry` (optional) lets the error suggest other backends. */
 export function legalize(graph: Graph, backend: Backend, registry?: BackendSet): Graph {
+  checkGraph(graph, "legalize()");
+  if (typeof backend?.supports !== "function") {
+    throw new KilnError(`legalize() takes a backend second, got ${shown(backend)}`, {
+      code: "bad-input",
+      fix: 'pass a backend, e.g. legalize(graph, new WasmBackend()) or registry.get("wasm")',
+    });
+  }
   const legal = decompose(graph, (info) => !backend.supports(info));
   const bad = legal.nodes.map((n) => nodeInfo(legal, n.id)).filter((info) =>
     !backend.supports(info)
