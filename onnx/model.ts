@@ -187,6 +187,14 @@ export class OnnxModel {
   }
 
   private constructor(proto: ModelProto, options: OnnxLoadOptions = {}) {
+    // A misspelt key (`onProgres`) or a callback that is not a function had been ignored.
+    checkOptions(options, ["onProgress"], "OnnxModel.load");
+    if (options.onProgress !== undefined && typeof options.onProgress !== "function") {
+      throw new KilnError(`onProgress is ${shown(options.onProgress)}, not a function`, {
+        code: "bad-input",
+        fix: "pass a function that takes each Progress, e.g. (p) => console.log(p.phase)",
+      });
+    }
     this.#proto = proto;
     this.#onProgress = options.onProgress;
     this.#strings = StringStage.of(proto);

@@ -36,6 +36,20 @@ Deno.test("OnnxModel.fromBytes of something other than bytes is a typed error", 
   }
 });
 
+Deno.test("OnnxModel.load and fromBytes refuse options they do not have", async () => {
+  const { bytes } = await referenceModel("lenet");
+  const typed = (pattern: RegExp) => (e: unknown) =>
+    e instanceof KilnError && e.code === "bad-input" && pattern.test(e.message);
+  // A misspelt onProgres had been ignored: no progress, no word.
+  const misspelt = { onProgres: () => {} } as never;
+  assert.throws(() => OnnxModel.fromBytes(bytes, misspelt), typed(/no option "onProgres"/));
+  assert.throws(() => OnnxModel.fromBytes(bytes, { onProgress: 1 as never }), typed(/function/));
+  const path = await Deno.makeTempFile({ suffix: ".onnx" });
+  await Deno.writeFile(path, bytes);
+  await assert.rejects(() => OnnxModel.load(path, 5 as never), typed(/object of options/));
+  await Deno.remove(path);
+});
+
 Deno.test("input shapes that name no input, or are not shapes, are refused, not ignored", async () => {
   const m = await referenceModel("mlp");
   const model = OnnxModel.fromBytes(m.bytes);

@@ -125,6 +125,15 @@ export class Tensor {
 
   /** Applies `op` to tensors, inferring its outputs now. */
   static apply(op: string, inputs: readonly Tensor[], attrs: Attrs = {}): Tensor[] {
+    // Anything else had failed inside (reading a private field of a non-Tensor) as a TypeError.
+    const at = Array.isArray(inputs) ? inputs.findIndex((t) => !(t instanceof Tensor)) : -2;
+    if (at !== -1) {
+      const got = at === -2 ? shown(inputs) : `${shown(inputs[at])} at ${at}`;
+      throw new KilnError(`${op} takes a list of Tensors, got ${got}`, {
+        code: "bad-input",
+        fix: "pass Tensors made by tensor(...) or by their ops, e.g. concat([a, b])",
+      });
+    }
     return applyLazy(op, inputs.map((t) => t.#lazy(op)), attrs);
   }
 
@@ -410,6 +419,12 @@ export function concat(tensors: readonly Tensor[], axis = 0): Tensor {
 
 /** `cond ? a : b` elementwise. */
 export function where(cond: Tensor, a: Tensor | number, b: Tensor | number): Tensor {
+  if (!(cond instanceof Tensor)) {
+    throw new KilnError(`where() takes a bool Tensor first, got ${shown(cond)}`, {
+      code: "bad-input",
+      fix: "pass the condition as a Tensor, e.g. where(x.greater(0), x, 0)",
+    });
+  }
   return cond.where(a, b);
 }
 

@@ -171,3 +171,14 @@ Deno.test("numbers an integer tensor cannot hold are typed errors, not wrapped v
   assert.throws(() => tensor([1, 2], undefined, "i32").add(2 ** 31), refused);
   assert.deepEqual([...tensor([2 ** 31 - 1, -(2 ** 31)], undefined, "i32").shape], [2]);
 });
+
+Deno.test("concat and where refuse what is not a Tensor as typed errors", () => {
+  const typed = (pattern: RegExp) => (e: unknown) =>
+    e instanceof KilnError && e.code === "bad-input" && pattern.test(e.message);
+  // Each had failed inside (a private field read of a non-Tensor, `null.where`) as a TypeError.
+  assert.throws(() => concat(null as never), typed(/Concat takes a list of Tensors, got null/));
+  const a = tensor([1, 2]);
+  assert.throws(() => concat([a, [3] as never]), typed(/got \[3\] at 1/));
+  assert.throws(() => where(null as never, a, 0), typed(/where\(\) takes a bool Tensor/));
+  assert.equal(concat([a, a]).shape[0], 4);
+});

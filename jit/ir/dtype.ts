@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { KilnError } from "../support/errors.ts";
+import { KilnError, shown } from "../support/errors.ts";
 
 /** Element types a value inside a kiln graph can have. */
 export type DType =
@@ -112,7 +112,8 @@ export function internalDType(dtype: BoundaryDType): DType {
 
 /** Bytes per element of `dtype`. */
 export function byteSize(dtype: BoundaryDType): number {
-  return BYTES[dtype];
+  // An unknown name had given undefined, and sizes computed from it NaN.
+  return isDType(dtype) ? BYTES[dtype] : unknownDType(dtype);
 }
 
 /** Whether `dtype` is a floating-point type. */
@@ -142,7 +143,16 @@ export function isInt(dtype: DType): boolean {
 
 /** Whether `s` names a boundary dtype. */
 export function isDType(s: unknown): s is BoundaryDType {
-  return typeof s === "string" && s in BYTES;
+  // Own keys only: "toString" is in every object.
+  return typeof s === "string" && Object.hasOwn(BYTES, s);
+}
+
+/** The error of a dtype name kiln does not have. */
+function unknownDType(dtype: unknown): never {
+  throw new KilnError(`Unknown dtype ${shown(dtype)}`, {
+    code: "bad-input",
+    fix: `use one of ${Object.keys(BYTES).join(", ")}`,
+  });
 }
 
 /** Allocates a zeroed typed array of `length` elements for `dtype`. */

@@ -12,8 +12,8 @@
  */
 import { type BoundaryDType, byteSize } from "../ir/dtype.ts";
 import { envVar } from "../support/env.ts";
-import { checkOptions, KilnError } from "../support/errors.ts";
-import type { Shape } from "../ir/shape.ts";
+import { checkOptions, KilnError, shown } from "../support/errors.ts";
+import { isValidShape, type Shape } from "../ir/shape.ts";
 
 /** Limits on tensor sizes. */
 export interface MemoryBudget {
@@ -105,6 +105,13 @@ export function checkBytes(bytes: number, what: string): void {
  * the budget; `what` names it in the message. Dimensions must already be non-negative integers.
  */
 export function checkBudget(shape: Shape, dtype: BoundaryDType, what: string): void {
+  if (!isValidShape(shape)) {
+    // Its reduce had failed inside as a TypeError, or a negative size passed as small.
+    throw new KilnError(`checkBudget: ${what}'s shape ${shown(shape)} is not a list of sizes`, {
+      code: "bad-input",
+      fix: "pass the shape as an array of non-negative integers",
+    });
+  }
   const elements = shape.reduce((a, b) => a * b, 1);
   const bytes = elements * byteSize(dtype);
   const { maxTensorBytes } = memoryBudget();

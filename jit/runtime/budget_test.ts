@@ -91,3 +91,13 @@ Deno.test("KILN_MAX_TENSOR_BYTES that is not a positive byte count is a typed er
     setMemoryBudget(undefined);
   }
 });
+
+Deno.test("checkBudget of a shape that is not a list of sizes is a typed error", () => {
+  // null had failed inside (`null.reduce`); [-4] passed as a small tensor.
+  for (const shape of [null, [-4], "4"]) {
+    assert.throws(
+      () => checkBudget(shape as never, "f32", "x"),
+      (e: unknown) => e instanceof KilnError && /x's shape .* not a list of sizes/.test(e.message),
+    );
+  }
+});

@@ -15,7 +15,7 @@
  * @module
  */
 import { envVar } from "../support/env.ts";
-import { KilnError } from "../support/errors.ts";
+import { checkOptions, KilnError, shown } from "../support/errors.ts";
 import { type HostFs, hostFs } from "../support/host_fs.ts";
 import { type Artifact, type Backend, profileKey } from "./backend.ts";
 import { digest } from "../ir/digest.ts";
@@ -98,6 +98,23 @@ export class KernelCache {
 
   /** Creates a cache. */
   constructor(options: KernelCacheOptions = {}) {
+    // A misspelt key or a bad size had been ignored or kept (`{ dirr: "/tmp" }` used the default).
+    checkOptions(options, ["maxEntries", "maxBytes", "dir"], "KernelCache");
+    for (const key of ["maxEntries", "maxBytes"] as const) {
+      const n = options[key];
+      if (n !== undefined && !(typeof n === "number" && n >= 0)) {
+        throw new KilnError(`KernelCache: ${key} must be a number >= 0, got ${shown(n)}`, {
+          code: "bad-input",
+          fix: `pass a count or size (0 keeps nothing in memory), or leave ${key} out`,
+        });
+      }
+    }
+    if (options.dir !== undefined && options.dir !== false && typeof options.dir !== "string") {
+      throw new KilnError(`KernelCache: dir must be a path or false, got ${shown(options.dir)}`, {
+        code: "bad-input",
+        fix: "pass a directory path, false for no disk tier, or leave dir out",
+      });
+    }
     this.#maxEntries = options.maxEntries ?? 1024;
     this.#maxBytes = options.maxBytes ?? 64 << 20;
     this.#dir = options.dir === undefined ? defaultCacheDir() : options.dir;

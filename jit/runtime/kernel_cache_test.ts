@@ -353,3 +353,15 @@ Deno.test("a compile's cache option is a KernelCache, true or false; anything el
     );
   }
 });
+
+Deno.test("KernelCache refuses options it does not have and sizes that are not counts", () => {
+  const typed = (pattern: RegExp) => (e: unknown) =>
+    e instanceof KilnError && e.code === "bad-input" && pattern.test(e.message);
+  // `{ dirr }` had used the default directory without a word; a string size had been kept.
+  assert.throws(() => new KernelCache({ dirr: "/tmp" } as never), typed(/no option "dirr"/));
+  assert.throws(() => new KernelCache(5 as never), typed(/object of options, got 5/));
+  assert.throws(() => new KernelCache({ maxEntries: "9" as never }), typed(/maxEntries/));
+  assert.throws(() => new KernelCache({ maxBytes: -1 }), typed(/maxBytes must be/));
+  assert.throws(() => new KernelCache({ dir: 3 as never }), typed(/dir must be a path/));
+  assert.equal(new KernelCache({ dir: false, maxEntries: 0 }).dir, false);
+});

@@ -6,9 +6,8 @@
  */
 import type { Workload } from "../runtime/backend.ts";
 import { byteSize } from "../ir/dtype.ts";
-import type { Graph, Node } from "../ir/graph.ts";
+import { checkGraph, type Graph, type Node } from "../ir/graph.ts";
 import { sizeOf } from "../ir/shape.ts";
-import { KilnError, shown } from "../support/errors.ts";
 
 /** Operations one node performs (multiply-adds count as two). */
 export function nodeFlops(graph: Graph, node: Node): number {
@@ -31,13 +30,7 @@ export function nodeFlops(graph: Graph, node: Node): number {
 
 /** The {@linkcode Workload} of a whole graph. */
 export function estimateWork(graph: Graph): Workload {
-  // By shape, as compile tells a graph: one of another copy of kiln's modules counts.
-  if (!Array.isArray((graph as Partial<Graph> | null)?.nodes)) {
-    throw new KilnError(`estimateWork takes a Graph, got ${shown(graph)}`, {
-      code: "bad-input",
-      fix: "pass a built graph (GraphBuilder.build(), importOnnx, or OnnxModel.graph())",
-    });
-  }
+  checkGraph(graph, "estimateWork");
   const bytesOf = (id: number) => sizeOf(graph.values[id].shape) * byteSize(graph.values[id].dtype);
   let flops = 0, bytes = 0;
   for (const n of graph.nodes) {

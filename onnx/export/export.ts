@@ -9,7 +9,7 @@
 import { onnxNameOf } from "../import/registered_ops.ts";
 import { decompose } from "../../jit/passes/decompose.ts";
 import { type BoundaryDType, type DType, fromNumbers } from "../../jit/ir/dtype.ts";
-import type { Graph } from "../../jit/ir/graph.ts";
+import { checkGraph, type Graph } from "../../jit/ir/graph.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import type { AttrValue } from "../../jit/ops/mod.ts";
 import {
@@ -54,7 +54,7 @@ const DECOMPOSE = new Set([
 
 /** Serializes `graph` as an ONNX model (opset 17). */
 export function toOnnx(graph: Graph): Uint8Array {
-  const g = decompose(graph, (n) => DECOMPOSE.has(n.op));
+  const g = decompose(checkGraph(graph, "toOnnx()"), (n) => DECOMPOSE.has(n.op));
   const name = (v: number) => g.values[v].name;
   const initializers: TensorProto[] = [];
   const nodes: NodeProto[] = [];

@@ -58,3 +58,14 @@ Deno.test("a quantized model round-trips through ONNX with identical results", a
     exe.dispose();
   }
 });
+
+Deno.test("toOnnx and importOnnx refuse what is not a graph or an options object", () => {
+  const typed = (pattern: RegExp) => (e: unknown) =>
+    e instanceof Error && e.name === "KilnError" && pattern.test(e.message);
+  // toOnnx(null) had failed inside (`null.nodes`); importOnnx's misspelt options were ignored.
+  assert.throws(() => toOnnx(null as never), typed(/toOnnx\(\) takes a Graph, got null/));
+  const bytes = toOnnx(demoMlp().graph);
+  assert.throws(() => importOnnx(bytes, { inputShape: {} } as never), typed(/no option/));
+  assert.throws(() => importOnnx(bytes, 5 as never), typed(/object of options/));
+  assert.ok(importOnnx(bytes, { inputShapes: {} }));
+});

@@ -14,7 +14,7 @@ import { evaluateNode } from "../../backends/reference/reference_backend.ts";
 import { type BoundaryDType, internalData, internalDType } from "../../jit/ir/dtype.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { checkBudget } from "../../jit/runtime/budget.ts";
-import { KilnError } from "../../jit/support/errors.ts";
+import { checkOptions, KilnError } from "../../jit/support/errors.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
 import { handOver } from "../../jit/ir/hand_over.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
@@ -85,6 +85,7 @@ export interface OnnxImportOptions {
 
 /** Imports model bytes as a graph. */
 export function importOnnx(bytes: Uint8Array, options: OnnxImportOptions = {}): Graph {
+  checkOptions(options, ["inputShapes", "inputValues"], "importOnnx()");
   return importModel(decodeModel(bytes), options);
 }
 
