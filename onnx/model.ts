@@ -15,6 +15,7 @@ import { DeviceTensor } from "../jit/runtime/device_tensor.ts";
 import type { Graph } from "../jit/ir/graph.ts";
 import { type ProgressCallback, reporter } from "../jit/runtime/progress.ts";
 import { hexBytes } from "../jit/ir/digest.ts";
+import { RUN_OPTION_KEYS } from "../jit/runtime/run_types.ts";
 import { checkOptions, KilnError, shown } from "../jit/support/errors.ts";
 import type { Shape } from "../jit/ir/shape.ts";
 import type { HostTensor } from "../jit/ir/host_tensor.ts";
@@ -156,7 +157,7 @@ export function modelOfProto(proto: ModelProto): OnnxModel {
 }
 
 /** What `run` and `runValues` take: compile options and a run's own. */
-const RUN_OPTIONS: readonly string[] = [...COMPILE_OPTIONS, "outputs", "repeat", "into"];
+const RUN_OPTIONS: readonly string[] = [...COMPILE_OPTIONS, ...RUN_OPTION_KEYS];
 
 /** An imported ONNX model. */
 export class OnnxModel {

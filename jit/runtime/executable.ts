@@ -19,7 +19,13 @@ import type { MemoryPlan } from "../schedule/memory_plan.ts";
 import { checkInto, deliver, type IntoMap, intoTargets } from "./into.ts";
 import { assertCheck, DeviceChecks, isCheck, outputIndices, settleChecks } from "./checks.ts";
 import { RunHandle, type RunTiming } from "./run_handle.ts";
-import type { DeviceTensorMap, InputMap, RunOptions, TensorMap } from "./run_types.ts";
+import {
+  checkRunOptions,
+  type DeviceTensorMap,
+  type InputMap,
+  type RunOptions,
+  type TensorMap,
+} from "./run_types.ts";
 import type { Variants } from "./specialize.ts";
 import type { Shape } from "../ir/shape.ts";
 import { runOnZeros } from "./zero_run.ts";
@@ -281,13 +287,7 @@ export class Executable {
   /** A run's arguments and outputs, checked; the run counted. */
   #prepareRun(inputs: InputMap, options: RunOptions | undefined, onDevice: boolean): Run {
     this.#check();
-    const repeat = options?.repeat ?? 1;
-    if (!Number.isInteger(repeat) || repeat < 1) {
-      throw new KilnError(`repeat must be a whole number of at least 1, got ${repeat}`, {
-        code: "bad-input",
-        fix: "pass repeat: 1 or more (or leave it out)",
-      });
-    }
+    const repeat = checkRunOptions(options);
     const active = this.#activeExtent(inputs);
     const args = this.#snapshot(this.#arguments(inputs, active), inputs, repeat);
     const requested = outputIndices(this.graph, options?.outputs);

@@ -49,6 +49,14 @@ Deno.test("run fills the caller's buffers, and refuses wrong ones before running
         (e: unknown) => e instanceof KilnError && /not a (map|list)/.test(e.message),
       );
     }
+    // A misspelt option had read back every output; a number of options had been ignored.
+    for (const [options, pattern] of [[{ outputz: ["y"] }, /no option "outputz"/], [5, /got 5/]]) {
+      assert.throws(
+        () => exe.run({ x }, options as never),
+        (e: unknown) => e instanceof KilnError && (pattern as RegExp).test(e.message),
+      );
+      assert.throws(() => exe.runOnDevice({ x }, options as never), KilnError);
+    }
   }
 });
 

@@ -8,6 +8,7 @@
 import type { DeviceTensor } from "./device_tensor.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import type { IntoMap } from "./into.ts";
+import { checkOptions, KilnError } from "../support/errors.ts";
 
 /** Named host tensors: a run's inputs or results. */
 export type TensorMap = Record<string, HostTensor>;
@@ -30,4 +31,23 @@ export interface RunOptions {
   readonly repeat?: number;
   /** Caller-owned buffers to fill with outputs, by name (see `jit/runtime/into.ts`). */
   readonly into?: IntoMap;
+}
+
+/** The names {@linkcode RunOptions} has. */
+export const RUN_OPTION_KEYS: readonly (keyof RunOptions)[] = ["outputs", "repeat", "into"];
+
+/**
+ * `options` checked by name (a misspelt `outputz` had read back every output without a word) and
+ * its repeat count, a whole number of at least 1 (default 1).
+ */
+export function checkRunOptions(options: RunOptions | undefined): number {
+  checkOptions(options, RUN_OPTION_KEYS, "run()");
+  const repeat = options?.repeat ?? 1;
+  if (!Number.isInteger(repeat) || repeat < 1) {
+    throw new KilnError(`repeat must be a whole number of at least 1, got ${repeat}`, {
+      code: "bad-input",
+      fix: "pass repeat: 1 or more (or leave it out)",
+    });
+  }
+  return repeat;
 }
