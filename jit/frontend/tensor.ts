@@ -16,7 +16,7 @@ import {
   isDType,
   type TensorData,
 } from "../ir/dtype.ts";
-import { KilnError, shown } from "../support/errors.ts";
+import { checkOptions, KilnError, shown } from "../support/errors.ts";
 import { acceptInput } from "../ir/host_tensor.ts";
 import { type Attrs, inferNode } from "../ops/mod.ts";
 import { type Lazy, realize } from "./realize.ts";
@@ -315,6 +315,8 @@ export class Tensor {
   }
   /** Cumulative sum along `axis`. */
   cumsum(axis = 0, options?: { exclusive?: boolean; reverse?: boolean }): Tensor {
+    // A misspelt key (`excl`) had summed inclusively without a word.
+    checkOptions(options, ["exclusive", "reverse"], "Tensor.cumsum");
     return this.#op("CumSum", [], {
       axis,
       exclusive: +!!options?.exclusive,
@@ -331,6 +333,8 @@ export class Tensor {
   }
   /** Layer normalization over the axes from `axis` on. */
   layerNorm(scale: Tensor, bias?: Tensor, options?: { axis?: number; epsilon?: number }): Tensor {
+    // A misspelt key (`eps`) had normalized with the default epsilon.
+    checkOptions(options, ["axis", "epsilon"], "Tensor.layerNorm");
     const inputs = bias ? [this, scale, bias] : [this, scale];
     return Tensor.apply("LayerNormalization", inputs, {
       axis: options?.axis ?? -1,

@@ -182,3 +182,15 @@ Deno.test("concat and where refuse what is not a Tensor as typed errors", () => 
   assert.throws(() => where(null as never, a, 0), typed(/where\(\) takes a bool Tensor/));
   assert.equal(concat([a, a]).shape[0], 4);
 });
+
+Deno.test("cumsum and layerNorm refuse options they do not have", () => {
+  const t = tensor([[1, 2], [3, 4]]);
+  const typed = (pattern: RegExp) => (e: unknown) =>
+    e instanceof KilnError && e.code === "bad-input" && pattern.test(e.message);
+  // Each had computed with its defaults: an inclusive sum, epsilon 1e-5.
+  assert.throws(() => t.cumsum(0, { excl: true } as never), typed(/cumsum has no option "excl"/));
+  assert.throws(() => t.cumsum(0, 5 as never), typed(/object of options/));
+  const scale = tensor([1, 1]);
+  assert.throws(() => t.layerNorm(scale, undefined, { eps: 1 } as never), typed(/"eps"/));
+  assert.ok(t.layerNorm(scale, undefined, { epsilon: 1e-3 }));
+});
