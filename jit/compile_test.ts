@@ -34,6 +34,13 @@ Deno.test("compile of fuse()'s plan, or of anything but a graph, is a typed erro
   // The other entries that take a graph, or a list of tensors.
   assert.throws(() => estimateWork(null as never), (e) => e instanceof KilnError);
   await assert.rejects(() => runOp("Relu", null as never), (e) => e instanceof KilnError);
+  // runOp of no op name had failed inside (`null.toLowerCase`); a misspelt option was ignored.
+  const x = { data: new Float32Array([1]), shape: [1], dtype: "f32" as const };
+  await assert.rejects(() => runOp(null as never, [x]), (e) => e instanceof KilnError);
+  await assert.rejects(
+    () => runOp("Relu", [x], {}, { backnd: "wasm" } as never),
+    (e) => e instanceof KilnError && /no option "backnd"/.test(e.message),
+  );
 });
 
 Deno.test("fusion's choices follow every generator that may run a kernel", () => {

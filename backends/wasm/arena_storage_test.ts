@@ -85,6 +85,8 @@ Deno.test("wasm allocates device tensors, repeats with state in its arena, and t
   const wasm = new WasmBackend({ threads: 1 });
   using s = await DeviceTensor.allocate(wasm, [4]);
   s.write(new Float32Array([1, 0, 0, 1]));
+  // Neither an array nor a tensor had failed inside (`null.shape`).
+  assert.throws(() => s.write(null as never), KilnError);
   using exe = await stepper();
   const x = f32([0, 1, 0, 0]);
   using next = (await exe.runOnDevice({ s, x })).next;

@@ -16,7 +16,7 @@ import {
 import { count } from "./counters.ts";
 import { checkBudget } from "./budget.ts";
 import { checkOptions, KilnError } from "../support/errors.ts";
-import { acceptInput, type HostTensor } from "../ir/host_tensor.ts";
+import { acceptInput, checkHostTensor, type HostTensor } from "../ir/host_tensor.ts";
 import { type Shape, sizeOf } from "../ir/shape.ts";
 
 /** The backend's side of a device tensor: its memory and transfers. */
@@ -172,9 +172,10 @@ export class DeviceTensor {
    * started later see the new values; the caller's array is not kept.
    */
   write(data: TensorData | HostTensor, offset = 0): void {
+    // Neither an array nor a tensor had failed inside (`null.shape`) as a TypeError.
     const t = ArrayBuffer.isView(data)
       ? { data, shape: [data.length], dtype: this.dtype }
-      : data as HostTensor;
+      : checkHostTensor(data, "DeviceTensor.write");
     const n = sizeOf(t.shape);
     const [start] = this.#range({ offset, length: n }, "write");
     const accepted = acceptInput(t, { shape: [n], dtype: this.dtype }, "device tensor write");

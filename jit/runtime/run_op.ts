@@ -6,12 +6,15 @@
  * @module
  */
 import { compile, type CompileOptions } from "../compile.ts";
-import { compileOptionsOf } from "../compile_options.ts";
+import { COMPILE_OPTIONS, compileOptionsOf } from "../compile_options.ts";
 import type { DType } from "../ir/dtype.ts";
 import { GraphBuilder } from "../frontend/graph_builder.ts";
 import { checkHostTensor, type HostTensor } from "../ir/host_tensor.ts";
 import { type Attrs, inferNode } from "../ops/mod.ts";
-import { KilnError, shown } from "../support/errors.ts";
+import { checkOptions, KilnError, shown } from "../support/errors.ts";
+
+/** The option names {@linkcode runOp} takes. */
+const RUN_OP_OPTIONS: readonly string[] = [...COMPILE_OPTIONS, "outputs"];
 
 /** Options of {@linkcode runOp}: those of `compile`, and how many outputs the op has. */
 export interface RunOpOptions extends CompileOptions {
@@ -38,6 +41,14 @@ export async function runOp(
   attrs: Attrs = {},
   options: RunOpOptions = {},
 ): Promise<HostTensor[]> {
+  if (typeof op !== "string") {
+    throw new KilnError(`runOp takes an op's name first, got ${shown(op)}`, {
+      code: "bad-input",
+      fix: 'pass e.g. runOp("Add", [a, b])',
+    });
+  }
+  // A misspelt option (`backnd`) had run where the defaults say, without a word.
+  checkOptions(options, RUN_OP_OPTIONS, `runOp ${op}`);
   if (!Array.isArray(inputs)) {
     throw new KilnError(`runOp ${op}: inputs are ${shown(inputs)}, not a list of tensors`, {
       code: "bad-input",
