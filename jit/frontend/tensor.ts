@@ -311,7 +311,7 @@ export class Tensor {
   }
   /** Index of the maximum along `axis` (i32). */
   argmax(axis = 0, keepdims = false): Tensor {
-    return this.#op("ArgMax", [], { axis, keepdims: +keepdims });
+    return this.#op("ArgMax", [], { axis, keepdims: flag(keepdims, "keepdims", "ArgMax") });
   }
   /** Cumulative sum along `axis`. */
   cumsum(axis = 0, options?: { exclusive?: boolean; reverse?: boolean }): Tensor {
@@ -405,9 +405,21 @@ export class Tensor {
   #reduce(op: string, axes: number | readonly number[] | undefined, keepdims: boolean): Tensor {
     return this.#op(op, [], {
       axes: typeof axes === "number" ? [axes] : axes,
-      keepdims: +keepdims,
+      keepdims: flag(keepdims, "keepdims", op),
     });
   }
+}
+
+/**
+ * A boolean argument as the 0 or 1 of its attribute: anything else is refused, where `+"yes"` had
+ * become NaN and been reported as an attribute of null.
+ */
+function flag(value: unknown, name: string, op: string): number {
+  if (typeof value === "boolean") return +value;
+  throw new KilnError(`Tensor.${op}: ${name} is ${shown(value)}, not true or false`, {
+    code: "bad-input",
+    fix: `pass ${name} as a boolean, or leave it out`,
+  });
 }
 
 function applyLazy(op: string, inputs: readonly Lazy[], attrs: Attrs): Tensor[] {

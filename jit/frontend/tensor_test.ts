@@ -193,4 +193,8 @@ Deno.test("cumsum and layerNorm refuse options they do not have", () => {
   const scale = tensor([1, 1]);
   assert.throws(() => t.layerNorm(scale, undefined, { eps: 1 } as never), typed(/"eps"/));
   assert.ok(t.layerNorm(scale, undefined, { epsilon: 1e-3 }));
+  // A keepdims that is not a boolean had become NaN, reported as "got null".
+  assert.throws(() => t.sum(0, "yes" as never), typed(/keepdims is "yes", not true or false/));
+  assert.throws(() => t.argmax(0, 1 as never), typed(/ArgMax: keepdims is 1/));
+  assert.deepEqual(t.sum(0, true).shape, [1, 2]);
 });
