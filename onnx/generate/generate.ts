@@ -121,7 +121,7 @@ function plan(prompt: readonly number[], o: GenerateOptions, d: Decoder) {
   }
   const maxNew = o.maxNewTokens ?? 32;
   if (!(Number.isSafeInteger(maxNew) && maxNew >= 1)) {
-    throw bad(`maxNewTokens ${maxNew} is not a whole number >= 1`, "pass 1 or more");
+    throw bad(`maxNewTokens ${shown(maxNew)} is not a whole number >= 1`, "pass 1 or more");
   }
   // Positions 0 … n + maxNew − 2 are fed (the last token is not): each needs a row of the
   // model's position tables, or the step fails inside (a Gather out of range).
@@ -137,7 +137,10 @@ function plan(prompt: readonly number[], o: GenerateOptions, d: Decoder) {
   }
   const need = prompt.length + maxNew;
   const capacity = o.capacity ?? Math.max(64, 2 ** Math.ceil(Math.log2(need)));
-  if (!(Number.isSafeInteger(capacity) && capacity >= need - 1)) {
+  if (!Number.isSafeInteger(capacity)) {
+    throw bad(`capacity ${shown(capacity)} is not a whole number`, "pass a token count, e.g. 256");
+  }
+  if (capacity < need - 1) {
     throw bad(
       `capacity ${capacity} cannot hold ${prompt.length} prompt and ${maxNew} new tokens`,
       `pass a capacity of at least ${need - 1}, or leave it out`,

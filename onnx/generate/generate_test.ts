@@ -329,6 +329,11 @@ Deno.test("generate: what is not a decoder, and bad options, are typed errors", 
     [[1], { stopIds: [1.5] }, /Stop id 1.5/],
     // Not lists: a TypeError from inside (stopIds.find) before.
     [[1], { stopIds: 2 }, /stopIds is 2, not a list/],
+    // Strings: topP "0.9" had passed its range check by coercion; the others read as numbers.
+    [[1], { topP: "0.9" }, /topP "0.9" is not in/],
+    [[1], { temperature: "0.5" }, /temperature "0.5" is not/],
+    [[1], { capacity: "64" }, /capacity "64" is not a whole number/],
+    [[1], { maxNewTokens: "2" }, /maxNewTokens "2" is not/],
     ["1,2" as unknown as number[], {}, /prompt is "1,2", not a list/],
     [[1], { capacity: 1e12 }, /over the memory budget|elements/],
     // The model's position tables have 256 rows: 7 prompt tokens leave room for 250 new ones.

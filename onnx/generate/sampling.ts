@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { KilnError } from "../../jit/support/errors.ts";
+import { KilnError, shown } from "../../jit/support/errors.ts";
 import { rng } from "../../jit/support/random.ts";
 
 /** How the next token is chosen. */
@@ -34,17 +34,21 @@ const bad = (what: string, fix: string) => new KilnError(what, { code: "bad-inpu
 /** The options checked, with their defaults. */
 function checked(o: SamplingOptions): Required<SamplingOptions> {
   const { temperature = 0, topK = Infinity, topP = 1, seed } = o;
-  if (!(temperature >= 0) || !Number.isFinite(temperature)) {
-    throw bad(`temperature ${temperature} is not a finite number >= 0`, "pass 0 for greedy");
+  // Numbers only: a string passed the range checks by coercion ("0.9" as topP).
+  if (!(typeof temperature === "number" && temperature >= 0 && Number.isFinite(temperature))) {
+    throw bad(`temperature ${shown(temperature)} is not a finite number >= 0`, "pass 0 for greedy");
   }
   if (topK !== Infinity && !(Number.isSafeInteger(topK) && topK >= 1)) {
-    throw bad(`topK ${topK} is not a whole number >= 1`, "pass 1 or more, or leave it out");
+    throw bad(`topK ${shown(topK)} is not a whole number >= 1`, "pass 1 or more, or leave it out");
   }
-  if (!(topP > 0 && topP <= 1)) {
-    throw bad(`topP ${topP} is not in (0, 1]`, "pass a probability such as 0.9, or leave it out");
+  if (!(typeof topP === "number" && topP > 0 && topP <= 1)) {
+    throw bad(
+      `topP ${shown(topP)} is not in (0, 1]`,
+      "pass a probability such as 0.9, or leave it out",
+    );
   }
   if (seed !== undefined && !Number.isSafeInteger(seed)) {
-    throw bad(`seed ${seed} is not a whole number`, "pass an integer seed");
+    throw bad(`seed ${shown(seed)} is not a whole number`, "pass an integer seed");
   }
   return { temperature, topK, topP, seed: seed ?? Math.floor(Math.random() * 2 ** 32) };
 }
