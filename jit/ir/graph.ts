@@ -372,17 +372,13 @@ class ValueTable {
   }
 }
 
-/**
- * A spec checked and made a graph: declarations defined, nodes that no output depends on
- * dropped, the rest in topological order with their types inferred, outputs checked.
- */
 /** `spec` where its lists are lists (else a field's `map` had failed inside as a TypeError). */
 function checkSpec(spec: GraphSpec): GraphSpec {
-  const lists = ["inputs", "nodes", "outputs"] as const;
+  const optional = (k: string) => k === "params" && spec.params === undefined;
   const wrong = typeof spec !== "object" || spec === null
     ? "spec"
-    : [...lists, "params" as const].find((k) =>
-      !Array.isArray(spec[k]) && (k !== "params" || spec[k] !== undefined)
+    : (["inputs", "nodes", "outputs", "params"] as const).find((k) =>
+      !Array.isArray(spec[k]) && !optional(k)
     );
   if (wrong === undefined) return spec;
   throw new KilnError(`Graph.create: ${wrong} is ${shown(wrong === "spec" ? spec : spec[wrong])}`, {
@@ -413,6 +409,10 @@ export function checkGraph(input: unknown, what: string): Graph {
   );
 }
 
+/**
+ * A spec checked and made a graph: declarations defined, nodes that no output depends on
+ * dropped, the rest in topological order with their types inferred, outputs checked.
+ */
 function validate(spec: GraphSpec): GraphParts {
   const table = new ValueTable();
   const inputs = spec.inputs.map((i): GraphInput => {

@@ -45,12 +45,14 @@ export function keysInPlace(
 
 /** The load a copy kernel stores as it is (one output, in place, no reduction), if it is one. */
 function copiedLoad(k: KernelIR): Load | undefined {
-  const [out] = k.outputs;
-  const plain = k.pattern === "elementwise" && k.reductions.length === 0 &&
-    k.outputs.length === 1 && out.steps.length === 0 && out.level === "full";
-  const e = out?.expr;
-  if (!plain || e.kind !== "load" || gathers(e.steps)) return undefined;
-  return e.dtype === out.dtype && String(out.shape) === String(k.space) ? e : undefined;
+  if (k.pattern !== "elementwise" || k.reductions.length !== 0 || k.outputs.length !== 1) {
+    return undefined;
+  }
+  const [out] = k.outputs, e = out.expr;
+  const inPlace = out.steps.length === 0 && out.level === "full" &&
+    String(out.shape) === String(k.space);
+  if (!inPlace || e.kind !== "load" || gathers(e.steps)) return undefined;
+  return e.dtype === out.dtype ? e : undefined;
 }
 
 /**
