@@ -18,7 +18,8 @@
  * the end. Where a mask can make scores −∞ whatever their dot (an added or selected −∞: a causal
  * mask), a summary kernel runs first (`shaders/wgsl/tile_summary.ts`) and the loop runs over the key
  * tiles that must be computed (`shaders/wgsl/masks.ts`): a tile whose scores are all masked adds exactly
- * nothing where its values are finite and its dots bounded.
+ * nothing where its values are finite and its dots bounded. A mask the same for every query row
+ * (padding over the keys) needs no summary: each workgroup reads its T entries itself.
  *
  * It applies where the softmax is the plain one (max, then the sum of exp(x − max), then
  * exp(x − max) / sum over the same x), heads are at most `MAX_HEAD` wide, the query axis is a
@@ -69,11 +70,12 @@ export interface Flash extends Attention {
   readonly rows: number;
   /**
    * Where masked key tiles are skipped: the mask, and the value of the summary the kernel reads
-   * as its last input (see `shaders/wgsl/tile_summary.ts`).
+   * as its last input (see `shaders/wgsl/tile_summary.ts`); no summary where the mask is the same
+   * for every query row, which the flash kernel reads itself (`keyRange` in `masks.ts`).
    */
   readonly skip?: {
     readonly mask: TileMask;
-    readonly summary: KernelBuffer;
+    readonly summary?: KernelBuffer;
     /** Whether the mask is the same for every batch item: the first item's words serve all. */
     readonly shared: boolean;
   };

@@ -11,7 +11,8 @@ import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
 import { Emitter, KernelLowering, NEG_INF } from "./expr.ts";
 import { allOf, entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { combiner } from "./rows.ts";
-import { boundQueries, keptRange, rangeMemory } from "./masks.ts";
+import { boundQueries, keptRange, keyRange, rangeMemory } from "./masks.ts";
+import { maskHelpers } from "./tile_summary.ts";
 import {
   CHUNK,
   type Flash,
@@ -43,7 +44,7 @@ export function flashWgsl(plan: Flash, options: { half?: boolean } = {}): string
   const { fillK, fillV } = tiles;
   return [
     `// kiln flash attention: ${scores.name} → ${weights.name} → ${values.name}`,
-    ...groupBindings(plan, { half: f.half, extra: skip ? [skip.summary] : [] }),
+    ...groupBindings(plan, { half: f.half, extra: skip?.summary ? [skip.summary] : [] }),
     PRELUDE,
     `var<workgroup> qt: array<vec4<f32>, ${D * RQ}>;`,
     `var<workgroup> kt: array<vec4<f32>, ${D * fillK.stride}>;`,
@@ -54,6 +55,7 @@ export function flashWgsl(plan: Flash, options: { half?: boolean } = {}): string
     ...(mask ? rangeMemory(mask) : []),
     ...scoreFn,
     ...emitFn,
+    ...(skip && !skip.summary ? maskHelpers(plan, f.half) : []),
     ...entryPoint(threads, e.lines),
   ].join("\n");
 }
@@ -61,7 +63,7 @@ export function flashWgsl(plan: Flash, options: { half?: boolean } = {}): string
 /** The plan's operands and sizes, its three lowerings, and the kernel's emitter. */
 function flashState(plan: Flash, half: boolean) {
   const { scores, weights, values, rows: R, skip } = plan;
-  const mask = skip?.mask, geometry = skip && summaryGeometry(plan);
+  const mask = skip?.mask, geometry = skip?.summary && summaryGeometry(plan);
   const s = matmulOperands(scores)!, v = matmulOperands(values)!;
   const nb = s.nb, D = s.k, E = v.n, T = s.n;
   const EP = paddedWidth(E), G = EP / 32, RQ = R / 4, threads = R * THREADS_A_ROW;
@@ -270,7 +272,7 @@ interface Filler {
 
 /**
  * The query tile, and the first key and value tiles in workgroup memory; with a mask, the range
- * of key tiles to compute from the summary.
+ * of key tiles to compute.
  */
 function tileFills(f: FlashState): { fillK: Filler; fillV: Filler; from: string; end: string } {
   const {
@@ -327,8 +329,8 @@ function tileFills(f: FlashState): { fillK: Filler; fillV: Filler; from: string;
     bound: T,
     extent: KEYS,
   });
-  // With a mask, the range of key tiles to compute, `lo` to `hi` (one past the last), from this
-  // workgroup's words of the summary.
+  // With a mask, the range of key tiles to compute, `lo` to `hi` (one past the last): from this
+  // workgroup's words of the summary, or decided here where the mask is over the keys alone.
   let start = "0", from = "0", end = `${T}`;
   if (mask && geometry) {
     const { queryTiles: QT, keyTiles: NT, words: W } = geometry;
@@ -342,6 +344,18 @@ function tileFills(f: FlashState): { fillK: Filler; fillV: Filler; from: string;
       threads,
       d: D,
     });
+  } else if (mask) {
+    keyRange(e, mask, {
+      batch: ls.coords.slice(0, f.nb),
+      T,
+      keys: KEYS,
+      threads,
+      d: D,
+      width: f.E,
+    });
+  }
+  if (mask) {
+    const NT = Math.ceil(T / KEYS);
     start = `min(lo, ${NT - 1}) * ${KEYS}`;
     from = `lo * ${KEYS}`;
     end = `hi * ${KEYS}`;

@@ -219,3 +219,67 @@ export function keptRange(
   e.line(`let lo = ${o.nt} - workgroupUniformLoad(&lo_rev);`);
   e.line("let hi = workgroupUniformLoad(&hi_end);");
 }
+
+/**
+ * The range of key tiles this workgroup computes, as {@linkcode keptRange} gives it, decided in
+ * the flash kernel itself where the mask is the same for every query row (a padding mask over the
+ * keys): the tiles from the first to the last with a key the mask leaves open, from `T` entries
+ * (a thread every `threads`th), then over the keys outside them the summary's checks (values
+ * finite; keys bounded where an added mask needs it); a key that fails them widens the range to
+ * every tile. Its helpers `masked`, `key_at` and `value_at` (`maskHelpers` in
+ * `tile_summary.ts`) take `batch` (WGSL i32s) first; tiles are `keys` long, heads `d` wide and
+ * values `width` wide.
+ */
+export function keyRange(
+  e: Emitter,
+  mask: TileMask,
+  o: {
+    batch: readonly string[];
+    T: number;
+    keys: number;
+    threads: number;
+    d: number;
+    width: number;
+  },
+): void {
+  const { T, keys, threads } = o, nt = Math.ceil(T / keys);
+  const at = (...rest: string[]) => [...o.batch, ...rest].join(", ");
+  e.block(`for (var key = t; key < ${T}; key += ${threads}) {`, () => {
+    e.block(`if (!masked(${at("0", "key")})) {`, () => {
+      e.line(`atomicMax(&lo_rev, ${nt} - key / ${keys});`);
+      e.line(`atomicMax(&hi_end, key / ${keys} + 1);`);
+    });
+  });
+  // The keys outside the range, [0, head) and [tail, T), all of them where no key is open.
+  e.line(`let head = min((${nt} - workgroupUniformLoad(&lo_rev)) * ${keys}, ${T});`);
+  e.line(`let tail = min(max(workgroupUniformLoad(&hi_end) * ${keys}, head), ${T});`);
+  e.line(`let outside = head + ${T} - tail;`);
+  e.line("var bad = false;");
+  const walk = (width: number, value: (key: string, i: string) => string) =>
+    e.block(`for (var i = t; i < outside * ${width}; i += ${threads}) {`, () => {
+      e.line(`let n = i / ${width};`);
+      e.line("let key = select(n, n - head + tail, n >= head);");
+      e.line(`let m = bitcast<u32>(${value("key", `i % ${width}`)}) & 0x7fffffffu;`);
+      e.line(`bad = ${
+        anyOf(
+          "bad",
+          "m >= 0x7f800000u",
+          ...(mask.factor === undefined
+            ? []
+            : [`bitcast<f32>(m) * qs > ${literal(DOT_BOUND, "f32")}`]),
+        )
+      };`);
+    });
+  if (mask.factor !== undefined) {
+    e.line(`let qs = bitcast<f32>(atomicLoad(&qmax)) * ${literal(mask.factor * o.d, "f32")};`);
+    e.line("bad = (bitcast<u32>(qs) & 0x7fffffffu) >= 0x7f800000u && outside > 0;");
+    walk(o.d, (key, i) => `key_at(${at(key, i)})`);
+  }
+  walk(o.width, (key, i) => `value_at(${at(key, i)})`);
+  e.block("if (bad) {", () => {
+    e.line(`atomicMax(&lo_rev, ${nt});`);
+    e.line(`atomicMax(&hi_end, ${nt});`);
+  });
+  e.line(`let lo = ${nt} - workgroupUniformLoad(&lo_rev);`);
+  e.line("let hi = workgroupUniformLoad(&hi_end);");
+}

@@ -61,15 +61,16 @@ export function summaryLayout(): KernelLayout {
   return rowsLayout(streamedRows(THREADS, 1));
 }
 
-/** The summary kernel's WGSL (see the module documentation): bindings as `plan.inputs`, then it. */
-export function summaryWgsl(plan: Flash, options: { half?: boolean } = {}): string {
-  const half = options.half ?? false;
-  const { scores, values, rows: R, skip } = plan;
+/**
+ * The helper functions a tile's decision calls: `masked(…, row, key)` (whether the mask hides
+ * that score whatever its dot), `key_at(…, key, d)` and `value_at(…, key, col)`, each taking
+ * the batch coordinates first, through lowerings of `plan`'s scores and values of their own.
+ */
+export function maskHelpers(plan: Flash, half: boolean): string[] {
+  const { scores, values, skip } = plan;
   const mask = skip!.mask;
   const s = matmulOperands(scores)!, v = matmulOperands(values)!;
-  const nb = s.nb, D = s.k, E = v.n, T = s.n;
-  const { queryTiles: QT, keyTiles: NT, words: W, items } = summaryGeometry(plan);
-  const batch = [...Array(nb).keys()].map((i) => `b${i}`);
+  const batch = [...Array(s.nb).keys()].map((i) => `b${i}`);
   const lowering = (k: KernelIR, prefix: string) =>
     new KernelLowering(k, { prefix, inputs: groupInputNames(plan, k), half });
   const ls = lowering(scores, "s"), lv = lowering(values, "o");
@@ -82,24 +83,37 @@ export function summaryWgsl(plan: Flash, options: { half?: boolean } = {}): stri
   };
   const params = (...rest: string[]) => [...batch, ...rest].map((p) => `${p}: i32`).join(", ");
   const memo = new Map<Expr, string>();
-  const maskFn = helper(
-    ls,
-    `masked(${params("row", "key")}) -> bool`,
-    [...batch, "row", "key", "0"],
-    () => mask.masked((x) => ls.value(x, memo)),
-  );
-  const keyFn = helper(
-    ls,
-    `key_at(${params("key", "d")}) -> f32`,
-    [...batch, "0", "key", "d"],
-    () => ls.value(s.b, new Map()),
-  );
-  const valueFn = helper(
-    lv,
-    `value_at(${params("key", "col")}) -> f32`,
-    [...batch, "0", "col", "key"],
-    () => lv.value(v.b, new Map()),
-  );
+  return [
+    ...helper(
+      ls,
+      `masked(${params("row", "key")}) -> bool`,
+      [...batch, "row", "key", "0"],
+      () => mask.masked((x) => ls.value(x, memo)),
+    ),
+    ...helper(
+      ls,
+      `key_at(${params("key", "d")}) -> f32`,
+      [...batch, "0", "key", "d"],
+      () => ls.value(s.b, new Map()),
+    ),
+    ...helper(
+      lv,
+      `value_at(${params("key", "col")}) -> f32`,
+      [...batch, "0", "col", "key"],
+      () => lv.value(v.b, new Map()),
+    ),
+  ];
+}
+
+/** The summary kernel's WGSL (see the module documentation): bindings as `plan.inputs`, then it. */
+export function summaryWgsl(plan: Flash, options: { half?: boolean } = {}): string {
+  const half = options.half ?? false;
+  const { scores, values, rows: R, skip } = plan;
+  const mask = skip!.mask;
+  const s = matmulOperands(scores)!, v = matmulOperands(values)!;
+  const nb = s.nb, D = s.k, E = v.n, T = s.n;
+  const { queryTiles: QT, keyTiles: NT, words: W, items } = summaryGeometry(plan);
+  const batch = [...Array(nb).keys()].map((i) => `b${i}`);
   const args = (...rest: string[]) => [...batch, ...rest].join(", ");
 
   const e = new Emitter();
@@ -155,23 +169,20 @@ export function summaryWgsl(plan: Flash, options: { half?: boolean } = {}): stri
   e.block("if (t == 0) {", () => e.line("out0[g] = bitcast<i32>(atomicLoad(&word));"));
   return [
     `// kiln flash attention's tile summary: ${scores.name} → ${values.name}`,
-    ...groupBindings(plan, { half, outputs: [skip!.summary] }),
+    ...groupBindings(plan, { half, outputs: [skip!.summary!] }),
     PRELUDE,
     "var<workgroup> word: atomic<u32>;",
-    ...maskFn,
-    ...keyFn,
-    ...valueFn,
+    ...maskHelpers(plan, half),
     ...entryPoint(THREADS, e.lines),
   ].join("\n");
 }
 
 /**
- * Whether the scores' mask of `plan` is the same for every batch item: every load of the scores'
- * epilogue is affine with no weight on a batch axis (a causal mask over [T, T] broadcast).
+ * Whether the scores' epilogue of `plan` reads nothing along `axes` of its space: every load
+ * affine with no weight on them.
  */
-export function sharedMask(plan: Flash): boolean {
+function maskFree(plan: Flash, axes: readonly number[]): boolean {
   const { scores } = plan;
-  const nb = matmulOperands(scores)!.nb;
   const loads: Load[] = [];
   const walk = (x: Expr): void => {
     if (x.kind === "load") loads.push(x);
@@ -180,6 +191,23 @@ export function sharedMask(plan: Flash): boolean {
   walk(scores.outputs[0].expr);
   return loads.every((l) => {
     const access = affineOffset(l.steps, scores.space, scores.inputs[l.input].shape);
-    return access !== undefined && access.weights.slice(0, nb).every((w) => w === 0);
+    return access !== undefined && axes.every((a) => access.weights[a] === 0);
   });
+}
+
+/**
+ * Whether the scores' mask of `plan` is the same for every batch item (a causal mask over
+ * [T, T] broadcast).
+ */
+export function sharedMask(plan: Flash): boolean {
+  return maskFree(plan, [...Array(matmulOperands(plan.scores)!.nb).keys()]);
+}
+
+/**
+ * Whether the scores' mask of `plan` is the same for every query row: a padding mask over the
+ * keys ([B, 1, 1, T] added, as BERT's exports add it). The flash kernel then decides its range
+ * of key tiles itself from T entries, with no summary kernel (see `keyRange` in `masks.ts`).
+ */
+export function keyMask(plan: Flash): boolean {
+  return maskFree(plan, [matmulOperands(plan.scores)!.nb]);
 }
