@@ -155,6 +155,9 @@ export function flashMask({ scores, weights }: Attention): TileMask | undefined 
 /** Largest `|dot| · c` that stays finite with room to spare: past it a tile is computed. */
 const DOT_BOUND = 2 ** 126;
 
+/** Reads a loop of {@linkcode keyRange} issues before it uses any. */
+const UNROLLED = 32;
+
 /** A summary's key-tile word where some key or value of the tile is not finite. */
 export const NOT_FINITE = 0xffffffff;
 
@@ -244,38 +247,56 @@ export function keyRange(
 ): void {
   const { T, keys, threads } = o, nt = Math.ceil(T / keys);
   const at = (...rest: string[]) => [...o.batch, ...rest].join(", ");
-  e.block(`for (var key = t; key < ${T}; key += ${threads}) {`, () => {
-    e.block(`if (!masked(${at("0", "key")})) {`, () => {
-      e.line(`atomicMax(&lo_rev, ${nt} - key / ${keys});`);
-      e.line(`atomicMax(&hi_end, key / ${keys} + 1);`);
-    });
+  // Each pass of a loop issues its UNROLLED reads before it uses any (a clamped index reads an
+  // element twice, harmlessly): every workgroup checks the keys outside its range, and read one
+  // after another, each waiting on memory, B8 H16 T1024 D64 with a padding mask took 2.39 ms on
+  // the H200, against 1.58, 1.45, 1.41, 1.38 and 1.40 ms with 4, 8, 16, 32 and 64 in flight.
+  const unrolled = (total: string, body: (i: string[]) => void) =>
+    e.block(`for (var i = t; i < ${total}; i += ${UNROLLED * threads}) {`, () =>
+      body(
+        [...Array(UNROLLED).keys()].map((u) => `min(i + ${u * threads}, ${total} - 1)`),
+      ));
+  unrolled(`${T}`, (keys_) => {
+    keys_.forEach((key, u) => e.line(`let open${u} = !masked(${at("0", key)});`));
+    keys_.forEach((key, u) =>
+      e.block(`if (open${u}) {`, () => {
+        e.line(`atomicMax(&lo_rev, ${nt} - ${key} / ${keys});`);
+        e.line(`atomicMax(&hi_end, ${key} / ${keys} + 1);`);
+      })
+    );
   });
   // The keys outside the range, [0, head) and [tail, T), all of them where no key is open.
   e.line(`let head = min((${nt} - workgroupUniformLoad(&lo_rev)) * ${keys}, ${T});`);
   e.line(`let tail = min(max(workgroupUniformLoad(&hi_end) * ${keys}, head), ${T});`);
   e.line(`let outside = head + ${T} - tail;`);
-  e.line("var bad = false;");
-  const walk = (width: number, value: (key: string, i: string) => string) =>
-    e.block(`for (var i = t; i < outside * ${width}; i += ${threads}) {`, () => {
-      e.line(`let n = i / ${width};`);
-      e.line("let key = select(n, n - head + tail, n >= head);");
-      e.line(`let m = bitcast<u32>(${value("key", `i % ${width}`)}) & 0x7fffffffu;`);
-      e.line(`bad = ${
-        anyOf(
-          "bad",
-          "m >= 0x7f800000u",
-          ...(mask.factor === undefined
-            ? []
-            : [`bitcast<f32>(m) * qs > ${literal(DOT_BOUND, "f32")}`]),
-        )
-      };`);
+  // The largest magnitude of the keys (where the dot needs a bound) or values outside.
+  const largest = (name: string, width: number, value: (key: string, i: string) => string) => {
+    e.line(`var ${name} = 0u;`);
+    unrolled(`outside * ${width}`, (is) => {
+      is.forEach((i, u) => {
+        e.line(`let n${u} = ${i} / ${width};`);
+        e.line(
+          `let m${u} = bitcast<u32>(${
+            value(`select(n${u}, n${u} - head + tail, n${u} >= head)`, `${i} % ${width}`)
+          }) & 0x7fffffffu;`,
+        );
+      });
+      e.line(
+        `${name} = max(${name}, ${is.map((_, u) => `m${u}`).reduce((a, b) => `max(${a}, ${b})`)});`,
+      );
     });
+  };
+  largest("vmax", o.width, (key, i) => `value_at(${at(key, i)})`);
+  e.line("var bad = vmax >= 0x7f800000u;");
   if (mask.factor !== undefined) {
+    largest("kmax", o.d, (key, i) => `key_at(${at(key, i)})`);
     e.line(`let qs = bitcast<f32>(atomicLoad(&qmax)) * ${literal(mask.factor * o.d, "f32")};`);
-    e.line("bad = (bitcast<u32>(qs) & 0x7fffffffu) >= 0x7f800000u && outside > 0;");
-    walk(o.d, (key, i) => `key_at(${at(key, i)})`);
+    const bounded = `bitcast<f32>(kmax) * qs <= ${literal(DOT_BOUND, "f32")}`;
+    const qbad = "(bitcast<u32>(qs) & 0x7fffffffu) >= 0x7f800000u";
+    e.line(
+      `bad = ${allOf(anyOf("bad", "kmax >= 0x7f800000u", qbad, `!(${bounded})`), "outside > 0")};`,
+    );
   }
-  walk(o.width, (key, i) => `value_at(${at(key, i)})`);
   e.block("if (bad) {", () => {
     e.line(`atomicMax(&lo_rev, ${nt});`);
     e.line(`atomicMax(&hi_end, ${nt});`);
