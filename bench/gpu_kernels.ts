@@ -453,6 +453,9 @@ const all: (() => Kernel)[] = [
   layerNorm,
   () => attention(),
   () => attention(8, 16, 128, 64),
+  // BERT-base's heads at 128 tokens, batch 1.
+  () => attention(1, 12, 128, 64),
+  () => attention(1, 12, 128, 64, "padding"),
   () => attention(8, 16, 256, 64),
   () => attention(8, 16, 512, 64),
   () => attention(1, 16, 4096, 64),
