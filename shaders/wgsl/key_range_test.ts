@@ -17,17 +17,24 @@ import type { Flash } from "./flash.ts";
 const [batch, heads, tokens, d] = [2, 3, 80, 16];
 const shape = [batch, heads, tokens, d];
 
-/** softmax(Q·Kᵀ · 0.25 + mask)·V with mask [B, 1, 1, T]. */
-function padded(): Graph {
+/**
+ * softmax(Q·Kᵀ · 0.25 + mask)·V with mask [B, 1, 1, T] (`added`), or with −∞ selected where a
+ * [B, 1, 1, T] bool `keep` is false.
+ */
+function padded(form: "added" | "selected" = "added"): Graph {
   const b = new GraphBuilder();
   const [q, k, v] = ["q", "k", "v"].map((n) => b.input(n, shape));
-  const scores = b.op("Add", [
-    b.op("Mul", [
-      b.op("MatMul", [q, b.op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
-      b.constant(0.25),
-    ]),
-    b.input("mask", [batch, 1, 1, tokens]),
+  const scaled = b.op("Mul", [
+    b.op("MatMul", [q, b.op("Transpose", [k], { perm: [0, 1, 3, 2] })]),
+    b.constant(0.25),
   ]);
+  const scores = form === "added"
+    ? b.op("Add", [scaled, b.input("mask", [batch, 1, 1, tokens])])
+    : b.op("Where", [
+      b.input("keep", [batch, 1, 1, tokens], "bool"),
+      scaled,
+      b.constant(-Infinity),
+    ]);
   b.output("y", b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]));
   return b.build();
 }
@@ -103,6 +110,51 @@ Deno.test("a padding mask's key tiles are skipped or computed to the reference's
       message: name,
     });
     assert.deepEqual(exe.deviceTimes().map((t) => t.kernel), ["attention_0"], name);
+  }
+  gpu.dispose();
+});
+
+Deno.test("a selected padding mask needs no bound on the dots behind it", async () => {
+  // Item 0 sees keys 0-39, item 1 keys 33-79, as above, through a bool `keep`.
+  const keep = Uint8Array.from({ length: batch * tokens }, (_, i) => {
+    const [item, key] = [Math.floor(i / tokens), i % tokens];
+    return +(item === 0 ? key < 40 : key >= 33);
+  });
+  const graph = padded("selected");
+  const { fused } = withFusedAttention(fuse(graph).kernels, new Set(), H200);
+  const flash = [...fused.values()].find((f) => "rows" in f) as Flash;
+  assert.ok(flash.skip && !flash.skip.summary && flash.skip.mask.factor === undefined);
+  assert.doesNotMatch(flashWgsl(flash), /kmax/, "no bound on the keys");
+  const n = batch * heads * tokens * d;
+  const x = { q: hashed(n, 7), k: hashed(n, 11), v: hashed(n, 13) };
+  // A dot past f32 behind the selection changes nothing (−∞ is selected whatever the dot); a NaN
+  // value there makes its head's rows NaN.
+  const huge = (a: number[], from: number) =>
+    a.map((y, i) => (i >= from && i < from + d ? 1e30 : y));
+  const cases: [string, typeof x, boolean][] = [
+    ["the padding alone", x, false],
+    ["a dot past f32 behind it", { ...x, q: huge(x.q, 0), k: huge(x.k, 70 * d) }, false],
+    ["a NaN value behind it", { ...x, v: x.v.map((y, i) => (i === 70 * d ? NaN : y)) }, true],
+  ];
+  const gpu = new WebGpuBackend({ flashAttention: true, profile: true });
+  await gpu.prepare();
+  using exe = await compile(graph, { backend: gpu, cache: false });
+  using reference = await compile(graph, { backend: "reference" });
+  for (const [name, data, nan] of cases) {
+    const feeds = {
+      q: f32(data.q, shape),
+      k: f32(data.k, shape),
+      v: f32(data.v, shape),
+      keep: { data: keep, shape: [batch, 1, 1, tokens], dtype: "bool" as const },
+    };
+    const [got, want] = [await exe.run(feeds), await reference.run(feeds)];
+    assert.equal(Number.isNaN(want.y.data[0]), nan, name);
+    assertClose(numbers(got.y.data), numbers(want.y.data), {
+      atol: 1e-5,
+      rtol: 1e-4,
+      message: name,
+    });
+    assert.ok(exe.deviceTimes().some((t) => t.kernel === "attention_0"), name);
   }
   gpu.dispose();
 });
