@@ -8,7 +8,9 @@
  * decides one query tile × key tile (a row a thread, 32 keys each), or one key tile's keys and
  * values, at full occupancy; the flash kernel reads T/32 words of it a tile row. Same device and
  * shapes, the two kernels against the flash kernel computing every tile: 1.116 against 1.755 ms
- * at T1024, 1.983 against 3.681 at B1 H16 T4096 (about half the tiles computed).
+ * at T1024, 1.983 against 3.681 at B1 H16 T4096 (about half the tiles computed). A mask the same
+ * for every query row (padding over the keys) has only T entries, and the flash kernel decides its
+ * tiles itself (`keyRange` in `masks.ts`): no summary runs for it.
  *
  * Words per batch item, `(query tiles + 1) · key tiles` of them: for each query tile, a word per
  * key tile, nonzero where some score of the tile is not masked (the first item's alone where the
