@@ -127,6 +127,9 @@ function layerNorm(): Kernel {
 }
 
 /** How an attention benchmark masks and scales its scores, as exporters write them. */
+/** f32's largest finite value (`torch.finfo(torch.float32).max`). */
+const F32_MAX = 3.4028234663852886e38;
+
 type AttentionForm =
   /** softmax((Q·Kᵀ)·s)·V. */
   | "plain"
@@ -134,8 +137,13 @@ type AttentionForm =
   | "scaled-q"
   /** An added [T, T] mask of 0 and −∞ (key after query), as PyTorch exports `is_causal`. */
   | "causal"
-  /** An added [B, 1, 1, T] padding mask: batch b's last 64·b keys −∞, as BERT's exports add it. */
-  | "padding";
+  /** An added [B, 1, 1, T] padding mask: batch b's last 64·b keys −∞. */
+  | "padding"
+  /**
+   * The same keys masked by f32's most negative finite value, as HF transformers' exports write
+   * `(1 − mask) · finfo.min`: no tile can be skipped as exactly −∞.
+   */
+  | "padding-min";
 
 /**
  * Attention over [B, H, T, D] in `form`; its flops counted whole (4·B·H·T²·D) whatever the mask
@@ -151,21 +159,22 @@ function attention(B = 8, H = 16, T = 1024, D = 64, form: AttentionForm = "plain
     ? b.op("MatMul", [b.op("Mul", [q, b.constant(scale)]), kt])
     : b.op("Mul", [b.op("MatMul", [q, kt]), b.constant(scale)]);
   const maskShape = form === "causal" ? [T, T] : [B, 1, 1, T];
-  const masked = form === "causal" || form === "padding";
+  const padding = form === "padding" || form === "padding-min";
+  const masked = form === "causal" || padding;
   const scores = masked ? b.op("Add", [scaled, b.input("mask", maskShape)]) : scaled;
   b.output("y", b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]));
   const data = [8, 9, 10].map((s) => uniform(B * H * T * D, s));
   const inputs = Object.fromEntries(["q", "k", "v"].map((n, i) => [n, { data: data[i], shape }]));
   // Whether batch `n`'s query `t` sees key `j`.
   const sees = (n: number, t: number, j: number) =>
-    form === "causal" ? j <= t : form === "padding" ? j < T - 64 * n : true;
+    form === "causal" ? j <= t : padding ? j < T - 64 * n : true;
   // Built only where used: at T8192 a causal mask is 256 MB.
   if (masked) {
     const rows = form === "causal" ? T : B;
     const mask = new Float32Array(rows * T).map((_, i) =>
       form === "causal"
         ? (sees(0, Math.floor(i / T), i % T) ? 0 : -Infinity)
-        : (sees(Math.floor(i / T), 0, i % T) ? 0 : -Infinity)
+        : (sees(Math.floor(i / T), 0, i % T) ? 0 : form === "padding" ? -Infinity : -F32_MAX)
     );
     inputs.mask = { data: mask, shape: maskShape };
   }
@@ -180,7 +189,11 @@ function attention(B = 8, H = 16, T = 1024, D = 64, form: AttentionForm = "plain
       for (let j = 0; j < T; j++) {
         let dot = 0;
         for (let d = 0; d < D; d++) dot += Q[base + t * D + d] * K[base + j * D + d];
-        s[j] = sees(n, t, j) ? dot * scale : -Infinity;
+        s[j] = sees(n, t, j)
+          ? dot * scale
+          : form === "padding-min"
+          ? dot * scale - F32_MAX
+          : -Infinity;
       }
       const m = Math.max(...s);
       let sum = 0, out = 0;
@@ -461,6 +474,7 @@ const all: (() => Kernel)[] = [
   () => attention(1, 16, 4096, 64),
   () => attention(8, 16, 1024, 64, "scaled-q"),
   () => attention(8, 16, 1024, 64, "padding"),
+  () => attention(8, 16, 1024, 64, "padding-min"),
   () => attention(8, 16, 1024, 64, "causal"),
   () => attention(1, 16, 4096, 64, "causal"),
   () => decodeAttention(),
