@@ -126,10 +126,10 @@ function layerNorm(): Kernel {
   };
 }
 
-/** How an attention benchmark masks and scales its scores, as exporters write them. */
 /** f32's largest finite value (`torch.finfo(torch.float32).max`). */
 const F32_MAX = 3.4028234663852886e38;
 
+/** How an attention benchmark masks and scales its scores, as exporters write them. */
 type AttentionForm =
   /** softmax((Q·Kᵀ)·s)·V. */
   | "plain"
