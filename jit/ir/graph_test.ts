@@ -99,6 +99,26 @@ Deno.test("bad axes, dtype clashes, bad attributes", () => {
   }
 });
 
+Deno.test("an attribute an op does not take is refused, not ignored: a misspelt pads leaves no conv unpadded", () => {
+  const conv = new GraphBuilder();
+  const [x, w] = [conv.input("x", [1, 2, 5, 5]), conv.input("w", [3, 2, 3, 3])];
+  conv.output("y", conv.op("Conv", [x, w], { pad: [1, 1, 1, 1] } as never));
+  throwsKiln(() => conv.build(), "bad-attribute", /Conv has no attribute pad\b/, /spelling/);
+  const relu = new GraphBuilder();
+  relu.output("y", relu.op("Relu", [relu.input("x", [2])], { alpha: 0.1, beta: 1 }));
+  throwsKiln(() => relu.build(), "bad-attribute", /Relu has no attributes alpha, beta/);
+  // An attribute read only past shape inference is still the op's (MaxPool's storage_order, a
+  // GroupQueryAttention's softcap): each shape rule checks all of its op's.
+  const pool = (op: string) => {
+    const b = new GraphBuilder();
+    const attrs = { kernel_shape: [2, 2], count_include_pad: 1 };
+    b.output("y", b.op(op, [b.input("x", [1, 1, 4, 4])], attrs));
+    return () => b.build();
+  };
+  throwsKiln(pool("MaxPool"), "bad-attribute", /MaxPool has no attribute count_include_pad/);
+  pool("AveragePool")();
+});
+
 Deno.test("unknown ops suggest close names", () => {
   const b = new GraphBuilder();
   b.output("y", b.op("relu", [b.input("x", [2])]));

@@ -116,6 +116,15 @@ const convTranspose: OpDef = {
     ctx.requireDType(0, FLOATS);
     const xs = ctx.input(0).shape, ws = ctx.input(1).shape, spatial = xs.length - 2;
     const t = transposedOf(ctx.attrs, spatial, ws.slice(2));
+    // The kernel's extents are the weight's; a kernel_shape given must say the same.
+    const kernel = ctx.ints("kernel_shape", ws.slice(2));
+    if (kernel.join() !== ws.slice(2).join()) {
+      ctx.fail(
+        `kernel_shape [${kernel}] for a kernel ${formatShape(ws)}`,
+        "leave kernel_shape out, or give the kernel's spatial extents",
+        "bad-attribute",
+      );
+    }
     const cin = xs[1], m = ws[1] * t.group;
     const lists = [t.strides, t.dilations, t.outputPadding].every((l) => l.length === spatial) &&
       t.pads.length === 2 * spatial;

@@ -73,6 +73,11 @@ function gqaLayout(ctx: InferContext) {
 /** GroupQueryAttention's types: y [B, S, N·h], present key and value [B, kv, total, h]. */
 function gqaInfer(ctx: InferContext): ValueType[] {
   const { b, s, n, kv, h, total } = gqaLayout(ctx), dtype = ctx.requireFloat(0);
+  // Read by the decomposition; checked here (a misspelt one is refused).
+  ctx.int("local_window_size", -1);
+  ctx.int("rotary_interleaved", 0);
+  ctx.float("softcap", 0);
+  ctx.float("scale", 1);
   const present = { shape: [b, kv, total, h], dtype };
   return [{ shape: [b, s, n * h], dtype }, present, present];
 }

@@ -29,6 +29,7 @@ function gridType(ctx: InferContext): ValueType {
   const x = ctx.input(0), grid = ctx.input(1);
   ctx.choice("mode", GRID_MODES);
   ctx.choice("padding_mode", GRID_PADDINGS);
+  ctx.int("align_corners", 0);
   const [n, c, , , ...rest] = x.shape, [gn, ho, wo, two] = grid.shape;
   if (x.shape.length !== 4 || grid.shape.length !== 4 || two !== 2 || gn !== n || rest.length) {
     ctx.fail(

@@ -455,6 +455,8 @@ const movementOps: OpDef[] = [
       const s = ctx.input(0).shape;
       const mode = ctx.choice("mode", ["constant", "reflect", "edge", "wrap"]);
       ctx.float("value", 0);
+      // A concat's pads (fusion's `masked`: never read outside the input).
+      ctx.int("masked", 0);
       const { before, after } = resolvePads(ctx, s.length);
       const out = s.map((d, i) => d + before[i] + after[i]);
       if (out.some((d) => d < 0)) {

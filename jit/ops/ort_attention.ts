@@ -134,6 +134,10 @@ function mhaInfer(ctx: InferContext) {
   const r = mhaRoles(ctx.inputs, ctx.attrs), n = ctx.int("num_heads");
   const flags = ["bias", "mask", "attention_bias"].map((f) => ctx.int(f, 0));
   const given = 3 + flags.reduce((x, y) => x + y, 0) + 2 * ctx.int("past", 0);
+  // Read by the decomposition; checked here (a misspelt one is refused).
+  ctx.float("mask_filter_value", -10000);
+  ctx.int("unidirectional", 0);
+  ctx.float("scale", 1);
   const [b, s, d] = r.q.shape, [, l, dv] = r.v.shape, past = r.pastKey?.shape[2] ?? 0;
   const fits = ctx.inputs.length === given && r.q.shape.length === 3 &&
     r.k.shape.length === 3 && r.v.shape.length === 3 && r.k.shape[2] === d && n > 0 &&

@@ -95,10 +95,11 @@ function checkScaleShape(ctx: InferContext, ks: Shape, shape: Shape, axis: numbe
 function scaleAxis(ctx: InferContext): number {
   const shape = ctx.input(0).shape, rank = shape.length;
   const block = ctx.int("block_size", 0);
+  const given = ctx.int("axis", 1);
   // The axis matters only to scales that are not one for the tensor (ONNX's default of 1 stands
   // beside a per-tensor scale of a 1-D x).
   if (!block && sizeOf(ctx.input(1).shape) === 1) return 0;
-  const axis = rank ? ctx.axis(ctx.int("axis", 1), rank) : 0;
+  const axis = rank ? ctx.axis(given, rank) : 0;
   for (let i = 1; i < ctx.inputs.length; i++) {
     checkScaleShape(ctx, ctx.input(i).shape, shape, axis, block);
   }
@@ -146,7 +147,9 @@ const quantizeLinear: OpDef = {
     ctx.requireDType(0, ["f32", "f16"]);
     ctx.requireDType(1, [ctx.input(0).dtype]);
     scaleAxis(ctx);
-    const dtype = ctx.inputs.length > 2 ? ctx.input(2).dtype : ctx.dtype("to", "u8");
+    // The zero point's type is the result's; `to` stands for it where there is none.
+    const to = ctx.dtype("to", "u8");
+    const dtype = ctx.inputs.length > 2 ? ctx.input(2).dtype : to;
     if (dtype !== "u8" && dtype !== "i8") {
       ctx.fail(`quantization to ${dtype}`, "kiln quantizes to uint8 and int8", "unsupported");
     }

@@ -146,15 +146,30 @@ export class InferContext {
   readonly where: string;
   /** Input types. */
   readonly inputs: readonly ValueType[];
-  /** Raw attributes. */
+  /** Raw attributes (reads are recorded: see {@linkcode InferContext.unread}). */
   readonly attrs: Attrs;
+  #read = new Set<string>();
+  #given: Attrs;
 
   /** Creates a context for one node. */
   constructor(init: { op: string; where: string; inputs: readonly ValueType[]; attrs: Attrs }) {
     this.op = init.op;
     this.where = init.where;
     this.inputs = init.inputs;
-    this.attrs = init.attrs;
+    this.#given = init.attrs;
+    const read = this.#read;
+    this.attrs = new Proxy(init.attrs, {
+      get(target, key, receiver) {
+        if (typeof key === "string") read.add(key);
+        return Reflect.get(target, key, receiver);
+      },
+    });
+  }
+
+  /** The attributes given (with a value) that nothing has read, by accessor or `attrs`, so far. */
+  unread(): string[] {
+    const given = Object.entries(this.#given).filter(([, v]) => v !== undefined);
+    return given.flatMap(([k]) => (this.#read.has(k) ? [] : [k]));
   }
 
   /** Throws a {@linkcode KilnError} located at this node, listing its input types. */
@@ -376,7 +391,19 @@ export function inferNode(
       fix: `pass ${want} inputs to ${op}`,
     });
   }
-  const outputs = def.infer(new InferContext({ op, where, inputs, attrs }));
+  const ctx = new InferContext({ op, where, inputs, attrs });
+  const outputs = def.infer(ctx);
+  // Every attribute of kiln's own ops is checked by its shape rule: one it never reads is not the
+  // op's (a misspelt `pad` would leave a conv unpadded). A custom op's attributes are its own.
+  const unread = def.category === "custom" ? [] : ctx.unread();
+  if (unread.length) {
+    const names = unread.join(", "), s = unread.length > 1 ? "s" : "";
+    throw new KilnError(`${where}: ${op} has no attribute${s} ${names}`, {
+      code: "bad-attribute",
+      fix: `remove ${names}, or check the spelling against ${op}'s attributes (kiln's ops take ` +
+        "the ONNX operator spec's names)",
+    });
+  }
   // Before anything is evaluated or allocated: a hostile shape is refused here, in microseconds.
   outputs.forEach((t, i) =>
     checkBudget(t.shape, t.dtype, outputs.length > 1 ? `${where} output ${i}` : where)

@@ -22,25 +22,21 @@ import {
 } from "../import/node_context.ts";
 
 /**
- * A window op's attributes as kiln takes them; `pool: false` leaves out the pooling ones (they are
- * then not read, so the importer reports them as unknown).
+ * A window op's attributes as kiln takes them: a convolution's, and with `pool` those of a max
+ * or an average pool (others are then not read, so the importer reports them as unknown).
  */
-export function window(c: NodeView, options: { pool?: boolean } = {}): Attrs {
+export function window(c: NodeView, options: { pool?: "max" | "average" } = {}): Attrs {
   const a = attrs(c);
-  const pool = options.pool ?? true;
+  const { pool } = options;
   return {
     kernel_shape: a.ints("kernel_shape"),
     strides: a.ints("strides"),
     pads: a.ints("pads"),
     dilations: a.ints("dilations"),
     auto_pad: a.string("auto_pad"),
-    ...(pool
-      ? {
-        ceil_mode: a.int("ceil_mode"),
-        count_include_pad: +a.flag("count_include_pad", false),
-        storage_order: a.int("storage_order"),
-      }
-      : {}),
+    ...(pool ? { ceil_mode: a.int("ceil_mode") } : {}),
+    ...(pool === "average" ? { count_include_pad: +a.flag("count_include_pad", false) } : {}),
+    ...(pool === "max" ? { storage_order: a.int("storage_order") } : {}),
     group: a.int("group"),
   };
 }
@@ -168,9 +164,9 @@ export const CONV_CONVERTERS: Record<string, Converter<Known>> = {
   GlobalLpPool: (c) => c.emit("GlobalLpPool", [c.required(0)], { p: attrs(c).int("p", 2) }),
   Col2Im: col2Im,
   Conv: (c) => c.emit("Conv", c.inputs(), window(c)),
-  AveragePool: (c) => c.emit("AveragePool", [c.required(0)], window(c)),
+  AveragePool: (c) => c.emit("AveragePool", [c.required(0)], window(c, { pool: "average" })),
   MaxPool: (c) => {
-    const x = c.required(0), w = window(c);
+    const x = c.required(0), w = window(c, { pool: "max" });
     // storage_order orders the Indices output only; 8-bit integers pool exactly as f32.
     const values = { ...w, storage_order: undefined };
     const dtype = typeOf(x).dtype;

@@ -12,7 +12,7 @@ import type { Converter, Known, NodeContext } from "../import/node_context.ts";
 function integerProduct(c: NodeContext, op: "MatMulInteger" | "ConvInteger"): Known[] {
   const [az, bz] = [c.input(2), c.input(3)];
   const ins = [c.required(0), c.required(1), ...[az, bz].filter((z) => z !== undefined)];
-  const conv = op === "ConvInteger" ? window(c, { pool: false }) : {};
+  const conv = op === "ConvInteger" ? window(c) : {};
   return c.emit(op, ins, { ...conv, a_zero: +!!az, b_zero: +!!bz });
 }
 
@@ -27,5 +27,5 @@ export const INTEGER_PRODUCT_CONVERTERS: Record<string, Converter<Known>> = {
   MatMulInteger: (c) => integerProduct(c, "MatMulInteger"),
   ConvInteger: (c) => integerProduct(c, "ConvInteger"),
   QLinearMatMul: (c) => c.emit("QLinearMatMul", qlinear(c).slice(0, 8), {}),
-  QLinearConv: (c) => c.emit("QLinearConv", qlinear(c), window(c, { pool: false })),
+  QLinearConv: (c) => c.emit("QLinearConv", qlinear(c), window(c)),
 };

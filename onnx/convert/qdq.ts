@@ -99,6 +99,6 @@ export function fusedQdq(c: NodeContext): Known | undefined {
   // ONNX's QLinear ops take zero points: a DequantizeLinear without one has 0 of its type.
   const zeroOf = (d: Dequantized) => d.zero ?? constant([0], [], typeOf(d.q).dtype);
   const ins = [x.q, x.scale, zeroOf(x), w.q, w.scale, zeroOf(w), ys, yz, ...(bias ? [bias] : [])];
-  if (type === "Conv") return c.emit("QLinearConv", ins, window(p, { pool: false }))[0];
+  if (type === "Conv") return c.emit("QLinearConv", ins, window(p))[0];
   return c.emit("QLinearMatMul", ins, transB ? { transB: 1 } : {})[0];
 }

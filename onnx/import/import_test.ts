@@ -337,6 +337,22 @@ Deno.test("malformed models are typed errors: unknown attributes, wrong output t
     oneNode({ ...relu, attribute: [{ name: "alpah", type: 1, f: 0.1 }] }),
     /does not know attribute alpah of Relu/,
   );
+  // Pooling attributes are not a convolution's, nor an average pool's a max pool's.
+  refused(
+    oneNode({
+      opType: "MaxPool",
+      input: ["x"],
+      output: ["y"],
+      attribute: [
+        { name: "kernel_shape", type: 7, ints: [1, 1] },
+        { name: "count_include_pad", type: 2, i: 1 },
+      ],
+    }, (m) => {
+      const dim = [1, 1, 2, 3].map((d) => ({ dimValue: d }));
+      m.graph.input[0] = { name: "x", type: { tensorType: { elemType: 1, shape: { dim } } } };
+    }),
+    /does not know attribute count_include_pad of MaxPool/,
+  );
   // Ignorable training settings are not errors.
   importOnnx(oneNode({
     opType: "Dropout",
