@@ -41,6 +41,12 @@ Deno.test("compile of fuse()'s plan, or of anything but a graph, is a typed erro
     () => runOp("Relu", [x], {}, { backnd: "wasm" } as never),
     (e) => e instanceof KilnError && /no option "backnd"/.test(e.message),
   );
+  // …and a misspelt attribute too (LeakyRelu's `alpha`).
+  await assert.rejects(
+    () => runOp("LeakyRelu", [x], { alhpa: 0.5 }),
+    (e) =>
+      e instanceof KilnError && e.code === "bad-attribute" && /no attribute alhpa/.test(e.message),
+  );
 });
 
 Deno.test("fusion's choices follow every generator that may run a kernel", () => {
