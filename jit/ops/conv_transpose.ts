@@ -117,8 +117,8 @@ const convTranspose: OpDef = {
     const xs = ctx.input(0).shape, ws = ctx.input(1).shape, spatial = xs.length - 2;
     const t = transposedOf(ctx.attrs, spatial, ws.slice(2));
     // The kernel's extents are the weight's; a kernel_shape given must say the same.
-    const kernel = ctx.ints("kernel_shape", ws.slice(2));
-    if (kernel.join() !== ws.slice(2).join()) {
+    const kernel = ctx.ints("kernel_shape", t.kernel);
+    if (kernel.join() !== t.kernel.join()) {
       ctx.fail(
         `kernel_shape [${kernel}] for a kernel ${formatShape(ws)}`,
         "leave kernel_shape out, or give the kernel's spatial extents",
