@@ -240,8 +240,8 @@ export function groupLayout(group: GroupKernel, options: WgslOptions): KernelLay
 /**
  * `plan` skipping the key tiles its mask hides (see `shaders/wgsl/masks.ts`) where a mask can
  * hide tiles and there is more than one: decided in the flash kernel where the mask is the same
- * for every query row (one kernel; B8 H16 T1024 D64 with a padding mask took 1.383 ms on the
- * H200 against 1.350 for the summary and the flash kernel), else by a summary, the value
+ * for every query row (one kernel; B8 H16 T1024 D64 with a padding mask took 1.339 ms on the
+ * H200 against 1.348-1.356 for the summary and the flash kernel), else by a summary, the value
  * `value`, where a batch axis (a run of fewer batch items sizes the summary's dispatch as the
  * flash kernel's) and a binding to spare for it, within the largest binding, allow one.
  */
