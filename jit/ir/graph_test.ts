@@ -117,6 +117,15 @@ Deno.test("an attribute an op does not take is refused, not ignored: a misspelt 
   };
   throwsKiln(pool("MaxPool"), "bad-attribute", /MaxPool has no attribute count_include_pad/);
   pool("AveragePool")();
+  // A ConvTranspose's kernel_shape, which its weight fixes, is checked against the weight.
+  const transposed = (kernel: number[]) => {
+    const b = new GraphBuilder();
+    const [x, w] = [b.input("x", [1, 2, 4, 4]), b.input("w", [2, 3, 2, 2])];
+    b.output("y", b.op("ConvTranspose", [x, w], { kernel_shape: kernel }));
+    return () => b.build();
+  };
+  throwsKiln(transposed([3, 3]), "bad-attribute", /kernel_shape \[3,3\]/);
+  transposed([2, 2])();
 });
 
 Deno.test("unknown ops suggest close names", () => {
