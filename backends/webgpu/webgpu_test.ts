@@ -45,6 +45,9 @@ Deno.test("the software adapter is real: a profile from its limits", () => {
   const c = gpu.capabilities();
   assert.ok(c.maxWorkgroupSize >= 64 && c.maxStorageBufferBytes > 0 && c.maxBindings >= 8);
   assert.equal(gpu.kind, "gpu");
+  // The device takes the adapter's workgroup limit (llvmpipe's 1024 through either WebGPU), not
+  // WebGPU's default 256, under which matrix tiles splitting K (512 invocations) never ran.
+  assert.ok(c.maxWorkgroupSize >= 512, `maxWorkgroupSize ${c.maxWorkgroupSize}`);
 });
 
 /** An f16 vector of `values`. */
