@@ -103,7 +103,9 @@ const FILL = 256;
 /**
  * Subgroups along K of an f16 product whose tiles are too few to fill the GPU, each summing its
  * quarter of every step's K for the whole 32×32 tile (`MatmulTile.slices`), the parts added in
- * the epilogue: BERT-base's products of 768 outputs at 128 tokens make 96 such tiles.
+ * the epilogue: a product of 768 outputs at 128 tokens makes 96 such tiles. The workgroup is 512
+ * invocations, past WebGPU's default limit (the backend asks for the adapter's): on the H200
+ * 128 × 768 → 768 took 0.0119 ms so, 0.0205 on the tiled kernel (device time, session 75).
  */
 const SPLIT = 4;
 
