@@ -257,9 +257,8 @@ export class WebGpuBackend implements Backend {
         maxBufferSize: adapter.limits.maxBufferSize,
         maxComputeWorkgroupsPerDimension: adapter.limits.maxComputeWorkgroupsPerDimension,
         maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize,
-        // Matrix tiles that split K take 512 invocations (`matrix_matmul.ts`); at the default
-        // 256 they never ran: a 128 × 768 → 768 f16 product (BERT-base's shape) took 0.0205 ms
-        // on the tiled kernel, 0.0119 on them (H200, device time, session 75).
+        // Matrix tiles that split K take 512 invocations (`SPLIT` in `matrix_matmul.ts`, where
+        // their time is); at WebGPU's default 256 they never ran.
         maxComputeInvocationsPerWorkgroup: adapter.limits.maxComputeInvocationsPerWorkgroup,
         maxComputeWorkgroupSizeX: adapter.limits.maxComputeWorkgroupSizeX,
         maxComputeWorkgroupSizeY: adapter.limits.maxComputeWorkgroupSizeY,
