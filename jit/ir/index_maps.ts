@@ -365,6 +365,54 @@ export function relation(
 }
 
 /**
+ * The relations (see {@linkcode relation}) a value of `shape` may have with a space: its kept axes
+ * in `keptOrder`, in space order, then in {@linkcode keptPermutations}' orders.
+ */
+export function keptRelations(
+  space: Shape,
+  reduced: readonly number[],
+  shape: Shape,
+  keptOrder?: readonly number[],
+): IndexStep[][] {
+  const orders = [
+    ...(keptOrder ? [keptOrder] : []),
+    undefined,
+    ...keptPermutations(space, reduced),
+  ];
+  return orders.flatMap((order) => {
+    const toOwn = relation(space, reduced, shape, order);
+    return toOwn ? [toOwn] : [];
+  });
+}
+
+/**
+ * Other orders a space's kept axes may be laid out in, for a value that reads them transposed
+ * (attention's context as [B, T, H, D] from its [B, H, T, D] product): every order of the kept
+ * axes longer than one with the last of them still last, so that the group's stores stay
+ * contiguous along its fastest axis. Axes of one element keep their places; past five axes to
+ * permute, none (the orders grow factorially and no exporter's transposes need them).
+ */
+export function keptPermutations(space: Shape, reduced: readonly number[]): number[][] {
+  const kept = space.flatMap((_, i) => (reduced.includes(i) ? [] : [i]));
+  const long = kept.filter((i) => space[i] > 1);
+  const free = long.slice(0, -1);
+  if (reduced.length === 0 || free.length < 2 || free.length > 5) return [];
+  const orders: number[][] = [];
+  const permute = (done: number[], left: number[]) => {
+    if (left.length === 0) {
+      if (done.some((a, i) => a !== free[i])) {
+        const next = [...done, long.at(-1)!];
+        orders.push(kept.map((i) => (space[i] > 1 ? next.shift()! : i)));
+      }
+      return;
+    }
+    left.forEach((a, i) => permute([...done, a], left.filter((_, j) => j !== i)));
+  };
+  permute([], free);
+  return orders;
+}
+
+/**
  * Whether two step chains from the coordinates of `space` into a buffer of `shape` agree. Where
  * both make the buffer's offset affine in the coordinates (`affineOffset`), exactly: two affine
  * functions agree on a box where their constants and the weights of its axes longer than one do.

@@ -3,6 +3,7 @@ import { applyStep, type IndexStep, type Load } from "./kernel_ir.ts";
 import {
   convMap,
   gatherStep,
+  keptPermutations,
   matmulMap,
   movementSteps,
   poolMap,
@@ -157,4 +158,15 @@ Deno.test("a 1×1 conv of stride 1 is laid out as filters × pixels; others as p
   }
   // An input read through a view (a strided Slice fused before the conv): rows of pixels too.
   assert.equal(map([2, 6, 4, 5], [8, 6, 1, 1], {}, 1, false).swapped, undefined);
+});
+
+Deno.test("keptPermutations: orders of the kept axes with the fastest still last", () => {
+  // Attention's context [B, H, T, D] by its keys: H and T trade places, D stays last.
+  assert.deepEqual(keptPermutations([1, 12, 128, 64, 128], [4]), [[0, 2, 1, 3]]);
+  // Three axes before the last: the five orders other than the space's own.
+  assert.equal(keptPermutations([2, 3, 4, 5, 6], [4]).length, 5);
+  assert.ok(keptPermutations([2, 3, 4, 5, 6], [4]).every((o) => o[3] === 3));
+  // No reduction (an elementwise kernel), or a single axis to move: none.
+  assert.deepEqual(keptPermutations([2, 3, 4], []), []);
+  assert.deepEqual(keptPermutations([1, 3, 4, 5], [3]), []);
 });

@@ -61,7 +61,7 @@ import {
   unique,
 } from "./fuse_values.ts";
 import { withIntegerRules } from "../ir/integer_rules.ts";
-import { gatherStep, movementSteps, relation, sameMap } from "../ir/index_maps.ts";
+import { gatherStep, keptRelations, movementSteps, relation, sameMap } from "../ir/index_maps.ts";
 import { loweringOf } from "../ops/window_lowering.ts";
 import { type Decomposition, expandSymbols } from "./fuse_expand.ts";
 import { runsWhole } from "./fusable.ts";
@@ -372,9 +372,8 @@ class Fuser {
       // contraction in that order, contiguous along its columns, rather than stored as the conv
       // lays it out and read by the next kernel a channel plane apart.
       const { space, reduced, keptOrder } = s.group;
-      for (const order of keptOrder ? [keptOrder, undefined] : [undefined]) {
-        const toOwn = relation(space, reduced, to, order);
-        if (toOwn && sameMap(space, [...toOwn, ...steps], s.toOwn!, from)) {
+      for (const toOwn of keptRelations(space, reduced, to, keptOrder)) {
+        if (sameMap(space, [...toOwn, ...steps], s.toOwn!, from)) {
           return { ...s, type, toOwn, labels: unique([...s.labels, label]), uses: 0 };
         }
       }

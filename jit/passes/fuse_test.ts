@@ -177,16 +177,18 @@ Deno.test("Conv + bias + relu (+ residual) is one kernel; pools are one kernel",
 
 Deno.test("a conv read transposed to its row order is stored in that order (ViT's patch embedding)", async () => {
   // Patches [N, C, P] read as tokens [N, P, C]: the conv stores [N, P, C], its columns (the
-  // channels) contiguous, and the LayerNorm after reads rows, not a channel plane apart. A
-  // transpose to another order (channels and patches both moved) is stored as the conv lays it out.
-  for (const [perm, moved] of [[[0, 2, 1], false], [[2, 0, 1], true]] as const) {
+  // channels) contiguous, and the LayerNorm after reads rows, not a channel plane apart; so is
+  // [P, N, C] (the channels still last, see `keptPermutations`). A transpose that takes the
+  // channels off the last axis is stored as the conv lays it out.
+  const cases = [[[0, 2, 1], false], [[2, 0, 1], false], [[1, 0, 2], true]] as const;
+  for (const [perm, moved] of cases) {
     const b = new GraphBuilder();
     const conv = b.op("Conv", [b.input("x", [2, 3, 8, 8]), b.input("w", [6, 3, 4, 4])], {
       strides: [4, 4],
     });
     const patches = b.op("Reshape", [conv], { shape: [2, 6, 4] });
     const tokens = b.op("Transpose", [patches], { perm: [...perm] });
-    const c = perm[2] === 1 ? 6 : 4;
+    const c = [2, 6, 4][perm[2]];
     const g = b.input("g", [c]), beta = b.input("beta", [c]);
     b.output("y", b.op("LayerNormalization", [tokens, g, beta], { axis: -1 }));
     const r = await check(b.build(), {
@@ -196,8 +198,27 @@ Deno.test("a conv read transposed to its row order is stored in that order (ViT'
       beta: f32([c], 4),
     }, 2);
     assert.equal(r.log.some((l) => l.includes("iteration order")), moved, r.log.join("\n"));
-    assert.deepEqual(r.kernels[0].outputs[0].shape, moved ? [2, 6, 4] : [2, 4, 6]);
+    const tokenShape = perm.map((axis) => [2, 6, 4][axis]);
+    assert.deepEqual(r.kernels[0].outputs[0].shape, moved ? [2, 6, 4] : tokenShape);
   }
+});
+
+Deno.test("a product read through the heads' merge stores its rows merged (attention's context)", async () => {
+  // ctx [B, H, T, D] → Transpose(0, 2, 1, 3) → [B, T, H·D] → the output projection: the first
+  // product writes [B, T, H, D] with D contiguous, so the second reads a plain matrix.
+  const b = new GraphBuilder();
+  const ctx = b.op("MatMul", [b.input("p", [2, 3, 4, 5]), b.input("v", [2, 3, 5, 6])]);
+  const merged = b.op("Reshape", [b.op("Transpose", [ctx], { perm: [0, 2, 1, 3] })], {
+    shape: [2, 4, 18],
+  });
+  b.output("y", b.op("MatMul", [merged, b.input("w", [18, 7])]));
+  const r = await check(b.build(), {
+    p: f32([2, 3, 4, 5], 1),
+    v: f32([2, 3, 5, 6], 2),
+    w: f32([18, 7], 3),
+  }, 2);
+  assert.deepEqual(r.kernels[0].outputs[0].shape, [2, 4, 18]);
+  assert.ok(!r.log.some((l) => l.includes("iteration order")), r.log.join("\n"));
 });
 
 Deno.test("an elementwise DAG with shared values and several outputs is one kernel", async () => {
