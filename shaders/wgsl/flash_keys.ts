@@ -10,7 +10,7 @@
  * @module
  */
 import type { KernelIR, Load } from "../../jit/ir/kernel_ir.ts";
-import { gathers, mapLoads, matmulOperands } from "../../jit/ir/kernel_ir.ts";
+import { f32SumView, gathers, mapLoads, matmulOperands } from "../../jit/ir/kernel_ir.ts";
 
 /** An attention group whose keys' copy was folded into its scores, and that copy. */
 export interface KeysInPlace {
@@ -32,7 +32,8 @@ export function keysInPlace(
   external: ReadonlySet<number>,
 ): KeysInPlace | undefined {
   const [scores] = members;
-  const b = matmulOperands(scores)?.b;
+  // An f16 product as the group sums it (in f32): its operands are the same.
+  const b = matmulOperands(f32SumView(scores))?.b;
   if (!b) return undefined;
   const value = scores.inputs[b.input].value;
   const copy = kernels.find((k) => k.outputs.some((o) => o.value === value));

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { compile } from "../../mod.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { fuse } from "../../jit/passes/fuse.ts";
+import { applyPrecision } from "../../jit/passes/precision.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
 import { assertClose, f32, hashed, numbers } from "../../jit/testing/testing.ts";
 import { WebGpuBackend } from "../../backends/webgpu/webgpu_backend.ts";
@@ -14,19 +15,20 @@ import { keysInPlace } from "./flash_keys.ts";
 
 /**
  * 16 queries of 4 heads against `tokens` keys and values as a projection writes them,
- * [1, tokens, 4 · 16], split into heads by views; `keepKeys`: the keys by head are an output too.
+ * [1, tokens, 4 · 16], split into heads by views; `keepKeys`: the keys by head are an output too;
+ * inputs of `dtype`.
  */
-function attention(tokens: number, keepKeys = false): Graph {
+function attention(tokens: number, keepKeys = false, dtype: "f32" | "f16" = "f32"): Graph {
   const b = new GraphBuilder();
   const heads = (name: string) =>
-    b.op("Transpose", [b.op("Reshape", [b.input(name, [1, tokens, 64])], {
+    b.op("Transpose", [b.op("Reshape", [b.input(name, [1, tokens, 64], dtype)], {
       shape: [1, tokens, 4, 16],
     })], { perm: [0, 2, 1, 3] });
   const [k, v] = ["k", "v"].map(heads);
   const kt = b.op("Transpose", [k], { perm: [0, 1, 3, 2] });
   const scores = b.op("Mul", [
-    b.op("MatMul", [b.input("q", [1, 4, 16, 16]), kt]),
-    b.constant(0.25),
+    b.op("MatMul", [b.input("q", [1, 4, 16, 16], dtype), kt]),
+    b.constant(0.25, [], dtype),
   ]);
   b.output("y", b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]));
   if (keepKeys) b.output("keys", kt);
@@ -84,4 +86,17 @@ Deno.test("flash attention over keys read in place gives the reference's values"
   assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-5, rtol: 1e-4 });
   assert.deepEqual(exe.deviceTimes().map((t) => t.kernel), ["attention_0"]);
   gpu.dispose();
+});
+
+Deno.test("an f16 group's keys are read in place too", () => {
+  // f16 inputs, as an f16 model's projections give them; the product's f16 sum is viewed in
+  // f32 by the group (`f32SumView`), which must not hide its operands.
+  const graph = applyPrecision(attention(4096, false, "f16"), "f16").graph;
+  const kernels = fuse(graph, { keysFrom: 2 ** 16 }).kernels;
+  assert.equal(copies(graph).length, 1, "fusion stores the keys by head");
+  const outputs = new Set(graph.outputs.map((o) => o.value));
+  const { kernels: run, fused } = withFusedAttention(kernels, outputs, H200);
+  assert.deepEqual(run.map((k) => k.name), ["attention_0"], "one kernel");
+  const k = graph.inputs.find((i) => i.name === "k")!.value;
+  assert.ok([...fused.values()].some((p) => "rows" in p && p.inputs.some((i) => i.value === k)));
 });
