@@ -147,23 +147,34 @@ type AttentionForm =
 
 /**
  * Attention over [B, H, T, D] in `form`; its flops counted whole (4·B·H·T²·D) whatever the mask
- * hides.
+ * hides. `half`: f16 inputs (their f16 values in the expectation) and the output cast to f32, as
+ * an f16 model's attention meets them (on the matrix units where the device has them).
  */
-function attention(B = 8, H = 16, T = 1024, D = 64, form: AttentionForm = "plain"): Kernel {
+function attention(
+  B = 8,
+  H = 16,
+  T = 1024,
+  D = 64,
+  form: AttentionForm = "plain",
+  half = false,
+): Kernel {
   const b = new GraphBuilder();
   const shape = [B, H, T, D];
-  const [q, k, v] = ["q", "k", "v"].map((n) => b.input(n, shape));
+  const dtype = half ? "f16" : "f32";
+  const [q, k, v] = ["q", "k", "v"].map((n) => b.input(n, shape, dtype));
   const scale = 1 / Math.sqrt(D);
   const kt = b.op("Transpose", [k], { perm: [0, 1, 3, 2] });
   const scaled = form === "scaled-q"
-    ? b.op("MatMul", [b.op("Mul", [q, b.constant(scale)]), kt])
-    : b.op("Mul", [b.op("MatMul", [q, kt]), b.constant(scale)]);
+    ? b.op("MatMul", [b.op("Mul", [q, b.constant(scale, [], dtype)]), kt])
+    : b.op("Mul", [b.op("MatMul", [q, kt]), b.constant(scale, [], dtype)]);
   const maskShape = form === "causal" ? [T, T] : [B, 1, 1, T];
   const padding = form === "padding" || form === "padding-min";
   const masked = form === "causal" || padding;
-  const scores = masked ? b.op("Add", [scaled, b.input("mask", maskShape)]) : scaled;
-  b.output("y", b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]));
-  const data = [8, 9, 10].map((s) => uniform(B * H * T * D, s));
+  const scores = masked ? b.op("Add", [scaled, b.input("mask", maskShape, dtype)]) : scaled;
+  const context = b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]);
+  b.output("y", half ? b.op("Cast", [context], { to: "f32" }) : context);
+  const round = (x: Float32Array) => half ? fromF16Array(toF16Array(x)) : x;
+  const data = [8, 9, 10].map((s) => round(uniform(B * H * T * D, s)));
   const inputs = Object.fromEntries(["q", "k", "v"].map((n, i) => [n, { data: data[i], shape }]));
   // Whether batch `n`'s query `t` sees key `j`.
   const sees = (n: number, t: number, j: number) =>
@@ -179,7 +190,7 @@ function attention(B = 8, H = 16, T = 1024, D = 64, form: AttentionForm = "plain
     inputs.mask = { data: mask, shape: maskShape };
   }
   return {
-    id: `attention-${form === "plain" ? "" : `${form}-`}B${B}H${H}T${T}D${D}`,
+    id: `attention-${form === "plain" ? "" : `${form}-`}B${B}H${H}T${T}D${D}${half ? "-f16" : ""}`,
     graph: b.build(),
     inputs,
     expect: (i) => {
@@ -207,6 +218,7 @@ function attention(B = 8, H = 16, T = 1024, D = 64, form: AttentionForm = "plain
     size: B * H * T * D,
     flops: 4 * B * H * T * T * D,
     half: false,
+    ...(half ? { halfInputs: true } : {}),
   };
 }
 
@@ -469,6 +481,11 @@ const all: (() => Kernel)[] = [
   // BERT-base's heads at 128 tokens, batch 1.
   () => attention(1, 12, 128, 64),
   () => attention(1, 12, 128, 64, "padding"),
+  // BERT-base's heads in f16, and short batched ones: the matrix attention kernel.
+  () => attention(1, 12, 128, 64, "plain", true),
+  () => attention(1, 12, 128, 64, "padding", true),
+  () => attention(8, 16, 128, 64, "plain", true),
+  () => attention(8, 16, 256, 64, "plain", true),
   () => attention(8, 16, 256, 64),
   () => attention(8, 16, 512, 64),
   () => attention(1, 16, 4096, 64),
@@ -502,7 +519,7 @@ for (const make of all) {
         p,
       ): [Precision, WebGpuBackend, string] => [p as Precision, profiled, ""]),
     ...(k.id.startsWith("attention")
-      ? [["f32", flash, " flash"] as [Precision, WebGpuBackend, string]]
+      ? [[k.halfInputs ? "f16" : "f32", flash, " flash"] as [Precision, WebGpuBackend, string]]
       : []),
     ...(k.id.endsWith("-int8")
       ? [["f32", floatSums, " f32 sums"] as [Precision, WebGpuBackend, string]]

@@ -32,6 +32,12 @@ import { keysInPlace } from "./flash_keys.ts";
 import { flashWgsl } from "./flash_kernel.ts";
 import { flashMask } from "./masks.ts";
 import { keyMask, sharedMask, summaryKernel, summaryLayout, summaryWgsl } from "./tile_summary.ts";
+import {
+  type MatrixAttention,
+  matrixAttention,
+  matrixAttentionLayout,
+  matrixAttentionWgsl,
+} from "./matrix_attention.ts";
 
 /** Longest key axis a fused attention kernel holds in workgroup memory. */
 export const MAX_KEYS = 1024;
@@ -132,8 +138,9 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
 }
 
 /**
- * `kernels` with each attention group that the flash kernel (where `options.flash` is true, where
- * it is not false and the flash kernel pays (`flashPays`), and where a buffer of the group is past
+ * `kernels` with each attention group that the matrix attention kernel (`matrix_attention.ts`,
+ * unless `options.flash` is true), the flash kernel (where `options.flash` is true, where it is
+ * not false and the flash kernel pays (`flashPays`), and where a buffer of the group is past
  * `options.bindingBytes`) or {@linkcode fusedAttention} accepts replaced by one kernel: its
  * buffers are the group's inputs and final outputs, its space the softmax's (a row per query, as
  * the dispatch counts them). `fused` maps those kernels to their groups and `from` gives each
@@ -158,14 +165,17 @@ export function withFusedAttention(
       members.every((x, j) => kernels[i + j] === x);
     const group = whole ? attentionGroup(members, external) : undefined;
     const needed = members.some(tooLarge);
-    const plan = group && (options.flash !== false || needed)
+    // On the matrix units where they take the group, unless the flash kernel is asked for.
+    const units = group && options.flash !== true ? matrixAttention(group, options) : undefined;
+    const plan = group && !units && (options.flash !== false || needed)
       ? flashAttention(group, options)
       : undefined;
     const chosen = plan && (options.flash === true || needed || flashPays(plan)) ? plan : undefined;
-    const best = chosen &&
-      keysReadInPlace(chosen, { kernels, members, external, options, out, from });
+    const places = { kernels, members, external, out, from };
+    const matrix = units && keysReadInPlace(units, (g) => matrixAttention(g, options), places);
+    const best = chosen && keysReadInPlace(chosen, (g) => flashAttention(g, options), places);
     const flash = best && withSkip(best, options, --summaries);
-    const att = group && (flash ?? fusedAttention(members, external));
+    const att = group && (matrix ?? flash ?? fusedAttention(members, external));
     if (!att) {
       out.push(k);
       from.push(i);
@@ -199,22 +209,22 @@ export function withFusedAttention(
 /**
  * `chosen` with its keys read where a copy of them took them (see `flash_keys.ts`), that copy
  * then taken out of the kernels made so far (`out`, and its place in `from`); `chosen` itself
- * where there is no copy or the flash kernel does not take the keys in place.
+ * where there is no copy or the kernel (`again` makes its plan) does not take the keys in place.
  */
-function keysReadInPlace(
-  chosen: Flash,
-  { kernels, members, external, options, out, from }: {
+function keysReadInPlace<P extends Attention>(
+  chosen: P,
+  again: (group: Attention) => P | undefined,
+  { kernels, members, external, out, from }: {
     kernels: readonly KernelIR[];
     members: readonly KernelIR[];
     external: ReadonlySet<number>;
-    options: WgslOptions;
     out: KernelIR[];
     from: number[];
   },
-): Flash {
+): P {
   const direct = keysInPlace(kernels, members, external);
   const group = direct && attentionGroup(direct.members, external);
-  const plan = group && flashAttention(group, options);
+  const plan = group && again(group);
   const at = direct ? out.indexOf(direct.copy) : -1;
   if (!plan || at < 0) return chosen;
   out.splice(at, 1);
@@ -222,18 +232,23 @@ function keysReadInPlace(
   return plan;
 }
 
-/** A kernel of an attention group: fused, flash, or a flash kernel's tile summary. */
-export type GroupKernel = Attention | Flash | { readonly summarizes: Flash };
+/**
+ * A kernel of an attention group: fused, on the matrix units, flash, or a flash kernel's tile
+ * summary.
+ */
+export type GroupKernel = Attention | MatrixAttention | Flash | { readonly summarizes: Flash };
 
 /** The WGSL of a kernel standing for (part of) an attention group. */
 export function groupWgsl(group: GroupKernel, options: WgslOptions): string {
   if ("summarizes" in group) return summaryWgsl(group.summarizes, options);
+  if ("units" in group) return matrixAttentionWgsl(group);
   return "rows" in group ? flashWgsl(group, options) : attentionWgsl(group, options);
 }
 
 /** The layout of a kernel standing for (part of) an attention group. */
 export function groupLayout(group: GroupKernel, options: WgslOptions): KernelLayout {
   if ("summarizes" in group) return summaryLayout();
+  if ("units" in group) return matrixAttentionLayout();
   return "rows" in group ? flashLayout(group) : attentionLayout(options);
 }
 

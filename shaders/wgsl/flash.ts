@@ -148,8 +148,32 @@ export function flashAttention(group: Attention, options: WgslOptions): Flash | 
     s.m % r === 0 && r * THREADS_A_ROW <= options.maxInvocations &&
     flashBytes(s.k, v.n, r) <= (options.workgroupBytes ?? 16384)
   );
-  if (!rows) return undefined;
-  // The softmax must be max(x), Σ exp(x − max), exp(x − max) / Σ over one x.
+  return rows && plainSoftmax(weights) ? { ...group, rows } : undefined;
+}
+
+/**
+ * Whether `weights` is the plain softmax: max(x), then Σ exp(x − max), then exp(x − max) / Σ over
+ * the same x (the form the flash kernel computes on its own).
+ */
+export function plainSoftmax(weights: KernelIR): boolean {
+  const form = softmaxForm(weights);
+  return form !== undefined && form.is(weights.outputs[0].expr, form.weight);
+}
+
+/**
+ * Whether `weights` reduces as a softmax: max(x), then Σ exp(x − max) over the same x, whatever
+ * its output does with them (the matrix attention kernel evaluates that as the kernel wrote it:
+ * exporters guard the weights, `Where(IsNaN(w), 0, w)` after PyTorch's SDPA).
+ */
+export function softmaxReductions(weights: KernelIR): boolean {
+  return softmaxForm(weights) !== undefined;
+}
+
+/** The plain softmax's weight over `weights`' x, and structural equality, if it reduces as one. */
+function softmaxForm(
+  weights: KernelIR,
+): { weight: Expr; is: (a: Expr, b: Expr) => boolean } | undefined {
+  if (weights.reductions.length !== 2) return undefined;
   const [max, sum] = weights.reductions;
   const x = max.expr;
   // In the softmax's own float type (an f16 precision's softmax is f16 throughout).
@@ -159,11 +183,8 @@ export function flashAttention(group: Attention, options: WgslOptions): Flash | 
   const p = alu("Exp", [alu("Sub", [x, acc(0)])]);
   const structure = new Structure();
   const is = (a: Expr, b: Expr) => structure.of(a) === structure.of(b);
-  if (
-    max.op !== "max" || sum.op !== "sum" || !is(sum.expr, p) ||
-    !is(weights.outputs[0].expr, alu("Div", [p, acc(1)]))
-  ) return undefined;
-  return { ...group, rows };
+  if (max.op !== "max" || sum.op !== "sum" || !is(sum.expr, p)) return undefined;
+  return { weight: alu("Div", [p, acc(1)]), is };
 }
 
 /**

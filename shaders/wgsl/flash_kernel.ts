@@ -8,6 +8,7 @@
 import { affineOffset } from "../../jit/ir/access.ts";
 import type { Expr, KernelIR, Load } from "../../jit/ir/kernel_ir.ts";
 import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
+import type { Attention } from "./attention_group.ts";
 import { Emitter, KernelLowering, NEG_INF } from "./expr.ts";
 import { allOf, entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { combiner } from "./rows.ts";
@@ -58,6 +59,40 @@ export function flashWgsl(plan: Flash, options: { half?: boolean } = {}): string
     ...(skip && !skip.summary ? maskHelpers(plan, f.half) : []),
     ...entryPoint(threads, e.lines),
   ].join("\n");
+}
+
+/** The lowerings of a group's three kernels and the values' epilogue as a helper function. */
+export interface GroupLowerings {
+  /** The scores' lowering (coordinates `s…`). */
+  readonly ls: KernelLowering;
+  /** The softmax's lowering (coordinates `w…`). */
+  readonly lw: KernelLowering;
+  /** The values' lowering (coordinates `o…`). */
+  readonly lv: KernelLowering;
+  /** `fn emit(b0…, row, col, acc0)`: the values' epilogue and stores at (row, col). */
+  readonly emitFn: readonly string[];
+}
+
+/**
+ * The lowerings and the `emit` helper that another kernel for a whole group (the matrix attention
+ * kernel, `matrix_attention.ts`) shares with the flash kernel; its own helpers enter the
+ * lowerings through {@linkcode helperBody}.
+ */
+export function groupLowerings(plan: Attention, half: boolean): GroupLowerings {
+  const f = flashState({ ...plan, rows: 16 }, half);
+  return { ls: f.ls, lw: f.lw, lv: f.lv, emitFn: emitHelper(f) };
+}
+
+/**
+ * A helper function's body for lowering `l` of a group with `nb` batch axes (into `body`, or a
+ * new one): its coordinates the parameters `b0…`, then `row` and `col` (K's 0).
+ */
+export function helperBody(l: KernelLowering, nb: number, body = new Emitter()): Emitter {
+  body.indent = "  ";
+  l.e = body;
+  const rest = ["row", "col", "0"];
+  l.coords.forEach((c, i) => body.line(`var ${c}: i32 = ${i < nb ? `b${i}` : rest[i - nb]};`));
+  return body;
 }
 
 /** The plan's operands and sizes, its three lowerings, and the kernel's emitter. */
@@ -117,38 +152,29 @@ type FlashState = ReturnType<typeof flashState>;
  * the softmax's prologue at (row, key), and `emit(…, row, col, out)`, the values' epilogue.
  */
 function helperFunctions(f: FlashState): { scoreFn: string[]; emitFn: string[] } {
-  const { scores, weights, values, nb, E, ls, lw, lv, batch, params } = f;
-  // Lowering `l` in helper body `body`, its coordinates the batch parameters, then row and col.
-  const enter = (l: KernelLowering, body: Emitter) => {
-    l.e = body;
-    const rest = ["row", "col", "0"];
-    l.coords.forEach((c, i) => l.e.line(`var ${c}: i32 = ${i < nb ? batch[i] : rest[i - nb]};`));
-  };
-  const helper = () => {
-    const body = new Emitter();
-    body.indent = "  ";
-    return body;
-  };
-
+  const { scores, weights, nb, ls, lw, params } = f;
   // score(…, row, key, dot): the scores' epilogue, then the softmax's prologue x at (row, key).
-  enter(ls, helper());
+  const body = helperBody(ls, nb);
   const score = ls.value(scores.outputs[0].expr, new Map());
-  enter(lw, ls.e);
+  helperBody(lw, nb, body);
   lw.redirect.set(
     String(weights.inputs.findIndex((b) => b.value === scores.outputs[0].value)),
     () => score,
   );
   const x = lw.value(weights.reductions[0].expr, new Map());
-  const scoreFn = [`fn score(${params}) -> f32 {`, ...ls.e.lines, `  return ${x};`, "}"];
+  const scoreFn = [`fn score(${params}) -> f32 {`, ...body.lines, `  return ${x};`, "}"];
+  return { scoreFn, emitFn: emitHelper(f) };
+}
 
-  // emit(…, row, col, out): the values' epilogue at (row, col).
-  enter(lv, helper());
-  lv.e.block(`if (col < ${E}) {`, () => {
+/** `emit(…, row, col, out)`: the values' epilogue and stores at (row, col). */
+function emitHelper(f: FlashState): string[] {
+  const { values, nb, E, lv, params } = f;
+  const body = helperBody(lv, nb);
+  body.block(`if (col < ${E}) {`, () => {
     const memo = new Map<Expr, string>();
     values.outputs.forEach((o, k) => lv.store(o, k, memo));
   });
-  const emitFn = [`fn emit(${params}) {`, ...lv.e.lines, "}"];
-  return { scoreFn, emitFn };
+  return [`fn emit(${params}) {`, ...body.lines, "}"];
 }
 
 /**
