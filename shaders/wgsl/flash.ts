@@ -69,6 +69,11 @@ export interface Flash extends Attention {
   /** Query rows of a workgroup (4 a thread). */
   readonly rows: number;
   /**
+   * Whether the softmax's weights are guarded as PyTorch's SDPA export guards them,
+   * `Where(IsNaN(w), 0, w)` (see {@linkcode guardedSoftmax}).
+   */
+  readonly guarded?: boolean;
+  /**
    * Where masked key tiles are skipped: the mask, and the value of the summary the kernel reads
    * as its last input (see `shaders/wgsl/tile_summary.ts`); no summary where the mask is the same
    * for every query row, which the flash kernel reads itself (`keyRange` in `masks.ts`).
@@ -148,7 +153,9 @@ export function flashAttention(group: Attention, options: WgslOptions): Flash | 
     s.m % r === 0 && r * THREADS_A_ROW <= options.maxInvocations &&
     flashBytes(s.k, v.n, r) <= (options.workgroupBytes ?? 16384)
   );
-  return rows && plainSoftmax(weights) ? { ...group, rows } : undefined;
+  if (!rows) return undefined;
+  if (guardedSoftmax(weights)) return { ...group, rows, guarded: true };
+  return plainSoftmax(weights) ? { ...group, rows } : undefined;
 }
 
 /**
@@ -158,6 +165,28 @@ export function flashAttention(group: Attention, options: WgslOptions): Flash | 
 export function plainSoftmax(weights: KernelIR): boolean {
   const form = softmaxForm(weights);
   return form !== undefined && form.is(weights.outputs[0].expr, form.weight);
+}
+
+/**
+ * Whether `weights` is the plain softmax with its weights guarded as PyTorch's SDPA export writes
+ * it, `Where(IsNaN(w), 0, w)`. A weight is NaN only where its row's maximum is not finite (every
+ * key −∞, a NaN or a +∞ score): then every weight of the row is, and the guarded row sums its
+ * values times 0. The flash kernel gives such a row what its products summed with the weights it
+ * held (0 for a row of −∞: exactly the reference's), or 0 where a NaN or +∞ score poisoned them
+ * (the reference's too, but where one of the row's values is itself not finite, then NaN).
+ */
+export function guardedSoftmax(weights: KernelIR): boolean {
+  const form = softmaxForm(weights);
+  if (!form) return false;
+  const w = form.weight, dtype = w.dtype;
+  const nan: Expr = { kind: "alu", op: "IsNaN", args: [w], dtype: "bool" };
+  const zero: Expr = { kind: "const", value: 0, dtype };
+  return form.is(weights.outputs[0].expr, {
+    kind: "alu",
+    op: "Where",
+    args: [nan, zero, w],
+    dtype,
+  });
 }
 
 /**

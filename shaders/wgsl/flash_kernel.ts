@@ -586,7 +586,10 @@ function finalRows(
       for (let g = 0; g < G; g++) {
         for (let c = 0; c < 4; c++) {
           const col = `${4 * g * TX} + 4 * tx + ${c}`;
-          const out = `k_fdiv(o_${r}_${g}.${lane(c)}, total)`;
+          const o = `o_${r}_${g}.${lane(c)}`;
+          const out = f.plan.guarded
+            ? `select(select(0.0, ${o}, total == 0.0), k_fdiv(${o}, total), (total > 0.0) & !k_isinf(total))`
+            : `k_fdiv(${o}, total)`;
           e.line(`emit(${args(`first + ${rowOf(r)}`, col, out)});`);
         }
       }
