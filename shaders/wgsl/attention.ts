@@ -39,6 +39,13 @@ import {
   matrixAttentionWgsl,
 } from "./matrix_attention.ts";
 
+/**
+ * Most keys for which the matrix attention kernel runs where the flash kernel pays too. On the H200
+ * (f16, device time, `bench/gpu_kernels.ts`, session 77) B8 H16 D64 at 128 keys took 0.0416 ms on
+ * the matrix kernel against 0.0463 flash, at 256 keys 0.199 against 0.125.
+ */
+export const MATRIX_KEYS = 128;
+
 /** Longest key axis a fused attention kernel holds in workgroup memory. */
 export const MAX_KEYS = 1024;
 
@@ -165,12 +172,17 @@ export function withFusedAttention(
       members.every((x, j) => kernels[i + j] === x);
     const group = whole ? attentionGroup(members, external) : undefined;
     const needed = members.some(tooLarge);
-    // On the matrix units where they take the group, unless the flash kernel is asked for.
-    const units = group && options.flash !== true ? matrixAttention(group, options) : undefined;
-    const plan = group && !units && (options.flash !== false || needed)
+    const plan = group && (options.flash !== false || needed)
       ? flashAttention(group, options)
       : undefined;
-    const chosen = plan && (options.flash === true || needed || flashPays(plan)) ? plan : undefined;
+    const paid = plan && (options.flash === true || needed || flashPays(plan)) ? plan : undefined;
+    // On the matrix units where they take the group, unless the flash kernel is asked for or
+    // pays over more keys than `MATRIX_KEYS`.
+    const units = group && options.flash !== true &&
+        !(paid && matmulOperands(paid.scores)!.n > MATRIX_KEYS)
+      ? matrixAttention(group, options)
+      : undefined;
+    const chosen = units ? undefined : paid;
     const places = { kernels, members, external, out, from };
     const matrix = units && keysReadInPlace(units, (g) => matrixAttention(g, options), places);
     const best = chosen && keysReadInPlace(chosen, (g) => flashAttention(g, options), places);

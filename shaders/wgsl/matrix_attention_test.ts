@@ -18,15 +18,18 @@ const H200: WgslOptions = { maxInvocations: 1024, half: true, matrix: true, work
 /**
  * BERT's attention as the exporters write it: `tokens` queries, keys and values of 12 heads of
  * 64 split from projections [1, tokens, 768] by views, (Q·Kᵀ)·⅛ plus a [1, 1, 1, T] padding
- * mask, the context merged back to [1, tokens, 768]; f16 inputs under `precision` f16.
+ * mask, the context merged back to [batch, tokens, 768]; f16 inputs under `precision` f16; `batch`
+ * such sequences.
  */
-function bert(tokens: number, precision: Precision = "f16"): Graph {
+function bert(tokens: number, precision: Precision = "f16", batch = 1): Graph {
   const b = new GraphBuilder();
   // As an f16 model's projections give them (f32 inputs would be cast first).
   const dtype = precision === "f16" ? "f16" : "f32";
   const heads = (name: string) =>
     b.op("Transpose", [
-      b.op("Reshape", [b.input(name, [1, tokens, 768], dtype)], { shape: [1, tokens, 12, 64] }),
+      b.op("Reshape", [b.input(name, [batch, tokens, 768], dtype)], {
+        shape: [batch, tokens, 12, 64],
+      }),
     ], { perm: [0, 2, 1, 3] });
   const [q, k, v] = ["q", "k", "v"].map(heads);
   const kt = b.op("Transpose", [k], { perm: [0, 1, 3, 2] });
@@ -34,7 +37,7 @@ function bert(tokens: number, precision: Precision = "f16"): Graph {
   const scores = b.op("Add", [scaled, b.input("mask", [1, 1, 1, tokens], dtype)]);
   const context = b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]);
   const merged = b.op("Transpose", [context], { perm: [0, 2, 1, 3] });
-  b.output("y", b.op("Reshape", [merged], { shape: [1, tokens, 768] }));
+  b.output("y", b.op("Reshape", [merged], { shape: [batch, tokens, 768] }));
   return applyPrecision(b.build(), precision).graph;
 }
 
@@ -106,6 +109,9 @@ Deno.test("attention the matrix kernel does not take keeps its other kernels", (
   assert.deepEqual(kinds(bert(197)), []);
   assert.deepEqual(kinds(bert(256)), ["matrix"]);
   assert.deepEqual(kinds(bert(256), { ...H200, workgroupBytes: 32768 }), []);
+  // Where the flash kernel pays (384 workgroups of 64 query rows), it keeps keys past 128.
+  assert.deepEqual(kinds(bert(256, "f16", 8)), ["flash"]);
+  assert.deepEqual(kinds(bert(128, "f16", 16)), ["matrix"]);
   assert.notDeepEqual(kinds(bert(512)), ["matrix"]);
 });
 
