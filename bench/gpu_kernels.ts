@@ -35,6 +35,11 @@ const arg = (name: string) => {
   return i >= 0 ? Deno.args[i + 1] : undefined;
 };
 
+/** `x` as f16 inputs hold it where `half` (so a float64 expectation sees what the GPU does). */
+function halfValues(x: Float32Array, half: boolean): Float32Array {
+  return half ? fromF16Array(toF16Array(x)) : x;
+}
+
 /**
  * The m×k by k×n product (square: `matmul-N`, else `linear-MxKxN`, a transformer layer's shape):
  * `nn` of two f32 inputs; `nt` and `tn` of f16 inputs, B (as a Linear layer's [N, K] weight) or
@@ -54,8 +59,7 @@ function matmul(n: number, form: "nn" | "nt" | "tn" = "nn", m = n, k = n): Kerne
   ]);
   b.output("y", half ? b.op("Cast", [product], { to: "f32" }) : product);
   // f16 inputs are the f16 values of these (so the float64 expectation sees what the GPU does).
-  const round = (x: Float32Array) => half ? fromF16Array(toF16Array(x)) : x;
-  const a = round(uniform(m * k, 2)), w = round(uniform(k * n, 3));
+  const a = halfValues(uniform(m * k, 2), half), w = halfValues(uniform(k * n, 3), half);
   const at = (r: number, j: number) => form === "tn" ? a[j * m + r] : a[r * k + j];
   const wt = (j: number, c: number) => form === "nt" ? w[c * k + j] : w[j * n + c];
   const square = m === n && k === n;
@@ -173,8 +177,7 @@ function attention(
   const scores = masked ? b.op("Add", [scaled, b.input("mask", maskShape, dtype)]) : scaled;
   const context = b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), v]);
   b.output("y", half ? b.op("Cast", [context], { to: "f32" }) : context);
-  const round = (x: Float32Array) => half ? fromF16Array(toF16Array(x)) : x;
-  const data = [8, 9, 10].map((s) => round(uniform(B * H * T * D, s)));
+  const data = [8, 9, 10].map((s) => halfValues(uniform(B * H * T * D, s), half));
   const inputs = Object.fromEntries(["q", "k", "v"].map((n, i) => [n, { data: data[i], shape }]));
   // Whether batch `n`'s query `t` sees key `j`.
   const sees = (n: number, t: number, j: number) =>
@@ -481,7 +484,8 @@ const all: (() => Kernel)[] = [
   // BERT-base's heads at 128 tokens, batch 1.
   () => attention(1, 12, 128, 64),
   () => attention(1, 12, 128, 64, "padding"),
-  // BERT-base's heads in f16, and short batched ones: the matrix attention kernel.
+  // BERT-base's heads in f16 and short batched ones: the matrix attention kernel (at 256 keys,
+  // where the flash kernel pays, the flash kernel keeps them: `MATRIX_KEYS`).
   () => attention(1, 12, 128, 64, "plain", true),
   () => attention(1, 12, 128, 64, "padding", true),
   () => attention(8, 16, 128, 64, "plain", true),

@@ -79,6 +79,7 @@ export interface GroupLowerings {
  * lowerings through {@linkcode helperBody}.
  */
 export function groupLowerings(plan: Attention, half: boolean): GroupLowerings {
+  // The lowerings and `emit` do not depend on the query rows a flash workgroup would take.
   const f = flashState({ ...plan, rows: 16 }, half);
   return { ls: f.ls, lw: f.lw, lv: f.lv, emitFn: emitHelper(f) };
 }
@@ -138,7 +139,6 @@ function flashState(plan: Flash, half: boolean) {
     ls,
     lw,
     lv,
-    batch,
     params,
     e,
   };
