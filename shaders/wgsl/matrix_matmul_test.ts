@@ -201,3 +201,38 @@ Deno.test("an f16 product of too few tiles splits K among the subgroups of a 32�
   assert.equal(kernelLayout(product(128, 192, 768), H200).tile?.matrix, undefined);
   assert.equal(kernelLayout(product(128, 768, 768, "f32"), H200).tile?.matrix, undefined);
 });
+
+/** The matrix kernel of an f16 3×3 convolution whose patches are stored: rows are pixels. */
+function patchedConv(batch: number, c: number, size: number): KernelIR {
+  const b = new GraphBuilder();
+  const x = b.input("x", [batch, c, size, size]);
+  const w = b.param("w", [c, c, 3, 3], "f32", new Float32Array(c * c * 9));
+  b.output("y", b.op("Relu", [b.op("Conv", [x, w], { pads: [1, 1, 1, 1] })]));
+  const { graph } = applyPrecision(b.build(), "f16");
+  const fused = fuse(graph, { patchesFrom: 1, halfPatches: true });
+  return fused.kernels.find((k) => k.pattern === "conv")!;
+}
+
+Deno.test("a matrix kernel whose outputs run down its rows hands consecutive threads consecutive rows", () => {
+  // ResNet's stage-2 3×3 at batch 8: rows are the 3136 pixels of an image, stored NCHW.
+  const conv = patchedConv(8, 64, 56);
+  const { fm, fn } = kernelLayout(conv, H200).tile!.matrix!;
+  const wgsl = generateWgsl(conv, H200);
+  assert.equal(wgsl.match(/subgroupMatrixStore<col_major>\(&stage/g)?.length, fm * fn);
+  assert.doesNotMatch(wgsl, /subgroupMatrixStore<row_major>/);
+  assert.match(
+    wgsl,
+    /epilogue\(x0, x1, m0 \+ sgm \+ 0 \+ i32\(q % 16u\), n0 \+ sgn \+ 0 \+ i32\(q \/ 16u\)/,
+  );
+  // A plain product's outputs run along its columns: row-major, as before.
+  const plain = generateWgsl(product(4096, 4096, 4096), H200);
+  assert.doesNotMatch(plain, /col_major>\(&stage/);
+  assert.match(plain, /i32\(q \/ 16u\), n0 \+ sgn \+ 0 \+ i32\(q % 16u\)/);
+  // Stage 5 at batch 1 (49 pixels, K = 4608) splits K: its threads walk the tile down its rows.
+  const split = patchedConv(1, 512, 7);
+  assert.equal(kernelLayout(split, H200).tile?.slices, 4);
+  const splitWgsl = generateWgsl(split, H200);
+  assert.match(splitWgsl, /let r = o % 32;\n\s*let c = o \/ 32;/);
+  assert.match(splitWgsl, /let q = \(c % 16\) \* 16 \+ r % 16;/);
+  assert.match(splitWgsl, /subgroupMatrixStore<col_major>\(&stage, \(sg \* 1u \+ 0u\) \* 256u/);
+});
