@@ -489,6 +489,8 @@ const all: (() => Kernel)[] = [
   () => attention(1, 12, 128, 64, "plain", true),
   () => attention(1, 12, 128, 64, "padding", true),
   () => attention(8, 16, 128, 64, "plain", true),
+  // ViT-B/16's heads: 197 queries, no multiple of the matrix kernel's 16 rows.
+  () => attention(1, 12, 197, 64, "plain", true),
   () => attention(8, 16, 256, 64, "plain", true),
   () => attention(8, 16, 256, 64),
   () => attention(8, 16, 512, 64),

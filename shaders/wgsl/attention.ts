@@ -260,7 +260,7 @@ export function groupWgsl(group: GroupKernel, options: WgslOptions): string {
 /** The layout of a kernel standing for (part of) an attention group. */
 export function groupLayout(group: GroupKernel, options: WgslOptions): KernelLayout {
   if ("summarizes" in group) return summaryLayout();
-  if ("units" in group) return matrixAttentionLayout();
+  if ("units" in group) return matrixAttentionLayout(group);
   return "rows" in group ? flashLayout(group) : attentionLayout(options);
 }
 

@@ -190,6 +190,13 @@ function vectorInputs(kernel: KernelIR): Set<number> | undefined {
   return quadInputs(kernel, kernel.outputs.map((o) => o.expr), last);
 }
 
+/** Workgroups of a rows kernel over `rows` rows: each segment's (batch item's) rounded up. */
+function rowGroups(tiling: RowTiling, rows: number): number {
+  const per = tiling.rows * (tiling.blocks?.outputs ?? 1);
+  const segment = tiling.segment;
+  return segment ? Math.ceil(rows / segment) * Math.ceil(segment / per) : Math.ceil(rows / per);
+}
+
 /**
  * The dispatch for `rows` rows of a kernel with `layout` (fewer than all under shape buckets):
  * tiles take (column tiles, row tiles, batch); others a count folded past 65535 per dimension —
@@ -204,7 +211,7 @@ export function dispatchSize(layout: KernelLayout, rows: number): [number, numbe
     return [Math.ceil(tile.n / tn), Math.ceil(m / tm), Math.max(1, batches)];
   }
   const groups = layout.rows
-    ? Math.ceil(rows / (layout.rows.rows * (layout.rows.blocks?.outputs ?? 1)))
+    ? rowGroups(layout.rows, rows)
     : Math.ceil(rows / layout.width / layout.workgroup);
   if (groups <= 65535) return [groups, 1, 1];
   // Folded so that fewer than `y` workgroups idle: 65536 groups as 65535 × 2 launched a second

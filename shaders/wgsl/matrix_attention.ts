@@ -23,9 +23,13 @@
  * 111 (`bench/profile_model.ts`).
  *
  * It applies where the device runs f16 matmuls on its matrix units (`WgslOptions.matrix`), both
- * products sum f16 products of affine loads, the softmax reduces as the plain one, the query axis
- * is a multiple of 16 and the tiles fit the device's workgroup memory (up to 256 keys at heads
- * of 64 in 48 KB). CI's software adapter has no matrix units: the kernel is checked there as
+ * products sum f16 products of affine loads, the softmax reduces as the plain one and the tiles
+ * fit the device's workgroup memory (up to 256 keys at heads of 64 in 48 KB). A query axis of no
+ * multiple of 16 (ViT-B/16's 197 tokens) takes whole workgroups an item, its last one's rows past
+ * the queries reading zeros, computing no softmax and storing nothing: on the H200 ViT's heads
+ * took 0.0432-0.0436 ms so against 0.0471-0.0491 as the three kernels they were (device time,
+ * session 78), though ViT-B/16 in f16 as a whole measured 2.320-2.339 ms against 2.302-2.317
+ * (`bench/profile_model.ts`, processes alternating). CI's software adapter has no matrix units: the kernel is checked there as
  * text, and run against float64 on the H200 by `bench/gpu_kernels.ts --only attention` (its
  * `-f16` rows).
  *
@@ -110,16 +114,20 @@ export function matrixAttention(
   const affine = (k: KernelIR, input: number, steps: Parameters<typeof affineOffset>[0]) =>
     affineOffset(steps, k.space, k.inputs[input].shape) !== undefined;
   if (
-    s.m % MK !== 0 || !affine(scores, s.a.input, s.a.steps) ||
+    !affine(scores, s.a.input, s.a.steps) ||
     !affine(scores, s.b.input, s.b.steps) || !affine(values, v.b.input, v.b.steps) ||
     matrixAttentionBytes(group) > (options.workgroupBytes ?? 16384)
   ) return undefined;
   return { ...group, units: true };
 }
 
-/** The kernel's layout: 16 query rows a workgroup of 128 threads (8 a row in the softmax). */
-export function matrixAttentionLayout(): KernelLayout {
-  return rowsLayout(streamedRows(ROW_THREADS, MK));
+/**
+ * The kernel's layout: 16 query rows of one batch item a workgroup of 128 threads (8 a row in the
+ * softmax), an item's last workgroup partly past its rows where they are no multiple of 16.
+ */
+export function matrixAttentionLayout(plan: MatrixAttention): KernelLayout {
+  const segment = matmulOperands(plan.scores)!.m;
+  return rowsLayout({ ...streamedRows(ROW_THREADS, MK), segment });
 }
 
 /** The kernel's WGSL: bindings as `plan.inputs`, then `values`' outputs. */
@@ -169,10 +177,11 @@ function workgroupStart(e: Emitter, plan: Attention, { ls, lv }: GroupLowerings)
   const nb = s.nb;
   e.line(NEVER);
   e.line("let t = i32(lid.x);");
+  const tiles = Math.ceil(s.m / MK);
   e.line(`let g = i32(wid.x + wid.y * nwg.x);`);
-  e.line(`if (g >= ${(sizeOf(plan.scores.space.slice(0, nb)) * s.m) / MK}) { return; }`);
-  e.line(`let row0 = g % ${s.m / MK} * ${MK};`);
-  e.line(`let item = g / ${s.m / MK};`);
+  e.line(`if (g >= ${sizeOf(plan.scores.space.slice(0, nb)) * tiles}) { return; }`);
+  e.line(`let row0 = g % ${tiles} * ${MK};`);
+  e.line(`let item = g / ${tiles};`);
   for (const l of [ls, lv]) {
     l.e = e;
     for (const c of l.coords) e.line(`var ${c}: i32 = 0;`);
@@ -203,21 +212,19 @@ function queryMatrices(e: Emitter, plan: Attention, ls: GroupLowerings["ls"]): n
 }
 
 /**
- * The scores' dots into `sc` (16 rows of TP), {@linkcode CHUNK} keys a fill, 16 a subgroup (all
- * 128 of BERT-base's keys in one fill measured no faster: 0.0185 ms against 0.0173 on the H200).
- * Returns the key tile's halves.
+ * The scores' dots into `sc` (16 rows of TP), {@linkcode CHUNK} keys a fill, 16 a subgroup, the
+ * next chunk's loads issued before this one's multiplies (on the H200 B8 H16 T128 0.0698 ms
+ * against 0.0706-0.0709, ViT's heads 0.0432-0.0434 against 0.0435-0.0438; all 128 of BERT-base's
+ * keys in one fill measured no faster: 0.0185 ms against 0.0173). Returns the key tile's halves.
  */
 function keyScores(e: Emitter, plan: Attention, ls: GroupLowerings["ls"]): number {
   const { s, DP, TP } = geometry(plan);
-  let size = 0;
+  const fillK = fill(ls, "tileB", s.b, { ax: s.nb + 1, o0: "0", bound: s.n, rows: CHUNK, tk: DP });
+  fillK.load("0", "0");
   e.block(`for (var c0 = 0; c0 < ${TP}; c0 += ${CHUNK}) {`, () => {
-    // Made here: a fill's origin is fixed where it is made, and keys move along its rows.
-    const at = { ax: s.nb + 1, o0: "c0", bound: s.n, rows: CHUNK, tk: DP };
-    const fillK = fill(ls, "tileB", s.b, at);
-    size = fillK.size;
-    fillK.load("0");
     fillK.store();
     e.line("workgroupBarrier();");
+    e.block(`if (c0 + ${CHUNK} < ${TP}) {`, () => fillK.load("0", `c0 + ${CHUNK}`));
     e.line(`var acc = ${RESULT}();`);
     for (let d = 0; d < DP; d += MK) {
       e.line(mac("acc", `qm${d}`, fillK.matrix(RIGHT, `i32(sg) * ${MK}`, d)));
@@ -225,7 +232,7 @@ function keyScores(e: Emitter, plan: Attention, ls: GroupLowerings["ls"]): numbe
     e.line(`subgroupMatrixStore<row_major>(&sc, u32(c0) + sg * ${MK}u, acc, ${TP}u);`);
     e.line("workgroupBarrier();");
   });
-  return size;
+  return fillK.size;
 }
 
 /** The values' fill: a chunk of {@linkcode CHUNK} keys by the padded value width. */
@@ -240,7 +247,7 @@ function valueFill(plan: Attention, lv: GroupLowerings["lv"]): Fill {
  * subgroup's slice of `sc` to the values' epilogue (`emit`).
  */
 function weightedValues(e: Emitter, plan: Attention, fillV: Fill, batch: readonly string[]): void {
-  const { EP, TP, PW } = geometry(plan);
+  const { s, EP, TP, PW } = geometry(plan);
   const blocks = EP / MK, held = Math.ceil(blocks / SUBGROUPS);
   for (let b = 0; b < held; b++) {
     // A subgroup past the last block repeats it (matrix calls stay in uniform control flow).
@@ -265,7 +272,9 @@ function weightedValues(e: Emitter, plan: Attention, fillV: Fill, batch: readonl
     e.block(`if (i32(sg) + ${SUBGROUPS * b} < ${blocks}) {`, () => {
       e.block(`for (var q = lane; q < ${MK * MK}u; q += 32u) {`, () => {
         const row = `row0 + i32(q / ${MK}u)`, col = `cb${b} + i32(q % ${MK}u)`;
-        e.line(`emit(${[...batch, row, col, `sc[sg * ${MK * MK}u + q]`].join(", ")});`);
+        const call = `emit(${[...batch, row, col, `sc[sg * ${MK * MK}u + q]`].join(", ")});`;
+        if (s.m % MK === 0) e.line(call);
+        else e.block(`if (${row} < ${s.m}) {`, () => e.line(call));
       });
     });
     e.line("workgroupBarrier();");
@@ -322,11 +331,17 @@ function softmaxRows(e: Emitter, plan: Attention, batch: readonly string[]): voi
   };
   const call = (name: string, ...rest: string[]) =>
     `${name}(${[...batch, "row0 + r", "j", ...rest].join(", ")})`;
-  // Each pass over the row's keys below T (the padded keys' weights are 0).
+  // Each pass over the row's keys below T (the padded keys' weights are 0), none for a row past
+  // the queries (its weights 0; the shuffles stay outside the loops, in uniform control flow).
+  // Whole query tiles keep T as the loops' constant bound: with a bound computed at run time B8
+  // H16 T128 took 0.070 ms on the H200 against 0.042.
+  const ragged = s.m % MK !== 0;
+  const live = ragged ? "live" : `${T}`;
   const keys = (body: () => void) =>
-    e.block(`for (var j = t % ${ROW_THREADS}; j < ${T}; j += ${ROW_THREADS}) {`, body);
+    e.block(`for (var j = t % ${ROW_THREADS}; j < ${live}; j += ${ROW_THREADS}) {`, body);
   e.block("{", () => {
     e.line(`let r = t / ${ROW_THREADS};`);
+    if (ragged) e.line(`let live = select(0, ${T}, row0 + r < ${s.m});`);
     e.line(`let at = r * ${TP};`);
     e.line(`var mx = ${NEG_INF};`);
     keys(() => {
@@ -340,10 +355,13 @@ function softmaxRows(e: Emitter, plan: Attention, batch: readonly string[]): voi
     keys(() => e.line(`sum = sum + exp(${call("prologue", "sc[at + j]")} - mx);`));
     across("sum", (a, b) => `${a} + ${b}`);
     keys(() => e.line(`pw[r * ${PW} + j] = f16(${call("weight", "sc[at + j]", "mx", "sum")});`));
-    if (T < TP) {
-      e.block(`for (var j = ${T} + t % ${ROW_THREADS}; j < ${TP}; j += ${ROW_THREADS}) {`, () => {
-        e.line(`pw[r * ${PW} + j] = 0.0;`);
-      });
+    if (T < TP || ragged) {
+      e.block(
+        `for (var j = ${live} + t % ${ROW_THREADS}; j < ${TP}; j += ${ROW_THREADS}) {`,
+        () => {
+          e.line(`pw[r * ${PW} + j] = 0.0;`);
+        },
+      );
     }
   });
   e.line("workgroupBarrier();");

@@ -104,9 +104,10 @@ Deno.test("attention the matrix kernel does not take keeps its other kernels", (
   assert.deepEqual(kinds(bert(128, "f32")), ["one-row"]);
   assert.deepEqual(kinds(bert(128), { ...H200, matrix: false }), ["one-row"]);
   assert.deepEqual(kinds(bert(128), { ...H200, flash: true }), ["flash"]);
-  // ViT's 197 queries are no multiple of 16 (its products large enough for three kernels); 256
-  // keys take 45 KB of workgroup memory, 512 keys 57 KB, past 48.
-  assert.deepEqual(kinds(bert(197)), []);
+  // ViT's 197 queries (no multiple of 16) too; in f32 its products are large enough for three
+  // kernels. 256 keys take 45 KB of workgroup memory, 512 keys 57 KB, past 48.
+  assert.deepEqual(kinds(bert(197)), ["matrix"]);
+  assert.deepEqual(kinds(bert(197, "f32")), []);
   assert.deepEqual(kinds(bert(256)), ["matrix"]);
   assert.deepEqual(kinds(bert(256), { ...H200, workgroupBytes: 32768 }), []);
   // Where the flash kernel pays (384 workgroups of 64 query rows), it keeps keys past 128.
@@ -139,4 +140,32 @@ Deno.test("a softmax guarded against NaN, as PyTorch's SDPA exports it, takes th
     wgsl,
     /for \(var j = 40 \+ t % 8; j < 64; j \+= 8\) \{\n\s*pw\[r \* 72 \+ j\] = 0\.0;/,
   );
+});
+
+Deno.test("a query axis of no multiple of 16 takes whole workgroups an item, rows past it idle", () => {
+  // ViT-B/16's 197 tokens at batch 2: 13 query tiles an item, the last of 5 rows.
+  const { kernels, fused } = planned(bert(197, "f16", 2), H200);
+  const plan = fused.get(kernels.find((x) => fused.has(x))!)!;
+  assert.ok("units" in plan, "the matrix kernel");
+  assert.deepEqual(dispatchSize(groupLayout(plan, H200), 2 * 12 * 197), [2 * 12 * 13, 1, 1]);
+  const wgsl = groupWgsl(plan, H200);
+  assert.match(
+    wgsl,
+    /if \(g >= 312\) \{ return; \}\n\s*let row0 = g % 13 \* 16;\n\s*let item = g \/ 13;/,
+  );
+  // Queries past the item's read as zeros; their rows compute no softmax (weights 0) and store
+  // nothing.
+  assert.match(wgsl, /tileA_0 = select\(f16\(0\.0\), in\d\[.*row0 \+ tileA_r0 < 197/);
+  assert.match(wgsl, /let live = select\(0, 197, row0 \+ r < 197\);/);
+  assert.equal(wgsl.match(/; j < live; j \+= 8\)/g)?.length, 3);
+  assert.match(wgsl, /for \(var j = live \+ t % 8; j < 256; j \+= 8\)/);
+  assert.match(wgsl, /if \(row0 \+ i32\(q \/ 16u\) < 197\) \{\n\s*emit\(/);
+  // Whole tiles need no guard.
+  const whole = planned(bert(128), H200);
+  const wholePlan = whole.fused.get(whole.kernels.find((x) => whole.fused.has(x))!)!;
+  const wholeWgsl = groupWgsl(wholePlan, H200);
+  assert.doesNotMatch(wholeWgsl, /< 128\) \{\n\s*emit/);
+  // Nor a bound computed at run time: the softmax's loops keep T constant.
+  assert.doesNotMatch(wholeWgsl, /live/);
+  assert.equal(wholeWgsl.match(/; j < 128; j \+= 8\)/g)?.length, 3);
 });

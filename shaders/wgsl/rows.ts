@@ -44,6 +44,12 @@ export interface RowTiling {
   readonly serial?: boolean;
   /** Where a row's threads take whole blocks of a block product (`block_product.ts`): how. */
   readonly blocks?: BlockRows;
+  /**
+   * Rows of one batch item, where a workgroup's rows stay within one (the matrix attention
+   * kernel's query tiles): each item's rows are dispatched as whole workgroups, the last one
+   * partly past them.
+   */
+  readonly segment?: number;
 }
 
 /** How a block product's thread groups share A (`block_product.ts`). */
