@@ -26,6 +26,7 @@ import {
   groupBindings,
   groupInputNames,
   KEYS,
+  raggedRows,
   summaryGeometry,
 } from "./flash.ts";
 import { keysInPlace } from "./flash_keys.ts";
@@ -273,6 +274,8 @@ export function groupLayout(group: GroupKernel, options: WgslOptions): KernelLay
  * flash kernel's) and a binding to spare for it, within the largest binding, allow one.
  */
 function withSkip(plan: Flash, options: WgslOptions, value: number): Flash {
+  // Ragged query tiles compute every key tile: the skips' words count whole query tiles.
+  if (raggedRows(plan)) return plan;
   const mask = flashMask(plan);
   const s = matmulOperands(plan.scores)!;
   if (mask && s.n > KEYS && keyMask(plan)) return { ...plan, skip: { mask, shared: false } };

@@ -22,9 +22,10 @@
  * (padding over the keys) needs no summary: each workgroup reads its T entries itself.
  *
  * It applies where the softmax is the plain one (max, then the sum of exp(x − max), then
- * exp(x − max) / sum over the same x), heads are at most `MAX_HEAD` wide, the query axis is a
- * multiple of the rows a workgroup takes (its rows share their keys) and the tiles fit the
- * device's workgroup memory. It runs where the group's scores do not fit the device's largest
+ * exp(x − max) / sum over the same x), heads are at most `MAX_HEAD` wide and the tiles fit the
+ * device's workgroup memory. A workgroup's rows share their keys, so they stay within one batch
+ * item: a query axis of no multiple of them (a prompt of any length) takes whole workgroups an
+ * item, the last one's rows past the queries idle, and computes every key tile (no skips). It runs where the group's scores do not fit the device's largest
  * storage binding (a long sequence: the three kernels could not run there at all), by default
  * where it was measured faster than those three kernels (`flashPays`: heads over 32, 128 keys or more, 256
  * workgroups or more), and everywhere with `new WebGpuBackend({ flashAttention: true })`. On
@@ -149,10 +150,13 @@ export function flashAttention(group: Attention, options: WgslOptions): Flash | 
   const { scores, weights, values } = group;
   const s = matmulOperands(scores)!, v = matmulOperands(values)!;
   if (s.k > MAX_HEAD || v.n > MAX_HEAD || weights.reductions.length !== 2) return undefined;
-  const rows = ROWS.find((r) =>
-    s.m % r === 0 && r * THREADS_A_ROW <= options.maxInvocations &&
-    flashBytes(s.k, v.n, r) <= (options.workgroupBytes ?? 16384)
-  );
+  const fits = (r: number) =>
+    r * THREADS_A_ROW <= options.maxInvocations &&
+    flashBytes(s.k, v.n, r) <= (options.workgroupBytes ?? 16384);
+  // Whole query tiles where some size divides the query axis; else (a prompt of any length) the
+  // largest, each item's last tile partly past its rows (`raggedRows`).
+  const rows = ROWS.find((r) => s.m % r === 0 && fits(r)) ??
+    (s.m % ROWS[ROWS.length - 1] !== 0 ? ROWS.find(fits) : undefined);
   if (!rows) return undefined;
   if (guardedSoftmax(weights)) return { ...group, rows, guarded: true };
   return plainSoftmax(weights) ? { ...group, rows } : undefined;
@@ -260,5 +264,14 @@ export function summaryGeometry(
 
 /** The flash kernel's layout: `rows` query rows a workgroup of `rows / 4 · 8` threads. */
 export function flashLayout(plan: Flash): KernelLayout {
-  return rowsLayout(streamedRows(THREADS_A_ROW, plan.rows));
+  const segment = raggedRows(plan) ? matmulOperands(plan.scores)!.m : undefined;
+  return rowsLayout({ ...streamedRows(THREADS_A_ROW, plan.rows), segment });
+}
+
+/**
+ * Whether `plan`'s query axis is no multiple of its workgroup's rows: each batch item then takes
+ * whole workgroups, its last one's rows past the queries reading zeros and storing nothing.
+ */
+export function raggedRows(plan: Flash): boolean {
+  return matmulOperands(plan.scores)!.m % plan.rows !== 0;
 }

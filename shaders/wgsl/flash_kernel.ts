@@ -7,6 +7,7 @@
  */
 import type { Expr, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
 import type { Attention } from "./attention_group.ts";
 import { Emitter, KernelLowering, NEG_INF } from "./expr.ts";
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
@@ -22,6 +23,7 @@ import {
   KEYS,
   LAZY_BITS,
   paddedWidth,
+  raggedRows,
   summaryGeometry,
   THREADS_A_ROW,
   TX,
@@ -198,6 +200,12 @@ function workgroupStart(f: FlashState): (row: string, col: string, value: string
       e.line(`g = g % items * ${QT} + ${QT - 1} - g / items;`);
     });
     e.line(`let row0 = g * ${R};`);
+  } else if (raggedRows(f.plan)) {
+    // Whole query tiles an item: its rows from item · m, the last tile's past them idle.
+    const tiles = Math.ceil(f.s.m / R);
+    e.line("let g = i32(wid.x + wid.y * nwg.x);");
+    e.line(`if (g >= ${sizeOf(f.scores.space.slice(0, nb)) * tiles}) { return; }`);
+    e.line(`let row0 = g / ${tiles} * ${f.s.m} + g % ${tiles} * ${R};`);
   } else e.line(`let row0 = i32(wid.x + wid.y * nwg.x) * ${R};`);
   for (const l of [ls, lv]) {
     l.e = e;
@@ -371,19 +379,23 @@ function tileScores(
     e.line(`let qq = qt[${base(RQ)} + ${d * RQ} + ty];`);
     for (let r = 0; r < 4; r++) e.line(`s_${r} = fma(vec4<f32>(qq.${lane(r)}), kk, s_${r});`);
   });
-  // The epilogue and prologue per score, keys past the end at −∞.
+  // The epilogue and prologue per score, keys past the end at −∞; a row past a ragged item's
+  // queries scores as its last (its outputs are not stored) so that its mask reads stay inside.
+  const m = f.s.m;
+  const row = (r: number) =>
+    raggedRows(f.plan) ? `min(first + ${rowOf(r)}, ${m - 1})` : `first + ${rowOf(r)}`;
   for (let r = 0; r < 4; r++) {
     for (let c = 0; c < 4; c++) {
       const held = `s_${r}.${lane(c)}`;
       e.block("{", () => {
         e.line(`let key = t0 + 4 * tx + ${c};`);
         if (T % KEYS === 0) {
-          e.line(`${held} = score(${args(`first + ${rowOf(r)}`, "key", held)});`);
+          e.line(`${held} = score(${args(row(r), "key", held)});`);
           return;
         }
         e.line(
           `${held} = select(${NEG_INF}, score(${
-            args(`first + ${rowOf(r)}`, `min(key, ${T - 1})`, held)
+            args(row(r), `min(key, ${T - 1})`, held)
           }), key < ${T});`,
         );
       });
@@ -504,7 +516,9 @@ function finalRows(
           const out = f.plan.guarded
             ? `select(select(0.0, ${o}, total == 0.0), k_fdiv(${o}, total), (total > 0.0) & !k_isinf(total))`
             : `k_fdiv(${o}, total)`;
-          e.line(`emit(${args(`first + ${rowOf(r)}`, col, out)});`);
+          const call = `emit(${args(`first + ${rowOf(r)}`, col, out)});`;
+          if (!raggedRows(f.plan)) e.line(call);
+          else e.block(`if (first + ${rowOf(r)} < ${f.s.m}) {`, () => e.line(call));
         }
       }
     });
