@@ -25,10 +25,11 @@
  * exp(x − max) / sum over the same x), heads are at most `MAX_HEAD` wide and the tiles fit the
  * device's workgroup memory. A workgroup's rows share their keys, so they stay within one batch
  * item: a query axis of no multiple of them (a prompt of any length) takes whole workgroups an
- * item, the last one's rows past the queries idle, and computes every key tile (no skips). It runs where the group's scores do not fit the device's largest
- * storage binding (a long sequence: the three kernels could not run there at all), by default
- * where it was measured faster than those three kernels (`flashPays`: heads over 32, 128 keys or more, 256
- * workgroups or more), and everywhere with `new WebGpuBackend({ flashAttention: true })`. On
+ * item, the last one's rows past the queries idle, and computes every key tile (no skips). It
+ * runs where the group's scores do not fit the device's largest storage binding (a long sequence:
+ * the three kernels could not run there at all), by default where it was measured faster than
+ * those three kernels (`flashPays`: heads over 32, 128 keys or more, 256 workgroups or more), and
+ * everywhere with `new WebGpuBackend({ flashAttention: true })`. On
  * the H200 (device time, `bench/gpu_kernels.ts`, 2026-11-26, codegen webgpu 0.6.22) it ran
  * B8 H16 T1024 D64 in 1.59 ms against 2.27 ms for the three kernels (21.6 TFLOP/s; the
  * one-thread-a-row kernel it succeeds took 42.0 ms).

@@ -29,9 +29,9 @@
  * the queries reading zeros, computing no softmax and storing nothing: on the H200 ViT's heads
  * took 0.0432-0.0436 ms so against 0.0471-0.0491 as the three kernels they were (device time,
  * session 78), though ViT-B/16 in f16 as a whole measured 2.320-2.339 ms against 2.302-2.317
- * (`bench/profile_model.ts`, processes alternating). CI's software adapter has no matrix units: the kernel is checked there as
- * text, and run against float64 on the H200 by `bench/gpu_kernels.ts --only attention` (its
- * `-f16` rows).
+ * (`bench/profile_model.ts`, processes alternating). CI's software adapter has no matrix units:
+ * the kernel is checked there as text, and run against float64 on the H200 by
+ * `bench/gpu_kernels.ts --only attention` (its `-f16` rows).
  *
  * @module
  */
@@ -334,7 +334,7 @@ function softmaxRows(e: Emitter, plan: Attention, batch: readonly string[]): voi
   // Each pass over the row's keys below T (the padded keys' weights are 0), none for a row past
   // the queries (its weights 0; the shuffles stay outside the loops, in uniform control flow).
   // Whole query tiles keep T as the loops' constant bound: with a bound computed at run time B8
-  // H16 T128 took 0.070 ms on the H200 against 0.042.
+  // H16 T128 took 0.070 ms on the H200, where session 77's constant one had taken 0.042.
   const ragged = s.m % MK !== 0;
   const live = ragged ? "live" : `${T}`;
   const keys = (body: () => void) =>
