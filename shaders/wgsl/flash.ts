@@ -263,9 +263,12 @@ export function summaryGeometry(
   return { items, queryTiles, keyTiles, words: (queryTiles + 1) * keyTiles };
 }
 
-/** The flash kernel's layout: `rows` query rows a workgroup of `rows / 4 · 8` threads. */
+/**
+ * The flash kernel's layout: `rows` query rows of one batch item a workgroup of `rows / 4 · 8`
+ * threads (an item's last workgroup partly past its rows where they are no multiple of `rows`).
+ */
 export function flashLayout(plan: Flash): KernelLayout {
-  const segment = raggedRows(plan) ? matmulOperands(plan.scores)!.m : undefined;
+  const segment = matmulOperands(plan.scores)!.m;
   return rowsLayout({ ...streamedRows(THREADS_A_ROW, plan.rows), segment });
 }
 

@@ -49,11 +49,11 @@ export const BYTES: MatrixElement = {
 export const PAD_BYTES = 16;
 
 /**
- * An operand tile's fill: `load(k0)` reads a step into registers (`load(k0, r0)`, of an f16 tile,
- * the tile `r0` rows on from its origin: attention's next chunk of keys), `store()` puts it in the tile,
- * `matrix(type, row, kk)` loads the subgroup matrix of `type` at the tile's `row` (of M or N) and
- * K `kk` (a constant, or an expression where subgroups split the step's K); `size` is the tile's
- * length in elements (halves or bytes).
+ * An operand tile's fill: `load(k0)` reads a step into registers (`load(k0, r0)`, of an f16
+ * tile, the tile `r0` rows on from its origin: attention's next chunk of keys), `store()` puts
+ * it in the tile, `matrix(type, row, kk)` loads the subgroup matrix of `type` at the tile's
+ * `row` (of M or N) and K `kk` (a constant, or an expression where subgroups split the step's
+ * K); `size` is the tile's length in elements (halves or bytes).
  */
 export interface Fill {
   load(k0: string, r0?: string): void;
