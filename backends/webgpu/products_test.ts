@@ -10,7 +10,13 @@ import { fuse } from "../../jit/passes/fuse.ts";
 import { compile } from "../../mod.ts";
 import { fusionFor } from "../../jit/compile.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
-import { f32, graphMatchesReference, hashed } from "../../jit/testing/testing.ts";
+import {
+  assertClose,
+  f32,
+  graphMatchesReference,
+  hashed,
+  numbers,
+} from "../../jit/testing/testing.ts";
 import { rng } from "../../jit/support/random.ts";
 import { kernelLayout } from "../../shaders/wgsl/codegen.ts";
 import { sumsHalfProducts } from "../../jit/ir/kernel_ir.ts";
@@ -203,6 +209,35 @@ Deno.test("f16 patches stored for the matrix units are K-major and give the conv
     new ClaimsMatrixUnits({ storedPatches: 1 }),
     2e-2,
   );
+});
+
+Deno.test("f16 K-major patches summed in parts lay the partial sums out as the outputs lie", async () => {
+  // 3 images of 8×12, 256 → 256 channels: 74K outputs, K = 2304 in 8 parts of 288.
+  const b = new GraphBuilder();
+  const x = b.input("x", [3, 256, 8, 12], "f16");
+  const [w, bias] = [b.input("w", [256, 256, 3, 3], "f16"), b.input("b", [256], "f16")];
+  b.output("y", b.op("Relu", [b.op("Conv", [x, w, bias], { pads: [1, 1, 1, 1] })]));
+  const graph = b.build();
+  const kernels = fuse(graph, { splitSums: true, patchesFrom: 1, halfPatches: true }).kernels;
+  // The product's rows are one image's pixels: its partial sums [part, N, G, C, P] go down them,
+  // and the adding kernel walks the pixels, the outputs' contiguous axis.
+  assert.deepEqual(kernels.map((k) => k.space), [
+    [3, 1, 2304, 96],
+    [8, 3, 1, 96, 256, 288],
+    [3, 1, 256, 96, 8],
+  ]);
+  assert.deepEqual(kernels[1].outputs[0].shape, [8, 3, 1, 256, 96]);
+  // Against wasm's f16 (the reference's f16 convolution of 170M multiply-adds takes minutes).
+  const feeds = {
+    x: half([3, 256, 8, 12], 7919),
+    w: half([256, 256, 3, 3], 104729),
+    b: half([256], 15485863),
+  };
+  const backend = new ClaimsMatrixUnits({ storedPatches: 1, splitSums: true });
+  using split = await compile(graph, { backend, cache: false });
+  using whole = await compile(graph, { backend: "wasm", cache: false });
+  const [got, want] = [(await split.run(feeds)).y, (await whole.run(feeds)).y];
+  assertClose(numbers(got.data, true), numbers(want.data, true), { atol: 2e-2, rtol: 1e-3 });
 });
 
 Deno.test("a convolution's stored patches sum a deep K in parts", async () => {
