@@ -20,14 +20,7 @@
  * @module
  */
 import { KilnError } from "../../jit/support/errors.ts";
-import { affineOffset } from "../../jit/ir/access.ts";
-import {
-  type Expr,
-  f32SumView,
-  type KernelIR,
-  matmulOperands,
-  walk,
-} from "../../jit/ir/kernel_ir.ts";
+import { type Expr, f32SumView, type KernelIR, matmulOperands } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { KernelLowering, storageBindings } from "./expr.ts";
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
@@ -40,7 +33,7 @@ import {
   serialRows,
 } from "./rows.ts";
 import { blockTiling, emitBlockProduct } from "./block_product.ts";
-import { quadAligned, quadInputs } from "./quads.ts";
+import { quadAligned, quadInputs, storeLanes, vectorLanes } from "./quads.ts";
 import { byteContraction, byteVectors } from "./byte_tiles.ts";
 import {
   emitMatrixMatmul,
@@ -50,6 +43,7 @@ import {
   matrixVectors,
 } from "./matrix_matmul.ts";
 import { emitTiledMatmul, foldedRows, tileVectors } from "./matmul.ts";
+import { quadEpilogue } from "./matrix_epilogue.ts";
 import { type MatmulTile, sliceCount, tileOf, tileShape } from "./tile_shapes.ts";
 
 /** What the device allows generated kernels. */
@@ -111,7 +105,10 @@ export interface KernelLayout {
   readonly kind: "points" | "rows" | "tiles";
   /** Invocations per workgroup. */
   readonly workgroup: number;
-  /** Points per invocation of a `points` kernel: 4 when it moves vec4s along the last axis. */
+  /**
+   * Points per invocation of a `points` kernel: 4 when it moves vec4s along the last axis; 4 for
+   * `rows` and `tiles` kernels that store their outputs as vec4s.
+   */
   readonly width: 1 | 4;
   /** Inputs read as vec4 arrays (`points` of `width` 4, and tiles' contiguous B). */
   readonly vectors: ReadonlySet<number>;
@@ -154,11 +151,13 @@ export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayo
       : tile.bytes
       ? byteVectors(folded, tile)
       : tileVectors(folded, tile);
+    // A matrix tile whose epilogue takes fours stores its outputs as vec4s (`width` 4).
+    const quads = tile.matrix ? quadEpilogue(folded, tile) : undefined;
     return {
       kind: "tiles",
       workgroup: tile.threads[0] * tile.threads[1] * tile.slices,
-      width: 1,
-      vectors,
+      width: quads ? 4 : 1,
+      vectors: new Set([...vectors, ...(quads ?? [])]),
       tile,
     };
   }
@@ -265,7 +264,8 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   const l = new KernelLowering(kernel, { half: options.half, subgroup: options.subgroupSize });
   let decls: string[] = [], helpers: string[] = [];
   if (layout.tile?.matrix) {
-    ({ decls, helpers } = emitMatrixMatmul(l, layout.tile, layout.vectors));
+    const quads = layout.width === 4 ? quadEpilogue(kernel, layout.tile) : undefined;
+    ({ decls, helpers } = emitMatrixMatmul(l, layout.tile, layout.vectors, quads));
   } else if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile, layout.vectors));
   else if (layout.rows?.blocks && kernel.blockProduct) {
     decls = emitBlockProduct(l, layout.rows, kernel.blockProduct);
@@ -332,45 +332,8 @@ function emitPoints(l: KernelLowering, layout: KernelLayout): void {
  * and each output is stored as one vec4.
  */
 function emitVectorPoints(l: KernelLowering, layout: KernelLayout): void {
-  const { kernel } = l;
-  const { space } = kernel;
-  const last = space.length - 1;
+  const { space } = l.kernel;
   invocation(l, layout, sizeOf(space) / 4);
   l.unravel(space.map((_, i) => i), "row * 4");
-  const base = [...l.coords];
-  const uniform = new Set<Expr>();
-  const isUniform = (x: Expr): boolean => {
-    if (x.kind === "const") return true;
-    if (x.kind === "load") {
-      return affineOffset(x.steps, space, kernel.inputs[x.input].shape)?.weights[last] === 0;
-    }
-    return x.kind === "alu" && x.args.every((a) => uniform.has(a));
-  };
-  const loads = new Map<Expr, string>();
-  for (const o of kernel.outputs) {
-    walk(o.expr, (x) => {
-      if (isUniform(x)) uniform.add(x);
-      if (x.kind === "load" && layout.vectors.has(x.input) && !loads.has(x)) {
-        const name = l.e.fresh("quad");
-        const { index } = l.offset(x.steps, kernel.inputs[x.input].shape);
-        l.e.line(`let ${name} = ${l.quad(x.input, index)};`);
-        loads.set(x, name);
-      }
-    });
-  }
-  const shared = new Map<Expr, string>();
-  const lanes = [0, 1, 2, 3].map((j) => {
-    l.coords = j === 0 ? base : base.map((c, i) => (i === last ? `(${c} + ${j})` : c));
-    const memo = new Map(shared);
-    for (const [x, name] of loads) memo.set(x, `${name}.${"xyzw"[j]}`);
-    const values = kernel.outputs.map((o) => l.value(o.expr, memo));
-    for (const [x, name] of memo) if (uniform.has(x)) shared.set(x, name);
-    return values;
-  });
-  l.coords = base;
-  kernel.outputs.forEach((o, k) => {
-    const { index } = l.offset(o.steps, o.shape);
-    const value = l.toStored(lanes.map((v) => v[k]).join(", "), o.dtype, true);
-    l.e.line(`out${k}[u32(${index}) / 4u] = ${value};`);
-  });
+  storeLanes(l, vectorLanes(l, space.length - 1, layout.vectors));
 }

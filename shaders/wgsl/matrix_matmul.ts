@@ -12,8 +12,9 @@
  * operands travel into registers. On the H200 (device time, `bench/gpu_kernels.ts --only matmul
  * --half`) these fills took matmul 4096 from 67.6 to 121 TFLOP/s (casts included; the product alone
  * 128), where an element at a time through the generic index code had bounded the kernel.
- * The epilogue runs per output: each result matrix goes through a 16×16 slice of workgroup memory
- * that the subgroup's own threads read back, calling the same epilogue helper as the tiled kernel.
+ * The epilogue (`matrix_epilogue.ts`) runs per output, or per four along N where the outputs are
+ * stored in aligned fours: each result matrix goes through a 16×16 slice of workgroup memory that
+ * the subgroup's own threads read back, calling the kernel's epilogue helper.
  *
  * It applies to f16 matmuls (an f16 sum of products of two f16 loads, affine views of their
  * inputs: convolutions' patches stay on the tiled kernel) that the tiled kernel takes, and whose
@@ -33,7 +34,7 @@ import { affineOffset } from "../../jit/ir/access.ts";
 import { type KernelIR, type Load, sumsHalfProducts } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelLowering } from "./expr.ts";
-import { epilogueHelper, LOOPED_EPILOGUE } from "./matmul.ts";
+import { emitEpilogues } from "./matrix_epilogue.ts";
 import { fillingShape, type MatmulTile, type MatrixShape, tileOf } from "./tile_shapes.ts";
 import {
   BYTES,
@@ -235,11 +236,15 @@ export function matrixVectors(kernel: KernelIR, tile: MatmulTile): Set<number> {
   return vectors;
 }
 
-/** The kernel body, the epilogue helper and the workgroup arrays of a matrix tile. */
+/**
+ * The kernel body, the epilogue helper and the workgroup arrays of a matrix tile; its epilogue a
+ * call a four outputs where `quads` (the epilogue's vec4 inputs, `quadEpilogue`) is given.
+ */
 export function emitMatrixMatmul(
   l: KernelLowering,
   tile: MatmulTile,
   vectors: ReadonlySet<number>,
+  quads?: ReadonlySet<number>,
 ): { helpers: string[]; decls: string[] } {
   const { sm, sn, fm, fn, tk } = tile.matrix!;
   const { nb, m: M, n: N, slices: S } = tile;
@@ -282,10 +287,7 @@ export function emitMatrixMatmul(
   const fillA = fill("tileA", tile.a, mAx, "m0", M, TM);
   const fillB = fill("tileB", tile.b, nAx, "n0", N, TN);
   stepLoop(l, tile, fillA, fillB);
-  const helpers = epilogueHelper({ l, M, N, mAx, nAx, x: l.coords, sum: element.result });
-  const columns = storesDown(l.kernel, mAx, nAx);
-  if (S > 1) splitEpilogues(l, tile, columns);
-  else resultEpilogues(l, tile, helpers.length <= LOOPED_EPILOGUE, columns);
+  const helpers = emitEpilogues(l, tile, quads);
   // Tile lengths in their array's elements: halves, or words of four bytes. A product over
   // bytes keeps its sums in `tileA` after the steps: at least as long as `stage`.
   const words = (size: number) => element === BYTES ? size / 4 : size;
@@ -339,116 +341,5 @@ function stepLoop(l: KernelLowering, tile: MatmulTile, fillA: Fill, fillB: Fill)
       }
     }
     e.line("workgroupBarrier();");
-  });
-}
-
-/**
- * Whether the kernel's outputs lie contiguous along the product's rows (M) rather than its
- * columns: a convolution whose rows are its patches' pixels stores NCHW, a pixel's channels a
- * plane apart. Its epilogue then hands consecutive threads consecutive rows, so that a subgroup's
- * stores fill whole 32-byte sectors instead of two bytes of 16 sectors each. On the H200 at batch
- * 8 in f16 (`bench/gpu_kernels.ts --only conv --half`, device time, session 78) ResNet-50's stem
- * took 0.131 → 0.108 ms, its stage-2 3×3 0.081 → 0.074, the strided 1×1 into stage 3 0.092 →
- * 0.078; its deeper convolutions, bound elsewhere, the same.
- */
-export function storesDown(kernel: KernelIR, mAx: number, nAx: number): boolean {
-  let down = 0;
-  for (const o of kernel.outputs) {
-    const weights = affineOffset(o.steps, kernel.space, o.shape)?.weights;
-    if (weights?.[mAx] === 1 && weights[nAx] !== 1) down++;
-    if (weights?.[nAx] === 1) down--;
-  }
-  return down > 0;
-}
-
-/**
- * Each result matrix through the subgroup's 16×16 slice of `stage`, read back by the subgroup's
- * own threads, its elements to the epilogue: a thread's eight calls written out where the
- * epilogue is short (`unrolled`), so that their loads (a residual's, a bias's) are in flight
- * together. In a loop, each call's loads waited for the one before: on the H200 ResNet-50 b8's
- * stage-2 1×1 convolutions with the residual added took 0.125 ms in f16 where the same
- * convolution without it took 0.051 (session 66, `bench/profile_model.ts --precision f16`).
- * A product over bytes first puts the sums its result matrices share (a column's, or a row's)
- * in the subgroup's slice of `tileA`, and adds 128 times them to each element.
- */
-function resultEpilogues(
-  l: KernelLowering,
-  tile: MatmulTile,
-  unrolled: boolean,
-  columns: boolean,
-): void {
-  const { fm, fn } = tile.matrix!;
-  const batch = l.coords.slice(0, tile.nb);
-  const e = l.e;
-  const slice = `sg * ${MK * MK}u`;
-  // Stored by columns where the outputs run down M: element q is then row q % 16, column q / 16.
-  const major = columns ? "col_major" : "row_major";
-  const [down, across] = columns ? ["%", "/"] : ["/", "%"];
-  const byColumns = tile.bytes === "a";
-  for (let outer = 0; outer < (byColumns ? fn : fm); outer++) {
-    if (tile.bytes) {
-      e.line(`subgroupMatrixStore<${major}>(&tileA, ${slice}, sums_${outer}, ${MK}u);`);
-    }
-    for (let inner = 0; inner < (byColumns ? fm : fn); inner++) {
-      const [i, j] = byColumns ? [inner, outer] : [outer, inner];
-      e.line(`subgroupMatrixStore<${major}>(&stage, ${slice}, acc_${i}_${j}, ${MK}u);`);
-      e.line("workgroupBarrier();");
-      const sum = tile.bytes
-        ? `stage[${slice} + q] + 128 * tileA[${slice} + q]`
-        : `stage[${slice} + q]`;
-      const call = () => {
-        const m = `m0 + sgm + ${i * MK} + i32(q ${down} ${MK}u)`;
-        const n = `n0 + sgn + ${j * MK} + i32(q ${across} ${MK}u)`;
-        e.line(`epilogue(${[...batch, m, n, "0"].join(", ")}, ${sum});`);
-      };
-      if (!unrolled) e.block(`for (var q = lane; q < ${MK * MK}u; q += 32u) {`, call);
-      for (let u = 0; unrolled && u < (MK * MK) / 32; u++) {
-        e.block("{", () => {
-          e.line(`let q = lane + ${32 * u}u;`);
-          call();
-        });
-      }
-      e.line("workgroupBarrier();");
-    }
-  }
-}
-
-/**
- * The epilogue of a tile whose subgroups split K: each subgroup's result matrices into its own
- * slices of `stage`, then every thread of the workgroup sums the parts of its outputs (the
- * subgroups' along K) and calls the epilogue on them, a loop over the tile's outputs.
- */
-function splitEpilogues(l: KernelLowering, tile: MatmulTile, columns: boolean): void {
-  const { sm, sn, fm, fn } = tile.matrix!;
-  const [TM, TN] = tileOf(tile);
-  const threads = tile.threads[0] * tile.threads[1] * tile.slices;
-  const batch = l.coords.slice(0, tile.nb);
-  const e = l.e;
-  const major = columns ? "col_major" : "row_major";
-  for (let i = 0; i < fm; i++) {
-    for (let j = 0; j < fn; j++) {
-      const at = `(sg * ${fm * fn}u + ${i * fn + j}u) * ${MK * MK}u`;
-      e.line(`subgroupMatrixStore<${major}>(&stage, ${at}, acc_${i}_${j}, ${MK}u);`);
-    }
-  }
-  e.line("workgroupBarrier();");
-  e.block(`for (var o = t; o < ${TM * TN}; o += ${threads}) {`, () => {
-    // The output's row and column in the tile, the subgroup that holds it, its matrix and place:
-    // consecutive threads along the outputs' contiguous axis.
-    e.line(columns ? `let r = o % ${TM};` : `let r = o / ${TN};`);
-    e.line(columns ? `let c = o / ${TM};` : `let c = o % ${TN};`);
-    e.line(`let holder = (c / ${fn * MK}) * ${sm} + r / ${fm * MK};`);
-    e.line(`let slot = (r % ${fm * MK}) / ${MK} * ${fn} + (c % ${fn * MK}) / ${MK};`);
-    e.line(
-      columns
-        ? `let q = (c % ${MK}) * ${MK} + r % ${MK};`
-        : `let q = (r % ${MK}) * ${MK} + c % ${MK};`,
-    );
-    e.line(`var sum = 0.0;`);
-    for (let k = 0; k < tile.slices; k++) {
-      const part = `(${k * sm * sn} + holder) * ${fm * fn} + slot`;
-      e.line(`sum += stage[u32((${part}) * ${MK * MK} + q)];`);
-    }
-    e.line(`epilogue(${[...batch, "m0 + r", "n0 + c", "0"].join(", ")}, sum);`);
   });
 }

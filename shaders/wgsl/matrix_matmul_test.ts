@@ -87,7 +87,7 @@ Deno.test("f16 matmuls take matrix tiles where the device has matrix units, size
   );
 });
 
-Deno.test("a matrix kernel fills f16 tiles, multiplies on subgroup matrices, and runs the epilogue per output", () => {
+Deno.test("a matrix kernel fills f16 tiles, multiplies on subgroup matrices, and runs the epilogue four outputs a call", () => {
   for (const [m, k, n] of [[4096, 4096, 4096], [600, 300, 500]]) {
     const kernel = product(m, k, n);
     const wgsl = generateWgsl(kernel, H200);
@@ -121,8 +121,12 @@ Deno.test("a matrix kernel fills f16 tiles, multiplies on subgroup matrices, and
       wgsl.includes("select(vec4<f16>(0.0), "),
       m % TM !== 0 || k % 32 !== 0 || n % TN !== 0,
     );
-    // The sum rounds once to f16, then the epilogue (Relu, the cast to the caller's f32).
-    assert.match(wgsl, /let acc0 = k_f16\(sum\);/);
+    // Each of four sums rounds once to f16, then the epilogue (Relu, the cast to the caller's
+    // f32), the four outputs stored as one vec4.
+    assert.match(wgsl, /fn epilogue\(x0: i32, x1: i32, x2: i32, sums: vec4<f32>\)/);
+    assert.match(wgsl, /let acc_3 = k_f16\(sums\[3\]\);/);
+    assert.match(wgsl, /var<storage, read_write> out0: array<vec4<f32>>;/);
+    assert.match(wgsl, /vec4<f32>\(stage\[at \+ 0u\], stage\[at \+ 1u\]/);
   }
 });
 
@@ -156,13 +160,19 @@ Deno.test("an f16 convolution's gathered patches stay on the tiled kernel", () =
   assert.doesNotMatch(generateWgsl(conv, H200), /subgroupMatrix/);
 });
 
-Deno.test("a matrix kernel writes out a short epilogue's eight calls a result matrix, and loops a long one", () => {
+Deno.test("a matrix kernel writes out a short epilogue's calls a result matrix, and loops a long one", () => {
   const count = (wgsl: string, re: RegExp) => wgsl.match(re)?.length ?? 0;
-  // relu(x·w): a short epilogue, each of a thread's eight elements a call of its own.
+  // relu(x·w): a short epilogue, each of a thread's two fours of outputs a call of its own.
   const short = product(4096, 4096, 4096);
   const { fm, fn } = kernelLayout(short, H200).tile!.matrix!;
-  const unrolled = generateWgsl(short, H200);
-  assert.equal(count(unrolled, /for \(var q = lane;/g), 0);
+  const quads = generateWgsl(short, H200);
+  assert.equal(count(quads, /for \(var q = lane;/g), 0);
+  assert.equal(count(quads, /let q = lane \+ \d+u;/g), 2 * fm * fn);
+  assert.match(quads, /let q = lane \+ 32u;/);
+  // 4094 columns are no whole fours: each of a thread's eight elements a call.
+  const odd = product(4096, 4096, 4094);
+  const unrolled = generateWgsl(odd, H200);
+  assert.equal(kernelLayout(odd, H200).width, 1);
   assert.equal(count(unrolled, /let q = lane \+ \d+u;/g), 8 * fm * fn);
   assert.match(unrolled, /let q = lane \+ 224u;/);
   // A long chain after the product (past LOOPED_EPILOGUE lines) stays in one loop a matrix.
@@ -227,7 +237,7 @@ Deno.test("a matrix kernel whose outputs run down its rows hands consecutive thr
   // A plain product's outputs run along its columns: row-major, as before.
   const plain = generateWgsl(product(4096, 4096, 4096), H200);
   assert.doesNotMatch(plain, /col_major>\(&stage/);
-  assert.match(plain, /i32\(q \/ 16u\), n0 \+ sgn \+ 0 \+ i32\(q % 16u\)/);
+  assert.match(plain, /i32\(q \/ 4u\), n0 \+ sgn \+ 0 \+ i32\(q % 4u\) \* 4/);
   // Stage 5 at batch 1 (49 pixels, K = 4608) splits K: its threads walk the tile down its rows.
   const split = patchedConv(1, 512, 7);
   assert.equal(kernelLayout(split, H200).tile?.slices, 4);
@@ -235,4 +245,29 @@ Deno.test("a matrix kernel whose outputs run down its rows hands consecutive thr
   assert.match(splitWgsl, /let r = o % 32;\n\s*let c = o \/ 32;/);
   assert.match(splitWgsl, /let q = \(c % 16\) \* 16 \+ r % 16;/);
   assert.match(splitWgsl, /subgroupMatrixStore<col_major>\(&stage, \(sg \* 1u \+ 0u\) \* 256u/);
+});
+
+Deno.test("a 1×1 convolution's epilogue loads its residual and stores its outputs four pixels at once", () => {
+  // ResNet's stage-2 expansion at batch 8: 64 → 256 channels over 3136 pixels, the residual
+  // added: filters × pixels, its outputs NCHW planes along N.
+  const b = new GraphBuilder();
+  const x = b.input("x", [8, 64, 56, 56], "f16");
+  const w = b.param("w", [256, 64, 1, 1], "f16", new Uint16Array(256 * 64));
+  const conv = b.op("Conv", [x, w, b.param("bias", [256], "f16", new Uint16Array(256))]);
+  b.output("y", b.op("Relu", [b.op("Add", [conv, b.input("r", [8, 256, 56, 56], "f16")])]));
+  const kernel = fuse(b.build()).kernels.find((k) => k.pattern === "conv")!;
+  const layout = kernelLayout(kernel, H200);
+  const residual = kernel.inputs.findIndex((i) => i.shape.length === 4 && i.shape[1] === 256);
+  const bias = kernel.inputs.findIndex((i) => i.shape.length === 1);
+  assert.equal(layout.width, 4);
+  assert.ok(layout.vectors.has(residual) && !layout.vectors.has(bias));
+  const wgsl = generateWgsl(kernel, H200);
+  assert.match(wgsl, new RegExp(`in${residual}: array<vec4<f16>>;`));
+  assert.match(wgsl, /var<storage, read_write> out0: array<vec4<f16>>;/);
+  // One vec4 of the residual a call, the channel's bias read once for its four pixels.
+  assert.equal(wgsl.match(new RegExp(`in${residual}\\[`, "g"))?.length, 1);
+  assert.equal(wgsl.match(new RegExp(`in${bias}\\[`, "g"))?.length, 1);
+  assert.match(wgsl, /out0\[u32\([^\n]*\) \/ 4u\] = vec4<f16>\(vec4<f32>\(/);
+  // Outputs down the rows (a 3×3's stored patches) keep a call an output.
+  assert.equal(kernelLayout(patchedConv(8, 64, 56), H200).width, 1);
 });

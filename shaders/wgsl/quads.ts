@@ -8,6 +8,7 @@
 import { affineOffset } from "../../jit/ir/access.ts";
 import { type Expr, type IndexStep, type KernelIR, walk } from "../../jit/ir/kernel_ir.ts";
 import type { Shape } from "../../jit/ir/shape.ts";
+import type { KernelLowering } from "./expr.ts";
 
 /**
  * Whether `steps` reach a buffer of `shape` as aligned vec4s along `axis` of `space`: affine, unit
@@ -53,4 +54,63 @@ export function readOnce(kernel: KernelIR, i: number): boolean {
     walk(e, (x) => x.kind === "load" && x.input === i && reads++);
   }
   return reads === 1;
+}
+
+/**
+ * The kernel's output values at four consecutive points along `axis`, from the lowering's
+ * coordinates (lane j at the axis's coordinate + j): each load of a `vectors` input read once as
+ * the aligned vec4 holding the four, a load that does not move along `axis` (a channel's bias)
+ * once for all four, anything else at each lane's own point. `seed(j)` names values lane j
+ * already has (an epilogue's sums). Returns each lane's output values; the coordinates are
+ * restored.
+ */
+export function vectorLanes(
+  l: KernelLowering,
+  axis: number,
+  vectors: ReadonlySet<number>,
+  seed: (j: number) => Map<Expr, string> = () => new Map(),
+): string[][] {
+  const { kernel } = l;
+  const uniform = new Set<Expr>();
+  const isUniform = (x: Expr): boolean => {
+    if (x.kind === "const") return true;
+    if (x.kind === "load") {
+      const shape = kernel.inputs[x.input].shape;
+      return affineOffset(x.steps, kernel.space, shape)?.weights[axis] === 0;
+    }
+    return x.kind === "alu" && x.args.every((a) => uniform.has(a));
+  };
+  const loads = new Map<Expr, string>();
+  for (const o of kernel.outputs) {
+    walk(o.expr, (x) => {
+      if (isUniform(x)) uniform.add(x);
+      if (x.kind === "load" && vectors.has(x.input) && !loads.has(x)) {
+        const name = l.e.fresh("quad");
+        const { index } = l.offset(x.steps, kernel.inputs[x.input].shape);
+        l.e.line(`let ${name} = ${l.quad(x.input, index)};`);
+        loads.set(x, name);
+      }
+    });
+  }
+  const base = [...l.coords];
+  const shared = new Map<Expr, string>();
+  const lanes = [0, 1, 2, 3].map((j) => {
+    l.coords = j === 0 ? base : base.map((c, i) => (i === axis ? `(${c} + ${j})` : c));
+    const memo = new Map([...shared, ...seed(j)]);
+    for (const [x, name] of loads) memo.set(x, `${name}.${"xyzw"[j]}`);
+    const values = kernel.outputs.map((o) => l.value(o.expr, memo));
+    for (const [x, name] of memo) if (uniform.has(x)) shared.set(x, name);
+    return values;
+  });
+  l.coords = base;
+  return lanes;
+}
+
+/** Stores each output's four lanes (`vectorLanes`) as one vec4 at the lowering's coordinates. */
+export function storeLanes(l: KernelLowering, lanes: readonly string[][]): void {
+  l.kernel.outputs.forEach((o, k) => {
+    const { index } = l.offset(o.steps, o.shape);
+    const value = l.toStored(lanes.map((v) => v[k]).join(", "), o.dtype, true);
+    l.e.line(`${l.outputs[k]}[u32(${index}) / 4u] = ${value};`);
+  });
 }
