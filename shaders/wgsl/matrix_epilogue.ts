@@ -39,8 +39,8 @@ export function emitEpilogues(
   const [mAx, nAx] = [nb, nb + 1];
   const sum = tile.bytes ? "i32" : "f32";
   const T = { l, M, N, mAx, nAx, x: l.coords, sum };
-  const helpers = quads ? quadHelper(T, quads) : epilogueHelper(T);
   const columns = storesDown(l.kernel, mAx, nAx);
+  const helpers = quads ? quadHelper(T, quads, columns ? mAx : nAx) : epilogueHelper(T);
   if (tile.slices > 1) splitEpilogues(l, tile, columns);
   else {
     const form = { unrolled: helpers.length <= LOOPED_EPILOGUE, columns, quads: !!quads };
@@ -52,21 +52,24 @@ export function emitEpilogues(
 /**
  * The inputs a matrix tile's epilogue reads as vec4s where it takes its outputs four at a time:
  * an f16 product (no split K) whose every output is stored in aligned fours along N (rows of a
- * product, NCHW planes of a 1×1 convolution's pixels), N a multiple of 4. Each call then loads
+ * product, NCHW planes of a 1×1 convolution's pixels), or along M where its outputs run down its
+ * rows (`storesDown`: a 3×3 convolution's pixels), that axis a multiple of 4. Each call then loads
  * a residual as one vec4 and stores four halves at once where it had computed every element's
  * index and moved two bytes at a time: on the H200 (device time, session 79) ResNet-50 b8's
  * f16 1×1 convolutions that add the residual took 0.147 ms against 0.220 (stage 2, four), 0.106
  * against 0.164 (stage 3), 0.177 against 0.226 (stage 4, six), the model 2.60-2.64 ms against
- * 2.80-2.86 (its f32 form 4.33). Only a short epilogue (one a call an output would write
+ * 2.80-2.86 (its f32 form 4.33); four rows a call down M took it on to 2.58-2.61 against
+ * 2.66-2.68 (the stage-4 3×3 convolutions' partial sums 0.344 → 0.324 ms). Only a short epilogue (one a call an output would write
  * out, `LOOPED_EPILOGUE`): four lanes make its code four times as long. `undefined` where the
  * tile keeps a call an output; the set holds the epilogue's loads that are aligned fours too
  * (none read by the product).
  */
 export function quadEpilogue(kernel: KernelIR, tile: MatmulTile): Set<number> | undefined {
-  const nAx = tile.nb + 1;
-  if (!tile.matrix || tile.bytes || tile.slices > 1 || tile.n % 4 !== 0) return undefined;
-  if (storesDown(kernel, tile.nb, nAx)) return undefined;
-  const aligned = kernel.outputs.every((o) => quadAligned(o.steps, kernel.space, o.shape, nAx));
+  const [mAx, nAx] = [tile.nb, tile.nb + 1];
+  const down = storesDown(kernel, mAx, nAx);
+  const [axis, extent] = down ? [mAx, tile.m] : [nAx, tile.n];
+  if (!tile.matrix || tile.bytes || tile.slices > 1 || extent % 4 !== 0) return undefined;
+  const aligned = kernel.outputs.every((o) => quadAligned(o.steps, kernel.space, o.shape, axis));
   if (!aligned) return undefined;
   const l = new KernelLowering(kernel, { half: true });
   const T = { l, M: tile.m, N: tile.n, mAx: tile.nb, nAx, x: l.coords };
@@ -75,17 +78,19 @@ export function quadEpilogue(kernel: KernelIR, tile: MatmulTile): Set<number> | 
   for (const r of kernel.reductions) {
     walk(r.expr, (x) => x.kind === "load" && product.add(x.input));
   }
-  const quads = quadInputs(kernel, kernel.outputs.map((o) => o.expr), nAx);
+  const quads = quadInputs(kernel, kernel.outputs.map((o) => o.expr), axis);
   return new Set([...quads].filter((i) => !product.has(i)));
 }
 
 /**
- * The epilogue helper of four outputs along N: `epilogue(coords…, sums: vec4<f32>)` at the first
- * of them, each sum rounded once to the product's dtype, the outputs stored as vec4s.
+ * The epilogue helper of four outputs along `axis` (N, or M down the rows): `epilogue(coords…,
+ * sums: vec4<f32>)` at the first of them, each sum rounded once to the product's dtype, the
+ * outputs stored as vec4s.
  */
 function quadHelper(
   T: { l: KernelLowering; M: number; N: number; mAx: number; nAx: number; x: readonly string[] },
   vectors: ReadonlySet<number>,
+  axis: number,
 ): string[] {
   const { l, M, N, mAx, nAx, x } = T;
   const main = l.e;
@@ -96,7 +101,7 @@ function quadHelper(
   l.e.block(`if (${allOf(`${x[mAx]} < ${M}`, `${x[nAx]} < ${N}`)}) {`, () => {
     for (let j = 0; j < 4; j++) l.e.line(`let acc_${j} = ${rounded(`sums[${j}]`, dtype)};`);
     const seed = (j: number) => new Map([...sums].map((e) => [e, `acc_${j}`]));
-    storeLanes(l, vectorLanes(l, nAx, vectors, seed));
+    storeLanes(l, vectorLanes(l, axis, vectors, seed));
   });
   const helpers = [
     `fn epilogue(${x.map((c) => `${c}: i32`).join(", ")}, sums: vec4<f32>) {`,
@@ -162,11 +167,13 @@ function resultEpilogues(l: KernelLowering, tile: MatmulTile, form: EpilogueForm
         const n = `n0 + sgn + ${j * MK} + i32(q ${across} ${MK}u)`;
         e.line(`epilogue(${[...batch, m, n, "0"].join(", ")}, ${sum});`);
       };
-      // Four columns a call: quad q is row q / 4, columns 4·(q % 4) and the three after.
+      // Four columns a call: quad q is row q / 4, columns 4·(q % 4) and the three after (by
+      // columns: column q / 4, rows 4·(q % 4) and the three after, as `stage` holds them).
       const quad = () => {
         e.line(`let at = ${slice} + q / 4u * ${MK}u + q % 4u * 4u;`);
-        const m = `m0 + sgm + ${i * MK} + i32(q / 4u)`;
-        const n = `n0 + sgn + ${j * MK} + i32(q % 4u) * 4`;
+        const [fours, ones] = [`i32(q % 4u) * 4`, `i32(q / 4u)`];
+        const m = `m0 + sgm + ${i * MK} + ${columns ? fours : ones}`;
+        const n = `n0 + sgn + ${j * MK} + ${columns ? ones : fours}`;
         const sums = [0, 1, 2, 3].map((k) => `stage[at + ${k}u]`).join(", ");
         e.line(`epilogue(${[...batch, m, n, "0"].join(", ")}, vec4<f32>(${sums}));`);
       };

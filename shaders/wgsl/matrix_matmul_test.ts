@@ -230,10 +230,12 @@ Deno.test("a matrix kernel whose outputs run down its rows hands consecutive thr
   const wgsl = generateWgsl(conv, H200);
   assert.equal(wgsl.match(/subgroupMatrixStore<col_major>\(&stage/g)?.length, fm * fn);
   assert.doesNotMatch(wgsl, /subgroupMatrixStore<row_major>/);
+  // Four rows a call (the outputs run down them in fours): a column's 16 rows in four lanes.
   assert.match(
     wgsl,
-    /epilogue\(x0, x1, m0 \+ sgm \+ 0 \+ i32\(q % 16u\), n0 \+ sgn \+ 0 \+ i32\(q \/ 16u\)/,
+    /epilogue\(x0, x1, m0 \+ sgm \+ 0 \+ i32\(q % 4u\) \* 4, n0 \+ sgn \+ 0 \+ i32\(q \/ 4u\)/,
   );
+  assert.match(wgsl, /var<storage, read_write> out0: array<vec4<f32>>;/);
   // A plain product's outputs run along its columns: row-major, as before.
   const plain = generateWgsl(product(4096, 4096, 4096), H200);
   assert.doesNotMatch(plain, /col_major>\(&stage/);
@@ -268,6 +270,6 @@ Deno.test("a 1×1 convolution's epilogue loads its residual and stores its outpu
   assert.equal(wgsl.match(new RegExp(`in${residual}\\[`, "g"))?.length, 1);
   assert.equal(wgsl.match(new RegExp(`in${bias}\\[`, "g"))?.length, 1);
   assert.match(wgsl, /out0\[u32\([^\n]*\) \/ 4u\] = vec4<f16>\(vec4<f32>\(/);
-  // Outputs down the rows (a 3×3's stored patches) keep a call an output.
-  assert.equal(kernelLayout(patchedConv(8, 64, 56), H200).width, 1);
+  // A 3×3's outputs run down its rows (its stored patches' pixels): fours along M.
+  assert.equal(kernelLayout(patchedConv(8, 64, 56), H200).width, 4);
 });
