@@ -61,15 +61,24 @@ function elementOf(tile: Pick<MatmulTile, "bytes">): MatrixElement {
  * Matrix tile shapes, largest first, as tiles of the tiled kernel's kind (`threads` × `per`
  * giving the same output tile, `threads` the workgroup's invocations, 32 along x: Dawn requires
  * the x size to be a multiple of the subgroup size in a kernel with subgroup matrices): 128×128
- * in 8 subgroups of 32×64, 64×64 in 4 of 32×32, 32×32 in 4 of 16×16. Measured against the first
- * at 4096 on the H200 (same call): 128×256 in 8 subgroups of 64×64 114 TFLOP/s, 256×128 102,
- * 128×128 in 4 subgroups of 64×64 95, K steps of 64 92 and of 16 98, against 128.
+ * in 8 subgroups of 32×64, 64×64 in 4 of 32×32, 64×32 in 4 of 32×16, 32×32 in 4 of 16×16.
+ * Measured against the first at 4096 on the H200 (same call): 128×256 in 8 subgroups of 64×64
+ * 114 TFLOP/s, 256×128 102, 128×128 in 4 subgroups of 64×64 95, K steps of 64 92 and of 16 98,
+ * against 128. 64×32 (session 79, device time, processes alternating) took ResNet-50 b8's f16
+ * stage-3 3×3 convolutions from 0.222 to 0.204 ms (four) and its 512 → 128 1×1 ones from 0.090
+ * to 0.078 (three), but ViT-B/16's Q, K and V product (197 rows in tiles of 64, 1.14× the least
+ * cover) from 0.304 to 0.444 ms, and 32×64 ResNet's 1024 → 256 1×1 ones from 0.158 to 0.229:
+ * 64×32 stands where its tiles cover at most `waste` times the least, and 32×64 is not a shape.
+ * So, against none (session 79, alternating processes): ResNet-50 b8 f16 2.587 → 2.515-2.554
+ * ms, BERT-base 1.464-1.473 → 1.454-1.455, ViT-B/16 the same (2.33).
  */
 const SHAPES: readonly (Pick<MatmulTile, "threads" | "per"> & {
   matrix: Omit<MatrixShape, "tk">;
+  waste?: number;
 })[] = [
   { threads: [32, 8], per: [16, 4], matrix: { sm: 4, sn: 2, fm: 2, fn: 4 } },
   { threads: [32, 4], per: [16, 2], matrix: { sm: 2, sn: 2, fm: 2, fn: 2 } },
+  { threads: [32, 4], per: [16, 1], matrix: { sm: 2, sn: 2, fm: 2, fn: 1 }, waste: 1.1 },
   { threads: [32, 4], per: [8, 1], matrix: { sm: 2, sn: 2, fm: 1, fn: 1 } },
 ];
 

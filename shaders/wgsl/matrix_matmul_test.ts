@@ -273,3 +273,13 @@ Deno.test("a 1×1 convolution's epilogue loads its residual and stores its outpu
   // A 3×3's outputs run down its rows (its stored patches' pixels): fours along M.
   assert.equal(kernelLayout(patchedConv(8, 64, 56), H200).width, 4);
 });
+
+Deno.test("64×32 matrix tiles fill the GPU where they cover little more than the least", () => {
+  // ResNet's stage-3 3×3 at batch 8 (784 pixels an image, 128 channels): 64×64 tiles are too
+  // few (208), 64×32 fill it (416) covering 1.04× what 32×32 would.
+  const stage3 = kernelLayout(patchedConv(8, 128, 28), H200).tile!;
+  assert.deepEqual(tileOf(stage3), [64, 32]);
+  assert.deepEqual(stage3.matrix, { sm: 2, sn: 2, fm: 2, fn: 1, tk: 32 });
+  // ViT's Q, K and V product: 197 rows in tiles of 64 cover 1.14× the least, so 32×32.
+  assert.deepEqual(tileOf(kernelLayout(product(197, 768, 2304), H200).tile!), [32, 32]);
+});

@@ -104,9 +104,9 @@ const WASTE = 1.5;
 /**
  * The first of `shapes` (largest first, or in the order the caller prefers) that yields `fill`
  * workgroups of an `m` × `n` product and whose tiles cover at most {@linkcode WASTE} times the
- * least cover of those that do; `undefined` where none fills.
+ * least cover of those that do (or its own `waste`); `undefined` where none fills.
  */
-export function fillingShape<S extends Pick<MatmulTile, "threads" | "per">>(
+export function fillingShape<S extends Pick<MatmulTile, "threads" | "per"> & { waste?: number }>(
   shapes: readonly S[],
   m: number,
   n: number,
@@ -119,7 +119,7 @@ export function fillingShape<S extends Pick<MatmulTile, "threads" | "per">>(
     return Math.ceil(m / tm) * tm * Math.ceil(n / tn) * tn;
   };
   const least = Math.min(...filling.map(cover));
-  return filling.find((s) => cover(s) <= least * WASTE);
+  return filling.find((s) => cover(s) <= least * (s.waste ?? WASTE));
 }
 
 /**
