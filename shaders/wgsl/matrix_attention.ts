@@ -212,19 +212,25 @@ function queryMatrices(e: Emitter, plan: Attention, ls: GroupLowerings["ls"]): n
 }
 
 /**
- * The scores' dots into `sc` (16 rows of TP), {@linkcode CHUNK} keys a fill, 16 a subgroup, the
- * next chunk's loads issued before this one's multiplies (on the H200 B8 H16 T128 0.0698 ms
- * against 0.0706-0.0709, ViT's heads 0.0432-0.0434 against 0.0435-0.0438; all 128 of BERT-base's
- * keys in one fill measured no faster: 0.0185 ms against 0.0173). Returns the key tile's halves.
+ * The scores' dots into `sc` (16 rows of TP), {@linkcode CHUNK} keys a fill, 16 a subgroup (all
+ * 128 of BERT-base's keys in one fill measured no faster: 0.0185 ms against 0.0173 on the H200).
+ * Each chunk's keys are loaded, stored and multiplied in turn. Session 78 issued the next chunk's
+ * loads before this one's multiplies (ViT's heads 0.0432-0.0434 ms against 0.0435-0.0438); with
+ * them B8 H16 T128 ran at 0.0700 ms in session 79 (`s79d.sh`) against session 77's 0.0416, its
+ * WGSL otherwise the same, so whole query tiles are generated as in session 77 again (untimed).
+ * Returns the key tile's halves.
  */
 function keyScores(e: Emitter, plan: Attention, ls: GroupLowerings["ls"]): number {
   const { s, DP, TP } = geometry(plan);
-  const fillK = fill(ls, "tileB", s.b, { ax: s.nb + 1, o0: "0", bound: s.n, rows: CHUNK, tk: DP });
-  fillK.load("0", "0");
+  let size = 0;
   e.block(`for (var c0 = 0; c0 < ${TP}; c0 += ${CHUNK}) {`, () => {
+    // Made here: a fill's origin is fixed where it is made, and keys move along its rows.
+    const at = { ax: s.nb + 1, o0: "c0", bound: s.n, rows: CHUNK, tk: DP };
+    const fillK = fill(ls, "tileB", s.b, at);
+    size = fillK.size;
+    fillK.load("0");
     fillK.store();
     e.line("workgroupBarrier();");
-    e.block(`if (c0 + ${CHUNK} < ${TP}) {`, () => fillK.load("0", `c0 + ${CHUNK}`));
     e.line(`var acc = ${RESULT}();`);
     for (let d = 0; d < DP; d += MK) {
       e.line(mac("acc", `qm${d}`, fillK.matrix(RIGHT, `i32(sg) * ${MK}`, d)));
@@ -232,7 +238,7 @@ function keyScores(e: Emitter, plan: Attention, ls: GroupLowerings["ls"]): numbe
     e.line(`subgroupMatrixStore<row_major>(&sc, u32(c0) + sg * ${MK}u, acc, ${TP}u);`);
     e.line("workgroupBarrier();");
   });
-  return fillK.size;
+  return size;
 }
 
 /** The values' fill: a chunk of {@linkcode CHUNK} keys by the padded value width. */

@@ -49,14 +49,13 @@ export const BYTES: MatrixElement = {
 export const PAD_BYTES = 16;
 
 /**
- * An operand tile's fill: `load(k0)` reads a step into registers (`load(k0, r0)`, of an f16
- * tile, the tile `r0` rows on from its origin: attention's next chunk of keys), `store()` puts
- * it in the tile, `matrix(type, row, kk)` loads the subgroup matrix of `type` at the tile's
- * `row` (of M or N) and K `kk` (a constant, or an expression where subgroups split the step's
- * K); `size` is the tile's length in elements (halves or bytes).
+ * An operand tile's fill: `load(k0)` reads a step into registers, `store()` puts it in the tile,
+ * `matrix(type, row, kk)` loads the subgroup matrix of `type` at the tile's `row` (of M or N) and
+ * K `kk` (a constant, or an expression where subgroups split the step's K); `size` is the tile's
+ * length in elements (halves or bytes).
  */
 export interface Fill {
-  load(k0: string, r0?: string): void;
+  load(k0: string): void;
   store(): void;
   matrix(type: string, row: string, kk: number | string): string;
   readonly size: number;
@@ -157,13 +156,10 @@ interface Geometry extends FillSpec {
   readonly units: readonly Unit[];
 }
 
-/**
- * Whether a unit's element `j` (of the four along its row axis, or 0) lies inside the operand, its
- * tile `r0` rows on from the origin.
- */
-function inside(l: KernelLowering, g: Geometry, u: Unit, k0: string, j = 0, r0?: string): string {
+/** Whether a unit's element `j` (of the four along its row axis, or 0) lies inside the operand. */
+function inside(l: KernelLowering, g: Geometry, u: Unit, k0: string, j = 0): string {
   const K = l.kernel.space[l.kernel.space.length - 1];
-  const row = `${g.o0}${r0 ? ` + ${r0}` : ""} + ${u.r}${j && !g.alongK ? ` + ${j}` : ""}`;
+  const row = `${g.o0} + ${u.r}${j && !g.alongK ? ` + ${j}` : ""}`;
   return allOf(`${row} < ${g.bound}`, `${k0} + ${u.kq} < ${K}`);
 }
 
@@ -173,8 +169,8 @@ function guardedFill(l: KernelLowering, g: Geometry): boolean {
   return !(K % g.tk === 0 && g.bound % g.rows === 0);
 }
 
-/** The step loads of an f16 tile: a half, or a vec4 of four, a unit (`r0` rows on, if given). */
-function halfLoads(l: KernelLowering, g: Geometry): (k0: string, r0?: string) => void {
+/** The step loads of an f16 tile: a half, or a vec4 of four, a unit. */
+function halfLoads(l: KernelLowering, g: Geometry): (k0: string) => void {
   const { e, kernel } = l;
   const V = g.vector ? 4 : 1;
   const input = l.inputs[g.op.input];
@@ -184,16 +180,15 @@ function halfLoads(l: KernelLowering, g: Geometry): (k0: string, r0?: string) =>
     return half ? at : `${V === 4 ? "vec4<f16>" : "f16"}(${at})`;
   };
   const guarded = guardedFill(l, g);
-  return (k0, r0) => {
-    const shift = r0 ? ` + ${g.wR} * (${r0})` : "";
+  return (k0) => {
     for (const u of g.units) {
       if (!guarded) {
-        e.line(`${u.reg} = ${read(`${u.off} + ${g.wK} * (${k0})${shift}`)};`);
+        e.line(`${u.reg} = ${read(`${u.off} + ${g.wK} * (${k0})`)};`);
         continue;
       }
       // Reads stay in range: a unit past the bounds reads the origin's element, then zero.
-      const ok = inside(l, g, u, k0, 0, r0);
-      const at = read(`select(0, ${u.off} + ${g.wK} * (${k0})${shift}, ${ok})`);
+      const ok = inside(l, g, u, k0);
+      const at = read(`select(0, ${u.off} + ${g.wK} * (${k0}), ${ok})`);
       e.line(`${u.reg} = select(${V === 4 ? "vec4<f16>" : "f16"}(0.0), ${at}, ${ok});`);
     }
   };
