@@ -1,7 +1,7 @@
 /**
  * The epilogues of a matrix kernel (`matrix_matmul.ts`): each result matrix through workgroup
  * memory (`stage`) to the kernel's own epilogue helper, a call an output, or, where the outputs
- * lie in aligned fours along N, a call a four ({@linkcode quadEpilogue}).
+ * lie in aligned fours along the axis they run on, a call a four ({@linkcode quadEpilogue}).
  *
  * @module
  */
@@ -22,7 +22,7 @@ interface EpilogueForm {
   readonly unrolled: boolean;
   /** The outputs run down M: results stored to `stage` by columns. */
   readonly columns: boolean;
-  /** Four outputs along N a call (`quadEpilogue`). */
+  /** Four outputs a call along the axis they run on (`quadEpilogue`). */
   readonly quads: boolean;
 }
 
@@ -59,10 +59,10 @@ export function emitEpilogues(
  * f16 1×1 convolutions that add the residual took 0.147 ms against 0.220 (stage 2, four), 0.106
  * against 0.164 (stage 3), 0.177 against 0.226 (stage 4, six), the model 2.60-2.64 ms against
  * 2.80-2.86 (its f32 form 4.33); four rows a call down M took it on to 2.58-2.61 against
- * 2.66-2.68 (the stage-4 3×3 convolutions' partial sums 0.344 → 0.324 ms). Only a short epilogue (one a call an output would write
- * out, `LOOPED_EPILOGUE`): four lanes make its code four times as long. `undefined` where the
- * tile keeps a call an output; the set holds the epilogue's loads that are aligned fours too
- * (none read by the product).
+ * 2.66-2.68 (the stage-4 3×3 convolutions' partial sums 0.344 → 0.324 ms). Only a short
+ * epilogue (one a call an output would write out, `LOOPED_EPILOGUE`): four lanes make its code
+ * four times as long. `undefined` where the tile keeps a call an output; the set holds the
+ * epilogue's loads that are aligned fours too (none read by the product).
  */
 export function quadEpilogue(kernel: KernelIR, tile: MatmulTile): Set<number> | undefined {
   const [mAx, nAx] = [tile.nb, tile.nb + 1];
@@ -72,7 +72,7 @@ export function quadEpilogue(kernel: KernelIR, tile: MatmulTile): Set<number> | 
   const aligned = kernel.outputs.every((o) => quadAligned(o.steps, kernel.space, o.shape, axis));
   if (!aligned) return undefined;
   const l = new KernelLowering(kernel, { half: true });
-  const T = { l, M: tile.m, N: tile.n, mAx: tile.nb, nAx, x: l.coords };
+  const T = { l, M: tile.m, N: tile.n, mAx, nAx, x: l.coords };
   if (epilogueHelper(T).length > LOOPED_EPILOGUE) return undefined;
   const product = new Set<number>();
   for (const r of kernel.reductions) {
