@@ -110,7 +110,7 @@ export interface KernelLayout {
    * `rows` and `tiles` kernels that store their outputs as vec4s.
    */
   readonly width: 1 | 4;
-  /** Inputs read as vec4 arrays (`points` of `width` 4, and tiles' contiguous B). */
+  /** Inputs read as vec4 arrays (`points` of `width` 4, tiles' contiguous operands, epilogues). */
   readonly vectors: ReadonlySet<number>;
   /** The tiling of a `tiles` kernel. */
   readonly tile?: MatmulTile;
