@@ -264,7 +264,8 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   const l = new KernelLowering(kernel, { half: options.half, subgroup: options.subgroupSize });
   let decls: string[] = [], helpers: string[] = [];
   if (layout.tile?.matrix) {
-    const quads = layout.width === 4 ? quadEpilogue(kernel, layout.tile) : undefined;
+    // A matrix tile of `width` 4 takes its epilogue in fours (`quadEpilogue`, in the layout).
+    const quads = layout.width === 4;
     ({ decls, helpers } = emitMatrixMatmul(l, layout.tile, layout.vectors, quads));
   } else if (layout.tile) ({ decls, helpers } = emitTiledMatmul(l, layout.tile, layout.vectors));
   else if (layout.rows?.blocks && kernel.blockProduct) {

@@ -247,13 +247,14 @@ export function matrixVectors(kernel: KernelIR, tile: MatmulTile): Set<number> {
 
 /**
  * The kernel body, the epilogue helper and the workgroup arrays of a matrix tile; its epilogue a
- * call a four outputs where `quads` (the epilogue's vec4 inputs, `quadEpilogue`) is given.
+ * call a four outputs where `quads` (the layout's `quadEpilogue`). `vectors` are the kernel's vec4
+ * inputs: its fills' (read by the product alone) and, with `quads`, its epilogue's.
  */
 export function emitMatrixMatmul(
   l: KernelLowering,
   tile: MatmulTile,
   vectors: ReadonlySet<number>,
-  quads?: ReadonlySet<number>,
+  quads = false,
 ): { helpers: string[]; decls: string[] } {
   const { sm, sn, fm, fn, tk } = tile.matrix!;
   const { nb, m: M, n: N, slices: S } = tile;
@@ -296,7 +297,7 @@ export function emitMatrixMatmul(
   const fillA = fill("tileA", tile.a, mAx, "m0", M, TM);
   const fillB = fill("tileB", tile.b, nAx, "n0", N, TN);
   stepLoop(l, tile, fillA, fillB);
-  const helpers = emitEpilogues(l, tile, quads);
+  const helpers = emitEpilogues(l, tile, quads ? vectors : undefined);
   // Tile lengths in their array's elements: halves, or words of four bytes. A product over
   // bytes keeps its sums in `tileA` after the steps: at least as long as `stage`.
   const words = (size: number) => element === BYTES ? size / 4 : size;
