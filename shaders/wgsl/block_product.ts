@@ -32,12 +32,7 @@ import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelLowering } from "./expr.ts";
 import { allOf } from "./prelude.ts";
 import { combineAcross, combiner, type RowTiling, storeRowOutputs } from "./rows.ts";
-import {
-  integerBlocks,
-  integerStageBytes,
-  integerSums,
-  stageIntegers,
-} from "./block_product_int8.ts";
+import { integerBlocks, integerLoop, integerStageBytes } from "./block_product_int8.ts";
 
 /** Workgroups a product should keep before its threads take several outputs each. */
 const MANY_WORKGROUPS = 512;
@@ -179,7 +174,10 @@ function stagedLoop(l: KernelLowering, tiling: RowTiling, tag: BlockProduct): st
   const { blocks, k } = sizes(kernel, tag);
   const quads = tag.block / 4, stride = quads + 1, size = threads * quads;
   const { outputs, integers } = tiling.blocks!;
-  const decls: string[] = [];
+  if (integers) {
+    const counts = { threads, all: threads * rows, outputs };
+    return integerLoop(l, tag, counts, { blocks, k }, (at) => aQuad(l, tag, at));
+  }
   e.block(`for (var c: i32 = 0; c < ${blocks}; c += ${threads}) {`, () => {
     // The chunk's earlier readers are done before it is overwritten.
     e.line("workgroupBarrier();");
@@ -195,17 +193,12 @@ function stagedLoop(l: KernelLowering, tiling: RowTiling, tag: BlockProduct): st
       );
     });
     e.line("workgroupBarrier();");
-    if (integers) {
-      decls.push(...stageIntegers(l, tag, { threads, all: threads * rows }));
-      e.line("workgroupBarrier();");
-    }
     e.line("let b = c + i32(lane);");
     e.block(`if (b < ${blocks}) {`, () => {
-      if (integers) integerSums(l, tag, { outputs, blocks });
-      else blockSums(l, tag, (j) => `sh_a[lane * ${stride}u + ${j}u]`, outputs);
+      blockSums(l, tag, (j) => `sh_a[lane * ${stride}u + ${j}u]`, outputs);
     });
   });
-  return [`var<workgroup> sh_a: array<vec4<f32>, ${threads * stride}>;`, ...decls];
+  return [`var<workgroup> sh_a: array<vec4<f32>, ${threads * stride}>;`];
 }
 
 /**

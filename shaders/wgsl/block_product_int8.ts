@@ -9,10 +9,10 @@
  * session 52). The result is the f32 form's within rounding: each block's integer sum is exact
  * and scaled once.
  *
- * A's row is staged as the f32 form stages it, then each block is quantized again from its
- * rounded values (its largest magnitude over 127, then round(a · 127 / largest)), which gives
- * back the same integers: they are at most 127 and the rounding moved each by far less than
- * half (the WebAssembly generator does the same, `shaders/wasm/block_product_int8.ts`). A packed
+ * Each chunk of A's row is read from memory and each block quantized again from its rounded
+ * values (its largest magnitude over 127, then round(a · 127 / largest)), which gives back the
+ * same integers: they are at most 127 and the rounding moved each by far less than half (the
+ * WebAssembly generator does the same, `shaders/wasm/block_product_int8.ts`). A packed
  * word holds values 8t … 8t + 7 of a block, value 8t + 2i in byte i's low four bits and 8t + 2i
  * + 1 in its high four, so `w & 0x0F0F0F0F` and `(w >> 4) & 0x0F0F0F0F` are four values each as
  * bytes: A's integers are packed to match, the even ones of each eight in one word, the odd ones
@@ -20,7 +20,7 @@
  *
  * @module
  */
-import type { BlockProduct } from "../../jit/ir/kernel_ir.ts";
+import { type BlockProduct, storedA } from "../../jit/ir/kernel_ir.ts";
 import type { KernelLowering } from "./expr.ts";
 
 /** Values a vec4 of packed 4-bit words holds. */
@@ -37,7 +37,8 @@ const NIBBLES = "0x0F0F0F0Fu";
  * in blocks of whole groups of 32 that cover K (`k`) exactly.
  */
 export function integerBlocks(tag: BlockProduct, k: number): boolean {
-  return tag.int8 === true && tag.bits === 4 && tag.block % GROUP === 0 && k % tag.block === 0;
+  return tag.int8 === true && storedA(tag) && tag.bits === 4 && tag.block % GROUP === 0 &&
+    k % tag.block === 0;
 }
 
 /** Workgroup bytes the integer staging adds for `threads` blocks of `block` values. */
@@ -51,44 +52,39 @@ function wordQuads(tag: BlockProduct): number {
   return tag.block / GROUP;
 }
 
+/** A block product's sizes the integer loop needs: blocks a row of the weight, A's K. */
+export interface IntegerSizes {
+  readonly blocks: number;
+  readonly k: number;
+}
+
 /**
- * Packs the staged chunk of A (`sh_a`: `threads` blocks of `block / 4` vec4s at a stride of one
- * more) into `sh_q` (each block's even words, then its odd words, as vec4<u32>s at a stride of
- * one more) and `sh_s` (each block's scale), one group of 32 values a thread. Returns the
- * workgroup arrays; the caller puts a barrier before the products read them.
+ * The loop over a row's blocks a chunk at a time (a block a lane) summing in integers. Each
+ * chunk's weight words, scales and zero points are loaded first, so that they are in flight while
+ * the workgroup packs the chunk of A (`packChunk`); the sums follow the packing's barrier.
+ * `quad(at)` is A's vec4 at K index `at` (an i32 expression) of the group's row. Returns the
+ * workgroup arrays.
  */
-export function stageIntegers(
+export function integerLoop(
   l: KernelLowering,
   tag: BlockProduct,
-  { threads, all }: { threads: number; all: number },
+  { threads, all, outputs }: { threads: number; all: number; outputs: number },
+  { blocks, k }: IntegerSizes,
+  quad: (at: string) => string,
 ): string[] {
   const { e } = l;
-  const quads = tag.block / 4, stride = quads + 1, wq = wordQuads(tag), qstride = 2 * wq + 1;
-  e.block(`for (var i: u32 = lid.x; i < ${threads * wq}u; i += ${all}u) {`, () => {
-    e.line(`let blk = i / ${wq}u;`);
-    e.line(`let g = i % ${wq}u;`);
-    e.line(`let at = blk * ${stride}u;`);
-    e.line("var largest = 0.0;");
-    e.block(`for (var j: u32 = 0u; j < ${quads}u; j++) {`, () => {
-      e.line("let v = abs(sh_a[at + j]);");
-      e.line("largest = max(largest, max(max(v.x, v.y), max(v.z, v.w)));");
-    });
-    e.line("let scale = largest / 127.0;");
-    e.line("let inverse = select(0.0, 1.0 / scale, scale != 0.0);");
-    e.line("var even: vec4<u32>;");
-    e.line("var odd: vec4<u32>;");
-    // Word t of the group holds values 8t … 8t + 7: A's vec4s 2t (8t … 8t + 3) and 2t + 1.
-    for (let t = 0; t < 4; t++) {
-      e.line(`let lo${t} = vec4<i32>(round(sh_a[at + g * 8u + ${2 * t}u] * inverse));`);
-      e.line(`let hi${t} = vec4<i32>(round(sh_a[at + g * 8u + ${2 * t + 1}u] * inverse));`);
-      const c = "xyzw"[t];
-      e.line(`even.${c} = pack4xI8(vec4<i32>(lo${t}.x, lo${t}.z, hi${t}.x, hi${t}.z));`);
-      e.line(`odd.${c} = pack4xI8(vec4<i32>(lo${t}.y, lo${t}.w, hi${t}.y, hi${t}.w));`);
-    }
-    e.line(`sh_q[blk * ${qstride}u + g] = even;`);
-    e.line(`sh_q[blk * ${qstride}u + ${wq}u + g] = odd;`);
-    e.block("if (g == 0u) {", () => e.line("sh_s[blk] = scale;"));
+  e.block(`for (var c: i32 = 0; c < ${blocks}; c += ${threads}) {`, () => {
+    e.line("let b = c + i32(lane);");
+    // A lane past the row's last block loads that block's words, and sums nothing.
+    e.line(`let cell = min(b, ${blocks - 1});`);
+    integerLoads(l, tag, { outputs, blocks });
+    // The chunk's earlier readers are done before it is overwritten.
+    e.line("workgroupBarrier();");
+    packChunk(l, tag, { threads, all, k }, quad);
+    e.line("workgroupBarrier();");
+    e.block(`if (b < ${blocks}) {`, () => integerSums(l, tag, outputs));
   });
+  const wq = wordQuads(tag), qstride = 2 * wq + 1;
   return [
     `var<workgroup> sh_q: array<vec4<u32>, ${threads * qstride}>;`,
     `var<workgroup> sh_s: array<f32, ${threads}>;`,
@@ -96,15 +92,70 @@ export function stageIntegers(
 }
 
 /**
- * Adds block `b`'s products (the lane's staged block) to each output's `part${r}`: per packed
- * word two byte dot products, per block the zero point's share (zero · Σ q) taken off the integer
- * sum, which is then scaled once by the weight's and A's scales.
+ * Packs the chunk `c` of A (`threads` blocks from block c) into `sh_q` (each block's even words,
+ * then its odd words, as vec4<u32>s at a stride of one more) and `sh_s` (each block's scale),
+ * eight values a thread, read from memory: every thread of a block finds the block's largest
+ * magnitude itself, so no thread waits on another before the one barrier after. (Packed by one
+ * thread a block from a staged copy, after two barriers, the vocabulary's product took 42 µs;
+ * `bench/REPORT-generate.md`, session 80.) Past K, A is zero, read from a clamped address.
  */
-export function integerSums(
+function packChunk(
+  l: KernelLowering,
+  tag: BlockProduct,
+  { threads, all, k }: { threads: number; all: number; k: number },
+  quad: (at: string) => string,
+): void {
+  const { e } = l;
+  const quads = tag.block / 4, per = tag.block / 8, wq = wordQuads(tag), qstride = 2 * wq + 1;
+  const read = (q: string) =>
+    `select(vec4<f32>(0.0), ${quad(`min(${q}, ${k / 4 - 1}) * 4`)}, ${q} < ${k / 4})`;
+  e.block(`for (var i: u32 = lid.x; i < ${threads * per}u; i += ${all}u) {`, () => {
+    e.line(`let blk = i / ${per}u;`);
+    e.line(`let t = i % ${per}u;`);
+    e.line(`let start = (c + i32(blk)) * ${quads};`);
+    e.line("var largest = 0.0;");
+    e.block(`for (var j: i32 = 0; j < ${quads}; j++) {`, () => {
+      e.line(`let v = abs(${read("start + j")});`);
+      e.line("largest = max(largest, max(max(v.x, v.y), max(v.z, v.w)));");
+    });
+    e.line("let scale = largest / 127.0;");
+    e.line("let inverse = select(0.0, 1.0 / scale, scale != 0.0);");
+    // Values 8t … 8t + 7 of the block: word t % 4 of its group t / 4 of 32 (see the module doc).
+    e.line(`let lo = vec4<i32>(round(${read("start + 2 * i32(t)")} * inverse));`);
+    e.line(`let hi = vec4<i32>(round(${read("start + 2 * i32(t) + 1")} * inverse));`);
+    e.line(`let at = blk * ${qstride}u + t / 4u;`);
+    e.line("sh_q[at][t % 4u] = pack4xI8(vec4<i32>(lo.x, lo.z, hi.x, hi.z));");
+    e.line(`sh_q[at + ${wq}u][t % 4u] = pack4xI8(vec4<i32>(lo.y, lo.w, hi.y, hi.w));`);
+    e.block("if (t == 0u) {", () => e.line("sh_s[blk] = scale;"));
+  });
+}
+
+/** Each output's words of block `cell` (`w${r}_${g}`), its scale and zero point, as lets. */
+function integerLoads(
   l: KernelLowering,
   tag: BlockProduct,
   { outputs, blocks }: { outputs: number; blocks: number },
 ): void {
+  const { e } = l;
+  const wq = wordQuads(tag);
+  for (let r = 0; r < outputs; r++) {
+    e.line(`let cell${r} = u32(col${r} * ${blocks} + cell);`);
+    for (let g = 0; g < wq; g++) {
+      e.line(`let w${r}_${g} = ${l.inputs[tag.words]}[cell${r} * ${wq}u + ${g}u];`);
+    }
+    e.line(`let scale${r} = ${l.element(tag.scales, `cell${r}`)};`);
+    const zero = tag.zeros === undefined ? "8" : `i32(${l.element(tag.zeros, `cell${r}`)})`;
+    e.line(`let zero${r} = ${zero};`);
+  }
+}
+
+/**
+ * Adds the lane's block's products (its packed block of A in `sh_q`, the weights from
+ * `integerLoads`) to each output's `part${r}`: per packed word two byte dot products, per block
+ * the zero point's share (zero · Σ q) taken off the integer sum, which is then scaled once by the
+ * weight's and A's scales.
+ */
+function integerSums(l: KernelLowering, tag: BlockProduct, outputs: number): void {
   const { e } = l;
   const wq = wordQuads(tag), qstride = 2 * wq + 1;
   const quads = [...Array(wq).keys()];
@@ -118,20 +169,12 @@ export function integerSums(
   e.line(`let qsum = ${qsum.join(" + ")};`);
   e.line("let ascale = sh_s[lane];");
   for (let r = 0; r < outputs; r++) {
-    e.line(`let cell${r} = col${r} * ${blocks} + b;`);
-    for (const g of quads) {
-      e.line(`let w${r}_${g} = ${l.inputs[tag.words]}[u32(cell${r} * ${wq} + ${g})];`);
-    }
-  }
-  for (let r = 0; r < outputs; r++) {
     const terms = lanes.map(([g, c]) => {
       const w = `w${r}_${g}.${c}`;
       return `dot4I8Packed(${w} & ${NIBBLES}, e${g}.${c}) + ` +
         `dot4I8Packed((${w} >> 4u) & ${NIBBLES}, o${g}.${c})`;
     });
-    const cell = `u32(cell${r})`;
-    const zero = tag.zeros === undefined ? "8" : `i32(${l.element(tag.zeros, cell)})`;
-    e.line(`let isum${r} = ${terms.join(" + ")} - ${zero} * qsum;`);
-    e.line(`part${r} += ${l.element(tag.scales, cell)} * ascale * f32(isum${r});`);
+    e.line(`let isum${r} = ${terms.join(" + ")} - zero${r} * qsum;`);
+    e.line(`part${r} += scale${r} * ascale * f32(isum${r});`);
   }
 }
