@@ -50,9 +50,10 @@ function roundedBlocks(a: Float32Array, block: number): Float32Array {
 /**
  * A one-row product by a 4-bit weight of N rows of K in blocks of 32 with zero points
  * (`BlockMatMul`, as MatMulNBits imports): what a decode step reads, so its bytes are the packed
- * words and the f32 scale and zero tables. `form`: `"normed"`, A an RMS normalization of the
- * input (a decode step's), taken into the product; `"int8"`, A rounded to 8 bits a block first
- * (MatMulNBits of `accuracy_level` 4, onnxruntime-genai's default for CPU and WebGPU models).
+ * words, the f32 scales and the u8 zero points (a byte each, packed on a GPU). `form`:
+ * `"normed"`, A an RMS normalization of the input (a decode step's), taken into the product;
+ * `"int8"`, A rounded to 8 bits a block first (MatMulNBits of `accuracy_level` 4,
+ * onnxruntime-genai's default for CPU and WebGPU models).
  */
 export function gemv4(k: number, n: number, form?: "normed" | "int8"): Kernel {
   const blocks = k / 32, width = blocks * 4;
@@ -62,7 +63,8 @@ export function gemv4(k: number, n: number, form?: "normed" | "int8"): Kernel {
   const a = uniform(k, 14);
   const b = new GraphBuilder();
   const w = [b.param("q", [n, width], "u32", q), b.param("s", [n, blocks], "f32", s)];
-  const zeros = b.param("z", [n, blocks], "f32", z);
+  // Zero points as the import holds a model's: whole values, u8 (packed four to a word on a GPU).
+  const zeros = b.param("z", [n, blocks], "u8", Uint8Array.from(z));
   const x = b.input("a", [1, k]);
   const mean = b.op("ReduceMean", [b.op("Mul", [x, x])], { axes: [-1], keepdims: 1 });
   const root = b.op("Sqrt", [b.op("Add", [mean, b.constant(1e-6)])]);
@@ -90,7 +92,7 @@ export function gemv4(k: number, n: number, form?: "normed" | "int8"): Kernel {
       return sum * scale;
     },
     size: n,
-    bytes: 4 * (n * width + 2 * n * blocks + k + n),
+    bytes: 4 * (n * width + n * blocks + k + n) + n * blocks,
     half: false,
   };
 }

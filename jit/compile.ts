@@ -18,6 +18,7 @@ import { joinedProducts } from "./passes/joined_products.ts";
 import { winogradConvs, type WinogradOptions } from "./passes/winograd.ts";
 import { joinedIntegerProducts } from "./passes/joined_integer_products.ts";
 import { byteProducts } from "./passes/byte_products.ts";
+import { packedRows } from "./passes/packed_rows.ts";
 import { scalesOut } from "./passes/scales_out.ts";
 import { foldEmpty } from "./passes/fold_empty.ts";
 import { constantsLaidOut } from "./passes/constant_views.ts";
@@ -213,11 +214,14 @@ function rewrittenOf(
     int64: Int64Mode;
     fused: boolean;
     bytes: boolean;
+    /** Few-row products over A rounded to 8 bits read it packed (`DeviceProfile.packedRows`). */
+    packed: boolean;
     winograd?: WinogradOptions;
   },
 ): Rewritten {
   const winograd = how.winograd && `${how.winograd.minChannels}/${how.winograd.tile}`;
-  const key = `${how.exact} ${how.join} ${how.int64} ${how.fused} ${how.bytes} ${winograd}`;
+  const key =
+    `${how.exact} ${how.join} ${how.int64} ${how.fused} ${how.bytes} ${how.packed} ${winograd}`;
   let byHow = REWRITTEN.get(input);
   if (!byHow) REWRITTEN.set(input, byHow = new Map());
   const entry = byHow.get(key), kept = entry?.graph.deref();
@@ -229,7 +233,8 @@ function rewrittenOf(
   const rows = rowsFirst(how.exact ? scaled : splitReductions(scaled));
   const joined = how.join ? joinedIntegerProducts(joinedProducts(rows)) : rows;
   // Over bytes after the joins: a joined integer product's weights are one constant.
-  const graph = how.bytes ? byteProducts(joined) : joined;
+  const bytes = how.bytes ? byteProducts(joined) : joined;
+  const graph = how.packed ? packedRows(bytes) : bytes;
   // Held weakly: the rewritten graph lives as long as a compile or an executable holds it.
   byHow.set(key, { graph: new WeakRef(graph), drawn });
   return { graph, drawn };
@@ -267,6 +272,9 @@ function prepare(
     fused,
     // Quantized products over bytes where the named backend multiplies them exactly.
     bytes: fused && precision !== "exact" && named?.capabilities().byteDot === true,
+    // A packed by its producer where the named backend's block products read it so; in f32
+    // only (the rounding takes f32 A).
+    packed: fused && precision === "f32" && named?.capabilities().packedRows === true,
     // Winograd's convolutions where the backends compute them faster, in f32 only: a rounding of
     // their own (not in the exact precision), and under f16 the transformed tiles, stored in 16
     // bits, took a 64-channel conv on wasm from 4.4e-4 to 4.2e-3 of its largest output.

@@ -52,6 +52,45 @@ function quantizeRows(a: RefTensor, block: number): Float64Array {
   return out;
 }
 
+/** Value 32g + 8t + 2i + p's place in a packed block's words: word 4p + t, byte i. */
+function placeOf(j: number): { word: number; byte: number } {
+  const g = j >> 5, t = (j >> 3) & 3, i = (j >> 1) & 3, p = j & 1;
+  return { word: g * 8 + p * 4 + t, byte: i };
+}
+
+/**
+ * `a`'s rows [..., K] packed as PackRowBlocks packs them: rounded as `quantizeRows` rounds, the
+ * integers as signed bytes four to a word in each 32 values' nibble order (`placeOf`), and each
+ * block's scale.
+ */
+function packRows(a: RefTensor, block: number): [Float64Array, Float64Array] {
+  const f = Math.fround, x = read(a), blocks = x.length / block;
+  const words = new Float64Array(x.length / 4), scales = new Float64Array(blocks);
+  for (let b = 0; b < blocks; b++) {
+    let largest = 0;
+    for (let j = 0; j < block; j++) largest = Math.max(largest, Math.abs(x[b * block + j]));
+    const scale = f(largest / 127), inverse = scale === 0 ? 0 : f(127 / largest);
+    scales[b] = scale;
+    for (let j = 0; j < block; j++) {
+      const q = roundHalfEven(f(x[b * block + j] * inverse)), { word, byte } = placeOf(j);
+      words[(b * block) / 4 + word] += (q & 255) * 2 ** (8 * byte);
+    }
+  }
+  return [words, scales];
+}
+
+/** PackRowBlocks' words [..., K / 4] and scales back to A's f32 values [..., K]. */
+function unpackRows(words: RefTensor, scales: RefTensor): Float64Array {
+  const w = read(words), s = read(scales), k = words.shape.at(-1)! * 4;
+  const blocks = scales.shape.at(-1)!, block = k / blocks, out = new Float64Array(w.length * 4);
+  for (let j = 0; j < out.length; j++) {
+    const b = Math.floor(j / block), { word, byte } = placeOf(j % block);
+    const unsigned = (w[(b * block) / 4 + word] >>> (8 * byte)) & 255;
+    out[j] = Math.fround((unsigned < 128 ? unsigned : unsigned - 256) * s[b]);
+  }
+  return out;
+}
+
 /**
  * The scales (or zero points) of shape `ks` of a tensor of `shape`, in runs of elements that share
  * one: run `r` covers elements `r · run` to `(r + 1) · run` and takes index `at(r)`. Per tensor one
@@ -141,10 +180,18 @@ export const quantKernels: Record<string, Kernel> = {
   QuantizeRowBlocks: ({ inputs, outputs, ctx }) => [
     written(outputs[0].dtype, quantizeRows(inputs[0], ctx.int("block"))),
   ],
+  PackRowBlocks: ({ inputs, outputs, ctx }) => {
+    const [words, scales] = packRows(inputs[0], ctx.int("block"));
+    return [written(outputs[0].dtype, words), written(outputs[1].dtype, scales)];
+  },
   BlockMatMul: ({ inputs, outputs, ctx }) => {
-    const [a, ...packed] = inputs;
-    const k = a.shape.at(-1)!, n = packed[0].shape[0], rows = sizeOf(a.shape) / k;
-    const w = dequantized(packed, ctx.int("bits")), size = w.length / n, x = read(a);
+    // A packed by PackRowBlocks (`packed`) is its words and scales.
+    const packedA = ctx.int("packed", 0) === 1;
+    const [a, ...packed] = packedA ? [inputs[0], ...inputs.slice(2)] : inputs;
+    const x = packedA ? unpackRows(inputs[0], inputs[1]) : read(a);
+    const k = a.shape.at(-1)! * (packedA ? 4 : 1), n = packed[0].shape[0];
+    const rows = x.length / k;
+    const w = dequantized(packed, ctx.int("bits")), size = w.length / n;
     const y = writer(outputs[0].dtype, rows * n);
     for (let r = 0; r < rows; r++) {
       for (let j = 0; j < n; j++) {

@@ -253,6 +253,13 @@ export interface BlockProduct extends BlockTables {
    * generator may sum each block's products in integers and scale once.
    */
   readonly int8?: boolean;
+  /**
+   * A packed by PackRowBlocks (`jit/ops/block_matmul.ts`), read from two inputs: `words`, its
+   * integers as bytes four to a word in each 32 values' nibble order, and `scales`, a scale a
+   * block. The kernel's expressions unpack it; a generator may take its words into byte dot
+   * products as they lie (`int8` is set too).
+   */
+  readonly packedA?: { readonly words: number; readonly scales: number };
 }
 
 /** A block product whose A is an input: what generators without prologues address. */

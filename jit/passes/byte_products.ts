@@ -260,7 +260,7 @@ function columnSums(w: Int8Array, shape: readonly number[], conv: boolean): Host
 }
 
 /** `graph` without the nodes no output reads (the shifted activations the products left). */
-function withoutUnread(graph: Graph): Graph {
+export function withoutUnread(graph: Graph): Graph {
   const live = new Set(graph.outputs.map((o) => o.value));
   const kept = new Set<number>();
   for (const n of [...graph.nodes].reverse()) {

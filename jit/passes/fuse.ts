@@ -68,14 +68,8 @@ import { runsWhole } from "./fusable.ts";
 import { convSym, matmulSym, poolSym, prologueProduct, type Walk } from "./fuse_contractions.ts";
 import { integerProduct } from "./fuse_integer.ts";
 import { reduceAxes } from "../ops/reduce.ts";
-import {
-  type Attrs,
-  blockWeight,
-  getOp,
-  InferContext,
-  nativeBlockMatMul,
-  type ValueType,
-} from "../ops/mod.ts";
+import { type Attrs, getOp, InferContext, type ValueType } from "../ops/mod.ts";
+import { blockWeight, nativeBlockMatMul, packedOperand } from "../ops/block_matmul.ts";
 import { normalizeAxis, sameShape, type Shape, sizeOf } from "../ir/shape.ts";
 
 export type { FuseOptions, FusionResult } from "./fuse_options.ts";
@@ -488,6 +482,7 @@ class Fuser {
    * once into [K, N] by a kernel tagged with them, then the tiled product.
    */
   #blockProduct(ins: Sym[], attrs: Attrs, label: string, type: ValueType): Sym | undefined {
+    if (attrs.packed) return this.#packedProduct(ins, attrs, label, type);
     const rows = sizeOf(ins[0].type.shape.slice(0, -1));
     const few = nativeBlockMatMul(rows) ||
       (attrs.int8 === 1 && rows <= this.#opts.integerBlockRows);
@@ -506,16 +501,10 @@ class Fuser {
       if (normed) {
         this.#reduced.forEach((g, key) => g === ins[0].group && this.#reduced.delete(key));
       }
-      this.#log.push(
-        normed
-          ? `${label}: takes its A's normalization into its own kernel (a prologue)`
-          : `${label}: computes its A in its own kernel (a prologue)`,
-      );
-      return prologueProduct(this.#walk, ins[0], w, {
-        label,
-        type,
-        tables: { ...weight, ...int8 },
-      });
+      const what = normed ? "takes its A's normalization into" : "computes its A in";
+      this.#log.push(`${label}: ${what} its own kernel (a prologue)`);
+      const tables = { ...weight, ...int8 };
+      return prologueProduct(this.#walk, ins[0], w, { label, type, tables });
     }
     let a = this.#operand(ins[0], label);
     if (plainInput(a) === undefined && few) {
@@ -534,6 +523,19 @@ class Fuser {
     const stored = this.#stored(w, `weight of ${label}, unpacked once for its rows`);
     this.#groups.producerOf(stored.buffer!)!.blockUnpack = weight;
     return this.#matmul([a, stored], label, type);
+  }
+
+  /** A BlockMatMul of A packed by PackRowBlocks: one kernel, A unpacked inline too (`packedA`). */
+  #packedProduct(ins: Sym[], attrs: Attrs, label: string, type: ValueType): Sym | undefined {
+    const [words, scales] = ins.slice(0, 2).map((s) => this.#operand(s, label));
+    const packedA = { words: plainInput(words)!, scales: plainInput(scales)! };
+    const weight = plainTables(ins.slice(2), attrs);
+    if (!weight || packedA.words === undefined || packedA.scales === undefined) return undefined;
+    const [a] = this.#expand([words, scales], attrs, label, packedOperand);
+    const [w] = this.#expand([a, ...ins.slice(2)], attrs, label, blockWeight);
+    const product = this.#matmul([a, w], label, type, { inlineA: true, inlineB: true });
+    product.group!.blockProduct = { ...weight, int8: true, packedA };
+    return product;
   }
 
   /** MaxPool / AveragePool (see `poolSym`), an average's edge divisors a constant map. */

@@ -381,7 +381,13 @@ export class KernelGroups {
  * A block product's or unpacking's buffers as the kernel's inputs (from graph value ids), its
  * prologue's loads renumbered as the kernel's expressions are.
  */
-function renumbered<T extends BlockTables & { a?: number; prologue?: Expr }>(
+function renumbered<
+  T extends BlockTables & {
+    a?: number;
+    prologue?: Expr;
+    packedA?: { readonly words: number; readonly scales: number };
+  },
+>(
   b: T,
   local: ReadonlyMap<number, number>,
   renumber: (e: Expr) => Expr,
@@ -391,6 +397,9 @@ function renumbered<T extends BlockTables & { a?: number; prologue?: Expr }>(
     ...b,
     ...(b.a === undefined ? {} : { a: at(b.a) }),
     ...(b.prologue === undefined ? {} : { prologue: renumber(b.prologue) }),
+    ...(b.packedA === undefined
+      ? {}
+      : { packedA: { words: at(b.packedA.words), scales: at(b.packedA.scales) } }),
     words: at(b.words),
     scales: at(b.scales),
     zeros: b.zeros === undefined ? undefined : at(b.zeros),

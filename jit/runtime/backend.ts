@@ -80,6 +80,12 @@ export interface DeviceProfile {
    */
   readonly byteDot?: boolean;
   /**
+   * Whether its block products read A packed to bytes by its producer (`PackRowBlocks`) in byte
+   * dot products as the words lie: the compile then has few-row products over A rounded to 8
+   * bits take it so (`jit/passes/packed_rows.ts`).
+   */
+  readonly packedRows?: boolean;
+  /**
    * Whether a product of a few rows should read its elementwise operand stored rather than
    * computed as it reads it (fusion's `inlineOperands` is then off): WebAssembly, whose reduction
    * kernels compute such an operand point by point through its index arithmetic. On the H200's

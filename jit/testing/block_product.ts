@@ -18,16 +18,17 @@ const words = (n: number, seed: number): Uint32Array =>
 
 /**
  * A BlockMatMul of A [...lead, K] by packed weights of N rows (`bits`, blocks of `block`, zero
- * points or the middle value), its buffers weights of the graph, as a decoder's are. `int8`: A
- * rounded to 8 bits a block first, as MatMulNBits of `accuracy_level` 4 imports. `a`: how A is
- * made of the input, where not as it is: `"gated"`, the input is [...lead, 2K] and A is SiLU of
- * its first half times its second, as a decoder's MLP feeds its down projection; `"scaled"`, the
- * input times a weight of K broadcast over the rows, as a normalization's gain scales it.
+ * points, u8 or with `"f32"` an f32 table, or the middle value), its buffers weights of the
+ * graph, as a decoder's are. `int8`: A rounded to 8 bits a block first, as MatMulNBits of
+ * `accuracy_level` 4 imports. `a`: how A is made of the input, where not as it is: `"gated"`, the
+ * input is [...lead, 2K] and A is SiLU of its first half times its second, as a decoder's MLP
+ * feeds its down projection; `"scaled"`, the input times a weight of K broadcast over the rows,
+ * as a normalization's gain scales it.
  */
 export function blockProduct(
   lead: number[],
   [k, n, bits, block]: number[],
-  zeros: boolean,
+  zeros: boolean | "f32",
   { int8 = false, a: form }: {
     int8?: boolean;
     a?: "gated" | "scaled" | "normed" | "centred";
@@ -37,7 +38,11 @@ export function blockProduct(
   const b = new GraphBuilder();
   const q = b.param("q", [n, width], "u32", words(n * width, k + n));
   const s = b.param("s", [n, blocks], "f32", uniform(n * blocks, 7, 0.01, 0.03));
-  const z = b.param("z", [n, blocks], "f32", uniform(n * blocks, 8, 0, 2 ** bits).map(Math.floor));
+  const zero = uniform(n * blocks, 8, 0, 2 ** bits).map(Math.floor);
+  // Whole zero points come as the import holds a model's (u8); float ones as an f32 table.
+  const z = zeros === "f32"
+    ? b.param("z", [n, blocks], "f32", zero)
+    : b.param("z", [n, blocks], "u8", Uint8Array.from(zero));
   const gated = form === "gated";
   const x0 = b.input("a", [...lead, gated ? 2 * k : k]);
   const gain = () => b.param("gain", [k], "f32", uniform(k, 11, 0.5, 1.5));
@@ -80,11 +85,11 @@ function silu(b: GraphBuilder, x: Sym): Sym {
 /**
  * Few-row block products every generator checks: `[lead, [K, N, bits, block], zero points]`.
  */
-export const FEW_ROW_CASES: readonly [number[], number[], boolean][] = [
+export const FEW_ROW_CASES: readonly [number[], number[], boolean | "f32"][] = [
   [[1], [896, 70, 4, 32], true], // a decoder's token step
   [[1], [40, 9, 4, 32], true], // K past the last whole block
   [[2, 1], [100, 13, 2, 64], false], // a batch of two rows; 2 bits, the middle value
-  [[3], [64, 5, 8, 16], true], // 8 bits, three rows
+  [[3], [64, 5, 8, 16], "f32"], // 8 bits, three rows, float zero points
   [[1], [300, 6, 4, 128], true], // blocks of 128
   [[1], [4864, 7, 4, 32], true], // more blocks than a row's threads
   [[1], [72, 65541, 4, 32], true], // a vocabulary's many outputs, K cut short

@@ -224,6 +224,25 @@ export const LAYER_CASES: Record<string, DecomposeCase[]> = {
     },
     { inputs: [f32(uniform(128, 59, -1, 1), [2, 64])], attrs: { block: 32 }, atol: 0, rtol: 0 },
   ],
+  // Rows of 64 in 32s, one block of zeros (its scale 0, its bytes 0); a row of 128 in 64s.
+  PackRowBlocks: [
+    {
+      inputs: [
+        f32([...uniform(64, 60, -2, 2), ...new Array(32).fill(0), ...uniform(32, 61)], [2, 64]),
+      ],
+      attrs: { block: 32 },
+      outputs: 2,
+      atol: 0,
+      rtol: 0,
+    },
+    {
+      inputs: [f32(uniform(128, 62, -1, 1), [1, 128])],
+      attrs: { block: 64 },
+      outputs: 2,
+      atol: 0,
+      rtol: 0,
+    },
+  ],
   // Linear up by 1.5 and 2 (half pixel), cubic down with antialiasing, nearest of integers,
   // tf_crop_and_resize with a region and an extrapolation value.
   Resize: [

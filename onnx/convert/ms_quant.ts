@@ -196,16 +196,23 @@ function zeroAt(zeros: ArrayLike<number> | undefined, i: number, bits: number): 
 }
 
 /**
- * Zero points as f32, one per block (`rows` of `blocks`): packed `bits` to a value in rows of
- * `zeroStride` bytes, or where `zeroStride` is undefined the values as they are (float or u8).
+ * Zero points one per block (`rows` of `blocks`): packed `bits` to a value in rows of
+ * `zeroStride` bytes, or where `zeroStride` is undefined the values as they are. Whole values
+ * (u8 in the model) stay u8, a quarter of an f32 table's bytes where a backend holds them packed
+ * (a 0.5B decoder's vocabulary product read 17 MB of f32 zero points a token, 4 of u8); float
+ * ones are f32.
  */
 function zeroValues(
   zeros: HostTensor,
   { blocks, bits, zeroStride }: Pick<BlockForm, "blocks" | "bits" | "zeroStride">,
-): Float32Array {
-  if (zeroStride === undefined) return Float32Array.from(valuesOf(zeros));
+): Uint8Array | Float32Array {
+  if (zeroStride === undefined) {
+    return zeros.dtype === "u8"
+      ? Uint8Array.from(zeros.data as Uint8Array)
+      : Float32Array.from(valuesOf(zeros));
+  }
   const bytes = zeros.data as Uint8Array, rows = bytes.length / zeroStride;
-  const out = new Float32Array(rows * blocks);
+  const out = new Uint8Array(rows * blocks);
   for (let r = 0; r < rows; r++) {
     for (let b = 0; b < blocks; b++) {
       out[r * blocks + b] = unpack(bytes, r * zeroStride * 8 + b * bits, bits);
@@ -256,7 +263,7 @@ function floats(t: HostTensor): ArrayLike<number> {
  * The packed tables of a block-quantized op as kiln's block ops take them, rows read by `rowsOf`
  * (held, not folded: unpacked at import they would take more than the bytes): the bytes as u32
  * words [..., blocks · words] (see {@linkcode wordsOf}), f32 scales and, where the model has
- * them, f32 zero points [..., blocks] (see {@linkcode zeroTable}).
+ * them, zero points [..., blocks] (see {@linkcode zeroTable}).
  */
 function packedTables(
   c: NodeContext,
@@ -299,12 +306,13 @@ function madeFrom(source: object, form: string, make: () => TensorData): TensorD
 }
 
 /** A made table as a constant of the import (1-D, `dtype`). */
-function tableOf(data: TensorData, dtype: "u32" | "f32"): Known {
+function tableOf(data: TensorData, dtype: "u32" | "u8" | "f32"): Known {
   return { kind: "const", tensor: { data, shape: [data.length], dtype }, i64: false };
 }
 
 /**
- * The zero points (input 3) as f32, one per block, rows of `blocks`, made at import: a table of
+ * The zero points (input 3), one per block (u8, or f32 where the model's are floats; see
+ * {@linkcode zeroValues}), rows of `blocks`, made at import: a table of
  * one value a block is 1/`block` of the values'. Unpacked or cast by graph ops, each product's
  * zero points were computed again in every run, by kernels of their own; as a plain table they
  * are read where the values are.
@@ -319,7 +327,7 @@ function zeroTable(
     `zeros ${blocks} ${bits} ${zeroStride}`,
     () => zeroValues(zeros, { blocks, bits, zeroStride }),
   );
-  return tableOf(table, "f32");
+  return tableOf(table, table instanceof Uint8Array ? "u8" : "f32");
 }
 
 /** Where block-quantized values are (their input) and how they are packed. */

@@ -39,8 +39,8 @@ export function columnRow(fn: KernelFunction, input: number, col: number, bytes:
 }
 
 /**
- * A block's zero point: the f32 `offset` bytes past `address()`, or the middle value where there
- * are none.
+ * A block's zero point as f32: the element `offset` bytes past `address()` (an f32, or a u8 held
+ * in a 32-bit word, converted), or the middle value where there are none.
  */
 export function zeroOf(
   fn: KernelFunction,
@@ -48,9 +48,16 @@ export function zeroOf(
   address: () => number,
   offset = 0,
 ): number {
-  return tag.zeros === undefined
-    ? fn.m.f32.const(2 ** (tag.bits - 1))
-    : fn.m.f32.load(offset, 4, address());
+  const { m } = fn;
+  if (tag.zeros === undefined) return m.f32.const(2 ** (tag.bits - 1));
+  return wholeZeros(fn, tag)
+    ? m.f32.convert_u.i32(m.i32.load(offset, 4, address()))
+    : m.f32.load(offset, 4, address());
+}
+
+/** Whether `tag`'s zero points are whole values (u8, a 32-bit word each) rather than f32. */
+export function wholeZeros(fn: KernelFunction, tag: BlockTables): boolean {
+  return tag.zeros !== undefined && fn.kernel.inputs[tag.zeros].dtype !== "f32";
 }
 
 /** The byte address of 32-bit element `index` from address `base`. */

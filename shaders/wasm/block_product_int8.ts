@@ -24,6 +24,7 @@ import {
   element,
   laneSum,
   sizes,
+  wholeZeros,
   zeroOf,
 } from "./block_common.ts";
 
@@ -234,8 +235,13 @@ const zeroShares: ColumnSums = (fn, tag, col, cols) => {
   const columns = [...Array(cols).keys()], tableBytes = 4 * blocks, quads = Math.floor(blocks / 4);
   const acc = columns.map(() => local(v128)), corr = columns.map(() => local(f32));
   const middle = m.f32.const(2 ** (tag.bits - 1));
+  const zeroWords = (c: number) => m.v128.load(c * tableBytes, 4, get(zp, i32));
   const zeros = (c: number) =>
-    tag.zeros === undefined ? f4.splat(middle) : m.v128.load(c * tableBytes, 4, get(zp, i32));
+    tag.zeros === undefined
+      ? f4.splat(middle)
+      : wholeZeros(fn, tag)
+      ? f4.convert_i32x4_u(zeroWords(c))
+      : zeroWords(c);
   const zero = (c: number, r: number) =>
     zeroOf(fn, tag, () => get(zp, i32), c * tableBytes + 4 * r);
   const quad = columns.map((c) =>

@@ -32,7 +32,13 @@ import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelLowering } from "./expr.ts";
 import { allOf } from "./prelude.ts";
 import { combineAcross, combiner, type RowTiling, storeRowOutputs } from "./rows.ts";
-import { integerBlocks, integerLoop, integerStageBytes } from "./block_product_int8.ts";
+import {
+  integerBlocks,
+  integerLoop,
+  integerStageBytes,
+  packedBlocks,
+  packedLoop,
+} from "./block_product_int8.ts";
 
 /** Workgroups a product should keep before its threads take several outputs each. */
 const MANY_WORKGROUPS = 512;
@@ -51,7 +57,8 @@ function sizes(kernel: KernelIR, tag: BlockProduct) {
  * a multiple of 4, whole vec4s of words a block, and no output that reads A or the words (they
  * are bound as vec4s). Threads a row: the blocks' count rounded up to a power of two, from 8 to
  * 64. With `packedDots` (WGSL's `packed_4x8_integer_dot_product`) a staged product of A rounded
- * to 8 bits sums in integers (`block_product_int8.ts`).
+ * to 8 bits sums in integers, and one of A packed by its producer reads its words as they lie
+ * (`block_product_int8.ts`).
  */
 export function blockTiling(
   kernel: KernelIR,
@@ -79,13 +86,19 @@ export function blockTiling(
     if (o.level !== "row") return undefined;
   }
   if (readsTables) return undefined;
+  // A packed by its producer sums in byte dot products, or runs as the generic kernel.
+  const packed = tag.packedA !== undefined;
+  if (packed && !(packedDots && packedBlocks(tag))) return undefined;
   // A prologue's buffers are read an element at a time, whatever else reads them.
-  const vectors = new Set(storedA(tag) ? [tag.a, tag.words] : [tag.words]);
+  const vectors = new Set(
+    packed ? [tag.packedA!.words, tag.words] : storedA(tag) ? [tag.a, tag.words] : [tag.words],
+  );
   const threads = Math.min(64, most, Math.max(8, 2 ** Math.ceil(Math.log2(blocks))));
   const rows = Math.max(1, most / threads);
   const share = (outputs: number) => total === n || n % (outputs * rows) === 0;
-  // A chunk of A (a block a thread, padded) and the combining steps' floats.
-  const stage = threads * (tag.block / 4 + 1) * 16 + most * 4;
+  // A chunk of A (a block a thread, padded; none where A comes packed) and the combining
+  // steps' floats.
+  const stage = (packed ? 0 : threads * (tag.block / 4 + 1) * 16) + most * 4;
   const staged = share(1) && stage <= bytes;
   // A prologue's reductions are the workgroup's, over the one row of A it stages.
   if (pre > 0 && !staged) return undefined;
@@ -99,8 +112,8 @@ export function blockTiling(
   }
   // Packing A costs a group as much as one output's sums save: with one output a group the
   // integer form was slower (H200, 4864 → 896: 12.2-12.7 µs against 10.7-11.2).
-  const integers = outputs > 1 && packedDots && integerBlocks(tag, k) &&
-    stage + combining(outputs) + integerStageBytes(threads, tag.block) <= bytes;
+  const integers = packed || outputs > 1 && packedDots && integerBlocks(tag, k) &&
+      stage + combining(outputs) + integerStageBytes(threads, tag.block) <= bytes;
   const base = { threads, rows, slots: 0, width: 1 as const, vectors, vectorStores: false };
   return { ...base, blocks: { outputs, staged, integers } };
 }
@@ -131,14 +144,18 @@ export function emitBlockProduct(
   }
   // The kernel's other inputs (the expression's tables of powers) are bound all the same: a
   // phony read keeps each in the pipeline's layout.
-  const used = [tag.a, tag.words, tag.scales, tag.zeros];
+  const used = [tag.a, tag.words, tag.scales, tag.zeros, tag.packedA?.words, tag.packedA?.scales];
   if (tag.prologue) walk(tag.prologue, (x) => x.kind === "load" && used.push(x.input));
   kernel.inputs.forEach((_, i) => used.includes(i) || e.line(`_ = ${l.inputs[i]}[0];`));
   // A's row of the group's first output (of all its outputs where A is staged).
   e.line(`let arow = min(first, ${total - 1}) / ${n};`);
   if (tag.prologue) prologueRow(l);
   rowReductions(l, tiling, kernel.reductions.length - 1);
-  const decls = staged ? stagedLoop(l, tiling, tag) : plainLoop(l, tiling, tag);
+  const decls = tag.packedA
+    ? packedLoop(l, tag, { threads, outputs }, sizes(kernel, tag))
+    : staged
+    ? stagedLoop(l, tiling, tag)
+    : plainLoop(l, tiling, tag);
   return [...decls, ...storeOutputs(l, tiling, kept)];
 }
 
@@ -287,7 +304,10 @@ function blockSums(
       }
     }
     const cell = `u32(cell${r})`;
-    const zero = tag.zeros === undefined ? `${2 ** (tag.bits - 1)}.0` : l.element(tag.zeros, cell);
+    // A u8 zero point reads as u32 (`element`), an f32 one as it is.
+    const zero = tag.zeros === undefined
+      ? `${2 ** (tag.bits - 1)}.0`
+      : `f32(${l.element(tag.zeros, cell)})`;
     e.line(
       `part${r} += ${l.element(tag.scales, cell)} * ((${terms.join(" + ")}) - ${zero} * asum);`,
     );

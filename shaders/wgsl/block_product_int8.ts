@@ -41,6 +41,42 @@ export function integerBlocks(tag: BlockProduct, k: number): boolean {
     k % tag.block === 0;
 }
 
+/**
+ * Whether a block product of A packed by its producer (`BlockProduct.packedA`) can sum in integers
+ * here: 4-bit weights in blocks of whole groups of 32.
+ */
+export function packedBlocks(tag: BlockProduct): boolean {
+  return tag.packedA !== undefined && tag.bits === 4 && tag.block % GROUP === 0;
+}
+
+/**
+ * The loop over a row's blocks (a block a lane) of a product whose A its producer packed: each
+ * lane reads its block of A's words as vec4s where they lie, and its scale, beside the weights;
+ * no workgroup memory, no barrier. (A rounded as f32 and packed again by every workgroup, the
+ * vocabulary's product took 40-42 µs on the H200, where a hand-written kernel over packed words
+ * took 34: `bench/gemv_bytes.ts`.) Returns no workgroup arrays.
+ */
+export function packedLoop(
+  l: KernelLowering,
+  tag: BlockProduct,
+  { threads, outputs }: { threads: number; outputs: number },
+  { blocks, k }: IntegerSizes,
+): string[] {
+  const { e } = l, { words, scales } = tag.packedA!;
+  const wq = wordQuads(tag);
+  e.block(`for (var c: i32 = 0; c < ${blocks}; c += ${threads}) {`, () => {
+    e.line("let b = c + i32(lane);");
+    e.line(`let cell = min(b, ${blocks - 1});`);
+    integerLoads(l, tag, { outputs, blocks });
+    // Each group of 32 values: its even words' vec4, then its odd words'.
+    e.line(`let at = u32(arow * ${k / 16} + cell * ${2 * wq});`);
+    const packed = (g: number, odd: boolean) => `${l.inputs[words]}[at + ${2 * g + +odd}u]`;
+    const scale = l.element(scales, `u32(arow * ${blocks} + cell)`);
+    e.block(`if (b < ${blocks}) {`, () => integerSums(l, tag, outputs, packed, scale));
+  });
+  return [];
+}
+
 /** Workgroup bytes the integer staging adds for `threads` blocks of `block` values. */
 export function integerStageBytes(threads: number, block: number): number {
   // Each block's even and odd words as vec4s (one vec4 more, for the banks), and its scale.
@@ -73,6 +109,7 @@ export function integerLoop(
   quad: (at: string) => string,
 ): string[] {
   const { e } = l;
+  const wq = wordQuads(tag), qstride = 2 * wq + 1;
   e.block(`for (var c: i32 = 0; c < ${blocks}; c += ${threads}) {`, () => {
     e.line("let b = c + i32(lane);");
     // A lane past the row's last block loads that block's words, and sums nothing.
@@ -82,9 +119,9 @@ export function integerLoop(
     e.line("workgroupBarrier();");
     packChunk(l, tag, { threads, all, k }, quad);
     e.line("workgroupBarrier();");
-    e.block(`if (b < ${blocks}) {`, () => integerSums(l, tag, outputs));
+    const staged = (g: number, odd: boolean) => `sh_q[lane * ${qstride}u + ${odd ? wq + g : g}u]`;
+    e.block(`if (b < ${blocks}) {`, () => integerSums(l, tag, outputs, staged, "sh_s[lane]"));
   });
-  const wq = wordQuads(tag), qstride = 2 * wq + 1;
   return [
     `var<workgroup> sh_q: array<vec4<u32>, ${threads * qstride}>;`,
     `var<workgroup> sh_s: array<f32, ${threads}>;`,
@@ -150,24 +187,30 @@ function integerLoads(
 }
 
 /**
- * Adds the lane's block's products (its packed block of A in `sh_q`, the weights from
- * `integerLoads`) to each output's `part${r}`: per packed word two byte dot products, per block
+ * Adds the lane's block's products (its packed block of A, each group of 32's even and odd
+ * words as `words(g, odd)` reads them, and its `scale`; the weights from `integerLoads`) to each
+ * output's `part${r}`: per packed word two byte dot products, per block
  * the zero point's share (zero · Σ q) taken off the integer sum, which is then scaled once by the
  * weight's and A's scales.
  */
-function integerSums(l: KernelLowering, tag: BlockProduct, outputs: number): void {
+function integerSums(
+  l: KernelLowering,
+  tag: BlockProduct,
+  outputs: number,
+  words: (g: number, odd: boolean) => string,
+  scale: string,
+): void {
   const { e } = l;
-  const wq = wordQuads(tag), qstride = 2 * wq + 1;
-  const quads = [...Array(wq).keys()];
+  const quads = [...Array(wordQuads(tag)).keys()];
   for (const g of quads) {
-    e.line(`let e${g} = sh_q[lane * ${qstride}u + ${g}u];`);
-    e.line(`let o${g} = sh_q[lane * ${qstride}u + ${wq + g}u];`);
+    e.line(`let e${g} = ${words(g, false)};`);
+    e.line(`let o${g} = ${words(g, true)};`);
   }
   const lanes = quads.flatMap((g) => [..."xyzw"].map((c) => [g, c] as const));
   const qsum = lanes.flatMap(([g, c]) => [`e${g}.${c}`, `o${g}.${c}`])
     .map((w) => `dot4I8Packed(${w}, ${ONES})`);
   e.line(`let qsum = ${qsum.join(" + ")};`);
-  e.line("let ascale = sh_s[lane];");
+  e.line(`let ascale = ${scale};`);
   for (let r = 0; r < outputs; r++) {
     const terms = lanes.map(([g, c]) => {
       const w = `w${r}_${g}.${c}`;

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { fuse } from "../../jit/passes/fuse.ts";
+import { packedRows } from "../../jit/passes/packed_rows.ts";
 import { blockProduct, FEW_ROW_CASES, matchesReference } from "../../jit/testing/block_product.ts";
 import { generateWgsl } from "./codegen.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
@@ -94,10 +95,10 @@ Deno.test("WebGPU takes each layer's normalization into the next block product, 
 Deno.test("WebGPU sums a staged block product of A rounded to 8 bits in packed byte dots", async () => {
   // MatMulNBits of accuracy_level 4: 4-bit weights in blocks of whole 32s covering K, outputs
   // many enough for a group of threads to take two or more (packing A costs one output's sums).
-  const cases: [number[], number[], boolean][] = [
+  const cases: [number[], number[], boolean | "f32"][] = [
     [[1], [896, 8192, 4, 32], true], // a decoder's token step
     [[1], [256, 32768, 4, 64], false], // blocks of 64, the middle value
-    [[1], [384, 32768, 4, 128], true], // blocks of 128: four groups of 32 a block
+    [[1], [384, 32768, 4, 128], "f32"], // blocks of 128: four groups of 32 a block; float zero points
     [[1], [4864, 4096, 4, 32], true], // more blocks than a row's threads: chunks, the last short
     [[1], [128, 65544, 4, 32], true], // a vocabulary's many outputs, four to a group
     [[2], [64, 32768, 4, 32], false], // two rows of A, each workgroup's outputs on one
@@ -124,6 +125,31 @@ Deno.test("WebGPU sums a staged block product of A rounded to 8 bits in packed b
     const [kernel] = fuse(graph, { blockProducts: true }).kernels.filter((k) => k.blockProduct);
     const wgsl = generateWgsl(kernel, { maxInvocations: 256, packedDots: true });
     assert.doesNotMatch(wgsl, /dot4I8Packed/, `${form}`);
+  }
+  gpu.dispose();
+});
+
+Deno.test("WebGPU reads A packed by its producer as it lies, summed in packed byte dots", async () => {
+  const cases: [number[], number[], boolean | "f32"][] = [
+    [[1], [896, 2048, 4, 32], true], // a decoder's token step, outputs a group
+    [[1], [256, 1000, 4, 64], false], // blocks of 64, the middle value
+    [[1], [384, 512, 4, 128], "f32"], // blocks of 128: four groups of 32 a block; float zeros
+    [[1], [4864, 300, 4, 32], true], // more blocks than a row's threads: chunks, the last short
+    [[2], [64, 1024, 4, 32], false], // two rows of A, each workgroup's outputs on one
+  ];
+  const gpu = new WebGpuBackend();
+  for (const [lead, form, zeros] of cases) {
+    const { graph, feeds } = blockProduct(lead, form, zeros, { int8: true });
+    const packed = packedRows(graph);
+    const [kernel] = fuse(packed, { blockProducts: true }).kernels.filter((k) => k.blockProduct);
+    assert.ok(kernel.blockProduct?.packedA, `${form}: the product knows its A is packed`);
+    const wgsl = generateWgsl(kernel, { maxInvocations: 256, packedDots: true });
+    assert.match(wgsl, /dot4I8Packed/, `${lead} × ${form}: summed in integers`);
+    // Each lane reads its block's words where they lie: nothing staged or packed again.
+    assert.doesNotMatch(wgsl, /sh_q|sh_a|pack4xI8/, `${lead} × ${form}`);
+    // Without the language feature the generic kernel unpacks A and the weight.
+    assert.doesNotMatch(generateWgsl(kernel, { maxInvocations: 256 }), /dot4I8Packed/);
+    await matchesReference(packed, feeds, gpu, `${lead} × ${form} packed`);
   }
   gpu.dispose();
 });

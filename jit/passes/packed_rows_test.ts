@@ -1,0 +1,58 @@
+import assert from "node:assert/strict";
+import { compile } from "../../mod.ts";
+import { GraphBuilder } from "../frontend/graph_builder.ts";
+import { blockProduct } from "../testing/block_product.ts";
+import { uniform } from "../support/random.ts";
+import { f32, numbers } from "../testing/testing.ts";
+import { fuse } from "./fuse.ts";
+import { packedRows } from "./packed_rows.ts";
+
+Deno.test("a few-row product over A rounded to 8 bits reads A packed, with the same values", async () => {
+  for (
+    const [lead, form] of [[[1], [96, 40, 4, 32]], [[2], [256, 9, 4, 64]], [[1], [4864, 7, 4, 128]]]
+  ) {
+    const { graph, feeds } = blockProduct(lead, form, true, { int8: true });
+    const packed = packedRows(graph);
+    assert.deepEqual(packed.nodes.map((n) => n.op), ["PackRowBlocks", "BlockMatMul"], `${form}`);
+    // The reference's direct kernels, and wasm's decomposition, give the original's values: the
+    // integers and scales are QuantizeRowBlocks', unpacked to the same f32 A.
+    const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
+    for (const backend of ["reference", "wasm"]) {
+      const got = await (await compile(packed, { backend, cache: false })).run(feeds);
+      assert.deepEqual(numbers(got.y.data), numbers(want.y.data), `${form} on ${backend}`);
+    }
+    // The packing is one kernel (its words and a scale a block); the product reads both.
+    const kernels = fuse(packed, { blockProducts: true }).kernels;
+    assert.equal(kernels.length, 2);
+    assert.deepEqual(kernels[0].outputs.map((o) => [o.dtype, o.level]), [["u32", "full"], [
+      "f32",
+      "row",
+    ]]);
+    assert.ok(kernels[1].blockProduct?.packedA && kernels[1].blockProduct.int8);
+  }
+});
+
+Deno.test("a prompt's rows keep A rounded as f32; a generation's last row is packed through its slice", async () => {
+  // 16 rows: the tiled products, which read A's f32 values.
+  const { graph } = blockProduct([16], [64, 8, 4, 32], true, { int8: true });
+  assert.equal(packedRows(graph), graph);
+  // The last of 5 rows, picked after the rounding (as `rows_first.ts` leaves a step's logits).
+  const k = 64, n = 8, b = new GraphBuilder();
+  const x = b.input("x", [1, 5, k]);
+  const rounded = b.op("QuantizeRowBlocks", [x], { block: 32 });
+  const last = b.op("Slice", [rounded], { starts: [4], ends: [5], axes: [1] });
+  const words = b.param(
+    "q",
+    [n, k / 8],
+    "u32",
+    Uint32Array.from(uniform(n * k / 8, 3, 0, 2 ** 32)),
+  );
+  const scales = b.param("s", [n, k / 32], "f32", uniform(n * k / 32, 4, 0.01, 0.03));
+  b.output("y", b.op("BlockMatMul", [last, words, scales], { bits: 4, block: 32, int8: 1 }));
+  const graph2 = b.build(), packed = packedRows(graph2);
+  assert.deepEqual(packed.nodes.map((node) => node.op), ["Slice", "PackRowBlocks", "BlockMatMul"]);
+  const feeds = { x: f32(uniform(5 * k, 5, -2, 2), [1, 5, k]) };
+  const want = await (await compile(graph2, { backend: "reference", cache: false })).run(feeds);
+  const got = await (await compile(packed, { backend: "reference", cache: false })).run(feeds);
+  assert.deepEqual(numbers(got.y.data), numbers(want.y.data));
+});
