@@ -142,6 +142,18 @@ function weightOf(e: Emitter, [a, ...packed]: readonly EmitRef[], attrs: Attrs):
   return dtype === "f32" ? w : e.op("Cast", [w], { to: dtype });
 }
 
+/**
+ * A block's scale (its `largest` magnitude over 127) and the factor its values are rounded by:
+ * 127 / max |a|, as MLAS multiplies (a division, or 1 / scale, rounds differently: a value near a
+ * half then rounds the other way, and a 24-layer decoder's ids drift); 0 for a block of zeros.
+ */
+function blockScale(e: Emitter, largest: EmitRef): { scale: EmitRef; inverse: EmitRef } {
+  const scale = e.op("Div", [largest, e.scalar(127, "f32")]);
+  const zero = e.op("Equal", [scale, e.scalar(0, "f32")]);
+  const quotient = e.op("Div", [e.scalar(127, "f32"), largest]);
+  return { scale, inverse: e.op("Where", [zero, e.scalar(0, "f32"), quotient]) };
+}
+
 /** QuantizeRowBlocks' decomposition: A [..., K] rounded to 8 bits per block, as f32. */
 function quantizeRows(e: Emitter, a: EmitRef, block: number): EmitRef {
   const shape = e.typeOf(a).shape, lead = shape.slice(0, -1), k = shape.at(-1)!;
@@ -152,15 +164,7 @@ function quantizeRows(e: Emitter, a: EmitRef, block: number): EmitRef {
     : e.op("Pad", [a], { pads: [0, width - k], axes: [axis], mode: "constant", value: 0 });
   const grouped = e.op("Reshape", [padded], { shape: [...lead, blocks, block] });
   const largest = e.op("ReduceMax", [e.op("Abs", [grouped])], { axes: [axis + 1], keepdims: 1 });
-  const scale = e.op("Div", [largest, e.scalar(127, "f32")]);
-  // Multiplied by 127 / max |a|, as MLAS does: a division, or 1 / scale, rounds differently
-  // (a value near a half then rounds the other way, and a 24-layer decoder's ids drift).
-  const zero = e.op("Equal", [scale, e.scalar(0, "f32")]);
-  const inverse = e.op("Where", [
-    zero,
-    e.scalar(0, "f32"),
-    e.op("Div", [e.scalar(127, "f32"), largest]),
-  ]);
+  const { scale, inverse } = blockScale(e, largest);
   const q = e.op("Round", [e.op("Mul", [grouped, inverse])]);
   const rows = e.op("Reshape", [e.op("Mul", [q, scale])], { shape: [...lead, width] });
   return width === k ? rows : e.op("Slice", [rows], { starts: [0], ends: [k], axes: [axis] });
@@ -194,13 +198,7 @@ function packRows(e: Emitter, a: EmitRef, block: number): EmitRef[] {
   const abs = bytes.map((v) => e.op("Abs", [v]));
   const most = e.op("Max", [e.op("Max", [abs[0], abs[1]]), e.op("Max", [abs[2], abs[3]])]);
   const largest = e.op("ReduceMax", [most], { axes: [axis + 1], keepdims: 1 });
-  const scale = e.op("Div", [largest, e.scalar(127, "f32")]);
-  // As QuantizeRowBlocks: multiplied by 127 / max |a| (see `quantizeRows`).
-  const inverse = e.op("Where", [
-    e.op("Equal", [scale, e.scalar(0, "f32")]),
-    e.scalar(0, "f32"),
-    e.op("Div", [e.scalar(127, "f32"), largest]),
-  ]);
+  const { scale, inverse } = blockScale(e, largest);
   const placed = bytes.map((v, i) => {
     const q = e.op("Round", [e.op("Mul", [v, inverse])]);
     // A negative integer's byte is its two's complement: q + 256.

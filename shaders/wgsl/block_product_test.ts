@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { compile } from "../../mod.ts";
 import { fuse } from "../../jit/passes/fuse.ts";
 import { packedRows } from "../../jit/passes/packed_rows.ts";
 import { blockProduct, FEW_ROW_CASES, matchesReference } from "../../jit/testing/block_product.ts";
@@ -151,6 +152,14 @@ Deno.test("WebGPU reads A packed by its producer as it lies, summed in packed by
     assert.doesNotMatch(generateWgsl(kernel, { maxInvocations: 256 }), /dot4I8Packed/);
     await matchesReference(packed, feeds, gpu, `${lead} × ${form} packed`);
   }
+  // The backend's compile packs A itself where its WGSL has the byte dots (Deno's and Dawn's).
+  const { graph, feeds } = blockProduct([1], [896, 300, 4, 32], true, { int8: true });
+  const plan = (await compile(graph, { backend: gpu, cache: false })).plan;
+  const features = (navigator as { gpu?: { wgslLanguageFeatures?: Set<string> } }).gpu
+    ?.wgslLanguageFeatures;
+  const dots = features?.has("packed_4x8_integer_dot_product") ?? false;
+  assert.equal(plan?.kernels.some((k) => k.blockProduct?.packedA) ?? false, dots);
+  await matchesReference(graph, feeds, gpu, "896 × 300 compiled by the backend");
   gpu.dispose();
 });
 
