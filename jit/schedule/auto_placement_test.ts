@@ -149,17 +149,17 @@ Deno.test("a plan an earlier compile found fastest is taken before the host plan
       const cache = new KernelCache({ dir });
       const host = new CountedSimd();
       const registry = new BackendRegistry().register(new ReadbackGpu(readbackMs)).register(host);
-      await compile(elementwise(1 << 18), { registry, cache });
+      const first = await compile(elementwise(1 << 18), { registry, cache });
       const timed = host.runs;
       assert.ok(timed > 5, `${timed} runs`);
-      // The next compile on this machine runs nothing: the host's plan won here before.
+      // Which plan wins the timing is the machine's (a busy host's plan can lose to 1 µs
+      // readbacks); the next compile on this machine takes that verdict and runs nothing.
+      const [winner] = first.plan!.schedule.placement;
+      if (readbackMs === 1000) assert.equal(winner, "no-f64-simd");
       const exe = await compile(elementwise(1 << 18), { registry, cache });
       assert.equal(host.runs, timed);
-      assert.deepEqual(exe.plan!.schedule.placement, ["no-f64-simd"]);
-      assert.match(
-        exe.plan!.schedule.reason,
-        /"no-f64-simd", as an earlier compile on this machine/,
-      );
+      assert.deepEqual(exe.plan!.schedule.placement, [winner]);
+      assert.match(exe.plan!.schedule.reason, new RegExp(`"${winner}", as an earlier compile`));
     } finally {
       await Deno.remove(dir, { recursive: true });
     }
