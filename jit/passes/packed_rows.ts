@@ -27,6 +27,8 @@ import { withoutUnread } from "./byte_products.ts";
 export function packedRows(given: Graph): Graph {
   const fresh = freshNames(given);
   const rewrites = new Map<number, NodeSpec[]>();
+  // Products of one rounded A (through one view, or none) share its packing: its words, scales.
+  const packings = new Map<string, [string, string]>();
   for (const n of given.nodes) {
     if (n.op !== "BlockMatMul" || n.attrs.int8 !== 1 || n.attrs.packed || n.attrs.bits !== 4) {
       continue;
@@ -39,29 +41,40 @@ export function packedRows(given: Graph): Graph {
     const block = Number(n.attrs.block), a = given.values[n.inputs[0]], k = a.shape.at(-1)!;
     if (rounded?.op !== "QuantizeRowBlocks" || Number(rounded.attrs.block) !== block) continue;
     if (!nativeBlockMatMul(sizeOf(a.shape.slice(0, -1))) || block % 32 || k % block) continue;
-    const spec = nodeSpecOf(given, n), out = spec.outputs[0];
-    const words = fresh(`${out}/a_words`), scales = fresh(`${out}/a_scales`);
-    const x = given.values[rounded.inputs[0]].name, picked = fresh(`${out}/a_rows`);
-    const pick = rows && nodeSpecOf(given, rows);
-    rewrites.set(n.id, [
-      ...(pick ? [{ ...pick, inputs: [x, ...pick.inputs.slice(1)], outputs: [picked] }] : []),
-      {
-        op: "PackRowBlocks",
-        inputs: [pick ? picked : x],
-        outputs: [words, scales],
-        attrs: { block },
-      },
-      {
-        ...spec,
-        inputs: [words, scales, ...spec.inputs.slice(1)],
-        attrs: { ...spec.attrs, packed: 1 },
-      },
-    ]);
+    const spec = nodeSpecOf(given, n), key = `${n.inputs[0]} ${block}`;
+    const nodes: NodeSpec[] = [];
+    if (!packings.has(key)) {
+      packings.set(key, [fresh(`${a.name}/words`), fresh(`${a.name}/scales`)]);
+      nodes.push(...packing(given, rounded, rows, packings.get(key)!, fresh));
+    }
+    const inputs = [...packings.get(key)!, ...spec.inputs.slice(1)];
+    nodes.push({ ...spec, inputs, attrs: { ...spec.attrs, packed: 1 } });
+    rewrites.set(n.id, nodes);
   }
   if (rewrites.size === 0) return given;
   const nodes = given.nodes.flatMap((n) => rewrites.get(n.id) ?? [nodeSpecOf(given, n)]);
   // A rounding no other node reads is left unread, and dropped.
   return withoutUnread(Graph.create({ ...boundaryOf(given), nodes }));
+}
+
+/**
+ * The nodes packing the input of `rounded` (a QuantizeRowBlocks), through the rows `view` picks
+ * where one lies between, into `outputs` (words and scales).
+ */
+function packing(
+  graph: Graph,
+  rounded: Node,
+  view: Node | undefined,
+  outputs: [string, string],
+  fresh: (base: string) => string,
+): NodeSpec[] {
+  const x = graph.values[rounded.inputs[0]].name, attrs = { block: rounded.attrs.block };
+  if (!view) return [{ op: "PackRowBlocks", inputs: [x], outputs, attrs }];
+  const pick = nodeSpecOf(graph, view), picked = fresh(`${x}/rows`);
+  return [
+    { ...pick, inputs: [x, ...pick.inputs.slice(1)], outputs: [picked] },
+    { op: "PackRowBlocks", inputs: [picked], outputs, attrs },
+  ];
 }
 
 /** Whether Slice `n` keeps its input's last axis whole. */

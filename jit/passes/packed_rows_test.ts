@@ -56,3 +56,28 @@ Deno.test("a prompt's rows keep A rounded as f32; a generation's last row is pac
   const got = await (await compile(packed, { backend: "reference", cache: false })).run(feeds);
   assert.deepEqual(numbers(got.y.data), numbers(want.y.data));
 });
+
+Deno.test("products of one rounded A share its packing", async () => {
+  // Two products of one row (a layer's gate and up projections, not joined) read one packing.
+  const k = 64, n = 8, b = new GraphBuilder();
+  const x = b.input("x", [1, k]);
+  const rounded = b.op("QuantizeRowBlocks", [x], { block: 32 });
+  const product = (i: number) => {
+    const q = Uint32Array.from(uniform(n * k / 8, 10 + i, 0, 2 ** 32));
+    const words = b.param(`q${i}`, [n, k / 8], "u32", q);
+    const scales = b.param(`s${i}`, [n, k / 32], "f32", uniform(n * k / 32, 20 + i, 0.01, 0.03));
+    return b.op("BlockMatMul", [rounded, words, scales], { bits: 4, block: 32, int8: 1 });
+  };
+  b.output("y", b.op("Add", [product(0), product(1)]));
+  const graph = b.build(), packed = packedRows(graph);
+  assert.deepEqual(packed.nodes.map((node) => node.op), [
+    "PackRowBlocks",
+    "BlockMatMul",
+    "BlockMatMul",
+    "Add",
+  ]);
+  const feeds = { x: f32(uniform(k, 6, -2, 2), [1, k]) };
+  const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
+  const got = await (await compile(packed, { backend: "reference", cache: false })).run(feeds);
+  assert.deepEqual(numbers(got.y.data), numbers(want.y.data));
+});
