@@ -34,18 +34,28 @@ function dequantized([words, scales, zeros]: readonly RefTensor[], bits: number)
 }
 
 /**
- * `a`'s rows [..., K] rounded to 8 bits per block of `block`, each step rounded to f32: scale =
- * max |a| / 127, a → round(a · (127 / max |a|)) · scale (MLAS's inverse, not 1 / scale, which
- * rounds differently), 0 for a block of zeros.
+ * The block `x[start, end)`'s scale (max |x| / 127) and the factor its values are rounded by
+ * (127 / max |x|, MLAS's, not 1 / scale, which rounds differently; 0 for a block of zeros), each
+ * rounded to f32.
+ */
+function blockScale(x: ArrayLike<number>, start: number, end: number) {
+  const f = Math.fround;
+  let largest = 0;
+  for (let i = start; i < end; i++) largest = Math.max(largest, Math.abs(x[i]));
+  const scale = f(largest / 127);
+  return { scale, inverse: scale === 0 ? 0 : f(127 / largest) };
+}
+
+/**
+ * `a`'s rows [..., K] rounded to 8 bits per block of `block`, each step rounded to f32:
+ * a → round(a · inverse) · scale (see `blockScale`).
  */
 function quantizeRows(a: RefTensor, block: number): Float64Array {
   const f = Math.fround, x = read(a), k = a.shape.at(-1)!, out = new Float64Array(x.length);
   for (let row = 0; row < x.length; row += k) {
     for (let start = row; start < row + k; start += block) {
       const end = Math.min(start + block, row + k);
-      let largest = 0;
-      for (let i = start; i < end; i++) largest = Math.max(largest, Math.abs(x[i]));
-      const scale = f(largest / 127), inverse = scale === 0 ? 0 : f(127 / largest);
+      const { scale, inverse } = blockScale(x, start, end);
       for (let i = start; i < end; i++) out[i] = f(roundHalfEven(f(x[i] * inverse)) * scale);
     }
   }
@@ -67,9 +77,7 @@ function packRows(a: RefTensor, block: number): [Float64Array, Float64Array] {
   const f = Math.fround, x = read(a), blocks = x.length / block;
   const words = new Float64Array(x.length / 4), scales = new Float64Array(blocks);
   for (let b = 0; b < blocks; b++) {
-    let largest = 0;
-    for (let j = 0; j < block; j++) largest = Math.max(largest, Math.abs(x[b * block + j]));
-    const scale = f(largest / 127), inverse = scale === 0 ? 0 : f(127 / largest);
+    const { scale, inverse } = blockScale(x, b * block, (b + 1) * block);
     scales[b] = scale;
     for (let j = 0; j < block; j++) {
       const q = roundHalfEven(f(x[b * block + j] * inverse)), { word, byte } = placeOf(j);

@@ -220,14 +220,8 @@ function packRows(e: Emitter, a: EmitRef, block: number): EmitRef[] {
 function unpackRows(e: Emitter, words: EmitRef, scales: EmitRef): EmitRef {
   const shape = e.typeOf(words).shape, lead = shape.slice(0, -1), k = shape.at(-1)! * 4;
   const blocks = e.typeOf(scales).shape.at(-1)!, block = k / blocks, axis = lead.length;
-  const spread = e.op("Expand", [e.op("Unsqueeze", [words], { axes: [axis + 1] })], {
-    shape: [...lead, k / 4, 4],
-  });
-  const places = e.op("Constant", [], {
-    value: { data: Uint32Array.from(PLACES), shape: [4], dtype: "u32" },
-  });
-  const bytes = e.op("Mod", [e.op("Div", [spread, places]), e.scalar(256, "u32")]);
-  const byte = e.op("Cast", [bytes], { to: "f32" });
+  // The words' bytes as unsigned values [..., K / 4, 4], lowest first, made signed.
+  const byte = unpack(e, words, 8);
   const high = e.op("Less", [byte, e.scalar(128, "f32")]);
   const q = e.op("Where", [high, byte, e.op("Sub", [byte, e.scalar(256, "f32")])]);
   // Byte i of word [g, p, t] back to value 32g + 8t + 2i + p.

@@ -527,14 +527,13 @@ class Fuser {
 
   /** A BlockMatMul of A packed by PackRowBlocks: one kernel, A unpacked inline too (`packedA`). */
   #packedProduct(ins: Sym[], attrs: Attrs, label: string, type: ValueType): Sym | undefined {
-    const [words, scales] = ins.slice(0, 2).map((s) => this.#operand(s, label));
-    const packedA = { words: plainInput(words)!, scales: plainInput(scales)! };
-    const weight = plainTables(ins.slice(2), attrs);
-    if (!weight || packedA.words === undefined || packedA.scales === undefined) return undefined;
-    const [a] = this.#expand([words, scales], attrs, label, packedOperand);
+    const stored = ins.slice(0, 2).map((s) => this.#operand(s, label));
+    const [words, scales] = stored.map(plainInput), weight = plainTables(ins.slice(2), attrs);
+    if (!weight || words === undefined || scales === undefined) return undefined;
+    const [a] = this.#expand(stored, attrs, label, packedOperand);
     const [w] = this.#expand([a, ...ins.slice(2)], attrs, label, blockWeight);
     const product = this.#matmul([a, w], label, type, { inlineA: true, inlineB: true });
-    product.group!.blockProduct = { ...weight, int8: true, packedA };
+    product.group!.blockProduct = { ...weight, int8: true, packedA: { words, scales } };
     return product;
   }
 
