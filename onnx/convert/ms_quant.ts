@@ -196,21 +196,16 @@ function zeroAt(zeros: ArrayLike<number> | undefined, i: number, bits: number): 
 }
 
 /**
- * Zero points one per block (`rows` of `blocks`): packed `bits` to a value in rows of
- * `zeroStride` bytes, or where `zeroStride` is undefined the values as they are. Whole values
- * (u8 in the model) stay u8, a quarter of an f32 table's bytes where a backend holds them packed
- * (a 0.5B decoder's vocabulary product read 17 MB of f32 zero points a token, 4 of u8); float
- * ones are f32.
+ * Zero points one per block (`rows` of `blocks`): the model's u8 bytes, packed `bits` to a value
+ * in rows of `zeroStride` bytes, as u8 (whole values: a quarter of an f32 table's bytes where a
+ * backend holds them packed; a 0.5B decoder's vocabulary product read 17 MB of f32 zero points a
+ * token, 4 of u8); where `zeroStride` is undefined, the model's float zero points as f32.
  */
 function zeroValues(
   zeros: HostTensor,
   { blocks, bits, zeroStride }: Pick<BlockForm, "blocks" | "bits" | "zeroStride">,
 ): Uint8Array | Float32Array {
-  if (zeroStride === undefined) {
-    return zeros.dtype === "u8"
-      ? Uint8Array.from(zeros.data as Uint8Array)
-      : Float32Array.from(valuesOf(zeros));
-  }
+  if (zeroStride === undefined) return Float32Array.from(valuesOf(zeros));
   const bytes = zeros.data as Uint8Array, rows = bytes.length / zeroStride;
   const out = new Uint8Array(rows * blocks);
   for (let r = 0; r < rows; r++) {
@@ -337,7 +332,7 @@ interface BlockForm {
   readonly blocks: number;
   readonly block: number;
   readonly bits: number;
-  /** Bytes of packed zero points a row; `undefined` where they are unpacked u8 values. */
+  /** Bytes of packed zero points a row; `undefined` where they are floats, one a block. */
   readonly zeroStride?: number;
 }
 
