@@ -3,7 +3,7 @@ import { compile } from "../../mod.ts";
 import { fuse } from "../../jit/passes/fuse.ts";
 import { packedRows } from "../../jit/passes/packed_rows.ts";
 import { blockProduct, FEW_ROW_CASES, matchesReference } from "../../jit/testing/block_product.ts";
-import { generateWgsl } from "./codegen.ts";
+import { generateWgsl, kernelLayout } from "./codegen.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { uniform } from "../../jit/support/random.ts";
 import { f32 } from "../../jit/testing/testing.ts";
@@ -142,8 +142,15 @@ Deno.test("WebGPU reads A packed by its producer as it lies, summed in packed by
   for (const [lead, form, zeros] of cases) {
     const { graph, feeds } = blockProduct(lead, form, zeros, { int8: true });
     const packed = packedRows(graph);
-    const [kernel] = fuse(packed, { blockProducts: true }).kernels.filter((k) => k.blockProduct);
+    const kernels = fuse(packed, { blockProducts: true }).kernels;
+    const [kernel] = kernels.filter((k) => k.blockProduct);
     assert.ok(kernel.blockProduct?.packedA, `${form}: the product knows its A is packed`);
+    // A's few blocks are packed by threads sharing each block, not a thread a block: a thread a
+    // word for blocks of 8 or 16 words.
+    const packing = kernels.find((k) => k.name !== kernel.name)!;
+    const rows = kernelLayout(packing, { maxInvocations: 256 }).rows;
+    assert.ok(!rows?.serial && rows!.threads > 1, `${form}: threads share a block`);
+    if (form[3] <= 64) assert.equal(rows?.threads, form[3] / 4, `${form}: a thread a word`);
     const wgsl = generateWgsl(kernel, { maxInvocations: 256, packedDots: true });
     assert.match(wgsl, /dot4I8Packed/, `${lead} × ${form}: summed in integers`);
     // Each lane reads its block's words where they lie: nothing staged or packed again.

@@ -74,14 +74,29 @@ export function streamedRows(threads: number, rows: number): RowTiling {
  */
 const SERIAL_MOST = 16;
 
+/**
+ * Fewest short rows (of at most `SERIAL_MOST` points) taken a thread a row. Fewer leave the GPU
+ * idle, and a row's loop is then the kernel's time: a decode step's packing of A
+ * (`PackRowBlocks`, 28 blocks of 8 words) took a thread a block; a thread a word, each of the
+ * H200's int8 decode products with its packing ran 3.3-4.8 µs faster (`bench/gpu_kernels.ts`).
+ */
+const SERIAL_ROWS = 4096;
+
 /** The row tiling of a reducing kernel whose workgroups hold at most `most` threads. */
 export function rowTiling(kernel: KernelIR, most: number): RowTiling {
   const inner = sizeOf(kernel.reduced.map((i) => kernel.space[i]));
-  if (inner > 0 && inner <= SERIAL_MOST) return serialRows(most);
-  const vectors = rowVectors(kernel);
+  const total = sizeOf(kernel.space.filter((_, i) => !kernel.reduced.includes(i)));
+  const short = inner > 0 && inner <= SERIAL_MOST;
+  if (short && total >= SERIAL_ROWS) return serialRows(most);
+  // A short row takes a thread a point: its latency one load and a few shuffles.
+  const vectors = short ? undefined : rowVectors(kernel);
   const width = vectors ? 4 : 1;
   const units = inner / width;
-  const threads = Math.min(most, 2 ** Math.ceil(Math.log2(Math.max(1, Math.ceil(units / 4)))));
+  const perThread = short ? 1 : 4;
+  const threads = Math.min(
+    most,
+    2 ** Math.ceil(Math.log2(Math.max(1, Math.ceil(units / perThread)))),
+  );
   const slots = Math.ceil(units / threads);
   if (inner === 0 || slots * width > MAX_HELD) {
     // Streamed: each thread takes at least 8 of a row's points, so short rows do not idle wide
@@ -89,7 +104,6 @@ export function rowTiling(kernel: KernelIR, most: number): RowTiling {
     const fit = 2 ** Math.floor(Math.log2(Math.max(1, inner / 8)));
     return streamedRows(Math.min(most, Math.max(32, fit)), 1);
   }
-  const total = sizeOf(kernel.space.filter((_, i) => !kernel.reduced.includes(i)));
   const rows = Math.max(1, Math.min(most / threads, 2 ** Math.ceil(Math.log2(total))));
   const vectorStores = !!vectors &&
     kernel.outputs.every((o) =>

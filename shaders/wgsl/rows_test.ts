@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { fuse } from "../../jit/passes/fuse.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
+import type { Graph } from "../../jit/ir/graph.ts";
 import { assertClose, f32, numbers, runGraph } from "../../jit/testing/testing.ts";
 import { generateWgsl, kernelLayout } from "./codegen.ts";
 import { allOf, anyOf } from "./prelude.ts";
@@ -115,17 +116,28 @@ Deno.test("with subgroups of one size, rows combine their last steps by shuffles
   }
 });
 
-Deno.test("a row of at most 16 points is one thread's: 3×3 max and 4×4 average pools, padded, a NaN and a −∞ in", async () => {
+/** 3×3 max and 4×4 average pools (padded, strided) of an NCHW input of `shape`. */
+function pools(shape: number[]): Graph {
   const b = new GraphBuilder();
-  const x = b.input("x", [2, 3, 9, 11]);
+  const x = b.input("x", shape);
   const attrs = { kernel_shape: [3, 3], pads: [1, 1, 1, 1], strides: [2, 2] };
   b.output("y", b.op("MaxPool", [x], attrs));
   b.output("z", b.op("AveragePool", [x], { ...attrs, kernel_shape: [4, 4], pads: [1, 2, 1, 2] }));
-  const graph = b.build();
+  return b.build();
+}
+
+Deno.test("many rows of at most 16 points are a thread's each; few are a thread a point, a NaN and a −∞ in", async () => {
   const options = { maxInvocations: 256 };
-  for (const kernel of fuse(graph).kernels.filter((k) => k.reductions.length)) {
-    // Not split over threads that meet in workgroup memory behind barriers (three for a row of 9).
+  // ResNet-50's pools: a row a thread, not split over threads that meet in workgroup memory
+  // behind barriers (three for a row of 9).
+  for (const kernel of fuse(pools([8, 64, 112, 112])).kernels.filter((k) => k.reductions.length)) {
     assert.equal(kernelLayout(kernel, options).rows?.serial, true, kernel.name);
+  }
+  // 180 rows leave the GPU idle: each point gets a thread (9 → 16 threads, 16 → 16).
+  const graph = pools([2, 3, 9, 11]);
+  for (const kernel of fuse(graph).kernels.filter((k) => k.reductions.length)) {
+    const rows = kernelLayout(kernel, options).rows;
+    assert.deepEqual([rows?.serial, rows?.threads, rows?.slots], [undefined, 16, 1], kernel.name);
   }
   const data = Array.from({ length: 594 }, (_, i) => Math.sin(i * 0.71) * 5);
   data[40] = NaN;
