@@ -63,8 +63,9 @@ export function gemv4(k: number, n: number, form?: "normed" | "int8"): Kernel {
   const a = uniform(k, 14);
   const b = new GraphBuilder();
   const w = [b.param("q", [n, width], "u32", q), b.param("s", [n, blocks], "f32", s)];
-  // Zero points as the import holds a model's: whole values, u8 (packed four to a word on a GPU).
-  const zeros = b.param("z", [n, blocks], "u8", Uint8Array.from(z));
+  // Zero points as the import holds a model's: whole values, u8, a constant it made from the
+  // nibbles (packed four to a word on a GPU; a param of u8 would take a word each).
+  const zeros = b.constant(Uint8Array.from(z), [n, blocks], "u8");
   const x = b.input("a", [1, k]);
   const mean = b.op("ReduceMean", [b.op("Mul", [x, x])], { axes: [-1], keepdims: 1 });
   const root = b.op("Sqrt", [b.op("Add", [mean, b.constant(1e-6)])]);
