@@ -482,6 +482,7 @@ export function fusionFor(
   | "blockProducts"
   | "blockUnpacks"
   | "blockPrologues"
+  | "roundingProducts"
   | "integerBlockRows"
   | "patchesFrom"
   | "splitSums"
@@ -498,6 +499,8 @@ export function fusionFor(
     blockUnpacks: profiles.some((p) => p.blockProducts),
     // Only where every candidate computes A itself: a backend that cannot would find it unstored.
     blockPrologues: all((p) => p.blockPrologues),
+    // Products that round A themselves, where every candidate's kernels do (`packed_rows.ts`).
+    roundingProducts: all((p) => p.packedRows),
     // A plan whose kernels may land on several backends takes the fewest rows any of them wants.
     integerBlockRows: profiles.length
       ? Math.min(...profiles.map((p) => p.integerBlockRows ?? 4))

@@ -196,7 +196,12 @@ export const quantKernels: Record<string, Kernel> = {
     // A packed by PackRowBlocks (`packed`) is its words and scales.
     const packedA = ctx.int("packed", 0) === 1;
     const [a, ...packed] = packedA ? [inputs[0], ...inputs.slice(2)] : inputs;
-    const x = packedA ? unpackRows(inputs[0], inputs[1]) : read(a);
+    // A that the product `rounds` is rounded first, as QuantizeRowBlocks rounds it.
+    const x = packedA
+      ? unpackRows(inputs[0], inputs[1])
+      : ctx.int("rounds", 0) === 1
+      ? quantizeRows(a, ctx.int("block"))
+      : read(a);
     const k = a.shape.at(-1)! * (packedA ? 4 : 1), n = packed[0].shape[0];
     const rows = x.length / k;
     const w = dequantized(packed, ctx.int("bits")), size = w.length / n;

@@ -260,6 +260,12 @@ export interface BlockProduct extends BlockTables {
    * products as they lie (`int8` is set too).
    */
   readonly packedA?: { readonly words: number; readonly scales: number };
+  /**
+   * A as it is, rounded to 8 bits a block by the kernel itself (a BlockMatMul that `rounds`;
+   * `int8` is set too): the kernel's expressions read A unrounded, so only a generator that
+   * rounds each block as QuantizeRowBlocks does as it packs it may run it.
+   */
+  readonly roundsA?: boolean;
 }
 
 /** A block product whose A is an input: what generators without prologues address. */

@@ -13,7 +13,10 @@
  *
  * `PackRowBlocks` rounds A so and packs the integers as bytes, four to a word, with each block's
  * scale beside them; a BlockMatMul of `packed` A reads those (a GPU's byte dot products take the
- * words as they lie, where A rounded as f32 had to be packed again by every workgroup).
+ * words as they lie, where A rounded as f32 had to be packed again by every workgroup). A
+ * BlockMatMul that `rounds` takes A as it is and rounds it so itself (QuantizeRowBlocks, then the
+ * `int8` product): a GPU kernel packing its own chunks of A rounds them where it packs them, and
+ * the kernel that would have stored A is not run.
  *
  * They decompose into graph ops over the words (u32 division and remainder by powers of two),
  * so every backend runs them; a backend whose generator unpacks in registers
@@ -262,8 +265,15 @@ const blockOps: OpDef[] = [{
   infer: (ctx) => {
     // `packed`: A as PackRowBlocks gives it, its words and scales (inputs 0 and 1).
     const packedA = ctx.int("packed", 0) === 1, first = packedA ? 2 : 1;
-    ctx.requireDType(0, packedA ? ["u32"] : ["f32", "f16"]);
-    ctx.int("int8", 0);
+    const rounds = ctx.int("rounds", 0) === 1, int8 = ctx.int("int8", 0) === 1;
+    ctx.requireDType(0, packedA ? ["u32"] : rounds ? ["f32"] : ["f32", "f16"]);
+    if (rounds && (packedA || !int8)) {
+      ctx.fail(
+        "rounds with packed A or without int8",
+        "give rounds: 1 with int8: 1",
+        "bad-attribute",
+      );
+    }
     const { block, words } = blockForm(ctx);
     const blocks = checkPacked(ctx, first, words), a = ctx.input(0).shape;
     const w = ctx.input(first).shape, k = (a.at(-1) ?? 0) * (packedA ? 4 : 1);
@@ -283,7 +293,11 @@ const blockOps: OpDef[] = [{
     return [{ shape: [...a.slice(0, -1), w[0]], dtype: packedA ? "f32" : ctx.input(0).dtype }];
   },
   decompose: (e, ins, attrs) => {
-    const a = attrs.packed ? unpackRows(e, ins[0], ins[1]) : ins[0];
+    const a = attrs.packed
+      ? unpackRows(e, ins[0], ins[1])
+      : attrs.rounds
+      ? quantizeRows(e, ins[0], attrs.block as number)
+      : ins[0];
     const tables = ins.slice(attrs.packed ? 2 : 1);
     return [e.op("MatMul", [a, weightOf(e, [a, ...tables], attrs)])];
   },

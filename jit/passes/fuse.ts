@@ -170,15 +170,11 @@ class Fuser {
     values?: readonly number[],
   ): Sym[] {
     const def = getOp(op);
-    const dots = this.#opts.integerDot;
-    const integer = dots && integerProduct(this.#walk, op, ins, attrs, {
-      label,
-      type: types[0],
-      dots,
-    });
+    const dots = this.#opts.integerDot, type = types[0];
+    const integer = dots && integerProduct(this.#walk, op, ins, attrs, { label, type, dots });
     if (integer) return [integer];
     const block = op === "BlockMatMul" && this.#opts.blockProducts &&
-      this.#blockProduct(ins, attrs, label, types[0]);
+      this.#blockProduct(ins, attrs, label, type);
     if (block) return [block];
     if (!def.primitive) return this.#expand(ins, attrs, label, def.decompose!);
     const out = (i: number) => values?.[i] ?? this.#fresh++;
@@ -191,7 +187,7 @@ class Fuser {
     const lowering = loweringOf(op, inputs, attrs);
     if (lowering) return this.#expand(ins, attrs, label, lowering);
     if (op === "Gather" || op === "GatherElements") {
-      return [this.#gather(op, ins, attrs, label, types[0])];
+      return [this.#gather(op, ins, attrs, label, type)];
     }
     switch (def.category) {
       case "elementwise":
@@ -201,9 +197,9 @@ class Fuser {
             fix: "decompose it into ALU ops (its op definition's decompose) before fusion",
           });
         }
-        return [this.#elementwise(op, ins, attrs, label, types[0])];
+        return [this.#elementwise(op, ins, attrs, label, type)];
       case "movement":
-        return [this.#movement(op, ins[0], attrs, label, types[0])];
+        return [this.#movement(op, ins[0], attrs, label, type)];
       case "reduce":
         return [
           this.#reduce(
@@ -211,15 +207,15 @@ class Fuser {
             ins[0],
             reduceAxes(attrs, ins[0].type.shape.length),
             label,
-            types[0],
+            type,
           ),
         ];
       case "matmul":
-        return [this.#matmul(ins, label, types[0])];
+        return [this.#matmul(ins, label, type)];
       case "conv":
-        return [convSym(this.#walk, ins, attrs, label, types[0])];
+        return [convSym(this.#walk, ins, attrs, label, type)];
       case "pool":
-        return [this.#pool(op, ins[0], attrs, label, types[0])];
+        return [this.#pool(op, ins[0], attrs, label, type)];
     }
     throw new KilnError(`${label}: fusion has no rule for ${op}`, {
       code: "internal",
@@ -486,10 +482,13 @@ class Fuser {
     const rows = sizeOf(ins[0].type.shape.slice(0, -1));
     const few = nativeBlockMatMul(rows) ||
       (attrs.int8 === 1 && rows <= this.#opts.integerBlockRows);
-    if (!few && !this.#opts.blockUnpacks) return undefined;
+    // A product rounding its A is one kernel only where the generator rounds (packed_rows.ts).
+    if (attrs.rounds ? !(few && this.#opts.roundingProducts) : !few && !this.#opts.blockUnpacks) {
+      return undefined;
+    }
     const weight = plainTables(ins.slice(1), attrs);
     if (!weight) return undefined;
-    const int8 = attrs.int8 ? { int8: true } : {};
+    const int8 = attrs.int8 ? { int8: true, ...(attrs.rounds === 1 && { roundsA: true }) } : {};
     const normed = normedOperand(ins[0], attrs, this.#opts.maxDepth);
     if (
       few && this.#opts.blockPrologues &&

@@ -48,6 +48,12 @@ export interface FuseOptions {
    */
   readonly blockPrologues?: boolean;
   /**
+   * Whether a BlockMatMul that `rounds` A fuses as one block product kernel that rounds it
+   * (`BlockProduct.roundsA`, `DeviceProfile.packedRows`) instead of its decomposition; default
+   * false.
+   */
+  readonly roundingProducts?: boolean;
+  /**
    * Rows up to which a BlockMatMul of A rounded to 8 bits (its `int8` attribute) fuses as one
    * block product kernel (`DeviceProfile.integerBlockRows`); default 4, as any block product.
    */
@@ -103,6 +109,7 @@ function filled(options: FuseOptions): Required<FuseOptions> {
       blockProducts: false,
       blockUnpacks: false,
       blockPrologues: false,
+      roundingProducts: false,
       patchesFrom: Infinity,
       splitSums: false,
       halfPatches: false,
@@ -118,6 +125,7 @@ function filled(options: FuseOptions): Required<FuseOptions> {
     blockProducts: options.blockProducts ?? false,
     blockUnpacks: options.blockUnpacks ?? false,
     blockPrologues: options.blockPrologues ?? false,
+    roundingProducts: options.roundingProducts ?? false,
     integerBlockRows: options.integerBlockRows ?? 4,
     patchesFrom: options.patchesFrom ?? Infinity,
     splitSums: options.splitSums ?? false,

@@ -112,10 +112,17 @@ const PROLOGUE = { buffers: 4, ops: 16 };
  * Whether a block product's A (of few rows) may be computed in the product's kernel as it reads
  * it (`BlockProduct.prologue`): an A that is not a buffer as it lies, an elementwise expression
  * (or view) of a few buffers and few operations under the depth limit, not part of a kernel still
- * forming (a normalization's rows), not rounded to 8 bits (those products read A's integers).
+ * forming (a normalization's rows), not rounded to 8 bits before it (those products read A's
+ * integers; one that `rounds` A rounds what the prologue computes).
  */
 export function prologueOperand(a: Sym, attrs: Attrs, maxDepth: number): boolean {
-  return !attrs.int8 && !a.group && plainInput(a) === undefined && withinPrologue(a.expr, maxDepth);
+  return unrounded(attrs) && !a.group && plainInput(a) === undefined &&
+    withinPrologue(a.expr, maxDepth);
+}
+
+/** Whether a block product's A is as its producer computed it: not rounded before it. */
+function unrounded(attrs: Attrs): boolean {
+  return !attrs.int8 || attrs.rounds === 1;
 }
 
 /** Whether `e` is small enough for a prologue (`PROLOGUE`) and under the depth limit. */
@@ -133,7 +140,9 @@ function withinPrologue(e: Expr, maxDepth: number): boolean {
  */
 export function normedOperand(a: Sym, attrs: Attrs, maxDepth: number): boolean {
   const g = a.group;
-  if (!g || attrs.int8 || g.pattern !== "reduce" || g.outputs.length || g.keptOrder) return false;
+  if (!g || !unrounded(attrs) || g.pattern !== "reduce" || g.outputs.length || g.keptOrder) {
+    return false;
+  }
   const last = a.type.shape.length - 1;
   const exprs = [a.expr, ...g.reductions.map((r) => r.expr)];
   return sameShape(g.space, a.type.shape) && g.reduced.length === 1 && g.reduced[0] === last &&

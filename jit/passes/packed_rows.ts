@@ -7,6 +7,10 @@
  * stays one kernel and stores a quarter of the bytes; each product's workgroups had packed A again
  * from its rounded f32 values, and the vocabulary's product of a 0.5B decoder took 40-42 µs on
  * the H200 where a hand-written kernel over the packed words took 34 (`bench/gemv_bytes.ts`).
+ * A product of one row and fewer outputs (a decode layer's) rounds A itself instead (`rounds`,
+ * see {@linkcode ROUNDING_OUTPUTS}): no kernel rounds or packs A before it, and a normalization
+ * or a gate computing A runs inside it (`BlockProduct.prologue`), so a layer takes fewer
+ * dispatches.
  *
  * @module
  */
@@ -23,12 +27,30 @@ import { sizeOf } from "../ir/shape.ts";
 import { nativeBlockMatMul } from "../ops/block_matmul.ts";
 import { withoutUnread } from "./byte_products.ts";
 
+/**
+ * Outputs up to which a product rounds A itself (`rounds`) rather than reading it packed: each
+ * of its workgroups rounds and packs the row's blocks again, a small share of a decode layer's
+ * product (a few hundred workgroups at most), where it saves the packing's dispatch and lets a
+ * normalization or a gate before it run inside the product (a decode step is bound by the host's
+ * dispatches, `bench/REPORT-generate.md`). The vocabulary's product (151936 outputs, 2374
+ * workgroups) read A packed by its producer in 34-35 µs on the H200, packing in each workgroup
+ * 41-43 (`bench/gemv_bytes.ts`).
+ */
+export const ROUNDING_OUTPUTS = 32768;
+
+/** Options of {@linkcode packedRows}. */
+export interface PackedRowsOptions {
+  /** Outputs up to which a product rounds A itself (default {@linkcode ROUNDING_OUTPUTS}). */
+  readonly roundsUpTo?: number;
+}
+
 /** `given` with its few-row products over A rounded to 8 bits reading A packed (see the note). */
-export function packedRows(given: Graph): Graph {
+export function packedRows(given: Graph, options: PackedRowsOptions = {}): Graph {
+  const roundsUpTo = options.roundsUpTo ?? ROUNDING_OUTPUTS;
   const fresh = freshNames(given);
   const rewrites = new Map<number, NodeSpec[]>();
-  // Products of one rounded A (through one view, or none) share its packing: its words, scales.
-  const packings = new Map<string, [string, string]>();
+  // Products of one rounded A (through one view, or none) share its rows and its packing.
+  const rowsOf = new Map<string, string>(), packings = new Map<string, [string, string]>();
   for (const n of given.nodes) {
     if (n.op !== "BlockMatMul" || n.attrs.int8 !== 1 || n.attrs.packed || n.attrs.bits !== 4) {
       continue;
@@ -39,42 +61,59 @@ export function packedRows(given: Graph): Graph {
     const rows = view?.op === "Slice" && sameK(given, view) ? view : undefined;
     const rounded = producerOf(given, (rows ?? n).inputs[0]);
     const block = Number(n.attrs.block), a = given.values[n.inputs[0]], k = a.shape.at(-1)!;
+    const m = sizeOf(a.shape.slice(0, -1));
     if (rounded?.op !== "QuantizeRowBlocks" || Number(rounded.attrs.block) !== block) continue;
-    if (!nativeBlockMatMul(sizeOf(a.shape.slice(0, -1))) || block % 32 || k % block) continue;
+    if (!nativeBlockMatMul(m) || block % 32 || k % block) continue;
     const spec = nodeSpecOf(given, n), key = `${n.inputs[0]} ${block}`;
     const nodes: NodeSpec[] = [];
-    if (!packings.has(key)) {
-      packings.set(key, [fresh(`${a.name}/words`), fresh(`${a.name}/scales`)]);
-      nodes.push(...packing(given, rounded, rows, packings.get(key)!, fresh));
+    if (!rowsOf.has(key)) {
+      const picked = rowsBefore(given, rounded, rows, fresh);
+      rowsOf.set(key, picked.name);
+      nodes.push(...picked.nodes);
     }
-    const inputs = [...packings.get(key)!, ...spec.inputs.slice(1)];
-    nodes.push({ ...spec, inputs, attrs: { ...spec.attrs, packed: 1 } });
+    const x = rowsOf.get(key)!;
+    // One row (a decode step's): every workgroup's outputs share it, as a kernel packing its
+    // own A needs.
+    if (m === 1 && given.values[n.outputs[0]].shape.at(-1)! <= roundsUpTo) {
+      nodes.push({
+        ...spec,
+        inputs: [x, ...spec.inputs.slice(1)],
+        attrs: { ...spec.attrs, rounds: 1 },
+      });
+    } else {
+      if (!packings.has(key)) {
+        const outputs: [string, string] = [fresh(`${a.name}/words`), fresh(`${a.name}/scales`)];
+        packings.set(key, outputs);
+        nodes.push({ op: "PackRowBlocks", inputs: [x], outputs, attrs: { block } });
+      }
+      const inputs = [...packings.get(key)!, ...spec.inputs.slice(1)];
+      nodes.push({ ...spec, inputs, attrs: { ...spec.attrs, packed: 1 } });
+    }
     rewrites.set(n.id, nodes);
   }
   if (rewrites.size === 0) return given;
   const nodes = given.nodes.flatMap((n) => rewrites.get(n.id) ?? [nodeSpecOf(given, n)]);
-  // A rounding no other node reads is left unread, and dropped.
+  // A rounding or a view no node reads any more is left unread, and dropped.
   return withoutUnread(Graph.create({ ...boundaryOf(given), nodes }));
 }
 
 /**
- * The nodes packing the input of `rounded` (a QuantizeRowBlocks), through the rows `view` picks
- * where one lies between, into `outputs` (words and scales).
+ * The value of the rows of `rounded`'s input (a QuantizeRowBlocks') that `view` picks where one
+ * lies between (a Slice of them, `nodes`), else that input itself.
  */
-function packing(
+function rowsBefore(
   graph: Graph,
   rounded: Node,
   view: Node | undefined,
-  outputs: [string, string],
   fresh: (base: string) => string,
-): NodeSpec[] {
-  const x = graph.values[rounded.inputs[0]].name, attrs = { block: rounded.attrs.block };
-  if (!view) return [{ op: "PackRowBlocks", inputs: [x], outputs, attrs }];
+): { name: string; nodes: NodeSpec[] } {
+  const x = graph.values[rounded.inputs[0]].name;
+  if (!view) return { name: x, nodes: [] };
   const pick = nodeSpecOf(graph, view), picked = fresh(`${x}/rows`);
-  return [
-    { ...pick, inputs: [x, ...pick.inputs.slice(1)], outputs: [picked] },
-    { op: "PackRowBlocks", inputs: [picked], outputs, attrs },
-  ];
+  return {
+    name: picked,
+    nodes: [{ ...pick, inputs: [x, ...pick.inputs.slice(1)], outputs: [picked] }],
+  };
 }
 
 /** Whether Slice `n` keeps its input's last axis whole. */

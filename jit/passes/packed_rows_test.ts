@@ -3,16 +3,19 @@ import { compile } from "../../mod.ts";
 import { GraphBuilder } from "../frontend/graph_builder.ts";
 import { blockProduct } from "../testing/block_product.ts";
 import { uniform } from "../support/random.ts";
-import { f32, numbers } from "../testing/testing.ts";
+import { assertClose, f32, numbers } from "../testing/testing.ts";
 import { fuse } from "./fuse.ts";
-import { packedRows } from "./packed_rows.ts";
+import { packedRows, ROUNDING_OUTPUTS } from "./packed_rows.ts";
+
+/** The pass packing A for products of any size (the small ones here would round it). */
+const PACKING = { roundsUpTo: 0 };
 
 Deno.test("a few-row product over A rounded to 8 bits reads A packed, with the same values", async () => {
   for (
     const [lead, form] of [[[1], [96, 40, 4, 32]], [[2], [256, 9, 4, 64]], [[1], [4864, 7, 4, 128]]]
   ) {
     const { graph, feeds } = blockProduct(lead, form, true, { int8: true });
-    const packed = packedRows(graph);
+    const packed = packedRows(graph, PACKING);
     assert.deepEqual(packed.nodes.map((n) => n.op), ["PackRowBlocks", "BlockMatMul"], `${form}`);
     // The reference's direct kernels, and wasm's decomposition, give the original's values: the
     // integers and scales are QuantizeRowBlocks', unpacked to the same f32 A.
@@ -49,7 +52,7 @@ Deno.test("a prompt's rows keep A rounded as f32; a generation's last row is pac
   );
   const scales = b.param("s", [n, k / 32], "f32", uniform(n * k / 32, 4, 0.01, 0.03));
   b.output("y", b.op("BlockMatMul", [last, words, scales], { bits: 4, block: 32, int8: 1 }));
-  const graph2 = b.build(), packed = packedRows(graph2);
+  const graph2 = b.build(), packed = packedRows(graph2, PACKING);
   assert.deepEqual(packed.nodes.map((node) => node.op), ["Slice", "PackRowBlocks", "BlockMatMul"]);
   const feeds = { x: f32(uniform(5 * k, 5, -2, 2), [1, 5, k]) };
   const want = await (await compile(graph2, { backend: "reference", cache: false })).run(feeds);
@@ -69,7 +72,7 @@ Deno.test("products of one rounded A share its packing", async () => {
     return b.op("BlockMatMul", [rounded, words, scales], { bits: 4, block: 32, int8: 1 });
   };
   b.output("y", b.op("Add", [product(0), product(1)]));
-  const graph = b.build(), packed = packedRows(graph);
+  const graph = b.build(), packed = packedRows(graph, PACKING);
   assert.deepEqual(packed.nodes.map((node) => node.op), [
     "PackRowBlocks",
     "BlockMatMul",
@@ -80,4 +83,36 @@ Deno.test("products of one rounded A share its packing", async () => {
   const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
   const got = await (await compile(packed, { backend: "reference", cache: false })).run(feeds);
   assert.deepEqual(numbers(got.y.data), numbers(want.y.data));
+});
+
+Deno.test("a one-row product of few outputs rounds A itself: no rounding kernel, a gate or norm inside", async () => {
+  for (const a of [undefined, "normed", "gated"] as const) {
+    const { graph, feeds } = blockProduct([1], [256, 40, 4, 32], true, { int8: true, a });
+    const rounding = packedRows(graph);
+    const product = rounding.nodes.find((n) => n.op === "BlockMatMul")!;
+    assert.equal(product.attrs.rounds, 1, `${a}`);
+    assert.ok(
+      !rounding.nodes.some((n) => n.op === "QuantizeRowBlocks" || n.op === "PackRowBlocks"),
+    );
+    // The reference rounds A as QuantizeRowBlocks did: the same values; wasm's decomposition
+    // sums the rounded A as floats, where its integer product summed integers.
+    const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
+    const run = async (backend: string) =>
+      numbers((await (await compile(rounding, { backend, cache: false })).run(feeds)).y.data);
+    assert.deepEqual(await run("reference"), numbers(want.y.data), `${a} on the reference`);
+    assertClose(await run("wasm"), numbers(want.y.data), { atol: 1e-5, rtol: 1e-5 });
+    // One kernel where the generator rounds (the norm's or the gate's work inside it); its
+    // decomposition's kernels elsewhere.
+    const [kernel, ...rest] =
+      fuse(rounding, { blockProducts: true, blockPrologues: true, roundingProducts: true }).kernels;
+    assert.ok(kernel.blockProduct?.roundsA && rest.length === 0, `${a}: one kernel`);
+    assert.equal(kernel.blockProduct.prologue !== undefined, a !== undefined, `${a}: a prologue`);
+    const plain = fuse(rounding, { blockProducts: true, blockPrologues: true }).kernels;
+    assert.ok(plain.length > 1 && plain.every((k) => !k.blockProduct?.roundsA), `${a}: decomposed`);
+  }
+  // The vocabulary's product keeps A packed by its producer; two rows keep it too.
+  const wide = blockProduct([1], [64, ROUNDING_OUTPUTS + 8, 4, 32], false, { int8: true }).graph;
+  assert.ok(packedRows(wide).nodes.some((n) => n.op === "PackRowBlocks"));
+  const two = blockProduct([2], [64, 8, 4, 32], false, { int8: true }).graph;
+  assert.ok(packedRows(two).nodes.some((n) => n.op === "PackRowBlocks"));
 });

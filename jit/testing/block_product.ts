@@ -46,9 +46,7 @@ export function blockProduct(
   const gated = form === "gated";
   const x0 = b.input("a", [...lead, gated ? 2 * k : k]);
   const gain = () => b.param("gain", [k], "f32", uniform(k, 11, 0.5, 1.5));
-  const a = int8
-    ? b.op("QuantizeRowBlocks", [x0], { block })
-    : gated
+  const formed = gated
     ? silu(b, x0)
     : form === "scaled"
     ? b.op("Mul", [x0, gain()])
@@ -57,6 +55,8 @@ export function blockProduct(
     : form === "centred"
     ? b.op("Mul", [rmsNormed(b, centred(b, x0)), gain()])
     : x0;
+  // A rounded to 8 bits a block after its form, as MatMulNBits of accuracy_level 4 rounds it.
+  const a = int8 ? b.op("QuantizeRowBlocks", [formed], { block }) : formed;
   const attrs = { bits, block, ...(int8 ? { int8: 1 } : {}) };
   b.output("y", b.op("BlockMatMul", zeros ? [a, q, s, z] : [a, q, s], attrs));
   const row = gated ? 2 * k : k;

@@ -96,9 +96,16 @@ export function blockTiling(
   const threads = Math.min(64, most, Math.max(8, 2 ** Math.ceil(Math.log2(blocks))));
   const rows = Math.max(1, most / threads);
   const share = (outputs: number) => total === n || n % (outputs * rows) === 0;
-  // A chunk of A (a block a thread, padded; none where A comes packed) and the combining
-  // steps' floats.
-  const stage = (packed ? 0 : threads * (tag.block / 4 + 1) * 16) + most * 4;
+  // A product rounding its A packs it as it stages it, in integers only (`roundsA`).
+  const rounds = tag.roundsA === true && packedDots && integerBlocks(tag, k);
+  // A chunk of A (a block a thread, padded; packed where the product rounds it; none where A
+  // comes packed) and the combining steps' floats.
+  const chunk = packed
+    ? 0
+    : rounds
+    ? integerStageBytes(threads, tag.block)
+    : threads * (tag.block / 4 + 1) * 16;
+  const stage = chunk + most * 4;
   const staged = share(1) && stage <= bytes;
   // A prologue's reductions are the workgroup's, over the one row of A it stages.
   if (pre > 0 && !staged) return undefined;
@@ -112,8 +119,11 @@ export function blockTiling(
   }
   // Packing A costs a group as much as one output's sums save: with one output a group the
   // integer form was slower (H200, 4864 → 896: 12.2-12.7 µs against 10.7-11.2).
-  const integers = packed || outputs > 1 && packedDots && integerBlocks(tag, k) &&
+  const integers = packed || rounds && staged ||
+    outputs > 1 && packedDots && integerBlocks(tag, k) &&
       stage + combining(outputs) + integerStageBytes(threads, tag.block) <= bytes;
+  // A rounding product's expressions read A unrounded: no other form computes it.
+  if (tag.roundsA && !integers) return undefined;
   const base = { threads, rows, slots: 0, width: 1 as const, vectors, vectorStores: false };
   return { ...base, blocks: { outputs, staged, integers } };
 }

@@ -12,7 +12,10 @@
  * Each chunk of A's row is read from memory and each block quantized again from its rounded
  * values (its largest magnitude over 127, then round(a · 127 / largest)), which gives back the
  * same integers: they are at most 127 and the rounding moved each by far less than half (the
- * WebAssembly generator does the same, `shaders/wasm/block_product_int8.ts`). A packed
+ * WebAssembly generator does the same, `shaders/wasm/block_product_int8.ts`). A product that
+ * rounds A itself (`BlockProduct.roundsA`) reads it unrounded (stored, or computed by its
+ * prologue: a decode layer's normalization or gate) and rounds each block here, as
+ * QuantizeRowBlocks does, with IEEE divisions. A packed
  * word holds values 8t … 8t + 7 of a block, value 8t + 2i in byte i's low four bits and 8t + 2i
  * + 1 in its high four, so `w & 0x0F0F0F0F` and `(w >> 4) & 0x0F0F0F0F` are four values each as
  * bytes: A's integers are packed to match, the even ones of each eight in one word, the odd ones
@@ -37,8 +40,8 @@ const NIBBLES = "0x0F0F0F0Fu";
  * in blocks of whole groups of 32 that cover K (`k`) exactly.
  */
 export function integerBlocks(tag: BlockProduct, k: number): boolean {
-  return tag.int8 === true && storedA(tag) && tag.bits === 4 && tag.block % GROUP === 0 &&
-    k % tag.block === 0;
+  return tag.int8 === true && (storedA(tag) || tag.roundsA === true) && tag.bits === 4 &&
+    tag.block % GROUP === 0 && k % tag.block === 0;
 }
 
 /**
@@ -155,8 +158,14 @@ function packChunk(
       e.line(`let v = abs(${read("start + j")});`);
       e.line("largest = max(largest, max(max(v.x, v.y), max(v.z, v.w)));");
     });
-    e.line("let scale = largest / 127.0;");
-    e.line("let inverse = select(0.0, 1.0 / scale, scale != 0.0);");
+    if (tag.roundsA) {
+      // A as it is: rounded here as QuantizeRowBlocks rounds it, its divisions IEEE's.
+      e.line("let scale = k_fdiv(largest, 127.0);");
+      e.line("let inverse = select(k_fdiv(127.0, largest), 0.0, scale == 0.0);");
+    } else {
+      e.line("let scale = largest / 127.0;");
+      e.line("let inverse = select(0.0, 1.0 / scale, scale != 0.0);");
+    }
     // Values 8t … 8t + 7 of the block: word t % 4 of its group t / 4 of 32 (see the module doc).
     e.line(`let lo = vec4<i32>(round(${read("start + 2 * i32(t)")} * inverse));`);
     e.line(`let hi = vec4<i32>(round(${read("start + 2 * i32(t) + 1")} * inverse));`);

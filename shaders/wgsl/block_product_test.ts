@@ -141,7 +141,7 @@ Deno.test("WebGPU reads A packed by its producer as it lies, summed in packed by
   const gpu = new WebGpuBackend();
   for (const [lead, form, zeros] of cases) {
     const { graph, feeds } = blockProduct(lead, form, zeros, { int8: true });
-    const packed = packedRows(graph);
+    const packed = packedRows(graph, { roundsUpTo: 0 });
     const kernels = fuse(packed, { blockProducts: true }).kernels;
     const [kernel] = kernels.filter((k) => k.blockProduct);
     assert.ok(kernel.blockProduct?.packedA, `${form}: the product knows its A is packed`);
@@ -165,8 +165,39 @@ Deno.test("WebGPU reads A packed by its producer as it lies, summed in packed by
   const features = (navigator as { gpu?: { wgslLanguageFeatures?: Set<string> } }).gpu
     ?.wgslLanguageFeatures;
   const dots = features?.has("packed_4x8_integer_dot_product") ?? false;
-  assert.equal(plan?.kernels.some((k) => k.blockProduct?.packedA) ?? false, dots);
+  // Of one row and few outputs the product rounds A itself (next test); the vocabulary's packs.
+  assert.equal(plan?.kernels.some((k) => k.blockProduct?.roundsA) ?? false, dots);
   await matchesReference(graph, feeds, gpu, "896 × 300 compiled by the backend");
+  gpu.dispose();
+});
+
+Deno.test("WebGPU rounds A where its product packs it: A stored, normalized or gated inside, blocks of 32 to 128", async () => {
+  const cases: [number[], "normed" | "gated" | undefined][] = [
+    [[896, 1152, 4, 32], "normed"], // a decode layer's attention projections after its norm
+    [[4864, 300, 4, 32], "gated"], // its down projection: chunks of A, the last short
+    [[256, 100, 4, 64], undefined], // A stored (an attention's output)
+    [[384, 64, 4, 128], "normed"], // four groups of 32 a block
+  ];
+  const gpu = new WebGpuBackend();
+  const features = (navigator as { gpu?: { wgslLanguageFeatures?: Set<string> } }).gpu
+    ?.wgslLanguageFeatures;
+  const dots = features?.has("packed_4x8_integer_dot_product") ?? false;
+  for (const [form, a] of cases) {
+    const { graph, feeds } = blockProduct([1], form, true, { int8: true, a });
+    const plan = (await compile(graph, { backend: gpu, cache: false })).plan!;
+    if (dots) {
+      // One kernel: the norm or the gate, the rounding and the product.
+      assert.deepEqual(plan.kernels.map((k) => k.blockProduct?.roundsA), [true], `${form} ${a}`);
+      const [kernel] = plan.kernels;
+      const wgsl = generateWgsl(kernel, { maxInvocations: 256, packedDots: true });
+      // Rounded as QuantizeRowBlocks rounds, by IEEE divisions, then summed in integers.
+      assert.match(wgsl, /k_fdiv\(127\.0, largest\)/);
+      assert.match(wgsl, /dot4I8Packed/);
+      // Its expressions read A unrounded: without byte dots no kernel computes it.
+      assert.throws(() => generateWgsl(kernel, { maxInvocations: 256 }), /rounds its A/);
+    }
+    await matchesReference(graph, feeds, gpu, `${form} ${a}: rounded in the product`);
+  }
   gpu.dispose();
 });
 

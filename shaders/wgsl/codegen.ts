@@ -134,6 +134,14 @@ export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayo
   const sliceBytes = options.splitK === false ? undefined : bytes;
   const block = blockTiling(kernel, most, bytes, options.packedDots);
   if (block) return rowsLayout(block);
+  if (kernel.blockProduct?.roundsA) {
+    // Its expressions read A unrounded: only the integer block kernel rounds it.
+    throw new KilnError(`Kernel ${kernel.name} rounds its A, which only packed byte dots do`, {
+      code: "internal",
+      fix: "compile products that round A (packed_rows.ts) only for a device with " +
+        "packed_4x8_integer_dot_product, or report this",
+    });
+  }
   const folded = foldedRows(kernel);
   // The product's whole tile, where the device runs its kind on the matrix units.
   const halves = options.matrix && options.half,
