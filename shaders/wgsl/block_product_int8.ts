@@ -190,7 +190,8 @@ function integerLoads(
       e.line(`let w${r}_${g} = ${l.inputs[tag.words]}[cell${r} * ${wq}u + ${g}u];`);
     }
     e.line(`let scale${r} = ${l.element(tag.scales, `cell${r}`)};`);
-    const zero = tag.zeros === undefined ? "8" : `i32(${l.element(tag.zeros, `cell${r}`)})`;
+    const cast = floatZeros(l, tag) ? "f32" : "i32";
+    const zero = tag.zeros === undefined ? "8" : `${cast}(${l.element(tag.zeros, `cell${r}`)})`;
     e.line(`let zero${r} = ${zero};`);
   }
 }
@@ -199,8 +200,8 @@ function integerLoads(
  * Adds the lane's block's products (its packed block of A, each group of 32's even and odd
  * words as `words(g, odd)` reads them, and its `scale`; the weights from `integerLoads`) to each
  * output's `part${r}`: per packed word two byte dot products, per block
- * the zero point's share (zero · Σ q) taken off the integer sum, which is then scaled once by the
- * weight's and A's scales.
+ * the zero point's share (zero · Σ q) taken off the integer sum (off its float where the zero
+ * points are floats), which is then scaled once by the weight's and A's scales.
  */
 function integerSums(
   l: KernelLowering,
@@ -226,7 +227,18 @@ function integerSums(
       return `dot4I8Packed(${w} & ${NIBBLES}, e${g}.${c}) + ` +
         `dot4I8Packed((${w} >> 4u) & ${NIBBLES}, o${g}.${c})`;
     });
-    e.line(`let isum${r} = ${terms.join(" + ")} - zero${r} * qsum;`);
-    e.line(`part${r} += scale${r} * ascale * f32(isum${r});`);
+    if (floatZeros(l, tag)) {
+      // A float zero point may be fractional: its share is taken off in floats.
+      e.line(`let isum${r} = ${terms.join(" + ")};`);
+      e.line(`part${r} += scale${r} * ascale * (f32(isum${r}) - zero${r} * f32(qsum));`);
+    } else {
+      e.line(`let isum${r} = ${terms.join(" + ")} - zero${r} * qsum;`);
+      e.line(`part${r} += scale${r} * ascale * f32(isum${r});`);
+    }
   }
+}
+
+/** Whether the product's zero points are floats (a model's own), not whole numbers of u8. */
+function floatZeros(l: KernelLowering, tag: BlockProduct): boolean {
+  return tag.zeros !== undefined && l.kernel.inputs[tag.zeros].dtype === "f32";
 }

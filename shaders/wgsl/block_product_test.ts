@@ -216,3 +216,22 @@ Deno.test("a block product's group combines its outputs at once: a butterfly in 
   assert.doesNotMatch(memory, /subgroup/);
   assert.match(memory, /if \(lane < 8u\)/);
 });
+
+Deno.test("WebGPU's integer block products take a fractional float zero point off in floats", async () => {
+  // MatMulNBits may give its zero points as floats of any value: i32(zero) truncated them.
+  const k = 256, n = 64, blocks = k / 32, gpu = new WebGpuBackend();
+  for (const roundsUpTo of [undefined, 0]) {
+    const b = new GraphBuilder();
+    const q = b.param("q", [n, k / 8], "u32", Uint32Array.from(uniform(n * k / 8, 3, 0, 2 ** 32)));
+    const s = b.param("s", [n, blocks], "f32", uniform(n * blocks, 4, 0.01, 0.03));
+    const z = b.param("z", [n, blocks], "f32", uniform(n * blocks, 5, 0, 15));
+    const x = b.input("a", [1, k]);
+    const a = b.op("QuantizeRowBlocks", [x], { block: 32 });
+    b.output("y", b.op("BlockMatMul", [a, q, s, z], { bits: 4, block: 32, int8: 1 }));
+    const graph = b.build(), feeds = { a: f32(uniform(k, 9, -2, 2), [1, k]) };
+    // The product rounding A, and (as the vocabulary's) reading it packed.
+    const rewritten = packedRows(graph, { roundsUpTo });
+    await matchesReference(rewritten, feeds, gpu, `fractional zero points, ${roundsUpTo}`);
+  }
+  gpu.dispose();
+});
