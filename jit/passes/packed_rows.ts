@@ -44,7 +44,7 @@ export interface PackedRowsOptions {
   readonly roundsUpTo?: number;
 }
 
-/** `given` with its few-row products over A rounded to 8 bits reading A packed (see the note). */
+/** `given` with its few-row products over A rounded to 8 bits reading A packed or rounding it. */
 export function packedRows(given: Graph, options: PackedRowsOptions = {}): Graph {
   const roundsUpTo = options.roundsUpTo ?? ROUNDING_OUTPUTS;
   const fresh = freshNames(given);
