@@ -75,7 +75,8 @@ export function streamedRows(threads: number, rows: number): RowTiling {
 const SERIAL_MOST = 16;
 
 /**
- * Fewest short rows (of at most `SERIAL_MOST` points) taken a thread a row. Fewer leave the GPU
+ * Fewest short rows (of at most `SERIAL_MOST` points) of a maximum or minimum taken a thread a
+ * row (sums keep that order however few the rows). Fewer leave the GPU
  * idle, and a row's loop is then the kernel's time: a decode step's packing of A
  * (`PackRowBlocks`, 28 blocks of 8 words) took a thread a block; a thread a word, each of the
  * H200's int8 decode products with its packing ran 3.3-4.8 µs faster (`bench/gpu_kernels.ts`).
@@ -87,7 +88,10 @@ export function rowTiling(kernel: KernelIR, most: number): RowTiling {
   const inner = sizeOf(kernel.reduced.map((i) => kernel.space[i]));
   const total = sizeOf(kernel.space.filter((_, i) => !kernel.reduced.includes(i)));
   const short = inner > 0 && inner <= SERIAL_MOST;
-  if (short && total >= SERIAL_ROWS) return serialRows(most);
+  // Sums keep a thread's order over a short row (ONNX Runtime's and the CPU's): summed as a tree,
+  // a quantized CNN's average pool rounded a mean lying halfway between two steps the other way.
+  const orderFree = kernel.reductions.every((r) => r.op === "max" || r.op === "min");
+  if (short && (total >= SERIAL_ROWS || !orderFree)) return serialRows(most);
   // A short row takes a thread a point: its latency one load and a few shuffles.
   const vectors = short ? undefined : rowVectors(kernel);
   const width = vectors ? 4 : 1;
