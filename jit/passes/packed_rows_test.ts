@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { compile } from "../../mod.ts";
+import { compile, KilnError } from "../../mod.ts";
 import { GraphBuilder } from "../frontend/graph_builder.ts";
 import { blockProduct } from "../testing/block_product.ts";
 import { uniform } from "../support/random.ts";
@@ -115,4 +115,21 @@ Deno.test("a one-row product of few outputs rounds A itself: no rounding kernel,
   assert.ok(packedRows(wide).nodes.some((n) => n.op === "PackRowBlocks"));
   const two = blockProduct([2], [64, 8, 4, 32], false, { int8: true }).graph;
   assert.ok(packedRows(two).nodes.some((n) => n.op === "PackRowBlocks"));
+});
+
+Deno.test("a BlockMatMul that rounds A asks for int8 and f32 A, or says how to fix it", () => {
+  const k = 64, n = 8;
+  const build = (attrs: Record<string, number>, dtype: "f32" | "f16" = "f32") => {
+    const b = new GraphBuilder();
+    const words = b.param("q", [n, k / 8], "u32", new Uint32Array(n * k / 8));
+    const scales = b.param("s", [n, k / 32], "f32", new Float32Array(n * k / 32));
+    const a = b.input("a", [1, k], dtype);
+    b.output("y", b.op("BlockMatMul", [a, words, scales], { bits: 4, block: 32, ...attrs }));
+    return () => b.build();
+  };
+  const refused = (e: unknown) =>
+    e instanceof KilnError && /rounds/.test(e.message) && /Fix:/.test(e.message);
+  assert.throws(build({ rounds: 1 }), refused);
+  assert.throws(build({ rounds: 1, int8: 1 }, "f16"), KilnError);
+  assert.ok(build({ rounds: 1, int8: 1 })().nodes.length === 1);
 });
