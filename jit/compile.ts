@@ -214,14 +214,17 @@ function rewrittenOf(
     int64: Int64Mode;
     fused: boolean;
     bytes: boolean;
-    /** Few-row products over A rounded to 8 bits read it packed (`DeviceProfile.packedRows`). */
-    packed: boolean;
+    /**
+     * Few-row products over A rounded to 8 bits read it packed or round it themselves
+     * (`DeviceProfile.packedRows`, `roundingProducts`), or neither.
+     */
+    rows?: "packed" | "rounded";
     winograd?: WinogradOptions;
   },
 ): Rewritten {
   const winograd = how.winograd && `${how.winograd.minChannels}/${how.winograd.tile}`;
   const key =
-    `${how.exact} ${how.join} ${how.int64} ${how.fused} ${how.bytes} ${how.packed} ${winograd}`;
+    `${how.exact} ${how.join} ${how.int64} ${how.fused} ${how.bytes} ${how.rows} ${winograd}`;
   let byHow = REWRITTEN.get(input);
   if (!byHow) REWRITTEN.set(input, byHow = new Map());
   const entry = byHow.get(key), kept = entry?.graph.deref();
@@ -234,10 +237,17 @@ function rewrittenOf(
   const joined = how.join ? joinedIntegerProducts(joinedProducts(rows)) : rows;
   // Over bytes after the joins: a joined integer product's weights are one constant.
   const bytes = how.bytes ? byteProducts(joined) : joined;
-  const graph = how.packed ? packedRows(bytes) : bytes;
+  const graph = how.rows
+    ? packedRows(bytes, how.rows === "rounded" ? { roundsUpTo: Infinity, packs: false } : {})
+    : bytes;
   // Held weakly: the rewritten graph lives as long as a compile or an executable holds it.
   byHow.set(key, { graph: new WeakRef(graph), drawn });
   return { graph, drawn };
+}
+
+/** How few-row products over A rounded to 8 bits take A on a backend of `profile`. */
+function rowsOf(profile: DeviceProfile | undefined): "packed" | "rounded" | undefined {
+  return profile?.packedRows ? "packed" : profile?.roundingProducts ? "rounded" : undefined;
 }
 
 /** The backend `options` name (none: auto) and the registry the compile draws on. */
@@ -272,9 +282,9 @@ function prepare(
     fused,
     // Quantized products over bytes where the named backend multiplies them exactly.
     bytes: fused && precision !== "exact" && named?.capabilities().byteDot === true,
-    // A packed by its producer where the named backend's block products read it so; in f32
-    // only (the rounding takes f32 A).
-    packed: fused && precision === "f32" && named?.capabilities().packedRows === true,
+    // A packed by its producer, or rounded by the products, where the named backend's block
+    // products read it so; in f32 only (the rounding takes f32 A).
+    rows: fused && precision === "f32" ? rowsOf(named?.capabilities()) : undefined,
     // Winograd's convolutions where the backends compute them faster, in f32 only: a rounding of
     // their own (not in the exact precision), and under f16 the transformed tiles, stored in 16
     // bits, took a 64-channel conv on wasm from 4.4e-4 to 4.2e-3 of its largest output.
@@ -500,7 +510,7 @@ export function fusionFor(
     // Only where every candidate computes A itself: a backend that cannot would find it unstored.
     blockPrologues: all((p) => p.blockPrologues),
     // Products that round A themselves, where every candidate's kernels do (`packed_rows.ts`).
-    roundingProducts: all((p) => p.packedRows),
+    roundingProducts: all((p) => p.roundingProducts),
     // A plan whose kernels may land on several backends takes the fewest rows any of them wants.
     integerBlockRows: profiles.length
       ? Math.min(...profiles.map((p) => p.integerBlockRows ?? 4))

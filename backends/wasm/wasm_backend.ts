@@ -241,7 +241,7 @@ export class WasmBackend implements Backend {
   /** Always `"wasm"`. */
   readonly id: string = "wasm";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.7.18";
+  readonly version: string = "0.7.19";
   /** CPU with WebAssembly. */
   readonly kind: BackendKind = "cpu-simd";
   /** A CPU is never lost. */
@@ -414,6 +414,8 @@ export class WasmBackend implements Backend {
       // columns at a time for every row, so that its weights stay in cache, was slower there
       // (1243-1275 ms at 128: each row's A is regrouped once a block).
       integerBlockRows: hasRelaxedSimd() ? 512 : 4,
+      // Its integer block products pack A per thread, and may round it there as they do.
+      roundingProducts: hasRelaxedSimd(),
       matrixUnits: false,
     };
   }

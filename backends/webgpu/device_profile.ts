@@ -99,8 +99,9 @@ export function webgpuProfile(
     // Its attention kernels read keys a thread each (see `DeviceProfile.storedKeys`).
     storedKeys: o.storedKeys ?? KEYS_FROM,
     // Quantized products over bytes tile in `dot4I8Packed` words (`shaders/wgsl/byte_tiles.ts`).
-    // Its block products read A packed by its producer (`block_product_int8.ts`).
-    ...(o.packedDots && { integerDot: "bytes" as const, byteDot: true, packedRows: true }),
+    // Its block products read A packed by its producer, or round it (`block_product_int8.ts`).
+    ...(o.packedDots &&
+      { integerDot: "bytes" as const, byteDot: true, packedRows: true, roundingProducts: true }),
     maxWorkgroupSize: d?.limits.maxComputeInvocationsPerWorkgroup ?? 0,
     maxStorageBufferBytes: Math.min(
       d?.limits.maxStorageBufferBindingSize ?? 0,

@@ -42,6 +42,8 @@ export const ROUNDING_OUTPUTS = 32768;
 export interface PackedRowsOptions {
   /** Outputs up to which a product rounds A itself (default {@linkcode ROUNDING_OUTPUTS}). */
   readonly roundsUpTo?: number;
+  /** Whether the other products read A packed (default true); else they stay as they are. */
+  readonly packs?: boolean;
 }
 
 /** `given` with its few-row products over A rounded to 8 bits reading A packed or rounding it. */
@@ -64,6 +66,10 @@ export function packedRows(given: Graph, options: PackedRowsOptions = {}): Graph
     const m = sizeOf(a.shape.slice(0, -1));
     if (rounded?.op !== "QuantizeRowBlocks" || Number(rounded.attrs.block) !== block) continue;
     if (!nativeBlockMatMul(m) || block % 32 || k % block) continue;
+    // One row (a decode step's) rounds: every workgroup's outputs share it, as a kernel packing
+    // its own A needs.
+    const rounds = m === 1 && given.values[n.outputs[0]].shape.at(-1)! <= roundsUpTo;
+    if (!rounds && options.packs === false) continue;
     const spec = nodeSpecOf(given, n), key = `${n.inputs[0]} ${block}`;
     const nodes: NodeSpec[] = [];
     if (!rowsOf.has(key)) {
@@ -72,9 +78,7 @@ export function packedRows(given: Graph, options: PackedRowsOptions = {}): Graph
       nodes.push(...picked.nodes);
     }
     const x = rowsOf.get(key)!;
-    // One row (a decode step's): every workgroup's outputs share it, as a kernel packing its
-    // own A needs.
-    if (m === 1 && given.values[n.outputs[0]].shape.at(-1)! <= roundsUpTo) {
+    if (rounds) {
       nodes.push({
         ...spec,
         inputs: [x, ...spec.inputs.slice(1)],

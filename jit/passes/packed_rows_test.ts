@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { compile, KilnError } from "../../mod.ts";
+import { hasRelaxedSimd } from "../../backends/wasm/wasm_backend.ts";
+import type { Graph } from "../ir/graph.ts";
 import { GraphBuilder } from "../frontend/graph_builder.ts";
 import { blockProduct } from "../testing/block_product.ts";
 import { uniform } from "../support/random.ts";
@@ -94,13 +96,13 @@ Deno.test("a one-row product of few outputs rounds A itself: no rounding kernel,
     assert.ok(
       !rounding.nodes.some((n) => n.op === "QuantizeRowBlocks" || n.op === "PackRowBlocks"),
     );
-    // The reference rounds A as QuantizeRowBlocks did: the same values; wasm's decomposition
-    // sums the rounded A as floats, where its integer product summed integers.
+    // The reference rounds A as QuantizeRowBlocks did: the same values; wasm (its integer
+    // product rounding A, or without relaxed SIMD the decomposition) within the f32 sums' order.
     const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);
-    const run = async (backend: string) =>
-      numbers((await (await compile(rounding, { backend, cache: false })).run(feeds)).y.data);
-    assert.deepEqual(await run("reference"), numbers(want.y.data), `${a} on the reference`);
-    assertClose(await run("wasm"), numbers(want.y.data), { atol: 1e-5, rtol: 1e-5 });
+    const run = async (g: Graph, backend: string) =>
+      numbers((await (await compile(g, { backend, cache: false })).run(feeds)).y.data);
+    assert.deepEqual(await run(rounding, "reference"), numbers(want.y.data), `${a}: reference`);
+    assertClose(await run(rounding, "wasm"), numbers(want.y.data), { atol: 1e-5, rtol: 1e-5 });
     // One kernel where the generator rounds (the norm's or the gate's work inside it); its
     // decomposition's kernels elsewhere.
     const [kernel, ...rest] =
@@ -110,6 +112,14 @@ Deno.test("a one-row product of few outputs rounds A itself: no rounding kernel,
     const plain = fuse(rounding, { blockProducts: true, blockPrologues: true }).kernels;
     assert.ok(plain.length > 1 && plain.every((k) => !k.blockProduct?.roundsA), `${a}: decomposed`);
   }
+  // wasm's compile has its integer products round A (relaxed SIMD's), the same values as its
+  // products of A rounded first; and packs A for none.
+  const { graph } = blockProduct([1], [256, 40, 4, 32], true, { int8: true });
+  const exe = await compile(graph, { backend: "wasm", cache: false });
+  assert.equal(exe.plan!.kernels.some((k) => k.blockProduct?.roundsA), hasRelaxedSimd());
+  assert.equal(exe.plan!.kernels.length, hasRelaxedSimd() ? 1 : 2);
+  const unrounded = packedRows(graph, { roundsUpTo: 0, packs: false });
+  assert.equal(unrounded, graph, "no packing where the backend does not pack");
   // The vocabulary's product keeps A packed by its producer; two rows keep it too.
   const wide = blockProduct([1], [64, ROUNDING_OUTPUTS + 8, 4, 32], false, { int8: true }).graph;
   assert.ok(packedRows(wide).nodes.some((n) => n.op === "PackRowBlocks"));

@@ -86,6 +86,13 @@ export interface DeviceProfile {
    */
   readonly packedRows?: boolean;
   /**
+   * Whether its block products of one row over A rounded to 8 bits a block round A themselves, as
+   * QuantizeRowBlocks does, where they pack it for their integer sums: the compile then has them
+   * take A as it is (a BlockMatMul that `rounds`, `jit/passes/packed_rows.ts`), and no kernel
+   * rounds A before them.
+   */
+  readonly roundingProducts?: boolean;
+  /**
    * Whether a product of a few rows should read its elementwise operand stored rather than
    * computed as it reads it (fusion's `inlineOperands` is then off): WebAssembly, whose reduction
    * kernels compute such an operand point by point through its index arithmetic. On the H200's

@@ -14,6 +14,7 @@
  *
  * @module
  */
+import { KilnError } from "../../jit/support/errors.ts";
 import type { BlockTables, KernelIR, StoredBlockProduct } from "../../jit/ir/kernel_ir.ts";
 import type { KernelFunction } from "./module.ts";
 import { columnRow, type ColumnSums, columnSums, element, sizes, zeroOf } from "./block_common.ts";
@@ -57,6 +58,14 @@ export function blockProductBody(fn: KernelFunction, tag: StoredBlockProduct): n
   const nb = fn.kernel.space.length - 3;
   // A rounded to 8 bits a block sums in integers (`block_product_int8.ts`).
   const integers = integerBlocks(fn, tag);
+  if (tag.roundsA && !integers) {
+    // Its expressions read A unrounded: only the integer kernel rounds it.
+    throw new KilnError(`Kernel ${fn.kernel.name} rounds its A, which only relaxed SIMD's do`, {
+      code: "internal",
+      fix: "compile products that round A (packed_rows.ts) only where the engine has relaxed " +
+        "SIMD, or report this",
+    });
+  }
   const step = (cols: number) => {
     const [dot, sums] = integers ? integerRowDot(fn, tag, col, cols) : rowDot(fn, tag, col, cols);
     return [

@@ -8,7 +8,9 @@
  *
  * A's row is quantized again from its rounded values (each block's largest magnitude over 127,
  * then round(a · 127 / largest)), which gives back the same integers: they are at most 127 and
- * the rounding moved each by far less than half. Sixteen bytes of a block's packed words hold
+ * the rounding moved each by far less than half. A product that rounds A itself
+ * (`BlockProduct.roundsA`) reads it as it is and rounds it so, with QuantizeRowBlocks' inverse
+ * (127 / largest). Sixteen bytes of a block's packed words hold
  * 32 values, value 2j in byte j's low four bits and 2j + 1 in its high four, so the scratch
  * holds each 32 of A's integers as the 16 of even index, then the 16 of odd index, beside the
  * block's scale and that scale times its integer sum (for the zero point's share).
@@ -62,6 +64,7 @@ export function regroupIntegers(
   const { i32, f32, v128 } = wasm, { k, blocks } = sizes(fn.kernel, tag), f4 = m.f32x4;
   const b = local(i32), g = local(i32), src = local(i32), dst = local(i32);
   const largest = local(v128), inverse = local(v128), sum = local(v128), scale = local(f32);
+  const most = local(f32);
   const q = [...Array(8).keys()].map(() => local(v128));
   const quad = (j: number) => m.v128.load(16 * j, 4, get(src, i32));
   const advance = (ptr: number, bytes: number) =>
@@ -96,21 +99,22 @@ export function regroupIntegers(
       advance(src, 16),
     ]),
     m.local.set(
-      scale,
-      m.f32.div(
-        m.f32.max(
-          m.f32.max(lane(largest, 0), lane(largest, 1)),
-          m.f32.max(lane(largest, 2), lane(largest, 3)),
-        ),
-        m.f32.const(127),
+      most,
+      m.f32.max(
+        m.f32.max(lane(largest, 0), lane(largest, 1)),
+        m.f32.max(lane(largest, 2), lane(largest, 3)),
       ),
     ),
+    m.local.set(scale, m.f32.div(get(most, f32), m.f32.const(127))),
+    // A the product rounds itself (`roundsA`) takes QuantizeRowBlocks' inverse, 127 / largest.
     m.local.set(
       inverse,
       f4.splat(
         m.select(
           m.f32.ne(get(scale, f32), m.f32.const(0)),
-          m.f32.div(m.f32.const(1), get(scale, f32)),
+          tag.roundsA
+            ? m.f32.div(m.f32.const(127), get(most, f32))
+            : m.f32.div(m.f32.const(1), get(scale, f32)),
           m.f32.const(0),
         ),
       ),
