@@ -60,6 +60,7 @@ Deno.test("fusion's choices follow every generator that may run a kernel", () =>
     storedKeys: 4096,
     matrixUnits: true,
     packedRows: true,
+    roundingProducts: true,
   };
   const wasm: DeviceProfile = {
     ...reference,
