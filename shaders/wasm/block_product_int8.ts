@@ -8,9 +8,9 @@
  *
  * A's row is quantized again from its rounded values (each block's largest magnitude over 127,
  * then round(a · 127 / largest)), which gives back the same integers: they are at most 127 and
- * the rounding moved each by far less than half. A product that rounds A itself
- * (`BlockProduct.roundsA`) reads it as it is and rounds it so, with QuantizeRowBlocks' inverse
- * (127 / largest). Sixteen bytes of a block's packed words hold
+ * the rounding moved each by far less than half. The factor is QuantizeRowBlocks' own (127 /
+ * largest), so a product that rounds A itself (`BlockProduct.roundsA`) reads it as it is and
+ * rounds it exactly so. Sixteen bytes of a block's packed words hold
  * 32 values, value 2j in byte j's low four bits and 2j + 1 in its high four, so the scratch
  * holds each 32 of A's integers as the 16 of even index, then the 16 of odd index, beside the
  * block's scale and that scale times its integer sum (for the zero point's share).
@@ -106,15 +106,14 @@ export function regroupIntegers(
       ),
     ),
     m.local.set(scale, m.f32.div(get(most, f32), m.f32.const(127))),
-    // A the product rounds itself (`roundsA`) takes QuantizeRowBlocks' inverse, 127 / largest.
+    // QuantizeRowBlocks' inverse, 127 / largest: A the product rounds itself (`roundsA`) needs
+    // it, and A rounded before gives back its integers by it as by any close factor.
     m.local.set(
       inverse,
       f4.splat(
         m.select(
           m.f32.ne(get(scale, f32), m.f32.const(0)),
-          tag.roundsA
-            ? m.f32.div(m.f32.const(127), get(most, f32))
-            : m.f32.div(m.f32.const(1), get(scale, f32)),
+          m.f32.div(m.f32.const(127), get(most, f32)),
           m.f32.const(0),
         ),
       ),

@@ -76,10 +76,10 @@ const SERIAL_MOST = 16;
 
 /**
  * Fewest short rows (of at most `SERIAL_MOST` points) of a maximum or minimum taken a thread a
- * row (sums keep that order however few the rows). Fewer leave the GPU
- * idle, and a row's loop is then the kernel's time: a decode step's packing of A
- * (`PackRowBlocks`, 28 blocks of 8 words) took a thread a block; a thread a word, each of the
- * H200's int8 decode products with its packing ran 3.3-4.8 µs faster (`bench/gpu_kernels.ts`).
+ * row (sums keep that order however few the rows). Fewer leave the GPU idle, and a row's loop is
+ * then the kernel's time: a decode step's packing of A (`PackRowBlocks`, 28 blocks of 8 words)
+ * took a thread a block; a thread a word, each of the H200's int8 decode products with its
+ * packing ran 3.3-4.8 µs faster (`bench/gpu_kernels.ts`).
  */
 const SERIAL_ROWS = 4096;
 
