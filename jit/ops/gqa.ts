@@ -114,10 +114,13 @@ function appender(
     const heads4 = heads(e, fresh, kv);
     if (!pastState) return heads4;
     const fromPast = pastAt ? e.op("Gather", [pastState, pastAt], { axis: 2 }) : pastState;
-    const fromNew = e.op("GatherElements", [
-      heads4,
-      e.op("Expand", [newAt], { shape: [b, kv, total, e.typeOf(heads4).shape[3]] }),
-    ], { axis: 2 });
+    const wide = [b, kv, total, e.typeOf(heads4).shape[3]];
+    // One new token (a decode step) is every slot's pick: a broadcast, which fusion computes
+    // inside the present's kernel, where a gather's data (the rotated keys) had to be stored by
+    // a kernel of its own first, one dispatch more a layer a step.
+    const fromNew = s === 1
+      ? e.op("Expand", [heads4], { shape: wide })
+      : e.op("GatherElements", [heads4, e.op("Expand", [newAt], { shape: wide })], { axis: 2 });
     const zero = e.scalar(0, e.typeOf(heads4).dtype);
     return e.op("Where", [inPast, fromPast, e.op("Where", [inNew, fromNew, zero])]);
   };
