@@ -79,6 +79,7 @@ export type {
   KernelOutput,
   KernelPattern,
   Load,
+  Packing,
   ReduceOp,
   Reduction,
 } from "./jit/ir/kernel_ir.ts";

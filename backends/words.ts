@@ -12,6 +12,7 @@ import {
   type TensorData,
   toF16Array,
 } from "../jit/ir/dtype.ts";
+import type { Packing } from "../jit/ir/kernel_ir.ts";
 import { KilnError } from "../jit/support/errors.ts";
 
 /** `data` (of `dtype`) as 32-bit words ready for `writeBuffer`. */
@@ -195,21 +196,28 @@ export function toStored(data: TensorData, dtype: DType, storage: Storage): Arra
 }
 
 /**
- * 8-bit `data` as it lies in memory, four elements to a word (a packed constant: see
- * `KernelBuffer.packed`), padded with zeros to a whole number of words.
+ * 8-bit `data` held as a packed constant (see `KernelBuffer.packed`): as it lies in memory, four
+ * elements to a word, or eight (`nibbles`: element i in bits 4·(i mod 8) of word ⌊i / 8⌋, every
+ * element below 16), padded with zeros to a whole number of words.
  */
-export function packedBytes(data: TensorData): Uint8Array {
+export function packedBytes(data: TensorData, packing: Packing = "bytes"): Uint8Array {
   const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  const length = packedLength(bytes.length);
+  const length = packedLength(bytes.length, packing);
+  if (packing === "nibbles") {
+    const out = new Uint8Array(length);
+    for (let i = 0; i < bytes.length; i++) out[i >> 1] |= (bytes[i] & 15) << ((i & 1) * 4);
+    return out;
+  }
   if (bytes.length === length) return bytes;
   const padded = new Uint8Array(length);
   padded.set(bytes);
   return padded;
 }
 
-/** Bytes `n` 8-bit elements take four to a word: whole words, at least one. */
-export function packedLength(n: number): number {
-  return Math.max(4, Math.ceil(n / 4) * 4);
+/** Bytes `n` 8-bit elements take packed (four or eight to a word): whole words, at least one. */
+export function packedLength(n: number, packing: Packing = "bytes"): number {
+  const per = packing === "nibbles" ? 8 : 4;
+  return Math.max(4, Math.ceil(n / per) * 4);
 }
 
 /**

@@ -3,6 +3,8 @@ import { type DType, type TensorData, toF16Bits } from "../jit/ir/dtype.ts";
 import {
   elementBytes,
   fromStored,
+  packedBytes,
+  packedLength,
   storedBytes,
   storedRange,
   toStored,
@@ -88,4 +90,17 @@ Deno.test("writeWords widens narrow integers in place as toWords does, at any of
       assert.deepEqual(new Uint8Array(buffer, at, 16), want, `${dtype} at ${at}`);
     }
   }
+});
+
+Deno.test("packed constants: four bytes or eight nibbles a word, padded to whole words", () => {
+  const data = Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8, 9, 15);
+  assert.deepEqual([...packedBytes(data)], [1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 0, 0]);
+  // Element i in bits 4·(i mod 8) of word i / 8: low half of each byte first.
+  const nibbles = new Uint32Array(packedBytes(data, "nibbles").buffer);
+  assert.deepEqual([...nibbles], [0x87654321, 0xf9]);
+  assert.deepEqual([packedLength(10), packedLength(10, "nibbles"), packedLength(0, "nibbles")], [
+    12,
+    8,
+    4,
+  ]);
 });

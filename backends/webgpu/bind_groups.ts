@@ -4,13 +4,13 @@
  * @module
  */
 import type { DType } from "../../jit/ir/dtype.ts";
-import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
+import type { KernelIR, Packing } from "../../jit/ir/kernel_ir.ts";
 
-/** A tensor's type, as buffers are sized by it (`packed`: 8-bit, four to a word). */
+/** A tensor's type, as buffers are sized by it (`packed`: 8-bit, four or eight to a word). */
 export type Typed = {
   readonly shape: readonly number[];
   readonly dtype: DType;
-  readonly packed?: boolean;
+  readonly packed?: Packing;
 };
 
 /** A tensor a kernel binds: its value and type. */

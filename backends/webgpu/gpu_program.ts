@@ -16,7 +16,7 @@ import { type DType, internalDType, type TensorData } from "../../jit/ir/dtype.t
 import { KilnError } from "../../jit/support/errors.ts";
 
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
-import { type KernelIR, rowCount } from "../../jit/ir/kernel_ir.ts";
+import { type KernelIR, type Packing, rowCount } from "../../jit/ir/kernel_ir.ts";
 import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import { neededKernels } from "../../jit/runtime/program.ts";
 import { type MemoryPlan, planMemory } from "../../jit/schedule/memory_plan.ts";
@@ -86,8 +86,8 @@ class GpuProgram implements Program {
   #plan: GpuPlan;
   /** The arguments', params' and constants' buffers (see `program_uploads.ts`). */
   #uploads: ProgramUploads;
-  /** Values held four bytes to a word (8-bit constants, `KernelBuffer.packed`). */
-  #packed = new Set<number>();
+  /** Values held four or eight to a word (8-bit constants, `KernelBuffer.packed`). */
+  #packed = new Map<number, Packing>();
   /** Two timestamps per kernel (pass begin and end), resolved and read back with the outputs. */
   #queries?: GPUQuerySet;
   #times: KernelTime[] = [];
@@ -121,10 +121,10 @@ class GpuProgram implements Program {
     this.#rows = kernels.map(rowCount);
     for (const k of kernels) {
       for (const b of [...k.inputs, ...k.outputs]) this.#types.set(b.value, b);
-      for (const b of k.inputs) if (b.packed) this.#packed.add(b.value);
+      for (const b of k.inputs) if (b.packed) this.#packed.set(b.value, b.packed);
     }
     for (const [v, t] of constants) {
-      this.#types.set(v, { shape: t.shape, dtype: t.dtype as DType, packed: this.#packed.has(v) });
+      this.#types.set(v, { shape: t.shape, dtype: t.dtype as DType, packed: this.#packed.get(v) });
     }
     plan.bindings.forEach((b, i) => this.#argument.has(b.value) || this.#argument.set(b.value, i));
     this.#groups = new BindGroups(ctx.device, plan.pipelines, kernels, this.#bytesOf);
@@ -146,7 +146,7 @@ class GpuProgram implements Program {
   /** Bytes a buffer for a tensor takes (at least one word: WebGPU binds no empty buffers). */
   #bytesOf = (t: Typed): number =>
     t.packed
-      ? packedLength(sizeOf(t.shape))
+      ? packedLength(sizeOf(t.shape), t.packed)
       : storedBytes(Math.max(1, sizeOf(t.shape)), t.dtype, this.#ctx);
 
   /** A run: one repetition, every output read back. */
@@ -315,7 +315,7 @@ class GpuProgram implements Program {
       if (now) given.set(v, now);
       else {
         const binding = i === undefined ? undefined : { i, held };
-        const packed = this.#packed.has(v);
+        const packed = this.#packed.get(v);
         uploads.push(
           this.#uploads.upload(t, { keep, acquired, binding, packed }).then((b) => given.set(v, b)),
         );

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { compile } from "../../mod.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
-import { graphEqualsReference } from "../../jit/testing/testing.ts";
+import { assertClose, graphEqualsReference, numbers } from "../../jit/testing/testing.ts";
 import { rng } from "../../jit/support/random.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 
@@ -68,4 +68,60 @@ Deno.test("8-bit weights take a byte each of device memory", async () => {
   // 256 KB of weights: as words they had taken 1 MB.
   const resident = backend.poolStats().residentBytes;
   assert.ok(resident >= 512 * 512 && resident < 2 * 512 * 512, `${resident} bytes resident`);
+});
+
+Deno.test("4-bit zero points held eight to a word give the reference's products", async () => {
+  // A decode row and a prefill of 5 by 4-bit weights of 37 outputs (zero points not a whole
+  // number of words), plain and with A rounded to 8 bits (the integer kernel's reads).
+  const n = 37, blocks = 3, k = 32 * blocks;
+  const next = rng(11);
+  const g = new GraphBuilder();
+  const words = Uint32Array.from({ length: n * blocks * 4 }, () => Math.floor(next() * 2 ** 32));
+  const tables = [
+    g.param("w", [n, blocks * 4], "u32", words),
+    g.param("s", [n, blocks], "f32", Float32Array.from({ length: n * blocks }, () => next())),
+    g.constant(
+      Uint8Array.from({ length: n * blocks }, () => Math.floor(next() * 16)),
+      [n, blocks],
+      "u8",
+    ),
+  ];
+  for (const rows of [1, 5]) {
+    const a = g.input(`a${rows}`, [rows, k]);
+    g.output(`y${rows}`, g.op("BlockMatMul", [a, ...tables], { bits: 4, block: 32 }));
+    const rounded = g.op("QuantizeRowBlocks", [a], { block: 32 });
+    g.output(
+      `q${rows}`,
+      g.op("BlockMatMul", [rounded, ...tables], { bits: 4, block: 32, int8: 1 }),
+    );
+  }
+  const feed = (rows: number) => ({
+    data: Float32Array.from({ length: rows * k }, () => next() - 0.5),
+    shape: [rows, k],
+    dtype: "f32" as const,
+  });
+  // Small u8 weights of an integer product: its byte tiles take them four to a word.
+  const w = g.constant(Uint8Array.from({ length: 512 * 260 }, () => Math.floor(next() * 16)), [
+    512,
+    260,
+  ], "u8");
+  g.output("xw", g.op("MatMulInteger", [g.input("x", [128, 512], "u8"), w], {}));
+  // Small u8 values read elementwise (four at a time where the kernel takes vec4s).
+  const small = Uint8Array.from({ length: 8 * 16 }, () => Math.floor(next() * 16));
+  g.output("cast", g.op("Cast", [g.constant(small, [8, 16], "u8")], { to: "f32" }));
+  const backend = new WebGpuBackend(), graph = g.build();
+  using exe = await compile(graph, { backend, cache: false });
+  const held = exe.plan!.kernels.flatMap((x) => x.inputs.flatMap((b) => b.packed ?? []));
+  assert.ok(held.filter((p) => p === "nibbles").length >= 1, held.join());
+  assert.ok(held.includes("bytes"), held.join());
+  const x = { data: bytes(128 * 512, 12, false), shape: [128, 512], dtype: "u8" as const };
+  const feeds = { a1: feed(1), a5: feed(5), x };
+  using reference = await compile(graph, { backend: "reference", cache: false });
+  const [got, want] = [await exe.run(feeds), await reference.run(feeds)];
+  // The products sum blocks in another order than the reference: within f32's rounding.
+  for (const name of ["y1", "q1", "y5", "q5"]) {
+    assertClose(numbers(got[name].data), numbers(want[name].data), { atol: 1e-4, rtol: 1e-4 });
+  }
+  assert.deepEqual(got.xw.data, want.xw.data);
+  assert.deepEqual(got.cast.data, want.cast.data);
 });

@@ -7,6 +7,7 @@
  */
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import type { TensorData } from "../../jit/ir/dtype.ts";
+import type { Packing } from "../../jit/ir/kernel_ir.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import { packedBytes, toStored } from "../words.ts";
@@ -21,8 +22,8 @@ export interface UploadOptions {
   readonly acquired: GPUBuffer[];
   /** A host argument's binding: where the program's own small buffers may take it. */
   readonly binding?: { i: number; held: { writing: number[] } };
-  /** Its bytes four to a word (an 8-bit constant its kernels read packed). */
-  readonly packed?: boolean;
+  /** Its elements four or eight to a word (an 8-bit constant its kernels read packed). */
+  readonly packed?: Packing;
 }
 
 /** The uploads of one program (see the module's description). */
@@ -33,8 +34,8 @@ export class ProgramUploads {
   #resident = new Map<TensorData, Promise<GPUBuffer>>();
   /** The resident uploads that are done: a run binds them without waiting. */
   #uploaded = new Map<TensorData, GPUBuffer>();
-  /** The resident data uploaded four bytes to a word. */
-  #packed = new Set<TensorData>();
+  /** The resident data uploaded packed, and how. */
+  #packed = new Map<TensorData, Packing>();
 
   /** Uploads on `ctx`'s device, small arguments into the program's `own` buffers. */
   constructor(ctx: GpuContext, own: OwnBuffers) {
@@ -45,7 +46,7 @@ export class ProgramUploads {
   /** Lets go of the resident uploads (shared by the device's programs). */
   dispose(): void {
     for (const data of this.#resident.keys()) {
-      this.#ctx.residents.release(data, this.#packed.has(data));
+      this.#ctx.residents.release(data, this.#packed.get(data));
     }
     this.#resident.clear();
     this.#uploaded.clear();
@@ -64,7 +65,7 @@ export class ProgramUploads {
 
   /** `t`'s buffer: in place for a device tensor, else uploaded (once, where `keep`). */
   async upload(t: RefTensor | DeviceTensor, options: UploadOptions): Promise<GPUBuffer> {
-    const { keep, acquired, binding, packed = false } = options;
+    const { keep, acquired, binding, packed } = options;
     const ctx = this.#ctx;
     const { device, pool } = ctx;
     const resident = this.#resident;
@@ -81,10 +82,10 @@ export class ProgramUploads {
     }
     const hit = resident.get(t.data);
     if (hit) return hit;
-    const storedOf = () => packed ? packedBytes(t.data) : toStored(t.data, t.dtype, ctx);
+    const storedOf = () => packed ? packedBytes(t.data, packed) : toStored(t.data, t.dtype, ctx);
     if (keep) {
       // Converted and written only where no program of the device holds it yet.
-      if (packed) this.#packed.add(t.data);
+      if (packed) this.#packed.set(t.data, packed);
       const buffer = ctx.residents.use(t.data, () => {
         const stored = storedOf();
         return pool.acquire(Math.max(4, stored.byteLength), STORAGE, true).then((b) => {

@@ -13,6 +13,7 @@
  * @module
  */
 import type { TensorData } from "../../jit/ir/dtype.ts";
+import type { Packing } from "../../jit/ir/kernel_ir.ts";
 import type { BufferPool } from "./buffer_pool.ts";
 
 /** The resident uploads of one device, shared by its programs. */
@@ -28,9 +29,9 @@ export class Residents {
 
   /**
    * `data`'s buffer, uploaded by `upload` where no program holds it yet; one more user. `packed`:
-   * its bytes four to a word (an 8-bit constant), an upload apart from its words.
+   * its elements four or eight to a word (an 8-bit constant), an upload apart from its words.
    */
-  use(data: TensorData, upload: () => Promise<GPUBuffer>, packed = false): Promise<GPUBuffer> {
+  use(data: TensorData, upload: () => Promise<GPUBuffer>, packed?: Packing): Promise<GPUBuffer> {
     const views = this.#entries.get(data.buffer) ?? new Map();
     this.#entries.set(data.buffer, views);
     const key = viewKey(data, packed), entry = views.get(key);
@@ -45,8 +46,8 @@ export class Residents {
     return buffer;
   }
 
-  /** One user of `data`'s buffer (`packed` or not) fewer: the last one's release frees it. */
-  release(data: TensorData, packed = false): void {
+  /** One user of `data`'s buffer (held as `packed` says) fewer: the last one's release frees it. */
+  release(data: TensorData, packed?: Packing): void {
     const entry = this.#entries.get(data.buffer)?.get(viewKey(data, packed));
     if (!entry || --entry.users > 0) return;
     this.#forget(data, packed);
@@ -54,7 +55,7 @@ export class Residents {
   }
 
   /** Drops `data`'s entry (and its memory's map, once empty). */
-  #forget(data: TensorData, packed: boolean): void {
+  #forget(data: TensorData, packed: Packing | undefined): void {
     const views = this.#entries.get(data.buffer);
     views?.delete(viewKey(data, packed));
     if (views?.size === 0) this.#entries.delete(data.buffer);
@@ -62,6 +63,6 @@ export class Residents {
 }
 
 /** Where `data` lies in its memory, what its elements are and how they are held. */
-function viewKey(data: TensorData, packed: boolean): string {
-  return `${data.constructor.name} ${data.byteOffset} ${data.byteLength}${packed ? " packed" : ""}`;
+function viewKey(data: TensorData, packed: Packing | undefined): string {
+  return `${data.constructor.name} ${data.byteOffset} ${data.byteLength} ${packed ?? "words"}`;
 }

@@ -187,11 +187,15 @@ export interface KernelBuffer {
   readonly dtype: DType;
   /**
    * An 8-bit constant (a quantized model's weights) that a backend may hold four elements to a
-   * 32-bit word, as they lie in memory, where it widens other 8-bit values to a word each
+   * 32-bit word, as they lie in memory (`bytes`), or eight where every element is below 16
+   * (`nibbles`: 4-bit zero points), where it widens other 8-bit values to a word each
    * (`jit/passes/packed_constants.ts`); a backend that holds it otherwise ignores this.
    */
-  readonly packed?: boolean;
+  readonly packed?: Packing;
 }
+
+/** How a packed constant is held: four elements to a word, or eight (see `KernelBuffer.packed`). */
+export type Packing = "bytes" | "nibbles";
 
 /** An output of a kernel. */
 export interface KernelOutput extends KernelBuffer {

@@ -1,5 +1,5 @@
 /**
- * 8-bit constants marked for storage four to a word. The generated backends widen 8-bit values to
+ * 8-bit constants marked for storage four to a word (eight where they are 4-bit zero points). The generated backends widen 8-bit values to
  * a 32-bit word each (WGSL has no 8-bit type), so a quantized model's i8 and u8 weights took as
  * much device memory as their f32 form, and a byte product's tile read four words for one of
  * packed bytes. A constant is written by no kernel, so a backend may hold it as it lies in memory,
@@ -10,7 +10,7 @@
  * @module
  */
 import type { HostTensor } from "../ir/host_tensor.ts";
-import type { KernelIR } from "../ir/kernel_ir.ts";
+import type { Expr, KernelIR, Packing } from "../ir/kernel_ir.ts";
 import type { FusionResult } from "./fuse_options.ts";
 
 /** `fusion` with every read of its 8-bit constants marked `packed` (see the module's note). */
@@ -37,9 +37,43 @@ export function packedConstants(fusion: FusionResult, outputs: readonly number[]
     return t !== undefined && (t.dtype === "i8" || t.dtype === "u8") && !words.has(v) &&
       !wordViews.has(viewOf(t));
   };
+  const nibbles = nibbleValues(fusion);
+  const packing = (v: number): Packing => nibbles.has(v) ? "nibbles" : "bytes";
   const marked = (k: KernelIR): KernelIR =>
     k.inputs.some((b) => packable(b.value))
-      ? { ...k, inputs: k.inputs.map((b) => packable(b.value) ? { ...b, packed: true } : b) }
+      ? {
+        ...k,
+        inputs: k.inputs.map((b) => packable(b.value) ? { ...b, packed: packing(b.value) } : b),
+      }
       : k;
   return { ...fusion, kernels: fusion.kernels.map(marked) };
+}
+
+/**
+ * The u8 constants whose every value is below 16 (a 4-bit MatMulNBits' zero points, which the
+ * model holds two to a byte) and that no contraction takes as an operand: held eight to a word,
+ * a quarter of the bytes each block product reads besides its weights and scales, where four to
+ * a word cost the H200 1.5 µs of the vocabulary's 28 (`bench/gemv_bytes.ts`, session 82). An
+ * operand of an integer product stays bytes: byte tiles take its words as four of them.
+ */
+function nibbleValues(fusion: FusionResult): Set<number> {
+  const operands = new Set(fusion.kernels.flatMap(operandValues));
+  const small = (v: number) => {
+    const t = fusion.constants.get(v);
+    return t?.dtype === "u8" && (t.data as Uint8Array).every((x) => x < 16);
+  };
+  return new Set([...fusion.constants.keys()].filter((v) => !operands.has(v) && small(v)));
+}
+
+/** The values `k`'s reductions multiply as they are loaded (through Casts): a product's operands. */
+function operandValues(k: KernelIR): number[] {
+  const loaded = (e: Expr): number[] =>
+    e.kind === "load"
+      ? [k.inputs[e.input].value]
+      : e.kind === "alu" && e.op === "Cast"
+      ? loaded(e.args[0])
+      : [];
+  return k.reductions.flatMap((r) =>
+    r.expr.kind === "alu" && r.expr.op === "Mul" ? r.expr.args.flatMap(loaded) : []
+  );
 }

@@ -57,3 +57,26 @@ Deno.test("a constant an opaque kernel reads stays words everywhere, and so do v
   const viewed: FusionResult = { ...fusion, kernels, constants };
   assert.deepEqual(packed(packedConstants(viewed, outputs).kernels), []);
 });
+
+Deno.test("4-bit zero points are held eight to a word, a product's byte operands four", () => {
+  const product = (zeros: Uint8Array, alsoOut: boolean) => {
+    const g = new GraphBuilder();
+    const words = g.param("w", [6, 4], "u32", new Uint32Array(24));
+    const scales = g.param("s", [6, 1], "f32", new Float32Array(6));
+    const z = g.constant(zeros, [6, 1], "u8");
+    const y = g.op("BlockMatMul", [g.input("a", [1, 32]), words, scales, z], {
+      bits: 4,
+      block: 32,
+    });
+    g.output("y", y);
+    if (alsoOut) g.output("z", g.op("Cast", [z], { to: "f32" }));
+    const graph = g.build();
+    const fusion = fuse(graph);
+    const out = packedConstants(fusion, graph.outputs.map((o) => o.value));
+    return out.kernels.flatMap((k) => k.inputs.flatMap((b) => b.packed ? [b.packed] : []));
+  };
+  assert.deepEqual(product(Uint8Array.of(0, 3, 8, 15, 9, 1), false), ["nibbles"]);
+  // A value of 16 or more keeps them bytes; another elementwise reader reads nibbles too.
+  assert.deepEqual(product(Uint8Array.of(0, 3, 8, 16, 9, 1), false), ["bytes"]);
+  assert.deepEqual(product(Uint8Array.of(0, 3, 8, 15, 9, 1), true), ["nibbles", "nibbles"]);
+});

@@ -411,6 +411,9 @@ export class KernelLowering {
 
   /** Element `index` (a u32 expression) of input `i`, in its arithmetic type. */
   element(i: number, index: string): string {
+    if (this.kernel.inputs[i].packed === "nibbles") {
+      return `extractBits(${this.inputs[i]}[(${index}) >> 3u], ((${index}) & 7u) * 4u, 4u)`;
+    }
     if (this.kernel.inputs[i].packed) {
       // Byte `index % 4` of its word, sign-extended for i8 (extractBits does on an i32).
       const word = `${this.inputs[i]}[(${index}) >> 2u]`;
@@ -426,6 +429,12 @@ export class KernelLowering {
    * vec4 of its integer type; a packed input's one word, its four bytes unpacked).
    */
   quad(i: number, index: string): string {
+    if (this.kernel.inputs[i].packed === "nibbles") {
+      // An aligned four is half a word: its first at bit 0 or 16.
+      const word = `${this.inputs[i]}[u32(${index}) / 8u]`;
+      const at = `(u32(${index}) & 4u) * 4u`;
+      return `((vec4<u32>(${word}) >> (vec4<u32>(0u, 4u, 8u, 12u) + ${at})) & vec4<u32>(15u))`;
+    }
     if (this.kernel.inputs[i].packed) {
       const word = this.packedWord(i, index);
       return this.kernel.inputs[i].dtype === "i8"
@@ -438,6 +447,12 @@ export class KernelLowering {
 
   /** The word (u32) of packed input `i` holding its aligned element `index` and the next three. */
   packedWord(i: number, index: string): string {
+    if (this.kernel.inputs[i].packed === "nibbles") {
+      throw new KilnError(`WGSL: ${this.kernel.name} reads 4-bit input ${i} as bytes`, {
+        code: "internal",
+        fix: "hold a constant that byte tiles read four to a word (packedConstants)",
+      });
+    }
     return `${this.inputs[i]}[u32(${index}) / 4u]`;
   }
 

@@ -125,7 +125,7 @@ Deno.test("a packed constant's words enter a byte tile as they lie", () => {
   const kernel = product(512, 768, 3072);
   const packed = {
     ...kernel,
-    inputs: kernel.inputs.map((b, i) => i === 1 ? { ...b, packed: true } : b),
+    inputs: kernel.inputs.map((b, i) => i === 1 ? { ...b, packed: "bytes" as const } : b),
   };
   const wgsl = generateWgsl(packed, H200);
   assert.match(wgsl, /var<storage, read> in1: array<u32>;/);
