@@ -55,7 +55,12 @@ function roundedBlocks(a: Float32Array, block: number): Float32Array {
  * `"int8"`, A rounded to 8 bits a block first (MatMulNBits of `accuracy_level` 4,
  * onnxruntime-genai's default for CPU and WebGPU models).
  */
-export function gemv4(k: number, n: number, form?: "normed" | "int8"): Kernel {
+export function gemv4(
+  k: number,
+  n: number,
+  form?: "normed" | "int8",
+  { symmetric = false } = {},
+): Kernel {
   const blocks = k / 32, width = blocks * 4;
   const q = Uint32Array.from(uniform(n * width, 11, 0, 2 ** 32), (v) => Math.floor(v) >>> 0);
   const s = uniform(n * blocks, 12, 0.01, 0.03);
@@ -65,7 +70,8 @@ export function gemv4(k: number, n: number, form?: "normed" | "int8"): Kernel {
   const w = [b.param("q", [n, width], "u32", q), b.param("s", [n, blocks], "f32", s)];
   // Zero points as the import holds a model's: whole values, u8, a constant it made from the
   // nibbles (packed four to a word on a GPU; a param of u8 would take a word each).
-  const zeros = b.constant(Uint8Array.from(z), [n, blocks], "u8");
+  // Symmetric (no zero points: onnxruntime-genai's model builder's default) reads the middle, 8.
+  const zeros = symmetric ? [] : [b.constant(Uint8Array.from(z), [n, blocks], "u8")];
   const x = b.input("a", [1, k]);
   const mean = b.op("ReduceMean", [b.op("Mul", [x, x])], { axes: [-1], keepdims: 1 });
   const root = b.op("Sqrt", [b.op("Add", [mean, b.constant(1e-6)])]);
@@ -76,11 +82,11 @@ export function gemv4(k: number, n: number, form?: "normed" | "int8"): Kernel {
     ? b.op("QuantizeRowBlocks", [x], { block: 32 })
     : x;
   const int8 = form === "int8" ? { int8: 1 } : {};
-  b.output("y", b.op("BlockMatMul", [rows, ...w, zeros], { bits: 4, block: 32, ...int8 }));
+  b.output("y", b.op("BlockMatMul", [rows, ...w, ...zeros], { bits: 4, block: 32, ...int8 }));
   const scale = normed ? 1 / Math.sqrt(a.reduce((t, v) => t + v * v, 0) / k + 1e-6) : 1;
   const values = form === "int8" ? roundedBlocks(a, 32) : a;
   return {
-    id: `gemv4-${k}x${n}${form ? `-${form}` : ""}`,
+    id: `gemv4-${k}x${n}${form ? `-${form}` : ""}${symmetric ? "-sym" : ""}`,
     graph: b.build(),
     inputs: { a: { data: a, shape: [1, k] } },
     expect: (j) => {
@@ -88,12 +94,12 @@ export function gemv4(k: number, n: number, form?: "normed" | "int8"): Kernel {
       for (let i = 0; i < k; i++) {
         const cell = j * blocks + Math.floor(i / 32);
         const v = (q[j * width + (i >> 3)] >>> ((i & 7) * 4)) & 15;
-        sum += values[i] * (v - z[cell]) * s[cell];
+        sum += values[i] * (v - (symmetric ? 8 : z[cell])) * s[cell];
       }
       return sum * scale;
     },
     size: n,
-    bytes: 4 * (n * width + n * blocks + k + n) + n * blocks,
+    bytes: 4 * (n * width + n * blocks + k + n) + (symmetric ? 0 : n * blocks),
     half: false,
   };
 }

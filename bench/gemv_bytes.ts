@@ -16,6 +16,10 @@
  */
 import { dawnGpu } from "../backends/webgpu/dawn.ts";
 import { median, timingDawnFlags } from "./timed.ts";
+import { gemv4 } from "./decode_kernels.ts";
+import { WebGpuBackend } from "../backends/webgpu/webgpu_backend.ts";
+import { compile } from "../jit/compile.ts";
+import { dispatchSize, generateWgsl, kernelLayout } from "../shaders/wgsl/codegen.ts";
 
 const STORAGE = 0x80 | 0x08 | 0x04, STAGING = 0x01 | 0x08;
 
@@ -29,7 +33,7 @@ const STAMPED = 100;
 interface Design {
   r: number;
   wg: number;
-  zp: "none" | "table" | "nibbles";
+  zp: "none" | "table" | "nibbles" | "bytes";
   grid: number;
   /**
    * A as f32 values already rounded (what kiln's rounding kernel stores), each lane packing its
@@ -37,6 +41,11 @@ interface Design {
    * packed words.
    */
   apack?: boolean;
+  /**
+   * `kiln`: the kernel kiln generates for the product (`shaders/wgsl/block_product_int8.ts`),
+   * zero points as kiln holds them (`nibbles`, eight to a word) or `none`.
+   */
+  form?: "kiln";
 }
 
 /** The product's operands on the host and on the device. */
@@ -133,6 +142,44 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   return L.join("\n");
 }
 
+/**
+ * kiln's own kernel for the product over A packed by its producer (the one-row level-4 product
+ * `bench/decode_kernels.ts` builds), as the H200 takes it (subgroups of 32, packed byte dots):
+ * its code, its workgroups, and which of the operands' buffers each binding takes (−1 the output;
+ * inputs the benchmark has no use for bind a spare buffer).
+ */
+async function kilnKernel(k: number, n: number, symmetric: boolean) {
+  const backend = new WebGpuBackend({ gpu: "dawn", dawnFlags: timingDawnFlags });
+  const exe = await compile(gemv4(k, n, "int8", { symmetric }).graph, { backend, cache: false });
+  const kernel = exe.plan!.kernels.find((x) => x.blockProduct?.packedA);
+  const tag = kernel?.blockProduct;
+  if (!kernel || !tag?.packedA) throw new Error("kiln made no product over packed A");
+  const code = generateWgsl(kernel, {
+    maxInvocations: 1024,
+    workgroupBytes: 32768,
+    subgroupSize: 32,
+    packedDots: true,
+    bindings: 8,
+  });
+  // The operands' buffers: AQ, AS, W, S, f32 zeros, nibbles, AF, byte zeros; then the spare.
+  const role = new Map([
+    [tag.packedA.words, 0],
+    [tag.packedA.scales, 1],
+    [tag.words, 2],
+    [tag.scales, 3],
+  ]);
+  // Its zero points as it holds them: eight to a word (the model's nibbles), or bytes.
+  if (tag.zeros !== undefined) {
+    role.set(tag.zeros, kernel.inputs[tag.zeros].packed === "nibbles" ? 5 : 7);
+  }
+  const order = [...kernel.inputs.map((_, i) => role.get(i) ?? 8), -1];
+  const layout = kernelLayout(kernel, { maxInvocations: 1024, subgroupSize: 32, packedDots: true });
+  const [x, y] = dispatchSize(layout, n);
+  exe.dispose();
+  backend.dispose();
+  return { code, order, groups: x * y };
+}
+
 /** Lines loading A's block `b` (a u32 expression): its even and odd words, scale and sum. */
 function aBlock(b: string): string[] {
   return [
@@ -175,6 +222,10 @@ function zeroCode(d: Design, blocks: number, zrow: number): string {
   // A phony read keeps the table bound, so every design takes the same bind group.
   if (d.zp === "none") return "_ = Z[0];\n  return 8;";
   if (d.zp === "table") return `return i32(Z[row * ${blocks}u + b]);`;
+  if (d.zp === "bytes") {
+    return `let cell = row * ${blocks}u + b;
+  return i32(extractBits(Z[cell / 4u], (cell % 4u) * 8u, 8u));`;
+  }
   // The model's nibbles: rows of ceil(blocks / 2) bytes, block b in byte b / 2, low half first.
   return `let byte = row * ${zrow}u + b / 2u;
   return i32((Z[byte / 4u] >> ((byte % 4u) * 8u + (b % 2u) * 4u)) & 15u);`;
@@ -249,10 +300,18 @@ function operands(k: number, n: number): Operands {
   }
   const table = Float32Array.from(z);
   const base = w.byteLength + s.byteLength + aq.byteLength + as.byteLength + 4 * n;
-  const bytes = { none: base, table: base + table.byteLength, nibbles: base + n * zrow };
+  const bytes = {
+    none: base,
+    table: base + table.byteLength,
+    nibbles: base + n * zrow,
+    bytes: base + n * blocks,
+  };
   const buffers = [aq, as, w, s].map((x) => buffer(x));
   buffers.push(buffer(table), buffer(new Uint32Array(nibbles.buffer)));
   buffers.push(buffer(Float32Array.from(a, (x, i) => x * as[i >> 5])));
+  const byteZeros = new Uint8Array(Math.ceil(z.length / 4) * 4);
+  byteZeros.set(z);
+  buffers.push(buffer(new Uint32Array(byteZeros.buffer)));
   return { k, n, buffers, want, symmetric, bytes };
 }
 
@@ -390,15 +449,20 @@ async function sweep(k: number, n: number, designs: Design[]): Promise<void> {
   const { copy, read } = await yardsticks(ops.bytes.table);
   console.log(`${k}x${n}: copy ${copy.toFixed(2)} TB/s, read ${read.toFixed(2)} TB/s`);
   const out = device.createBuffer({ size: n * 4, usage: STORAGE });
+  const spare = device.createBuffer({ size: 16, usage: STORAGE });
+  const kiln = { zeros: await kilnKernel(k, n, false), none: await kilnKernel(k, n, true) };
   for (const d of designs) {
-    const zb = d.zp === "table" ? ops.buffers[4] : ops.buffers[5];
-    const [pipeline, group] = await bound(wgsl(k, n, d), [
-      ...ops.buffers.slice(0, 4),
-      zb,
-      out,
-      ops.buffers[6],
-    ]);
-    const groups = Math.ceil(n / (d.r * (d.wg / 32)));
+    const zb = ops.buffers[{ table: 4, nibbles: 5, none: 5, bytes: 7 }[d.zp]];
+    const mine = kiln[d.zp === "none" ? "none" : "zeros"];
+    const [pipeline, group] = d.form === "kiln"
+      ? await bound(mine.code, mine.order.map((i) => i < 0 ? out : [...ops.buffers, spare][i]))
+      : await bound(wgsl(k, n, d), [
+        ...ops.buffers.slice(0, 4),
+        zb,
+        out,
+        ops.buffers[6],
+      ]);
+    const groups = d.form === "kiln" ? mine.groups : Math.ceil(n / (d.r * (d.wg / 32)));
     const { ms, got } = await timed(pipeline, group, grid2(d.grid || groups), out);
     const alone = await stamped(pipeline, group, grid2(d.grid || groups));
     let err = 0;
@@ -408,8 +472,8 @@ async function sweep(k: number, n: number, designs: Design[]): Promise<void> {
     }
     const tbps = ops.bytes[d.zp] / ms / 1e9;
     console.log(
-      `  r${d.r} wg${d.wg} zp-${d.zp}${d.grid ? ` grid${d.grid}` : ""}${
-        d.apack ? " apack" : ""
+      `  r${d.r} wg${d.wg} zp-${d.zp}${d.grid ? ` grid${d.grid}` : ""}${d.apack ? " apack" : ""}${
+        d.form ? ` ${d.form}` : ""
       }: ` +
         `${(ms * 1000).toFixed(1)}` +
         ` us ${tbps.toFixed(2)} TB/s ${(100 * tbps / copy).toFixed(0)}% of the copy` +
@@ -418,6 +482,7 @@ async function sweep(k: number, n: number, designs: Design[]): Promise<void> {
     );
   }
   out.destroy();
+  spare.destroy();
   ops.buffers.forEach((b) => b.destroy());
 }
 
@@ -428,6 +493,15 @@ for (const zp of ["table", "nibbles", "none"] as const) {
 designs.push({ r: 8, wg: 256, zp: "table", grid: 0, apack: true });
 designs.push({ r: 16, wg: 256, zp: "table", grid: 0, apack: true });
 designs.push({ r: 8, wg: 256, zp: "table", grid: 1056 });
+designs.push({ r: 8, wg: 256, zp: "bytes", grid: 0 });
+for (const zp of ["nibbles", "none"] as const) {
+  designs.push({ r: 8, wg: 256, zp, grid: 0, form: "kiln" });
+}
+// `--kiln`: kiln's kernels and the hand-written ones with its zero points only.
+if (Deno.args.includes("--kiln")) {
+  const mine = designs.filter((d) => d.form === "kiln" || (!d.form && !d.grid && !d.apack));
+  designs.splice(0, designs.length, ...mine.filter((d) => d.wg === 256 && d.zp !== "table"));
+}
 const only = Deno.args.find((a) => !a.startsWith("--"));
 for (const [k, n] of [[896, 151936], [896, 9728], [4864, 896]]) {
   if (only && !`${k}x${n}`.startsWith(only)) continue;

@@ -447,6 +447,7 @@ const all: (() => Kernel)[] = [
   () => gemv4(896, 4864 * 2, "int8"),
   () => gemv4(4864, 896, "int8"),
   () => gemv4(896, 151936, "int8"),
+  () => gemv4(896, 151936, "int8", { symmetric: true }),
   () => matmul(1024),
   () => matmul(2048),
   () => matmul(4096),
