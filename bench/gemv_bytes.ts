@@ -455,7 +455,10 @@ async function sweep(k: number, n: number, designs: Design[]): Promise<void> {
     const zb = ops.buffers[{ table: 4, nibbles: 5, none: 5, bytes: 7 }[d.zp]];
     const mine = kiln[d.zp === "none" ? "none" : "zeros"];
     const [pipeline, group] = d.form === "kiln"
-      ? await bound(mine.code, mine.order.map((i) => i < 0 ? out : [...ops.buffers, spare][i]))
+      ? await bound(
+        mine.code,
+        mine.order.map((i) => i < 0 ? out : [...ops.buffers, spare][i]),
+      )
       : await bound(wgsl(k, n, d), [
         ...ops.buffers.slice(0, 4),
         zb,

@@ -148,8 +148,10 @@ export function emitBlockProduct(
   e.line(`let first = ${first};`);
   for (const c of l.coords) e.line(`var ${c}: i32 = 0;`);
   for (let r = 0; r < outputs; r++) {
-    // Output n of A's row `row / n` (A's rows of K lie contiguous, see `plainTables`).
-    e.line(`let col${r} = min(first + ${r}, ${total - 1}) % ${n};`);
+    // Output n of A's row `row / n` (A's rows of K lie contiguous, see `plainTables`). In u32:
+    // i32's signed remainders and products cost the H200's vocabulary product (896 → 151936)
+    // 1.2-1.7 µs of 28 (`bench/gemv_bytes.ts --kiln`, session 82).
+    e.line(`let col${r} = u32(min(first + ${r}, ${total - 1})) % ${n}u;`);
     e.line(`var part${r}: f32 = 0.0;`);
   }
   // The kernel's other inputs (the expression's tables of powers) are bound all the same: a
@@ -293,9 +295,9 @@ function blockSums(
   const sums = Array.from({ length: count }, (_, j) => `a${j}`);
   e.line(`let asum = dot(${sums.join(" + ")}, vec4<f32>(1.0));`);
   for (let r = 0; r < outputs; r++) {
-    e.line(`let cell${r} = col${r} * ${blocks} + b;`);
+    e.line(`let cell${r} = col${r} * ${blocks}u + u32(b);`);
     for (let g = 0; g < quads; g++) {
-      e.line(`let w${r}_${g} = ${l.inputs[tag.words]}[u32(cell${r} * ${quads} + ${g})];`);
+      e.line(`let w${r}_${g} = ${l.inputs[tag.words]}[cell${r} * ${quads}u + ${g}u];`);
     }
   }
   for (let r = 0; r < outputs; r++) {
@@ -313,7 +315,7 @@ function blockSums(
         }
       }
     }
-    const cell = `u32(cell${r})`;
+    const cell = `cell${r}`;
     // A u8 zero point reads as u32 (`element`), an f32 one as it is.
     const zero = tag.zeros === undefined
       ? `${2 ** (tag.bits - 1)}.0`

@@ -185,7 +185,7 @@ function integerLoads(
   const { e } = l;
   const wq = wordQuads(tag);
   for (let r = 0; r < outputs; r++) {
-    e.line(`let cell${r} = u32(col${r} * ${blocks} + cell);`);
+    e.line(`let cell${r} = col${r} * ${blocks}u + u32(cell);`);
     for (let g = 0; g < wq; g++) {
       e.line(`let w${r}_${g} = ${l.inputs[tag.words]}[cell${r} * ${wq}u + ${g}u];`);
     }
