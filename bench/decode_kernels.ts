@@ -50,7 +50,7 @@ function roundedBlocks(a: Float32Array, block: number): Float32Array {
 /**
  * A one-row product by a 4-bit weight of N rows of K in blocks of 32 with zero points
  * (`BlockMatMul`, as MatMulNBits imports): what a decode step reads, so its bytes are the packed
- * words, the f32 scales and the u8 zero points (a byte each, packed on a GPU). `form`:
+ * words, the f32 scales and the zero points (nibbles, as the model and a GPU hold them). `form`:
  * `"normed"`, A an RMS normalization of the input (a decode step's), taken into the product;
  * `"int8"`, A rounded to 8 bits a block first (MatMulNBits of `accuracy_level` 4,
  * onnxruntime-genai's default for CPU and WebGPU models).
@@ -99,7 +99,8 @@ export function gemv4(
       return sum * scale;
     },
     size: n,
-    bytes: 4 * (n * width + n * blocks + k + n) + (symmetric ? 0 : n * blocks),
+    // The model's bytes: its zero points are nibbles, as a GPU holds them (eight to a word).
+    bytes: 4 * (n * width + n * blocks + k + n) + (symmetric ? 0 : n * blocks / 2),
     half: false,
   };
 }
