@@ -160,7 +160,8 @@ export function emitBlockProduct(
   if (tag.prologue) walk(tag.prologue, (x) => x.kind === "load" && used.push(x.input));
   kernel.inputs.forEach((_, i) => used.includes(i) || e.line(`_ = ${l.inputs[i]}[0];`));
   // A's row of the group's first output (of all its outputs where A is staged).
-  e.line(`let arow = min(first, ${total - 1}) / ${n};`);
+  // One row of A (a decode step's) is row 0: no signed division a lane.
+  e.line(`let arow = ${total === n ? "0" : `min(first, ${total - 1}) / ${n}`};`);
   if (tag.prologue) prologueRow(l);
   rowReductions(l, tiling, kernel.reductions.length - 1);
   const decls = tag.packedA
