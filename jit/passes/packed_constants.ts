@@ -1,11 +1,12 @@
 /**
- * 8-bit constants marked for storage four to a word (eight where they are 4-bit zero points). The generated backends widen 8-bit values to
- * a 32-bit word each (WGSL has no 8-bit type), so a quantized model's i8 and u8 weights took as
- * much device memory as their f32 form, and a byte product's tile read four words for one of
- * packed bytes. A constant is written by no kernel, so a backend may hold it as it lies in memory,
- * four to a word, and unpack on read (WebGPU does; wasm and the reference ignore the mark). Marked
- * on every read, or on none: a custom kernel's code (opaque), an attention group's fused kernel
- * and the graph's outputs take words, so a constant any of them reads stays unmarked everywhere.
+ * 8-bit constants marked for storage four to a word (eight where they are 4-bit zero points). The
+ * generated backends widen 8-bit values to a 32-bit word each (WGSL has no 8-bit type), so a
+ * quantized model's i8 and u8 weights took as much device memory as their f32 form, and a byte
+ * product's tile read four words for one of packed bytes. A constant is written by no kernel, so a
+ * backend may hold it as it lies in memory, four to a word, and unpack on read (WebGPU does; wasm
+ * and the reference ignore the mark). Marked on every read, or on none: a custom kernel's code
+ * (opaque), an attention group's fused kernel and the graph's outputs take words, so a constant
+ * any of them reads stays unmarked everywhere.
  *
  * @module
  */
@@ -52,9 +53,10 @@ export function packedConstants(fusion: FusionResult, outputs: readonly number[]
 /**
  * The u8 constants whose every value is below 16 (a 4-bit MatMulNBits' zero points, which the
  * model holds two to a byte) and that no contraction takes as an operand: held eight to a word,
- * a quarter of the bytes each block product reads besides its weights and scales, where four to
- * a word cost the H200 1.5 µs of the vocabulary's 28 (`bench/gemv_bytes.ts`, session 82). An
- * operand of an integer product stays bytes: byte tiles take its words as four of them.
+ * as the model holds them, half the bytes of four to a word (the hand-written vocabulary product of
+ * `bench/gemv_bytes.ts` read them 1.5 µs faster of 28 on the H200; kiln's, bound elsewhere then,
+ * no faster: session 82). An operand of an integer product stays bytes: byte tiles take its words
+ * as four of them.
  */
 function nibbleValues(fusion: FusionResult): Set<number> {
   const operands = new Set(fusion.kernels.flatMap(operandValues));
@@ -65,7 +67,7 @@ function nibbleValues(fusion: FusionResult): Set<number> {
   return new Set([...fusion.constants.keys()].filter((v) => !operands.has(v) && small(v)));
 }
 
-/** The values `k`'s reductions multiply as they are loaded (through Casts): a product's operands. */
+/** The values `k`'s reductions multiply as they are loaded (through Casts): its operands. */
 function operandValues(k: KernelIR): number[] {
   const loaded = (e: Expr): number[] =>
     e.kind === "load"
