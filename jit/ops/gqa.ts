@@ -115,9 +115,8 @@ function appender(
     if (!pastState) return heads4;
     const fromPast = pastAt ? e.op("Gather", [pastState, pastAt], { axis: 2 }) : pastState;
     const wide = [b, kv, total, e.typeOf(heads4).shape[3]];
-    // One new token (a decode step) is every slot's pick: a broadcast, which fusion computes
-    // inside the present's kernel, where a gather's data (the rotated keys) had to be stored by
-    // a kernel of its own first, one dispatch more a layer a step.
+    // One new token (a decode step) is every slot's pick: a broadcast of it, where a gather read
+    // it through a slot index that a kernel of its own computed each step.
     const fromNew = s === 1
       ? e.op("Expand", [heads4], { shape: wide })
       : e.op("GatherElements", [heads4, e.op("Expand", [newAt], { shape: wide })], { axis: 2 });

@@ -10,10 +10,10 @@
  * then round(a · 127 / largest)), which gives back the same integers: they are at most 127 and
  * the rounding moved each by far less than half. The factor is QuantizeRowBlocks' own (127 /
  * largest), so a product that rounds A itself (`BlockProduct.roundsA`) reads it as it is and
- * rounds it exactly so. Sixteen bytes of a block's packed words hold
- * 32 values, value 2j in byte j's low four bits and 2j + 1 in its high four, so the scratch
- * holds each 32 of A's integers as the 16 of even index, then the 16 of odd index, beside the
- * block's scale and that scale times its integer sum (for the zero point's share).
+ * rounds it exactly so. Sixteen bytes of a block's packed words hold 32 values, value 2j in byte
+ * j's low four bits and 2j + 1 in its high four, so the scratch holds each 32 of A's integers as
+ * the 16 of even index, then the 16 of odd index, beside the block's scale and that scale times
+ * its integer sum (for the zero point's share).
  *
  * @module
  */
