@@ -492,6 +492,7 @@ export function fusionFor(
   | "blockProducts"
   | "blockUnpacks"
   | "blockPrologues"
+  | "combinedRanges"
   | "roundingProducts"
   | "integerBlockRows"
   | "patchesFrom"
@@ -509,6 +510,7 @@ export function fusionFor(
     blockUnpacks: profiles.some((p) => p.blockProducts),
     // Only where every candidate computes A itself: a backend that cannot would find it unstored.
     blockPrologues: all((p) => p.blockPrologues),
+    combinedRanges: all((p) => p.combinedRanges),
     // Products that round A themselves, where every candidate's kernels do (`packed_rows.ts`).
     roundingProducts: all((p) => p.roundingProducts),
     // A plan whose kernels may land on several backends takes the fewest rows any of them wants.

@@ -156,11 +156,14 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
       const outputs = kernel.outputs.map((o, k) => ({
         ...o,
         fn: build(o.expr),
-        at: addresser(o.steps, o.shape).at,
+        // A combined output's one element is at −1 (see `put`).
+        at: o.combine ? () => -1 : addresser(o.steps, o.shape).at,
         buf: o.dtype === "f16" || o.dtype === "bool"
           ? new Float64Array(sizeOf(o.shape))
           : (into?.[k] ?? allocate(o.dtype, sizeOf(o.shape))) as Exclude<TensorData, BigInt64Array>,
       }));
+      for (const o of outputs) if (o.combine) o.buf[0] = 0;
+      const store = (o: typeof outputs[number]) => put(o.buf, o.at(coords), o.fn(coords));
       const rowOuts = outputs.filter((o) => o.level === "row");
       const fullOuts = outputs.filter((o) => o.level === "full");
       const space = kernel.space;
@@ -203,13 +206,13 @@ export function interpretKernel(kernel: KernelIR): InterpretedKernel {
         if (rowOuts.length) {
           setIndex(red, 0);
           generation++;
-          for (const o of rowOuts) o.buf[o.at(coords)] = o.fn(coords);
+          rowOuts.forEach(store);
         }
         if (fullOuts.length) {
           for (let i = 0; i < inner; i++) {
             setIndex(red, i);
             generation++;
-            for (const o of fullOuts) o.buf[o.at(coords)] = o.fn(coords);
+            fullOuts.forEach(store);
           }
         }
       }
@@ -307,6 +310,12 @@ function contraction(
     }
   }
   return out;
+}
+
+/** Stores `v` at `off` of `buf`; at −1, a combined output's, keeps the largest (NaN wins). */
+function put(buf: { [i: number]: number }, off: number, v: number): void {
+  if (off >= 0) buf[off] = v;
+  else if (!(Number.isNaN(buf[0]) || buf[0] >= v)) buf[0] = v;
 }
 
 function finish(

@@ -143,13 +143,19 @@ function scaled(inputs: readonly RefTensor[], ctx: InferContext) {
   return { x: read(x), s: read(s), z: z ? read(z) : [0], zAt: z ? at : () => 0, at, run };
 }
 
+/** `[min(0, min v), max(0, max v)]`. */
+function rangeWithZero(v: ArrayLike<number>): [number, number] {
+  let lo = 0, hi = 0;
+  for (let i = 0; i < v.length; i++) [lo, hi] = [Math.min(lo, v[i]), Math.max(hi, v[i])];
+  return [lo, hi];
+}
+
 /** Kernels of the block-quantized ops, by op name. */
 export const quantKernels: Record<string, Kernel> = {
   // The range widened to hold 0, its scale and zero point in f32 arithmetic, as the decomposition.
   DynamicQuantizeLinear: ({ inputs: [x], outputs }) => {
     const v = read(x), f = Math.fround;
-    let lo = 0, hi = 0;
-    for (let i = 0; i < v.length; i++) [lo, hi] = [Math.min(lo, v[i]), Math.max(hi, v[i])];
+    const [lo, hi] = rangeWithZero(v);
     const scale = f(f(hi - lo) / 255);
     const clip = (q: number) => Math.min(255, Math.max(0, q));
     const zp = clip(roundHalfEven(f(0 - f(lo / scale))));
@@ -160,6 +166,8 @@ export const quantKernels: Record<string, Kernel> = {
       written(outputs[2].dtype, [zp]),
     ];
   },
+  RangeWithZero: ({ inputs: [x], outputs }) =>
+    rangeWithZero(read(x)).map((v, k) => written(outputs[k].dtype, [v])),
   // Each step rounded to f32, as the decomposition computes: x / scale, then the zero point added.
   QuantizeLinear: ({ inputs, outputs, ctx }) => {
     const { x, s, z, zAt, at, run } = scaled(inputs, ctx), f = Math.fround;

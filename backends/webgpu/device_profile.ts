@@ -50,6 +50,8 @@ export interface ProfileOptions {
   readonly storedKeys?: number;
   /** Whether products of few outputs sum K in parts (`WebGpuOptions.splitSums`). */
   readonly splitSums?: boolean;
+  /** Whether kernels combine ranges as they store (`WebGpuOptions.combinedRanges`). */
+  readonly combinedRanges?: boolean;
   /** Whether WGSL has packed byte dot products here and they are used (`WebGpuOptions.packedDots`). */
   readonly packedDots?: boolean;
 }
@@ -94,6 +96,8 @@ export function webgpuProfile(
     threads: 0,
     // Its block products compute an elementwise A as they stage it (`shaders/wgsl/block_product.ts`).
     blockPrologues: true,
+    // Its kernels combine a range's words by atomics (`shaders/wgsl/combined.ts`).
+    combinedRanges: o.combinedRanges ?? true,
     storedPatches: o.storedPatches ?? PATCHES_FROM,
     splitSums: o.splitSums ?? false,
     // Its attention kernels read keys a thread each (see `DeviceProfile.storedKeys`).

@@ -109,6 +109,8 @@ class GpuProgram implements Program {
   #own: OwnBuffers;
   /** The argument of each bound value (its first binding): looked up for every output a run. */
   #argument = new Map<number, number>();
+  /** Combined outputs (`KernelOutput.combine`): their words start from 0 each repetition. */
+  #combined: number[] = [];
 
   constructor(ctx: GpuContext, plan: GpuPlan) {
     this.#ctx = ctx;
@@ -122,6 +124,7 @@ class GpuProgram implements Program {
     for (const k of kernels) {
       for (const b of [...k.inputs, ...k.outputs]) this.#types.set(b.value, b);
       for (const b of k.inputs) if (b.packed) this.#packed.set(b.value, b.packed);
+      for (const o of k.outputs) if (o.combine) this.#combined.push(o.value);
     }
     for (const [v, t] of constants) {
       this.#types.set(v, { shape: t.shape, dtype: t.dtype as DType, packed: this.#packed.get(v) });
@@ -194,6 +197,8 @@ class GpuProgram implements Program {
     // orders a pass's dispatches and makes each one's writes visible to the next, and a pass a
     // kernel cost each run its own begin and end.
     let shared: GPUComputePassEncoder | undefined;
+    // Cleared before any pass: each has a slot of its own (`planMemory`).
+    for (const v of this.#combined) run.encoder.clearBuffer(buffers.get(v)!);
     const group = this.#groups.run(buffers);
     kernels.forEach((k, i) => {
       if (!wanted[i]) return;

@@ -64,7 +64,7 @@ export class WebGpuBackend implements Backend {
   /** Always `"webgpu"`. */
   readonly id: string = "webgpu";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.6.56";
+  readonly version: string = "0.6.57";
   /** A GPU. */
   readonly kind: BackendKind = "gpu";
   #options: WebGpuOptions;
@@ -144,6 +144,7 @@ export class WebGpuBackend implements Backend {
       storedPatches: this.#options.storedPatches,
       storedKeys: this.#options.storedKeys,
       splitSums: this.#options.splitSums ?? envVar("KILN_SPLIT_SUMS") !== "0",
+      combinedRanges: this.#options.combinedRanges ?? envVar("KILN_COMBINED_RANGES") !== "0",
       packedDots: this.#packedDots,
     });
   }

@@ -85,6 +85,14 @@ export interface WebGpuOptions {
    */
   readonly splitSums?: boolean;
   /**
+   * Take a DynamicQuantizeLinear's range in the kernel that computes its input, two words it
+   * updates by atomics as it stores (`KernelOutput.combine`), instead of two kernels of row
+   * ranges and their finish. Default on; `KILN_COMBINED_RANGES=0` in the environment turns it
+   * off. On the H200 it took BERT-base int8 from 243 to 171 kernels and its device time from
+   * 2.92 to 2.32 ms (`bench/REPORT-quant.md`, session 83).
+   */
+  readonly combinedRanges?: boolean;
+  /**
    * Take the largest storage binding to be this many bytes where the device allows more, as a
    * device with that limit would (to check that a program fits one). Kernels with larger buffers
    * run elsewhere, attention groups among them as flash kernels where one applies.
@@ -138,6 +146,7 @@ export const WEBGPU_OPTIONS: readonly (keyof WebGpuOptions)[] = [
   "storedPatches",
   "storedKeys",
   "splitSums",
+  "combinedRanges",
   "maxStorageBufferBytes",
   "allowSoftware",
   "matrixUnits",

@@ -123,6 +123,7 @@ function writeKernelText(k: KernelIR): string {
     expr: table.id(o.expr),
     steps: table.stepsKey(o.steps),
     level: o.level,
+    ...(o.combine && { combine: o.combine }),
   }));
   const head = exactJson({
     pattern: k.pattern,

@@ -205,6 +205,11 @@ export interface KernelOutput extends KernelBuffer {
   readonly steps: readonly IndexStep[];
   /** `row`: stored once per row (may not depend on reduced axes); `full`: at every point. */
   readonly level: "row" | "full";
+  /**
+   * `max`: a scalar, the largest value the output takes where `level` says, and 0 (its buffer
+   * holds 0 when the kernel starts: the runtime clears it), combined as the kernel goes.
+   */
+  readonly combine?: "max";
 }
 
 /** What a kernel's computation is, for code generators that specialize and for `explain`. */

@@ -3,11 +3,12 @@
  * per tensor, per axis or per block), and `DynamicQuantizeLinear`: x (f32) quantized to uint8
  * with a scale and zero point computed from its own range (widened to hold 0), as ONNX defines
  * it: scale = (max − min) / 255, zero point = saturate(round(−min / scale)), y = saturate(round(x
- * / scale) + zero point), rounding half to even. Its range is taken in two steps for a large
- * tensor (`splitOf`: rows first, then the row results): one reduction of a whole activation ran
- * on one GPU workgroup (1.1 ms for BERT-base's [128, 3072] on the H200, 96 of them a run) and one
- * wasm thread; by rows it spreads. Min and max are exact in any order. A small tensor keeps one
- * step (a second kernel cost quant_dynamic's [2, 1024] a tenth of its run on wasm).
+ * / scale) + zero point), rounding half to even. Its range (`RangeWithZero`) is taken in two
+ * steps for a large tensor (`splitOf`: rows first, then the row results): one reduction of a
+ * whole activation ran on one GPU workgroup (1.1 ms for BERT-base's [128, 3072] on the H200, 96
+ * of them a run) and one wasm thread; by rows it spreads. Min and max are exact in any order. A
+ * small tensor keeps one step (a second kernel cost quant_dynamic's [2, 1024] a tenth of its run
+ * on wasm).
  *
  * @module
  */
@@ -34,19 +35,9 @@ const dynamicQuantizeLinear: OpDef = {
     return [{ shape, dtype: "u8" }, { shape: [], dtype: "f32" }, { shape: [], dtype: "u8" }];
   },
   decompose: (e, [x]) => {
-    const shape = e.typeOf(x).shape;
-    const split = splitOf(shape, [...shape.keys()]);
-    const parts = split?.view ? e.op("Reshape", [x], { shape: split.view }) : x;
-    const all = { axes: split?.second ?? [...shape.keys()], keepdims: 0 };
-    const rows = (reduce: string) =>
-      split ? e.op(reduce, [parts], { axes: split.first, keepdims: 1 }) : x;
-    // Both rows' reductions before either whole one: fusion joins reductions of one value into
-    // one kernel only until a reader stores the first one's result.
-    const [rowsMax, rowsMin] = [rows("ReduceMax"), rows("ReduceMin")];
+    const [lo, hi] = e.opN("RangeWithZero", [x], {}, 2);
     const f = (v: number) => e.scalar(v, "f32");
     const zero = f(0);
-    const hi = e.op("Max", [e.op("ReduceMax", [rowsMax], all), zero]);
-    const lo = e.op("Min", [e.op("ReduceMin", [rowsMin], all), zero]);
     const scale = e.op("Div", [e.op("Sub", [hi, lo]), f(255)]);
     const zp = e.op("Cast", [
       e.op("Clip", [e.op("Round", [e.op("Sub", [zero, e.op("Div", [lo, scale])])])], {
@@ -59,6 +50,37 @@ const dynamicQuantizeLinear: OpDef = {
       e.op("Cast", [zp], { to: "f32" }),
     ]);
     return [e.op("Cast", [e.op("Clip", [q], { min: 0, max: 255 })], { to: "u8" }), scale, zp];
+  },
+};
+
+/**
+ * `[min(0, min x), max(0, max x)]`: DynamicQuantizeLinear's range, taken by rows first where x is
+ * large. Where fusion may combine a kernel's values into a scalar as they go
+ * (`FuseOptions.combinedRanges`), both bounds become outputs of the kernel that computes x (their
+ * words combined by atomics on WebGPU), not kernels of their own.
+ */
+const rangeWithZero: OpDef = {
+  name: "RangeWithZero",
+  category: "composite",
+  arity: [1, 1],
+  primitive: false,
+  infer: (ctx) => {
+    ctx.requireDType(0, ["f32"]);
+    return [{ shape: [], dtype: "f32" }, { shape: [], dtype: "f32" }];
+  },
+  decompose: (e, [x]) => {
+    const shape = e.typeOf(x).shape;
+    const split = splitOf(shape, [...shape.keys()]);
+    const parts = split?.view ? e.op("Reshape", [x], { shape: split.view }) : x;
+    const all = { axes: split?.second ?? [...shape.keys()], keepdims: 0 };
+    const rows = (reduce: string) =>
+      split ? e.op(reduce, [parts], { axes: split.first, keepdims: 1 }) : x;
+    // Both rows' reductions before either whole one: fusion joins reductions of one value into
+    // one kernel only until a reader stores the first one's result.
+    const [rowsMax, rowsMin] = [rows("ReduceMax"), rows("ReduceMin")];
+    const zero = e.scalar(0, "f32");
+    const hi = e.op("Max", [e.op("ReduceMax", [rowsMax], all), zero]);
+    return [e.op("Min", [e.op("ReduceMin", [rowsMin], all), zero]), hi];
   },
 };
 
@@ -199,4 +221,4 @@ const dequantizeLinear: OpDef = {
   },
 };
 
-defineOps([dynamicQuantizeLinear, quantizeLinear, dequantizeLinear]);
+defineOps([dynamicQuantizeLinear, rangeWithZero, quantizeLinear, dequantizeLinear]);

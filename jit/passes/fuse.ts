@@ -32,7 +32,6 @@ import {
   exprDepth,
   type IndexStep,
   isAluOp,
-  type Load,
   type ReduceOp,
   reindex,
 } from "../ir/kernel_ir.ts";
@@ -58,10 +57,15 @@ import {
   sameAxes,
   scalarSym,
   type Sym,
+  unbounded,
+  uniform,
   unique,
+  varyingOps,
 } from "./fuse_values.ts";
 import { withIntegerRules } from "../ir/integer_rules.ts";
-import { gatherStep, keptRelations, movementSteps, relation, sameMap } from "../ir/index_maps.ts";
+import { keptRelations, movementSteps, relation, sameMap } from "../ir/index_maps.ts";
+import { gatherSym } from "./fuse_gather.ts";
+import { combinedRange } from "./fuse_ranges.ts";
 import { loweringOf } from "../ops/window_lowering.ts";
 import { type Decomposition, expandSymbols } from "./fuse_expand.ts";
 import { runsWhole } from "./fusable.ts";
@@ -70,7 +74,7 @@ import { integerProduct } from "./fuse_integer.ts";
 import { reduceAxes } from "../ops/reduce.ts";
 import { type Attrs, getOp, InferContext, type ValueType } from "../ops/mod.ts";
 import { blockWeight, nativeBlockMatMul, packedOperand } from "../ops/block_matmul.ts";
-import { normalizeAxis, sameShape, type Shape, sizeOf } from "../ir/shape.ts";
+import { sameShape, type Shape, sizeOf } from "../ir/shape.ts";
 
 export type { FuseOptions, FusionResult } from "./fuse_options.ts";
 
@@ -176,6 +180,15 @@ class Fuser {
     const block = op === "BlockMatMul" && this.#opts.blockProducts &&
       this.#blockProduct(ins, attrs, label, type);
     if (block) return [block];
+    if (op === "RangeWithZero" && this.#opts.combinedRanges) {
+      const walk = { stored: this.#walk.stored, groups: this.#groups, shapes: this.#shapes };
+      return combinedRange(
+        { ...walk, fresh: () => this.#fresh++, log: this.#log },
+        ins[0],
+        label,
+        types,
+      );
+    }
     if (!def.primitive) return this.#expand(ins, attrs, label, def.decompose!);
     const out = (i: number) => values?.[i] ?? this.#fresh++;
     if (op === "Constant") return [this.#constant(attrs.value as HostTensor, label, out(0))];
@@ -187,7 +200,7 @@ class Fuser {
     const lowering = loweringOf(op, inputs, attrs);
     if (lowering) return this.#expand(ins, attrs, label, lowering);
     if (op === "Gather" || op === "GatherElements") {
-      return [this.#gather(op, ins, attrs, label, type)];
+      return [gatherSym((x, why) => this.#stored(x, why), op, ins, { attrs, label, type })];
     }
     switch (def.category) {
       case "elementwise":
@@ -317,7 +330,8 @@ class Fuser {
       if (!s.group && !isBare(s) && this.#tooDeep(s)) {
         s = this.#stored(s, `the expression ${label} extends reached the depth limit`);
       }
-      if (!s.group && !isBare(s) && s.uses > 1 && aluCount(s.expr) > this.#opts.maxSharedOps) {
+      const ops = !s.group && !isBare(s) && s.uses > 1 ? varyingOps(s.expr, this.#shapes) : 0;
+      if (ops > this.#opts.maxSharedOps) {
         s = this.#stored(s, `read by ${s.uses} consumers and too large to recompute`);
       }
       args.push(s.group ? s.expr : reindex(s.expr, group ? [...toOwn!, ...steps] : steps));
@@ -348,11 +362,14 @@ class Fuser {
   #movement(op: string, s: Sym, attrs: Attrs, label: string, type: ValueType): Sym {
     const from = s.type.shape, to = type.shape;
     const ctx = new InferContext({ op, where: label, inputs: [s.type], attrs });
-    const steps = movementSteps(ctx, from, to);
     // A concat's pads (`masked`) are never read outside the input: a small expression is padded
-    // as it is, evaluated at every point of the concat (its select reads each part there).
+    // as it is, evaluated at every point of the concat (its select reads each part there); one
+    // the same everywhere without bounds, so that its kernel computes it once (`uniform`).
     const masked = op === "Pad" && attrs.masked === 1 &&
       aluCount(s.expr) <= this.#opts.maxSharedOps;
+    const steps = masked && uniform(s, this.#shapes)
+      ? unbounded(movementSteps(ctx, from, to))
+      : movementSteps(ctx, from, to);
     if (op === "Pad" && !isBare(s) && !masked) {
       s = this.#stored(s, `${label} pads it (fill applies to stored values)`);
     }
@@ -370,7 +387,8 @@ class Fuser {
       s = this.#stored(s, `${label} moves it out of its kernel's iteration order`);
     }
     if (steps.length === 0) return { ...s, type, labels: unique([...s.labels, label]), uses: 0 };
-    if (!isBare(s) && !masked && sizeOf(to) > sizeOf(from)) {
+    const cheap = cheapUnderBroadcast(s, this.#shapes, this.#constants);
+    if (!isBare(s) && !masked && !cheap && sizeOf(to) > sizeOf(from)) {
       s = this.#outputs.read(s) ??
         this.#stored(s, `${label} reads it under a broadcast (recomputation)`);
     }
@@ -380,39 +398,6 @@ class Fuser {
       labels: unique([...(s.buffer === undefined ? s.labels : []), label]),
       uses: 0,
       viewOf: this.#outputs.after(s, steps),
-    };
-  }
-
-  /**
-   * Gather and GatherElements as a data-dependent index step on the data's loads: the indices
-   * (stored unless already a plain load) are read at the output's coordinates, so a gather fuses
-   * into whatever consumes it (an embedding lookup and the positional add are one kernel). A
-   * constant index is an affine step instead.
-   */
-  #gather(op: string, [data, indices]: Sym[], attrs: Attrs, label: string, type: ValueType): Sym {
-    const from = data.type.shape, to = type.shape;
-    const axis = normalizeAxis((attrs.axis as number | undefined) ?? 0, from.length, label);
-    let ix = indices;
-    if (ix.group || !isBare(ix)) ix = this.#stored(ix, `indices of ${label}`);
-    const step = gatherStep({
-      from,
-      to,
-      axis,
-      elements: op === "GatherElements",
-      indexShape: indices.type.shape,
-      index: ix.expr as Load,
-      constant: ix.expr.kind === "const" ? ix.expr.value : undefined,
-    });
-    let s = data;
-    if (s.group) s = this.#stored(s, `${label} gathers from it`);
-    if (!isBare(s) && sizeOf(to) > sizeOf(from)) {
-      s = this.#stored(s, `${label} reads it more often than it has elements (recomputation)`);
-    }
-    return {
-      type,
-      expr: reindex(s.expr, [step]),
-      labels: unique([...own(s), ...own(ix), label]),
-      uses: 0,
     };
   }
 

@@ -48,6 +48,12 @@ export interface FuseOptions {
    */
   readonly blockPrologues?: boolean;
   /**
+   * Whether a DynamicQuantizeLinear's range (`RangeWithZero`) is two outputs of the kernel that
+   * computes its input, combined as it goes (`KernelOutput.combine`), instead of its
+   * decomposition's reductions; default false.
+   */
+  readonly combinedRanges?: boolean;
+  /**
    * Whether a BlockMatMul that `rounds` A fuses as one block product kernel that rounds it
    * (`BlockProduct.roundsA`, `DeviceProfile.packedRows`) instead of its decomposition; default
    * false.
@@ -109,6 +115,7 @@ function filled(options: FuseOptions): Required<FuseOptions> {
       blockProducts: false,
       blockUnpacks: false,
       blockPrologues: false,
+      combinedRanges: false,
       roundingProducts: false,
       patchesFrom: Infinity,
       splitSums: false,
@@ -125,6 +132,7 @@ function filled(options: FuseOptions): Required<FuseOptions> {
     blockProducts: options.blockProducts ?? false,
     blockUnpacks: options.blockUnpacks ?? false,
     blockPrologues: options.blockPrologues ?? false,
+    combinedRanges: options.combinedRanges ?? false,
     roundingProducts: options.roundingProducts ?? false,
     integerBlockRows: options.integerBlockRows ?? 4,
     patchesFrom: options.patchesFrom ?? Infinity,

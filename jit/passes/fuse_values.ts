@@ -62,7 +62,7 @@ export const own = (s: Sym): readonly string[] => (s.buffer === undefined ? s.la
 export const isBare = (s: Sym) => s.expr.kind === "load" || s.expr.kind === "const";
 
 /** Most operations of an expression of scalars and constants computed again under a broadcast. */
-const BROADCAST_OPS = 4;
+const BROADCAST_OPS = 32;
 
 /**
  * Whether `s`, read under a broadcast, stays inline rather than becoming a kernel of its own: a
@@ -84,6 +84,50 @@ export function cheapUnderBroadcast(
     if (!shape || sizeOf(shape) > 1) constant = false;
   });
   return constant;
+}
+
+/**
+ * The ALU operations of `e` that vary from point to point: those that read, through their
+ * operands, a buffer of more than one element (`shapes` by buffer). What each reader of `e`
+ * recomputes at every point; its operations on scalars alone (a DynamicQuantizeLinear's scale and
+ * zero point from its two range words) are the same everywhere and cost each reader a few
+ * instructions, however many.
+ */
+export function varyingOps(e: Expr, shapes: ReadonlyMap<number, Shape>): number {
+  const varies = new Map<Expr, boolean>();
+  let n = 0;
+  walk(e, (x) => {
+    const v = x.kind === "load"
+      ? sizeOf(shapes.get(x.input) ?? [2]) > 1 || x.steps.some((s) => s.kind === "gather")
+      : x.kind === "alu" && x.args.some((a) => varies.get(a));
+    varies.set(x, v);
+    if (v && x.kind === "alu") n++;
+  });
+  return n;
+}
+
+/**
+ * Whether `s` is the same at every point: it reads only one-element buffers (`shapes` by
+ * buffer), without gathers or bounds.
+ */
+export function uniform(s: Sym, shapes: ReadonlyMap<number, Shape>): boolean {
+  let same = true;
+  walk(s.expr, (e) => {
+    if (e.kind === "acc") same = false;
+    if (e.kind !== "load") return;
+    const steps = e.steps.every((st) =>
+      st.kind === "reshape" || (st.kind === "affine" && !st.bounds)
+    );
+    same &&= steps && sizeOf(shapes.get(e.input) ?? [2]) === 1;
+  });
+  return !s.group && same;
+}
+
+/** `steps` without their bounds: where a value the same everywhere is read, wherever they go. */
+export function unbounded(steps: readonly IndexStep[]): IndexStep[] {
+  return steps.map((st) =>
+    st.kind === "affine" ? { kind: "affine", coeff: st.coeff, offset: st.offset } : st
+  );
 }
 
 /**

@@ -113,6 +113,12 @@ export interface DeviceProfile {
    */
   readonly blockPrologues?: boolean;
   /**
+   * Whether the code generator combines a kernel's values into a scalar's largest as it goes
+   * (`KernelOutput.combine`, WebGPU by atomics): fusion then gives a DynamicQuantizeLinear's
+   * range to the kernel that computes its input, where it took two kernels of its own.
+   */
+  readonly combinedRanges?: boolean;
+  /**
    * Rows of A up to which a BlockMatMul whose A was rounded to 8 bits a block (MatMulNBits of
    * `accuracy_level` 4) still runs as one block product kernel: a generator that sums those in
    * integers reads the packed weight once per row faster than it unpacks it for a tiled product.

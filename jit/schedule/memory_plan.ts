@@ -43,20 +43,24 @@ export function planMemory(
   const slots: number[] = [];
   const free: number[] = [];
   const assignment = new Map<number, number>();
+  const combined = new Set<number>();
   let naiveBytes = 0;
   kernels.forEach((k, i) => {
     for (const o of k.outputs) {
       if (external.has(o.value)) continue;
       const bytes = sizeOf(o.shape) * byteSize(o.dtype);
       naiveBytes += bytes;
-      const slot = slotFor(bytes, slots, free);
+      // A combined output is cleared when a run starts (`KernelOutput.combine`): its slot is its own.
+      const slot = o.combine ? slots.push(bytes) - 1 : slotFor(bytes, slots, free);
+      if (o.combine) combined.add(o.value);
       assignment.set(o.value, slot);
     }
     // Values whose last read ends here free their slots for later kernels: this kernel's
     // inputs, then those read by the kernels running with it.
     for (const v of [...k.inputs.map((b) => b.value), ...(held[i] ?? [])]) {
       const slot = assignment.get(v);
-      if (slot !== undefined && last.get(v) === i && !free.includes(slot)) free.push(slot);
+      if (slot === undefined || last.get(v) !== i || combined.has(v)) continue;
+      if (!free.includes(slot)) free.push(slot);
     }
   });
   return { slots, assignment, plannedBytes: slots.reduce((a, b) => a + b, 0), naiveBytes };

@@ -62,6 +62,12 @@ export const QUANT_CASES: Record<string, DecomposeCase[]> = {
     { inputs: [f32(uniform(10, 109, 2, 9))], outputs: 3 },
     { inputs: [f32(uniform(1 << 16, 110, -1, 1), [16, 4096])], outputs: 3 },
   ],
+  // Around 0, wholly above it, and large (rows first).
+  RangeWithZero: [
+    { inputs: [f32(uniform(24, 105, -3, 5), [4, 6])], outputs: 2 },
+    { inputs: [f32(uniform(10, 106, 2, 9))], outputs: 2 },
+    { inputs: [f32(uniform(1 << 16, 107, -4, 1), [16, 4096])], outputs: 2 },
+  ],
   // u8 × i8 with both zero points (K = 300: past one exact f32 chunk), b's per column; no zero
   // points; only b's, with constant weights (their chunks and shift fold).
   MatMulInteger: [

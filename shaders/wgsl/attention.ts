@@ -13,7 +13,9 @@
 import type { Expr, KernelBuffer, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import { Emitter, KernelLowering } from "./expr.ts";
+import { KernelLowering } from "./expr.ts";
+import { Emitter } from "./emit.ts";
+import { combinedDecls, combinedDirectives, combinedFlush } from "./combined.ts";
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { type KernelLayout, rowsLayout, tiledMatmul, type WgslOptions } from "./codegen.ts";
 import { emitRows, streamedRows } from "./rows.ts";
@@ -135,13 +137,16 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
   lv.redirect.set(String(v.a.input), key(lv, rowAxes + 1));
   phase(lv, () => contract(lv, v));
 
+  const subgroups = options.subgroupSize !== undefined;
   return [
     `// kiln fused attention: ${scores.name} → ${weights.name} → ${values.name}`,
+    ...combinedDirectives(values, subgroups),
     ...groupBindings(plan, { half }),
     PRELUDE,
     `var<workgroup> att: array<f32, ${s.n}>;`,
     ...shared,
-    ...entryPoint(size, body.lines),
+    ...combinedDecls(lv),
+    ...entryPoint(size, [...body.lines, ...combinedFlush(lv, subgroups)]),
   ].join("\n");
 }
 

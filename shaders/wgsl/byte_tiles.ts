@@ -23,7 +23,8 @@ import {
   type Load,
   type MatmulOperands,
 } from "../../jit/ir/kernel_ir.ts";
-import type { Emitter, KernelLowering } from "./expr.ts";
+import type { KernelLowering } from "./expr.ts";
+import type { Emitter } from "./emit.ts";
 import { quadAligned, readOnce } from "./quads.ts";
 
 /** Four bytes of 1: `dot4I8Packed(x, ONES)` sums the four signed bytes of x. */

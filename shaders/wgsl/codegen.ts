@@ -20,9 +20,17 @@
  * @module
  */
 import { KilnError } from "../../jit/support/errors.ts";
-import { type Expr, f32SumView, type KernelIR, matmulOperands } from "../../jit/ir/kernel_ir.ts";
+import {
+  type Expr,
+  f32SumView,
+  type KernelIR,
+  type KernelOutput,
+  matmulOperands,
+} from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { KernelLowering, storageBindings } from "./expr.ts";
+import { combinedDecls, combinedDirectives, combinedFlush, outputType } from "./combined.ts";
+import { Uniforms } from "./uniforms.ts";
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import {
   emitHeldRows,
@@ -193,7 +201,8 @@ function vectorInputs(kernel: KernelIR): Set<number> | undefined {
   if (last < 0 || kernel.reduced.length || space[last] % 4 !== 0 || sizeOf(space) === 0) {
     return undefined;
   }
-  if (!kernel.outputs.every((o) => quadAligned(o.steps, space, o.shape, last))) return undefined;
+  const aligned = (o: KernelOutput) => o.combine || quadAligned(o.steps, space, o.shape, last);
+  if (!kernel.outputs.every(aligned)) return undefined;
   return quadInputs(kernel, kernel.outputs.map((o) => o.expr), last);
 }
 
@@ -269,7 +278,12 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   const layout = kernelLayout(kernel, options);
   // A tiled kernel is generated as the tiler saw it (its batch folded into rows, if it was).
   if (layout.kind === "tiles") kernel = foldedRows(kernel);
-  const l = new KernelLowering(kernel, { half: options.half, subgroup: options.subgroupSize });
+  const uniforms = new Uniforms(kernel);
+  const l = new KernelLowering(kernel, {
+    half: options.half,
+    subgroup: options.subgroupSize,
+    uniforms,
+  });
   let decls: string[] = [], helpers: string[] = [];
   if (layout.tile?.matrix) {
     // A matrix tile of `width` 4 takes its epilogue in fours (`quadEpilogue`, in the layout).
@@ -289,24 +303,30 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   const outArray = (t: string) => layout.width === 4 ? `vec4<${t}>` : t;
   const bindings = storageBindings(
     kernel.inputs.map((b, i) => array(l.stored(b.dtype), i)),
-    kernel.outputs.map((b) => outArray(l.stored(b.dtype))),
+    kernel.outputs.map((b) => outputType(b, outArray(l.stored(b.dtype)))),
   );
+  // Combined outputs fold by subgroups where the device has them (`combined.ts`).
+  const subgroups = l.subgroup !== undefined;
+  const flush = combinedFlush(l, subgroups);
   const half = [...kernel.inputs, ...kernel.outputs].some((b) => l.stored(b.dtype) === "f16");
   const matrix = layout.tile?.matrix !== undefined;
   return [
     ...(half || (matrix && !layout.tile?.bytes) ? ["enable f16;"] : []),
     ...(matrix ? MATRIX_ENABLES : []),
     ...(l.usesSubgroups && !matrix ? ["enable subgroups;"] : []),
+    ...combinedDirectives(kernel, subgroups, l.usesSubgroups || matrix),
     `// kiln kernel ${kernel.name}: ${kernel.ops.join(" | ")}`,
     ...bindings,
     PRELUDE,
+    ...combinedDecls(l),
+    ...uniforms.decls,
     ...decls,
     ...helpers,
     ...entryPoint(
       layout.tile
         ? `${layout.tile.threads[0]}, ${layout.tile.threads[1] * layout.tile.slices}`
         : layout.workgroup,
-      [`  ${NEVER}`, ...l.e.lines],
+      [`  ${NEVER}`, ...uniforms.e.lines, ...l.e.lines, ...flush],
       matrix ? MATRIX_BUILTINS : undefined,
     ),
   ].join("\n");

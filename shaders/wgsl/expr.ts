@@ -1,7 +1,8 @@
 /**
  * Scalar WGSL lowering shared by every generated kernel: the storage type of each dtype, literals,
  * ALU ops with the reference's IEEE and integer semantics (re-rounded to the result dtype after
- * every op), index-step arithmetic with its bounds checks, and a small emitter of named `let`s.
+ * every op), and a kernel's expressions at a point (`KernelLowering`; its statements and index
+ * arithmetic are `emit.ts`'s).
  *
  * @module
  */
@@ -16,10 +17,11 @@ import type {
   KernelOutput,
   Load,
 } from "../../jit/ir/kernel_ir.ts";
-import { type Shape, stridesOf } from "../../jit/ir/shape.ts";
-import { affineOffset, reshapeCoord } from "../../jit/ir/access.ts";
+import type { Shape } from "../../jit/ir/shape.ts";
+import { affineOffset } from "../../jit/ir/access.ts";
 import { exactScale, mayCancel, overOnePlusExp, Structure } from "./cancel.ts";
 import { allOf, anyOf } from "./prelude.ts";
+import { applySteps, Emitter, type Guard, linear } from "./emit.ts";
 /** The WGSL scalar type that holds a dtype. */
 export function wgslType(dtype: DType): "f32" | "i32" | "u32" {
   return dtype === "f32" || dtype === "f16"
@@ -216,130 +218,21 @@ function cast(x: string, from: DType, to: DType): string {
   return tt === "i32" ? `i32(min(${x}, ${hi}u))` : `min(${x}, ${hi}u)`;
 }
 
-/** Generates readable statements, one `let` per value. */
-export class Emitter {
-  /** The statements so far. */
-  readonly lines: string[] = [];
-  /** Indentation of the next statement. */
-  indent = "  ";
-  #n = 0;
-  /** A name not used before in this shader. */
-  fresh(prefix: string): string {
-    return `${prefix}${this.#n++}`;
-  }
-  /** Appends one statement at the current indentation. */
-  line(s: string): void {
-    this.lines.push(this.indent + s);
-  }
-  /** Emits `body` one level deeper, between `open` and `}`. */
-  block(open: string, body: () => void): void {
-    this.line(open);
-    this.indent += "  ";
-    body();
-    this.indent = this.indent.slice(2);
-    this.line("}");
-  }
-}
-
-/** A bounds check of one step and the value a load yields when it fails. */
-export interface Guard {
-  /** The condition, a WGSL bool. */
-  readonly ok: string;
-  /** The value loads yield where it fails. */
-  readonly fill: number;
-}
-
 /**
- * The coordinate expressions after applying `steps` to `coords`, with each step's bounds check.
- * A reshape divides its coordinates as u32s: a coordinate is never negative where its value is
- * used (a padded read's guard discards the others), and a signed division by a constant costs
- * NVIDIA's compiler about twice the unsigned one (H200: ResNet-50's f16 patch kernels 34 → 18 µs,
- * its 3×3 max pool 69 → 38 µs, its f32 model 5.9 → 5.1 ms, whose products gather their windows).
+ * Where a lowering puts values the same at every point (`shaders/wgsl/uniforms.ts`): computed
+ * once in `e` with `memo`, each under the name `hoist` gives it.
  */
-export function applySteps(
-  e: Emitter,
-  steps: readonly IndexStep[],
-  coords: string[],
-  readIndex?: (index: Load, coords: string[], prior: string) => string,
-): { coords: string[]; guards: Guard[] } {
-  let c = coords;
-  const guards: Guard[] = [];
-  for (const s of steps) {
-    if (s.kind === "gather") {
-      if (!readIndex) {
-        throw new KilnError("a gather step was lowered without its index buffer", {
-          code: "internal",
-          fix: "report this",
-        });
-      }
-      // The index, made non-negative; out of range it reads element 0 and yields the fill.
-      const raw = e.fresh("r");
-      e.line(
-        `let ${raw} = ${readIndex(s.index, c, allOf(...guards.map((g) => g.ok)))};`,
-      );
-      const idx = e.fresh("g");
-      e.line(`let ${idx} = select(${raw}, ${raw} + ${s.dim}, ${raw} < 0);`);
-      const ok = e.fresh("ok");
-      e.line(`let ${ok} = ${allOf(`${idx} >= 0`, `${idx} < ${s.dim}`)};`);
-      guards.push({ ok, fill: 0 });
-      c = [...c.slice(0, s.axis), idx, ...c.slice(s.axis + s.drop)];
-      continue;
-    }
-    if (s.kind === "reshape") {
-      // The whole flat index, named once where a coordinate needs all of it.
-      let lin: string | undefined;
-      const whole = () => {
-        if (!lin) {
-          lin = e.fresh("lin");
-          e.line(`let ${lin} = ${linear(c, s.from)};`);
-        }
-        return lin;
-      };
-      const to = stridesOf(s.to);
-      c = s.to.map((d, i) => {
-        if (d === 1) return "0";
-        const { terms, whole: all, div, mod } = reshapeCoord(s.from, to[i], d);
-        const sum = all
-          ? whole()
-          : terms.map(({ axis, mul }) => (mul === 1 ? c[axis] : `${c[axis]} * ${mul}`)).join(
-            " + ",
-          ) || "0";
-        if (div === 1 && !mod) return /^\w+$/.test(sum) ? sum : `(${sum})`;
-        const u = div === 1 ? `u32(${sum})` : `(u32(${sum}) / ${div}u)`;
-        return mod ? `i32(${u} % ${mod}u)` : `i32(${u})`;
-      });
-      continue;
-    }
-    const out = s.coeff.map((row, j) => {
-      const terms = row.flatMap((w, d) =>
-        w === 0 || c[d] === "0" ? [] : [w === 1 ? c[d] : `${c[d]} * ${w}`]
-      );
-      // A coordinate passed through as it is keeps its name (no copy to parse and validate).
-      if (s.offset[j] === 0 && terms.length === 1 && /^[A-Za-z_]\w*$/.test(terms[0])) {
-        return terms[0];
-      }
-      if (s.offset[j] !== 0 || !terms.length) terms.push(String(s.offset[j]));
-      const name = e.fresh("c");
-      e.line(`let ${name} = ${terms.join(" + ")};`);
-      return name;
-    });
-    if (s.bounds) {
-      const ok = e.fresh("ok");
-      e.line(
-        `let ${ok} = ${allOf(...out.flatMap((x, j) => [`${x} >= 0`, `${x} < ${s.bounds![j]}`]))};`,
-      );
-      guards.push({ ok, fill: s.fill ?? 0 });
-    }
-    c = out;
-  }
-  return { coords: c, guards };
-}
-
-/** The row-major element offset of `coords` in a buffer of `shape`, as WGSL. */
-export function linear(coords: readonly string[], shape: Shape): string {
-  const strides = stridesOf(shape);
-  return coords.map((x, i) => (shape[i] === 1 ? "" : strides[i] === 1 ? x : `${x} * ${strides[i]}`))
-    .filter(Boolean).join(" + ") || "0";
+export interface UniformValues {
+  /** Where they are computed. */
+  readonly e: Emitter;
+  /** What is computed there, shared by every point. */
+  readonly memo: Map<Expr, string>;
+  /** The name of each value hoisted so far. */
+  readonly named: ReadonlyMap<Expr, string>;
+  /** Whether `e` is the same at every point. */
+  same(e: Expr): boolean;
+  /** Hoists `e`, computed by WGSL `code`, and returns its name. */
+  hoist(e: Expr, code: string): string;
 }
 
 /**
@@ -374,6 +267,8 @@ export class KernelLowering {
   readonly subgroup?: number;
   /** Set when the kernel's code calls subgroup operations (it then enables `subgroups`). */
   usesSubgroups = false;
+  /** Where values the same at every point go, when the generator places them (`uniforms.ts`). */
+  readonly uniforms?: UniformValues;
   // Loads compare by the element they read where their steps are affine, bounds or not: a bound
   // a compiler proves always met leaves it the same element (a Gather of index −1 on an axis of
   // one less its input folded to 0 on llvmpipe and the H200, where inf − inf is NaN), and
@@ -394,10 +289,12 @@ export class KernelLowering {
       outputs?: readonly string[];
       half?: boolean;
       subgroup?: number;
+      uniforms?: UniformValues;
     } = {},
   ) {
     this.kernel = kernel;
     this.subgroup = options.subgroup;
+    this.uniforms = options.uniforms;
     this.coords = kernel.space.map((_, i) => `${options.prefix ?? "x"}${i}`);
     this.inputs = options.inputs ?? kernel.inputs.map((_, i) => `in${i}`);
     this.outputs = options.outputs ?? kernel.outputs.map((_, k) => `out${k}`);
@@ -496,7 +393,7 @@ export class KernelLowering {
 
   /** Emits `expr` at the current point; `memo` shares values within the point. */
   value(expr: Expr, memo: Map<Expr, string>): string {
-    const hit = memo.get(expr);
+    const hit = memo.get(expr) ?? this.uniforms?.named.get(expr);
     if (hit) return hit;
     let code: string;
     switch (expr.kind) {
@@ -512,11 +409,16 @@ export class KernelLowering {
           code = elsewhere();
           break;
         }
-        code = this.#read(expr);
+        // A one-element buffer read without bounds: its element, wherever the steps go.
+        code = this.uniforms?.same(expr) ? this.element(expr.input, "0u") : this.#read(expr);
         break;
       }
       case "alu": {
-        const args = expr.args.map((a) => this.value(a, memo));
+        // One the same everywhere is computed once, where the entry point starts (`uniforms.ts`).
+        const [body, lift] = [this.e, this.uniforms?.same(expr) ? this.uniforms : undefined];
+        if (lift) this.e = lift.e;
+        const args = expr.args.map((a) => this.value(a, lift?.memo ?? memo));
+        this.e = body;
         code = rounded(
           alu(
             expr.op,
@@ -535,6 +437,7 @@ export class KernelLowering {
         break;
       }
     }
+    if (expr.kind !== "const" && this.uniforms?.same(expr)) return this.uniforms.hoist(expr, code);
     const name = this.e.fresh("v");
     this.e.line(`let ${name}: ${wgslType(expr.dtype)} = ${code};`);
     memo.set(expr, name);
@@ -544,6 +447,7 @@ export class KernelLowering {
   /** Stores output `k` at the current point. */
   store(o: KernelOutput, k: number, memo: Map<Expr, string>): void {
     const v = this.value(o.expr, memo);
+    if (o.combine) return this.combine(k, v);
     const elsewhere = this.redirect.get(`out${k}`);
     if (elsewhere) {
       this.e.line(`${elsewhere()} = ${v};`);
@@ -551,6 +455,16 @@ export class KernelLowering {
     }
     const target = `${this.outputs[k]}[u32(${this.offset(o.steps, o.shape).index})]`;
     this.e.line(`${target} = ${this.toStored(v, o.dtype)};`);
+  }
+
+  /** Folds f32 `value` into combined output `k`'s largest so far (`shaders/wgsl/combined.ts`). */
+  combine(k: number, value: string): void {
+    this.e.line(`${this.largest(k)} = max(${this.largest(k)}, ${value});`);
+  }
+
+  /** The private variable holding combined output `k`'s largest value so far. */
+  largest(k: number): string {
+    return `${this.outputs[k]}_max`;
   }
 
   /**
@@ -561,9 +475,10 @@ export class KernelLowering {
     const space = this.kernel.space;
     let rest = index;
     for (let j = axes.length - 1; j >= 0; j--) {
+      // An empty axis has no points to unravel (Tint refuses a remainder by 0 as a constant).
       const d = space[axes[j]];
-      this.e.line(`${this.coords[axes[j]]} = ${d === 1 ? "0" : `i32(u32(${rest}) % ${d}u)`};`);
-      if (j > 0 && d !== 1) {
+      this.e.line(`${this.coords[axes[j]]} = ${d <= 1 ? "0" : `i32(u32(${rest}) % ${d}u)`};`);
+      if (j > 0 && d > 1) {
         const next = this.e.fresh("q");
         this.e.line(`let ${next} = i32(u32(${rest}) / ${d}u);`);
         rest = next;

@@ -42,6 +42,7 @@ import type { Expr, KernelBuffer, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
 import type { Attention } from "./attention_group.ts";
 import { storageBindings, storedType } from "./expr.ts";
+import { outputType } from "./combined.ts";
 import { Structure } from "./cancel.ts";
 import { type KernelLayout, rowsLayout, type WgslOptions } from "./codegen.ts";
 import { streamedRows } from "./rows.ts";
@@ -245,7 +246,8 @@ export function groupBindings(
   } = {},
 ): string[] {
   const type = (b: { dtype: DType }) => storedType(b.dtype, half);
-  const ins = [...inputs, ...extra].map(type), outs = outputs.map(type);
+  const ins = [...inputs, ...extra].map(type);
+  const outs = outputs.map((o) => outputType(o, type(o)));
   const enable = [...ins, ...outs].includes("f16") ? ["enable f16;"] : [];
   return [...enable, ...storageBindings(ins, outs)];
 }

@@ -7,7 +7,8 @@
  */
 import { affineOffset } from "../../jit/ir/access.ts";
 import type { Load } from "../../jit/ir/kernel_ir.ts";
-import type { Emitter, KernelLowering } from "./expr.ts";
+import type { KernelLowering } from "./expr.ts";
+import type { Emitter } from "./emit.ts";
 import { allOf } from "./prelude.ts";
 
 /**

@@ -9,7 +9,9 @@ import type { Expr, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { Attention } from "./attention_group.ts";
-import { Emitter, KernelLowering, NEG_INF } from "./expr.ts";
+import { KernelLowering, NEG_INF } from "./expr.ts";
+import { Emitter } from "./emit.ts";
+import { combinedDecls, combinedFlush } from "./combined.ts";
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { combiner } from "./rows.ts";
 import { boundQueries, keptRange, keyRange, rangeMemory } from "./masks.ts";
@@ -59,7 +61,8 @@ export function flashWgsl(plan: Flash, options: { half?: boolean } = {}): string
     ...scoreFn,
     ...emitFn,
     ...(skip && !skip.summary ? maskHelpers(plan, f.half) : []),
-    ...entryPoint(threads, e.lines),
+    ...combinedDecls(f.lv),
+    ...entryPoint(threads, [...e.lines, ...combinedFlush(f.lv, false)]),
   ].join("\n");
 }
 

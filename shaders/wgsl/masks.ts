@@ -26,7 +26,8 @@
  */
 import type { Expr } from "../../jit/ir/kernel_ir.ts";
 import type { Attention } from "./attention_group.ts";
-import { type Emitter, literal } from "./expr.ts";
+import { literal } from "./expr.ts";
+import type { Emitter } from "./emit.ts";
 import { allOf, anyOf } from "./prelude.ts";
 
 /** What a flash kernel needs to skip a masked key tile. */

@@ -35,7 +35,8 @@ import {
   walk,
 } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import { Emitter, type KernelLowering, rounded } from "./expr.ts";
+import { type KernelLowering, rounded } from "./expr.ts";
+import { Emitter } from "./emit.ts";
 import { quadAligned, readOnce } from "./quads.ts";
 import { allOf } from "./prelude.ts";
 import { type MatmulTile, tileOf, TK } from "./tile_shapes.ts";

@@ -39,7 +39,9 @@ import { affineOffset } from "../../jit/ir/access.ts";
 import { matmulOperands, sumsHalfProducts } from "../../jit/ir/kernel_ir.ts";
 import type { KernelIR, Load } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import { Emitter, NEG_INF } from "./expr.ts";
+import { NEG_INF } from "./expr.ts";
+import { Emitter } from "./emit.ts";
+import { combinedDecls, combinedDirectives, combinedFlush } from "./combined.ts";
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { type KernelLayout, rowsLayout, type WgslOptions } from "./codegen.ts";
 import { combiner, streamedRows } from "./rows.ts";
@@ -148,6 +150,7 @@ export function matrixAttentionWgsl(plan: MatrixAttention): string {
     `// kiln matrix attention: ${plan.scores.name} → ${plan.weights.name} → ${plan.values.name}`,
     "enable f16;",
     ...MATRIX_ENABLES,
+    ...combinedDirectives(plan.values, true, true),
     ...groupBindings(plan, { half: true }).filter((x) => x !== "enable f16;"),
     PRELUDE,
     `var<workgroup> tileA: array<f16, ${queries}>;`,
@@ -157,7 +160,8 @@ export function matrixAttentionWgsl(plan: MatrixAttention): string {
     `var<workgroup> pw: array<f16, ${MK * PW}>;`,
     ...helpers,
     ...lowerings.emitFn,
-    ...entryPoint(THREADS, e.lines, MATRIX_BUILTINS),
+    ...combinedDecls(lowerings.lv),
+    ...entryPoint(THREADS, [...e.lines, ...combinedFlush(lowerings.lv, true)], MATRIX_BUILTINS),
   ].join("\n");
 }
 

@@ -7,7 +7,8 @@
  */
 import { affineOffset } from "../../jit/ir/access.ts";
 import { type Expr, type KernelIR, walk } from "../../jit/ir/kernel_ir.ts";
-import { Emitter, KernelLowering, rounded } from "./expr.ts";
+import { KernelLowering, rounded } from "./expr.ts";
+import { Emitter } from "./emit.ts";
 import { epilogueHelper, LOOPED_EPILOGUE } from "./matmul.ts";
 import { allOf } from "./prelude.ts";
 import { quadAligned, quadInputs, storeLanes, vectorLanes } from "./quads.ts";
@@ -69,7 +70,9 @@ export function quadEpilogue(kernel: KernelIR, tile: MatmulTile): Set<number> | 
   const down = storesDown(kernel, mAx, nAx);
   const [axis, extent] = down ? [mAx, tile.m] : [nAx, tile.n];
   if (!tile.matrix || tile.bytes || tile.slices > 1 || extent % 4 !== 0) return undefined;
-  const aligned = kernel.outputs.every((o) => quadAligned(o.steps, kernel.space, o.shape, axis));
+  const aligned = kernel.outputs.every((o) =>
+    o.combine || quadAligned(o.steps, kernel.space, o.shape, axis)
+  );
   if (!aligned) return undefined;
   const l = new KernelLowering(kernel, { half: true });
   const T = { l, M: tile.m, N: tile.n, mAx, nAx, x: l.coords };

@@ -109,8 +109,14 @@ export function vectorLanes(
 /** Stores each output's four lanes (`vectorLanes`) as one vec4 at the lowering's coordinates. */
 export function storeLanes(l: KernelLowering, lanes: readonly string[][]): void {
   l.kernel.outputs.forEach((o, k) => {
+    if (o.combine) return l.combine(k, largest(lanes.map((v) => v[k])));
     const { index } = l.offset(o.steps, o.shape);
     const value = l.toStored(lanes.map((v) => v[k]).join(", "), o.dtype, true);
     l.e.line(`${l.outputs[k]}[u32(${index}) / 4u] = ${value};`);
   });
+}
+
+/** The largest of f32 `values` as one WGSL expression. */
+export function largest(values: readonly string[]): string {
+  return values.reduce((a, b) => `max(${a}, ${b})`);
 }

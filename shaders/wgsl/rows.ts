@@ -16,7 +16,7 @@
 import { affineOffset } from "../../jit/ir/access.ts";
 import type { Expr, KernelIR, Reduction } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import { quadAligned, quadInputs } from "./quads.ts";
+import { largest, quadAligned, quadInputs } from "./quads.ts";
 import { allOf, anyOf } from "./prelude.ts";
 import { INF, type KernelLowering, literal, NAN, NEG_INF, rounded, wgslType } from "./expr.ts";
 
@@ -111,7 +111,8 @@ export function rowTiling(kernel: KernelIR, most: number): RowTiling {
   const rows = Math.max(1, Math.min(most / threads, 2 ** Math.ceil(Math.log2(total))));
   const vectorStores = !!vectors &&
     kernel.outputs.every((o) =>
-      o.level === "full" && quadAligned(o.steps, kernel.space, o.shape, kernel.space.length - 1)
+      o.level === "full" &&
+      (o.combine || quadAligned(o.steps, kernel.space, o.shape, kernel.space.length - 1))
     );
   return { threads, rows, slots, width, vectors: vectors ?? new Set(), vectorStores };
 }
@@ -355,6 +356,7 @@ export function emitHeldRows(l: KernelLowering, tiling: RowTiling): string[] {
       l.coords = slotCoords[s];
       e.block(`if (${when}) {`, () => {
         full.forEach(([o, k], i) => {
+          if (o.combine) return l.combine(k, largest(lanes.map((v) => v[i])));
           const { index } = l.offset(o.steps, o.shape);
           const value = l.toStored(lanes.map((v) => v[i]).join(", "), o.dtype, true);
           e.line(`${l.outputs[k]}[u32(${index}) / 4u] = ${value};`);
@@ -367,6 +369,7 @@ export function emitHeldRows(l: KernelLowering, tiling: RowTiling): string[] {
       const values = full.map(([o]) => valueAt(o.expr, memos[s][j]));
       e.block(`if (${when}) {`, () => {
         full.forEach(([o, k], i) => {
+          if (o.combine) return l.combine(k, values[i]);
           const at = `${l.outputs[k]}[u32(${l.offset(o.steps, o.shape).index})]`;
           e.line(`${at} = ${l.toStored(values[i], o.dtype)};`);
         });

@@ -23,7 +23,8 @@
 import { affineOffset } from "../../jit/ir/access.ts";
 import type { Expr, KernelBuffer, KernelIR, Load } from "../../jit/ir/kernel_ir.ts";
 import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
-import { Emitter, KernelLowering } from "./expr.ts";
+import { KernelLowering } from "./expr.ts";
+import { Emitter } from "./emit.ts";
 import { allOf, anyOf, entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { type KernelLayout, rowsLayout } from "./codegen.ts";
 import { streamedRows } from "./rows.ts";
