@@ -404,7 +404,9 @@ function fuseFor(
   const maxInputs = limits.length ? Math.min(...limits) : Infinity;
   const exact = options.precision === "exact";
   const fused = fuse(legal, { maxInputs, ...fusionFor(generated), exact });
-  const fusion = packedConstants(fused, legal.outputs.map((o) => o.value));
+  // 8-bit intermediates four to a word only where every backend that may run them holds them so.
+  const intermediates = generated.length > 0 && generated.every((p) => p.packedIntermediates);
+  const fusion = packedConstants(fused, legal.outputs.map((o) => o.value), { intermediates });
   report({ phase: "fuse", done: 1, total: 1 });
   const external = new Set([...legal.outputs.map((o) => o.value), ...fusion.constants.keys()]);
   return {

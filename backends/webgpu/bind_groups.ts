@@ -38,17 +38,25 @@ export class BindGroups {
   #runs: { buffers: GPUBuffer[]; groups: (GPUBindGroup | undefined)[] }[] = [];
   #kernels: { buffers: GPUBuffer[]; group: GPUBindGroup }[][];
   #bytes: (t: Typed) => number;
+  #offsets: ReadonlyMap<number, number>;
 
-  /** Groups for `kernels`' `pipelines`, each buffer bound at `bytes` of its tensor. */
+  /**
+   * Groups for `kernels`' `pipelines`, each buffer bound at `bytes` of its tensor, from its
+   * value's place in `offsets` (0 where absent: combined outputs share a buffer).
+   */
   constructor(
     device: GPUDevice,
     pipelines: readonly (GPUComputePipeline | undefined)[],
     kernels: readonly KernelIR[],
-    bytes: (t: Typed) => number,
+    { bytes, offsets = new Map() }: {
+      bytes: (t: Typed) => number;
+      offsets?: ReadonlyMap<number, number>;
+    },
   ) {
     this.#device = device;
     this.#pipelines = pipelines;
     this.#bytes = bytes;
+    this.#offsets = offsets;
     this.#bound = kernels.map((k) => [...k.inputs, ...k.outputs]);
     this.#values = [...new Set(this.#bound.flat().map((b) => b.value))];
     this.#kernels = pipelines.map(() => []);
@@ -71,10 +79,11 @@ export class BindGroups {
         layout: this.#pipelines[i]!.getBindGroupLayout(0),
         // Bound at the tensor's size (pool buckets round up, past the binding limit for the
         // largest tensors that fit it), or less: a bucketed run uploads only its active rows.
-        entries: list.map((buffer, j) => ({
-          binding: j,
-          resource: { buffer, size: Math.min(this.#bytes(bound[j]), buffer.size) },
-        })),
+        entries: list.map((buffer, j) => {
+          const offset = this.#offsets.get(bound[j].value) ?? 0;
+          const size = Math.min(this.#bytes(bound[j]), buffer.size - offset);
+          return { binding: j, resource: { buffer, offset, size } };
+        }),
       }),
     })).group;
   }

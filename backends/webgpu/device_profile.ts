@@ -98,6 +98,8 @@ export function webgpuProfile(
     blockPrologues: true,
     // Its kernels combine a range's words by atomics (`shaders/wgsl/combined.ts`).
     combinedRanges: o.combinedRanges ?? true,
+    // Its vec4 points write 8-bit values four to a word (`storeLanes`).
+    packedIntermediates: true,
     storedPatches: o.storedPatches ?? PATCHES_FROM,
     splitSums: o.splitSums ?? false,
     // Its attention kernels read keys a thread each (see `DeviceProfile.storedKeys`).

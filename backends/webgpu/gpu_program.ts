@@ -130,7 +130,6 @@ class GpuProgram implements Program {
       this.#types.set(v, { shape: t.shape, dtype: t.dtype as DType, packed: this.#packed.get(v) });
     }
     plan.bindings.forEach((b, i) => this.#argument.has(b.value) || this.#argument.set(b.value, i));
-    this.#groups = new BindGroups(ctx.device, plan.pipelines, kernels, this.#bytesOf);
     this.#own = new OwnBuffers(ctx.device, ctx.pool);
     this.#uploads = new ProgramUploads(ctx, this.#own);
     const external = new Set([
@@ -138,12 +137,18 @@ class GpuProgram implements Program {
       ...constants.keys(),
       ...plan.outputs,
     ]);
-    this.#memory = planMemory(kernels, external);
+    const stride = ctx.device.limits.minStorageBufferOffsetAlignment;
+    this.#memory = planMemory(kernels, external, [], stride);
+    const { assignment, offsets } = this.#memory;
     this.#slotBytes = this.#memory.slots.map(() => 0);
-    for (const [v, slot] of this.#memory.assignment) {
-      const bytes = this.#bytesOf(this.#types.get(v)!);
-      this.#slotBytes[slot] = Math.max(this.#slotBytes[slot], bytes);
+    for (const [v, slot] of assignment) {
+      const end = (offsets.get(v) ?? 0) + this.#bytesOf(this.#types.get(v)!);
+      this.#slotBytes[slot] = Math.max(this.#slotBytes[slot], end);
     }
+    this.#groups = new BindGroups(ctx.device, plan.pipelines, kernels, {
+      bytes: this.#bytesOf,
+      offsets,
+    });
   }
 
   /** Bytes a buffer for a tensor takes (at least one word: WebGPU binds no empty buffers). */
@@ -197,8 +202,9 @@ class GpuProgram implements Program {
     // orders a pass's dispatches and makes each one's writes visible to the next, and a pass a
     // kernel cost each run its own begin and end.
     let shared: GPUComputePassEncoder | undefined;
-    // Cleared before any pass: each has a slot of its own (`planMemory`).
-    for (const v of this.#combined) run.encoder.clearBuffer(buffers.get(v)!);
+    // Cleared before any pass, their one slot at once (`planMemory`).
+    const words = new Set(this.#combined.map((v) => buffers.get(v)!));
+    for (const b of words) run.encoder.clearBuffer(b);
     const group = this.#groups.run(buffers);
     kernels.forEach((k, i) => {
       if (!wanted[i]) return;

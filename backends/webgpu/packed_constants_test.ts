@@ -125,3 +125,22 @@ Deno.test("4-bit zero points held eight to a word give the reference's products"
   assert.deepEqual(got.xw.data, want.xw.data);
   assert.deepEqual(got.cast.data, want.cast.data);
 });
+
+Deno.test("a quantized activation held four bytes to a word gives the reference's products", async () => {
+  // Its quantizing pass writes a word for four bytes, the products read them as they lie; a
+  // second reader casts them back (elements of packed words).
+  const g = new GraphBuilder();
+  const x = g.input("x", [16, 64]);
+  const [q, scale, zero] = g.opN("DynamicQuantizeLinear", [x], {}, 3);
+  const w = g.constant(bytes(64 * 24, 5, true), [64, 24], "i8");
+  const product = g.op("MatMulInteger", [q, w, zero], { a_zero: 1, b_zero: 0 });
+  g.output("y", g.op("Mul", [g.op("Cast", [product], { to: "f32" }), scale]));
+  g.output("back", g.op("Mul", [g.op("Cast", [q], { to: "f32" }), scale]));
+  const graph = g.build();
+  const gpu = new WebGpuBackend();
+  using exe = await compile(graph, { backend: gpu, cache: false });
+  const stored = exe.plan!.kernels.flatMap((k) => k.outputs.filter((o) => o.packed));
+  assert.deepEqual(stored.map((o) => `${o.dtype} ${o.shape}`), ["u8 16,64"]);
+  const data = Float32Array.from(bytes(16 * 64, 9, true), (v) => v / 17);
+  await graphEqualsReference(graph, { x: { data, shape: [16, 64], dtype: "f32" } }, gpu);
+});

@@ -112,7 +112,8 @@ export function kernelText(k: KernelIR): string {
 
 function writeKernelText(k: KernelIR): string {
   const table = new ExprTable();
-  const buffer = (b: KernelBuffer) => ({ shape: b.shape, dtype: b.dtype });
+  // How a buffer is held (`packed`) decides its code as its type does.
+  const buffer = (b: KernelBuffer) => ({ shape: b.shape, dtype: b.dtype, packed: b.packed });
   const reductions = k.reductions.map((r) => ({
     op: r.op,
     dtype: r.dtype,

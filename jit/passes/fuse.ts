@@ -45,6 +45,7 @@ import {
   bufferSym,
   cheapUnderBroadcast,
   EqualValues,
+  everywhere,
   inlineOperand,
   isBare,
   keepWithinBindings,
@@ -57,7 +58,6 @@ import {
   sameAxes,
   scalarSym,
   type Sym,
-  unbounded,
   uniform,
   unique,
   varyingOps,
@@ -362,14 +362,16 @@ class Fuser {
   #movement(op: string, s: Sym, attrs: Attrs, label: string, type: ValueType): Sym {
     const from = s.type.shape, to = type.shape;
     const ctx = new InferContext({ op, where: label, inputs: [s.type], attrs });
+    const steps = movementSteps(ctx, from, to);
     // A concat's pads (`masked`) are never read outside the input: a small expression is padded
     // as it is, evaluated at every point of the concat (its select reads each part there); one
-    // the same everywhere without bounds, so that its kernel computes it once (`uniform`).
+    // the same everywhere is read so everywhere, so that its kernel computes it once.
     const masked = op === "Pad" && attrs.masked === 1 &&
       aluCount(s.expr) <= this.#opts.maxSharedOps;
-    const steps = masked && uniform(s, this.#shapes)
-      ? unbounded(movementSteps(ctx, from, to))
-      : movementSteps(ctx, from, to);
+    if (masked && uniform(s, this.#shapes)) {
+      const expr = everywhere(s, to.length, this.#shapes);
+      return { type, expr, labels: unique([...own(s), label]), uses: 0 };
+    }
     if (op === "Pad" && !isBare(s) && !masked) {
       s = this.#stored(s, `${label} pads it (fill applies to stored values)`);
     }

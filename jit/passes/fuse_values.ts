@@ -12,6 +12,7 @@ import {
   type Expr,
   exprDepth,
   type IndexStep,
+  mapLoads,
   type ReduceOp,
   reindex,
   walk,
@@ -123,11 +124,16 @@ export function uniform(s: Sym, shapes: ReadonlyMap<number, Shape>): boolean {
   return !s.group && same;
 }
 
-/** `steps` without their bounds: where a value the same everywhere is read, wherever they go. */
-export function unbounded(steps: readonly IndexStep[]): IndexStep[] {
-  return steps.map((st) =>
-    st.kind === "affine" ? { kind: "affine", coeff: st.coeff, offset: st.offset } : st
-  );
+/**
+ * {@linkcode uniform} `s`'s expression read at every point of a value of rank `rank`: each of its
+ * loads takes its buffer's one element wherever the point is (`shapes` by buffer).
+ */
+export function everywhere(s: Sym, rank: number, shapes: ReadonlyMap<number, Shape>): Expr {
+  return mapLoads(s.expr, (l) => {
+    const zeros = shapes.get(l.input)!.map(() => 0);
+    const coeff = zeros.map(() => Array<number>(rank).fill(0));
+    return { ...l, steps: [{ kind: "affine", coeff, offset: zeros }] };
+  });
 }
 
 /**

@@ -8,17 +8,30 @@
  * (opaque), an attention group's fused kernel and the graph's outputs take words, so a constant
  * any of them reads stays unmarked everywhere.
  *
+ * With `intermediates` (every backend that may run the plan holds them so: WebGPU alone), an 8-bit
+ * value an elementwise kernel stores as its space lies (a DynamicQuantizeLinear's quantized
+ * activation) is marked too, at its store and every read: the kernel writes four lanes a word.
+ * BERT-base int8's quantizing passes wrote each byte as a word and its products read them so.
+ *
  * @module
  */
 import type { HostTensor } from "../ir/host_tensor.ts";
 import type { Expr, KernelIR, Packing } from "../ir/kernel_ir.ts";
 import type { FusionResult } from "./fuse_options.ts";
 
-/** `fusion` with every read of its 8-bit constants marked `packed` (see the module's note). */
-export function packedConstants(fusion: FusionResult, outputs: readonly number[]): FusionResult {
+/**
+ * `fusion` with every read of its 8-bit constants marked `packed`, and with `intermediates` the
+ * stores and reads of its 8-bit values that elementwise kernels store whole (see the module's note).
+ */
+export function packedConstants(
+  fusion: FusionResult,
+  outputs: readonly number[],
+  { intermediates = false } = {},
+): FusionResult {
   const words = new Set(outputs);
   for (const k of fusion.kernels) {
-    if (k.opaque || k.group !== undefined) { for (const b of k.inputs) words.add(b.value); }
+    const whole = k.opaque || k.placement || k.group !== undefined;
+    if (whole) { for (const b of k.inputs) words.add(b.value); }
   }
   // Two constants may view the same bytes (a Reshape's view): a backend shares one upload of
   // them, so the bytes a word reader takes stay words for every reader.
@@ -39,15 +52,39 @@ export function packedConstants(fusion: FusionResult, outputs: readonly number[]
       !wordViews.has(viewOf(t));
   };
   const nibbles = nibbleValues(fusion);
+  const stored = intermediates ? storedWhole(fusion.kernels, words) : new Set<number>();
   const packing = (v: number): Packing => nibbles.has(v) ? "nibbles" : "bytes";
+  const marks = (v: number) => packable(v) || stored.has(v);
   const marked = (k: KernelIR): KernelIR =>
-    k.inputs.some((b) => packable(b.value))
+    [...k.inputs, ...k.outputs].some((b) => marks(b.value))
       ? {
         ...k,
-        inputs: k.inputs.map((b) => packable(b.value) ? { ...b, packed: packing(b.value) } : b),
+        inputs: k.inputs.map((b) => marks(b.value) ? { ...b, packed: packing(b.value) } : b),
+        outputs: k.outputs.map((o) => stored.has(o.value) ? { ...o, packed: "bytes" } : o),
       }
       : k;
   return { ...fusion, kernels: fusion.kernels.map(marked) };
+}
+
+/**
+ * The 8-bit values (none of `words`) that an elementwise kernel stores at its own coordinates,
+ * its last axis a multiple of 4 long, each of its stores so: a generator writes its points four at
+ * a time (WebGPU's vec4 points), four bytes of one word.
+ */
+function storedWhole(kernels: readonly KernelIR[], words: ReadonlySet<number>): Set<number> {
+  const out = new Set<number>();
+  for (const k of kernels) {
+    const plain = k.pattern === "elementwise" && !k.reductions.length && !k.reduced.length &&
+      !k.opaque && !k.placement && !k.blockUnpack && k.group === undefined;
+    const last = k.space.at(-1) ?? 0;
+    const whole = (o: KernelIR["outputs"][number]) =>
+      o.level === "full" && !o.combine && o.steps.length === 0 && o.shape.join() === k.space.join();
+    if (!plain || last === 0 || last % 4 !== 0 || !k.outputs.every(whole)) continue;
+    for (const o of k.outputs) {
+      if ((o.dtype === "u8" || o.dtype === "i8") && !words.has(o.value)) out.add(o.value);
+    }
+  }
+  return out;
 }
 
 /**

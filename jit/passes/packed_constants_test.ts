@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { GraphBuilder } from "../frontend/graph_builder.ts";
 import { fuse } from "./fuse.ts";
 import { packedConstants } from "./packed_constants.ts";
+import { byteProducts } from "./byte_products.ts";
 import type { KernelIR } from "../ir/kernel_ir.ts";
 import type { FusionResult } from "./fuse_options.ts";
 
@@ -79,4 +80,33 @@ Deno.test("4-bit zero points are held eight to a word, a product's byte operands
   // A value of 16 or more keeps them bytes; another elementwise reader reads nibbles too.
   assert.deepEqual(product(Uint8Array.of(0, 3, 8, 16, 9, 1), false), ["bytes"]);
   assert.deepEqual(product(Uint8Array.of(0, 3, 8, 15, 9, 1), true), ["nibbles", "nibbles"]);
+});
+
+Deno.test("with intermediates, 8-bit values stored whole by elementwise kernels are marked at both ends", () => {
+  // A quantized activation read by a product, a u8 value an output reads (words), and one
+  // whose last axis is not a multiple of 4.
+  const g = new GraphBuilder();
+  const [q, , zero] = g.opN("DynamicQuantizeLinear", [g.input("x", [16, 320])], {}, 3);
+  const w = g.constant(
+    Int8Array.from({ length: 320 * 24 }, (_, i) => (i % 255) - 127),
+    [320, 24],
+    "i8",
+  );
+  g.output("y", g.op("MatMulInteger", [q, w, zero], { a_zero: 1, b_zero: 0 }));
+  const cast = (x: string, shape: number[]) =>
+    g.op("Cast", [g.op("Relu", [g.input(x, shape)])], { to: "u8" });
+  g.output("b", cast("b", [2, 8]));
+  g.output("c", g.op("Add", [g.op("Cast", [cast("c", [2, 6])], { to: "f32" }), g.constant(1)]));
+  // As a GPU with byte dots fuses it: the product over bytes (`byteProducts`).
+  const graph = byteProducts(g.build());
+  const fusion = fuse(graph, { combinedRanges: true, integerDot: "bytes" });
+  const outputs = graph.outputs.map((o) => o.value);
+  const stores = (f: FusionResult) =>
+    f.kernels.flatMap((k) => k.outputs.filter((o) => o.packed).map((o) => o.shape.join("x")));
+  const reads = (f: FusionResult) =>
+    f.kernels.flatMap((k) => k.inputs.filter((b) => b.packed).map((b) => b.shape.join("x")));
+  assert.deepEqual(stores(packedConstants(fusion, outputs)), []);
+  const marked = packedConstants(fusion, outputs, { intermediates: true });
+  assert.deepEqual(stores(marked), ["16x320"]);
+  assert.deepEqual(reads(marked).sort(), ["16x320", "320x24"]);
 });

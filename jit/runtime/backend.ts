@@ -86,6 +86,12 @@ export interface DeviceProfile {
    */
   readonly packedRows?: boolean;
   /**
+   * Whether its kernels hold the 8-bit values elementwise kernels store whole four to a word
+   * (`packedConstants`' `intermediates`, WebGPU): a DynamicQuantizeLinear's bytes, written a word
+   * for four and read by byte products as they lie.
+   */
+  readonly packedIntermediates?: boolean;
+  /**
    * Whether its block products of one row over A rounded to 8 bits a block round A themselves, as
    * QuantizeRowBlocks does, where they pack it for their integer sums: the compile then has them
    * take A as it is (a BlockMatMul that `rounds`, `jit/passes/packed_rows.ts`), and no kernel

@@ -17,6 +17,8 @@ export interface MemoryPlan {
   readonly slots: readonly number[];
   /** Slot of each planned value (graph value id → slot index). */
   readonly assignment: ReadonlyMap<number, number>;
+  /** Where in its slot a value starts, in bytes, where not at 0 (combined outputs share one). */
+  readonly offsets: ReadonlyMap<number, number>;
   /** Bytes of all slots together (what the plan allocates). */
   readonly plannedBytes: number;
   /** Bytes the intermediates would take without reuse. */
@@ -27,12 +29,17 @@ export interface MemoryPlan {
  * Plans the intermediates of `kernels` (values in `external` are not planned). `until[i]`, where
  * given, is the last kernel that may still run while kernel `i` reads its inputs (kernels a
  * backend runs together, row share by row share: see the wasm backend's chains); a value read
- * there keeps its slot until then.
+ * there keeps its slot until then. Combined outputs (`KernelOutput.combine`), cleared as a run
+ * starts, share a few slots of their own, `stride` bytes apart (a device's binding offset
+ * alignment), a kernel's in one that holds none of the words it reads (WebGPU refuses a buffer
+ * bound read-only and writable in one dispatch): a run clears each slot at once, where a clear a
+ * word had cost BERT-base int8 0.4 ms a run on an H200.
  */
 export function planMemory(
   kernels: readonly KernelIR[],
   external: ReadonlySet<number>,
   until: readonly number[] = [],
+  stride = 4,
 ): MemoryPlan {
   const last = new Map<number, number>();
   kernels.forEach((k, i) => k.inputs.forEach((b) => last.set(b.value, until[i] ?? i)));
@@ -43,27 +50,39 @@ export function planMemory(
   const slots: number[] = [];
   const free: number[] = [];
   const assignment = new Map<number, number>();
-  const combined = new Set<number>();
+  // Combined outputs: the word slot of each color, each value's color, its place in its slot.
+  const words: number[] = [],
+    colors = new Map<number, number>(),
+    offsets = new Map<number, number>();
   let naiveBytes = 0;
   kernels.forEach((k, i) => {
+    const read = new Set(k.inputs.map((b) => colors.get(b.value)));
+    let color = 0;
+    while (read.has(color)) color++;
     for (const o of k.outputs) {
       if (external.has(o.value)) continue;
       const bytes = sizeOf(o.shape) * byteSize(o.dtype);
       naiveBytes += bytes;
-      // A combined output is cleared when a run starts (`KernelOutput.combine`): its slot is its own.
-      const slot = o.combine ? slots.push(bytes) - 1 : slotFor(bytes, slots, free);
-      if (o.combine) combined.add(o.value);
+      if (!o.combine) {
+        assignment.set(o.value, slotFor(bytes, slots, free));
+        continue;
+      }
+      const slot = words[color] ??= slots.push(0) - 1;
+      offsets.set(o.value, slots[slot]);
+      slots[slot] += Math.max(stride, bytes);
+      colors.set(o.value, color);
       assignment.set(o.value, slot);
     }
     // Values whose last read ends here free their slots for later kernels: this kernel's
     // inputs, then those read by the kernels running with it.
     for (const v of [...k.inputs.map((b) => b.value), ...(held[i] ?? [])]) {
       const slot = assignment.get(v);
-      if (slot === undefined || last.get(v) !== i || combined.has(v)) continue;
+      if (slot === undefined || last.get(v) !== i || colors.has(v)) continue;
       if (!free.includes(slot)) free.push(slot);
     }
   });
-  return { slots, assignment, plannedBytes: slots.reduce((a, b) => a + b, 0), naiveBytes };
+  const plannedBytes = slots.reduce((a, b) => a + b, 0);
+  return { slots, assignment, offsets, plannedBytes, naiveBytes };
 }
 
 /**

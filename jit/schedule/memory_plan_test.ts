@@ -55,3 +55,30 @@ Deno.test("values read by kernels that run together keep their places until the 
   const places = [1, 2, 3].map((v) => together.assignment.get(v));
   assert.equal(new Set(places).size, 3, `places ${places}`);
 });
+
+Deno.test("combined outputs share a few slots, a kernel's apart from the words it reads", () => {
+  /** A kernel reading `inputs` (scalars) that combines the range of its [8] output into `words`. */
+  const ranging = (inputs: number[], out: number, words: number[]) =>
+    ({
+      inputs: inputs.map((value) => ({ value, shape: [], dtype: "f32" })),
+      outputs: [
+        { value: out, shape: [8], dtype: "f32" },
+        ...words.map((value) => ({ value, shape: [], dtype: "f32", combine: "max" })),
+      ],
+    }) as unknown as KernelIR;
+  // Words 10, 11 of the first kernel; the second reads them and writes 12, 13; the third reads
+  // 12 (not 10) and writes 14.
+  const plan = planMemory(
+    [ranging([], 1, [10, 11]), ranging([10, 11], 2, [12, 13]), ranging([12], 3, [14])],
+    new Set(),
+    [],
+    256,
+  );
+  const at = (v: number) => [plan.assignment.get(v), plan.offsets.get(v)];
+  assert.deepEqual([10, 11, 14].map(at), [[1, 0], [1, 256], [1, 512]]);
+  const other = plan.assignment.get(12);
+  assert.notEqual(other, 1);
+  assert.deepEqual([12, 13].map(at), [[other, 0], [other, 256]]);
+  // No other value ever takes a word slot.
+  for (const v of [1, 2, 3]) assert.ok(![1, other].includes(plan.assignment.get(v)));
+});

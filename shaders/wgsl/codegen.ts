@@ -303,7 +303,7 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   const outArray = (t: string) => layout.width === 4 ? `vec4<${t}>` : t;
   const bindings = storageBindings(
     kernel.inputs.map((b, i) => array(l.stored(b.dtype), i)),
-    kernel.outputs.map((b) => outputType(b, outArray(l.stored(b.dtype)))),
+    kernel.outputs.map((b) => outputType(b, b.packed ? "u32" : outArray(l.stored(b.dtype)))),
   );
   // Combined outputs fold by subgroups where the device has them (`combined.ts`).
   const subgroups = l.subgroup !== undefined;

@@ -448,6 +448,12 @@ export class KernelLowering {
   store(o: KernelOutput, k: number, memo: Map<Expr, string>): void {
     const v = this.value(o.expr, memo);
     if (o.combine) return this.combine(k, v);
+    if (o.packed) {
+      throw new KilnError(`WGSL: ${this.kernel.name} stores 8-bit output ${k} a point at a time`, {
+        code: "internal",
+        fix: "mark only outputs of vec4 points packed (packedConstants), or report this",
+      });
+    }
     const elsewhere = this.redirect.get(`out${k}`);
     if (elsewhere) {
       this.e.line(`${elsewhere()} = ${v};`);

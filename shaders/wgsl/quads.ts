@@ -111,6 +111,11 @@ export function storeLanes(l: KernelLowering, lanes: readonly string[][]): void 
   l.kernel.outputs.forEach((o, k) => {
     if (o.combine) return l.combine(k, largest(lanes.map((v) => v[k])));
     const { index } = l.offset(o.steps, o.shape);
+    if (o.packed) {
+      // Four 8-bit lanes, one word (`packedConstants`' intermediates).
+      const bytes = lanes.map((v, j) => `((u32(${v[k]}) & 255u) << ${8 * j}u)`);
+      return l.e.line(`${l.outputs[k]}[u32(${index}) / 4u] = ${bytes.join(" | ")};`);
+    }
     const value = l.toStored(lanes.map((v) => v[k]).join(", "), o.dtype, true);
     l.e.line(`${l.outputs[k]}[u32(${index}) / 4u] = ${value};`);
   });
