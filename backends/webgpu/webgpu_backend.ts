@@ -64,7 +64,7 @@ export class WebGpuBackend implements Backend {
   /** Always `"webgpu"`. */
   readonly id: string = "webgpu";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.6.58";
+  readonly version: string = "0.6.59";
   /** A GPU. */
   readonly kind: BackendKind = "gpu";
   #options: WebGpuOptions;

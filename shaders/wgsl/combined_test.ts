@@ -107,3 +107,14 @@ Deno.test("the fold takes a subgroup's largest where the device has subgroups", 
     assert.match(grouped, /subgroupElect\(\) && /);
   })();
 });
+
+Deno.test("a NaN in the values makes the combined range NaN, as the reference's is", async () => {
+  // WGSL's max may drop a NaN operand; the fold keeps it, in fours and one point at a time.
+  for (const shape of [[4, 8], [3, 5]]) {
+    const b = new GraphBuilder();
+    const n = shape[0] * shape[1];
+    const data = Float32Array.from(hashed(n, 23), (v, i) => (i === n - 2 ? NaN : v));
+    const x = b.input("x", shape);
+    await rangeCombined(b, b.op("Mul", [x, x]), { x: f32(data, shape) });
+  }
+});

@@ -465,7 +465,11 @@ export class KernelLowering {
 
   /** Folds f32 `value` into combined output `k`'s largest so far (`shaders/wgsl/combined.ts`). */
   combine(k: number, value: string): void {
-    this.e.line(`${this.largest(k)} = max(${this.largest(k)}, ${value});`);
+    // NaN wins, as the reference's max does (WGSL's max may return either operand).
+    const m = this.largest(k);
+    this.e.line(
+      `${m} = select(select(max(${m}, ${value}), ${value}, k_isnan(${value})), ${m}, k_isnan(${m}));`,
+    );
   }
 
   /** The private variable holding combined output `k`'s largest value so far. */

@@ -109,7 +109,7 @@ export function vectorLanes(
 /** Stores each output's four lanes (`vectorLanes`) as one vec4 at the lowering's coordinates. */
 export function storeLanes(l: KernelLowering, lanes: readonly string[][]): void {
   l.kernel.outputs.forEach((o, k) => {
-    if (o.combine) return l.combine(k, largest(lanes.map((v) => v[k])));
+    if (o.combine) return lanes.forEach((v) => l.combine(k, v[k]));
     const { index } = l.offset(o.steps, o.shape);
     if (o.packed) {
       // Four 8-bit lanes, one word (`packedConstants`' intermediates).
@@ -119,9 +119,4 @@ export function storeLanes(l: KernelLowering, lanes: readonly string[][]): void 
     const value = l.toStored(lanes.map((v) => v[k]).join(", "), o.dtype, true);
     l.e.line(`${l.outputs[k]}[u32(${index}) / 4u] = ${value};`);
   });
-}
-
-/** The largest of f32 `values` as one WGSL expression. */
-export function largest(values: readonly string[]): string {
-  return values.reduce((a, b) => `max(${a}, ${b})`);
 }

@@ -16,7 +16,7 @@
 import { affineOffset } from "../../jit/ir/access.ts";
 import type { Expr, KernelIR, Reduction } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import { largest, quadAligned, quadInputs } from "./quads.ts";
+import { quadAligned, quadInputs } from "./quads.ts";
 import { allOf, anyOf } from "./prelude.ts";
 import { INF, type KernelLowering, literal, NAN, NEG_INF, rounded, wgslType } from "./expr.ts";
 
@@ -356,7 +356,7 @@ export function emitHeldRows(l: KernelLowering, tiling: RowTiling): string[] {
       l.coords = slotCoords[s];
       e.block(`if (${when}) {`, () => {
         full.forEach(([o, k], i) => {
-          if (o.combine) return l.combine(k, largest(lanes.map((v) => v[i])));
+          if (o.combine) return lanes.forEach((v) => l.combine(k, v[i]));
           const { index } = l.offset(o.steps, o.shape);
           const value = l.toStored(lanes.map((v) => v[i]).join(", "), o.dtype, true);
           e.line(`${l.outputs[k]}[u32(${index}) / 4u] = ${value};`);
