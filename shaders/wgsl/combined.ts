@@ -2,7 +2,7 @@
  * Combined outputs (`KernelOutput.combine`) in WGSL: each invocation keeps the largest value it
  * would store in a private variable, and at its end folds that into the output's one word by
  * `atomicMax` on its bits (a non-negative f32's bits order as the number does), once a subgroup
- * where the device has subgroups; the runtime clears the word before the kernel runs. A
+ * where the device has subgroups; the runtime clears the words as each run starts. A
  * DynamicQuantizeLinear's range so becomes two words of the kernel that computes its input.
  *
  * @module
@@ -48,8 +48,9 @@ export function combinedDecls(l: KernelLowering): string[] {
  * The lines ending an entry point that fold each invocation's largest values into their words:
  * `subgroups` (the shader enables them and turns their uniformity diagnostic off) takes the
  * subgroup's largest first and one lane updates, so that the word sees a subgroup's atomic, not
- * each invocation's. The bits are masked to clear a −0's sign; a word already as large is not
- * updated.
+ * each invocation's. The bits are masked to clear the sign of a −0 (which would outrank every
+ * number) and of a NaN (which then does, as the reference's NaN wins a max); a word already as
+ * large is not updated.
  */
 export function combinedFlush(l: KernelLowering, subgroups: boolean): string[] {
   return l.kernel.outputs.flatMap((o, k) => {
