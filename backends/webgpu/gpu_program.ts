@@ -109,8 +109,11 @@ class GpuProgram implements Program {
   #own: OwnBuffers;
   /** The argument of each bound value (its first binding): looked up for every output a run. */
   #argument = new Map<number, number>();
-  /** Combined outputs (`KernelOutput.combine`): their words start from 0 each repetition. */
-  #combined: number[] = [];
+  /**
+   * A combined output (`KernelOutput.combine`) of each of their slots (`planMemory`): the slots
+   * are cleared as each repetition starts, their words counting from 0.
+   */
+  #words: number[];
 
   constructor(ctx: GpuContext, plan: GpuPlan) {
     this.#ctx = ctx;
@@ -124,7 +127,6 @@ class GpuProgram implements Program {
     for (const k of kernels) {
       for (const b of [...k.inputs, ...k.outputs]) this.#types.set(b.value, b);
       for (const b of k.inputs) if (b.packed) this.#packed.set(b.value, b.packed);
-      for (const o of k.outputs) if (o.combine) this.#combined.push(o.value);
     }
     for (const [v, t] of constants) {
       this.#types.set(v, { shape: t.shape, dtype: t.dtype as DType, packed: this.#packed.get(v) });
@@ -140,6 +142,8 @@ class GpuProgram implements Program {
     const stride = ctx.device.limits.minStorageBufferOffsetAlignment;
     this.#memory = planMemory(kernels, external, [], stride);
     const { assignment, offsets } = this.#memory;
+    const combined = kernels.flatMap((k) => k.outputs.filter((o) => o.combine));
+    this.#words = [...new Map(combined.map((o) => [assignment.get(o.value), o.value])).values()];
     this.#slotBytes = this.#memory.slots.map(() => 0);
     for (const [v, slot] of assignment) {
       const end = (offsets.get(v) ?? 0) + this.#bytesOf(this.#types.get(v)!);
@@ -202,9 +206,8 @@ class GpuProgram implements Program {
     // orders a pass's dispatches and makes each one's writes visible to the next, and a pass a
     // kernel cost each run its own begin and end.
     let shared: GPUComputePassEncoder | undefined;
-    // Cleared before any pass, their one slot at once (`planMemory`).
-    const words = new Set(this.#combined.map((v) => buffers.get(v)!));
-    for (const b of words) run.encoder.clearBuffer(b);
+    // Cleared before any pass, a slot at once.
+    for (const v of this.#words) run.encoder.clearBuffer(buffers.get(v)!);
     const group = this.#groups.run(buffers);
     kernels.forEach((k, i) => {
       if (!wanted[i]) return;

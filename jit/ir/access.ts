@@ -8,7 +8,7 @@
  *
  * @module
  */
-import type { IndexStep } from "./kernel_ir.ts";
+import type { Expr, IndexStep } from "./kernel_ir.ts";
 import { type Shape, sizeOf, stridesOf } from "./shape.ts";
 
 /** `offset = Σ_d weights[d] · coord[d] + base`, in elements of the buffer. */
@@ -484,4 +484,24 @@ export function reshapeCoord(from: Shape, stride: number, extent: number): Resha
       mod: Math.floor(max / div) < extent ? 0 : extent,
     };
   }
+}
+
+/**
+ * Whether `e` is the same at every point of its kernel: it reads no accumulator, and each of its
+ * loads a buffer of one element (`oneElement`, by the load's input) through steps that neither
+ * bound nor gather, so always that element. `memo` keeps the answers of shared subexpressions.
+ */
+export function sameEverywhere(
+  e: Expr,
+  oneElement: (input: number) => boolean,
+  memo: Map<Expr, boolean> = new Map(),
+): boolean {
+  const known = memo.get(e);
+  if (known !== undefined) return known;
+  const same = e.kind === "const" ||
+    (e.kind === "alu" && e.args.every((a) => sameEverywhere(a, oneElement, memo))) ||
+    (e.kind === "load" && oneElement(e.input) &&
+      e.steps.every((s) => s.kind === "reshape" || (s.kind === "affine" && !s.bounds)));
+  memo.set(e, same);
+  return same;
 }

@@ -65,7 +65,7 @@ import {
 import { withIntegerRules } from "../ir/integer_rules.ts";
 import { keptRelations, movementSteps, relation, sameMap } from "../ir/index_maps.ts";
 import { gatherSym } from "./fuse_gather.ts";
-import { combinedRange } from "./fuse_ranges.ts";
+import { combinedRange, type RangeWalk } from "./fuse_ranges.ts";
 import { loweringOf } from "../ops/window_lowering.ts";
 import { type Decomposition, expandSymbols } from "./fuse_expand.ts";
 import { runsWhole } from "./fusable.ts";
@@ -125,6 +125,15 @@ class Fuser {
       this.#reduction(group, op, expr, label, type, labels),
   };
 
+  /** What a combined range (`fuse_ranges.ts`) needs of this walk. */
+  readonly #ranges: RangeWalk = {
+    stored: (s, why) => this.#stored(s, why),
+    groups: this.#groups,
+    shapes: this.#shapes,
+    fresh: () => this.#fresh++,
+    log: this.#log,
+  };
+
   constructor(graph: Graph, options: FuseOptions) {
     this.#graph = graph;
     this.#opts = withDefaults(options);
@@ -181,13 +190,7 @@ class Fuser {
       this.#blockProduct(ins, attrs, label, type);
     if (block) return [block];
     if (op === "RangeWithZero" && this.#opts.combinedRanges) {
-      const walk = { stored: this.#walk.stored, groups: this.#groups, shapes: this.#shapes };
-      return combinedRange(
-        { ...walk, fresh: () => this.#fresh++, log: this.#log },
-        ins[0],
-        label,
-        types,
-      );
+      return combinedRange(this.#ranges, ins[0], label, types);
     }
     if (!def.primitive) return this.#expand(ins, attrs, label, def.decompose!);
     const out = (i: number) => values?.[i] ?? this.#fresh++;

@@ -22,7 +22,7 @@ import { type DType, fromF16Bits } from "../ir/dtype.ts";
 import type { HostTensor } from "../ir/host_tensor.ts";
 import { sameShape, type Shape, sizeOf } from "../ir/shape.ts";
 import { ExprTable } from "../ir/expr_table.ts";
-import { affineOffset } from "../ir/access.ts";
+import { affineOffset, sameEverywhere } from "../ir/access.ts";
 
 /** A value during fusion. */
 export interface Sym {
@@ -112,16 +112,7 @@ export function varyingOps(e: Expr, shapes: ReadonlyMap<number, Shape>): number 
  * buffer), without gathers or bounds.
  */
 export function uniform(s: Sym, shapes: ReadonlyMap<number, Shape>): boolean {
-  let same = true;
-  walk(s.expr, (e) => {
-    if (e.kind === "acc") same = false;
-    if (e.kind !== "load") return;
-    const steps = e.steps.every((st) =>
-      st.kind === "reshape" || (st.kind === "affine" && !st.bounds)
-    );
-    same &&= steps && sizeOf(shapes.get(e.input) ?? [2]) === 1;
-  });
-  return !s.group && same;
+  return !s.group && sameEverywhere(s.expr, (v) => sizeOf(shapes.get(v) ?? [2]) === 1);
 }
 
 /**

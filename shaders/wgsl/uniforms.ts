@@ -10,6 +10,7 @@
  */
 import type { Expr, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
+import { sameEverywhere } from "../../jit/ir/access.ts";
 import { type UniformValues, wgslType } from "./expr.ts";
 import { Emitter } from "./emit.ts";
 
@@ -31,21 +32,10 @@ export class Uniforms implements UniformValues {
     this.#kernel = kernel;
   }
 
-  /** Whether `e` is the same at every point: loads of one element, computed without accumulators. */
+  /** Whether `e` is the same at every point (`sameEverywhere`). */
   same(e: Expr): boolean {
-    const known = this.#same.get(e);
-    if (known !== undefined) return known;
-    let same: boolean;
-    if (e.kind === "const") same = true;
-    else if (e.kind === "acc") same = false;
-    else if (e.kind === "alu") same = e.args.every((a) => this.same(a));
-    else {
-      // A one-element buffer read through steps that neither bound nor gather: always element 0.
-      same = sizeOf(this.#kernel.inputs[e.input].shape) === 1 &&
-        e.steps.every((s) => s.kind === "reshape" || (s.kind === "affine" && !s.bounds));
-    }
-    this.#same.set(e, same);
-    return same;
+    const inputs = this.#kernel.inputs;
+    return sameEverywhere(e, (i) => sizeOf(inputs[i].shape) === 1, this.#same);
   }
 
   /** Hoists `e`, computed by WGSL `code`, and returns its name. */
