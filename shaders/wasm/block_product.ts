@@ -22,7 +22,9 @@ import { integerBlocks, integerRowDot, regroupIntegers } from "./block_product_i
 
 /**
  * Slot `s` of the four words in v128 local `w`, four values: shifted down and, but for the top
- * slot, masked by local `mask` (the value mask in every lane).
+ * slot, masked by local `mask` (the value mask in every lane). The values are below 2^8, so their
+ * callers convert them as signed: one `cvtdq2ps` on x64, where V8 lowers the unsigned conversion
+ * to eight instructions (SSE and AVX2 have no unsigned one).
  */
 function slotOf(fn: KernelFunction, tag: BlockTables, w: number, mask: number, s: number): number {
   const { m, ic } = fn, v128 = fn.wasm.v128, per = 32 / tag.bits;
@@ -169,7 +171,7 @@ const rowDot: ColumnSums = (fn, tag, col, cols) => {
   for (let s = 0; s < per; s++) {
     quad.push(m.local.set(a, m.v128.load(16 * s, 4, get(ap, i32))));
     for (const c of columns) {
-      const q = f4.convert_i32x4_u(slotOf(fn, tag, w[c], mask, s));
+      const q = f4.convert_i32x4_s(slotOf(fn, tag, w[c], mask, s));
       // Relaxed SIMD's multiply-add where the engine has it: one operation fewer of the five
       // (shift, mask, convert, multiply, add) that bound the kernel.
       const sum = fn.fma
@@ -241,7 +243,7 @@ export function blockUnpackBody(fn: KernelFunction, tag: BlockTables): number[] 
     const q = slotOf(fn, tag, w, mask, s);
     const v = local(v128);
     quad.push(
-      m.local.set(v, f4.mul(f4.sub(f4.convert_i32x4_u(q), get(zero, v128)), get(scale, v128))),
+      m.local.set(v, f4.mul(f4.sub(f4.convert_i32x4_s(q), get(zero, v128)), get(scale, v128))),
     );
     for (let lane = 0; lane < 4; lane++) {
       quad.push(

@@ -243,7 +243,7 @@ const zeroShares: ColumnSums = (fn, tag, col, cols) => {
     tag.zeros === undefined
       ? f4.splat(middle)
       : wholeZeros(fn, tag)
-      ? f4.convert_i32x4_u(zeroWords(c))
+      ? f4.convert_i32x4_s(zeroWords(c))
       : zeroWords(c);
   const zero = (c: number, r: number) =>
     zeroOf(fn, tag, () => get(zp, i32), c * tableBytes + 4 * r);
