@@ -37,6 +37,16 @@ function setMask(fn: KernelFunction, tag: BlockTables, mask: number): number {
   return fn.m.local.set(mask, fn.m.i32x4.splat(fn.ic((1 << tag.bits) - 1)));
 }
 
+/**
+ * Slots a product's kernel takes out of a word in place, with a mask each and no shift (see
+ * {@linkcode rowDot}): as many as fit in 16 bits, at most four. In place, slot r of a group holds
+ * its value times 2^(r·bits), below 2^16, so the signed conversion stays exact, and the scratch
+ * holds A's values for that slot times 2^(−r·bits): the product of the two is the value's own.
+ */
+function inPlace(tag: BlockTables): number {
+  return Math.min(32 / tag.bits, 4, 16 / tag.bits);
+}
+
 /** Scratch bytes of a block product's kernel: A's row regrouped and its blocks' sums. */
 export function blockScratchBytes(kernel: KernelIR, tag: StoredBlockProduct): number {
   const { blocks } = sizes(kernel, tag);
@@ -104,28 +114,26 @@ function regroup(fn: KernelFunction, tag: StoredBlockProduct, row: number): numb
   const { m, wasm, local, get, ic, countedLoop } = fn;
   const { i32, f32 } = wasm, { per, words, k, blocks } = sizes(fn.kernel, tag);
   const b = local(i32), g = local(i32), t = local(i32), kk = local(i32);
-  const sum = local(f32), src = local(i32);
+  const sum = local(f32), src = local(i32), value = local(f32), group = inPlace(tag);
   const at = (base: number, offset: number) => element(fn, base, offset);
   const scratch = () => get(fn.params.scratch, i32);
   // Four words' slot s, lane L: A's value k = t + L·per + s goes to t + s·4 + L (t: the four
-  // words' first value); past K (the last block cut short) it is 0.
+  // words' first value), scaled as the slot lies in place (see `inPlace`); past K (the last block
+  // cut short) it is 0. The block's sum is of A's own values.
   const lanes = [...Array(per).keys()].flatMap((s) =>
     [0, 1, 2, 3].flatMap((lane) => {
-      const value = m.select(
+      const scale = 2 ** (-(s % group) * tag.bits);
+      const read = m.select(
         m.i32.lt_u(get(kk, i32), ic(k)),
         m.f32.load(0, 4, at(get(src, i32), get(kk, i32))),
         m.f32.const(0),
       );
+      const scaled = scale === 1 ? get(value, f32) : m.f32.mul(get(value, f32), m.f32.const(scale));
       return [
         m.local.set(kk, m.i32.add(get(t, i32), ic(lane * per + s))),
-        m.f32.store(0, 4, at(scratch(), m.i32.add(get(t, i32), ic(s * 4 + lane))), value),
-        m.local.set(
-          sum,
-          m.f32.add(
-            get(sum, f32),
-            m.f32.load(0, 4, at(scratch(), m.i32.add(get(t, i32), ic(s * 4 + lane)))),
-          ),
-        ),
+        m.local.set(value, read),
+        m.f32.store(0, 4, at(scratch(), m.i32.add(get(t, i32), ic(s * 4 + lane))), scaled),
+        m.local.set(sum, m.f32.add(get(sum, f32), get(value, f32))),
       ];
     })
   );
@@ -149,8 +157,8 @@ function regroup(fn: KernelFunction, tag: StoredBlockProduct, row: number): numb
 /**
  * The statements summing output columns `col` … `col + cols − 1` against the current row of A
  * (regrouped in the scratch), and their sums: per block, four words of each column's weight row
- * at a time, each value slot shifted out, masked, converted and multiplied by the four scratch
- * floats loaded once for all columns, into a vector sum per column scaled at the block's end; the
+ * at a time, each value slot masked in place (a shift a group of slots, see {@linkcode inPlace}),
+ * converted and multiplied by the four scratch floats loaded once for all columns, into a vector sum per column scaled at the block's end; the
  * zero points' share (zero · scale · the block's sum of A) subtracted at the end. The columns'
  * rows lie a fixed stride apart, reached by constant load offsets.
  */
@@ -158,7 +166,8 @@ const rowDot: ColumnSums = (fn, tag, col, cols) => {
   const { m, wasm, local, get, ic, countedLoop } = fn;
   const { i32, f32, v128 } = wasm, { per, words, blocks } = sizes(fn.kernel, tag);
   const f4 = m.f32x4, b = local(i32), g = local(i32), bp = local(i32), ap = local(i32);
-  const sp = local(i32), zp = local(i32), mask = local(v128), a = local(v128);
+  const sp = local(i32), zp = local(i32), a = local(v128), group = inPlace(tag);
+  const masks = [...Array(group).keys()].map(() => local(v128));
   const columns = [...Array(cols).keys()];
   const w = columns.map(() => local(v128));
   const acc = columns.map(() => local(v128)), part = columns.map(() => local(v128));
@@ -170,10 +179,15 @@ const rowDot: ColumnSums = (fn, tag, col, cols) => {
   const quad = columns.map((c) => m.local.set(w[c], m.v128.load(c * rowBytes, 4, get(bp, i32))));
   for (let s = 0; s < per; s++) {
     quad.push(m.local.set(a, m.v128.load(16 * s, 4, get(ap, i32))));
+    // A group's slots lie in place; the next group's come down by one shift of the word.
+    if (s > 0 && s % group === 0) {
+      const down = (c: number) => m.i32x4.shr_u(get(w[c], v128), ic(group * tag.bits));
+      quad.push(...columns.map((c) => m.local.set(w[c], down(c))));
+    }
     for (const c of columns) {
-      const q = f4.convert_i32x4_s(slotOf(fn, tag, w[c], mask, s));
-      // Relaxed SIMD's multiply-add where the engine has it: one operation fewer of the five
-      // (shift, mask, convert, multiply, add) that bound the kernel.
+      const q = f4.convert_i32x4_s(m.v128.and(get(w[c], v128), get(masks[s % group], v128)));
+      // Relaxed SIMD's multiply-add where the engine has it: one operation fewer of the four
+      // (mask, convert, multiply, add) that bound the kernel.
       const sum = fn.fma
         ? f4.relaxed_madd(q, get(a, v128), get(part[c], v128))
         : f4.add(get(part[c], v128), f4.mul(q, get(a, v128)));
@@ -209,7 +223,9 @@ const rowDot: ColumnSums = (fn, tag, col, cols) => {
     m.local.set(zp, m.i32.add(get(zp, i32), ic(4))),
   ];
   const stmts = [
-    setMask(fn, tag, mask),
+    ...masks.map((x, r) =>
+      m.local.set(x, m.i32x4.splat(ic(((1 << tag.bits) - 1) << (r * tag.bits))))
+    ),
     ...acc.map((x) => m.local.set(x, f4.splat(m.f32.const(0)))),
     ...corr.map((x) => m.local.set(x, m.f32.const(0))),
     m.local.set(bp, rowOf(tag.words, blocks * words)),
