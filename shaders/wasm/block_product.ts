@@ -6,11 +6,12 @@
  * Σ_b scale_b · (Σ_j v_j · a_j − zero_b · Σ_j a_j).
  *
  * The values are packed in u32 words (four bytes each), so one i32x4 load takes sixteen bytes,
- * and a shift and a mask per value slot of a word (eight for 4 bits) give four values each, one
- * word apart in K. A's row is regrouped into the thread's scratch once per row of A the thread
- * meets (rows split among threads with N innermost): for each four words g of block b and each
- * slot s, the four values those words hold there sit together (`a[b·block + (4g + L)·per + s]`
- * at `b·block + (g·per + s)·4 + L`), past K zero, and each block's sum after all of them.
+ * and a mask per value slot of a word (eight for 4 bits; a shift a group of slots) gives four
+ * values each, one word apart in K. A's row is regrouped into the thread's scratch once per row of
+ * A the thread meets (rows split among threads with N innermost): for each four words g of block b
+ * and each slot s, the four values those words hold there sit together (`a[b·block + (4g + L)·per +
+ * s]` at `b·block + (g·per + s)·4 + L`, scaled as the slot lies in its word), past K zero, and each
+ * block's sum after all of them.
  *
  * @module
  */
