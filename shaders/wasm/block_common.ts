@@ -83,3 +83,75 @@ export function columnSums(
 ): number[] {
   return acc.map((sum, c) => fn.m.f32.sub(laneSum(fn, sum), fn.get(corr[c], fn.wasm.f32)));
 }
+
+/**
+ * The statements setting each column's zero points' share, Σ over blocks of zero · scale · t_b,
+ * and its f32 locals, for columns `col` … `col + cols − 1`: t is the scratch's table of a value a
+ * block `table` bytes in (A's block sums; for A in integers, A's scale times its integer sum).
+ * Four blocks a vector after the products' loop, where it took six scalar instructions a column
+ * and block.
+ * With the nibbles split by a 16-bit shift and a mask (x86 has no 8-bit shift) and the scaled
+ * sums in one fused multiply-add, a 0.5B decoder's 896 → 9728 product took 0.42-0.43 ms on one
+ * thread of the 2-core VM against 0.53-0.54, its 4864 → 896 0.175 against 0.23.
+ */
+export function zeroShares(
+  fn: KernelFunction,
+  tag: StoredBlockProduct,
+  col: number,
+  cols: number,
+  table: number,
+): [number[], number[]] {
+  const { m, wasm, local, get, ic, countedLoop } = fn;
+  const { i32, f32, v128 } = wasm, { blocks } = sizes(fn.kernel, tag), f4 = m.f32x4;
+  const q = local(i32), sp = local(i32), zp = local(i32), tp = local(i32);
+  const columns = [...Array(cols).keys()], tableBytes = 4 * blocks, quads = Math.floor(blocks / 4);
+  const acc = columns.map(() => local(v128)), corr = columns.map(() => local(f32));
+  const middle = m.f32.const(2 ** (tag.bits - 1));
+  const zeroWords = (c: number) => m.v128.load(c * tableBytes, 4, get(zp, i32));
+  const zeros = (c: number) =>
+    tag.zeros === undefined
+      ? f4.splat(middle)
+      : wholeZeros(fn, tag)
+      ? f4.convert_i32x4_s(zeroWords(c))
+      : zeroWords(c);
+  const zero = (c: number, r: number) =>
+    zeroOf(fn, tag, () => get(zp, i32), c * tableBytes + 4 * r);
+  const quad = columns.map((c) =>
+    m.local.set(
+      acc[c],
+      f4.add(
+        get(acc[c], v128),
+        f4.mul(
+          f4.mul(zeros(c), m.v128.load(c * tableBytes, 4, get(sp, i32))),
+          m.v128.load(0, 4, get(tp, i32)),
+        ),
+      ),
+    )
+  );
+  const advance = (ptr: number) => m.local.set(ptr, m.i32.add(get(ptr, i32), ic(16)));
+  // The blocks past the last whole four, one at a time.
+  const rest = [...Array(blocks - 4 * quads).keys()].flatMap((r) =>
+    columns.map((c) =>
+      m.local.set(
+        corr[c],
+        m.f32.add(
+          get(corr[c], f32),
+          m.f32.mul(
+            m.f32.mul(zero(c, r), m.f32.load(c * tableBytes + 4 * r, 4, get(sp, i32))),
+            m.f32.load(4 * r, 4, get(tp, i32)),
+          ),
+        ),
+      )
+    )
+  );
+  const scratch = get(fn.params.scratch, i32);
+  return [[
+    ...acc.map((x) => m.local.set(x, f4.splat(m.f32.const(0)))),
+    m.local.set(sp, columnRow(fn, tag.scales, col, tableBytes)),
+    m.local.set(zp, tag.zeros === undefined ? ic(0) : columnRow(fn, tag.zeros, col, tableBytes)),
+    m.local.set(tp, m.i32.add(scratch, ic(table))),
+    ...countedLoop(q, quads, [...quad, advance(sp), advance(zp), advance(tp)]),
+    ...columns.map((c) => m.local.set(corr[c], laneSum(fn, acc[c]))),
+    ...rest,
+  ], corr];
+}

@@ -18,7 +18,15 @@
 import { KilnError } from "../../jit/support/errors.ts";
 import type { BlockTables, KernelIR, StoredBlockProduct } from "../../jit/ir/kernel_ir.ts";
 import type { KernelFunction } from "./module.ts";
-import { columnRow, type ColumnSums, columnSums, element, sizes, zeroOf } from "./block_common.ts";
+import {
+  columnRow,
+  type ColumnSums,
+  columnSums,
+  element,
+  sizes,
+  zeroOf,
+  zeroShares,
+} from "./block_common.ts";
 import { integerBlocks, integerRowDot, regroupIntegers } from "./block_product_int8.ts";
 
 /**
@@ -165,14 +173,13 @@ function regroup(fn: KernelFunction, tag: StoredBlockProduct, row: number): numb
  */
 const rowDot: ColumnSums = (fn, tag, col, cols) => {
   const { m, wasm, local, get, ic, countedLoop } = fn;
-  const { i32, f32, v128 } = wasm, { per, words, blocks } = sizes(fn.kernel, tag);
+  const { i32, v128 } = wasm, { per, words, blocks } = sizes(fn.kernel, tag);
   const f4 = m.f32x4, b = local(i32), g = local(i32), bp = local(i32), ap = local(i32);
-  const sp = local(i32), zp = local(i32), a = local(v128), group = inPlace(tag);
+  const sp = local(i32), a = local(v128), group = inPlace(tag);
   const masks = [...Array(group).keys()].map(() => local(v128));
   const columns = [...Array(cols).keys()];
   const w = columns.map(() => local(v128));
   const acc = columns.map(() => local(v128)), part = columns.map(() => local(v128));
-  const corr = columns.map(() => local(f32)), scale = columns.map(() => local(f32));
   // Byte strides from one column's weight row, and its scales' and zeros' rows, to the next.
   const rowBytes = 4 * blocks * words, tableBytes = 4 * blocks;
   const scratch = () => get(fn.params.scratch, i32);
@@ -199,40 +206,30 @@ const rowDot: ColumnSums = (fn, tag, col, cols) => {
     m.local.set(bp, m.i32.add(get(bp, i32), ic(16))),
     m.local.set(ap, m.i32.add(get(ap, i32), ic(16 * per))),
   );
-  const sumOfA = m.f32.load(
-    0,
-    4,
-    element(fn, scratch(), m.i32.add(ic(blocks * tag.block), get(b, i32))),
-  );
-  const zero = (c: number) => zeroOf(fn, tag, () => get(zp, i32), c * tableBytes);
+  const scaled = (c: number) => {
+    const scale = f4.splat(m.f32.load(c * tableBytes, 4, get(sp, i32)));
+    return fn.fma
+      ? f4.relaxed_madd(get(part[c], v128), scale, get(acc[c], v128))
+      : f4.add(get(acc[c], v128), f4.mul(get(part[c], v128), scale));
+  };
   const block = [
     ...part.map((p) => m.local.set(p, f4.splat(m.f32.const(0)))),
     m.local.set(ap, m.i32.add(scratch(), m.i32.mul(get(b, i32), ic(4 * tag.block)))),
     ...countedLoop(g, words / 4, quad),
-    ...columns.flatMap((c) => [
-      m.local.set(scale[c], m.f32.load(c * tableBytes, 4, get(sp, i32))),
-      m.local.set(
-        acc[c],
-        f4.add(get(acc[c], v128), f4.mul(get(part[c], v128), f4.splat(get(scale[c], f32)))),
-      ),
-      m.local.set(
-        corr[c],
-        m.f32.add(get(corr[c], f32), m.f32.mul(m.f32.mul(zero(c), get(scale[c], f32)), sumOfA)),
-      ),
-    ]),
+    ...columns.map((c) => m.local.set(acc[c], scaled(c))),
     m.local.set(sp, m.i32.add(get(sp, i32), ic(4))),
-    m.local.set(zp, m.i32.add(get(zp, i32), ic(4))),
   ];
+  // The zero points' share, from the blocks' sums of A after A's values in the scratch.
+  const [shares, corr] = zeroShares(fn, tag, col, cols, 4 * blocks * tag.block);
   const stmts = [
     ...masks.map((x, r) =>
       m.local.set(x, m.i32x4.splat(ic(((1 << tag.bits) - 1) << (r * tag.bits))))
     ),
     ...acc.map((x) => m.local.set(x, f4.splat(m.f32.const(0)))),
-    ...corr.map((x) => m.local.set(x, m.f32.const(0))),
     m.local.set(bp, rowOf(tag.words, blocks * words)),
     m.local.set(sp, rowOf(tag.scales, blocks)),
-    m.local.set(zp, tag.zeros === undefined ? ic(0) : rowOf(tag.zeros, blocks)),
     ...countedLoop(b, blocks, block),
+    ...shares,
   ];
   return [stmts, columnSums(fn, acc, corr)];
 };
