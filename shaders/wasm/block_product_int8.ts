@@ -2,8 +2,8 @@
  * Block products in integers for the WebAssembly generator: a `blockProduct` kernel whose A was
  * rounded to 8 bits a block before it (`QuantizeRowBlocks`, MatMulNBits of `accuracy_level` 4)
  * and whose weight is 4-bit sums each block's products with relaxed SIMD's byte dot product,
- * sixteen multiply-adds an instruction, where the f32 form (`block_product.ts`) shifts, masks,
- * converts and multiplies four values at a time. The result is the f32 form's within rounding:
+ * sixteen multiply-adds an instruction, where the f32 form (`block_product.ts`) masks, converts
+ * and multiplies four values at a time. The result is the f32 form's within rounding:
  * the block's integer sum, exact, is scaled once.
  *
  * A's row is quantized again from its rounded values (each block's largest magnitude over 127,
