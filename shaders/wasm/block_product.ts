@@ -167,9 +167,10 @@ function regroup(fn: KernelFunction, tag: StoredBlockProduct, row: number): numb
  * The statements summing output columns `col` … `col + cols − 1` against the current row of A
  * (regrouped in the scratch), and their sums: per block, four words of each column's weight row
  * at a time, each value slot masked in place (a shift a group of slots, see {@linkcode inPlace}),
- * converted and multiplied by the four scratch floats loaded once for all columns, into a vector sum per column scaled at the block's end; the
- * zero points' share (zero · scale · the block's sum of A) subtracted at the end. The columns'
- * rows lie a fixed stride apart, reached by constant load offsets.
+ * converted and multiplied by the four scratch floats loaded once for all columns, into a vector
+ * sum per column scaled at the block's end; the zero points' share (zero · scale · the block's sum
+ * of A, four blocks a vector: `zeroShares`) subtracted at the end. The columns' rows lie a fixed
+ * stride apart, reached by constant load offsets.
  */
 const rowDot: ColumnSums = (fn, tag, col, cols) => {
   const { m, wasm, local, get, ic, countedLoop } = fn;
@@ -180,7 +181,7 @@ const rowDot: ColumnSums = (fn, tag, col, cols) => {
   const columns = [...Array(cols).keys()];
   const w = columns.map(() => local(v128));
   const acc = columns.map(() => local(v128)), part = columns.map(() => local(v128));
-  // Byte strides from one column's weight row, and its scales' and zeros' rows, to the next.
+  // Byte strides from one column's weight row, and its scales' row, to the next.
   const rowBytes = 4 * blocks * words, tableBytes = 4 * blocks;
   const scratch = () => get(fn.params.scratch, i32);
   const rowOf = (input: number, width: number) => columnRow(fn, input, col, 4 * width);
