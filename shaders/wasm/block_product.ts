@@ -53,7 +53,7 @@ function setMask(fn: KernelFunction, tag: BlockTables, mask: number): number {
  * holds A's values for that slot times 2^(−r·bits): the product of the two is the value's own.
  */
 function inPlace(tag: BlockTables): number {
-  return Math.min(32 / tag.bits, 4, 16 / tag.bits);
+  return Math.min(4, 16 / tag.bits);
 }
 
 /** Scratch bytes of a block product's kernel: A's row regrouped and its blocks' sums. */
@@ -197,22 +197,19 @@ const rowDot: ColumnSums = (fn, tag, col, cols) => {
       const q = f4.convert_i32x4_s(m.v128.and(get(w[c], v128), get(masks[s % group], v128)));
       // Relaxed SIMD's multiply-add where the engine has it: one operation fewer of the four
       // (mask, convert, multiply, add) that bound the kernel.
-      const sum = fn.fma
-        ? f4.relaxed_madd(q, get(a, v128), get(part[c], v128))
-        : f4.add(get(part[c], v128), f4.mul(q, get(a, v128)));
-      quad.push(m.local.set(part[c], sum));
+      quad.push(m.local.set(part[c], fn.madd(q, get(a, v128), get(part[c], v128))));
     }
   }
   quad.push(
     m.local.set(bp, m.i32.add(get(bp, i32), ic(16))),
     m.local.set(ap, m.i32.add(get(ap, i32), ic(16 * per))),
   );
-  const scaled = (c: number) => {
-    const scale = f4.splat(m.f32.load(c * tableBytes, 4, get(sp, i32)));
-    return fn.fma
-      ? f4.relaxed_madd(get(part[c], v128), scale, get(acc[c], v128))
-      : f4.add(get(acc[c], v128), f4.mul(get(part[c], v128), scale));
-  };
+  const scaled = (c: number) =>
+    fn.madd(
+      get(part[c], v128),
+      f4.splat(m.f32.load(c * tableBytes, 4, get(sp, i32))),
+      get(acc[c], v128),
+    );
   const block = [
     ...part.map((p) => m.local.set(p, f4.splat(m.f32.const(0)))),
     m.local.set(ap, m.i32.add(scratch(), m.i32.mul(get(b, i32), ic(4 * tag.block)))),

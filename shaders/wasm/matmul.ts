@@ -182,12 +182,10 @@ function tile(g: Gemm, rows: number, width: number): number[] {
   });
   st.push(m.local.set(bPtr, get(bPanel, i32)));
   for (let i = 0; i < 2 * rows; i++) st.push(m.local.set(acc[i], f4.splat(m.f32.const(0))));
-  const madd = (x: number, y: number, z: number) =>
-    e.fn.fma ? f4.relaxed_madd(x, y, z) : f4.add(z, f4.mul(x, y));
   /** `steps` consecutive k, then the pointers past them. */
   const ks = (steps: number) => {
     const splat = (u: number, i: number) => m.v128.load32_splat(u * strideA, 4, get(aPtr[i], i32));
-    const body = tileSteps(g, rows, steps, splat, madd);
+    const body = tileSteps(g, rows, steps, splat, e.fn.madd);
     body.push(m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(32 * steps))));
     for (let i = 0; i < rows; i++) {
       body.push(m.local.set(aPtr[i], m.i32.add(get(aPtr[i], i32), ic(steps * strideA))));

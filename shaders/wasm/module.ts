@@ -177,6 +177,10 @@ export class KernelFunction {
       ? this.m.f32.load(0, 4, address)
       : this.m.i32.load(0, 4, address);
 
+  /** f32x4 `a·b + c`: one fused multiply-add where the kernel may (`fma`), else a multiply and an add. */
+  readonly madd = (a: number, b: number, c: number): number =>
+    this.fma ? this.m.f32x4.relaxed_madd(a, b, c) : this.m.f32x4.add(c, this.m.f32x4.mul(a, b));
+
   /** Structural id of an expression: equal subexpressions share one (and one local). */
   readonly keyOf = (e: Expr): number => this.#ids.id(e);
 
