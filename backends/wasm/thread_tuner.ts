@@ -21,7 +21,8 @@
  * was twice as fast), then at doubling gaps (at most
  * {@linkcode ThreadTuner.LAST_PROBE}), one run goes the other way, and the choice switches when
  * the other way's latest timings beat the chosen way's by the margin. A probe costs at most one
- * run in eight, fewer as the gaps grow.
+ * run in eight, fewer as the gaps grow, and at most {@linkcode ThreadTuner.PROBE_SHARE} of the
+ * runs' time where the other way is much slower.
  * Hand-off costs are the machine's, not the kernel's: on a 2-core machine lenet ran 0.50 ms on
  * one thread and 1.01 ms on two; on 16 cores the threaded runs of small models were worse still.
  */
@@ -46,6 +47,16 @@ export class ThreadTuner {
   static readonly CLEAR_PROBE = 32;
   /** The longest gap between two such tries. */
   static readonly LAST_PROBE = 1024;
+  /**
+   * The share of the runs' time a probe may take where the other way is twice as slow or more: a
+   * probe of a way `c` times slower than the chosen one costs `c - 1` runs, so the next comes no
+   * sooner than `(c - 1) / PROBE_SHARE` runs on (closer calls keep their early probes, which cost
+   * under a run and catch a verdict made on code V8 was still optimizing). On the 16-core H200
+   * host ResNet-50 at batch 1 ran 35-38 ms threaded and 356-437 alone, and its probe at run 38
+   * (`CLEAR_PROBE` after the verdict) cost ten runs' worth in every process; a 0.5B decoder's
+   * decode step (14-16 ms threaded) took 87-96 ms once in each generation of 64 tokens.
+   */
+  static readonly PROBE_SHARE = 0.02;
   /**
    * Threaded ÷ single-threaded ratios reached only near the threads' full scaling count as
    * {@linkcode ThreadTuner.DECISIVE} and as a clear margin: at most 1.25 / threads (two threads
@@ -128,13 +139,24 @@ export class ThreadTuner {
       // A probe of a way two or more times slower costs that much: on the 16-core host one run
       // of shufflenet alone took 25-35 ms against 6 threaded, and probes at runs 2, 6 and 14 put
       // three of those among a caller's first twenty runs.
-      if (ratio <= this.#clear || ratio > 2) this.#untilProbe = this.#gap = ThreadTuner.CLEAR_PROBE;
+      const clear = ratio <= this.#clear || ratio > 2;
+      this.#probeAfter(clear ? ThreadTuner.CLEAR_PROBE : ThreadTuner.FIRST_PROBE, ratio);
       return;
     }
     if (this.#untilProbe-- > 0) return;
-    this.#gap = Math.min(ThreadTuner.LAST_PROBE, this.#gap * 2);
-    this.#untilProbe = this.#gap;
     this.#choice = ratio < (this.#choice ? 1 / 0.9 : 0.9);
+    this.#probeAfter(this.#gap * 2, ratio);
+  }
+
+  /**
+   * The next probe `gap` runs on, or later where the other way is so much slower (threaded ÷
+   * single-threaded `ratio`) that it would cost more than {@linkcode ThreadTuner.PROBE_SHARE}.
+   */
+  #probeAfter(gap: number, ratio: number): void {
+    const slower = this.#choice ? 1 / ratio : ratio;
+    const cost = slower >= 2 ? Math.ceil((slower - 1) / ThreadTuner.PROBE_SHARE) : 0;
+    this.#gap = Math.min(ThreadTuner.LAST_PROBE, Math.max(gap, cost));
+    this.#untilProbe = this.#gap;
   }
 
   /**

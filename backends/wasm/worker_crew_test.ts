@@ -427,8 +427,10 @@ Deno.test("the thread tuner alternates after warming up and keeps the faster way
     if (!threads) probes.push(i);
     fast.record(threads, threads ? 3 : 1, true);
   }
-  // Threads were three times faster: the first probe waits longer than after a close call.
-  assert.equal(probes[0], ThreadTuner.CLEAR_PROBE);
+  // Threads were three times faster: the first probe waits longer than after a close call, until
+  // its two runs' worth is PROBE_SHARE of the runs before it.
+  const costly = Math.max(ThreadTuner.CLEAR_PROBE, 2 / ThreadTuner.PROBE_SHARE);
+  assert.equal(probes[0], costly);
   const close = new ThreadTuner();
   while (close.choice === undefined) {
     const threads = close.next();
@@ -451,9 +453,11 @@ Deno.test("the thread tuner alternates after warming up and keeps the faster way
   const starts = tries.filter((_, i) => i % 2 === 0);
   assert.deepEqual(tries, starts.flatMap((t) => [t, t + 1]));
   const gaps = starts.slice(1).map((t, i) => t - starts[i]);
-  // Gaps double; each probe's own runs add two.
-  assert.ok(starts[0] <= 4 * ThreadTuner.CLEAR_PROBE, `first probe after ${starts[0]} runs`);
-  assert.ok(gaps.slice(1, 4).every((g, i) => g - 2 === 2 * (gaps[i] - 2)), `gaps ${gaps}`);
+  // Gaps double up to LAST_PROBE; each probe's own runs add two.
+  assert.ok(starts[0] <= 2 * costly, `first probe after ${starts[0]} runs`);
+  const doubled = (g: number, i: number) =>
+    g - 2 === Math.min(ThreadTuner.LAST_PROBE, 2 * (gaps[i] - 2));
+  assert.ok(gaps.length >= 3 && gaps.slice(1).every(doubled), `gaps ${gaps}`);
   assert.ok(gaps.every((g) => g <= ThreadTuner.LAST_PROBE + 2));
 });
 
@@ -490,5 +494,22 @@ Deno.test("a presumed single thread is a verdict the tuner's later probes can ov
   assert.equal(tuner.choice, true, "threads four times faster win the probe");
   // A measured verdict is not overridden.
   tuner.presumeAlone();
+  assert.equal(tuner.choice, true);
+});
+
+Deno.test("the thread tuner probes a way ten times slower about once in five hundred runs", () => {
+  // ResNet-50 at batch 1 on the 16-core host: 35 ms threaded, 400 alone.
+  const tuner = new ThreadTuner(undefined, 16);
+  const alone: number[] = [];
+  for (let run = 0; run < 2000; run++) {
+    const threads = tuner.next();
+    if (!threads) alone.push(run);
+    tuner.record(threads, threads ? 35 : 400, true);
+  }
+  const first = alone.findIndex((run) => run > ThreadTuner.WARM + 2);
+  // The verdict's run alone, then one a probe: each costs 400 / 35 - 1 = 10.4 runs' worth.
+  const gap = Math.ceil((400 / 35 - 1) / ThreadTuner.PROBE_SHARE);
+  assert.ok(alone[first] - alone[first - 1] >= gap, `runs alone ${alone}`);
+  assert.ok(alone.length <= 2 + 2000 / gap, `runs alone ${alone}`);
   assert.equal(tuner.choice, true);
 });
