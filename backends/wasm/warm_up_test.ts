@@ -219,3 +219,25 @@ Deno.test("the caller's first run counts toward the warm-up's budget", async () 
   assert.ok(took < 20, `${took} ms`);
   assert.ok(calls.length >= 2 && calls.length <= 12, `${calls.length} runs`);
 });
+
+Deno.test("the warm-up computes on the params the runs pass, which are not copied", async () => {
+  const { program } = recorder();
+  const seen: (readonly RefTensor[])[] = [];
+  const run = program.run;
+  program.run = (args: readonly RefTensor[]) => (seen.push(args), run(args));
+  const zeros = (params: readonly RefTensor[] = []) => [tensor(0), params[0] ?? tensor(0)];
+  const weight = tensor(7);
+  const warmed = warmedAtSecondRun(program, zeros, [0], 5, 1);
+  await warmed.run([tensor(1), weight], [0]);
+  await warmed.run([tensor(2), weight], [0]);
+  // The warm-up's runs (zero input) and the second run itself all hold the caller's param.
+  assert.ok(seen.length >= 3, `${seen.length} runs`);
+  assert.ok(seen.every((args) => args[1] === weight), "the param as passed, never a copy");
+  assert.deepEqual(seen.map((args) => args[0].data[0]).at(-1), 2);
+  // warmUp() before any run takes the params it is given (the executable's).
+  const asked = recorder();
+  const given: (readonly RefTensor[] | undefined)[] = [];
+  const heavy = warmedAtSecondRun(asked.program, (p) => (given.push(p), [tensor(0)]), [0], 0, 1);
+  await heavy.warmUp!([weight]);
+  assert.deepEqual(given, [[weight]]);
+});

@@ -25,6 +25,7 @@ import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
 import { ArenaStorage } from "./arena_storage.ts";
 import { checkOptions, KilnError } from "../../jit/support/errors.ts";
 import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
+import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import { erf, pow } from "../reference/scalar_math.ts";
 import { arenaProgram } from "./arena_program.ts";
 import { threadsOfProgram } from "./splits.ts";
@@ -364,13 +365,16 @@ export class WasmBackend implements Backend {
           onTuning: plan.onTuning,
           tier: this.#tier?.forProgram(sources),
         });
-        const zeros = () =>
-          bound.bindings.map(({ value }) => {
+        // The warm-up's arguments: zero inputs, and the params where given (graph order).
+        const inputs = plan.graph.inputs.length;
+        const zeros = (params: readonly RefTensor[] = []) =>
+          bound.bindings.map(({ value }, i) => {
             const { shape, dtype } = plan.graph.values[value];
-            return { data: allocate(dtype, sizeOf(shape)), shape, dtype };
+            return params[i - inputs] ?? { data: allocate(dtype, sizeOf(shape)), shape, dtype };
           });
         const ms = warmUpBudget(plan.graph, this.#warmUpMs);
-        return warmedAtSecondRun(program, zeros, bound.outputs.map((_, i) => i), ms);
+        const outputs = bound.outputs.map((_, i) => i);
+        return warmedAtSecondRun(program, zeros, outputs, ms, plan.graph.params.length);
       },
     };
   }

@@ -238,10 +238,12 @@ export interface Program {
   /** Device time of each kernel in the last finished run, where the backend measures it. */
   deviceTimes?(): readonly KernelTime[];
   /**
-   * Warms the program up now, where it warms up at all (wasm: on zeros, as its second run would
-   * otherwise), for a caller about to time its runs; resolves once it is warm.
+   * Warms the program up now, where it warms up at all (wasm: on zero inputs, as its second run
+   * would otherwise), for a caller about to time its runs; resolves once it is warm. `params` are
+   * the params its runs pass (in the graph's order), so the warm-up computes on them and the first
+   * run has none to write.
    */
-  warmUp?(): Promise<void>;
+  warmUp?(params?: readonly RefTensor[]): Promise<void>;
   /**
    * The verdict of the program's own run-time tuning once it has one (wasm: threads or one
    * thread, and how many), as text a later compile hands back through

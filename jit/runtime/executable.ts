@@ -402,13 +402,17 @@ export class Executable {
   /**
    * Warms the compiled program up now rather than at its first runs, for a program about to be
    * run many times and timed, as a generation's decode step is: where its backend warms programs
-   * up (wasm: V8 optimizes the kernels and the thread tuner decides, on zeros), and on a GPU by a
-   * run on zeros, whose first run creates its buffers and uploads its weights (a 24-layer test
-   * decoder's first decode step through Dawn: 65 ms, the next ones 30).
+   * up (wasm: V8 optimizes the kernels and the thread tuner decides, on zero inputs and the
+   * params), and on a GPU by a run on zeros, whose first run creates its buffers and uploads its
+   * weights (a 24-layer test decoder's first decode step through Dawn: 65 ms, the next ones 30).
    */
   async warmUp(): Promise<void> {
     this.#check();
-    if (this.#program.warmUp) return await this.#program.warmUp();
+    if (this.#program.warmUp) {
+      // Params not set yet warm up as zeros; the first run writes them.
+      const set = this.graph.params.every((p) => this.#params.has(p.name));
+      return await this.#program.warmUp(set ? this.#paramArguments() : undefined);
+    }
     if (this.backend.kind === "gpu") await runOnZeros(this);
   }
 
@@ -557,7 +561,12 @@ export class Executable {
       if (state instanceof DeviceTensor) return state;
       return { data: state, shape: i.shape, dtype: this.graph.values[i.value].dtype };
     });
-    for (const p of this.graph.params) {
+    return [...args, ...this.#paramArguments()];
+  }
+
+  /** The params as a run passes them, after its inputs. */
+  #paramArguments(): RefTensor[] {
+    return this.graph.params.map((p) => {
       const data = this.#params.get(p.name);
       if (!data) {
         throw new KilnError(`Parameter "${p.name}" has no data`, {
@@ -565,9 +574,8 @@ export class Executable {
           fix: `call setParam("${p.name}", data) before run()`,
         });
       }
-      args.push({ data, shape: p.shape, dtype: this.graph.values[p.value].dtype });
-    }
-    return args;
+      return { data, shape: p.shape, dtype: this.graph.values[p.value].dtype };
+    });
   }
 
   /**

@@ -110,14 +110,15 @@ Deno.test("generate: on wasm the caches stay in the arena; a step's host bytes a
   let before = 0;
   const backend = new WasmBackend({ threads: 1 });
   for await (const id of generate(model, prompt, { maxNewTokens: 6, backend })) {
-    // From the second token on: prefill, the decode step's warm-up (on zeros) and its first
-    // run (the weights written over those zeros) are behind.
-    if (ids.push(id) === 2) before = stats().kiln_wasm_host_bytes_total;
+    // From the first token on (prefill's): the decode step's warm-up ran on its weights, so its
+    // first run writes none (on zero weights it wrote them all: 140-170 ms of a 0.5B decoder's
+    // first decode step on the 16-core host).
+    if (ids.push(id) === 1) before = stats().kiln_wasm_host_bytes_total;
   }
   assert.deepEqual(ids, greedy.slice(0, 6));
   // One cache is 4 heads x 64 positions x 16 floats (16 KB); through the host, each step moved
   // all eight in and out. Now a step's ids, positions, mask and slots go in (about 540 bytes).
-  const perStep = (stats().kiln_wasm_host_bytes_total - before) / 4;
+  const perStep = (stats().kiln_wasm_host_bytes_total - before) / 5;
   assert.ok(perStep > 0 && perStep < 1024, `${perStep} bytes a step`);
 });
 
