@@ -48,15 +48,22 @@ export class ThreadTuner {
   /** The longest gap between two such tries. */
   static readonly LAST_PROBE = 1024;
   /**
-   * The share of the runs' time a probe may take where the other way is twice as slow or more: a
-   * probe of a way `c` times slower than the chosen one costs `c - 1` runs, so the next comes no
-   * sooner than `(c - 1) / PROBE_SHARE` runs on (closer calls keep their early probes, which cost
-   * under a run and catch a verdict made on code V8 was still optimizing). On the 16-core H200
-   * host ResNet-50 at batch 1 ran 35-38 ms threaded and 356-437 alone, and its probe at run 38
+   * The share of the runs' time a probe may take where the other way is twice as slow or more,
+   * or a probe costs {@linkcode ThreadTuner.PROBE_MS} or more: a probe of a way `c` times slower
+   * than the chosen one costs `c - 1` runs, so the next comes no sooner than `(c - 1) /
+   * PROBE_SHARE` runs on (cheaper, closer calls keep their early probes, which catch a verdict
+   * made on code V8 was still optimizing). On the 16-core H200 host ResNet-50 at batch 1 ran 35-38 ms threaded and 356-437 alone, and its probe at run 38
    * (`CLEAR_PROBE` after the verdict) cost ten runs' worth in every process; a 0.5B decoder's
    * decode step (14-16 ms threaded) took 87-96 ms once in each generation of 64 tokens.
    */
   static readonly PROBE_SHARE = 0.02;
+  /**
+   * Milliseconds a probe costs from which {@linkcode ThreadTuner.PROBE_SHARE} spaces it however
+   * close the two ways are: ViT-B/16 on two of the 16-core host's cores ran 634-658 ms threaded
+   * and 830-1045 alone, and its early probes (two runs, then four, eight: a close call's) put
+   * two or three runs alone among runs 5-14, so their median read 784 ms.
+   */
+  static readonly PROBE_MS = 20;
   /**
    * Threaded ÷ single-threaded ratios reached only near the threads' full scaling count as
    * {@linkcode ThreadTuner.DECISIVE} and as a clear margin: at most 1.25 / threads (two threads
@@ -140,21 +147,22 @@ export class ThreadTuner {
       // of shufflenet alone took 25-35 ms against 6 threaded, and probes at runs 2, 6 and 14 put
       // three of those among a caller's first twenty runs.
       const clear = ratio <= this.#clear || ratio > 2;
-      this.#probeAfter(clear ? ThreadTuner.CLEAR_PROBE : ThreadTuner.FIRST_PROBE, ratio);
+      this.#probeAfter(clear ? ThreadTuner.CLEAR_PROBE : ThreadTuner.FIRST_PROBE, alone, threaded);
       return;
     }
     if (this.#untilProbe-- > 0) return;
     this.#choice = ratio < (this.#choice ? 1 / 0.9 : 0.9);
-    this.#probeAfter(this.#gap * 2, ratio);
+    this.#probeAfter(this.#gap * 2, alone, threaded);
   }
 
   /**
-   * The next probe `gap` runs on, or later where the other way is so much slower (threaded ÷
-   * single-threaded `ratio`) that it would cost more than {@linkcode ThreadTuner.PROBE_SHARE}.
+   * The next probe `gap` runs on, or later where the other way (runs of `alone` and `threaded`
+   * ms) is so much slower that it would cost more than {@linkcode ThreadTuner.PROBE_SHARE}.
    */
-  #probeAfter(gap: number, ratio: number): void {
-    const slower = this.#choice ? 1 / ratio : ratio;
-    const cost = slower >= 2 ? Math.ceil((slower - 1) / ThreadTuner.PROBE_SHARE) : 0;
+  #probeAfter(gap: number, alone: number, threaded: number): void {
+    const [chosen, other] = this.#choice ? [threaded, alone] : [alone, threaded];
+    const costly = other >= 2 * chosen || other - chosen >= ThreadTuner.PROBE_MS;
+    const cost = costly ? Math.ceil((other / chosen - 1) / ThreadTuner.PROBE_SHARE) : 0;
     this.#gap = Math.min(ThreadTuner.LAST_PROBE, Math.max(gap, cost));
     this.#untilProbe = this.#gap;
   }
