@@ -6,7 +6,10 @@
  * beside the runs where `--clocks FILE` is given and the tool is there.
  *
  *   deno run -A --config deno.json bench/first_runs.ts MODEL.onnx [--runs N] [--idle MS]
- *     [--warm MS] [--clocks FILE] [--backend webgpu|wasm]
+ *     [--warm MS] [--clocks FILE] [--backend webgpu|wasm] [--threads N]
+ *
+ * On wasm the runs show the thread tuner's runs alone (ResNet-50 b1 on the 16-core host: the
+ * fourth, and before session 85 the 38th, each ten runs' worth).
  *
  * Inputs are ones (ids) and sin(i) (floats); WebGPU through Dawn (`KILN_GPU=navigator` for Deno's),
  * kernel cache off.
@@ -22,14 +25,16 @@ const option = (name: string, fallback: string) => {
 };
 const runs = Number(option("--runs", "40")), idle = Number(option("--idle", "0"));
 const warm = Number(option("--warm", "0")), clocks = option("--clocks", "");
-const backendId = option("--backend", "webgpu");
+const backendId = option("--backend", "webgpu"), threads = option("--threads", "");
 const [path] = args;
 const model = await OnnxModel.load(path);
 const inputs = await madeInputs(model.inputs, { id: () => 1n, float: Math.sin });
 const smi = clocks ? startClocks(clocks) : undefined;
-const backend = backendId === "wasm" ? new WasmBackend() : new WebGpuBackend({
-  gpu: Deno.env.get("KILN_GPU") === "navigator" ? "navigator" : "dawn",
-});
+const backend = backendId === "wasm"
+  ? new WasmBackend(threads ? { threads: Number(threads) } : {})
+  : new WebGpuBackend({
+    gpu: Deno.env.get("KILN_GPU") === "navigator" ? "navigator" : "dawn",
+  });
 const compiled = performance.now();
 const { executable, inputs: feeds } = await model.compileFor(inputs, { backend, cache: false });
 const compileMs = performance.now() - compiled;
