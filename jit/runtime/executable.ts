@@ -20,6 +20,7 @@ import { checkInto, deliver, type IntoMap, intoTargets } from "./into.ts";
 import { assertCheck, DeviceChecks, isCheck, outputIndices, settleChecks } from "./checks.ts";
 import { RunHandle, type RunTiming } from "./run_handle.ts";
 import {
+  checkInputNames,
   checkRunOptions,
   type DeviceTensorMap,
   type InputMap,
@@ -513,31 +514,7 @@ export class Executable {
   }
 
   #arguments(inputs: InputMap, active?: number): (RefTensor | DeviceTensor)[] {
-    if (typeof inputs !== "object" || inputs === null) {
-      throw new KilnError(
-        `run() expects an object of named inputs, got ${inputs === null ? "null" : typeof inputs}`,
-        {
-          code: "bad-input",
-          fix: `pass { ${this.inputNames.map((n) => `${n}: HostTensor`).join(", ")} }`,
-        },
-      );
-    }
-    const expected = new Set(this.inputNames);
-    const unknown = Object.keys(inputs).filter((k) => !expected.has(k));
-    const missing = this.inputNames.filter((k) => !(k in inputs) && !this.#stateData.has(k));
-    if (unknown.length || missing.length) {
-      const parts = [
-        missing.length ? `missing ${missing.join(", ")}` : "",
-        unknown.length ? `unknown ${unknown.join(", ")}` : "",
-      ];
-      throw new KilnError(
-        `run() inputs do not match the graph: ${parts.filter(Boolean).join("; ")}`,
-        {
-          code: "bad-input",
-          fix: `pass exactly: ${this.inputNames.join(", ") || "no inputs"}`,
-        },
-      );
-    }
+    checkInputNames(inputs, this.inputNames, (name) => this.#stateData.has(name));
     const args: (RefTensor | DeviceTensor)[] = this.graph.inputs.map((i) => {
       if (this.#draws.has(i.name)) {
         return { data: this.#draws.next(i.name), shape: i.shape, dtype: "f32" };

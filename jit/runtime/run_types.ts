@@ -51,3 +51,33 @@ export function checkRunOptions(options: RunOptions | undefined): number {
   }
   return repeat;
 }
+
+/**
+ * `inputs` checked against the graph's input `names`: an object, naming every input but those
+ * `held` as state, and no other.
+ */
+export function checkInputNames(
+  inputs: InputMap,
+  names: readonly string[],
+  held: (name: string) => boolean,
+): void {
+  if (typeof inputs !== "object" || inputs === null) {
+    throw new KilnError(
+      `run() expects an object of named inputs, got ${inputs === null ? "null" : typeof inputs}`,
+      { code: "bad-input", fix: `pass { ${names.map((n) => `${n}: HostTensor`).join(", ")} }` },
+    );
+  }
+  const expected = new Set(names);
+  const unknown = Object.keys(inputs).filter((k) => !expected.has(k));
+  const missing = names.filter((k) => !(k in inputs) && !held(k));
+  if (unknown.length || missing.length) {
+    const parts = [
+      missing.length ? `missing ${missing.join(", ")}` : "",
+      unknown.length ? `unknown ${unknown.join(", ")}` : "",
+    ];
+    throw new KilnError(
+      `run() inputs do not match the graph: ${parts.filter(Boolean).join("; ")}`,
+      { code: "bad-input", fix: `pass exactly: ${names.join(", ") || "no inputs"}` },
+    );
+  }
+}
