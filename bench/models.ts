@@ -280,7 +280,7 @@ if (import.meta.main) {
   } else if (values.placement) {
     await addPlacements(values.placement);
   } else if (values.report) {
-    writeFileSync(`${HERE}REPORT-models.md`, report());
+    rewriteReport();
   } else {
     const out = values.out ?? `${HERE}results/models-${values.machine}.json`;
     await measure(
@@ -291,6 +291,12 @@ if (import.meta.main) {
       Math.max(1, Number(values.processes) || 1),
       values.gpu === "dawn" ? "dawn" : "navigator",
     );
-    if (existsSync(out)) writeFileSync(`${HERE}REPORT-models.md`, report());
+    if (existsSync(out)) rewriteReport();
   }
+}
+
+/** `bench/REPORT-models.md` made anew from the results, its session sections kept. */
+function rewriteReport(): void {
+  const path = `${HERE}REPORT-models.md`;
+  writeFileSync(path, report(existsSync(path) ? readFileSync(path, "utf8") : ""));
 }

@@ -263,8 +263,22 @@ const ZOO_TEXT = [
   "and times the wasm plan too.",
 ];
 
-/** The report of every `bench/models-*.json`. */
-export function report(): string {
+/**
+ * What a report `text` holds after its generated tables, maintained by hand since: from its first
+ * `## Session` heading (or the targets' heading, where no session section precedes it) to the end,
+ * or undefined where it has neither.
+ */
+export function handWritten(text: string): string[] | undefined {
+  const lines = text.split("\n");
+  const from = lines.findIndex((l) => l.startsWith("## Session ") || l === TARGETS[0]);
+  return from < 0 ? undefined : lines.slice(from);
+}
+
+/**
+ * The report of every `bench/models-*.json`, ending with what `previous` (the report it replaces)
+ * holds by hand (see {@linkcode handWritten}), or with the targets.
+ */
+export function report(previous = ""): string {
   const files = readdirSync(RESULTS).filter((f) => /^models-.+\.json$/.test(f)).sort();
   const all: Results[] = files.map((f) => JSON.parse(readFileSync(`${RESULTS}${f}`, "utf8")));
   const lines = [
@@ -335,7 +349,7 @@ export function report(): string {
     "![kiln wasm ÷ ORT-web wasm per model and machine](results/report-models.svg)",
     "",
     ...zooSection(),
-    ...TARGETS,
+    ...(handWritten(previous) ?? TARGETS),
   );
   return lines.join("\n");
 }
