@@ -140,7 +140,12 @@ export class ThreadTuner {
     if (this.#choice === undefined) {
       const samples = Math.min(...this.#times.map((t) => t.length));
       const [low, high] = ThreadTuner.CLOSE;
-      if (samples < ThreadTuner.SAMPLES && !(samples && ratio <= this.#decisive)) return;
+      // One timing a way decides where the threads win decisively, or clearly and a run alone
+      // costs PROBE_MS more (ViT-B/16 on two cores: three runs alone of 830-1045 ms against
+      // 634-658 threaded fell among runs 5-14); a later probe reviews it.
+      const costly = ratio < low && alone - threaded >= ThreadTuner.PROBE_MS;
+      const one = samples > 0 && (ratio <= this.#decisive || costly);
+      if (samples < ThreadTuner.SAMPLES && !one) return;
       if (ratio >= low && ratio < high && samples < ThreadTuner.MOST) return;
       this.#choice = ratio < 0.9;
       // A probe of a way two or more times slower costs that much: on the 16-core host one run
