@@ -9,8 +9,10 @@
  * Whether a program's runs use its worker threads, decided by timing and kept under review.
  *
  * After {@linkcode ThreadTuner.WARM} runs, runs alternate between threaded and single-threaded
- * until each way has {@linkcode ThreadTuner.SAMPLES} timings; the faster way (by the fastest of
- * its latest timings) is chosen. The first threaded run with the workers up is not a sample:
+ * until each way has {@linkcode ThreadTuner.SAMPLES} timings (one, where the threads win by
+ * {@linkcode ThreadTuner.DECISIVE}'s ratio, or by the margin with a run alone costing
+ * {@linkcode ThreadTuner.PROBE_MS} more); the faster way (by the fastest of its latest timings)
+ * is chosen. The first threaded run with the workers up is not a sample:
  * its workers' code is cold. A verdict too close to call (see
  * {@linkcode ThreadTuner.CLOSE}) takes more samples, up to {@linkcode ThreadTuner.MOST} a way.
  *
@@ -22,7 +24,8 @@
  * {@linkcode ThreadTuner.LAST_PROBE}), one run goes the other way, and the choice switches when
  * the other way's latest timings beat the chosen way's by the margin. A probe costs at most one
  * run in eight, fewer as the gaps grow, and at most {@linkcode ThreadTuner.PROBE_SHARE} of the
- * runs' time where the other way is much slower.
+ * runs' time where the other way is much slower or a probe costs
+ * {@linkcode ThreadTuner.PROBE_MS} or more.
  * Hand-off costs are the machine's, not the kernel's: on a 2-core machine lenet ran 0.50 ms on
  * one thread and 1.01 ms on two; on 16 cores the threaded runs of small models were worse still.
  */
