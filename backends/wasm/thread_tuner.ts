@@ -53,11 +53,12 @@ export class ThreadTuner {
   /**
    * The share of the runs' time a probe may take where the other way is twice as slow or more,
    * or a probe costs {@linkcode ThreadTuner.PROBE_MS} or more: a probe of a way `c` times slower
-   * than the chosen one costs `c - 1` runs, so the next comes no sooner than `(c - 1) /
-   * PROBE_SHARE` runs on (cheaper, closer calls keep their early probes, which catch a verdict
-   * made on code V8 was still optimizing). On the 16-core H200 host ResNet-50 at batch 1 ran 35-38 ms threaded and 356-437 alone, and its probe at run 38
-   * (`CLEAR_PROBE` after the verdict) cost ten runs' worth in every process; a 0.5B decoder's
-   * decode step (14-16 ms threaded) took 87-96 ms once in each generation of 64 tokens.
+   * than the chosen one costs `c - 1` runs, so the next comes no sooner than
+   * `(c - 1) / PROBE_SHARE` runs on (cheaper, closer calls keep their early probes, which catch a
+   * verdict made on code V8 was still optimizing). On the 16-core H200 host ResNet-50 at batch 1
+   * ran 35-38 ms threaded and 356-437 alone, and its probe at run 38 (`CLEAR_PROBE` after the
+   * verdict) cost ten runs' worth in every process; a 0.5B decoder's decode step (14-16 ms
+   * threaded) took 87-96 ms once in each generation of 64 tokens.
    */
   static readonly PROBE_SHARE = 0.02;
   /**
