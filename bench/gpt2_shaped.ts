@@ -5,8 +5,9 @@
  * Reshape/Transpose, QKᵀ/8 under the causal mask (Where, finfo(f32).min), Softmax, ·V, the tanh
  * form of GELU, and the logits through the tied embedding — random weights, for CPU timings on a
  * machine without PyTorch (the GPU machine exports the real one: `bench/export_full_models.py`).
+ * `--no-head`: `GPT2Model`'s last hidden state instead of the logits (the blocks alone).
  *
- *   deno run -A bench/gpt2_shaped.ts OUT.onnx [--layers 12] [--seq 128] [--vocab 50257]
+ *   deno run -A bench/gpt2_shaped.ts OUT.onnx [--layers 12] [--seq 128] [--vocab 50257] [--no-head]
  *
  * Writes OUT.onnx and beside it its input (`OUT.in.input_ids.int64.bin`).
  *
@@ -21,12 +22,15 @@ const { values, positionals } = parseArgs({
     layers: { type: "string", default: "12" },
     seq: { type: "string", default: "128" },
     vocab: { type: "string", default: "50257" },
+    "no-head": { type: "boolean", default: false },
   },
   allowPositionals: true,
 });
 const out = positionals[0];
 if (!out) {
-  throw new Error("usage: bench/gpt2_shaped.ts OUT.onnx [--layers 12] [--seq 128] [--vocab 50257]");
+  throw new Error(
+    "usage: bench/gpt2_shaped.ts OUT.onnx [--layers 12] [--seq 128] [--vocab 50257] [--no-head]",
+  );
 }
 const [layers, seq, hidden, heads, vocab] = [
   Number(values.layers),
@@ -123,8 +127,15 @@ const causalBool = node("Cast", [maskF], "causal", [int("to", 9)]);
 const min = w.weight("finfo.min", [], 0, -3.4028234663852886e38);
 for (let i = 0; i < layers; i++) h = layer(i, h, causalBool, min);
 const last = norm(h, "ln_f");
-const wteT = node("Transpose", [wte], "wte.t", [ints("perm", [1, 0])]);
-node("MatMul", [last, wteT], "logits");
+const lmHead = !values["no-head"];
+if (lmHead) {
+  node("MatMul", [last, node("Transpose", [wte], "wte.t", [ints("perm", [1, 0])])], "logits");
+}
 const ids = BigInt64Array.from({ length: seq }, () => BigInt(Math.floor(w.random() * vocab)));
-w.write(out, [["input_ids", "int64", [1, seq], ids]], [["logits", [1, seq, vocab]]]);
+const output = lmHead ? "logits" : last;
+w.write(out, [["input_ids", "int64", [1, seq], ids]], [[output, [
+  1,
+  seq,
+  lmHead ? vocab : hidden,
+]]]);
 console.log(`${out}: ${layers} layers, sequence ${seq}`);

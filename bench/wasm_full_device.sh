@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 52's full-size table on the GPU machine's CPU: ResNet-50 (batch 1 and 8), BERT-base,
-# GPT-2 small, ViT-B/16 (bench/export_full_models.py) and BERT-base dynamic int8 and ResNet-50
+# GPT-2 small (with its logits, and GPT2Model without), ViT-B/16 (bench/export_full_models.py) and BERT-base dynamic int8 and ResNet-50
 # QDQ (bench/export_quant_models.py; their f32 forms are the first two, which plan alike), each
 # on kiln wasm (`kiln bench`),
 # ONNX Runtime Web wasm (bench/ort_run.ts) and ONNX Runtime native CPU (Python), one process a
@@ -14,11 +14,11 @@ rounds=${1:-2}
 shift || true
 cores=${*:-"$(nproc) 2"}
 full=/tmp/kiln-full-models quant=/tmp/kiln-quant
-[ -e "$full/vit_b16.onnx" ] || python3 bench/export_full_models.py "$full" > /tmp/kiln-full-export.log 2>&1
+[ -e "$full/gpt2_small_hidden.onnx" ] || python3 bench/export_full_models.py "$full" > /tmp/kiln-full-export.log 2>&1
 [ -e "$quant/models.json" ] || python3 bench/export_quant_models.py "$quant" > /tmp/kiln-quant-export.log 2>&1
 export KILN_CACHE_DIR=off
 log=$(mktemp)
-models=${MODELS:-"resnet50_b1 resnet50_b8 bert_base gpt2_small vit_b16 quant/bert_base_int8 quant/resnet50_qdq"}
+models=${MODELS:-"resnet50_b1 resnet50_b8 bert_base gpt2_small gpt2_small_hidden vit_b16 quant/bert_base_int8 quant/resnet50_qdq"}
 
 path_of() { case $1 in quant/*) echo "$quant/${1#quant/}.onnx" ;; *) echo "$full/$1.onnx" ;; esac; }
 inputs_of() {
