@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 52's full-size table on the GPU machine's CPU: ResNet-50 (batch 1 and 8), BERT-base,
-# GPT-2 small (with its logits, and GPT2Model without), ViT-B/16 (bench/export_full_models.py) and BERT-base dynamic int8 and ResNet-50
-# QDQ (bench/export_quant_models.py; their f32 forms are the first two, which plan alike), each
-# on kiln wasm (`kiln bench`),
+# GPT-2 small (with its logits, and GPT2Model without), ViT-B/16 (bench/export_full_models.py)
+# and BERT-base dynamic int8 and ResNet-50 QDQ (bench/export_quant_models.py; their f32 forms are
+# the first two, which plan alike), each on kiln wasm (`kiln bench`),
 # ONNX Runtime Web wasm (bench/ort_run.ts) and ONNX Runtime native CPU (Python), one process a
 # runner, alternating rounds; on all cores and on two of them (taskset, two threads). Prints one
 # line a run and a table of medians over the rounds. Kernel cache off. .device from
