@@ -407,8 +407,20 @@ function grid2(count: number): [number, number] {
   return count > 65535 ? [65535, Math.ceil(count / 65535)] : [count, 1];
 }
 
-/** TB/s of a vec4 copy of `bytes` (read and written) and of a read of them, timed as the designs. */
-async function yardsticks(bytes: number): Promise<{ copy: number; read: number }> {
+/** The yardsticks' TB/s, back to back and each dispatch alone between its pass's timestamps. */
+interface Yardsticks {
+  copy: number;
+  read: number;
+  copyAlone: number;
+  readAlone: number;
+}
+
+/**
+ * TB/s of a vec4 copy of `bytes` (read and written) and of a read of them, timed as the designs:
+ * back to back, and alone (a design's alone time holds its launch and its last wave, which a copy
+ * timed back to back does not; the copy alone holds them too).
+ */
+async function yardsticks(bytes: number): Promise<Yardsticks> {
   const quads = Math.floor(bytes / 16 / 256) * 256;
   const src = device.createBuffer({ size: quads * 16, usage: STORAGE });
   const dst = device.createBuffer({ size: quads * 16, usage: STORAGE });
@@ -432,9 +444,17 @@ async function yardsticks(bytes: number): Promise<{ copy: number; read: number }
   );
   const c = await timed(...copy, grid2(quads / 256));
   const r = await timed(...read, grid2(quads / 8 / 256));
+  const ca = await stamped(...copy, grid2(quads / 256));
+  const ra = await stamped(...read, grid2(quads / 8 / 256));
   src.destroy();
   dst.destroy();
-  return { copy: (2 * quads * 16) / c.ms / 1e9, read: (quads * 16) / r.ms / 1e9 };
+  const tbps = (bytes: number, ms: number) => bytes / ms / 1e9;
+  return {
+    copy: tbps(2 * quads * 16, c.ms),
+    read: tbps(quads * 16, r.ms),
+    copyAlone: tbps(2 * quads * 16, ca),
+    readAlone: tbps(quads * 16, ra),
+  };
 }
 
 /** Times each design on K × N, printing µs, TB/s, the share of the copy and the error. */
@@ -442,8 +462,11 @@ async function sweep(k: number, n: number, designs: Design[]): Promise<void> {
   const ops = operands(k, n);
   // The first yardstick brings the GPU to its working clock; the second is the one kept.
   await yardsticks(ops.bytes.table);
-  const { copy, read } = await yardsticks(ops.bytes.table);
-  console.log(`${k}x${n}: copy ${copy.toFixed(2)} TB/s, read ${read.toFixed(2)} TB/s`);
+  const { copy, read, copyAlone, readAlone } = await yardsticks(ops.bytes.table);
+  console.log(
+    `${k}x${n}: copy ${copy.toFixed(2)} TB/s, read ${read.toFixed(2)} TB/s; alone: copy ` +
+      `${copyAlone.toFixed(2)}, read ${readAlone.toFixed(2)}`,
+  );
   const out = device.createBuffer({ size: n * 4, usage: STORAGE });
   const spare = device.createBuffer({ size: 16, usage: STORAGE });
   // kiln's kernels, compiled only where a design times them (each compile opens a device).
@@ -482,7 +505,8 @@ async function sweep(k: number, n: number, designs: Design[]): Promise<void> {
         `${(ms * 1000).toFixed(1)}` +
         ` us ${tbps.toFixed(2)} TB/s ${(100 * tbps / copy).toFixed(0)}% of the copy` +
         ` err ${err.toExponential(1)}; alone ${(alone * 1000).toFixed(1)} us ` +
-        `${(100 * ops.bytes[d.zp] / alone / 1e9 / copy).toFixed(0)}%`,
+        `${(100 * ops.bytes[d.zp] / alone / 1e9 / copy).toFixed(0)}%` +
+        ` (${(100 * ops.bytes[d.zp] / alone / 1e9 / copyAlone).toFixed(0)}% of the copy alone)`,
     );
   }
   out.destroy();
