@@ -5,8 +5,9 @@
  * together), largest first; kernels of the same group are one line.
  *
  *   deno run -A bench/generate_kernels.ts MODEL.onnx [--backend wasm|webgpu] [--threads N]
- *     [--prompt 128] [--new 32] [--vocab 151936] [--top 24]
+ *     [--prompt 128] [--new 32] [--vocab 151936] [--top 24] [--ops]
  *
+ * `--ops`: each group's line names the ops fused into its first kernel.
  * The gap between a token's time and its kernels' sum is the host's share: feeds, the caches'
  * copies (wasm), encoding and readback (webgpu). On WebGPU a profiled run times each kernel in a
  * pass of its own and reads the times back, so the GPU idles between runs and its clock drops
@@ -28,6 +29,7 @@ const { values, positionals } = parseArgs({
     new: { type: "string", default: "32" },
     vocab: { type: "string", default: "151936" },
     top: { type: "string", default: "24" },
+    ops: { type: "boolean", default: false },
   },
   allowPositionals: true,
 });
@@ -47,15 +49,16 @@ for (let i = 0; i < 2; i++) {
 const stats = last!.stats!, decode = last!.executables.at(-1)!;
 const times = decode.deviceTimes();
 const kernels = new Map(decode.plan?.kernels.map((k) => [k.name, k]));
-const groups = new Map<string, { count: number; ms: number }>();
+const groups = new Map<string, { count: number; ms: number; ops: string }>();
 for (const t of times) {
   // Kernels the plan does not list (a backend's own, as WebGPU's attention) go by name alone.
   const k = kernels.get(t.kernel), kind = t.kernel.replace(/_\d+$/, "");
   const key = k
     ? `${kind} [${k.space.join("x")}] ${k.outputs.length} out${k.blockProduct ? ", packed" : ""}`
     : kind;
-  const g = groups.get(key) ?? { count: 0, ms: 0 };
-  groups.set(key, { count: g.count + 1, ms: g.ms + t.ms });
+  const ops = [...new Set(k?.ops.map((o) => o.replace(/^node "[^"]*" \(|\)$/g, "")))];
+  const g = groups.get(key) ?? { count: 0, ms: 0, ops: ops.join(",") };
+  groups.set(key, { ...g, count: g.count + 1, ms: g.ms + t.ms });
 }
 const sum = times.reduce((s, t) => s + t.ms, 0);
 const token = stats.decodeMs / Math.max(1, stats.newTokens - 1);
@@ -65,6 +68,9 @@ console.log(
   } ms a token; its step's ${times.length} kernels ${sum.toFixed(2)} ms`,
 );
 const top = [...groups].sort((a, b) => b[1].ms - a[1].ms).slice(0, Number(values.top));
-for (const [key, g] of top) console.log(`${g.ms.toFixed(3).padStart(8)} ms ${g.count}× ${key}`);
+for (const [key, g] of top) {
+  const ops = values.ops ? `: ${g.ops.slice(0, 100)}` : "";
+  console.log(`${g.ms.toFixed(3).padStart(8)} ms ${g.count}× ${key}${ops}`);
+}
 model.dispose();
 backend.dispose();
