@@ -10,6 +10,7 @@
 import { formatShape } from "../ir/shape.ts";
 import { FLOATS, INTEGERS, like } from "./elementwise.ts";
 import {
+  constantTensor,
   defineOps,
   type EmitRef,
   type Emitter,
@@ -145,6 +146,12 @@ const rotaryEmbedding: OpDef = {
  * `x4` ([batch, sequence, heads, head size]) with the first 2·w channels of each head turned by
  * the angles whose cosines and sines `cos` and `sin` hold per token ([batch or 1, sequence, w]):
  * the halves of those channels paired, or (`interleaved`) neighbours. The rest pass unchanged.
+ *
+ * The channels are viewed as pairs (`[2, w]` halves, or `[w, 2]` neighbours), and each one is
+ * `x · cos + partner · ±sin` with the partner read through the pair axis reversed and the sign
+ * −1 for the first of a pair: every load a plain strided view. As two halves joined by Concat,
+ * each output evaluated both halves' products through bounded loads and chose one (the query's
+ * rotation of a 0.5B decoder's decode step: 19 µs for 896 values on the 2-core VM).
  */
 function rotateHeads(
   e: Emitter,
@@ -153,23 +160,28 @@ function rotateHeads(
   interleaved: boolean,
 ): EmitRef {
   const [b, s, h, d] = e.typeOf(x4).shape, half = e.typeOf(cos).shape.at(-1)!, dim = 2 * half;
-  const slice = (k: EmitRef, start: number, end: number, step = 1) =>
-    e.op("Slice", [k], { starts: [start], ends: [end], axes: [3], steps: [step] });
-  // One head axis to broadcast over.
-  const [c, n] = [cos, sin].map((k) => e.op("Unsqueeze", [k], { axes: [2] }));
-  const [x1, x2] = interleaved
-    ? [slice(x4, 0, dim, 2), slice(x4, 1, dim, 2)]
-    : [slice(x4, 0, half), slice(x4, half, dim)];
-  const real = e.op("Sub", [e.op("Mul", [c, x1]), e.op("Mul", [n, x2])]);
-  const imag = e.op("Add", [e.op("Mul", [n, x1]), e.op("Mul", [c, x2])]);
-  const rotated = interleaved
-    ? e.op("Reshape", [
-      e.op("Concat", [
-        e.op("Unsqueeze", [real], { axes: [4] }),
-        e.op("Unsqueeze", [imag], { axes: [4] }),
-      ], { axis: 4 }),
-    ], { shape: [b, s, h, dim] })
-    : e.op("Concat", [real, imag], { axis: 3 });
+  const slice = (k: EmitRef, start: number, end: number) =>
+    e.op("Slice", [k], { starts: [start], ends: [end], axes: [3] });
+  const x = dim < d ? slice(x4, 0, dim) : x4;
+  // Pairs on axis `pair` of [b, s, h, 2, w] (halves) or [b, s, h, w, 2] (neighbours).
+  const pairs = interleaved ? [half, 2] : [2, half], pair = interleaved ? 4 : 3;
+  const x5 = e.op("Reshape", [x], { shape: [b, s, h, ...pairs] });
+  const partner = e.op("Slice", [x5], {
+    starts: [1],
+    ends: [-3],
+    axes: [pair],
+    steps: [-1],
+  });
+  // cos and sin over heads and the pair axis; the sign over the pair axis.
+  const axes = interleaved ? [2, 4] : [2, 3];
+  const [c, n] = [cos, sin].map((k) => e.op("Unsqueeze", [k], { axes }));
+  const sign = constantTensor(e, [-1, 1], interleaved ? [2] : [2, 1], e.typeOf(x4).dtype);
+  const turned = e.op("Add", [
+    e.op("Mul", [x5, c]),
+    // The sign on the partner (the sine is shared with the other rotations of the layer).
+    e.op("Mul", [e.op("Mul", [partner, sign]), n]),
+  ]);
+  const rotated = e.op("Reshape", [turned], { shape: [b, s, h, dim] });
   return dim < d ? e.op("Concat", [rotated, slice(x4, dim, d)], { axis: 3 }) : rotated;
 }
 

@@ -232,6 +232,26 @@ export const IMPORT_CASES: Record<string, DecomposeCase[]> = {
       attrs: { num_heads: 2, rotary_embedding_dim: 2, interleaved: 1 },
       atol: 1e-6,
     },
+    // Interleaved over the whole head; halves over part of it.
+    {
+      inputs: [
+        f32(uniform(1 * 2 * 3 * 4, 67), [1, 2, 3, 4]),
+        f32(uniform(3 * 2, 68), [1, 3, 2]),
+        f32(uniform(3 * 2, 69), [1, 3, 2]),
+      ],
+      attrs: { interleaved: 1 },
+      atol: 1e-6,
+    },
+    {
+      inputs: [
+        f32(uniform(2 * 2 * 8, 70), [2, 2, 8]),
+        f32(uniform(6 * 2, 71), [6, 2]),
+        f32(uniform(6 * 2, 72), [6, 2]),
+        i32([4, 1, 0, 5], [2, 2]),
+      ],
+      attrs: { num_heads: 1, rotary_embedding_dim: 4 },
+      atol: 1e-6,
+    },
   ],
   // Linear from each batch's index (one write past the end), circular wrapping round.
   TensorScatter: [
