@@ -477,8 +477,18 @@ export function matmulPlan(kernel: KernelIR): MatmulPlan | undefined {
  * others at the middle of the space), with no bounds and no gathers: a pointer walks it.
  */
 export function consecutiveAlong(kernel: KernelIR, load: Load, axis: number): boolean {
+  const stride = strideAlong(kernel, load, axis);
+  return stride === 1 || (stride === 0 && kernel.space[axis] <= 1);
+}
+
+/**
+ * The stride in elements of `load`'s element as the kernel's coordinate `axis` steps, where it
+ * is one stride all along the axis (an affine view, no gather and no bounds; 0 for an axis of
+ * one), else `undefined`.
+ */
+export function strideAlong(kernel: KernelIR, load: Load, axis: number): number | undefined {
   if (load.steps.some((s) => s.kind === "gather" || (s.kind === "affine" && s.bounds))) {
-    return false;
+    return undefined;
   }
   const probe = kernel.space.map((d) => Math.floor(d / 2));
   const at = (v: number) => {
@@ -486,7 +496,9 @@ export function consecutiveAlong(kernel: KernelIR, load: Load, axis: number): bo
     for (const s of load.steps) if (x) x = applyStep(s, x);
     return x ? linearIndex(x, kernel.inputs[load.input].shape) : NaN;
   };
-  return [...Array(kernel.space[axis]).keys()].every((v) => at(v) - at(0) === v);
+  const stride = kernel.space[axis] > 1 ? at(1) - at(0) : 0;
+  const linear = [...Array(kernel.space[axis]).keys()].every((v) => at(v) - at(0) === v * stride);
+  return linear ? stride : undefined;
 }
 
 /**
