@@ -245,3 +245,37 @@ Deno.test("a decode step's scores (few query rows, keys along the head's width) 
     }
   }
 });
+
+Deno.test("a decode step's weighted values (few query rows, values along the head's width) sum panels in registers", async () => {
+  // One or three query rows a head of 14 against 2 value heads, each shared by 7, plus a
+  // residual; widths of 64 (two panels of 32), 40 (32 and 8) and 6 (not quads: the k-outer loop).
+  for (const [rows, tokens, width] of [[1, 257, 64], [3, 37, 40], [2, 9, 6]]) {
+    const b = new GraphBuilder();
+    const p = b.input("p", [1, 14, rows, tokens]);
+    const v = b.input("v", [1, 2, 1, tokens, width]);
+    const heads = b.op("Reshape", [b.op("Expand", [v], { shape: [1, 2, 7, tokens, width] })], {
+      shape: [1, 14, tokens, width],
+    });
+    const residual = b.input("r", [1, 14, rows, width]);
+    b.output("y", b.op("Add", [b.op("MatMul", [p, heads]), residual]));
+    const graph = b.build();
+    const feeds = {
+      p: f32(uniform(14 * rows * tokens, 83, 0, 1), [1, 14, rows, tokens]),
+      v: f32(uniform(2 * tokens * width, 84, -1, 1), [1, 2, 1, tokens, width]),
+      r: f32(uniform(14 * rows * width, 85, -1, 1), [1, 14, rows, width]),
+    };
+    const want = await (await compile(graph, { backend: "reference" })).run(feeds);
+    const exactly = { cache: false, precision: "exact" } as const;
+    const bits = await (await compile(graph, { backend: "reference", ...exactly })).run(feeds);
+    for (const threads of [1, 2]) {
+      const wasm = new WasmBackend({ threads });
+      const message = `${rows} rows × ${tokens} values × ${width}, ${threads} thread(s)`;
+      const got = await (await compile(graph, { backend: wasm, cache: false })).run(feeds);
+      assertClose(numbers(got.y.data), numbers(want.y.data), { rtol: 1e-5, atol: 1e-5, message });
+      // The exact precision multiplies and adds apart, in K's order: the reference's bits.
+      const exact = await compile(graph, { backend: wasm, ...exactly });
+      assert.deepEqual(numbers((await exact.run(feeds)).y.data), numbers(bits.y.data), message);
+      wasm.dispose();
+    }
+  }
+});
