@@ -4,10 +4,11 @@
 # up to 2× (bench/REPORT-generate.md, session 81), so only trees timed side by side compare.
 # The base is `git archive BASE` packed into .device/base.tar.xz beside the Deno cache:
 #   git archive BASE | xz > .device/base.tar.xz          # here, then on the GPU machine:
-#   source .device/env.sh && bash bench/generate_ab.sh [ROUNDS] [--level0]
+#   source .device/env.sh && [BACKEND=wasm] bash bench/generate_ab.sh [ROUNDS] [--level0]
 # The Qwen2.5-0.5B-shaped decoder (bench/export_decoders.py), MatMulNBits of accuracy_level 4 as
 # onnxruntime-genai writes its CPU and WebGPU models (`--level0`: without), prompt 128, 128 new
-# tokens through Dawn, kernel cache off; one line a process, then the medians.
+# tokens through Dawn (BACKEND=wasm: on wasm, every core), kernel cache off; one line a process,
+# then the medians.
 set -uo pipefail
 rounds=${1:-4}
 level=$([ "${2:-}" = "--level0" ] && echo "" || echo "_level4")
@@ -17,9 +18,10 @@ rm -rf "$base" && mkdir -p "$base" && xz -dc .device/base.tar.xz | tar -C "$base
 [ -e "$model.data" ] || python3 bench/export_decoders.py "$models" \
   "$([ -n "$level" ] && echo --qwen-level4 || echo --qwen)" > /tmp/kiln-export.log 2>&1
 export KILN_CACHE_DIR=off KILN_GPU=dawn
+backend=${BACKEND:-webgpu}
 run() { # TREE NAME: one process, its warm and first decode tokens/s and warm prefill ms
   (cd "$1" && timeout 120 deno run -A --config deno.json bench/generate.ts "$model" \
-    --backends webgpu --new 128 --prompt 128 --vocab 151936 2>/dev/null) |
+    --backends "$backend" --new 128 --prompt 128 --vocab 151936 2>/dev/null) |
     python3 -c 'import json, sys
 d = json.loads(sys.stdin.read())
 print(sys.argv[1], round(d["warm"]["decodeTokensPerSecond"], 1),
