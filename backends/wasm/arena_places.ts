@@ -44,6 +44,8 @@ export class PlaceSwaps {
   readonly #users = new Map<number, [number, number][]>();
   /** Outputs at places of their own (not arguments), by value. */
   readonly #outputs: Set<number>;
+  /** Kernels whose addresses changed since the last {@linkcode PlaceSwaps.settle}. */
+  readonly #moved = new Set<number>();
 
   /** The swaps of the program `p` describes. */
   constructor(p: SwappablePlaces) {
@@ -66,7 +68,8 @@ export class PlaceSwaps {
   swap(i: number, at: number): boolean {
     const p = this.#p, b = p.bindings[i], place = p.places[i];
     if (!place || b.resident) return false;
-    const output = [...this.#outputs].find((o) => p.offsets.get(o) === at);
+    let output: number | undefined;
+    for (const o of this.#outputs) if (output === undefined && p.offsets.get(o) === at) output = o;
     if (output === undefined) return false;
     const [tb, to] = [p.types.get(b.value)!, p.types.get(output)!];
     if (tb.dtype !== to.dtype || sizeOf(tb.shape) !== sizeOf(to.shape)) return false;
@@ -74,15 +77,23 @@ export class PlaceSwaps {
     p.offsets.set(b.value, at);
     p.offsets.set(output, from);
     p.places[i] = { at, dtype: place.dtype };
-    const changed = new Set<number>();
     for (const [value, to] of [[b.value, at], [output, from]]) {
       for (const [n, j] of this.#users.get(value) ?? []) {
         p.addresses[n][j] = to;
         p.table[p.tableAt[n] + j] = to;
-        changed.add(n);
+        this.#moved.add(n);
       }
     }
-    changed.forEach((n) => p.rebind(n));
     return true;
+  }
+
+  /**
+   * Binds anew each kernel whose addresses the swaps since the last call changed, once however
+   * many of its buffers moved (a decode step's 48 caches moved the kernels that read both a key
+   * and a value cache twice); a run's swaps end with it.
+   */
+  settle(): void {
+    this.#moved.forEach((n) => this.#p.rebind(n));
+    this.#moved.clear();
   }
 }

@@ -32,6 +32,8 @@ Deno.test("an argument trades its place for an output's of its type: offsets, pl
   const p = program();
   const swaps = new PlaceSwaps(p);
   assert.ok(swaps.swap(0, 48));
+  assert.deepEqual(p.rebound, [], "kernels are bound anew once the run's swaps settle");
+  swaps.settle();
   assert.deepEqual([p.offsets.get(1), p.offsets.get(3)], [48, 16]);
   assert.deepEqual(p.places[0], { at: 48, dtype: "f32" });
   assert.deepEqual(p.addresses, [[48, 32, 16], [32, 64]]);
@@ -49,5 +51,6 @@ Deno.test("no swap with a param, another argument's place, or an output of anoth
   assert.ok(!swaps.swap(0, 32), "another argument's place");
   assert.ok(!swaps.swap(0, 64), "an output of one element");
   assert.deepEqual(p.addresses, [[16, 32, 48], [32, 64]]);
+  swaps.settle();
   assert.deepEqual(p.rebound, []);
 });
