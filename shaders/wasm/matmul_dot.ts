@@ -52,8 +52,8 @@ const GROUP = 4;
  * The dot-product loops of an f32 matmul kernel whose A and B both lie consecutive along K and
  * whose B does not along N; `undefined` for any other. Each output row's A pointer is found once,
  * each column's (or group of columns', see {@linkcode GROUP}) B pointer once; the sum is taken in
- * four lanes, which then add pairwise, then the last K % 4 products in order — the same order
- * whichever way the columns go.
+ * four lanes (multiply-adds fused where the kernel may, `madd`), which then add pairwise, then
+ * the last K % 4 products in order — the same order whichever way the columns go.
  */
 function dotBody(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
   const { fn } = e;
