@@ -52,8 +52,9 @@ const GROUP = 4;
  * The dot-product loops of an f32 matmul kernel whose A and B both lie consecutive along K and
  * whose B does not along N; `undefined` for any other. Each output row's A pointer is found once,
  * each column's (or group of columns', see {@linkcode GROUP}) B pointer once; the sum is taken in
- * four lanes (multiply-adds fused where the kernel may, `madd`), which then add pairwise, then
- * the last K % 4 products in order — the same order whichever way the columns go.
+ * four lanes, which then add pairwise, then the last K % 4 products in order — the same order and
+ * the same unfused products whichever way the columns go, so the same bits: a fused multiply-add
+ * rounds differently, and a random-weight 0.5B decoder's greedy ids moved with it.
  */
 function dotBody(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
   const { fn } = e;
@@ -120,7 +121,7 @@ function dotColumns(
     ...accs.map((acc, j) =>
       m.local.set(
         acc,
-        fn.madd(get(av, v128), m.v128.load(j * apart, 4, offset(pb)), get(acc, v128)),
+        f4.add(get(acc, v128), f4.mul(get(av, v128), m.v128.load(j * apart, 4, offset(pb)))),
       )
     ),
   ]));

@@ -135,7 +135,8 @@ const PANEL_QUADS = 8;
  * loop kept its sums in the scratch, loaded and stored for every k, and found A's and B's
  * addresses through their views at every k (a decode layer's weighted values, one query row a
  * head against 256 cached values of 64: 48 µs on one thread of the 2-core VM). The sums keep the
- * order of K (`madd` multiplies and adds apart in the exact precision's kernels).
+ * order of K, each product rounded before its add as the k-outer loop did: the same bits (a fused
+ * multiply-add moved a random-weight 0.5B decoder's greedy ids).
  */
 function panelSums(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
   const { fn } = e;
@@ -166,7 +167,7 @@ function panelSums(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
       ...sums.map((acc, q) =>
         m.local.set(
           acc,
-          fn.madd(get(av, v128), m.v128.load(16 * q, 4, get(pb, i32)), get(acc, v128)),
+          f4.add(get(acc, v128), f4.mul(get(av, v128), m.v128.load(16 * q, 4, get(pb, i32)))),
         )
       ),
       advance(ak, 4 * strideA),
