@@ -69,7 +69,12 @@ export class PlaceSwaps {
     const p = this.#p, b = p.bindings[i], place = p.places[i];
     if (!place || b.resident) return false;
     let output: number | undefined;
-    for (const o of this.#outputs) if (output === undefined && p.offsets.get(o) === at) output = o;
+    for (const o of this.#outputs) {
+      if (p.offsets.get(o) === at) {
+        output = o;
+        break;
+      }
+    }
     if (output === undefined) return false;
     const [tb, to] = [p.types.get(b.value)!, p.types.get(output)!];
     if (tb.dtype !== to.dtype || sizeOf(tb.shape) !== sizeOf(to.shape)) return false;
