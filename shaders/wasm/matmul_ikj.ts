@@ -142,9 +142,9 @@ function panelSums(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
   const { fn } = e;
   const { nb, n, k, a, b } = plan;
   const nAxis = nb + 1, kAxis = nb + 2;
+  if (!plan.contiguous || n % 4 || a.dtype !== "f32" || b.dtype !== "f32") return undefined;
   const strideA = strideAlong(fn.kernel, a, kAxis), strideB = strideAlong(fn.kernel, b, kAxis);
-  if (!plan.contiguous || n % 4 || strideA === undefined || strideB === undefined) return undefined;
-  if (a.dtype !== "f32" || b.dtype !== "f32") return undefined;
+  if (strideA === undefined || strideB === undefined) return undefined;
   const { m, wasm, local, get, ic, coord, countedLoop } = fn;
   const i32 = wasm.i32, v128 = wasm.v128, f4 = m.f32x4;
   const [ak, pa, pb, p0] = [0, 0, 0, 0].map(() => local(i32));
