@@ -186,14 +186,18 @@ Deno.test("1×1 convs run as filters × pixels: groups, images, a bias, a residu
   wasm.dispose();
 });
 
+/** 2 key or value heads ([1, 2, 1, tokens, width]) each shared by 7 query heads, as 14. */
+function sharedHeads(b: GraphBuilder, x: Sym, tokens: number, width: number): Sym {
+  const wide = b.op("Expand", [x], { shape: [1, 2, 7, tokens, width] });
+  return b.op("Reshape", [wide], { shape: [1, 14, tokens, width] });
+}
+
 Deno.test("keys shared by heads (grouped-query attention) run the tiled product, a panel set a head", async () => {
   // Scores of 14 query heads against 2 key heads, each shared by 7, with a scale and a mask.
   const tokens = 40, b = new GraphBuilder();
   const q = b.input("q", [1, 14, tokens, 64]);
   const k = b.input("k", [1, 2, 1, tokens, 64]);
-  const heads = b.op("Reshape", [b.op("Expand", [k], { shape: [1, 2, 7, tokens, 64] })], {
-    shape: [1, 14, tokens, 64],
-  });
+  const heads = sharedHeads(b, k, tokens, 64);
   const scores = b.op("MatMul", [q, b.op("Transpose", [heads], { perm: [0, 1, 3, 2] })]);
   b.output(
     "s",
@@ -223,9 +227,7 @@ Deno.test("a decode step's scores (few query rows, keys along the head's width) 
     const b = new GraphBuilder();
     const q = b.input("q", [1, 14, rows, width]);
     const k = b.input("k", [1, 2, 1, tokens, width]);
-    const heads = b.op("Reshape", [b.op("Expand", [k], { shape: [1, 2, 7, tokens, width] })], {
-      shape: [1, 14, tokens, width],
-    });
+    const heads = sharedHeads(b, k, tokens, width);
     const scores = b.op("MatMul", [q, b.op("Transpose", [heads], { perm: [0, 1, 3, 2] })]);
     const mask = b.input("mask", [rows, tokens]);
     b.output("s", b.op("Add", [b.op("Mul", [scores, b.constant(0.125)]), mask]));
@@ -253,9 +255,7 @@ Deno.test("a decode step's weighted values (few query rows, values along the hea
     const b = new GraphBuilder();
     const p = b.input("p", [1, 14, rows, tokens]);
     const v = b.input("v", [1, 2, 1, tokens, width]);
-    const heads = b.op("Reshape", [b.op("Expand", [v], { shape: [1, 2, 7, tokens, width] })], {
-      shape: [1, 14, tokens, width],
-    });
+    const heads = sharedHeads(b, v, tokens, width);
     const residual = b.input("r", [1, 14, rows, width]);
     b.output("y", b.op("Add", [b.op("MatMul", [p, heads]), residual]));
     const graph = b.build();
