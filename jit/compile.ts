@@ -31,6 +31,7 @@ import { checkInputsOn, expectedRuns } from "./schedule/placement_hints.ts";
 import { legalize } from "./passes/legalize.ts";
 import { decompose } from "./passes/decompose.ts";
 import { planMemory } from "./schedule/memory_plan.ts";
+import { donatedValues, inPlaceKernels } from "./schedule/in_place.ts";
 import { checkedPolicy, policyOf } from "./schedule/policy.ts";
 import { type Policy, UNKNOWN_RATES, usableBackends } from "./schedule/schedule.ts";
 import { place } from "./schedule/place.ts";
@@ -107,6 +108,8 @@ export async function compile(input: Graph, options: CompileOptions = {}): Promi
     await Promise.all((chosen.registry?.list() ?? []).map((b) => b.prepare().catch(() => {})));
   }
   const prepared = prepare(input, options, { ...chosen, precision });
+  // Checked here, where a graph-level backend (which writes over nothing) would skip fusion.
+  donatedValues(options.donate, prepared.graph, options.state);
   const { named, registry } = prepared;
   const whole = (b: Backend, legal: Graph, reason?: string) =>
     wholeGraph(prepared, { backend: b, legal, reason, start });
@@ -366,6 +369,7 @@ async function wholeGraph(
     program,
     compileMs: performance.now() - how.start,
     state: options.state,
+    donate: options.donate,
     widened: prepared.widened,
     drawn: prepared.drawn,
     reason: how.reason,
@@ -406,7 +410,10 @@ function fuseFor(
   const fused = fuse(legal, { maxInputs, ...fusionFor(generated), exact });
   // 8-bit intermediates four to a word only where every backend that may run them holds them so.
   const intermediates = generated.length > 0 && generated.every((p) => p.packedIntermediates);
-  const fusion = packedConstants(fused, legal.outputs.map((o) => o.value), { intermediates });
+  const outputs = legal.outputs.map((o) => o.value);
+  const packed = packedConstants(fused, outputs, { intermediates });
+  const donated = donatedValues(options.donate, legal, options.state);
+  const fusion = { ...packed, kernels: inPlaceKernels(packed.kernels, donated, new Set(outputs)) };
   report({ phase: "fuse", done: 1, total: 1 });
   const external = new Set([...legal.outputs.map((o) => o.value), ...fusion.constants.keys()]);
   return {
@@ -423,6 +430,7 @@ function fuseFor(
     widened: prepared.widened,
     drawn: prepared.drawn,
     state: options.state,
+    donate: options.donate,
     start: at.start,
     report,
     generated: new Map(),

@@ -32,6 +32,14 @@ export interface CompileOptions {
   /** State bindings: output name → input it refreshes after every run (e.g. a KV cache). */
   readonly state?: Readonly<Record<string, string>>;
   /**
+   * Inputs whose data each run gives up (a generation's caches, each step's present fed back as
+   * the next past): a device tensor passed for one is the run's to write over, and is disposed by
+   * it. An output made from such an input point for point may then be stored in its buffer (the
+   * wasm backend writes a decode step's new cache entry and leaves the rest in place). Host arrays
+   * passed are never written.
+   */
+  readonly donate?: readonly string[];
+  /**
    * Precision of float tensors (default `"f32"`): `"f16-storage"` keeps the graph's float inputs
    * and outputs in f16 on the device, `"f16"` every float tensor (f16 arithmetic, f32
    * accumulation in reductions and matmuls). The caller's tensors stay f32 either way. Both run
@@ -84,6 +92,7 @@ export const COMPILE_OPTIONS: readonly (keyof CompileOptions)[] = [
   "cache",
   "fuse",
   "state",
+  "donate",
   "precision",
   "narrowF64",
   "buckets",

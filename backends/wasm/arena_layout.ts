@@ -75,6 +75,11 @@ export interface ArenaLayout {
   readonly packedAt: number[];
   /** The arena's size in pages. */
   readonly pages: number;
+  /**
+   * Outputs stored over a run's argument (`KernelIR.inPlace`), by value → the argument's value:
+   * one place for both, which no swap moves apart.
+   */
+  readonly inPlace: ReadonlyMap<number, number>;
 }
 
 /** Where a tiled matmul's B is packed, and how. */
@@ -119,14 +124,16 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
   // The arena's first words are the fault record kernels write (see `FAULT_BYTES`).
   let top = FAULT_BYTES;
   const slotAt = slotBytes.map((b) => (top += b) - b);
+  const inPlace = storedOver(plan);
   for (const v of types.keys()) {
     const slot = memoryPlan.assignment.get(v);
     if (slot !== undefined) offsets.set(v, slotAt[slot]);
-    else if (!sources.has(v)) {
+    else if (!sources.has(v) && !inPlace.has(v)) {
       offsets.set(v, top);
       top += bytes(v);
     }
   }
+  for (const [output, input] of inPlace) offsets.set(output, offsets.get(input)!);
   // The sources' one place, as large as the largest (BERT-base's f32 weights had held 340 MB of
   // the arena twice, as written and as packed, and paid first touches of both in the first run).
   for (const v of sources) offsets.set(v, top);
@@ -178,7 +185,27 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
     packs,
     packedAt,
     pages,
+    inPlace,
   };
+}
+
+/**
+ * The outputs `plan`'s kernels may store over their inputs (`KernelIR.inPlace`) where the input is
+ * a run's argument (not a param, whose data the program keeps) and the output the program's:
+ * output value → input value. Kernels store such an output over its input only where the two
+ * addresses are one, so a pair left out here is computed out of place.
+ */
+function storedOver(plan: LayoutPlan): Map<number, number> {
+  const args = new Set(plan.bindings.filter((b) => !b.resident).map((b) => b.value));
+  const bound = new Set(plan.bindings.map((b) => b.value)), outputs = new Set(plan.outputs);
+  const pairs = new Map<number, number>();
+  for (const k of plan.kernels) {
+    for (const { output, input } of k.inPlace ?? []) {
+      const [o, i] = [k.outputs[output].value, k.inputs[input].value];
+      if (args.has(i) && outputs.has(o) && !bound.has(o)) pairs.set(o, i);
+    }
+  }
+  return pairs;
 }
 
 /**

@@ -35,6 +35,8 @@ export interface SwappablePlaces {
   readonly tableAt: readonly number[];
   /** Called with each kernel whose addresses changed (to bind its calls anew). */
   readonly rebind: (kernel: number) => void;
+  /** Outputs at their argument's place (stored over it), which never swap. */
+  readonly inPlace?: ReadonlyMap<number, number>;
 }
 
 /** Swaps arguments' places with outputs' (see the module's description). */
@@ -58,7 +60,9 @@ export class PlaceSwaps {
       })
     );
     const bound = new Set(p.bindings.map((b) => b.value));
-    this.#outputs = new Set(p.outputs.filter((o) => !bound.has(o) && p.types.has(o)));
+    this.#outputs = new Set(
+      p.outputs.filter((o) => !bound.has(o) && p.types.has(o) && !p.inPlace?.has(o)),
+    );
   }
 
   /**

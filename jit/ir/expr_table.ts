@@ -139,6 +139,7 @@ function writeKernelText(k: KernelIR): string {
       { ...k.blockProduct, prologue: k.blockProduct.prologue && table.id(k.blockProduct.prologue) },
     blockUnpack: k.blockUnpack,
     exact: k.exact,
+    inPlace: k.inPlace,
   });
   return [head, ...table.nodes].join("\n");
 }

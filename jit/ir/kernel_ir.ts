@@ -322,6 +322,8 @@ export interface KernelIR {
    * [K, N] (its expression computes the same): the packed buffers.
    */
   readonly blockUnpack?: BlockTables;
+  /** Outputs that may be stored over an input read at their own points (`schedule/in_place.ts`). */
+  readonly inPlace?: readonly { readonly output: number; readonly input: number }[];
 }
 
 /**

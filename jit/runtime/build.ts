@@ -46,6 +46,8 @@ export interface FusedCompile {
   readonly drawn: DrawnInput[];
   /** Initial values of state inputs. */
   readonly state?: Readonly<Record<string, string>>;
+  /** Inputs whose data each run gives up (`CompileOptions.donate`). */
+  readonly donate?: readonly string[];
   /** When the compile started (`performance.now()`). */
   readonly start: number;
   /** Progress of the compile's phases. */
@@ -199,6 +201,7 @@ export async function buildExecutable(c: FusedCompile, placed: Schedule): Promis
     compileMs: performance.now() - c.start,
     plan,
     state: c.state,
+    donate: c.donate,
     buckets: c.buckets,
     widened: c.widened,
     drawn: c.drawn,

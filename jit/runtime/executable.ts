@@ -30,7 +30,7 @@ import {
 import type { Variants } from "./specialize.ts";
 import type { Shape } from "../ir/shape.ts";
 import { runOnZeros } from "./zero_run.ts";
-import { countTransfers, hostOutput, type Run, runProgram } from "./run.ts";
+import { countTransfers, donatedArguments, hostOutput, type Run, runProgram } from "./run.ts";
 import type { Schedule } from "../schedule/schedule.ts";
 import { count } from "./counters.ts";
 import type { BucketPlan } from "../schedule/buckets.ts";
@@ -81,6 +81,8 @@ export interface ExecutableInit {
   readonly plan?: PlanInfo;
   /** State bindings: output name → the input it refreshes after every run. */
   readonly state?: Readonly<Record<string, string>>;
+  /** Inputs whose data each run gives up (`CompileOptions.donate`). */
+  readonly donate?: readonly string[];
   /** Shape buckets: which inputs may run with a smaller axis 0, and what follows them. */
   readonly buckets?: BucketPlan;
   /** f16 inputs, params and outputs the caller passes and gets as f32 (a precision policy). */
@@ -333,6 +335,7 @@ export class Executable {
       given: new Set(args.flatMap((a) => (a instanceof DeviceTensor ? [] : [a.data]))),
       partial: buckets && active !== undefined && active < buckets.bound ? active : undefined,
       into: onDevice ? undefined : intoTargets(this.graph, options?.into, wanted),
+      donated: donatedArguments(this.graph, this.#init.donate, args, repeat),
     };
   }
 

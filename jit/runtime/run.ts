@@ -9,11 +9,13 @@ import type { Program } from "./backend.ts";
 import { DeviceTensor } from "./device_tensor.ts";
 import { count } from "./counters.ts";
 import { boundaryData, internalDType, matchesDType, type TensorData } from "../ir/dtype.ts";
-import type { GraphOutput } from "../ir/graph.ts";
+import type { Graph, GraphOutput } from "../ir/graph.ts";
 import type { HostTensor, RefTensor } from "../ir/host_tensor.ts";
 import { type Shape, sizeOf } from "../ir/shape.ts";
 import { convertData, type Widened } from "../passes/precision.ts";
 import type { Transfer } from "../schedule/schedule.ts";
+import { KilnError } from "../support/errors.ts";
+
 /**
  * The wanted outputs' data of `run` on `program`: on the device where the program keeps it (or
  * repeats on it), else on the host, state fed back between repetitions.
@@ -37,13 +39,14 @@ export async function runProgram(
     : run.args;
   const device = run.onDevice || args.some((a) => a instanceof DeviceTensor);
   if (resident && (device || repeat > 1)) {
-    return await resident(args, wanted, {
+    const out = await resident(args, wanted, {
       repeat,
       feedback,
       keep: wanted.map(() => run.onDevice),
       active: partial,
       into: run.into,
     });
+    return spendDonated(run, out);
   }
   let current = args as RefTensor[];
   let data: TensorData[] = [];
@@ -53,7 +56,46 @@ export async function runProgram(
     for (const [o, a] of feedback) next[a] = { ...next[a], data: data[wanted.indexOf(o)] };
     current = next;
   }
-  return data;
+  return spendDonated(run, data);
+}
+
+/**
+ * The argument indices of a run whose data it may write over (`CompileOptions.donate`, by input
+ * name), checked: a donated device tensor feeds one run, so not a repeated one.
+ */
+export function donatedArguments(
+  graph: Graph,
+  donate: readonly string[] | undefined,
+  args: readonly (RefTensor | DeviceTensor)[],
+  repeat: number,
+): Set<number> {
+  const donated = new Set(
+    (donate ?? []).map((name) => graph.inputs.findIndex((i) => i.name === name)),
+  );
+  for (const i of donated) {
+    if (repeat > 1 && args[i] instanceof DeviceTensor) {
+      throw new KilnError(
+        `input "${
+          graph.inputs[i].name
+        }" is donated, so its device tensor feeds one run, not ${repeat}`,
+        { code: "bad-input", fix: "pass it as a host array to repeat the run, or run once" },
+      );
+    }
+  }
+  return donated;
+}
+
+/**
+ * `out`, after the donated device tensors among the run's arguments are disposed: the run was
+ * theirs to write over (one an output holds is kept).
+ */
+function spendDonated<T>(run: Run, out: T[]): T[] {
+  const held = new Set(out.flatMap((d) => (d instanceof DeviceTensor ? [d.storage()] : [])));
+  for (const i of run.donated ?? []) {
+    const a = run.args[i];
+    if (a instanceof DeviceTensor && !a.disposed && !held.has(a.storage())) a.dispose();
+  }
+  return out;
 }
 
 /** A device tensor's data as a host argument: a transfer, counted. */
@@ -129,4 +171,6 @@ export interface Run {
   readonly partial?: number;
   /** Per wanted output: the caller's array to read it into (`RunOptions.into`), where one fits. */
   readonly into?: readonly (TensorData | undefined)[];
+  /** Arguments the run may write over, whose device tensors it disposes (`donatedArguments`). */
+  readonly donated?: ReadonlySet<number>;
 }

@@ -253,7 +253,11 @@ export class Generation implements AsyncIterable<number> {
     ) => (capacity === undefined || shared ? c.present : STEP.next(c.past)));
     const choice = greedy ? [STEP.argmax] : onDevice ? [STEP.topValues, STEP.topIds] : [STEP.last];
     const wanted = [...choice, ...nexts, ...(feedback ? [STEP.nextIds] : [])];
-    const runner = this.#runner = new StepRunner(step, compileOptionsOf(this.#options), wanted);
+    // Each step's caches feed only the next one: the steps may write over them (in place where
+    // the present is the past and a new entry, see `jit/schedule/in_place.ts`).
+    const donate = d.caches.map((c) => c.past);
+    const options = { ...compileOptionsOf(this.#options), donate };
+    const runner = this.#runner = new StepRunner(step, options, wanted);
     const ahead = new Ahead(runner, d, { choice, nexts, capacity });
     const began = performance.now();
     let prefilled = began, made = 0;

@@ -10,7 +10,7 @@
  * @module
  */
 import { groupSize, linearSuffix } from "../../jit/ir/access.ts";
-import type { Expr, Reduction } from "../../jit/ir/kernel_ir.ts";
+import { type Expr, type Reduction, walk } from "../../jit/ir/kernel_ir.ts";
 import type { Memo } from "./alu.ts";
 import { HIGH_HALF } from "./math.ts";
 import type { KernelFunction } from "./module.ts";
@@ -148,14 +148,52 @@ function elementwiseBody(L: Lin): number[] | undefined {
   const size = groupSize(group, space);
   const { p, n, seg } = segmentStart(fn, size);
   const lin = walks(L, acc, group, seg);
-  seg.push(
-    ...linearStores(L, lin, () => get(n, i32), outs, size >= 4 && vectorizable(L, exprs, outs)),
-    m.local.set(p, m.i32.add(get(p, i32), get(n, i32))),
-  );
+  const count = () => get(n, i32);
+  const kept = keptSegments(L, lin);
+  const rest = outs.filter((k) => !kept.has(k));
+  const vector = (ks: number[]) => size >= 4 && vectorizable(L, ks.map((k) => exprs[k]), ks);
+  if (rest.length) {
+    seg.push(...linearStores(L, lin, count, rest, vector(rest), rest.map((k) => exprs[k])));
+  }
+  for (const [k, keep] of kept) {
+    const stores = linearStores(L, lin, count, [k], vector([k]));
+    seg.push(m.if(m.i32.eqz(keep(seg)), m.block(null, stores)));
+  }
+  seg.push(m.local.set(p, m.i32.add(get(p, i32), get(n, i32))));
   return [
     m.local.set(p, get(start, i32)),
     whileLoop(() => m.i32.lt_s(get(p, i32), get(end, i32)), seg),
   ];
+}
+
+/**
+ * The outputs stored over an input (`KernelIR.inPlace`) as `Where(c, input, …)` with `c` the
+ * same along a segment (its loads do not move along the walk), each with the test, evaluated at
+ * the segment's start (statements into `stmts`), that the segment keeps the input's values where
+ * they already are: `c` holds and the output's address is the input's. A decode step's present
+ * cache is its past but for one new entry: every segment (an entry's channels) but that one is
+ * left alone.
+ */
+function keptSegments(L: Lin, lin: Linear): Map<number, (stmts: number[]) => number> {
+  const { m, kernel, get, ic, value, i32 } = L;
+  const kept = new Map<number, (stmts: number[]) => number>();
+  for (const { output, input } of kernel.inPlace ?? []) {
+    const e = kernel.outputs[output].expr;
+    if (e.kind !== "alu" || e.op !== "Where") continue;
+    const [c, x] = e.args;
+    if (x.kind !== "load" || x.input !== input) continue;
+    let moves = false;
+    walk(c, (y) => {
+      moves ||= y.kind === "acc" || (y.kind === "load" && lin.loads.get(y)?.stride !== 0);
+    });
+    if (moves) continue;
+    const same = () => m.i32.eq(get(input, i32), get(kernel.inputs.length + output, i32));
+    kept.set(output, (stmts) => {
+      stmts.push(m.local.set(lin.j, ic(0)));
+      return m.i32.and(value(c, new Map(), stmts, lin), same());
+    });
+  }
+  return kept;
 }
 
 /**

@@ -1,0 +1,66 @@
+import assert from "node:assert/strict";
+import { GraphBuilder } from "../frontend/graph_builder.ts";
+import type { Graph } from "../ir/graph.ts";
+import { fuse } from "../passes/fuse.ts";
+import { KilnError } from "../support/errors.ts";
+import { donatedValues, inPlaceKernels } from "./in_place.ts";
+
+/** `next` keeps `s` before slot `at` and takes `x` from there; `extra` adds outputs reading `s`. */
+function update(extra?: (b: GraphBuilder, s: string, next: string) => void): Graph {
+  const b = new GraphBuilder();
+  const s = b.input("s", [3, 8]), x = b.input("x", [3, 1]), at = b.input("at", [1], "i32");
+  const slots = b.constant(Int32Array.from({ length: 8 }, (_, j) => j), [1, 8], "i32");
+  const keep = b.op("Less", [slots, b.op("Reshape", [at], { shape: [1, 1] })]);
+  const next = b.op("Where", [keep, s, b.op("Expand", [x], { shape: [3, 8] })]);
+  b.output("next", next);
+  extra?.(b, s.name, next.name);
+  return b.build();
+}
+
+/** The (output name, input name) pairs `graph`'s kernels mark, donating `names`. */
+function marked(graph: Graph, names: readonly string[]): string[][] {
+  const { kernels } = fuse(graph);
+  const name = (v: number) => graph.values[v].name;
+  const donated = donatedValues(names, graph);
+  const outputs = new Set(graph.outputs.map((o) => o.value));
+  return inPlaceKernels(kernels, donated, outputs).flatMap((k) =>
+    (k.inPlace ?? []).map((p) => [name(k.outputs[p.output].value), name(k.inputs[p.input].value)])
+  );
+}
+
+Deno.test("in place: a donated input's point-for-point successor may take its buffer", () => {
+  const graph = update();
+  const next = graph.outputs[0].value;
+  assert.deepEqual(marked(graph, ["s"]), [[graph.values[next].name, "s"]]);
+  assert.deepEqual(marked(graph, []), [], "nothing donated");
+  assert.deepEqual(marked(graph, ["x"]), [], "x is read broadcast, not point for point");
+});
+
+Deno.test("in place: not where the input is read at other points, later, or handed back", () => {
+  const shifted = update((b, s) =>
+    b.output("first", b.op("Slice", [s], { starts: [1], ends: [2], axes: [1] }))
+  );
+  assert.deepEqual(marked(shifted, ["s"]), [], "a point read after it is written");
+  const before = update((b, s) => b.output("total", b.op("ReduceSum", [s], { keepdims: 0 })));
+  assert.equal(marked(before, ["s"]).length, 1, "a kernel before it reads the input as it was");
+  // A kernel after the update that reads the input (here: the update again, into a value of its own).
+  const graph = update(), { kernels } = fuse(graph), s = graph.inputs[0].value;
+  const writer = kernels.find((k) => k.inputs.some((b) => b.value === s))!;
+  const again = { ...writer, outputs: writer.outputs.map((o) => ({ ...o, value: -1 })) };
+  const outputs = new Set(graph.outputs.map((o) => o.value));
+  const later = inPlaceKernels([...kernels, again], new Set([s]), outputs);
+  assert.ok(later.every((k) => !k.inPlace), "a kernel after it reads the input");
+  const back = update((b, s) => b.output("same", s));
+  assert.deepEqual(marked(back, ["s"]), [], "an output is the input itself");
+});
+
+Deno.test("in place: donate takes the graph's input names", () => {
+  const graph = update();
+  for (const bad of ["s", ["y"], [3]]) {
+    assert.throws(
+      () => donatedValues(bad, graph),
+      (e: unknown) => e instanceof KilnError && e.code === "bad-input" && /Fix:/.test(e.message),
+    );
+  }
+  assert.throws(() => donatedValues(["s"], graph, { next: "s" }), /state binding/);
+});
