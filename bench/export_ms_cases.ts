@@ -579,3 +579,21 @@ await write(
   gqa,
   ["y", "present_key", "present_value"],
 );
+// A present as long as its past (a generation's fixed capacity): ONNX Runtime writes the valid
+// past, the new entry, then zeros, into a present of its own.
+await write(
+  "group_query_attention_decode_shared_buffer",
+  "GroupQueryAttention",
+  [
+    ["q", f32(1, 1, 32)],
+    ["k", f32(1, 1, 16)],
+    ["v", f32(1, 1, 16)],
+    ["past_key", f32(1, 2, 5, 8)],
+    ["past_value", f32(1, 2, 5, 8)],
+    ["seqlens", i32([1], [2])],
+    ["total", total(5)],
+  ],
+  {},
+  gqa,
+  ["y", "present_key", "present_value"],
+);
