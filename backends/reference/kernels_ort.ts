@@ -131,6 +131,8 @@ const groupQueryAttention: Kernel = ({ inputs, outputs, ctx }) => {
   const ids = r.positions && read(r.positions),
     interleaved = ctx.int("rotary_interleaved", 0) === 1;
   const start = (i: number) => (past ? lengths[i] - (s - 1) : 0);
+  // One buffer for past and present: the past's entries after the new ones stay (see gqa.ts).
+  const shared = ctx.int("shared_buffer", 0) === 1;
   // Head `g` of token `t` of one of the new parts (0 query, 1 key, 2 value), rotated where asked.
   const fresh = (part: number, i: number, t: number, g: number) => {
     const [src, stride, from] = packed
@@ -155,6 +157,9 @@ const groupQueryAttention: Kernel = ({ inputs, outputs, ctx }) => {
             const p = Math.min(j, past - 1);
             for (let c = 0; c < h; c++) out[at + c] = state![((i * kv + g) * past + p) * h + c];
           } else if (from < s) out.set(fresh(part, i, from, g), at);
+          else if (shared && past === total) {
+            for (let c = 0; c < h; c++) out[at + c] = state![((i * kv + g) * past + j) * h + c];
+          }
         }
       }
     }

@@ -7,6 +7,9 @@
  * caches where `do_rotary` is. After a past, as ONNX Runtime does, sequence b's present holds its
  * first `seqlens_k[b] + 1 − S` past entries, then its S new ones, then zeros,
  * `total_sequence_length` of them: a batch of sequences of different lengths decodes together.
+ * `shared_buffer` (ONNX Runtime's past and present in one buffer, as a generation binds them): a
+ * present as long as its past keeps the past's entries after the new ones, where ONNX Runtime
+ * leaves that buffer's, rather than zeros; a donated past is then written one entry a step.
  *
  * Inputs, where the attributes say so (1 where given): the query (packed with the new keys and
  * values where `packed`), key and value, `past` key and value, seqlens_k, the cos and sin caches
@@ -76,6 +79,7 @@ function gqaInfer(ctx: InferContext): ValueType[] {
   // Read by the decomposition; checked here (a misspelt one is refused).
   ctx.int("local_window_size", -1);
   ctx.int("rotary_interleaved", 0);
+  ctx.int("shared_buffer", 0);
   ctx.float("softcap", 0);
   ctx.float("scale", 1);
   const present = { shape: [b, kv, total, h], dtype };
@@ -92,6 +96,7 @@ function appender(
   o: { b: number; kv: number; s: number },
   past: number,
   total: number,
+  sharedBuffer: boolean,
 ) {
   const { b, kv, s } = o;
   const slots = constantTensor(e, [...Array(total).keys()], [1, 1, total, 1], "i32");
@@ -110,6 +115,7 @@ function appender(
   ]);
   const inPast = e.op("Less", [slots, valid]);
   const inNew = e.op("Less", [slots, e.op("Add", [valid, e.scalar(s, "i32")])]);
+  const kept = sharedBuffer && !pastAt ? e.op("Or", [inPast, e.op("Not", [inNew])]) : undefined;
   return (pastState: EmitRef | undefined, fresh: EmitRef) => {
     const heads4 = heads(e, fresh, kv);
     if (!pastState) return heads4;
@@ -120,6 +126,7 @@ function appender(
     const fromNew = s === 1
       ? e.op("Expand", [heads4], { shape: wide })
       : e.op("GatherElements", [heads4, e.op("Expand", [newAt], { shape: wide })], { axis: 2 });
+    if (kept) return e.op("Where", [kept, pastState, fromNew]);
     const zero = e.scalar(0, e.typeOf(heads4).dtype);
     return e.op("Where", [inPast, fromPast, e.op("Where", [inNew, fromNew, zero])]);
   };
@@ -181,7 +188,7 @@ const groupQueryAttention: OpDef = {
       [q, k] = [rotate(q, n), rotate(k, kv)];
     }
     const append = past
-      ? appender(e, start, { b, kv, s }, past, total)
+      ? appender(e, start, { b, kv, s }, past, total, a.shared_buffer === 1)
       : (_: EmitRef | undefined, fresh: EmitRef) => heads(e, fresh, kv);
     const [presentKey, presentValue] = [append(r.pastKey, k), append(r.pastValue, v)];
     // Each of the kv heads serves n / kv query heads: [B, kv, T, h] → [B, n, T, h].

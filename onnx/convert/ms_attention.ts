@@ -157,6 +157,8 @@ function groupQueryAttention(c: NodeContext): Known[] {
     do_rotary: +rotary,
     positions: +(rotary && !!positions),
     attention_bias: +!!bias,
+    // ONNX Runtime decides this by the buffers a run binds; a model says it to kiln (see gqa.ts).
+    shared_buffer: a.int("past_present_share_buffer", 0),
   }, 3);
 }
 

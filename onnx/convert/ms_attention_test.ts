@@ -85,3 +85,61 @@ Deno.test("Attention with a KV cache, an odd mask, or GQA with fewer total token
     m.dispose();
   }
 });
+
+Deno.test("GroupQueryAttention with its past and present in one buffer keeps the past's later entries", async () => {
+  const names = ["q", "k", "v", "past_key", "past_value", "seqlens", "total"];
+  const shapes = [[1, 1, 32], [1, 1, 16], [1, 1, 16], [1, 2, 5, 8], [1, 2, 5, 8], [1], []];
+  const model = (shared: number) =>
+    testModel({
+      node: [{
+        opType: "GroupQueryAttention",
+        domain: "com.microsoft",
+        input: names,
+        output: ["y", "present_key", "present_value"],
+        attribute: [
+          { name: "num_heads", type: 2, i: 4 },
+          { name: "kv_num_heads", type: 2, i: 2 },
+          { name: "past_present_share_buffer", type: 2, i: shared },
+        ],
+      }],
+      initializer: [],
+      input: names.map((n, i) => valueInfo(n, n === "seqlens" || n === "total" ? 6 : 1, shapes[i])),
+      output: ["y", "present_key", "present_value"].map((n) => valueInfo(n, 1)),
+    }, { microsoft: true });
+  const feeds = Object.fromEntries(names.map((n, i) => {
+    const size = shapes[i].reduce((a, b) => a * b, 1);
+    if (n === "seqlens" || n === "total") {
+      return [n, { data: Int32Array.of(n === "total" ? 5 : 2), shape: shapes[i], dtype: "i32" }];
+    }
+    return [n, {
+      data: Float32Array.from({ length: size }, (_, j) => 1 + j + 100 * i),
+      shape: shapes[i],
+      dtype: "f32",
+    }];
+  }));
+  const past = feeds.past_key.data as Float32Array, k = feeds.k.data as Float32Array;
+  for (const backend of ["reference", "wasm"]) {
+    const [own, shared] = await Promise.all([0, 1].map(async (flag) => {
+      const { executable, inputs } = await model(flag).compileFor(feeds, { backend, cache: false });
+      return await executable.run(inputs);
+    }));
+    assert.deepEqual(shared.y.data, own.y.data, `${backend}: the same attention`);
+    const keys = [own, shared].map((r) => Array.from(r.present_key.data as Float32Array));
+    for (let g = 0; g < 2; g++) {
+      for (let slot = 0; slot < 5; slot++) {
+        const at = (g * 5 + slot) * 8, row = (o: number[]) => o.slice(at, at + 8);
+        const want = slot < 2
+          ? Array.from(past.slice(at, at + 8))
+          : slot === 2
+          ? Array.from(k.slice(g * 8, g * 8 + 8))
+          : undefined;
+        assert.deepEqual(row(keys[0]), want ?? new Array(8).fill(0), `${backend} own ${g} ${slot}`);
+        assert.deepEqual(
+          row(keys[1]),
+          want ?? Array.from(past.slice(at, at + 8)),
+          `${backend} shared ${g} ${slot}`,
+        );
+      }
+    }
+  }
+});

@@ -146,10 +146,24 @@ export function stepProto(model: ModelProto, decoder: Decoder, form: StepForm): 
     ...model,
     graph: {
       ...g,
-      node: [...g.node, ...nodes],
+      node: [...(form.shared ? g.node.map(sharingBuffer) : g.node), ...nodes],
       initializer,
       input: gathered ? [...g.input, slots] : g.input,
       output: outputs,
     },
+  };
+}
+
+/**
+ * `node` told that its past and present share a buffer, where it is a GroupQueryAttention (a
+ * `shared` step's): as onnxruntime-genai binds them, the present keeps the past's entries after
+ * the new one, so a donated past is written in place one entry a step (`jit/ops/gqa.ts`).
+ */
+function sharingBuffer(node: NodeProto): NodeProto {
+  if (node.opType !== "GroupQueryAttention") return node;
+  const attribute = node.attribute.filter((a) => a.name !== "past_present_share_buffer");
+  return {
+    ...node,
+    attribute: [...attribute, { name: "past_present_share_buffer", type: 2, i: 1 }],
   };
 }
