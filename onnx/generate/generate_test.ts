@@ -122,17 +122,19 @@ Deno.test("generate: on wasm the caches stay in the arena; a step's host bytes a
   assert.ok(perStep > 0 && perStep < 1024, `${perStep} bytes a step`);
 });
 
-Deno.test("generate: a genai decode step stores each present cache over its past", async () => {
-  const { prompt, greedy } = recorded.genai_tiny;
-  const model = await load("genai_tiny");
-  const g = generate(model, prompt, { maxNewTokens: 6, backend: new WasmBackend({ threads: 1 }) });
-  assert.deepEqual(await g.collect(), greedy.slice(0, 6));
-  const decode = g.executables.at(-1)!;
-  // Each layer's present key and value are stored over their pasts (both in one kernel).
-  const pairs = decode.plan!.kernels.flatMap((k) => k.inPlace ?? []);
-  const caches = decode.graph.inputs.filter((i) => i.name.startsWith("past_key_values"));
-  assert.equal(pairs.length, caches.length);
-});
+for (const name of ["genai_tiny", "torch_tiny"] as const) {
+  Deno.test(`generate: ${name}'s decode step stores each next cache over its past`, async () => {
+    const { prompt, greedy } = recorded[name];
+    const model = await load(name);
+    const backend = new WasmBackend({ threads: 1 });
+    const g = generate(model, prompt, { maxNewTokens: 6, backend });
+    assert.deepEqual(await g.collect(), greedy.slice(0, 6));
+    const decode = g.executables.at(-1)!;
+    const pairs = decode.plan!.kernels.flatMap((k) => k.inPlace ?? []);
+    const caches = decode.graph.inputs.filter((i) => i.name.startsWith("past_key_values"));
+    assert.equal(pairs.length, caches.length);
+  });
+}
 
 Deno.test("generate: on webgpu greedy steps start two ahead of the token read; stopping leaves nothing behind", async () => {
   const { prompt, greedy } = recorded.genai_tiny;

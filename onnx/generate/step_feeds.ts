@@ -39,10 +39,11 @@ export function stepFeeds(
     );
   }
   if (capacity !== undefined && !shared) {
-    // Slot j of the next past keeps present entry j, except the new entries' slots.
-    const from = (j: number) =>
-      d.layout === "appended" && j >= past && j < past + s ? capacity + j - past : j;
-    feeds[STEP.slots] = ints(int32s(capacity, from), [capacity], "i64");
+    // Slot j of the next past keeps its entry, except the new entries' slots after the valid
+    // past, which take new entry j − past (the present's last s, after the whole capacity).
+    const taken = (j: number) => d.layout === "appended" && j >= past && j < past + s;
+    feeds[STEP.slots] = ints(int32s(capacity, (j) => (taken(j) ? j - past : 0)), [capacity], "i64");
+    feeds[STEP.kept] = ints(int32s(capacity, (j) => +!taken(j)), [1, 1, capacity, 1], "bool");
   }
   return feeds;
 }

@@ -2,11 +2,12 @@
  * The decoder a generation loop runs: the model as exported, with outputs a loop needs and no
  * others. The last position's logits (`kiln_last_logits`, `[batch, vocabulary]`) and their
  * argmax (`kiln_argmax`, the greedy token) are computed on the device, so a greedy step reads
- * back one id. Where the cache has a fixed capacity, each present output is gathered back to that
- * capacity (`kiln_next.<past>`) through a `kiln_slots` input that says which present entry each
- * slot keeps: the new entries move into the slots after the valid past, the rest stay, and the
- * result is next step's past, the same shape every step. A `packed` cache needs none of that: its
- * present, as long as the capacity, is the next past (see `StepForm.shared`).
+ * back one id. Where the cache has a fixed capacity, each present output (the past with the new
+ * entries appended) is brought back to that capacity (`kiln_next.<past>`): a `kiln_kept` input
+ * says which slots keep their past entry, and `kiln_slots` which of the new entries each other slot
+ * takes; the result is next step's past, the same shape every step, read from the past only at
+ * each slot's own point (so a donated past is written in place). A `packed` cache needs none of
+ * that: its present, as long as the capacity, is the next past (see `StepForm.shared`).
  *
  * @module
  */
@@ -15,14 +16,17 @@ import {
   type ModelProto,
   type NodeProto,
   protoOf,
+  type TensorProto,
   type ValueInfoProto,
 } from "../wire/proto.ts";
 import type { Decoder } from "./decoder.ts";
 
 /** Names the step model adds. */
 export const STEP = {
-  /** Input: for each cache slot, the present entry it keeps (`int64 [capacity]`). */
+  /** Input: for each cache slot that takes a new entry, which of them (`int64 [capacity]`). */
   slots: "kiln_slots",
+  /** Input: whether each cache slot keeps its own entry (`bool [1, 1, capacity, 1]`). */
+  kept: "kiln_kept",
   /** Output: the last position's logits. */
   last: "kiln_last_logits",
   /** Output: their argmax. */
@@ -86,24 +90,20 @@ export function stepProto(model: ModelProto, decoder: Decoder, form: StepForm): 
     { name: STEP.argmax, type: { tensorType: { elemType: INT64 } } },
   ];
   const gathered = capacity && !form.shared;
-  for (const c of decoder.caches) {
-    const type = { tensorType: { elemType: CODE_OF_DTYPE[c.dtype] } };
-    if (!gathered) {
-      outputs.push({ name: c.present, type });
-      continue;
-    }
-    nodes.push({
-      opType: "Gather",
-      input: [c.present, STEP.slots],
-      output: [STEP.next(c.past)],
-      attribute: [{ name: "axis", type: 2, i: 2 }],
-    });
-    outputs.push({ name: STEP.next(c.past), type });
-  }
   const initializer = [
     ...g.initializer,
     protoOf(lastIndex, { data: BigInt64Array.of(-1n), shape: [], dtype: "i64" }),
   ];
+  for (const c of decoder.caches) {
+    if (gathered) continue;
+    outputs.push({ name: c.present, type: { tensorType: { elemType: CODE_OF_DTYPE[c.dtype] } } });
+  }
+  if (gathered) {
+    const next = nextPasts(decoder);
+    nodes.push(...next.nodes);
+    outputs.push(...next.outputs);
+    initializer.push(...next.initializer);
+  }
   if (topK !== undefined) {
     // Sampling then reads 2k numbers a token, not the whole vocabulary's logits.
     initializer.push(
@@ -141,14 +141,17 @@ export function stepProto(model: ModelProto, decoder: Decoder, form: StepForm): 
     }
     outputs.push({ name: STEP.nextIds, type: { tensorType: { elemType: idsType ?? INT64 } } });
   }
-  const slots = { name: STEP.slots, type: { tensorType: { elemType: INT64 } } };
+  const slots = [
+    { name: STEP.slots, type: { tensorType: { elemType: INT64 } } },
+    { name: STEP.kept, type: { tensorType: { elemType: CODE_OF_DTYPE.bool } } },
+  ];
   return {
     ...model,
     graph: {
       ...g,
       node: [...(form.shared ? g.node.map(sharingBuffer) : g.node), ...nodes],
       initializer,
-      input: gathered ? [...g.input, slots] : g.input,
+      input: gathered ? [...g.input, ...slots] : g.input,
       output: outputs,
     },
   };
@@ -166,4 +169,62 @@ function sharingBuffer(node: NodeProto): NodeProto {
     ...node,
     attribute: [...attribute, { name: "past_present_share_buffer", type: 2, i: 1 }],
   };
+}
+
+/**
+ * The next pasts of an appended layout's caches (the present: the past, then the new entries),
+ * at the capacity: the past where a slot keeps its entry (`kiln_kept`), else the new entry the
+ * slot takes (`kiln_slots`), among the present's last (as many as the ids). The past is read only
+ * at each slot's own point, so a donated one is written in place.
+ */
+function nextPasts(decoder: Decoder): {
+  nodes: NodeProto[];
+  outputs: ValueInfoProto[];
+  initializer: TensorProto[];
+} {
+  const one = (name: string, v: bigint) =>
+    protoOf(name, { data: BigInt64Array.of(v), shape: [1], dtype: "i64" });
+  const initializer = [
+    one("kiln_one", 1n),
+    one("kiln_two", 2n),
+    one("kiln_fresh_end", 2n ** 31n - 1n),
+    one("kiln_fresh_axis", 2n),
+  ];
+  const nodes: NodeProto[] = [
+    { opType: "Shape", input: [decoder.ids], output: ["kiln_ids_shape"], attribute: [] },
+    {
+      opType: "Slice",
+      input: ["kiln_ids_shape", "kiln_one", "kiln_two"],
+      output: ["kiln_new_count"],
+      attribute: [],
+    },
+    { opType: "Neg", input: ["kiln_new_count"], output: ["kiln_fresh_start"], attribute: [] },
+  ];
+  const outputs: ValueInfoProto[] = [];
+  for (const c of decoder.caches) {
+    const [fresh, taken] = [`kiln_fresh.${c.past}`, `kiln_taken.${c.past}`];
+    nodes.push(
+      {
+        opType: "Slice",
+        input: [c.present, "kiln_fresh_start", "kiln_fresh_end", "kiln_fresh_axis"],
+        output: [fresh],
+        attribute: [],
+      },
+      {
+        opType: "Gather",
+        input: [fresh, STEP.slots],
+        output: [taken],
+        attribute: [{ name: "axis", type: 2, i: 2 }],
+      },
+      {
+        opType: "Where",
+        input: [STEP.kept, c.past, taken],
+        output: [STEP.next(c.past)],
+        attribute: [],
+      },
+    );
+    const type = { tensorType: { elemType: CODE_OF_DTYPE[c.dtype] } };
+    outputs.push({ name: STEP.next(c.past), type });
+  }
+  return { nodes, outputs, initializer };
 }
