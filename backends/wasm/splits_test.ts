@@ -2,7 +2,15 @@ import * as assert from "node:assert/strict";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { fuse } from "../../jit/passes/fuse.ts";
 import { rowCount } from "../../jit/ir/kernel_ir.ts";
-import { ALL_CORES_WORK, chainsOf, threadable, threadsOfProgram, totalWork } from "./splits.ts";
+import { panelSplit } from "../../shaders/wasm/matmul_plan.ts";
+import {
+  ALL_CORES_WORK,
+  chainsOf,
+  splitsOf,
+  threadable,
+  threadsOfProgram,
+  totalWork,
+} from "./splits.ts";
 
 /** The kernels of an [m, k] × [k, n] product. */
 function product(m: number, k: number, n: number) {
@@ -50,4 +58,14 @@ Deno.test("an attention group splits as one chain: rows of (batch, head, query),
   // A share is whole pairs of each product's output rows (any rows of the softmax).
   assert.equal(chain.split.unit, 2);
   assert.deepEqual(chainsOf(kernels, rows, (i) => i !== chain.kernels[1]), [], "all or none");
+});
+
+Deno.test("a product split by B's panels takes pieces a thread; one split by rows one", () => {
+  const few = product(128, 768, 3072), many = product(1024, 768, 768);
+  const panels = (ks: typeof few) => ks.map(panelSplit);
+  assert.equal(panels(few)[0], 3072 / 8, "128 rows split the 384 panels");
+  assert.equal(panels(many)[0], 0, "1024 rows split by rows");
+  const [byPanels] = splitsOf(few, panels(few)), [byRows] = splitsOf(many, panels(many));
+  assert.deepEqual([byPanels.unit, byPanels.pieces], [1, 4]);
+  assert.equal(byRows.pieces, 1, "each call of a row split streams all of B's panels");
 });
