@@ -366,3 +366,28 @@ Deno.test("two outputs of one value are buffers of their own: disposing one spar
   assertClose(numbers((await later.flat.read()).data), [20, 40, 60, 80]);
   for (const t of [first.y, later.y, later.flat]) t.dispose();
 });
+
+Deno.test("a donated input's device tensor is the run's: disposed by it, the step fed back right", async () => {
+  // next = h · 0.5 + u where the slot is at or after `at`, else h as it was (a cache's shape).
+  const b = new GraphBuilder();
+  const h = b.input("h", [2, 8]), u = b.input("u", [2, 8]), at = b.input("at", [1], "i32");
+  const slots = b.constant(Int32Array.from([0, 1]), [2, 1], "i32");
+  const moved = b.op("Add", [b.op("Mul", [h, b.constant(0.5)]), u]);
+  b.output("next", b.op("Where", [b.op("Less", [slots, at]), h, moved]));
+  using exe = await compile(b.build(), { backend: gpu, cache: false, donate: ["h"] });
+  using reference = await compile(b.build(), { backend: "reference" });
+  const u0 = f32(ramp(16, 0.5), [2, 8]),
+    at1 = { data: Int32Array.of(1), shape: [1], dtype: "i32" as const };
+  const start = f32(ramp(16), [2, 8]);
+  let h0: DeviceTensor = (await exe.runOnDevice({ h: start, u: u0, at: at1 })).next;
+  let expected = (await reference.run({ h: start, u: u0, at: at1 })).next;
+  for (let step = 0; step < 3; step++) {
+    const out = await exe.runOnDevice({ h: h0, u: u0, at: at1 });
+    assert.ok(h0.disposed, `step ${step}: the donated tensor went with the run`);
+    expected = (await reference.run({ h: expected, u: u0, at: at1 })).next;
+    assertClose(numbers((await out.next.read()).data), numbers(expected.data));
+    h0 = out.next;
+  }
+  assert.deepEqual(numbers(start.data), ramp(16), "a host array is never written");
+  h0.dispose();
+});
