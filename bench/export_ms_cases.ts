@@ -563,37 +563,24 @@ await write(
   gqa,
   ["y", "present_key", "present_value"],
 );
-await write(
-  "group_query_attention_decode_short_past",
-  "GroupQueryAttention",
-  [
-    ["q", f32(1, 1, 32)],
-    ["k", f32(1, 1, 16)],
-    ["v", f32(1, 1, 16)],
-    ["past_key", f32(1, 2, 4, 8)],
-    ["past_value", f32(1, 2, 4, 8)],
-    ["seqlens", i32([1], [2])],
-    ["total", total(5)],
-  ],
-  {},
-  gqa,
-  ["y", "present_key", "present_value"],
-);
-// A present as long as its past (a generation's fixed capacity): ONNX Runtime writes the valid
-// past, the new entry, then zeros, into a present of its own.
-await write(
-  "group_query_attention_decode_shared_buffer",
-  "GroupQueryAttention",
-  [
-    ["q", f32(1, 1, 32)],
-    ["k", f32(1, 1, 16)],
-    ["v", f32(1, 1, 16)],
-    ["past_key", f32(1, 2, 5, 8)],
-    ["past_value", f32(1, 2, 5, 8)],
-    ["seqlens", i32([1], [2])],
-    ["total", total(5)],
-  ],
-  {},
-  gqa,
-  ["y", "present_key", "present_value"],
-);
+// A valid past shorter than its buffer (4 entries, 2 valid), and a present as long as its past (a
+// generation's fixed capacity, 5): ONNX Runtime writes the valid past, the new entry, then zeros,
+// into a present of its own.
+for (const [name, buffer] of [["short_past", 4], ["shared_buffer", 5]] as const) {
+  await write(
+    `group_query_attention_decode_${name}`,
+    "GroupQueryAttention",
+    [
+      ["q", f32(1, 1, 32)],
+      ["k", f32(1, 1, 16)],
+      ["v", f32(1, 1, 16)],
+      ["past_key", f32(1, 2, buffer, 8)],
+      ["past_value", f32(1, 2, buffer, 8)],
+      ["seqlens", i32([1], [2])],
+      ["total", total(5)],
+    ],
+    {},
+    gqa,
+    ["y", "present_key", "present_value"],
+  );
+}

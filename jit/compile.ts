@@ -415,7 +415,7 @@ function fuseFor(
   const donated = donatedValues(options.donate, legal, options.state);
   const fusion = { ...packed, kernels: inPlaceKernels(packed.kernels, donated, new Set(outputs)) };
   report({ phase: "fuse", done: 1, total: 1 });
-  const external = new Set([...legal.outputs.map((o) => o.value), ...fusion.constants.keys()]);
+  const external = new Set([...outputs, ...fusion.constants.keys()]);
   return {
     graph: prepared.graph,
     legal,
