@@ -42,22 +42,27 @@ export class BindGroups {
 
   /**
    * Groups for `kernels`' `pipelines`, each buffer bound at `bytes` of its tensor, from its
-   * value's place in `offsets` (0 where absent: combined outputs share a buffer).
+   * value's place in `offsets` (0 where absent: combined outputs share a buffer); the inputs
+   * `aliases` names per kernel are read through their outputs' bindings, not bound.
    */
   constructor(
     device: GPUDevice,
     pipelines: readonly (GPUComputePipeline | undefined)[],
     kernels: readonly KernelIR[],
-    { bytes, offsets = new Map() }: {
+    { bytes, offsets = new Map(), aliases = [] }: {
       bytes: (t: Typed) => number;
       offsets?: ReadonlyMap<number, number>;
+      aliases?: readonly ReadonlyMap<number, number>[];
     },
   ) {
     this.#device = device;
     this.#pipelines = pipelines;
     this.#bytes = bytes;
     this.#offsets = offsets;
-    this.#bound = kernels.map((k) => [...k.inputs, ...k.outputs]);
+    this.#bound = kernels.map((k, i) => [
+      ...k.inputs.filter((_, j) => !aliases[i]?.has(j)),
+      ...k.outputs,
+    ]);
     this.#values = [...new Set(this.#bound.flat().map((b) => b.value))];
     this.#kernels = pipelines.map(() => []);
   }

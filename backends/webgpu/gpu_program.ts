@@ -28,6 +28,7 @@ import { OwnBuffers, SMALL_BYTES } from "./own_buffers.ts";
 import { ProgramUploads } from "./program_uploads.ts";
 import { BindGroups, type Typed } from "./bind_groups.ts";
 import { RunEncoder } from "./run_encoder.ts";
+import { copies, kernelAliases, type StoredOver, storedOver, takenHomes } from "./in_place.ts";
 
 /** A plan for one device. */
 export interface GpuPlan {
@@ -114,6 +115,8 @@ class GpuProgram implements Program {
    * are cleared as each repetition starts, their words counting from 0.
    */
   #words: number[];
+  /** Outputs stored over inputs, each in one buffer a run (`in_place.ts`). */
+  #pairs: readonly StoredOver[];
 
   constructor(ctx: GpuContext, plan: GpuPlan) {
     this.#ctx = ctx;
@@ -149,9 +152,12 @@ class GpuProgram implements Program {
       const end = (offsets.get(v) ?? 0) + this.#bytesOf(this.#types.get(v)!);
       this.#slotBytes[slot] = Math.max(this.#slotBytes[slot], end);
     }
+    const aliases = kernelAliases(kernels, plan.layouts);
+    this.#pairs = storedOver(kernels, aliases, this.#bytesOf);
     this.#groups = new BindGroups(ctx.device, plan.pipelines, kernels, {
       bytes: this.#bytesOf,
       offsets,
+      aliases,
     });
   }
 
@@ -340,6 +346,13 @@ class GpuProgram implements Program {
     });
     for (const [v, t] of constants) bind(v, { ...t, dtype: t.dtype as DType }, true);
     await Promise.all(uploads);
+    const homes = takenHomes(this.#pairs, {
+      args,
+      argument: this.#argument,
+      given,
+      acquired,
+      repeat,
+    });
     // Repetitions alternate between two sets of kernel outputs: one holds the state the next
     // repetition reads while it writes the other (dispatches in one encoder run in order).
     const sets: Map<number, GPUBuffer>[] = [];
@@ -373,9 +386,10 @@ class GpuProgram implements Program {
           const bytes = this.#bytesOf(o);
           set.set(
             o.value,
-            slot !== undefined
-              ? slots[slot]
-              : now(`v${o.value}`, bytes) ?? await take(`v${o.value}`, bytes),
+            homes.get(o.value) ??
+              (slot !== undefined
+                ? slots[slot]
+                : now(`v${o.value}`, bytes) ?? await take(`v${o.value}`, bytes)),
           );
         }
       }
@@ -449,6 +463,7 @@ class GpuProgram implements Program {
           buffers.set(bindings[a].value, bufferOf(this.#plan.outputs[o], sets[(r - 1) % 2]));
         }
       }
+      copies(parts.encoder, this.#pairs, buffers, wanted);
       this.#encode(parts, buffers, active, timed, wanted);
     }
     const encoder = parts.encoder;

@@ -96,12 +96,39 @@ export class GpuStorage implements DeviceStorage {
   /** Dtype of the elements the words hold. */
   readonly dtype: DType;
   #ctx: GpuContext;
+  /** Whether a run took the buffer (`takeOver`): it is no longer this storage's to use. */
+  #taken = false;
 
   /** Takes ownership of `buffer`, which holds words of `dtype` and came from `ctx.pool`. */
   constructor(ctx: GpuContext, buffer: GPUBuffer, dtype: DType) {
     this.#ctx = ctx;
     this.buffer = buffer;
     this.dtype = dtype;
+  }
+
+  /**
+   * Hands the buffer to a run that stores an output over it (a donated input: the run disposes
+   * the tensor); from then on this storage neither reads, writes nor releases it.
+   */
+  takeOver(): GPUBuffer {
+    this.#live();
+    this.#taken = true;
+    return this.buffer;
+  }
+
+  /** The buffer, for a run to bind; throws where an earlier run took it over. */
+  bound(): GPUBuffer {
+    this.#live();
+    return this.buffer;
+  }
+
+  /** Throws where a run took the buffer (`takeOver`). */
+  #live(): void {
+    if (!this.#taken) return;
+    throw new KilnError("This device tensor was donated to a run, which stored an output over it", {
+      code: "bad-input",
+      fix: "use the run's output instead, or leave the input out of the compile's donate list",
+    });
   }
 
   /** Whether this storage lives on `ctx`'s device (so a program there can bind it). */
@@ -117,6 +144,7 @@ export class GpuStorage implements DeviceStorage {
   /** Writes `data` from element `offset`, ordered before every later submit. */
   write(data: TensorData, offset: number): void {
     this.#ctx.check();
+    this.#live();
     const size = elementBytes(this.dtype, this.#ctx);
     if (size === 2 && (offset % 2 !== 0 || (data.length % 2 !== 0 && data.length > 0))) {
       throw new KilnError(
@@ -155,6 +183,7 @@ export class GpuStorage implements DeviceStorage {
     let total = 0;
     const ranges = parts.map((p, i) => {
       const s = storages[i] as GpuStorage;
+      s.#live();
       const r = storedRange(p.offset, p.length, s.dtype, this.#ctx);
       const at = total;
       total += Math.ceil((r.end - r.start) / 4) * 4;
@@ -191,7 +220,7 @@ export class GpuStorage implements DeviceStorage {
 
   /** Returns the buffer to the pool (queue order keeps pending work on it valid). */
   release(): void {
-    this.#ctx.pool.release([this.buffer]);
+    if (!this.#taken) this.#ctx.pool.release([this.buffer]);
   }
 }
 

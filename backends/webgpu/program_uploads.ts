@@ -60,7 +60,7 @@ export class ProgramUploads {
   now(t: RefTensor | DeviceTensor): GPUBuffer | undefined {
     if (!(t instanceof DeviceTensor)) return this.#uploaded.get(t.data);
     const storage = t.storage();
-    return storage instanceof GpuStorage && storage.on(this.#ctx) ? storage.buffer : undefined;
+    return storage instanceof GpuStorage && storage.on(this.#ctx) ? storage.bound() : undefined;
   }
 
   /** `t`'s buffer: in place for a device tensor, else uploaded (once, where `keep`). */

@@ -5,6 +5,7 @@ import { KilnError } from "../../jit/support/errors.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { assertClose, f32, numbers } from "../../jit/testing/testing.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
+import type { GpuStorage } from "./gpu_storage.ts";
 
 // CI has no GPU: these run on the software adapter (llvmpipe), slow but exact.
 const gpu = new WebGpuBackend();
@@ -382,12 +383,54 @@ Deno.test("a donated input's device tensor is the run's: disposed by it, the ste
   let h0: DeviceTensor = (await exe.runOnDevice({ h: start, u: u0, at: at1 })).next;
   let expected = (await reference.run({ h: start, u: u0, at: at1 })).next;
   for (let step = 0; step < 3; step++) {
+    const buffer = (h0.storage() as GpuStorage).buffer;
     const out = await exe.runOnDevice({ h: h0, u: u0, at: at1 });
     assert.ok(h0.disposed, `step ${step}: the donated tensor went with the run`);
+    assert.equal((out.next.storage() as GpuStorage).buffer, buffer, "stored over its input");
     expected = (await reference.run({ h: expected, u: u0, at: at1 })).next;
     assertClose(numbers((await out.next.read()).data), numbers(expected.data));
     h0 = out.next;
   }
   assert.deepEqual(numbers(start.data), ramp(16), "a host array is never written");
   h0.dispose();
+});
+
+Deno.test("outputs stored over donated inputs: repeated, shared or large arguments stay right", async () => {
+  // Two caches stepped as a decode step steps them: one new entry where the slot is `at`. Past
+  // the program's own small buffers (256 KB), a host argument's upload is pooled.
+  const b = new GraphBuilder();
+  const k = b.input("k", [2, 640, 64]), v = b.input("v", [2, 640, 64]);
+  const e = b.input("e", [2, 1, 64]), at = b.input("at", [1], "i32");
+  const slots = b.constant(Int32Array.from({ length: 640 }, (_, i) => i), [1, 640, 1], "i32");
+  const keep = b.op("Not", [b.op("Equal", [slots, at])]);
+  b.output("nk", b.op("Where", [keep, k, e]));
+  b.output("nv", b.op("Where", [keep, v, b.op("Neg", [e])]));
+  const graph = b.build();
+  using exe = await compile(graph, { backend: gpu, cache: false, donate: ["k", "v"] });
+  using reference = await compile(graph, { backend: "reference" });
+  const cache = f32(ramp(81920, 0.25), [2, 640, 64]), entry = f32(ramp(128, 2), [2, 1, 64]);
+  const slot = (n: number) => ({ data: Int32Array.of(n), shape: [1], dtype: "i32" as const });
+  const expected = await reference.run({ k: cache, v: cache, e: entry, at: slot(5) });
+  // Host arguments once: the run's uploads are the outputs' buffers.
+  const once = await exe.run({ k: cache, v: cache, e: entry, at: slot(5) });
+  assertClose(numbers(once.nk.data), numbers(expected.nk.data));
+  assertClose(numbers(once.nv.data), numbers(expected.nv.data));
+  // Host arguments, repeated: each repetition reads them as given.
+  const repeated = await exe.run({ k: cache, v: cache, e: entry, at: slot(5) }, { repeat: 3 });
+  assertClose(numbers(repeated.nk.data), numbers(expected.nk.data));
+  assertClose(numbers(repeated.nv.data), numbers(expected.nv.data));
+  assert.deepEqual(numbers(cache.data), ramp(81920, 0.25), "a host array is never written");
+  // One device tensor for both caches: each output has a buffer of its own, filled by a copy.
+  const shared = (await exe.runOnDevice({ k: cache, v: cache, e: entry, at: slot(5) })).nk;
+  const both = await exe.runOnDevice({ k: shared, v: shared, e: entry, at: slot(6) });
+  assert.ok(shared.disposed);
+  assert.notEqual(
+    (both.nk.storage() as GpuStorage).buffer,
+    (both.nv.storage() as GpuStorage).buffer,
+  );
+  const again = await reference.run({ k: expected.nk, v: expected.nk, e: entry, at: slot(6) });
+  assertClose(numbers((await both.nk.read()).data), numbers(again.nk.data));
+  assertClose(numbers((await both.nv.read()).data), numbers(again.nv.data));
+  both.nk.dispose();
+  both.nv.dispose();
 });

@@ -52,6 +52,7 @@ import {
 } from "./matrix_matmul.ts";
 import { emitTiledMatmul, foldedRows, tileVectors } from "./matmul.ts";
 import { quadEpilogue } from "./matrix_epilogue.ts";
+import { aliasedInputs, storeOver, storesSome } from "./in_place.ts";
 import { type MatmulTile, sliceCount, tileOf, tileShape } from "./tile_shapes.ts";
 
 /** What the device allows generated kernels. */
@@ -178,7 +179,8 @@ export function kernelLayout(kernel: KernelIR, options: WgslOptions): KernelLayo
     };
   }
   if (kernel.reductions.length) return rowsLayout(rowTiling(kernel, most));
-  const vectors = vectorInputs(kernel);
+  // Stores that skip the points where an input stays are made a point at a time (`in_place.ts`).
+  const vectors = storesSome(kernel) ? undefined : vectorInputs(kernel);
   return vectors
     ? { kind: "points", workgroup: most, width: 4, vectors }
     : { kind: "points", workgroup: most, width: 1, vectors: none };
@@ -279,7 +281,10 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
   // A tiled kernel is generated as the tiler saw it (its batch folded into rows, if it was).
   if (layout.kind === "tiles") kernel = foldedRows(kernel);
   const uniforms = new Uniforms(kernel);
+  // An input stored over is read from its output's binding (`in_place.ts`).
+  const aliases = aliasedInputs(kernel, layout);
   const l = new KernelLowering(kernel, {
+    inputs: kernel.inputs.map((_, i) => aliases.has(i) ? `out${aliases.get(i)}` : `in${i}`),
     half: options.half,
     subgroup: options.subgroupSize,
     uniforms,
@@ -302,7 +307,7 @@ export function generateWgsl(kernel: KernelIR, options: WgslOptions): string {
     kernel.inputs[i].packed ? "u32" : layout.vectors.has(i) ? `vec4<${t}>` : t;
   const outArray = (t: string) => layout.width === 4 ? `vec4<${t}>` : t;
   const bindings = storageBindings(
-    kernel.inputs.map((b, i) => array(l.stored(b.dtype), i)),
+    kernel.inputs.map((b, i) => aliases.has(i) ? undefined : array(l.stored(b.dtype), i)),
     kernel.outputs.map((b) => outputType(b, b.packed ? "u32" : outArray(l.stored(b.dtype)))),
   );
   // Combined outputs fold by subgroups where the device has them (`combined.ts`).
@@ -349,7 +354,7 @@ function emitPoints(l: KernelLowering, layout: KernelLayout): void {
   const body = () => {
     l.unravel(kernel.reduced, "i");
     const memo = new Map<Expr, string>();
-    kernel.outputs.forEach((o, k) => l.store(o, k, memo));
+    kernel.outputs.forEach((_, k) => storeOver(l, k, memo));
   };
   if (kernel.reduced.length) l.e.block(`for (var i: i32 = 0; i < ${inner}; i++) {`, body);
   else body();

@@ -41,13 +41,18 @@ export function storedType(dtype: DType, half: boolean): string {
 
 /**
  * A kernel's storage buffers: inputs `in0…` (read-only) of element types `ins`, then outputs
- * `out0…` of `outs`, bound in that order.
+ * `out0…` of `outs`, bound in that order; an input of no type is not bound (read from the output
+ * stored over it, `in_place.ts`).
  */
-export function storageBindings(ins: readonly string[], outs: readonly string[]): string[] {
+export function storageBindings(
+  ins: readonly (string | undefined)[],
+  outs: readonly string[],
+): string[] {
+  const bound = ins.flatMap((t, i) => (t === undefined ? [] : [[t, i] as const]));
   return [
-    ...ins.map((t, i) => `@group(0) @binding(${i}) var<storage, read> in${i}: array<${t}>;`),
+    ...bound.map(([t, i], j) => `@group(0) @binding(${j}) var<storage, read> in${i}: array<${t}>;`),
     ...outs.map((t, k) =>
-      `@group(0) @binding(${ins.length + k}) var<storage, read_write> out${k}: array<${t}>;`
+      `@group(0) @binding(${bound.length + k}) var<storage, read_write> out${k}: array<${t}>;`
     ),
   ];
 }
