@@ -434,3 +434,31 @@ Deno.test("outputs stored over donated inputs: repeated, shared or large argumen
   both.nk.dispose();
   both.nv.dispose();
 });
+
+Deno.test("caches stored over their pasts: a step takes no buffer of a cache's size", async () => {
+  const b = new GraphBuilder();
+  const past = b.input("past", [4, 1024, 64]), e = b.input("e", [4, 1, 64]);
+  const at = b.input("at", [1], "i32");
+  const slots = b.constant(Int32Array.from({ length: 1024 }, (_, i) => i), [1, 1024, 1], "i32");
+  b.output("present", b.op("Where", [b.op("Not", [b.op("Equal", [slots, at])]), past, e]));
+  using exe = await compile(b.build(), { backend: gpu, cache: false, donate: ["past"] });
+  const entry = f32(ramp(256), [4, 1, 64]);
+  const slot = (n: number) => ({ data: Int32Array.of(n), shape: [1], dtype: "i32" as const });
+  let cache = (await exe.runOnDevice({
+    past: f32(new Array(4 * 1024 * 64).fill(0), [4, 1024, 64]),
+    e: entry,
+    at: slot(0),
+  })).present;
+  // The upload of the zeros became the cache's buffer, and each step writes into it.
+  const home = (cache.storage() as GpuStorage).buffer, before = gpu.poolStats();
+  for (let step = 1; step < 6; step++) {
+    cache = (await exe.runOnDevice({ past: cache, e: entry, at: slot(step) })).present;
+    assert.equal((cache.storage() as GpuStorage).buffer, home, `step ${step}`);
+  }
+  assert.equal(gpu.poolStats().allocations, before.allocations, "no buffer was made");
+  const data = numbers((await cache.read()).data);
+  for (let s = 0; s < 8; s++) {
+    assert.deepEqual(data.slice(s * 64, s * 64 + 4), s < 6 ? ramp(4) : [0, 0, 0, 0], `slot ${s}`);
+  }
+  cache.dispose();
+});
