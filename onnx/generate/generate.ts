@@ -10,7 +10,7 @@
  */
 import type { CompileOptions } from "../../jit/compile.ts";
 import { COMPILE_OPTIONS, compileOptionsOf } from "../../jit/compile_options.ts";
-import { byteSize, type TensorData } from "../../jit/ir/dtype.ts";
+import type { TensorData } from "../../jit/ir/dtype.ts";
 import type { HostTensor } from "../../jit/ir/host_tensor.ts";
 import { checkBudget } from "../../jit/runtime/budget.ts";
 import { DeviceTensor } from "../../jit/runtime/device_tensor.ts";
@@ -19,7 +19,7 @@ import type { IntoMap } from "../../jit/runtime/into.ts";
 import { convertData } from "../../jit/passes/precision.ts";
 import { checkOptions, KilnError, shown } from "../../jit/support/errors.ts";
 import { modelOfProto, modelProto, OnnxModel } from "../model.ts";
-import { type CacheLayout, type Decoder, type DecoderCache, findDecoder } from "./decoder.ts";
+import { type CacheLayout, type Decoder, findDecoder } from "./decoder.ts";
 import { Sampler, SAMPLING_OPTIONS, type SamplingOptions } from "./sampling.ts";
 import { STEP, type StepForm, stepProto } from "./step_model.ts";
 import { emptyCaches, sharesBuffer, stepFeeds } from "./step_feeds.ts";
@@ -312,18 +312,12 @@ const release = (t: HostTensor | DeviceTensor | undefined) => {
 };
 
 /**
- * Steps a greedy generation starts ahead of the token being read: two, or one where a step's
- * caches (`caches` at `capacity`) pass 32 MiB. Each step in flight holds a set of caches (written
- * anew each step), so the second step ahead costs a set more memory; a Qwen2.5-0.5B-shaped
- * decoder's set reaches 32 MiB at about 1,360 tokens of capacity.
+ * Steps a greedy generation starts ahead of the token being read. Each step stores its caches
+ * over its predecessor's (donated: `jit/schedule/in_place.ts`), so the steps in flight share one
+ * set whatever the capacity; a step ahead had cost a set of caches more, and past 32 MiB of them
+ * (a Qwen2.5-0.5B-shaped decoder at about 1,360 tokens of capacity) only one ran ahead.
  */
-export function stepsAhead(caches: readonly DecoderCache[], capacity: number | undefined): number {
-  const bytes = caches.reduce(
-    (sum, c) => sum + c.heads * (capacity ?? 0) * c.headSize * byteSize(c.dtype),
-    0,
-  );
-  return bytes <= 32 * 2 ** 20 ? 2 : 1;
-}
+const STEPS_AHEAD = 2;
 
 /** A step started: its outputs, the read of its token's source, and the cache entries after it. */
 interface Started {
@@ -337,7 +331,7 @@ interface Started {
 /**
  * The steps of a generation that have started and whose tokens are not read yet, oldest first.
  * A greedy step with a fixed capacity takes its predecessor's argmax on the device as its ids
- * (`STEP.nextIds`), so up to two steps ({@linkcode stepsAhead}) start before the oldest token is
+ * (`STEP.nextIds`), so up to two steps ({@linkcode STEPS_AHEAD}) start before the oldest token is
  * read: the host's work for a step (its feeds, encoding hundreds of kernels) overlaps the
  * device's work on those before, and a readback that is late (Dawn's event processing, a
  * collection pause) holds up no step behind it. With one step ahead a decode step on the H200
@@ -350,8 +344,8 @@ interface Started {
  * together also bind their programs' own buffers: `backends/webgpu/own_buffers.ts`.)
  */
 class Ahead {
-  /** Steps this generation starts ahead (see {@linkcode stepsAhead}). */
-  readonly #steps: number;
+  /** Steps this generation starts ahead (see {@linkcode STEPS_AHEAD}). */
+  readonly #steps = STEPS_AHEAD;
   readonly #runner: StepRunner;
   readonly #d: Decoder;
   readonly #choice: readonly string[];
@@ -373,7 +367,6 @@ class Ahead {
     this.#choice = o.choice;
     this.#nexts = o.nexts;
     this.#capacity = o.capacity;
-    this.#steps = stepsAhead(d.caches, o.capacity);
   }
 
   /** Starts the step of `ids` after `past` entries of `caches` (prefill, or ids from the host). */

@@ -10,7 +10,6 @@
 import assert from "node:assert/strict";
 import { generate, KilnError, OnnxModel, stats, WasmBackend, WebGpuBackend } from "../../mod.ts";
 import { decodeModel, encodeModel, type NodeProto } from "../wire/proto.ts";
-import { stepsAhead } from "./generate.ts";
 import { referenceModel } from "../testdata.ts";
 
 const DIR = new URL("../testdata/decoders/", import.meta.url);
@@ -166,24 +165,6 @@ Deno.test("generate: on webgpu greedy steps start two ahead of the token read; s
   assert.deepEqual(stop, greedy.slice(0, 2));
   assert.equal(gpu.poolStats().inUseBytes, held);
   gpu.dispose();
-});
-
-Deno.test("generate: two steps ahead while a step's caches are small, one past 32 MiB", () => {
-  // A Qwen2.5-0.5B-shaped decoder's 48 caches of 2 heads of 64: 24.6 KB a token of capacity.
-  const caches = Array.from({ length: 48 }, (_, i) => ({
-    past: `past.${i}`,
-    present: `present.${i}`,
-    heads: 2,
-    headSize: 64,
-    dtype: "f32" as const,
-  }));
-  assert.equal(stepsAhead(caches, 256), 2);
-  assert.equal(stepsAhead(caches, 1364), 2);
-  assert.equal(stepsAhead(caches, 1366), 1);
-  assert.equal(stepsAhead(caches, 4096), 1);
-  // Half the bytes in f16: twice the capacity.
-  assert.equal(stepsAhead(caches.map((c) => ({ ...c, dtype: "f16" as const })), 2048), 2);
-  assert.equal(stepsAhead(caches, undefined), 2);
 });
 
 Deno.test("generate: sampling among the top k reads back 2k numbers a step, not the logits", async () => {
