@@ -540,6 +540,10 @@ export class OnnxModel {
       options.buckets,
       options.precision,
       options.narrowF64,
+      // A donating executable disposes the device tensors it is given and writes over them.
+      options.donate,
+      options.inputsOn && Object.entries(options.inputsOn).sort(),
+      options.workload?.runs,
       values,
     ]);
   }

@@ -100,3 +100,19 @@ Deno.test("input shapes that name no input, or are not shapes, are refused, not 
   using exe = await model.compile({ x: [8, 784] }, { backend: "reference", cache: false });
   assert.ok(exe);
 });
+
+Deno.test("compile options that change the executable are part of its cache key", async () => {
+  const model = await OnnxModel.load(new URL("testdata/generator.onnx", import.meta.url));
+  const name = model.inputs[0].name;
+  const plain = await model.compile({}, { backend: "wasm" });
+  // One that donates its input writes over it: a caller who did not ask must not get it.
+  const donating = await model.compile({}, { backend: "wasm", donate: [name] });
+  assert.notEqual(donating, plain);
+  assert.equal(await model.compile({}, { backend: "wasm", donate: [name] }), donating);
+  const placed = await model.compile({}, { backend: "wasm", inputsOn: { [name]: "wasm" } });
+  assert.notEqual(placed, plain);
+  const once = await model.compile({}, { backend: "wasm", workload: { runs: 1 } });
+  assert.notEqual(once, plain);
+  assert.equal(await model.compile({}, { backend: "wasm" }), plain);
+  model.dispose();
+});
