@@ -7,8 +7,11 @@
  *
  * A pair is safe when the kernel reads the input only at the point it stores (so no point is read
  * after it is written, whichever thread or lane order writes it), no later kernel reads the input,
- * and no group of kernels that a backend runs together share by share holds a reader. This pass
- * only marks the pairs (`KernelIR.inPlace`); a backend that places both at one buffer uses them.
+ * and the kernel is in no group that a backend runs share by share (wasm's chains: a member before
+ * it could still be reading another thread's share of the input). Readers in a group of their own
+ * are done before it starts: a decode step's attention, which reads the past where the cache is
+ * appended to (PyTorch's exports), and the next past stored over it after. This pass only marks
+ * the pairs (`KernelIR.inPlace`); a backend that places both at one buffer uses them.
  *
  * @module
  */
@@ -66,21 +69,16 @@ export function inPlaceKernels(
 ): KernelIR[] {
   if (donated.size === 0) return [...kernels];
   const lastReader = new Map<number, number>();
-  const grouped = new Set<number>();
-  kernels.forEach((k, n) =>
-    k.inputs.forEach((b) => {
-      lastReader.set(b.value, n);
-      if (k.group !== undefined) grouped.add(b.value);
-    })
-  );
+  kernels.forEach((k, n) => k.inputs.forEach((b) => lastReader.set(b.value, n)));
   const taken = new Set<number>();
   return kernels.map((k, n) => {
     const pairs: { output: number; input: number }[] = [];
+    if (k.group !== undefined) return k;
     k.outputs.forEach((o, output) => {
       if (!outputs.has(o.value) || taken.has(o.value)) return;
       const input = k.inputs.findIndex((b) =>
         donated.has(b.value) && !outputs.has(b.value) && !taken.has(b.value) &&
-        lastReader.get(b.value) === n && !grouped.has(b.value)
+        lastReader.get(b.value) === n
       );
       if (input < 0 || !storesOver(k, output, input)) return;
       taken.add(o.value).add(k.inputs[input].value);

@@ -64,3 +64,21 @@ Deno.test("in place: donate takes the graph's input names", () => {
   }
   assert.throws(() => donatedValues(["s"], graph, { next: "s" }), /state binding/);
 });
+
+Deno.test("in place: readers in a group of their own come first; a writer in a group takes none", () => {
+  const graph = update((b, s) => b.output("total", b.op("ReduceSum", [s], { keepdims: 0 })));
+  const s = graph.inputs[0].value, outputs = new Set(graph.outputs.map((o) => o.value));
+  const { kernels } = fuse(graph);
+  const writer = kernels.findIndex((k) =>
+    k.outputs.some((o) => o.value === graph.outputs[0].value)
+  );
+  const reader = kernels.findIndex((k, i) => i !== writer && k.inputs.some((b) => b.value === s));
+  assert.ok(reader >= 0 && reader < writer);
+  // The reader in a group (attention's, run share by share as one job): done before the writer.
+  const readerGrouped = kernels.map((k, i) => (i === reader ? { ...k, group: "attention_0" } : k));
+  const marks = inPlaceKernels(readerGrouped, new Set([s]), outputs);
+  assert.equal(marks[writer].inPlace?.length, 1);
+  // The writer in a group: a member before it may still read another thread's share.
+  const writerGrouped = kernels.map((k, i) => (i === writer ? { ...k, group: "attention_0" } : k));
+  assert.ok(inPlaceKernels(writerGrouped, new Set([s]), outputs).every((k) => !k.inPlace));
+});

@@ -34,6 +34,9 @@ for (const name of ["genai_tiny", "genai_tiny_level4", "torch_tiny"]) {
       assert.equal(s.executables, 2);
       assert.equal(s.newTokens, n);
       assert.equal(s.capacity, 64);
+      // The decode step stores every cache over its past (donated), wherever it runs one.
+      const stored = g.executables.at(-1)!.plan?.kernels.flatMap((k) => k.inPlace ?? []) ?? [];
+      if (backend !== "reference") assert.equal(stored.length, 4, "two layers' keys and values");
     });
   }
 }
