@@ -407,12 +407,12 @@ function fuseFor(
   );
   const maxInputs = limits.length ? Math.min(...limits) : Infinity;
   const exact = options.precision === "exact";
-  const fused = fuse(legal, { maxInputs, ...fusionFor(generated), exact });
+  const donated = donatedValues(options.donate, legal, options.state);
+  const fused = fuse(legal, { maxInputs, ...fusionFor(generated), exact, donated });
   // 8-bit intermediates four to a word only where every backend that may run them holds them so.
   const intermediates = generated.length > 0 && generated.every((p) => p.packedIntermediates);
   const outputs = legal.outputs.map((o) => o.value);
   const packed = packedConstants(fused, outputs, { intermediates });
-  const donated = donatedValues(options.donate, legal, options.state);
   const fusion = { ...packed, kernels: inPlaceKernels(packed.kernels, donated, new Set(outputs)) };
   report({ phase: "fuse", done: 1, total: 1 });
   const external = new Set([...outputs, ...fusion.constants.keys()]);
@@ -502,6 +502,7 @@ export function fusionFor(
   | "blockProducts"
   | "blockUnpacks"
   | "blockPrologues"
+  | "keptStores"
   | "combinedRanges"
   | "roundingProducts"
   | "integerBlockRows"
@@ -520,6 +521,8 @@ export function fusionFor(
     blockUnpacks: profiles.some((p) => p.blockProducts),
     // Only where every candidate computes A itself: a backend that cannot would find it unstored.
     blockPrologues: all((p) => p.blockPrologues),
+    // A kept store's other branch inline only where every candidate computes it at its writes.
+    keptStores: all((p) => p.keptStores),
     combinedRanges: all((p) => p.combinedRanges),
     // Products that round A themselves, where every candidate's kernels do (`packed_rows.ts`).
     roundingProducts: all((p) => p.roundingProducts),

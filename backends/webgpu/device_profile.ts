@@ -96,6 +96,8 @@ export function webgpuProfile(
     threads: 0,
     // Its block products compute an elementwise A as they stage it (`shaders/wgsl/block_product.ts`).
     blockPrologues: true,
+    // Its points store over a donated input only where a Where does not keep it (`in_place.ts`).
+    keptStores: true,
     // Its kernels combine a range's words by atomics (`shaders/wgsl/combined.ts`).
     combinedRanges: o.combinedRanges ?? true,
     // Its vec4 points write 8-bit values four to a word (`storeLanes`).

@@ -54,6 +54,7 @@ import {
   plainInput,
   plainTables,
   prologueOperand,
+  rareBranch,
   REDUCE,
   sameAxes,
   scalarSym,
@@ -323,10 +324,11 @@ class Fuser {
       }
     }
     const used: Sym[] = [];
-    for (const { sym, steps } of pending) {
+    const rare = this.#opts.keptStores ? rareBranch(op, ins, shape, this.#opts.donated) : -1;
+    for (const [j, { sym, steps }] of pending.entries()) {
       let s = sym;
       if (s.group && s.group !== group) s = this.#stored(s, `read by ${label} outside its kernel`);
-      const broadcast = !s.group && !isBare(s) && broadcasts(shape, s.type.shape);
+      const broadcast = !s.group && !isBare(s) && broadcasts(shape, s.type.shape) && j !== rare;
       if (broadcast && !cheapUnderBroadcast(s, this.#shapes, this.#constants)) {
         s = this.#stored(s, `${label} reads it under a broadcast (recomputation)`);
       }

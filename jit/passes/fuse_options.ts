@@ -94,6 +94,17 @@ export interface FuseOptions {
    * split sums; default false.
    */
   readonly exact?: boolean;
+  /**
+   * Graph inputs each run gives up (`CompileOptions.donate`): a `Where` that keeps one where it
+   * lies is stored over it, its other branch computed only where the input does not stay
+   * (`rareBranch`, with `keptStores`); default none.
+   */
+  readonly donated?: ReadonlySet<number>;
+  /**
+   * Whether the backends compute such a branch only where they store it
+   * (`DeviceProfile.keptStores`), so it stays inline under a broadcast; default false.
+   */
+  readonly keptStores?: boolean;
 }
 
 /**
@@ -139,6 +150,8 @@ function filled(options: FuseOptions): Required<FuseOptions> {
     splitSums: options.splitSums ?? false,
     halfPatches: options.halfPatches ?? false,
     keysFrom: options.keysFrom ?? Infinity,
+    donated: options.donated ?? new Set(),
+    keptStores: options.keptStores ?? false,
   };
 }
 

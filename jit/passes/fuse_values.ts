@@ -88,6 +88,27 @@ export function cheapUnderBroadcast(
 }
 
 /**
+ * The argument of `Where(c, input, y)` that its kernel computes only where `c` fails: `y`, where
+ * `input` is a `donated` graph input read as it lies at the output's shape. A backend stores such
+ * an output over its input (`jit/schedule/in_place.ts`) and skips the points where the input
+ * stays, so `y` under a broadcast is computed at the few points written, not recomputed at every
+ * one: a decode step's new cache entry (its rotary embedding) at its slot, which as a kernel of
+ * its own had cost a dispatch a layer. −1 for any other op.
+ */
+export function rareBranch(
+  op: string,
+  ins: readonly Sym[],
+  shape: Shape,
+  donated: ReadonlySet<number>,
+): number {
+  const kept = ins[1]?.expr;
+  if (op !== "Where" || ins.length !== 3 || kept?.kind !== "load") return -1;
+  const plain = kept.steps.length === 0 && donated.has(kept.input) &&
+    sameShape(ins[1].type.shape, shape);
+  return plain ? 2 : -1;
+}
+
+/**
  * The ALU operations of `e` that vary from point to point: those that read, through their
  * operands, a buffer of more than one element (`shapes` by buffer). What each reader of `e`
  * recomputes at every point; its operations on scalars alone (a DynamicQuantizeLinear's scale and

@@ -119,6 +119,12 @@ export interface DeviceProfile {
    */
   readonly blockPrologues?: boolean;
   /**
+   * Whether the code generator stores an output `Where(c, input, y)` over its donated input only
+   * where `c` fails, computing `y` nowhere else (`shaders/wgsl/in_place.ts`): fusion then reads
+   * such a `y` inline under a broadcast (a decode step's new cache entry) instead of storing it.
+   */
+  readonly keptStores?: boolean;
+  /**
    * Whether the code generator combines a kernel's values into a scalar's largest as it goes
    * (`KernelOutput.combine`, WebGPU by atomics): fusion then gives a DynamicQuantizeLinear's
    * range to the kernel that computes its input, where it took two kernels of its own.

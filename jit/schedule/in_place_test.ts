@@ -82,3 +82,26 @@ Deno.test("in place: readers in a group of their own come first; a writer in a g
   const writerGrouped = kernels.map((k, i) => (i === writer ? { ...k, group: "attention_0" } : k));
   assert.ok(inPlaceKernels(writerGrouped, new Set([s]), outputs).every((k) => !k.inPlace));
 });
+
+Deno.test("in place: a new entry read under the capacity's broadcast is computed in its kernel", () => {
+  // A decode step's cache: the past kept where it lies, the rotated entry written at its slot.
+  const b = new GraphBuilder();
+  const past = b.input("past", [2, 8, 4]), entry = b.input("entry", [2, 1, 4]);
+  const at = b.input("at", [1], "i32");
+  const slots = b.constant(Int32Array.from({ length: 8 }, (_, j) => j), [1, 8, 1], "i32");
+  const rotated = b.op("Tanh", [b.op("Sin", [b.op("Exp", [entry])])]);
+  const keep = b.op("Not", [b.op("Equal", [slots, at])]);
+  b.output("present", b.op("Where", [keep, past, rotated]));
+  const graph = b.build();
+  const donated = donatedValues(["past"], graph);
+  // Donated, the entry is computed only at the slot the kernel writes: no kernel of its own.
+  assert.equal(fuse(graph, { donated, keptStores: true }).kernels.length, 1);
+  // A backend that would compute it at every point stores it first.
+  assert.equal(fuse(graph, { donated }).kernels.length, 2);
+  const apart = fuse(graph);
+  assert.equal(apart.kernels.length, 2);
+  assert.ok(apart.log.some((l) => /broadcast \(recomputation\)/.test(l)));
+  // Any other input donated changes nothing.
+  const entryOnly = donatedValues(["entry"], graph);
+  assert.equal(fuse(graph, { donated: entryOnly, keptStores: true }).kernels.length, 2);
+});
