@@ -160,3 +160,57 @@ Deno.test("the arena places an output stored over an argument at the argument's 
   );
   assert.equal(kept.inPlace.size, 0);
 });
+
+Deno.test("caches whose entries are gathered, by slot (PyTorch's layout) or by element, are written in place", async () => {
+  // The next past as the step model writes it for an appended cache: kept slots as they lie, the
+  // others gathered from the new entries by `slots` (a data-dependent index: no affine walk).
+  const b = new GraphBuilder();
+  const past = b.input("past", [1, HEADS, SLOTS, WIDTH]);
+  const fresh = b.input("fresh", [1, HEADS, 1, WIDTH]);
+  const kept = b.input("kept", [1, 1, SLOTS, 1], "bool");
+  const slots = b.input("slots", [SLOTS], "i32");
+  const picked = b.op("Gather", [fresh, slots], { axis: 2 });
+  b.output("present", b.op("Where", [kept, past, picked]));
+  // The same entries read element by element through a full index: no segment walks it either.
+  const table = b.op("Reshape", [fresh], { shape: [HEADS * WIDTH] });
+  const at = b.input("at", [1, HEADS, SLOTS, WIDTH], "i32");
+  b.output(
+    "other",
+    b.op("Where", [
+      kept,
+      b.input("more", [1, HEADS, SLOTS, WIDTH]),
+      b.op("Gather", [table, at], { axis: 0 }),
+    ]),
+  );
+  const index = Int32Array.from(
+    { length: HEADS * SLOTS * WIDTH },
+    (_, i) => Math.floor(i / (SLOTS * WIDTH)) * WIDTH + (i % WIDTH),
+  );
+  for (const threads of [1, 2]) {
+    using exe = await compile(b.build(), {
+      backend: new WasmBackend({ threads }),
+      cache: false,
+      donate: ["past", "more"],
+    });
+    assert.equal(exe.plan!.kernels.flatMap((k) => k.inPlace ?? []).length, 2);
+    let cache: DeviceTensor | undefined, more: DeviceTensor | undefined;
+    for (let t = 0; t < SLOTS; t++) {
+      const keep = Uint8Array.from({ length: SLOTS }, (_, j) => (j === t ? 0 : 1));
+      const out = await exe.runOnDevice({
+        past: cache ?? zeros(),
+        more: more ?? zeros(),
+        fresh: entry(t),
+        kept: { data: keep, shape: [1, 1, SLOTS, 1], dtype: "bool" },
+        slots: { data: new Int32Array(SLOTS), shape: [SLOTS], dtype: "i32" },
+        at: { data: index, shape: [1, HEADS, SLOTS, WIDTH], dtype: "i32" },
+      });
+      more = out.other;
+      assert.deepEqual(Array.from((await more.read()).data as Float32Array), expected(t + 1));
+      cache = out.present;
+      const got = Array.from((await cache.read()).data as Float32Array);
+      assert.deepEqual(got, expected(t + 1), `${threads} thread(s), step ${t}`);
+    }
+    cache!.dispose();
+    more!.dispose();
+  }
+});

@@ -16,7 +16,7 @@
  * @module
  */
 import type { Graph } from "../ir/graph.ts";
-import { type KernelIR, walk } from "../ir/kernel_ir.ts";
+import { type Expr, type KernelIR, walk } from "../ir/kernel_ir.ts";
 import { sameShape } from "../ir/shape.ts";
 import { KilnError } from "../support/errors.ts";
 
@@ -111,4 +111,18 @@ function storesOver(k: KernelIR, output: number, input: number): boolean {
     })
   );
   return read && pointwise;
+}
+
+/**
+ * Output `k`'s `Where(c, input, y)` form, where it is stored over that input (`c` true keeps the
+ * input's value where it lies, so a generator stores `y` only where `c` fails); `undefined` for
+ * any other output.
+ */
+export function keptForm(kernel: KernelIR, k: number): { c: Expr; y: Expr } | undefined {
+  const pair = kernel.inPlace?.find((p) => p.output === k);
+  const e = kernel.outputs[k].expr;
+  if (!pair || e.kind !== "alu" || e.op !== "Where") return undefined;
+  const [c, x, y] = e.args;
+  const plain = x.kind === "load" && x.input === pair.input && x.steps.length === 0;
+  return plain ? { c, y } : undefined;
 }

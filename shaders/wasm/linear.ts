@@ -11,6 +11,7 @@
  */
 import { groupSize, linearSuffix } from "../../jit/ir/access.ts";
 import { type Expr, type Reduction, walk } from "../../jit/ir/kernel_ir.ts";
+import { keptForm } from "../../jit/schedule/in_place.ts";
 import type { Memo } from "./alu.ts";
 import { HIGH_HALF } from "./math.ts";
 import type { KernelFunction } from "./module.ts";
@@ -19,6 +20,7 @@ import {
   GUARDED_UNROLLED,
   paddedWindow,
   segmentBody,
+  type SegmentStores,
   segmentStart,
   unravelIndex,
 } from "./padded.ts";
@@ -134,36 +136,39 @@ function elementwiseBody(L: Lin): number[] | undefined {
   const { fn, m, kernel, get, whileLoop, start, end, i32, space, red } = L;
   if (fn.wide || red.length || kernel.reductions.length) return undefined;
   const outs = kernel.outputs.map((_, k) => k), exprs = kernel.outputs.map((o) => o.expr);
+  const stores = segmentStores(L, outs, exprs);
   const acc = accessesOf(L, exprs, outs);
-  if (!acc) {
-    return segmentBody(
-      fn,
-      (...a) => linearStores(L, ...a),
-      exprs,
-      outs,
-      vectorizable(L, exprs, outs),
-    );
-  }
+  if (!acc) return segmentBody(fn, stores, exprs, outs);
   const group = linearSuffix([...acc.loads, ...acc.stores].map(([, a]) => a), space);
   const size = groupSize(group, space);
   const { p, n, seg } = segmentStart(fn, size);
   const lin = walks(L, acc, group, seg);
-  const count = () => get(n, i32);
-  const kept = keptSegments(L, lin);
-  const rest = outs.filter((k) => !kept.has(k));
-  const vector = (ks: number[]) => size >= 4 && vectorizable(L, ks.map((k) => exprs[k]), ks);
-  if (rest.length) {
-    seg.push(...linearStores(L, lin, count, rest, vector(rest), rest.map((k) => exprs[k])));
-  }
-  for (const [k, keep] of kept) {
-    const stores = linearStores(L, lin, count, [k], vector([k]));
-    seg.push(m.if(m.i32.eqz(keep(seg)), m.block(null, stores)));
-  }
+  stores(seg, lin, () => get(n, i32), size >= 4);
   seg.push(m.local.set(p, m.i32.add(get(p, i32), get(n, i32))));
   return [
     m.local.set(p, get(start, i32)),
     whileLoop(() => m.i32.lt_s(get(p, i32), get(end, i32)), seg),
   ];
+}
+
+/**
+ * The stores of an elementwise kernel's segment: outputs stored over an input where it does not
+ * stay (see {@linkcode keptSegments}) only in segments where it does not, the rest always.
+ */
+function segmentStores(L: Lin, outs: readonly number[], exprs: readonly Expr[]): SegmentStores {
+  const { m } = L;
+  return (seg, lin, count, wide) => {
+    const kept = keptSegments(L, lin);
+    const rest = outs.filter((k) => !kept.has(k));
+    const vector = (ks: number[]) => wide && vectorizable(L, ks.map((k) => exprs[k]), ks);
+    if (rest.length) {
+      seg.push(...linearStores(L, lin, count, rest, vector(rest), rest.map((k) => exprs[k])));
+    }
+    for (const [k, keep] of kept) {
+      const stores = linearStores(L, lin, count, [k], vector([k]));
+      seg.push(m.if(m.i32.eqz(keep(seg)), m.block(null, stores)));
+    }
+  };
 }
 
 /**
@@ -178,10 +183,8 @@ function keptSegments(L: Lin, lin: Linear): Map<number, (stmts: number[]) => num
   const { m, kernel, get, ic, value, i32 } = L;
   const kept = new Map<number, (stmts: number[]) => number>();
   for (const { output, input } of kernel.inPlace ?? []) {
-    const e = kernel.outputs[output].expr;
-    if (e.kind !== "alu" || e.op !== "Where") continue;
-    const [c, x] = e.args;
-    if (x.kind !== "load" || x.input !== input) continue;
+    const c = keptForm(kernel, output)?.c;
+    if (!c) continue;
     let moves = false;
     walk(c, (y) => {
       moves ||= y.kind === "acc" || (y.kind === "load" && lin.loads.get(y)?.stride !== 0);

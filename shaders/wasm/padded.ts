@@ -205,28 +205,29 @@ export function paddedWindow(
   return stmts;
 }
 
-/** Stores outputs `outs` along walk `lin` (see `LinearLowering.linearStores`). */
-export type LinearStores = (
+/**
+ * Pushes onto `seg` the stores of every output along walk `lin` of `count()` points, four at a
+ * time where `wide` (a segment of four or more) and the values allow.
+ */
+export type SegmentStores = (
+  seg: number[],
   lin: Linear,
   count: () => number,
-  outs: readonly number[],
-  vector: boolean,
-  exprs?: readonly Expr[],
-) => number[];
+  wide: boolean,
+) => void;
 
 /**
  * Elementwise kernels whose accesses are not affine but walk a suffix of axes linearly once the
  * other axes are fixed (see `segmentOffset`: a channel shuffle, a concat, a gather of rows):
  * per segment of that suffix, each buffer's start and guards come from the per-element path,
- * and the segment is walked, four points at a time where the values are `vectorizable` (a guard
+ * and the segment is walked by `stores`, four points at a time where the values allow (a guard
  * holds or fails along a whole segment: where it fails, the fill, and no load).
  */
 export function segmentBody(
   fn: KernelFunction,
-  linearStores: LinearStores,
+  stores: SegmentStores,
   exprs: readonly Expr[],
   outs: readonly number[],
-  vectorizable: boolean,
 ): number[] | undefined {
   const { m, wasm, kernel, bufferOf, local, get, ic, whileLoop } = fn;
   const { loadAddress } = fn.index;
@@ -272,10 +273,8 @@ export function segmentBody(
     seg.push(m.local.set(base, outputAddress(fn, k, seg)));
     lin.stores.set(k, { base, stride: strides[loads.length + i] });
   });
-  seg.push(
-    ...linearStores(lin, () => get(n, i32), outs, size >= 4 && vectorizable),
-    m.local.set(p, m.i32.add(get(p, i32), get(n, i32))),
-  );
+  stores(seg, lin, () => get(n, i32), size >= 4);
+  seg.push(m.local.set(p, m.i32.add(get(p, i32), get(n, i32))));
   return [
     m.local.set(p, get(start, i32)),
     whileLoop(() => m.i32.lt_s(get(p, i32), get(end, i32)), seg),

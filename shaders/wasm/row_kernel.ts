@@ -11,6 +11,7 @@
 import { affineOffset, strideOver } from "../../jit/ir/access.ts";
 import { type Expr, type KernelIR, type Reduction, walk } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
+import { keptForm } from "../../jit/schedule/in_place.ts";
 import { isFloat, isWide, type Memo } from "./alu.ts";
 import type { LinearLowering } from "./linear.ts";
 import type { KernelFunction } from "./module.ts";
@@ -168,7 +169,7 @@ function reduction(fn: KernelFunction, r: Reduction, k: number, s: Reducing): nu
  * a linear walk where the accesses allow (built only for kernels that take this path).
  */
 export function rowKernelBody(fn: KernelFunction, path: LinearLowering): number[] {
-  const { kernel, unravel, countedLoop, it, store } = fn;
+  const { kernel, unravel, countedLoop, it } = fn;
   const red = kernel.reduced;
   const inner = sizeOf(red.map((i) => kernel.space[i]));
   const fullOuts = kernel.outputs.map((o, k) => [o, k] as const).filter(([o]) =>
@@ -210,9 +211,36 @@ export function rowKernelBody(fn: KernelFunction, path: LinearLowering): number[
     else {
       const stmts: number[] = [...unravel(red, it)];
       const memo: Memo = new Map();
-      for (const [o, k] of fullOuts) store(o, k, memo, stmts);
+      for (const [o, k] of fullOuts) storePoint(fn, o, k, memo, stmts);
       rowBody.push(...(red.length ? countedLoop(it, inner, stmts) : stmts));
     }
   }
   return rowBody;
+}
+
+/**
+ * Stores output `k` at the current point into `stmts`; one stored over its input as
+ * `Where(c, input, y)` (`keptForm`) nowhere `c` keeps the input where it lies, so `y` (a decode
+ * step's new cache entry) is computed at the points written alone. Where the arena left the two
+ * apart (their addresses differ), the whole value is stored.
+ */
+function storePoint(
+  fn: KernelFunction,
+  o: KernelIR["outputs"][number],
+  k: number,
+  memo: Memo,
+  stmts: number[],
+): void {
+  const kept = keptForm(fn.kernel, k);
+  if (!kept) return fn.store(o, k, memo, stmts);
+  const { m, get, kernel } = fn, i32 = fn.wasm.i32;
+  const input = kernel.inPlace!.find((p) => p.output === k)!.input;
+  const stays = m.i32.and(
+    fn.value(kept.c, memo, stmts),
+    m.i32.eq(get(input, i32), get(kernel.inputs.length + k, i32)),
+  );
+  // The branch's locals stay in it: a later output computes its own afresh.
+  const written: number[] = [];
+  fn.store(o, k, new Map(memo), written);
+  stmts.push(m.if(m.i32.eqz(stays), m.block(null, written)));
 }

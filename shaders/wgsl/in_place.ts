@@ -9,6 +9,7 @@
  * @module
  */
 import type { Expr, KernelIR } from "../../jit/ir/kernel_ir.ts";
+import { keptForm } from "../../jit/schedule/in_place.ts";
 import type { KernelLowering } from "./expr.ts";
 
 /** What `aliasedInputs` needs of a kernel's layout (`KernelLayout`). */
@@ -30,19 +31,6 @@ export function aliasedInputs(kernel: KernelIR, layout: PointsShape): Map<number
     if ((layout.width === 4) === layout.vectors.has(input)) aliases.set(input, output);
   }
   return aliases;
-}
-
-/**
- * Output `k`'s `Where(c, input, y)` form, where it is stored over that input (`c` true keeps the
- * input's value where it lies); `undefined` for any other output.
- */
-export function keptForm(kernel: KernelIR, k: number): { c: Expr; y: Expr } | undefined {
-  const pair = kernel.inPlace?.find((p) => p.output === k);
-  const e = kernel.outputs[k].expr;
-  if (!pair || e.kind !== "alu" || e.op !== "Where") return undefined;
-  const [c, x, y] = e.args;
-  const plain = x.kind === "load" && x.input === pair.input && x.steps.length === 0;
-  return plain ? { c, y } : undefined;
 }
 
 /** Whether some output of `kernel` is stored only where its input does not stay (`keptForm`). */

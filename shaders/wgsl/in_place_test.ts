@@ -3,9 +3,9 @@ import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
 import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { fuse } from "../../jit/passes/fuse.ts";
-import { inPlaceKernels } from "../../jit/schedule/in_place.ts";
+import { inPlaceKernels, keptForm } from "../../jit/schedule/in_place.ts";
 import { generateWgsl, kernelLayout } from "./codegen.ts";
-import { aliasedInputs, keptForm } from "./in_place.ts";
+import { aliasedInputs } from "./in_place.ts";
 
 const OPTIONS = { maxInvocations: 256 };
 
