@@ -20,8 +20,8 @@ import {
   GUARDED_UNROLLED,
   paddedWindow,
   segmentBody,
-  type SegmentStores,
   segmentStart,
+  type SegmentStores,
   unravelIndex,
 } from "./padded.ts";
 
