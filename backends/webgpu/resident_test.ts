@@ -462,3 +462,22 @@ Deno.test("caches stored over their pasts: a step takes no buffer of a cache's s
   }
   cache.dispose();
 });
+
+Deno.test("an output stored over its donated input as vec4s reads it from its own buffer", async () => {
+  // next = h · 0.5 + u: every point written, h read as vec4s from the buffer the output takes.
+  const b = new GraphBuilder();
+  const h = b.input("h", [4, 8]), u = b.input("u", [4, 8]);
+  b.output("next", b.op("Add", [b.op("Mul", [h, b.constant(0.5)]), u]));
+  using exe = await compile(b.build(), { backend: gpu, cache: false, donate: ["h"] });
+  const u0 = f32(ramp(32, 0.5), [4, 8]);
+  let state = (await exe.runOnDevice({ h: f32(ramp(32), [4, 8]), u: u0 })).next;
+  let expected = ramp(32).map((x, i) => x * 0.5 + ramp(32, 0.5)[i]);
+  for (let step = 0; step < 3; step++) {
+    const buffer = (state.storage() as GpuStorage).buffer;
+    state = (await exe.runOnDevice({ h: state, u: u0 })).next;
+    assert.equal((state.storage() as GpuStorage).buffer, buffer, `step ${step}`);
+    expected = expected.map((x, i) => x * 0.5 + ramp(32, 0.5)[i]);
+  }
+  assertClose(numbers((await state.read()).data), expected);
+  state.dispose();
+});
