@@ -119,13 +119,13 @@ function appender(
   return (pastState: EmitRef | undefined, fresh: EmitRef) => {
     const heads4 = heads(e, fresh, kv);
     if (!pastState) return heads4;
+    // Kept in place (a shared buffer), the one new token is the Where's own broadcast: computed
+    // only at the slots written (`rareBranch`), not stored by a kernel of its own to expand.
+    if (kept && s === 1) return e.op("Where", [kept, pastState, heads4]);
     const fromPast = pastAt ? e.op("Gather", [pastState, pastAt], { axis: 2 }) : pastState;
     const wide = [b, kv, total, e.typeOf(heads4).shape[3]];
     // One new token (a decode step) is every slot's pick: a broadcast of it, where a gather read
     // it through a slot index that a kernel of its own computed each step.
-    // Kept in place (a shared buffer), the one new token is the Where's own broadcast: computed
-    // only at the slots written (`rareBranch`), not stored by a kernel of its own to expand.
-    if (kept && s === 1) return e.op("Where", [kept, pastState, heads4]);
     const fromNew = s === 1
       ? e.op("Expand", [heads4], { shape: wide })
       : e.op("GatherElements", [heads4, e.op("Expand", [newAt], { shape: wide })], { axis: 2 });

@@ -113,16 +113,23 @@ function storesOver(k: KernelIR, output: number, input: number): boolean {
   return read && pointwise;
 }
 
+/** What {@linkcode keptForm} finds: the condition, the other branch, the input's index. */
+export interface KeptForm {
+  readonly c: Expr;
+  readonly y: Expr;
+  readonly input: number;
+}
+
 /**
  * Output `k`'s `Where(c, input, y)` form, where it is stored over that input (`c` true keeps the
  * input's value where it lies, so a generator stores `y` only where `c` fails); `undefined` for
  * any other output.
  */
-export function keptForm(kernel: KernelIR, k: number): { c: Expr; y: Expr } | undefined {
+export function keptForm(kernel: KernelIR, k: number): KeptForm | undefined {
   const pair = kernel.inPlace?.find((p) => p.output === k);
   const e = kernel.outputs[k].expr;
   if (!pair || e.kind !== "alu" || e.op !== "Where") return undefined;
   const [c, x, y] = e.args;
   const plain = x.kind === "load" && x.input === pair.input && x.steps.length === 0;
-  return plain ? { c, y } : undefined;
+  return plain ? { c, y, input: pair.input } : undefined;
 }

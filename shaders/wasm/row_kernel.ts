@@ -234,10 +234,9 @@ function storePoint(
   const kept = keptForm(fn.kernel, k);
   if (!kept) return fn.store(o, k, memo, stmts);
   const { m, get, kernel } = fn, i32 = fn.wasm.i32;
-  const input = kernel.inPlace!.find((p) => p.output === k)!.input;
   const stays = m.i32.and(
     fn.value(kept.c, memo, stmts),
-    m.i32.eq(get(input, i32), get(kernel.inputs.length + k, i32)),
+    m.i32.eq(get(kept.input, i32), get(kernel.inputs.length + k, i32)),
   );
   // The branch's locals stay in it: a later output computes its own afresh.
   const written: number[] = [];
