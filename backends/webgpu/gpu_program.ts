@@ -110,6 +110,8 @@ class GpuProgram implements Program {
   #own: OwnBuffers;
   /** The argument of each bound value (its first binding): looked up for every output a run. */
   #argument = new Map<number, number>();
+  /** The values bound resident (params). */
+  #resident = new Set<number>();
   /**
    * A combined output (`KernelOutput.combine`) of each of their slots (`planMemory`): the slots
    * are cleared as each repetition starts, their words counting from 0.
@@ -135,6 +137,7 @@ class GpuProgram implements Program {
       this.#types.set(v, { shape: t.shape, dtype: t.dtype as DType, packed: this.#packed.get(v) });
     }
     plan.bindings.forEach((b, i) => this.#argument.has(b.value) || this.#argument.set(b.value, i));
+    for (const b of plan.bindings) if (b.resident) this.#resident.add(b.value);
     this.#own = new OwnBuffers(ctx.device, ctx.pool);
     this.#uploads = new ProgramUploads(ctx, this.#own);
     const external = new Set([
@@ -349,6 +352,7 @@ class GpuProgram implements Program {
     const homes = takenHomes(this.#pairs, {
       args,
       argument: this.#argument,
+      resident: this.#resident,
       given,
       acquired,
       repeat,

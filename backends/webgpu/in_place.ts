@@ -57,6 +57,8 @@ export interface RunBound {
   readonly args: readonly (RefTensor | DeviceTensor)[];
   /** The argument index of each bound value. */
   readonly argument: ReadonlyMap<number, number>;
+  /** The values bound resident (params): a host one's buffer is the program's own. */
+  readonly resident: ReadonlySet<number>;
   /** Each bound value's buffer. */
   readonly given: ReadonlyMap<number, GPUBuffer>;
   /** The pooled buffers this run took (its uploads); one taken over joins them. */
@@ -74,8 +76,16 @@ export interface RunBound {
 export function takenHomes(pairs: readonly StoredOver[], run: RunBound): Map<number, GPUBuffer> {
   const homes = new Map<number, GPUBuffer>();
   if (pairs.length === 0 || run.repeat > 1) return homes;
+  // Only an argument's buffer can be another's: constants and params given on the host are
+  // uploaded into buffers of the program's, so only the rest are counted (a decode step binds
+  // some 300 buffers, nearly all its weights).
   const uses = new Map<GPUBuffer, number>();
-  for (const b of run.given.values()) uses.set(b, (uses.get(b) ?? 0) + 1);
+  for (const [value, at] of run.argument) {
+    const b = run.given.get(value);
+    if (b && (!run.resident.has(value) || run.args[at] instanceof DeviceTensor)) {
+      uses.set(b, (uses.get(b) ?? 0) + 1);
+    }
+  }
   const uploaded = new Set(run.acquired);
   for (const p of pairs) {
     const buffer = run.given.get(p.input);
