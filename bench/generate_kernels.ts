@@ -5,9 +5,10 @@
  * together), largest first; kernels of the same group are one line.
  *
  *   deno run -A bench/generate_kernels.ts MODEL.onnx [--backend wasm|webgpu] [--threads N]
- *     [--prompt 128] [--new 32] [--vocab 151936] [--top 24] [--ops]
+ *     [--prompt 128] [--new 32] [--vocab 151936] [--top 24] [--ops] [--prefill]
  *
- * `--ops`: each group's line names the ops fused into its first kernel.
+ * `--ops`: each group's line names the ops fused into its first kernel. `--prefill`: the warm
+ * prefill's kernels instead of the decode step's.
  * The gap between a token's time and its kernels' sum is the host's share: feeds, the caches'
  * copies (wasm), encoding and readback (webgpu). On WebGPU a profiled run times each kernel in a
  * pass of its own and reads the times back, so the GPU idles between runs and its clock drops
@@ -30,6 +31,7 @@ const { values, positionals } = parseArgs({
     vocab: { type: "string", default: "151936" },
     top: { type: "string", default: "24" },
     ops: { type: "boolean", default: false },
+    prefill: { type: "boolean", default: false },
   },
   allowPositionals: true,
 });
@@ -46,9 +48,10 @@ for (let i = 0; i < 2; i++) {
   last = generate(model, prompt, { maxNewTokens: Number(values.new), backend, cache: false });
   await last.collect();
 }
-const stats = last!.stats!, decode = last!.executables.at(-1)!;
-const times = decode.deviceTimes();
-const kernels = new Map(decode.plan?.kernels.map((k) => [k.name, k]));
+const stats = last!.stats!;
+const profiled = values.prefill ? last!.executables[0] : last!.executables.at(-1)!;
+const times = profiled.deviceTimes();
+const kernels = new Map(profiled.plan?.kernels.map((k) => [k.name, k]));
 const groups = new Map<string, { count: number; ms: number; ops: string }>();
 for (const t of times) {
   // Kernels the plan does not list (a backend's own, as WebGPU's attention) go by name alone.
@@ -65,7 +68,9 @@ const token = stats.decodeMs / Math.max(1, stats.newTokens - 1);
 console.log(
   `${values.backend}: ${stats.decodeTokensPerSecond.toFixed(1)} tokens/s warm, ${
     token.toFixed(2)
-  } ms a token; its step's ${times.length} kernels ${sum.toFixed(2)} ms`,
+  } ms a token, prefill ${stats.prefillMs.toFixed(1)} ms; the ${
+    values.prefill ? "prefill" : "step"
+  }'s ${times.length} kernels ${sum.toFixed(2)} ms`,
 );
 const top = [...groups].sort((a, b) => b[1].ms - a[1].ms).slice(0, Number(values.top));
 for (const [key, g] of top) {
