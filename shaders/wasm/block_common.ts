@@ -86,25 +86,28 @@ export function columnSums(
 
 /**
  * The statements setting each column's zero points' share, Σ over blocks of zero · scale · t_b,
- * and its f32 locals, for columns `col` … `col + cols − 1`: t is the scratch's table of a value a
- * block `table` bytes in (A's block sums; for A in integers, A's scale times its integer sum).
- * Four blocks a vector after the products' loop, where it took six scalar instructions a column
- * and block: with it (and its nibbles split by a 16-bit shift), the integer form's 896 → 9728
- * product of a 0.5B decoder took 0.42-0.43 ms on one thread of the 2-core VM against 0.53-0.54;
- * the f32 form's level-0 decode 25.4-27.6 → 29.6-31.2 tokens/s there.
+ * and its f32 locals, for columns `col` … `col + cols − 1` and each of `tables` (row-major: a
+ * table's columns together): t is a table of the scratch with a value a block, that many bytes in
+ * (A's block sums; for A in integers, A's scale times its integer sum), one per row of A the
+ * kernel sums at once, each column's zero · scale taken once for all of them. Four blocks a
+ * vector after the products' loop, where it took six scalar instructions a column and block: with
+ * it (and its nibbles split by a 16-bit shift), the integer form's 896 → 9728 product of a 0.5B
+ * decoder took 0.42-0.43 ms on one thread of the 2-core VM against 0.53-0.54; the f32 form's
+ * level-0 decode 25.4-27.6 → 29.6-31.2 tokens/s there.
  */
 export function zeroShares(
   fn: KernelFunction,
   tag: StoredBlockProduct,
   col: number,
   cols: number,
-  table: number,
+  tables: readonly number[],
 ): [number[], number[]] {
   const { m, wasm, local, get, ic, countedLoop } = fn;
   const { i32, f32, v128 } = wasm, { blocks } = sizes(fn.kernel, tag), f4 = m.f32x4;
-  const q = local(i32), sp = local(i32), zp = local(i32), tp = local(i32);
+  const q = local(i32), sp = local(i32), zp = local(i32), tp = local(i32), zs = local(v128);
   const columns = [...Array(cols).keys()], tableBytes = 4 * blocks, quads = Math.floor(blocks / 4);
-  const acc = columns.map(() => local(v128)), corr = columns.map(() => local(f32));
+  const cells = tables.flatMap((_, t) => columns.map((c) => [t, c] as const));
+  const acc = cells.map(() => local(v128)), corr = cells.map(() => local(f32));
   const middle = m.f32.const(2 ** (tag.bits - 1));
   const zeroWords = (c: number) => m.v128.load(c * tableBytes, 4, get(zp, i32));
   const zeros = (c: number) =>
@@ -115,29 +118,28 @@ export function zeroShares(
       : zeroWords(c);
   const zero = (c: number, r: number) =>
     zeroOf(fn, tag, () => get(zp, i32), c * tableBytes + 4 * r);
-  const quad = columns.map((c) =>
-    m.local.set(
-      acc[c],
-      f4.add(
-        get(acc[c], v128),
-        f4.mul(
-          f4.mul(zeros(c), m.v128.load(c * tableBytes, 4, get(sp, i32))),
-          m.v128.load(0, 4, get(tp, i32)),
-        ),
-      ),
-    )
-  );
+  const table = (t: number, offset: number) =>
+    m.v128.load(tables[t] - tables[0] + offset, 4, get(tp, i32));
+  const quad = columns.flatMap((c) => [
+    m.local.set(zs, f4.mul(zeros(c), m.v128.load(c * tableBytes, 4, get(sp, i32)))),
+    ...tables.map((_, t) =>
+      m.local.set(
+        acc[t * cols + c],
+        f4.add(get(acc[t * cols + c], v128), f4.mul(get(zs, v128), table(t, 0))),
+      )
+    ),
+  ]);
   const advance = (ptr: number) => m.local.set(ptr, m.i32.add(get(ptr, i32), ic(16)));
   // The blocks past the last whole four, one at a time.
   const rest = [...Array(blocks - 4 * quads).keys()].flatMap((r) =>
-    columns.map((c) =>
+    cells.map(([t, c], i) =>
       m.local.set(
-        corr[c],
+        corr[i],
         m.f32.add(
-          get(corr[c], f32),
+          get(corr[i], f32),
           m.f32.mul(
             m.f32.mul(zero(c, r), m.f32.load(c * tableBytes + 4 * r, 4, get(sp, i32))),
-            m.f32.load(4 * r, 4, get(tp, i32)),
+            m.f32.load(tables[t] - tables[0] + 4 * r, 4, get(tp, i32)),
           ),
         ),
       )
@@ -148,9 +150,9 @@ export function zeroShares(
     ...acc.map((x) => m.local.set(x, f4.splat(m.f32.const(0)))),
     m.local.set(sp, columnRow(fn, tag.scales, col, tableBytes)),
     m.local.set(zp, tag.zeros === undefined ? ic(0) : columnRow(fn, tag.zeros, col, tableBytes)),
-    m.local.set(tp, m.i32.add(scratch, ic(table))),
+    m.local.set(tp, m.i32.add(scratch, ic(tables[0]))),
     ...countedLoop(q, quads, [...quad, advance(sp), advance(zp), advance(tp)]),
-    ...columns.map((c) => m.local.set(corr[c], laneSum(fn, acc[c]))),
+    ...acc.map((x, i) => m.local.set(corr[i], laneSum(fn, x))),
     ...rest,
   ], corr];
 }

@@ -8,7 +8,8 @@
  * The values are packed in u32 words (four bytes each), so one i32x4 load takes sixteen bytes,
  * and a mask per value slot of a word (eight for 4 bits; a shift a group of slots) gives four
  * values each, one word apart in K. A's row is regrouped into the thread's scratch once per row of
- * A the thread meets (rows split among threads with N innermost): for each four words g of block b
+ * A the thread meets (rows split among threads with N innermost; the integer form regroups two
+ * whole rows at once and sums them together): for each four words g of block b
  * and each slot s, the four values those words hold there sit together (`a[b·block + (4g + L)·per +
  * s]` at `b·block + (g·per + s)·4 + L`, scaled as the slot lies in its word), past K zero, and each
  * block's sum after all of them.
@@ -27,7 +28,12 @@ import {
   zeroOf,
   zeroShares,
 } from "./block_common.ts";
-import { integerBlocks, integerRowDot, regroupIntegers } from "./block_product_int8.ts";
+import {
+  integerBlocks,
+  integerRowBytes,
+  integerRowDot,
+  regroupIntegers,
+} from "./block_product_int8.ts";
 
 /**
  * Slot `s` of the four words in v128 local `w`, four values: shifted down and, but for the top
@@ -59,7 +65,8 @@ function inPlace(tag: BlockTables): number {
 /** Scratch bytes of a block product's kernel: A's row regrouped and its blocks' sums. */
 export function blockScratchBytes(kernel: KernelIR, tag: StoredBlockProduct): number {
   const { blocks } = sizes(kernel, tag);
-  return 4 * blocks * (tag.block + 1);
+  // The integer form's two rows at once (`rowPair`) fit in the f32 form's one: kept apart anyway.
+  return Math.max(4 * blocks * (tag.block + 1), ROWS * integerRowBytes(kernel, tag));
 }
 
 /** Output columns a block product's kernel computes together, sharing each load of A. */
@@ -99,22 +106,79 @@ export function blockProductBody(fn: KernelFunction, tag: StoredBlockProduct): n
     m.i32.le_u(m.i32.add(get(col, i32), ic(COLUMNS)), ic(n)),
     m.i32.le_s(m.i32.add(get(outer, i32), ic(COLUMNS)), get(end, i32)),
   );
+  const single = [
+    m.if(
+      m.i32.ne(get(row, i32), get(last, i32)),
+      m.block(null, [
+        ...(integers ? regroupIntegers(fn, tag, row) : regroup(fn, tag, row)),
+        m.local.set(last, get(row, i32)),
+      ]),
+    ),
+    ...unravel(kept.slice(0, -1), row),
+    m.if(together, m.block(null, step(COLUMNS)), m.block(null, step(1))),
+  ];
+  const whole = integers && n % COLUMNS === 0;
+  // Whole rows of the range, from the start of the first: summed {@linkcode ROWS} at a time.
+  const paired = m.i32.and(
+    m.i32.eqz(get(col, i32)),
+    m.i32.le_s(m.i32.add(get(outer, i32), ic(ROWS * n)), get(end, i32)),
+  );
   return [
     m.local.set(last, ic(-1)),
     m.local.set(outer, get(start, i32)),
     whileLoop(() => m.i32.lt_s(get(outer, i32), get(end, i32)), [
       m.local.set(row, m.i32.div_u(get(outer, i32), ic(n))),
       m.local.set(col, m.i32.rem_u(get(outer, i32), ic(n))),
-      m.if(
-        m.i32.ne(get(row, i32), get(last, i32)),
-        m.block(null, [
-          ...(integers ? regroupIntegers(fn, tag, row) : regroup(fn, tag, row)),
-          m.local.set(last, get(row, i32)),
-        ]),
-      ),
-      ...unravel(kept.slice(0, -1), row),
-      m.if(together, m.block(null, step(COLUMNS)), m.block(null, step(1))),
+      whole
+        ? m.if(
+          paired,
+          m.block(null, rowPair(fn, tag, { row, col, last, outer })),
+          m.block(null, single),
+        )
+        : m.block(null, single),
     ]),
+  ];
+}
+
+/** Rows of A an integer product's kernel sums at once where the range holds them whole. */
+const ROWS = 2;
+
+/**
+ * The statements computing {@linkcode ROWS} rows from `row` whole (locals of
+ * {@linkcode blockProductBody}, `col` at 0, the range holding them), {@linkcode COLUMNS} columns
+ * at a time: each column's words are split into their values once for all the rows, where a row
+ * at a time split them once a row (the 0.5B decoder's products of 128 rows took 5-15 % less
+ * time on the 2-core VM, `bench/REPORT-generate.md`, session 89). The rows are quantized into the
+ * scratch one after another, the first where a single row's goes (`last` says it is there), and
+ * each output's value is the single row's, sum for sum.
+ */
+function rowPair(
+  fn: KernelFunction,
+  tag: StoredBlockProduct,
+  { row, col, last, outer }: { row: number; col: number; last: number; outer: number },
+): number[] {
+  const { m, wasm, local, get, ic, kept, unravel, countedLoop } = fn;
+  const i32 = wasm.i32, { n } = sizes(fn.kernel, tag), nb = fn.kernel.space.length - 3;
+  const next = local(i32), step = local(i32), rows = [...Array(ROWS).keys()];
+  const [dot, sums] = integerRowDot(fn, tag, col, COLUMNS, ROWS);
+  const at = (r: number) => m.local.set(next, m.i32.add(get(row, i32), ic(r)));
+  const stores = (r: number) => [
+    at(r),
+    ...unravel(kept.slice(0, -1), next),
+    ...sums.slice(r * COLUMNS, (r + 1) * COLUMNS).flatMap((sum, c) =>
+      fn.pointOutputs(nb, m.i32.add(get(col, i32), ic(c)), sum)
+    ),
+  ];
+  const bytes = integerRowBytes(fn.kernel, tag);
+  return [
+    ...rows.flatMap((r) => [at(r), ...regroupIntegers(fn, tag, next, r * bytes)]),
+    ...countedLoop(step, n / COLUMNS, [
+      m.local.set(col, m.i32.mul(get(step, i32), ic(COLUMNS))),
+      ...dot,
+      ...rows.flatMap(stores),
+    ]),
+    m.local.set(last, get(row, i32)),
+    m.local.set(outer, m.i32.add(get(outer, i32), ic(ROWS * n))),
   ];
 }
 
@@ -218,7 +282,7 @@ const rowDot: ColumnSums = (fn, tag, col, cols) => {
     m.local.set(sp, m.i32.add(get(sp, i32), ic(4))),
   ];
   // The zero points' share, from the blocks' sums of A after A's values in the scratch.
-  const [shares, corr] = zeroShares(fn, tag, col, cols, 4 * blocks * tag.block);
+  const [shares, corr] = zeroShares(fn, tag, col, cols, [4 * blocks * tag.block]);
   const stmts = [
     ...masks.map((x, r) =>
       m.local.set(x, m.i32x4.splat(ic(((1 << tag.bits) - 1) << (r * tag.bits))))

@@ -17,16 +17,9 @@
  *
  * @module
  */
-import type { StoredBlockProduct } from "../../jit/ir/kernel_ir.ts";
+import type { KernelIR, StoredBlockProduct } from "../../jit/ir/kernel_ir.ts";
 import type { KernelFunction } from "./module.ts";
-import {
-  columnRow,
-  type ColumnSums,
-  columnSums,
-  element,
-  sizes,
-  zeroShares,
-} from "./block_common.ts";
+import { columnRow, columnSums, element, sizes, zeroShares } from "./block_common.ts";
 
 /** Values 16 bytes of packed 4-bit words hold. */
 const GROUP = 32;
@@ -57,6 +50,7 @@ export function regroupIntegers(
   fn: KernelFunction,
   tag: StoredBlockProduct,
   row: number,
+  base = 0,
 ): number[] {
   const { m, wasm, local, get, ic, countedLoop } = fn;
   const { i32, f32, v128 } = wasm, { k, blocks } = sizes(fn.kernel, tag), f4 = m.f32x4;
@@ -70,7 +64,7 @@ export function regroupIntegers(
   const lane = (x: number, l: number) => f4.extract_lane(get(x, v128), l);
   const groups = tag.block / GROUP, tables = blocks * tag.block;
   const at = (offset: number) =>
-    element(fn, m.i32.add(get(fn.params.scratch, i32), ic(offset)), get(b, i32));
+    element(fn, m.i32.add(get(fn.params.scratch, i32), ic(base + offset)), get(b, i32));
   const narrow = (from: number) =>
     m.i8x16.narrow_i16x8_s(
       m.i16x8.narrow_i32x4_s(get(q[from], v128), get(q[from + 1], v128)),
@@ -143,51 +137,60 @@ export function regroupIntegers(
   ];
   return [
     m.local.set(src, element(fn, get(tag.a, i32), m.i32.mul(get(row, i32), ic(k)))),
-    m.local.set(dst, get(fn.params.scratch, i32)),
+    m.local.set(dst, m.i32.add(get(fn.params.scratch, i32), ic(base))),
     ...countedLoop(b, blocks, block),
   ];
 }
 
+/** Scratch bytes of one row of A as {@linkcode regroupIntegers} leaves it, to 16 bytes. */
+export function integerRowBytes(kernel: KernelIR, tag: StoredBlockProduct): number {
+  const { blocks } = sizes(kernel, tag);
+  return Math.ceil((blocks * tag.block + 8 * blocks) / 16) * 16;
+}
+
 /**
- * The statements summing output columns `col` … `col + cols − 1` against the quantized row in the
- * scratch, and their sums: per block, per 32 values, each column's 16 bytes of words split into
- * low and high four bits and dotted with A's even and odd integers into an i32x4; at the block's
- * end that sum, converted, times the weight's scale and A's, into an f32x4 per column; the zero
- * points' share (see {@linkcode zeroShares}) subtracted at the end.
+ * The statements summing output columns `col` … `col + cols − 1` against `rows` quantized rows in
+ * the scratch ({@linkcode integerRowBytes} apart), and their sums (row-major): per block, per 32
+ * values, each column's 16 bytes of words split into low and high four bits once and dotted with
+ * each row's even and odd integers into an i32x4; at the block's end that sum, converted, times
+ * the weight's scale and A's, into an f32x4 per row and column; the zero points' share (see
+ * {@linkcode zeroShares}) subtracted at the end.
  */
-export const integerRowDot: ColumnSums = (fn, tag, col, cols) => {
+export function integerRowDot(
+  fn: KernelFunction,
+  tag: StoredBlockProduct,
+  col: number,
+  cols: number,
+  rows = 1,
+): [number[], number[]] {
   const { m, wasm, local, get, ic, countedLoop } = fn;
   const { i32, v128 } = wasm, { blocks } = sizes(fn.kernel, tag), f4 = m.f32x4;
   const b = local(i32), bp = local(i32), sp = local(i32), qp = local(i32);
-  const mask = local(v128), even = local(v128), odd = local(v128), both = local(v128);
-  const columns = [...Array(cols).keys()];
-  const w = columns.map(() => local(v128)), dot = columns.map(() => local(v128));
-  const acc = columns.map(() => local(v128));
+  const mask = local(v128), lo = local(v128), hi = local(v128);
+  const columns = [...Array(cols).keys()], rowList = [...Array(rows).keys()];
+  const cells = rowList.flatMap((r) => columns.map((c) => [r, c] as const));
+  const even = rowList.map(() => local(v128)), odd = rowList.map(() => local(v128));
+  const both = rowList.map(() => local(v128));
+  const dot = cells.map(() => local(v128)), acc = cells.map(() => local(v128));
   const groups = tag.block / GROUP, rowBytes = blocks * tag.block / 2, tableBytes = 4 * blocks;
-  const tables = blocks * tag.block;
+  const tables = blocks * tag.block, stride = integerRowBytes(fn.kernel, tag);
   const scratch = () => get(fn.params.scratch, i32);
   const rowOf = (input: number, bytes: number) => columnRow(fn, input, col, bytes);
+  const add = (i: number, a: number, w: number) =>
+    m.local.set(
+      dot[i],
+      m.i32x4.relaxed_dot_i8x16_i7x16_add_s(get(a, v128), get(w, v128), get(dot[i], v128)),
+    );
   const dots = [...Array(groups).keys()].flatMap((g) => [
-    m.local.set(even, m.v128.load(GROUP * g, 4, get(qp, i32))),
-    m.local.set(odd, m.v128.load(GROUP * g + 16, 4, get(qp, i32))),
+    ...rowList.flatMap((r) => [
+      m.local.set(even[r], m.v128.load(r * stride + GROUP * g, 4, get(qp, i32))),
+      m.local.set(odd[r], m.v128.load(r * stride + GROUP * g + 16, 4, get(qp, i32))),
+    ]),
     ...columns.flatMap((c) => [
-      m.local.set(w[c], m.v128.load(c * rowBytes + 16 * g, 4, get(bp, i32))),
-      m.local.set(
-        dot[c],
-        m.i32x4.relaxed_dot_i8x16_i7x16_add_s(
-          get(even, v128),
-          m.v128.and(get(w[c], v128), get(mask, v128)),
-          get(dot[c], v128),
-        ),
-      ),
-      m.local.set(
-        dot[c],
-        m.i32x4.relaxed_dot_i8x16_i7x16_add_s(
-          get(odd, v128),
-          m.v128.and(m.i16x8.shr_u(get(w[c], v128), ic(4)), get(mask, v128)),
-          get(dot[c], v128),
-        ),
-      ),
+      m.local.set(hi, m.v128.load(c * rowBytes + 16 * g, 4, get(bp, i32))),
+      m.local.set(lo, m.v128.and(get(hi, v128), get(mask, v128))),
+      m.local.set(hi, m.v128.and(m.i16x8.shr_u(get(hi, v128), ic(4)), get(mask, v128))),
+      ...rowList.flatMap((r) => [add(r * cols + c, even[r], lo), add(r * cols + c, odd[r], hi)]),
     ]),
   ]);
   const at = (offset: number) => element(fn, m.i32.add(scratch(), ic(offset)), get(b, i32));
@@ -195,21 +198,24 @@ export const integerRowDot: ColumnSums = (fn, tag, col, cols) => {
     ...dot.map((d) => m.local.set(d, m.i32x4.splat(ic(0)))),
     m.local.set(qp, m.i32.add(scratch(), m.i32.mul(get(b, i32), ic(tag.block)))),
     ...dots,
-    m.local.set(both, f4.splat(m.f32.load(0, 4, at(tables)))),
-    ...columns.map((c) =>
+    ...rowList.map((r) =>
+      m.local.set(both[r], f4.splat(m.f32.load(0, 4, at(r * stride + tables))))
+    ),
+    ...cells.map(([r, c], i) =>
       m.local.set(
-        acc[c],
+        acc[i],
         f4.relaxed_madd(
-          f4.mul(f4.convert_i32x4_s(get(dot[c], v128)), get(both, v128)),
+          f4.mul(f4.convert_i32x4_s(get(dot[i], v128)), get(both[r], v128)),
           f4.splat(m.f32.load(c * tableBytes, 4, get(sp, i32))),
-          get(acc[c], v128),
+          get(acc[i], v128),
         ),
       )
     ),
     m.local.set(bp, m.i32.add(get(bp, i32), ic(tag.block / 2))),
     m.local.set(sp, m.i32.add(get(sp, i32), ic(4))),
   ];
-  const [shares, corr] = zeroShares(fn, tag, col, cols, tables + 4 * blocks);
+  const shareTables = rowList.map((r) => r * stride + tables + 4 * blocks);
+  const [shares, corr] = zeroShares(fn, tag, col, cols, shareTables);
   const stmts = [
     m.local.set(mask, m.i8x16.splat(ic(15))),
     ...acc.map((x) => m.local.set(x, f4.splat(m.f32.const(0)))),
@@ -219,4 +225,4 @@ export const integerRowDot: ColumnSums = (fn, tag, col, cols) => {
     ...shares,
   ];
   return [stmts, columnSums(fn, acc, corr)];
-};
+}

@@ -6,6 +6,7 @@ import { wasm as encoder } from "./encoder.ts";
 import { compile } from "../../mod.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { f32 } from "../../jit/testing/testing.ts";
+import { uniform } from "../../jit/support/random.ts";
 import {
   blockProduct as product,
   FEW_ROW_CASES,
@@ -115,5 +116,45 @@ Deno.test("wasm sums a block product of A rounded to 8 bits in integers, as the 
       assert.ok(exe.plan!.kernels.some((k) => k.blockProduct?.int8), `${lead} rows on wasm`);
     }
   }
+  wasm.dispose();
+});
+
+Deno.test("wasm's integer block products sum two rows at once to the bits of one row alone", async () => {
+  // Two rows go together where a thread's range holds both whole (`rowPair`), one at a time
+  // elsewhere, and each output adds in the same order either way: every row of a 7-row product
+  // split among three threads (ranges that start mid-row) is that row's product alone, bit for
+  // bit, with a residual read at the row's own coordinates added after.
+  const [k, n, blocks] = [256, 12, 8];
+  const q = Uint32Array.from(uniform(n * blocks * 4, 3, 0, 2 ** 32), (v) => Math.floor(v) >>> 0);
+  const s = uniform(n * blocks, 4, 0.01, 0.03);
+  const z = Uint8Array.from(uniform(n * blocks, 5, 0, 16), Math.floor);
+  const product = (rows: number) => {
+    const b = new GraphBuilder();
+    const a = b.op("QuantizeRowBlocks", [b.input("a", [rows, k])], { block: 32 });
+    const w = [b.param("q", [n, blocks * 4], "u32", q), b.param("s", [n, blocks], "f32", s)];
+    const y = b.op("BlockMatMul", [a, ...w, b.param("z", [n, blocks], "u8", z)], {
+      bits: 4,
+      block: 32,
+      int8: 1,
+    });
+    b.output("y", b.op("Add", [y, b.input("r", [rows, n])]));
+    return b.build();
+  };
+  const a = uniform(7 * k, 6, -2, 2), r = uniform(7 * n, 7, -1, 1);
+  const wasm = new WasmBackend({ threads: 3, warmUpMs: 0 });
+  if (!wasm.capabilities().integerBlockRows) return wasm.dispose();
+  using all = await compile(product(7), { backend: wasm, cache: false });
+  assert.ok(all.plan!.kernels.some((k) => k.blockProduct?.int8), "summed in integers");
+  const y = (await all.run({ a: f32(a, [7, k]), r: f32(r, [7, n]) })).y.data as Float32Array;
+  using one = await compile(product(1), { backend: wasm, cache: false });
+  for (let row = 0; row < 7; row++) {
+    const feeds = {
+      a: f32(a.subarray(row * k, (row + 1) * k), [1, k]),
+      r: f32(r.subarray(row * n, (row + 1) * n), [1, n]),
+    };
+    const alone = (await one.run(feeds)).y.data as Float32Array;
+    assert.deepEqual([...y.subarray(row * n, (row + 1) * n)], [...alone], `row ${row}`);
+  }
+  await matchesReference(product(7), { a: f32(a, [7, k]), r: f32(r, [7, n]) }, wasm, "7 rows");
   wasm.dispose();
 });
