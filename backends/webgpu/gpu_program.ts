@@ -349,14 +349,8 @@ class GpuProgram implements Program {
     });
     for (const [v, t] of constants) bind(v, { ...t, dtype: t.dtype as DType }, true);
     await Promise.all(uploads);
-    const homes = takenHomes(this.#pairs, {
-      args,
-      argument: this.#argument,
-      resident: this.#resident,
-      given,
-      acquired,
-      repeat,
-    });
+    const bound = { argument: this.#argument, resident: this.#resident };
+    const homes = takenHomes(this.#pairs, { args, ...bound, given, acquired, repeat });
     // Repetitions alternate between two sets of kernel outputs: one holds the state the next
     // repetition reads while it writes the other (dispatches in one encoder run in order).
     const sets: Map<number, GPUBuffer>[] = [];
