@@ -118,14 +118,17 @@ export function zeroShares(
       : zeroWords(c);
   const zero = (c: number, r: number) =>
     zeroOf(fn, tag, () => get(zp, i32), c * tableBytes + 4 * r);
-  const table = (t: number, offset: number) =>
-    m.v128.load(tables[t] - tables[0] + offset, 4, get(tp, i32));
+  // Table t's bytes from the first's, where `tp` walks.
+  const from = (t: number) => tables[t] - tables[0];
   const quad = columns.flatMap((c) => [
     m.local.set(zs, f4.mul(zeros(c), m.v128.load(c * tableBytes, 4, get(sp, i32)))),
     ...tables.map((_, t) =>
       m.local.set(
         acc[t * cols + c],
-        f4.add(get(acc[t * cols + c], v128), f4.mul(get(zs, v128), table(t, 0))),
+        f4.add(
+          get(acc[t * cols + c], v128),
+          f4.mul(get(zs, v128), m.v128.load(from(t), 4, get(tp, i32))),
+        ),
       )
     ),
   ]);
@@ -139,7 +142,7 @@ export function zeroShares(
           get(corr[i], f32),
           m.f32.mul(
             m.f32.mul(zero(c, r), m.f32.load(c * tableBytes + 4 * r, 4, get(sp, i32))),
-            m.f32.load(tables[t] - tables[0] + 4 * r, 4, get(tp, i32)),
+            m.f32.load(from(t) + 4 * r, 4, get(tp, i32)),
           ),
         ),
       )

@@ -83,7 +83,6 @@ export function blockProductBody(fn: KernelFunction, tag: StoredBlockProduct): n
   const { start, end } = fn.params;
   const i32 = wasm.i32, { n } = sizes(fn.kernel, tag);
   const outer = local(i32), row = local(i32), last = local(i32), col = local(i32);
-  const nb = fn.kernel.space.length - 3;
   // A rounded to 8 bits a block sums in integers (`block_product_int8.ts`).
   const integers = integerBlocks(fn, tag);
   if (tag.roundsA && !integers) {
@@ -98,7 +97,7 @@ export function blockProductBody(fn: KernelFunction, tag: StoredBlockProduct): n
     const [dot, sums] = integers ? integerRowDot(fn, tag, col, cols) : rowDot(fn, tag, col, cols);
     return [
       ...dot,
-      ...sums.flatMap((sum, c) => fn.pointOutputs(nb, m.i32.add(get(col, i32), ic(c)), sum)),
+      ...columnStores(fn, col, sums),
       m.local.set(outer, m.i32.add(get(outer, i32), ic(cols))),
     ];
   };
@@ -140,6 +139,17 @@ export function blockProductBody(fn: KernelFunction, tag: StoredBlockProduct): n
   ];
 }
 
+/**
+ * Statements storing the outputs of the current row's columns `col`, `col + 1`, … (a local), the
+ * sum of each being `sums[c]`.
+ */
+function columnStores(fn: KernelFunction, col: number, sums: readonly number[]): number[] {
+  const { m, get, ic } = fn, nb = fn.kernel.space.length - 3;
+  return sums.flatMap((sum, c) =>
+    fn.pointOutputs(nb, m.i32.add(get(col, fn.wasm.i32), ic(c)), sum)
+  );
+}
+
 /** Rows of A an integer product's kernel sums at once where the range holds them whole. */
 const ROWS = 2;
 
@@ -158,16 +168,14 @@ function rowPair(
   { row, col, last, outer }: { row: number; col: number; last: number; outer: number },
 ): number[] {
   const { m, wasm, local, get, ic, kept, unravel, countedLoop } = fn;
-  const i32 = wasm.i32, { n } = sizes(fn.kernel, tag), nb = fn.kernel.space.length - 3;
+  const i32 = wasm.i32, { n } = sizes(fn.kernel, tag);
   const next = local(i32), step = local(i32), rows = [...Array(ROWS).keys()];
   const [dot, sums] = integerRowDot(fn, tag, col, COLUMNS, ROWS);
   const at = (r: number) => m.local.set(next, m.i32.add(get(row, i32), ic(r)));
   const stores = (r: number) => [
     at(r),
     ...unravel(kept.slice(0, -1), next),
-    ...sums.slice(r * COLUMNS, (r + 1) * COLUMNS).flatMap((sum, c) =>
-      fn.pointOutputs(nb, m.i32.add(get(col, i32), ic(c)), sum)
-    ),
+    ...columnStores(fn, col, sums.slice(r * COLUMNS, (r + 1) * COLUMNS)),
   ];
   const bytes = integerRowBytes(fn.kernel, tag);
   return [
