@@ -144,13 +144,21 @@ export function wordsInto(
   return target;
 }
 
-/** Writes `data` (of `dtype`) as words at byte `at` of `buffer`; returns the bytes written. */
+/**
+ * Writes `data` (of `dtype`) as words at byte `at` of `buffer`, or 8-bit data as its bytes where
+ * `bytes` says; returns the bytes written.
+ */
 export function writeWords(
   buffer: ArrayBufferLike,
   at: number,
   data: TensorData,
   dtype: DType,
+  bytes = false,
 ): number {
+  if (bytes) {
+    new Uint8Array(buffer, at, data.length).set(data as Uint8Array);
+    return data.length;
+  }
   // Narrow integers widen straight into their place: through a fresh array of words first, each
   // page was touched twice (a BERT-base int8's 85M weights: 1.4 s of its first wasm run on the
   // 2-core VM in `toWords` alone; a typed set of 20M bytes into touched memory takes 5 ms).

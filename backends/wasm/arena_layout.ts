@@ -13,6 +13,7 @@ import { planMemory } from "../../jit/schedule/memory_plan.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { packedInput, packsOf, scratchBytes } from "../../shaders/wasm/matmul_plan.ts";
 import { elementBytes, type Storage } from "../words.ts";
+import { zeroHoldings } from "./held_zeros.ts";
 import { type Chain, chainsOf, threadable } from "./splits.ts";
 import type { WorkerThreads } from "./worker_crew.ts";
 
@@ -80,6 +81,8 @@ export interface ArenaLayout {
    * one place for both, which no swap moves apart.
    */
   readonly inPlace: ReadonlyMap<number, number>;
+  /** Values held a byte an element (block products' zero points: `held_zeros.ts`). */
+  readonly held: ReadonlySet<number>;
 }
 
 /** Where a tiled matmul's B is packed, and how. */
@@ -107,9 +110,12 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
   const until = plan.kernels.map((_, i) => i);
   for (const c of chains) for (const m of c.kernels) until[m] = c.kernels.at(-1)!;
   const memoryPlan = planMemory(plan.kernels, external, until);
+  const { held } = zeroHoldings(plan.kernels);
   const bytes = (v: number) => {
-    const { shape, dtype } = types.get(v)!;
-    return Math.ceil(Math.max(1, sizeOf(shape)) * elementBytes(dtype, WORDS) / 16) * 16;
+    const { shape, dtype } = types.get(v)!, n = Math.max(1, sizeOf(shape));
+    // A table of bytes is read four at a time (`zeroQuad`), the last four from its last byte.
+    const stored = held.has(v) ? n + 4 : n * elementBytes(dtype, WORDS);
+    return Math.ceil(stored / 16) * 16;
   };
   // Values the program holds fixed (params, constants): written only when their data changes.
   const fixed = new Set([
@@ -186,6 +192,7 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
     packedAt,
     pages,
     inPlace,
+    held,
   };
 }
 

@@ -216,10 +216,10 @@ class Arena implements ArenaProgram, Swappable {
     } as WebAssembly.MemoryDescriptor);
     const k = this.#k = instantiate(plan, layout, this.#memory);
     this.#home = new ArenaHome(this.#memory);
-    // A packed source shares its place with the others: never a device tensor's place.
+    // A packed source (it shares one place) or table (not words): never a device tensor's place.
     this.#places = plan.bindings.map(({ value }) => {
       const type = layout.types.get(value);
-      return type && !layout.sources.has(value)
+      return type && !layout.sources.has(value) && !layout.held.has(value)
         ? { at: layout.offsets.get(value)!, dtype: type.dtype }
         : undefined;
     });
@@ -401,8 +401,8 @@ class Arena implements ArenaProgram, Swappable {
   #write(value: number, data: TensorData, dtype: DType): void {
     if (!this.#layout.types.has(value) || this.#written.get(value) === data) return;
     this.#fresh.add(value);
-    const at = this.#layout.offsets.get(value)!;
-    count("kiln_wasm_host_bytes_total", writeWords(this.#memory.buffer, at, data, dtype));
+    const at = this.#layout.offsets.get(value)!, bytes = this.#layout.held.has(value);
+    count("kiln_wasm_host_bytes_total", writeWords(this.#memory.buffer, at, data, dtype, bytes));
   }
 
   /** Whether kernel `i`'s B is packed in every run, before its calls. */

@@ -34,6 +34,7 @@ import { warmedAtSecondRun, warmUpBudget } from "./warm_up.ts";
 import { generateWasm } from "../../shaders/wasm/codegen.ts";
 import { wasm } from "../../shaders/wasm/encoder.ts";
 import { WorkerPool, type WorkerThreads } from "./worker_crew.ts";
+import { readingWords, zeroHoldings } from "./held_zeros.ts";
 import { denoWorkers, webWorkers } from "./web_workers.ts";
 
 /**
@@ -338,8 +339,11 @@ export class WasmBackend implements Backend {
         // and tiered up once for all of them.
         const compiled = new Map<unknown, Promise<WebAssembly.Module>>();
         const sources = new Map<WebAssembly.Module, Uint8Array>();
-        const modules = await Promise.all(plan.kernels.map(async (k, i) => {
-          const bytes = (plan.artifacts?.[i] as Uint8Array | undefined)?.byteLength
+        // Zero points some kernel reads as words stay words for all (see `held_zeros.ts`).
+        const { strip } = zeroHoldings(plan.kernels);
+        const kernels = plan.kernels.map((k, i) => strip.has(i) ? readingWords(k) : k);
+        const modules = await Promise.all(kernels.map(async (k, i) => {
+          const bytes = !strip.has(i) && (plan.artifacts?.[i] as Uint8Array | undefined)?.byteLength
             ? plan.artifacts![i]
             : await this.codegen.generate(k);
           let module = compiled.get(bytes);
@@ -352,12 +356,12 @@ export class WasmBackend implements Backend {
         const bound = planOf(plan.graph);
         const program = arenaProgram({
           ...bound,
-          kernels: plan.kernels,
+          kernels,
           modules,
           constants: plan.constants,
           partial: plan.partial,
           imports: HOST_FUNCTIONS,
-          threads: threadsOfProgram(plan.kernels, this.#threads, this.#most),
+          threads: threadsOfProgram(kernels, this.#threads, this.#most),
           poolThreads: this.#most,
           workers: this.#workers,
           profile: this.#profile,

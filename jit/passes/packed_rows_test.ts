@@ -18,7 +18,8 @@ Deno.test("a few-row product over A rounded to 8 bits reads A packed, with the s
   ) {
     const { graph, feeds } = blockProduct(lead, form, true, { int8: true });
     const packed = packedRows(graph, PACKING);
-    assert.deepEqual(packed.nodes.map((n) => n.op), ["PackRowBlocks", "BlockMatMul"], `${form}`);
+    const ops = packed.nodes.map((n) => n.op).filter((op) => op !== "Constant");
+    assert.deepEqual(ops, ["PackRowBlocks", "BlockMatMul"], `${form}`);
     // The reference's direct kernels, and wasm's decomposition, give the original's values: the
     // integers and scales are QuantizeRowBlocks', unpacked to the same f32 A.
     const want = await (await compile(graph, { backend: "reference", cache: false })).run(feeds);

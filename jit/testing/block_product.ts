@@ -39,10 +39,11 @@ export function blockProduct(
   const q = b.param("q", [n, width], "u32", words(n * width, k + n));
   const s = b.param("s", [n, blocks], "f32", uniform(n * blocks, 7, 0.01, 0.03));
   const zero = uniform(n * blocks, 8, 0, 2 ** bits).map(Math.floor);
-  // Whole zero points come as the import holds a model's (u8); float ones as an f32 table.
+  // Whole zero points come as the import holds a model's (a u8 constant it made from the
+  // nibbles, which backends may hold packed); float ones as an f32 table.
   const z = zeros === "f32"
     ? b.param("z", [n, blocks], "f32", zero)
-    : b.param("z", [n, blocks], "u8", Uint8Array.from(zero));
+    : b.constant(Uint8Array.from(zero), [n, blocks], "u8");
   const gated = form === "gated";
   const x0 = b.input("a", [...lead, gated ? 2 * k : k]);
   const gain = () => b.param("gain", [k], "f32", uniform(k, 11, 0.5, 1.5));

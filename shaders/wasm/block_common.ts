@@ -6,7 +6,12 @@
  *
  * @module
  */
-import type { BlockTables, KernelIR, StoredBlockProduct } from "../../jit/ir/kernel_ir.ts";
+import {
+  type BlockTables,
+  type KernelIR,
+  storedA,
+  type StoredBlockProduct,
+} from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import type { KernelFunction } from "./module.ts";
 
@@ -39,25 +44,59 @@ export function columnRow(fn: KernelFunction, input: number, col: number, bytes:
 }
 
 /**
- * A block's zero point as f32: the element `offset` bytes past `address()` (an f32, or a u8 held
- * in a 32-bit word, converted), or the middle value where there are none.
+ * Whether `kernel`'s code reads its blocks' zero points as bytes, one a block: where the compile
+ * marked them `packed` (`jit/passes/packed_constants.ts`, as the model holds them) and the kernel
+ * is a block product or unpacking this generator computes from its buffers (`codegen.ts`); else
+ * a word each. The arena holds them so only where every kernel reading them reads them so
+ * (`backends/wasm/held_zeros.ts`). A 4-bit product read a word of zero points for each 16 bytes
+ * of values and 4 of scales: as bytes, a decoder streams 12.5 % fewer bytes a token. (Eight to a
+ * word, as marked for 4 bits, would save 2 % more, but their unpacking cost a vector operation
+ * more: the 0.5B decoder's products that stay in cache ran 10-15 % slower on the 2-core VM.)
+ */
+export function zeroBytes(kernel: KernelIR): boolean {
+  const product = kernel.blockProduct && storedA(kernel.blockProduct)
+    ? kernel.blockProduct
+    : undefined;
+  const zeros = (product ?? kernel.blockUnpack)?.zeros;
+  return zeros !== undefined && kernel.inputs[zeros].packed !== undefined;
+}
+
+/**
+ * Zero point `index()` (an i32 expression, counted in the table from `table()`) as f32: an f32,
+ * or a whole value, a byte or a word (see {@linkcode zeroBytes}), converted; the middle value
+ * where there are none.
  */
 export function zeroOf(
   fn: KernelFunction,
   tag: BlockTables,
-  address: () => number,
-  offset = 0,
+  table: () => number,
+  index: () => number,
 ): number {
   const { m } = fn;
   if (tag.zeros === undefined) return m.f32.const(2 ** (tag.bits - 1));
-  return wholeZeros(fn, tag)
-    ? m.f32.convert_u.i32(m.i32.load(offset, 4, address()))
-    : m.f32.load(offset, 4, address());
+  if (!wholeZeros(fn, tag)) return m.f32.load(0, 4, element(fn, table(), index()));
+  return m.f32.convert_u.i32(
+    zeroBytes(fn.kernel)
+      ? m.i32.load8_u(0, m.i32.add(table(), index()))
+      : m.i32.load(0, 4, element(fn, table(), index())),
+  );
 }
 
-/** Whether `tag`'s zero points are whole values (u8, a 32-bit word each) rather than f32. */
+/** Whether `tag`'s zero points are whole values (u8) rather than f32. */
 export function wholeZeros(fn: KernelFunction, tag: BlockTables): boolean {
   return tag.zeros !== undefined && fn.kernel.inputs[tag.zeros].dtype !== "f32";
+}
+
+/**
+ * Four blocks' whole zero points from byte `offset` past i32 local `zp`, as f32x4: words as they
+ * lie, or four bytes spread one to a lane.
+ */
+function zeroQuad(fn: KernelFunction, zp: number, offset: number): number {
+  const { m, get } = fn, f4 = m.f32x4, i32 = fn.wasm.i32;
+  if (!zeroBytes(fn.kernel)) return f4.convert_i32x4_s(m.v128.load(offset, 4, get(zp, i32)));
+  const spread = [0, 16, 16, 16, 1, 16, 16, 16, 2, 16, 16, 16, 3, 16, 16, 16];
+  const four = m.v128.load32_splat(offset, 1, get(zp, i32));
+  return f4.convert_i32x4_s(m.i8x16.shuffle(four, m.v128.const(Array(16).fill(0)), spread));
 }
 
 /** The byte address of 32-bit element `index` from address `base`. */
@@ -109,15 +148,16 @@ export function zeroShares(
   const cells = tables.flatMap((_, t) => columns.map((c) => [t, c] as const));
   const acc = cells.map(() => local(v128)), corr = cells.map(() => local(f32));
   const middle = m.f32.const(2 ** (tag.bits - 1));
-  const zeroWords = (c: number) => m.v128.load(c * tableBytes, 4, get(zp, i32));
+  // A column's zero points a byte or a word a block (see `zeroBytes`).
+  const width = zeroBytes(fn.kernel) ? 1 : 4, zeroRow = width * blocks;
   const zeros = (c: number) =>
     tag.zeros === undefined
       ? f4.splat(middle)
       : wholeZeros(fn, tag)
-      ? f4.convert_i32x4_s(zeroWords(c))
-      : zeroWords(c);
+      ? zeroQuad(fn, zp, c * zeroRow)
+      : m.v128.load(c * tableBytes, 4, get(zp, i32));
   const zero = (c: number, r: number) =>
-    zeroOf(fn, tag, () => get(zp, i32), c * tableBytes + 4 * r);
+    zeroOf(fn, tag, () => get(zp, i32), () => ic(c * blocks + r));
   // Table t's bytes from the first's, where `tp` walks.
   const from = (t: number) => tables[t] - tables[0];
   const quad = columns.flatMap((c) => [
@@ -132,7 +172,8 @@ export function zeroShares(
       )
     ),
   ]);
-  const advance = (ptr: number) => m.local.set(ptr, m.i32.add(get(ptr, i32), ic(16)));
+  const advance = (ptr: number, bytes = 16) =>
+    m.local.set(ptr, m.i32.add(get(ptr, i32), ic(bytes)));
   // The blocks past the last whole four, one at a time.
   const rest = [...Array(blocks - 4 * quads).keys()].flatMap((r) =>
     cells.map(([t, c], i) =>
@@ -152,9 +193,14 @@ export function zeroShares(
   return [[
     ...acc.map((x) => m.local.set(x, f4.splat(m.f32.const(0)))),
     m.local.set(sp, columnRow(fn, tag.scales, col, tableBytes)),
-    m.local.set(zp, tag.zeros === undefined ? ic(0) : columnRow(fn, tag.zeros, col, tableBytes)),
+    m.local.set(zp, tag.zeros === undefined ? ic(0) : columnRow(fn, tag.zeros, col, zeroRow)),
     m.local.set(tp, m.i32.add(scratch, ic(tables[0]))),
-    ...countedLoop(q, quads, [...quad, advance(sp), advance(zp), advance(tp)]),
+    ...countedLoop(q, quads, [
+      ...quad,
+      advance(sp),
+      advance(zp, 4 * width),
+      advance(tp),
+    ]),
     ...acc.map((x, i) => m.local.set(corr[i], laneSum(fn, x))),
     ...rest,
   ], corr];

@@ -371,7 +371,7 @@ export function blockUnpackBody(fn: KernelFunction, tag: BlockTables): number[] 
   ]);
   const row = [
     m.local.set(wp, at(tag.words, m.i32.mul(cell(), ic(words)))),
-    m.local.set(zero, f4.splat(zeroOf(fn, tag, () => at(tag.zeros!, cell())))),
+    m.local.set(zero, f4.splat(zeroOf(fn, tag, () => get(tag.zeros!, i32), cell))),
     m.local.set(scale, f4.splat(m.f32.load(0, 4, at(tag.scales, cell())))),
     m.local.set(
       p,

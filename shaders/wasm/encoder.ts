@@ -218,6 +218,8 @@ export class WasmModule {
     },
     store8: (offset: number, ptr: Ref, value: Ref) =>
       this.#op({ code: [STORE8], type: TYPES.none }, [ptr, value], memoryArgument(offset, 1)),
+    load8_u: (offset: number, ptr: Ref) =>
+      this.#op({ code: [LOAD8_U], type: TYPES.i32 }, [ptr], memoryArgument(offset, 1)),
   };
   /** f32 instructions. */
   readonly f32: FloatInstructions & { demote: Fn1; reinterpret: Fn1 } = {
@@ -545,6 +547,8 @@ const internal = (what: string) =>
 
 /** `i32.store8`. */
 const STORE8 = 0x3a;
+/** `i32.load8_u`. */
+const LOAD8_U = 0x2d;
 
 /** A memory instruction's immediate: log2 of the alignment (bytes), then the offset. */
 function memoryArgument(offset: number, align: number): number[] {

@@ -388,6 +388,8 @@ export type I32Ops =
     readonly trunc_u_sat: { readonly f32: Fn1; readonly f64: Fn1 };
     /** Stores the low byte of `value` at `ptr + offset`. */
     store8(offset: number, ptr: Ref, value: Ref): Ref;
+    /** The byte at `ptr + offset`, zero-extended. */
+    load8_u(offset: number, ptr: Ref): Ref;
   };
 
 /** f32 or f64 instructions. */
