@@ -7,6 +7,7 @@
 import { aluCount, type KernelIR, rowCount } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { contracts, TILE_ROWS } from "../../shaders/wasm/matmul_plan.ts";
+import { COLUMNS } from "../../shaders/wasm/block_product.ts";
 import type { Split } from "./worker_crew.ts";
 
 /**
@@ -21,6 +22,9 @@ function rowUnit(k: KernelIR): { unit: number; tile: number } {
     const block = k.blockUnpack.block * k.space[1];
     return { unit: block, tile: block };
   }
+  // A block product's rows are its columns, computed four at a time: shares of four let a 0.5B
+  // decoder's 896 columns go 56 to each of 16 threads, where shares of 16 left two threads idle.
+  if (k.blockProduct) return { unit: COLUMNS, tile: 16 };
   const n = k.space[k.space.length - 2];
   return contracts(k) ? { unit: 2 * n, tile: TILE_ROWS * n } : { unit: 16, tile: 16 };
 }

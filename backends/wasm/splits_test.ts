@@ -3,6 +3,8 @@ import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { fuse } from "../../jit/passes/fuse.ts";
 import { rowCount } from "../../jit/ir/kernel_ir.ts";
 import { panelSplit } from "../../shaders/wasm/matmul_plan.ts";
+import { blockProduct } from "../../jit/testing/block_product.ts";
+import { piecesOf } from "./worker_crew.ts";
 import {
   ALL_CORES_WORK,
   chainsOf,
@@ -68,4 +70,16 @@ Deno.test("a product split by B's panels takes pieces a thread; one split by row
   const [byPanels] = splitsOf(few, panels(few)), [byRows] = splitsOf(many, panels(many));
   assert.deepEqual([byPanels.unit, byPanels.pieces], [1, 4]);
   assert.equal(byRows.pieces, 1, "each call of a row split streams all of B's panels");
+});
+
+Deno.test("a one-row block product's columns go to every thread in shares of four", () => {
+  // A 0.5B decoder's down projection: 896 columns on 16 threads, 56 each (shares of 16 made 14
+  // pieces of 64, two threads idle).
+  const { graph } = blockProduct([1], [4864, 896, 4, 32], true);
+  const kernels = fuse(graph, { blockProducts: true }).kernels;
+  const i = kernels.findIndex((k) => k.blockProduct);
+  const split = splitsOf(kernels, kernels.map(() => 0))[i];
+  assert.equal(split.unit, 4);
+  assert.ok(split.parts! >= 16);
+  assert.deepEqual(piecesOf(rowCount(kernels[i]), 16 * (split.pieces ?? 1), split.unit), [56, 16]);
 });

@@ -70,7 +70,7 @@ export function blockScratchBytes(kernel: KernelIR, tag: StoredBlockProduct): nu
 }
 
 /** Output columns a block product's kernel computes together, sharing each load of A. */
-const COLUMNS = 4;
+export const COLUMNS = 4;
 
 /**
  * The body of `fn`, a block product's kernel: every output of the thread's range, row by row,
