@@ -4,7 +4,8 @@
  *
  * @module
  */
-import { aluCount, type KernelIR, rowCount } from "../../jit/ir/kernel_ir.ts";
+import { aluCount, type Expr, type KernelIR, rowCount, walk } from "../../jit/ir/kernel_ir.ts";
+import { keptForm } from "../../jit/schedule/in_place.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { contracts, TILE_ROWS } from "../../shaders/wasm/matmul_plan.ts";
 import { COLUMNS } from "../../shaders/wasm/block_product.ts";
@@ -63,11 +64,40 @@ const PIECES = 4;
  */
 const CHUNK_WORK = 1 << 24;
 
-/** Element-operations of kernel `k` (its space times the ALU ops per point, at least one). */
+/**
+ * Element-operations of kernel `k` (its space times the ALU ops per point, at least one). A cache
+ * stored over its past (every output `Where(c, past, y)` with `c` the same along the last axis)
+ * tests `c` once a segment of that axis and leaves the kept ones alone (`keptSegments` in
+ * `shaders/wasm/linear.ts`): its work is a segment's, not a point's. A 0.5B decoder's present
+ * caches (2 heads × 256 entries × 64) had counted 393K and split over every thread: 16-20 µs a
+ * layer on 2 and 16 threads, against 4.5 on one (2-core VM, profiled).
+ */
 export function workOf(k: KernelIR): number {
   if (k.opaque) return sizeOf(k.outputs[0]?.shape ?? []);
   const ops = [...k.reductions, ...k.outputs].reduce((n, x) => n + 1 + aluCount(x.expr), 0);
-  return sizeOf(k.space) * ops;
+  return (sizeOf(k.space) * ops) / (keptAlongLast(k) ? k.space.at(-1)! : 1);
+}
+
+/** Whether every output of `k` is kept over its input by a condition fixed along the last axis. */
+function keptAlongLast(k: KernelIR): boolean {
+  const last = k.space.length - 1;
+  const fixed = (c: Expr) => {
+    let moves = false;
+    walk(c, (x) => {
+      // A load's first step maps the point to its index, and views (affine, reshape) after it
+      // map that index alone; a gather reads another index.
+      const [first, ...views] = x.kind === "load" ? x.steps : [];
+      moves ||= x.kind === "acc" ||
+        (first !== undefined &&
+          (first.kind !== "affine" || first.coeff.some((row) => row[last] !== 0) ||
+            views.some((v) => v.kind === "gather")));
+    });
+    return !moves;
+  };
+  return k.outputs.length > 0 && k.outputs.every((_, i) => {
+    const kept = keptForm(k, i);
+    return kept !== undefined && fixed(kept.c);
+  });
 }
 
 /** Element-operations of a program's kernels together. */

@@ -1,10 +1,11 @@
 import * as assert from "node:assert/strict";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { fuse } from "../../jit/passes/fuse.ts";
-import { rowCount } from "../../jit/ir/kernel_ir.ts";
+import { type Expr, rowCount } from "../../jit/ir/kernel_ir.ts";
 import { panelSplit } from "../../shaders/wasm/matmul_plan.ts";
 import { blockProduct } from "../../jit/testing/block_product.ts";
 import { piecesOf } from "./worker_crew.ts";
+import { inPlaceKernels } from "../../jit/schedule/in_place.ts";
 import {
   ALL_CORES_WORK,
   chainsOf,
@@ -12,6 +13,7 @@ import {
   threadable,
   threadsOfProgram,
   totalWork,
+  workOf,
 } from "./splits.ts";
 
 /** The kernels of an [m, k] × [k, n] product. */
@@ -82,4 +84,43 @@ Deno.test("a one-row block product's columns go to every thread in shares of fou
   assert.equal(split.unit, 4);
   assert.ok(split.parts! >= 16);
   assert.deepEqual(piecesOf(rowCount(kernels[i]), 16 * (split.pieces ?? 1), split.unit), [56, 16]);
+});
+
+Deno.test("a cache stored over its past counts a test an entry, not a point, and stays on one thread", () => {
+  // A decode step's present cache: the past but for the entry at `valid` (2 heads, 256 slots, 64
+  // channels), stored over the donated past; the generator tests each entry once.
+  const [heads, slots, width] = [2, 256, 64];
+  const b = new GraphBuilder();
+  const past = b.input("past", [1, heads, slots, width]);
+  const fresh = b.input("fresh", [1, heads, 1, width]);
+  const valid = b.op("Reshape", [b.input("valid", [1], "i32")], { shape: [1, 1, 1, 1] });
+  const at = b.constant(Int32Array.from({ length: slots }, (_, j) => j), [1, 1, slots, 1], "i32");
+  const wide = b.op("Expand", [fresh], { shape: [1, heads, slots, width] });
+  b.output("present", b.op("Where", [b.op("Less", [at, valid]), past, wide]));
+  const graph = b.build();
+  const present = graph.outputs[0].value;
+  const kernels = inPlaceKernels(
+    fuse(graph).kernels,
+    new Set([graph.inputs[0].value]),
+    new Set([present]),
+  );
+  const k = kernels.find((x) => x.outputs.some((o) => o.value === present))!;
+  assert.ok(k.inPlace?.length);
+  assert.equal(workOf({ ...k, inPlace: undefined }) / workOf(k), width);
+  assert.ok(threadable({ ...k, inPlace: undefined }) && !threadable(k));
+  // A condition that moves along the channels (its slot read one further a channel) is tested
+  // at every point.
+  const [c, x, y] = (k.outputs[0].expr as Extract<Expr, { kind: "alu" }>).args;
+  const along = (e: Expr): Expr =>
+    e.kind === "load" && e.steps[0]?.kind === "affine"
+      ? {
+        ...e,
+        steps: [{ ...e.steps[0], coeff: e.steps[0].coeff.map((r) => [...r.slice(0, 3), 1]) }],
+      }
+      : e.kind === "alu"
+      ? { ...e, args: e.args.map(along) }
+      : e;
+  const expr: Expr = { kind: "alu", op: "Where", args: [along(c), x, y], dtype: "f32" };
+  const moving = { ...k, outputs: [{ ...k.outputs[0], expr }] };
+  assert.equal(workOf(moving), workOf({ ...moving, inPlace: undefined }));
 });
