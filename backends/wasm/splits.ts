@@ -75,7 +75,7 @@ const CHUNK_WORK = 1 << 24;
 export function workOf(k: KernelIR): number {
   if (k.opaque) return sizeOf(k.outputs[0]?.shape ?? []);
   const ops = [...k.reductions, ...k.outputs].reduce((n, x) => n + 1 + aluCount(x.expr), 0);
-  return (sizeOf(k.space) * ops) / (keptAlongLast(k) ? k.space.at(-1)! : 1);
+  return (sizeOf(k.space) * ops) / (keptAlongLast(k) ? Math.max(1, k.space.at(-1)!) : 1);
 }
 
 /** Whether every output of `k` is kept over its input by a condition fixed along the last axis. */
