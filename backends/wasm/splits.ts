@@ -7,7 +7,7 @@
 import { aluCount, type Expr, type KernelIR, rowCount, walk } from "../../jit/ir/kernel_ir.ts";
 import { keptForm } from "../../jit/schedule/in_place.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import { contracts, TILE_ROWS } from "../../shaders/wasm/matmul_plan.ts";
+import { contracts, strideAlong, TILE_ROWS } from "../../shaders/wasm/matmul_plan.ts";
 import { COLUMNS } from "../../shaders/wasm/block_product.ts";
 import type { Split } from "./worker_crew.ts";
 
@@ -84,17 +84,11 @@ function keptAlongLast(k: KernelIR): boolean {
   const fixed = (c: Expr) => {
     let moves = false;
     walk(c, (x) => {
-      // A load's first step maps the point to its index, and views (affine, reshape) after it
-      // map that index alone; a gather reads another index.
-      const [first, ...views] = x.kind === "load" ? x.steps : [];
-      moves ||= x.kind === "acc" ||
-        (first !== undefined &&
-          (first.kind !== "affine" || first.coeff.some((row) => row[last] !== 0) ||
-            views.some((v) => v.kind === "gather")));
+      moves ||= x.kind === "acc" || (x.kind === "load" && strideAlong(k, x, last) !== 0);
     });
     return !moves;
   };
-  return k.outputs.length > 0 && k.outputs.every((_, i) => {
+  return last >= 0 && k.outputs.length > 0 && k.outputs.every((_, i) => {
     const kept = keptForm(k, i);
     return kept !== undefined && fixed(kept.c);
   });
