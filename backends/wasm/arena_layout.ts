@@ -76,6 +76,13 @@ export interface ArenaLayout {
   readonly packedAt: number[];
   /** The arena's size in pages. */
   readonly pages: number;
+  /** The byte after the program's last place. */
+  readonly end: number;
+  /**
+   * The fixed values (params, constants) at places of their own, by value → their bytes: those
+   * another program holding the same data may share (`arena_share.ts`).
+   */
+  readonly fixedBytes: ReadonlyMap<number, number>;
   /**
    * Outputs stored over a run's argument (`KernelIR.inPlace`), by value → the argument's value:
    * one place for both, which no swap moves apart.
@@ -94,8 +101,22 @@ export interface Pack {
   at: number;
 }
 
+/**
+ * Where a layout starts, and the fixed values placed already (`arena_share.ts`: another program
+ * holds the same data there): value → byte offset.
+ */
+export interface LayoutBase {
+  /** The first byte of the program's own places (default: after the fault record). */
+  readonly base: number;
+  /** Fixed values at places outside the program's own, by value. */
+  readonly shared: ReadonlyMap<number, number>;
+}
+
 /** The arena of `plan`: its values, scratch and packed panels placed; too large, refused. */
-export function arenaLayout(plan: LayoutPlan): ArenaLayout {
+export function arenaLayout(
+  plan: LayoutPlan,
+  from: LayoutBase = { base: FAULT_BYTES, shared: new Map() },
+): ArenaLayout {
   const types = new Map<number, { shape: readonly number[]; dtype: DType }>();
   for (const k of plan.kernels) for (const b of [...k.inputs, ...k.outputs]) types.set(b.value, b);
   // Intermediates share places as the compiler's memory plan says (lifetimes that do not
@@ -126,15 +147,17 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
   const sources = packedSources(plan, declared, fixed);
   const slotBytes = memoryPlan.slots.map(() => 0);
   for (const [v, s] of memoryPlan.assignment) slotBytes[s] = Math.max(slotBytes[s], bytes(v));
-  const offsets = new Map<number, number>();
+  const offsets = new Map<number, number>(from.shared);
+  const fixedBytes = new Map<number, number>();
   // The arena's first words are the fault record kernels write (see `FAULT_BYTES`).
-  let top = FAULT_BYTES;
+  let top = from.base;
   const slotAt = slotBytes.map((b) => (top += b) - b);
   const inPlace = storedOver(plan);
   for (const v of types.keys()) {
     const slot = memoryPlan.assignment.get(v);
     if (slot !== undefined) offsets.set(v, slotAt[slot]);
-    else if (!sources.has(v) && !inPlace.has(v)) {
+    else if (!sources.has(v) && !inPlace.has(v) && !from.shared.has(v)) {
+      if (fixed.has(v)) fixedBytes.set(v, bytes(v));
       offsets.set(v, top);
       top += bytes(v);
     }
@@ -191,6 +214,8 @@ export function arenaLayout(plan: LayoutPlan): ArenaLayout {
     packs,
     packedAt,
     pages,
+    end: top,
+    fixedBytes,
     inPlace,
     held,
   };

@@ -23,19 +23,26 @@ import { type Split, WorkerPool } from "./worker_crew.ts";
 import { type Chain, SPLIT_PAYS, splitsOf, totalWork, workOf } from "./splits.ts";
 import type { ProgramTier, Swappable } from "./optimizing_tier.ts";
 import { ThreadTuner } from "./thread_tuner.ts";
-import { type ArenaLayout, arenaLayout, type LayoutPlan, MAX_PAGES } from "./arena_layout.ts";
+import type { ArenaLayout } from "./arena_layout.ts";
 import { ArenaHome, ArenaStorage, type ArgumentPlace, placeArguments } from "./arena_storage.ts";
+import {
+  arenaOf,
+  heldBy,
+  holding,
+  type Lease,
+  type SharedPlace,
+  type SharePlan,
+} from "./arena_share.ts";
 import { PlaceSwaps } from "./arena_places.ts";
+import { bindCall, type InstancePlan, type Instances, instantiate } from "./arena_instances.ts";
 
 /** Element-ops of a program from which the worker pool spawns at compile (see `WorkerPool`). */
 const EAGER_WORK = 2 ** 33;
 
 /** A plan for the arena: its layout's parts and how it runs. */
-export interface ArenaPlan extends LayoutPlan {
+export interface ArenaPlan extends SharePlan, InstancePlan {
   /** Per kernel: whether a bucketed run computes only the active rows. */
   readonly partial?: readonly boolean[];
-  /** Host functions the modules import (`env.*`). */
-  readonly imports: Readonly<Record<string, (...args: number[]) => number>>;
   /**
    * Threads of the worker pool the program enlists in (default `threads`): the most any program
    * of its backend takes, so that programs taking fewer share the pool of those taking more.
@@ -93,73 +100,6 @@ export function arenaProgram(given: ArenaPlan): ArenaProgram {
   return new Arena({ ...given, kernels: given.kernels.map(halfMatmulView) });
 }
 
-/** The instantiated modules of a program: each kernel's entry, bound to its buffers. */
-interface Instances {
-  /** Each kernel's `run` export, its buffers' addresses, and `run` with them bound. */
-  readonly runs: ((...a: number[]) => void)[];
-  readonly addresses: number[][];
-  readonly bound: ((...a: number[]) => void)[];
-  /** Per kernel, the panels a matmul of few rows ranges over instead of rows (0: rows). */
-  readonly panels: number[];
-  /** Per kernel, the place of its B's panels its calls take (negated: they pack them). */
-  readonly packs: number[];
-  /** Every kernel's addresses in shared memory, kernel `i`'s from `tableAt[i]` (workers'). */
-  readonly table: Int32Array;
-  readonly tableAt: readonly number[];
-}
-
-/**
- * One instance per module: kernels of the same code (a repeated block, an RNN's steps) share it,
- * and with it V8's tier-up budget, so their code is optimized as soon as one kernel's would be
- * if it ran as often as they all do.
- */
-function instantiate(plan: ArenaPlan, layout: ArenaLayout, memory: WebAssembly.Memory): Instances {
-  const instances = new Map<WebAssembly.Module, WebAssembly.Exports>();
-  const exported = plan.modules.map((mod) => {
-    let exports = instances.get(mod);
-    if (!exports) {
-      exports = new WebAssembly.Instance(mod, { env: { memory, ...plan.imports } }).exports;
-      instances.set(mod, exports);
-    }
-    return exports;
-  });
-  const runs = exported.map((e) => e.run as (...a: number[]) => void);
-  const addresses = plan.kernels.map((k) =>
-    [...k.inputs, ...k.outputs].map((b) => layout.offsets.get(b.value)!)
-  );
-  const bound: ((...a: number[]) => void)[] = [];
-  // A matmul of few rows ranges over B's panels instead (see `panelSplit`): its calls cover
-  // every row.
-  const panels = exported.map((e) => (e.panelSplit as WebAssembly.Global | undefined)?.value ?? 0);
-  // A B packed anew each run whose kernel packs its own panels in each call: its place
-  // negated says so (see `tiledLoops`), and the program packs nothing ahead.
-  const packs = layout.packedAt.map((at, i) => {
-    const own = (exported[i].packsInCalls as WebAssembly.Global | undefined)?.value;
-    return own && layout.packs[i] && !layout.packs[i]!.fixed ? -at : at;
-  });
-  // The workers read each kernel's addresses from shared memory, as the places may swap.
-  const tableAt = [0];
-  for (const a of addresses) tableAt.push(tableAt.at(-1)! + a.length);
-  const table = new Int32Array(new SharedArrayBuffer(4 * Math.max(1, tableAt.at(-1)!)));
-  addresses.forEach((a, i) => table.set(a, tableAt[i]));
-  const k = { runs, addresses, bound, panels, packs, table, tableAt };
-  runs.forEach((_, i) => bindCall(k, i, layout.scratch));
-  return k;
-}
-
-/**
- * Kernel `i`'s call with its buffers and the scratch bound, leaving its rows (and B's panels): a
- * run of a small model is mostly calls (lstm2: 47 kernels in 0.13 ms), so nothing is spread or
- * counted per call. Bound anew when the kernel's code or its buffers' places change.
- */
-function bindCall(
-  k: Pick<Instances, "runs" | "addresses" | "bound">,
-  i: number,
-  scratch: number,
-): void {
-  k.bound[i] = k.runs[i].bind(null, ...k.addresses[i], scratch);
-}
-
 /** A program in one arena (see {@linkcode ArenaProgram}). */
 class Arena implements ArenaProgram, Swappable {
   // Arguments are copied into the arena before the first await.
@@ -189,6 +129,10 @@ class Arena implements ArenaProgram, Swappable {
   #fresh = new Set<number>();
   /** The device tensors living in the arena. */
   #home: ArenaHome;
+  /** The program's places in its share's memory, where it leased them. */
+  #lease?: Lease;
+  /** Fixed values at places other programs read too (see `arena_share.ts`), by value. */
+  #shared: ReadonlyMap<number, SharedPlace>;
   /** Each argument's place, where a kernel reads it. */
   #places: (ArgumentPlace | undefined)[];
   /** Trades an argument's place for an output's (see `arena_places.ts`). */
@@ -198,30 +142,32 @@ class Arena implements ArenaProgram, Swappable {
    * kernel for each of a decode step's 48 swapped caches took 0.1 ms a step).
    */
   #fixedPacks = new Map<number, number[]>();
+  /** The params and constants: the weights, whose writes are counted apart. */
+  #fixed: ReadonlySet<number>;
   /** Each bound value's first binding (a decode step's 50 outputs scanned 300: 0.1 ms a step). */
   #binding = new Map<number, number>();
 
   constructor(plan: ArenaPlan) {
     this.#plan = plan;
-    const layout = this.#layout = arenaLayout(plan);
+    const { layout, memory, lease } = arenaOf(plan);
+    this.#layout = layout;
+    this.#memory = memory;
+    this.#shared = lease?.places ?? new Map();
     plan.bindings.forEach((b, i) => this.#binding.has(b.value) || this.#binding.set(b.value, i));
+    const params = plan.bindings.filter((b) => b.resident).map((b) => b.value);
+    this.#fixed = new Set([...params, ...plan.constants.keys()]);
     layout.packs.forEach((p, i) => {
       if (p?.fixed) this.#fixedPacks.set(p.value, [...this.#fixedPacks.get(p.value) ?? [], i]);
     });
-    const shared = (plan.threads ?? 1) > 1;
-    this.#memory = new WebAssembly.Memory({
-      initial: layout.pages,
-      maximum: shared ? layout.pages : MAX_PAGES,
-      shared,
-    } as WebAssembly.MemoryDescriptor);
     const k = this.#k = instantiate(plan, layout, this.#memory);
     this.#home = new ArenaHome(this.#memory);
-    // A packed source (it shares one place) or table (not words): never a device tensor's place.
+    this.#lease = lease && heldBy(this.#home, lease);
+    // A packed source (it shares one place), a table (not words) or a place other programs read:
+    // never a device tensor's place.
     this.#places = plan.bindings.map(({ value }) => {
       const type = layout.types.get(value);
-      return type && !layout.sources.has(value) && !layout.held.has(value)
-        ? { at: layout.offsets.get(value)!, dtype: type.dtype }
-        : undefined;
+      const own = !layout.sources.has(value) && !layout.held.has(value) && !this.#shared.has(value);
+      return type && own ? { at: layout.offsets.get(value)!, dtype: type.dtype } : undefined;
     });
     this.#swaps = new PlaceSwaps({
       ...plan,
@@ -377,6 +323,7 @@ class Arena implements ArenaProgram, Swappable {
     this.#home.evacuate();
     this.#crew?.dispose();
     this.#written.clear();
+    this.#lease?.end();
   }
 
   /**
@@ -397,12 +344,21 @@ class Arena implements ArenaProgram, Swappable {
     }
   }
 
-  /** Writes `data` at `value`'s place, unless it is the data written there last. */
+  /**
+   * Writes `data` at `value`'s place, unless it is the data written there last (by any program
+   * reading the place: it is new to this one all the same, and its packed panels are made anew).
+   */
   #write(value: number, data: TensorData, dtype: DType): void {
-    if (!this.#layout.types.has(value) || this.#written.get(value) === data) return;
+    const shared = this.#shared.get(value);
+    const there = !shared || holding(shared, data);
+    if (!this.#layout.types.has(value) || (there && this.#written.get(value) === data)) return;
     this.#fresh.add(value);
+    if (shared && there) return;
     const at = this.#layout.offsets.get(value)!, bytes = this.#layout.held.has(value);
-    count("kiln_wasm_host_bytes_total", writeWords(this.#memory.buffer, at, data, dtype, bytes));
+    const written = writeWords(this.#memory.buffer, at, data, dtype, bytes);
+    count("kiln_wasm_host_bytes_total", written);
+    if (this.#fixed.has(value)) count("kiln_wasm_weight_bytes_total", written);
+    if (shared) shared.holds = data;
   }
 
   /** Whether kernel `i`'s B is packed in every run, before its calls. */
@@ -475,6 +431,11 @@ class Arena implements ArenaProgram, Swappable {
     this.#swaps.settle();
     plan.bindings.forEach((b, i) => {
       const a = args[i];
+      if (a instanceof DeviceTensor && this.#shared.has(b.value)) {
+        // A place other programs read takes host data alone (see `#places`).
+        const s = a.storage() as ArenaStorage;
+        return this.#write(b.value, s.copy(0, s.length), s.dtype);
+      }
       if (a instanceof DeviceTensor) {
         // Its words are in place; a host argument there later is written again.
         if (placed[i]) this.#fresh.add(b.value);

@@ -9,6 +9,7 @@
  */
 import type {
   Artifact,
+  AssemblyPlan,
   Backend,
   BackendKind,
   DeviceProfile,
@@ -27,7 +28,8 @@ import { checkOptions, KilnError } from "../../jit/support/errors.ts";
 import type { KernelIR } from "../../jit/ir/kernel_ir.ts";
 import type { RefTensor } from "../../jit/ir/host_tensor.ts";
 import { erf, pow } from "../reference/scalar_math.ts";
-import { arenaProgram } from "./arena_program.ts";
+import { type ArenaPlan, arenaProgram } from "./arena_program.ts";
+import { Shares } from "./arena_share.ts";
 import { threadsOfProgram } from "./splits.ts";
 import { OptimizingTier, type TierOptions } from "./optimizing_tier.ts";
 import { warmedAtSecondRun, warmUpBudget } from "./warm_up.ts";
@@ -260,6 +262,8 @@ export class WasmBackend implements Backend {
   #warmUpMs: number;
   #countCores = false;
   #tier?: OptimizingTier;
+  /** Programs of one model share a memory and their weights' bytes in it (`arena_share.ts`). */
+  #shares?: Shares;
 
   /** A backend; see {@linkcode WasmBackendOptions}. */
   constructor(options: WasmBackendOptions = {}) {
@@ -361,9 +365,7 @@ export class WasmBackend implements Backend {
           constants: plan.constants,
           partial: plan.partial,
           imports: HOST_FUNCTIONS,
-          threads: threadsOfProgram(kernels, this.#threads, this.#most),
-          poolThreads: this.#most,
-          workers: this.#workers,
+          ...this.#placing(plan, kernels),
           profile: this.#profile,
           tuning: plan.tuning,
           onTuning: plan.onTuning,
@@ -380,6 +382,26 @@ export class WasmBackend implements Backend {
         const outputs = bound.outputs.map((_, i) => i);
         return warmedAtSecondRun(program, zeros, outputs, ms, plan.graph.params.length);
       },
+    };
+  }
+
+  /**
+   * Where a program runs and lives: its threads, and the share of its model's programs it leases
+   * its places in (found by its fixed data).
+   */
+  #placing(
+    plan: AssemblyPlan,
+    kernels: readonly KernelIR[],
+  ): Pick<ArenaPlan, "threads" | "poolThreads" | "workers" | "share" | "paramData"> {
+    const params = plan.graph.params.flatMap((p) => p.data ? [[p.value, p.data] as const] : []);
+    const paramData = new Map(params);
+    const fixed = [...paramData.values(), ...[...plan.constants.values()].map((t) => t.data)];
+    return {
+      threads: threadsOfProgram(kernels, this.#threads, this.#most),
+      poolThreads: this.#most,
+      workers: this.#workers,
+      share: (this.#shares ??= new Shares(this.#threads > 1)).of(fixed),
+      paramData,
     };
   }
 

@@ -21,7 +21,12 @@ export type CounterName =
    * Bytes the wasm backend copied between the host and its arenas: arguments written, outputs
    * read, device tensors moved out (`arena_storage.ts`).
    */
-  | "kiln_wasm_host_bytes_total";
+  | "kiln_wasm_host_bytes_total"
+  /**
+   * Of those, the bytes of params and constants (a model's weights) written: once for all the
+   * programs of one model, which share them in one memory (`arena_share.ts`).
+   */
+  | "kiln_wasm_weight_bytes_total";
 
 const counters: Record<CounterName, number> = {
   kiln_runs_total: 0,
@@ -34,6 +39,7 @@ const counters: Record<CounterName, number> = {
   kiln_worker_pieces_total: 0,
   kiln_wasm_tier_swaps_total: 0,
   kiln_wasm_host_bytes_total: 0,
+  kiln_wasm_weight_bytes_total: 0,
 };
 
 /** Adds `n` to a counter. */

@@ -124,6 +124,27 @@ Deno.test("generate: on wasm the caches stay in the arena; a step's host bytes a
   assert.ok(perStep > 0 && perStep < 1024, `${perStep} bytes a step`);
 });
 
+// The genai layout's weights are blocks its products read where they lie; torch_tiny's f32 products
+// read theirs as panels each program packs for its own kernels, so only those programs' other
+// weights are shared.
+for (const name of ["genai_tiny", "genai_tiny_level4"] as const) {
+  Deno.test(`generate: on wasm ${name}'s prefill and decode step hold its weights once`, async () => {
+    const { prompt, greedy } = recorded[name];
+    const model = await load(name);
+    const file = (await Deno.stat(new URL(`${name}.onnx`, DIR))).size;
+    const before = stats().kiln_wasm_weight_bytes_total;
+    const g = generate(model, prompt, {
+      maxNewTokens: 3,
+      backend: new WasmBackend({ threads: 1 }),
+    });
+    assert.deepEqual(await g.collect(), greedy.slice(0, 3));
+    // Prefill writes the weights (most of the file) into the memory; the decode step, its warm-up
+    // included, reads them where prefill wrote them (written into an arena of its own: twice).
+    const written = stats().kiln_wasm_weight_bytes_total - before;
+    assert.ok(written < 1.3 * file, `${written} bytes of weights written for a ${file}-byte model`);
+  });
+}
+
 for (const name of ["genai_tiny", "torch_tiny"] as const) {
   Deno.test(`generate: ${name}'s decode step stores each next cache over its past`, async () => {
     const { prompt, greedy } = recorded[name];
