@@ -122,26 +122,42 @@ export class ArenaShare {
       if (!ended) this.#end({ at: base, bytes: own }, mine);
       ended = true;
     };
-    const pages = Math.max(1, Math.ceil(this.#top / PAGE));
-    if (pages > MAX_PAGES) {
+    const memory = this.#grown(Math.max(1, Math.ceil(this.#top / PAGE)));
+    if (!memory) {
       end();
       return undefined;
     }
-    return { memory: this.#grown(pages), base, places, end };
+    return { memory, base, places, end };
   }
 
-  /** The memory, grown to `pages` at least (made at the first lease). */
-  #grown(pages: number): WebAssembly.Memory {
-    if (!this.#memory) {
-      this.#memory = new WebAssembly.Memory({
+  /**
+   * The memory, grown to `pages` at least (made at the first lease); undefined where it cannot
+   * grow so far: past what wasm addresses, or past the maximum an engine that reserves a shared
+   * memory's whole range up front allowed (then the first lease's pages: later tenants take
+   * memories of their own).
+   */
+  #grown(pages: number): WebAssembly.Memory | undefined {
+    if (pages > MAX_PAGES) return undefined;
+    const made = (maximum: number) =>
+      new WebAssembly.Memory({
         initial: pages,
-        maximum: MAX_PAGES,
+        maximum,
         shared: this.shared,
       } as WebAssembly.MemoryDescriptor);
+    try {
+      if (!this.#memory) {
+        try {
+          this.#memory = made(MAX_PAGES);
+        } catch {
+          this.#memory = made(pages);
+        }
+      }
+      const now = this.#memory.buffer.byteLength / PAGE;
+      if (pages > now) this.#memory.grow(pages - now);
+      return this.#memory;
+    } catch {
+      return undefined;
     }
-    const now = this.#memory.buffer.byteLength / PAGE;
-    if (pages > now) this.#memory.grow(pages - now);
-    return this.#memory;
   }
 
   /** Gives a tenant's region back, and the places no tenant reads any more. */
