@@ -9,8 +9,9 @@
  * Run each backend in a process of its own for numbers that do not share a warm-up
  * (bench/generate_device.sh does, on the GPU machine). On webgpu the line also gives the device
  * memory: the pool's peak and its resident (weights') bytes, beside the model file's bytes, for
- * the issue's bound of 1.5× the packed weights plus the KV cache. `--threads` runs wasm on that
- * many threads instead of the backend's own choice.
+ * the issue's bound of 1.5× the packed weights plus the KV cache; on every backend the process's
+ * resident bytes after both generations (`rssMB`: wasm's memory holds the weights). `--threads`
+ * runs wasm on that many threads instead of the backend's own choice.
  */
 import { parseArgs } from "node:util";
 import { defaultBackends, generate, OnnxModel, WasmBackend, WebGpuBackend } from "../mod.ts";
@@ -46,10 +47,10 @@ for (const backend of values.backends.split(",")) {
   const gpu = backend === "webgpu" ? defaultBackends().get("webgpu") : undefined;
   const pool = gpu instanceof WebGpuBackend ? gpu.poolStats() : undefined;
   const mb = (bytes: number) => +(bytes / 1e6).toFixed(1);
-  const memory = pool && {
-    peakMB: mb(pool.peakBytes),
-    residentMB: mb(pool.residentBytes),
+  const memory = {
+    ...(pool && { peakMB: mb(pool.peakBytes), residentMB: mb(pool.residentBytes) }),
     fileMB: mb((await Deno.stat(path)).size),
+    rssMB: mb(Deno.memoryUsage().rss),
   };
   console.log(
     JSON.stringify({ model: path, backend, loadMs, first: runs[0], warm: runs[1], memory }),
