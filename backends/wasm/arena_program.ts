@@ -1,10 +1,11 @@
 /**
- * The arena program: a whole fused plan in one `WebAssembly.Memory`. Every buffer has a fixed
- * place in the arena (intermediates share places per the memory plan, weights read only as packed
- * panels take turns at one, `ArenaLayout.sources`); each run writes the inputs (params and
- * constants only when their data changed, a tiled product's fixed B packed right after), calls
- * each kernel's `run` with its buffers' addresses and row range, and reads back only the
- * requested outputs.
+ * The arena program: a whole fused plan in one `WebAssembly.Memory` (its own, or one it leases
+ * places in beside the other programs of its model, their shared weights held once:
+ * `arena_share.ts`). Every buffer has a fixed place in the arena (intermediates share places per
+ * the memory plan, weights read only as packed panels take turns at one, `ArenaLayout.sources`);
+ * each run writes the inputs (params and constants only when their data changed, a tiled
+ * product's fixed B packed right after), calls each kernel's `run` with its buffers' addresses and
+ * row range, and reads back only the requested outputs.
  *
  * @module
  */
