@@ -18,13 +18,13 @@ import { settled } from "../../jit/support/errors.ts";
 import { neededKernels } from "../../jit/runtime/program.ts";
 import { count } from "../../jit/runtime/counters.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import { wordsInto, writeWords } from "../words.ts";
+import { elementBytes, wordsInto, writeWords } from "../words.ts";
 import { halfMatmulView } from "../../shaders/wasm/matmul_plan.ts";
 import { type Split, WorkerPool } from "./worker_crew.ts";
 import { type Chain, SPLIT_PAYS, splitsOf, totalWork, workOf } from "./splits.ts";
 import type { ProgramTier, Swappable } from "./optimizing_tier.ts";
 import { ThreadTuner } from "./thread_tuner.ts";
-import type { ArenaLayout } from "./arena_layout.ts";
+import { type ArenaLayout, WORDS } from "./arena_layout.ts";
 import { ArenaHome, ArenaStorage, type ArgumentPlace, placeArguments } from "./arena_storage.ts";
 import {
   arenaOf,
@@ -35,6 +35,7 @@ import {
   type SharePlan,
 } from "./arena_share.ts";
 import { PlaceSwaps } from "./arena_places.ts";
+import { TOUCH_FROM, touchOnThreads } from "./prefault.ts";
 import { bindCall, type InstancePlan, type Instances, instantiate } from "./arena_instances.ts";
 
 /** Element-ops of a program from which the worker pool spawns at compile (see `WorkerPool`). */
@@ -350,16 +351,41 @@ class Arena implements ArenaProgram, Swappable {
    * reading the place: it is new to this one all the same, and its packed panels are made anew).
    */
   #write(value: number, data: TensorData, dtype: DType): void {
-    const shared = this.#shared.get(value);
-    const there = !shared || holding(shared, data);
-    if (!this.#layout.types.has(value) || (there && this.#written.get(value) === data)) return;
+    if (!this.#layout.types.has(value)) return;
+    const stale = this.#stale(value, data);
+    if (!stale && this.#written.get(value) === data) return;
     this.#fresh.add(value);
-    if (shared && there) return;
+    if (!stale) return;
     const at = this.#layout.offsets.get(value)!, bytes = this.#layout.held.has(value);
     const written = writeWords(this.#memory.buffer, at, data, dtype, bytes);
     count("kiln_wasm_host_bytes_total", written);
     if (this.#fixed.has(value)) count("kiln_wasm_weight_bytes_total", written);
+    const shared = this.#shared.get(value);
     if (shared) shared.holds = data;
+  }
+
+  /** Whether `value`'s place (one of the program's values) holds other bytes than `data`'s. */
+  #stale(value: number, data: TensorData): boolean {
+    const shared = this.#shared.get(value);
+    return shared ? !holding(shared, data) : this.#written.get(value) !== data;
+  }
+
+  /**
+   * Faults in the places of this run's writes on the ready workers and this thread first, where
+   * they come to {@linkcode TOUCH_FROM} bytes or more (see `prefault.ts`).
+   */
+  #touchAhead(args: readonly (RefTensor | DeviceTensor)[]): void {
+    if (!this.#crew?.ready()) return;
+    let from = Infinity, to = 0, bytes = 0;
+    const add = (value: number, t: { data: TensorData; dtype: string }) => {
+      if (!this.#layout.types.has(value) || !this.#stale(value, t.data)) return;
+      const at = this.#layout.offsets.get(value)!;
+      const n = t.data.length * elementBytes(t.dtype as DType, WORDS);
+      [from, to, bytes] = [Math.min(from, at), Math.max(to, at + n), bytes + n];
+    };
+    this.#plan.bindings.forEach((b, i) => args[i] instanceof DeviceTensor || add(b.value, args[i]));
+    for (const [v, t] of this.#plan.constants) add(v, t);
+    if (bytes >= TOUCH_FROM) touchOnThreads(this.#crew, this.#memory, from, to - from);
   }
 
   /** Whether kernel `i`'s B is packed in every run, before its calls. */
@@ -393,6 +419,7 @@ class Arena implements ArenaProgram, Swappable {
     // Spawned in the compile instead, fifteen workers took 125-160 ms of unet's first result.
     // Where no verdict is stored the tuner is still deciding, and its probes run alone.
     if (threads && this.#stored && ++this.#threadedRuns === 2) crew!.start();
+    this.#touchAhead(args);
     if (threads) crew!.prime();
     const began = performance.now();
     this.#writeArguments(args);

@@ -26,6 +26,7 @@ import { count as tally } from "../../jit/runtime/counters.ts";
 import { KilnError } from "../../jit/support/errors.ts";
 import { erf, pow } from "../reference/scalar_math.ts";
 import { canBlock, pause } from "./waits.ts";
+import { TOUCH, touchPages } from "./prefault.ts";
 
 /** `node:worker_threads`' `Worker` (Deno, Node; a browser's Web Workers through `web_workers.ts`). */
 export type WorkerClass = new (
@@ -214,8 +215,8 @@ for (;;) {
     // A program read from a later job than ours may not have reached us yet: our claims would
     // fail then anyway.
     const p = programs.get(Atomics.load(c, ${PROGRAM}));
-    if (!p?.runs) continue;
     const k = Atomics.load(c, ${KERNEL}), rows = Atomics.load(c, ${ROWS});
+    if (!p?.runs && !(p && k === ${TOUCH})) continue;
     const size = Atomics.load(c, ${SIZE}), count = Atomics.load(c, ${COUNT});
     const chunk = Atomics.load(c, ${CHUNK}), chain = k < 0 ? p.chains[-1 - k] : undefined;
     for (;;) {
@@ -226,12 +227,17 @@ for (;;) {
       try {
         const end = Math.min(rows, (piece + 1) * size), args = (i) => p.args.subarray(p.argAt[i], p.argAt[i + 1]);
         const scratch = p.scratch + id * p.scratchBytes;
-        for (let j = 0; chain && j < chain.length; j += 2) {
-          const i = chain[j], per = chain[j + 1];
-          p.runs[i](...args(i), scratch, piece * size * per, end * per, p.packs[i]);
-        }
-        for (let s = piece * size, n = chunk; !chain && s < end; s += n, n *= 2) {
-          p.runs[k](...args(k), scratch, s, Math.min(end, s + n), p.packs[k]);
+        // A touch job's pieces are pages from the one its chunk names (see prefault.ts).
+        if (k === ${TOUCH}) (${touchPages})(p.memory, chunk, piece * size, end);
+        else if (chain) {
+          for (let j = 0; j < chain.length; j += 2) {
+            const i = chain[j], per = chain[j + 1];
+            p.runs[i](...args(i), scratch, piece * size * per, end * per, p.packs[i]);
+          }
+        } else {
+          for (let s = piece * size, n = chunk; s < end; s += n, n *= 2) {
+            p.runs[k](...args(k), scratch, s, Math.min(end, s + n), p.packs[k]);
+          }
         }
       } catch {
         Atomics.store(c, ${FAILED}, 1);
