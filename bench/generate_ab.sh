@@ -27,9 +27,10 @@ run() { # TREE NAME: one process, its warm and first decode tokens/s and warm pr
 d = json.loads(sys.stdin.read())
 print(sys.argv[1], round(d["warm"]["decodeTokensPerSecond"], 1),
       round(d["first"]["decodeTokensPerSecond"], 1), round(d["warm"]["prefillMs"], 1),
+      round(d["first"]["prefillMs"]),
       d["warm"]["ids"][-1], (d.get("memory") or {}).get("rssMB", "-"))' "$2"
 }
-echo "tree warm-decode first-decode warm-prefill-ms last-id rss-MB"
+echo "tree warm-decode first-decode warm-prefill-ms first-prefill-ms last-id rss-MB"
 for _ in $(seq "$rounds"); do run "$root" tree; run "$base" base; done | tee /tmp/kiln-ab.txt
 python3 - <<'PY'
 import statistics
