@@ -125,6 +125,8 @@ class Arena implements ArenaProgram, Swappable {
   #needed: (outputs: readonly number[]) => readonly boolean[];
   #times: KernelTime[] = [];
   #threadedRuns = 0;
+  /** Whether a run has begun (the first writes the weights: see `#touchAhead`). */
+  #ran = false;
   /** Data last written per value (params and constants are written again only when changed). */
   #written = new Map<number, TensorData>();
   /** Values written by the current run (a prepacked B among them is packed anew). */
@@ -371,11 +373,14 @@ class Arena implements ArenaProgram, Swappable {
   }
 
   /**
-   * Faults in the places of this run's writes on the ready workers and this thread first, where
-   * they come to {@linkcode TOUCH_FROM} bytes or more (see `prefault.ts`).
+   * In the program's first run, which writes its weights into places never touched, faults those
+   * places in on the ready workers and this thread first where the writes come to
+   * {@linkcode TOUCH_FROM} bytes or more (see `prefault.ts`); later runs find them mapped.
    */
   #touchAhead(args: readonly (RefTensor | DeviceTensor)[]): void {
-    if (!this.#crew?.ready()) return;
+    const first = !this.#ran;
+    this.#ran = true;
+    if (!first || !this.#crew?.ready()) return;
     let from = Infinity, to = 0, bytes = 0;
     const add = (value: number, t: { data: TensorData; dtype: string }) => {
       if (!this.#layout.types.has(value) || !this.#stale(value, t.data)) return;
