@@ -235,17 +235,21 @@ export function arenaOf(plan: SharePlan): ArenaPlaces {
   const own = (places: ReadonlyMap<number, SharedPlace>) =>
     alone.end - FAULT_BYTES - [...places.values()].reduce((n, p) => n + p.bytes, 0);
   const lease = fixed.size > 0 ? share!.lease(fixed, own) : undefined;
-  if (!lease) {
-    const memory = new WebAssembly.Memory({
-      initial: alone.pages,
-      maximum: shared ? alone.pages : MAX_PAGES,
-      shared,
-    } as WebAssembly.MemoryDescriptor);
-    return { layout: alone, memory };
+  if (lease) {
+    const at = new Map([...lease.places].map(([v, p]) => [v, p.at]));
+    const layout = arenaLayout(plan, { base: lease.base, shared: at });
+    // A layout past its region would write other tenants' places: a memory of its own instead.
+    if (layout.end <= lease.base + own(lease.places)) {
+      return { layout, memory: lease.memory, lease };
+    }
+    lease.end();
   }
-  const at = new Map([...lease.places].map(([v, p]) => [v, p.at]));
-  const layout = arenaLayout(plan, { base: lease.base, shared: at });
-  return { layout, memory: lease.memory, lease };
+  const memory = new WebAssembly.Memory({
+    initial: alone.pages,
+    maximum: shared ? alone.pages : MAX_PAGES,
+    shared,
+  } as WebAssembly.MemoryDescriptor);
+  return { layout: alone, memory };
 }
 
 /** The fixed values of `plan` at places of their own in `layout`, with the data they hold. */
