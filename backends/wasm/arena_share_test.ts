@@ -94,10 +94,18 @@ for (const threads of [1, 2]) {
     assert.deepEqual(await y(b, [9, 1, 2, 3]), expected(other, bias, [9, 1, 2, 3]));
     assert.deepEqual(await y(a, [1, 2, 3, 4]), expected(table, bias, [1, 2, 3, 4]));
     assert.deepEqual(await y(b, [10, 0, 0, 1]), expected(other, bias, [10, 0, 0, 1]));
+    // Outputs left in the memory: a's moves out as a goes, b's stays where c cannot write.
+    const keptA = (await a.runOnDevice(ids([4, 4, 4, 4]))).y;
+    const keptB = (await b.runOnDevice(ids([5, 6, 7, 8]))).y;
     // A program compiled after another is gone takes its places.
     a[Symbol.dispose]();
     using c = await compile(graph, { backend, cache: false });
     assert.deepEqual(await y(c, [3, 300, 2, 1]), expected(table, bias, [3, 300, 2, 1]));
+    const read = async (t: typeof keptA) => Array.from((await t.read()).data as Float32Array);
+    assert.deepEqual(await read(keptA), expected(table, bias, [4, 4, 4, 4]));
+    assert.deepEqual(await read(keptB), expected(other, bias, [5, 6, 7, 8]));
     assert.deepEqual(await y(b, [11, 12, 13, 14]), expected(other, bias, [11, 12, 13, 14]));
+    keptA.dispose();
+    keptB.dispose();
   });
 }
