@@ -27,7 +27,8 @@ export const WORDS: Storage = { half: false };
  */
 export const FAULT_BYTES = 16;
 
-const PAGE = 65536;
+/** Bytes of a WebAssembly memory page. */
+export const PAGE = 65536;
 /** 4 GiB: what a 32-bit WebAssembly memory can address. */
 export const MAX_PAGES = 65536;
 

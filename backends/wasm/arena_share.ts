@@ -19,9 +19,8 @@ import {
   FAULT_BYTES,
   type LayoutPlan,
   MAX_PAGES,
+  PAGE,
 } from "./arena_layout.ts";
-
-const PAGE = 65536;
 
 /** A fixed value's data and how the arena stores it: what makes two places one. */
 export interface FixedValue {

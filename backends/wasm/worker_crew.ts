@@ -216,7 +216,8 @@ for (;;) {
     // fail then anyway.
     const p = programs.get(Atomics.load(c, ${PROGRAM}));
     const k = Atomics.load(c, ${KERNEL}), rows = Atomics.load(c, ${ROWS});
-    if (!p?.runs && !(p && k === ${TOUCH})) continue;
+    // A touch job needs the program's memory alone; any other its instances.
+    if (!p || (!p.runs && k !== ${TOUCH})) continue;
     const size = Atomics.load(c, ${SIZE}), count = Atomics.load(c, ${COUNT});
     const chunk = Atomics.load(c, ${CHUNK}), chain = k < 0 ? p.chains[-1 - k] : undefined;
     for (;;) {
