@@ -146,7 +146,9 @@ export async function generateCommand(args: string[]): Promise<number> {
     `decode   ${s.newTokens - 1} tokens in ${s.decodeMs.toFixed(1)} ms (${
       rate(s.decodeTokensPerSecond)
     }); ` +
-      `${s.executables} executables, ${s.layout} cache${s.capacity ? ` of ${s.capacity}` : ""}`,
+      `${s.executables} executables on ${s.backend ?? "no backend"}, ${s.layout} cache${
+        s.capacity ? ` of ${s.capacity}` : ""
+      }`,
   );
   return 0;
 }

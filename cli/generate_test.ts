@@ -22,7 +22,10 @@ Deno.test("kiln generate prints ONNX Runtime's greedy ids, then prefill and deco
   const [ids, prefill, decode] = r.stdout.trim().split("\n");
   assert.deepEqual(ids.trim().split(" ").map(Number), recorded.torch_tiny.greedy.slice(0, 8));
   assert.match(prefill, /^prefill +7 tokens in [\d.]+ ms \([\d.]+ tokens\/s\)/);
-  assert.match(decode, /^decode +7 tokens in [\d.]+ ms .*2 executables, appended cache of 64/);
+  assert.match(
+    decode,
+    /^decode +7 tokens in [\d.]+ ms .*2 executables on wasm, appended cache of 64/,
+  );
 });
 
 Deno.test("kiln generate --json gives the ids and stats; bad flags are usage errors", async () => {

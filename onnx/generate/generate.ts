@@ -19,10 +19,12 @@ import type { IntoMap } from "../../jit/runtime/into.ts";
 import { convertData } from "../../jit/passes/precision.ts";
 import { checkOptions, KilnError, shown } from "../../jit/support/errors.ts";
 import { modelOfProto, modelProto, OnnxModel } from "../model.ts";
+import { generationBackends } from "./backend_choice.ts";
 import { type CacheLayout, type Decoder, findDecoder } from "./decoder.ts";
 import { Sampler, SAMPLING_OPTIONS, type SamplingOptions } from "./sampling.ts";
 import { STEP, type StepForm, stepProto } from "./step_model.ts";
 import { emptyCaches, sharesBuffer, stepFeeds } from "./step_feeds.ts";
+import { type StepOutputs, StepRunner } from "./step_runner.ts";
 
 /** Options of {@linkcode generate}: how tokens are chosen, when to stop, where it runs. */
 export interface GenerateOptions extends SamplingOptions, CompileOptions {
@@ -65,6 +67,8 @@ export interface GenerationStats {
   readonly decodeTokensPerSecond: number;
   /** Distinct executables the steps ran (prefill and decode: 2 with a fixed capacity). */
   readonly executables: number;
+  /** The backend the steps ran on (its id), where one ran. */
+  readonly backend?: string;
   /** How the cache was kept. */
   readonly layout: CacheLayout;
   /** The cache capacity, where it was fixed. */
@@ -257,7 +261,8 @@ export class Generation implements AsyncIterable<number> {
     // the present is the past and a new entry, see `jit/schedule/in_place.ts`).
     const donate = d.caches.map((c) => c.past);
     const options = { ...compileOptionsOf(this.#options), donate };
-    const runner = this.#runner = new StepRunner(step, options, wanted);
+    const backends = await generationBackends(this.#options);
+    const runner = this.#runner = new StepRunner(step, options, wanted, backends);
     const ahead = new Ahead(runner, d, { choice, nexts, capacity });
     const began = performance.now();
     let prefilled = began, made = 0;
@@ -302,9 +307,6 @@ export class Generation implements AsyncIterable<number> {
     }
   }
 }
-
-/** The outputs of one step. */
-type StepOutputs = Record<string, HostTensor | DeviceTensor>;
 
 /** Frees `t` where it is a device tensor. */
 const release = (t: HostTensor | DeviceTensor | undefined) => {
@@ -485,66 +487,10 @@ function statsOf(
     prefillTokensPerSecond: prefillMs > 0 ? promptTokens / prefillMs * 1000 : 0,
     decodeTokensPerSecond: decodeMs > 0 ? (made - 1) / decodeMs * 1000 : 0,
     executables: runner.ran.length,
+    backend: runner.backend,
     layout,
     capacity,
   };
-}
-
-/**
- * Runs steps of a step model: compiled for each step's shapes (cached by the model), on the
- * device where the backend has device memory, so the caches it returns stay there.
- */
-class StepRunner {
-  readonly #model: OnnxModel;
-  readonly #options: CompileOptions;
-  readonly #seen = new Set<Executable>();
-  #resident = true;
-  /** Whether a step may take the ids on the device (see `chain`). */
-  chains = true;
-  /** The outputs each step reads: the token's source first, then the next caches. */
-  readonly wanted: readonly string[];
-
-  constructor(model: OnnxModel, options: CompileOptions, wanted: readonly string[]) {
-    this.#model = model;
-    this.#options = options;
-    this.wanted = wanted;
-  }
-
-  /** The executables run so far, in the order each first ran. */
-  get ran(): readonly Executable[] {
-    return [...this.#seen];
-  }
-
-  /** Whether steps run on a device beside the host (a GPU), so starting one ahead overlaps. */
-  get overlaps(): boolean {
-    return [...this.#seen].at(-1)?.backend.kind === "gpu";
-  }
-
-  /** One step's wanted outputs. */
-  async run(feeds: InputMap, into?: IntoMap): Promise<StepOutputs> {
-    const { executable, inputs } = await this.#model.compileFor(feeds, this.#options);
-    this.#seen.add(executable);
-    const options = { outputs: [...this.wanted] };
-    if (this.#resident) {
-      try {
-        return await executable.runOnDevice(inputs, options);
-      } catch (e) {
-        if (!(e instanceof KilnError && e.code === "unsupported")) throw e;
-        this.#resident = false;
-      }
-    }
-    return await executable.run(inputs, { ...options, into });
-  }
-
-  /**
-   * Compiles the executables of steps with these inputs (their shapes and small values), and
-   * warms the last one (the decode step, run at every token) up now, inside prefill, not in the
-   * middle of the first decode steps.
-   */
-  async prepare(feeds: readonly InputMap[]): Promise<void> {
-    const compiled = await Promise.all(feeds.map((f) => this.#model.compileFor(f, this.#options)));
-    await compiled.at(-1)?.executable.warmUp();
-  }
 }
 
 /**
