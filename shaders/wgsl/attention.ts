@@ -36,6 +36,14 @@ import { flashWgsl } from "./flash_kernel.ts";
 import { flashMask } from "./masks.ts";
 import { keyMask, sharedMask, summaryKernel, summaryLayout, summaryWgsl } from "./tile_summary.ts";
 import {
+  combineWgsl,
+  partialsKernel,
+  partialsWgsl,
+  type SplitAttention,
+  splitAttention,
+  splitLayout,
+} from "./split_attention.ts";
+import {
   type MatrixAttention,
   matrixAttention,
   matrixAttentionLayout,
@@ -154,7 +162,8 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
  * `kernels` with each attention group that the matrix attention kernel (`matrix_attention.ts`,
  * unless `options.flash` is true), the flash kernel (where `options.flash` is true, where it is
  * not false and the flash kernel pays (`flashPays`), and where a buffer of the group is past
- * `options.bindingBytes`) or {@linkcode fusedAttention} accepts replaced by one kernel: its
+ * `options.bindingBytes`) or {@linkcode fusedAttention} accepts replaced by one kernel (two where
+few rows take their keys in splits: partials, then their combination, `split_attention.ts`): its
  * buffers are the group's inputs and final outputs, its space the softmax's (a row per query, as
  * the dispatch counts them). `fused` maps those kernels to their groups and `from` gives each
  * kernel's index in the original list (the softmax's, for a fused one).
@@ -193,19 +202,24 @@ export function withFusedAttention(
     const matrix = units && keysReadInPlace(units, (g) => matrixAttention(g, options), places);
     const best = chosen && keysReadInPlace(chosen, (g) => flashAttention(g, options), places);
     const flash = best && withSkip(best, options, --summaries);
-    const att = group && (matrix ?? flash ?? fusedAttention(members, external));
+    const plain = group && !matrix && !flash ? fusedAttention(members, external) : undefined;
+    // Few rows over many keys take their keys in splits, a workgroup each (`split_attention.ts`).
+    const split = plain && splitAttention(plain, summaries - 1, options);
+    if (split) summaries--;
+    const att = group && (matrix ?? flash ?? split ?? plain);
     if (!att) {
       out.push(k);
       from.push(i);
       continue;
     }
+    const extra = flash?.skip?.summary ?? split?.partials;
     const one: KernelIR = {
       name: k.group!,
       pattern: "softmax",
       ops: members.flatMap((x) => x.ops),
       space: att.weights.space,
       reduced: att.weights.reduced,
-      inputs: flash?.skip?.summary ? [...att.inputs, flash.skip.summary] : att.inputs,
+      inputs: extra ? [...att.inputs, extra] : att.inputs,
       reductions: att.weights.reductions,
       outputs: att.values.outputs,
       group: k.group,
@@ -216,7 +230,13 @@ export function withFusedAttention(
       out.push(summary);
       from.push(i + 1);
     }
-    fused.set(one, att);
+    if (split) {
+      const partials = partialsKernel(split);
+      fused.set(partials, { split, stage: "partials" });
+      out.push(partials);
+      from.push(i + 1);
+    }
+    fused.set(one, split ? { split, stage: "combine" } : att);
     out.push(one);
     from.push(i + 1);
     i += 2;
@@ -254,11 +274,21 @@ function keysReadInPlace<P extends Attention>(
  * A kernel of an attention group: fused, on the matrix units, flash, or a flash kernel's tile
  * summary.
  */
-export type GroupKernel = Attention | MatrixAttention | Flash | { readonly summarizes: Flash };
+export type GroupKernel =
+  | Attention
+  | MatrixAttention
+  | Flash
+  | { readonly summarizes: Flash }
+  | { readonly split: SplitAttention; readonly stage: "partials" | "combine" };
 
 /** The WGSL of a kernel standing for (part of) an attention group. */
 export function groupWgsl(group: GroupKernel, options: WgslOptions): string {
   if ("summarizes" in group) return summaryWgsl(group.summarizes, options);
+  if ("stage" in group) {
+    return group.stage === "partials"
+      ? partialsWgsl(group.split)
+      : combineWgsl(group.split, options);
+  }
   if ("units" in group) return matrixAttentionWgsl(group);
   return "rows" in group ? flashWgsl(group, options) : attentionWgsl(group, options);
 }
@@ -266,6 +296,7 @@ export function groupWgsl(group: GroupKernel, options: WgslOptions): string {
 /** The layout of a kernel standing for (part of) an attention group. */
 export function groupLayout(group: GroupKernel, options: WgslOptions): KernelLayout {
   if ("summarizes" in group) return summaryLayout();
+  if ("stage" in group) return splitLayout();
   if ("units" in group) return matrixAttentionLayout(group);
   return "rows" in group ? flashLayout(group) : attentionLayout(options);
 }
