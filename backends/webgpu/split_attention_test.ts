@@ -80,9 +80,12 @@ Deno.test("few rows over many keys run as partials over key splits, then combine
     // A row with every key hidden is NaN, as the reference's softmax makes it.
     const none = await reference.run(feeds(tokens, (h) => h === 3));
     assert.ok(Number.isNaN(numbers(none.y.data)[3 * 16]));
-    const names = exe.deviceTimes().map((t) => t.kernel);
-    assert.ok(names.includes("attention_0_partials"), names.join(" "));
-    assert.ok(names.includes("attention_0"), names.join(" "));
+    // Kernel times need timestamp queries (Dawn's GL backend has none).
+    if (profiled.capabilities().timestampQuery) {
+      const names = exe.deviceTimes().map((t) => t.kernel);
+      assert.ok(names.includes("attention_0_partials"), names.join(" "));
+      assert.ok(names.includes("attention_0"), names.join(" "));
+    }
   }
   profiled.dispose();
 });

@@ -6,7 +6,7 @@
  * @module
  */
 import { affineOffset } from "../../jit/ir/access.ts";
-import type { Expr, KernelBuffer, KernelIR } from "../../jit/ir/kernel_ir.ts";
+import type { Expr, KernelBuffer, KernelIR, KernelOutput } from "../../jit/ir/kernel_ir.ts";
 import { f32SumView, matmulOperands } from "../../jit/ir/kernel_ir.ts";
 
 /** The three kernels of an attention group that one fused kernel can run. */
@@ -99,4 +99,17 @@ export function attentionGroup(
     }
   }
   return { scores, weights, values, inputs };
+}
+
+/**
+ * `buffer` as the output of a kernel whose own code writes it word by word (a group's scratch:
+ * a flash kernel's tile summary, split attention's partials): the expression stands for nothing.
+ */
+export function writtenByCode(buffer: KernelBuffer): KernelOutput {
+  return {
+    ...buffer,
+    expr: { kind: "const", value: 0, dtype: buffer.dtype },
+    steps: [],
+    level: "full",
+  };
 }

@@ -25,7 +25,7 @@ import { combinedDecls, combinedDirectives, combinedFlush } from "./combined.ts"
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { type KernelLayout, rowsLayout, type WgslOptions } from "./codegen.ts";
 import { combineAcross, combiner, streamedRows } from "./rows.ts";
-import type { Attention } from "./attention_group.ts";
+import { type Attention, writtenByCode } from "./attention_group.ts";
 import { groupBindings, groupInputNames, plainSoftmax } from "./flash.ts";
 
 /** Keys a workgroup of the partials kernel takes. */
@@ -86,13 +86,7 @@ export function partialsKernel(plan: SplitAttention): KernelIR {
     reduced: [rowAxes + 1],
     inputs: plan.inputs,
     reductions: [],
-    // Written by its own code: the expression stands for nothing.
-    outputs: [{
-      ...plan.partials,
-      expr: { kind: "const", value: 0, dtype: "f32" },
-      steps: [],
-      level: "full",
-    }],
+    outputs: [writtenByCode(plan.partials)],
     group: plan.scores.group,
   };
 }

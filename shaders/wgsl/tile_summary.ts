@@ -24,6 +24,7 @@ import { affineOffset } from "../../jit/ir/access.ts";
 import type { Expr, KernelBuffer, KernelIR, Load } from "../../jit/ir/kernel_ir.ts";
 import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
 import { KernelLowering } from "./expr.ts";
+import { writtenByCode } from "./attention_group.ts";
 import { Emitter } from "./emit.ts";
 import { allOf, anyOf, entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { type KernelLayout, rowsLayout } from "./codegen.ts";
@@ -48,13 +49,7 @@ export function summaryKernel(plan: Flash, summary: KernelBuffer): KernelIR {
     reduced: [],
     inputs: plan.inputs,
     reductions: [],
-    // Written word by word by its own code: the expression stands for nothing.
-    outputs: [{
-      ...summary,
-      expr: { kind: "const", value: 0, dtype: "i32" },
-      steps: [],
-      level: "full",
-    }],
+    outputs: [writtenByCode(summary)],
     group: plan.scores.group,
   };
 }
