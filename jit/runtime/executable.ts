@@ -128,6 +128,8 @@ export class Executable {
   #queue: Promise<unknown> = Promise.resolve();
   #draws: Draws;
   #disposed = false;
+  /** Whether a GPU warm-up ran (see `warmUp`). */
+  #warm = false;
   /** Runs not yet settled: the program outlives them when disposed mid-run. */
   #inflight = new Set<Promise<unknown>>();
   /** Variants that runs with inputs elsewhere go to (see `specialize.ts`). */
@@ -408,7 +410,8 @@ export class Executable {
    * run many times and timed, as a generation's decode step is: where its backend warms programs
    * up (wasm: V8 optimizes the kernels and the thread tuner decides, on zero inputs and the
    * params), and on a GPU by a run on zeros, whose first run creates its buffers and uploads its
-   * weights (a 24-layer test decoder's first decode step through Dawn: 65 ms, the next ones 30).
+   * weights (a 24-layer test decoder's first decode step through Dawn: 65 ms, the next ones 30),
+   * once.
    */
   async warmUp(): Promise<void> {
     this.#check();
@@ -417,7 +420,11 @@ export class Executable {
       const set = this.graph.params.every((p) => this.#params.has(p.name));
       return await this.#program.warmUp(set ? this.#paramArguments() : undefined);
     }
-    if (this.backend.kind === "gpu") await runOnZeros(this);
+    // Once: a generation warms its decode step in every prefill, and a run on zeros uploads
+    // zeros for each of its inputs (a 0.5B decoder's caches: 6 MB) and runs a step for nothing.
+    if (this.backend.kind !== "gpu" || this.#warm) return;
+    this.#warm = true;
+    await runOnZeros(this);
   }
 
   /**

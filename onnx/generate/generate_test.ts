@@ -91,6 +91,21 @@ Deno.test("generate: on webgpu a prefill of many rows and the decode step upload
   assert.ok(manyRows < fewRows * 1.05, `${manyRows} bytes resident against ${fewRows}`);
 });
 
+Deno.test("generate: on webgpu the decode step warms up in the first generation only", async () => {
+  const { prompt } = recorded.genai_tiny;
+  const model = await load("genai_tiny");
+  const gpu = new WebGpuBackend();
+  const runs = async () => {
+    const before = stats().kiln_runs_total;
+    await generate(model, prompt, { maxNewTokens: 4, backend: gpu, cache: false }).collect();
+    return stats().kiln_runs_total - before;
+  };
+  const first = await runs(), second = await runs();
+  // Prefill and three decode steps, and in the first generation a run on zeros before them.
+  assert.deepEqual([first, second], [5, 4]);
+  gpu.dispose();
+});
+
 Deno.test("generate: on webgpu the caches stay on the device; a step reads back its id", async () => {
   const { prompt, greedy } = recorded.torch_tiny;
   const model = await load("torch_tiny");
