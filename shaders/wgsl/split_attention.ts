@@ -8,18 +8,19 @@
  * workgroup a row, rescales them to the row's largest score and finishes the values' outputs. On
  * an H100 through Dawn (hand-written forms of both, 14 rows over 2 heads of keys, D 64, 400
  * dispatches back to back, `.device/scratch/attn92.ts`): 256 keys 22.3-23.4 µs a row's workgroup
- * against 10.4-11.2 µs for the two kernels; 160 keys 15.3-16.4 against 9.9-10.5.
+ * against 10.4-11.2 µs for the two kernels; 160 keys 15.3-16.4 against 9.9-10.5. Inside a
+ * generation, where the split adds a dispatch a layer to the host's share of a step, it is not
+ * timed yet (`bench/REPORT-generate.md`, session 92).
  *
  * It applies to the plain softmax in f32 (no f16 storage), at most `SPLIT_ROWS` rows and at least
  * two splits; a guarded softmax (`Where(IsNaN(w), 0, w)`) keeps the fused kernel.
  *
  * @module
  */
-import { NEG_INF } from "./expr.ts";
 import type { KernelBuffer, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
-import { KernelLowering } from "./expr.ts";
+import { KernelLowering, NEG_INF } from "./expr.ts";
 import { Emitter } from "./emit.ts";
 import { combinedDecls, combinedDirectives, combinedFlush } from "./combined.ts";
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
