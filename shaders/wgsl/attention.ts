@@ -19,7 +19,7 @@ import { combinedDecls, combinedDirectives, combinedFlush } from "./combined.ts"
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { type KernelLayout, rowsLayout, tiledMatmul, type WgslOptions } from "./codegen.ts";
 import { emitRows, streamedRows } from "./rows.ts";
-import { type Attention, attentionGroup } from "./attention_group.ts";
+import { type Attention, attentionGroup, groupPhase } from "./attention_group.ts";
 import {
   type Flash,
   flashAttention,
@@ -99,13 +99,7 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
   body.line(NEVER);
   body.line(`let row = i32(wid.x + wid.y * nwg.x);`);
   body.line(`if (row >= ${rows}) { return; }`);
-  const phase = (l: KernelLowering, emit: () => void) => {
-    l.e = new Emitter();
-    l.e.indent = "    ";
-    emit();
-    body.block("{", () => body.lines.push(...l.e.lines));
-    body.line("workgroupBarrier();");
-  };
+  const phase = (l: KernelLowering, emit: () => void) => groupPhase(body, l, emit);
   const key = (l: KernelLowering, axis: number) => () => `att[u32(${l.coords[axis]})]`;
 
   /** A matmul phase: each thread takes columns lid, lid + size, …: its sum over k, its outputs. */
@@ -163,7 +157,7 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
  * unless `options.flash` is true), the flash kernel (where `options.flash` is true, where it is
  * not false and the flash kernel pays (`flashPays`), and where a buffer of the group is past
  * `options.bindingBytes`) or {@linkcode fusedAttention} accepts replaced by one kernel (two where
-few rows take their keys in splits: partials, then their combination, `split_attention.ts`): its
+ * few rows take their keys in splits: partials, then their combination, `split_attention.ts`): its
  * buffers are the group's inputs and final outputs, its space the softmax's (a row per query, as
  * the dispatch counts them). `fused` maps those kernels to their groups and `from` gives each
  * kernel's index in the original list (the softmax's, for a fused one).

@@ -8,6 +8,8 @@
 import { affineOffset } from "../../jit/ir/access.ts";
 import type { Expr, KernelBuffer, KernelIR, KernelOutput } from "../../jit/ir/kernel_ir.ts";
 import { f32SumView, matmulOperands } from "../../jit/ir/kernel_ir.ts";
+import { Emitter } from "./emit.ts";
+import type { KernelLowering } from "./expr.ts";
 
 /** The three kernels of an attention group that one fused kernel can run. */
 export interface Attention {
@@ -112,4 +114,24 @@ export function writtenByCode(buffer: KernelBuffer): KernelOutput {
     steps: [],
     level: "full",
   };
+}
+
+/**
+ * Takes a group kernel's first `n` inputs into the shader's interface, read or not: the
+ * pipeline's layout is the shader's, and every input of the group is bound.
+ */
+export function everyInput(e: Emitter, n: number): void {
+  for (let i = 0; i < n; i++) e.line(`_ = &in${i};`);
+}
+
+/**
+ * Emits one phase of a group kernel (a member kernel's lowering `l`, written by `emit`) as a
+ * scope of `body`, then a barrier: each phase reads what the one before left in workgroup memory.
+ */
+export function groupPhase(body: Emitter, l: KernelLowering, emit: () => void): void {
+  l.e = new Emitter();
+  l.e.indent = "    ";
+  emit();
+  body.block("{", () => body.lines.push(...l.e.lines));
+  body.line("workgroupBarrier();");
 }

@@ -26,7 +26,7 @@ import { combinedDecls, combinedDirectives, combinedFlush } from "./combined.ts"
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { type KernelLayout, rowsLayout, type WgslOptions } from "./codegen.ts";
 import { combineAcross, combiner, streamedRows } from "./rows.ts";
-import { type Attention, writtenByCode } from "./attention_group.ts";
+import { type Attention, everyInput, groupPhase, writtenByCode } from "./attention_group.ts";
 import { groupBindings, groupInputNames, plainSoftmax } from "./flash.ts";
 
 /** Keys a workgroup of the partials kernel takes. */
@@ -103,23 +103,6 @@ function rowCoords(l: KernelLowering, rowAxes: number) {
   l.unravel([...Array(rowAxes).keys()], "row");
 }
 
-/**
- * Takes the first `n` inputs into the shader's interface, read or not: the pipeline's layout is
- * the shader's, and every input of the group is bound.
- */
-function everyInput(e: Emitter, n: number) {
-  for (let i = 0; i < n; i++) e.line(`_ = &in${i};`);
-}
-
-/** Emits `emit`'s lowering `l` as a scope of `body`, then a barrier. */
-function phase(body: Emitter, l: KernelLowering, emit: () => void) {
-  l.e = new Emitter();
-  l.e.indent = "    ";
-  emit();
-  body.block("{", () => body.lines.push(...l.e.lines));
-  body.line("workgroupBarrier();");
-}
-
 /** The partials kernel's WGSL: bindings as `plan.inputs`, then the partials (`out0`). */
 export function partialsWgsl(plan: SplitAttention): string {
   const { scores, weights, values, splits } = plan;
@@ -143,7 +126,7 @@ export function partialsWgsl(plan: SplitAttention): string {
   // The split's scores, a key a thread, into `att`.
   const ls = new KernelLowering(scores, { inputs: names(scores) });
   ls.redirect.set("out0", key(ls, rowAxes));
-  phase(body, ls, () => {
+  groupPhase(body, ls, () => {
     rowCoords(ls, rowAxes);
     ls.e.block(keys, () => {
       ls.e.line(`${ls.coords[rowAxes]} = i;`);
@@ -164,7 +147,7 @@ export function partialsWgsl(plan: SplitAttention): string {
   const scoresInput = weights.inputs.findIndex((b) => b.value === scores.outputs[0].value);
   lw.redirect.set(String(scoresInput), key(lw, rowAxes));
   const [max, sum] = weights.reductions;
-  phase(body, lw, () => {
+  groupPhase(body, lw, () => {
     rowCoords(lw, rowAxes);
     const each = (line: (value: string) => string, expr = max.expr) =>
       lw.e.block(keys, () => {
@@ -186,7 +169,7 @@ export function partialsWgsl(plan: SplitAttention): string {
   // The split's weighted values, a column a thread, then its largest score and sum.
   const lv = new KernelLowering(values, { inputs: names(values) });
   lv.redirect.set(String(v.a.input), key(lv, rowAxes + 1));
-  phase(body, lv, () => {
+  groupPhase(body, lv, () => {
     rowCoords(lv, rowAxes);
     lv.e.block(`for (var j: i32 = i32(lid.x); j < ${v.n}; j += ${THREADS}) {`, () => {
       lv.e.line(`${lv.coords[rowAxes]} = j;`);

@@ -24,7 +24,7 @@ import { affineOffset } from "../../jit/ir/access.ts";
 import type { Expr, KernelBuffer, KernelIR, Load } from "../../jit/ir/kernel_ir.ts";
 import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
 import { KernelLowering } from "./expr.ts";
-import { writtenByCode } from "./attention_group.ts";
+import { everyInput, writtenByCode } from "./attention_group.ts";
 import { Emitter } from "./emit.ts";
 import { allOf, anyOf, entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { type KernelLayout, rowsLayout } from "./codegen.ts";
@@ -117,7 +117,7 @@ export function summaryWgsl(plan: Flash, options: { half?: boolean } = {}): stri
   const e = new Emitter();
   e.line(NEVER);
   // Every input is part of the interface (the pipeline's layout is the shader's), read or not.
-  plan.inputs.forEach((_, i) => e.line(`_ = &in${i};`));
+  everyInput(e, plan.inputs.length);
   e.line("let t = i32(lid.x);");
   e.line("let g = i32(wid.x + wid.y * nwg.x);");
   e.block(`if (g >= ${items * W}) {`, () => e.line("return;"));
