@@ -100,6 +100,12 @@ Deno.test("attention splits its keys only for few rows, many keys and the plain 
       .map((k) => k.name);
   };
   assert.ok(kernelsOf(decodeAttention(4 * SPLIT_KEYS)).includes("attention_0_partials"));
+  // A device with shader-f16 stores f32 tensors as f32: their groups split there too.
+  const half = withFusedAttention(fuse(decodeAttention(4 * SPLIT_KEYS)).kernels, new Set(), {
+    ...options,
+    half: true,
+  });
+  assert.ok(half.kernels.some((k) => k.name === "attention_0_partials"));
   // One split's keys: the fused kernel alone.
   assert.ok(!kernelsOf(decodeAttention(SPLIT_KEYS)).some((n) => n.endsWith("_partials")));
   // More rows than SPLIT_ROWS fill the GPU a workgroup a row.

@@ -12,7 +12,7 @@
  * generation, where the split adds a dispatch a layer to the host's share of a step, it is not
  * timed yet (`bench/REPORT-generate.md`, session 92).
  *
- * It applies to the plain softmax in f32 (no f16 storage), at most `SPLIT_ROWS` rows and at least
+ * It applies to the plain softmax over f32 tensors (none stored as f16), at most `SPLIT_ROWS` rows and at least
  * two splits; a guarded softmax (`Where(IsNaN(w), 0, w)`) keeps the fused kernel.
  *
  * @module
@@ -64,12 +64,14 @@ export function splitAttention(
 ): SplitAttention | undefined {
   const { s, v, rowAxes, rows } = geometry(group);
   const splits = Math.ceil(s.n / SPLIT_KEYS);
-  const f32 = [group.scores, group.weights, group.values].every((k) =>
-    k.reductions.every((r) => r.dtype === "f32")
-  );
+  // f32 sums over f32 tensors: a device with `shader-f16` (`options.half`) stores only f16
+  // tensors in 16 bits, so an f32 group splits there too.
+  const kernels = [group.scores, group.weights, group.values];
+  const f32 = kernels.every((k) => k.reductions.every((r) => r.dtype === "f32")) &&
+    [...group.inputs, ...group.values.outputs].every((b) => b.dtype !== "f16");
   const bindings = group.inputs.length + 1 + group.values.outputs.length;
   if (
-    options.half || !f32 || rows > SPLIT_ROWS || splits < 2 || !plainSoftmax(group.weights) ||
+    !f32 || rows > SPLIT_ROWS || splits < 2 || !plainSoftmax(group.weights) ||
     bindings > (options.bindings ?? 8) || THREADS > options.maxInvocations
   ) return undefined;
   const shape = [...group.weights.space.slice(0, rowAxes), splits, v.n + 2];
