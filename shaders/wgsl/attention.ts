@@ -19,7 +19,8 @@ import { combinedDecls, combinedDirectives, combinedFlush } from "./combined.ts"
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { type KernelLayout, rowsLayout, tiledMatmul, type WgslOptions } from "./codegen.ts";
 import { emitRows, streamedRows } from "./rows.ts";
-import { type Attention, attentionGroup, groupPhase } from "./attention_group.ts";
+import { type Attention, attentionGroup, groupPhase, inlinedQuery } from "./attention_group.ts";
+import { queryInPlace } from "./query_in_place.ts";
 import {
   type Flash,
   flashAttention,
@@ -39,6 +40,7 @@ import {
   combineWgsl,
   partialsKernel,
   partialsWgsl,
+  SPLIT_ROWS,
   type SplitAttention,
   splitAttention,
   splitLayout,
@@ -121,7 +123,11 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
 
   // Phase 1: the row's scores, a key per thread at a time, into `att`.
   const half = options.half;
-  const ls = new KernelLowering(scores, { inputs: names(scores), half });
+  const ls = new KernelLowering(scores, {
+    inputs: names(scores),
+    half,
+    inlined: inlinedQuery(plan),
+  });
   ls.redirect.set("out0", key(ls, rowAxes));
   phase(ls, () => contract(ls, s));
 
@@ -196,7 +202,8 @@ export function withFusedAttention(
     const matrix = units && keysReadInPlace(units, (g) => matrixAttention(g, options), places);
     const best = chosen && keysReadInPlace(chosen, (g) => flashAttention(g, options), places);
     const flash = best && withSkip(best, options, --summaries);
-    const plain = group && !matrix && !flash ? fusedAttention(members, external) : undefined;
+    const fusable = group && !matrix && !flash ? fusedAttention(members, external) : undefined;
+    const plain = fusable && queryReadInPlace(fusable, options, places);
     // Few rows over many keys take their keys in splits, a workgroup each (`split_attention.ts`).
     const split = plain && splitAttention(plain, summaries - 1, options);
     if (split) summaries--;
@@ -262,6 +269,35 @@ function keysReadInPlace<P extends Attention>(
   out.splice(at, 1);
   from.splice(at, 1);
   return plan;
+}
+
+/**
+ * `plain` with its query computed as its scores read it (see `query_in_place.ts`), the query's
+ * producer then taken out of the kernels made so far (`out`, and its place in `from`); `plain`
+ * itself where it has more than `SPLIT_ROWS` rows (each key's workgroup or thread computes the
+ * query again), no such producer, or too few bindings for the producer's inputs and the split's
+ * partials.
+ */
+function queryReadInPlace(
+  plain: Attention,
+  options: WgslOptions,
+  { kernels, members, external, out, from }: {
+    kernels: readonly KernelIR[];
+    members: readonly KernelIR[];
+    external: ReadonlySet<number>;
+    out: KernelIR[];
+    from: number[];
+  },
+): Attention {
+  const rows = sizeOf(plain.weights.space.slice(0, matmulOperands(plain.scores)!.nb + 1));
+  const direct = rows <= SPLIT_ROWS ? queryInPlace(kernels, members, external) : undefined;
+  const group = direct && attentionGroup(direct.members, external);
+  const at = direct ? out.indexOf(direct.producer) : -1;
+  const bindings = group && group.inputs.length + group.values.outputs.length + 1;
+  if (!group || at < 0 || bindings! > (options.bindings ?? 8)) return plain;
+  out.splice(at, 1);
+  from.splice(at, 1);
+  return { ...group, query: direct.query };
 }
 
 /**

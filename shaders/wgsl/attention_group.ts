@@ -10,6 +10,7 @@ import type { Expr, KernelBuffer, KernelIR, KernelOutput } from "../../jit/ir/ke
 import { f32SumView, matmulOperands } from "../../jit/ir/kernel_ir.ts";
 import { Emitter } from "./emit.ts";
 import type { KernelLowering } from "./expr.ts";
+import type { InlinedQuery } from "./query_in_place.ts";
 
 /** The three kernels of an attention group that one fused kernel can run. */
 export interface Attention {
@@ -21,6 +22,8 @@ export interface Attention {
   readonly values: KernelIR;
   /** The fused kernel's buffers: every input of the three but the two intermediates. */
   readonly inputs: readonly KernelBuffer[];
+  /** The scores' query computed as they read it (`query_in_place.ts`), where it is. */
+  readonly query?: InlinedQuery;
 }
 
 /**
@@ -134,4 +137,9 @@ export function groupPhase(body: Emitter, l: KernelLowering, emit: () => void): 
   emit();
   body.block("{", () => body.lines.push(...l.e.lines));
   body.line("workgroupBarrier();");
+}
+
+/** The `inlined` lowering option of `group`'s scores: its query's expression, where it has one. */
+export function inlinedQuery(group: Attention): ReadonlyMap<number, Expr> | undefined {
+  return group.query && new Map([[group.query.input, group.query.expr]]);
 }

@@ -17,6 +17,7 @@ import type {
   KernelOutput,
   Load,
 } from "../../jit/ir/kernel_ir.ts";
+import { reindex } from "../../jit/ir/kernel_ir.ts";
 import type { Shape } from "../../jit/ir/shape.ts";
 import { affineOffset } from "../../jit/ir/access.ts";
 import { exactScale, mayCancel, overOnePlusExp, Structure } from "./cancel.ts";
@@ -262,6 +263,14 @@ export class KernelLowering {
    * point, as an assignable WGSL expression.
    */
   readonly redirect: Map<string, () => string> = new Map();
+  /**
+   * Inputs (by index) whose producer's expression the kernel computes where it reads them, in
+   * that buffer's coordinates over this kernel's inputs (attention's rotated queries,
+   * `query_in_place.ts`); each load reads it through its own steps.
+   */
+  readonly #inlined: ReadonlyMap<number, Expr>;
+  /** Each inlined load's expression in this kernel's coordinates, made once a load. */
+  #inlinedAt = new Map<Expr, Expr>();
 
   /** Whether f16 buffers hold 16-bit elements (converted to f32 on load, back on store). */
   readonly half: boolean;
@@ -295,9 +304,11 @@ export class KernelLowering {
       half?: boolean;
       subgroup?: number;
       uniforms?: UniformValues;
+      inlined?: ReadonlyMap<number, Expr>;
     } = {},
   ) {
     this.kernel = kernel;
+    this.#inlined = options.inlined ?? new Map();
     this.subgroup = options.subgroup;
     this.uniforms = options.uniforms;
     this.coords = kernel.space.map((_, i) => `${options.prefix ?? "x"}${i}`);
@@ -412,6 +423,13 @@ export class KernelLowering {
         const elsewhere = this.redirect.get(String(expr.input));
         if (elsewhere) {
           code = elsewhere();
+          break;
+        }
+        const inlined = this.#inlined.get(expr.input);
+        if (inlined) {
+          let at = this.#inlinedAt.get(expr);
+          if (!at) this.#inlinedAt.set(expr, at = reindex(inlined, expr.steps));
+          code = this.value(at, memo);
           break;
         }
         // A one-element buffer read without bounds: its element, wherever the steps go.

@@ -26,7 +26,13 @@ import { combinedDecls, combinedDirectives, combinedFlush } from "./combined.ts"
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { type KernelLayout, rowsLayout, type WgslOptions } from "./codegen.ts";
 import { combineAcross, combiner, streamedRows } from "./rows.ts";
-import { type Attention, everyInput, groupPhase, writtenByCode } from "./attention_group.ts";
+import {
+  type Attention,
+  everyInput,
+  groupPhase,
+  inlinedQuery,
+  writtenByCode,
+} from "./attention_group.ts";
 import { groupBindings, groupInputNames, plainSoftmax } from "./flash.ts";
 
 /** Keys a workgroup of the partials kernel takes. */
@@ -126,7 +132,7 @@ export function partialsWgsl(plan: SplitAttention): string {
   const keys = `for (var i: i32 = kbase + i32(lid.x); i < kend; i += ${THREADS}) {`;
 
   // The split's scores, a key a thread, into `att`.
-  const ls = new KernelLowering(scores, { inputs: names(scores) });
+  const ls = new KernelLowering(scores, { inputs: names(scores), inlined: inlinedQuery(plan) });
   ls.redirect.set("out0", key(ls, rowAxes));
   groupPhase(body, ls, () => {
     rowCoords(ls, rowAxes);

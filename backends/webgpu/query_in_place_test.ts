@@ -1,0 +1,94 @@
+/**
+ * A decode step's queries computed where attention reads them: the elementwise kernel that makes
+ * them (here a bias and a factor gathered by position, as a rotation reads its table) folds into
+ * the attention kernels of few rows, split over keys or a workgroup a row, against the reference;
+ * a query the program also returns keeps its kernel.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { compile } from "../../mod.ts";
+import { fuse } from "../../jit/passes/fuse.ts";
+import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
+import { assertClose, f32, hashed, i32, numbers } from "../../jit/testing/testing.ts";
+import type { Graph } from "../../jit/ir/graph.ts";
+import { withFusedAttention } from "../../shaders/wgsl/attention.ts";
+import { SPLIT_KEYS } from "../../shaders/wgsl/split_attention.ts";
+import { WebGpuBackend } from "./webgpu_backend.ts";
+
+const HEADS = 4, GROUPS = 2, D = 16, POSITIONS = 8;
+
+/**
+ * One query row a head over `tokens` keys of `GROUPS` key heads (read through Expand, as
+ * GroupQueryAttention decomposes); the query `(q + bias) · table[pos]`; `returned`: the query
+ * is an output of the graph too.
+ */
+function decodeAttention(tokens: number, returned = false): Graph {
+  const b = new GraphBuilder();
+  const row = b.op("Gather", [b.input("table", [POSITIONS, D]), b.input("pos", [1], "i32")], {
+    axis: 0,
+  });
+  const q = b.op("Mul", [b.op("Add", [b.input("q", [1, HEADS, 1, D]), b.input("bias", [D])]), row]);
+  const expand = (name: string) =>
+    b.op("Reshape", [
+      b.op("Expand", [
+        b.op("Reshape", [b.input(name, [1, GROUPS, tokens, D])], {
+          shape: [1, GROUPS, 1, tokens, D],
+        }),
+      ], { shape: [1, GROUPS, HEADS / GROUPS, tokens, D] }),
+    ], { shape: [1, HEADS, tokens, D] });
+  const k = b.op("Transpose", [expand("k")], { perm: [0, 1, 3, 2] });
+  const scaled = b.op("Mul", [b.op("MatMul", [q, k]), b.constant(1 / Math.sqrt(D))]);
+  b.output("y", b.op("MatMul", [b.op("Softmax", [scaled], { axis: -1 }), expand("v")]));
+  if (returned) b.output("query", q);
+  return b.build();
+}
+
+/** Feeds of {@linkcode decodeAttention} at position `pos`. */
+function feeds(tokens: number, pos: number) {
+  const kv = GROUPS * tokens * D;
+  return {
+    table: f32(hashed(POSITIONS * D, 3), [POSITIONS, D]),
+    pos: i32([pos], [1]),
+    q: f32(hashed(HEADS * D, 7), [1, HEADS, 1, D]),
+    bias: f32(hashed(D, 5), [D]),
+    k: f32(hashed(kv, 11).map((x) => 3 * x), [1, GROUPS, tokens, D]),
+    v: f32(hashed(kv, 13), [1, GROUPS, tokens, D]),
+  };
+}
+
+/** The kernel names of `graph` after WebGPU's attention grouping (the default binding limit). */
+function kernelsOf(graph: Graph): string[] {
+  const options = { maxInvocations: 256, bindings: 8 };
+  const external = new Set(graph.outputs.map((o) => o.value));
+  return withFusedAttention(fuse(graph).kernels, external, options).kernels.map((k) => k.name);
+}
+
+Deno.test("a query's elementwise producer folds into attention of few rows", () => {
+  for (const tokens of [SPLIT_KEYS, 3 * SPLIT_KEYS]) {
+    const names = kernelsOf(decodeAttention(tokens));
+    assert.ok(!names.some((n) => n.startsWith("elementwise")), names.join(" "));
+    assert.ok(names.includes("attention_0"), names.join(" "));
+  }
+  // Returned, the query is stored by its own kernel, which the attention then reads.
+  const kept = kernelsOf(decodeAttention(3 * SPLIT_KEYS, true));
+  assert.ok(kept.some((n) => n.startsWith("elementwise")), kept.join(" "));
+});
+
+Deno.test("attention computing its queries gives the reference's values, split or not", async () => {
+  const backend = new WebGpuBackend();
+  await backend.prepare();
+  for (const tokens of [SPLIT_KEYS - 5, 2 * SPLIT_KEYS + 36]) {
+    for (const returned of [false, true]) {
+      const graph = decodeAttention(tokens, returned);
+      using exe = await compile(graph, { backend, cache: false });
+      using reference = await compile(graph, { backend: "reference" });
+      for (const pos of [0, 5]) {
+        const input = feeds(tokens, pos);
+        const [got, want] = [await exe.run(input), await reference.run(input)];
+        assertClose(numbers(got.y.data), numbers(want.y.data), { atol: 1e-5, rtol: 1e-4 });
+      }
+    }
+  }
+  backend.dispose();
+});
