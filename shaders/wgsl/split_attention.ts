@@ -9,11 +9,12 @@
  * an H100 through Dawn (hand-written forms of both, 14 rows over 2 heads of keys, D 64, 400
  * dispatches back to back, `.device/scratch/attn92.ts`): 256 keys 22.3-23.4 µs a row's workgroup
  * against 10.4-11.2 µs for the two kernels; 160 keys 15.3-16.4 against 9.9-10.5. Inside a
- * generation, where the split adds a dispatch a layer to the host's share of a step, it is not
- * timed yet (`bench/REPORT-generate.md`, session 92).
+ * generation, where the split adds a dispatch a layer to the host's share of a step, see
+ * `bench/REPORT-generate.md` (sessions 92-93).
  *
- * It applies to the plain softmax over f32 tensors (none stored as f16), at most `SPLIT_ROWS` rows and at least
- * two splits; a guarded softmax (`Where(IsNaN(w), 0, w)`) keeps the fused kernel.
+ * It applies to the plain softmax over f32 tensors (none stored as f16), at most `SPLIT_ROWS`
+ * rows and at least two splits; a guarded softmax (`Where(IsNaN(w), 0, w)`) keeps the fused
+ * kernel.
  *
  * @module
  */
