@@ -106,6 +106,27 @@ Deno.test("generate: on webgpu the decode step warms up in the first generation 
   gpu.dispose();
 });
 
+Deno.test("generate: on webgpu a decode layer's queries are computed inside its attention", async () => {
+  const { prompt, greedy } = recorded.genai_tiny_level4;
+  const gpu = new WebGpuBackend({ profile: true });
+  await gpu.prepare();
+  const g = generate(await load("genai_tiny_level4"), prompt, {
+    maxNewTokens: 3,
+    backend: gpu,
+    cache: false,
+  });
+  assert.deepEqual(await g.collect(), greedy.slice(0, 3));
+  // Kernel times need timestamp queries (Dawn's GL backend has none).
+  if (gpu.capabilities().timestampQuery) {
+    const names = g.executables.at(-1)!.deviceTimes().map((t) => t.kernel);
+    // Each of the two layers: its keys' and values' cache write the one elementwise kernel (the
+    // queries' rotation runs in the attention), then the attention over 64 keys in two splits.
+    assert.equal(names.filter((n) => n.startsWith("elementwise")).length, 2, names.join(" "));
+    assert.equal(names.filter((n) => n.endsWith("_partials")).length, 2, names.join(" "));
+  }
+  gpu.dispose();
+});
+
 Deno.test("generate: on webgpu the caches stay on the device; a step reads back its id", async () => {
   const { prompt, greedy } = recorded.torch_tiny;
   const model = await load("torch_tiny");
