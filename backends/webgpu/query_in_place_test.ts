@@ -14,6 +14,7 @@ import { assertClose, f32, hashed, i32, numbers } from "../../jit/testing/testin
 import type { Graph } from "../../jit/ir/graph.ts";
 import { withFusedAttention } from "../../shaders/wgsl/attention.ts";
 import { SPLIT_KEYS } from "../../shaders/wgsl/split_attention.ts";
+import { groupedAttention } from "../../jit/testing/decode_attention.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 
 const HEADS = 4, GROUPS = 2, D = 16, POSITIONS = 8;
@@ -29,17 +30,8 @@ function decodeAttention(tokens: number, returned = false): Graph {
     axis: 0,
   });
   const q = b.op("Mul", [b.op("Add", [b.input("q", [1, HEADS, 1, D]), b.input("bias", [D])]), row]);
-  const expand = (name: string) =>
-    b.op("Reshape", [
-      b.op("Expand", [
-        b.op("Reshape", [b.input(name, [1, GROUPS, tokens, D])], {
-          shape: [1, GROUPS, 1, tokens, D],
-        }),
-      ], { shape: [1, GROUPS, HEADS / GROUPS, tokens, D] }),
-    ], { shape: [1, HEADS, tokens, D] });
-  const k = b.op("Transpose", [expand("k")], { perm: [0, 1, 3, 2] });
-  const scaled = b.op("Mul", [b.op("MatMul", [q, k]), b.constant(1 / Math.sqrt(D))]);
-  b.output("y", b.op("MatMul", [b.op("Softmax", [scaled], { axis: -1 }), expand("v")]));
+  const sizes = { tokens, heads: HEADS, groups: GROUPS, d: D };
+  b.output("y", groupedAttention(b, q, sizes));
   if (returned) b.output("query", q);
   return b.build();
 }

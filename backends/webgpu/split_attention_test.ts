@@ -13,6 +13,7 @@ import { assertClose, f32, hashed, numbers } from "../../jit/testing/testing.ts"
 import type { Graph } from "../../jit/ir/graph.ts";
 import { withFusedAttention } from "../../shaders/wgsl/attention.ts";
 import { SPLIT_KEYS, SPLIT_ROWS } from "../../shaders/wgsl/split_attention.ts";
+import { groupedAttention } from "../../jit/testing/decode_attention.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
 
 /**
@@ -23,18 +24,8 @@ import { WebGpuBackend } from "./webgpu_backend.ts";
 function decodeAttention(tokens: number, heads = 4, groups = 2, d = 16): Graph {
   const b = new GraphBuilder();
   const q = b.input("q", [1, heads, 1, d]);
-  const expand = (name: string) =>
-    b.op("Reshape", [
-      b.op("Expand", [
-        b.op("Reshape", [b.input(name, [1, groups, tokens, d])], {
-          shape: [1, groups, 1, tokens, d],
-        }),
-      ], { shape: [1, groups, heads / groups, tokens, d] }),
-    ], { shape: [1, heads, tokens, d] });
-  const k = b.op("Transpose", [expand("k")], { perm: [0, 1, 3, 2] });
-  const scaled = b.op("Mul", [b.op("MatMul", [q, k]), b.constant(1 / Math.sqrt(d))]);
-  const scores = b.op("Add", [scaled, b.input("mask", [1, heads, 1, tokens])]);
-  const y = b.op("MatMul", [b.op("Softmax", [scores], { axis: -1 }), expand("v")]);
+  const mask = b.input("mask", [1, heads, 1, tokens]);
+  const y = groupedAttention(b, q, { tokens, heads, groups, d }, mask);
   b.output("y", b.op("Add", [y, b.input("bias", [d])]));
   return b.build();
 }

@@ -19,7 +19,13 @@ import { combinedDecls, combinedDirectives, combinedFlush } from "./combined.ts"
 import { entryPoint, NEVER, PRELUDE } from "./prelude.ts";
 import { type KernelLayout, rowsLayout, tiledMatmul, type WgslOptions } from "./codegen.ts";
 import { emitRows, streamedRows } from "./rows.ts";
-import { type Attention, attentionGroup, groupPhase, inlinedQuery } from "./attention_group.ts";
+import {
+  type Attention,
+  attentionGroup,
+  groupPhase,
+  groupRows,
+  inlinedQuery,
+} from "./attention_group.ts";
 import { queryInPlace } from "./query_in_place.ts";
 import {
   type Flash,
@@ -94,7 +100,7 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
   const { scores, weights, values } = plan;
   const s = matmulOperands(scores)!, v = matmulOperands(values)!;
   const rowAxes = s.nb + 1;
-  const rows = sizeOf(weights.space.slice(0, rowAxes));
+  const rows = groupRows(plan);
   const size = attentionThreads(options);
   const names = (k: KernelIR) => groupInputNames(plan, k);
   const body = new Emitter();
@@ -246,57 +252,59 @@ export function withFusedAttention(
 }
 
 /**
+ * What a fold of a kernel into an attention group reads: all the kernels, the group's members, the
+ * values needed past them; and what it changes: the kernels made so far and their places.
+ */
+interface Places {
+  readonly kernels: readonly KernelIR[];
+  readonly members: readonly KernelIR[];
+  readonly external: ReadonlySet<number>;
+  readonly out: KernelIR[];
+  readonly from: number[];
+}
+
+/** Takes `kernel` out of the kernels made so far (and its place); false where it is not there. */
+function takeOut({ out, from }: Places, kernel: KernelIR): boolean {
+  const at = out.indexOf(kernel);
+  if (at < 0) return false;
+  out.splice(at, 1);
+  from.splice(at, 1);
+  return true;
+}
+
+/**
  * `chosen` with its keys read where a copy of them took them (see `flash_keys.ts`), that copy
- * then taken out of the kernels made so far (`out`, and its place in `from`); `chosen` itself
- * where there is no copy or the kernel (`again` makes its plan) does not take the keys in place.
+ * then taken out of the kernels made so far; `chosen` itself where there is no copy or the kernel
+ * (`again` makes its plan) does not take the keys in place.
  */
 function keysReadInPlace<P extends Attention>(
   chosen: P,
   again: (group: Attention) => P | undefined,
-  { kernels, members, external, out, from }: {
-    kernels: readonly KernelIR[];
-    members: readonly KernelIR[];
-    external: ReadonlySet<number>;
-    out: KernelIR[];
-    from: number[];
-  },
+  places: Places,
 ): P {
+  const { kernels, members, external } = places;
   const direct = keysInPlace(kernels, members, external);
   const group = direct && attentionGroup(direct.members, external);
   const plan = group && again(group);
-  const at = direct ? out.indexOf(direct.copy) : -1;
-  if (!plan || at < 0) return chosen;
-  out.splice(at, 1);
-  from.splice(at, 1);
-  return plan;
+  return plan && takeOut(places, direct.copy) ? plan : chosen;
 }
 
 /**
  * `plain` with its query computed as its scores read it (see `query_in_place.ts`), the query's
- * producer then taken out of the kernels made so far (`out`, and its place in `from`); `plain`
- * itself where it has more than `SPLIT_ROWS` rows (each key's workgroup or thread computes the
- * query again), no such producer, or too few bindings for the producer's inputs and the split's
- * partials.
+ * producer then taken out of the kernels made so far; `plain` itself where it has more than
+ * `SPLIT_ROWS` rows (each key's workgroup or thread computes the query again), no such producer,
+ * or too few bindings for the producer's inputs and the split's partials.
  */
-function queryReadInPlace(
-  plain: Attention,
-  options: WgslOptions,
-  { kernels, members, external, out, from }: {
-    kernels: readonly KernelIR[];
-    members: readonly KernelIR[];
-    external: ReadonlySet<number>;
-    out: KernelIR[];
-    from: number[];
-  },
-): Attention {
-  const rows = sizeOf(plain.weights.space.slice(0, matmulOperands(plain.scores)!.nb + 1));
-  const direct = rows <= SPLIT_ROWS ? queryInPlace(kernels, members, external) : undefined;
+function queryReadInPlace(plain: Attention, options: WgslOptions, places: Places): Attention {
+  const { kernels, members, external } = places;
+  const direct = groupRows(plain) <= SPLIT_ROWS
+    ? queryInPlace(kernels, members, external)
+    : undefined;
   const group = direct && attentionGroup(direct.members, external);
-  const at = direct ? out.indexOf(direct.producer) : -1;
   const bindings = group && group.inputs.length + group.values.outputs.length + 1;
-  if (!group || at < 0 || bindings! > (options.bindings ?? 8)) return plain;
-  out.splice(at, 1);
-  from.splice(at, 1);
+  if (!group || bindings! > (options.bindings ?? 8) || !takeOut(places, direct.producer)) {
+    return plain;
+  }
   return { ...group, query: direct.query };
 }
 

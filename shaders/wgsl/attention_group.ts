@@ -8,6 +8,7 @@
 import { affineOffset } from "../../jit/ir/access.ts";
 import type { Expr, KernelBuffer, KernelIR, KernelOutput } from "../../jit/ir/kernel_ir.ts";
 import { f32SumView, matmulOperands } from "../../jit/ir/kernel_ir.ts";
+import { sizeOf } from "../../jit/ir/shape.ts";
 import { Emitter } from "./emit.ts";
 import type { KernelLowering } from "./expr.ts";
 import type { InlinedQuery } from "./query_in_place.ts";
@@ -137,6 +138,11 @@ export function groupPhase(body: Emitter, l: KernelLowering, emit: () => void): 
   emit();
   body.block("{", () => body.lines.push(...l.e.lines));
   body.line("workgroupBarrier();");
+}
+
+/** Query rows of `group`: its softmax's rows (batch and query axes). */
+export function groupRows(group: Attention): number {
+  return sizeOf(group.weights.space.slice(0, matmulOperands(group.scores)!.nb + 1));
 }
 
 /** The `inlined` lowering option of `group`'s scores: its query's expression, where it has one. */

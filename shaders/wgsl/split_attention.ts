@@ -20,7 +20,6 @@
  */
 import type { KernelBuffer, KernelIR } from "../../jit/ir/kernel_ir.ts";
 import { matmulOperands } from "../../jit/ir/kernel_ir.ts";
-import { sizeOf } from "../../jit/ir/shape.ts";
 import { KernelLowering, NEG_INF } from "./expr.ts";
 import { Emitter } from "./emit.ts";
 import { combinedDecls, combinedDirectives, combinedFlush } from "./combined.ts";
@@ -31,6 +30,7 @@ import {
   type Attention,
   everyInput,
   groupPhase,
+  groupRows,
   inlinedQuery,
   writtenByCode,
 } from "./attention_group.ts";
@@ -57,7 +57,7 @@ export interface SplitAttention extends Attention {
 function geometry(group: Attention) {
   const s = matmulOperands(group.scores)!, v = matmulOperands(group.values)!;
   const rowAxes = s.nb + 1;
-  return { s, v, rowAxes, rows: sizeOf(group.weights.space.slice(0, rowAxes)) };
+  return { s, v, rowAxes, rows: groupRows(group) };
 }
 
 /**
