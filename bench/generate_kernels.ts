@@ -13,13 +13,15 @@
  * copies (wasm), encoding and readback (webgpu). On WebGPU a profiled run times each kernel in a
  * pass of its own and reads the times back, so the GPU idles between runs and its clock drops
  * (the H200 through Dawn: 36 tokens/s profiled against 260 not): there the kernels' times rank
- * them, they do not add up to a step.
+ * them, they do not add up to a step. Dawn's timestamps are not rounded to 65.5 µs
+ * (`timingDawnFlags`; set KILN_DAWN_FLAGS, e.g. `backend=opengles` on a machine without Vulkan).
  *
  * @module
  */
 import { parseArgs } from "node:util";
 import { generate, OnnxModel, WasmBackend, WebGpuBackend } from "../mod.ts";
 import { seededPrompt } from "./prompt.ts";
+import { timingDawnFlags } from "./timed.ts";
 
 const { values, positionals } = parseArgs({
   args: Deno.args,
@@ -40,7 +42,7 @@ if (!path) throw new Error("usage: bench/generate_kernels.ts MODEL.onnx [--backe
 const prompt = seededPrompt(Number(values.prompt), Number(values.vocab));
 const threads = values.threads === undefined ? {} : { threads: Number(values.threads) };
 const backend = values.backend === "webgpu"
-  ? new WebGpuBackend({ profile: true })
+  ? new WebGpuBackend({ profile: true, dawnFlags: timingDawnFlags })
   : new WasmBackend({ profile: true, ...threads });
 const model = await OnnxModel.load(path);
 let last;
