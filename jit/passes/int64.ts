@@ -187,7 +187,7 @@ function widenedArithmetic(graph: Graph, mode: Int64Mode): Graph {
     const op: OpOf = (o, xs, a = {}) => push(o, xs, a, n.name);
     const bad = op("Not", [op("Equal", [op("Cast", [name(y)], { to: "i64" }), long])]);
     const why = `${n.label}: its int64 result is read in 32 bits and does not fit`;
-    checks.push(checkOutput(op, bad, why, checks.length));
+    checks.push(checkOutput(op, bad, why, checks.length, sizeOf(graph.values[y].shape)));
   }
   if (!wide.size) return graph;
   const boundary = boundaryOf(graph, (v) => (int64Out.has(v) && wide.get(v)) || name(v));
@@ -198,11 +198,13 @@ function widenedArithmetic(graph: Graph, mode: Int64Mode): Graph {
 type OpOf = (op: string, inputs: string[], attrs?: Attrs) => string;
 
 /**
- * Check output `n` saying `why` (see `jit/runtime/checks.ts`) of `bad`, a bool tensor: its flags
- * reduced to one, so that a run reads back a scalar.
+ * Check output `n` saying `why` (see `jit/runtime/checks.ts`) of `bad`, a bool tensor of `size`
+ * flags: reduced to one, so that a run reads back a scalar. One flag is read as it is: its
+ * reduction was a kernel of its own each run (a decode step's mask sums).
  */
-function checkOutput(op: OpOf, bad: string, why: string, n: number) {
-  const any = op("ReduceMax", [op("Cast", [bad], { to: "i32" })], { keepdims: 0 });
+function checkOutput(op: OpOf, bad: string, why: string, n: number, size: number) {
+  const flags = op("Cast", [bad], { to: "i32" });
+  const any = size > 1 ? op("ReduceMax", [flags], { keepdims: 0 }) : flags;
   return { name: checkName(why, n), value: any };
 }
 
@@ -366,9 +368,10 @@ class Lowering {
   /** A check output: `bad` (bool, shaped as value `like`) must hold no true after a run. */
   #check(bad: string, like: string, why: string): void {
     // An empty tensor's maximum is the lowest i32, which would read as a failed check.
-    if (this.#sizes.get(like) === 0) return;
+    const size = this.#sizes.get(like) ?? Infinity;
+    if (size === 0) return;
     const op: OpOf = (o, xs, a = {}) => this.#op(o, xs, a);
-    this.checks.push(checkOutput(op, bad, `${this.#at.label}: ${why}`, this.checks.length));
+    this.checks.push(checkOutput(op, bad, `${this.#at.label}: ${why}`, this.checks.length, size));
   }
 
   /** A scalar constant. */

@@ -112,3 +112,28 @@ Deno.test("a graph's own i64 inputs: their sums and products compute in 64 bits,
     assert.deepEqual([...small.p.data], [12, 0]);
   }
 });
+
+Deno.test("a check of one value is read as it is; a check of many is reduced to one flag", async () => {
+  const producers = (rows: number) => {
+    const b = new GraphBuilder();
+    const sum = b.op("ReduceSum", [b.input("a", [rows, 3], "i64")], { axes: [1], keepdims: 0 });
+    // A Reshape reads the sum in 32 bits: narrowed there, and checked.
+    b.output("y", b.op("Reshape", [sum], { shape: [rows] }));
+    const lowered = lowerInt64(b.build(), "i32");
+    const checks = lowered.outputs.filter((o) => o.name.startsWith("kiln.check:"));
+    assert.equal(checks.length, 1);
+    return { lowered, op: lowered.nodes.find((n) => n.outputs.includes(checks[0].value))!.op };
+  };
+  // One flag: no reduction of one value (a kernel of its own every run on a GPU).
+  assert.equal(producers(1).op, "Cast");
+  assert.equal(producers(4).op, "ReduceMax");
+  const a = (v: bigint[]) => ({
+    a: { data: BigInt64Array.from(v), shape: [1, 3], dtype: "i64" as const },
+  });
+  using exe = await compile(producers(1).lowered, { backend: "reference" });
+  assert.deepEqual([...(await exe.run(a([1n, 2n, 3n]))).y.data], [6]);
+  await assert.rejects(
+    async () => await exe.run(a([2000000000n, 2000000000n, 0n])),
+    (e) => e instanceof KilnError && e.code === "out-of-range",
+  );
+});

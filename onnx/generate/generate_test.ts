@@ -106,7 +106,7 @@ Deno.test("generate: on webgpu the decode step warms up in the first generation 
   gpu.dispose();
 });
 
-Deno.test("generate: on webgpu a decode layer's queries are computed inside its attention", async () => {
+Deno.test("generate: on webgpu a decode layer's queries are computed inside its attention, the checks in the mask's kernels", async () => {
   const { prompt, greedy } = recorded.genai_tiny_level4;
   const gpu = new WebGpuBackend({ profile: true });
   await gpu.prepare();
@@ -123,6 +123,9 @@ Deno.test("generate: on webgpu a decode layer's queries are computed inside its 
     // queries' rotation runs in the attention), then the attention over 64 keys in two splits.
     assert.equal(names.filter((n) => n.startsWith("elementwise")).length, 2, names.join(" "));
     assert.equal(names.filter((n) => n.endsWith("_partials")).length, 2, names.join(" "));
+    // The step's reductions: the mask's sum and its 64-bit check, the ids' ArgMax (each int64
+    // check of one value is read as it is, not reduced by a kernel of its own).
+    assert.equal(names.filter((n) => n.startsWith("reduce")).length, 3, names.join(" "));
   }
   gpu.dispose();
 });
