@@ -28,6 +28,7 @@ import {
   aluCount,
   type AluOp,
   broadcastStep,
+  buffersRead,
   type Expr,
   exprDepth,
   type IndexStep,
@@ -418,10 +419,12 @@ class Fuser {
     ) {
       s = this.#stored(s, `${label} reduces it over another iteration space`);
     }
-    // Reductions of stored values over one space share a kernel, as do reductions of one
-    // expression (DynamicQuantizeLinear's maximum and minimum of a GELU's output).
+    // Reductions of stored values over one space share a kernel, as do reductions of expressions
+    // of the same buffers (DynamicQuantizeLinear's maximum and minimum of a GELU's output, an
+    // int64 sum beside its f32 shadow that checks it): one pass over them instead of two.
     const space = `${shape.join()} ${sorted.join()}`;
-    const key = s.group ? undefined : isBare(s) ? space : `${space} ${this.#equal.exprId(s.expr)}`;
+    const reads = `${space} reads ${[...buffersRead(s.expr)].sort((a, b) => a - b).join()}`;
+    const key = s.group ? undefined : isBare(s) ? space : reads;
     const sibling = key === undefined ? undefined : this.#reduced.get(key);
     const joins = sibling && sameAxes(sibling.reduced, sorted) && !sibling.outputs.length &&
       this.#groups.readsWithin(sibling, s.expr, this.#opts.maxInputs / 2);
@@ -429,7 +432,10 @@ class Fuser {
     const group = joined ?? this.#groups.create(shape, sorted, "reduce");
     const nth = group.reductions.length + 1;
     if (joined) this.#log.push(`${label}: joins kernel #${group.id} as reduction ${nth}`);
-    else if (key !== undefined) this.#reduced.set(key, group);
+    else if (key !== undefined) {
+      // A stored value's reduction is found by expressions of that value too.
+      for (const k of new Set([key, reads])) this.#reduced.set(k, group);
+    }
     return this.#reduction(group, op, s.expr, label, type, own(s));
   }
 

@@ -513,53 +513,6 @@ Deno.test("a value computed twice from the same buffers and equal constants is s
   assert.equal(stores(wide((v) => (v[1] += 1))), 2);
 });
 
-Deno.test("reductions of one value over the same axes share a kernel (a min beside a max)", async () => {
-  // DynamicQuantizeLinear's range: max and min of x, then its scale from both.
-  const b = new GraphBuilder();
-  const x = b.input("x", [4, 6]);
-  const whole = { axes: [0, 1], keepdims: 0 };
-  const max = b.op("ReduceMax", [x], whole), min = b.op("ReduceMin", [x], whole);
-  b.output("range", b.op("Sub", [max, min]));
-  // The same value over other axes stays a kernel of its own.
-  b.output("rows", b.op("ReduceMin", [x], { axes: [1], keepdims: 0 }));
-  const kernels = fuse(b.build()).kernels;
-  assert.deepEqual(kernels.map((k) => k.reductions.map((r) => r.op).join()), ["max,min", "min"]);
-  const data = uniform(24, 3, -5, 5);
-  for (const backend of ["reference", "wasm"]) {
-    const out = await (await compile(b.build(), { backend })).run({
-      x: { data, shape: [4, 6], dtype: "f32" },
-    });
-    assert.deepEqual(numbers(out.range.data), [Math.fround(Math.max(...data) - Math.min(...data))]);
-  }
-});
-
-Deno.test("a large DynamicQuantizeLinear takes its rows' range in one kernel, or none on a GPU", async () => {
-  // Of an activation's output, as BERT's second MLP product quantizes its GELU's: on wasm the
-  // rows' two reductions read one expression (one stored value), then one kernel takes the whole
-  // range; WebGPU's kernel computing the square combines the range as it stores it. (A square:
-  // rounded alike everywhere, so the 8-bit results compare exactly.)
-  const b = new GraphBuilder();
-  const x = b.input("x", [128, 768]);
-  const [q, scale, zero] = b.opN("DynamicQuantizeLinear", [b.op("Mul", [x, x])], {}, 3);
-  b.output("q", q).output("scale", scale).output("zero", zero);
-  const graph = b.build();
-  const feeds = { x: f32([128, 768], 9) };
-  const want = await (await compile(graph, { backend: "reference", fuse: false })).run(feeds);
-  const reductions = { wasm: ["128x768:max,min", "128x1:max,min"], webgpu: [] };
-  for (const backend of ["wasm", "webgpu"] as const) {
-    const exe = await compile(graph, { backend, cache: false });
-    const kernels = exe.plan!.kernels;
-    const ops = kernels.filter((k) => k.reductions.length > 0)
-      .map((k) => `${k.space.join("x")}:${k.reductions.map((r) => r.op).join()}`);
-    assert.deepEqual(ops, reductions[backend], backend);
-    const combined = kernels.map((k) => k.outputs.filter((o) => o.combine).length);
-    assert.deepEqual(combined.filter((n) => n > 0), backend === "webgpu" ? [2] : [], backend);
-    const got = await exe.run(feeds);
-    for (const name of ["q", "scale", "zero"]) assert.deepEqual(got[name].data, want[name].data);
-    exe.dispose();
-  }
-});
-
 Deno.test("a graph output read reshaped under a broadcast is stored once, where it is read", async () => {
   // A decode step's cache update: the present is an output, and the attention reads it
   // unsqueezed under its query heads' broadcast.

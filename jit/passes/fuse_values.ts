@@ -386,11 +386,6 @@ export class EqualValues {
     return sym;
   }
 
-  /** The id of `e`'s structure: structurally equal expressions share it. */
-  exprId(e: Expr): number {
-    return this.#exprs.id(e);
-  }
-
   /** The stored form of a value equal to `s`, made by `make` the first time. */
   stored(s: Sym, make: () => Sym): Sym {
     const own = s.toOwn ? JSON.stringify(this.#exprs.stepsKey(s.toOwn)) : "";
