@@ -79,7 +79,8 @@ export function splitAttention(
   const bindings = group.inputs.length + 1 + group.values.outputs.length;
   if (
     !f32 || rows > SPLIT_ROWS || splits < 2 || !plainSoftmax(group.weights) ||
-    bindings > (options.bindings ?? 8) || THREADS > options.maxInvocations
+    bindings > (options.bindings ?? 8) || THREADS > options.maxInvocations ||
+    4 * (SPLIT_KEYS + s.k + THREADS) > (options.workgroupBytes ?? 16384)
   ) return undefined;
   const shape = [...group.weights.space.slice(0, rowAxes), splits, v.n + 2];
   return { ...group, splits, partials: { value, shape, dtype: "f32" } };
