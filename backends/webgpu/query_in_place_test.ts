@@ -12,7 +12,7 @@ import { fuse } from "../../jit/passes/fuse.ts";
 import { GraphBuilder } from "../../jit/frontend/graph_builder.ts";
 import { assertClose, f32, hashed, i32, numbers } from "../../jit/testing/testing.ts";
 import type { Graph } from "../../jit/ir/graph.ts";
-import { withFusedAttention } from "../../shaders/wgsl/attention.ts";
+import { groupWgsl, withFusedAttention } from "../../shaders/wgsl/attention.ts";
 import { SPLIT_KEYS } from "../../shaders/wgsl/split_attention.ts";
 import { groupedAttention } from "../../jit/testing/decode_attention.ts";
 import { WebGpuBackend } from "./webgpu_backend.ts";
@@ -49,11 +49,22 @@ function feeds(tokens: number, pos: number) {
   };
 }
 
-/** The kernel names of `graph` after WebGPU's attention grouping (the default binding limit). */
-function kernelsOf(graph: Graph): string[] {
-  const options = { maxInvocations: 256, bindings: 8 };
+/**
+ * The kernel names of `graph` after WebGPU's attention grouping (the default binding limit, the
+ * device's workgroup memory `workgroupBytes`).
+ */
+function kernelsOf(graph: Graph, workgroupBytes = 16384): string[] {
+  const options = { maxInvocations: 256, bindings: 8, workgroupBytes };
   const external = new Set(graph.outputs.map((o) => o.value));
   return withFusedAttention(fuse(graph).kernels, external, options).kernels.map((k) => k.name);
+}
+
+/** The WGSL of the group kernel of `graph` that computes the scores (partials or one kernel). */
+function scoresWgsl(graph: Graph): string {
+  const options = { maxInvocations: 256, bindings: 8 };
+  const { kernels, fused } = withFusedAttention(fuse(graph).kernels, new Set(), options);
+  const group = fused.get(kernels.find((k) => fused.has(k))!)!;
+  return groupWgsl(group, options);
 }
 
 Deno.test("a query's elementwise producer folds into attention of few rows", () => {
@@ -61,10 +72,22 @@ Deno.test("a query's elementwise producer folds into attention of few rows", () 
     const names = kernelsOf(decodeAttention(tokens));
     assert.ok(!names.some((n) => n.startsWith("elementwise")), names.join(" "));
     assert.ok(names.includes("attention_0"), names.join(" "));
+    // The kernel that takes the scores computes the row's query once, then reads it there.
+    const wgsl = scoresWgsl(decodeAttention(tokens));
+    assert.match(wgsl, /var<workgroup> qs: array<f32, 16>/);
+    assert.match(wgsl, /qs\[u32\(t\)\] = /);
   }
   // Returned, the query is stored by its own kernel, which the attention then reads.
   const kept = kernelsOf(decodeAttention(3 * SPLIT_KEYS, true));
   assert.ok(kept.some((n) => n.startsWith("elementwise")), kept.join(" "));
+  // Each kernel computes the row's query once into workgroup memory: where the row's scores, the
+  // softmax's lanes and the query row do not fit the device's, the query keeps its kernel.
+  for (const tokens of [SPLIT_KEYS, 3 * SPLIT_KEYS]) {
+    const small = kernelsOf(decodeAttention(tokens), 4 * (tokens + 2 * 64 + D) - 4);
+    assert.ok(small.some((n) => n.startsWith("elementwise")), small.join(" "));
+    const fits = kernelsOf(decodeAttention(tokens), 4 * (tokens + 2 * 64 + D));
+    assert.ok(!fits.some((n) => n.startsWith("elementwise")), fits.join(" "));
+  }
 });
 
 Deno.test("attention computing its queries gives the reference's values, split or not", async () => {

@@ -24,7 +24,9 @@ import {
   attentionGroup,
   groupPhase,
   groupRows,
-  inlinedQuery,
+  rowCoords,
+  stagedQuery,
+  stagedQueryBytes,
 } from "./attention_group.ts";
 import { queryInPlace } from "./query_in_place.ts";
 import {
@@ -47,6 +49,7 @@ import {
   partialsKernel,
   partialsWgsl,
   SPLIT_ROWS,
+  SPLIT_THREADS,
   type SplitAttention,
   splitAttention,
   splitLayout,
@@ -112,8 +115,7 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
 
   /** A matmul phase: each thread takes columns lid, lid + size, …: its sum over k, its outputs. */
   const contract = (l: KernelLowering, { n, k }: { n: number; k: number }) => {
-    for (const c of l.coords) l.e.line(`var ${c}: i32 = 0;`);
-    l.unravel([...Array(rowAxes).keys()], "row");
+    rowCoords(l, rowAxes);
     l.e.block(`for (var j: i32 = i32(lid.x); j < ${n}; j += ${size}) {`, () => {
       l.e.line(`${l.coords[rowAxes]} = j;`);
       l.e.line("var acc0: f32 = 0.0;");
@@ -127,14 +129,12 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
     });
   };
 
-  // Phase 1: the row's scores, a key per thread at a time, into `att`.
+  // Phase 1: the row's scores, a key per thread at a time, into `att` (a folded query first into
+  // `qs`).
   const half = options.half;
-  const ls = new KernelLowering(scores, {
-    inputs: names(scores),
-    half,
-    inlined: inlinedQuery(plan),
-  });
+  const ls = new KernelLowering(scores, { inputs: names(scores), half });
   ls.redirect.set("out0", key(ls, rowAxes));
+  const staged = stagedQuery(body, plan, ls, { inputs: names(scores), half, threads: size });
   phase(ls, () => contract(ls, s));
 
   // Phase 2: the softmax, reading the scores from `att` and writing the weights back over them
@@ -158,6 +158,7 @@ export function attentionWgsl(plan: Attention, options: WgslOptions): string {
     ...groupBindings(plan, { half }),
     PRELUDE,
     `var<workgroup> att: array<f32, ${s.n}>;`,
+    ...staged,
     ...shared,
     ...combinedDecls(lv),
     ...entryPoint(size, [...body.lines, ...combinedFlush(lv, subgroups)]),
@@ -292,8 +293,9 @@ function keysReadInPlace<P extends Attention>(
 /**
  * `plain` with its query computed as its scores read it (see `query_in_place.ts`), the query's
  * producer then taken out of the kernels made so far; `plain` itself where it has more than
- * `SPLIT_ROWS` rows (each key's workgroup or thread computes the query again), no such producer,
- * or too few bindings for the producer's inputs and the split's partials.
+ * `SPLIT_ROWS` rows (each row's workgroups compute the query again), no such producer, too few
+ * bindings for the producer's inputs and the split's partials, or too little workgroup memory for
+ * the staged query row beside the row's scores and the softmax's lanes (two types a thread).
  */
 function queryReadInPlace(plain: Attention, options: WgslOptions, places: Places): Attention {
   const { kernels, members, external } = places;
@@ -301,10 +303,14 @@ function queryReadInPlace(plain: Attention, options: WgslOptions, places: Places
     ? queryInPlace(kernels, members, external)
     : undefined;
   const group = direct && attentionGroup(direct.members, external);
-  const bindings = group && group.inputs.length + group.values.outputs.length + 1;
-  if (!group || bindings! > (options.bindings ?? 8) || !takeOut(places, direct.producer)) {
-    return plain;
-  }
+  if (!group) return plain;
+  const bindings = group.inputs.length + group.values.outputs.length + 1;
+  const lanes = 2 * 4 * Math.max(attentionThreads(options), SPLIT_THREADS);
+  const bytes = 4 * matmulOperands(group.scores)!.n + lanes + stagedQueryBytes(group);
+  if (
+    bindings > (options.bindings ?? 8) || bytes > (options.workgroupBytes ?? 16384) ||
+    !takeOut(places, direct.producer)
+  ) return plain;
   return { ...group, query: direct.query };
 }
 

@@ -10,7 +10,7 @@ import type { Expr, KernelBuffer, KernelIR, KernelOutput } from "../../jit/ir/ke
 import { f32SumView, matmulOperands } from "../../jit/ir/kernel_ir.ts";
 import { sizeOf } from "../../jit/ir/shape.ts";
 import { Emitter } from "./emit.ts";
-import type { KernelLowering } from "./expr.ts";
+import { KernelLowering } from "./expr.ts";
 import type { InlinedQuery } from "./query_in_place.ts";
 
 /** The three kernels of an attention group that one fused kernel can run. */
@@ -145,7 +145,43 @@ export function groupRows(group: Attention): number {
   return sizeOf(group.weights.space.slice(0, matmulOperands(group.scores)!.nb + 1));
 }
 
-/** The `inlined` lowering option of `group`'s scores: its query's expression, where it has one. */
-export function inlinedQuery(group: Attention): ReadonlyMap<number, Expr> | undefined {
-  return group.query && new Map([[group.query.input, group.query.expr]]);
+/** Declares `l`'s coordinates in its scope, the row axes (the first `rowAxes`) from `row`. */
+export function rowCoords(l: KernelLowering, rowAxes: number): void {
+  for (const c of l.coords) l.e.line(`var ${c}: i32 = 0;`);
+  l.unravel([...Array(rowAxes).keys()], "row");
+}
+
+/** Workgroup memory a kernel of `group` staging its query row takes beside its own (bytes). */
+export function stagedQueryBytes(group: Attention): number {
+  return 4 * matmulOperands(group.scores)!.k;
+}
+
+/**
+ * Where `group`'s scores read their query through its producer's expression (`group.query`), a
+ * phase of `body` computing the row's query once into workgroup memory `qs`, an element a thread
+ * of `threads`, and `ls` (the scores' lowering) reading it there; the declarations it needs.
+ * Read through the expression, every key recomputed the row's whole query (a decode step of the
+ * 0.5B decoder: a layer's split partials 29 µs against 18 unfolded, `bench/REPORT-generate.md`).
+ */
+export function stagedQuery(
+  body: Emitter,
+  group: Attention,
+  ls: KernelLowering,
+  options: { inputs: readonly string[]; half?: boolean; threads: number },
+): string[] {
+  if (!group.query) return [];
+  const s = matmulOperands(group.scores)!;
+  const rowAxes = s.nb + 1;
+  const { inputs, half, threads } = options;
+  const inlined = new Map([[group.query.input, group.query.expr]]);
+  const lq = new KernelLowering(group.scores, { inputs, half, inlined });
+  groupPhase(body, lq, () => {
+    rowCoords(lq, rowAxes);
+    lq.e.block(`for (var t: i32 = i32(lid.x); t < ${s.k}; t += ${threads}) {`, () => {
+      lq.e.line(`${lq.coords[rowAxes + 1]} = t;`);
+      lq.e.line(`qs[u32(t)] = ${lq.value(s.a, new Map())};`);
+    });
+  });
+  ls.redirect.set(String(s.a.input), () => `qs[u32(${ls.coords[rowAxes + 1]})]`);
+  return [`var<workgroup> qs: array<f32, ${s.k}>;`];
 }

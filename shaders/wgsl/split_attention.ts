@@ -31,7 +31,8 @@ import {
   everyInput,
   groupPhase,
   groupRows,
-  inlinedQuery,
+  rowCoords,
+  stagedQuery,
   writtenByCode,
 } from "./attention_group.ts";
 import { groupBindings, groupInputNames, plainSoftmax } from "./flash.ts";
@@ -43,7 +44,7 @@ export const SPLIT_KEYS = 32;
 export const SPLIT_ROWS = 64;
 
 /** Threads of either kernel's workgroup. */
-const THREADS = 64;
+export const SPLIT_THREADS = 64;
 
 /** An attention group run as partials over its keys' splits, then their combination. */
 export interface SplitAttention extends Attention {
@@ -79,8 +80,7 @@ export function splitAttention(
   const bindings = group.inputs.length + 1 + group.values.outputs.length;
   if (
     !f32 || rows > SPLIT_ROWS || splits < 2 || !plainSoftmax(group.weights) ||
-    bindings > (options.bindings ?? 8) || THREADS > options.maxInvocations ||
-    4 * (SPLIT_KEYS + s.k + THREADS) > (options.workgroupBytes ?? 16384)
+    bindings > (options.bindings ?? 8) || SPLIT_THREADS > options.maxInvocations
   ) return undefined;
   const shape = [...group.weights.space.slice(0, rowAxes), splits, v.n + 2];
   return { ...group, splits, partials: { value, shape, dtype: "f32" } };
@@ -102,15 +102,9 @@ export function partialsKernel(plan: SplitAttention): KernelIR {
   };
 }
 
-/** Either kernel's layout: a workgroup of `THREADS` a row of its space. */
+/** Either kernel's layout: a workgroup of `SPLIT_THREADS` a row of its space. */
 export function splitLayout(): KernelLayout {
-  return rowsLayout(streamedRows(THREADS, 1));
-}
-
-/** Sets up `l`'s coordinates, the row axes from `row`, in scope `e`'s lines. */
-function rowCoords(l: KernelLowering, rowAxes: number) {
-  for (const c of l.coords) l.e.line(`var ${c}: i32 = 0;`);
-  l.unravel([...Array(rowAxes).keys()], "row");
+  return rowsLayout(streamedRows(SPLIT_THREADS, 1));
 }
 
 /** The partials kernel's WGSL: bindings as `plan.inputs`, then the partials (`out0`). */
@@ -131,24 +125,12 @@ export function partialsWgsl(plan: SplitAttention): string {
   body.line("let lane = lid.x;");
   body.line("var m_s: f32;");
   body.line("var l_s: f32;");
-  const keys = `for (var i: i32 = kbase + i32(lid.x); i < kend; i += ${THREADS}) {`;
-
-  // The row's query into `qs`, an element a thread: each key's score reads it there. Read through
-  // the scores' load, a folded query's rotation ran for every key and element of the split (in
-  // a decode step of the 0.5B decoder, 29 µs a layer's partials against 18 unfolded).
-  const lq = new KernelLowering(scores, { inputs: names(scores), inlined: inlinedQuery(plan) });
-  groupPhase(body, lq, () => {
-    rowCoords(lq, rowAxes);
-    lq.e.block(`for (var t: i32 = i32(lid.x); t < ${s.k}; t += ${THREADS}) {`, () => {
-      lq.e.line(`${lq.coords[rowAxes + 1]} = t;`);
-      lq.e.line(`qs[u32(t)] = ${lq.value(s.a, new Map())};`);
-    });
-  });
+  const keys = `for (var i: i32 = kbase + i32(lid.x); i < kend; i += ${SPLIT_THREADS}) {`;
 
   // The split's scores, a key a thread, into `att`.
   const ls = new KernelLowering(scores, { inputs: names(scores) });
   ls.redirect.set("out0", key(ls, rowAxes));
-  ls.redirect.set(String(s.a.input), () => `qs[u32(${ls.coords[rowAxes + 1]})]`);
+  const staged = stagedQuery(body, plan, ls, { inputs: names(scores), threads: SPLIT_THREADS });
   groupPhase(body, ls, () => {
     rowCoords(ls, rowAxes);
     ls.e.block(keys, () => {
@@ -179,12 +161,12 @@ export function partialsWgsl(plan: SplitAttention): string {
       });
     lw.e.line(`var acc0: f32 = ${combiner(max).init};`);
     each((x) => `acc0 = ${combiner(max).combine("acc0", x)};`);
-    combineAcross(lw, max, 0, THREADS, SPLIT_KEYS, "0u");
+    combineAcross(lw, max, 0, SPLIT_THREADS, SPLIT_KEYS, "0u");
     lw.e.line("m_s = acc0;");
     lw.e.line(`if (acc0 == ${NEG_INF}) { acc0 = 0.0; }`);
     lw.e.line("var acc1: f32 = 0.0;");
     each((p) => `acc1 = acc1 + ${p};`, sum.expr);
-    combineAcross(lw, sum, 1, THREADS, SPLIT_KEYS, "0u");
+    combineAcross(lw, sum, 1, SPLIT_THREADS, SPLIT_KEYS, "0u");
     lw.e.line("l_s = acc1;");
     each((p) => `att[u32(i - kbase)] = ${p};`, sum.expr);
   });
@@ -194,7 +176,7 @@ export function partialsWgsl(plan: SplitAttention): string {
   lv.redirect.set(String(v.a.input), key(lv, rowAxes + 1));
   groupPhase(body, lv, () => {
     rowCoords(lv, rowAxes);
-    lv.e.block(`for (var j: i32 = i32(lid.x); j < ${v.n}; j += ${THREADS}) {`, () => {
+    lv.e.block(`for (var j: i32 = i32(lid.x); j < ${v.n}; j += ${SPLIT_THREADS}) {`, () => {
       lv.e.line(`${lv.coords[rowAxes]} = j;`);
       lv.e.line("var acc0: f32 = 0.0;");
       lv.e.block("for (var t: i32 = kbase; t < kend; t++) {", () => {
@@ -213,9 +195,9 @@ export function partialsWgsl(plan: SplitAttention): string {
     ...groupBindings(plan, { outputs: [plan.partials] }),
     PRELUDE,
     `var<workgroup> att: array<f32, ${SPLIT_KEYS}>;`,
-    `var<workgroup> qs: array<f32, ${s.k}>;`,
-    `var<workgroup> sh_f32: array<f32, ${THREADS}>;`,
-    ...entryPoint(THREADS, body.lines),
+    ...staged,
+    `var<workgroup> sh_f32: array<f32, ${SPLIT_THREADS}>;`,
+    ...entryPoint(SPLIT_THREADS, body.lines),
   ].join("\n");
 }
 
@@ -247,7 +229,7 @@ export function combineWgsl(plan: SplitAttention, options: WgslOptions): string 
     e.line(`total = total + ${at("s", v.n + 1)} * exp(${at("s", v.n)} - m);`);
   });
   rowCoords(lv, rowAxes);
-  e.block(`for (var j: i32 = i32(lid.x); j < ${v.n}; j += ${THREADS}) {`, () => {
+  e.block(`for (var j: i32 = i32(lid.x); j < ${v.n}; j += ${SPLIT_THREADS}) {`, () => {
     e.line(`${lv.coords[rowAxes]} = j;`);
     e.line("var acc0: f32 = 0.0;");
     e.block(`for (var s: i32 = 0; s < ${splits}; s++) {`, () => {
@@ -264,6 +246,6 @@ export function combineWgsl(plan: SplitAttention, options: WgslOptions): string 
     ...groupBindings(plan, { extra: [plan.partials] }),
     PRELUDE,
     ...combinedDecls(lv),
-    ...entryPoint(THREADS, [...e.lines, ...combinedFlush(lv, subgroups)]),
+    ...entryPoint(SPLIT_THREADS, [...e.lines, ...combinedFlush(lv, subgroups)]),
   ].join("\n");
 }
