@@ -31,6 +31,7 @@ import { erf, pow } from "../reference/scalar_math.ts";
 import { type ArenaPlan, arenaProgram } from "./arena_program.ts";
 import { Shares } from "./arena_share.ts";
 import { threadsOfProgram } from "./splits.ts";
+import { dotTilesFaster } from "./tile_probe.ts";
 import { OptimizingTier, type TierOptions } from "./optimizing_tier.ts";
 import { warmedAtSecondRun, warmUpBudget } from "./warm_up.ts";
 import { generateWasm } from "../../shaders/wasm/codegen.ts";
@@ -229,7 +230,8 @@ export interface WasmBackendOptions {
   readonly winogradTile?: 2 | 4;
   /**
    * Whether f32 matmuls whose A lies along K (a transformer's linear layers) run in dot tiles,
-   * four k a load of both operands, rather than broadcast tiles (default: true).
+   * four k a load of both operands, rather than broadcast tiles (default: where the host runs
+   * their inner loop clearly faster, timed once a process by `prepare`: `dotTilesFaster`).
    */
   readonly dotTiles?: boolean;
 }
@@ -284,7 +286,7 @@ export class WasmBackend implements Backend {
   #workers?: WorkerThreads;
   #fma = false;
   #byteDot?: boolean;
-  #dotTiles: boolean;
+  #dotTiles?: boolean;
   #winograd: number;
   #winogradTile: 2 | 4;
   #profile: boolean;
@@ -311,7 +313,7 @@ export class WasmBackend implements Backend {
     this.#countCores = options.threads === undefined && globalThis.navigator === undefined &&
       typeof SharedArrayBuffer === "function";
     this.#byteDot = options.byteDot;
-    this.#dotTiles = options.dotTiles ?? true;
+    this.#dotTiles = options.dotTiles;
     [this.#winograd, this.#winogradTile] = winogradOptions(options);
     this.#profile = options.profile ?? false;
     this.#warmUpMs = options.warmUpMs ?? 100;
@@ -328,7 +330,7 @@ export class WasmBackend implements Backend {
     this.codegen = {
       get format() {
         const shared = backend.#threads > 1 ? "-shared" : "", fma = backend.#fma ? "-fma" : "";
-        const dots = backend.#dotTiles ? "-dots" : "";
+        const dots = backend.#dotTiles === true ? "-dots" : "";
         return `wasm-12${shared}${fma}${backend.#bytes() ? "-dot8" : ""}${dots}`;
       },
       // In a promise's callback, so a refusal rejects rather than throws.
@@ -347,7 +349,7 @@ export class WasmBackend implements Backend {
             shared: this.#threads > 1,
             fma: this.#fma,
             byteDot: this.#bytes(),
-            dotTiles: this.#dotTiles,
+            dotTiles: this.#dotTiles === true,
           });
         }),
       load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {
@@ -487,7 +489,10 @@ export class WasmBackend implements Backend {
     return this.#byteDot ??= exactByteDot();
   }
 
-  /** Finds the worker threads (Deno's, Node's or a page's) and probes for relaxed SIMD. */
+  /**
+   * Finds the worker threads (Deno's, Node's or a page's), probes for relaxed SIMD and, unless
+   * the options say, times which f32 product tiles this host runs faster (`tile_probe.ts`).
+   */
   async prepare(): Promise<void> {
     if (this.#countCores) {
       this.#countCores = false;
@@ -496,6 +501,7 @@ export class WasmBackend implements Backend {
     }
     if (this.#threads > 1) this.#workers ??= await (workers ??= workerThreads());
     this.#fma = hasRelaxedSimd();
+    this.#dotTiles ??= dotTilesFaster(this.#fma);
   }
 
   /** Nothing runs asynchronously. */
