@@ -31,7 +31,6 @@ import { erf, pow } from "../reference/scalar_math.ts";
 import { type ArenaPlan, arenaProgram } from "./arena_program.ts";
 import { Shares } from "./arena_share.ts";
 import { threadsOfProgram } from "./splits.ts";
-import { dotTilesFaster } from "./tile_probe.ts";
 import { OptimizingTier, type TierOptions } from "./optimizing_tier.ts";
 import { warmedAtSecondRun, warmUpBudget } from "./warm_up.ts";
 import { generateWasm } from "../../shaders/wasm/codegen.ts";
@@ -230,8 +229,7 @@ export interface WasmBackendOptions {
   readonly winogradTile?: 2 | 4;
   /**
    * Whether f32 matmuls whose A lies along K (a transformer's linear layers) run in dot tiles,
-   * four k a load of both operands, rather than broadcast tiles (default: where the host runs
-   * their inner loop clearly faster, timed once a process by `prepare`: `dotTilesFaster`).
+   * four k a load of both operands, rather than broadcast tiles (default: true).
    */
   readonly dotTiles?: boolean;
 }
@@ -286,7 +284,7 @@ export class WasmBackend implements Backend {
   #workers?: WorkerThreads;
   #fma = false;
   #byteDot?: boolean;
-  #dotTiles?: boolean;
+  #dotTiles: boolean;
   #winograd: number;
   #winogradTile: 2 | 4;
   #profile: boolean;
@@ -313,7 +311,7 @@ export class WasmBackend implements Backend {
     this.#countCores = options.threads === undefined && globalThis.navigator === undefined &&
       typeof SharedArrayBuffer === "function";
     this.#byteDot = options.byteDot;
-    this.#dotTiles = options.dotTiles;
+    this.#dotTiles = options.dotTiles ?? true;
     [this.#winograd, this.#winogradTile] = winogradOptions(options);
     this.#profile = options.profile ?? false;
     this.#warmUpMs = options.warmUpMs ?? 100;
@@ -330,7 +328,7 @@ export class WasmBackend implements Backend {
     this.codegen = {
       get format() {
         const shared = backend.#threads > 1 ? "-shared" : "", fma = backend.#fma ? "-fma" : "";
-        const dots = backend.#dotTiles === true ? "-dots" : "";
+        const dots = backend.#dotTiles ? "-dots" : "";
         return `wasm-12${shared}${fma}${backend.#bytes() ? "-dot8" : ""}${dots}`;
       },
       // In a promise's callback, so a refusal rejects rather than throws.
@@ -349,7 +347,7 @@ export class WasmBackend implements Backend {
             shared: this.#threads > 1,
             fma: this.#fma,
             byteDot: this.#bytes(),
-            dotTiles: this.#dotTiles === true,
+            dotTiles: this.#dotTiles,
           });
         }),
       load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {
@@ -489,10 +487,7 @@ export class WasmBackend implements Backend {
     return this.#byteDot ??= exactByteDot();
   }
 
-  /**
-   * Finds the worker threads (Deno's, Node's or a page's), probes for relaxed SIMD and, unless
-   * the options say, times which f32 product tiles this host runs faster (`tile_probe.ts`).
-   */
+  /** Finds the worker threads (Deno's, Node's or a page's) and probes for relaxed SIMD. */
   async prepare(): Promise<void> {
     if (this.#countCores) {
       this.#countCores = false;
@@ -501,7 +496,6 @@ export class WasmBackend implements Backend {
     }
     if (this.#threads > 1) this.#workers ??= await (workers ??= workerThreads());
     this.#fma = hasRelaxedSimd();
-    this.#dotTiles ??= dotTilesFaster(this.#fma);
   }
 
   /** Nothing runs asynchronously. */

@@ -5,10 +5,7 @@
  * is done. The broadcast tile loads B along N and splats each row's A value: on one thread of
  * the 16-core Intel host of the H100 machines its 6 × 8 form ran at 16.5 GFLOP/s and a 4 × 2
  * dot tile at 19.5 (AMD EPYC VM: 36.6 and 40.8; `bench/wasm_tiles.ts`, `bench/REPORT-models.md`,
- * session 94). A splat is a load and a shuffle; the dot tile's loads are plain. Where the two are
- * close (the AMD VM, where the broadcast tile reaches the multiply-add peak), the broadcast tiles'
- * products ran a few percent ahead; the backend times both inner loops on its host and takes the
- * dot tiles only where they win (`backends/wasm/tile_probe.ts`).
+ * session 94). A splat is a load and a shuffle; the dot tile's loads are plain.
  *
  * A tile's rows run in blocks across its panel: 6 or 4 rows by 2 columns, 2 rows by 4, 1 row by
  * 8 (see `blocksOf`).

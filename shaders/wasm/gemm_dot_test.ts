@@ -67,7 +67,7 @@ Deno.test("a matmul of one B with A's rows along K takes the dot tiles; convolut
 });
 
 Deno.test("dot tiles give the reference's values for every row remainder, narrow panels and both B layouts", async () => {
-  const one = new WasmBackend({ threads: 1, warmUpMs: 0, dotTiles: true });
+  const one = new WasmBackend({ threads: 1, warmUpMs: 0 });
   try {
     // Rows: tiles of 6, then two of 4 (8 left), 4, 2 and 1 left; K = 36: nine four-k steps.
     for (const rows of [1, 2, 3, 5, 6, 7, 13, 14, 20]) {
