@@ -36,7 +36,6 @@ import {
   MEMORY,
   type MemoryOps,
   type OpCode,
-  STORE64_LANE,
   type Type,
   TYPES,
   V128,
@@ -243,11 +242,6 @@ export class WasmModule {
       this.#op({ code: CONST.v128, type: TYPES.v128 }, [], bytes),
     load32_splat: (offset: number, align: number, ptr: Ref) =>
       this.#op({ code: LOAD32_SPLAT, type: TYPES.v128 }, [ptr], memoryArgument(offset, align || 4)),
-    store64_lane: (offset: number, align: number, ptr: Ref, value: Ref, lane: number) =>
-      this.#op({ code: STORE64_LANE, type: TYPES.none }, [ptr, value], [
-        ...memoryArgument(offset, align || 8),
-        lane,
-      ]),
   };
   /** i8x16 instructions. */
   readonly i8x16 = {

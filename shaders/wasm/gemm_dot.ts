@@ -148,44 +148,11 @@ function dotBlock(g: Gemm, locals: DotLocals, block: Block): number[] {
   st.push(...countedLoop(kk, quads >> 1, pass(2)), ...(quads % 2 ? pass(1) : []));
   for (let i = 0; i < rows; i++) {
     st.push(m.local.set(rowPtr(i), m.i32.sub(get(rowPtr(i), i32), ic(4 * k))));
-  }
-  // Four sums at a time into one vector: a row's four columns, or two rows' two.
-  const at = (i: number, j: number) => 32 * (first + i) + 4 * (column + j);
-  for (let i = 0; i < rows; i += columns === 2 ? 2 : 1) {
-    for (let j = 0; j < columns; j += 4) {
-      const four = columns === 2
-        ? [sum(i, 0), sum(i, 1), sum(i + 1, 0), sum(i + 1, 1)]
-        : [0, 1, 2, 3].map((c) => sum(i, j + c));
-      const total = v(locals.held[0]);
-      st.push(
-        ...sumsOf(g, four, locals.held),
-        ...(columns === 2
-          ? [
-            m.v128.store64_lane(at(i, 0), 4, get(scratch, i32), total, 0),
-            m.v128.store64_lane(at(i + 1, 0), 4, get(scratch, i32), v(locals.held[0]), 1),
-          ]
-          : [m.v128.store(at(i, j), 4, get(scratch, i32), total)]),
-      );
+    for (let j = 0; j < columns; j++) {
+      const lane = (l: number) => f4.extract_lane(v(sum(i, j)), l);
+      const total = m.f32.add(m.f32.add(lane(0), lane(1)), m.f32.add(lane(2), lane(3)));
+      st.push(m.f32.store(32 * (first + i) + 4 * (column + j), 4, get(scratch, i32), total));
     }
   }
   return st;
-}
-
-/**
- * Statements leaving the sums of four accumulators' lanes in `pairs[0]`, each (lane 0 + lane 2)
- * + (lane 1 + lane 3), the same order for every block shape: the first two interleaved and added
- * into `pairs[0]`, the other two into `pairs[1]`, then their halves added. Lane by lane with
- * extracts, a 6 × 2 block's sums took about a third as many instructions again as its
- * multiply-adds at K = 96 (ViT-tiny's products).
- */
-function sumsOf(g: Gemm, four: readonly number[], pairs: readonly number[]): number[] {
-  const { m, f4, v } = g;
-  const lanes = (l: readonly number[]) => l.flatMap((x) => [0, 1, 2, 3].map((b) => 4 * x + b));
-  const halves = (x: number, y: number, low: number[], high: number[]) =>
-    f4.add(m.i8x16.shuffle(v(x), v(y), lanes(low)), m.i8x16.shuffle(v(x), v(y), lanes(high)));
-  return [
-    m.local.set(pairs[0], halves(four[0], four[1], [0, 4, 1, 5], [2, 6, 3, 7])),
-    m.local.set(pairs[1], halves(four[2], four[3], [0, 4, 1, 5], [2, 6, 3, 7])),
-    m.local.set(pairs[0], halves(pairs[0], pairs[1], [0, 1, 4, 5], [2, 3, 6, 7])),
-  ];
 }

@@ -167,9 +167,6 @@ export const MEMORY = {
 /** `v128.load32_splat`: one 4-byte element loaded into every lane. */
 export const LOAD32_SPLAT: readonly number[] = simd(0x09);
 
-/** `v128.store64_lane`: one 8-byte lane (of two) stored. */
-export const STORE64_LANE: readonly number[] = simd(0x5b);
-
 /** Constants' opcodes. */
 export const CONST = { i32: 0x41, f32: 0x43, f64: 0x44, v128: simd(0x0c) } as const;
 
@@ -436,6 +433,4 @@ export type V128Ops =
     const(bytes: readonly number[]): Ref;
     /** 4 bytes at `ptr + offset` in every lane: one instruction, not a load and a splat. */
     load32_splat(offset: number, align: number, ptr: Ref): Ref;
-    /** The 8-byte lane `lane` (0 or 1) of `value` stored at `ptr + offset`. */
-    store64_lane(offset: number, align: number, ptr: Ref, value: Ref, lane: number): Ref;
   };
