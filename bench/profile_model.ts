@@ -4,13 +4,12 @@
  * instead (each kernel's call timed, all threads).
  *
  *   deno run -A --no-config bench/profile_model.ts MODEL.onnx [NAME=FILE.bin ...] [--top N] [--auto] [--wasm]
- *     [--runs N] [--threads N] [--broadcast-tiles]
+ *     [--runs N] [--threads N]
  *
  * Inputs not given are zeros. Runs on Dawn (`KILN_GPU` to choose), kernel cache off; `--auto`
  * compiles under the auto policy instead (placement as `kiln run` without --backend takes it),
  * and prints the run's timing split over ten runs; `--precision f16` compiles under that policy;
- * `--threads N` sizes the wasm backend's threads (default: as `kiln run` takes them);
- * `--broadcast-tiles` runs wasm's f32 products in broadcast tiles, not dot tiles.
+ * `--threads N` sizes the wasm backend's threads (default: as `kiln run` takes them).
  */
 import { OnnxModel, type Precision, WasmBackend, WebGpuBackend } from "../mod.ts";
 import { madeInputs } from "./model_inputs.ts";
@@ -21,7 +20,7 @@ const flag = (name: string) => {
   const at = args.indexOf(name);
   return at >= 0 && args.splice(at, 1).length > 0;
 };
-const auto = flag("--auto"), wasm = flag("--wasm"), dotTiles = !flag("--broadcast-tiles");
+const auto = flag("--auto"), wasm = flag("--wasm");
 const precisionAt = args.indexOf("--precision");
 const precision = precisionAt >= 0 ? args.splice(precisionAt, 2)[1] as Precision : "f32";
 const topAt = args.indexOf("--top");
@@ -34,7 +33,7 @@ const [path, ...given] = args;
 const model = await OnnxModel.load(path);
 const files = Object.fromEntries(given.map((g) => g.split("=") as [string, string]));
 const inputs = await madeInputs(model.inputs, { files });
-const gpu = wasm ? new WasmBackend({ profile: true, threads, dotTiles }) : new WebGpuBackend({
+const gpu = wasm ? new WasmBackend({ profile: true, threads }) : new WebGpuBackend({
   gpu: Deno.env.get("KILN_GPU") === "navigator" ? "navigator" : "dawn",
   profile: true,
   dawnFlags: timingDawnFlags,

@@ -227,11 +227,6 @@ export interface WasmBackendOptions {
   readonly winogradChannels?: number;
   /** Outputs a side of their Winograd tiles, m: F(2×2, 3×3) or F(4×4, 3×3) (default 4). */
   readonly winogradTile?: 2 | 4;
-  /**
-   * Whether f32 matmuls whose A lies along K (a transformer's linear layers) run in dot tiles,
-   * four k a load of both operands, rather than broadcast tiles (default: true).
-   */
-  readonly dotTiles?: boolean;
 }
 
 /** The keys of {@linkcode WasmBackendOptions}: a misspelt one is refused (`checkOptions`). */
@@ -243,37 +238,14 @@ const WASM_OPTIONS: readonly (keyof WasmBackendOptions)[] = [
   "byteDot",
   "winogradChannels",
   "winogradTile",
-  "dotTiles",
 ];
-
-/** The Winograd options of `options` (see {@linkcode WasmBackendOptions}), checked. */
-function winogradOptions(options: WasmBackendOptions): [channels: number, tile: 2 | 4] {
-  const channels = options.winogradChannels ?? WINOGRAD_CHANNELS;
-  if (!(channels > 0)) {
-    throw new KilnError(
-      `WasmBackend: winogradChannels must be above 0, got ${options.winogradChannels}`,
-      {
-        code: "out-of-range",
-        fix: "pass the least channels to compute as Winograd (64 by default), or Infinity: never",
-      },
-    );
-  }
-  const tile = options.winogradTile ?? WINOGRAD_TILE;
-  if (tile !== 2 && tile !== 4) {
-    throw new KilnError(`WasmBackend: winogradTile must be 2 or 4, got ${options.winogradTile}`, {
-      code: "out-of-range",
-      fix: "pass winogradTile: 2 (F(2×2, 3×3)) or 4 (F(4×4, 3×3))",
-    });
-  }
-  return [channels, tile];
-}
 
 /** The WebAssembly backend. */
 export class WasmBackend implements Backend {
   /** Always `"wasm"`. */
   readonly id: string = "wasm";
   /** Code generator revision: the kernel cache keys on it, so bump it whenever generated code changes. */
-  readonly version: string = "0.7.25";
+  readonly version: string = "0.7.24";
   /** CPU with WebAssembly. */
   readonly kind: BackendKind = "cpu-simd";
   /** A CPU is never lost. */
@@ -284,7 +256,6 @@ export class WasmBackend implements Backend {
   #workers?: WorkerThreads;
   #fma = false;
   #byteDot?: boolean;
-  #dotTiles: boolean;
   #winograd: number;
   #winogradTile: 2 | 4;
   #profile: boolean;
@@ -311,8 +282,23 @@ export class WasmBackend implements Backend {
     this.#countCores = options.threads === undefined && globalThis.navigator === undefined &&
       typeof SharedArrayBuffer === "function";
     this.#byteDot = options.byteDot;
-    this.#dotTiles = options.dotTiles ?? true;
-    [this.#winograd, this.#winogradTile] = winogradOptions(options);
+    this.#winograd = options.winogradChannels ?? WINOGRAD_CHANNELS;
+    if (!(this.#winograd > 0)) {
+      throw new KilnError(
+        `WasmBackend: winogradChannels must be above 0, got ${options.winogradChannels}`,
+        {
+          code: "out-of-range",
+          fix: "pass the least channels to compute as Winograd (64 by default), or Infinity: never",
+        },
+      );
+    }
+    this.#winogradTile = options.winogradTile ?? WINOGRAD_TILE;
+    if (this.#winogradTile !== 2 && this.#winogradTile !== 4) {
+      throw new KilnError(`WasmBackend: winogradTile must be 2 or 4, got ${options.winogradTile}`, {
+        code: "out-of-range",
+        fix: "pass winogradTile: 2 (F(2×2, 3×3)) or 4 (F(4×4, 3×3))",
+      });
+    }
     this.#profile = options.profile ?? false;
     this.#warmUpMs = options.warmUpMs ?? 100;
     if (!(this.#warmUpMs >= 0)) {
@@ -328,8 +314,7 @@ export class WasmBackend implements Backend {
     this.codegen = {
       get format() {
         const shared = backend.#threads > 1 ? "-shared" : "", fma = backend.#fma ? "-fma" : "";
-        const dots = backend.#dotTiles ? "-dots" : "";
-        return `wasm-12${shared}${fma}${backend.#bytes() ? "-dot8" : ""}${dots}`;
+        return `wasm-12${shared}${fma}${backend.#bytes() ? "-dot8" : ""}`;
       },
       // In a promise's callback, so a refusal rejects rather than throws.
       generate: (kernel: KernelIR): Promise<Artifact> =>
@@ -347,7 +332,6 @@ export class WasmBackend implements Backend {
             shared: this.#threads > 1,
             fma: this.#fma,
             byteDot: this.#bytes(),
-            dotTiles: this.#dotTiles,
           });
         }),
       load: async (kernel: KernelIR, artifact: Artifact): Promise<PreparedKernel> => {

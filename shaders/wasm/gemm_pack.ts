@@ -14,40 +14,36 @@ import { type Gemm, prepacked, rowA, setRow, tableRow } from "./gemm_state.ts";
 const KB = 8;
 
 /**
- * Copies B's panel of 8 columns at n0 to `into`: k-major (8 columns a k) for the broadcast tiles;
- * `byColumn` (each column's K values consecutive, 4K bytes apart: `gemm_dot.ts`) for the dot
- * tiles. B's rows are often a page apart, and streaming 32 bytes from each of k pages thrashes
- * the caches' sets. B is the same for every row of a batch, so the coordinates of row r (its
- * batch's first) reach it.
+ * Copies B's panel of 8 columns at n0 to `into`, k-major: B's rows are often a page apart, and
+ * streaming 32 bytes from each of k pages thrashes the caches' sets. B is the same for every
+ * row of a batch, so the coordinates of row r (its batch's first) reach it.
  */
-export function pack(g: Gemm, width: number, into: number, byColumn = false): number[] {
-  const { m, local, get, ic, loadAddress, i32, b, k, strideB, strideN, r, n0, bPtr, kLoop } = g;
+export function pack(g: Gemm, width: number, into: number): number[] {
+  const { m, local, get, ic, loadAddress, i32, b, strideB, strideN, r, n0, bPtr, kLoop } = g;
   const st: number[] = [];
   setRow(g, get(r, i32), get(n0, i32), st);
   const dst = local(i32);
-  // Column c's place at one k, and the step to the next k.
-  const [column, next] = byColumn ? [4 * k, 4] : [4, 32];
   st.push(
     m.local.set(bPtr, loadAddress(b, st).address),
     m.local.set(dst, into),
     ...kLoop([
       // Contiguous columns copy as two vectors; others (B transposed, as PyTorch's Linear
       // exports it) gather eight scalars, and a last panel of fewer columns pads with zeros.
-      ...(strideN === 4 && width === 8 && !byColumn
+      ...(strideN === 4 && width === 8
         ? [
           m.v128.store(0, 4, get(dst, i32), m.v128.load(0, 4, get(bPtr, i32))),
           m.v128.store(16, 4, get(dst, i32), m.v128.load(16, 4, get(bPtr, i32))),
         ]
         : [...Array(8).keys()].map((c) =>
           m.f32.store(
-            column * c,
+            4 * c,
             4,
             get(dst, i32),
             c < width ? m.f32.load(c * strideN, 4, get(bPtr, i32)) : m.f32.const(0),
           )
         )),
       m.local.set(bPtr, m.i32.add(get(bPtr, i32), ic(strideB))),
-      m.local.set(dst, m.i32.add(get(dst, i32), ic(next))),
+      m.local.set(dst, m.i32.add(get(dst, i32), ic(32))),
     ]),
   );
   return st;

@@ -41,14 +41,10 @@ import { buildTable, pack, packA, packRows } from "./gemm_pack.ts";
  * {@linkcode PACKS_SECTION} says it takes one, and how large). The program packs a B it holds
  * fixed (a weight) once per change, as ONNX Runtime prepacks weights, and any other B once per
  * run before the kernel, not once per call and thread. A convolution's indirection table lies
- * after the panels, built there by the packing call. `g`: the product's state, where the caller
- * has it.
+ * after the panels, built there by the packing call.
  */
-export function tiledGemm(
-  e: MatmulContext,
-  plan: MatmulPlan,
-  g: Gemm | undefined = gemmState(e, plan),
-): number[] | undefined {
+export function tiledGemm(e: MatmulContext, plan: MatmulPlan): number[] | undefined {
+  const g = gemmState(e, plan);
   if (!g) return undefined;
   const packPanel = (width: number) => pack(g, width, prepacked(g));
   return tiledLoops(g, {

@@ -12,7 +12,6 @@
 import type { MatmulContext } from "./gemm_state.ts";
 import { gemmBody } from "./matmul_ikj.ts";
 import { tiledGemm } from "./matmul.ts";
-import { dotGemm } from "./gemm_dot.ts";
 import { batchesOfB, consecutiveAlong, type MatmulPlan, strideAlong } from "./matmul_plan.ts";
 
 /** Shortest K the dot form takes (shorter ones cost their setup more than they save). */
@@ -37,7 +36,7 @@ export function matmulBody(e: MatmulContext, plan: MatmulPlan): number[] {
   // The dot products sum K in four lanes: not the exact precision's order (`KernelIR.exact`).
   if (kernel.exact) return tiledGemm(e, plan) ?? gemmBody(e, plan);
   const few = kernel.space[plan.nb] <= DOT_ROWS && batchesOfB(kernel) > 1;
-  return (few ? dotBody(e, plan) : undefined) ?? dotGemm(e, plan) ??
+  return (few ? dotBody(e, plan) : undefined) ?? tiledGemm(e, plan) ??
     (few ? undefined : dotBody(e, plan)) ?? gemmBody(e, plan);
 }
 

@@ -54,11 +54,6 @@ export interface ModuleOptions {
    * where the engine computes it exactly (`exactByteDot`); otherwise they take the generic loops.
    */
   readonly byteDot?: boolean;
-  /**
-   * Run f32 products whose A lies along K in dot tiles (`gemm_dot.ts`) rather than the broadcast
-   * tiles (`matmul.ts`).
-   */
-  readonly dotTiles?: boolean;
 }
 
 /** A new module with the features, memory import and host imports every kernel uses. */
@@ -97,8 +92,6 @@ export class KernelFunction {
   readonly fma: boolean;
   /** Whether integer products of bytes take relaxed SIMD's byte dot product. */
   readonly byteDot: boolean;
-  /** Whether f32 products take the dot tiles where they apply (`ModuleOptions.dotTiles`). */
-  readonly dotTiles: boolean;
   /** Parameter indices after the buffers: the thread's scratch, the row range, B's panels. */
   readonly params: {
     readonly scratch: number;
@@ -148,7 +141,6 @@ export class KernelFunction {
     // The exact precision rounds every product before its sum (`KernelIR.exact`).
     this.fma = !kernel.exact && (options.fma ?? false);
     this.byteDot = options.byteDot ?? false;
-    this.dotTiles = options.dotTiles ?? false;
     const buffers = kernel.inputs.length + kernel.outputs.length;
     this.params = { scratch: buffers, start: buffers + 1, end: buffers + 2, packedB: buffers + 3 };
     this.#params = buffers + 4;
